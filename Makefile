@@ -1,0 +1,40 @@
+# Two entry points, each doing its own set-up from nothing:
+#   make report  -> .venv, install, verify every claim (default sizes, CPU), write reports/
+#   make test    -> .venv, install, run the whole test suite
+# torch is pinned to the CPU wheel available on these machines *before* the project is installed,
+# so that pyproject's range (torch>=2.2) is already satisfied and pip pulls no CUDA packages.
+
+PYTHON   ?= $(shell command -v python3.11 || command -v python3)
+VENV     ?= .venv
+PY       := $(VENV)/bin/python
+STAMP    := $(VENV)/.installed
+TORCH_PIN ?= torch==2.13.0
+PYTEST_WORKERS ?= 2
+
+.PHONY: all install test report mutation bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(TORCH_PIN)
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -p no:cacheprovider
+
+report: $(STAMP)
+	$(VENV)/bin/tverify report --out reports
+
+mutation: $(STAMP)
+	$(PY) -m pip install -q -e '.[mutation]'
+	$(PY) benchmarks/mutation.py
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+clean:
+	rm -rf $(VENV) reports .tverify .pytest_cache .hypothesis

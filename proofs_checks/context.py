@@ -1,0 +1,95 @@
+"""The context a check runs in: mode (sizes), seed, device, where figures go."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["RunContext", "MODES"]
+
+MODES = ("quick", "default", "full")
+
+
+@dataclass
+class RunContext:
+    """Settings shared by every check of one run.
+
+    mode     "quick" (tests), "default" (``make report``) or "full" (larger sizes, more seeds).
+    seed     base seed; every check derives its own seeds from it with :meth:`seed_for`, so a
+             result is reproduced by re-running with the seed recorded in its report.
+    device   "cpu" or "cuda"; only checks declared ``uses_device`` look at it.
+    figure_dir  where :meth:`save_figure` writes; ``None`` disables figures (tests, plain runs).
+    """
+
+    mode: str = "default"
+    seed: int = 0
+    device: str = "cpu"
+    figure_dir: Path | None = None
+    claim_id: str = ""
+    check_name: str = ""
+    _figures: list[str] = field(default_factory=list, repr=False)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+
+    @property
+    def quick(self) -> bool:
+        return self.mode == "quick"
+
+    @property
+    def full(self) -> bool:
+        return self.mode == "full"
+
+    def size(self, quick: Any, default: Any, full: Any | None = None) -> Any:
+        """Pick a size by mode: ``ctx.size(quick=200, default=2000, full=20000)``."""
+        if self.mode == "quick":
+            return quick
+        if self.mode == "full" and full is not None:
+            return full
+        return default
+
+    def seed_for(self, *keys: Any) -> int:
+        """A stable 32-bit seed from the base seed, the claim, the check and ``keys``.
+
+        Stable across processes and Python versions (SHA-256, not ``hash``)."""
+        text = "|".join(map(str, (self.seed, self.claim_id, self.check_name, *keys)))
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+    def rng(self, *keys: Any) -> np.random.Generator:
+        """A NumPy generator seeded by :meth:`seed_for` with the same keys."""
+        return np.random.default_rng(self.seed_for(*keys))
+
+    def for_check(self, claim_id: str, check_name: str) -> "RunContext":
+        """A copy bound to one claim's check (so ``seed_for`` differs per check)."""
+        return RunContext(self.mode, self.seed, self.device, self.figure_dir, claim_id, check_name)
+
+    def save_figure(self, fig, name: str) -> str | None:
+        """Save a matplotlib figure as ``<figure_dir>/<claim>__<name>.png`` and close it.
+
+        Returns the file name relative to ``figure_dir`` (recorded in the check's result), or
+        ``None`` when figures are off. Checks should test :attr:`want_figures` before plotting."""
+        import matplotlib.pyplot as plt
+
+        try:
+            if self.figure_dir is None:
+                return None
+            self.figure_dir.mkdir(parents=True, exist_ok=True)
+            fname = f"{self.claim_id}__{name}.png".replace("/", "_")
+            fig.savefig(self.figure_dir / fname, dpi=110, bbox_inches="tight")
+            self._figures.append(fname)
+            return fname
+        finally:
+            plt.close(fig)
+
+    @property
+    def want_figures(self) -> bool:
+        return self.figure_dir is not None
+
+    def take_figures(self) -> list[str]:
+        out, self._figures = self._figures, []
+        return out

@@ -1,0 +1,326 @@
+"""The claim registry: what a claim is, how its checks report, and the one global registry.
+
+A claim module (``proofs_checks/claims/<group>.py``) builds :class:`Claim` objects and passes them
+to :func:`register`. A claim has
+
+* ``form``: the object its checks test (a function, a closed-form expression, a dict of them).
+  For an erratum it is the *corrected* form; ``stated`` holds the form as the seed states it.
+* ``checks``: functions ``fn(form, ctx) -> CheckResult``. Each compares ``form`` with an
+  independently computed reference (derivation, numeric reference, trained model), so the same
+  function run on a mutant's form must fail.
+* ``mutants``: wrong variants of ``form`` (wrong constant, dropped term, swapped index, ...).
+
+The registry refuses a claim without statement, source, checks or mutant.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from theory.derivation import Derivation
+
+__all__ = [
+    "KINDS",
+    "LAYERS",
+    "MUTANT_KINDS",
+    "Check",
+    "CheckResult",
+    "Claim",
+    "Mutant",
+    "RegistryError",
+    "SkipCheck",
+    "UnknownClaimError",
+    "compare",
+    "worst",
+    "get_claim",
+    "register",
+    "registry",
+    "select",
+]
+
+KINDS = ("theorem", "identity", "erratum", "evidence", "conjecture")
+LAYERS = ("symbolic", "numeric", "trained")
+MUTANT_KINDS = (
+    "wrong constant",
+    "dropped term",
+    "extra term",
+    "swapped index",
+    "wrong axis",
+    "sign flip",
+    "wrong norm",
+    "wrong solver output",
+    "wrong formula",
+    "seed erratum",
+)
+_ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
+
+
+class RegistryError(ValueError):
+    """A claim entry is incomplete or inconsistent (raised at registration)."""
+
+
+class UnknownClaimError(LookupError):
+    """A claim id or pattern matches nothing in the registry."""
+
+
+class SkipCheck(Exception):
+    """Raised by a check that cannot run here (e.g. CUDA requested but absent); carries the reason."""
+
+
+@dataclass
+class CheckResult:
+    """What one check measured.
+
+    ``passed`` is ``error <= tolerance`` for numeric comparisons, or an explicit verdict for
+    exact (symbolic) comparisons; ``None`` means skipped. ``justification`` says why the tolerance
+    is what it is (float64 rounding scaled by size, k standard errors, a convergence rate, exact).
+    ``details`` holds further measured numbers (JSON-serialisable) for reports.
+    """
+
+    passed: bool | None
+    error: float = math.nan
+    tolerance: float = math.nan
+    justification: str = ""
+    seeds: tuple[int, ...] = ()
+    sizes: dict[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+    skip_reason: str | None = None
+    figures: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        """error / tolerance (how far inside or outside the tolerance)."""
+        if self.tolerance and not math.isnan(self.tolerance) and not math.isnan(self.error):
+            return self.error / self.tolerance if self.tolerance > 0 else (0.0 if self.error == 0 else math.inf)
+        return math.nan
+
+
+def compare(
+    error: float,
+    tolerance: float,
+    justification: str,
+    *,
+    seeds: Iterable[int] = (),
+    sizes: dict[str, Any] | None = None,
+    device: str = "cpu",
+    details: dict[str, Any] | None = None,
+) -> CheckResult:
+    """A :class:`CheckResult` that passes iff ``error <= tolerance`` (NaN error fails).
+
+    >>> compare(1e-14, 1e-12, "float64 rounding").passed
+    True
+    >>> compare(float("nan"), 1.0, "x").passed
+    False
+    """
+    error = float(error)
+    tolerance = float(tolerance)
+    passed = (not math.isnan(error)) and error <= tolerance
+    return CheckResult(
+        passed=passed,
+        error=error,
+        tolerance=tolerance,
+        justification=justification,
+        seeds=tuple(int(s) for s in seeds),
+        sizes=dict(sizes or {}),
+        device=device,
+        details=dict(details or {}),
+    )
+
+
+def worst(errors: dict[str, float] | Iterable[float]) -> float:
+    """The largest of several errors, with NaN or inf anywhere giving ``inf`` (so it fails).
+
+    Python's ``max`` silently skips a NaN that is not first; use this to aggregate errors.
+
+    >>> worst({"a": 1e-3, "b": float("nan")})
+    inf
+    >>> worst([1.0, 2.0])
+    2.0
+    """
+    vals = [float(v) for v in (errors.values() if isinstance(errors, dict) else errors)]
+    if not vals:
+        return 0.0
+    if any(math.isnan(v) or math.isinf(v) for v in vals):
+        return math.inf
+    return max(vals)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of a claim: ``fn(form, ctx) -> CheckResult``.
+
+    layer        "symbolic" (compares with the SymPy derivation), "numeric" (NumPy/SciPy/cvxpy
+                 reference) or "trained" (a torch model trained by an optimiser).
+    uses_device  the check honours ``ctx.device``; with ``--device cuda`` and no CUDA it is skipped.
+    """
+
+    name: str
+    layer: str
+    fn: Callable[[Any, Any], CheckResult]
+    description: str = ""
+    uses_device: bool | None = None
+
+    def __post_init__(self):
+        if self.layer not in LAYERS:
+            raise RegistryError(f"check {self.name!r}: layer must be one of {LAYERS}")
+        if self.uses_device is None:
+            object.__setattr__(self, "uses_device", self.layer == "trained")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A planted wrong variant of a claim's ``form`` that the claim's checks must refute."""
+
+    name: str
+    kind: str
+    description: str
+    form: Any
+
+    def __post_init__(self):
+        if self.kind not in MUTANT_KINDS:
+            raise RegistryError(f"mutant {self.name!r}: kind must be one of {MUTANT_KINDS}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A registered claim. See the module docstring for the roles of ``form``/``checks``/``mutants``.
+
+    statement         LaTeX of the (corrected) statement.
+    source            seed file(s) and paper(s), e.g. "seed 000; Zhang, Frei, Bartlett (JMLR 2024)".
+    kind              one of :data:`KINDS`.
+    derivation        zero-argument callable from ``theory/`` returning a :class:`Derivation`
+                      (``None`` where nothing is symbolic).
+    stated            erratum only: the form as the seed states it (must be refuted).
+    stated_statement  erratum only: LaTeX of the statement as the seed states it.
+    """
+
+    id: str
+    title: str
+    statement: str
+    source: str
+    kind: str
+    form: Any
+    checks: tuple[Check, ...]
+    mutants: tuple[Mutant, ...]
+    derivation: Callable[[], Derivation] | None = None
+    stated: Any = None
+    stated_statement: str = ""
+    notes: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    @property
+    def is_evidence(self) -> bool:
+        return self.kind in ("evidence", "conjecture")
+
+    def all_mutants(self) -> tuple[Mutant, ...]:
+        """The planted mutants plus, for an erratum, the seed's stated form."""
+        extra: tuple[Mutant, ...] = ()
+        if self.kind == "erratum":
+            extra = (Mutant("as-stated-in-seed", "seed erratum", self.stated_statement or "the seed's form", self.stated),)
+        return tuple(self.mutants) + extra
+
+    def validate(self) -> None:
+        """Raise :class:`RegistryError` naming what is missing."""
+        where = f"claim {self.id!r}"
+        if not _ID.match(self.id):
+            raise RegistryError(f"{where}: id must look like 'group.name' (lowercase, digits, _)")
+        for attr in ("title", "statement", "source"):
+            if not str(getattr(self, attr) or "").strip():
+                raise RegistryError(f"{where}: missing {attr}")
+        if self.kind not in KINDS:
+            raise RegistryError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
+        if not self.checks:
+            raise RegistryError(f"{where}: no checks")
+        if not self.mutants:
+            raise RegistryError(f"{where}: no mutant (every claim needs a wrong variant its checks reject)")
+        names = [c.name for c in self.checks]
+        if len(set(names)) != len(names):
+            raise RegistryError(f"{where}: duplicate check names {names}")
+        mnames = [m.name for m in self.all_mutants()]
+        if len(set(mnames)) != len(mnames):
+            raise RegistryError(f"{where}: duplicate mutant names {mnames}")
+        if self.kind == "erratum" and (self.stated is None or not self.stated_statement.strip()):
+            raise RegistryError(f"{where}: an erratum needs the seed's stated form and stated_statement")
+        if self.kind != "erratum" and self.stated is not None:
+            raise RegistryError(f"{where}: only an erratum has a stated form")
+
+
+class Registry:
+    """Ordered mapping id -> Claim, filled by the claim modules at import."""
+
+    def __init__(self):
+        self._claims: dict[str, Claim] = {}
+
+    def add(self, claim: Claim) -> Claim:
+        claim.validate()
+        if claim.id in self._claims and self._claims[claim.id] is not claim:
+            raise RegistryError(f"claim {claim.id!r} registered twice")
+        self._claims[claim.id] = claim
+        return claim
+
+    def __contains__(self, claim_id: str) -> bool:
+        return claim_id in self._claims
+
+    def __iter__(self):
+        return iter(self._claims.values())
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+    def ids(self) -> list[str]:
+        return list(self._claims)
+
+    def get(self, claim_id: str) -> Claim:
+        try:
+            return self._claims[claim_id]
+        except KeyError:
+            raise UnknownClaimError(f"no claim {claim_id!r} (see `tverify list`)") from None
+
+
+registry = Registry()
+
+
+def register(claim: Claim) -> Claim:
+    """Validate and add ``claim`` to the global registry; returns it."""
+    return registry.add(claim)
+
+
+def _ensure_loaded() -> None:
+    from proofs_checks.claims import load_all
+
+    load_all()
+
+
+def get_claim(claim_id: str) -> Claim:
+    """The registered claim with this id (loads every claim module first)."""
+    _ensure_loaded()
+    return registry.get(claim_id)
+
+
+def select(patterns: Iterable[str] = ()) -> list[Claim]:
+    """Claims matching any pattern, in registry order.
+
+    A pattern is an exact id, a glob (``icl.*``, ``*.gamma*``) or a bare group name (``icl``).
+    No pattern selects everything. A pattern that matches nothing raises :class:`UnknownClaimError`.
+    """
+    _ensure_loaded()
+    patterns = list(patterns)
+    if not patterns:
+        return list(registry)
+    chosen: dict[str, Claim] = {}
+    for pat in patterns:
+        hits = [c for c in registry if fnmatch.fnmatchcase(c.id, pat) or c.group == pat]
+        if not hits:
+            raise UnknownClaimError(f"no claim matches {pat!r} (see `tverify list`)")
+        for c in hits:
+            chosen[c.id] = c
+    return [c for c in registry if c.id in chosen]

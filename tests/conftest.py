@@ -1,0 +1,29 @@
+"""Shared pytest set-up: hypothesis profiles and CUDA skipping.
+
+Profiles: ``dev`` (default, 25 examples), ``ci`` (deadline off, derandomized so CI runs are
+reproducible; selected by HYPOTHESIS_PROFILE=ci in .ci/run), ``thorough`` (200 examples).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", max_examples=25, **_common)
+settings.register_profile("ci", max_examples=25, derandomize=True, print_blob=True, **_common)
+settings.register_profile("thorough", max_examples=200, **_common)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA: torch sees no CUDA device on this machine")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,45 @@
+"""Hypothesis strategies shared by the topic tests (strategies as values, composed).
+
+Tolerances that depend on drawn sizes are derived in the tests from those sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+__all__ = ["seeds", "finite_floats", "logits", "spd_matrices", "pm1_patterns"]
+
+seeds = st.integers(min_value=0, max_value=2**31 - 1)
+
+
+def finite_floats(bound: float = 1e3) -> st.SearchStrategy[float]:
+    return st.floats(min_value=-bound, max_value=bound, allow_nan=False, allow_infinity=False)
+
+
+def logits(max_len: int = 12, bound: float = 700.0) -> st.SearchStrategy[np.ndarray]:
+    """1-D logit vectors, entries in [-bound, bound] (±700 probes exp overflow)."""
+    return hnp.arrays(np.float64, st.integers(1, max_len), elements=finite_floats(bound))
+
+
+@st.composite
+def spd_matrices(draw, d_min: int = 2, d_max: int = 6, max_cond: float = 20.0):
+    """Symmetric positive-definite matrices with condition number ≤ ``max_cond``:
+    a random orthogonal basis (QR of a Gaussian) and eigenvalues in [1, max_cond]."""
+    d = draw(st.integers(d_min, d_max))
+    seed = draw(seeds)
+    rng = np.random.default_rng(seed)
+    q, r = np.linalg.qr(rng.normal(size=(d, d)))
+    q = q * np.sign(np.diag(r))
+    eig = draw(st.lists(st.floats(1.0, max_cond), min_size=d, max_size=d))
+    return (q * np.asarray(eig)) @ q.T
+
+
+@st.composite
+def pm1_patterns(draw, d_min: int = 8, d_max: int = 64, n_min: int = 1, n_max: int = 8):
+    """A (n, d) array of ±1 patterns (rows)."""
+    d = draw(st.integers(d_min, d_max))
+    n = draw(st.integers(n_min, n_max))
+    rng = np.random.default_rng(draw(seeds))
+    return rng.choice([-1.0, 1.0], size=(n, d))

@@ -1,0 +1,81 @@
+"""Input validation shared by every layer.
+
+``InputError`` is the one exception type for user mistakes (a non-SPD Λ, a wrong shape, NaN,
+an infeasible instance): the CLI turns it into one line and exit code 2, never a traceback.
+It lives in ``theory`` because it is the bottom layer that every other layer may import.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["InputError", "as_finite_array", "as_spd_matrix", "require"]
+
+
+class InputError(ValueError):
+    """A user-supplied input is invalid; the message names the problem."""
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`InputError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise InputError(message)
+
+
+def as_finite_array(a, name: str, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
+    """Return ``a`` as a float64 array, checking finiteness and (optionally) ndim / shape.
+
+    ``shape`` entries may be ``None`` for "any size".
+
+    >>> as_finite_array([1, 2], "v", ndim=1)
+    array([1., 2.])
+    >>> as_finite_array([1, float("nan")], "v")
+    Traceback (most recent call last):
+    ...
+    theory.validation.InputError: v contains NaN or inf
+    """
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} is not numeric: {exc}") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise InputError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
+    if shape is not None:
+        ok = arr.ndim == len(shape) and all(s is None or s == n for s, n in zip(shape, arr.shape))
+        if not ok:
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise InputError(f"{name} must have shape {want}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"{name} contains NaN or inf")
+    return arr
+
+
+def as_spd_matrix(a, name: str = "Lambda", *, rtol: float = 1e-12) -> np.ndarray:
+    """Return ``a`` as a symmetric positive-definite float64 matrix or raise :class:`InputError`.
+
+    A 1-D input is read as a diagonal. Symmetry is checked to ``rtol`` relative to the largest
+    entry (float64 rounding of a user's file), positive definiteness by Cholesky.
+
+    >>> as_spd_matrix([1, 2])
+    array([[1., 0.],
+           [0., 2.]])
+    >>> as_spd_matrix([[1, 2], [2, 1]])
+    Traceback (most recent call last):
+    ...
+    theory.validation.InputError: Lambda is not positive definite (smallest eigenvalue -1)
+    """
+    arr = as_finite_array(a, name)
+    if arr.ndim == 1:
+        arr = np.diag(arr)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
+        raise InputError(f"{name} must be a square matrix (or a diagonal), got shape {arr.shape}")
+    scale = max(1.0, float(np.max(np.abs(arr))))
+    if not np.allclose(arr, arr.T, rtol=0.0, atol=rtol * scale * 100):
+        raise InputError(f"{name} is not symmetric")
+    arr = (arr + arr.T) / 2
+    try:
+        np.linalg.cholesky(arr)
+    except np.linalg.LinAlgError:
+        lam_min = float(np.linalg.eigvalsh(arr)[0])
+        raise InputError(f"{name} is not positive definite (smallest eigenvalue {lam_min:.3g})") from None
+    return arr
