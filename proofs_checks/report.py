@@ -22,8 +22,11 @@ __all__ = ["results_document", "write_report", "render_markdown", "default_write
 
 
 def default_writers() -> list[Callable[[Path, dict[str, Any]], None]]:
-    """Extra writers run by ``tverify report`` into the report folder (besides Markdown/JSON)."""
-    return []
+    """Extra writers run by ``tverify report`` into the report folder (besides Markdown/JSON):
+    the static HTML site (``index.html``, ``claims/<id>.html``, ``errata.html``)."""
+    from proofs_checks.html_report import write_html
+
+    return [write_html]
 
 SCHEMA_VERSION = 1
 
@@ -142,8 +145,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if r.get("mutants"):
             lines.append("Mutants: " + "; ".join(f"`{m['name']}` ({m['kind']})" for m in r["mutants"]))
             lines.append("")
-    if "mutants" in doc:
-        ms = doc["mutant_summary"]
+    lines += _markdown_errata(doc)
+    if doc.get("mutants") is not None:
+        ms = doc.get("mutant_summary") or {"killed": sum(bool(m.get("killed")) for m in doc["mutants"]), "total": len(doc["mutants"])}
         lines += ["", "## Mutants", "", f"{ms['killed']}/{ms['total']} killed.", "", "| claim | mutant | kind | killed by | error | tolerance |", "|---|---|---|---|---|---|"]
         for m in doc["mutants"]:
             lines.append(f"| {m['claim']} | {m['mutant']} | {m['kind']} | {m['killed_by'] or '**survived**'} | {_fmt(m['error'])} | {_fmt(m['tolerance'])} |")
@@ -151,6 +155,26 @@ def render_markdown(doc: dict[str, Any]) -> str:
     reproduce = f"tverify run {' '.join(r['id'] for r in doc['results'])} --seed {doc['seed']} --device {doc['device']}"
     lines += ["## Reproduce", "", "```", reproduce + ("" if doc["mode"] == "default" else f" --{doc['mode']}"), "```", ""]
     return "\n".join(lines)
+
+
+def _markdown_errata(doc: dict[str, Any]) -> list[str]:
+    """The errata section: each seed erratum as stated, the refuting evidence, the corrected form."""
+    errata = [r for r in doc["results"] if r.get("kind") == "erratum"]
+    if not errata:
+        return []
+    lines = ["", "## Errata", ""]
+    for r in errata:
+        lines += [f"### Erratum {r['id']}", "", f"{r.get('title') or ''} ({r.get('source') or ''}); status **{r['status']}**.", ""]
+        lines += [f"- As stated in the seed: ${r.get('stated_statement') or '?'}$"]
+        refuting = [c for c in r.get("stated_checks") or [] if c.get("status") == "failed"]
+        if refuting:
+            for c in refuting:
+                lines.append(f"- Refuted by `{c['name']}` ({c.get('layer')}): error {_fmt(c.get('error'))} > tolerance "
+                             f"{_fmt(c.get('tolerance'))} ({c.get('justification') or ''})")
+        else:
+            lines.append("- Refuting evidence: none in this run (the stated form was not refuted)")
+        lines += [f"- Corrected: ${r.get('statement') or '?'}$", ""]
+    return lines
 
 
 def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,

@@ -169,13 +169,37 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
 
 
 def _derivation_steps(claim: Claim) -> tuple[list[dict[str, str]], str | None]:
+    """The claim's derivation as ``[{"text", "latex", "mathml"}]`` (and an error message if it crashed).
+
+    ``mathml`` is presentation MathML of the step's expression ('' for a text-only step or when it
+    cannot be printed): the step's LaTeX through latex2mathml, else SymPy's MathML printer. Printing
+    never raises: a step whose expression cannot be printed keeps its text."""
     if claim.derivation is None:
         return [], None
     try:
         d = claim.derivation()
-        return [{"text": s.text, "latex": s.latex()} for s in d.steps], None
     except Exception as exc:
         return [], f"{type(exc).__name__}: {exc}"
+    try:
+        from proofs_checks.html_report import expr_mathml
+    except Exception:  # pragma: no cover - latex2mathml missing: steps keep text and LaTeX
+        expr_mathml = None
+    steps = []
+    for s in getattr(d, "steps", ()) or ():
+        expr = getattr(s, "expr", None)
+        try:
+            latex = s.latex() if hasattr(s, "latex") else ("" if expr is None else str(expr))
+        except Exception:
+            latex = "" if expr is None else str(expr)
+        latex = latex if isinstance(latex, str) else str(latex)
+        mathml = ""
+        if expr_mathml is not None and (latex or expr is not None):
+            try:
+                mathml = expr_mathml(expr, latex)
+            except Exception:  # pragma: no cover - expr_mathml already never raises
+                mathml = ""
+        steps.append({"text": str(getattr(s, "text", s)), "latex": latex, "mathml": mathml})
+    return steps, None
 
 
 def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: bool = True) -> ClaimResult:

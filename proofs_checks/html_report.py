@@ -1,0 +1,526 @@
+"""Static HTML report: ``index.html``, one page per claim under ``claims/``, ``errata.html``.
+
+The site is self-contained and opens offline: no JavaScript, no CDN, one small inline style sheet.
+Mathematics is native MathML (rendered by the browser): statements are converted from their LaTeX
+with ``latex2mathml``; derivation steps use the ``mathml`` the runner stored for each step (made
+from the SymPy expression's LaTeX, or SymPy's presentation printer), else their LaTeX. Anything
+that cannot be converted cleanly is shown as LaTeX source in ``<code>`` -- printing never breaks a
+report. Every string from a results document is escaped; stored MathML is re-validated against a
+whitelist of MathML elements before it is embedded.
+
+Entry point: :func:`write_html` ``(out, doc)``, one of :func:`proofs_checks.report.default_writers`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import traceback
+import xml.etree.ElementTree as ET
+from html.entities import html5 as _HTML5_ENTITIES
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+__all__ = [
+    "latex_to_mathml",
+    "sympy_to_mathml",
+    "expr_mathml",
+    "safe_mathml",
+    "math_html",
+    "claim_page",
+    "write_html",
+]
+
+MATHML_NS = "http://www.w3.org/1998/Math/MathML"
+
+# MathML Core elements (plus a few legacy ones Chromium tolerates); anything else is rejected.
+_MATHML_TAGS = frozenset(
+    "math mrow mi mn mo ms mtext mspace msub msup msubsup munder mover munderover mfrac msqrt mroot "
+    "mstyle merror mpadded mphantom menclose mtable mtr mtd mlabeledtr mmultiscripts mprescripts none "
+    "semantics annotation annotation-xml maction".split()
+)
+_ALLOWED_ATTRS = frozenset(
+    "display xmlns mathvariant stretchy fence form separator accent accentunder lspace rspace width "
+    "height depth voffset columnalign rowalign columnspacing rowspacing columnlines rowlines frame "
+    "displaystyle scriptlevel linethickness encoding notation movablelimits largeop symmetric "
+    "minsize maxsize mathsize mathcolor mathbackground class dir".split()
+)
+
+STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "skip", "evidence": "evi",
+                "passed": "ok", "failed": "bad", "killed": "ok", "survived": "bad", "not run": "skip"}
+
+
+# ------------------------------------------------------------------------------------------------
+# MathML
+
+
+def _numeric_entities(s: str) -> str:
+    """Replace HTML named character references (``&ExponentialE;``) by numeric ones, so that the
+    string parses as XML; the five XML entities stay."""
+
+    def repl(m: re.Match) -> str:
+        name = m.group(1)
+        if name in ("lt", "gt", "amp", "quot", "apos"):
+            return m.group(0)
+        ch = _HTML5_ENTITIES.get(name + ";")
+        if ch is None:
+            return "&amp;" + name + ";"
+        return "".join(f"&#x{ord(c):X};" for c in ch)
+
+    return re.sub(r"&([A-Za-z][A-Za-z0-9]*);", repl, s)
+
+
+def safe_mathml(markup: str | None) -> str | None:
+    """``markup`` if it is one well-formed ``<math>`` element made only of MathML elements and
+    harmless attributes (named entities made numeric), else ``None``.
+
+    Also ``None`` when a token element holds a backslash command (an unknown LaTeX macro that
+    ``latex2mathml`` passed through as text) -- that would render as garbage.
+
+    >>> safe_mathml('<math><mi>x</mi></math>')
+    '<math><mi>x</mi></math>'
+    >>> safe_mathml('<math><mi>x</mi><script>alert(1)</script></math>') is None
+    True
+    >>> safe_mathml('<math><mi>\\\\foo</mi></math>') is None
+    True
+    """
+    if not markup or not isinstance(markup, str):
+        return None
+    s = _numeric_entities(markup.strip())
+    try:
+        root = ET.fromstring(s)
+    except ET.ParseError:
+        return None
+    for el in root.iter():
+        tag = el.tag.split("}", 1)[-1] if isinstance(el.tag, str) else ""
+        if tag not in _MATHML_TAGS:
+            return None
+        if el is root and tag != "math":
+            return None
+        for a in el.attrib:
+            if a.split("}", 1)[-1] not in _ALLOWED_ATTRS:
+                return None
+        if tag in ("mi", "mo", "mn") and el.text and el.text.strip().startswith("\\"):
+            return None
+    return s
+
+
+def _with_annotation(mathml: str, latex: str) -> str:
+    """Wrap the content of ``<math>`` in ``<semantics>`` with the LaTeX source as annotation
+    (copy-paste keeps the source; browsers render only the first child)."""
+    i = mathml.find(">")
+    j = mathml.rfind("</math>")
+    if i < 0 or j < 0 or not latex or "<semantics" in mathml:
+        return mathml
+    head, body = mathml[: i + 1], mathml[i + 1 : j]
+    if head.endswith("/>"):
+        return mathml
+    ann = f'<annotation encoding="application/x-tex">{html.escape(latex, quote=False)}</annotation>'
+    return f"{head}<semantics><mrow>{body}</mrow>{ann}</semantics></math>"
+
+
+def latex_to_mathml(latex: str | None, display: str = "block") -> str | None:
+    """MathML for ``latex`` via ``latex2mathml``, validated; ``None`` when it cannot be converted
+    cleanly (so the caller shows the source instead).
+
+    >>> m = latex_to_mathml(r"\\frac{a}{b}")
+    >>> m.startswith("<math") and "<mfrac>" in m
+    True
+    >>> latex_to_mathml(r"x^{") is None
+    True
+    """
+    if not latex or not isinstance(latex, str) or not latex.strip():
+        return None
+    try:
+        from latex2mathml.converter import convert
+
+        out = convert(latex, display=display)
+    except Exception:
+        return None
+    out = safe_mathml(out)
+    return _with_annotation(out, latex) if out else None
+
+
+def sympy_to_mathml(expr: Any, display: str = "block") -> str | None:
+    """MathML from SymPy's presentation printer for a SymPy object (``None`` for anything else or
+    when printing fails). SymPy leaves ``<``/``>`` operators unescaped; they are fixed here."""
+    try:
+        import sympy as sp
+
+        if not isinstance(expr, (sp.Basic, sp.MatrixBase)):
+            return None
+        body = sp.mathml(expr, printer="presentation")
+    except Exception:
+        return None
+    body = re.sub(r"<(mo|mi|mtext)>(<=?|>=?|&)</\1>", lambda m: f"<{m[1]}>{html.escape(m[2])}</{m[1]}>", body)
+    return safe_mathml(f'<math xmlns="{MATHML_NS}" display="{display}">{body}</math>')
+
+
+def expr_mathml(expr: Any, latex: str | None) -> str:
+    """MathML for a derivation step: its LaTeX through ``latex2mathml`` (SymPy's LaTeX printer is
+    the most complete), else SymPy's presentation MathML printer, else ``''``. Never raises."""
+    try:
+        return latex_to_mathml(latex) or sympy_to_mathml(expr) or ""
+    except Exception:  # pragma: no cover - printing must never break a report
+        return ""
+
+
+def math_html(latex: str | None, mathml: str | None = None, display: str = "block") -> str:
+    """HTML for a formula: validated ``mathml`` if given, else converted ``latex``, else the LaTeX
+    in ``<code>``; ``''`` when there is nothing to show."""
+    m = safe_mathml(mathml) if mathml else None
+    if m and latex:
+        m = _with_annotation(m, latex)
+    m = m or latex_to_mathml(latex, display)
+    if m:
+        return f'<div class="math">{m}</div>' if display == "block" else m
+    if latex:
+        return f'<code class="tex" title="LaTeX (not converted)">{_e(latex)}</code>'
+    return ""
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _e(x: Any) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _num(x: Any) -> str:
+    if x is None or isinstance(x, bool):
+        return "–" if x is None else str(x)
+    if isinstance(x, (int, float)):
+        if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+            return "–"
+        return f"{x:.3g}"
+    return _e(x)
+
+
+def _badge(status: Any, text: str | None = None) -> str:
+    s = str(status or "?")
+    return f'<span class="badge {STATUS_CLASS.get(s, "skip")}">{_e(text or s)}</span>'
+
+
+def _status_badge(r: dict[str, Any]) -> str:
+    st = r.get("status")
+    if st == "evidence":
+        sup = r.get("supports")
+        txt = "evidence: supports" if sup else ("evidence: does not support" if sup is False else "evidence")
+        return _badge("evidence", txt)
+    return _badge(st)
+
+
+def _slug(claim_id: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(claim_id)) or "claim"
+
+
+def claim_page(claim_id: Any) -> str:
+    """Path of a claim's page relative to the report root."""
+    return f"claims/{_slug(claim_id)}.html"
+
+
+def _ratio(c: dict[str, Any]) -> float | None:
+    e, t = c.get("error"), c.get("tolerance")
+    if not isinstance(e, (int, float)) or not isinstance(t, (int, float)) or isinstance(e, bool):
+        return None
+    if t > 0:
+        return e / t
+    return 0.0 if e == 0 else math.inf
+
+
+def _worst_check(r: dict[str, Any]) -> dict[str, Any] | None:
+    best, best_ratio = None, -1.0
+    for c in r.get("checks") or []:
+        q = _ratio(c)
+        if q is not None and not math.isnan(q) and q > best_ratio:
+            best, best_ratio = c, q
+    return best
+
+
+def _err_vs_tol(c: dict[str, Any] | None) -> str:
+    if not c:
+        return "–"
+    q = _ratio(c)
+    rel = "≤" if c.get("status") == "passed" or (q is not None and q <= 1) else ">"
+    return f'{_num(c.get("error"))} {rel} {_num(c.get("tolerance"))} <span class="dim">({_e(c.get("name"))})</span>'
+
+
+def _reproduce(doc: dict[str, Any], ids: list[str], verb: str = "run") -> str:
+    mode = doc.get("mode") or "default"
+    flag = "" if mode == "default" else f" --{mode}"
+    q = " ".join("'" + i.replace("'", "") + "'" if any(ch in i for ch in "*?[ ") else i for i in ids)
+    return f"tverify {verb} {q} --seed {doc.get('seed', 0)} --device {doc.get('device') or 'cpu'}{flag}"
+
+
+CSS = """
+:root{--ok:#1a7f37;--bad:#cf222e;--err:#8250df;--skip:#9a6700;--evi:#0969da;--line:#d0d7de;--dim:#57606a}
+*{box-sizing:border-box}
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;max-width:1200px;padding:1.2em 1.6em;color:#1f2328}
+h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid var(--line);padding-bottom:.2em}
+a{color:#0969da;text-decoration:none}a:hover{text-decoration:underline}
+nav{font-size:.9em;margin-bottom:.6em}nav a{margin-right:1em}
+table{border-collapse:collapse;width:100%;margin:.6em 0;font-size:.9em}
+th,td{border:1px solid var(--line);padding:.3em .5em;text-align:left;vertical-align:top}
+th{background:#f6f8fa}tr:nth-child(even) td{background:#fbfcfd}
+td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
+.badge{display:inline-block;padding:0 .5em;border-radius:1em;font-size:.85em;font-weight:600;color:#fff;white-space:nowrap}
+.ok{background:var(--ok)}.bad{background:var(--bad)}.err{background:var(--err)}.skip{background:var(--skip)}.evi{background:var(--evi)}
+.dim{color:var(--dim);font-size:.9em}
+.math{overflow-x:auto;overflow-y:hidden;padding:.4em 0;margin:.1em 0}
+math{font-family:"Latin Modern Math","STIX Two Math","Cambria Math",math,serif;font-size:1.1em}
+code,pre{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:.88em}
+code.tex{background:#fff8c5;padding:.1em .3em;border-radius:3px;word-break:break-all}
+pre{background:#f6f8fa;padding:.6em .8em;border-radius:6px;overflow-x:auto;white-space:pre-wrap}
+.box{border:1px solid var(--line);border-radius:6px;padding:.6em 1em;margin:.6em 0}
+.stated{border-left:4px solid var(--bad)}.corrected{border-left:4px solid var(--ok)}
+.errorbox{border-left:4px solid var(--err);background:#fbefff}
+ol.steps li{margin:.4em 0}
+figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}
+figure img{max-width:100%;width:520px;border:1px solid var(--line)}
+figcaption{font-size:.85em;color:var(--dim)}
+details summary{cursor:pointer;color:var(--dim)}
+.summary span{margin-right:.6em}
+"""
+
+
+def _page(title: str, body: str, root: str = "") -> str:
+    nav = (f'<nav><a href="{root}index.html">Index</a><a href="{root}errata.html">Errata</a>'
+           f'<a href="{root}index.html#mutants">Mutants</a><a href="{root}report.md">report.md</a>'
+           f'<a href="{root}results.json">results.json</a></nav>')
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n{nav}\n{body}\n</body></html>\n")
+
+
+def _run_line(doc: dict[str, Any]) -> str:
+    return (f'<p class="dim">Created {_e(doc.get("created"))} by <code>{_e(doc.get("command") or "tverify")}</code> '
+            f'— mode {_e(doc.get("mode"))}, seed {_e(doc.get("seed"))}, device {_e(doc.get("device"))}, '
+            f'{_e(doc.get("tool") or "tverify")} {_e(doc.get("version") or "")}, schema {_e(doc.get("schema"))}.</p>')
+
+
+def _mutants_for(doc: dict[str, Any], claim_id: str) -> list[dict[str, Any]] | None:
+    if "mutants" not in doc or doc.get("mutants") is None:
+        return None
+    return [m for m in doc["mutants"] if m.get("claim") == claim_id]
+
+
+# ------------------------------------------------------------------------------------------------
+# pages
+
+
+def _checks_table(checks: list[dict[str, Any]], root: str, out: Path | None) -> str:
+    rows = []
+    figs = []
+    for c in checks:
+        note = c.get("justification") or ""
+        if c.get("skip_reason"):
+            note = f"skipped: {c['skip_reason']}"
+        if c.get("error_message"):
+            note = f"crashed: {c['error_message']}"
+        seeds = ", ".join(str(s) for s in (c.get("seeds") or [])) or "–"
+        sizes = ", ".join(f"{k}={v}" for k, v in (c.get("sizes") or {}).items()) or "–"
+        q = _ratio(c)
+        details = c.get("details") or {}
+        det = ""
+        if details:
+            det = ("<details><summary>details</summary><pre>"
+                   f"{_e(json.dumps(details, indent=1, default=str))}</pre></details>")
+        rows.append(
+            f"<tr><td><b>{_e(c.get('name'))}</b></td><td>{_e(c.get('layer'))}</td><td>{_badge(c.get('status'))}</td>"
+            f"<td class=num>{_num(c.get('error'))}</td><td class=num>{_num(c.get('tolerance'))}</td>"
+            f"<td class=num>{_num(q)}</td><td>{_e(note)}{det}</td><td>{_e(seeds)}</td><td>{_e(sizes)}</td>"
+            f"<td>{_e(c.get('device'))}</td><td class=num>{_num(c.get('seconds'))}</td></tr>"
+        )
+        for f in c.get("figures") or []:
+            figs.append((c.get("name"), f))
+    head = ("<table><tr><th>check</th><th>layer</th><th>status</th><th>error</th><th>tolerance</th>"
+            "<th>error/tol</th><th>justification</th><th>seeds</th><th>sizes</th><th>device</th><th>s</th></tr>")
+    html_ = head + "".join(rows) + "</table>"
+    html_ += _figures_html(figs, root, out)
+    return html_
+
+
+def _figures_html(figs: list[tuple[Any, Any]], root: str, out: Path | None) -> str:
+    parts = []
+    for name, f in figs:
+        fname = str(f)
+        if "/" in fname or "\\" in fname or fname.startswith("."):
+            continue
+        if out is not None and not (out / "figures" / fname).is_file():
+            parts.append(f'<p class="dim">figure {_e(fname)} (from {_e(name)}) is missing from this report.</p>')
+            continue
+        src = f"{root}figures/{quote(fname)}"
+        parts.append(f'<figure><a href="{src}"><img src="{src}" alt="{_e(name)}: {_e(fname)}" loading="eager"></a>'
+                     f"<figcaption>{_e(name)} — {_e(fname)}</figcaption></figure>")
+    return ('<div class="figures">' + "".join(parts) + "</div>") if parts else ""
+
+
+def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str:
+    cid = str(r.get("id"))
+    root = "../"
+    b = [f"<h1>{_e(cid)}</h1>", f"<p><b>{_e(r.get('title'))}</b></p>",
+         f"<p>{_status_badge(r)} <span class=dim>{_e(r.get('kind'))} · source: {_e(r.get('source') or '–')} · "
+         f"{_num(r.get('seconds'))} s · device {_e(r.get('device'))} · mode {_e(r.get('mode'))} · seed {_e(r.get('seed'))}</span></p>"]
+    if r.get("message"):
+        cls = "errorbox" if r.get("status") == "error" else ""
+        b.append(f'<div class="box {cls}">{_e(r["message"])}</div>')
+    if r.get("kind") == "erratum":
+        b.append("<h2>Statement</h2>")
+        b.append(f'<div class="box stated"><b>As stated in the seed</b> (refuted){math_html(r.get("stated_statement"))}</div>')
+        b.append(f'<div class="box corrected"><b>Corrected</b>{math_html(r.get("statement"))}</div>')
+    else:
+        b.append("<h2>Statement</h2>")
+        b.append(math_html(r.get("statement")) or '<p class="dim">(no statement recorded)</p>')
+    if r.get("notes"):
+        b.append(f"<p><b>Notes.</b> {_e(r['notes'])}</p>")
+    if r.get("derivation") or r.get("derivation_error"):
+        b.append("<h2>Derivation</h2>")
+        if r.get("derivation"):
+            items = []
+            for s in r["derivation"]:
+                s = s if isinstance(s, dict) else {"text": str(s)}
+                items.append(f"<li>{_e(s.get('text'))}{math_html(s.get('latex'), s.get('mathml'))}</li>")
+            b.append('<ol class="steps">' + "".join(items) + "</ol>")
+        if r.get("derivation_error"):
+            b.append(f'<div class="box errorbox">Derivation failed: <code>{_e(r["derivation_error"])}</code></div>')
+    b.append("<h2>Checks</h2>")
+    if r.get("checks"):
+        b.append(_checks_table(r["checks"], root, out))
+    else:
+        b.append('<p class="dim">No check results.</p>')
+    if r.get("stated_checks"):
+        b.append("<h2>Checks on the seed's stated form</h2>")
+        b.append("<p class=dim>The seed's form as stated runs cheapest check first and stops at its first refutation; "
+                 "a <em>failed</em> check here is the evidence against the statement as written.</p>")
+        b.append(_checks_table(r["stated_checks"], root, out))
+    b.append("<h2>Mutants</h2>")
+    b.append(_claim_mutants(doc, r))
+    ids = [cid]
+    seeds = sorted({s for c in (r.get("checks") or []) + (r.get("stated_checks") or []) for s in (c.get("seeds") or [])}, key=str)
+    b.append("<h2>Reproduce</h2>")
+    rdoc = dict(doc, mode=r.get("mode") or doc.get("mode"), seed=r.get("seed", doc.get("seed")), device=r.get("device") or doc.get("device"))
+    cmds = [_reproduce(rdoc, ids), _reproduce(rdoc, ids, "report") + " --out reports",
+            f"tverify mutants {cid} --seed {rdoc.get('seed', 0)}", f"tverify show {cid}"]
+    b.append("<pre>" + _e("\n".join(cmds)) + "</pre>")
+    b.append(f"<p class=dim>Base seed {_e(rdoc.get('seed'))}; every check derives its own seeds from it "
+             f"(seeds used: {_e(', '.join(map(str, seeds)) or '–')}).</p>")
+    return "\n".join(b)
+
+
+def _claim_mutants(doc: dict[str, Any], r: dict[str, Any]) -> str:
+    run = _mutants_for(doc, str(r.get("id")))
+    declared = {m.get("name"): m for m in (r.get("mutants") or []) if isinstance(m, dict)}
+    if run is None and not declared:
+        return '<p class="dim">No mutants recorded.</p>'
+    rows = []
+    if run is not None:
+        seen = set()
+        for m in run:
+            seen.add(m.get("mutant"))
+            st = "killed" if m.get("killed") else "survived"
+            rows.append(f"<tr><td>{_e(m.get('mutant'))}</td><td>{_e(m.get('kind'))}</td><td>{_e(m.get('description'))}</td>"
+                        f"<td>{_badge(st)}</td><td>{_e(m.get('killed_by') or '–')}</td><td class=num>{_num(m.get('error'))}</td>"
+                        f"<td class=num>{_num(m.get('tolerance'))}</td></tr>")
+        missing = [d for n, d in declared.items() if n not in seen]
+    else:
+        missing = list(declared.values())
+    for d in missing:
+        rows.append(f"<tr><td>{_e(d.get('name'))}</td><td>{_e(d.get('kind'))}</td><td>{_e(d.get('description'))}</td>"
+                    f"<td>{_badge('not run')}</td><td>–</td><td>–</td><td>–</td></tr>")
+    note = "" if run is not None else '<p class="dim">Mutants were not run in this report (<code>--no-mutants</code>).</p>'
+    return (note + "<table><tr><th>mutant</th><th>kind</th><th>description</th><th>status</th><th>killed by</th>"
+            "<th>error</th><th>tolerance</th></tr>" + "".join(rows) + "</table>")
+
+
+def _index_body(doc: dict[str, Any]) -> str:
+    results = doc.get("results") or []
+    summ = doc.get("summary") or {}
+    b = ["<h1>Verification report</h1>", _run_line(doc)]
+    parts = [f"{_badge(k)} {_e(v)}" for k, v in sorted(summ.items())]
+    ms = doc.get("mutant_summary")
+    if ms:
+        parts.append(f"mutants killed {_e(ms.get('killed'))}/{_e(ms.get('total'))}")
+    n_err = sum(1 for r in results if r.get("kind") == "erratum")
+    parts.append(f'<a href="errata.html">{n_err} errat{"um" if n_err == 1 else "a"}</a>')
+    parts.append('<a href="#mutants">mutants</a>')
+    b.append(f'<p class="summary">{len(results)} claims: ' + " · ".join(parts) + "</p>")
+    rows = []
+    for r in results:
+        cid = str(r.get("id"))
+        rows.append(
+            f'<tr><td><a href="{quote(claim_page(cid))}">{_e(cid)}</a><div class=dim>{_e(r.get("title"))}</div></td>'
+            f"<td>{_e(r.get('kind'))}</td><td>{_e(r.get('source'))}</td><td>{_status_badge(r)}</td>"
+            f"<td class=num>{_err_vs_tol(_worst_check(r))}</td><td class=num>{_num(r.get('seconds'))}</td>"
+            f"<td>{_e(r.get('device'))}</td></tr>")
+    b.append("<table><tr><th>claim</th><th>kind</th><th>source</th><th>status</th><th>max error vs tolerance</th>"
+             "<th>s</th><th>device</th></tr>" + "".join(rows) + "</table>")
+    b.append('<h2 id="mutants">Mutants</h2>')
+    if doc.get("mutants") is None:
+        b.append('<p class="dim">Mutants were not run for this report.</p>')
+    else:
+        ms = doc.get("mutant_summary") or {}
+        b.append(f"<p>{_e(ms.get('killed', sum(1 for m in doc['mutants'] if m.get('killed'))))}/"
+                 f"{_e(ms.get('total', len(doc['mutants'])))} killed.</p>")
+        mrows = []
+        for m in doc["mutants"]:
+            st = "killed" if m.get("killed") else "survived"
+            mrows.append(f'<tr><td><a href="{quote(claim_page(m.get("claim")))}">{_e(m.get("claim"))}</a></td>'
+                         f"<td>{_e(m.get('mutant'))}</td><td>{_e(m.get('kind'))}</td><td>{_badge(st)}</td>"
+                         f"<td>{_e(m.get('killed_by') or '–')}</td><td class=num>{_num(m.get('error'))}</td>"
+                         f"<td class=num>{_num(m.get('tolerance'))}</td></tr>")
+        b.append("<table><tr><th>claim</th><th>mutant</th><th>kind</th><th>status</th><th>killed by</th><th>error</th>"
+                 "<th>tolerance</th></tr>" + "".join(mrows) + "</table>")
+    b.append("<h2>Reproduce</h2><pre>" + _e(doc.get("command") or _reproduce(doc, [str(r.get('id')) for r in results], "report"))
+             + "</pre>")
+    return "\n".join(b)
+
+
+def _errata_body(doc: dict[str, Any], out: Path | None) -> str:
+    errata = [r for r in doc.get("results") or [] if r.get("kind") == "erratum"]
+    b = ["<h1>Errata</h1>", _run_line(doc),
+         "<p>Each seed erratum: the statement as the seed writes it, the check that refutes it, and the corrected "
+         "statement with the status of its own checks.</p>"]
+    if not errata:
+        b.append('<p class="dim">No erratum claims in this report.</p>')
+    for r in errata:
+        cid = str(r.get("id"))
+        b.append(f'<h2 id="{_e(_slug(cid))}"><a href="{quote(claim_page(cid))}">{_e(cid)}</a> — {_e(r.get("title"))}</h2>')
+        b.append(f"<p>{_status_badge(r)} <span class=dim>source: {_e(r.get('source') or '–')}</span> {_e(r.get('message'))}</p>")
+        b.append(f'<div class="box stated"><b>As stated in the seed</b>{math_html(r.get("stated_statement"))}</div>')
+        refuting = [c for c in r.get("stated_checks") or [] if c.get("status") == "failed"]
+        b.append("<p><b>Refuting evidence.</b></p>")
+        if refuting:
+            b.append(_checks_table(refuting, "", out))
+        elif r.get("stated_checks"):
+            b.append('<p class="dim">No check refuted the stated form in this run:</p>' + _checks_table(r["stated_checks"], "", out))
+        else:
+            b.append('<p class="dim">The stated form was not checked in this run.</p>')
+        b.append(f'<div class="box corrected"><b>Corrected statement</b>{math_html(r.get("statement"))}</div>')
+        checks = r.get("checks") or []
+        passed = sum(1 for c in checks if c.get("status") == "passed")
+        b.append(f"<p class=dim>Corrected form: {passed}/{len(checks)} checks passed; worst {_err_vs_tol(_worst_check(r))}.</p>")
+    return "\n".join(b)
+
+
+def _safe_render(fn, *args) -> str:
+    try:
+        return fn(*args)
+    except Exception:  # a malformed entry gets a page with the error instead of no report
+        return f'<div class="box errorbox">Could not render this page:<pre>{_e(traceback.format_exc())}</pre></div>'
+
+
+def write_html(out: Path, doc: dict[str, Any]) -> None:
+    """Write ``index.html``, ``errata.html`` and ``claims/<id>.html`` into ``out`` (figures are
+    expected under ``out/figures``, as :func:`proofs_checks.report.write_report` copies them)."""
+    out = Path(out)
+    (out / "claims").mkdir(parents=True, exist_ok=True)
+    (out / "index.html").write_text(_page("Verification report", _safe_render(_index_body, doc)), encoding="utf-8")
+    (out / "errata.html").write_text(_page("Errata", _safe_render(_errata_body, doc, out)), encoding="utf-8")
+    for r in doc.get("results") or []:
+        cid = str(r.get("id"))
+        body = _safe_render(_claim_body, doc, r, out)
+        (out / claim_page(cid)).write_text(_page(f"{cid} — tverify", body, root="../"), encoding="utf-8")
