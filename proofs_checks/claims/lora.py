@@ -1,0 +1,213 @@
+"""Group E: LoRA low-rank adaptation (seed 001; Hu et al. 2021). Binds theory/lora.py and
+numerics/lora.py to checks, tolerances and mutants."""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+import torch
+from torch import nn
+
+from numerics import lora as nl
+from numerics.torch_utils import generator, resolve_device
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from theory import lora as tl
+
+EPS = np.finfo(np.float64).eps
+
+# form: {"make": (base nn.Linear, r, alpha, generator) -> module with .A, .B, forward,
+#        "merge": (W0, A, B, alpha, r) -> merged weight, "grads": (X, G, A, B, s) -> (dL/dA, dL/dB),
+#        "count": (d, k, r) -> trainable parameters}
+
+# (d_out, d_in, r, alpha): alpha/r != 1 everywhere so a scale error shows
+_CONFIGS = [(8, 6, 2, 16.0), (5, 7, 3, 1.0), (12, 12, 4, 8.0), (3, 9, 1, 2.0)]
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+
+
+def _symbolic(form, ctx) -> CheckResult:
+    """The form's gradients vs SymPy's entrywise derivatives (random points, and B = 0); the form's
+    count vs the polynomial fitted to symbolic entry counts; the derived rank bound."""
+    n, d, k, r = 3, 3, 2, 2
+    dv = tl.derive_lora_gradients(n, d, k, r)
+    assert all(e == 0 for e in dv.facts["residual_A"]) and all(e == 0 for e in dv.facts["residual_B"])
+    X, G, A, B, s = dv.facts["symbols"]
+    args = [list(X), list(G), list(A), list(B), s]
+    fA = sp.lambdify(args, dv.result["grad_A"], "numpy")
+    fB = sp.lambdify(args, dv.result["grad_B"], "numpy")
+    rng = ctx.rng()
+    errs = {"grad_A": 0.0, "grad_B": 0.0}
+    for trial in range(8):
+        Xn, Gn, An = rng.normal(size=(n, k)), rng.normal(size=(n, d)), rng.normal(size=(r, k))
+        Bn = np.zeros((d, r)) if trial < 2 else rng.normal(size=(d, r))
+        sv = float(rng.uniform(0.5, 4.0))
+        flat = [Xn.ravel(), Gn.ravel(), An.ravel(), Bn.ravel(), sv]
+        gA, gB = form["grads"](Xn, Gn, An, Bn, sv)
+        errs["grad_A"] = max(errs["grad_A"], _rel(gA, np.asarray(fA(*flat), dtype=float)))
+        errs["grad_B"] = max(errs["grad_B"], _rel(gB, np.asarray(fB(*flat), dtype=float)))
+    cnt = tl.derive_lora_count()
+    dd, kk, rr = cnt.facts["symbols"]
+    poly = sp.lambdify((dd, kk, rr), cnt.result)
+    errs["count"] = float(max(abs(form["count"](a, b, c) - poly(a, b, c))
+                              for a in (1, 3, 64, 768) for b in (2, 5, 64, 3072) for c in (1, 4, 8) if c <= min(a, b)))
+    ranks = {f"{D}x{K} r={R}": int(tl.derive_lora_rank(D, K, R).result) for D, K, R in ((3, 3, 1), (3, 4, 2))}
+    errs["nonzero_minors_of_order_r_plus_1"] = float(sum(ranks.values()))
+    tol = 32 * (n + max(d, k)) * EPS
+    return compare(worst(errs), tol, "float64 rounding of products of O(1) entries summed over n+max(d,k) terms "
+                   "(32·(n+max(d,k))·eps, relative); counts and minors exact",
+                   seeds=[ctx.seed_for()], sizes={"n": n, "d": d, "k": k, "r": r}, details=errs)
+
+
+def _base_and_lora(form, d, k, r, alpha, seed, device):
+    g = generator(seed)
+    base = nn.Linear(k, d, dtype=torch.float64)
+    with torch.no_grad():
+        base.weight.copy_(torch.randn(d, k, generator=g, dtype=torch.float64) / np.sqrt(k))
+        base.bias.copy_(torch.randn(d, generator=g, dtype=torch.float64))
+    base = base.to(device)
+    return base, form["make"](base, r, alpha, g)
+
+
+def _torch_module(form, ctx) -> CheckResult:
+    """The form's LoRA wrapper of a real ``torch.nn.Linear``: equals the base at init, autograd
+    gradients at step 0 (∂/∂A = 0, ∂/∂B = form's closed form), trainable count from ``numel``,
+    merged weight = unmerged forward after B moves, rank of the update ≤ r (SVD)."""
+    dev = resolve_device(ctx.device)
+    n = ctx.size(16, 64, 256)
+    errs: dict[str, float] = {}
+    seeds = []
+    for i, (d, k, r, alpha) in enumerate(_CONFIGS[: ctx.size(3, 4)]):
+        seed = ctx.seed_for(i)
+        seeds.append(seed)
+        base, lora = _base_and_lora(form, d, k, r, alpha, seed, dev)
+        g = generator(seed + 1)
+        X = torch.randn(n, k, generator=g, dtype=torch.float64).to(dev)
+        G = torch.randn(n, d, generator=g, dtype=torch.float64).to(dev)
+        y0 = base(X).detach()
+        y = lora(X)
+        errs[f"init_vs_base[{i}]"] = float((y.detach() - y0).abs().max()) / max(1.0, float(y0.abs().max()))
+        (G * y).sum().backward()
+        gA_ref, gB_ref = lora.A.grad.cpu().numpy(), lora.B.grad.cpu().numpy()
+        errs[f"autograd_grad_A_is_zero[{i}]"] = float(np.abs(gA_ref).max())
+        A0, B0 = lora.A.detach().cpu().numpy(), lora.B.detach().cpu().numpy()
+        gA, gB = form["grads"](X.cpu().numpy(), G.cpu().numpy(), A0, B0, alpha / r)
+        errs[f"grads_vs_autograd[{i}]"] = max(_rel(gA, gA_ref), _rel(gB, gB_ref))
+        errs[f"grad_B_nonzero[{i}]"] = float(np.abs(gB_ref).max() == 0.0)  # 1 if ∂L/∂B vanished
+        errs[f"trainable_count[{i}]"] = float(abs(nl.count_trainable(lora) - form["count"](d, k, r)))
+        with torch.no_grad():  # pretend training moved B
+            lora.B.copy_(torch.randn(d, r, generator=g, dtype=torch.float64).to(dev))
+            Wm = form["merge"](base.weight, lora.A, lora.B, alpha, r)
+            ym = X @ Wm.T + base.bias
+            yu = lora(X)
+            errs[f"merged_vs_unmerged[{i}]"] = float((ym - yu).abs().max()) / max(1.0, float(yu.abs().max()))
+            sv = torch.linalg.svdvals(Wm - base.weight).cpu().numpy()
+            errs[f"singular_values_beyond_r[{i}]"] = float(sv[r:].max() / max(sv[0], 1.0)) if len(sv) > r else 0.0
+    kmax = max(c[1] for c in _CONFIGS)
+    tol = 64 * kmax * EPS
+    return compare(worst(errs), tol, f"float64 rounding of length-{kmax} dot products (64·k·eps, relative); "
+                   "the zero gradient and the counts are exact", seeds=seeds, sizes={"n": n, "configs": _CONFIGS},
+                   device=str(dev), details=errs)
+
+
+def _trained(form, ctx) -> CheckResult:
+    """Train S LoRA adapters (one per seed, stacked with torch.func and vmapped) with
+    torch.optim.Adam towards a rank-r change of the base; afterwards the frozen base is
+    bit-identical, merged = unmerged, the learned update has rank ≤ r and the fit reached the
+    target (a rank-r target is representable)."""
+    dev = resolve_device(ctx.device)
+    S, steps, n = ctx.size(3, 6, 16), ctx.size(40, 400, 1500), 64
+    d, k, r, alpha = 6, 5, 2, 4.0
+    seeds = [ctx.seed_for("seed", s) for s in range(S)]
+    mods = [_base_and_lora(form, d, k, r, alpha, sd, dev)[1] for sd in seeds]
+    params, buffers = torch.func.stack_module_state(mods)
+    W0 = params["base.weight"].detach().clone()
+    b0 = params["base.bias"].detach().clone()
+    for name, p in params.items():  # train what the module marks trainable
+        p.requires_grad_(any(dict(m.named_parameters())[name].requires_grad for m in mods[:1]))
+    g = generator(ctx.seed_for("data"))
+    tA = torch.randn(S, r, k, generator=g, dtype=torch.float64).to(dev)
+    tB = torch.randn(S, d, r, generator=g, dtype=torch.float64).to(dev)
+    W_target = W0 + tB @ tA / np.sqrt(k)
+    X = torch.randn(n, k, generator=g, dtype=torch.float64).to(dev)
+    Y = X @ W_target.transpose(1, 2) + b0[:, None, :]
+
+    def fwd(p, bufs, x):
+        return torch.func.functional_call(mods[0], (p, bufs), (x,))
+
+    vf = torch.vmap(fwd, in_dims=(0, 0, None))
+    opt = torch.optim.Adam([p for p in params.values() if p.requires_grad], lr=0.02)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((vf(params, buffers, X) - Y) ** 2).mean(dim=(1, 2))
+        loss.sum().backward()
+        opt.step()
+        losses.append(loss.detach().cpu().numpy())
+    with torch.no_grad():
+        A, B = params["A"], params["B"]
+        Wm = form["merge"](params["base.weight"], A, B, alpha, r)
+        ym = X @ Wm.transpose(1, 2) + params["base.bias"][:, None, :]
+        yu = vf(params, buffers, X)
+        sv = torch.linalg.svdvals(Wm - W0)
+    errs = {
+        "base_weight_changed": float((params["base.weight"] - W0).abs().max()),
+        "base_bias_changed": float((params["base.bias"] - b0).abs().max()),
+        "merged_vs_unmerged": float((ym - yu).abs().max() / max(1.0, float(yu.abs().max()))),
+        "singular_values_beyond_r": float((sv[:, r:].max(dim=1).values / sv[:, 0].clamp_min(1.0)).max()),
+    }
+    final = np.asarray(losses[-1])
+    details = dict(errs, final_loss_max=float(final.max()), initial_loss_mean=float(np.mean(losses[0])))
+    if ctx.want_figures:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.semilogy(np.asarray(losses))
+        ax.set_xlabel("Adam step")
+        ax.set_ylabel("MSE to a rank-r change")
+        ax.set_title(f"LoRA r={r} on a {d}×{k} Linear, {S} seeds")
+        ctx.save_figure(fig, "lora_training")
+    tol = 64 * k * EPS
+    # how well the rank-r target was fitted is reported, not gated: convergence is not the claim
+    details["fit_ratio"] = float(final.max() / max(np.mean(losses[0]), 1e-300))
+    return compare(worst(errs), tol, "frozen base exact; merge and rank to float64 rounding (64·k·eps)",
+                   seeds=seeds, sizes={"S": S, "steps": steps, "d": d, "k": k, "r": r}, device=str(dev), details=details)
+
+
+register(Claim(
+    id="lora.low_rank",
+    title="LoRA: zero-init B reproduces the base layer; rank ≤ r; merge = unmerged; r(d+k) trainables",
+    statement=r"W_0+\tfrac{\alpha}{r}BA,\ B\in\mathbb R^{d\times r},A\in\mathbb R^{r\times k},\ B_0=0:\ "
+              r"f_{\text{init}}=f_{W_0},\ \operatorname{rank}(BA)\le r,\ x(W_0+\tfrac{\alpha}{r}BA)^\top=xW_0^\top+\tfrac{\alpha}{r}(xA^\top)B^\top,\ "
+              r"\partial_A L|_{B=0}=0,\ \partial_B L=\tfrac{\alpha}{r}G^\top XA^\top,\ \#\text{trainable}=r(d+k)",
+    source="seed 001 (fine-tuning: W ↦ W + BA); Hu et al. (2021) LoRA",
+    kind="theorem",
+    form={"make": nl.make_lora, "merge": nl.merge_weight, "grads": nl.lora_grads, "count": nl.trainable_count},
+    derivation=lambda: tl.derive_lora_gradients(2, 2, 2, 1),
+    checks=(
+        Check("gradients_count_rank_vs_sympy", "symbolic", _symbolic, "form's gradients/count vs SymPy; rank bound by minors"),
+        Check("torch_linear_wrapper", "numeric", _torch_module, "LoRA around torch.nn.Linear: init, autograd, numel, merge, SVD rank", uses_device=True),
+        Check("trained_adapters", "trained", _trained, "Adam-trained adapters (vmapped over seeds): base frozen, merge, rank"),
+    ),
+    mutants=(
+        Mutant("B_random_init", "wrong formula", "B initialised Gaussian: output differs from the base at init, ∂L/∂A ≠ 0",
+               dict(make=lambda base, r, a, g: nl.LoRALinear(base, r, a, generator=g, init_B="normal"),
+                    merge=nl.merge_weight, grads=nl.lora_grads, count=nl.trainable_count)),
+        Mutant("merge_scale_alpha", "wrong constant", "merge with scale α instead of α/r",
+               dict(make=nl.make_lora, merge=lambda W0, A, B, a, r: W0 + a * (B @ A), grads=nl.lora_grads, count=nl.trainable_count)),
+        Mutant("count_rdk", "wrong formula", "trainable count r·d·k",
+               dict(make=nl.make_lora, merge=nl.merge_weight, grads=nl.lora_grads, count=lambda d, k, r: r * d * k)),
+        Mutant("grads_drop_scale", "dropped term", "gradients without the factor α/r",
+               dict(make=nl.make_lora, merge=nl.merge_weight, grads=lambda X, G, A, B, s: nl.lora_grads(X, G, A, B, 1.0),
+                    count=nl.trainable_count)),
+        Mutant("base_not_frozen", "wrong formula", "base layer left trainable (count d·k + d + r(d+k), base moves in training)",
+               dict(make=lambda base, r, a, g: nl.LoRALinear(base, r, a, generator=g, freeze_base=False),
+                    merge=nl.merge_weight, grads=nl.lora_grads, count=nl.trainable_count)),
+    ),
+    notes="Seed 001 writes W ↦ W + BA without the α/r scale of Hu et al.; the scale only reparametrises B.",
+))
