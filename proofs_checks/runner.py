@@ -189,16 +189,23 @@ def _derivation_steps(claim: Claim) -> tuple[list[dict[str, str]], str | None]:
         expr = getattr(s, "expr", None)
         try:
             latex = s.latex() if hasattr(s, "latex") else ("" if expr is None else str(expr))
+            latex = latex if isinstance(latex, str) else str(latex)
         except Exception:
-            latex = "" if expr is None else str(expr)
-        latex = latex if isinstance(latex, str) else str(latex)
+            try:
+                latex = "" if expr is None else str(expr)
+            except Exception:
+                latex = ""
         mathml = ""
         if expr_mathml is not None and (latex or expr is not None):
             try:
                 mathml = expr_mathml(expr, latex)
             except Exception:  # pragma: no cover - expr_mathml already never raises
                 mathml = ""
-        steps.append({"text": str(getattr(s, "text", s)), "latex": latex, "mathml": mathml})
+        try:
+            text = str(getattr(s, "text", s))
+        except Exception:
+            text = "(step text could not be printed)"
+        steps.append({"text": text, "latex": latex, "mathml": mathml})
     return steps, None
 
 
