@@ -1,0 +1,151 @@
+"""Group E: backpropagation through time (seed 004). Binds theory/rnn.py and numerics/rnn.py to
+checks, tolerances and mutants."""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+
+from numerics import rnn as nr
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from theory import rnn as tr
+
+EPS = np.finfo(np.float64).eps
+
+# form: {"combine": untied gradients (T, ...) -> tied gradient,
+#        "bptt": (params, X, Z) -> dict of tied gradients (hand-written BPTT),
+#        "project": untied gradients (T, ...) -> their projection onto the tied subspace (T, ...)}
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+
+
+def _symbolic(form, ctx) -> CheckResult:
+    """Scalar RNN with T = 3 and σ = tanh: the form's combination of the SymPy untied gradients
+    and the form's BPTT equal SymPy's dL/dw of the tied unrolled loss; the form's projection
+    equals the derived least-squares projection (the average), and tied = T · projection."""
+    T = 3
+    d = tr.derive_bptt_scalar(T)
+    assert d.facts["tied_minus_sum_untied"] == 0 and d.facts["bptt_minus_tied"] == 0
+    w, u, b, v, h0, xs, zs = d.facts["symbols"]
+    args = [w, u, b, v, h0, list(xs), list(zs)]
+    f_tied = sp.lambdify(args, d.result["tied"], "numpy")
+    f_untied = sp.lambdify(args, list(d.result["untied"]), "numpy")
+    proj = tr.derive_tied_projection(T)
+    f_proj = sp.lambdify([list(proj.facts["g_symbols"])], proj.result["projection"], "numpy")
+    ratio = float(proj.result["tied_over_projection"])
+    rng = ctx.rng()
+    errs = {"combine": 0.0, "bptt": 0.0, "projection": 0.0, "tied_over_projection": 0.0}
+    for _ in range(ctx.size(6, 20)):
+        wv, uv, bv, vv, h0v = rng.normal(size=5)
+        x, z = rng.normal(size=T), rng.normal(size=T)
+        tied = float(f_tied(wv, uv, bv, vv, h0v, list(x), list(z)))
+        untied = np.asarray(f_untied(wv, uv, bv, vv, h0v, list(x), list(z)), dtype=float)
+        errs["combine"] = max(errs["combine"], _rel(form["combine"](untied), tied))
+        params = {"Wh": np.array([[wv]]), "Wx": np.array([[uv]]), "b": np.array([bv]), "Wy": np.array([[vv]]),
+                  "by": np.zeros(1), "h0": np.array([h0v])}
+        g = form["bptt"](params, x.reshape(1, T, 1), z.reshape(1, T, 1))
+        errs["bptt"] = max(errs["bptt"], _rel(g["Wh"][0, 0], tied))
+        P = np.asarray(form["project"](untied), dtype=float)
+        errs["projection"] = max(errs["projection"], _rel(P, np.full(T, f_proj(list(untied)))))
+        errs["tied_over_projection"] = max(errs["tied_over_projection"], _rel(ratio * P[0], tied))
+    tol = 64 * T * EPS
+    return compare(worst(errs), tol, f"float64 rounding of a T={T} step chain rule (64·T·eps, relative)",
+                   seeds=[ctx.seed_for()], sizes={"T": T}, details=errs)
+
+
+def _autograd(form, ctx) -> CheckResult:
+    """Vector RNNs: the form's combination of autograd gradients of untied per-step copies, and
+    the form's BPTT, equal the gradients of ``torch.nn.RNN`` + ``torch.nn.Linear`` (tied) for
+    every parameter."""
+    rng = ctx.rng()
+    shapes = [(3, 4, 2, 5, 6), (2, 6, 3, 4, 9), (1, 3, 1, 8, 4)][: ctx.size(2, 3)]
+    errs: dict[str, float] = {}
+    details = {}
+    for i, (d_x, d_h, d_y, T, B) in enumerate(shapes):
+        p = nr.random_params(d_x, d_h, d_y, rng)
+        X, Z = rng.normal(size=(B, T, d_x)), rng.normal(size=(B, T, d_y))
+        ref = nr.tied_gradients_nn_rnn(p, X, Z, ctx.device)
+        unt = nr.untied_gradients(p, X, Z, ctx.device)
+        mine = form["bptt"](p, X, Z)
+        for k in nr.PARAM_NAMES:
+            errs[f"combine_{k}[{i}]"] = _rel(form["combine"](unt[k]), ref[k])
+            errs[f"bptt_{k}[{i}]"] = _rel(mine[k], ref[k])
+        details[f"last_step_share_Wh[{i}]"] = float(np.linalg.norm(unt["Wh"][-1]) / max(np.linalg.norm(ref["Wh"]), 1e-300))
+    T_max = max(s[3] for s in shapes)
+    tol = 256 * T_max * max(s[1] for s in shapes) * EPS
+    return compare(worst(errs), tol, "float64 rounding accumulated over T steps of d_h-term products "
+                   "(256·T·d_h·eps, relative to the gradient's size)", seeds=[ctx.seed_for()],
+                   sizes={"shapes(d_x,d_h,d_y,T,B)": shapes}, device=ctx.device, details={**errs, **details})
+
+
+def _projection(form, ctx) -> CheckResult:
+    """Seed 004's averaging as a projection: the form's projection of the untied gradients equals
+    the least-squares projection onto ``{(W,...,W)}`` (``np.linalg.lstsq`` with the stacked
+    identity design), is idempotent, and one projected untied step with rate η equals the tied
+    gradient step with rate η/T (not η: the average is the gradient divided by T)."""
+    rng = ctx.rng()
+    d_x, d_h, d_y, T, B = 2, 3, 2, 5, 4
+    p = nr.random_params(d_x, d_h, d_y, rng)
+    X, Z = rng.normal(size=(B, T, d_x)), rng.normal(size=(B, T, d_y))
+    unt = nr.untied_gradients(p, X, Z)
+    tied = nr.tied_gradients_nn_rnn(p, X, Z)
+    eta = 0.1
+    errs = {}
+    for k in ("Wh", "Wx", "b"):
+        G = unt[k]
+        n = int(np.prod(G.shape[1:]))
+        design = np.tile(np.eye(n), (T, 1))  # (T·n, n): maps a tied value to its T copies
+        c, *_ = np.linalg.lstsq(design, G.reshape(T * n), rcond=None)
+        ref = (design @ c).reshape(G.shape)
+        P = np.asarray(form["project"](G), dtype=float)
+        errs[f"vs_lstsq_{k}"] = _rel(P, ref)
+        errs[f"idempotent_{k}"] = _rel(np.asarray(form["project"](P), dtype=float), P)
+        projected_step = p[k] - eta * P[0]
+        tied_step = p[k] - (eta / T) * tied[k]
+        errs[f"projected_step_eq_tied_step_eta_over_T_{k}"] = _rel(projected_step, tied_step)
+    details = dict(errs)
+    details["note"] = ("averaging the T untied gradients = orthogonal projection onto tied weights; "
+                       "the tied gradient is T times that average (same direction, rate rescaled by T)")
+    tol = 64 * T * EPS
+    return compare(worst(errs), tol, "float64 rounding of a mean over T copies and a lstsq solve (64·T·eps, relative)",
+                   seeds=[ctx.seed_for()], sizes={"T": T, "d_h": d_h}, details=details)
+
+
+def _last_step(G):
+    return np.asarray(G)[-1]
+
+
+register(Claim(
+    id="rnn.bptt",
+    title="BPTT: tied-weight gradient = sum of the untied per-step gradients; averaging = projection",
+    statement=r"\frac{\partial L}{\partial W}\Big|_{\text{tied}}=\sum_{k=1}^T\frac{\partial L}{\partial W^{(k)}}\Big|_{W^{(k)}=W},"
+              r"\quad \Pi_{\text{tied}}(G_1,\dots,G_T)=(\bar G,\dots,\bar G),\ \bar G=\tfrac1T\sum_k G_k=\tfrac1T\frac{\partial L}{\partial W}",
+    source="seed 004 (Backpropagation Through Time); Werbos (1990)",
+    kind="theorem",
+    form={"combine": nr.sum_over_steps, "bptt": nr.bptt_numpy, "project": nr.project_tied},
+    derivation=lambda: tr.derive_bptt_scalar(2),
+    checks=(
+        Check("scalar_rnn_vs_sympy", "symbolic", _symbolic, "T=3 scalar RNN: chain-rule sum and BPTT vs SymPy; projection"),
+        Check("untied_sum_vs_nn_rnn", "numeric", _autograd, "autograd of untied copies and hand BPTT vs torch.nn.RNN", uses_device=True),
+        Check("averaging_is_projection", "numeric", _projection, "projection vs lstsq; projected step = tied step at η/T"),
+    ),
+    mutants=(
+        Mutant("last_step_only", "dropped term", "only the last step's copy's gradient",
+               {"combine": _last_step, "bptt": nr.bptt_numpy, "project": nr.project_tied}),
+        Mutant("mean_as_gradient", "wrong constant", "the average of the copies' gradients taken as the gradient (off by T)",
+               {"combine": lambda G: np.asarray(G).mean(axis=0), "bptt": nr.bptt_numpy, "project": nr.project_tied}),
+        Mutant("no_recurrent_path", "dropped term", "BPTT without the δ_{t+1} W_h term (truncated to one step)",
+               {"combine": nr.sum_over_steps, "bptt": lambda p, X, Z: nr.bptt_numpy(p, X, Z, recurrent_path=False),
+                "project": nr.project_tied}),
+        Mutant("project_by_sum", "wrong constant", "projection that replaces every copy by the sum",
+               {"combine": nr.sum_over_steps, "bptt": nr.bptt_numpy,
+                "project": lambda G: np.broadcast_to(np.asarray(G).sum(0), np.shape(G)).copy()}),
+    ),
+    notes="Seed 004 says projecting onto the tied subspace 'corresponds to averaging the T weight gradients'. "
+          "True of the projection (the Euclidean projection of (G_1..G_T) onto {(W,..,W)} replaces each copy by "
+          "the average), but the gradient of the loss in the tied weight is the SUM, T times the average; "
+          "a projected step with rate η is the tied gradient step with rate η/T.",
+))

@@ -1,0 +1,109 @@
+"""Backpropagation through time derived in SymPy (claim ``rnn.bptt``).
+
+A scalar RNN (seed 004): ``a_t = w h_{t-1} + u x_t + b``, ``h_t = σ(a_t)``, ``y_t = v h_t``,
+loss ``L = Σ_t ½ (y_t − z_t)²``, for ``t = 1..T``; ``σ`` is an undefined function, so the
+results hold for any differentiable activation. "Untied" means step ``t`` uses its own copy
+``w_t`` of the recurrent weight.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from theory.derivation import Derivation, DerivationBuilder
+
+__all__ = ["derive_bptt_scalar", "derive_tied_projection"]
+
+
+def _unroll(T, w_of, u, b, v, h0, xs, zs, sigma):
+    h, hs, As = h0, [h0], []
+    for t in range(T):
+        a = w_of(t) * h + u * xs[t] + b
+        h = sigma(a)
+        As.append(a)
+        hs.append(h)
+    L = sum(sp.Rational(1, 2) * (v * hs[t + 1] - zs[t]) ** 2 for t in range(T))
+    return L, hs, As
+
+
+@lru_cache(maxsize=None)
+def derive_bptt_scalar(T: int = 3) -> Derivation:
+    """For the scalar RNN above: ``dL/dw`` with ``w`` tied equals ``Σ_k ∂L/∂w_k`` of the untied
+    copies evaluated at ``w_k = w`` (chain rule: ``w`` enters every step), and both equal the
+    BPTT recursion ``δ_T = σ'(a_T) v (y_T − z_T)``, ``δ_t = σ'(a_t) (v (y_t − z_t) + w δ_{t+1})``,
+    ``dL/dw = Σ_t δ_t h_{t−1}``.
+
+    ``result`` = ``{"tied": dL/dw, "untied": (∂L/∂w_1, ..., ∂L/∂w_T) at w_k = w}`` with
+    ``σ = tanh`` substituted (for lambdify); ``facts["symbols"]`` = (w, u, b, v, h0, xs, zs);
+    ``facts["tied_minus_sum_untied"]`` and ``facts["bptt_minus_tied"]`` are 0 for generic σ.
+
+    >>> d = derive_bptt_scalar(2)
+    >>> d.facts["tied_minus_sum_untied"], d.facts["bptt_minus_tied"]
+    (0, 0)
+    """
+    b_ = DerivationBuilder(f"BPTT for a scalar RNN with T={T} steps")
+    w, u, b, v, h0 = sp.symbols("w u b v h_0", real=True)
+    xs = sp.symbols(f"x_1:{T + 1}", real=True)
+    zs = sp.symbols(f"z_1:{T + 1}", real=True)
+    ws = sp.symbols(f"w_1:{T + 1}", real=True)
+    sigma = sp.Function("sigma")
+    L_tied, hs, As = _unroll(T, lambda t: w, u, b, v, h0, xs, zs, sigma)
+    L_untied, _, _ = _unroll(T, lambda t: ws[t], u, b, v, h0, xs, zs, sigma)
+    b_.step("Unrolled loss with tied w (the last hidden state shown)", sp.Eq(sp.Symbol(f"h_{T}"), hs[-1]))
+    g_tied = sp.diff(L_tied, w)
+    b_.step("dL/dw, differentiating the unrolled loss in the tied weight", g_tied)
+    at_tied = {wk: w for wk in ws}
+    g_untied = [sp.diff(L_untied, wk).subs(at_tied) for wk in ws]
+    b_.step("∂L/∂w_k of the untied copies, evaluated at w_k = w (k = 1 shown)", g_untied[0])
+    diff = sp.simplify(sp.expand(g_tied - sum(g_untied)))
+    b_.fact("tied_minus_sum_untied", diff)
+    b_.step("dL/dw − Σ_k ∂L/∂w_k simplifies to", diff)
+    # BPTT recursion, backwards in time
+    ap = sp.Symbol("alpha")
+    dsig = [sp.diff(sigma(ap), ap).subs(ap, a) for a in As]
+    delta = [None] * T
+    for t in reversed(range(T)):
+        upstream = v * (v * hs[t + 1] - zs[t]) + (w * delta[t + 1] if t + 1 < T else 0)
+        delta[t] = dsig[t] * upstream
+    bptt = sum(delta[t] * hs[t] for t in range(T))
+    b_.step("BPTT: δ_t = σ'(a_t)(v(y_t − z_t) + w δ_{t+1}), dL/dw = Σ_t δ_t h_{t−1}", bptt)
+    bdiff = sp.simplify(sp.expand(bptt.doit() - g_tied.doit()))
+    b_.fact("bptt_minus_tied", bdiff)
+    b_.step("BPTT recursion − dL/dw simplifies to", bdiff)
+    res_tied = g_tied.subs(sigma, sp.Lambda(ap, sp.tanh(ap))).doit()
+    res_untied = tuple(g.subs(sigma, sp.Lambda(ap, sp.tanh(ap))).doit() for g in g_untied)
+    b_.fact("symbols", (w, u, b, v, h0, xs, zs))
+    return b_.done({"tied": res_tied, "untied": res_untied})
+
+
+@lru_cache(maxsize=None)
+def derive_tied_projection(T: int = 3) -> Derivation:
+    """Seed 004's "project onto the tied subspace, i.e. average": for untied gradients
+    ``g = (g_1..g_T)`` the Euclidean projection onto ``{(c, ..., c)}`` minimises ``Σ (g_k − c)²``,
+    giving ``c* = (1/T) Σ g_k`` (the average), while the tied gradient is ``Σ g_k = T c*``.
+    So the projected (averaged) step with rate η is the tied gradient step with rate η/T: same
+    direction, the average is *not* the gradient.
+
+    ``result`` = ``{"projection": c*, "tied_over_projection": T}``.
+
+    >>> derive_tied_projection(2).result["projection"]
+    g_1/2 + g_2/2
+    >>> derive_tied_projection(4).result["tied_over_projection"]
+    4
+    """
+    b = DerivationBuilder(f"Projection onto tied weights, T={T}")
+    g = sp.symbols(f"g_1:{T + 1}", real=True)
+    c, eta, w = sp.symbols("c eta w", real=True)
+    obj = sum((gk - c) ** 2 for gk in g)
+    b.step("Distance² from g to the tied point (c, ..., c)", obj)
+    cstar = sp.solve(sp.diff(obj, c), c)[0]
+    b.step("Stationary point (the objective is a convex quadratic in c)", sp.Eq(c, cstar))
+    ratio = sp.simplify(sum(g) / cstar)
+    b.step("Tied gradient Σ_k g_k divided by the projection", ratio)
+    step_diff = sp.simplify((w - eta * cstar) - (w - (eta / T) * sum(g)))
+    b.fact("projected_step_minus_tied_step_eta_over_T", step_diff)
+    b.step("(w − η c*) − (w − (η/T) Σ g_k)", step_diff)
+    b.fact("g_symbols", g)
+    return b.done({"projection": cstar, "tied_over_projection": ratio})
