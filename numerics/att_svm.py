@@ -1,0 +1,755 @@
+"""Implicit bias of attention (claims ``svm.*``): data, certified Att-SVM solutions, trainers.
+
+Model (Tarzanagh, Li, Thrampoulidis, Oymak 2023; reference code ``umich-sota/TF-as-SVM``)::
+
+    f(X) = vᵀ Xᵀ S(X W z),     X ∈ R^{T×d} (tokens are ROWS),  z ∈ R^d,  v ∈ R^d fixed, ‖v‖ = 1
+    logits l_t = x_tᵀ W z,    S = softmax over the token axis (last axis of the (…, T) logits)
+    L(W) = (1/n) Σ_i ℓ(y_i f(X_i)),   ℓ(u) = log(1 + e^{−u}) (softplus(−u))
+    token scores γ_{it} = y_i vᵀ x_{it};   opt_i = argmax_t γ_{it}
+
+Att-SVM::
+
+    W^mm = argmin ‖W‖  s.t.  (x_{i,opt_i} − x_{i,t})ᵀ W z_i ≥ 1   ∀ t ≠ opt_i, ∀ i
+
+with ‖·‖ the Frobenius norm (W-parameterisation) or the nuclear norm ((K,Q)-parameterisation,
+``W = K Qᵀ``). Everything is float64. Arrays: ``X`` is ``(n, T, d)``, ``z`` ``(n, d)``, ``y``
+``(n,)``, ``v`` ``(d,)``; torch trainers carry a leading batch (seed) axis ``B``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import cvxpy as cp
+import numpy as np
+import scipy.optimize
+import torch
+
+from numerics.torch_utils import resolve_device
+from theory.validation import InputError, as_finite_array
+
+__all__ = [
+    "AttSVMError",
+    "InfeasibleAttSVM",
+    "TiedTokens",
+    "SolverFailure",
+    "AttSVMInstance",
+    "AttSVMResult",
+    "token_scores",
+    "optimal_tokens",
+    "second_best_tokens",
+    "make_instance",
+    "reference_instance",
+    "validate_instance",
+    "constraint_matrix",
+    "build_att_svm_problem",
+    "solve_att_svm",
+    "solve_att_svm_dual_scipy",
+    "correlation",
+    "softmax_mass",
+    "loss_and_grad",
+    "infimum_loss",
+    "TrainResult",
+    "train",
+    "RegPathResult",
+    "regularization_path",
+    "selected_sets",
+]
+
+# --------------------------------------------------------------------------------------------
+# errors
+
+
+class AttSVMError(InputError):
+    """An Att-SVM instance cannot be solved as given (the message names sequence and token)."""
+
+
+class TiedTokens(AttSVMError):
+    """``x_{i,opt} = x_{i,t}`` (or ``z_i = 0``): the constraint ``0 ≥ 1`` cannot hold."""
+
+
+class InfeasibleAttSVM(AttSVMError):
+    """No ``W`` separates the optimal tokens; the message names the conflicting constraints."""
+
+
+class SolverFailure(RuntimeError):
+    """The solver stopped without an ``optimal`` status for a reason other than the input."""
+
+
+# --------------------------------------------------------------------------------------------
+# data
+
+
+@dataclass(frozen=True)
+class AttSVMInstance:
+    """One data set for ``f(X) = vᵀXᵀS(XWz)``.
+
+    X (n,T,d) unit-norm rows; z (n,d) unit; y (n,) ±1; v (d,) unit; opt (n,) the unique
+    argmax of the scores ``gamma`` (n,T); ``local`` (n,) a locally-but-not-globally optimal
+    token per sequence (setting "local" only, else ``None``); ``setting`` names the generator.
+    """
+
+    X: np.ndarray
+    z: np.ndarray
+    y: np.ndarray
+    v: np.ndarray
+    opt: np.ndarray
+    gamma: np.ndarray
+    setting: str = "generic"
+    local: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self.X.shape)  # type: ignore[return-value]
+
+
+def token_scores(X: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``γ_{it} = y_i vᵀ x_{it}``, shape ``(n, T)``."""
+    return np.asarray(y, dtype=np.float64)[:, None] * (np.asarray(X, dtype=np.float64) @ np.asarray(v, dtype=np.float64))
+
+
+def optimal_tokens(X: np.ndarray, y: np.ndarray, v: np.ndarray, *, rtol: float = 1e-9) -> np.ndarray:
+    """``opt_i = argmax_t γ_{it}``; raises :class:`TiedTokens` when the maximum is not unique
+    (two scores within ``rtol`` of each other), naming the sequence and the tokens."""
+    g = token_scores(X, y, v)
+    opt = np.argmax(g, axis=1)
+    for i, o in enumerate(opt):
+        close = np.flatnonzero(np.abs(g[i] - g[i, o]) <= rtol * max(1.0, abs(g[i, o])))
+        if len(close) > 1:
+            raise TiedTokens(f"sequence {i}: tokens {close.tolist()} share the top score {g[i, o]:.6g}; "
+                             "the optimal token is not unique")
+    return opt
+
+
+def second_best_tokens(X: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The token with the second-largest score in each sequence (a mutant's 'opt')."""
+    return np.argsort(-token_scores(X, y, v), axis=1)[:, 1]
+
+
+def _unit(a: np.ndarray) -> np.ndarray:
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+def _tokens_with_scores(a: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Unit rows ``x = a v + sqrt(1 − a²) u`` with ``u ⟂ v`` unit, so that ``vᵀx = a``."""
+    u = u - (u @ v)[..., None] * v
+    u = _unit(u)
+    return a[..., None] * v + np.sqrt(1.0 - a ** 2)[..., None] * u
+
+
+def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "generic", gap: float = 0.1,
+                  top: tuple[float, float] = (0.5, 0.9)) -> AttSVMInstance:
+    """A random instance with a unique optimal token per sequence (score gap ≥ ``gap``).
+
+    setting
+      "generic"  non-optimal scores uniform in ``[−0.9, γ_opt − gap]``.
+      "global"   every non-optimal token of a sequence has the same score ``γ_opt − gap``
+                 (the global-convergence regime of Vasudeva, Deora, Thrampoulidis 2024).
+      "local"    additionally a second token ``local_i`` (score ``γ_opt − gap``) that is locally
+                 optimal (its Att-SVM is feasible and every support token has a lower score),
+                 built by putting ``x_opt`` antipodal to ``x_local`` orthogonally to ``v``.
+    Tokens are unit rows; ``vᵀx`` is set exactly, the rest of each token is a random direction.
+    The instance is checked with :func:`validate_instance` (raises if infeasible).
+    """
+    if setting not in ("generic", "global", "local"):
+        raise InputError(f"unknown setting {setting!r} (generic, global, local)")
+    if not (n >= 1 and T >= 2 and d >= 2):
+        raise InputError(f"need n ≥ 1, T ≥ 2, d ≥ 2, got n={n}, T={T}, d={d}")
+    if not (0 < gap < 1):
+        raise InputError(f"gap must lie in (0, 1), got {gap}")
+    rng = np.random.default_rng(seed)
+    for _attempt in range(200):
+        v = _unit(rng.normal(size=d))
+        y = rng.choice([-1.0, 1.0], size=n)
+        z = _unit(rng.normal(size=(n, d)))
+        g_opt = rng.uniform(*top, size=n)
+        opt = rng.integers(0, T, size=n)
+        if setting == "generic":
+            g = -0.9 + rng.uniform(size=(n, T)) * (g_opt[:, None] - gap + 0.9)
+        else:
+            g = np.repeat((g_opt - gap)[:, None], T, axis=1)
+        g[np.arange(n), opt] = g_opt
+        u = rng.normal(size=(n, T, d))
+        local = None
+        if setting == "local":
+            local = (opt + 1 + rng.integers(0, T - 1, size=n)) % T
+            g = np.repeat((g_opt - 2 * gap)[:, None], T, axis=1)
+            g[np.arange(n), opt] = g_opt
+            g[np.arange(n), local] = g_opt - gap
+            u[np.arange(n), opt] = -u[np.arange(n), local]
+        X = _tokens_with_scores(y[:, None] * g, v, u)
+        inst = AttSVMInstance(X, z, y, v, opt, token_scores(X, y, v), setting, local)
+        try:
+            validate_instance(inst.X, inst.z, inst.opt)
+            if setting == "local" and not is_locally_optimal(inst, inst.local):
+                continue
+        except AttSVMError:
+            continue
+        return inst
+    raise InputError(f"could not draw a feasible {setting!r} instance with n={n}, T={T}, d={d} (try a larger d)")
+
+
+def is_locally_optimal(inst: AttSVMInstance, ids: np.ndarray, *, rel: float = 1e-6) -> bool:
+    """TLTO'23 local optimality of ``ids``: its Att-SVM is feasible and every support token
+    (positive dual) of sequence ``i`` has a score below ``γ_{i,ids_i}``."""
+    res = solve_att_svm(inst.X, inst.z, ids)
+    g = inst.gamma
+    for (i, t), a in zip(res.index, res.duals):
+        if a > rel * res.duals.max() and g[i, t] >= g[i, ids[i]]:
+            return False
+    return True
+
+
+def reference_instance(seed: int, n: int = 6, T: int = 8, d: int = 10) -> AttSVMInstance:
+    """The ``data_generator(seed)`` of the reference notebook ``local_converge.ipynb``: torch
+    Gaussian draws in its order (v, labels, X, Z), rows normalised, cast to float64."""
+    gen = torch.Generator()
+    gen.manual_seed(int(seed))
+    v = torch.randn(d, generator=gen)
+    v /= torch.norm(v)
+    Y = 2 * torch.ones(n) * (torch.randn(n, generator=gen) > 0) - 1
+    X = torch.randn((n, T, d), generator=gen)
+    X /= torch.norm(X, dim=-1, keepdim=True)
+    Z = torch.randn((n, d), generator=gen)
+    Z /= torch.norm(Z, dim=-1, keepdim=True)
+    X, Y, Z, v = (a.double().numpy() for a in (X, Y, Z, v))
+    g = token_scores(X, Y, v)
+    return AttSVMInstance(X, Z, Y, v, np.argmax(g, axis=1), g, "reference")
+
+
+def validate_instance(X, z, opt=None, sets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Shapes, finiteness, index ranges, and ties: raises :class:`InputError` /
+    :class:`TiedTokens` naming the sequence and token. Returns float64 ``X, z`` and int ``opt``."""
+    X = as_finite_array(X, "X", ndim=3)
+    n, T, d = X.shape
+    z = as_finite_array(z, "z", shape=(n, d))
+    if T < 2:
+        raise InputError(f"X must have at least 2 tokens per sequence, got T={T}")
+    for i in range(n):
+        if np.linalg.norm(z[i]) == 0:
+            raise TiedTokens(f"sequence {i}: z_{i} = 0, every constraint (x_opt − x_t)ᵀ W z ≥ 1 reads 0 ≥ 1")
+    if sets is not None:
+        S = np.asarray(sets, dtype=bool)
+        if S.shape != (n, T):
+            raise InputError(f"sets must have shape ({n}, {T}), got {S.shape}")
+        for i in range(n):
+            if not S[i].any() or S[i].all():
+                raise InputError(f"sequence {i}: the selected set must be non-empty and not every token")
+            for t in np.flatnonzero(S[i]):
+                for tau in np.flatnonzero(~S[i]):
+                    if np.array_equal(X[i, t], X[i, tau]):
+                        raise TiedTokens(f"sequence {i}: selected token {t} equals unselected token {tau}")
+        return X, z, None
+    opt_arr = np.asarray(opt)
+    if opt_arr.shape != (n,) or not np.issubdtype(opt_arr.dtype, np.integer):
+        raise InputError(f"opt must be {n} integer token indices, got shape {opt_arr.shape} dtype {opt_arr.dtype}")
+    if opt_arr.min() < 0 or opt_arr.max() >= T:
+        raise InputError(f"opt indices must lie in [0, {T}), got {opt_arr.tolist()}")
+    for i in range(n):
+        for t in range(T):
+            if t != opt_arr[i] and np.array_equal(X[i, opt_arr[i]], X[i, t]):
+                raise TiedTokens(f"sequence {i}: token {t} equals the optimal token {int(opt_arr[i])} (tied); "
+                                 "(x_opt − x_t)ᵀ W z ≥ 1 cannot hold")
+    return X, z, opt_arr.astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# Att-SVM via cvxpy
+
+
+def constraint_matrix(X: np.ndarray, z: np.ndarray, opt=None, sets=None):
+    """The constraints as rows of matrices ``A_k = (x_{i,a} − x_{i,b}) z_iᵀ`` (shape (K, d, d)).
+
+    Returns ``(A_ineq, index_ineq, A_eq, index_eq)``: ``A_ineq[k] : W ≥ 1`` with
+    ``index_ineq[k] = (i, t)`` (for ``opt``: the suppressed token t; for ``sets``: (i, t, τ) with
+    t selected, τ not); equality rows ``A_eq[k] : W = 0`` inside each selected set."""
+    n, T, d = X.shape
+    Ai, Ii, Ae, Ie = [], [], [], []
+    for i in range(n):
+        if sets is None:
+            o = int(opt[i])
+            for t in range(T):
+                if t != o:
+                    Ai.append(np.outer(X[i, o] - X[i, t], z[i]))
+                    Ii.append((i, t))
+        else:
+            sel = np.flatnonzero(sets[i])
+            for t in sel:
+                for tau in np.flatnonzero(~np.asarray(sets[i], dtype=bool)):
+                    Ai.append(np.outer(X[i, t] - X[i, tau], z[i]))
+                    Ii.append((i, int(t), int(tau)))
+            for t in sel[1:]:
+                Ae.append(np.outer(X[i, sel[0]] - X[i, t], z[i]))
+                Ie.append((i, int(sel[0]), int(t)))
+    Ae_arr = np.array(Ae).reshape(-1, d, d)
+    return np.array(Ai), np.array(Ii, dtype=np.int64), Ae_arr, np.array(Ie, dtype=np.int64).reshape(-1, 3)
+
+
+@dataclass(frozen=True)
+class AttSVMProblem:
+    """A built (unsolved) Att-SVM: the cvxpy problem, its variable and constraint handles."""
+
+    problem: cp.Problem
+    W: cp.Variable
+    ineq: cp.Constraint
+    eq: cp.Constraint | None
+    A: np.ndarray
+    index: np.ndarray
+    A_eq: np.ndarray
+    index_eq: np.ndarray
+    norm: str
+
+
+def build_att_svm_problem(X, z, opt=None, *, norm: str = "fro", sets=None) -> AttSVMProblem:
+    """Build (not solve) the Att-SVM. ``norm="fro"`` minimises ``½‖W‖_F²`` (a QP with the same
+    minimiser as ``‖W‖_F``, so that stationarity reads ``W = Σ α_k A_k``); ``norm="nuc"``
+    minimises ``‖W‖_*`` (an SDP). ``sets`` (n,T) bool gives the generalised SVM with equality
+    constraints inside each selected set."""
+    if norm not in ("fro", "nuc"):
+        raise InputError(f"norm must be 'fro' or 'nuc', got {norm!r}")
+    if (opt is None) == (sets is None):
+        raise InputError("give exactly one of opt (token indices) or sets (boolean selected sets)")
+    X, z, opt = validate_instance(X, z, opt, sets)
+    S = None if sets is None else np.asarray(sets, dtype=bool)
+    A, idx, Ae, idx_e = constraint_matrix(X, z, opt, S)
+    d = X.shape[2]
+    W = cp.Variable((d, d), name="W")
+    w = cp.vec(W, order="C")
+    ineq = A.reshape(len(A), -1) @ w >= 1
+    cons = [ineq]
+    eq = None
+    if len(Ae):
+        eq = Ae.reshape(len(Ae), -1) @ w == 0
+        cons.append(eq)
+    obj = 0.5 * cp.sum_squares(W) if norm == "fro" else cp.normNuc(W)
+    return AttSVMProblem(cp.Problem(cp.Minimize(obj), cons), W, ineq, eq, A, idx, Ae, idx_e, norm)
+
+
+@dataclass(frozen=True)
+class AttSVMResult:
+    """A solved, certified Att-SVM.
+
+    W          (d,d) the solution (never ``None``: a non-optimal status raises instead)
+    status     cvxpy status ("optimal")
+    norm       "fro" or "nuc";  value: ‖W‖_F or ‖W‖_*
+    duals      (K,) multipliers α_k ≥ 0 of the inequality rows; ``index`` (K,2|3) names them
+    duals_eq   (K_eq,) multipliers of the equality rows (generalised SVM)
+    margins    (K,) ``A_k : W`` (≥ 1 when feasible)
+    residuals  KKT residuals: primal_infeasibility, dual_infeasibility, complementary_slackness,
+               stationarity (relative), and duality_gap (relative)
+    support    indices k of the support (tight, α_k > 0) constraints
+    """
+
+    W: np.ndarray
+    status: str
+    norm: str
+    value: float
+    duals: np.ndarray
+    duals_eq: np.ndarray
+    index: np.ndarray
+    index_eq: np.ndarray
+    margins: np.ndarray
+    residuals: dict[str, float]
+    support: np.ndarray
+    solver: str
+    A: np.ndarray = field(repr=False, default=None)
+    A_eq: np.ndarray = field(repr=False, default=None)
+
+    @property
+    def duality_gap(self) -> float:
+        return self.residuals["duality_gap"]
+
+    def max_residual(self) -> float:
+        return max(self.residuals.values())
+
+    def support_tokens(self) -> list[tuple[int, ...]]:
+        """``(i, t)`` (or ``(i, t, τ)``) of the support constraints."""
+        return [tuple(int(a) for a in self.index[k]) for k in self.support]
+
+
+def kkt_residuals(W, A, duals, norm: str, A_eq=None, duals_eq=None) -> dict[str, float]:
+    """KKT residuals of a candidate ``(W, α, μ)`` for the Att-SVM with rows ``A`` (≥ 1) and
+    ``A_eq`` (= 0). Stationarity: Frobenius ``W = Σ α_k A_k + Σ μ_j E_j``; nuclear
+    ``G = Σ α_k A_k + Σ μ_j E_j ∈ ∂‖W‖_*`` i.e. ``‖G‖_2 ≤ 1`` and ``⟨G, W⟩ = ‖W‖_*``. Gap: primal
+    objective minus the dual objective ``Σα − ½‖G‖_F²`` (fro) or ``Σα`` (nuc), relative."""
+    W = np.asarray(W, dtype=np.float64)
+    A_eq = np.zeros((0,) + W.shape) if A_eq is None else A_eq
+    duals_eq = np.zeros(len(A_eq)) if duals_eq is None else duals_eq
+    m = np.einsum("kab,ab->k", A, W)
+    G = np.einsum("k,kab->ab", duals, A) + (np.einsum("k,kab->ab", duals_eq, A_eq) if len(A_eq) else 0.0)
+    scale = max(1.0, float(np.max(np.abs(duals), initial=0.0)))
+    r = {
+        "primal_infeasibility": float(max(0.0, np.max(1.0 - m, initial=0.0),
+                                          np.max(np.abs(np.einsum("kab,ab->k", A_eq, W)), initial=0.0))),
+        "dual_infeasibility": float(max(0.0, -np.min(duals, initial=0.0)) / scale),
+        "complementary_slackness": float(np.max(np.abs(duals * (m - 1.0)), initial=0.0) / scale),
+    }
+    if norm == "fro":
+        nW = float(np.linalg.norm(W))
+        primal = 0.5 * nW ** 2
+        dual = float(np.sum(duals) - 0.5 * np.sum(G * G))
+        r["stationarity"] = float(np.linalg.norm(W - G) / max(nW, 1e-300))
+    else:
+        nuc = float(np.linalg.norm(W, "nuc"))
+        primal = nuc
+        dual = float(np.sum(duals))
+        r["stationarity"] = float(max(np.linalg.norm(G, 2) - 1.0, 0.0) + abs(np.sum(G * W) - nuc) / max(nuc, 1e-300))
+    r["duality_gap"] = float(abs(primal - dual) / max(abs(primal), 1e-300))
+    return r
+
+
+SOLVER_OPTS = {
+    "CLARABEL": dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10),
+    "SCS": dict(eps_abs=1e-9, eps_rel=1e-9, max_iters=200000),
+}
+
+
+def _infeasibility_certificate(A: np.ndarray, index: np.ndarray) -> list[tuple[int, ...]]:
+    """Farkas: α ≥ 0, Σα = 1, Σ α_k A_k = 0 proves ``A_k:W ≥ 1`` infeasible; its support names
+    the conflicting constraints."""
+    K = len(A)
+    a = cp.Variable(K, nonneg=True)
+    p = cp.Problem(cp.Minimize(cp.sum_squares(A.reshape(K, -1).T @ a)), [cp.sum(a) == 1])
+    try:
+        p.solve(solver="CLARABEL")
+        val = np.asarray(a.value) if a.value is not None else np.ones(K) / K
+    except cp.SolverError:  # pragma: no cover - the certificate is a courtesy
+        val = np.ones(K) / K
+    sup = np.flatnonzero(val > 1e-6)
+    return [tuple(int(x) for x in index[k]) for k in sup[:8]]
+
+
+def solve_att_svm(X, z, opt=None, norm: str = "fro", solver: str | None = None, *, sets=None,
+                  support_rtol: float = 1e-6) -> AttSVMResult:
+    """Solve and certify the Att-SVM (``opt``: token per sequence) or its generalised form
+    (``sets``: (n,T) boolean selected sets, equality constraints inside each set).
+
+    Default solver: Clarabel (QP for "fro", SDP for "nuc"); ``solver="SCS"`` for a second,
+    independent solve. Raises :class:`TiedTokens` / :class:`InfeasibleAttSVM` (both
+    :class:`~theory.validation.InputError`) naming the sequence and token, and
+    :class:`SolverFailure` for any other non-optimal status. Never returns ``None``.
+    """
+    built = build_att_svm_problem(X, z, opt, norm=norm, sets=sets)
+    return solve_problem(built, solver=solver, support_rtol=support_rtol)
+
+
+def solve_problem(built: AttSVMProblem, solver: str | None = None, *, support_rtol: float = 1e-6) -> AttSVMResult:
+    """Solve a built Att-SVM and turn every status except ``optimal`` into an exception."""
+    name = (solver or "CLARABEL").upper()
+    try:
+        built.problem.solve(solver=name, **SOLVER_OPTS.get(name, {}))
+    except cp.SolverError as exc:
+        raise SolverFailure(f"{name} failed on the Att-SVM: {exc}") from None
+    status = built.problem.status
+    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        who = _infeasibility_certificate(built.A, built.index)
+        named = ", ".join(f"sequence {c[0]} token {c[1:] if len(c) > 2 else c[1]}" for c in who)
+        raise InfeasibleAttSVM(f"Att-SVM infeasible ({status}): no W separates the optimal tokens; "
+                               f"conflicting constraints: {named}")
+    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):  # cannot happen for a norm objective
+        raise AttSVMError(f"Att-SVM reported unbounded ({status}); the instance is malformed")
+    if status != cp.OPTIMAL or built.W.value is None:
+        raise SolverFailure(f"{name} stopped with status {status!r} on the Att-SVM")
+    W = np.asarray(built.W.value, dtype=np.float64)
+    duals = np.asarray(built.ineq.dual_value, dtype=np.float64).reshape(-1)
+    duals_eq = (np.asarray(built.eq.dual_value, dtype=np.float64).reshape(-1) if built.eq is not None else np.zeros(0))
+    res = kkt_residuals(W, built.A, duals, built.norm, built.A_eq, duals_eq)
+    margins = np.einsum("kab,ab->k", built.A, W)
+    support = np.flatnonzero(duals > support_rtol * max(duals.max(initial=0.0), 1e-300))
+    value = float(np.linalg.norm(W) if built.norm == "fro" else np.linalg.norm(W, "nuc"))
+    return AttSVMResult(W, status, built.norm, value, duals, duals_eq, built.index, built.index_eq, margins,
+                        res, support, name, built.A, built.A_eq)
+
+
+def solve_att_svm_dual_scipy(X, z, opt) -> tuple[np.ndarray, np.ndarray]:
+    """An independent Frobenius solve: the dual ``max_{α≥0} Σα − ½‖Σ α_k A_k‖_F²`` by SciPy's
+    L-BFGS-B, then ``W = Σ α_k A_k``. Returns ``(W, α)``."""
+    X, z, opt = validate_instance(X, z, opt)
+    A, _, _, _ = constraint_matrix(X, z, opt)
+    M = A.reshape(len(A), -1)
+    G = M @ M.T
+
+    def fun(a):
+        Ga = G @ a
+        return 0.5 * a @ Ga - a.sum(), Ga - 1.0
+
+    out = scipy.optimize.minimize(fun, np.zeros(len(A)), jac=True, method="L-BFGS-B",
+                                  bounds=[(0, None)] * len(A), options=dict(ftol=1e-15, gtol=1e-12, maxiter=20000))
+    a = out.x
+    return (M.T @ a).reshape(X.shape[2], X.shape[2]), a
+
+
+# --------------------------------------------------------------------------------------------
+# torch: loss, gradient, trainers
+
+
+def correlation(A, B) -> np.ndarray | torch.Tensor:
+    """``⟨A, B⟩ / (‖A‖_F ‖B‖_F)`` over the last two axes (batched; NumPy or torch)."""
+    if isinstance(A, torch.Tensor) or isinstance(B, torch.Tensor):
+        A = torch.as_tensor(A)
+        B = torch.as_tensor(B, dtype=A.dtype, device=A.device)
+        return (A * B).sum((-1, -2)) / (torch.linalg.norm(A, dim=(-2, -1)) * torch.linalg.norm(B, dim=(-2, -1)))
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    return (A * B).sum((-1, -2)) / (np.linalg.norm(A, axis=(-2, -1)) * np.linalg.norm(B, axis=(-2, -1)))
+
+
+def _as_batch(inst: AttSVMInstance | Sequence[AttSVMInstance], B: int | None, device: torch.device):
+    """Stack instances (one per seed) or repeat one instance ``B`` times: tensors with a leading
+    batch axis: X (B,n,T,d), z (B,n,d), y (B,n), v (B,d)."""
+    insts = [inst] if isinstance(inst, AttSVMInstance) else list(inst)
+    if len(insts) == 1 and B is not None:
+        insts = insts * B
+
+    def st(name):
+        return torch.as_tensor(np.stack([getattr(i, name) for i in insts]), dtype=torch.float64, device=device)
+
+    return st("X"), st("z"), st("y"), st("v")
+
+
+def softmax_mass(W: torch.Tensor, X: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Attention ``S(X W z)`` (B,n,T): logits ``l_t = x_tᵀ W z``, softmax over tokens."""
+    Wz = torch.einsum("bde,bne->bnd", W, z)
+    return torch.softmax((X * Wz[:, :, None, :]).sum(-1), dim=-1)
+
+
+def loss_and_grad(W: torch.Tensor, X, z, y, v, lam: float = 0.0):
+    """Loss ``(1/n) Σ softplus(−y_i f_i)`` and its gradient in W, batched over the leading axis.
+
+    Head: ``f = vᵀa − λ‖a‖²`` with ``a = Xᵀ S(XWz)`` (λ = 0: the linear head of the claims).
+    Gradient: ``∂L/∂W = Σ_i c_i Σ_t h_{it} x_{it} z_iᵀ`` with ``c_i = −y_i σ(−y_i f_i)/n`` and
+    ``h_{it} = s_t Σ_τ s_τ (g_t − g_τ)``, ``g_t = x_tᵀ ∂f/∂a``; written as a difference of scores so
+    that it stays accurate when the softmax saturates. Returns ``(loss (B,), grad (B,d,d), s)``.
+    """
+    s = softmax_mass(W, X, z)
+    a = torch.einsum("bnt,bntd->bnd", s, X)
+    if lam:
+        f = torch.einsum("bnd,bd->bn", a, v) - lam * (a * a).sum(-1)
+        g = torch.einsum("bntd,bnd->bnt", X, v[:, None, :] - 2 * lam * a)
+    else:
+        g = torch.einsum("bntd,bd->bnt", X, v)
+        f = (s * g).sum(-1)
+    n = X.shape[1]
+    u = -y * f
+    loss = torch.nn.functional.softplus(u).mean(-1)
+    c = -y * torch.sigmoid(u) / n
+    diff = g[..., :, None] - g[..., None, :]  # (B,n,T,T): g_t − g_τ
+    h = s * torch.einsum("bnu,bntu->bnt", s, diff)
+    xh = (X * (c[..., None] * h)[..., None]).sum(2)  # (B,n,d): Σ_t c_i h_it x_it
+    grad = xh.transpose(1, 2) @ z
+    return loss, grad, s
+
+
+def infimum_loss(y, X, v) -> torch.Tensor:
+    """``inf_W L(W) = (1/n) Σ softplus(−γ_{i,opt})`` (all attention on the optimal token), (B,)."""
+    gam = y[..., None] * torch.einsum("bntd,bd->bnt", X, v)
+    return torch.nn.functional.softplus(-gam.max(-1).values).mean(-1)
+
+
+def _excess_loss(s, y, X, v) -> torch.Tensor:
+    """``L(W) − inf L`` computed without cancellation: with ``δ_i = Σ_t s_t (γ_opt − γ_t) ≥ 0``,
+    ``softplus(−γ_opt + δ) − softplus(−γ_opt) = log1p(σ(−γ_opt) expm1(δ))``."""
+    gam = y[..., None] * torch.einsum("bntd,bd->bnt", X, v)
+    gmax = gam.max(-1).values
+    delta = (s * (gmax[..., None] - gam)).sum(-1)
+    return torch.log1p(torch.sigmoid(-gmax) * torch.expm1(delta)).mean(-1)
+
+
+@dataclass
+class TrainResult:
+    """Curves of one batched run (rows: iterations 1..iters, columns: batch members).
+
+    W (B,d,d) final; corr {target name: (iters,B)}; norm (iters,B) ‖W_k‖_F; loss (iters,B);
+    opt_mass (iters,B) mean softmax mass on ``opt``; max_mass (iters,B) mean max softmax mass (as
+    the reference code records); selected (B,n) argmax token at the end; s (B,n,T) final softmax.
+    """
+
+    W: np.ndarray
+    corr: dict[str, np.ndarray]
+    norm: np.ndarray
+    loss: np.ndarray
+    opt_mass: np.ndarray
+    max_mass: np.ndarray
+    selected: np.ndarray
+    s: np.ndarray
+    method: str
+    param: str
+    iters: int
+
+    def iterations_to(self, level: float, target: str) -> np.ndarray:
+        """First iteration (1-based) from which the correlation stays ≥ ``level``; ``iters + 1``
+        where never reached (a lower bound), per batch member."""
+        c = self.corr[target] >= level
+        stay = np.flip(np.cumprod(np.flip(c, 0), 0), 0).astype(bool)  # ≥ level from k onwards
+        first = np.where(stay.any(0), stay.argmax(0) + 1, self.iters + 1)
+        return first
+
+
+def _init(B, d, m, init, gen, device, param):
+    if isinstance(init, (np.ndarray, torch.Tensor)):
+        W0 = torch.as_tensor(init, dtype=torch.float64, device=device)
+        if param == "W":
+            return (W0.expand(B, d, d).clone(),)
+        raise InputError("an explicit init is supported for param='W' only")
+    if init == "linear_default":  # torch.nn.Linear's kaiming_uniform(a=√5): U(−1/√d, 1/√d)
+        lo = 1.0 / math.sqrt(d)
+        draw = lambda *shape: (torch.rand(*shape, generator=gen, dtype=torch.float64) * 2 - 1).to(device) * lo
+    else:
+        scale = float(init)
+        draw = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64).to(device) * scale
+    if param == "W":
+        return (draw(B, d, d),)
+    return draw(B, d, m), draw(B, d, m)
+
+
+@contextlib.contextmanager
+def _cpu_threads(device: torch.device, n: int = 1):
+    """Small batched tensors gain nothing from intra-op threads and lose a lot to contention on a
+    busy machine: run the loop single-threaded on CPU, restoring the setting afterwards."""
+    if device.type != "cpu":
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def train(data: AttSVMInstance | Sequence[AttSVMInstance], *, method: str = "ngd", lr: float = 0.1,
+          iters: int = 1000, param: str = "W", B: int | None = None, init: Any = 0.01, seed: int = 0,
+          targets: dict[str, np.ndarray] | None = None, opt: np.ndarray | None = None, lam: float = 0.0,
+          device: str = "cpu", eps: float = float(np.finfo(np.float64).eps)) -> TrainResult:
+    """Train ``W`` (``param="W"``) or ``(K, Q)`` with ``W = K Qᵀ`` (``param="KQ"``), all batch
+    members at once (one instance per seed, or one instance repeated ``B`` times with different
+    initialisations).
+
+    method  "gd": ``W ← W − lr ∇L``;  "ngd": ``W ← W − lr ∇L/(‖∇L‖_F + eps)`` (each of K, Q
+            normalised separately, as the reference code does);  "polyak": ``lr·(L − L*)/‖∇L‖²``
+            with ``L* = inf L`` (computed without cancellation).
+    targets name → (d,d) or (B,d,d) directions whose correlation is recorded every iteration.
+    init    a float (Gaussian scale), "linear_default" (torch.nn.Linear's init), or a (d,d) array.
+    """
+    if method not in ("gd", "ngd", "polyak"):
+        raise InputError(f"method must be gd, ngd or polyak, got {method!r}")
+    if param not in ("W", "KQ"):
+        raise InputError(f"param must be 'W' or 'KQ', got {param!r}")
+    dev = resolve_device(device)
+    X, z, y, v = _as_batch(data, B, dev)
+    Bn, n, T, d = X.shape
+    opt_t = None
+    if opt is not None:
+        opt_t = torch.as_tensor(np.broadcast_to(opt, (Bn, n)).copy(), device=dev)
+    gen = torch.Generator().manual_seed(int(seed))
+    params = _init(Bn, d, d, init, gen, dev, param)
+    tg = {k: torch.as_tensor(np.broadcast_to(t, (Bn, d, d)).copy(), dtype=torch.float64, device=dev)
+          for k, t in (targets or {}).items()}
+
+    def W_of(p):
+        return p[0] if param == "W" else p[0] @ p[1].transpose(-1, -2)
+
+    with _cpu_threads(dev):
+        return _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg, opt_t)
+
+
+def _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg, opt_t) -> TrainResult:
+    Bn, dev = X.shape[0], X.device
+    corr = {k: torch.empty(iters, Bn, dtype=torch.float64, device=dev) for k in tg}
+    norms, losses, omass, mmass = (torch.empty(iters, Bn, dtype=torch.float64, device=dev) for _ in range(4))
+    for k in range(iters + 1):
+        W = W_of(params)
+        loss, G, s = loss_and_grad(W, X, z, y, v, lam)
+        if k > 0:  # metrics of the iterate W_k (k = 1..iters), from this evaluation
+            norms[k - 1] = torch.linalg.norm(W, dim=(-2, -1))
+            losses[k - 1] = loss
+            mmass[k - 1] = s.max(-1).values.mean(-1)
+            if opt_t is not None:
+                omass[k - 1] = torch.gather(s, -1, opt_t[..., None])[..., 0].mean(-1)
+            for name, t in tg.items():
+                corr[name][k - 1] = correlation(W, t)
+        if k == iters:
+            break
+        if param == "W":
+            grads = (G,)
+        else:
+            K, Q = params
+            grads = (G @ Q, G.transpose(-1, -2) @ K)
+        if method == "gd":
+            steps = tuple(lr * g for g in grads)
+        elif method == "ngd":
+            steps = tuple(lr * g / (torch.linalg.norm(g, dim=(-2, -1))[:, None, None] + eps) for g in grads)
+        else:
+            exc = _excess_loss(s, y, X, v)
+            gn2 = sum((g * g).sum((-1, -2)) for g in grads)
+            eta = lr * exc / (gn2 + 1e-300)
+            steps = tuple(eta[:, None, None] * g for g in grads)
+        params = tuple(p - st for p, st in zip(params, steps))
+    W = W_of(params)
+    s = softmax_mass(W, X, z)
+    np_ = lambda t: t.detach().cpu().numpy()
+    return TrainResult(np_(W), {k: np_(c) for k, c in corr.items()}, np_(norms), np_(losses),
+                       np_(omass) if opt_t is not None else np.full((iters, Bn), np.nan), np_(mmass),
+                       np_(s.argmax(-1)), np_(s), method, param, iters)
+
+
+def selected_sets(s: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
+    """Tokens carrying softmax mass ≥ ``threshold`` (the reference code's THRED): (…, n, T) bool."""
+    return np.asarray(s) >= threshold
+
+
+@dataclass
+class RegPathResult:
+    """The regularisation path: ``radii`` (R,), ``W`` (R,B,d,d) the constrained minimisers,
+    ``corr`` {target: (R,B)} correlation of ``W̄_R`` with each target, ``loss`` (R,B)."""
+
+    radii: np.ndarray
+    W: np.ndarray
+    corr: dict[str, np.ndarray]
+    loss: np.ndarray
+    param: str
+
+
+def regularization_path(data: AttSVMInstance | Sequence[AttSVMInstance], radii: Sequence[float], *,
+                        param: str = "W", inner: int = 300, lr: float = 0.5, B: int | None = None,
+                        targets: dict[str, np.ndarray] | None = None, seed: int = 0, init: float = 1e-3,
+                        device: str = "cpu") -> RegPathResult:
+    """``W̄_R = argmin_{‖W‖_F ≤ R} L(W)`` (``param="W"``) or the (K,Q) path with
+    ``‖K‖_F² + ‖Q‖_F² ≤ 2R`` (``param="KQ"``, reported as ``W = KQᵀ``), by projected normalised
+    gradient steps, warm-started along increasing ``radii``.
+
+    Inner step j at radius R moves ``lr·ρ/√j`` along ``−∇/‖∇‖`` (ρ = R, or √(2R) for (K,Q)) and
+    projects back onto the ball; the decaying step makes the iterates settle at a constrained
+    stationary point (the boundary optimum once the loss keeps decreasing outwards).
+    """
+    dev = resolve_device(device)
+    X, z, y, v = _as_batch(data, B, dev)
+    Bn, n, T, d = X.shape
+    gen = torch.Generator().manual_seed(int(seed))
+    params = _init(Bn, d, d, init, gen, dev, param)
+    tg = {k: torch.as_tensor(np.broadcast_to(t, (Bn, d, d)).copy(), dtype=torch.float64, device=dev)
+          for k, t in (targets or {}).items()}
+    Ws, cs, ls = [], {k: [] for k in tg}, []
+
+    def W_of(p):
+        return p[0] if param == "W" else p[0] @ p[1].transpose(-1, -2)
+
+    with _cpu_threads(dev):
+        for R in radii:
+            rho = float(R) if param == "W" else math.sqrt(2.0 * float(R))
+            for j in range(1, inner + 1):
+                loss, G, _ = loss_and_grad(W_of(params), X, z, y, v)
+                grads = (G,) if param == "W" else (G @ params[1], G.transpose(-1, -2) @ params[0])
+                gn = torch.sqrt(sum((g * g).sum((-1, -2)) for g in grads))[:, None, None]
+                params = tuple(p - lr * rho / math.sqrt(j) * g / (gn + 1e-300) for p, g in zip(params, grads))
+                pn = torch.sqrt(sum((p * p).sum((-1, -2)) for p in params))[:, None, None]
+                params = tuple(p * torch.clamp(rho / pn, max=1.0) for p in params)
+            W = W_of(params)
+            Ws.append(W.detach().cpu().numpy())
+            ls.append(loss.detach().cpu().numpy())
+            for k, t in tg.items():
+                cs[k].append(correlation(W, t).detach().cpu().numpy())
+    return RegPathResult(np.asarray(radii, dtype=float), np.array(Ws), {k: np.array(c) for k, c in cs.items()},
+                         np.array(ls), param)

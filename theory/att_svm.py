@@ -1,0 +1,146 @@
+"""Implicit bias of attention derived in SymPy (claims ``svm.*``).
+
+Model ``f(X) = vᵀXᵀS(XWz)``; tokens are rows of ``X ∈ R^{T×d}``; ``S`` is the softmax over the
+token axis; logits ``l_t = x_tᵀWz``; scores ``γ_t = y vᵀx_t``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+import sympy as sp
+
+from theory.derivation import Derivation, DerivationBuilder
+
+__all__ = ["derive_softmax_saturation", "ray_limit", "derive_optimal_selection", "derive_att_svm_kkt"]
+
+
+@lru_cache(maxsize=None)
+def derive_softmax_saturation(T: int = 3) -> Derivation:
+    """Derive the limit of the softmax along a ray ``S(r·l)`` as ``r → ∞``, for logits with a unique
+    maximum (``l_1 = c``, ``l_t = c − p_t``, ``p_t > 0``) and with a tie (``p_2 = 0``), and the
+    lower bound ``1 − max_t S_t ≥ (T−1)e^{−2R}/(1 + (T−1)e^{−2R})`` when ``‖W‖_2 ≤ R`` and
+    ``‖x_t‖ = ‖z‖ = 1`` (so saturation needs ``‖W‖ → ∞``).
+
+    ``result`` is a dict: ``limit`` (list: the limit for the unique maximum), ``tie_limit`` (with
+    ``l_1 = l_2``), ``gap_bound`` (the bound as an expression in ``R``; facts hold ``R``).
+
+    >>> d = derive_softmax_saturation(3)
+    >>> d.result["limit"], d.result["tie_limit"]
+    ([1, 0, 0], [1/2, 1/2, 0])
+    >>> d.result["gap_bound"]
+    2/(exp(2*R) + 2)
+    """
+    b = DerivationBuilder("Softmax saturation along a ray and the norm it needs")
+    r, R = sp.symbols("r R", positive=True)
+    c = sp.Symbol("c", real=True)
+    p = sp.symbols(f"p_2:{T + 1}", positive=True)
+    l = [c] + [c - pt for pt in p]
+    Z = sum(sp.exp(r * li) for li in l)
+    S = [sp.exp(r * li) / Z for li in l]
+    b.step("Logits l_1 = c > l_t = c − p_t; softmax along the ray r·l, first entry", S[0])
+    S1 = sp.simplify(1 / (1 + sum(sp.exp(-r * pt) for pt in p)))
+    b.fact("S1_difference", sp.simplify(S[0] - S1))
+    b.step("Divide by e^{r c}: S_1 = 1/(1 + Σ_t e^{−r p_t})", S1)
+    E = sp.symbols(f"E_2:{T + 1}", positive=True)  # E_t = e^{−r p_t}
+    SE = [1 / (1 + sum(E))] + [Et / (1 + sum(E)) for Et in E]
+    b.fact("E_form_difference", sp.simplify(sum((SE[t].subs({Et: sp.exp(-r * pt) for Et, pt in zip(E, p)}) - S[t]) ** 2
+                                                 for t in range(T))))
+    b.step("Write S_t with E_t = e^{−r p_t}: S_1 = 1/(1+ΣE), S_t = E_t/(1+ΣE)", sp.Matrix(SE))
+    Elim = {Et: sp.limit(sp.exp(-r * pt), r, sp.oo) for Et, pt in zip(E, p)}
+    b.step("Each E_t → 0 as r → ∞ because p_t > 0", sp.Matrix(list(Elim.values())))
+    lim = [sp.simplify(x.subs(Elim)) for x in SE]
+    b.step("By continuity of S in E: the limit", sp.Matrix(lim))
+    tie_sub = dict(Elim)
+    tie_sub[E[0]] = sp.limit(sp.exp(-r * 0), r, sp.oo)  # p_2 = 0: a tie with the top logit
+    tie = [sp.simplify(x.subs(tie_sub)) for x in SE]
+    b.step("With a tie l_1 = l_2 (p_2 = 0, E_2 = 1) the mass splits: limit", sp.Matrix(tie))
+    gap_finite = sp.simplify(1 - S1)
+    b.fact("gap_at_finite_r", gap_finite)
+    b.step("At finite r the optimal token misses 1 − S_1 = Σe^{−rp}/(1 + Σe^{−rp}) > 0", gap_finite)
+    u = sp.Symbol("u", positive=True)
+    g = u / (1 + u)
+    b.fact("g_derivative", sp.simplify(sp.diff(g, u)))
+    b.step("1 − S_1 = g(Σ_t e^{−Δ_t}) with g(u) = u/(1+u), g'(u) =", b.facts["g_derivative"])
+    bound = sp.simplify(g.subs(u, (T - 1) * sp.exp(-2 * R)))
+    b.step("|Δ_t| = |(x_1 − x_t)ᵀWz| ≤ ‖x_1 − x_t‖‖W‖_2‖z‖ ≤ 2R, g increasing: 1 − max S ≥", bound)
+    b.fact("R", R)
+    return b.done({"limit": lim, "tie_limit": tie, "gap_bound": bound})
+
+
+def ray_limit(l: Sequence) -> list:
+    """The exact limit of ``S(r·l)`` as ``r → ∞`` for a vector ``l`` of rationals, by SymPy's
+    ``limit`` (an independent reference for a claimed saturation formula).
+
+    >>> ray_limit([1, 0, 1])
+    [1/2, 0, 1/2]
+    """
+    r = sp.Symbol("r", positive=True)
+    ls = [sp.nsimplify(x) for x in l]
+    m = max(ls)
+    Z = sum(sp.exp(r * (li - m)) for li in ls)
+    return [sp.limit(sp.exp(r * (li - m)) / Z, r, sp.oo) for li in ls]
+
+
+@lru_cache(maxsize=None)
+def derive_optimal_selection(T: int = 3) -> Derivation:
+    """Derive ``γ_1 − Σ_t s_t γ_t = Σ_{t≥2} s_t (γ_1 − γ_t)`` on the simplex (``s_1 = 1 − Σ s_t``):
+    with ``γ_1`` the unique largest score the model output ``yf = Σ s_t γ_t`` is at most ``γ_1``,
+    with equality only at ``s = e_1``; for a strictly decreasing loss ``inf L = ℓ(γ_opt)``.
+
+    ``result`` is the right-hand side; ``facts["residual"]`` the simplified difference (0).
+
+    >>> d = derive_optimal_selection(2)
+    >>> d.facts["residual"]
+    0
+    >>> d.result
+    s_2*(gamma_1 - gamma_2)
+    """
+    b = DerivationBuilder("Optimal token selection: the output is maximised only at the top-score token")
+    gam = sp.symbols(f"gamma_1:{T + 1}", real=True)
+    s = sp.symbols(f"s_2:{T + 1}", nonnegative=True)
+    s1 = 1 - sum(s)
+    out = s1 * gam[0] + sum(st * g for st, g in zip(s, gam[1:]))
+    b.step("y f = Σ_t s_t γ_t with s_1 = 1 − Σ_{t≥2} s_t", out)
+    lhs = sp.expand(gam[0] - out)
+    rhs = sum(st * (gam[0] - g) for st, g in zip(s, gam[1:]))
+    b.step("γ_1 − y f expands to", lhs)
+    b.fact("residual", sp.simplify(lhs - sp.expand(rhs)))
+    b.step("which equals Σ_{t≥2} s_t (γ_1 − γ_t) (residual)", b.facts["residual"])
+    b.fact("gamma", gam)
+    b.fact("s", s)
+    return b.done(rhs)
+
+
+@lru_cache(maxsize=None)
+def derive_att_svm_kkt(K: int = 2, d: int = 2) -> Derivation:
+    """KKT conditions of the Frobenius Att-SVM ``min ½‖W‖_F² s.t. A_k : W ≥ 1`` with symbolic
+    ``A_k ∈ R^{d×d}`` (``A_k = (x_{i,opt} − x_{i,t}) z_iᵀ``) and multipliers ``α_k ≥ 0``.
+
+    Stationarity of the Lagrangian ``½‖W‖² − Σ α_k (A_k:W − 1)`` in each entry of ``W`` is solved
+    for ``W``: the representer form ``W = Σ α_k A_k``; substituting it gives the dual function
+    ``Σα − ½‖Σ α_k A_k‖_F²``. ``result``: {"W": Matrix, "dual": expr}; facts ``alpha``, ``A``.
+
+    >>> d = derive_att_svm_kkt(1, 1)
+    >>> d.result["W"], d.result["dual"]
+    (Matrix([[a_1_11*alpha_1]]), -a_1_11**2*alpha_1**2/2 + alpha_1)
+    """
+    b = DerivationBuilder("Att-SVM KKT conditions: representer form and dual function")
+    W = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"w_{i + 1}{j + 1}", real=True))
+    alpha = sp.symbols(f"alpha_1:{K + 1}", nonnegative=True)
+    A = [sp.Matrix(d, d, lambda i, j, k=k: sp.Symbol(f"a_{k + 1}_{i + 1}{j + 1}", real=True)) for k in range(K)]
+    frob = lambda M, N: sum(M[i, j] * N[i, j] for i in range(d) for j in range(d))
+    Lag = sp.Rational(1, 2) * frob(W, W) - sum(a * (frob(Ak, W) - 1) for a, Ak in zip(alpha, A))
+    b.step("Lagrangian ½‖W‖_F² − Σ_k α_k (A_k : W − 1)", Lag)
+    eqs = [sp.diff(Lag, W[i, j]) for i in range(d) for j in range(d)]
+    b.step("Stationarity ∂/∂w_ij = 0 (first entry)", sp.Eq(eqs[0], 0))
+    sol = sp.solve(eqs, list(W), dict=True)[0]
+    Wstar = W.subs(sol)
+    b.step("Solved for W: the representer form W = Σ_k α_k A_k", Wstar)
+    dual = sp.expand(Lag.subs(sol))
+    b.step("Dual function: the Lagrangian at the stationary W", dual)
+    b.step("Complementary slackness α_k (A_k : W − 1) = 0: only tight (support) constraints carry α_k > 0")
+    b.fact("alpha", alpha)
+    b.fact("A", A)
+    return b.done({"W": Wstar, "dual": dual})
