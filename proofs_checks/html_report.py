@@ -30,6 +30,8 @@ __all__ = [
     "expr_mathml",
     "safe_mathml",
     "math_html",
+    "split_statement",
+    "statement_html",
     "claim_page",
     "write_html",
 ]
@@ -182,6 +184,65 @@ def math_html(latex: str | None, mathml: str | None = None, display: str = "bloc
     return ""
 
 
+_SEPARATORS = (r",\qquad", r",\quad", r",\ ", r",\;", r",\,", r";\qquad", r";\quad", r";\ ")
+_OPEN = re.compile(r"\\(left|begin)(?![A-Za-z])")
+_CLOSE = re.compile(r"\\(right|end)(?![A-Za-z])")
+
+
+def split_statement(latex: str, min_len: int = 90) -> list[str]:
+    r"""Split a long statement at its top-level list separators (``,\ ``, ``;\quad``, ...), so
+    that each part gets its own display line (MathML has no automatic line breaking). Short
+    statements, and separators inside braces, ``\left..\right`` or environments, are kept.
+
+    >>> split_statement(r"a=1,\ b=\frac{1,\ 2}{3},\quad \left(c,\ d\right)", min_len=0)
+    ['a=1,', 'b=\\frac{1,\\ 2}{3},', '\\left(c,\\ d\\right)']
+    >>> split_statement(r"a=1,\ b=2")
+    ['a=1,\\ b=2']
+    """
+    if not isinstance(latex, str) or len(latex) < min_len:
+        return [latex]
+    parts, depth, start, i, n = [], 0, 0, 0, len(latex)
+    while i < n:
+        ch = latex[i]
+        if ch == "\\":
+            m = _OPEN.match(latex, i) or _CLOSE.match(latex, i)
+            if m:
+                depth += 1 if m.group(1) in ("left", "begin") else -1
+                i = m.end()
+                continue
+            i += 2  # skip the escaped character or the first letter of a command
+            while i < n and latex[i - 1].isalpha() and latex[i].isalpha():
+                i += 1
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch in ",;" and depth == 0:
+            sep = next((x for x in _SEPARATORS if latex.startswith(x, i)
+                        and not latex[i + len(x) : i + len(x) + 1].isalpha() or x.endswith(" ") and latex.startswith(x, i)), None)
+            if sep:
+                parts.append(latex[start : i + 1].strip())
+                i += len(sep)
+                start = i
+                continue
+        i += 1
+    parts.append(latex[start:].strip())
+    parts = [x for x in parts if x]
+    return parts if len(parts) > 1 and depth == 0 else [latex]
+
+
+def statement_html(latex: str | None) -> str:
+    """A statement as MathML, one display line per top-level part when it is long (falls back to
+    the whole statement, then to its LaTeX source)."""
+    parts = split_statement(latex) if latex else [latex]
+    if len(parts) > 1:
+        rendered = [latex_to_mathml(x) for x in parts]
+        if all(rendered):
+            return '<div class="math lines">' + "".join(f"<div>{m}</div>" for m in rendered) + "</div>"
+    return math_html(latex)
+
+
 # ------------------------------------------------------------------------------------------------
 # helpers
 
@@ -271,6 +332,7 @@ td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
 .ok{background:var(--ok)}.bad{background:var(--bad)}.err{background:var(--err)}.skip{background:var(--skip)}.evi{background:var(--evi)}
 .dim{color:var(--dim);font-size:.9em}
 .math{overflow-x:auto;overflow-y:hidden;padding:.4em 0;margin:.1em 0}
+.math.lines>div{margin:.35em 0}
 math{font-family:"Latin Modern Math","STIX Two Math","Cambria Math",math,serif;font-size:1.1em}
 code,pre{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:.88em}
 code.tex{background:#fff8c5;padding:.1em .3em;border-radius:3px;word-break:break-all}
@@ -370,11 +432,11 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
         b.append(f'<div class="box {cls}">{_e(r["message"])}</div>')
     if r.get("kind") == "erratum":
         b.append("<h2>Statement</h2>")
-        b.append(f'<div class="box stated"><b>As stated in the seed</b> (refuted){math_html(r.get("stated_statement"))}</div>')
-        b.append(f'<div class="box corrected"><b>Corrected</b>{math_html(r.get("statement"))}</div>')
+        b.append(f'<div class="box stated"><b>As stated in the seed</b> (refuted){statement_html(r.get("stated_statement"))}</div>')
+        b.append(f'<div class="box corrected"><b>Corrected</b>{statement_html(r.get("statement"))}</div>')
     else:
         b.append("<h2>Statement</h2>")
-        b.append(math_html(r.get("statement")) or '<p class="dim">(no statement recorded)</p>')
+        b.append(statement_html(r.get("statement")) or '<p class="dim">(no statement recorded)</p>')
     if r.get("notes"):
         b.append(f"<p><b>Notes.</b> {_e(r['notes'])}</p>")
     if r.get("derivation") or r.get("derivation_error"):
@@ -490,7 +552,7 @@ def _errata_body(doc: dict[str, Any], out: Path | None) -> str:
         cid = str(r.get("id"))
         b.append(f'<h2 id="{_e(_slug(cid))}"><a href="{quote(claim_page(cid))}">{_e(cid)}</a> — {_e(r.get("title"))}</h2>')
         b.append(f"<p>{_status_badge(r)} <span class=dim>source: {_e(r.get('source') or '–')}</span> {_e(r.get('message'))}</p>")
-        b.append(f'<div class="box stated"><b>As stated in the seed</b>{math_html(r.get("stated_statement"))}</div>')
+        b.append(f'<div class="box stated"><b>As stated in the seed</b>{statement_html(r.get("stated_statement"))}</div>')
         refuting = [c for c in r.get("stated_checks") or [] if c.get("status") == "failed"]
         b.append("<p><b>Refuting evidence.</b></p>")
         if refuting:
@@ -499,7 +561,7 @@ def _errata_body(doc: dict[str, Any], out: Path | None) -> str:
             b.append('<p class="dim">No check refuted the stated form in this run:</p>' + _checks_table(r["stated_checks"], "", out))
         else:
             b.append('<p class="dim">The stated form was not checked in this run.</p>')
-        b.append(f'<div class="box corrected"><b>Corrected statement</b>{math_html(r.get("statement"))}</div>')
+        b.append(f'<div class="box corrected"><b>Corrected statement</b>{statement_html(r.get("statement"))}</div>')
         checks = r.get("checks") or []
         passed = sum(1 for c in checks if c.get("status") == "passed")
         b.append(f"<p class=dim>Corrected form: {passed}/{len(checks)} checks passed; worst {_err_vs_tol(_worst_check(r))}.</p>")

@@ -333,3 +333,15 @@ def test_derivation_steps_never_crash():
 
     assert _derivation_steps(types.SimpleNamespace(derivation=boom)) == ([], "ValueError: derivation broke")
     assert re.fullmatch(r"claims/[A-Za-z0-9_.-]+\.html", hr.claim_page("a/b c.d"))
+
+
+def test_long_statements_split_into_lines():
+    long = r"W_0+\tfrac{\alpha}{r}BA,\ B\in\mathbb R^{d\times r},\quad \left(x,\ y\right)\ne 0;\ \operatorname{rank}(BA)\le r,\ " + "x" * 60
+    parts = hr.split_statement(long)
+    assert parts == [r"W_0+\tfrac{\alpha}{r}BA,", r"B\in\mathbb R^{d\times r},", r"\left(x,\ y\right)\ne 0;",
+                     r"\operatorname{rank}(BA)\le r,", "x" * 60]
+    html_ = hr.statement_html(long)
+    assert html_.count("<math") == 5 and 'class="math lines"' in html_
+    assert hr.split_statement(r"a,\ b") == [r"a,\ b"]  # short: one line
+    assert hr.split_statement(r"\frac{a,\ b}{c}" + "y" * 100) == [r"\frac{a,\ b}{c}" + "y" * 100]  # inside braces
+    assert hr.statement_html(r"a,\ \undefinedmacro" + "z" * 100).startswith("<")  # a bad part: whole-statement fallback
