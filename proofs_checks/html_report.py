@@ -342,7 +342,7 @@ pre{background:#f6f8fa;padding:.6em .8em;border-radius:6px;overflow-x:auto;white
 .errorbox{border-left:4px solid var(--err);background:#fbefff}
 ol.steps li{margin:.4em 0}
 figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}
-figure img{max-width:100%;width:520px;border:1px solid var(--line)}
+figure img{max-width:100%;height:auto;border:1px solid var(--line)}
 figcaption{font-size:.85em;color:var(--dim)}
 details summary{cursor:pointer;color:var(--dim)}
 .summary span{margin-right:.6em}
