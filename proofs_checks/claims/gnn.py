@@ -1,0 +1,147 @@
+"""Group E: attention as a graph neural network (seed 001, GNN part; Veličković et al. 2018).
+Binds numerics/gnn.py to checks against torch's scaled_dot_product_attention and SciPy's
+shortest paths, with tolerances and mutants."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sps
+import torch
+from scipy.sparse.csgraph import shortest_path
+
+from numerics import gnn as ng
+from numerics.torch_utils import resolve_device
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+
+EPS = np.finfo(np.float64).eps
+
+# form: {"message_passing": (X (N,d), Wq, Wk, Wv, src, dst) -> (N, d_v) edge-list attention,
+#        "mask": (src, dst, n, n_graphs, graph) -> bool (G, n, n) SDPA attn_mask,
+#        "min_plus": (n_graphs, n, graph, src, dst, w, rounds) -> (G, n, n) distances,
+#        "rounds": n -> number of rounds}
+
+
+def _sdpa(X, Wq, Wk, Wv, mask, device):
+    t = [torch.as_tensor(X @ W, device=device) for W in (Wq, Wk, Wv)]
+    m = None if mask is None else torch.as_tensor(np.asarray(mask, dtype=bool), device=device)
+    return torch.nn.functional.scaled_dot_product_attention(*t, attn_mask=m).cpu().numpy()
+
+
+def _features(rng, G, n, d):
+    X = rng.normal(size=(G, n, d))
+    Wq, Wk, Wv = (rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(3))
+    return X, Wq, Wk, Wv
+
+
+def _masked(form, ctx) -> CheckResult:
+    """Random directed graphs with self-loops (so no node has an empty neighbourhood): the form's
+    edge-list message passing equals ``scaled_dot_product_attention`` with the form's boolean
+    mask, and a NumPy masked softmax with the mask built here from the edge list (M[dst, src])."""
+    dev = resolve_device(ctx.device)
+    rng = ctx.rng()
+    G, n, d = ctx.size(6, 16, 64), 9, 4
+    g, s, t, _ = ng.random_digraph_edges(G, n, 0.35, rng, self_loops=True)
+    X, Wq, Wk, Wv = _features(rng, G, n, d)
+    out = form["message_passing"](X.reshape(G * n, d), Wq, Wk, Wv, s + g * n, t + g * n).reshape(G, n, d)
+    M_ref = np.zeros((G, n, n), dtype=bool)
+    for gi, si, ti in zip(g, s, t):
+        M_ref[gi, ti, si] = True  # receiver row ti attends to sender column si
+    M = np.asarray(form["mask"](s, t, n, G, g))
+    sd = _sdpa(X, Wq, Wk, Wv, M, dev)
+    ref = ng.masked_attention(X, Wq, Wk, Wv, M_ref)
+    scale = max(1.0, float(np.abs(ref).max()))
+    errs = {
+        "message_passing_vs_sdpa": float(np.abs(out - sd).max()) / scale,
+        "message_passing_vs_masked_softmax": float(np.abs(out - ref).max()) / scale,
+        "mask_entries_wrong": float(np.count_nonzero(M != M_ref)),
+    }
+    tol = 64 * n * d * EPS
+    return compare(worst(errs), tol, f"float64 rounding of softmax over ≤{n} neighbours and d={d} dot products (64·n·d·eps)",
+                   seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "d": d, "edges": int(g.size)},
+                   device=str(dev), details=errs)
+
+
+def _complete(form, ctx) -> CheckResult:
+    """On the complete graph (every ordered pair, self-loops included) the form's message passing
+    is dense attention: ``scaled_dot_product_attention`` without a mask; the form's mask is all
+    True."""
+    dev = resolve_device(ctx.device)
+    rng = ctx.rng()
+    G, n, d = ctx.size(4, 16), 7, 3
+    g, s, t = (a.ravel() for a in np.meshgrid(np.arange(G), np.arange(n), np.arange(n), indexing="ij"))
+    X, Wq, Wk, Wv = _features(rng, G, n, d)
+    out = form["message_passing"](X.reshape(G * n, d), Wq, Wk, Wv, s + g * n, t + g * n).reshape(G, n, d)
+    dense = _sdpa(X, Wq, Wk, Wv, None, dev)
+    M = np.asarray(form["mask"](s, t, n, G, g))
+    errs = {"vs_dense_sdpa": float(np.abs(out - dense).max()) / max(1.0, float(np.abs(dense).max())),
+            "mask_not_all_true": float(np.count_nonzero(~M))}
+    tol = 64 * n * d * EPS
+    return compare(worst(errs), tol, f"float64 rounding of softmax over n={n} and d={d} dot products (64·n·d·eps)",
+                   seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "d": d}, device=str(dev), details=errs)
+
+
+def _bellman_ford(form, ctx) -> CheckResult:
+    """A min-aggregation GNN run ``form["rounds"](n)`` rounds equals all-pairs shortest paths from
+    ``scipy.sparse.csgraph.shortest_path`` (Bellman–Ford and Dijkstra) on sparse random weighted
+    digraphs (positive weights; unreachable pairs must be ``inf`` in both) and on a chain whose
+    shortest path 0 → n−1 needs all n−1 hops."""
+    rng = ctx.rng()
+    G, n = ctx.size(5, 20, 60), 10
+    g, s, t, w = ng.random_digraph_edges(G, n, 1.6 / n, rng)
+    cs, ct, cw = ng.chain_with_shortcuts(n)
+    g = np.concatenate([g, np.full(cs.size, G)])
+    s, t, w = np.concatenate([s, cs]), np.concatenate([t, ct]), np.concatenate([w, cw])
+    G += 1
+    D = np.asarray(form["min_plus"](G, n, g, s, t, w, form["rounds"](n)))
+    inf_mismatch, finite_err, unreachable = 0, 0.0, 0
+    dmax = 1.0
+    for k in range(G):
+        sel = g == k
+        A = sps.csr_matrix((w[sel], (s[sel], t[sel])), shape=(n, n))
+        for method in ("BF", "D"):
+            R = shortest_path(A, method=method, directed=True)
+            inf_mismatch += int(np.count_nonzero(np.isinf(R) != np.isinf(D[k])))
+            fin = np.isfinite(R) & np.isfinite(D[k])
+            if fin.any():
+                finite_err = max(finite_err, float(np.abs(R[fin] - D[k][fin]).max()))
+                dmax = max(dmax, float(R[fin].max()))
+        unreachable += int(np.count_nonzero(np.isinf(R)))
+    errs = {"finite_distance_error": finite_err / dmax, "inf_pattern_mismatches": float(inf_mismatch)}
+    tol = 8 * n * EPS
+    return compare(worst(errs), tol, f"sums of ≤{n - 1} weights in a different order (8·n·eps relative); the "
+                   "unreachable (inf) pattern must match exactly", seeds=[ctx.seed_for()],
+                   sizes={"graphs": G, "n": n, "edges": int(g.size)},
+                   details={**errs, "unreachable_pairs": unreachable, "rounds": int(form["rounds"](n))})
+
+
+_FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_mask,
+         "min_plus": ng.min_aggregation_gnn, "rounds": ng.bellman_ford_rounds}
+
+register(Claim(
+    id="gnn.attention_is_gnn",
+    title="Graph-masked attention is GAT-style message passing; min-aggregation GNN = Bellman–Ford",
+    statement=r"h'_i=\sum_{j\in N(i)}\frac{e^{q_i\cdot k_j/\sqrt{d_k}}}{\sum_{l\in N(i)}e^{q_i\cdot k_l/\sqrt{d_k}}}v_j"
+              r"=\big[S\big(QK^\top/\sqrt{d_k}+\log \mathbb 1[A]\big)V\big]_i,\ A=\mathbf 1\mathbf 1^\top\Rightarrow\text{dense attention};\ "
+              r"d^{(r+1)}_v=\min\big(d^{(r)}_v,\min_{u\to v}d^{(r)}_u+w_{uv}\big),\ d^{(n-1)}=\operatorname{dist}",
+    source="seed 001 (Graph Neural Networks; 'Transformers are in essence fully connected GNNs'; GNNs as dynamic "
+           "programmers); Veličković et al. (2018) GAT; Xu et al. (2020) algorithmic alignment",
+    kind="theorem",
+    form=_FORM,
+    checks=(
+        Check("masked_attention_vs_sdpa", "numeric", _masked, "edge-list message passing vs SDPA with bool mask", uses_device=True),
+        Check("complete_graph_dense", "numeric", _complete, "complete graph vs unmasked SDPA", uses_device=True),
+        Check("min_gnn_vs_shortest_path", "numeric", _bellman_ford, "min-aggregation GNN vs scipy shortest_path (BF, Dijkstra)"),
+    ),
+    mutants=(
+        Mutant("mask_transposed", "swapped index", "attention mask M[src, dst] (sender attends to receiver)",
+               dict(_FORM, mask=lambda s, t, n, G=None, g=None: np.swapaxes(ng.adjacency_mask(s, t, n, G, g), -1, -2))),
+        Mutant("messages_reversed", "swapped index", "messages sent along reversed edges",
+               dict(_FORM, message_passing=lambda X, Wq, Wk, Wv, s, t: ng.attention_message_passing(X, Wq, Wk, Wv, t, s))),
+        Mutant("rounds_n_minus_2", "wrong constant", "n − 2 rounds of relaxation", dict(_FORM, rounds=lambda n: n - 2)),
+        Mutant("sum_aggregation", "wrong formula", "sum instead of min over incoming messages",
+               dict(_FORM, min_plus=lambda *a: ng.min_aggregation_gnn(*a, aggregate="sum"))),
+    ),
+    notes="Scores are dot products q_i·k_j/√d_k (the transformer case); GAT's LeakyReLU(aᵀ[Wh_i‖Wh_j]) scores "
+          "are another choice of a(h_i, h_j) in the seed's formula. Zero-weight edges are avoided because SciPy "
+          "reads explicit zeros in dense input as missing edges; unreachable pairs are inf in both.",
+))
