@@ -1,0 +1,104 @@
+"""FAVOR+ random features for the softmax kernel, derived in SymPy (claim ``perf.favor_unbiased``).
+
+Conventions: ``x, y ∈ R^d``, ``ω_1..ω_m ~ N(0, I_d)`` i.i.d., ``SM(x, y) = e^{xᵀy}``. Positive
+features ``φ⁺(x) = e^{−‖x‖²/2}/√m (e^{ω_iᵀx})_i`` (``m`` entries); trigonometric features
+``φᵗ(x) = e^{‖x‖²/2}/√m (sin ω_iᵀx, cos ω_iᵀx)_i`` (``2m`` entries, ``m`` frequencies).
+
+Every Gaussian expectation is reduced to one dimension: for fixed ``z``, rotation invariance of
+``N(0, I)`` gives ``ωᵀz ~ ‖z‖ t`` with ``t ~ N(0, 1)``, so ``E f(ωᵀz) = ∫ f(‖z‖t) e^{−t²/2}/√(2π) dt``.
+The derivation works with the scalars ``a = ‖x‖², b = ‖y‖², c = xᵀy`` (``‖x ± y‖² = a + b ± 2c``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from theory.derivation import Derivation, DerivationBuilder
+
+__all__ = ["derive_favor", "gaussian_expectation"]
+
+_t = sp.Symbol("t", real=True)
+
+
+def gaussian_expectation(f: sp.Expr, t: sp.Symbol = _t) -> sp.Expr:
+    """``E f(t)`` for ``t ~ N(0, 1)``, by integrating against the standard normal density.
+
+    >>> s = sp.Symbol("s", positive=True)
+    >>> gaussian_expectation(sp.exp(s * _t))
+    exp(s**2/2)
+    >>> gaussian_expectation(sp.cos(s * _t))
+    exp(-s**2/2)
+    """
+    dens = sp.exp(-t**2 / 2) / sp.sqrt(2 * sp.pi)
+    return sp.simplify(sp.integrate(sp.expand(f) * dens, (t, -sp.oo, sp.oo), conds="none"))
+
+
+@lru_cache(maxsize=None)
+def derive_favor() -> Derivation:
+    """Unbiasedness and mean squared error of positive and trigonometric random features.
+
+    ``result`` is a dict of closed forms in ``a = ‖x‖², b = ‖y‖², c = xᵀy`` and ``m``:
+    ``"kernel_positive"``, ``"kernel_trig"`` (both ``e^c``), ``"mse_positive"``, ``"mse_trig"``.
+    ``facts`` holds the symbols, the 1-D Gaussian integrals, the 2-D check of the rotation
+    reduction, and ``"*_minus_stated"``: derived MSE minus the formulas as Choromanski et al. state
+    them (``(1/m) e^{‖x+y‖²} SM² (1 − e^{−‖x+y‖²})`` and
+    ``(1/2m) e^{‖x+y‖²} SM^{−2} (1 − e^{−‖x−y‖²})²``), simplified.
+
+    >>> d = derive_favor()
+    >>> d.result["kernel_positive"], d.result["kernel_trig"]
+    (exp(c), exp(c))
+    >>> d.facts["mse_positive_minus_stated"], d.facts["mse_trig_minus_stated"]
+    (0, 0)
+    """
+    B = DerivationBuilder("FAVOR+: unbiased softmax-kernel features and their MSE")
+    a, b = sp.symbols("a b", nonnegative=True)
+    c = sp.Symbol("c", real=True)
+    m = sp.Symbol("m", positive=True, integer=True)
+    s = sp.Symbol("s", nonnegative=True)
+    t = _t
+    B.step("Rotation invariance: for ω ~ N(0, I_d) and fixed z, ωᵀz has the law of ‖z‖·t, t ~ N(0,1); "
+           "every expectation below is a 1-D integral in t", "E f(\\omega^\\top z)=\\int f(\\|z\\| t)\\,\\tfrac{e^{-t^2/2}}{\\sqrt{2\\pi}}dt")
+    mgf = B.step("Gaussian MGF: E e^{s t}", gaussian_expectation(sp.exp(s * t)))
+    # the rotation reduction checked in two dimensions: E e^{u ω1 + v ω2} as a double integral
+    u, v = sp.symbols("u v", real=True)
+    w1, w2 = sp.symbols("omega_1 omega_2", real=True)
+    dens2 = sp.exp(-(w1**2 + w2**2) / 2) / (2 * sp.pi)
+    inner = sp.integrate(sp.exp(u * w1 + v * w2) * dens2, (w1, -sp.oo, sp.oo), conds="none")
+    two_d = sp.simplify(sp.integrate(inner, (w2, -sp.oo, sp.oo), conds="none"))
+    rot_resid = sp.simplify(two_d - mgf.subs(s, sp.sqrt(u**2 + v**2)))
+    B.fact("rotation_2d_residual", rot_resid)
+    B.step("Check of the reduction in d = 2: ∫∫ e^{uω₁+vω₂} N(ω) dω − M(√(u²+v²))", rot_resid)
+
+    # ---- positive features: one term Z = e^{-(a+b)/2} e^{ωᵀ(x+y)}, ‖x+y‖² = a + b + 2c
+    nz2 = a + b + 2 * c
+    nw2 = a + b - 2 * c
+    EZ = sp.simplify(sp.powsimp(sp.exp(-(a + b) / 2) * mgf.subs(s, sp.sqrt(nz2)), combine="exp"))
+    B.step("Positive features: E[φ⁺(x)ᵀφ⁺(y)] = e^{−(a+b)/2} E e^{ωᵀ(x+y)} = e^{−(a+b)/2} M(‖x+y‖)", EZ)
+    EZ2 = sp.powsimp(sp.exp(-(a + b)) * mgf.subs(s, 2 * sp.sqrt(nz2)), combine="exp")
+    B.step("Second moment of one term: e^{−(a+b)} E e^{2ωᵀ(x+y)}", EZ2)
+    mse_pos = sp.simplify(sp.expand((EZ2 - EZ**2) / m))
+    B.step("Unbiased, so MSE = Var/m = (E Z² − (E Z)²)/m", mse_pos)
+    SM = sp.exp(c)
+    stated_pos = sp.exp(nz2) * SM**2 * (1 - sp.exp(-nz2)) / m
+    diff_pos = sp.simplify(sp.expand(sp.powsimp(sp.expand(mse_pos - stated_pos), combine="exp")))
+    B.fact("mse_positive_minus_stated", diff_pos)
+    B.step("Minus the stated (1/m) e^{‖x+y‖²} SM² (1 − e^{−‖x+y‖²})", diff_pos)
+
+    # ---- trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); one term e^{(a+b)/2} cos(ωᵀ(x−y))
+    Ecos = B.step("E cos(s t)", gaussian_expectation(sp.cos(s * t)))
+    Ecos2 = B.step("E cos²(s t)", gaussian_expectation(sp.cos(s * t) ** 2))
+    ET = sp.simplify(sp.powsimp(sp.exp((a + b) / 2) * Ecos.subs(s, sp.sqrt(nw2)), combine="exp"))
+    B.step("Trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); E = e^{(a+b)/2} E cos(‖x−y‖t)", ET)
+    var_cos = sp.factor(sp.simplify(Ecos2 - Ecos**2))
+    B.step("Var cos(s t) = E cos² − (E cos)²", var_cos)
+    mse_trig = sp.exp(a + b) * var_cos.subs(s, sp.sqrt(nw2)) / m
+    B.step("MSE of the m-frequency estimator = e^{a+b} Var cos(‖x−y‖t)/m", mse_trig)
+    stated_trig = sp.exp(nz2) * SM**-2 * (1 - sp.exp(-nw2)) ** 2 / (2 * m)
+    diff_trig = sp.simplify(sp.expand(sp.powsimp(sp.expand(mse_trig - stated_trig), combine="exp")))
+    B.fact("mse_trig_minus_stated", diff_trig)
+    B.step("Minus the stated (1/2m) e^{‖x+y‖²} SM^{−2} (1 − e^{−‖x−y‖²})² (2m features from m frequencies)", diff_trig)
+    B.fact("symbols", {"a": a, "b": b, "c": c, "m": m})
+    B.fact("integrals", {"mgf": mgf, "E_cos": Ecos, "E_cos2": Ecos2})
+    return B.done({"kernel_positive": EZ, "kernel_trig": ET, "mse_positive": mse_pos, "mse_trig": mse_trig})
