@@ -83,3 +83,11 @@ def test_bad_inputs():
         ng.attention_message_passing(np.eye(2), np.eye(2), np.eye(2), np.eye(2), [0], [5])
     with pytest.raises(InputError, match="p in"):
         ng.random_digraph_edges(1, 3, 1.5, np.random.default_rng(0))
+
+
+def test_masked_softmax_limit_derivation():
+    from theory import gnn as tg
+
+    d = tg.derive_masked_softmax_limit(3, (1,))
+    assert d.facts["residual"] == 0
+    assert d.result == (0, 1, 0)

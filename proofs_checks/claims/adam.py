@@ -84,7 +84,7 @@ def _vs_torch(form, ctx) -> CheckResult:
     """The form driven on a noisy non-convex objective (S seeds × n entries as one array) against
     ``torch.optim.Adam`` / ``torch.optim.AdamW`` seeing the same gradient function, for default,
     AMSGrad, L2 weight decay, AMSGrad + L2 with other betas, and AdamW: max trajectory difference."""
-    N = ctx.size(200, 1000, 3000)
+    N = ctx.size(120, 1000, 3000)
     S, n = ctx.size(3, 8), 6
     rng = ctx.rng()
     gf = na.NoisyQuadratic.draw((S, n), N, rng)

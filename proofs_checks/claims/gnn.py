@@ -5,6 +5,7 @@ shortest paths, with tolerances and mutants."""
 from __future__ import annotations
 
 import numpy as np
+import sympy as sp
 import scipy.sparse as sps
 import torch
 from scipy.sparse.csgraph import shortest_path
@@ -12,6 +13,7 @@ from scipy.sparse.csgraph import shortest_path
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from theory import gnn as tg
 
 EPS = np.finfo(np.float64).eps
 
@@ -31,6 +33,27 @@ def _features(rng, G, n, d):
     X = rng.normal(size=(G, n, d))
     Wq, Wk, Wv = (rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(3))
     return X, Wq, Wk, Wv
+
+
+def _symbolic(form, ctx) -> CheckResult:
+    """Node 1 of a 4-node graph receives from {0, 2} (other edges elsewhere): its output from the
+    form's message passing equals Σ_j α_j v_j with α the SymPy limit of the −M-masked softmax."""
+    n, nb, d = 4, (0, 2), 3
+    der = tg.derive_masked_softmax_limit(n, nb)
+    assert der.facts["residual"] == 0
+    f = sp.lambdify([list(der.facts["logits"])], list(der.result), "numpy")
+    rng = ctx.rng()
+    src, dst = np.array([0, 2, 3, 1, 2]), np.array([1, 1, 0, 3, 3])
+    err = 0.0
+    for _ in range(ctx.size(5, 20)):
+        X, Wq, Wk, Wv = _features(rng, 1, n, d)
+        X = X[0]
+        out = form["message_passing"](X, Wq, Wk, Wv, src, dst)
+        q, K, V = X[1] @ Wq, X @ Wk, X @ Wv
+        alpha = np.asarray(f(list(K @ q / np.sqrt(d))), dtype=float)
+        err = max(err, float(np.abs(out[1] - alpha @ V).max()) / max(1.0, float(np.abs(V).max())))
+    return compare(err, 64 * n * d * EPS, f"float64 rounding of softmax over n={n} and d={d} products (64·n·d·eps)",
+                   seeds=[ctx.seed_for()], sizes={"n": n, "d": d, "neighbours_of_node_1": list(nb)})
 
 
 def _masked(form, ctx) -> CheckResult:
@@ -127,7 +150,9 @@ register(Claim(
            "programmers); Veličković et al. (2018) GAT; Xu et al. (2020) algorithmic alignment",
     kind="theorem",
     form=_FORM,
+    derivation=lambda: tg.derive_masked_softmax_limit(3, (0, 2)),
     checks=(
+        Check("neighbourhood_softmax_vs_sympy", "symbolic", _symbolic, "one node's output vs the SymPy limit of the masked softmax"),
         Check("masked_attention_vs_sdpa", "numeric", _masked, "edge-list message passing vs SDPA with bool mask", uses_device=True),
         Check("complete_graph_dense", "numeric", _complete, "complete graph vs unmasked SDPA", uses_device=True),
         Check("min_gnn_vs_shortest_path", "numeric", _bellman_ford, "min-aggregation GNN vs scipy shortest_path (BF, Dijkstra)"),
