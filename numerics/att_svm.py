@@ -753,3 +753,35 @@ def regularization_path(data: AttSVMInstance | Sequence[AttSVMInstance], radii: 
                 cs[k].append(correlation(W, t).detach().cpu().numpy())
     return RegPathResult(np.asarray(radii, dtype=float), np.array(Ws), {k: np.array(c) for k, c in cs.items()},
                          np.array(ls), param)
+
+
+def saturation_limit(l: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """``lim_{r→∞} S(r·l)`` along the token axis (last): uniform over the maximisers of ``l``
+    (entries within ``rtol·max(1, |max l|)`` of the maximum), zero elsewhere. Shape ``(…, T)``."""
+    l = np.asarray(l, dtype=np.float64)
+    m = l.max(-1, keepdims=True)
+    top = l >= m - rtol * np.maximum(1.0, np.abs(m))
+    return top / top.sum(-1, keepdims=True)
+
+
+def make_token_set_instance(n: int, T: int, d: int, *, seed: int = 0, score: float = 0.8,
+                            low: float = 0.1) -> tuple[AttSVMInstance, np.ndarray]:
+    """An instance for the nonlinear head ``f = vᵀa − λ‖a‖²`` (λ > 0, labels +1) in which two
+    tokens per sequence are jointly optimal: both have score ``vᵀx = score`` and antipodal parts
+    orthogonal to ``v``, so ``a = ½(x_1 + x_2)`` keeps ``vᵀa = score`` and minimises ``‖a‖²``; the
+    other tokens score ``low``. Returns the instance and the (n,T) boolean optimal sets."""
+    rng = np.random.default_rng(seed)
+    v = _unit(rng.normal(size=d))
+    y = np.ones(n)
+    z = _unit(rng.normal(size=(n, d)))
+    u = rng.normal(size=(n, T, d))
+    a = np.full((n, T), low)
+    pairs = np.array([rng.choice(T, size=2, replace=False) for _ in range(n)])
+    sets = np.zeros((n, T), dtype=bool)
+    for i, (p, q) in enumerate(pairs):
+        a[i, [p, q]] = score
+        u[i, q] = -u[i, p]
+        sets[i, [p, q]] = True
+    X = _tokens_with_scores(a, v, u)
+    g = token_scores(X, y, v)
+    return AttSVMInstance(X, z, y, v, pairs[:, 0], g, "token_sets"), sets
