@@ -54,7 +54,7 @@ def _mse_symbolic(form, ctx) -> CheckResult:
                     r = ref[key](a, b, c, m)
                     errs[key] = max(errs[key], float(abs((mpmath.mpf(float(got[p])) - r) / r)))
     return compare(worst(errs), 256 * EPS,
-                   "float64 rounding: exp/expm1 of arguments |·| ≤ 4 and a few products, relative (256·eps); "
+                   "float64 rounding: exp/expm1 of moderate arguments (‖x‖, ‖y‖ ≤ 2) and a few products, relative (256·eps); "
                    "the reference is the derived closed form evaluated at 40 digits",
                    seeds=[ctx.seed_for()], sizes={"pairs": P, "d": 6, "m": [1, 7, 64]},
                    details={**errs, "stated_minus_derived": {"positive": str(der.facts["mse_positive_minus_stated"]),
@@ -203,7 +203,7 @@ def _performer_rate(form, ctx) -> CheckResult:
         fig, ax = plt.subplots(figsize=(5, 3.6))
         ax.loglog(ms, E, color="0.8", lw=0.7)
         ax.loglog(ms, E.mean(1), "o-", label=f"mean over {S} seeds, slope {slope:.3f}")
-        ax.loglog(ms, E.mean(1)[0] * (np.asarray(ms) / ms[0]) ** -0.5, "k--", label="m^{-1/2}")
+        ax.loglog(ms, E.mean(1)[0] * (np.asarray(ms) / ms[0]) ** -0.5, "k--", label=r"$\propto m^{-1/2}$")
         ax.set_xlabel("random features m")
         ax.set_ylabel("RMS error vs softmax attention")
         ax.legend(fontsize=8)
