@@ -43,3 +43,16 @@ def pm1_patterns(draw, d_min: int = 8, d_max: int = 64, n_min: int = 1, n_max: i
     n = draw(st.integers(n_min, n_max))
     rng = np.random.default_rng(draw(seeds))
     return rng.choice([-1.0, 1.0], size=(n, d))
+
+
+@st.composite
+def att_svm_instances(draw, n_max: int = 20, T_max: int = 10, d_max: int = 16, setting: str = "generic"):
+    """Feasible Att-SVM instances (numerics.att_svm.make_instance): unit tokens, unique optimal
+    token per sequence with a score gap, n ≤ n_max, T ≤ T_max, d ≤ d_max."""
+    from numerics.att_svm import make_instance
+
+    n = draw(st.integers(1, n_max))
+    T = draw(st.integers(2, T_max))
+    d = draw(st.integers(4, d_max))
+    gap = draw(st.floats(0.05, 0.4))
+    return make_instance(n, T, d, seed=draw(seeds), setting=setting, gap=gap)

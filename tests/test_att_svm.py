@@ -1,0 +1,186 @@
+"""Att-SVM numerics and theory (group C): certificates on hypothesis-drawn feasible instances,
+independent solves, invalid input, trainers vs autograd, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numerics import att_svm as ns
+from tests.strategies import att_svm_instances, seeds
+from theory import att_svm as ta
+from theory.validation import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@settings(max_examples=6)
+@given(att_svm_instances(n_max=20, T_max=10, d_max=16))
+def test_frobenius_certificate_and_scipy_agree(inst):
+    res = ns.solve_att_svm(inst.X, inst.z, inst.opt)
+    assert res.status == "optimal" and res.W is not None
+    K = len(res.duals)
+    tol = 1e-7 * max(1.0, K ** 0.5)  # Clarabel 1e-10 tolerances, conditioning grows with the constraint count
+    assert res.max_residual() <= tol, res.residuals
+    assert np.all(res.margins >= 1 - tol)
+    # representer form on the support, α = 0 off the tight set
+    W = np.einsum("k,kab->ab", res.duals, res.A)
+    assert np.linalg.norm(W - res.W) <= tol * max(1.0, np.linalg.norm(res.W))
+    off = np.setdiff1d(np.arange(K), res.support)
+    assert np.all(res.duals[off] <= 1e-6 * res.duals.max())
+    assert np.all(res.margins[res.support] <= 1 + 1e-6)
+    W2, _ = ns.solve_att_svm_dual_scipy(inst.X, inst.z, inst.opt)
+    assert np.linalg.norm(W2 - res.W) <= 1e-5 * np.linalg.norm(res.W)
+
+
+@settings(max_examples=4)
+@given(att_svm_instances(n_max=8, T_max=6, d_max=8))
+def test_nuclear_certificate_and_scs_agree(inst):
+    a = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc")
+    b = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc", solver="SCS")
+    assert a.max_residual() <= 1e-6 and b.max_residual() <= 1e-6
+    assert abs(a.value - b.value) <= 1e-6 * a.value
+    # nuclear ≤ Frobenius-solution's nuclear norm, Frobenius ≤ nuclear-solution's Frobenius norm
+    f = ns.solve_att_svm(inst.X, inst.z, inst.opt)
+    assert a.value <= np.linalg.norm(f.W, "nuc") * (1 + 1e-6)
+    assert f.value <= np.linalg.norm(a.W) * (1 + 1e-6)
+
+
+def test_tied_zero_and_infeasible_raise_naming_sequence():
+    inst = ns.make_instance(3, 4, 5, seed=1)
+    X = inst.X.copy()
+    t = (inst.opt[2] + 1) % 4
+    X[2, t] = X[2, inst.opt[2]]
+    with pytest.raises(ns.TiedTokens, match=f"sequence 2: token {t}"):
+        ns.solve_att_svm(X, inst.z, inst.opt)
+    z = inst.z.copy()
+    z[1] = 0
+    with pytest.raises(InputError, match="sequence 1"):
+        ns.solve_att_svm(inst.X, z, inst.opt)
+    Xi = np.concatenate([inst.X[:1], inst.X[:1]])
+    with pytest.raises(ns.InfeasibleAttSVM, match="sequence"):
+        ns.solve_att_svm(Xi, np.concatenate([inst.z[:1]] * 2), np.array([0, 1]))
+    with pytest.raises(InputError, match="opt indices"):
+        ns.solve_att_svm(inst.X, inst.z, np.array([0, 9, 0]))
+    with pytest.raises(InputError, match="NaN"):
+        ns.solve_att_svm(np.full_like(inst.X, np.nan), inst.z, inst.opt)
+    with pytest.raises(InputError, match="norm"):
+        ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="l1")
+
+
+def test_optimal_tokens_tie_raises():
+    inst = ns.make_instance(2, 3, 4, seed=0)
+    X = inst.X.copy()
+    X[0, (inst.opt[0] + 1) % 3] = X[0, inst.opt[0]]
+    with pytest.raises(ns.TiedTokens, match="sequence 0"):
+        ns.optimal_tokens(X, inst.y, inst.v)
+
+
+@pytest.mark.parametrize("setting", ["generic", "global", "local"])
+def test_generator_settings(setting):
+    inst = ns.make_instance(4, 5, 8, seed=2, setting=setting, gap=0.1)
+    assert np.allclose(np.linalg.norm(inst.X, axis=-1), 1) and np.allclose(np.linalg.norm(inst.v), 1)
+    g = np.sort(inst.gamma, 1)
+    assert np.all(g[:, -1] - g[:, -2] >= 0.1 - 1e-12)
+    assert np.array_equal(ns.optimal_tokens(inst.X, inst.y, inst.v), inst.opt)
+    if setting == "global":
+        rest = np.where(np.eye(5, dtype=bool)[inst.opt], np.nan, inst.gamma)
+        assert np.allclose(np.nanmax(rest, 1), np.nanmin(rest, 1))
+    if setting == "local":
+        assert ns.is_locally_optimal(inst, inst.local) and np.all(inst.local != inst.opt)
+
+
+@settings(max_examples=6)
+@given(seeds, st.sampled_from([0.0, 0.4]))
+def test_manual_gradient_matches_autograd(seed, lam):
+    inst = ns.make_instance(3, 4, 5, seed=seed % 10000)
+    X, z, y, v = ns._as_batch(inst, 2, torch.device("cpu"))
+    W = torch.randn(2, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)).requires_grad_()
+    s = torch.softmax(torch.einsum("bntd,bde,bne->bnt", X, W, z), -1)
+    a = torch.einsum("bnt,bntd->bnd", s, X)
+    f = torch.einsum("bnd,bd->bn", a, v) - lam * (a * a).sum(-1)
+    L = torch.nn.functional.softplus(-y * f).mean(-1)
+    (g,) = torch.autograd.grad(L.sum(), W)
+    loss, G, _ = ns.loss_and_grad(W.detach(), X, z, y, v, lam)
+    assert torch.allclose(loss, L.detach(), rtol=0, atol=1e-14)
+    assert torch.allclose(G, g, rtol=0, atol=1e-13)
+
+
+def test_excess_loss_is_stable_and_positive():
+    inst = ns.make_instance(3, 4, 6, seed=4, setting="global")
+    Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+    X, z, y, v = ns._as_batch(inst, 1, torch.device("cpu"))
+    for r in [1.0, 10.0, 30.0]:
+        W = torch.as_tensor(r * Wmm)[None]
+        loss, _, s = ns.loss_and_grad(W, X, z, y, v)
+        exc = ns._excess_loss(s, y, X, v)
+        assert exc.item() > 0
+        assert abs((loss - ns.infimum_loss(y, X, v)).item() - exc.item()) <= 1e-15 + 1e-6 * exc.item() or exc.item() < 1e-14
+
+
+def test_polyak_and_ngd_beat_gd_and_kq_prefers_nuclear():
+    inst = ns.make_instance(4, 5, 6, seed=3, setting="global")
+    Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+    its = {m: ns.train(inst, method=m, lr=lr, iters=1500, B=1, targets={"mm": Wmm}).iterations_to(0.99, "mm").max()
+           for m, lr in [("ngd", 0.1), ("polyak", 1.0), ("gd", 1.0)]}
+    assert its["polyak"] < its["ngd"] <= 1500 < its["gd"]
+    inst2 = ns.make_instance(2, 3, 4, seed=0, setting="global")
+    f = ns.solve_att_svm(inst2.X, inst2.z, inst2.opt).W
+    nu = ns.solve_att_svm(inst2.X, inst2.z, inst2.opt, norm="nuc").W
+    r = ns.train(inst2, method="ngd", lr=0.1, param="KQ", iters=400, B=2, targets={"fro": f, "nuc": nu})
+    assert np.all(r.corr["nuc"][-1] > 0.99) and np.all(r.corr["fro"][-1] < 0.95)
+
+
+def test_saturation_limit_and_theory():
+    assert np.allclose(ns.saturation_limit(np.array([[1.0, 3.0, 3.0], [0.0, -1.0, 2.0]])), [[0, 0.5, 0.5], [0, 0, 1]])
+    assert ta.ray_limit([2, 1]) == [1, 0]
+    d = ta.derive_att_svm_kkt(2, 2)
+    alpha, A = d.facts["alpha"], d.facts["A"]
+    assert sp.simplify(d.result["W"] - sum((a * M for a, M in zip(alpha, A)), sp.zeros(2, 2))) == sp.zeros(2, 2)
+    assert ta.derive_softmax_saturation(3).facts["E_form_difference"] == 0
+
+
+def test_token_set_solver_equalities_hold():
+    inst, sets = ns.make_token_set_instance(3, 4, 6, seed=0)
+    res = ns.solve_att_svm(inst.X, inst.z, sets=sets)
+    l = np.einsum("ntd,de,ne->nt", inst.X, res.W, inst.z)
+    for i in range(3):
+        assert np.ptp(l[i][sets[i]]) <= 1e-8
+        assert l[i][sets[i]].min() - l[i][~sets[i]].max() >= 1 - 1e-8
+    assert res.max_residual() <= 1e-7
+
+
+def test_reference_instance_matches_notebook_generator():
+    inst = ns.reference_instance(0)
+    assert inst.X.shape == (6, 8, 10) and set(np.unique(inst.y)) <= {-1.0, 1.0}
+    assert np.allclose(np.linalg.norm(inst.X, axis=-1), 1)
+
+
+def _tverify(*args):
+    return subprocess.run([sys.executable, "-m", "proofs_checks", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_cli_check_att_svm(tmp_path):
+    inst = ns.make_instance(3, 4, 6, seed=5, setting="global")
+    good = tmp_path / "d.npz"
+    np.savez(good, X=inst.X, z=inst.z, y=inst.y, v=inst.v)
+    p = _tverify("check", "att-svm", "--data", str(good), "--iters", "800", "--seeds", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["fro"]["status"] == "optimal" and doc["verdict"] == "converges to W^mm"
+    X = inst.X.copy()
+    X[0, (inst.opt[0] + 1) % 4] = X[0, inst.opt[0]]
+    bad = tmp_path / "tied.npz"
+    np.savez(bad, X=X, z=inst.z, y=inst.y, v=inst.v)
+    for f in (bad, tmp_path / "missing.npz"):
+        q = _tverify("check", "att-svm", "--data", str(f))
+        assert q.returncode == 2 and "Traceback" not in q.stderr and len(q.stderr.strip().splitlines()) == 1, q.stderr
