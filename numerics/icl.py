@@ -1,0 +1,504 @@
+"""In-context linear regression: prompts, the linear self-attention (LSA) model with its full
+weights, gradient flow on the exact population loss, training on sampled prompts, Monte Carlo
+estimators, and a small softmax transformer with baselines (claims ``icl.*``).
+
+Conventions
+-----------
+* Prompts (seed 000, ZFB): context rows ``X ∈ R^{…×M×d}`` (examples are ROWS here), labels
+  ``y ∈ R^{…×M}``, query ``x_q ∈ R^{…×d}``. The LSA's input is the column-form matrix
+  ``E = [[Xᵀ, x_q], [yᵀ, 0]] ∈ R^{…×(d+1)×(M+1)}`` built by :func:`prompt_matrix`.
+* ``f_LSA(E) = E + W^{PV} E (Eᵀ W^{KQ} E)/ρ``, ``ŷ = f_LSA(E)[d, M]`` (0-based), ``ρ`` = number
+  of context examples.
+* float64 everywhere; leading batch dimensions are seeds / prompts; torch code takes ``device``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from scipy.integrate import solve_ivp
+
+from numerics.torch_utils import generator, resolve_device
+from theory.validation import InputError, as_spd_matrix
+
+__all__ = [
+    "Prompts",
+    "sample_prompts",
+    "prompt_matrix",
+    "lsa_forward",
+    "lsa_forward_gram",
+    "lsa_full_output",
+    "LSA",
+    "zfb_init",
+    "population_moments",
+    "population_loss_B",
+    "population_grad_B",
+    "GFResult",
+    "gradient_flow",
+    "TrainResult",
+    "lsa_features",
+    "train_lsa",
+    "mc_mean",
+    "TargetLaw",
+    "target_law",
+    "sample_target_prompts",
+    "mc_risk",
+    "SoftmaxICL",
+    "train_softmax_icl",
+    "baseline_errors",
+]
+
+DTYPE = torch.float64
+
+
+# ------------------------------------------------------------------------------------------------
+# prompts
+
+
+@dataclass
+class Prompts:
+    """A batch of prompts: ``X (…, M, d)``, ``y (…, M)``, ``x_q (…, d)``, ``y_q (…)``, ``w (…, d)``."""
+
+    X: torch.Tensor
+    y: torch.Tensor
+    x_q: torch.Tensor
+    y_q: torch.Tensor
+    w: torch.Tensor
+
+    @property
+    def E(self) -> torch.Tensor:
+        return prompt_matrix(self.X, self.y, self.x_q)
+
+
+def _chol(Lambda) -> np.ndarray:
+    return np.linalg.cholesky(as_spd_matrix(Lambda, "Lambda"))
+
+
+def sample_prompts(Lambda, M: int, shape: tuple[int, ...], *, seed: int, noise: float = 0.0,
+                   scale: float = 1.0, device="cpu") -> Prompts:
+    """Linear-regression prompts: ``w ~ N(0, I)``, ``x ~ N(0, Λ)`` (then multiplied by ``scale``,
+    a covariate shift when ≠ 1), ``y = ⟨w, x⟩ + noise·ε``. ``shape`` is the batch shape (e.g.
+    ``(seeds, prompts)``); the query label ``y_q`` is returned separately (0 in ``E``)."""
+    if int(M) < 1:
+        raise InputError(f"M must be ≥ 1, got {M}")
+    dev = resolve_device(device)
+    C = torch.as_tensor(_chol(Lambda), dtype=DTYPE, device=dev)
+    d = C.shape[0]
+    g = generator(seed, dev)
+    w = torch.randn(*shape, d, generator=g, dtype=DTYPE, device=dev)
+    Z = torch.randn(*shape, M + 1, d, generator=g, dtype=DTYPE, device=dev)
+    Xall = scale * Z @ C.T
+    yall = torch.einsum("...md,...d->...m", Xall, w)
+    if noise:
+        yall = yall + noise * torch.randn(yall.shape, generator=g, dtype=DTYPE, device=dev)
+    return Prompts(Xall[..., :M, :], yall[..., :M], Xall[..., M, :], yall[..., M], w)
+
+
+def prompt_matrix(X: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
+    """``E = [[Xᵀ, x_q], [yᵀ, 0]]`` of shape ``(…, d+1, M+1)`` (tokens as columns)."""
+    top = torch.cat([X.transpose(-1, -2), x_q.unsqueeze(-1)], dim=-1)
+    bottom = torch.cat([y, torch.zeros_like(y[..., :1])], dim=-1).unsqueeze(-2)
+    return torch.cat([top, bottom], dim=-2)
+
+
+def lsa_full_output(Wpv: torch.Tensor, Wkq: torch.Tensor, E: torch.Tensor, rho: float) -> torch.Tensor:
+    """The whole matrix ``E + W^{PV} E (Eᵀ W^{KQ} E)/ρ`` (shape of ``E``; weights broadcast)."""
+    return E + Wpv @ E @ (E.transpose(-1, -2) @ Wkq @ E) / rho
+
+
+def lsa_forward(Wpv: torch.Tensor, Wkq: torch.Tensor, E: torch.Tensor, rho: float) -> torch.Tensor:
+    """``ŷ = [E + W^{PV} E (Eᵀ W^{KQ} E)/ρ]_{d+1, M+1}`` computed through the last column only
+    (the same product, associated right to left: ``E (Eᵀ (W^{KQ} e_q))``). Weights ``(…, d+1, d+1)``
+    broadcast against ``E (…, d+1, M+1)``; returns ``(…)``."""
+    return lsa_forward_gram(Wpv, Wkq, E @ E.transpose(-1, -2), E[..., -1], rho)
+
+
+def lsa_forward_gram(Wpv: torch.Tensor, Wkq: torch.Tensor, gram: torch.Tensor, e_q: torch.Tensor, rho: float) -> torch.Tensor:
+    """:func:`lsa_forward` from the Gram matrix ``gram = E Eᵀ (…, d+1, d+1)`` and the query column
+    ``e_q = E[..., -1] (…, d+1)``: the last column of ``E + W^{PV} (E Eᵀ) W^{KQ} E/ρ`` is
+    ``e_q + W^{PV} (E Eᵀ) W^{KQ} e_q/ρ`` (associativity), so the cost does not grow with M."""
+    v = torch.einsum("...ij,...j->...i", Wkq, e_q)
+    v = torch.einsum("...ij,...j->...i", gram, v)
+    return e_q[..., -1] + torch.einsum("...j,...j->...", Wpv[..., -1, :], v) / rho
+
+
+class LSA(torch.nn.Module):
+    """Linear self-attention with FULL ``W^{PV}, W^{KQ} ∈ R^{(d+1)×(d+1)}``, one copy per seed
+    (parameters of shape ``(S, d+1, d+1)``). ``forward(E)`` with ``E (S, P, d+1, M+1)`` → ``ŷ (S, P)``."""
+
+    def __init__(self, Wpv: torch.Tensor, Wkq: torch.Tensor):
+        super().__init__()
+        self.Wpv = torch.nn.Parameter(Wpv.clone())
+        self.Wkq = torch.nn.Parameter(Wkq.clone())
+
+    def forward(self, E: torch.Tensor, rho: float | None = None) -> torch.Tensor:
+        rho = float(E.shape[-1] - 1) if rho is None else rho
+        return lsa_forward(self.Wpv.unsqueeze(-3), self.Wkq.unsqueeze(-3), E, rho)
+
+    def forward_gram(self, gram: torch.Tensor, e_q: torch.Tensor, rho: float) -> torch.Tensor:
+        """Same as ``forward`` from ``gram = E Eᵀ (S, P, d+1, d+1)`` and ``e_q (S, P, d+1)``."""
+        return lsa_forward_gram(self.Wpv.unsqueeze(-3), self.Wkq.unsqueeze(-3), gram, e_q, rho)
+
+    def B(self) -> torch.Tensor:
+        """``w22 · W11^{KQ}`` per seed, ``(S, d, d)``."""
+        d = self.Wpv.shape[-1] - 1
+        return self.Wpv[:, d, d, None, None] * self.Wkq[:, :d, :d]
+
+
+def zfb_init(d: int, n_seeds: int, sigma: float, *, seed: int, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """ZFB's initialisation: ``W^{PV}(0) = σ[[0,0],[0,1]]``, ``W^{KQ}(0) = σ[[ΘΘᵀ,0],[0,0]]`` with a
+    Gaussian ``Θ ∈ R^{d×d}`` rescaled so that ``‖ΘΘᵀ‖_F = 1``. Returns ``(Wpv, Wkq)``, each ``(S, d+1, d+1)``."""
+    dev = resolve_device(device)
+    g = generator(seed, dev)
+    Th = torch.randn(n_seeds, d, d, generator=g, dtype=DTYPE, device=dev)
+    TT = Th @ Th.transpose(-1, -2)
+    TT = TT / torch.linalg.matrix_norm(TT, keepdim=True)
+    Wpv = torch.zeros(n_seeds, d + 1, d + 1, dtype=DTYPE, device=dev)
+    Wpv[:, d, d] = sigma
+    Wkq = torch.zeros_like(Wpv)
+    Wkq[:, :d, :d] = sigma * TT
+    return Wpv, Wkq
+
+
+# ------------------------------------------------------------------------------------------------
+# exact population quantities (NumPy) and gradient flow (SciPy)
+
+
+def population_moments(Lambda, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(E[hhᵀ], E[hwᵀ])`` for ``h = (1/N)Σ y_i x_i`` computed from Gaussian moments:
+    ``E[y² x xᵀ] = E[x xᵀ x xᵀ] = 2Λ² + tr(Λ)Λ`` (Isserlis) for the N same-index terms and
+    ``Λ²`` for the N(N−1) others."""
+    L = as_spd_matrix(Lambda)
+    four = 2 * L @ L + np.trace(L) * L
+    return (four + (N - 1) * L @ L) / N, L.copy()
+
+
+def population_loss_B(Lambda, N: int, B: np.ndarray) -> float:
+    """``½ E(hᵀ B x_q − wᵀ x_q)² = ½ tr(Λ (Bᵀ E[hhᵀ] B − Bᵀ E[hwᵀ] − E[whᵀ] B + I))``."""
+    L = as_spd_matrix(Lambda)
+    hh, hw = population_moments(L, N)
+    inner = B.T @ hh @ B - B.T @ hw - hw.T @ B + np.eye(L.shape[0])
+    return 0.5 * float(np.trace(L @ inner))
+
+
+def population_grad_B(Lambda, N: int, B: np.ndarray) -> np.ndarray:
+    """``∂L/∂B = E[hhᵀ] B Λ − E[hwᵀ] Λ``."""
+    L = as_spd_matrix(Lambda)
+    hh, hw = population_moments(L, N)
+    return hh @ B @ L - hw @ L
+
+
+@dataclass
+class GFResult:
+    """Gradient flow on ``L(u, U) = L_B(uU)`` (u = w22, U = W11^{KQ}); the other blocks stay 0."""
+
+    t: float
+    u: float
+    U: np.ndarray
+    B: np.ndarray
+    nfev: int
+    success: bool
+    message: str
+    loss_curve: tuple[np.ndarray, np.ndarray] = field(default=None, repr=False)
+
+
+def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, t_end: float | None = None,
+                  rtol: float = 1e-11, atol: float = 1e-13, grad_tol: float = 1e-12) -> GFResult:
+    """Integrate ``du/dt = −⟨∇_B L, U⟩``, ``dU/dt = −u ∇_B L`` (B = uU) from ZFB's initialisation
+    (``σ² ‖E[hhᵀ]Λ^{-1}‖_op √d < 2``, default σ at half that bound) with SciPy ``solve_ivp`` (LSODA),
+    in rounds of doubling length until ``‖∇_B L‖_F < grad_tol`` (or ``t_end`` is reached)."""
+    L = as_spd_matrix(Lambda)
+    d = L.shape[0]
+    hh, hw = population_moments(L, N)
+    Gam = hh @ np.linalg.inv(L)  # the numeric Γ (E[hhᵀ] = ΛΓ); used only for the init bound
+    if sigma is None:
+        sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
+    rng = np.random.default_rng(seed)
+    Th = rng.normal(size=(d, d))
+    TT = Th @ Th.T
+    TT /= np.linalg.norm(TT)
+    y0 = np.concatenate([[sigma], (sigma * TT).ravel()])
+    HL = hw @ L
+
+    def rhs(_t, y):
+        u, U = y[0], y[1:].reshape(d, d)
+        G = hh @ (u * U) @ L - HL
+        return np.concatenate([[-np.sum(G * U)], (-u * G).ravel()])
+
+    t, total_nfev, y = 0.0, 0, y0
+    span = 20.0 / np.linalg.norm(L @ L)
+    ts, losses = [0.0], [population_loss_B(L, N, y0[0] * y0[1:].reshape(d, d))]
+    sol = None
+    while True:
+        sol = solve_ivp(rhs, (t, t + span), y, method="LSODA", rtol=rtol, atol=atol)
+        total_nfev += sol.nfev
+        t, y = sol.t[-1], sol.y[:, -1]
+        B = y[0] * y[1:].reshape(d, d)
+        ts.append(t)
+        losses.append(population_loss_B(L, N, B))
+        if not sol.success or np.linalg.norm(population_grad_B(L, N, B)) < grad_tol or (t_end and t >= t_end):
+            break
+        span *= 2
+        if len(ts) > 60:
+            break
+    u, U = float(y[0]), y[1:].reshape(d, d)
+    return GFResult(t, u, U, u * U, total_nfev, bool(sol.success), sol.message, (np.array(ts), np.array(losses)))
+
+
+# ------------------------------------------------------------------------------------------------
+# training on sampled prompts (torch)
+
+
+@dataclass
+class TrainResult:
+    """A trained batch of LSAs: ``Wpv, Wkq (S, d+1, d+1)`` (CPU float64), per-seed ``B = w22·W11``,
+    final training losses ``(S,)``, the loss curve ``(steps,)`` averaged over seeds, seconds."""
+
+    Wpv: torch.Tensor
+    Wkq: torch.Tensor
+    B: np.ndarray
+    final_loss: np.ndarray
+    curve: np.ndarray
+    seconds: float
+    device: str
+
+
+def lsa_features(E: torch.Tensor) -> torch.Tensor:
+    """Features ``Φ_{jkl} = (E Eᵀ)_{jk} (e_q)_l`` (``l ≤ d``, the query label being 0), shape
+    ``(…, (d+1)·(d+1)·d)``: ``ŷ − 0 = Σ_{jkl} W^{PV}_{d+1,j} W^{KQ}_{kl} Φ_{jkl}/ρ`` exactly."""
+    gram = E @ E.transpose(-1, -2)
+    d = E.shape[-2] - 1
+    e_q = E[..., :d, -1]
+    return (gram[..., :, :, None] * e_q[..., None, None, :]).flatten(-3)
+
+
+def train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed: int, lr: float = 0.02,
+              sigma: float | None = None, device="cpu", lbfgs_steps: int = 50) -> TrainResult:
+    """Train ``n_seeds`` full-parameter LSAs (one batched tensor, ``W^{PV}, W^{KQ}`` of shape
+    ``(S, d+1, d+1)``) from ZFB's initialisation, each on its own fixed set of ``n_prompts`` sampled
+    prompts of length ``N`` (full batch), with ``torch.optim.Adam`` (cosine-decayed lr) and then
+    ``torch.optim.LBFGS`` polishing. The empirical loss ``½ mean_p (ŷ_p − y_{q,p})²`` is exactly a
+    quadratic in ``θ = W^{PV}_{d+1,:} ⊗ W^{KQ}_{:, :d}`` (see :func:`lsa_features`), so it is evaluated
+    through the sufficient statistics ``ΦᵀΦ/P, Φᵀy/P, mean y²`` of the sampled prompts (same value
+    and gradient as summing over the prompts, at a cost independent of ``P``)."""
+    import time
+
+    dev = resolve_device(device)
+    L = as_spd_matrix(Lambda)
+    d = L.shape[0]
+    if int(N) < 1:
+        raise InputError(f"N must be ≥ 1, got {N}")
+    if sigma is None:
+        Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
+        sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
+    t0 = time.perf_counter()
+    Q = torch.zeros(n_seeds, (d + 1) ** 2 * d, (d + 1) ** 2 * d, dtype=DTYPE, device=dev)
+    c = torch.zeros(n_seeds, (d + 1) ** 2 * d, dtype=DTYPE, device=dev)
+    m = torch.zeros(n_seeds, dtype=DTYPE, device=dev)
+    chunk = max(1, min(n_prompts, 2**22 // max(1, n_seeds * (N + 1) * d)))
+    done = 0
+    while done < n_prompts:  # accumulate sufficient statistics chunk by chunk (bounded memory)
+        k = min(chunk, n_prompts - done)
+        P = sample_prompts(L, N, (n_seeds, k), seed=seed + 7919 * (done // chunk + 1), device=dev)
+        Phi = lsa_features(P.E) / float(N)
+        Q += torch.bmm(Phi.transpose(1, 2), Phi)
+        c += torch.bmm(Phi.transpose(1, 2), P.y_q.unsqueeze(-1)).squeeze(-1)
+        m += (P.y_q**2).sum(-1)
+        done += k
+    Q, c, m = Q / n_prompts, c / n_prompts, m / n_prompts
+    Wpv, Wkq = zfb_init(d, n_seeds, sigma, seed=seed + 1, device=dev)
+    model = LSA(Wpv, Wkq)
+
+    def loss_fn():
+        theta = (model.Wpv[:, d, :, None, None] * model.Wkq[:, None, :, :d]).flatten(1)
+        Qt = torch.bmm(Q, theta.unsqueeze(-1)).squeeze(-1)
+        return 0.5 * ((theta * Qt).sum(-1) - 2 * (theta * c).sum(-1) + m)
+
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
+    curve = []
+    for _ in range(steps):
+        opt.zero_grad()
+        per = loss_fn()
+        per.sum().backward()
+        opt.step()
+        sched.step()
+        curve.append(float(per.detach().mean()))
+    if lbfgs_steps:
+        opt2 = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=lbfgs_steps, tolerance_grad=1e-15,
+                                 tolerance_change=1e-18, history_size=50, line_search_fn="strong_wolfe")
+
+        def closure():
+            opt2.zero_grad()
+            s = loss_fn().sum()
+            s.backward()
+            return s
+
+        opt2.step(closure)
+    with torch.no_grad():
+        fl = loss_fn().cpu().numpy()
+        B = model.B().cpu().numpy()
+    return TrainResult(model.Wpv.detach().cpu(), model.Wkq.detach().cpu(), B, fl, np.array(curve),
+                       time.perf_counter() - t0, str(dev))
+
+
+# ------------------------------------------------------------------------------------------------
+# Monte Carlo
+
+
+def mc_mean(values) -> tuple[float, float]:
+    """Mean and standard error ``std/√n`` of a 1-D sample (NumPy or torch)."""
+    v = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values, dtype=np.float64)
+    v = v.ravel()
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+
+
+@dataclass(frozen=True)
+class TargetLaw:
+    """``x ~ N(0, Λ)``, ``y = f(⟨w0, x⟩) + noise·ε`` with exact ``a = Λ^{-1}E[xy]``, ``Σ = Cov(xy)``,
+    ``min_risk = min_v E(⟨v,x⟩ − y)²`` from 1-D Gauss–Hermite quadrature (Stein decomposition
+    ``x = Λw0 z/s² + r``, ``r ⟂ z``, ``z = ⟨w0,x⟩ ~ N(0, s²)``)."""
+
+    Lambda: np.ndarray
+    w0: np.ndarray
+    link: str
+    noise: float
+    a: np.ndarray
+    Sigma: np.ndarray
+    min_risk: float
+    Ey2: float
+
+
+_LINKS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "linear": lambda z: z,
+    "tanh": np.tanh,
+    "cubic": lambda z: z + 0.3 * z**3,
+    "relu": lambda z: np.maximum(z, 0.0),
+}
+
+
+def target_law(Lambda, w0, link: str = "tanh", noise: float = 0.0, n_nodes: int = 200) -> TargetLaw:
+    """Exact moments of the target law (see :class:`TargetLaw`); ``link`` in linear/tanh/cubic/relu."""
+    L = as_spd_matrix(Lambda)
+    w0 = np.asarray(w0, dtype=np.float64)
+    if w0.shape != (L.shape[0],):
+        raise InputError(f"w0 must have shape ({L.shape[0]},), got {w0.shape}")
+    if link not in _LINKS:
+        raise InputError(f"unknown link {link!r}; choose from {sorted(_LINKS)}")
+    f = _LINKS[link]
+    s2 = float(w0 @ L @ w0)
+    t, wts = np.polynomial.hermite_e.hermegauss(n_nodes)
+    wts = wts / math.sqrt(2 * math.pi)
+    z = math.sqrt(s2) * t
+    fz = f(z)
+    E_zf, E_f2, E_f2z2 = (wts * z * fz).sum(), (wts * fz**2).sum(), (wts * fz**2 * z**2).sum()
+    Lw = L @ w0
+    Exy = Lw * E_zf / s2
+    a = np.linalg.solve(L, Exy)
+    nz2 = noise**2
+    Ey2xx = (E_f2z2 + nz2 * s2) * np.outer(Lw, Lw) / s2**2 + (E_f2 + nz2) * (L - np.outer(Lw, Lw) / s2)
+    Sigma = Ey2xx - np.outer(Exy, Exy)
+    Ey2 = E_f2 + nz2
+    return TargetLaw(L, w0, link, noise, a, Sigma, float(Ey2 - a @ L @ a), float(Ey2))
+
+
+def sample_target_prompts(law: TargetLaw, M: int, n: int, *, seed: int) -> tuple[np.ndarray, ...]:
+    """``n`` prompts of length ``M`` from ``law``: ``X (n, M, d)``, ``y (n, M)``, ``x_q (n, d)``, ``y_q (n,)``."""
+    rng = np.random.default_rng(seed)
+    C = np.linalg.cholesky(law.Lambda)
+    d = C.shape[0]
+    Xall = rng.normal(size=(n, M + 1, d)) @ C.T
+    yall = _LINKS[law.link](Xall @ law.w0) + law.noise * rng.normal(size=(n, M + 1))
+    return Xall[:, :M], yall[:, :M], Xall[:, M], yall[:, M]
+
+
+def mc_risk(predict: Callable, X, y, x_q, y_q) -> tuple[float, float]:
+    """Monte Carlo ``E(ŷ − y_q)²`` with its standard error, ``predict(X, y, x_q) -> ŷ``."""
+    return mc_mean((np.asarray(predict(X, y, x_q)) - np.asarray(y_q)) ** 2)
+
+
+# ------------------------------------------------------------------------------------------------
+# small softmax transformer (Garg et al. 2022) and baselines
+
+
+class SoftmaxICL(torch.nn.Module):
+    """A tiny GPT-style softmax transformer on interleaved tokens ``x_1, y_1, x_2, y_2, …`` (each
+    token a ``(d+1)``-vector: ``(x, 0)`` or ``(0…0, y)``), causal attention, learned positions;
+    the read-out at each ``x_k`` token predicts ``y_k`` from the ``k−1`` earlier pairs."""
+
+    def __init__(self, d: int, k_max: int, width: int = 32, layers: int = 2, heads: int = 2):
+        super().__init__()
+        self.d, self.k_max = d, k_max
+        self.read_in = torch.nn.Linear(d + 1, width)
+        self.pos = torch.nn.Parameter(torch.zeros(2 * k_max, width))
+        layer = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True, norm_first=True)
+        self.body = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.read_out = torch.nn.Linear(width, 1)
+
+    def forward(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``X (B, k, d)``, ``y (B, k)`` → predictions ``(B, k)`` of each ``y_j`` from pairs ``< j``."""
+        Bsz, k, d = X.shape
+        tx = torch.cat([X, torch.zeros(Bsz, k, 1, dtype=X.dtype, device=X.device)], -1)
+        ty = torch.cat([torch.zeros(Bsz, k, d, dtype=X.dtype, device=X.device), y.unsqueeze(-1)], -1)
+        seq = torch.stack([tx, ty], 2).reshape(Bsz, 2 * k, d + 1)
+        h = self.read_in(seq) + self.pos[: 2 * k]
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(2 * k, device=X.device, dtype=X.dtype)
+        h = self.body(h, mask=mask, is_causal=True)
+        return self.read_out(h[:, 0::2]).squeeze(-1)
+
+
+def train_softmax_icl(d: int, k_max: int, *, steps: int, batch: int, seed: int, lr: float = 3e-3,
+                      width: int = 32, layers: int = 2, device="cpu") -> tuple[SoftmaxICL, np.ndarray]:
+    """Adam on fresh prompts each step (``x ~ N(0, I_d)``, ``w ~ N(0, I_d)``, noise-free), loss the
+    mean squared error over all positions. float32 for speed (this is evidence, not verification)."""
+    dev = resolve_device(device)
+    torch.manual_seed(seed)
+    model = SoftmaxICL(d, k_max, width=width, layers=layers).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    g = generator(seed, dev)
+    curve = []
+    for _ in range(steps):
+        X = torch.randn(batch, k_max, d, generator=g, device=dev)
+        w = torch.randn(batch, d, generator=g, device=dev)
+        y = torch.einsum("bkd,bd->bk", X, w)
+        loss = ((model(X, y) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        curve.append(float(loss))
+    return model, np.array(curve)
+
+
+def baseline_errors(model: SoftmaxICL | None, d: int, k_max: int, n: int, *, seed: int, device="cpu") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Squared error / d at each number of in-context examples ``k = 0..k_max−1`` (mean and SE over
+    ``n`` fresh prompts) for the transformer, least squares (min-norm), averaging
+    (``x_qᵀ (1/k)Σ y_i x_i``) and 3-nearest-neighbours (mean label of the 3 closest x, fewer when k < 3)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, k_max, d))
+    w = rng.normal(size=(n, d))
+    y = np.einsum("nkd,nd->nk", X, w)
+    preds: dict[str, np.ndarray] = {k: np.zeros((n, k_max)) for k in ("least squares", "averaging", "3-NN")}
+    for k in range(1, k_max):
+        Xc, yc, xq = X[:, :k], y[:, :k], X[:, k]
+        wls = np.einsum("nde,ne->nd", np.linalg.pinv(Xc), yc)
+        preds["least squares"][:, k] = np.einsum("nd,nd->n", wls, xq)
+        preds["averaging"][:, k] = np.einsum("nd,nd->n", np.einsum("nk,nkd->nd", yc, Xc) / k, xq)
+        dist = np.linalg.norm(Xc - xq[:, None], axis=-1)
+        nn = np.argsort(dist, axis=1)[:, : min(3, k)]
+        preds["3-NN"][:, k] = np.take_along_axis(yc, nn, 1).mean(1)
+    if model is not None:
+        dev = next(model.parameters()).device
+        with torch.no_grad():
+            p = model(torch.as_tensor(X, dtype=torch.float32, device=dev), torch.as_tensor(y, dtype=torch.float32, device=dev))
+        preds["transformer"] = p.double().cpu().numpy()
+    out = {}
+    for name, p in preds.items():
+        e = (p - y) ** 2 / d
+        out[name] = (e.mean(0), e.std(0, ddof=1) / math.sqrt(n))
+    return out

@@ -1,0 +1,773 @@
+"""In-context learning of linear regression by linear self-attention, derived in SymPy (claims ``icl.*``).
+
+Setting (Zhang, Frei, Bartlett, JMLR 2024; seed 000): ``x_i ~ N(0, Λ)``, ``w ~ N(0, I_d)``,
+``y_i = ⟨w, x_i⟩``; the prompt is the column-form matrix
+
+    E = [[x_1 … x_N x_q], [y_1 … y_N 0]] ∈ R^{(d+1)×(N+1)}        (tokens are COLUMNS here)
+
+and ``f_LSA(E) = E + W^{PV} E (Eᵀ W^{KQ} E)/ρ``, ``ŷ = f_LSA(E)[d+1, N+1]``.
+
+Convention used throughout: with ``h = (1/N) Σ y_i x_i`` and ``B = w22 · W11^{KQ}`` (the other
+blocks zero) the prediction is ``ŷ = hᵀ B x_q``; the global minimiser is ``B = Γ_N^{-1}``,
+``Γ_N = (1 + 1/N) Λ + (1/N) tr(Λ) I``.
+
+Every derivation starts from definitions: Gaussian moments come from Isserlis/Wick pairings
+(:func:`wick_expectation`), gradients from ``sp.diff``, limits from ``sp.limit``. The public
+closed-form functions (:func:`gamma_n`, :func:`lsa_predictor`, :func:`population_loss`,
+:func:`loss_minimum`, :func:`linear_task_risk`, :func:`general_target_risk`) accept SymPy or NumPy
+inputs and raise :class:`theory.validation.InputError` on bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from theory.derivation import Derivation, DerivationBuilder
+from theory.validation import InputError, as_finite_array, as_spd_matrix
+
+__all__ = [
+    "wick_expectation",
+    "symbolic_spd",
+    "gamma_n",
+    "lsa_predictor",
+    "LSAPredictor",
+    "population_loss",
+    "loss_minimum",
+    "linear_task_risk",
+    "general_target_risk",
+    "stated_general_target_risk",
+    "derive_lsa_prediction_form",
+    "derive_moments",
+    "derive_wishart",
+    "derive_population_loss",
+    "derive_global_min",
+    "derive_loss_minimum",
+    "derive_linear_task_risk",
+    "derive_general_target_risk",
+    "derive_limits",
+    "derive_gd_one_step",
+    "derive_nonconvex",
+]
+
+Nsym, Msym = sp.symbols("N M", positive=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Wick / Isserlis
+
+
+def wick_expectation(indices: tuple[int, ...], cov: sp.Matrix) -> sp.Expr:
+    """``E[z_{i_1} ⋯ z_{i_k}]`` for ``z ~ N(0, cov)``: the sum over perfect pairings of the
+    product of covariances (Isserlis/Wick). Zero covariances prune the recursion.
+
+    >>> a, b, c = sp.symbols("a b c")
+    >>> C = sp.Matrix([[a, b], [b, c]])
+    >>> sp.expand(wick_expectation((0, 0, 1, 1), C))
+    a*c + 2*b**2
+    >>> wick_expectation((0, 1, 1), C)
+    0
+    """
+    cov = sp.ImmutableMatrix(cov)
+    return _wick(tuple(indices), cov)
+
+
+@lru_cache(maxsize=200_000)
+def _wick(idx: tuple[int, ...], cov: sp.ImmutableMatrix) -> sp.Expr:
+    if len(idx) % 2:
+        return sp.Integer(0)
+    if not idx:
+        return sp.Integer(1)
+    first, rest = idx[0], idx[1:]
+    total = sp.Integer(0)
+    for j, other in enumerate(rest):
+        c = cov[first, other]
+        if c == 0:
+            continue
+        total += c * _wick(rest[:j] + rest[j + 1:], cov)
+    return total
+
+
+def symbolic_spd(d: int, name: str = "l") -> sp.Matrix:
+    """A symmetric ``d×d`` matrix of symbols ``l_ij`` (i ≤ j), standing for a general Λ.
+
+    >>> symbolic_spd(2)
+    Matrix([
+    [l_11, l_12],
+    [l_12, l_22]])
+    """
+    syms = {}
+    for i in range(d):
+        for j in range(i, d):
+            syms[(i, j)] = syms[(j, i)] = sp.Symbol(f"{name}_{i + 1}{j + 1}", real=True)
+    return sp.Matrix(d, d, lambda i, j: syms[(i, j)])
+
+
+def _blockdiag(*blocks: sp.Matrix) -> sp.ImmutableMatrix:
+    return sp.ImmutableMatrix(sp.diag(*blocks))
+
+
+# ------------------------------------------------------------------------------------------------
+# public closed forms (SymPy or NumPy)
+
+
+def _is_sympy(*xs) -> bool:
+    return any(isinstance(x, (sp.Basic, sp.MatrixBase)) for x in xs)
+
+
+def _check_count(N, name: str):
+    if isinstance(N, sp.Basic) and not N.is_number:
+        return N
+    try:
+        v = float(N)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number, got {N!r}") from None
+    if not np.isfinite(v) or v < 1:
+        raise InputError(f"{name} must be ≥ 1, got {N!r}")
+    return N
+
+
+def _lam(Lambda):
+    """Validate Λ: a SymPy matrix (symmetric; positive definite when numeric) or an SPD array."""
+    if isinstance(Lambda, sp.MatrixBase):
+        L = sp.Matrix(Lambda)
+        if L.rows != L.cols or L.rows == 0:
+            raise InputError(f"Lambda must be a square matrix, got shape {L.shape}")
+        if L != L.T:
+            raise InputError("Lambda is not symmetric")
+        if L.is_symbolic() is False or all(e.is_number for e in L):
+            if not all(ev.is_positive for ev in L.eigenvals()):
+                raise InputError("Lambda is not positive definite")
+        return L
+    return as_spd_matrix(Lambda, "Lambda")
+
+
+def gamma_n(Lambda, N):
+    """``Γ_N = (1 + 1/N) Λ + (1/N) tr(Λ) I_d`` (SymPy in → SymPy out, else NumPy float64).
+
+    >>> gamma_n(sp.Matrix([[1, 0], [0, 2]]), 2)
+    Matrix([
+    [3, 0],
+    [0, 9/2]])
+    >>> gamma_n([1.0, 1.0], 4)
+    array([[1.75, 0.  ],
+           [0.  , 1.75]])
+    """
+    N = _check_count(N, "N")
+    L = _lam(Lambda)
+    if isinstance(L, sp.MatrixBase):
+        N = sp.sympify(N)
+        return (1 + 1 / N) * L + L.trace() / N * sp.eye(L.rows)
+    N = float(N)
+    return (1 + 1 / N) * L + np.trace(L) / N * np.eye(L.shape[0])
+
+
+@dataclass(frozen=True)
+class LSAPredictor:
+    """The trained LSA's predictor ``ŷ = x_qᵀ Γ_N^{-1} (1/M) Σ_i y_i x_i``.
+
+    ``matrix`` is ``Γ_N^{-1}`` (SymPy or NumPy). Call with context ``X`` of shape ``(..., M, d)``
+    (rows are examples), labels ``y`` of shape ``(..., M)`` and queries ``x_q`` of shape ``(..., d)``.
+    """
+
+    matrix: Any
+
+    def __call__(self, X, y, x_q):
+        G = np.asarray(self.matrix, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        x_q = np.asarray(x_q, dtype=np.float64)
+        if X.shape[-1] != G.shape[0] or x_q.shape[-1] != G.shape[0] or y.shape != X.shape[:-1]:
+            raise InputError(f"shapes do not match: X {X.shape}, y {y.shape}, x_q {x_q.shape}, d={G.shape[0]}")
+        h = np.einsum("...m,...md->...d", y, X) / X.shape[-2]
+        return np.einsum("...d,de,...e->...", x_q, G, h)
+
+
+def lsa_predictor(Lambda, N) -> LSAPredictor:
+    """The closed-form predictor of the globally optimal LSA trained with context length ``N``.
+
+    >>> p = lsa_predictor(sp.eye(2), 3)
+    >>> p.matrix
+    Matrix([
+    [1/2, 0],
+    [0, 1/2]])
+    >>> float(p([[1.0, 0.0]], [2.0], [1.0, 0.0]))
+    1.0
+    """
+    G = gamma_n(Lambda, N)
+    return LSAPredictor(G.inv() if isinstance(G, sp.MatrixBase) else np.linalg.inv(G))
+
+
+def _mat(x, name, d, sympy_mode):
+    if sympy_mode:
+        X = sp.Matrix(x) if not isinstance(x, sp.MatrixBase) else x
+        if X.shape != (d, d):
+            raise InputError(f"{name} must have shape ({d}, {d}), got {X.shape}")
+        return X
+    return as_finite_array(x, name, shape=(d, d))
+
+
+def population_loss(Lambda, N, B):
+    """``L(B) = ½[tr(Bᵀ ΛΓ_N B Λ) − 2 tr(Λ B Λ) + tr Λ]``: the population loss of the LSA whose
+    only non-zero blocks give ``ŷ = hᵀ B x_q`` (``B = w22 W11^{KQ}``), trained length ``N``.
+
+    >>> population_loss(sp.eye(1), 1, sp.Matrix([[0]]))
+    1/2
+    >>> round(float(population_loss([[1.0]], 1, [[1 / 3]])), 12)
+    0.333333333333
+    """
+    G = gamma_n(Lambda, N)
+    L = _lam(Lambda)
+    sym = isinstance(G, sp.MatrixBase)
+    B = _mat(B, "B", G.shape[0], sym)
+    if sym:
+        return sp.Rational(1, 2) * ((B.T * L * G * B * L).trace() - 2 * (L * B * L).trace() + L.trace())
+    return 0.5 * (np.trace(B.T @ L @ G @ B @ L) - 2 * np.trace(L @ B @ L) + np.trace(L))
+
+
+def loss_minimum(Lambda, N):
+    """``min L = ½[tr Λ − tr(Γ_N^{-1} Λ²)]``.
+
+    >>> loss_minimum(sp.eye(1), 1)
+    1/6
+    """
+    L = _lam(Lambda)
+    G = gamma_n(L, N)
+    if isinstance(G, sp.MatrixBase):
+        return sp.Rational(1, 2) * (L.trace() - (G.inv() * L * L).trace())
+    return 0.5 * (np.trace(L) - np.trace(np.linalg.solve(G, L @ L)))
+
+
+def linear_task_risk(Lambda, N, M):
+    """Test risk ``E(ŷ − ⟨w, x_q⟩)²`` of the trained LSA (length ``N``) on prompts of length ``M``:
+    ``(1/M) tr(Γ_N^{-2} Λ² (Λ + tr(Λ) I)) + (1/N²) tr(Γ_N^{-2} Λ (Λ + tr(Λ) I)²)``.
+
+    >>> linear_task_risk(sp.eye(1), 1, 1)
+    1
+    >>> round(float(linear_task_risk([1.0, 1.0], 10, 10)), 6)
+    0.413223
+    """
+    L = _lam(Lambda)
+    G = gamma_n(L, N)
+    M = _check_count(M, "M")
+    if isinstance(G, sp.MatrixBase):
+        N, M = sp.sympify(N), sp.sympify(M)
+        Gi2 = (G * G).inv()
+        K = L + L.trace() * sp.eye(L.rows)
+        return (Gi2 * L * L * K).trace() / M + (Gi2 * L * K * K).trace() / N**2
+    N, M = float(N), float(M)
+    Gi2 = np.linalg.inv(G @ G)
+    K = L + np.trace(L) * np.eye(L.shape[0])
+    return np.trace(Gi2 @ L @ L @ K) / M + np.trace(Gi2 @ L @ K @ K) / N**2
+
+
+def _general_inputs(Lambda, N, M, a, Sigma):
+    L = _lam(Lambda)
+    G = gamma_n(L, N)
+    M = _check_count(M, "M")
+    d = G.shape[0]
+    sym = isinstance(G, sp.MatrixBase) or _is_sympy(a, Sigma)
+    if sym:
+        L, G = sp.Matrix(L), sp.Matrix(G)
+        a = sp.Matrix(a)
+        if a.shape not in ((d, 1), (1, d)):
+            raise InputError(f"a must have {d} entries, got shape {a.shape}")
+        a = a.reshape(d, 1)
+        S = _mat(Sigma, "Sigma", d, True)
+        return L, G, sp.sympify(N), sp.sympify(M), a, S, True
+    a = as_finite_array(a, "a", shape=(d,))
+    S = as_finite_array(Sigma, "Sigma", shape=(d, d))
+    return L, G, float(N), float(M), a, S, False
+
+
+def general_target_risk(Lambda, N, M, a, Sigma, min_risk):
+    """ZFB Thm 4.2 (corrected): test risk of the trained LSA on any law with ``x ~ N(0, Λ)``,
+    ``a = Λ^{-1} E[xy]``, ``Σ = Cov(xy)``, ``min_risk = min_w E(⟨w,x⟩ − y)²``:
+
+    ``min_risk + (1/M) tr(Σ Γ_N^{-2} Λ) + (1/N²)[‖a‖²_{Γ_N^{-2}Λ³} + 2 tr(Λ) ‖a‖²_{Γ_N^{-2}Λ²}
+    + tr(Λ)² ‖a‖²_{Γ_N^{-2}Λ}]``.
+
+    >>> general_target_risk(sp.eye(1), 1, 1, [1], sp.Matrix([[2]]), 0)
+    1
+    """
+    L, G, N, M, a, S, sym = _general_inputs(Lambda, N, M, a, Sigma)
+    if sym:
+        Gi2 = (G * G).inv()
+        nrm = lambda A: (a.T * A * a)[0, 0]  # noqa: E731
+        t = L.trace()
+        return (sp.sympify(min_risk) + (S * Gi2 * L).trace() / M
+                + (nrm(Gi2 * L**3) + 2 * t * nrm(Gi2 * L**2) + t**2 * nrm(Gi2 * L)) / N**2)
+    Gi2 = np.linalg.inv(G @ G)
+    t = np.trace(L)
+    nrm = lambda A: float(a @ A @ a)  # noqa: E731
+    return (float(min_risk) + np.trace(S @ Gi2 @ L) / M
+            + (nrm(Gi2 @ L @ L @ L) + 2 * t * nrm(Gi2 @ L @ L) + t**2 * nrm(Gi2 @ L)) / N**2)
+
+
+def stated_general_target_risk(Lambda, N, M, a, Sigma, min_risk):
+    """The risk formula as seed 000 writes it (every norm ``‖a‖_{Λ^{-2}Λ}``, trace ``tr(ΣΛ^{-2}Λ)``):
+    kept only to show that it is wrong (erratum ``icl.general_target_risk``)."""
+    L, G, N, M, a, S, sym = _general_inputs(Lambda, N, M, a, Sigma)
+    if sym:
+        Li = L.inv()
+        t = L.trace()
+        n = (a.T * Li * a)[0, 0]
+        return sp.sympify(min_risk) + (S * Li).trace() / M + (n + 2 * t * n + t**2 * n) / N**2
+    Li = np.linalg.inv(L)
+    t = np.trace(L)
+    n = float(a @ Li @ a)
+    return float(min_risk) + np.trace(S @ Li) / M + (n + 2 * t * n + t**2 * n) / N**2
+
+
+# ------------------------------------------------------------------------------------------------
+# derivations
+
+
+@lru_cache(maxsize=None)
+def derive_lsa_prediction_form(d: int = 2, N: int = 2) -> Derivation:
+    """Expand ``[E + W^{PV} E Eᵀ W^{KQ} E/ρ]_{d+1,N+1}`` for fully symbolic ``W^{PV}, W^{KQ}, E``
+    and show it equals the block form ``[w21ᵀ, w22](E Eᵀ/ρ)[W11; w21'ᵀ] x_q``.
+
+    ``result`` is the expanded prediction; ``facts``: ``residual`` (0), ``params_used`` (the
+    weights it depends on), the symbols, and ``block_form``.
+
+    >>> D = derive_lsa_prediction_form(1, 1)
+    >>> D.facts["residual"]
+    0
+    >>> sorted(map(str, D.facts["params_used"]))
+    ['kq_11', 'kq_21', 'pv_21', 'pv_22']
+    """
+    b = DerivationBuilder("LSA prediction: only the last row of W^PV and first d columns of W^KQ matter")
+    D1, T = d + 1, N + 1
+    PV = sp.Matrix(D1, D1, lambda i, j: sp.Symbol(f"pv_{i + 1}{j + 1}"))
+    KQ = sp.Matrix(D1, D1, lambda i, j: sp.Symbol(f"kq_{i + 1}{j + 1}"))
+    X = sp.Matrix(d, T, lambda i, j: sp.Symbol(f"x_{j + 1}{i + 1}" if j < N else f"xq_{i + 1}"))
+    y = sp.Matrix(1, T, lambda i, j: sp.Symbol(f"y_{j + 1}") if j < N else sp.Integer(0))
+    E = X.col_join(y)
+    rho = sp.Symbol("rho", positive=True)
+    b.step("Prompt E (tokens are columns, query label 0)", E)
+    F = E + PV * E * (E.T * KQ * E) / rho
+    yhat = sp.expand(F[d, N])
+    b.step("ŷ = [E + W^{PV} E (Eᵀ W^{KQ} E)/ρ]_{d+1,N+1}, expanded", yhat)
+    used = sorted(yhat.free_symbols & (set(PV) | set(KQ)), key=str)
+    b.fact("params_used", used)
+    b.step("Weights that appear in ŷ", sp.Matrix([used]))
+    row = PV[d, :]
+    cols = KQ[:, :d]
+    xq = X[:, N]
+    block = sp.expand((row * (E * E.T) / rho * cols * xq)[0, 0])
+    b.step("Block form [w21ᵀ, w22] (E Eᵀ/ρ) [W11; w21'ᵀ] x_q", block)
+    res = sp.simplify(yhat - block)
+    b.step("Difference (simplified)", res)
+    b.fact("residual", res)
+    b.fact("block_form", block)
+    b.fact("symbols", {"PV": PV, "KQ": KQ, "X": X, "y": y, "rho": rho})
+    return b.done(yhat)
+
+
+def _moment_blocks(d: int):
+    """Joint Gaussian z = (w, x_1, x_2): indices and covariance diag(I, Λ, Λ) for symbolic Λ."""
+    L = symbolic_spd(d)
+    cov = _blockdiag(sp.eye(d), L, L)
+    w = list(range(d))
+    x1 = list(range(d, 2 * d))
+    x2 = list(range(2 * d, 3 * d))
+    return L, cov, w, x1, x2
+
+
+@lru_cache(maxsize=None)
+def derive_moments(d: int = 2) -> Derivation:
+    """``E[h hᵀ]`` and ``E[h wᵀ]`` for ``h = (1/N) Σ y_i x_i`` by Wick sums at symbolic Λ (d×d),
+    then the matrix form for general Λ (MatrixSymbol algebra).
+
+    ``result`` = ``{"hh": E[hhᵀ], "hw": E[hwᵀ]}`` (SymPy matrices in ``l_ij`` and ``N``);
+    ``facts``: ``Lambda``, ``hh_minus_LambdaGamma`` (zero matrix), ``matrix_form_residual`` (0).
+
+    >>> D = derive_moments(2)
+    >>> D.facts["hh_minus_LambdaGamma"].is_zero_matrix
+    True
+    >>> D.result["hw"] == D.facts["Lambda"]
+    True
+    """
+    b = DerivationBuilder("Moments of h = (1/N) Σ y_i x_i by Isserlis/Wick")
+    L, cov, w, x1, x2 = _moment_blocks(d)
+    b.step("Joint Gaussian (w, x_i, x_j), i ≠ j: covariance diag(I, Λ, Λ)", sp.Matrix(cov))
+    # E[y_i x_ia y_i x_ib] with y_i = Σ_k w_k x_ik: degree-6 Wick sums
+    same = sp.Matrix(d, d, lambda a, c: sp.expand(sum(
+        _wick((w[k], x1[k], w[l], x1[l], x1[a], x1[c]), cov) for k in range(d) for l in range(d))))
+    cross = sp.Matrix(d, d, lambda a, c: sp.expand(sum(
+        _wick((w[k], x1[k], x1[a], w[l], x2[l], x2[c]), cov) for k in range(d) for l in range(d))))
+    b.step("Same example i = j: E[y_i² x_i x_iᵀ] (Wick sum)", same)
+    b.step("Different examples i ≠ j: E[y_i y_j x_i x_jᵀ] (Wick sum)", cross)
+    hh = sp.expand(same / Nsym + (1 - 1 / Nsym) * cross)
+    b.step("E[hhᵀ] = (1/N)·same + (1 − 1/N)·cross  (N same-index terms, N(N−1) others, over N²)", hh)
+    hw = sp.Matrix(d, d, lambda a, c: sp.expand(sum(_wick((w[k], x1[k], x1[a], w[c]), cov) for k in range(d))))
+    b.step("E[h wᵀ] = E[y x wᵀ] (Wick sum)", hw)
+    G = (1 + 1 / Nsym) * L + L.trace() / Nsym * sp.eye(d)
+    resid = sp.simplify(hh - L * G)
+    b.step("E[hhᵀ] − Λ Γ_N with Γ_N = (1 + 1/N)Λ + (1/N)tr(Λ)I", resid)
+    b.fact("hh_minus_LambdaGamma", resid)
+    b.fact("hw_minus_Lambda", sp.simplify(hw - L))
+    # general Λ: the three Wick pairings of E[x xᵀ A x xᵀ] read as matrix products
+    n = sp.Symbol("n", integer=True, positive=True)
+    Lm, A = sp.MatrixSymbol("Lambda", n, n), sp.MatrixSymbol("A", n, n)
+    four = Lm * A * Lm + Lm * A.T * Lm + sp.Trace(A * Lm) * Lm
+    b.step("General Λ: pairings (ac)(eb), (ae)(cb), (ab)(ce) of Σ A_ce E[x_a x_c x_e x_b] give E[x xᵀ A x xᵀ]", four)
+    four_entry = sp.Matrix(d, d, lambda a, c: sp.expand(sum(
+        sp.Symbol(f"A_{p}{q}") * _wick((x1[a], x1[p], x1[q], x1[c]), cov) for p in range(d) for q in range(d))))
+    A_d = sp.Matrix(d, d, lambda p, q: sp.Symbol(f"A_{p}{q}"))
+    four_check = sp.simplify(four_entry - (L * A_d * L + L * A_d.T * L + (A_d * L).trace() * L))
+    b.fact("four_moment_residual", four_check)
+    b.step(f"Check of that matrix form against the Wick sum at d = {d}", four_check)
+    hh_gen = (four.subs(A, sp.Identity(n)) / Nsym + (1 - 1 / Nsym) * Lm * Lm)
+    G_gen = (1 + 1 / Nsym) * Lm + sp.Trace(Lm) / Nsym * sp.Identity(n)
+    mres = sp.simplify(sp.expand(hh_gen.doit() - Lm * G_gen))
+    b.step("General Λ: E[hhᵀ] = (1/N)E[xxᵀxxᵀ] + (1 − 1/N)Λ² minus ΛΓ_N", mres)
+    b.fact("matrix_form_residual", mres)
+    b.fact("Lambda", L)
+    return b.done({"hh": hh, "hw": hw})
+
+
+@lru_cache(maxsize=None)
+def derive_wishart(d: int = 2) -> Derivation:
+    """``E[S A S]`` for ``S = (1/M) Σ_i x_i x_iᵀ`` and a general (non-symmetric) ``A`` by Wick sums.
+
+    ``result`` is the derived matrix; ``facts["residual"]`` is its difference from
+    ``ΛAΛ + (1/M)(ΛAᵀΛ + tr(AΛ)Λ)`` (zero), ``facts["A"]``, ``facts["Lambda"]``.
+
+    >>> derive_wishart(2).facts["residual"].is_zero_matrix
+    True
+    """
+    b = DerivationBuilder("Wishart moment E[S A S] by Isserlis/Wick")
+    L, cov, _, x1, x2 = _moment_blocks(d)
+    A = sp.Matrix(d, d, lambda p, q: sp.Symbol(f"A_{p + 1}{q + 1}"))
+    same = sp.Matrix(d, d, lambda a, c: sp.expand(sum(
+        A[p, q] * _wick((x1[a], x1[p], x1[q], x1[c]), cov) for p in range(d) for q in range(d))))
+    cross = sp.Matrix(d, d, lambda a, c: sp.expand(sum(
+        A[p, q] * _wick((x1[a], x1[p], x2[q], x2[c]), cov) for p in range(d) for q in range(d))))
+    b.step("i = j: E[x xᵀ A x xᵀ] (Wick sum)", same)
+    b.step("i ≠ j: E[x_i x_iᵀ A x_j x_jᵀ] (Wick sum)", cross)
+    res = sp.expand(same / Msym + (1 - 1 / Msym) * cross)
+    b.step("E[SAS] = (1/M)·same + (1 − 1/M)·cross", res)
+    resid = sp.simplify(res - (L * A * L + (L * A.T * L + (A * L).trace() * L) / Msym))
+    b.step("Minus ΛAΛ + (1/M)(ΛAᵀΛ + tr(AΛ)Λ)", resid)
+    b.fact("residual", resid)
+    b.fact("A", A)
+    b.fact("Lambda", L)
+    return b.done(res)
+
+
+@lru_cache(maxsize=None)
+def derive_population_loss(d: int = 2) -> Derivation:
+    """``L(B) = ½ E(hᵀ B x_q − wᵀ x_q)²`` from the Wick moments of :func:`derive_moments`.
+
+    ``result`` is a polynomial in ``B`` entries ``b_ij``, ``l_ij`` and ``N``; ``facts``: ``B``,
+    ``Lambda``, ``gradient`` (∂L/∂B, a matrix), ``hessian_B`` (Hessian in vec B).
+
+    >>> D = derive_population_loss(1)
+    >>> sp.factor(D.result.subs(D.facts["B"][0, 0], 0))
+    l_11/2
+    """
+    b = DerivationBuilder("Population loss of the LSA in B = w22·W11")
+    mom = derive_moments(d)
+    L = mom.facts["Lambda"]
+    B = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"b_{i + 1}{j + 1}", real=True))
+    b.step("Block form with only w22, W11 non-zero and ρ = N: ŷ = hᵀ B x_q, B = w22·W11", B)
+    b.step("E over x_q ~ N(0,Λ) independent of (h, w): ½ E (Bᵀh − w)ᵀ Λ (Bᵀh − w)", None)
+    inner = B.T * mom.result["hh"] * B - B.T * mom.result["hw"] - mom.result["hw"].T * B + sp.eye(d)
+    loss = sp.expand(sp.Rational(1, 2) * (L * inner).trace())
+    b.step("Insert E[hhᵀ], E[hwᵀ], E[wwᵀ] = I:  L(B) = ½ tr(Λ E[(Bᵀh − w)(Bᵀh − w)ᵀ])", loss)
+    grad = sp.Matrix(d, d, lambda i, j: sp.expand(sp.diff(loss, B[i, j])))
+    b.step("Gradient ∂L/∂B (differentiated)", grad)
+    b.fact("gradient", grad)
+    b.fact("B", B)
+    b.fact("Lambda", L)
+    return b.done(loss)
+
+
+@lru_cache(maxsize=None)
+def derive_global_min(d: int = 2) -> Derivation:
+    """Solve ``∇_B L = 0`` at symbolic Λ, the eigen-basis (commuting) form for general Λ, and the
+    gradient-flow limit of ``(w22, W11)`` from the conserved quantity ``u² − ‖U‖_F²``.
+
+    ``result`` is the solution ``B*`` (SymPy matrix); facts: ``residual_vs_gamma_inv`` (zero),
+    ``eigen_solution`` (``δ_ij/γ_i``), ``u_limit`` (in terms of ``F = ‖Γ_N^{-1}‖_F``), ``conserved``.
+
+    >>> D = derive_global_min(2)
+    >>> D.facts["residual_vs_gamma_inv"].is_zero_matrix
+    True
+    """
+    b = DerivationBuilder("Global minimiser of the population loss: w22·W11 = Γ_N^{-1}")
+    P = derive_population_loss(d)
+    B, L = P.facts["B"], P.facts["Lambda"]
+    eqs = [e for e in P.facts["gradient"]]
+    b.step("Stationarity: every entry of ∂L/∂B vanishes (linear in B)", sp.Matrix(eqs))
+    sol = sp.solve(eqs, list(B), dict=True)
+    assert len(sol) == 1, "the stationarity system must have a unique solution"
+    Bstar = B.subs(sol[0]).applyfunc(sp.factor)
+    b.step("Unique solution", Bstar)
+    G = (1 + 1 / Nsym) * L + L.trace() / Nsym * sp.eye(d)
+    resid = (Bstar * G - sp.eye(d)).applyfunc(sp.simplify)
+    b.step("B* Γ_N − I", resid)
+    b.fact("residual_vs_gamma_inv", resid)
+    H = sp.hessian(P.result, list(B))
+    b.step("Hessian in vec B (= Λ ⊗ ΛΓ_N, positive definite): the solution is the global minimum", H)
+    b.fact("hessian_B", H)
+    # general Λ in its eigenbasis: Λ = diag(λ), Γ = diag(γ), γ_i = (1+1/N)λ_i + t/N (they commute)
+    li, lj, gi, bij = sp.symbols("lambda_i lambda_j gamma_i b_ij", positive=True)
+    eq = sp.Eq(li * gi * bij * lj, sp.Symbol("delta_ij") * li**2)
+    b.step("General Λ (eigenbasis, Γ_N commutes with Λ): entry (i,j) of ΛΓ_N B Λ = Λ²", eq)
+    esol = sp.solve(eq, bij)[0]
+    b.step("Solution", sp.Eq(bij, esol))
+    b.fact("eigen_solution", esol)
+    # gradient flow on (u, U): u² − ‖U‖_F² is conserved; at the limit u U = Γ^{-1}
+    u, F, nU = sp.symbols("u F nU", positive=True)
+    b.step("d(u²)/dt = −2u⟨∇_B L, U⟩ = d‖U‖_F²/dt, so u² − ‖U‖_F² is conserved; ZFB init makes it 0", None)
+    b.fact("conserved", "u**2 - ||U||_F**2")
+    lim = sp.solve([sp.Eq(u**2, nU**2), sp.Eq(u * nU, F)], [u, nU], dict=True)
+    lim = [s for s in lim if s[u].is_positive]
+    b.step("u = ‖U‖_F and u‖U‖_F = ‖Γ_N^{-1}‖_F = F give", sp.Eq(u, lim[0][u]))
+    b.fact("u_limit", lim[0][u])
+    b.fact("F", F)
+    return b.done(Bstar)
+
+
+@lru_cache(maxsize=None)
+def derive_loss_minimum(d: int = 2) -> Derivation:
+    """Insert ``B* = Γ_N^{-1}`` into the derived loss; also the eigenbasis form ``½Σ(λ − λ²/γ)``.
+
+    ``result`` is the minimum (SymPy in ``l_ij``, ``N``); facts: ``Lambda``, ``eigen_form``.
+
+    >>> D = derive_loss_minimum(1)
+    >>> sp.factor(D.result)
+    l_11*(N + 1)/(2*(N + 2))
+    """
+    b = DerivationBuilder("Minimum of the population loss")
+    P, S = derive_population_loss(d), derive_global_min(d)
+    B = P.facts["B"]
+    val = sp.simplify(P.result.subs({B[i, j]: S.result[i, j] for i in range(d) for j in range(d)}))
+    b.step("L(B*) with the solved B*", val)
+    lam, t = sp.symbols("lambda t", positive=True)
+    g = (1 + 1 / Nsym) * lam + t / Nsym
+    # per eigen-direction: ½(b²λγλ − 2bλ² + λ) at b = 1/γ
+    bb = sp.Symbol("b")
+    per = sp.Rational(1, 2) * (bb**2 * lam * g * lam - 2 * bb * lam**2 + lam)
+    per_min = sp.simplify(per.subs(bb, 1 / g))
+    b.step("General Λ, eigen-direction with eigenvalue λ (t = tr Λ): ½(b²λ²γ − 2bλ² + λ) at b = 1/γ", per_min)
+    b.fact("eigen_form", per_min)
+    b.fact("eigen_symbols", (lam, t))
+    b.fact("Lambda", P.facts["Lambda"])
+    return b.done(val)
+
+
+@lru_cache(maxsize=None)
+def derive_linear_task_risk(d: int = 2) -> Derivation:
+    """``R = E(x_qᵀ Γ_N^{-1} S w − x_qᵀ w)²`` with ``S = (1/M)Σ x_i x_iᵀ`` via the Wishart moment,
+    then its split into ``1/M`` and ``1/N²`` terms in the eigenbasis (general Λ).
+
+    ``result`` = ``{"matrix": R(l_ij, N, M) at this d, "eigen": per-eigenvalue term r(λ, t, N, M)}``
+    with ``R = Σ_k r(λ_k, tr Λ, N, M)``; ``facts["split_residual"]`` (0).
+
+    >>> D = derive_linear_task_risk(1)
+    >>> D.facts["split_residual"]
+    0
+    """
+    b = DerivationBuilder("Linear-task test risk of the trained LSA")
+    W = derive_wishart(d)
+    L, A = W.facts["Lambda"], W.facts["A"]
+    G = (1 + 1 / Nsym) * L + L.trace() / Nsym * sp.eye(d)
+    Gi = G.inv()
+    ESS = W.result.subs({A[i, j]: (1 if i == j else 0) for i in range(d) for j in range(d)})
+    b.step("E[S wwᵀ S] = E[S I S] (w ⟂ S, E wwᵀ = I), from the Wishart moment", ESS)
+    R = (L * (Gi * ESS * Gi - Gi * L - L * Gi + sp.eye(d))).trace()
+    R = sp.simplify(R)
+    b.step("R = tr(Λ E[(Γ^{-1}S w − w)(Γ^{-1}S w − w)ᵀ])", R)
+    lam, t = sp.symbols("lambda t", positive=True)
+    gN = (1 + 1 / Nsym) * lam + t / Nsym
+    gM = (1 + 1 / Msym) * lam + t / Msym
+    per = lam - 2 * lam**2 / gN + lam**2 * gM / gN**2
+    b.step("General Λ (eigenbasis; E[SS] = ΛΓ_M): per eigenvalue λ − 2λ²/γ_N + λ²γ_M/γ_N²", per)
+    split = lam**2 * (lam + t) / (Msym * gN**2) + lam * (lam + t) ** 2 / (Nsym**2 * gN**2)
+    sres = sp.simplify(per - split)
+    b.step("Minus (1/M) λ²(λ+t)/γ_N² + (1/N²) λ(λ+t)²/γ_N²", sres)
+    b.fact("split_residual", sres)
+    b.fact("eigen_symbols", (lam, t))
+    b.fact("Lambda", L)
+    return b.done({"matrix": R, "eigen": sp.simplify(split)})
+
+
+@lru_cache(maxsize=None)
+def derive_general_target_risk(d: int = 2) -> Derivation:
+    """ZFB Thm 4.2 from second moments: ``ŷ = x_qᵀ Γ^{-1} h``, ``E h = Λa``, ``Cov h = Σ/M``,
+    query independent of the context; ``min_w E(⟨w,x⟩ − y)² = E y² − aᵀΛa``.
+
+    ``result`` = excess risk ``E(ŷ−y)² − min`` (SymPy, symbolic ``a``, ``Σ``, ``l_ij``);
+    facts: ``residual_vs_corrected`` (0), ``difference_vs_stated`` (non-zero), ``a``, ``Sigma``.
+
+    >>> D = derive_general_target_risk(1)
+    >>> D.facts["residual_vs_corrected"]
+    0
+    >>> D.facts["difference_vs_stated"] == 0
+    False
+    """
+    b = DerivationBuilder("Test risk on a general target law (ZFB Thm 4.2)")
+    # Rotating coordinates (x ↦ Qᵀx, a ↦ Qᵀa, Σ ↦ QᵀΣQ) leaves every term invariant, so Λ may be
+    # taken diagonal (its eigenvalues l_i) while a and Σ stay general.
+    L = sp.diag(*sp.symbols(f"l_1:{d + 1}", positive=True))
+    b.step("Eigenbasis of Λ (rotation invariance); a and Σ general", L)
+    a = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"a_{i + 1}", real=True))
+    Sg = symbolic_spd(d, "s")
+    Ey2 = sp.Symbol("m_yy", positive=True)
+    G = (1 + 1 / Nsym) * L + L.trace() / Nsym * sp.eye(d)
+    Gi = G.inv()
+    Ehh = Sg / Msym + L * a * a.T * L
+    b.step("E[hhᵀ] = Cov(h) + E h E hᵀ = Σ/M + Λa aᵀΛ", Ehh)
+    risk = (Gi * L * Gi * Ehh).trace() - 2 * (a.T * L * Gi * L * a)[0, 0] + Ey2
+    b.step("E(ŷ − y_q)² = tr(Γ^{-1}ΛΓ^{-1}E[hhᵀ]) − 2 E[y_q x_q]ᵀΓ^{-1}E h + E y²", risk)
+    wv = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"v_{i + 1}"))
+    quad = (wv.T * L * wv)[0, 0] - 2 * (wv.T * L * a)[0, 0] + Ey2
+    wstar = sp.solve([sp.diff(quad, v) for v in wv], list(wv), dict=True)[0]
+    mn = sp.simplify(quad.subs(wstar))
+    b.step("min_v E(⟨v,x⟩ − y)² = E y² − 2vᵀΛa + vᵀΛv at v = a", mn)
+    excess = sp.simplify(risk - mn)
+    b.step("Excess risk", excess)
+    t = L.trace()
+    Gi2 = Gi * Gi
+    nrm = lambda A: (a.T * A * a)[0, 0]  # noqa: E731
+    corrected = (Sg * Gi2 * L).trace() / Msym + (nrm(Gi2 * L**3) + 2 * t * nrm(Gi2 * L**2) + t**2 * nrm(Gi2 * L)) / Nsym**2
+    rc = sp.simplify(excess - corrected)
+    b.step("Minus (1/M)tr(ΣΓ^{-2}Λ) + (1/N²)[‖a‖²_{Γ^{-2}Λ³} + 2tr(Λ)‖a‖²_{Γ^{-2}Λ²} + tr(Λ)²‖a‖²_{Γ^{-2}Λ}]", rc)
+    Li = L.inv()
+    nn = nrm(Li * Li * L)
+    stated = (Sg * Li * Li * L).trace() / Msym + (nn + 2 * t * nn + t**2 * nn) / Nsym**2
+    ds = sp.simplify(excess - stated)
+    b.step("Minus the seed's form (Λ^{-2}Λ in every norm and the trace): not zero", ds)
+    b.fact("residual_vs_corrected", rc)
+    b.fact("difference_vs_stated", ds)
+    b.fact("a", a)
+    b.fact("Sigma", Sg)
+    b.fact("Lambda", L)
+    b.fact("m_yy", Ey2)
+    return b.done(excess)
+
+
+@lru_cache(maxsize=None)
+def derive_limits(d: int = 2) -> Derivation:
+    """``Γ_N → Λ`` (N → ∞); linear-task risk → ``(1/N²)`` term (M → ∞) → 0 (N → ∞); under the
+    covariate shift ``x ↦ c x`` at test, ``ŷ/y_q → c²`` as M → ∞ (the model does not transfer).
+
+    ``result`` = ``{"gamma_inf": Γ_∞ (matrix in l_ij), "risk_M_inf": per-eigenvalue limit,
+    "risk_NM_inf": 0, "shift_factor": c²}``.
+
+    >>> D = derive_limits(2)
+    >>> D.result["shift_factor"]
+    c**2
+    >>> D.result["risk_NM_inf"]
+    0
+    """
+    b = DerivationBuilder("Limits N → ∞ and M → ∞; covariate shift")
+    L = symbolic_spd(d)
+    G = (1 + 1 / Nsym) * L + L.trace() / Nsym * sp.eye(d)
+    Ginf = G.applyfunc(lambda e: sp.limit(e, Nsym, sp.oo))
+    b.step("lim_{N→∞} Γ_N (entrywise)", Ginf)
+    R = derive_linear_task_risk(1).result["eigen"]
+    Rm = sp.simplify(sp.limit(R, Msym, sp.oo))
+    b.step("lim_{M→∞} of the per-eigenvalue risk: the 1/N² term survives", Rm)
+    Rnm = sp.limit(Rm, Nsym, sp.oo)
+    b.step("then N → ∞", Rnm)
+    c = sp.Symbol("c", positive=True)
+    # shifted test: x' = c x with x ~ N(0,Λ); S' = c² S → c² Λ; ŷ = x'ᵀ Γ_∞^{-1} S' w = c² x'ᵀ w
+    lam, xw = sp.symbols("lambda xw", positive=True)
+    yhat = c * xw * (1 / lam) * (c**2 * lam) / c  # in the eigenbasis: x'ᵀΛ^{-1}(c²Λ)w with x'ᵀw = xw
+    factor = sp.simplify(yhat / xw)
+    b.step("Shift x ↦ cx: (1/M)Σ y'_i x'_i → c²Λw, ŷ → x'ᵀΛ^{-1}c²Λw = c² x'ᵀw; ratio ŷ/y_q", factor)
+    b.fact("Lambda", L)
+    return b.done({"gamma_inf": Ginf, "risk_M_inf": Rm, "risk_NM_inf": Rnm, "shift_factor": factor})
+
+
+@lru_cache(maxsize=None)
+def derive_gd_one_step(d: int = 2, N: int = 2) -> Derivation:
+    """von Oswald et al. (2023): one linear-attention layer with ``W_K = W_Q = [[I,0],[0,0]]``,
+    ``W_V = [[0,0],[W_0, −1]]``, ``P = (η/N) I`` maps ``(x_j, y_j) ↦ (x_j, y_j − ΔW x_j)`` with
+    ``ΔW`` one GD step on ``(1/2N)Σ(W x_i − y_i)²``; and the trained LSA equals one step of GD
+    preconditioned by ``Γ_N^{-1}`` from 0.
+
+    ``result`` = updated token list (SymPy vectors); facts: ``token_residual`` (zeros),
+    ``query_residual`` (0), ``preconditioned_residual`` (0), symbols.
+
+    >>> D = derive_gd_one_step(1, 2)
+    >>> D.facts["query_residual"], D.facts["preconditioned_residual"]
+    (0, 0)
+    """
+    b = DerivationBuilder("One linear-attention layer = one GD step")
+    eta = sp.Symbol("eta", positive=True)
+    xs = [sp.Matrix(d, 1, lambda i, _, j=j: sp.Symbol(f"x_{j + 1}{i + 1}")) for j in range(N)]
+    ys = [sp.Symbol(f"y_{j + 1}") for j in range(N)]
+    xq = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"xq_{i + 1}"))
+    W0 = sp.Matrix(1, d, lambda _, i: sp.Symbol(f"w0_{i + 1}"))
+    Z = sp.zeros(d, d)
+    WK = sp.diag(sp.eye(d), sp.zeros(1, 1))
+    WV = sp.Matrix(sp.BlockMatrix([[Z, sp.zeros(d, 1)], [W0, sp.Matrix([[-1]])]]))
+    P = eta / N * sp.eye(d + 1)
+    tokens = [xs[j].col_join(sp.Matrix([[ys[j]]])) for j in range(N)]
+    attn = lambda e: P * sum((WV * ei * (WK * ei).T * (WK * e) for ei in tokens), sp.zeros(d + 1, 1))  # noqa: E731
+    new = [sp.expand(e + attn(e)) for e in tokens]
+    b.step("e_j + P Σ_i W_V e_i (W_K e_i)ᵀ(W_Q e_j), context keys/values only", new[0])
+    w = sp.Matrix(1, d, lambda _, i: sp.Symbol(f"w_{i + 1}"))
+    loss = sum(((w * xs[i])[0, 0] - ys[i]) ** 2 for i in range(N)) / (2 * N)
+    grad = sp.Matrix(1, d, lambda _, k: sp.diff(loss, w[k])).subs({w[k]: W0[k] for k in range(d)})
+    dW = -eta * grad
+    b.step("ΔW = −η ∇_W (1/2N)Σ(W x_i − y_i)² at W_0", dW)
+    resid = sp.Matrix([sp.expand(new[j][d] - (ys[j] - (dW * xs[j])[0, 0])) for j in range(N)])
+    b.step("Updated label minus (y_j − ΔW x_j)", resid)
+    b.fact("token_residual", resid)
+    q = xq.col_join(sp.Matrix([[-(W0 * xq)[0, 0]]]))
+    qnew = sp.expand(q + attn(q))
+    qres = sp.expand(-qnew[d] - ((W0 + dW) * xq)[0, 0])
+    b.step("Query token (x_q, −W_0 x_q): minus its updated label minus (W_0 + ΔW) x_q", qres)
+    b.fact("query_residual", qres)
+    # preconditioned GD from 0 with P = Γ^{-1}, η = 1 equals x_qᵀ Γ^{-1} h
+    Gi = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"g_{min(i, j) + 1}{max(i, j) + 1}"))
+    loss0 = sum(((w * xs[i])[0, 0] - ys[i]) ** 2 for i in range(N)) / (2 * N)
+    g0 = sp.Matrix(d, 1, lambda k, _: sp.diff(loss0, w[k])).subs({w[k]: 0 for k in range(d)})
+    w1 = -Gi * g0
+    h = sum((ys[i] * xs[i] for i in range(N)), sp.zeros(d, 1)) / N
+    pres = sp.expand((xq.T * w1)[0, 0] - (xq.T * Gi * h)[0, 0])
+    b.step("One GD step from 0 preconditioned by Γ^{-1} (symmetric symbols g_ij), prediction minus x_qᵀΓ^{-1}h", pres)
+    b.fact("preconditioned_residual", pres)
+    b.fact("symbols", {"eta": eta, "xs": xs, "ys": ys, "xq": xq, "W0": W0})
+    return b.done(new)
+
+
+@lru_cache(maxsize=None)
+def derive_nonconvex(d: int = 2) -> Derivation:
+    """Hessian of ``L(u, U) = L_B(u U)`` (u = w22, U = W11) at the origin: the only non-zero
+    entries are ``−(Λ²)_ij`` between u and U_ij, so the eigenvalues are ``±‖Λ²‖_F`` and 0.
+
+    ``result`` = the smallest eigenvalue (SymPy in ``l_ij``); facts: ``hessian``, ``Lambda``.
+
+    >>> D = derive_nonconvex(1)
+    >>> D.result
+    -l_11**2
+    """
+    b = DerivationBuilder("Non-convexity: a negative Hessian eigenvalue at the origin")
+    P = derive_population_loss(d)
+    B, L = P.facts["B"], P.facts["Lambda"]
+    u = sp.Symbol("u", real=True)
+    U = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"U_{i + 1}{j + 1}", real=True))
+    LuU = P.result.subs({B[i, j]: u * U[i, j] for i in range(d) for j in range(d)}, simultaneous=True)
+    b.step("L(u, U) = L_B(uU)", LuU)
+    vars_ = [u] + list(U)
+    H = sp.hessian(LuU, vars_).subs({v: 0 for v in vars_})
+    b.step("Hessian at u = 0, U = 0", H)
+    ev = H.eigenvals()
+    lo = [e for e in ev if sp.simplify(e).could_extract_minus_sign()]
+    mn = sp.simplify(lo[0]) if lo else sp.Integer(0)
+    b.step("Smallest eigenvalue (−‖Λ²‖_F)", mn)
+    b.fact("hessian", H)
+    b.fact("Lambda", L)
+    return b.done(mn)
