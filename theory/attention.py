@@ -59,3 +59,606 @@ def derive_softmax_simplex(T: int = 3) -> Derivation:
     b.step("The Jacobian, written with p = S(l); residual against the differentiated form", check)
     b.fact("p_symbols", P)
     return b.done(Jp)
+
+
+# --------------------------------------------------------------------------------------------
+# helpers (SymPy matrices; tokens as rows unless a name says "columns")
+
+
+def _softmax_rows(M: sp.Matrix) -> sp.Matrix:
+    """Row-wise softmax of a SymPy matrix (each row sums to 1); ``-oo`` entries give weight 0."""
+    rows = []
+    for i in range(M.rows):
+        e = [sp.exp(M[i, j]) for j in range(M.cols)]
+        Z = sum(e)
+        rows.append([ej / Z for ej in e])
+    return sp.Matrix(rows)
+
+
+def _softmax_cols(M: sp.Matrix) -> sp.Matrix:
+    """Column-wise softmax Ψ of seed 004 (each column sums to 1)."""
+    return _softmax_rows(M.T).T
+
+
+def _expand_exponents(M: sp.Matrix) -> sp.Matrix:
+    """Expand the argument of every ``exp`` so that equal exponents become the same SymPy object."""
+    return M.applyfunc(lambda e: e.replace(sp.exp, lambda a: sp.exp(sp.expand(a))))
+
+
+def _residual(M) -> sp.Expr:
+    """Σ of squared entries of a difference matrix, 0 when every entry expands to 0 (expansion is
+    enough once exponents are canonical; ``simplify`` runs only on what does not vanish)."""
+    items = list(M) if isinstance(M, (sp.MatrixBase, list, tuple)) else [M]
+    entries = [sp.expand(e) for e in items]
+    if all(e == 0 for e in entries):
+        return sp.Integer(0)
+    return sp.simplify(sum(e**2 for e in entries))
+
+
+def _expand_angles(e):
+    """Expand the arguments of sin/cos, then apply the angle-addition formulas."""
+    e = e.replace(sp.sin, lambda a: sp.sin(sp.expand(a))).replace(sp.cos, lambda a: sp.cos(sp.expand(a)))
+    return sp.expand_trig(e)
+
+
+def _mat(name: str, r: int, c: int, **assumptions) -> sp.Matrix:
+    """An r×c matrix of scalar symbols ``name_{i,j}`` (1-based)."""
+    return sp.Matrix(r, c, lambda i, j: sp.Symbol(f"{name}_{i + 1}{j + 1}", **assumptions))
+
+
+__all__ += [
+    "derive_convex_combination",
+    "derive_causal_mask",
+    "derive_score_variance",
+    "derive_forms_agree",
+    "derive_mhsa_sum_concat",
+    "derive_permutation_equivariance",
+    "derive_layernorm",
+    "derive_block_recipe",
+    "derive_complexity",
+    "derive_sinusoidal_pe",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# attn.convex_combination
+
+
+@lru_cache(maxsize=None)
+def derive_convex_combination(T: int = 3, Dv: int = 2) -> Derivation:
+    """Derive that one attention output row ``y = Σ_t S(l)_t v_t`` has weights that are
+    positive and sum to one, i.e. ``y`` is a convex combination of the value rows ``v_t``.
+
+    ``result`` is ``y`` (a 1×Dv SymPy matrix in the logit symbols ``l`` and value symbols ``v``);
+    ``facts``: ``weights`` (the T weights), ``weights_sum`` (simplifies to 1), ``weights_positive``
+    (SymPy's verdict on each weight's sign), ``logits``, ``values``.
+
+    >>> d = derive_convex_combination(2, 1)
+    >>> d.facts["weights_sum"], d.facts["weights_positive"]
+    (1, True)
+    """
+    b = DerivationBuilder("Attention output row is a convex combination of the value rows")
+    l = sp.symbols(f"l_1:{T + 1}", real=True)
+    V = _mat("v", T, Dv, real=True)
+    a = list(_softmax_rows(sp.Matrix([l]))[0, :])
+    b.step("Attention weights of one query: a_t = e^{l_t} / Σ_τ e^{l_τ} (first shown)", a[0])
+    y = sp.Matrix([a]) * V
+    b.step("Output row y = Σ_t a_t v_t (first coordinate)", y[0, 0])
+    s = b.fact("weights_sum", sp.simplify(sum(a)))
+    b.step("Σ_t a_t simplifies to", s)
+    pos = all(bool(ai.is_positive) for ai in a)
+    b.fact("weights_positive", pos)
+    b.step("Each a_t is a ratio of exponentials of reals, hence positive: "
+           f"SymPy decides is_positive={pos}", sp.StrictGreaterThan(a[0], 0))
+    b.step("Weights ≥ 0 summing to 1 make y a point of conv{v_1..v_T} (definition of the hull)")
+    b.fact("weights", tuple(a))
+    b.fact("logits", l)
+    b.fact("values", V)
+    return b.done(y)
+
+
+# --------------------------------------------------------------------------------------------
+# attn.causal_mask
+
+
+@lru_cache(maxsize=None)
+def derive_causal_mask(T: int = 3) -> Derivation:
+    """Derive, for symbolic logits ``l_ts`` and scalar values ``v_s``, the causally masked
+    attention ``A = S(L + M)`` with ``M_ts = 0`` for ``s ≤ t`` and ``-∞`` otherwise.
+
+    ``result`` is ``A`` (T×T, in the symbols ``facts["logits"]``). ``facts``: ``upper_entries``
+    (the entries above the diagonal, all 0), ``row_sums`` (all 1), ``future_derivatives``
+    (``∂y_t/∂l_{us}`` and ``∂y_t/∂v_s`` for ``s > t``, all 0: output t ignores later tokens).
+
+    >>> d = derive_causal_mask(2)
+    >>> d.result[0, 1], d.facts["row_sums"]
+    (0, (1, 1))
+    """
+    b = DerivationBuilder("Causal mask: lower-triangular, row-stochastic, blind to the future")
+    L = _mat("l", T, T, real=True)
+    v = sp.symbols(f"v_1:{T + 1}", real=True)
+    M = sp.Matrix(T, T, lambda t, s: 0 if s <= t else -sp.oo)
+    b.step("Mask M_ts = 0 for s ≤ t, −∞ for s > t", M)
+    A = _softmax_rows(L + M)
+    b.step("A = S(L + M) row-wise; exp(−∞) = 0", A)
+    upper = tuple(A[t, s] for t in range(T) for s in range(T) if s > t)
+    b.fact("upper_entries", upper)
+    b.step("Entries above the diagonal", sp.Matrix([upper]) if upper else sp.Integer(0))
+    sums = tuple(sp.simplify(sum(A[t, :])) for t in range(T))
+    b.fact("row_sums", sums)
+    b.step("Row sums simplify to", sp.Matrix([sums]))
+    y = A * sp.Matrix(v)
+    fut = []
+    for t in range(T):
+        for s in range(t + 1, T):
+            fut.append(sp.simplify(sp.diff(y[t], v[s])))
+            fut.extend(sp.simplify(sp.diff(y[t], L[u, s])) for u in range(T))
+    b.fact("future_derivatives", tuple(fut))
+    b.step("∂y_t/∂v_s and ∂y_t/∂l_{us} for every s > t", sp.Matrix([fut]) if fut else sp.Integer(0))
+    b.fact("logits", L)
+    b.fact("values", v)
+    return b.done(A)
+
+
+# --------------------------------------------------------------------------------------------
+# attn.scaling_variance
+
+
+@lru_cache(maxsize=None)
+def derive_score_variance() -> Derivation:
+    """Derive ``Var(q·k) = d_k`` and the scale ``c = 1/√d_k`` with ``Var(c q·k) = 1`` from moments.
+
+    The entries of ``q, k`` are iid with mean 0, variance 1, third moment ``μ_3`` and fourth
+    moment ``μ_4``; ``z_i = q_i k_i`` then has moments ``0, 1, μ_3², μ_4²``. The moment
+    generating function of ``s = Σ_i z_i`` is ``M_z(t)^{d_k}``; its Taylor coefficients give the
+    moments of ``s`` for symbolic ``d_k``.
+
+    ``result``: dict ``variance`` (``d_k``), ``scale`` (``d_k^{-1/2}``), ``scaled_variance`` (1),
+    ``fourth_moment`` (``E s⁴``, used for the Monte Carlo standard error). ``facts``: the symbols
+    ``d`` and ``mu_4``.
+
+    >>> d = derive_score_variance()
+    >>> r = d.result
+    >>> r["variance"], r["scale"], r["scaled_variance"]
+    (d_k, 1/sqrt(d_k), 1)
+    >>> r["fourth_moment"].subs(d.facts["mu_4"], 3)  # Gaussian entries
+    d_k*(3*d_k + 6)
+    """
+    b = DerivationBuilder("Variance of the dot-product score and the 1/√d_k scale")
+    t = sp.Symbol("t", real=True)
+    d = sp.Symbol("d_k", positive=True, integer=True)
+    mu3, mu4 = sp.symbols("mu_3 mu_4", real=True)
+    c = sp.Symbol("c", positive=True)
+    Mz = 1 + t**2 / 2 + mu3**2 * t**3 / 6 + mu4**2 * t**4 / 24
+    b.step("MGF of z_i = q_i k_i to order 4 (E z = E q E k = 0, E z² = 1, E z³ = μ₃², E z⁴ = μ₄²)", Mz)
+    Ms = sp.expand(sp.series(Mz**d, t, 0, 5).removeO())
+    b.step("z_i independent: M_s(t) = M_z(t)^{d_k}, expanded to order 4", Ms)
+    mean = sp.simplify(Ms.coeff(t, 1))
+    var = sp.factor(2 * Ms.coeff(t, 2) - mean**2)
+    b.step("E s = M_s'(0)", mean)
+    b.step("Var s = E s² − (E s)² = 2!·[t²]M_s", var)
+    m4 = sp.factor(24 * Ms.coeff(t, 4))
+    b.step("E s⁴ = 4!·[t⁴]M_s (Gaussian entries: μ₄ = 3)", m4)
+    scaled = sp.simplify(c**2 * var)
+    b.step("Var(c s) = c² Var s", scaled)
+    sol = sp.solve(sp.Eq(scaled, 1), c)
+    b.step("Solve Var(c s) = 1 for c > 0", sp.Eq(c, sol[0]))
+    b.fact("d", d)
+    b.fact("mu_4", mu4)
+    b.fact("mean", mean)
+    return b.done({"variance": var, "scale": sol[0], "scaled_variance": sp.simplify(sol[0] ** 2 * var),
+                   "fourth_moment": m4})
+
+
+# --------------------------------------------------------------------------------------------
+# attn.forms_agree
+
+
+@lru_cache(maxsize=None)
+def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Derivation:
+    """Prove at small sizes that the seeds' four ways of writing one attention layer are one map.
+
+    Row-form parameters ``W_Q, W_K ∈ R^{D×K}``, ``W_V ∈ R^{D×Dv}``, tokens ``X ∈ R^{N×D}``:
+
+    * seed 002: ``S(X W_Q W_Kᵀ Xᵀ) X W_V`` (rows, row softmax)
+    * seed 003: ``Softmax(Q Kᵀ) V`` with ``Q = X W_Q`` etc. (rows)
+    * seed 004: ``W_h X_c Ψ(X_cᵀ W_bᵀ W_c X_c / √d_s)`` (columns ``X_c = Xᵀ``, column softmax Ψ),
+      renamed ``W_h = W_Vᵀ, W_b = W_Kᵀ, W_c = √d_s W_Qᵀ``
+    * seed 000 (corrected): ``U_v X_c A`` with ``A_{n,n'} = e^{⟨k_n,q_{n'}⟩}/Σ_ℓ e^{⟨k_ℓ,q_{n'}⟩}``,
+      ``U_q = W_Qᵀ, U_k = W_Kᵀ, U_v = W_Vᵀ`` (column-stochastic A)
+
+    ``result`` is the common map (N×Dv, rows). ``facts``: ``differences`` (each form minus seed 003,
+    all 0), ``psi_transpose`` (``Ψ(Z) − S(Zᵀ)ᵀ`` for a generic Z, 0), and seed 000's normalisers:
+    ``colsum_corrected`` (all 1), ``colsum_stated_qk`` (the stated ``U_q,U_k`` variant, not 1),
+    ``colsum_stated_shared_u`` (the stated ``U`` variant: 1, because ⟨Ux,Ux'⟩ is symmetric),
+    ``rowsum_stated_plain``/``colsum_stated_plain`` (the plain variant is row-, not column-stochastic),
+    with ``*_at_point`` numeric values at a rational point; ``symbols``.
+
+    >>> d = derive_forms_agree(2, 1, 1, 1)
+    >>> set(d.facts["differences"].values())
+    {0}
+    >>> d.facts["colsum_corrected"], d.facts["colsum_stated_shared_u"]
+    ((1, 1), (1, 1))
+    """
+    b = DerivationBuilder("Four seed forms of one attention layer agree (and seed 000's normaliser)")
+    X = _mat("x", N, D, real=True)
+    WQ, WK, WV = _mat("q", D, K, real=True), _mat("k", D, K, real=True), _mat("w", D, Dv, real=True)
+    ds = sp.Symbol("d_s", positive=True)
+    Xc = X.T
+    b.step("Tokens as rows X (N×D); column form X_c = Xᵀ", X)
+    f002 = _softmax_rows(X * WQ * WK.T * X.T) * X * WV
+    Q, Kk, V = X * WQ, X * WK, X * WV
+    f003 = _softmax_rows(Q * Kk.T) * V
+    b.step("seed 003: Softmax(Q Kᵀ) V, first entry", f003[0, 0])
+    Wh, Wb, Wc = WV.T, WK.T, sp.sqrt(ds) * WQ.T
+    f004 = (Wh * Xc * _softmax_cols(Xc.T * Wb.T * Wc * Xc / sp.sqrt(ds))).T
+    b.step("seed 004 with W_h = W_Vᵀ, W_b = W_Kᵀ, W_c = √d_s W_Qᵀ, transposed to rows, first entry", f004[0, 0])
+    Uq, Uk, Uv = WQ.T, WK.T, WV.T
+    q = Uq * Xc  # K×N, column n' is q_{n'}
+    k = Uk * Xc
+    S = k.T * q  # S[n, n'] = <k_n, q_n'>
+    A0 = sp.Matrix(N, N, lambda n, m: sp.exp(S[n, m]) / sum(sp.exp(S[l, m]) for l in range(N)))
+    f000 = (Uv * Xc * A0).T
+    b.step("seed 000 (corrected normaliser Σ_ℓ e^{⟨k_ℓ,q_{n'}⟩}) transposed to rows, first entry", f000[0, 0])
+    ref = _expand_exponents(f003)
+    diffs = {}
+    for name, f in (("seed002", f002), ("seed004", f004), ("seed000", f000)):
+        diffs[name] = _residual(_expand_exponents(f) - ref)
+        b.step(f"Σ (entries of {name} − seed 003)² simplifies to", diffs[name])
+    b.fact("differences", diffs)
+    Z = _mat("z", 3, 3, real=True)
+    pt = _residual(_softmax_cols(Z) - _softmax_rows(Z.T).T)
+    b.fact("psi_transpose", pt)
+    b.step("Column softmax is row softmax of the transpose: Σ(Ψ(Z) − S(Zᵀ)ᵀ)² =", pt)
+    # seed 000's normalisers
+    point = {s: sp.Rational((7 * i) % 5 - 2, 3) for i, s in enumerate(sorted(X.free_symbols | WQ.free_symbols | WK.free_symbols, key=str))}
+    b.fact("colsum_corrected", tuple(sp.simplify(sum(A0[:, m])) for m in range(N)))
+    b.step("Corrected A: column sums", sp.Matrix([b.facts["colsum_corrected"]]))
+    A_qk = sp.Matrix(N, N, lambda n, m: sp.exp(S[n, m]) / sum(sp.exp(S[m, l]) for l in range(N)))
+    b.step("Stated U_q,U_k variant: A_{n,n'} = e^{⟨k_n,q_{n'}⟩}/Σ_ℓ e^{⟨k_{n'},q_ℓ⟩}", A_qk[0, 0])
+    cs = tuple(sp.simplify(sum(A_qk[:, m])) for m in range(N))
+    b.fact("colsum_stated_qk", cs)
+    b.fact("colsum_stated_qk_at_point", tuple(float(sp.N(c.subs(point))) for c in cs))
+    b.step("Its column sums (not identically 1; value at a rational point)", sp.Matrix([b.facts["colsum_stated_qk_at_point"]]))
+    G = (Uk * Xc).T * (Uk * Xc)  # shared U (take U = U_k): symmetric Gram matrix
+    A_u = sp.Matrix(N, N, lambda n, m: sp.exp(G[n, m]) / sum(sp.exp(G[m, l]) for l in range(N)))
+    b.fact("colsum_stated_shared_u", tuple(sp.simplify(_expand_exponents(sp.Matrix([sum(A_u[:, m])]))[0]) for m in range(N)))
+    b.step("Stated U variant e^{⟨Ux_n,Ux_{n'}⟩}/Σ_ℓ e^{⟨Ux_{n'},Ux_ℓ⟩}: ⟨·,·⟩ symmetric, column sums",
+           sp.Matrix([b.facts["colsum_stated_shared_u"]]))
+    Gp = Xc.T * Xc
+    A_p = sp.Matrix(N, N, lambda n, m: sp.exp(Gp[n, m]) / sum(sp.exp(Gp[n, l]) for l in range(N)))
+    b.fact("rowsum_stated_plain", tuple(sp.simplify(sum(A_p[n, :])) for n in range(N)))
+    cp = tuple(sp.simplify(sum(A_p[:, m])) for m in range(N))
+    b.fact("colsum_stated_plain", cp)
+    b.fact("colsum_stated_plain_at_point", tuple(float(sp.N(c.subs(point))) for c in cp))
+    b.step("Stated plain variant e^{⟨x_n,x_{n'}⟩}/Σ_ℓ e^{⟨x_n,x_ℓ⟩}: rows sum to 1, columns at a point",
+           sp.Matrix([b.facts["colsum_stated_plain_at_point"]]))
+    b.fact("symbols", {"X": X, "W_Q": WQ, "W_K": WK, "W_V": WV, "d_s": ds})
+    return b.done(f003)
+
+
+# --------------------------------------------------------------------------------------------
+# attn.mhsa_sum_equals_concat
+
+
+@lru_cache(maxsize=None)
+def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> Derivation:
+    """Prove seed 000's ``Σ_h U_{p,h} U_{v,h} X_c A_h`` equals seed 003's
+    ``Concat(H_1..H_M) W^{(o)}`` (rows) with ``W^{(o)} = [U_{p,1}ᵀ; …; U_{p,M}ᵀ]``.
+
+    First as a block-matrix identity for symbolic sizes (``block_collapse``), which also gives the
+    concatenation width ``M·D_v``; then for explicit symbols at size ``N, D, K=D_v, M``.
+
+    ``result`` is the concat-form output (N×D, rows) in the symbols ``facts["symbols"]``
+    (per head ``W_Q[h], W_K[h], W_V[h]`` of shape D×K, and ``W_O`` of shape M·K×D).
+    ``facts``: ``block_identity`` (difference, 0), ``width`` (``M·D_v`` for symbolic M),
+    ``difference`` (sum form transposed minus concat form, 0).
+
+    >>> d = derive_mhsa_sum_concat(2, 1, 1, 2)
+    >>> d.facts["difference"], d.facts["block_identity"], d.facts["width"]
+    (0, 0, D_v*M)
+    """
+    b = DerivationBuilder("Multi-head attention: sum of projected heads = concatenation times W_O")
+    n, dv, dd = sp.symbols("N D_v D", positive=True, integer=True)
+    Hs = [sp.MatrixSymbol(f"H_{h + 1}", n, dv) for h in range(3)]
+    Ws = [sp.MatrixSymbol(f"P_{h + 1}", dv, dd) for h in range(3)]
+    lhs = sp.BlockMatrix([Hs]) * sp.BlockMatrix([[w] for w in Ws])
+    collapsed = sp.block_collapse(lhs)
+    b.step("Concat(H_1,H_2,H_3)·[P_1;P_2;P_3] by block multiplication", collapsed)
+    gap = sp.simplify(collapsed - sp.MatAdd(*[H * W for H, W in zip(Hs, Ws)]))
+    b.fact("block_identity", sp.Integer(0) if gap.is_ZeroMatrix else gap)
+    b.step("Concat·[P_h] − Σ_h H_h P_h", b.facts["block_identity"])
+    Mh, h = sp.symbols("M h", positive=True, integer=True)
+    width = sp.summation(dv, (h, 1, Mh))
+    b.fact("width", width)
+    b.step("Concat of M heads, each N×D_v: width Σ_h D_v", width)
+    X = _mat("x", N, D, real=True)
+    WQ = [_mat(f"q{h + 1}", D, K, real=True) for h in range(M)]
+    WK = [_mat(f"k{h + 1}", D, K, real=True) for h in range(M)]
+    WV = [_mat(f"v{h + 1}", D, K, real=True) for h in range(M)]
+    WO = _mat("o", M * K, D, real=True)
+    heads = [_softmax_rows(X * WQ[h] * (X * WK[h]).T) * X * WV[h] for h in range(M)]
+    concat = sp.Matrix.hstack(*heads) * WO
+    b.step("seed 003: Concat(H_1..H_M) W_O, first entry", concat[0, 0])
+    Xc = X.T
+    total = sp.zeros(D, N)
+    for hh in range(M):
+        Uq, Uk, Uv = WQ[hh].T, WK[hh].T, WV[hh].T
+        Up = WO[hh * K:(hh + 1) * K, :].T
+        S = (Uk * Xc).T * (Uq * Xc)
+        A = sp.Matrix(N, N, lambda a, m: sp.exp(S[a, m]) / sum(sp.exp(S[l, m]) for l in range(N)))
+        total += Up * Uv * Xc * A
+    b.step("seed 000: Σ_h U_{p,h} U_{v,h} X_c A_h with U_{p,h} = (rows h of W_O)ᵀ, first entry", total[0, 0])
+    diff = _residual(_expand_exponents(total.T) - _expand_exponents(concat))
+    b.fact("difference", diff)
+    b.step("Σ (sum formᵀ − concat form)² simplifies to", diff)
+    b.fact("symbols", {"X": X, "W_Q": tuple(WQ), "W_K": tuple(WK), "W_V": tuple(WV), "W_O": WO})
+    return b.done(concat)
+
+
+# --------------------------------------------------------------------------------------------
+# attn.permutation_equivariance
+
+
+@lru_cache(maxsize=None)
+def derive_permutation_equivariance(N: int = 3) -> Derivation:
+    """Derive that softmax attention commutes with token permutations, and that a causal mask or
+    an added positional encoding breaks it.
+
+    For a generic score matrix ``S`` (N×N symbols) and every permutation matrix ``P``:
+    ``S(P S Pᵀ) = P S(S) Pᵀ`` entrywise; with one-dimensional tokens ``x`` and weights
+    ``w_q, w_k, w_v`` the layer ``f(X) = S(X w_q w_k Xᵀ) X w_v`` satisfies ``f(PX) = P f(X)``.
+    Row-wise maps (LayerNorm, MLP) commute with P by definition. With the causal mask ``M`` or an
+    added encoding ``E`` the residual ``f(PX) − P f(X)`` is evaluated at a rational point (swap of
+    the first two tokens) and is non-zero.
+
+    ``result``: dict ``equivariant`` (True), ``breaks_with_causal_mask`` (True),
+    ``breaks_with_positional_encoding`` (True). ``facts``: ``residuals`` (one per permutation, 0),
+    ``causal_counterexample`` and ``pe_counterexample`` (float residual norms).
+
+    >>> d = derive_permutation_equivariance(2)
+    >>> d.result["equivariant"], set(d.facts["residuals"])
+    (True, {0})
+    """
+    from itertools import permutations
+
+    b = DerivationBuilder("Permutation equivariance of attention; broken by a mask or a positional encoding")
+    S = _mat("s", N, N, real=True)
+    x = sp.Matrix(sp.symbols(f"x_1:{N + 1}", real=True))
+    wq, wk, wv = sp.symbols("w_q w_k w_v", real=True)
+
+    def f(X, mask=None):
+        Z = X * wq * wk * X.T
+        if mask is not None:
+            Z = Z + mask
+        return _softmax_rows(Z) * X * wv
+
+    res = []
+    for perm in permutations(range(N)):
+        P = sp.Matrix(N, N, lambda i, j: 1 if perm[i] == j else 0)
+        r1 = _softmax_rows(P * S * P.T) - P * _softmax_rows(S) * P.T
+        r2 = _expand_exponents(f(P * x)) - _expand_exponents(P * f(x))
+        res.append(_residual(list(r1) + list(r2)))
+    b.fact("residuals", tuple(res))
+    b.step("Σ over entries of (S(PSPᵀ) − P S(S) Pᵀ)² + (f(PX) − P f(X))², one per permutation", sp.Matrix([res]))
+    b.step("Row-wise maps g (LayerNorm, MLP): (P g(X))_i = g(x_{π(i)}) = g(PX)_i by definition")
+    swap = list(range(N))
+    swap[0], swap[1] = 1, 0
+    P = sp.Matrix(N, N, lambda i, j: 1 if swap[i] == j else 0)
+    point = {x[i]: sp.Rational(i + 1, 2) for i in range(N)} | {wq: 1, wk: 1, wv: 1}
+    M = sp.Matrix(N, N, lambda t, s: 0 if s <= t else -sp.oo)
+    rc = f(P * x, M) - P * f(x, M)
+    cval = float(sp.N(sp.sqrt(sum(e**2 for e in rc.subs(point)))))
+    b.fact("causal_counterexample", cval)
+    b.step("Causal mask, swap of tokens 1 and 2 at x_i = i/2: ‖f(PX) − P f(X)‖ =", sp.Float(cval, 6))
+    E = sp.Matrix([sp.Rational((-1) ** i * (i + 1), 3) for i in range(N)])
+    rp = f(P * x + E) - P * f(x + E)
+    pval = float(sp.N(sp.sqrt(sum(e**2 for e in rp.subs(point)))))
+    b.fact("pe_counterexample", pval)
+    b.step("Positional encoding E added, same swap: ‖f(PX + E) − P f(X + E)‖ =", sp.Float(pval, 6))
+    return b.done({"equivariant": all(r == 0 for r in res), "breaks_with_causal_mask": cval > 0,
+                   "breaks_with_positional_encoding": pval > 0})
+
+
+# --------------------------------------------------------------------------------------------
+# attn.layernorm
+
+
+@lru_cache(maxsize=None)
+def derive_layernorm(D: int = 3) -> Derivation:
+    """Derive for ``z_l = (x_l − μ)/√(v + ε)`` (μ the mean, v the population variance of one token
+    ``x ∈ R^D``): ``mean(z) = 0`` and ``var(z) = v/(v + ε)``, which is 1 at ε = 0 (seed 000's form).
+
+    ``result``: dict ``mean`` (0) and ``variance`` (``v/(v+ε)`` in the symbols ``facts["v"]``,
+    ``facts["eps"]``).
+
+    >>> d = derive_layernorm(2)
+    >>> d.result["mean"], d.result["variance"], d.facts["variance_at_eps0"]
+    (0, v/(epsilon + v), 1)
+    """
+    b = DerivationBuilder("LayerNorm: mean 0, population variance v/(v+ε) (1 without ε)")
+    x = sp.symbols(f"x_1:{D + 1}", real=True)
+    eps = sp.Symbol("epsilon", nonnegative=True)
+    v = sp.Symbol("v", positive=True)
+    mu = sum(x) / D
+    var_x = sum((xi - mu) ** 2 for xi in x) / D
+    b.step("μ = (1/D) Σ_l x_l", mu)
+    b.step("v = (1/D) Σ_l (x_l − μ)² (population variance, seed 000)", var_x)
+    z = [(xi - mu) / sp.sqrt(v + eps) for xi in x]
+    b.step("z_l = (x_l − μ)/√(v + ε), first entry", z[0])
+    mz = sp.simplify(sum(z) / D)
+    b.step("mean(z) simplifies to", mz)
+    vz_raw = sum((zi - mz) ** 2 for zi in z) / D
+    # replace (1/D)Σ(x−μ)² by v: var(z)(v+ε) − var_x is identically 0
+    vz = sp.simplify(vz_raw * (v + eps) / var_x) * v / (v + eps)
+    b.fact("identity_residual", sp.simplify(vz_raw * (v + eps) - var_x))
+    b.step("(v + ε)·var(z) − (1/D)Σ(x_l − μ)² simplifies to", b.facts["identity_residual"])
+    vz = sp.simplify(vz)
+    b.step("hence var(z) =", vz)
+    b.fact("variance_at_eps0", sp.simplify(vz.subs(eps, 0)))
+    b.step("at ε = 0", b.facts["variance_at_eps0"])
+    b.fact("v", v)
+    b.fact("eps", eps)
+    return b.done({"mean": mz, "variance": vz})
+
+
+# --------------------------------------------------------------------------------------------
+# attn.block_recipe
+
+
+@lru_cache(maxsize=None)
+def derive_block_recipe() -> Derivation:
+    """Derive what each block recipe does when its branches are switched off.
+
+    With undefined functions ``LN_1, LN_2, MHSA, MLP`` of the stream ``x``:
+
+    * pre-LN (corrected seed 000, ``norm_first``): ``y = x + MHSA(LN_1 x)``, ``x' = y + MLP(LN_2 y)``
+    * seed 000 as stated: ``x' = LN_2(y) + MLP(y)``
+    * post-LN (Vaswani et al.; seed 001's LayerNorm after each sub-layer):
+      ``y = LN_1(x + MHSA x)``, ``x' = LN_2(y + MLP y)``
+
+    Setting ``MLP ≡ 0`` the residual update ``x' − y`` is 0 for pre-LN but ``LN_2(y) − y`` as
+    stated; with ``MHSA ≡ MLP ≡ 0`` pre-LN is the identity while the stated recipe gives ``LN_2(x)``
+    (e.g. ``LN((1, 2)) = (−1, 1)``).
+
+    ``result``: dict of the three recipes at ``MHSA ≡ MLP ≡ 0`` (``pre_ln``: ``x``; ``stated``:
+    ``LN_2(x)``; ``post_ln``: ``LN_2(LN_1(x))``). ``facts``: ``update_mlp0`` per recipe, ``x`` and the
+    function symbols, ``ln_example`` (LN of (1, 2)).
+
+    >>> r = derive_block_recipe().result
+    >>> r["pre_ln"], r["stated"]
+    (x, LN_2(x))
+    """
+    b = DerivationBuilder("Transformer block recipes: pre-LN residual, seed 000 as stated, post-LN")
+    x = sp.Symbol("x")
+    LN1, LN2, MHSA, MLP = (sp.Function(n) for n in ("LN_1", "LN_2", "MHSA", "MLP"))
+    u = sp.Symbol("u")
+    zero = sp.Lambda(u, 0)
+    y = x + MHSA(LN1(x))
+    recipes = {
+        "pre_ln": y + MLP(LN2(y)),
+        "stated": LN2(y) + MLP(y),
+        "post_ln": LN2(LN1(x + MHSA(x)) + MLP(LN1(x + MHSA(x)))),
+    }
+    ystream = {"pre_ln": y, "stated": y, "post_ln": LN1(x + MHSA(x))}
+    for k, e in recipes.items():
+        b.step(f"{k}: x' =", e)
+    upd = {k: sp.simplify((recipes[k] - ystream[k]).subs(MLP, zero)) for k in recipes}
+    b.fact("update_mlp0", upd)
+    for k, e in upd.items():
+        b.step(f"{k}: residual update x' − y with MLP ≡ 0", e)
+    both = {k: sp.simplify(e.subs(MLP, zero).subs(MHSA, zero)) for k, e in recipes.items()}
+    for k, e in both.items():
+        b.step(f"{k}: with MHSA ≡ MLP ≡ 0, x' =", e)
+    a1, a2 = sp.Integer(1), sp.Integer(2)
+    m = (a1 + a2) / 2
+    s = sp.sqrt(((a1 - m) ** 2 + (a2 - m) ** 2) / 2)
+    ex = sp.Matrix([[(a1 - m) / s, (a2 - m) / s]])
+    b.fact("ln_example", ex)
+    b.step("LayerNorm is not the identity: LN((1, 2)) =", ex)
+    b.fact("x", x)
+    b.fact("functions", {"LN_1": LN1, "LN_2": LN2, "MHSA": MHSA, "MLP": MLP})
+    return b.done(both)
+
+
+# --------------------------------------------------------------------------------------------
+# attn.complexity
+
+
+@lru_cache(maxsize=None)
+def derive_complexity() -> Derivation:
+    """Count multiply-adds of one attention head from its definition, as SymPy sums.
+
+    Scores with a shared projection U (seed 000): ``U x_n`` is K dot products of length D for each
+    of N tokens, then N² dot products of length K: ``C = N·K·D + N²·K``. A full head with
+    ``U_q, U_k, U_v ∈ R^{K×D}``, ``U_p ∈ R^{D×K}``: ``4·N·K·D + 2·N²·K``.
+
+    ``result``: dict ``score_cost``, ``head_cost`` (polynomials in the symbols ``facts["N"]``,
+    ``facts["K"]``, ``facts["D"]``). ``facts``: ``score_fraction`` (``N²K/C``), its limit as
+    ``N → ∞`` (1), ``k_threshold`` (``C < N²D ⟺ K < ND/(N+D)``), ``gap_at_half_d``
+    (``C − N²D`` at ``K = D/2``, negative exactly when ``N > D``).
+
+    >>> r = derive_complexity().result
+    >>> r["score_cost"], r["head_cost"]
+    (D*K*N + K*N**2, 4*D*K*N + 2*K*N**2)
+    """
+    b = DerivationBuilder("Multiply-add count of attention (seed 000)")
+    N, K, D = sp.symbols("N K D", positive=True, integer=True)
+    n, m, k, i = sp.symbols("n m k i", positive=True, integer=True)
+    one_dot = lambda length: sp.summation(1, (i, 1, length))  # noqa: E731 (one multiply-add per term)
+    proj = sp.summation(sp.summation(one_dot(D), (k, 1, K)), (n, 1, N))
+    b.step("U x_n for all n: Σ_n Σ_{k≤K} (dot product of length D)", proj)
+    scores = sp.summation(sp.summation(one_dot(K), (m, 1, N)), (n, 1, N))
+    b.step("⟨U x_n, U x_m⟩ for all n, m: Σ_n Σ_m (dot product of length K)", scores)
+    C = sp.expand(proj + scores)
+    b.step("Scores with one shared U: C =", C)
+    weighted = sp.summation(sp.summation(one_dot(N), (k, 1, K)), (m, 1, N))
+    b.step("U_v X A: Σ_{n'} Σ_{k≤K} (weighted sum over N tokens)", weighted)
+    head = sp.expand(3 * proj + scores + weighted + proj)
+    b.step("Full head: U_q, U_k, U_v projections + scores + A-weighting + U_p projection", head)
+    frac = sp.simplify(scores / C)
+    b.fact("score_fraction", frac)
+    b.fact("score_fraction_limit", sp.limit(frac, N, sp.oo))
+    b.step("Share of the N² term and its limit as N → ∞", sp.Eq(sp.Limit(frac, N, sp.oo), b.facts["score_fraction_limit"]))
+    thr = sp.solve(sp.Eq(C, N**2 * D), K)[0]
+    b.fact("k_threshold", thr)
+    b.step("C < N²D (the plain form's cost) exactly when K <", thr)
+    gap = sp.factor(C.subs(K, D / 2) - N**2 * D)
+    b.fact("gap_at_half_d", gap)
+    b.step("C − N²D at K = D/2 (seed's 'N²D if K < D/2' needs N ≥ D)", gap)
+    b.fact("N", N)
+    b.fact("K", K)
+    b.fact("D", D)
+    return b.done({"score_cost": C, "head_cost": head})
+
+
+# --------------------------------------------------------------------------------------------
+# attn.sinusoidal_pe
+
+
+@lru_cache(maxsize=None)
+def derive_sinusoidal_pe() -> Derivation:
+    """Derive with the angle-addition identities that the sinusoidal encoding shifted by k is a
+    fixed rotation of the unshifted one, pair by pair.
+
+    Pair i of ``PE(p)`` is ``(sin pω_i, cos pω_i)`` with ``ω_i = base^{−2i/D}`` (Vaswani et al.,
+    seed 003 §3). ``result`` is the 2×2 matrix ``R(kω)`` with
+    ``[sin (p+k)ω, cos (p+k)ω] = [sin pω, cos pω] · R(kω)`` (row vectors); it does not contain p.
+    ``facts``: ``omega`` (ω_i in symbols i, D, base), ``orthogonality`` (RᵀR − I, zero),
+    ``composition`` (R(jω)R(kω) − R((j+k)ω), zero), ``symbols``.
+
+    >>> d = derive_sinusoidal_pe()
+    >>> d.result
+    Matrix([
+    [cos(k*omega), -sin(k*omega)],
+    [sin(k*omega),  cos(k*omega)]])
+    >>> d.facts["depends_on_p"]
+    False
+    """
+    b = DerivationBuilder("Sinusoidal positional encoding: shift by k is a block rotation")
+    p, k, j = sp.symbols("p k j", real=True)
+    w = sp.Symbol("omega", positive=True)
+    i, D, base = sp.symbols("i D base", positive=True)
+    omega = base ** (-2 * i / D)
+    b.step("Frequencies ω_i = base^{−2i/D}; PE(p)_{2i} = sin pω_i, PE(p)_{2i+1} = cos pω_i", omega)
+    s_sh = _expand_angles(sp.sin((p + k) * w))
+    c_sh = _expand_angles(sp.cos((p + k) * w))
+    b.step("sin((p+k)ω) by angle addition", s_sh)
+    b.step("cos((p+k)ω) by angle addition", c_sh)
+    s, c = sp.symbols("s c", real=True)
+    lin = [e.subs({sp.sin(p * w): s, sp.cos(p * w): c}) for e in (s_sh, c_sh)]
+    R = sp.Matrix([[sp.diff(lin[col], var) for col in range(2)] for var in (s, c)])
+    b.step("Both are linear in (s, c) = (sin pω, cos pω); coefficient matrix R with [s', c'] = [s, c] R", R)
+    resid = sp.simplify(sp.Matrix([[s, c]]) * R - sp.Matrix([lin]))
+    b.fact("linearity_residual", resid)
+    b.fact("depends_on_p", p in R.free_symbols)
+    b.step("R depends on p:", sp.sympify(p in R.free_symbols))
+    b.fact("orthogonality", sp.simplify(R.T * R - sp.eye(2)))
+    b.step("RᵀR − I", b.facts["orthogonality"])
+    Rj = R.subs(k, j)
+    Rjk = R.subs(k, j + k)
+    b.fact("composition", sp.simplify(Rj * R - Rjk.applyfunc(_expand_angles)))
+    b.step("R(jω) R(kω) − R((j+k)ω)", b.facts["composition"])
+    b.fact("omega", omega)
+    b.fact("symbols", {"k": k, "omega": w, "i": i, "D": D, "base": base, "p": p})
+    return b.done(R)
