@@ -56,3 +56,14 @@ def att_svm_instances(draw, n_max: int = 20, T_max: int = 10, d_max: int = 16, s
     d = draw(st.integers(4, d_max))
     gap = draw(st.floats(0.05, 0.4))
     return make_instance(n, T, d, seed=draw(seeds), setting=setting, gap=gap)
+
+
+@st.composite
+def attention_problems(draw, B_max: int = 3, T_max: int = 6, d_max: int = 4, Dv_max: int = 6, scale_max: float = 30.0):
+    """Random single-head attention inputs ``(Q, K, V)`` of shapes ``(B, T, d)``, ``(B, T, d)``,
+    ``(B, T, D_v)``; queries scaled by a drawn factor up to ``scale_max`` (near one-hot weights)."""
+    B, T = draw(st.integers(1, B_max)), draw(st.integers(1, T_max))
+    d, Dv = draw(st.integers(1, d_max)), draw(st.integers(1, Dv_max))
+    scale = draw(st.floats(0.1, scale_max))
+    rng = np.random.default_rng(draw(seeds))
+    return rng.normal(size=(B, T, d)) * scale, rng.normal(size=(B, T, d)), rng.normal(size=(B, T, Dv))
