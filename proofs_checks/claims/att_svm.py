@@ -444,7 +444,7 @@ def _gd_global(form, ctx):
     reach = r.iterations_to(0.99, "mm")
     _figure(ctx, "ngd_corr", {f"init {b}": (np.arange(1, iters + 1), r.corr["mm"][:, b]) for b in range(min(4, B))}, "corr(W_k, W^mm)")
     errs = {"one_minus_corr_final": float(np.max(1 - c)),
-            "norm_not_growing": float(np.mean(r.norm[-1] < 10 * r.norm[iters // 10])),
+            "norm_not_growing": float(np.mean(r.norm[-1] < 3 * r.norm[iters // 10])),  # NGD: ‖W_k‖ grows ~linearly
             "opt_mass_missing": float(np.max(1 - r.opt_mass[-1])),
             "selected_not_opt": float(np.mean(r.selected != inst.opt))}
     return compare(worst(errs), 0.01, "TLTO'23 / VDT'24 global convergence; 1 − corr ≤ 0.01 after the iteration budget",
