@@ -50,9 +50,23 @@ __all__ = [
     "SoftmaxICL",
     "train_softmax_icl",
     "baseline_errors",
+    "measure_weights",
+    "single_thread",
 ]
 
 DTYPE = torch.float64
+
+
+class single_thread:
+    """Context manager: run torch CPU ops on one thread (tiny tensors; thread sync costs more than it
+    gains, and the CI machine has 2 cores shared by test workers). Restores the previous setting."""
+
+    def __enter__(self):
+        self._n = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self._n)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,7 +290,7 @@ def lsa_features(E: torch.Tensor) -> torch.Tensor:
     return (gram[..., :, :, None] * e_q[..., None, None, :]).flatten(-3)
 
 
-def train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed: int, lr: float = 0.02,
+def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed: int, lr: float = 0.02,
               sigma: float | None = None, device="cpu", lbfgs_steps: int = 50) -> TrainResult:
     """Train ``n_seeds`` full-parameter LSAs (one batched tensor, ``W^{PV}, W^{KQ}`` of shape
     ``(S, d+1, d+1)``) from ZFB's initialisation, each on its own fixed set of ``n_prompts`` sampled
@@ -344,6 +358,22 @@ def train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed:
         B = model.B().cpu().numpy()
     return TrainResult(model.Wpv.detach().cpu(), model.Wkq.detach().cpu(), B, fl, np.array(curve),
                        time.perf_counter() - t0, str(dev))
+
+
+def train_lsa(Lambda, N: int, **kw) -> TrainResult:
+    with single_thread() if resolve_device(kw.get("device", "cpu")).type == "cpu" else _nullcontext():
+        return _train_lsa(Lambda, N, **kw)
+
+
+train_lsa.__doc__ = _train_lsa.__doc__
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -455,11 +485,17 @@ def train_softmax_icl(d: int, k_max: int, *, steps: int, batch: int, seed: int, 
                       width: int = 32, layers: int = 2, device="cpu") -> tuple[SoftmaxICL, np.ndarray]:
     """Adam on fresh prompts each step (``x ~ N(0, I_d)``, ``w ~ N(0, I_d)``, noise-free), loss the
     mean squared error over all positions. float32 for speed (this is evidence, not verification)."""
+    with single_thread():
+        return _train_softmax_icl(d, k_max, steps, batch, seed, lr, width, layers, device)
+
+
+def _train_softmax_icl(d, k_max, steps, batch, seed, lr, width, layers, device):
     dev = resolve_device(device)
-    torch.manual_seed(seed)
-    model = SoftmaxICL(d, k_max, width=width, layers=layers).to(dev)
+    with torch.random.fork_rng(devices=[]):  # seeded initialisation without touching the global RNG
+        torch.manual_seed(seed)
+        model = SoftmaxICL(d, k_max, width=width, layers=layers).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(steps, 1), pct_start=0.1)
     g = generator(seed, dev)
     curve = []
     for _ in range(steps):
@@ -471,7 +507,7 @@ def train_softmax_icl(d: int, k_max: int, *, steps: int, batch: int, seed: int, 
         loss.backward()
         opt.step()
         sched.step()
-        curve.append(float(loss))
+        curve.append(float(loss.detach()))
     return model, np.array(curve)
 
 
@@ -502,3 +538,36 @@ def baseline_errors(model: SoftmaxICL | None, d: int, k_max: int, n: int, *, see
         e = (p - y) ** 2 / d
         out[name] = (e.mean(0), e.std(0, ddof=1) / math.sqrt(n))
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# measurements used by `tverify check icl`
+
+
+def measure_weights(Lambda, N: int, Gamma_inv: np.ndarray, Wpv, Wkq, *, M: int, n: int = 4000, seed: int = 0,
+                    device="cpu") -> dict:
+    """Compare LSA weights ``Wpv, Wkq`` (``(d+1, d+1)`` or a batch ``(S, d+1, d+1)``) with the
+    closed form: relative Frobenius error of ``w22·W11`` against ``Gamma_inv``, the largest entry of
+    the other blocks that reach ``ŷ`` (``W^{PV}_{d+1,:d}``, ``W^{KQ}_{d+1,:d}``), and the relative RMS
+    difference of predictions on ``n`` fresh prompts of length ``M`` (ρ = M)."""
+    L = as_spd_matrix(Lambda)
+    d = L.shape[0]
+    Wpv = torch.as_tensor(np.asarray(Wpv, dtype=np.float64))
+    Wkq = torch.as_tensor(np.asarray(Wkq, dtype=np.float64))
+    if Wpv.shape[-2:] != (d + 1, d + 1) or Wkq.shape[-2:] != (d + 1, d + 1):
+        raise InputError(f"weights must be ({d + 1}, {d + 1}) for d = {d} (Lambda), got W_PV {tuple(Wpv.shape)}, W_KQ {tuple(Wkq.shape)}")
+    if not (torch.isfinite(Wpv).all() and torch.isfinite(Wkq).all()):
+        raise InputError("weights contain NaN or inf")
+    if Wpv.ndim == 2:
+        Wpv, Wkq = Wpv[None], Wkq[None]
+    B = (Wpv[:, d, d, None, None] * Wkq[:, :d, :d]).numpy()
+    rel_B = np.linalg.norm(B - Gamma_inv, axis=(1, 2)) / np.linalg.norm(Gamma_inv)
+    other = max(float(Wpv[:, d, :d].abs().max()), float(Wkq[:, d, :d].abs().max()))
+    P = sample_prompts(L, M, (n,), seed=seed, device=device)
+    with torch.no_grad():
+        yh = lsa_forward(Wpv[:, None].to(P.E.device), Wkq[:, None].to(P.E.device), P.E[None], float(M)).cpu().numpy()
+    X, y, xq = P.X.cpu().numpy(), P.y.cpu().numpy(), P.x_q.cpu().numpy()
+    closed = np.einsum("nd,de,ne->n", xq, Gamma_inv, np.einsum("nm,nmd->nd", y, X) / M)
+    rel_pred = np.sqrt(np.mean((yh - closed) ** 2, axis=-1)) / np.sqrt(np.mean(closed**2))
+    return {"rel_err_B": rel_B.tolist(), "max_other_block": other, "rel_rms_prediction": rel_pred.tolist(),
+            "B": B.tolist(), "risk_M": float(np.mean((yh - P.y_q.cpu().numpy()) ** 2))}
