@@ -151,7 +151,7 @@ def gamma_n(Lambda, N):
 
     >>> gamma_n(sp.Matrix([[1, 0], [0, 2]]), 2)
     Matrix([
-    [3, 0],
+    [3,   0],
     [0, 9/2]])
     >>> gamma_n([1.0, 1.0], 4)
     array([[1.75, 0.  ],
@@ -193,8 +193,8 @@ def lsa_predictor(Lambda, N) -> LSAPredictor:
     >>> p = lsa_predictor(sp.eye(2), 3)
     >>> p.matrix
     Matrix([
-    [1/2, 0],
-    [0, 1/2]])
+    [1/2,   0],
+    [  0, 1/2]])
     >>> float(p([[1.0, 0.0]], [2.0], [1.0, 0.0]))
     1.0
     """
@@ -233,7 +233,7 @@ def loss_minimum(Lambda, N):
     """``min L = ½[tr Λ − tr(Γ_N^{-1} Λ²)]``.
 
     >>> loss_minimum(sp.eye(1), 1)
-    1/6
+    1/3
     """
     L = _lam(Lambda)
     G = gamma_n(L, N)
@@ -247,9 +247,9 @@ def linear_task_risk(Lambda, N, M):
     ``(1/M) tr(Γ_N^{-2} Λ² (Λ + tr(Λ) I)) + (1/N²) tr(Γ_N^{-2} Λ (Λ + tr(Λ) I)²)``.
 
     >>> linear_task_risk(sp.eye(1), 1, 1)
-    1
+    2/3
     >>> round(float(linear_task_risk([1.0, 1.0], 10, 10)), 6)
-    0.413223
+    0.461538
     """
     L = _lam(Lambda)
     G = gamma_n(L, N)
@@ -292,7 +292,7 @@ def general_target_risk(Lambda, N, M, a, Sigma, min_risk):
     + tr(Λ)² ‖a‖²_{Γ_N^{-2}Λ}]``.
 
     >>> general_target_risk(sp.eye(1), 1, 1, [1], sp.Matrix([[2]]), 0)
-    1
+    2/3
     """
     L, G, N, M, a, S, sym = _general_inputs(Lambda, N, M, a, Sigma)
     if sym:
@@ -544,7 +544,7 @@ def derive_loss_minimum(d: int = 2) -> Derivation:
 
     >>> D = derive_loss_minimum(1)
     >>> sp.factor(D.result)
-    l_11*(N + 1)/(2*(N + 2))
+    l_11/(N + 2)
     """
     b = DerivationBuilder("Minimum of the population loss")
     P, S = derive_population_loss(d), derive_global_min(d)
