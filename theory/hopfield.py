@@ -1,0 +1,398 @@
+"""Hopfield networks derived in SymPy (claims ``hop.*``).
+
+Conventions follow seed 002: stored patterns are the *columns* of ``X = [x_1, ..., x_N] ∈ R^{d×N}``,
+a state is a column ``ξ ∈ R^d``; ``S(·)`` is the softmax over the stored-pattern index;
+``lse(β, z) = β^{-1} log Σ_l exp(β z_l)``; ``sgn(0) = +1``.
+
+Every function returns a :class:`~theory.derivation.Derivation` whose ``facts`` carry the symbols
+needed to ``lambdify`` the results, so that checks compare numerics with what SymPy derived.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from theory.derivation import Derivation, DerivationBuilder
+
+__all__ = [
+    "AGS_ALPHA_C",
+    "derive_classical_flip",
+    "derive_dense_update",
+    "derive_capacity_formulas",
+    "derive_classical_capacity",
+    "derive_modern_energy",
+    "derive_retrieval_bound",
+    "derive_attention_identity",
+]
+
+#: Amit–Gutfreund–Sompolinsky (1985/87) critical load of the Hebbian network (replica theory,
+#: retrieval with ≈1.5% wrong bits). A literature constant: not derivable by the SNR argument.
+AGS_ALPHA_C = sp.Rational(138, 1000)
+
+
+def _sym_matrix(name: str, rows: int, cols: int, **assumptions) -> sp.Matrix:
+    return sp.Matrix(rows, cols, lambda r, c: sp.Symbol(f"{name}_{r + 1}{c + 1}", **assumptions))
+
+
+# --------------------------------------------------------------------------------------------
+# classical network: energy change of one asynchronous flip
+
+
+@lru_cache(maxsize=None)
+def derive_classical_flip(d: int = 4, i: int = 0) -> Derivation:
+    """Derive ``ΔE`` when unit ``i`` of ``ξ ∈ {±1}^d`` flips, for ``E(ξ) = −½ξᵀWξ + ξᵀb`` with a
+    symmetric ``W``, and that under the update ``ξ_i ← sgn((Wξ − b)_i)`` a flip gives
+    ``ΔE ≤ −2w_ii``.
+
+    ``result`` is ``ΔE`` as an expression in ``ξ, W, b``; ``facts`` hold the symbols (``xi``,
+    ``W``, ``b``), ``residual`` (ΔE minus ``2ξ_i(Σ_{j≠i} w_ij ξ_j − b_i)``, simplified) and
+    ``bound_gap`` (``ΔE + 2w_ii`` in terms of ``s = ξ_i h_i``; non-positive when the update flips).
+
+    >>> r = derive_classical_flip(3, 0)
+    >>> r.facts["residual"], r.facts["bound_gap_nonpositive"]
+    (0, True)
+    >>> r.result
+    -2*b_1*xi_1 + 2*w_12*xi_1*xi_2 + 2*w_13*xi_1*xi_3
+    """
+    b = DerivationBuilder("Classical Hopfield: energy change of one asynchronous flip")
+    xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
+    W = sp.Matrix(d, d, lambda r, c: sp.Symbol(f"w_{min(r, c) + 1}{max(r, c) + 1}", real=True))
+    bias = sp.Matrix(sp.symbols(f"b_1:{d + 1}", real=True))
+    E = sp.expand((-sp.Rational(1, 2) * xi.T * W * xi + xi.T * bias)[0, 0])
+    b.step("Energy E(ξ) = −½ ξᵀWξ + ξᵀb with W symmetric (w_jk = w_kj)", E)
+    E_flip = E.subs(xi[i], -xi[i], simultaneous=True)
+    dE = sp.expand(E_flip - E)
+    b.step(f"Flip unit {i + 1}: ΔE = E(ξ with ξ_{i + 1} → −ξ_{i + 1}) − E(ξ); the w_ii ξ_i² term cancels", dE)
+    target = 2 * xi[i] * (sum(W[i, j] * xi[j] for j in range(d) if j != i) - bias[i])
+    residual = sp.simplify(dE - target)
+    b.step("ΔE − 2ξ_i(Σ_{j≠i} w_ij ξ_j − b_i) simplifies to", residual)
+    h = sum(W[i, j] * xi[j] for j in range(d)) - bias[i]
+    via_field = sp.expand(2 * xi[i] * h - 2 * W[i, i] * xi[i] ** 2)
+    b.step("Write with the local field h_i = (Wξ − b)_i the update uses: ΔE = 2ξ_i h_i − 2 w_ii ξ_i²",
+           sp.simplify(dE - via_field))
+    s, wii = sp.Symbol("s", nonpositive=True), sp.Symbol("w_ii", nonnegative=True)
+    gap = 2 * s - 2 * wii - (-2 * wii)
+    b.step("The update flips ξ_i only when sgn(h_i) ≠ ξ_i, i.e. s = ξ_i h_i ≤ 0 (sgn(0)=+1); with ξ_i² = 1, "
+           "ΔE + 2w_ii = 2s", gap)
+    b.fact("bound_gap", gap)
+    b.fact("bound_gap_nonpositive", bool(gap.is_nonpositive))
+    b.step("Hence ΔE ≤ −2w_ii ≤ 0 for w_ii ≥ 0: asynchronous updates never increase E", sp.Le(sp.Symbol("Delta_E"), -2 * wii))
+    b.fact("residual", residual)
+    b.fact("xi", tuple(xi))
+    b.fact("W", W)
+    b.fact("b", tuple(bias))
+    b.fact("energy", E)
+    return b.done(dE)
+
+
+# --------------------------------------------------------------------------------------------
+# dense associative memory: update as an energy difference, capacity by signal-to-noise
+
+
+@lru_cache(maxsize=None)
+def derive_dense_update(a: int = 2, d: int = 3, N: int = 2) -> Derivation:
+    """Dense associative memory ``E(ξ) = −Σ_μ F(x_μᵀξ)`` with ``F(z) = z^a``: the update
+    ``ξ_l ← sgn[−E(ξ^{(l+)}) + E(ξ^{(l−)})]`` as an explicit sum over patterns, and for ``a = 2``
+    the identity with the classical rule ``sgn(Σ_{j≠l} w_lj ξ_j)`` for Hebbian ``W = Σ x_μ x_μᵀ``.
+
+    ``result`` is the energy difference ``−E(ξ^{(1+)}) + E(ξ^{(1−)})`` (unit ``l = 1``);
+    ``facts["hebbian_residual"]`` is 0 when ``a = 2``.
+
+    >>> r = derive_dense_update(2, 3, 2)
+    >>> r.facts["hebbian_residual"]
+    0
+    """
+    b = DerivationBuilder(f"Dense associative memory F(z)=z^{a}: the update as an energy difference")
+    xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
+    X = _sym_matrix("x", d, N, real=True)
+    z = sp.Symbol("z")
+    F = sp.Lambda(z, z ** a)
+    E = lambda v: -sum(F((X[:, m].T * v)[0, 0]) for m in range(N))  # noqa: E731
+    b.step("Energy E(ξ) = −Σ_μ F(x_μᵀξ)", E(xi))
+    plus, minus = xi.copy(), xi.copy()
+    plus[0], minus[0] = 1, -1
+    diff = sp.expand(-E(plus) + E(minus))
+    b.step("Update of unit 1: sgn of −E(ξ with ξ_1=+1) + E(ξ with ξ_1=−1)", diff)
+    c = [sum(X[j, m] * xi[j] for j in range(1, d)) for m in range(N)]
+    as_sum = sp.expand(sum(F(c[m] + X[0, m]) - F(c[m] - X[0, m]) for m in range(N)))
+    b.step("= Σ_μ [F(c_μ + x_{μ1}) − F(c_μ − x_{μ1})] with c_μ = Σ_{j≠1} x_{μj} ξ_j; residual",
+           sp.simplify(diff - as_sum))
+    res = sp.nan
+    if a == 2:
+        W = X * X.T
+        classical = 4 * sum(W[0, j] * xi[j] for j in range(1, d))
+        res = sp.simplify(diff - classical)
+        b.step("For a = 2 this is 4 Σ_{j≠1} w_1j ξ_j with W = Σ_μ x_μ x_μᵀ: the classical rule; residual", res)
+    b.fact("hebbian_residual", res)
+    b.fact("xi", tuple(xi))
+    b.fact("X", X)
+    return b.done(diff)
+
+
+@lru_cache(maxsize=None)
+def derive_capacity_formulas(a: int = 2) -> Derivation:
+    """No-error capacity of the dense memory ``F(z) = z^a`` (``a = 2``: classical Hebbian net)
+    from the signal-to-noise argument.
+
+    At ``ξ = x_ν`` the drive of bit ``l`` (times ``x_{νl}``) is a signal ``F(d) − F(d−2) ≈ 2a d^{a−1}``
+    plus crosstalk ``Σ_{μ≠ν} 2a c_μ^{a−1} x_{μl}x_{νl}`` with ``c_μ ≈ N(0, d)``: variance
+    ``4a² N E[c^{2a−2}] = 4a² N (2a−3)!! d^{a−1}``. A bit errs with probability ``≈ exp(−SNR²/2)``.
+    Requiring ``d·P_err = O(1)`` (a given pattern is recalled exactly: "most patterns") and
+    ``N d·P_err = O(1)`` (all patterns exact) and solving for ``N`` at leading order gives
+
+    ``C_most = d^{a−1}/(2 (2a−3)!! ln d)``, ``C_all = d^{a−1}/(2a (2a−3)!! ln d)``.
+
+    ``result`` is ``{"most": C_most, "all": C_all}`` as expressions in the positive symbol ``d``.
+
+    >>> r = derive_capacity_formulas(2)
+    >>> r.result["most"], r.result["all"]
+    (d/(2*log(d)), d/(4*log(d)))
+    >>> derive_capacity_formulas(3).result["most"]
+    d**2/(6*log(d))
+    """
+    b = DerivationBuilder(f"Capacity of the dense memory F(z)=z^{a} by signal-to-noise")
+    d, N, u, zz = sp.symbols("d N u z", positive=True)
+    zr = sp.Symbol("zeta", real=True)
+    F = lambda t: t ** a  # noqa: E731
+    signal = sp.expand(F(d) - F(d - 2))
+    lead_signal = sp.limit(signal / d ** (a - 1), d, sp.oo) * d ** (a - 1)
+    b.step("Signal of pattern ν on its own bit: F(d) − F(d−2), leading order", sp.Eq(sp.Symbol("signal"), lead_signal))
+    # crosstalk term of one other pattern: F(c + 1) − F(c − 1) to leading order in c
+    c = sp.Symbol("c", real=True)
+    one = sp.expand(F(c + 1) - F(c - 1))
+    lead_one = sp.LT(sp.Poly(one, c).as_expr(), c) if a > 1 else one
+    b.step("Crosstalk of one pattern μ≠ν: F(c_μ+1) − F(c_μ−1), leading term in c_μ", lead_one)
+    gauss = sp.exp(-zr ** 2 / 2) / sp.sqrt(2 * sp.pi)
+    moment = sp.integrate(zr ** (2 * a - 2) * gauss, (zr, -sp.oo, sp.oo))
+    b.step(f"Gaussian moment E[Z^{2 * a - 2}] (c_μ ≈ √d Z)", moment)
+    b.fact("double_factorial_matches", sp.simplify(moment - sp.factorial2(2 * a - 3)) == 0)
+    var = sp.expand(N * (lead_one.subs(c, 1) ** 2) * moment * d ** (a - 1))
+    b.step("Crosstalk variance over N−1 ≈ N patterns", sp.Eq(sp.Symbol("Var"), var))
+    snr2 = sp.simplify(lead_signal ** 2 / var)
+    b.fact("snr2", snr2)
+    b.step("SNR² = signal²/Var", sp.Eq(sp.Symbol("SNR^2"), snr2))
+    # per-bit error ≈ exp(−SNR²/2); criterion on the exponent: SNR²/2 = ln(number of bits that must be right)
+    most = sp.solve(sp.Eq(snr2 / 2, sp.log(d)), N)[0]
+    b.step("Most patterns exact: d·exp(−SNR²/2) = O(1) ⇔ SNR² = 2 ln d; solve for N", sp.Eq(sp.Symbol("C_most"), most))
+    # all patterns: N d exp(−SNR²/2) = O(1); with N = Θ(d^{a−1}/ln d), ln(N d) = a ln d + O(ln ln d)
+    lnNd = sp.limit(sp.log(most * d) / sp.log(d), d, sp.oo) * sp.log(d)
+    b.step("All patterns exact: N d exp(−SNR²/2) = O(1); at N = Θ(d^{a−1}/ln d), ln(Nd) = a ln d to leading order", lnNd)
+    all_ = sp.solve(sp.Eq(snr2 / 2, lnNd), N)[0]
+    b.step("Solve for N", sp.Eq(sp.Symbol("C_all"), all_))
+    b.fact("d", d)
+    return b.done({"most": sp.simplify(most), "all": sp.simplify(all_)})
+
+
+@lru_cache(maxsize=None)
+def derive_classical_capacity() -> Derivation:
+    """Classical Hebbian capacities as expressions of ``d`` and why seed 002's
+    "C ≈ d/(2 log d) ≈ 0.14 d" conflates two criteria.
+
+    ``result``: ``{"exact_recall": d/(2 ln d), "exact_recall_all": d/(4 ln d), "bit_error": 0.138 d}``;
+    ``facts["stated_ratio"]`` is ``0.14 d / (d/(2 ln d))`` and ``facts["stated_ratio_limit"]`` its
+    limit (∞: the two stated expressions are not equivalent).
+
+    >>> r = derive_classical_capacity()
+    >>> r.facts["stated_ratio"], r.facts["stated_ratio_limit"]
+    (7*log(d)/25, oo)
+    """
+    b = DerivationBuilder("Classical Hopfield capacity: exact recall versus a small fraction of wrong bits")
+    dense = derive_capacity_formulas(2)
+    d = dense.facts["d"]
+    b.step("The dense update with F(z)=z² is the classical Hebbian rule (derive_dense_update(2))",
+           derive_dense_update(2).facts["hebbian_residual"])
+    b.step("SNR² of the Hebbian net (signal d, crosstalk variance N d)", dense.facts["snr2"])
+    b.step("Exact recall of a given (most) pattern, McEliece et al. 1987", sp.Eq(sp.Symbol("C_most"), dense.result["most"]))
+    b.step("Exact recall of all patterns", sp.Eq(sp.Symbol("C_all"), dense.result["all"]))
+    bit = AGS_ALPHA_C * d
+    b.step("Retrieval with ≈1.5% wrong bits: α_c d with α_c ≈ 0.138 (Amit–Gutfreund–Sompolinsky, replica theory)", bit)
+    lim = sp.limit(bit / dense.result["most"], d, sp.oo)
+    b.step("C_bit / C_most → ", lim)
+    stated_ratio = sp.nsimplify(sp.Float("0.14")) * d / (d / (2 * sp.log(d)))
+    stated_ratio = sp.simplify(stated_ratio)
+    b.step("Seed 002 states C ≈ d/(2 log d) ≈ 0.14 d; the ratio of the two stated expressions is", stated_ratio)
+    b.fact("stated_ratio", stated_ratio)
+    b.fact("stated_ratio_limit", sp.limit(stated_ratio, d, sp.oo))
+    b.fact("crossover_d", sp.nsolve(stated_ratio - 1, d, 30))
+    b.step("They agree only at d = e^{1/0.28} ≈ 36 and differ by a factor 0.28 ln d that grows without bound",
+           b.facts["crossover_d"])
+    b.fact("d", d)
+    b.fact("bit_over_most_limit", lim)
+    return b.done({"exact_recall": dense.result["most"], "exact_recall_all": dense.result["all"], "bit_error": bit})
+
+
+# --------------------------------------------------------------------------------------------
+# modern continuous Hopfield network
+
+
+def _lse(beta, z):
+    return sp.log(sum(sp.exp(beta * zi) for zi in z)) / beta
+
+
+@lru_cache(maxsize=None)
+def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
+    """Modern Hopfield energy ``E(ξ) = −lse(β, Xᵀξ) + ½ξᵀξ + β^{-1} ln N + ½M²``: gradient
+    ``ξ − X S(βXᵀξ)``, the concave–convex split, the CCCP step solved for ``ξ^new`` (giving
+    ``X S(βXᵀξ)``), and the bounds ``E ≥ ½(‖ξ‖ − M)² ≥ 0`` and ``E ≤ 2M²`` for ``‖ξ‖ ≤ M``
+    (in particular on the convex hull of the patterns).
+
+    ``result`` is ``ξ^new`` (a column); facts: ``energy``, ``grad``, symbols ``xi``, ``X``,
+    ``beta``, ``M``, residuals (all 0), ``lower_gap``/``upper_gap`` in ``t = ‖ξ‖``.
+
+    >>> r = derive_modern_energy(2, 2)
+    >>> r.facts["grad_residual"], r.facts["cccp_residual"], r.facts["hessian_residual"]
+    (0, 0, 0)
+    >>> sp.expand(r.facts["lower_gap"] - (r.facts["M"] - r.facts["t"]) ** 2 / 2)
+    0
+    """
+    b = DerivationBuilder("Modern Hopfield energy: gradient, concave–convex split, CCCP step, bounds")
+    beta, M = sp.symbols("beta M", positive=True)
+    xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
+    X = _sym_matrix("x", d, N, real=True)
+    z = list(X.T * xi)
+    lse = _lse(beta, z)
+    E = -lse + (xi.T * xi)[0, 0] / 2 + sp.log(N) / beta + M ** 2 / 2
+    b.step("E(ξ) = −lse(β, Xᵀξ) + ½ξᵀξ + β⁻¹ ln N + ½M²", E)
+    p = [sp.exp(beta * zi) / sum(sp.exp(beta * zj) for zj in z) for zi in z]
+    S = sp.Matrix(p)
+    grad = sp.Matrix([sp.diff(E, v) for v in xi])
+    grad_res = sp.simplify(grad - (xi - X * S))
+    b.step("∇E = ξ − X S(βXᵀξ); residual of the differentiated energy", grad_res)
+    E1 = (xi.T * xi)[0, 0] / 2 + sp.log(N) / beta + M ** 2 / 2
+    E2 = -lse
+    b.step("Split E = E₁ + E₂: E₁ = ½ξᵀξ + const (convex, Hessian I)", sp.hessian(E1, list(xi)))
+    H2 = sp.hessian(lse, list(xi))
+    P = sp.diag(*p) - S * S.T
+    hess_res = sp.simplify(H2 - beta * X * P * X.T)
+    b.step("E₂ = −lse is concave: ∇²lse = β X (diag p − ppᵀ) Xᵀ ⪰ 0 (a covariance); residual", hess_res)
+    b.step("diag(p) − ppᵀ annihilates 1 (entries of (diag p − ppᵀ)1)", sp.simplify(P * sp.ones(N, 1)))
+    new = sp.Matrix(sp.symbols(f"xinew_1:{d + 1}", real=True))
+    grad_E1_new = sp.Matrix([sp.diff(E1, v) for v in xi]).subs(dict(zip(xi, new)))
+    grad_E2 = sp.Matrix([sp.diff(E2, v) for v in xi])
+    b.step("CCCP: ∇E₁(ξ^new) = −∇E₂(ξ)", sp.Eq(grad_E1_new, -grad_E2))
+    sol = sp.solve(list(grad_E1_new + grad_E2), list(new), dict=True)[0]
+    upd = sp.Matrix([sol[v] for v in new])
+    cccp_res = sp.simplify(upd - X * S)
+    b.step("Solve for ξ^new: ξ^new = X S(βXᵀξ); residual", cccp_res)
+    t = sp.Symbol("t", nonnegative=True)
+    lnN = sp.Symbol("lnN", positive=True)
+    lower = sp.factor(-(M * t + lnN / beta) + t ** 2 / 2 + lnN / beta + M ** 2 / 2)
+    b.step("Lower bound: lse(β,z) ≤ max_i z_i + β⁻¹ln N ≤ M‖ξ‖ + β⁻¹ln N, so with t = ‖ξ‖, E ≥", lower)
+    upper = sp.expand(M * t - lnN / beta + t ** 2 / 2 + lnN / beta + M ** 2 / 2)
+    b.step("Upper bound: lse(β,z) ≥ mean_i z_i + β⁻¹ln N ≥ −M‖ξ‖ + β⁻¹ln N (Jensen), so E ≤", upper)
+    upper_gap = sp.factor(2 * M ** 2 - upper)
+    b.step("2M² minus that bound = (M − t)(3M + t)/2 ≥ 0 for ‖ξ‖ = t ≤ M (true on the convex hull)", upper_gap)
+    b.fact("energy", E)
+    b.fact("grad", grad)
+    b.fact("grad_residual", sp.Integer(0) if grad_res == sp.zeros(d, 1) else grad_res)
+    b.fact("cccp_residual", sp.Integer(0) if cccp_res == sp.zeros(d, 1) else cccp_res)
+    b.fact("hessian_residual", sp.Integer(0) if hess_res == sp.zeros(d, d) else hess_res)
+    b.fact("lower_gap", lower)
+    b.fact("upper_gap", upper_gap)
+    b.fact("t", t)
+    b.fact("xi", tuple(xi))
+    b.fact("X", X)
+    b.fact("beta", beta)
+    b.fact("M", M)
+    return b.done(upd)
+
+
+@lru_cache(maxsize=None)
+def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
+    """Ramsauer et al. (2021), Theorem 5: ``‖f(ξ) − x_i‖ ≤ 2(N−1) exp(−β(Δ_i − 2εM)) M`` with
+    ``f(ξ) = X S(βXᵀξ)``, ``Δ_i = x_iᵀx_i − max_{j≠i} x_iᵀx_j``, ``ε ≥ ‖ξ − x_i‖``.
+
+    Steps: ``f(ξ) − x_i = Σ_{j≠i} p_j (x_j − x_i)`` (because Σp = 1); ``p_j ≤ p_j/p_i =
+    exp(β(x_j − x_i)ᵀξ)``; ``(x_j − x_i)ᵀξ = (x_j − x_i)ᵀx_i + (x_j − x_i)ᵀ(ξ − x_i) ≤ −Δ_i + 2Mε``;
+    ``‖x_j − x_i‖ ≤ 2M``. ``result`` is the bound in symbols ``N, beta, Delta, eps, M``
+    (``facts["args"]``).
+
+    >>> r = derive_retrieval_bound()
+    >>> r.facts["decomposition_residual"], r.facts["ratio_residual"]
+    (0, 0)
+    >>> r.result
+    2*M*(N - 1)*exp(-beta*(Delta - 2*M*epsilon))
+    """
+    b = DerivationBuilder("Theorem 5 (Ramsauer et al. 2021): one-step retrieval bound")
+    beta = sp.Symbol("beta", positive=True)
+    xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
+    X = _sym_matrix("x", d, N, real=True)
+    z = list(X.T * xi)
+    Z = sum(sp.exp(beta * zj) for zj in z)
+    p = [sp.exp(beta * zj) / Z for zj in z]
+    f = X * sp.Matrix(p)
+    dec = sum((p[j] * (X[:, j] - X[:, 0]) for j in range(1, N)), sp.zeros(d, 1))
+    dec_res = sp.simplify(f - X[:, 0] - dec)
+    b.step("f(ξ) − x_1 − Σ_{j≠1} p_j (x_j − x_1) (uses Σ_j p_j = 1) simplifies to", dec_res)
+    ratio_res = sp.simplify(p[1] / p[0] - sp.exp(beta * (X[:, 1] - X[:, 0]).dot(xi)))
+    b.step("p_j / p_1 − exp(β(x_j − x_1)ᵀξ) simplifies to", ratio_res)
+    split = sp.expand((X[:, 1] - X[:, 0]).dot(xi) - (X[:, 1] - X[:, 0]).dot(X[:, 0])
+                      - (X[:, 1] - X[:, 0]).dot(xi - X[:, 0]))
+    b.step("(x_j − x_1)ᵀξ = (x_j − x_1)ᵀx_1 + (x_j − x_1)ᵀ(ξ − x_1): residual", split)
+    Nn, Delta, eps, M = sp.symbols("N Delta epsilon M", positive=True)
+    b.step("(x_j − x_1)ᵀx_1 ≤ −Δ_1 and |(x_j − x_1)ᵀ(ξ − x_1)| ≤ 2Mε (Cauchy–Schwarz, ‖x_j‖ ≤ M)", sp.Le(sp.Symbol("e"), -Delta + 2 * M * eps))
+    bound = 2 * M * (Nn - 1) * sp.exp(-beta * (Delta - 2 * M * eps))
+    b.step("‖f(ξ) − x_1‖ ≤ Σ_{j≠1} p_j ‖x_j − x_1‖ ≤ 2M (N−1) exp(−β(Δ − 2Mε))", bound)
+    b.fact("decomposition_residual", sp.Integer(0) if dec_res == sp.zeros(d, 1) else dec_res)
+    b.fact("ratio_residual", ratio_res)
+    b.fact("split_residual", split)
+    b.fact("args", (Nn, beta, Delta, eps, M))
+    return b.done(bound)
+
+
+# --------------------------------------------------------------------------------------------
+# attention as a Hopfield update
+
+
+@lru_cache(maxsize=None)
+def derive_attention_identity(S: int = 2, T: int = 3, dk: int = 2, dv: int = 2) -> Derivation:
+    """``S(QKᵀ/√d_k) V`` with ``K = YW_K``, ``Q = RW_Q``, ``V = YW_KW_V`` equals one Hopfield
+    update of the state patterns ``Ξ = Qᵀ`` over stored ``X = Kᵀ`` at ``β = 1/√d_k``,
+    transposed, then ``W_V``.
+
+    The linear algebra is done with ``MatrixSymbol``s; the softmax step with explicit
+    ``S×d_k`` / ``T×d_k`` symbol matrices (softmax over the stored-pattern index, which is the
+    column index of ``QKᵀ`` and the row index of ``XᵀΞ``). ``result`` is the attention output
+    (``S×d_v``) in the symbols ``facts["Q"], facts["K"], facts["W_V"]``; ``facts["residual"]`` is
+    the zero matrix.
+
+    >>> r = derive_attention_identity(1, 2, 1, 1)
+    >>> r.facts["residual"]
+    Matrix([[0]])
+    >>> r.facts["matrix_residual"]
+    0
+    """
+    b = DerivationBuilder("Attention is one Hopfield update (Ramsauer et al. 2021)")
+    dm = sp.Symbol("d_m", integer=True, positive=True)
+    Ym, Rm = sp.MatrixSymbol("Y", T, dm), sp.MatrixSymbol("R", S, dm)
+    WQ, WK, WV = sp.MatrixSymbol("W_Q", dm, dk), sp.MatrixSymbol("W_K", dm, dk), sp.MatrixSymbol("W_V", dk, dv)
+    Km, Qm = Ym * WK, Rm * WQ
+    Xm, Xim = Km.T, Qm.T
+    b.step("Stored patterns X = Kᵀ = (YW_K)ᵀ, state patterns Ξ = Qᵀ = (RW_Q)ᵀ", sp.Eq(sp.MatrixSymbol("X", dk, T), Xm))
+    logits_h = (Xm.T * Xim)
+    mres = sp.simplify((logits_h.T - Qm * Km.T).doit())
+    b.step("Hopfield logits XᵀΞ = K Qᵀ, i.e. (XᵀΞ)ᵀ = Q Kᵀ; (XᵀΞ)ᵀ − QKᵀ =", mres)
+    b.fact("matrix_residual", sp.Integer(0) if mres == sp.ZeroMatrix(S, T) or mres == 0 else mres)
+    Q = _sym_matrix("q", S, dk, real=True)
+    K = _sym_matrix("k", T, dk, real=True)
+    Wv = _sym_matrix("v", dk, dv, real=True)
+    beta = 1 / sp.sqrt(dk)
+    X, Xi = K.T, Q.T
+    A = X.T * Xi  # T×S: stored index = rows
+    col_soft = sp.Matrix(T, S, lambda t, s: sp.exp(beta * A[t, s]) / sum(sp.exp(beta * A[u, s]) for u in range(T)))
+    hop = (X * col_soft).T * Wv
+    b.step("Hopfield update Ξ^new = X S(β XᵀΞ) (softmax over stored patterns, per state), then (Ξ^new)ᵀ W_V", hop[0, 0])
+    L = Q * K.T / sp.sqrt(dk)
+    row_soft = sp.Matrix(S, T, lambda s, t: sp.exp(L[s, t]) / sum(sp.exp(L[s, u]) for u in range(T)))
+    att = row_soft * (K * Wv)
+    b.step("Attention S(QKᵀ/√d_k) V with V = K W_V = Y W_K W_V (softmax over keys, per query)", att[0, 0])
+    res = sp.simplify(att - hop)
+    b.step("Attention minus Hopfield update simplifies to", res)
+    b.fact("residual", res)
+    b.fact("Q", Q)
+    b.fact("K", K)
+    b.fact("W_V", Wv)
+    b.fact("beta", beta)
+    return b.done(att)
