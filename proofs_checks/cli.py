@@ -310,27 +310,38 @@ def report_cmd(patterns, out_dir, mode, device, seed, mutants, no_progress):
     sys.exit(1 if bad or survived else 0)
 
 
-@cli.group("check")
+class _LazySanityGroup(click.Group):
+    """``tverify check``: subcommands are the modules of ``proofs_checks.sanity`` (``att_svm`` ->
+    ``att-svm``), imported only when used, so ``tverify --help`` does not load torch or cvxpy."""
+
+    def _modules(self) -> dict[str, str]:
+        import pkgutil
+
+        import proofs_checks.sanity as pkg
+
+        return {m.name.replace("_", "-"): f"{pkg.__name__}.{m.name}"
+                for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+
+    def list_commands(self, ctx):
+        return sorted(self._modules())
+
+    def get_command(self, ctx, name):
+        import importlib
+
+        mod = self._modules().get(name)
+        if mod is None:
+            return None
+        cmd = getattr(importlib.import_module(mod), "command", None)
+        return cmd if isinstance(cmd, click.Command) else None
+
+
+@cli.group("check", cls=_LazySanityGroup)
 def check_group():
     """Research sanity checks on your own configurations and models (one subcommand per topic)."""
 
 
-def _load_sanity_commands() -> None:
-    import importlib
-    import pkgutil
-
-    import proofs_checks.sanity as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        cmd = getattr(mod, "command", None)
-        if isinstance(cmd, click.Command):
-            check_group.add_command(cmd)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2."""
-    _load_sanity_commands()
     try:
         cli.main(args=argv, prog_name="tverify", standalone_mode=False)
     except click.exceptions.Exit as exc:
