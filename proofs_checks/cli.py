@@ -22,8 +22,9 @@ from proofs_checks.context import RunContext
 from proofs_checks.registry import UnknownClaimError, registry, select
 from theory.validation import InputError
 
-out_console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Off a terminal (CI logs, pipes) rich would fold tables to 80 columns; give them room instead.
+out_console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 STATUS_STYLE = {
     "verified": "green",

@@ -96,9 +96,11 @@ class CheckResult:
     @property
     def ratio(self) -> float:
         """error / tolerance (how far inside or outside the tolerance)."""
-        if self.tolerance and not math.isnan(self.tolerance) and not math.isnan(self.error):
-            return self.error / self.tolerance if self.tolerance > 0 else (0.0 if self.error == 0 else math.inf)
-        return math.nan
+        if math.isnan(self.tolerance) or math.isnan(self.error):
+            return math.nan
+        if self.tolerance == 0:  # exact comparison: 0 when it matched, inf when it did not
+            return 0.0 if self.error == 0 else math.inf
+        return self.error / self.tolerance
 
 
 def compare(
