@@ -90,3 +90,16 @@ def test_run_cuda_without_cuda_skips_trained(tmp_path):
         for c in r["checks"]:
             if c["layer"] == "trained":
                 assert c["status"] == "skipped" and "CUDA" in c["skip_reason"]
+
+
+def test_group_a_verifies_through_the_cli(tmp_path):
+    """Acceptance of the spine issue: every group-A claim verified (errata: stated form refuted)."""
+    p = tverify("run", "attn.*", "--quick", "--json", "-", "--no-progress", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    ids = {r["id"]: r["status"] for r in doc["results"]}
+    assert len(ids) == 11, sorted(ids)
+    assert set(ids.values()) == {"verified"}, ids
+    for r in doc["results"]:
+        if r["kind"] == "erratum":
+            assert any(c["status"] == "failed" for c in r["stated_checks"]), r["id"]
