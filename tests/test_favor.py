@@ -124,3 +124,50 @@ def test_derivation_results():
     a, b, c, m = (d.facts["symbols"][k] for k in "abcm")
     assert sp.simplify(d.result["mse_positive"] - (sp.exp(a + b + 4 * c) - sp.exp(2 * c)) / m) == 0
     assert d.facts["rotation_2d_residual"] == 0
+
+
+def _grid_values(features, x, y, nodes):
+    """Values of the one-frequency estimator on a product Gauss–Hermite grid over span(x, y) and the weights."""
+    basis, _ = np.linalg.qr(np.stack([x, y], axis=1))
+    t, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / math.sqrt(2 * math.pi)
+    T1, T2 = np.meshgrid(t, t, indexing="ij")
+    om = T1.reshape(-1, 1) * basis[:, 0] + T2.reshape(-1, 1) * basis[:, 1]
+    return _kernel_fn(features, x, y)(om), np.outer(w, w).reshape(-1)
+
+
+@settings(max_examples=10, deadline=None)
+@given(xy_pairs(bound=0.3), st.sampled_from(["positive", "trig"]), st.sampled_from([1, 2]))
+def test_squared_error_moments_exact_by_quadrature(xy, kind, m):
+    """E S, Var S and E(S − ES)³ of S = (K − e^{xᵀy})² from theory.favor against Gauss–Hermite
+    quadrature over the m independent frequencies (2m-dimensional product rule)."""
+    x, y = xy
+    if np.linalg.matrix_rank(np.stack([x, y]), tol=1e-6) < 2:
+        return
+    feat = nf.positive_features if kind == "positive" else nf.trig_features
+    g, w = _grid_values(feat, x, y, 30 if m == 1 else 24)
+    if m == 1:
+        K, W = g, w
+    else:
+        K, W = ((g[:, None] + g[None, :]) / 2).reshape(-1), np.outer(w, w).reshape(-1)
+    S = (K - math.exp(x @ y)) ** 2
+    ES = W @ S
+    var, mu3 = W @ (S - ES) ** 2, W @ (S - ES) ** 3
+    der = tf.derive_squared_error_moments()
+    sym = der.facts["symbols"]
+    vals = {sym["a"]: x @ x, sym["b"]: y @ y, sym["c"]: x @ y, sym["m"]: m}
+    ref = {k: float(der.result[kind][k].subs(vals).evalf(30)) for k in ("mean_S", "var_S", "mu3_S")}
+    assert abs(ES - ref["mean_S"]) <= 1e-9 * ref["mean_S"]
+    assert abs(var - ref["var_S"]) <= 1e-7 * ref["var_S"]
+    assert abs(mu3 - ref["mu3_S"]) <= 1e-5 * abs(ref["mu3_S"])
+
+
+def test_mean_central_moments_of_a_sum():
+    r = tf.mean_central_moments(6)
+    m, mus = r["m"], r["mu"]
+    # Bernoulli(1/2) centred: D = ±1/2, so m·D̄ + m/2 ~ Binomial(m, 1/2)
+    sub = {mus[0]: sp.Rational(1, 4), mus[1]: 0, mus[2]: sp.Rational(1, 16), mus[3]: 0, mus[4]: sp.Rational(1, 64)}
+    for mm in (1, 2, 5):
+        for j in (2, 4, 6):
+            exact = sum(sp.binomial(mm, i) * (sp.Rational(i, mm) - sp.Rational(1, 2)) ** j for i in range(mm + 1)) / 2**mm
+            assert sp.simplify(r[j].subs(sub).subs(m, mm) - exact) == 0
