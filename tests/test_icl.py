@@ -243,6 +243,21 @@ def test_baselines_shapes_and_least_squares_exact():
     out = ni.baseline_errors(None, 2, 6, 300, seed=0)
     assert set(out) == {"least squares", "averaging", "3-NN"}
     assert np.all(out["least squares"][0][3:] < 1e-20)
+    # averaging is consistent for Λ = I: E‖(1/k)Σ y_i x_i − w‖²/d = (d + 1)/k, so error/d = 3/k at d = 2
+    big = ni.baseline_errors(None, 2, 7, 20000, seed=1)["averaging"]
+    for k in (2, 4, 6):
+        assert abs(big[0][k] - 3 / k) < 5 * big[1][k]
+
+
+def test_softmax_icl_trainer_is_seeded_and_learns():
+    m0, c0 = ni.train_softmax_icl(2, 5, steps=0, batch=8, seed=3)
+    m1, _ = ni.train_softmax_icl(2, 5, steps=0, batch=8, seed=3)
+    assert c0.size == 0 and m0.body.layers[0].self_attn.num_heads == 4
+    assert all(torch.equal(a, b) for a, b in zip(m0.state_dict().values(), m1.state_dict().values()))
+    _, curve = ni.train_softmax_icl(2, 5, steps=60, batch=32, seed=3, clip=0.5)
+    assert np.all(np.isfinite(curve)) and curve[-10:].mean() < curve[:10].mean()
+    out = ni.baseline_errors(m0, 2, 5, 50, seed=0)
+    assert out["transformer"][0].shape == (5,)
 
 
 def test_gd_layer_matches_preconditioned_lsa_prediction():

@@ -958,32 +958,50 @@ register(Claim(
 # icl.transformer_vs_baselines (evidence)   form: the trainer (d, k_max, steps=, batch=, seed=, ...) -> (model, curve)
 
 
+TVB_D = 2
+TVB_FAR = 0.5  # "far below": at most half the better simple baseline
+
+
 def _tvb_trained(form, ctx) -> CheckResult:
-    """Train a tiny softmax transformer (2 layers, width 32) on fresh linear-regression prompts and
-    measure error/d against the number of in-context examples k, next to least squares, averaging
-    and 3-NN on the same 2000 fresh prompts. Supports the claim when, for every k ≥ 2d, the
-    transformer's error is below both averaging and 3-NN by more than 2 combined standard errors
-    (least squares is exact for k ≥ d without noise; its gap is reported)."""
-    d = 2
-    K = ctx.size(8, 10, 12)
-    steps = ctx.size(300, 1200, 3000)
+    """Train a tiny softmax transformer (2 layers, width 32, 4 heads) on fresh noise-free
+    linear-regression prompts (d = 2) and measure error/d against the number of in-context examples
+    k = 0..3d, next to least squares, averaging and 3-NN on the same fresh prompts.
+
+    Supports the claim when, for every k in the claim's range d ≤ k ≤ 3d (Garg et al. plot up to
+    k ≈ 2d–3d), (i) the transformer is FAR below the better of averaging and 3-NN: its upper 2-SE
+    bound is at most half the better baseline's lower 2-SE bound (equivalently it closes at least
+    half of the gap from that baseline to least squares, which is exact, 0, for k ≥ d without
+    noise), and (ii) its error decreases with k: error(d) − error(3d) > 2 SE. How close it gets to
+    least squares is reported (gap and fraction of the baseline gap closed per k); at this budget it
+    does not reach it (least squares is exact here)."""
+    d = TVB_D
+    K = 3 * d + 1
+    steps = ctx.size(600, 2000, 4000)
+    n_eval = ctx.size(2000, 4000, 8000)
     s_train, s_eval = ctx.seed_for("train"), ctx.seed_for("eval")
-    model, curve = form(d, K, steps=steps, batch=64, seed=s_train, lr=3e-3, device=ctx.device)
-    errs = ni.baseline_errors(model, d, K, 2000, seed=s_eval, device=ctx.device)
+    model, curve = form(d, K, steps=steps, batch=64, seed=s_train, device=ctx.device)
+    errs = ni.baseline_errors(model, d, K, n_eval, seed=s_eval, device=ctx.device)
     tr_m, tr_se = errs["transformer"]
-    margins = {}
-    for k in range(2 * d, K):
+    ratios, closed, per_k = {}, {}, {}
+    for k in range(d, K):
         best = min(("averaging", "3-NN"), key=lambda b: errs[b][0][k])
         bm, bse = errs[best][0][k], errs[best][1][k]
-        # margin in units of the combined SE; must exceed 2 for every k ≥ 2d
-        margins[f"k={k}"] = float((bm - tr_m[k]) / math.hypot(bse, tr_se[k]))
-    min_margin = min(margins.values())
+        lo = bm - 2 * bse
+        ratios[f"k={k}"] = float((tr_m[k] + 2 * tr_se[k]) / lo) if lo > 0 else math.inf
+        closed[f"k={k}"] = float((bm - tr_m[k]) / (bm - errs["least squares"][0][k]))
+        per_k[f"k={k}"] = {"transformer": float(tr_m[k]), "better_baseline": best, "baseline": float(bm),
+                           "least_squares": float(errs["least squares"][0][k]),
+                           "gap_to_least_squares": float(tr_m[k] - errs["least squares"][0][k])}
+    drop_z = float((tr_m[d] - tr_m[K - 1]) / math.hypot(tr_se[d], tr_se[K - 1]))
+    crit = {"far_below": max(ratios.values()) / TVB_FAR, "decreasing": 2.0 / drop_z if drop_z > 0 else math.inf}
     if ctx.want_figures:
         plt = _plt()
         fig, ax = plt.subplots(figsize=(5.5, 3.5))
         ks = np.arange(K)
         for name, (m, se) in errs.items():
             ax.errorbar(ks, m, yerr=2 * se, marker="o", ms=3, capsize=2, label=name)
+        best_curve = np.minimum(errs["averaging"][0], errs["3-NN"][0])
+        ax.plot(ks[d:], TVB_FAR * best_curve[d:], "k--", lw=0.8, label="½ × better of averaging, 3-NN")
         ax.axvline(d, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("number of in-context examples k")
         ax.set_ylabel("squared error / d")
@@ -992,18 +1010,19 @@ def _tvb_trained(form, ctx) -> CheckResult:
         ax.legend(fontsize=8)
         ctx.save_figure(fig, "error_vs_examples")
     details = {name: {"mean": [float(x) for x in m], "se": [float(x) for x in se]} for name, (m, se) in errs.items()}
-    details.update({"margins_in_se": margins, "final_train_loss": float(np.mean(curve[-20:])) if len(curve) else None,
-                    "gap_to_least_squares_at_K-1": float(tr_m[K - 1] - errs["least squares"][0][K - 1])})
-    r = compare(2.0 / min_margin if min_margin > 0 else math.inf, 1.0,
-                "supports iff for every k ≥ 2d the transformer beats the better of averaging and 3-NN by > 2 "
-                "combined standard errors over 2000 fresh prompts (error = 2 / smallest margin in SE, tol 1)",
-                seeds=[s_train, s_eval], sizes={"d": d, "k_max": K, "steps": steps, "batch": 64, "eval_prompts": 2000},
-                device=ctx.device, details=details)
-    return r
+    details.update({"upper_ratio_to_better_baseline": ratios, "fraction_of_baseline_gap_to_least_squares_closed": closed,
+                    "per_k": per_k, "decrease_d_to_3d_in_se": drop_z,
+                    "final_train_loss": float(np.mean(curve[-20:])) if len(curve) else None})
+    return compare(worst(crit), 1.0,
+                   "evidence criterion, for every d ≤ k ≤ 3d: (transformer + 2 SE) ≤ ½ (better of averaging/3-NN − 2 SE) "
+                   "('far below'; it closes ≥ half the gap to least squares, exact for k ≥ d), and error(d) − error(3d) "
+                   f"> 2 SE (decreasing with k); error = worst of ratio/½ and 2/decrease-in-SE; SEs over {n_eval} fresh prompts",
+                   seeds=[s_train, s_eval], sizes={"d": d, "k_max": K - 1, "steps": steps, "batch": 64, "eval_prompts": n_eval},
+                   device=ctx.device, details=details)
 
 
-def _untrained(d, k_max, *, steps, batch, seed, lr=3e-3, device="cpu", **kw):
-    return ni.train_softmax_icl(d, k_max, steps=0, batch=batch, seed=seed, lr=lr, device=device, **kw)
+def _untrained(d, k_max, *, steps, batch, seed, device="cpu", **kw):
+    return ni.train_softmax_icl(d, k_max, steps=0, batch=batch, seed=seed, device=device, **kw)
 
 
 register(Claim(
@@ -1019,6 +1038,9 @@ register(Claim(
     mutants=(
         Mutant("untrained_transformer", "wrong solver output", "the trainer returns the initial (untrained) network", _untrained),
     ),
-    notes="Evidence only: a 2-layer width-32 transformer trained for a few hundred to a few thousand steps at d = 2; "
-          "it does not reach least squares (which is exact for k ≥ d without noise) at these budgets.",
+    notes="Evidence only: a 2-layer width-32, 4-head transformer trained for 600 (quick) to 2000 (default) Adam steps at "
+          "d = 2, k ≤ 3d. It is far below averaging and 3-NN (closes ~70–90% of their gap to least squares) and improves "
+          "with k, but does not reach least squares (exact, 0, for k ≥ d without noise) at these budgets: 'close to least "
+          "squares' is reported (per-k gap), not claimed. Earlier settings (2 heads, lr 3e-3, 300 steps) left some seeds on "
+          "the pre-emergence loss plateau, which made the verdict seed-dependent.",
 ))
