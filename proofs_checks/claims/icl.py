@@ -977,7 +977,7 @@ def _tvb_trained(form, ctx) -> CheckResult:
     d = TVB_D
     K = 3 * d + 1
     steps = ctx.size(600, 2000, 4000)
-    n_eval = ctx.size(2000, 4000, 8000)
+    n_eval = ctx.size(8000, 16000, 32000)
     s_train, s_eval = ctx.seed_for("train"), ctx.seed_for("eval")
     model, curve = form(d, K, steps=steps, batch=64, seed=s_train, device=ctx.device)
     errs = ni.baseline_errors(model, d, K, n_eval, seed=s_eval, device=ctx.device)
