@@ -184,3 +184,56 @@ def test_cli_check_att_svm(tmp_path):
     for f in (bad, tmp_path / "missing.npz"):
         q = _tverify("check", "att-svm", "--data", str(f))
         assert q.returncode == 2 and "Traceback" not in q.stderr and len(q.stderr.strip().splitlines()) == 1, q.stderr
+
+
+def test_switch_moves_promote_one_token_and_keep_the_rest():
+    inst = ns.make_instance(4, 5, 6, seed=3, setting="global")
+    X, z, _, _ = ns._as_batch(inst, 1, torch.device("cpu"))
+    W = torch.randn(1, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    C = ns._switch_moves(W, X, z, 1e9)[0]  # huge radius: no rescaling
+    l0 = torch.einsum("ntd,de,ne->nt", X[0], W[0], z[0])
+    sel = l0.argmax(-1)
+    k = 0
+    for i in range(4):
+        for t in range(5):
+            if t == int(sel[i]):
+                continue
+            l = torch.einsum("ntd,de,ne->nt", X[0], C[k], z[0])
+            other = torch.ones(4, 5, dtype=torch.bool)
+            other[i, t] = False
+            assert torch.allclose(l[other], l0[other], atol=1e-9) and int(l[i].argmax()) == t
+            k += 1
+
+
+def test_reg_path_global_search_leaves_a_local_basin():
+    # the instance of svm.reg_path at base seed 1: the warm-started path stays in the set [2,4,2,3]
+    inst = ns.make_instance(4, 5, 6, seed=590, setting="global")
+    Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+    radii = np.geomspace(0.5, 150.0, 10)
+    plain = ns.regularization_path(inst, radii, inner=150, lr=0.3, B=1, seed=1)
+    found = ns.regularization_path(inst, radii, inner=150, lr=0.3, B=1, seed=1, switches=True)
+    assert ns.correlation(plain.W[-1, 0], Wmm) < 0.5 and not np.array_equal(plain.selected[-1, 0], inst.opt)
+    assert ns.correlation(found.W[-1, 0], Wmm) > 0.99 and np.array_equal(found.selected[-1, 0], inst.opt)
+    assert found.loss[-1, 0] < plain.loss[-1, 0] and np.any(found.winner[:, 0] != 0)
+    with pytest.raises(InputError, match="param='W'"):
+        ns.regularization_path(inst, radii, param="KQ", switches=True)
+
+
+def test_selected_sets_by_gap_ignores_slowly_decaying_mass():
+    l = np.array([[[0.0, -6.2, -0.05, -13.0, -6.5]]])  # mass of token 1 ≈ e^{-6.2}/2 > 1e-3
+    s = np.exp(l) / np.exp(l).sum(-1, keepdims=True)
+    assert ns.selected_sets(s)[0, 0].tolist() == [True, True, True, False, False]
+    assert ns.selected_sets_by_gap(l)[0, 0].tolist() == [True, False, True, False, False]
+    assert ns.selected_sets_by_gap(np.array([[3.0, 0.0, -1.0]])).tolist() == [[True, False, False]]
+
+
+def test_orthogonal_queries_and_local_slack():
+    inst = ns.make_instance(5, 6, 8, seed=514, setting="global", queries="orthogonal")
+    assert np.allclose(inst.z @ inst.z.T, np.eye(5), atol=1e-12)
+    with pytest.raises(InputError, match="n ≤ d"):
+        ns.make_instance(5, 3, 4, queries="orthogonal")
+    loc = ns.make_instance(4, 5, 8, seed=11, setting="local", local_slack=0.5)
+    res = ns.solve_att_svm(loc.X, loc.z, loc.local)
+    for (i, t), m in zip(res.index, res.margins):
+        if loc.gamma[i, t] >= loc.gamma[i, loc.local[i]]:
+            assert m >= 1.5 - 1e-7
