@@ -31,7 +31,7 @@ report: $(STAMP)
 
 mutation: $(STAMP)
 	$(PY) -m pip install -q -e '.[mutation]'
-	$(PY) benchmarks/mutation.py
+	$(PY) benchmarks/mutation.py $(MUTATE) $(MUTATION_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
