@@ -1,0 +1,34 @@
+"""A verification must not hinge on one lucky seed: every claim at further base seeds.
+
+tests/test_registry.py runs each claim at base seed 0; here the same claims run at base seeds
+1–3 (quick sizes). Theorem/identity/erratum claims must verify at each seed. Evidence and
+conjecture claims must run without error; whether they *support* the claim at a given seed is
+reported, not asserted (that is what makes them evidence).
+
+Seeds 1 and 3 are where a sweep over 0–13 first found seed-dependent tolerances (Att-SVM
+regularisation path, FAVOR+ MSE standard error); they stay here as regression seeds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from proofs_checks import RunContext
+from proofs_checks.registry import select
+from proofs_checks.runner import run_claim
+
+SEEDS = (1, 2, 3)
+# Evidence claims only have to run cleanly (their support is reported, not asserted), and some
+# train a transformer (~5 s), so one extra seed is enough for them.
+CASES = [(c, s) for c in select() for s in (SEEDS[:1] if c.is_evidence else SEEDS)]
+
+
+@pytest.mark.parametrize("claim,seed", CASES, ids=[f"{c.id}@seed{s}" for c, s in CASES])
+def test_claim_at_other_seeds(claim, seed):
+    res = run_claim(claim, RunContext(mode="quick", seed=seed), with_derivation=False)
+    detail = "; ".join(f"{o.name}: {o.status} {o.error_message or ''}"
+                       f"{(o.result.error, o.result.tolerance) if o.result else ''}" for o in res.checks)
+    if claim.is_evidence:
+        assert res.status == "evidence", f"{claim.id} at seed {seed}: {res.status} ({res.message}) [{detail}]"
+    else:
+        assert res.status == "verified", f"{claim.id} at seed {seed}: {res.status} ({res.message}) [{detail}]"
