@@ -112,13 +112,21 @@ def _results(mutmut: str, work: Path, env: dict) -> dict[str, str]:
     return parse_results(res.stdout)
 
 
+def _mutmut_config(work: Path) -> dict:
+    import tomllib
+
+    return tomllib.loads((work / "pyproject.toml").read_text())["tool"]["mutmut"]
+
+
 def refresh_tests(work: Path) -> None:
     """Copy the repository's tracked ``tests/`` files over the workdir's (mutmut re-copies them into
-    ``mutants/`` and collects stats for new tests only)."""
+    ``mutants/`` and collects stats for new tests only). Files the test selection ignores are skipped."""
+    ignored = {a.split("=", 1)[1] for a in _mutmut_config(ROOT).get("pytest_add_cli_args_test_selection", [])
+               if a.startswith("--ignore=")}
     files = subprocess.run(["git", "ls-files", "-c", "-z", "tests"], cwd=ROOT, check=True,
                            capture_output=True).stdout.decode().split("\0")
     for rel in filter(None, files):
-        if (ROOT / rel).is_file():
+        if (ROOT / rel).is_file() and rel not in ignored:
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, work / rel)
 

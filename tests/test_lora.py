@@ -102,3 +102,39 @@ def test_derivations():
     assert tl.derive_lora_rank(3, 3, 2).facts["leading_r_minor"] != 0
     dd, kk, rr = tl.derive_lora_count().facts["symbols"]
     assert sp.expand(tl.derive_lora_count().result - rr * (dd + kk)) == 0
+
+
+# ---- written against the survivors of code-level mutation testing (make mutation, numerics/lora.py) ----
+
+def test_initialisation_is_reproducible_and_scaled():
+    """A ~ N(0, 1/k) drawn from the given generator (B too with init_B="normal"): same seed, same weights."""
+    base = nn.Linear(400, 8, dtype=torch.float64)
+    a1, a2 = (nl.make_lora(base, 8, 2.0, generator=generator(7)) for _ in range(2))
+    assert torch.equal(a1.A, a2.A)
+    assert abs(float(a1.A.detach().std()) * np.sqrt(400) - 1.0) < 0.1  # 3200 draws: the std is within ~2.5%
+    b1, b2 = (nl.LoRALinear(base, 4, 1.0, generator=generator(3), init_B="normal") for _ in range(2))
+    assert torch.equal(b1.B, b2.B) and torch.equal(b1.A, b2.A)
+
+
+def test_delta_weight_and_merged_bias():
+    base = nn.Linear(5, 3, bias=False, dtype=torch.float64)
+    lora = nl.LoRALinear(base, 2, 3.0, generator=generator(0), init_B="normal")
+    with torch.no_grad():
+        np.testing.assert_allclose(lora.delta_weight().numpy(), 1.5 * (lora.B @ lora.A).numpy(), rtol=1e-15)
+        merged = lora.merged()
+        assert merged.bias is None
+        np.testing.assert_allclose(merged.weight.numpy(), (base.weight + lora.delta_weight()).numpy(), rtol=1e-14)
+
+
+def test_adapter_follows_the_base_device():
+    """A, B and the merged layer live on the base layer's device ("meta" stands in for CUDA on a CPU box)."""
+    base = nn.Linear(4, 3, dtype=torch.float64, device="meta")
+    for init_B in ("zeros", "normal"):
+        lora = nl.LoRALinear(base, 2, 1.0, generator=generator(0), init_B=init_B)
+        assert lora.A.device.type == lora.B.device.type == "meta"
+    assert lora.merged().weight.device.type == "meta"
+
+
+def test_base_must_be_linear_message():
+    with pytest.raises(InputError, match=r"^base must be a torch\.nn\.Linear$"):
+        nl.make_lora(nn.Conv1d(2, 2, 1), 1, 1.0)
