@@ -622,6 +622,12 @@ def _token_sets(form, ctx):
         within.append(float(max(np.ptp(l[i][sel[b, i]]) for i in range(len(l)))))
         outside.append(float(min(l[i][sel[b, i]].min() - l[i][~sel[b, i]].max() for i in range(len(l)))))
     err = 1.0 - min(corrs)
+    its = np.arange(1, r.norm.shape[0] + 1)
+    same = bool(np.allclose(r.norm, r.norm[:, :1], rtol=1e-6))
+    runs = range(1) if same else range(B)
+    _figure(ctx, "norm_growth", {(f"all {B} runs (they coincide)" if same else f"run {b}")
+                                 + f": corr(W_k, W^dir) {corrs[b]:.3f}, ‖W^fin‖ {fins[b]:.2f}": (its, r.norm[:, b])
+                                 for b in runs}, "‖W_k‖_F  (C_k grows, ‖W^fin‖ stays bounded)")
     return compare(err, 0.02, "conjecture: 1 − corr(W_k, W^dir) ≤ 0.02 after the budget; with W_k = W^fin + C_k W^dir, "
                    "1 − corr ≈ ‖W^fin_⊥‖²/(2‖W_k‖²) ≤ 0.02 for ‖W^fin‖ ≈ 3, ‖W_k‖ ≈ 20 (this head grows ‖W_k‖ slowly)",
                    seeds=[seed], sizes={"n": 4, "T": 5, "d": 8, "iters": iters, "B": B}, device=ctx.device,

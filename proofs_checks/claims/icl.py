@@ -55,6 +55,25 @@ def _plt():
     return plt
 
 
+def _closed_form_vs_mc_figure(ctx, name: str, title: str, rows: list[tuple[str, float, float, float]],
+                              ylabel: str = "value") -> None:
+    """When figures are on: each Monte Carlo estimate with its ±K_SIGMA·SE band next to the
+    closed form it is compared with. ``rows`` holds ``(label, closed_form, mc_mean, mc_se)``."""
+    if not ctx.want_figures:
+        return
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.2, 3.2))
+    xs = np.arange(len(rows))
+    ax.errorbar(xs, [r[2] for r in rows], yerr=[K_SIGMA * r[3] for r in rows], fmt="o", capsize=4,
+                label=f"Monte Carlo ± {K_SIGMA:g} SE")
+    ax.scatter(xs, [r[1] for r in rows], marker="x", s=60, color="C3", zorder=3, label="closed form")
+    ax.set_xticks(xs, [r[0] for r in rows])
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ctx.save_figure(fig, name)
+
+
 # --------------------------------------------------------------------------------------------
 # the shared trained LSA (one batch of seeds, reused by several claims in one process)
 
@@ -190,7 +209,7 @@ def _loss_mc(form, ctx) -> CheckResult:
     w22 = 1) on sampled prompts, at random non-symmetric B."""
     rng = ctx.rng()
     d, n = 3, ctx.size(100_000, 400_000)
-    zs, seeds = {}, []
+    zs, seeds, rows = {}, [], []
     for k, N in enumerate((2, 5)):
         L = _spd(rng, d, 1.0, 3.0)
         B = _numeric_gamma_inv(L, N) + 0.3 * rng.normal(size=(d, d))
@@ -201,6 +220,9 @@ def _loss_mc(form, ctx) -> CheckResult:
         yhat = ni.lsa_forward(Wpv, Wkq, P.E, float(N))
         m, se = ni.mc_mean(0.5 * (yhat - P.y_q) ** 2)
         zs[f"N={N}"] = abs(float(form(L, N, B)) - m) / se
+        rows.append((f"N={N}", float(form(L, N, B)), m, se))
+    _closed_form_vs_mc_figure(ctx, "loss_vs_monte_carlo", "Population loss at random B: closed form vs Monte Carlo",
+                              rows, "L(B)")
     return compare(worst(zs), K_SIGMA, f"{K_SIGMA:g} standard errors of the Monte Carlo mean (z-score)",
                    seeds=seeds, sizes={"d": d, "prompts": n}, details={"z": zs})
 
@@ -408,7 +430,7 @@ def _lmin_numeric(form, ctx) -> CheckResult:
     """The loss at the numeric minimiser of the Isserlis-moment loss (exact), and Monte Carlo at it."""
     rng = ctx.rng()
     d, n = 3, ctx.size(100_000, 400_000)
-    errs, seeds = {}, []
+    errs, seeds, rows = {}, [], []
     for k, N in enumerate((2, 6)):
         L = _spd(rng, d, 1.0, 3.0)
         Bn = _numeric_gamma_inv(L, N)
@@ -420,6 +442,9 @@ def _lmin_numeric(form, ctx) -> CheckResult:
         Wpv, Wkq = _lsa_weights_from_B(Bn)
         m, se = ni.mc_mean(0.5 * (ni.lsa_forward(Wpv, Wkq, P.E, float(N)) - P.y_q) ** 2)
         errs[f"mc_z_N{N}"] = abs(float(form(L, N)) - m) / se
+        rows.append((f"N={N}", float(form(L, N)), m, se))
+    _closed_form_vs_mc_figure(ctx, "minimum_vs_monte_carlo", "Minimum loss: ½[trΛ − tr(Γ_N⁻¹Λ²)] vs Monte Carlo at Γ_N⁻¹",
+                              rows, "min L")
     return compare(worst(errs), K_SIGMA, "z-score ≤ 5 standard errors (MC); the exact comparison scaled so that 1e3 ulp maps to 5",
                    seeds=seeds, sizes={"d": d, "prompts": n}, details=errs)
 
@@ -629,6 +654,8 @@ def _gen_mc(form, ctx) -> CheckResult:
         val = float(form(L, N, M, law.a, law.Sigma, law.min_risk))
         zs[name] = abs(val - m) / se
         det[name] = {"mc": m, "se": se, "form": val, "min_risk": law.min_risk}
+    _closed_form_vs_mc_figure(ctx, "risk_vs_monte_carlo", "General-target risk (N=3, M=4): form vs Monte Carlo",
+                              [(k, v["form"], v["mc"], v["se"]) for k, v in det.items()], "E(ŷ − y)²")
     return compare(worst(zs), K_SIGMA, f"{K_SIGMA:g} standard errors of the Monte Carlo mean", seeds=seeds,
                    sizes={"d": d, "N": 3, "M": 4, "prompts": n}, details={"z": zs, "values": det})
 
@@ -710,7 +737,7 @@ def _limits_numeric(form, ctx) -> CheckResult:
     Gbig = np.linalg.solve(L, hh)
     errs["gamma_inf"] = _rel(form["gamma_inf"](L), Gbig) / 1e-8 * K_SIGMA  # O(1/N) = 1e-9 from the finite N
     n = ctx.size(200_000, 800_000)
-    seeds = []
+    seeds, rows = [], []
     for k, N in enumerate((2, 5)):
         s = ctx.seed_for("mc", k)
         seeds.append(s)
@@ -722,6 +749,8 @@ def _limits_numeric(form, ctx) -> CheckResult:
         err = (np.einsum("nd,de,ne->n", xq, Gi.T @ L, w) - np.einsum("nd,nd->n", xq, w)) ** 2
         m, se = ni.mc_mean(err)
         errs[f"risk_M_inf_N{N}_z"] = abs(float(form["risk_M_inf"](L, N)) - m) / se
+        rows.append((f"N={N}", float(form["risk_M_inf"](L, N)), m, se))
+    _closed_form_vs_mc_figure(ctx, "risk_M_infinity", "Risk as M → ∞: limit form vs Monte Carlo", rows, "risk")
     Lt, Nt, res, tseed = _trained(ctx.mode, ctx.seed, ctx.device)
     seeds.append(tseed)
     ps = ctx.seed_for("shift")
@@ -893,9 +922,9 @@ def _nc_numeric(form, ctx) -> CheckResult:
     ZFB's init still reaches the global minimum (excess loss ≤ 1e-10, also required)."""
     rng = ctx.rng()
     d, nb, n = 3, 10, ctx.size(20_000, 80_000)
-    errs, det, seeds = {}, {}, []
+    errs, det, seeds, L_by_N = {}, {}, [], {}
     for N in (2, 10):
-        L = _spd(rng, d)
+        L = L_by_N[N] = _spd(rng, d)
         s = ctx.seed_for("prompts", N)
         seeds.append(s)
         P = ni.sample_prompts(L, N, (nb, n), seed=s)
@@ -925,6 +954,8 @@ def _nc_numeric(form, ctx) -> CheckResult:
         r = ni.gradient_flow(L, N, seed=ctx.seed_for("gf", N))
         det[f"gf_excess_loss_N{N}"] = ni.population_loss_B(L, N, r.B) - ni.population_loss_B(L, N, _numeric_gamma_inv(L, N))
     errs["gf_reaches_min"] = max(det[f"gf_excess_loss_N{N}"] for N in (2, 10)) / 1e-10 * K_SIGMA
+    _closed_form_vs_mc_figure(ctx, "hessian_min_eigenvalue", "Smallest Hessian eigenvalue at the origin: form vs sampled",
+                              [(f"N={N}", float(form(L_by_N[N], N)), *det[f"min_eig_N{N}"]) for N in (2, 10)], "λ_min")
     return compare(worst(errs), K_SIGMA, "5 standard errors over 10 independent prompt batches (GF excess ≤ 1e-10 mapped to 5)",
                    seeds=seeds, sizes={"d": d, "params": 2 * (d + 1) ** 2, "batches": nb, "prompts_per_batch": n}, details=det)
 
