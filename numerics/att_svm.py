@@ -168,7 +168,8 @@ def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "gene
                     instance in 60 has a region where NGD lingers in a non-opt set for thousands
                     of iterations (the cross-talk ``z_iᵀz_j`` couples the sequences).
     Tokens are unit rows; ``vᵀx`` is set exactly, the rest of each token is a random direction.
-    The instance is checked with :func:`validate_instance` (raises if infeasible).
+    Each draw is checked with :func:`validate_instance` (shapes, ties) and certified feasible by
+    solving its Att-SVM; infeasible draws are redrawn (up to 200 times, then :class:`InputError`).
     """
     if setting not in ("generic", "global", "local"):
         raise InputError(f"unknown setting {setting!r} (generic, global, local)")
@@ -204,6 +205,7 @@ def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "gene
         inst = AttSVMInstance(X, z, y, v, opt, token_scores(X, y, v), setting, local)
         try:
             validate_instance(inst.X, inst.z, inst.opt)
+            solve_att_svm(inst.X, inst.z, inst.opt)  # raises InfeasibleAttSVM when no W separates
             if setting == "local" and not is_locally_optimal(inst, inst.local, slack=local_slack):
                 continue
         except AttSVMError:

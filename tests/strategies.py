@@ -51,9 +51,11 @@ def att_svm_instances(draw, n_max: int = 20, T_max: int = 10, d_max: int = 16, s
     token per sequence with a score gap, n ≤ n_max, T ≤ T_max, d ≤ d_max."""
     from numerics.att_svm import make_instance
 
-    n = draw(st.integers(1, n_max))
     T = draw(st.integers(2, T_max))
     d = draw(st.integers(4, d_max))
+    # n(T−1) linear constraints on d² unknowns: keep them at most d²/2 so that random draws are
+    # feasible with high probability (make_instance certifies feasibility and redraws otherwise).
+    n = draw(st.integers(1, max(1, min(n_max, d * d // (2 * (T - 1))))))
     gap = draw(st.floats(0.05, 0.4))
     return make_instance(n, T, d, seed=draw(seeds), setting=setting, gap=gap)
 
