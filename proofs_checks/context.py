@@ -9,9 +9,21 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RunContext", "MODES"]
+__all__ = ["RunContext", "MODES", "pyplot"]
 
 MODES = ("quick", "default", "full")
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (reports are written headless).
+
+    Checks that draw call this, build a figure, and hand it to :meth:`RunContext.save_figure`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 @dataclass
@@ -73,8 +85,7 @@ class RunContext:
 
         Returns the file name relative to ``figure_dir`` (recorded in the check's result), or
         ``None`` when figures are off. Checks should test :attr:`want_figures` before plotting."""
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         try:
             if self.figure_dir is None:
                 return None

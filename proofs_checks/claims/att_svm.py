@@ -11,6 +11,7 @@ import sympy as sp
 import torch
 
 from numerics import att_svm as ns
+from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, Claim, Mutant, compare, register, worst
 from theory import att_svm as ta
 from theory.validation import InputError
@@ -22,10 +23,7 @@ SOURCE = "seed 002 (optimisation part); Tarzanagh, Li, Thrampoulidis, Oymak (202
 def _figure(ctx, name, curves, ylabel, xlabel="iteration", logx=False):
     if not ctx.want_figures:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for label, (x, y) in curves.items():

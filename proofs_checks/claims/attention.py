@@ -13,6 +13,7 @@ import sympy as sp
 import torch
 
 from numerics import attention as na
+from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from theory import attention as ta
 
@@ -383,10 +384,7 @@ def _variance_mc(form, ctx) -> CheckResult:
         rows[dist] = {"var": mom.var.tolist(), "se": mom.se.tolist()}
         fourth_rel[dist] = (mom.fourth / m4sym(np.asarray(dims, float), mu4) - 1).tolist()
     if ctx.want_figures:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for dist in _DISTS:
@@ -1090,10 +1088,7 @@ def _cost_flop_counter(form, ctx) -> CheckResult:
         errs[f"n2_share_vs_derived_N{N}_D{D}"] = 0 if share == Fraction(int(derived.p), int(derived.q)) else 1
         errs[f"n2_share_not_above_0.95_N{N}"] = 0 if share > Fraction(95, 100) else 1
     if ctx.want_figures:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         Nn = np.array([1, 2, 4, 8, 16, 32, 64, 128])
         K, D = 4, 8

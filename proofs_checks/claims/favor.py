@@ -12,6 +12,7 @@ import torch
 
 from numerics import favor as nf
 from numerics.torch_utils import generator, resolve_device
+from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from theory import favor as tf
 
@@ -204,9 +205,7 @@ def _orthogonal_lower(form, ctx) -> CheckResult:
         details[feat] = {"ratio": ratio, "se": se, "mse_iid": stats["iid"][0].tolist(), "mse_orf": stats["orf"][0].tolist(),
                          "mse_iid_formula": np.asarray(nf.mse_positive(x, y, m) if feat == "positive" else nf.mse_trig(x, y, m)).tolist()}
     if ctx.want_figures:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
         for ax, feat in zip(axes, ("positive", "trig")):
@@ -248,9 +247,7 @@ def _performer_rate(form, ctx) -> CheckResult:
         slope = float(np.polyfit(lm, np.log(E.mean(1)), 1)[0]) if np.all(np.isfinite(E)) else math.nan
         per_seed = np.array([np.polyfit(lm, np.log(E[:, s]), 1)[0] for s in range(S)]) if np.all(np.isfinite(E)) else np.full(S, np.nan)
     if ctx.want_figures and np.all(np.isfinite(E)):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(5, 3.6))
         ax.loglog(ms, E, color="0.8", lw=0.7)

@@ -17,6 +17,7 @@ import torch
 
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
+from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from theory import hopfield as th
 
@@ -24,15 +25,6 @@ EPS = np.finfo(np.float64).eps
 Z_TOL = 3.0
 Z_JUST = ("no measured point more than 3 standard errors (spread of per-trial fractions over the trials) on the "
           "wrong side of its threshold")
-
-
-def _fig():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _z(value: float, se: float, thr: float, side: str, n: int) -> float:
@@ -124,7 +116,7 @@ def _classical_async(form, ctx) -> CheckResult:
     errs.update({"max_energy_rise": max(worst_rise, 0.0), "max_dE_plus_2wii_at_flips": max(worst_gap, 0.0),
                  "unstable_units_after": unstable})
     if ctx.want_figures:
-        plt = _fig()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
         tr = np.asarray(trace)
         for k in range(min(12, B)):
@@ -293,7 +285,7 @@ def _capacity_bit_measured(form, ctx) -> CheckResult:
 
 
 def _capacity_figure(ctx, seed, dev):
-    plt = _fig()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     for d in (64, 128, 256, 512):
         alphas = np.linspace(0.02, 0.25, 12)
@@ -434,7 +426,7 @@ def _dense_poly_check(form, ctx) -> CheckResult:
                             "fitted_exponent": float(slope_meas), "form_exponent": float(slope_form),
                             "frac_at_C": [f for f, _ in at_C], "worst_z_at_C": z}
     if ctx.want_figures:
-        plt = _fig()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.4))
         for a, rows in meas.items():
             ds = [r["d"] for r in rows]
@@ -572,7 +564,7 @@ def _modern_numeric(form, ctx) -> CheckResult:
         E_prev = E_new
     errs["max_energy_rise_along_updates"] = max(rise, 0.0)
     if ctx.want_figures:
-        plt = _fig()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
         ax.semilogy(np.maximum(np.asarray(trace), 1e-16), lw=1)
         ax.set_xlabel("update ξ ← X S(βXᵀξ)")
@@ -716,7 +708,7 @@ def _retrieval_exponential(form, ctx) -> CheckResult:
     s_err = np.polyfit(betas * Delta, np.log(errs_), 1)[0]
     s_bnd = np.polyfit(betas * Delta, np.log(bounds), 1)[0]
     if ctx.want_figures:
-        plt = _fig()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
         ax.semilogy(betas * Delta, errs_, "o-", label="‖f(x_0) − x_0‖ (one update)")
         ax.semilogy(betas * Delta, bounds, "--", label="Theorem 5 bound")
@@ -815,7 +807,7 @@ def _modern_capacity_check(form, ctx) -> CheckResult:
     margin = (r2_exp - r2_poly) if want_exp else (r2_poly - r2_exp)
     err = 0.0 if (margin > 0 and ok.sum() >= 4 and (rate > 0 if want_exp else power > 0)) else 1.0
     if ctx.want_figures:
-        plt = _fig()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.4))
         ax.semilogy(ds, nhalf, "o-", label="measured N½")
         ax.semilogy(ds, np.exp(np.polyval(np.polyfit(ds_a[ok], nh_a[ok], 1), ds_a)), "--", label=f"exp fit, rate {rate:.2f}/dim")

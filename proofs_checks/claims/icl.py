@@ -16,7 +16,7 @@ import sympy as sp
 import torch
 
 from numerics import icl as ni
-from proofs_checks.context import RunContext
+from proofs_checks.context import RunContext, pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from theory import icl as ti
 
@@ -46,22 +46,13 @@ def _numeric_gamma_inv(L: np.ndarray, N: int) -> np.ndarray:
     return np.linalg.solve(hh, hw)
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _closed_form_vs_mc_figure(ctx, name: str, title: str, rows: list[tuple[str, float, float, float]],
                               ylabel: str = "value") -> None:
     """When figures are on: each Monte Carlo estimate with its ±K_SIGMA·SE band next to the
     closed form it is compared with. ``rows`` holds ``(label, closed_form, mc_mean, mc_se)``."""
     if not ctx.want_figures:
         return
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.2))
     xs = np.arange(len(rows))
     ax.errorbar(xs, [r[2] for r in rows], yerr=[K_SIGMA * r[3] for r in rows], fmt="o", capsize=4,
@@ -313,7 +304,7 @@ def _gmin_flow(form, ctx) -> CheckResult:
         errs[f"W11_d{d}_N{N}"] = _rel(r.U, Gi / math.sqrt(np.linalg.norm(Gi)))
         curves.append((f"d={d}, N={N}", r.loss_curve))
     if ctx.want_figures:
-        plt = _plt()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
         for lab, (t, l) in curves:
             ax.semilogy(t[1:], l[1:] - l[-1] + 1e-16, "o-", label=lab)
@@ -352,7 +343,7 @@ def _gmin_trained(form, ctx) -> CheckResult:
                "per_seed_rel_err_B": [float(x) for x in np.linalg.norm(res.B - Gi, axis=(1, 2)) / np.linalg.norm(Gi)],
                "train_seconds": res.seconds, "final_loss_mean": float(res.final_loss.mean())}
     if ctx.want_figures:
-        plt = _plt()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
         ax.semilogy(res.curve - res.final_loss.mean() + 1e-12)
         ax.set_xlabel("Adam step")
@@ -548,7 +539,7 @@ def _risk_trained(form, ctx) -> CheckResult:
         zs[f"M{M}"] = abs(float(form(L, N, M)) - m) / se
         curve.append((M, m, se, float(form(L, N, M))))
     if ctx.want_figures:
-        plt = _plt()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
         Ms = [c[0] for c in curve]
         ax.errorbar(Ms, [c[1] for c in curve], yerr=[2 * c[2] for c in curve], fmt="o", label="trained LSA (±2 SE)")
@@ -1026,7 +1017,7 @@ def _tvb_trained(form, ctx) -> CheckResult:
     drop_z = float((tr_m[d] - tr_m[K - 1]) / math.hypot(tr_se[d], tr_se[K - 1]))
     crit = {"far_below": max(ratios.values()) / TVB_FAR, "decreasing": 2.0 / drop_z if drop_z > 0 else math.inf}
     if ctx.want_figures:
-        plt = _plt()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5.5, 3.5))
         ks = np.arange(K)
         for name, (m, se) in errs.items():

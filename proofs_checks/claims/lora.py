@@ -10,6 +10,7 @@ from torch import nn
 
 from numerics import lora as nl
 from numerics.torch_utils import generator, resolve_device
+from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from theory import lora as tl
 
@@ -161,10 +162,7 @@ def _trained(form, ctx) -> CheckResult:
     final = np.asarray(losses[-1])
     details = dict(errs, final_loss_max=float(final.max()), initial_loss_mean=float(np.mean(losses[0])))
     if ctx.want_figures:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(5, 3.2))
         ax.semilogy(np.asarray(losses))
