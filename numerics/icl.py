@@ -26,6 +26,7 @@ from numerics.torch_utils import generator, resolve_device
 from theory.validation import InputError, as_spd_matrix
 
 __all__ = [
+    "random_spd",
     "Prompts",
     "sample_prompts",
     "prompt_matrix",
@@ -86,6 +87,21 @@ class Prompts:
     @property
     def E(self) -> torch.Tensor:
         return prompt_matrix(self.X, self.y, self.x_q)
+
+
+def random_spd(rng: np.random.Generator, d: int, lo: float = 1.0, hi: float = 4.0, *, eigenvalues=None) -> np.ndarray:
+    """A random symmetric positive-definite ``(d, d)`` matrix (a covariance Λ): a Haar-random
+    orthogonal basis (QR of a Gaussian, signs fixed by ``diag(R)``) with the given
+    ``eigenvalues``, or eigenvalues uniform in ``[lo, hi]`` (condition number ≤ hi/lo).
+
+    >>> L = random_spd(np.random.default_rng(0), 3)
+    >>> bool(np.allclose(L, L.T)) and bool(np.all(np.linalg.eigvalsh(L) >= 1 - 1e-12))
+    True
+    """
+    q, r = np.linalg.qr(rng.normal(size=(d, d)))
+    q = q * np.sign(np.diag(r))
+    eig = rng.uniform(lo, hi, size=d) if eigenvalues is None else np.asarray(eigenvalues, dtype=float)
+    return (q * eig) @ q.T
 
 
 def _chol(Lambda) -> np.ndarray:

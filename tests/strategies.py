@@ -29,11 +29,10 @@ def spd_matrices(draw, d_min: int = 2, d_max: int = 6, max_cond: float = 20.0):
     a random orthogonal basis (QR of a Gaussian) and eigenvalues in [1, max_cond]."""
     d = draw(st.integers(d_min, d_max))
     seed = draw(seeds)
-    rng = np.random.default_rng(seed)
-    q, r = np.linalg.qr(rng.normal(size=(d, d)))
-    q = q * np.sign(np.diag(r))
     eig = draw(st.lists(st.floats(1.0, max_cond), min_size=d, max_size=d))
-    return (q * np.asarray(eig)) @ q.T
+    from numerics.icl import random_spd
+
+    return random_spd(np.random.default_rng(seed), d, eigenvalues=eig)
 
 
 @st.composite

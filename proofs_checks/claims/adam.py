@@ -8,9 +8,9 @@ import sympy as sp
 
 from numerics import adam as na
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
 from theory import adam as ta
 
-EPS = np.finfo(np.float64).eps
 
 # form: an update rule step(θ, g, state | None, hp) -> (θ_new, state), as numerics.adam.adam_step
 

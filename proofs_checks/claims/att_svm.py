@@ -13,10 +13,10 @@ import torch
 from numerics import att_svm as ns
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
 from theory import att_svm as ta
 from theory.validation import InputError
 
-EPS = np.finfo(np.float64).eps
 SOURCE = "seed 002 (optimisation part); Tarzanagh, Li, Thrampoulidis, Oymak (2023); code umich-sota/TF-as-SVM"
 
 

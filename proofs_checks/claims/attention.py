@@ -15,9 +15,9 @@ import torch
 from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
 from theory import attention as ta
 
-EPS = np.finfo(np.float64).eps
 
 
 def _quiet(f, *args):

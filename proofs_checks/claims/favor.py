@@ -14,10 +14,9 @@ from numerics import favor as nf
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS, K_SIGMA
 from theory import favor as tf
 
-EPS = np.finfo(np.float64).eps
-K_SIGMA = 5.0
 
 # --------------------------------------------------------------------------------------------
 # perf.favor_unbiased

@@ -13,9 +13,9 @@ from scipy.sparse.csgraph import shortest_path
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
 from theory import gnn as tg
 
-EPS = np.finfo(np.float64).eps
 
 # form: {"message_passing": (X (N,d), Wq, Wk, Wv, src, dst) -> (N, d_v) edge-list attention,
 #        "mask": (src, dst, n, n_graphs, graph) -> bool (G, n, n) SDPA attn_mask,

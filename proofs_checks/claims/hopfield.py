@@ -19,9 +19,9 @@ from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
 from theory import hopfield as th
 
-EPS = np.finfo(np.float64).eps
 Z_TOL = 3.0
 Z_JUST = ("no measured point more than 3 standard errors (spread of per-trial fractions over the trials) on the "
           "wrong side of its threshold")

@@ -18,16 +18,9 @@ import torch
 from numerics import icl as ni
 from proofs_checks.context import RunContext, pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS, K_SIGMA
 from theory import icl as ti
 
-EPS = np.finfo(np.float64).eps
-K_SIGMA = 5.0  # Monte Carlo tolerances: this many standard errors
-
-
-def _spd(rng: np.random.Generator, d: int, lo: float = 1.0, hi: float = 4.0) -> np.ndarray:
-    q, r = np.linalg.qr(rng.normal(size=(d, d)))
-    q = q * np.sign(np.diag(r))
-    return (q * rng.uniform(lo, hi, size=d)) @ q.T
 
 
 def _lam_subs(Lsym: sp.Matrix, L: np.ndarray) -> dict:
@@ -73,7 +66,7 @@ def _closed_form_vs_mc_figure(ctx, name: str, title: str, rows: list[tuple[str, 
 def _trained(mode: str, seed: int, device: str):
     ctx = RunContext(mode, seed, device).for_check("icl.shared", "trained_lsa")
     rng = ctx.rng("Lambda")
-    L = _spd(rng, 3, 1.0, 3.0)
+    L = ni.random_spd(rng, 3, 1.0, 3.0)
     N = 10
     S = 16
     P = ctx.size(16384, 65536, 262144)
@@ -177,7 +170,7 @@ def _loss_symbolic(form, ctx) -> CheckResult:
     errs = []
     for N in (1, 2, 3, 7, 50):
         for _ in range(4):
-            L = _spd(rng, d)
+            L = ni.random_spd(rng, d)
             Bv = rng.normal(size=(d, d))
             sub = _lam_subs(Ls, L)
             ref = f([sub[s] for s in order], list(Bv.ravel()), N)
@@ -202,7 +195,7 @@ def _loss_mc(form, ctx) -> CheckResult:
     d, n = 3, ctx.size(100_000, 400_000)
     zs, seeds, rows = {}, [], []
     for k, N in enumerate((2, 5)):
-        L = _spd(rng, d, 1.0, 3.0)
+        L = ni.random_spd(rng, d, 1.0, 3.0)
         B = _numeric_gamma_inv(L, N) + 0.3 * rng.normal(size=(d, d))
         s = ctx.seed_for("prompts", k)
         seeds.append(s)
@@ -276,10 +269,10 @@ def _gmin_symbolic(form, ctx) -> CheckResult:
     fhw = sp.lambdify([order3], M3.result["hw"], "numpy")
     errs = {}
     for N in (1, 2, 3, 10, 100):
-        L2 = _spd(rng, 2)
+        L2 = ni.random_spd(rng, 2)
         sub = _lam_subs(Ls2, L2)
         errs[f"d2_N{N}"] = _rel(np.linalg.inv(form(L2, N)), np.asarray(f2([sub[s] for s in order2], N), dtype=float))
-        L3 = _spd(rng, 3)
+        L3 = ni.random_spd(rng, 3)
         sub3 = _lam_subs(Ls3, L3)
         v3 = [sub3[s] for s in order3]
         Bstar = np.linalg.solve(np.asarray(fhh(v3, N), float), np.asarray(fhw(v3), float))
@@ -294,7 +287,7 @@ def _gmin_flow(form, ctx) -> CheckResult:
     rng = ctx.rng()
     errs, seeds, curves = {}, [], []
     for k, (d, N) in enumerate(((3, 5), (5, 20))):
-        L = _spd(rng, d, 1.0, 5.0)
+        L = ni.random_spd(rng, d, 1.0, 5.0)
         s = ctx.seed_for("init", k)
         seeds.append(s)
         r = ni.gradient_flow(L, N, seed=s)
@@ -405,11 +398,11 @@ def _lmin_symbolic(form, ctx) -> CheckResult:
     fe = sp.lambdify([lam, t, ti.Nsym], D.facts["eigen_form"], "numpy")
     errs = {}
     for N in (1, 2, 5, 40):
-        L = _spd(rng, 2)
+        L = ni.random_spd(rng, 2)
         sub = _lam_subs(Ls, L)
         ref = float(f([sub[s] for s in order], N))
         errs[f"d2_N{N}"] = abs(float(form(L, N)) - ref) / (1 + abs(ref))
-        L5 = _spd(rng, 5)
+        L5 = ni.random_spd(rng, 5)
         ev = np.linalg.eigvalsh(L5)
         ref5 = float(np.sum(fe(ev, ev.sum(), N)))
         errs[f"d5_N{N}"] = abs(float(form(L5, N)) - ref5) / (1 + abs(ref5))
@@ -423,7 +416,7 @@ def _lmin_numeric(form, ctx) -> CheckResult:
     d, n = 3, ctx.size(100_000, 400_000)
     errs, seeds, rows = {}, [], []
     for k, N in enumerate((2, 6)):
-        L = _spd(rng, d, 1.0, 3.0)
+        L = ni.random_spd(rng, d, 1.0, 3.0)
         Bn = _numeric_gamma_inv(L, N)
         exact = ni.population_loss_B(L, N, Bn)
         errs[f"exact_N{N}"] = abs(float(form(L, N)) - exact) / exact / (1e3 * EPS) * K_SIGMA
@@ -491,11 +484,11 @@ def _risk_symbolic(form, ctx) -> CheckResult:
     fe = sp.lambdify([lam, t, ti.Nsym, ti.Msym], D.result["eigen"], "numpy")
     errs = {}
     for N, M in ((1, 1), (2, 7), (10, 3), (40, 40), (5, 200)):
-        L = _spd(rng, 2)
+        L = ni.random_spd(rng, 2)
         sub = _lam_subs(Ls, L)
         ref = float(f([sub[s] for s in order], N, M))
         errs[f"d2_N{N}_M{M}"] = abs(float(form(L, N, M)) - ref) / (1 + abs(ref))
-        L4 = _spd(rng, 4)
+        L4 = ni.random_spd(rng, 4)
         ev = np.linalg.eigvalsh(L4)
         ref4 = float(np.sum(fe(ev, ev.sum(), N, M)))
         errs[f"d4_N{N}_M{M}"] = abs(float(form(L4, N, M)) - ref4) / (1 + abs(ref4))
@@ -509,7 +502,7 @@ def _risk_mc(form, ctx) -> CheckResult:
     d, n = 3, ctx.size(100_000, 400_000)
     zs, seeds = {}, []
     for k, (N, M) in enumerate(((2, 3), (3, 12), (10, 2))):
-        L = _spd(rng, d, 1.0, 3.0)
+        L = ni.random_spd(rng, d, 1.0, 3.0)
         Bn = _numeric_gamma_inv(L, N)
         s = ctx.seed_for("mc", k)
         seeds.append(s)
@@ -631,7 +624,7 @@ def _gen_mc(form, ctx) -> CheckResult:
     d, n = 3, ctx.size(200_000, 800_000)
     zs, seeds, det = {}, [], {}
     for k, (name, link, noise) in enumerate(_TARGETS):
-        L = _spd(rng, d, 1.0, 2.0)
+        L = ni.random_spd(rng, d, 1.0, 2.0)
         w0 = rng.normal(size=d)
         w0 /= math.sqrt(w0 @ L @ w0)  # ⟨w0, x⟩ ~ N(0, 1): the nonlinearity matters
         law = ni.target_law(L, w0, link, noise)
@@ -704,11 +697,11 @@ def _limits_symbolic(form, ctx) -> CheckResult:
     c = sp.Symbol("c", positive=True)
     fs = sp.lambdify([c], D.result["shift_factor"], "numpy")
     errs = {"risk_NM_inf": abs(float(D.result["risk_NM_inf"]))}
-    L = _spd(rng, 2)
+    L = ni.random_spd(rng, 2)
     sub = _lam_subs(Ls, L)
     errs["gamma_inf"] = _rel(form["gamma_inf"](L), np.asarray(fg([sub[s] for s in order]), float))
     for N in (1, 3, 30):
-        L4 = _spd(rng, 4)
+        L4 = ni.random_spd(rng, 4)
         ev = np.linalg.eigvalsh(L4)
         ref = float(np.sum(fr(ev, ev.sum(), N)))
         errs[f"risk_M_inf_N{N}"] = abs(float(form["risk_M_inf"](L4, N)) - ref) / ref
@@ -723,7 +716,7 @@ def _limits_numeric(form, ctx) -> CheckResult:
     of least-squares slopes of ŷ on y_q at scale c and at scale 1 is c² (the LSA is cubic in x)."""
     rng = ctx.rng()
     errs, det = {}, {}
-    L = _spd(rng, 3)
+    L = ni.random_spd(rng, 3)
     hh, _ = ni.population_moments(L, 10**9)
     Gbig = np.linalg.solve(L, hh)
     errs["gamma_inf"] = _rel(form["gamma_inf"](L), Gbig) / 1e-8 * K_SIGMA  # O(1/N) = 1e-9 from the finite N
@@ -898,7 +891,7 @@ def _nc_symbolic(form, ctx) -> CheckResult:
     rng = ctx.rng()
     errs = []
     for N in (1, 4, 30):
-        L = _spd(rng, 2)
+        L = ni.random_spd(rng, 2)
         sub = _lam_subs(Ls, L)
         ref = float(f([sub[s] for s in order]))
         errs.append(abs(float(form(L, N)) - ref) / abs(ref))
@@ -915,7 +908,7 @@ def _nc_numeric(form, ctx) -> CheckResult:
     d, nb, n = 3, 10, ctx.size(20_000, 80_000)
     errs, det, seeds, L_by_N = {}, {}, [], {}
     for N in (2, 10):
-        L = L_by_N[N] = _spd(rng, d)
+        L = L_by_N[N] = ni.random_spd(rng, d)
         s = ctx.seed_for("prompts", N)
         seeds.append(s)
         P = ni.sample_prompts(L, N, (nb, n), seed=s)

@@ -12,9 +12,9 @@ from numerics import lora as nl
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS, max_rel_error
 from theory import lora as tl
 
-EPS = np.finfo(np.float64).eps
 
 # form: {"make": (base nn.Linear, r, alpha, generator) -> module with .A, .B, forward,
 #        "merge": (W0, A, B, alpha, r) -> merged weight, "grads": (X, G, A, B, s) -> (dL/dA, dL/dB),
@@ -22,11 +22,6 @@ EPS = np.finfo(np.float64).eps
 
 # (d_out, d_in, r, alpha): alpha/r != 1 everywhere so a scale error shows
 _CONFIGS = [(8, 6, 2, 16.0), (5, 7, 3, 1.0), (12, 12, 4, 8.0), (3, 9, 1, 2.0)]
-
-
-def _rel(a, b) -> float:
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
 
 def _symbolic(form, ctx) -> CheckResult:
@@ -47,8 +42,8 @@ def _symbolic(form, ctx) -> CheckResult:
         sv = float(rng.uniform(0.5, 4.0))
         flat = [Xn.ravel(), Gn.ravel(), An.ravel(), Bn.ravel(), sv]
         gA, gB = form["grads"](Xn, Gn, An, Bn, sv)
-        errs["grad_A"] = max(errs["grad_A"], _rel(gA, np.asarray(fA(*flat), dtype=float)))
-        errs["grad_B"] = max(errs["grad_B"], _rel(gB, np.asarray(fB(*flat), dtype=float)))
+        errs["grad_A"] = max(errs["grad_A"], max_rel_error(gA, np.asarray(fA(*flat), dtype=float)))
+        errs["grad_B"] = max(errs["grad_B"], max_rel_error(gB, np.asarray(fB(*flat), dtype=float)))
     cnt = tl.derive_lora_count()
     dd, kk, rr = cnt.facts["symbols"]
     poly = sp.lambdify((dd, kk, rr), cnt.result)
@@ -95,7 +90,7 @@ def _torch_module(form, ctx) -> CheckResult:
         errs[f"autograd_grad_A_is_zero[{i}]"] = float(np.abs(gA_ref).max())
         A0, B0 = lora.A.detach().cpu().numpy(), lora.B.detach().cpu().numpy()
         gA, gB = form["grads"](X.cpu().numpy(), G.cpu().numpy(), A0, B0, alpha / r)
-        errs[f"grads_vs_autograd[{i}]"] = max(_rel(gA, gA_ref), _rel(gB, gB_ref))
+        errs[f"grads_vs_autograd[{i}]"] = max(max_rel_error(gA, gA_ref), max_rel_error(gB, gB_ref))
         errs[f"grad_B_nonzero[{i}]"] = float(np.abs(gB_ref).max() == 0.0)  # 1 if ∂L/∂B vanished
         errs[f"trainable_count[{i}]"] = float(abs(nl.count_trainable(lora) - form["count"](d, k, r)))
         with torch.no_grad():  # pretend training moved B

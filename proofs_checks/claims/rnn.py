@@ -8,18 +8,13 @@ import sympy as sp
 
 from numerics import rnn as nr
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS, max_rel_error
 from theory import rnn as tr
 
-EPS = np.finfo(np.float64).eps
 
 # form: {"combine": untied gradients (T, ...) -> tied gradient,
 #        "bptt": (params, X, Z) -> dict of tied gradients (hand-written BPTT),
 #        "project": untied gradients (T, ...) -> their projection onto the tied subspace (T, ...)}
-
-
-def _rel(a, b) -> float:
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
 
 def _symbolic(form, ctx) -> CheckResult:
@@ -43,14 +38,14 @@ def _symbolic(form, ctx) -> CheckResult:
         x, z = rng.normal(size=T), rng.normal(size=T)
         tied = float(f_tied(wv, uv, bv, vv, h0v, list(x), list(z)))
         untied = np.asarray(f_untied(wv, uv, bv, vv, h0v, list(x), list(z)), dtype=float)
-        errs["combine"] = max(errs["combine"], _rel(form["combine"](untied), tied))
+        errs["combine"] = max(errs["combine"], max_rel_error(form["combine"](untied), tied))
         params = {"Wh": np.array([[wv]]), "Wx": np.array([[uv]]), "b": np.array([bv]), "Wy": np.array([[vv]]),
                   "by": np.zeros(1), "h0": np.array([h0v])}
         g = form["bptt"](params, x.reshape(1, T, 1), z.reshape(1, T, 1))
-        errs["bptt"] = max(errs["bptt"], _rel(g["Wh"][0, 0], tied))
+        errs["bptt"] = max(errs["bptt"], max_rel_error(g["Wh"][0, 0], tied))
         P = np.asarray(form["project"](untied), dtype=float)
-        errs["projection"] = max(errs["projection"], _rel(P, np.full(T, f_proj(list(untied)))))
-        errs["tied_over_projection"] = max(errs["tied_over_projection"], _rel(ratio * P[0], tied))
+        errs["projection"] = max(errs["projection"], max_rel_error(P, np.full(T, f_proj(list(untied)))))
+        errs["tied_over_projection"] = max(errs["tied_over_projection"], max_rel_error(ratio * P[0], tied))
     tol = 64 * T * EPS
     return compare(worst(errs), tol, f"float64 rounding of a T={T} step chain rule (64·T·eps, relative)",
                    seeds=[ctx.seed_for()], sizes={"T": T}, details=errs)
@@ -71,8 +66,8 @@ def _autograd(form, ctx) -> CheckResult:
         unt = nr.untied_gradients(p, X, Z, ctx.device)
         mine = form["bptt"](p, X, Z)
         for k in nr.PARAM_NAMES:
-            errs[f"combine_{k}[{i}]"] = _rel(form["combine"](unt[k]), ref[k])
-            errs[f"bptt_{k}[{i}]"] = _rel(mine[k], ref[k])
+            errs[f"combine_{k}[{i}]"] = max_rel_error(form["combine"](unt[k]), ref[k])
+            errs[f"bptt_{k}[{i}]"] = max_rel_error(mine[k], ref[k])
         details[f"last_step_share_Wh[{i}]"] = float(np.linalg.norm(unt["Wh"][-1]) / max(np.linalg.norm(ref["Wh"]), 1e-300))
     T_max = max(s[3] for s in shapes)
     tol = 256 * T_max * max(s[1] for s in shapes) * EPS
@@ -101,11 +96,11 @@ def _projection(form, ctx) -> CheckResult:
         c, *_ = np.linalg.lstsq(design, G.reshape(T * n), rcond=None)
         ref = (design @ c).reshape(G.shape)
         P = np.asarray(form["project"](G), dtype=float)
-        errs[f"vs_lstsq_{k}"] = _rel(P, ref)
-        errs[f"idempotent_{k}"] = _rel(np.asarray(form["project"](P), dtype=float), P)
+        errs[f"vs_lstsq_{k}"] = max_rel_error(P, ref)
+        errs[f"idempotent_{k}"] = max_rel_error(np.asarray(form["project"](P), dtype=float), P)
         projected_step = p[k] - eta * P[0]
         tied_step = p[k] - (eta / T) * tied[k]
-        errs[f"projected_step_eq_tied_step_eta_over_T_{k}"] = _rel(projected_step, tied_step)
+        errs[f"projected_step_eq_tied_step_eta_over_T_{k}"] = max_rel_error(projected_step, tied_step)
     details = dict(errs)
     details["note"] = ("averaging the T untied gradients = orthogonal projection onto tied weights; "
                        "the tied gradient is T times that average (same direction, rate rescaled by T)")

@@ -12,8 +12,8 @@ import torch
 from numerics import sparse as nsp
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
 
-EPS = np.finfo(np.float64).eps
 _EXACT = "exact: booleans and integer layer counts; any disagreement with the reference is an error"
 
 # --------------------------------------------------------------------------------------------
