@@ -38,9 +38,10 @@ def check_hp(hp: dict) -> dict:
 def adam_step(theta: np.ndarray, grad: np.ndarray, state: dict | None, hp: dict) -> tuple[np.ndarray, dict]:
     """One bias-corrected Adam (or AdamW / AMSGrad) step; ``state=None`` starts from ``m = v = 0``.
 
-    Returns ``(θ_new, state)`` with ``state = {"t", "m", "v", "vmax"}``.
+    Returns ``(θ_new, state)`` with ``state = {"t", "m", "v", "vmax"}``; ``hp`` is complete, as
+    returned by :func:`check_hp` (which fills the defaults and validates).
 
-    >>> th, st = adam_step(np.array([1.0]), np.array([0.5]), None, dict(lr=0.1, eps=0.0))
+    >>> th, st = adam_step(np.array([1.0]), np.array([0.5]), None, check_hp(dict(lr=0.1, eps=0.0)))
     >>> th  # first step is −α sign(g) when ε = 0
     array([0.9])
     """
