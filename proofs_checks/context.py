@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["RunContext", "MODES", "pyplot"]
+__all__ = ["RunContext", "MODES", "pyplot", "clear_reference_cache", "reference_cache_info"]
 
 MODES = ("quick", "default", "full")
+
+# Form-independent references (a derived expression lambdified, a Monte Carlo sample, a trained
+# model, a solver's output), shared by a claim's run and every mutant run in the same process.
+_REF_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
+_REF_LOCK = threading.Lock()
+_REF_MAX = 512
+_REF_STATS = {"hits": 0, "misses": 0}
+
+
+def clear_reference_cache() -> None:
+    """Forget every cached reference (tests that time a cold run call this)."""
+    with _REF_LOCK:
+        _REF_CACHE.clear()
+        _REF_STATS.update(hits=0, misses=0)
+
+
+def reference_cache_info() -> dict[str, int]:
+    """Hits, misses and size of the reference cache (benchmarks report them)."""
+    with _REF_LOCK:
+        return {**_REF_STATS, "size": len(_REF_CACHE)}
 
 
 def pyplot():
@@ -75,6 +97,29 @@ class RunContext:
     def rng(self, *keys: Any) -> np.random.Generator:
         """A NumPy generator seeded by :meth:`seed_for` with the same keys."""
         return np.random.default_rng(self.seed_for(*keys))
+
+    def reference(self, name: str, compute, *keys: Any) -> Any:
+        """The form-independent reference ``compute()``, computed once per (claim, check, mode, seed,
+        device, ``name``, ``keys``) and cached for the rest of the process.
+
+        A check is a reference plus a comparison: everything that does not read the form (the
+        derivation lambdified, Monte Carlo samples, a trained model, a solver's output) goes in
+        ``compute``, so that each mutant run costs only the comparison. ``compute`` must not read
+        the form, and callers must not modify what it returns.
+        """
+        key = (self.claim_id, self.check_name, self.mode, self.seed, self.device, name, *map(repr, keys))
+        with _REF_LOCK:
+            if key in _REF_CACHE:
+                _REF_CACHE.move_to_end(key)
+                _REF_STATS["hits"] += 1
+                return _REF_CACHE[key]
+        value = compute()
+        with _REF_LOCK:
+            _REF_STATS["misses"] += 1
+            _REF_CACHE[key] = value
+            while len(_REF_CACHE) > _REF_MAX:
+                _REF_CACHE.popitem(last=False)
+        return value
 
     def for_check(self, claim_id: str, check_name: str) -> "RunContext":
         """A copy bound to one claim's check (so ``seed_for`` differs per check)."""

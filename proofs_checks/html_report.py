@@ -52,6 +52,7 @@ _ALLOWED_ATTRS = frozenset(
 )
 
 STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "skip", "evidence": "evi",
+                "incomplete": "inc", "derived": "evi", "assumed": "inc", "holds": "ok", "fails": "bad",
                 "passed": "ok", "failed": "bad", "killed": "ok", "survived": "bad", "not run": "skip"}
 
 
@@ -330,6 +331,12 @@ th{background:#f6f8fa}tr:nth-child(even) td{background:#fbfcfd}
 td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;padding:0 .5em;border-radius:1em;font-size:.85em;font-weight:600;color:#fff;white-space:nowrap}
 .ok{background:var(--ok)}.bad{background:var(--bad)}.err{background:var(--err)}.skip{background:var(--skip)}.evi{background:var(--evi)}
+.inc{background:#bf8700}
+table.matrix td.cell{text-align:center;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.m3{background:#1a7f37!important;color:#fff}td.m1{background:#aceebb!important}td.m0{background:#ffebe9!important}
+td.mx{background:#fbefff!important}td.ms{background:#fff8c5!important}
+.steptag{font-size:.75em;margin-left:.4em}
+.wrap{overflow-x:auto;max-width:100%}
 .dim{color:var(--dim);font-size:.9em}
 .math{overflow-x:auto;overflow-y:hidden;padding:.4em 0;margin:.1em 0}
 .math.lines>div{margin:.35em 0}
@@ -432,7 +439,7 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
         b.append(f'<div class="box {cls}">{_e(r["message"])}</div>')
     if r.get("kind") == "erratum":
         b.append("<h2>Statement</h2>")
-        b.append(f'<div class="box stated"><b>As stated in the seed</b> (refuted){statement_html(r.get("stated_statement"))}</div>')
+        b.append(f'<div class="box stated"><b>As stated in the lecture notes</b>{statement_html(r.get("stated_statement"))}</div>')
         b.append(f'<div class="box corrected"><b>Corrected</b>{statement_html(r.get("statement"))}</div>')
     else:
         b.append("<h2>Statement</h2>")
@@ -441,12 +448,7 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
         b.append(f"<p><b>Notes.</b> {_e(r['notes'])}</p>")
     if r.get("derivation") or r.get("derivation_error"):
         b.append("<h2>Derivation</h2>")
-        if r.get("derivation"):
-            items = []
-            for s in r["derivation"]:
-                s = s if isinstance(s, dict) else {"text": str(s)}
-                items.append(f"<li>{_e(s.get('text'))}{math_html(s.get('latex'), s.get('mathml'))}</li>")
-            b.append('<ol class="steps">' + "".join(items) + "</ol>")
+        b.append(_derivation_html(r))
         if r.get("derivation_error"):
             b.append(f'<div class="box errorbox">Derivation failed: <code>{_e(r["derivation_error"])}</code></div>')
     b.append("<h2>Checks</h2>")
@@ -455,9 +457,11 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
     else:
         b.append('<p class="dim">No check results.</p>')
     if r.get("stated_checks"):
-        b.append("<h2>Checks on the seed's stated form</h2>")
-        b.append("<p class=dim>The seed's form as stated runs cheapest check first and stops at its first refutation; "
-                 "a <em>failed</em> check here is the evidence against the statement as written.</p>")
+        b.append("<h2>Checks on the form as stated in the lecture notes</h2>")
+        layers = r.get("stated_refuted_by") or {}
+        said = ("refuted by the " + ", ".join(f"{k} layer ({', '.join(v)})" for k, v in layers.items())) if layers else "not refuted by any check"
+        b.append(f"<p>The stated form runs against every check: it is <b>{_e(said)}</b>. A <em>failed</em> check here is "
+                 "evidence against the statement as written (a crash is not).</p>")
         b.append(_checks_table(r["stated_checks"], root, out))
     b.append("<h2>Mutants</h2>")
     b.append(_claim_mutants(doc, r))
@@ -473,29 +477,106 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
     return "\n".join(b)
 
 
+def _margin(entry: dict[str, Any]) -> float | None:
+    m = entry.get("margin")
+    if m == "inf":
+        return math.inf
+    return float(m) if isinstance(m, (int, float)) and not isinstance(m, bool) else None
+
+
+def _matrix_cell(entry: dict[str, Any] | None) -> str:
+    """One kill-matrix cell: the margin error/tolerance, coloured: dark green ≥ 3, light green
+    1–3 (rejected, thin), pink = not rejected, purple = the check crashed, amber = skipped."""
+    if entry is None:
+        return '<td class="cell dim">–</td>'
+    st = entry.get("status")
+    m = _margin(entry)
+    title = _e(f"{entry.get('check')}: {st}; error {entry.get('error')} vs tolerance {entry.get('tolerance')}"
+               + (f"; {entry.get('reason')}" if entry.get("reason") else ""))
+    if st == "error":
+        return f'<td class="cell mx" title="{title}">crash</td>'
+    if st == "skipped":
+        return f'<td class="cell ms" title="{title}">skip</td>'
+    txt = "∞" if m == math.inf else ("–" if m is None else f"{m:.3g}")
+    cls = "m0" if not entry.get("rejected") else ("m3" if m is not None and m >= 3 else "m1")
+    return f'<td class="cell {cls}" title="{title}">{_e(txt)}</td>'
+
+
 def _claim_mutants(doc: dict[str, Any], r: dict[str, Any]) -> str:
+    """The kill matrix: mutants × checks, each cell the margin error/tolerance of that check on
+    that mutant (> 1 rejects)."""
     run = _mutants_for(doc, str(r.get("id")))
     declared = {m.get("name"): m for m in (r.get("mutants") or []) if isinstance(m, dict)}
     if run is None and not declared:
         return '<p class="dim">No mutants recorded.</p>'
+    checks = [(c.get("name"), c.get("layer")) for c in r.get("checks") or []]
+    head = ("<tr><th>mutant</th><th>kind</th><th>description</th><th>status</th>"
+            + "".join(f"<th>{_e(n)}<div class=dim>{_e(l)}</div></th>" for n, l in checks) + "</tr>")
     rows = []
-    if run is not None:
-        seen = set()
-        for m in run:
-            seen.add(m.get("mutant"))
-            st = "killed" if m.get("killed") else "survived"
-            rows.append(f"<tr><td>{_e(m.get('mutant'))}</td><td>{_e(m.get('kind'))}</td><td>{_e(m.get('description'))}</td>"
-                        f"<td>{_badge(st)}</td><td>{_e(m.get('killed_by') or '–')}</td><td class=num>{_num(m.get('error'))}</td>"
-                        f"<td class=num>{_num(m.get('tolerance'))}</td></tr>")
-        missing = [d for n, d in declared.items() if n not in seen]
-    else:
-        missing = list(declared.values())
-    for d in missing:
-        rows.append(f"<tr><td>{_e(d.get('name'))}</td><td>{_e(d.get('kind'))}</td><td>{_e(d.get('description'))}</td>"
-                    f"<td>{_badge('not run')}</td><td>–</td><td>–</td><td>–</td></tr>")
-    note = "" if run is not None else '<p class="dim">Mutants were not run in this report (<code>--no-mutants</code>).</p>'
-    return (note + "<table><tr><th>mutant</th><th>kind</th><th>description</th><th>status</th><th>killed by</th>"
-            "<th>error</th><th>tolerance</th></tr>" + "".join(rows) + "</table>")
+    seen = set()
+    for m in run or []:
+        seen.add(m.get("mutant"))
+        st = "killed" if m.get("killed") else "survived"
+        by = {e.get("check"): e for e in m.get("checks") or []}
+        desc = _e(m.get("description"))
+        if m.get("exempt"):
+            desc += f'<div class="dim">exempt from the non-symbolic target: {_e(m["exempt"])}</div>'
+        rows.append(f"<tr><td>{_e(m.get('mutant'))}</td><td>{_e(m.get('kind'))}</td><td>{desc}</td><td>{_badge(st)}</td>"
+                    + "".join(_matrix_cell(by.get(n)) for n, _ in checks) + "</tr>")
+    for n, d in declared.items():
+        if n not in seen:
+            rows.append(f"<tr><td>{_e(d.get('name'))}</td><td>{_e(d.get('kind'))}</td><td>{_e(d.get('description'))}</td>"
+                        f"<td>{_badge('not run')}</td>" + "".join('<td class="cell dim">–</td>' for _ in checks) + "</tr>")
+    note = ("" if run is not None else '<p class="dim">Mutants were not run in this report (<code>--no-mutants</code>).</p>')
+    legend = ('<p class="dim">Each cell is the margin error/tolerance of one check on one mutant: '
+              '<span class="badge ok">≥ 3</span> rejected with a clear margin, light green rejected (margin 1–3), '
+              'pink not rejected by that check, purple the check crashed (not a rejection). ∞: an exact mismatch.</p>')
+    return note + legend + '<div class="wrap"><table class="matrix">' + head + "".join(rows) + "</table></div>"
+
+
+def _derivation_html(r: dict[str, Any]) -> str:
+    """Steps (each tagged derived/assumed; a compact form first, the full expression folded away),
+    the legend of symbols, the assumptions and the obligations with their residuals."""
+    out = []
+    steps = [s if isinstance(s, dict) else {"text": str(s)} for s in r.get("derivation") or []]
+    if steps:
+        items = []
+        for s in steps:
+            how = s.get("how") or "derived"
+            tag = _badge(how, s.get("role") or how) if how == "assumed" else _badge("derived")
+            full = math_html(s.get("latex"), s.get("mathml"))
+            compact = s.get("compact") or ""
+            long_ = len(s.get("latex") or "") > 400
+            if compact:
+                body = math_html(compact, None) + (f"<details><summary>entry-wise expansion</summary>{full}</details>" if full else "")
+            elif long_:
+                body = f"<details><summary>expression ({len(s.get('latex') or '')} characters of LaTeX)</summary>{full}</details>"
+            else:
+                body = full
+            items.append(f"<li>{_e(s.get('text'))}<span class=steptag>{tag}</span>{body}</li>")
+        out.append('<ol class="steps">' + "".join(items) + "</ol>")
+    prov = r.get("provenance") or {}
+    if prov:
+        bad = [k for k, v in prov.items() if v != "derived"]
+        out.append("<p>" + ("Closed form: <b>derived</b> (every result entry is the output of a derived step)." if not bad else
+                            f"Closed form: <b>not derived</b> for {_e(', '.join(bad))} (typed in).") + "</p>")
+    legend = r.get("legend") or {}
+    if legend:
+        out.append("<p><b>Symbols.</b></p><table>" + "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(v)}</td></tr>"
+                                                             for k, v in legend.items()) + "</table>")
+    assumed = [s for s in steps if s.get("how") == "assumed"]
+    if assumed:
+        out.append("<p><b>Assumptions</b> (typed-in premises, not derived here):</p><ul>"
+                   + "".join(f"<li>{_e(s.get('role') or 'premise')}: {_e(s.get('text'))}</li>" for s in assumed) + "</ul>")
+    obl = r.get("obligations") or []
+    if obl:
+        rows = "".join(f"<tr><td>{_e(o.get('name'))}</td><td>{_e(o.get('kind'))}</td>"
+                       f"<td>{_badge('holds' if o.get('passed') else 'fails')}</td><td><code>{_e(o.get('residual'))}</code></td>"
+                       f"<td>{_e(o.get('method'))}</td><td class=num>{_num(o.get('seconds'))}</td></tr>" for o in obl)
+        out.append("<p><b>Obligations</b> (facts the derivation must establish, evaluated in this run):</p>"
+                   "<table><tr><th>obligation</th><th>kind</th><th>status</th><th>residual</th><th>decided by</th><th>s</th></tr>"
+                   + rows + "</table>")
+    return "\n".join(out)
 
 
 def _index_body(doc: dict[str, Any]) -> str:
@@ -526,7 +607,8 @@ def _index_body(doc: dict[str, Any]) -> str:
     else:
         ms = doc.get("mutant_summary") or {}
         b.append(f"<p>{_e(ms.get('killed', sum(1 for m in doc['mutants'] if m.get('killed'))))}/"
-                 f"{_e(ms.get('total', len(doc['mutants'])))} killed.</p>")
+                 f"{_e(ms.get('total', len(doc['mutants'])))} killed (every mutant runs against every check).</p>")
+        b.append(_kill_summary_html(doc))
         mrows = []
         for m in doc["mutants"]:
             st = "killed" if m.get("killed") else "survived"
@@ -541,18 +623,47 @@ def _index_body(doc: dict[str, Any]) -> str:
     return "\n".join(b)
 
 
+def _kill_summary_html(doc: dict[str, Any]) -> str:
+    """Per claim: how many mutants each layer rejects, and how many a numeric or trained check
+    rejects with margin ≥ 3 (the target)."""
+    per: dict[str, dict[str, Any]] = {}
+    for m in doc.get("mutants") or []:
+        c = per.setdefault(str(m.get("claim")), {"total": 0, "symbolic": 0, "numeric": 0, "trained": 0, "ns3": 0, "exempt": 0})
+        c["total"] += 1
+        layers = m.get("rejected_by_layer") or {}
+        for k in ("symbolic", "numeric", "trained"):
+            c[k] += int(k in layers)
+        ns = [(math.inf if v == "inf" else v) for k, v in layers.items() if k != "symbolic" and v is not None]
+        c["ns3"] += int(any(v >= 3 for v in ns))
+        c["exempt"] += int(bool(m.get("exempt")))
+    kinds = {str(r.get("id")): r.get("kind") for r in doc.get("results") or []}
+    elig = [c for cid, c in per.items() if kinds.get(cid) in ("theorem", "identity", "erratum")]
+    tot = sum(c["total"] - c["exempt"] for c in elig)
+    met = sum(c["ns3"] for c in elig)
+    share = f"{met}/{tot} ({100 * met / tot:.0f}%)" if tot else "–"
+    rows = "".join(
+        f'<tr><td><a href="{quote(claim_page(cid))}">{_e(cid)}</a></td><td>{_e(kinds.get(cid))}</td><td class=num>{c["total"]}</td>'
+        f'<td class=num>{c["symbolic"]}</td><td class=num>{c["numeric"]}</td><td class=num>{c["trained"]}</td>'
+        f'<td class="num {"m3" if c["ns3"] + c["exempt"] == c["total"] else "m1"}">{c["ns3"]}</td><td class=num>{c["exempt"]}</td></tr>'
+        for cid, c in per.items())
+    return (f"<p>Mutants of theorem/identity/erratum claims rejected by a numeric or trained check with margin ≥ 3: "
+            f"<b>{share}</b> (exempt mutants excluded).</p><table><tr><th>claim</th><th>kind</th><th>mutants</th>"
+            "<th>rejected by symbolic</th><th>by numeric</th><th>by trained</th><th>numeric/trained, margin ≥ 3</th><th>exempt</th></tr>"
+            + rows + "</table>")
+
+
 def _errata_body(doc: dict[str, Any], out: Path | None) -> str:
     errata = [r for r in doc.get("results") or [] if r.get("kind") == "erratum"]
     b = ["<h1>Errata</h1>", _run_line(doc),
-         "<p>Each seed erratum: the statement as the seed writes it, the check that refutes it, and the corrected "
-         "statement with the status of its own checks.</p>"]
+         "<p>Each erratum: the statement as the lecture notes write it, the checks that refute it (every check runs "
+         "on it), and the corrected statement with the status of its own checks.</p>"]
     if not errata:
         b.append('<p class="dim">No erratum claims in this report.</p>')
     for r in errata:
         cid = str(r.get("id"))
         b.append(f'<h2 id="{_e(_slug(cid))}"><a href="{quote(claim_page(cid))}">{_e(cid)}</a> — {_e(r.get("title"))}</h2>')
         b.append(f"<p>{_status_badge(r)} <span class=dim>source: {_e(r.get('source') or '–')}</span> {_e(r.get('message'))}</p>")
-        b.append(f'<div class="box stated"><b>As stated in the seed</b>{statement_html(r.get("stated_statement"))}</div>')
+        b.append(f'<div class="box stated"><b>As stated in the lecture notes</b>{statement_html(r.get("stated_statement"))}</div>')
         refuting = [c for c in r.get("stated_checks") or [] if c.get("status") == "failed"]
         b.append("<p><b>Refuting evidence.</b></p>")
         if refuting:

@@ -92,19 +92,25 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     skip_reason: str | None = None
     figures: list[str] = field(default_factory=list)
+    reason: str = ""
 
     @property
     def ratio(self) -> float:
-        """error / tolerance (how far inside or outside the tolerance)."""
-        if math.isnan(self.tolerance) or math.isnan(self.error):
+        """error / tolerance (how far inside or outside the tolerance): the *margin* of a rejection.
+
+        ``inf`` for an exact comparison (tolerance 0) that did not match, and for a NaN/inf error
+        (a non-finite measurement is as far from passing as it gets)."""
+        if math.isnan(self.tolerance):
             return math.nan
+        if math.isnan(self.error) or math.isinf(self.error):
+            return math.inf
         if self.tolerance == 0:  # exact comparison: 0 when it matched, inf when it did not
             return 0.0 if self.error == 0 else math.inf
         return self.error / self.tolerance
 
 
 def compare(
-    error: float,
+    error: "float | dict[str, float]",
     tolerance: float,
     justification: str,
     *,
@@ -113,16 +119,31 @@ def compare(
     device: str = "cpu",
     details: dict[str, Any] | None = None,
 ) -> CheckResult:
-    """A :class:`CheckResult` that passes iff ``error <= tolerance`` (NaN error fails).
+    """A :class:`CheckResult` that passes iff ``error <= tolerance``.
+
+    ``error`` is one number or a dict of named errors, reduced by :func:`worst`. A NaN or inf
+    anywhere (in the error, any named error or the tolerance) fails the check, and ``reason`` names
+    where it came from: a non-finite measurement is never a pass.
 
     >>> compare(1e-14, 1e-12, "float64 rounding").passed
     True
-    >>> compare(float("nan"), 1.0, "x").passed
-    False
+    >>> r = compare({"a": 1e-3, "b": float("nan")}, 1.0, "x"); (r.passed, r.reason)
+    (False, 'non-finite error: b = nan')
     """
+    reason = ""
+    if isinstance(error, dict):
+        bad = [k for k, v in error.items() if not math.isfinite(float(v))]
+        if bad:
+            reason = "non-finite error: " + ", ".join(f"{k} = {float(error[k])}" for k in bad[:5])
+        details = {**dict(error), **dict(details or {})}
+        error = worst(error)
     error = float(error)
     tolerance = float(tolerance)
-    passed = (not math.isnan(error)) and error <= tolerance
+    if not reason and not math.isfinite(error):
+        reason = f"non-finite error: {error}"
+    if not math.isfinite(tolerance) or tolerance < 0:
+        reason = (reason + "; " if reason else "") + f"invalid tolerance: {tolerance}"
+    passed = not reason and error <= tolerance
     return CheckResult(
         passed=passed,
         error=error,
@@ -132,25 +153,33 @@ def compare(
         sizes=dict(sizes or {}),
         device=device,
         details=dict(details or {}),
+        reason=reason,
     )
 
 
 def worst(errors: dict[str, float] | Iterable[float]) -> float:
-    """The largest of several errors, with NaN or inf anywhere giving ``inf`` (so it fails).
+    """The largest of several errors; NaN anywhere gives NaN and inf gives inf (so it fails).
 
-    Python's ``max`` silently skips a NaN that is not first; use this to aggregate errors.
+    Python's ``max`` silently skips a NaN that is not first (``max(1.0, nan) == 1.0``): every
+    reduction of errors in the claim modules goes through this function (a test forbids bare
+    ``max``/``min`` there). Arrays are flattened.
 
     >>> worst({"a": 1e-3, "b": float("nan")})
+    nan
+    >>> worst([1.0, 2.0, float("inf")])
     inf
     >>> worst([1.0, 2.0])
     2.0
     """
-    vals = [float(v) for v in (errors.values() if isinstance(errors, dict) else errors)]
-    if not vals:
+    import numpy as np
+
+    items = list(errors.values() if isinstance(errors, dict) else errors)
+    vals = np.concatenate([np.ravel(np.asarray(v, dtype=float)) for v in items]) if items else np.zeros(0)
+    if vals.size == 0:
         return 0.0
-    if any(math.isnan(v) or math.isinf(v) for v in vals):
-        return math.inf
-    return max(vals)
+    if np.isnan(vals).any():
+        return math.nan
+    return float(np.max(vals))
 
 
 @dataclass(frozen=True)
@@ -159,7 +188,9 @@ class Check:
 
     layer        "symbolic" (compares with the SymPy derivation), "numeric" (NumPy/SciPy/cvxpy
                  reference) or "trained" (a torch model trained by an optimiser).
-    uses_device  the check honours ``ctx.device``; with ``--device cuda`` and no CUDA it is skipped.
+    uses_device  the check runs its own computation on ``ctx.device`` (trained models, batched
+                 simulations). Checks against CPU reference modules (torch.optim.Adam, sdpa,
+                 MultiheadAttention, ...) never do: they compare on CPU whatever the device flag.
     """
 
     name: str
@@ -177,12 +208,16 @@ class Check:
 
 @dataclass(frozen=True)
 class Mutant:
-    """A planted wrong variant of a claim's ``form`` that the claim's checks must refute."""
+    """A planted wrong variant of a claim's ``form`` that the claim's checks must refute.
+
+    ``exempt`` is a written reason why no numeric or trained computation can tell this mutant
+    apart (it changes only a presentation); the report shows it. Empty for ordinary mutants."""
 
     name: str
     kind: str
     description: str
     form: Any
+    exempt: str = ""
 
     def __post_init__(self):
         if self.kind not in MUTANT_KINDS:

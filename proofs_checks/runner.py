@@ -1,13 +1,19 @@
 """Run claims and mutants; turn check results into statuses.
 
 Statuses of a claim:
-  verified   every check that ran passed (erratum: the corrected form passed every check *and*
-             the stated form failed at least one)
-  refuted    some check failed (erratum: or the stated form survived every check)
-  error      a check or the derivation crashed (reported, never fatal to the run)
-  skipped    every check was skipped (e.g. CUDA requested but absent)
-  evidence   evidence / conjecture claims: numbers are reported, never a pass;
-             ``supports`` says whether they bear the claim out
+  verified    every check of every layer ran and passed, and every obligation of the derivation
+              holds (erratum: and the stated form was refuted by at least one check)
+  refuted     a check failed or an obligation does not hold (erratum: or no check refuted the
+              stated form)
+  error       a check or the derivation crashed (reported, never fatal to the run)
+  incomplete  nothing failed, but some check did not run (e.g. --device cuda --allow-skip without
+              CUDA): never counted as verified
+  evidence    evidence / conjecture claims: numbers are reported, never a pass; ``supports`` says
+              whether they bear the claim out
+
+Mutants (the kill matrix): every mutant runs against every check of its claim, at the same size
+mode as the claim; a mutant is rejected by a check that *fails* on it (a crash is not a rejection),
+and each rejection has a margin error/tolerance (``inf`` for an exact mismatch).
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants"]
 
-STATUSES = ("verified", "refuted", "error", "skipped", "evidence")
+STATUSES = ("verified", "refuted", "error", "incomplete", "evidence")
+#: statuses that make ``tverify run`` exit 1
+FAILING = ("refuted", "error", "incomplete")
 
 
 @dataclass
@@ -59,6 +67,9 @@ class ClaimResult:
     stated_checks: list[CheckOutcome] = field(default_factory=list)
     derivation: list[dict[str, str]] = field(default_factory=list)
     derivation_error: str | None = None
+    obligations: list[dict[str, Any]] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
+    legend: dict[str, str] = field(default_factory=dict)
     supports: bool | None = None
     seconds: float = 0.0
     mode: str = "default"
@@ -83,16 +94,35 @@ class ClaimResult:
             "stated_checks": [c.to_json() for c in self.stated_checks],
             "derivation": self.derivation,
             "derivation_error": self.derivation_error,
+            "obligations": self.obligations,
+            "provenance": self.provenance,
+            "legend": self.legend,
+            "stated_refuted_by": self.stated_refuted_by,
         }
+
+    @property
+    def stated_refuted_by(self) -> dict[str, list[str]]:
+        """Erratum: the checks that refuted the stated form, by layer."""
+        out: dict[str, list[str]] = {}
+        for o in self.stated_checks:
+            if o.status == "failed":
+                out.setdefault(o.layer, []).append(o.name)
+        return out
 
     @property
     def max_error_ratio(self) -> float:
         ratios = [c.result.ratio for c in self.checks if c.result is not None and not math.isnan(c.result.ratio)]
-        return max(ratios) if ratios else math.nan
+        return float(max(ratios)) if ratios else math.nan
 
 
 @dataclass
 class MutantResult:
+    """One row of the kill matrix: a mutant run against every check of its claim.
+
+    ``killed`` is true when at least one check rejected it; ``killed_by`` names the rejecting check
+    with the largest margin (and ``error``/``tolerance`` are that check's); ``outcomes`` has one
+    entry per check, in the claim's order."""
+
     claim: str
     mutant: str
     kind: str
@@ -103,6 +133,36 @@ class MutantResult:
     tolerance: float
     outcomes: list[CheckOutcome]
     seconds: float
+    mode: str = "quick"
+    exempt: str = ""
+
+    def rejected_by_layer(self) -> dict[str, float]:
+        """Best margin per layer among the checks that rejected the mutant."""
+        best: dict[str, float] = {}
+        for o in self.outcomes:
+            if o.status == "failed" and o.result is not None:
+                m = o.result.ratio
+                m = math.inf if math.isnan(m) else m
+                best[o.layer] = m if o.layer not in best else (m if m > best[o.layer] else best[o.layer])
+        return best
+
+    def matrix_entries(self) -> list[dict[str, Any]]:
+        rows = []
+        for o in self.outcomes:
+            r = o.result
+            margin = (r.ratio if r is not None else math.nan)
+            rows.append({
+                "check": o.name,
+                "layer": o.layer,
+                "status": o.status,
+                "rejected": o.status == "failed",
+                "error": _margin_json(r.error) if r is not None else None,
+                "tolerance": _margin_json(r.tolerance) if r is not None else None,
+                "margin": _margin_json(margin),
+                "reason": (r.reason or r.skip_reason) if r is not None and (r.reason or r.skip_reason) else o.error_message,
+                "seconds": round(r.seconds, 4) if r is not None else None,
+            })
+        return rows
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,13 +170,28 @@ class MutantResult:
             "mutant": self.mutant,
             "kind": self.kind,
             "description": self.description,
+            "mode": self.mode,
             "killed": self.killed,
             "killed_by": self.killed_by,
-            "error": _jsonable(self.error),
-            "tolerance": _jsonable(self.tolerance),
+            "error": _margin_json(self.error),
+            "tolerance": _margin_json(self.tolerance),
+            "rejected_by_layer": {k: _margin_json(v) for k, v in self.rejected_by_layer().items()},
+            "exempt": self.exempt or None,
             "seconds": round(self.seconds, 4),
-            "checks": [o.to_json() for o in self.outcomes],
+            "checks": self.matrix_entries(),
         }
+
+
+def _margin_json(v: Any) -> Any:
+    """Numbers for JSON: ``inf`` is kept as the string "inf" (an exact mismatch), NaN as None."""
+    if v is None:
+        return None
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
 
 
 def _jsonable(v: Any) -> Any:
@@ -138,6 +213,8 @@ def _jsonable(v: Any) -> Any:
 
 def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckOutcome:
     cctx = ctx.for_check(claim.id, check.name)
+    if not check.uses_device:
+        cctx.device = "cpu"  # CPU reference checks never depend on the device flag
     if check.uses_device and ctx.device.startswith("cuda"):
         from numerics.torch_utils import cuda_available
 
@@ -161,25 +238,18 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
     if not isinstance(res, CheckResult):
         return CheckOutcome(check.name, check.layer, "error", None, error_message=f"check returned {type(res).__name__}, not CheckResult")
     res.seconds = time.perf_counter() - t0
+    if res.passed and (math.isinf(res.error) or (math.isnan(res.error) and not math.isnan(res.tolerance))):
+        res.passed = False  # a non-finite measurement never passes, whoever built the result
+        res.reason = res.reason or f"non-finite error: {res.error}"
     res.figures = list(res.figures) + cctx.take_figures()
     if not res.device or res.device == "cpu":
-        res.device = ctx.device if check.uses_device else "cpu"
+        res.device = cctx.device
     status = "skipped" if res.passed is None else ("passed" if res.passed else "failed")
     return CheckOutcome(check.name, check.layer, status, res)
 
 
-def _derivation_steps(claim: Claim) -> tuple[list[dict[str, str]], str | None]:
-    """The claim's derivation as ``[{"text", "latex", "mathml"}]`` (and an error message if it crashed).
-
-    ``mathml`` is presentation MathML of the step's expression ('' for a text-only step or when it
-    cannot be printed): the step's LaTeX through latex2mathml, else SymPy's MathML printer. Printing
-    never raises: a step whose expression cannot be printed keeps its text."""
-    if claim.derivation is None:
-        return [], None
-    try:
-        d = claim.derivation()
-    except Exception as exc:
-        return [], f"{type(exc).__name__}: {exc}"
+def _step_dicts(d: Any) -> list[dict[str, str]]:
+    """Steps as ``[{"text", "latex", "mathml", "how", "role", "compact"}]``; printing never raises."""
     try:
         from proofs_checks.html_report import expr_mathml
     except Exception:  # pragma: no cover - latex2mathml missing: steps keep text and LaTeX
@@ -202,27 +272,61 @@ def _derivation_steps(claim: Claim) -> tuple[list[dict[str, str]], str | None]:
             except Exception:  # pragma: no cover - expr_mathml already never raises
                 mathml = ""
         try:
+            compact = s.compact_latex() if hasattr(s, "compact_latex") else ""
+        except Exception:
+            compact = ""
+        try:
             text = str(getattr(s, "text", s))
         except Exception:
             text = "(step text could not be printed)"
-        steps.append({"text": text, "latex": latex, "mathml": mathml})
-    return steps, None
+        steps.append({"text": text, "latex": latex, "mathml": mathml, "how": getattr(s, "how", "derived"),
+                      "role": getattr(s, "role", ""), "compact": compact})
+    return steps
+
+
+def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]:
+    """The claim's derivation for reports and ``tverify show``: ``steps`` (each marked ``how``:
+    derived or assumed), ``obligations`` (each evaluated: ``passed``, ``residual``, ``method``),
+    ``provenance`` of the closed form, ``legend`` of symbols, ``assumptions`` (the texts of the
+    assumed steps) and ``error`` (the derivation crashed: its message, else ``None``)."""
+    info: dict[str, Any] = {"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [], "error": None}
+    if claim.derivation is None:
+        return info
+    try:
+        d = claim.derivation()
+    except Exception as exc:
+        info["error"] = f"{type(exc).__name__}: {exc}"
+        return info
+    info["steps"] = _step_dicts(d)
+    info["provenance"] = dict(getattr(d, "provenance", {}) or {})
+    info["legend"] = dict(getattr(d, "legend", {}) or {})
+    info["assumptions"] = [s["text"] for s in info["steps"] if s["how"] == "assumed"]
+    if obligations:
+        try:
+            info["obligations"] = [r.to_json() for r in d.check_obligations()]
+        except Exception as exc:
+            info["error"] = f"obligations could not be evaluated: {type(exc).__name__}: {exc}"
+    return info
+
+
+def _derivation_steps(claim: Claim) -> tuple[list[dict[str, str]], str | None]:
+    """Backwards-compatible: the steps and the derivation error (see :func:`derivation_info`)."""
+    info = derivation_info(claim, obligations=False)
+    return info["steps"], info["error"]
 
 
 def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: bool = True) -> ClaimResult:
-    """Run every check of ``claim`` (and for an erratum, every check on the stated form)."""
+    """Run the derivation's obligations and every check of ``claim``; for an erratum, every check
+    on the stated form too (so its page can say which layers refute it)."""
     ctx = ctx or RunContext()
     t0 = time.perf_counter()
-    steps, derr = _derivation_steps(claim) if with_derivation else ([], None)
+    info = derivation_info(claim) if with_derivation else {
+        "steps": [], "obligations": [], "provenance": {}, "legend": {}, "error": None}
     outcomes = [_run_check(c, claim.form, claim, ctx) for c in claim.checks]
     stated: list[CheckOutcome] = []
     if claim.kind == "erratum":
-        # the stated form runs cheapest-first and stops at its first refutation
-        for c in sorted(claim.checks, key=lambda c: LAYER_ORDER[c.layer]):
-            stated.append(_run_check(c, claim.stated, claim, ctx))
-            if stated[-1].status == "failed":
-                break
-    status, message, supports = _status(claim, outcomes, stated, derr)
+        stated = [_run_check(c, claim.stated, claim, ctx) for c in claim.checks]
+    status, message, supports = _status(claim, outcomes, stated, info["error"], info["obligations"])
     return ClaimResult(
         id=claim.id,
         kind=claim.kind,
@@ -230,8 +334,11 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
         status=status,
         checks=outcomes,
         stated_checks=stated,
-        derivation=steps,
-        derivation_error=derr,
+        derivation=info["steps"],
+        derivation_error=info["error"],
+        obligations=info["obligations"],
+        provenance=info["provenance"],
+        legend=info["legend"],
         supports=supports,
         seconds=time.perf_counter() - t0,
         mode=ctx.mode,
@@ -241,51 +348,68 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
     )
 
 
-def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcome], derr: str | None):
+def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcome], derr: str | None,
+            obligations: list[dict[str, Any]] | None = None):
     states = [o.status for o in outcomes]
     if derr:
         return "error", f"derivation failed: {derr}", None
     if "error" in states:
         bad = next(o for o in outcomes if o.status == "error")
         return "error", f"check {bad.name} crashed: {bad.error_message}", None
+    failed_obl = [o["name"] for o in obligations or [] if not o.get("passed")]
+    skipped = [o for o in outcomes if o.status == "skipped"]
+    skip_note = "; ".join(f"{o.name}: {(o.result.skip_reason if o.result else '') or 'skipped'}" for o in skipped)
     if claim.is_evidence:
         ran = [o for o in outcomes if o.status != "skipped"]
-        if not ran:
-            return "skipped", "every check skipped", None
-        supports = all(o.status == "passed" for o in ran)
+        if skipped:
+            return "incomplete", f"not every check ran ({skip_note}); evidence is reported only from a complete run", None
+        supports = all(o.status == "passed" for o in ran) and not failed_obl
         return "evidence", ("the measured numbers support the claim" if supports else "the measured numbers do not support the claim"), supports
+    if failed_obl:
+        return "refuted", f"obligation not met: {', '.join(failed_obl)}", None
     if "failed" in states:
         bad = [o.name for o in outcomes if o.status == "failed"]
         return "refuted", f"failed: {', '.join(bad)}", None
-    if all(s == "skipped" for s in states):
-        return "skipped", "every check skipped: " + "; ".join(o.result.skip_reason or "" for o in outcomes if o.result), None
+    if skipped:
+        return "incomplete", f"not every check ran ({skip_note}): a skipped check is not a pass", None
     if claim.kind == "erratum":
-        sstates = [o.status for o in stated]
-        if "failed" not in sstates:
-            return "refuted", "erratum not shown: the seed's stated form passed every check", None
-        killed = [o.name for o in stated if o.status == "failed"]
-        return "verified", f"stated form refuted by {', '.join(killed)}; corrected form verified", None
-    skipped = [o.name for o in outcomes if o.status == "skipped"]
-    return "verified", ("skipped: " + ", ".join(skipped)) if skipped else "", None
+        killed = [o for o in stated if o.status == "failed"]
+        if not killed:
+            crashed = [o.name for o in stated if o.status == "error"]
+            if crashed and len(crashed) == len(stated):
+                return "error", "erratum not shown: every check crashed on the stated form (a crash is not a refutation)", None
+            if any(o.status == "skipped" for o in stated):
+                return "incomplete", "erratum not shown: the stated form was not refuted by the checks that ran", None
+            return "refuted", "erratum not shown: no check refuted the stated form", None
+        layers = sorted({o.layer for o in killed}, key=lambda x: LAYER_ORDER[x])
+        return "verified", (f"stated form refuted by {', '.join(o.name for o in killed)} (layers: {', '.join(layers)}); "
+                            "corrected form verified"), None
+    return "verified", "", None
 
 
-def run_mutant(claim: Claim, mutant: Mutant, ctx: RunContext | None = None, *, fail_fast: bool = True) -> MutantResult:
-    """Run the claim's checks on ``mutant.form``; the mutant is killed when a check fails.
+def run_mutant(claim: Claim, mutant: Mutant, ctx: RunContext | None = None, *, fail_fast: bool = False) -> MutantResult:
+    """Run ``mutant.form`` against every check of the claim (the kill matrix row).
 
-    Symbolic and numeric checks run first (cheap); with ``fail_fast`` the first failure stops.
-    A crash is not a kill: a check must *refute* the mutant, not trip over it."""
+    A check rejects the mutant when it *fails* on it; a crash is not a rejection (a check must
+    refute the mutant, not trip over it). ``fail_fast`` (only for benchmarks comparing with the
+    old behaviour) stops at the first rejection, cheapest layer first."""
     ctx = ctx or RunContext(mode="quick")
-    order = sorted(claim.checks, key=lambda c: LAYER_ORDER[c.layer])
+    order = sorted(claim.checks, key=lambda c: LAYER_ORDER[c.layer]) if fail_fast else list(claim.checks)
     outcomes: list[CheckOutcome] = []
     t0 = time.perf_counter()
-    killer: CheckOutcome | None = None
     for check in order:
         o = _run_check(check, mutant.form, claim, ctx)
         outcomes.append(o)
-        if o.status == "failed":
-            killer = o
-            if fail_fast:
-                break
+        if fail_fast and o.status == "failed":
+            break
+    rejecting = [o for o in outcomes if o.status == "failed" and o.result is not None]
+    best = None
+    for o in rejecting:
+        m = o.result.ratio
+        m = math.inf if math.isnan(m) else m
+        if best is None or m > best[0]:
+            best = (m, o)
+    killer = best[1] if best else None
     return MutantResult(
         claim=claim.id,
         mutant=mutant.name,
@@ -297,6 +421,8 @@ def run_mutant(claim: Claim, mutant: Mutant, ctx: RunContext | None = None, *, f
         tolerance=killer.result.tolerance if killer and killer.result else math.nan,
         outcomes=outcomes,
         seconds=time.perf_counter() - t0,
+        mode=ctx.mode,
+        exempt=getattr(mutant, "exempt", "") or "",
     )
 
 
@@ -320,3 +446,44 @@ def run_mutants(claims: list[Claim], ctx: RunContext, progress: Callable[[Claim,
             if progress:
                 progress(c, m)
     return out
+
+
+#: a rejection counts towards the target when its margin (error/tolerance) is at least this
+TARGET_MARGIN = 3.0
+
+
+def kill_summary(mutants: list[MutantResult], kinds: dict[str, str] | None = None) -> dict[str, Any]:
+    """Summary of the kill matrix: overall and per claim, how many mutants each layer rejects,
+    how many are rejected by a non-symbolic (numeric or trained) check, and how many of those with
+    margin ≥ :data:`TARGET_MARGIN`. ``kinds`` maps claim id -> claim kind (for the target share,
+    which counts theorem/identity/erratum claims only)."""
+    def blank() -> dict[str, Any]:
+        return {"total": 0, "killed": 0, "by_layer": {"symbolic": 0, "numeric": 0, "trained": 0},
+                "non_symbolic": 0, "non_symbolic_margin_ge_3": 0, "exempt": 0}
+
+    overall, per_claim = blank(), {}
+    target = {"eligible": 0, "met": 0, "exempt": 0, "missed": []}
+    for m in mutants:
+        c = per_claim.setdefault(m.claim, blank())
+        layers = m.rejected_by_layer()
+        ns = [v for k, v in layers.items() if k != "symbolic"]
+        for agg in (overall, c):
+            agg["total"] += 1
+            agg["killed"] += int(m.killed)
+            for k in layers:
+                agg["by_layer"][k] = agg["by_layer"].get(k, 0) + 1
+            agg["non_symbolic"] += int(bool(ns))
+            agg["non_symbolic_margin_ge_3"] += int(any(v >= TARGET_MARGIN for v in ns))
+            agg["exempt"] += int(bool(m.exempt))
+        if kinds is None or kinds.get(m.claim) in ("theorem", "identity", "erratum"):
+            target["eligible"] += 1
+            if m.exempt:
+                target["exempt"] += 1
+            elif any(v >= TARGET_MARGIN for v in ns):
+                target["met"] += 1
+            else:
+                target["missed"].append(f"{m.claim}:{m.mutant}")
+    n = target["eligible"] - target["exempt"]
+    target["share_met"] = (target["met"] / n) if n else None
+    return {"overall": overall, "claims": per_claim, "target": target, "target_margin": TARGET_MARGIN,
+            "survived": [f"{m.claim}:{m.mutant}" for m in mutants if not m.killed]}

@@ -1,10 +1,15 @@
-"""Every registered claim: complete entry, verified in quick mode, every mutant rejected.
+"""Every registered claim: complete entry, verified in quick mode, every mutant rejected by
+every check that can see it (the kill matrix), every check reads its form, no bare max/min.
 
 These generic tests are parametrised over the registry, so a claim added in
 ``proofs_checks/claims/`` is covered without editing this file.
 """
 
 from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
 
 import pytest
 
@@ -49,9 +54,92 @@ def test_claim_passes_quick(claim: Claim):
 
 @pytest.mark.parametrize("claim,mutant", PAIRS, ids=[f"{c.id}:{m.name}" for c, m in PAIRS])
 def test_mutant_rejected(claim: Claim, mutant: Mutant):
+    """The full kill-matrix row: every check ran on the mutant (none stops the others), and at
+    least one rejected it."""
     res = run_mutant(claim, mutant, RunContext(mode="quick", seed=0))
     crashed = [f"{o.name}: {o.error_message}" for o in res.outcomes if o.status == "error"]
+    assert [o.name for o in res.outcomes] == [c.name for c in claim.checks], "every mutant runs against every check"
     assert res.killed, f"{claim.id}:{mutant.name} survived every check (crashes: {crashed})"
+    row = res.to_json()["checks"]
+    assert len(row) == len(claim.checks)
+    for entry in row:
+        assert {"check", "layer", "rejected", "error", "tolerance", "margin"} <= set(entry)
+        if entry["rejected"]:
+            m = entry["margin"]
+            assert m == "inf" or (isinstance(m, float) and m > 1.0), entry
+
+
+class PoisonError(BaseException):
+    """Raised by any use of a poisoned form. A BaseException, so that a check's own
+    ``except Exception`` cannot swallow it."""
+
+
+class _Poison:
+    """A form that raises on any use: attribute, item, call, iteration, arithmetic, conversion."""
+
+    def _boom(self, *a, **k):
+        raise PoisonError("the check read its form")
+
+    __getattr__ = __getitem__ = __call__ = __iter__ = __len__ = __float__ = __int__ = __index__ = _boom
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _boom
+    __pow__ = __rpow__ = __neg__ = __matmul__ = __rmatmul__ = __eq__ = __lt__ = __gt__ = __bool__ = _boom
+    __contains__ = __array__ = __abs__ = __ne__ = __le__ = __ge__ = __mod__ = __floordiv__ = _boom
+    __hash__ = None
+
+
+CHECKS = [(c, ch) for c in CLAIMS for ch in c.checks]
+
+
+@pytest.mark.parametrize("claim,check", CHECKS, ids=[f"{c.id}:{ch.name}" for c, ch in CHECKS])
+def test_check_reads_its_form(claim: Claim, check):
+    """A check that never reads its form cannot reject a mutant: handed a form that raises on
+    any use, every check must raise."""
+    ctx = RunContext(mode="quick", seed=0).for_check(claim.id, check.name)
+    with pytest.raises(PoisonError):
+        check.fn(_Poison(), ctx)
+
+
+DICT_CHECKS = [(c, ch) for c, ch in CHECKS if isinstance(c.form, dict)]
+
+
+@pytest.mark.parametrize("claim,check", DICT_CHECKS, ids=[f"{c.id}:{ch.name}" for c, ch in DICT_CHECKS])
+def test_check_reads_its_form_entries(claim: Claim, check):
+    """For a form that is a dict of parts (functions, tables), a check must read at least one part,
+    not only the dict: every value poisoned, the check must still raise."""
+    ctx = RunContext(mode="quick", seed=0).for_check(claim.id, check.name)
+    with pytest.raises(PoisonError):
+        check.fn({k: _Poison() for k in claim.form}, ctx)
+
+
+def _bare_max_min(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path.name}:{n.lineno} {n.func.id}()" for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min")]
+
+
+def test_no_bare_max_min_in_claim_modules():
+    """Python's max/min skip a NaN that is not first (max(1.0, nan) == 1.0): every reduction in the
+    claim modules goes through worst()/largest()/smallest(), which propagate it."""
+    claims_dir = Path(__file__).resolve().parent.parent / "proofs_checks" / "claims"
+    found = [hit for p in sorted(claims_dir.glob("*.py")) for hit in _bare_max_min(p)]
+    assert not found, "bare max/min in claim modules: " + ", ".join(found)
+
+
+def test_nan_anywhere_fails_with_reason():
+    from proofs_checks.compare import largest
+
+    r = compare({"ok": 1e-16, "grad_B": math.nan}, 1e-12, "rounding")
+    assert r.passed is False and "grad_B" in r.reason
+    assert compare(math.inf, 1.0, "x").passed is False
+    assert math.isnan(largest(0.0, math.nan)) and math.isnan(largest(math.nan, 0.0))
+
+    def nan_check(form, ctx):
+        from proofs_checks.registry import CheckResult
+
+        return CheckResult(True, error=math.nan, tolerance=1.0)  # a hand-built "pass" with a NaN error
+
+    res = run_claim(_claim(checks=(Check("c", "numeric", nan_check),)), RunContext(mode="quick"))
+    assert res.status == "refuted" and "non-finite" in (res.checks[0].result.reason or "")
 
 
 def _dummy_check(form, ctx):
@@ -102,15 +190,70 @@ def test_runner_statuses_and_crash_isolation():
     assert ev.status == "evidence" and ev.supports is False
 
 
-def test_trained_checks_skip_without_cuda(monkeypatch):
+def test_skipped_check_is_incomplete_never_verified(monkeypatch):
+    """With --device cuda --allow-skip and no CUDA, device checks skip and the claim is
+    'incomplete'; CPU reference checks run on CPU whatever the flag."""
     import numerics.torch_utils as tu
 
     monkeypatch.setattr(tu, "cuda_available", lambda: False)
-    c = _claim(checks=(Check("c", "numeric", _dummy_check), Check("t", "trained", _dummy_check)))
+    seen = {}
+
+    def cpu_ref(form, ctx):
+        seen["device"] = ctx.device
+        return _dummy_check(form, ctx)
+
+    c = _claim(checks=(Check("c", "numeric", cpu_ref), Check("t", "trained", _dummy_check)))
     res = run_claim(c, RunContext(mode="quick", device="cuda"))
-    assert res.status == "verified"
+    assert res.status == "incomplete"
     assert [o.status for o in res.checks] == ["passed", "skipped"]
     assert "CUDA" in res.checks[1].result.skip_reason
+    assert seen["device"] == "cpu"
+    ev = run_claim(_claim(kind="evidence", checks=c.checks), RunContext(mode="quick", device="cuda"))
+    assert ev.status == "incomplete"
+
+
+def test_erratum_whose_stated_form_crashes_is_not_shown():
+    def strict(form, ctx):
+        if form == 3.0:
+            raise TypeError("cannot evaluate the stated form")
+        return _dummy_check(form, ctx)
+
+    res = run_claim(_claim(kind="erratum", stated=3.0, stated_statement="x=3", checks=(Check("c", "numeric", strict),)),
+                    RunContext(mode="quick"))
+    assert res.status == "error" and "crash" in res.message
+
+
+def test_obligations_decide_the_verdict():
+    import sympy as sp
+
+    from theory.derivation import DerivationBuilder
+
+    x = sp.Symbol("x", real=True)
+
+    def deriv(wrong):
+        b = DerivationBuilder("t")
+        e = b.step("expand", sp.expand((x + 1) ** 2))
+        b.obligation("expansion", e - (x + 1) ** 2 + (1 if wrong else 0))
+        return b.done(e)
+
+    ok = run_claim(_claim(derivation=lambda: deriv(False)), RunContext(mode="quick"))
+    assert ok.status == "verified" and ok.obligations[0]["passed"]
+    bad = run_claim(_claim(derivation=lambda: deriv(True)), RunContext(mode="quick"))
+    assert bad.status == "refuted" and "obligation" in bad.message
+
+
+def test_reference_is_computed_once_per_seed_and_size():
+    calls = []
+
+    def check(form, ctx):
+        ref = ctx.reference("one", lambda: calls.append(1) or 1.0)
+        return compare(abs(form - ref), 1e-12, "exact")
+
+    c = _claim(id="zz.cached", checks=(Check("c", "numeric", check),))
+    run_claim(c, RunContext(mode="quick", seed=12345))
+    for m in c.all_mutants():
+        run_mutant(c, m, RunContext(mode="quick", seed=12345))
+    assert len(calls) == 1
 
 
 def test_seeds_are_stable_and_distinct():

@@ -238,7 +238,7 @@ def test_hostile_strings_are_escaped(sample_report):
 
 def test_erratum_page_and_errata(sample_report):
     page = (sample_report / "claims/demo.erratum.html").read_text()
-    assert "As stated in the seed" in page and "Corrected" in page and "Checks on the seed's stated form" in page
+    assert "As stated in the lecture notes" in page and "Corrected" in page and "Checks on the form as stated in the lecture notes" in page
     errata = (sample_report / "errata.html").read_text()
     assert "demo.erratum" in errata and "demo.identity" not in errata
     assert "residual must be identity" in errata and errata.count("<math") >= 2

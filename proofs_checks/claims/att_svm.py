@@ -14,6 +14,7 @@ from numerics import att_svm as ns
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
+from proofs_checks.compare import largest, smallest
 from theory import att_svm as ta
 from theory.validation import InputError
 
@@ -97,15 +98,15 @@ def _sat_numeric(form, ctx):
         dev = float(np.max(np.abs(S - lim)))
         pred = 2 * (l.shape[1] - 1) * np.exp(-r * gap) + 8 * EPS
         rows.append((r, dev, pred))
-        errs[f"r={r:g}"] = max(0.0, dev - pred)
+        errs[f"r={r:g}"] = largest(0.0, dev - pred)
     bound = sp.lambdify(ta.derive_softmax_saturation(5).facts["R"], ta.derive_softmax_saturation(5).result["gap_bound"])
     viol = 0.0
     for R in [0.5, 2.0, 8.0]:
         Wr = rng.normal(size=(20, 6, 6))
         Wr *= R / np.linalg.norm(Wr, 2, axis=(1, 2))[:, None, None]
         S = np.asarray(torch.softmax(torch.as_tensor(np.einsum("ntd,bde,ne->bnt", inst.X, Wr, inst.z)), -1))
-        viol = max(viol, float(np.max(bound(R) - (1 - S.max(-1)))))
-    errs["finite_norm_bound_violation"] = max(0.0, viol)
+        viol = largest(viol, float(np.max(bound(R) - (1 - S.max(-1)))))
+    errs["finite_norm_bound_violation"] = largest(0.0, viol)
     return compare(worst(errs), 1e-12, "deviation allowed: 2(T−1)e^{−r·gap} + 8 eps (the derived rate); bound exact up to rounding",
                    seeds=[seed], sizes={"n": 4, "T": 5, "d": 6}, details={"gap": gap, "rows": rows, **errs})
 
@@ -156,7 +157,7 @@ def _ots_symbolic(form, ctx):
         order = [int(opt[i])] + [t for t in range(T) if t != opt[i]]
         gi = g[i, order]
         vals = [rhs(gi, np.eye(T - 1)[k]) for k in range(T - 1)]
-        worst_coef = min(worst_coef, float(min(vals)))
+        worst_coef = smallest(worst_coef, float(smallest(vals)))
         supf.append(gi[0])  # γ_opt − yf ≥ 0 with equality at s = e_opt
     ref_inf = float(np.mean(np.logaddexp(0.0, -np.array(supf))))
     errs = {"negative_gap_coefficient": -worst_coef,
@@ -238,11 +239,11 @@ def _svm_symbolic(form, ctx):
         return compare(np.inf, 1e-6, "form returned duals of the wrong shape", details={"duals_shape": list(al.shape)})
     args = list(al) + list(A.reshape(-1))
     m = np.einsum("kab,ab->k", A, res.W)
-    nW = max(np.linalg.norm(res.W), 1e-300)
+    nW = largest(np.linalg.norm(res.W), 1e-300)
     errs = {
         "representer": float(np.linalg.norm(res.W - np.asarray(Wf(*args), dtype=float)) / nW),
-        "primal_infeasibility": float(max(0.0, np.max(1 - m))),
-        "negative_dual": float(max(0.0, -al.min())),
+        "primal_infeasibility": float(largest(0.0, np.max(1 - m))),
+        "negative_dual": float(largest(0.0, -al.min())),
         "complementary_slackness": float(np.max(np.abs(al * (m - 1)))),
         "gap_vs_derived_dual": float(abs(0.5 * nW ** 2 - dual(*args)) / (0.5 * nW ** 2)),
     }
@@ -275,8 +276,8 @@ def _svm_numeric(form, ctx):
                 continue
             r = ns.kkt_residuals(res.W, A, duals, norm)
             det[key] = r
-            errs[key + "_kkt"] = max(r.values())
-            errs[key + "_reported_vs_recomputed"] = abs(max(res.residuals.values()) - max(r.values()))
+            errs[key + "_kkt"] = largest(r.values())
+            errs[key + "_reported_vs_recomputed"] = abs(largest(res.residuals.values()) - largest(r.values()))
     return compare(worst(errs), 1e-5, "SCS (eps 1e-9) and L-BFGS-B (gtol 1e-12) agree with Clarabel to ~1e-6 relative; KKT to 1e-8",
                    seeds=seeds, sizes={"instances": [list(s) for s in sizes]}, details={**errs, "kkt": det})
 
@@ -388,7 +389,7 @@ def _regpath_W(form, ctx):
                                 device=ctx.device)
     c = _cos(rp.W[:, 0], target)
     upper = c[len(c) // 2:]
-    errs = {"one_minus_final": float(1 - c[-1]), "decrease_upper_half": float(max(0.0, np.max(upper[:-1] - upper[1:])))}
+    errs = {"one_minus_final": float(1 - c[-1]), "decrease_upper_half": float(largest(0.0, np.max(upper[:-1] - upper[1:])))}
     _figure(ctx, "regpath_W", {"corr(W̄_R, W^mm)": (radii, c)}, "correlation", "R", logx=True)
     sel = rp.selected[:, 0]
     jumps = [float(radii[k]) for k in range(len(radii)) if rp.winner[k, 0] != 0]
@@ -454,7 +455,7 @@ def _gd_global(form, ctx):
                  targets={"mm": target}, device=ctx.device)
     c = _cos(r.W, target)
     reach = r.iterations_to(0.99, "mm")
-    _figure(ctx, "ngd_corr", {f"init {b}": (np.arange(1, iters + 1), r.corr["mm"][:, b]) for b in range(min(4, B))}, "corr(W_k, W^mm)")
+    _figure(ctx, "ngd_corr", {f"init {b}": (np.arange(1, iters + 1), r.corr["mm"][:, b]) for b in range(smallest(4, B))}, "corr(W_k, W^mm)")
     errs = {"one_minus_corr_final": float(np.max(1 - c)),
             "norm_not_growing": float(np.mean(r.norm[-1] < 3 * r.norm[iters // 10])),  # NGD: ‖W_k‖ grows ~linearly
             "opt_mass_missing": float(np.max(1 - r.opt_mass[-1])),
@@ -556,7 +557,7 @@ def _rates(form, ctx):
     order = sorted(form, key=lambda k: k == "gd")  # the fast methods first: they set GD's budget
     for name in order:
         method, lr = form[name]
-        budget = iters if name != "gd" else 5 * max(counts.get("ngd", iters), counts.get("polyak", iters))
+        budget = iters if name != "gd" else 5 * largest(counts.get("ngd", iters), counts.get("polyak", iters))
         r = ns.train(inst, method=method, lr=lr, iters=budget, B=B, seed=seed, init=0.01, targets={"mm": Wmm}, device=ctx.device)
         k = r.iterations_to(0.99, "mm")
         counts[name] = int(np.max(k))
@@ -564,7 +565,7 @@ def _rates(form, ctx):
         not_opt[name] = int(np.sum(np.any(r.selected != inst.opt, axis=1)))
         curves[name] = (np.arange(1, budget + 1), r.corr["mm"].mean(1))
     _figure(ctx, "rates", curves, "corr(W_k, W^mm)", logx=True)
-    fast = max(counts["ngd"], counts["polyak"])
+    fast = largest(counts["ngd"], counts["polyak"])
     ratio = counts["gd"] / fast
     ok = counts["ngd"] <= iters and counts["polyak"] <= iters and ratio >= 5
     return compare(0.0 if ok else 1.0, 0.5, "evidence: fast methods reach 0.99 within the budget and GD needs ≥ 5× more "
@@ -617,9 +618,9 @@ def _token_sets(form, ctx):
         Cs.append(C)
         fins.append(float(np.linalg.norm(r.W[b] - C * Wd)))
         l = logits[b]
-        within.append(float(max(np.ptp(l[i][sel[b, i]]) for i in range(len(l)))))
-        outside.append(float(min(l[i][sel[b, i]].min() - l[i][~sel[b, i]].max() for i in range(len(l)))))
-    err = 1.0 - min(corrs)
+        within.append(float(largest(np.ptp(l[i][sel[b, i]]) for i in range(len(l)))))
+        outside.append(float(smallest(l[i][sel[b, i]].min() - l[i][~sel[b, i]].max() for i in range(len(l)))))
+    err = 1.0 - smallest(corrs)
     its = np.arange(1, r.norm.shape[0] + 1)
     same = bool(np.allclose(r.norm, r.norm[:, :1], rtol=1e-6))
     runs = range(1) if same else range(B)

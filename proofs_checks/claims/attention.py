@@ -16,6 +16,7 @@ from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
+from proofs_checks.compare import largest
 from theory import attention as ta
 
 
@@ -37,7 +38,7 @@ def _softmax_symbolic(form, ctx) -> CheckResult:
     jac = sp.lambdify([d.facts["p_symbols"]], d.result, "numpy")
     rng = ctx.rng()
     P = rng.dirichlet(np.ones(T), size=32)
-    err = max(np.max(np.abs(np.asarray(jac(p), dtype=float) - form["jacobian"](p))) for p in P)
+    err = largest(np.max(np.abs(np.asarray(jac(p), dtype=float) - form["jacobian"](p))) for p in P)
     return compare(err, 8 * T * EPS, "float64 rounding: entries are products of two numbers in [0,1], a few ulps each",
                    seeds=[ctx.seed_for()], sizes={"T": T, "points": len(P)},
                    details={"forms_difference": str(d.facts["forms_difference"])})
@@ -58,7 +59,7 @@ def _softmax_numeric(form, ctx) -> CheckResult:
         "vs_torch_softmax": float(np.max(np.abs(p - p_ref))),
         "sum_minus_one": float(np.max(np.abs(p.sum(-1) - 1))),
         "shift_invariance": float(np.max(np.abs(_quiet(form["softmax"], L + rng.normal(size=(B, 1)) * 50) - p))),
-        "negative_mass": float(max(0.0, -np.min(p))),
+        "negative_mass": float(largest(0.0, -np.min(p))),
     }
     Lt = torch.from_numpy(L[2:6].copy())
     J_auto = torch.stack([torch.autograd.functional.jacobian(lambda x: torch.softmax(x, -1), row) for row in Lt]).numpy()
@@ -66,7 +67,7 @@ def _softmax_numeric(form, ctx) -> CheckResult:
     errs["jacobian_vs_autograd"] = float(np.max(np.abs(J - J_auto)))
     errs["jacobian_null_vector"] = float(np.max(np.abs(J @ np.ones(T))))
     eig = np.linalg.eigvalsh((J + np.swapaxes(J, -1, -2)) / 2)
-    errs["jacobian_min_eig_negative"] = float(max(0.0, -eig.min()))
+    errs["jacobian_min_eig_negative"] = float(largest(0.0, -eig.min()))
     tol = 64 * T * EPS
     return compare(worst(errs), tol, f"float64 rounding of exp/normalise over T={T} terms (64·T·eps)",
                    seeds=[ctx.seed_for()], sizes={"batch": B, "T": T}, details=errs)
@@ -143,7 +144,7 @@ def _convex_symbolic(form, ctx) -> CheckResult:
         Y = form(q, K, V)
     ref = np.stack([np.asarray(y_ref(L[b], list(V[b].ravel())), dtype=float).reshape(1, Dv) for b in range(B)])
     err = _maxabs(Y - ref)
-    return compare(err, 16 * T * EPS * max(1.0, _maxabs(V)), "float64 rounding of a T-term weighted sum (16·T·eps·max|V|)",
+    return compare(err, 16 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of a T-term weighted sum (16·T·eps·max|V|)",
                    seeds=[ctx.seed_for()], sizes={"T": T, "D_v": Dv, "d_k": d, "batch": B},
                    details={"weights_sum": str(der.facts["weights_sum"]), "weights_positive": der.facts["weights_positive"]})
 
@@ -169,14 +170,14 @@ def _convex_lp(form, ctx) -> CheckResult:
         if not np.all(np.isfinite(Y)):
             return compare(math.inf, 0.0, "non-finite output", seeds=[ctx.seed_for(T, Dv, ls)])
         hull = na.convex_hull_distance(Y, V, feas_tol=feas_tol)
-        dists.append(float(hull.distance.max()) / max(1.0, _maxabs(V)))
+        dists.append(float(hull.distance.max()) / largest(1.0, _maxabs(V)))
         resid.append(float(hull.residual.max()))
-    Dmax = max(c[1] for c in cases)
+    Dmax = largest(c[1] for c in cases)
     errs = {f"T{c[0]}_Dv{c[1]}_x{c[3]:g}": e for c, e in zip(cases, dists)}
     return compare(worst(errs), 10 * Dmax * feas_tol,
                    f"LP solver feasibility tolerance {feas_tol:g} per equality row, ×D_v rows ×10 (distance relative to max|V|)",
                    seeds=[ctx.seed_for(c[0], c[1], c[3]) for c in cases], sizes={"batch": B, "cases (T, D_v, d_k, logit scale)": cases},
-                   details={"hull_distance": errs, "lp_weights_residual": max(resid)})
+                   details={"hull_distance": errs, "lp_weights_residual": largest(resid)})
 
 
 def _convex_vs_sdpa(form, ctx) -> CheckResult:
@@ -186,7 +187,7 @@ def _convex_vs_sdpa(form, ctx) -> CheckResult:
     with np.errstate(all="ignore"):
         Y = form(Q, K, V)
     err = _maxabs(Y - na.sdpa(Q, K, V, device=ctx.device))
-    return compare(err, 64 * T * EPS * max(1.0, _maxabs(V)), "float64 rounding of softmax and a T-term sum (64·T·eps·max|V|)",
+    return compare(err, 64 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of softmax and a T-term sum (64·T·eps·max|V|)",
                    seeds=[ctx.seed_for(T, Dv, 3.0)], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv}, device=ctx.device)
 
 
@@ -205,7 +206,7 @@ register(Claim(
     checks=(
         Check("output_vs_sympy", "symbolic", _convex_symbolic, "form vs the derived Σ_t S(l)_t v_t"),
         Check("in_hull_lp", "numeric", _convex_lp, "LP (SciPy HiGHS) distance of every output row to conv(value rows)"),
-        Check("matches_sdpa", "numeric", _convex_vs_sdpa, "vs torch.nn.functional.scaled_dot_product_attention", uses_device=True),
+        Check("matches_sdpa", "numeric", _convex_vs_sdpa, "vs torch.nn.functional.scaled_dot_product_attention", uses_device=False),
     ),
     mutants=(
         Mutant("unnormalised_weights", "dropped term", "weights exp(l − max l) without dividing by their sum (outside the hull)",
@@ -268,9 +269,9 @@ def _causal_structure(form, ctx) -> CheckResult:
             a[:, t + 1:] = rng.normal(scale=100.0, size=a[:, t + 1:].shape)
         with np.errstate(all="ignore"):
             Yp, _ = form(Qp, Kp, Vp)
-        fut = max(fut, _maxabs(Yp[:, : t + 1] - Y[:, : t + 1]))
+        fut = largest(fut, _maxabs(Yp[:, : t + 1] - Y[:, : t + 1]))
     errs["future_change"] = fut
-    tol = 16 * T * EPS * max(1.0, _maxabs(V))
+    tol = 16 * T * EPS * largest(1.0, _maxabs(V))
     return compare(worst(errs), tol, "float64 rounding of a T-term softmax and sum (16·T·eps·max|V|); masked entries exactly 0",
                    seeds=[ctx.seed_for()], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv}, details=errs)
 
@@ -291,7 +292,7 @@ def _causal_vs_sdpa(form, ctx) -> CheckResult:
         mask = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64, device=ctx.device)
         ref = mha(_T(Q, ctx.device), _T(K, ctx.device), _T(V, ctx.device), attn_mask=mask, need_weights=False)[0]
     errs["vs_multihead_attention_mask"] = _maxabs(Y - _np(ref))
-    return compare(worst(errs), 64 * T * EPS * max(1.0, _maxabs(V)), "float64 rounding (64·T·eps·max|V|)",
+    return compare(worst(errs), 64 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding (64·T·eps·max|V|)",
                    seeds=[ctx.seed_for(), ctx.seed_for("mha")], sizes={"batch": B, "T": T, "d_k": d}, device=ctx.device, details=errs)
 
 
@@ -326,7 +327,7 @@ register(Claim(
     checks=(
         Check("weights_vs_sympy", "symbolic", _causal_symbolic, "form's A vs the derived S(L + M)"),
         Check("structure_and_future", "numeric", _causal_structure, "triangular, row sums, torch's mask support, future tokens replaced"),
-        Check("matches_torch", "numeric", _causal_vs_sdpa, "vs sdpa(is_causal=True) and MultiheadAttention(attn_mask)", uses_device=True),
+        Check("matches_torch", "numeric", _causal_vs_sdpa, "vs sdpa(is_causal=True) and MultiheadAttention(attn_mask)", uses_device=False),
     ),
     mutants=(
         Mutant("no_mask", "dropped term", "the mask is dropped (full attention)", _mask_mutant(lambda T: np.ones((T, T), bool))),
@@ -434,7 +435,7 @@ register(Claim(
     checks=(
         Check("moments_vs_sympy", "symbolic", _variance_symbolic, "form vs the variance derived from the MGF"),
         Check("monte_carlo", "numeric", _variance_mc, "sample variance within 5 SE, three entry laws"),
-        Check("sdpa_default_scale", "numeric", _variance_sdpa_scale, "scale read back from torch's sdpa", uses_device=True),
+        Check("sdpa_default_scale", "numeric", _variance_sdpa_scale, "scale read back from torch's sdpa", uses_device=False),
     ),
     mutants=(
         Mutant("variance_sqrt_dk", "wrong formula", "Var(q·k) = √d_k", {"variance": lambda d: math.sqrt(d), "scale": lambda d: 1.0 / math.sqrt(d)}),
@@ -508,9 +509,9 @@ def _forms_symbolic(form, ctx) -> CheckResult:
         X, WQ, WK, WV = rng.normal(size=(N, D)), rng.normal(size=(D, K)), rng.normal(size=(D, K)), rng.normal(size=(D, Dv))
         ref = np.asarray(f(list(X.ravel()), list(WQ.ravel()), list(WK.ravel()), list(WV.ravel())), dtype=float)
         for name, out in _forms_outputs(form, X, WQ, WK, WV, d_s).items():
-            errs[name] = max(errs.get(name, 0.0), _maxabs(out - ref))
+            errs[name] = largest(errs.get(name, 0.0), _maxabs(out - ref))
         for name, e in _forms_colsums(form, X, WQ, WK).items():
-            errs[name] = max(errs.get(name, 0.0), e)
+            errs[name] = largest(errs.get(name, 0.0), e)
     details = dict(errs, derived_colsum_stated_qk_at_point=der.facts["colsum_stated_qk_at_point"],
                    derived_colsum_stated_shared_u=str(der.facts["colsum_stated_shared_u"]),
                    derived_colsum_stated_plain_at_point=der.facts["colsum_stated_plain_at_point"])
@@ -528,7 +529,7 @@ def _forms_vs_sdpa(form, ctx) -> CheckResult:
     ref = na.sdpa(X @ WQ, X @ WK, X @ WV, scale=1.0, device=ctx.device)
     errs = {name: _maxabs(out - ref) for name, out in _forms_outputs(form, X, WQ, WK, WV, d_s).items()}
     errs.update(_forms_colsums(form, X, WQ, WK))
-    scale = max(1.0, _maxabs(X @ WV))
+    scale = largest(1.0, _maxabs(X @ WV))
     return compare(worst(errs), 64 * N * EPS * scale, "float64 rounding of an N-term softmax-weighted sum (64·N·eps·max|V|)",
                    seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D, "K": K, "D_v": Dv, "d_s": d_s},
                    device=ctx.device, details=errs)
@@ -565,7 +566,7 @@ register(Claim(
     derivation=lambda: ta.derive_forms_agree(2, 2, 2, 2),
     checks=(
         Check("forms_vs_sympy", "symbolic", _forms_symbolic, "every form vs the map SymPy proved common; seed 000 column sums"),
-        Check("forms_vs_sdpa", "numeric", _forms_vs_sdpa, "every form vs torch sdpa (scale=1); column sums", uses_device=True),
+        Check("forms_vs_sdpa", "numeric", _forms_vs_sdpa, "every form vs torch sdpa (scale=1); column sums", uses_device=False),
     ),
     mutants=(
         Mutant("seed004_rowwise_softmax", "wrong axis", "seed 004's Ψ applied row-wise", dict(_FORMS, seed004=_rowwise_seed004)),
@@ -598,11 +599,11 @@ def _mhsa_symbolic(form, ctx) -> CheckResult:
         Wo = rng.normal(size=(M * K, D))
         ref = np.asarray(f(list(X.ravel()), *[list(w.ravel()) for w in (*Wq, *Wk, *Wv)], list(Wo.ravel())), dtype=float)
         with np.errstate(all="ignore"):
-            errs["concat"] = max(errs["concat"], _maxabs(form["concat"](X, Wq, Wk, Wv, Wo, scale=1.0) - ref))
-            errs["sum"] = max(errs["sum"], _maxabs(_swap(form["sum"](X.T, *form["concat_to_sum"](Wq, Wk, Wv, Wo))) - ref))
+            errs["concat"] = largest(errs["concat"], _maxabs(form["concat"](X, Wq, Wk, Wv, Wo, scale=1.0) - ref))
+            errs["sum"] = largest(errs["sum"], _maxabs(_swap(form["sum"](X.T, *form["concat_to_sum"](Wq, Wk, Wv, Wo))) - ref))
     width = der.facts["width"]
     wsyms = {s.name: s for s in width.free_symbols}
-    errs["width"] = max(abs(int(form["concat_width"](m, dv)) - int(width.subs({wsyms["M"]: m, wsyms["D_v"]: dv})))
+    errs["width"] = largest(abs(int(form["concat_width"](m, dv)) - int(width.subs({wsyms["M"]: m, wsyms["D_v"]: dv})))
                         for m in (1, 2, 3, 8) for dv in (1, 4, 7))
     return compare(worst(errs), 256 * EPS, "float64 rounding of O(1) sums at N = 2 (256·eps); the width is an exact integer",
                    seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "M": M, "trials": 8}, details=errs)
@@ -629,7 +630,7 @@ def _mhsa_vs_torch(form, ctx) -> CheckResult:
                     U = form["concat_to_sum"](p["W_q"], p["W_k"], p["W_v"], p["W_o"])
                     errs[f"sum_E{E}_H{H}"] = _maxabs(_swap(form["sum"](_swap(X), *U)) - ref)
             errs[f"width_E{E}_H{H}"] = float(abs(int(form["concat_width"](H, E // H)) - mha.out_proj.in_features))
-    Emax = max(c[0] for c in configs)
+    Emax = largest(c[0] for c in configs)
     return compare(worst(errs), 64 * (N + Emax) * EPS * math.sqrt(Emax),
                    "float64 rounding of E- and N-term sums with O(√E) outputs (64·(N+E)·eps·√E); widths exact",
                    seeds=[ctx.seed_for(), *(ctx.seed_for(E, H, b) for E, H in configs for b in (False, True))],
@@ -669,7 +670,7 @@ register(Claim(
     derivation=lambda: ta.derive_mhsa_sum_concat(2, 2, 1, 2),
     checks=(
         Check("forms_vs_sympy", "symbolic", _mhsa_symbolic, "both forms vs the SymPy-proved map; width vs Σ_h D_v"),
-        Check("vs_torch_mha", "numeric", _mhsa_vs_torch, "vs torch.nn.MultiheadAttention through the weight mapping", uses_device=True),
+        Check("vs_torch_mha", "numeric", _mhsa_vs_torch, "vs torch.nn.MultiheadAttention through the weight mapping", uses_device=False),
     ),
     mutants=(
         Mutant("from_torch_qk_swapped", "swapped index", "mapping reads the key block of in_proj_weight as the query block",
@@ -724,7 +725,7 @@ def _equivariance_score(form, residuals, scale, N, D):
         if claimed_kept:
             score[s] = float(np.max(r)) / tol_eq if np.all(np.isfinite(r)) else math.inf
         else:
-            score[s] = thr_break / max(float(np.max(r)), 1e-300)
+            score[s] = thr_break / largest(float(np.max(r)), 1e-300)
         shown[s] = {"max_residual": float(np.max(r)), "claimed": "kept" if claimed_kept else "broken"}
     return score, shown, tol_eq, thr_break
 
@@ -762,7 +763,7 @@ def _perm_numeric(form, ctx) -> CheckResult:
     pe = na.sinusoidal_pe(np.arange(N), D)
     res = _equivariance_verdicts(form, lambda Z, causal: form["block"](Z, p, causal=causal), X, perm, pe)
     with np.errstate(all="ignore"):
-        scale = max(1.0, _maxabs(form["block"](X, p)))
+        scale = largest(1.0, _maxabs(form["block"](X, p)))
     score, shown, tol_eq, thr = _equivariance_score(form, res, scale if math.isfinite(scale) else 1.0, N, D)
     return compare(worst(score), 1.0, f"residual / threshold: kept ⇒ ≤ 64·N·D·eps·scale = {tol_eq:.2g}; broken ⇒ ≥ {thr:.2g} (1e-6·scale)",
                    seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D, "heads": M, "mlp width": F},
@@ -771,7 +772,8 @@ def _perm_numeric(form, ctx) -> CheckResult:
 
 def _perm_torch(form, ctx) -> CheckResult:
     """The claims on torch.nn.TransformerEncoderLayer (pre- and post-LN, dropout 0, float64):
-    causal via src_mask + is_causal, PE = sinusoidal encoding added to the input."""
+    causal via src_mask + is_causal, PE = sinusoidal encoding added to the input; and the form's
+    block, given the pre-LN layer's weights, reproduces that layer's outputs to rounding."""
     rng = ctx.rng()
     B, N, D, M, F = ctx.size(4, 16, 64), 6, 8, 2, 16
     X = rng.normal(size=(B, N, D))
@@ -790,10 +792,15 @@ def _perm_torch(form, ctx) -> CheckResult:
                 return _np(layer(_T(Z, ctx.device), **kw))
 
         res = _equivariance_verdicts(form, apply, X, perm, pe)
-        sc, sh, tol_eq, thr = _equivariance_score(form, res, max(1.0, _maxabs(apply(X, False))), N, D)
+        ref = apply(X, False)
+        sc, sh, tol_eq, thr = _equivariance_score(form, res, largest(1.0, _maxabs(ref)), N, D)
         tag = "pre_ln" if norm_first else "post_ln"
         score.update({f"{tag}_{k}": v for k, v in sc.items()})
         shown[tag] = sh
+        if norm_first:  # the form's block is the pre-LN layer: same weights, same outputs
+            with np.errstate(all="ignore"):
+                mine = form["block"](X, na.encoder_layer_to_block(layer))
+            score["block_vs_torch_pre_ln"] = _maxabs(mine - ref) / tol_eq if np.all(np.isfinite(mine)) else math.inf
     return compare(worst(score), 1.0, "residual / threshold as in the numeric check (rounding-level vs 1e-6·scale)",
                    seeds=[ctx.seed_for(), ctx.seed_for(True), ctx.seed_for(False)], sizes={"batch": B, "N": N, "D": D, "heads": M},
                    device=ctx.device, details={"settings": shown, "score": score})
@@ -822,7 +829,7 @@ register(Claim(
     checks=(
         Check("truth_table_vs_sympy", "symbolic", _perm_symbolic, "claimed relation and breakers vs the derivation"),
         Check("block_permutations", "numeric", _perm_numeric, "our block: relation to rounding; counterexamples with PE and mask"),
-        Check("torch_encoder_layer", "numeric", _perm_torch, "the same on torch.nn.TransformerEncoderLayer", uses_device=True),
+        Check("torch_encoder_layer", "numeric", _perm_torch, "the same on torch.nn.TransformerEncoderLayer", uses_device=False),
     ),
     mutants=(
         Mutant("claims_pe_keeps_equivariance", "wrong formula", "claims positional encodings keep equivariance",
@@ -912,7 +919,7 @@ register(Claim(
     derivation=lambda: ta.derive_layernorm(3),
     checks=(
         Check("moments_vs_sympy", "symbolic", _ln_symbolic, "output mean and variance vs the derived 0 and v/(v+ε)"),
-        Check("vs_torch_layernorm", "numeric", _ln_vs_torch, "vs torch.nn.LayerNorm and F.layer_norm", uses_device=True),
+        Check("vs_torch_layernorm", "numeric", _ln_vs_torch, "vs torch.nn.LayerNorm and F.layer_norm", uses_device=False),
     ),
     mutants=(
         Mutant("sample_variance", "wrong constant", "variance with 1/(D−1) (ddof=1) instead of 1/D", _ln_mutant(ddof=1)),
@@ -951,7 +958,7 @@ def _block_symbolic(form, ctx) -> CheckResult:
         ref = np.broadcast_to(ref, X.shape)
         with np.errstate(all="ignore"):
             errs[name] = _maxabs(form[name](X, p) - ref)
-    return compare(worst(errs), 64 * D * EPS * max(1.0, _maxabs(X)), "float64 rounding of two LayerNorms (64·D·eps·max|x|)",
+    return compare(worst(errs), 64 * D * EPS * largest(1.0, _maxabs(X)), "float64 rounding of two LayerNorms (64·D·eps·max|x|)",
                    seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D}, details=dict(errs, derived={k: str(v) for k, v in der.result.items()}))
 
 
@@ -1024,7 +1031,7 @@ register(Claim(
     derivation=ta.derive_block_recipe,
     checks=(
         Check("zero_branches_vs_sympy", "symbolic", _block_symbolic, "branches off: pre-LN is the identity, post-LN is LN₂∘LN₁"),
-        Check("vs_torch_encoder_layer", "numeric", _block_vs_torch, "vs torch.nn.TransformerEncoderLayer (norm_first True/False)", uses_device=True),
+        Check("vs_torch_encoder_layer", "numeric", _block_vs_torch, "vs torch.nn.TransformerEncoderLayer (norm_first True/False)", uses_device=False),
     ),
     mutants=(
         Mutant("pre_ln_no_second_residual", "dropped term", "x' = MLP(LN₂ y): the second residual is dropped", dict(_BLOCK_FORM, pre_ln=_pre_ln_no_second_residual)),
@@ -1052,7 +1059,7 @@ def _cost_symbolic(form, ctx) -> CheckResult:
         for K in range(1, 7):
             for D in range(1, 9):
                 for k in ref:
-                    errs[k] = max(errs[k], abs(int(form[k](N, K, D)) - int(ref[k](N, K, D))))
+                    errs[k] = largest(errs[k], abs(int(form[k](N, K, D)) - int(ref[k](N, K, D))))
     return compare(worst(errs), 0, "exact integer counts", sizes={"N": "1..12", "K": "1..6", "D": "1..8"},
                    details=dict(errs, derived={k: str(v) for k, v in der.result.items()},
                                 k_threshold=str(der.facts["k_threshold"]), gap_at_half_d=str(der.facts["gap_at_half_d"])))
@@ -1068,14 +1075,14 @@ def _cost_flop_counter(form, ctx) -> CheckResult:
         m = na.SharedProjectionScores(D, K, device=ctx.device)
         fl = na.count_flops(m, torch.zeros(1, N, D, dtype=torch.float64, device=ctx.device))
         assert fl["total"] % 2 == 0
-        errs["score_cost"] = max(errs["score_cost"], abs(fl["total"] // 2 - int(form["score_cost"](N, K, D))))
+        errs["score_cost"] = largest(errs["score_cost"], abs(fl["total"] // 2 - int(form["score_cost"](N, K, D))))
     mha_grid = [(N, D, H) for N in (2, 9) for D, H in ((4, 1), (6, 2), (8, 4), (12, 3))] + ctx.size([], [(33, 16, 2)])
     for N, D, H in mha_grid:
         mha = torch.nn.MultiheadAttention(D, H, bias=False, batch_first=True, dtype=torch.float64, device=ctx.device)
         x = torch.zeros(1, N, D, dtype=torch.float64, device=ctx.device)
         fl = na.count_flops(mha, x, x, x, need_weights=False)
         pred = H * int(form["head_cost"](N, D // H, D))
-        errs["mha_head_cost"] = max(errs["mha_head_cost"], abs(fl["total"] // 2 - pred))
+        errs["mha_head_cost"] = largest(errs["mha_head_cost"], abs(fl["total"] // 2 - pred))
         measured.append({"N": N, "D": D, "H": H, "flops": fl["total"], "predicted_macs": pred})
     der = ta.derive_complexity()
     frac = lambda N, D: der.facts["score_fraction"].subs({der.facts["N"]: N, der.facts["D"]: D})  # noqa: E731 (exact)
@@ -1121,7 +1128,7 @@ register(Claim(
            "torch 2.13's FlopCounterMode counts 0 for the fused CPU attention kernel, so counts run under the math backend."),
     checks=(
         Check("polynomial_vs_sympy", "symbolic", _cost_symbolic, "form vs the multiply-add sums SymPy evaluated"),
-        Check("flop_counter", "numeric", _cost_flop_counter, "vs FlopCounterMode on the score module and MultiheadAttention", uses_device=True),
+        Check("flop_counter", "numeric", _cost_flop_counter, "vs FlopCounterMode on the score module and MultiheadAttention", uses_device=False),
     ),
     mutants=(
         Mutant("scores_over_d", "wrong formula", "N·K·D + N²·D (the parameter-free variant's score cost)",
@@ -1156,13 +1163,13 @@ def _pe_symbolic(form, ctx) -> CheckResult:
         ref_pe = np.empty((len(pos), D))
         ref_pe[:, 0::2], ref_pe[:, 1::2] = np.sin(np.outer(pos, w)), np.cos(np.outer(pos, w))
         with np.errstate(all="ignore"):
-            errs["pe"] = max(errs["pe"], _maxabs(form["pe"](pos, D) - ref_pe))
+            errs["pe"] = largest(errs["pe"], _maxabs(form["pe"](pos, D) - ref_pe))
         for k in (1, 3, 50):
             ref = np.zeros((D, D))
             for i in range(D // 2):
                 ref[2 * i:2 * i + 2, 2 * i:2 * i + 2] = np.asarray(R(k, w[i]), dtype=float)
             with np.errstate(all="ignore"):
-                errs["shift"] = max(errs["shift"], _maxabs(form["shift"](k, D) - ref))
+                errs["shift"] = largest(errs["shift"], _maxabs(form["shift"](k, D) - ref))
     return compare(worst(errs), 16 * 64 * EPS, "rounding of sin/cos at angles ≤ 64 (16·64·eps)",
                    sizes={"D": [2, 4, 8, 16], "k": [1, 3, 50], "positions": "0..63"},
                    details=dict(errs, derived_rotation=str(der.result)))
@@ -1178,13 +1185,13 @@ def _pe_numeric(form, ctx) -> CheckResult:
     for D in (4, 16, 64):
         with np.errstate(all="ignore"):
             pe = form["pe"](pos, D)
-            errs[f"range_excess_D{D}"] = max(0.0, _maxabs(pe) - 1.0) if np.all(np.isfinite(pe)) else math.inf
+            errs[f"range_excess_D{D}"] = largest(0.0, _maxabs(pe) - 1.0) if np.all(np.isfinite(pe)) else math.inf
             for k in ks:
                 Mk = form["shift"](k, D)
                 errs[f"shift_D{D}_k{k}"] = _maxabs(form["pe"](pos + k, D) - pe @ Mk)
                 errs[f"orthogonal_D{D}_k{k}"] = _maxabs(Mk @ Mk.T - np.eye(D))
             errs[f"compose_D{D}"] = _maxabs(form["shift"](2, D) @ form["shift"](17, D) - form["shift"](19, D))
-    pmax = float(pos.max() + max(ks))
+    pmax = float(pos.max() + largest(ks))
     return compare(worst(errs), 16 * pmax * EPS, f"angle rounding grows with the position: 16·(max position {pmax:g})·eps",
                    sizes={"positions": len(pos), "max position": pmax, "D": [4, 16, 64], "k": list(ks)}, details=errs)
 

@@ -20,6 +20,7 @@ from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
+from proofs_checks.compare import largest, smallest
 from theory import hopfield as th
 
 Z_TOL = 3.0
@@ -29,7 +30,7 @@ Z_JUST = ("no measured point more than 3 standard errors (spread of per-trial fr
 
 def _z(value: float, se: float, thr: float, side: str, n: int) -> float:
     """Signed z-score of a violation: ``side="ge"`` wants ``value ≥ thr``, ``"le"`` wants ``value ≤ thr``."""
-    se = max(se, 1.0 / n) if not math.isnan(se) else 1.0 / n
+    se = largest(se, 1.0 / n) if not math.isnan(se) else 1.0 / n
     viol = (thr - value) if side == "ge" else (value - thr)
     return viol / se
 
@@ -105,21 +106,21 @@ def _classical_async(form, ctx) -> CheckResult:
             E_new = form["energy"](new, Wt, bt)
             flipped = (new[:, i] != xt[:, i]).numpy()
             dE = (E_new - E).numpy()
-            worst_rise = max(worst_rise, float(np.max(dE)))
+            worst_rise = largest(worst_rise, float(np.max(dE)))
             if flipped.any():
-                worst_gap = max(worst_gap, float(np.max((dE + 2 * W[:, i, i])[flipped])))
+                worst_gap = largest(worst_gap, float(np.max((dE + 2 * W[:, i, i])[flipped])))
                 flips += int(flipped.sum())
             xt, E = new, E_new
             trace.append(E.numpy())
     h = np.einsum("bij,bj->bi", W, xt.numpy()) - b
     unstable = float(np.mean(np.where(h >= 0, 1.0, -1.0) != xt.numpy()))
-    errs.update({"max_energy_rise": max(worst_rise, 0.0), "max_dE_plus_2wii_at_flips": max(worst_gap, 0.0),
+    errs.update({"max_energy_rise": largest(worst_rise, 0.0), "max_dE_plus_2wii_at_flips": largest(worst_gap, 0.0),
                  "unstable_units_after": unstable})
     if ctx.want_figures:
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
         tr = np.asarray(trace)
-        for k in range(min(12, B)):
+        for k in range(smallest(12, B)):
             ax.plot(tr[: d * 4, k], lw=1)
         ax.set_xlabel("asynchronous unit update")
         ax.set_ylabel("E(ξ)")
@@ -240,7 +241,7 @@ def _capacity_exact_measured(form, ctx) -> CheckResult:
                          ("all", _cap_fn(form["exact_recall_all"]), "all_fixed")):
         for d in ds:
             C = float(f(d))
-            Ns = [max(1, round(C)), max(2, round(2 * C))]
+            Ns = [largest(1, round(C)), largest(2, round(2 * C))]
             if not all(1 <= N <= 4 * d for N in Ns):
                 zs[f"{crit}_d{d}_C_out_of_range"] = math.inf
                 continue
@@ -252,7 +253,7 @@ def _capacity_exact_measured(form, ctx) -> CheckResult:
                 zs[f"{crit}_d{d}_at_2C"] = _z(getattr(p2, fld), getattr(p2, fld + "_se"), 0.25, "le", n2)
             rows.append({"criterion": crit, "d": d, "C": C, "N": Ns, "at_C": getattr(p1, fld), "at_2C": getattr(p2, fld)})
     err = worst(zs)
-    return compare(max(err, 0.0), Z_TOL, Z_JUST, seeds=[seed + d for d in ds], sizes={"d": ds, "trials": trials},
+    return compare(largest(err, 0.0), Z_TOL, Z_JUST, seeds=[seed + d for d in ds], sizes={"d": ds, "trials": trials},
                    device=str(dev), details={"z_scores": zs, "points": rows, "worst_z": err})
 
 
@@ -268,18 +269,18 @@ def _capacity_bit_measured(form, ctx) -> CheckResult:
     zs, rows = {}, []
     for d in ds:
         C = float(f(d))
-        Ns = [max(2, round(0.8 * C)), max(3, round(1.25 * C))]
+        Ns = [largest(2, round(0.8 * C)), largest(3, round(1.25 * C))]
         if not all(N <= d for N in Ns):
             zs[f"d{d}_C_out_of_range"] = math.inf
             continue
         lo, hi = nh.classical_capacity_sweep(d, Ns, trials, seed + d, bit_error=True, device=dev, starts=starts)
-        zs[f"d{d}_below"] = _z(lo.bit_error, lo.bit_error_se, 0.015, "le", trials * min(lo.N, starts or lo.N) * d)
-        zs[f"d{d}_above"] = _z(hi.bit_error, hi.bit_error_se, 0.015, "ge", trials * min(hi.N, starts or hi.N) * d)
+        zs[f"d{d}_below"] = _z(lo.bit_error, lo.bit_error_se, 0.015, "le", trials * smallest(lo.N, starts or lo.N) * d)
+        zs[f"d{d}_above"] = _z(hi.bit_error, hi.bit_error_se, 0.015, "ge", trials * smallest(hi.N, starts or hi.N) * d)
         rows.append({"d": d, "C": C, "N": Ns, "bit_error": [lo.bit_error, hi.bit_error]})
     if ctx.want_figures:
         _capacity_figure(ctx, seed, dev)
     err = worst(zs)
-    return compare(max(err, 0.0), Z_TOL, Z_JUST, seeds=[seed + d for d in ds],
+    return compare(largest(err, 0.0), Z_TOL, Z_JUST, seeds=[seed + d for d in ds],
                    sizes={"d": ds, "trials": trials, "starts_per_trial": starts or "all"},
                    device=str(dev), details={"z_scores": zs, "points": rows, "worst_z": err})
 
@@ -289,7 +290,7 @@ def _capacity_figure(ctx, seed, dev):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     for d in (64, 128, 256, 512):
         alphas = np.linspace(0.02, 0.25, 12)
-        pts = nh.classical_capacity_sweep(d, [max(2, round(a * d)) for a in alphas], 8, seed + 31 * d,
+        pts = nh.classical_capacity_sweep(d, [largest(2, round(a * d)) for a in alphas], 8, seed + 31 * d,
                                           bit_error=d <= 256, device=dev, starts=16)
         axes[0].plot([p.N / d for p in pts], [p.frac_fixed for p in pts], "o-", ms=3, label=f"d={d}")
         axes[0].axvline(1 / (2 * math.log(d)), color=axes[0].lines[-1].get_color(), ls=":", lw=1)
@@ -354,7 +355,7 @@ def _dense_poly_capacity(d, a):
 
 def _frac_fixed(d, N, trials, seed, kind, a, dev):
     P = nh.random_patterns((trials, N, d), seed, device=dev)
-    chunk = max(1, int(3e6 // (trials * N * d)))
+    chunk = largest(1, int(3e6 // (trials * N * d)))
     fr = nh.dense_fixed_fraction(P, kind, a, chunk=chunk).cpu().numpy()
     return float(fr.mean()), float(fr.std(ddof=1) / math.sqrt(trials))
 
@@ -372,7 +373,7 @@ def _dense_poly_measure(ctx, dev):
         rows = []
         for d in ds:
             C = float(C_der(d))
-            grid = sorted({max(2, round(C * m)) for m in (0.5, 1, 1.5, 2, 3, 4)})
+            grid = sorted({largest(2, round(C * m)) for m in (0.5, 1, 1.5, 2, 3, 4)})
             fr = [_frac_fixed(d, N, trials, ctx.seed_for(a, d, N), "poly", a, dev) for N in grid]
             rows.append({"d": d, "C_derived": C, "grid": grid, "frac": [f for f, _ in fr], "se": [s for _, s in fr]})
         out[a] = rows
@@ -398,7 +399,7 @@ def _frac_at(row, N):
         return f[0], s[0]
     k = next(k for k in range(len(g) - 1) if g[k] <= N <= g[k + 1])
     t = (math.log(N) - math.log(g[k])) / (math.log(g[k + 1]) - math.log(g[k]))
-    return f[k] + t * (f[k + 1] - f[k]), max(s[k], s[k + 1])
+    return f[k] + t * (f[k + 1] - f[k]), largest(s[k], s[k + 1])
 
 
 def _dense_poly_check(form, ctx) -> CheckResult:
@@ -420,8 +421,8 @@ def _dense_poly_check(form, ctx) -> CheckResult:
         slope_form = np.polyfit(np.log(ds), np.log(Cs * np.log(ds)), 1)[0]
         errs[f"a{a}_exponent"] = abs(slope_meas - slope_form) / 0.35
         at_C = [_frac_at(r, C) for r, C in zip(rows, Cs)]
-        z = max(_z(f, s, 0.6, "ge", trials * max(2, round(C))) for (f, s), C in zip(at_C, Cs))
-        errs[f"a{a}_level_at_C"] = max(z, 0.0) / Z_TOL
+        z = largest(_z(f, s, 0.6, "ge", trials * largest(2, round(C))) for (f, s), C in zip(at_C, Cs))
+        errs[f"a{a}_level_at_C"] = largest(z, 0.0) / Z_TOL
         details[f"a{a}"] = {"d": ds.tolist(), "N_half": nh_.tolist(), "C_form": Cs.tolist(),
                             "fitted_exponent": float(slope_meas), "form_exponent": float(slope_form),
                             "frac_at_C": [f for f, _ in at_C], "worst_z_at_C": z}
@@ -459,7 +460,7 @@ def _dense_exp_check(form, ctx) -> CheckResult:
         zs[f"d{d}"] = _z(f, s, 0.75, "ge", trials * N)
         rows.append({"d": d, "N": N, "frac_fixed": f, "se": s})
     err = worst(zs)
-    return compare(max(err, 0.0), Z_TOL, Z_JUST, seeds=[ctx.seed_for(d) for d in ds], sizes={"d": ds, "trials": trials},
+    return compare(largest(err, 0.0), Z_TOL, Z_JUST, seeds=[ctx.seed_for(d) for d in ds], sizes={"d": ds, "trials": trials},
                    device=str(dev), details={"points": rows, "z_scores": zs})
 
 
@@ -515,10 +516,10 @@ def _modern_symbolic(form, ctx) -> CheckResult:
         a = list(xi) + list(X.ravel()) + [b, Mv]
         P = torch.from_numpy(X.T.copy())[None]
         xt = torch.from_numpy(xi.copy())[None, None]
-        errs["energy"] = max(errs["energy"], abs(float(form["energy"](xt, P, b).ravel()[0]) - float(fE(*a))))
-        errs["grad"] = max(errs["grad"], float(np.max(np.abs(form["grad"](xt, P, b).numpy().ravel() - np.ravel(fG(*a))))))
-        errs["update"] = max(errs["update"], float(np.max(np.abs(form["update"](xt, P, b).numpy().ravel() - np.ravel(fU(*a))))))
-        scale = max(scale, Mv ** 2, float(xi @ xi))
+        errs["energy"] = largest(errs["energy"], abs(float(form["energy"](xt, P, b).ravel()[0]) - float(fE(*a))))
+        errs["grad"] = largest(errs["grad"], float(np.max(np.abs(form["grad"](xt, P, b).numpy().ravel() - np.ravel(fG(*a))))))
+        errs["update"] = largest(errs["update"], float(np.max(np.abs(form["update"](xt, P, b).numpy().ravel() - np.ravel(fU(*a))))))
+        scale = largest(scale, Mv ** 2, float(xi @ xi))
     return compare(worst(errs), 256 * EPS * scale, "float64 rounding of exp/log/sums at magnitude max(M², ‖ξ‖²) (256·eps·scale)",
                    seeds=[ctx.seed_for()], sizes={"d": d, "N": N, "instances": 24}, details=errs)
 
@@ -546,23 +547,23 @@ def _modern_numeric(form, ctx) -> CheckResult:
     _ref_energy(xg, P, betas).sum().backward()
     G = torch.stack([form["grad"](far[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
     errs["grad_vs_autograd"] = float((G - xg.grad).abs().max())
-    errs["negative_energy"] = float(max(0.0, -E_form.min()))
+    errs["negative_energy"] = float(largest(0.0, -E_form.min()))
     w = torch.from_numpy(rng.dirichlet(np.full(N, 0.3), size=(B, S)))
     w[:, 0] = 0
     w[:, 0, 0] = 1.0  # a vertex
     hull = w @ P
     E_hull = torch.stack([form["energy"](hull[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
-    errs["above_2M2_on_hull"] = float(max(0.0, (E_hull - 2 * M[:, None] ** 2).max()))
+    errs["above_2M2_on_hull"] = float(largest(0.0, (E_hull - 2 * M[:, None] ** 2).max()))
     xi, rise = far, 0.0
     E_prev = _ref_energy(xi, P, betas)
     trace = [E_prev[:4, 0].tolist()]
     for _ in range(ctx.size(15, 30, 60)):
         xi = torch.stack([form["update"](xi[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
         E_new = _ref_energy(xi, P, betas)
-        rise = max(rise, float((E_new - E_prev).max()))
+        rise = largest(rise, float((E_new - E_prev).max()))
         trace.append(E_new[:4, 0].tolist())
         E_prev = E_new
-    errs["max_energy_rise_along_updates"] = max(rise, 0.0)
+    errs["max_energy_rise_along_updates"] = largest(rise, 0.0)
     if ctx.want_figures:
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -662,11 +663,11 @@ def _retrieval_symbolic(form, ctx) -> CheckResult:
         xs = _np_fixed_point(Pb, 0, beta)[0]
         dots = P @ P[0]
         Delta = dots[0] - dots[1:].max()
-        eps = max(np.linalg.norm(xi - P[0]), np.linalg.norm(xs - P[0]))
+        eps = largest(np.linalg.norm(xi - P[0]), np.linalg.norm(xs - P[0]))
         M = np.linalg.norm(P, axis=1).max()
         ref = f(len(P), beta, Delta, eps, M)
         got = float(form(torch.from_numpy(Pb), torch.from_numpy(xi[None]), 0, beta)[0])
-        rel = max(rel, abs(got - ref) / abs(ref))
+        rel = largest(rel, abs(got - ref) / abs(ref))
     return compare(rel, 1e-8, "relative float64 rounding of exp(βx) with |βx| ≲ 100 and a 200-step fixed-point "
                    "iteration (≈ 100·eps per ulp of the exponent → 1e-8 allows a wide margin)",
                    seeds=[ctx.seed_for()], sizes={"instances": 24 + 18}, details={"max_relative_error": rel})
@@ -683,7 +684,7 @@ def _retrieval_numeric(form, ctx) -> CheckResult:
         err = float(np.linalg.norm(f - P[0]))
         bound = float(form(Pt, xt, 0, beta)[0])
         r = err / bound if bound > 0 else math.inf
-        worst_ratio = max(worst_ratio, r)
+        worst_ratio = largest(worst_ratio, r)
         rows.append(r)
     return compare(worst_ratio, 1 + 1e-9, "a bound: error/bound ≤ 1 up to float64 rounding",
                    seeds=[ctx.seed_for()], sizes={"instances": len(inst)},
@@ -783,7 +784,7 @@ def _modern_capacity_check(form, ctx) -> CheckResult:
         grid, fr = [], []
         for k in range(1, 16):
             N = 2 ** k
-            B = max(4, min(64, int(2e6 // (N * N))))
+            B = largest(4, smallest(64, int(2e6 // (N * N))))
             P = torch.randn(B, N, d, generator=g, device=dev, dtype=torch.float64)
             P = P / P.norm(dim=-1, keepdim=True) * math.sqrt(d)
             f = nh.modern_update(P, P, 1.0)
@@ -856,7 +857,7 @@ def _attention_symbolic(form, ctx) -> CheckResult:
         WQ, WK, WV = rng.normal(size=(dm, dk)), rng.normal(size=(dm, dk)), rng.normal(size=(dk, dv))
         ref = np.asarray(fn(*(list((R @ WQ).ravel()) + list((Y @ WK).ravel()) + list(WV.ravel()))), dtype=float)
         got = form(*(torch.from_numpy(a) for a in (R, Y, WQ, WK, WV))).numpy()
-        err = max(err, float(np.max(np.abs(got - ref))) if got.shape == ref.shape else math.inf)
+        err = largest(err, float(np.max(np.abs(got - ref))) if got.shape == ref.shape else math.inf)
     return compare(err, 1e3 * EPS, "float64 rounding of a 3-term softmax and products of O(1) matrices",
                    seeds=[ctx.seed_for()], sizes={"S": S, "T": T, "d_k": dk, "d_v": dv}, details={"max_abs_error": err})
 
@@ -899,7 +900,7 @@ register(Claim(
     derivation=lambda: th.derive_attention_identity(2, 3, 2, 2),
     checks=(
         Check("vs_sympy", "symbolic", _attention_symbolic, "vs SymPy's proved identity on random matrices"),
-        Check("vs_scaled_dot_product_attention", "numeric", _attention_sdpa, "vs torch SDPA", uses_device=True),
+        Check("vs_scaled_dot_product_attention", "numeric", _attention_sdpa, "vs torch SDPA", uses_device=False),
     ),
     mutants=(
         Mutant("softmax_over_states", "wrong axis", "softmax of βXᵀΞ over the state axis instead of the stored axis",

@@ -19,6 +19,7 @@ from numerics import icl as ni
 from proofs_checks.context import RunContext, pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
+from proofs_checks.compare import largest, smallest
 from theory import icl as ti
 
 
@@ -30,7 +31,7 @@ def _lam_subs(Lsym: sp.Matrix, L: np.ndarray) -> dict:
 
 def _rel(a, b) -> float:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+    return float(np.linalg.norm(a - b) / largest(np.linalg.norm(b), 1e-300))
 
 
 def _numeric_gamma_inv(L: np.ndarray, N: int) -> np.ndarray:
@@ -105,7 +106,7 @@ def _pred_symbolic(form, ctx) -> CheckResult:
         E = np.vstack([X, np.append(y, 0.0)])
         ref = f(*PV.ravel(), *KQ.ravel(), *X.ravel(), *y, rho)
         errs.append(abs(form(PV, KQ, E, rho) - ref) / (1 + abs(ref)))
-    return compare(max(errs), 1e3 * EPS, "float64 rounding of a sum of ~100 products of O(1) numbers",
+    return compare(largest(errs), 1e3 * EPS, "float64 rounding of a sum of ~100 products of O(1) numbers",
                    seeds=[ctx.seed_for()], sizes={"d": d, "N": N, "draws": 20},
                    details={"params_used": [str(p) for p in D.facts["params_used"]]})
 
@@ -175,7 +176,7 @@ def _loss_symbolic(form, ctx) -> CheckResult:
             sub = _lam_subs(Ls, L)
             ref = f([sub[s] for s in order], list(Bv.ravel()), N)
             errs.append(abs(float(form(L, N, Bv)) - ref) / (1 + abs(ref)))
-    return compare(max(errs), 1e3 * EPS, "float64 rounding of a degree-6 polynomial with O(10) terms",
+    return compare(largest(errs), 1e3 * EPS, "float64 rounding of a degree-6 polynomial with O(10) terms",
                    seeds=[ctx.seed_for()], sizes={"d": d, "N": [1, 2, 3, 7, 50]})
 
 
@@ -836,7 +837,7 @@ def _gd_symbolic(form, ctx) -> CheckResult:
         ref = np.array(f(eta, *X[0].ravel(), *y[0], *W0), float)
         new_y, _ = form(X, y, xq, W0, eta)
         errs.append(float(np.max(np.abs(new_y[0] - ref))))
-    return compare(max(errs), 1e3 * EPS, "float64 rounding", seeds=[ctx.seed_for()], sizes={"d": d, "N": N})
+    return compare(largest(errs), 1e3 * EPS, "float64 rounding", seeds=[ctx.seed_for()], sizes={"d": d, "N": N})
 
 
 def _gd_numeric(form, ctx) -> CheckResult:
@@ -895,7 +896,7 @@ def _nc_symbolic(form, ctx) -> CheckResult:
         sub = _lam_subs(Ls, L)
         ref = float(f([sub[s] for s in order]))
         errs.append(abs(float(form(L, N)) - ref) / abs(ref))
-    return compare(max(errs), 1e3 * EPS, "float64 rounding", seeds=[ctx.seed_for()], sizes={"d": 2})
+    return compare(largest(errs), 1e3 * EPS, "float64 rounding", seeds=[ctx.seed_for()], sizes={"d": 2})
 
 
 def _nc_numeric(form, ctx) -> CheckResult:
@@ -937,7 +938,7 @@ def _nc_numeric(form, ctx) -> CheckResult:
         det[f"min_eig_N{N}"] = (m, se)
         r = ni.gradient_flow(L, N, seed=ctx.seed_for("gf", N))
         det[f"gf_excess_loss_N{N}"] = ni.population_loss_B(L, N, r.B) - ni.population_loss_B(L, N, _numeric_gamma_inv(L, N))
-    errs["gf_reaches_min"] = max(det[f"gf_excess_loss_N{N}"] for N in (2, 10)) / 1e-10 * K_SIGMA
+    errs["gf_reaches_min"] = largest(det[f"gf_excess_loss_N{N}"] for N in (2, 10)) / 1e-10 * K_SIGMA
     _closed_form_vs_mc_figure(ctx, "hessian_min_eigenvalue", "Smallest Hessian eigenvalue at the origin: form vs sampled",
                               [(f"N={N}", float(form(L_by_N[N], N)), *det[f"min_eig_N{N}"]) for N in (2, 10)], "λ_min")
     return compare(worst(errs), K_SIGMA, "5 standard errors over 10 independent prompt batches (GF excess ≤ 1e-10 mapped to 5)",
@@ -999,7 +1000,7 @@ def _tvb_trained(form, ctx) -> CheckResult:
     tr_m, tr_se = errs["transformer"]
     ratios, closed, per_k = {}, {}, {}
     for k in range(d, K):
-        best = min(("averaging", "3-NN"), key=lambda b: errs[b][0][k])
+        best = smallest(("averaging", "3-NN"), key=lambda b: errs[b][0][k])
         bm, bse = errs[best][0][k], errs[best][1][k]
         lo = bm - 2 * bse
         ratios[f"k={k}"] = float((tr_m[k] + 2 * tr_se[k]) / lo) if lo > 0 else math.inf
@@ -1008,7 +1009,7 @@ def _tvb_trained(form, ctx) -> CheckResult:
                            "least_squares": float(errs["least squares"][0][k]),
                            "gap_to_least_squares": float(tr_m[k] - errs["least squares"][0][k])}
     drop_z = float((tr_m[d] - tr_m[K - 1]) / math.hypot(tr_se[d], tr_se[K - 1]))
-    crit = {"far_below": max(ratios.values()) / TVB_FAR, "decreasing": 2.0 / drop_z if drop_z > 0 else math.inf}
+    crit = {"far_below": largest(ratios.values()) / TVB_FAR, "decreasing": 2.0 / drop_z if drop_z > 0 else math.inf}
     if ctx.want_figures:
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5.5, 3.5))

@@ -9,6 +9,7 @@ import sympy as sp
 
 from numerics import scale as ns
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.compare import largest
 from theory import scale as ts
 
 # --------------------------------------------------------------------------------------------
@@ -25,7 +26,7 @@ def _per_layer_symbolic(form, ctx) -> CheckResult:
     s = der.facts["symbols"]
     poly = sp.lambdify(s["d"], der.result, "math")
     widths = list(range(1, 65)) + [c.d for c in ns.TABLE]
-    errs = {"per_layer": max(abs(int(form["per_layer"](d)) - int(poly(d))) for d in widths)}
+    errs = {"per_layer": largest(abs(int(form["per_layer"](d)) - int(poly(d))) for d in widths)}
     tot = {"gpt": der.facts["total_gpt"], "bert": der.facts["total_bert"]}
     diff = 0
     rng = ctx.rng()
@@ -34,7 +35,7 @@ def _per_layer_symbolic(form, ctx) -> CheckResult:
                                             "bert" if i % 2 else "gpt") for i in range(16)]
     for c in cfgs:
         ref = tot[c.style].subs({s["L"]: c.layers, s["d"]: c.d, s["V"]: c.vocab, s["T"]: c.context, s["t"]: c.type_vocab})
-        diff = max(diff, abs(int(form["total"](c)) - int(ref)))
+        diff = largest(diff, abs(int(form["total"](c)) - int(ref)))
     errs["total"] = diff
     return compare(worst(errs), 0, _EXACT, seeds=[ctx.seed_for()], sizes={"widths": len(widths), "configs": len(cfgs)},
                    details={"per_layer_polynomial": str(der.result), "general_ratio_r": str(der.facts["per_layer_r"]),
@@ -56,7 +57,7 @@ def _numel_meta(form, ctx) -> CheckResult:
                 enc = torch.nn.TransformerEncoderLayer(d, h, 4 * d, batch_first=True)
                 blk = ns.GPTBlock(d, h)
             ref = ns.count_params(enc)
-            layer_diff = max(layer_diff, abs(int(form["per_layer"](d)) - ref), abs(ns.count_params(blk) - ref))
+            layer_diff = largest(layer_diff, abs(int(form["per_layer"](d)) - ref), abs(ns.count_params(blk) - ref))
     errs["per_layer_vs_TransformerEncoderLayer"] = layer_diff
     rng = ctx.rng()
     n_random = ctx.size(12, 40, 100)
@@ -69,7 +70,7 @@ def _numel_meta(form, ctx) -> CheckResult:
         n_torch = ns.count_params(ns.build_meta_model(c, "torch"))
         n_gpt = ns.count_params(ns.build_meta_model(c, "gpt"))
         claimed = int(form["total"](c))
-        model_diff = max(model_diff, abs(claimed - n_torch), abs(claimed - n_gpt))
+        model_diff = largest(model_diff, abs(claimed - n_torch), abs(claimed - n_gpt))
         if c in ns.TABLE:
             table[c.name] = {"formula": claimed, "numel_TransformerEncoder": n_torch, "numel_GPTBlocks": n_gpt}
     errs["total_vs_numel"] = model_diff
@@ -87,7 +88,7 @@ def _published_table(form, ctx) -> CheckResult:
         n = int(form["total"](c))
         value, lo, hi = ns.published_interval(c.published)
         unit = (hi - value)
-        outside = max(0.0, lo - n, (n - hi + 1) if n >= hi else 0.0) / unit  # hi is exclusive
+        outside = largest(0.0, lo - n, (n - hi + 1) if n >= hi else 0.0) / unit  # hi is exclusive
         rounds = (value - unit / 2) <= n < (value + unit / 2)
         err[c.name] = outside
         rows.append({"model": c.name, "layers": c.layers, "d": c.d, "heads": c.heads, "vocab": c.vocab,

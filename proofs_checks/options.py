@@ -1,0 +1,68 @@
+"""Command-line options shared by every ``tverify`` command, so that each is spelled and
+behaves the same in ``run``, ``report``, ``mutants`` and every ``check`` subcommand.
+
+* ``--quick`` / ``--full``: size mode, mutually exclusive (giving both is a usage error);
+  neither means the default sizes. The decorated function receives ``mode``.
+* ``--device {cpu,cuda}`` and ``--allow-skip``: see :func:`require_device`.
+* ``--seed N``: a non-negative base seed.
+* ``--json PATH|-``: write the machine-readable result to PATH, or to stdout with ``-``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+__all__ = ["UsageError", "mode_options", "device_option", "allow_skip_option", "seed_option", "json_option",
+           "require_device"]
+
+
+class UsageError(click.UsageError):
+    """A user mistake: printed as one line, exit code 2."""
+
+
+def mode_options(f):
+    """``--quick`` / ``--full`` (mutually exclusive) folded into one ``mode`` argument."""
+
+    @click.option("--quick", is_flag=True, help="Small sizes (what the tests use).")
+    @click.option("--full", is_flag=True, help="Larger sizes, more seeds.")
+    @functools.wraps(f)
+    def wrapper(*args, quick: bool, full: bool, **kwargs):
+        if quick and full:
+            raise UsageError("--quick and --full are mutually exclusive")
+        return f(*args, mode="quick" if quick else ("full" if full else "default"), **kwargs)
+
+    return wrapper
+
+
+def device_option(f):
+    return click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+                        help="Device for trained-model checks. --device cuda without CUDA is a usage error "
+                             "unless --allow-skip is given.")(f)
+
+
+def allow_skip_option(f):
+    return click.option("--allow-skip", is_flag=True,
+                        help="Run what can run when --device cuda has no CUDA: checks that need the device are "
+                             "skipped and their claims reported 'incomplete' (exit 1), never verified.")(f)
+
+
+def seed_option(f):
+    return click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                        help="Base seed; every check derives its seeds from it, so a report's numbers are reproduced "
+                             "with the seed it records.")(f)
+
+
+def json_option(f, help_text: str = "Write the result as JSON to PATH ('-' for stdout)."):
+    return click.option("--json", "json_path", metavar="PATH|-", default=None, help=help_text)(f)
+
+
+def require_device(device: str, allow_skip: bool) -> None:
+    """Refuse ``--device cuda`` on a machine without CUDA (a usage error), unless ``allow_skip``."""
+    if device == "cuda" and not allow_skip:
+        from numerics.torch_utils import cuda_available
+
+        if not cuda_available():
+            raise UsageError("--device cuda: torch sees no CUDA device on this machine "
+                             "(use --device cpu, or --allow-skip to run the rest and report 'incomplete')")
