@@ -245,7 +245,9 @@ def _capacity_exact_measured(form, ctx) -> CheckResult:
             if not all(1 <= N <= 4 * d for N in Ns):
                 zs[f"{crit}_d{d}_C_out_of_range"] = math.inf
                 continue
-            p1, p2 = nh.classical_capacity_sweep(d, Ns, trials, seed + d, device=dev)
+            # the simulation at (d, N) does not depend on the form: cached, so mutants that land on
+            # the same loads cost only the comparison
+            p1, p2 = ctx.reference("sweep", lambda: nh.classical_capacity_sweep(d, Ns, trials, seed + d, device=dev), d, Ns)
             n1 = trials * (p1.N if crit == "most" else 1)
             zs[f"{crit}_d{d}_at_C"] = _z(getattr(p1, fld), getattr(p1, fld + "_se"), 0.75, "ge", n1)
             if d == ds[-1]:
@@ -273,7 +275,8 @@ def _capacity_bit_measured(form, ctx) -> CheckResult:
         if not all(N <= d for N in Ns):
             zs[f"d{d}_C_out_of_range"] = math.inf
             continue
-        lo, hi = nh.classical_capacity_sweep(d, Ns, trials, seed + d, bit_error=True, device=dev, starts=starts)
+        lo, hi = ctx.reference("sweep", lambda: nh.classical_capacity_sweep(d, Ns, trials, seed + d, bit_error=True, device=dev,
+                                                                            starts=starts), d, Ns)
         zs[f"d{d}_below"] = _z(lo.bit_error, lo.bit_error_se, 0.015, "le", trials * smallest(lo.N, starts or lo.N) * d)
         zs[f"d{d}_above"] = _z(hi.bit_error, hi.bit_error_se, 0.015, "ge", trials * smallest(hi.N, starts or hi.N) * d)
         rows.append({"d": d, "C": C, "N": Ns, "bit_error": [lo.bit_error, hi.bit_error]})
