@@ -192,18 +192,23 @@ def _lsa_weights_from_B(B: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 def _loss_mc(form, ctx) -> CheckResult:
     """Monte Carlo of ½E(ŷ − y_q)² with ŷ from the torch LSA (full matrix product, W^{KQ}_{11} = B,
     w22 = 1) on sampled prompts, at random non-symmetric B."""
-    rng = ctx.rng()
     d, n = 3, ctx.size(100_000, 400_000)
+
+    def reference():  # form-independent: Λ, B, the Monte Carlo mean and its SE, per N
+        rng, out = ctx.rng(), []
+        for k, N in enumerate((2, 5)):
+            L = ni.random_spd(rng, d, 1.0, 3.0)
+            B = _numeric_gamma_inv(L, N) + 0.3 * rng.normal(size=(d, d))
+            s = ctx.seed_for("prompts", k)
+            P = ni.sample_prompts(L, N, (n,), seed=s)
+            Wpv, Wkq = _lsa_weights_from_B(B)
+            m, se = ni.mc_mean(0.5 * (ni.lsa_forward(Wpv, Wkq, P.E, float(N)) - P.y_q) ** 2)
+            out.append((N, L, B, s, m, se))
+        return out
+
     zs, seeds, rows = {}, [], []
-    for k, N in enumerate((2, 5)):
-        L = ni.random_spd(rng, d, 1.0, 3.0)
-        B = _numeric_gamma_inv(L, N) + 0.3 * rng.normal(size=(d, d))
-        s = ctx.seed_for("prompts", k)
+    for N, L, B, s, m, se in ctx.reference("mc", reference):
         seeds.append(s)
-        P = ni.sample_prompts(L, N, (n,), seed=s)
-        Wpv, Wkq = _lsa_weights_from_B(B)
-        yhat = ni.lsa_forward(Wpv, Wkq, P.E, float(N))
-        m, se = ni.mc_mean(0.5 * (yhat - P.y_q) ** 2)
         zs[f"N={N}"] = abs(float(form(L, N, B)) - m) / se
         rows.append((f"N={N}", float(form(L, N, B)), m, se))
     _closed_form_vs_mc_figure(ctx, "loss_vs_monte_carlo", "Population loss at random B: closed form vs Monte Carlo",
@@ -296,14 +301,16 @@ def _gmin_flow(form, ctx) -> CheckResult:
         errs[f"B_d{d}_N{N}"] = _rel(r.B, Gi)
         errs[f"w22_d{d}_N{N}"] = abs(r.u - math.sqrt(np.linalg.norm(Gi))) / math.sqrt(np.linalg.norm(Gi))
         errs[f"W11_d{d}_N{N}"] = _rel(r.U, Gi / math.sqrt(np.linalg.norm(Gi)))
-        curves.append((f"d={d}, N={N}", r.loss_curve))
+        curves.append((f"d={d}, N={N}", r.loss_curve, ni.population_loss_B(L, N, Gi)))
     if ctx.want_figures:
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
-        for lab, (t, l) in curves:
-            ax.semilogy(t[1:], l[1:] - l[-1] + 1e-16, "o-", label=lab)
+        for lab, (t, l), lmin in curves:
+            gap = l - lmin  # excess over the form's minimum; rounding floor ~1e-16·L
+            keep = gap > 1e-15 * abs(lmin)
+            ax.loglog(t[keep & (t > 0)], gap[keep & (t > 0)], "-", label=lab)
         ax.set_xlabel("time t")
-        ax.set_ylabel("L(t) − L(final)")
+        ax.set_ylabel("L(t) − L(Γ_N⁻¹)")
         ax.set_title("Gradient flow on the population loss")
         ax.legend()
         ctx.save_figure(fig, "gradient_flow")
@@ -413,19 +420,25 @@ def _lmin_symbolic(form, ctx) -> CheckResult:
 
 def _lmin_numeric(form, ctx) -> CheckResult:
     """The loss at the numeric minimiser of the Isserlis-moment loss (exact), and Monte Carlo at it."""
-    rng = ctx.rng()
     d, n = 3, ctx.size(100_000, 400_000)
+
+    def reference():  # form-independent: Λ, the exact minimum loss, Monte Carlo at the minimiser
+        rng, out = ctx.rng(), []
+        for k, N in enumerate((2, 6)):
+            L = ni.random_spd(rng, d, 1.0, 3.0)
+            Bn = _numeric_gamma_inv(L, N)
+            exact = ni.population_loss_B(L, N, Bn)
+            s = ctx.seed_for("mc", k)
+            P = ni.sample_prompts(L, N, (n,), seed=s)
+            Wpv, Wkq = _lsa_weights_from_B(Bn)
+            m, se = ni.mc_mean(0.5 * (ni.lsa_forward(Wpv, Wkq, P.E, float(N)) - P.y_q) ** 2)
+            out.append((N, L, exact, s, m, se))
+        return out
+
     errs, seeds, rows = {}, [], []
-    for k, N in enumerate((2, 6)):
-        L = ni.random_spd(rng, d, 1.0, 3.0)
-        Bn = _numeric_gamma_inv(L, N)
-        exact = ni.population_loss_B(L, N, Bn)
+    for N, L, exact, s, m, se in ctx.reference("mc", reference):
         errs[f"exact_N{N}"] = abs(float(form(L, N)) - exact) / exact / (1e3 * EPS) * K_SIGMA
-        s = ctx.seed_for("mc", k)
         seeds.append(s)
-        P = ni.sample_prompts(L, N, (n,), seed=s)
-        Wpv, Wkq = _lsa_weights_from_B(Bn)
-        m, se = ni.mc_mean(0.5 * (ni.lsa_forward(Wpv, Wkq, P.E, float(N)) - P.y_q) ** 2)
         errs[f"mc_z_N{N}"] = abs(float(form(L, N)) - m) / se
         rows.append((f"N={N}", float(form(L, N)), m, se))
     _closed_form_vs_mc_figure(ctx, "minimum_vs_monte_carlo", "Minimum loss: ½[trΛ − tr(Γ_N⁻¹Λ²)] vs Monte Carlo at Γ_N⁻¹",
@@ -499,17 +512,23 @@ def _risk_symbolic(form, ctx) -> CheckResult:
 
 def _risk_mc(form, ctx) -> CheckResult:
     """Monte Carlo test risk of the numeric minimiser (E[hhᵀ]^{-1}E[hwᵀ]) on length-M prompts, 5 SE."""
-    rng = ctx.rng()
     d, n = 3, ctx.size(100_000, 400_000)
+
+    def reference():  # form-independent: Λ and the Monte Carlo risk of the numeric minimiser
+        rng, out = ctx.rng(), []
+        for k, (N, M) in enumerate(((2, 3), (3, 12), (10, 2))):
+            L = ni.random_spd(rng, d, 1.0, 3.0)
+            Bn = _numeric_gamma_inv(L, N)
+            s = ctx.seed_for("mc", k)
+            P = ni.sample_prompts(L, M, (n,), seed=s)
+            Wpv, Wkq = _lsa_weights_from_B(Bn)
+            m, se = ni.mc_mean((ni.lsa_forward(Wpv, Wkq, P.E, float(M)) - P.y_q) ** 2)
+            out.append((N, M, L, s, m, se))
+        return out
+
     zs, seeds = {}, []
-    for k, (N, M) in enumerate(((2, 3), (3, 12), (10, 2))):
-        L = ni.random_spd(rng, d, 1.0, 3.0)
-        Bn = _numeric_gamma_inv(L, N)
-        s = ctx.seed_for("mc", k)
+    for N, M, L, s, m, se in ctx.reference("mc", reference):
         seeds.append(s)
-        P = ni.sample_prompts(L, M, (n,), seed=s)
-        Wpv, Wkq = _lsa_weights_from_B(Bn)
-        m, se = ni.mc_mean((ni.lsa_forward(Wpv, Wkq, P.E, float(M)) - P.y_q) ** 2)
         zs[f"N{N}_M{M}"] = abs(float(form(L, N, M)) - m) / se
     return compare(worst(zs), K_SIGMA, f"{K_SIGMA:g} standard errors of the Monte Carlo mean", seeds=seeds,
                    sizes={"d": d, "prompts": n}, details={"z": zs})
@@ -521,15 +540,19 @@ def _risk_trained(form, ctx) -> CheckResult:
     L, N, res, tseed = _trained(ctx.mode, ctx.seed, ctx.device)
     S = res.B.shape[0]
     n = ctx.size(4_000, 20_000)
+    def reference():  # form-independent: each trained seed's risk on fresh prompts, per M
+        out = []
+        for k, M in enumerate((2, N, 3 * N)):
+            s = ctx.seed_for("fresh", k)
+            P = ni.sample_prompts(L, M, (S, n), seed=s)
+            with torch.no_grad():
+                yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E, float(M))
+            out.append((M, s, *ni.mc_mean(((yh - P.y_q) ** 2).mean(-1).numpy())))
+        return out
+
     zs, curve, seeds = {}, [], [tseed]
-    for k, M in enumerate((2, N, 3 * N)):
-        s = ctx.seed_for("fresh", k)
+    for M, s, m, se in ctx.reference("fresh", reference):
         seeds.append(s)
-        P = ni.sample_prompts(L, M, (S, n), seed=s)
-        with torch.no_grad():
-            yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E, float(M))
-        per_seed = ((yh - P.y_q) ** 2).mean(-1).numpy()
-        m, se = ni.mc_mean(per_seed)
         zs[f"M{M}"] = abs(float(form(L, N, M)) - m) / se
         curve.append((M, m, se, float(form(L, N, M))))
     if ctx.want_figures:
@@ -621,21 +644,26 @@ _TARGETS = (("linear+noise", "linear", 0.5), ("tanh", "tanh", 0.0), ("cubic+nois
 def _gen_mc(form, ctx) -> CheckResult:
     """Monte Carlo risk of the optimal LSA (numeric Γ_N^{-1}) on nonlinear and noisy targets with exact
     a, Σ, min risk (Gauss–Hermite quadrature); 5 SE."""
-    rng = ctx.rng()
     d, n = 3, ctx.size(200_000, 800_000)
+    N, M = 3, 4
+
+    def reference():  # form-independent: the target laws and the Monte Carlo risk of the optimal LSA
+        rng, out = ctx.rng(), []
+        for k, (name, link, noise) in enumerate(_TARGETS):
+            L = ni.random_spd(rng, d, 1.0, 2.0)
+            w0 = rng.normal(size=d)
+            w0 /= math.sqrt(w0 @ L @ w0)  # ⟨w0, x⟩ ~ N(0, 1): the nonlinearity matters
+            law = ni.target_law(L, w0, link, noise)
+            Gi = _numeric_gamma_inv(L, N)
+            s = ctx.seed_for("mc", k)
+            X, y, xq, yq = ni.sample_target_prompts(law, M, n, seed=s)
+            pred = lambda X, y, xq: np.einsum("nd,de,ne->n", xq, Gi.T, np.einsum("nm,nmd->nd", y, X) / M)  # noqa: E731
+            out.append((name, L, law, s, *ni.mc_risk(pred, X, y, xq, yq)))
+        return out
+
     zs, seeds, det = {}, [], {}
-    for k, (name, link, noise) in enumerate(_TARGETS):
-        L = ni.random_spd(rng, d, 1.0, 2.0)
-        w0 = rng.normal(size=d)
-        w0 /= math.sqrt(w0 @ L @ w0)  # ⟨w0, x⟩ ~ N(0, 1): the nonlinearity matters
-        law = ni.target_law(L, w0, link, noise)
-        N, M = 3, 4
-        Gi = _numeric_gamma_inv(L, N)
-        s = ctx.seed_for("mc", k)
+    for name, L, law, s, m, se in ctx.reference("mc", reference):
         seeds.append(s)
-        X, y, xq, yq = ni.sample_target_prompts(law, M, n, seed=s)
-        pred = lambda X, y, xq: np.einsum("nd,de,ne->n", xq, Gi.T, np.einsum("nm,nmd->nd", y, X) / M)  # noqa: E731
-        m, se = ni.mc_risk(pred, X, y, xq, yq)
         val = float(form(L, N, M, law.a, law.Sigma, law.min_risk))
         zs[name] = abs(val - m) / se
         det[name] = {"mc": m, "se": se, "form": val, "min_risk": law.min_risk}
@@ -905,39 +933,46 @@ def _nc_numeric(form, ctx) -> CheckResult:
     θ = W^{PV}_{d+1,:} ⊗ W^{KQ}_{:, :d}), at the origin; smallest eigenvalue vs the
     form within 5 standard errors (10 independent batches: SE of their mean). Gradient flow from
     ZFB's init still reaches the global minimum (excess loss ≤ 1e-10, also required)."""
-    rng = ctx.rng()
     d, nb, n = 3, 10, ctx.size(20_000, 80_000)
+
+    def reference():  # form-independent: sampled Hessian eigenvalues and the gradient-flow end point, per N
+        rng, out = ctx.rng(), {}
+        for N in (2, 10):
+            L = ni.random_spd(rng, d)
+            s = ctx.seed_for("prompts", N)
+            P = ni.sample_prompts(L, N, (nb, n), seed=s)
+            E, yq = P.E, P.y_q
+
+            # ŷ = θ·Φ/N exactly (θ = W^{PV}_{d+1,:} ⊗ W^{KQ}_{:, :d}, Φ from E Eᵀ and x_q; see
+            # numerics.icl.lsa_features), so each batch's loss is a quadratic in θ with statistics Q, c, m.
+            Phi = ni.lsa_features(E) / float(N)
+            Qb = torch.einsum("kpa,kpb->kab", Phi, Phi) / n
+            cb = torch.einsum("kpa,kp->ka", Phi, yq) / n
+            mb = (yq**2).mean(-1)
+
+            def batch_min_eig(k):
+                def loss(theta):
+                    Wpv = theta[: (d + 1) ** 2].reshape(d + 1, d + 1)
+                    Wkq = theta[(d + 1) ** 2:].reshape(d + 1, d + 1)
+                    th = (Wpv[d, :, None, None] * Wkq[None, :, :d]).flatten()
+                    return 0.5 * (th @ Qb[k] @ th - 2 * th @ cb[k] + mb[k])
+
+                H = torch.autograd.functional.hessian(loss, torch.zeros(2 * (d + 1) ** 2, dtype=torch.float64))
+                return float(np.linalg.eigvalsh(H.numpy())[0])
+
+            eigs = np.array([batch_min_eig(k) for k in range(nb)])
+            r = ni.gradient_flow(L, N, seed=ctx.seed_for("gf", N))
+            excess = ni.population_loss_B(L, N, r.B) - ni.population_loss_B(L, N, _numeric_gamma_inv(L, N))
+            out[N] = (L, s, *ni.mc_mean(eigs), excess)
+        return out
+
     errs, det, seeds, L_by_N = {}, {}, [], {}
-    for N in (2, 10):
-        L = L_by_N[N] = ni.random_spd(rng, d)
-        s = ctx.seed_for("prompts", N)
+    for N, (L, s, m, se, excess) in ctx.reference("hessian", reference).items():
+        L_by_N[N] = L
         seeds.append(s)
-        P = ni.sample_prompts(L, N, (nb, n), seed=s)
-        E, yq = P.E, P.y_q
-
-        # ŷ = θ·Φ/N exactly (θ = W^{PV}_{d+1,:} ⊗ W^{KQ}_{:, :d}, Φ from E Eᵀ and x_q; see
-        # numerics.icl.lsa_features), so each batch's loss is a quadratic in θ with statistics Q, c, m.
-        Phi = ni.lsa_features(E) / float(N)
-        Qb = torch.einsum("kpa,kpb->kab", Phi, Phi) / n
-        cb = torch.einsum("kpa,kp->ka", Phi, yq) / n
-        mb = (yq**2).mean(-1)
-
-        def batch_min_eig(k):
-            def loss(theta):
-                Wpv = theta[: (d + 1) ** 2].reshape(d + 1, d + 1)
-                Wkq = theta[(d + 1) ** 2:].reshape(d + 1, d + 1)
-                th = (Wpv[d, :, None, None] * Wkq[None, :, :d]).flatten()
-                return 0.5 * (th @ Qb[k] @ th - 2 * th @ cb[k] + mb[k])
-
-            H = torch.autograd.functional.hessian(loss, torch.zeros(2 * (d + 1) ** 2, dtype=torch.float64))
-            return float(np.linalg.eigvalsh(H.numpy())[0])
-
-        eigs = np.array([batch_min_eig(k) for k in range(nb)])
-        m, se = ni.mc_mean(eigs)
         errs[f"z_N{N}"] = abs(float(form(L, N)) - m) / se
         det[f"min_eig_N{N}"] = (m, se)
-        r = ni.gradient_flow(L, N, seed=ctx.seed_for("gf", N))
-        det[f"gf_excess_loss_N{N}"] = ni.population_loss_B(L, N, r.B) - ni.population_loss_B(L, N, _numeric_gamma_inv(L, N))
+        det[f"gf_excess_loss_N{N}"] = excess
     errs["gf_reaches_min"] = largest(det[f"gf_excess_loss_N{N}"] for N in (2, 10)) / 1e-10 * K_SIGMA
     _closed_form_vs_mc_figure(ctx, "hessian_min_eigenvalue", "Smallest Hessian eigenvalue at the origin: form vs sampled",
                               [(f"N={N}", float(form(L_by_N[N], N)), *det[f"min_eig_N{N}"]) for N in (2, 10)], "λ_min")
