@@ -68,7 +68,7 @@ def _trained(mode: str, seed: int, device: str):
     ctx = RunContext(mode, seed, device).for_check("icl.shared", "trained_lsa")
     rng = ctx.rng("Lambda")
     L = ni.random_spd(rng, 3, 1.0, 3.0)
-    N = 10
+    N = 4  # small N: Γ_N and its plausible wrong forms (1/(N+1), …) differ most (issue: trained layer discriminates)
     S = 16
     P = ctx.size(16384, 65536, 262144)
     res = ni.train_lsa(L, N, n_seeds=S, n_prompts=P, steps=ctx.size(200, 300, 400), seed=ctx.seed_for("train"),
