@@ -735,6 +735,54 @@ def _retrieval_exponential(form, ctx) -> CheckResult:
                    details={"slope_log_error": float(s_err), "slope_log_bound": float(s_bnd)})
 
 
+def _converged_fixed_point(P: np.ndarray, beta: float, i: int, tol: float = 1e-15, max_iter: int = 100_000):
+    """x_i* by iterating the update from x_i until the step is below ``tol`` (raises if it is not
+    reached: a fixed point taken after a fixed number of steps is not known to be one)."""
+    Pt = torch.from_numpy(P[None])
+    x = Pt[:, i : i + 1].clone()
+    for k in range(max_iter):
+        nxt = nh.modern_update(x, Pt, beta)
+        step = float((nxt - x).norm())
+        x = nxt
+        if step <= tol:
+            return x[0, 0].numpy(), k + 1
+    raise RuntimeError(f"fixed-point iteration did not converge in {max_iter} steps (last step {step:.2e})")
+
+
+def _retrieval_tight(form, ctx) -> CheckResult:
+    """On the antipodal family (x_0 = M u, the other N−1 patterns = −M u, query ξ = x_0) the
+    one-step error is known exactly: f(x_0) = M u (2p_0 − 1), p_0 = 1/(1 + (N−1)e^{−βΔ}), Δ = 2M², so
+    ‖f(ξ) − x_0‖ = 2M(N−1)e^{−βΔ}/(1 + (N−1)e^{−βΔ}), and Theorem 5's bound with ε = ‖x_0* − x_0‖ is
+    that error times (1 + (N−1)e^{−βΔ}) e^{2βεM}. The form's bound must equal this (two-sided), with
+    x_0* from a fixed-point iteration run to convergence (step ≤ 1e-15). A bound missing its (N−1) or
+    its factor 2 is off by that factor here, far outside rounding."""
+    d, M = 4, 1.5
+    u = np.eye(d)[0]
+    rows, errs = [], {}
+    for N in (3, 6, 12):
+        P = np.stack([M * u] + [-M * u] * (N - 1))
+        for beta in (0.5, 1.0, 2.0):
+            Delta = 2 * M * M
+            a = (N - 1) * math.exp(-beta * Delta)
+            err = 2 * M * a / (1 + a)  # exact one-step error (also measured below)
+            xs, iters = _converged_fixed_point(P, beta, 0)
+            eps = float(np.linalg.norm(xs - P[0]))
+            expected = err * (1 + a) * math.exp(2 * beta * eps * M)
+            Pt, xt = torch.from_numpy(P[None]), torch.from_numpy(P[0][None].copy())
+            measured = float(np.linalg.norm(nh.modern_update(xt[:, None], Pt, beta)[0, 0].numpy() - P[0]))
+            got = float(np.asarray(form(Pt, xt, 0, beta), dtype=float).ravel()[0])
+            key = f"N{N}_beta{beta:g}"
+            errs[key + "_bound"] = abs(got - expected) / expected
+            errs[key + "_error_formula"] = abs(measured - err) / err
+            rows.append({"N": N, "beta": beta, "error": measured, "bound": got, "expected_bound": expected,
+                         "eps": eps, "fixed_point_iterations": iters})
+    tol = 1e-9
+    return compare(errs, tol, "relative 1e-9: float64 rounding of exp/softmax (~1e-15) amplified by e^{2βεM} and by the "
+                   "form's fixed-point iterate (converges geometrically; its ε differs from the converged one by "
+                   "≪ 1e-12 here)", sizes={"d": d, "M": M, "N": [3, 6, 12], "beta": [0.5, 1.0, 2.0]},
+                   details={"rows": rows})
+
+
 def _bound_variant(scale_fn):
     def f(P, xi, i, beta):
         return scale_fn(nh.retrieval_bound(P, xi, i, beta), P, xi, i, beta)
@@ -766,6 +814,7 @@ register(Claim(
         Check("bound_vs_sympy", "symbolic", _retrieval_symbolic, "form's bound vs SymPy's expression"),
         Check("bound_holds", "numeric", _retrieval_numeric, "random separated + antipodal instances"),
         Check("exponential_in_beta_delta", "numeric", _retrieval_exponential, "log-slope in βΔ"),
+        Check("tight_family_exact", "numeric", _retrieval_tight, "bound = exact error × (1+(N−1)e^{−βΔ})e^{2βεM} on antipodal patterns"),
     ),
     mutants=(
         Mutant("no_N_minus_1", "dropped term", "2 exp(−β(Δ−2εM)) M: the (N−1) factor removed (tighter, false)",
