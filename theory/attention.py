@@ -18,45 +18,58 @@ __all__ = ["derive_softmax_simplex"]
 @lru_cache(maxsize=None)
 def derive_softmax_simplex(T: int = 3) -> Derivation:
     """Derive, for symbolic logits ``l_1..l_T``: the two forms of the softmax agree, shift
-    invariance, and the Jacobian ``∂p_t/∂l_s = p_t(δ_ts − p_s)`` i.e. ``diag(p) − p pᵀ``.
+    invariance, the outputs sum to one, and the Jacobian ``∂p_t/∂l_s = p_t(δ_ts − p_s)``, i.e.
+    ``diag(p) − p pᵀ``, obtained by differentiating the definition and rewriting every
+    ``e^{l_t}`` as ``p_t Z`` (``Z = Σ_τ e^{l_τ}``), which cancels ``Z``.
 
-    ``result`` is the Jacobian as a SymPy matrix in terms of the softmax outputs ``p``;
-    ``facts`` holds the symbols and the difference of the two forms (simplified to 0).
+    ``result`` is the Jacobian as a T×T SymPy matrix in the softmax outputs ``p``
+    (``facts["p_symbols"]``); ``facts`` hold the simplified residuals ``forms_difference``,
+    ``shift_difference``, ``jacobian_residual`` (all 0) and ``sum`` (1). The obligations state
+    the same facts on the unsimplified residuals.
 
     >>> d = derive_softmax_simplex(2)
-    >>> d.facts["forms_difference"]
-    0
+    >>> d.facts["forms_difference"], d.provenance
+    (0, {'result': 'derived'})
     >>> d.result
     Matrix([
-    [p_1*(1 - p_1),      -p_1*p_2],
-    [     -p_1*p_2, p_2*(1 - p_2)]])
+    [-p_1**2 + p_1,      -p_1*p_2],
+    [     -p_1*p_2, -p_2**2 + p_2]])
+    >>> all(r.passed for r in d.check_obligations())
+    True
     """
     b = DerivationBuilder("Softmax: two forms, shift invariance, Jacobian")
+    b.symbols(l_t="logit of token t (real), t = 1..T", p_t="softmax output S(l)_t", Z="normaliser Σ_τ exp(l_τ)",
+              c="a shift added to every logit", S_t="entry t of the softmax S(l)")
     l = sp.symbols(f"l_1:{T + 1}", real=True)
     c = sp.Symbol("c", real=True)
     Z = sum(sp.exp(li) for li in l)
     p = [sp.exp(li) / Z for li in l]
-    b.step("Definition S(l)_t = e^{l_t} / Σ_τ e^{l_τ} (first entry shown)", sp.Eq(sp.Symbol("S_1"), p[0]))
-    alt = [1 / (1 + sum(sp.exp(-(l[t] - l[s])) for s in range(T) if s != t)) for t in range(T)]
-    b.step("Divide numerator and denominator by e^{l_t}", sp.Eq(sp.Symbol("S_1"), alt[0]))
-    diff = sp.simplify(sum(sp.simplify(sp.powsimp(p[t] - alt[t], combine="exp")) ** 2 for t in range(T)))
-    b.fact("forms_difference", diff)
+    b.define("Definition of the softmax (first entry shown)", sp.Eq(sp.Symbol("S_1"), p[0]))
+    alt = [1 / sp.powsimp(sp.expand(Z * sp.exp(-l[t])), combine="exp") for t in range(T)]
+    b.step("Divide numerator and denominator by exp(l_t) (first entry shown)", sp.Eq(sp.Symbol("S_1"), alt[0]))
+    b.obligation("forms_agree", [p[t] - alt[t] for t in range(T)], description="the two forms of S(l)_t are equal")
+    diff = b.fact("forms_difference", sp.simplify(sum(sp.simplify(sp.powsimp(p[t] - alt[t], combine="exp")) ** 2 for t in range(T))))
     b.step("Σ_t (first form − second form)² simplifies to", diff)
     shifted = [sp.exp(li + c) / sum(sp.exp(lj + c) for lj in l) for li in l]
-    shift_diff = sp.simplify(sum(sp.simplify(shifted[t] - p[t]) ** 2 for t in range(T)))
-    b.fact("shift_difference", shift_diff)
-    b.step("Shift invariance: Σ_t (S(l + c1)_t − S(l)_t)² simplifies to", shift_diff)
-    b.fact("sum", sp.simplify(sum(p)))
-    b.step("Σ_t S(l)_t simplifies to", b.facts["sum"])
+    b.obligation("shift_invariance", [shifted[t] - p[t] for t in range(T)], description="S(l + c·1) = S(l)")
+    shift_diff = b.fact("shift_difference", sp.simplify(sum(sp.simplify(shifted[t] - p[t]) ** 2 for t in range(T))))
+    b.step("Shift invariance: Σ_t (S(l + c·1)_t − S(l)_t)² simplifies to", shift_diff)
+    total = b.fact("sum", sp.simplify(sum(p)))
+    b.step("Σ_t S(l)_t simplifies to", total)
+    b.obligation("sums_to_one", sum(p) - 1, description="the outputs lie on the simplex")
     P = sp.symbols(f"p_1:{T + 1}", positive=True)
     J = sp.Matrix(T, T, lambda t, s: sp.diff(p[t], l[s]))
-    # rewrite each entry in terms of p: ∂p_t/∂l_s equals p_t δ_ts − p_t p_s exactly
-    Jp = sp.Matrix(T, T, lambda t, s: (P[t] * (1 - P[s]) if t == s else -P[t] * P[s]))
-    subs = {P[i]: p[i] for i in range(T)}
-    check = sp.simplify(J - Jp.subs(subs))
-    b.fact("jacobian_residual", check)
-    b.step("Differentiate: ∂S_t/∂l_s computed from the definition", J[0, 0])
-    b.step("The Jacobian, written with p = S(l); residual against the differentiated form", check)
+    b.step("Differentiate the definition: ∂S_1/∂l_1 (the other entries alike)", J[0, 0])
+    Zs = sp.Symbol("Z", positive=True)
+    in_p = {sp.exp(l[i]): P[i] * Zs for i in range(T)}
+    Jp = J.applyfunc(lambda e: sp.expand(sp.cancel(e.subs(Z, Zs).subs(in_p))))
+    b.step("Write Σ_τ exp(l_τ) = Z and exp(l_t) = p_t·Z in every entry; Z cancels: the Jacobian in p", Jp,
+           compact=r"\frac{\partial p}{\partial l}=\operatorname{diag}(p)-p\,p^{\top}")
+    to_l = {P[i]: p[i] for i in range(T)}
+    b.obligation("jacobian_residual", J - Jp.subs(to_l), description="the p-form equals the differentiated definition")
+    b.obligation("jacobian_is_diag_minus_outer", Jp - (sp.diag(*P) - sp.Matrix(P) * sp.Matrix(P).T),
+                 description="entry (t, s) is p_t δ_ts − p_t p_s")
+    b.fact("jacobian_residual", sp.simplify(J - Jp.subs(to_l)))
     b.fact("p_symbols", P)
     return b.done(Jp)
 
@@ -136,21 +149,27 @@ def derive_convex_combination(T: int = 3, Dv: int = 2) -> Derivation:
     >>> d = derive_convex_combination(2, 1)
     >>> d.facts["weights_sum"], d.facts["weights_positive"]
     (1, True)
+    >>> [r.passed for r in d.check_obligations()]
+    [True, True]
     """
     b = DerivationBuilder("Attention output row is a convex combination of the value rows")
+    b.symbols(l_t="logit of token t for one query (real)", v_tj="entry j of value row t (real)",
+              a_t="attention weight of token t", y="the output row")
     l = sp.symbols(f"l_1:{T + 1}", real=True)
     V = _mat("v", T, Dv, real=True)
     a = list(_softmax_rows(sp.Matrix([l]))[0, :])
-    b.step("Attention weights of one query: a_t = e^{l_t} / Σ_τ e^{l_τ} (first shown)", a[0])
+    b.define("Attention weights of one query: a_t = exp(l_t) / Σ_τ exp(l_τ) (first shown)", a[0])
+    b.define("Value rows v_1..v_T (the rows of V)", V)
     y = sp.Matrix([a]) * V
-    b.step("Output row y = Σ_t a_t v_t (first coordinate)", y[0, 0])
+    b.step("Output row y = Σ_t a_t v_t, computed as the product (a_1..a_T)·V", y, compact=r"y=\sum_t a_t v_t")
     s = b.fact("weights_sum", sp.simplify(sum(a)))
     b.step("Σ_t a_t simplifies to", s)
+    b.obligation("weights_sum_to_one", sum(a) - 1)
     pos = all(bool(ai.is_positive) for ai in a)
     b.fact("weights_positive", pos)
-    b.step("Each a_t is a ratio of exponentials of reals, hence positive: "
-           f"SymPy decides is_positive={pos}", sp.StrictGreaterThan(a[0], 0))
-    b.step("Weights ≥ 0 summing to 1 make y a point of conv{v_1..v_T} (definition of the hull)")
+    b.step("Each a_t is a ratio of exponentials of reals: SymPy decides its sign (first weight)", sp.StrictGreaterThan(a[0], 0))
+    b.obligation("weights_positive", list(a), "positive")
+    b.define("A point Σ_t a_t v_t with a_t ≥ 0 and Σ_t a_t = 1 lies in conv{v_1..v_T} (definition of the convex hull)")
     b.fact("weights", tuple(a))
     b.fact("logits", l)
     b.fact("values", V)
@@ -175,19 +194,24 @@ def derive_causal_mask(T: int = 3) -> Derivation:
     (0, (1, 1))
     """
     b = DerivationBuilder("Causal mask: lower-triangular, row-stochastic, blind to the future")
+    b.symbols(l_ts="logit of query t for key s (real)", v_s="scalar value of token s", M_ts="mask entry",
+              y_t="output of token t")
     L = _mat("l", T, T, real=True)
     v = sp.symbols(f"v_1:{T + 1}", real=True)
     M = sp.Matrix(T, T, lambda t, s: 0 if s <= t else -sp.oo)
-    b.step("Mask M_ts = 0 for s ≤ t, −∞ for s > t", M)
+    b.define("Mask M_ts = 0 for s ≤ t, −∞ for s > t", M)
     A = _softmax_rows(L + M)
     b.step("A = S(L + M) row-wise; exp(−∞) = 0", A)
     upper = tuple(A[t, s] for t in range(T) for s in range(T) if s > t)
     b.fact("upper_entries", upper)
     b.step("Entries above the diagonal", sp.Matrix([upper]) if upper else sp.Integer(0))
+    b.obligation("upper_entries_zero", list(upper), description="A is lower-triangular")
     sums = tuple(sp.simplify(sum(A[t, :])) for t in range(T))
     b.fact("row_sums", sums)
     b.step("Row sums simplify to", sp.Matrix([sums]))
+    b.obligation("rows_sum_to_one", [sum(A[t, :]) - 1 for t in range(T)])
     y = A * sp.Matrix(v)
+    b.define("Outputs y = A v", sp.Eq(sp.Symbol("y"), sp.MatMul(sp.MatrixSymbol("A", T, T), sp.MatrixSymbol("v", T, 1))))
     fut = []
     for t in range(T):
         for s in range(t + 1, T):
@@ -195,6 +219,7 @@ def derive_causal_mask(T: int = 3) -> Derivation:
             fut.extend(sp.simplify(sp.diff(y[t], L[u, s])) for u in range(T))
     b.fact("future_derivatives", tuple(fut))
     b.step("∂y_t/∂v_s and ∂y_t/∂l_{us} for every s > t", sp.Matrix([fut]) if fut else sp.Integer(0))
+    b.obligation("blind_to_the_future", fut, description="no output depends on a later token's value or logits")
     b.fact("logits", L)
     b.fact("values", v)
     return b.done(A)
@@ -225,29 +250,36 @@ def derive_score_variance() -> Derivation:
     d_k*(3*d_k + 6)
     """
     b = DerivationBuilder("Variance of the dot-product score and the 1/√d_k scale")
+    b.symbols(d_k="dimension of q and k", mu_3="third moment of one entry of q or k", mu_4="fourth moment of one entry",
+              z_i="q_i·k_i", s="the score q·k = Σ_i z_i", c="scale applied to the score", t="argument of the MGF")
     t = sp.Symbol("t", real=True)
     d = sp.Symbol("d_k", positive=True, integer=True)
     mu3, mu4 = sp.symbols("mu_3 mu_4", real=True)
     c = sp.Symbol("c", positive=True)
     Mz = 1 + t**2 / 2 + mu3**2 * t**3 / 6 + mu4**2 * t**4 / 24
-    b.step("MGF of z_i = q_i k_i to order 4 (E z = E q E k = 0, E z² = 1, E z³ = μ₃², E z⁴ = μ₄²)", Mz)
+    b.assume("MGF of z_i = q_i k_i to order 4, from independence of q_i and k_i: E z = 0, E z² = 1, "
+             "E z³ = μ₃², E z⁴ = μ₄²", Mz)
     Ms = sp.expand(sp.series(Mz**d, t, 0, 5).removeO())
     b.step("z_i independent: M_s(t) = M_z(t)^{d_k}, expanded to order 4", Ms)
     mean = sp.simplify(Ms.coeff(t, 1))
     var = sp.factor(2 * Ms.coeff(t, 2) - mean**2)
     b.step("E s = M_s'(0)", mean)
-    b.step("Var s = E s² − (E s)² = 2!·[t²]M_s", var)
+    b.obligation("mean_zero", mean, description="E[q·k] = 0")
+    b.step("Var s = E s² − (E s)² = 2!·[t²]M_s − (E s)²", var)
     m4 = sp.factor(24 * Ms.coeff(t, 4))
     b.step("E s⁴ = 4!·[t⁴]M_s (Gaussian entries: μ₄ = 3)", m4)
     scaled = sp.simplify(c**2 * var)
     b.step("Var(c s) = c² Var s", scaled)
     sol = sp.solve(sp.Eq(scaled, 1), c)
-    b.step("Solve Var(c s) = 1 for c > 0", sp.Eq(c, sol[0]))
+    b.step("Solve Var(c s) = 1 for c > 0: c =", sol[0])
+    b.obligation("unique_positive_scale", sp.Integer(len(sol) - 1), description="exactly one positive solution")
+    unit = sp.simplify(sol[0] ** 2 * var)
+    b.step("Var(c s) at that c", unit)
+    b.obligation("scaled_variance_is_one", unit - 1)
     b.fact("d", d)
     b.fact("mu_4", mu4)
     b.fact("mean", mean)
-    return b.done({"variance": var, "scale": sol[0], "scaled_variance": sp.simplify(sol[0] ** 2 * var),
-                   "fourth_moment": m4})
+    return b.done({"variance": var, "scale": sol[0], "scaled_variance": unit, "fourth_moment": m4})
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,58 +313,74 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
     ((1, 1), (1, 1))
     """
     b = DerivationBuilder("Four seed forms of one attention layer agree (and seed 000's normaliser)")
+    b.symbols(x_nd="entry d of token n (tokens are the rows of X)", q_dk="entry of W_Q", k_dk="entry of W_K",
+              w_dj="entry of W_V", d_s="the scale of seed 004", z_ij="entry of a generic score matrix Z")
     X = _mat("x", N, D, real=True)
     WQ, WK, WV = _mat("q", D, K, real=True), _mat("k", D, K, real=True), _mat("w", D, Dv, real=True)
     ds = sp.Symbol("d_s", positive=True)
     Xc = X.T
-    b.step("Tokens as rows X (N×D); column form X_c = Xᵀ", X)
+    b.define("Tokens as rows X (N×D); column form X_c = Xᵀ", X)
     f002 = _softmax_rows(X * WQ * WK.T * X.T) * X * WV
+    b.define("seed 002: S(X W_Q W_Kᵀ Xᵀ) X W_V (row softmax), first entry", f002[0, 0])
     Q, Kk, V = X * WQ, X * WK, X * WV
     f003 = _softmax_rows(Q * Kk.T) * V
-    b.step("seed 003: Softmax(Q Kᵀ) V, first entry", f003[0, 0])
+    b.step("seed 003: Softmax(Q Kᵀ) V with Q = X W_Q, K = X W_K, V = X W_V, computed for symbolic X and weights", f003,
+           compact=r"\operatorname{Softmax}(QK^{\top})V,\quad Q=XW_Q,\ K=XW_K,\ V=XW_V")
     Wh, Wb, Wc = WV.T, WK.T, sp.sqrt(ds) * WQ.T
     f004 = (Wh * Xc * _softmax_cols(Xc.T * Wb.T * Wc * Xc / sp.sqrt(ds))).T
-    b.step("seed 004 with W_h = W_Vᵀ, W_b = W_Kᵀ, W_c = √d_s W_Qᵀ, transposed to rows, first entry", f004[0, 0])
+    b.define("seed 004 with W_h = W_Vᵀ, W_b = W_Kᵀ, W_c = √d_s W_Qᵀ, transposed to rows, first entry", f004[0, 0])
     Uq, Uk, Uv = WQ.T, WK.T, WV.T
     q = Uq * Xc  # K×N, column n' is q_{n'}
     k = Uk * Xc
     S = k.T * q  # S[n, n'] = <k_n, q_n'>
     A0 = sp.Matrix(N, N, lambda n, m: sp.exp(S[n, m]) / sum(sp.exp(S[l, m]) for l in range(N)))
     f000 = (Uv * Xc * A0).T
-    b.step("seed 000 (corrected normaliser Σ_ℓ e^{⟨k_ℓ,q_{n'}⟩}) transposed to rows, first entry", f000[0, 0])
+    b.define("seed 000 (corrected normaliser Σ_ℓ exp⟨k_ℓ, q_n'⟩) transposed to rows, first entry", f000[0, 0])
     ref = _expand_exponents(f003)
     diffs = {}
     for name, f in (("seed002", f002), ("seed004", f004), ("seed000", f000)):
-        diffs[name] = _residual(_expand_exponents(f) - ref)
+        resid = _expand_exponents(f) - ref
+        b.obligation(f"{name}_equals_seed003", resid,
+                     description=f"{name} minus seed 003, entry by entry (exponents expanded)")
+        diffs[name] = _residual(resid)
         b.step(f"Σ (entries of {name} − seed 003)² simplifies to", diffs[name])
     b.fact("differences", diffs)
     Z = _mat("z", 3, 3, real=True)
-    pt = _residual(_softmax_cols(Z) - _softmax_rows(Z.T).T)
+    pt_m = _softmax_cols(Z) - _softmax_rows(Z.T).T
+    b.obligation("psi_is_transposed_row_softmax", pt_m)
+    pt = _residual(pt_m)
     b.fact("psi_transpose", pt)
     b.step("Column softmax is row softmax of the transpose: Σ(Ψ(Z) − S(Zᵀ)ᵀ)² =", pt)
     # seed 000's normalisers
     point = {s: sp.Rational((7 * i) % 5 - 2, 3) for i, s in enumerate(sorted(X.free_symbols | WQ.free_symbols | WK.free_symbols, key=str))}
     b.fact("colsum_corrected", tuple(sp.simplify(sum(A0[:, m])) for m in range(N)))
     b.step("Corrected A: column sums", sp.Matrix([b.facts["colsum_corrected"]]))
+    b.obligation("corrected_A_column_stochastic", [sum(A0[:, m]) - 1 for m in range(N)])
     A_qk = sp.Matrix(N, N, lambda n, m: sp.exp(S[n, m]) / sum(sp.exp(S[m, l]) for l in range(N)))
-    b.step("Stated U_q,U_k variant: A_{n,n'} = e^{⟨k_n,q_{n'}⟩}/Σ_ℓ e^{⟨k_{n'},q_ℓ⟩}", A_qk[0, 0])
+    b.define("Stated U_q, U_k variant: A_nn' = exp⟨k_n, q_n'⟩ / Σ_ℓ exp⟨k_n', q_ℓ⟩", A_qk[0, 0])
     cs = tuple(sp.simplify(sum(A_qk[:, m])) for m in range(N))
     b.fact("colsum_stated_qk", cs)
     b.fact("colsum_stated_qk_at_point", tuple(float(sp.N(c.subs(point))) for c in cs))
     b.step("Its column sums (not identically 1; value at a rational point)", sp.Matrix([b.facts["colsum_stated_qk_at_point"]]))
+    b.obligation("stated_qk_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cs), "positive",
+                 description="Σ_n' (column sum − 1)² at a rational point is > 0")
     G = (Uk * Xc).T * (Uk * Xc)  # shared U (take U = U_k): symmetric Gram matrix
     A_u = sp.Matrix(N, N, lambda n, m: sp.exp(G[n, m]) / sum(sp.exp(G[m, l]) for l in range(N)))
+    b.define("Stated U variant: A_nn' = exp⟨Ux_n, Ux_n'⟩ / Σ_ℓ exp⟨Ux_n', Ux_ℓ⟩", A_u[0, 0])
     b.fact("colsum_stated_shared_u", tuple(sp.simplify(_expand_exponents(sp.Matrix([sum(A_u[:, m])]))[0]) for m in range(N)))
-    b.step("Stated U variant e^{⟨Ux_n,Ux_{n'}⟩}/Σ_ℓ e^{⟨Ux_{n'},Ux_ℓ⟩}: ⟨·,·⟩ symmetric, column sums",
-           sp.Matrix([b.facts["colsum_stated_shared_u"]]))
+    b.step("⟨·,·⟩ is symmetric, so its columns sum to", sp.Matrix([b.facts["colsum_stated_shared_u"]]))
+    b.obligation("stated_shared_u_column_stochastic", [_expand_exponents(sp.Matrix([sum(A_u[:, m]) - 1]))[0] for m in range(N)])
     Gp = Xc.T * Xc
     A_p = sp.Matrix(N, N, lambda n, m: sp.exp(Gp[n, m]) / sum(sp.exp(Gp[n, l]) for l in range(N)))
+    b.define("Stated plain variant: A_nn' = exp⟨x_n, x_n'⟩ / Σ_ℓ exp⟨x_n, x_ℓ⟩", A_p[0, 0])
     b.fact("rowsum_stated_plain", tuple(sp.simplify(sum(A_p[n, :])) for n in range(N)))
+    b.obligation("stated_plain_row_stochastic", [sum(A_p[n, :]) - 1 for n in range(N)])
     cp = tuple(sp.simplify(sum(A_p[:, m])) for m in range(N))
     b.fact("colsum_stated_plain", cp)
     b.fact("colsum_stated_plain_at_point", tuple(float(sp.N(c.subs(point))) for c in cp))
-    b.step("Stated plain variant e^{⟨x_n,x_{n'}⟩}/Σ_ℓ e^{⟨x_n,x_ℓ⟩}: rows sum to 1, columns at a point",
-           sp.Matrix([b.facts["colsum_stated_plain_at_point"]]))
+    b.step("Its rows sum to 1; its column sums at a rational point", sp.Matrix([b.facts["colsum_stated_plain_at_point"]]))
+    b.obligation("stated_plain_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cp), "positive",
+                 description="Σ_n' (column sum − 1)² at a rational point is > 0")
     b.fact("symbols", {"X": X, "W_Q": WQ, "W_K": WK, "W_V": WV, "d_s": ds})
     return b.done(f003)
 
@@ -359,6 +407,9 @@ def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> De
     (0, 0, D_v*M)
     """
     b = DerivationBuilder("Multi-head attention: sum of projected heads = concatenation times W_O")
+    b.symbols(H_h="output of head h (N×D_v)", P_h="block h of the output projection (D_v×D)", M="number of heads",
+              x_nd="entry d of token n", qh_dk="entry of W_Q of head h", kh_dk="entry of W_K of head h",
+              vh_dk="entry of W_V of head h", o_ij="entry of W_O")
     n, dv, dd = sp.symbols("N D_v D", positive=True, integer=True)
     Hs = [sp.MatrixSymbol(f"H_{h + 1}", n, dv) for h in range(3)]
     Ws = [sp.MatrixSymbol(f"P_{h + 1}", dv, dd) for h in range(3)]
@@ -368,6 +419,7 @@ def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> De
     gap = sp.simplify(collapsed - sp.MatAdd(*[H * W for H, W in zip(Hs, Ws)]))
     b.fact("block_identity", sp.Integer(0) if gap.is_ZeroMatrix else gap)
     b.step("Concat·[P_h] − Σ_h H_h P_h", b.facts["block_identity"])
+    b.obligation("block_identity", b.facts["block_identity"], description="block product equals the sum of head products")
     Mh, h = sp.symbols("M h", positive=True, integer=True)
     width = sp.summation(dv, (h, 1, Mh))
     b.fact("width", width)
@@ -378,8 +430,10 @@ def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> De
     WV = [_mat(f"v{h + 1}", D, K, real=True) for h in range(M)]
     WO = _mat("o", M * K, D, real=True)
     heads = [_softmax_rows(X * WQ[h] * (X * WK[h]).T) * X * WV[h] for h in range(M)]
+    b.define("Head h of seed 003: H_h = S(X W_Q,h (X W_K,h)ᵀ) X W_V,h (head 1, first entry)", heads[0][0, 0])
     concat = sp.Matrix.hstack(*heads) * WO
-    b.step("seed 003: Concat(H_1..H_M) W_O, first entry", concat[0, 0])
+    b.step("seed 003: Concat(H_1..H_M) W_O, computed for symbolic X and weights", concat,
+           compact=r"\operatorname{Concat}(H_1,\dots,H_M)\,W_O")
     Xc = X.T
     total = sp.zeros(D, N)
     for hh in range(M):
@@ -388,8 +442,10 @@ def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> De
         S = (Uk * Xc).T * (Uq * Xc)
         A = sp.Matrix(N, N, lambda a, m: sp.exp(S[a, m]) / sum(sp.exp(S[l, m]) for l in range(N)))
         total += Up * Uv * Xc * A
-    b.step("seed 000: Σ_h U_{p,h} U_{v,h} X_c A_h with U_{p,h} = (rows h of W_O)ᵀ, first entry", total[0, 0])
-    diff = _residual(_expand_exponents(total.T) - _expand_exponents(concat))
+    b.define("seed 000: Σ_h U_p,h U_v,h X_c A_h with U_p,h = (rows of head h in W_O)ᵀ, first entry", total[0, 0])
+    resid = _expand_exponents(total.T) - _expand_exponents(concat)
+    b.obligation("sum_form_equals_concat", resid, description="seed 000's sum (transposed) minus seed 003's concat form")
+    diff = _residual(resid)
     b.fact("difference", diff)
     b.step("Σ (sum formᵀ − concat form)² simplifies to", diff)
     b.fact("symbols", {"X": X, "W_Q": tuple(WQ), "W_K": tuple(WK), "W_V": tuple(WV), "W_O": WO})
@@ -409,12 +465,12 @@ def derive_permutation_equivariance(N: int = 3) -> Derivation:
     ``S(P S Pᵀ) = P S(S) Pᵀ`` entrywise; with one-dimensional tokens ``x`` and weights
     ``w_q, w_k, w_v`` the layer ``f(X) = S(X w_q w_k Xᵀ) X w_v`` satisfies ``f(PX) = P f(X)``.
     Row-wise maps (LayerNorm, MLP) commute with P by definition. With the causal mask ``M`` or an
-    added encoding ``E`` the residual ``f(PX) − P f(X)`` is evaluated at a rational point (swap of
-    the first two tokens) and is non-zero.
+    added encoding ``E`` the residual ``f(PX) − P f(X)`` is evaluated exactly at a rational point
+    (swap of the first two tokens) and its squared norm is positive.
 
-    ``result``: dict ``equivariant`` (True), ``breaks_with_causal_mask`` (True),
-    ``breaks_with_positional_encoding`` (True). ``facts``: ``residuals`` (one per permutation, 0),
-    ``causal_counterexample`` and ``pe_counterexample`` (float residual norms).
+    ``result``: dict ``equivariant``, ``breaks_with_causal_mask``, ``breaks_with_positional_encoding``
+    (SymPy booleans, each computed: ``true`` here). ``facts``: ``residuals`` (one per permutation,
+    0), ``causal_counterexample`` and ``pe_counterexample`` (float residual norms).
 
     >>> d = derive_permutation_equivariance(2)
     >>> d.result["equivariant"], set(d.facts["residuals"])
@@ -423,6 +479,8 @@ def derive_permutation_equivariance(N: int = 3) -> Derivation:
     from itertools import permutations
 
     b = DerivationBuilder("Permutation equivariance of attention; broken by a mask or a positional encoding")
+    b.symbols(s_ij="entry of a generic score matrix S", x_i="one-dimensional token i", w_q="query weight",
+              w_k="key weight", w_v="value weight", P="a permutation matrix", E="an added positional encoding")
     S = _mat("s", N, N, real=True)
     x = sp.Matrix(sp.symbols(f"x_1:{N + 1}", real=True))
     wq, wk, wv = sp.symbols("w_q w_k w_v", real=True)
@@ -433,31 +491,46 @@ def derive_permutation_equivariance(N: int = 3) -> Derivation:
             Z = Z + mask
         return _softmax_rows(Z) * X * wv
 
-    res = []
+    b.define("One attention layer on one-dimensional tokens: f(X) = S(X w_q w_k Xᵀ) X w_v", f(x)[0])
+    res, raw = [], []
     for perm in permutations(range(N)):
         P = sp.Matrix(N, N, lambda i, j: 1 if perm[i] == j else 0)
         r1 = _softmax_rows(P * S * P.T) - P * _softmax_rows(S) * P.T
         r2 = _expand_exponents(f(P * x)) - _expand_exponents(P * f(x))
+        raw.extend(list(r1) + list(r2))
         res.append(_residual(list(r1) + list(r2)))
     b.fact("residuals", tuple(res))
     b.step("Σ over entries of (S(PSPᵀ) − P S(S) Pᵀ)² + (f(PX) − P f(X))², one per permutation", sp.Matrix([res]))
-    b.step("Row-wise maps g (LayerNorm, MLP): (P g(X))_i = g(x_{π(i)}) = g(PX)_i by definition")
+    b.obligation("equivariance_residuals", raw, description="every entry, every permutation")
+    equivariant = sp.And(*[sp.Eq(r, 0) for r in res])
+    b.step("All of them vanish", equivariant)
+    b.assume("Row-wise maps g (LayerNorm, MLP): (P g(X))_i = g(x_π(i)) = g(PX)_i by definition")
     swap = list(range(N))
     swap[0], swap[1] = 1, 0
     P = sp.Matrix(N, N, lambda i, j: 1 if swap[i] == j else 0)
     point = {x[i]: sp.Rational(i + 1, 2) for i in range(N)} | {wq: 1, wk: 1, wv: 1}
     M = sp.Matrix(N, N, lambda t, s: 0 if s <= t else -sp.oo)
-    rc = f(P * x, M) - P * f(x, M)
-    cval = float(sp.N(sp.sqrt(sum(e**2 for e in rc.subs(point)))))
+    b.define("Causal mask M_ts = 0 for s ≤ t, −∞ otherwise", M)
+    rc = (f(P * x, M) - P * f(x, M)).subs(point)
+    c2 = sum(e**2 for e in rc)
+    cval = float(sp.N(sp.sqrt(c2)))
     b.fact("causal_counterexample", cval)
-    b.step("Causal mask, swap of tokens 1 and 2 at x_i = i/2: ‖f(PX) − P f(X)‖ =", sp.Float(cval, 6))
+    b.step("Causal mask, swap of tokens 1 and 2 at x_i = i/2: ‖f(PX) − P f(X)‖² (exact)", c2)
+    b.obligation("causal_mask_breaks_equivariance", c2, "positive")
+    breaks_mask = sp.StrictGreaterThan(c2, 0)
+    b.step("It is positive", breaks_mask)
     E = sp.Matrix([sp.Rational((-1) ** i * (i + 1), 3) for i in range(N)])
-    rp = f(P * x + E) - P * f(x + E)
-    pval = float(sp.N(sp.sqrt(sum(e**2 for e in rp.subs(point)))))
+    b.define("Positional encoding E_i = (−1)^(i−1)·i/3 added to the tokens", E)
+    rp = (f(P * x + E) - P * f(x + E)).subs(point)
+    p2 = sum(e**2 for e in rp)
+    pval = float(sp.N(sp.sqrt(p2)))
     b.fact("pe_counterexample", pval)
-    b.step("Positional encoding E added, same swap: ‖f(PX + E) − P f(X + E)‖ =", sp.Float(pval, 6))
-    return b.done({"equivariant": all(r == 0 for r in res), "breaks_with_causal_mask": cval > 0,
-                   "breaks_with_positional_encoding": pval > 0})
+    b.step("Positional encoding E added, same swap: ‖f(PX + E) − P f(X + E)‖² (exact)", p2)
+    b.obligation("positional_encoding_breaks_equivariance", p2, "positive")
+    breaks_pe = sp.StrictGreaterThan(p2, 0)
+    b.step("It is positive", breaks_pe)
+    return b.done({"equivariant": equivariant, "breaks_with_causal_mask": breaks_mask,
+                   "breaks_with_positional_encoding": breaks_pe})
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,26 +550,31 @@ def derive_layernorm(D: int = 3) -> Derivation:
     (0, v/(epsilon + v), 1)
     """
     b = DerivationBuilder("LayerNorm: mean 0, population variance v/(v+ε) (1 without ε)")
+    b.symbols(x_l="entry l of one token x ∈ R^D", mu="mean of the entries", v="population variance of the entries",
+              epsilon="the ε added to the variance", z_l="normalised entry l")
     x = sp.symbols(f"x_1:{D + 1}", real=True)
     eps = sp.Symbol("epsilon", nonnegative=True)
     v = sp.Symbol("v", positive=True)
     mu = sum(x) / D
     var_x = sum((xi - mu) ** 2 for xi in x) / D
-    b.step("μ = (1/D) Σ_l x_l", mu)
-    b.step("v = (1/D) Σ_l (x_l − μ)² (population variance, seed 000)", var_x)
+    b.define("μ = (1/D) Σ_l x_l", mu)
+    b.define("v = (1/D) Σ_l (x_l − μ)² (population variance, seed 000)", var_x)
     z = [(xi - mu) / sp.sqrt(v + eps) for xi in x]
-    b.step("z_l = (x_l − μ)/√(v + ε), first entry", z[0])
+    b.define("z_l = (x_l − μ)/√(v + ε), first entry", z[0])
     mz = sp.simplify(sum(z) / D)
     b.step("mean(z) simplifies to", mz)
+    b.obligation("mean_zero", sum(z) / D)
     vz_raw = sum((zi - mz) ** 2 for zi in z) / D
     # replace (1/D)Σ(x−μ)² by v: var(z)(v+ε) − var_x is identically 0
     vz = sp.simplify(vz_raw * (v + eps) / var_x) * v / (v + eps)
     b.fact("identity_residual", sp.simplify(vz_raw * (v + eps) - var_x))
     b.step("(v + ε)·var(z) − (1/D)Σ(x_l − μ)² simplifies to", b.facts["identity_residual"])
+    b.obligation("variance_identity", vz_raw * (v + eps) - var_x, description="(v + ε)·var(z) = (1/D)Σ(x_l − μ)²")
     vz = sp.simplify(vz)
-    b.step("hence var(z) =", vz)
+    b.step("hence, with (1/D)Σ(x_l − μ)² = v, var(z) =", vz)
     b.fact("variance_at_eps0", sp.simplify(vz.subs(eps, 0)))
     b.step("at ε = 0", b.facts["variance_at_eps0"])
+    b.obligation("unit_variance_at_eps0", vz.subs(eps, 0) - 1)
     b.fact("v", v)
     b.fact("eps", eps)
     return b.done({"mean": mz, "variance": vz})
@@ -530,6 +608,8 @@ def derive_block_recipe() -> Derivation:
     (x, LN_2(x))
     """
     b = DerivationBuilder("Transformer block recipes: pre-LN residual, seed 000 as stated, post-LN")
+    b.symbols(x="the residual stream (one token)", y="the stream after the attention sub-layer",
+              LN_1="first LayerNorm", LN_2="second LayerNorm", MHSA="multi-head self-attention", MLP="the MLP")
     x = sp.Symbol("x")
     LN1, LN2, MHSA, MLP = (sp.Function(n) for n in ("LN_1", "LN_2", "MHSA", "MLP"))
     u = sp.Symbol("u")
@@ -542,11 +622,12 @@ def derive_block_recipe() -> Derivation:
     }
     ystream = {"pre_ln": y, "stated": y, "post_ln": LN1(x + MHSA(x))}
     for k, e in recipes.items():
-        b.step(f"{k}: x' =", e)
+        b.define(f"{k}: x' =", e)
     upd = {k: sp.simplify((recipes[k] - ystream[k]).subs(MLP, zero)) for k in recipes}
     b.fact("update_mlp0", upd)
     for k, e in upd.items():
         b.step(f"{k}: residual update x' − y with MLP ≡ 0", e)
+    b.obligation("pre_ln_update_vanishes_without_mlp", upd["pre_ln"], description="pre-LN: the MLP branch off adds nothing")
     both = {k: sp.simplify(e.subs(MLP, zero).subs(MHSA, zero)) for k, e in recipes.items()}
     for k, e in both.items():
         b.step(f"{k}: with MHSA ≡ MLP ≡ 0, x' =", e)
@@ -556,6 +637,8 @@ def derive_block_recipe() -> Derivation:
     ex = sp.Matrix([[(a1 - m) / s, (a2 - m) / s]])
     b.fact("ln_example", ex)
     b.step("LayerNorm is not the identity: LN((1, 2)) =", ex)
+    b.obligation("layernorm_is_not_identity", (ex[0] - a1) ** 2 + (ex[1] - a2) ** 2, "positive",
+                 description="‖LN((1, 2)) − (1, 2)‖² > 0, so the stated recipe's LN_2(x) is not x")
     b.fact("x", x)
     b.fact("functions", {"LN_1": LN1, "LN_2": LN2, "MHSA": MHSA, "MLP": MLP})
     return b.done(both)
@@ -565,13 +648,39 @@ def derive_block_recipe() -> Derivation:
 # attn.complexity
 
 
+def _mac_count(M: sp.Matrix) -> int:
+    """Multiply-adds to compute the product ``M`` naively: the number of product terms over all
+    its entries (the factors are matrices of distinct symbols, so no two terms merge)."""
+    return sum(len(sp.Add.make_args(sp.expand(e))) for e in M)
+
+
+def _head_counts(N: int, K: int, D: int) -> tuple[int, int]:
+    """Build one attention head for explicit sizes with symbol matrices and count the
+    multiply-adds of its matrix products: (scores with one shared U, full head)."""
+    X = _mat("x", D, N)
+    U = _mat("u", K, D)
+    Y = _mat("y", K, N)  # Y = U X, fresh symbols so the next product counts only its own work
+    proj = _mac_count(U * X)  # U x_n for every token n
+    shared_scores = _mac_count(Y.T * Y)  # <U x_n, U x_m> for every pair
+    Kc, Qc, Vc, A = _mat("k", K, N), _mat("q", K, N), _mat("v", K, N), _mat("a", N, N)
+    Up, O = _mat("p", D, K), _mat("o", K, N)
+    scores = _mac_count(Kc.T * Qc)
+    weighted = _mac_count(Vc * A)  # column m: Σ_n A_nm U_v x_n
+    out = _mac_count(Up * O)
+    return proj + shared_scores, 3 * proj + scores + weighted + out
+
+
 @lru_cache(maxsize=None)
 def derive_complexity() -> Derivation:
-    """Count multiply-adds of one attention head from its definition, as SymPy sums.
+    """Count the multiply-adds of one attention head (seed 000, tokens as columns) by building
+    its matrix products with SymPy for explicit small sizes and counting product terms, then
+    fitting the polynomial in ``N`` (tokens), ``K`` (head width), ``D`` (model width) exactly.
 
-    Scores with a shared projection U (seed 000): ``U x_n`` is K dot products of length D for each
-    of N tokens, then N² dot products of length K: ``C = N·K·D + N²·K``. A full head with
-    ``U_q, U_k, U_v ∈ R^{K×D}``, ``U_p ∈ R^{D×K}``: ``4·N·K·D + 2·N²·K``.
+    Scores with a shared projection U: ``C = N·K·D + N²·K``. A full head with
+    ``U_q, U_k, U_v ∈ R^{K×D}``, ``U_p ∈ R^{D×K}``: ``4·N·K·D + 2·N²·K``. Only matrix products are
+    counted (the softmax's N² exponentials and divisions are not multiply-adds). The polynomial
+    ansatz (degree ≤ 2 in N, ≤ 1 in K and in D) is an assumption; the fit is checked at held-out
+    sizes by counting again.
 
     ``result``: dict ``score_cost``, ``head_cost`` (polynomials in the symbols ``facts["N"]``,
     ``facts["K"]``, ``facts["D"]``). ``facts``: ``score_fraction`` (``N²K/C``), its limit as
@@ -582,24 +691,42 @@ def derive_complexity() -> Derivation:
     >>> r["score_cost"], r["head_cost"]
     (D*K*N + K*N**2, 4*D*K*N + 2*K*N**2)
     """
+    import itertools
+
     b = DerivationBuilder("Multiply-add count of attention (seed 000)")
+    b.symbols(N="number of tokens", K="head width (rows of U)", D="model width (token dimension)",
+              C="multiply-adds of the scores with one shared projection U")
     N, K, D = sp.symbols("N K D", positive=True, integer=True)
-    n, m, k, i = sp.symbols("n m k i", positive=True, integer=True)
-    one_dot = lambda length: sp.summation(1, (i, 1, length))  # noqa: E731 (one multiply-add per term)
-    proj = sp.summation(sp.summation(one_dot(D), (k, 1, K)), (n, 1, N))
-    b.step("U x_n for all n: Σ_n Σ_{k≤K} (dot product of length D)", proj)
-    scores = sp.summation(sp.summation(one_dot(K), (m, 1, N)), (n, 1, N))
-    b.step("⟨U x_n, U x_m⟩ for all n, m: Σ_n Σ_m (dot product of length K)", scores)
-    C = sp.expand(proj + scores)
-    b.step("Scores with one shared U: C =", C)
-    weighted = sp.summation(sp.summation(one_dot(N), (k, 1, K)), (m, 1, N))
-    b.step("U_v X A: Σ_{n'} Σ_{k≤K} (weighted sum over N tokens)", weighted)
-    head = sp.expand(3 * proj + scores + weighted + proj)
-    b.step("Full head: U_q, U_k, U_v projections + scores + A-weighting + U_p projection", head)
-    frac = sp.simplify(scores / C)
+    b.define("One head, tokens as columns x_n: projections U x_n (U_q, U_k, U_v ∈ R^{K×D}), scores ⟨k_n, q_m⟩, "
+             "weighting Σ_n A_nm U_v x_n, output projection U_p ∈ R^{D×K}; seed 000's scores share one U",
+             r"U_p\,U_v X\,\operatorname{softmax}\big((U_k X)^{\top} U_q X\big)")
+    b.define("Cost measure: one multiply-add per product term of an entry of a matrix product, counted on products of "
+             "matrices of distinct symbols (no two terms merge)")
+    grid = list(itertools.product((1, 2, 3), (1, 2), (1, 2)))
+    counts = {g: _head_counts(*g) for g in grid}
+    table = sp.Matrix([[n, k, dd, *counts[(n, k, dd)]] for n, k, dd in grid])
+    b.step("Counted for N ∈ {1,2,3}, K ∈ {1,2}, D ∈ {1,2}: rows (N, K, D, shared-U scores, full head)", table)
+    monos = [N**i * K**j * D**l for i in range(3) for j in range(2) for l in range(2)]
+    b.assume("Ansatz: each count is a polynomial of degree ≤ 2 in N and ≤ 1 in K and in D "
+             "(two nested loops over tokens at most, one over each width)", sp.Add(*monos))
+    fits = []
+    for which in range(2):
+        cs = sp.symbols(f"c0:{len(monos)}")
+        ansatz = sum(c * mo for c, mo in zip(cs, monos))
+        sol = sp.solve([ansatz.subs({N: n, K: k, D: dd}) - counts[(n, k, dd)][which] for n, k, dd in grid], cs, dict=True)
+        fits.append(sp.expand(ansatz.subs(sol[0])) if len(sol) == 1 else sp.nan)
+    C, head = fits
+    b.step("The unique polynomial through the 12 shared-U score counts: C =", C)
+    b.step("The unique polynomial through the 12 full-head counts", head)
+    held_out = [(4, 3, 3), (5, 1, 4)]
+    b.obligation("fit_predicts_held_out_counts",
+                 [f.subs({N: n, K: k, D: dd}) - _head_counts(n, k, dd)[w] for n, k, dd in held_out for w, f in enumerate(fits)],
+                 description="the fitted polynomials equal fresh counts at (N,K,D) = (4,3,3) and (5,1,4)")
+    frac = sp.simplify(K * N**2 / C)
     b.fact("score_fraction", frac)
     b.fact("score_fraction_limit", sp.limit(frac, N, sp.oo))
     b.step("Share of the N² term and its limit as N → ∞", sp.Eq(sp.Limit(frac, N, sp.oo), b.facts["score_fraction_limit"]))
+    b.obligation("score_share_tends_to_one", b.facts["score_fraction_limit"] - 1)
     thr = sp.solve(sp.Eq(C, N**2 * D), K)[0]
     b.fact("k_threshold", thr)
     b.step("C < N²D (the plain form's cost) exactly when K <", thr)
@@ -636,11 +763,13 @@ def derive_sinusoidal_pe() -> Derivation:
     False
     """
     b = DerivationBuilder("Sinusoidal positional encoding: shift by k is a block rotation")
+    b.symbols(p="position", k="shift", j="a second shift", omega="frequency ω_i of pair i", i="pair index",
+              D="model width", base="the base (10000 in Vaswani et al.)", s="sin(pω)", c="cos(pω)")
     p, k, j = sp.symbols("p k j", real=True)
     w = sp.Symbol("omega", positive=True)
     i, D, base = sp.symbols("i D base", positive=True)
     omega = base ** (-2 * i / D)
-    b.step("Frequencies ω_i = base^{−2i/D}; PE(p)_{2i} = sin pω_i, PE(p)_{2i+1} = cos pω_i", omega)
+    b.define("Frequencies ω_i = base^(−2i/D); PE(p)_2i = sin(pω_i), PE(p)_2i+1 = cos(pω_i)", omega)
     s_sh = _expand_angles(sp.sin((p + k) * w))
     c_sh = _expand_angles(sp.cos((p + k) * w))
     b.step("sin((p+k)ω) by angle addition", s_sh)
@@ -649,14 +778,19 @@ def derive_sinusoidal_pe() -> Derivation:
     lin = [e.subs({sp.sin(p * w): s, sp.cos(p * w): c}) for e in (s_sh, c_sh)]
     R = sp.Matrix([[sp.diff(lin[col], var) for col in range(2)] for var in (s, c)])
     b.step("Both are linear in (s, c) = (sin pω, cos pω); coefficient matrix R with [s', c'] = [s, c] R", R)
+    b.obligation("linearity_residual", sp.Matrix([[s, c]]) * R - sp.Matrix([lin]),
+                 description="[s, c]·R reproduces both shifted entries")
     resid = sp.simplify(sp.Matrix([[s, c]]) * R - sp.Matrix([lin]))
     b.fact("linearity_residual", resid)
     b.fact("depends_on_p", p in R.free_symbols)
-    b.step("R depends on p:", sp.sympify(p in R.free_symbols))
+    b.step("∂R/∂p (R does not depend on the position)", R.diff(p))
+    b.obligation("independent_of_position", R.diff(p))
+    b.obligation("orthogonality", R.T * R - sp.eye(2), description="RᵀR = I")
     b.fact("orthogonality", sp.simplify(R.T * R - sp.eye(2)))
     b.step("RᵀR − I", b.facts["orthogonality"])
     Rj = R.subs(k, j)
     Rjk = R.subs(k, j + k)
+    b.obligation("composition", Rj * R - Rjk.applyfunc(_expand_angles), description="R(jω) R(kω) = R((j+k)ω)")
     b.fact("composition", sp.simplify(Rj * R - Rjk.applyfunc(_expand_angles)))
     b.step("R(jω) R(kω) − R((j+k)ω)", b.facts["composition"])
     b.fact("omega", omega)
