@@ -111,9 +111,10 @@ def _torch_module(form, ctx) -> CheckResult:
 
 def _trained(form, ctx) -> CheckResult:
     """Train S LoRA adapters (one per seed, stacked with torch.func and vmapped) with
-    torch.optim.Adam towards a rank-r change of the base; afterwards the frozen base is
-    bit-identical, merged = unmerged, the learned update has rank ≤ r and the fit reached the
-    target (a rank-r target is representable)."""
+    torch.optim.Adam towards a rank-r change of the base: before the first step each adapter's
+    output equals its base layer (zero-init B); afterwards the frozen base is bit-identical,
+    merged = unmerged, the learned update has rank ≤ r, and (default and full sizes) the fit reached
+    1e-3 of the initial loss (a rank-r target is representable)."""
     dev = resolve_device(ctx.device)
     S, steps, n = ctx.size(3, 6, 16), ctx.size(40, 400, 1500), 64
     d, k, r, alpha = 6, 5, 2, 4.0
@@ -135,6 +136,8 @@ def _trained(form, ctx) -> CheckResult:
         return torch.func.functional_call(mods[0], (p, bufs), (x,))
 
     vf = torch.vmap(fwd, in_dims=(0, 0, None))
+    with torch.no_grad():  # zero-init B: before any step every adapter is exactly its base layer
+        init_gap = float((vf(params, buffers, X) - (X @ W0.transpose(1, 2) + b0[:, None, :])).abs().max())
     opt = torch.optim.Adam([p for p in params.values() if p.requires_grad], lr=0.02)
     losses = []
     for _ in range(steps):
@@ -150,7 +153,8 @@ def _trained(form, ctx) -> CheckResult:
         yu = vf(params, buffers, X)
         sv = torch.linalg.svdvals(Wm - W0)
     errs = {
-        "base_weight_changed": float((params["base.weight"] - W0).abs().max()),
+        "init_output_vs_base": init_gap,
+        "base_weight_changed": float((params["base.weight"].detach() - W0).abs().max()),
         "base_bias_changed": float((params["base.bias"] - b0).abs().max()),
         "merged_vs_unmerged": float((ym - yu).abs().max() / largest(1.0, float(yu.abs().max()))),
         "singular_values_beyond_r": float((sv[:, r:].max(dim=1).values / sv[:, 0].clamp_min(1.0)).max()),
@@ -167,9 +171,11 @@ def _trained(form, ctx) -> CheckResult:
         ax.set_title(f"LoRA r={r} on a {d}×{k} Linear, {S} seeds")
         ctx.save_figure(fig, "lora_training")
     tol = 64 * k * EPS
-    # how well the rank-r target was fitted is reported, not gated: convergence is not the claim
     details["fit_ratio"] = float(final.max() / largest(np.mean(losses[0]), 1e-300))
-    return compare(worst(errs), tol, "frozen base exact; merge and rank to float64 rounding (64·k·eps)",
+    if steps >= 400:  # gated where the budget allows convergence; quick runs (40 steps) only report it
+        errs["fit_ratio_over_1e-3"] = details["fit_ratio"] / 1e-3 * tol
+    return compare(worst(errs), tol, "init = base, frozen base exact; merge and rank to float64 rounding (64·k·eps); "
+                   "fit ≤ 1e-3 of the initial loss (mapped onto the same tolerance) at ≥ 400 Adam steps",
                    seeds=seeds, sizes={"S": S, "steps": steps, "d": d, "k": k, "r": r}, device=str(dev), details=details)
 
 
