@@ -1177,7 +1177,7 @@ def _pe_symbolic(form, ctx) -> CheckResult:
 
 def _pe_numeric(form, ctx) -> CheckResult:
     """Range [-1, 1]; PE(p + k) = PE(p) M_k for p up to 10⁴ and several k; M_k orthogonal;
-    M_j M_k = M_{j+k}."""
+    M_j M_k = M_{j+k}; the encoding itself against an independent mpmath construction (30 digits)."""
     P = ctx.size(200, 2000, 20000)
     pos = np.r_[np.arange(P, dtype=float), 1e4 + np.arange(8.0)]
     ks = (1, 2, 17, 100)
@@ -1191,6 +1191,18 @@ def _pe_numeric(form, ctx) -> CheckResult:
                 errs[f"shift_D{D}_k{k}"] = _maxabs(form["pe"](pos + k, D) - pe @ Mk)
                 errs[f"orthogonal_D{D}_k{k}"] = _maxabs(Mk @ Mk.T - np.eye(D))
             errs[f"compose_D{D}"] = _maxabs(form["shift"](2, D) @ form["shift"](17, D) - form["shift"](19, D))
+    # an independent construction: mpmath at 30 digits, ω_i = 10000^{-2i/D} by mpmath.power, for a
+    # few positions (not the SymPy derivation, not the form's arithmetic)
+    import mpmath
+
+    with mpmath.workdps(30):
+        for D in (4, 16):
+            probe = [0, 1, 7, 100, 9999]
+            ref = np.array([[float(mpmath.sin(p * mpmath.power(10000, mpmath.mpf(-2 * (j // 2)) / D))) if j % 2 == 0 else
+                             float(mpmath.cos(p * mpmath.power(10000, mpmath.mpf(-2 * (j // 2)) / D))) for j in range(D)]
+                            for p in probe])
+            with np.errstate(all="ignore"):
+                errs[f"vs_mpmath_D{D}"] = _maxabs(form["pe"](np.asarray(probe, dtype=float), D) - ref)
     pmax = float(pos.max() + largest(ks))
     return compare(worst(errs), 16 * pmax * EPS, f"angle rounding grows with the position: 16·(max position {pmax:g})·eps",
                    sizes={"positions": len(pos), "max position": pmax, "D": [4, 16, 64], "k": list(ks)}, details=errs)
