@@ -57,28 +57,37 @@ def derive_classical_flip(d: int = 4, i: int = 0) -> Derivation:
     -2*b_1*xi_1 + 2*w_12*xi_1*xi_2 + 2*w_13*xi_1*xi_3
     """
     b = DerivationBuilder("Classical Hopfield: energy change of one asynchronous flip")
+    b.symbols(xi_j="state of unit j (±1)", w_jk="weight between units j and k (symmetric, w_kj = w_jk)",
+              b_j="bias of unit j", h_i="local field (Wξ − b)_i", s="ξ_i h_i", w_ii="self-coupling of unit i")
     xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
     W = sp.Matrix(d, d, lambda r, c: sp.Symbol(f"w_{min(r, c) + 1}{max(r, c) + 1}", real=True))
     bias = sp.Matrix(sp.symbols(f"b_1:{d + 1}", real=True))
     E = sp.expand((-sp.Rational(1, 2) * xi.T * W * xi + xi.T * bias)[0, 0])
-    b.step("Energy E(ξ) = −½ ξᵀWξ + ξᵀb with W symmetric (w_jk = w_kj)", E)
+    b.define("Energy E(ξ) = −½ ξᵀWξ + ξᵀb with W symmetric (w_jk = w_kj)", E)
     E_flip = E.subs(xi[i], -xi[i], simultaneous=True)
     dE = sp.expand(E_flip - E)
     b.step(f"Flip unit {i + 1}: ΔE = E(ξ with ξ_{i + 1} → −ξ_{i + 1}) − E(ξ); the w_ii ξ_i² term cancels", dE)
     target = 2 * xi[i] * (sum(W[i, j] * xi[j] for j in range(d) if j != i) - bias[i])
+    b.obligation("flip_formula", dE - target, description="ΔE = 2ξ_i(Σ_{j≠i} w_ij ξ_j − b_i)")
     residual = sp.simplify(dE - target)
     b.step("ΔE − 2ξ_i(Σ_{j≠i} w_ij ξ_j − b_i) simplifies to", residual)
     h = sum(W[i, j] * xi[j] for j in range(d)) - bias[i]
     via_field = sp.expand(2 * xi[i] * h - 2 * W[i, i] * xi[i] ** 2)
-    b.step("Write with the local field h_i = (Wξ − b)_i the update uses: ΔE = 2ξ_i h_i − 2 w_ii ξ_i²",
+    b.step("With the local field h_i = (Wξ − b)_i the update uses: ΔE − (2ξ_i h_i − 2 w_ii ξ_i²)",
            sp.simplify(dE - via_field))
+    b.obligation("flip_via_local_field", dE - via_field)
     s, wii = sp.Symbol("s", nonpositive=True), sp.Symbol("w_ii", nonnegative=True)
-    gap = 2 * s - 2 * wii - (-2 * wii)
-    b.step("The update flips ξ_i only when sgn(h_i) ≠ ξ_i, i.e. s = ξ_i h_i ≤ 0 (sgn(0)=+1); with ξ_i² = 1, "
-           "ΔE + 2w_ii = 2s", gap)
+    hs = sp.Symbol("h_i", real=True)
+    b.assume("The update flips ξ_i only when sgn(h_i) ≠ ξ_i, i.e. s = ξ_i h_i ≤ 0 (sgn(0) = +1); and ξ_i² = 1",
+             sp.Le(sp.Symbol("s"), 0))
+    dE_s = sp.expand((2 * xi[i] * hs - 2 * wii * xi[i] ** 2).subs(xi[i] ** 2, 1).subs(xi[i] * hs, s))
+    b.step("ΔE = 2ξ_i h_i − 2w_ii ξ_i² with ξ_i h_i = s and ξ_i² = 1", dE_s)
+    gap = sp.expand(dE_s + 2 * wii)
+    b.step("ΔE + 2w_ii", gap)
+    b.obligation("flip_lowers_energy_by_2wii", -gap, "nonnegative", description="ΔE + 2w_ii ≤ 0 whenever the update flips")
     b.fact("bound_gap", gap)
     b.fact("bound_gap_nonpositive", bool(gap.is_nonpositive))
-    b.step("Hence ΔE ≤ −2w_ii ≤ 0 for w_ii ≥ 0: asynchronous updates never increase E", sp.Le(sp.Symbol("Delta_E"), -2 * wii))
+    b.step("Hence ΔE ≤ −2w_ii ≤ 0 for w_ii ≥ 0: asynchronous updates never increase E", sp.Le(dE_s, -2 * wii))
     b.fact("residual", residual)
     b.fact("xi", tuple(xi))
     b.fact("W", W)
@@ -105,26 +114,31 @@ def derive_dense_update(a: int = 2, d: int = 3, N: int = 2) -> Derivation:
     0
     """
     b = DerivationBuilder(f"Dense associative memory F(z)=z^{a}: the update as an energy difference")
+    b.symbols(xi_j="state of unit j (±1)", x_jm="coordinate j of stored pattern m", c_m="Σ_{j≠1} x_jm ξ_j",
+              F="the interaction function z ↦ z^a")
     xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
     X = _sym_matrix("x", d, N, real=True)
     z = sp.Symbol("z")
     F = sp.Lambda(z, z ** a)
     E = lambda v: -sum(F((X[:, m].T * v)[0, 0]) for m in range(N))  # noqa: E731
-    b.step("Energy E(ξ) = −Σ_μ F(x_μᵀξ)", E(xi))
+    b.define("Energy E(ξ) = −Σ_μ F(x_μᵀξ)", E(xi))
     plus, minus = xi.copy(), xi.copy()
     plus[0], minus[0] = 1, -1
     diff = sp.expand(-E(plus) + E(minus))
     b.step("Update of unit 1: sgn of −E(ξ with ξ_1=+1) + E(ξ with ξ_1=−1)", diff)
     c = [sum(X[j, m] * xi[j] for j in range(1, d)) for m in range(N)]
     as_sum = sp.expand(sum(F(c[m] + X[0, m]) - F(c[m] - X[0, m]) for m in range(N)))
-    b.step("= Σ_μ [F(c_μ + x_{μ1}) − F(c_μ − x_{μ1})] with c_μ = Σ_{j≠1} x_{μj} ξ_j; residual",
+    b.step("Minus Σ_μ [F(c_μ + x_μ1) − F(c_μ − x_μ1)] with c_μ = Σ_{j≠1} x_μj ξ_j",
            sp.simplify(diff - as_sum))
+    b.obligation("update_as_pattern_sum", diff - as_sum)
     res = sp.nan
     if a == 2:
         W = X * X.T
+        b.define("Hebbian weights W = Σ_μ x_μ x_μᵀ", W)
         classical = 4 * sum(W[0, j] * xi[j] for j in range(1, d))
         res = sp.simplify(diff - classical)
-        b.step("For a = 2 this is 4 Σ_{j≠1} w_1j ξ_j with W = Σ_μ x_μ x_μᵀ: the classical rule; residual", res)
+        b.step("For a = 2, minus 4 Σ_{j≠1} w_1j ξ_j (the classical rule)", res)
+        b.obligation("hebbian_rule_for_a_2", diff - classical)
     b.fact("hebbian_residual", res)
     b.fact("xi", tuple(xi))
     b.fact("X", X)
@@ -153,36 +167,47 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
     d**2/(6*log(d))
     """
     b = DerivationBuilder(f"Capacity of the dense memory F(z)=z^{a} by signal-to-noise")
+    b.symbols(d="number of units (bits per pattern)", N="number of stored patterns", c="overlap c_μ of another pattern",
+              zeta="a standard normal variable Z", a="the power of F(z) = z^a")
     d, N, u, zz = sp.symbols("d N u z", positive=True)
     zr = sp.Symbol("zeta", real=True)
     F = lambda t: t ** a  # noqa: E731
+    b.define(f"F(z) = z^{a}; at ξ = x_ν the drive of bit l (times x_νl) is F(d) − F(d − 2) plus crosstalk "
+             "Σ_{μ≠ν} [F(c_μ + 1) − F(c_μ − 1)] x_μl x_νl", sp.Lambda(zz, F(zz)))
     signal = sp.expand(F(d) - F(d - 2))
     lead_signal = sp.limit(signal / d ** (a - 1), d, sp.oo) * d ** (a - 1)
-    b.step("Signal of pattern ν on its own bit: F(d) − F(d−2), leading order", sp.Eq(sp.Symbol("signal"), lead_signal))
+    b.step("Signal of pattern ν on its own bit: F(d) − F(d−2), leading order", lead_signal)
     # crosstalk term of one other pattern: F(c + 1) − F(c − 1) to leading order in c
     c = sp.Symbol("c", real=True)
     one = sp.expand(F(c + 1) - F(c - 1))
     lead_one = sp.LT(sp.Poly(one, c).as_expr(), c) if a > 1 else one
     b.step("Crosstalk of one pattern μ≠ν: F(c_μ+1) − F(c_μ−1), leading term in c_μ", lead_one)
     gauss = sp.exp(-zr ** 2 / 2) / sp.sqrt(2 * sp.pi)
+    b.assume("Central limit: the overlap c_μ = Σ_{j≠l} x_μj x_νj of another pattern is ≈ √d·Z with Z ~ N(0, 1), "
+             "independent across μ", gauss)
     moment = sp.integrate(zr ** (2 * a - 2) * gauss, (zr, -sp.oo, sp.oo))
     b.step(f"Gaussian moment E[Z^{2 * a - 2}] (c_μ ≈ √d Z)", moment)
+    b.obligation("moment_is_double_factorial", moment - sp.factorial2(2 * a - 3), description=f"E[Z^{2 * a - 2}] = ({2 * a - 3})!!")
     b.fact("double_factorial_matches", sp.simplify(moment - sp.factorial2(2 * a - 3)) == 0)
     var = sp.expand(N * (lead_one.subs(c, 1) ** 2) * moment * d ** (a - 1))
-    b.step("Crosstalk variance over N−1 ≈ N patterns", sp.Eq(sp.Symbol("Var"), var))
+    b.step("Crosstalk variance over N − 1 ≈ N patterns", var)
     snr2 = sp.simplify(lead_signal ** 2 / var)
     b.fact("snr2", snr2)
-    b.step("SNR² = signal²/Var", sp.Eq(sp.Symbol("SNR^2"), snr2))
+    b.step("SNR² = signal²/Var", snr2)
+    b.assume("A bit errs with probability ≈ exp(−SNR²/2) (Gaussian tail, leading order in the exponent); "
+             "'most patterns exact': d·P_err = O(1); 'all patterns exact': N·d·P_err = O(1)")
     # per-bit error ≈ exp(−SNR²/2); criterion on the exponent: SNR²/2 = ln(number of bits that must be right)
-    most = sp.solve(sp.Eq(snr2 / 2, sp.log(d)), N)[0]
-    b.step("Most patterns exact: d·exp(−SNR²/2) = O(1) ⇔ SNR² = 2 ln d; solve for N", sp.Eq(sp.Symbol("C_most"), most))
+    sol = sp.solve(sp.Eq(snr2 / 2, sp.log(d)), N)
+    b.obligation("unique_capacity_most", sp.Integer(len(sol) - 1))
+    most = sp.simplify(sol[0])
+    b.step("Most patterns exact: SNR² = 2 ln d, solved for N: C_most =", most)
     # all patterns: N d exp(−SNR²/2) = O(1); with N = Θ(d^{a−1}/ln d), ln(N d) = a ln d + O(ln ln d)
     lnNd = sp.limit(sp.log(most * d) / sp.log(d), d, sp.oo) * sp.log(d)
-    b.step("All patterns exact: N d exp(−SNR²/2) = O(1); at N = Θ(d^{a−1}/ln d), ln(Nd) = a ln d to leading order", lnNd)
-    all_ = sp.solve(sp.Eq(snr2 / 2, lnNd), N)[0]
-    b.step("Solve for N", sp.Eq(sp.Symbol("C_all"), all_))
+    b.step("All patterns exact: at N = Θ(d^{a−1}/ln d), ln(Nd) = a ln d to leading order", lnNd)
+    all_ = sp.simplify(sp.solve(sp.Eq(snr2 / 2, lnNd), N)[0])
+    b.step("SNR² = 2 ln(Nd), solved for N: C_all =", all_)
     b.fact("d", d)
-    return b.done({"most": sp.simplify(most), "all": sp.simplify(all_)})
+    return b.done({"most": most, "all": all_})
 
 
 @lru_cache(maxsize=None)
@@ -199,22 +224,32 @@ def derive_classical_capacity() -> Derivation:
     (7*log(d)/25, oo)
     """
     b = DerivationBuilder("Classical Hopfield capacity: exact recall versus a small fraction of wrong bits")
+    b.symbols(d="number of units", C_most="patterns storable with a given pattern recalled exactly",
+              C_all="patterns storable with all recalled exactly", alpha_c="AGS critical load ≈ 0.138")
     dense = derive_capacity_formulas(2)
     d = dense.facts["d"]
-    b.step("The dense update with F(z)=z² is the classical Hebbian rule (derive_dense_update(2))",
-           derive_dense_update(2).facts["hebbian_residual"])
-    b.step("SNR² of the Hebbian net (signal d, crosstalk variance N d)", dense.facts["snr2"])
-    b.step("Exact recall of a given (most) pattern, McEliece et al. 1987", sp.Eq(sp.Symbol("C_most"), dense.result["most"]))
-    b.step("Exact recall of all patterns", sp.Eq(sp.Symbol("C_all"), dense.result["all"]))
-    bit = AGS_ALPHA_C * d
-    b.step("Retrieval with ≈1.5% wrong bits: α_c d with α_c ≈ 0.138 (Amit–Gutfreund–Sompolinsky, replica theory)", bit)
+    heb = derive_dense_update(2)
+    b.step("The dense update with F(z) = z² minus the classical Hebbian rule (derive_dense_update(2))",
+           heb.facts["hebbian_residual"])
+    for o in heb.obligations:
+        if o.name == "hebbian_rule_for_a_2":
+            b.obligation(o.name, o.expr, o.kind, o.description)
+    b.step("SNR² of the Hebbian net (signal d, crosstalk variance N d; derive_capacity_formulas(2))", dense.facts["snr2"])
+    b.step("Exact recall of a given (most) pattern, McEliece et al. 1987: C_most =", dense.result["most"])
+    b.step("Exact recall of all patterns: C_all =", dense.result["all"])
+    alpha = b.assume("α_c ≈ 0.138: critical load for retrieval with ≈1.5% wrong bits (Amit–Gutfreund–Sompolinsky, "
+                     "replica theory; not derivable by the signal-to-noise argument)", AGS_ALPHA_C, role="constant")
+    bit = b.assume("Capacity with ≈1.5% wrong bits: C_bit = α_c d (the literature constant times d)", alpha * d, role="constant")
     lim = sp.limit(bit / dense.result["most"], d, sp.oo)
-    b.step("C_bit / C_most → ", lim)
+    b.step("C_bit / C_most as d → ∞", lim)
+    b.obligation("bit_error_capacity_dominates", sp.Eq(lim, sp.oo), "true", description="C_bit / C_most → ∞")
     stated_ratio = sp.nsimplify(sp.Float("0.14")) * d / (d / (2 * sp.log(d)))
     stated_ratio = sp.simplify(stated_ratio)
     b.step("Seed 002 states C ≈ d/(2 log d) ≈ 0.14 d; the ratio of the two stated expressions is", stated_ratio)
     b.fact("stated_ratio", stated_ratio)
     b.fact("stated_ratio_limit", sp.limit(stated_ratio, d, sp.oo))
+    b.obligation("stated_expressions_not_equivalent", sp.Eq(b.facts["stated_ratio_limit"], sp.oo), "true",
+                 description="the ratio of the two stated capacities grows without bound")
     b.fact("crossover_d", sp.nsolve(stated_ratio - 1, d, 30))
     b.step("They agree only at d = e^{1/0.28} ≈ 36 and differ by a factor 0.28 ln d that grows without bound",
            b.facts["crossover_d"])
@@ -248,42 +283,64 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     0
     """
     b = DerivationBuilder("Modern Hopfield energy: gradient, concave–convex split, CCCP step, bounds")
+    b.symbols(xi_j="coordinate j of the state ξ", x_jm="coordinate j of stored pattern m (patterns are columns of X)",
+              beta="inverse temperature", M="largest pattern norm max_m ‖x_m‖", t="the state norm ‖ξ‖",
+              lnN="ln N (N stored patterns)", xinew_j="coordinate j of the next state", lse="lse(β, Xᵀξ)",
+              k="a parameter for t = M/(1 + k), k ≥ 0")
     beta, M = sp.symbols("beta M", positive=True)
     xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
     X = _sym_matrix("x", d, N, real=True)
     z = list(X.T * xi)
     lse = _lse(beta, z)
     E = -lse + (xi.T * xi)[0, 0] / 2 + sp.log(N) / beta + M ** 2 / 2
-    b.step("E(ξ) = −lse(β, Xᵀξ) + ½ξᵀξ + β⁻¹ ln N + ½M²", E)
+    b.define("E(ξ) = −lse(β, Xᵀξ) + ½ξᵀξ + β⁻¹ ln N + ½M²", E)
     p = [sp.exp(beta * zi) / sum(sp.exp(beta * zj) for zj in z) for zi in z]
     S = sp.Matrix(p)
     grad = sp.Matrix([sp.diff(E, v) for v in xi])
+    b.step("∇E by differentiating the energy", grad, compact=r"\nabla E=\xi-X\,S(\beta X^{\top}\xi)")
+    b.obligation("gradient_form", grad - (xi - X * S), description="∇E = ξ − X S(βXᵀξ)")
     grad_res = sp.simplify(grad - (xi - X * S))
-    b.step("∇E = ξ − X S(βXᵀξ); residual of the differentiated energy", grad_res)
+    b.step("∇E − (ξ − X S(βXᵀξ))", grad_res)
     E1 = (xi.T * xi)[0, 0] / 2 + sp.log(N) / beta + M ** 2 / 2
     E2 = -lse
-    b.step("Split E = E₁ + E₂: E₁ = ½ξᵀξ + const (convex, Hessian I)", sp.hessian(E1, list(xi)))
+    b.define("Split E = E₁ + E₂ with E₁ = ½ξᵀξ + const and E₂ = −lse", sp.Eq(sp.Symbol("E_2"), E2))
+    b.step("Hessian of E₁ (the identity: E₁ is convex)", sp.hessian(E1, list(xi)))
     H2 = sp.hessian(lse, list(xi))
     P = sp.diag(*p) - S * S.T
+    b.obligation("lse_hessian_form", H2 - beta * X * P * X.T, description="∇²lse = β X (diag p − ppᵀ) Xᵀ")
     hess_res = sp.simplify(H2 - beta * X * P * X.T)
-    b.step("E₂ = −lse is concave: ∇²lse = β X (diag p − ppᵀ) Xᵀ ⪰ 0 (a covariance); residual", hess_res)
+    b.step("∇²lse − β X (diag p − ppᵀ) Xᵀ", hess_res)
+    b.assume("diag(p) − ppᵀ is the covariance of a one-hot draw with probabilities p, hence ⪰ 0: E₂ = −lse is concave")
     b.step("diag(p) − ppᵀ annihilates 1 (entries of (diag p − ppᵀ)1)", sp.simplify(P * sp.ones(N, 1)))
+    b.obligation("covariance_annihilates_ones", P * sp.ones(N, 1))
     new = sp.Matrix(sp.symbols(f"xinew_1:{d + 1}", real=True))
     grad_E1_new = sp.Matrix([sp.diff(E1, v) for v in xi]).subs(dict(zip(xi, new)))
     grad_E2 = sp.Matrix([sp.diff(E2, v) for v in xi])
-    b.step("CCCP: ∇E₁(ξ^new) = −∇E₂(ξ)", sp.Eq(grad_E1_new, -grad_E2))
+    b.define("CCCP: ∇E₁(ξ^new) = −∇E₂(ξ)", sp.Eq(grad_E1_new, -grad_E2))
     sol = sp.solve(list(grad_E1_new + grad_E2), list(new), dict=True)[0]
     upd = sp.Matrix([sol[v] for v in new])
+    b.step("Solved for ξ^new", upd, compact=r"\xi^{\mathrm{new}}=X\,S(\beta X^{\top}\xi)")
+    b.obligation("cccp_step_is_softmax_update", upd - X * S)
     cccp_res = sp.simplify(upd - X * S)
-    b.step("Solve for ξ^new: ξ^new = X S(βXᵀξ); residual", cccp_res)
+    b.step("ξ^new − X S(βXᵀξ)", cccp_res)
     t = sp.Symbol("t", nonnegative=True)
     lnN = sp.Symbol("lnN", positive=True)
-    lower = sp.factor(-(M * t + lnN / beta) + t ** 2 / 2 + lnN / beta + M ** 2 / 2)
-    b.step("Lower bound: lse(β,z) ≤ max_i z_i + β⁻¹ln N ≤ M‖ξ‖ + β⁻¹ln N, so with t = ‖ξ‖, E ≥", lower)
-    upper = sp.expand(M * t - lnN / beta + t ** 2 / 2 + lnN / beta + M ** 2 / 2)
-    b.step("Upper bound: lse(β,z) ≥ mean_i z_i + β⁻¹ln N ≥ −M‖ξ‖ + β⁻¹ln N (Jensen), so E ≤", upper)
+    lse_s = sp.Symbol("lse", real=True)
+    E_t = -lse_s + t ** 2 / 2 + lnN / beta + M ** 2 / 2
+    b.step("E in terms of lse and t = ‖ξ‖", E_t)
+    hi = b.assume("lse(β, z) ≤ max_i z_i + β⁻¹ ln N ≤ M t + β⁻¹ ln N (Cauchy–Schwarz, ‖x_i‖ ≤ M)",
+                  M * t + lnN / beta, role="bound")
+    lower = sp.factor(E_t.subs(lse_s, hi))
+    b.step("Lower bound E ≥", lower)
+    b.obligation("lower_bound_is_half_square", lower - (M - t) ** 2 / 2, description="E ≥ ½(‖ξ‖ − M)² ≥ 0")
+    lo = b.assume("lse(β, z) ≥ mean_i z_i + β⁻¹ ln N ≥ −M t + β⁻¹ ln N (Jensen)", -M * t + lnN / beta, role="bound")
+    upper = sp.expand(E_t.subs(lse_s, lo))
+    b.step("Upper bound E ≤", upper)
     upper_gap = sp.factor(2 * M ** 2 - upper)
-    b.step("2M² minus that bound = (M − t)(3M + t)/2 ≥ 0 for ‖ξ‖ = t ≤ M (true on the convex hull)", upper_gap)
+    b.step("2M² minus that bound", upper_gap)
+    k = sp.Symbol("k", nonnegative=True)
+    b.obligation("upper_bound_at_most_2M2", sp.factor(upper_gap.subs(t, M / (1 + k))), "nonnegative",
+                 description="2M² − bound ≥ 0 for 0 < t ≤ M, written t = M/(1 + k), k ≥ 0 (true on the convex hull)")
     b.fact("energy", E)
     b.fact("grad", grad)
     b.fact("grad_residual", sp.Integer(0) if grad_res == sp.zeros(d, 1) else grad_res)
@@ -313,9 +370,15 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
     >>> r.facts["decomposition_residual"], r.facts["ratio_residual"]
     (0, 0)
     >>> r.result
-    2*M*(N - 1)*exp(-beta*(Delta - 2*M*epsilon))
+    2*M*(N - 1)*exp(beta*(-Delta + 2*M*epsilon))
+    >>> r.provenance
+    {'result': 'derived'}
     """
     b = DerivationBuilder("Theorem 5 (Ramsauer et al. 2021): one-step retrieval bound")
+    b.symbols(xi_j="coordinate j of the state ξ", x_jm="coordinate j of stored pattern m (columns of X)",
+              beta="inverse temperature", N="number of stored patterns", M="largest pattern norm",
+              Delta="separation Δ_i = x_iᵀx_i − max_{j≠i} x_iᵀx_j", epsilon="distance bound ‖ξ − x_i‖ ≤ ε",
+              e="the exponent (x_j − x_i)ᵀξ", j="index of another pattern", p_j="softmax weight of pattern j")
     beta = sp.Symbol("beta", positive=True)
     xi = sp.Matrix(sp.symbols(f"xi_1:{d + 1}", real=True))
     X = _sym_matrix("x", d, N, real=True)
@@ -323,18 +386,33 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
     Z = sum(sp.exp(beta * zj) for zj in z)
     p = [sp.exp(beta * zj) / Z for zj in z]
     f = X * sp.Matrix(p)
+    b.define("One update f(ξ) = X S(βXᵀξ) (softmax over the stored patterns)", f)
     dec = sum((p[j] * (X[:, j] - X[:, 0]) for j in range(1, N)), sp.zeros(d, 1))
+    b.obligation("decomposition", f - X[:, 0] - dec, description="f(ξ) − x_1 = Σ_{j≠1} p_j (x_j − x_1)")
     dec_res = sp.simplify(f - X[:, 0] - dec)
     b.step("f(ξ) − x_1 − Σ_{j≠1} p_j (x_j − x_1) (uses Σ_j p_j = 1) simplifies to", dec_res)
+    b.obligation("softmax_ratio", p[1] / p[0] - sp.exp(beta * (X[:, 1] - X[:, 0]).dot(xi)),
+                 description="p_j / p_1 = exp(β(x_j − x_1)ᵀξ)")
     ratio_res = sp.simplify(p[1] / p[0] - sp.exp(beta * (X[:, 1] - X[:, 0]).dot(xi)))
     b.step("p_j / p_1 − exp(β(x_j − x_1)ᵀξ) simplifies to", ratio_res)
     split = sp.expand((X[:, 1] - X[:, 0]).dot(xi) - (X[:, 1] - X[:, 0]).dot(X[:, 0])
                       - (X[:, 1] - X[:, 0]).dot(xi - X[:, 0]))
-    b.step("(x_j − x_1)ᵀξ = (x_j − x_1)ᵀx_1 + (x_j − x_1)ᵀ(ξ − x_1): residual", split)
+    b.step("(x_j − x_1)ᵀξ − (x_j − x_1)ᵀx_1 − (x_j − x_1)ᵀ(ξ − x_1)", split)
+    b.obligation("exponent_split", split)
     Nn, Delta, eps, M = sp.symbols("N Delta epsilon M", positive=True)
-    b.step("(x_j − x_1)ᵀx_1 ≤ −Δ_1 and |(x_j − x_1)ᵀ(ξ − x_1)| ≤ 2Mε (Cauchy–Schwarz, ‖x_j‖ ≤ M)", sp.Le(sp.Symbol("e"), -Delta + 2 * M * eps))
-    bound = 2 * M * (Nn - 1) * sp.exp(-beta * (Delta - 2 * M * eps))
-    b.step("‖f(ξ) − x_1‖ ≤ Σ_{j≠1} p_j ‖x_j − x_1‖ ≤ 2M (N−1) exp(−β(Δ − 2Mε))", bound)
+    e, j = sp.Symbol("e", real=True), sp.Symbol("j", integer=True, positive=True)
+    b.assume("Triangle inequality: ‖f(ξ) − x_1‖ ≤ Σ_{j≠1} p_j ‖x_j − x_1‖, and p_j ≤ p_j/p_1 because p_1 ≤ 1", role="bound")
+    tail = sp.exp(beta * e)
+    b.step("Softmax tail: p_j ≤ p_j/p_1 = exp(β e) with e = (x_j − x_1)ᵀξ", tail)
+    b.obligation("tail_increasing_in_exponent", sp.diff(tail, e), "positive", description="exp(βe) increases with e")
+    e_max = b.assume("e = (x_j − x_1)ᵀx_1 + (x_j − x_1)ᵀ(ξ − x_1) ≤ −Δ_1 + 2Mε (definition of Δ; Cauchy–Schwarz "
+                     "with ‖x_j − x_1‖ ≤ 2M and ‖ξ − x_1‖ ≤ ε)", -Delta + 2 * M * eps, role="bound")
+    tail_max = tail.subs(e, e_max)
+    b.step("Insert the largest exponent: p_j ≤", tail_max)
+    dist = b.assume("‖x_j − x_1‖ ≤ 2M (‖x_j‖ ≤ M)", 2 * M, role="bound")
+    bound = sp.summation(tail_max * dist, (j, 2, Nn))
+    b.step("Sum the N − 1 terms p_j ‖x_j − x_1‖ ≤ 2M exp(β(−Δ + 2Mε)) over j ≠ 1: ‖f(ξ) − x_1‖ ≤", bound,
+           compact=r"\|f(\xi)-x_i\|\le 2(N-1)\,M\,e^{-\beta(\Delta_i-2\epsilon M)}")
     b.fact("decomposition_residual", sp.Integer(0) if dec_res == sp.zeros(d, 1) else dec_res)
     b.fact("ratio_residual", ratio_res)
     b.fact("split_residual", split)
@@ -365,16 +443,20 @@ def derive_attention_identity(S: int = 2, T: int = 3, dk: int = 2, dv: int = 2) 
     0
     """
     b = DerivationBuilder("Attention is one Hopfield update (Ramsauer et al. 2021)")
+    b.symbols(q_sk="entry (s, k) of Q = R W_Q (queries are rows)", k_tk="entry (t, k) of K = Y W_K",
+              v_kj="entry (k, j) of W_V", d_m="model width", Y="stored (key) tokens, rows", R="state (query) tokens, rows")
     dm = sp.Symbol("d_m", integer=True, positive=True)
     Ym, Rm = sp.MatrixSymbol("Y", T, dm), sp.MatrixSymbol("R", S, dm)
     WQ, WK, WV = sp.MatrixSymbol("W_Q", dm, dk), sp.MatrixSymbol("W_K", dm, dk), sp.MatrixSymbol("W_V", dk, dv)
     Km, Qm = Ym * WK, Rm * WQ
     Xm, Xim = Km.T, Qm.T
-    b.step("Stored patterns X = Kᵀ = (YW_K)ᵀ, state patterns Ξ = Qᵀ = (RW_Q)ᵀ", sp.Eq(sp.MatrixSymbol("X", dk, T), Xm))
+    b.define("Stored patterns X = Kᵀ = (YW_K)ᵀ, state patterns Ξ = Qᵀ = (RW_Q)ᵀ", sp.Eq(sp.MatrixSymbol("X", dk, T), Xm))
     logits_h = (Xm.T * Xim)
     mres = sp.simplify((logits_h.T - Qm * Km.T).doit())
     b.step("Hopfield logits XᵀΞ = K Qᵀ, i.e. (XᵀΞ)ᵀ = Q Kᵀ; (XᵀΞ)ᵀ − QKᵀ =", mres)
     b.fact("matrix_residual", sp.Integer(0) if mres == sp.ZeroMatrix(S, T) or mres == 0 else mres)
+    b.obligation("logits_agree", b.facts["matrix_residual"],
+                 description="matrix-expression algebra (SymPy returns ZeroMatrix when it vanishes)")
     Q = _sym_matrix("q", S, dk, real=True)
     K = _sym_matrix("k", T, dk, real=True)
     Wv = _sym_matrix("v", dk, dv, real=True)
@@ -383,13 +465,16 @@ def derive_attention_identity(S: int = 2, T: int = 3, dk: int = 2, dv: int = 2) 
     A = X.T * Xi  # T×S: stored index = rows
     col_soft = sp.Matrix(T, S, lambda t, s: sp.exp(beta * A[t, s]) / sum(sp.exp(beta * A[u, s]) for u in range(T)))
     hop = (X * col_soft).T * Wv
-    b.step("Hopfield update Ξ^new = X S(β XᵀΞ) (softmax over stored patterns, per state), then (Ξ^new)ᵀ W_V", hop[0, 0])
+    b.define("Hopfield update Ξ^new = X S(β XᵀΞ) (softmax over stored patterns, per state), then (Ξ^new)ᵀ W_V, "
+             "first entry", hop[0, 0])
     L = Q * K.T / sp.sqrt(dk)
     row_soft = sp.Matrix(S, T, lambda s, t: sp.exp(L[s, t]) / sum(sp.exp(L[s, u]) for u in range(T)))
     att = row_soft * (K * Wv)
-    b.step("Attention S(QKᵀ/√d_k) V with V = K W_V = Y W_K W_V (softmax over keys, per query)", att[0, 0])
-    res = sp.simplify(att - hop)
-    b.step("Attention minus Hopfield update simplifies to", res)
+    b.step("Attention S(QKᵀ/√d_k) V with V = K W_V = Y W_K W_V (softmax over keys, per query), computed", att,
+           compact=r"\operatorname{softmax}\!\big(QK^{\top}/\sqrt{d_k}\big)\,K W_V")
+    b.obligation("attention_equals_hopfield_update", att - hop)
+    res = (att - hop).applyfunc(sp.expand)
+    b.step("Attention minus Hopfield update, expanded", res)
     b.fact("residual", res)
     b.fact("Q", Q)
     b.fact("K", K)
