@@ -39,6 +39,7 @@ __all__ = [
     "build_meta_model",
     "count_params",
     "published_interval",
+    "to_significant",
 ]
 
 
@@ -47,7 +48,9 @@ class ModelConfig:
     """One model: ``layers`` blocks of width ``d`` with ``heads`` heads, token vocabulary ``vocab``,
     learned positions for ``context`` tokens. ``style`` "bert" adds ``type_vocab`` token-type
     embeddings, an embedding LayerNorm and a d×d pooler; "gpt" adds a final LayerNorm.
-    ``published``: the count as printed in seed 004 (e.g. ``"110M"``), ``""`` if none."""
+    ``published``: the count as printed in seed 004 (e.g. ``"110M"``), ``""`` if none.
+    ``convention``: how the print was made from the count, stated per row: ``("round", k)`` or
+    ``("truncate", k)`` to ``k`` significant figures (see :func:`to_significant`)."""
 
     name: str
     layers: int
@@ -58,21 +61,24 @@ class ModelConfig:
     style: str = "gpt"
     type_vocab: int = 2
     published: str = ""
+    convention: tuple[str, int] = ("round", 2)
 
     def __post_init__(self):
         for f in ("layers", "d", "heads", "vocab", "context"):
             require(int(getattr(self, f)) >= 1, f"{self.name}: {f} must be a positive integer")
         require(self.d % self.heads == 0, f"{self.name}: heads ({self.heads}) must divide d ({self.d})")
         require(self.style in ("gpt", "bert"), f"{self.name}: style must be 'gpt' or 'bert'")
+        require(self.convention[0] in ("round", "truncate") and int(self.convention[1]) >= 1,
+                f"{self.name}: convention must be ('round'|'truncate', significant figures ≥ 1)")
 
 
 TABLE: tuple[ModelConfig, ...] = (
     ModelConfig("BERT-Base", 12, 768, 12, 30522, 512, "bert", published="110M"),
     ModelConfig("BERT-Large", 24, 1024, 16, 30522, 512, "bert", published="340M"),
-    ModelConfig("GPT-2", 48, 1600, 25, 50257, 1024, published="1.5B"),
+    ModelConfig("GPT-2", 48, 1600, 25, 50257, 1024, published="1.5B", convention=("truncate", 2)),
     ModelConfig("Megatron-LM", 72, 3072, 32, 51200, 1024, published="8.3B"),
     ModelConfig("Turing-NLG", 78, 4256, 28, 50257, 1024, published="17B"),
-    ModelConfig("GPT-3", 96, 12288, 96, 50257, 2048, published="175B"),
+    ModelConfig("GPT-3", 96, 12288, 96, 50257, 2048, published="175B", convention=("round", 3)),
 )
 
 
@@ -159,6 +165,20 @@ def count_params(module: nn.Module) -> int:
 
 
 _UNITS = {"K": 3, "M": 6, "B": 9, "T": 12}
+
+
+def to_significant(n: int, figures: int, mode: str = "round") -> int:
+    """``n`` rounded (half up) or truncated to ``figures`` significant figures, exactly (integers).
+
+    >>> to_significant(335_141_888, 2), to_significant(1_557_611_200, 2, "truncate"), to_significant(174_604_259_328, 3)
+    (340000000, 1500000000, 175000000000)
+    """
+    require(n >= 0 and figures >= 1 and mode in ("round", "truncate"), "to_significant: n ≥ 0, figures ≥ 1, mode round|truncate")
+    unit = 10 ** max(len(str(int(n))) - figures, 0)
+    q, r = divmod(int(n), unit)
+    if mode == "round" and 2 * r >= unit:
+        q += 1
+    return q * unit
 
 
 def published_interval(text: str) -> tuple[float, float, float]:

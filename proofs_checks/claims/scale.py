@@ -80,24 +80,25 @@ def _numel_meta(form, ctx) -> CheckResult:
 
 
 def _published_table(form, ctx) -> CheckResult:
-    """Each row of seed 004's table: the form's count lies in the published number's interval
-    (rounded or truncated at its last printed digit). Error: how far outside, in units of the
-    last digit (0 when inside)."""
+    """Each row of seed 004's table under the convention stated for that row (rounded, or
+    truncated, to the printed number of significant figures; GPT-2's "1.5B" is a truncation of
+    1.558B, GPT-3's "175B" three significant figures): the form's count, so converted, must equal
+    the printed number exactly. Error: the difference in units of the last printed figure."""
     rows, err = [], {}
     for c in ns.TABLE:
         n = int(form["total"](c))
-        value, lo, hi = ns.published_interval(c.published)
-        unit = (hi - value)
-        outside = largest(0.0, lo - n, (n - hi + 1) if n >= hi else 0.0) / unit  # hi is exclusive
-        rounds = (value - unit / 2) <= n < (value + unit / 2)
-        err[c.name] = outside
+        value = int(ns.published_interval(c.published)[0])
+        mode, k = c.convention
+        unit = 10 ** largest(len(str(value)) - k, 0)
+        shown = ns.to_significant(n, k, mode)
+        err[c.name] = abs(shown - value) / unit
         rows.append({"model": c.name, "layers": c.layers, "d": c.d, "heads": c.heads, "vocab": c.vocab,
                      "context": c.context, "style": c.style, "count": n, "published": c.published,
-                     "consistent_as": ("rounded" if rounds else "truncated") if outside == 0 else "inconsistent"})
+                     "convention": f"{mode} to {k} significant figures", "count_so_printed": shown})
     return compare(worst(err), 0,
-                   "published precision: the print '110M'/'1.5B' is read as the count rounded or truncated at its last "
-                   "printed digit (GPT-2's '1.5B' is a truncation: the count is 1.558B; the GPT-2 paper prints 1542M)",
-                   sizes={"rows": len(rows)}, details={"table": rows, "outside_in_units": err})
+                   "exact: each row's count, rounded or truncated to the printed significant figures as that row's "
+                   "convention states, equals the printed number", sizes={"rows": len(rows)},
+                   details={"table": rows, "difference_in_last_figures": err})
 
 
 def _total_with(per_layer):
