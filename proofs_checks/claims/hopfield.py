@@ -264,7 +264,7 @@ def _capacity_exact_measured(form, ctx) -> CheckResult:
                 zs[f"{crit}_d{d}_at_2C"] = _z(getattr(p2, fld), getattr(p2, fld + "_se"), 0.25, "le", n2)
             rows.append({"criterion": crit, "d": d, "C": C, "N": Ns, "at_C": getattr(p1, fld), "at_2C": getattr(p2, fld)})
     err = worst(zs)
-    return compare(largest(err, 0.0), Z_TOL, Z_JUST, seeds=[seed + d for d in ds], sizes={"d": ds, "trials": trials},
+    return compare(err, Z_TOL, Z_JUST, seeds=[seed + d for d in ds], sizes={"d": ds, "trials": trials},
                    device=str(dev), details={"z_scores": zs, "points": rows, "worst_z": err})
 
 
@@ -292,7 +292,7 @@ def _capacity_bit_measured(form, ctx) -> CheckResult:
     if ctx.want_figures:
         _capacity_figure(ctx, seed, dev)
     err = worst(zs)
-    return compare(largest(err, 0.0), Z_TOL, Z_JUST, seeds=[seed + d for d in ds],
+    return compare(err, Z_TOL, Z_JUST, seeds=[seed + d for d in ds],
                    sizes={"d": ds, "trials": trials, "starts_per_trial": starts or "all"},
                    device=str(dev), details={"z_scores": zs, "points": rows, "worst_z": err})
 
@@ -434,7 +434,7 @@ def _dense_poly_check(form, ctx) -> CheckResult:
         errs[f"a{a}_exponent"] = abs(slope_meas - slope_form) / 0.35
         at_C = [_frac_at(r, C) for r, C in zip(rows, Cs)]
         z = largest(_z(f, s, 0.6, "ge", trials * largest(2, round(C))) for (f, s), C in zip(at_C, Cs))
-        errs[f"a{a}_level_at_C"] = largest(z, 0.0) / Z_TOL
+        errs[f"a{a}_level_at_C"] = z / Z_TOL
         details[f"a{a}"] = {"d": ds.tolist(), "N_half": nh_.tolist(), "C_form": Cs.tolist(),
                             "fitted_exponent": float(slope_meas), "form_exponent": float(slope_form),
                             "frac_at_C": [f for f, _ in at_C], "worst_z_at_C": z}
@@ -472,7 +472,7 @@ def _dense_exp_check(form, ctx) -> CheckResult:
         zs[f"d{d}"] = _z(f, s, 0.75, "ge", trials * N)
         rows.append({"d": d, "N": N, "frac_fixed": f, "se": s})
     err = worst(zs)
-    return compare(largest(err, 0.0), Z_TOL, Z_JUST, seeds=[ctx.seed_for(d) for d in ds], sizes={"d": ds, "trials": trials},
+    return compare(err, Z_TOL, Z_JUST, seeds=[ctx.seed_for(d) for d in ds], sizes={"d": ds, "trials": trials},
                    device=str(dev), details={"points": rows, "z_scores": zs})
 
 
