@@ -3,32 +3,43 @@
 A *claim* binds a derivation (``theory/``) to numeric and trained evidence (``numerics/``) through
 *checks* that each compare two independently computed things under a justified tolerance. Every
 claim carries *mutants*: wrong variants of what it states, which its checks must refute.
+
+The names below are imported on first use (PEP 562), so that ``tverify list`` / ``show`` / ``--help``
+do not pay for SymPy and NumPy when they read the generated catalogue.
 """
 
-from proofs_checks.context import RunContext
-from proofs_checks.registry import (
-    Check,
-    CheckResult,
-    Claim,
-    Mutant,
-    SkipCheck,
-    compare,
-    worst,
-    get_claim,
-    register,
-    registry,
-)
+from __future__ import annotations
 
-__all__ = [
-    "Check",
-    "CheckResult",
-    "Claim",
-    "Mutant",
-    "RunContext",
-    "SkipCheck",
-    "compare",
-    "worst",
-    "get_claim",
-    "register",
-    "registry",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "RunContext": "proofs_checks.context",
+    "Check": "proofs_checks.registry",
+    "CheckResult": "proofs_checks.registry",
+    "Claim": "proofs_checks.registry",
+    "Mutant": "proofs_checks.registry",
+    "SkipCheck": "proofs_checks.registry",
+    "compare": "proofs_checks.registry",
+    "worst": "proofs_checks.registry",
+    "get_claim": "proofs_checks.registry",
+    "register": "proofs_checks.registry",
+}
+# ``proofs_checks.registry`` is the module (the global Registry object is
+# ``proofs_checks.registry.registry``): a lazy package attribute of the same name as a submodule
+# would be the module or the object depending on import order.
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'proofs_checks' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

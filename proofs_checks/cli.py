@@ -1,67 +1,193 @@
 """``tverify``: list, show, run and report claims; run mutants; sanity-check user configurations.
 
-Exit codes: 0 everything verified (or evidence / skipped), 1 something refuted or errored,
-2 usage error (one line on stderr, never a traceback). The CLI holds no maths: it selects claims,
-calls the runner and the report writers, and formats.
+Exit codes: 0 everything verified (or evidence), 1 something refuted, errored or incomplete (or a
+mutant survived), 2 usage error (one line on stderr, never a traceback), 3 ``tverify check``
+inconclusive. The CLI holds no maths: it selects claims, calls the runner and the report writers,
+and formats.
+
+Every output path (``--out``, ``--json``, the results store) is checked before any claim runs.
+``list`` and ``show`` read the generated catalogue (:mod:`proofs_checks.catalogue`) when it is
+up to date, so they answer without importing the claim modules (torch, cvxpy, SciPy).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from proofs_checks.context import RunContext
-from proofs_checks.registry import UnknownClaimError, registry, select
-from theory.validation import InputError
-
-# Off a terminal (CI logs, pipes) rich would fold tables to 80 columns; give them room instead.
-out_console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+from proofs_checks.options import (
+    UsageError,
+    allow_skip_option,
+    device_option,
+    json_option,
+    mode_options,
+    require_device,
+    seed_option,
+)
 
 STATUS_STYLE = {
     "verified": "green",
     "evidence": "cyan",
-    "skipped": "yellow",
+    "incomplete": "yellow",
     "refuted": "bold red",
     "error": "bold magenta",
 }
+#: claim statuses that make ``run`` / ``report`` exit 1 (the runner's ``FAILING``)
+FAILING = ("refuted", "error", "incomplete")
+LAYERS = ("symbolic", "numeric", "trained")
+
+_consoles: dict[str, Any] = {}
 
 
-class UsageError(click.UsageError):
-    """A user mistake: printed as one line, exit code 2."""
+def _console(stderr: bool = False):
+    """rich consoles, made on first use (rich costs ~0.1 s to import). Off a terminal (CI logs,
+    pipes) rich would fold tables to 80 columns; give them room instead."""
+    key = "err" if stderr else "out"
+    stream = sys.stderr if stderr else sys.stdout
+    c = _consoles.get(key)
+    if c is None or c.file is not stream:  # a test harness may have swapped the stream
+        from rich.console import Console
+
+        c = Console(file=stream, highlight=False, width=None if stream.isatty() else 160)
+        _consoles[key] = c
+    return c
 
 
-def _mode_options(f):
-    f = click.option("--full", "mode", flag_value="full", help="Larger sizes, more seeds.")(f)
-    f = click.option("--quick", "mode", flag_value="quick", help="Small sizes (what the tests use).")(f)
-    f = click.option("--default-size", "mode", flag_value="default", default=True, hidden=True)(f)
-    return f
+def _table(title: str, columns: tuple[str, ...]):
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False)
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    return t
 
 
-def _run_options(f):
-    f = click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every check derives its seeds from it.")(f)
-    f = click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-                     help="Device for trained-model checks; without CUDA, --device cuda skips them with a reason.")(f)
-    return _mode_options(f)
+def _esc(text: Any) -> str:
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
+def _warn(message: str) -> None:
+    click.echo(f"tverify: warning: {message}", err=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# selecting claims: the registry (slow: imports every claim module) or the catalogue (fast)
 
 
 def _select(patterns) -> list:
+    from proofs_checks.registry import UnknownClaimError, select
+
     try:
         return select(patterns)
     except UnknownClaimError as exc:
         raise UsageError(str(exc).strip("'\"")) from None
 
 
+def _catalogue(store) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
+    """Catalogue entries of every claim, where they came from, the document, and whether it is
+    the store's cache (which ``show`` may complete with the derivations it computes)."""
+    from proofs_checks import catalogue
+
+    fresh = catalogue.load_fresh(store.cache_dir)
+    if fresh is not None:
+        doc, path = fresh
+        return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
+    doc = catalogue.build(_select([]), with_derivations=False)
+    catalogue.save_cache(doc, store.cache_dir)
+    return doc["claims"], "the registry (docs/catalogue.json is out of date: `tverify list --markdown` regenerates it)", doc, True
+
+
+def _select_entries(entries, patterns) -> list[dict[str, Any]]:
+    from proofs_checks.catalogue import UnknownPatternError, select_entries
+
+    try:
+        return select_entries(entries, patterns)
+    except UnknownPatternError as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+
+
+_ARGV: list[str] | None = None  # what main() was called with (in-process callers pass argv)
+
+
 def _command_line() -> str:
-    return "tverify " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    args = _ARGV if _ARGV is not None else sys.argv[1:]
+    return "tverify " + " ".join(shlex.quote(a) for a in args)
+
+
+# ------------------------------------------------------------------------------------------------
+# output paths and the store, all checked before a run
+
+
+def _store_option(f):
+    return click.option("--store", "store_dir", metavar="DIR", default=None,
+                        help="Results store (last result per claim, read by `show`). Default: $TVERIFY_STORE, "
+                             "else $XDG_CACHE_HOME/tverify or ~/.cache/tverify.")(f)
+
+
+def _store(store_dir: str | None):
+    """The store from this command's ``--store``, else ``tverify --store``, else env/default."""
+    from proofs_checks.store import resolve_store
+
+    if not store_dir:
+        ctx = click.get_current_context(silent=True)
+        root = ctx.find_root() if ctx is not None else None
+        store_dir = (root.params.get("store_dir") if root is not None else None) or None
+    return resolve_store(store_dir)
+
+
+def _check_store(store) -> bool:
+    """Can results be saved? An explicit store (--store, TVERIFY_STORE) that cannot be written is a
+    usage error; the default one gets a warning (the run goes on; `show` will not see it)."""
+    from proofs_checks.store import check_store_writable
+
+    problem = check_store_writable(store)
+    if problem is None:
+        return True
+    if store.explicit:
+        raise UsageError(problem)
+    _warn(f"{problem}; this run's results will not be kept for `tverify show` (use --store DIR or TVERIFY_STORE)")
+    return False
+
+
+def _check_json_target(json_path: str | None) -> None:
+    if json_path and json_path != "-":
+        from proofs_checks.store import OutputPathError, check_output_file
+
+        try:
+            check_output_file(json_path, "--json")
+        except OutputPathError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def _write_json(path: str, doc: dict[str, Any]) -> None:
+    from proofs_checks.store import atomic_write_text
+
+    text = json.dumps(doc, indent=1)
+    if path == "-":
+        click.echo(text)
+    else:
+        try:
+            atomic_write_text(Path(path), text + "\n")
+        except OSError as exc:
+            raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _json_flag_option(f):
+    """``--json [PATH|-]`` for ``list`` and ``show``: alone, JSON on stdout (as under ``check``)."""
+    return click.option("--json", "json_path", metavar="[PATH|-]", default=None, is_flag=False, flag_value="-",
+                        help="Print JSON (--json alone or --json -), or write it to PATH.")(f)
+
+
+# ------------------------------------------------------------------------------------------------
+# running
 
 
 class _Progress:
@@ -69,14 +195,15 @@ class _Progress:
 
     def __init__(self, total: int, label: str, enabled: bool = True):
         self.total, self.label, self.done = total, label, 0
-        self.tty = err_console.is_terminal and enabled
+        err = _console(stderr=True)
+        self.tty = err.is_terminal and enabled
         self.enabled = enabled
         self._p = None
         if self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                               console=err_console, transient=True)
+                               console=err, transient=True)
             self._task = self._p.add_task(label, total=total)
 
     def __enter__(self):
@@ -99,30 +226,33 @@ class _Progress:
         elif self.enabled:
             extra = f" {status}" if status else ""
             extra += f" ({seconds:.1f}s)" if seconds is not None else ""
-            err_console.print(f"[{self.done}/{self.total}] {name}{extra}")
+            click.echo(f"[{self.done}/{self.total}] {name}{extra}", err=True)
 
 
-def _run_selected(claims, ctx: RunContext, progress: bool):
+def _run_selected(claims, ctx, progress: bool, store=None):
     from proofs_checks.runner import run_claim
     from proofs_checks.store import save_last
 
-    results = []
+    results, save_problem = [], None
     with _Progress(len(claims), "verifying", progress) as bar:
         for c in claims:
             bar.start(c.id)
             r = run_claim(c, ctx)
-            save_last(r.to_json())
+            if store is not None:
+                save_problem = save_last(r.to_json(), store) or save_problem
             results.append(r)
             bar.advance(c.id, r.status, r.seconds)
+    if save_problem:
+        _warn(save_problem)
     return results
 
 
-def _run_mutants(claims, ctx: RunContext, progress: bool):
+def _run_mutants(claims, ctx, progress: bool):
     from proofs_checks.runner import run_mutant
 
     pairs = [(c, m) for c in claims for m in c.all_mutants()]
     out = []
-    with _Progress(len(pairs), "mutants", progress) as bar:
+    with _Progress(len(pairs), f"mutants ({ctx.mode})", progress) as bar:
         for c, m in pairs:
             bar.start(f"{c.id}:{m.name}")
             r = run_mutant(c, m, ctx)
@@ -131,182 +261,380 @@ def _run_mutants(claims, ctx: RunContext, progress: bool):
     return out
 
 
-def _summary_table(results) -> Table:
-    t = Table(title="tverify results", show_lines=False)
-    for col in ("claim", "kind", "status", "max err/tol", "s", "note"):
-        t.add_column(col, overflow="fold")
+def _summary_table(results):
+    t = _table("tverify results", ("claim", "kind", "status", "max err/tol", "s", "note"))
     for r in results:
         ratio = r.max_error_ratio
         t.add_row(r.id, r.kind, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
-                  "–" if ratio != ratio else f"{ratio:.2g}", f"{r.seconds:.2f}", r.message[:120])
+                  "–" if ratio != ratio else f"{ratio:.2g}", f"{r.seconds:.2f}", _esc(r.message[:160]))
     return t
 
 
-def _write_json(path: str, doc: dict[str, Any]) -> None:
-    from proofs_checks.store import atomic_write_text
+def _layer_cell(m, layer: str) -> str:
+    """One kill-matrix cell of the mutants table: the best margin among the layer's rejecting
+    checks (green ≥ 3), else what its checks did."""
+    from proofs_checks.report import margin_text
 
-    text = json.dumps(doc, indent=1)
-    if path == "-":
-        click.echo(text)
-    else:
-        try:
-            atomic_write_text(Path(path), text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    outs = [o for o in m.outcomes if o.layer == layer]
+    if not outs:
+        return ""
+    best = m.rejected_by_layer().get(layer)
+    if best is not None:
+        return f"[{'green' if best >= 3 else 'yellow'}]{margin_text(best)}[/]"
+    states = {o.status for o in outs}
+    if "error" in states:
+        return "[magenta]crashed[/]"
+    if states == {"skipped"}:
+        return "[dim]skipped[/]"
+    return "[dim]no[/]"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _mutant_table(res, summary: dict[str, Any] | None, mode: str):
+    killed = sum(r.killed for r in res)
+    title = f"mutants ({mode} sizes): {killed}/{len(res)} killed"
+    if summary:
+        ov = summary.get("overall") or {}
+        title += f"; {ov.get('non_symbolic_margin_ge_3', 0)} rejected by a numeric or trained check with margin ≥ 3"
+    t = _table(title, ("claim", "mutant", "kind", *LAYERS, "killed by"))
+    for r in res:
+        t.add_row(r.claim, r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
+                  _esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]")
+    t.caption = "cells: best margin error/tolerance among the layer's checks that rejected the mutant (∞: exact mismatch)"
+    return t
+
+
+def _mutants_document(res, claims, *, mode: str, seed: int, device: str) -> dict[str, Any]:
+    from proofs_checks.report import mutant_kill_summary
+
+    return {"tool": "tverify", "command": _command_line(), "mode": mode, "seed": seed, "device": device,
+            "total": len(res), "killed": sum(r.killed for r in res),
+            "survived": [f"{r.claim}:{r.mutant}" for r in res if not r.killed],
+            "summary": mutant_kill_summary(res, {c.id: c.kind for c in claims}),
+            "mutants": [r.to_json() for r in res]}
+
+
+# ------------------------------------------------------------------------------------------------
+# the commands
+
+
+class _Group(click.Group):
+    def parse_args(self, ctx, args):
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            # The help, printed as help (not folded into a one-line usage error), exit 0.
+            click.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="transformer-theory-verify", prog_name="tverify")
-def cli():
+@_store_option
+def cli(store_dir):
     """Verify claims from the theory of transformers: SymPy derivation, numeric reference and
     trained torch model, compared under justified tolerances.
 
     \b
     Examples:
       tverify list
-      tverify run 'attn.*' --json out.json
+      tverify run 'attn.*' --quick --json out.json
       tverify show icl.gamma_n_global_min
       tverify mutants 'icl.*'
       tverify report --out reports
+
+    \b
+    Exit codes: 0 verified (or evidence); 1 refuted, error, incomplete, or a mutant survived;
+    2 usage error (one line on stderr); 3 `tverify check` inconclusive.
     """
 
 
 @cli.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @click.argument("patterns", nargs=-1)
-def list_cmd(patterns, as_json):
+@_json_flag_option
+@click.option("--markdown", is_flag=True,
+              help="Regenerate the catalogue: docs/CATALOGUE.md and docs/catalogue.json (every claim).")
+@click.option("--docs-dir", metavar="DIR", default=None, help="With --markdown: write there instead of the checkout's docs/.")
+@_store_option
+def list_cmd(patterns, json_path, markdown, docs_dir, store_dir):
     """List registered claims (optionally only those matching PATTERNS: ids, globs, group names)."""
-    claims = _select(patterns)
-    if as_json:
-        click.echo(json.dumps([{"id": c.id, "kind": c.kind, "title": c.title, "source": c.source,
-                                "checks": [ch.name for ch in c.checks], "mutants": [m.name for m in c.all_mutants()]}
-                               for c in claims], indent=1))
+    store = _store(store_dir)
+    if markdown:
+        if patterns or json_path:
+            raise UsageError("--markdown writes the whole catalogue: give no PATTERN and no --json")
+        _write_catalogue(docs_dir, store)
         return
-    t = Table(title=f"{len(claims)} claims")
-    for col in ("id", "kind", "title", "checks", "mutants"):
-        t.add_column(col, overflow="fold")
-    for c in claims:
-        t.add_row(c.id, c.kind, c.title, " ".join(f"{ch.layer[:3]}:{ch.name}" for ch in c.checks), str(len(c.all_mutants())))
-    out_console.print(t)
+    if docs_dir:
+        raise UsageError("--docs-dir goes with --markdown")
+    entries = _catalogue(store)[0]
+    if json_path and json_path != "-" and not patterns:
+        from proofs_checks.catalogue import UnknownPatternError, select_entries
+
+        try:
+            select_entries(entries, [json_path])
+        except UnknownPatternError:
+            pass
+        else:
+            if not json_path.lower().endswith(".json"):
+                raise UsageError(f"--json {json_path}: that names claims; for JSON on stdout write `tverify list "
+                                 f"{json_path} --json`, for a file give a path ending in .json")
+    _check_json_target(json_path)
+    chosen = _select_entries(entries, patterns)
+    if json_path:
+        _write_json(json_path, chosen)  # type: ignore[arg-type]
+        return
+    t = _table(f"{len(chosen)} claims", ("id", "kind", "title", "checks", "mutants"))
+    for e in chosen:
+        t.add_row(e["id"], e["kind"], _esc(e["title"]), _esc(" ".join(f"{ch['layer'][:3]}:{ch['name']}" for ch in e["checks"])),
+                  str(len(e["mutants"])))
+    _console().print(t)
+
+
+def _write_catalogue(docs_dir: str | None, store) -> None:
+    from proofs_checks import catalogue
+    from proofs_checks.store import OutputPathError, check_output_file
+
+    out = Path(docs_dir).expanduser() if docs_dir else catalogue.repo_docs_dir()
+    for name in ("CATALOGUE.md", "catalogue.json"):
+        try:
+            check_output_file(out / name, "--markdown")
+        except OutputPathError as exc:
+            raise UsageError(str(exc)) from None
+    claims = _select([])
+    click.echo(f"deriving {len(claims)} claims for the catalogue (evaluates every derivation's obligations)...", err=True)
+    doc = catalogue.build(claims, with_derivations=True)
+    try:
+        paths = catalogue.write_docs(doc, out)
+    except OSError as exc:
+        raise UsageError(f"--markdown: cannot write {out}: {exc.strerror or exc}") from None
+    catalogue.save_cache(doc, store.cache_dir)
+    for p in paths:
+        click.echo(f"wrote {p}")
+
+
+def _show_data(claim_id: str, store) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The claim's catalogue entry, its derivation info, and where the derivation came from."""
+    from proofs_checks import catalogue
+
+    entries, origin, doc, cached = _catalogue(store)
+    chosen = _select_entries(entries, [claim_id])
+    if len(chosen) != 1:
+        raise UsageError(f"{claim_id!r} matches {len(chosen)} claims; show takes one id")
+    e = chosen[0]
+    if e.get("derivation") is not None:
+        return e, e["derivation"], f"{origin}; its sources are unchanged since it was generated"
+    from proofs_checks.runner import derivation_info
+
+    claim = _select([e["id"]])[0]
+    info = derivation_info(claim)
+    if cached:
+        catalogue.cache_derivation(doc, e["id"], info, store.cache_dir)
+    return e, info, "computed now"
+
+
+def _fmt_num(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return "–" if x is None else str(x)
 
 
 @cli.command("show")
 @click.argument("claim_id")
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def show_cmd(claim_id, as_json):
-    """Show a claim: statement, source, derivation steps, checks, mutants and its last result."""
-    from proofs_checks.runner import _derivation_steps
+@_json_flag_option
+@_store_option
+def show_cmd(claim_id, json_path, store_dir):
+    """Show a claim: statement, source, derivation (each step derived or assumed; the assumptions;
+    the obligations and their residuals; provenance; legend), checks, mutants, and its last result."""
     from proofs_checks.store import load_last
 
-    claims = _select([claim_id])
-    if len(claims) != 1:
-        raise UsageError(f"{claim_id!r} matches {len(claims)} claims; show takes one id")
-    c = claims[0]
-    steps, derr = _derivation_steps(c)
-    last = load_last(c.id)
-    if as_json:
-        click.echo(json.dumps({"id": c.id, "kind": c.kind, "title": c.title, "statement": c.statement, "source": c.source,
-                               "stated_statement": c.stated_statement or None, "derivation": steps, "derivation_error": derr,
-                               "checks": [{"name": ch.name, "layer": ch.layer, "description": ch.description} for ch in c.checks],
-                               "mutants": [{"name": m.name, "kind": m.kind, "description": m.description} for m in c.all_mutants()],
-                               "last_result": last}, indent=1))
+    store = _store(store_dir)
+    _check_json_target(json_path)
+    e, info, how = _show_data(claim_id, store)
+    last_path = store.last_path(e["id"])
+    last = load_last(e["id"], store)
+    if json_path:
+        _write_json(json_path, {**{k: v for k, v in e.items() if k != "derivation"},
+                                "derivation": info.get("steps") or [], "derivation_error": info.get("error"),
+                                "derivation_from": how, "obligations": info.get("obligations") or [],
+                                "assumptions": info.get("assumptions") or [], "provenance": info.get("provenance") or {},
+                                "legend": info.get("legend") or {}, "store": str(store.root),
+                                "last_result_path": str(last_path), "last_result": last})
         return
-    out_console.print(f"[bold]{c.id}[/] — {c.title}  ({c.kind})")
-    out_console.print(f"source: {c.source}")
-    out_console.print(f"statement: {c.statement}")
-    if c.kind == "erratum":
-        out_console.print(f"as stated in the seed: {c.stated_statement}")
-    if c.notes:
-        out_console.print(f"notes: {c.notes}")
-    if steps:
-        out_console.print("\n[bold]derivation[/]")
-        for i, s in enumerate(steps, 1):
-            out_console.print(f"  {i}. {s['text']}" + (f"\n       {s['latex']}" if s["latex"] else ""))
-    if derr:
-        out_console.print(f"[red]derivation error: {derr}[/]")
-    out_console.print("\n[bold]checks[/]")
-    for ch in c.checks:
-        out_console.print(f"  [{ch.layer}] {ch.name}: {ch.description}")
-    out_console.print("\n[bold]mutants[/]")
-    for m in c.all_mutants():
-        out_console.print(f"  {m.name} ({m.kind}): {m.description}")
-    out_console.print("\n[bold]last result[/]")
+    out = _console()
+    p = out.print
+    p(f"[bold]{_esc(e['id'])}[/] — {_esc(e['title'])}  ({e['kind']})")
+    p(f"source: {_esc(e['source'])}")
+    p(f"statement: {_esc(e['statement'])}")
+    if e.get("stated_statement"):
+        p(f"as stated in the seed (refuted): {_esc(e['stated_statement'])}")
+    if e.get("notes"):
+        p(f"notes: {_esc(e['notes'])}")
+    steps = info.get("steps") or []
+    p(f"\n[bold]derivation[/] [dim](from {_esc(how)})[/]")
+    if not steps and not info.get("error"):
+        p("  none: no symbolic derivation for this claim")
+    for i, s in enumerate(steps, 1):
+        tag = "[yellow]assumed[/]" if s.get("how") == "assumed" else "[green]derived[/]"
+        p(f"  {i}. [{tag}] {_esc(s.get('text'))}" + (f"\n       {_esc(s['latex'])}" if s.get("latex") else ""))
+    if info.get("error"):
+        p(f"[red]derivation error: {_esc(info['error'])}[/]")
+    assumptions = info.get("assumptions") or []
+    p("\n[bold]assumptions[/] (taken, not derived)")
+    p("\n".join(f"  - {_esc(a)}" for a in assumptions) if assumptions else "  none")
+    obl = info.get("obligations") or []
+    p("\n[bold]obligations[/]")
+    if not obl:
+        p("  none")
+    for o in obl:
+        st = "[green]holds[/]" if o.get("passed") else "[bold red]FAILS[/]"
+        p(f"  {_esc(o.get('name'))} ({_esc(o.get('kind'))}): {st}, residual {_fmt_num(o.get('residual'))}, "
+          f"method {_esc(o.get('method'))}" + (f" — {_esc(o['description'])}" if o.get("description") else ""))
+    if info.get("provenance"):
+        p("\n[bold]provenance of the closed form[/]")
+        for k, v in info["provenance"].items():
+            p(f"  {_esc(k)}: {_esc(v)}")
+    if info.get("legend"):
+        p("\n[bold]legend[/]")
+        for k, v in info["legend"].items():
+            p(f"  {_esc(k)}: {_esc(v)}")
+    p("\n[bold]checks[/]")
+    for ch in e["checks"]:
+        p(f"  {_esc('[' + ch['layer'] + ']')} {_esc(ch['name'])}: {_esc(ch['description'])}")
+    p("\n[bold]mutants[/]")
+    for m in e["mutants"]:
+        p(f"  {_esc(m['name'])} ({m['kind']}): {_esc(m['description'])}" + (f" — exempt: {_esc(m['exempt'])}" if m.get("exempt") else ""))
+    p(f"\n[bold]last result[/] [dim](looked in {_esc(last_path)}; store {_esc(store.describe())})[/]")
     if not last:
-        out_console.print("  none yet (run `tverify run " + c.id + "`)")
+        p(f"  none yet (run `tverify run {e['id']}`)")
     else:
-        out_console.print(f"  {last['status']} (mode {last['mode']}, seed {last['seed']}, device {last['device']}) {last.get('message') or ''}")
-        for ch in last["checks"]:
-            out_console.print(f"    {ch['name']}: {ch['status']} error={ch.get('error')} tol={ch.get('tolerance')} — {ch.get('justification') or ch.get('skip_reason') or ch.get('error_message') or ''}")
+        st = last.get("status")
+        p(f"  [{STATUS_STYLE.get(st, '')}]{_esc(st)}[/] (mode {_esc(last.get('mode'))}, seed {_esc(last.get('seed'))}, "
+          f"device {_esc(last.get('device'))}) {_esc(last.get('message') or '')}")
+        for ch in last.get("checks") or []:
+            why = ch.get("justification") or ch.get("skip_reason") or ch.get("error_message") or ""
+            p(f"    {_esc(ch.get('name'))}: {_esc(ch.get('status'))} error={_fmt_num(ch.get('error'))} "
+              f"tol={_fmt_num(ch.get('tolerance'))} — {_esc(why)}")
+
+
+def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool = True, extra_check=None):
+    """Everything a run needs checked before it starts, in this order: the claims, the device,
+    ``extra_check()`` (the report folder), the JSON path, the store (an unwritable default store
+    only warns, after every usage error had its chance). Returns (claims, store or None, extra)."""
+    claims = _select(patterns)
+    require_device(device, allow_skip)
+    extra = extra_check() if extra_check is not None else None
+    _check_json_target(json_path)
+    store = _store(store_dir) if save else None
+    if store is not None and not _check_store(store):
+        store = None
+    return claims, store, extra
 
 
 @cli.command("run")
 @click.argument("patterns", nargs=-1)
-@_run_options
-@click.option("--json", "json_path", metavar="PATH", help="Write the results as JSON to PATH ('-' for stdout).")
+@mode_options
+@device_option
+@allow_skip_option
+@seed_option
+@json_option
+@_store_option
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-def run_cmd(patterns, mode, device, seed, json_path, no_progress):
-    """Verify claims (all, or those matching PATTERNS: ids, globs like 'icl.*', group names)."""
-    claims = _select(patterns)
+def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_progress):
+    """Verify claims (all, or those matching PATTERNS: ids, globs like 'icl.*', group names).
+
+    Exit 0 when every claim is verified (or evidence); 1 when one is refuted, errored or incomplete."""
+    from proofs_checks.context import RunContext
+
+    claims, store, _ = _prepare_run(patterns, device, allow_skip, json_path, store_dir)
     ctx = RunContext(mode=mode, seed=seed, device=device)
-    results = _run_selected(claims, ctx, progress=not no_progress)
+    results = _run_selected(claims, ctx, progress=not no_progress, store=store)
     if json_path:
         from proofs_checks.report import results_document
 
         _write_json(json_path, results_document(results, claims={c.id: c for c in claims}, command=_command_line(),
                                                 mode=mode, seed=seed, device=device))
-    (err_console if json_path == "-" else out_console).print(_summary_table(results))
-    bad = [r for r in results if r.status in ("refuted", "error")]
-    sys.exit(1 if bad else 0)
+    _console(stderr=json_path == "-").print(_summary_table(results))
+    sys.exit(1 if any(r.status in FAILING for r in results) else 0)
 
 
 @cli.command("mutants")
 @click.argument("patterns", nargs=-1)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "json_path", metavar="PATH", help="Write the kill table as JSON to PATH ('-' for stdout).")
-@click.option("--no-progress", is_flag=True)
-def mutants_cmd(patterns, seed, json_path, no_progress):
-    """Run every planted mutant through its claim's checks (quick sizes); exit 1 if any survives."""
-    claims = _select(patterns)
-    ctx = RunContext(mode="quick", seed=seed)
-    res = _run_mutants(claims, ctx, progress=not no_progress)
+@mode_options
+@device_option
+@allow_skip_option
+@seed_option
+@json_option
+@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
+def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress):
+    """The kill matrix: every planted mutant against every check of its claim, at the same sizes as
+    `run` (default sizes unless --quick/--full). The table shows, per mutant, each layer's best
+    rejection margin. Exit 1 if any mutant survives."""
+    from proofs_checks.context import RunContext
+
+    claims, _, _ = _prepare_run(patterns, device, allow_skip, json_path, None, save=False)
+    res = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress)
+    doc = _mutants_document(res, claims, mode=mode, seed=seed, device=device)
     if json_path:
-        _write_json(json_path, {"tool": "tverify", "command": _command_line(), "seed": seed,
-                                "total": len(res), "killed": sum(r.killed for r in res),
-                                "mutants": [r.to_json() for r in res]})
-    t = Table(title=f"mutants: {sum(r.killed for r in res)}/{len(res)} killed")
-    for col in ("claim", "mutant", "kind", "killed by", "error", "tolerance"):
-        t.add_column(col, overflow="fold")
-    for r in res:
-        t.add_row(r.claim, r.mutant, r.kind, r.killed_by or "[bold red]SURVIVED[/]",
-                  f"{r.error:.3g}" if r.error == r.error else "–", f"{r.tolerance:.3g}" if r.tolerance == r.tolerance else "–")
-    (err_console if json_path == "-" else out_console).print(t)
+        _write_json(json_path, doc)
+    _console(stderr=json_path == "-").print(_mutant_table(res, doc["summary"], mode))
     sys.exit(0 if all(r.killed for r in res) else 1)
 
 
 @cli.command("report")
 @click.argument("patterns", nargs=-1)
-@click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False), help="Output folder (replaced atomically).")
-@_run_options
-@click.option("--mutants/--no-mutants", default=True, show_default=True, help="Also run the mutants (quick sizes) and report the kill table.")
-@click.option("--no-progress", is_flag=True)
-def report_cmd(patterns, out_dir, mode, device, seed, mutants, no_progress):
-    """Verify claims and write a report folder (report.md, results.json, figures)."""
-    from proofs_checks.report import default_writers, results_document, write_report
+@click.option("--out", "out_dir", default="reports", show_default=True, metavar="DIR",
+              help="Output folder: a new one, or a previous report (replaced atomically). A folder holding other "
+                   "files, or a file, is refused unless --force.")
+@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous report (never '.', a folder "
+                                            "containing the current one, or your home folder).")
+@mode_options
+@device_option
+@allow_skip_option
+@seed_option
+@json_option
+@_store_option
+@click.option("--mutants/--no-mutants", default=True, show_default=True,
+              help="Also run the kill matrix (same sizes as the claims) and report it.")
+@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
+def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_path, store_dir, mutants, no_progress):
+    """Verify claims and write a report folder (index.html, claims/, report.md, results.json, figures).
 
-    claims = _select(patterns)
+    Exit 0 when every claim is verified (or evidence) and every mutant killed, else 1."""
+    import tempfile
+
+    from proofs_checks.context import RunContext
+    from proofs_checks.report import ReportTargetError, check_report_target, default_writers, results_document, write_report
+
+    def check_out() -> Path:
+        try:
+            out = check_report_target(out_dir, force)
+        except ReportTargetError as exc:
+            raise UsageError(str(exc)) from None
+        if json_path and json_path != "-":
+            jp = Path(json_path).expanduser().absolute()
+            if jp == out or out in jp.parents:
+                raise UsageError(f"--json {json_path}: inside --out {out_dir}, which the report replaces; write it elsewhere")
+        return out
+
+    claims, store, out = _prepare_run(patterns, device, allow_skip, json_path, store_dir, extra_check=check_out)
     with tempfile.TemporaryDirectory(prefix="tverify-fig-") as figs:
         ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=Path(figs))
-        results = _run_selected(claims, ctx, progress=not no_progress)
-        mres = _run_mutants(claims, RunContext(mode="quick", seed=seed), progress=not no_progress) if mutants else None
+        results = _run_selected(claims, ctx, progress=not no_progress, store=store)
+        mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
         try:
-            path = write_report(Path(out_dir), doc, figure_src=Path(figs), extra_writers=default_writers())
+            path = write_report(out, doc, figure_src=Path(figs), extra_writers=default_writers(), force=force)
+        except ReportTargetError as exc:
+            raise UsageError(str(exc)) from None
         except OSError as exc:
             raise UsageError(f"cannot write report to {out_dir}: {exc.strerror or exc}") from None
-    out_console.print(_summary_table(results))
-    out_console.print(f"report written to {path}")
-    bad = [r for r in results if r.status in ("refuted", "error")]
+    if json_path:
+        _write_json(json_path, doc)
+    con = _console(stderr=json_path == "-")
+    con.print(_summary_table(results))
+    if mres is not None:
+        con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
+    con.print(f"report written to {path}")
+    bad = [r for r in results if r.status in FAILING]
     survived = [m for m in (mres or []) if not m.killed]
     sys.exit(1 if bad or survived else 0)
 
@@ -335,6 +663,12 @@ class _LazySanityGroup(click.Group):
         cmd = getattr(importlib.import_module(mod), "command", None)
         return cmd if isinstance(cmd, click.Command) else None
 
+    def parse_args(self, ctx, args):
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
 
 @cli.group("check", cls=_LazySanityGroup)
 def check_group():
@@ -343,25 +677,37 @@ def check_group():
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2."""
+    from proofs_checks.store import OutputPathError
+
+    global _ARGV
+    _ARGV = list(argv) if argv is not None else None
     try:
         cli.main(args=argv, prog_name="tverify", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        err_console.print("aborted")
+        click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:  # usage errors, bad options, UsageError above
-        msg = exc.format_message().replace("\n", " ")
+        msg = " ".join(exc.format_message().split())
         click.echo(f"tverify: error: {msg}", err=True)
         sys.exit(2)
-    except InputError as exc:
-        click.echo(f"tverify: error: {exc}", err=True)
+    except OutputPathError as exc:
+        click.echo(f"tverify: error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     except FileNotFoundError as exc:
         click.echo(f"tverify: error: file not found: {exc.filename or exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        from theory.validation import InputError
+
+        if isinstance(exc, InputError):
+            click.echo(f"tverify: error: {' '.join(str(exc).split())}", err=True)
+            sys.exit(2)
+        raise
+    sys.exit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover

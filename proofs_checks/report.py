@@ -1,7 +1,18 @@
-"""Report writers: ``results.json`` (machine-readable) and ``report.md`` (human-readable).
+"""Report writers: ``results.json`` (machine-readable) and ``report.md`` (human-readable), plus the
+HTML site of :mod:`proofs_checks.html_report`.
 
-Reports are written atomically: everything is built in a temporary sibling folder which then
-replaces the output folder in one rename, so a crash never leaves half a report.
+Nothing is lost to a report:
+
+* ``--out DIR`` writes a new folder, or replaces a folder that holds a previous report: one with
+  the marker file :data:`MARKER` (a JSON stamp listing every file the report wrote) and no other
+  file. Anything else (a folder with other files, a file, a link) is refused unless ``force``; the
+  current folder, a folder containing it, the home folder and ``/`` are refused even then.
+  :func:`check_report_target` applies these rules; the CLI calls it before any claim runs, and
+  :func:`write_report` again just before the swap.
+* The report is built in a temporary sibling folder and swapped into place with two renames (the
+  old report is restored if the second fails), so a crash never leaves half a report.
+* Folders are 0755 and files 0644 whatever the umask or ``mkdtemp``'s 0700: a report is for
+  reading.
 """
 
 from __future__ import annotations
@@ -13,12 +24,16 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from proofs_checks.registry import Claim
-from proofs_checks.runner import ClaimResult, MutantResult
+from proofs_checks.store import OutputPathError, nearest_existing
 
-__all__ = ["results_document", "write_report", "render_markdown", "default_writers", "SCHEMA_VERSION"]
+if TYPE_CHECKING:  # pragma: no cover
+    from proofs_checks.registry import Claim
+    from proofs_checks.runner import ClaimResult, MutantResult
+
+__all__ = ["results_document", "write_report", "render_markdown", "default_writers", "check_report_target",
+           "ReportTargetError", "MARKER", "SCHEMA_VERSION"]
 
 
 def default_writers() -> list[Callable[[Path, dict[str, Any]], None]]:
@@ -85,7 +100,27 @@ def results_document(
             "killed": sum(m.killed for m in mutants),
             "survived": [f"{m.claim}:{m.mutant}" for m in mutants if not m.killed],
         }
+        doc["kill_summary"] = mutant_kill_summary(mutants, {r.id: r.kind for r in results})
     return doc
+
+
+def mutant_kill_summary(mutants: list[MutantResult], kinds: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """:func:`proofs_checks.runner.kill_summary` of the kill matrix (``None`` if the runner has none)."""
+    from proofs_checks import runner
+
+    fn = getattr(runner, "kill_summary", None)
+    return fn(mutants, kinds) if fn is not None else None
+
+
+def margin_text(v: Any) -> str:
+    """A rejection margin (error/tolerance) for tables: ``inf`` for an exact mismatch."""
+    if v is None:
+        return "–"
+    if isinstance(v, str):
+        return "∞" if v == "inf" else v
+    if isinstance(v, float) and math.isinf(v):
+        return "∞"
+    return f"{float(v):.3g}"
 
 
 def _fmt(x: Any) -> str:
@@ -148,9 +183,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += _markdown_errata(doc)
     if doc.get("mutants") is not None:
         ms = doc.get("mutant_summary") or {"killed": sum(bool(m.get("killed")) for m in doc["mutants"]), "total": len(doc["mutants"])}
-        lines += ["", "## Mutants", "", f"{ms['killed']}/{ms['total']} killed.", "", "| claim | mutant | kind | killed by | error | tolerance |", "|---|---|---|---|---|---|"]
+        lines += ["", "## Mutants", "", f"{ms['killed']}/{ms['total']} killed (every mutant runs against every check; "
+                  "a layer's entry is the best margin error/tolerance among its checks that rejected the mutant).", "",
+                  "| claim | mutant | kind | symbolic | numeric | trained | killed by |", "|---|---|---|---|---|---|---|"]
         for m in doc["mutants"]:
-            lines.append(f"| {m['claim']} | {m['mutant']} | {m['kind']} | {m['killed_by'] or '**survived**'} | {_fmt(m['error'])} | {_fmt(m['tolerance'])} |")
+            layers = m.get("rejected_by_layer") or {}
+            cells = " | ".join(margin_text(layers.get(L)) for L in ("symbolic", "numeric", "trained"))
+            lines.append(f"| {m['claim']} | {m['mutant']} | {m['kind']} | {cells} | {m.get('killed_by') or '**survived**'} |")
     lines.append("")
     reproduce = f"tverify run {' '.join(r['id'] for r in doc['results'])} --seed {doc['seed']} --device {doc['device']}"
     lines += ["## Reproduce", "", "```", reproduce + ("" if doc["mode"] == "default" else f" --{doc['mode']}"), "```", ""]
@@ -177,13 +216,128 @@ def _markdown_errata(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+class ReportTargetError(OutputPathError):
+    """``--out`` names something a report must not replace (one line for the user, exit code 2)."""
+
+
+#: the stamp a report folder carries; ``write_report`` replaces only folders that have it
+MARKER = ".tverify-report"
+#: what reports written before the marker existed contain (replaced as reports too)
+_LEGACY_TOP = {"results.json", "report.md", "index.html", "errata.html", "claims", "figures"}
+_WALK_LIMIT = 20000
+
+
+def _report_files(folder: Path) -> list[str] | None:
+    """Relative paths of every non-folder entry under ``folder`` (links not followed); ``None``
+    when there are more than can be a report."""
+    out: list[str] = []
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        out += [str(rel / f) if str(rel) != "." else f for f in files]
+        out += [str(rel / d) if str(rel) != "." else d for d in dirs if (Path(root) / d).is_symlink()]
+        if len(out) > _WALK_LIMIT:
+            return None
+    return out
+
+
+def _foreign_files(folder: Path) -> list[str]:
+    """Files in the existing folder ``folder`` that a previous report did not write (empty: the
+    folder may be replaced). A report is recognised by :data:`MARKER` and its manifest, or, for a
+    report written before the marker existed, by its ``results.json`` and known layout."""
+    files = _report_files(folder)
+    if files is None:
+        return [f"more than {_WALK_LIMIT} files"]
+    if not files:
+        return []
+    stamp = folder / MARKER
+    if stamp.is_file() and not stamp.is_symlink():
+        try:
+            manifest = set(json.loads(stamp.read_text(encoding="utf-8")).get("files") or [])
+        except (OSError, ValueError, AttributeError):
+            manifest = set()
+        return sorted(f for f in files if f != MARKER and f not in manifest) if manifest else [MARKER + " (unreadable)"]
+    try:
+        legacy = json.loads((folder / "results.json").read_text(encoding="utf-8")).get("tool") == "tverify"
+    except (OSError, ValueError, AttributeError):
+        legacy = False
+    if legacy:
+        return sorted(f for f in files if Path(f).parts[0] not in _LEGACY_TOP or (folder / f).is_symlink())
+    return sorted(files)
+
+
+def _contains(outer: Path, inner: Path) -> bool:
+    return inner == outer or outer in inner.parents
+
+
+def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
+    """Check that a report may be written at ``out``; returns the absolute path, or raises
+    :class:`ReportTargetError` with one line saying why not and what to do."""
+    raw = str(out)
+    if raw.strip() == "":
+        raise ReportTargetError("--out: empty path")
+    p = Path(out).expanduser().absolute()
+    real = Path(os.path.realpath(p))
+    cwd = Path.cwd().resolve()
+    home = Path.home().resolve()
+    if real == Path(real.anchor):
+        raise ReportTargetError(f"--out {raw}: refusing to replace the root folder")
+    if _contains(real, cwd):
+        raise ReportTargetError(f"--out {raw}: refusing to replace the current folder or a folder containing it "
+                                "(choose a new folder, e.g. --out reports)")
+    if _contains(real, home):
+        raise ReportTargetError(f"--out {raw}: refusing to replace your home folder or a folder containing it")
+    base = nearest_existing(p.parent)
+    if not base.is_dir():
+        raise ReportTargetError(f"--out {raw}: {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ReportTargetError(f"--out {raw}: {base} is not writable")
+    if not os.path.lexists(p):
+        return p
+    if p.is_symlink():
+        what = "a symbolic link"
+    elif p.is_dir():
+        foreign = _foreign_files(p)
+        if not foreign:
+            return p
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        what = f"a folder with files that are not a tverify report ({shown})"
+    else:
+        what = "a file" if p.is_file() else "not a folder"
+    if force:
+        return p
+    raise ReportTargetError(f"--out {raw} is {what}; nothing was written. Choose a new folder, or add --force to replace it")
+
+
+def _chmod_tree(root: Path) -> None:
+    """Folders 0755, files 0644 (``mkdtemp`` makes 0700; copied figures keep a temp folder's mode)."""
+    os.chmod(root, 0o755)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            if not os.path.islink(os.path.join(dirpath, d)):
+                os.chmod(os.path.join(dirpath, d), 0o755)
+        for f in filenames:
+            fp = os.path.join(dirpath, f)
+            if not os.path.islink(fp):
+                os.chmod(fp, 0o644)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
-                 extra_writers: list[Callable[[Path, dict[str, Any]], None]] | None = None) -> Path:
-    """Write ``results.json``, ``report.md`` (and figures, and any extra writers' files) into
-    ``out`` atomically: build in a temporary sibling, then swap it into place."""
-    out = Path(out).resolve()
+                 extra_writers: list[Callable[[Path, dict[str, Any]], None]] | None = None,
+                 *, force: bool = False) -> Path:
+    """Write ``results.json``, ``report.md``, figures, the extra writers' files and :data:`MARKER`
+    into ``out``: built in a temporary sibling, then swapped into place. ``out`` must pass
+    :func:`check_report_target` (checked again just before the swap: if it no longer passes, the
+    new report is kept in a sibling folder named in the error)."""
+    out = check_report_target(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
         (tmp / "results.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         (tmp / "report.md").write_text(render_markdown(doc), encoding="utf-8")
@@ -191,14 +345,32 @@ def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
             shutil.copytree(figure_src, tmp / "figures", dirs_exist_ok=True)
         for w in extra_writers or []:
             w(tmp, doc)
+        stamp = {"tool": "tverify", "schema": doc.get("schema", SCHEMA_VERSION), "version": doc.get("version"),
+                 "created": doc.get("created"), "command": doc.get("command"),
+                 "note": "written by tverify report; the next report may replace this folder if it holds only these files",
+                 "files": sorted(_report_files(tmp) or [])}
+        (tmp / MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
+        _chmod_tree(tmp)
+        try:
+            check_report_target(out, force)
+        except ReportTargetError as exc:
+            keep = out.parent / f"{out.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+            os.replace(tmp, keep)
+            raise ReportTargetError(f"{exc} (it changed during the run); the new report is in {keep}") from None
         old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
+        if os.path.lexists(out):
+            old = out.parent / f".{out.name}.tverify-old-{os.getpid()}-{time.time_ns()}"
             os.replace(out, old)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if old is not None:
+                os.replace(old, out)
+            raise
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
