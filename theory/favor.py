@@ -36,8 +36,85 @@ def gaussian_expectation(f: sp.Expr, t: sp.Symbol = _t) -> sp.Expr:
 
 
 @lru_cache(maxsize=None)
+def _favor_symbols() -> dict:
+    """The scalar symbols of both FAVOR+ derivations: ``a = ‖x‖², b = ‖y‖², c = xᵀy``, ``m``."""
+    return {"a": sp.Symbol("a", nonnegative=True), "b": sp.Symbol("b", nonnegative=True),
+            "c": sp.Symbol("c", real=True), "m": sp.Symbol("m", positive=True, integer=True)}
+
+
+@lru_cache(maxsize=None)
+def _one_dim_integrals() -> dict:
+    """``E e^{st}``, ``E cos(st)``, ``E cos²(st)`` for ``t ~ N(0, 1)`` by integration (``s ≥ 0``)."""
+    s = sp.Symbol("s", nonnegative=True)
+    return {"s": s, "mgf": gaussian_expectation(sp.exp(s * _t)), "E_cos": gaussian_expectation(sp.cos(s * _t)),
+            "E_cos2": gaussian_expectation(sp.cos(s * _t) ** 2)}
+
+
+@lru_cache(maxsize=None)
+def _squared_error_moments(mse_positive: sp.Expr, mse_trig: sp.Expr):
+    """Moments of the squared error for both estimators (see :func:`derive_squared_error_moments`).
+
+    Returns ``(steps, obligations, facts, out)``: the steps as ``(how, text, expr)`` to replay into
+    a builder, the obligations as ``(name, expr, description)``, the facts and the result."""
+    S = _favor_symbols()
+    a, b, c, m = S["a"], S["b"], S["c"], S["m"]
+    I = _one_dim_integrals()
+    s, mgf = I["s"], I["mgf"]  # E e^{s t} = e^{s²/2}
+    lam = sp.Symbol("lambda", real=True)
+    steps, obligations, facts = [], [], {}
+    order = 6
+    # positive: one term Y = e^{-(a+b)/2} e^{ωᵀ(x+y)}, so Y^k = e^{-k(a+b)/2} e^{k ωᵀ(x+y)}
+    nz = sp.sqrt(a + b + 2 * c)
+    raw_pos = {0: sp.Integer(1)}
+    for k in range(1, order + 1):
+        raw_pos[k] = sp.powsimp(sp.exp(-k * (a + b) / 2) * mgf.subs(s, k * nz), combine="exp")
+    steps.append(("derived", "Positive term Y: E Y^k = e^{−k(a+b)/2} M(k‖x+y‖)  (log-normal moments), k = 4 shown", raw_pos[4]))
+    # trig: one term T = e^{(a+b)/2} cos(ωᵀ(x−y)); cos^k θ = 2^{−k} Σ_j C(k,j) e^{i(2j−k)θ} and
+    # E e^{iλt} = M(iλ) = e^{−λ²/2} (M is entire, so the real-argument integral continues analytically)
+    char = mgf.subs(s, sp.I * lam)
+    steps.append(("assumed", "Characteristic function E e^{iλt} = M(iλ) (the MGF is entire: analytic continuation)", char))
+    nw = sp.sqrt(a + b - 2 * c)
+    ecos = {k: sp.expand(sum(sp.binomial(k, j) * char.subs(lam, (2 * j - k) * s) for j in range(k + 1)) / 2**k)
+            for k in range(0, order + 1)}
+    res = tuple(ecos[k] - I[name] for k, name in ((1, "E_cos"), (2, "E_cos2")))
+    obligations.append(("cos_moments_match_integrals", list(res),
+                        "E cos^k(st) from the characteristic function equals the direct integral, k = 1, 2"))
+    facts["cos_moment_residuals"] = tuple(sp.simplify(r) for r in res)
+    steps.append(("derived", "E cos^k(st) from the binomial expansion; minus the direct integrals for k = 1, 2",
+                  facts["cos_moment_residuals"]))
+    raw_trig = {k: sp.expand(sp.exp(k * (a + b) / 2) * ecos[k].subs(s, nw)) for k in range(order + 1)}
+    steps.append(("derived", "Trig term T: E T^k = e^{k(a+b)/2} E cos^k(‖x−y‖t), k = 2 shown", raw_trig[2]))
+    cm = mean_central_moments(order)
+    msym, mus = cm["m"], cm["mu"]
+    steps.append(("derived", "Mean of m i.i.d. copies: E(D̄ − E D̄)^4 from the cumulants κ_j/m^{j−1}", cm[4]))
+    out = {}
+    for name, raw, mse in (("positive", raw_pos, mse_positive), ("trig", raw_trig, mse_trig)):
+        cen = {mus[j - 2]: _central_from_raw(raw, j) for j in range(2, order + 1)}
+        M2, M4, M6 = (cm[j].subs(cen).subs(msym, m) for j in (2, 4, 6))
+        mean_S = M2
+        var_S = M4 - M2**2
+        mu3_S = M6 - 3 * M4 * M2 + 2 * M2**3
+        steps.append(("derived", f"{name}: E S = E D̄²", mean_S))
+        steps.append(("derived", f"{name}: Var S = E D̄⁴ − (E D̄²)²", var_S))
+        steps.append(("derived", f"{name}: E(S − ES)³ = E D̄⁶ − 3 E D̄⁴ E D̄² + 2 (E D̄²)³", mu3_S))
+        diff = sp.powsimp(sp.expand(mean_S - mse), combine="exp")
+        obligations.append((f"mean_S_equals_mse_{name}", diff,
+                            f"the first moment of the squared error is the derived MSE ({name} features)"))
+        facts[f"mean_S_minus_derived_mse_{name}"] = sp.simplify(diff)
+        out[name] = {"mean_S": mean_S, "var_S": var_S, "mu3_S": mu3_S}
+    facts["raw_moments"] = {"positive": raw_pos, "trig": raw_trig}
+    return steps, obligations, facts, out
+
+
+def _replay(B: DerivationBuilder, steps) -> None:
+    for how, text, expr in steps:
+        (B.step if how == "derived" else B.assume)(text, expr)
+
+
+@lru_cache(maxsize=None)
 def derive_favor() -> Derivation:
-    """Unbiasedness and mean squared error of positive and trigonometric random features.
+    """Unbiasedness and mean squared error of positive and trigonometric random features, and the
+    exact moments of their squared error (used for the Monte Carlo standard error of the claim).
 
     ``result`` is a dict of closed forms in ``a = ‖x‖², b = ‖y‖², c = xᵀy`` and ``m``:
     ``"kernel_positive"``, ``"kernel_trig"`` (both ``e^c``), ``"mse_positive"``, ``"mse_trig"``.
@@ -53,14 +130,18 @@ def derive_favor() -> Derivation:
     (0, 0)
     """
     B = DerivationBuilder("FAVOR+: unbiased softmax-kernel features and their MSE")
-    a, b = sp.symbols("a b", nonnegative=True)
-    c = sp.Symbol("c", real=True)
-    m = sp.Symbol("m", positive=True, integer=True)
-    s = sp.Symbol("s", nonnegative=True)
-    t = _t
-    B.step("Rotation invariance: for ω ~ N(0, I_d) and fixed z, ωᵀz has the law of ‖z‖·t, t ~ N(0,1); "
-           "every expectation below is a 1-D integral in t", "E f(\\omega^\\top z)=\\int f(\\|z\\| t)\\,\\tfrac{e^{-t^2/2}}{\\sqrt{2\\pi}}dt")
-    mgf = B.step("Gaussian MGF: E e^{s t}", gaussian_expectation(sp.exp(s * t)))
+    B.symbols(a="‖x‖²", b="‖y‖²", c="xᵀy", m="number of random features (frequencies)", s="‖z‖ for a fixed z",
+              t="a standard normal variable", u="first coordinate of z (d = 2 check)", v="second coordinate of z",
+              omega_i="coordinate i of ω ~ N(0, I)", SM="the softmax kernel e^{xᵀy}", lambda_="argument of the "
+              "characteristic function", mu2="central moments mu2..mu6 of one term", tau="argument of the cumulant series")
+    S = _favor_symbols()
+    a, b, c, m = S["a"], S["b"], S["c"], S["m"]
+    I = _one_dim_integrals()
+    s = I["s"]
+    B.assume("Rotation invariance: for ω ~ N(0, I_d) and fixed z, ωᵀz has the law of ‖z‖·t, t ~ N(0,1); "
+             "every expectation below is a 1-D integral in t",
+             "E f(\\omega^\\top z)=\\int f(\\|z\\| t)\\,\\tfrac{e^{-t^2/2}}{\\sqrt{2\\pi}}dt")
+    mgf = B.step("Gaussian MGF: E e^{s t}", I["mgf"])
     # the rotation reduction checked in two dimensions: E e^{u ω1 + v ω2} as a double integral
     u, v = sp.symbols("u v", real=True)
     w1, w2 = sp.symbols("omega_1 omega_2", real=True)
@@ -70,35 +151,52 @@ def derive_favor() -> Derivation:
     rot_resid = sp.simplify(two_d - mgf.subs(s, sp.sqrt(u**2 + v**2)))
     B.fact("rotation_2d_residual", rot_resid)
     B.step("Check of the reduction in d = 2: ∫∫ e^{uω₁+vω₂} N(ω) dω − M(√(u²+v²))", rot_resid)
+    B.obligation("rotation_reduction_2d", two_d - mgf.subs(s, sp.sqrt(u**2 + v**2)))
 
     # ---- positive features: one term Z = e^{-(a+b)/2} e^{ωᵀ(x+y)}, ‖x+y‖² = a + b + 2c
     nz2 = a + b + 2 * c
     nw2 = a + b - 2 * c
+    B.define("Positive features: φ⁺(x)ᵀφ⁺(y) is the mean of m terms Z = e^{−(a+b)/2} e^{ωᵀ(x+y)}, ‖x+y‖² = a + b + 2c",
+             r"\phi^+(x)^{\top}\phi^+(y)=\tfrac1m\sum_i e^{-(a+b)/2}e^{\omega_i^{\top}(x+y)}")
     EZ = sp.simplify(sp.powsimp(sp.exp(-(a + b) / 2) * mgf.subs(s, sp.sqrt(nz2)), combine="exp"))
-    B.step("Positive features: E[φ⁺(x)ᵀφ⁺(y)] = e^{−(a+b)/2} E e^{ωᵀ(x+y)} = e^{−(a+b)/2} M(‖x+y‖)", EZ)
+    B.step("E[φ⁺(x)ᵀφ⁺(y)] = e^{−(a+b)/2} E e^{ωᵀ(x+y)} = e^{−(a+b)/2} M(‖x+y‖)", EZ)
+    B.obligation("positive_unbiased", EZ - sp.exp(c), description="E = e^{xᵀy}")
     EZ2 = sp.powsimp(sp.exp(-(a + b)) * mgf.subs(s, 2 * sp.sqrt(nz2)), combine="exp")
     B.step("Second moment of one term: e^{−(a+b)} E e^{2ωᵀ(x+y)}", EZ2)
     mse_pos = sp.simplify(sp.expand((EZ2 - EZ**2) / m))
     B.step("Unbiased, so MSE = Var/m = (E Z² − (E Z)²)/m", mse_pos)
     SM = sp.exp(c)
     stated_pos = sp.exp(nz2) * SM**2 * (1 - sp.exp(-nz2)) / m
+    B.define("Stated (1/m) e^{‖x+y‖²} SM² (1 − e^{−‖x+y‖²})", stated_pos)
+    B.obligation("mse_positive_matches_stated", sp.powsimp(sp.expand(mse_pos - stated_pos), combine="exp"))
     diff_pos = sp.simplify(sp.expand(sp.powsimp(sp.expand(mse_pos - stated_pos), combine="exp")))
     B.fact("mse_positive_minus_stated", diff_pos)
-    B.step("Minus the stated (1/m) e^{‖x+y‖²} SM² (1 − e^{−‖x+y‖²})", diff_pos)
+    B.step("MSE minus the stated form", diff_pos)
 
     # ---- trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); one term e^{(a+b)/2} cos(ωᵀ(x−y))
-    Ecos = B.step("E cos(s t)", gaussian_expectation(sp.cos(s * t)))
-    Ecos2 = B.step("E cos²(s t)", gaussian_expectation(sp.cos(s * t) ** 2))
+    B.define("Trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); one term e^{(a+b)/2} cos(ωᵀ(x−y)), "
+             "‖x−y‖² = a + b − 2c", r"\phi^t(x)^{\top}\phi^t(y)=\tfrac1m\sum_i e^{(a+b)/2}\cos(\omega_i^{\top}(x-y))")
+    Ecos = B.step("E cos(s t)", I["E_cos"])
+    Ecos2 = B.step("E cos²(s t)", I["E_cos2"])
     ET = sp.simplify(sp.powsimp(sp.exp((a + b) / 2) * Ecos.subs(s, sp.sqrt(nw2)), combine="exp"))
-    B.step("Trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); E = e^{(a+b)/2} E cos(‖x−y‖t)", ET)
+    B.step("E[φᵗ(x)ᵀφᵗ(y)] = e^{(a+b)/2} E cos(‖x−y‖t)", ET)
+    B.obligation("trig_unbiased", ET - sp.exp(c), description="E = e^{xᵀy}")
     var_cos = sp.factor(sp.simplify(Ecos2 - Ecos**2))
     B.step("Var cos(s t) = E cos² − (E cos)²", var_cos)
     mse_trig = sp.exp(a + b) * var_cos.subs(s, sp.sqrt(nw2)) / m
     B.step("MSE of the m-frequency estimator = e^{a+b} Var cos(‖x−y‖t)/m", mse_trig)
     stated_trig = sp.exp(nz2) * SM**-2 * (1 - sp.exp(-nw2)) ** 2 / (2 * m)
+    B.define("Stated (1/2m) e^{‖x+y‖²} SM^{−2} (1 − e^{−‖x−y‖²})² (2m features from m frequencies)", stated_trig)
+    B.obligation("mse_trig_matches_stated", sp.powsimp(sp.expand(mse_trig - stated_trig), combine="exp"))
     diff_trig = sp.simplify(sp.expand(sp.powsimp(sp.expand(mse_trig - stated_trig), combine="exp")))
     B.fact("mse_trig_minus_stated", diff_trig)
-    B.step("Minus the stated (1/2m) e^{‖x+y‖²} SM^{−2} (1 − e^{−‖x−y‖²})² (2m features from m frequencies)", diff_trig)
+    B.step("MSE minus the stated form", diff_trig)
+
+    # ---- exact moments of the squared error (the Monte Carlo check's standard error uses them)
+    steps, obligations, facts, _ = _squared_error_moments(mse_pos, mse_trig)
+    _replay(B, steps)
+    for name, expr, desc in obligations:
+        B.obligation(name, expr, description=desc)
     B.fact("symbols", {"a": a, "b": b, "c": c, "m": m})
     B.fact("integrals", {"mgf": mgf, "E_cos": Ecos, "E_cos2": Ecos2})
     return B.done({"kernel_positive": EZ, "kernel_trig": ET, "mse_positive": mse_pos, "mse_trig": mse_trig})
@@ -141,6 +239,7 @@ def derive_squared_error_moments() -> Derivation:
     MSE estimate (the sample SE of a heavy-tailed ``S`` is itself noisy and correlated with the
     estimate). Derived independently of the MSE formulas: raw moments of one term from the
     Gaussian MGF, central moments by the binomial expansion, moments of the m-term mean by cumulants.
+    The same steps and obligations are part of :func:`derive_favor` (the claim's derivation).
 
     ``result``: ``{"positive"|"trig": {"mean_S", "var_S", "mu3_S"}}``; ``facts``: the raw moments,
     ``"mean_S_minus_derived_mse_*"`` (0: the first moment agrees with :func:`derive_favor`) and
@@ -152,47 +251,22 @@ def derive_squared_error_moments() -> Derivation:
     (0, 0)
     >>> d.facts["cos_moment_residuals"]
     (0, 0)
+    >>> all(r.passed for r in d.check_obligations())
+    True
     """
     base = derive_favor()
-    S = base.facts["symbols"]
-    a, b, c, m = S["a"], S["b"], S["c"], S["m"]
     B = DerivationBuilder("FAVOR+: exact moments of the squared error of the m-frequency estimators")
-    s = sp.Symbol("s", nonnegative=True)
-    lam = sp.Symbol("lambda", real=True)
-    mgf = base.facts["integrals"]["mgf"]  # E e^{s t} = e^{s²/2}
-    order = 6
-    # positive: one term Y = e^{-(a+b)/2} e^{ωᵀ(x+y)}, so Y^k = e^{-k(a+b)/2} e^{k ωᵀ(x+y)}
-    nz = sp.sqrt(a + b + 2 * c)
-    raw_pos = {0: sp.Integer(1)}
-    for k in range(1, order + 1):
-        raw_pos[k] = sp.powsimp(sp.exp(-k * (a + b) / 2) * mgf.subs(s, k * nz), combine="exp")
-    B.step("Positive term Y: E Y^k = e^{−k(a+b)/2} M(k‖x+y‖)  (log-normal moments), k = 1..6", raw_pos[4])
-    # trig: one term T = e^{(a+b)/2} cos(ωᵀ(x−y)); cos^k θ = 2^{−k} Σ_j C(k,j) e^{i(2j−k)θ} and
-    # E e^{iλt} = M(iλ) = e^{−λ²/2} (M is entire, so the real-argument integral continues analytically)
-    char = mgf.subs(s, sp.I * lam)
-    B.step("Characteristic function E e^{iλt} = M(iλ)", char)
-    nw = sp.sqrt(a + b - 2 * c)
-    ecos = {k: sp.expand(sum(sp.binomial(k, j) * char.subs(lam, (2 * j - k) * s) for j in range(k + 1)) / 2**k)
-            for k in range(0, order + 1)}
-    res = tuple(sp.simplify(ecos[k] - base.facts["integrals"][name]) for k, name in ((1, "E_cos"), (2, "E_cos2")))
-    B.fact("cos_moment_residuals", res)
-    B.step("E cos^k(st) from the binomial expansion; minus the direct integrals for k = 1, 2", res)
-    raw_trig = {k: sp.expand(sp.exp(k * (a + b) / 2) * ecos[k].subs(s, nw)) for k in range(order + 1)}
-    B.step("Trig term T: E T^k = e^{k(a+b)/2} E cos^k(‖x−y‖t)", raw_trig[2])
-    cm = mean_central_moments(order)
-    msym, mus = cm["m"], cm["mu"]
-    B.step("Mean of m i.i.d. copies: E(D̄)^4 from the cumulants κ_j/m^{j−1}", cm[4])
-    out = {}
-    for name, raw in (("positive", raw_pos), ("trig", raw_trig)):
-        cen = {mus[j - 2]: _central_from_raw(raw, j) for j in range(2, order + 1)}
-        M2, M4, M6 = (cm[j].subs(cen).subs(msym, m) for j in (2, 4, 6))
-        mean_S = M2
-        var_S = M4 - M2**2
-        mu3_S = M6 - 3 * M4 * M2 + 2 * M2**3
-        B.step(f"{name}: E S = E D̄², Var S = E D̄⁴ − (E D̄²)², E(S − ES)³ = E D̄⁶ − 3 E D̄⁴ E D̄² + 2 (E D̄²)³", var_S)
-        diff = sp.simplify(sp.powsimp(sp.expand(mean_S - base.result[f"mse_{name}"]), combine="exp"))
-        B.fact(f"mean_S_minus_derived_mse_{name}", diff)
-        out[name] = {"mean_S": mean_S, "var_S": var_S, "mu3_S": mu3_S}
-    B.fact("raw_moments", {"positive": raw_pos, "trig": raw_trig})
-    B.fact("symbols", S)
+    B.symbols(a="‖x‖²", b="‖y‖²", c="xᵀy", m="number of frequencies", s="‖z‖ for a fixed z",
+              lambda_="argument of the characteristic function", mu2="central moments mu2..mu6 of one term")
+    B.step("MSE of the positive features (derive_favor)", base.result["mse_positive"])
+    B.step("MSE of the trigonometric features (derive_favor)", base.result["mse_trig"])
+    steps, obligations, facts, out = _squared_error_moments(base.result["mse_positive"], base.result["mse_trig"])
+    _replay(B, steps)
+    for name, expr, desc in obligations:
+        B.obligation(name, expr, description=desc)
+    for name in ("positive", "trig"):
+        B.step(f"{name}: (E S, Var S, E(S − ES)³)", out[name])
+    for k, v in facts.items():
+        B.fact(k, v)
+    B.fact("symbols", base.facts["symbols"])
     return B.done(out)

@@ -40,17 +40,21 @@ def derive_lora_gradients(n: int = 2, d: int = 2, k: int = 2, r: int = 1) -> Der
     Matrix([[0]])
     """
     b = DerivationBuilder("LoRA gradients by the product rule")
+    b.symbols(X_ij="input batch entry (rows are examples)", G_ij="upstream gradient ∂L/∂Y", A_ij="entry of A (r×k)",
+              B_ij="entry of B (d×r)", W_ij="entry of the frozen W0 (d×k)", s="scale α/r")
     X, G, A, B = _mat("X", n, k), _mat("G", n, d), _mat("A", r, k), _mat("B", d, r)
     W0 = _mat("W", d, k)
     s = sp.Symbol("s", positive=True)
     Y = X * (W0 + s * B * A).T
-    b.step("Forward pass Y = X (W0 + s B A)ᵀ (entry Y_00 shown)", Y[0, 0])
+    b.define("Forward pass Y = X (W0 + s B A)ᵀ (entry Y_00 shown)", Y[0, 0])
     L = sum(G[i, j] * Y[i, j] for i in range(n) for j in range(d))
-    b.step("Loss linearised by the upstream gradient G: L = Σ_ij G_ij Y_ij", L)
+    b.define("Loss linearised by the upstream gradient G: L = Σ_ij G_ij Y_ij", L)
     gA = A.applyfunc(lambda a: sp.expand(sp.diff(L, a)))
     gB = B.applyfunc(lambda e: sp.expand(sp.diff(L, e)))
-    b.step("∂L/∂A_pq by differentiating L entry by entry", gA)
-    b.step("∂L/∂B_pq by differentiating L entry by entry", gB)
+    b.step("∂L/∂A_pq by differentiating L entry by entry", gA, compact=r"\partial L/\partial A=s\,B^{\top}G^{\top}X")
+    b.step("∂L/∂B_pq by differentiating L entry by entry", gB, compact=r"\partial L/\partial B=s\,G^{\top}XA^{\top}")
+    b.obligation("residual_A", gA - s * B.T * G.T * X, description="∂L/∂A = s Bᵀ Gᵀ X")
+    b.obligation("residual_B", gB - s * G.T * X * A.T, description="∂L/∂B = s Gᵀ X Aᵀ")
     resA = (gA - (s * B.T * G.T * X).expand()).applyfunc(sp.simplify)
     resB = (gB - (s * G.T * X * A.T).expand()).applyfunc(sp.simplify)
     b.fact("residual_A", resA)
@@ -61,6 +65,7 @@ def derive_lora_gradients(n: int = 2, d: int = 2, k: int = 2, r: int = 1) -> Der
     b.fact("grad_A_at_B0", gA.subs(zero_B))
     b.fact("grad_B_at_B0", gB.subs(zero_B))
     b.step("At initialisation B = 0: ∂L/∂A", b.facts["grad_A_at_B0"])
+    b.obligation("grad_A_vanishes_at_B0", b.facts["grad_A_at_B0"], description="A does not move at the first step")
     b.step("At initialisation B = 0: ∂L/∂B (does not involve B)", b.facts["grad_B_at_B0"])
     b.fact("symbols", (X, G, A, B, s))
     return b.done({"grad_A": gA, "grad_B": gB})
@@ -76,21 +81,25 @@ def derive_lora_rank(d: int = 3, k: int = 3, r: int = 1) -> Derivation:
     0
     """
     b = DerivationBuilder(f"rank(BA) ≤ r for d={d}, k={k}, r={r}")
+    b.symbols(A_ij="entry of A (r×k)", B_ij="entry of B (d×r)")
     A, B = _mat("A", r, k), _mat("B", d, r)
     M = B * A
     b.step("The update ΔW = B A", M)
     m = r + 1
-    nonzero = 0
+    minors = []
     if m <= min(d, k):
         for rows in itertools.combinations(range(d), m):
             for cols in itertools.combinations(range(k), m):
-                if sp.expand(M.extract(list(rows), list(cols)).det()) != 0:
-                    nonzero += 1
-    b.step(f"Number of {m}×{m} minors of BA that do not expand to 0", sp.Integer(nonzero))
+                minors.append(sp.expand(M.extract(list(rows), list(cols)).det()))
+    nonzero = sp.Integer(sum(1 for e in minors if e != 0))
+    b.step(f"Number of {m}×{m} minors of BA that do not expand to 0", nonzero)
+    b.obligation("all_larger_minors_vanish", minors, description=f"every {m}×{m} minor is 0, so rank(BA) ≤ {r}")
     top = sp.expand(M.extract(list(range(r)), list(range(r))).det())
     b.fact("leading_r_minor", top)
     b.step(f"The leading {r}×{r} minor (a nonzero polynomial: rank r is attained generically)", top)
-    return b.done(sp.Integer(nonzero))
+    b.obligation("leading_minor_nonzero", sp.sympify(top != 0), "true",
+                 description="the expanded polynomial has a term, so some B, A give rank exactly r")
+    return b.done(nonzero)
 
 
 @lru_cache(maxsize=None)
@@ -103,17 +112,25 @@ def derive_lora_count() -> Derivation:
     r*(d + k)
     """
     b = DerivationBuilder("Trainable parameters of a LoRA adapter")
+    b.symbols(d="out features", k="in features", r="rank of the adapter", c0="coefficients c0..c7 of the ansatz")
     d, k, r = sp.symbols("d k r", positive=True, integer=True)
     monos = [sp.Integer(1), d, k, r, d * k, d * r, k * r, d * k * r]
     cs = sp.symbols("c0:8")
     ansatz = sum(c * mo for c, mo in zip(cs, monos))
+    b.assume("Ansatz: the count is multilinear in (d, k, r) (each matrix has one factor per dimension)", ansatz)
+
+    def n_free(dd, kk, rr):
+        return len(_mat("A", rr, kk).free_symbols | _mat("B", dd, rr).free_symbols)
+
     eqs = []
     for dd, kk, rr in itertools.product((1, 2), repeat=3):
-        n_free = len(_mat("A", rr, kk).free_symbols | _mat("B", dd, rr).free_symbols)
-        eqs.append(sp.Eq(ansatz.subs({d: dd, k: kk, r: rr}), n_free))
+        eqs.append(sp.Eq(ansatz.subs({d: dd, k: kk, r: rr}), n_free(dd, kk, rr)))
     b.step("Counts of free entries of A and B on the grid d,k,r ∈ {1,2} (first equation)", eqs[0])
     sol = sp.solve(eqs, cs, dict=True)[0]
     count = sp.expand(ansatz.subs(sol))
     b.step("Multilinear polynomial through the 8 counts", count)
+    b.obligation("fit_predicts_held_out_counts",
+                 [count.subs({d: dd, k: kk, r: rr}) - n_free(dd, kk, rr) for dd, kk, rr in ((5, 3, 4), (7, 2, 3))],
+                 description="the fit equals fresh counts at (d, k, r) = (5, 3, 4) and (7, 2, 3)")
     b.fact("symbols", (d, k, r))
     return b.done(count)
