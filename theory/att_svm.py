@@ -33,38 +33,54 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     2/(exp(2*R) + 2)
     """
     b = DerivationBuilder("Softmax saturation along a ray and the norm it needs")
+    b.symbols(r="distance along the ray", R="bound on the spectral norm of W", c="the top logit l_1",
+              p_t="gap l_1 − l_t > 0 of token t", E_t="exp(−r p_t)", u="Σ_t exp(−Δ_t)",
+              Delta_t="logit gap (x_1 − x_t)ᵀWz at finite W")
     r, R = sp.symbols("r R", positive=True)
     c = sp.Symbol("c", real=True)
     p = sp.symbols(f"p_2:{T + 1}", positive=True)
     l = [c] + [c - pt for pt in p]
     Z = sum(sp.exp(r * li) for li in l)
     S = [sp.exp(r * li) / Z for li in l]
-    b.step("Logits l_1 = c > l_t = c − p_t; softmax along the ray r·l, first entry", S[0])
-    S1 = sp.simplify(1 / (1 + sum(sp.exp(-r * pt) for pt in p)))
+    b.define("Logits l_1 = c > l_t = c − p_t; softmax along the ray r·l, first entry", S[0])
+    # divide numerator and denominator by e^{rc}
+    num = [sp.powsimp(sp.expand(sp.exp(r * li) * sp.exp(-r * c)), combine="exp") for li in l]
+    den = sp.powsimp(sp.expand(Z * sp.exp(-r * c)), combine="exp")
+    S1 = num[0] / den
+    b.step("Divide numerator and denominator by exp(rc): S_1 =", S1)
+    b.obligation("S1_form", S[0] - S1)
     b.fact("S1_difference", sp.simplify(S[0] - S1))
-    b.step("Divide by e^{r c}: S_1 = 1/(1 + Σ_t e^{−r p_t})", S1)
     E = sp.symbols(f"E_2:{T + 1}", positive=True)  # E_t = e^{−r p_t}
-    SE = [1 / (1 + sum(E))] + [Et / (1 + sum(E)) for Et in E]
-    b.fact("E_form_difference", sp.simplify(sum((SE[t].subs({Et: sp.exp(-r * pt) for Et, pt in zip(E, p)}) - S[t]) ** 2
-                                                 for t in range(T))))
-    b.step("Write S_t with E_t = e^{−r p_t}: S_1 = 1/(1+ΣE), S_t = E_t/(1+ΣE)", sp.Matrix(SE))
+    to_E = {sp.exp(-r * pt): Et for Et, pt in zip(E, p)}
+    SE = [(nt / den).subs(to_E) for nt in num]
+    b.step("Write E_t = exp(−r p_t): S_1 = 1/(1 + ΣE), S_t = E_t/(1 + ΣE)", sp.Matrix(SE))
+    from_E = {Et: sp.exp(-r * pt) for Et, pt in zip(E, p)}
+    b.obligation("E_form", [SE[t].subs(from_E) - S[t] for t in range(T)])
+    b.fact("E_form_difference", sp.simplify(sum((SE[t].subs(from_E) - S[t]) ** 2 for t in range(T))))
     Elim = {Et: sp.limit(sp.exp(-r * pt), r, sp.oo) for Et, pt in zip(E, p)}
     b.step("Each E_t → 0 as r → ∞ because p_t > 0", sp.Matrix(list(Elim.values())))
+    b.assume("S is continuous in (E_2, …, E_T) at E = 0 (a rational function with denominator ≥ 1)")
     lim = [sp.simplify(x.subs(Elim)) for x in SE]
-    b.step("By continuity of S in E: the limit", sp.Matrix(lim))
+    b.step("The limit", lim)
     tie_sub = dict(Elim)
     tie_sub[E[0]] = sp.limit(sp.exp(-r * 0), r, sp.oo)  # p_2 = 0: a tie with the top logit
     tie = [sp.simplify(x.subs(tie_sub)) for x in SE]
-    b.step("With a tie l_1 = l_2 (p_2 = 0, E_2 = 1) the mass splits: limit", sp.Matrix(tie))
+    b.step("With a tie l_1 = l_2 (p_2 = 0, E_2 = 1) the mass splits: limit", tie)
+    b.obligation("limits_are_distributions", [sum(lim) - 1, sum(tie) - 1])
     gap_finite = sp.simplify(1 - S1)
     b.fact("gap_at_finite_r", gap_finite)
-    b.step("At finite r the optimal token misses 1 − S_1 = Σe^{−rp}/(1 + Σe^{−rp}) > 0", gap_finite)
+    b.step("At finite r the optimal token misses 1 − S_1 = Σe^{−rp}/(1 + Σe^{−rp})", gap_finite)
+    b.obligation("gap_positive_at_finite_r", gap_finite, "positive")
     u = sp.Symbol("u", positive=True)
     g = u / (1 + u)
+    b.define("1 − S_1 = g(Σ_t exp(−Δ_t)) with g(u) = u/(1 + u)", g)
     b.fact("g_derivative", sp.simplify(sp.diff(g, u)))
-    b.step("1 − S_1 = g(Σ_t e^{−Δ_t}) with g(u) = u/(1+u), g'(u) =", b.facts["g_derivative"])
+    b.step("g'(u)", b.facts["g_derivative"])
+    b.obligation("g_increasing", sp.diff(g, u), "positive")
+    b.assume("|Δ_t| = |(x_1 − x_t)ᵀWz| ≤ ‖x_1 − x_t‖·‖W‖₂·‖z‖ ≤ 2R for unit x_t, z, so Σ_t exp(−Δ_t) ≥ (T − 1)e^{−2R}",
+             (T - 1) * sp.exp(-2 * R), role="bound")
     bound = sp.simplify(g.subs(u, (T - 1) * sp.exp(-2 * R)))
-    b.step("|Δ_t| = |(x_1 − x_t)ᵀWz| ≤ ‖x_1 − x_t‖‖W‖_2‖z‖ ≤ 2R, g increasing: 1 − max S ≥", bound)
+    b.step("g increasing: 1 − max S ≥", bound)
     b.fact("R", R)
     return b.done({"limit": lim, "tie_limit": tie, "gap_bound": bound})
 
@@ -98,16 +114,25 @@ def derive_optimal_selection(T: int = 3) -> Derivation:
     s_2*(gamma_1 - gamma_2)
     """
     b = DerivationBuilder("Optimal token selection: the output is maximised only at the top-score token")
+    b.symbols(gamma_t="score y vᵀx_t of token t", s_t="softmax weight of token t (s_1 = 1 − Σ_{t≥2} s_t)",
+              delta_t="γ_1 − γ_t > 0 when γ_1 is the unique largest score")
     gam = sp.symbols(f"gamma_1:{T + 1}", real=True)
     s = sp.symbols(f"s_2:{T + 1}", nonnegative=True)
     s1 = 1 - sum(s)
     out = s1 * gam[0] + sum(st * g for st, g in zip(s, gam[1:]))
-    b.step("y f = Σ_t s_t γ_t with s_1 = 1 − Σ_{t≥2} s_t", out)
+    b.define("y f = Σ_t s_t γ_t with s_1 = 1 − Σ_{t≥2} s_t (weights on the simplex)", out)
     lhs = sp.expand(gam[0] - out)
-    rhs = sum(st * (gam[0] - g) for st, g in zip(s, gam[1:]))
     b.step("γ_1 − y f expands to", lhs)
-    b.fact("residual", sp.simplify(lhs - sp.expand(rhs)))
-    b.step("which equals Σ_{t≥2} s_t (γ_1 − γ_t) (residual)", b.facts["residual"])
+    rhs = sp.collect(lhs, s)
+    b.step("Collected in s_2, …, s_T", rhs, compact=r"\gamma_1-yf=\sum_{t\ge2}s_t(\gamma_1-\gamma_t)")
+    stated = sum(st * (gam[0] - g) for st, g in zip(s, gam[1:]))
+    b.obligation("residual", rhs - stated, description="γ_1 − y f = Σ_{t≥2} s_t (γ_1 − γ_t)")
+    b.fact("residual", sp.simplify(lhs - sp.expand(stated)))
+    delta = sp.symbols(f"delta_2:{T + 1}", positive=True)
+    b.assume("γ_1 is the unique largest score: γ_t = γ_1 − δ_t with δ_t > 0", sp.Matrix([gam[0] - dt for dt in delta]))
+    gap = rhs.subs({g: gam[0] - dt for g, dt in zip(gam[1:], delta)})
+    b.step("Then γ_1 − y f =", gap)
+    b.obligation("output_at_most_top_score", gap, "nonnegative", description="y f ≤ γ_1, equality only at s_t = 0 (t ≥ 2)")
     b.fact("gamma", gam)
     b.fact("s", s)
     return b.done(rhs)
@@ -127,20 +152,26 @@ def derive_att_svm_kkt(K: int = 2, d: int = 2) -> Derivation:
     (Matrix([[a_1_11*alpha_1]]), -a_1_11**2*alpha_1**2/2 + alpha_1)
     """
     b = DerivationBuilder("Att-SVM KKT conditions: representer form and dual function")
+    b.symbols(w_ij="entry (i, j) of W", alpha_k="multiplier of constraint k (≥ 0)",
+              a_k_ij="entry (i, j) of A_k = (x_i,opt − x_i,t) z_iᵀ")
     W = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"w_{i + 1}{j + 1}", real=True))
     alpha = sp.symbols(f"alpha_1:{K + 1}", nonnegative=True)
     A = [sp.Matrix(d, d, lambda i, j, k=k: sp.Symbol(f"a_{k + 1}_{i + 1}{j + 1}", real=True)) for k in range(K)]
     frob = lambda M, N: sum(M[i, j] * N[i, j] for i in range(d) for j in range(d))
     Lag = sp.Rational(1, 2) * frob(W, W) - sum(a * (frob(Ak, W) - 1) for a, Ak in zip(alpha, A))
-    b.step("Lagrangian ½‖W‖_F² − Σ_k α_k (A_k : W − 1)", Lag)
+    b.define("Lagrangian of min ½ (Frobenius norm of W)² s.t. A_k : W ≥ 1: ½ Σ_ij w_ij² − Σ_k α_k (A_k : W − 1)", Lag)
     eqs = [sp.diff(Lag, W[i, j]) for i in range(d) for j in range(d)]
-    b.step("Stationarity ∂/∂w_ij = 0 (first entry)", sp.Eq(eqs[0], 0))
+    b.step("Stationarity ∂/∂w_ij = 0, every entry", sp.Matrix(eqs), compact=r"W-\sum_k\alpha_kA_k=0")
     sol = sp.solve(eqs, list(W), dict=True)[0]
     Wstar = W.subs(sol)
     b.step("Solved for W: the representer form W = Σ_k α_k A_k", Wstar)
+    b.obligation("stationary_at_representer", [e.subs(sol) for e in eqs])
+    b.obligation("representer_form", Wstar - sum((a * Ak for a, Ak in zip(alpha, A)), sp.zeros(d, d)))
     dual = sp.expand(Lag.subs(sol))
-    b.step("Dual function: the Lagrangian at the stationary W", dual)
-    b.step("Complementary slackness α_k (A_k : W − 1) = 0: only tight (support) constraints carry α_k > 0")
+    b.step("Dual function: the Lagrangian at the stationary W", dual,
+           compact=r"\sum_k\alpha_k-\tfrac12\big\|\sum_k\alpha_kA_k\big\|_F^2")
+    b.obligation("dual_function_form", dual - (sum(alpha) - frob(Wstar, Wstar) / 2))
+    b.assume("Complementary slackness α_k (A_k : W − 1) = 0: only tight (support) constraints carry α_k > 0")
     b.fact("alpha", alpha)
     b.fact("A", A)
     return b.done({"W": Wstar, "dual": dual})

@@ -28,16 +28,20 @@ def derive_masked_softmax_limit(n: int = 4, neighbours: tuple[int, ...] = (0, 2)
     (1, 0)
     """
     b = DerivationBuilder(f"Masked softmax → neighbourhood softmax (n={n}, N={list(neighbours)})")
+    b.symbols(l_j="score of node j for the query node (real)", M="the mask: added as −M to non-neighbours",
+              alpha_j="GAT attention coefficient of node j")
     l = sp.symbols(f"l_0:{n}", real=True)
     M = sp.Symbol("M", positive=True)
     z = [l[j] if j in neighbours else l[j] - M for j in range(n)]
     Z = sum(sp.exp(zj) for zj in z)
     p = [sp.exp(zj) / Z for zj in z]
-    b.step("Softmax of the masked scores (non-neighbours shifted by −M), first weight", p[0])
+    b.define("Softmax of the masked scores (non-neighbours shifted by −M), first weight", p[0])
     lim = tuple(sp.simplify(sp.limit(pj, M, sp.oo)) for pj in p)
-    b.step("Limit M → ∞ of every weight", sp.Matrix(lim))
+    b.step("Limit M → ∞ of every weight", lim)
     ZN = sum(sp.exp(l[k]) for k in neighbours)
     target = [sp.exp(l[j]) / ZN if j in neighbours else sp.Integer(0) for j in range(n)]
+    b.define("GAT coefficients: α_j = exp(l_j)/Σ_{k∈N} exp(l_k) for j ∈ N, 0 otherwise", sp.Matrix(target))
+    b.obligation("limit_is_neighbourhood_softmax", [a - t for a, t in zip(lim, target)])
     res = sp.simplify(sum((a - t) ** 2 for a, t in zip(lim, target)))
     b.fact("residual", res)
     b.step("Σ_j (limit − neighbourhood softmax)² simplifies to", res)

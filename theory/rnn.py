@@ -44,11 +44,16 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
     (0, 0)
     """
     b_ = DerivationBuilder(f"BPTT for a scalar RNN with T={T} steps")
+    b_.symbols(w="recurrent weight (tied)", w_k="untied copy of w used at step k", u="input weight", b="bias",
+               v="output weight", h_0="initial hidden state", x_t="input at step t", z_t="target at step t",
+               sigma="the activation (any differentiable function)", alpha="argument of σ'")
     w, u, b, v, h0 = sp.symbols("w u b v h_0", real=True)
     xs = sp.symbols(f"x_1:{T + 1}", real=True)
     zs = sp.symbols(f"z_1:{T + 1}", real=True)
     ws = sp.symbols(f"w_1:{T + 1}", real=True)
     sigma = sp.Function("sigma")
+    b_.define("a_t = w h_{t−1} + u x_t + b, h_t = σ(a_t), y_t = v h_t, L = Σ_t ½(y_t − z_t)²",
+              r"L=\sum_{t=1}^{T}\tfrac12\big(v\,\sigma(w h_{t-1}+u x_t+b)-z_t\big)^2")
     L_tied, hs, As = _unroll(T, lambda t: w, u, b, v, h0, xs, zs, sigma)
     L_untied, _, _ = _unroll(T, lambda t: ws[t], u, b, v, h0, xs, zs, sigma)
     b_.step("Unrolled loss with tied w (the last hidden state shown)", sp.Eq(sp.Symbol(f"h_{T}"), hs[-1]))
@@ -57,6 +62,7 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
     at_tied = {wk: w for wk in ws}
     g_untied = [sp.diff(L_untied, wk).subs(at_tied) for wk in ws]
     b_.step("∂L/∂w_k of the untied copies, evaluated at w_k = w (k = 1 shown)", g_untied[0])
+    b_.obligation("tied_is_sum_of_untied", g_tied - sum(g_untied), description="dL/dw = Σ_k ∂L/∂w_k at w_k = w")
     diff = sp.simplify(sp.expand(g_tied - sum(g_untied)))
     b_.fact("tied_minus_sum_untied", diff)
     b_.step("dL/dw − Σ_k ∂L/∂w_k simplifies to", diff)
@@ -67,13 +73,18 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
     for t in reversed(range(T)):
         upstream = v * (v * hs[t + 1] - zs[t]) + (w * delta[t + 1] if t + 1 < T else 0)
         delta[t] = dsig[t] * upstream
+    b_.define("BPTT recursion: δ_T = σ'(a_T) v (y_T − z_T), δ_t = σ'(a_t)(v(y_t − z_t) + w δ_{t+1}), "
+              "dL/dw = Σ_t δ_t h_{t−1}", r"\delta_t=\sigma'(a_t)\big(v(y_t-z_t)+w\,\delta_{t+1}\big)")
     bptt = sum(delta[t] * hs[t] for t in range(T))
-    b_.step("BPTT: δ_t = σ'(a_t)(v(y_t − z_t) + w δ_{t+1}), dL/dw = Σ_t δ_t h_{t−1}", bptt)
+    b_.step("The recursion evaluated backwards in time: Σ_t δ_t h_{t−1}", bptt)
+    b_.obligation("bptt_equals_gradient", bptt.doit() - g_tied.doit())
     bdiff = sp.simplify(sp.expand(bptt.doit() - g_tied.doit()))
     b_.fact("bptt_minus_tied", bdiff)
     b_.step("BPTT recursion − dL/dw simplifies to", bdiff)
     res_tied = g_tied.subs(sigma, sp.Lambda(ap, sp.tanh(ap))).doit()
     res_untied = tuple(g.subs(sigma, sp.Lambda(ap, sp.tanh(ap))).doit() for g in g_untied)
+    b_.step("dL/dw with σ = tanh (for evaluation)", res_tied)
+    b_.step("∂L/∂w_k at w_k = w with σ = tanh, k = 1..T", res_untied)
     b_.fact("symbols", (w, u, b, v, h0, xs, zs))
     return b_.done({"tied": res_tied, "untied": res_untied})
 
@@ -94,15 +105,19 @@ def derive_tied_projection(T: int = 3) -> Derivation:
     4
     """
     b = DerivationBuilder(f"Projection onto tied weights, T={T}")
+    b.symbols(g_k="untied gradient of copy k", c="common value of a tied point (c, …, c)", eta="step size",
+              w="the tied weight")
     g = sp.symbols(f"g_1:{T + 1}", real=True)
     c, eta, w = sp.symbols("c eta w", real=True)
     obj = sum((gk - c) ** 2 for gk in g)
-    b.step("Distance² from g to the tied point (c, ..., c)", obj)
+    b.define("Squared distance from g to the tied point (c, ..., c)", obj)
     cstar = sp.solve(sp.diff(obj, c), c)[0]
-    b.step("Stationary point (the objective is a convex quadratic in c)", sp.Eq(c, cstar))
+    b.step("Stationary point c* (the objective is a convex quadratic in c)", cstar)
     ratio = sp.simplify(sum(g) / cstar)
     b.step("Tied gradient Σ_k g_k divided by the projection", ratio)
+    b.obligation("convex_in_c", sp.diff(obj, c, 2), "positive", description="the stationary point is the minimum")
     step_diff = sp.simplify((w - eta * cstar) - (w - (eta / T) * sum(g)))
+    b.obligation("projected_step_is_tied_step_eta_over_T", (w - eta * cstar) - (w - (eta / T) * sum(g)))
     b.fact("projected_step_minus_tied_step_eta_over_T", step_diff)
     b.step("(w − η c*) − (w − (η/T) Σ g_k)", step_diff)
     b.fact("g_symbols", g)
