@@ -755,8 +755,10 @@ def _limits_symbolic(form, ctx) -> CheckResult:
 
 def _limits_numeric(form, ctx) -> CheckResult:
     """Γ_N at N = 1e9 (numeric moments) vs Γ_∞; Monte Carlo of the M = ∞ predictor x_qᵀΓ_N^{-1}Λw
-    (S = E[xxᵀ] exactly) vs the M → ∞ risk (5 SE); covariate shift on the trained LSAs: the ratio
-    of least-squares slopes of ŷ on y_q at scale c and at scale 1 is c² (the LSA is cubic in x)."""
+    (S = E[xxᵀ] exactly) vs the M → ∞ risk (5 SE); covariate shift measured on the trained LSAs
+    (16 seeds, N = 4): the least-squares slope of ŷ on y_q at test scale c equals the form's factor
+    times κ_N = tr(ΛΓ_N⁻¹Λ)/tr Λ (the finite-N constant, → 1 as N → ∞), within 5 SE across seeds.
+    The slope itself, not a ratio of slopes (a ratio is c² for every LSA by homogeneity)."""
     rng = ctx.rng()
     errs, det = {}, {}
     L = ni.random_spd(rng, 3)
@@ -781,23 +783,32 @@ def _limits_numeric(form, ctx) -> CheckResult:
     Lt, Nt, res, tseed = _trained(ctx.mode, ctx.seed, ctx.device)
     seeds.append(tseed)
     ps = ctx.seed_for("shift")
-    seeds.append(ps)
+    n_shift = ctx.size(4000, 8000)
 
-    def slope(c):
-        P = ni.sample_prompts(Lt, 8 * Nt, (2000,), seed=ps, scale=c)
-        with torch.no_grad():
-            yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E[None], float(8 * Nt)).numpy()
-        yq = P.y_q.numpy()
-        return (yh @ yq) / (yq @ yq)  # per seed
+    def shift_reference():  # form-independent: each trained seed's slope of ŷ on y_q at each scale c
+        out = {}
+        for cv in (0.5, 1.0, 2.0):
+            P = ni.sample_prompts(Lt, 8 * Nt, (n_shift,), seed=ps, scale=cv)
+            with torch.no_grad():
+                yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E[None], float(8 * Nt)).numpy()
+            yq = P.y_q.numpy()
+            out[cv] = (yh @ yq) / (yq @ yq)  # (S,) least-squares slope of ŷ on y_q per seed
+        return out
 
-    s1 = slope(1.0)
+    slopes = ctx.reference("shift_slopes", shift_reference)
+    # the slope of the trained model at scale c is c²·κ_N with κ_N = tr(ΛΓ_N⁻¹Λ)/tr(Λ) (E ŷ y_q =
+    # c⁴tr(ΛΓ_N⁻¹Λ), E y_q² = c²tr Λ; exact for any M); κ_N → 1 as N → ∞, where the factor is c²
+    kappa = float(np.trace(Lt @ _numeric_gamma_inv(Lt, Nt) @ Lt) / np.trace(Lt))
+    S = len(slopes[1.0])
     for cv in (0.5, 2.0):
-        ratio = slope(cv) / s1
-        det[f"slope_ratio_c{cv}"] = float(np.mean(ratio))
-        errs[f"shift_c{cv}"] = float(np.max(np.abs(ratio - form["shift_factor"](cv)))) / abs(cv**2) / (1e8 * EPS) * K_SIGMA
-    return compare(worst(errs), K_SIGMA, "MC z-scores ≤ 5; Γ at N = 1e9 within 1e-8 relative and slope ratios within "
-                   "1e8 ulp (both scaled so the bound maps to 5)", seeds=seeds, sizes={"prompts": n}, device=res.device,
-                   details={"errors": errs, **det})
+        m, se = float(np.mean(slopes[cv])), float(np.std(slopes[cv], ddof=1) / math.sqrt(S))
+        pred = float(form["shift_factor"](cv)) * kappa
+        det[f"slope_c{cv}"] = {"measured": m, "se": se, "form_factor_times_kappa": pred, "kappa_N": kappa}
+        # 6 SE across the 16 seeds (t with 15 dof), as for the trained weights in icl.gamma_n_global_min
+        errs[f"shift_slope_c{cv}_z_over_6"] = abs(m - pred) / se / 6.0 * K_SIGMA
+    return compare(worst(errs), K_SIGMA, "MC z-scores ≤ 5; trained-seed slopes within 6 SE (t, 15 dof; scaled so 6 maps "
+                   "to 5); Γ at N = 1e9 within 1e-8 relative (scaled so the bound maps to 5)", seeds=seeds,
+                   sizes={"prompts": n, "shift_prompts": n_shift}, device=res.device, details={"errors": errs, **det})
 
 
 def _limits_form():
