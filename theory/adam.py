@@ -47,7 +47,7 @@ def derive_adam_bias_correction() -> Derivation:
     s = sp.Symbol("s", positive=True)  # E[g²]
     t, i = sp.symbols("t i", integer=True, positive=True)
     gi = sp.Function("g")
-    b.define("Adam's moments: m_t = β1 m_{t−1} + (1−β1) g_t, v_t = β2 v_{t−1} + (1−β2) g_t², m_0 = v_0 = 0; "
+    b.define("Adam's moments: m_t = β1 m_(t−1) + (1−β1) g_t, v_t = β2 v_(t−1) + (1−β2) g_t², m_0 = v_0 = 0; "
              "m̂_t = m_t/(1−β1^t), v̂_t = v_t/(1−β2^t), Δθ_t = −α m̂_t/(√v̂_t + ε)",
              r"m_t=\beta_1m_{t-1}+(1-\beta_1)g_t,\ \hat m_t=\frac{m_t}{1-\beta_1^t},\ \Delta\theta_t=-\alpha\frac{\hat m_t}{\sqrt{\hat v_t}+\epsilon}")
     m_unrolled = (1 - b1) * sp.Sum(b1 ** (t - i) * gi(i), (i, 1, t))
@@ -60,7 +60,7 @@ def derive_adam_bias_correction() -> Derivation:
     b.step("Take expectations with E[g_i] = μ and sum the geometric series: E[m_t] =", Em)
     mseq = sp.Function("m")
     rs = sp.rsolve(mseq(t) - b1 * mseq(t - 1) - (1 - b1) * mu, mseq(t), {mseq(0): 0})
-    b.step("Independently: solve E[m_t] = β1 E[m_{t−1}] + (1−β1)μ, E[m_0] = 0 (rsolve)", rs)
+    b.step("Independently: solve E[m_t] = β1 E[m_(t−1)] + (1−β1)μ, E[m_0] = 0 (rsolve)", rs)
     b.obligation("geometric_sum_matches_recursion", Em - rs)
     mhat = sp.simplify(Em / (1 - b1 ** t))
     b.fact("mhat_mean", mhat)

@@ -218,7 +218,7 @@ def derive_causal_mask(T: int = 3) -> Derivation:
             fut.append(sp.simplify(sp.diff(y[t], v[s])))
             fut.extend(sp.simplify(sp.diff(y[t], L[u, s])) for u in range(T))
     b.fact("future_derivatives", tuple(fut))
-    b.step("∂y_t/∂v_s and ∂y_t/∂l_{us} for every s > t", sp.Matrix([fut]) if fut else sp.Integer(0))
+    b.step("∂y_t/∂v_s and ∂y_t/∂l_(us) for every s > t", sp.Matrix([fut]) if fut else sp.Integer(0))
     b.obligation("blind_to_the_future", fut, description="no output depends on a later token's value or logits")
     b.fact("logits", L)
     b.fact("values", v)
@@ -260,7 +260,7 @@ def derive_score_variance() -> Derivation:
     b.assume("MGF of z_i = q_i k_i to order 4, from independence of q_i and k_i: E z = 0, E z² = 1, "
              "E z³ = μ₃², E z⁴ = μ₄²", Mz)
     Ms = sp.expand(sp.series(Mz**d, t, 0, 5).removeO())
-    b.step("z_i independent: M_s(t) = M_z(t)^{d_k}, expanded to order 4", Ms)
+    b.step("z_i independent: M_s(t) = M_z(t)^(d_k), expanded to order 4", Ms)
     mean = sp.simplify(Ms.coeff(t, 1))
     var = sp.factor(2 * Ms.coeff(t, 2) - mean**2)
     b.step("E s = M_s'(0)", mean)
@@ -697,8 +697,8 @@ def derive_complexity() -> Derivation:
     b.symbols(N="number of tokens", K="head width (rows of U)", D="model width (token dimension)",
               C="multiply-adds of the scores with one shared projection U")
     N, K, D = sp.symbols("N K D", positive=True, integer=True)
-    b.define("One head, tokens as columns x_n: projections U x_n (U_q, U_k, U_v ∈ R^{K×D}), scores ⟨k_n, q_m⟩, "
-             "weighting Σ_n A_nm U_v x_n, output projection U_p ∈ R^{D×K}; seed 000's scores share one U",
+    b.define("One head, tokens as columns x_n: projections U x_n (U_q, U_k, U_v ∈ R^(K×D)), scores ⟨k_n, q_m⟩, "
+             "weighting Σ_n A_nm U_v x_n, output projection U_p ∈ R^(D×K); seed 000's scores share one U",
              r"U_p\,U_v X\,\operatorname{softmax}\big((U_k X)^{\top} U_q X\big)")
     b.define("Cost measure: one multiply-add per product term of an entry of a matrix product, counted on products of "
              "matrices of distinct symbols (no two terms merge)")

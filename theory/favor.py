@@ -141,7 +141,7 @@ def derive_favor() -> Derivation:
     B.assume("Rotation invariance: for ω ~ N(0, I_d) and fixed z, ωᵀz has the law of ‖z‖·t, t ~ N(0,1); "
              "every expectation below is a 1-D integral in t",
              "E f(\\omega^\\top z)=\\int f(\\|z\\| t)\\,\\tfrac{e^{-t^2/2}}{\\sqrt{2\\pi}}dt")
-    mgf = B.step("Gaussian MGF: E e^{s t}", I["mgf"])
+    mgf = B.step("Gaussian MGF: E exp(s t)", I["mgf"])
     # the rotation reduction checked in two dimensions: E e^{u ω1 + v ω2} as a double integral
     u, v = sp.symbols("u v", real=True)
     w1, w2 = sp.symbols("omega_1 omega_2", real=True)
@@ -150,43 +150,43 @@ def derive_favor() -> Derivation:
     two_d = sp.simplify(sp.integrate(inner, (w2, -sp.oo, sp.oo), conds="none"))
     rot_resid = sp.simplify(two_d - mgf.subs(s, sp.sqrt(u**2 + v**2)))
     B.fact("rotation_2d_residual", rot_resid)
-    B.step("Check of the reduction in d = 2: ∫∫ e^{uω₁+vω₂} N(ω) dω − M(√(u²+v²))", rot_resid)
+    B.step("Check of the reduction in d = 2: ∫∫ exp(uω₁+vω₂) N(ω) dω − M(√(u²+v²))", rot_resid)
     B.obligation("rotation_reduction_2d", two_d - mgf.subs(s, sp.sqrt(u**2 + v**2)))
 
     # ---- positive features: one term Z = e^{-(a+b)/2} e^{ωᵀ(x+y)}, ‖x+y‖² = a + b + 2c
     nz2 = a + b + 2 * c
     nw2 = a + b - 2 * c
-    B.define("Positive features: φ⁺(x)ᵀφ⁺(y) is the mean of m terms Z = e^{−(a+b)/2} e^{ωᵀ(x+y)}, ‖x+y‖² = a + b + 2c",
+    B.define("Positive features: φ⁺(x)ᵀφ⁺(y) is the mean of m terms Z = exp(−(a+b)/2) exp(ωᵀ(x+y)), ‖x+y‖² = a + b + 2c",
              r"\phi^+(x)^{\top}\phi^+(y)=\tfrac1m\sum_i e^{-(a+b)/2}e^{\omega_i^{\top}(x+y)}")
     EZ = sp.simplify(sp.powsimp(sp.exp(-(a + b) / 2) * mgf.subs(s, sp.sqrt(nz2)), combine="exp"))
-    B.step("E[φ⁺(x)ᵀφ⁺(y)] = e^{−(a+b)/2} E e^{ωᵀ(x+y)} = e^{−(a+b)/2} M(‖x+y‖)", EZ)
-    B.obligation("positive_unbiased", EZ - sp.exp(c), description="E = e^{xᵀy}")
+    B.step("E[φ⁺(x)ᵀφ⁺(y)] = exp(−(a+b)/2) E exp(ωᵀ(x+y)) = exp(−(a+b)/2) M(‖x+y‖)", EZ)
+    B.obligation("positive_unbiased", EZ - sp.exp(c), description="E = exp(xᵀy)")
     EZ2 = sp.powsimp(sp.exp(-(a + b)) * mgf.subs(s, 2 * sp.sqrt(nz2)), combine="exp")
-    B.step("Second moment of one term: e^{−(a+b)} E e^{2ωᵀ(x+y)}", EZ2)
+    B.step("Second moment of one term: exp(−(a+b)) E exp(2ωᵀ(x+y))", EZ2)
     mse_pos = sp.simplify(sp.expand((EZ2 - EZ**2) / m))
     B.step("Unbiased, so MSE = Var/m = (E Z² − (E Z)²)/m", mse_pos)
     SM = sp.exp(c)
     stated_pos = sp.exp(nz2) * SM**2 * (1 - sp.exp(-nz2)) / m
-    B.define("Stated (1/m) e^{‖x+y‖²} SM² (1 − e^{−‖x+y‖²})", stated_pos)
+    B.define("Stated (1/m) exp(‖x+y‖²) SM² (1 − exp(−‖x+y‖²))", stated_pos)
     B.obligation("mse_positive_matches_stated", sp.powsimp(sp.expand(mse_pos - stated_pos), combine="exp"))
     diff_pos = sp.simplify(sp.expand(sp.powsimp(sp.expand(mse_pos - stated_pos), combine="exp")))
     B.fact("mse_positive_minus_stated", diff_pos)
     B.step("MSE minus the stated form", diff_pos)
 
     # ---- trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); one term e^{(a+b)/2} cos(ωᵀ(x−y))
-    B.define("Trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); one term e^{(a+b)/2} cos(ωᵀ(x−y)), "
+    B.define("Trigonometric features: sin·sin + cos·cos = cos(ωᵀ(x−y)); one term exp((a+b)/2) cos(ωᵀ(x−y)), "
              "‖x−y‖² = a + b − 2c", r"\phi^t(x)^{\top}\phi^t(y)=\tfrac1m\sum_i e^{(a+b)/2}\cos(\omega_i^{\top}(x-y))")
     Ecos = B.step("E cos(s t)", I["E_cos"])
     Ecos2 = B.step("E cos²(s t)", I["E_cos2"])
     ET = sp.simplify(sp.powsimp(sp.exp((a + b) / 2) * Ecos.subs(s, sp.sqrt(nw2)), combine="exp"))
-    B.step("E[φᵗ(x)ᵀφᵗ(y)] = e^{(a+b)/2} E cos(‖x−y‖t)", ET)
-    B.obligation("trig_unbiased", ET - sp.exp(c), description="E = e^{xᵀy}")
+    B.step("E[φᵗ(x)ᵀφᵗ(y)] = exp((a+b)/2) E cos(‖x−y‖t)", ET)
+    B.obligation("trig_unbiased", ET - sp.exp(c), description="E = exp(xᵀy)")
     var_cos = sp.factor(sp.simplify(Ecos2 - Ecos**2))
     B.step("Var cos(s t) = E cos² − (E cos)²", var_cos)
     mse_trig = sp.exp(a + b) * var_cos.subs(s, sp.sqrt(nw2)) / m
-    B.step("MSE of the m-frequency estimator = e^{a+b} Var cos(‖x−y‖t)/m", mse_trig)
+    B.step("MSE of the m-frequency estimator = exp(a+b) Var cos(‖x−y‖t)/m", mse_trig)
     stated_trig = sp.exp(nz2) * SM**-2 * (1 - sp.exp(-nw2)) ** 2 / (2 * m)
-    B.define("Stated (1/2m) e^{‖x+y‖²} SM^{−2} (1 − e^{−‖x−y‖²})² (2m features from m frequencies)", stated_trig)
+    B.define("Stated (1/2m) exp(‖x+y‖²) SM⁻² (1 − exp(−‖x−y‖²))² (2m features from m frequencies)", stated_trig)
     B.obligation("mse_trig_matches_stated", sp.powsimp(sp.expand(mse_trig - stated_trig), combine="exp"))
     diff_trig = sp.simplify(sp.expand(sp.powsimp(sp.expand(mse_trig - stated_trig), combine="exp")))
     B.fact("mse_trig_minus_stated", diff_trig)

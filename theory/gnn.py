@@ -40,7 +40,7 @@ def derive_masked_softmax_limit(n: int = 4, neighbours: tuple[int, ...] = (0, 2)
     b.step("Limit M → ∞ of every weight", lim)
     ZN = sum(sp.exp(l[k]) for k in neighbours)
     target = [sp.exp(l[j]) / ZN if j in neighbours else sp.Integer(0) for j in range(n)]
-    b.define("GAT coefficients: α_j = exp(l_j)/Σ_{k∈N} exp(l_k) for j ∈ N, 0 otherwise", sp.Matrix(target))
+    b.define("GAT coefficients: α_j = exp(l_j)/Σ(k∈N) exp(l_k) for j ∈ N, 0 otherwise", sp.Matrix(target))
     b.obligation("limit_is_neighbourhood_softmax", [a - t for a, t in zip(lim, target)])
     res = sp.simplify(sum((a - t) ** 2 for a, t in zip(lim, target)))
     b.fact("residual", res)

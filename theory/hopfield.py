@@ -68,9 +68,9 @@ def derive_classical_flip(d: int = 4, i: int = 0) -> Derivation:
     dE = sp.expand(E_flip - E)
     b.step(f"Flip unit {i + 1}: ΔE = E(ξ with ξ_{i + 1} → −ξ_{i + 1}) − E(ξ); the w_ii ξ_i² term cancels", dE)
     target = 2 * xi[i] * (sum(W[i, j] * xi[j] for j in range(d) if j != i) - bias[i])
-    b.obligation("flip_formula", dE - target, description="ΔE = 2ξ_i(Σ_{j≠i} w_ij ξ_j − b_i)")
+    b.obligation("flip_formula", dE - target, description="ΔE = 2ξ_i(Σ(j≠i) w_ij ξ_j − b_i)")
     residual = sp.simplify(dE - target)
-    b.step("ΔE − 2ξ_i(Σ_{j≠i} w_ij ξ_j − b_i) simplifies to", residual)
+    b.step("ΔE − 2ξ_i(Σ(j≠i) w_ij ξ_j − b_i) simplifies to", residual)
     h = sum(W[i, j] * xi[j] for j in range(d)) - bias[i]
     via_field = sp.expand(2 * xi[i] * h - 2 * W[i, i] * xi[i] ** 2)
     b.step("With the local field h_i = (Wξ − b)_i the update uses: ΔE − (2ξ_i h_i − 2 w_ii ξ_i²)",
@@ -128,7 +128,7 @@ def derive_dense_update(a: int = 2, d: int = 3, N: int = 2) -> Derivation:
     b.step("Update of unit 1: sgn of −E(ξ with ξ_1=+1) + E(ξ with ξ_1=−1)", diff)
     c = [sum(X[j, m] * xi[j] for j in range(1, d)) for m in range(N)]
     as_sum = sp.expand(sum(F(c[m] + X[0, m]) - F(c[m] - X[0, m]) for m in range(N)))
-    b.step("Minus Σ_μ [F(c_μ + x_μ1) − F(c_μ − x_μ1)] with c_μ = Σ_{j≠1} x_μj ξ_j",
+    b.step("Minus Σ_μ [F(c_μ + x_μ1) − F(c_μ − x_μ1)] with c_μ = Σ(j≠1) x_μj ξ_j",
            sp.simplify(diff - as_sum))
     b.obligation("update_as_pattern_sum", diff - as_sum)
     res = sp.nan
@@ -137,7 +137,7 @@ def derive_dense_update(a: int = 2, d: int = 3, N: int = 2) -> Derivation:
         b.define("Hebbian weights W = Σ_μ x_μ x_μᵀ", W)
         classical = 4 * sum(W[0, j] * xi[j] for j in range(1, d))
         res = sp.simplify(diff - classical)
-        b.step("For a = 2, minus 4 Σ_{j≠1} w_1j ξ_j (the classical rule)", res)
+        b.step("For a = 2, minus 4 Σ(j≠1) w_1j ξ_j (the classical rule)", res)
         b.obligation("hebbian_rule_for_a_2", diff - classical)
     b.fact("hebbian_residual", res)
     b.fact("xi", tuple(xi))
@@ -173,7 +173,7 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
     zr = sp.Symbol("zeta", real=True)
     F = lambda t: t ** a  # noqa: E731
     b.define(f"F(z) = z^{a}; at ξ = x_ν the drive of bit l (times x_νl) is F(d) − F(d − 2) plus crosstalk "
-             "Σ_{μ≠ν} [F(c_μ + 1) − F(c_μ − 1)] x_μl x_νl", sp.Lambda(zz, F(zz)))
+             "Σ(μ≠ν) [F(c_μ + 1) − F(c_μ − 1)] x_μl x_νl", sp.Lambda(zz, F(zz)))
     signal = sp.expand(F(d) - F(d - 2))
     lead_signal = sp.limit(signal / d ** (a - 1), d, sp.oo) * d ** (a - 1)
     b.step("Signal of pattern ν on its own bit: F(d) − F(d−2), leading order", lead_signal)
@@ -183,7 +183,7 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
     lead_one = sp.LT(sp.Poly(one, c).as_expr(), c) if a > 1 else one
     b.step("Crosstalk of one pattern μ≠ν: F(c_μ+1) − F(c_μ−1), leading term in c_μ", lead_one)
     gauss = sp.exp(-zr ** 2 / 2) / sp.sqrt(2 * sp.pi)
-    b.assume("Central limit: the overlap c_μ = Σ_{j≠l} x_μj x_νj of another pattern is ≈ √d·Z with Z ~ N(0, 1), "
+    b.assume("Central limit: the overlap c_μ = Σ(j≠l) x_μj x_νj of another pattern is ≈ √d·Z with Z ~ N(0, 1), "
              "independent across μ", gauss)
     moment = sp.integrate(zr ** (2 * a - 2) * gauss, (zr, -sp.oo, sp.oo))
     b.step(f"Gaussian moment E[Z^{2 * a - 2}] (c_μ ≈ √d Z)", moment)
@@ -203,7 +203,7 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
     b.step("Most patterns exact: SNR² = 2 ln d, solved for N: C_most =", most)
     # all patterns: N d exp(−SNR²/2) = O(1); with N = Θ(d^{a−1}/ln d), ln(N d) = a ln d + O(ln ln d)
     lnNd = sp.limit(sp.log(most * d) / sp.log(d), d, sp.oo) * sp.log(d)
-    b.step("All patterns exact: at N = Θ(d^{a−1}/ln d), ln(Nd) = a ln d to leading order", lnNd)
+    b.step("All patterns exact: at N = Θ(d^(a−1)/ln d), ln(Nd) = a ln d to leading order", lnNd)
     all_ = sp.simplify(sp.solve(sp.Eq(snr2 / 2, lnNd), N)[0])
     b.step("SNR² = 2 ln(Nd), solved for N: C_all =", all_)
     b.fact("d", d)
@@ -251,7 +251,7 @@ def derive_classical_capacity() -> Derivation:
     b.obligation("stated_expressions_not_equivalent", sp.Eq(b.facts["stated_ratio_limit"], sp.oo), "true",
                  description="the ratio of the two stated capacities grows without bound")
     b.fact("crossover_d", sp.nsolve(stated_ratio - 1, d, 30))
-    b.step("They agree only at d = e^{1/0.28} ≈ 36 and differ by a factor 0.28 ln d that grows without bound",
+    b.step("They agree only at d = exp(1/0.28) ≈ 36 and differ by a factor 0.28 ln d that grows without bound",
            b.facts["crossover_d"])
     b.fact("d", d)
     b.fact("bit_over_most_limit", lim)
@@ -388,9 +388,9 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
     f = X * sp.Matrix(p)
     b.define("One update f(ξ) = X S(βXᵀξ) (softmax over the stored patterns)", f)
     dec = sum((p[j] * (X[:, j] - X[:, 0]) for j in range(1, N)), sp.zeros(d, 1))
-    b.obligation("decomposition", f - X[:, 0] - dec, description="f(ξ) − x_1 = Σ_{j≠1} p_j (x_j − x_1)")
+    b.obligation("decomposition", f - X[:, 0] - dec, description="f(ξ) − x_1 = Σ(j≠1) p_j (x_j − x_1)")
     dec_res = sp.simplify(f - X[:, 0] - dec)
-    b.step("f(ξ) − x_1 − Σ_{j≠1} p_j (x_j − x_1) (uses Σ_j p_j = 1) simplifies to", dec_res)
+    b.step("f(ξ) − x_1 − Σ(j≠1) p_j (x_j − x_1) (uses Σ_j p_j = 1) simplifies to", dec_res)
     b.obligation("softmax_ratio", p[1] / p[0] - sp.exp(beta * (X[:, 1] - X[:, 0]).dot(xi)),
                  description="p_j / p_1 = exp(β(x_j − x_1)ᵀξ)")
     ratio_res = sp.simplify(p[1] / p[0] - sp.exp(beta * (X[:, 1] - X[:, 0]).dot(xi)))
@@ -401,7 +401,7 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
     b.obligation("exponent_split", split)
     Nn, Delta, eps, M = sp.symbols("N Delta epsilon M", positive=True)
     e, j = sp.Symbol("e", real=True), sp.Symbol("j", integer=True, positive=True)
-    b.assume("Triangle inequality: ‖f(ξ) − x_1‖ ≤ Σ_{j≠1} p_j ‖x_j − x_1‖, and p_j ≤ p_j/p_1 because p_1 ≤ 1", role="bound")
+    b.assume("Triangle inequality: ‖f(ξ) − x_1‖ ≤ Σ(j≠1) p_j ‖x_j − x_1‖, and p_j ≤ p_j/p_1 because p_1 ≤ 1", role="bound")
     tail = sp.exp(beta * e)
     b.step("Softmax tail: p_j ≤ p_j/p_1 = exp(β e) with e = (x_j − x_1)ᵀξ", tail)
     b.obligation("tail_increasing_in_exponent", sp.diff(tail, e), "positive", description="exp(βe) increases with e")

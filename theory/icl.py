@@ -356,7 +356,7 @@ def derive_lsa_prediction_form(d: int = 2, N: int = 2) -> Derivation:
              r"\hat y=\Big[E+W^{PV}E\,\frac{E^{\top}W^{KQ}E}{\rho}\Big]_{d+1,N+1}")
     F = E + PV * E * (E.T * KQ * E) / rho
     yhat = sp.expand(F[d, N])
-    b.step("ŷ = [E + W^{PV} E (Eᵀ W^{KQ} E)/ρ]_{d+1,N+1}, expanded", yhat)
+    b.step("ŷ = [E + W^(PV) E (Eᵀ W^(KQ) E)/ρ], entry (d+1, N+1), expanded", yhat)
     used = sorted(yhat.free_symbols & (set(PV) | set(KQ)), key=str)
     b.fact("params_used", used)
     b.step("Weights that appear in ŷ", sp.Matrix([used]))
@@ -563,7 +563,7 @@ def derive_global_min(d: int = 2) -> Derivation:
     >>> D.facts["eigen_solution"]
     KroneckerDelta(i, j)/gamma_i
     """
-    b = DerivationBuilder("Global minimiser of the population loss: w22·W11 = Γ_N^{-1}")
+    b = DerivationBuilder("Global minimiser of the population loss: w22·W11 = Γ_N⁻¹")
     b.symbols(b_ij="entry (i, j) of B = w22·W11", l_ij="entry (i, j) of Λ (symmetric)", N="context length",
               lambda_i="eigenvalue i of Λ", gamma_i="eigenvalue i of Γ_N, (1 + 1/N)λ_i + tr(Λ)/N",
               u="w22", U_ij="entry (i, j) of U = W11", L_B="the loss as a function of the entries of B",
@@ -611,7 +611,7 @@ def derive_global_min(d: int = 2) -> Derivation:
     b.step("Solved for b_ij", esol[0])
     # δ_ij vanishes unless i = j, and there λ_j = λ_i
     eig = sp.simplify(esol[0].subs(lj, li))
-    b.step("δ_ij ≠ 0 only when i = j, where λ_j = λ_i: B* is diagonal with entries 1/γ_i, i.e. Γ_N^{-1}", eig)
+    b.step("δ_ij ≠ 0 only when i = j, where λ_j = λ_i: B* is diagonal with entries 1/γ_i, i.e. Γ_N⁻¹", eig)
     b.fact("eigen_solution", eig)
     # gradient flow on (u, U) with B = uU: u² − ‖U‖_F² is conserved, for ANY loss of the product
     u = sp.Symbol("u", real=True)
@@ -625,11 +625,11 @@ def derive_global_min(d: int = 2) -> Derivation:
     Q = u**2 - sum(e**2 for e in U)
     rate = sp.expand(sp.diff(Q, u) * du + sum(sp.diff(Q, e) * de for e, de in zip(U, dU)))
     b.step("d/dt (u² − Σ U_ij²) along the flow", rate)
-    b.obligation("conserved_along_flow", rate, description="d/dt (u² − ‖U‖_F²) = 0 for every loss of the product")
+    b.obligation("conserved_along_flow", rate, description="d/dt (u² − Σ_ij U_ij²) = 0 for every loss of the product")
     b.fact("conserved_rate", rate)
-    b.assume("ZFB initialisation: u² equals the squared Frobenius norm of U at t = 0, so u² − ‖U‖_F² = 0 for all t")
+    b.assume("ZFB initialisation: u² equals the squared Frobenius norm of U at t = 0, so u² − Σ_ij U_ij² = 0 for all t")
     F, nU = sp.symbols("F nU", positive=True)
-    b.assume("At the limit uU = Γ_N^{-1} (the flow converges to the global minimum, ZFB Thm 4.1), so u·nU = F",
+    b.assume("At the limit uU = Γ_N⁻¹ (the flow converges to the global minimum, ZFB Thm 4.1), so u·nU = F",
              sp.Eq(u * nU, F))
     up = sp.Symbol("u", positive=True)
     lim = sp.solve([sp.Eq(up**2, nU**2), sp.Eq(up * nU, F)], [up, nU], dict=True)
@@ -662,7 +662,7 @@ def derive_loss_minimum(d: int = 2) -> Derivation:
     b.step("L(B*) with the solved B*", val, compact=r"\tfrac12\big[\operatorname{tr}\Lambda-\operatorname{tr}(\Gamma_N^{-1}\Lambda^2)\big]")
     lam, t = sp.symbols("lambda t", positive=True)
     gam, bb = sp.Symbol("gamma", positive=True), sp.Symbol("b", real=True)
-    b.assume("Eigenbasis: Λ, Γ_N and B* = Γ_N^{-1} are diagonal, so the trace form of the loss is a sum over "
+    b.assume("Eigenbasis: Λ, Γ_N and B* = Γ_N⁻¹ are diagonal, so the trace form of the loss is a sum over "
              "eigen-directions of its 1×1 version (Λ = λ, Γ_N = γ, B = b)")
     per = sp.expand(_loss_trace(sp.Matrix([[lam]]), sp.Matrix([[gam]]), sp.Matrix([[bb]]), sp.eye(1)))
     b.step("One eigen-direction: ½ tr(Λ(BᵀΛΓB − BᵀΛ − ΛB + I)) at 1×1", per)
@@ -708,10 +708,10 @@ def derive_linear_task_risk(d: int = 2) -> Derivation:
     ESS = W.result.subs({A[i, j]: (1 if i == j else 0) for i in range(d) for j in range(d)})
     b.step("E[S wwᵀ S] = E[S I S] (w ⟂ S, E wwᵀ = I), from the Wishart moment", ESS)
     b.obligation("ESS_equals_Lambda_Gamma_M", ESS - L * _gamma(L, Msym), description="E[SS] = ΛΓ_M")
-    b.assume("x_q ~ N(0, Λ) independent of (S, w): R = tr(Λ E[(Γ^{-1}S w − w)(Γ^{-1}S w − w)ᵀ])")
+    b.assume("x_q ~ N(0, Λ) independent of (S, w): R = tr(Λ E[(Γ⁻¹S w − w)(Γ⁻¹S w − w)ᵀ])")
     R = (L * (Gi * ESS * Gi - Gi * L - L * Gi + sp.eye(d))).trace()
     R = sp.simplify(R)
-    b.step("R = tr(Λ(Γ^{-1}E[SS]Γ^{-1} − Γ^{-1}Λ − ΛΓ^{-1} + I))", R)
+    b.step("R = tr(Λ(Γ⁻¹E[SS]Γ⁻¹ − Γ⁻¹Λ − ΛΓ⁻¹ + I))", R)
     lam, t = sp.symbols("lambda t", positive=True)
     gN_, gM_ = sp.symbols("gamma_N gamma_M", positive=True)
     b.assume("Eigenbasis: Λ, Γ_N and E[SS] = ΛΓ_M are diagonal, so R is a sum over eigen-directions of its 1×1 "
@@ -817,12 +817,12 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
     b.step("E[hhᵀ] = Cov h + E h E hᵀ", Ehh)
     mom_h = {(hs[i], hs[j]): Ehh[i, j] for i in range(d) for j in range(d)}
     first_h = {hs[i]: La[i] for i in range(d)}
-    b.define("Prediction of the trained LSA: ŷ = x_qᵀ Γ_N^{-1} h", r"\hat y=x_q^{\top}\Gamma_N^{-1}h")
+    b.define("Prediction of the trained LSA: ŷ = x_qᵀ Γ_N⁻¹ h", r"\hat y=x_q^{\top}\Gamma_N^{-1}h")
     # expectations with a generic symmetric matrix g standing for Γ_N^{-1}, inserted afterwards
     Gs = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"g_{min(i, j) + 1}{max(i, j) + 1}", real=True))
     yhat = (sp.Matrix([xs]) * Gs * sp.Matrix(hs))[0, 0]
     risk_g = _second_moment_expectation((yhat - y) ** 2, mom_xy, mom_h, first_h, list(xs) + [y], hs)
-    b.step("E(ŷ − y_q)² with g = Γ_N^{-1} (symmetric), monomial by monomial from those moments", risk_g,
+    b.step("E(ŷ − y_q)² with g = Γ_N⁻¹ (symmetric), monomial by monomial from those moments", risk_g,
            compact=r"\operatorname{tr}(g\Lambda g\,E[hh^{\top}])-2(\Lambda a)^{\top}g\,\Lambda a+E y^2,\quad g=\Gamma_N^{-1}")
     wv = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"v_{i + 1}"))
     quad = _second_moment_expectation(((sp.Matrix([xs]) * wv)[0, 0] - y) ** 2, mom_xy, {}, {}, list(xs) + [y], [])
@@ -831,12 +831,12 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
     mn = sp.simplify(quad.subs(wstar))
     b.step("Its minimum over v (at v = a)", mn)
     excess = sp.expand(risk_g - mn).subs({Gs[i, j]: Gi[i, j] for i in range(d) for j in range(d)})
-    b.step("Excess risk, with g = Γ_N^{-1} inserted", excess)
+    b.step("Excess risk, with g = Γ_N⁻¹ inserted", excess)
     t = L.trace()
     Gi2 = Gi * Gi
     nrm = lambda A: (a.T * A * a)[0, 0]  # noqa: E731
     corrected = (Sg * Gi2 * L).trace() / Msym + (nrm(Gi2 * L**3) + 2 * t * nrm(Gi2 * L**2) + t**2 * nrm(Gi2 * L)) / Nsym**2
-    b.define("Corrected Thm 4.2: (1/M)tr(ΣΓ^{-2}Λ) + (1/N²)[‖a‖²_{Γ^{-2}Λ³} + 2tr(Λ)‖a‖²_{Γ^{-2}Λ²} + tr(Λ)²‖a‖²_{Γ^{-2}Λ}]",
+    b.define("Corrected Thm 4.2: (1/M)tr(ΣΓ⁻²Λ) + (1/N²)[aᵀΓ⁻²Λ³a + 2tr(Λ)aᵀΓ⁻²Λ²a + tr(Λ)²aᵀΓ⁻²Λa]",
              corrected)
     b.obligation("matches_corrected_form", excess - corrected)
     rc = sp.cancel(sp.together(excess - corrected))
@@ -844,7 +844,7 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
     Li = L.inv()
     nn = nrm(Li * Li * L)
     stated = (Sg * Li * Li * L).trace() / Msym + (nn + 2 * t * nn + t**2 * nn) / Nsym**2
-    b.define("The seed's form (Λ^{-2}Λ in every norm and in the trace)", stated)
+    b.define("The seed's form (Λ⁻²Λ in every norm and in the trace)", stated)
     ds = excess - stated
     point = {s: sp.Rational(k + 2, k + 3) for k, s in enumerate(sorted(ds.free_symbols, key=str))}
     b.step("Excess risk minus the seed's form at a rational point: not zero", ds.subs(point))
@@ -883,12 +883,12 @@ def derive_limits(d: int = 2) -> Derivation:
     G = _gamma(L)
     b.define("Γ_N = (1 + 1/N)Λ + (1/N)tr(Λ)I", G)
     Ginf = G.applyfunc(lambda e: sp.limit(e, Nsym, sp.oo))
-    b.step("lim_{N→∞} Γ_N (entrywise)", Ginf)
+    b.step("limit N → ∞ of Γ_N (entrywise)", Ginf)
     b.obligation("gamma_tends_to_Lambda", Ginf - L)
     R = derive_linear_task_risk(1).result["eigen"]
     b.step("Per-eigenvalue risk r(λ, t, N, M) of derive_linear_task_risk", R)
     Rm = sp.simplify(sp.limit(R, Msym, sp.oo))
-    b.step("lim_{M→∞} of the per-eigenvalue risk: the 1/N² term survives", Rm)
+    b.step("limit M → ∞ of the per-eigenvalue risk: the 1/N² term survives", Rm)
     Rnm = sp.limit(Rm, Nsym, sp.oo)
     b.step("then N → ∞", Rnm)
     b.obligation("risk_vanishes_in_the_limit", Rnm)
@@ -900,9 +900,9 @@ def derive_limits(d: int = 2) -> Derivation:
     Eyx = sp.Matrix(d, 1, lambda a_, _: sp.expand(sum(w[k] * wick_expectation((k, a_), cov) for k in range(d))))
     b.step("E[y' x'] with y' = ⟨w, x'⟩ (Wick, second moments)", Eyx)
     b.assume("M → ∞: h' = (1/M)Σ y'_i x'_i tends to E[y' x'] (law of large numbers), and N → ∞: the trained "
-             "matrix is Γ_∞^{-1}")
+             "matrix is Γ_∞⁻¹")
     yhat = sp.simplify((xq.T * Ginf.inv() * Eyx)[0, 0])
-    b.step("ŷ' = x'_qᵀ Γ_∞^{-1} h'", yhat)
+    b.step("ŷ' = x'_qᵀ Γ_∞⁻¹ h'", yhat)
     yq = (w.T * xq)[0, 0]
     factor = sp.simplify(yhat / yq)
     b.step("Ratio to the true label y'_q = ⟨w, x'_q⟩", factor)
@@ -970,14 +970,14 @@ def derive_gd_one_step(d: int = 2, N: int = 2) -> Derivation:
     b.fact("query_residual", qres)
     # preconditioned GD from 0 with P = Γ^{-1}, η = 1 equals x_qᵀ Γ^{-1} h
     Gi = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"g_{min(i, j) + 1}{max(i, j) + 1}"))
-    b.define("A symmetric preconditioner standing for Γ_N^{-1}", Gi)
+    b.define("A symmetric preconditioner standing for Γ_N⁻¹", Gi)
     loss0 = sum(((w * xs[i])[0, 0] - ys[i]) ** 2 for i in range(N)) / (2 * N)
     g0 = sp.Matrix(d, 1, lambda k, _: sp.diff(loss0, w[k])).subs({w[k]: 0 for k in range(d)})
     w1 = -Gi * g0
-    b.step("One GD step from 0 preconditioned by Γ^{-1}", w1)
+    b.step("One GD step from 0 preconditioned by Γ⁻¹", w1)
     h = sum((ys[i] * xs[i] for i in range(N)), sp.zeros(d, 1)) / N
     pres = sp.expand((xq.T * w1)[0, 0] - (xq.T * Gi * h)[0, 0])
-    b.step("Its prediction minus the LSA's x_qᵀ Γ^{-1} h", pres)
+    b.step("Its prediction minus the LSA's x_qᵀ Γ⁻¹ h", pres)
     b.obligation("preconditioned_step_is_lsa", pres)
     b.fact("preconditioned_residual", pres)
     b.fact("symbols", {"eta": eta, "xs": xs, "ys": ys, "xq": xq, "W0": W0})

@@ -52,7 +52,7 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
     zs = sp.symbols(f"z_1:{T + 1}", real=True)
     ws = sp.symbols(f"w_1:{T + 1}", real=True)
     sigma = sp.Function("sigma")
-    b_.define("a_t = w h_{t−1} + u x_t + b, h_t = σ(a_t), y_t = v h_t, L = Σ_t ½(y_t − z_t)²",
+    b_.define("a_t = w h_(t−1) + u x_t + b, h_t = σ(a_t), y_t = v h_t, L = Σ_t ½(y_t − z_t)²",
               r"L=\sum_{t=1}^{T}\tfrac12\big(v\,\sigma(w h_{t-1}+u x_t+b)-z_t\big)^2")
     L_tied, hs, As = _unroll(T, lambda t: w, u, b, v, h0, xs, zs, sigma)
     L_untied, _, _ = _unroll(T, lambda t: ws[t], u, b, v, h0, xs, zs, sigma)
@@ -73,10 +73,10 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
     for t in reversed(range(T)):
         upstream = v * (v * hs[t + 1] - zs[t]) + (w * delta[t + 1] if t + 1 < T else 0)
         delta[t] = dsig[t] * upstream
-    b_.define("BPTT recursion: δ_T = σ'(a_T) v (y_T − z_T), δ_t = σ'(a_t)(v(y_t − z_t) + w δ_{t+1}), "
-              "dL/dw = Σ_t δ_t h_{t−1}", r"\delta_t=\sigma'(a_t)\big(v(y_t-z_t)+w\,\delta_{t+1}\big)")
+    b_.define("BPTT recursion: δ_T = σ'(a_T) v (y_T − z_T), δ_t = σ'(a_t)(v(y_t − z_t) + w δ_(t+1)), "
+              "dL/dw = Σ_t δ_t h_(t−1)", r"\delta_t=\sigma'(a_t)\big(v(y_t-z_t)+w\,\delta_{t+1}\big)")
     bptt = sum(delta[t] * hs[t] for t in range(T))
-    b_.step("The recursion evaluated backwards in time: Σ_t δ_t h_{t−1}", bptt)
+    b_.step("The recursion evaluated backwards in time: Σ_t δ_t h_(t−1)", bptt)
     b_.obligation("bptt_equals_gradient", bptt.doit() - g_tied.doit())
     bdiff = sp.simplify(sp.expand(bptt.doit() - g_tied.doit()))
     b_.fact("bptt_minus_tied", bdiff)
