@@ -35,6 +35,7 @@ __all__ = [
     "lsa_full_output",
     "LSA",
     "zfb_init",
+    "train_lsa_configs",
     "population_moments",
     "population_loss_B",
     "population_grad_B",
@@ -240,7 +241,9 @@ def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, 
                   rtol: float = 1e-11, atol: float = 1e-13, grad_tol: float = 1e-12) -> GFResult:
     """Integrate ``du/dt = −⟨∇_B L, U⟩``, ``dU/dt = −u ∇_B L`` (B = uU) from ZFB's initialisation
     (``σ² ‖E[hhᵀ]Λ^{-1}‖_op √d < 2``, default σ at half that bound) with SciPy ``solve_ivp`` (LSODA),
-    in rounds of doubling length until ``‖∇_B L‖_F < grad_tol`` (or ``t_end`` is reached)."""
+    in rounds of doubling length until ``‖∇_B L‖_F < grad_tol`` (or ``t_end`` is reached).
+
+    ``loss_curve`` is ``(t, L(t))`` sampled from the dense solution (16 points per round)."""
     L = as_spd_matrix(Lambda)
     d = L.shape[0]
     hh, hw = population_moments(L, N)
@@ -264,12 +267,16 @@ def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, 
     ts, losses = [0.0], [population_loss_B(L, N, y0[0] * y0[1:].reshape(d, d))]
     sol = None
     while True:
-        sol = solve_ivp(rhs, (t, t + span), y, method="LSODA", rtol=rtol, atol=atol)
+        sol = solve_ivp(rhs, (t, t + span), y, method="LSODA", rtol=rtol, atol=atol, dense_output=True)
         total_nfev += sol.nfev
+        # the loss curve samples the dense (interpolated) solution, 16 points per round, not only the
+        # few points where the solver stopped
+        for tt in np.linspace(t, sol.t[-1], 17)[1:]:
+            yy = sol.sol(tt)
+            ts.append(float(tt))
+            losses.append(population_loss_B(L, N, yy[0] * yy[1:].reshape(d, d)))
         t, y = sol.t[-1], sol.y[:, -1]
         B = y[0] * y[1:].reshape(d, d)
-        ts.append(t)
-        losses.append(population_loss_B(L, N, B))
         if not sol.success or np.linalg.norm(population_grad_B(L, N, B)) < grad_tol or (t_end and t >= t_end):
             break
         span *= 2
@@ -326,12 +333,26 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
         Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
         sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
     t0 = time.perf_counter()
+    Q, c, m = _prompt_statistics(L, N, n_seeds, n_prompts, seed, dev)
+    Wpv, Wkq = zfb_init(d, n_seeds, sigma, seed=seed + 1, device=dev)
+    model, curve = _fit_statistics(Q, c, m, Wpv, Wkq, steps=steps, lr=lr, lbfgs_steps=lbfgs_steps)
+    with torch.no_grad():
+        fl = _stats_loss(model, Q, c, m).cpu().numpy()
+        B = model.B().cpu().numpy()
+    return TrainResult(model.Wpv.detach().cpu(), model.Wkq.detach().cpu(), B, fl, np.array(curve),
+                       time.perf_counter() - t0, str(dev))
+
+
+def _prompt_statistics(L: np.ndarray, N: int, n_seeds: int, n_prompts: int, seed: int, dev):
+    """Sufficient statistics ``ΦᵀΦ/P (S, p, p), Φᵀy_q/P (S, p), mean y_q² (S,)`` of ``n_prompts``
+    sampled prompts per seed (``p = (d+1)²d``), accumulated chunk by chunk (bounded memory)."""
+    d = L.shape[0]
     Q = torch.zeros(n_seeds, (d + 1) ** 2 * d, (d + 1) ** 2 * d, dtype=DTYPE, device=dev)
     c = torch.zeros(n_seeds, (d + 1) ** 2 * d, dtype=DTYPE, device=dev)
     m = torch.zeros(n_seeds, dtype=DTYPE, device=dev)
     chunk = max(1, min(n_prompts, 2**22 // max(1, n_seeds * (N + 1) * d)))
     done = 0
-    while done < n_prompts:  # accumulate sufficient statistics chunk by chunk (bounded memory)
+    while done < n_prompts:
         k = min(chunk, n_prompts - done)
         P = sample_prompts(L, N, (n_seeds, k), seed=seed + 7919 * (done // chunk + 1), device=dev)
         Phi = lsa_features(P.E) / float(N)
@@ -339,21 +360,29 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
         c += torch.bmm(Phi.transpose(1, 2), P.y_q.unsqueeze(-1)).squeeze(-1)
         m += (P.y_q**2).sum(-1)
         done += k
-    Q, c, m = Q / n_prompts, c / n_prompts, m / n_prompts
-    Wpv, Wkq = zfb_init(d, n_seeds, sigma, seed=seed + 1, device=dev)
+    return Q / n_prompts, c / n_prompts, m / n_prompts
+
+
+def _stats_loss(model: "LSA", Q, c, m) -> torch.Tensor:
+    """Per-row empirical loss ``½ mean_p (ŷ − y_q)²`` through the sufficient statistics, ``(S,)``."""
+    d = model.Wpv.shape[-1] - 1
+    theta = (model.Wpv[:, d, :, None, None] * model.Wkq[:, None, :, :d]).flatten(1)
+    Qt = torch.bmm(Q, theta.unsqueeze(-1)).squeeze(-1)
+    return 0.5 * ((theta * Qt).sum(-1) - 2 * (theta * c).sum(-1) + m)
+
+
+def _fit_statistics(Q, c, m, Wpv, Wkq, *, steps: int, lr: float, lbfgs_steps: int):
+    """Adam (cosine-decayed lr) then L-BFGS on the summed per-row losses. Adam is elementwise, so its
+    steps are those of one run per row; the L-BFGS polish shares one line search and curvature
+    history over all rows, so rows agree with separate runs to the polish's tolerance (measured
+    ~3e-6 in B at d = 3), not bit for bit. Returns the model and the mean loss curve."""
     model = LSA(Wpv, Wkq)
-
-    def loss_fn():
-        theta = (model.Wpv[:, d, :, None, None] * model.Wkq[:, None, :, :d]).flatten(1)
-        Qt = torch.bmm(Q, theta.unsqueeze(-1)).squeeze(-1)
-        return 0.5 * ((theta * Qt).sum(-1) - 2 * (theta * c).sum(-1) + m)
-
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
     curve = []
     for _ in range(steps):
         opt.zero_grad()
-        per = loss_fn()
+        per = _stats_loss(model, Q, c, m)
         per.sum().backward()
         opt.step()
         sched.step()
@@ -364,16 +393,56 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
 
         def closure():
             opt2.zero_grad()
-            s = loss_fn().sum()
+            s = _stats_loss(model, Q, c, m).sum()
             s.backward()
             return s
 
         opt2.step(closure)
-    with torch.no_grad():
-        fl = loss_fn().cpu().numpy()
-        B = model.B().cpu().numpy()
-    return TrainResult(model.Wpv.detach().cpu(), model.Wkq.detach().cpu(), B, fl, np.array(curve),
-                       time.perf_counter() - t0, str(dev))
+    return model, curve
+
+
+def train_lsa_configs(Lambdas, Ns, *, n_seeds: int, n_prompts: int, steps: int, seed: int, lr: float = 0.02,
+                      device="cpu", lbfgs_steps: int = 50) -> list[TrainResult]:
+    """Train ``n_seeds`` LSAs for each of K configurations ``(Λ_k (d, d), N_k)`` (same ``d``) as ONE
+    batched tensor of ``K·n_seeds`` rows: per configuration the prompts, the ZFB initialisation
+    and its σ are those :func:`train_lsa` would use with seed ``seed + 104729·k``; the optimiser
+    runs once over the stacked sufficient statistics (see :func:`_fit_statistics`: Adam's steps are
+    per row; the L-BFGS polish is shared). Returns one :class:`TrainResult` per configuration
+    (``curve`` is the mean over all rows; ``seconds`` the whole batch's time)."""
+    import time
+
+    dev = resolve_device(device)
+    Ls = [as_spd_matrix(L) for L in Lambdas]
+    Ns = [int(N) for N in Ns]
+    if len(Ls) != len(Ns) or not Ls:
+        raise InputError("Lambdas and Ns must be non-empty and of the same length")
+    d = Ls[0].shape[0]
+    if any(L.shape[0] != d for L in Ls):
+        raise InputError("every Λ must have the same dimension d")
+    if any(N < 1 for N in Ns):
+        raise InputError(f"every N must be ≥ 1, got {Ns}")
+    t0 = time.perf_counter()
+    stats, inits = [], []
+    for k, (L, N) in enumerate(zip(Ls, Ns)):
+        sk = seed + 104729 * k
+        stats.append(_prompt_statistics(L, N, n_seeds, n_prompts, sk, dev))
+        Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
+        sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
+        inits.append(zfb_init(d, n_seeds, sigma, seed=sk + 1, device=dev))
+    Q, c, m = (torch.cat([st[i] for st in stats]) for i in range(3))
+    Wpv, Wkq = (torch.cat([w[i] for w in inits]) for i in range(2))
+    with single_thread() if dev.type == "cpu" else _nullcontext():
+        model, curve = _fit_statistics(Q, c, m, Wpv, Wkq, steps=steps, lr=lr, lbfgs_steps=lbfgs_steps)
+        with torch.no_grad():
+            fl = _stats_loss(model, Q, c, m).cpu().numpy()
+            B = model.B().cpu().numpy()
+    secs = time.perf_counter() - t0
+    out = []
+    for k in range(len(Ls)):
+        sl = slice(k * n_seeds, (k + 1) * n_seeds)
+        out.append(TrainResult(model.Wpv.detach().cpu()[sl], model.Wkq.detach().cpu()[sl], B[sl], fl[sl],
+                               np.array(curve), secs, str(dev)))
+    return out
 
 
 def train_lsa(Lambda, N: int, **kw) -> TrainResult:
@@ -598,3 +667,132 @@ def measure_weights(Lambda, N: int, Gamma_inv: np.ndarray, Wpv, Wkq, *, M: int, 
     rel_pred = np.sqrt(np.mean((yh - closed) ** 2, axis=-1)) / np.sqrt(np.mean(closed**2))
     return {"rel_err_B": rel_B.tolist(), "max_other_block": other, "rel_rms_prediction": rel_pred.tolist(),
             "B": B.tolist(), "risk_M": float(np.mean((yh - P.y_q.cpu().numpy()) ** 2))}
+
+
+# ------------------------------------------------------------------------------------------------
+# training with progress and convergence diagnostics (used by `tverify check icl`)
+
+
+@dataclass
+class MonitoredTrainResult(TrainResult):
+    """:class:`TrainResult` plus, per seed, the exact minimiser ``B_star (S, d, d)`` of that seed's
+    empirical loss over ``W^{KQ}_{11}`` with every other weight held at its trained value (the loss
+    is exactly quadratic in ``W^{KQ}_{11}``), expressed as ``w22·W11``: ``‖B − B_star‖`` is how far
+    the optimiser stopped from the minimum it was heading to. ``loss_gap (S,)`` is the loss above
+    that conditional minimum."""
+
+    B_star: np.ndarray = None
+    loss_gap: np.ndarray = None
+
+
+def train_lsa_monitored(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed: int, lr: float = 0.02,
+                        sigma: float | None = None, device="cpu", lbfgs_steps: int = 50,
+                        progress: Callable[[float], None] | None = None) -> MonitoredTrainResult:
+    """The algorithm of :func:`train_lsa` (same prompts, initialisation and optimisers, hence the same
+    weights for the same arguments), reporting the fraction of work done to ``progress(fraction)``
+    and returning the convergence diagnostics of :class:`MonitoredTrainResult`."""
+    with single_thread() if resolve_device(device).type == "cpu" else _nullcontext():
+        return _train_lsa_monitored(Lambda, N, n_seeds=n_seeds, n_prompts=n_prompts, steps=steps, seed=seed, lr=lr,
+                                    sigma=sigma, device=device, lbfgs_steps=lbfgs_steps, progress=progress)
+
+
+def _train_lsa_monitored(Lambda, N, *, n_seeds, n_prompts, steps, seed, lr, sigma, device, lbfgs_steps, progress):
+    import time
+
+    report = progress or (lambda _f: None)
+    dev = resolve_device(device)
+    L = as_spd_matrix(Lambda)
+    d = L.shape[0]
+    if int(N) < 1:
+        raise InputError(f"N must be ≥ 1, got {N}")
+    if sigma is None:
+        Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
+        sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
+    F = (d + 1) ** 2 * d
+    # work units (for progress only): statistics ∝ prompts·F², each optimiser evaluation ∝ F²
+    w_stats = float(n_prompts) * (F + 2 * (N + 1))
+    w_eval = 3.0 * F
+    total = w_stats + w_eval * (steps + 1.25 * lbfgs_steps) or 1.0
+    t0 = time.perf_counter()
+    Q = torch.zeros(n_seeds, F, F, dtype=DTYPE, device=dev)
+    c = torch.zeros(n_seeds, F, dtype=DTYPE, device=dev)
+    m = torch.zeros(n_seeds, dtype=DTYPE, device=dev)
+    chunk = max(1, min(n_prompts, 2**22 // max(1, n_seeds * (N + 1) * d)))
+    done = 0
+    while done < n_prompts:  # exactly the sampling of _train_lsa (same seeds, same chunks)
+        k = min(chunk, n_prompts - done)
+        P = sample_prompts(L, N, (n_seeds, k), seed=seed + 7919 * (done // chunk + 1), device=dev)
+        Phi = lsa_features(P.E) / float(N)
+        Q += torch.bmm(Phi.transpose(1, 2), Phi)
+        c += torch.bmm(Phi.transpose(1, 2), P.y_q.unsqueeze(-1)).squeeze(-1)
+        m += (P.y_q**2).sum(-1)
+        done += k
+        del P, Phi
+        report(w_stats * done / n_prompts / total)
+    Q, c, m = Q / n_prompts, c / n_prompts, m / n_prompts
+    Wpv, Wkq = zfb_init(d, n_seeds, sigma, seed=seed + 1, device=dev)
+    model = LSA(Wpv, Wkq)
+
+    def theta_of(pv, kq):
+        return (pv[:, d, :, None, None] * kq[:, None, :, :d]).flatten(1)
+
+    def loss_fn():
+        theta = theta_of(model.Wpv, model.Wkq)
+        Qt = torch.bmm(Q, theta.unsqueeze(-1)).squeeze(-1)
+        return 0.5 * ((theta * Qt).sum(-1) - 2 * (theta * c).sum(-1) + m)
+
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
+    curve = []
+    every = max(1, steps // 50)
+    for i in range(steps):
+        opt.zero_grad()
+        per = loss_fn()
+        per.sum().backward()
+        opt.step()
+        sched.step()
+        curve.append(float(per.detach().mean()))
+        if (i + 1) % every == 0:
+            report((w_stats + w_eval * (i + 1)) / total)
+    if lbfgs_steps:
+        opt2 = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=lbfgs_steps, tolerance_grad=1e-15,
+                                 tolerance_change=1e-18, history_size=50, line_search_fn="strong_wolfe")
+        evals = [0]
+
+        def closure():
+            opt2.zero_grad()
+            s = loss_fn().sum()
+            s.backward()
+            evals[0] += 1
+            if evals[0] % 10 == 0:
+                report(min(1.0, (w_stats + w_eval * (steps + evals[0])) / total))
+            return s
+
+        opt2.step(closure)
+    with torch.no_grad():
+        fl = loss_fn()
+        B = model.B()
+        # conditional minimum over W11 = Wkq[:d, :d]: θ = A·vec(W11) + θ_rest, A[(j,k,l),(k,l)] = Wpv[d, j]
+        pv, kq = model.Wpv.detach(), model.Wkq.detach()
+        kq0 = kq.clone()
+        kq0[:, :d, :d] = 0
+        rest = theta_of(pv, kq0)
+        eye = torch.eye(d * d, dtype=DTYPE, device=dev).reshape(d, d, d * d)
+        A = torch.zeros(n_seeds, d + 1, d + 1, d, d * d, dtype=DTYPE, device=dev)
+        A[:, :, :d, :, :] = pv[:, d, :, None, None, None] * eye[None, None]
+        A = A.reshape(n_seeds, F, d * d)
+        H = A.transpose(1, 2) @ Q @ A
+        g = A.transpose(1, 2) @ (c - (Q @ rest.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)
+        evals_, evecs = torch.linalg.eigh(H)
+        cut = evals_[:, -1:].clamp_min(0) * (d * d) * 1e-15  # pseudo-inverse below float64 resolution
+        inv = torch.where(evals_ > cut, 1.0 / evals_, torch.zeros_like(evals_))
+        w_star = (evecs @ (inv.unsqueeze(-1) * (evecs.transpose(1, 2) @ g))).squeeze(-1).reshape(n_seeds, d, d)
+        B_star = pv[:, d, d, None, None] * w_star
+        kq_star = kq.clone()
+        kq_star[:, :d, :d] = w_star
+        th = theta_of(pv, kq_star)
+        l_star = 0.5 * ((th * (Q @ th.unsqueeze(-1)).squeeze(-1)).sum(-1) - 2 * (th * c).sum(-1) + m)
+    report(1.0)
+    return MonitoredTrainResult(model.Wpv.detach().cpu(), model.Wkq.detach().cpu(), B.cpu().numpy(), fl.cpu().numpy(),
+                                np.array(curve), time.perf_counter() - t0, str(dev), B_star=B_star.cpu().numpy(),
+                                loss_gap=(fl - l_star).cpu().numpy())
