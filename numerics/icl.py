@@ -265,7 +265,7 @@ def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, 
     t, total_nfev, y = 0.0, 0, y0
     span = 20.0 / np.linalg.norm(L @ L)
     ts, losses = [0.0], [population_loss_B(L, N, y0[0] * y0[1:].reshape(d, d))]
-    sol = None
+    sol, rounds = None, 0
     while True:
         sol = solve_ivp(rhs, (t, t + span), y, method="LSODA", rtol=rtol, atol=atol, dense_output=True)
         total_nfev += sol.nfev
@@ -280,7 +280,8 @@ def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, 
         if not sol.success or np.linalg.norm(population_grad_B(L, N, B)) < grad_tol or (t_end and t >= t_end):
             break
         span *= 2
-        if len(ts) > 60:
+        rounds += 1
+        if rounds >= 60:
             break
     u, U = float(y[0]), y[1:].reshape(d, d)
     return GFResult(t, u, U, u * U, total_nfev, bool(sol.success), sol.message, (np.array(ts), np.array(losses)))
