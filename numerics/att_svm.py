@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -47,6 +48,9 @@ __all__ = [
     "constraint_matrix",
     "build_att_svm_problem",
     "solve_att_svm",
+    "certify",
+    "certified_gap",
+    "kkt_residuals",
     "solve_att_svm_dual_scipy",
     "correlation",
     "softmax_mass",
@@ -355,15 +359,22 @@ def build_att_svm_problem(X, z, opt=None, *, norm: str = "fro", sets=None) -> At
 class AttSVMResult:
     """A solved, certified Att-SVM.
 
-    W          (d,d) the solution (never ``None``: a non-optimal status raises instead)
-    status     cvxpy status ("optimal")
-    norm       "fro" or "nuc";  value: ‖W‖_F or ‖W‖_*
-    duals      (K,) multipliers α_k ≥ 0 of the inequality rows; ``index`` (K,2|3) names them
-    duals_eq   (K_eq,) multipliers of the equality rows (generalised SVM)
-    margins    (K,) ``A_k : W`` (≥ 1 when feasible)
-    residuals  KKT residuals: primal_infeasibility, dual_infeasibility, complementary_slackness,
-               stationarity (relative), and duality_gap (relative)
-    support    indices k of the support (tight, α_k > 0) constraints
+    W            (d,d) the solution (never ``None``: an uncertified solve raises instead)
+    status       the cvxpy status of the accepted solve: "optimal", or "optimal_inaccurate" when
+                 the certificate recomputed from the returned point met the tolerance anyway
+    norm         "fro" or "nuc";  value: ‖W‖_F or ‖W‖_*
+    duals        (K,) multipliers α_k ≥ 0 of the inequality rows; ``index`` (K,2|3) names them
+    duals_eq     (K_eq,) multipliers of the equality rows (generalised SVM)
+    margins      (K,) ``A_k : W`` (≥ 1 when feasible)
+    residuals    KKT residuals of the returned (W, α, μ): primal_infeasibility, dual_infeasibility,
+                 complementary_slackness, stationarity (relative), duality_gap (relative)
+    support      indices k of the support (tight, α_k > 0) constraints
+    solver       the solver that produced W ("CLARABEL" or "SCS")
+    certificate  how the result was accepted (see :func:`certify`): ``tolerance``, ``max_residual``,
+                 ``certified_gap`` (a rigorous bound on the relative suboptimality of ``value``, from
+                 a feasible rescaling of W and of α), ``settings`` ("tight" or "relaxed") and
+                 ``attempts``: every solve tried, in order, as ``(solver, settings, status,
+                 max_residual or nan, accepted)``
     """
 
     W: np.ndarray
@@ -380,6 +391,7 @@ class AttSVMResult:
     solver: str
     A: np.ndarray = field(repr=False, default=None)
     A_eq: np.ndarray = field(repr=False, default=None)
+    certificate: dict[str, Any] = field(default_factory=dict)
 
     @property
     def duality_gap(self) -> float:
@@ -424,15 +436,64 @@ def kkt_residuals(W, A, duals, norm: str, A_eq=None, duals_eq=None) -> dict[str,
     return r
 
 
+def certified_gap(W, A, duals, norm: str, A_eq=None, duals_eq=None) -> float:
+    """A rigorous bound on the relative suboptimality of ``(W, α, μ)``, whatever the solver said.
+
+    Primal: ``W / min(1, min_k A_k:W)`` satisfies every inequality row (requires the smallest margin
+    > 0; the equality rows are not repaired, their violation is the KKT ``primal_infeasibility``).
+    Dual: ``α⁺ = max(α, 0)`` is feasible for the Frobenius dual ``Σα − ½‖G‖_F²`` (any α ≥ 0 gives a
+    lower bound), and ``(α⁺, μ)/max(1, ‖G‖_2)`` for the nuclear dual ``max Σα s.t. ‖G‖_2 ≤ 1``, with
+    ``G = Σ α⁺_k A_k + Σ μ_j E_j``. Returns ``(P − D)/P`` ≥ 0 up to rounding (``inf`` when some
+    margin is ≤ 0)."""
+    W = np.asarray(W, dtype=np.float64)
+    m = np.einsum("kab,ab->k", A, W)
+    mmin = float(np.min(m, initial=1.0))
+    if not mmin > 0:
+        return math.inf
+    shrink = min(1.0, mmin)
+    a = np.maximum(np.asarray(duals, dtype=np.float64), 0.0)
+    G = np.einsum("k,kab->ab", a, A)
+    if A_eq is not None and len(A_eq):
+        G = G + np.einsum("k,kab->ab", np.asarray(duals_eq, dtype=np.float64), A_eq)
+    if norm == "fro":
+        P = 0.5 * float(np.sum(W * W)) / shrink ** 2
+        D = float(np.sum(a) - 0.5 * np.sum(G * G))
+    else:
+        P = float(np.linalg.norm(W, "nuc")) / shrink
+        D = float(np.sum(a)) / max(1.0, float(np.linalg.norm(G, 2)))
+    return float((P - D) / max(P, 1e-300))
+
+
+def certify(W, A, duals, norm: str, A_eq=None, duals_eq=None, *, tol: float = 1e-6) -> dict[str, Any]:
+    """The acceptance test for a solver's output: KKT residuals (:func:`kkt_residuals`) and the
+    rigorous :func:`certified_gap`, all ≤ ``tol``. Returns ``{"residuals", "max_residual",
+    "certified_gap", "tolerance", "passed"}``; NaN anywhere fails."""
+    r = kkt_residuals(W, A, duals, norm, A_eq, duals_eq)
+    gap = certified_gap(W, A, duals, norm, A_eq, duals_eq)
+    worst = max(list(r.values()) + [abs(gap)])
+    ok = bool(np.all(np.isfinite(list(r.values()) + [gap])) and worst <= tol)
+    return {"residuals": r, "max_residual": float(max(r.values())), "certified_gap": gap, "tolerance": tol, "passed": ok}
+
+
 SOLVER_OPTS = {
     "CLARABEL": dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10),
     "SCS": dict(eps_abs=1e-9, eps_rel=1e-9, max_iters=200000),
 }
+# Used only after the tight settings failed to produce a certified point. Clarabel: its default
+# tolerances (1e-8) with more iterations; SCS: 1e-7 and more iterations. Any point accepted from
+# them still has to pass the same certificate (CERT_TOL), so relaxing a solver never relaxes it.
+SOLVER_OPTS_RELAXED = {
+    "CLARABEL": dict(tol_gap_abs=1e-8, tol_gap_rel=1e-8, tol_feas=1e-8, max_iter=400),
+    "SCS": dict(eps_abs=1e-7, eps_rel=1e-7, max_iters=500000),
+}
+CERT_TOL = 1e-6
+_CHAIN = {None: (("CLARABEL", "tight"), ("SCS", "tight"), ("CLARABEL", "relaxed"), ("SCS", "relaxed"))}
 
 
-def _infeasibility_certificate(A: np.ndarray, index: np.ndarray) -> list[tuple[int, ...]]:
+def _infeasibility_certificate(A: np.ndarray, index: np.ndarray) -> tuple[list[tuple[int, ...]], float]:
     """Farkas: α ≥ 0, Σα = 1, Σ α_k A_k = 0 proves ``A_k:W ≥ 1`` infeasible; its support names
-    the conflicting constraints."""
+    the conflicting constraints. Returns (named constraints, ‖Σ α_k A_k‖_F at the minimiser):
+    0 up to rounding when the instance is infeasible."""
     K = len(A)
     a = cp.Variable(K, nonneg=True)
     p = cp.Problem(cp.Minimize(cp.sum_squares(A.reshape(K, -1).T @ a)), [cp.sum(a) == 1])
@@ -442,50 +503,85 @@ def _infeasibility_certificate(A: np.ndarray, index: np.ndarray) -> list[tuple[i
     except cp.SolverError:  # pragma: no cover - the certificate is a courtesy
         val = np.ones(K) / K
     sup = np.flatnonzero(val > 1e-6)
-    return [tuple(int(x) for x in index[k]) for k in sup[:8]]
+    resid = float(np.linalg.norm(np.einsum("k,kab->ab", np.maximum(val, 0) / max(val.sum(), 1e-300), A)))
+    return [tuple(int(x) for x in index[k]) for k in sup[:8]], resid
 
 
 def solve_att_svm(X, z, opt=None, norm: str = "fro", solver: str | None = None, *, sets=None,
-                  support_rtol: float = 1e-6) -> AttSVMResult:
+                  support_rtol: float = 1e-6, cert_tol: float = CERT_TOL) -> AttSVMResult:
     """Solve and certify the Att-SVM (``opt``: token per sequence) or its generalised form
     (``sets``: (n,T) boolean selected sets, equality constraints inside each set).
 
-    Default solver: Clarabel (QP for "fro", SDP for "nuc"); ``solver="SCS"`` for a second,
-    independent solve. Raises :class:`TiedTokens` / :class:`InfeasibleAttSVM` (both
+    ``solver=None`` tries, in order, Clarabel at tight tolerances (1e-10), SCS at tight tolerances
+    (1e-9), then both at relaxed settings, and returns the first point whose certificate
+    (:func:`certify`: KKT residuals and the rigorous gap, recomputed from the returned point, all
+    ≤ ``cert_tol``) passes; a solver's "optimal_inaccurate" is accepted only on that condition
+    (Clarabel reports it on most nuclear-norm SDPs with n(T−1) close to d², whose points
+    nevertheless certify to ~1e-8). ``solver="CLARABEL"``/``"SCS"`` uses that solver only (tight,
+    then relaxed): an independent second solve. The result names the solver, the status and the
+    certificate. Raises :class:`TiedTokens` / :class:`InfeasibleAttSVM` (both
     :class:`~theory.validation.InputError`) naming the sequence and token, and
-    :class:`SolverFailure` for any other non-optimal status. Never returns ``None``.
+    :class:`SolverFailure` (listing every attempt) when no attempt certifies. Never returns ``None``.
     """
     built = build_att_svm_problem(X, z, opt, norm=norm, sets=sets)
-    return solve_problem(built, solver=solver, support_rtol=support_rtol)
+    return solve_problem(built, solver=solver, support_rtol=support_rtol, cert_tol=cert_tol)
 
 
-def solve_problem(built: AttSVMProblem, solver: str | None = None, *, support_rtol: float = 1e-6) -> AttSVMResult:
-    """Solve a built Att-SVM and turn every status except ``optimal`` into an exception."""
-    name = (solver or "CLARABEL").upper()
-    try:
-        built.problem.solve(solver=name, **SOLVER_OPTS.get(name, {}))
-    except cp.SolverError as exc:
-        raise SolverFailure(f"{name} failed on the Att-SVM: {exc}") from None
-    status = built.problem.status
-    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        who = _infeasibility_certificate(built.A, built.index)
-        named = ", ".join(f"sequence {c[0]} token {c[1:] if len(c) > 2 else c[1]}" for c in who)
-        raise InfeasibleAttSVM(f"Att-SVM infeasible ({status}): no W separates the optimal tokens; "
-                               f"conflicting constraints: {named}")
-    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):  # cannot happen for a norm objective
-        raise AttSVMError(f"Att-SVM reported unbounded ({status}); the instance is malformed")
-    if status != cp.OPTIMAL or built.W.value is None:
-        raise SolverFailure(f"{name} stopped with status {status!r} on the Att-SVM")
+def _extract(built: AttSVMProblem):
     W = np.asarray(built.W.value, dtype=np.float64)
     duals = np.asarray(built.ineq.dual_value, dtype=np.float64).reshape(-1)
     # cvxpy's equality multipliers enter its Lagrangian with the opposite sign to ours (W = Σ α A + Σ μ E)
     duals_eq = (-np.asarray(built.eq.dual_value, dtype=np.float64).reshape(-1) if built.eq is not None else np.zeros(0))
-    res = kkt_residuals(W, built.A, duals, built.norm, built.A_eq, duals_eq)
-    margins = np.einsum("kab,ab->k", built.A, W)
-    support = np.flatnonzero(duals > support_rtol * max(duals.max(initial=0.0), 1e-300))
-    value = float(np.linalg.norm(W) if built.norm == "fro" else np.linalg.norm(W, "nuc"))
-    return AttSVMResult(W, status, built.norm, value, duals, duals_eq, built.index, built.index_eq, margins,
-                        res, support, name, built.A, built.A_eq)
+    return W, duals, duals_eq
+
+
+def solve_problem(built: AttSVMProblem, solver: str | None = None, *, support_rtol: float = 1e-6,
+                  cert_tol: float = CERT_TOL) -> AttSVMResult:
+    """Solve a built Att-SVM through the solver chain of :func:`solve_att_svm`; return the first
+    certified point, raise on infeasibility or when no attempt certifies."""
+    chain = _CHAIN[None] if solver is None else ((solver.upper(), "tight"), (solver.upper(), "relaxed"))
+    attempts = []
+    for name, settings in chain:
+        opts = (SOLVER_OPTS if settings == "tight" else SOLVER_OPTS_RELAXED).get(name, {})
+        try:
+            with warnings.catch_warnings():  # "Solution may be inaccurate": the certificate below decides
+                warnings.simplefilter("ignore", UserWarning)
+                built.problem.solve(solver=name, **opts)
+        except cp.SolverError as exc:
+            attempts.append((name, settings, f"SolverError: {exc}", math.nan, False))
+            continue
+        status = built.problem.status
+        if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            who, resid = _infeasibility_certificate(built.A, built.index)
+            if status == cp.INFEASIBLE or resid <= 1e-8:
+                named = ", ".join(f"sequence {c[0]} token {c[1:] if len(c) > 2 else c[1]}" for c in who)
+                raise InfeasibleAttSVM(f"Att-SVM infeasible ({status}, {name}): no W separates the optimal tokens; "
+                                       f"conflicting constraints: {named}")
+            attempts.append((name, settings, f"{status} (Farkas residual {resid:.1e}: not confirmed)", math.nan, False))
+            continue
+        if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):  # cannot happen for a norm objective
+            raise AttSVMError(f"Att-SVM reported unbounded ({status}); the instance is malformed")
+        if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or built.W.value is None or built.ineq.dual_value is None:
+            attempts.append((name, settings, str(status), math.nan, False))
+            continue
+        W, duals, duals_eq = _extract(built)
+        cert = certify(W, built.A, duals, built.norm, built.A_eq, duals_eq, tol=cert_tol)
+        attempts.append((name, settings, str(status), _cert_error(cert), cert["passed"]))
+        if not cert["passed"]:
+            continue
+        margins = np.einsum("kab,ab->k", built.A, W)
+        support = np.flatnonzero(duals > support_rtol * max(duals.max(initial=0.0), 1e-300))
+        value = float(np.linalg.norm(W) if built.norm == "fro" else np.linalg.norm(W, "nuc"))
+        cert = {**cert, "settings": settings, "attempts": tuple(attempts)}
+        return AttSVMResult(W, str(status), built.norm, value, duals, duals_eq, built.index, built.index_eq, margins,
+                            cert["residuals"], support, name, built.A, built.A_eq, cert)
+    tried = "; ".join(f"{a[0]} ({a[1]}): {a[2]}, max residual {a[3]:.1e}" for a in attempts)
+    raise SolverFailure(f"no solver produced a certified Att-SVM point (tolerance {cert_tol:g}): {tried}")
+
+
+def _cert_error(cert: dict[str, Any]) -> float:
+    """The quantity a certificate compares with its tolerance: max(KKT residuals, |certified gap|)."""
+    return float(max(cert["max_residual"], abs(cert["certified_gap"])))
 
 
 def solve_att_svm_dual_scipy(X, z, opt) -> tuple[np.ndarray, np.ndarray]:

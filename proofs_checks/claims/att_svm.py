@@ -261,34 +261,90 @@ def _svm_symbolic(form, ctx):
                    seeds=[ctx.seed_for()], sizes={"n": 2, "T": 3, "d": 2, "K": K}, details=errs)
 
 
+def _kkt_independent(X, z, opt, W, duals, index, norm):
+    """KKT conditions of the Att-SVM recomputed from the data, not from numerics' constraint matrices
+    or residual function: margins ``m_it = l_{i,opt} − l_{it}`` from the logits ``l = X W z``; the
+    form's duals placed at ``(i, t)`` by its index (every t ≠ opt_i exactly once, else inf);
+    stationarity against ``G = Σ_i (Σ_t α_it (x_{i,opt} − x_{it})) z_iᵀ`` (Frobenius: ``W = G``;
+    nuclear: ``‖G‖_2 ≤ 1`` and ``⟨G, W⟩ = ‖W‖_*``, norms by torch's SVD); duality gap against the
+    dual value of a feasible rescaling ``α⁺/max(1, ‖G‖_2)`` (nuclear) or ``Σα⁺ − ½‖G‖²`` (Frobenius)."""
+    n, T, _ = X.shape
+    W = np.asarray(W, dtype=np.float64)
+    idx = np.asarray(index)
+    want = {(i, t) for i in range(n) for t in range(T) if t != opt[i]}
+    got = [tuple(int(v) for v in row[:2]) for row in idx] if idx.ndim == 2 and idx.shape[1] >= 2 else []
+    if len(got) != len(want) or set(got) != want or np.shape(duals) != (len(want),):
+        return {"index_or_duals_mismatch": np.inf}
+    al = np.zeros((n, T))
+    for (i, t), a in zip(got, np.asarray(duals, dtype=np.float64)):
+        al[i, t] = a
+    l = np.einsum("ntd,de,ne->nt", X, W, z)
+    m = l[np.arange(n), opt][:, None] - l
+    off = np.ones((n, T), dtype=bool)
+    off[np.arange(n), opt] = False
+    scale = largest(1.0, float(np.max(np.abs(al))))
+    ap = np.maximum(al, 0.0)
+    diff = X[np.arange(n), opt][:, None, :] - X  # (n,T,d): x_opt − x_t
+    G = np.einsum("ntd,ne->de", ap[..., None] * diff, z)
+    sv = torch.linalg.svdvals(torch.as_tensor(W)).numpy()
+    svG = torch.linalg.svdvals(torch.as_tensor(G)).numpy()
+    r = {"primal_infeasibility": float(largest(0.0, float(np.max(1.0 - m[off])))),
+         "dual_infeasibility": float(largest(0.0, -float(np.min(al[off])))) / scale,
+         "complementary_slackness": float(np.max(np.abs(al[off] * (m[off] - 1.0)))) / scale}
+    if norm == "fro":
+        P = 0.5 * float(np.sum(sv ** 2))
+        D = float(ap.sum() - 0.5 * np.sum(svG ** 2))
+        r["stationarity"] = float(np.sqrt(np.sum((W - G) ** 2)) / largest(np.sqrt(2 * P), 1e-300))
+    else:
+        P = float(sv.sum())
+        D = float(ap.sum()) / largest(1.0, float(svG[0]))
+        r["stationarity"] = float(largest(0.0, float(svG[0]) - 1.0)) + abs(float(np.sum(G * W)) - P) / largest(P, 1e-300)
+    r["duality_gap"] = abs(P - D) / largest(P, 1e-300)
+    return r
+
+
 def _svm_numeric(form, ctx):
-    """Form's Frobenius solution vs SciPy's dual solve, nuclear solution vs SCS; every KKT residual
-    recomputed here (feasibility on the true constraints, α ≥ 0, slackness, stationarity, gap)."""
-    sizes = ctx.size([(5, 4, 6), (8, 5, 8)], [(5, 4, 6), (10, 6, 8), (20, 10, 16)])
+    """Form's Frobenius solution vs SciPy's dual solve (L-BFGS-B), nuclear solution vs an SCS-only
+    solve; every KKT residual recomputed here from the data (:func:`_kkt_independent`, not
+    numerics' residual function), and the form's reported residuals compared with them.
+
+    Includes a near-square instance (n(T−1) = 24 constraints on d² = 25 unknowns), where Clarabel
+    stops at "optimal_inaccurate" on most draws and the solver chain must still return a certified
+    point. There the nuclear minimiser is ill-conditioned (a value gap δ moves W by up to ~√δ:
+    certified gaps ~1e-8 gave ‖ΔW‖/‖W‖ up to 2.3e-5 between Clarabel and SCS over seeds 0–9), so
+    the nuclear comparison is by value (and W only in the details)."""
+    sizes = ctx.size([(5, 4, 6), (8, 5, 8), (6, 5, 5)], [(5, 4, 6), (10, 6, 8), (20, 10, 16), (6, 5, 5)])
     errs, det = {}, {}
     seeds = []
     for (n, T, d) in sizes:
         sd = ctx.seed_for(n, T, d) % 1000
         seeds.append(sd)
         inst = _inst(n, T, d, sd, "generic")
-        A, _, _, _ = ns.constraint_matrix(inst.X, inst.z, inst.opt)
+        square = n * (T - 1) >= 0.9 * d * d
         for norm in ("fro", "nuc"):
             res = form(inst.X, inst.z, inst.opt, norm)
             if norm == "fro":
-                Wref, _ = ns.solve_att_svm_dual_scipy(inst.X, inst.z, inst.opt)
+                Wref = ctx.reference("scipy_dual", lambda: ns.solve_att_svm_dual_scipy(inst.X, inst.z, inst.opt)[0], n, T, d)
+                vref = float(np.linalg.norm(Wref))
             else:
-                Wref = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc", solver="SCS").W
+                ref = ctx.reference("scs", lambda: ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc", solver="SCS"), n, T, d)
+                Wref, vref = ref.W, float(np.sum(torch.linalg.svdvals(torch.as_tensor(ref.W)).numpy()))
             key = f"{norm}_{n}x{T}x{d}"
-            errs[key + "_vs_independent"] = float(np.linalg.norm(res.W - Wref) / np.linalg.norm(Wref))
-            duals = np.asarray(res.duals, dtype=float)
-            if duals.shape != (len(A),):
-                errs[key + "_duals_shape"] = np.inf
-                continue
-            r = ns.kkt_residuals(res.W, A, duals, norm)
-            det[key] = r
-            errs[key + "_kkt"] = largest(r.values())
-            errs[key + "_reported_vs_recomputed"] = abs(largest(res.residuals.values()) - largest(r.values()))
-    return compare(worst(errs), 1e-5, "SCS (eps 1e-9) and L-BFGS-B (gtol 1e-12) agree with Clarabel to ~1e-6 relative; KKT to 1e-8",
+            W = np.asarray(res.W, dtype=np.float64)
+            dW = float(np.linalg.norm(W - Wref) / np.linalg.norm(Wref))
+            v = float(np.sum(torch.linalg.svdvals(torch.as_tensor(W)).numpy())) if norm == "nuc" else float(np.linalg.norm(W))
+            if norm == "nuc" and square:
+                errs[key + "_value_vs_independent"] = abs(v - vref) / vref
+            else:
+                errs[key + "_vs_independent"] = dW
+            r = _kkt_independent(inst.X, inst.z, inst.opt, W, res.duals, res.index, norm)
+            det[key] = {**r, "W_vs_independent": dW, "solver": getattr(res, "solver", None),
+                        "status": getattr(res, "status", None)}
+            errs[key + "_kkt"] = worst(r)
+            reported = list(getattr(res, "residuals", {}).values())
+            errs[key + "_reported_vs_recomputed"] = abs(largest(reported) - worst(r)) if reported else np.inf
+    return compare(worst(errs), 1e-5, "SCS (eps 1e-9) and L-BFGS-B (gtol 1e-12) agree with the chosen solve to ~1e-6 "
+                   "relative; KKT recomputed to ≤ 1e-7 (certified solves, tolerance 1e-6)",
                    seeds=seeds, sizes={"instances": [list(s) for s in sizes]}, details={**errs, "kkt": det})
 
 
