@@ -710,7 +710,7 @@ def derive_linear_task_risk(d: int = 2) -> Derivation:
     b.obligation("ESS_equals_Lambda_Gamma_M", ESS - L * _gamma(L, Msym), description="E[SS] = ΛΓ_M")
     b.assume("x_q ~ N(0, Λ) independent of (S, w): R = tr(Λ E[(Γ⁻¹S w − w)(Γ⁻¹S w − w)ᵀ])")
     R = (L * (Gi * ESS * Gi - Gi * L - L * Gi + sp.eye(d))).trace()
-    R = sp.simplify(R)
+    R = sp.factor(sp.cancel(sp.together(R)))
     b.step("R = tr(Λ(Γ⁻¹E[SS]Γ⁻¹ − Γ⁻¹Λ − ΛΓ⁻¹ + I))", R)
     lam, t = sp.symbols("lambda t", positive=True)
     gN_, gM_ = sp.symbols("gamma_N gamma_M", positive=True)
