@@ -41,7 +41,6 @@ def _symbolic(form, ctx) -> CheckResult:
     form's message passing equals Σ_j α_j v_j with α the SymPy limit of the −M-masked softmax."""
     n, nb, d = 4, (0, 2), 3
     der = tg.derive_masked_softmax_limit(n, nb)
-    assert der.facts["residual"] == 0
     f = sp.lambdify([list(der.facts["logits"])], list(der.result), "numpy")
     rng = ctx.rng()
     src, dst = np.array([0, 2, 3, 1, 2]), np.array([1, 1, 0, 3, 3])

@@ -30,7 +30,6 @@ def _symbolic(form, ctx) -> CheckResult:
     count vs the polynomial fitted to symbolic entry counts; the derived rank bound."""
     n, d, k, r = 3, 3, 2, 2
     dv = tl.derive_lora_gradients(n, d, k, r)
-    assert all(e == 0 for e in dv.facts["residual_A"]) and all(e == 0 for e in dv.facts["residual_B"])
     X, G, A, B, s = dv.facts["symbols"]
     args = [list(X), list(G), list(A), list(B), s]
     fA = sp.lambdify(args, dv.result["grad_A"], "numpy")
