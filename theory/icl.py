@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from sympy.matrices.expressions.matadd import canonicalize
+
 from theory.derivation import Derivation, DerivationBuilder
 from theory.validation import InputError, as_finite_array, as_spd_matrix
 
@@ -593,9 +595,14 @@ def derive_global_min(d: int = 2) -> Derivation:
     n, Lm, Gm, Bm = _general_symbols()
     loss_m = _loss_trace(Lm, Gm, Bm, sp.Identity(n))
     b.step("General Λ (n×n): the loss with E[hhᵀ] = ΛΓ_N and E[hwᵀ] = Λ inserted", loss_m)
-    grad_m = sp.diff(loss_m, Bm).subs({Lm.T: Lm, Gm.T: Gm})
-    b.step("Its matrix derivative with Λ and Γ_N symmetric", grad_m)
+    # Λ and Γ_N are symmetric and commute (Γ_N is a polynomial in Λ); canonicalize collects terms
+    grad_m = canonicalize(sp.diff(loss_m, Bm).subs({Lm.T: Lm, Gm.T: Gm}).subs(Gm * Lm, Lm * Gm))
+    b.step("Its matrix derivative, with Λ and Γ_N symmetric and commuting (Γ_N is a polynomial in Λ)", grad_m)
     b.fact("general_gradient", grad_m)
+    at_d = grad_m.subs(n, d).xreplace({sp.MatrixSymbol(m.name, d, d): sp.ImmutableMatrix(v)
+                                       for m, v in ((Lm, L), (Gm, G), (Bm, B))}).doit()
+    b.obligation("general_gradient_matches_entrywise", sp.Matrix(at_d) - P.facts["gradient"],
+                 description=f"the matrix-calculus gradient at n = {d} equals the entry-by-entry gradient")
     lam, gam = sp.MatrixSymbol("lambda", n, 1), sp.MatrixSymbol("gamma", n, 1)
     i, j = sp.symbols("i j", integer=True, nonnegative=True)
     li, lj, gi, bij = sp.symbols("lambda_i lambda_j gamma_i b_ij", positive=True)
