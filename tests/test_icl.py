@@ -307,7 +307,7 @@ def test_cli_weights_json_and_exit_codes(tmp_path):
 
 def test_cli_trains_and_prints_verdict():
     rc, out, _ = _cli("--lambda", "1,2", "--N", "6", "--M", "4", "--seeds", "4", "--prompts", "2048")
-    assert rc in (0, 1) and "verdict:" in out and "Γ_N" in out
+    assert rc in (0, 1, 3) and "verdict:" in out and "Γ_N" in out  # 3: inconclusive (too few seeds/prompts)
 
 
 @pytest.mark.parametrize("args", [
