@@ -818,8 +818,10 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
             mom_xy[(xs[i], xs[j])] = L[i, j]
         mom_xy[(xs[i], y)] = mom_xy[(y, xs[i])] = La[i]
     mom_xy[(y, y)] = Ey2
-    b.assume("Query (x_q, y_q): E[x xᵀ] = Λ, E[y x] = Λa (definition of a), E y² = m_yy", sp.Matrix([[Ey2]]))
-    b.assume("h = (1/M)Σ y_i x_i is independent of the query, with E h = Λa and Cov h = Σ/M", Sg / Msym)
+    b.assume("Query (x_q, y_q): E[x xᵀ] = Λ, E[y x] = Λa (definition of a), E y² = m_yy",
+             r"E[xx^{\top}]=\Lambda,\ E[yx]=\Lambda a,\ E[y^2]=m_{yy}")
+    b.assume("h = (1/M)Σ y_i x_i is independent of the query, with E h = Λa and Cov h = Σ/M",
+             r"E[h]=\Lambda a,\ \operatorname{Cov}(h)=\Sigma/M")
     Ehh = Sg / Msym + La * La.T
     b.step("E[hhᵀ] = Cov h + E h E hᵀ", Ehh)
     mom_h = {(hs[i], hs[j]): Ehh[i, j] for i in range(d) for j in range(d)}
