@@ -237,9 +237,9 @@ def derive_classical_capacity() -> Derivation:
     heb = derive_dense_update(2)
     b.step("The dense update with F(z) = z² minus the classical Hebbian rule (derive_dense_update(2))",
            heb.facts["hebbian_residual"])
-    for o in heb.obligations:
-        if o.name == "hebbian_rule_for_a_2":
-            b.obligation(o.name, o.expr, o.kind, o.description)
+    for prefix, sub in (("dense_update", heb), ("dense_capacity", dense)):
+        for o in sub.obligations:  # the premises' obligations are this claim's too
+            b.obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description)
     b.step("SNR² of the Hebbian net (signal d, crosstalk variance N d; derive_capacity_formulas(2))", dense.facts["snr2"])
     b.step("Exact recall of a given (most) pattern, McEliece et al. 1987: C_most =", dense.result["most"])
     b.step("Exact recall of all patterns: C_all =", dense.result["all"])

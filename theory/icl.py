@@ -408,6 +408,13 @@ def _loss_trace(L, G, B, I):
     return sp.Trace(L * inner) / 2
 
 
+def _inherit(b: DerivationBuilder, sub: Derivation, prefix: str) -> None:
+    """Carry the obligations of a derivation this one builds on, so that a claim's verdict covers
+    its premises too (names prefixed, e.g. ``moments.hh_equals_Lambda_Gamma``)."""
+    for o in sub.obligations:
+        b.obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description)
+
+
 def _general_symbols():
     n = sp.Symbol("n", integer=True, positive=True)
     return n, sp.MatrixSymbol("Lambda", n, n), sp.MatrixSymbol("Gamma_N", n, n), sp.MatrixSymbol("B", n, n)
@@ -527,6 +534,7 @@ def derive_population_loss(d: int = 2) -> Derivation:
     b = DerivationBuilder("Population loss of the LSA in B = w22·W11")
     b.symbols(b_ij="entry (i, j) of B = w22·W11", l_ij="entry (i, j) of Λ (symmetric)", N="context length")
     mom = derive_moments(d)
+    _inherit(b, mom, "moments")
     L = mom.facts["Lambda"]
     B = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"b_{i + 1}{j + 1}", real=True))
     b.define("Block form with only w22, W11 non-zero and ρ = N: ŷ = hᵀ B x_q, B = w22·W11", B)
@@ -571,6 +579,7 @@ def derive_global_min(d: int = 2) -> Derivation:
               u="w22", U_ij="entry (i, j) of U = W11", L_B="the loss as a function of the entries of B",
               F="Frobenius norm of Γ_N^{-1}", nU="Frobenius norm of U")
     P = derive_population_loss(d)
+    _inherit(b, P, "population_loss")
     B, L = P.facts["B"], P.facts["Lambda"]
     G = _gamma(L)
     eqs = list(P.facts["gradient"])
@@ -664,6 +673,7 @@ def derive_loss_minimum(d: int = 2) -> Derivation:
     b.symbols(l_ij="entry (i, j) of Λ (symmetric)", N="context length", lambda_="an eigenvalue of Λ",
               t="tr Λ", gamma="the matching eigenvalue of Γ_N", b="the entry of B* in that eigen-direction")
     P, S = derive_population_loss(d), derive_global_min(d)
+    _inherit(b, S, "global_min")
     B = P.facts["B"]
     val = sp.simplify(P.result.subs({B[i, j]: S.result[i, j] for i in range(d) for j in range(d)}))
     b.step("L(B*) with the solved B*", val, compact=r"\tfrac12\big[\operatorname{tr}\Lambda-\operatorname{tr}(\Gamma_N^{-1}\Lambda^2)\big]")
@@ -709,6 +719,7 @@ def derive_linear_task_risk(d: int = 2) -> Derivation:
               lambda_="an eigenvalue of Λ", t="tr Λ", gamma_N="(1 + 1/N)λ + t/N", gamma_M="(1 + 1/M)λ + t/M",
               u="1/M")
     W = derive_wishart(d)
+    _inherit(b, W, "wishart")
     L, A = W.facts["Lambda"], W.facts["A"]
     G = _gamma(L)
     Gi = G.inv()
@@ -894,7 +905,9 @@ def derive_limits(d: int = 2) -> Derivation:
     Ginf = G.applyfunc(lambda e: sp.limit(e, Nsym, sp.oo))
     b.step("limit N → ∞ of Γ_N (entrywise)", Ginf)
     b.obligation("gamma_tends_to_Lambda", Ginf - L)
-    R = derive_linear_task_risk(1).result["eigen"]
+    R1 = derive_linear_task_risk(1)
+    _inherit(b, R1, "linear_task_risk")
+    R = R1.result["eigen"]
     b.step("Per-eigenvalue risk r(λ, t, N, M) of derive_linear_task_risk", R)
     Rm = sp.simplify(sp.limit(R, Msym, sp.oo))
     b.step("limit M → ∞ of the per-eigenvalue risk: the 1/N² term survives", Rm)
@@ -1008,6 +1021,7 @@ def derive_nonconvex(d: int = 2) -> Derivation:
     b = DerivationBuilder("Non-convexity: a negative Hessian eigenvalue at the origin")
     b.symbols(u="w22", U_ij="entry (i, j) of U = W11", l_ij="entry (i, j) of Λ (symmetric)", N="context length")
     P = derive_population_loss(d)
+    _inherit(b, P, "population_loss")
     B, L = P.facts["B"], P.facts["Lambda"]
     u = sp.Symbol("u", real=True)
     U = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"U_{i + 1}{j + 1}", real=True))
