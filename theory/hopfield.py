@@ -222,8 +222,10 @@ def derive_classical_capacity() -> Derivation:
     "C ≈ d/(2 log d) ≈ 0.14 d" conflates two criteria.
 
     ``result``: ``{"exact_recall": d/(2 ln d), "exact_recall_all": d/(4 ln d), "bit_error": 0.138 d}``;
-    ``facts["stated_ratio"]`` is ``0.14 d / (d/(2 ln d))`` and ``facts["stated_ratio_limit"]`` its
-    limit (∞: the two stated expressions are not equivalent).
+    the first two are derived (signal-to-noise, :func:`derive_capacity_formulas`), ``bit_error`` is
+    the Amit–Gutfreund–Sompolinsky constant times d, recorded as an assumed literature constant
+    (its provenance is ``"assumed"``). ``facts["stated_ratio"]`` is ``0.14 d / (d/(2 ln d))`` and
+    ``facts["stated_ratio_limit"]`` its limit (∞: the two stated expressions are not equivalent).
 
     >>> r = derive_classical_capacity()
     >>> r.facts["stated_ratio"], r.facts["stated_ratio_limit"]
