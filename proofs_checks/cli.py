@@ -158,7 +158,7 @@ def _check_store(store) -> bool:
 
 
 def _check_json_target(json_path: str | None) -> None:
-    if json_path and json_path != "-":
+    if json_path is not None and json_path != "-":
         from proofs_checks.store import OutputPathError, check_output_file
 
         try:

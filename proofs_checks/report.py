@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from proofs_checks.store import OutputPathError, nearest_existing
+from proofs_checks.store import OutputPathError, nearest_existing, writable_dir_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from proofs_checks.registry import Claim
@@ -289,8 +289,9 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
     base = nearest_existing(p.parent)
     if not base.is_dir():
         raise ReportTargetError(f"--out {raw}: {base} is a file, not a folder")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise ReportTargetError(f"--out {raw}: {base} is not writable")
+    problem = writable_dir_problem(base)
+    if problem:
+        raise ReportTargetError(f"--out {raw}: {problem}")
     if not os.path.lexists(p):
         return p
     if p.is_symlink():

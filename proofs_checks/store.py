@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OutputPathError", "Store", "resolve_store", "default_store_dir", "atomic_write_text", "save_last",
+__all__ = ["OutputPathError", "writable_dir_problem", "Store", "resolve_store", "default_store_dir", "atomic_write_text", "save_last",
            "load_last", "check_output_file", "check_store_writable", "nearest_existing", "default_file_mode"]
 
 
@@ -101,12 +101,18 @@ def default_file_mode() -> int:
     return 0o666 & ~_umask()
 
 
-def _writable_dir_problem(d: Path) -> str | None:
+def writable_dir_problem(d: Path) -> str | None:
     """Why new entries cannot be created in the existing path ``d`` (``None`` when they can)."""
     if not d.is_dir():
         return f"{d} is not a folder"
     if not os.access(d, os.W_OK | os.X_OK):
         return f"{d} is not writable"
+    try:  # access() says yes to root on a read-only mount, /proc, ...: try it
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tverify-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        return f"{d} is not writable ({exc.strerror or exc})"
     return None
 
 
@@ -123,12 +129,12 @@ def check_output_file(path: str | os.PathLike, what: str = "--json") -> Path:
             raise OutputPathError(f"{what} {path}: exists and is not a regular file")
         if not os.access(p, os.W_OK):
             raise OutputPathError(f"{what} {path}: the file is read-only")
-        problem = _writable_dir_problem(p.parent)
+        problem = writable_dir_problem(p.parent)
     else:
         base = nearest_existing(p.parent)
         if base != p.parent.absolute() and not base.is_dir():
             raise OutputPathError(f"{what} {path}: {base} is a file, not a folder")
-        problem = _writable_dir_problem(base)
+        problem = writable_dir_problem(base)
     if problem:
         raise OutputPathError(f"{what} {path}: {problem}")
     return p
