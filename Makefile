@@ -11,7 +11,7 @@ STAMP    := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 PYTEST_WORKERS ?= 2
 
-.PHONY: all install test report mutation bench clean
+.PHONY: all install test report catalogue mutation bench clean
 
 all: test
 
@@ -28,6 +28,10 @@ test: $(STAMP)
 
 report: $(STAMP)
 	$(VENV)/bin/tverify report --out reports
+
+# docs/CATALOGUE.md and docs/catalogue.json from the registry (tests/test_cli.py checks they are current)
+catalogue: $(STAMP)
+	$(VENV)/bin/tverify list --markdown
 
 mutation: $(STAMP)
 	$(PY) -m pip install -q -e '.[mutation]'
