@@ -174,3 +174,24 @@ def test_report_json_and_markdown(capsys, sandbox):
     md = (sandbox / "rep" / "report.md").read_text()
     assert "| claim | mutant | kind | symbolic | numeric | trained | killed by |" in md
     assert "../shared" not in md
+
+
+def test_folder_changed_during_the_run_keeps_both(sandbox):
+    """A file the user puts into --out while the report is being built is not destroyed: the new
+    report goes to a sibling folder named in the error."""
+    from proofs_checks.report import ReportTargetError, write_report
+
+    out = sandbox / "rep"
+    doc = {"schema": 1, "tool": "tverify", "created": "now", "command": "t", "mode": "quick", "seed": 0, "device": "cpu",
+           "summary": {}, "results": []}
+    write_report(out, doc)
+
+    def user_writes_meanwhile(tmp: Path, d: dict) -> None:
+        (out / "added-during-run.txt").write_text("mine")
+
+    with pytest.raises(ReportTargetError) as e:
+        write_report(out, doc, extra_writers=[user_writes_meanwhile])
+    assert (out / "added-during-run.txt").read_text() == "mine"
+    kept = [p for p in sandbox.iterdir() if p.name.startswith("rep-")]
+    assert len(kept) == 1 and (kept[0] / "report.md").is_file() and str(kept[0]) in str(e.value)
+    assert not [p for p in sandbox.iterdir() if p.name.startswith(".")]
