@@ -126,7 +126,7 @@ def test_no_bare_max_min_in_claim_modules():
 
 
 def test_nan_anywhere_fails_with_reason():
-    from proofs_checks.compare import largest
+    from proofs_checks.comparisons import largest
 
     r = compare({"ok": 1e-16, "grad_B": math.nan}, 1e-12, "rounding")
     assert r.passed is False and "grad_B" in r.reason

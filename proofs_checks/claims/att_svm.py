@@ -14,7 +14,7 @@ from numerics import att_svm as ns
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
-from proofs_checks.compare import largest, smallest
+from proofs_checks.comparisons import largest, smallest
 from theory import att_svm as ta
 from theory.validation import InputError
 

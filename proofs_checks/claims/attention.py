@@ -16,7 +16,7 @@ from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
-from proofs_checks.compare import largest
+from proofs_checks.comparisons import largest
 from theory import attention as ta
 
 

@@ -15,7 +15,7 @@ from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
-from proofs_checks.compare import largest
+from proofs_checks.comparisons import largest
 from theory import favor as tf
 
 

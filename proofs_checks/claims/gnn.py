@@ -14,7 +14,7 @@ from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
-from proofs_checks.compare import largest
+from proofs_checks.comparisons import largest
 from theory import gnn as tg
 
 

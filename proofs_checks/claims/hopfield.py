@@ -20,7 +20,7 @@ from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
-from proofs_checks.compare import largest, smallest
+from proofs_checks.comparisons import largest, smallest
 from theory import hopfield as th
 
 Z_TOL = 3.0

@@ -19,7 +19,7 @@ from numerics import icl as ni
 from proofs_checks.context import RunContext, pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
-from proofs_checks.compare import largest, smallest
+from proofs_checks.comparisons import largest, smallest
 from theory import icl as ti
 
 

@@ -13,7 +13,7 @@ from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS, max_rel_error
-from proofs_checks.compare import largest, smallest
+from proofs_checks.comparisons import largest, smallest
 from theory import lora as tl
 
 

@@ -9,7 +9,7 @@ import sympy as sp
 from numerics import rnn as nr
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS, max_rel_error
-from proofs_checks.compare import largest
+from proofs_checks.comparisons import largest
 from theory import rnn as tr
 
 

@@ -13,7 +13,7 @@ from numerics import sparse as nsp
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
-from proofs_checks.compare import largest
+from proofs_checks.comparisons import largest
 
 _EXACT = "exact: booleans and integer layer counts; any disagreement with the reference is an error"
 
