@@ -113,6 +113,8 @@ def test_big_matrices_have_compact_forms():
 def _plant(expr, kind):
     """A wrong version of an obligation's expression: the first entry off by one (zero), made
     negative (nonnegative/positive), or false (true)."""
+    if isinstance(expr, sp.MatrixExpr):  # e.g. ZeroMatrix(n, n) from matrix calculus
+        return expr + sp.Identity(expr.rows)
     if isinstance(expr, sp.MatrixBase):
         wrong = sp.Matrix(expr)
         wrong[0] = _plant(wrong[0], kind)

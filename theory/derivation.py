@@ -106,6 +106,10 @@ def _entries(value: Any) -> list[Any]:
 
 
 def _is_zero(e: Any) -> bool | None:
+    if isinstance(e, sp.MatrixExpr):  # a matrix expression SymPy reduced (or not) symbolically
+        if getattr(e, "is_ZeroMatrix", False):
+            return True
+        return None
     e = sp.sympify(e)
     if e == 0:
         return True
@@ -155,6 +159,8 @@ class Obligation:
     'as computed'
     >>> r = Obligation("wrong", x + 1).evaluate(); (r.passed, r.residual)
     (False, 'x + 1')
+    >>> Obligation("matrix expression", sp.ZeroMatrix(2, 2)).evaluate().passed
+    True
     """
 
     name: str
@@ -299,6 +305,12 @@ class DerivationBuilder:
         """Declare a fact the derivation must establish (evaluated by the runner, never asserted here)."""
         self._obligations.append(Obligation(name, expr, kind, description))
         return expr
+
+    def inherit(self, sub: "Derivation", prefix: str) -> None:
+        """Carry the obligations of a derivation this one builds on (names prefixed,
+        ``prefix.name``), so that a claim's verdict covers its premises too."""
+        for o in sub.obligations:
+            self._obligations.append(Obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description))
 
     def symbols(self, **legend: str) -> None:
         """Explain symbols for the reader: ``b.symbols(l_t="logit of token t")``."""

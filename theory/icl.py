@@ -391,13 +391,6 @@ def _gamma(L: sp.Matrix, N=Nsym) -> sp.Matrix:
     return (1 + 1 / N) * L + L.trace() / N * sp.eye(L.rows)
 
 
-def _zero_matexpr(e):
-    """A matrix expression that SymPy reduced to ``ZeroMatrix`` as the scalar 0 (obligations
-    compare scalars or explicit matrices); anything else is returned unchanged, so a non-zero
-    expression still fails its obligation."""
-    return sp.Integer(0) if getattr(e, "is_ZeroMatrix", False) else e
-
-
 def _loss_trace(L, G, B, I):
     """``½ tr(Λ (Bᵀ ΛΓ B − Bᵀ Λ − Λ B + I))``: the population loss after inserting
     ``E[hhᵀ] = ΛΓ_N``, ``E[hwᵀ] = Λ``, ``E[wwᵀ] = I`` into ``½ tr(Λ E[(Bᵀh − w)(Bᵀh − w)ᵀ])``.
@@ -406,13 +399,6 @@ def _loss_trace(L, G, B, I):
     if isinstance(L, sp.MatrixBase):
         return sp.Rational(1, 2) * (L * inner).trace()
     return sp.Trace(L * inner) / 2
-
-
-def _inherit(b: DerivationBuilder, sub: Derivation, prefix: str) -> None:
-    """Carry the obligations of a derivation this one builds on, so that a claim's verdict covers
-    its premises too (names prefixed, e.g. ``moments.hh_equals_Lambda_Gamma``)."""
-    for o in sub.obligations:
-        b.obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description)
 
 
 def _general_symbols():
@@ -480,7 +466,7 @@ def derive_moments(d: int = 2) -> Derivation:
     G_gen = (1 + 1 / Nsym) * Lm + sp.Trace(Lm) / Nsym * sp.Identity(n)
     mres = sp.simplify(sp.expand(hh_gen.doit() - Lm * G_gen))
     b.step("General Λ: E[hhᵀ] = (1/N)E[xxᵀxxᵀ] + (1 − 1/N)Λ² minus ΛΓ_N", mres)
-    b.obligation("general_hh_equals_Lambda_Gamma", _zero_matexpr(mres),
+    b.obligation("general_hh_equals_Lambda_Gamma", mres,
                  description="matrix-expression algebra (SymPy returns ZeroMatrix when it vanishes)")
     b.fact("matrix_form_residual", mres)
     b.fact("Lambda", L)
@@ -534,7 +520,7 @@ def derive_population_loss(d: int = 2) -> Derivation:
     b = DerivationBuilder("Population loss of the LSA in B = w22·W11")
     b.symbols(b_ij="entry (i, j) of B = w22·W11", l_ij="entry (i, j) of Λ (symmetric)", N="context length")
     mom = derive_moments(d)
-    _inherit(b, mom, "moments")
+    b.inherit(mom, "moments")
     L = mom.facts["Lambda"]
     B = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"b_{i + 1}{j + 1}", real=True))
     b.define("Block form with only w22, W11 non-zero and ρ = N: ŷ = hᵀ B x_q, B = w22·W11", B)
@@ -579,7 +565,7 @@ def derive_global_min(d: int = 2) -> Derivation:
               u="w22", U_ij="entry (i, j) of U = W11", L_B="the loss as a function of the entries of B",
               F="Frobenius norm of Γ_N^{-1}", nU="Frobenius norm of U")
     P = derive_population_loss(d)
-    _inherit(b, P, "population_loss")
+    b.inherit(P, "population_loss")
     B, L = P.facts["B"], P.facts["Lambda"]
     G = _gamma(L)
     eqs = list(P.facts["gradient"])
@@ -673,7 +659,7 @@ def derive_loss_minimum(d: int = 2) -> Derivation:
     b.symbols(l_ij="entry (i, j) of Λ (symmetric)", N="context length", lambda_="an eigenvalue of Λ",
               t="tr Λ", gamma="the matching eigenvalue of Γ_N", b="the entry of B* in that eigen-direction")
     P, S = derive_population_loss(d), derive_global_min(d)
-    _inherit(b, S, "global_min")
+    b.inherit(S, "global_min")
     B = P.facts["B"]
     val = sp.simplify(P.result.subs({B[i, j]: S.result[i, j] for i in range(d) for j in range(d)}))
     b.step("L(B*) with the solved B*", val, compact=r"\tfrac12\big[\operatorname{tr}\Lambda-\operatorname{tr}(\Gamma_N^{-1}\Lambda^2)\big]")
@@ -719,7 +705,7 @@ def derive_linear_task_risk(d: int = 2) -> Derivation:
               lambda_="an eigenvalue of Λ", t="tr Λ", gamma_N="(1 + 1/N)λ + t/N", gamma_M="(1 + 1/M)λ + t/M",
               u="1/M")
     W = derive_wishart(d)
-    _inherit(b, W, "wishart")
+    b.inherit(W, "wishart")
     L, A = W.facts["Lambda"], W.facts["A"]
     G = _gamma(L)
     Gi = G.inv()
@@ -906,7 +892,7 @@ def derive_limits(d: int = 2) -> Derivation:
     b.step("limit N → ∞ of Γ_N (entrywise)", Ginf)
     b.obligation("gamma_tends_to_Lambda", Ginf - L)
     R1 = derive_linear_task_risk(1)
-    _inherit(b, R1, "linear_task_risk")
+    b.inherit(R1, "linear_task_risk")
     R = R1.result["eigen"]
     b.step("Per-eigenvalue risk r(λ, t, N, M) of derive_linear_task_risk", R)
     Rm = sp.simplify(sp.limit(R, Msym, sp.oo))
@@ -1021,7 +1007,7 @@ def derive_nonconvex(d: int = 2) -> Derivation:
     b = DerivationBuilder("Non-convexity: a negative Hessian eigenvalue at the origin")
     b.symbols(u="w22", U_ij="entry (i, j) of U = W11", l_ij="entry (i, j) of Λ (symmetric)", N="context length")
     P = derive_population_loss(d)
-    _inherit(b, P, "population_loss")
+    b.inherit(P, "population_loss")
     B, L = P.facts["B"], P.facts["Lambda"]
     u = sp.Symbol("u", real=True)
     U = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"U_{i + 1}{j + 1}", real=True))
