@@ -1,0 +1,195 @@
+"""Resource guards for the ``tverify check`` commands: estimate memory and time from the requested
+sizes *before* allocating, refuse with one line when the estimate exceeds the limit, and report
+progress with an ETA on stderr while a long check runs.
+
+* :func:`memory_limit` — the default limit is half the memory available now (``MemAvailable`` in
+  ``/proc/meminfo``, capped by a cgroup ``memory.max``; ``os.sysconf`` elsewhere); ``--max-memory GB``
+  overrides it.
+* :func:`check_memory` raises :class:`~theory.validation.InputError` (one line, exit 2) naming the
+  estimate, what dominates it, the limit and how to change it.
+* :class:`Progress` prints ``label: 42% (3.1 s elapsed, about 4.3 s left)`` lines on stderr, the
+  first one only once the work has taken ``delay`` seconds (quick checks stay silent), then at most
+  one line every ``every`` seconds (or every tenth of the elapsed time, for long runs);
+  ``enabled=False`` (``--no-progress``) silences it. Until 0.1 % is done, the time left comes from the
+  up-front estimate when one was given.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from theory.validation import InputError
+
+__all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "fmt_bytes", "fmt_seconds",
+           "Progress", "max_memory_option", "no_progress_option"]
+
+GB = 1024**3
+#: Fraction of the available memory a check may plan to use by default.
+DEFAULT_FRACTION = 0.5
+
+
+@dataclass
+class Estimate:
+    """Peak memory (bytes) and run time (seconds) of a check, and what dominates each."""
+
+    bytes: float
+    seconds: float
+    parts: dict[str, float] = field(default_factory=dict)  # name -> bytes of the largest tensors
+
+    @property
+    def dominant(self) -> str:
+        return max(self.parts, key=self.parts.get) if self.parts else "tensors"
+
+    def to_json(self) -> dict:
+        return {"memory_bytes": float(self.bytes), "seconds": float(self.seconds),
+                "parts_bytes": {k: float(v) for k, v in self.parts.items()}}
+
+
+def fmt_bytes(n: float) -> str:
+    """
+    >>> fmt_bytes(3 * 1024**3)
+    '3 GB'
+    >>> fmt_bytes(2.5e20)
+    '2.3e+11 GB'
+    """
+    for unit, size in (("GB", GB), ("MB", 1024**2), ("kB", 1024)):
+        if n >= size:
+            v = n / size
+            return f"{v:.3g} {unit}" if v < 1e4 else f"{v:.2g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_seconds(s: float) -> str:
+    """
+    >>> fmt_seconds(42.0), fmt_seconds(7200.0), fmt_seconds(3e7)
+    ('42 s', '2.0 h', '3.5e+02 days')
+    """
+    if s < 90:
+        return f"{s:.2g} s" if s < 10 else f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.1f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.2g} days"
+
+
+def _cgroup_limit() -> float | None:
+    for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = Path(f).read_text().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 2**60:
+            return float(raw)
+    return None
+
+
+def available_memory() -> float:
+    """Bytes of memory available to this process now (best effort; 4 GB when unknown)."""
+    avail = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = float(line.split()[1]) * 1024
+                break
+    except OSError:
+        pass
+    if avail is None:
+        try:
+            avail = float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            avail = 4.0 * GB
+    cg = _cgroup_limit()
+    return min(avail, cg) if cg else avail
+
+
+def memory_limit(max_memory_gb: float | None) -> tuple[float, str]:
+    """``(bytes, description)``: ``--max-memory`` when given, else half the available memory."""
+    if max_memory_gb is not None:
+        return max_memory_gb * GB, f"--max-memory {max_memory_gb:g}"
+    avail = available_memory()
+    return DEFAULT_FRACTION * avail, f"half the {fmt_bytes(avail)} available; raise with --max-memory GB"
+
+
+def check_memory(est: Estimate, max_memory_gb: float | None, hint: str = "") -> None:
+    """Refuse (``InputError``, one line) when ``est.bytes`` exceeds the memory limit."""
+    limit, why = memory_limit(max_memory_gb)
+    if est.bytes > limit:
+        dom = est.dominant
+        raise InputError(f"these sizes need about {fmt_bytes(est.bytes)} of memory (largest: {dom}, "
+                         f"{fmt_bytes(est.parts.get(dom, est.bytes))}), over the limit of {fmt_bytes(limit)} ({why})"
+                         + (f"; {hint}" if hint else ""))
+
+
+class Progress:
+    """Line-based progress with an ETA on stderr. Call ``update(fraction)`` (0..1) as work is done;
+    nothing is printed before ``delay`` seconds, then at most one line per ``every`` seconds."""
+
+    def __init__(self, label: str, *, enabled: bool = True, delay: float = 2.0, every: float = 5.0,
+                 stream=None, clock=time.monotonic, estimate: float | None = None):
+        self.label, self.enabled, self.delay, self.every = label, enabled, delay, every
+        self.estimate = estimate
+        self.stream = stream
+        self.clock = clock
+        self.t0 = clock()
+        self._last = None
+        self._phase = ""
+        self._span = (0.0, 1.0)
+        self.printed = 0
+
+    def phase(self, name: str, start: float, end: float) -> "Progress":
+        """Subsequent ``update(f)`` calls map ``f ∈ [0, 1]`` into ``[start, end]`` of the whole."""
+        self._phase, self._span = name, (start, end)
+        return self
+
+    def sub(self, f: float) -> None:
+        a, b = self._span
+        self.update(a + (b - a) * min(max(f, 0.0), 1.0))
+
+    def update(self, fraction: float) -> None:
+        if not self.enabled:
+            return
+        now = self.clock()
+        el = now - self.t0
+        if el < self.delay or (self._last is not None and now - self._last < max(self.every, 0.1 * el)):
+            return
+        self._last = now
+        f = min(max(fraction, 0.0), 1.0)
+        if f > 1e-3:
+            left = f"about {fmt_seconds(el * (1 - f) / f)} left"
+        elif self.estimate:
+            left = f"about {fmt_seconds(max(self.estimate - el, 0.0))} left (up-front estimate)"
+        else:
+            left = "estimating time left"
+        what = f" {self._phase}" if self._phase else ""
+        print(f"{self.label}:{what} {100 * f:.0f}% ({fmt_seconds(el)} elapsed, {left})",
+              file=self.stream or sys.stderr, flush=True)
+        self.printed += 1
+
+    def note(self, text: str) -> None:
+        """One line on stderr now (e.g. the up-front estimate), when enabled."""
+        if self.enabled:
+            print(f"{self.label}: {text}", file=self.stream or sys.stderr, flush=True)
+            self.printed += 1
+
+    def done(self) -> None:
+        if self.enabled and self.printed:
+            print(f"{self.label}: done in {fmt_seconds(self.clock() - self.t0)}", file=self.stream or sys.stderr,
+                  flush=True)
+
+
+def max_memory_option(f):
+    return click.option("--max-memory", "max_memory", type=click.FloatRange(min=0, min_open=True), default=None,
+                        metavar="GB", help="Refuse sizes whose estimated peak memory exceeds GB "
+                                           "(default: half the available memory).")(f)
+
+
+def no_progress_option(f):
+    return click.option("--no-progress", is_flag=True, help="No progress lines on stderr.")(f)
+
