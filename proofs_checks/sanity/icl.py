@@ -1,42 +1,62 @@
 """``tverify check icl``: closed forms of the trained LSA for your Λ, N, M; a freshly trained batch of
 full-parameter LSAs compared with them; or your own LSA weights tested against Γ_N.
 
-Exit codes: 0 verdict ok, 1 the trained model / your weights do not match, 2 bad input (one line).
+Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
+
+* 0 ``ok``: the trained ``w22·W11`` (mean over seeds) is within the relative bound ``--tol`` of
+  ``Γ_N^{-1}`` with ``k`` standard errors to spare; or your ``--weights`` match within ``--tol``.
+* 1 ``mismatch``: beyond the bound by more than ``k`` standard errors, the optimiser converged and
+  the seeds agree with each other (spread ≤ tol); or your weights are not the ``Γ_N^{-1}`` predictor.
+* 3 ``inconclusive``: too few seeds, seeds disagreeing, a standard error too large for the bound, or
+  an optimiser that stopped short of the minimum of its own training loss (measured exactly: the
+  loss is quadratic in ``W^{KQ}_{11}``). The verdict names the criterion and how many seeds
+  (``--seeds``), prompts (``--prompts``) or steps (``--steps``) would decide it.
+* 2 bad input, one line on stderr: malformed ``--lambda`` (see :mod:`proofs_checks.parsing`),
+  a condition number above 1e12, sizes whose estimated memory exceeds the limit (``--max-memory``),
+  an unreadable weights file, ``--device cuda`` without CUDA.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import click
 import numpy as np
 
+from proofs_checks import guards
+from proofs_checks.options import UsageError, device_option, mode_options, require_device, seed_option
+from proofs_checks.parsing import as_numeric_array, parse_spd
+from proofs_checks.sanity._common import check_json_target, emit, json_path_option
+from proofs_checks.sanity._verdict import Verdict, compare_seed_mean
 from theory import icl as ti
-from theory.validation import InputError, as_spd_matrix
+from theory.validation import InputError
 
-__all__ = ["command", "parse_lambda", "load_weights"]
+__all__ = ["command", "parse_lambda", "load_weights", "estimate_resources", "SIZES"]
+
+#: (seeds, prompts per seed, Adam steps) for --quick / default / --full.
+SIZES = {"quick": (8, 8192, 300), "default": (8, 32768, 300), "full": (32, 131072, 1000)}
+LBFGS_STEPS = 50
+N_MEASURE = 4000  # fresh test prompts of length M for the prediction and risk measurements
+DEFAULT_TOL = {"trained": 0.05, "weights": 1e-2}
+#: Eigenvalues of Λ must lie in this range: training forms Λ³-sized moments of the prompts.
+SCALE_RANGE = (1e-80, 1e80)
 
 
 def parse_lambda(text: str) -> np.ndarray:
-    """``"1,2,3"`` → diag(1, 2, 3); otherwise a path to a ``.npy`` or text matrix file."""
-    p = Path(text)
-    if p.suffix in (".npy", ".txt", ".csv") or p.exists():
-        if not p.exists():
-            raise InputError(f"Lambda file not found: {text}")
-        try:
-            arr = np.load(p) if p.suffix == ".npy" else np.loadtxt(p, delimiter="," if p.suffix == ".csv" else None)
-        except (ValueError, OSError) as exc:
-            raise InputError(f"cannot read Lambda from {text}: {exc}") from None
-        return as_spd_matrix(np.atleast_1d(arr), "Lambda")
-    try:
-        vals = [float(v) for v in text.replace(" ", "").split(",") if v != ""]
-    except ValueError:
-        raise InputError(f"--lambda must be comma-separated numbers (a diagonal) or a matrix file, got {text!r}") from None
-    if not vals:
-        raise InputError("--lambda is empty")
-    return as_spd_matrix(np.asarray(vals), "Lambda")
+    """``--lambda``: ``"1,2,3"`` → diag(1, 2, 3); ``"2,0.5;0.5,1"`` a full matrix; or a ``.npy`` /
+    ``.txt`` / ``.csv`` file. Symmetric positive definite, condition number ≤ 1e12."""
+    return _lambda(text)[0]
+
+
+def _lambda(text: str) -> tuple[np.ndarray, float]:
+    L, cond = parse_spd(text, "--lambda")
+    ev = np.linalg.eigvalsh(L)
+    if ev[0] < SCALE_RANGE[0] or ev[-1] > SCALE_RANGE[1]:
+        raise InputError(f"--lambda: eigenvalues {ev[0]:.3g} … {ev[-1]:.3g} lie outside {SCALE_RANGE[0]:g} … "
+                         f"{SCALE_RANGE[1]:g}; training forms third powers of Λ, which would leave float64's range "
+                         "(rescale x: Γ_N^{-1} scales as 1/Λ)")
+    return L, cond
 
 
 _PV_KEYS = ("Wpv", "W_PV", "WPV", "W_pv", "pv")
@@ -45,35 +65,42 @@ _KQ_KEYS = ("Wkq", "W_KQ", "WKQ", "W_kq", "kq")
 
 def load_weights(path: str) -> tuple[np.ndarray, np.ndarray]:
     """Read ``W^{PV}, W^{KQ}`` from a ``.npz`` (keys Wpv/W_PV and Wkq/W_KQ) or a torch ``.pt`` file
-    (a dict / state_dict with such keys, possibly prefixed like ``attn.Wpv``)."""
+    (a dict / state_dict with such keys, possibly prefixed like ``attn.Wpv``). Errors name ``--weights``."""
+    from proofs_checks.parsing import load_npz
+
     p = Path(path)
     if not p.exists():
-        raise InputError(f"weights file not found: {path}")
+        raise InputError(f"--weights: file not found: {path}")
+    if p.is_dir():
+        raise InputError(f"--weights: {path} is a directory, not a file")
     if p.suffix == ".npz":
-        try:
-            data = dict(np.load(p))
-        except (ValueError, OSError) as exc:
-            raise InputError(f"cannot read {path}: {exc}") from None
+        data = load_npz(p, "--weights")
     elif p.suffix in (".pt", ".pth"):
         import torch
 
         try:
             obj = torch.load(p, map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises many types for a bad file
-            raise InputError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None
+            raise InputError(f"--weights: cannot read {path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
         if hasattr(obj, "state_dict"):
             obj = obj.state_dict()
         if not isinstance(obj, dict):
-            raise InputError(f"{path} must hold a dict or state_dict with W_PV and W_KQ")
-        data = {k: (v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)) for k, v in obj.items()}
+            raise InputError(f"--weights: {path} must hold a dict or state_dict with W_PV and W_KQ")
+        data = {}
+        for k, v in obj.items():
+            try:
+                data[str(k)] = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
+            except (TypeError, RuntimeError):
+                data[str(k)] = np.asarray(v, dtype=object)
     else:
-        raise InputError(f"weights must be a .npz or .pt file, got {path}")
+        raise InputError(f"--weights: must be a .npz or .pt file, got {path}")
 
     def pick(keys, what):
         for k, v in data.items():
             if k.split(".")[-1] in keys:
-                return np.asarray(v, dtype=np.float64)
-        raise InputError(f"{path} has no {what} (looked for keys {', '.join(keys)}; found {', '.join(data) or 'none'})")
+                return as_numeric_array(v, "--weights", f"{what} (key {k!r})")
+        raise InputError(f"--weights: {path} has no {what} (looked for keys {', '.join(keys)}; "
+                         f"found {', '.join(data) or 'none'})")
 
     return pick(_PV_KEYS, "W_PV"), pick(_KQ_KEYS, "W_KQ")
 
@@ -82,97 +109,248 @@ def _fmt(a) -> str:
     return np.array2string(np.asarray(a, dtype=float), precision=5, suppress_small=True)
 
 
+# ------------------------------------------------------------------------------------------------
+# resources
+
+# Single-thread CPU throughput of this code, measured (rough; the ETA printed while running is
+# measured, this is only the up-front estimate): seconds per unit of work.
+_T_STATS_F2 = 0.3e-9   # per seed·prompt·F² (bmm of the features)
+_T_STATS_TOK = 40e-9   # per seed·prompt·(N+2)(d+1) (sampling, Gram matrices)
+_T_EVAL = 0.35e-3      # per optimiser evaluation (overhead)
+_T_EVAL_F2 = 2e-9      # per optimiser evaluation per seed·F²
+_T_MEAS = 80e-9        # per test prompt·(M+2)(d+1)
+
+
+def estimate_resources(d: int, N: int, M: int, seeds: int, prompts: int, steps: int, *, train: bool = True,
+                       n_measure: int = N_MEASURE, measure_budget: float = 256 * 2**20) -> tuple[guards.Estimate, int]:
+    """Peak bytes and seconds of ``check icl`` for these sizes, and the number of test prompts
+    measured per chunk (bounded memory). Training holds the per-seed second moments of the
+    ``F = (d+1)²d`` LSA features (``seeds × F × F``) and one chunk of sampled prompts; the
+    measurement holds chunks of test prompts of length ``M``.
+
+    >>> est, chunk = estimate_resources(3, 20, 20, 8, 32768, 300)
+    >>> est.bytes < 2**30 and est.seconds < 60 and chunk == 4000
+    True
+    >>> estimate_resources(2, 10, 10**9, 8, 32768, 300)[0].bytes > 5e10
+    True
+    """
+    F = (d + 1) ** 2 * d
+    parts: dict[str, float] = {}
+    seconds = 0.0
+    if train:
+        k = max(1, min(prompts, 2**22 // max(1, seeds * (N + 1) * d)))
+        parts[f"feature moments {seeds} seeds × {F} × {F}"] = 3.0 * seeds * F * F * 8
+        parts[f"sampled prompts {seeds} seeds × {k} × {N + 1} tokens × {d + 1}"] = \
+            5.0 * seeds * k * (N + 2) * (d + 1) * 8 + 3.0 * seeds * k * F * 8
+        parts[f"convergence check {seeds} seeds × {F} × {d * d}"] = 3.0 * seeds * F * d * d * 8
+        seconds += seeds * prompts * (_T_STATS_F2 * F * F + _T_STATS_TOK * (N + 2) * (d + 1))
+        seconds += (steps + 1.25 * LBFGS_STEPS) * (_T_EVAL + _T_EVAL_F2 * seeds * F * F)
+    train_bytes = sum(parts.values())
+    per_prompt = 4.0 * (M + 2) * (d + 1) * 8
+    chunk = int(max(1, min(n_measure, measure_budget // per_prompt)))
+    parts[f"test prompts {chunk} × {M + 1} tokens × {d + 1}"] = chunk * per_prompt
+    seconds += n_measure * (M + 2) * (d + 1) * _T_MEAS
+    peak = max(train_bytes, chunk * per_prompt)
+    return guards.Estimate(peak, seconds, parts), chunk
+
+
+def _measure(ni, L, N, Gi, Wpv, Wkq, *, M, seed, device, chunk, progress=None) -> dict:
+    """``numerics.icl.measure_weights`` on ``N_MEASURE`` test prompts, in chunks of ``chunk`` prompts
+    (memory bounded for long test contexts M). Risk: mean over all prompts; relative RMS prediction
+    difference: root mean of the per-chunk squares (the chunks are equal in size)."""
+    n_chunks = math.ceil(N_MEASURE / chunk)
+    size = math.ceil(N_MEASURE / n_chunks)
+    outs = []
+    for i in range(n_chunks):
+        outs.append(ni.measure_weights(L, N, Gi, Wpv, Wkq, M=M, n=size, seed=seed + 1 + 104729 * i, device=device))
+        if progress:
+            progress((i + 1) / n_chunks)
+    if n_chunks == 1:
+        return outs[0]
+    res = dict(outs[0])
+    res["rel_rms_prediction"] = np.sqrt(np.mean([np.square(o["rel_rms_prediction"]) for o in outs], 0)).tolist()
+    res["risk_M"] = float(np.mean([o["risk_M"] for o in outs]))
+    res["measure_chunks"] = n_chunks
+    return res
+
+
+# ------------------------------------------------------------------------------------------------
+# verdicts
+
+
+def loss_hessian_cond(L: np.ndarray, N: int) -> float:
+    """Condition number of the population loss as a function of ``B = w22·W11``: its Hessian is
+    ``Λ ⊗ E[hhᵀ]`` (:func:`numerics.icl.population_moments`), so ``cond = cond(Λ)·cond(E[hhᵀ])``; it
+    sets how slowly an optimiser and how noisily a finite sample pin down ``B``."""
+    from numerics.icl import population_moments
+
+    hh = population_moments(L, N)[0]
+    a, b = np.linalg.eigvalsh(L), np.linalg.eigvalsh(hh)
+    return float(a[-1] * b[-1] / (a[0] * b[0]))
+
+
+def _trained_verdict(res, Gi: np.ndarray, tol: float, prompts: int, steps: int, cond_hess: float) -> Verdict:
+    nG = float(np.linalg.norm(Gi))
+    S = res.B.shape[0]
+    gap = np.linalg.norm(res.B - res.B_star, axis=(1, 2)) / nG
+    gap_tol = tol / 10
+    blockers, fix = [], None
+    if float(gap.max()) > gap_tol:
+        blockers.append(
+            f"training not converged: the optimiser stopped ‖B − B*‖/‖Γ_N^{{-1}}‖ = {gap.max():.3g} (worst seed; "
+            f"median {np.median(gap):.3g}) from the exact minimiser B* of its own training loss over W11, above "
+            f"tol/10 = {gap_tol:.3g}" + (f" (the loss Hessian in w22·W11, Λ ⊗ E[hhᵀ], has condition number "
+                                        f"{cond_hess:.3g}: it is flat along Λ's small eigendirections)"
+                                        if cond_hess > 1e4 else ""))
+        fix = f"more optimiser steps (--steps {max(4 * steps, 1000)})"
+    # spread the seeds would show once converged: that of the exact per-seed minimisers B*
+    Bs = res.B_star
+    sampling = float(np.sqrt(((Bs - Bs.mean(0)) ** 2).sum() / max(S - 1, 1)) / nG) if S >= 2 else None
+    return compare_seed_mean(res.B, Gi, tol=tol, quantity="w22·W11 vs Γ_N^{-1}", per_seed=prompts,
+                             blockers=blockers, block_suggestion=fix, sampling_spread=sampling,
+                             extra_numbers={"optimiser_gap_max": float(gap.max()), "optimiser_gap_tol": gap_tol,
+                                            "optimiser_gap_per_seed": gap.tolist(),
+                                            "loss_gap_per_seed": res.loss_gap.tolist(),
+                                            "spread_at_minimiser": sampling})
+
+
+def _weights_verdict(meas: dict, tol: float) -> Verdict:
+    eB, eP = max(meas["rel_err_B"]), max(meas["rel_rms_prediction"])
+    numbers = {"quantity": "w22·W11 vs Γ_N^{-1} and predictions", "rel_err_B": eB, "rel_rms_prediction": eP,
+               "tolerance": tol, "max_other_block": meas["max_other_block"]}
+    crit = (f"‖w22·W11 − Γ_N^{{-1}}‖_F/‖Γ_N^{{-1}}‖_F = {eB:.3g} and the relative RMS difference of predictions "
+            f"from the Γ_N^{{-1}} predictor on {N_MEASURE} fresh prompts = {eP:.3g}, each against tol = {tol:.3g} "
+            "(exact for the weights; no seeds involved)")
+    if eB <= tol and eP <= tol:
+        return Verdict("ok", "your weights match Γ_N^{-1} within tol", crit, numbers)
+    which = " and ".join(w for w, bad in (("w22·W11", eB > tol), ("predictions", eP > tol)) if bad)
+    return Verdict("mismatch", f"your weights are not the Γ_N^{{-1}} predictor within tol ({which})", crit, numbers)
+
+
+# ------------------------------------------------------------------------------------------------
+# the command
+
+
 @click.command("icl")
-@click.option("--lambda", "lam", required=True, metavar="DIAG|FILE",
-              help='Covariance Λ: a diagonal "1,2,3" or a .npy/.txt/.csv matrix file.')
-@click.option("--N", "N", type=int, required=True, help="Training context length N.")
-@click.option("--M", "M", type=int, default=None, help="Test context length M (default N).")
-@click.option("--weights", type=click.Path(dir_okay=False), default=None,
+@click.option("--lambda", "lam", required=True, metavar="VALUES|FILE",
+              help='Covariance Λ: a diagonal "1,2,3", a matrix "2,0.5;0.5,1" (rows by ;), or a .npy/.txt/.csv file.')
+@click.option("--N", "N", type=click.IntRange(min=1), required=True, help="Training context length N.")
+@click.option("--M", "M", type=click.IntRange(min=1), default=None, help="Test context length M (default N).")
+@click.option("--weights", type=str, default=None,
               help="Your trained LSA weights (.pt or .npz with W_PV and W_KQ) to test against Γ_N.")
-@click.option("--tol", type=float, default=1e-2, show_default=True,
-              help="Relative tolerance for --weights (w22·W11 vs Γ_N^{-1} and predictions).")
-@click.option("--seeds", type=int, default=8, show_default=True, help="Seeds trained in one batch.")
-@click.option("--prompts", type=int, default=32768, show_default=True, help="Sampled training prompts per seed.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def command(lam, N, M, weights, tol, seeds, prompts, seed, device, as_json):
+@click.option("--tol", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Relative bound on w22·W11 vs Γ_N^{-1} (default 0.05 for training, 0.01 for --weights).")
+@click.option("--seeds", type=click.IntRange(min=1), default=None, help="Seeds trained in one batch (default 8).")
+@click.option("--prompts", type=click.IntRange(min=16), default=None,
+              help="Sampled training prompts per seed (default 32768; --quick 8192, --full 131072).")
+@click.option("--steps", type=click.IntRange(min=0), default=None,
+              help=f"Adam steps before {LBFGS_STEPS} L-BFGS iterations (default 300; --full 1000).")
+@seed_option
+@device_option
+@mode_options
+@json_path_option
+@guards.max_memory_option
+@guards.no_progress_option
+def command(lam, N, M, weights, tol, seeds, prompts, steps, seed, device, mode, json_path, max_memory, no_progress):
     """Closed forms of the trained LSA (Zhang–Frei–Bartlett) for your Λ, N, M; a trained batch of
-    full-parameter LSAs (or your --weights) measured against them, and a verdict.
+    full-parameter LSAs (or your --weights) measured against them, and a verdict:
+    ok (exit 0), mismatch (1), inconclusive (3: says how many seeds/prompts/steps would decide).
 
     \b
     Examples:
       tverify check icl --lambda "1,2,3" --N 20 --M 10
-      tverify check icl --lambda cov.npy --N 20 --weights my_lsa.pt --json
+      tverify check icl --lambda "2,0.5;0.5,1" --N 20 --seeds 16
+      tverify check icl --lambda cov.npy --N 20 --weights my_lsa.pt --json out.json
     """
-    from numerics import icl as ni
-    from numerics.torch_utils import resolve_device
-
-    L = parse_lambda(lam)
-    if N < 1:
-        raise InputError(f"--N must be ≥ 1, got {N}")
+    check_json_target(json_path)
+    L, cond = _lambda(lam)
     M = N if M is None else M
-    if M < 1:
-        raise InputError(f"--M must be ≥ 1, got {M}")
-    if seeds < 2 or prompts < 16:
-        raise InputError("--seeds must be ≥ 2 and --prompts ≥ 16")
-    if not (tol > 0 and math.isfinite(tol)):
-        raise InputError(f"--tol must be positive, got {tol}")
-    resolve_device(device)
+    d = int(L.shape[0])
+    s0, p0, st0 = SIZES[mode]
+    seeds, prompts, steps = seeds or s0, prompts or p0, st0 if steps is None else steps
+    Wpv = Wkq = None
+    if weights:
+        Wpv, Wkq = load_weights(weights)
+        if Wpv.shape[-2:] != (d + 1, d + 1) or Wkq.shape[-2:] != (d + 1, d + 1) or Wpv.ndim not in (2, 3) \
+                or Wpv.shape != Wkq.shape:
+            raise InputError(f"--weights: W_PV and W_KQ must be ({d + 1}, {d + 1}) for d = {d} (from --lambda), "
+                             f"got W_PV {Wpv.shape}, W_KQ {Wkq.shape}")
+    tol = DEFAULT_TOL["weights" if weights else "trained"] if tol is None else tol
+    try:
+        require_device(device, False)
+    except UsageError:
+        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    n_sets = (1 if Wpv.ndim == 2 else Wpv.shape[0]) if weights else seeds
+    est, chunk = estimate_resources(d, N, M, n_sets, prompts, steps, train=not weights)
+    guards.check_memory(est, max_memory, hint="lower --seeds, --prompts, --N or --M")
+
+    from numerics import icl as ni  # torch: imported only once the input is known to be good
+
+    prog = guards.Progress("check icl", enabled=not no_progress, estimate=est.seconds)
+    if est.seconds > 10:
+        prog.note(f"estimated ≈ {guards.fmt_seconds(est.seconds)} and ≈ {guards.fmt_bytes(est.bytes)} of memory "
+                  f"for {n_sets} seed(s) × {prompts} prompts, N = {N}, M = {M}, d = {d}")
     G = ti.gamma_n(L, N)
     Gi = np.linalg.inv(G)
+    cond_gamma = float(np.linalg.cond(G))
+    cond_hess = loss_hessian_cond(L, N)
     closed = {
-        "d": int(L.shape[0]), "N": N, "M": M,
+        "d": d, "N": N, "M": M,
         "Gamma_N": G.tolist(), "Gamma_N_inv": Gi.tolist(),
         "w22_limit": math.sqrt(float(np.linalg.norm(Gi))),
         "loss_minimum": float(ti.loss_minimum(L, N)),
         "linear_task_risk_M": float(ti.linear_task_risk(L, N, M)),
         "risk_M_to_infinity": float(ti.linear_task_risk(L, N, 10**12)),
     }
-    out: dict = {"closed_forms": closed}
+    doc: dict = {"check": "icl",
+                 "inputs": {"lambda": L.tolist(), "N": N, "M": M, "mode": mode, "seed": seed, "device": device,
+                            "tol": tol, **({"weights": weights} if weights else
+                                           {"seeds": seeds, "prompts": prompts, "steps": steps,
+                                            "lbfgs_steps": LBFGS_STEPS})},
+                 "conditioning": {"cond_Lambda": cond, "cond_Gamma_N": cond_gamma, "cond_loss_hessian_B": cond_hess},
+                 "resources": est.to_json(),
+                 "closed_forms": closed}
+    t_meas = N_MEASURE * (M + 2) * (d + 1) * _T_MEAS
+    split = 1 - t_meas / max(est.seconds, 1e-9) if not weights else 0.0
     if weights:
-        Wpv, Wkq = load_weights(weights)
-        meas = ni.measure_weights(L, N, Gi, Wpv, Wkq, M=M, seed=seed, device=device)
-        ok = max(meas["rel_err_B"]) <= tol and max(meas["rel_rms_prediction"]) <= tol
-        out["weights"] = {"file": weights, **meas, "tol": tol}
-        verdict = ("ok: your weights match Γ_N^{-1} within tol" if ok else
-                   "mismatch: your weights are not the Γ_N^{-1} predictor within tol")
+        meas = _measure(ni, L, N, Gi, Wpv, Wkq, M=M, seed=seed, device=device, chunk=chunk,
+                        progress=prog.phase("measuring", 0, 1).sub)
+        doc["weights"] = {"file": weights, **meas, "tol": tol}
+        verdict = _weights_verdict(meas, tol)
     else:
-        res = ni.train_lsa(L, N, n_seeds=seeds, n_prompts=prompts, steps=300, seed=seed, device=device)
-        S = res.B.shape[0]
+        prog.phase("training", 0, split)
+        res = ni.train_lsa_monitored(L, N, n_seeds=seeds, n_prompts=prompts, steps=steps, seed=seed, device=device,
+                                     lbfgs_steps=LBFGS_STEPS, progress=prog.sub)
+        prog.phase("measuring", split, 1)
+        meas = _measure(ni, L, N, Gi, res.Wpv, res.Wkq, M=M, seed=seed, device=device, chunk=chunk, progress=prog.sub)
+        verdict = _trained_verdict(res, Gi, tol, prompts, steps, cond_hess)
         mean = res.B.mean(0)
-        se = res.B.std(0, ddof=1) / math.sqrt(S)
-        z = float(np.max(np.abs(mean - Gi) / se))
-        meas = ni.measure_weights(L, N, Gi, res.Wpv, res.Wkq, M=M, seed=seed + 1, device=device)
-        ok = z <= 6.0
-        out["trained"] = {"seeds": S, "prompts_per_seed": prompts, "seconds": res.seconds, "device": res.device,
-                          "mean_B": mean.tolist(), "max_z_vs_Gamma_inv": z,
-                          "rel_err_mean_B": float(np.linalg.norm(mean - Gi) / np.linalg.norm(Gi)),
+        doc["trained"] = {"seeds": seeds, "prompts_per_seed": prompts, "steps": steps, "seconds": res.seconds,
+                          "device": res.device, "mean_B": mean.tolist(),
+                          "rel_err_mean_B": verdict.numbers["value"], "standard_error": verdict.numbers["standard_error"],
+                          "spread": verdict.numbers["spread"],
                           "rel_err_B_per_seed": meas["rel_err_B"], "rel_rms_prediction_per_seed": meas["rel_rms_prediction"],
-                          "risk_M_measured": meas["risk_M"]}
-        verdict = ("ok: trained w22·W11 agrees with Γ_N^{-1} within 6 standard errors across seeds" if ok else
-                   "mismatch: trained w22·W11 differs from Γ_N^{-1} by more than 6 standard errors")
-    out["verdict"] = verdict
-    out["ok"] = bool(ok)
-    if as_json:
-        click.echo(json.dumps(out, indent=1))
+                          "optimiser_gap_per_seed": verdict.numbers["optimiser_gap_per_seed"],
+                          "final_loss_per_seed": res.final_loss.tolist(),
+                          "max_other_block": meas["max_other_block"], "risk_M_measured": meas["risk_M"]}
+    prog.done()
+
+    lines = [f"Λ (d = {d}, cond {cond:.3g}), N = {N}, M = {M}; cond of the loss Hessian in w22·W11: {cond_hess:.3g}",
+             f"Γ_N = (1+1/N)Λ + tr(Λ)/N·I (cond {cond_gamma:.3g}) =\n{_fmt(G)}",
+             f"Γ_N^{{-1}} (= w22·W11 at the global minimum) =\n{_fmt(Gi)}",
+             f"gradient-flow limit w22 = ‖Γ_N^{{-1}}‖_F^{{1/2}} = {closed['w22_limit']:.6g}",
+             f"min population loss ½[trΛ − tr(Γ_N^{{-1}}Λ²)] = {closed['loss_minimum']:.6g}",
+             f"linear-task risk at M = {M}: {closed['linear_task_risk_M']:.6g} (M → ∞: {closed['risk_M_to_infinity']:.6g})"]
+    if weights:
+        w = doc["weights"]
+        lines.append(f"your weights: ‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(w['rel_err_B']):.3g}, "
+                     f"prediction rel. RMS diff = {max(w['rel_rms_prediction']):.3g}, other blocks max |.| = "
+                     f"{w['max_other_block']:.3g}, measured risk at M = {w['risk_M']:.6g} (tol {tol:g})")
     else:
-        click.echo(f"Λ (d = {closed['d']}), N = {N}, M = {M}")
-        click.echo(f"Γ_N = (1+1/N)Λ + tr(Λ)/N·I =\n{_fmt(G)}")
-        click.echo(f"Γ_N^{{-1}} (= w22·W11 at the global minimum) =\n{_fmt(Gi)}")
-        click.echo(f"gradient-flow limit w22 = ‖Γ_N^{{-1}}‖_F^{{1/2}} = {closed['w22_limit']:.6g}")
-        click.echo(f"min population loss ½[trΛ − tr(Γ_N^{{-1}}Λ²)] = {closed['loss_minimum']:.6g}")
-        click.echo(f"linear-task risk at M = {M}: {closed['linear_task_risk_M']:.6g} (M → ∞: {closed['risk_M_to_infinity']:.6g})")
-        if weights:
-            w = out["weights"]
-            click.echo(f"your weights: ‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(w['rel_err_B']):.3g}, "
-                       f"prediction rel. RMS diff = {max(w['rel_rms_prediction']):.3g}, other blocks max |.| = {w['max_other_block']:.3g}, "
-                       f"measured risk at M = {w['risk_M']:.6g} (tol {tol:g})")
-        else:
-            t = out["trained"]
-            click.echo(f"trained: {t['seeds']} seeds × {prompts} prompts on {t['device']} in {t['seconds']:.1f} s; "
-                       f"mean w22·W11 rel. error {t['rel_err_mean_B']:.3g}, max z {t['max_z_vs_Gamma_inv']:.2f}; "
-                       f"measured risk at M = {t['risk_M_measured']:.6g}")
-            click.echo(f"mean w22·W11 =\n{_fmt(t['mean_B'])}")
-        click.echo(f"verdict: {verdict}")
-    raise SystemExit(0 if ok else 1)
+        t, n = doc["trained"], verdict.numbers
+        lines.append(f"trained: {seeds} seeds × {prompts} prompts, {steps} Adam + {LBFGS_STEPS} L-BFGS steps on "
+                     f"{t['device']} in {t['seconds']:.1f} s; mean w22·W11 rel. error {n['value']:.3g} ± {n['standard_error']:.3g} "
+                     f"(SE), seed spread {n['spread']:.3g}, optimiser gap ≤ {n['optimiser_gap_max']:.3g}; "
+                     f"measured risk at M = {t['risk_M_measured']:.6g}")
+        lines.append(f"mean w22·W11 =\n{_fmt(t['mean_B'])}")
+    emit(doc, verdict, lines, json_path)
