@@ -1,0 +1,162 @@
+"""``tverify check att-svm``: three-outcome verdicts (not converged is inconclusive, exit 3),
+budget sentinels never shown as numbers, --seed, --json PATH|-, strict data loading (one line,
+exit 2), memory guard. In-process through ``proofs_checks.cli.main``; small sizes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from numerics import att_svm as ns
+from proofs_checks.cli import main
+from proofs_checks.sanity import att_svm as satt
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(["check", "att-svm", *args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return code, out.getvalue(), err.getvalue()
+
+
+def one_line_error(code: int, err: str) -> str:
+    assert code == 2 and "Traceback" not in err, (code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tverify: error:"), err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def inst():
+    return ns.make_instance(3, 4, 6, seed=5, setting="global")
+
+
+@pytest.fixture()
+def good(tmp_path, inst):
+    p = tmp_path / "d.npz"
+    np.savez(p, X=inst.X, z=inst.z, y=inst.y, v=inst.v)
+    return str(p)
+
+
+def test_converged_run_is_ok(good):
+    code, out, _ = run("--data", good, "--quick", "--no-progress")
+    assert code == 0 and "verdict: ok: converges to W^mm" in out
+    assert "iterations to 0.99: " in out and "not reached" not in out
+
+
+def test_not_converged_is_inconclusive_exit_3(good):
+    """--iters 20: the direction is far from W^mm; it used to exit 0. Now inconclusive, exit 3, the
+    sentinel shown as words (and null in JSON), with a number of iterations to try."""
+    code, out, _ = run("--data", good, "--iters", "20", "--seeds", "2", "--no-progress")
+    assert code == 3 and "verdict: inconclusive" in out and "not converged within 20 iterations" in out
+    assert "not reached within 20 iterations" in out and "2001" not in out and ": 21" not in out
+    code, out, _ = run("--data", good, "--iters", "20", "--seeds", "2", "--json")
+    doc = json.loads(out)
+    assert code == 3 and doc["outcome"] == "inconclusive" and doc["ok"] is False
+    assert doc["training"]["iterations_to_level"] == [None, None] and doc["training"]["iterations_to_level_max"] is None
+    assert "--iters" in doc["decision"]["suggestion"] and doc["decision"]["numbers"]["iterations_needed_estimate"] > 20
+
+
+def test_stationary_direction_off_the_svm_is_a_mismatch(inst):
+    """A direction that has stopped turning (W_half ∥ W_K, selection unchanged) while its
+    correlation with W^mm stays below the level contradicts the theory: mismatch."""
+    fro = ns.solve_att_svm(inst.X, inst.z, inst.opt)
+    rng = np.random.default_rng(0)
+    W = fro.W + 0.8 * np.linalg.norm(fro.W) * rng.normal(size=fro.W.shape) / fro.W.shape[0]
+    sel = np.broadcast_to(inst.opt, (1, len(inst.opt))).copy()
+    tr = {"W": W[None] * 100, "W_half": W[None] * 50, "selected": sel, "selected_half": sel}
+    v, per_seed = satt._verdict(ns, inst, fro, tr, level=0.99, iters=1000)
+    assert per_seed[0]["corr"] < 0.99 and per_seed[0]["stationary"]
+    assert v.outcome == "mismatch" and v.exit_code == 1 and "turned by" in v.criterion
+    # the same end point still turning: inconclusive
+    tr["W_half"] = (W + 0.3 * fro.W)[None] * 50
+    v, _ = satt._verdict(ns, inst, fro, tr, level=0.99, iters=1000)
+    assert v.outcome == "inconclusive"
+
+
+def test_uncertified_svm_is_inconclusive(inst):
+    fro = ns.solve_att_svm(inst.X, inst.z, inst.opt)
+    fake = SimpleNamespace(W=fro.W, max_residual=lambda: 1e-3)
+    sel = np.broadcast_to(inst.opt, (1, len(inst.opt))).copy()
+    tr = {"W": fro.W[None], "W_half": fro.W[None], "selected": sel, "selected_half": sel}
+    v, _ = satt._verdict(ns, inst, fake, tr, level=0.99, iters=10)
+    assert v.outcome == "inconclusive" and "not certified" in v.reasons[0]
+
+
+def test_segmented_training_is_one_run(inst):
+    fro = ns.solve_att_svm(inst.X, inst.z, inst.opt)
+    seen = []
+    tr = satt._train_segmented(ns, inst, fro.W, lr=0.1, iters=60, seeds=3, seed=7, device="cpu", prog=seen.append,
+                               n_segments=7)
+    one = ns.train(inst, method="ngd", lr=0.1, iters=60, B=3, init=0.01, seed=7, opt=inst.opt,
+                   targets={"fro": fro.W})
+    assert np.allclose(tr["corr"], one.corr["fro"], rtol=0, atol=1e-10) and np.allclose(tr["W"], one.W, atol=1e-10)
+    half = ns.train(inst, method="ngd", lr=0.1, iters=30, B=3, init=0.01, seed=7, opt=inst.opt, targets={"fro": fro.W})
+    assert np.allclose(tr["W_half"], half.W, atol=1e-10)
+    assert seen[-1] == 1.0 and len(seen) == 8  # 7 segments, one split at the half-way point
+
+
+def test_seed_option_changes_the_initialisation(good):
+    docs = []
+    for s in ("1", "2"):
+        code, out, _ = run("--data", good, "--iters", "5", "--seeds", "2", "--seed", s, "--json", "-")
+        docs.append(json.loads(out))
+    assert docs[0]["training"]["corr_curve"] != docs[1]["training"]["corr_curve"]
+    assert docs[0]["inputs"]["seed"] == 1
+
+
+def test_iterations_to_has_no_sentinel():
+    assert satt.iterations_to(np.array([[0.1, 0.995], [0.2, 0.999]]), 0.99) == [None, 1]
+
+
+@pytest.mark.parametrize("kind", ["object", "complex", "nan", "tied", "labels", "shape", "text", "missing", "dir"])
+def test_bad_data_one_line_exit_2(tmp_path, inst, kind):
+    X, z, y, v = inst.X, inst.z, inst.y, inst.v
+    p = tmp_path / "bad.npz"
+    if kind == "object":
+        np.savez(p, X=X.astype(object), z=z, y=y, v=v)
+    elif kind == "complex":
+        np.savez(p, X=X.astype(complex), z=z, y=y, v=v)
+    elif kind == "nan":
+        X = X.copy()
+        X[0, 0, 0] = np.nan
+        np.savez(p, X=X, z=z, y=y, v=v)
+    elif kind == "tied":
+        X = X.copy()
+        X[0, (inst.opt[0] + 1) % 4] = X[0, inst.opt[0]]
+        np.savez(p, X=X, z=z, y=y, v=v)
+    elif kind == "labels":
+        np.savez(p, X=X, z=z, y=2 * y, v=v)
+    elif kind == "shape":
+        np.savez(p, X=X, z=z[:2], y=y, v=v)
+    elif kind == "text":
+        p.write_text("not an archive")
+    elif kind == "dir":
+        p = tmp_path
+    frag = {"object": "holds Python objects", "complex": "is complex", "nan": "non-finite", "tied": "share the top score",
+            "labels": "±1", "shape": "z must have shape", "text": "not a .npz archive", "missing": "file not found",
+            "dir": "is a directory"}[kind]
+    line = one_line_error(*run("--data", str(p), "--quick")[::2])
+    assert line.startswith("tverify: error: --data") and frag in line, line
+
+
+def test_memory_guard_and_options(good, tmp_path):
+    line = one_line_error(*run("--data", good, "--iters", "10000000", "--seeds", "4096")[::2])
+    assert "need about" in line and "training curves" in line and "--max-memory" in line
+    assert "mutually exclusive" in one_line_error(*run("--data", good, "--quick", "--full")[::2])
+    assert "--device" in one_line_error(*run("--data", good, "--device", "tpu")[::2])
+    assert "folder" in one_line_error(*run("--data", good, "--json", str(tmp_path))[::2])
+    target = tmp_path / "out.json"
+    code, out, _ = run("--data", good, "--iters", "20", "--seeds", "2", "--json", str(target), "--no-progress")
+    doc = json.loads(target.read_text())
+    assert code == doc["decision"]["exit_code"] == 3 and "verdict: inconclusive" in out
+    assert doc["inputs"]["iters"] == 20 and doc["resources"]["memory_bytes"] > 0
