@@ -4,7 +4,7 @@ A claim module (``proofs_checks/claims/<group>.py``) builds :class:`Claim` objec
 to :func:`register`. A claim has
 
 * ``form``: the object its checks test (a function, a closed-form expression, a dict of them).
-  For an erratum it is the *corrected* form; ``stated`` holds the form as the seed states it.
+  For an erratum it is the *corrected* form; ``stated`` holds the form as the lecture notes state it.
 * ``checks``: functions ``fn(form, ctx) -> CheckResult``. Each compares ``form`` with an
   independently computed reference (derivation, numeric reference, trained model), so the same
   function run on a mutant's form must fail.
@@ -233,8 +233,8 @@ class Claim:
     kind              one of :data:`KINDS`.
     derivation        zero-argument callable from ``theory/`` returning a :class:`Derivation`
                       (``None`` where nothing is symbolic).
-    stated            erratum only: the form as the seed states it (must be refuted).
-    stated_statement  erratum only: LaTeX of the statement as the seed states it.
+    stated            erratum only: the form as the lecture notes state it (must be refuted).
+    stated_statement  erratum only: LaTeX of the statement as the lecture notes state it.
     """
 
     id: str
@@ -262,7 +262,7 @@ class Claim:
         """The planted mutants plus, for an erratum, the seed's stated form."""
         extra: tuple[Mutant, ...] = ()
         if self.kind == "erratum":
-            extra = (Mutant("as-stated-in-seed", "seed erratum", self.stated_statement or "the seed's form", self.stated),)
+            extra = (Mutant("as-stated-in-seed", "seed erratum", self.stated_statement or "the form as stated in the lecture notes", self.stated),)
         return tuple(self.mutants) + extra
 
     def validate(self) -> None:

@@ -1,5 +1,5 @@
-"""Group E: the Adam optimiser (seed 001; Kingma & Ba 2015). Binds theory/adam.py and
-numerics/adam.py to checks, tolerances, mutants, and records seed 001's formula as an erratum."""
+"""Group E: the Adam optimiser (lecture notes 001; Kingma & Ba 2015). Binds theory/adam.py and
+numerics/adam.py to checks, tolerances, mutants, and records lecture notes 001's formula as an erratum."""
 
 from __future__ import annotations
 
@@ -157,11 +157,11 @@ def _trained_regression(form, ctx) -> CheckResult:
 
 register(Claim(
     id="opt.adam",
-    title="Adam: bias-corrected m̂/(√v̂+ε) matches torch.optim.Adam; seed 001's m_t/(v_t+ε) is not Adam",
+    title="Adam: bias-corrected m̂/(√v̂+ε) matches torch.optim.Adam; lecture notes 001's m_t/(v_t+ε) is not Adam",
     statement=r"\theta_t=\theta_{t-1}-\alpha\,\frac{\hat m_t}{\sqrt{\hat v_t}+\epsilon},\ \hat m_t=\frac{m_t}{1-\beta_1^t},\ "
               r"\hat v_t=\frac{v_t}{1-\beta_2^t};\ \mathbb E[\hat m_t]=\mu\ \text{(stationary mean)},\ "
               r"g\equiv\text{const}\Rightarrow\Delta\theta_t=-\alpha\frac{g}{|g|+\epsilon}\to-\alpha\operatorname{sign}g",
-    source="seed 001 (A word on the choice of optimizer); Kingma & Ba (2015); Loshchilov & Hutter (2019) for AdamW",
+    source="lecture notes 001 (A word on the choice of optimizer); Kingma & Ba (2015); Loshchilov & Hutter (2019) for AdamW",
     kind="erratum",
     form=na.adam_step,
     stated=na.seed001_step,
@@ -178,7 +178,7 @@ register(Claim(
         Mutant("eps_inside_sqrt", "wrong formula", "m̂/√(v̂+ε)", _variant(eps_inside=True)),
         Mutant("betas_swapped", "swapped index", "β1 and β2 exchanged", _variant(swap_betas=True)),
     ),
-    notes="Seed 001 writes θ_{t+1} = θ − α m_t/(v_t + ε): no bias correction and v_t instead of √v_t, so the "
+    notes="Lecture notes 001 writes θ_{t+1} = θ − α m_t/(v_t + ε): no bias correction and v_t instead of √v_t, so the "
           "step is not scale invariant (for constant g it is ≈ α(1−β1)/((1−β2) g), huge for small gradients). "
           "AMSGrad follows torch: the running max of the uncorrected v_t, then bias-corrected.",
 ))

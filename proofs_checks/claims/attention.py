@@ -1,4 +1,4 @@
-"""Group A: attention mechanics (seeds 000, 001, 003, 004). Binds theory/attention.py and
+"""Group A: attention mechanics (lecture notes 000, 001, 003, 004). Binds theory/attention.py and
 numerics/attention.py to checks, tolerances and mutants."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ register(Claim(
     id="attn.softmax_simplex",
     title="Softmax maps logits to the simplex; Jacobian diag(p) − ppᵀ",
     statement=r"S(l)_t=\frac{e^{l_t}}{\sum_\tau e^{l_\tau}}=\frac{1}{1+\sum_{\tau\ne t}e^{-(l_t-l_\tau)}}\in(0,1),\ \sum_t S_t=1,\ S(l+c\mathbf 1)=S(l),\ \partial S/\partial l=\operatorname{diag}(p)-pp^\top\succeq0,\ (\operatorname{diag}(p)-pp^\top)\mathbf 1=0",
-    source="seeds 000, 001, 003; Vaswani et al. (2017)",
+    source="lecture notes 000, 001, 003; Vaswani et al. (2017)",
     kind="identity",
     form={"softmax": na.softmax, "jacobian": na.softmax_jacobian},
     derivation=lambda: ta.derive_softmax_simplex(3),
@@ -197,7 +197,7 @@ register(Claim(
     id="attn.convex_combination",
     title="Each attention output row is a convex combination of the value rows",
     statement=r"y_t=\sum_s a_{ts}v_s,\ a_{ts}=S(q_tK^\top/\sqrt{d_k})_s\ge0,\ \sum_s a_{ts}=1\ \Rightarrow\ y_t\in\operatorname{conv}\{v_1,\dots,v_T\}",
-    source="seed 000 (stage 1, 'convex combo of tokens'); seed 003 eq. (2); Vaswani et al. (2017)",
+    source="lecture notes 000 (stage 1, 'convex combo of tokens'); lecture notes 003 eq. (2); Vaswani et al. (2017)",
     kind="theorem",
     form=na.attention,
     derivation=lambda: ta.derive_convex_combination(3, 2),
@@ -316,7 +316,7 @@ register(Claim(
     id="attn.causal_mask",
     title="Causal mask: lower-triangular row-stochastic A; output t ignores tokens after t",
     statement=r"A=S(QK^\top/\sqrt{d_k}+M),\ M_{ts}=\begin{cases}0&s\le t\\-\infty&s>t\end{cases}\Rightarrow A_{ts}=0\ (s>t),\ \sum_sA_{ts}=1,\ \partial y_t/\partial x_s=0\ (s>t)",
-    source="seed 001 (masked self-attention table); seed 004 ('masked self-attention layer'); Vaswani et al. (2017)",
+    source="lecture notes 001 (masked self-attention table); lecture notes 004 ('masked self-attention layer'); Vaswani et al. (2017)",
     kind="theorem",
     form=na.causal_attention,
     derivation=lambda: ta.derive_causal_mask(3),
@@ -424,7 +424,7 @@ register(Claim(
     id="attn.scaling_variance",
     title="Var(q·k) = d_k for unit-variance entries; scaling by 1/√d_k gives variance 1",
     statement=r"q,k\in\mathbb R^{d_k},\ \text{entries iid},\ \mathbb E=0,\ \operatorname{Var}=1:\ \operatorname{Var}(q\cdot k)=d_k,\ \operatorname{Var}(q\cdot k/\sqrt{d_k})=1",
-    source="Vaswani et al. (2017) §3.2.1 (footnote 4); seeds 001, 004 (scaled dot product)",
+    source="Vaswani et al. (2017) §3.2.1 (footnote 4); lecture notes 001, 004 (scaled dot product)",
     kind="theorem",
     form={"variance": lambda d: float(d), "scale": lambda d: 1.0 / math.sqrt(d)},
     derivation=ta.derive_score_variance,
@@ -444,8 +444,8 @@ register(Claim(
 
 
 # --------------------------------------------------------------------------------------------
-# attn.forms_agree (erratum: seed 000's normaliser)
-# form: dict of the seed implementations, seed 000's three weight variants, and the renaming
+# attn.forms_agree (erratum: lecture notes 000's normaliser)
+# form: dict of the seed implementations, lecture notes 000's three weight variants, and the renaming
 
 
 def _plain_corrected(Xc):
@@ -490,7 +490,7 @@ def _forms_colsums(form, X, WQ, WK):
 
 
 def _forms_symbolic(form, ctx) -> CheckResult:
-    """Each form (renamed) vs the map SymPy proved common to all four; seed 000's column sums vs
+    """Each form (renamed) vs the map SymPy proved common to all four; lecture notes 000's column sums vs
     the derived 1."""
     N, D, K, Dv = 2, 2, 2, 2
     der = ta.derive_forms_agree(N, D, K, Dv)
@@ -515,7 +515,7 @@ def _forms_symbolic(form, ctx) -> CheckResult:
 
 def _forms_vs_sdpa(form, ctx) -> CheckResult:
     """Each form (renamed) vs torch's scaled_dot_product_attention (scale=1) at larger sizes;
-    seed 000's weight matrices column-stochastic."""
+    lecture notes 000's weight matrices column-stochastic."""
     rng = ctx.rng()
     B, N, D, K, Dv, d_s = ctx.size(4, 16, 64), 6, 5, 3, 4, 4.0
     X = rng.normal(size=(B, N, D)) / math.sqrt(D)
@@ -547,26 +547,26 @@ def _rename_no_sqrt(W_Q, W_K, W_V, d_s):
 
 register(Claim(
     id="attn.forms_agree",
-    title="The seeds' four attention formulas are one map (seed 000's normaliser corrected)",
+    title="The seeds' four attention formulas are one map (lecture notes 000's normaliser corrected)",
     statement=r"S(XW_QW_K^\top X^\top)XW_V=\operatorname{Softmax}(QK^\top)V=\big(W_hX_c\Psi(X_c^\top W_b^\top W_cX_c/\sqrt{d_s})\big)^\top=(U_vX_cA)^\top,\ A_{n,n'}=\frac{e^{\langle U_kx_n,U_qx_{n'}\rangle}}{\sum_\ell e^{\langle U_kx_\ell,U_qx_{n'}\rangle}}",
-    source="seeds 000, 002, 003, 004; agrees with torch.nn.functional.scaled_dot_product_attention",
+    source="lecture notes 000, 002, 003, 004; agrees with torch.nn.functional.scaled_dot_product_attention",
     kind="erratum",
     form=_FORMS,
     stated=_FORMS_STATED,
     stated_statement=r"A_{n,n'}=\frac{e^{\langle U_kx_n,U_qx_{n'}\rangle}}{\sum_\ell e^{\langle U_kx_{n'},U_qx_\ell\rangle}}\ \text{(and } \frac{e^{\langle x_n,x_{n'}\rangle}}{\sum_\ell e^{\langle x_n,x_\ell\rangle}},\ \frac{e^{\langle Ux_n,Ux_{n'}\rangle}}{\sum_\ell e^{\langle Ux_{n'},Ux_\ell\rangle}}\text{)},\ \sum_{n'}A_{n',n}=1",
-    notes=("Seed 000 states three normalisers. Derived: the U_q,U_k variant's columns do not sum to 1 (the bug); "
+    notes=("Lecture notes 000 states three normalisers. Derived: the U_q,U_k variant's columns do not sum to 1 (the bug); "
            "the plain variant is row- not column-stochastic (also wrong for Y = XA); the shared-U variant is in fact "
            "column-stochastic because <Ux,Ux'> is symmetric, so its stated form is harmless."),
     derivation=lambda: ta.derive_forms_agree(2, 2, 2, 2),
     checks=(
-        Check("forms_vs_sympy", "symbolic", _forms_symbolic, "every form vs the map SymPy proved common; seed 000 column sums"),
+        Check("forms_vs_sympy", "symbolic", _forms_symbolic, "every form vs the map SymPy proved common; lecture notes 000 column sums"),
         Check("forms_vs_sdpa", "numeric", _forms_vs_sdpa, "every form vs torch sdpa (scale=1); column sums", uses_device=False),
     ),
     mutants=(
-        Mutant("seed004_rowwise_softmax", "wrong axis", "seed 004's Ψ applied row-wise", dict(_FORMS, seed004=_rowwise_seed004)),
+        Mutant("seed004_rowwise_softmax", "wrong axis", "lecture notes 004's Ψ applied row-wise", dict(_FORMS, seed004=_rowwise_seed004)),
         Mutant("rename_without_sqrt_ds", "wrong constant", "renaming W_c = W_Qᵀ (the √d_s is not absorbed)", dict(_FORMS, rename=_rename_no_sqrt)),
         Mutant("seed002_swapped_qk", "swapped index", "S(X W_K W_Qᵀ Xᵀ): query and key swapped", dict(_FORMS, seed002=_swapped_seed002)),
-        Mutant("seed000_row_stochastic", "wrong axis", "seed 000's A normalised over n' (rows) instead of n (columns)",
+        Mutant("seed000_row_stochastic", "wrong axis", "lecture notes 000's A normalised over n' (rows) instead of n (columns)",
                dict(_FORMS, seed000_weights=lambda Xc, U_q, U_k: na.softmax(_swap(U_k @ Xc) @ (U_q @ Xc), axis=-1))),
     ),
 ))
@@ -655,9 +655,9 @@ _MHSA_FORM = {"concat": na.mhsa_concat, "sum": na.mhsa_sum_columns, "concat_to_s
 
 register(Claim(
     id="attn.mhsa_sum_equals_concat",
-    title="Seed 000's sum over heads = seed 003's Concat·W_O = torch MultiheadAttention",
+    title="Lecture notes 000's sum over heads = lecture notes 003's Concat·W_O = torch MultiheadAttention",
     statement=r"\Big(\sum_{h=1}^M U_{p,h}U_{v,h}X_cA_h\Big)^\top=\operatorname{Concat}(H_1,\dots,H_M)W^{(o)},\ W^{(o)}=\begin{bmatrix}U_{p,1}^\top\\\vdots\\U_{p,M}^\top\end{bmatrix},\ \operatorname{Concat}\in\mathbb R^{N\times MD_v}",
-    source="seed 000 (MHSA), seed 003 §2.2, seed 001 (width n·d_h); torch.nn.MultiheadAttention",
+    source="lecture notes 000 (MHSA), lecture notes 003 §2.2, lecture notes 001 (width n·d_h); torch.nn.MultiheadAttention",
     kind="identity",
     form=_MHSA_FORM,
     derivation=lambda: ta.derive_mhsa_sum_concat(2, 2, 1, 2),
@@ -815,7 +815,7 @@ register(Claim(
     id="attn.permutation_equivariance",
     title="A block without PE or mask is permutation-equivariant; PE or a causal mask breaks it",
     statement=r"f(PX)=Pf(X)\ \forall P\ \text{(attention + LayerNorm + MLP, no PE, no mask)};\ \exists X,P:\ f(PX+E)\ne Pf(X+E),\ f_{\text{causal}}(PX)\ne Pf_{\text{causal}}(X)",
-    source="seed 003 §3; seed 004 (poll: order is ignored); seed 001 ('position-invariant')",
+    source="lecture notes 003 §3; lecture notes 004 (poll: order is ignored); lecture notes 001 ('position-invariant')",
     kind="theorem",
     form=_PERM_FORM,
     derivation=lambda: ta.derive_permutation_equivariance(3),
@@ -905,7 +905,7 @@ register(Claim(
     id="attn.layernorm",
     title="LayerNorm gives each token mean 0 and variance 1; with ε and affine it is torch.nn.LayerNorm",
     statement=r"\operatorname{LN}(x)_l=\frac{x_l-\mu}{\sqrt{v+\varepsilon}},\ \mu=\tfrac1D\sum_lx_l,\ v=\tfrac1D\sum_l(x_l-\mu)^2:\ \operatorname{mean}=0,\ \operatorname{var}=\tfrac{v}{v+\varepsilon}\ (=1\text{ at }\varepsilon=0);\ \gamma\odot\operatorname{LN}(x)+\beta=\texttt{torch.nn.LayerNorm}",
-    source="seed 000 (token normalisation); seeds 001, 004; Ba, Kiros, Hinton (2016)",
+    source="lecture notes 000 (token normalisation); lecture notes 001, 004; Ba, Kiros, Hinton (2016)",
     kind="theorem",
     form=na.layernorm,
     derivation=lambda: ta.derive_layernorm(3),
@@ -924,7 +924,7 @@ register(Claim(
 
 
 # --------------------------------------------------------------------------------------------
-# attn.block_recipe (erratum: seed 000's last line)
+# attn.block_recipe (erratum: lecture notes 000's last line)
 # form: {"pre_ln": block(X, p, *, causal), "post_ln": block(X, p, *, causal)}
 
 
@@ -1008,16 +1008,16 @@ _BLOCK_FORM = {"pre_ln": na.block_pre_ln, "post_ln": na.block_post_ln}
 
 register(Claim(
     id="attn.block_recipe",
-    title="Transformer block: pre-LN residual x' = y + MLP(LN y) (seed 000 corrected) and post-LN",
+    title="Transformer block: pre-LN residual x' = y + MLP(LN y) (lecture notes 000 corrected) and post-LN",
     statement=r"\text{pre-LN: }y=x+\operatorname{MHSA}(\operatorname{LN}_1x),\ x'=y+\operatorname{MLP}(\operatorname{LN}_2y);\quad\text{post-LN: }y=\operatorname{LN}_1(x+\operatorname{MHSA}x),\ x'=\operatorname{LN}_2(y+\operatorname{MLP}y)",
-    source="seed 000 (final recipe); seeds 001, 003 (LayerNorm after the sub-layer); Vaswani et al. (2017); Xiong et al. (2020)",
+    source="lecture notes 000 (final recipe); lecture notes 001, 003 (LayerNorm after the sub-layer); Vaswani et al. (2017); Xiong et al. (2020)",
     kind="erratum",
     form=_BLOCK_FORM,
     stated={"pre_ln": na.block_pre_ln_as_stated, "post_ln": na.block_post_ln},
     stated_statement=r"y=x+\operatorname{MHSA}(\bar x),\ \bar y=\operatorname{LayerNorm}(y),\ x^{(m)}=\bar y+\operatorname{MLP}(y)",
-    notes=("Seed 000's last line adds the normalised ȳ and feeds the un-normalised y to the MLP; as stated, switching the "
-           "MLP off gives LN(y), not y, so it is not a residual update. Seed 001's recipe is post-LN (LayerNorm after "
-           "each sub-layer, its step 2 without a residual); seed 003's layer MLP(Y(X) + X) has no LayerNorm. Both torch "
+    notes=("Lecture notes 000's last line adds the normalised ȳ and feeds the un-normalised y to the MLP; as stated, switching the "
+           "MLP off gives LN(y), not y, so it is not a residual update. Lecture notes 001's recipe is post-LN (LayerNorm after "
+           "each sub-layer, its step 2 without a residual); lecture notes 003's layer MLP(Y(X) + X) has no LayerNorm. Both torch "
            "variants (norm_first True/False) are checked."),
     derivation=ta.derive_block_recipe,
     checks=(
@@ -1057,7 +1057,7 @@ def _cost_symbolic(form, ctx) -> CheckResult:
 
 def _cost_flop_counter(form, ctx) -> CheckResult:
     """FlopCounterMode (FLOPs = 2 × multiply-adds for matrix products) on the actual modules:
-    seed 000's shared-U score module vs score_cost, MultiheadAttention (E = D, H heads, K = D/H,
+    lecture notes 000's shared-U score module vs score_cost, MultiheadAttention (E = D, H heads, K = D/H,
     no bias) vs H·head_cost; and the N² share of the FLOPs at N ≫ D vs N/(N + D)."""
     grid = [(N, K, D) for N in (1, 3, 8, 17) for K in (1, 2, 5) for D in (1, 4, 7)]
     errs, measured = {"score_cost": 0, "mha_head_cost": 0}, []
@@ -1110,11 +1110,11 @@ register(Claim(
     id="attn.complexity",
     title="Cost of attention: N·K·D (projections) + N²·K (scores) multiply-adds",
     statement=r"C_{\text{scores}}=NKD+N^2K,\quad C_{\text{head}}=4NKD+2N^2K\ \text{multiply-adds (FLOPs}=2\times\text{)},\quad \frac{N^2K}{C_{\text{scores}}}=\frac{N}{N+D}\xrightarrow{N\to\infty}1",
-    source="seed 000 ('NKD + N²K time'); torch.utils.flop_counter.FlopCounterMode",
+    source="lecture notes 000 ('NKD + N²K time'); torch.utils.flop_counter.FlopCounterMode",
     kind="identity",
     form=_COST_FORM,
     derivation=ta.derive_complexity,
-    notes=("Seed 000 adds 'N²D if K < D/2': NKD + N²K < N²D holds iff K < ND/(N+D); at K = D/2 it needs N > D. "
+    notes=("Lecture notes 000 adds 'N²D if K < D/2': NKD + N²K < N²D holds iff K < ND/(N+D); at K = D/2 it needs N > D. "
            "torch 2.13's FlopCounterMode counts 0 for the fused CPU attention kernel, so counts run under the math backend."),
     checks=(
         Check("polynomial_vs_sympy", "symbolic", _cost_symbolic, "form vs the multiply-add sums SymPy evaluated"),
@@ -1217,11 +1217,11 @@ register(Claim(
     id="attn.sinusoidal_pe",
     title="Sinusoidal encodings lie in [−1, 1]^D and a shift by k is a fixed block rotation",
     statement=r"PE(p)_{2i}=\sin p\omega_i,\ PE(p)_{2i+1}=\cos p\omega_i,\ \omega_i=10000^{-2i/D}:\ PE(p)\in[-1,1]^D,\ PE(p+k)=PE(p)\,\operatorname{diag}_i\begin{bmatrix}\cos k\omega_i&-\sin k\omega_i\\\sin k\omega_i&\cos k\omega_i\end{bmatrix}",
-    source="seed 003 §3 (sinusoidal encoding, r_n ∈ (−1, 1)^D); Vaswani et al. (2017) §3.5",
+    source="lecture notes 003 §3 (sinusoidal encoding, r_n ∈ (−1, 1)^D); Vaswani et al. (2017) §3.5",
     kind="theorem",
     form=_PE_FORM,
     derivation=ta.derive_sinusoidal_pe,
-    notes="Seed 003 writes the open cube (−1, 1)^D; sin 0 = 0 and cos 0 = 1 put PE(0) on the boundary, so the closed cube is right.",
+    notes="Lecture notes 003 writes the open cube (−1, 1)^D; sin 0 = 0 and cos 0 = 1 put PE(0) on the boundary, so the closed cube is right.",
     checks=(
         Check("rotation_vs_sympy", "symbolic", _pe_symbolic, "form vs the rotation derived by angle addition"),
         Check("shift_range_numeric", "numeric", _pe_numeric, "range, shift identity up to position 10⁴, orthogonality, composition"),

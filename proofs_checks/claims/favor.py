@@ -1,4 +1,4 @@
-"""Group E: FAVOR+ random features (Choromanski et al. 2021; seed 001's "Rethinking Attention with
+"""Group E: FAVOR+ random features (Choromanski et al. 2021; lecture notes 001's "Rethinking Attention with
 Performers"). Binds theory/favor.py and numerics/favor.py to checks and mutants."""
 
 from __future__ import annotations
@@ -335,7 +335,7 @@ register(Claim(
               r"\mathrm{MSE}^+=\tfrac1m e^{\|x+y\|^2}\mathrm{SM}^2(1-e^{-\|x+y\|^2}),\ "
               r"\mathrm{MSE}^{\mathrm{trig}}=\tfrac1{2m}e^{\|x+y\|^2}\mathrm{SM}^{-2}(1-e^{-\|x-y\|^2})^2,\ "
               r"\mathrm{MSE}_{\mathrm{ORF}}<\mathrm{MSE}_{\mathrm{iid}}",
-    source="seed 001 (Computational Issues: Performers); Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Lemma 2, Thm 2",
+    source="lecture notes 001 (Computational Issues: Performers); Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Lemma 2, Thm 2",
     kind="theorem",
     form=_FORM,
     derivation=tf.derive_favor,

@@ -1,4 +1,4 @@
-"""Group E: attention as a graph neural network (seed 001, GNN part; Veličković et al. 2018).
+"""Group E: attention as a graph neural network (lecture notes 001, GNN part; Veličković et al. 2018).
 Binds numerics/gnn.py to checks against torch's scaled_dot_product_attention and SciPy's
 shortest paths, with tolerances and mutants."""
 
@@ -146,7 +146,7 @@ register(Claim(
     statement=r"h'_i=\sum_{j\in N(i)}\frac{e^{q_i\cdot k_j/\sqrt{d_k}}}{\sum_{l\in N(i)}e^{q_i\cdot k_l/\sqrt{d_k}}}v_j"
               r"=\big[S\big(QK^\top/\sqrt{d_k}+\log \mathbb 1[A]\big)V\big]_i,\ A=\mathbf 1\mathbf 1^\top\Rightarrow\text{dense attention};\ "
               r"d^{(r+1)}_v=\min\big(d^{(r)}_v,\min_{u\to v}d^{(r)}_u+w_{uv}\big),\ d^{(n-1)}=\operatorname{dist}",
-    source="seed 001 (Graph Neural Networks; 'Transformers are in essence fully connected GNNs'; GNNs as dynamic "
+    source="lecture notes 001 (Graph Neural Networks; 'Transformers are in essence fully connected GNNs'; GNNs as dynamic "
            "programmers); Veličković et al. (2018) GAT; Xu et al. (2020) algorithmic alignment",
     kind="theorem",
     form=_FORM,
@@ -167,6 +167,6 @@ register(Claim(
                dict(_FORM, min_plus=lambda *a: ng.min_aggregation_gnn(*a, aggregate="sum"))),
     ),
     notes="Scores are dot products q_i·k_j/√d_k (the transformer case); GAT's LeakyReLU(aᵀ[Wh_i‖Wh_j]) scores "
-          "are another choice of a(h_i, h_j) in the seed's formula. Zero-weight edges are avoided because SciPy "
+          "are another choice of a(h_i, h_j) in the lecture notes' formula. Zero-weight edges are avoided because SciPy "
           "reads explicit zeros in dense input as missing edges; unreachable pairs are inf in both.",
 ))

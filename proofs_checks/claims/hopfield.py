@@ -1,4 +1,4 @@
-"""Group D: Hopfield networks and attention (seed 002, memorisation part). Binds
+"""Group D: Hopfield networks and attention (lecture notes 002, memorisation part). Binds
 theory/hopfield.py and numerics/hopfield.py to checks, tolerances and mutants.
 
 Threshold checks on Monte Carlo fractions report a z-score: how many standard errors the worst
@@ -180,7 +180,7 @@ register(Claim(
     id="hop.classical_energy",
     title="Classical Hopfield: asynchronous updates never increase the energy",
     statement=r"E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ W=W^\top,\ w_{ii}\ge0:\ \text{flipping }\xi_i\text{ changes }E\text{ by }\Delta E=2\xi_i\big(\textstyle\sum_{j\ne i}w_{ij}\xi_j-b_i\big)\le-2w_{ii}\text{ under }\xi_i\leftarrow\operatorname{sgn}((W\xi-b)_i);\ \text{synchronous updates can 2-cycle}",
-    source="seed 002; Hopfield (1982)",
+    source="lecture notes 002; Hopfield (1982)",
     kind="theorem",
     form=_CLASSICAL,
     derivation=lambda: th.derive_classical_flip(4, 0),
@@ -327,14 +327,14 @@ register(Claim(
     id="hop.classical_capacity",
     title="Classical Hopfield capacity: exact recall d/(2 ln d) (all: d/(4 ln d)) versus ≈1.5 % wrong bits at 0.138 d",
     statement=r"C_{\text{exact, most}}\approx\frac{d}{2\ln d},\quad C_{\text{exact, all}}\approx\frac{d}{4\ln d},\quad C_{\le1.5\%\ \text{wrong bits}}\approx0.138\,d;\ \ \frac{0.138\,d}{d/(2\ln d)}=0.276\ln d\to\infty",
-    source="seed 002; McEliece, Posner, Rodemich, Venkatesh (1987); Amit, Gutfreund, Sompolinsky (1985, 1987)",
+    source="lecture notes 002; McEliece, Posner, Rodemich, Venkatesh (1987); Amit, Gutfreund, Sompolinsky (1985, 1987)",
     kind="erratum",
     form=_CAP,
     stated={"exact_recall": _d / (2 * sp.log(_d)), "exact_recall_all": _d / (4 * sp.log(_d)),
             "bit_error": _d / (2 * sp.log(_d))},
     stated_statement=r"C\approx\frac{d}{2\log(d)}\approx0.14\,d",
     derivation=th.derive_classical_capacity,
-    notes=("Seed 002 equates two capacities of different criteria: d/(2 ln d) (exact recall, McEliece et al.) "
+    notes=("Lecture notes 002 equates two capacities of different criteria: d/(2 ln d) (exact recall, McEliece et al.) "
            "and 0.14 d (a small fraction of wrong bits, AGS). Their ratio 0.28 ln d equals 1 only at d ≈ 36. "
            "The stated form is encoded as one capacity d/(2 log d) serving both criteria."),
     checks=(
@@ -481,7 +481,7 @@ register(Claim(
     id="hop.dense_capacity",
     title="Dense associative memory: capacity d^{a−1}/(2(2a−3)!! ln d) for F(z)=z^a, ≈2^{d/2} for F=exp",
     statement=r"E=-\sum_i F(x_i^\top\xi),\ \xi_l\leftarrow\operatorname{sgn}[-E(\xi^{(l+)})+E(\xi^{(l-)})];\ F(z)=z^a:\ C\approx\frac{d^{a-1}}{2(2a-3)!!\ln d};\ F=\exp:\ C\approx2^{d/2}",
-    source="seed 002; Krotov & Hopfield (2016); Demircigil, Heusel, Löwe, Upgang, Vermet (2017)",
+    source="lecture notes 002; Krotov & Hopfield (2016); Demircigil, Heusel, Löwe, Upgang, Vermet (2017)",
     kind="evidence",
     form=_DENSE,
     derivation=lambda: th.derive_capacity_formulas(3),
@@ -600,7 +600,7 @@ register(Claim(
     id="hop.modern_energy",
     title="Modern Hopfield energy: CCCP step is ξ ← X S(βXᵀξ); energy non-increasing, 0 ≤ E ≤ 2M² on the hull",
     statement=r"E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2:\ \nabla E=\xi-X\,S(\beta X^\top\xi),\ \text{CCCP: }\xi^{\rm new}=X\,S(\beta X^\top\xi),\ E(\xi^{\rm new})\le E(\xi),\ E\ge0,\ E\le2M^2\text{ for }\|\xi\|\le M",
-    source="seed 002; Ramsauer et al. (2021), Hopfield Networks is All You Need; Yuille & Rangarajan (2003) CCCP",
+    source="lecture notes 002; Ramsauer et al. (2021), Hopfield Networks is All You Need; Yuille & Rangarajan (2003) CCCP",
     kind="theorem",
     form=_MODERN,
     derivation=lambda: th.derive_modern_energy(2, 2),
@@ -802,7 +802,7 @@ register(Claim(
     id="hop.one_step_retrieval",
     title="Theorem 5 (Ramsauer et al.): one update retrieves x_i with error 2(N−1)e^{−β(Δ_i−2εM)}M",
     statement=r"\|f(\xi)-x_i\|\le2(N-1)\exp\!\big(-\beta(\Delta_i-2\max\{\|\xi-x_i\|,\|x_i^*-x_i\|\}M)\big)M,\ f(\xi)=XS(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\ne i}x_i^\top x_j",
-    source="seed 002; Ramsauer et al. (2021), Theorem 5",
+    source="lecture notes 002; Ramsauer et al. (2021), Theorem 5",
     kind="theorem",
     form=nh.retrieval_bound,
     derivation=th.derive_retrieval_bound,
@@ -885,7 +885,7 @@ register(Claim(
     id="hop.modern_capacity",
     title="Modern Hopfield networks store exponentially many patterns in d",
     statement=r"N_{\text{retrievable}}(d)=e^{\Theta(d)}\ \text{(measured at small }d,\ \beta=1,\ \|x_i\|=\sqrt d)",
-    source="seed 002; Ramsauer et al. (2021), Theorem 3",
+    source="lecture notes 002; Ramsauer et al. (2021), Theorem 3",
     kind="evidence",
     form={"growth": "exponential"},
     notes="Evidence at d ≤ 12–16 only: one-step retrieval of the stored pattern itself within 0.1·√d.",
@@ -951,7 +951,7 @@ register(Claim(
     id="hop.attention_identity",
     title="Attention S(QKᵀ/√d_k)V is one Hopfield update of Ξ = Qᵀ over X = Kᵀ at β = 1/√d_k, then W_V",
     statement=r"K=YW_K,\ Q=RW_Q,\ V=YW_KW_V,\ \beta=\tfrac1{\sqrt{d_k}}:\ S\!\big(\tfrac{QK^\top}{\sqrt{d_k}}\big)V=\big(X\,S(\beta X^\top\Xi)\big)^\top W_V\text{ with }X=K^\top,\ \Xi=Q^\top",
-    source="seed 002; Ramsauer et al. (2021), Section 3",
+    source="lecture notes 002; Ramsauer et al. (2021), Section 3",
     kind="identity",
     form=nh.hopfield_attention,
     derivation=lambda: th.derive_attention_identity(2, 3, 2, 2),

@@ -1,4 +1,4 @@
-"""Group E: LoRA low-rank adaptation (seed 001; Hu et al. 2021). Binds theory/lora.py and
+"""Group E: LoRA low-rank adaptation (lecture notes 001; Hu et al. 2021). Binds theory/lora.py and
 numerics/lora.py to checks, tolerances and mutants."""
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ register(Claim(
     statement=r"W_0+\tfrac{\alpha}{r}BA,\ B\in\mathbb R^{d\times r},A\in\mathbb R^{r\times k},\ B_0=0:\ "
               r"f_{\text{init}}=f_{W_0},\ \operatorname{rank}(BA)\le r,\ x(W_0+\tfrac{\alpha}{r}BA)^\top=xW_0^\top+\tfrac{\alpha}{r}(xA^\top)B^\top,\ "
               r"\partial_A L|_{B=0}=0,\ \partial_B L=\tfrac{\alpha}{r}G^\top XA^\top,\ \#\text{trainable}=r(d+k)",
-    source="seed 001 (fine-tuning: W ↦ W + BA); Hu et al. (2021) LoRA",
+    source="lecture notes 001 (fine-tuning: W ↦ W + BA); Hu et al. (2021) LoRA",
     kind="theorem",
     form={"make": nl.make_lora, "merge": nl.merge_weight, "grads": nl.lora_grads, "count": nl.trainable_count},
     derivation=lambda: tl.derive_lora_gradients(2, 2, 2, 1),
@@ -208,5 +208,5 @@ register(Claim(
                dict(make=lambda base, r, a, g: nl.LoRALinear(base, r, a, generator=g, freeze_base=False),
                     merge=nl.merge_weight, grads=nl.lora_grads, count=nl.trainable_count)),
     ),
-    notes="Seed 001 writes W ↦ W + BA without the α/r scale of Hu et al.; the scale only reparametrises B.",
+    notes="Lecture notes 001 writes W ↦ W + BA without the α/r scale of Hu et al.; the scale only reparametrises B.",
 ))

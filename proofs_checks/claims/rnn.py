@@ -1,4 +1,4 @@
-"""Group E: backpropagation through time (seed 004). Binds theory/rnn.py and numerics/rnn.py to
+"""Group E: backpropagation through time (lecture notes 004). Binds theory/rnn.py and numerics/rnn.py to
 checks, tolerances and mutants."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _autograd(form, ctx) -> CheckResult:
 
 
 def _projection(form, ctx) -> CheckResult:
-    """Seed 004's averaging as a projection: the form's projection of the untied gradients equals
+    """Lecture notes 004's averaging as a projection: the form's projection of the untied gradients equals
     the least-squares projection onto ``{(W,...,W)}`` (``np.linalg.lstsq`` with the stacked
     identity design), is idempotent, and one projected untied step with rate η equals the tied
     gradient step with rate η/T (not η: the average is the gradient divided by T)."""
@@ -118,7 +118,7 @@ register(Claim(
     title="BPTT: tied-weight gradient = sum of the untied per-step gradients; averaging = projection",
     statement=r"\frac{\partial L}{\partial W}\Big|_{\text{tied}}=\sum_{k=1}^T\frac{\partial L}{\partial W^{(k)}}\Big|_{W^{(k)}=W},"
               r"\quad \Pi_{\text{tied}}(G_1,\dots,G_T)=(\bar G,\dots,\bar G),\ \bar G=\tfrac1T\sum_k G_k=\tfrac1T\frac{\partial L}{\partial W}",
-    source="seed 004 (Backpropagation Through Time); Werbos (1990)",
+    source="lecture notes 004 (Backpropagation Through Time); Werbos (1990)",
     kind="theorem",
     form={"combine": nr.sum_over_steps, "bptt": nr.bptt_numpy, "project": nr.project_tied},
     derivation=lambda: tr.derive_bptt_scalar(2),
@@ -139,7 +139,7 @@ register(Claim(
                {"combine": nr.sum_over_steps, "bptt": nr.bptt_numpy,
                 "project": lambda G: np.broadcast_to(np.asarray(G).sum(0), np.shape(G)).copy()}),
     ),
-    notes="Seed 004 says projecting onto the tied subspace 'corresponds to averaging the T weight gradients'. "
+    notes="Lecture notes 004 says projecting onto the tied subspace 'corresponds to averaging the T weight gradients'. "
           "True of the projection (the Euclidean projection of (G_1..G_T) onto {(W,..,W)} replaces each copy by "
           "the average), but the gradient of the loss in the tied weight is the SUM, T times the average; "
           "a projected step with rate η is the tied gradient step with rate η/T.",

@@ -1,4 +1,4 @@
-"""Group E: parameter counts of the models in seed 004's "Scaling up Transformers" table.
+"""Group E: parameter counts of the models in lecture notes 004's "Scaling up Transformers" table.
 Binds theory/scale.py and numerics/scale.py to checks and mutants."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _numel_meta(form, ctx) -> CheckResult:
 
 
 def _published_table(form, ctx) -> CheckResult:
-    """Each row of seed 004's table under the convention stated for that row (rounded, or
+    """Each row of lecture notes 004's table under the convention stated for that row (rounded, or
     truncated, to the printed number of significant figures; GPT-2's "1.5B" is a truncation of
     1.558B, GPT-3's "175B" three significant figures): the form's count, so converted, must equal
     the printed number exactly. Error: the difference in units of the last printed figure."""
@@ -115,10 +115,10 @@ def _untied_head(cfg):
 
 register(Claim(
     id="scale.param_counts",
-    title="Transformer parameter counts: 12d² + 13d per block plus embeddings reproduce the seed 004 table",
+    title="Transformer parameter counts: 12d² + 13d per block plus embeddings reproduce the lecture notes 004 table",
     statement=r"P_{\text{block}}=4(d^2+d)+(d\cdot4d+4d)+(4d\cdot d+d)+2\cdot2d=12d^2+13d,\quad "
               r"P=L(12d^2+13d)+(V+T)d+\text{(LayerNorms, token types, pooler)}",
-    source="seed 004 (Scaling up Transformers table); Devlin et al. 2018; Radford et al. 2019; Shoeybi et al. 2019; "
+    source="lecture notes 004 (Scaling up Transformers table); Devlin et al. 2018; Radford et al. 2019; Shoeybi et al. 2019; "
            "Microsoft Turing-NLG 2020; Brown et al. 2020",
     kind="identity",
     form=_total_with(ns.per_layer_params),
@@ -126,7 +126,7 @@ register(Claim(
     checks=(
         Check("per_layer_vs_sympy", "symbolic", _per_layer_symbolic, "per-block and total counts vs the SymPy sum of shapes"),
         Check("numel_meta_models", "numeric", _numel_meta, "vs numel() of nn.TransformerEncoderLayer stacks and GPT blocks on the meta device"),
-        Check("published_table", "numeric", _published_table, "every row of seed 004's table within its published precision"),
+        Check("published_table", "numeric", _published_table, "every row of lecture notes 004's table within its published precision"),
     ),
     mutants=(
         Mutant("no_13d_term", "dropped term", "12d² per block (biases and LayerNorms dropped)", _total_with(lambda d: 12 * d * d)),
@@ -137,7 +137,7 @@ register(Claim(
         Mutant("untied_unembedding", "extra term", "an untied V×d output matrix counted on top",
                {"per_layer": ns.per_layer_params, "total": _untied_head}),
     ),
-    notes="Vocabularies/contexts used: BERT 30522/512 (+2 token types, pooler), GPT-2 XL 50257/1024 (25 heads; the seed "
+    notes="Vocabularies/contexts used: BERT 30522/512 (+2 token types, pooler), GPT-2 XL 50257/1024 (25 heads; the lecture notes "
           "prints '?'), Megatron-LM 51200 (GPT-2 BPE padded)/1024, Turing-NLG 50257/1024, GPT-3 50257/2048. "
           "GPT-2's '1.5B' is a truncation of 1.558B.",
 ))

@@ -1,5 +1,5 @@
 """Group E: sparse-attention patterns and the Yun et al. (2020) universal-approximation conditions
-(seed 002). Binds numerics/sparse.py to graph-algorithm references, torch's masked
+(lecture notes 002). Binds numerics/sparse.py to graph-algorithm references, torch's masked
 scaled_dot_product_attention, and mutants."""
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ register(Claim(
     statement=r"\forall k,i:\ i\in A_k^i;\quad \exists\gamma\ \text{Hamiltonian},\ \gamma(i)\in\textstyle\bigcup_k A_k^{\gamma(i+1)};"
               r"\quad \exists s:\ S^s_i=[n]\ \forall i,\ S^t_i=\bigcup_{j\in A^i_{t}}S^{t-1}_j;"
               r"\quad \operatorname{Attn}_A(Q,K,V)=\operatorname{SDPA}(Q,K,V;\,\text{mask}=A)",
-    source="seed 002 (sparse transformers); Yun et al., O(n) Connections are Expressive Enough (NeurIPS 2020); "
+    source="lecture notes 002 (sparse transformers); Yun et al., O(n) Connections are Expressive Enough (NeurIPS 2020); "
            "Child et al. 2019; Guo et al. 2019; Beltagy et al. 2020; Zaheer et al. 2020",
     kind="theorem",
     form=_FORM,
