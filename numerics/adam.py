@@ -65,7 +65,7 @@ def adam_step(theta: np.ndarray, grad: np.ndarray, state: dict | None, hp: dict)
 
 
 def seed001_step(theta: np.ndarray, grad: np.ndarray, state: dict | None, hp: dict) -> tuple[np.ndarray, dict]:
-    """Seed 001's formula taken literally: ``θ_{t+1} = θ − α m_t/(v_t + ε)`` with the exponential
+    """Lecture notes 001's formula taken literally: ``θ_{t+1} = θ − α m_t/(v_t + ε)`` with the exponential
     moving averages ``m_t, v_t`` (no bias correction, no square root). Not Adam."""
     b1, b2 = hp["betas"]
     if state is None:

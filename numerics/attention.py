@@ -1,7 +1,7 @@
 """Attention mechanics in NumPy, SciPy and torch (claims ``attn.*``).
 
 Conventions: tokens are rows, ``X ∈ R^{N×D}`` (leading batch dimensions allowed) unless a
-function name says ``columns`` (seed 000 / seed 004 form ``X_c = Xᵀ ∈ R^{D×N}``); softmax over the
+function name says ``columns`` (lecture notes 000 / lecture notes 004 form ``X_c = Xᵀ ∈ R^{D×N}``); softmax over the
 last axis unless stated; float64 throughout. Weights act on the right in row form
 (``Q = X W_Q`` with ``W_Q ∈ R^{D×K}``) and on the left in column form (``q_n = U_q x_n``).
 Costs are counted in multiply-adds (MACs); torch's ``FlopCounterMode`` counts FLOPs = 2·MACs
@@ -227,19 +227,19 @@ def convex_hull_distance(points, vertices, *, feas_tol: float = 1e-10) -> HullRe
 
 
 def seed002_attention(X, W_Q, W_K, W_V) -> np.ndarray:
-    """Seed 002, rows: ``S(X W_Q W_Kᵀ Xᵀ) X W_V`` (row softmax, unscaled). ``X (..., N, D)``."""
+    """Lecture notes 002, rows: ``S(X W_Q W_Kᵀ Xᵀ) X W_V`` (row softmax, unscaled). ``X (..., N, D)``."""
     X = np.asarray(X, dtype=np.float64)
     return softmax(X @ W_Q @ W_K.T @ np.swapaxes(X, -1, -2), axis=-1) @ X @ W_V
 
 
 def seed003_attention(X, W_q, W_k, W_v) -> np.ndarray:
-    """Seed 003, rows: ``Softmax(Q Kᵀ) V`` with ``Q = X W^{(q)}``, ``K = X W^{(k)}``, ``V = X W^{(v)}``."""
+    """Lecture notes 003, rows: ``Softmax(Q Kᵀ) V`` with ``Q = X W^{(q)}``, ``K = X W^{(k)}``, ``V = X W^{(v)}``."""
     X = np.asarray(X, dtype=np.float64)
     return attention(X @ W_q, X @ W_k, X @ W_v, scale=1.0)
 
 
 def seed004_attention(Xc, W_h, W_b, W_c, d_s: float) -> np.ndarray:
-    """Seed 004, columns: ``W_h X Ψ(Xᵀ W_bᵀ W_c X / √d_s)`` with Ψ the column-wise softmax.
+    """Lecture notes 004, columns: ``W_h X Ψ(Xᵀ W_bᵀ W_c X / √d_s)`` with Ψ the column-wise softmax.
     ``Xc (..., D, N)`` → ``(..., D_v, N)``."""
     Xc = np.asarray(Xc, dtype=np.float64)
     Z = np.swapaxes(Xc, -1, -2) @ W_b.T @ W_c @ Xc / math.sqrt(d_s)
@@ -253,13 +253,13 @@ def _scores_columns(Xc, U_q, U_k) -> np.ndarray:
 
 
 def seed000_weights(Xc, U_q, U_k) -> np.ndarray:
-    """Seed 000 attention matrix, corrected: ``A_{n,n'} = e^{⟨k_n,q_{n'}⟩} / Σ_ℓ e^{⟨k_ℓ,q_{n'}⟩}``
+    """Lecture notes 000 attention matrix, corrected: ``A_{n,n'} = e^{⟨k_n,q_{n'}⟩} / Σ_ℓ e^{⟨k_ℓ,q_{n'}⟩}``
     (each column sums to 1, as ``Y = X A`` needs). ``Xc (..., D, N)`` → ``(..., N, N)``."""
     return softmax(_scores_columns(Xc, U_q, U_k), axis=-2)
 
 
 def seed000_weights_as_stated(Xc, U_q, U_k) -> np.ndarray:
-    """Seed 000's ``U_q, U_k`` variant **as stated** (wrong):
+    """Lecture notes 000's ``U_q, U_k`` variant **as stated** (wrong):
     ``A_{n,n'} = e^{⟨U_k x_n, U_q x_{n'}⟩} / Σ_ℓ e^{⟨U_k x_{n'}, U_q x_ℓ⟩}``; neither rows nor
     columns sum to 1 in general."""
     S = _scores_columns(Xc, U_q, U_k)
@@ -268,29 +268,29 @@ def seed000_weights_as_stated(Xc, U_q, U_k) -> np.ndarray:
 
 
 def seed000_weights_shared_u_as_stated(Xc, U) -> np.ndarray:
-    """Seed 000's shared-``U`` variant as stated: ``e^{⟨Ux_n,Ux_{n'}⟩}/Σ_ℓ e^{⟨Ux_{n'},Ux_ℓ⟩}``.
+    """Lecture notes 000's shared-``U`` variant as stated: ``e^{⟨Ux_n,Ux_{n'}⟩}/Σ_ℓ e^{⟨Ux_{n'},Ux_ℓ⟩}``.
     Because ``⟨Ux, Ux'⟩`` is symmetric its columns do sum to 1."""
     S = _scores_columns(Xc, U, U)
     return np.exp(S - logsumexp(S, axis=-1)[..., None, :])
 
 
 def seed000_weights_plain_as_stated(Xc) -> np.ndarray:
-    """Seed 000's parameter-free variant as stated: ``e^{⟨x_n,x_{n'}⟩}/Σ_ℓ e^{⟨x_n,x_ℓ⟩}``:
+    """Lecture notes 000's parameter-free variant as stated: ``e^{⟨x_n,x_{n'}⟩}/Σ_ℓ e^{⟨x_n,x_ℓ⟩}``:
     normalised over the second index, so its *rows* sum to 1, not its columns."""
     Xc = np.asarray(Xc, dtype=np.float64)
     return softmax(np.swapaxes(Xc, -1, -2) @ Xc, axis=-1)
 
 
 def seed000_attention(Xc, U_q, U_k, U_v, *, weights=seed000_weights) -> np.ndarray:
-    """Seed 000, columns: ``U_v X A`` with ``A = weights(X, U_q, U_k)``. ``→ (..., K_v, N)``."""
+    """Lecture notes 000, columns: ``U_v X A`` with ``A = weights(X, U_q, U_k)``. ``→ (..., K_v, N)``."""
     Xc = np.asarray(Xc, dtype=np.float64)
     return U_v @ Xc @ weights(Xc, U_q, U_k)
 
 
 def rename_row_params(W_Q, W_K, W_V, d_s: float) -> dict[str, tuple]:
     """Parameters of every seed form that give the same map as row form ``(W_Q, W_K, W_V)``
-    (unscaled scores): seed 002/003 use them as they are; seed 004 ``W_h = W_Vᵀ, W_b = W_Kᵀ,
-    W_c = √d_s W_Qᵀ``; seed 000 ``U_q = W_Qᵀ, U_k = W_Kᵀ, U_v = W_Vᵀ``."""
+    (unscaled scores): lecture notes 002/003 use them as they are; lecture notes 004 ``W_h = W_Vᵀ, W_b = W_Kᵀ,
+    W_c = √d_s W_Qᵀ``; lecture notes 000 ``U_q = W_Qᵀ, U_k = W_Kᵀ, U_v = W_Vᵀ``."""
     return {
         "seed002": (W_Q, W_K, W_V),
         "seed003": (W_Q, W_K, W_V),
@@ -300,12 +300,12 @@ def rename_row_params(W_Q, W_K, W_V, d_s: float) -> dict[str, tuple]:
 
 
 # --------------------------------------------------------------------------------------------
-# multi-head attention: seed 003 concat form, seed 000 sum form, torch's packed weights
+# multi-head attention: lecture notes 003 concat form, lecture notes 000 sum form, torch's packed weights
 
 
 def mhsa_concat(X, W_q, W_k, W_v, W_o, *, b_q=None, b_k=None, b_v=None, b_o=None,
                 scale: float = 1.0, causal: bool = False) -> np.ndarray:
-    """Seed 003 multi-head attention, rows: ``Concat(H_1..H_M) W^{(o)} (+ b_o)``,
+    """Lecture notes 003 multi-head attention, rows: ``Concat(H_1..H_M) W^{(o)} (+ b_o)``,
     ``H_h = S(scale·Q_h K_hᵀ) V_h``, ``Q_h = X W_q[h] (+ b_q[h])`` etc.
 
     Shapes: ``X (..., N, D)``, ``W_q, W_k (M, D, K)``, ``W_v (M, D, D_v)``, ``W_o (M·D_v, D_out)``,
@@ -330,7 +330,7 @@ def mhsa_concat(X, W_q, W_k, W_v, W_o, *, b_q=None, b_k=None, b_v=None, b_o=None
 
 
 def mhsa_sum_columns(Xc, U_q, U_k, U_v, U_p) -> np.ndarray:
-    """Seed 000 multi-head attention, columns: ``Σ_h U_{p,h} U_{v,h} X A_h`` with the
+    """Lecture notes 000 multi-head attention, columns: ``Σ_h U_{p,h} U_{v,h} X A_h`` with the
     column-stochastic ``A_h`` of :func:`seed000_weights` (unscaled scores).
 
     Shapes: ``Xc (..., D, N)``, ``U_q, U_k (M, K, D)``, ``U_v (M, D_v, D)``, ``U_p (M, D, D_v)``.
@@ -342,7 +342,7 @@ def mhsa_sum_columns(Xc, U_q, U_k, U_v, U_p) -> np.ndarray:
 
 
 def concat_to_sum(W_q, W_k, W_v, W_o) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Map seed 003 concat parameters to seed 000 sum parameters:
+    """Map lecture notes 003 concat parameters to lecture notes 000 sum parameters:
     ``U_{q,h} = W_q[h]ᵀ``, ``U_{k,h} = W_k[h]ᵀ``, ``U_{v,h} = W_v[h]ᵀ`` and
     ``U_{p,h} = (rows h·D_v..(h+1)·D_v of W_o)ᵀ`` (``W^{(o)}`` is the stack of the ``U_{p,h}ᵀ``)."""
     Wq, Wk, Wv = (np.asarray(w, dtype=np.float64) for w in (W_q, W_k, W_v))
@@ -391,7 +391,7 @@ def mha_to_concat(mha: torch.nn.MultiheadAttention, *, absorb_scale: bool = True
 
 def layernorm(X, eps: float = 0.0, gamma=None, beta=None) -> np.ndarray:
     """Per-token LayerNorm over the last axis: ``γ ⊙ (x − μ)/√(v + ε) + β`` with the population
-    variance ``v = mean((x − μ)²)`` (two-pass). ``eps = 0`` and no affine is seed 000's form."""
+    variance ``v = mean((x − μ)²)`` (two-pass). ``eps = 0`` and no affine is lecture notes 000's form."""
     X = np.asarray(X, dtype=np.float64)
     mu = X.mean(axis=-1, keepdims=True)
     C = X - mu
@@ -443,14 +443,14 @@ def _ln(X, ln):
 
 
 def block_pre_ln(X, p: BlockParams, *, causal: bool = False) -> np.ndarray:
-    """Pre-LN block (seed 000 corrected; torch ``norm_first=True``):
+    """Pre-LN block (lecture notes 000 corrected; torch ``norm_first=True``):
     ``y = x + MHSA(LN_1 x)``, ``x' = y + MLP(LN_2 y)``."""
     y = np.asarray(X, dtype=np.float64) + mhsa_concat(_ln(X, p.ln1), causal=causal, **p.attn)
     return y + mlp(_ln(y, p.ln2), *p.mlp)
 
 
 def block_pre_ln_as_stated(X, p: BlockParams, *, causal: bool = False) -> np.ndarray:
-    """Seed 000's final recipe **as stated** (wrong): ``y = x + MHSA(LN_1 x)``, ``x' = LN_2(y) + MLP(y)``."""
+    """Lecture notes 000's final recipe **as stated** (wrong): ``y = x + MHSA(LN_1 x)``, ``x' = LN_2(y) + MLP(y)``."""
     y = np.asarray(X, dtype=np.float64) + mhsa_concat(_ln(X, p.ln1), causal=causal, **p.attn)
     return _ln(y, p.ln2) + mlp(y, *p.mlp)
 
@@ -494,7 +494,7 @@ def random_block_params(rng: np.random.Generator, D: int, M: int, F: int, *, eps
 
 
 class SharedProjectionScores(torch.nn.Module):
-    """Seed 000's shared-``U`` scores as a torch module: ``Z = X Uᵀ`` then ``Z Zᵀ`` (rows)."""
+    """Lecture notes 000's shared-``U`` scores as a torch module: ``Z = X Uᵀ`` then ``Z Zᵀ`` (rows)."""
 
     def __init__(self, D: int, K: int, dtype=torch.float64, device="cpu"):
         super().__init__()

@@ -1,8 +1,8 @@
 """Hopfield networks in torch, batched over trials (claims ``hop.*``).
 
-Conventions (differ from seed 002's column form, stated here once):
+Conventions (differ from lecture notes 002's column form, stated here once):
 
-* stored patterns are the **rows** of ``P`` with shape ``(..., N, d)``; seed 002's ``X`` is ``Pᵀ``;
+* stored patterns are the **rows** of ``P`` with shape ``(..., N, d)``; lecture notes 002's ``X`` is ``Pᵀ``;
 * states are rows: ``xi`` has shape ``(..., S, d)`` (``S`` states per trial) or ``(..., d)``;
 * every leading dimension is a batch of independent trials (no Python loop over trials);
 * ``sgn(0) = +1``; ``W = Σ_μ x_μ x_μᵀ`` (``zero_diagonal=True`` sets ``w_ii = 0``, the usual

@@ -4,7 +4,7 @@ estimators, and a small softmax transformer with baselines (claims ``icl.*``).
 
 Conventions
 -----------
-* Prompts (seed 000, ZFB): context rows ``X ∈ R^{…×M×d}`` (examples are ROWS here), labels
+* Prompts (lecture notes 000, ZFB): context rows ``X ∈ R^{…×M×d}`` (examples are ROWS here), labels
   ``y ∈ R^{…×M}``, query ``x_q ∈ R^{…×d}``. The LSA's input is the column-form matrix
   ``E = [[Xᵀ, x_q], [yᵀ, 0]] ∈ R^{…×(d+1)×(M+1)}`` built by :func:`prompt_matrix`.
 * ``f_LSA(E) = E + W^{PV} E (Eᵀ W^{KQ} E)/ρ``, ``ŷ = f_LSA(E)[d, M]`` (0-based), ``ρ`` = number

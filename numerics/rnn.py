@@ -1,6 +1,6 @@
 """Elman RNN gradients in NumPy and torch (claim ``rnn.bptt``).
 
-Model (seed 004, batched, tokens as rows): for a batch ``X`` (B, T, d_x) and targets ``Z``
+Model (lecture notes 004, batched, tokens as rows): for a batch ``X`` (B, T, d_x) and targets ``Z``
 (B, T, d_y), ``h_t = tanh(h_{t−1} W_hᵀ + x_t W_xᵀ + b)`` (B, d_h), ``y_t = h_t W_yᵀ + b_y``,
 loss ``L = Σ_{batch, t} ½ ‖y_t − z_t‖²``. Parameters are a dict of float64 arrays
 ``Wh (d_h,d_h), Wx (d_h,d_x), b (d_h,), Wy (d_y,d_h), by (d_y,), h0 (d_h,)`` (``h0`` not trained).

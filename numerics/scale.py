@@ -1,4 +1,4 @@
-"""Parameter counts: the closed form, the seed 004 table, and torch models on the ``meta`` device
+"""Parameter counts: the closed form, the lecture notes 004 table, and torch models on the ``meta`` device
 (claim ``scale.param_counts``).
 
 A block is a standard transformer encoder/decoder block: multi-head self-attention (Q, K, V, O
@@ -48,7 +48,7 @@ class ModelConfig:
     """One model: ``layers`` blocks of width ``d`` with ``heads`` heads, token vocabulary ``vocab``,
     learned positions for ``context`` tokens. ``style`` "bert" adds ``type_vocab`` token-type
     embeddings, an embedding LayerNorm and a d×d pooler; "gpt" adds a final LayerNorm.
-    ``published``: the count as printed in seed 004 (e.g. ``"110M"``), ``""`` if none.
+    ``published``: the count as printed in lecture notes 004 (e.g. ``"110M"``), ``""`` if none.
     ``convention``: how the print was made from the count, stated per row: ``("round", k)`` or
     ``("truncate", k)`` to ``k`` significant figures (see :func:`to_significant`)."""
 

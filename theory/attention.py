@@ -89,7 +89,7 @@ def _softmax_rows(M: sp.Matrix) -> sp.Matrix:
 
 
 def _softmax_cols(M: sp.Matrix) -> sp.Matrix:
-    """Column-wise softmax Ψ of seed 004 (each column sums to 1)."""
+    """Column-wise softmax Ψ of lecture notes 004 (each column sums to 1)."""
     return _softmax_rows(M.T).T
 
 
@@ -292,15 +292,15 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
 
     Row-form parameters ``W_Q, W_K ∈ R^{D×K}``, ``W_V ∈ R^{D×Dv}``, tokens ``X ∈ R^{N×D}``:
 
-    * seed 002: ``S(X W_Q W_Kᵀ Xᵀ) X W_V`` (rows, row softmax)
-    * seed 003: ``Softmax(Q Kᵀ) V`` with ``Q = X W_Q`` etc. (rows)
-    * seed 004: ``W_h X_c Ψ(X_cᵀ W_bᵀ W_c X_c / √d_s)`` (columns ``X_c = Xᵀ``, column softmax Ψ),
+    * lecture notes 002: ``S(X W_Q W_Kᵀ Xᵀ) X W_V`` (rows, row softmax)
+    * lecture notes 003: ``Softmax(Q Kᵀ) V`` with ``Q = X W_Q`` etc. (rows)
+    * lecture notes 004: ``W_h X_c Ψ(X_cᵀ W_bᵀ W_c X_c / √d_s)`` (columns ``X_c = Xᵀ``, column softmax Ψ),
       renamed ``W_h = W_Vᵀ, W_b = W_Kᵀ, W_c = √d_s W_Qᵀ``
-    * seed 000 (corrected): ``U_v X_c A`` with ``A_{n,n'} = e^{⟨k_n,q_{n'}⟩}/Σ_ℓ e^{⟨k_ℓ,q_{n'}⟩}``,
+    * lecture notes 000 (corrected): ``U_v X_c A`` with ``A_{n,n'} = e^{⟨k_n,q_{n'}⟩}/Σ_ℓ e^{⟨k_ℓ,q_{n'}⟩}``,
       ``U_q = W_Qᵀ, U_k = W_Kᵀ, U_v = W_Vᵀ`` (column-stochastic A)
 
-    ``result`` is the common map (N×Dv, rows). ``facts``: ``differences`` (each form minus seed 003,
-    all 0), ``psi_transpose`` (``Ψ(Z) − S(Zᵀ)ᵀ`` for a generic Z, 0), and seed 000's normalisers:
+    ``result`` is the common map (N×Dv, rows). ``facts``: ``differences`` (each form minus lecture notes 003,
+    all 0), ``psi_transpose`` (``Ψ(Z) − S(Zᵀ)ᵀ`` for a generic Z, 0), and lecture notes 000's normalisers:
     ``colsum_corrected`` (all 1), ``colsum_stated_qk`` (the stated ``U_q,U_k`` variant, not 1),
     ``colsum_stated_shared_u`` (the stated ``U`` variant: 1, because ⟨Ux,Ux'⟩ is symmetric),
     ``rowsum_stated_plain``/``colsum_stated_plain`` (the plain variant is row-, not column-stochastic),
@@ -312,38 +312,38 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
     >>> d.facts["colsum_corrected"], d.facts["colsum_stated_shared_u"]
     ((1, 1), (1, 1))
     """
-    b = DerivationBuilder("Four seed forms of one attention layer agree (and seed 000's normaliser)")
+    b = DerivationBuilder("Four lecture-note forms of one attention layer agree (and lecture notes 000's normaliser)")
     b.symbols(x_nd="entry d of token n (tokens are the rows of X)", q_dk="entry of W_Q", k_dk="entry of W_K",
-              w_dj="entry of W_V", d_s="the scale of seed 004", z_ij="entry of a generic score matrix Z")
+              w_dj="entry of W_V", d_s="the scale of lecture notes 004", z_ij="entry of a generic score matrix Z")
     X = _mat("x", N, D, real=True)
     WQ, WK, WV = _mat("q", D, K, real=True), _mat("k", D, K, real=True), _mat("w", D, Dv, real=True)
     ds = sp.Symbol("d_s", positive=True)
     Xc = X.T
     b.define("Tokens as rows X (N×D); column form X_c = Xᵀ", X)
     f002 = _softmax_rows(X * WQ * WK.T * X.T) * X * WV
-    b.define("seed 002: S(X W_Q W_Kᵀ Xᵀ) X W_V (row softmax), first entry", f002[0, 0])
+    b.define("lecture notes 002: S(X W_Q W_Kᵀ Xᵀ) X W_V (row softmax), first entry", f002[0, 0])
     Q, Kk, V = X * WQ, X * WK, X * WV
     f003 = _softmax_rows(Q * Kk.T) * V
-    b.step("seed 003: Softmax(Q Kᵀ) V with Q = X W_Q, K = X W_K, V = X W_V, computed for symbolic X and weights", f003,
+    b.step("lecture notes 003: Softmax(Q Kᵀ) V with Q = X W_Q, K = X W_K, V = X W_V, computed for symbolic X and weights", f003,
            compact=r"\operatorname{Softmax}(QK^{\top})V,\quad Q=XW_Q,\ K=XW_K,\ V=XW_V")
     Wh, Wb, Wc = WV.T, WK.T, sp.sqrt(ds) * WQ.T
     f004 = (Wh * Xc * _softmax_cols(Xc.T * Wb.T * Wc * Xc / sp.sqrt(ds))).T
-    b.define("seed 004 with W_h = W_Vᵀ, W_b = W_Kᵀ, W_c = √d_s W_Qᵀ, transposed to rows, first entry", f004[0, 0])
+    b.define("lecture notes 004 with W_h = W_Vᵀ, W_b = W_Kᵀ, W_c = √d_s W_Qᵀ, transposed to rows, first entry", f004[0, 0])
     Uq, Uk, Uv = WQ.T, WK.T, WV.T
     q = Uq * Xc  # K×N, column n' is q_{n'}
     k = Uk * Xc
     S = k.T * q  # S[n, n'] = <k_n, q_n'>
     A0 = sp.Matrix(N, N, lambda n, m: sp.exp(S[n, m]) / sum(sp.exp(S[l, m]) for l in range(N)))
     f000 = (Uv * Xc * A0).T
-    b.define("seed 000 (corrected normaliser Σ_ℓ exp⟨k_ℓ, q_n'⟩) transposed to rows, first entry", f000[0, 0])
+    b.define("lecture notes 000 (corrected normaliser Σ_ℓ exp⟨k_ℓ, q_n'⟩) transposed to rows, first entry", f000[0, 0])
     ref = _expand_exponents(f003)
     diffs = {}
     for name, f in (("seed002", f002), ("seed004", f004), ("seed000", f000)):
         resid = _expand_exponents(f) - ref
         b.obligation(f"{name}_equals_seed003", resid,
-                     description=f"{name} minus seed 003, entry by entry (exponents expanded)")
+                     description=f"{name} minus lecture notes 003, entry by entry (exponents expanded)")
         diffs[name] = _residual(resid)
-        b.step(f"Σ (entries of {name} − seed 003)² simplifies to", diffs[name])
+        b.step(f"Σ (entries of {name} − lecture notes 003)² simplifies to", diffs[name])
     b.fact("differences", diffs)
     Z = _mat("z", 3, 3, real=True)
     pt_m = _softmax_cols(Z) - _softmax_rows(Z.T).T
@@ -351,7 +351,7 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
     pt = _residual(pt_m)
     b.fact("psi_transpose", pt)
     b.step("Column softmax is row softmax of the transpose: Σ(Ψ(Z) − S(Zᵀ)ᵀ)² =", pt)
-    # seed 000's normalisers
+    # lecture notes 000's normalisers
     point = {s: sp.Rational((7 * i) % 5 - 2, 3) for i, s in enumerate(sorted(X.free_symbols | WQ.free_symbols | WK.free_symbols, key=str))}
     b.fact("colsum_corrected", tuple(sp.simplify(sum(A0[:, m])) for m in range(N)))
     b.step("Corrected A: column sums", sp.Matrix([b.facts["colsum_corrected"]]))
@@ -391,7 +391,7 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
 
 @lru_cache(maxsize=None)
 def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> Derivation:
-    """Prove seed 000's ``Σ_h U_{p,h} U_{v,h} X_c A_h`` equals seed 003's
+    """Prove lecture notes 000's ``Σ_h U_{p,h} U_{v,h} X_c A_h`` equals lecture notes 003's
     ``Concat(H_1..H_M) W^{(o)}`` (rows) with ``W^{(o)} = [U_{p,1}ᵀ; …; U_{p,M}ᵀ]``.
 
     First as a block-matrix identity for symbolic sizes (``block_collapse``), which also gives the
@@ -430,9 +430,9 @@ def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> De
     WV = [_mat(f"v{h + 1}", D, K, real=True) for h in range(M)]
     WO = _mat("o", M * K, D, real=True)
     heads = [_softmax_rows(X * WQ[h] * (X * WK[h]).T) * X * WV[h] for h in range(M)]
-    b.define("Head h of seed 003: H_h = S(X W_Q,h (X W_K,h)ᵀ) X W_V,h (head 1, first entry)", heads[0][0, 0])
+    b.define("Head h of lecture notes 003: H_h = S(X W_Q,h (X W_K,h)ᵀ) X W_V,h (head 1, first entry)", heads[0][0, 0])
     concat = sp.Matrix.hstack(*heads) * WO
-    b.step("seed 003: Concat(H_1..H_M) W_O, computed for symbolic X and weights", concat,
+    b.step("lecture notes 003: Concat(H_1..H_M) W_O, computed for symbolic X and weights", concat,
            compact=r"\operatorname{Concat}(H_1,\dots,H_M)\,W_O")
     Xc = X.T
     total = sp.zeros(D, N)
@@ -442,9 +442,9 @@ def derive_mhsa_sum_concat(N: int = 2, D: int = 2, K: int = 1, M: int = 2) -> De
         S = (Uk * Xc).T * (Uq * Xc)
         A = sp.Matrix(N, N, lambda a, m: sp.exp(S[a, m]) / sum(sp.exp(S[l, m]) for l in range(N)))
         total += Up * Uv * Xc * A
-    b.define("seed 000: Σ_h U_p,h U_v,h X_c A_h with U_p,h = (rows of head h in W_O)ᵀ, first entry", total[0, 0])
+    b.define("lecture notes 000: Σ_h U_p,h U_v,h X_c A_h with U_p,h = (rows of head h in W_O)ᵀ, first entry", total[0, 0])
     resid = _expand_exponents(total.T) - _expand_exponents(concat)
-    b.obligation("sum_form_equals_concat", resid, description="seed 000's sum (transposed) minus seed 003's concat form")
+    b.obligation("sum_form_equals_concat", resid, description="lecture notes 000's sum (transposed) minus lecture notes 003's concat form")
     diff = _residual(resid)
     b.fact("difference", diff)
     b.step("Σ (sum formᵀ − concat form)² simplifies to", diff)
@@ -540,7 +540,7 @@ def derive_permutation_equivariance(N: int = 3) -> Derivation:
 @lru_cache(maxsize=None)
 def derive_layernorm(D: int = 3) -> Derivation:
     """Derive for ``z_l = (x_l − μ)/√(v + ε)`` (μ the mean, v the population variance of one token
-    ``x ∈ R^D``): ``mean(z) = 0`` and ``var(z) = v/(v + ε)``, which is 1 at ε = 0 (seed 000's form).
+    ``x ∈ R^D``): ``mean(z) = 0`` and ``var(z) = v/(v + ε)``, which is 1 at ε = 0 (lecture notes 000's form).
 
     ``result``: dict ``mean`` (0) and ``variance`` (``v/(v+ε)`` in the symbols ``facts["v"]``,
     ``facts["eps"]``).
@@ -558,7 +558,7 @@ def derive_layernorm(D: int = 3) -> Derivation:
     mu = sum(x) / D
     var_x = sum((xi - mu) ** 2 for xi in x) / D
     b.define("μ = (1/D) Σ_l x_l", mu)
-    b.define("v = (1/D) Σ_l (x_l − μ)² (population variance, seed 000)", var_x)
+    b.define("v = (1/D) Σ_l (x_l − μ)² (population variance, lecture notes 000)", var_x)
     z = [(xi - mu) / sp.sqrt(v + eps) for xi in x]
     b.define("z_l = (x_l − μ)/√(v + ε), first entry", z[0])
     mz = sp.simplify(sum(z) / D)
@@ -590,9 +590,9 @@ def derive_block_recipe() -> Derivation:
 
     With undefined functions ``LN_1, LN_2, MHSA, MLP`` of the stream ``x``:
 
-    * pre-LN (corrected seed 000, ``norm_first``): ``y = x + MHSA(LN_1 x)``, ``x' = y + MLP(LN_2 y)``
-    * seed 000 as stated: ``x' = LN_2(y) + MLP(y)``
-    * post-LN (Vaswani et al.; seed 001's LayerNorm after each sub-layer):
+    * pre-LN (corrected lecture notes 000, ``norm_first``): ``y = x + MHSA(LN_1 x)``, ``x' = y + MLP(LN_2 y)``
+    * lecture notes 000 as stated: ``x' = LN_2(y) + MLP(y)``
+    * post-LN (Vaswani et al.; lecture notes 001's LayerNorm after each sub-layer):
       ``y = LN_1(x + MHSA x)``, ``x' = LN_2(y + MLP y)``
 
     Setting ``MLP ≡ 0`` the residual update ``x' − y`` is 0 for pre-LN but ``LN_2(y) − y`` as
@@ -607,7 +607,7 @@ def derive_block_recipe() -> Derivation:
     >>> r["pre_ln"], r["stated"]
     (x, LN_2(x))
     """
-    b = DerivationBuilder("Transformer block recipes: pre-LN residual, seed 000 as stated, post-LN")
+    b = DerivationBuilder("Transformer block recipes: pre-LN residual, lecture notes 000 as stated, post-LN")
     b.symbols(x="the residual stream (one token)", y="the stream after the attention sub-layer",
               LN_1="first LayerNorm", LN_2="second LayerNorm", MHSA="multi-head self-attention", MLP="the MLP")
     x = sp.Symbol("x")
@@ -672,7 +672,7 @@ def _head_counts(N: int, K: int, D: int) -> tuple[int, int]:
 
 @lru_cache(maxsize=None)
 def derive_complexity() -> Derivation:
-    """Count the multiply-adds of one attention head (seed 000, tokens as columns) by building
+    """Count the multiply-adds of one attention head (lecture notes 000, tokens as columns) by building
     its matrix products with SymPy for explicit small sizes and counting product terms, then
     fitting the polynomial in ``N`` (tokens), ``K`` (head width), ``D`` (model width) exactly.
 
@@ -693,12 +693,12 @@ def derive_complexity() -> Derivation:
     """
     import itertools
 
-    b = DerivationBuilder("Multiply-add count of attention (seed 000)")
+    b = DerivationBuilder("Multiply-add count of attention (lecture notes 000)")
     b.symbols(N="number of tokens", K="head width (rows of U)", D="model width (token dimension)",
               C="multiply-adds of the scores with one shared projection U")
     N, K, D = sp.symbols("N K D", positive=True, integer=True)
     b.define("One head, tokens as columns x_n: projections U x_n (U_q, U_k, U_v ∈ R^(K×D)), scores ⟨k_n, q_m⟩, "
-             "weighting Σ_n A_nm U_v x_n, output projection U_p ∈ R^(D×K); seed 000's scores share one U",
+             "weighting Σ_n A_nm U_v x_n, output projection U_p ∈ R^(D×K); lecture notes 000's scores share one U",
              r"U_p\,U_v X\,\operatorname{softmax}\big((U_k X)^{\top} U_q X\big)")
     b.define("Cost measure: one multiply-add per product term of an entry of a matrix product, counted on products of "
              "matrices of distinct symbols (no two terms merge)")
@@ -749,7 +749,7 @@ def derive_sinusoidal_pe() -> Derivation:
     fixed rotation of the unshifted one, pair by pair.
 
     Pair i of ``PE(p)`` is ``(sin pω_i, cos pω_i)`` with ``ω_i = base^{−2i/D}`` (Vaswani et al.,
-    seed 003 §3). ``result`` is the 2×2 matrix ``R(kω)`` with
+    lecture notes 003 §3). ``result`` is the 2×2 matrix ``R(kω)`` with
     ``[sin (p+k)ω, cos (p+k)ω] = [sin pω, cos pω] · R(kω)`` (row vectors); it does not contain p.
     ``facts``: ``omega`` (ω_i in symbols i, D, base), ``orthogonality`` (RᵀR − I, zero),
     ``composition`` (R(jω)R(kω) − R((j+k)ω), zero), ``symbols``.

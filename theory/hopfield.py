@@ -1,6 +1,6 @@
 """Hopfield networks derived in SymPy (claims ``hop.*``).
 
-Conventions follow seed 002: stored patterns are the *columns* of ``X = [x_1, ..., x_N] ∈ R^{d×N}``,
+Conventions follow lecture notes 002: stored patterns are the *columns* of ``X = [x_1, ..., x_N] ∈ R^{d×N}``,
 a state is a column ``ξ ∈ R^d``; ``S(·)`` is the softmax over the stored-pattern index;
 ``lse(β, z) = β^{-1} log Σ_l exp(β z_l)``; ``sgn(0) = +1``.
 
@@ -218,7 +218,7 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
 
 @lru_cache(maxsize=None)
 def derive_classical_capacity() -> Derivation:
-    """Classical Hebbian capacities as expressions of ``d`` and why seed 002's
+    """Classical Hebbian capacities as expressions of ``d`` and why lecture notes 002's
     "C ≈ d/(2 log d) ≈ 0.14 d" conflates two criteria.
 
     ``result``: ``{"exact_recall": d/(2 ln d), "exact_recall_all": d/(4 ln d), "bit_error": 0.138 d}``;
@@ -253,7 +253,7 @@ def derive_classical_capacity() -> Derivation:
     b.obligation("bit_error_capacity_dominates", sp.Eq(lim, sp.oo), "true", description="C_bit / C_most → ∞")
     stated_ratio = sp.nsimplify(sp.Float("0.14")) * d / (d / (2 * sp.log(d)))
     stated_ratio = sp.simplify(stated_ratio)
-    b.step("Seed 002 states C ≈ d/(2 log d) ≈ 0.14 d; the ratio of the two stated expressions is", stated_ratio)
+    b.step("Lecture notes 002 states C ≈ d/(2 log d) ≈ 0.14 d; the ratio of the two stated expressions is", stated_ratio)
     b.fact("stated_ratio", stated_ratio)
     b.fact("stated_ratio_limit", sp.limit(stated_ratio, d, sp.oo))
     b.obligation("stated_expressions_not_equivalent", sp.Eq(b.facts["stated_ratio_limit"], sp.oo), "true",

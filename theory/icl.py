@@ -1,6 +1,6 @@
 """In-context learning of linear regression by linear self-attention, derived in SymPy (claims ``icl.*``).
 
-Setting (Zhang, Frei, Bartlett, JMLR 2024; seed 000): ``x_i ~ N(0, Λ)``, ``w ~ N(0, I_d)``,
+Setting (Zhang, Frei, Bartlett, JMLR 2024; lecture notes 000): ``x_i ~ N(0, Λ)``, ``w ~ N(0, I_d)``,
 ``y_i = ⟨w, x_i⟩``; the prompt is the column-form matrix
 
     E = [[x_1 … x_N x_q], [y_1 … y_N 0]] ∈ R^{(d+1)×(N+1)}        (tokens are COLUMNS here)
@@ -311,7 +311,7 @@ def general_target_risk(Lambda, N, M, a, Sigma, min_risk):
 
 
 def stated_general_target_risk(Lambda, N, M, a, Sigma, min_risk):
-    """The risk formula as seed 000 writes it (every norm ``‖a‖_{Λ^{-2}Λ}``, trace ``tr(ΣΛ^{-2}Λ)``):
+    """The risk formula as lecture notes 000 writes it (every norm ``‖a‖_{Λ^{-2}Λ}``, trace ``tr(ΣΛ^{-2}Λ)``):
     kept only to show that it is wrong (erratum ``icl.general_target_risk``)."""
     L, G, N, M, a, S, sym = _general_inputs(Lambda, N, M, a, Sigma)
     if sym:
@@ -853,7 +853,7 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
     b.define("The seed's form (Λ⁻²Λ in every norm and in the trace)", stated)
     ds = excess - stated
     point = {s: sp.Rational(k + 2, k + 3) for k, s in enumerate(sorted(ds.free_symbols, key=str))}
-    b.step("Excess risk minus the seed's form at a rational point: not zero", ds.subs(point))
+    b.step("Excess risk minus the lecture notes' form at a rational point: not zero", ds.subs(point))
     b.obligation("stated_form_differs", ds.subs(point) ** 2, "positive",
                  description="(excess − stated)² at a rational point is > 0")
     b.fact("residual_vs_corrected", rc)

@@ -1,6 +1,6 @@
 """Backpropagation through time derived in SymPy (claim ``rnn.bptt``).
 
-A scalar RNN (seed 004): ``a_t = w h_{t-1} + u x_t + b``, ``h_t = σ(a_t)``, ``y_t = v h_t``,
+A scalar RNN (lecture notes 004): ``a_t = w h_{t-1} + u x_t + b``, ``h_t = σ(a_t)``, ``y_t = v h_t``,
 loss ``L = Σ_t ½ (y_t − z_t)²``, for ``t = 1..T``; ``σ`` is an undefined function, so the
 results hold for any differentiable activation. "Untied" means step ``t`` uses its own copy
 ``w_t`` of the recurrent weight.
@@ -91,7 +91,7 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
 
 @lru_cache(maxsize=None)
 def derive_tied_projection(T: int = 3) -> Derivation:
-    """Seed 004's "project onto the tied subspace, i.e. average": for untied gradients
+    """Lecture notes 004's "project onto the tied subspace, i.e. average": for untied gradients
     ``g = (g_1..g_T)`` the Euclidean projection onto ``{(c, ..., c)}`` minimises ``Σ (g_k − c)²``,
     giving ``c* = (1/T) Σ g_k`` (the average), while the tied gradient is ``Σ g_k = T c*``.
     So the projected (averaged) step with rate η is the tied gradient step with rate η/T: same

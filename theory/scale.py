@@ -1,7 +1,7 @@
 """Parameter counts of transformer stacks derived in SymPy (claim ``scale.param_counts``).
 
 Conventions: model width ``d``, ``h`` heads of width ``d/h``, MLP hidden width ``r·d`` (``r = 4``
-in every model of seed 004's table), every linear map with a bias, two LayerNorms per block
+in every model of lecture notes 004's table), every linear map with a bias, two LayerNorms per block
 (a scale and a shift each). Embedding matrices are counted once (the unembedding is tied).
 """
 
