@@ -84,15 +84,18 @@ def derivation(claim: Any) -> dict[str, Any]:
     return _clean_derivation(derivation_info(claim))
 
 
-def build(claims: Iterable[Any], *, with_derivations: bool = True) -> dict[str, Any]:
-    """The catalogue document for ``claims`` (registry order)."""
+def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: str | None = None) -> dict[str, Any]:
+    """The catalogue document for ``claims`` (registry order). ``fingerprint`` should be taken
+    *before* the claim modules were imported: a source edited meanwhile then leaves the document
+    stale (ignored), never fresh-looking with old content."""
+    fingerprint = fingerprint or source_fingerprint()
     items = []
     for c in claims:
         e = entry(c)
         if with_derivations:
             e["derivation"] = derivation(c)
         items.append(e)
-    return {"schema": SCHEMA, "tool": "tverify", "fingerprint": source_fingerprint(),
+    return {"schema": SCHEMA, "tool": "tverify", "fingerprint": fingerprint,
             "generated_by": "tverify list --markdown", "claims": items}
 
 

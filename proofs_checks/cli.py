@@ -100,7 +100,8 @@ def _catalogue(store) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
     if fresh is not None:
         doc, path = fresh
         return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
-    doc = catalogue.build(_select([]), with_derivations=False)
+    fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
+    doc = catalogue.build(_select([]), with_derivations=False, fingerprint=fp)
     catalogue.save_cache(doc, store.cache_dir)
     return doc["claims"], "the registry (docs/catalogue.json is out of date: `tverify list --markdown` regenerates it)", doc, True
 
@@ -398,9 +399,12 @@ def _write_catalogue(docs_dir: str | None, store) -> None:
             check_output_file(out / name, "--markdown")
         except OutputPathError as exc:
             raise UsageError(str(exc)) from None
+    fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
     claims = _select([])
     click.echo(f"deriving {len(claims)} claims for the catalogue (evaluates every derivation's obligations)...", err=True)
-    doc = catalogue.build(claims, with_derivations=True)
+    doc = catalogue.build(claims, with_derivations=True, fingerprint=fp)
+    if catalogue.source_fingerprint() != fp:
+        click.echo("tverify: warning: the sources changed while the catalogue was generated; run it again", err=True)
     try:
         paths = catalogue.write_docs(doc, out)
     except OSError as exc:
