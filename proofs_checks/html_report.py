@@ -470,7 +470,7 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
     b.append("<h2>Reproduce</h2>")
     rdoc = dict(doc, mode=r.get("mode") or doc.get("mode"), seed=r.get("seed", doc.get("seed")), device=r.get("device") or doc.get("device"))
     cmds = [_reproduce(rdoc, ids), _reproduce(rdoc, ids, "report") + " --out reports",
-            f"tverify mutants {cid} --seed {rdoc.get('seed', 0)}", f"tverify show {cid}"]
+            _reproduce(rdoc, ids, "mutants"), f"tverify show {cid}"]
     b.append("<pre>" + _e("\n".join(cmds)) + "</pre>")
     b.append(f"<p class=dim>Base seed {_e(rdoc.get('seed'))}; every check derives its own seeds from it "
              f"(seeds used: {_e(', '.join(map(str, seeds)) or '–')}).</p>")
@@ -518,7 +518,8 @@ def _claim_mutants(doc: dict[str, Any], r: dict[str, Any]) -> str:
         seen.add(m.get("mutant"))
         st = "killed" if m.get("killed") else "survived"
         by = {e.get("check"): e for e in m.get("checks") or []}
-        desc = _e(m.get("description"))
+        raw = str(m.get("description") or "")
+        desc = (math_html(raw, None, display="inline") or _e(raw)) if raw.startswith("\\") else _e(raw)
         if m.get("exempt"):
             desc += f'<div class="dim">exempt from the non-symbolic target: {_e(m["exempt"])}</div>'
         rows.append(f"<tr><td>{_e(m.get('mutant'))}</td><td>{_e(m.get('kind'))}</td><td>{desc}</td><td>{_badge(st)}</td>"
