@@ -345,3 +345,26 @@ def test_long_statements_split_into_lines():
     assert hr.split_statement(r"a,\ b") == [r"a,\ b"]  # short: one line
     assert hr.split_statement(r"\frac{a,\ b}{c}" + "y" * 100) == [r"\frac{a,\ b}{c}" + "y" * 100]  # inside braces
     assert hr.statement_html(r"a,\ \undefinedmacro" + "z" * 100).startswith("<")  # a bad part: whole-statement fallback
+
+
+def test_kill_matrix_obligations_and_assumptions_render(tmp_path):
+    """A claim page shows the kill matrix (one cell per check, coloured by margin), the
+    obligations with their residuals, the assumptions, and the index the per-layer summary."""
+    doc = sample_doc()
+    r = doc["results"][0]
+    r["obligations"] = [{"name": "forms_agree", "kind": "zero", "passed": True, "residual": "0", "method": "expand", "seconds": 0.01},
+                        {"name": "broken", "kind": "zero", "passed": False, "residual": "x + 1", "method": "undecided", "seconds": 0.02}]
+    r["derivation"] = [{"text": "Definition", "latex": "x", "mathml": "", "how": "assumed", "role": "definition", "compact": ""},
+                       {"text": "Expand", "latex": "x^2", "mathml": "", "how": "derived", "role": "", "compact": r"\Lambda\Gamma_N"}]
+    r["provenance"] = {"result": "derived"}
+    doc["mutants"][0]["checks"] = [
+        {"check": "vs_sympy", "layer": "symbolic", "status": "failed", "rejected": True, "error": 2.0, "tolerance": 1e-14, "margin": "inf"},
+        {"check": "vs_torch", "layer": "numeric", "status": "failed", "rejected": True, "error": 2.0, "tolerance": 1.0, "margin": 2.0}]
+    doc["mutants"][0]["rejected_by_layer"] = {"symbolic": "inf", "numeric": 2.0}
+    out = write_report(tmp_path / "site", doc, extra_writers=default_writers())
+    page = (out / "claims/demo.identity.html").read_text()
+    assert 'class="matrix"' in page and 'class="cell m1"' in page and "∞" in page
+    assert "Obligations" in page and "x + 1" in page and "fails" in page
+    assert "Assumptions" in page and "Closed form: <b>derived</b>" in page and "entry-wise expansion" in page
+    index = (out / "index.html").read_text()
+    assert "numeric/trained, margin ≥ 3" in index and "0/2 (0%)" in index
