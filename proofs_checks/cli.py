@@ -425,10 +425,8 @@ def _show_data(claim_id: str, store) -> tuple[dict[str, Any], dict[str, Any], st
     e = chosen[0]
     if e.get("derivation") is not None:
         return e, e["derivation"], f"{origin}; its sources are unchanged since it was generated"
-    from proofs_checks.runner import derivation_info
-
     claim = _select([e["id"]])[0]
-    info = derivation_info(claim)
+    info = catalogue.derivation(claim)
     if cached:
         catalogue.cache_derivation(doc, e["id"], info, store.cache_dir)
     return e, info, "computed now"

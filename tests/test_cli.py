@@ -243,3 +243,32 @@ def test_list_and_show_do_not_import_the_claim_modules(store):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "HEAVY []" in p.stderr, p.stderr.splitlines()[-1]
+
+
+def test_stale_catalogue_falls_back_to_the_registry_and_caches(tmp_path, monkeypatch, capsys):
+    """Sources changed since docs/catalogue.json: list and show load the registry, give the same
+    answers, and keep what they computed in the store's cache (the next call reads it)."""
+    from proofs_checks import catalogue
+    from proofs_checks.cli import main
+
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    monkeypatch.setattr(catalogue, "source_fingerprint", lambda: "f" * 64)
+
+    def run(*argv):
+        with pytest.raises(SystemExit) as e:
+            main(list(argv))
+        out = capsys.readouterr().out
+        assert e.value.code == 0, out
+        return json.loads(out)
+
+    listed = run("list", "attn", "--json")
+    assert [e["id"] for e in listed][:1] == ["attn.softmax_simplex"]
+    cache = tmp_path / "store" / "cache" / ("catalogue-" + "f" * 20 + ".json")
+    assert cache.is_file()
+    shown = run("show", "attn.softmax_simplex", "--json")
+    assert shown["derivation_from"] == "computed now" and shown["obligations"]
+    cached = json.loads(cache.read_text())
+    assert next(e for e in cached["claims"] if e["id"] == "attn.softmax_simplex")["derivation"]["obligations"]
+    again = run("show", "attn.softmax_simplex", "--json")
+    assert str(cache) in again["derivation_from"]
+    assert again["derivation"] == shown["derivation"] and again["obligations"] == shown["obligations"]
