@@ -272,3 +272,17 @@ def test_stale_catalogue_falls_back_to_the_registry_and_caches(tmp_path, monkeyp
     again = run("show", "attn.softmax_simplex", "--json")
     assert str(cache) in again["derivation_from"]
     assert again["derivation"] == shown["derivation"] and again["obligations"] == shown["obligations"]
+
+
+def test_lazy_package_names_are_not_submodules():
+    """proofs_checks exports its names lazily (so list/show need no SymPy); a submodule with the
+    same name as an export would replace it once imported (compare.py did: now comparisons.py)."""
+    import pkgutil
+
+    import proofs_checks
+
+    subs = {m.name for m in pkgutil.iter_modules(proofs_checks.__path__)}
+    assert not subs & set(proofs_checks._WHERE), subs & set(proofs_checks._WHERE)
+    from proofs_checks import Check, compare, register  # noqa: F401
+
+    assert callable(compare) and not isinstance(compare, type(proofs_checks))
