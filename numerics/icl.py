@@ -680,7 +680,8 @@ class MonitoredTrainResult(TrainResult):
     empirical loss over ``W^{KQ}_{11}`` with every other weight held at its trained value (the loss
     is exactly quadratic in ``W^{KQ}_{11}``), expressed as ``w22·W11``: ``‖B − B_star‖`` is how far
     the optimiser stopped from the minimum it was heading to. ``loss_gap (S,)`` is the loss above
-    that conditional minimum."""
+    that conditional minimum. Both are NaN for a seed whose training left float64's range (or
+    whose eigendecomposition failed)."""
 
     B_star: np.ndarray = None
     loss_gap: np.ndarray = None
@@ -784,10 +785,24 @@ def _train_lsa_monitored(Lambda, N, *, n_seeds, n_prompts, steps, seed, lr, sigm
         A = A.reshape(n_seeds, F, d * d)
         H = A.transpose(1, 2) @ Q @ A
         g = A.transpose(1, 2) @ (c - (Q @ rest.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)
-        evals_, evecs = torch.linalg.eigh(H)
+        H = 0.5 * (H + H.transpose(1, 2))
+        finite = torch.isfinite(H).flatten(1).all(1) & torch.isfinite(g).flatten(1).all(1)
+        eye_ = torch.eye(d * d, dtype=DTYPE, device=dev).expand_as(H)
+        Hs = torch.where(finite[:, None, None], H, eye_)
+        try:
+            evals_, evecs = torch.linalg.eigh(Hs)
+        except RuntimeError:  # LAPACK did not converge on some seed: one at a time, NaN where it fails
+            evals_ = torch.ones(n_seeds, d * d, dtype=DTYPE, device=dev)
+            evecs = eye_.clone()
+            for i in range(n_seeds):
+                try:
+                    evals_[i], evecs[i] = torch.linalg.eigh(Hs[i])
+                except RuntimeError:
+                    finite[i] = False
         cut = evals_[:, -1:].clamp_min(0) * (d * d) * 1e-15  # pseudo-inverse below float64 resolution
         inv = torch.where(evals_ > cut, 1.0 / evals_, torch.zeros_like(evals_))
-        w_star = (evecs @ (inv.unsqueeze(-1) * (evecs.transpose(1, 2) @ g))).squeeze(-1).reshape(n_seeds, d, d)
+        w_star = (evecs @ (inv.unsqueeze(-1) * (evecs.transpose(1, 2) @ torch.nan_to_num(g)))).squeeze(-1)
+        w_star = torch.where(finite[:, None], w_star, torch.full_like(w_star, float("nan"))).reshape(n_seeds, d, d)
         B_star = pv[:, d, d, None, None] * w_star
         kq_star = kq.clone()
         kq_star[:, :d, :d] = w_star

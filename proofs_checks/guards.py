@@ -27,7 +27,7 @@ import click
 from theory.validation import InputError
 
 __all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "fmt_bytes", "fmt_seconds",
-           "Progress", "max_memory_option", "no_progress_option"]
+           "Progress", "finite_number", "max_memory_option", "no_progress_option"]
 
 GB = 1024**3
 #: Fraction of the available memory a check may plan to use by default.
@@ -184,8 +184,18 @@ class Progress:
                   flush=True)
 
 
+def finite_number(ctx, param, value):
+    """click callback: refuse NaN and ±inf (``FloatRange`` lets NaN through)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
+    return value
+
+
 def max_memory_option(f):
     return click.option("--max-memory", "max_memory", type=click.FloatRange(min=0, min_open=True), default=None,
+                        callback=finite_number,
                         metavar="GB", help="Refuse sizes whose estimated peak memory exceeds GB "
                                            "(default: half the available memory).")(f)
 

@@ -160,3 +160,9 @@ def test_memory_guard_and_options(good, tmp_path):
     doc = json.loads(target.read_text())
     assert code == doc["decision"]["exit_code"] == 3 and "verdict: inconclusive" in out
     assert doc["inputs"]["iters"] == 20 and doc["resources"]["memory_bytes"] > 0
+
+
+@pytest.mark.parametrize("opt, value", [("--lr", "nan"), ("--lr", "inf"), ("--level", "nan"), ("--level", "1"),
+                                        ("--iters", "0"), ("--seeds", "abc"), ("--seed", "-1")])
+def test_bad_option_values_one_line(good, opt, value):
+    assert opt in one_line_error(*run("--data", good, opt, value)[::2])

@@ -246,3 +246,19 @@ def test_monitored_training_is_train_lsa():
     assert np.all(b.loss_gap >= -1e-12)
     # B* is the minimiser: perturbing W11 away from it only raises the loss gap's base
     assert np.linalg.norm(b.B - b.B_star) / np.linalg.norm(b.B_star) < 1e-3
+
+
+@pytest.mark.parametrize("opt, value", [("--tol", "nan"), ("--tol", "inf"), ("--max-memory", "nan"), ("--tol", "0")])
+def test_non_finite_or_zero_options_refused(opt, value):
+    assert opt in one_line_error(*run("--lambda", "1,2", "--N", "5", opt, value)[::2])
+
+
+def test_training_is_scale_equivariant_and_extreme_scales_do_not_crash():
+    """Training runs in units where λ_max(Λ) ≈ 1 (an exact change of units), so Λ and 4^k·Λ give the
+    same relative numbers; Λ ~ 1e30…1e35 used to end in a LAPACK traceback."""
+    _, a = as_json("--lambda", "1,2", "--N", "5", "--quick", "--seeds", "4", "--prompts", "1024")
+    _, b = as_json("--lambda", "4e60,8e60", "--N", "5", "--quick", "--seeds", "4", "--prompts", "1024")
+    assert b["inputs"]["training_units_scale"] == pytest.approx(4.0**101)
+    assert b["decision"]["numbers"]["value"] == pytest.approx(a["decision"]["numbers"]["value"], rel=1e-6)
+    code, out, err = run("--lambda", "1e30,1e35", "--N", "5", "--quick", "--no-progress")
+    assert code in (0, 1, 3) and "Traceback" not in err and "verdict:" in out

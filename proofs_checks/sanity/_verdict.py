@@ -40,6 +40,8 @@ EXIT_CODES = {"ok": 0, "mismatch": 1, "inconclusive": 3}
 Z_SIGMA = 3.0
 #: Fewest seeds whose spread is trusted as an estimate of the standard error.
 MIN_SEEDS = 4
+#: Counts beyond this are reported as infeasible rather than as a number to type.
+MAX_COUNT = 10**12
 
 
 @dataclass
@@ -147,6 +149,11 @@ def round_up(n: int) -> int:
     return -(-n // q) * q
 
 
+def _count(x: float) -> int | None:
+    """A count to ask for, rounded up to two digits; ``None`` when not finite or above MAX_COUNT."""
+    return round_up(math.ceil(x)) if math.isfinite(x) and x <= MAX_COUNT else None
+
+
 def _g(x: float) -> str:
     return f"{x:.3g}"
 
@@ -230,9 +237,9 @@ def compare_seed_mean(estimates, reference, *, tol: float, quantity: str, per_se
         if per_seed is not None and S >= 2:
             need_se = margin / k_sigma(max(S, MIN_SEEDS) - 1)
             se_plan = plan_sigma / math.sqrt(max(S, MIN_SEEDS))
-            prompts_needed = round_up(math.ceil(per_seed * max(1.0, (se_plan / need_se) ** 2)))
+            prompts_needed = _count(per_seed * max(1.0, (se_plan / need_se) ** 2))
             if e > tol and plan_sigma > tol:
-                agree_needed = round_up(math.ceil(per_seed * (plan_sigma / tol) ** 2))
+                agree_needed = _count(per_seed * (plan_sigma / tol) ** 2)
     elif S < MIN_SEEDS:
         seeds_needed = MIN_SEEDS
         sugg.append(f"at least {MIN_SEEDS} seeds ({seeds_option} {MIN_SEEDS}) to estimate the spread across seeds, "
@@ -250,6 +257,9 @@ def compare_seed_mean(estimates, reference, *, tol: float, quantity: str, per_se
         basis = f"σ = {_g(plan_sigma)}"
         sugg.append(" or ".join(parts) + f" would bring k·SE below |e − tol| (margin {_g(margin)}; {basis}, "
                     "SE ∝ 1/√(seeds·samples))")
+    if agree_needed is None and per_seed is not None and e > tol and plan_sigma is not None and plan_sigma > tol:
+        sugg.append(f"no feasible number of samples per seed (more than {MAX_COUNT:.0e}) would make the seeds agree "
+                    "within tol")
     if agree_needed is not None:
         sugg.append(f"for the seeds to agree within tol, about {agree_needed} samples per seed ({per_seed_option} "
                     f"{agree_needed}; σ ∝ 1/√samples)")

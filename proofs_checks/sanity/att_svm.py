@@ -228,10 +228,12 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int) -> tuple[Verdict, l
 @click.option("--data", "data_path", required=True, help=".npz with X (n,T,d), z (n,d), y (n,), v (d,)")
 @click.option("--iters", default=None, type=click.IntRange(1, 10**7),
               help="Normalised-GD iterations (default 2000; --quick 500, --full 20000).")
-@click.option("--lr", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True), help="NGD step size")
+@click.option("--lr", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              callback=guards.finite_number, help="NGD step size")
 @click.option("--seeds", default=None, type=click.IntRange(1, 4096),
               help="Initialisations, one batch (default 8; --quick 4, --full 16).")
 @click.option("--level", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              callback=guards.finite_number,
               help="Correlation with the Att-SVM direction that counts as converged.")
 @seed_option
 @device_option
