@@ -79,10 +79,18 @@ def load_weights(path: str) -> tuple[np.ndarray, np.ndarray]:
     elif p.suffix in (".pt", ".pth"):
         import torch
 
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+        if head != b"PK\x03\x04" and head[:1] != b"\x80":  # torch.save: a zip archive (or legacy pickle)
+            raise InputError(f"--weights: {path} is not a file written by torch.save")
         try:
             obj = torch.load(p, map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises many types for a bad file
-            raise InputError(f"--weights: cannot read {path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+            if type(exc).__name__ == "UnpicklingError":
+                raise InputError(f"--weights: {path} holds objects other than tensors and plain containers "
+                                 "(save a dict of tensors, e.g. model.state_dict())") from None
+            first = (str(exc).splitlines() or [""])[0][:200]
+            raise InputError(f"--weights: cannot read {path}: {type(exc).__name__}: {first}") from None
         if hasattr(obj, "state_dict"):
             obj = obj.state_dict()
         if not isinstance(obj, dict):
