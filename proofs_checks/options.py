@@ -38,8 +38,8 @@ def mode_options(f):
 
 def device_option(f):
     return click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-                        help="Device for trained-model checks. --device cuda without CUDA is a usage error "
-                             "unless --allow-skip is given.")(f)
+                        help="Device for trained models and simulations (checks against CPU reference modules "
+                             "always run on CPU). --device cuda without CUDA is a usage error.")(f)
 
 
 def allow_skip_option(f):

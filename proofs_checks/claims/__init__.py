@@ -11,7 +11,7 @@ import pkgutil
 
 _loaded = False
 
-# Catalogue order (CLAIMS.md groups A to E); modules not named here follow alphabetically.
+# Catalogue order (the claim catalogue groups A to E); modules not named here follow alphabetically.
 ORDER = ("attention", "icl", "att_svm", "hopfield", "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn")
 
 

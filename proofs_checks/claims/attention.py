@@ -44,12 +44,12 @@ def _softmax_symbolic(form, ctx) -> CheckResult:
 
 
 def _softmax_numeric(form, ctx) -> CheckResult:
-    """Against torch.softmax (the real thing) on batches incl. ±700 logits; simplex, shift
-    invariance; Jacobian against autograd; Jacobian PSD with null vector 1."""
+    """Against torch.softmax (the real thing) on batches incl. ±750 logits (beyond exp's float64
+    range); simplex, shift invariance; Jacobian against autograd; Jacobian PSD with null vector 1."""
     rng = ctx.rng()
     B, T = ctx.size(16, 64, 256), 7
     L = rng.normal(scale=5.0, size=(B, T))
-    L[0] = [700, -700, 0, 699, -1, 3, 700]  # overflow territory for a naive exp
+    L[0] = [750, -750, 0, 749, -1, 3, 750]  # exp(750) overflows float64 (max ≈ e^709.8): a naive exp gives inf/inf
     L[1] = -L[0]
     with np.errstate(all="ignore"):  # a mutant may overflow; the NaN it makes must fail, not warn
         p = form["softmax"](L)
