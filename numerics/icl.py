@@ -344,9 +344,11 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
                        time.perf_counter() - t0, str(dev))
 
 
-def _prompt_statistics(L: np.ndarray, N: int, n_seeds: int, n_prompts: int, seed: int, dev):
+def _prompt_statistics(L: np.ndarray, N: int, n_seeds: int, n_prompts: int, seed: int, dev,
+                       progress: Callable[[float], None] | None = None):
     """Sufficient statistics ``ΦᵀΦ/P (S, p, p), Φᵀy_q/P (S, p), mean y_q² (S,)`` of ``n_prompts``
-    sampled prompts per seed (``p = (d+1)²d``), accumulated chunk by chunk (bounded memory)."""
+    sampled prompts per seed (``p = (d+1)²d``), accumulated chunk by chunk (bounded memory);
+    ``progress(fraction of prompts done)`` after each chunk."""
     d = L.shape[0]
     Q = torch.zeros(n_seeds, (d + 1) ** 2 * d, (d + 1) ** 2 * d, dtype=DTYPE, device=dev)
     c = torch.zeros(n_seeds, (d + 1) ** 2 * d, dtype=DTYPE, device=dev)
@@ -361,6 +363,9 @@ def _prompt_statistics(L: np.ndarray, N: int, n_seeds: int, n_prompts: int, seed
         c += torch.bmm(Phi.transpose(1, 2), P.y_q.unsqueeze(-1)).squeeze(-1)
         m += (P.y_q**2).sum(-1)
         done += k
+        del P, Phi
+        if progress is not None:
+            progress(done / n_prompts)
     return Q / n_prompts, c / n_prompts, m / n_prompts
 
 
@@ -372,11 +377,15 @@ def _stats_loss(model: "LSA", Q, c, m) -> torch.Tensor:
     return 0.5 * ((theta * Qt).sum(-1) - 2 * (theta * c).sum(-1) + m)
 
 
-def _fit_statistics(Q, c, m, Wpv, Wkq, *, steps: int, lr: float, lbfgs_steps: int):
+def _fit_statistics(Q, c, m, Wpv, Wkq, *, steps: int, lr: float, lbfgs_steps: int,
+                    progress: Callable[[int], None] | None = None):
     """Adam (cosine-decayed lr) then L-BFGS on the summed per-row losses. Adam is elementwise, so its
     steps are those of one run per row; the L-BFGS polish shares one line search and curvature
     history over all rows, so rows agree with separate runs to the polish's tolerance (measured
-    ~3e-6 in B at d = 3), not bit for bit. Returns the model and the mean loss curve."""
+    ~3e-6 in B at d = 3), not bit for bit. ``progress(evaluations so far)`` is called every 10
+    loss evaluations. Returns the model and the mean loss curve."""
+    tick = progress or (lambda _n: None)
+    evals = [0]
     model = LSA(Wpv, Wkq)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
@@ -388,6 +397,9 @@ def _fit_statistics(Q, c, m, Wpv, Wkq, *, steps: int, lr: float, lbfgs_steps: in
         opt.step()
         sched.step()
         curve.append(float(per.detach().mean()))
+        evals[0] += 1
+        if evals[0] % 10 == 0:
+            tick(evals[0])
     if lbfgs_steps:
         opt2 = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=lbfgs_steps, tolerance_grad=1e-15,
                                  tolerance_change=1e-18, history_size=50, line_search_fn="strong_wolfe")
@@ -396,6 +408,9 @@ def _fit_statistics(Q, c, m, Wpv, Wkq, *, steps: int, lr: float, lbfgs_steps: in
             opt2.zero_grad()
             s = _stats_loss(model, Q, c, m).sum()
             s.backward()
+            evals[0] += 1
+            if evals[0] % 10 == 0:
+                tick(evals[0])
             return s
 
         opt2.step(closure)
@@ -716,61 +731,18 @@ def _train_lsa_monitored(Lambda, N, *, n_seeds, n_prompts, steps, seed, lr, sigm
     w_eval = 3.0 * F
     total = w_stats + w_eval * (steps + 1.25 * lbfgs_steps) or 1.0
     t0 = time.perf_counter()
-    Q = torch.zeros(n_seeds, F, F, dtype=DTYPE, device=dev)
-    c = torch.zeros(n_seeds, F, dtype=DTYPE, device=dev)
-    m = torch.zeros(n_seeds, dtype=DTYPE, device=dev)
-    chunk = max(1, min(n_prompts, 2**22 // max(1, n_seeds * (N + 1) * d)))
-    done = 0
-    while done < n_prompts:  # exactly the sampling of _train_lsa (same seeds, same chunks)
-        k = min(chunk, n_prompts - done)
-        P = sample_prompts(L, N, (n_seeds, k), seed=seed + 7919 * (done // chunk + 1), device=dev)
-        Phi = lsa_features(P.E) / float(N)
-        Q += torch.bmm(Phi.transpose(1, 2), Phi)
-        c += torch.bmm(Phi.transpose(1, 2), P.y_q.unsqueeze(-1)).squeeze(-1)
-        m += (P.y_q**2).sum(-1)
-        done += k
-        del P, Phi
-        report(w_stats * done / n_prompts / total)
-    Q, c, m = Q / n_prompts, c / n_prompts, m / n_prompts
+    # exactly the sampling and optimiser of _train_lsa (same seeds, same chunks, same steps)
+    Q, c, m = _prompt_statistics(L, N, n_seeds, n_prompts, seed, dev, progress=lambda f: report(w_stats * f / total))
     Wpv, Wkq = zfb_init(d, n_seeds, sigma, seed=seed + 1, device=dev)
-    model = LSA(Wpv, Wkq)
+    model, curve = _fit_statistics(Q, c, m, Wpv, Wkq, steps=steps, lr=lr, lbfgs_steps=lbfgs_steps,
+                                   progress=lambda n: report(min(1.0, (w_stats + w_eval * n) / total)))
 
     def theta_of(pv, kq):
         return (pv[:, d, :, None, None] * kq[:, None, :, :d]).flatten(1)
 
     def loss_fn():
-        theta = theta_of(model.Wpv, model.Wkq)
-        Qt = torch.bmm(Q, theta.unsqueeze(-1)).squeeze(-1)
-        return 0.5 * ((theta * Qt).sum(-1) - 2 * (theta * c).sum(-1) + m)
+        return _stats_loss(model, Q, c, m)
 
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
-    curve = []
-    every = max(1, steps // 50)
-    for i in range(steps):
-        opt.zero_grad()
-        per = loss_fn()
-        per.sum().backward()
-        opt.step()
-        sched.step()
-        curve.append(float(per.detach().mean()))
-        if (i + 1) % every == 0:
-            report((w_stats + w_eval * (i + 1)) / total)
-    if lbfgs_steps:
-        opt2 = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=lbfgs_steps, tolerance_grad=1e-15,
-                                 tolerance_change=1e-18, history_size=50, line_search_fn="strong_wolfe")
-        evals = [0]
-
-        def closure():
-            opt2.zero_grad()
-            s = loss_fn().sum()
-            s.backward()
-            evals[0] += 1
-            if evals[0] % 10 == 0:
-                report(min(1.0, (w_stats + w_eval * (steps + evals[0])) / total))
-            return s
-
-        opt2.step(closure)
     with torch.no_grad():
         fl = loss_fn()
         B = model.B()

@@ -275,19 +275,9 @@ def test_gd_layer_matches_preconditioned_lsa_prediction():
 
 def _cli(*args):
     """Run ``tverify check icl ARGS`` in-process (the console entry point); returns (rc, out, err)."""
-    import contextlib
-    import io
+    from tests.cli_helpers import invoke
 
-    from proofs_checks.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(["check", "icl", *args])
-            rc = 0
-        except SystemExit as exc:
-            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return rc, out.getvalue(), err.getvalue()
+    return invoke("check", "icl", *args)
 
 
 def test_cli_weights_json_and_exit_codes(tmp_path):

@@ -4,8 +4,6 @@ exit 2), memory guard. In-process through ``proofs_checks.cli.main``; small size
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from types import SimpleNamespace
 
@@ -13,26 +11,12 @@ import numpy as np
 import pytest
 
 from numerics import att_svm as ns
-from proofs_checks.cli import main
+from tests.cli_helpers import invoke, one_line_error
 from proofs_checks.sanity import att_svm as satt
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(["check", "att-svm", *args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
-
-
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2 and "Traceback" not in err, (code, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tverify: error:"), err
-    return lines[0]
+    return invoke("check", "att-svm", *args)
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ parsing, resource guards, consistent options, never a traceback. In-process thro
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
@@ -14,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proofs_checks.cli import main
+from tests.cli_helpers import invoke, one_line_error
 from proofs_checks.sanity import icl as sicl
 from proofs_checks.sanity._verdict import compare_seed_mean
 from theory import icl as ti
@@ -23,21 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(["check", "icl", *args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
-
-
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2 and "Traceback" not in err, (code, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tverify: error:"), err
-    return lines[0]
+    return invoke("check", "icl", *args)
 
 
 def as_json(*args: str) -> tuple[int, dict]:
