@@ -55,6 +55,7 @@ __all__ = [
     "correlation",
     "softmax_mass",
     "loss_and_grad",
+    "loss_and_scaled_grad",
     "infimum_loss",
     "TrainResult",
     "train",
@@ -662,6 +663,45 @@ def loss_and_grad(W: torch.Tensor, X, z, y, v, lam: float = 0.0):
     return loss, grad, s
 
 
+def loss_and_scaled_grad(W: torch.Tensor, X, z, y, v, lam: float = 0.0):
+    """The gradient of :func:`loss_and_grad` factored as ``∇L = e^{c} G̃`` with ``‖G̃‖ = O(1)``
+    however saturated the softmax, for an exact normalised direction ``G̃/‖G̃‖ = ∇L/‖∇L‖``.
+
+    Per batch member, ``c = max_{i, t ≠ o_i} log S_{it}`` is the log of the largest softmax tail
+    term (``o_i`` the argmax token of sequence i), computed by ``log_softmax`` (no underflow). With
+    ``w_t = e^{log S_t − c} ≤ 1`` on the tail tokens (``w_o = 0``), the terms ``h_t = S_t Σ_τ S_τ(g_t − g_τ)``
+    of the gradient divided by ``e^c`` are ``w_t Σ_τ S_τ (g_t − g_τ)`` (tail) and
+    ``S_o Σ_τ w_τ (g_o − g_τ)`` (argmax): O(1), with no e^{−c} ever formed. The unscaled gradient
+    drops below float64's eps once the tails are ~1e-16 (and underflows at ~1e-308), where
+    ``∇L/(‖∇L‖ + eps)`` freezes the run; ``G̃`` does not. Tail terms more than ~745 nats below
+    the largest one underflow to 0 in ``w``: they are below float64 resolution relative to it.
+
+    Returns ``(loss (B,), G̃ (B,d,d), c (B,), s (B,n,T))``.
+    """
+    Wz = torch.einsum("bde,bne->bnd", W, z)
+    logs = torch.log_softmax((X * Wz[:, :, None, :]).sum(-1), dim=-1)
+    s = logs.exp()
+    a = torch.einsum("bnt,bntd->bnd", s, X)
+    if lam:
+        f = torch.einsum("bnd,bd->bn", a, v) - lam * (a * a).sum(-1)
+        g = torch.einsum("bntd,bnd->bnt", X, v[:, None, :] - 2 * lam * a)
+    else:
+        g = torch.einsum("bntd,bd->bnt", X, v)
+        f = (s * g).sum(-1)
+    n, T = X.shape[1], X.shape[2]
+    u = -y * f
+    loss = torch.nn.functional.softplus(u).mean(-1)
+    cy = -y * torch.sigmoid(u) / n
+    top = torch.nn.functional.one_hot(logs.argmax(-1), T).bool()
+    tail = logs.masked_fill(top, -math.inf)
+    c = tail.amax((-1, -2))  # (B,)
+    w = torch.exp(tail - c[:, None, None])  # 0 at the argmax, ≤ 1 on the tails
+    diff = g[..., :, None] - g[..., None, :]  # (B,n,T,T): g_t − g_τ
+    h = torch.where(top, s * torch.einsum("bnu,bntu->bnt", w, diff), w * torch.einsum("bnu,bntu->bnt", s, diff))
+    xh = (X * (cy[..., None] * h)[..., None]).sum(2)
+    return loss, xh.transpose(1, 2) @ z, c, s
+
+
 def infimum_loss(y, X, v) -> torch.Tensor:
     """``inf_W L(W) = (1/n) Σ softplus(−γ_{i,opt})`` (all attention on the optimal token), (B,)."""
     gam = y[..., None] * torch.einsum("bntd,bd->bnt", X, v)
@@ -686,7 +726,9 @@ class TrainResult:
     the reference code records); selected (B,n) argmax token at the end; s (B,n,T) final softmax;
     settled (B,) the first iteration from which the argmax token of every sequence stays the final
     ``selected`` (1 when it never changed): a run that left one token set for another converges
-    toward the new set's Att-SVM only from there on.
+    toward the new set's Att-SVM only from there on. log10_grad_norm (iters,B): log10 ‖∇_W L(W_k)‖_F
+    of the true (unscaled) gradient, finite below float64's smallest number when it came from the
+    scaled gradient (stable "ngd"; else −inf once ∇L underflows).
     """
 
     W: np.ndarray
@@ -701,6 +743,7 @@ class TrainResult:
     param: str
     iters: int
     settled: np.ndarray | None = None
+    log10_grad_norm: np.ndarray | None = None
 
     def iterations_to(self, level: float, target: str) -> np.ndarray:
         """First iteration (1-based) from which the correlation stays ≥ ``level``; ``iters + 1``
@@ -746,14 +789,20 @@ def _cpu_threads(device: torch.device, n: int = 1):
 def train(data: AttSVMInstance | Sequence[AttSVMInstance], *, method: str = "ngd", lr: float = 0.1,
           iters: int = 1000, param: str = "W", B: int | None = None, init: Any = 0.01, seed: int = 0,
           targets: dict[str, np.ndarray] | None = None, opt: np.ndarray | None = None, lam: float = 0.0,
-          device: str = "cpu", eps: float = float(np.finfo(np.float64).eps)) -> TrainResult:
+          device: str = "cpu", eps: float = float(np.finfo(np.float64).eps), stable: bool = True) -> TrainResult:
     """Train ``W`` (``param="W"``) or ``(K, Q)`` with ``W = K Qᵀ`` (``param="KQ"``), all batch
     members at once (one instance per seed, or one instance repeated ``B`` times with different
     initialisations).
 
-    method  "gd": ``W ← W − lr ∇L``;  "ngd": ``W ← W − lr ∇L/(‖∇L‖_F + eps)`` (each of K, Q
-            normalised separately, as the reference code does);  "polyak": ``lr·(L − L*)/‖∇L‖²``
-            with ``L* = inf L`` (computed without cancellation).
+    method  "gd": ``W ← W − lr ∇L``;  "ngd": ``W ← W − lr ∇L/‖∇L‖_F`` (each of K, Q normalised
+            separately, as the reference code does);  "polyak": ``lr·(L − L*)/‖∇L‖²`` with
+            ``L* = inf L`` (computed without cancellation).
+    stable  "ngd" only. True: the direction is computed from the scaled gradient ``G̃ = e^{−c}∇L``
+            of :func:`loss_and_scaled_grad` as ``G̃/(‖G̃‖ + eps)`` (‖G̃‖ = O(1), so eps is only a
+            guard against an exactly zero gradient): exact however saturated the softmax. False:
+            the reference code's ``∇L/(‖∇L‖ + eps)``, which freezes once ``‖∇L‖`` falls below
+            ``eps`` (tails ~1e-16; for (K,Q) on small instances after ~150–200 iterations at
+            lr 0.1, ‖W‖ ≈ 170).
     targets name → (d,d) or (B,d,d) directions whose correlation is recorded every iteration.
     init    a float (Gaussian scale), "linear_default" (torch.nn.Linear's init), or a (d,d) array.
     """
@@ -776,24 +825,30 @@ def train(data: AttSVMInstance | Sequence[AttSVMInstance], *, method: str = "ngd
         return p[0] if param == "W" else p[0] @ p[1].transpose(-1, -2)
 
     with _cpu_threads(dev):
-        return _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg, opt_t)
+        return _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg, opt_t, stable)
 
 
-def _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg, opt_t) -> TrainResult:
+def _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg, opt_t, stable) -> TrainResult:
     Bn, dev = X.shape[0], X.device
     corr = {k: torch.empty(iters, Bn, dtype=torch.float64, device=dev) for k in tg}
-    norms, losses, omass, mmass = (torch.empty(iters, Bn, dtype=torch.float64, device=dev) for _ in range(4))
+    norms, losses, omass, mmass, lgn = (torch.empty(iters, Bn, dtype=torch.float64, device=dev) for _ in range(5))
     settled = torch.ones(Bn, dtype=torch.long, device=dev)
     prev = None
+    scaled = method == "ngd" and stable
     for k in range(iters + 1):
         W = W_of(params)
-        loss, G, s = loss_and_grad(W, X, z, y, v, lam)
+        if scaled:  # ∇L = e^c G: the normalised step uses G, exact however saturated the softmax
+            loss, G, c, s = loss_and_scaled_grad(W, X, z, y, v, lam)
+        else:
+            loss, G, s = loss_and_grad(W, X, z, y, v, lam)
+            c = torch.zeros(Bn, dtype=torch.float64, device=dev)
         am = s.argmax(-1)
         if prev is not None:  # W_k's selection differs from W_{k−1}'s: settled no earlier than k
             settled = torch.where((am != prev).any(-1), torch.full_like(settled, max(k, 1)), settled)
         prev = am
         if k > 0:  # metrics of the iterate W_k (k = 1..iters), from this evaluation
             norms[k - 1] = torch.linalg.norm(W, dim=(-2, -1))
+            lgn[k - 1] = (c + torch.log(torch.linalg.norm(G, dim=(-2, -1)))) / math.log(10.0)
             losses[k - 1] = loss
             mmass[k - 1] = s.max(-1).values.mean(-1)
             if opt_t is not None:
@@ -822,7 +877,7 @@ def _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg
     np_ = lambda t: t.detach().cpu().numpy()
     return TrainResult(np_(W), {k: np_(c) for k, c in corr.items()}, np_(norms), np_(losses),
                        np_(omass) if opt_t is not None else np.full((iters, Bn), np.nan), np_(mmass),
-                       np_(s.argmax(-1)), np_(s), method, param, iters, np_(settled))
+                       np_(s.argmax(-1)), np_(s), method, param, iters, np_(settled), np_(lgn))
 
 
 def selected_sets(s: np.ndarray, threshold: float = 1e-3) -> np.ndarray:

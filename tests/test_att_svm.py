@@ -304,3 +304,80 @@ def test_certificate_rejects_perturbed_points():
         assert not bad["passed"] and bad["certified_gap"] >= 0.009
         # infeasible direction: a margin ≤ 0 gives an infinite certified gap
         assert ns.certified_gap(-res.W, res.A, res.duals, norm) == np.inf
+
+
+# --- stable normalised direction (saturated softmax) -----------------------------------------
+
+
+def _mp_direction(W, inst, dps):
+    """∇L/‖∇L‖ in mpmath at ``dps`` digits from the textbook formula h_t = s_t (g_t − Σ s_τ g_τ)
+    (no difference-of-scores rewriting, no scaling): an independent reference."""
+    import mpmath as mp
+
+    with mp.workdps(dps):
+        n, T, d = inst.X.shape
+        G = [[mp.mpf(0)] * d for _ in range(d)]
+        for i in range(n):
+            x = [[mp.mpf(float(a)) for a in row] for row in inst.X[i]]
+            zi = [mp.mpf(float(a)) for a in inst.z[i]]
+            Wz = [mp.fsum(mp.mpf(float(W[a, b])) * zi[b] for b in range(d)) for a in range(d)]
+            l = [mp.fsum(x[t][a] * Wz[a] for a in range(d)) for t in range(T)]
+            e = [mp.exp(lt - max(l)) for lt in l]
+            s = [et / mp.fsum(e) for et in e]
+            g = [mp.fsum(x[t][a] * mp.mpf(float(inst.v[a])) for a in range(d)) for t in range(T)]
+            f = mp.fsum(st * gt for st, gt in zip(s, g))
+            c = -float(inst.y[i]) / (1 + mp.exp(float(inst.y[i]) * f)) / n
+            for t in range(T):
+                h = c * s[t] * (g[t] - f)
+                for a in range(d):
+                    for b in range(d):
+                        G[a][b] += h * x[t][a] * zi[b]
+        nrm = mp.sqrt(mp.fsum(G[a][b] ** 2 for a in range(d) for b in range(d)))
+        return np.array([[float(G[a][b] / nrm) for b in range(d)] for a in range(d)]), float(mp.log10(nrm))
+
+
+def test_scaled_gradient_direction_is_exact_however_saturated():
+    inst = ns.make_instance(2, 3, 3, seed=3)
+    Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+    X, z, y, v = ns._as_batch(inst, 1, torch.device("cpu"))
+    noise = np.random.default_rng(0).normal(size=(3, 3))
+    for r in (30.0, 3000.0):  # logit gaps ~30 (∇L ≈ 1e-14, below eps) and ~3000 (∇L ≈ 1e-1300: 0 in float64)
+        W = r * Wmm + noise
+        ref, log10_norm = _mp_direction(W, inst, dps=int(r) + 60)  # the gap's digits cancel in g_opt − Σ s g
+        _, Gs, c, _ = ns.loss_and_scaled_grad(torch.as_tensor(W)[None], X, z, y, v)
+        Gs = Gs[0].numpy()
+        assert np.abs(Gs / np.linalg.norm(Gs) - ref).max() <= 1e-13
+        assert abs((c.item() + np.log(np.linalg.norm(Gs))) / np.log(10) - log10_norm) <= 1e-10
+        _, G, _ = ns.loss_and_grad(torch.as_tensor(W)[None], X, z, y, v)
+        if r == 3000.0:
+            assert torch.linalg.norm(G).item() == 0.0  # the unscaled gradient has underflowed
+
+
+@settings(max_examples=5)
+@given(seeds, st.sampled_from([0.0, 0.4]), st.sampled_from([0.1, 3.0, 20.0]))
+def test_scaled_gradient_times_exp_c_is_the_gradient(seed, lam, r):
+    inst = ns.make_instance(3, 4, 5, seed=seed % 10000)
+    X, z, y, v = ns._as_batch(inst, 2, torch.device("cpu"))
+    W = r * torch.randn(2, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    loss, G, s = ns.loss_and_grad(W, X, z, y, v, lam)
+    loss2, Gs, c, s2 = ns.loss_and_scaled_grad(W, X, z, y, v, lam)
+    assert torch.allclose(loss, loss2, rtol=1e-14, atol=0) and torch.allclose(s, s2, rtol=1e-12, atol=1e-300)
+    back = torch.exp(c)[:, None, None] * Gs
+    assert torch.all(torch.linalg.norm(back - G, dim=(-2, -1)) <= 1e-12 * torch.linalg.norm(G, dim=(-2, -1)) + 1e-300)
+    assert torch.all(c <= np.log(0.5) + 1e-12)  # the largest tail term is at most 1/2
+
+
+def test_stable_ngd_keeps_moving_where_the_eps_normalised_step_freezes():
+    inst = ns.make_instance(2, 3, 4, seed=0, setting="global")
+    nu = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc").W
+    runs = {stable: ns.train(inst, method="ngd", lr=0.1, iters=400, param="KQ", B=2, init=0.01, targets={"nuc": nu},
+                             stable=stable) for stable in (False, True)}
+    eps = np.log10(np.finfo(np.float64).eps)
+    frozen, moving = runs[False], runs[True]
+    # reference code's step: ‖∇L‖ < eps by iteration ~100, then ‖W‖ barely moves
+    assert np.all(frozen.log10_grad_norm[150] < eps)
+    assert np.all(frozen.norm[-1] - frozen.norm[199] < 3.0)
+    # scaled gradient: ‖K‖, ‖Q‖ each grow ~lr per step, so ‖W‖ = ‖KQᵀ‖ grows ~k² (×3.9 from k = 200 to 400)
+    assert np.all(moving.norm[-1] > 3 * moving.norm[199]) and np.all(moving.log10_grad_norm[-1] < -300)
+    assert np.all(np.isfinite(moving.log10_grad_norm))
+    assert np.all(1 - moving.corr["nuc"][-1] < 1 - frozen.corr["nuc"][-1])
