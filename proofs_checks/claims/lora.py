@@ -154,7 +154,7 @@ def _trained(form, ctx) -> CheckResult:
     errs = {
         "init_output_vs_base": init_gap,
         "base_weight_changed": float((params["base.weight"].detach() - W0).abs().max()),
-        "base_bias_changed": float((params["base.bias"] - b0).abs().max()),
+        "base_bias_changed": float((params["base.bias"].detach() - b0).abs().max()),
         "merged_vs_unmerged": float((ym - yu).abs().max() / largest(1.0, float(yu.abs().max()))),
         "singular_values_beyond_r": float((sv[:, r:].max(dim=1).values / sv[:, 0].clamp_min(1.0)).max()),
     }
