@@ -52,7 +52,8 @@ def _inst(n, T, d, seed, setting="generic", local_slack=0.0, queries="random"):
 @lru_cache(maxsize=None)
 def _kq_instance(seed: int):
     """A small instance (n=2, T=3, d=4) on which the Frobenius and nuclear solutions differ
-    (correlation < 0.92): the (K,Q) claims must tell them apart."""
+    (correlation < 0.92): the (K,Q) regularisation-path check's instance (svm.gd_direction's
+    ngd_KQ draws its own from the seed: :func:`_kq_instances`)."""
     for k in range(50):
         inst = ns.make_instance(2, 3, 4, seed=seed + k, setting="global")
         f = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
@@ -512,13 +513,19 @@ register(Claim(
 def _gd_global(form, ctx):
     """Normalised GD (lr 0.1, as the reference code) from small init, several inits batched, in
     the global regime (equal non-optimal scores): ‖W_k‖ grows, attention → opt, correlation with
-    form's limit ≥ 0.99 within the measured iteration count."""
+    form's limit ≥ 0.99 within the measured iteration count. The run (form-independent) is a cached
+    reference; its curve is recorded against numerics' W^mm, the final W against form's limit."""
     seed = ctx.seed_for()
     inst = _inst(5, 6, 8, seed % 1000, "global")
     iters, B = ctx.size(1000, 2000), ctx.size(4, 16)
+
+    def run():
+        Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+        return ns.train(inst, method="ngd", lr=0.1, iters=iters, B=B, seed=seed, init=0.01, opt=inst.opt,
+                        targets={"mm": Wmm}, device=ctx.device)
+
+    r = ctx.reference("ngd_global", run, iters, B)
     target = form["limit"](inst, inst.opt, "W")
-    r = ns.train(inst, method="ngd", lr=0.1, iters=iters, B=B, seed=seed, init=0.01, opt=inst.opt,
-                 targets={"mm": target}, device=ctx.device)
     c = _cos(r.W, target)
     reach = r.iterations_to(0.99, "mm")
     _figure(ctx, "ngd_corr", {f"init {b}": (np.arange(1, iters + 1), r.corr["mm"][:, b]) for b in range(smallest(4, B))}, "corr(W_k, W^mm)")
@@ -529,59 +536,160 @@ def _gd_global(form, ctx):
     return compare(worst(errs), 0.01, "TLTO'23 / VDT'24 global convergence; 1 − corr ≤ 0.01 after the iteration budget",
                    seeds=[seed], sizes={"n": 5, "T": 6, "d": 8, "iters": iters, "B": B}, device=ctx.device,
                    details={**errs, "final_corr": c.tolist(), "norm_final": r.norm[-1].tolist(),
-                            "iterations_to_0.99": reach.tolist()})
+                            "iterations_to_0.99 (vs numerics' W^mm; iters+1 = not reached)": reach.tolist(),
+                            "log10_grad_norm_final": r.log10_grad_norm[-1].tolist()})
 
 
-LOCAL_SLACK, LOCAL_INIT = 0.5, 5.0
+LOCAL_SLACK, LOCAL_CORR0, LOCAL_RHO = 0.5, 0.9, 4.0
+
+
+def _local_start(Wl: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
+    """B initialisations ``W_0 = ρ‖W_l‖(c₀ Ŵ_l + √(1 − c₀²) N̂_b)`` (ρ = LOCAL_RHO, c₀ = LOCAL_CORR0):
+    correlation exactly c₀ with W^mm_local, N̂_b a Gaussian direction orthogonal to it; (B,d,d)."""
+    Wh = Wl / np.linalg.norm(Wl)
+    N = rng.normal(size=(B,) + Wl.shape)
+    N -= np.einsum("bij,ij->b", N, Wh)[:, None, None] * Wh
+    N /= np.linalg.norm(N, axis=(1, 2))[:, None, None]
+    return LOCAL_RHO * np.linalg.norm(Wl) * (LOCAL_CORR0 * Wh + np.sqrt(1 - LOCAL_CORR0 ** 2) * N)
 
 
 def _gd_local(form, ctx):
-    """Local regime: NGD started in the cone of a locally-optimal token set converges there; each
-    run's selected set (argmax attention at the end) is detected and its direction is checked
-    against the Att-SVM for THAT set (whether it is the constructed local set, opt, or another).
+    """Local regime: NGD started in the cone of a locally-optimal token set, at correlation 0.9 with
+    its Att-SVM W^mm_local (1 − corr = 0.1, ten times the tolerance) and ‖W_0‖ = 4‖W^mm_local‖,
+    converges in direction; each run's selected set (argmax attention at the end) is detected and
+    its final direction is checked against the Att-SVM for THAT set (the constructed local set, opt,
+    or another). Starting and final correlations with form's limit are both reported.
 
     Regime (TLTO'23 Thm 3): local convergence holds from inside a cone around W^mm_local whose width
     shrinks to 0 as the margin of a higher-score token under W^mm_local approaches 1. The instance
-    therefore requires that margin ≥ 1 + LOCAL_SLACK (0.5), and the runs start at LOCAL_INIT (5)·
-    W^mm_local plus 5% noise. (Measured on 60 base seeds × 3 runs: with slack 0 and init 3·W^mm_local
-    a quarter of the runs drifted out, some switching set only after ~600 iterations, too late for
-    the direction to settle within the budget; with slack 0.5 and init 5· none left the set.)"""
+    therefore requires that margin ≥ 1 + LOCAL_SLACK (0.5). Start and budget measured on instance
+    seeds 0–59 (stable normalised direction): at correlation 0.9, ‖W_0‖ = 4‖W^mm_local‖, 7/180 runs
+    (B = 3) switched set, the last at iteration 275; the worst 1 − corr with the selected set's
+    Att-SVM was 0.0033 after 2000 iterations (median 5e-4; 0.008 after 1200), and 0.0029 after 2000
+    with B = 8 (instance seeds 0–39). Runs that switch set restart their convergence there, which
+    sets the budget. Starting closer to 0 (‖W_0‖ = ‖W^mm_local‖) every run left the local set;
+    starting at correlation 0.85 left 1 − corr up to 0.044 after 800 iterations.
+    (Before: W_0 = 5·W^mm_local, 1 − corr ≈ 5e-5 before any step: nothing was tested.)"""
     seed = ctx.seed_for()
     inst = _inst(4, 5, 8, seed % 1000, "local", LOCAL_SLACK)
-    Wl = ns.solve_att_svm(inst.X, inst.z, inst.local).W
-    rng = ctx.rng("init")
-    B = ctx.size(3, 8)
-    iters = ctx.size(800, 1500)
-    W0 = LOCAL_INIT * Wl + 0.05 * np.linalg.norm(Wl) * rng.normal(size=(B,) + Wl.shape) / Wl.shape[0]
-    r = ns.train(inst, method="ngd", lr=0.1, iters=iters, B=B, init=W0, seed=seed, device=ctx.device)
+    B, iters = ctx.size(3, 8), ctx.size(2000, 2500)
+
+    def run():
+        Wl = ns.solve_att_svm(inst.X, inst.z, inst.local).W
+        W0 = _local_start(Wl, ctx.rng("init"), B)
+        r = ns.train(inst, method="ngd", lr=0.1, iters=iters, B=B, init=W0, seed=seed, targets={"local": Wl},
+                     device=ctx.device)
+        return W0, r
+
+    W0, r = ctx.reference("ngd_local", run, B, iters)
     sel = r.selected
-    errs = {}
+    errs, start, final = {}, [], []
     for b in range(B):
         target = form["limit"](inst, sel[b], "W")
-        errs[f"run{b}"] = float(1 - _cos(r.W[b], target))
+        final.append(float(_cos(r.W[b], target)))
+        start.append(float(_cos(W0[b], target)))
+        errs[f"run{b}"] = 1.0 - final[-1]
     in_local = np.all(sel == inst.local, axis=1)
     in_opt = np.all(sel == inst.opt, axis=1)
-    return compare(worst(errs), 0.01, "local convergence (TLTO'23 Thm 3): 1 − corr with the selected set's Att-SVM ≤ 0.01 at "
-                   "‖W_k‖ ≈ 80 ≈ 25‖W^mm‖ (measured ≤ 0.002 over 180 runs; the gap decays like ‖W^⊥‖²/‖W_k‖²)",
+    reach = r.iterations_to(0.99, "local")
+    _figure(ctx, "ngd_local_corr", {f"run {b}": (np.arange(1, iters + 1), r.corr["local"][:, b]) for b in range(smallest(4, B))},
+            "corr(W_k, W^mm_local)", logx=True)
+    return compare(worst(errs), 0.01, "local convergence (TLTO'23 Thm 3): 1 − corr with the selected set's Att-SVM ≤ 0.01 "
+                   "after the budget, from 1 − corr = 0.1 at the start (measured ≤ 0.0033 over 60 instances at 2000 "
+                   "iterations; 1 − corr decays like ‖W^⊥‖²/‖W_k‖²)",
                    seeds=[seed], sizes={"n": 4, "T": 5, "d": 8, "B": B, "iters": iters}, device=ctx.device,
-                   details={**errs, "runs_in_local_set": int(in_local.sum()), "runs_at_opt": int(in_opt.sum()),
+                   details={**errs, "start_corr_with_form": start, "final_corr_with_form": final,
+                            "start_norm_over_norm_Wmm_local": LOCAL_RHO, "final_norm": r.norm[-1].tolist(),
+                            "iterations_to_0.99_vs_W^mm_local (iters+1 = not reached; runs that left the set never)": reach.tolist(),
+                            "runs_in_local_set": int(in_local.sum()), "runs_at_opt": int(in_opt.sum()),
                             "runs_in_other_set": int((~in_local & ~in_opt).sum()),
                             "selection_settled_at_iteration": r.settled.tolist(), "selected": sel.tolist(),
                             "local": inst.local.tolist(), "opt": inst.opt.tolist()})
 
 
+KQ_SIZE, KQ_INSTANCES, KQ_FRO_NUC_MAX = (2, 5, 8), 5, 0.92
+
+
+def _kq_instances(seed: int, count: int = KQ_INSTANCES):
+    """``count`` instances of size KQ_SIZE drawn from ``seed`` ("global" setting), each the first
+    draw (instance seeds seed·1000 + j, j = 0, 1, …) whose Frobenius and nuclear Att-SVM solutions
+    have correlation < KQ_FRO_NUC_MAX, so that the (K,Q) check can tell them apart. Returns
+    (instances, nuclear results, instance seeds, Frobenius–nuclear correlations)."""
+    insts, nucs, sds, cfn = [], [], [], []
+    base = (seed % 100000) * 1000
+    j = 0
+    while len(insts) < count:
+        if j >= 50 * count:
+            raise RuntimeError(f"no {KQ_SIZE} instance with distinct Frobenius and nuclear solutions near seed {seed}")
+        inst = ns.make_instance(*KQ_SIZE, seed=base + j, setting="global")
+        f = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+        nu = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc")
+        c = float(ns.correlation(f, nu.W))
+        if c < KQ_FRO_NUC_MAX:
+            insts.append(inst), nucs.append(nu), sds.append(base + j), cfn.append(c)
+        j += 1
+    return insts, nucs, sds, cfn
+
+
 def _gd_KQ(form, ctx):
-    """NGD on (K,Q) (each gradient normalised, as the reference code) aligns with form's (K,Q)
-    limit on an instance where the nuclear and Frobenius solutions differ."""
-    inst, sd, fro_nuc = _kq_instance(0)  # fixed: an instance where the two solutions differ (see _kq_instance)
-    target = form["limit"](inst, inst.opt, "KQ")
-    B = ctx.size(4, 8)
-    r = ns.train(inst, method="ngd", lr=0.1, iters=ctx.size(1500, 2500), param="KQ", B=B, seed=sd, init=0.01, device=ctx.device)
-    c = _cos(r.W, target)
-    cf = _cos(r.W, ns.solve_att_svm(inst.X, inst.z, inst.opt).W)
-    return compare(float(np.max(1 - c)), 0.02, "(K,Q) GD → nuclear Att-SVM direction; 1 − corr ≤ 0.02 after the budget (slower than W)",
-                   seeds=[sd], sizes={"n": 2, "T": 3, "d": 4, "B": B}, device=ctx.device,
-                   details={"corr": c.tolist(), "corr_fro": cf.tolist(), "corr_fro_nuc_solutions": fro_nuc})
+    """NGD on (K,Q) (each gradient normalised, as the reference code, with the direction computed
+    stably: numerics.loss_and_scaled_grad) on KQ_INSTANCES instances drawn from the seed, each
+    with distinct Frobenius and nuclear solutions; B inits per instance, one batch.
+
+    Error: the median over instances of the worst run's 1 − corr(W_k, form's (K,Q) limit). Not the
+    worst instance, because (K,Q) GD → W^mm_* is not a theorem for GD (TLTO'23 prove it for the
+    regularisation path; GD on the 2-homogeneous (K,Q) model converges to a KKT point of the
+    factorised margin problem, which need not be the nuclear optimum): at n=2, T=5, d=8 after 2500
+    iterations (B = 4), 4 of 100 instances had a worst init above 0.02 (0.041–0.052, still
+    decreasing slowly; the margin-normalised nuclear norm 1–2% above the optimum), the 90th
+    percentile was 0.0094, the median 5e-4; at n=2, T=3, d=4 it was 5 of 30 (one stuck at
+    1 − corr 0.7, rank 1 against a rank-2 optimum, unchanged after 20000 iterations). Over base
+    seeds 0–15 (quick) the median-of-5 ratio stayed ≤ 0.31. Every instance is reported: its runs'
+    1 − corr, nuclear-norm excess, correlation with the Frobenius solution, and where the
+    reference code's ∇L/(‖∇L‖ + eps) would have frozen.
+
+    float64: with the eps-normalised step every run froze once ‖∇L‖ < eps (iteration 85–97 here,
+    ‖W‖ ≈ 65–190); with the scaled gradient the direction is exact (vs mpmath: 2e-15 at
+    ‖∇L‖ ≈ 1e-1300) and ‖W_k‖ grows to ~1.5e4 (log10 ‖∇L‖ ≈ −2300 to −3100) within the quick
+    budget. float64 then limits only tail terms > 745 nats below the largest one (dropped: below
+    float64 resolution relative to it). What remains at large ‖W‖ is the fixed step: on the old
+    n=2, T=3, d=4 instance 1 − corr bottoms out near ‖W‖ ≈ 1e3–1e4 and rises to 1.2e-4 at
+    ‖W‖ = 5e5 with lr 0.1, 7e-5 with lr 0.05, 2.5e-5 with lr 0.025: discretisation, not rounding."""
+    seed = ctx.seed_for()
+    B, iters = ctx.size(4, 8), ctx.size(1500, 2500)
+
+    def run():
+        insts, nucs, sds, cfn = _kq_instances(seed)
+        r = ns.train([i for i in insts for _ in range(B)], method="ngd", lr=0.1, iters=iters, param="KQ", seed=seed,
+                     init=0.01, targets={"nuc": np.stack([nu.W for nu in nucs for _ in range(B)])}, device=ctx.device)
+        return insts, nucs, sds, cfn, r
+
+    insts, nucs, sds, cfn, r = ctx.reference("ngd_KQ", run, B, iters)
+    per, det = [], []
+    eps = float(np.finfo(np.float64).eps)
+    for j, inst in enumerate(insts):
+        rows = slice(j * B, (j + 1) * B)
+        target = form["limit"](inst, inst.opt, "KQ")
+        c = _cos(r.W[rows], target)
+        per.append(float(np.max(1 - c)))
+        W = r.W[rows]
+        m = np.einsum("kij,bij->bk", nucs[j].A, W)
+        excess = [float(np.linalg.norm(W[b] / m[b].min(), "nuc") / nucs[j].value - 1) for b in range(B)]
+        lg = r.log10_grad_norm[:, rows]
+        below = lg < np.log10(eps)
+        frozen_at = [int(np.argmax(below[:, b]) + 1) if below[:, b].any() else None for b in range(B)]
+        det.append({"instance_seed": sds[j], "corr_fro_nuc_solutions": cfn[j], "one_minus_corr": (1 - c).tolist(),
+                    "nuclear_norm_excess_of_margin_normalised_W_k": excess,
+                    "corr_with_fro": _cos(W, ns.solve_att_svm(inst.X, inst.z, inst.opt).W).tolist(),
+                    "norm_W_final": r.norm[-1, rows].tolist(), "log10_grad_norm_final": lg[-1].tolist(),
+                    "iteration_where_grad_norm_fell_below_eps (eps-normalised step froze)": frozen_at,
+                    "selected_is_opt": bool(np.all(r.selected[rows] == inst.opt))})
+    err = float(np.median(per))
+    return compare(err, 0.02, "(K,Q) GD → nuclear Att-SVM direction on most instances; median over instances of the "
+                   "worst init's 1 − corr ≤ 0.02 after the budget (90th percentile 0.008 over 80 instances)",
+                   seeds=[seed] + sds, sizes={"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "instances": len(insts),
+                                              "B": B, "iters": iters},
+                   device=ctx.device, details={"worst_one_minus_corr_per_instance": per, "instances": det})
 
 
 register(Claim(
