@@ -365,6 +365,9 @@ def test_scaled_gradient_times_exp_c_is_the_gradient(seed, lam, r):
     back = torch.exp(c)[:, None, None] * Gs
     assert torch.all(torch.linalg.norm(back - G, dim=(-2, -1)) <= 1e-12 * torch.linalg.norm(G, dim=(-2, -1)) + 1e-300)
     assert torch.all(c <= np.log(0.5) + 1e-12)  # the largest tail term is at most 1/2
+    if lam == 0.0:  # the Polyak numerator, scaled the same way
+        exc = ns._excess_loss(s, y, X, v)
+        assert torch.allclose(ns._scaled_excess_loss(W, X, z, y, v, c) * torch.exp(c), exc, rtol=1e-10, atol=1e-300)
 
 
 def test_stable_ngd_keeps_moving_where_the_eps_normalised_step_freezes():
@@ -395,3 +398,35 @@ def test_local_start_is_far_from_the_threshold_and_inside_the_set():
     stay = np.all(r.selected == inst.local, axis=1)
     assert stay.mean() >= 0.75  # most runs stay in the local set (measured: 7/180 left over 60 instances)
     assert np.all(r.corr["local"][-1][stay] > r.corr["local"][0][stay]) and np.all(r.corr["local"][-1][stay] > 0.98)
+
+
+def test_stable_polyak_goes_past_the_float64_gradient_floor():
+    inst = ns.make_instance(5, 6, 8, seed=0, setting="global", queries="orthogonal")
+    Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+    plain, scaled = (ns.train(inst, method="polyak", lr=1.0, iters=1500, B=1, init=0.01, targets={"mm": Wmm}, stable=st)
+                     for st in (False, True))
+    # plain: (L − L*)/(‖∇L‖² + 1e-300) freezes once ‖∇L‖ < 1e-150 (measured: 1 − corr stuck at 1.9e-5)
+    assert plain.log10_grad_norm[-1, 0] > -160 and abs(plain.corr["mm"][-1, 0] - plain.corr["mm"][1099, 0]) < 1e-7
+    assert scaled.log10_grad_norm[-1, 0] < -300 and 1 - scaled.corr["mm"][-1, 0] < 0.3 * (1 - plain.corr["mm"][-1, 0])
+
+
+def test_fast_rates_slopes_and_uncensored_counts():
+    from proofs_checks.claims.att_svm import _fit_slope
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import get_claim
+    from proofs_checks.runner import run_claim
+
+    k = np.arange(1, 2001)
+    slope, used = _fit_slope(k, 3.0 * k ** -1.7, 200, 2000)
+    assert abs(slope + 1.7) < 1e-12 and used >= 20
+    assert np.isnan(_fit_slope(k, np.full(2000, 1e-17), 200, 2000)[0])  # below float64 resolution: no slope
+    res = run_claim(get_claim("svm.fast_rates"), RunContext(mode="quick", seed=0), with_derivation=False)
+    d = res.checks[0].result.details
+    K = res.checks[0].result.sizes["K"]
+    for name in ("ngd", "polyak"):
+        assert isinstance(d["iterations_to_0.99"][name], int) and d["iterations_to_0.99"][name] <= K
+    gd = d["iterations_to_0.99"]["gd"]
+    # GD never reaches 0.99 here: reported as a lower bound in words, never as a count equal to a budget
+    assert isinstance(gd, str) and f"lower bound {K + 1}" in gd
+    assert d["methods"]["gd"]["log10_iterations_to_0.99_extrapolated_estimate (power law from the slowest init's slope)"] > 6
+    assert d["slopes"]["ngd"] < -1 and d["slopes"]["polyak"] < -1 and d["slopes"]["gd"] > -0.5

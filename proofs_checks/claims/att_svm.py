@@ -4,6 +4,7 @@ theory/att_svm.py and numerics/att_svm.py to checks, tolerances and mutants."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -712,41 +713,88 @@ register(Claim(
 # svm.fast_rates (evidence)   form: {name: (method, lr)} optimiser configurations
 
 
+RATE_LEVEL = 0.99
+
+
+def _fit_slope(k: np.ndarray, gap: np.ndarray, lo: int, hi: int, floor: float = 1e-12) -> tuple[float, int]:
+    """Least-squares slope of log(1 − corr) against log k over 24 log-spaced iterations in
+    [lo, hi] (1-based), ignoring points below ``floor`` (float64 cannot resolve 1 − corr much
+    below 1e-16). Returns (slope, points used); NaN with fewer than 4 points."""
+    ks = np.unique(np.geomspace(lo, hi, 24).astype(int))
+    g = gap[ks - 1]
+    use = g > floor
+    if use.sum() < 4:
+        return float("nan"), int(use.sum())
+    return float(np.polyfit(np.log(ks[use]), np.log(g[use]), 1)[0]), int(use.sum())
+
+
 def _rates(form, ctx):
-    """Iterations until corr(W_k, W^mm) ≥ 0.99 for GD, normalised GD and Polyak (batched inits):
-    supports the claim when NGD and Polyak reach it and GD needs ≥ 5× more (censored counts).
+    """Each optimiser of form (GD, normalised GD, Polyak; batched inits) runs the same budget K;
+    rates are compared as slopes of log(1 − corr(W_k, W^mm)) against log k over the last decade
+    [K/10, K], fitted per init (the slowest init for the fast methods, the fastest for GD).
+
+    Supports the claim when both fast methods' slopes are ≤ −0.5 (the local slope of
+    C log²k/k at k ≈ 10³ is −1 + 2/ln k ≈ −0.7; a 1/log k rate has slope −1/ln k ≈ −0.14), GD's
+    slope is at most a quarter of the slower fast slope, and both fast methods reach corr 0.99
+    within K. Error: the largest of −0.5/s_fast, 4·s_GD/s_fast and (iterations to 0.99)/K of the
+    slower fast method (≤ 1 supports; inf when a fast slope is ≥ 0; for a method that did not
+    reach 0.99 the extrapolated estimate below, which is > K).
+
+    Iterations to corr 0.99 are reported uncensored: a method that never reached it within K is
+    reported as not reached, with the lower bound K + 1 and a power-law extrapolation from its
+    fitted slope, labelled as an estimate (before: GD got exactly 5× the fast methods' budget, so
+    a run that never reached 0.99 gave the ratio 5.0018 by construction).
 
     Regime: the VDT'24 rates are for global convergence, so the instance is drawn where it is
     guaranteed: equal non-optimal scores and orthonormal queries (the loss separates over sequences,
-    each term decreasing in its own s_opt). With random queries about 1 instance in 60 (e.g. base
-    seed 7) has a region where NGD lingers in a non-opt token set for > 4000 iterations and the
-    Polyak step (L − inf L)/‖∇L‖² blows up there (‖W‖ ~ 1e12): not a rate, a different regime.
-    Over 600 such instances NGD needed ≤ 908 iterations (median 426), Polyak ≤ 24."""
+    each term decreasing in its own s_opt). With random queries about 1 instance in 60 has a region
+    where NGD lingers in a non-opt token set for > 4000 iterations. NGD and Polyak use the scaled
+    gradient (numerics.loss_and_scaled_grad): with the plain one Polyak froze at ‖∇L‖ ≈ 1e-150
+    (iteration ~1000, 1 − corr stuck at 2e-5) and its slope would measure float64, not the method."""
     seed = ctx.seed_for()
     inst = _inst(5, 6, 8, seed % 1000, "global", 0.0, "orthogonal")
-    Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
-    iters, B = ctx.size(1500, 3000), ctx.size(4, 16)
-    counts, final, not_opt = {}, {}, {}
-    curves = {}
-    order = sorted(form, key=lambda k: k == "gd")  # the fast methods first: they set GD's budget
-    for name in order:
+    K, B = ctx.size(1500, 3000), ctx.size(4, 16)
+
+    def run(method, lr):
+        Wmm = ns.solve_att_svm(inst.X, inst.z, inst.opt).W
+        r = ns.train(inst, method=method, lr=lr, iters=K, B=B, seed=seed, init=0.01, targets={"mm": Wmm}, device=ctx.device)
+        return 1.0 - r.corr["mm"], r.iterations_to(RATE_LEVEL, "mm"), np.any(r.selected != inst.opt, axis=1)
+
+    slopes, reach, det, curves, over_K = {}, {}, {}, {}, {}
+    for name in ("gd", "ngd", "polyak"):
         method, lr = form[name]
-        budget = iters if name != "gd" else 5 * largest(counts.get("ngd", iters), counts.get("polyak", iters))
-        r = ns.train(inst, method=method, lr=lr, iters=budget, B=B, seed=seed, init=0.01, targets={"mm": Wmm}, device=ctx.device)
-        k = r.iterations_to(0.99, "mm")
-        counts[name] = int(np.max(k))
-        final[name] = float(np.mean(r.corr["mm"][-1]))
-        not_opt[name] = int(np.sum(np.any(r.selected != inst.opt, axis=1)))
-        curves[name] = (np.arange(1, budget + 1), r.corr["mm"].mean(1))
-    _figure(ctx, "rates", curves, "corr(W_k, W^mm)", logx=True)
-    fast = largest(counts["ngd"], counts["polyak"])
-    ratio = counts["gd"] / fast
-    ok = counts["ngd"] <= iters and counts["polyak"] <= iters and ratio >= 5
-    return compare(0.0 if ok else 1.0, 0.5, "evidence: fast methods reach 0.99 within the budget and GD needs ≥ 5× more "
-                   "(GD runs 5× the slower fast count; a count above its budget means not reached: a lower bound)",
-                   seeds=[seed], sizes={"n": 5, "T": 6, "d": 8, "iters": iters, "B": B}, device=ctx.device,
-                   details={"iterations_to_0.99": counts, "final_corr": final, "gd_over_fast_at_least": ratio,
-                            "runs_ending_off_opt": not_opt, "queries": "orthonormal"})
+        gap, k99, off = ctx.reference("run", lambda: run(method, lr), method, lr, K, B)
+        per = [_fit_slope(np.arange(1, K + 1), gap[:, b], K // 10, K) for b in range(B)]
+        s_b = np.array([p[0] for p in per])
+        slopes[name] = float(np.min(s_b)) if name == "gd" else float(worst(s_b))
+        reached = k99 <= K
+        worst_gap = gap[-1].max()
+        entry = {"method": method, "lr": lr, "slope_per_init": s_b.tolist(), "fit_points": [p[1] for p in per],
+                 "one_minus_corr_at_K": gap[-1].tolist(), "runs_ending_off_opt": int(off.sum())}
+        if reached.all():
+            entry["iterations_to_0.99"] = int(k99.max())
+            over_K[name] = float(k99.max()) / K
+        else:
+            s_w = float(np.max(s_b))
+            # power law through the slowest init's last point: K·(gap_K/0.01)^{1/|s|}, in logs (it can exceed float64)
+            log_est = math.log(K) + math.log(worst_gap / (1 - RATE_LEVEL)) / -s_w if s_w < 0 else math.inf
+            entry["iterations_to_0.99"] = (f"not reached within K = {K} by {int((~reached).sum())}/{B} inits: "
+                                           f"lower bound {K + 1}")
+            entry["log10_iterations_to_0.99_extrapolated_estimate (power law from the slowest init's slope)"] = log_est / math.log(10)
+            over_K[name] = math.exp(smallest(log_est, 700.0)) / K
+        reach[name] = entry["iterations_to_0.99"]
+        det[name] = entry
+        curves[f"{name} (slope {slopes[name]:.2f})"] = (np.arange(1, K + 1), np.maximum(gap.max(1), 1e-300))
+    _figure(ctx, "rates", curves, "1 − corr(W_k, W^mm)  (slowest init)", logx=True)
+    s_fast = largest(slopes["ngd"], slopes["polyak"])
+    errs = {"fast_slope_vs_-0.5": (-0.5 / s_fast) if s_fast < 0 else np.inf,
+            "4_x_gd_slope_over_fast_slope": (4 * slopes["gd"] / s_fast) if s_fast < 0 else np.inf,
+            "fast_iterations_to_0.99_over_K": largest(over_K["ngd"], over_K["polyak"])}
+    return compare(worst(errs), 1.0, "evidence: log-log slopes of 1 − corr over [K/10, K]: fast methods ≤ −0.5 "
+                   "(C log²k/k), GD's slope ≤ a quarter of theirs (1/log k), fast methods at 0.99 within K; error = largest of "
+                   "−0.5/s_fast, 4 s_GD/s_fast, k_0.99/K",
+                   seeds=[seed], sizes={"n": 5, "T": 6, "d": 8, "K": K, "B": B}, device=ctx.device,
+                   details={**errs, "slopes": slopes, "iterations_to_0.99": reach, "methods": det, "queries": "orthonormal"})
 
 
 register(Claim(
@@ -756,7 +804,7 @@ register(Claim(
     source=SOURCE + "; Vasudeva, Deora, Thrampoulidis (2024)",
     kind="evidence",
     form={"gd": ("gd", 1.0), "ngd": ("ngd", 0.1), "polyak": ("polyak", 1.0)},
-    checks=(Check("iterations_to_0.99", "trained", _rates, "iterations to correlation 0.99 per optimiser"),),
+    checks=(Check("rate_slopes", "trained", _rates, "log-log slopes of 1 − corr per optimiser; uncensored iterations to 0.99"),),
     mutants=(
         Mutant("ngd_unnormalised", "dropped term", "the 'normalised' step without the normalisation (plain GD)",
                {"gd": ("gd", 1.0), "ngd": ("gd", 0.1), "polyak": ("polyak", 1.0)}),
