@@ -100,21 +100,25 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     return compare(errors, tol, just, **kw)
 
 
-def z_test(estimate: Any, reference: Any, se: Any, *, k: float = K_SIGMA, what: str = "", **kw) -> CheckResult:
-    """Monte Carlo estimates against closed forms: error = max |estimate − reference| / SE,
-    tolerance ``k`` (default :data:`K_SIGMA`). Entries are compared elementwise; a zero or
-    non-finite standard error fails (no power, no pass).
+def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_SIGMA, what: str = "",
+           **kw) -> CheckResult:
+    """Monte Carlo (or across-seed) estimates against closed forms: ``measurements`` maps a label to
+    ``(estimate, standard error, form's value)``; error = the largest ``|estimate − form| / SE``,
+    tolerance ``k`` (default :data:`K_SIGMA`). A zero or non-finite SE fails (no power, no pass).
+    The details hold every label's estimate, SE, form value and z.
 
-    >>> round(z_test([1.01, 2.0], [1.0, 2.02], [0.01, 0.01]).error, 9)
-    2.0
+    >>> r = z_test({"N=2": (1.01, 0.01, 1.0), "N=5": (2.0, 0.01, 2.02)})
+    >>> round(r.error, 9), r.passed
+    (2.0, True)
     """
-    est, ref, s = (np.asarray(x, dtype=float) for x in (estimate, reference, se))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.abs(est - ref) / s
-    z = np.where(s > 0, z, np.inf)
+    zs, rows = {}, {}
+    for label, (est, se, val) in measurements.items():
+        est, se, val = float(est), float(se), float(val)
+        zs[label] = abs(est - val) / se if se > 0 and math.isfinite(se) else math.inf
+        rows[label] = {"estimate": est, "standard_error": se, "form": val, "z": zs[label]}
     details = dict(kw.pop("details", {}) or {})
-    details.update(estimate=est.tolist(), reference=ref.tolist(), standard_error=s.tolist())
-    return compare({"z": worst([z])}, k, f"{k:g} standard errors of the Monte Carlo estimate{(' of ' + what) if what else ''}",
+    details.update(measurements=rows)
+    return compare(zs, k, f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)",
                    details=details, **kw)
 
 

@@ -19,7 +19,7 @@ from numerics import icl as ni
 from proofs_checks.context import RunContext, pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
-from proofs_checks.comparisons import largest, smallest
+from proofs_checks.comparisons import largest, smallest, z_test
 from theory import icl as ti
 
 
@@ -222,12 +222,12 @@ def _loss_mc(form, ctx) -> CheckResult:
     zs, seeds, rows = {}, [], []
     for label, N, L, B, s, m, se in ctx.reference("mc", reference):
         seeds.append(s)
-        zs[label] = abs(float(form(L, N, B)) - m) / se
-        rows.append((label, float(form(L, N, B)), m, se))
+        zs[label] = (m, se, float(form(L, N, B)))
+        rows.append((label, zs[label][2], m, se))
     _closed_form_vs_mc_figure(ctx, "loss_vs_monte_carlo", "Population loss at random B: closed form vs Monte Carlo",
                               rows, "L(B)")
-    return compare(worst(zs), K_SIGMA, f"{K_SIGMA:g} standard errors of the Monte Carlo mean (z-score)",
-                   seeds=seeds, sizes={"d": d, "prompts": n}, details={"z": zs})
+    return z_test(zs, what="the Monte Carlo mean loss",
+                   seeds=seeds, sizes={"d": d, "prompts": n})
 
 
 def _pl_mut(kind):
@@ -547,9 +547,9 @@ def _risk_mc(form, ctx) -> CheckResult:
     zs, seeds = {}, []
     for N, M, L, s, m, se in ctx.reference("mc", reference):
         seeds.append(s)
-        zs[f"N{N}_M{M}"] = abs(float(form(L, N, M)) - m) / se
-    return compare(worst(zs), K_SIGMA, f"{K_SIGMA:g} standard errors of the Monte Carlo mean", seeds=seeds,
-                   sizes={"d": d, "prompts": n}, details={"z": zs})
+        zs[f"N{N}_M{M}"] = (m, se, float(form(L, N, M)))
+    return z_test(zs, what="the Monte Carlo risk of the numeric minimiser", seeds=seeds,
+                   sizes={"d": d, "prompts": n})
 
 
 def _risk_trained(form, ctx) -> CheckResult:
@@ -571,8 +571,8 @@ def _risk_trained(form, ctx) -> CheckResult:
     zs, curve, seeds = {}, [], [tseed]
     for M, s, m, se in ctx.reference("fresh", reference):
         seeds.append(s)
-        zs[f"M{M}"] = abs(float(form(L, N, M)) - m) / se
-        curve.append((M, m, se, float(form(L, N, M))))
+        zs[f"M{M}"] = (m, se, float(form(L, N, M)))
+        curve.append((M, m, se, zs[f"M{M}"][2]))
     if ctx.want_figures:
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -585,9 +585,9 @@ def _risk_trained(form, ctx) -> CheckResult:
         ax.set_ylabel("risk")
         ax.legend()
         ctx.save_figure(fig, "risk_vs_M")
-    return compare(worst(zs), K_SIGMA, f"{K_SIGMA:g} standard errors across {S} trained seeds", seeds=seeds,
+    return z_test(zs, what=f"the risk across {S} trained seeds", seeds=seeds,
                    sizes={"N": N, "M": [c[0] for c in curve], "prompts": n, "seeds": S}, device=res.device,
-                   details={"z": zs, "curve": curve})
+                   details={"curve": curve})
 
 
 def _risk_mut(kind):
@@ -683,12 +683,12 @@ def _gen_mc(form, ctx) -> CheckResult:
     for name, L, law, s, m, se in ctx.reference("mc", reference):
         seeds.append(s)
         val = float(form(L, N, M, law.a, law.Sigma, law.min_risk))
-        zs[name] = abs(val - m) / se
+        zs[name] = (m, se, val)
         det[name] = {"mc": m, "se": se, "form": val, "min_risk": law.min_risk}
     _closed_form_vs_mc_figure(ctx, "risk_vs_monte_carlo", "General-target risk (N=3, M=4): form vs Monte Carlo",
                               [(k, v["form"], v["mc"], v["se"]) for k, v in det.items()], "E(ŷ − y)²")
-    return compare(worst(zs), K_SIGMA, f"{K_SIGMA:g} standard errors of the Monte Carlo mean", seeds=seeds,
-                   sizes={"d": d, "N": 3, "M": 4, "prompts": n}, details={"z": zs, "values": det})
+    return z_test(zs, what="the Monte Carlo risk", seeds=seeds,
+                   sizes={"d": d, "N": 3, "M": 4, "prompts": n}, details={"values": det})
 
 
 def _gen_mut(kind):
