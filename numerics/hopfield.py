@@ -358,17 +358,26 @@ def modern_update(xi: torch.Tensor, P: torch.Tensor, beta: float) -> torch.Tenso
     return torch.softmax(beta * (xi @ P.transpose(-1, -2)), dim=-1) @ P
 
 
-def retrieval_bound(P: torch.Tensor, xi: torch.Tensor, i: int, beta: float, fixed_iters: int = 200) -> torch.Tensor:
+def retrieval_bound(P: torch.Tensor, xi: torch.Tensor, i: int, beta: float, fixed_iters: int = 10_000,
+                    tol: float = 1e-14) -> torch.Tensor:
     """Theorem 5 bound ``2(N−1) exp(−β(Δ_i − 2 max{‖ξ−x_i‖, ‖x_i*−x_i‖} M)) M`` for target ``i``.
 
     ``P`` ``(B, N, d)``, ``xi`` ``(B, d)``; ``x_i*`` is found by iterating the update from ``x_i``
-    (``fixed_iters`` steps). Returns ``(B,)``."""
+    until every step is at most ``tol·max(1, M)`` (at most ``fixed_iters`` steps). A batch entry
+    whose iteration has not converged gets a NaN bound (its fixed point is not known), so a check
+    fails with the reason rather than using an unconverged iterate. Returns ``(B,)``."""
     N = P.shape[-2]
     xs = P[:, i, :]
     x_star = xs[:, None, :]
+    thr = tol * P.norm(dim=-1).amax(-1).clamp_min(1.0)
+    converged = torch.zeros(P.shape[0], dtype=torch.bool, device=P.device)
     for _ in range(fixed_iters):
-        x_star = modern_update(x_star, P, beta)
-    x_star = x_star[:, 0]
+        nxt = modern_update(x_star, P, beta)
+        converged = (nxt - x_star).norm(dim=-1)[:, 0] <= thr
+        x_star = nxt
+        if bool(converged.all()):
+            break
+    x_star = torch.where(converged[:, None], x_star[:, 0], torch.full_like(x_star[:, 0], float("nan")))
     dots = torch.einsum("bd,bnd->bn", xs, P)
     others = torch.cat([dots[:, :i], dots[:, i + 1:]], -1)
     Delta = dots[:, i] - others.amax(-1)
