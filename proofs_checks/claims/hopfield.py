@@ -418,7 +418,7 @@ def _dense_poly_check(form, ctx) -> CheckResult:
     stored patterns are exact fixed points) matches the form's exponent within 0.35; (ii) at
     N = C_form(d) at least 60 % of patterns are fixed (SNR theory: ≈ 0.75–0.95 at these d)."""
     dev = resolve_device(ctx.device)
-    meas, trials = _dense_poly_measure(ctx, dev)
+    meas, trials = ctx.reference("fixed_fractions", lambda: _dense_poly_measure(ctx, dev))  # form-independent
     errs, details = {}, {}
     for a, rows in meas.items():
         ds = np.array([r["d"] for r in rows], float)
