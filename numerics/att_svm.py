@@ -636,6 +636,18 @@ def softmax_mass(W: torch.Tensor, X: torch.Tensor, z: torch.Tensor) -> torch.Ten
     return torch.softmax((X * Wz[:, :, None, :]).sum(-1), dim=-1)
 
 
+def _head(s: torch.Tensor, X, v, lam: float):
+    """Head output ``f = vᵀa − λ‖a‖²`` (``a = Xᵀs``) and the token scores ``g_t = x_tᵀ ∂f/∂a``,
+    shapes ``(B, n)`` and ``(B, n, T)``, shared by :func:`loss_and_grad` and
+    :func:`loss_and_scaled_grad`."""
+    if lam:
+        a = torch.einsum("bnt,bntd->bnd", s, X)
+        return (torch.einsum("bnd,bd->bn", a, v) - lam * (a * a).sum(-1),
+                torch.einsum("bntd,bnd->bnt", X, v[:, None, :] - 2 * lam * a))
+    g = torch.einsum("bntd,bd->bnt", X, v)
+    return (s * g).sum(-1), g
+
+
 def loss_and_grad(W: torch.Tensor, X, z, y, v, lam: float = 0.0):
     """Loss ``(1/n) Σ softplus(−y_i f_i)`` and its gradient in W, batched over the leading axis.
 
@@ -645,13 +657,7 @@ def loss_and_grad(W: torch.Tensor, X, z, y, v, lam: float = 0.0):
     that it stays accurate when the softmax saturates. Returns ``(loss (B,), grad (B,d,d), s)``.
     """
     s = softmax_mass(W, X, z)
-    a = torch.einsum("bnt,bntd->bnd", s, X)
-    if lam:
-        f = torch.einsum("bnd,bd->bn", a, v) - lam * (a * a).sum(-1)
-        g = torch.einsum("bntd,bnd->bnt", X, v[:, None, :] - 2 * lam * a)
-    else:
-        g = torch.einsum("bntd,bd->bnt", X, v)
-        f = (s * g).sum(-1)
+    f, g = _head(s, X, v, lam)
     n = X.shape[1]
     u = -y * f
     loss = torch.nn.functional.softplus(u).mean(-1)
@@ -681,13 +687,7 @@ def loss_and_scaled_grad(W: torch.Tensor, X, z, y, v, lam: float = 0.0):
     Wz = torch.einsum("bde,bne->bnd", W, z)
     logs = torch.log_softmax((X * Wz[:, :, None, :]).sum(-1), dim=-1)
     s = logs.exp()
-    a = torch.einsum("bnt,bntd->bnd", s, X)
-    if lam:
-        f = torch.einsum("bnd,bd->bn", a, v) - lam * (a * a).sum(-1)
-        g = torch.einsum("bntd,bnd->bnt", X, v[:, None, :] - 2 * lam * a)
-    else:
-        g = torch.einsum("bntd,bd->bnt", X, v)
-        f = (s * g).sum(-1)
+    f, g = _head(s, X, v, lam)
     n, T = X.shape[1], X.shape[2]
     u = -y * f
     loss = torch.nn.functional.softplus(u).mean(-1)

@@ -331,8 +331,7 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
     if int(N) < 1:
         raise InputError(f"N must be ≥ 1, got {N}")
     if sigma is None:
-        Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
-        sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
+        sigma = _zfb_sigma(L, N)
     t0 = time.perf_counter()
     Q, c, m = _prompt_statistics(L, N, n_seeds, n_prompts, seed, dev)
     Wpv, Wkq = zfb_init(d, n_seeds, sigma, seed=seed + 1, device=dev)
@@ -342,6 +341,13 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
         B = model.B().cpu().numpy()
     return TrainResult(model.Wpv.detach().cpu(), model.Wkq.detach().cpu(), B, fl, np.array(curve),
                        time.perf_counter() - t0, str(dev))
+
+
+def _zfb_sigma(L: np.ndarray, N: int) -> float:
+    """Default initialisation scale: half of ZFB's bound ``σ² ‖Γ_N‖_op √d < 2``."""
+    d = L.shape[0]
+    Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
+    return 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
 
 
 def _prompt_statistics(L: np.ndarray, N: int, n_seeds: int, n_prompts: int, seed: int, dev,
@@ -442,9 +448,7 @@ def train_lsa_configs(Lambdas, Ns, *, n_seeds: int, n_prompts: int, steps: int, 
     for k, (L, N) in enumerate(zip(Ls, Ns)):
         sk = seed + 104729 * k
         stats.append(_prompt_statistics(L, N, n_seeds, n_prompts, sk, dev))
-        Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
-        sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
-        inits.append(zfb_init(d, n_seeds, sigma, seed=sk + 1, device=dev))
+        inits.append(zfb_init(d, n_seeds, _zfb_sigma(L, N), seed=sk + 1, device=dev))
     Q, c, m = (torch.cat([st[i] for st in stats]) for i in range(3))
     Wpv, Wkq = (torch.cat([w[i] for w in inits]) for i in range(2))
     with single_thread() if dev.type == "cpu" else _nullcontext():
@@ -723,8 +727,7 @@ def _train_lsa_monitored(Lambda, N, *, n_seeds, n_prompts, steps, seed, lr, sigm
     if int(N) < 1:
         raise InputError(f"N must be ≥ 1, got {N}")
     if sigma is None:
-        Gam = L * (1 + 1 / N) + np.trace(L) / N * np.eye(d)
-        sigma = 0.5 * math.sqrt(2 / (np.linalg.norm(Gam, 2) * math.sqrt(d)))
+        sigma = _zfb_sigma(L, N)
     F = (d + 1) ** 2 * d
     # work units (for progress only): statistics ∝ prompts·F², each optimiser evaluation ∝ F²
     w_stats = float(n_prompts) * (F + 2 * (N + 1))
