@@ -21,15 +21,7 @@ from typing import Any
 
 import click
 
-from proofs_checks.options import (
-    UsageError,
-    allow_skip_option,
-    device_option,
-    json_option,
-    mode_options,
-    require_device,
-    seed_option,
-)
+from proofs_checks.options import UsageError, claim_run_options, require_device
 
 STATUS_STYLE = {
     "verified": "green",
@@ -532,11 +524,7 @@ def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool 
 
 @cli.command("run")
 @click.argument("patterns", nargs=-1)
-@mode_options
-@device_option
-@allow_skip_option
-@seed_option
-@json_option
+@claim_run_options
 @_store_option
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
 def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_progress):
@@ -559,11 +547,7 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 
 @cli.command("mutants")
 @click.argument("patterns", nargs=-1)
-@mode_options
-@device_option
-@allow_skip_option
-@seed_option
-@json_option
+@claim_run_options
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
 def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress):
     """The kill matrix: every planted mutant against every check of its claim, at the same sizes as
@@ -587,11 +571,7 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
                    "files, or a file, is refused unless --force.")
 @click.option("--force", is_flag=True, help="Replace --out even if it is not a previous report (never '.', a folder "
                                             "containing the current one, or your home folder).")
-@mode_options
-@device_option
-@allow_skip_option
-@seed_option
-@json_option
+@claim_run_options
 @_store_option
 @click.option("--mutants/--no-mutants", default=True, show_default=True,
               help="Also run the kill matrix (same sizes as the claims) and report it.")

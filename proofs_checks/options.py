@@ -14,7 +14,7 @@ import functools
 
 import click
 
-__all__ = ["UsageError", "mode_options", "device_option", "allow_skip_option", "seed_option", "json_option",
+__all__ = ["UsageError", "claim_run_options", "mode_options", "device_option", "allow_skip_option", "seed_option", "json_option",
            "require_device"]
 
 
@@ -66,3 +66,11 @@ def require_device(device: str, allow_skip: bool) -> None:
         if not cuda_available():
             raise UsageError("--device cuda: torch sees no CUDA device on this machine "
                              "(use --device cpu, or --allow-skip to run the rest and report 'incomplete')")
+
+
+def claim_run_options(f):
+    """The options ``run``, ``mutants`` and ``report`` share: sizes, device (and --allow-skip),
+    seed, --json PATH|-."""
+    for deco in (json_option, seed_option, allow_skip_option, device_option, mode_options):
+        f = deco(f)
+    return f

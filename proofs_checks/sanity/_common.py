@@ -12,7 +12,7 @@ import click
 from proofs_checks.options import UsageError
 from proofs_checks.sanity._verdict import Verdict, _jsonable
 
-__all__ = ["json_path_option", "check_json_target", "emit"]
+__all__ = ["json_path_option", "check_options", "check_json_target", "emit"]
 
 
 def json_path_option(f):
@@ -66,3 +66,15 @@ def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | No
         _write_json(json_path, doc)
     sys.stdout.flush()
     raise SystemExit(verdict.exit_code)
+
+
+def check_options(f):
+    """The options every ``tverify check`` subcommand shares: seed, device, sizes, --json,
+    --max-memory, --no-progress."""
+    from proofs_checks import guards
+    from proofs_checks.options import device_option, mode_options, seed_option
+
+    for deco in (guards.no_progress_option, guards.max_memory_option, json_path_option, mode_options, device_option,
+                 seed_option):
+        f = deco(f)
+    return f

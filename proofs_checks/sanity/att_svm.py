@@ -29,9 +29,9 @@ import click
 import numpy as np
 
 from proofs_checks import guards
-from proofs_checks.options import UsageError, device_option, mode_options, require_device, seed_option
+from proofs_checks.options import UsageError, require_device
 from proofs_checks.parsing import load_npz
-from proofs_checks.sanity._common import check_json_target, emit, json_path_option
+from proofs_checks.sanity._common import check_json_target, check_options, emit
 from proofs_checks.sanity._verdict import Verdict, round_up
 from theory.validation import InputError, as_finite_array
 
@@ -235,12 +235,7 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int) -> tuple[Verdict, l
 @click.option("--level", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
               callback=guards.finite_number,
               help="Correlation with the Att-SVM direction that counts as converged.")
-@seed_option
-@device_option
-@mode_options
-@json_path_option
-@guards.max_memory_option
-@guards.no_progress_option
+@check_options
 def command(data_path, iters, lr, seeds, level, seed, device, mode, json_path, max_memory, no_progress):
     """Certified Att-SVM solution, the NGD correlation curve, and the verdict:
     ok (exit 0), mismatch (1), inconclusive (3: e.g. not converged within --iters).

@@ -25,9 +25,9 @@ import click
 import numpy as np
 
 from proofs_checks import guards
-from proofs_checks.options import UsageError, device_option, mode_options, require_device, seed_option
+from proofs_checks.options import UsageError, require_device
 from proofs_checks.parsing import as_numeric_array, parse_spd
-from proofs_checks.sanity._common import check_json_target, emit, json_path_option
+from proofs_checks.sanity._common import check_json_target, check_options, emit
 from proofs_checks.sanity._verdict import Verdict, compare_seed_mean
 from theory import icl as ti
 from theory.validation import InputError
@@ -259,12 +259,7 @@ def _weights_verdict(meas: dict, tol: float) -> Verdict:
               help="Sampled training prompts per seed (default 32768; --quick 8192, --full 131072).")
 @click.option("--steps", type=click.IntRange(min=0), default=None,
               help=f"Adam steps before {LBFGS_STEPS} L-BFGS iterations (default 300; --full 1000).")
-@seed_option
-@device_option
-@mode_options
-@json_path_option
-@guards.max_memory_option
-@guards.no_progress_option
+@check_options
 def command(lam, N, M, weights, tol, seeds, prompts, steps, seed, device, mode, json_path, max_memory, no_progress):
     """Closed forms of the trained LSA (Zhang–Frei–Bartlett) for your Λ, N, M; a trained batch of
     full-parameter LSAs (or your --weights) measured against them, and a verdict:
