@@ -81,12 +81,18 @@ def parse_numbers(text: str, option: str) -> list[float]:
     """
     if text.strip() == "":
         raise InputError(f"{option}: empty value (give numbers like \"1,2,3\" or a file)")
-    fields = text.split(",")
+    return _fields(text, option, text, "")
+
+
+def _fields(part: str, option: str, text: str, row: str) -> list[float]:
+    """The comma-separated numbers of ``part`` (the whole ``text`` or one of its rows, named by
+    ``row`` such as ``"row 2, "``); an empty field is refused with its position."""
     out = []
-    for i, f in enumerate(fields, 1):
+    for i, f in enumerate(part.split(","), 1):
+        where = f"at {row}position {i}"
         if f.strip() == "":
-            raise InputError(f"{option}: empty field at position {i} in {_quote(text)}")
-        out.append(_number(f, option, f"at position {i}", text))
+            raise InputError(f"{option}: empty field {where} in {_quote(text)}")
+        out.append(_number(f, option, where, text))
     return out
 
 
@@ -98,12 +104,7 @@ def _parse_literal(text: str, option: str) -> np.ndarray:
     for r, row in enumerate(rows, 1):
         if row.strip() == "":
             raise InputError(f"{option}: empty row {r} in {_quote(text)} (rows are separated by ';')")
-        fields = row.split(",")
-        vals = []
-        for i, f in enumerate(fields, 1):
-            if f.strip() == "":
-                raise InputError(f"{option}: empty field at row {r}, position {i} in {_quote(text)}")
-            vals.append(_number(f, option, f"at row {r}, position {i}", text))
+        vals = _fields(row, option, text, f"row {r}, ")
         if out and len(vals) != len(out[0]):
             raise InputError(f"{option}: row {r} has {len(vals)} numbers but row 1 has {len(out[0])} "
                              f"(in {_quote(text)})")
