@@ -162,6 +162,9 @@ register(Claim(
                dict(_FORM, mask=lambda s, t, n, G=None, g=None: np.swapaxes(ng.adjacency_mask(s, t, n, G, g), -1, -2))),
         Mutant("messages_reversed", "swapped index", "messages sent along reversed edges",
                dict(_FORM, message_passing=lambda X, Wq, Wk, Wv, s, t: ng.attention_message_passing(X, Wq, Wk, Wv, t, s))),
+        Mutant("scores_unscaled", "dropped term", "scores q_i·k_j without the 1/√d_k scale",
+               dict(_FORM, message_passing=lambda X, Wq, Wk, Wv, s, t: ng.attention_message_passing(
+                   X, Wq * np.sqrt(np.asarray(Wq).shape[1]), Wk, Wv, s, t))),
         Mutant("rounds_n_minus_2", "wrong constant", "n − 2 rounds of relaxation", dict(_FORM, rounds=lambda n: n - 2)),
         Mutant("sum_aggregation", "wrong formula", "sum instead of min over incoming messages",
                dict(_FORM, min_plus=lambda *a: ng.min_aggregation_gnn(*a, aggregate="sum"))),

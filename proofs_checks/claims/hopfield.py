@@ -161,6 +161,14 @@ def _classical_sync_cycle(form, ctx) -> CheckResult:
                    seeds=[seed], sizes={"instances": 256, "d": 8}, details=details)
 
 
+def _sync_as_sweep(xi, W, b):
+    """A 'synchronous' step that is really one in-place sweep of asynchronous updates (units in
+    order): it descends the energy, so it never 2-cycles."""
+    for i in range(xi.shape[-1]):
+        xi = nh.async_unit_update(xi, W, b, i)
+    return xi
+
+
 def _flip_delta_no2(xi, W, b, i):
     return nh.flip_energy_change(xi, W, b, i) / 2
 
@@ -196,6 +204,8 @@ register(Claim(
                {**_CLASSICAL, "flip_delta": _flip_delta_no2}),
         Mutant("delta_includes_self", "extra term", "ΔE = 2ξ_i(Σ_j w_ij ξ_j − b_i) (j = i not excluded)",
                {**_CLASSICAL, "flip_delta": _flip_delta_with_self}),
+        Mutant("sync_is_sequential_sweep", "wrong formula", "the synchronous step replaced by one sweep of asynchronous updates (no 2-cycle)",
+               dict(_CLASSICAL, sync_step=_sync_as_sweep)),
         Mutant("update_ignores_bias", "dropped term", "ξ_i ← sgn((Wξ)_i) with the bias dropped",
                {**_CLASSICAL, "async_update": _async_no_bias}),
     ),
