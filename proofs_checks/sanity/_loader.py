@@ -1,0 +1,105 @@
+"""Load a user's object named on the command line: ``FILE.py:NAME`` or ``package.module:NAME``.
+
+Used by ``tverify check attention --module``, ``check icl --model`` and ``check hopfield --module``.
+The user's file is imported in-process under a private module name (it is never written to, and
+nothing is added to ``sys.path`` beyond the file's own folder for the duration of the import, so a
+sibling helper module imports as it would from a script). Every failure is a
+:class:`~proofs_checks.options.UsageError` with one line: a malformed spec, a missing file, an
+import that raises (its exception type and message shown, never the traceback), a missing name.
+
+>>> load_object("math:sqrt")(9.0)
+3.0
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+from proofs_checks.options import UsageError
+
+__all__ = ["load_object", "describe_exception"]
+
+_counter = itertools.count()
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``TypeName: message`` on one line (a user's exception, shown without its traceback)."""
+    msg = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def _split(spec: str, option: str) -> tuple[str, str]:
+    text = (spec or "").strip()
+    where, sep, name = text.rpartition(":")
+    if not sep or not where or not name:
+        raise UsageError(f"{option}: expected FILE.py:NAME or package.module:NAME, got {spec!r}")
+    if len(where) == 1 and where.isalpha():  # "C:thing" is a drive letter, not a spec
+        raise UsageError(f"{option}: expected FILE.py:NAME or package.module:NAME, got {spec!r}")
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise UsageError(f"{option}: {name!r} is not a Python name (in {spec!r})")
+    return where, name
+
+
+def _import_file(path: Path, option: str):
+    if not path.exists():
+        raise UsageError(f"{option}: file not found: {path}")
+    if not path.is_file():
+        raise UsageError(f"{option}: not a file: {path}")
+    if path.suffix != ".py":
+        raise UsageError(f"{option}: {path} is not a Python file (.py)")
+    mod_name = f"_tverify_user_{next(_counter)}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover - .py files always have a loader
+        raise UsageError(f"{option}: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as exc:
+        sys.modules.pop(mod_name, None)
+        raise UsageError(f"{option}: importing {path} called sys.exit({exc.code!r})") from None
+    except Exception as exc:  # the user's code: report it, never a traceback
+        sys.modules.pop(mod_name, None)
+        raise UsageError(f"{option}: importing {path} raised {describe_exception(exc)}") from None
+    finally:
+        if added:
+            try:
+                sys.path.remove(folder)
+            except ValueError:  # pragma: no cover - the user's module removed it
+                pass
+    return module
+
+
+def _import_module(name: str, option: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            raise UsageError(f"{option}: no module named {name!r}") from None
+        raise UsageError(f"{option}: importing {name} raised {describe_exception(exc)}") from None
+    except Exception as exc:
+        raise UsageError(f"{option}: importing {name} raised {describe_exception(exc)}") from None
+
+
+def load_object(spec: str, option: str = "--module") -> Any:
+    """The object ``NAME`` (dotted attribute paths allowed) from ``FILE.py`` or from an importable
+    module. ``option`` names the command-line option in error messages."""
+    where, name = _split(spec, option)
+    is_file = where.endswith(".py") or "/" in where or "\\" in where
+    module = _import_file(Path(where), option) if is_file else _import_module(where, option)
+    obj: Any = module
+    for part in name.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"{option}: {where} has no name {name!r}") from None
+    return obj
