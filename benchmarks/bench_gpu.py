@@ -1,0 +1,185 @@
+"""The trained layer at larger sizes, CPU against CUDA in one run (issue "Independent layers that
+discriminate", GPU part).
+
+Run on a machine with CUDA: ``python -m benchmarks.bench_gpu --part icl --out FILE.json`` and
+``--part claims``; without CUDA only the CPU rows run (``--device cpu``). Prints Markdown tables and
+writes every number to ``--out`` (JSON).
+
+``icl``      Full-parameter LSAs trained on sampled prompts (``numerics.icl.train_lsa``: Adam + L-BFGS
+             through the exact sufficient statistics) at d = 10 and d = 20, many seeds as one batched
+             tensor, on CPU and on CUDA. The check is that of ``icl.gamma_n_global_min``'s trained
+             layer: the seed mean of ``w22·W11`` against Γ_N^{-1} entrywise in units of its standard
+             error across seeds, normalised by the check's allowance of 6 SE. The same number for each
+             planted mutant of the claim (its Γ_N replaced) is the mutant's margin: > 1 rejects it.
+``claims``   ``tverify run`` of every claim with a trained check at default and ``--full`` sizes with
+             ``--device cpu`` and ``--device cuda`` (wall time, statuses), and ``tverify mutants`` of
+             the same claims with ``--device cuda --full`` (each mutant's best margin among the
+             trained checks).
+``dense``    Dense associative memory (hop.dense_capacity): the fixed fraction of stored patterns
+             at larger d than the claim's CPU sizes, on the device, for the finite-size analysis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+from numerics import icl as ni
+from theory import icl as ti
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _anisotropic(d: int, seed: int) -> np.ndarray:
+    """Λ with eigenvalues spread over [1, 5] in a random basis (the claim's configurations are of this kind)."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    return (q * np.linspace(1.0, 5.0, d)) @ q.T
+
+
+def _margins(B: np.ndarray, L: np.ndarray, N: int) -> dict:
+    """Seed-mean of B against Γ_N^{-1} (form) and against each mutant's, in units of 6 SE (max over entries)."""
+    from proofs_checks.claims import load_all
+    from proofs_checks.registry import get_claim
+
+    load_all()
+    claim = get_claim("icl.gamma_n_global_min")
+    S = B.shape[0]
+    mean, se = B.mean(0), B.std(0, ddof=1) / math.sqrt(S)
+    out = {}
+    for name, form in [("form", claim.form)] + [(m.name, m.form) for m in claim.mutants]:
+        Gi = np.linalg.inv(form(L, N))
+        out[name] = float(np.max(np.abs(mean - Gi) / se) / 6.0)
+    out["rel_err_of_mean"] = float(np.linalg.norm(mean - np.linalg.inv(ti.gamma_n(L, N))) / np.linalg.norm(np.linalg.inv(ti.gamma_n(L, N))))
+    return out
+
+
+def icl_rows(devices: list[str]) -> list[dict]:
+    configs = [  # (d, N, seeds, prompts per seed, Adam steps, devices)
+        (10, 5, 16, 2**16, 300, ("cpu", "cuda")),  # CPU: the suite trains single-threaded
+        (10, 5, 128, 2**20, 300, ("cuda",)),
+        (20, 5, 32, 2**20, 300, ("cuda",)),
+    ]
+    rows = []
+    for d, N, S, P, steps, devs in configs:
+        L = _anisotropic(d, 7 + d)
+        for dev in devs:
+            if dev not in devices:
+                continue
+            ni.train_lsa(L, N, n_seeds=2, n_prompts=64, steps=2, seed=9, device=dev, lbfgs_steps=2)  # warm-up
+            _sync(dev)
+            t0 = time.perf_counter()
+            res = ni.train_lsa(L, N, n_seeds=S, n_prompts=P, steps=steps, seed=1000 + d, device=dev)
+            _sync(dev)
+            secs = time.perf_counter() - t0
+            row = {"d": d, "N": N, "seeds": S, "prompts_per_seed": P, "steps": steps, "device": dev, "seconds": secs,
+                   "margins": _margins(res.B, L, N), "final_loss_mean": float(res.final_loss.mean())}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def _trained_claims() -> list[str]:
+    from proofs_checks.claims import load_all
+    from proofs_checks.registry import registry
+
+    load_all()
+    return [c.id for c in registry if any(ch.layer == "trained" for ch in c.checks)]
+
+
+def _tverify(args: list[str], json_path: str) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "proofs_checks", *args, "--json", json_path, "--no-progress"],
+                          capture_output=True, text=True)
+    secs = time.perf_counter() - t0
+    try:
+        with open(json_path) as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        doc = {"error": proc.stderr[-2000:]}
+    return secs, doc
+
+
+def claim_rows(devices: list[str], tmp: str) -> dict:
+    ids = _trained_claims()
+    out = {"claims": ids, "runs": [], "mutants": None}
+    for mode in ("default", "full"):
+        for dev in devices:
+            flag = ["--full"] if mode == "full" else []
+            secs, doc = _tverify(["run", *ids, *flag, "--device", dev], os.path.join(tmp, f"run-{mode}-{dev}.json"))
+            statuses = {r["id"]: r["status"] for r in doc.get("results", [])}
+            row = {"mode": mode, "device": dev, "seconds": secs, "statuses": statuses,
+                   "error": doc.get("error")}
+            out["runs"].append(row)
+            print(json.dumps(row), flush=True)
+    if "cuda" in devices:
+        secs, doc = _tverify(["mutants", *ids, "--full", "--device", "cuda"], os.path.join(tmp, "mutants.json"))
+        out["mutants"] = {"seconds": secs, "doc": doc}
+        print(json.dumps({"mutants_seconds": secs}), flush=True)
+    return out
+
+
+def dense_rows(device: str) -> list[dict]:
+    """Fixed fractions of the dense memory F(z) = z^a at larger d, N on a grid around C_most(d)."""
+    from numerics import hopfield as nh
+
+    plan = {2: [32, 64, 128, 256, 512], 3: [16, 24, 32, 48, 64, 96], 4: [12, 16, 20, 24, 32, 40]}
+    trials = 64
+    rows = []
+    for a, ds in plan.items():
+        dfact = math.prod(range(2 * a - 3, 0, -2))
+        for d in ds:
+            C = d ** (a - 1) / (2 * dfact * math.log(d))
+            grid = sorted({max(2, round(C * m)) for m in (0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5)})
+            fr, se = [], []
+            t0 = time.perf_counter()
+            for N in grid:
+                P = nh.random_patterns((trials, N, d), 10_000 * a + 17 * d + N, device=device)
+                chunk = max(1, int(4e8 // (trials * N * d)))
+                f = nh.dense_fixed_fraction(P, "poly", a, chunk=chunk).cpu().numpy()
+                fr.append(float(f.mean()))
+                se.append(float(f.std(ddof=1) / math.sqrt(trials)))
+            _sync(device)
+            row = {"a": a, "d": d, "C_most": C, "grid": grid, "frac": fr, "se": se, "trials": trials,
+                   "seconds": time.perf_counter() - t0, "device": device}
+            rows.append(row)
+            print(json.dumps({k: row[k] for k in ("a", "d", "seconds")}), flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["icl", "claims", "dense"], required=True)
+    ap.add_argument("--device", choices=["cpu", "cuda", "both"], default="both")
+    ap.add_argument("--out", required=True, metavar="FILE.json")
+    a = ap.parse_args()
+    devices = ["cpu", "cuda"] if a.device == "both" else [a.device]
+    if "cuda" in devices and not torch.cuda.is_available():
+        sys.exit("bench_gpu: CUDA requested but not available")
+    info = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "cpu_count": os.cpu_count(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    t0 = time.perf_counter()
+    if a.part == "icl":
+        body = icl_rows(devices)
+    elif a.part == "claims":
+        body = claim_rows(devices, os.path.dirname(os.path.abspath(a.out)))
+    else:
+        body = dense_rows("cuda" if "cuda" in devices else "cpu")
+    info["seconds"] = time.perf_counter() - t0
+    with open(a.out, "w") as fh:
+        json.dump({"info": info, "rows": body}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
