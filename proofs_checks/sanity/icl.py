@@ -14,11 +14,19 @@ Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
 * 2 bad input, one line on stderr: malformed ``--lambda`` (see :mod:`proofs_checks.parsing`),
   a condition number above 1e12, sizes whose estimated memory exceeds the limit (``--max-memory``),
   an unreadable weights file, ``--device cuda`` without CUDA.
+
+``--model FILE.py:NAME`` asks instead which in-context algorithm your model computes (see
+:func:`check_icl_model`): ok (exit 0) names the closest of Γ_N-preconditioned GD, least squares,
+ridge, plain GD, k-NN and averaging, separated from every rival by ≥ 3 standard errors;
+inconclusive (exit 3) when two are not separable at the sampled sizes (with the prompts or lengths
+that would separate them); mismatch (exit 1) when the model returns NaN or inf; a model that raises
+on the probe input or returns the wrong shape or dtype is a usage error (exit 2, one line).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -28,17 +36,20 @@ from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.parsing import as_numeric_array, parse_spd
 from proofs_checks.sanity._common import check_json_target, check_options, emit
-from proofs_checks.sanity._verdict import Verdict, compare_seed_mean
+from proofs_checks.sanity._verdict import Z_SIGMA, Verdict, compare_seed_mean
 from theory import icl as ti
 from theory.validation import InputError
 
-__all__ = ["command", "parse_lambda", "load_weights", "estimate_resources", "SIZES"]
+__all__ = ["command", "parse_lambda", "load_weights", "estimate_resources", "SIZES", "check_icl_model", "ICLModelResult",
+           "LAYOUTS"]
 
 #: (seeds, prompts per seed, Adam steps) for --quick / default / --full.
 SIZES = {"quick": (8, 8192, 300), "default": (8, 32768, 300), "full": (32, 131072, 1000)}
 LBFGS_STEPS = 50
 N_MEASURE = 4000  # fresh test prompts of length M for the prediction and risk measurements
 DEFAULT_TOL = {"trained": 0.05, "weights": 1e-2}
+#: how ``--model`` is called (see :func:`check_icl_model`)
+LAYOUTS = ("default", "zfb", "garg")
 #: Eigenvalues of Λ must lie in this range: the closed forms form Λ² (fourth moments of x) and the test
 #: prompts Λ-sized Gram matrices summed over M tokens; training itself runs in rescaled units.
 SCALE_RANGE = (1e-100, 1e100)
@@ -259,8 +270,18 @@ def _weights_verdict(meas: dict, tol: float) -> Verdict:
               help="Sampled training prompts per seed (default 32768; --quick 8192, --full 131072).")
 @click.option("--steps", type=click.IntRange(min=0), default=None,
               help=f"Adam steps before {LBFGS_STEPS} L-BFGS iterations (default 300; --full 1000).")
+@click.option("--model", "model_spec", type=str, default=None, metavar="FILE.py:NAME",
+              help="Your in-context learner (a function, nn.Module, class or zero-argument factory): which algorithm "
+                   "do its predictions match? With --model, --prompts is the number of probe prompts per length "
+                   "(default 4000; --quick 1000, --full 16000).")
+@click.option("--layout", type=click.Choice(LAYOUTS), default="default", show_default=True,
+              help="How --model is called: default obj(xs, ys, xq); zfb obj(E (B, d+1, M+1)); garg obj(tokens "
+                   "(B, 2M+1, d+1)).")
+@click.option("--noise", type=click.FloatRange(min=0), default=0.0, show_default=True, callback=guards.finite_number,
+              help="Label noise σ of the --model probe prompts (ridge's Bayes-optimal λ = σ²).")
 @check_options
-def command(lam, N, M, weights, tol, seeds, prompts, steps, seed, device, mode, json_path, max_memory, no_progress):
+def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, seed, device, mode, json_path,
+            max_memory, no_progress):
     """Closed forms of the trained LSA (Zhang–Frei–Bartlett) for your Λ, N, M; a trained batch of
     full-parameter LSAs (or your --weights) measured against them, and a verdict:
     ok (exit 0), mismatch (1), inconclusive (3: says how many seeds/prompts/steps would decide).
@@ -270,8 +291,15 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, seed, device, mode, 
       tverify check icl --lambda "1,2,3" --N 20 --M 10
       tverify check icl --lambda "2,0.5;0.5,1" --N 20 --seeds 16
       tverify check icl --lambda cov.npy --N 20 --weights my_lsa.pt --json out.json
+      tverify check icl --lambda "1,2" --N 10 --M 10 --model my_model.py:least_squares
     """
     check_json_target(json_path)
+    if model_spec is not None:
+        _model_command(model_spec, lam=lam, N=N, M=M, layout=layout, noise=noise, prompts=prompts, tol=tol,
+                       seed=seed, device=device, mode=mode, json_path=json_path, max_memory=max_memory,
+                       no_progress=no_progress, weights=weights, seeds=seeds, steps=steps)
+    if layout != "default" or noise:
+        raise UsageError("--layout and --noise go with --model")
     L, cond = _lambda(lam)
     M = N if M is None else M
     d = int(L.shape[0])
@@ -375,3 +403,345 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, seed, device, mode, 
                      f"measured risk at M = {t['risk_M_measured']:.6g}")
         lines.append(f"mean w22·W11 =\n{_fmt(t['mean_B'])}")
     emit(doc, verdict, lines, json_path)
+
+
+# ------------------------------------------------------------------------------------------------
+# --model: which in-context algorithm does your model compute? (numerics.icl_probe)
+
+#: probe prompts per prompt length for --quick / default / --full (``--prompts`` overrides)
+PROBE_PROMPTS = {"quick": 1000, "default": 4000, "full": 16000}
+MODEL_TOL = DEFAULT_TOL["trained"]  # the ZFB verdict on weights exposed by a --model (a trained model)
+
+
+class _ModelRaised(Exception):
+    """The user's model raised on the probe input (carries the one-line description)."""
+
+
+def _zero_argument(obj) -> bool:
+    import inspect
+
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind is p.VAR_KEYWORD for p in sig.parameters.values()) and \
+        not any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
+
+
+def _instantiate(obj, name: str, device: str):
+    """A class (nn.Module or other) or a zero-argument factory is called once to get the model;
+    an nn.Module is put in eval mode and moved to ``device``."""
+    import torch
+
+    from proofs_checks.sanity._loader import describe_exception
+
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, torch.nn.Module) and _zero_argument(obj)):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise UsageError(f"--model: instantiating {name} raised {describe_exception(exc)}") from None
+    if not callable(obj):
+        raise UsageError(f"--model: {name} is not callable (give a function, an nn.Module, a class or a factory), "
+                         f"got {type(obj).__name__}")
+    if isinstance(obj, torch.nn.Module):
+        obj.eval()
+        try:
+            obj.to(device)
+        except Exception as exc:
+            raise UsageError(f"--model: moving {name} to {device} raised {describe_exception(exc)}") from None
+    return obj
+
+
+def _layout_call(model, layout: str):
+    """``predict(X, y, x_q)`` for the probe, calling ``model`` in the given layout."""
+    from numerics.icl import prompt_matrix
+    from numerics.icl_classes import garg_tokens
+    from proofs_checks.sanity._loader import describe_exception
+
+    def predict(X, y, x_q):
+        if layout == "zfb":
+            args = (prompt_matrix(X, y, x_q),)
+        elif layout == "garg":
+            args = (garg_tokens(X, y, x_q),)
+        else:
+            args = (X, y, x_q)
+        try:
+            return model(*args)
+        except Exception as exc:
+            raise _ModelRaised(describe_exception(exc)) from None
+
+    return predict
+
+
+def _exposed_lsa_weights(model, d: int):
+    """``(W_PV, W_KQ)`` as NumPy ``(d+1, d+1)`` (or a batch) when the model exposes them as attributes
+    or in its ``state_dict`` under the names ``--weights`` reads (Wpv/W_PV…, Wkq/W_KQ…); else None."""
+    found = {}
+    for keys, what in ((_PV_KEYS, "pv"), (_KQ_KEYS, "kq")):
+        for k in keys:
+            v = getattr(model, k, None)
+            if v is not None and hasattr(v, "shape"):
+                found[what] = v
+                break
+        if what not in found and hasattr(model, "state_dict"):
+            for k, v in model.state_dict().items():
+                if k.split(".")[-1] in keys:
+                    found[what] = v
+                    break
+    if len(found) != 2:
+        return None
+    pv, kq = (np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=np.float64)
+              for v in (found["pv"], found["kq"]))
+    ok = pv.shape == kq.shape and pv.shape[-2:] == (d + 1, d + 1) and pv.ndim in (2, 3)
+    return (pv, kq) if ok and np.all(np.isfinite(pv)) and np.all(np.isfinite(kq)) else None
+
+
+def _g3(x) -> str:
+    return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
+
+
+def _probe_verdict(pr: dict, name: str) -> Verdict:
+    from proofs_checks.sanity._verdict import round_up
+
+    Ms, P, zt = pr["M_values"], pr["prompts"], pr["z_threshold"]
+    numbers = {"closest_algorithm": pr["closest"], "runner_up": pr["runner_up"], "z_runner_up": pr["z_runner_up"],
+               "z_threshold": zt, "prompts_per_length": P, "M_values": Ms,
+               "score": pr["score"], "score_se": pr["score_se"]}
+    crit_base = (f"paired per-prompt difference of squared distances (normalised by E y_q² = {pr['normaliser']:.3g}) "
+                 f"between each rival and the closest algorithm, averaged over prompt lengths M = {Ms} "
+                 f"({P} fresh prompts each); separable when every rival is ≥ {zt:g} standard errors farther "
+                 f"(one-sided {zt:g}σ)")
+    bad = pr["nonfinite"]
+    if sum(bad):
+        where = ", ".join(f"M = {m}: {b} of {P}" for m, b in zip(Ms, bad) if b)
+        return Verdict("mismatch", f"{name} returned NaN or inf predictions ({where})",
+                       "every prediction must be finite; a non-finite prediction is a finding about the model, "
+                       "no algorithm can be matched", {**numbers, "nonfinite": bad})
+    best, runner, z = pr["closest"], pr["runner_up"], pr["z_runner_up"]
+    group = pr["closest_group"]
+    alias = (f" (identical here to {', '.join(group[1:])}: their predictions coincide on every prompt)"
+             if len(group) > 1 else "")
+    stat = (crit_base + f"; closest {best} (mean distance {pr['score'][best]:.3g} ± {pr['score_se'][best]:.3g}), "
+            f"nearest rival {runner} (mean distance {pr['score'][runner]:.3g}, paired z = {_g3(z)})")
+    if pr["separable"]:
+        return Verdict("ok", f"{name} computes in context what {best} computes{alias}; nearest rival {runner} "
+                             f"is z = {_g3(z)} ≥ {zt:g} SE farther", stat + "; ok because every rival is separable",
+                       numbers)
+    by_len = pr["pairwise_z_by_length"][best][runner]
+    best_len = Ms[int(np.nanargmax(np.nan_to_num(by_len, nan=-np.inf)))] if by_len else None
+    reasons = [f"{best} and {runner} are not separable at these sizes: paired z = {_g3(z)} < {zt:g}"]
+    sugg = []
+    if z is not None and math.isfinite(z) and z > 0:
+        need = round_up(math.ceil(P * (zt / z) ** 2 * 1.2))
+        numbers["prompts_needed"] = need
+        sugg.append(f"about {need} prompts per length (--prompts {need}; SE ∝ 1/√prompts)")
+    else:
+        sugg.append("no number of prompts: their mean distances do not differ at all on these prompts")
+    if best_len is not None:
+        sugg.append(f"the lengths where they differ most (per-length z = {_g3(max(by_len))} at M = {best_len}: "
+                    f"choose --M there)")
+    return Verdict("inconclusive", f"cannot tell whether {name} computes {best} or {runner}", stat, numbers, reasons,
+                   "; ".join(sugg))
+
+
+@dataclass
+class ICLModelResult:
+    """What ``check icl --model`` found: ``verdict`` (:class:`~proofs_checks.sanity._verdict.Verdict`:
+    ok = the closest algorithm is decided, inconclusive = two algorithms not separable at these sizes,
+    mismatch = non-finite predictions), ``closest_algorithm`` (a name of
+    :data:`numerics.icl_probe.ALGORITHMS`, or None), ``probe`` (the dict of
+    :func:`numerics.icl_probe.probe_algorithms`), ``zfb`` (the ZFB weights verdict when the model
+    exposes LSA weights, else a ``skipped`` reason) and ``doc`` (the whole JSON document)."""
+
+    verdict: Verdict
+    closest_algorithm: str | None
+    probe: dict
+    zfb: dict
+    doc: dict
+    lines: list = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    def to_json(self) -> dict:
+        from proofs_checks.sanity._verdict import _jsonable
+
+        doc = dict(self.doc)
+        doc.update(outcome=self.verdict.outcome, verdict=self.verdict.summary, ok=self.verdict.ok,
+                   decision=self.verdict.to_json())
+        return _jsonable(doc)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines + self.verdict.lines())
+
+    def _repr_html_(self) -> str:
+        import html
+
+        pr = self.probe
+        head = "".join(f"<th>M={m}</th>" for m in pr["M_values"])
+        rows = []
+        for a in pr["algorithms"]:
+            cells = "".join(f"<td>{v:.3g} ± {s:.2g}</td>" for v, s in zip(pr["distance"][a], pr["distance_se"][a]))
+            mark = " <b>(closest)</b>" if a == self.closest_algorithm else ""
+            rows.append(f"<tr><td>{html.escape(a)}{mark}</td>{cells}</tr>")
+        v = self.verdict
+        return (f"<div><p><b>check icl --model: {html.escape(v.outcome)}</b>: {html.escape(v.summary)}</p>"
+                f"<p>distance of the model's predictions to each algorithm (mean squared difference / E y_q², ± SE)</p>"
+                f"<table><tr><th>algorithm</th>{head}</tr>{''.join(rows)}</table>"
+                f"<p>{html.escape(v.criterion)}</p>"
+                + (f"<p>to decide: {html.escape(v.suggestion)}</p>" if v.suggestion else "") + "</div>")
+
+
+def _parse_lambdas(lambdas) -> tuple[np.ndarray, float]:
+    if isinstance(lambdas, str):
+        return _lambda(lambdas)
+    from theory.validation import as_spd_matrix
+
+    L = as_spd_matrix(lambdas, "--lambda")
+    return L, float(np.linalg.cond(L))
+
+
+def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
+                    seed: int = 0, device: str = "cpu", prompts: int | None = None, mode: str = "default",
+                    M_values=None, tol: float | None = None, name: str | None = None, max_memory: float | None = None,
+                    progress: bool = False) -> ICLModelResult:
+    """Which in-context algorithm does ``obj`` compute? Probe it on fresh linear-regression prompts
+    (``x ~ N(0, Λ)``, ``w ~ N(0, I)``, label noise σ = ``noise``) at the prompt lengths ``M_values``
+    (default :func:`numerics.icl_probe.prompt_lengths` of ``M``, itself ``N`` by default) and decide,
+    with standard errors, which of ``gamma_n_preconditioned_gd``, ``least_squares``, ``ridge``,
+    ``gd_one_step``, ``knn``, ``averaging`` its predictions are closest to.
+
+    ``obj``: a callable mapping a batch of prompts to query predictions ``(B,)``; a class (e.g. an
+    ``nn.Module`` subclass) or zero-argument factory is instantiated first. ``layout`` "default":
+    ``obj(xs (B, M, d), ys (B, M), xq (B, d))``; "zfb": ``obj(E)`` with ZFB's ``E (B, d+1, M+1)``
+    (columns ``(x_i, y_i)``, last ``(x_q, 0)``); "garg": ``obj(tokens (B, 2M+1, d+1))`` (Garg et
+    al.'s interleaved tokens, :func:`numerics.icl_classes.garg_tokens`), the object reading its
+    prediction at the last token. Inputs are float64 tensors on ``device``. ``lambdas``: Λ as a
+    string (``"1,2"``, ``"2,0.5;0.5,1"``, a file), a ``(d,)`` diagonal or a ``(d, d)`` matrix; ``N``:
+    the context length the model was trained at (sets Γ_N and the plain-GD step). When ``obj``
+    exposes LSA weights (attributes or state_dict entries named as ``--weights`` reads them), they
+    are also measured against ZFB's ``Γ_N^{-1}`` (relative bound ``tol``, default 0.05).
+
+    Raises :class:`~proofs_checks.options.UsageError` (one line) for bad input: an unknown layout,
+    an object that cannot be instantiated or raises on the probe input (its exception named),
+    predictions of the wrong shape or dtype. Returns an :class:`ICLModelResult`.
+    """
+    from numerics.icl_probe import ALGORITHMS, ProbeOutputError, probe_algorithms, prompt_lengths
+
+    if layout not in LAYOUTS:
+        raise UsageError(f"--layout: must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if mode not in PROBE_PROMPTS:
+        raise UsageError(f"mode must be one of {', '.join(PROBE_PROMPTS)}, got {mode!r}")
+    if not (isinstance(noise, (int, float)) and math.isfinite(noise) and noise >= 0):
+        raise UsageError(f"--noise: must be a finite number ≥ 0, got {noise!r}")
+    try:
+        N = int(N)
+    except (TypeError, ValueError):
+        raise UsageError(f"--N: must be an integer ≥ 1, got {N!r}") from None
+    if N < 1 or (M is not None and int(M) < 1):
+        raise UsageError(f"--N and --M must be ≥ 1, got N = {N}, M = {M}")
+    L, cond = _parse_lambdas(lambdas)
+    d = int(L.shape[0])
+    M = N if M is None else int(M)
+    Ms = prompt_lengths(M, d) if M_values is None else sorted({int(m) for m in M_values})
+    if not Ms or Ms[0] < 1:
+        raise UsageError(f"prompt lengths must be ≥ 1, got {Ms}")
+    P = PROBE_PROMPTS[mode] if prompts is None else int(prompts)
+    if P < 16:
+        raise UsageError(f"--prompts: at least 16 probe prompts per length, got {P}")
+    tol = MODEL_TOL if tol is None else float(tol)
+    try:
+        require_device(device, False)
+    except UsageError:
+        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    Mmax = Ms[-1]
+    per_prompt = 8.0 * (6 * Mmax * (d + 1) + 2 * (2 * Mmax + 1) * (d + 1) + 4 * d * d)
+    est = guards.Estimate(P * per_prompt, 2e-6 * P * sum(Ms) * (d + 1) + 0.2,
+                          {f"probe prompts {P} × {Mmax} tokens × {d + 1} (and their copies)": P * per_prompt})
+    guards.check_memory(est, max_memory, hint="lower --prompts or --M")
+    name = name or getattr(obj, "__name__", type(obj).__name__)
+    model = _instantiate(obj, name, device)
+    prog = guards.Progress("check icl --model", enabled=progress, estimate=est.seconds)
+    try:
+        pr = probe_algorithms(_layout_call(model, layout), lam=L, N=N, M_values=Ms, noise=float(noise), prompts=P,
+                              seed=seed, device=device, z_threshold=Z_SIGMA, progress=prog.sub)
+    except _ModelRaised as exc:
+        shapes = {"default": "xs (B, M, d), ys (B, M), xq (B, d)", "zfb": "E (B, d+1, M+1)",
+                  "garg": "tokens (B, 2M+1, d+1)"}[layout]
+        raise UsageError(f"--model: {name} raised {exc} on the probe input ({layout} layout: {shapes}, float64, "
+                         f"d = {d})") from None
+    except ProbeOutputError as exc:
+        raise UsageError(f"--model: {name}: {exc}") from None
+    prog.done()
+    verdict = _probe_verdict(pr, name)
+    # the ZFB theorem on the model's own LSA weights, when it exposes them
+    weights = _exposed_lsa_weights(model, d)
+    if weights is None:
+        zfb = {"skipped": "the model exposes no LSA weights (attributes or state_dict entries Wpv/W_PV and Wkq/W_KQ "
+                          f"of shape ({d + 1}, {d + 1})), so ZFB's theorem on its weights was not checked; the probe "
+                          "above still says whether it predicts like the Γ_N-preconditioned step"}
+    else:
+        from numerics import icl as ni
+
+        Gi = np.linalg.inv(ti.gamma_n(L, N))
+        meas = ni.measure_weights(L, N, Gi, weights[0], weights[1], M=M, n=N_MEASURE, seed=seed + 1, device=device)
+        wv = _weights_verdict(meas, tol)
+        zfb = {"outcome": wv.outcome, "summary": wv.summary, "criterion": wv.criterion, "tol": tol,
+               "rel_err_B": meas["rel_err_B"], "rel_rms_prediction": meas["rel_rms_prediction"],
+               "max_other_block": meas["max_other_block"], "B": meas["B"], "Gamma_N_inv": Gi.tolist()}
+    closest = pr["closest"] if verdict.outcome == "ok" else None
+    doc = {"check": "icl", "kind": "model",
+           "inputs": {"model": name, "layout": layout, "lambda": L.tolist(), "N": N, "M": M, "noise": float(noise),
+                      "prompts_per_length": P, "M_values": Ms, "mode": mode, "seed": seed, "device": device, "tol": tol},
+           "conditioning": {"cond_Lambda": cond},
+           "resources": est.to_json(),
+           "algorithms": list(ALGORITHMS),
+           "closest_algorithm": closest,
+           "closest_measured": pr["closest"],
+           "equivalent_algorithms": pr["closest_group"],
+           "runner_up": pr["runner_up"], "z_runner_up": pr["z_runner_up"],
+           "probe": pr, "zfb_theorem": zfb}
+    lines = [f"Λ (d = {d}, cond {cond:.3g}), trained at N = {N}, probed at M = {Ms}, noise σ = {noise:g}, "
+             f"{P} prompts per length, layout {layout}",
+             f"distance of {name}'s predictions to each algorithm (mean squared difference / E y_q² "
+             f"= {pr['normaliser']:.3g}; ± SE):"]
+    w = 28
+    lines.append(" " * w + "".join(f"{'M=' + str(m):>20}" for m in Ms))
+    for a in ALGORITHMS:
+        cells = "".join(f"{f'{v:.3g} ± {s:.1g}':>20}" for v, s in zip(pr["distance"][a], pr["distance_se"][a]))
+        lines.append(f"{a:<{w}}{cells}")
+    lines.append(f"{'(risk of the model)':<{w}}" + "".join(
+        f"{f'{v:.3g} ± {s:.1g}':>20}" for v, s in zip(pr["risk_model"], pr["risk_model_se"])))
+    lines.append(f"plain GD step η* = {pr['gd_step']:.4g}; ridge λ = σ² = {pr['ridge_lambda']:.4g}; k-NN k = {pr['knn_k']}"
+                 + (f"; equivalent here: {', '.join(' = '.join(g) for g in pr['equivalent'])}" if pr["equivalent"] else ""))
+    if "skipped" in zfb:
+        lines.append("ZFB theorem on the weights: skipped (the model exposes no LSA weights Wpv/W_PV, Wkq/W_KQ)")
+    else:
+        lines.append(f"ZFB theorem on the exposed LSA weights: {zfb['outcome']}: {zfb['summary']} "
+                     f"(‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:g})")
+    lines.append(f"closest algorithm: {closest or 'undecided'}")
+    return ICLModelResult(verdict, closest, pr, zfb, doc, lines)
+
+
+def _model_command(spec, *, lam, N, M, layout, noise, prompts, tol, seed, device, mode, json_path, max_memory,
+                   no_progress, weights, seeds, steps):
+    from proofs_checks.sanity._loader import load_object
+
+    for given, opt in ((weights, "--weights"), (seeds, "--seeds"), (steps, "--steps")):
+        if given is not None:
+            raise UsageError(f"{opt} trains or reads LSA weights; it does not go with --model")
+    L, _ = _lambda(lam)  # the --lambda errors first, as without --model
+    obj = load_object(spec, "--model")
+    name = spec.strip().rpartition(":")[2]
+    res = check_icl_model(obj, lambdas=L, N=N, M=M, layout=layout, noise=noise, seed=seed, device=device,
+                          prompts=prompts, mode=mode, tol=tol, name=name, max_memory=max_memory,
+                          progress=not no_progress)
+    doc = res.to_json()
+    for key in ("outcome", "verdict", "ok", "decision"):
+        doc.pop(key, None)
+    emit(doc, res.verdict, res.lines, json_path)

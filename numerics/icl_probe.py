@@ -1,0 +1,272 @@
+"""Which in-context algorithm does a trained in-context learner compute? The algorithm probe
+(Akyürek et al. 2023, von Oswald et al. 2023), used by the claim ``icl.algorithm_probe`` and by
+``tverify check icl --model``.
+
+A *predictor* maps a batch of linear-regression prompts to its predictions at the queries:
+``predict(X, y, x_q) -> ŷ`` with ``X (P, M, d)``, ``y (P, M)``, ``x_q (P, d)`` float64 torch tensors
+(examples are ROWS) and ``ŷ (P,)`` (torch or NumPy, any real floating dtype). The probe samples
+prompts as in :func:`numerics.icl.sample_prompts` (``w ~ N(0, I_d)``, ``x ~ N(0, Λ)``,
+``y = ⟨w, x⟩ + σ ε``) at several prompt lengths ``M`` and measures, at each length, the distance of
+the predictor's outputs to those of the candidate algorithms (:data:`ALGORITHMS`):
+
+``gamma_n_preconditioned_gd``  ``x_qᵀ Γ_N^{-1} h``, ``h = (1/M) Σ y_i x_i``, ``Γ_N = (1 + 1/N)Λ + tr(Λ)/N I``
+                               (:func:`theory.icl.gamma_n`): one GD step from ``w = 0`` on
+                               ``(1/2M) Σ (⟨w, x_i⟩ − y_i)²`` preconditioned by ``Γ_N^{-1}``, the
+                               predictor of the globally optimal linear self-attention (Zhang–Frei–Bartlett);
+``least_squares``              ``x_qᵀ X⁺ y`` (min-norm least squares; the pseudo-inverse, so ``M < d`` is fine);
+``ridge``                      ``x_qᵀ (XᵀX + λ I)^{-1} Xᵀ y`` at the Bayes-optimal ``λ = σ²/1`` (noise variance
+                               over the prior variance of ``w ~ N(0, I)``): the posterior mean. At ``σ = 0``
+                               it is the ``λ → 0⁺`` limit, which is least squares (reported as equivalent);
+``gd_one_step``                ``η* x_qᵀ h``: one plain GD step from ``w = 0`` with the population-optimal
+                               scalar step for prompts of length ``N``,
+                               ``η* = tr(Λ²) / (tr(Λ² Γ_N) + σ² tr(Λ²)/N)`` (the best step a model trained at
+                               length ``N`` could learn; ``η = 1`` would be ``averaging``);
+``knn``                        mean label of the ``k`` nearest context inputs (Euclidean; ``min(k, M)``);
+``averaging``                  ``x_qᵀ h`` (Garg et al.'s averaging baseline, one GD step with ``η = 1``).
+
+Distances are mean squared differences of predictions, divided by the label variance
+``E y_q² = tr(Λ) + σ²`` (a constant, so 1 = as far as predicting 0), with standard errors over
+prompts. The decision compares the closest algorithm with every other one through the *paired*
+per-prompt difference of squared distances, averaged over the prompt lengths: it is *separable* when
+that difference exceeds ``z_threshold`` standard errors for every rival. Algorithms whose predictions
+coincide on every sampled prompt (to float64 rounding) are *equivalent* at this configuration (ridge
+and least squares at ``σ = 0``; Γ_N-preconditioned and plain GD when ``Λ ∝ I``) and are reported
+together, under the first name in :data:`ALGORITHMS` order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+
+from numerics.icl import sample_prompts
+from numerics.torch_utils import resolve_device
+from theory.icl import gamma_n
+from theory.validation import InputError, as_spd_matrix
+
+__all__ = ["ALGORITHMS", "algorithm_predictions", "optimal_gd_step", "prompt_lengths", "probe_algorithms",
+           "ProbeOutputError"]
+
+ALGORITHMS = ("gamma_n_preconditioned_gd", "least_squares", "ridge", "gd_one_step", "knn", "averaging")
+DTYPE = torch.float64
+#: Two algorithms are *equivalent* when their predictions agree to this relative tolerance on every
+#: prompt (float64 rounding of a d×d solve, with a wide margin; genuinely different algorithms differ
+#: at O(1) on generic prompts).
+EQUIVALENT_RTOL = 1e-9
+
+
+class ProbeOutputError(InputError):
+    """The predictor returned something that is not ``(P,)`` real floating predictions."""
+
+
+def optimal_gd_step(Lambda, N: int, noise: float = 0.0) -> float:
+    """``η* = tr(Λ²) / (tr(Λ² Γ_N) + σ² tr(Λ²)/N)``: the scalar ``η`` minimising
+    ``E(η x_qᵀ h − y_q)²`` for prompts of length ``N`` (``E[h hᵀ] = ΛΓ_N + σ²Λ/N``,
+    ``E[x_qᵀ h y_q] = tr(Λ²)`` for ``w ~ N(0, I)``).
+
+    >>> round(optimal_gd_step([1.0, 1.0], 4), 12)  # Λ = I: Γ_N = (1 + (d+1)/N) I, η* = 1/(1 + 3/4)
+    0.571428571429
+    """
+    L = as_spd_matrix(Lambda, "Lambda")
+    G = gamma_n(L, N)
+    L2 = L @ L
+    return float(np.trace(L2) / (np.trace(L2 @ G) + noise**2 * np.trace(L2) / N))
+
+
+def prompt_lengths(M: int, d: int) -> list[int]:
+    """Default prompt lengths of a probe curve around a test length ``M`` in dimension ``d``:
+    ``{1, ⌈d/2⌉, d, d+1, 2d, ⌈M/2⌉, M, 2M}`` (sorted, distinct). ``M ≤ d`` is where least squares
+    and ridge differ most, large ``M`` where the consistent algorithms meet.
+
+    >>> prompt_lengths(10, 2)
+    [1, 2, 3, 4, 5, 10, 20]
+    """
+    vals = {1, math.ceil(d / 2), d, d + 1, 2 * d, math.ceil(M / 2), M, 2 * M}
+    return sorted(v for v in vals if v >= 1)
+
+
+def algorithm_predictions(X: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor, *, Lambda, N: int, noise: float = 0.0,
+                          knn_k: int = 3) -> dict[str, torch.Tensor]:
+    """Predictions ``(P,)`` of every algorithm in :data:`ALGORITHMS` on prompts ``X (P, M, d)``,
+    ``y (P, M)``, ``x_q (P, d)`` (float64, any device). ``N`` is the training context length that
+    sets ``Γ_N`` and ``η*``; ``noise`` the label noise σ (ridge's ``λ = σ²``)."""
+    L = as_spd_matrix(Lambda, "Lambda")
+    d = L.shape[0]
+    P, M, dx = X.shape
+    if dx != d:
+        raise InputError(f"prompts have d = {dx}, Lambda has d = {d}")
+    dev = X.device
+    Gi = torch.as_tensor(np.linalg.inv(gamma_n(L, N)), dtype=DTYPE, device=dev)
+    h = torch.einsum("pm,pmd->pd", y, X) / M
+    out: dict[str, torch.Tensor] = {}
+    out["gamma_n_preconditioned_gd"] = torch.einsum("pd,de,pe->p", x_q, Gi, h)
+    w_ls = (torch.linalg.pinv(X) @ y.unsqueeze(-1)).squeeze(-1)
+    out["least_squares"] = (x_q * w_ls).sum(-1)
+    lam = float(noise) ** 2
+    if lam > 0:
+        A = X.transpose(-1, -2) @ X + lam * torch.eye(d, dtype=DTYPE, device=dev)
+        w_r = torch.linalg.solve(A, torch.einsum("pm,pmd->pd", y, X))
+        out["ridge"] = (x_q * w_r).sum(-1)
+    else:  # λ = 0: the λ → 0⁺ limit of the posterior mean is the min-norm least-squares solution
+        out["ridge"] = out["least_squares"].clone()
+    out["gd_one_step"] = optimal_gd_step(L, N, noise) * (x_q * h).sum(-1)
+    k = min(int(knn_k), M)
+    dist = ((X - x_q.unsqueeze(1)) ** 2).sum(-1)
+    idx = torch.topk(dist, k, dim=1, largest=False).indices
+    out["knn"] = torch.gather(y, 1, idx).mean(1)
+    out["averaging"] = (x_q * h).sum(-1)
+    return out
+
+
+def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
+    if isinstance(raw, np.ndarray) or np.isscalar(raw):
+        arr = np.asarray(raw)
+        if not (np.issubdtype(arr.dtype, np.floating)):
+            raise ProbeOutputError(f"{where}: predictions must be real floating point, got NumPy dtype {arr.dtype}")
+        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
+    elif isinstance(raw, torch.Tensor):
+        if not raw.dtype.is_floating_point:
+            raise ProbeOutputError(f"{where}: predictions must be real floating point, got torch dtype {raw.dtype}")
+        t = raw.detach().to("cpu", DTYPE)
+    else:
+        raise ProbeOutputError(f"{where}: predictions must be a torch tensor or NumPy array of shape ({P},), "
+                               f"got {type(raw).__name__}")
+    if tuple(t.shape) != (P,):
+        raise ProbeOutputError(f"{where}: predictions must have shape ({P},) (one per prompt), got {tuple(t.shape)}")
+    return t
+
+
+def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int], noise: float = 0.0,
+                     prompts: int = 2000, seed: int = 0, device="cpu", knn_k: int = 3,
+                     z_threshold: float = 3.0, progress: Callable[[float], None] | None = None) -> dict:
+    """Distances of ``predict``'s outputs to each algorithm of :data:`ALGORITHMS`, as curves over
+    the prompt lengths ``M_values``, and which algorithm is closest.
+
+    ``predict(X (P, M, d), y (P, M), x_q (P, d)) -> (P,)`` receives float64 tensors on ``device``
+    (``P = prompts`` fresh prompts per length, seed ``seed + 7919·i`` at the ``i``-th length).
+    ``lam`` is Λ, a ``(d,)`` diagonal or a ``(d, d)`` SPD matrix; ``N`` the training context length
+    (``Γ_N``, ``η*``); ``noise`` the label noise σ. Exceptions raised by ``predict`` propagate;
+    output of the wrong shape or dtype raises :class:`ProbeOutputError`; non-finite outputs are
+    counted (``nonfinite``) and make the distances NaN (no decision).
+
+    Returns a dict (JSON-serialisable; lists follow ``M_values``):
+
+    ``algorithms``, ``M_values``, ``prompts``, ``seed``, ``N``, ``noise``, ``d``, ``lambda`` (d×d),
+    ``normaliser`` (``tr Λ + σ²``), ``gd_step`` (η*), ``ridge_lambda`` (σ²), ``knn_k``,
+    ``distance[a]`` / ``distance_se[a]``: mean normalised squared distance to algorithm ``a`` per
+    length and its SE; ``risk[a]`` / ``risk_se[a]`` and ``risk_model`` / ``risk_model_se``:
+    normalised squared error against the query label ``y_q``; ``score[a]`` / ``score_se[a]``: the
+    distance averaged over lengths; ``pairwise_z[a][b]``: the paired difference of squared distances
+    ``(b − a)`` averaged over lengths, in standard errors (``pairwise_z_by_length[a][b]``: per length;
+``pairwise_difference`` / ``pairwise_difference_se``: the averaged difference and its SE); ``equivalent``: groups of algorithms whose
+    predictions coincide (relative ``EQUIVALENT_RTOL``); ``closest`` (name, or ``None`` when
+    non-finite outputs), ``closest_group``, ``runner_up``, ``z_runner_up``, ``separable`` (every
+    rival at least ``z_threshold`` SE farther), ``per_length_closest``, ``nonfinite`` (count per
+    length), ``z_threshold``.
+    """
+    L = as_spd_matrix(lam, "Lambda")
+    d = L.shape[0]
+    Ms = [int(m) for m in M_values]
+    if not Ms or any(m < 1 for m in Ms):
+        raise InputError(f"M_values must be a non-empty list of lengths ≥ 1, got {Ms}")
+    if int(N) < 1:
+        raise InputError(f"N must be ≥ 1, got {N}")
+    if int(prompts) < 2:
+        raise InputError(f"prompts must be ≥ 2 (standard errors), got {prompts}")
+    if not (math.isfinite(noise) and noise >= 0):
+        raise InputError(f"noise must be a finite number ≥ 0, got {noise}")
+    dev = resolve_device(device)
+    P = int(prompts)
+    norm = float(np.trace(L) + noise**2)
+    A = list(ALGORITHMS)
+    nA = len(A)
+    dist = {a: [] for a in A}
+    dist_se = {a: [] for a in A}
+    risk = {a: [] for a in A}
+    risk_se = {a: [] for a in A}
+    risk_m, risk_m_se, nonfinite, per_len = [], [], [], []
+    # paired differences of squared distances, per length: mean (nA, nA) and variance of the mean
+    pair_mean = np.zeros((nA, nA))
+    pair_var = np.zeros((nA, nA))
+    z_by_len = np.zeros((len(Ms), nA, nA))
+    coincide = np.ones((nA, nA), dtype=bool)
+    for i, M in enumerate(Ms):
+        Pr = sample_prompts(L, M, (P,), seed=seed + 7919 * i, noise=noise, device=dev)
+        with torch.no_grad():
+            raw = predict(Pr.X.clone(), Pr.y.clone(), Pr.x_q.clone())  # the predictor may not alter the prompts
+        f = _as_predictions(raw, P, f"prompt length M = {M}")
+        algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k)
+        algs = {a: v.detach().to("cpu", DTYPE) for a, v in algs.items()}
+        yq = Pr.y_q.detach().to("cpu", DTYPE)
+        bad = int((~torch.isfinite(f)).sum())
+        nonfinite.append(bad)
+        D = torch.stack([(f - algs[a]) ** 2 for a in A]).numpy() / norm  # (nA, P)
+        for j, a in enumerate(A):
+            dist[a].append(float(D[j].mean()))
+            dist_se[a].append(float(D[j].std(ddof=1) / math.sqrt(P)))
+            r = ((algs[a] - yq) ** 2).numpy() / norm
+            risk[a].append(float(r.mean()))
+            risk_se[a].append(float(r.std(ddof=1) / math.sqrt(P)))
+        rm = ((f - yq) ** 2).numpy() / norm
+        risk_m.append(float(rm.mean()))
+        risk_m_se.append(float(rm.std(ddof=1) / math.sqrt(P)))
+        stack = torch.stack([algs[a] for a in A]).numpy()
+        scale = np.maximum(1.0, np.abs(stack).max(0))
+        for j in range(nA):
+            diff = D - D[j]  # (nA, P): rival minus j
+            m_, v_ = diff.mean(1), diff.var(1, ddof=1) / P
+            pair_mean[j] += m_
+            pair_var[j] += v_
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z_by_len[i, j] = np.where(v_ > 0, m_ / np.sqrt(v_), np.where(m_ > 0, np.inf, 0.0))
+            coincide[j] &= np.all(np.abs(stack - stack[j]) <= EQUIVALENT_RTOL * scale, axis=1)
+        per_len.append(None if bad else A[int(np.argmin(D.mean(1)))])
+        if progress is not None:
+            progress((i + 1) / len(Ms))
+    nL = len(Ms)
+    pair_mean /= nL
+    pair_se = np.sqrt(pair_var) / nL
+    score = {a: float(np.mean(dist[a])) for a in A}
+    score_se = {a: float(math.sqrt(sum(s**2 for s in dist_se[a])) / nL) for a in A}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(pair_se > 0, pair_mean / pair_se, np.where(pair_mean > 0, np.inf, 0.0))
+    # equivalence classes (coincide is symmetric up to the scale; make it so)
+    coincide = coincide & coincide.T
+    groups, seen = [], set()
+    for j, a in enumerate(A):
+        if a in seen:
+            continue
+        g = [A[k] for k in range(nA) if coincide[j, k]]
+        seen.update(g)
+        groups.append(g)
+    out = {
+        "algorithms": A, "M_values": Ms, "prompts": P, "seed": int(seed), "N": int(N), "noise": float(noise), "d": d,
+        "lambda": L.tolist(), "normaliser": norm, "gd_step": optimal_gd_step(L, N, noise), "ridge_lambda": float(noise) ** 2,
+        "knn_k": int(knn_k), "distance": dist, "distance_se": dist_se, "risk": risk, "risk_se": risk_se,
+        "risk_model": risk_m, "risk_model_se": risk_m_se, "score": score, "score_se": score_se,
+        "pairwise_z": {A[j]: {A[k]: float(z[j, k]) for k in range(nA) if k != j} for j in range(nA)},
+        "pairwise_difference": {A[j]: {A[k]: float(pair_mean[j, k]) for k in range(nA) if k != j} for j in range(nA)},
+        "pairwise_difference_se": {A[j]: {A[k]: float(pair_se[j, k]) for k in range(nA) if k != j} for j in range(nA)},
+        "pairwise_z_by_length": {A[j]: {A[k]: [float(v) for v in z_by_len[:, j, k]] for k in range(nA) if k != j}
+                                 for j in range(nA)},
+        "equivalent": [g for g in groups if len(g) > 1], "nonfinite": nonfinite, "per_length_closest": per_len,
+        "z_threshold": float(z_threshold),
+    }
+    if sum(nonfinite):
+        out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False)
+        return out
+    reps = [g[0] for g in groups]
+    best = min(reps, key=lambda a: score[a])
+    j = A.index(best)
+    rivals = [a for a in reps if a != best]
+    if rivals:
+        runner = min(rivals, key=lambda a: z[j, A.index(a)])
+        zr = float(z[j, A.index(runner)])
+    else:  # pragma: no cover - six algorithms never all coincide
+        runner, zr = None, math.inf
+    out.update(closest=best, closest_group=next(g for g in groups if g[0] == best), runner_up=runner,
+               z_runner_up=zr, separable=bool(zr >= z_threshold))
+    return out

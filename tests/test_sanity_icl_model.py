@@ -1,0 +1,269 @@
+"""``tverify check icl --model``: which in-context algorithm a user's model computes (the probe of
+:mod:`numerics.icl_probe`). Acceptance: a trained ZFB LSA → ``gamma_n_preconditioned_gd``; a model
+computing least squares in context → ``least_squares``; bad input → one line, exit 2; NaN → exit 1;
+inseparable algorithms → inconclusive, exit 3, with what would decide. In-process, small sizes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from numerics import icl as ni
+from numerics.icl_probe import ALGORITHMS, algorithm_predictions, optimal_gd_step, probe_algorithms
+from proofs_checks.options import UsageError
+from proofs_checks.sanity.icl import ICLModelResult, check_icl_model
+from tests.cli_helpers import invoke, one_line_error
+from theory import icl as ti
+
+ACCEPT = ("--lambda", "1,2", "--N", "10", "--M", "10")
+
+MODELS = '''
+import numpy as np
+import torch
+from pathlib import Path
+
+
+def _weights():
+    w = np.load(Path(__file__).with_name("lsa.npz"))
+    return torch.tensor(w["Wpv"]), torch.tensor(w["Wkq"])
+
+
+class TrainedLSA(torch.nn.Module):
+    """A user's trained ZFB linear self-attention, called as obj(xs, ys, xq)."""
+
+    def __init__(self):
+        super().__init__()
+        pv, kq = _weights()
+        self.Wpv = torch.nn.Parameter(pv)
+        self.Wkq = torch.nn.Parameter(kq)
+
+    def forward(self, xs, ys, xq):
+        top = torch.cat([xs.transpose(-1, -2), xq.unsqueeze(-1)], -1)
+        bottom = torch.cat([ys, torch.zeros_like(ys[:, :1])], -1).unsqueeze(-2)
+        E = torch.cat([top, bottom], -2)
+        out = E + self.Wpv @ E @ (E.transpose(-1, -2) @ self.Wkq @ E) / xs.shape[1]
+        return out[:, -1, -1]
+
+
+class LSAOnE(torch.nn.Module):
+    """The same weights, called on ZFB's E (layout zfb), no attribute names the tool knows."""
+
+    def __init__(self):
+        super().__init__()
+        pv, kq = _weights()
+        self.a = torch.nn.Parameter(pv)
+        self.b = torch.nn.Parameter(kq)
+
+    def forward(self, E):
+        out = E + self.a @ E @ (E.transpose(-1, -2) @ self.b @ E) / (E.shape[-1] - 1)
+        return out[..., -1, -1]
+
+
+def least_squares(xs, ys, xq):
+    w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+    return (xq.unsqueeze(-2) @ w).reshape(-1)
+
+
+def make_least_squares():
+    return least_squares
+
+
+def garg_least_squares(tokens):
+    d = tokens.shape[-1] - 1
+    xs, ys, xq = tokens[:, 0:-1:2, :d], tokens[:, 1::2, d], tokens[:, -1, :d]
+    return least_squares(xs, ys, xq)
+
+
+def wrong_shape(xs, ys, xq):
+    return ys
+
+
+def integer_output(xs, ys, xq):
+    return torch.zeros(xs.shape[0], dtype=torch.long)
+
+
+def raises(xs, ys, xq):
+    raise ValueError("my model cannot do this")
+
+
+def nan_model(xs, ys, xq):
+    out = least_squares(xs, ys, xq)
+    out[0] = float("nan")
+    return out
+
+
+class BrokenInit(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        raise RuntimeError("missing checkpoint")
+
+
+def averaging(xs, ys, xq):
+    return (xq * torch.einsum("bm,bmd->bd", ys, xs)).sum(-1) / xs.shape[1]
+
+
+NOT_CALLABLE = 3
+'''
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    """A folder with a trained ZFB LSA (numerics.icl.train_lsa, Λ = diag(1, 2), N = 10) saved as
+    lsa.npz and the user's model file that loads it."""
+    folder = tmp_path_factory.mktemp("user_models")
+    res = ni.train_lsa(np.diag([1.0, 2.0]), 10, n_seeds=1, n_prompts=8192, steps=200, seed=0)
+    np.savez(folder / "lsa.npz", Wpv=res.Wpv[0].numpy(), Wkq=res.Wkq[0].numpy())
+    (folder / "models.py").write_text(textwrap.dedent(MODELS))
+    return folder / "models.py"
+
+
+def as_json(*args):
+    code, out, err = invoke("check", "icl", *args, "--json", "-", "--no-progress")
+    assert "Traceback" not in err, err
+    return code, json.loads(out), err
+
+
+# ------------------------------------------------------------------------------------------------
+# acceptance
+
+
+def test_trained_lsa_is_gamma_n_preconditioned_gd(model_file):
+    code, doc, _ = as_json("--model", f"{model_file}:TrainedLSA", *ACCEPT)
+    assert code == 0 and doc["outcome"] == "ok", doc["decision"]
+    assert doc["closest_algorithm"] == "gamma_n_preconditioned_gd"
+    assert doc["z_runner_up"] >= 3
+    # the model exposes Wpv/Wkq: ZFB's theorem on its weights (trained weights within 5 %)
+    assert doc["zfb_theorem"]["outcome"] == "ok" and max(doc["zfb_theorem"]["rel_err_B"]) < 0.05
+    pr = doc["probe"]
+    assert pr["M_values"] == [1, 2, 3, 4, 5, 10, 20] and set(pr["distance"]) == set(ALGORITHMS)
+    assert all(len(v) == len(pr["M_values"]) for v in pr["distance_se"].values())
+
+
+def test_zfb_layout_without_known_weight_names(model_file):
+    code, doc, _ = as_json("--model", f"{model_file}:LSAOnE", "--layout", "zfb", *ACCEPT, "--quick")
+    assert code == 0 and doc["closest_algorithm"] == "gamma_n_preconditioned_gd"
+    assert "skipped" in doc["zfb_theorem"]
+
+
+def test_least_squares_model(model_file):
+    code, doc, _ = as_json("--model", f"{model_file}:least_squares", *ACCEPT)
+    assert code == 0 and doc["closest_algorithm"] == "least_squares"
+    # ridge at the Bayes-optimal λ = σ² = 0 is least squares: reported as equivalent, not as a rival
+    assert doc["equivalent_algorithms"] == ["least_squares", "ridge"]
+
+
+@pytest.mark.parametrize("name, layout", [("make_least_squares", "default"), ("garg_least_squares", "garg")])
+def test_factory_and_garg_layout(model_file, name, layout):
+    code, doc, _ = as_json("--model", f"{model_file}:{name}", "--layout", layout, *ACCEPT, "--quick")
+    assert code == 0 and doc["closest_algorithm"] == "least_squares"
+
+
+def test_text_output_names_the_winner(model_file):
+    code, out, err = invoke("check", "icl", "--model", f"{model_file}:averaging", *ACCEPT, "--quick", "--no-progress")
+    assert code == 0 and "closest algorithm: averaging" in out and "verdict: ok" in out and not err
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input: one line, exit 2; NaN: a finding, exit 1
+
+
+@pytest.mark.parametrize("name, expect", [
+    ("wrong_shape", "must have shape (1000,)"),
+    ("integer_output", "real floating point"),
+    ("raises", "raised ValueError: my model cannot do this on the probe input"),
+    ("BrokenInit", "instantiating BrokenInit raised RuntimeError: missing checkpoint"),
+    ("NOT_CALLABLE", "is not callable"),
+    ("no_such_name", "has no name 'no_such_name'"),
+])
+def test_bad_models_are_one_line_usage_errors(model_file, name, expect):
+    code, out, err = invoke("check", "icl", "--model", f"{model_file}:{name}", *ACCEPT, "--quick")
+    line = one_line_error(code, err)
+    assert expect in line, line
+
+
+@pytest.mark.parametrize("extra, expect", [
+    (("--weights", "w.npz"), "--weights"),
+    (("--steps", "10"), "--steps"),
+])
+def test_training_options_do_not_go_with_model(model_file, extra, expect):
+    code, _, err = invoke("check", "icl", "--model", f"{model_file}:least_squares", *ACCEPT, *extra)
+    assert expect in one_line_error(code, err)
+
+
+def test_layout_without_model_is_a_usage_error():
+    code, _, err = invoke("check", "icl", *ACCEPT, "--layout", "zfb")
+    assert "go with --model" in one_line_error(code, err)
+
+
+def test_nan_output_is_a_finding(model_file):
+    code, doc, _ = as_json("--model", f"{model_file}:nan_model", *ACCEPT, "--quick")
+    assert code == 1 and doc["outcome"] == "mismatch" and doc["closest_algorithm"] is None
+    assert "NaN" in doc["verdict"] and sum(doc["probe"]["nonfinite"]) == len(doc["probe"]["M_values"])
+
+
+# ------------------------------------------------------------------------------------------------
+# statistics: inseparable → inconclusive with what would decide; equivalences
+
+
+def test_inseparable_is_inconclusive_with_prompts_needed():
+    """Λ = I, N = 10: plain GD has η* = 1/(1 + 3/10) (and is the Γ_N-preconditioned step); a model
+    c·x_qᵀh with c halfway between η* and 1 (averaging) is equally far from both: inconclusive,
+    exit 3, with what would decide."""
+    eta = optimal_gd_step([1.0, 1.0], 10)
+    c = 0.5 * (1 + eta)
+
+    def between(X, y, xq):
+        return c * (xq * torch.einsum("pm,pmd->pd", y, X)).sum(-1) / X.shape[1]
+
+    res = check_icl_model(between, lambdas="1,1", N=10, M=10, prompts=200, M_values=[5, 10])
+    assert isinstance(res, ICLModelResult)
+    assert res.verdict.outcome == "inconclusive" and res.exit_code == 3 and res.closest_algorithm is None
+    assert {res.probe["closest"], res.probe["runner_up"]} == {"averaging", "gamma_n_preconditioned_gd"}
+    assert "undecided because" in str(res) and res.verdict.suggestion
+    assert "<table>" in res._repr_html_() and res.to_json()["outcome"] == "inconclusive"
+
+
+def test_isotropic_lambda_makes_preconditioned_and_plain_gd_equivalent():
+    """Λ ∝ I: Γ_N = c I, so the Γ_N-preconditioned step is plain GD with η* = 1/c (reported together)."""
+    Lam = np.array([1.0, 1.0])
+    Gi = torch.tensor(np.linalg.inv(ti.gamma_n(Lam, 5)))
+
+    def lsa(X, y, xq):
+        return torch.einsum("pd,de,pe->p", xq, Gi, torch.einsum("pm,pmd->pd", y, X) / X.shape[1])
+
+    res = check_icl_model(lsa, lambdas="1,1", N=5, M=5, prompts=200)
+    assert res.verdict.ok and res.closest_algorithm == "gamma_n_preconditioned_gd"
+    assert res.doc["equivalent_algorithms"] == ["gamma_n_preconditioned_gd", "gd_one_step"]
+
+
+def test_algorithm_predictions_against_sklearn_and_closed_forms():
+    """The probe's algorithms against independent implementations: sklearn Ridge / KNeighborsRegressor,
+    NumPy lstsq (min-norm), the closed-form LSA predictor of theory.icl."""
+    from sklearn.linear_model import Ridge
+    from sklearn.neighbors import KNeighborsRegressor
+
+    Lam, N, sigma = np.array([1.0, 2.0, 0.5]), 7, 0.4
+    P = ni.sample_prompts(Lam, 5, (6,), seed=3, noise=sigma)
+    out = algorithm_predictions(P.X, P.y, P.x_q, Lambda=Lam, N=N, noise=sigma)
+    X, y, xq = P.X.numpy(), P.y.numpy(), P.x_q.numpy()
+    for p in range(6):
+        r = Ridge(alpha=sigma**2, fit_intercept=False).fit(X[p], y[p]).predict(xq[p:p + 1])[0]
+        k = KNeighborsRegressor(3).fit(X[p], y[p]).predict(xq[p:p + 1])[0]
+        ls = xq[p] @ np.linalg.lstsq(X[p, :2], y[p, :2], rcond=None)[0]  # M = 2 < d = 3: min-norm
+        assert out["ridge"][p].item() == pytest.approx(r, rel=1e-9, abs=1e-12)
+        assert out["knn"][p].item() == pytest.approx(k, rel=1e-12)
+        ls_probe = algorithm_predictions(P.X[:, :2], P.y[:, :2], P.x_q, Lambda=Lam, N=N)["least_squares"][p].item()
+        assert ls_probe == pytest.approx(ls, rel=1e-9, abs=1e-12)
+    zfb = ti.lsa_predictor(Lam, N)(X, y, xq)
+    np.testing.assert_allclose(out["gamma_n_preconditioned_gd"].numpy(), zfb, rtol=1e-12)
+
+
+def test_probe_direct_call_shapes():
+    res = probe_algorithms(lambda X, y, xq: xq[:, 0].numpy(), lam=[1.0, 2.0], N=4, M_values=[2, 3], prompts=50)
+    assert res["M_values"] == [2, 3] and len(res["distance"]["knn"]) == 2 and res["closest"] in ALGORITHMS
+    with pytest.raises(UsageError):
+        check_icl_model(lambda X, y, xq: y, lambdas=[1.0], N=3, layout="weird")
