@@ -78,3 +78,260 @@ def check_options(f):
                  seed_option):
         f = deco(f)
     return f
+
+
+# ------------------------------------------------------------------------------------------------
+# property tables, result objects and --report (shared by the own-model checks: attention,
+# hopfield, att-svm --weights; icl may adopt them)
+
+__all__ += ["SanityResult", "properties_verdict", "report_option", "check_report_dir", "write_check_report",
+            "finish"]
+
+_STATUS_MARK = {"pass": "ok", "fail": "FAIL", "skip": "skip"}
+
+
+def _num(x) -> str:
+    if x is None:
+        return "—"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if v != v or v in (float("inf"), float("-inf")):
+        return str(v)
+    return f"{v:.3g}"
+
+
+class SanityResult:
+    """The result of a ``tverify check`` (CLI and Python API alike): the JSON document ``doc``, the
+    :class:`Verdict`, the named ``properties`` (dicts with ``name``, ``status`` pass/fail/skip,
+    ``error``, ``tolerance``, ``justification``, ``detail``), the text ``lines`` printed above the
+    table, and ``figures`` (callables returning a matplotlib figure, for ``--report``).
+
+    It renders as a text table (``str``), an HTML table in a notebook (``_repr_html_``), Markdown
+    (:meth:`to_markdown`) and JSON (:meth:`to_json`).
+
+    >>> v = Verdict("ok", "fine", "all hold")
+    >>> r = SanityResult("demo", {}, v, [{"name": "p", "status": "pass", "error": 0.0, "tolerance": 1e-12,
+    ...                                   "justification": "exact", "detail": ""}])
+    >>> r.ok, r.exit_code, r.to_json()["properties"][0]["name"]
+    (True, 0, 'p')
+    >>> print(str(r).splitlines()[0])
+    tverify check demo: ok: fine
+    """
+
+    def __init__(self, check: str, doc: dict, verdict: Verdict, properties: list[dict] | None = None,
+                 lines: list[str] | None = None, figures: dict | None = None):
+        self.check = check
+        self.verdict = verdict
+        self.properties = list(properties or [])
+        self.lines = list(lines or [])
+        self.figures = dict(figures or {})
+        self.doc = doc
+        doc.setdefault("check", check)
+        if self.properties:
+            doc["properties"] = self.properties
+        doc["outcome"] = verdict.outcome
+        doc["verdict"] = verdict.summary
+        doc["ok"] = verdict.ok
+        doc["decision"] = verdict.to_json()
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def outcome(self) -> str:
+        return self.verdict.outcome
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+    @property
+    def failed(self) -> list[str]:
+        """Names of the properties that failed."""
+        return [p["name"] for p in self.properties if p.get("status") == "fail"]
+
+    def to_json(self) -> dict:
+        """The JSON document (what ``--json`` writes; NaN/inf become ``null``)."""
+        return _jsonable(self.doc)
+
+    def table(self) -> str:
+        """The property table as fixed-width text."""
+        if not self.properties:
+            return ""
+        rows = [("property", "status", "error", "tolerance", "detail")]
+        rows += [(p["name"], _STATUS_MARK.get(p["status"], p["status"]), _num(p.get("error")), _num(p.get("tolerance")),
+                  p.get("detail") or "") for p in self.properties]
+        w = [max(len(r[i]) for r in rows) for i in range(4)]
+        out = ["  ".join(r[i].ljust(w[i]) for i in range(4)) + "  " + r[4] for r in rows]
+        out.insert(1, "  ".join("-" * w[i] for i in range(4)) + "  " + "-" * 6)
+        return "\n".join(s.rstrip() for s in out)
+
+    def text_lines(self) -> list[str]:
+        tab = self.table()
+        return self.lines + (tab.splitlines() if tab else [])
+
+    def __str__(self) -> str:
+        head = f"tverify check {self.check}: {self.outcome}: {self.verdict.summary}"
+        body = self.text_lines()
+        return "\n".join([head] + body + self.verdict.lines()[1:])
+
+    def __repr__(self) -> str:
+        return f"<SanityResult check={self.check!r} outcome={self.outcome!r} failed={self.failed!r}>"
+
+    def to_markdown(self) -> str:
+        esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+        out = [f"# tverify check {self.check}", "", f"**{self.outcome}**: {esc(self.verdict.summary)}", "",
+               f"Criterion: {esc(self.verdict.criterion)}", ""]
+        if self.properties:
+            out += ["| property | status | error | tolerance | justification | detail |", "|---|---|---|---|---|---|"]
+            out += [f"| {esc(p['name'])} | {_STATUS_MARK.get(p['status'], p['status'])} | {_num(p.get('error'))} | "
+                    f"{_num(p.get('tolerance'))} | {esc(p.get('justification') or '')} | {esc(p.get('detail') or '')} |"
+                    for p in self.properties]
+            out.append("")
+        if self.lines:
+            out += ["```", *self.lines, "```", ""]
+        out += [f"![{n}](figures/{n}.png)" for n in self.figures]
+        return "\n".join(out) + "\n"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        e = html.escape
+        color = {"ok": "#1a7f37", "mismatch": "#cf222e", "inconclusive": "#9a6700"}.get(self.outcome, "#000")
+        out = [f"<div><b>tverify check {e(self.check)}</b>: <span style='color:{color}'><b>{e(self.outcome)}</b></span>"
+               f" — {e(self.verdict.summary)}"]
+        if self.properties:
+            out.append("<table><tr><th>property</th><th>status</th><th>error</th><th>tolerance</th>"
+                       "<th>justification</th><th>detail</th></tr>")
+            for p in self.properties:
+                c = {"pass": "#1a7f37", "fail": "#cf222e"}.get(p["status"], "#6e7781")
+                out.append(f"<tr><td>{e(p['name'])}</td><td style='color:{c}'>{e(p['status'])}</td>"
+                           f"<td>{_num(p.get('error'))}</td><td>{_num(p.get('tolerance'))}</td>"
+                           f"<td>{e(p.get('justification') or '')}</td><td>{e(p.get('detail') or '')}</td></tr>")
+            out.append("</table>")
+        if self.lines:
+            out.append("<pre>" + e("\n".join(self.lines)) + "</pre>")
+        out.append(f"<small>criterion: {e(self.verdict.criterion)}</small></div>")
+        return "\n".join(out)
+
+
+def properties_verdict(properties: list[dict], subject: str) -> Verdict:
+    """``ok`` when no property failed, else ``mismatch`` naming the failed ones (a skipped property
+    is listed, never counted as passed).
+
+    >>> properties_verdict([{"name": "a", "status": "pass"}, {"name": "b", "status": "fail"}], "x").summary
+    'x violates: b'
+    """
+    failed = [p["name"] for p in properties if p["status"] == "fail"]
+    passed = [p["name"] for p in properties if p["status"] == "pass"]
+    skipped = [p["name"] for p in properties if p["status"] == "skip"]
+    numbers = {"passed": passed, "failed": failed, "skipped": skipped}
+    crit = (f"{len(passed)} propert{'y' if len(passed) == 1 else 'ies'} within tolerance, {len(failed)} beyond"
+            + (f", {len(skipped)} not applicable ({', '.join(skipped)})" if skipped else "")
+            + "; each error is compared with its stated tolerance")
+    if failed:
+        return Verdict("mismatch", f"{subject} violates: {', '.join(failed)}", crit, numbers)
+    return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold", crit, numbers)
+
+
+def report_option(f):
+    """``--report DIR``: write report.html, report.md, report.json (and figures) into DIR."""
+    return click.option("--report", "report_dir", metavar="DIR", default=None,
+                        help="Also write an HTML/Markdown/JSON report (with figures) into DIR: a new folder or a "
+                             "previous tverify report (replaced atomically); any other non-empty folder is refused.")(f)
+
+
+def check_report_dir(report_dir: str | None) -> None:
+    """Refuse, before any work, a ``--report`` folder that holds files a report did not write."""
+    if report_dir is None:
+        return
+    from proofs_checks.report import ReportTargetError, check_report_target
+
+    try:
+        check_report_target(report_dir)
+    except ReportTargetError as exc:
+        raise UsageError(str(exc).replace("--out", "--report").replace(" or add --force to replace it", "")) from None
+
+
+def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:
+    """Write ``report.json``, ``report.md``, ``report.html`` and ``figures/*.png`` for ``result`` into
+    ``report_dir``: built in a temporary sibling folder and swapped into place, stamped with the
+    marker of :mod:`proofs_checks.report` (so a later report may replace it, nothing else may)."""
+    import os
+    import shutil
+    import tempfile
+
+    from proofs_checks import report as rp
+
+    out = rp.check_report_target(report_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
+    try:
+        (tmp / "report.json").write_text(json.dumps(result.to_json(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        figs = []
+        if result.figures:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            (tmp / "figures").mkdir()
+            for name, make in result.figures.items():
+                try:
+                    fig = make()
+                    fig.savefig(tmp / "figures" / f"{name}.png", dpi=100, bbox_inches="tight")
+                    plt.close(fig)
+                    figs.append(name)
+                except Exception as exc:  # a figure is decoration: say so in the report, do not fail
+                    result.lines.append(f"(figure {name} not drawn: {type(exc).__name__}: {exc})")
+        keep = result.figures
+        result.figures = {n: keep[n] for n in figs}
+        (tmp / "report.md").write_text(result.to_markdown(), encoding="utf-8")
+        page = ("<!doctype html><html><head><meta charset='utf-8'><title>tverify check "
+                f"{result.check}</title></head><body>{result._repr_html_()}"
+                + "".join(f"<p><img src='figures/{n}.png' alt='{n}'></p>" for n in figs) + "</body></html>\n")
+        (tmp / "report.html").write_text(page, encoding="utf-8")
+        result.figures = keep
+        stamp = {"tool": "tverify", "command": f"check {result.check}",
+                 "note": "written by tverify check --report; the next report may replace this folder if it holds only "
+                         "these files", "files": sorted(rp._report_files(tmp) or [])}
+        (tmp / rp.MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
+        rp._chmod_tree(tmp)
+        rp.check_report_target(out)
+        old = None
+        if os.path.lexists(out):
+            old = out.parent / f".{out.name}.tverify-old-{os.getpid()}"
+            os.replace(out, old)
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if old is not None:
+                os.replace(old, out)
+            raise
+        if old is not None:
+            rp._remove(old)
+    except BaseException:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def finish(result: SanityResult, json_path: str | None, report_dir: str | None = None) -> None:
+    """Print the result (text and table; only the verdict on stderr when the JSON goes to stdout),
+    write ``--json`` and ``--report``, and exit with the verdict's code."""
+    if report_dir:
+        from proofs_checks.report import ReportTargetError
+
+        try:
+            path = write_check_report(report_dir, result)
+        except ReportTargetError as exc:
+            raise UsageError(str(exc).replace("--out", "--report")) from None
+        except OSError as exc:
+            raise UsageError(f"--report: cannot write {report_dir}: {exc.strerror or exc}") from None
+        result.doc["report"] = str(path)
+    lines = result.text_lines() + ([f"report written to {result.doc['report']}"] if report_dir else [])
+    emit(result.doc, result.verdict, lines, json_path)
