@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from proofs_checks.options import UsageError, claim_run_options, require_device
+from proofs_checks.options import UsageError, claim_run_options, cluster_option, require_device
 
 STATUS_STYLE = {
     "verified": "green",
@@ -252,6 +252,35 @@ def _run_mutants(claims, ctx, progress: bool):
             out.append(r)
             bar.advance(f"{c.id}:{m.name}", "killed" if r.killed else "SURVIVED", r.seconds)
     return out
+
+
+def _remote(cluster: str | None) -> bool:
+    """``--cluster`` names a running scheduler (its workers, not this machine, need CUDA)."""
+    return bool(cluster) and not str(cluster).strip().startswith("local")
+
+
+def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress: bool, claims_run: bool = True,
+                    mutants: bool = False, figure_dir=None, store=None):
+    """``--cluster``: the claims (and/or their kill matrix) as tasks on a Dask cluster (see
+    :mod:`proofs_checks.cluster`); the same results as :func:`_run_selected` / :func:`_run_mutants`.
+    The store is written only once every task has finished (Ctrl-C leaves nothing half-done)."""
+    from proofs_checks.cluster import open_client, run_claims_on
+    from proofs_checks.store import save_last
+
+    total = sum(len(c.checks) + (1 if claims_run else 0) for c in claims)
+    with open_client(cluster, device=device) as client, _Progress(total, f"tasks on {cluster}", progress) as bar:
+        def tick(label, value):
+            bar.advance(label, "task failed" if type(value).__name__ == "TaskFailure" else "")
+
+        results, mres = run_claims_on(client, claims, mode=mode, seed=seed, device=device, claims_run=claims_run,
+                                      mutants=mutants, figure_dir=figure_dir, allow_skip=allow_skip, progress=tick)
+    if store is not None and results:
+        problem = None
+        for r in results:
+            problem = save_last(r.to_json(), store) or problem
+        if problem:
+            _warn(problem)
+    return results, mres
 
 
 def _summary_table(results):
@@ -527,15 +556,20 @@ def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool 
 @claim_run_options
 @_store_option
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_progress):
+@cluster_option
+def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_progress, cluster):
     """Verify claims (all, or those matching PATTERNS: ids, globs like 'icl.*', group names).
 
     Exit 0 when every claim is verified (or evidence); 1 when one is refuted, errored or incomplete."""
     from proofs_checks.context import RunContext
 
-    claims, store, _ = _prepare_run(patterns, device, allow_skip, json_path, store_dir)
+    claims, store, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir)
     ctx = RunContext(mode=mode, seed=seed, device=device)
-    results = _run_selected(claims, ctx, progress=not no_progress, store=store)
+    if cluster:
+        results, _ = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                                     progress=not no_progress, store=store)
+    else:
+        results = _run_selected(claims, ctx, progress=not no_progress, store=store)
     if json_path:
         from proofs_checks.report import results_document
 
@@ -549,14 +583,19 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 @click.argument("patterns", nargs=-1)
 @claim_run_options
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress):
+@cluster_option
+def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress, cluster):
     """The kill matrix: every planted mutant against every check of its claim, at the same sizes as
     `run` (default sizes unless --quick/--full). The table shows, per mutant, each layer's best
     rejection margin. Exit 1 if any mutant survives."""
     from proofs_checks.context import RunContext
 
-    claims, _, _ = _prepare_run(patterns, device, allow_skip, json_path, None, save=False)
-    res = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress)
+    claims, _, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, None, save=False)
+    if cluster:
+        res = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                              progress=not no_progress, claims_run=False, mutants=True)[1]
+    else:
+        res = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress)
     doc = _mutants_document(res, claims, mode=mode, seed=seed, device=device)
     if json_path:
         _write_json(json_path, doc)
@@ -576,7 +615,9 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
 @click.option("--mutants/--no-mutants", default=True, show_default=True,
               help="Also run the kill matrix (same sizes as the claims) and report it.")
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_path, store_dir, mutants, no_progress):
+@cluster_option
+def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_path, store_dir, mutants, no_progress,
+               cluster):
     """Verify claims and write a report folder (index.html, claims/, report.md, results.json, figures).
 
     Exit 0 when every claim is verified (or evidence) and every mutant killed, else 1."""
@@ -596,11 +637,16 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
                 raise UsageError(f"--json {json_path}: inside --out {out_dir}, which the report replaces; write it elsewhere")
         return out
 
-    claims, store, out = _prepare_run(patterns, device, allow_skip, json_path, store_dir, extra_check=check_out)
+    claims, store, out = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir,
+                                      extra_check=check_out)
     with tempfile.TemporaryDirectory(prefix="tverify-fig-") as figs:
         ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=Path(figs))
-        results = _run_selected(claims, ctx, progress=not no_progress, store=store)
-        mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
+        if cluster:
+            results, mres = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                                            progress=not no_progress, mutants=mutants, figure_dir=Path(figs), store=store)
+        else:
+            results = _run_selected(claims, ctx, progress=not no_progress, store=store)
+            mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
         try:

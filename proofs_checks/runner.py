@@ -28,7 +28,8 @@ from proofs_checks.context import RunContext
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck
 from theory.validation import InputError
 
-__all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants"]
+__all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
+           "claim_result", "mutant_result"]
 
 STATUSES = ("verified", "refuted", "error", "incomplete", "evidence")
 #: statuses that make ``tverify run`` exit 1
@@ -326,6 +327,21 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
     stated: list[CheckOutcome] = []
     if claim.kind == "erratum":
         stated = [_run_check(c, claim.stated, claim, ctx) for c in claim.checks]
+    return claim_result(claim, ctx, info, outcomes, stated, time.perf_counter() - t0)
+
+
+def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:
+    """One check of ``claim`` on ``form``, exactly as :func:`run_claim` and :func:`run_mutant` run it
+    (a crash is an ``error`` outcome, a :class:`SkipCheck` a ``skipped`` one). The unit of work that
+    :mod:`proofs_checks.cluster` sends to a worker."""
+    return _run_check(check, form, claim, ctx)
+
+
+def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: list[CheckOutcome],
+                 stated: list[CheckOutcome], seconds: float) -> ClaimResult:
+    """The :class:`ClaimResult` of ``claim`` from its :func:`derivation_info` and its checks'
+    outcomes (claim order; ``stated``: the erratum's stated form, else empty). :func:`run_claim`
+    ends with it; :mod:`proofs_checks.cluster` calls it with outcomes computed on workers."""
     status, message, supports = _status(claim, outcomes, stated, info["error"], info["obligations"])
     return ClaimResult(
         id=claim.id,
@@ -340,7 +356,7 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
         provenance=info["provenance"],
         legend=info["legend"],
         supports=supports,
-        seconds=time.perf_counter() - t0,
+        seconds=seconds,
         mode=ctx.mode,
         seed=ctx.seed,
         device=ctx.device,
@@ -402,6 +418,13 @@ def run_mutant(claim: Claim, mutant: Mutant, ctx: RunContext | None = None, *, f
         outcomes.append(o)
         if fail_fast and o.status == "failed":
             break
+    return mutant_result(claim, mutant, outcomes, time.perf_counter() - t0, ctx.mode)
+
+
+def mutant_result(claim: Claim, mutant: Mutant, outcomes: list[CheckOutcome], seconds: float, mode: str) -> MutantResult:
+    """The kill-matrix row of ``mutant`` from its outcomes on the claim's checks (the check with
+    the largest rejection margin is the killer). :func:`run_mutant` ends with it;
+    :mod:`proofs_checks.cluster` calls it with outcomes computed on workers."""
     rejecting = [o for o in outcomes if o.status == "failed" and o.result is not None]
     best = None
     for o in rejecting:
@@ -420,8 +443,8 @@ def run_mutant(claim: Claim, mutant: Mutant, ctx: RunContext | None = None, *, f
         error=killer.result.error if killer and killer.result else math.nan,
         tolerance=killer.result.tolerance if killer and killer.result else math.nan,
         outcomes=outcomes,
-        seconds=time.perf_counter() - t0,
-        mode=ctx.mode,
+        seconds=seconds,
+        mode=mode,
         exempt=getattr(mutant, "exempt", "") or "",
     )
 

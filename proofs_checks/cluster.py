@@ -1,0 +1,419 @@
+"""Running the suite's work on a Dask cluster (``--cluster ADDRESS|local:W``).
+
+Everything Dask-specific lives here: creating the client (:func:`open_client`), submitting tasks
+and gathering their results with a progress callback, retries and cancellation
+(:func:`run_tasks`), and cutting a run of claims and mutants into tasks (:func:`run_claims_on`).
+Without ``--cluster`` nothing here is imported and the runner works in-process as before.
+
+* ``local:W`` starts a :class:`dask.distributed.LocalCluster` of ``W`` worker processes with one
+  thread each (and no dashboard); with ``--device cuda`` each of them offers the resource ``GPU=1``.
+* any other value is the address of a running scheduler (``tcp://host:8786``): it is probed with
+  a connect timeout of :data:`CONNECT_TIMEOUT_S` seconds, so a wrong address is one line and
+  exit 2 within seconds, never a hang.
+
+**Tasks.** A claim's work is cut into one task for its derivation (obligations) and one task per
+check; a check's task runs the check on the claim's form (and an erratum's stated form) and, for
+the kill matrix, on every mutant's form, so the check's form-independent reference (a trained
+model, a Monte Carlo sample) is computed once per task, as in-process. A check that runs on the
+device (``Check.uses_device``) under ``--device cuda`` carries the Dask resource ``GPU=1``: only
+workers started with ``--resources GPU=1`` take it.
+
+**Same answers.** A task is a pure function of (claim id, check name, form, mode, base seed,
+device): every seed comes from :meth:`RunContext.seed_for` (SHA-256 of the base seed, the claim and
+the check), never from which worker runs it or when, so a cluster run writes the same numbers as
+an in-process run (given the same BLAS/torch thread count: Dask's workers run one thread each, and
+a float reduction split over more threads may round differently in its last bits).
+
+**Failures.** A worker that dies mid-task: the scheduler hands its tasks to another worker (and a
+task that raised is retried :data:`RETRIES` times); a task that still fails becomes an ``error``
+outcome of its check (the claim's status is ``error``), never a hung run. Ctrl-C cancels every
+task and re-raises: the caller writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from proofs_checks.options import UsageError
+
+__all__ = ["CONNECT_TIMEOUT_S", "RETRIES", "Task", "TaskFailure", "parse_cluster", "check_cluster", "open_client", "run_tasks",
+           "run_tasks_local", "run_claims_on", "gpu_workers"]
+
+#: seconds allowed to reach a scheduler (probe and client), so a wrong address fails fast
+CONNECT_TIMEOUT_S = 5.0
+#: how many times a task that raised is resubmitted (a dead worker's tasks are rescheduled anyway)
+RETRIES = 2
+#: ``local:W`` accepts 1 ≤ W ≤ this
+MAX_LOCAL_WORKERS = 256
+
+_LOCAL = re.compile(r"^local(?::(\d+))?$")
+
+
+def parse_cluster(spec: str | None) -> tuple[str, Any] | None:
+    """``None`` → ``None`` (in-process); ``"local:W"`` → ``("local", W)`` (``"local"`` alone: one
+    worker per CPU); anything else → ``("address", spec)``. A malformed ``local:`` value or an
+    empty address raises :class:`UsageError` (one line, exit 2). Imports nothing from Dask.
+
+    >>> parse_cluster("local:2"), parse_cluster("tcp://host:8786")
+    (('local', 2), ('address', 'tcp://host:8786'))
+    """
+    if spec is None:
+        return None
+    s = str(spec).strip()
+    if not s:
+        raise UsageError("--cluster: empty value (give a scheduler address like tcp://host:8786, or local:W)")
+    m = _LOCAL.match(s)
+    if m:
+        import os
+
+        w = int(m.group(1)) if m.group(1) else (os.cpu_count() or 1)
+        if not 1 <= w <= MAX_LOCAL_WORKERS:
+            raise UsageError(f"--cluster {s}: the number of local workers must be 1 … {MAX_LOCAL_WORKERS}")
+        return ("local", w)
+    if s.startswith("local"):
+        raise UsageError(f"--cluster {s}: write local:W with W a whole number of workers, e.g. local:2")
+    if any(ch.isspace() for ch in s):
+        raise UsageError(f"--cluster {s!r}: an address has no spaces (e.g. tcp://host:8786)")
+    return ("address", s)
+
+
+def _quiet_dask() -> None:
+    """Dask logs worker restarts, reconnections and retries at WARNING/INFO on stderr: a CLI keeps
+    stderr for its own lines, so only errors from Dask itself are shown."""
+    for name in ("distributed", "distributed.nanny", "distributed.scheduler", "distributed.worker",
+                 "distributed.core", "distributed.client", "distributed.comm", "distributed.batched",
+                 "distributed.worker_memory", "distributed.diskutils", "distributed.http.proxy"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Open and close one connection to ``address`` (Dask's handshake included) within ``timeout``
+    seconds; raises :class:`UsageError` naming the address and why."""
+    from distributed.comm import connect
+
+    async def go():
+        comm = await connect(address, timeout=timeout)
+        await comm.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(go(), timeout + 1.0))
+    except (asyncio.TimeoutError, TimeoutError):
+        raise UsageError(f"--cluster {address}: no Dask scheduler answered within {timeout:g} s "
+                         "(is `dask scheduler` running there, and the port open?)") from None
+    except ValueError as exc:
+        raise UsageError(f"--cluster {address}: not a scheduler address ({' '.join(str(exc).split())}); "
+                         "write tcp://host:8786 or local:W") from None
+    except MemoryError:  # a frame header read from a server that does not speak Dask's protocol
+        raise UsageError(f"--cluster {address}: something answered there, but not a Dask scheduler") from None
+    except Exception as exc:  # refused, unknown host, garbage from a server that is not Dask
+        msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise UsageError(f"--cluster {address}: cannot connect to a Dask scheduler ({msg})") from None
+
+
+def check_cluster(spec: str) -> None:
+    """Check ``--cluster spec`` before any work: its syntax, and for an address that a scheduler
+    answers there within :data:`CONNECT_TIMEOUT_S` seconds. Raises :class:`UsageError`."""
+    kind, value = parse_cluster(spec)
+    if kind == "address":
+        _quiet_dask()
+        _probe(value, CONNECT_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
+    """A :class:`distributed.Client` for ``--cluster spec``, closed (and a local cluster shut down)
+    on exit, also on Ctrl-C. ``local:W``: W worker processes, one thread each, no dashboard, each
+    offering ``GPU=1`` when ``device`` is cuda. An address is probed first (see :func:`_probe`)."""
+    kind, value = parse_cluster(spec)
+    _quiet_dask()
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if kind == "local":
+        resources = {"GPU": 1} if str(device).startswith("cuda") else None
+        cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
+                               resources=resources, silence_logs=logging.CRITICAL)
+        client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
+    else:
+        _probe(value, CONNECT_TIMEOUT_S)
+        try:
+            client = Client(value, timeout=CONNECT_TIMEOUT_S)
+        except Exception as exc:
+            msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise UsageError(f"--cluster {value}: cannot connect to a Dask scheduler ({msg})") from None
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=10)
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=10)
+
+
+def gpu_workers(client) -> int:
+    """How many of the cluster's workers offer the resource ``GPU``."""
+    workers = client.scheduler_info(n_workers=-1).get("workers", {}) if _takes_n_workers(client) else \
+        client.scheduler_info().get("workers", {})
+    return sum(1 for w in workers.values() if (w.get("resources") or {}).get("GPU", 0) > 0)
+
+
+def _takes_n_workers(client) -> bool:
+    import inspect
+
+    try:
+        return "n_workers" in inspect.signature(client.scheduler_info).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+# ------------------------------------------------------------------------------------------------
+# tasks
+
+
+@dataclass
+class Task:
+    """One unit of work: ``fn(*args)`` (a module-level function: workers import it by name),
+    ``label`` for the progress line, ``gpu``: needs a worker offering the resource ``GPU``."""
+
+    label: str
+    fn: Callable[..., Any]
+    args: tuple = ()
+    gpu: bool = False
+
+
+@dataclass
+class TaskFailure:
+    """What :func:`run_tasks` returns for a task that raised (after its retries) or whose workers
+    kept dying: the exception's type and message."""
+
+    label: str
+    message: str
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ProgressFn = Callable[[str, Any], None]
+
+
+def _failure_text(exc: BaseException) -> str:
+    msg = " ".join(str(exc).split())[:500]
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def run_tasks_local(tasks: list[Task], progress: ProgressFn | None = None) -> list[Any]:
+    """Run ``tasks`` one after the other in this process (the same interface as :func:`run_tasks`):
+    a task that raises gives a :class:`TaskFailure`; Ctrl-C propagates."""
+    out = []
+    for t in tasks:
+        t0 = time.perf_counter()
+        try:
+            value = t.fn(*t.args)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            value = TaskFailure(t.label, _failure_text(exc), time.perf_counter() - t0)
+        out.append(value)
+        if progress:
+            progress(t.label, value)
+    return out
+
+
+def run_tasks(client, tasks: list[Task], progress: ProgressFn | None = None, *, retries: int = RETRIES,
+              allow_no_gpu: bool = False) -> list[Any]:
+    """Submit ``tasks`` to ``client`` and return their results in the order of ``tasks``.
+
+    ``progress(label, result)`` is called in this process as each task finishes (any order). A task
+    that raised ``retries + 1`` times, or that lost its workers more often than the scheduler allows
+    (``KilledWorker``), gives a :class:`TaskFailure`. A task with ``gpu`` carries ``resources={"GPU":
+    1}``; if no worker offers that resource, :class:`UsageError` is raised before anything is
+    submitted (with ``allow_no_gpu`` the tag is dropped instead: workers without CUDA skip such
+    checks, which makes the claim ``incomplete``). Ctrl-C cancels every task and re-raises."""
+    from distributed import as_completed
+
+    if any(t.gpu for t in tasks) and gpu_workers(client) == 0:
+        if not allow_no_gpu:
+            raise UsageError("--device cuda: no worker of the cluster offers the resource GPU (start GPU workers with "
+                             "`dask worker ADDRESS --resources GPU=1`, or use --allow-skip)")
+        tasks = [Task(t.label, t.fn, t.args, False) for t in tasks]
+    token = uuid.uuid4().hex[:12]
+    futures, index = [], {}
+    try:
+        for i, t in enumerate(tasks):
+            key = f"tverify-{re.sub(r'[^A-Za-z0-9_.:-]', '_', t.label)[:120]}-{token}-{i}"
+            f = client.submit(t.fn, *t.args, key=key, pure=False, retries=retries,
+                              resources={"GPU": 1} if t.gpu else None)
+            futures.append(f)
+            index[f.key] = i
+        results: list[Any] = [None] * len(tasks)
+        for f in as_completed(futures):
+            i = index[f.key]
+            try:
+                value = f.result()
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # the task raised (after retries), or KilledWorker, or cancelled
+                value = TaskFailure(tasks[i].label, _failure_text(exc))
+            results[i] = value
+            f.release()
+            if progress:
+                progress(tasks[i].label, value)
+        return results
+    except BaseException:  # Ctrl-C (or anything else): nothing keeps running on the cluster
+        with contextlib.suppress(Exception):
+            client.cancel(futures, force=True)
+        raise
+
+
+# ------------------------------------------------------------------------------------------------
+# claims and mutants as tasks
+
+
+def _claim(module: str, claim_id: str):
+    """The registered claim ``claim_id``, importing only the module that registers it (workers do
+    not pay for every claim module); falls back to loading them all."""
+    from proofs_checks.registry import get_claim, registry
+
+    if claim_id not in registry:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    return registry.get(claim_id) if claim_id in registry else get_claim(claim_id)
+
+
+def _claim_module(claim) -> str:
+    return getattr(claim.checks[0].fn, "__module__", "") or "proofs_checks.claims"
+
+
+def derivation_task(module: str, claim_id: str) -> tuple[dict[str, Any], float]:
+    """Worker side: the claim's :func:`~proofs_checks.runner.derivation_info` and its seconds."""
+    from proofs_checks.runner import derivation_info
+
+    t0 = time.perf_counter()
+    info = derivation_info(_claim(module, claim_id))
+    return info, time.perf_counter() - t0
+
+
+def check_task(module: str, claim_id: str, check_name: str, mode: str, seed: int, device: str,
+               forms: tuple[str, ...], figures: bool) -> dict[str, Any]:
+    """Worker side: one check of one claim on each of ``forms`` (``"claim"``, ``"stated"``,
+    ``"mutant:NAME"``), in that order, in one process, so the check's reference is computed once.
+    The claim's and stated forms run with figures on (when ``figures``) in a folder of the worker,
+    whose files come back as bytes; mutants run without figures, as in-process."""
+    from proofs_checks.context import RunContext
+    from proofs_checks.runner import run_check
+
+    claim = _claim(module, claim_id)
+    check = next(c for c in claim.checks if c.name == check_name)
+    mutants = {m.name: m for m in claim.all_mutants()}
+    fig_dir = Path(tempfile.mkdtemp(prefix="tverify-task-fig-")) if figures else None
+    try:
+        ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=fig_dir)
+        plain = RunContext(mode=mode, seed=seed, device=device)
+        out: dict[str, Any] = {"outcomes": {}, "figures": {}}
+        for which in forms:
+            if which == "claim":
+                o = run_check(claim, check, claim.form, ctx)
+            elif which == "stated":
+                o = run_check(claim, check, claim.stated, ctx)
+            else:
+                o = run_check(claim, check, mutants[which.split(":", 1)[1]].form, plain)
+            out["outcomes"][which] = o
+        if fig_dir is not None:
+            out["figures"] = {p.name: p.read_bytes() for p in sorted(fig_dir.iterdir()) if p.is_file()}
+        return out
+    finally:
+        if fig_dir is not None:
+            shutil.rmtree(fig_dir, ignore_errors=True)
+
+
+def _failed_outcome(check, message: str):
+    from proofs_checks.runner import CheckOutcome
+
+    return CheckOutcome(check.name, check.layer, "error", None, error_message=f"task failed on the cluster: {message}")
+
+
+def run_claims_on(client, claims: list, *, mode: str, seed: int, device: str, claims_run: bool = True,
+                  mutants: bool = False, figure_dir: Path | None = None, allow_skip: bool = False,
+                  progress: ProgressFn | None = None) -> tuple[list | None, list | None]:
+    """Run ``claims`` (and, with ``mutants``, their kill matrix) as tasks on ``client``; returns
+    ``(claim results or None, mutant results or None)``, assembled by the runner's own
+    :func:`~proofs_checks.runner.claim_result` / :func:`~proofs_checks.runner.mutant_result` in the
+    order an in-process run gives. Figures of the claims' checks are written into ``figure_dir``.
+    A claim's ``seconds`` is the sum of its derivation's and its checks' seconds (worker time)."""
+    from proofs_checks.context import RunContext
+    from proofs_checks.runner import claim_result, mutant_result
+
+    cuda = str(device).startswith("cuda")
+    tasks: list[Task] = []
+    where: list[tuple[str, Any, Any]] = []
+    for c in claims:
+        module = _claim_module(c)
+        if claims_run:
+            tasks.append(Task(f"{c.id}:derivation", derivation_task, (module, c.id)))
+            where.append(("derivation", c, None))
+        for ch in c.checks:
+            forms: list[str] = []
+            if claims_run:
+                forms += ["claim"] + (["stated"] if c.kind == "erratum" else [])
+            if mutants:
+                forms += [f"mutant:{m.name}" for m in c.all_mutants()]
+            tasks.append(Task(f"{c.id}:{ch.name}", check_task,
+                              (module, c.id, ch.name, mode, seed, device, tuple(forms), figure_dir is not None),
+                              gpu=bool(ch.uses_device and cuda)))
+            where.append(("check", c, ch))
+    results = run_tasks(client, tasks, progress, allow_no_gpu=allow_skip)
+
+    info: dict[str, tuple[dict[str, Any], float]] = {}
+    per_check: dict[tuple[str, str], dict[str, Any]] = {}
+    for (what, c, ch), value in zip(where, results):
+        if what == "derivation":
+            if isinstance(value, TaskFailure):
+                value = ({"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [],
+                          "error": f"task failed on the cluster: {value.message}"}, 0.0)
+            info[c.id] = value
+        else:
+            if isinstance(value, TaskFailure):
+                value = {"failure": value.message, "outcomes": {}, "figures": {}}
+            per_check[(c.id, ch.name)] = value
+            if figure_dir is not None and value["figures"]:
+                figure_dir.mkdir(parents=True, exist_ok=True)
+                for name, data in value["figures"].items():
+                    (figure_dir / Path(name).name).write_bytes(data)
+
+    def outcome(c, ch, which):
+        v = per_check[(c.id, ch.name)]
+        if "failure" in v:
+            return _failed_outcome(ch, v["failure"])
+        return v["outcomes"][which]
+
+    def secs(outcomes) -> float:
+        return sum(o.result.seconds for o in outcomes if o.result is not None)
+
+    claim_results = None
+    if claims_run:
+        claim_results = []
+        for c in claims:
+            outs = [outcome(c, ch, "claim") for ch in c.checks]
+            stated = [outcome(c, ch, "stated") for ch in c.checks] if c.kind == "erratum" else []
+            d_info, d_secs = info[c.id]
+            ctx = RunContext(mode=mode, seed=seed, device=device)
+            claim_results.append(claim_result(c, ctx, d_info, outs, stated, d_secs + secs(outs) + secs(stated)))
+    mutant_results = None
+    if mutants:
+        mutant_results = []
+        for c in claims:
+            for m in c.all_mutants():
+                outs = [outcome(c, ch, f"mutant:{m.name}") for ch in c.checks]
+                mutant_results.append(mutant_result(c, m, outs, secs(outs), mode))
+    return claim_results, mutant_results
