@@ -87,7 +87,7 @@ def check_options(f):
 __all__ += ["SanityResult", "properties_verdict", "report_option", "check_report_dir", "write_check_report",
             "finish"]
 
-_STATUS_MARK = {"pass": "ok", "fail": "FAIL", "skip": "skip"}
+_STATUS_MARK = {"pass": "ok", "fail": "FAIL", "skip": "skip", "info": "info"}
 
 
 def _num(x) -> str:
@@ -105,7 +105,7 @@ def _num(x) -> str:
 class SanityResult:
     """The result of a ``tverify check`` (CLI and Python API alike): the JSON document ``doc``, the
     :class:`Verdict`, the named ``properties`` (dicts with ``name``, ``status`` pass/fail/skip,
-    ``error``, ``tolerance``, ``justification``, ``detail``), the text ``lines`` printed above the
+    ``error``, ``tolerance``, ``justification``, ``detail``; ``info`` rows are reported, not judged), the text ``lines`` printed above the
     table, and ``figures`` (callables returning a matplotlib figure, for ``--report``).
 
     It renders as a text table (``str``), an HTML table in a notebook (``_repr_html_``), Markdown

@@ -17,6 +17,13 @@ Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
 * 2 bad input, one line on stderr: missing arrays, wrong shapes, NaN, object/complex arrays, tied or
   infeasible instances, sizes over the memory limit (``--max-memory``), ``--device cuda`` without CUDA.
 
+With ``--weights FILE`` (``W`` (d,d), or ``K`` and ``Q`` (d,m) with ``W = K Qᵀ``; .npz or .pt) no training
+runs: your trained attention is compared with the Att-SVM (:func:`weights_result`): the tokens it
+selects, ``corr(W, W^mm)`` (Frobenius) and ``corr(W, W^mm_*)`` (nuclear), whether the selected tokens
+are the optimal ones and, when not, the Att-SVM of the selected tokens. ok (exit 0) when the
+correlation the theory predicts → 1 reaches ``--level``; inconclusive (3) below it; weights whose
+shapes disagree with the data: one line, exit 2. ``--report DIR`` writes HTML/Markdown/JSON.
+
 Iteration counts that were not reached are shown as "not reached within K iterations" (``null`` in
 JSON), never as a number.
 """
@@ -31,11 +38,12 @@ import numpy as np
 from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.parsing import load_npz
-from proofs_checks.sanity._common import check_json_target, check_options, emit
+from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
+                                          report_option)
 from proofs_checks.sanity._verdict import Verdict, round_up
 from theory.validation import InputError, as_finite_array
 
-__all__ = ["command", "estimate_resources", "SIZES", "iterations_to"]
+__all__ = ["command", "estimate_resources", "SIZES", "iterations_to", "run_att_svm", "weights_result", "load_weights"]
 
 #: (iterations, initialisations) for --quick / default / --full.
 SIZES = {"quick": (500, 4), "default": (2000, 8), "full": (20000, 16)}
@@ -224,47 +232,145 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int) -> tuple[Verdict, l
                    reasons, sugg), seeds
 
 
-@click.command("att-svm")
-@click.option("--data", "data_path", required=True, help=".npz with X (n,T,d), z (n,d), y (n,), v (d,)")
-@click.option("--iters", default=None, type=click.IntRange(1, 10**7),
-              help="Normalised-GD iterations (default 2000; --quick 500, --full 20000).")
-@click.option("--lr", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              callback=guards.finite_number, help="NGD step size")
-@click.option("--seeds", default=None, type=click.IntRange(1, 4096),
-              help="Initialisations, one batch (default 8; --quick 4, --full 16).")
-@click.option("--level", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              callback=guards.finite_number,
-              help="Correlation with the Att-SVM direction that counts as converged.")
-@check_options
-def command(data_path, iters, lr, seeds, level, seed, device, mode, json_path, max_memory, no_progress):
-    """Certified Att-SVM solution, the NGD correlation curve, and the verdict:
-    ok (exit 0), mismatch (1), inconclusive (3: e.g. not converged within --iters).
+def load_weights(path: str, d: int) -> tuple[np.ndarray, str]:
+    """``W`` ``(d, d)`` from a ``.npz`` or ``.pt`` file holding ``W``, or ``K`` and ``Q`` (``(d, m)`` each;
+    ``W = K Qᵀ``, logits ``x_tᵀ W z``). Returns ``(W, "W" | "KQ")``; one-line errors naming ``--weights``."""
+    from proofs_checks.parsing import as_numeric_array
 
-    \b
-    Examples:
-      tverify check att-svm --data mydata.npz
-      tverify check att-svm --data mydata.npz --iters 20000 --seeds 16 --json out.json
-    """
-    check_json_target(json_path)
-    i0, s0 = SIZES[mode]
-    iters, seeds = iters or i0, seeds or s0
-    try:
-        require_device(device, False)
-    except UsageError:
-        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
-    inst = _load(data_path)
-    n, T, d = inst.X.shape
-    est = estimate_resources(n, T, d, seeds, iters)
-    guards.check_memory(est, max_memory, hint="lower --iters or --seeds")
+    p = path
+    import pathlib
+
+    pp = pathlib.Path(p)
+    if not pp.exists():
+        raise InputError(f"--weights: file not found: {p}")
+    if pp.is_dir():
+        raise InputError(f"--weights: {p} is a directory, not a file")
+    if pp.suffix == ".npz":
+        data = load_npz(pp, "--weights")
+    elif pp.suffix in (".pt", ".pth"):
+        import torch
+
+        try:
+            obj = torch.load(pp, map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises many types for a bad file
+            first = (str(exc).splitlines() or [""])[0][:160]
+            raise InputError(f"--weights: cannot read {p}: {type(exc).__name__}: {first}") from None
+        if hasattr(obj, "state_dict"):
+            obj = obj.state_dict()
+        if hasattr(obj, "shape"):
+            obj = {"W": obj}
+        if not isinstance(obj, dict):
+            raise InputError(f"--weights: {p} must hold W, or K and Q (a dict of tensors)")
+        data = {str(k).split(".")[-1]: (v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v))
+                for k, v in obj.items()}
+    else:
+        raise InputError(f"--weights: must be a .npz or .pt file, got {p}")
+    if "W" in data:
+        W = as_numeric_array(data["W"], "--weights", "W")
+        if W.shape != (d, d):
+            raise InputError(f"--weights: W must be ({d}, {d}) for the data's d = {d}, got {W.shape}")
+        return W, "W"
+    if "K" in data and "Q" in data:
+        K = as_numeric_array(data["K"], "--weights", "K")
+        Q = as_numeric_array(data["Q"], "--weights", "Q")
+        if K.ndim != 2 or Q.ndim != 2 or K.shape[0] != d or Q.shape[0] != d or K.shape[1] != Q.shape[1]:
+            raise InputError(f"--weights: K and Q must be (d, m) with d = {d} from the data and the same m, got K "
+                             f"{K.shape}, Q {Q.shape}")
+        return K @ Q.T, "KQ"
+    raise InputError(f"--weights: {p} has no W and no K, Q (found {', '.join(data) or 'none'})")
+
+
+def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityResult:
+    """Your trained ``W`` against the Att-SVM: the tokens it selects (argmax of ``X W z`` per
+    sequence), their softmax mass, ``corr(W, W^mm)`` (Frobenius) and ``corr(W, W^mm_*)`` (nuclear),
+    whether the selected tokens are the globally optimal ones, and, when not, the Att-SVM of the
+    selected tokens (and whether they are locally optimal). The correlation the theory predicts
+    → 1 is with ``W^mm`` for a ``W`` trained directly, with ``W^mm_*`` for a ``(K, Q)``
+    factorisation (Tarzanagh et al. 2023), with the selected tokens' Att-SVM when they are a locally
+    optimal set other than the optimal one. ``ok`` when it is ≥ ``level``; below, ``inconclusive``
+    (the direction converges only as ‖W‖ → ∞: train longer)."""
+    import torch
 
     from numerics import att_svm as ns
 
-    prog = guards.Progress("check att-svm", enabled=not no_progress, estimate=est.seconds)
+    X, z = inst.X, inst.z
+    logits = np.einsum("ntd,de,ne->nt", X, W, z)
+    sel = logits.argmax(1)
+    mass = torch.softmax(torch.as_tensor(logits), -1).numpy()[np.arange(len(sel)), sel]
+    is_opt = bool(np.all(sel == inst.opt))
+    props, info = [], {"selected_tokens": sel.tolist(), "optimal_tokens": inst.opt.tolist(), "selected_is_optimal": is_opt,
+                       "softmax_mass_on_selected": mass.tolist(), "norm_W": float(np.linalg.norm(W)), "form": form}
+    tol = 1 - level
+    just = f"1 − --level = {tol:.3g}: correlation that counts as converged in direction"
+
+    def row(name, target, relevant):
+        c = float(ns.correlation(W, target))
+        info[name] = c
+        props.append({"name": name, "status": ("pass" if 1 - c <= tol else "fail") if relevant else "info",
+                      "error": 1 - c, "tolerance": tol if relevant else None, "justification": just if relevant else "",
+                      "detail": f"corr = {c:.6f}" + ("" if relevant else " (reported; not the limit the theory predicts "
+                                                                         "for this parameterisation/selection)")})
+
+    fro = ns.solve_att_svm(X, z, inst.opt, "fro")
+    try:
+        nuc = ns.solve_att_svm(X, z, inst.opt, "nuc")
+    except ns.SolverFailure:
+        nuc = None
+    row("corr_with_W_mm_fro", fro.W, is_opt and form == "W")
+    if nuc is not None:
+        row("corr_with_W_mm_nuc", nuc.W, is_opt and form == "KQ")
+    local_ok = None
+    if not is_opt:
+        try:
+            loc = ns.solve_att_svm(X, z, sel, "fro" if form == "W" else "nuc")
+            row("corr_with_local_att_svm", loc.W, True)
+            local_ok = bool(ns.is_locally_optimal(inst, sel))
+            info["selected_locally_optimal"] = local_ok
+        except (InputError, ns.SolverFailure) as exc:
+            props.append({"name": "corr_with_local_att_svm", "status": "skip", "error": None, "tolerance": None,
+                          "justification": "", "detail": f"no Att-SVM for the selected tokens: {exc}"})
+    failed = [p["name"] for p in props if p["status"] == "fail"]
+    rel = [p for p in props if p["status"] in ("pass", "fail")]
+    crit = "; ".join(f"{p['name']} = {1 - p['error']:.6f}" for p in rel) + f" against level {level:g}"
+    if not rel:
+        v = Verdict("inconclusive", "no Att-SVM direction to compare with", crit or "none computable", info,
+                    ["the selected tokens' Att-SVM could not be solved"], "check the data for duplicated tokens")
+    elif failed:
+        v = Verdict("inconclusive", f"your W is not (yet) aligned with the Att-SVM direction ({', '.join(failed)})", crit,
+                    info, [f"correlation below {level:g}: the direction converges only as ‖W‖ → ∞ (‖W‖ = "
+                           f"{np.linalg.norm(W):.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"],
+                    "train longer (larger ‖W‖), or compare with the other Att-SVM if your parameterisation differs")
+    elif not is_opt and not local_ok:
+        v = Verdict("inconclusive", "aligned with the Att-SVM of tokens that are not locally optimal", crit, info,
+                    ["the selected set is not locally optimal: the selection may still change"], "train longer")
+    else:
+        v = Verdict("ok", "your W is aligned with " + ("W^mm" if is_opt and form == "W" else "W^mm_*" if is_opt else
+                                                         "the Att-SVM of its (locally optimal) selected tokens"), crit, info)
+    lines = [f"your weights ({'W' if form == 'W' else 'W = K Qᵀ'}, ‖W‖_F = {np.linalg.norm(W):.4g}) select tokens "
+             f"{sel.tolist()} ({'the optimal ones' if is_opt else 'optimal: ' + str(inst.opt.tolist())}); softmax mass "
+             f"on them: min {mass.min():.4f}",
+             f"Att-SVM: ‖W^mm‖_F = {fro.value:.6g}" + (f", ‖W^mm_*‖_* = {nuc.value:.6g}" if nuc is not None else
+                                                        ", nuclear-norm Att-SVM not certified")]
+    if local_ok is not None:
+        lines.append(f"selected tokens locally optimal: {local_ok}")
+    doc = {"check": "att-svm", "weights": info}
+    return SanityResult("att-svm", doc, v, props, lines)
+
+
+def run_att_svm(inst, *, iters: int, lr: float, seeds: int, level: float, seed: int = 0, device: str = "cpu",
+                mode: str = "default", progress: bool = False, est=None, inputs: dict | None = None) -> SanityResult:
+    """Certify the Att-SVM of ``inst``, train normalised GD, and return the verdict as a
+    :class:`SanityResult` (what ``tverify check att-svm --data`` prints)."""
+    from numerics import att_svm as ns
+
+    n, T, d = inst.X.shape
+    est = est or estimate_resources(n, T, d, seeds, iters)
+    prog = guards.Progress("check att-svm", enabled=progress, estimate=est.seconds)
     if est.seconds > 10:
         prog.note(f"estimated ≈ {guards.fmt_seconds(est.seconds)} and ≈ {guards.fmt_bytes(est.bytes)} of memory "
                   f"for {seeds} initialisations × {iters} iterations on n = {n}, T = {T}, d = {d}")
     doc: dict = {"check": "att-svm", "n": int(n), "T": int(T), "d": int(d), "opt": inst.opt.tolist(),
-                 "inputs": {"data": data_path, "iters": iters, "lr": lr, "seeds": seeds, "seed": seed, "level": level,
+                 "inputs": {**(inputs or {}), "iters": iters, "lr": lr, "seeds": seeds, "seed": seed, "level": level,
                             "device": device, "mode": mode},
                  "resources": est.to_json()}
     prog.phase("solving the Att-SVM", 0, 0.05).sub(0)
@@ -273,7 +379,7 @@ def command(data_path, iters, lr, seeds, level, seed, device, mode, json_path, m
     except ns.SolverFailure as exc:
         v = Verdict("inconclusive", "the Att-SVM could not be solved and certified", f"solver: {exc}", {},
                     [f"Att-SVM not certified: {exc}"], "rescale the data or remove nearly duplicated tokens")
-        emit(doc, v, [f"Att-SVM (Frobenius): solver failed: {exc}"], json_path)
+        return SanityResult("att-svm", doc, v, lines=[f"Att-SVM (Frobenius): solver failed: {exc}"])
     try:
         nuc = ns.solve_att_svm(inst.X, inst.z, inst.opt, "nuc")
         doc["nuc"] = {"norm": nuc.value, "status": nuc.status, "max_kkt_residual": nuc.max_residual(),
@@ -318,4 +424,68 @@ def command(data_path, iters, lr, seeds, level, seed, device, mode, json_path, m
     lines += [f"  k={k:>7d}  {c:.6f}" for k, c in curve.items()]
     lines.append(f"  ‖W_k‖ at the end {doc['training']['final_norm_mean']:.4g}; softmax mass on opt "
                  f"{doc['training']['opt_mass_mean']:.6f}; {reach_text()}")
-    emit(doc, verdict, lines, json_path)
+    corr = tr["corr"]
+
+    def _fig():
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        k = np.arange(1, corr.shape[0] + 1)
+        ax.semilogx(k, corr, lw=0.8)
+        ax.axhline(level, color="k", ls="--", lw=0.8)
+        ax.set_xlabel("NGD iteration k")
+        ax.set_ylabel("corr(W_k, W^mm)")
+        ax.set_title("correlation with the Att-SVM direction")
+        return fig
+
+    return SanityResult("att-svm", doc, verdict, lines=lines, figures={"correlation_curves": _fig})
+
+
+@click.command("att-svm")
+@click.option("--data", "data_path", required=True, help=".npz with X (n,T,d), z (n,d), y (n,), v (d,)")
+@click.option("--weights", "weights_path", default=None, metavar="FILE",
+              help="Your trained attention: .npz/.pt with W (d,d), or K and Q (d,m), W = K Qᵀ; compared with the "
+                   "Att-SVM instead of training.")
+@click.option("--iters", default=None, type=click.IntRange(1, 10**7),
+              help="Normalised-GD iterations (default 2000; --quick 500, --full 20000).")
+@click.option("--lr", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              callback=guards.finite_number, help="NGD step size")
+@click.option("--seeds", default=None, type=click.IntRange(1, 4096),
+              help="Initialisations, one batch (default 8; --quick 4, --full 16).")
+@click.option("--level", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              callback=guards.finite_number,
+              help="Correlation with the Att-SVM direction that counts as converged.")
+@report_option
+@check_options
+def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, device, mode, json_path, max_memory,
+            no_progress):
+    """Certified Att-SVM solution, the NGD correlation curve (or your --weights), and the verdict:
+    ok (exit 0), mismatch (1), inconclusive (3: e.g. not converged within --iters).
+
+    \b
+    Examples:
+      tverify check att-svm --data mydata.npz
+      tverify check att-svm --data mydata.npz --iters 20000 --seeds 16 --json out.json
+      tverify check att-svm --data mydata.npz --weights my_trained_W.npz
+    """
+    check_json_target(json_path)
+    check_report_dir(report_dir)
+    i0, s0 = SIZES[mode]
+    iters, seeds = iters or i0, seeds or s0
+    try:
+        require_device(device, False)
+    except UsageError:
+        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    inst = _load(data_path)
+    n, T, d = inst.X.shape
+    if weights_path:
+        W, form = load_weights(weights_path, d)
+        result = weights_result(inst, W, form=form, level=level)
+        result.doc.update({"n": int(n), "T": int(T), "d": int(d), "opt": inst.opt.tolist(),
+                           "inputs": {"data": data_path, "weights": weights_path, "level": level}})
+        finish(result, json_path, report_dir)
+    est = estimate_resources(n, T, d, seeds, iters)
+    guards.check_memory(est, max_memory, hint="lower --iters or --seeds")
+    result = run_att_svm(inst, iters=iters, lr=lr, seeds=seeds, level=level, seed=seed, device=device, mode=mode,
+                         progress=not no_progress, est=est, inputs={"data": data_path})
+    finish(result, json_path, report_dir)
