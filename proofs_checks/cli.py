@@ -667,6 +667,89 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     sys.exit(1 if bad or survived else 0)
 
 
+@cli.command("sweep")
+@click.argument("target", nargs=-1, required=True)
+@click.option("--grid", "grids", multiple=True, required=True, metavar='"NAME=V1,V2 NAME=..."',
+              help="Parameters and their values, axes separated by spaces (repeatable); values by commas, or by | when "
+                   "a value holds commas. Unknown names are refused with the accepted ones.")
+@click.option("--seeds", "n_seeds", type=click.IntRange(1, 10_000), default=1, show_default=True,
+              help="Replicates per grid point (replicate seeds derived from the target and --seed).")
+@claim_run_options
+@click.option("--out", "out_dir", default=None, metavar="DIR",
+              help="Folder for results.json, results.csv, index.html (default: sweep, or none when --json is given); "
+                   "the rules of `tverify report --out`.")
+@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output.")
+@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
+@cluster_option
+def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path, out_dir, force, no_progress, cluster):
+    """Measure TARGET over a grid of configurations: a claim with a sweep adapter (e.g.
+    icl.linear_task_risk) or a sanity check (`check icl`, `check att-svm`, ...). One row per grid point
+    and replicate, every measured number, written as JSON, CSV and an HTML page of heatmaps and curves.
+
+    \b
+    Examples:
+      tverify sweep icl.linear_task_risk --grid "N=5,10,20 M=5,10,40" --quick
+      tverify sweep check icl --grid "N=5,10 lambda=1,2|1,4" --seeds 3 --cluster local:2
+      tverify sweep attn.scaling_variance --grid "d_k=1,4,16,64 dist=normal,uniform" --json -
+
+    Exit 0 when every row ran and passed (ok); 1 when one errored or failed; 3 when some are inconclusive."""
+    from proofs_checks import sweep as sw
+
+    tgt = sw.resolve_target(target)
+    grid = sw.parse_grid(grids)
+    rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device)
+    require_device(device, allow_skip or _remote(cluster))
+    out = None
+    if out_dir is not None or not json_path:
+        from proofs_checks.report import ReportTargetError, check_report_target
+
+        try:
+            out = check_report_target(out_dir or "sweep", force)
+        except ReportTargetError as exc:
+            raise UsageError(str(exc)) from None
+    _check_json_target(json_path)
+    if out is not None and json_path and json_path != "-":
+        jp = Path(json_path).expanduser().absolute()
+        if jp == out or out in jp.parents:
+            raise UsageError(f"--json {json_path}: inside --out {out}, which the sweep replaces; write it elsewhere")
+    label = f"sweep {tgt.name}" + (f" on {cluster}" if cluster else "")
+    with _Progress(len(rows), label, not no_progress) as bar:
+        def tick(name, row):
+            bar.advance(name, (row.get("verdict") or row.get("status") or "") if isinstance(row, dict) else "task failed")
+
+        if cluster:
+            from proofs_checks.cluster import open_client
+
+            with open_client(cluster, device=device) as client:
+                result = sw.run_sweep(tgt, rows, client=client, progress=tick)
+        else:
+            result = sw.run_sweep(tgt, rows, progress=tick)
+    doc = sw.sweep_document(tgt, grid, result, seeds=n_seeds, base_seed=seed, mode=mode, device=device,
+                            cluster=cluster, command=_command_line())
+    if out is not None:
+        from proofs_checks.report import ReportTargetError
+
+        try:
+            path = sw.write_sweep(out, doc, force=force)
+        except ReportTargetError as exc:
+            raise UsageError(str(exc)) from None
+        except OSError as exc:
+            raise UsageError(f"cannot write the sweep to {out}: {exc.strerror or exc}") from None
+    if json_path:
+        from proofs_checks.runner import _jsonable
+
+        _write_json(json_path, _jsonable(doc))
+    t = _table(f"sweep {tgt.name}: {doc['summary']['rows']} rows", (*grid, "rep", "verdict", *tgt.headline[:4], "note"))
+    for r in result:
+        t.add_row(*(_esc(r.get(k)) for k in grid), str(r.get("replicate")), _esc(r.get("verdict") or r.get("status")),
+                  *(_fmt_num(r.get(h)) for h in tgt.headline[:4]), _esc((r.get("error") or r.get("reason") or "")[:120]))
+    con = _console(stderr=json_path == "-")
+    con.print(t)
+    if out is not None:
+        con.print(f"sweep written to {path}")
+    sys.exit(sw.exit_code(doc))
+
+
 class _LazySanityGroup(click.Group):
     """``tverify check``: subcommands are the modules of ``proofs_checks.sanity`` (``att_svm`` ->
     ``att-svm``), imported only when used, so ``tverify --help`` does not load torch or cvxpy."""
