@@ -24,6 +24,12 @@ _WHERE = {
     "worst": "proofs_checks.registry",
     "get_claim": "proofs_checks.registry",
     "register": "proofs_checks.registry",
+    "check_attention": "proofs_checks.api",
+    "check_icl_model": "proofs_checks.api",
+    "check_hopfield": "proofs_checks.api",
+    "check_att_svm": "proofs_checks.api",
+    "run_claims": "proofs_checks.api",
+    "SanityResult": "proofs_checks.sanity._common",
 }
 # ``proofs_checks.registry`` is the module (the global Registry object is
 # ``proofs_checks.registry.registry``): a lazy package attribute of the same name as a submodule

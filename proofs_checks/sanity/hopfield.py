@@ -129,7 +129,7 @@ def capacity_estimate(Delta_min: float, M: float, beta: float, tau: float, N: in
 
     >>> c = capacity_estimate(2.0, 1.0, 5.0, 0.5, 3)
     >>> round(c["N_max"], 3), round(c["beta_needed"], 4)
-    (5506.829, 0.6931)
+    (5507.616, 1.0397)
     """
     import sympy as sp
 

@@ -1,0 +1,228 @@
+"""Python API: the ``tverify check`` commands and ``tverify run`` as functions returning result
+objects (the same ones the CLI prints), for notebooks, scripts and tests.
+
+Every function returns an object with ``ok`` / ``outcome`` / ``exit_code``, ``to_json()`` (what
+``--json`` writes), ``str()`` (a text table) and ``_repr_html_`` (a table in a notebook). Bad input
+raises :class:`theory.validation.InputError` (a ``ValueError``) with the one-line message the CLI
+prints; a property violation is a result with ``ok == False``, never an exception.
+
+Heavy libraries (torch, cvxpy, SymPy) are imported on first call.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterable
+
+__all__ = ["check_attention", "check_icl_model", "check_hopfield", "check_att_svm", "run_claims", "ClaimsRun"]
+
+
+@contextmanager
+def _as_value_errors():
+    """UsageError (a click exception, for the CLI) → InputError (a ValueError) with its message."""
+    from proofs_checks.options import UsageError
+    from theory.validation import InputError
+
+    try:
+        yield
+    except UsageError as exc:
+        raise InputError(" ".join(exc.format_message().split())) from None
+
+
+def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
+                    dtype: str = "float64", device: str = "cpu", positional: bool = False, seed: int = 0):
+    """``tverify check attention`` on ``obj`` (a module, class, factory or function mapping
+    ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention`). Returns a
+    :class:`~proofs_checks.sanity._common.SanityResult` whose ``properties`` name each check.
+
+    >>> import torch
+    >>> class Attn(torch.nn.Module):
+    ...     def __init__(self, dim=8):
+    ...         super().__init__()
+    ...         self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
+    ...     def forward(self, x):
+    ...         return self.mha(x, x, x, need_weights=False)[0]
+    >>> r = check_attention(Attn())
+    >>> r.ok, r.failed
+    (True, [])
+    >>> r.to_json()["properties"][0]["name"]
+    'finite_output'
+    """
+    from proofs_checks.sanity.attention import run_attention
+
+    with _as_value_errors():
+        return run_attention(obj, causal=causal, heads=heads, dim=dim, dtype=dtype, device=device,
+                             positional=positional, seed=seed, label="obj")
+
+
+def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
+                    seed: int = 0, device: str = "cpu", **kwargs):
+    """``tverify check icl --model``: which in-context algorithm ``obj`` computes (delegates to
+    :func:`proofs_checks.sanity.icl.check_icl_model`; see there for ``layout`` and the extra keyword
+    arguments such as ``mode``).
+
+    >>> import torch
+    >>> def least_squares(xs, ys, xq):
+    ...     w = torch.linalg.lstsq(xs, ys[..., None]).solution[..., 0]
+    ...     return (w * xq).sum(-1)
+    >>> r = check_icl_model(least_squares, lambdas="1,1", N=10, mode="quick")
+    >>> r.closest_algorithm
+    'least_squares'
+    """
+    from proofs_checks.sanity.icl import check_icl_model as _check
+
+    with _as_value_errors():
+        return _check(obj, lambdas=lambdas, N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, **kwargs)
+
+
+def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0):
+    """``tverify check hopfield``: ``patterns`` an ``(N, d)`` array (or a ``.npy``/``.pt`` path), the
+    modern Hopfield update at ``beta`` or your ``module`` (``f(xi, patterns, beta)`` or ``f(xi)``).
+
+    >>> import numpy as np
+    >>> P = np.sign(np.random.default_rng(0).normal(size=(6, 16)))
+    >>> r = check_hopfield(P, beta=0.5)
+    >>> r.ok, [p["name"] for p in r.properties]
+    (True, ['finite_updates', 'one_step_within_theorem5_bound', 'energy_non_increasing'])
+    >>> r.to_json()["capacity"]["N"]
+    6
+    """
+    from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
+
+    with _as_value_errors():
+        if isinstance(patterns, (str, bytes)) or hasattr(patterns, "__fspath__"):
+            patterns = load_patterns(str(patterns), "patterns")
+        name = getattr(module, "__name__", type(module).__name__) if module is not None else None
+        return run_hopfield(patterns, beta=beta, module=module, seed=seed, label="module", name=name)
+
+
+def _instance(data):
+    from proofs_checks.sanity.att_svm import _load
+
+    if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
+        return _load(str(data))
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    arrays = dict(data) if isinstance(data, dict) else dict(zip(("X", "z", "y", "v"), data))
+    with tempfile.TemporaryDirectory() as tmp:  # one validation path: the CLI's loader
+        p = Path(tmp) / "data.npz"
+        np.savez(p, **{k: np.asarray(arrays[k]) for k in ("X", "z", "y", "v") if k in arrays})
+        return _load(str(p))
+
+
+def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0.1, seeds: int | None = None,
+                  level: float = 0.99, seed: int = 0, device: str = "cpu", mode: str = "default"):
+    """``tverify check att-svm``: ``data`` a ``.npz`` path or a dict/tuple of ``X (n,T,d), z (n,d),
+    y (n,), v (d,)``. With ``weights`` (a path, an array ``W (d,d)``, or a dict with ``W`` or ``K``
+    and ``Q``) your trained attention is compared with the Att-SVM; without, normalised GD is trained.
+
+    >>> from numerics.att_svm import make_instance, solve_att_svm
+    >>> inst = make_instance(3, 4, 6, seed=5, setting="global")
+    >>> W = 50 * solve_att_svm(inst.X, inst.z, inst.opt).W
+    >>> r = check_att_svm((inst.X, inst.z, inst.y, inst.v), weights=W)
+    >>> r.ok, r.to_json()["weights"]["selected_is_optimal"]
+    (True, True)
+    """
+    import numpy as np
+
+    from proofs_checks.sanity import att_svm as sa
+
+    with _as_value_errors():
+        inst = _instance(data)
+        n, T, d = inst.X.shape
+        if weights is not None:
+            if isinstance(weights, (str, bytes)) or hasattr(weights, "__fspath__"):
+                W, form = sa.load_weights(str(weights), d)
+            elif isinstance(weights, dict) and "K" in weights and "Q" in weights:
+                K, Q = np.asarray(weights["K"], float), np.asarray(weights["Q"], float)
+                if K.ndim != 2 or K.shape[0] != d or K.shape != Q.shape:
+                    raise sa.InputError(f"weights: K and Q must be (d, m) with d = {d}, got {K.shape}, {Q.shape}")
+                W, form = K @ Q.T, "KQ"
+            else:
+                W = np.asarray(weights["W"] if isinstance(weights, dict) else weights, dtype=np.float64)
+                form = "W"
+                if W.shape != (d, d) or not np.all(np.isfinite(W)):
+                    raise sa.InputError(f"weights: W must be a finite ({d}, {d}) array for the data's d = {d}, "
+                                        f"got {W.shape}")
+            return sa.weights_result(inst, W, form=form, level=level)
+        i0, s0 = sa.SIZES[mode]
+        return sa.run_att_svm(inst, iters=iters or i0, lr=lr, seeds=seeds or s0, level=level, seed=seed,
+                              device=device, mode=mode)
+
+
+class ClaimsRun:
+    """The claims ``run_claims`` verified: ``results`` (:class:`proofs_checks.runner.ClaimResult`),
+    ``ok`` (none refuted, errored or incomplete), ``exit_code`` (as ``tverify run``), ``to_json()``
+    (the document ``tverify run --json`` writes), a text table and an HTML table."""
+
+    def __init__(self, results: list, claims: list, *, mode: str, seed: int, device: str, command: str):
+        from proofs_checks.report import results_document
+
+        self.results = results
+        self.doc = results_document(results, claims={c.id: c for c in claims}, command=command, mode=mode, seed=seed,
+                                    device=device)
+
+    @property
+    def ok(self) -> bool:
+        from proofs_checks.runner import FAILING
+
+        return not any(r.status in FAILING for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def to_json(self) -> dict:
+        return self.doc
+
+    def _rows(self):
+        for r in self.doc["results"]:
+            ratio = r.get("max_error_ratio")
+            yield (r["id"], r["kind"], r["status"], "—" if ratio is None else f"{ratio:.3g}", f"{r['seconds']:.2f}")
+
+    def __str__(self) -> str:
+        rows = [("claim", "kind", "status", "max error/tol", "seconds"), *self._rows()]
+        w = [max(len(r[i]) for r in rows) for i in range(5)]
+        return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+    def __repr__(self) -> str:
+        return f"<ClaimsRun {len(self.results)} claims ok={self.ok}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self._rows())
+        return ("<table><tr><th>claim</th><th>kind</th><th>status</th><th>max error/tol</th><th>seconds</th></tr>"
+                + body + "</table>")
+
+
+def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", seed: int = 0,
+               device: str = "cpu") -> ClaimsRun:
+    """``tverify run PATTERNS``: verify the matching claims through the runner (ids, globs such as
+    ``"attn.*"``, group names; a string is one pattern, nothing selects every claim).
+
+    >>> run = run_claims("attn.softmax_simplex", mode="quick")
+    >>> run.ok, run.results[0].status
+    (True, 'verified')
+    >>> run.to_json()["results"][0]["id"]
+    'attn.softmax_simplex'
+    """
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import UnknownClaimError, select
+    from proofs_checks.runner import run_claim
+    from theory.validation import InputError
+
+    if mode not in ("quick", "default", "full"):
+        raise InputError(f"mode must be quick, default or full, got {mode!r}")
+    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    try:
+        claims = select(pats)
+    except UnknownClaimError as exc:
+        raise InputError(str(exc).strip("'\"")) from None
+    ctx = RunContext(mode=mode, seed=seed, device=device)
+    results = [run_claim(c, ctx) for c in claims]
+    return ClaimsRun(results, claims, mode=mode, seed=seed, device=device,
+                     command="run_claims(" + ", ".join(map(repr, pats)) + f", mode={mode!r}, seed={seed})")
