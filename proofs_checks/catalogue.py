@@ -48,7 +48,29 @@ def source_fingerprint() -> str:
         except OSError:
             data = b"<missing>"
         h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + hashlib.sha256(data).digest())
+    _plugin_fingerprint(h)
     return h.hexdigest()
+
+
+def _plugin_fingerprint(h) -> None:
+    """Mix in the ``tverify.claims`` entry points (names, targets, distribution versions and the
+    plugin modules' sources) when any is installed; with none, the fingerprint is unchanged."""
+    try:
+        from importlib.metadata import entry_points
+        from importlib.util import find_spec
+
+        eps = sorted(entry_points(group="tverify.claims"), key=lambda e: (e.name, e.value))
+    except Exception:  # pragma: no cover - broken metadata: no plugins
+        return
+    for ep in eps:
+        dist = getattr(ep, "dist", None)
+        h.update(f"plugin\0{ep.name}\0{ep.value}\0{getattr(dist, 'version', '')}".encode())
+        try:
+            spec = find_spec(ep.value.split(":")[0].strip())
+            data = Path(spec.origin).read_bytes() if spec is not None and spec.origin else b""
+        except Exception:  # a plugin that cannot be found: load_all warns about it
+            data = b"<unavailable>"
+        h.update(hashlib.sha256(data).digest())
 
 
 def entry(claim: Any) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Claim modules, one per topic group; each registers its claims at import.
 
 To add a group, add ``proofs_checks/claims/<group>.py`` that calls ``register(Claim(...))``;
-:func:`load_all` imports every module in this package.
+:func:`load_all` imports every module in this package, then the modules other installed packages
+declare in the entry-point group ``tverify.claims`` (:func:`load_plugins`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pkgutil
 _loaded = False
 
 # Catalogue order (the claim catalogue groups A to E); modules not named here follow alphabetically.
-ORDER = ("attention", "icl", "att_svm", "hopfield", "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn")
+ORDER = ("attention", "icl", "att_svm", "hopfield", "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn", "approx")
 
 
 def load_all() -> None:
@@ -25,3 +26,28 @@ def load_all() -> None:
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
     _loaded = True
+    load_plugins()
+
+
+#: ``(entry point, "Type: message")`` for every ``tverify.claims`` plugin that failed to load.
+PLUGIN_ERRORS: list[tuple[str, str]] = []
+
+
+def load_plugins() -> None:
+    """Import the claim modules other installed packages declare in the entry-point group
+    ``tverify.claims`` (``name = "package.module"``, registering at import like the modules here; a
+    value naming a callable, ``"package.module:register_all"``, is also called). A plugin that fails
+    is skipped with one warning line on stderr (kept in :data:`PLUGIN_ERRORS`), never a crash."""
+    import sys
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="tverify.claims"):
+        try:
+            obj = ep.load()
+            if callable(obj):
+                obj()
+        except Exception as exc:  # another package's code: report it and go on
+            msg = " ".join(str(exc).split())
+            PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__))
+            sys.stderr.write(f"tverify: warning: claims plugin {ep.name!r} ({ep.value}) failed to load and was skipped: "
+                             f"{PLUGIN_ERRORS[-1][1]}\n")

@@ -1,0 +1,65 @@
+"""pytest plugin: the ``tverify`` fixture (registered through the ``pytest11`` entry point, so it is
+available in any test suite once this package is installed; ``-p no:tverify`` turns it off).
+
+    def test_my_attention(tverify):
+        tverify.check_attention(MyAttn(), causal=True)
+
+Each method runs the matching :mod:`proofs_checks.api` function and returns its result when it is
+``ok``; otherwise the test fails with the property table (``pytest.fail``, no traceback into this
+package). ``expect="mismatch"`` (or ``"inconclusive"``) asserts that outcome instead, for tests that
+plant a bug on purpose. Bad input (a wrong shape, a module that raises) fails the test with the
+one-line message. Nothing heavy is imported until a method is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+__all__ = ["TverifyFixture", "tverify"]
+
+
+class TverifyFixture:
+    """The object the ``tverify`` fixture yields: ``check_attention``, ``check_hopfield``,
+    ``check_att_svm``, ``check_icl_model`` and ``run_claims``, each failing the test on a result
+    that is not ``ok`` (or not the ``expect``-ed outcome)."""
+
+    def _run(self, fn: str, *args, expect: str = "ok", **kwargs) -> Any:
+        from proofs_checks import api
+        from theory.validation import InputError
+
+        try:
+            result = getattr(api, fn)(*args, **kwargs)
+        except InputError as exc:
+            pytest.fail(f"tverify.{fn}: bad input: {exc}", pytrace=False)
+        outcome = getattr(result, "outcome", None) or ("ok" if result.ok else "mismatch")
+        if outcome != expect:
+            pytest.fail(f"tverify.{fn}: expected {expect}, got {outcome}\n{result}", pytrace=False)
+        return result
+
+    def check_attention(self, obj, *, expect: str = "ok", **kwargs):
+        """:func:`proofs_checks.api.check_attention`; fails the test with the property table."""
+        return self._run("check_attention", obj, expect=expect, **kwargs)
+
+    def check_hopfield(self, patterns, *, expect: str = "ok", **kwargs):
+        """:func:`proofs_checks.api.check_hopfield`."""
+        return self._run("check_hopfield", patterns, expect=expect, **kwargs)
+
+    def check_att_svm(self, data, *, expect: str = "ok", **kwargs):
+        """:func:`proofs_checks.api.check_att_svm`."""
+        return self._run("check_att_svm", data, expect=expect, **kwargs)
+
+    def check_icl_model(self, obj, *, expect: str = "ok", **kwargs):
+        """:func:`proofs_checks.api.check_icl_model`."""
+        return self._run("check_icl_model", obj, expect=expect, **kwargs)
+
+    def run_claims(self, patterns=(), *, expect: str = "ok", **kwargs):
+        """:func:`proofs_checks.api.run_claims` (``ok``: none refuted, errored or incomplete)."""
+        return self._run("run_claims", patterns, expect=expect, **kwargs)
+
+
+@pytest.fixture
+def tverify() -> TverifyFixture:
+    """Run tverify's checks on your own model inside a test; a violation fails the test with the table."""
+    return TverifyFixture()
