@@ -1,0 +1,394 @@
+"""Group F: approximation (lecture notes 002, approximation part): a one-layer rank-1 softmax
+attention as a contextual mapping on a grid (Kajitsuka & Sato 2024's kind of construction, margin
+derived in theory/approx.py), universal approximation of equivariant maps and the role of positional
+encodings (Yun et al. 2020, evidence), and the per-layer connection counts of the sparse patterns of
+sparse.connectivity. Binds theory/approx.py and numerics/approx.py to checks and mutants."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+
+from numerics import approx as na
+from proofs_checks.comparisons import exact, largest
+from proofs_checks.context import pyplot
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS, K_SIGMA
+from theory import approx as ta
+
+# --------------------------------------------------------------------------------------------
+# approx.contextual_mapping
+# form: {"weights": (d, b, rho) -> {"W_Q", "W_K", "W_V", "W_O", ...},
+#        "bound": (d, b, rho) -> {"same_token": (K,) array, "distinct_tokens": float}}
+
+RHO = float(ta.RHO)
+
+
+def _grids(ctx):
+    """(d, b, n): K = b^d grid tokens, sequences of n distinct tokens (every one enumerated)."""
+    quick = ((1, 3, 2), (2, 2, 3), (3, 2, 3))
+    return ctx.size(quick, ((1, 3, 2), (1, 4, 2), (1, 4, 3), (2, 2, 2), (2, 2, 3), (3, 2, 2), (3, 2, 3), (3, 2, 4)))
+
+
+def _derived_bound():
+    der = ta.derive_contextual_margin()
+    S = der.facts["symbols"]
+    f = sp.lambdify((S["x"], S["K"], S["delta"]), der.result["same_token"], "mpmath")
+    tau = sp.lambdify(S["x"], der.result["tightness"], "mpmath")
+    return f, tau, der
+
+
+def _token_x(d, b):
+    """x_z = ρ^{a_z / a_min} for the K tokens (a_z = δ(c₀ + z)); exact rationals of the exponents."""
+    K = b**d
+    c0 = (K - 1) // (b - 1)
+    return [sp.Rational(1, 8) ** sp.Rational(c0 + z, c0) for z in range(K)]
+
+
+def _bound_symbolic(form, ctx) -> CheckResult:
+    """The form's bound (per token, and for distinct tokens) against the derived closed form
+    B(x_z) = δ/(2(K−1)) min(1 − x/(1−x)², (K−2)x^{K−2}(1−x)²φ(x)) evaluated at 30 digits."""
+    import mpmath
+
+    f, _, der = _derived_bound()
+    errs, rows = {}, {}
+    with mpmath.workdps(30):
+        for d, b, n in _grids(ctx):
+            got = form["bound"](d, b, RHO)
+            K, delta = b**d, mpmath.mpf(1) / b
+            ref = np.array([float(f(mpmath.mpf(sp.N(x, 30)), K, delta)) for x in _token_x(d, b)])
+            same = np.asarray(got["same_token"], float)
+            errs[f"d={d} b={b}"] = float(np.max(np.abs(same / ref - 1))) if same.shape == ref.shape else math.inf
+            errs[f"d={d} b={b} distinct"] = abs(float(got["distinct_tokens"]) / float(delta / 2) - 1)
+            rows[f"d={d} b={b}"] = {"bound_top_token": float(ref[-1]), "bound_smallest_token": float(ref[0])}
+    return compare(worst(errs), 1e-12, "float64 evaluation of ρ^{a/a_min} powers and a short rational expression, "
+                   "relative to the 30-digit derived form (1e-12 ≫ the ~1e-15 rounding; any wrong term or constant "
+                   "moves it by ≥ 1e-3)", sizes={"grids": [list(g) for g in _grids(ctx)]}, details={"errors": errs, "bounds": rows})
+
+
+def _separation(form, ctx) -> CheckResult:
+    """Enumerate EVERY ordered grid sequence of n distinct tokens, apply the form's layer (torch
+    scaled_dot_product_attention, float64), and measure: the smallest separation between outputs of
+    the same token in two different context sets (per token), between outputs of different tokens,
+    and the permutation-equivariance residual. Each must respect the form's bound: error =
+    bound/measured (≤ 1 when the bound holds), tolerance 1 + the relative rounding of the measured
+    difference (64·n·eps·max‖y‖ / bound); equivariance residual within the same rounding."""
+    errs, details, rnd_max = {}, {}, 0.0
+    for d, b, n in _grids(ctx):
+        W = form["weights"](d, b, RHO)
+        bound = form["bound"](d, b, RHO)
+        s = na.separations(d, b, n, W)
+        same_b = np.asarray(bound["same_token"], float)
+        scale = math.sqrt(d) + 1.0  # ‖y‖ ≤ ‖x‖ + γ a_max ≤ √d + 1: the size of the vectors whose difference is measured
+        rnd = 64 * n * EPS * scale
+        with np.errstate(divide="ignore"):
+            ratio_same = np.where(np.isfinite(s.same_token), same_b / np.maximum(s.same_token, 1e-300), 0.0)
+        key = f"d={d} b={b} n={n}"
+        errs[key + " same token"] = float(np.max(ratio_same))
+        errs[key + " distinct tokens"] = float(bound["distinct_tokens"]) / max(s.distinct_tokens, 1e-300)
+        errs[key + " equivariance"] = s.equivariance / rnd  # must be ≤ 1 (rounding), compared on the same scale
+        rnd_max = largest(rnd_max, rnd / float(np.min(same_b)))
+        details[key] = {"sequences": s.sequences, "unique_outputs": s.outputs,
+                        "min_same_token_separation": float(np.min(s.same_token)), "bound_min": float(np.min(same_b)),
+                        "measured_over_bound_min": float(np.min(s.same_token / same_b)),
+                        "min_distinct_token_separation": s.distinct_tokens, "equivariance_residual": s.equivariance,
+                        "closest_pair": {"token": s.closest[0], "set_a": s.closest[1], "set_b": s.closest[2]} if s.closest else None}
+    tol = 1.0 + rnd_max
+    return compare(worst(errs), tol,
+                   "bound ≤ measured separation: error = bound/measured, tolerance 1 + the relative float64 rounding of the "
+                   f"measured difference (64·n·eps·(√d + 1) / bound ≤ {rnd_max:.2g}); equivariance residual / that rounding ≤ 1",
+                   sizes={"grids": [list(g) for g in _grids(ctx)], "rho": RHO}, details=details)
+
+
+def _tightness(form, ctx) -> CheckResult:
+    """Two-sided: on the pair of sets {top, …, 1} vs {top, …, 0} (top token K−1, gap sets first
+    differing at m = K−2) the derivation bounds the TRUE separation above by τ(x_top)·B(x_top),
+    τ = 1/((1−x)³φ(x)) (theory: tightness). So the form's bound is within τ of the truth: error =
+    measured / (τ · form's bound at the top token) ≤ 1 (+ rounding); a bound too small is rejected."""
+    import mpmath
+
+    _, tau, _ = _derived_bound()
+    errs, details, rnd_max = {}, {}, 0.0
+    for d, b, n in _grids(ctx):
+        W = form["weights"](d, b, RHO)
+        top = float(np.asarray(form["bound"](d, b, RHO)["same_token"], float)[-1])
+        sep = na.tight_pair_separation(d, b, n, W)
+        t = float(tau(mpmath.mpf(RHO) ** b))
+        rnd_max = largest(rnd_max, 64 * n * EPS * (math.sqrt(d) + 1) / (t * abs(top)) if top else math.inf)
+        errs[f"d={d} b={b} n={n}"] = sep / (t * top) if top > 0 else math.inf
+        details[f"d={d} b={b} n={n}"] = {"tight_pair_separation": sep, "bound_top": top, "tau": t,
+                                         "measured_over_bound": sep / top if top else None}
+    return compare(worst(errs), 1.0 + rnd_max, "derived upper bound: separation of the tight pair ≤ τ(ρ^b)·B (τ ≤ 1.09 "
+                   f"here); error = measured/(τ·bound), tolerance 1 + its relative float64 rounding (≤ {rnd_max:.2g})",
+                   sizes={"grids": [list(g) for g in _grids(ctx)]}, details=details)
+
+
+def _uniform_weights(d, b, rho):
+    return na.uniform_attention_weights(d, b, rho, seed=7)
+
+
+def _bound_no_delta(d, b, rho):
+    """The exponential factor (K−2)x^{K−2} (all of the bound's dependence on δ^{−d}) dropped."""
+    out = na.margin_bound(d, b, rho)
+    K = b**d
+    x = rho ** (np.arange(K) * (b - 1) / (K - 1) + 1.0)
+    out = dict(out)
+    out["same_token"] = out["same_token"] / ((K - 2) * x ** (K - 2))
+    return out
+
+
+def _bound_at_smallest_query(d, b, rho):
+    """Every token's bound evaluated at the smallest query's x = ρ (forgets that the query scales the softmax)."""
+    out = dict(na.margin_bound(d, b, rho))
+    out["same_token"] = np.full_like(out["same_token"], out["same_token"][0])
+    return out
+
+
+def _bound_exponent_plus_one(d, b, rho):
+    """x^{K−1} instead of x^{K−2} (the worst gap taken as K − 1)."""
+    out = dict(na.margin_bound(d, b, rho))
+    K = b**d
+    x = rho ** (np.arange(K) * (b - 1) / (K - 1) + 1.0)
+    out["same_token"] = out["same_token"] * x
+    return out
+
+
+_CM_FORM = {"weights": na.construction_weights, "bound": na.margin_bound}
+
+register(Claim(
+    id="approx.contextual_mapping",
+    title="One softmax attention layer (single head, rank-1 weights) is a contextual mapping on a grid, with a derived margin",
+    statement=r"X\in\{\delta,\dots,1\}^{n\times d}\ \text{distinct rows}:\ y_k=x_k+\gamma e_1\textstyle\sum_l \mathrm{softmax}_l(\lambda a_ka_l)\,a_l,"
+              r"\ a=u^\top x,\ u=(1,b,\dots,b^{d-1});\ \ \|y_k-y'_{k'}\|\ge\tfrac{\delta}{2}\ (x_k\ne x'_{k'}),\ "
+              r"\|y_k-y'_k\|\ge\tfrac{\delta}{2(K-1)}(K-2)x^{K-2}(1-x)^2\varphi(x)\ (\text{different sets}),\ x=\rho^{a_k/a_{\min}}",
+    source="lecture notes 002 (approximation); Kajitsuka & Sato, Are Transformers with One Layer Self-Attention Using Low-Rank "
+           "Weight Matrices Universal Approximators? (ICLR 2024) (construction: one layer, one head, rank-1 W_Q = W_K, "
+           "Boltzmann operator); Yun et al., Are Transformers universal approximators of sequence-to-sequence functions? "
+           "(ICLR 2020), Definition 3.1 and Lemma 6 (contextual mapping)",
+    kind="theorem",
+    form=_CM_FORM,
+    derivation=ta.derive_contextual_margin,
+    checks=(
+        Check("bound_vs_derivation", "symbolic", _bound_symbolic, "the form's margin vs the SymPy-derived bound (30 digits)"),
+        Check("separation_on_every_sequence", "numeric", _separation,
+              "every grid sequence enumerated: measured separations ≥ bound, permutation equivariance", uses_device=False),
+        Check("bound_nearly_attained", "numeric", _tightness,
+              "on the tight pair of sets the separation is ≤ τ·bound (the bound is not too small)", uses_device=False),
+    ),
+    mutants=(
+        Mutant("uniform_attention_random_full_rank", "wrong formula",
+               "zero query/key (uniform attention) with random full-rank W_V, W_O: mean pooling, sets with equal sums collide",
+               {**_CM_FORM, "weights": _uniform_weights}),
+        Mutant("bound_without_delta", "dropped term", "the margin without its δ-dependence: factor (K−2)x^{K−2}, K = δ^{−d}, dropped",
+               {**_CM_FORM, "bound": _bound_no_delta}),
+        Mutant("bound_at_smallest_query", "wrong constant", "every token's margin evaluated at x = ρ (the smallest query) instead of ρ^{a/a_min}",
+               {**_CM_FORM, "bound": _bound_at_smallest_query}),
+        Mutant("bound_exponent_off_by_one", "wrong constant", "x^{K−1} instead of x^{K−2} (worst gap taken as K − 1)",
+               {**_CM_FORM, "bound": _bound_exponent_plus_one}),
+    ),
+    notes="The construction and constants are derived here (theory/approx.py); they follow Kajitsuka & Sato's one-layer "
+          "rank-1 idea but are not their theorem's constants. Hidden condition: Yun et al.'s grid {0, δ, …, 1−δ}^d contains "
+          "the origin, whose query is 0, so its attention row is uniform (mean pooling, not injective); the grid is "
+          "therefore {δ, …, 1}^d (K&S's r_min > 0). The margin decays like ρ^{b(K−2)}: exponentially in the number of "
+          "grid tokens K = δ^{−d}; measured/bound is 1.0006–1.05 on every grid (the bound is nearly attained, on the "
+          "predicted pair of sets). The catalogue's 'a full-rank random attention is not a contextual mapping' does not "
+          "hold as stated: a generic attention is injective on a finite set, and random full-rank weights with the "
+          "construction's norms separate by 1e-5–7e-3 on these grids, ABOVE the construction's margin (tests/test_approx.py). "
+          "The mutant kept is the degenerate random attention that is not contextual: uniform attention (zero query/key) "
+          "with random full-rank value/output, whose equal-sum collisions are found at d = 3, δ = 1/2, n = 3, 4.",
+))
+
+
+# --------------------------------------------------------------------------------------------
+# approx.universal_equivariant (evidence)   form: numerics.approx.train_batched
+
+
+def _ue_trained(form, ctx) -> CheckResult:
+    """Two batched training runs (float32 Adam, evaluation in float64 on fresh sequences, n = 4
+    tokens in R², width 16, one head):
+
+    (a) a random continuous permutation-equivariant target t(X)_k = mean_l tanh(x_kP + x_lQ + c)R,
+        no positional encodings, depths 1..3 (2 seeds each): relative error at the largest depth
+        at most half the error at depth 1 (error decreasing with depth, curve reported);
+    (b) the non-equivariant shift t(X)_k = x_{k+1}: without positional encodings the error cannot go
+        below the derived floor (n−2)/(n−1) of every equivariant predictor (within 5 SE), with learned
+        encodings it falls below a quarter of that floor."""
+    steps = ctx.size(200, 400, 800)
+    depths = (1, 2, 3)
+    seeds = 2
+    tgt = na.equivariant_target(ctx.seed_for("target"))
+    s1, s2, se_ = ctx.seed_for("equivariant"), ctx.seed_for("shift"), ctx.seed_for("eval")
+    dl = [L for _ in range(seeds) for L in depths]
+    mse, se, last = form(tgt, dl, [0] * len(dl), steps=steps, seed=s1, eval_seed=se_)
+    import torch
+
+    g = torch.Generator().manual_seed(se_)
+    with torch.no_grad():
+        var = float((tgt(torch.randn(8192, 4, 2, generator=g, dtype=torch.float64)) ** 2).mean())
+    rel = np.asarray(mse).reshape(seeds, len(depths)) / var
+    rel_se = np.asarray(se).reshape(seeds, len(depths)) / var
+    curve = rel.mean(0)
+    mse2, se2, _ = form(na.shift_target, [2, 2, 2, 2], [0, 0, 1, 1], steps=steps, seed=s2, eval_seed=se_)
+    floor = na.shift_floor(4)
+    z_floor = [(floor - mse2[i]) / se2[i] for i in (0, 1)]  # > 5 would contradict the floor
+    crit = {"depth_halves_error": float(curve[-1] / curve[0]) / 0.5,
+            "no_pe_respects_floor": largest(z_floor) / K_SIGMA if largest(z_floor) > 0 else 0.0,
+            "pe_fits_shift": float(np.mean(mse2[2:]) / (0.25 * floor))}
+    if ctx.want_figures:
+        plt = pyplot()
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+        for s_ in range(seeds):
+            axes[0].errorbar(depths, rel[s_], yerr=2 * rel_se[s_], marker="o", ms=3, capsize=2, color="0.6", lw=0.8)
+        axes[0].plot(depths, curve, "o-", label="mean over seeds")
+        axes[0].set_yscale("log")
+        axes[0].set_xlabel("depth (blocks), width 16")
+        axes[0].set_ylabel("relative test MSE")
+        axes[0].set_title("equivariant target, no positional encodings")
+        axes[0].legend(fontsize=8)
+        axes[1].bar(["no PE", "no PE ", "PE", "PE "], mse2, yerr=2 * np.asarray(se2), color=["C1", "C1", "C2", "C2"])
+        axes[1].axhline(floor, color="k", ls="--", lw=0.8, label=f"equivariant floor (n−2)/(n−1) = {floor:.3f}")
+        axes[1].set_title("shift target x_{k+1}")
+        axes[1].set_ylabel("test MSE per coordinate")
+        axes[1].legend(fontsize=8)
+        ctx.save_figure(fig, "depth_and_positional_encodings")
+    details = {"relative_error_by_depth": {str(L): float(c) for L, c in zip(depths, curve)},
+               "relative_error_per_seed": rel.tolist(), "relative_error_se": rel_se.tolist(),
+               "shift_mse": {"no_pe": [float(v) for v in mse2[:2]], "pe": [float(v) for v in mse2[2:]], "floor": floor,
+                             "se": [float(v) for v in se2]}, "final_train_loss": [float(v) for v in last]}
+    return compare(worst(crit), 1.0,
+                   "evidence criterion: error(depth 3) ≤ ½ error(depth 1) (mean of 2 seeds); no-PE shift error not below the "
+                   f"derived equivariant floor by more than {K_SIGMA:g} SE (it cannot be: a theorem, so this guards the "
+                   "measurement); PE shift error ≤ ¼ floor. error = worst of the three normalised ratios. Training in "
+                   "float32, evaluation in float64 on 2048 fresh sequences per model",
+                   seeds=[s1, s2, se_], sizes={"n": 4, "d": 2, "width": 16, "depths": list(depths), "seeds": seeds, "steps": steps},
+                   details=details)
+
+
+def _untrained(target, depths, use_pe, **kw):
+    kw["steps"] = 0
+    return na.train_batched(target, depths, use_pe, **kw)
+
+
+register(Claim(
+    id="approx.universal_equivariant",
+    title="Constant-width transformers fit equivariant maps better with depth; positional encodings lift the equivariance floor (evidence)",
+    statement=r"\text{width fixed: } \mathrm{err}_L(f_{\mathrm{equiv}})\downarrow \text{ in } L;\ \ \text{no PE: } "
+              r"\mathrm{err}(x_{k+1})\ge\tfrac{n-2}{n-1};\ \text{with PE: } \mathrm{err}(x_{k+1})\ll\tfrac{n-2}{n-1}",
+    source="lecture notes 002 (approximation); Yun et al., Are Transformers universal approximators of sequence-to-sequence "
+           "functions? (ICLR 2020), Theorems 2 and 3",
+    kind="evidence",
+    form=na.train_batched,
+    checks=(Check("depth_and_positional_encodings", "trained", _ue_trained,
+                  "error vs depth on an equivariant target; shift target with and without positional encodings"),),
+    mutants=(Mutant("untrained", "wrong solver output", "the trainer returns the initial networks", _untrained),),
+    notes="Evidence only, tiny sizes (n = 4 tokens in R², width 16, ≤ 3 blocks, 400 Adam steps at default). The error "
+          "drops sharply from depth 1 to 2 and then flattens at this training budget (reported per depth): the "
+          "theorem's approximation error is not separated from optimisation error here. The floor (n−2)/(n−1) for the "
+          "shift target is exact for every permutation-equivariant predictor (numerics.approx.shift_floor).",
+))
+
+
+# --------------------------------------------------------------------------------------------
+# approx.sparse_connections   form: {pattern: closed-form count (T[, c | w, g]) -> int}
+
+_PATTERNS = {"strided_local": (), "strided_stride": (), "fixed_block": (), "fixed_summary": ("c",), "star": (),
+             "longformer": ("w", "g")}
+
+
+def _cases(ctx):
+    """(pattern, T, params): perfect squares for strided/fixed (s = √T), all T for the others."""
+    s_max, t_max = ctx.size((12, 60), (40, 300))
+    out = []
+    for s in range(2, s_max + 1):
+        T = s * s
+        out += [("strided_local", T, {}), ("strided_stride", T, {}), ("fixed_block", T, {})]
+        out += [("fixed_summary", T, {"c": c}) for c in sorted({1, 2, s // 2, s}) if 1 <= c <= s]
+    for T in range(3, t_max + 1):
+        out.append(("star", T, {}))
+        out += [("longformer", T, {"w": w, "g": g}) for w in (1, 2, 3) for g in (0, 1, 2) if T - g >= 2 * w]
+    return out
+
+
+def _counts_symbolic(form, ctx) -> CheckResult:
+    """The form's counts against the SymPy-derived polynomials (summations over the mask
+    definitions), exactly (integers), at every case of the numeric check."""
+    der = ta.derive_sparse_counts()
+    S = der.facts["symbols"]
+    T_, s_ = S["T"], sp.Symbol("s", positive=True, integer=True)
+    fns = {}
+    for k, v in der.result.items():  # integer polynomials: in s = √T where √T appears, else in T
+        uses_root = v.has(sp.sqrt(T_)) or any(isinstance(a, sp.Pow) and a.base == T_ and not a.exp.is_integer for a in sp.preorder_traversal(v))
+        poly = sp.expand(v.subs(T_, s_**2)) if uses_root else v
+        fns[k] = (uses_root, sp.lambdify([s_ if uses_root else T_, S["c"], S["w"], S["g"]], poly, "math"))
+    bad = []
+    for name, T, p in _cases(ctx):
+        root, fn = fns[name]
+        ref = fn(math.isqrt(T) if root else T, p.get("c", 0), p.get("w", 0), p.get("g", 0))
+        got = form[name](T, *[p[k] for k in _PATTERNS[name]])
+        if not (isinstance(ref, int) and int(got) == got and int(got) == ref):
+            bad.append({"pattern": name, "T": T, **p, "form": got, "derived": ref})
+    return exact({"mismatches": float(len(bad))}, "integer counts equal the derived polynomials",
+                 sizes={"cases": len(_cases(ctx))}, details={"first_mismatches": bad[:10]})
+
+
+def _counts_masks(form, ctx) -> CheckResult:
+    """The form's counts against the True entries of the masks built by numerics/sparse.py
+    (sparse.connectivity's builders), exactly; BigBird (r random keys per query) lies between the
+    Longformer count with its g globals and that plus r·T. Reports the growth exponent between the
+    two largest T of each pattern (→ 1.5 for strided/fixed, 1 for star/Longformer)."""
+    bad, growth = [], {}
+    last: dict[str, list] = {}
+    for name, T, p in _cases(ctx):
+        got = form[name](T, *[p[k] for k in _PATTERNS[name]])
+        ref = na.mask_counts(name, T, **p)
+        if int(got) != ref:
+            bad.append({"pattern": name, "T": T, **p, "form": int(got), "mask": ref})
+        if not p or p in ({"c": 1}, {"w": 1, "g": 1}):
+            last.setdefault(name, []).append((T, ref))
+    rng = ctx.rng()
+    for T in range(8, ctx.size(60, 200), 7):
+        w, g, r = 1, 1, 2
+        lf = form["longformer"](T, w, g)
+        bb = na.mask_counts("bigbird", T, w=w, g=g, r=r, seed=int(rng.integers(1 << 30)))
+        if not (lf <= bb <= lf + r * T):
+            bad.append({"pattern": "bigbird", "T": T, "form_longformer": int(lf), "mask": bb})
+    for name, pts in last.items():
+        (T1, c1), (T2, c2) = pts[-2], pts[-1]
+        growth[name] = math.log(c2 / c1) / math.log(T2 / T1)
+    return exact({"mismatches": float(len(bad))}, "integer counts equal the built masks' True entries",
+                 sizes={"cases": len(_cases(ctx))}, details={"first_mismatches": bad[:10], "growth_exponent": growth})
+
+
+def _mut(name, fn):
+    return {**na.CONNECTION_COUNTS, name: fn}
+
+
+register(Claim(
+    id="approx.sparse_connections",
+    title="Connections per layer: strided and fixed Θ(T^{3/2}) (stride √T), star and Longformer/BigBird Θ(T), exact polynomials",
+    statement=r"\text{strided: } 2T^{3/2}-2T+\sqrt T,\ T^{3/2};\ \text{fixed: } T^{3/2},\ cT^{3/2}+T-c\sqrt T;\ "
+              r"\text{star: } 5T-6;\ \text{Longformer}(w,g): (2w+1)T+2gT-g^2-2gw-g-w^2-w",
+    source="lecture notes 002 (sparse transformers); Child et al. 2019; Guo et al. 2019; Beltagy et al. 2020; Zaheer et al. 2020; "
+           "Yun et al., O(n) Connections are Expressive Enough (NeurIPS 2020)",
+    kind="identity",
+    form=dict(na.CONNECTION_COUNTS),
+    derivation=ta.derive_sparse_counts,
+    checks=(
+        Check("counts_vs_derivation", "symbolic", _counts_symbolic, "closed forms vs SymPy summations over the mask definitions"),
+        Check("counts_vs_built_masks", "numeric", _counts_masks, "closed forms vs the True entries of numerics/sparse.py's masks"),
+    ),
+    mutants=(
+        Mutant("strided_quadratic", "wrong formula", "strided stride pattern counted as T² (dense)", _mut("strided_stride", lambda T: T * T)),
+        Mutant("fixed_summary_no_diagonal", "dropped term", "fixed summary pattern without its self-loops (c T^{3/2} only)",
+               _mut("fixed_summary", lambda T, c: c * T * math.isqrt(T))),
+        Mutant("longformer_window_off_by_one", "wrong constant", "window counted as |i−j| < w (2w − 1 per row inside)",
+               _mut("longformer", lambda T, w, g: na.CONNECTION_COUNTS["longformer"](T, w - 1, g))),
+        Mutant("strided_local_exponent", "wrong constant", "local pattern counted as 2T^{3/2} (lower-order terms dropped)",
+               _mut("strided_local", lambda T: 2 * T * math.isqrt(T))),
+    ),
+    notes="Counts are the True entries of each layer's mask (self-loops included). BigBird's random keys overlap the "
+          "window and globals at random, so only its structural part (no random keys = the Longformer count with globals "
+          "0..g−1) is an exact polynomial; with r random keys per query the count lies in [that, that + rT].",
+))
