@@ -134,7 +134,7 @@ def dense_rows(device: str) -> list[dict]:
     """Fixed fractions of the dense memory F(z) = z^a at larger d, N on a grid around C_most(d)."""
     from numerics import hopfield as nh
 
-    plan = {2: [32, 64, 128, 256, 512], 3: [16, 24, 32, 48, 64, 96], 4: [12, 16, 20, 24, 32, 40]}
+    plan = {2: [32, 64, 128, 256, 512, 1024], 3: [16, 24, 32, 48, 64, 96, 128], 4: [12, 16, 20, 24, 32, 40, 48]}
     trials = 64
     rows = []
     for a, ds in plan.items():
@@ -155,6 +155,22 @@ def dense_rows(device: str) -> list[dict]:
                    "seconds": time.perf_counter() - t0, "device": device}
             rows.append(row)
             print(json.dumps({k: row[k] for k in ("a", "d", "seconds")}), flush=True)
+    for d in (10, 12, 14, 16, 18, 20):  # F = exp: N on a grid of multiples of 2^{d/2}
+        base = 2 ** (d / 2)
+        grid = sorted({max(2, round(base * m)) for m in (1, 2, 4, 8, 16, 32, 64)})
+        fr, se = [], []
+        t0 = time.perf_counter()
+        for N in grid:
+            P = nh.random_patterns((trials // 4, N, d), 77_000 + 17 * d + N, device=device)
+            chunk = max(1, int(4e8 // (trials // 4 * N * d)))
+            f = nh.dense_fixed_fraction(P, "exp", None, chunk=chunk).cpu().numpy()
+            fr.append(float(f.mean()))
+            se.append(float(f.std(ddof=1) / math.sqrt(trials // 4)))
+        _sync(device)
+        row = {"a": "exp", "d": d, "base": base, "grid": grid, "frac": fr, "se": se, "trials": trials // 4,
+               "seconds": time.perf_counter() - t0, "device": device}
+        rows.append(row)
+        print(json.dumps({k: row[k] for k in ("a", "d", "seconds")}), flush=True)
     return rows
 
 
