@@ -150,3 +150,46 @@ def test_memory_guard_and_options(good, tmp_path):
                                         ("--iters", "0"), ("--seeds", "abc"), ("--seed", "-1")])
 def test_bad_option_values_one_line(good, opt, value):
     assert opt in one_line_error(*run("--data", good, opt, value)[::2])
+
+
+# ------------------------------------------------------------------------------------------------
+# --weights: your trained attention against the Att-SVM
+
+
+@pytest.fixture(scope="module")
+def fro(inst):
+    return ns.solve_att_svm(inst.X, inst.z, inst.opt)
+
+
+def test_weights_aligned_with_w_mm_is_ok(good, tmp_path, fro):
+    p = tmp_path / "own_W.npz"
+    np.savez(p, W=40 * fro.W)
+    code, out, _ = run("--data", good, "--weights", str(p), "--json", "-")
+    doc = json.loads(out)
+    assert code == 0 and doc["weights"]["selected_is_optimal"] and doc["weights"]["corr_with_W_mm_fro"] > 0.999999
+    rows = {r["name"]: r for r in doc["properties"]}
+    assert rows["corr_with_W_mm_fro"]["status"] == "pass" and rows["corr_with_W_mm_nuc"]["status"] == "info"
+
+
+def test_weights_kq_compared_with_nuclear_and_local(good, tmp_path, inst):
+    nuc = ns.solve_att_svm(inst.X, inst.z, inst.opt, "nuc")
+    U, s, Vt = np.linalg.svd(nuc.W)
+    p = tmp_path / "own_KQ.npz"
+    np.savez(p, K=50 * U * s, Q=Vt.T)  # K Qᵀ = 50 W^mm_*
+    code, out, _ = run("--data", good, "--weights", str(p))
+    assert code == 0 and "W = K Qᵀ" in out and "aligned with W^mm_*" in out
+    rng = np.random.default_rng(1)
+    p2 = tmp_path / "own_far.npz"
+    np.savez(p2, W=rng.normal(size=(6, 6)))
+    code, out, _ = run("--data", good, "--weights", str(p2), "--report", str(tmp_path / "rep"))
+    assert code == 3 and "inconclusive" in out and (tmp_path / "rep" / "report.md").exists()
+
+
+@pytest.mark.parametrize("arrays, frag", [({"W": np.ones((5, 5))}, "W must be (6, 6)"),
+                                          ({"K": np.ones((6, 2)), "Q": np.ones((6, 3))}, "K and Q must be (d, m)"),
+                                          ({"A": np.ones((6, 6))}, "no W and no K, Q")])
+def test_weights_shapes_disagreeing_with_data_one_line(good, tmp_path, arrays, frag):
+    p = tmp_path / "own_bad_w.npz"
+    np.savez(p, **arrays)
+    line = one_line_error(*run("--data", good, "--weights", str(p))[::2])
+    assert line.startswith("tverify: error: --weights") and frag in line, line

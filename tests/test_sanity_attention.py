@@ -1,0 +1,109 @@
+"""``tverify check attention --module``: a correct causal attention passes; planted bugs (future
+leak, missing 1/√d_k, softmax over the wrong axis, unstable exp, NaN) are caught and named; bad
+objects are one-line usage errors (exit 2); --json and --report. In-process, small sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from numerics import attention_probe as ap
+from tests.cli_helpers import invoke, one_line_error
+
+MOD = "tests/data/own_attention.py"
+
+
+def run(name: str, *args: str) -> tuple[int, str, str]:
+    return invoke("check", "attention", "--module", f"{MOD}:{name}", "--no-progress", *args)
+
+
+def failed(out: str) -> list[str]:
+    return [line.split()[0] for line in out.splitlines() if "  FAIL  " in line]
+
+
+def test_correct_causal_attention_passes():
+    code, out, _ = run("CausalSelfAttention", "--causal")
+    assert code == 0 and "verdict: ok" in out, out
+    assert "causal_no_future_leak         ok" in out and "matches_sdpa" in out and "declared" in out
+    assert "scale_1_over_sqrt_dk          ok" in out
+
+
+@pytest.mark.parametrize("name, prop, words", [
+    ("leaky", "causal_no_future_leak", "when token 1 (= t+1) changes"),
+    ("no_scale", "scale_1_over_sqrt_dk", "missing 1/√d_k"),
+    ("wrong_axis", "convex_combination_of_values", "wrong axis"),
+])
+def test_broken_causal_attention_is_named(name, prop, words):
+    code, out, _ = run(name, "--causal")
+    assert code == 1 and prop in failed(out) and words in out, out
+    assert f"violates: " in out and prop in out.split("violates:")[1]
+
+
+def test_unstable_softmax_and_nan_are_findings():
+    code, out, _ = run("Naive")
+    assert code == 1 and failed(out) == ["stable_at_extreme_logits"] and "exp overflow" in out
+    code, out, _ = run("nan_out", "--dim", "4")
+    assert code == 1 and failed(out) == ["finite_output"] and "64 of 64" in out
+
+
+def test_weights_returned_mha_and_fitted_mapping():
+    code, out, _ = run("SingleHead", "--json", "-")
+    doc = json.loads(out)
+    names = {p["name"]: p for p in doc["properties"]}
+    assert code == 0 and names["weights_are_distributions"]["status"] == "pass"
+    assert names["convex_combination_of_values"]["status"] == "pass"
+    assert names["permutation_equivariance"]["status"] == "pass"
+    assert all(p["tolerance"] is None or p["tolerance"] < 1e-3 for p in doc["properties"])
+    code, out, _ = run("MHAWrapper")
+    assert code == 0 and "nn.MultiheadAttention weights" in out
+    code, out, _ = run("Anonymous", "--dim", "6")
+    assert code == 0 and "fitted: single-head SDPA" in out, out
+
+
+@pytest.mark.parametrize("name, args, frag", [
+    ("raises", ("--dim", "4"), "raised RuntimeError: boom at the probe"),
+    ("wrong_shape", ("--dim", "4"), "returned shape (4, 3, 4)"),
+    ("wrong_dtype", ("--dim", "4"), "returned float32"),
+    ("no_such_name", (), "has no name 'no_such_name'"),
+    ("nan_out", (), "give --dim D"),
+])
+def test_bad_objects_one_line_exit_2(name, args, frag):
+    line = one_line_error(*run(name, *args)[::2])
+    assert frag in line, line
+
+
+def test_missing_file_one_line():
+    code, _, err = invoke("check", "attention", "--module", "no/such/file.py:X")
+    assert "file not found" in one_line_error(code, err)
+
+
+def test_report_written_and_foreign_folder_refused(tmp_path):
+    out_dir = tmp_path / "rep"
+    code, out, _ = run("SingleHead", "--report", str(out_dir))
+    assert code == 0 and "report written to" in out
+    files = {p.name for p in out_dir.iterdir()}
+    assert {"report.html", "report.md", "report.json", "figures", ".tverify-report"} <= files
+    assert (out_dir / "figures" / "attention_weights.png").stat().st_size > 1000
+    assert "convex_combination_of_values" in (out_dir / "report.md").read_text()
+    assert json.loads((out_dir / "report.json").read_text())["ok"] is True
+    code, out, _ = run("SingleHead", "--report", str(out_dir))  # a previous report is replaced
+    assert code == 0
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    line = one_line_error(*run("SingleHead", "--report", str(mine))[::2])
+    assert "--report" in line and "notes.txt" in line and (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_mapping_candidates_and_reference_match_torch():
+    """The declared mapping of an nn.MultiheadAttention reproduces it through SDPA (the mapping
+    function is itself small and tested)."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).double()
+    (m,) = ap.find_mapping(mha, 8, None)
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    mask = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    ref = mha(x, x, x, need_weights=False, attn_mask=mask)[0]
+    assert torch.allclose(ap.reference_attention(x, m, causal=True), ref, atol=1e-14, rtol=0)

@@ -1,0 +1,88 @@
+"""``tverify check hopfield --patterns``: the modern update passes with the Theorem-5 bound
+(numerics.hopfield.retrieval_bound) above the measured one-step error; a wrong update is named;
+bad pattern files are one-line usage errors; --json/--report; the capacity estimate solves the
+derived bound."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from proofs_checks.sanity import hopfield as sh
+from tests.cli_helpers import invoke, one_line_error
+
+MOD = "tests/data/own_hopfield.py"
+
+
+@pytest.fixture()
+def pats(tmp_path):
+    p = tmp_path / "own_patterns.npy"
+    np.save(p, np.sign(np.random.default_rng(0).normal(size=(10, 16))))
+    return str(p)
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    return invoke("check", "hopfield", "--no-progress", *args)
+
+
+def test_modern_update_passes_with_bound_above_error(pats):
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--json", "-")
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"], doc["verdict"]
+    for r in doc["per_pattern"]:
+        assert r["error_from_pattern"] <= r["bound_from_pattern"] and r["error_from_noisy"] <= r["bound_from_noisy"]
+        assert r["fixed_point_converged"]
+    assert [p["name"] for p in doc["properties"]] == ["finite_updates", "one_step_within_theorem5_bound",
+                                                      "energy_non_increasing"]
+    assert doc["capacity"]["N_max"] > 10 and doc["capacity"]["beta_needed"] < 0.5
+
+
+def test_users_module(pats, tmp_path):
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:modern")
+    assert code == 0 and "update_matches_modern           ok" in out
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:too_hot")
+    assert code == 1 and "one_step_within_theorem5_bound  FAIL" in out and "update_matches_modern" in out
+    code, out, _ = run("--patterns", pats, "--module", f"{MOD}:uphill", "--report", str(tmp_path / "r"))
+    assert code == 1 and "energy_non_increasing           FAIL" in out
+    assert (tmp_path / "r" / "figures" / "retrieval_and_energy.png").exists()
+
+
+def test_pt_file_and_unseparated_patterns(tmp_path):
+    p = tmp_path / "own_p.pt"
+    P = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)  # pattern 0 = pattern 2
+    torch.save({"patterns": P}, p)
+    code, out, _ = run("--patterns", str(p))
+    assert code == 0 and "Δ_i ≤ 0" in out and "none (Δ_min ≤ 0" in out
+
+
+@pytest.mark.parametrize("content, frag", [
+    (np.zeros((0, 4)), "is empty"),
+    (np.array([[1.0, np.nan], [0.0, 1.0]]), "non-finite"),
+    (np.ones(4), "(N, d) array"),
+    (np.ones((1, 4)), "at least 2"),
+    (np.array([["a", "b"], ["c", "d"]]), "expected real numbers"),
+])
+def test_bad_pattern_files_one_line(tmp_path, content, frag):
+    p = tmp_path / "own_bad.npy"
+    np.save(p, content)
+    line = one_line_error(*run("--patterns", str(p))[::2])
+    assert line.startswith("tverify: error: --patterns") and frag in line, line
+
+
+def test_missing_and_odd_files(tmp_path, pats):
+    assert "file not found" in one_line_error(*run("--patterns", str(tmp_path / "no.npy"))[::2])
+    (tmp_path / "x.csv").write_text("1,2")
+    assert ".npy or .pt" in one_line_error(*run("--patterns", str(tmp_path / "x.csv"))[::2])
+    assert "--beta" in one_line_error(*run("--patterns", pats, "--beta", "0")[::2])
+    assert "raised" in one_line_error(*run("--patterns", pats, "--module", "tests/data/own_attention.py:raises")[::2])
+
+
+def test_capacity_estimate_solves_the_derived_bound():
+    c = sh.capacity_estimate(2.0, 1.0, 5.0, 0.5, 3)
+    # the bound 2(N−1)e^{−βΔ}M equals τ at N_max, and at β_needed for N = 3
+    assert math.isclose(2 * (c["N_max"] - 1) * math.exp(-5.0 * 2.0) * 1.0, 0.5, rel_tol=1e-12)
+    assert math.isclose(2 * 2 * math.exp(-c["beta_needed"] * 2.0) * 1.0, 0.5, rel_tol=1e-12)
