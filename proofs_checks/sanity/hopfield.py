@@ -161,14 +161,14 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         raise UsageError(f"--beta: must be a positive finite number, got {beta!r}")
     P = torch.as_tensor(np.asarray(patterns, dtype=np.float64))
     if P.dim() != 2 or P.shape[0] < 2 or P.shape[1] < 1 or not bool(torch.isfinite(P).all()):
-        raise UsageError("--patterns: need a finite (N, d) array with N ≥ 2, got shape "
+        raise UsageError("patterns: need a finite (N, d) array with N ≥ 2, got shape "
                          f"{tuple(P.shape)}" + ("" if bool(torch.isfinite(P).all()) else " with non-finite entries"))
     N, d = P.shape
     u = unit_roundoff(torch.float64)
     gen = generator(seed)
     M = float(P.norm(dim=-1).max())
     if M == 0:
-        raise UsageError("--patterns: every pattern is zero")
+        raise UsageError("patterns: every pattern is zero")
     G = P @ P.T
     diag = G.diagonal()
     off = G - torch.diag(torch.full((N,), float("inf"), dtype=G.dtype))
