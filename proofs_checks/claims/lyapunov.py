@@ -1,0 +1,433 @@
+"""Group H: Lyapunov functions (lecture notes 001, application to mathematics; Alfarano, Charton,
+Hayat 2024). Binds theory/lyapunov.py and numerics/lyapunov.py to checks, tolerances and mutants,
+and records lecture notes 001's statement of the Lyapunov conditions as an erratum."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+
+from numerics import lyapunov as nl
+from proofs_checks.comparisons import exact, largest
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
+from theory import lyapunov as tl
+
+SOURCE = "lecture notes 001 (application to mathematics: Lyapunov functions)"
+
+
+# --------------------------------------------------------------------------------------------
+# lyap.conditions
+# form: a theorem, props (dict of the hypotheses in theory.lyapunov.PROPERTIES) -> "none" | "local" | "global"
+
+_LEVEL = {name: i for i, name in enumerate(tl.LEVELS)}
+#: time horizon and the largest ‖x(T)‖/‖x(0)‖ that counts as "converging"
+T_COND = 5.0
+TAU = 0.1
+
+
+def _panel_vs_derivation(form, ctx) -> CheckResult:
+    """The form's conclusion on each panel system, from the hypotheses decided symbolically
+    (theory.lyapunov.decide_properties), against the stability the derivation establishes
+    (escape region, linearisation, explicit flow, V̇ ≡ 0, comparison bound): a conclusion stronger
+    than the truth is unsound; failing to conclude global stability of the two globally stable
+    systems is a vacuous theorem. Exact counts."""
+    der = tl.derive_conditions()
+    concl = {name: form(p) for name, p in der.facts["properties"].items()}
+    truth = der.facts["truth"]
+    unsound = [n for n, c in concl.items() if _LEVEL[c] > _LEVEL[truth[n]]]
+    uncovered = [n for n, t in truth.items() if t == "global" and concl[n] != "global"]
+    return exact({"unsound": float(len(unsound)), "uncovered": float(len(uncovered))},
+                 "conclusions vs the derived stability of each panel system (none < local < global)",
+                 details={"conclusions": concl, "truth": truth, "unsound": unsound, "uncovered": uncovered})
+
+
+def _trajectory_reference(ctx):
+    """Form-independent: the hypotheses decided by sampling and the distance ratios
+    ‖x(T)‖/‖x(0)‖ from near (radius ≤ 0.1) and far initial points of every panel system."""
+    M = ctx.size(4, 12, 32)
+    out = {}
+    for name, c in tl.conditions_panel().items():
+        rng = ctx.rng(name)
+        props, det = nl.sample_properties(c, rng)
+        near, far = nl.initial_points(name, rng, M, True), nl.initial_points(name, rng, M, False)
+        with np.errstate(all="ignore"):
+            out[name] = {"props": props, "details": det,
+                         "near": nl.distance_ratios(c, near, T_COND, rtol=1e-9, atol=1e-12),
+                         "far": nl.distance_ratios(c, far, T_COND, rtol=1e-9, atol=1e-12)}
+    return out, M
+
+
+def _trajectories(form, ctx) -> CheckResult:
+    """Integrate every panel system (SciPy DOP853, rtol 1e-9) from near and far initial points and
+    test the conclusion the form draws from the sampled hypotheses: "local" predicts convergence
+    from the near points, "global" from the far points too. Error: the largest ‖x(T)‖/‖x(0)‖ over
+    the points a conclusion covers, T = 5; tolerance 0.1."""
+    ref, M = ctx.reference("panel", lambda: _trajectory_reference(ctx))
+    errs, concl = {}, {}
+    for name, r in ref.items():
+        c = form(dict(r["props"]))
+        concl[name] = c
+        if _LEVEL[c] >= _LEVEL["local"]:
+            errs[f"{name}_near"] = worst([r["near"]])
+        if c == "global":
+            errs[f"{name}_far"] = worst([r["far"]])
+    gas_bound = math.exp(-T_COND)
+    return compare(errs or {"no_conclusion": 0.0}, TAU,
+                   f"a covered trajectory must shrink to ‖x(T)‖ ≤ {TAU:g}‖x(0)‖ by T = {T_COND:g}: the derived comparison "
+                   f"bound gives ‖x(T)‖ ≤ e^(−T)‖x(0)‖ = {gas_bound:.4f}‖x(0)‖ for the globally stable systems, and the "
+                   "linearisation (double eigenvalue −4) ≈ (1 + 4T)e^(−4T) for Khalil's near points, both far below "
+                   f"{TAU:g} (integration error ~1e-9 is negligible); a trajectory that does not converge has ratio ≥ 1 "
+                   "(exactly 1 for the rotation), one that escapes far more",
+                   seeds=[ctx.seed_for(n) for n in ref], sizes={"points_per_set": M, "T": T_COND},
+                   details={"conclusions": concl, "properties": {n: r["props"] for n, r in ref.items()},
+                            "sampled": {n: r["details"] for n, r in ref.items()},
+                            "ratio_near_max": {n: float(np.max(r["near"])) for n, r in ref.items()},
+                            "ratio_far_max": {n: float(np.max(r["far"])) for n, r in ref.items()},
+                            "comparison_bound": gas_bound})
+
+
+def _covers_stable_systems(form, ctx) -> CheckResult:
+    """A theorem that never applies is not the Lyapunov theorem: on the two systems whose global
+    asymptotic stability the derivation proves (V̇ ≤ −2V) and whose trajectories the reference
+    integrates, the form must conclude "global" from the sampled hypotheses. Exact count."""
+    ref, M = ctx.reference("panel", lambda: _trajectory_reference(ctx))
+    truth = tl.derive_conditions().facts["truth"]
+    gas = [n for n, t in truth.items() if t == "global"]
+    concl = {n: form(dict(ref[n]["props"])) for n in gas}
+    missed = [n for n in gas if concl[n] != "global"]
+    bound_ok = {n: bool(np.all(ref[n]["far"] <= math.exp(-T_COND) * (1 + 1e-6))) for n in gas}
+    return exact({"not_concluded": float(len(missed)), "reference_violates_bound": float(sum(not v for v in bound_ok.values()))},
+                 "the form concludes global stability for every system proven globally stable",
+                 seeds=[ctx.seed_for(n) for n in gas], sizes={"points_per_set": M},
+                 details={"conclusions": concl, "missed": missed, "reference_within_derived_bound": bound_ok})
+
+
+def _no_radial_unboundedness(props):
+    base = all(props[k] is True for k in ("f_zero_at_origin", "V_zero_at_origin", "V_positive_off_origin",
+                                          "Vdot_negative_off_origin"))
+    return "global" if base else "none"
+
+
+def _no_V0_zero(props):
+    base = all(props[k] is True for k in ("f_zero_at_origin", "V_positive_off_origin", "Vdot_negative_off_origin"))
+    return ("global" if props["radially_unbounded"] is True else "local") if base else "none"
+
+
+def _nonstrict_decrease(props):
+    # V̇ ≤ 0 accepted in place of V̇ < 0 off the origin
+    return tl.corrected_conclusion({**props, "Vdot_negative_off_origin": props["Vdot_nonpositive"]})
+
+
+def _at_origin_too(props):
+    # the literal reading: −∇V·f > 0 everywhere, the origin included
+    return tl.corrected_conclusion(props) if props["Vdot_negative_at_origin"] is True else "none"
+
+
+register(Claim(
+    id="lyap.conditions",
+    title="Lyapunov conditions: V(0) = 0, V > 0 and ∇V·f < 0 off the origin (and radial unboundedness for global stability)",
+    statement=r"f(0)=0,\ V\in C^1,\ V(0)=0,\ V(x)>0\ \text{and}\ \nabla V(x)\cdot f(x)<0\ (x\neq0)\Rightarrow"
+              r"\ 0\ \text{asymptotically stable};\ \text{global if also}\ V(x)\to\infty\ (\|x\|\to\infty)",
+    source=SOURCE + "; Khalil, Nonlinear Systems (3rd ed., 2002), Thm 4.1, 4.2 and the example with V = x²/(1+x²) + y²",
+    kind="erratum",
+    form=tl.corrected_conclusion,
+    stated=tl.stated_conclusion,
+    stated_statement=r"V(x)>0\ (x\neq0)\ \text{and}\ -\nabla V\cdot f>0\Rightarrow\ \text{(global) asymptotic stability}",
+    derivation=tl.derive_conditions,
+    checks=(
+        Check("panel_vs_derivation", "symbolic", _panel_vs_derivation,
+              "conclusions from symbolically decided hypotheses vs the derived stability of five systems"),
+        Check("trajectories", "numeric", _trajectories,
+              "conclusions from sampled hypotheses vs integrated trajectories (SciPy): covered ones must converge"),
+        Check("covers_stable_systems", "numeric", _covers_stable_systems,
+              "the theorem applies to the systems proven globally stable (it is not vacuous)"),
+    ),
+    mutants=(
+        Mutant("no_radial_unboundedness", "dropped term", "global stability without V radially unbounded",
+               _no_radial_unboundedness),
+        Mutant("no_V0_zero", "dropped term", "V(0) = 0 dropped (V > 0 off the origin kept)", _no_V0_zero),
+        Mutant("nonstrict_decrease", "wrong formula", "∇V·f ≤ 0 in place of < 0", _nonstrict_decrease),
+        Mutant("conditions_at_origin", "wrong formula", "the literal reading: −∇V·f > 0 at the origin too",
+               _at_origin_too),
+    ),
+    notes="Lecture notes 001 asks for V 'strictly positive outside the origin and −∇V·f > 0'. Read literally the "
+          "second condition fails at the origin for every C¹ V (∇V(0)·f(0) = 0 since f(0) = 0), so the statement "
+          "never applies (mutant conditions_at_origin). Read off the origin, it omits V(0) = 0 (f = (x, y) with "
+          "V = 1 + 1/(1 + ‖x‖²) satisfies the rest and is unstable) and radial unboundedness (Khalil's "
+          "V = x²/(1 + x²) + y² with V̇ = −12x²/u⁴ − 4y²/u² < 0: trajectories right of y = 2/(x − √2) escape to "
+          "infinity), so its global conclusion is false. Hypotheses are decided symbolically (sufficient tests, "
+          "theory.lyapunov.decide_properties) and by sampling (numerics.lyapunov.sample_properties; radial "
+          "unboundedness as polynomial growth of the minimum of V on circles of radius 10 and 1000).",
+))
+
+
+# --------------------------------------------------------------------------------------------
+# lyap.backward_construction
+# form: {"P": A (..., n, n) -> P, "S": B (..., n, n) -> S, "f": (g (..., n), P, S) -> f (..., n)}
+
+
+def _identity_reference(ctx, M):
+    der = tl.derive_backward_construction()
+    inst = der.facts["instance"]
+    vs = inst["vars"]
+    lam = {k: sp.lambdify(vs, v, "numpy") for k, v in (("A", inst["A"]), ("B", inst["B"]), ("grad", der.facts["grad"]))}
+    X = ctx.rng().uniform(-2, 2, size=(M, 2))
+    stack = lambda F: np.stack([np.asarray(F(*p), dtype=np.float64) for p in X])  # noqa: E731
+    A, B, g = stack(lam["A"]), stack(lam["B"]), stack(lam["grad"])[..., 0]
+    vdot, scale = nl.evaluate(der.result["Vdot"], vs, X)
+    return X, A, B, g, vdot, scale, len(sp.Poly(der.result["Vdot"], *vs).terms())
+
+
+def _identity_vs_sympy(form, ctx) -> CheckResult:
+    """At random points of [−2, 2]², the form's ∇V·f (its P, S and f applied to the instance's
+    A(x), B(x) and ∇V(x), lambdified from the derivation) against the derived polynomial
+    V̇ = −∇VᵀP∇V, relative to the rounding scale (sum of |terms|)."""
+    M = ctx.size(64, 256, 1024)
+    X, A, B, g, vdot, scale, nterms = ctx.reference("instance", lambda: _identity_reference(ctx, M), M)
+    with np.errstate(all="ignore"):
+        P, S = np.asarray(form["P"](A)), np.asarray(form["S"](B))
+        f = np.asarray(form["f"](g, P, S))
+        mine = (g * f).sum(-1)
+        sc = np.maximum(scale, (g * g).sum(-1) * (np.abs(P).sum((-1, -2)) + np.abs(S).sum((-1, -2))))
+        err = float(np.max(np.abs(mine - vdot) / sc))
+    return compare({"relative_to_rounding_scale": err}, 64 * (nterms + 8) * EPS,
+                   f"float64 rounding of a {nterms}-term polynomial and an 8-product quadratic form (64·(terms + 8)·eps, "
+                   "relative to the sum of absolute terms)", seeds=[ctx.seed_for()], sizes={"points": M},
+                   details={"max_abs_vdot": float(np.max(np.abs(vdot)))})
+
+
+RTOL_BW, ATOL_BW = 1e-10, 1e-12
+
+
+def _systems(ctx):
+    K, n = ctx.size(4, 8, 16), 3
+    rng = ctx.rng("systems")
+    s = nl.draw_backward_systems(rng, K, n)
+    X0 = rng.normal(size=(K, n))
+    X0 /= np.linalg.norm(X0, axis=1, keepdims=True)
+    return s, X0
+
+
+def _energy_balance(form, ctx) -> CheckResult:
+    """Sampled systems (random SPD quadratic + quartic V, affine A(x), B(x), n = 3) integrated
+    with the form's f (SciPy DOP853, rtol 1e-10, atol 1e-12) to T = 2, together with the reference
+    dissipation q' = −‖A(x)ᵀ∇V‖² (not through the form): V(x(t)) − V(x(0)) must equal q(t) at 41
+    times (dV/dt = −∇VᵀP∇V along the trajectory) and V must not increase between them."""
+    s, X0 = ctx.reference("systems", lambda: _systems(ctx))
+    r = nl.energy_balance(s, X0, form, 2.0, 41, rtol=RTOL_BW, atol=ATOL_BW)
+    V, q = r["V"], r["q"]
+    V0 = V[:, :1]
+    with np.errstate(all="ignore"):
+        balance = float(np.max(np.abs(V - V0 - q) / V0))
+        rise = np.diff(V, axis=1)
+        increase = float(largest(0.0, float(np.max(rise / V0))))
+        up = int(np.sum(np.max(rise, axis=1) > 0))
+    steps = r["steps"] if r["steps"] > 0 else 1
+    tol = 10 * steps * RTOL_BW
+    return compare({"balance": balance, "increase": increase}, tol,
+                   f"global error of an rtol-controlled integration (rtol {RTOL_BW:g}): at most one rtol per step, "
+                   f"{steps} steps, not amplified by a dissipative flow, ×10 for atol and the dense output "
+                   "(10·steps·rtol, relative to V(x(0)))",
+                   seeds=[ctx.seed_for("systems")], sizes={"systems": s.K, "n": s.n, "T": 2.0, "times": 41},
+                   details={"steps": r["steps"], "nfev": r["nfev"], "stopped_at_blowup": r["stopped"],
+                            "instances_where_V_increased": up, "final_V_over_initial": (V[:, -1] / V[:, 0]).tolist()})
+
+
+def _structure(form, ctx) -> CheckResult:
+    """The form's P is symmetric PSD and its S skew at random points of every sampled system
+    (smallest eigenvalue, ‖S + Sᵀ‖), and its ∇V·f equals −‖Aᵀ∇V‖² pointwise (no integration):
+    relative errors against float64 rounding."""
+    s, _ = ctx.reference("systems", lambda: _systems(ctx))
+    M = ctx.size(32, 128, 512)
+    X = ctx.rng("points").uniform(-1.5, 1.5, size=(s.K, M, s.n))
+    A, B, g = nl.A_field(s, X), nl.B_field(s, X), nl.V_grad(s, X)
+    with np.errstate(all="ignore"):
+        P, S = np.asarray(form["P"](A)), np.asarray(form["S"](B))
+        f = np.asarray(form["f"](g, P, S))
+        nP = np.linalg.norm(P, axis=(-1, -2))
+        nS = np.linalg.norm(S, axis=(-1, -2))
+        Ps = (P + np.swapaxes(P, -1, -2)) / 2
+        lam = np.linalg.eigvalsh(Ps)[..., 0] if np.all(np.isfinite(Ps)) else np.full(nP.shape, np.nan)
+        ref = -(np.einsum("k...ji,k...j->k...i", A, g) ** 2).sum(-1)
+        gg = (g * g).sum(-1)
+        errs = {"P_asymmetry": float(np.max(np.linalg.norm(P - np.swapaxes(P, -1, -2), axis=(-1, -2)) / nP)),
+                "P_negative_eigenvalue": float(np.max(np.maximum(-lam, 0.0) / nP)),
+                "S_symmetric_part": float(np.max(np.linalg.norm(S + np.swapaxes(S, -1, -2), axis=(-1, -2)) / nS)),
+                "pointwise_dissipation": float(np.max(np.abs((g * f).sum(-1) - ref) / (gg * (nP + nS))))}
+    n = s.n
+    return compare(errs, 64 * n * n * EPS, f"float64 rounding of n×n matrix products and an eigenvalue solver (64·n²·eps, n = {n})",
+                   seeds=[ctx.seed_for("systems"), ctx.seed_for("points")], sizes={"systems": s.K, "points": M, "n": n})
+
+
+def _mat(f):
+    return lambda g, P, S: np.einsum("...ij,...j->...i", f(P, S), g)
+
+
+_BW_FORM = {"P": nl.psd_from, "S": nl.skew_from, "f": nl.construct_f}
+
+register(Claim(
+    id="lyap.backward_construction",
+    title="Backward construction: f = (−P + S)∇V with P ⪰ 0, S skew gives ∇V·f = −∇VᵀP∇V ≤ 0",
+    statement=r"V\succ0,\ P(x)\succeq0,\ S(x)^\top=-S(x),\ f=-P\nabla V+S\nabla V\ \Rightarrow\ "
+              r"\nabla V\cdot f=-\nabla V^\top P\nabla V\le0\ (<0\ \text{where}\ P\succ0,\ \nabla V\neq0)",
+    source=SOURCE + "; Alfarano, Charton, Hayat, Global Lyapunov functions: a long-standing open problem in mathematics, "
+                    "with symbolic transformers (NeurIPS 2024), backward generation",
+    kind="identity",
+    form=_BW_FORM,
+    derivation=tl.derive_backward_construction,
+    checks=(
+        Check("identity_vs_sympy", "symbolic", _identity_vs_sympy,
+              "∇V·f of the form vs the derived −∇VᵀP∇V for a polynomial instance"),
+        Check("energy_balance", "numeric", _energy_balance,
+              "sampled systems integrated (SciPy): V(x(t)) − V(x(0)) = −∫∇VᵀP∇V, and V decreases"),
+        Check("structure", "numeric", _structure,
+              "P symmetric PSD, S skew, ∇V·f = −‖Aᵀ∇V‖² pointwise"),
+    ),
+    mutants=(
+        Mutant("symmetric_S", "wrong formula", "S = B + Bᵀ (symmetric) instead of B − Bᵀ: the S-term no longer cancels",
+               {**_BW_FORM, "S": lambda B: B + np.swapaxes(B, -1, -2)}),
+        Mutant("plus_P", "sign flip", "f = (+P + S)∇V", {**_BW_FORM, "f": _mat(lambda P, S: S + P)}),
+        Mutant("P_not_psd", "wrong formula", "P = A + Aᵀ (symmetric, indefinite)",
+               {**_BW_FORM, "P": lambda A: A + np.swapaxes(A, -1, -2)}),
+        Mutant("dropped_P", "dropped term", "f = S∇V (no dissipation: V̇ = 0)", {**_BW_FORM, "f": _mat(lambda P, S: S)}),
+    ),
+    notes="P(x) = A(x)A(x)ᵀ with A affine in x (so P is a PSD quadratic polynomial matrix) and S(x) = B(x) − B(x)ᵀ; "
+          "V(x) = xᵀQx + Σ c_i x_i⁴. With a symmetric S, V increases along some sampled trajectories (counted in the "
+          "energy-balance details).",
+))
+
+
+# --------------------------------------------------------------------------------------------
+# lyap.sos_certificate
+# form: a tuple of theory.lyapunov.Candidate, each to be certified at margin EPS_SOS
+
+EPS_SOS = sp.Rational(1, 1000)
+_PROGRAMS = {"V": "V − εp", "decay": "−∇V·f − εq"}
+
+
+def _certificates(form):
+    return [(c.name or f"candidate {i}", nl.certify(c, EPS_SOS)) for i, c in enumerate(form)]
+
+
+def _exact_recheck(form, ctx) -> CheckResult:
+    """Each candidate's two SOS programs (cvxpy, Clarabel; SCS as fallback) re-checked exactly:
+    the Gram matrix rounded to rationals and projected onto the coefficient equations, SymPy
+    expands z(x)ᵀGz(x) and compares with the polynomial (the residual must be exactly 0), and the
+    rational G must be PSD (pivoted LDLᵀ). An infeasible program has no certificate to re-check."""
+    failures, rows = [], {}
+    for name, ce in _certificates(form):
+        for key, label in _PROGRAMS.items():
+            res, ex = ce.results[key], ce.rechecks[key]
+            row = {"status": res.status, "solver": res.solver}
+            if ex is None:
+                failures.append(f"{name}: {label}: no certificate (solver status {res.status})")
+            else:
+                row.update(residual=str(ex.residual), psd=ex.psd, min_pivot=ex.min_pivot, min_eig=ex.min_eig,
+                           solver_coefficient_residual=ex.rounding_residual)
+                if not ex.certified:
+                    failures.append(f"{name}: {label}: exact re-check failed (residual {ex.residual}, psd {ex.psd})")
+            rows[f"{name}: {label}"] = row
+    r = exact({"programs_without_exact_certificate": float(len(failures))},
+              "exact rational Gram certificates (SymPy residual 0, exact PSD)", details={"programs": rows})
+    if failures:
+        r.reason = "; ".join(failures[:4])
+    return r
+
+
+#: accepted solver output: smallest Gram eigenvalue and coefficient mismatch (the solver's
+#: tolerances are 1e-10 for Clarabel, 1e-9 for SCS; 1e-7 leaves room for the conditioning of G)
+SOLVER_TOL = 1e-7
+
+
+def _solver_status(form, ctx) -> CheckResult:
+    """The status of each SOS program, checked explicitly: optimal (a certificate), with the
+    Gram matrix PSD and matching the coefficients within the solver's tolerance; infeasible
+    (no certificate exists) is a failure reported with the solver's status."""
+    failures, rows = [], {}
+    for name, ce in _certificates(form):
+        for key, label in _PROGRAMS.items():
+            res = ce.results[key]
+            rows[f"{name}: {label}"] = {"status": res.status, "solver": res.solver, "t": res.t, "min_eig": res.min_eig,
+                                        "coefficient_residual": res.residual, "attempts": [list(a) for a in res.attempts]}
+            if not res.feasible:
+                failures.append(f"{name}: {label} is not SOS: solver status {res.status}")
+            elif not (res.min_eig >= -SOLVER_TOL and res.residual <= SOLVER_TOL):
+                failures.append(f"{name}: {label}: Gram min eigenvalue {res.min_eig:.2e}, residual {res.residual:.2e}")
+    r = exact({"programs_not_certified": float(len(failures))},
+              f"every SOS program optimal with λ_min(G) ≥ −{SOLVER_TOL:g} and coefficient residual ≤ {SOLVER_TOL:g}",
+              details={"programs": rows})
+    if failures:
+        r.reason = "; ".join(failures[:4])
+    return r
+
+
+def _sample_points(ctx, n):
+    rng = ctx.rng("points", n)
+    M = ctx.size(200, 1000, 5000)
+    d = rng.normal(size=(M, n))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    return np.concatenate([d * 10 ** rng.uniform(-2, 1.5, size=(M, 1)), np.eye(n), -np.eye(n)])
+
+
+def _sampled_inequalities(form, ctx) -> CheckResult:
+    """What a certificate implies, tested pointwise without the solver: V − εp ≥ 0 and
+    −∇V·f − εq ≥ 0 at random points (radii 10^-2 … 10^1.5, and the axes). Error: the largest
+    negative value relative to the polynomial's rounding scale (sum of |terms|)."""
+    errs, worst_pt = {}, {}
+    for i, c in enumerate(form):
+        name = c.name or f"candidate {i}"
+        X = ctx.reference("points", lambda: _sample_points(ctx, len(c.vars)), len(c.vars))
+        tg = tl.sos_targets(c, EPS_SOS) if sp.expand(c.vdot()) != 0 and sp.expand(c.V) != 0 else None
+        for key, label in _PROGRAMS.items():
+            poly = tg[key] if tg is not None else (c.V if key == "V" else -c.vdot())
+            val, scale = nl.evaluate(poly, c.vars, X)
+            with np.errstate(all="ignore"):
+                rel = np.where(scale > 0, np.maximum(-val, 0.0) / scale, np.where(val < 0, np.inf, 0.0))
+            if tg is None and key == "decay":
+                rel = np.ones_like(rel)  # ∇V·f ≡ 0: no decay at all
+            errs[f"{name}: {label}"] = float(np.max(rel))
+            worst_pt[f"{name}: {label}"] = X[int(np.argmax(rel))].tolist()
+    return compare(errs, 64 * 16 * EPS, "float64 rounding of a polynomial with ≤ 16 terms (64·16·eps relative to the sum of "
+                   "absolute terms): a nonnegative polynomial is never below it", seeds=[ctx.seed_for("points", 2)],
+                   sizes={"points": ctx.size(200, 1000, 5000) + 4}, details={"most_negative_at": worst_pt})
+
+
+def _with_V(fn, what):
+    return tuple(tl.Candidate(c.vars, c.f, sp.expand(fn(c)), f"{c.name} ({what})") for c in tl.sos_panel())
+
+
+_y = tl.y
+
+register(Claim(
+    id="lyap.sos_certificate",
+    title="SOS certificates: V − εp and −∇V·f − εq sums of squares (cvxpy), re-checked exactly in SymPy",
+    statement=r"V-\varepsilon\textstyle\sum_i x_i^{2k}=z^\top G_1z,\ -\nabla V\cdot f-\varepsilon\sum_i x_i^{2l}=w^\top G_2w,"
+              r"\ G_1,G_2\succeq0\Rightarrow V\ge\varepsilon\sum_i x_i^{2k},\ \dot V\le-\varepsilon\sum_i x_i^{2l}"
+              r"\ \Rightarrow\ 0\ \text{globally asymptotically stable}",
+    source=SOURCE + "; Parrilo (2000), SOS programming; Peyrl & Parrilo (2008), exact certificates by rounding and projection",
+    kind="theorem",
+    form=tl.sos_panel(),
+    derivation=tl.derive_sos_certificate,
+    checks=(
+        Check("exact_recheck", "symbolic", _exact_recheck,
+              "rational Gram matrices: SymPy expansion residual exactly 0 and exact PSD"),
+        Check("solver_status", "numeric", _solver_status,
+              "each SOS program's cvxpy status checked explicitly (infeasible = no certificate)"),
+        Check("sampled_inequalities", "numeric", _sampled_inequalities,
+              "V − εp ≥ 0 and −∇V·f − εq ≥ 0 at sampled points"),
+    ),
+    mutants=(
+        Mutant("f_sign_flip", "sign flip", "x' = −f(x): V increases along trajectories",
+               tuple(c.flipped() for c in tl.sos_panel())),
+        Mutant("V_indefinite", "wrong formula", "V(x, 0) − y² (indefinite)", _with_V(lambda c: c.V.subs(_y, 0) - _y**2, "indefinite")),
+        Mutant("V_semidefinite", "dropped term", "V(x, 0): every term with y dropped (zero on the y-axis)",
+               _with_V(lambda c: c.V.subs(_y, 0), "semidefinite")),
+    ),
+    notes="ε = 1/1000; p and q are Σ x_i^{2k} at the lowest even degree of V and of −∇V·f (the cubic system's decay "
+          "2x⁴ + 2y⁴ is certified against x⁴ + y⁴). Monomial bases span degrees ⌈d_min/2⌉..⌊d_max/2⌋ with basis "
+          "elements whose diagonal entry is forced to 0 removed. The programs maximise t with G ⪰ tI, t ≥ 0, so a "
+          "polynomial that is not SOS makes the solver report 'infeasible'.",
+))
