@@ -107,3 +107,8 @@ def test_mapping_candidates_and_reference_match_torch():
     mask = torch.ones(5, 5, dtype=torch.bool).triu(1)
     ref = mha(x, x, x, need_weights=False, attn_mask=mask)[0]
     assert torch.allclose(ap.reference_attention(x, m, causal=True), ref, atol=1e-14, rtol=0)
+
+
+def test_json_inside_report_refused(tmp_path):
+    line = one_line_error(*run("SingleHead", "--report", str(tmp_path / "r"), "--json", str(tmp_path / "r" / "x.json"))[::2])
+    assert "inside --report" in line and not (tmp_path / "r").exists()

@@ -244,16 +244,22 @@ def report_option(f):
                              "previous tverify report (replaced atomically); any other non-empty folder is refused.")(f)
 
 
-def check_report_dir(report_dir: str | None) -> None:
-    """Refuse, before any work, a ``--report`` folder that holds files a report did not write."""
+def check_report_dir(report_dir: str | None, json_path: str | None = None) -> None:
+    """Refuse, before any work, a ``--report`` folder that holds files a report did not write (and
+    a ``--json`` file inside it, which the report would replace)."""
     if report_dir is None:
         return
     from proofs_checks.report import ReportTargetError, check_report_target
 
     try:
-        check_report_target(report_dir)
+        out = check_report_target(report_dir)
     except ReportTargetError as exc:
         raise UsageError(str(exc).replace("--out", "--report").replace(" or add --force to replace it", "")) from None
+    if json_path and json_path != "-":
+        jp = Path(json_path).expanduser().absolute()
+        if jp == out or out in jp.parents:
+            raise UsageError(f"--json {json_path}: inside --report {report_dir}, which the report replaces; "
+                             "write it elsewhere")
 
 
 def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:

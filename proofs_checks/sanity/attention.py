@@ -283,7 +283,7 @@ def command(module_spec, causal, heads, dim, dtype, positional, report_dir, seed
       tverify check attention --module my_attn.py:make_attention --heads 4 --json out.json --report attn-report
     """
     check_json_target(json_path)
-    check_report_dir(report_dir)
+    check_report_dir(report_dir, json_path)
     try:
         require_device(device, False)
     except UsageError:

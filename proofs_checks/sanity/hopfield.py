@@ -361,7 +361,7 @@ def command(patterns_path, beta, module_spec, report_dir, seed, device, mode, js
     if not math.isfinite(beta):
         raise UsageError(f"--beta: must be finite, got {beta}")
     check_json_target(json_path)
-    check_report_dir(report_dir)
+    check_report_dir(report_dir, json_path)
     P = load_patterns(patterns_path)
     obj, name = None, None
     if module_spec:
