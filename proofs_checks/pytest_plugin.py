@@ -33,7 +33,8 @@ class TverifyFixture:
             result = getattr(api, fn)(*args, **kwargs)
         except InputError as exc:
             pytest.fail(f"tverify.{fn}: bad input: {exc}", pytrace=False)
-        outcome = getattr(result, "outcome", None) or ("ok" if result.ok else "mismatch")
+        verdict = getattr(result, "verdict", None)
+        outcome = getattr(result, "outcome", None) or getattr(verdict, "outcome", None) or ("ok" if result.ok else "mismatch")
         if outcome != expect:
             pytest.fail(f"tverify.{fn}: expected {expect}, got {outcome}\n{result}", pytrace=False)
         return result
