@@ -713,9 +713,10 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
         if jp == out or out in jp.parents:
             raise UsageError(f"--json {json_path}: inside --out {out}, which the sweep replaces; write it elsewhere")
     label = f"sweep {tgt.name}" + (f" on {cluster}" if cluster else "")
-    with _Progress(len(rows), label, not no_progress) as bar:
-        def tick(name, row):
-            bar.advance(name, (row.get("verdict") or row.get("status") or "") if isinstance(row, dict) else "task failed")
+    with _Progress(len(sw.plan_tasks(tgt, rows)), label, not no_progress) as bar:
+        def tick(name, value):
+            done = value if isinstance(value, list) else []
+            bar.advance(name, " ".join(str(r.get("verdict") or r.get("status")) for r in done) or "task failed")
 
         if cluster:
             from proofs_checks.cluster import open_client

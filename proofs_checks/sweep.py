@@ -60,7 +60,7 @@ import click
 from proofs_checks.options import UsageError
 
 __all__ = ["Param", "ClaimAdapter", "SanityAdapter", "ADAPTERS", "SANITY", "register_adapter", "parse_grid",
-           "resolve_target", "row_seed", "plan_rows", "run_sweep", "sweep_document", "write_sweep", "sweep_row"]
+           "resolve_target", "row_seed", "plan_rows", "plan_tasks", "run_sweep", "sweep_document", "write_sweep", "sweep_row"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -82,7 +82,11 @@ class Param:
 class ClaimAdapter:
     """How to measure ``claim`` at one grid point: ``fn(params, ctx) -> {name: number or text}``.
     ``uses_device``: ``fn`` computes on ``ctx.device`` (its rows need a GPU worker under
-    ``--device cuda``). ``curves``: pairs (measured, closed form) drawn together on the page."""
+    ``--device cuda``). ``curves``: pairs (measured, closed form) drawn together on the page.
+    ``group_by``: the parameters an expensive, cached reference depends on (e.g. the training
+    length N of a trained model): rows of one replicate that agree on them run as one task, in one
+    process, so the reference is computed once per group wherever the task runs (``None``: one
+    task per row)."""
 
     claim: str
     fn: Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -91,6 +95,7 @@ class ClaimAdapter:
     uses_device: bool = False
     headline: tuple[str, ...] = ()
     curves: tuple[tuple[str, str], ...] = ()
+    group_by: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -220,12 +225,12 @@ register_adapter(ClaimAdapter(
     + (Param("test", _int(2), _size(4000, 20000, 50000), "fresh test prompts per trained LSA"),),
     "risk at M of LSAs trained at N vs the closed form tr(Γ_N^{-2}Λ²(Λ+trΛ I))/M + tr(Γ_N^{-2}Λ(Λ+trΛ I)²)/N²",
     uses_device=True, headline=("risk_measured", "risk_closed_form", "z", "rel_err_B"),
-    curves=(("risk_measured", "risk_closed_form"),)))
+    curves=(("risk_measured", "risk_closed_form"),), group_by=("N", "d", "seeds", "prompts", "steps")))
 
 register_adapter(ClaimAdapter(
     "icl.gamma_n_global_min", _icl_gamma_n, _lsa_params(),
     "mean trained w22·W11 vs Γ_N^{-1} = ((1+1/N)Λ + tr(Λ)/N·I)^{-1}", uses_device=True,
-    headline=("rel_err_B", "z")))
+    headline=("rel_err_B", "z"), group_by=("N", "d", "seeds", "prompts", "steps")))
 
 
 # --- attn.scaling_variance: Monte Carlo Var(q·k) against the derived d_k
@@ -541,25 +546,48 @@ def sweep_row(spec: RowSpec) -> dict[str, Any]:
     return _jsonable(row)
 
 
+def sweep_rows(specs: tuple[RowSpec, ...]) -> list[dict[str, Any]]:
+    """Run several rows in one task, in order (see :attr:`ClaimAdapter.group_by`)."""
+    return [sweep_row(s) for s in specs]
+
+
+def plan_tasks(target: Target, rows: list[RowSpec]) -> list[tuple[RowSpec, ...]]:
+    """The rows grouped into tasks, in plan order of each group's first row: one row per task, or
+    for a claim adapter with ``group_by`` the rows of one replicate agreeing on those parameters
+    (grid values, or the defaults when the grid does not name them)."""
+    ad = ADAPTERS.get(target.key) if target.kind == "claim" else None
+    if ad is None or ad.group_by is None:
+        return [(s,) for s in rows]
+    groups: dict[tuple, list[RowSpec]] = {}
+    for s in rows:
+        p = dict(s.point)
+        groups.setdefault((s.replicate, *(repr(p.get(k)) for k in ad.group_by)), []).append(s)
+    return [tuple(g) for g in groups.values()]
+
+
 def run_sweep(target: Target, rows: list[RowSpec], *, client=None, progress=None) -> list[dict[str, Any]]:
-    """Run ``rows`` in-process (``client`` None) or as tasks on a Dask client; rows come back in
-    plan order. ``progress(label, row)`` after each finished row. A task lost to failing workers
-    more often than the scheduler allows is an ``error`` row."""
+    """Run ``rows`` in-process (``client`` None) or as tasks on a Dask client (:func:`plan_tasks`);
+    rows come back in plan order. ``progress(label, rows of the task)`` after each finished task.
+    A task lost to failing workers more often than the scheduler allows gives ``error`` rows."""
     from proofs_checks.cluster import Task, TaskFailure, run_tasks, run_tasks_local
 
-    def label(s: RowSpec) -> str:
-        return " ".join(f"{k}={v}" for k, v in s.point) + f" #{s.replicate}"
+    def label(g: tuple[RowSpec, ...]) -> str:
+        s = g[0]
+        return " ".join(f"{k}={v}" for k, v in s.point) + f" #{s.replicate}" + (f" (+{len(g) - 1})" if len(g) > 1 else "")
 
     cuda = any(s.device.startswith("cuda") for s in rows) and target.uses_device
-    tasks = [Task(label(s), sweep_row, (s,), gpu=cuda) for s in rows]
+    groups = plan_tasks(target, rows)
+    tasks = [Task(label(g), sweep_rows, (g,), gpu=cuda) for g in groups]
     out = run_tasks(client, tasks, progress) if client is not None else run_tasks_local(tasks, progress)
-    final = []
-    for s, v in zip(rows, out):
-        if isinstance(v, TaskFailure):
-            v = {**dict(s.point), "replicate": s.replicate, "seed": s.seed, "status": "error",
-                 "error": f"task failed on the cluster: {v.message}", "verdict": None, "seconds": None}
-        final.append(v)
-    return final
+    done: dict[RowSpec, dict[str, Any]] = {}
+    for g, v in zip(groups, out):
+        for i, s in enumerate(g):
+            if isinstance(v, TaskFailure):
+                done[s] = {**dict(s.point), "replicate": s.replicate, "seed": s.seed, "status": "error",
+                           "error": f"task failed on the cluster: {v.message}", "verdict": None, "seconds": None}
+            else:
+                done[s] = v[i]
+    return [done[s] for s in rows]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -752,24 +780,28 @@ def _as_float(v: str) -> float | None:
 
 
 def _curves_html(doc, rows, axes: list[str]) -> str:
-    """Curves along the last varying axis (numeric values), one series per value of the first
-    (if two): each pair (measured, closed form) as a solid and a dashed line, else the headline."""
-    if not axes or any(_as_float(v) is None for v in doc["grid"][axes[-1]]):
+    """Curves along the last varying parameter with numeric values, one series per value of the
+    first other varying parameter (if any; at most 8): each pair (measured, closed form) as a solid
+    and a dashed line, else the first headline number."""
+    numeric = [a for a in axes if all(_as_float(v) is not None for v in doc["grid"][a])]
+    if not numeric:
         return ""
-    x = axes[-1]
-    groups = doc["grid"][axes[0]] if len(axes) >= 2 else [None]
+    x = numeric[-1]
+    others = [a for a in axes if a != x]
+    gname = others[0] if others else None
+    groups = doc["grid"][gname] if gname else [None]
     pairs = [tuple(p) for p in doc.get("curves") or []] or [(h, "") for h in (doc.get("headline") or [])[:1]]
     figs = []
     for meas, closed in pairs:
         series = []
         for g in groups[:8]:
-            sub = [r for r in rows if g is None or str(r.get(axes[0])) == g]
+            sub = [r for r in rows if g is None or str(r.get(gname)) == g]
             for col, dashed in ((meas, False), (closed, True)):
                 if not col:
                     continue
                 m = _mean_by(sub, (x,), col)
                 xs = [float(k[0]) for k in m]
-                tag = f"{axes[0]}={g} " if g is not None else ""
+                tag = f"{gname}={g} " if g is not None else ""
                 series.append((f"{tag}{col.split('.')[-1]}", xs, list(m.values()), dashed))
         figs.append(_svg_curves(series, x, f"{meas}{' (solid) and ' + closed + ' (dashed)' if closed else ''} vs {x}"))
     return "".join(figs)
@@ -808,7 +840,7 @@ def render_html(doc: dict[str, Any]) -> str:
             where = "".join(f", {k}={v}" for k, v in zip(rest, combo))
             for col in heads:
                 parts.append(_heatmap(sub, a, b, doc["grid"][a], doc["grid"][b], col, where))
-    curves = _curves_html(doc, rows, axes[:2])
+    curves = _curves_html(doc, rows, axes)
     if curves:
         parts += ["<h2>Curves</h2>", curves]
     cols = doc["columns"]

@@ -1,0 +1,140 @@
+"""``--cluster``: claims × checks as Dask tasks give the same JSON as an in-process run; a bad
+address is one line and exit 2 within seconds; a task that raises is an error result, not a hang;
+GPU tasks need a GPU worker; Ctrl-C cancels. One LocalCluster for the module (2 worker processes,
+1 thread each); the commands reach it through its address."""
+
+from __future__ import annotations
+
+import json
+import operator
+import time
+
+import pytest
+
+from proofs_checks import cluster as pc
+from proofs_checks.options import UsageError
+from tests.cli_helpers import invoke, one_line_error
+
+CHEAP = ("attn.softmax_simplex", "attn.causal_mask", "attn.block_recipe")  # one module; an erratum (stated checks)
+VOLATILE = {"seconds", "created", "command"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import Client, LocalCluster
+
+    pc._quiet_dask()
+    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(lc)
+    try:
+        yield lc.scheduler_address, client
+    finally:
+        client.close()
+        lc.close()
+
+
+def _norm(d):
+    """The document without wall times, timestamps and the command line."""
+    if isinstance(d, dict):
+        return {k: _norm(v) for k, v in d.items() if k not in VOLATILE}
+    if isinstance(d, list):
+        return [_norm(x) for x in d]
+    return d
+
+
+def _json(*argv):
+    code, out, err = invoke(*argv, "--quick", "--json", "-", "--no-progress")
+    assert "Traceback" not in err, err
+    return code, json.loads(out)
+
+
+def test_run_on_cluster_equals_in_process(cluster):
+    """Statuses, messages, errors, tolerances, seeds, sizes, details: identical JSON."""
+    addr, _ = cluster
+    code0, local = _json("run", *CHEAP)
+    code1, remote = _json("run", *CHEAP, "--cluster", addr)
+    assert code0 == code1 == 0
+    assert [r["status"] for r in remote["results"]] == ["verified"] * len(CHEAP)
+    assert all(c["seeds"] is not None for r in remote["results"] for c in r["checks"])
+    assert _norm(remote) == _norm(local)
+
+
+def test_mutants_on_cluster_equal_in_process(cluster):
+    addr, _ = cluster
+    code0, local = _json("mutants", "attn.causal_mask")
+    code1, remote = _json("mutants", "attn.causal_mask", "--cluster", addr)
+    assert code0 == code1 == 0 and remote["killed"] == remote["total"] > 0
+    assert _norm(remote) == _norm(local)
+
+
+def test_bad_address_is_one_line_within_seconds(monkeypatch):
+    monkeypatch.setattr(pc, "CONNECT_TIMEOUT_S", 1.0)
+    t0 = time.perf_counter()
+    code, _, err = invoke("run", "attn.causal_mask", "--quick", "--cluster", "tcp://127.0.0.1:1")
+    assert time.perf_counter() - t0 < 10
+    assert "tcp://127.0.0.1:1" in one_line_error(code, err)
+    for bad in ("local:x", "local:0", "nonsense", "foo://h:1", ""):
+        code, _, err = invoke("mutants", "attn.causal_mask", "--quick", "--cluster", bad)
+        assert "--cluster" in one_line_error(code, err)
+
+
+def test_parse_cluster():
+    assert pc.parse_cluster(None) is None
+    assert pc.parse_cluster("local:3") == ("local", 3)
+    assert pc.parse_cluster("tcp://10.0.0.1:8786") == ("address", "tcp://10.0.0.1:8786")
+    with pytest.raises(UsageError):
+        pc.parse_cluster("local:-1")
+
+
+def test_raising_task_is_a_failure_not_a_hang(cluster):
+    _, client = cluster
+    tasks = [pc.Task("ok", operator.add, (1, 2)), pc.Task("boom", operator.truediv, (1, 0))]
+    seen = []
+    out = pc.run_tasks(client, tasks, lambda label, v: seen.append(label), retries=1)
+    assert out[0] == 3
+    assert isinstance(out[1], pc.TaskFailure) and "ZeroDivisionError" in out[1].message
+    assert sorted(seen) == ["boom", "ok"]
+
+
+def test_failed_check_task_makes_the_claim_an_error(cluster, monkeypatch):
+    """A check task that fails on the cluster becomes an ``error`` outcome, so the claim is
+    ``error`` (as a crashing check is in-process), and the run completes."""
+    from proofs_checks.registry import select
+
+    _, client = cluster
+    claims = select(["attn.causal_mask"])
+    real = pc.run_tasks
+
+    def sabotage(client, tasks, progress=None, **kw):
+        tasks = [pc.Task(t.label, operator.truediv, (1, 0)) if t.label.endswith(":matches_torch") else t for t in tasks]
+        return real(client, tasks, progress, **kw)
+
+    monkeypatch.setattr(pc, "run_tasks", sabotage)
+    res, _ = pc.run_claims_on(client, claims, mode="quick", seed=0, device="cpu")
+    assert res[0].status == "error"
+    bad = [o for o in res[0].checks if o.status == "error"]
+    assert [o.name for o in bad] == ["matches_torch"] and "ZeroDivisionError" in bad[0].error_message
+
+
+def test_gpu_tasks_need_a_gpu_worker(cluster):
+    _, client = cluster
+    with pytest.raises(UsageError, match="GPU"):
+        pc.run_tasks(client, [pc.Task("g", operator.add, (1, 1), gpu=True)])
+    assert pc.run_tasks(client, [pc.Task("g", operator.add, (1, 1), gpu=True)], allow_no_gpu=True) == [2]
+
+
+def test_interrupt_cancels_every_task(cluster):
+    _, client = cluster
+
+    def interrupt(label, value):
+        raise KeyboardInterrupt
+
+    tasks = [pc.Task(f"sleep{i}", time.sleep, (0.2 if i == 0 else 1.5,)) for i in range(4)]
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        pc.run_tasks(client, tasks, interrupt)
+    deadline = time.time() + 10
+    while client.processing() and any(client.processing().values()) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(client.processing().values())
+    assert time.perf_counter() - t0 < 15
