@@ -894,7 +894,7 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
     syms = tuple(sp.Symbol(v, real=True) for v in names_list)
     local = dict(zip(names_list, syms))
     glob = {"Integer": sp.Integer, "Float": sp.Float, "Rational": sp.Rational, "Symbol": sp.Symbol}
-    trans = standard_transformations[:1] + (rationalize,) + standard_transformations[1:]
+    trans = standard_transformations + (rationalize,)  # rationalize runs after auto_number
 
     def parse(text: str, opt: str) -> sp.Expr:
         try:
@@ -914,7 +914,7 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
 
     f = tuple(parse(cmp, f"--f (component {k})") for k, cmp in enumerate(comps, 1))
     if len(f) != len(syms):
-        raise InputError(f"--f has {len(f)} components but there are {len(syms)} variables ({', '.join(names_list)})")
+        raise InputError(f"--f has {len(f)} component{'s' if len(f) != 1 else ''} but there are {len(syms)} variables ({', '.join(names_list)})")
     V = parse(V_text, "--V")
     origin = {s: 0 for s in syms}
     nz = [k for k, fi in enumerate(f, 1) if fi.subs(origin) != 0]
