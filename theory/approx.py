@@ -188,7 +188,7 @@ def derive_sparse_counts() -> Derivation:
     T, s, w, g, c, q = sp.symbols("T s w g c q", positive=True, integer=True)
     i, j, r, p, t, blk = sp.symbols("i j r p t blk", integer=True)
     B.symbols(T="sequence length", s="stride / block length √T", w="window half-width", g="number of global tokens",
-              c="summary positions per block (fixed)", q="blocks (T/s)")
+              c="summary positions per block (fixed)", q="number of tokens of the band in the band step")
     sq = {s: sp.sqrt(T)}
     B.define("mask[i, j] True when query i attends key j; count = Σ_i Σ_j mask[i, j]; T = s² for strided and fixed", T - s**2)
     # strided, local: |i − j| < s  (band of half-width s − 1)
