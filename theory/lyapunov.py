@@ -821,7 +821,30 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
             continue
         what = "function calls" if isinstance(node, ast.Call) else type(node).__name__
         raise InputError(f"{option}: {what} not allowed in {text!r} (allowed: numbers, the variables, + - * / **)")
+    bound = _ast_degree(tree)
+    if bound > 4 * MAX_DEGREE:  # refuse before SymPy expands, e.g., ((x + y)**12)**12
+        raise InputError(f"{option}: degree up to {bound} exceeds the largest supported degree {MAX_DEGREE}")
     return used
+
+
+def _ast_degree(node) -> int:
+    """An upper bound on the total degree of a whitelisted expression (before SymPy expands it)."""
+    if isinstance(node, ast.Expression):
+        return _ast_degree(node.body)
+    if isinstance(node, ast.Name):
+        return 1
+    if isinstance(node, ast.Constant):
+        return 0
+    if isinstance(node, ast.UnaryOp):
+        return _ast_degree(node.operand)
+    if isinstance(node, ast.BinOp):
+        a, b = _ast_degree(node.left), _ast_degree(node.right)
+        if isinstance(node.op, (ast.Add, ast.Sub)):
+            return max(a, b)
+        if isinstance(node.op, ast.Pow):
+            return a * int(node.right.value)
+        return a + b  # Mult, and Div (a non-constant divisor is refused later as non-polynomial)
+    return 0
 
 
 def _split_components(text: str, option: str) -> list[str]:

@@ -121,6 +121,9 @@ def command(f_text, V_text, vars_text, eps_text, seed, device, mode, json_path, 
     est = estimate_resources(len(cand.vars), degree)
     guards.check_memory(est, max_memory, hint="lower the degree of V or f")
     prog = guards.Progress("check lyapunov", enabled=not no_progress, estimate=est.seconds)
+    if est.seconds > 10:
+        prog.note(f"estimated ≈ {guards.fmt_seconds(est.seconds)} and ≈ {guards.fmt_bytes(est.bytes)} of memory for "
+                  f"SOS programs in {len(cand.vars)} variables at degree {degree}")
 
     from numerics import lyapunov as nl
 
