@@ -97,6 +97,8 @@ def command(f_text, V_text, vars_text, eps_text, seed, device, mode, json_path, 
     """Certify that V is a global Lyapunov function of x' = f(x) by sums of squares (cvxpy),
     re-checked exactly in SymPy: certified (exit 0), not certified (1: an SOS program is
     infeasible; the condition that failed is named), inconclusive (3: solver trouble).
+    The SOS programs are deterministic and run on CPU; --seed and --quick/--full only
+    set the random search for a point where a failed condition is negative.
 
     \b
     Examples:
