@@ -423,29 +423,66 @@ def _frac_at(row, N):
     return f[k] + t * (f[k + 1] - f[k]), largest(s[k], s[k + 1])
 
 
+def _log_half_crossing_se(grid, frac, se):
+    """Standard error of ``ln N_½`` from :func:`_half_crossing` by the delta method (the two bracketing
+    fractions' standard errors through the log-linear interpolation); NaN if not bracketed."""
+    for (n0, f0, s0), (n1, f1, s1) in zip(zip(grid, frac, se), zip(grid[1:], frac[1:], se[1:])):
+        if f0 >= 0.5 > f1:
+            span = math.log(n1) - math.log(n0)
+            dt0, dt1 = (0.5 - f1) / (f0 - f1) ** 2, (f0 - 0.5) / (f0 - f1) ** 2
+            return span * math.hypot(dt0 * s0, dt1 * s1)
+    return math.nan
+
+
+def _slope_and_se(x, y, sy):
+    """OLS slope of ``y`` on ``x`` and its standard error from the per-point standard errors ``sy``."""
+    x, y, sy = (np.asarray(v, float) for v in (x, y, sy))
+    xc = x - x.mean()
+    sxx = float((xc * xc).sum())
+    return float((xc * y).sum() / sxx), float(math.sqrt(float((xc * xc * sy * sy).sum())) / sxx)
+
+
+#: The exponent checks' rule: measured slope = form's slope + derived finite-size offset Δ, within
+#: |Δ| + 3 SE. The offset comes from an approximation (Gaussian crosstalk, independent bits; for
+#: F = exp, Poisson close pairs); the size of the correction itself is the allowance for what that
+#: approximation leaves out. On an H100 at d up to 1024 (a = 2), 128 (a = 3), 48 (a = 4) the
+#: measured N_½ / N_½,pred tends to 1 (1.15 → 1.03, 1.12 → 1.00, 0.86 → 0.96; benchmarks/RESULTS.md).
+EXPONENT_JUST = ("|fitted slope − (form's slope + derived finite-size offset Δ)| ≤ |Δ| + 3·SE(slope): Δ from "
+                 "theory.hopfield.derive_finite_size_capacity / derive_exp_all_fixed_scaling (the approximation's own "
+                 "correction is its allowance), SE by the delta method from the per-point standard errors")
+
+
 def _dense_poly_check(form, ctx) -> CheckResult:
     """For F(z)=z^a, a ∈ {2,3,4}: (i) the fitted exponent of d in N_½(d)·ln d (N_½: where half the
-    stored patterns are exact fixed points) matches the form's exponent within 0.35; (ii) at
-    N = C_form(d) at least 60 % of patterns are fixed (SNR theory: ≈ 0.75–0.95 at these d)."""
+    stored patterns are exact fixed points) equals the form's exponent plus the derived finite-size
+    offset (:data:`EXPONENT_JUST`); (ii) at N = C_form(d) at least 60 % of patterns are fixed (the
+    derived N_½ lies above C_most at these d, by the factor 2 ln d / z_d² ≈ 1.3–1.6)."""
     dev = resolve_device(ctx.device)
     meas, trials = ctx.reference("fixed_fractions", lambda: _dense_poly_measure(ctx, dev))  # form-independent
     errs, details = {}, {}
     for a, rows in meas.items():
+        fs = th.derive_finite_size_capacity(a)
+        corr = sp.lambdify(fs.facts["d"], fs.result["correction"], "scipy")
         ds = np.array([r["d"] for r in rows], float)
         nh_ = np.array([_half_crossing(r["grid"], r["frac"]) for r in rows])
+        sl = np.array([_log_half_crossing_se(r["grid"], r["frac"], [largest(v, 1.0 / trials) for v in r["se"]]) for r in rows])
         Cs = np.array([float(form["poly"](int(d), a)) for d in ds])
-        ok = np.isfinite(nh_)
+        ok = np.isfinite(nh_) & np.isfinite(sl)
         if ok.sum() < 2:
             errs[f"a{a}_exponent"] = math.inf
             continue
-        slope_meas = np.polyfit(np.log(ds[ok]), np.log(nh_[ok] * np.log(ds[ok])), 1)[0]
+        x = np.log(ds[ok])
+        slope_meas, se_slope = _slope_and_se(x, np.log(nh_[ok] * np.log(ds[ok])), sl[ok])
         slope_form = np.polyfit(np.log(ds), np.log(Cs * np.log(ds)), 1)[0]
-        errs[f"a{a}_exponent"] = abs(slope_meas - slope_form) / 0.35
+        offset = float(np.polyfit(x, np.log(np.array([float(corr(v)) for v in ds[ok]])), 1)[0])
+        allow = abs(offset) + 3 * se_slope
+        errs[f"a{a}_exponent"] = abs(slope_meas - slope_form - offset) / allow
         at_C = [_frac_at(r, C) for r, C in zip(rows, Cs)]
         z = largest(_z(f, s, 0.6, "ge", trials * largest(2, round(C))) for (f, s), C in zip(at_C, Cs))
         errs[f"a{a}_level_at_C"] = z / Z_TOL
         details[f"a{a}"] = {"d": ds.tolist(), "N_half": nh_.tolist(), "C_form": Cs.tolist(),
-                            "fitted_exponent": float(slope_meas), "form_exponent": float(slope_form),
+                            "fitted_exponent": float(slope_meas), "fitted_exponent_se": se_slope,
+                            "form_exponent": float(slope_form), "finite_size_offset": offset, "allowance": allow,
                             "frac_at_C": [f for f, _ in at_C], "worst_z_at_C": z}
     if ctx.want_figures:
         plt = pyplot()
@@ -460,9 +497,58 @@ def _dense_poly_check(form, ctx) -> CheckResult:
         ax.legend(fontsize=7)
         ax.set_title("Dense associative memory capacity")
         ctx.save_figure(fig, "dense_capacity")
-    return compare(worst(errs), 1.0, "exponent within 0.35 of the form's (finite-size ln d corrections measured ≈0.1–0.3) "
-                   "and fixed fraction at C not 3 SE below 0.6; errors are in units of these allowances",
-                   seeds=[ctx.seed_for()], sizes={"trials": trials}, device=str(dev), details={**details, "errors": errs})
+    return compare(worst(errs), 1.0, EXPONENT_JUST + "; and the fixed fraction at C not 3 SE below 0.6; errors are in "
+                   "units of these allowances", seeds=[ctx.seed_for()], sizes={"trials": trials}, device=str(dev),
+                   details={**details, "errors": errs})
+
+
+def _all_fixed_measure(ctx, dev):
+    """P(every stored pattern is a fixed point) of the F = exp memory, per d on N = 2^{d/2}·2^{k/2},
+    k = −9..1 (form-independent)."""
+    ds = ctx.size([10, 12, 14], [10, 12, 14, 16], [10, 12, 14, 16, 18])
+    trials = ctx.size(48, 96, 192)
+    rows = []
+    for d in ds:
+        grid = sorted({largest(2, round(2 ** (d / 2) * 2 ** (k / 2))) for k in range(-9, 2)})
+        p, se = [], []
+        for N in grid:
+            P = nh.random_patterns((trials, N, d), ctx.seed_for("all_fixed", d, N), device=dev)
+            allf = (nh.dense_fixed_fraction(P, "exp", None, chunk=largest(1, int(3e6 // (trials * N * d)))) == 1).double()
+            m = float(allf.mean())
+            p.append(m)
+            se.append(largest(math.sqrt(m * (1 - m) / trials), 1.0 / trials))
+        rows.append({"d": d, "grid": grid, "p_all_fixed": p, "se": se})
+    return rows, trials
+
+
+def _dense_exp_exponent(form, ctx) -> CheckResult:
+    """F = exp, two-sided: the fitted slope of log₂ N_all(d) in d (N_all: where every stored pattern is a
+    fixed point with probability ½) equals the slope of log₂ C_form(d) plus the derived finite-size
+    offset −1/(2 ln 2 (d+1)) averaged over the measured d (:data:`EXPONENT_JUST`). A capacity growing
+    faster (2^d) or slower than 2^{d/2} is rejected, not only one that is too large."""
+    dev = resolve_device(ctx.device)
+    rows, trials = ctx.reference("all_fixed", lambda: _all_fixed_measure(ctx, dev))
+    der = th.derive_exp_all_fixed_scaling()
+    d_sym = der.facts["d"]
+    kap = [s for s in der.result["log2_N_all"].free_symbols if s.name == "kappa"][0]
+    log2_pred = sp.lambdify(d_sym, der.result["log2_N_all"].subs(kap, 1), "math")
+    ds = np.array([r["d"] for r in rows], float)
+    nall = np.array([_half_crossing(r["grid"], r["p_all_fixed"]) for r in rows])
+    sl = np.array([_log_half_crossing_se(r["grid"], r["p_all_fixed"], r["se"]) for r in rows])
+    ok = np.isfinite(nall) & np.isfinite(sl)
+    if ok.sum() < 2:
+        return compare(math.inf, 1.0, EXPONENT_JUST, reason="N_all not bracketed by the grid at two d or more",
+                       details={"rows": rows})
+    slope_meas, se_slope = _slope_and_se(ds[ok], np.log2(nall[ok]), sl[ok] / math.log(2))
+    slope_form = float(np.polyfit(ds, np.log2([float(form["exp"](int(d))) for d in ds]), 1)[0])
+    lead = [v / 2 for v in ds[ok]]
+    offset = float(np.polyfit(ds[ok], np.array([log2_pred(v) for v in ds[ok]]) - lead, 1)[0])
+    allow = abs(offset) + 3 * se_slope
+    err = abs(slope_meas - slope_form - offset) / allow
+    return compare(err, 1.0, EXPONENT_JUST, seeds=[ctx.seed_for("all_fixed")], sizes={"d": ds.tolist(), "trials": trials},
+                   device=str(dev), details={"N_all": nall.tolist(), "fitted_slope": slope_meas, "fitted_slope_se": se_slope,
+                                             "form_slope": slope_form, "finite_size_offset": offset, "allowance": allow,
+                                             "rows": rows})
 
 
 def _dense_exp_check(form, ctx) -> CheckResult:
@@ -495,18 +581,24 @@ register(Claim(
     kind="evidence",
     form=_DENSE,
     derivation=lambda: th.derive_capacity_formulas(3),
-    notes="Measured at small d with 16–48 trials; the fitted exponent sits 0.1–0.3 below a−1 (slow ln d corrections "
-          "at these d). F=exp: at these d the measured capacity exceeds 2^{d/2} (the fixed fraction at 4·2^{d/2} is "
-          "≈0.5 at d=10 and higher at d ≥ 12).",
+    notes="Measured at small d with 16–48 trials. The fitted exponent of d in N_½·ln d sits 0.06–0.23 below a−1 at these "
+          "d: the derived finite-size factor 2 ln d / z_d² (theory.hopfield.derive_finite_size_capacity) accounts for it, "
+          "and on a GPU at d up to 1024 the measured N_½ approaches the finite-d prediction (ratio 1.15 → 1.03 for a = 2). "
+          "F=exp: 2^{d/2} is the all-patterns capacity (Demircigil et al.); half of the patterns stay fixed far beyond it "
+          "(N_½ ≈ 2^{0.89 d} at d = 10–20, i.e. ≈ 2^d/d), so the two-sided check measures N_all, where every pattern is "
+          "fixed with probability ½.",
     checks=(
         Check("poly_exponent_and_level", "numeric", _dense_poly_check, "fitted exponent of d and fixed fraction at C", uses_device=True),
         Check("exp_capacity", "numeric", _dense_exp_check, "fixed fraction at 2^{d/2}", uses_device=True),
+        Check("exp_exponent", "numeric", _dense_exp_exponent, "slope of log₂ N_all(d) vs the form's, finite-size offset derived", uses_device=True),
     ),
     mutants=(
         Mutant("exponent_a", "wrong formula", "capacity d^a/(2(2a−3)!! ln d) (exponent a instead of a−1)",
                {**_DENSE, "poly": lambda d, a: _dense_poly_capacity(d, a) * d}),
         Mutant("exp_2_to_d", "wrong constant", "F=exp capacity 2^{d} instead of 2^{d/2}",
                {**_DENSE, "exp": lambda d: 2 ** d}),
+        Mutant("exp_2_to_d_over_4", "wrong constant", "F=exp capacity 2^{d/4}: too small, accepted by a one-sided test",
+               {**_DENSE, "exp": lambda d: 2 ** (d / 4)}),
     ),
 ))
 
