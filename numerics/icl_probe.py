@@ -26,9 +26,14 @@ the predictor's outputs to those of the candidate algorithms (:data:`ALGORITHMS`
 
 Distances are mean squared differences of predictions, divided by the label variance
 ``E y_q² = tr(Λ) + σ²`` (a constant, so 1 = as far as predicting 0), with standard errors over
-prompts. The decision compares the closest algorithm with every other one through the *paired*
-per-prompt difference of squared distances, averaged over the prompt lengths: it is *separable* when
-that difference exceeds ``z_threshold`` standard errors for every rival. Algorithms whose predictions
+prompts: these are the curves. The decision uses the *logarithm* of each prompt's squared distance
+(plus ``LOG_FLOOR``): the closest algorithm has the smallest mean log distance (the smallest geometric
+mean distance), and it is *separable* from a rival when the paired per-prompt difference of log
+distances, averaged over prompts and lengths, exceeds ``z_threshold`` standard errors. Logarithms
+because least squares (and ridge at small λ) has heavy-tailed predictions near ``M = d`` (the inverse
+of a nearly singular ``XᵀX``; with label noise its variance is infinite for ``M ≤ d + 1``): a z-score
+on raw squared distances would then rest on a meaningless standard error, while the log of a
+heavy-tailed distance has light tails. Algorithms whose predictions
 coincide on every sampled prompt (to float64 rounding) are *equivalent* at this configuration (ridge
 and least squares at ``σ = 0``; Γ_N-preconditioned and plain GD when ``Λ ∝ I``) and are reported
 together, under the first name in :data:`ALGORITHMS` order.
@@ -56,6 +61,9 @@ DTYPE = torch.float64
 #: prompt (float64 rounding of a d×d solve, with a wide margin; genuinely different algorithms differ
 #: at O(1) on generic prompts).
 EQUIVALENT_RTOL = 1e-9
+#: Added to the normalised squared distances before the logarithm of the decision statistic: predictions
+#: that agree to ~1e-6 of the label scale count as equal (float64 rounding of the algorithms is far below).
+LOG_FLOOR = 1e-12
 
 
 class ProbeOutputError(InputError):
@@ -89,23 +97,26 @@ def prompt_lengths(M: int, d: int) -> list[int]:
 
 
 def algorithm_predictions(X: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor, *, Lambda, N: int, noise: float = 0.0,
-                          knn_k: int = 3) -> dict[str, torch.Tensor]:
+                          knn_k: int = 3, gamma=None, ridge_lambda: float | None = None) -> dict[str, torch.Tensor]:
     """Predictions ``(P,)`` of every algorithm in :data:`ALGORITHMS` on prompts ``X (P, M, d)``,
     ``y (P, M)``, ``x_q (P, d)`` (float64, any device). ``N`` is the training context length that
-    sets ``Γ_N`` and ``η*``; ``noise`` the label noise σ (ridge's ``λ = σ²``)."""
+    sets ``Γ_N`` and ``η*``; ``noise`` the label noise σ (ridge's ``λ = σ²``). ``gamma`` (a ``(d, d)``
+    matrix) and ``ridge_lambda`` override the preconditioner ``Γ_N`` and ridge's ``λ`` (to probe
+    other variants; the defaults are the documented ones)."""
     L = as_spd_matrix(Lambda, "Lambda")
     d = L.shape[0]
     P, M, dx = X.shape
     if dx != d:
         raise InputError(f"prompts have d = {dx}, Lambda has d = {d}")
     dev = X.device
-    Gi = torch.as_tensor(np.linalg.inv(gamma_n(L, N)), dtype=DTYPE, device=dev)
+    G = gamma_n(L, N) if gamma is None else np.asarray(gamma, dtype=np.float64)
+    Gi = torch.as_tensor(np.linalg.inv(G), dtype=DTYPE, device=dev)
     h = torch.einsum("pm,pmd->pd", y, X) / M
     out: dict[str, torch.Tensor] = {}
     out["gamma_n_preconditioned_gd"] = torch.einsum("pd,de,pe->p", x_q, Gi, h)
     w_ls = (torch.linalg.pinv(X) @ y.unsqueeze(-1)).squeeze(-1)
     out["least_squares"] = (x_q * w_ls).sum(-1)
-    lam = float(noise) ** 2
+    lam = float(noise) ** 2 if ridge_lambda is None else float(ridge_lambda)
     if lam > 0:
         A = X.transpose(-1, -2) @ X + lam * torch.eye(d, dtype=DTYPE, device=dev)
         w_r = torch.linalg.solve(A, torch.einsum("pm,pmd->pd", y, X))
@@ -141,14 +152,16 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
 
 def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int], noise: float = 0.0,
                      prompts: int = 2000, seed: int = 0, device="cpu", knn_k: int = 3,
-                     z_threshold: float = 3.0, progress: Callable[[float], None] | None = None) -> dict:
+                     z_threshold: float = 3.0, progress: Callable[[float], None] | None = None, gamma=None,
+                     ridge_lambda: float | None = None) -> dict:
     """Distances of ``predict``'s outputs to each algorithm of :data:`ALGORITHMS`, as curves over
     the prompt lengths ``M_values``, and which algorithm is closest.
 
     ``predict(X (P, M, d), y (P, M), x_q (P, d)) -> (P,)`` receives float64 tensors on ``device``
     (``P = prompts`` fresh prompts per length, seed ``seed + 7919·i`` at the ``i``-th length).
     ``lam`` is Λ, a ``(d,)`` diagonal or a ``(d, d)`` SPD matrix; ``N`` the training context length
-    (``Γ_N``, ``η*``); ``noise`` the label noise σ. Exceptions raised by ``predict`` propagate;
+    (``Γ_N``, ``η*``); ``noise`` the label noise σ; ``gamma`` / ``ridge_lambda`` override ``Γ_N`` /
+    ridge's ``λ = σ²`` (see :func:`algorithm_predictions`). Exceptions raised by ``predict`` propagate;
     output of the wrong shape or dtype raises :class:`ProbeOutputError`; non-finite outputs are
     counted (``nonfinite``) and make the distances NaN (no decision).
 
@@ -157,10 +170,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     ``algorithms``, ``M_values``, ``prompts``, ``seed``, ``N``, ``noise``, ``d``, ``lambda`` (d×d),
     ``normaliser`` (``tr Λ + σ²``), ``gd_step`` (η*), ``ridge_lambda`` (σ²), ``knn_k``,
     ``distance[a]`` / ``distance_se[a]``: mean normalised squared distance to algorithm ``a`` per
-    length and its SE; ``risk[a]`` / ``risk_se[a]`` and ``risk_model`` / ``risk_model_se``:
+    length and its SE; ``geometric_distance[a]``: ``exp`` of the mean log distance over all prompts
+    and lengths (the decision's score); ``risk[a]`` / ``risk_se[a]`` and ``risk_model`` / ``risk_model_se``:
     normalised squared error against the query label ``y_q``; ``score[a]`` / ``score_se[a]``: the
-    distance averaged over lengths; ``pairwise_z[a][b]``: the paired difference of squared distances
-    ``(b − a)`` averaged over lengths, in standard errors (``pairwise_z_by_length[a][b]``: per length;
+    distance averaged over lengths; ``pairwise_z[a][b]``: the paired difference of log distances
+    ``(b − a)`` averaged over prompts and lengths, in standard errors (``pairwise_z_by_length[a][b]``: per length;
 ``pairwise_difference`` / ``pairwise_difference_se``: the averaged difference and its SE); ``equivalent``: groups of algorithms whose
     predictions coincide (relative ``EQUIVALENT_RTOL``); ``closest`` (name, or ``None`` when
     non-finite outputs), ``closest_group``, ``runner_up``, ``z_runner_up``, ``separable`` (every
@@ -192,13 +206,15 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     pair_mean = np.zeros((nA, nA))
     pair_var = np.zeros((nA, nA))
     z_by_len = np.zeros((len(Ms), nA, nA))
+    log_sum = np.zeros(nA)
     coincide = np.ones((nA, nA), dtype=bool)
     for i, M in enumerate(Ms):
         Pr = sample_prompts(L, M, (P,), seed=seed + 7919 * i, noise=noise, device=dev)
         with torch.no_grad():
             raw = predict(Pr.X.clone(), Pr.y.clone(), Pr.x_q.clone())  # the predictor may not alter the prompts
         f = _as_predictions(raw, P, f"prompt length M = {M}")
-        algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k)
+        algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k, gamma=gamma,
+                                     ridge_lambda=ridge_lambda)
         algs = {a: v.detach().to("cpu", DTYPE) for a, v in algs.items()}
         yq = Pr.y_q.detach().to("cpu", DTYPE)
         bad = int((~torch.isfinite(f)).sum())
@@ -215,8 +231,10 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         risk_m_se.append(float(rm.std(ddof=1) / math.sqrt(P)))
         stack = torch.stack([algs[a] for a in A]).numpy()
         scale = np.maximum(1.0, np.abs(stack).max(0))
+        logD = np.log(D + LOG_FLOOR)  # (nA, P) the decision statistic: log squared distances
         for j in range(nA):
-            diff = D - D[j]  # (nA, P): rival minus j
+            log_sum[j] += logD[j].sum()
+            diff = logD - logD[j]  # (nA, P): rival minus j
             m_, v_ = diff.mean(1), diff.var(1, ddof=1) / P
             pair_mean[j] += m_
             pair_var[j] += v_
@@ -231,6 +249,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     pair_se = np.sqrt(pair_var) / nL
     score = {a: float(np.mean(dist[a])) for a in A}
     score_se = {a: float(math.sqrt(sum(s**2 for s in dist_se[a])) / nL) for a in A}
+    geo = {a: float(math.exp(log_sum[j] / (nL * P))) for j, a in enumerate(A)}
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(pair_se > 0, pair_mean / pair_se, np.where(pair_mean > 0, np.inf, 0.0))
     # equivalence classes (coincide is symmetric up to the scale; make it so)
@@ -244,9 +263,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         groups.append(g)
     out = {
         "algorithms": A, "M_values": Ms, "prompts": P, "seed": int(seed), "N": int(N), "noise": float(noise), "d": d,
-        "lambda": L.tolist(), "normaliser": norm, "gd_step": optimal_gd_step(L, N, noise), "ridge_lambda": float(noise) ** 2,
+        "lambda": L.tolist(), "normaliser": norm, "gd_step": optimal_gd_step(L, N, noise),
+        "ridge_lambda": float(noise) ** 2 if ridge_lambda is None else float(ridge_lambda),
         "knn_k": int(knn_k), "distance": dist, "distance_se": dist_se, "risk": risk, "risk_se": risk_se,
         "risk_model": risk_m, "risk_model_se": risk_m_se, "score": score, "score_se": score_se,
+        "geometric_distance": geo,
         "pairwise_z": {A[j]: {A[k]: float(z[j, k]) for k in range(nA) if k != j} for j in range(nA)},
         "pairwise_difference": {A[j]: {A[k]: float(pair_mean[j, k]) for k in range(nA) if k != j} for j in range(nA)},
         "pairwise_difference_se": {A[j]: {A[k]: float(pair_se[j, k]) for k in range(nA) if k != j} for j in range(nA)},
@@ -259,7 +280,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False)
         return out
     reps = [g[0] for g in groups]
-    best = min(reps, key=lambda a: score[a])
+    best = min(reps, key=lambda a: geo[a])
     j = A.index(best)
     rivals = [a for a in reps if a != best]
     if rivals:

@@ -506,11 +506,11 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
     Ms, P, zt = pr["M_values"], pr["prompts"], pr["z_threshold"]
     numbers = {"closest_algorithm": pr["closest"], "runner_up": pr["runner_up"], "z_runner_up": pr["z_runner_up"],
                "z_threshold": zt, "prompts_per_length": P, "M_values": Ms,
-               "score": pr["score"], "score_se": pr["score_se"]}
-    crit_base = (f"paired per-prompt difference of squared distances (normalised by E y_q² = {pr['normaliser']:.3g}) "
-                 f"between each rival and the closest algorithm, averaged over prompt lengths M = {Ms} "
-                 f"({P} fresh prompts each); separable when every rival is ≥ {zt:g} standard errors farther "
-                 f"(one-sided {zt:g}σ)")
+               "score": pr["score"], "score_se": pr["score_se"], "geometric_distance": pr["geometric_distance"]}
+    crit_base = (f"paired per-prompt difference of log squared distances (normalised by E y_q² = {pr['normaliser']:.3g}; "
+                 f"logarithms because least squares is heavy-tailed near M = d) between each rival and the closest "
+                 f"algorithm (smallest geometric-mean distance), averaged over prompts and lengths M = {Ms} ({P} fresh "
+                 f"prompts each); separable when every rival is ≥ {zt:g} standard errors farther (one-sided {zt:g}σ)")
     bad = pr["nonfinite"]
     if sum(bad):
         where = ", ".join(f"M = {m}: {b} of {P}" for m, b in zip(Ms, bad) if b)
@@ -521,8 +521,10 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
     group = pr["closest_group"]
     alias = (f" (identical here to {', '.join(group[1:])}: their predictions coincide on every prompt)"
              if len(group) > 1 else "")
-    stat = (crit_base + f"; closest {best} (mean distance {pr['score'][best]:.3g} ± {pr['score_se'][best]:.3g}), "
-            f"nearest rival {runner} (mean distance {pr['score'][runner]:.3g}, paired z = {_g3(z)})")
+    geo = pr["geometric_distance"]
+    stat = (crit_base + f"; closest {best} (geometric-mean distance {geo[best]:.3g}; mean {pr['score'][best]:.3g} ± "
+            f"{pr['score_se'][best]:.3g}), least separable rival {runner} (geometric-mean distance {geo[runner]:.3g}, "
+            f"paired z = {_g3(z)})")
     if pr["separable"]:
         return Verdict("ok", f"{name} computes in context what {best} computes{alias}; nearest rival {runner} "
                              f"is z = {_g3(z)} ≥ {zt:g} SE farther", stat + "; ok because every rival is separable",
@@ -536,7 +538,7 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
         numbers["prompts_needed"] = need
         sugg.append(f"about {need} prompts per length (--prompts {need}; SE ∝ 1/√prompts)")
     else:
-        sugg.append("no number of prompts: their mean distances do not differ at all on these prompts")
+        sugg.append("no number of prompts: their distances do not differ at all on these prompts")
     if best_len is not None:
         sugg.append(f"the lengths where they differ most (per-length z = {_g3(max(by_len))} at M = {best_len}: "
                     f"choose --M there)")

@@ -1,0 +1,143 @@
+"""numerics.icl_classes (Garg et al.'s function classes, the batched GPT-2-like model, the baselines) and
+the group-G claims icl.function_classes / icl.algorithm_probe: generators against properties of their
+classes, the token layout and causality, independence of the batched copies, baselines against
+independent implementations. Small sizes (the claims themselves run in tests/test_registry.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from numerics import icl_classes as nc
+from proofs_checks.registry import select
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+# ------------------------------------------------------------------------------------------------
+# generators
+
+
+def test_linear_and_sparse_labels_are_linear_with_k_nonzeros():
+    for spec in (nc.TaskSpec("linear", 4), nc.TaskSpec("sparse_linear", 5, k=2)):
+        xs, ys = nc.sample_tasks(spec, 20, 12, g=_gen(1), dtype=torch.float64)
+        w = torch.linalg.lstsq(xs, ys.unsqueeze(-1)).solution.squeeze(-1)  # n ≥ d: exact recovery
+        assert torch.allclose(xs @ w.unsqueeze(-1), ys.unsqueeze(-1), atol=1e-10)
+        nnz = (w.abs() > 1e-8).sum(-1)
+        assert int(nnz.max()) <= (spec.k if spec.kind == "sparse_linear" else spec.d)
+        if spec.kind == "sparse_linear":
+            assert int(nnz.min()) == spec.k
+
+
+def test_tree_labels_depend_on_signs_only():
+    """Every split is x[c] > 0: points with the same sign pattern get the same label, and a depth-4 tree has
+    at most 16 distinct leaf values."""
+    spec = nc.TaskSpec("decision_tree", 2, depth=4)
+    xs, ys = nc.sample_tasks(spec, 30, 40, g=_gen(2), dtype=torch.float64)
+    for p in range(30):
+        pattern = (xs[p] > 0).long() @ torch.tensor([1, 2])
+        for c in pattern.unique():
+            vals = ys[p][pattern == c]
+            assert torch.allclose(vals, vals[0].expand_as(vals))
+        assert ys[p].unique().numel() <= 16
+
+
+def test_relu_net_label_variance_is_d_and_sampling_is_seeded():
+    """E y² = (2/r)·r·E relu(⟨w, x⟩)² = E‖x‖² = d for Garg et al.'s scaling (the error normaliser)."""
+    spec = nc.TaskSpec("relu_net", 3)
+    xs, ys = nc.sample_tasks(spec, 4000, 2, g=_gen(3), dtype=torch.float64)
+    rel_se = float((ys**2).std() / (ys**2).mean()) / math.sqrt(ys.numel())
+    assert abs(float((ys**2).mean()) / spec.label_variance - 1) < 5 * rel_se
+    xs2, ys2 = nc.sample_tasks(spec, 4000, 2, g=_gen(3), dtype=torch.float64)
+    assert torch.equal(xs, xs2) and torch.equal(ys, ys2)
+
+
+# ------------------------------------------------------------------------------------------------
+# token layout, causality, batched copies
+
+
+def test_prediction_at_x_token_uses_only_earlier_pairs():
+    torch.manual_seed(0)
+    model = nc.TinyGPT(nc.GPTConfig(d=3, n_max=6, width=16, heads=2)).double()
+    xs, ys = nc.sample_tasks(nc.TaskSpec("linear", 3), 5, 6, g=_gen(4), dtype=torch.float64)
+    full = model.predict(xs, ys)
+    for n in range(6):
+        q = model.query(nc.garg_tokens(xs[:, :n], ys[:, :n], xs[:, n]))
+        assert torch.allclose(full[:, n], q, atol=1e-12)
+    ys2 = ys.clone()
+    ys2[:, 3:] += 10.0  # later labels cannot change earlier predictions
+    assert torch.allclose(model.predict(xs, ys2)[:, :4], full[:, :4], atol=1e-12)
+
+
+def test_batched_copies_do_not_interact_and_members_match():
+    torch.manual_seed(0)
+    model = nc.TinyGPT(nc.GPTConfig(d=2, n_max=4, width=8, heads=2), n_models=3).double()
+    tok = torch.randn(3, 5, 8, 3, dtype=torch.float64)
+    out = model(tok)
+    out[1].sum().backward()
+    for name, p in model.named_parameters():
+        assert torch.count_nonzero(p.grad[0]) == 0 and torch.count_nonzero(p.grad[2]) == 0, name
+    for i in range(3):
+        assert torch.allclose(model.member(i)(tok[i]), out[i].detach(), atol=1e-12)
+
+
+def test_trainer_reduces_loss_and_zero_steps_is_initial():
+    specs = [nc.TaskSpec("linear", 2), nc.TaskSpec("decision_tree", 2)]
+    trained = nc.train_icl_models(specs, 6, steps=60, batch=32, seed=0, width=16, heads=2)
+    assert [t.spec.kind for t in trained] == ["linear", "decision_tree"]
+    for t in trained:
+        assert t.curve.shape == (60,) and t.curve[-10:].mean() < t.curve[:10].mean()
+    init = nc.train_icl_models(specs, 6, steps=0, seed=0, width=16, heads=2)
+    assert init[0].curve.size == 0 and init[0].model.n_models == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# baselines
+
+
+def test_baselines_against_independent_implementations():
+    rng = np.random.default_rng(5)
+    P, n, d = 6, 4, 3
+    xs, ys, xq = rng.normal(size=(P, n, d)), rng.normal(size=(P, n)), rng.normal(size=(P, d))
+    ls = nc.least_squares_predict(xs[:, :2], ys[:, :2], xq)  # n = 2 < d: min-norm
+    for p in range(P):
+        w = np.linalg.lstsq(xs[p, :2], ys[p, :2], rcond=None)[0]
+        assert ls[p] == pytest.approx(xq[p] @ w, rel=1e-10, abs=1e-12)
+    knn = nc.knn_predict(xs, ys, xq)
+    near = np.argsort(((xs - xq[:, None]) ** 2).sum(-1), axis=1)[:, :3]
+    np.testing.assert_allclose(knn, np.take_along_axis(ys, near, 1).mean(1), rtol=1e-12)
+    np.testing.assert_allclose(nc.averaging_predict(xs, ys, xq), np.einsum("pd,pn,pnd->p", xq, ys, xs) / n)
+    # the masked batch of networks is the unmasked one on the truncated prompts (same initialisation)
+    a = nc.nn_gd_predict(xs[:, :2], ys[:, :2], xq, steps=30, hidden=8)
+    b = nc.nn_gd_predict(xs, ys, xq, steps=30, hidden=8, mask=np.arange(n)[None] < 2 + np.zeros((P, 1)))
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_error_curves_are_paired_and_normalised():
+    spec = nc.TaskSpec("sparse_linear", 3, k=1)
+    cur = nc.error_curves(None, spec, [1, 3, 5], 40, seed=1, baselines=("zero", "least_squares", "lasso", "knn3"))
+    assert cur["lengths"] == [1, 3, 5] and set(cur["_errors"]) == {"zero", "least_squares", "lasso", "knn3"}
+    assert cur["least_squares"]["mean"][1] < 1e-20  # n = d: exact without noise
+    xs, ys = nc.sample_tasks(spec, 40, 6, g=_gen(1), dtype=torch.float64)
+    np.testing.assert_allclose(cur["_errors"]["zero"], ys[:, [1, 3, 5]].T.numpy() ** 2 / spec.label_variance)
+    assert all(math.isfinite(v) for v in cur["lasso"]["se"])
+
+
+# ------------------------------------------------------------------------------------------------
+# the claims
+
+
+def test_group_g_claims_are_evidence_with_trained_checks():
+    claims = {c.id: c for c in select(["icl.function_classes", "icl.algorithm_probe"])}
+    assert set(claims) == {"icl.function_classes", "icl.algorithm_probe"}
+    for c in claims.values():
+        assert c.kind == "evidence" and all(ch.layer == "trained" for ch in c.checks)
+    from proofs_checks.claims.icl_classes import FC_SIZES
+
+    full = FC_SIZES["full"]
+    assert full["d"] == 20 and full["k"] == 3 and full["n_max"] == 40  # Garg et al.'s sizes at --full
