@@ -81,7 +81,7 @@ class TaskSpec:
 
 
 def sample_tasks(spec: TaskSpec, batch: int, n: int, *, g: torch.Generator, device="cpu",
-                 dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+                 dtype=torch.float32, active_dims: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch`` prompts of ``n`` examples from fresh random functions of the class: ``xs (batch, n, d)``
     with ``x ~ N(0, I_d)``, ``ys (batch, n)``. As in Garg et al. (2022):
 
@@ -91,11 +91,14 @@ def sample_tasks(spec: TaskSpec, batch: int, n: int, *, g: torch.Generator, devi
       ``x[c_i] > 0`` with ``c_i`` uniform in ``0..d−1`` (right child on true), leaves ``~ N(0, 1)``;
     * relu_net: ``y = √(2/r) Σ_j a_j relu(⟨w_j, x⟩)``, ``a_j ~ N(0, 1)``, ``w_j ~ N(0, I_d)``, ``r = hidden``;
 
-    then ``+ noise·ε``, ``ε ~ N(0, 1)``."""
+    then ``+ noise·ε``, ``ε ~ N(0, 1)``. ``active_dims``: coordinates from this index on are set to 0
+    before the labels are computed (Garg et al.'s curriculum on the dimension)."""
     dev = resolve_device(device)
     d = spec.d
     kw = dict(generator=g, device=dev, dtype=dtype)
     xs = torch.randn(batch, n, d, **kw)
+    if active_dims is not None and active_dims < d:
+        xs[..., active_dims:] = 0
     if spec.kind in ("linear", "sparse_linear"):
         w = torch.randn(batch, d, **kw)
         if spec.kind == "sparse_linear":
@@ -259,13 +262,16 @@ class TrainedModel:
 
 def train_icl_models(specs, n_max: int, *, steps: int, batch: int = 64, seed: int = 0, lr: float = 1e-2,
                      width: int = 32, layers: int = 2, heads: int = 4, clip: float = 1.0, warmup: float = 0.1,
-                     device="cpu") -> list[TrainedModel]:
+                     curriculum: tuple[int, int, int] | None = None, device="cpu") -> list[TrainedModel]:
     """Train one :class:`TinyGPT` per task spec (same ``d``), all as one batched model, each on fresh
     prompts of ``n_max`` examples of its own class at every step. Per copy: Adam with the learning rate
     warmed up linearly over ``warmup`` of the steps then cosine-decayed (one-cycle), gradient norm
     clipped at ``clip`` (per copy), loss the mean squared error of the predictions at every position
     divided by the class's ``label_variance`` (Garg et al.'s objective, without their curriculum).
     Adam is elementwise and the copies do not interact, so each copy trains as it would alone.
+    ``curriculum = (d_start, n_start, every)``: Garg et al.'s curriculum, training on the first
+    ``min(d, d_start + t // every)`` coordinates (the others 0) and ``min(n_max, n_start + 2·(t // every))``
+    examples at step ``t`` (they use (5, 11, 2000) at d = 20, n = 40); None: the full task throughout.
     float32; runs on ``device`` (CPU: one thread). ``steps = 0`` returns the initial networks.
     Copy ``i``'s data seed is ``seed + 1 + i``; the initialisation is seeded by ``seed``."""
     import time
@@ -290,8 +296,12 @@ def train_icl_models(specs, n_max: int, *, steps: int, batch: int = 64, seed: in
             opt = torch.optim.Adam(params, lr=lr)
             sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=warmup,
                                                         anneal_strategy="cos")
-            for _ in range(steps):
-                data = [sample_tasks(s, batch, n_max, g=gg, device=dev) for s, gg in zip(specs, gens)]
+            for t in range(steps):
+                n_t, d_t = n_max, None
+                if curriculum is not None:
+                    d0, n0, every = curriculum
+                    d_t, n_t = min(specs[0].d, d0 + t // every), min(n_max, n0 + 2 * (t // every))
+                data = [sample_tasks(s, batch, n_t, g=gg, device=dev, active_dims=d_t) for s, gg in zip(specs, gens)]
                 xs = torch.stack([x for x, _ in data])
                 ys = torch.stack([y for _, y in data])
                 per = ((model.predict(xs, ys) - ys) ** 2).mean((1, 2)) / var  # (G,)

@@ -96,6 +96,15 @@ def test_trainer_reduces_loss_and_zero_steps_is_initial():
     assert init[0].curve.size == 0 and init[0].model.n_models == 1
 
 
+def test_curriculum_zeroes_trailing_dimensions_before_labelling():
+    spec = nc.TaskSpec("relu_net", 5)
+    xs, ys = nc.sample_tasks(spec, 50, 7, g=_gen(6), dtype=torch.float64, active_dims=2)
+    assert torch.count_nonzero(xs[..., 2:]) == 0 and torch.count_nonzero(xs[..., :2]) > 0
+    # the trainer runs with the curriculum (growing d and n) and records a finite loss at every step
+    trained = nc.train_icl_models([spec], 8, steps=6, batch=8, seed=0, width=8, heads=2, curriculum=(2, 3, 2))
+    assert trained[0].curve.shape == (6,) and np.all(np.isfinite(trained[0].curve))
+
+
 # ------------------------------------------------------------------------------------------------
 # baselines
 

@@ -61,12 +61,13 @@ def _public(curves: dict) -> dict:
 
 #: (quick, default, full): d, n_max, Adam steps, batch, width, layers, heads, evaluation prompts.
 #: full is Garg et al.'s setting in dimension and prompt length (d = 20, sparse k = 3, 40 examples;
-#: their model is a 12-layer width-256 GPT-2 trained for 500k steps) with a smaller model and budget
-#: that fits a 10-minute GPU run.
+#: their model is a 12-layer width-256 GPT-2 trained for 500k steps, with a curriculum on d and n) with
+#: their curriculum and a smaller model and budget meant for a GPU run of minutes (not tried on a GPU here).
 FC_SIZES = {
     "quick": dict(d=2, k=1, n_max=8, steps=1000, batch=32, width=16, layers=2, heads=2, prompts=200),
     "default": dict(d=2, k=1, n_max=10, steps=1600, batch=64, width=16, layers=2, heads=2, prompts=400),
-    "full": dict(d=20, k=3, n_max=40, steps=40000, batch=64, width=128, layers=6, heads=4, prompts=2000),
+    "full": dict(d=20, k=3, n_max=40, steps=40000, batch=64, width=128, layers=6, heads=4, prompts=2000,
+                 curriculum=(5, 11, 2000)),
 }
 
 
@@ -96,7 +97,8 @@ def _shared_models(trainer, mode: str, seed: int, device: str):
     key = (mode, seed, device, id(trainer))
     if key not in _FC_CACHE:
         models = trainer(_fc_specs(sz), sz["n_max"], steps=sz["steps"], batch=sz["batch"], seed=tseed,
-                         width=sz["width"], layers=sz["layers"], heads=sz["heads"], device=device)
+                         width=sz["width"], layers=sz["layers"], heads=sz["heads"], curriculum=sz.get("curriculum"),
+                         device=device)
         _FC_CACHE[key] = ({m.spec.kind: m for m in models}, tseed, trainer)
     models, tseed, _ = _FC_CACHE[key]
     return models, tseed
