@@ -293,7 +293,8 @@ def train_icl_models(specs, n_max: int, *, steps: int, batch: int = 64, seed: in
     with single_thread() if dev.type == "cpu" else _Null():
         if steps > 0:
             params = list(model.parameters())
-            opt = torch.optim.Adam(params, lr=lr)
+            fused = dev.type == "cpu" or dev.type == "cuda"
+            opt = torch.optim.Adam(params, lr=lr, fused=fused)  # one kernel per step (same update as the loop)
             sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=warmup,
                                                         anneal_strategy="cos")
             for t in range(steps):
@@ -307,12 +308,12 @@ def train_icl_models(specs, n_max: int, *, steps: int, batch: int = 64, seed: in
                 per = ((model.predict(xs, ys) - ys) ** 2).mean((1, 2)) / var  # (G,)
                 opt.zero_grad(set_to_none=True)
                 per.sum().backward()
-                if clip > 0:
+                if clip > 0:  # per copy: the norm of that copy's gradient over every parameter
                     with torch.no_grad():
-                        norm = torch.sqrt(sum((p.grad.reshape(G, -1) ** 2).sum(1) for p in params))
+                        grads = [p.grad for p in params]
+                        norm = torch.cat([g_.reshape(G, -1) for g_ in grads], 1).norm(dim=1)
                         scale = (clip / (norm + 1e-6)).clamp(max=1.0)
-                        for p in params:
-                            p.grad.mul_(scale.view(G, *([1] * (p.dim() - 1))))
+                        torch._foreach_mul_(grads, [scale.view(G, *([1] * (g_.dim() - 1))) for g_ in grads])
                 opt.step()
                 sched.step()
                 curve.append(per.detach().cpu().numpy())

@@ -68,6 +68,13 @@ def least_squares(xs, ys, xq):
     return (xq.unsqueeze(-2) @ w).reshape(-1)
 
 
+def ridge_quarter(xs, ys, xq):
+    """ridge at λ = 0.25: the Bayes-optimal predictor for label noise σ = 0.5"""
+    A = xs.transpose(-1, -2) @ xs + 0.25 * torch.eye(xs.shape[-1], dtype=xs.dtype)
+    w = torch.linalg.solve(A, (xs.transpose(-1, -2) @ ys.unsqueeze(-1)))
+    return (xq.unsqueeze(-2) @ w).reshape(-1)
+
+
 def make_least_squares():
     return least_squares
 
@@ -160,6 +167,22 @@ def test_least_squares_model(model_file):
 def test_factory_and_garg_layout(model_file, name, layout):
     code, doc, _ = as_json("--model", f"{model_file}:{name}", "--layout", layout, *ACCEPT, "--quick")
     assert code == 0 and doc["closest_algorithm"] == "least_squares"
+
+
+def test_noise_makes_ridge_a_distinct_algorithm(model_file):
+    code, doc, _ = as_json("--model", f"{model_file}:ridge_quarter", *ACCEPT, "--noise", "0.5", "--quick")
+    assert code == 0 and doc["closest_algorithm"] == "ridge" and doc["equivalent_algorithms"] == ["ridge"]
+    assert doc["probe"]["ridge_lambda"] == pytest.approx(0.25)
+
+
+def test_tiny_gpt_in_garg_layout():
+    """The project's own GPT-2-like model (numerics.icl_classes), briefly trained, read at the query token."""
+    from numerics import icl_classes as nc
+
+    tm = nc.train_icl_model(nc.TaskSpec("linear", 2), 6, steps=40, batch=16, seed=0, width=8, heads=2)
+    res = check_icl_model(tm.model.query, lambdas=[1.0, 1.0], N=6, M=6, layout="garg", prompts=100,
+                          M_values=[1, 3, 6])
+    assert res.verdict.outcome in ("ok", "inconclusive") and set(res.probe["distance"]) == set(ALGORITHMS)
 
 
 def test_text_output_names_the_winner(model_file):
