@@ -21,7 +21,8 @@ from typing import Any
 
 import click
 
-from proofs_checks.options import UsageError, claim_run_options, cluster_option, require_device
+from proofs_checks.options import (UsageError, claim_run_options, cluster_option, device_option, json_option, mode_options,
+                                   require_device, seed_option)
 
 STATUS_STYLE = {
     "verified": "green",
@@ -614,10 +615,12 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
 @_store_option
 @click.option("--mutants/--no-mutants", default=True, show_default=True,
               help="Also run the kill matrix (same sizes as the claims) and report it.")
+@click.option("--reproductions/--no-reproductions", default=True, show_default=True,
+              help="Also run the paper reproductions (`tverify reproduce`) at quick sizes and link their pages.")
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
 @cluster_option
-def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_path, store_dir, mutants, no_progress,
-               cluster):
+def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_path, store_dir, mutants, reproductions,
+               no_progress, cluster):
     """Verify claims and write a report folder (index.html, claims/, report.md, results.json, figures).
 
     Exit 0 when every claim is verified (or evidence) and every mutant killed, else 1."""
@@ -649,22 +652,71 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
             mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
+        writers, repro_bad, cleanup = default_writers(), False, None
+        if reproductions and not (device == "cuda" and not _cuda()):  # quick sizes; pages under reproduce/
+            from proofs_checks.reproduce.command import for_report
+
+            doc["reproductions"], writer, cleanup, repro_bad = for_report(seed=seed, device=device, progress=not no_progress)
+            writers.append(writer)
         try:
-            path = write_report(out, doc, figure_src=Path(figs), extra_writers=default_writers(), force=force)
+            path = write_report(out, doc, figure_src=Path(figs), extra_writers=writers, force=force)
         except ReportTargetError as exc:
             raise UsageError(str(exc)) from None
         except OSError as exc:
             raise UsageError(f"cannot write report to {out_dir}: {exc.strerror or exc}") from None
+        finally:
+            if cleanup is not None:
+                cleanup()
     if json_path:
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")
     con.print(_summary_table(results))
     if mres is not None:
         con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
+    for rp in doc.get("reproductions") or []:
+        if rp["status"] != "agrees":
+            con.print(f"reproduction {rp['name']}: {rp['status']}: {rp['why']}", markup=False)
     con.print(f"report written to {path}")
     bad = [r for r in results if r.status in FAILING]
     survived = [m for m in (mres or []) if not m.killed]
-    sys.exit(1 if bad or survived else 0)
+    sys.exit(1 if bad or survived or repro_bad else 0)
+
+
+def _cuda() -> bool:
+    from numerics.torch_utils import cuda_available
+
+    return cuda_available()
+
+
+@cli.command("reproduce")
+@click.argument("names", nargs=-1)
+@click.option("--list", "list_only", is_flag=True, help="List the reproductions (name, paper, figure) and exit.")
+@mode_options
+@device_option
+@seed_option
+@json_option
+@click.option("--out", "out_dir", default="reproductions", show_default=True, metavar="DIR",
+              help="Pages folder: a new one, or a previous tverify output (replaced atomically); anything else is "
+                   "refused unless --force (as `tverify report --out`).")
+@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output (never '.', "
+                                            "a folder containing it, or your home folder).")
+@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
+def reproduce_cmd(names, list_only, mode, device, seed, json_path, out_dir, force, no_progress):
+    """Run anchor papers' headline experiments (all, or NAMES) with this project's numerics and write one
+    page per reproduction: the paper's (or reference code's) numbers next to ours, with the verdict.
+
+    \b
+    Examples:
+      tverify reproduce --list
+      tverify reproduce tf-as-svm --quick --json -
+      tverify reproduce --out reproductions
+
+    Exit 0 when every compared quantity agrees; 1 when one disagrees, a reproduction crashes or could
+    not run; 2 usage error."""
+    from proofs_checks.reproduce.command import run_command
+
+    sys.exit(run_command(names, list_only=list_only, mode=mode, device=device, seed=seed, json_path=json_path,
+                         out_dir=out_dir, force=force, progress=not no_progress))
 
 
 @cli.command("sweep")

@@ -602,6 +602,7 @@ def _index_body(doc: dict[str, Any]) -> str:
             f"<td>{_e(r.get('device'))}</td></tr>")
     b.append("<table><tr><th>claim</th><th>kind</th><th>source</th><th>status</th><th>max error vs tolerance</th>"
              "<th>s</th><th>device</th></tr>" + "".join(rows) + "</table>")
+    b.append(_reproductions_html(doc))
     b.append('<h2 id="mutants">Mutants</h2>')
     if doc.get("mutants") is None:
         b.append('<p class="dim">Mutants were not run for this report.</p>')
@@ -622,6 +623,24 @@ def _index_body(doc: dict[str, Any]) -> str:
     b.append("<h2>Reproduce</h2><pre>" + _e(doc.get("command") or _reproduce(doc, [str(r.get('id')) for r in results], "report"))
              + "</pre>")
     return "\n".join(b)
+
+
+def _reproductions_html(doc: dict[str, Any]) -> str:
+    """Links to the paper reproductions run with the report (``tverify reproduce`` at quick sizes,
+    pages under ``reproduce/``); empty when none were run."""
+    reps = doc.get("reproductions")
+    if not reps:
+        return ""
+    cls = {"agrees": "ok", "disagrees": "bad", "error": "err", "not run": "skip"}
+    rows = "".join(
+        f'<tr><td><a href="{quote(str(r.get("page") or ""))}">{_e(r.get("name"))}</a></td><td>{_e(r.get("paper"))}</td>'
+        f'<td><span class="badge {cls.get(str(r.get("status")), "skip")}">{_e(r.get("status"))}</span></td>'
+        f"<td class=num>{_e(r.get('agreeing'))}/{_e(r.get('rows'))}</td><td class=num>{_num(r.get('seconds'))}</td></tr>"
+        for r in reps)
+    return ('<h2 id="reproductions">Paper reproductions</h2><p>Headline experiments of the anchor papers at quick sizes '
+            '(<a href="reproduce/index.html">all pages</a>; <code>tverify reproduce</code> runs them at default or full '
+            "sizes).</p><table><tr><th>reproduction</th><th>paper</th><th>status</th><th>rows agreeing</th><th>s</th></tr>"
+            + rows + "</table>")
 
 
 def _kill_summary_html(doc: dict[str, Any]) -> str:

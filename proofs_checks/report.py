@@ -190,6 +190,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
             layers = m.get("rejected_by_layer") or {}
             cells = " | ".join(margin_text(layers.get(L)) for L in ("symbolic", "numeric", "trained"))
             lines.append(f"| {m['claim']} | {m['mutant']} | {m['kind']} | {cells} | {m.get('killed_by') or '**survived**'} |")
+    if doc.get("reproductions"):
+        lines += ["", "## Paper reproductions (quick sizes)", "", "| reproduction | status | rows agreeing | page |", "|---|---|---|---|"]
+        lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | [{r.get('page')}]({r.get('page')}) |"
+                  for r in doc["reproductions"]]
     lines.append("")
     reproduce = f"tverify run {' '.join(r['id'] for r in doc['results'])} --seed {doc['seed']} --device {doc['device']}"
     lines += ["## Reproduce", "", "```", reproduce + ("" if doc["mode"] == "default" else f" --{doc['mode']}"), "```", ""]
@@ -331,17 +335,18 @@ def _remove(path: Path) -> None:
 
 def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
                  extra_writers: list[Callable[[Path, dict[str, Any]], None]] | None = None,
-                 *, force: bool = False) -> Path:
+                 *, force: bool = False, render: Callable[[dict[str, Any]], str] | None = None) -> Path:
     """Write ``results.json``, ``report.md``, figures, the extra writers' files and :data:`MARKER`
     into ``out``: built in a temporary sibling, then swapped into place. ``out`` must pass
     :func:`check_report_target` (checked again just before the swap: if it no longer passes, the
-    new report is kept in a sibling folder named in the error)."""
+    new report is kept in a sibling folder named in the error). ``render`` replaces
+    :func:`render_markdown` for ``report.md`` (``tverify reproduce`` writes its own)."""
     out = check_report_target(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
         (tmp / "results.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-        (tmp / "report.md").write_text(render_markdown(doc), encoding="utf-8")
+        (tmp / "report.md").write_text((render or render_markdown)(doc), encoding="utf-8")
         if figure_src is not None and Path(figure_src).exists():
             shutil.copytree(figure_src, tmp / "figures", dirs_exist_ok=True)
         for w in extra_writers or []:
