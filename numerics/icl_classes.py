@@ -393,30 +393,32 @@ def knn_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, k: int = 3) -> n
 
 
 def nn_gd_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, *, hidden: int = 100, steps: int = 500,
-                  lr: float = 0.01, seed: int = 0, mask: np.ndarray | None = None) -> np.ndarray:
+                  lr: float = 0.01, seed: int = 0, mask: np.ndarray | None = None, device="cpu") -> np.ndarray:
     """A two-layer ReLU network ``x ↦ aᵀ relu(W x) / √hidden`` (Garg et al.'s class, no biases) trained
     on each prompt's ``n`` examples by full-batch GD (Adam, ``steps`` steps, learning rate ``lr``) on
     the mean squared error, from ``W ~ N(0, I)``, ``a ~ N(0, 1)``; every prompt is its own network,
-    all prompts trained as one batched tensor (float64, CPU). ``mask (P, n)`` (0/1) selects each
+    all prompts trained as one batched tensor (float64, on ``device``). ``mask (P, n)`` (0/1) selects each
     prompt's examples (prompts of different lengths in one batch); a prompt with no example predicts 0."""
     P, n, d = xs.shape
     if n == 0:
         return np.zeros(P)
-    Mk = torch.ones(P, n, dtype=torch.float64) if mask is None else torch.as_tensor(mask, dtype=torch.float64)
-    cnt = Mk.sum(-1).clamp(min=1.0)
     from numerics.icl import single_thread
 
-    g = generator(seed)
-    X = torch.as_tensor(xs, dtype=torch.float64)
-    Y = torch.as_tensor(ys, dtype=torch.float64)
-    W = torch.randn(P, hidden, d, generator=g, dtype=torch.float64).requires_grad_()
-    a = torch.randn(P, hidden, generator=g, dtype=torch.float64).requires_grad_()
+    dev = resolve_device(device)
+    f64 = dict(dtype=torch.float64, device=dev)
+    Mk = torch.ones(P, n, **f64) if mask is None else torch.as_tensor(np.asarray(mask, dtype=np.float64), **f64)
+    cnt = Mk.sum(-1).clamp(min=1.0)
+    g = generator(seed)  # CPU generator: the same initial networks on every device
+    X = torch.as_tensor(xs, **f64)
+    Y = torch.as_tensor(ys, **f64)
+    W = torch.randn(P, hidden, d, generator=g, dtype=torch.float64).to(dev).requires_grad_()
+    a = torch.randn(P, hidden, generator=g, dtype=torch.float64).to(dev).requires_grad_()
     s = 1.0 / math.sqrt(hidden)
 
     def f(Xb):
         return s * torch.einsum("pnh,ph->pn", torch.relu(torch.einsum("pnd,phd->pnh", Xb, W)), a)
 
-    with single_thread():
+    with single_thread() if dev.type == "cpu" else _Null():
         opt = torch.optim.Adam([W, a], lr=lr)
         for _ in range(steps):
             loss = (((f(X) - Y) ** 2 * Mk).sum(-1) / cnt).sum()
@@ -424,8 +426,8 @@ def nn_gd_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, *, hidden: int
             loss.backward()
             opt.step()
         with torch.no_grad():
-            out = f(torch.as_tensor(xq, dtype=torch.float64).unsqueeze(1))[:, 0].numpy()
-    return np.where(Mk.sum(-1).numpy() > 0, out, 0.0)
+            out = f(torch.as_tensor(xq, **f64).unsqueeze(1))[:, 0].cpu().numpy()
+    return np.where(Mk.sum(-1).cpu().numpy() > 0, out, 0.0)
 
 
 _BASELINE_FN = {"least_squares": least_squares_predict, "averaging": averaging_predict, "lasso": lasso_predict,
@@ -442,7 +444,8 @@ def error_curves(trained: "TinyGPT | None", spec: TaskSpec, lengths, n_prompts: 
     :data:`BASELINES`; ``baseline_kw[name]`` extra keyword arguments). The prompts are the same for
     every predictor (paired). Returns ``{"lengths": [...], "n_prompts": P, "seed": seed,
     name: {"mean": [...], "se": [...]}}`` and, per name, the per-prompt errors under ``"_errors"``
-    (``(len(lengths), P)`` arrays, for paired comparisons)."""
+    (``(len(lengths), P)`` arrays, for paired comparisons). The prompts are drawn on the CPU (the same on
+    every device); the model and the per-prompt networks of ``nn_gd`` run on ``device``."""
     lengths = [int(n) for n in lengths]
     n_all = max(lengths) + 1
     g = generator(seed)
@@ -460,7 +463,7 @@ def error_curves(trained: "TinyGPT | None", spec: TaskSpec, lengths, n_prompts: 
             mask = np.stack([np.broadcast_to(np.arange(nmx) < n, (n_prompts, nmx)) for n in lengths]).reshape(-1, nmx)
             q = np.concatenate([xs[:, n] for n in lengths])
             p = nn_gd_predict(np.tile(xs[:, :nmx], (nL, 1, 1)), np.tile(ys[:, :nmx], (nL, 1)), q, mask=mask,
-                              **kw.get(name, {}))
+                              **{"device": device, **kw.get(name, {})})
             preds[name] = p.reshape(nL, n_prompts)
             continue
         fn = _BASELINE_FN[name]
