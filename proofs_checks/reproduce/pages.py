@@ -39,9 +39,10 @@ def _shell(title: str, body: str, nav: str) -> str:
 
 
 def _pm(x: Any, se: Any) -> str:
-    if x is None:
-        return "–"
-    return _num(x) + (f" ± {_num(se)}" if isinstance(se, (int, float)) and se else "")
+    """A value with 5 significant digits (correlations near 1 need them) and its SE with 2."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return _num(x)
+    return f"{x:.5g}" + (f" ± {se:.2g}" if isinstance(se, (int, float)) and se else "")
 
 
 def _command(doc: dict[str, Any], names: list[str]) -> str:
@@ -67,7 +68,9 @@ def render_page(r: dict[str, Any], doc: dict[str, Any], out: Path | None = None)
     if rows:
         b.append('<p class="dim">Agreement: |ours − reference| ≤ tolerance; the tolerance is k combined standard errors '
                  "(ours: the standard error over seeds/samples of this run; the reference's: its published or measured one, "
-                 "0 for a closed form) plus any stated floor. z = |difference| / combined standard error.</p>")
+                 "0 for a closed form) plus any stated floor. z = |difference| / combined standard error; for a one-sided "
+                 "reference (a bound or an inequality) z is the signed distance past the bound in standard errors of ours "
+                 "(negative: on the allowed side).</p>")
         b.append('<div class="wrap"><table><tr><th>quantity</th><th>ours</th><th>reference</th><th>reference source</th>'
                  "<th>tolerance</th><th>z</th><th>verdict</th></tr>" + "".join(
                      f"<tr><td>{_e(x.get('quantity'))}" + (f"<div class=dim>{_e(x['note'])}</div>" if x.get("note") else "")
