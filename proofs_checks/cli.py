@@ -615,8 +615,10 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
 @_store_option
 @click.option("--mutants/--no-mutants", default=True, show_default=True,
               help="Also run the kill matrix (same sizes as the claims) and report it.")
-@click.option("--reproductions/--no-reproductions", default=True, show_default=True,
-              help="Also run the paper reproductions (`tverify reproduce`) at quick sizes and link their pages.")
+@click.option("--reproductions/--no-reproductions", default=None,
+              help="Also run the paper reproductions (`tverify reproduce`) at quick sizes and link their pages from the "
+                   "index. Default: on for a report of every claim (no PATTERNS, as `make report`), off when PATTERNS "
+                   "select claims.")
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
 @cluster_option
 def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_path, store_dir, mutants, reproductions,
@@ -653,6 +655,8 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
         writers, repro_bad, cleanup = default_writers(), False, None
+        if reproductions is None:
+            reproductions = not patterns
         if reproductions and not (device == "cuda" and not _cuda()):  # quick sizes; pages under reproduce/
             from proofs_checks.reproduce.command import for_report
 

@@ -123,3 +123,24 @@ def test_report_index_links_reproductions(tmp_path):
     write_html(tmp_path, doc)
     html = (tmp_path / "index.html").read_text()
     assert 'href="reproduce/tf-as-svm.html"' in html and 'href="reproduce/index.html"' in html
+
+
+def test_report_hook_writes_linked_pages(tmp_path):
+    from proofs_checks.report import write_report
+    from proofs_checks.reproduce.command import for_report
+
+    summary, writer, cleanup, bad = for_report(seed=0, device="cpu", progress=False, names=["ramsauer-2021"],
+                                               sizes=TINY["ramsauer-2021"])
+    try:
+        doc = {"schema": 1, "tool": "tverify", "results": [], "summary": {}, "mode": "quick", "seed": 0, "device": "cpu",
+               "created": "now", "command": "tverify report", "reproductions": summary}
+        from proofs_checks.report import default_writers
+
+        out = write_report(tmp_path / "rep", doc, extra_writers=default_writers() + [writer])
+    finally:
+        cleanup()
+    assert not bad and summary[0]["page"] == "reproduce/ramsauer-2021.html"
+    assert (out / "reproduce" / "ramsauer-2021.html").is_file() and (out / "reproduce" / "index.html").is_file()
+    assert 'href="reproduce/ramsauer-2021.html"' in (out / "index.html").read_text()
+    assert "Paper reproductions" in (out / "report.md").read_text()
+    assert 'href="../index.html"' in (out / "reproduce" / "ramsauer-2021.html").read_text()
