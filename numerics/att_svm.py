@@ -63,6 +63,10 @@ __all__ = [
     "regularization_path",
     "selected_sets",
     "selected_sets_by_gap",
+    "reference_notebook_inits",
+    "BatchNGDResult",
+    "train_ngd_batch",
+    "CompiledAttSVM",
 ]
 
 # --------------------------------------------------------------------------------------------
