@@ -629,18 +629,10 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     import tempfile
 
     from proofs_checks.context import RunContext
-    from proofs_checks.report import ReportTargetError, check_report_target, default_writers, results_document, write_report
+    from proofs_checks.report import ReportTargetError, check_out_and_json, default_writers, results_document, write_report
 
     def check_out() -> Path:
-        try:
-            out = check_report_target(out_dir, force)
-        except ReportTargetError as exc:
-            raise UsageError(str(exc)) from None
-        if json_path and json_path != "-":
-            jp = Path(json_path).expanduser().absolute()
-            if jp == out or out in jp.parents:
-                raise UsageError(f"--json {json_path}: inside --out {out_dir}, which the report replaces; write it elsewhere")
-        return out
+        return check_out_and_json(out_dir, force, json_path)
 
     claims, store, out = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir,
                                       extra_check=check_out)
@@ -757,17 +749,10 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     require_device(device, allow_skip or _remote(cluster))
     out = None
     if out_dir is not None or not json_path:
-        from proofs_checks.report import ReportTargetError, check_report_target
+        from proofs_checks.report import check_out_and_json
 
-        try:
-            out = check_report_target(out_dir or "sweep", force)
-        except ReportTargetError as exc:
-            raise UsageError(str(exc)) from None
+        out = check_out_and_json(out_dir or "sweep", force, json_path, what="the sweep")
     _check_json_target(json_path)
-    if out is not None and json_path and json_path != "-":
-        jp = Path(json_path).expanduser().absolute()
-        if jp == out or out in jp.parents:
-            raise UsageError(f"--json {json_path}: inside --out {out}, which the sweep replaces; write it elsewhere")
     label = f"sweep {tgt.name}" + (f" on {cluster}" if cluster else "")
     with _Progress(len(sw.plan_tasks(tgt, rows)), label, not no_progress) as bar:
         def tick(name, value):

@@ -333,28 +333,19 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
-                 extra_writers: list[Callable[[Path, dict[str, Any]], None]] | None = None,
-                 *, force: bool = False, render: Callable[[dict[str, Any]], str] | None = None) -> Path:
-    """Write ``results.json``, ``report.md``, figures, the extra writers' files and :data:`MARKER`
-    into ``out``: built in a temporary sibling, then swapped into place. ``out`` must pass
-    :func:`check_report_target` (checked again just before the swap: if it no longer passes, the
-    new report is kept in a sibling folder named in the error). ``render`` replaces
-    :func:`render_markdown` for ``report.md`` (``tverify reproduce`` writes its own)."""
+def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any], *, force: bool = False,
+                 what: str = "report") -> Path:
+    """Write an output folder safely (``tverify report``, ``sweep``, ``reproduce``, ``check --report``):
+    ``out`` must pass :func:`check_report_target`; ``fill(tmp)`` writes the files into a temporary
+    sibling, which gets ``stamp`` plus the list of its files as :data:`MARKER` and 0755/0644 modes;
+    ``out`` is checked again (if it no longer passes, the new folder is kept beside it and named in
+    the error) and the folder is swapped into place, the previous one removed only after the swap."""
     out = check_report_target(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
-        (tmp / "results.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-        (tmp / "report.md").write_text((render or render_markdown)(doc), encoding="utf-8")
-        if figure_src is not None and Path(figure_src).exists():
-            shutil.copytree(figure_src, tmp / "figures", dirs_exist_ok=True)
-        for w in extra_writers or []:
-            w(tmp, doc)
-        stamp = {"tool": "tverify", "schema": doc.get("schema", SCHEMA_VERSION), "version": doc.get("version"),
-                 "created": doc.get("created"), "command": doc.get("command"),
-                 "note": "written by tverify report; the next report may replace this folder if it holds only these files",
-                 "files": sorted(_report_files(tmp) or [])}
+        fill(tmp)
+        stamp = {"tool": "tverify", **stamp, "files": sorted(_report_files(tmp) or [])}
         (tmp / MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
         _chmod_tree(tmp)
         try:
@@ -362,7 +353,7 @@ def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
         except ReportTargetError as exc:
             keep = out.parent / f"{out.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
             os.replace(tmp, keep)
-            raise ReportTargetError(f"{exc} (it changed during the run); the new report is in {keep}") from None
+            raise ReportTargetError(f"{exc} (it changed during the run); the new {what} is in {keep}") from None
         old = None
         if os.path.lexists(out):
             old = out.parent / f".{out.name}.tverify-old-{os.getpid()}-{time.time_ns()}"
@@ -380,3 +371,40 @@ def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
             shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = "the report") -> Path:
+    """``--out`` checked by :func:`check_report_target` and a ``--json`` file refused inside it (it
+    would be replaced); both as one-line usage errors."""
+    from proofs_checks.options import UsageError
+
+    try:
+        out = check_report_target(out_dir, force)
+    except ReportTargetError as exc:
+        raise UsageError(str(exc)) from None
+    if json_path and json_path != "-":
+        jp = Path(json_path).expanduser().absolute()
+        if jp == out or out in jp.parents:
+            raise UsageError(f"--json {json_path}: inside --out {out_dir}, which {what} replaces; write it elsewhere")
+    return out
+
+
+def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
+                 extra_writers: list[Callable[[Path, dict[str, Any]], None]] | None = None,
+                 *, force: bool = False, render: Callable[[dict[str, Any]], str] | None = None) -> Path:
+    """Write ``results.json``, ``report.md``, figures, the extra writers' files and :data:`MARKER`
+    into ``out`` through :func:`build_output`. ``render`` replaces :func:`render_markdown` for
+    ``report.md`` (``tverify reproduce`` writes its own)."""
+
+    def fill(tmp: Path) -> None:
+        (tmp / "results.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        (tmp / "report.md").write_text((render or render_markdown)(doc), encoding="utf-8")
+        if figure_src is not None and Path(figure_src).exists():
+            shutil.copytree(figure_src, tmp / "figures", dirs_exist_ok=True)
+        for w in extra_writers or []:
+            w(tmp, doc)
+
+    stamp = {"schema": doc.get("schema", SCHEMA_VERSION), "version": doc.get("version"),
+             "created": doc.get("created"), "command": doc.get("command"),
+             "note": "written by tverify report; the next report may replace this folder if it holds only these files"}
+    return build_output(out, fill, stamp, force=force)

@@ -46,7 +46,6 @@ import json
 import math
 import os
 import re
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -859,42 +858,15 @@ def write_sweep(out: Path, doc: dict[str, Any], *, force: bool = False) -> Path:
     ``index.html`` and the report stamp into ``out``, with the rules of ``tverify report --out``
     (:func:`proofs_checks.report.check_report_target`): a new folder or a previous tverify output is
     replaced, built in a temporary sibling and swapped in; anything else is refused unless ``force``."""
-    from proofs_checks.report import MARKER, ReportTargetError, _chmod_tree, _remove, _report_files, check_report_target
+    from proofs_checks.report import build_output
     from proofs_checks.runner import _jsonable
 
-    out = check_report_target(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
-    try:
+    def fill(tmp: Path) -> None:
         (tmp / "results.json").write_text(json.dumps(_jsonable(doc), indent=1), encoding="utf-8")
         (tmp / "results.csv").write_text(csv_text(doc), encoding="utf-8")
         _parquet(doc, tmp / "results.parquet")
         (tmp / "index.html").write_text(render_html(doc), encoding="utf-8")
-        stamp = {"tool": "tverify", "kind": "sweep", "created": doc.get("created"), "command": doc.get("command"),
-                 "note": "written by tverify sweep; the next sweep or report may replace this folder if it holds only "
-                         "these files", "files": sorted(_report_files(tmp) or [])}
-        (tmp / MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
-        _chmod_tree(tmp)
-        try:
-            check_report_target(out, force)
-        except ReportTargetError as exc:
-            keep = out.parent / f"{out.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-            os.replace(tmp, keep)
-            raise ReportTargetError(f"{exc} (it changed during the run); the new sweep is in {keep}") from None
-        old = None
-        if os.path.lexists(out):
-            old = out.parent / f".{out.name}.tverify-old-{os.getpid()}-{time.time_ns()}"
-            os.replace(out, old)
-        try:
-            os.replace(tmp, out)
-        except BaseException:
-            if old is not None:
-                os.replace(old, out)
-            raise
-        if old is not None:
-            _remove(old)
-    except BaseException:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    stamp = {"kind": "sweep", "created": doc.get("created"), "command": doc.get("command"),
+             "note": "written by tverify sweep; the next sweep or report may replace this folder if it holds only these files"}
+    return build_output(out, fill, stamp, force=force, what="sweep")

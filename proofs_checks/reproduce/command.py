@@ -75,7 +75,7 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
     """``tverify reproduce``: returns the exit code (0 all agree; 1 one disagrees, errors or did not
     run); usage errors raise :class:`UsageError` (exit 2)."""
     from proofs_checks.cli import _check_json_target, _command_line, _console, _write_json
-    from proofs_checks.report import ReportTargetError, check_report_target, write_report
+    from proofs_checks.report import ReportTargetError, check_out_and_json, write_report
     from proofs_checks.reproduce.pages import render_markdown, write_pages
 
     reps = select(names)
@@ -88,14 +88,7 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
             _list(reps)
         return 0
     require_device(device, False)
-    try:
-        out = check_report_target(out_dir, force)
-    except ReportTargetError as exc:
-        raise UsageError(str(exc)) from None
-    if json_path and json_path != "-":
-        jp = Path(json_path).expanduser().absolute()
-        if jp == out or out in jp.parents:
-            raise UsageError(f"--json {json_path}: inside --out {out_dir}, which is replaced; write it elsewhere")
+    out = check_out_and_json(out_dir, force, json_path, what="tverify reproduce")
     _check_json_target(json_path)
     with tempfile.TemporaryDirectory(prefix="tverify-repro-") as figs:
         results = run_all(reps, progress=_progress(progress), mode=mode, seed=seed, device=device, figure_dir=Path(figs),

@@ -266,16 +266,9 @@ def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:
     """Write ``report.json``, ``report.md``, ``report.html`` and ``figures/*.png`` for ``result`` into
     ``report_dir``: built in a temporary sibling folder and swapped into place, stamped with the
     marker of :mod:`proofs_checks.report` (so a later report may replace it, nothing else may)."""
-    import os
-    import shutil
-    import tempfile
-
     from proofs_checks import report as rp
 
-    out = rp.check_report_target(report_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
-    try:
+    def fill(tmp: Path) -> None:
         (tmp / "report.json").write_text(json.dumps(result.to_json(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
         figs = []
         if result.figures:
@@ -301,29 +294,10 @@ def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:
                 + "".join(f"<p><img src='figures/{n}.png' alt='{n}'></p>" for n in figs) + "</body></html>\n")
         (tmp / "report.html").write_text(page, encoding="utf-8")
         result.figures = keep
-        stamp = {"tool": "tverify", "command": f"check {result.check}",
-                 "note": "written by tverify check --report; the next report may replace this folder if it holds only "
-                         "these files", "files": sorted(rp._report_files(tmp) or [])}
-        (tmp / rp.MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
-        rp._chmod_tree(tmp)
-        rp.check_report_target(out)
-        old = None
-        if os.path.lexists(out):
-            old = out.parent / f".{out.name}.tverify-old-{os.getpid()}"
-            os.replace(out, old)
-        try:
-            os.replace(tmp, out)
-        except BaseException:
-            if old is not None:
-                os.replace(old, out)
-            raise
-        if old is not None:
-            rp._remove(old)
-    except BaseException:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    stamp = {"command": f"check {result.check}",
+             "note": "written by tverify check --report; the next report may replace this folder if it holds only these files"}
+    return rp.build_output(Path(report_dir), fill, stamp)
 
 
 def finish(result: SanityResult, json_path: str | None, report_dir: str | None = None) -> None:
