@@ -54,7 +54,7 @@ MUTANT_KINDS = (
     "wrong norm",
     "wrong solver output",
     "wrong formula",
-    "seed erratum",
+    "erratum as stated",
 )
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
@@ -262,7 +262,7 @@ class Claim:
         """The planted mutants plus, for an erratum, the seed's stated form."""
         extra: tuple[Mutant, ...] = ()
         if self.kind == "erratum":
-            extra = (Mutant("as-stated-in-seed", "seed erratum", self.stated_statement or "the form as stated in the lecture notes", self.stated),)
+            extra = (Mutant("as-stated-in-notes", "erratum as stated", self.stated_statement or "the form as stated in the lecture notes", self.stated),)
         return tuple(self.mutants) + extra
 
     def validate(self) -> None:

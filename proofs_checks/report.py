@@ -201,7 +201,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
 
 
 def _markdown_errata(doc: dict[str, Any]) -> list[str]:
-    """The errata section: each seed erratum as stated, the refuting evidence, the corrected form."""
+    """The errata section: each erratum of the lecture notes as stated, the refuting evidence, the corrected form."""
     errata = [r for r in doc["results"] if r.get("kind") == "erratum"]
     if not errata:
         return []

@@ -35,7 +35,7 @@ def test_claim_entry_complete(claim: Claim):
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
 def test_mutant_minimum(claim: Claim):
     """At least three mutants per theorem/identity/erratum claim, one per evidence/conjecture
-    claim (a seed erratum counts as one of its claim's mutants)."""
+    claim (an erratum as stated counts as one of its claim's mutants)."""
     need = 1 if claim.is_evidence else 3
     assert len(claim.all_mutants()) >= need, f"{claim.id} has {len(claim.all_mutants())} mutants, needs {need}"
     assert len({m.kind for m in claim.all_mutants()}) >= min(need, 2), f"{claim.id}: mutants should differ in kind"

@@ -95,7 +95,7 @@ def sample_doc() -> dict:
     mutants = [
         {"claim": "demo.identity", "mutant": "sign_flip", "kind": "sign flip", "description": "minus", "killed": True,
          "killed_by": "vs_sympy", "error": 2.0, "tolerance": 1e-14, "seconds": 0.1, "checks": []},
-        {"claim": "demo.erratum", "mutant": "as-stated-in-seed", "kind": "seed erratum", "description": "stated", "killed": True,
+        {"claim": "demo.erratum", "mutant": "as-stated-in-notes", "kind": "erratum as stated", "description": "stated", "killed": True,
          "killed_by": "moments", "error": 0.8, "tolerance": 1e-12, "seconds": 0.1, "checks": []},
         {"claim": "demo.evidence", "mutant": "sign_flip", "kind": "sign flip", "description": "m", "killed": False,
          "killed_by": None, "error": None, "tolerance": None, "seconds": 0.1, "checks": []},
