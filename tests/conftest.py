@@ -35,3 +35,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A two-worker Dask LocalCluster (processes, one thread each), one per test module that asks:
+    ``(scheduler_address, client)``."""
+    from distributed import Client, LocalCluster
+
+    from proofs_checks.cluster import _quiet_dask
+
+    _quiet_dask()
+    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(lc)
+    try:
+        yield lc.scheduler_address, client
+    finally:
+        client.close()
+        lc.close()

@@ -19,19 +19,6 @@ CHEAP = ("attn.softmax_simplex", "attn.causal_mask", "attn.block_recipe")  # one
 VOLATILE = {"seconds", "created", "command"}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    from distributed import Client, LocalCluster
-
-    pc._quiet_dask()
-    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    client = Client(lc)
-    try:
-        yield lc.scheduler_address, client
-    finally:
-        client.close()
-        lc.close()
-
 
 def _norm(d):
     """The document without wall times, timestamps and the command line."""

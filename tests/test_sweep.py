@@ -17,21 +17,6 @@ from tests.cli_helpers import invoke, one_line_error
 ACCEPT = ("sweep", "icl.linear_task_risk", "--grid", "N=5,10 M=5,20", "--quick", "--json", "-", "--no-progress")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    from distributed import Client, LocalCluster
-
-    from proofs_checks.cluster import _quiet_dask
-
-    _quiet_dask()
-    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    client = Client(lc)
-    try:
-        yield lc.scheduler_address, client
-    finally:
-        client.close()
-        lc.close()
-
 
 def _rows(doc):
     return [{k: v for k, v in r.items() if k != "seconds"} for r in doc["rows"]]
