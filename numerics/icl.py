@@ -325,13 +325,7 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
     and gradient as summing over the prompts, at a cost independent of ``P``)."""
     import time
 
-    dev = resolve_device(device)
-    L = as_spd_matrix(Lambda)
-    d = L.shape[0]
-    if int(N) < 1:
-        raise InputError(f"N must be ≥ 1, got {N}")
-    if sigma is None:
-        sigma = _zfb_sigma(L, N)
+    dev, L, d, sigma = _training_setup(Lambda, N, sigma, device)
     t0 = time.perf_counter()
     Q, c, m = _prompt_statistics(L, N, n_seeds, n_prompts, seed, dev)
     Wpv, Wkq = zfb_init(d, n_seeds, sigma, seed=seed + 1, device=dev)
@@ -341,6 +335,16 @@ def _train_lsa(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: int, seed
         B = model.B().cpu().numpy()
     return TrainResult(model.Wpv.detach().cpu(), model.Wkq.detach().cpu(), B, fl, np.array(curve),
                        time.perf_counter() - t0, str(dev))
+
+
+def _training_setup(Lambda, N: int, sigma: float | None, device):
+    """Validated inputs of an LSA training run: ``(device, Λ (d, d), d, σ)`` (σ defaults to
+    :func:`_zfb_sigma`)."""
+    dev = resolve_device(device)
+    L = as_spd_matrix(Lambda)
+    if int(N) < 1:
+        raise InputError(f"N must be ≥ 1, got {N}")
+    return dev, L, L.shape[0], (_zfb_sigma(L, N) if sigma is None else sigma)
 
 
 def _zfb_sigma(L: np.ndarray, N: int) -> float:
@@ -721,13 +725,7 @@ def _train_lsa_monitored(Lambda, N, *, n_seeds, n_prompts, steps, seed, lr, sigm
     import time
 
     report = progress or (lambda _f: None)
-    dev = resolve_device(device)
-    L = as_spd_matrix(Lambda)
-    d = L.shape[0]
-    if int(N) < 1:
-        raise InputError(f"N must be ≥ 1, got {N}")
-    if sigma is None:
-        sigma = _zfb_sigma(L, N)
+    dev, L, d, sigma = _training_setup(Lambda, N, sigma, device)
     F = (d + 1) ** 2 * d
     # work units (for progress only): statistics ∝ prompts·F², each optimiser evaluation ∝ F²
     w_stats = float(n_prompts) * (F + 2 * (N + 1))
