@@ -1,46 +1,67 @@
 """Black-box properties of a user's self-attention map (``tverify check attention``).
 
 The object under test is a map ``f(x)``: ``x`` of shape ``(batch, T, D)`` (tokens are rows) to
-``(batch, T, D)``, optionally returning ``(out, weights)`` with ``weights`` ``(batch, [H,] T, T)``
-(the ``torch.nn.MultiheadAttention`` convention: row ``t`` holds the weights of query ``t`` over the
-keys). Every property is measured on seeded Gaussian probes in float64 (unless the caller asks for
-float32) and returned as a :class:`Property` with its measured error, its tolerance (float64 rounding
-scaled by the sizes involved, stated in ``justification``) and a pass/fail/skip status.
+``(batch, T, D)``, optionally returning ``(out, weights, ...)`` with ``weights`` ``(batch, [H,] T,
+T)`` (the ``torch.nn.MultiheadAttention`` convention: row ``t`` holds the weights of query ``t``).
+The reference is :func:`numerics.attention_reference.reference_attention` on the module's own
+weights (:mod:`numerics.attention_mapping`) with the declared structure.
 
-Conventions of the reference (``torch.nn.functional.scaled_dot_product_attention``): per head
-``softmax(Q Kᵀ · scale) V`` with the softmax over keys (last axis), ``scale = 1/√d_k`` by default,
-``is_causal`` masks keys after the query. A :class:`Mapping` holds the projections of ``nn.Linear``
-layers (``y = x Wᵀ + b``, weights ``(out, in)``); ``heads`` splits the projected width evenly.
+**Probes.** Several sequence lengths in one run (``1``, small odd lengths, and lengths past the
+usual block, window and chunk sizes: ``1, 2, 5, 17, 64, 113, 257`` by default, up to ``1025`` with
+``--full``), a batch whose samples have different scales, and the same probes with the inputs
+scaled so that the largest logit is about :data:`LARGE_LOGIT` (a leak through a ``−30`` instead of
+``−∞`` is ``e^−30`` at unit scale and O(1) there).
 
-This module imports torch only (no ``proofs_checks``).
+**Tolerance by precision** (FlashAttention's rule). The module's error against the float64
+reference, relative to ``max|reference|``, may be at most ``F`` times the error of the plain
+reference computed entirely in the module's working precision ``p`` (projections, logits, softmax
+and output in ``p``), plus the float64 reference's own rounding bound
+``B₆₄ = 16·u₆₄·(3D+T)·max(1, |logit|max)``: ``F = 2`` for outputs, ``3`` for gradients. For ``p =
+float64`` there is no finer reference and the bound is ``B₆₄`` alone. ``p`` is declared
+(``--compute-dtype``) or found by probing: the probe dtype, or float32 when a float64 probe misses
+the float64 rule and meets the float32 one at every length (float32 internals, e.g. a softmax taken
+in float32). Half precisions are only ever declared.
+
+Every property is a :class:`Property` with its measured error, its tolerance, the rule behind the
+tolerance (``justification``) and whether it is *central* (``ok`` needs it to have run and held).
+
+This module imports torch only, no ``proofs_checks``.
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
-__all__ = ["Property", "Mapping", "call", "exposed_weights", "find_mapping", "reference_attention",
-           "unit_roundoff", "prop_finite", "prop_weights_distribution", "prop_convex_combination", "fit_single_head",
-           "prop_reference_agreement", "prop_scale", "prop_causal", "prop_permutation", "prop_extreme_logits",
-           "prop_dtype_device", "head_count_hint"]
+from numerics.attention_mapping import find_mappings, head_count_hint, kv_head_hint  # noqa: F401 (re-exported)
+from numerics.attention_reference import Mapping, Structure, allowed_mask, max_logit, reference_attention
 
+__all__ = ["Property", "call", "exposed_weights", "unit_roundoff", "probe_lengths", "Precision", "AttentionProbe",
+           "LARGE_LOGIT", "FACTOR_FORWARD", "FACTOR_GRAD", "head_count_hint", "kv_head_hint", "prop_finite",
+           "prop_weights_distribution", "prop_convex_combination", "fit_single_head", "prop_extreme_logits"]
+
+#: FlashAttention's factors: the module's error may be this many times the plain implementation's.
+FACTOR_FORWARD = 2.0
+FACTOR_GRAD = 3.0
+#: The largest logit of the "large logits" probes (a trained model's scale) and of the "huge" ones,
+#: at which whole rows of allowed logits sit far below −30 (a −30 fill or a softcap applied after the
+#: mask then leaks O(1) weight).
+LARGE_LOGIT = 60.0
+HUGE_LOGIT = 1000.0
+_SCALES = {"unit": None, "large": LARGE_LOGIT, "huge": HUGE_LOGIT}
 #: Attribute names under which modules commonly keep their last attention weights.
 WEIGHT_ATTRS = ("attn_weights", "attention_weights", "last_attn", "last_attention", "attn_probs", "att_weights",
                 "attn", "att", "weights", "A", "probs")
-_Q = ("q_proj", "q", "query", "to_q", "W_q", "Wq", "w_q", "wq", "q_lin", "q_linear", "W_Q", "WQ")
-_K = ("k_proj", "k", "key", "to_k", "W_k", "Wk", "w_k", "wk", "k_lin", "k_linear", "W_K", "WK")
-_V = ("v_proj", "v", "value", "to_v", "W_v", "Wv", "w_v", "wv", "v_lin", "v_linear", "W_V", "WV")
-_O = ("out_proj", "o_proj", "o", "out", "to_out", "proj", "W_o", "Wo", "w_o", "wo", "c_proj", "out_lin", "dense",
-      "W_O", "WO")
-_QKV = ("qkv", "c_attn", "in_proj", "qkv_proj", "to_qkv", "Wqkv", "W_qkv")
-_HEAD_ATTRS = ("num_heads", "n_heads", "heads", "n_head", "nhead", "h", "n_heads_")
+LENGTHS = {"quick": (1, 2, 5, 17, 33), "default": (1, 2, 5, 17, 64, 113, 257),
+           "full": (1, 2, 5, 17, 64, 113, 128, 217, 257, 1025)}
+BATCH = {"quick": 2, "default": 3, "full": 4}
+#: Per-sample scales of the probe batch (samples of different scale: batch coupling shows).
+SAMPLE_SCALES = (1.0, 0.5, 2.0, 1.3)
+_DT = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
@@ -48,11 +69,30 @@ def unit_roundoff(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).eps) / 2
 
 
+def dtype_name(dt: torch.dtype) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def probe_lengths(mode: str, T_max: int | None = None) -> list[int]:
+    """The probe lengths of a size mode, capped at ``T_max`` (a learned position table).
+
+    >>> probe_lengths("default")
+    [1, 2, 5, 17, 64, 113, 257]
+    >>> probe_lengths("default", 100)
+    [1, 2, 5, 17, 64, 100]
+    """
+    Ls = list(LENGTHS.get(mode, LENGTHS["default"]))
+    if T_max is not None:
+        Ls = sorted({min(t, T_max) for t in Ls})
+    return Ls
+
+
 @dataclass
 class Property:
-    """One named property: ``status`` ``"pass"`` / ``"fail"`` / ``"skip"``, the measured ``error``
-    and its ``tolerance`` (``None`` when skipped), the tolerance's ``justification`` and a
-    ``detail`` line (what was measured, or why it failed or was skipped)."""
+    """One named property: ``status`` ``"pass"`` / ``"fail"`` / ``"skip"`` (did not run, or not
+    applicable: ``detail`` says which and why), the measured ``error`` and its ``tolerance``, the
+    rule behind the tolerance (``justification``), ``central`` (``ok`` needs it to have run and
+    held) and a ``detail`` line."""
 
     name: str
     status: str
@@ -61,43 +101,59 @@ class Property:
     justification: str
     detail: str = ""
     numbers: dict = field(default_factory=dict)
+    central: bool = False
 
     def to_json(self) -> dict:
         fin = lambda v: v if (v is None or math.isfinite(v)) else None  # noqa: E731
-        return {"name": self.name, "status": self.status, "error": fin(self.error), "tolerance": fin(self.tolerance),
-                "justification": self.justification, "detail": self.detail, **({"numbers": self.numbers} if self.numbers else {})}
+        d = {"name": self.name, "status": self.status, "error": fin(self.error), "tolerance": fin(self.tolerance),
+             "justification": self.justification, "detail": self.detail, "central": self.central}
+        if self.numbers:
+            d["numbers"] = self.numbers
+        return d
 
 
-def _judge(name: str, error: float, tol: float, just: str, detail: str = "", **numbers) -> Property:
+def _judge(name: str, error: float, tol: float, just: str, detail: str = "", *, central: bool = False,
+           **numbers) -> Property:
     error = float(error)
     if not math.isfinite(error):
-        return Property(name, "fail", error, tol, just, (detail + "; " if detail else "") + "the error is not finite (NaN/inf)",
-                        numbers)
-    return Property(name, "pass" if error <= tol else "fail", error, tol, just, detail, numbers)
+        return Property(name, "fail", error, tol, just,
+                        (detail + "; " if detail else "") + "the error is not finite (NaN/inf)", numbers, central)
+    return Property(name, "pass" if error <= tol else "fail", error, tol, just, detail, numbers, central)
 
 
-def _skip(name: str, why: str) -> Property:
-    return Property(name, "skip", None, None, "", why)
+def _skip(name: str, why: str, central: bool = False) -> Property:
+    return Property(name, "skip", None, None, "", why, {}, central)
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+def _rel(a: torch.Tensor, b: torch.Tensor, scale: float | None = None) -> float:
     """``max|a − b| / max(max|b|, tiny)`` in float64 (NaN when either holds NaN/inf)."""
-    a, b = a.double(), b.double()
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
     if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
         return float("nan")
-    scale = float(b.abs().max()) if b.numel() else 0.0
-    return float((a - b).abs().max()) / max(scale, 1e-300) if a.numel() else 0.0
+    if not a.numel():
+        return 0.0
+    s = scale if scale is not None else float(b.abs().max())
+    return float((a - b).abs().max()) / max(s, 1e-300)
+
+
+def b64(D: int, T: int, L: float) -> float:
+    """The float64 reference's own rounding bound (relative to max|out|)."""
+    return 16 * unit_roundoff(torch.float64) * (3 * D + T) * max(1.0, L)
 
 
 # ------------------------------------------------------------------------------------------------
 # calling the object
 
 
-def call(f: Callable, x: torch.Tensor) -> tuple[Any, torch.Tensor | None]:
-    """``f(x)`` under ``torch.no_grad``: ``(out, weights)``; a tuple/list result is ``(out, weights,
-    ...)`` where ``weights`` is kept only if it is a tensor whose last two axes are ``(T, T)``."""
-    with torch.no_grad():
+def call(f: Callable, x: torch.Tensor, grad: bool = False) -> tuple[Any, torch.Tensor | None]:
+    """``f(x)`` (under ``torch.no_grad`` unless ``grad``): ``(out, weights)``; a tuple/list result is
+    ``(out, weights, ...)`` where ``weights`` is kept only if it is a tensor whose last two axes are
+    ``(T, T)``."""
+    if grad:
         r = f(x)
+    else:
+        with torch.no_grad():
+            r = f(x)
     if isinstance(r, (tuple, list)):
         out = r[0] if r else None
         w = r[1] if len(r) > 1 else None
@@ -109,8 +165,7 @@ def call(f: Callable, x: torch.Tensor) -> tuple[Any, torch.Tensor | None]:
 
 
 def exposed_weights(f: Any, x: torch.Tensor, returned: torch.Tensor | None) -> tuple[torch.Tensor | None, str]:
-    """The attention weights ``(batch, H, T, T)`` the object returned or stored on itself (one of
-    :data:`WEIGHT_ATTRS`, set by its last call on ``x``), and where they came from."""
+    """The attention weights ``(batch, H, T, T)`` the object returned or stored on itself."""
     B, T = x.shape[0], x.shape[-2]
 
     def norm(w):
@@ -129,180 +184,628 @@ def exposed_weights(f: Any, x: torch.Tensor, returned: torch.Tensor | None) -> t
 
 
 # ------------------------------------------------------------------------------------------------
-# declared weight mappings
+# precision
 
 
 @dataclass
-class Mapping:
-    """Projections of a multi-head attention in ``nn.Linear`` form (weights ``(out, in)``):
-    ``Q = x Wqᵀ + bq`` etc., ``heads`` heads splitting ``Q, K, V`` evenly, output ``O Woᵀ + bo``
-    (``wo = None``: no output projection). ``source`` says where the weights came from."""
+class Precision:
+    """The working precision ``p`` the module is judged at and how it was found."""
 
-    wq: torch.Tensor
-    bq: torch.Tensor | None
-    wk: torch.Tensor
-    bk: torch.Tensor | None
-    wv: torch.Tensor
-    bv: torch.Tensor | None
-    wo: torch.Tensor | None
-    bo: torch.Tensor | None
-    heads: int
-    source: str
+    dtype: torch.dtype
+    how: str
 
     @property
-    def d_k(self) -> int:
-        return self.wq.shape[0] // self.heads
-
-    def to(self, dtype, device) -> "Mapping":
-        cv = lambda t: None if t is None else t.detach().to(dtype=dtype, device=device)  # noqa: E731
-        return replace(self, **{k: cv(getattr(self, k)) for k in ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo")})
+    def name(self) -> str:
+        return dtype_name(self.dtype)
 
 
-def head_count_hint(obj: Any) -> int | None:
-    """A head count the object declares (``num_heads``, ``n_heads``, ``heads``, ``n_head``, ``nhead``
-    as an int attribute, on itself or its first ``nn.MultiheadAttention``)."""
-    for name in _HEAD_ATTRS:
-        v = getattr(obj, name, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-            return v
-    if isinstance(obj, torch.nn.Module):
-        for m in obj.modules():
-            if isinstance(m, torch.nn.MultiheadAttention):
-                return int(m.num_heads)
-    return None
-
-
-def _lin(obj: Any, names: tuple[str, ...]) -> list[tuple[torch.Tensor, torch.Tensor | None, str]]:
-    """Candidate ``(W (out, in), b, label)`` for the first attribute of ``obj`` named in ``names``:
-    an ``nn.Linear`` (one candidate), or a 2-D tensor/parameter used as ``x @ W`` or ``x @ Wᵀ``
-    (both candidates when square)."""
-    for n in names:
-        v = getattr(obj, n, None)
-        if isinstance(v, torch.nn.Linear):
-            return [(v.weight, v.bias, f".{n} (nn.Linear)")]
-        if isinstance(v, torch.nn.Sequential) and len(v) and isinstance(v[0], torch.nn.Linear):
-            return [(v[0].weight, v[0].bias, f".{n}[0] (nn.Linear)")]
-        if isinstance(v, torch.Tensor) and v.dim() == 2:
-            c = [(v.T, None, f".{n} (x @ {n})")]
-            if v.shape[0] == v.shape[1]:
-                c.append((v, None, f".{n} (x @ {n}ᵀ)"))
-            return c
-    return []
-
-
-def find_mapping(obj: Any, D: int, heads: int | None) -> list[Mapping]:
-    """Candidate mappings of ``obj``'s own weights onto multi-head SDPA: an ``nn.MultiheadAttention``
-    (its ``in_proj_weight``/``q,k,v_proj_weight`` and ``out_proj``), q/k/v(/out) projections by
-    common names (``q_proj``, ``query``, ``to_q``, ``W_q``, ...), or a fused ``qkv`` / ``c_attn``
-    projection. Raw 2-D parameters give both orientations; an unknown head count gives every
-    divisor of the query width up to 16. Empty when nothing is recognised. The caller keeps the
-    candidate that agrees best with the object ("declared", orientation and heads chosen by fit)."""
-    mha = obj if isinstance(obj, torch.nn.MultiheadAttention) else None
-    if mha is None and isinstance(obj, torch.nn.Module):
-        found = [m for m in obj.modules() if isinstance(m, torch.nn.MultiheadAttention)]
-        mha = found[0] if len(found) == 1 else None
-    if mha is not None:
-        E = mha.embed_dim
-        if mha.in_proj_weight is not None:
-            wq, wk, wv = mha.in_proj_weight.split(E)
-        else:
-            wq, wk, wv = mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight
-        b = mha.in_proj_bias.split(E) if mha.in_proj_bias is not None else (None, None, None)
-        return [Mapping(wq, b[0], wk, b[1], wv, b[2], mha.out_proj.weight, mha.out_proj.bias, int(mha.num_heads),
-                        "declared: nn.MultiheadAttention weights (in_proj, out_proj)")]
-    qs, ks, vs = _lin(obj, _Q), _lin(obj, _K), _lin(obj, _V)
-    trip: list[tuple] = []
-    if qs and ks and vs:
-        trip = [(q, k, v) for q, k, v in itertools.product(qs, ks, vs)]
-    else:
-        for W, b, label in _lin(obj, _QKV):
-            if W.shape[0] % 3 == 0:
-                n = W.shape[0] // 3
-                bb = b.split(n) if b is not None else (None, None, None)
-                ws = W.split(n)
-                trip.append(((ws[0], bb[0], label + "[q]"), (ws[1], bb[1], label + "[k]"), (ws[2], bb[2], label + "[v]")))
-    if not trip:
-        return []
-    outs = _lin(obj, _O) or [(None, None, "no output projection")]
-    cands = []
-    for (q, k, v), (o, bo, ol) in itertools.product(trip, outs):
-        if q[0].shape[1] != D or k[0].shape[1] != D or v[0].shape[1] != D or q[0].shape[0] != k[0].shape[0]:
-            continue
-        dq, dv = q[0].shape[0], v[0].shape[0]
-        if o is not None and (o.shape[1] != dv or o.shape[0] != D):
-            continue
-        if o is None and dv != D:
-            continue
-        hs = [heads] if heads else [h for h in range(1, 17) if dq % h == 0 and dv % h == 0]
-        for h in hs:
-            if dq % h or dv % h:
-                continue
-            src = f"declared: {q[2]}, {k[2]}, {v[2]}, {ol}; {h} head(s)"
-            cands.append(Mapping(q[0], q[1], k[0], k[1], v[0], v[1], o, bo, h, src))
-    return cands
-
-
-def _proj(x, W, b):
-    y = x @ W.T
-    return y if b is None else y + b
-
-
-def _split(t: torch.Tensor, h: int) -> torch.Tensor:
-    B, T, E = t.shape
-    return t.reshape(B, T, h, E // h).transpose(1, 2)
-
-
-def reference_attention(x: torch.Tensor, m: Mapping, *, causal: bool, scale: float | torch.Tensor | None = None
-                        ) -> torch.Tensor:
-    """Multi-head attention of ``x (B, T, D)`` through ``torch.nn.functional.scaled_dot_product_attention``
-    with the projections of ``m`` (``scale=None``: SDPA's ``1/√d_k``; a tensor ``scale`` multiplies
-    the queries instead, so that it can be differentiated). Returns ``(B, T, D)``."""
-    m = m.to(x.dtype, x.device)
-    q, k, v = (_split(_proj(x, W, b), m.heads) for W, b in ((m.wq, m.bq), (m.wk, m.bk), (m.wv, m.bv)))
-    if isinstance(scale, torch.Tensor):  # plain ops: forward-mode AD does not reach SDPA's CPU kernels
-        s = (q * scale) @ k.transpose(-1, -2)
-        if causal:
-            T = x.shape[1]
-            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(), float("-inf"))
-        o = torch.softmax(s, -1) @ v
-    else:
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    o = o.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
-    return o if m.wo is None else _proj(o, m.wo, m.bo)
-
-
-def max_logit(x: torch.Tensor, m: Mapping, scale: float | None = None) -> float:
-    """``max |q·k|·scale`` over the probe (default scale ``1/√d_k``)."""
-    m = m.to(x.dtype, x.device)
-    q, k = _split(_proj(x, m.wq, m.bq), m.heads), _split(_proj(x, m.wk, m.bk), m.heads)
-    s = (1 / math.sqrt(m.d_k)) if scale is None else scale
-    return float((q @ k.transpose(-1, -2)).abs().max()) * s
+def tolerance(e_plain: float, D: int, T: int, L: float, p: torch.dtype, factor: float) -> tuple[float, str]:
+    """The precision rule: ``factor·e_plain + B₆₄`` (``B₆₄`` alone at ``p = float64``)."""
+    b = b64(D, T, L)
+    if p == torch.float64:
+        return b, (f"float64 working precision: the reference's own rounding bound B64 = 16·u64·(3D+T)·max(1, |logit|max)"
+                   f" = 16·{unit_roundoff(torch.float64):.3g}·{3 * D + T}·{max(1.0, L):.3g} = {b:.3g} (relative to "
+                   "max|reference|)")
+    return factor * e_plain + b, (f"{dtype_name(p)} working precision: {factor:g} × the error of the plain reference "
+                                  f"computed in {dtype_name(p)} ({e_plain:.3g}) + B64 ({b:.3g}) = "
+                                  f"{factor * e_plain + b:.3g} (FlashAttention's rule; relative to max|reference|)")
 
 
 # ------------------------------------------------------------------------------------------------
-# properties
+# the probe
 
 
-def _tol_words(u: float, D: int, T: int, L: float) -> tuple[float, str]:
-    n = 3 * D + T
-    tol = 16 * u * n * max(1.0, L)
-    return tol, (f"16·u·(3D+T)·max(1, |logit|max) = 16·{u:.3g}·{n}·{max(1.0, L):.3g}: rounding of the D-term "
-                 "projections and T-term softmax sums, amplified by exp at the largest logit (relative to max|out|)")
+def _chunks(n: int, per_item_bytes: float, budget: float = 256e6) -> int:
+    return max(1, min(n, int(budget // max(per_item_bytes, 1.0))))
 
 
-def prop_finite(out: torch.Tensor) -> Property:
-    """Every output entry is finite (NaN/inf fail with their count)."""
-    bad = int((~torch.isfinite(out)).sum())
-    return _judge("finite_output", bad / max(out.numel(), 1), 0.0, "none may be NaN/inf (exact)",
-                  f"{bad} of {out.numel()} output entries are NaN/inf" if bad else "all outputs finite")
+class AttentionProbe:
+    """The probes of one object: ``f`` (the module, a deep copy cast to the probe dtype) with an
+    optional ``mapping`` (the reference's weights) and declared ``structure``. ``against`` is a
+    second implementation for the differential mode (it replaces the mapped reference)."""
+
+    def __init__(self, f: Callable, *, D: int, structure: Structure, mapping: Mapping | None, probe_dtype: torch.dtype,
+                 device: str, lengths: list[int], batch: int, seed: int, compute_dtype: torch.dtype | None = None,
+                 against: Callable | None = None):
+        self.f, self.D, self.st, self.m = f, D, structure, mapping
+        self.pdt, self.device = probe_dtype, device
+        self.lengths, self.B, self.seed = list(lengths), batch, seed
+        self.compute_dtype, self.against = compute_dtype, against
+        self.outs: dict[int, torch.Tensor] = {}
+        self.xs: dict[int, torch.Tensor] = {}
+        self.raised: dict[int, str] = {}
+        self.precision: Precision | None = None
+        self.e_plain: dict[tuple[int, str], float] = {}
+        self.L: dict[int, float] = {}
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def gen(self, salt: int) -> torch.Generator:
+        return torch.Generator().manual_seed(int(self.seed) * 1_000_003 + salt)
+
+    def probe(self, T: int, salt: int = 0) -> torch.Tensor:
+        """``(B, T, D)`` float64 probe; sample ``b`` has scale ``SAMPLE_SCALES[b]``."""
+        g = self.gen(T * 7919 + salt)
+        x = torch.randn(self.B, T, self.D, generator=g, dtype=torch.float64)
+        sc = torch.tensor([SAMPLE_SCALES[b % len(SAMPLE_SCALES)] for b in range(self.B)], dtype=torch.float64)
+        return x * sc[:, None, None]
+
+    def run(self, x64: torch.Tensor, grad: bool = False):
+        x = x64.to(dtype=self.pdt, device=self.device)
+        if grad:
+            x.requires_grad_(True)
+        out, w = call(self.f, x, grad=grad)
+        return x, out, w
+
+    def factor(self, x64: torch.Tensor, key: str) -> float:
+        """Input factor of the probe ``key`` ("unit", "large", "huge")."""
+        return 1.0 if key == "unit" else self.large_factor(x64, _SCALES[key])
+
+    def large_factor(self, x64: torch.Tensor, target: float = LARGE_LOGIT) -> float:
+        """Input factor ``c`` that brings the largest logit to about ``target``."""
+        if self.m is None:
+            return math.sqrt(target)
+        key = (id(x64), x64.shape, id(self.m), self.st, target)
+        cache = self.__dict__.setdefault("_lf_cache", {})
+        if key in cache:
+            return cache[key]
+        L0 = max_logit(x64, self.m, self.st)
+        if L0 <= 0:
+            return 8.0
+        c = math.sqrt(target / L0)  # logits are quadratic in x (approximately, with biases)
+        cache[key] = c
+        return c
+
+    # -- the reference ---------------------------------------------------------------------------
+    def reference(self, x64: torch.Tensor, dtype=torch.float64, st: Structure | None = None,
+                  m: Mapping | None = None) -> torch.Tensor:
+        m = m or self.m
+        return reference_attention(x64.to(self.device), m, st or self.st, dtype)
+
+    def logit_max(self, x64: torch.Tensor) -> float:
+        return max_logit(x64.to(self.device), self.m, self.st) if self.m is not None else 1.0
+
+    def plain_errors(self, x64: torch.Tensor, ref64: torch.Tensor) -> dict[str, float]:
+        """Relative error of the plain reference in float32 (and a declared half precision)."""
+        errs = {}
+        dts = [torch.float32]
+        if self.compute_dtype is not None and self.compute_dtype not in (torch.float32, torch.float64):
+            dts.append(self.compute_dtype)
+        with torch.no_grad():
+            for dt in dts:
+                try:
+                    errs[dtype_name(dt)] = _rel(self.reference(x64, dt), ref64)
+                except RuntimeError:  # a half-precision op missing on this device
+                    errs[dtype_name(dt)] = float("nan")
+        return errs
+
+    # -- forward on every length -----------------------------------------------------------------
+    def forward_all(self, describe: Callable[[BaseException], str], tick: Callable[[float], None] = lambda f: None
+                    ) -> list[str]:
+        """Run the object on every probe length; keep the outputs; return shape problems (one line
+        each). Lengths at which it raises are kept in ``self.raised``."""
+        problems = []
+        for i, T in enumerate(self.lengths):
+            x64 = self.probe(T)
+            try:
+                _, out, w = self.run(x64)
+            except Exception as exc:  # the user's code
+                self.raised[T] = describe(exc)
+                continue
+            want = (self.B, T, self.D)
+            if not isinstance(out, torch.Tensor):
+                problems.append(f"returned {type(out).__name__} at T = {T}, expected a tensor of shape {want}")
+                continue
+            if tuple(out.shape) != want:
+                problems.append(f"returned shape {tuple(out.shape)} for a {want} input; expected {want} "
+                                "(batch, T, D)")
+                continue
+            if out.dtype != self.pdt:
+                problems.append(f"returned {dtype_name(out.dtype)} for a {dtype_name(self.pdt)} input "
+                                "(cast inside the module?)")
+                continue
+            if str(out.device).split(":")[0] != str(self.device).split(":")[0]:
+                problems.append(f"returned a tensor on {out.device} for an input on {self.device}")
+                continue
+            self.xs[T], self.outs[T] = x64, out.detach().double().cpu()
+            self.weights = getattr(self, "weights", {})
+            self.weights[T] = w
+            tick((i + 1) / len(self.lengths))
+        return problems
+
+    def reference_out(self, x64: torch.Tensor) -> torch.Tensor:
+        """The reference on ``x64``: the mapped reference in float64, or the other implementation."""
+        with torch.no_grad():
+            if self.against is not None:
+                o, _ = call(self.against, x64.to(dtype=self.pdt, device=self.device))
+                return o.detach().double().cpu()
+            return self.reference(x64).detach().double().cpu()
+
+    def tol_at(self, T: int, key: str, factor: float = FACTOR_FORWARD) -> tuple[float, str]:
+        """The tolerance at length ``T`` (``key`` "unit" or "large") under the working precision."""
+        p = self.precision.dtype if self.precision else self.pdt
+        L = self.L.get((T, key), 1.0 if key == "unit" else _SCALES[key])
+        if self.m is None and p != torch.float64:  # no plain reference: the analytic bound at p
+            u = unit_roundoff(p)
+            tol = 16 * u * (3 * self.D + T) * max(1.0, L)
+            return tol, (f"{dtype_name(p)} working precision, no mapped reference to run in it: 16·u·(3D+T)·max(1, "
+                         f"|logit|max) = 16·{u:.3g}·{3 * self.D + T}·{max(1.0, L):.3g} = {tol:.3g}")
+        tol, just = tolerance(self.e_plain.get((T, key, dtype_name(p)), 0.0), self.D, T, L, p, factor)
+        if self.against is not None:
+            return 2 * tol, "2 × (each implementation's own bound): " + just
+        return tol, just
+
+    # -- agreement with the reference --------------------------------------------------------------
+    def prop_matches(self, name: str = "matches_reference", how: str = "") -> Property:
+        """The module against the reference at every length, at unit and large logits, judged by the
+        precision rule (the working precision found here unless declared)."""
+        rows = []
+        for T, out in self.outs.items():
+            x64 = self.xs[T]
+            for key in ("unit", "large", "huge"):
+                if key != "unit" and (T < 2 or T not in self._large_lengths()):
+                    continue
+                c = self.factor(x64, key)
+                xk = x64 * c
+                try:
+                    o = out if key == "unit" else self.run(xk)[1].detach().double().cpu()
+                    r = self.reference_out(xk)
+                except Exception as exc:  # the user's code at large inputs: a finding below
+                    rows.append({"T": T, "probe": key, "error": float("inf"), "raised": f"{type(exc).__name__}: {exc}"})
+                    continue
+                self.L[(T, key)] = self.logit_max(xk)
+                if self.m is not None:
+                    with torch.no_grad():
+                        r64 = self.reference(xk).detach().double().cpu()
+                    for dn, e in self.plain_errors(xk, r64).items():
+                        self.e_plain[(T, key, dn)] = e
+                rows.append({"T": T, "probe": key, "error": _rel(o, r), "max_logit": self.L[(T, key)]})
+        if not rows:
+            return _skip(name, "no length ran", central=True)
+        # the working precision
+        if self.compute_dtype is not None:
+            self.precision = Precision(self.compute_dtype, f"declared: --compute-dtype {dtype_name(self.compute_dtype)}")
+        else:
+            self.precision = Precision(self.pdt, f"the probe dtype {dtype_name(self.pdt)}")
+            if self.pdt == torch.float64 and self.m is not None:
+                def fits(p):
+                    self.precision = Precision(p, "")
+                    return all(r["error"] <= self.tol_at(r["T"], r["probe"])[0] for r in rows)
+                # float32 internals show at unit logits too: a module that is float64-clean there and only
+                # misses at large logits is not computing in float32 (a −30 fill, a cap after the mask)
+                unit = [r for r in rows if r["probe"] == "unit" and r["T"] >= 2]
+                sig = any(r["error"] > b64(self.D, r["T"], self.L.get((r["T"], "unit"), 1.0))
+                          and r["error"] >= 0.1 * self.e_plain.get((r["T"], "unit", "float32"), 0.0) for r in unit)
+                if sig and not fits(torch.float64) and fits(torch.float32):
+                    self.precision = Precision(torch.float32, "found by probing: the float64 probe misses the float64 "
+                                                              "rule and meets the float32 rule at every length")
+                else:
+                    self.precision = Precision(torch.float64, "the probe dtype float64")
+        worst, worst_ratio = None, -1.0
+        for r in rows:
+            tol, just = self.tol_at(r["T"], r["probe"])
+            r["tolerance"] = tol
+            ratio = r["error"] / tol if math.isfinite(r["error"]) else float("inf")
+            if ratio > worst_ratio:
+                worst, worst_ratio, wjust = r, ratio, just
+        bad = [r for r in rows if not r["error"] <= r["tolerance"]]
+        detail = (how + "; " if how else "") + (f"worst at T = {worst['T']} ({worst['probe']} logits, largest "
+                                                f"{worst.get('max_logit', float('nan')):.3g})")
+        if bad:
+            Ts = sorted({r["T"] for r in bad})
+            detail += f"; beyond tolerance at T = {', '.join(map(str, Ts))}" + (
+                " (large logits only)" if all(r["probe"] != "unit" for r in bad) else "")
+            raised = [r for r in bad if "raised" in r]
+            if raised:
+                detail += f"; raised at large logits: {raised[0]['raised']}"
+        detail += f"; working precision {self.precision.name} ({self.precision.how})"
+        return _judge(name, worst["error"], worst["tolerance"], wjust, detail, central=True,
+                      per_length=[{k: v for k, v in r.items() if k != "raised"} for r in rows],
+                      working_precision=self.precision.name)
+
+    def _large_lengths(self) -> list[int]:
+        Ts = [T for T in self.outs if T >= 2]
+        if not Ts:
+            return []
+        pick = {Ts[0], Ts[len(Ts) // 2], Ts[-1]}
+        return sorted(pick)
+
+    # -- which inputs move which outputs -----------------------------------------------------------
+    def _positions(self, T: int, n_max: int = 40) -> list[int]:
+        if T <= n_max:
+            return list(range(T))
+        g = self.gen(T * 31 + 5)
+        pts = {0, 1, 2, 3, T - 1, T - 2, T // 2}
+        for b in (8, 16, 32, 64, 128, 256, 512):
+            for k in (b - 1, b, b + 1):
+                if 0 <= k < T:
+                    pts.add(k)
+        extra = torch.randperm(T, generator=g)[:8].tolist()
+        pts.update(extra)
+        return sorted(pts)
+
+    def dependence(self, T: int, key: str) -> tuple[torch.Tensor, list[int]] | None:
+        """``delta[i, t]``: relative change of output ``t`` when token ``J[i]`` is redrawn."""
+        x64 = self.xs[T]
+        c = self.factor(x64, key)
+        x64 = x64 * c
+        with torch.no_grad():
+            base = self.run(x64)[1].detach().double().cpu() if key != "unit" else self.outs[T]
+        J = self._positions(T)
+        noise = self.probe(T, salt=17) * c
+        per = self.B * T * self.D * 8 * 6 + self.B * T * T * 8 * 4
+        n = _chunks(len(J), per)
+        deltas = []
+        scale = max(float(base.abs().max()), 1e-300)
+        for i in range(0, len(J), n):
+            js = J[i:i + n]
+            xs = x64.unsqueeze(0).repeat(len(js), 1, 1, 1)
+            for a, j in enumerate(js):
+                xs[a, :, j] = noise[:, j]
+            with torch.no_grad():
+                o = self.run(xs.reshape(len(js) * self.B, T, self.D))[1].detach().double().cpu()
+            o = o.reshape(len(js), self.B, T, self.D)
+            deltas.append((o - base.unsqueeze(0)).abs().amax(dim=(1, 3)) / scale)
+        return torch.cat(deltas), J
+
+    def prop_mask(self) -> list[Property]:
+        """``causal_no_future_leak`` (declared causal) and ``window_respected`` (declared window):
+        redrawing a token the mask forbids moves no output, at unit and at large logits."""
+        props = []
+        want_c, want_w = self.st.causal, self.st.window is not None
+        if not (want_c or want_w):
+            return props
+        worst = {"causal": (0.0, None, 1.0, ""), "window": (0.0, None, 1.0, "")}
+        offs = {"causal": set(), "window": set()}
+        ran = False
+        for T in self.outs:
+            if T < 2:
+                continue
+            for key in ("unit", "large", "huge"):
+                if key != "unit" and T not in self._large_lengths():
+                    continue
+                try:
+                    d, J = self.dependence(T, key)
+                except Exception as exc:
+                    p = Property("causal_no_future_leak" if want_c else "window_respected", "fail", float("inf"), 0.0,
+                                 "must run", f"raised {type(exc).__name__}: {exc} at T = {T}", {}, True)
+                    return [p]
+                ran = True
+                tol, just = self.tol_at(T, key)
+                jj = torch.tensor(J)[:, None]
+                tt = torch.arange(T)[None, :]
+                allowed = allowed_mask(T, self.st)  # [t, s]
+                forb = ~allowed[tt.expand(len(J), T), jj.expand(len(J), T)]
+                fut = forb & (jj > tt)
+                win = forb & ~(jj > tt) if want_c else forb
+                for kind, mask in (("causal", fut), ("window", win)):
+                    if not mask.any():
+                        continue
+                    dm = torch.where(mask, d, torch.zeros_like(d))
+                    e = float(dm.max()) if torch.isfinite(dm).all() else float("nan")
+                    ratio = e / tol if math.isfinite(e) else float("inf")
+                    if ratio > worst[kind][0] or worst[kind][1] is None:
+                        k = int(dm.argmax()) if math.isfinite(e) else 0
+                        worst[kind] = (ratio, (e, tol, T, key, J[k // T], k % T), tol, just)
+                    for a, t in torch.nonzero(dm > tol).tolist():
+                        offs[kind].add(J[a] - t)
+        if not ran:
+            return [_skip("causal_no_future_leak" if want_c else "window_respected", "no length ≥ 2 ran", True)]
+        for kind, name, on in (("causal", "causal_no_future_leak", want_c), ("window", "window_respected", want_w)):
+            if not on:
+                continue
+            if worst[kind][1] is None:
+                props.append(_skip(name, "no forbidden pair at the probe lengths", True))
+                continue
+            _, (e, tol, T, key, j, t), _, just = worst[kind]
+            if e > tol or not math.isfinite(e):
+                o = sorted(offs[kind], key=abs)
+                detail = (f"LEAK: output at position {t} moves by {e:.3g} (relative) when token {j} (= t{j - t:+d}) "
+                          f"changes, at T = {T} ({key} logits); leaking offsets j − t: "
+                          f"{', '.join(f'{v:+d}' for v in o[:8])}" + (" …" if len(o) > 8 else ""))
+            else:
+                detail = (f"redrawing a token the {'causal mask' if kind == 'causal' else 'window'} forbids moves no "
+                          f"output (largest relative change {e:.2g}; lengths {', '.join(map(str, self.outs))}, unit, "
+                          f"large and huge logits: {LARGE_LOGIT:g}, {HUGE_LOGIT:g})")
+            props.append(_judge(name, e, tol, just, detail, central=True))
+        return props
+
+    def prop_prefix(self) -> Property:
+        """Causal: the first ``t`` outputs on ``x`` equal the outputs on ``x[:, :t]`` (catches padding
+        of a last chunk and position bugs)."""
+        name = "prefix_consistency"
+        worst = None
+        for T in self.outs:
+            if T < 3:
+                continue
+            cuts = [t for t in self._positions(T, 12) if 1 <= t < T]
+            if len(cuts) > 12:
+                g = self.gen(T + 99)
+                keep = {1, T - 1} | set(cuts[i] for i in torch.randperm(len(cuts), generator=g)[:10].tolist())
+                cuts = sorted(keep)
+            tol, just = self.tol_at(T, "unit")
+            for t in cuts:
+                try:
+                    o = self.run(self.xs[T][:, :t])[1].detach().double().cpu()
+                except Exception as exc:
+                    return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {type(exc).__name__}: {exc} "
+                                    f"at T = {t}", {}, True)
+                e = _rel(o, self.outs[T][:, :t], float(self.outs[T].abs().max()))
+                r = e / (2 * tol) if math.isfinite(e) else float("inf")
+                if worst is None or r > worst[0]:
+                    worst = (r, e, 2 * tol, just, T, t)
+        if worst is None:
+            return _skip(name, "no length ≥ 3 ran", True)
+        _, e, tol, just, T, t = worst
+        detail = (f"outputs 0…{t - 1} of a length-{T} probe against the same probe cut to length {t}: relative "
+                  f"difference {e:.3g}" + ("; the prefix's outputs depend on the length (chunk padding, or positions "
+                                          "counted from the end?)" if not e <= tol else ""))
+        return _judge(name, e, tol, "2 × the forward tolerance (each side within it of the reference): " + just,
+                      detail, central=True)
+
+    def prop_batch(self) -> Property:
+        """Sample 0's output does not depend on the other samples of its batch (redrawn at ×10
+        scale), nor on the batch size (a batch of one)."""
+        name = "batch_independence"
+        Ts = [T for T in self._large_lengths()] or list(self.outs)
+        worst = None
+        for T in Ts:
+            x = self.xs[T]
+            tol, just = self.tol_at(T, "unit")
+            cands = [("batch of one", x[:1])]
+            if self.B > 1:
+                x2 = x.clone()
+                x2[1:] = self.probe(T, salt=23)[1:] * 10
+                cands.append(("other samples redrawn at ×10 scale", x2))
+            for what, xx in cands:
+                try:
+                    o = self.run(xx)[1].detach().double().cpu()
+                except Exception as exc:
+                    return Property(name, "fail", float("inf"), 0.0, "must run",
+                                    f"raised {type(exc).__name__}: {exc} ({what}, T = {T})")
+                e = _rel(o[0], self.outs[T][0])
+                if worst is None or (e / tol if math.isfinite(e) else float("inf")) > worst[0]:
+                    worst = (e / tol if math.isfinite(e) else float("inf"), e, tol, just, T, what)
+        if worst is None:
+            return _skip(name, "no length ran")
+        _, e, tol, just, T, what = worst
+        detail = f"sample 0 at T = {T}, {what}: relative change {e:.3g}"
+        if not e <= tol:
+            detail += "; one sample's output depends on the others (a statistic taken over the whole batch?)"
+        return _judge(name, e, tol, just, detail)
+
+    def prop_permutation(self) -> Property:
+        """``f(x[:, π]) = f(x)[:, π]`` (no causal mask, window or positions)."""
+        name = "permutation_equivariance"
+        worst = None
+        for T in self._large_lengths():
+            g = self.gen(T + 7)
+            perm = torch.randperm(T, generator=g)
+            while bool((perm == torch.arange(T)).all()):
+                perm = torch.randperm(T, generator=g)
+            try:
+                o = self.run(self.xs[T][:, perm])[1].detach().double().cpu()
+            except Exception as exc:
+                return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {type(exc).__name__}: {exc}")
+            e = _rel(o, self.outs[T][:, perm])
+            tol, just = self.tol_at(T, "unit")
+            if worst is None or (e / tol if math.isfinite(e) else float("inf")) > worst[0]:
+                worst = (e / tol if math.isfinite(e) else float("inf"), e, tol, just, T)
+        if worst is None:
+            return _skip(name, "no length ≥ 2 ran")
+        _, e, tol, just, T = worst
+        return _judge(name, e, tol, just, f"tokens permuted at T = {T}" + (
+            "; not equivariant: positional information or a mask? (declare it: --positional, --causal, --window)"
+            if not e <= tol else ""))
+
+    # -- the logit scale ---------------------------------------------------------------------------
+    def prop_scale(self) -> Property:
+        """Fit the logit scale ``s`` (instead of ``1/√d_k``) that best matches the module and compare
+        ``s·√d_k`` with 1; the tolerance is the output tolerance over the outputs' sensitivity to
+        ``log s``."""
+        name = "scale_1_over_sqrt_dk"
+        Ts = [T for T in self.outs if T >= 2]
+        if not Ts:
+            return _skip(name, "no length ≥ 2 ran", True)
+        T = min(Ts, key=lambda t: abs(t - 17))
+        x, od = self.xs[T], self.outs[T]
+        m = self.m
+        dk = m.d_k
+        s0 = 1 / math.sqrt(dk)
+
+        def out_at(ls: float) -> torch.Tensor:
+            with torch.no_grad():
+                return self.reference(x, st=replace(self.st, scale=math.exp(ls))).double().cpu()
+
+        def loss(ls: float) -> float:
+            return float((out_at(ls) - od).norm())
+
+        grid = [math.log(s0) + g for g in torch.linspace(math.log(1e-2), math.log(1e2), 41).tolist()]
+        vals = [loss(g) for g in grid]
+        ls = grid[min(range(len(vals)), key=vals.__getitem__)]
+        h = 1e-5
+        J = None
+        for _ in range(40):  # Gauss-Newton on log s (central-difference Jacobian: exact at a zero residual)
+            r = out_at(ls) - od
+            J = (out_at(ls + h) - out_at(ls - h)) / (2 * h)
+            jj = float((J * J).sum())
+            if jj == 0:
+                break
+            step = float((J * r).sum()) / jj
+            step = max(min(step, 1.0), -1.0)
+            ls -= step
+            if abs(step) < 1e-14:
+                break
+        if J is None:
+            J = (out_at(ls + h) - out_at(ls - h)) / (2 * h)
+        s_fit = math.exp(ls)
+        err = abs(s_fit * math.sqrt(dk) - 1)
+        out_tol, _ = self.tol_at(T, "unit")
+        sens = float(J.norm() / od.norm().clamp_min(1e-300))
+        tol = out_tol * math.sqrt(od.numel()) / max(sens, 1e-300)
+        r_rel = _rel(out_at(ls), od)
+        if not r_rel <= max(1e3 * out_tol, 1e-6):
+            return _skip(name, f"no logit scale makes the outputs match the reference (relative residual {r_rel:.3g} "
+                               f"at the best s = {s_fit:.4g}): the difference is not (only) the scale", True)
+        ratio = s_fit * math.sqrt(dk)
+        H = m.heads
+        if abs(s_fit - 1) < 1e-3 and dk > 1:
+            what = "missing 1/√d_k (s ≈ 1)"
+        elif H > 1 and abs(ratio * math.sqrt(H) - 1) < 1e-3:
+            what = f"scale is 1/√(H·d_k) = 1/√{H * dk}: the model width instead of the head width (off by √H)"
+        elif H > 1 and abs(ratio / math.sqrt(H) - 1) < 1e-3:
+            what = f"scale is √H/√d_k: off by √H = {math.sqrt(H):.4g}"
+        elif err > tol:
+            what = "scale differs from 1/√d_k"
+        else:
+            what = "scale is 1/√d_k"
+        detail = f"best-fitting scale s = {s_fit:.6g}, s·√d_k = {ratio:.6g} (d_k = {dk}, T = {T}); {what}"
+        return _judge(name, err, tol, f"output tolerance {out_tol:.2g} × √(#outputs) / relative sensitivity of the "
+                                      f"outputs to log s ({sens:.3g}) = {tol:.2g}", detail, central=True,
+                      s_fit=s_fit, d_k=dk)
+
+    # -- gradients -----------------------------------------------------------------------------
+    def prop_gradients(self) -> Property:
+        """Gradients with respect to the input and, where weights are mapped, the module's
+        parameters, against the reference's autograd gradients (the precision rule with factor 3)."""
+        name = "gradients_match_reference" if self.against is None else "gradients_match_against"
+        if self.m is None and self.against is None:
+            return _skip(name, "no mapped reference to differentiate (declare the projections: --mapping)")
+        Ts = [T for T in self.outs if T >= 2]
+        if not Ts:
+            return _skip(name, "no length ≥ 2 ran")
+        Ts = sorted({min(Ts, key=lambda t: abs(t - 17)), max(t for t in Ts if t <= 257)})
+        named = [(n, p) for n, p in self.f.named_parameters() if p.requires_grad] if isinstance(
+            self.f, torch.nn.Module) else []
+        params = [p for _, p in named]
+        p_dt = self.precision.dtype if self.precision else self.pdt
+        worst = None
+        for T in Ts:
+            x64 = self.xs[T]
+            g = torch.Generator().manual_seed(self.seed * 31 + T)
+            cot = torch.randn(self.B, T, self.D, generator=g, dtype=torch.float64)
+            try:
+                with torch.enable_grad():
+                    xm, out, _ = self.run(x64, grad=True)
+                    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                        return _skip(name, "the output does not require grad (computed without autograd): nothing "
+                                           "to compare")
+                    gm = torch.autograd.grad(out, [xm] + params, cot.to(out.dtype).to(out.device), allow_unused=True)
+            except Exception as exc:
+                return Property(name, "fail", float("inf"), 0.0, "backward must run",
+                                f"backward raised {type(exc).__name__}: {exc} at T = {T}")
+            labels = ["input"] + [f"parameter {n}" for n, _ in named]
+            if self.against is not None:
+                with torch.enable_grad():
+                    xa = x64.to(dtype=self.pdt, device=self.device).requires_grad_(True)
+                    oa, _ = call(self.against, xa, grad=True)
+                    ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
+                pairs = [("input", gm[0], ga[0], None)]
+            else:
+                gr, gp = [], []
+                for dt, store in ((torch.float64, gr), (p_dt, gp)):
+                    if dt == torch.float64 and store is gp:
+                        gp.extend(gr)
+                        continue
+                    with torch.enable_grad():
+                        xr = x64.clone().to(self.device).requires_grad_(True)
+                        r = reference_attention(xr, self.m, self.st, dt)
+                        store.extend(torch.autograd.grad(r, [xr] + params, cot.to(dt).to(self.device),
+                                                         allow_unused=True))
+                pairs = [(lab, a, b, c) for lab, a, b, c in zip(labels, gm, gr, gp)]
+            L = self.L.get((T, "unit"), 1.0)
+            G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None
+                     and b.numel()] + [1e-300])  # gradients are compared relative to the largest entry
+            for lab, a, b, c in pairs:
+                if a is None or b is None:
+                    continue
+                e = _rel(a, b, G)
+                e_plain = _rel(c, b, G) if c is not None and p_dt != torch.float64 else 0.0
+                tol, just = tolerance(e_plain, self.D, T, 2 * L, p_dt, FACTOR_GRAD)
+                if self.against is not None:
+                    tol, just = 2 * tol, "2 × each implementation's bound: " + just
+                r_ = e / tol if math.isfinite(e) else float("inf")
+                if worst is None or r_ > worst[0]:
+                    worst = (r_, e, tol, just, T, lab)
+        if worst is None:
+            return _skip(name, "no gradient reached both the module and the reference")
+        _, e, tol, just, T, lab = worst
+        n_par = sum(1 for p in params)
+        detail = (f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par and self.against is None else ''}"
+                  f" at T = {', '.join(map(str, Ts))}; worst: {lab} at T = {T}"
+                  + ("; the gradient differs from the reference's autograd gradient (if the forward pass matches: a "
+                     "custom backward?)" if not e <= tol else ""))
+        return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
+                                           "gradient entry at that length)", detail)
+
+    # -- hints ---------------------------------------------------------------------------------
+    def variant_errors(self, variants: list[tuple[str, Structure, Mapping | None]]) -> list[tuple[float, float, str]]:
+        """``(error/tolerance, error, label)`` of each variant of the declaration, best first, at a
+        middle length (unit logits) and the largest large-logit probe."""
+        Ts = [T for T in self.outs if T >= 2]
+        if not Ts or self.m is None:
+            return []
+        T = min(Ts, key=lambda t: abs(t - 17))
+        TL = self._large_lengths()[-1] if self._large_lengths() else T
+        res = []
+        for label, st, m in variants:
+            worst = 0.0
+            err = 0.0
+            try:
+                for TT, key in ((T, "unit"), (TL, "large"), (TL, "huge")):
+                    x = self.xs[TT]
+                    c = self.factor(x, key)
+                    o = self.outs[TT] if key == "unit" else self.run(x * c)[1].detach().double().cpu()
+                    with torch.no_grad():
+                        r = reference_attention((x * c).to(self.device), m or self.m, st, torch.float64).double().cpu()
+                    e = _rel(o, r)
+                    tol, _ = self.tol_at(TT, key)
+                    if not e / tol <= worst:
+                        worst, err = e / tol if math.isfinite(e) else float("inf"), e
+            except Exception:
+                continue
+            res.append((worst, err, label))
+        return sorted(res)
 
 
-def prop_weights_distribution(w: torch.Tensor, where: str, *, causal: bool) -> Property:
-    """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1); with ``causal``
-    the entries above the diagonal are reported too (leakage is its own property)."""
+# ------------------------------------------------------------------------------------------------
+# properties of single calls (kept from the single-length probe)
+
+
+def prop_finite(outs: dict[int, torch.Tensor]) -> Property:
+    """Every output entry is finite at every length (NaN/inf fail with their count)."""
+    bad = sum(int((~torch.isfinite(o)).sum()) for o in outs.values())
+    n = sum(o.numel() for o in outs.values())
+    where = [T for T, o in outs.items() if not torch.isfinite(o).all()]
+    return _judge("finite_output", bad / max(n, 1), 0.0, "none may be NaN/inf (exact)",
+                  f"{bad} of {n} output entries are NaN/inf (at T = {', '.join(map(str, where))})" if bad
+                  else "all outputs finite", central=True)
+
+
+def prop_weights_distribution(w: torch.Tensor, where: str) -> Property:
+    """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1)."""
     w = w.double()
     T = w.shape[-1]
-    u = unit_roundoff(torch.float64)
+    u = unit_roundoff(torch.float64 if w.dtype == torch.float64 else torch.float32)
     err_sum = float((w.sum(-1) - 1).abs().max())
     err_neg = float((-w).clamp_min(0).max())
     cols = float((w.sum(-2) - 1).abs().max())
@@ -313,14 +816,10 @@ def prop_weights_distribution(w: torch.Tensor, where: str, *, causal: bool) -> P
                   f"4·u·T = {4 * u * T:.3g}: rounding of a T-term sum of numbers in [0, 1]", detail)
 
 
-def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor, *, causal: bool
-                            ) -> tuple[Property, torch.Tensor | None]:
-    """Single head: each output row is a convex combination of the value rows. The value row of
-    token ``s`` in output space is ``f`` on the one-token sequence ``x_s`` (softmax over one key is
-    1, so the output is ``W_o v_s + b_o``); for ``T ≤ D`` generic value rows are linearly
-    independent and the coefficients ``P`` with ``out_t = Σ_s P_ts u_s`` are unique (least
-    squares). The property: ``P`` ≥ 0, rows sum to 1, the fit exact. Returns ``(property, P)``
-    (``P`` ``(B, T, T)``, the recovered attention weights; ``None`` when not identifiable)."""
+def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor) -> tuple[Property, torch.Tensor | None]:
+    """Single head: each output row is a convex combination of the value rows (the outputs on
+    one-token inputs); for ``T ≤ D`` the coefficients ``P`` are unique (least squares). The
+    property: ``P`` ≥ 0, rows sum to 1, the fit exact. Returns ``(property, P)``."""
     B, T, D = x.shape
     name = "convex_combination_of_values"
     if T > D:
@@ -328,11 +827,10 @@ def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor, *, 
     u_rows, _ = call(f, x.reshape(B * T, 1, D))
     if not isinstance(u_rows, torch.Tensor) or tuple(u_rows.shape) != (B * T, 1, D):
         return _skip(name, "the object does not accept one-token sequences (batch·T, 1, D)"), None
-    U = u_rows.reshape(B, T, D).double()
-    Y = out.double()
+    U = u_rows.reshape(B, T, D).double().cpu()
+    Y = out.double().cpu()
     if not (torch.isfinite(U).all() and torch.isfinite(Y).all()):
         return _judge(name, float("nan"), 0.0, "value rows or outputs non-finite"), None
-    # out_b (T, D) = P_b (T, T) U_b (T, D)  ->  P_bᵀ = lstsq(U_bᵀ, out_bᵀ)
     sol = torch.linalg.lstsq(U.transpose(1, 2), Y.transpose(1, 2), driver="gelsd").solution
     P = sol.transpose(1, 2)
     resid = float(((P @ U - Y).norm(dim=(1, 2)) / Y.norm(dim=(1, 2)).clamp_min(1e-300)).max())
@@ -340,10 +838,10 @@ def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor, *, 
     cond = float((sv[:, 0] / sv[:, -1].clamp_min(1e-300)).max())
     e_sum = float((P.sum(-1) - 1).abs().max())
     e_neg = float((-P).clamp_min(0).max())
-    u = unit_roundoff(torch.float64 if x.dtype == torch.float64 else torch.float32)
+    u = unit_roundoff(x.dtype)
     tol = 16 * u * (T + D) * cond
     cols = float((P.sum(-2) - 1).abs().max())
-    detail = (f"value rows = outputs on one-token inputs; recovered weights P: fit residual {resid:.2g}, "
+    detail = (f"value rows = outputs on one-token inputs; recovered weights P at T = {T}: fit residual {resid:.2g}, "
               f"max |row sum − 1| {e_sum:.3g}, most negative {-e_neg:.3g}, cond(values) {cond:.3g}")
     if e_sum > 1e-6 and cols < 1e-6:
         detail += "; the recovered weights' COLUMNS sum to 1: softmax over the query axis (wrong axis)"
@@ -355,206 +853,93 @@ def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor, *, 
 
 def fit_single_head(f: Callable, x: torch.Tensor, P: torch.Tensor, *, causal: bool, gen: torch.Generator,
                     max_dim: int = 32) -> tuple[Callable | None, str, float]:
-    """Least-squares fit of a single-head SDPA to the object: the value map ``u(x) = x A_v + c``
-    from one-token outputs and the logits ``l_ts = x_t A x_sᵀ + w·x_s`` from the recovered weights
-    ``log P_ts − log P_t0`` (keys ``s ≤ t`` only when causal). Returns ``(reference, why, cond)``:
-    ``reference(x)`` runs SDPA on the fitted projections (``None`` with the reason when the fit is
-    impossible), ``cond`` the condition number of the logit design."""
+    """Least-squares fit of a single-head softmax attention to the object: the value map from
+    one-token outputs and the logits ``l_ts = x_t A x_sᵀ + w·x_s`` from the recovered weights,
+    each pair weighted by its attention (an error ``δ`` in ``P`` is ``δ/P`` in ``log P``) and
+    pairs below the recovery accuracy (``P < 1e-8``) left out. Returns ``(reference, why, cond)``."""
     B, T, D = x.shape
     if D > max_dim:
-        return None, f"fitting {D * D + D} logit parameters needs D ≤ {max_dim}; declare q/k/v projections", 0.0
+        return None, f"fitting {D * D + D} logit parameters needs D ≤ {max_dim}; declare the projections", 0.0
     allowed = torch.tril(torch.ones(T, T, dtype=torch.bool)) if causal else torch.ones(T, T, dtype=torch.bool)
-    if not bool((P[:, allowed] > 0).all()):
-        return None, "recovered weights are not all positive: not a softmax attention", 0.0
-    # value map from fresh one-token probes
+    if bool((P[:, allowed] < -1e-6).any()):
+        return None, "recovered weights are negative: not a softmax attention", 0.0
     n = 2 * (D + 1)
     xs = torch.randn(n, 1, D, generator=gen, dtype=torch.float64)
     us, _ = call(f, xs.to(x.dtype))
     Xa = torch.cat([xs[:, 0], torch.ones(n, 1, dtype=torch.float64)], 1)
-    coef = torch.linalg.lstsq(Xa, us[:, 0].double(), driver="gelsd").solution  # (D+1, D)
+    coef = torch.linalg.lstsq(Xa, us[:, 0].double().cpu(), driver="gelsd").solution
     Av, c = coef[:D], coef[D]
-    # logits: pairs (t, s), s ≥ 1, with s ≤ t if causal, referenced to key 0
-    xd = x.double()
-    logP = torch.log(P.clamp_min(1e-300))
-    rows, rhs = [], []
+    xd = x.double().cpu()
+    floor = 1e-8
+    rows, rhs, wts = [], [], []
     for t in range(T):
-        for s in range(1, (t + 1) if causal else T):
-            dx = xd[:, s] - xd[:, 0]  # (B, D)
-            rows.append(torch.cat([(xd[:, t, :, None] * dx[:, None, :]).reshape(B, D * D), dx], 1))
-            rhs.append(logP[:, t, s] - logP[:, t, 0])
+        ref_s = int(torch.argmax(P[:, t, : (t + 1) if causal else T], -1).mode().values)
+        for s in range((t + 1) if causal else T):
+            if s == ref_s:
+                continue
+            dx = xd[:, s] - xd[:, ref_s]
+            pts, pr = P[:, t, s], P[:, t, ref_s]
+            ok = (pts > floor) & (pr > floor)
+            if not ok.any():
+                continue
+            rows.append(torch.cat([(xd[:, t, :, None] * dx[:, None, :]).reshape(B, D * D), dx], 1)[ok])
+            rhs.append((torch.log(pts) - torch.log(pr))[ok])
+            wts.append(torch.minimum(pts, pr)[ok].sqrt())
     if not rows:
         return None, "T = 1: no logit differences to fit", 0.0
-    G, r = torch.cat(rows), torch.cat(rhs)
+    G, r, wt = torch.cat(rows), torch.cat(rhs), torch.cat(wts)
     if G.shape[0] < G.shape[1]:
         return None, f"only {G.shape[0]} logit differences for {G.shape[1]} parameters (more probes needed)", 0.0
-    sol = torch.linalg.lstsq(G, r, driver="gelsd").solution
-    sv = torch.linalg.svdvals(G)
+    Gw, rw = G * wt[:, None], r * wt
+    sol = torch.linalg.lstsq(Gw, rw, driver="gelsd").solution
+    sv = torch.linalg.svdvals(Gw)
     cond = float(sv[0] / sv[-1].clamp_min(1e-300))
     A, w = sol[:D * D].reshape(D, D), sol[D * D:]
 
     def ref(z: torch.Tensor) -> torch.Tensor:
-        z = z.double()
-        s = math.sqrt(D + 1)
-        q = torch.cat([z @ A, torch.ones(*z.shape[:-1], 1, dtype=z.dtype)], -1) * s
-        k = torch.cat([z, (z @ w)[..., None]], -1)
-        v = z @ Av + c
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        z = z.double().cpu()
+        s = (z @ A) @ z.transpose(-1, -2) + (z @ w)[..., None, :]
+        if causal:
+            Tz = z.shape[-2]
+            s = s.masked_fill(~torch.ones(Tz, Tz, dtype=torch.bool).tril(), float("-inf"))
+        return torch.softmax(s, -1) @ (z @ Av + c)
 
     return ref, "", cond
 
 
-def prop_reference_agreement(f: Callable, x: torch.Tensor, out: torch.Tensor, ref: Callable, *, how: str, L: float,
-                             extra_tol: float = 1.0) -> Property:
-    """``f`` against the reference ``ref`` (SDPA on mapped or fitted weights) on the probe ``x``
-    (fresh, not used by a fit): ``max|f − ref| / max|ref|``."""
-    B, T, D = x.shape
-    u = unit_roundoff(x.dtype)
-    with torch.no_grad():
-        r = ref(x)
-    err = _rel(out, r.to(out.dtype))
-    tol, just = _tol_words(u, D, T, L)
-    if extra_tol != 1.0:
-        tol *= extra_tol
-        just += f", × {extra_tol:.3g} (cond of the least-squares logit fit × √(#parameters): its forward-error bound)"
-    return _judge("matches_sdpa", err, tol, just, how)
-
-
-def prop_scale(f: Callable, x: torch.Tensor, out: torch.Tensor, m: Mapping, *, causal: bool) -> Property:
-    """The logit scale: fit ``s`` so that SDPA with queries scaled by ``s`` (instead of ``1/√d_k``)
-    best matches ``f`` (a log-grid over 10⁻² … 10² × 1/√d_k, then Gauss–Newton steps with the
-    derivative by forward-mode autodiff), and compare ``s·√d_k`` with 1. The tolerance is the
-    output rounding bound divided by the relative sensitivity of the outputs to ``log s``."""
-    name = "scale_1_over_sqrt_dk"
-    dk = m.d_k
-    s0 = 1 / math.sqrt(dk)
-    xd, od = x.double(), out.double()
-    md = m.to(torch.float64, x.device)
-
-    def resid(ls: torch.Tensor) -> torch.Tensor:
-        return reference_attention(xd, md, causal=causal, scale=torch.exp(ls)) - od
-
-    with torch.no_grad():
-        grid = [math.log(s0) + g for g in torch.linspace(math.log(1e-2), math.log(1e2), 41).tolist()]
-        vals = [float(resid(torch.tensor(g, dtype=torch.float64)).norm()) for g in grid]
-    ls = torch.tensor(grid[min(range(len(vals)), key=vals.__getitem__)], dtype=torch.float64)
-    J = None
-    for _ in range(30):
-        r, J = torch.func.jvp(resid, (ls,), (torch.ones((), dtype=torch.float64),))
-        jj = float((J * J).sum())
-        if jj == 0:
-            break
-        step = float((J * r).sum()) / jj
-        ls = ls - step
-        if abs(step) < 1e-15:
-            break
-    s_fit = float(torch.exp(ls))
-    err = abs(s_fit * math.sqrt(dk) - 1)
-    u = unit_roundoff(x.dtype)
-    B, T, D = x.shape
-    L = max_logit(xd, md, s_fit)
-    out_tol, _ = _tol_words(u, D, T, L)
-    sens = float(J.norm() / od.norm().clamp_min(1e-300)) if J is not None else 0.0
-    tol = out_tol * math.sqrt(od.numel()) / max(sens, 1e-300)
-    with torch.no_grad():
-        r_rel = _rel(reference_attention(xd, md, causal=causal, scale=torch.exp(ls)), od)
-    if not r_rel <= 1e3 * out_tol:
-        return _skip(name, f"no logit scale makes the outputs match SDPA (relative residual {r_rel:.3g} at the best "
-                           f"s = {s_fit:.4g}): the difference is not (only) the scale")
-    detail = (f"best-fitting scale s = {s_fit:.6g}, s·√d_k = {s_fit * math.sqrt(dk):.6g} (d_k = {dk}); "
-              + ("missing 1/√d_k (s ≈ 1)" if abs(s_fit - 1) < 1e-3 and dk > 1 else
-                 ("scale differs from 1/√d_k" if err > tol else "scale is 1/√d_k")))
-    return _judge(name, err, tol, f"output rounding bound {out_tol:.2g} × √(#outputs) / relative sensitivity "
-                                  f"of the outputs to log s ({sens:.3g}) = {tol:.2g}", detail, s_fit=s_fit, d_k=dk)
-
-
-def prop_causal(f: Callable, x: torch.Tensor, out: torch.Tensor, gen: torch.Generator, *, L: float) -> Property:
-    """No output depends on a later token: for each key position ``j``, replace token ``j`` by a fresh
-    draw (all ``j`` in one batch) and measure how far outputs ``t < j`` move (relative to
-    ``max|out|``). The detail names the worst pair ``(t, j)`` and the offsets ``j − t`` that leak."""
-    B, T, D = x.shape
-    name = "causal_no_future_leak"
-    if T < 2:
-        return _skip(name, "T < 2")
-    xs = x.unsqueeze(0).repeat(T - 1, 1, 1, 1)  # (T-1, B, T, D): copy j-1 perturbs token j
-    noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype).to(x.device)
-    for j in range(1, T):
-        xs[j - 1, :, j] = noise[:, j]
-    o2, _ = call(f, xs.reshape((T - 1) * B, T, D))
-    o2 = o2.reshape(T - 1, B, T, D).double()
-    base = out.double()
-    scale = max(float(base.abs().max()), 1e-300)
-    delta = (o2 - base.unsqueeze(0)).abs().amax(dim=(1, 3)) / scale  # (T-1 [j], T [t])
-    jj = torch.arange(1, T)[:, None]
-    tt = torch.arange(T)[None, :]
-    mask = tt < jj
-    d = torch.where(mask, delta, torch.zeros_like(delta))
-    err = float(d.max()) if torch.isfinite(d).all() else float("nan")
-    u = unit_roundoff(x.dtype)
-    tol, just = _tol_words(u, D, T, L)
-    if err > tol:
-        k = int(d.argmax())
-        j, t = k // T + 1, k % T
-        offs = sorted({int(jj_ + 1 - t_) for jj_, t_ in torch.nonzero(d > tol).tolist()})
-        detail = (f"LEAK: output at position {t} moves by {float(d.max()):.3g} (relative) when token {j} (= t+{j - t}) "
-                  f"changes; leaking offsets j − t: {', '.join('+' + str(o) for o in offs[:8])}")
-    else:
-        detail = f"perturbing token j moves no output t < j (largest relative change {err:.2g})"
-    return _judge(name, err, tol, just, detail)
-
-
-def prop_permutation(f: Callable, x: torch.Tensor, out: torch.Tensor, gen: torch.Generator, *, L: float) -> Property:
-    """``f(x[:, π]) = f(x)[:, π]`` for a random permutation ``π`` of the tokens (attention without
-    positional information is permutation-equivariant)."""
-    B, T, D = x.shape
-    if T < 2:
-        return _skip("permutation_equivariance", "T < 2")
-    perm = torch.randperm(T, generator=gen)
-    while bool((perm == torch.arange(T)).all()):
-        perm = torch.randperm(T, generator=gen)
-    o2, _ = call(f, x[:, perm])
-    err = _rel(o2, out[:, perm])
-    tol, just = _tol_words(unit_roundoff(x.dtype), D, T, L)
-    return _judge("permutation_equivariance", err, tol, just,
-                  f"tokens permuted by {perm.tolist()}" + ("; not equivariant: positional information, or a mask?"
-                                                           if err > tol else ""))
-
-
-def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, targets=(700.0, 1e4)) -> Property:
-    """Finite outputs when the largest logit reaches ±700 (the edge of float64's exp) and ±10⁴: the
-    input is scaled by ``c = √(target / max|logit|)`` (logits are quadratic in the input for
-    bias-free projections; with biases the reached logit is reported). Without a mapping the
-    input is scaled by 10 and 100 (logits × 10², × 10⁴ for bilinear scores)."""
+def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, st: Structure,
+                        targets=(700.0, 1e4)) -> Property:
+    """Finite outputs when the largest logit reaches ±700 (the edge of float64's exp) and ±10⁴."""
     xs, reached = [], []
     if m is not None:
-        L0 = max_logit(x.double(), m.to(torch.float64, x.device))
+        L0 = max_logit(x.double(), m, st)
         for tgt in targets:
             c = math.sqrt(tgt / max(L0, 1e-300))
             xs.append(x * c)
-            reached.append(max_logit((x * c).double(), m.to(torch.float64, x.device)))
+            reached.append(max_logit((x * c).double(), m, st))
         how = "largest logits reached " + ", ".join(f"{r:.3g}" for r in reached)
     else:
         xs = [x * 10, x * 100]
         how = "no mapping: input scaled ×10 and ×100"
-    bad = 0
-    total = 0
+    bad = total = 0
     for z in xs:
         try:
             o, _ = call(f, z)
-        except Exception as exc:  # the user's code at extreme inputs: a finding
+        except Exception as exc:
             return Property("stable_at_extreme_logits", "fail", float("inf"), 0.0, "must run and stay finite",
                             f"{how}; raised {type(exc).__name__}: {exc}")
         bad += int((~torch.isfinite(o)).sum())
         total += o.numel()
     return _judge("stable_at_extreme_logits", bad / max(total, 1), 0.0,
                   "none may be NaN/inf: a log-sum-exp softmax is finite at any logit (exact)",
-                  how + (f"; {bad} of {total} outputs NaN/inf (exp overflow: subtract the row max)" if bad else "; all finite"))
+                  how + (f"; {bad} of {total} outputs NaN/inf (exp overflow: subtract the row max)" if bad
+                         else "; all finite"))
 
 
 def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor, *, other: torch.dtype,
-                      device: str, L: float) -> Property:
-    """The output keeps the input's dtype and device: the object (a deep copy cast to ``other``
-    when it is a module) on ``x`` in ``other``; agreement with the main run within ``other``'s
-    rounding bound."""
+                      device: str, tol: float, just: str) -> Property:
+    """The output keeps the input's dtype and device: the object (a copy cast to ``other`` when it is
+    a module) on ``x`` in ``other``; agreement with the main run within ``other``'s rounding."""
     name = "dtype_and_device_preserved"
     g = f
     if isinstance(obj, torch.nn.Module):
@@ -566,21 +951,17 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     try:
         o, _ = call(g, xo)
     except Exception as exc:
-        return Property(name, "fail", float("inf"), 0.0, "must run in " + str(other).replace("torch.", ""),
+        return Property(name, "fail", float("inf"), 0.0, "must run in " + dtype_name(other),
                         f"raised {type(exc).__name__}: {exc}")
     if not isinstance(o, torch.Tensor):
         return Property(name, "fail", float("inf"), 0.0, "", f"returned {type(o).__name__} for {other} input")
     problems = []
     if o.dtype != other:
-        problems.append(f"{str(other).replace('torch.', '')} input gave {str(o.dtype).replace('torch.', '')} output")
+        problems.append(f"{dtype_name(other)} input gave {dtype_name(o.dtype)} output")
     if o.device != xo.device:
         problems.append(f"input on {xo.device} gave output on {o.device}")
     if problems:
         return Property(name, "fail", float("inf"), 0.0, "dtype and device must be those of the input", "; ".join(problems))
-    B, T, D = x.shape
-    u = max(unit_roundoff(other), unit_roundoff(x.dtype))
-    tol, just = _tol_words(u, D, T, L)
-    err = _rel(o.double().cpu(), out.double().cpu())
-    return _judge(name, err, tol, just + " (in the coarser of the two dtypes)",
-                  f"{str(other).replace('torch.', '')} on {xo.device}: same dtype and device out; relative difference "
-                  f"from the {str(x.dtype).replace('torch.', '')} run {err:.2g}")
+    err = _rel(o, out)
+    return _judge(name, err, tol, just, f"{dtype_name(other)} on {xo.device}: same dtype and device out; relative "
+                                        f"difference from the {dtype_name(x.dtype)} run {err:.2g}")

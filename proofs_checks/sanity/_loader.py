@@ -2,8 +2,8 @@
 
 Used by ``tverify check attention --module``, ``check icl --model`` and ``check hopfield --module``.
 The user's file is imported in-process under a private module name (it is never written to, and
-nothing is added to ``sys.path`` beyond the file's own folder for the duration of the import, so a
-sibling helper module imports as it would from a script). Every failure is a
+nothing is added to ``sys.path`` beyond the file's own folder, which stays there for the rest of the
+run, so a sibling helper module imports as it would from a script, also when the object is called). Every failure is a
 :class:`~proofs_checks.options.UsageError` with one line: a malformed spec, a missing file, an
 import that raises (its exception type and message shown, never the traceback), a missing name.
 
@@ -70,12 +70,8 @@ def _import_file(path: Path, option: str):
     except Exception as exc:  # the user's code: report it, never a traceback
         sys.modules.pop(mod_name, None)
         raise UsageError(f"{option}: importing {path} raised {describe_exception(exc)}") from None
-    finally:
-        if added:
-            try:
-                sys.path.remove(folder)
-            except ValueError:  # pragma: no cover - the user's module removed it
-                pass
+    # the folder stays on sys.path for the rest of the run: a factory or forward() that imports a
+    # sibling module when it is called (not only at import time) must find it
     return module
 
 

@@ -1,28 +1,40 @@
-"""``tverify check attention --module FILE.py:NAME``: black-box properties of your self-attention.
+"""``tverify check attention --module FILE.py:NAME``: properties of your self-attention.
 
-The object is used as a map ``obj(x)``: ``x`` of shape ``(batch, T, D)`` (float64 unless ``--dtype``)
-to ``(batch, T, D)``, or to ``(out, weights)`` like ``nn.MultiheadAttention``. A class or a factory
-(a function with no required arguments) is instantiated first, with ``dim=D`` when ``--dim`` is
-given. Modules are deep-copied and cast to the probe dtype; your object is not modified.
+The object is used as a map ``obj(x)``: ``x`` of shape ``(batch, T, D)`` (float64 unless
+``--dtype``) to ``(batch, T, D)``, or to ``(out, weights, ...)`` like ``nn.MultiheadAttention``.
+A class or a factory (a function with no required arguments) is instantiated first, with
+``dim=D`` when ``--dim`` is given. Modules are deep-copied and cast to the probe dtype; your object
+is not modified.
 
-Properties (each with its measured error and a tolerance: float64 rounding scaled by the sizes,
-written next to it; the property computations live in :mod:`numerics.attention_probe`):
+The reference is softmax attention on **your own weights** (found in the layouts of torch, timm,
+Hugging Face and x-transformers by :mod:`numerics.attention_mapping`, or declared by a mapping hook:
+``--mapping FILE.py:fn`` or a ``tverify_mapping()`` method returning ``{"q", "k", "v", "o",
+"heads", "kv_heads"}``) with the **declared structure**: ``--causal``, ``--window W`` or ``L,R``,
+``--positional none|learned|sinusoidal|rope|alibi`` (``--rope-base``, ``--rope-dims``,
+``--rope-convention``), ``--softcap C`` (:mod:`numerics.attention_reference`).
 
-* ``finite_output``; ``weights_are_distributions`` (when it returns or stores its weights);
-* ``convex_combination_of_values``: output rows are convex combinations of the value rows (single
-  head; the value rows are the outputs on one-token inputs, the weights recovered by least squares);
-* ``matches_sdpa``: agreement with ``torch.nn.functional.scaled_dot_product_attention`` on your
-  own weights (q/k/v/out projections or an ``nn.MultiheadAttention`` found by name: "declared"),
-  or on a single-head attention fitted by least squares from probes ("fitted");
-* ``scale_1_over_sqrt_dk`` (declared weights only: the best-fitting logit scale times √d_k is 1);
-* ``causal_no_future_leak`` (``--causal``): perturbing token ``j`` moves no output ``t < j``;
-* ``permutation_equivariance`` (not causal, no ``--positional``);
-* ``stable_at_extreme_logits``: finite outputs at logits of ±700 and ±10⁴;
-* ``dtype_and_device_preserved``: the other float dtype (and the device) in, the same out.
+Properties (each with its measured error, its tolerance and the rule behind it; *central* ones must
+have run and held for ``ok``; :mod:`numerics.attention_probe` computes them), over several sequence
+lengths (``1 … 257``, ``1025`` with ``--full``, or ``--seq-len``), at unit and at large logits:
 
-Exit codes: 0 every applicable property holds; 1 one fails (named in the verdict; NaN outputs are
-such a finding); 2 bad input, one line: a missing file or name, an object that raises on the probe
-input (its exception type and message), an output of the wrong shape, dtype or device.
+* central: ``finite_output``, ``matches_reference`` (declared weights, or a single-head fit),
+  ``scale_1_over_sqrt_dk`` (declared weights), and the declared structure:
+  ``causal_no_future_leak``, ``prefix_consistency`` (causal), ``window_respected`` (window);
+* ``gradients_match_reference`` (input and parameter gradients against the reference's autograd),
+  ``batch_independence``, ``permutation_equivariance`` (no mask, window or positions),
+  ``convex_combination_of_values`` (one head), ``weights_are_distributions`` (weights exposed),
+  ``stable_at_extreme_logits`` (±700, ±10⁴), ``dtype_and_device_preserved``,
+  ``runs_at_every_length``.
+
+Tolerance by precision (FlashAttention's rule): the error against the float64 reference may be 2×
+(gradients 3×) the error of the plain reference computed in the module's working precision, plus
+the float64 reference's rounding bound; the working precision is the probe dtype, float32 when a
+float64 probe meets only the float32 rule (found by probing), or ``--compute-dtype``.
+
+Verdicts and exit codes: ``ok`` (0) every central property ran and held and none failed;
+``mismatch`` (1) a property failed (named, with a hint at the likely cause); ``inconclusive`` (3) a
+central property could not run (the verdict names what would decide it: a flag or the mapping
+hook); 2: bad input, one line.
 """
 
 from __future__ import annotations
@@ -30,19 +42,21 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-from typing import Any
+from typing import Any, Callable
 
 import click
 
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          properties_verdict, report_option)
+                                          report_option)
+from proofs_checks.sanity._verdict import Verdict
 
-__all__ = ["command", "run_attention", "instantiate", "model_dim"]
+__all__ = ["command", "run_attention", "instantiate", "model_dim", "attention_verdict", "parse_window",
+           "parse_lengths"]
 
-#: Probe sequences per size mode.
-BATCH = {"quick": 2, "default": 4, "full": 8}
 _DIM_ATTRS = ("embed_dim", "dim", "d_model", "hidden_size", "n_embd", "model_dim", "emb_dim", "d", "embedding_dim")
+POSITIONAL = ("none", "learned", "sinusoidal", "rope", "alibi")
+MAX_LENGTH = 16384
 
 
 def _describe(exc: BaseException) -> str:
@@ -66,14 +80,27 @@ def instantiate(obj: Any, dim: int | None, label: str = "--module") -> Any:
         return obj
     name = getattr(obj, "__name__", repr(obj))
     try:
-        inst = obj(dim=dim) if dim is not None else obj()
+        inst = _user_call(lambda: obj(dim=dim) if dim is not None else obj(), label)
+    except UsageError:
+        raise
     except Exception as exc:
         how = f"{name}(dim={dim})" if dim is not None else f"{name}()"
-        raise UsageError(f"{label}: {how} raised {_describe(exc)}"
-                         + ("" if dim is not None else " (give --dim D to pass dim=D)")) from None
+        hint = "" if dim is not None else " (give --dim D to pass dim=D)"
+        if dim is not None and isinstance(exc, TypeError) and "dim" in str(exc):
+            hint = " (it does not take dim=: leave out --dim)"
+        raise UsageError(f"{label}: {how} raised {_describe(exc)}{hint}") from None
     if not callable(inst):
         raise UsageError(f"{label}: {name}() returned a {type(inst).__name__}, which is not callable")
     return inst
+
+
+def _user_call(fn: Callable, label: str):
+    """Call the user's code; ``sys.exit`` inside it is a usage error, never the tool's exit."""
+    try:
+        return fn()
+    except SystemExit as exc:
+        raise UsageError(f"{label}: the object called sys.exit({exc.code!r}) while being probed; it cannot be "
+                         "checked") from None
 
 
 def model_dim(obj: Any) -> int | None:
@@ -82,34 +109,179 @@ def model_dim(obj: Any) -> int | None:
     import torch
 
     for a in _DIM_ATTRS:
-        v = getattr(obj, a, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-            return v
+        for holder in (obj, getattr(obj, "config", None)):
+            v = getattr(holder, a, None) if holder is not None else None
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+                return v
     if isinstance(obj, torch.nn.Module):
         for m in obj.modules():
-            if isinstance(m, torch.nn.Linear):
-                return int(m.in_features)
             if isinstance(m, torch.nn.MultiheadAttention):
                 return int(m.embed_dim)
+            if isinstance(m, torch.nn.Linear):
+                return int(m.in_features)
     return None
 
 
+def parse_window(text: str | None, causal: bool) -> tuple[int | None, int | None] | None:
+    """``--window W`` (causal: the ``W`` most recent keys including the query's own) or ``L,R``.
+
+    >>> parse_window("4", True), parse_window("3,2", False), parse_window(None, False)
+    ((3, 0), (3, 2), None)
+    """
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"--window: expected W or L,R (non-negative integers), got {text!r}") from None
+    if len(vals) == 1:
+        if not causal:
+            raise UsageError("--window W is a causal sliding window (the W most recent keys): give --causal too, or "
+                             "--window L,R for a two-sided window")
+        if vals[0] < 1:
+            raise UsageError(f"--window: W must be ≥ 1, got {vals[0]}")
+        return (vals[0] - 1, 0)
+    if len(vals) != 2 or min(vals) < 0:
+        raise UsageError(f"--window: expected W or L,R (non-negative integers), got {text!r}")
+    if causal and vals[1] != 0:
+        raise UsageError(f"--window {text}: a causal module sees no key to the right (R must be 0)")
+    return (vals[0], vals[1])
+
+
+def parse_lengths(text: str | None) -> list[int] | None:
+    """``--seq-len "1,5,300"``.
+
+    >>> parse_lengths("5, 1,17")
+    [1, 5, 17]
+    """
+    if text is None:
+        return None
+    try:
+        vals = sorted({int(p) for p in str(text).split(",") if p.strip()})
+    except ValueError:
+        raise UsageError(f"--seq-len: expected comma-separated positive integers, got {text!r}") from None
+    if not vals or vals[0] < 1 or vals[-1] > MAX_LENGTH:
+        raise UsageError(f"--seq-len: lengths must be between 1 and {MAX_LENGTH}, got {text!r}")
+    return vals
+
+
+def attention_verdict(properties: list[dict], subject: str, hints: list[str]) -> Verdict:
+    """``mismatch`` when a property failed; else ``inconclusive`` when a central property did not
+    run; else ``ok``. The criterion lists what ran, what was not applicable and why.
+
+    >>> attention_verdict([{"name": "a", "status": "pass", "central": True},
+    ...                    {"name": "b", "status": "skip", "central": True, "detail": "no mapping"}], "x", []).outcome
+    'inconclusive'
+    """
+    failed = [p for p in properties if p["status"] == "fail"]
+    passed = [p["name"] for p in properties if p["status"] == "pass"]
+    c_skip = [p for p in properties if p["status"] == "skip" and p.get("central")]
+    n_skip = [p for p in properties if p["status"] == "skip" and not p.get("central")]
+    numbers = {"passed": passed, "failed": [p["name"] for p in failed], "central_not_run": [p["name"] for p in c_skip],
+               "not_applicable": [p["name"] for p in n_skip]}
+    crit = (f"{len(passed)} propert{'y' if len(passed) == 1 else 'ies'} within tolerance, {len(failed)} beyond"
+            + (f"; central, not run: {', '.join(p['name'] for p in c_skip)}" if c_skip else "")
+            + (f"; not applicable: {'; '.join(p['name'] + ' (' + (p.get('detail') or '') + ')' for p in n_skip)}"
+               if n_skip else "")
+            + "; each error is compared with its stated tolerance")
+    if failed:
+        return Verdict("mismatch", f"{subject} violates: {', '.join(p['name'] for p in failed)}", crit, numbers,
+                       suggestion="; ".join(hints) or None)
+    if c_skip:
+        reasons = [f"{p['name']}: {p.get('detail') or 'did not run'}" for p in c_skip]
+        sugg = ("declare the weights: a mapping hook (--mapping FILE.py:fn, or a tverify_mapping() method returning "
+                "q, k, v, o, heads) or projections under common names (q_proj/k_proj/v_proj, qkv, ...)")
+        return Verdict("inconclusive", f"{subject}: {', '.join(p['name'] for p in c_skip)} could not run", crit,
+                       numbers, reasons=reasons, suggestion="; ".join(hints + [sugg]))
+    return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold", crit, numbers)
+
+
+def _structure(causal, window, positional, rope_base, rope_dims, rope_convention, softcap):
+    from numerics.attention_reference import Structure
+
+    return Structure(causal=causal, window=window, positional=positional, rope_convention=rope_convention or "half",
+                     rope_base=rope_base, rope_dims=rope_dims, softcap=softcap)
+
+
+def _variants(st, m, alts):
+    """Variants of the declaration for hints: (label, structure, mapping)."""
+    out = [("not causal" if st.causal else "causal", st.variant(causal=not st.causal, window=None), None)]
+    if st.causal:
+        for W in (1, 2, 3, 4, 5, 8, 16, 32, 64, 128, 256):
+            if st.window != (W - 1, 0):
+                out.append((f"--window {W}", st.variant(window=(W - 1, 0)), None))
+    if st.window is not None:
+        out.append(("no window", st.variant(window=None), None))
+    dk = m.d_k
+    for conv in ("half", "interleaved"):
+        for base in (10000.0, 500000.0, 1000000.0, 100.0):
+            for dims in (None, dk // 2):
+                s2 = st.variant(positional="rope", rope_convention=conv, rope_base=base, rope_dims=dims)
+                if s2 != st:
+                    out.append((f"--positional rope --rope-convention {conv} --rope-base {base:g}"
+                                + (f" --rope-dims {dims}" if dims else ""), s2, None))
+    for pos in ("none", "alibi", "sinusoidal") + (("learned",) if m.pos_table is not None else ()):
+        if pos != st.positional:
+            out.append((f"--positional {pos}", st.variant(positional=pos), None))
+    if st.softcap is not None:
+        out.append(("no softcap", st.variant(softcap=None), None))
+    for c in (5.0, 10.0, 15.0, 20.0, 30.0, 50.0):
+        if st.softcap != c:
+            out.append((f"--softcap {c:g}", st.variant(softcap=c), None))
+    out.append(("batch and time axes swapped (the module reads axis 0 as time)", st.variant(swap_axes=True), None))
+    for a in alts:
+        out.append((f"{a.heads} heads" + (f", {a.kv_heads} key/value heads" if a.kv_heads != a.heads else ""), st, a))
+    return out
+
+
 def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
-                  dtype: str = "float64", device: str = "cpu", positional: bool = False, seed: int = 0,
-                  mode: str = "default", label: str = "--module", name: str | None = None) -> SanityResult:
+                  dtype: str = "float64", device: str = "cpu", positional: str | bool = "none", seed: int = 0,
+                  mode: str = "default", label: str = "--module", name: str | None = None,
+                  window: str | tuple | None = None, softcap: float | None = None, rope_base: float = 10000.0,
+                  rope_dims: int | None = None, rope_convention: str | None = None, kv_heads: int | None = None,
+                  compute_dtype: str | None = None, seq_len: str | list | None = None, mapping: Any = None,
+                  against: Any = None, max_memory: float | None = None, progress: bool = False) -> SanityResult:
     """The properties of ``obj`` (see the module docstring) as a :class:`SanityResult`. Raises
-    :class:`~proofs_checks.options.UsageError` (one line) for input the check cannot use."""
+    :class:`~proofs_checks.options.UsageError` (one line) for input the check cannot use.
+    ``mapping`` is a callable taking the (copied) module and returning the weights dict, or that
+    dict; ``against`` a second implementation (differential mode)."""
     import torch
 
     from numerics import attention_probe as ap
-    from numerics.torch_utils import generator
+    from numerics.attention_mapping import HOOK_METHOD, find_mappings, head_count_hint, kv_head_hint, mapping_from_hook
+    from proofs_checks import guards
 
+    if positional is True:
+        positional = "learned"
+    elif positional in (False, None):
+        positional = "none"
+    if positional not in POSITIONAL:
+        raise UsageError(f"--positional: one of {', '.join(POSITIONAL)}, got {positional!r}")
     if dtype not in ("float64", "float32"):
         raise UsageError(f"--dtype: must be float64 or float32, got {dtype!r}")
-    if heads is not None and heads < 1:
-        raise UsageError(f"--heads: must be ≥ 1, got {heads}")
-    if dim is not None and dim < 1:
-        raise UsageError(f"--dim: must be ≥ 1, got {dim}")
+    if compute_dtype is not None and compute_dtype not in ap._DT:
+        raise UsageError(f"--compute-dtype: one of {', '.join(ap._DT)}, got {compute_dtype!r}")
+    if compute_dtype == "float64" and dtype == "float32":
+        raise UsageError("--compute-dtype float64 with --dtype float32: a float32 probe cannot be computed in float64")
+    for nm, v in (("--heads", heads), ("--kv-heads", kv_heads), ("--dim", dim), ("--rope-dims", rope_dims)):
+        if v is not None and (not isinstance(v, int) or v < 1):
+            raise UsageError(f"{nm}: must be a positive integer, got {v!r}")
+    if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
+        raise UsageError(f"--softcap: must be a positive number, got {softcap!r}")
+    if not (math.isfinite(rope_base) and rope_base > 1):
+        raise UsageError(f"--rope-base: must be a number > 1, got {rope_base!r}")
+    if rope_convention not in (None, "half", "interleaved"):
+        raise UsageError(f"--rope-convention: half or interleaved, got {rope_convention!r}")
+    if positional != "rope" and (rope_dims is not None or rope_convention is not None):
+        raise UsageError("--rope-dims/--rope-convention need --positional rope")
+    win = window if isinstance(window, tuple) or window is None else parse_window(window, causal)
+    if isinstance(window, tuple):
+        win = parse_window(",".join(map(str, window)), causal)
+    lengths = seq_len if isinstance(seq_len, list) else parse_lengths(seq_len)
+    if mode not in ap.LENGTHS:
+        raise UsageError(f"mode: quick, default or full, got {mode!r}")
+
     name = name or getattr(obj, "__name__", type(obj).__name__)
     obj = instantiate(obj, dim, label)
     if not callable(obj):
@@ -118,7 +290,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     if D is None:
         raise UsageError(f"{label}: cannot tell the model dimension D of {name} (no embed_dim/dim/d_model attribute, "
                          "no nn.Linear): give --dim D")
-    tdt = torch.float64 if dtype == "float64" else torch.float32
+    tdt = ap._DT[dtype]
     other = torch.float32 if tdt == torch.float64 else torch.float64
     f = obj
     if isinstance(obj, torch.nn.Module):
@@ -126,161 +298,378 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             f = copy.deepcopy(obj).to(dtype=tdt, device=device).eval()
         except Exception as exc:
             raise UsageError(f"{label}: cannot copy {name} to {dtype} on {device}: {_describe(exc)}") from None
-    H_hint = heads or ap.head_count_hint(obj)
-    T = max(2, min(8, D // (H_hint or 1)))
-    B = BATCH.get(mode, 4)
-    gen = generator(seed)
-    x64 = torch.randn(B, T, D, generator=gen, dtype=torch.float64)
-    x = x64.to(dtype=tdt, device=device)
-    shape = f"({B}, {T}, {D}) {dtype} input on {device}"
-    try:
-        out, returned_w = ap.call(f, x)
-    except Exception as exc:
-        raise UsageError(f"{label}: {name} raised {_describe(exc)} on a {shape}") from None
-    if not isinstance(out, torch.Tensor):
-        raise UsageError(f"{label}: {name} returned {type(out).__name__}, expected a tensor of shape ({B}, {T}, {D})")
-    if tuple(out.shape) != (B, T, D):
-        raise UsageError(f"{label}: {name} returned shape {tuple(out.shape)} for a {shape}; expected ({B}, {T}, {D}) "
-                         "(batch, T, D)")
-    if out.dtype != tdt:
-        raise UsageError(f"{label}: {name} returned {str(out.dtype).replace('torch.', '')} for a {shape}; expected "
-                         f"{dtype} (cast inside the module?)")
-    if out.device != x.device:
-        raise UsageError(f"{label}: {name} returned a tensor on {out.device} for a {shape}")
+    mha = [m for m in f.modules() if isinstance(m, torch.nn.MultiheadAttention)] if isinstance(f, torch.nn.Module) else []
+    hints: list[str] = []
+    if mha and not mha[0].batch_first:
+        hints.append("the module holds nn.MultiheadAttention(batch_first=False), which reads (T, batch, D): the probe "
+                     "is (batch, T, D), so batch and time axes are mixed; build it with batch_first=True or transpose "
+                     "in a wrapper")
 
-    props: list = [ap.prop_finite(out)]
-    info = {"D": D, "T": T, "batch": B, "dtype": dtype, "device": device, "causal": causal, "positional": positional,
-            "seed": seed}
-    figures = {}
-    if props[0].status == "fail":
-        props.append(ap.Property("remaining_properties", "skip", None, None, "",
-                                 "not measured: the outputs on the probe are not finite"))
+    # the reference's weights
+    mp, value, note = None, None, ""
+    if mapping is not None:
+        note = "declared: the --mapping hook"
+        get = (lambda: mapping(f)) if callable(mapping) else (lambda: mapping)
+    elif callable(getattr(f, HOOK_METHOD, None)):
+        note = f"declared: the module's {HOOK_METHOD}()"
+        get = getattr(f, HOOK_METHOD)
+    if note:
+        try:
+            value = _user_call(get, "--mapping")
+        except UsageError:
+            raise
+        except Exception as exc:
+            raise UsageError(f"--mapping: the hook raised {_describe(exc)}") from None
+        try:
+            mp = mapping_from_hook(value, D, note)
+        except ValueError as exc:
+            raise UsageError(f"--mapping: {exc}") from None
+        cands = [mp]
     else:
-        w, where = ap.exposed_weights(f, x, returned_w)
-        if w is not None:
-            props.append(ap.prop_weights_distribution(w, where, causal=causal))
-        # declared mapping: the candidate (orientation, heads) that agrees best with the object
-        mapping, m_err = None, float("inf")
-        for m in ap.find_mapping(f, D, heads or H_hint):
+        cands = find_mappings(f, D, heads, kv_heads)
+    hook = note or None
+    H_hint = heads or head_count_hint(f)
+    st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap)
+    if positional == "learned" and cands and all(c.pos_table is None for c in cands):
+        cands = []
+        hints.append("--positional learned: no position table found by name (pos_emb, wpe, position_embeddings, ...); "
+                     "nothing to build the reference from")
+
+    Ls = lengths or ap.probe_lengths(mode)
+    tmax = None
+    if positional == "learned" and cands and cands[0].pos_table is not None:
+        tmax = int(cands[0].pos_table.shape[0])
+        Ls = sorted({min(t, tmax) for t in Ls})
+    B = ap.BATCH[mode]
+    # memory: the largest single call (module internals ~ H·T² logits and weights) and the chunked
+    # perturbation batches (≤ 256 MB each by construction)
+    Hm = max([c.heads for c in cands] + [H_hint or 1])
+    T_hi = max(Ls)
+    per_call = B * (Hm * T_hi * T_hi * 8 * 4 + T_hi * D * 8 * 12)
+    est = guards.Estimate(bytes=per_call + 256e6 + 2 * D * D * 8 * 8, seconds=0.0,
+                          parts={f"one call at T = {T_hi} (batch {B})": per_call, "perturbation batches": 256e6})
+    try:
+        guards.check_memory(est, max_memory, hint="lower the lengths with --seq-len")
+    except Exception as exc:
+        raise UsageError(f"{label}: {exc}") from None
+
+    tick = guards.Progress(f"check attention {name}", enabled=progress)
+    probe = ap.AttentionProbe(f, D=D, structure=st, mapping=None, probe_dtype=tdt, device=device, lengths=Ls, batch=B,
+                              seed=seed, compute_dtype=ap._DT[compute_dtype] if compute_dtype else None)
+
+    problems = _user_call(lambda: probe.forward_all(_describe, tick.sub), label)
+    if problems:
+        raise UsageError(f"{label}: {name} {problems[0]}")
+    if not probe.outs:
+        T0 = min(probe.raised)
+        raise UsageError(f"{label}: {name} raised {probe.raised[T0]} on a ({B}, {T0}, {D}) {dtype} input on {device} "
+                         f"(and at every other probe length: {', '.join(map(str, sorted(probe.raised)))})")
+
+    # choose the mapping candidate that agrees best with the object, at a middle length
+    alts = []
+    if cands:
+        Tm = min(probe.outs, key=lambda t: abs(t - 17))
+        sts = [st] if not (positional == "rope" and rope_convention is None) else [
+            st.variant(rope_convention="half"), st.variant(rope_convention="interleaved")]
+        scored = []
+        for c in cands:
+            for s2 in sts:
+                try:
+                    with torch.no_grad():
+                        e = ap._rel(probe.outs[Tm], probe.reference(probe.xs[Tm], st=s2, m=c))
+                except Exception:  # a candidate of inconsistent shapes
+                    continue
+                scored.append((e if math.isfinite(e) else float("inf"), len(scored), c, s2))
+        if scored:
+            scored.sort(key=lambda t: (t[0], t[1]))
+            _, _, mp, st = scored[0]
+            probe.st = st
+            probe.m = mp
+            alts = [c for _, _, c, _ in scored[1:] if c.heads != mp.heads or c.kv_heads != mp.kv_heads][:6]
+            if heads is not None and hook is None:
+                free = [c for c in find_mappings(f, D, None, kv_heads) if c.heads != heads]
+                alts += free[:6]
+    if against is not None:
+        g = instantiate(against, dim, "--against")
+        if isinstance(g, torch.nn.Module):
             try:
-                with torch.no_grad():
-                    e = ap._rel(out, ap.reference_attention(x, m, causal=causal).to(out.dtype))
-            except Exception:  # a candidate of inconsistent shapes
-                continue
-            if e < m_err or mapping is None:
-                mapping, m_err = m, e
-        H = mapping.heads if mapping is not None else (H_hint or 1)
-        info.update({"heads": H, "mapping": mapping.source if mapping is not None else None})
-        L = ap.max_logit(x64.to(device), mapping) if mapping is not None else 1.0
-        P = None
-        if positional:
-            props.append(ap.Property("convex_combination_of_values", "skip", None, None, "",
-                                     "--positional: a one-token input is not a value row when positions are added"))
-        elif H == 1:
-            pc, P = ap.prop_convex_combination(f, x, out, causal=causal)
-            if H_hint is None and mapping is None and pc.status != "skip":
-                pc.detail += " (assumed single-head: give --heads H for a multi-head module)"
-            props.append(pc)
-        else:
-            props.append(ap.Property("convex_combination_of_values", "skip", None, None, "",
-                                     f"{H} heads: each head's combination is not separable from the outside"
-                                     + ("" if w is None else " (the exposed weights are checked above)")))
-        if P is not None and mapping is None:
-            L = max(1.0, float(-torch.log(P.double().clamp_min(1e-300)).max())) if bool((P > 0).all()) else 1.0
-        if w is not None or P is not None:
-            A = (w[0].mean(0) if w is not None else P[0]).double().cpu()
+                g = copy.deepcopy(g).to(dtype=tdt, device=device).eval()
+            except Exception as exc:
+                raise UsageError(f"--against: cannot copy it to {dtype} on {device}: {_describe(exc)}") from None
+        probe.against = g
+        for T, x in probe.xs.items():
+            try:
+                o = _user_call(lambda: ap.call(g, x.to(dtype=tdt, device=device))[0], "--against")
+            except UsageError:
+                raise
+            except Exception as exc:
+                raise UsageError(f"--against: it raised {_describe(exc)} at T = {T}") from None
+            if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(probe.outs[T].shape):
+                raise UsageError(f"--against: it returned {getattr(o, 'shape', type(o).__name__)} at T = {T}, expected "
+                                 f"{tuple(probe.outs[T].shape)}")
 
-            def _heat(A=A):
-                import matplotlib.pyplot as plt
-
-                fig, ax = plt.subplots(figsize=(4, 3.5))
-                im = ax.imshow(A.numpy(), cmap="viridis", vmin=0)
-                ax.set_xlabel("key s")
-                ax.set_ylabel("query t")
-                ax.set_title("attention weights (first probe)" + (" exposed" if w is not None else " recovered"))
-                fig.colorbar(im, ax=ax)
-                return fig
-
-            figures["attention_weights"] = _heat
-        # agreement with SDPA
-        if mapping is not None:
-            props.append(ap.prop_reference_agreement(
-                f, x, out, lambda z: ap.reference_attention(z, mapping, causal=causal), L=L,
-                how=f"{mapping.source}; SDPA{' is_causal' if causal else ''} on the same weights"))
-            props.append(ap.prop_scale(f, x, out, mapping, causal=causal))
-        else:
-            why = None
-            if H != 1:
-                why = f"{H} heads and no q/k/v projections found by name: nothing to map or fit"
-            elif positional:
-                why = "--positional: the fitted model has no positions"
-            elif P is None:
-                why = "single-head weights not recoverable (see convex_combination_of_values)"
-            ref = None
-            if why is None:
-                n_pairs = T * (T - 1) // 2 if causal else T * (T - 1)
-                nfit = max(B, math.ceil(2 * (D * D + D) / max(n_pairs, 1)))
-                xf = torch.randn(nfit, T, D, generator=gen, dtype=torch.float64).to(dtype=tdt, device=device)
-                of, _ = ap.call(f, xf)
-                pcf, Pf = ap.prop_convex_combination(f, xf, of, causal=causal)
-                if Pf is None:
-                    why = "weights not recoverable on the fitting probes"
-                else:
-                    ref, why, cond = ap.fit_single_head(f, xf, Pf, causal=causal, gen=gen)
-            if ref is not None:
-                props.append(ap.prop_reference_agreement(
-                    f, x, out, ref, L=L, extra_tol=max(1.0, cond) * math.sqrt(D * D + D),
-                    how=f"fitted: single-head SDPA{' is_causal' if causal else ''} fitted by least squares on {nfit} "
-                        f"probe sequences, compared on fresh ones"))
-            else:
-                props.append(ap.Property("matches_sdpa", "fail" if "not a softmax" in (why or "") else "skip",
-                                         float("inf") if "not a softmax" in (why or "") else None,
-                                         None, "", why or ""))
-            props.append(ap.Property("scale_1_over_sqrt_dk", "skip", None, None, "",
-                                     "no declared q/k projections: the scale is absorbed in the fitted logits"))
-        if causal:
-            props.append(ap.prop_causal(f, x, out, gen, L=L))
-        if causal or positional:
-            props.append(ap.Property("permutation_equivariance", "skip", None, None, "",
-                                     "causal mask" if causal else "--positional"))
-        else:
-            props.append(ap.prop_permutation(f, x, out, gen, L=L))
-        props.append(ap.prop_extreme_logits(f, x, mapping))
-        props.append(ap.prop_dtype_device(f, obj, x, out, other=other, device=device, L=L))
-
+    props: list = []
+    info = {"D": D, "lengths": list(probe.outs), "batch": B, "dtype": dtype, "device": device, "causal": causal,
+            "window": list(st.window) if st.window else None, "positional": st.positional, "softcap": softcap,
+            "seed": seed, "structure": st.describe()}
+    if st.positional == "rope":
+        info["rope"] = {"base": st.rope_base, "dims": st.rope_dims, "convention": st.rope_convention}
+    figures = {}
+    if probe.raised:
+        Tb = sorted(probe.raised)
+        props.append(ap.Property("runs_at_every_length", "fail", float(len(Tb)), 0.0, "every probe length must run",
+                                 f"raised at T = {', '.join(map(str, Tb))}: {probe.raised[Tb[0]]} (the other lengths "
+                                 "are still judged; --seq-len chooses the lengths)"))
+    pf = ap.prop_finite(probe.outs)
+    props.append(pf)
+    H = mp.heads if mp is not None else (H_hint or 1)
+    info.update({"heads": H, "kv_heads": mp.kv_heads if mp is not None else None,
+                 "mapping": mp.source if mp is not None else None})
+    if pf.status == "fail":
+        props.append(ap.Property("remaining_properties", "skip", None, None, "",
+                                 "not measured: the outputs on the probe are not finite", central=True))
+    else:
+        _user_call(lambda: _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, other, device,
+                                       against, gen_seed=seed, tick=tick), label)
+    tick.done()
+    if probe.precision is not None:
+        info["working_precision"] = {"dtype": probe.precision.name, "how": probe.precision.how}
     rows = [p.to_json() for p in props]
-    verdict = properties_verdict(rows, f"attention {name}")
-    lines = [f"attention {name}: D = {D}, probe {B} × T = {T}, {info.get('heads', H_hint or 1)} head(s), {dtype} on "
-             f"{device}, {'causal' if causal else 'not causal'}, seed {seed}",
+    verdict = attention_verdict(rows, f"attention {name}", hints)
+    lines = [f"attention {name}: D = {D}, lengths {', '.join(map(str, probe.outs))} (batch {B}), {H} head(s), {dtype} "
+             f"on {device}, {st.describe()}, seed {seed}",
              f"weights: {info.get('mapping') or 'no projections found by name (fitted where possible)'}"]
-    doc = {"check": "attention", "object": name, "inputs": info}
+    if probe.precision is not None:
+        lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})")
+    doc = {"check": "attention", "object": name, "inputs": info, "hints": hints}
     return SanityResult("attention", doc, verdict, rows, lines, figures)
+
+
+def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, other, device, against, *, gen_seed,
+                tick):
+    import torch
+
+    from numerics import attention_probe as ap
+
+    Ts = list(probe.outs)
+    T_small = max([t for t in Ts if 2 <= t <= 17] or [Ts[0]])
+    w = getattr(probe, "weights", {}).get(T_small)
+    if w is not None:
+        wn, where = ap.exposed_weights(f, probe.xs[T_small], w)
+        if wn is not None:
+            props.append(ap.prop_weights_distribution(wn, where))
+    tick.phase("reference", 0.1, 0.5)
+    if mp is not None or against is not None:
+        how = (mp.source if mp is not None else "") + (f"; reference: {st.describe()}" if mp is not None else "")
+        if against is not None:
+            how = "differential: against the other implementation on the same probes"
+        props.append(probe.prop_matches("matches_reference" if against is None else "matches_against", how))
+        if mp is not None and against is None:
+            props.append(probe.prop_scale())
+        elif against is not None:
+            props.append(ap._skip("scale_1_over_sqrt_dk", "differential mode: the two implementations are compared "
+                                                          "with each other"))
+        tick.sub(0.6)
+        props.append(probe.prop_gradients())
+    else:
+        _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed)
+    tick.phase("structure", 0.5, 0.9)
+    props.extend(probe.prop_mask())
+    if st.causal:
+        props.append(probe.prop_prefix())
+    props.append(probe.prop_batch())
+    if st.causal or st.window is not None or st.positional != "none":
+        why = "causal mask" if st.causal else ("window" if st.window is not None else f"--positional {st.positional}")
+        props.append(ap._skip("permutation_equivariance", f"not applicable: {why}"))
+    else:
+        props.append(probe.prop_permutation())
+    props.append(ap.prop_extreme_logits(f, probe.xs[T_small].to(dtype=probe.pdt, device=device), mp, st))
+    tol, just = probe.tol_at(T_small, "unit")
+    u2 = max(ap.unit_roundoff(other), ap.unit_roundoff(probe.pdt))
+    tol2 = max(tol, 16 * u2 * (3 * probe.D + T_small))
+    x = probe.xs[T_small].to(dtype=probe.pdt, device=device)
+    props.append(ap.prop_dtype_device(f, obj, x, probe.outs[T_small], other=other, device=device, tol=tol2,
+                                      just=f"16·u·(3D+T) in the coarser of the two dtypes ({tol2:.3g})"))
+    tick.sub(1.0)
+    _hints(probe, props, st, mp, alts, hints)
+
+
+def _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed):
+    """No weights found: the single-head fit (identifiable only for one head without positions)."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    Ts = list(probe.outs)
+    scale_why = ("no declared q/k projections: any logit scale is absorbed by the fitted logits; declare the weights "
+                 "(--mapping FILE.py:fn or a tverify_mapping() method) to decide it")
+    if H != 1 or st.positional != "none" or st.window is not None:
+        why = (f"{H} heads" if H != 1 else (f"--positional {st.positional}" if st.positional != "none" else "--window"))
+        props.append(ap._skip("convex_combination_of_values", f"not applicable: {why}"))
+        props.append(ap._skip("matches_reference", f"{why} and no q/k/v projections found by name: nothing to map "
+                                                   "or fit", central=True))
+        props.append(ap._skip("scale_1_over_sqrt_dk", scale_why, central=True))
+        return
+    cand = [t for t in Ts if 2 <= t <= probe.D]
+    if not cand:
+        props.append(ap._skip("convex_combination_of_values", f"no probe length with 2 ≤ T ≤ D = {probe.D}"))
+        props.append(ap._skip("matches_reference", "no probe length at which the weights are identifiable",
+                              central=True))
+        props.append(ap._skip("scale_1_over_sqrt_dk", scale_why, central=True))
+        return
+    T = max(t for t in cand if t <= 17) if any(t <= 17 for t in cand) else cand[0]
+    x = probe.xs[T].to(dtype=probe.pdt, device=probe.device)
+    pc, P = ap.prop_convex_combination(f, x, probe.outs[T])
+    if H_hint is None and pc.status == "fail":
+        # one head was only assumed: a multi-head module is not a convex combination of its value
+        # rows, so the failure says nothing about the module
+        props.append(ap._skip("convex_combination_of_values",
+                              f"not a single-head convex combination ({pc.detail}); the head count is unknown (a "
+                              "multi-head module is not one): give --heads H, or declare the weights"))
+        props.append(ap._skip("matches_reference", "no q/k/v projections found by name and the head count is unknown: "
+                                                   "nothing to map or fit", central=True))
+        props.append(ap._skip("scale_1_over_sqrt_dk", scale_why, central=True))
+        return
+    if H_hint is None and pc.status != "skip":
+        pc.detail += " (assumed single-head: give --heads H for a multi-head module)"
+    props.append(pc)
+    if P is not None:
+        A = P[0].double().cpu()
+
+        def _heat(A=A):
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots(figsize=(4, 3.5))
+            im = ax.imshow(A.numpy(), cmap="viridis", vmin=0)
+            ax.set_xlabel("key s")
+            ax.set_ylabel("query t")
+            ax.set_title("attention weights (first probe, recovered)")
+            fig.colorbar(im, ax=ax)
+            return fig
+
+        figures["attention_weights"] = _heat
+    ref, why = None, "single-head weights not recoverable (see convex_combination_of_values)"
+    gen = torch.Generator().manual_seed(gen_seed * 7 + 1)
+    if P is not None and pc.status == "pass":
+        D = probe.D
+        n_pairs = T * (T - 1) // 2 if st.causal else T * (T - 1)
+        nfit = max(probe.B, math.ceil(2 * (D * D + D) / max(n_pairs, 1)))
+        xf = torch.randn(nfit, T, D, generator=gen, dtype=torch.float64).to(dtype=probe.pdt, device=probe.device)
+        of, _ = ap.call(f, xf)
+        pcf, Pf = ap.prop_convex_combination(f, xf, of)
+        if Pf is None:
+            why = "weights not recoverable on the fitting probes"
+        else:
+            ref, why, cond = ap.fit_single_head(f, xf, Pf, causal=st.causal, gen=gen)
+    if ref is not None:
+        errs = []
+        for TT in [t for t in Ts if t <= probe.D]:
+            with torch.no_grad():
+                r = ref(probe.xs[TT])
+            e = ap._rel(probe.outs[TT], r)
+            tol, just = probe.tol_at(TT, "unit")
+            extra = max(1.0, cond) * math.sqrt(probe.D * probe.D + probe.D)
+            errs.append((e / (tol * extra) if math.isfinite(e) else float("inf"), e, tol * extra, just, TT))
+        _, e, tol, just, TT = max(errs)
+        props.append(ap._judge("matches_reference", e, tol, just + f", × {extra:.3g} (cond of the weighted least-squares "
+                               "logit fit × √(#parameters): its forward-error bound)",
+                               f"fitted: single-head softmax attention fitted by weighted least squares on {nfit} probe "
+                               f"sequences of length {T}, compared on fresh probes (worst at T = {TT})", central=True))
+    else:
+        fail = "not a softmax" in (why or "") or pc.status == "fail"
+        props.append(ap.Property("matches_reference", "fail" if fail else "skip", float("inf") if fail else None, None,
+                                 "", why if not pc.status == "fail" else "the outputs are not convex combinations of "
+                                                                          "the value rows", central=True))
+    props.append(ap._skip("scale_1_over_sqrt_dk", scale_why, central=True))
+
+
+def _hints(probe, props, st, mp, alts, hints):
+    from numerics import attention_probe as ap
+
+    by = {p.name: p for p in props}
+    m = by.get("matches_reference")
+    if m is not None and m.status == "fail" and mp is not None:
+        res = probe.variant_errors(_variants(st, mp, alts))
+        fits = [r for r in res if r[0] <= 1.0]
+        if fits:
+            hints.append(f"the module matches the reference with {fits[0][2]} instead of the declaration "
+                         f"({st.describe()}): relative error {fits[0][1]:.3g}")
+        if probe.precision is not None and probe.compute_dtype is None:
+            for dn in ("bfloat16", "float16"):
+                import torch
+
+                dt = ap._DT[dn]
+                pe = m.numbers.get("per_length", [])
+                ok = True
+                for r in pe:
+                    with torch.no_grad():
+                        x = probe.xs[r["T"]] * probe.factor(probe.xs[r["T"]], r["probe"])
+                        e_h = ap._rel(probe.reference(x, dt), probe.reference(x))
+                    if not r["error"] <= 2 * e_h + ap.b64(probe.D, r["T"], r.get("max_logit", 1.0)):
+                        ok = False
+                        break
+                if ok and pe:
+                    hints.append(f"the error fits a {dn} computation (the plain reference in {dn}): if intended, "
+                                 f"declare --compute-dtype {dn}")
+                    break
+    c = by.get("causal_no_future_leak")
+    if c is not None and c.status == "fail" and mp is not None and not any("axes" in h for h in hints):
+        res = probe.variant_errors([("swap", st.variant(swap_axes=True), None)])
+        if res and res[0][0] <= 1.0:
+            hints.append("batch and time axes are mixed: the module reads axis 0 as time (the probe is (batch, T, D))")
+    s = by.get("scale_1_over_sqrt_dk")
+    if s is not None and s.status == "fail":
+        hints.append(s.detail.split("; ")[-1])
 
 
 @click.command("attention")
 @click.option("--module", "module_spec", required=True, metavar="FILE.py:NAME",
               help="Your attention: FILE.py:NAME or package.module:NAME (a module, class, factory or function).")
-@click.option("--causal", is_flag=True, help="It is causal: also check that no output sees a later token.")
-@click.option("--heads", type=click.IntRange(min=1), default=None, help="Number of heads (default: read from the object).")
+@click.option("--causal", is_flag=True, help="It is causal: no output may see a later token.")
+@click.option("--window", default=None, metavar="W|L,R",
+              help="Sliding window: W (with --causal: the W most recent keys, the query's own included, as Hugging "
+                   "Face's sliding_window) or L,R (keys t−L … t+R, as FlashAttention's window_size).")
+@click.option("--positional", type=click.Choice(POSITIONAL), default="none", show_default=True,
+              help="Positional scheme the reference includes (learned: the module's own table, found by name).")
+@click.option("--rope-base", type=float, default=10000.0, show_default=True, help="RoPE base (--positional rope).")
+@click.option("--rope-dims", type=click.IntRange(min=2), default=None,
+              help="Rotated dimensions per head (default: all of d_k).")
+@click.option("--rope-convention", type=click.Choice(["half", "interleaved"]), default=None,
+              help="RoPE pairs: rotated halves (Hugging Face, x-transformers) or interleaved (RoFormer, "
+                   "rotary-embedding-torch); default: the one that fits.")
+@click.option("--softcap", type=click.FloatRange(min=0, min_open=True), default=None, metavar="C",
+              help="Logit softcapping C·tanh(s/C) before the mask (Gemma 2, x-transformers).")
+@click.option("--heads", type=click.IntRange(min=1), default=None, help="Number of query heads (default: read from the object).")
+@click.option("--kv-heads", type=click.IntRange(min=1), default=None, help="Key/value heads (grouped-query attention).")
 @click.option("--dim", type=click.IntRange(min=1), default=None,
               help="Model dimension D; a class or factory is then called with dim=D.")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
-              help="Dtype of the probe inputs.")
-@click.option("--positional", is_flag=True, help="It adds positional information on purpose: skip permutation "
-                                                 "equivariance and the one-token value rows.")
+              help="Dtype of the probe inputs (and of the module's copy).")
+@click.option("--compute-dtype", type=click.Choice(["float64", "float32", "bfloat16", "float16"]), default=None,
+              help="The module's working precision (default: found by probing; half precisions only when declared).")
+@click.option("--seq-len", default=None, metavar="T1,T2,...", help="Probe lengths (default: 1,2,5,17,64,113,257; "
+                                                                    "--quick up to 33, --full up to 1025).")
+@click.option("--mapping", "mapping_spec", default=None, metavar="FILE.py:fn",
+              help="A function fn(module) returning {'q', 'k', 'v', 'o', 'heads', 'kv_heads'} (weights (out, in) as "
+                   "nn.Linear, (weight, bias) pairs or projection modules): the reference's weights.")
+@click.option("--against", "against_spec", default=None, metavar="FILE.py:NAME",
+              help="Differential mode: compare with a second implementation on the same probes, forward and backward.")
 @report_option
 @check_options
-def command(module_spec, causal, heads, dim, dtype, positional, report_dir, seed, device, mode, json_path, max_memory,
-            no_progress):
-    """Black-box properties of your self-attention (convex combinations of values, agreement with
-    torch's scaled_dot_product_attention, the 1/√d_k scale, causal leakage, permutation
-    equivariance, stability at logits ±700, dtype/device): ok (exit 0) or the violated properties
-    named (exit 1).
+def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_convention, softcap, heads, kv_heads,
+            dim, dtype, compute_dtype, seq_len, mapping_spec, against_spec, report_dir, seed, device, mode, json_path,
+            max_memory, no_progress):
+    """Properties of your self-attention against softmax attention on its own weights with the
+    declared structure (causal, window, RoPE/ALiBi/positions, softcap), over several sequence
+    lengths, forward and backward, with tolerances by precision: ok (exit 0), the violated
+    properties named (exit 1), or inconclusive (exit 3) when a central property cannot run.
 
     \b
     Examples:
       tverify check attention --module my_attn.py:CausalSelfAttention --causal --dim 16
-      tverify check attention --module my_attn.py:make_attention --heads 4 --json out.json --report attn-report
+      tverify check attention --module llama_block.py:make --causal --positional rope --kv-heads 2
+      tverify check attention --module mine.py:Attn --mapping mine.py:weights --json out.json --report attn-report
+      tverify check attention --module fused.py:Fast --against fused.py:Reference --causal
     """
     check_json_target(json_path)
     check_report_dir(report_dir, json_path)
@@ -288,11 +677,20 @@ def command(module_spec, causal, heads, dim, dtype, positional, report_dir, seed
         require_device(device, False)
     except UsageError:
         raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    win = parse_window(window, causal)
+    lengths = parse_lengths(seq_len)
     from proofs_checks.sanity._loader import load_object
 
     obj = load_object(module_spec, "--module")
+    hook = load_object(mapping_spec, "--mapping") if mapping_spec else None
+    if hook is not None and not callable(hook):
+        raise UsageError(f"--mapping: {mapping_spec} is a {type(hook).__name__}, not a function")
+    against = load_object(against_spec, "--against") if against_spec else None
     name = module_spec.rpartition(":")[2]
     result = run_attention(obj, causal=causal, heads=heads, dim=dim, dtype=dtype, device=device, positional=positional,
-                           seed=seed, mode=mode, name=name)
+                           seed=seed, mode=mode, name=name, window=win, softcap=softcap, rope_base=rope_base,
+                           rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
+                           compute_dtype=compute_dtype, seq_len=lengths, mapping=hook, against=against,
+                           max_memory=max_memory, progress=not no_progress)
     result.doc["inputs"]["module"] = module_spec
     finish(result, json_path, report_dir)

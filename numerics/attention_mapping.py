@@ -1,0 +1,335 @@
+"""Find a module's attention weights in the layouts real libraries use, as candidate
+:class:`~numerics.attention_reference.Mapping` objects (``nn.Linear`` form, ``(out, in)``).
+
+Recognised, on the object or any of its submodules (the shallowest match wins):
+
+* ``nn.MultiheadAttention`` (``in_proj_weight`` fused, or ``q/k/v_proj_weight``; ``out_proj``);
+* separate projections under the common names of torch, timm, Hugging Face and x-transformers
+  (``q_proj``/``k_proj``/``v_proj``, ``query``/``key``/``value``, ``to_q``/``to_k``/``to_v``,
+  ``W_q``, ``wq``, ``q_lin``, ...), with ``to_kv`` fused keys and values;
+* fused projections ``qkv``, ``to_qkv``, ``c_attn``, ``in_proj``, ``Wqkv``, ``qkv_proj``,
+  ``query_key_value``: split as ``[q; k; v]`` or per head ``[q_h; k_h; v_h]`` (GPT-NeoX), and as
+  ``[q; k; v]`` of unequal widths for grouped-query attention when the module declares its
+  key/value head count;
+* the output projection ``out_proj``, ``o_proj``, ``to_out`` (or ``to_out[0]``), ``c_proj``,
+  ``proj``, ``dense``, ``output.dense``, ``W_o``, ...;
+* each projection may be an ``nn.Linear``, Hugging Face's ``Conv1D`` (``x @ W + b``, weight ``(in,
+  out)``), a 1×1 ``nn.Conv1d``/``nn.Conv2d`` (vision attention on feature maps), an
+  ``nn.Sequential`` starting with one of those, or a raw 2-D parameter (both orientations tried
+  when square).
+
+Head counts come from the object (``num_heads``, ``n_head``, ``heads``, ``num_attention_heads``,
+``config.num_attention_heads``, ...; key/value heads from ``num_key_value_heads``, ``n_kv_heads``,
+``kv_heads``, ...) or, unknown, every divisor up to 16. The caller keeps the candidate that agrees
+best with the object. A module can also declare its mapping itself (:func:`mapping_from_hook`).
+
+This module imports torch only (no ``proofs_checks``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+from numerics.attention_reference import Mapping
+
+__all__ = ["find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "HOOK_METHOD"]
+
+#: A method a module may define to declare its own mapping (same return value as a --mapping hook).
+HOOK_METHOD = "tverify_mapping"
+
+_Q = ("q_proj", "q", "query", "to_q", "W_q", "Wq", "w_q", "wq", "q_lin", "q_linear", "W_Q", "WQ", "query_proj",
+      "q_layer")
+_K = ("k_proj", "k", "key", "to_k", "W_k", "Wk", "w_k", "wk", "k_lin", "k_linear", "W_K", "WK", "key_proj",
+      "k_layer")
+_V = ("v_proj", "v", "value", "to_v", "W_v", "Wv", "w_v", "wv", "v_lin", "v_linear", "W_V", "WV", "value_proj",
+      "v_layer")
+_KV = ("to_kv", "kv", "kv_proj", "c_kv", "Wkv")
+_O = ("out_proj", "o_proj", "o", "out", "to_out", "proj", "W_o", "Wo", "w_o", "wo", "c_proj", "out_lin", "dense",
+      "W_O", "WO", "output", "proj_out", "out_linear")
+_QKV = ("qkv", "c_attn", "in_proj", "qkv_proj", "to_qkv", "Wqkv", "W_qkv", "query_key_value", "qkv_linear")
+_HEAD_ATTRS = ("num_heads", "n_heads", "heads", "n_head", "nhead", "num_attention_heads", "h", "n_heads_",
+               "num_q_heads", "nheads")
+_KV_ATTRS = ("num_key_value_heads", "n_kv_heads", "kv_heads", "num_kv_heads", "n_head_kv", "n_kv_head",
+             "kv_heads_")
+
+
+def _int_attr(obj: Any, names) -> int | None:
+    for holder in (obj, getattr(obj, "config", None)):
+        if holder is None:
+            continue
+        for n in names:
+            v = getattr(holder, n, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+                return v
+    return None
+
+
+def head_count_hint(obj: Any) -> int | None:
+    """A head count the object (or its first submodule that declares one) declares."""
+    v = _int_attr(obj, _HEAD_ATTRS)
+    if v is not None:
+        return v
+    if isinstance(obj, torch.nn.Module):
+        for m in obj.modules():
+            if isinstance(m, torch.nn.MultiheadAttention):
+                return int(m.num_heads)
+            v = _int_attr(m, _HEAD_ATTRS)
+            if v is not None:
+                return v
+    return None
+
+
+def kv_head_hint(obj: Any) -> int | None:
+    """A key/value head count the object (or a submodule) declares (grouped-query attention)."""
+    v = _int_attr(obj, _KV_ATTRS)
+    if v is not None:
+        return v
+    if isinstance(obj, torch.nn.Module):
+        for m in obj.modules():
+            v = _int_attr(m, _KV_ATTRS)
+            if v is not None:
+                return v
+    return None
+
+
+def _as_linear(v: Any, label: str) -> list[tuple[torch.Tensor, torch.Tensor | None, str]]:
+    """``(W (out, in), b, label)`` candidates for one projection-like object."""
+    if isinstance(v, torch.nn.Linear):
+        return [(v.weight, v.bias, f"{label} (nn.Linear)")]
+    if type(v).__name__ == "Conv1D" and isinstance(getattr(v, "weight", None), torch.Tensor) and v.weight.dim() == 2:
+        return [(v.weight.T, getattr(v, "bias", None), f"{label} (Conv1D, x @ W + b)")]
+    if isinstance(v, (torch.nn.Conv1d, torch.nn.Conv2d)) and all(k == 1 for k in v.kernel_size) and v.groups == 1:
+        return [(v.weight.reshape(v.weight.shape[0], v.weight.shape[1]), v.bias, f"{label} (1×1 convolution)")]
+    if isinstance(v, torch.nn.Sequential) and len(v):
+        inner = _as_linear(v[0], f"{label}[0]")
+        return inner
+    if isinstance(v, torch.Tensor) and v.dim() == 2:
+        c = [(v.T, None, f"{label} (x @ W)")]
+        if v.shape[0] == v.shape[1]:
+            c.append((v, None, f"{label} (x @ Wᵀ)"))
+        return c
+    return []
+
+
+def _lin(obj: Any, names, prefix: str) -> list:
+    for n in names:
+        v = getattr(obj, n, None)
+        if v is None:
+            continue
+        c = _as_linear(v, f"{prefix}.{n}")
+        if c:
+            return c
+    return []
+
+
+def _outs(mod: Any, parents: list, prefix: str) -> list:
+    for holder, pre in [(mod, prefix)] + parents:
+        c = _lin(holder, _O, pre)
+        if c:
+            return c
+        out = getattr(holder, "output", None)
+        if out is not None and not isinstance(out, torch.Tensor):
+            c = _lin(out, ("dense",), pre + ".output")
+            if c:
+                return c
+    return []
+
+
+def _mha(m: torch.nn.MultiheadAttention, prefix: str) -> Mapping:
+    E = m.embed_dim
+    if m.in_proj_weight is not None:
+        wq, wk, wv = m.in_proj_weight.split(E)
+    else:
+        wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
+    b = m.in_proj_bias.split(E) if m.in_proj_bias is not None else (None, None, None)
+    return Mapping(wq, b[0], wk, b[1], wv, b[2], m.out_proj.weight, m.out_proj.bias, int(m.num_heads),
+                   f"declared: nn.MultiheadAttention weights ({prefix or 'the module'}: in_proj, out_proj)")
+
+
+def _head_options(dq: int, dk_w: int, dv: int, heads: int | None, kv: int | None) -> list[tuple[int, int]]:
+    hs = [heads] if heads else [h for h in range(1, 17) if dq % h == 0]
+    opts = []
+    for h in hs:
+        if dq % h:
+            continue
+        d = dq // h
+        if dk_w % d:
+            continue
+        hk = dk_w // d
+        if hk < 1 or h % hk or (kv and hk != kv):
+            continue
+        if dv % hk:
+            continue
+        opts.append((h, hk))
+    return opts
+
+
+def _triples(mod: Any, prefix: str, heads: int | None, kv: int | None) -> list[tuple]:
+    qs, ks, vs = _lin(mod, _Q, prefix), _lin(mod, _K, prefix), _lin(mod, _V, prefix)
+    out = []
+    if qs and ks and vs:
+        return [(q, k, v, "") for q, k, v in itertools.product(qs, ks, vs)]
+    if qs:
+        for W, b, label in _lin(mod, _KV, prefix):
+            if W.shape[0] % 2 == 0:
+                n = W.shape[0] // 2
+                bb = b.split(n) if b is not None else (None, None)
+                for q in qs:
+                    out.append((q, (W[:n], bb[0], label + "[k]"), (W[n:], bb[1], label + "[v]"), ""))
+        if out:
+            return out
+    for W, b, label in _lin(mod, _QKV, prefix):
+        n3 = W.shape[0]
+        if n3 % 3 == 0:
+            n = n3 // 3
+            bb = b.split(n) if b is not None else (None, None, None)
+            ws = W.split(n)
+            out.append(((ws[0], bb[0], label + "[q]"), (ws[1], bb[1], label + "[k]"), (ws[2], bb[2], label + "[v]"),
+                        ""))
+            # per-head interleaving (GPT-NeoX query_key_value): rows grouped [q_h; k_h; v_h] per head
+            for h in ([heads] if heads else [h for h in range(2, 17) if n % h == 0]):
+                if n % h:
+                    continue
+                d = n // h
+                Wr = W.reshape(h, 3, d, W.shape[1])
+                br = b.reshape(h, 3, d) if b is not None else None
+                parts = [(Wr[:, i].reshape(n, W.shape[1]), None if br is None else br[:, i].reshape(n),
+                          label + f"[{'qkv'[i]}, per head]") for i in range(3)]
+                out.append((parts[0], parts[1], parts[2], f"h={h}"))
+        if heads and kv and kv != heads:  # GQA, fused [q; k; v] of unequal widths
+            d = None
+            if n3 % (heads + 2 * kv) == 0:
+                d = n3 // (heads + 2 * kv)
+            if d:
+                sizes = [heads * d, kv * d, kv * d]
+                ws = W.split(sizes)
+                bb = b.split(sizes) if b is not None else (None, None, None)
+                out.append(((ws[0], bb[0], label + "[q]"), (ws[1], bb[1], label + "[k]"),
+                            (ws[2], bb[2], label + "[v]"), ""))
+    return out
+
+
+def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | None = None) -> list[Mapping]:
+    """Candidate mappings of ``obj``'s weights (see the module docstring); empty when nothing is
+    recognised. ``heads``/``kv_heads`` restrict the head counts (otherwise read from the object or
+    tried)."""
+    heads = heads or head_count_hint(obj)
+    kv_heads = kv_heads or kv_head_hint(obj)
+    mods: list[tuple[str, Any, list]] = [("", obj, [])]
+    if isinstance(obj, torch.nn.Module):
+        parents: dict[str, Any] = {"": obj}
+        for name, m in obj.named_modules():
+            if name:
+                parents[name] = m
+                chain = []
+                parts = name.split(".")
+                for i in range(len(parts) - 1, -1, -1):
+                    pre = ".".join(parts[:i])
+                    chain.append((parents.get(pre, obj), ("." + pre) if pre else ""))
+                mods.append(("." + name, m, chain))
+        mods.sort(key=lambda t: t[0].count("."))
+    for prefix, m, chain in mods:
+        if isinstance(m, torch.nn.MultiheadAttention):
+            mp = _mha(m, prefix.lstrip("."))
+            return [mp] if not mp.consistent(D) else []
+        trips = _triples(m, prefix, heads, kv_heads)
+        if not trips:
+            continue
+        outs = _outs(m, chain, prefix) or [(None, None, "no output projection")]
+        table = _find_pos_table(m, chain, D)
+        cands = []
+        for (q, k, v, restrict), (o, bo, ol) in itertools.product(trips, outs):
+            dq, dkw, dv = q[0].shape[0], k[0].shape[0], v[0].shape[0]
+            if q[0].dim() != 2 or q[0].shape[1] != D or k[0].shape[1] != D or v[0].shape[1] != D:
+                continue
+            h_only = int(restrict[2:]) if restrict.startswith("h=") else None
+            for h, hk in _head_options(dq, dkw, dv, h_only or heads, kv_heads):
+                wo = o
+                width = h * (dv // hk)
+                if wo is not None and (wo.dim() != 2 or wo.shape[1] != width):
+                    continue
+                if wo is None and width != D:
+                    continue
+                src = (f"declared: {q[2]}, {k[2]}, {v[2]}, {ol}; {h} head(s)"
+                       + (f", {hk} key/value head(s)" if hk != h else ""))
+                mp = Mapping(q[0], q[1], k[0], k[1], v[0], v[1], wo, bo, h, src, kv_heads=hk, pos_table=table)
+                if not mp.consistent(D):
+                    cands.append(mp)
+        if cands:
+            return cands
+    return []
+
+
+_POS = ("pos_emb", "wpe", "position_embeddings", "position_embedding", "pos_embedding", "positional_embedding",
+        "pos_embed", "abs_pos_emb")
+
+
+def _find_pos_table(m: Any, chain: list, D: int) -> torch.Tensor | None:
+    for holder in [m] + [h for h, _ in chain]:
+        for n in _POS:
+            v = getattr(holder, n, None)
+            if isinstance(v, torch.nn.Embedding) and v.weight.shape[1] == D:
+                return v.weight
+            if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape[1] == D:
+                return v
+            if v is not None and isinstance(getattr(v, "emb", None), torch.nn.Embedding):  # x-transformers
+                e = v.emb
+                if e.weight.shape[1] == D:
+                    return e.weight * float(getattr(v, "scale", 1.0))
+    return None
+
+
+def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if isinstance(v, torch.nn.Module):
+        c = _as_linear(v, what)
+        if not c:
+            raise ValueError(f"{what}: a {type(v).__name__} is not a projection (nn.Linear, Conv1D, 1×1 conv)")
+        return c[0][0], c[0][1]
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        W, b = v
+    else:
+        W, b = v, None
+    if not isinstance(W, torch.Tensor) or W.dim() != 2:
+        raise ValueError(f"{what}: expected a 2-D weight tensor (out, in), got {type(W).__name__}"
+                         + (f" of shape {tuple(W.shape)}" if isinstance(W, torch.Tensor) else ""))
+    if b is not None and not isinstance(b, torch.Tensor):
+        raise ValueError(f"{what}: the bias must be a tensor or None, got {type(b).__name__}")
+    return W, b
+
+
+def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
+    """A :class:`Mapping` from what a mapping hook returned: a dict with ``q``, ``k``, ``v`` (each a
+    weight ``(out, in)`` in ``nn.Linear`` form, a ``(weight, bias)`` pair, or a projection module),
+    optional ``o`` (``None``: no output projection), ``heads`` and optional ``kv_heads``. Raises
+    ``ValueError`` (one line) for anything inconsistent.
+
+    >>> W = torch.eye(4, dtype=torch.float64)
+    >>> mapping_from_hook({"q": W, "k": W, "v": (W, torch.zeros(4)), "heads": 2}, 4, "hook").d_k
+    2
+    """
+    if not isinstance(value, dict):
+        raise ValueError(f"the mapping hook must return a dict with q, k, v, heads (and o, kv_heads), got "
+                         f"{type(value).__name__}")
+    missing = [k for k in ("q", "k", "v", "heads") if k not in value]
+    if missing:
+        raise ValueError(f"the mapping hook's dict lacks {', '.join(missing)}")
+    unknown = sorted(set(value) - {"q", "k", "v", "o", "heads", "kv_heads"})
+    if unknown:
+        raise ValueError(f"the mapping hook's dict has unknown keys {', '.join(unknown)} (allowed: q, k, v, o, "
+                         "heads, kv_heads)")
+    h = value["heads"]
+    hk = value.get("kv_heads") or h
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (h, hk)):
+        raise ValueError(f"heads and kv_heads must be positive integers, got {h!r} and {hk!r}")
+    wq, bq = _pair(value["q"], "q")
+    wk, bk = _pair(value["k"], "k")
+    wv, bv = _pair(value["v"], "v")
+    wo, bo = (None, None) if value.get("o") is None else _pair(value["o"], "o")
+    m = Mapping(wq, bq, wk, bk, wv, bv, wo, bo, h, source, kv_heads=hk)
+    why = m.consistent(D)
+    if why:
+        raise ValueError(f"the mapping hook's weights are inconsistent: {why}")
+    return m

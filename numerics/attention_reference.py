@@ -1,0 +1,290 @@
+"""The reference attention of ``tverify check attention``: a user's weights mapped onto multi-head
+softmax attention with a declared structure (causal mask, sliding window, RoPE, ALiBi, additive
+positions, logit softcapping), computed with plain torch ops in any working precision.
+
+Conventions. Tokens are rows: ``x`` is ``(batch, T, D)``. Projections are in ``nn.Linear`` form,
+``y = x Wᵀ + b`` with ``W`` of shape ``(out, in)``. Queries are split into ``heads`` heads of width
+``d_k``; keys and values into ``kv_heads`` heads (grouped-query attention when ``kv_heads <
+heads``: query head ``h`` uses key/value head ``h // (heads / kv_heads)``, as Hugging Face's
+``repeat_kv``). Per head, the logits are ``s_ts = scale · q_t·k_s`` (``scale = 1/√d_k`` unless
+given), then ALiBi adds ``−m_h·(t − s)`` (causal) or ``−m_h·|t − s|``, then softcapping maps
+``s ↦ C·tanh(s/C)``, then keys that the mask forbids get ``−∞`` *after* the cap, the softmax runs
+over keys (the last axis), and the heads' outputs are concatenated and projected by ``W_o``.
+
+* ``window = (L, R)``: query ``t`` sees keys ``t − L … t + R`` (``None`` for unbounded on that side;
+  FlashAttention's ``window_size``); Hugging Face's ``sliding_window = W`` with a causal mask is
+  ``(W − 1, 0)``.
+* RoPE (Su et al., 2021): the first ``rope_dims`` dimensions of each query/key head are rotated by
+  the angle ``t·base^(−2i/rope_dims)`` for pair ``i``; the pairs are ``(2i, 2i+1)`` ("interleaved",
+  as the RoFormer code and rotary-embedding-torch) or ``(i, i + rope_dims/2)`` ("half", as Hugging
+  Face's ``rotate_half`` and x-transformers). Positions are ``0 … T−1``.
+* ALiBi (Press et al., 2022): slopes ``2^(−8(h+1)/H)`` for ``H`` a power of two, otherwise those of
+  the closest lower power of two followed by every other slope of the next one.
+* ``sinusoidal``/``learned``: a table ``P (T_max, D)`` added to the input before the projections
+  (Vaswani et al.'s sines and cosines, or the module's own learned table).
+
+This module imports torch only (no ``proofs_checks``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+import torch
+
+__all__ = ["Mapping", "Structure", "alibi_slopes", "sinusoidal_table", "rope_rotate", "allowed_mask",
+           "reference_attention", "logits", "max_logit"]
+
+
+@dataclass
+class Mapping:
+    """Projections of a multi-head attention in ``nn.Linear`` form (weights ``(out, in)``), possibly
+    views of the module's own parameters (so that gradients reach them). ``heads`` query heads,
+    ``kv_heads`` key/value heads (``kv_heads`` divides ``heads``), ``wo = None``: no output
+    projection. ``source`` says where the weights came from."""
+
+    wq: torch.Tensor
+    bq: torch.Tensor | None
+    wk: torch.Tensor
+    bk: torch.Tensor | None
+    wv: torch.Tensor
+    bv: torch.Tensor | None
+    wo: torch.Tensor | None
+    bo: torch.Tensor | None
+    heads: int
+    source: str
+    kv_heads: int | None = None
+    pos_table: torch.Tensor | None = None  # a learned additive table found on the module
+
+    def __post_init__(self):
+        if self.kv_heads is None:
+            self.kv_heads = self.heads
+
+    @property
+    def d_k(self) -> int:
+        return self.wq.shape[0] // self.heads
+
+    @property
+    def d_v(self) -> int:
+        return self.wv.shape[0] // self.kv_heads
+
+    def consistent(self, D: int) -> str:
+        """'' when the shapes fit an input width ``D``, else what is wrong (one line)."""
+        H, Hkv = self.heads, self.kv_heads
+        for nm, w in (("q", self.wq), ("k", self.wk), ("v", self.wv)):
+            if w.dim() != 2 or w.shape[1] != D:
+                return f"{nm} weight of shape {tuple(w.shape)} does not take inputs of width D = {D}"
+        if H < 1 or Hkv < 1 or H % Hkv:
+            return f"kv_heads = {Hkv} does not divide heads = {H}"
+        if self.wq.shape[0] % H:
+            return f"q width {self.wq.shape[0]} is not a multiple of heads = {H}"
+        dk = self.wq.shape[0] // H
+        if self.wk.shape[0] != Hkv * dk:
+            return f"k width {self.wk.shape[0]} ≠ kv_heads·d_k = {Hkv}·{dk}"
+        if self.wv.shape[0] % Hkv:
+            return f"v width {self.wv.shape[0]} is not a multiple of kv_heads = {Hkv}"
+        for nm, w, b in (("q", self.wq, self.bq), ("k", self.wk, self.bk), ("v", self.wv, self.bv),
+                         ("o", self.wo, self.bo)):
+            if b is not None and (w is None or b.shape != (w.shape[0],)):
+                return f"{nm} bias of shape {tuple(b.shape)} does not fit its weight"
+        width = H * self.d_v
+        if self.wo is not None and (self.wo.dim() != 2 or self.wo.shape[1] != width):
+            return f"output weight of shape {tuple(self.wo.shape)} does not take the heads' width {width}"
+        return ""
+
+    def out_width(self) -> int:
+        return self.wo.shape[0] if self.wo is not None else self.heads * self.d_v
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the module declares besides its weights (see the module docstring)."""
+
+    causal: bool = False
+    window: tuple[int | None, int | None] | None = None
+    positional: str = "none"  # none | learned | sinusoidal | rope | alibi
+    rope_convention: str = "half"  # half | interleaved
+    rope_base: float = 10000.0
+    rope_dims: int | None = None
+    softcap: float | None = None
+    scale: float | None = None  # None: 1/sqrt(d_k)
+    swap_axes: bool = False  # a variant for hints only: the module reads axis 0 as time
+
+    def describe(self) -> str:
+        parts = ["causal" if self.causal else "not causal"]
+        if self.window is not None:
+            L, R = self.window
+            parts.append(f"window ({'∞' if L is None else L}, {'∞' if R is None else R})")
+        if self.positional == "rope":
+            parts.append(f"RoPE {self.rope_convention} base {self.rope_base:g}"
+                         + (f" on {self.rope_dims} dims" if self.rope_dims else ""))
+        elif self.positional != "none":
+            parts.append(self.positional)
+        if self.softcap is not None:
+            parts.append(f"softcap {self.softcap:g}")
+        if self.scale is not None:
+            parts.append(f"scale {self.scale:.4g}")
+        return ", ".join(parts)
+
+    def variant(self, **kw) -> "Structure":
+        return replace(self, **kw)
+
+
+def alibi_slopes(H: int) -> list[float]:
+    """ALiBi slopes of ``H`` heads (Press et al.).
+
+    >>> [round(s, 4) for s in alibi_slopes(4)]
+    [0.25, 0.0625, 0.0156, 0.0039]
+    >>> len(alibi_slopes(6)), alibi_slopes(6)[4:] == alibi_slopes(8)[0:4:2]
+    (6, True)
+    """
+    def pow2(n):
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if H & (H - 1) == 0:
+        return pow2(H)
+    n = 2 ** math.floor(math.log2(H))
+    return pow2(n) + pow2(2 * n)[0::2][: H - n]
+
+
+def sinusoidal_table(T: int, D: int, dtype=torch.float64) -> torch.Tensor:
+    """Vaswani et al.'s table ``(T, D)``: ``sin(t/10000^(2i/D))`` at even, ``cos`` at odd columns."""
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    i = torch.arange(0, D, 2, dtype=torch.float64)
+    ang = pos / (10000.0 ** (i / D))
+    P = torch.zeros(T, D, dtype=torch.float64)
+    P[:, 0::2] = torch.sin(ang)
+    P[:, 1::2] = torch.cos(ang[:, : D // 2])
+    return P.to(dtype)
+
+
+def rope_rotate(t: torch.Tensor, *, base: float, dims: int | None, convention: str) -> torch.Tensor:
+    """RoPE on ``t (B, H, T, d)``: rotate the first ``dims`` (default ``d``, even) dimensions."""
+    d = t.shape[-1]
+    r = dims or d
+    r -= r % 2
+    if r <= 0:
+        return t
+    T = t.shape[-2]
+    inv = base ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)  # (r/2,)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]  # (T, r/2)
+    cos, sin = torch.cos(ang).to(t.dtype).to(t.device), torch.sin(ang).to(t.dtype).to(t.device)
+    rot, rest = t[..., :r], t[..., r:]
+    if convention == "interleaved":
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        out = torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
+    else:
+        a, b = rot[..., : r // 2], rot[..., r // 2:]
+        out = torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+    return torch.cat([out, rest], -1)
+
+
+def allowed_mask(T: int, st: Structure, device=None) -> torch.Tensor:
+    """``(T, T)`` bool: ``[t, s]`` is True when query ``t`` may see key ``s``.
+
+    >>> allowed_mask(4, Structure(causal=True, window=(1, 0))).int().tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+    """
+    t = torch.arange(T, device=device)[:, None]
+    s = torch.arange(T, device=device)[None, :]
+    ok = torch.ones(T, T, dtype=torch.bool, device=device)
+    if st.causal:
+        ok &= s <= t
+    if st.window is not None:
+        L, R = st.window
+        if L is not None:
+            ok &= (t - s) <= L
+        if R is not None:
+            ok &= (s - t) <= R
+    return ok
+
+
+def _proj(x, W, b, dtype):
+    y = x @ W.to(dtype).T
+    return y if b is None else y + b.to(dtype)
+
+
+def _heads(t: torch.Tensor, h: int) -> torch.Tensor:
+    B, T, E = t.shape
+    return t.reshape(B, T, h, E // h).transpose(1, 2)
+
+
+def _inputs(x: torch.Tensor, m: Mapping, st: Structure, dtype) -> torch.Tensor:
+    x = x.to(dtype)
+    if st.swap_axes:
+        x = x.transpose(0, 1)
+    T = x.shape[1]
+    if st.positional == "sinusoidal":
+        x = x + sinusoidal_table(T, x.shape[-1], dtype).to(x.device)
+    elif st.positional == "learned":
+        if m.pos_table is None or m.pos_table.shape[0] < T:
+            raise ValueError("no learned position table of this length")
+        x = x + m.pos_table[:T].to(dtype)
+    return x
+
+
+def logits(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> tuple:
+    """``(s (B, H, T, T) after scale, ALiBi and cap, before the mask; v (B, H, T, d_v))`` in ``dtype``."""
+    x = _inputs(x, m, st, dtype)
+    H, Hkv = m.heads, m.kv_heads
+    q = _heads(_proj(x, m.wq, m.bq, dtype), H)
+    k = _heads(_proj(x, m.wk, m.bk, dtype), Hkv)
+    v = _heads(_proj(x, m.wv, m.bv, dtype), Hkv)
+    if Hkv != H:
+        g = H // Hkv
+        k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    if st.positional == "rope":
+        q = rope_rotate(q, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention)
+        k = rope_rotate(k, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention)
+    scale = st.scale if st.scale is not None else 1 / math.sqrt(m.d_k)
+    s = (q @ k.transpose(-1, -2)) * scale
+    T = x.shape[1]
+    if st.positional == "alibi":
+        t = torch.arange(T, device=x.device)
+        dist = (t[:, None] - t[None, :]).to(dtype)
+        dist = dist if st.causal else dist.abs()
+        sl = torch.tensor(alibi_slopes(H), dtype=dtype, device=x.device)[:, None, None]
+        s = s - sl * dist
+    if st.softcap is not None:
+        s = st.softcap * torch.tanh(s / st.softcap)
+    return s, v
+
+
+def reference_attention(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> torch.Tensor:
+    """The reference attention of ``x (B, T, D)`` computed with plain ops in ``dtype`` (the
+    projections, logits, softmax and output all in ``dtype``; differentiable). Returns
+    ``(B, T, D_out)`` in ``dtype``.
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> W = [torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(4)]
+    >>> m = Mapping(W[0], None, W[1], None, W[2], None, W[3], None, heads=2, source="test")
+    >>> x = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    >>> mha = torch.nn.MultiheadAttention(4, 2, bias=False, batch_first=True, dtype=torch.float64)
+    >>> with torch.no_grad():
+    ...     _ = mha.in_proj_weight.copy_(torch.cat(W[:3])); _ = mha.out_proj.weight.copy_(W[3])
+    ...     ref = mha(x, x, x, need_weights=False)[0]
+    >>> bool(torch.allclose(reference_attention(x, m, Structure()), ref))
+    True
+    """
+    s, v = logits(x, m, st, dtype)
+    T = s.shape[-1]
+    s = s.masked_fill(~allowed_mask(T, st, s.device), float("-inf"))
+    p = torch.softmax(s, -1)
+    o = p @ v
+    B = o.shape[0]
+    o = o.transpose(1, 2).reshape(B, T, -1)
+    if m.wo is not None:
+        o = _proj(o, m.wo, m.bo, dtype)
+    if st.swap_axes:
+        o = o.transpose(0, 1)
+    return o
+
+
+def max_logit(x: torch.Tensor, m: Mapping, st: Structure) -> float:
+    """``max |s_ts|`` over allowed pairs of the probe (float64)."""
+    with torch.no_grad():
+        s, _ = logits(x, m, replace(st, softcap=None), torch.float64)
+        T = s.shape[-1]
+        s = s.masked_fill(~allowed_mask(T, st, s.device), 0.0)
+        return float(s.abs().max()) if s.numel() else 0.0
