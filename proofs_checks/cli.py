@@ -1,8 +1,8 @@
 """``tverify``: list, show, run and report claims; run mutants; sanity-check user configurations.
 
 Exit codes: 0 everything verified (or evidence), 1 something refuted, errored or incomplete (or a
-mutant survived), 2 usage error (one line on stderr, never a traceback), 3 ``tverify check``
-inconclusive. The CLI holds no maths: it selects claims, calls the runner and the report writers,
+mutant survived, or was run against a claim that is not verified), 2 usage error (one line on
+stderr, never a traceback), 3 undecided claims (nothing failed) or ``tverify check`` inconclusive. The CLI holds no maths: it selects claims, calls the runner and the report writers,
 and formats.
 
 Every output path (``--out``, ``--json``, the results store) is checked before any claim runs.
@@ -30,6 +30,7 @@ STATUS_STYLE = {
     "incomplete": "yellow",
     "refuted": "bold red",
     "error": "bold magenta",
+    "undecided": "yellow",
 }
 #: claim statuses that make ``run`` / ``report`` exit 1 (the runner's ``FAILING``)
 FAILING = ("refuted", "error", "incomplete")
@@ -320,8 +321,10 @@ def _mutant_table(res, summary: dict[str, Any] | None, mode: str):
         title += f"; {ov.get('non_symbolic_margin_ge_3', 0)} rejected by a numeric or trained check with margin ≥ 3"
     t = _table(title, ("claim", "mutant", "kind", *LAYERS, "killed by"))
     for r in res:
+        refused = getattr(r, "refused", "")
         t.add_row(r.claim, r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
-                  _esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]")
+                  "[bold red]not counted: claim not verified[/]" if refused else
+                  (_esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]"))
     t.caption = "cells: best margin error/tolerance among the layer's checks that rejected the mutant (∞: exact mismatch)"
     return t
 
@@ -366,7 +369,8 @@ def cli(store_dir):
 
     \b
     Exit codes: 0 verified (or evidence); 1 refuted, error, incomplete, or a mutant survived;
-    2 usage error (one line on stderr); 3 `tverify check` inconclusive.
+    2 usage error (one line on stderr); 3 undecided (an obligation SymPy could not decide, no
+    counterexample found) or `tverify check` inconclusive.
     """
 
 
@@ -508,9 +512,12 @@ def show_cmd(claim_id, json_path, store_dir):
     if not obl:
         p("  none")
     for o in obl:
-        st = "[green]holds[/]" if o.get("passed") else "[bold red]FAILS[/]"
+        ost = o.get("status") or ("holds" if o.get("passed") else "fails")
+        st = {"holds": "[green]holds[/]", "undecided": "[yellow]UNDECIDED[/]"}.get(ost, "[bold red]FAILS[/]")
+        cx = o.get("counterexample")
         p(f"  {_esc(o.get('name'))} ({_esc(o.get('kind'))}): {st}, residual {_fmt_num(o.get('residual'))}, "
-          f"method {_esc(o.get('method'))}" + (f" — {_esc(o['description'])}" if o.get("description") else ""))
+          f"method {_esc(o.get('method'))}" + (f" — {_esc(o['description'])}" if o.get("description") else "")
+          + (f"\n      counterexample: {_esc(', '.join(f'{k} = {v}' for k, v in cx.items()))}" if cx else ""))
     if info.get("provenance"):
         p("\n[bold]provenance of the closed form[/]")
         for k, v in info["provenance"].items():
@@ -561,7 +568,8 @@ def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool 
 def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_progress, cluster):
     """Verify claims (all, or those matching PATTERNS: ids, globs like 'icl.*', group names).
 
-    Exit 0 when every claim is verified (or evidence); 1 when one is refuted, errored or incomplete."""
+    Exit 0 when every claim is verified (or evidence); 1 when one is refuted, errored or incomplete;
+    3 when none failed but one is undecided."""
     from proofs_checks.context import RunContext
 
     claims, store, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir)
@@ -577,7 +585,9 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
         _write_json(json_path, results_document(results, claims={c.id: c for c in claims}, command=_command_line(),
                                                 mode=mode, seed=seed, device=device))
     _console(stderr=json_path == "-").print(_summary_table(results))
-    sys.exit(1 if any(r.status in FAILING for r in results) else 0)
+    from proofs_checks.runner import exit_code
+
+    sys.exit(exit_code(r.status for r in results))
 
 
 @cli.command("mutants")
@@ -588,16 +598,32 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress, cluster):
     """The kill matrix: every planted mutant against every check of its claim, at the same sizes as
     `run` (default sizes unless --quick/--full). The table shows, per mutant, each layer's best
-    rejection margin. Exit 1 if any mutant survives."""
+    rejection margin. Each claim is run first: the mutants of a claim that is not verified are not
+    run and none is called killed (a check that fails on the true claim rejects anything).
+    Exit 1 if any mutant survives or a claim is not verified."""
     from proofs_checks.context import RunContext
+    from proofs_checks.runner import refuse_mutants, refusal_reason, refused_mutant
 
     claims, _, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, None, save=False)
     if cluster:
-        res = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
-                              progress=not no_progress, claims_run=False, mutants=True)[1]
+        results, res = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                                       progress=not no_progress, claims_run=True, mutants=True)
+        refusals = refuse_mutants(results, res)
     else:
-        res = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress)
+        ctx = RunContext(mode=mode, seed=seed, device=device)
+        results = _run_selected(claims, ctx, progress=not no_progress)
+        why = {r.id: refusal_reason(r) for r in results}
+        refusals = [w for w in why.values() if w]
+        runnable = _run_mutants([c for c in claims if not why[c.id]], ctx, progress=not no_progress)
+        by_claim: dict[str, list] = {}
+        for m in runnable:
+            by_claim.setdefault(m.claim, []).append(m)
+        res = [x for c in claims for x in (by_claim.get(c.id, []) if not why[c.id] else
+                                          [refused_mutant(c, m, why[c.id], mode) for m in c.all_mutants()])]
+    for line in refusals:
+        click.echo(f"tverify: {line}", err=True)
     doc = _mutants_document(res, claims, mode=mode, seed=seed, device=device)
+    doc["refused"] = refusals
     if json_path:
         _write_json(json_path, doc)
     _console(stderr=json_path == "-").print(_mutant_table(res, doc["summary"], mode))
@@ -644,6 +670,10 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         else:
             results = _run_selected(claims, ctx, progress=not no_progress, store=store)
             mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
+        if mres is not None:
+            from proofs_checks.runner import refuse_mutants
+
+            refuse_mutants(results, mres)  # a kill counts only against a verified claim
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
         writers, repro_bad, cleanup = default_writers(), False, None
@@ -675,7 +705,8 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     con.print(f"report written to {path}")
     bad = [r for r in results if r.status in FAILING]
     survived = [m for m in (mres or []) if not m.killed]
-    sys.exit(1 if bad or survived or repro_bad else 0)
+    undecided = [r for r in results if r.status == "undecided"]
+    sys.exit(1 if bad or survived or repro_bad else (3 if undecided else 0))
 
 
 def _cuda() -> bool:
