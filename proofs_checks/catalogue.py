@@ -84,6 +84,8 @@ def entry(claim: Any) -> dict[str, Any]:
         "stated_statement": claim.stated_statement or None,
         "source": claim.source,
         "notes": claim.notes or None,
+        "no_symbolic": getattr(claim, "no_symbolic", "") or None,
+        "no_numeric": getattr(claim, "no_numeric", "") or None,
         "checks": [{"name": ch.name, "layer": ch.layer, "description": ch.description,
                     "uses_device": bool(ch.uses_device)} for ch in claim.checks],
         "mutants": [{"name": m.name, "kind": m.kind, "description": m.description,
@@ -162,6 +164,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [f"- Source: {e['source']}"]
         if e.get("notes"):
             lines += [f"- Notes: {e['notes']}"]
+        if e.get("no_symbolic"):
+            lines += [f"- No symbolic layer: {e['no_symbolic']}"]
+        if e.get("no_numeric"):
+            lines += [f"- No numeric layer: {e['no_numeric']}"]
         lines += ["- Checks:"]
         for L in LAYERS:
             chs = [ch for ch in e["checks"] if ch["layer"] == L]
