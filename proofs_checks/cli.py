@@ -859,6 +859,15 @@ def check_group():
     """Research sanity checks on your own configurations and models (one subcommand per topic)."""
 
 
+def _register_extension_commands() -> None:
+    from proofs_checks.cli_extend import new_claim_cmd
+
+    cli.add_command(new_claim_cmd)
+
+
+_register_extension_commands()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2."""
     from proofs_checks.store import OutputPathError

@@ -230,3 +230,54 @@ def test_report_markdown_has_obligations_table():
     md = render_markdown(doc)
     assert "| obligation | kind | status | method | residual | counterexample |" in md
     assert "**fails**" in md and "beta = " in md
+
+
+# ------------------------------------------------------------------------------------------------
+# tverify new-claim
+
+
+def _import_scaffold(folder: Path, module: str):
+    import importlib
+
+    sys.path.insert(0, str(folder))
+    try:
+        for name in [m for m in sys.modules if m == module.split(".")[0] or m.startswith(module.split(".")[0] + ".")]:
+            del sys.modules[name]
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(str(folder))
+
+
+def test_new_claim_scaffold_runs_green_and_fails_when_broken(registered, tmp_path):
+    from tests.cli_helpers import one_line_error
+
+    code, out, err = invoke("new-claim", "zzmine.example", "--dir", str(tmp_path / "pkg"))
+    assert code == 0, err
+    pkg = tmp_path / "pkg"
+    assert '"tverify.claims"' in (pkg / "pyproject.toml").read_text()
+    assert "tverify.assert_claim" in (pkg / "tests" / "test_claims.py").read_text()
+    mod = _import_scaffold(pkg, "tverify_zzmine.claims")
+    registered(mod.CLAIM) if "zzmine.example" not in registry else None
+    from proofs_checks.testkit import assert_claim
+
+    assert assert_claim(mod.CLAIM, seeds=(0, 1)).status == "verified"
+    assert sum(len(s) for s in (mod.CLAIM.checks,)) == 3 and len(mod.CLAIM.mutants) == 2
+    code, out, _ = invoke("mutants", "zzmine.example", "--quick", "--no-progress", "--json", "-")
+    assert code == 0 and json.loads(out)["killed"] == 2
+    # a broken form: the claim is refuted and the package's own assertion fails
+    src = (pkg / "tverify_zzmine" / "claims.py")
+    src.write_text(src.read_text().replace("return 1.0 / (1.0 + np.exp(-x))", "return 1.0 / (1.0 + np.exp(-1.001 * x))"))
+    registry._claims.pop("zzmine.example", None)
+    broken = _import_scaffold(pkg, "tverify_zzmine.claims")
+    assert check_claim(broken.CLAIM).status == "refuted"
+    with pytest.raises(AssertionError, match="refuted"):
+        assert_claim(broken.CLAIM, seeds=(0,))
+    registry._claims.pop("zzmine.example", None)
+    # never overwrites, writes nothing when one target exists
+    line = one_line_error(*invoke("new-claim", "zzmine.example", "--dir", str(pkg))[::2])
+    assert "refusing to overwrite" in line
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "README.md").write_text("mine")
+    one_line_error(*invoke("new-claim", "zzmine.example", "--dir", str(tmp_path / "other"))[::2])
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["README.md"]
+    assert "must look like" in one_line_error(*invoke("new-claim", "Bad", "--dir", str(tmp_path / "x"))[::2])
