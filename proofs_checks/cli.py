@@ -85,18 +85,21 @@ def _select(patterns) -> list:
         raise UsageError(str(exc).strip("'\"")) from None
 
 
-def _catalogue(store) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
+def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
     """Catalogue entries of every claim, where they came from, the document, and whether it is
-    the store's cache (which ``show`` may complete with the derivations it computes)."""
+    the store's cache (which ``show`` may complete with the derivations it computes). ``refresh``
+    ignores every cached document and recomputes from the registry."""
     from proofs_checks import catalogue
 
-    fresh = catalogue.load_fresh(store.cache_dir)
+    fresh = None if refresh else catalogue.load_fresh(store.cache_dir)
     if fresh is not None:
         doc, path = fresh
         return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
     fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
     doc = catalogue.build(_select([]), with_derivations=False, fingerprint=fp)
     catalogue.save_cache(doc, store.cache_dir)
+    if refresh:
+        return doc["claims"], "the registry (--refresh)", doc, True
     return doc["claims"], "the registry (docs/catalogue.json is out of date: `tverify list --markdown` regenerates it)", doc, True
 
 
@@ -380,8 +383,9 @@ def cli(store_dir):
 @click.option("--markdown", is_flag=True,
               help="Regenerate the catalogue: docs/CATALOGUE.md and docs/catalogue.json (every claim).")
 @click.option("--docs-dir", metavar="DIR", default=None, help="With --markdown: write there instead of the checkout's docs/.")
+@click.option("--refresh", is_flag=True, help="Recompute the catalogue from the registry (ignore every cached copy).")
 @_store_option
-def list_cmd(patterns, json_path, markdown, docs_dir, store_dir):
+def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh):
     """List registered claims (optionally only those matching PATTERNS: ids, globs, group names)."""
     store = _store(store_dir)
     if markdown:
@@ -391,7 +395,7 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir):
         return
     if docs_dir:
         raise UsageError("--docs-dir goes with --markdown")
-    entries = _catalogue(store)[0]
+    entries = _catalogue(store, refresh)[0]
     if json_path and json_path != "-" and not patterns:
         from proofs_checks.catalogue import UnknownPatternError, select_entries
 
@@ -440,11 +444,11 @@ def _write_catalogue(docs_dir: str | None, store) -> None:
         click.echo(f"wrote {p}")
 
 
-def _show_data(claim_id: str, store) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The claim's catalogue entry, its derivation info, and where the derivation came from."""
     from proofs_checks import catalogue
 
-    entries, origin, doc, cached = _catalogue(store)
+    entries, origin, doc, cached = _catalogue(store, refresh)
     chosen = _select_entries(entries, [claim_id])
     if len(chosen) != 1:
         raise UsageError(f"{claim_id!r} matches {len(chosen)} claims; show takes one id")
@@ -467,15 +471,16 @@ def _fmt_num(x: Any) -> str:
 @cli.command("show")
 @click.argument("claim_id")
 @_json_flag_option
+@click.option("--refresh", is_flag=True, help="Recompute from the registry (ignore every cached catalogue).")
 @_store_option
-def show_cmd(claim_id, json_path, store_dir):
+def show_cmd(claim_id, json_path, store_dir, refresh):
     """Show a claim: statement, source, derivation (each step derived or assumed; the assumptions;
     the obligations and their residuals; provenance; legend), checks, mutants, and its last result."""
     from proofs_checks.store import load_last
 
     store = _store(store_dir)
     _check_json_target(json_path)
-    e, info, how = _show_data(claim_id, store)
+    e, info, how = _show_data(claim_id, store, refresh)
     last_path = store.last_path(e["id"])
     last = load_last(e["id"], store)
     if json_path:

@@ -281,3 +281,35 @@ def test_new_claim_scaffold_runs_green_and_fails_when_broken(registered, tmp_pat
     one_line_error(*invoke("new-claim", "zzmine.example", "--dir", str(tmp_path / "other"))[::2])
     assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["README.md"]
     assert "must look like" in one_line_error(*invoke("new-claim", "Bad", "--dir", str(tmp_path / "x"))[::2])
+
+
+# ------------------------------------------------------------------------------------------------
+# the catalogue cache: keyed on what it depends on, and --refresh
+
+
+def test_cache_depends_on_plugin_helper_sources(tmp_path, monkeypatch):
+    from proofs_checks import catalogue
+    from proofs_checks.claims import PLUGIN_SOURCES
+
+    helper = tmp_path / "helper.py"
+    helper.write_text("X = 1\n")
+    monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: tmp_path / "nodocs")
+    monkeypatch.setattr("proofs_checks.claims.PLUGIN_SOURCES", PLUGIN_SOURCES | {str(helper)})
+    doc = catalogue.build([], with_derivations=False)
+    assert str(helper) in doc["depends_on"]
+    catalogue.save_cache(doc, tmp_path / "cache")
+    assert catalogue.load_fresh(tmp_path / "cache") is not None
+    helper.write_text("X = 2\n")  # a helper the plugin imports changed: the cache is stale
+    assert catalogue.load_fresh(tmp_path / "cache") is None
+
+
+def test_list_and_show_refresh_see_a_claim_registered_after_caching(registered, tmp_path):
+    store = str(tmp_path / "store")
+    code, out, _ = invoke("--store", store, "list", "--json", "-")
+    assert code == 0 and "zzref.late" not in out
+    registered(entropy_plugin.build(claim_id="zzref.late"))  # e.g. registered on a condition
+    code, out, _ = invoke("--store", store, "list", "--refresh", "zzref.late", "--json", "-")
+    assert code == 0 and [e["id"] for e in json.loads(out)] == ["zzref.late"]
+    code, out, _ = invoke("--store", store, "show", "zzref.late", "--refresh", "--json", "-")
+    d = json.loads(out)
+    assert code == 0 and [o["status"] for o in d["obligations"]] == ["holds", "holds", "holds"]
