@@ -29,6 +29,10 @@ _WHERE = {
     "check_hopfield": "proofs_checks.api",
     "check_att_svm": "proofs_checks.api",
     "run_claims": "proofs_checks.api",
+    "check_claim": "proofs_checks.plugin",
+    "run_mutants": "proofs_checks.plugin",
+    "DerivationBuilder": "proofs_checks.plugin",
+    "assert_claim": "proofs_checks.testkit",
     "SanityResult": "proofs_checks.sanity._common",
 }
 # ``proofs_checks.registry`` is the module (the global Registry object is

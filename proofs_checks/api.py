@@ -155,7 +155,7 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
 
 class ClaimsRun:
     """The claims ``run_claims`` verified: ``results`` (:class:`proofs_checks.runner.ClaimResult`),
-    ``ok`` (none refuted, errored or incomplete), ``exit_code`` (as ``tverify run``), ``to_json()``
+    ``ok`` (none refuted, errored, incomplete or undecided), ``exit_code`` (as ``tverify run``), ``to_json()``
     (the document ``tverify run --json`` writes), a text table and an HTML table."""
 
     def __init__(self, results: list, claims: list, *, mode: str, seed: int, device: str, command: str):
@@ -167,13 +167,14 @@ class ClaimsRun:
 
     @property
     def ok(self) -> bool:
-        from proofs_checks.runner import FAILING
-
-        return not any(r.status in FAILING for r in self.results)
+        """Every claim verified (or evidence): none refuted, errored, incomplete or undecided."""
+        return self.exit_code == 0
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        from proofs_checks.runner import exit_code
+
+        return exit_code(r.status for r in self.results)
 
     def to_json(self) -> dict:
         return self.doc

@@ -6,7 +6,13 @@ with them torch, cvxpy and SciPy (seconds); the JSON lets ``list`` and ``show`` 
 that. It records a *fingerprint* of the sources its content comes from (the claim modules,
 ``theory/``, ``registry.py``, ``runner.py`` and this module); it is used only while the
 fingerprint matches, otherwise the CLI loads the registry and keeps what it computed in the
-store's ``cache/`` folder (keyed by fingerprint), so the next call is fast again.
+store's ``cache/`` folder (keyed by fingerprint), so the next call is fast again. For plugins
+(entry points ``tverify.claims``) the fingerprint covers each distribution's name, version and
+installed-files record (RECORD) and every source file of the plugin's top-level package; a cached
+document also records the hashes of the helper modules the plugins imported from outside any
+installed distribution (``depends_on``) and is stale when one changed. What no file records (a
+claim registered on a condition such as an environment variable) is picked up by
+``tverify list --refresh`` / ``show --refresh``.
 ``tests/test_cli.py`` fails when the committed files are out of date.
 
 This module imports nothing heavy (no SymPy, NumPy, torch).
@@ -65,12 +71,23 @@ def _plugin_fingerprint(h) -> None:
     for ep in eps:
         dist = getattr(ep, "dist", None)
         h.update(f"plugin\0{ep.name}\0{ep.value}\0{getattr(dist, 'version', '')}".encode())
-        try:
-            spec = find_spec(ep.value.split(":")[0].strip())
-            data = Path(spec.origin).read_bytes() if spec is not None and spec.origin else b""
+        try:  # the installed files as pip recorded them (a reinstall or upgrade changes RECORD)
+            h.update(hashlib.sha256((dist.read_text("RECORD") or "").encode() if dist is not None else b"").digest())
+        except Exception:
+            h.update(b"<no RECORD>")
+        try:  # every source file of the plugin's top-level package (editable installs)
+            spec = find_spec(ep.value.split(":")[0].strip().split(".")[0])
+            if spec is None:
+                files = []
+            elif spec.submodule_search_locations:
+                files = sorted(f for d in spec.submodule_search_locations for f in Path(d).rglob("*.py")
+                               if "__pycache__" not in f.parts)
+            else:
+                files = [Path(spec.origin)] if spec.origin else []
+            for f in files:
+                h.update(str(f).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
         except Exception:  # a plugin that cannot be found: load_all warns about it
-            data = b"<unavailable>"
-        h.update(hashlib.sha256(data).digest())
+            h.update(b"<unavailable>")
 
 
 def entry(claim: Any) -> dict[str, Any]:
@@ -84,6 +101,8 @@ def entry(claim: Any) -> dict[str, Any]:
         "stated_statement": claim.stated_statement or None,
         "source": claim.source,
         "notes": claim.notes or None,
+        "no_symbolic": getattr(claim, "no_symbolic", "") or None,
+        "no_numeric": getattr(claim, "no_numeric", "") or None,
         "checks": [{"name": ch.name, "layer": ch.layer, "description": ch.description,
                     "uses_device": bool(ch.uses_device)} for ch in claim.checks],
         "mutants": [{"name": m.name, "kind": m.kind, "description": m.description,
@@ -117,8 +136,29 @@ def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: 
         if with_derivations:
             e["derivation"] = derivation(c)
         items.append(e)
-    return {"schema": SCHEMA, "tool": "tverify", "fingerprint": fingerprint,
-            "generated_by": "tverify list --markdown", "claims": items}
+    doc = {"schema": SCHEMA, "tool": "tverify", "fingerprint": fingerprint,
+           "generated_by": "tverify list --markdown", "claims": items}
+    deps = _plugin_sources()
+    if deps:
+        doc["depends_on"] = deps
+    return doc
+
+
+def _file_hash(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "<missing>"
+
+
+def _plugin_sources() -> dict[str, str]:
+    """Hashes of the source files the plugins imported from outside any installed distribution
+    (helper modules on the path): a cached catalogue is fresh only while they are unchanged."""
+    try:
+        from proofs_checks.claims import PLUGIN_SOURCES
+    except Exception:  # pragma: no cover
+        return {}
+    return {f: _file_hash(f) for f in sorted(PLUGIN_SOURCES)}
 
 
 def _md_escape(text: str) -> str:
@@ -162,6 +202,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [f"- Source: {e['source']}"]
         if e.get("notes"):
             lines += [f"- Notes: {e['notes']}"]
+        if e.get("no_symbolic"):
+            lines += [f"- No symbolic layer: {e['no_symbolic']}"]
+        if e.get("no_numeric"):
+            lines += [f"- No numeric layer: {e['no_numeric']}"]
         lines += ["- Checks:"]
         for L in LAYERS:
             chs = [ch for ch in e["checks"] if ch["layer"] == L]
@@ -204,7 +248,8 @@ def load_fresh(cache_dir: Path | None = None) -> tuple[dict[str, Any], Path] | N
         candidates.append(_cache_path(cache_dir, fp))
     for p in candidates:
         doc = _read(p)
-        if doc is not None and doc.get("fingerprint") == fp:
+        if doc is not None and doc.get("fingerprint") == fp and all(
+                _file_hash(f) == h for f, h in (doc.get("depends_on") or {}).items()):
             return doc, p
     return None
 

@@ -1,8 +1,8 @@
 """``tverify``: list, show, run and report claims; run mutants; sanity-check user configurations.
 
 Exit codes: 0 everything verified (or evidence), 1 something refuted, errored or incomplete (or a
-mutant survived), 2 usage error (one line on stderr, never a traceback), 3 ``tverify check``
-inconclusive. The CLI holds no maths: it selects claims, calls the runner and the report writers,
+mutant survived, or was run against a claim that is not verified), 2 usage error (one line on
+stderr, never a traceback), 3 undecided claims (nothing failed) or ``tverify check`` inconclusive. The CLI holds no maths: it selects claims, calls the runner and the report writers,
 and formats.
 
 Every output path (``--out``, ``--json``, the results store) is checked before any claim runs.
@@ -30,6 +30,7 @@ STATUS_STYLE = {
     "incomplete": "yellow",
     "refuted": "bold red",
     "error": "bold magenta",
+    "undecided": "yellow",
 }
 #: claim statuses that make ``run`` / ``report`` exit 1 (the runner's ``FAILING``)
 FAILING = ("refuted", "error", "incomplete")
@@ -84,18 +85,21 @@ def _select(patterns) -> list:
         raise UsageError(str(exc).strip("'\"")) from None
 
 
-def _catalogue(store) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
+def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
     """Catalogue entries of every claim, where they came from, the document, and whether it is
-    the store's cache (which ``show`` may complete with the derivations it computes)."""
+    the store's cache (which ``show`` may complete with the derivations it computes). ``refresh``
+    ignores every cached document and recomputes from the registry."""
     from proofs_checks import catalogue
 
-    fresh = catalogue.load_fresh(store.cache_dir)
+    fresh = None if refresh else catalogue.load_fresh(store.cache_dir)
     if fresh is not None:
         doc, path = fresh
         return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
     fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
     doc = catalogue.build(_select([]), with_derivations=False, fingerprint=fp)
     catalogue.save_cache(doc, store.cache_dir)
+    if refresh:
+        return doc["claims"], "the registry (--refresh)", doc, True
     return doc["claims"], "the registry (docs/catalogue.json is out of date: `tverify list --markdown` regenerates it)", doc, True
 
 
@@ -320,8 +324,10 @@ def _mutant_table(res, summary: dict[str, Any] | None, mode: str):
         title += f"; {ov.get('non_symbolic_margin_ge_3', 0)} rejected by a numeric or trained check with margin ≥ 3"
     t = _table(title, ("claim", "mutant", "kind", *LAYERS, "killed by"))
     for r in res:
+        refused = getattr(r, "refused", "")
         t.add_row(r.claim, r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
-                  _esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]")
+                  "[bold red]not counted: claim not verified[/]" if refused else
+                  (_esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]"))
     t.caption = "cells: best margin error/tolerance among the layer's checks that rejected the mutant (∞: exact mismatch)"
     return t
 
@@ -366,7 +372,8 @@ def cli(store_dir):
 
     \b
     Exit codes: 0 verified (or evidence); 1 refuted, error, incomplete, or a mutant survived;
-    2 usage error (one line on stderr); 3 `tverify check` inconclusive.
+    2 usage error (one line on stderr); 3 undecided (an obligation SymPy could not decide, no
+    counterexample found) or `tverify check` inconclusive.
     """
 
 
@@ -376,8 +383,9 @@ def cli(store_dir):
 @click.option("--markdown", is_flag=True,
               help="Regenerate the catalogue: docs/CATALOGUE.md and docs/catalogue.json (every claim).")
 @click.option("--docs-dir", metavar="DIR", default=None, help="With --markdown: write there instead of the checkout's docs/.")
+@click.option("--refresh", is_flag=True, help="Recompute the catalogue from the registry (ignore every cached copy).")
 @_store_option
-def list_cmd(patterns, json_path, markdown, docs_dir, store_dir):
+def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh):
     """List registered claims (optionally only those matching PATTERNS: ids, globs, group names)."""
     store = _store(store_dir)
     if markdown:
@@ -387,7 +395,7 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir):
         return
     if docs_dir:
         raise UsageError("--docs-dir goes with --markdown")
-    entries = _catalogue(store)[0]
+    entries = _catalogue(store, refresh)[0]
     if json_path and json_path != "-" and not patterns:
         from proofs_checks.catalogue import UnknownPatternError, select_entries
 
@@ -436,11 +444,11 @@ def _write_catalogue(docs_dir: str | None, store) -> None:
         click.echo(f"wrote {p}")
 
 
-def _show_data(claim_id: str, store) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The claim's catalogue entry, its derivation info, and where the derivation came from."""
     from proofs_checks import catalogue
 
-    entries, origin, doc, cached = _catalogue(store)
+    entries, origin, doc, cached = _catalogue(store, refresh)
     chosen = _select_entries(entries, [claim_id])
     if len(chosen) != 1:
         raise UsageError(f"{claim_id!r} matches {len(chosen)} claims; show takes one id")
@@ -463,15 +471,16 @@ def _fmt_num(x: Any) -> str:
 @cli.command("show")
 @click.argument("claim_id")
 @_json_flag_option
+@click.option("--refresh", is_flag=True, help="Recompute from the registry (ignore every cached catalogue).")
 @_store_option
-def show_cmd(claim_id, json_path, store_dir):
+def show_cmd(claim_id, json_path, store_dir, refresh):
     """Show a claim: statement, source, derivation (each step derived or assumed; the assumptions;
     the obligations and their residuals; provenance; legend), checks, mutants, and its last result."""
     from proofs_checks.store import load_last
 
     store = _store(store_dir)
     _check_json_target(json_path)
-    e, info, how = _show_data(claim_id, store)
+    e, info, how = _show_data(claim_id, store, refresh)
     last_path = store.last_path(e["id"])
     last = load_last(e["id"], store)
     if json_path:
@@ -508,9 +517,12 @@ def show_cmd(claim_id, json_path, store_dir):
     if not obl:
         p("  none")
     for o in obl:
-        st = "[green]holds[/]" if o.get("passed") else "[bold red]FAILS[/]"
+        ost = o.get("status") or ("holds" if o.get("passed") else "fails")
+        st = {"holds": "[green]holds[/]", "undecided": "[yellow]UNDECIDED[/]"}.get(ost, "[bold red]FAILS[/]")
+        cx = o.get("counterexample")
         p(f"  {_esc(o.get('name'))} ({_esc(o.get('kind'))}): {st}, residual {_fmt_num(o.get('residual'))}, "
-          f"method {_esc(o.get('method'))}" + (f" — {_esc(o['description'])}" if o.get("description") else ""))
+          f"method {_esc(o.get('method'))}" + (f" — {_esc(o['description'])}" if o.get("description") else "")
+          + (f"\n      counterexample: {_esc(', '.join(f'{k} = {v}' for k, v in cx.items()))}" if cx else ""))
     if info.get("provenance"):
         p("\n[bold]provenance of the closed form[/]")
         for k, v in info["provenance"].items():
@@ -561,7 +573,8 @@ def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool 
 def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_progress, cluster):
     """Verify claims (all, or those matching PATTERNS: ids, globs like 'icl.*', group names).
 
-    Exit 0 when every claim is verified (or evidence); 1 when one is refuted, errored or incomplete."""
+    Exit 0 when every claim is verified (or evidence); 1 when one is refuted, errored or incomplete;
+    3 when none failed but one is undecided."""
     from proofs_checks.context import RunContext
 
     claims, store, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir)
@@ -577,7 +590,9 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
         _write_json(json_path, results_document(results, claims={c.id: c for c in claims}, command=_command_line(),
                                                 mode=mode, seed=seed, device=device))
     _console(stderr=json_path == "-").print(_summary_table(results))
-    sys.exit(1 if any(r.status in FAILING for r in results) else 0)
+    from proofs_checks.runner import exit_code
+
+    sys.exit(exit_code(r.status for r in results))
 
 
 @cli.command("mutants")
@@ -588,16 +603,32 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress, cluster):
     """The kill matrix: every planted mutant against every check of its claim, at the same sizes as
     `run` (default sizes unless --quick/--full). The table shows, per mutant, each layer's best
-    rejection margin. Exit 1 if any mutant survives."""
+    rejection margin. Each claim is run first: the mutants of a claim that is not verified are not
+    run and none is called killed (a check that fails on the true claim rejects anything).
+    Exit 1 if any mutant survives or a claim is not verified."""
     from proofs_checks.context import RunContext
+    from proofs_checks.runner import refuse_mutants, refusal_reason, refused_mutant
 
     claims, _, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, None, save=False)
     if cluster:
-        res = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
-                              progress=not no_progress, claims_run=False, mutants=True)[1]
+        results, res = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                                       progress=not no_progress, claims_run=True, mutants=True)
+        refusals = refuse_mutants(results, res)
     else:
-        res = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress)
+        ctx = RunContext(mode=mode, seed=seed, device=device)
+        results = _run_selected(claims, ctx, progress=not no_progress)
+        why = {r.id: refusal_reason(r) for r in results}
+        refusals = [w for w in why.values() if w]
+        runnable = _run_mutants([c for c in claims if not why[c.id]], ctx, progress=not no_progress)
+        by_claim: dict[str, list] = {}
+        for m in runnable:
+            by_claim.setdefault(m.claim, []).append(m)
+        res = [x for c in claims for x in (by_claim.get(c.id, []) if not why[c.id] else
+                                          [refused_mutant(c, m, why[c.id], mode) for m in c.all_mutants()])]
+    for line in refusals:
+        click.echo(f"tverify: {line}", err=True)
     doc = _mutants_document(res, claims, mode=mode, seed=seed, device=device)
+    doc["refused"] = refusals
     if json_path:
         _write_json(json_path, doc)
     _console(stderr=json_path == "-").print(_mutant_table(res, doc["summary"], mode))
@@ -644,6 +675,10 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         else:
             results = _run_selected(claims, ctx, progress=not no_progress, store=store)
             mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
+        if mres is not None:
+            from proofs_checks.runner import refuse_mutants
+
+            refuse_mutants(results, mres)  # a kill counts only against a verified claim
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
         writers, repro_bad, cleanup = default_writers(), False, None
@@ -675,7 +710,8 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     con.print(f"report written to {path}")
     bad = [r for r in results if r.status in FAILING]
     survived = [m for m in (mres or []) if not m.killed]
-    sys.exit(1 if bad or survived or repro_bad else 0)
+    undecided = [r for r in results if r.status == "undecided"]
+    sys.exit(1 if bad or survived or repro_bad else (3 if undecided else 0))
 
 
 def _cuda() -> bool:
@@ -826,6 +862,15 @@ class _LazySanityGroup(click.Group):
 @cli.group("check", cls=_LazySanityGroup)
 def check_group():
     """Research sanity checks on your own configurations and models (one subcommand per topic)."""
+
+
+def _register_extension_commands() -> None:
+    from proofs_checks.cli_extend import new_claim_cmd
+
+    cli.add_command(new_claim_cmd)
+
+
+_register_extension_commands()
 
 
 def main(argv: list[str] | None = None) -> None:

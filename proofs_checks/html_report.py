@@ -52,7 +52,7 @@ _ALLOWED_ATTRS = frozenset(
 )
 
 STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "skip", "evidence": "evi",
-                "incomplete": "inc", "derived": "evi", "assumed": "inc", "holds": "ok", "fails": "bad",
+                "incomplete": "inc", "derived": "evi", "assumed": "inc", "holds": "ok", "fails": "bad", "undecided": "inc",
                 "passed": "ok", "failed": "bad", "killed": "ok", "survived": "bad", "not run": "skip"}
 
 
@@ -572,8 +572,11 @@ def _derivation_html(r: dict[str, Any]) -> str:
     obl = r.get("obligations") or []
     if obl:
         rows = "".join(f"<tr><td>{_e(o.get('name'))}</td><td>{_e(o.get('kind'))}</td>"
-                       f"<td>{_badge('holds' if o.get('passed') else 'fails')}</td><td><code>{_e(o.get('residual'))}</code></td>"
-                       f"<td>{_e(o.get('method'))}</td><td class=num>{_num(o.get('seconds'))}</td></tr>" for o in obl)
+                       f"<td>{_badge(o.get('status') or ('holds' if o.get('passed') else 'fails'))}</td>"
+                       f"<td><code>{_e(o.get('residual'))}</code></td>"
+                       f"<td>{_e(o.get('method'))}" + (f"; counterexample: {_e(', '.join(f'{k} = {v}' for k, v in o['counterexample'].items()))}"
+                                                      if o.get("counterexample") else "")
+                       + f"</td><td class=num>{_num(o.get('seconds'))}</td></tr>" for o in obl)
         out.append("<p><b>Obligations</b> (facts the derivation must establish, evaluated in this run):</p>"
                    "<table><tr><th>obligation</th><th>kind</th><th>status</th><th>residual</th><th>decided by</th><th>s</th></tr>"
                    + rows + "</table>")

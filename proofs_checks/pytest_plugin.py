@@ -22,7 +22,7 @@ __all__ = ["TverifyFixture", "tverify"]
 
 class TverifyFixture:
     """The object the ``tverify`` fixture yields: ``check_attention``, ``check_hopfield``,
-    ``check_att_svm``, ``check_icl_model`` and ``run_claims``, each failing the test on a result
+    ``check_att_svm``, ``check_icl_model``, ``run_claims`` and ``assert_claim`` (claim authors), each failing the test on a result
     that is not ``ok`` (or not the ``expect``-ed outcome)."""
 
     def _run(self, fn: str, *args, expect: str = "ok", **kwargs) -> Any:
@@ -54,6 +54,16 @@ class TverifyFixture:
     def check_icl_model(self, obj, *, expect: str = "ok", **kwargs):
         """:func:`proofs_checks.api.check_icl_model`."""
         return self._run("check_icl_model", obj, expect=expect, **kwargs)
+
+    def assert_claim(self, claim, **kwargs):
+        """:func:`proofs_checks.testkit.assert_claim`: the claim verifies at several seeds and a
+        numeric or trained check kills each mutant; otherwise the test fails with the reason."""
+        from proofs_checks.testkit import assert_claim
+
+        try:
+            return assert_claim(claim, **kwargs)
+        except AssertionError as exc:
+            pytest.fail(f"tverify.assert_claim: {exc}", pytrace=False)
 
     def run_claims(self, patterns=(), *, expect: str = "ok", **kwargs):
         """:func:`proofs_checks.api.run_claims` (``ok``: none refuted, errored or incomplete)."""

@@ -10,7 +10,11 @@ to :func:`register`. A claim has
   function run on a mutant's form must fail.
 * ``mutants``: wrong variants of ``form`` (wrong constant, dropped term, swapped index, ...).
 
-The registry refuses a claim without statement, source, checks or mutant.
+The registry refuses a claim without statement, source, checks or mutant, and (theorems,
+identities, errata) one without a derivation, a symbolic check and a non-symbolic (numeric or
+trained) check, unless the claim says why it has none: ``no_symbolic="..."`` (e.g. an empirical
+table, a combinatorial property checked by brute force) or ``no_numeric="..."``. Evidence and
+conjecture claims report numbers only and need neither.
 """
 
 from __future__ import annotations
@@ -235,6 +239,22 @@ class Claim:
                       (``None`` where nothing is symbolic).
     stated            erratum only: the form as the lecture notes state it (must be refuted).
     stated_statement  erratum only: LaTeX of the statement as the lecture notes state it.
+    no_symbolic       why this claim has no derivation and symbolic check ('' when it has both).
+    no_numeric        why this claim has no numeric or trained check ('' when it has one).
+
+    >>> from theory.derivation import DerivationBuilder
+    >>> ok = lambda form, ctx: compare(0.0, 0.0, "exact")
+    >>> def derive():
+    ...     b = DerivationBuilder("two"); return b.done(b.step("1 + 1", 2))
+    >>> c = Claim("demo.two", "Two", "1+1=2", "arithmetic", "identity", 2,
+    ...           (Check("sym", "symbolic", ok), Check("num", "numeric", ok)),
+    ...           (Mutant("three", "wrong constant", "1+1=3", 3),), derivation=derive)
+    >>> c.validate()
+    >>> Claim("demo.two", "Two", "1+1=2", "arithmetic", "identity", 2, (Check("num", "numeric", ok),),
+    ...       (Mutant("three", "wrong constant", "1+1=3", 3),)).validate()
+    Traceback (most recent call last):
+    ...
+    proofs_checks.registry.RegistryError: claim 'demo.two': no derivation (derivation=...) and no symbolic check: a identity needs both, or no_symbolic="why it has none"
     """
 
     id: str
@@ -249,6 +269,8 @@ class Claim:
     stated: Any = None
     stated_statement: str = ""
     notes: str = ""
+    no_symbolic: str = ""
+    no_numeric: str = ""
 
     @property
     def group(self) -> str:
@@ -289,6 +311,20 @@ class Claim:
             raise RegistryError(f"{where}: an erratum needs the seed's stated form and stated_statement")
         if self.kind != "erratum" and self.stated is not None:
             raise RegistryError(f"{where}: only an erratum has a stated form")
+        for c in self.checks:
+            if not isinstance(c, Check):
+                raise RegistryError(f"{where}: checks must be Check objects, got {type(c).__name__}")
+        if not self.is_evidence:
+            layers = {c.layer for c in self.checks}
+            if not self.no_symbolic.strip():
+                missing = [w for w, gone in (("no derivation (derivation=...)", self.derivation is None),
+                                             ("no symbolic check", "symbolic" not in layers)) if gone]
+                if missing:
+                    raise RegistryError(f"{where}: {' and '.join(missing)}: a {self.kind} needs both, "
+                                        'or no_symbolic="why it has none"')
+            if not self.no_numeric.strip() and not (layers - {"symbolic"}):
+                raise RegistryError(f"{where}: no numeric or trained check: a {self.kind} needs one independent of "
+                                    'SymPy, or no_numeric="why it has none"')
 
 
 class Registry:

@@ -132,6 +132,25 @@ def _fmt(x: Any) -> str:
         return f"{x:.3g}"
     return str(x)
 
+def _markdown_obligations(obligations: list[dict[str, Any]]) -> list[str]:
+    """The obligations table of one claim: name, kind, status (holds / fails / undecided), the
+    method that decided it, the residual, and the counterexample of a false one."""
+    if not obligations:
+        return []
+    from proofs_checks.runner import obligation_status
+
+    def cell(x: Any) -> str:
+        return str(x if x is not None else "").replace("|", "\\|").replace("\n", " ")
+
+    lines = ["Obligations:", "", "| obligation | kind | status | method | residual | counterexample |", "|---|---|---|---|---|---|"]
+    for o in obligations:
+        cx = o.get("counterexample")
+        cx_text = ", ".join(f"{k} = {v}" for k, v in cx.items()) if cx else "–"
+        lines.append(f"| {cell(o.get('name'))} | {cell(o.get('kind'))} | **{obligation_status(o)}** | {cell(o.get('method'))} | "
+                     f"`{cell(o.get('residual'))}` | {cell(cx_text)} |")
+    lines.append("")
+    return lines
+
 
 def render_markdown(doc: dict[str, Any]) -> str:
     """Markdown rendering of a results document (summary table, then one section per claim)."""
@@ -163,6 +182,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines.append("")
         if r.get("derivation_error"):
             lines += [f"Derivation error: `{r['derivation_error']}`", ""]
+        lines += _markdown_obligations(r.get("obligations") or [])
         for label, key in (("Checks", "checks"), ("Checks on the seed's stated form", "stated_checks")):
             if not r.get(key):
                 continue
@@ -189,7 +209,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         for m in doc["mutants"]:
             layers = m.get("rejected_by_layer") or {}
             cells = " | ".join(margin_text(layers.get(L)) for L in ("symbolic", "numeric", "trained"))
-            lines.append(f"| {m['claim']} | {m['mutant']} | {m['kind']} | {cells} | {m.get('killed_by') or '**survived**'} |")
+            who = "**not counted: claim not verified**" if m.get("refused") else (m.get("killed_by") or "**survived**")
+            lines.append(f"| {m['claim']} | {m['mutant']} | {m['kind']} | {cells} | {who} |")
     if doc.get("reproductions"):
         lines += ["", "## Paper reproductions (quick sizes)", "", "| reproduction | status | rows agreeing | page |", "|---|---|---|---|"]
         lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | [{r.get('page')}]({r.get('page')}) |"

@@ -3,8 +3,10 @@
 Statuses of a claim:
   verified    every check of every layer ran and passed, and every obligation of the derivation
               holds (erratum: and the stated form was refuted by at least one check)
-  refuted     a check failed or an obligation does not hold (erratum: or no check refuted the
-              stated form)
+  refuted     a check failed, or an obligation is false and its counterexample is shown (erratum:
+              or no check refuted the stated form)
+  undecided   nothing failed, but SymPy could not decide an obligation and a numeric search found
+              no counterexample: not verified, not refuted (``tverify run`` exits 3)
   error       a check or the derivation crashed (reported, never fatal to the run)
   incomplete  nothing failed, but some check did not run (e.g. --device cuda --allow-skip without
               CUDA): never counted as verified
@@ -29,11 +31,40 @@ from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
-           "claim_result", "mutant_result"]
+           "claim_result", "mutant_result", "exit_code", "obligation_status", "refuse_mutants",
+           "refused_mutant", "refusal_reason", "claim_counts_kills", "STATUSES", "FAILING",
+           "INCONCLUSIVE"]
 
-STATUSES = ("verified", "refuted", "error", "incomplete", "evidence")
+STATUSES = ("verified", "refuted", "error", "incomplete", "evidence", "undecided")
 #: statuses that make ``tverify run`` exit 1
 FAILING = ("refuted", "error", "incomplete")
+#: statuses that are neither verified nor refuted (``tverify run`` exits 3 when nothing failed)
+INCONCLUSIVE = ("undecided",)
+
+
+def exit_code(statuses) -> int:
+    """``tverify run``'s exit code for these claim statuses: 1 when one failed (refuted, error,
+    incomplete), else 3 when one is undecided, else 0.
+
+    >>> exit_code(["verified", "undecided"]), exit_code(["undecided", "refuted"]), exit_code(["evidence"])
+    (3, 1, 0)
+    """
+    statuses = list(statuses)
+    if any(s in FAILING for s in statuses):
+        return 1
+    return 3 if any(s in INCONCLUSIVE for s in statuses) else 0
+
+
+def obligation_status(o: dict[str, Any]) -> str:
+    """``holds`` / ``fails`` / ``undecided`` of an obligation's JSON (older JSON: from ``passed``)."""
+    return o.get("status") or ("holds" if o.get("passed") else "fails")
+
+
+def _obl_text(o: dict[str, Any]) -> str:
+    cx = o.get("counterexample")
+    if not cx:
+        return str(o.get("name"))
+    return f"{o.get('name')} (counterexample: " + ", ".join(f"{k} = {v}" for k, v in cx.items()) + ")"
 
 
 @dataclass
@@ -136,10 +167,14 @@ class MutantResult:
     seconds: float
     mode: str = "quick"
     exempt: str = ""
+    refused: str = ""
 
     def rejected_by_layer(self) -> dict[str, float]:
-        """Best margin per layer among the checks that rejected the mutant."""
+        """Best margin per layer among the checks that rejected the mutant (none when the kill was
+        refused because the unmutated claim is not verified)."""
         best: dict[str, float] = {}
+        if self.refused:
+            return best
         for o in self.outcomes:
             if o.status == "failed" and o.result is not None:
                 m = o.result.ratio
@@ -178,6 +213,7 @@ class MutantResult:
             "tolerance": _margin_json(self.tolerance),
             "rejected_by_layer": {k: _margin_json(v) for k, v in self.rejected_by_layer().items()},
             "exempt": self.exempt or None,
+            "refused": self.refused or None,
             "seconds": round(self.seconds, 4),
             "checks": self.matrix_entries(),
         }
@@ -372,22 +408,26 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
     if "error" in states:
         bad = next(o for o in outcomes if o.status == "error")
         return "error", f"check {bad.name} crashed: {bad.error_message}", None
-    failed_obl = [o["name"] for o in obligations or [] if not o.get("passed")]
+    failed_obl = [_obl_text(o) for o in obligations or [] if obligation_status(o) == "fails"]
+    undecided_obl = [o["name"] for o in obligations or [] if obligation_status(o) == "undecided"]
     skipped = [o for o in outcomes if o.status == "skipped"]
     skip_note = "; ".join(f"{o.name}: {(o.result.skip_reason if o.result else '') or 'skipped'}" for o in skipped)
     if claim.is_evidence:
         ran = [o for o in outcomes if o.status != "skipped"]
         if skipped:
             return "incomplete", f"not every check ran ({skip_note}); evidence is reported only from a complete run", None
-        supports = all(o.status == "passed" for o in ran) and not failed_obl
+        supports = all(o.status == "passed" for o in ran) and not failed_obl and not undecided_obl
         return "evidence", ("the measured numbers support the claim" if supports else "the measured numbers do not support the claim"), supports
     if failed_obl:
-        return "refuted", f"obligation not met: {', '.join(failed_obl)}", None
+        return "refuted", f"obligation false: {'; '.join(failed_obl)}", None
     if "failed" in states:
         bad = [o.name for o in outcomes if o.status == "failed"]
         return "refuted", f"failed: {', '.join(bad)}", None
     if skipped:
         return "incomplete", f"not every check ran ({skip_note}): a skipped check is not a pass", None
+    if undecided_obl:
+        return "undecided", (f"obligation undecided: {', '.join(undecided_obl)} (SymPy could not decide it and a numeric "
+                             "search found no counterexample): neither verified nor refuted"), None
     if claim.kind == "erratum":
         killed = [o for o in stated if o.status == "failed"]
         if not killed:
@@ -452,6 +492,43 @@ def mutant_result(claim: Claim, mutant: Mutant, outcomes: list[CheckOutcome], se
 LAYER_ORDER = {"symbolic": 0, "numeric": 1, "trained": 2}
 
 
+def claim_counts_kills(result: "ClaimResult") -> bool:
+    """Whether a mutant of this claim result may be called killed: the unmutated claim is
+    verified (or is evidence its numbers support). A check that fails on the true claim fails on
+    anything, so its rejection of a mutant means nothing."""
+    return result.status == "verified" or (result.status == "evidence" and bool(result.supports))
+
+
+def refused_mutant(claim: Claim, mutant: Mutant, why: str, mode: str) -> MutantResult:
+    """A kill-matrix row for a mutant that was not run because its claim is not verified."""
+    return MutantResult(claim=claim.id, mutant=mutant.name, kind=mutant.kind, description=mutant.description,
+                        killed=False, killed_by=None, error=math.nan, tolerance=math.nan, outcomes=[], seconds=0.0,
+                        mode=mode, exempt=getattr(mutant, "exempt", "") or "", refused=why)
+
+
+def refusal_reason(result: "ClaimResult") -> str:
+    """Why no mutant of this claim result may be called killed ('' when they may)."""
+    if claim_counts_kills(result):
+        return ""
+    return (f"claim {result.id} is {result.status}" + (f" ({result.message})" if result.message else "")
+            + ": no mutant is called killed when the unmutated claim is not verified")
+
+
+def refuse_mutants(results: list["ClaimResult"], mutants: list[MutantResult]) -> list[str]:
+    """Mark every mutant of a claim that is not verified as *not killed* (``refused`` says why) and
+    return one line per such claim. :func:`run_mutants` and ``tverify mutants`` call it."""
+    by_id = {r.id: r for r in results}
+    lines: dict[str, str] = {}
+    for m in mutants:
+        r = by_id.get(m.claim)
+        if r is None or claim_counts_kills(r):
+            continue
+        why = refusal_reason(r)
+        lines[r.id] = why
+        m.refused, m.killed, m.killed_by, m.error, m.tolerance = why, False, None, math.nan, math.nan
+    return list(lines.values())
+
+
 def run_claims(claims: list[Claim], ctx: RunContext, progress: Callable[[Claim], Any] | None = None) -> list[ClaimResult]:
     out = []
     for c in claims:
@@ -461,13 +538,21 @@ def run_claims(claims: list[Claim], ctx: RunContext, progress: Callable[[Claim],
     return out
 
 
-def run_mutants(claims: list[Claim], ctx: RunContext, progress: Callable[[Claim, Mutant], Any] | None = None) -> list[MutantResult]:
+def run_mutants(claims: list[Claim], ctx: RunContext, progress: Callable[[Claim, Mutant], Any] | None = None,
+                *, gate: bool = False) -> list[MutantResult]:
+    """The kill matrix of ``claims``. With ``gate``, each claim is run first and the mutants of a
+    claim that is not verified are not counted as killed (see :func:`refuse_mutants`)."""
     out = []
+    results = []
     for c in claims:
+        if gate:
+            results.append(run_claim(c, ctx))
         for m in c.all_mutants():
             out.append(run_mutant(c, m, ctx))
             if progress:
                 progress(c, m)
+    if gate:
+        refuse_mutants(results, out)
     return out
 
 

@@ -70,7 +70,8 @@ def test_claims_entry_point_group(tmp_path):
         register(Claim(id="plug.one_plus_one", title="One plus one is two (plugin)", kind="identity",
                        statement="1+1=2", source="a plugin package", form={"two": 1.0 + 1.0},
                        checks=(Check("sum", "numeric", _sum, "1 + 1"),),
-                       mutants=(Mutant("three", "wrong constant", "1 + 1 = 3", {"two": 3.0}),)))
+                       mutants=(Mutant("three", "wrong constant", "1 + 1 = 3", {"two": 3.0}),),
+                       no_symbolic="float64 arithmetic on small integers: nothing to derive"))
     """))
     dist = tmp_path / "own_plugclaims-0.1.dist-info"
     dist.mkdir()

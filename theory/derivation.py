@@ -12,7 +12,8 @@ Every step is marked:
   assumption is allowed as a premise; reports list every assumption of a claim visibly.
 
 The closed form (``result``) must be the expression of a derived step: :meth:`DerivationBuilder.done`
-records, per result entry, whether it is (``provenance``). Obligations are not evaluated when the
+records, per result entry, whether it is (``provenance``); ``done(result, display=simpler)`` shows an
+equal simpler form instead, with the equality as an obligation. Obligations are not evaluated when the
 derivation is built but by :meth:`Obligation.evaluate`, which the runner calls as part of a claim's
 symbolic layer, so a residual that fails to vanish is a reported failure, never a silent ``assert``.
 """
@@ -25,7 +26,8 @@ from typing import Any
 
 import sympy as sp
 
-__all__ = ["Step", "Obligation", "ObligationResult", "Derivation", "DerivationBuilder", "STEP_KINDS", "OBLIGATION_KINDS"]
+__all__ = ["Step", "Obligation", "ObligationResult", "Derivation", "DerivationBuilder", "STEP_KINDS", "OBLIGATION_KINDS",
+           "OBLIGATION_STATUSES", "certified"]
 
 STEP_KINDS = ("derived", "assumed")
 OBLIGATION_KINDS = ("zero", "true", "nonnegative", "positive")
@@ -69,8 +71,20 @@ def _latex(expr: Any) -> str:
 
 @dataclass
 class ObligationResult:
-    """What evaluating an obligation found: ``passed``, the residual as printed after the
-    simplification that decided it, and the name of that simplification (``method``)."""
+    """What evaluating an obligation found.
+
+    ``status`` is one of :data:`OBLIGATION_STATUSES`:
+
+    * ``"holds"``: a simplification (or an exact method: minimal polynomial, ``Expr.equals``)
+      decided every entry in the obligation's favour;
+    * ``"fails"``: an entry is false, and ``counterexample`` shows it (a point of the free symbols
+      where the value, certified to 30 significant digits by ``evalf(strict=True)``, violates the
+      obligation; for a closed number, its certified value);
+    * ``"undecided"``: no method decided an entry, and a numeric search found no counterexample.
+      Never a pass, never a refutation.
+
+    ``passed`` is ``status == "holds"``; ``residual`` the entry as printed after the last
+    simplification tried; ``method`` names what decided it (or what was tried)."""
 
     name: str
     kind: str
@@ -79,11 +93,21 @@ class ObligationResult:
     method: str
     seconds: float = 0.0
     description: str = ""
+    status: str = ""
+    counterexample: dict[str, str] | None = None
+
+    def __post_init__(self):
+        if not self.status:
+            self.status = "holds" if self.passed else "fails"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "passed": self.passed, "residual": self.residual,
-                "method": self.method, "seconds": round(self.seconds, 4), "description": self.description}
+        return {"name": self.name, "kind": self.kind, "passed": self.passed, "status": self.status,
+                "residual": self.residual, "method": self.method, "seconds": round(self.seconds, 4),
+                "description": self.description, "counterexample": self.counterexample}
 
+
+#: what an obligation's evaluation can conclude (see :class:`ObligationResult`)
+OBLIGATION_STATUSES = ("holds", "fails", "undecided")
 
 # simplifications tried in order, cheapest first; the first that decides an obligation is recorded
 _SIMPLIFIERS = (
@@ -93,6 +117,11 @@ _SIMPLIFIERS = (
     ("simplify", sp.simplify),
     ("exp/log rewrite+simplify", lambda e: sp.simplify(sp.powsimp(sp.expand_log(e, force=True), combine="exp"))),
 )
+_NAMES = [n for n, _ in _SIMPLIFIERS]
+
+#: significant digits a numeric value must be certified to before it decides anything
+DIGITS = 30
+_MAXN = 400  # working precision (bits) evalf may use to certify DIGITS digits
 
 
 def _entries(value: Any) -> list[Any]:
@@ -105,43 +134,163 @@ def _entries(value: Any) -> list[Any]:
     return [value]
 
 
-def _is_zero(e: Any) -> bool | None:
-    if isinstance(e, sp.MatrixExpr):  # a matrix expression SymPy reduced (or not) symbolically
-        if getattr(e, "is_ZeroMatrix", False):
-            return True
+def certified(e: Any, digits: int = DIGITS) -> Any:
+    """The value of the closed number ``e`` certified to ``digits`` significant digits, or ``None``
+    when rounding cannot tell it from zero (SymPy's ``evalf(strict=True)`` ran out of precision:
+    a value printed as ``0.e-165`` has no significant digit and decides nothing).
+
+    >>> certified(sp.sqrt(2) - 1, 5)
+    0.41421
+    >>> certified(sp.cos(sp.pi / 7) - sp.cos(2 * sp.pi / 7) + sp.cos(3 * sp.pi / 7) - sp.Rational(1, 2)) is None
+    True
+    """
+    try:
+        v = sp.sympify(e).evalf(digits, strict=True, maxn=_MAXN)
+    except Exception:  # PrecisionExhausted (indistinguishable from 0), or not evaluable
         return None
-    e = sp.sympify(e)
-    if e == 0:
-        return True
-    z = getattr(e, "is_zero", None)
-    if z is True:
-        return True
-    if e.is_number:
-        try:
-            v = complex(e.evalf(30))
-        except (TypeError, ValueError):
-            return None
-        return None if v == 0 else False  # a nonzero numeric value decides "not zero"
+    if v.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or not v.is_number:
+        return None
+    return v
+
+
+def _exactly_zero(e: Any) -> str | None:
+    """Name of an exact method that proves the closed number ``e`` is 0, else ``None``:
+    a minimal polynomial equal to ``x`` (algebraic numbers, cosines of rational multiples of π),
+    then ``Expr.equals(0)``."""
+    x = sp.Dummy("x")
+    try:
+        if sp.minimal_polynomial(e, x) == x:
+            return "minimal polynomial"
+    except Exception:  # not algebraic, or SymPy cannot compute it
+        pass
+    try:
+        if e.equals(0) is True:
+            return "Expr.equals"
+    except Exception:
+        pass
     return None
 
 
-def _truth(e: Any, kind: str) -> bool | None:
+def _is_zero(e: Any) -> tuple[bool | None, str]:
+    """(verdict, how): True/False when decided (``how`` names an exact method used beyond the
+    simplification, or a certified value), None when not."""
+    if isinstance(e, sp.MatrixExpr):  # a matrix expression SymPy reduced (or not) symbolically
+        if getattr(e, "is_ZeroMatrix", False):
+            return True, ""
+        return None, ""
+    e = sp.sympify(e)
+    if e == 0:
+        return True, ""
+    z = getattr(e, "is_zero", None)
+    if z is True:
+        return True, ""
+    if e.is_number:
+        v = certified(e)
+        if v is not None and v != 0:
+            return False, f"value {_short(v, 60)} (certified to {DIGITS} digits)"
+        how = _exactly_zero(e)
+        if how:
+            return True, how
+        return None, ""  # a value rounding cannot tell from zero decides nothing
+    if z is False:
+        return False, "SymPy's assumptions"
+    return None, ""
+
+
+def _truth(e: Any, kind: str) -> tuple[bool | None, str]:
     if kind == "true":
         e = sp.sympify(e)
         if e in (sp.true, True):
-            return True
+            return True, ""
         if e in (sp.false, False):
-            return False
-        return None
+            return False, "evaluates to False"
+        return None, ""
     e = sp.sympify(e)
     prop = e.is_nonnegative if kind == "nonnegative" else e.is_positive
     if prop is not None:
-        return bool(prop)
+        return bool(prop), ("" if prop else "SymPy's assumptions")
     if e.is_number:
-        v = e.evalf(30)
-        if v.is_real:
-            return bool(v >= 0) if kind == "nonnegative" else bool(v > 0)
-    return None
+        v = certified(e)
+        if v is not None:
+            if v.is_real:
+                ok = bool(v >= 0) if kind == "nonnegative" else bool(v > 0)
+                return ok, f"value {_short(v, 60)} (certified to {DIGITS} digits)"
+            return None, ""
+        if _exactly_zero(e):  # exactly 0: nonnegative, not positive
+            return kind == "nonnegative", "exactly zero"
+    return None, ""
+
+
+def _sample(s: sp.Symbol, rng: "Any") -> sp.Expr:
+    """An exact (rational or integer) value in the domain the symbol's assumptions allow."""
+    if s.is_integer:
+        lo = 1 if s.is_positive else (0 if s.is_nonnegative else (-6 if not s.is_negative else -6))
+        hi = -1 if s.is_negative else 6
+        return sp.Integer(rng.randint(lo, hi))
+    if s.is_positive:
+        return sp.Rational(rng.randint(1, 40), rng.choice((7, 10, 13)))
+    if s.is_nonnegative:
+        return sp.Rational(rng.randint(0, 40), rng.choice((7, 10, 13)))
+    if s.is_negative:
+        return -sp.Rational(rng.randint(1, 40), rng.choice((7, 10, 13)))
+    if s.is_nonpositive:
+        return -sp.Rational(rng.randint(0, 40), rng.choice((7, 10, 13)))
+    return sp.Rational(rng.randint(-40, 40), rng.choice((7, 10, 13)))
+
+
+#: points the counterexample search tries per undecided entry, and its time budget (seconds)
+SEARCH_POINTS = 16
+SEARCH_SECONDS = 5.0
+
+
+def _violates(v: Any, kind: str) -> bool:
+    if kind == "zero":
+        return v != 0
+    if not v.is_real:
+        return False  # a non-real value of an inequality is not a counterexample we can state
+    return bool(v < 0) if kind == "nonnegative" else bool(v <= 0)
+
+
+def _search(entry: Any, kind: str) -> tuple[dict[str, str] | None, int]:
+    """Look for a point of the free symbols where ``entry`` violates the obligation, beyond
+    rounding (the value certified to :data:`DIGITS` digits). Returns (counterexample or None,
+    number of points evaluated)."""
+    import random
+
+    if isinstance(entry, sp.MatrixExpr):
+        return None, 0
+    e = sp.sympify(entry)
+    if kind == "true":
+        if not isinstance(e, sp.core.relational.Relational) or isinstance(e, sp.Ne):
+            return None, 0
+        if isinstance(e, sp.Eq):
+            e, kind = e.lhs - e.rhs, "zero"
+        elif isinstance(e, (sp.Ge, sp.Gt)):
+            e, kind = e.lhs - e.rhs, ("nonnegative" if isinstance(e, sp.Ge) else "positive")
+        else:
+            e, kind = e.rhs - e.lhs, ("nonnegative" if isinstance(e, sp.Le) else "positive")
+    syms = sorted(e.free_symbols, key=str)
+    if not syms or len(syms) > 20:
+        return None, 0
+    rng = random.Random(_short(e, 200))  # deterministic per expression
+    t0, n = time.perf_counter(), 0
+    for _ in range(SEARCH_POINTS):
+        if time.perf_counter() - t0 > SEARCH_SECONDS:
+            break
+        point = {s: _sample(s, rng) for s in syms}
+        try:
+            at = e.subs(point)
+        except Exception:
+            continue
+        n += 1
+        v = certified(at)
+        if v is None:
+            if kind == "positive" and _exactly_zero(at):
+                return {**{str(k): str(p) for k, p in point.items()}, "value": "0 (exactly)"}, n
+            continue  # indistinguishable from zero here (or undefined): no counterexample
+        if _violates(v, kind):
+            return {**{str(k): str(p) for k, p in point.items()}, "value": _short(v, 60)}, n
+    return None, n
 
 
 @dataclass(frozen=True)
@@ -152,15 +301,25 @@ class Obligation:
     entry by entry; ``"true"``: a relational or boolean simplifies to ``True``;
     ``"nonnegative"`` / ``"positive"``: the expression is ≥ 0 / > 0 under the symbols' assumptions.
 
+    :meth:`evaluate` concludes ``holds``, ``fails`` (with a counterexample) or ``undecided``.
+
     >>> x = sp.Symbol("x", real=True)
     >>> Obligation("pythagoras", sp.sin(x)**2 + sp.cos(x)**2 - 1).evaluate().passed
     True
     >>> Obligation("square", x**2, "nonnegative").evaluate().method
     'as computed'
-    >>> r = Obligation("wrong", x + 1).evaluate(); (r.passed, r.residual)
-    (False, 'x + 1')
+    >>> r = Obligation("wrong", x + 1).evaluate(); (r.passed, r.status, r.residual)
+    (False, 'fails', 'x + 1')
+    >>> sorted(r.counterexample)
+    ['value', 'x']
     >>> Obligation("matrix expression", sp.ZeroMatrix(2, 2)).evaluate().passed
     True
+    >>> c = sp.cos(sp.pi/7) - sp.cos(2*sp.pi/7) + sp.cos(3*sp.pi/7) - sp.Rational(1, 2)
+    >>> r = Obligation("cosines", c).evaluate(); (r.status, r.method)
+    ('holds', 'as computed + minimal polynomial')
+    >>> y = sp.Symbol("y", positive=True)
+    >>> Obligation("lambert", sp.LambertW(y) * sp.exp(sp.LambertW(y)) - y).evaluate().status
+    'undecided'
     """
 
     name: str
@@ -173,32 +332,58 @@ class Obligation:
             raise ValueError(f"obligation {self.name!r}: kind must be one of {OBLIGATION_KINDS}")
 
     def evaluate(self) -> ObligationResult:
-        """Try the simplifications in order; pass when one decides every entry in its favour.
+        """Try the simplifications in order; an entry holds when one decides it in its favour.
 
-        An entry that no simplification decides fails (a residual we cannot show to vanish is not
-        shown to vanish); the residual printed is the last simplified form of the first such entry."""
+        A closed number is decided only by a value certified to :data:`DIGITS` digits (nonzero)
+        or by an exact method (minimal polynomial, ``Expr.equals``): a value that rounding cannot
+        tell from zero decides nothing. An entry no method decides is searched for a
+        counterexample (:data:`SEARCH_POINTS` exact points of its free symbols, each value
+        certified): one found makes the obligation ``fails``, none ``undecided``."""
         t0 = time.perf_counter()
         entries = _entries(self.expr)
         decide = _is_zero if self.kind == "zero" else (lambda e: _truth(e, self.kind))
-        used = "as computed"
+        used, extra = "as computed", set()
+        undecided: ObligationResult | None = None
         for entry in entries:
-            verdict, last = None, entry
+            verdict, last, how, method = None, entry, "", "as computed"
             for name, simp in _SIMPLIFIERS:
                 try:
                     last = simp(sp.sympify(entry)) if name != "as computed" else sp.sympify(entry)
                 except Exception:  # a simplifier that cannot handle the entry decides nothing
                     continue
-                verdict = decide(last)
+                verdict, how = decide(last)
                 if verdict is not None:
-                    if _SIMPLIFIERS.index((name, simp)) > [n for n, _ in _SIMPLIFIERS].index(used):
-                        used = name
+                    method = name
                     break
-            if not verdict:
-                return ObligationResult(self.name, self.kind, False, _short(last),
-                                        name if verdict is False else "undecided after " + ", ".join(n for n, _ in _SIMPLIFIERS),
-                                        time.perf_counter() - t0, self.description)
+            if verdict is True:
+                if _NAMES.index(method) > _NAMES.index(used):
+                    used = method
+                if how:
+                    extra.add(how)
+                continue
+            cx, n = _search(entry, self.kind)
+            if verdict is False or cx is not None:
+                if cx is None and how.startswith("value "):
+                    cx = {"value": how.split(" (", 1)[0][len("value "):]}
+                why = method + (f" ({how})" if how and not how.startswith("value ") else "")
+                if verdict is not False:
+                    why = f"counterexample found by a numeric search after {', '.join(_NAMES)}"
+                return ObligationResult(self.name, self.kind, False, _short(last), why, time.perf_counter() - t0,
+                                        self.description, "fails", cx)
+            if undecided is None:
+                undecided = ObligationResult(
+                    self.name, self.kind, False, _short(last),
+                    f"undecided: {', '.join(_NAMES)}, minimal polynomial and Expr.equals did not decide it; "
+                    + (f"no counterexample at {n} exact points (values certified to {DIGITS} digits)" if n
+                       else "no numeric search possible"),
+                    0.0, self.description, "undecided", None)
+        if undecided is not None:  # every other entry holds or is undecided too
+            undecided.seconds = time.perf_counter() - t0
+            return undecided
         shown = "0" if self.kind == "zero" else "True"
-        return ObligationResult(self.name, self.kind, True, shown, used, time.perf_counter() - t0, self.description)
+        method = used + "".join(f" + {h}" for h in sorted(extra))
+        return ObligationResult(self.name, self.kind, True, shown, method, time.perf_counter() - t0, self.description,
+                                "holds")
 
 
 def _short(e: Any, limit: int = 300) -> str:
@@ -321,7 +506,40 @@ class DerivationBuilder:
         self.facts[name] = value
         return value
 
-    def done(self, result: Any) -> Derivation:
+    def done(self, result: Any, *, display: Any = None) -> Derivation:
+        """Freeze the derivation with closed form ``result`` (an expression of a derived step, or a
+        dict of them).
+
+        ``display`` names a simpler *equal* form to show and use as the closed form instead of
+        SymPy's raw output (a ``diff`` that prints as pages of LaTeX): it is recorded as a step,
+        and its equality with ``result`` becomes the obligation ``"displayed form equals the derived
+        result"``, so a wrong display form fails the derivation instead of hiding in it. For a
+        dict result, ``display`` is a dict replacing some of its entries.
+
+        >>> import sympy as sp
+        >>> b, x = DerivationBuilder("derivative"), sp.Symbol("x")
+        >>> f = b.define("f", x * sp.exp(x))
+        >>> raw = b.step("Differentiate", sp.diff(f, x))
+        >>> d = b.done(raw, display=(x + 1) * sp.exp(x))
+        >>> d.result, d.provenance, [o.status for o in d.check_obligations()]
+        ((x + 1)*exp(x), {'result': 'derived'}, ['holds'])
+        """
+        if display is not None:
+            if isinstance(result, dict):
+                if not isinstance(display, dict) or not set(display) <= set(result):
+                    raise ValueError("done(display=...): for a dict result, display must be a dict of some of its keys")
+                pairs = [(k, result[k], v) for k, v in display.items()]
+                shown = {**result, **display}
+            else:
+                pairs, shown = [("result", result, display)], display
+            for key, raw, nice in pairs:
+                label = "displayed form equals the derived result" + ("" if key == "result" else f" ({key})")
+                diff = (nice - raw) if not isinstance(raw, sp.MatrixBase) else sp.Matrix(nice) - raw
+                self._obligations.append(Obligation(label, diff, "zero", "the form shown is the derived one, simplified"))
+                self._steps.append(Step(f"Simplified form{'' if key == 'result' else ' of ' + str(key)} "
+                                        f"(equal to the derived result: obligation '{label}')", nice, "derived",
+                                        "simplified", None))
+            result = shown
         entries = result.items() if isinstance(result, dict) else [("result", result)]
         derived = [s.expr for s in self._steps if s.how == "derived" and s.expr is not None]
         provenance = {str(k): ("derived" if any(_same(v, e) for e in derived) else "assumed") for k, v in entries}

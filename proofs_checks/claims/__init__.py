@@ -32,6 +32,21 @@ def load_all() -> None:
 #: ``(entry point, "Type: message")`` for every ``tverify.claims`` plugin that failed to load.
 PLUGIN_ERRORS: list[tuple[str, str]] = []
 
+#: source files of the modules the plugins imported that no installed distribution's version
+#: covers (editable installs, helper modules on the path): the catalogue cache depends on them.
+PLUGIN_SOURCES: set[str] = set()
+
+
+def _record_sources(names) -> None:
+    import sys
+    import sysconfig
+
+    skip = [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    for name in names:
+        f = getattr(sys.modules.get(name), "__file__", None)
+        if f and f.endswith(".py") and not any(f.startswith(d) for d in skip) and "site-packages" not in f:
+            PLUGIN_SOURCES.add(f)
+
 
 def load_plugins() -> None:
     """Import the claim modules other installed packages declare in the entry-point group
@@ -42,10 +57,12 @@ def load_plugins() -> None:
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="tverify.claims"):
+        before = set(sys.modules)
         try:
             obj = ep.load()
             if callable(obj):
                 obj()
+            _record_sources(set(sys.modules) - before)
         except Exception as exc:  # another package's code: report it and go on
             msg = " ".join(str(exc).split())
             PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__))

@@ -508,6 +508,8 @@ register(Claim(
         Check("KQ_path", "trained", _regpath_KQ, "(K,Q) path vs the nuclear Att-SVM where Frobenius differs"),
     ),
     mutants=REG_GD_MUTANTS,
+    no_symbolic="an asymptotic statement about an optimisation path (a limit of argmins / GD iterates): the evidence is the "
+                "trained path against the cvxpy Att-SVM solution, no closed form to derive in SymPy",
 ))
 
 
@@ -707,6 +709,8 @@ register(Claim(
         Check("ngd_KQ", "trained", _gd_KQ, "NGD on (K,Q) vs the nuclear Att-SVM"),
     ),
     mutants=REG_GD_MUTANTS,
+    no_symbolic="an asymptotic statement about an optimisation path (a limit of argmins / GD iterates): the evidence is the "
+                "trained path against the cvxpy Att-SVM solution, no closed form to derive in SymPy",
 ))
 
 # --------------------------------------------------------------------------------------------

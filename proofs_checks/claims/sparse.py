@@ -194,6 +194,8 @@ register(Claim(
            "Child et al. 2019; Guo et al. 2019; Beltagy et al. 2020; Zaheer et al. 2020",
     kind="theorem",
     form=_FORM,
+    no_symbolic="a combinatorial property of finite attention patterns: checked exhaustively by brute force and graph "
+                "search (an exact decision at each size), not a symbolic identity",
     checks=(
         Check("conditions_vs_bruteforce", "numeric", _conditions_small, "three conditions vs brute force and set recursion at n ≤ 8"),
         Check("layers_vs_graph_distance", "numeric", _layers_large, "layers to full connectivity vs scipy shortest paths and closed forms"),

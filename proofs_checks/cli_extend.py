@@ -1,0 +1,30 @@
+"""``tverify new-claim``: the commands for claim authors (registered in :mod:`proofs_checks.cli`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from proofs_checks.options import UsageError
+
+
+@click.command("new-claim")
+@click.argument("claim_id")
+@click.option("--dir", "folder", default=".", show_default=True, metavar="DIR",
+              help="Folder to write the package into (created if missing). Existing files are never overwritten.")
+def new_claim_cmd(claim_id, folder):
+    """Write a plugin package with one claim CLAIM_ID (group.name) that verifies as written: a
+    pyproject with the `tverify.claims` entry point, a claim module (derivation, symbolic and numeric
+    checks, two mutants) and a test using the `tverify` fixture. Then: pip install -e DIR."""
+    from proofs_checks.scaffold import ScaffoldError, write_scaffold
+
+    try:
+        paths = write_scaffold(claim_id, Path(folder).expanduser())
+    except ScaffoldError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write into {folder}: {exc.strerror or exc}") from None
+    for p in paths:
+        click.echo(f"wrote {p}")
+    click.echo(f"next: pip install -e {folder}  &&  tverify run {claim_id} --quick  &&  tverify mutants {claim_id} --quick")

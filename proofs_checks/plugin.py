@@ -1,0 +1,277 @@
+"""The extension API: everything a claim needs, from one import.
+
+A claim binds a SymPy derivation to checks that compare a *form* (the claimed closed form, usually
+a Python function) with independently computed references, and carries *mutants* (wrong forms
+its checks must reject). This module is the documented, stable surface for writing one, in this
+project or in a plugin package (entry-point group ``tverify.claims``; ``tverify new-claim ID``
+writes a complete package). ``docs/extending.md`` is its reference page.
+
+Declarations
+    :class:`Claim`, :class:`Check`, :class:`Mutant`, :func:`register`, and the decorators
+    :func:`symbolic`, :func:`numeric`, :func:`trained` that turn a function ``fn(form, ctx)`` into a
+    :class:`Check`; :func:`matches_derivation` builds the usual symbolic check (the form against the
+    derivation's closed form, lambdified, at sampled points).
+Derivations
+    :class:`DerivationBuilder` (``define``/``assume``/``step``/``obligation``/``fact``/``done``).
+Comparisons (each returns a :class:`CheckResult` whose tolerance carries its reason)
+    :func:`exact` (tolerance 0), :func:`rounding` (``c·n·eps·scale``), :func:`z_test` (k standard
+    errors of a Monte Carlo estimate), :func:`seed_spread` (k standard errors across seeds),
+    :func:`compare` (any error against any tolerance with a stated justification);
+    :func:`worst` / :func:`largest` / :func:`smallest` reduce errors propagating NaN.
+Running (notebooks, tests; the claim need not be registered)
+    :func:`check_claim`, :func:`run_mutants`; :func:`proofs_checks.testkit.assert_claim` for tests.
+
+>>> import numpy as np, sympy as sp
+>>> def derive():
+...     b = DerivationBuilder("softplus derivative")
+...     x = b.fact("args", (sp.Symbol("x", real=True),))[0]
+...     f = b.define("Softplus", sp.log(1 + sp.exp(x)))
+...     return b.done(b.step("Differentiate", sp.diff(f, x)), display=1 / (1 + sp.exp(-x)))
+>>> @numeric("central finite difference of np.logaddexp(0, x)")
+... def finite_difference(form, ctx):
+...     x, h = ctx.rng().uniform(-5, 5, 50), 1e-5
+...     fd = (np.logaddexp(0, x + h) - np.logaddexp(0, x - h)) / (2 * h)
+...     return compare(worst(abs(form(x) - fd)), 1e-9, "h²/6·max|σ''| + 2·eps·6/h at h = 1e-5, with margin")
+>>> c = Claim(id="demo.softplus", title="softplus' = sigmoid", statement=r"\\frac{d}{dx}\\log(1+e^x)=\\sigma(x)",
+...           source="calculus", kind="identity", form=lambda x: 1 / (1 + np.exp(-x)), derivation=derive,
+...           checks=(matches_derivation(derive, lambda rng: (rng.uniform(-5, 5),)), finite_difference),
+...           mutants=(Mutant("sign", "sign flip", "σ(−x)", lambda x: 1 / (1 + np.exp(x))),))
+>>> check_claim(c).status
+'verified'
+>>> run_mutants(c).all_killed
+True
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from proofs_checks.comparisons import exact, largest, rounding, seed_spread, smallest, z_test
+from proofs_checks.context import RunContext
+from proofs_checks.registry import (KINDS, LAYERS, MUTANT_KINDS, Check, CheckResult, Claim, Mutant, RegistryError, SkipCheck,
+                                    compare, register, worst)
+from theory.derivation import Derivation, DerivationBuilder, Obligation
+
+__all__ = [
+    "Claim", "Check", "Mutant", "CheckResult", "SkipCheck", "RegistryError", "RunContext", "register",
+    "KINDS", "LAYERS", "MUTANT_KINDS",
+    "Derivation", "DerivationBuilder", "Obligation",
+    "compare", "exact", "rounding", "z_test", "seed_spread", "worst", "largest", "smallest",
+    "symbolic", "numeric", "trained", "matches_derivation",
+    "check_claim", "run_mutants", "ClaimCheck", "MutantsRun",
+]
+
+
+def _check(layer: str, description: str, name: str | None, uses_device: bool | None) -> Callable[[Callable], Check]:
+    def wrap(fn: Callable[[Any, RunContext], CheckResult]) -> Check:
+        doc = (fn.__doc__ or "").strip().splitlines()
+        return Check(name or fn.__name__.lstrip("_"), layer, fn, description or (doc[0] if doc else ""), uses_device)
+
+    return wrap
+
+
+def symbolic(description: str = "", *, name: str | None = None) -> Callable[[Callable], Check]:
+    """Decorator: ``fn(form, ctx) -> CheckResult`` becomes a symbolic :class:`Check` (it compares
+    the form with the SymPy derivation). The name defaults to the function's, the description to
+    the first line of its docstring.
+
+    >>> @symbolic("form equals the derived value at 0")
+    ... def at_zero(form, ctx):
+    ...     return exact(float(form(0) != 1), "value at 0")
+    >>> at_zero.name, at_zero.layer
+    ('at_zero', 'symbolic')
+    """
+    return _check("symbolic", description, name, None)
+
+
+def numeric(description: str = "", *, name: str | None = None) -> Callable[[Callable], Check]:
+    """Decorator: a numeric :class:`Check` (NumPy / SciPy / cvxpy / torch reference, independent
+    of SymPy).
+
+    >>> @numeric()
+    ... def finite_difference(form, ctx):
+    ...     '''central differences of the definition'''
+    ...     return compare(0.0, 1e-9, "h² truncation + eps/h rounding")
+    >>> finite_difference.layer, finite_difference.description
+    ('numeric', 'central differences of the definition')
+    """
+    return _check("numeric", description, name, None)
+
+
+def trained(description: str = "", *, name: str | None = None, uses_device: bool = True) -> Callable[[Callable], Check]:
+    """Decorator: a trained :class:`Check` (a torch model trained by an optimiser; it runs on
+    ``ctx.device`` unless ``uses_device=False``).
+
+    >>> @trained("SGD on the loss reaches the closed-form minimiser")
+    ... def sgd(form, ctx):
+    ...     return compare(0.0, 0.1, "optimiser tolerance")
+    >>> sgd.layer, sgd.uses_device
+    ('trained', True)
+    """
+    return _check("trained", description, name, uses_device)
+
+
+def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any], tuple], *, args: str = "args",
+                       key: str | None = None, points: tuple[int, int, int] = (20, 200, 2000), name: str = "matches_derivation",
+                       description: str = "") -> Check:
+    """The usual symbolic check: the form, a function of the derivation's symbols, against the
+    derivation's closed form lambdified with NumPy, at points ``sample(rng)`` (a tuple of argument
+    values; ``points`` per quick/default/full mode). The symbols are the derivation fact ``args``
+    (``b.fact("args", (x, y))``); ``key`` picks an entry of a dict result. Tolerance: float64
+    rounding (:func:`rounding`) of the closed form's operation count at the largest magnitude met.
+
+    >>> import sympy as sp
+    >>> def derive():
+    ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
+    ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+    >>> chk = matches_derivation(derive, lambda rng: (rng.normal(),))
+    >>> chk.fn(lambda x: x * x + 2 * x + 1, RunContext(mode="quick")).passed
+    True
+    >>> chk.fn(lambda x: x * x + 1, RunContext(mode="quick")).passed
+    False
+    """
+    import numpy as np
+
+    def reference() -> tuple[Callable, int]:
+        import sympy as sp
+
+        d = derive()
+        expr = d.result[key] if key is not None else d.result
+        return sp.lambdify(d.facts[args], expr, "numpy"), int(sp.count_ops(expr)) + 1
+
+    def fn(form: Any, ctx: RunContext) -> CheckResult:
+        f, ops = ctx.reference("lambdified derivation", reference)
+        pts = ctx.reference("points", lambda: [tuple(sample(ctx.rng("points", i))) for i in range(ctx.size(*points))])
+        errs, scale = [], 1.0
+        for p in pts:
+            ref = np.asarray(f(*p), dtype=float)
+            got = np.asarray(form(*p), dtype=float)
+            errs.append(np.abs(got - ref))
+            scale = largest(scale, float(np.max(np.abs(ref))) if ref.size else 0.0)
+        return rounding(worst(errs), ops, scale=scale, what=f"the closed form ({ops} operations) at {len(pts)} points",
+                        seeds=[ctx.seed_for("points")], sizes={"points": len(pts)})
+
+    return Check(name, "symbolic", fn, description or "the form against the derivation's closed form at sampled points")
+
+
+# ------------------------------------------------------------------------------------------------
+# notebooks: run a claim object (registered or not)
+
+
+@dataclass
+class ClaimCheck:
+    """What :func:`check_claim` found: ``status`` (verified / refuted / undecided / error /
+    incomplete / evidence), ``message``, ``ok``, the runner's ``result``; prints as a table
+    (``str``) and renders as HTML in a notebook."""
+
+    result: Any
+
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "verified" or (self.status == "evidence" and bool(self.result.supports))
+
+    @property
+    def message(self) -> str:
+        return self.result.message
+
+    def to_json(self) -> dict[str, Any]:
+        return self.result.to_json()
+
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
+        rows = []
+        for o in self.result.obligations:
+            cx = o.get("counterexample")
+            rows.append(("obligation", str(o.get("name")), str(o.get("status") or ("holds" if o.get("passed") else "fails")),
+                         str(o.get("method")), ", ".join(f"{k} = {v}" for k, v in cx.items()) if cx else ""))
+        for c in self.result.checks:
+            r = c.result
+            err = "" if r is None else f"{r.error:.3g} ≤ {r.tolerance:.3g}?" if not math.isnan(r.tolerance) else ""
+            why = (r.justification or r.reason or r.skip_reason or "") if r is not None else (c.error_message or "")
+            rows.append((c.layer, c.name, c.status, err, why))
+        return rows
+
+    def __str__(self) -> str:
+        head = f"{self.result.id}: {self.status}" + (f" ({self.message})" if self.message else "")
+        return "\n".join([head] + ["  " + " | ".join(r) for r in self._rows()])
+
+    def __repr__(self) -> str:
+        return f"<ClaimCheck {self.result.id} {self.status}>"
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in self._rows())
+        return (f"<p><b>{e(self.result.id)}</b>: <b>{e(self.status)}</b> {e(self.message)}</p>"
+                "<table><tr><th>layer</th><th>name</th><th>status</th><th>measured</th><th>why</th></tr>" + body + "</table>")
+
+
+@dataclass
+class MutantsRun:
+    """What :func:`run_mutants` found: ``claim`` (the unmutated claim's :class:`ClaimCheck`),
+    ``rows`` (the runner's kill-matrix rows), ``all_killed``, ``refused`` (why no kill counts, when
+    the unmutated claim is not verified); table and HTML like :class:`ClaimCheck`."""
+
+    claim: ClaimCheck
+    rows: list[Any] = field(default_factory=list)
+    refused: str = ""
+
+    @property
+    def all_killed(self) -> bool:
+        return not self.refused and all(r.killed for r in self.rows)
+
+    def _table(self) -> list[tuple[str, str, str, str]]:
+        out = []
+        for r in self.rows:
+            who = "not counted: claim not verified" if r.refused else (r.killed_by if r.killed else "SURVIVED")
+            margin = "" if not r.killed else ("∞" if math.isinf(r.error / r.tolerance if r.tolerance else math.inf)
+                                              else f"{r.error / r.tolerance:.3g}")
+            out.append((r.mutant, r.kind, who, margin))
+        return out
+
+    def __str__(self) -> str:
+        head = f"{self.claim.result.id}: " + (self.refused or f"{sum(r.killed for r in self.rows)}/{len(self.rows)} killed")
+        return "\n".join([head] + ["  " + " | ".join(r) for r in self._table()])
+
+    def __repr__(self) -> str:
+        return f"<MutantsRun {self.claim.result.id} all_killed={self.all_killed}>"
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in self._table())
+        head = self.refused or f"{sum(r.killed for r in self.rows)}/{len(self.rows)} killed"
+        return (f"<p><b>{e(self.claim.result.id)}</b>: {e(head)}</p><table><tr><th>mutant</th><th>kind</th>"
+                "<th>killed by</th><th>margin</th></tr>" + body + "</table>")
+
+
+def _ctx(mode: str, seed: int, device: str) -> RunContext:
+    return RunContext(mode=mode, seed=seed, device=device)
+
+
+def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str = "cpu") -> ClaimCheck:
+    """Validate and run a claim object (it need not be registered): its derivation's obligations
+    and every check, exactly as ``tverify run`` does. Raises :class:`RegistryError` when the
+    claim is incomplete. See the module docstring for an example."""
+    from proofs_checks.runner import run_claim
+
+    claim.validate()
+    return ClaimCheck(run_claim(claim, _ctx(mode, seed, device)))
+
+
+def run_mutants(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str = "cpu") -> MutantsRun:
+    """The kill matrix of a claim object, as ``tverify mutants``: the claim runs first; when it is
+    not verified, no mutant runs and none is called killed (``refused`` says why)."""
+    from proofs_checks.runner import refusal_reason, refused_mutant, run_claim, run_mutant
+
+    claim.validate()
+    ctx = _ctx(mode, seed, device)
+    base = run_claim(claim, ctx)
+    why = refusal_reason(base)
+    if why:
+        return MutantsRun(ClaimCheck(base), [refused_mutant(claim, m, why, mode) for m in claim.all_mutants()], why)
+    return MutantsRun(ClaimCheck(base), [run_mutant(claim, m, ctx) for m in claim.all_mutants()])

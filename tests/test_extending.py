@@ -1,0 +1,315 @@
+"""Issue 26: verdicts that separate false from undecided, the registry rule, the extension API
+(proofs_checks.plugin), notebook runs, the test kit, the mutants refusal, new-claim, the cache."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from proofs_checks.plugin import (Check, Claim, DerivationBuilder, Mutant, RegistryError, check_claim, compare, exact,
+                                  numeric, rounding, run_mutants, symbolic)
+from proofs_checks.registry import registry, select
+from tests.cli_helpers import invoke
+from theory.derivation import Obligation
+
+sys.path.insert(0, str(Path(__file__).parent / "data"))
+import entropy_plugin  # noqa: E402
+
+COS7 = sp.cos(sp.pi / 7) - sp.cos(2 * sp.pi / 7) + sp.cos(3 * sp.pi / 7) - sp.Rational(1, 2)
+
+
+# ------------------------------------------------------------------------------------------------
+# obligations: holds / fails (with a counterexample) / undecided
+
+
+def test_true_identity_printing_as_zero_point_e_is_not_false():
+    assert str(COS7.evalf(30)) == "0.e-165"  # no significant digit: decides nothing
+    r = Obligation("cosines", COS7).evaluate()
+    assert r.status == "holds" and r.passed and "minimal polynomial" in r.method
+
+
+def test_lambert_w_is_undecided_never_false():
+    x = sp.Symbol("x", positive=True)
+    for sym in (x, sp.Symbol("y")):
+        r = Obligation("W e^W = x", sp.LambertW(sym) * sp.exp(sp.LambertW(sym)) - sym).evaluate()
+        assert r.status == "undecided" and not r.passed and r.counterexample is None
+        assert "no counterexample" in r.method
+
+
+def test_false_identity_fails_with_certified_counterexample():
+    x = sp.Symbol("x", positive=True)
+    r = Obligation("wrong", sp.LambertW(x) * sp.exp(sp.LambertW(x)) - x - x ** 3 / 10**6).evaluate()
+    assert r.status == "fails" and set(r.counterexample) == {"x", "value"}
+    pt = sp.Rational(r.counterexample["x"])
+    assert abs(float(sp.N((sp.LambertW(pt) * sp.exp(sp.LambertW(pt)) - pt - pt ** 3 / 10**6), 30))) > 0
+    closed = Obligation("number", sp.sqrt(2) - sp.Rational(141421, 100000)).evaluate()
+    assert closed.status == "fails" and closed.counterexample["value"].startswith("0.0000035")
+
+
+def test_inequality_counterexample_and_exact_zero():
+    x = sp.Symbol("x", real=True)
+    r = Obligation("x - 1 ≥ 0", x - 1, "nonnegative").evaluate()
+    assert r.status == "fails" and float(sp.Rational(r.counterexample["x"])) < 1
+    assert Obligation("zero is not positive", COS7, "positive").evaluate().status == "fails"
+    assert Obligation("zero is nonnegative", COS7, "nonnegative").evaluate().status == "holds"
+    assert Obligation("relational", sp.Ge(x ** 2, 2 * x - 1), "true").evaluate().status in ("holds", "undecided")
+    rr = Obligation("false relational", sp.Ge(x, x ** 2), "true").evaluate()
+    assert rr.status == "fails" and rr.counterexample
+
+
+def test_display_form_is_an_obligation():
+    x = sp.Symbol("x")
+    b = DerivationBuilder("d")
+    raw = b.step("Differentiate", sp.diff(x * sp.exp(x), x))
+    d = b.done(raw, display=x * sp.exp(x))  # wrong display form
+    assert [o.status for o in d.check_obligations()] == ["fails"]
+
+
+# ------------------------------------------------------------------------------------------------
+# claims built with the plugin API
+
+
+def _number_claim(expr, claim_id="num.cos7", value=0.0):
+    def derive():
+        b = DerivationBuilder("cosines")
+        e = b.step("The sum", expr)
+        b.obligation("the sum is zero", e)
+        return b.done(e)
+
+    @symbolic("the form equals the derived value")
+    def sym(form, ctx):
+        return compare(abs(form - float(sp.N(derive().result, 30))), 1e-15, "float64 rounding of a 30-digit value")
+
+    @numeric("np.cos sum")
+    def num(form, ctx):
+        return rounding(abs(form - (np.cos(np.pi / 7) - np.cos(2 * np.pi / 7) + np.cos(3 * np.pi / 7) - 0.5)), 8)
+
+    return Claim(id=claim_id, title="cosines", statement="s=0", source="t", kind="identity", form=value,
+                 derivation=derive, checks=(sym, num), mutants=(Mutant("one", "wrong constant", "1", 1.0),))
+
+
+def _lambert_claim(claim_id="num.lambert"):
+    x = sp.Symbol("x", positive=True)
+
+    def derive():
+        b = DerivationBuilder("Lambert W")
+        w = b.define("W solves w e^w = x", sp.LambertW(x))
+        e = b.step("w e^w", w * sp.exp(w))
+        b.obligation("w e^w = x", e - x)
+        return b.done(e)
+
+    @symbolic("SymPy's W at sampled points")
+    def sym(form, ctx):
+        pts = ctx.rng().uniform(0.1, 5, 10)
+        return rounding(max(abs(form(p) - float(sp.N(derive().result.subs(x, p), 20))) for p in pts), 10, scale=5)
+
+    @numeric("scipy.special.lambertw")
+    def num(form, ctx):
+        from scipy.special import lambertw
+        pts = ctx.rng().uniform(0.1, 5, 10)
+        return rounding(max(abs(form(p) - float((lambertw(p) * np.exp(lambertw(p))).real)) for p in pts), 10, scale=5)
+
+    return Claim(id=claim_id, title="W e^W = x", statement="W(x)e^{W(x)}=x", source="t", kind="identity",
+                 form=lambda p: p, derivation=derive, checks=(sym, num),
+                 mutants=(Mutant("double", "wrong constant", "2x", lambda p: 2 * p),))
+
+
+def test_plugin_claim_verifies_and_mutants_die_by_numbers():
+    c = entropy_plugin.build()
+    res = check_claim(c)
+    assert res.status == "verified", str(res)
+    assert "<table>" in res._repr_html_() and "verified" in str(res)
+    m = run_mutants(c)
+    assert m.all_killed and not m.refused and "<table>" in m._repr_html_()
+    assert all("numeric" in r.rejected_by_layer() for r in m.rows)
+
+
+def test_false_variant_is_refuted_with_a_counterexample_and_kills_nothing():
+    c = entropy_plugin.build(wrong=True, claim_id="ent.wrong")
+    res = check_claim(c)
+    assert res.status == "refuted"
+    obl = {o["name"]: o for o in res.result.obligations}["dH/dβ equals the stated form"]
+    assert obl["status"] == "fails" and "beta" in obl["counterexample"] and "counterexample" in res.message
+    m = run_mutants(c)
+    assert not m.all_killed and "refuted" in m.refused and not any(r.killed for r in m.rows)
+
+
+def test_cos7_claim_verified_lambert_claim_undecided():
+    assert check_claim(_number_claim(COS7)).status == "verified"
+    lam = check_claim(_lambert_claim())
+    assert lam.status == "undecided" and "undecided" in lam.message
+    assert run_mutants(_lambert_claim()).refused  # undecided is not verified: no kill counts
+
+
+def test_registry_rule_one_line_reasons():
+    ok = lambda form, ctx: exact(0.0, "x")  # noqa: E731
+    base = dict(id="zz.rule", title="t", statement="s", source="t", kind="theorem", form=1.0,
+                mutants=(Mutant("m", "wrong constant", "2", 2.0),))
+    with pytest.raises(RegistryError, match=r"no derivation .* and no symbolic check") as e:
+        Claim(**base, checks=(Check("n", "numeric", ok),)).validate()
+    assert "\n" not in str(e.value)
+    with pytest.raises(RegistryError, match="no numeric or trained check"):
+        Claim(**base, checks=(Check("s", "symbolic", ok),), derivation=lambda: None).validate()
+    Claim(**base, checks=(Check("n", "numeric", ok),), no_symbolic="an empirical table").validate()
+    Claim(**{**base, "kind": "evidence"}, checks=(Check("n", "numeric", ok),)).validate()
+
+
+def test_testkit_and_fixture(tverify):
+    tverify.assert_claim(entropy_plugin.build(), seeds=(0, 1))
+    from proofs_checks.testkit import assert_claim
+
+    with pytest.raises(AssertionError, match="refuted"):
+        assert_claim(entropy_plugin.build(wrong=True, claim_id="ent.wrong"), seeds=(0,))
+
+    @symbolic()
+    def only_sym(form, ctx):
+        return exact(float(form != 1.0), "value")
+
+    @numeric()
+    def blind(form, ctx):
+        return exact(0.0, "sees nothing")
+
+    weak = Claim(id="zz.weak", title="t", statement="s", source="t", kind="identity", form=1.0,
+                 derivation=lambda: DerivationBuilder("x").done(1), checks=(only_sym, blind),
+                 mutants=(Mutant("two", "wrong constant", "2", 2.0),))
+    with pytest.raises(AssertionError, match="only by the symbolic layer"):
+        assert_claim(weak, seeds=(0,))
+
+
+# ------------------------------------------------------------------------------------------------
+# the CLI on registered plugin claims: exit codes and the mutants refusal
+
+
+@pytest.fixture
+def registered():
+    select([])  # load the built-in claims and plugins first
+    added = []
+
+    def add(claim):
+        registry.add(claim)
+        added.append(claim.id)
+        return claim
+
+    yield add
+    for cid in added:
+        registry._claims.pop(cid, None)
+
+
+def test_cli_statuses_and_mutants_refusal(registered, tmp_path):
+    registered(entropy_plugin.build(wrong=True, claim_id="zzent.wrong"))
+    registered(entropy_plugin.build(claim_id="zzent.right"))
+    registered(_lambert_claim("zzent.lambert"))
+    store = str(tmp_path / "store")
+    code, out, err = invoke("--store", store, "mutants", "zzent.wrong", "--quick", "--no-progress", "--json", "-")
+    doc = json.loads(out)
+    assert code == 1 and doc["killed"] == 0 and doc["refused"] and "is refuted" in err
+    assert all(m["refused"] and not m["killed"] and not m["checks"] for m in doc["mutants"])
+    code, out, err = invoke("--store", store, "mutants", "zzent.right", "--quick", "--no-progress", "--json", "-")
+    assert code == 0 and json.loads(out)["killed"] == 2, err
+    code, out, _ = invoke("--store", store, "run", "zzent.lambert", "--quick", "--no-progress", "--json", "-")
+    doc = json.loads(out)
+    assert code == 3 and doc["results"][0]["status"] == "undecided" and doc["summary"] == {"undecided": 1}
+    code, out, _ = invoke("--store", store, "run", "zzent.wrong", "--quick", "--no-progress", "--json", "-")
+    r = json.loads(out)["results"][0]
+    assert code == 1 and r["status"] == "refuted"
+    assert any(o["status"] == "fails" and o["counterexample"] for o in r["obligations"])
+
+
+def test_report_markdown_has_obligations_table():
+    from proofs_checks.context import RunContext
+    from proofs_checks.report import render_markdown, results_document
+    from proofs_checks.runner import run_claim
+
+    c = entropy_plugin.build(wrong=True, claim_id="ent.wrong")
+    doc = results_document([run_claim(c, RunContext(mode="quick"))], claims={c.id: c})
+    md = render_markdown(doc)
+    assert "| obligation | kind | status | method | residual | counterexample |" in md
+    assert "**fails**" in md and "beta = " in md
+
+
+# ------------------------------------------------------------------------------------------------
+# tverify new-claim
+
+
+def _import_scaffold(folder: Path, module: str):
+    import importlib
+
+    sys.path.insert(0, str(folder))
+    try:
+        for name in [m for m in sys.modules if m == module.split(".")[0] or m.startswith(module.split(".")[0] + ".")]:
+            del sys.modules[name]
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(str(folder))
+
+
+def test_new_claim_scaffold_runs_green_and_fails_when_broken(registered, tmp_path):
+    from tests.cli_helpers import one_line_error
+
+    code, out, err = invoke("new-claim", "zzmine.example", "--dir", str(tmp_path / "pkg"))
+    assert code == 0, err
+    pkg = tmp_path / "pkg"
+    assert '"tverify.claims"' in (pkg / "pyproject.toml").read_text()
+    assert "tverify.assert_claim" in (pkg / "tests" / "test_claims.py").read_text()
+    mod = _import_scaffold(pkg, "tverify_zzmine.claims")
+    registered(mod.CLAIM) if "zzmine.example" not in registry else None
+    from proofs_checks.testkit import assert_claim
+
+    assert assert_claim(mod.CLAIM, seeds=(0, 1)).status == "verified"
+    assert sum(len(s) for s in (mod.CLAIM.checks,)) == 3 and len(mod.CLAIM.mutants) == 2
+    code, out, _ = invoke("mutants", "zzmine.example", "--quick", "--no-progress", "--json", "-")
+    assert code == 0 and json.loads(out)["killed"] == 2
+    # a broken form: the claim is refuted and the package's own assertion fails
+    src = (pkg / "tverify_zzmine" / "claims.py")
+    src.write_text(src.read_text().replace("return 1.0 / (1.0 + np.exp(-x))", "return 1.0 / (1.0 + np.exp(-1.001 * x))"))
+    registry._claims.pop("zzmine.example", None)
+    broken = _import_scaffold(pkg, "tverify_zzmine.claims")
+    assert check_claim(broken.CLAIM).status == "refuted"
+    with pytest.raises(AssertionError, match="refuted"):
+        assert_claim(broken.CLAIM, seeds=(0,))
+    registry._claims.pop("zzmine.example", None)
+    # never overwrites, writes nothing when one target exists
+    line = one_line_error(*invoke("new-claim", "zzmine.example", "--dir", str(pkg))[::2])
+    assert "refusing to overwrite" in line
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "README.md").write_text("mine")
+    one_line_error(*invoke("new-claim", "zzmine.example", "--dir", str(tmp_path / "other"))[::2])
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["README.md"]
+    assert "must look like" in one_line_error(*invoke("new-claim", "Bad", "--dir", str(tmp_path / "x"))[::2])
+
+
+# ------------------------------------------------------------------------------------------------
+# the catalogue cache: keyed on what it depends on, and --refresh
+
+
+def test_cache_depends_on_plugin_helper_sources(tmp_path, monkeypatch):
+    from proofs_checks import catalogue
+    from proofs_checks.claims import PLUGIN_SOURCES
+
+    helper = tmp_path / "helper.py"
+    helper.write_text("X = 1\n")
+    monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: tmp_path / "nodocs")
+    monkeypatch.setattr("proofs_checks.claims.PLUGIN_SOURCES", PLUGIN_SOURCES | {str(helper)})
+    doc = catalogue.build([], with_derivations=False)
+    assert str(helper) in doc["depends_on"]
+    catalogue.save_cache(doc, tmp_path / "cache")
+    assert catalogue.load_fresh(tmp_path / "cache") is not None
+    helper.write_text("X = 2\n")  # a helper the plugin imports changed: the cache is stale
+    assert catalogue.load_fresh(tmp_path / "cache") is None
+
+
+def test_list_and_show_refresh_see_a_claim_registered_after_caching(registered, tmp_path):
+    store = str(tmp_path / "store")
+    code, out, _ = invoke("--store", store, "list", "--json", "-")
+    assert code == 0 and "zzref.late" not in out
+    registered(entropy_plugin.build(claim_id="zzref.late"))  # e.g. registered on a condition
+    code, out, _ = invoke("--store", store, "list", "--refresh", "zzref.late", "--json", "-")
+    assert code == 0 and [e["id"] for e in json.loads(out)] == ["zzref.late"]
+    code, out, _ = invoke("--store", store, "show", "zzref.late", "--refresh", "--json", "-")
+    d = json.loads(out)
+    assert code == 0 and [o["status"] for o in d["obligations"]] == ["holds", "holds", "holds"]
