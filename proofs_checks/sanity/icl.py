@@ -16,11 +16,13 @@ Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
   an unreadable weights file, ``--device cuda`` without CUDA.
 
 ``--model FILE.py:NAME`` asks instead which in-context algorithm your model computes (see
-:func:`check_icl_model`): ok (exit 0) names the closest of Γ_N-preconditioned GD, least squares,
-ridge, plain GD, k-NN and averaging, separated from every rival by ≥ 3 standard errors;
-inconclusive (exit 3) when two are not separable at the sampled sizes (with the prompts or lengths
-that would separate them); mismatch (exit 1) when the model returns NaN or inf; a model that raises
-on the probe input or returns the wrong shape or dtype is a usage error (exit 2, one line).
+:func:`check_icl_model`): ok (exit 0) when one reference algorithm (:data:`numerics.icl_probe.EXTENDED_ALGORITHMS`)
+is *identified*: within tolerance at every prompt length probed ((1/4)² × its distance to the nearest
+distinct reference, 3 standard errors to spare); mismatch (exit 1) when every reference is beyond its
+tolerance at some length (none identified: the per-M table is the evidence) or the model returns NaN
+or inf; inconclusive (exit 3) when none is identified and one is within 3 SE of its tolerance (with
+the prompts that would decide). Lengths where the model raises are skipped and listed (exit 2 only
+when every length raises); the wrong shape or an integer dtype is a usage error (exit 2, one line).
 """
 
 from __future__ import annotations
@@ -561,9 +563,10 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
 @dataclass
 class ICLModelResult:
     """What ``check icl --model`` found: ``verdict`` (:class:`~proofs_checks.sanity._verdict.Verdict`:
-    ok = the closest algorithm is decided, inconclusive = two algorithms not separable at these sizes,
-    mismatch = non-finite predictions), ``closest_algorithm`` (a name of
-    :data:`numerics.icl_probe.ALGORITHMS`, or None), ``probe`` (the dict of
+    ok = an algorithm identified, mismatch = none of the references or non-finite predictions,
+    inconclusive = undecided at these sizes), ``identified`` (the algorithm or None),
+    ``closest_algorithm`` (a name of :data:`numerics.icl_probe.EXTENDED_ALGORITHMS`, None only for
+    non-finite predictions), ``probe`` (the dict of
     :func:`numerics.icl_probe.probe_algorithms`), ``zfb`` (the ZFB weights verdict when the model
     exposes LSA weights, else a ``skipped`` reason) and ``doc`` (the whole JSON document)."""
 
@@ -642,9 +645,13 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     exposes LSA weights (attributes or state_dict entries named as ``--weights`` reads them), they
     are also measured against ZFB's ``Γ_N^{-1}`` (relative bound ``tol``, default 0.05).
 
+    The verdict is the identification of :func:`numerics.icl_probe._identify` (see the module
+    docstring): ``identified`` names the algorithm within tolerance at every length (or None);
+    ``closest_algorithm`` always the nearest. Lengths where the model raises are skipped and listed.
+
     Raises :class:`~proofs_checks.options.UsageError` (one line) for bad input: an unknown layout,
-    an object that cannot be instantiated or raises on the probe input (its exception named),
-    predictions of the wrong shape or dtype. Returns an :class:`ICLModelResult`.
+    an object that cannot be instantiated or raises at every probe length (its exception named),
+    predictions of the wrong shape or a non-floating dtype. Returns an :class:`ICLModelResult`.
     """
     from numerics.icl_probe import ALGORITHMS, ProbeOutputError, probe_algorithms, prompt_lengths
 
