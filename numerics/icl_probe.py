@@ -180,7 +180,9 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
 def _output_dtype(raw) -> torch.dtype:
     """The working precision of a prediction (the dtype it came in; NumPy mapped to torch)."""
     if isinstance(raw, torch.Tensor):
-        return raw.dtype
+        from numerics.precision import infer_work_dtype  # float64 holding float32 values: computed in float32
+
+        return infer_work_dtype(raw) if raw.dtype.is_floating_point else DTYPE
     arr = np.asarray(raw)
     return {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32}.get(arr.dtype, torch.float64)
 

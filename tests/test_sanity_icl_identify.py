@@ -127,3 +127,13 @@ def test_report_has_per_M_curves(subjects, tmp_path):
     assert code == 0, err
     assert (tmp_path / "rep" / "figures" / "distance_per_M.png").is_file()
     assert (tmp_path / "rep" / "report.json").is_file()
+
+
+def test_float32_cast_back_is_probed_as_float32(subjects, tmp_path):
+    p = tmp_path / "cast.py"
+    p.write_text(textwrap.dedent(SUBJECTS) + "\n\ndef ls_cast_back(xs, ys, xq):\n"
+                 "    return least_squares_float32(xs, ys, xq).double()\n")
+    code, out, err = invoke("check", "icl", "--model", f"{p}:ls_cast_back", *ACCEPT, "--json", "-")
+    doc = json.loads(out)
+    assert code == 0 and doc["identified"] == "least_squares" and doc["work_dtype"] == "float32"
+    assert doc["output_dtype"] == ["float32"]
