@@ -52,10 +52,23 @@ from numerics.torch_utils import resolve_device
 from theory.icl import gamma_n
 from theory.validation import InputError, as_spd_matrix
 
-__all__ = ["ALGORITHMS", "algorithm_predictions", "optimal_gd_step", "prompt_lengths", "probe_algorithms",
-           "ProbeOutputError"]
+__all__ = ["ALGORITHMS", "EXTENDED_ALGORITHMS", "RIDGE_GRID", "IDENTIFY_RATIO", "algorithm_predictions",
+           "optimal_gd_step", "prompt_lengths", "probe_algorithms", "ProbeOutputError"]
 
 ALGORITHMS = ("gamma_n_preconditioned_gd", "least_squares", "ridge", "gd_one_step", "knn", "averaging")
+#: The references of ``tverify check icl --model`` (``extended=True``): :data:`ALGORITHMS` plus ridge at
+#: the λ of :data:`RIDGE_GRID` nearest the model (``ridge_lambda_grid``, the λ reported), k-NN at
+#: k = 1 and 5 (``knn`` is k = 3), and the mean of the prompt's labels (``label_mean``: k-NN with
+#: k = M; it coincides with every k-NN for M ≤ k, and is a reference of its own so that a
+#: label-mean model is named as such, never as k-NN).
+EXTENDED_ALGORITHMS = ALGORITHMS + ("ridge_lambda_grid", "knn_1", "knn_5", "label_mean")
+#: The λ grid of ``ridge_lambda_grid`` (w ~ N(0, I), so λ is in units of the prior variance: λ = σ² is Bayes).
+RIDGE_GRID = tuple(float(10.0 ** (k / 2)) for k in range(-8, 5))
+#: Identification: at every prompt length the model's RMS distance to an algorithm must be at most
+#: this fraction of the RMS distance from that algorithm to its nearest distinct reference. Below
+#: 1/2, the triangle inequality lets at most one algorithm (or a group that coincides) pass at a length;
+#: 1/4 keeps a factor 2 from that ambiguity.
+IDENTIFY_RATIO = 0.25
 DTYPE = torch.float64
 #: Two algorithms are *equivalent* when their predictions agree to this relative tolerance on every
 #: prompt (float64 rounding of a d×d solve, with a wide margin; genuinely different algorithms differ
@@ -97,12 +110,14 @@ def prompt_lengths(M: int, d: int) -> list[int]:
 
 
 def algorithm_predictions(X: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor, *, Lambda, N: int, noise: float = 0.0,
-                          knn_k: int = 3, gamma=None, ridge_lambda: float | None = None) -> dict[str, torch.Tensor]:
+                          knn_k: int = 3, gamma=None, ridge_lambda: float | None = None,
+                          extended: bool = False) -> dict[str, torch.Tensor]:
     """Predictions ``(P,)`` of every algorithm in :data:`ALGORITHMS` on prompts ``X (P, M, d)``,
     ``y (P, M)``, ``x_q (P, d)`` (float64, any device). ``N`` is the training context length that
     sets ``Γ_N`` and ``η*``; ``noise`` the label noise σ (ridge's ``λ = σ²``). ``gamma`` (a ``(d, d)``
     matrix) and ``ridge_lambda`` override the preconditioner ``Γ_N`` and ridge's ``λ`` (to probe
-    other variants; the defaults are the documented ones)."""
+    other variants; the defaults are the documented ones). ``extended`` adds ``knn_1``, ``knn_5`` and
+    ``label_mean`` (see :data:`EXTENDED_ALGORITHMS`; ``ridge_lambda_grid`` is chosen by the probe)."""
     L = as_spd_matrix(Lambda, "Lambda")
     d = L.shape[0]
     P, M, dx = X.shape
@@ -129,7 +144,19 @@ def algorithm_predictions(X: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor, *
     idx = torch.topk(dist, k, dim=1, largest=False).indices
     out["knn"] = torch.gather(y, 1, idx).mean(1)
     out["averaging"] = (x_q * h).sum(-1)
+    if extended:
+        for kk in (1, 5):
+            ik = torch.topk(dist, min(kk, M), dim=1, largest=False).indices
+            out[f"knn_{kk}"] = torch.gather(y, 1, ik).mean(1)
+        out["label_mean"] = y.mean(1)
     return out
+
+
+def _ridge(X, y, x_q, lam: float) -> torch.Tensor:
+    d = X.shape[-1]
+    A = X.transpose(-1, -2) @ X + lam * torch.eye(d, dtype=X.dtype, device=X.device)
+    w = torch.linalg.solve(A, torch.einsum("pm,pmd->pd", y, X))
+    return (x_q * w).sum(-1)
 
 
 def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
@@ -150,10 +177,21 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
     return t
 
 
+def _output_dtype(raw) -> torch.dtype:
+    """The working precision of a prediction (the dtype it came in; NumPy mapped to torch)."""
+    if isinstance(raw, torch.Tensor):
+        from numerics.precision import infer_work_dtype  # float64 holding float32 values: computed in float32
+
+        return infer_work_dtype(raw) if raw.dtype.is_floating_point else DTYPE
+    arr = np.asarray(raw)
+    return {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32}.get(arr.dtype, torch.float64)
+
+
 def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int], noise: float = 0.0,
                      prompts: int = 2000, seed: int = 0, device="cpu", knn_k: int = 3,
                      z_threshold: float = 3.0, progress: Callable[[float], None] | None = None, gamma=None,
-                     ridge_lambda: float | None = None) -> dict:
+                     ridge_lambda: float | None = None, extended: bool = False, skip: tuple = (),
+                     work_dtype: torch.dtype | None = None) -> dict:
     """Distances of ``predict``'s outputs to each algorithm of :data:`ALGORITHMS`, as curves over
     the prompt lengths ``M_values``, and which algorithm is closest.
 
@@ -180,12 +218,21 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     non-finite outputs), ``closest_group``, ``runner_up``, ``z_runner_up``, ``separable`` (every
     rival at least ``z_threshold`` SE farther), ``per_length_closest``, ``nonfinite`` (count per
     length), ``z_threshold``.
+
+    ``extended``: the references of :data:`EXTENDED_ALGORITHMS` (``ridge_lambda_grid`` at the λ of
+    :data:`RIDGE_GRID` with the smallest mean distance to ``predict`` over the lengths,
+    ``ridge_grid_lambda``), and the identification (``identification``, see :func:`_identify`).
+    ``skip``: exception types that, raised by ``predict`` at a length, drop that length (listed in
+    ``skipped_lengths`` with the exception) instead of propagating; ``M_values`` then holds the
+    lengths that ran (``M_requested`` all of them). ``work_dtype``: the working precision of the
+    predictor (default: the lowest precision of its outputs, ``output_dtype``); below float64 the
+    references are also computed from inputs rounded to it (``precision_floor``).
     """
     L = as_spd_matrix(lam, "Lambda")
     d = L.shape[0]
-    Ms = [int(m) for m in M_values]
-    if not Ms or any(m < 1 for m in Ms):
-        raise InputError(f"M_values must be a non-empty list of lengths ≥ 1, got {Ms}")
+    Ms_req = [int(m) for m in M_values]
+    if not Ms_req or any(m < 1 for m in Ms_req):
+        raise InputError(f"M_values must be a non-empty list of lengths ≥ 1, got {Ms_req}")
     if int(N) < 1:
         raise InputError(f"N must be ≥ 1, got {N}")
     if int(prompts) < 2:
@@ -195,43 +242,78 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     dev = resolve_device(device)
     P = int(prompts)
     norm = float(np.trace(L) + noise**2)
-    A = list(ALGORITHMS)
+    A = list(EXTENDED_ALGORITHMS if extended else ALGORITHMS)
     nA = len(A)
+    # pass 1: the predictor and the references at every length (lengths where it raises a `skip` type dropped)
+    runs, skipped, dtypes = [], [], []
+    for i, M in enumerate(Ms_req):
+        Pr = sample_prompts(L, M, (P,), seed=seed + 7919 * i, noise=noise, device=dev)
+        try:
+            with torch.no_grad():
+                raw = predict(Pr.X.clone(), Pr.y.clone(), Pr.x_q.clone())  # the predictor may not alter the prompts
+        except skip as exc:
+            skipped.append({"M": M, "error": str(exc)})
+            if progress is not None:
+                progress((i + 1) / len(Ms_req))
+            continue
+        f = _as_predictions(raw, P, f"prompt length M = {M}")
+        dtypes.append(_output_dtype(raw))
+        algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k, gamma=gamma,
+                                     ridge_lambda=ridge_lambda, extended=extended)
+        algs = {a: v.detach().to("cpu", DTYPE) for a, v in algs.items()}
+        grid = None
+        if extended:
+            grid = torch.stack([_ridge(Pr.X, Pr.y, Pr.x_q, lam_).detach().to("cpu", DTYPE) for lam_ in RIDGE_GRID])
+        runs.append({"M": M, "f": f, "algs": algs, "grid": grid, "yq": Pr.y_q.detach().to("cpu", DTYPE), "i": i})
+        if progress is not None:
+            progress((i + 1) / len(Ms_req))
+    if not runs:
+        return {"algorithms": A, "M_values": [], "M_requested": Ms_req, "skipped_lengths": skipped, "prompts": P,
+                "closest": None, "identification": None}
+    Ms = [r["M"] for r in runs]
+    lowest = min(dtypes, key=lambda t: torch.finfo(t).eps, default=DTYPE) if dtypes else DTYPE
+    work = work_dtype or (lowest if torch.finfo(lowest).eps > torch.finfo(DTYPE).eps else DTYPE)
+    grid_lambda = None
+    if extended:
+        with torch.no_grad():
+            gd = [float(np.mean([float(((r["f"] - r["grid"][k]) ** 2).mean()) for r in runs])) for k in
+                  range(len(RIDGE_GRID))]
+        kbest = int(np.nanargmin(gd)) if np.any(np.isfinite(gd)) else 0
+        grid_lambda = RIDGE_GRID[kbest]
+        for r in runs:
+            r["algs"]["ridge_lambda_grid"] = r["grid"][kbest]
+        # keep EXTENDED_ALGORITHMS order
+        for r in runs:
+            r["algs"] = {a: r["algs"][a] for a in A}
     dist = {a: [] for a in A}
     dist_se = {a: [] for a in A}
     risk = {a: [] for a in A}
     risk_se = {a: [] for a in A}
     risk_m, risk_m_se, nonfinite, per_len = [], [], [], []
-    # paired differences of squared distances, per length: mean (nA, nA) and variance of the mean
+    ref_dist, coincide_M, floor_M = [], [], []
     pair_mean = np.zeros((nA, nA))
     pair_var = np.zeros((nA, nA))
-    z_by_len = np.zeros((len(Ms), nA, nA))
+    z_by_len = np.zeros((len(runs), nA, nA))
     log_sum = np.zeros(nA)
     coincide = np.ones((nA, nA), dtype=bool)
-    for i, M in enumerate(Ms):
-        Pr = sample_prompts(L, M, (P,), seed=seed + 7919 * i, noise=noise, device=dev)
-        with torch.no_grad():
-            raw = predict(Pr.X.clone(), Pr.y.clone(), Pr.x_q.clone())  # the predictor may not alter the prompts
-        f = _as_predictions(raw, P, f"prompt length M = {M}")
-        algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k, gamma=gamma,
-                                     ridge_lambda=ridge_lambda)
-        algs = {a: v.detach().to("cpu", DTYPE) for a, v in algs.items()}
-        yq = Pr.y_q.detach().to("cpu", DTYPE)
+    for i, r in enumerate(runs):
+        f, algs, yq = r["f"], r["algs"], r["yq"]
         bad = int((~torch.isfinite(f)).sum())
         nonfinite.append(bad)
         D = torch.stack([(f - algs[a]) ** 2 for a in A]).numpy() / norm  # (nA, P)
         for j, a in enumerate(A):
             dist[a].append(float(D[j].mean()))
             dist_se[a].append(float(D[j].std(ddof=1) / math.sqrt(P)))
-            r = ((algs[a] - yq) ** 2).numpy() / norm
-            risk[a].append(float(r.mean()))
-            risk_se[a].append(float(r.std(ddof=1) / math.sqrt(P)))
+            rr = ((algs[a] - yq) ** 2).numpy() / norm
+            risk[a].append(float(rr.mean()))
+            risk_se[a].append(float(rr.std(ddof=1) / math.sqrt(P)))
         rm = ((f - yq) ** 2).numpy() / norm
         risk_m.append(float(rm.mean()))
         risk_m_se.append(float(rm.std(ddof=1) / math.sqrt(P)))
         stack = torch.stack([algs[a] for a in A]).numpy()
         scale = np.maximum(1.0, np.abs(stack).max(0))
         logD = np.log(D + LOG_FLOOR)  # (nA, P) the decision statistic: log squared distances
+        cM = np.ones((nA, nA), dtype=bool)
         for j in range(nA):
             log_sum[j] += logD[j].sum()
             diff = logD - logD[j]  # (nA, P): rival minus j
@@ -240,15 +322,26 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
             pair_var[j] += v_
             with np.errstate(divide="ignore", invalid="ignore"):
                 z_by_len[i, j] = np.where(v_ > 0, m_ / np.sqrt(v_), np.where(m_ > 0, np.inf, 0.0))
-            coincide[j] &= np.all(np.abs(stack - stack[j]) <= EQUIVALENT_RTOL * scale, axis=1)
+            cM[j] = np.all(np.abs(stack - stack[j]) <= EQUIVALENT_RTOL * scale, axis=1)
+            coincide[j] &= cM[j]
+        if extended:
+            ref_dist.append(((stack[:, None, :] - stack[None, :, :]) ** 2).mean(-1) / norm)  # (nA, nA)
+            coincide_M.append(cM & cM.T)
+            if work != DTYPE:  # the references from inputs rounded to the working precision (factor applied later)
+                Pr = sample_prompts(L, r["M"], (P,), seed=seed + 7919 * r["i"], noise=noise, device=dev)
+                rd = lambda t: t.to(work).to(DTYPE)  # noqa: E731
+                low = algorithm_predictions(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), Lambda=L, N=N, noise=noise, knn_k=knn_k,
+                                            gamma=gamma, ridge_lambda=ridge_lambda, extended=True)
+                low["ridge_lambda_grid"] = _ridge(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), grid_lambda)
+                floor_M.append([float(((rd(low[a].detach().cpu()) - algs[a]) ** 2).mean() / norm) for a in A])
+            else:
+                floor_M.append([0.0] * nA)
         per_len.append(None if bad else A[int(np.argmin(D.mean(1)))])
-        if progress is not None:
-            progress((i + 1) / len(Ms))
-    nL = len(Ms)
+    nL = len(runs)
     pair_mean /= nL
     pair_se = np.sqrt(pair_var) / nL
     score = {a: float(np.mean(dist[a])) for a in A}
-    score_se = {a: float(math.sqrt(sum(s**2 for s in dist_se[a])) / nL) for a in A}
+    score_se = {a: float(math.sqrt(sum(s_**2 for s_ in dist_se[a])) / nL) for a in A}
     geo = {a: float(math.exp(log_sum[j] / (nL * P))) for j, a in enumerate(A)}
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(pair_se > 0, pair_mean / pair_se, np.where(pair_mean > 0, np.inf, 0.0))
@@ -276,8 +369,15 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         "equivalent": [g for g in groups if len(g) > 1], "nonfinite": nonfinite, "per_length_closest": per_len,
         "z_threshold": float(z_threshold),
     }
+    if extended or skip:
+        out.update(M_requested=Ms_req, skipped_lengths=skipped)
+    if extended:
+        out.update(ridge_grid=list(RIDGE_GRID), ridge_grid_lambda=grid_lambda,
+                   output_dtype=sorted({str(t).replace("torch.", "") for t in dtypes}),
+                   work_dtype=str(work).replace("torch.", ""))
     if sum(nonfinite):
-        out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False)
+        out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False,
+                   identification=None)
         return out
     reps = [g[0] for g in groups]
     best = min(reps, key=lambda a: geo[a])
@@ -290,4 +390,66 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         runner, zr = None, math.inf
     out.update(closest=best, closest_group=next(g for g in groups if g[0] == best), runner_up=runner,
                z_runner_up=zr, separable=bool(zr >= z_threshold))
+    if extended:
+        out["identification"] = _identify(A, Ms, dist, dist_se, np.stack(ref_dist), np.stack(coincide_M),
+                                          np.asarray(floor_M), P, z_threshold, work)
     return out
+
+
+#: The precision rule (FlashAttention's): a model in a lower working precision may differ from a
+#: reference by this factor times the reference's own error when computed in that precision.
+PRECISION_FACTOR = 2.0
+
+
+def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work) -> dict:
+    """Which reference the model computes, length by length (see :data:`IDENTIFY_RATIO`).
+
+    At length ``M`` the tolerance for algorithm ``a`` is ``IDENTIFY_RATIO² · r_a(M)`` (squared: the
+    distances are mean squared), ``r_a(M)`` the normalised mean squared distance from ``a`` to the
+    nearest reference that does not coincide with it at ``M`` (``ridge_lambda_grid``, fitted to the
+    model, is nobody else's rival), raised to ``PRECISION_FACTOR ×`` the distance of ``a`` computed from
+    inputs rounded to the model's working precision (0 in float64). ``pass``: distance + k·SE ≤ tol;
+    ``fail``: distance − k·SE > tol; else ``undecided``. Identified: the algorithm passing at every
+    length (the closest by its worst ratio when several do, the others listed)."""
+    nA, nM = len(A), len(Ms)
+    ratio2 = IDENTIFY_RATIO**2
+    fitted = A.index("ridge_lambda_grid") if "ridge_lambda_grid" in A else -1
+    table = {}
+    for j, a in enumerate(A):
+        rows = []
+        for i in range(nM):
+            cand = [b for b in range(nA) if b != j and not coincide_M[i, j, b] and (b != fitted or j == fitted)]
+            if j == fitted:
+                cand = [b for b in cand if b != fitted]
+            r = float(min(ref_dist[i, j, b] for b in cand)) if cand else float("nan")
+            nearest = A[min(cand, key=lambda b: ref_dist[i, j, b])] if cand else None
+            tol = max(ratio2 * r, PRECISION_FACTOR * float(floor_M[i, j])) if math.isfinite(r) else float("inf")
+            dv, se = dist[a][i], dist_se[a][i]
+            if not math.isfinite(dv):
+                st = "fail"
+            elif dv + k * se <= tol:
+                st = "pass"
+            elif dv - k * se > tol:
+                st = "fail"
+            else:
+                st = "undecided"
+            rows.append({"M": Ms[i], "distance": dv, "se": se, "tolerance": tol, "nearest_reference": nearest,
+                         "nearest_reference_distance": r, "status": st,
+                         "ratio": float(dv / tol) if tol > 0 and math.isfinite(tol) else (0.0 if dv == 0 else float("inf"))})
+        table[a] = rows
+    passing = [a for a in A if all(r["status"] == "pass" for r in table[a])]
+    ident = min(passing, key=lambda a: max(r["ratio"] for r in table[a])) if passing else None
+    refuted = [a for a in A if any(r["status"] == "fail" for r in table[a])]
+    undecided = [a for a in A if a not in passing and a not in refuted]
+    need = {}
+    for a in undecided:
+        worst = 1.0
+        for r in table[a]:
+            if r["status"] == "undecided" and r["se"] > 0:
+                gap = abs(r["distance"] - r["tolerance"])
+                worst = max(worst, (k * r["se"] / gap) ** 2 if gap > 0 else float("inf"))
+        need[a] = worst * P if math.isfinite(worst) else None
+    return {"identified": ident, "also_within_tolerance": [a for a in passing if a != ident],
+            "refuted": refuted, "undecided": undecided, "prompts_needed": need, "table": table,
+            "ratio": IDENTIFY_RATIO, "k": k, "precision_factor": PRECISION_FACTOR,
+            "work_dtype": str(work).replace("torch.", "")}

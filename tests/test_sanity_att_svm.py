@@ -193,3 +193,45 @@ def test_weights_shapes_disagreeing_with_data_one_line(good, tmp_path, arrays, f
     np.savez(p, **arrays)
     line = one_line_error(*run("--data", good, "--weights", str(p))[::2])
     assert line.startswith("tverify: error: --weights") and frag in line, line
+
+
+# issue 24: saturated weights get the saturation named and the advice that fits, not "train longer"
+
+
+def _perturbed(fro, scale, seed=1):
+    """scale·(2 W^mm + ‖W^mm‖ R), R a unit direction orthogonal to W^mm: correlation 2/√5 ≈ 0.894."""
+    W = fro.W
+    R = np.random.default_rng(seed).normal(size=W.shape)
+    R -= (R * W).sum() / (W * W).sum() * W
+    R /= np.linalg.norm(R)
+    return scale * (2 * W + np.linalg.norm(W) * R)
+
+
+@pytest.mark.parametrize("scale, saturated", [(200.0, True), (0.5, False)])
+def test_saturated_weights_name_the_saturation(good, tmp_path, inst, fro, scale, saturated):
+    W = _perturbed(fro, scale)
+    logits = np.einsum("ntd,de,ne->nt", inst.X, W, inst.z)
+    assert np.all(logits.argmax(1) == inst.opt)  # the optimal tokens selected: only the direction is off
+    p = tmp_path / "w.npz"
+    np.savez(p, W=W)
+    code, out, _ = run("--data", good, "--weights", str(p), "--json", "-")
+    doc = json.loads(out)
+    assert code == 3 and doc["outcome"] == "inconclusive"
+    assert doc["weights"]["corr_with_W_mm_fro"] == pytest.approx(2 / 5**0.5, abs=1e-9)
+    sug = doc["decision"]["suggestion"]
+    assert doc["weights"]["saturation"]["saturated_float64"] is saturated
+    if saturated:
+        assert "saturated" in doc["verdict"] and "train longer" not in sug
+        assert "stable direction" in sug and "float64" in sug and "logit scale" in sug
+    else:
+        assert "train longer" in sug
+
+
+def test_saturation_helper_matches_float64_softmax():
+    logits = np.array([[0.0, 30.0], [0.0, 40.0], [0.0, 800.0]])
+    s = satt.saturation(logits, np.array([1, 1, 1]))
+    import torch
+
+    one_hot = torch.softmax(torch.as_tensor(logits), -1)[:, 1] == 1.0
+    assert s["sequences_saturated_float64"] == int(one_hot.sum()) == 2 and not s["gradient_underflows"]
+    assert satt.saturation(logits[2:], np.array([1]))["gradient_underflows"]  # e^-800 < 2.2e-308 in every sequence

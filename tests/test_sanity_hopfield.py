@@ -86,3 +86,68 @@ def test_capacity_estimate_solves_the_derived_bound():
     # the bound 2(N−1)e^{−βΔ}M equals τ at N_max, and at β_needed for N = 3
     assert math.isclose(2 * (c["N_max"] - 1) * math.exp(-5.0 * 2.0) * 1.0, 0.5, rel_tol=1e-12)
     assert math.isclose(2 * 2 * math.exp(-c["beta_needed"] * 2.0) * 1.0, 0.5, rel_tol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 24: the precision rule (numerics.precision)
+
+LOWP = '''
+import torch
+
+
+def paper_float32(xi, patterns, beta):
+    """The paper's update X softmax(β Xᵀξ) written in float32 (returns float32)."""
+    X, s = patterns.float(), xi.float()
+    return torch.softmax(beta * s @ X.T, -1) @ X
+
+
+def float32_cast_back(xi, patterns, beta):
+    """The same, cast back to float64: the working precision is probed from the values."""
+    return paper_float32(xi, patterns, beta).double()
+
+
+def hot_float32(xi, patterns, beta):
+    """float32 and β/4: wrong beyond any rounding."""
+    X, s = patterns.float(), xi.float()
+    return torch.softmax(beta / 4 * s @ X.T, -1) @ X
+
+
+def grows(xi):
+    return torch.cat([xi, xi])
+'''
+
+
+@pytest.fixture()
+def lowp(tmp_path):
+    p = tmp_path / "lowp_hopfield.py"
+    p.write_text(LOWP)
+    return str(p)
+
+
+@pytest.mark.parametrize("name", ["paper_float32", "float32_cast_back"])
+def test_float32_update_is_the_modern_update(pats, lowp, name):
+    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--json", "-")
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"], (doc["verdict"], doc["properties"])
+    assert doc["precision"]["work_dtype"] == "float32"
+    row = next(p for p in doc["properties"] if p["name"] == "update_matches_modern")
+    assert row["status"] == "pass" and 1e-9 < row["tolerance"] < 1e-5 and "factor 2" in row["justification"]
+
+
+def test_float32_wrong_update_still_fails_and_declared_dtype(pats, lowp):
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:hot_float32")
+    assert code == 1 and "update_matches_modern" in out and "FAIL" in out
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:modern", "--compute-dtype", "float32",
+                       "--json", "-")
+    assert code == 0 and json.loads(out)["precision"]["declared"] is True
+
+
+def test_module_changing_pattern_count_is_one_line(pats, lowp):
+    code, _, err = run("--patterns", pats, "--module", f"{lowp}:grows")
+    assert "expected the same shape" in one_line_error(code, err)
+
+
+def test_report_has_error_against_beta(pats, lowp, tmp_path):
+    code, _, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:paper_float32", "--report",
+                     str(tmp_path / "rep"))
+    assert code == 0 and (tmp_path / "rep" / "figures" / "retrieval_error_vs_beta.png").is_file()

@@ -1,6 +1,7 @@
 """``tverify check lyapunov``: certified (exit 0) with both Gram matrices' smallest eigenvalues and
-the exact residual, not certified (exit 1) naming the infeasible condition, bad input one line
-(exit 2), --json PATH|-. In-process through ``proofs_checks.cli.main``."""
+the exact residual, refuted (exit 1) only with an exact counterexample, inconclusive (exit 3) when
+the SOS search fails without one, bad input (V(0) ≠ 0 included) one line (exit 2), --json PATH|-,
+--region, --report. In-process through ``proofs_checks.cli.main``."""
 
 from __future__ import annotations
 
@@ -25,11 +26,60 @@ def test_acceptance_certified():
     assert "exact re-check residuals 0 and 0" in out
 
 
-def test_acceptance_not_certified_names_the_condition():
+def test_acceptance_refuted_with_exact_counterexample():
     code, out, _ = run("--f", F, "--V", "x**2 - y**2")
     assert code == 1, out
-    assert "verdict: mismatch: not certified: V − εp infeasible" in out
-    assert "solver status infeasible" in out and "negative at (0, 0.01)" in out
+    assert "verdict: mismatch: refuted: V is not positive definite: V(x = 0, y = 1/100) = -1/10000 ≤ 0" in out
+    assert "exact rational arithmetic" in out
+
+
+def test_strogatz_quartic_decay_is_certified():
+    """Issue 24: x' = −x + 4y, y' = −x − y³, V = x² + 4y² (V̇ = −2x² − 8y⁴) was 'mismatch' because the
+    decay margin was fixed at x² + y²; the margin from −V̇'s Newton polytope, x² + y⁴, certifies it."""
+    code, out, err = run("--f", "-x + 4*y, -x - y**3", "--V", "x**2 + 4*y**2", "--json", "-")
+    doc = json.loads(out)
+    assert code == 0 and doc["certified"] is True and doc["counterexample"] is None, err
+    assert doc["certificate"]["q"] == "x**2 + y**4" and doc["certificate"]["decay"]["exact_residual"] == "0"
+    assert doc["certificate"]["decay"]["exact_psd"] is True
+
+
+@pytest.mark.parametrize("V, margin", [("x**4 + y**2", "x**4 + y**2"), ("x**12 + y**2", "x**12 + y**2")])
+def test_higher_even_powers_are_certified(V, margin):
+    code, out, _ = run("--f", "-x, -y", "--V", V, "--json", "-")
+    doc = json.loads(out)
+    assert code == 0 and doc["certificate"]["p"] == margin and doc["certificate"]["q"] == margin
+
+
+@pytest.mark.parametrize("V, value", [("x**2 + y**2 + 0.1", "1/10"), ("x**2 + y**2 + 0**0", "1")])
+def test_V_not_vanishing_at_origin_is_refused(V, value):
+    code, _, err = run("--f", "-x, -y", "--V", V)
+    assert f"V(0) = {value} ≠ 0" in one_line_error(code, err)
+
+
+def test_failed_search_without_counterexample_is_inconclusive():
+    """−V̇ = (x² + y²)/5 is positive definite, but not above ε(x² + y²) at ε = 1/2: no certificate,
+    no counterexample: inconclusive (exit 3), never mismatch."""
+    code, out, err = run("--f", "-x/10, -y/10", "--V", "x**2 + y**2", "--eps", "1/2", "--json", "-")
+    doc = json.loads(out)
+    assert code == 3 and doc["outcome"] == "inconclusive" and doc["counterexample"] is None
+    assert "refutes nothing" in err and "--region" in doc["decision"]["suggestion"]
+
+
+def test_region_gives_a_local_certificate_and_the_counterexample_outside():
+    f = "-x + x**3, -y"
+    code, out, _ = run("--f", f, "--V", "x**2 + y**2", "--json", "-")
+    doc = json.loads(out)
+    assert code == 1 and doc["counterexample"]["condition"] == "V̇ < 0"
+    assert doc["counterexample"]["point"] == ["1", "0"] and doc["counterexample"]["value"] == "0"
+    code, out, _ = run("--f", f, "--V", "x**2 + y**2", "--region", "1/2", "--json", "-")
+    doc = json.loads(out)
+    assert code == 0 and doc["certificate"]["region"] == "1/2" and doc["certificate"]["decay"]["multiplier"]
+    assert "locally asymptotically stable" in doc["verdict"]
+
+
+def test_report_has_level_set_figure(tmp_path):
+    code, out, _ = run("--f", F, "--V", "x**2 + y**2", "--report", str(tmp_path / "rep"))
+    assert code == 0 and (tmp_path / "rep" / "figures" / "level_sets.png").is_file()
 
 
 def test_json_stdout_and_file(tmp_path):
@@ -42,7 +92,7 @@ def test_json_stdout_and_file(tmp_path):
     code, out, _ = run("--f", F, "--V", "x**2 - y**2", "--json", str(p))
     doc = json.loads(p.read_text())
     assert code == 1 and doc["certified"] is False and doc["programs"]["V"]["status"] == "infeasible"
-    assert doc["decision"]["exit_code"] == 1
+    assert doc["decision"]["exit_code"] == 1 and doc["counterexample"]["point"] == ["0", "1/100"]
 
 
 def test_three_variables_and_eps_fraction():
@@ -50,9 +100,10 @@ def test_three_variables_and_eps_fraction():
     assert code == 0 and "certified" in out and "ε = 1/100" in out
 
 
-def test_zero_decay_is_not_certified():
+def test_zero_decay_is_refuted_at_a_point():
     code, out, _ = run("--f", "-y, x", "--V", "x**2 + y**2")
     assert code == 1 and "structurally infeasible" in out and "identically zero" in out
+    assert "∇V·f(x = 1/100, y = 0) = 0 ≥ 0" in out
 
 
 @pytest.mark.parametrize("args,fragment", [
@@ -64,6 +115,8 @@ def test_zero_decay_is_not_certified():
     (("--f", "-x, -y", "--V", "x**2", "--eps", "nan"), "--eps: not a positive number"),
     (("--f", "-x, -y", "--V", "__import__('os')"), "not allowed"),
     (("--f", "(-x, -y", "--V", "x**2"), "cannot parse"),
+    (("--f", "-x, -y", "--V", "x**2 + y**2", "--region", "0"), "--region must be in"),
+    (("--f", "-x, -y", "--V", "x**2 + y**2", "--region", "abc"), "--region: not a positive number"),
 ])
 def test_bad_input_is_one_line_exit_2(args, fragment):
     code, _, err = run(*args)
@@ -74,5 +127,6 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
 def test_help_names_the_options_and_verdicts():
     code, out, _ = run("--help")
     assert code == 0
-    for word in ("--f", "--V", "--vars", "--eps", "--json", "certified", "not certified", "inconclusive", "Examples"):
+    for word in ("--f", "--V", "--vars", "--eps", "--region", "--report", "--json", "certified", "counterexample",
+                 "inconclusive", "Examples"):
         assert word in out

@@ -280,6 +280,48 @@ def load_weights(path: str, d: int) -> tuple[np.ndarray, str]:
     raise InputError(f"--weights: {p} has no W and no K, Q (found {', '.join(data) or 'none'})")
 
 
+#: What to do when the softmax of a trained W is saturated (issue 24): more steps cannot help.
+SATURATION_ADVICE = ("train with normalised GD using the stable direction (numerics.att_svm.loss_and_scaled_grad: "
+                     "log-softmax with the gradient rescaled by its largest tail term, exact however saturated), or "
+                     "stop at a smaller logit scale (the direction W/‖W‖ is what converges; a smaller ‖W‖ or step keeps "
+                     "the softmax tail above rounding), and compute in float64")
+
+
+def saturation(logits: np.ndarray, sel: np.ndarray) -> dict:
+    """How close the softmax of ``logits (n, T)`` is to one-hot on ``sel``: the log of the largest
+    tail mass ``1 − S_sel`` (log-sum-exp of the other logits minus that of all, no underflow), and
+    whether it is below the unit roundoff of float64 (``S_sel`` rounds to 1: within rounding of
+    one-hot) and of float32, and below float64's smallest normal number (the tail terms, and with
+    them a standard gradient, underflow).
+
+    >>> saturation(np.array([[0.0, 50.0]]), np.array([1]))["saturated_float64"]
+    True
+    >>> saturation(np.array([[0.0, 5.0]]), np.array([1]))["saturated_float64"]
+    False
+    """
+    import torch
+
+    L = torch.as_tensor(np.asarray(logits, dtype=np.float64))
+    n = L.shape[0]
+    other = L.clone()
+    other[torch.arange(n), torch.as_tensor(sel)] = -float("inf")
+    log_tail = (torch.logsumexp(other, -1) - torch.logsumexp(L, -1)).numpy()  # log(1 − S_sel) per sequence
+    worst = float(log_tail.max())
+    u64, u32 = float(np.finfo(np.float64).eps) / 2, float(np.finfo(np.float32).eps) / 2
+    tiny = float(np.finfo(np.float64).tiny)
+    s64 = bool(worst < math.log(u64))
+    s32 = bool(worst < math.log(u32))
+    under = bool(worst < math.log(tiny))
+    n64 = int((log_tail < math.log(u64)).sum())
+    text = (f"softmax saturation: largest tail mass 1 − S_selected = e^{worst:.4g} = {math.exp(worst):.3g} "
+            f"(float64 unit roundoff {u64:.3g}, float32 {u32:.3g}); "
+            + (f"within float64 rounding of one-hot in {n64}/{n} sequences" if s64 else
+               "saturated in float32 only" if s32 else "not saturated")
+            + ("; the tail terms underflow float64 (< 2.2e-308): a standard gradient is exactly zero" if under else ""))
+    return {"log_tail_max": worst, "log_tail": log_tail.tolist(), "saturated_float64": s64, "saturated_float32": s32,
+            "gradient_underflows": under, "sequences_saturated_float64": n64, "text": text}
+
+
 def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityResult:
     """Your trained ``W`` against the Att-SVM: the tokens it selects (argmax of ``X W z`` per
     sequence), their softmax mass, ``corr(W, W^mm)`` (Frobenius) and ``corr(W, W^mm_*)`` (nuclear),
@@ -288,7 +330,9 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     → 1 is with ``W^mm`` for a ``W`` trained directly, with ``W^mm_*`` for a ``(K, Q)``
     factorisation (Tarzanagh et al. 2023), with the selected tokens' Att-SVM when they are a locally
     optimal set other than the optimal one. ``ok`` when it is ≥ ``level``; below, ``inconclusive``
-    (the direction converges only as ‖W‖ → ∞: train longer)."""
+    (the direction converges only as ‖W‖ → ∞: train longer), unless the softmax is saturated (its
+    tail below float64 rounding, :func:`saturation`): then more training cannot turn the direction,
+    and the advice is :data:`SATURATION_ADVICE`."""
     import torch
 
     from numerics import att_svm as ns
@@ -297,6 +341,7 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     logits = np.einsum("ntd,de,ne->nt", X, W, z)
     sel = logits.argmax(1)
     mass = torch.softmax(torch.as_tensor(logits), -1).numpy()[np.arange(len(sel)), sel]
+    sat = saturation(logits, sel)
     is_opt = bool(np.all(sel == inst.opt))
     props, info = [], {"selected_tokens": sel.tolist(), "optimal_tokens": inst.opt.tolist(), "selected_is_optimal": is_opt,
                        "softmax_mass_on_selected": mass.tolist(), "norm_W": float(np.linalg.norm(W)), "form": form}
@@ -335,11 +380,23 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     if not rel:
         v = Verdict("inconclusive", "no Att-SVM direction to compare with", crit or "none computable", info,
                     ["the selected tokens' Att-SVM could not be solved"], "check the data for duplicated tokens")
+    elif failed and sat["saturated_float64"]:
+        v = Verdict("inconclusive", f"your W is not aligned with the Att-SVM direction ({', '.join(failed)}), and its "
+                                    "softmax is saturated: training longer cannot fix it", crit, info,
+                    [sat["text"], f"correlation below {level:g} with a float64 softmax within rounding of one-hot: the "
+                                  "gradient a standard implementation computes is "
+                                  + ("exactly zero (underflow)" if sat["gradient_underflows"] else
+                                     "below rounding, so its direction is noise")
+                                  + "; further steps move W along rounding error, and the correlation can only drift"],
+                    SATURATION_ADVICE)
     elif failed:
         v = Verdict("inconclusive", f"your W is not (yet) aligned with the Att-SVM direction ({', '.join(failed)})", crit,
                     info, [f"correlation below {level:g}: the direction converges only as ‖W‖ → ∞ (‖W‖ = "
-                           f"{np.linalg.norm(W):.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"],
-                    "train longer (larger ‖W‖), or compare with the other Att-SVM if your parameterisation differs")
+                           f"{np.linalg.norm(W):.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"]
+                    + ([sat["text"]] if sat["saturated_float32"] else []),
+                    "train longer (larger ‖W‖), or compare with the other Att-SVM if your parameterisation differs"
+                    + ("; if you train in float32, its softmax is already saturated: train in float64 or with the "
+                       "stable direction (numerics.att_svm.loss_and_scaled_grad)" if sat["saturated_float32"] else ""))
     elif not is_opt and not local_ok:
         v = Verdict("inconclusive", "aligned with the Att-SVM of tokens that are not locally optimal", crit, info,
                     ["the selected set is not locally optimal: the selection may still change"], "train longer")
@@ -353,6 +410,8 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
                                                         ", nuclear-norm Att-SVM not certified")]
     if local_ok is not None:
         lines.append(f"selected tokens locally optimal: {local_ok}")
+    lines.append(sat["text"])
+    info["saturation"] = {k: v_ for k, v_ in sat.items() if k != "text"}
     doc = {"check": "att-svm", "weights": info}
     return SanityResult("att-svm", doc, v, props, lines)
 

@@ -149,13 +149,21 @@ def capacity_estimate(Delta_min: float, M: float, beta: float, tau: float, N: in
 
 
 def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, label: str = "--module",
-                 name: str | None = None) -> SanityResult:
-    """The report of the module docstring for ``patterns`` ``(N, d)`` as a :class:`SanityResult`."""
+                 name: str | None = None, compute_dtype: str | None = None) -> SanityResult:
+    """The report of the module docstring for ``patterns`` ``(N, d)`` as a :class:`SanityResult`.
+    ``compute_dtype`` declares the module's working precision (default: probed from its output,
+    :func:`numerics.precision.infer_work_dtype`)."""
     import torch
 
     from numerics import hopfield as nh
-    from numerics.attention_probe import unit_roundoff
+    from numerics import precision as npr
     from numerics.torch_utils import generator
+
+    unit_roundoff = npr.unit_roundoff
+    try:
+        declared = npr.parse_dtype(compute_dtype)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
     if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
         raise UsageError(f"--beta: must be a positive finite number, got {beta!r}")
@@ -184,13 +192,17 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         nm = name or getattr(module, "__name__", type(module).__name__)
         what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
 
-        def upd(xi):
+        def raw_upd(xi):
             with torch.no_grad():
                 return fobj(xi, P, beta) if three else fobj(xi)
 
+        def upd(xi):
+            out = raw_upd(xi)
+            return out.to(torch.float64) if isinstance(out, torch.Tensor) and out.dtype.is_floating_point else out
+
         probe = P[: min(N, 4)].clone()
         try:
-            out = upd(probe)
+            out = raw_upd(probe)
         except Exception as exc:
             from proofs_checks.sanity._loader import describe_exception
 
@@ -200,8 +212,11 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(probe.shape)}; expected the same "
                              "shape")
-        if out.dtype != torch.float64:
-            raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states")
+        if not out.dtype.is_floating_point or out.is_complex():
+            raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states; "
+                             "expected real floating point")
+    work = torch.float64 if module is None else (declared or npr.infer_work_dtype(out))
+    u_work = unit_roundoff(work)
     props: list[dict] = []
     size = N + d
     tol_rel = 16 * u * size
@@ -221,10 +236,20 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
     if module is not None:
         ref = modern(starts)
         err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
-        props.append({"name": "update_matches_modern", "status": "pass" if err <= tol_rel else "fail", "error": err,
-                      "tolerance": tol_rel, "justification": f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax "
-                      "sum and d-term dot products, relative to M", "detail": "max |f(ξ) − X softmax(βXᵀξ)| / M"
-                      + ("" if err <= tol_rel else ": your update is not the modern Hopfield update at this β")})
+        if work != torch.float64:  # the precision rule (numerics.precision): the reference in the module's precision
+            ref_low = npr.in_precision(lambda a, b: nh.modern_update(a, b, beta), starts, P, dtype=work)
+            err_ref = float((ref_low - ref).abs().max() / max(M, 1e-300))
+            tol_m = npr.precision_tolerance(err_ref, tol_rel)
+            just = (f"max({npr.PRECISION_FACTOR:g} × {err_ref:.3g}, 16·u64·(N+d)) = {tol_m:.3g}: the module works in "
+                    f"{str(work).replace('torch.', '')}; {err_ref:.3g} is the error of X softmax(βXᵀξ) itself computed in "
+                    f"{str(work).replace('torch.', '')} (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
+        else:
+            err_ref, tol_m = 0.0, tol_rel
+            just = (f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax sum and d-term dot products in float64, "
+                    "relative to M (a module computing in lower precision: --compute-dtype)")
+        props.append({"name": "update_matches_modern", "status": "pass" if err <= tol_m else "fail", "error": err,
+                      "tolerance": tol_m, "justification": just, "detail": "max |f(ξ) − X softmax(βXᵀξ)| / M"
+                      + ("" if err <= tol_m else ": your update is not the modern Hopfield update at this β")})
     # Theorem 5, all patterns batched: pattern b moved to index 0 of its own copy of P
     errs0, errsn, bounds0, boundsn = [], [], [], []
     for a in range(0, N, CHUNK):
@@ -238,7 +263,7 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
     e0, en, b0, bn = (torch.cat(v) for v in (errs0, errsn, bounds0, boundsn))
     err_all, bnd_all = torch.cat([e0, en]), torch.cat([b0, bn])
     known = torch.isfinite(bnd_all) & torch.isfinite(err_all)
-    tol_b = 16 * u * size
+    tol_b = 16 * u_work * size
     excess = ((err_all - bnd_all) / M).clamp_min(0)
     exc = float(excess[known].max()) if bool(known.any()) else float("nan")
     vacuous = int((bnd_all[known] >= 2 * M).sum())
@@ -250,7 +275,8 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         worst = int(excess.nan_to_num(0).argmax())
         props.append({"name": "one_step_within_theorem5_bound", "status": "pass" if exc <= tol_b else "fail",
                       "error": exc, "tolerance": tol_b,
-                      "justification": f"16·u·(N+d) = {tol_b:.3g}: rounding of ‖f(ξ) − x_i‖, relative to M",
+                      "justification": f"16·u·(N+d) = {tol_b:.3g}: rounding of ‖f(ξ) − x_i‖ in the update's working "
+                                       f"precision ({str(work).replace('torch.', '')}), relative to M",
                       "detail": f"max (error − bound)/M over {int(known.sum())} starts (patterns and noisy copies); "
                                 f"{vacuous} bound(s) vacuous (≥ 2M)" + (f", {n_unknown} without a converged x_i*"
                                                                       if n_unknown else "")
@@ -267,7 +293,7 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
     scale = max(M * M, 1.0 / beta, 1e-300)
     rise = ((E[1:] - E[:-1]) / scale)
     e_rise = float(rise.max()) if bool(torch.isfinite(rise).all()) else float("nan")
-    tol_e = 32 * u * size * (1 + float(E[0].abs().max()) / scale)
+    tol_e = 32 * u_work * size * (1 + float(E[0].abs().max()) / scale)
     props.append({"name": "energy_non_increasing", "status": "pass" if 0 <= tol_e and e_rise <= tol_e else "fail",
                   "error": max(e_rise, 0.0) if math.isfinite(e_rise) else e_rise, "tolerance": tol_e,
                   "justification": f"32·u·(N+d)·(1 + max|E|/M²) = {tol_e:.3g}: rounding of the log-sum-exp and ½‖ξ‖² terms, "
@@ -281,7 +307,7 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
     conv = torch.zeros(N, dtype=torch.bool)
     for _ in range(500):
         nxt = upd(xs)
-        conv = (nxt - xs).norm(dim=-1) <= 1e-12 * max(1.0, M)
+        conv = (nxt - xs).norm(dim=-1) <= max(1e-12, 64 * u_work) * max(1.0, M)
         xs = nxt
         if bool(conv.all()):
             break
@@ -295,7 +321,10 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
             "eps_noisy": float(eps_i[i]), "error_from_noisy": float(en[i]), "bound_from_noisy": float(bn[i]),
             "fixed_point_converged": bool(conv[i]), "fixed_point_distance": float(moved[i]),
             "nearest_other": float(nearest[i])} for i in range(N)]
-    doc = {"check": "hopfield", "inputs": {"N": N, "d": d, "beta": beta, "seed": seed, "update": what},
+    doc = {"check": "hopfield", "inputs": {"N": N, "d": d, "beta": beta, "seed": seed, "update": what,
+                                           "compute_dtype": compute_dtype},
+           "precision": {"work_dtype": str(work).replace("torch.", ""), "declared": declared is not None,
+                         "unit_roundoff": u_work, "factor": npr.PRECISION_FACTOR},
            "M": M, "Delta": Delta.tolist(), "per_pattern": per,
            "fixed_points": {"converged": int(conv.sum()), "near_their_pattern": int(near.sum()), "N": N},
            "capacity": {**cap, "retrieved_from_noisy_one_step": retrieved, "N": N},
@@ -304,7 +333,9 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
     bn_txt = f"{cap['beta_needed']:.3g}" if cap["beta_needed"] is not None else "none (Δ_min ≤ 0)"
     k = min(N, 8)
     order = torch.argsort(Delta)[:k].tolist()
-    lines = [f"{N} patterns in d = {d}, M = max‖x_i‖ = {M:.4g}, β = {beta:g}; update: {what}",
+    lines = [f"{N} patterns in d = {d}, M = max‖x_i‖ = {M:.4g}, β = {beta:g}; update: {what}"
+             + ("" if work == torch.float64 else f"; working precision {str(work).replace('torch.', '')} "
+                f"({'declared' if declared is not None else 'probed from its output'})"),
              f"separation Δ_i: min {float(Delta.min()):.4g}, median {float(Delta.median()):.4g}, max {float(Delta.max()):.4g}"
              + (f"; {int((Delta <= 0).sum())} pattern(s) with Δ_i ≤ 0 (not separated)" if bool((Delta <= 0).any()) else ""),
              f"least separated patterns (one-step error from x_i | Theorem-5 bound; from a start at distance ε_i):"]
@@ -334,8 +365,28 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         ax[1].set_title("energy along the update")
         return fig
 
+    def _fig_beta():
+        import matplotlib.pyplot as plt
+
+        betas = beta * np.logspace(-1, 1, 13)
+        curves = {"modern update X softmax(βXᵀξ)": lambda b: nh.modern_update(noisy, P, float(b))}
+        if module is not None and three:
+            curves[f"your update {name or ''}"] = lambda b: torch.as_tensor(fobj(noisy, P, float(b))).to(torch.float64)
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for lab, fn in curves.items():
+            with torch.no_grad():
+                me = [float((fn(b) - P).norm(dim=-1).max()) for b in betas]
+            ax.loglog(betas, np.maximum(me, 1e-300), "o-", ms=3, label=lab)
+        ax.axvline(beta, color="k", lw=0.6, ls=":")
+        ax.set_xlabel("β")
+        ax.set_ylabel("max one-step error from the noisy starts")
+        ax.set_title("retrieval error against β", fontsize=9)
+        ax.legend(fontsize=7)
+        return fig
+
     verdict = properties_verdict(props, "Hopfield patterns" + (f" under {name}" if module is not None and name else ""))
-    return SanityResult("hopfield", doc, verdict, props, lines, {"retrieval_and_energy": _fig})
+    return SanityResult("hopfield", doc, verdict, props, lines, {"retrieval_and_energy": _fig,
+                                                                 "retrieval_error_vs_beta": _fig_beta})
 
 
 @click.command("hopfield")
@@ -344,9 +395,14 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
               help="Inverse temperature β of the modern Hopfield update.")
 @click.option("--module", "module_spec", default=None, metavar="FILE.py:NAME",
               help="Your update: f(xi, patterns, beta) or f(xi), xi (S, d) -> (S, d).")
+@click.option("--compute-dtype", "compute_dtype", default=None,
+              type=click.Choice(["float16", "bfloat16", "float32", "float64"]),
+              help="The precision your --module computes in (default: probed from its output); its error is judged "
+                   "against 2 × the error of the modern update itself computed in that precision.")
 @report_option
 @check_options
-def command(patterns_path, beta, module_spec, report_dir, seed, device, mode, json_path, max_memory, no_progress):
+def command(patterns_path, beta, module_spec, compute_dtype, report_dir, seed, device, mode, json_path, max_memory,
+            no_progress):
     """Separation, the Theorem-5 one-step retrieval bound next to the measured error, energy along
     the update, fixed points and a capacity estimate for your patterns: ok (exit 0) or the
     violated properties named (exit 1).
@@ -369,6 +425,8 @@ def command(patterns_path, beta, module_spec, report_dir, seed, device, mode, js
 
         obj = load_object(module_spec, "--module")
         name = module_spec.rpartition(":")[2]
-    result = run_hopfield(P, beta=beta, module=obj, seed=seed, name=name)
+    if compute_dtype is not None and obj is None:
+        raise UsageError("--compute-dtype goes with --module (the built-in update computes in float64)")
+    result = run_hopfield(P, beta=beta, module=obj, seed=seed, name=name, compute_dtype=compute_dtype)
     result.doc["inputs"]["patterns"] = patterns_path
     finish(result, json_path, report_dir)

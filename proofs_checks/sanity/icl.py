@@ -16,11 +16,13 @@ Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
   an unreadable weights file, ``--device cuda`` without CUDA.
 
 ``--model FILE.py:NAME`` asks instead which in-context algorithm your model computes (see
-:func:`check_icl_model`): ok (exit 0) names the closest of Γ_N-preconditioned GD, least squares,
-ridge, plain GD, k-NN and averaging, separated from every rival by ≥ 3 standard errors;
-inconclusive (exit 3) when two are not separable at the sampled sizes (with the prompts or lengths
-that would separate them); mismatch (exit 1) when the model returns NaN or inf; a model that raises
-on the probe input or returns the wrong shape or dtype is a usage error (exit 2, one line).
+:func:`check_icl_model`): ok (exit 0) when one reference algorithm (:data:`numerics.icl_probe.EXTENDED_ALGORITHMS`)
+is *identified*: within tolerance at every prompt length probed ((1/4)² × its distance to the nearest
+distinct reference, 3 standard errors to spare); mismatch (exit 1) when every reference is beyond its
+tolerance at some length (none identified: the per-M table is the evidence) or the model returns NaN
+or inf; inconclusive (exit 3) when none is identified and one is within 3 SE of its tolerance (with
+the prompts that would decide). Lengths where the model raises are skipped and listed (exit 2 only
+when every length raises); the wrong shape or an integer dtype is a usage error (exit 2, one line).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import numpy as np
 from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.parsing import as_numeric_array, parse_spd
-from proofs_checks.sanity._common import check_json_target, check_options, emit
+from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
+                                          report_option)
 from proofs_checks.sanity._verdict import Z_SIGMA, Verdict, compare_seed_mean
 from theory import icl as ti
 from theory.validation import InputError
@@ -279,9 +282,10 @@ def _weights_verdict(meas: dict, tol: float) -> Verdict:
                    "(B, 2M+1, d+1)).")
 @click.option("--noise", type=click.FloatRange(min=0), default=0.0, show_default=True, callback=guards.finite_number,
               help="Label noise σ of the --model probe prompts (ridge's Bayes-optimal λ = σ²).")
+@report_option
 @check_options
-def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, seed, device, mode, json_path,
-            max_memory, no_progress):
+def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, report_dir, seed, device, mode,
+            json_path, max_memory, no_progress):
     """Closed forms of the trained LSA (Zhang–Frei–Bartlett) for your Λ, N, M; a trained batch of
     full-parameter LSAs (or your --weights) measured against them, and a verdict:
     ok (exit 0), mismatch (1), inconclusive (3: says how many seeds/prompts/steps would decide).
@@ -294,10 +298,11 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
       tverify check icl --lambda "1,2" --N 10 --M 10 --model my_model.py:least_squares
     """
     check_json_target(json_path)
+    check_report_dir(report_dir, json_path)
     if model_spec is not None:
         _model_command(model_spec, lam=lam, N=N, M=M, layout=layout, noise=noise, prompts=prompts, tol=tol,
                        seed=seed, device=device, mode=mode, json_path=json_path, max_memory=max_memory,
-                       no_progress=no_progress, weights=weights, seeds=seeds, steps=steps)
+                       no_progress=no_progress, weights=weights, seeds=seeds, steps=steps, report_dir=report_dir)
     if layout != "default" or noise:
         raise UsageError("--layout and --noise go with --model")
     L, cond = _lambda(lam)
@@ -402,7 +407,7 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
                      f"(SE), seed spread {n['spread']:.3g}, optimiser gap ≤ {n['optimiser_gap_max']:.3g}; "
                      f"measured risk at M = {t['risk_M_measured']:.6g}")
         lines.append(f"mean w22·W11 =\n{_fmt(t['mean_B'])}")
-    emit(doc, verdict, lines, json_path)
+    finish(SanityResult("icl", doc, verdict, [], lines), json_path, report_dir)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -501,57 +506,67 @@ def _g3(x) -> str:
 
 
 def _probe_verdict(pr: dict, name: str) -> Verdict:
+    """ok: one reference identified (within tolerance at every length probed); mismatch: NaN/inf
+    predictions, or every reference beyond its tolerance at some length by k SE (the evidence: the
+    per-M table); inconclusive: no reference identified and one not excluded either."""
     from proofs_checks.sanity._verdict import round_up
 
-    Ms, P, zt = pr["M_values"], pr["prompts"], pr["z_threshold"]
-    numbers = {"closest_algorithm": pr["closest"], "runner_up": pr["runner_up"], "z_runner_up": pr["z_runner_up"],
-               "z_threshold": zt, "prompts_per_length": P, "M_values": Ms,
-               "score": pr["score"], "score_se": pr["score_se"], "geometric_distance": pr["geometric_distance"]}
-    crit_base = (f"paired per-prompt difference of log squared distances (normalised by E y_q² = {pr['normaliser']:.3g}; "
-                 f"logarithms because least squares is heavy-tailed near M = d) between each rival and the closest "
-                 f"algorithm (smallest geometric-mean distance), averaged over prompts and lengths M = {Ms} ({P} fresh "
-                 f"prompts each); separable when every rival is ≥ {zt:g} standard errors farther (one-sided {zt:g}σ)")
+    Ms, P = pr["M_values"], pr["prompts"]
+    idf = pr.get("identification")
+    numbers = {"identified": idf["identified"] if idf else None, "closest_algorithm": pr["closest"],
+               "prompts_per_length": P, "M_values": Ms, "skipped_lengths": pr.get("skipped_lengths", []),
+               "geometric_distance": pr["geometric_distance"]}
     bad = pr["nonfinite"]
     if sum(bad):
         where = ", ".join(f"M = {m}: {b} of {P}" for m, b in zip(Ms, bad) if b)
         return Verdict("mismatch", f"{name} returned NaN or inf predictions ({where})",
                        "every prediction must be finite; a non-finite prediction is a finding about the model, "
                        "no algorithm can be matched", {**numbers, "nonfinite": bad})
-    best, runner, z = pr["closest"], pr["runner_up"], pr["z_runner_up"]
-    group = pr["closest_group"]
-    alias = (f" (identical here to {', '.join(group[1:])}: their predictions coincide on every prompt)"
-             if len(group) > 1 else "")
-    geo = pr["geometric_distance"]
-    stat = (crit_base + f"; closest {best} (geometric-mean distance {geo[best]:.3g}; mean {pr['score'][best]:.3g} ± "
-            f"{pr['score_se'][best]:.3g}), least separable rival {runner} (geometric-mean distance {geo[runner]:.3g}, "
-            f"paired z = {_g3(z)})")
-    if pr["separable"]:
-        return Verdict("ok", f"{name} computes in context what {best} computes{alias}; nearest rival {runner} "
-                             f"is z = {_g3(z)} ≥ {zt:g} SE farther", stat + "; ok because every rival is separable",
-                       numbers)
-    by_len = pr["pairwise_z_by_length"][best][runner]
-    best_len = Ms[int(np.nanargmax(np.nan_to_num(by_len, nan=-np.inf)))] if by_len else None
-    reasons = [f"{best} and {runner} are not separable at these sizes: paired z = {_g3(z)} < {zt:g}"]
-    sugg = []
-    if z is not None and math.isfinite(z) and z > 0:
-        need = round_up(math.ceil(P * (zt / z) ** 2 * 1.2))
-        numbers["prompts_needed"] = need
-        sugg.append(f"about {need} prompts per length (--prompts {need}; SE ∝ 1/√prompts)")
-    else:
-        sugg.append("no number of prompts: their distances do not differ at all on these prompts")
-    if best_len is not None:
-        sugg.append(f"the lengths where they differ most (per-length z = {_g3(max(by_len))} at M = {best_len}: "
-                    f"choose --M there)")
-    return Verdict("inconclusive", f"cannot tell whether {name} computes {best} or {runner}", stat, numbers, reasons,
-                   "; ".join(sugg))
+    k, rho = idf["k"], idf["ratio"]
+    skipped = pr.get("skipped_lengths") or []
+    skip_txt = ("; lengths skipped because the model raised: " + ", ".join(f"M = {s_['M']}" for s_ in skipped)
+                if skipped else "")
+    crit = (f"at every prompt length M = {Ms} ({P} fresh prompts each) the model's mean squared distance to an "
+            f"algorithm (normalised by E y_q² = {pr['normaliser']:.3g}) must lie within {rho:g}² × that algorithm's "
+            f"distance to its nearest distinct reference (RMS ratio {rho:g} < 1/2: at most one algorithm passes), "
+            f"with {k:g} standard errors to spare (pass: d + {k:g}·SE ≤ tol; beyond: d − {k:g}·SE > tol)"
+            + (f"; working precision {idf['work_dtype']}: tolerance at least {idf['precision_factor']:g} × the "
+               "references' distance when computed from inputs in that precision" if idf["work_dtype"] != "float64" else "")
+            + skip_txt)
+    tab = idf["table"]
+
+    def worst(a):
+        r = max(tab[a], key=lambda r_: r_["ratio"])
+        return f"{a} at M = {r['M']}: distance {r['distance']:.3g} ± {r['se']:.2g} vs tolerance {r['tolerance']:.3g}"
+
+    best = idf["identified"]
+    if best is not None:
+        group = next((g for g in pr["equivalent"] if best in g), [best])
+        alias = f" (identical here to {', '.join(x for x in group if x != best)})" if len(group) > 1 else ""
+        lam = f" (λ = {pr['ridge_grid_lambda']:.3g})" if best == "ridge_lambda_grid" else ""
+        return Verdict("ok", f"{name} computes what {best}{lam} computes{alias}: within tolerance at every M probed",
+                       crit + f"; identified {best}: worst {worst(best)}", numbers)
+    closest = pr["closest"]
+    if not idf["undecided"]:
+        return Verdict("mismatch", f"{name} computes none of the reference algorithms (closest: {closest})",
+                       crit + f"; every reference is beyond its tolerance at some length (closest {closest}: "
+                              f"{worst(closest)})", numbers)
+    und = idf["undecided"]
+    need = [v for a, v in idf["prompts_needed"].items() if v is not None]
+    sugg = (f"about {round_up(math.ceil(max(need) * 1.2))} prompts per length (--prompts; SE ∝ 1/√prompts)"
+            if need else "no number of prompts: a distance equals its tolerance")
+    return Verdict("inconclusive", f"cannot tell whether {name} computes {' or '.join(und)} (closest: {closest})",
+                   crit, numbers, [f"{a} is within {k:g} SE of its tolerance at some length ({worst(a)})" for a in und],
+                   sugg)
 
 
 @dataclass
 class ICLModelResult:
     """What ``check icl --model`` found: ``verdict`` (:class:`~proofs_checks.sanity._verdict.Verdict`:
-    ok = the closest algorithm is decided, inconclusive = two algorithms not separable at these sizes,
-    mismatch = non-finite predictions), ``closest_algorithm`` (a name of
-    :data:`numerics.icl_probe.ALGORITHMS`, or None), ``probe`` (the dict of
+    ok = an algorithm identified, mismatch = none of the references or non-finite predictions,
+    inconclusive = undecided at these sizes), ``identified`` (the algorithm or None),
+    ``closest_algorithm`` (a name of :data:`numerics.icl_probe.EXTENDED_ALGORITHMS`, None only for
+    non-finite predictions), ``probe`` (the dict of
     :func:`numerics.icl_probe.probe_algorithms`), ``zfb`` (the ZFB weights verdict when the model
     exposes LSA weights, else a ``skipped`` reason) and ``doc`` (the whole JSON document)."""
 
@@ -561,6 +576,7 @@ class ICLModelResult:
     zfb: dict
     doc: dict
     lines: list = field(default_factory=list)
+    identified: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -629,9 +645,13 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     exposes LSA weights (attributes or state_dict entries named as ``--weights`` reads them), they
     are also measured against ZFB's ``Γ_N^{-1}`` (relative bound ``tol``, default 0.05).
 
+    The verdict is the identification of :func:`numerics.icl_probe._identify` (see the module
+    docstring): ``identified`` names the algorithm within tolerance at every length (or None);
+    ``closest_algorithm`` always the nearest. Lengths where the model raises are skipped and listed.
+
     Raises :class:`~proofs_checks.options.UsageError` (one line) for bad input: an unknown layout,
-    an object that cannot be instantiated or raises on the probe input (its exception named),
-    predictions of the wrong shape or dtype. Returns an :class:`ICLModelResult`.
+    an object that cannot be instantiated or raises at every probe length (its exception named),
+    predictions of the wrong shape or a non-floating dtype. Returns an :class:`ICLModelResult`.
     """
     from numerics.icl_probe import ALGORITHMS, ProbeOutputError, probe_algorithms, prompt_lengths
 
@@ -651,6 +671,8 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     d = int(L.shape[0])
     M = N if M is None else int(M)
     Ms = prompt_lengths(M, d) if M_values is None else sorted({int(m) for m in M_values})
+    if M_values is None and Ms[-1] <= 2 * d:  # the grid reaches beyond 2d, where the consistent algorithms meet
+        Ms.append(4 * d)
     if not Ms or Ms[0] < 1:
         raise UsageError(f"prompt lengths must be ≥ 1, got {Ms}")
     P = PROBE_PROMPTS[mode] if prompts is None else int(prompts)
@@ -671,15 +693,17 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     prog = guards.Progress("check icl --model", enabled=progress, estimate=est.seconds)
     try:
         pr = probe_algorithms(_layout_call(model, layout), lam=L, N=N, M_values=Ms, noise=float(noise), prompts=P,
-                              seed=seed, device=device, z_threshold=Z_SIGMA, progress=prog.sub)
-    except _ModelRaised as exc:
-        shapes = {"default": "xs (B, M, d), ys (B, M), xq (B, d)", "zfb": "E (B, d+1, M+1)",
-                  "garg": "tokens (B, 2M+1, d+1)"}[layout]
-        raise UsageError(f"--model: {name} raised {exc} on the probe input ({layout} layout: {shapes}, float64, "
-                         f"d = {d})") from None
+                              seed=seed, device=device, z_threshold=Z_SIGMA, progress=prog.sub, extended=True,
+                              skip=(_ModelRaised,))
     except ProbeOutputError as exc:
         raise UsageError(f"--model: {name}: {exc}") from None
     prog.done()
+    if not pr["M_values"]:  # the model raised at every length: nothing to judge
+        shapes = {"default": "xs (B, M, d), ys (B, M), xq (B, d)", "zfb": "E (B, d+1, M+1)",
+                  "garg": "tokens (B, 2M+1, d+1)"}[layout]
+        first = pr["skipped_lengths"][0]
+        raise UsageError(f"--model: {name} raised {first['error']} on the probe input at every prompt length "
+                         f"({layout} layout: {shapes}, float64, d = {d}; first at M = {first['M']})")
     verdict = _probe_verdict(pr, name)
     # the ZFB theorem on the model's own LSA weights, when it exposes them
     weights = _exposed_lsa_weights(model, d)
@@ -696,15 +720,22 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
         zfb = {"outcome": wv.outcome, "summary": wv.summary, "criterion": wv.criterion, "tol": tol,
                "rel_err_B": meas["rel_err_B"], "rel_rms_prediction": meas["rel_rms_prediction"],
                "max_other_block": meas["max_other_block"], "B": meas["B"], "Gamma_N_inv": Gi.tolist()}
-    closest = pr["closest"] if verdict.outcome == "ok" else None
+    closest = pr["closest"]
+    idf = pr.get("identification") or {}
+    identified = idf.get("identified") if verdict.outcome == "ok" else None
     doc = {"check": "icl", "kind": "model",
            "inputs": {"model": name, "layout": layout, "lambda": L.tolist(), "N": N, "M": M, "noise": float(noise),
                       "prompts_per_length": P, "M_values": Ms, "mode": mode, "seed": seed, "device": device, "tol": tol},
            "conditioning": {"cond_Lambda": cond},
            "resources": est.to_json(),
            "algorithms": list(ALGORITHMS),
+           "identified": identified,
            "closest_algorithm": closest,
            "closest_measured": pr["closest"],
+           "ridge_grid_lambda": pr.get("ridge_grid_lambda"),
+           "skipped_lengths": pr.get("skipped_lengths", []),
+           "output_dtype": pr.get("output_dtype"), "work_dtype": pr.get("work_dtype"),
+           "per_M": _per_m_table(pr),
            "equivalent_algorithms": pr["closest_group"],
            "runner_up": pr["runner_up"], "z_runner_up": pr["z_runner_up"],
            "probe": pr, "zfb_theorem": zfb}
@@ -714,24 +745,50 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
              f"= {pr['normaliser']:.3g}; ± SE):"]
     w = 28
     lines.append(" " * w + "".join(f"{'M=' + str(m):>20}" for m in Ms))
-    for a in ALGORITHMS:
-        cells = "".join(f"{f'{v:.3g} ± {s:.1g}':>20}" for v, s in zip(pr["distance"][a], pr["distance_se"][a]))
+    for a in pr["algorithms"]:
+        marks = [t["status"] for t in idf["table"][a]] if idf else [""] * len(Ms)
+        cells = "".join(f"{f'{v:.3g} ± {s_:.1g}' + ('' if st == 'pass' or not st else (' ×' if st == 'fail' else ' ?')):>20}"
+                        for v, s_, st in zip(pr["distance"][a], pr["distance_se"][a], marks))
         lines.append(f"{a:<{w}}{cells}")
     lines.append(f"{'(risk of the model)':<{w}}" + "".join(
         f"{f'{v:.3g} ± {s:.1g}':>20}" for v, s in zip(pr["risk_model"], pr["risk_model_se"])))
-    lines.append(f"plain GD step η* = {pr['gd_step']:.4g}; ridge λ = σ² = {pr['ridge_lambda']:.4g}; k-NN k = {pr['knn_k']}"
+    lines.append("(× beyond the tolerance at that M, ? undecided; tolerance = (1/4)² × the distance from the algorithm to "
+                 "its nearest distinct reference)")
+    lines.append(f"plain GD step η* = {pr['gd_step']:.4g}; ridge λ = σ² = {pr['ridge_lambda']:.4g}; ridge_lambda_grid λ = "
+                 f"{pr['ridge_grid_lambda']:.3g} (grid 1e-4 … 1e2); k-NN k = {pr['knn_k']} (knn_1, knn_5: k = 1, 5)"
                  + (f"; equivalent here: {', '.join(' = '.join(g) for g in pr['equivalent'])}" if pr["equivalent"] else ""))
     if "skipped" in zfb:
         lines.append("ZFB theorem on the weights: skipped (the model exposes no LSA weights Wpv/W_PV, Wkq/W_KQ)")
     else:
         lines.append(f"ZFB theorem on the exposed LSA weights: {zfb['outcome']}: {zfb['summary']} "
                      f"(‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:g})")
-    lines.append(f"closest algorithm: {closest or 'undecided'}")
-    return ICLModelResult(verdict, closest, pr, zfb, doc, lines)
+    for sk in pr.get("skipped_lengths", []):
+        lines.append(f"M = {sk['M']} skipped: {name} raised {sk['error']}")
+    lines.append(f"closest algorithm: {closest or 'none (non-finite predictions)'}; identified: "
+                 f"{identified or 'none of the reference algorithms'}")
+    res = ICLModelResult(verdict, closest, pr, zfb, doc, lines)
+    res.identified = identified
+    return res
+
+
+def _per_m_table(pr: dict) -> list[dict]:
+    """One row per prompt length: the distance to each reference with its SE, tolerance and status."""
+    idf = pr.get("identification")
+    rows = []
+    for i, m in enumerate(pr["M_values"]):
+        row = {"M": m, "risk_model": pr["risk_model"][i], "algorithms": {}}
+        for a in pr["algorithms"]:
+            cell = {"distance": pr["distance"][a][i], "se": pr["distance_se"][a][i]}
+            if idf:
+                t = idf["table"][a][i]
+                cell.update(tolerance=t["tolerance"], status=t["status"], nearest_reference=t["nearest_reference"])
+            row["algorithms"][a] = cell
+        rows.append(row)
+    return rows
 
 
 def _model_command(spec, *, lam, N, M, layout, noise, prompts, tol, seed, device, mode, json_path, max_memory,
-                   no_progress, weights, seeds, steps):
+                   no_progress, weights, seeds, steps, report_dir=None):
     from proofs_checks.sanity._loader import load_object
 
     for given, opt in ((weights, "--weights"), (seeds, "--seeds"), (steps, "--steps")):
@@ -746,4 +803,29 @@ def _model_command(spec, *, lam, N, M, layout, noise, prompts, tol, seed, device
     doc = res.to_json()
     for key in ("outcome", "verdict", "ok", "decision"):
         doc.pop(key, None)
-    emit(doc, res.verdict, res.lines, json_path)
+    pr = res.probe
+    finish(SanityResult("icl", doc, res.verdict, [], res.lines, {"distance_per_M": lambda: _distance_figure(pr, name)}),
+           json_path, report_dir)
+
+
+def _distance_figure(pr: dict, name: str):
+    """Per-M distance of the model to each reference (± 2 SE), the identification tolerance dashed."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    Ms = pr["M_values"]
+    idf = pr.get("identification") or {}
+    for a in pr["algorithms"]:
+        m = np.maximum(np.asarray(pr["distance"][a], dtype=float), 1e-32)
+        se = np.asarray(pr["distance_se"][a], dtype=float)
+        line = ax.errorbar(Ms, m, yerr=2 * se, marker="o", ms=3, capsize=2, label=a, lw=1)
+        if a == (idf.get("identified") or pr.get("closest")) and idf:
+            tol = [r["tolerance"] for r in idf["table"][a]]
+            ax.plot(Ms, np.maximum(tol, 1e-32), "--", color=line[0].get_color(), lw=1, label=f"tolerance ({a})")
+    ax.set_yscale("log")
+    ax.set_xscale("log")
+    ax.set_xlabel("prompt length M")
+    ax.set_ylabel("mean squared distance / E y_q²")
+    ax.set_title(f"{name}: distance to each reference algorithm per M", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    return fig

@@ -1,23 +1,30 @@
 """``tverify check lyapunov --f "..." --V "..."``: certify a candidate Lyapunov function of your
-polynomial system by sums of squares, re-checked exactly.
+polynomial system by sums of squares, re-checked exactly; refute it only with an exact counterexample.
 
 Two SOS programs (cvxpy; Clarabel, SCS as the fallback) look for Gram matrices ``G_1, G_2 ⪰ 0``
-with ``V − εp = z(x)ᵀG_1z(x)`` and ``−∇V·f − εq = w(x)ᵀG_2w(x)``, where ``p``, ``q`` are
-``Σ_i x_i^{2k}`` at the lowest even degree of the polynomial they bound. Each Gram matrix found is
-rounded to rationals, projected exactly onto the coefficient equations and tested for PSD exactly
-(pivoted LDLᵀ); SymPy expands the Gram form and compares it with the polynomial. A certificate
-proves ``V ≥ εp`` (positive definite, radially unbounded) and ``V̇ ≤ −εq``: the origin is globally
-asymptotically stable.
+with ``V − εp = z(x)ᵀG_1z(x)`` and ``−∇V·f − εq = w(x)ᵀG_2w(x)``. The margins ``p``, ``q`` are
+``Σ_i x_i^{2k_i}`` (positive definite, radially unbounded) with exponents read off the polynomial
+they sit under (:func:`numerics.lyapunov_search.margin_candidates`: the even pure powers of ``V`` and
+of ``−V̇``, the vertices of their Newton polytopes on the axes, lowest first, then highest, then
+``Σ x_i^{2k}`` at the lowest even degree); each program tries them until one certifies. With
+``--region R`` each program carries an S-procedure multiplier ``s(x)(R² − ‖x‖²)`` (``s`` SOS): a
+local certificate on the ball ``‖x‖ ≤ R``. Each Gram matrix found is rounded to rationals,
+projected exactly onto the coefficient equations and tested for PSD exactly (pivoted LDLᵀ); SymPy
+expands the Gram form and compares it with the polynomial. A certificate proves ``V ≥ εp`` and
+``V̇ ≤ −εq`` (on the ball with ``--region``): the origin is globally (locally) asymptotically stable.
 
 Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
 
-* 0 ``ok``: certified (both programs feasible and both exact re-checks pass);
-* 1 ``mismatch``: not certified: a program is infeasible (the solver's status, with the condition
-  that failed and, when one is found, a point where that polynomial is negative);
-* 3 ``inconclusive``: the solver did not return a conclusive status, or its Gram matrix failed
-  the exact re-check (too close to singular: try a smaller ``--eps``);
+* 0 ``ok``: certified (both programs certified by the exact re-check);
+* 1 ``mismatch``: refuted by an exact counterexample shown in the output: a rational point ``x ≠ 0``
+  (inside the ball with ``--region``) where ``V(x) ≤ 0`` or ``∇V·f(x) ≥ 0``, evaluated in exact
+  rational arithmetic (:func:`numerics.lyapunov_search.exact_counterexample`);
+* 3 ``inconclusive``: no certificate and no counterexample: a failed SOS search refutes nothing
+  (the polynomial may be nonnegative without being SOS at these margins); the output lists every
+  margin tried and what might decide it (a local ``--region``, a smaller ``--eps``, another ``V``);
 * 2 bad input, one line on stderr: a parse error, a name that is not a variable, a function call,
-  a non-polynomial, ``f``'s components not matching the variables, ``f(0) ≠ 0``, ``--eps ≤ 0``.
+  a non-polynomial, ``f``'s components not matching the variables, ``f(0) ≠ 0``, ``V(0) ≠ 0`` (a
+  Lyapunov function vanishes at the equilibrium: never certified), ``--eps`` or ``--region ≤ 0``.
 """
 
 from __future__ import annotations
@@ -28,13 +35,13 @@ import click
 
 from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
-from proofs_checks.sanity._common import check_json_target, check_options, emit
+from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
+                                          report_option)
 from proofs_checks.sanity._verdict import Verdict
 from theory.validation import InputError
 
-__all__ = ["command", "parse_eps", "estimate_resources"]
+__all__ = ["command", "parse_eps", "parse_region", "estimate_resources", "run_lyapunov"]
 
-_LABEL = {"V": "V − εp", "decay": "−∇V·f − εq"}
 
 
 def parse_eps(text: str):
@@ -83,6 +90,170 @@ def _fmt(x: float) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.6g}"
 
 
+def parse_region(text: str | None):
+    """``--region R``: the radius of the ball of a local certificate, an exact positive rational.
+
+    >>> parse_region("1/2")
+    1/2
+    """
+    if text is None:
+        return None
+    import re
+
+    import sympy as sp
+
+    t = text.strip()
+    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+", t):
+        raise InputError(f"--region: not a positive number: {text!r}")
+    try:
+        r = sp.Rational(t)
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise InputError(f"--region: not a number: {text!r}") from None
+    if not (0 < r <= 10**6):
+        raise InputError(f"--region must be in (0, 1e6], got {r}")
+    return r
+
+
+def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_text: str = "0.001",
+                 region_text: str | None = None, seed: int = 0, mode: str = "default", max_memory=None,
+                 progress: bool = False) -> SanityResult:
+    """The check of the module docstring as a :class:`SanityResult` (``doc["certificate"]`` or
+    ``doc["counterexample"]``). Bad input raises :class:`InputError` / :class:`UsageError` (one line)."""
+    import numpy as np
+    import sympy as sp
+
+    from theory import lyapunov as tl
+
+    eps = parse_eps(eps_text)
+    region = parse_region(region_text)
+    cand = tl.parse_system(f_text, V_text, vars_text)
+    V0 = cand.V.subs({v: 0 for v in cand.vars})
+    if V0 != 0:
+        raise InputError(f"--V: V(0) = {V0} ≠ 0; a Lyapunov function vanishes at the equilibrium "
+                         f"(use V − ({V0}))")
+    vdot = cand.vdot()
+    degree = max(sp.Poly(cand.V, *cand.vars).total_degree(), sp.Poly(vdot, *cand.vars).total_degree() if vdot != 0 else 0)
+    if region is not None:
+        degree = max(degree + degree % 2, 4)
+    est = estimate_resources(len(cand.vars), degree)
+    guards.check_memory(est, max_memory, hint="lower the degree of V or f")
+    prog = guards.Progress("check lyapunov", enabled=progress, estimate=est.seconds)
+    if est.seconds > 10:
+        prog.note(f"estimated ≈ {guards.fmt_seconds(est.seconds)} and ≈ {guards.fmt_bytes(est.bytes)} of memory for "
+                  f"SOS programs in {len(cand.vars)} variables at degree {degree}")
+    from numerics import lyapunov_search as ls
+
+    names = ", ".join(map(str, cand.vars))
+    where = "globally" if region is None else f"on the ball ‖x‖ ≤ {region}"
+    doc: dict = {"check": "lyapunov", "vars": [str(v) for v in cand.vars], "f": [str(e) for e in cand.f],
+                 "V": str(cand.V), "Vdot": str(vdot), "eps": str(eps), "region": None if region is None else str(region),
+                 "inputs": {"f": f_text, "V": V_text, "vars": vars_text, "eps": eps_text, "region": region_text,
+                            "seed": seed, "mode": mode}, "resources": est.to_json()}
+    lines = [f"system x' = f(x) in ({names}): f = ({', '.join(map(str, cand.f))})",
+             f"candidate V = {cand.V}", f"∇V·f = {vdot}",
+             f"certificate sought {where}, ε = {eps}" + ("" if region is None else
+                                                          "; S-procedure multiplier s(x)·(R² − ‖x‖²), s SOS")]
+    prog.phase("solving the SOS programs", 0, 1).sub(0)
+    search = ls.search_certificate(cand, eps, region)
+    prog.done()
+    label = {"V": "V − εp", "decay": "−∇V·f − εq"}
+    progs, numbers = {}, {"eps": float(eps), "region": None if region is None else float(region)}
+    for key in ("V", "decay"):
+        atts = search[key]
+        for a in atts:
+            line = f"{label[key]} with {'p' if key == 'V' else 'q'} = {a.margin}: {a.status}"
+            if a.solver:
+                line += f" ({a.solver})"
+            if a.exact_residual is not None:
+                line += (f"; exact re-check: residual {a.exact_residual}, exactly PSD: {'yes' if a.exact_psd else 'no'}"
+                         f", smallest Gram eigenvalue {_fmt(a.min_eig)}")
+            elif a.message and a.status == "structurally infeasible":
+                line += f" ({a.message})"
+            lines.append(line)
+        used = search["used"][key]
+        last = used or (atts[-1] if atts else None)
+        progs[key] = {**(last.to_json() if last else {}), "attempts": [a.to_json() for a in atts]}
+        numbers[f"certified_{key}"] = used is not None
+    doc["programs"] = progs
+    doc["certified"] = bool(search["certified"])
+    figures = {}
+    if len(cand.vars) >= 1:
+        figures["level_sets"] = lambda: _figure(cand, region)
+    if search["certified"]:
+        uV, uD = search["used"]["V"], search["used"]["decay"]
+        doc["certificate"] = {"p": str(uV.margin), "q": str(uD.margin), "eps": str(eps),
+                              "region": None if region is None else str(region),
+                              "V_minus_eps_p": uV.to_json(), "decay": uD.to_json()}
+        doc["counterexample"] = None
+        crit = (f"V − εp with p = {uV.margin} and −∇V·f − εq with q = {uD.margin} (ε = {eps}) are sums of squares"
+                + ("" if region is None else f" plus s(x)(R² − ‖x‖²) with SOS multipliers s, R = {region}")
+                + f"; smallest Gram eigenvalues {_fmt(uV.min_eig)} (V − εp) and {_fmt(uD.min_eig)} (−∇V·f − εq)"
+                + f"; exact re-check residuals {uV.exact_residual} and {uD.exact_residual} after rounding to 2^-40 and "
+                  "exact projection, both rational Gram matrices exactly PSD (pivoted LDLᵀ)")
+        summ = ("certified: V is a global Lyapunov function (V ≥ εp, ∇V·f ≤ −εq; p, q positive definite and radially "
+                "unbounded): the origin is globally asymptotically stable" if region is None else
+                f"certified on the ball ‖x‖ ≤ {region}: V ≥ εp and ∇V·f ≤ −εq there: the origin is locally "
+                "asymptotically stable (sublevel sets of V inside the ball are invariant)")
+        v = Verdict("ok", summ, crit, numbers)
+    else:
+        ce = ls.exact_counterexample(cand, np.random.default_rng(seed),
+                                     {"quick": 100, "default": 400, "full": 2000}[mode], region=region)
+        doc["certificate"] = None
+        tried = "; ".join(f"{label[k]}: " + ", ".join(f"{'p' if k == 'V' else 'q'} = {a.margin} → {a.status}"
+                                                        + (" (exact re-check failed)" if a.exact_residual is not None
+                                                           and not a.certified else "")
+                                                        for a in search[k])
+                          for k in ("V", "decay") if search["used"][k] is None)
+        if ce is not None:
+            doc["counterexample"] = ce.to_json()
+            lines.append(f"counterexample: {ce.text(cand.vars)}")
+            numbers["counterexample"] = ce.to_json()
+            what = ("V is not positive definite" if ce.condition == "V > 0" else
+                    "∇V·f is not negative off the origin")
+            v = Verdict("mismatch", f"refuted: {what}: {ce.text(cand.vars)}",
+                        f"an exact counterexample: a rational point x ≠ 0{'' if region is None else ' in the ball'} "
+                        f"where the condition {ce.condition} fails, evaluated in exact rational arithmetic; "
+                        f"the SOS search had found no certificate ({tried})", numbers)
+        else:
+            doc["counterexample"] = None
+            reasons = [f"no SOS certificate at the margins tried ({tried}), and no point x ≠ 0 with V(x) ≤ 0 or "
+                       "∇V·f(x) ≥ 0 was found: a failed SOS search refutes nothing"]
+            sugg = ("a local certificate on a ball (--region R), a smaller --eps, or a V of higher degree (a "
+                    "nonnegative polynomial need not be a sum of squares)" if region is None else
+                    "a smaller --region or --eps, or a V of higher degree")
+            v = Verdict("inconclusive", "cannot decide: no certificate and no counterexample found", tried, numbers,
+                        reasons, sugg)
+    return SanityResult("lyapunov", doc, v, [], lines, figures)
+
+
+def _figure(cand, region):
+    """Level sets of V in the plane of the first two variables (others 0) with the sign of ∇V·f."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from numerics.lyapunov import lambdify_candidate
+
+    _, Vf, Df = lambdify_candidate(cand)
+    n = len(cand.vars)
+    R = 2.0 if region is None else float(region)
+    g = np.linspace(-R, R, 201)
+    A, B = np.meshgrid(g, g)
+    X = np.zeros(A.shape + (n,))
+    X[..., 0] = A
+    if n > 1:
+        X[..., 1] = B
+    with np.errstate(all="ignore"):
+        Vv, Dv = Vf(X.reshape(-1, n)).reshape(A.shape), Df(X.reshape(-1, n)).reshape(A.shape)
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    ax.contourf(A, B, np.sign(Dv), levels=[-1.5, -0.5, 0.5, 1.5], colors=["#cfe8cf", "#eeeeee", "#f4c7c3"], alpha=0.8)
+    cs = ax.contour(A, B, Vv, levels=12, colors="k", linewidths=0.7)
+    ax.clabel(cs, fontsize=6)
+    ax.set_xlabel(str(cand.vars[0]))
+    ax.set_ylabel(str(cand.vars[1]) if n > 1 else "(one variable)")
+    ax.set_title("level sets of V; green ∇V·f < 0, red ∇V·f > 0" + ("" if n <= 2 else " (other variables 0)"), fontsize=8)
+    return fig
+
+
 @click.command("lyapunov")
 @click.option("--f", "f_text", required=True, metavar="EXPR,EXPR,...",
               help='The vector field, one polynomial per variable, separated by commas, e.g. "-x**3 - y, x - y**3". '
@@ -92,111 +263,34 @@ def _fmt(x: float) -> str:
               help="The state variables in the order of --f's components (default: the names used, alphabetically).")
 @click.option("--eps", "eps_text", default="0.001", show_default=True, metavar="E",
               help="The margin ε in V − εp and −∇V·f − εq (a decimal or a fraction in (0, 1)).")
+@click.option("--region", "region_text", default=None, metavar="R",
+              help="Certify locally on the ball ‖x‖ ≤ R (S-procedure) instead of globally.")
+@report_option
 @check_options
-def command(f_text, V_text, vars_text, eps_text, seed, device, mode, json_path, max_memory, no_progress):
-    """Certify that V is a global Lyapunov function of x' = f(x) by sums of squares (cvxpy),
-    re-checked exactly in SymPy: certified (exit 0), not certified (1: an SOS program is
-    infeasible; the condition that failed is named), inconclusive (3: solver trouble).
-    The SOS programs are deterministic and run on CPU; --seed and --quick/--full only
-    set the random search for a point where a failed condition is negative.
+def command(f_text, V_text, vars_text, eps_text, region_text, report_dir, seed, device, mode, json_path, max_memory,
+            no_progress):
+    """Certify that V is a Lyapunov function of x' = f(x) by sums of squares (cvxpy), re-checked
+    exactly in SymPy: certified (exit 0), refuted by an exact counterexample (1: a rational point
+    where V ≤ 0 or ∇V·f ≥ 0 off the origin), inconclusive (3: no certificate, no counterexample;
+    a failed SOS search refutes nothing). V(0) ≠ 0 is refused (exit 2). The SOS programs are
+    deterministic and run on CPU; --seed and --quick/--full only set the random search for a
+    counterexample.
 
     \b
     Examples:
       tverify check lyapunov --f "-x**3 - y, x - y**3" --V "x**2 + y**2"
+      tverify check lyapunov --f "-x + 4*y, -x - y**3" --V "x**2 + 4*y**2"
+      tverify check lyapunov --f "-x + x**3, -y" --V "x**2 + y**2" --region 1/2
       tverify check lyapunov --f "-x + y, -x - y - z, -z" --V "x**2 + y**2 + z**2" --vars x,y,z
       tverify check lyapunov --f "y, -x - y" --V "3*x**2/2 + x*y + y**2" --eps 1/100 --json out.json
     """
     check_json_target(json_path)
+    check_report_dir(report_dir, json_path)
     try:
         require_device(device, False)
     except UsageError:
         raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
-    import numpy as np
-    import sympy as sp
-
-    from theory import lyapunov as tl
-
-    eps = parse_eps(eps_text)
-    cand = tl.parse_system(f_text, V_text, vars_text)
-    vdot = cand.vdot()
-    degree = max(sp.Poly(cand.V, *cand.vars).total_degree(), sp.Poly(vdot, *cand.vars).total_degree() if vdot != 0 else 0)
-    est = estimate_resources(len(cand.vars), degree)
-    guards.check_memory(est, max_memory, hint="lower the degree of V or f")
-    prog = guards.Progress("check lyapunov", enabled=not no_progress, estimate=est.seconds)
-    if est.seconds > 10:
-        prog.note(f"estimated ≈ {guards.fmt_seconds(est.seconds)} and ≈ {guards.fmt_bytes(est.bytes)} of memory for "
-                  f"SOS programs in {len(cand.vars)} variables at degree {degree}")
-
-    from numerics import lyapunov as nl
-
-    names = ", ".join(map(str, cand.vars))
-    doc: dict = {"check": "lyapunov", "vars": [str(v) for v in cand.vars], "f": [str(e) for e in cand.f],
-                 "V": str(cand.V), "Vdot": str(vdot), "eps": str(eps),
-                 "inputs": {"f": f_text, "V": V_text, "vars": vars_text, "eps": eps_text, "seed": seed, "device": device,
-                            "mode": mode}, "resources": est.to_json()}
-    lines = [f"system x' = f(x) in ({names}): f = ({', '.join(map(str, cand.f))})",
-             f"candidate V = {cand.V}", f"∇V·f = {vdot}"]
-    prog.phase("solving the SOS programs", 0, 1).sub(0)
-    try:
-        ce = nl.certify(cand, eps)
-    except nl.SolverFailure as exc:
-        v = Verdict("inconclusive", "the SOS programs could not be solved", f"solver: {exc}", {},
-                    [f"no conclusive solver status: {exc}"], "rescale the system (coefficients near 1) or lower the degree")
-        emit(doc, v, lines + [f"solver failed: {exc}"], json_path)
-    prog.done()
-    lines += [f"p = {ce.targets['p']}, q = {ce.targets['q']} (Σ x_i^2k at the lowest even degree), ε = {eps}"]
-    progs, numbers = {}, {"eps": float(eps)}
-    for key, label in _LABEL.items():
-        r, ex = ce.results[key], ce.rechecks[key]
-        gs = ce.structures[key]
-        entry = {"polynomial": str(ce.targets[key]), "status": r.status, "solver": r.solver, "message": r.message,
-                 "basis": [str(m) for m in gs.basis_exprs()], "t": r.t, "min_eig": r.min_eig,
-                 "solver_coefficient_residual": r.residual, "attempts": [list(a) for a in r.attempts]}
-        line = f"{label} = {ce.targets[key]}: {r.status}"
-        if r.feasible:
-            line += (f" ({r.solver}), Gram {gs.size}×{gs.size} in ({', '.join(entry['basis'])}), "
-                     f"smallest eigenvalue {_fmt(r.min_eig)}")
-        if ex is not None:
-            entry.update(exact_residual=str(ex.residual), exact_psd=ex.psd, exact_min_pivot=ex.min_pivot,
-                         exact_min_eig=ex.min_eig, rounding_residual=ex.rounding_residual,
-                         gram_exact=[[str(v) for v in row] for row in ex.G.tolist()])
-            line += (f"; exact re-check: residual {ex.residual} (solver's Gram before projection: "
-                     f"{ex.rounding_residual:.2e}), exactly PSD: {'yes' if ex.psd else 'no'}")
-        elif not r.feasible:
-            if r.status == "structurally infeasible":
-                line += f" ({r.message})"
-            w = nl.negative_witness(ce.targets[key], cand.vars, np.random.default_rng(seed),
-                                    {"quick": 1000, "default": 4000, "full": 20000}[mode])
-            if w is not None:
-                entry["negative_at"] = {"point": [float(c) for c in w[0]], "value": w[1]}
-                pt = ", ".join(f"{c:.4g}" for c in w[0])
-                line += f"; it is negative at ({pt}): {w[1]:.3g}"
-        progs[key] = entry
-        lines.append(line)
-        numbers[f"min_eig_{key}"] = r.min_eig if r.feasible else None
-        numbers[f"exact_residual_{key}"] = str(ex.residual) if ex is not None else None
-    doc["programs"] = progs
-    doc["certified"] = ce.certified
-    infeasible = [k for k in _LABEL if ce.results[k].infeasible]
-    if ce.certified:
-        crit = (f"both SOS programs optimal; smallest Gram eigenvalues {_fmt(ce.results['V'].min_eig)} (V − εp) and "
-                f"{_fmt(ce.results['decay'].min_eig)} (−∇V·f − εq); exact re-check residuals "
-                f"{ce.rechecks['V'].residual} and {ce.rechecks['decay'].residual} after rounding to 2^-40 and exact "
-                "projection, both rational Gram matrices exactly PSD (pivoted LDLᵀ)")
-        v = Verdict("ok", "certified: V is a global Lyapunov function (V ≥ εp, ∇V·f ≤ −εq; V − εp and −∇V·f − εq "
-                          "are sums of squares)", crit, numbers)
-    elif infeasible:
-        why = "; ".join(f"{_LABEL[k]} infeasible (not a sum of squares: solver status {ce.results[k].status})"
-                        for k in infeasible)
-        neg = [k for k in infeasible if "negative_at" in progs[k]]
-        extra = ("; a point where it is negative was found, so the condition fails for this ε and p, q (p, q take the "
-                 "lowest even degree of V and −∇V·f)" if neg else
-                 "; no point where it is negative was found: it may be nonnegative without being a sum of squares "
-                 "(try a higher-degree V or a smaller --eps)")
-        v = Verdict("mismatch", f"not certified: {why}", why + extra, numbers)
-    else:
-        bad = ce.failed()
-        v = Verdict("inconclusive", "cannot decide: " + "; ".join(bad), "; ".join(bad), numbers, bad,
-                    "a smaller --eps (a Gram matrix on the boundary of the PSD cone does not survive rounding) or a "
-                    "rescaled system")
-    emit(doc, v, lines, json_path)
+    result = run_lyapunov(f_text, V_text, vars_text, eps_text=eps_text, region_text=region_text, seed=seed, mode=mode,
+                          max_memory=max_memory, progress=not no_progress)
+    result.doc["inputs"]["device"] = device
+    finish(result, json_path, report_dir)

@@ -1,0 +1,98 @@
+"""The precision rule shared by the own-model checks (``tverify check hopfield``, ``check icl --model``;
+reusable by any check that compares a user's module with a float64 reference).
+
+A module computing in a working precision below float64 cannot be held to float64 rounding. Its error
+against the float64 reference is judged against the error *of the reference itself* when computed in
+the module's working precision, times a stated factor (FlashAttention's rule, Dao et al. 2022: the
+low-precision kernel's error is at most :data:`PRECISION_FACTOR` = 2 times that of the standard
+implementation in the same precision):
+
+    err(module, ref64) ≤ max(PRECISION_FACTOR · err(ref_work, ref64), floor)
+
+where ``floor`` is the float64 rounding bound of the caller (so a float64 module is still held to
+float64 rounding). The working precision is the module's output dtype when it is below float64, or
+found by probing: float64 outputs whose every entry is exactly representable in a lower precision
+(impossible by chance for outputs of random float64 inputs) reveal a module that computed there and
+cast back; or it is declared (``--compute-dtype``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+__all__ = ["PRECISION_FACTOR", "DTYPES", "parse_dtype", "unit_roundoff", "infer_work_dtype", "in_precision",
+           "precision_tolerance"]
+
+#: FlashAttention's factor: error of the module ≤ 2 × error of the reference in the same precision.
+PRECISION_FACTOR = 2.0
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
+
+
+def parse_dtype(text: str | None, option: str = "--compute-dtype") -> torch.dtype | None:
+    """``"float32"`` → ``torch.float32`` (``None`` passes through); anything else a ValueError naming ``option``.
+
+    >>> parse_dtype("float32")
+    torch.float32
+    """
+    if text is None:
+        return None
+    key = str(text).strip().lower().replace("torch.", "")
+    key = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "single": "float32",
+           "fp64": "float64", "double": "float64"}.get(key, key)
+    if key not in DTYPES:
+        raise ValueError(f"{option}: must be one of {', '.join(DTYPES)}, got {text!r}")
+    return DTYPES[key]
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """``u = eps/2`` of ``dtype``.
+
+    >>> unit_roundoff(torch.float32)
+    5.960464477539063e-08
+    """
+    return float(torch.finfo(dtype).eps) / 2
+
+
+def infer_work_dtype(out: torch.Tensor) -> torch.dtype:
+    """The working precision of a module from one output: its dtype when below float64; for float64
+    output whose entries are all exactly representable in float16 / bfloat16 / float32 (and not all
+    zero or integer), that precision; else float64.
+
+    >>> infer_work_dtype(torch.tensor([0.1, 0.7], dtype=torch.float32).double())
+    torch.float32
+    >>> infer_work_dtype(torch.tensor([0.1, 0.7], dtype=torch.float64))
+    torch.float64
+    """
+    if out.dtype != torch.float64:
+        return out.dtype if out.dtype.is_floating_point else torch.float64
+    x = out.detach().cpu()
+    x = x[torch.isfinite(x)]
+    if x.numel() == 0 or bool((x == x.round()).all()):
+        return torch.float64
+    for dt in (torch.float16, torch.bfloat16, torch.float32):
+        if bool((x.to(dt).to(torch.float64) == x).all()):
+            return dt
+    return torch.float64
+
+
+def in_precision(ref: Callable[..., torch.Tensor], *args: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``ref(*args)`` with every tensor argument rounded to ``dtype`` and computed there (float16 and
+    bfloat16 on CPU fall back to float32 arithmetic on the rounded inputs, the result rounded to
+    ``dtype``), returned as float64."""
+    low = [a.to(dtype) if isinstance(a, torch.Tensor) else a for a in args]
+    try:
+        out = ref(*low)
+    except RuntimeError:
+        out = ref(*[a.to(torch.float32) if isinstance(a, torch.Tensor) else a for a in low]).to(dtype)
+    return out.to(torch.float64)
+
+
+def precision_tolerance(ref_error_in_work: float, floor: float, factor: float = PRECISION_FACTOR) -> float:
+    """``max(factor · ref_error_in_work, floor)``.
+
+    >>> precision_tolerance(1e-7, 1e-14)
+    2e-07
+    """
+    return max(factor * float(ref_error_in_work), float(floor))
