@@ -255,9 +255,13 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                     continue
                 src = (f"declared: {q[2]}, {k[2]}, {v[2]}, {ol}; {h} head(s)"
                        + (f", {hk} key/value head(s)" if hk != h else ""))
-                mp = Mapping(q[0], q[1], k[0], k[1], v[0], v[1], wo, bo, h, src, kv_heads=hk, pos_table=table)
-                if not mp.consistent(D):
-                    cands.append(mp)
+                for grouping in (("interleave", "tile") if hk != h else ("interleave",)):
+                    mp = Mapping(q[0], q[1], k[0], k[1], v[0], v[1], wo, bo, h,
+                                 src + ("" if hk == h else f" (query head h uses key/value head "
+                                        f"{'h // ' + str(h // hk) if grouping == 'interleave' else 'h % ' + str(hk)})"),
+                                 kv_heads=hk, pos_table=table, kv_grouping=grouping)
+                    if not mp.consistent(D):
+                        cands.append(mp)
         if cands:
             return cands
     return []

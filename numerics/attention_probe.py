@@ -250,7 +250,7 @@ class AttentionProbe:
         return x * sc[:, None, None]
 
     def run(self, x64: torch.Tensor, grad: bool = False):
-        x = x64.to(dtype=self.pdt, device=self.device)
+        x = x64.to(dtype=self.pdt, device=self.device).contiguous()  # slices are views: modules may .view()
         if grad:
             x.requires_grad_(True)
         out, w = call(self.f, x, grad=grad)
@@ -260,12 +260,13 @@ class AttentionProbe:
         """Input factor of the probe ``key`` ("unit", "large", "huge")."""
         return 1.0 if key == "unit" else self.large_factor(x64, _SCALES[key])
 
-    def large_factor(self, x64: torch.Tensor, target: float = LARGE_LOGIT) -> float:
-        """Input factor ``c`` that brings the largest logit to about ``target``."""
+    def large_factor(self, x64: torch.Tensor, target: float = LARGE_LOGIT, cache: bool = True) -> float:
+        """Input factor ``c`` that brings the largest logit to about ``target`` (cached for the
+        probes kept in ``self.xs``)."""
         if self.m is None:
             return math.sqrt(target)
         key = (id(x64), x64.shape, id(self.m), self.st, target)
-        cache = self.__dict__.setdefault("_lf_cache", {})
+        cache = self.__dict__.setdefault("_lf_cache", {}) if cache else {}
         if key in cache:
             return cache[key]
         L0 = max_logit(x64, self.m, self.st)
@@ -563,8 +564,8 @@ class AttentionProbe:
                       detail, central=True)
 
     def prop_batch(self) -> Property:
-        """Sample 0's output does not depend on the other samples of its batch (redrawn at ×10
-        scale), nor on the batch size (a batch of one)."""
+        """Sample 0's output does not depend on the other samples of its batch (redrawn at the scale
+        of the huge-logit probe), nor on the batch size (a batch of one)."""
         name = "batch_independence"
         Ts = [T for T in self._large_lengths()] or list(self.outs)
         worst = None
@@ -574,8 +575,10 @@ class AttentionProbe:
             cands = [("batch of one", x[:1])]
             if self.B > 1:
                 x2 = x.clone()
-                x2[1:] = self.probe(T, salt=23)[1:] * 10
-                cands.append(("other samples redrawn at ×10 scale", x2))
+                fresh = self.probe(T, salt=23)[1:]
+                c = self.large_factor(fresh, HUGE_LOGIT, cache=False)
+                x2[1:] = fresh * c
+                cands.append((f"other samples redrawn at ×{c:.3g} scale (logits up to ~{HUGE_LOGIT:g})", x2))
             for what, xx in cands:
                 try:
                     o = self.run(xx)[1].detach().double().cpu()

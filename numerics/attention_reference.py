@@ -55,6 +55,7 @@ class Mapping:
     source: str
     kv_heads: int | None = None
     pos_table: torch.Tensor | None = None  # a learned additive table found on the module
+    kv_grouping: str = "interleave"  # GQA: head h uses kv head h // g ("interleave", HF) or h % kv ("tile")
 
     def __post_init__(self):
         if self.kv_heads is None:
@@ -233,7 +234,10 @@ def logits(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> t
     v = _heads(_proj(x, m.wv, m.bv, dtype), Hkv)
     if Hkv != H:
         g = H // Hkv
-        k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        if m.kv_grouping == "tile":
+            k, v = k.repeat(1, g, 1, 1), v.repeat(1, g, 1, 1)
+        else:
+            k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
     if st.positional == "rope":
         q = rope_rotate(q, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention)
         k = rope_rotate(k, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention)

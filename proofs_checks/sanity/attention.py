@@ -382,6 +382,11 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                 scored.append((e if math.isfinite(e) else float("inf"), len(scored), c, s2))
         if scored:
             scored.sort(key=lambda t: (t[0], t[1]))
+            if scored[0][0] > 1e-6 and len({(c.heads, c.kv_heads, c.kv_grouping) for _, _, c, _ in scored}) > 1 \
+                    and heads is None:
+                # nothing fits at 1/√d_k and the head count is not declared: a wrong scale must not pick
+                # the head count, so rank the candidates by their residual at their best scale
+                scored = sorted(scored, key=lambda t: (_free_scale_residual(probe, t[2], t[3], Tm), t[1]))
             _, _, mp, st = scored[0]
             probe.st = st
             probe.m = mp
@@ -445,6 +450,22 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     return SanityResult("attention", doc, verdict, rows, lines, figures)
 
 
+def _free_scale_residual(probe, m, st, T) -> float:
+    """The smallest relative error of candidate ``m`` over logit scales on a log grid (10⁻² … 10² ×
+    1/√d_k)."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    s0 = 1 / math.sqrt(m.d_k)
+    best = float("inf")
+    for g in torch.logspace(-2, 2, 33).tolist():
+        with torch.no_grad():
+            e = ap._rel(probe.outs[T], probe.reference(probe.xs[T], st=st.variant(scale=s0 * g), m=m))
+        best = min(best, e) if math.isfinite(e) else best
+    return best
+
+
 def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, other, device, against, *, gen_seed,
                 tick):
     import torch
@@ -471,6 +492,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
                                                           "with each other"))
         tick.sub(0.6)
         props.append(probe.prop_gradients())
+        _figures(probe, props, figures, st, mp, T_small, w)
     else:
         _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed)
     tick.phase("structure", 0.5, 0.9)
@@ -492,6 +514,62 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
                                       just=f"16·u·(3D+T) in the coarser of the two dtypes ({tol2:.3g})"))
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
+
+
+def _figures(probe, props, figures, st, mp, T_small, w):
+    """The attention weights (exposed, or the reference's on the module's weights) and the error
+    over tolerance of the agreement with the reference at every length and logit scale."""
+    import torch
+
+    from numerics.attention_reference import allowed_mask, logits
+
+    if w is not None:
+        A = w.detach().double().cpu()
+        A = (A if A.dim() == 3 else A[:, 0])[0]
+        title = "attention weights (exposed, first probe)"
+    elif mp is not None:
+        with torch.no_grad():
+            s_, _ = logits(probe.xs[T_small], mp, st)
+            s_ = s_.masked_fill(~allowed_mask(s_.shape[-1], st), float("-inf"))
+            A = torch.softmax(s_, -1)[0, 0].double().cpu()
+        title = "attention weights (reference on your weights, head 0)"
+    else:
+        A = None
+    if A is not None:
+        def _heat(A=A, title=title):
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots(figsize=(4, 3.5))
+            im = ax.imshow(A.numpy(), cmap="viridis", vmin=0)
+            ax.set_xlabel("key s")
+            ax.set_ylabel("query t")
+            ax.set_title(title, fontsize=9)
+            fig.colorbar(im, ax=ax)
+            return fig
+
+        figures["attention_weights"] = _heat
+    m = next((p for p in props if p.name in ("matches_reference", "matches_against")), None)
+    rows = (m.numbers.get("per_length") if m is not None else None) or []
+    if rows:
+        def _errs(rows=rows):
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            for key, mk in (("unit", "o"), ("large", "s"), ("huge", "^")):
+                pts = [(r["T"], r["error"] / r["tolerance"]) for r in rows
+                       if r["probe"] == key and r.get("tolerance") and r["error"] == r["error"]]
+                if pts:
+                    ax.plot(*zip(*pts), mk + "-", label=f"{key} logits")
+            ax.axhline(1.0, color="k", lw=0.8, ls="--")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("sequence length T")
+            ax.set_ylabel("error / tolerance")
+            ax.set_title("agreement with the reference (≤ 1 passes)", fontsize=9)
+            ax.legend(fontsize=8)
+            return fig
+
+        figures["error_by_length"] = _errs
 
 
 def _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed):

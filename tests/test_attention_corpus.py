@@ -1,0 +1,164 @@
+"""``tverify check attention`` on a corpus of correct and deliberately broken implementations
+(``tests/data/attention_corpus.py``): every class of bug the trackers of attention libraries show
+gets the right verdict, the right property named and a hint at the cause; "ok" never appears when
+a central property did not run. In-process, ``--quick`` lengths (1, 2, 5, 17, 33: past a 16-chunk)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from proofs_checks.options import UsageError
+from proofs_checks.sanity.attention import run_attention
+from tests.cli_helpers import invoke, one_line_error
+
+DATA = Path(__file__).parent / "data"
+sys.path.insert(0, str(DATA))
+import attention_corpus as C  # noqa: E402
+
+MOD = "tests/data/attention_corpus.py"
+
+
+def check(obj, **kw):
+    kw.setdefault("mode", "quick")
+    return run_attention(obj, **kw)
+
+
+def by_name(r):
+    return {p["name"]: p for p in r.properties}
+
+
+@pytest.mark.parametrize("make, kw", [
+    (C.Plain, {"causal": True}),
+    (C.Blockwise, {"causal": True}),  # online softmax over 16-key blocks
+    (C.GQA, {"causal": True}),
+    (C.GPT2Style, {"causal": True}),  # fused, transposed Conv1D projections
+    (C.Windowed, {"causal": True, "window": "3"}),
+    (C.Rotary, {"causal": True, "positional": "rope"}),
+    (C.ALiBi, {"causal": True, "positional": "alibi"}),
+    (C.Softcapped, {"causal": True, "softcap": 30.0}),
+    (C.Float32Softmax, {"causal": True}),  # float32 internals at a float64 probe
+    (lambda: C.PaddedChunks(mask_padding=True), {}),
+])
+def test_correct_implementations_are_ok(make, kw):
+    r = check(make(), **kw)
+    assert r.outcome == "ok", str(r)
+    p = by_name(r)
+    assert p["matches_reference"]["central"] and p["matches_reference"]["status"] == "pass"
+    assert p["scale_1_over_sqrt_dk"]["status"] == "pass"
+    assert p["gradients_match_reference"]["status"] == "pass"
+    if kw.get("causal"):
+        assert p["causal_no_future_leak"]["status"] == "pass" and p["prefix_consistency"]["status"] == "pass"
+
+
+def test_float32_internals_found_by_probing():
+    r = check(C.Float32Softmax(), causal=True)
+    assert r.doc["inputs"]["working_precision"]["dtype"] == "float32"
+    assert "found by probing" in r.doc["inputs"]["working_precision"]["how"]
+    assert "FlashAttention's rule" in by_name(r)["matches_reference"]["justification"]
+
+
+@pytest.mark.parametrize("make, kw, props, words", [
+    (C.blockwise_forgets_cross_chunk, {"causal": True}, ["matches_reference"], "beyond tolerance at T = 17, 33"),
+    (C.PaddedChunks, {}, ["matches_reference"], "beyond tolerance at T = 1, 2, 5, 17, 33"),
+    (C.CustomBackward, {"causal": True}, ["gradients_match_reference"], "custom backward"),
+    (C.BatchStabiliser, {"causal": True}, ["batch_independence"], "over the whole batch"),
+    (C.softcap_after_mask, {"causal": True, "softcap": 30.0}, ["causal_no_future_leak"], "LEAK"),
+    (C.gpt2_unscaled, {"causal": True}, ["scale_1_over_sqrt_dk"], "missing 1/√d_k"),
+    (C.SingleHeadUnscaled, {}, ["scale_1_over_sqrt_dk"], "missing 1/√d_k"),
+    (C.RaisesLong, {"causal": True, "seq_len": "5,17,120"}, ["runs_at_every_length"], "raised at T = 120"),
+])
+def test_planted_bugs_are_named(make, kw, props, words):
+    r = check(make(), **kw)
+    assert r.outcome == "mismatch", str(r)
+    for prop in props:
+        assert prop in r.failed, (prop, str(r))
+    assert words in str(r), str(r)
+
+
+def test_half_precision_logits_caught_in_a_float32_module():
+    r = check(C.HalfLogits(), causal=True, dtype="float32")
+    assert r.outcome == "mismatch" and "matches_reference" in r.failed
+    assert "--compute-dtype" in (r.verdict.suggestion or "")
+
+
+@pytest.mark.parametrize("make, kw, hint", [
+    (C.Windowed, {"causal": True, "window": "2"}, "--window 3"),
+    (lambda: C.Rotary(convention="half"), {"causal": True, "positional": "rope", "rope_convention": "interleaved"},
+     "--rope-convention half"),
+    (C.MHATimeFirst, {"causal": True}, "batch and time axes are mixed"),
+    (C.Plain, {"causal": True, "heads": 2}, "4 heads"),
+])
+def test_hints_name_the_cause(make, kw, hint):
+    r = check(make(), **kw)
+    assert r.outcome == "mismatch" and hint in (r.verdict.suggestion or ""), str(r)
+
+
+def test_no_ok_without_central_properties():
+    """Weights the check cannot find: inconclusive (exit 3) naming the mapping hook, never ok."""
+    r = check(C.Opaque())
+    assert r.outcome == "inconclusive", str(r)
+    assert "--mapping" in r.verdict.suggestion
+    r = check(C.Opaque(), mapping=C.mapping_hook)
+    assert r.outcome == "ok" and "the --mapping hook" in r.doc["inputs"]["mapping"], str(r)
+
+
+def test_differential_mode():
+    r = check(C.SDPAFused(), causal=True, against=C.Plain())
+    assert r.outcome == "ok" and by_name(r)["matches_against"]["status"] == "pass"
+    assert by_name(r)["gradients_match_against"]["status"] == "pass"
+    bad = check(C.blockwise_forgets_cross_chunk(), causal=True, against=C.Blockwise())
+    assert "matches_against" in bad.failed
+
+
+@pytest.mark.parametrize("value, frag", [
+    ({"q": 1}, "lacks k, v, heads"),
+    ({"q": C.torch.eye(16), "k": C.torch.eye(16), "v": C.torch.eye(16), "heads": 3}, "not a multiple of heads"),
+    ({"q": C.torch.eye(8), "k": C.torch.eye(16), "v": C.torch.eye(16), "heads": 2}, "does not take inputs of width"),
+    ([1, 2], "must return a dict"),
+])
+def test_inconsistent_mapping_hook_is_one_line(value, frag):
+    with pytest.raises(UsageError, match=frag):
+        check(C.Opaque(), mapping=lambda m: value)
+
+
+def test_cli_json_lists_every_property_with_its_rule():
+    code, out, _ = invoke("check", "attention", "--module", f"{MOD}:Plain", "--causal", "--quick", "--json", "-",
+                          "--no-progress")
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"].endswith("hold") and doc["outcome"] == "ok"
+    for p in doc["properties"]:
+        assert {"name", "status", "error", "tolerance", "justification", "central"} <= set(p)
+        if p["status"] != "skip":
+            assert p["justification"], p
+    central = {p["name"] for p in doc["properties"] if p["central"]}
+    assert {"matches_reference", "scale_1_over_sqrt_dk", "causal_no_future_leak", "prefix_consistency"} <= central
+    assert doc["inputs"]["lengths"] == [1, 2, 5, 17, 33]
+
+
+def test_cli_inconclusive_exit_3_and_sibling_import():
+    code, out, _ = invoke("check", "attention", "--module", f"{MOD}:Opaque", "--quick", "--no-progress")
+    assert code == 3 and "verdict: inconclusive" in out
+    code, out, _ = invoke("check", "attention", "--module", f"{MOD}:sibling_factory", "--causal", "--quick",
+                          "--no-progress")
+    assert code == 0, out  # the factory imports a sibling module when it is called
+
+
+@pytest.mark.parametrize("args, frag", [
+    (("--window", "3"), "give --causal too"),
+    (("--causal", "--window", "2,1"), "R must be 0"),
+    (("--seq-len", "0,5"), "between 1 and"),
+    (("--rope-dims", "4"), "need --positional rope"),
+    (("--max-memory", "1e-6"), "over the limit"),
+])
+def test_bad_flags_one_line(args, frag):
+    code, _, err = invoke("check", "attention", "--module", f"{MOD}:Plain", "--quick", "--no-progress", *args)
+    assert frag in one_line_error(code, err)
+
+
+def test_sys_exit_in_user_code_is_exit_2():
+    code, _, err = invoke("check", "attention", "--module", f"{MOD}:Exits", "--quick", "--no-progress")
+    assert "sys.exit(0)" in one_line_error(code, err)
