@@ -26,8 +26,8 @@ import click
 
 from theory.validation import InputError
 
-__all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "fmt_bytes", "fmt_seconds",
-           "Progress", "finite_number", "max_memory_option", "no_progress_option"]
+__all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "require_memory", "fmt_bytes",
+           "fmt_seconds", "Progress", "finite_number", "max_memory_option", "no_progress_option"]
 
 GB = 1024**3
 #: Fraction of the available memory a check may plan to use by default.
@@ -124,6 +124,32 @@ def check_memory(est: Estimate, max_memory_gb: float | None, hint: str = "") -> 
         dom = est.dominant
         raise InputError(f"these sizes need about {fmt_bytes(est.bytes)} of memory (largest: {dom}, "
                          f"{fmt_bytes(est.parts.get(dom, est.bytes))}), over the limit of {fmt_bytes(limit)} ({why})"
+                         + (f"; {hint}" if hint else ""))
+
+
+def require_memory(bytes_needed: float, max_memory: float | None, what: str, hint: str = "") -> None:
+    """Refuse, before allocating, work that needs about ``bytes_needed`` bytes when that exceeds
+    the limit (``max_memory`` in GB, ``--max-memory``; ``None``: half the available memory).
+    Raises :class:`~proofs_checks.options.UsageError` (one line, exit 2) naming ``what`` (e.g.
+    ``"check hopfield: 20000 patterns (pairwise Gram and distance matrices)"``), the estimate, the
+    limit and how to change it; a non-finite or negative estimate is refused too.
+
+    >>> require_memory(1e3, 1.0, "a small array")
+    >>> require_memory(3 * GB, 1.0, "the pattern Gram matrix")
+    Traceback (most recent call last):
+    ...
+    proofs_checks.options.UsageError: the pattern Gram matrix needs about 3 GB of memory, over the limit of 1 GB (--max-memory 1)
+    """
+    from proofs_checks.options import UsageError
+
+    limit, why = memory_limit(max_memory)
+    try:
+        need = float(bytes_needed)
+    except (TypeError, ValueError, OverflowError):
+        need = float("inf")
+    if not need <= limit:  # NaN and inf refused as well
+        size = fmt_bytes(need) if need == need and need != float("inf") else "more than float64 can count"
+        raise UsageError(f"{what} needs about {size} of memory, over the limit of {fmt_bytes(limit)} ({why})"
                          + (f"; {hint}" if hint else ""))
 
 

@@ -16,7 +16,7 @@ import functools
 import click
 
 __all__ = ["UsageError", "claim_run_options", "mode_options", "device_option", "allow_skip_option", "seed_option", "json_option",
-           "require_device", "cluster_option"]
+           "require_device", "require_cpu_only", "cluster_option"]
 
 
 class UsageError(click.UsageError):
@@ -87,6 +87,17 @@ def require_device(device: str, allow_skip: bool) -> None:
         if not cuda_available():
             raise UsageError("--device cuda: torch sees no CUDA device on this machine "
                              "(use --device cpu, or --allow-skip to run the rest and report 'incomplete')")
+
+
+def require_cpu_only(device: str, what: str) -> None:
+    """For a command whose computations run on the CPU only: ``--device cuda`` is refused (a usage
+    error, one line) rather than ignored, whether or not this machine has CUDA."""
+    if device != "cpu":
+        from numerics.torch_utils import cuda_available
+
+        why = "" if cuda_available() else " (and torch sees no CUDA device on this machine)"
+        raise UsageError(f"--device {device}: {what} runs on the CPU only (float64 reference computations){why}; "
+                         "use --device cpu")
 
 
 def claim_run_options(f):
