@@ -46,7 +46,7 @@ _state = threading.local()  # depth of nested user_code blocks, and whether a re
 
 
 @contextlib.contextmanager
-def user_code(label: str, what: str):
+def user_code(label: str, what: str, exceptions: bool = True):
     """Run the user's code inside: ``with user_code("--module", "update"): out = f(x)``.
 
     * ``sys.exit(n)`` (``SystemExit``) becomes a :class:`UserCodeError` "``LABEL: WHAT called
@@ -56,7 +56,9 @@ def user_code(label: str, what: str):
       main thread) passes through as ``KeyboardInterrupt`` (exit 130);
     * any other exception (``GeneratorExit``, ``Exception`` subclasses) becomes "``LABEL: WHAT raised
       TypeName: message``" (exit 2), without a traceback;
-    * a :class:`~proofs_checks.options.UsageError` (e.g. from a nested boundary) passes through.
+    * a :class:`~proofs_checks.options.UsageError` (e.g. from a nested boundary) passes through,
+      and so does every ``Exception`` when ``exceptions=False`` (for a caller that reports those
+      itself, with more context).
     """
     depth = getattr(_state, "depth", 0)
     previous = None
@@ -85,6 +87,8 @@ def user_code(label: str, what: str):
         raise UserCodeError(f"{label}: {what} called sys.exit({exc.code!r}); nothing was checked (the check "
                             "cannot run code that exits)") from None
     except BaseException as exc:  # the user's code: report it, never a traceback
+        if not exceptions and isinstance(exc, Exception):
+            raise
         raise UserCodeError(f"{label}: {what} raised {describe_exception(exc)}") from None
     finally:
         _state.depth = depth
