@@ -152,11 +152,15 @@ def _check_store(store) -> bool:
 
 
 def _check_json_target(json_path: str | None) -> None:
+    """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
+    the command's ``--force``, where it has one, allows replacing a file tverify did not write."""
     if json_path is not None and json_path != "-":
         from proofs_checks.store import OutputPathError, check_output_file
 
+        ctx = click.get_current_context(silent=True)
+        force = ctx.params.get("force") if ctx is not None and "force" in ctx.params else None
         try:
-            check_output_file(json_path, "--json")
+            check_output_file(json_path, "--json", force=force)
         except OutputPathError as exc:
             raise UsageError(str(exc)) from None
 

@@ -107,10 +107,9 @@ def command(f_text, V_text, vars_text, eps_text, seed, device, mode, json_path, 
       tverify check lyapunov --f "y, -x - y" --V "3*x**2/2 + x*y + y**2" --eps 1/100 --json out.json
     """
     check_json_target(json_path)
-    try:
-        require_device(device, False)
-    except UsageError:
-        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    from proofs_checks.options import require_cpu_only
+
+    require_cpu_only(device, "check lyapunov (SOS programs with cvxpy)")
     import numpy as np
     import sympy as sp
 
