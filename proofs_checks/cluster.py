@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 from proofs_checks.options import UsageError
 
 __all__ = ["CONNECT_TIMEOUT_S", "RETRIES", "Task", "TaskFailure", "parse_cluster", "check_cluster", "open_client", "run_tasks",
-           "run_tasks_local", "run_claims_on", "gpu_workers"]
+           "run_tasks_local", "run_claims_on", "gpu_workers", "interrupt_once"]
 
 #: seconds allowed to reach a scheduler (probe and client), so a wrong address fails fast
 CONNECT_TIMEOUT_S = 5.0
@@ -142,8 +142,12 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
     cluster = None
     if kind == "local":
         resources = {"GPU": 1} if str(device).startswith("cuda") else None
-        cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
-                               resources=resources, silence_logs=logging.CRITICAL)
+        # The worker processes start with SIGINT ignored (inherited through exec): a Ctrl-C at the
+        # terminal reaches the whole process group, and only this process should act on it (cancel
+        # the tasks, shut the cluster down) instead of every worker printing its traceback.
+        with _sigint_ignored():
+            cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   resources=resources, silence_logs=logging.CRITICAL)
         client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
     else:
         _probe(value, CONNECT_TIMEOUT_S)
@@ -160,6 +164,55 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close(timeout=10)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # pragma: no cover
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def interrupt_once():
+    """While inside: the first Ctrl-C raises ``KeyboardInterrupt`` (and sets ``state["hit"]``);
+    later ones are ignored, so the shutdown that follows (cancelling tasks, closing the cluster)
+    finishes quietly. The caller checks ``state["hit"]`` before writing anything, so nothing is
+    written after the signal even if a library swallowed the exception."""
+    import signal
+    import threading
+
+    state = {"hit": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def handler(signum, frame):
+        if state["hit"]:
+            return
+        state["hit"] = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield state
+    finally:
+        if state["hit"]:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # main() prints one line and exits 130
+        else:
+            signal.signal(signal.SIGINT, previous)
 
 
 def gpu_workers(client) -> int:

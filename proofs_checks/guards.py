@@ -24,8 +24,6 @@ from pathlib import Path
 
 import click
 
-from theory.validation import InputError
-
 __all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "require_memory", "fmt_bytes",
            "fmt_seconds", "Progress", "finite_number", "max_memory_option", "no_progress_option"]
 
@@ -119,6 +117,8 @@ def memory_limit(max_memory_gb: float | None) -> tuple[float, str]:
 
 def check_memory(est: Estimate, max_memory_gb: float | None, hint: str = "") -> None:
     """Refuse (``InputError``, one line) when ``est.bytes`` exceeds the memory limit."""
+    from theory.validation import InputError
+
     limit, why = memory_limit(max_memory_gb)
     if est.bytes > limit:
         dom = est.dominant
@@ -229,3 +229,36 @@ def max_memory_option(f):
 def no_progress_option(f):
     return click.option("--no-progress", is_flag=True, help="No progress lines on stderr.")(f)
 
+
+
+class Heartbeat:
+    """A background thread calling ``progress.update(fraction())`` every ``tick`` seconds, so a
+    long unit of work (one sweep row training for minutes) still shows a line with the time left
+    (from the up-front estimate until a first unit finishes). Use as a context manager."""
+
+    def __init__(self, progress: Progress, fraction, tick: float = 1.0):
+        import threading
+
+        self.progress, self.fraction, self.tick = progress, fraction, tick
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tverify-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick):
+            try:
+                self.progress.update(self.fraction())
+            except Exception:  # pragma: no cover - a progress line is never worth a crash
+                return
+
+    def __enter__(self) -> "Heartbeat":
+        if self.progress.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+
+
+__all__ += ["Heartbeat"]
