@@ -271,16 +271,19 @@ def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress
     """``--cluster``: the claims (and/or their kill matrix) as tasks on a Dask cluster (see
     :mod:`proofs_checks.cluster`); the same results as :func:`_run_selected` / :func:`_run_mutants`.
     The store is written only once every task has finished (Ctrl-C leaves nothing half-done)."""
-    from proofs_checks.cluster import open_client, run_claims_on
+    from proofs_checks.cluster import interrupt_once, open_client, run_claims_on
     from proofs_checks.store import save_last
 
     total = sum(len(c.checks) + (1 if claims_run else 0) for c in claims)
-    with open_client(cluster, device=device) as client, _Progress(total, f"tasks on {cluster}", progress) as bar:
+    with interrupt_once() as interrupted, open_client(cluster, device=device) as client, \
+            _Progress(total, f"tasks on {cluster}", progress) as bar:
         def tick(label, value):
             bar.advance(label, "task failed" if type(value).__name__ == "TaskFailure" else "")
 
         results, mres = run_claims_on(client, claims, mode=mode, seed=seed, device=device, claims_run=claims_run,
                                       mutants=mutants, figure_dir=figure_dir, allow_skip=allow_skip, progress=tick)
+    if interrupted["hit"]:  # a library swallowed the KeyboardInterrupt: still write nothing
+        raise KeyboardInterrupt
     if store is not None and results:
         problem = None
         for r in results:
@@ -346,7 +349,18 @@ def _mutants_document(res, claims, *, mode: str, seed: int, device: str) -> dict
 # the commands
 
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command, carried past click (which would print an empty line and raise
+    Abort) to :func:`main`: one line, exit 130."""
+
+
 class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
     def parse_args(self, ctx, args):
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             # The help, printed as help (not folded into a one-line usage error), exit 0.
@@ -765,7 +779,8 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
 
         out = check_out_and_json(out_dir or "sweep", force, json_path, what="the sweep")
     _check_json_target(json_path)
-    rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device)
+    rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device, max_memory=max_memory,
+                        dry_run=True)
     label = f"sweep {tgt.name}" + (f" on {cluster}" if cluster else "")
     tasks = sw.plan_tasks(tgt, rows)
     eta = guards.Progress(label, enabled=not no_progress, delay=5.0, every=10.0, estimate=plan.seconds)
@@ -873,7 +888,7 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as exc:
         click.echo(f"tverify: error: file not found: {exc.filename or exc}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
         click.echo("tverify: interrupted; nothing was written after the interrupt (earlier outputs are as they were)",
                    err=True)
         sys.exit(130)

@@ -16,6 +16,8 @@ progress with an ETA on stderr while a long check runs.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import time
@@ -24,7 +26,8 @@ from pathlib import Path
 
 import click
 
-__all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "require_memory", "fmt_bytes",
+__all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "require_memory", "dry_run",
+           "DryRunStop", "fmt_bytes",
            "fmt_seconds", "Progress", "finite_number", "max_memory_option", "no_progress_option"]
 
 GB = 1024**3
@@ -127,7 +130,30 @@ def check_memory(est: Estimate, max_memory_gb: float | None, hint: str = "") -> 
                          + (f"; {hint}" if hint else ""))
 
 
-def require_memory(bytes_needed: float, max_memory: float | None, what: str, hint: str = "") -> None:
+_DRY_RUN = contextvars.ContextVar("tverify_dry_run", default=False)
+
+
+class DryRunStop(BaseException):
+    """Raised by the final memory guard of a check under :func:`dry_run`: its inputs were read and
+    validated and its sizes fit; nothing has been computed. (A ``BaseException``, so a check's own
+    ``except Exception`` does not turn it into an error.)"""
+
+
+@contextlib.contextmanager
+def dry_run():
+    """Inside, a check stops (:class:`DryRunStop`) at its final memory guard (``require_memory``
+    with ``final=True``, :func:`check_memory`) once its inputs have been validated and its sizes
+    found within the limit; a refusal is raised as usual. ``tverify sweep`` uses it to validate
+    every grid value with the check's own rules before any row runs."""
+    token = _DRY_RUN.set(True)
+    try:
+        yield
+    finally:
+        _DRY_RUN.reset(token)
+
+
+def require_memory(bytes_needed: float, max_memory: float | None, what: str, hint: str = "",
+                   final: bool = True) -> None:
     """Refuse, before allocating, work that needs about ``bytes_needed`` bytes when that exceeds
     the limit (``max_memory`` in GB, ``--max-memory``; ``None``: half the available memory).
     Raises :class:`~proofs_checks.options.UsageError` (one line, exit 2) naming ``what`` (e.g.
@@ -151,6 +177,8 @@ def require_memory(bytes_needed: float, max_memory: float | None, what: str, hin
         size = fmt_bytes(need) if need == need and need != float("inf") else "more than float64 can count"
         raise UsageError(f"{what} needs about {size} of memory, over the limit of {fmt_bytes(limit)} ({why})"
                          + (f"; {hint}" if hint else ""))
+    if final and _DRY_RUN.get():
+        raise DryRunStop()
 
 
 class Progress:

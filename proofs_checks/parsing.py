@@ -396,7 +396,7 @@ def npy_header(path, option: str, max_memory: float | None = None) -> tuple[tupl
         raise InputError(f"{option}: {p} is a damaged .npy file (truncated: its header says shape {shape} of "
                          f"{dtype}, {need:.0f} bytes, but the file holds {max(size - offset, 0)} bytes of data)")
     _check_dtype(dtype, option, str(p))
-    require_memory(need, max_memory, f"{option} {p} (shape {shape})")
+    require_memory(need, max_memory, f"{option} {p} (shape {shape})", final=False)
     return shape, dtype
 
 
@@ -427,7 +427,8 @@ def zip_members(path, option: str, max_memory: float | None = None, kind: str = 
         raise InputError(f"{option}: {path} holds the member name(s) {', '.join(dup[:3])} more than once "
                          "(which one would be read is undefined)")
     total = float(sum(i.file_size for i in infos))
-    require_memory(total, max_memory, f"{option} {path} (decompressed size of its {len(infos)} member(s))")
+    require_memory(total, max_memory, f"{option} {path} (decompressed size of its {len(infos)} member(s))",
+                   final=False)
     return infos
 
 
@@ -456,7 +457,7 @@ def npz_headers(path, option: str, max_memory: float | None = None) -> dict[str,
                 out[name] = (shape, dtype)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise InputError(f"{option}: {path} is a damaged .npz archive ({_first_sentence(exc)})") from None
-    require_memory(total, max_memory, f"{option} {path} (its arrays)")
+    require_memory(total, max_memory, f"{option} {path} (its arrays)", final=False)
     return out
 
 

@@ -57,6 +57,7 @@ from typing import Any, Callable
 import click
 
 from proofs_checks.options import UsageError
+from theory.validation import InputError
 
 __all__ = ["Param", "ClaimAdapter", "SanityAdapter", "ADAPTERS", "SANITY", "register_adapter", "parse_grid",
            "resolve_target", "row_seed", "plan_rows", "plan_tasks", "run_sweep", "sweep_document", "write_sweep", "sweep_row",
@@ -435,6 +436,7 @@ class RowSpec:
     seed: int
     mode: str
     device: str
+    max_memory: float | None = None
 
 
 #: Memory one row of results takes until the sweep's files are written (the row, its JSON, CSV and
@@ -499,7 +501,8 @@ def check_plan(target: Target, grid: dict[str, list[str]], *, seeds: int, mode: 
     return PlanEstimate(n, n * ROW_BYTES + peak, seconds, peak)
 
 
-def iter_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_seed: int, mode: str, device: str):
+def iter_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_seed: int, mode: str, device: str,
+              max_memory: float | None = None):
     """The plan's rows one at a time, in the order of :func:`plan_rows` (nothing materialised)."""
     values = _parse_point_values(target, grid)
     names = list(values)
@@ -507,11 +510,36 @@ def iter_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_se
     for combo in product(*(values[n] for n in names)):
         point = tuple(zip(names, combo))
         for r in range(seeds):
-            yield RowSpec(target.name, target.kind, target.key, point, r, rseeds[r], mode, device)
+            yield RowSpec(target.name, target.kind, target.key, point, r, rseeds[r], mode, device, max_memory)
+
+
+def _dry_run(spec: RowSpec) -> None:
+    """Run a check's own input validation for one grid point under :func:`guards.dry_run`: it stops
+    at its final memory guard, having read and validated its inputs; any refusal (a value it does
+    not accept, sizes over --max-memory) is a :class:`RowRefused` before any row runs. A check
+    without a memory guard runs to its end here (its values accepted)."""
+    from proofs_checks import guards
+
+    pt = " ".join(f"{k}={v}" for k, v in spec.point)
+    with tempfile.TemporaryDirectory(prefix="tverify-dry-") as tmp:
+        cmd, _ = _sanity_command(spec.key)
+        sink = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), guards.dry_run():
+                cmd.main(args=_sanity_args(spec, os.path.join(tmp, "dry.json")), prog_name=f"tverify check {spec.key}",
+                         standalone_mode=False)
+        except guards.DryRunStop:
+            return
+        except (SystemExit, click.exceptions.Exit):
+            return  # the check ran to its end: its values were accepted
+        except (click.ClickException, InputError) as exc:
+            msg = " ".join((exc.format_message() if isinstance(exc, click.ClickException) else str(exc)).split())
+            raise RowRefused(f"--grid ({pt}): check {spec.key} refuses these values: {msg[:400]}; nothing was "
+                             "run") from None
 
 
 def plan_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_seed: int, mode: str,
-              device: str) -> list[RowSpec]:
+              device: str, max_memory: float | None = None, dry_run: bool = False) -> list[RowSpec]:
     """Every (grid point, replicate) in grid order (the first axis slowest), replicates innermost;
     parameters checked (usage errors before anything runs): each value of each axis once, with the
     other axes at their first value (so the check costs the sum of the axes' lengths, not their
@@ -525,9 +553,14 @@ def plan_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_se
                 point = tuple((k, v if k == n else values[k][0]) for k in names)
                 if point not in seen:
                     seen.add(point)
-                    probes.append(RowSpec(target.name, target.kind, target.key, point, 0, 0, mode, device))
+                    probes.append(RowSpec(target.name, target.kind, target.key, point, 0, 0, mode, device,
+                                          max_memory))
         _validate_sanity(target, probes)
-    return list(iter_rows(target, grid, seeds=seeds, base_seed=base_seed, mode=mode, device=device))
+        if dry_run:  # the check's own validation of each value (a Λ that is not SPD, a bad file)
+            for spec in probes:
+                _dry_run(spec)
+    return list(iter_rows(target, grid, seeds=seeds, base_seed=base_seed, mode=mode, device=device,
+                          max_memory=max_memory))
 
 
 def _sanity_args(spec: RowSpec, json_path: str | None) -> list[str]:
@@ -537,6 +570,8 @@ def _sanity_args(spec: RowSpec, json_path: str | None) -> list[str]:
     for k, v in {**ad.defaults, **given}.items():
         args += [f"--{k}", str(v)]
     args += ["--seed", str(spec.seed), "--device", spec.device, "--no-progress"]
+    if spec.max_memory is not None and "max-memory" not in given:
+        args += ["--max-memory", repr(float(spec.max_memory))]
     if spec.mode != "default":
         args.append(f"--{spec.mode}")
     if json_path:
@@ -601,6 +636,11 @@ def _run_sanity(spec: RowSpec) -> dict[str, Any]:
                 code = exc.code
             except click.exceptions.Exit as exc:
                 code = exc.exit_code
+            except (click.ClickException, InputError) as exc:  # the check refused this row's values
+                msg = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+                pt = " ".join(f"{k}={v}" for k, v in spec.point)
+                raise RowRefused(f"--grid ({pt}): check {spec.key} refused these values: "
+                                 f"{' '.join(msg.split())[:400]}") from None
         if not os.path.exists(jp):
             text = " ".join(sink.getvalue().split())
             if code == 2:  # the check refused this grid point's values: a usage error of the sweep

@@ -114,10 +114,6 @@ def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
     float64 can hold (beyond it the built-in update overflows, which is no finding about yours)."""
     from proofs_checks.guards import require_memory
 
-    N, d = P.shape
-    require_memory(estimate_bytes(N, d), max_memory,
-                   f"check hopfield on {N} patterns in d = {d} (four {N}×{N} float64 matrices: Gram, distances)",
-                   "use fewer patterns")
     big = float(np.abs(P).max())
     M = big * float(np.linalg.norm(P / big, axis=1).max()) if big > 0 else 0.0
     with np.errstate(over="ignore", invalid="ignore"):
@@ -126,6 +122,10 @@ def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
         raise UsageError(f"--beta {beta:g} with patterns of norm up to M = {M:.3g}: β·M² = {scaled:.3g} leaves "
                          "float64's range (above 1e300), so the modern update itself would overflow; rescale the "
                          "patterns or lower --beta")
+    N, d = P.shape
+    require_memory(estimate_bytes(N, d), max_memory,
+                   f"check hopfield on {N} patterns in d = {d} (four {N}×{N} float64 matrices: Gram, distances)",
+                   "use fewer patterns")
 
 
 def _update_fn(obj: Any, label: str):
