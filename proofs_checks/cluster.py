@@ -85,7 +85,30 @@ def parse_cluster(spec: str | None) -> tuple[str, Any] | None:
         raise UsageError(f"--cluster {s}: write local:W with W a whole number of workers, e.g. local:2")
     if any(ch.isspace() for ch in s):
         raise UsageError(f"--cluster {s!r}: an address has no spaces (e.g. tcp://host:8786)")
+    _check_port(s)
     return ("address", s)
+
+
+def _check_port(address: str) -> None:
+    """A port outside 1 … 65535 (or not a number) is refused at once, not tried for seconds.
+
+    >>> _check_port("tcp://host:99999")
+    Traceback (most recent call last):
+    ...
+    proofs_checks.options.UsageError: --cluster tcp://host:99999: port 99999 is outside 1 … 65535
+    """
+    rest = address.split("://", 1)[1] if "://" in address else address
+    rest = rest.split("/", 1)[0]
+    if rest.startswith("["):  # [IPv6]:port
+        port = rest.rpartition("]")[2].lstrip(":")
+    else:
+        port = rest.rpartition(":")[2] if ":" in rest else ""
+    if port == "":
+        return
+    if not port.isdigit():
+        raise UsageError(f"--cluster {address}: port {port!r} is not a number (e.g. tcp://host:8786)")
+    if not 1 <= int(port) <= 65535:
+        raise UsageError(f"--cluster {address}: port {int(port)} is outside 1 … 65535")
 
 
 def _quiet_dask() -> None:

@@ -79,14 +79,16 @@ def cluster_option(f):
                              "in-process (seeds come from each task's identity).")(f)
 
 
-def require_device(device: str, allow_skip: bool) -> None:
-    """Refuse ``--device cuda`` on a machine without CUDA (a usage error), unless ``allow_skip``."""
+def require_device(device: str, allow_skip: bool, *, skip_option: bool = True) -> None:
+    """Refuse ``--device cuda`` on a machine without CUDA (a usage error), unless ``allow_skip``.
+    ``skip_option``: whether the command has ``--allow-skip`` (the message suggests it only then)."""
     if device == "cuda" and not allow_skip:
         from numerics.torch_utils import cuda_available
 
         if not cuda_available():
             raise UsageError("--device cuda: torch sees no CUDA device on this machine "
-                             "(use --device cpu, or --allow-skip to run the rest and report 'incomplete')")
+                             + ("(use --device cpu, or --allow-skip to run the rest and report 'incomplete')"
+                                if skip_option else "(use --device cpu)"))
 
 
 def require_cpu_only(device: str, what: str) -> None:
