@@ -479,6 +479,8 @@ def check_plan(target: Target, grid: dict[str, list[str]], *, seeds: int, mode: 
     from proofs_checks.context import RunContext
     from proofs_checks.guards import fmt_bytes, require_memory
 
+    if device != "cpu" and not target.uses_device:
+        raise UsageError(f"--device {device}: sweep {target.name} computes on the CPU only; use --device cpu")
     n = count_rows(grid, seeds)
     shape = " × ".join(str(len(v)) for v in grid.values())
     require_memory(n * ROW_BYTES, max_memory,

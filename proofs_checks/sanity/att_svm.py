@@ -511,6 +511,9 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
         require_device(device, False)
     except UsageError:
         raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    if weights_path and device != "cpu":
+        raise UsageError(f"--device {device}: check att-svm --weights compares your W on the CPU (the device is for "
+                         "training); use --device cpu")
     inst = _load(data_path)
     n, T, d = inst.X.shape
     if weights_path:
