@@ -160,7 +160,7 @@ def _check_json_target(json_path: str | None) -> None:
         from proofs_checks.store import OutputPathError, check_output_file
 
         ctx = click.get_current_context(silent=True)
-        force = ctx.params.get("force") if ctx is not None and "force" in ctx.params else None
+        force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
         try:
             check_output_file(json_path, "--json", force=force)
         except OutputPathError as exc:

@@ -170,11 +170,12 @@ def is_tverify_json(path: Path, limit: int = 256 * 1024**2) -> bool:
     return False
 
 
-def check_output_file(path: str | os.PathLike, what: str = "--json", force: bool | None = False) -> Path:
+def check_output_file(path: str | os.PathLike, what: str = "--json", force: bool | None = True) -> Path:
     """Check, before any work, that ``path`` can be written as a file (its parent folders are
-    created at write time): a name the file system accepts, a writable parent, and, unless
-    ``force``, no existing file that is not a previous tverify JSON output (``force=None``: the
-    command has no ``--force``). Raises :class:`OutputPathError` with one line naming the problem."""
+    created at write time): a name the file system accepts, a writable parent, and, when ``force``
+    is false, no existing file that is not a previous tverify JSON output (``False``: the command
+    offers ``--force``; ``None``: it has none; the default ``True`` replaces any file, for outputs
+    the tool regenerates such as ``list --markdown``). Raises :class:`OutputPathError`, one line."""
     p = Path(path).expanduser().absolute()
     if str(path).strip() == "":
         raise OutputPathError(f"{what}: empty path")

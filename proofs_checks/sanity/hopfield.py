@@ -109,6 +109,12 @@ def estimate_bytes(N: int, d: int) -> float:
     return f8 * (4.0 * N * N + 3.0 * CHUNK * N * d + 12.0 * (2 * N + 16) * d + 32.0 * N)
 
 
+def estimate_seconds(N: int, d: int, flops: float = 2e9) -> float:
+    """An upper estimate of :func:`run_hopfield`'s time: up to 500 fixed-point and 20 energy updates
+    of the ``2N + 16`` states, each ``O(states · N · d)``, at ``flops`` per second."""
+    return 4.0 * 520 * (2 * N + 16) * N * d / flops + 4.0 * N * N / flops * 50
+
+
 def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
     """Argument validation before :func:`run_hopfield`: the memory its sizes need, and a β·M² that
     float64 can hold (beyond it the built-in update overflows, which is no finding about yours)."""
@@ -402,6 +408,13 @@ def command(patterns_path, beta, module_spec, report_dir, seed, device, mode, js
     require_cpu_only(device, "check hopfield")
     P = load_patterns(patterns_path, max_memory=max_memory)
     check_sizes(P, beta, max_memory)
+    est = estimate_seconds(*P.shape)
+    if est > 10 and not no_progress:
+        from proofs_checks import guards
+
+        guards.Progress("check hopfield").note(
+            f"estimated up to ≈ {guards.fmt_seconds(est)} for {P.shape[0]} patterns in d = {P.shape[1]} "
+            f"(≈ {guards.fmt_bytes(estimate_bytes(*P.shape))} of memory)")
     obj, name = None, None
     if module_spec:
         from proofs_checks.sanity._loader import load_object
