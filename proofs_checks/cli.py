@@ -12,6 +12,7 @@ up to date, so they answer without importing the claim modules (torch, cvxpy, Sc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -21,6 +22,7 @@ from typing import Any
 
 import click
 
+from proofs_checks.guards import max_memory_option
 from proofs_checks.options import (UsageError, claim_run_options, cluster_option, device_option, json_option, mode_options,
                                    require_device, seed_option)
 
@@ -156,11 +158,15 @@ def _check_store(store) -> bool:
 
 
 def _check_json_target(json_path: str | None) -> None:
+    """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
+    the command's ``--force``, where it has one, allows replacing a file tverify did not write."""
     if json_path is not None and json_path != "-":
         from proofs_checks.store import OutputPathError, check_output_file
 
+        ctx = click.get_current_context(silent=True)
+        force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
         try:
-            check_output_file(json_path, "--json")
+            check_output_file(json_path, "--json", force=force)
         except OutputPathError as exc:
             raise UsageError(str(exc)) from None
 
@@ -269,16 +275,19 @@ def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress
     """``--cluster``: the claims (and/or their kill matrix) as tasks on a Dask cluster (see
     :mod:`proofs_checks.cluster`); the same results as :func:`_run_selected` / :func:`_run_mutants`.
     The store is written only once every task has finished (Ctrl-C leaves nothing half-done)."""
-    from proofs_checks.cluster import open_client, run_claims_on
+    from proofs_checks.cluster import interrupt_once, open_client, run_claims_on
     from proofs_checks.store import save_last
 
     total = sum(len(c.checks) + (1 if claims_run else 0) for c in claims)
-    with open_client(cluster, device=device) as client, _Progress(total, f"tasks on {cluster}", progress) as bar:
+    with interrupt_once() as interrupted, open_client(cluster, device=device) as client, \
+            _Progress(total, f"tasks on {cluster}", progress) as bar:
         def tick(label, value):
             bar.advance(label, "task failed" if type(value).__name__ == "TaskFailure" else "")
 
         results, mres = run_claims_on(client, claims, mode=mode, seed=seed, device=device, claims_run=claims_run,
                                       mutants=mutants, figure_dir=figure_dir, allow_skip=allow_skip, progress=tick)
+    if interrupted["hit"]:  # a library swallowed the KeyboardInterrupt: still write nothing
+        raise KeyboardInterrupt
     if store is not None and results:
         problem = None
         for r in results:
@@ -346,7 +355,18 @@ def _mutants_document(res, claims, *, mode: str, seed: int, device: str) -> dict
 # the commands
 
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command, carried past click (which would print an empty line and raise
+    Abort) to :func:`main`: one line, exit 130."""
+
+
 class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
     def parse_args(self, ctx, args):
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             # The help, printed as help (not folded into a one-line usage error), exit 0.
@@ -765,7 +785,9 @@ def reproduce_cmd(names, list_only, mode, device, seed, json_path, out_dir, forc
 @click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output.")
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
 @cluster_option
-def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path, out_dir, force, no_progress, cluster):
+@max_memory_option
+def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path, out_dir, force, no_progress, cluster,
+              max_memory):
     """Measure TARGET over a grid of configurations: a claim with a sweep adapter (e.g.
     icl.linear_task_risk) or a sanity check (`check icl`, `check att-svm`, ...). One row per grid point
     and replicate, every measured number, written as JSON, CSV and an HTML page of heatmaps and curves.
@@ -776,12 +798,16 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
       tverify sweep check icl --grid "N=5,10 lambda=1,2|1,4" --seeds 3 --cluster local:2
       tverify sweep attn.scaling_variance --grid "d_k=1,4,16,64 dist=normal,uniform" --json -
 
-    Exit 0 when every row ran and passed (ok); 1 when one errored or failed; 3 when some are inconclusive."""
+    Exit 0 when every row ran and passed (ok); 1 when one errored or failed; 3 when some are inconclusive;
+    2 when the plan is refused before it runs (unknown names, bad values, more memory than --max-memory)
+    or a check refuses a grid point's values (the sweep stops, nothing is written); 130 on Ctrl-C."""
+    from proofs_checks import guards
     from proofs_checks import sweep as sw
+    from proofs_checks.cluster import interrupt_once
 
     tgt = sw.resolve_target(target)
     grid = sw.parse_grid(grids)
-    rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device)
+    plan = sw.check_plan(tgt, grid, seeds=n_seeds, mode=mode, device=device, max_memory=max_memory)
     require_device(device, allow_skip or _remote(cluster))
     out = None
     if out_dir is not None or not json_path:
@@ -789,8 +815,16 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
 
         out = check_out_and_json(out_dir or "sweep", force, json_path, what="the sweep")
     _check_json_target(json_path)
+    rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device, max_memory=max_memory,
+                        dry_run=True)
     label = f"sweep {tgt.name}" + (f" on {cluster}" if cluster else "")
-    with _Progress(len(sw.plan_tasks(tgt, rows)), label, not no_progress) as bar:
+    tasks = sw.plan_tasks(tgt, rows)
+    eta = guards.Progress(label, enabled=not no_progress, delay=5.0, every=10.0, estimate=plan.seconds)
+    if plan.seconds is not None and plan.seconds > 10:
+        eta.note(f"{plan.rows} rows in {len(tasks)} task(s); estimated ≈ {guards.fmt_seconds(plan.seconds)}"
+                 + (" of compute (divided among the workers)" if cluster else ""))
+    with interrupt_once() as interrupted, _Progress(len(tasks), label, not no_progress) as bar, \
+            guards.Heartbeat(eta, lambda: bar.done / max(len(tasks), 1)) if not bar.tty else contextlib.nullcontext():
         def tick(name, value):
             done = value if isinstance(value, list) else []
             bar.advance(name, " ".join(str(r.get("verdict") or r.get("status")) for r in done) or "task failed")
@@ -802,6 +836,8 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
                 result = sw.run_sweep(tgt, rows, client=client, progress=tick)
         else:
             result = sw.run_sweep(tgt, rows, progress=tick)
+    if interrupted["hit"]:  # a library swallowed the KeyboardInterrupt: still write nothing
+        raise KeyboardInterrupt
     doc = sw.sweep_document(tgt, grid, result, seeds=n_seeds, base_seed=seed, mode=mode, device=device,
                             cluster=cluster, command=_command_line())
     if out is not None:
@@ -884,7 +920,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo("tverify: interrupted; nothing was written after the interrupt (earlier outputs are as they were)",
+                   err=True)
         sys.exit(130)
     except click.ClickException as exc:  # usage errors, bad options, UsageError above
         msg = " ".join(exc.format_message().split())
@@ -896,7 +933,9 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as exc:
         click.echo(f"tverify: error: file not found: {exc.filename or exc}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
+        click.echo("tverify: interrupted; nothing was written after the interrupt (earlier outputs are as they were)",
+                   err=True)
         sys.exit(130)
     except Exception as exc:
         from theory.validation import InputError

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 from proofs_checks.options import UsageError
 
 __all__ = ["CONNECT_TIMEOUT_S", "RETRIES", "Task", "TaskFailure", "parse_cluster", "check_cluster", "open_client", "run_tasks",
-           "run_tasks_local", "run_claims_on", "gpu_workers"]
+           "run_tasks_local", "run_claims_on", "gpu_workers", "interrupt_once"]
 
 #: seconds allowed to reach a scheduler (probe and client), so a wrong address fails fast
 CONNECT_TIMEOUT_S = 5.0
@@ -85,7 +85,30 @@ def parse_cluster(spec: str | None) -> tuple[str, Any] | None:
         raise UsageError(f"--cluster {s}: write local:W with W a whole number of workers, e.g. local:2")
     if any(ch.isspace() for ch in s):
         raise UsageError(f"--cluster {s!r}: an address has no spaces (e.g. tcp://host:8786)")
+    _check_port(s)
     return ("address", s)
+
+
+def _check_port(address: str) -> None:
+    """A port outside 1 … 65535 (or not a number) is refused at once, not tried for seconds.
+
+    >>> _check_port("tcp://host:99999")
+    Traceback (most recent call last):
+    ...
+    proofs_checks.options.UsageError: --cluster tcp://host:99999: port 99999 is outside 1 … 65535
+    """
+    rest = address.split("://", 1)[1] if "://" in address else address
+    rest = rest.split("/", 1)[0]
+    if rest.startswith("["):  # [IPv6]:port
+        port = rest.rpartition("]")[2].lstrip(":")
+    else:
+        port = rest.rpartition(":")[2] if ":" in rest else ""
+    if port == "":
+        return
+    if not port.isdigit():
+        raise UsageError(f"--cluster {address}: port {port!r} is not a number (e.g. tcp://host:8786)")
+    if not 1 <= int(port) <= 65535:
+        raise UsageError(f"--cluster {address}: port {int(port)} is outside 1 … 65535")
 
 
 def _quiet_dask() -> None:
@@ -142,8 +165,12 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
     cluster = None
     if kind == "local":
         resources = {"GPU": 1} if str(device).startswith("cuda") else None
-        cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
-                               resources=resources, silence_logs=logging.CRITICAL)
+        # The worker processes start with SIGINT ignored (inherited through exec): a Ctrl-C at the
+        # terminal reaches the whole process group, and only this process should act on it (cancel
+        # the tasks, shut the cluster down) instead of every worker printing its traceback.
+        with _sigint_ignored():
+            cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   resources=resources, silence_logs=logging.CRITICAL)
         client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
     else:
         _probe(value, CONNECT_TIMEOUT_S)
@@ -160,6 +187,55 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close(timeout=10)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # pragma: no cover
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def interrupt_once():
+    """While inside: the first Ctrl-C raises ``KeyboardInterrupt`` (and sets ``state["hit"]``);
+    later ones are ignored, so the shutdown that follows (cancelling tasks, closing the cluster)
+    finishes quietly. The caller checks ``state["hit"]`` before writing anything, so nothing is
+    written after the signal even if a library swallowed the exception."""
+    import signal
+    import threading
+
+    state = {"hit": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def handler(signum, frame):
+        if state["hit"]:
+            return
+        state["hit"] = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield state
+    finally:
+        if state["hit"]:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # main() prints one line and exits 130
+        else:
+            signal.signal(signal.SIGINT, previous)
 
 
 def gpu_workers(client) -> int:

@@ -16,6 +16,8 @@ progress with an ETA on stderr while a long check runs.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import time
@@ -24,10 +26,9 @@ from pathlib import Path
 
 import click
 
-from theory.validation import InputError
-
-__all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "fmt_bytes", "fmt_seconds",
-           "Progress", "finite_number", "max_memory_option", "no_progress_option"]
+__all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "require_memory", "dry_run",
+           "DryRunStop", "fmt_bytes",
+           "fmt_seconds", "Progress", "finite_number", "max_memory_option", "no_progress_option"]
 
 GB = 1024**3
 #: Fraction of the available memory a check may plan to use by default.
@@ -119,12 +120,65 @@ def memory_limit(max_memory_gb: float | None) -> tuple[float, str]:
 
 def check_memory(est: Estimate, max_memory_gb: float | None, hint: str = "") -> None:
     """Refuse (``InputError``, one line) when ``est.bytes`` exceeds the memory limit."""
+    from theory.validation import InputError
+
     limit, why = memory_limit(max_memory_gb)
     if est.bytes > limit:
         dom = est.dominant
         raise InputError(f"these sizes need about {fmt_bytes(est.bytes)} of memory (largest: {dom}, "
                          f"{fmt_bytes(est.parts.get(dom, est.bytes))}), over the limit of {fmt_bytes(limit)} ({why})"
                          + (f"; {hint}" if hint else ""))
+
+
+_DRY_RUN = contextvars.ContextVar("tverify_dry_run", default=False)
+
+
+class DryRunStop(BaseException):
+    """Raised by the final memory guard of a check under :func:`dry_run`: its inputs were read and
+    validated and its sizes fit; nothing has been computed. (A ``BaseException``, so a check's own
+    ``except Exception`` does not turn it into an error.)"""
+
+
+@contextlib.contextmanager
+def dry_run():
+    """Inside, a check stops (:class:`DryRunStop`) at its final memory guard (``require_memory``
+    with ``final=True``, :func:`check_memory`) once its inputs have been validated and its sizes
+    found within the limit; a refusal is raised as usual. ``tverify sweep`` uses it to validate
+    every grid value with the check's own rules before any row runs."""
+    token = _DRY_RUN.set(True)
+    try:
+        yield
+    finally:
+        _DRY_RUN.reset(token)
+
+
+def require_memory(bytes_needed: float, max_memory: float | None, what: str, hint: str = "",
+                   final: bool = True) -> None:
+    """Refuse, before allocating, work that needs about ``bytes_needed`` bytes when that exceeds
+    the limit (``max_memory`` in GB, ``--max-memory``; ``None``: half the available memory).
+    Raises :class:`~proofs_checks.options.UsageError` (one line, exit 2) naming ``what`` (e.g.
+    ``"check hopfield: 20000 patterns (pairwise Gram and distance matrices)"``), the estimate, the
+    limit and how to change it; a non-finite or negative estimate is refused too.
+
+    >>> require_memory(1e3, 1.0, "a small array")
+    >>> require_memory(3 * GB, 1.0, "the pattern Gram matrix")
+    Traceback (most recent call last):
+    ...
+    proofs_checks.options.UsageError: the pattern Gram matrix needs about 3 GB of memory, over the limit of 1 GB (--max-memory 1)
+    """
+    from proofs_checks.options import UsageError
+
+    limit, why = memory_limit(max_memory)
+    try:
+        need = float(bytes_needed)
+    except (TypeError, ValueError, OverflowError):
+        need = float("inf")
+    if not need <= limit:  # NaN and inf refused as well
+        size = fmt_bytes(need) if need == need and need != float("inf") else "more than float64 can count"
+        raise UsageError(f"{what} needs about {size} of memory, over the limit of {fmt_bytes(limit)} ({why})"
+                         + (f"; {hint}" if hint else ""))
+    if final and _DRY_RUN.get():
+        raise DryRunStop()
 
 
 class Progress:
@@ -203,3 +257,36 @@ def max_memory_option(f):
 def no_progress_option(f):
     return click.option("--no-progress", is_flag=True, help="No progress lines on stderr.")(f)
 
+
+
+class Heartbeat:
+    """A background thread calling ``progress.update(fraction())`` every ``tick`` seconds, so a
+    long unit of work (one sweep row training for minutes) still shows a line with the time left
+    (from the up-front estimate until a first unit finishes). Use as a context manager."""
+
+    def __init__(self, progress: Progress, fraction, tick: float = 1.0):
+        import threading
+
+        self.progress, self.fraction, self.tick = progress, fraction, tick
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tverify-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick):
+            try:
+                self.progress.update(self.fraction())
+            except Exception:  # pragma: no cover - a progress line is never worth a crash
+                return
+
+    def __enter__(self) -> "Heartbeat":
+        if self.progress.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+
+
+__all__ += ["Heartbeat"]

@@ -16,7 +16,7 @@ import functools
 import click
 
 __all__ = ["UsageError", "claim_run_options", "mode_options", "device_option", "allow_skip_option", "seed_option", "json_option",
-           "require_device", "cluster_option"]
+           "require_device", "require_cpu_only", "cluster_option"]
 
 
 class UsageError(click.UsageError):
@@ -79,14 +79,27 @@ def cluster_option(f):
                              "in-process (seeds come from each task's identity).")(f)
 
 
-def require_device(device: str, allow_skip: bool) -> None:
-    """Refuse ``--device cuda`` on a machine without CUDA (a usage error), unless ``allow_skip``."""
+def require_device(device: str, allow_skip: bool, *, skip_option: bool = True) -> None:
+    """Refuse ``--device cuda`` on a machine without CUDA (a usage error), unless ``allow_skip``.
+    ``skip_option``: whether the command has ``--allow-skip`` (the message suggests it only then)."""
     if device == "cuda" and not allow_skip:
         from numerics.torch_utils import cuda_available
 
         if not cuda_available():
             raise UsageError("--device cuda: torch sees no CUDA device on this machine "
-                             "(use --device cpu, or --allow-skip to run the rest and report 'incomplete')")
+                             + ("(use --device cpu, or --allow-skip to run the rest and report 'incomplete')"
+                                if skip_option else "(use --device cpu)"))
+
+
+def require_cpu_only(device: str, what: str) -> None:
+    """For a command whose computations run on the CPU only: ``--device cuda`` is refused (a usage
+    error, one line) rather than ignored, whether or not this machine has CUDA."""
+    if device != "cpu":
+        from numerics.torch_utils import cuda_available
+
+        why = "" if cuda_available() else " (and torch sees no CUDA device on this machine)"
+        raise UsageError(f"--device {device}: {what} runs on the CPU only (float64 reference computations){why}; "
+                         "use --device cpu")
 
 
 def claim_run_options(f):

@@ -117,16 +117,38 @@ def parse_array(text: str, option: str) -> np.ndarray:
     (see the module docstring). Returns a finite float64 array."""
     if text is None or text.strip() == "":
         raise InputError(f"{option}: empty value (give numbers like \"1,2,3\", rows like \"2,1;1,2\", or a file)")
-    p = Path(text)
-    if p.is_file():
+    # A value is a file only when it names one by its suffix (.npy/.txt/.csv); anything else is a
+    # literal, so a stray file called "1,2" cannot stand in for the numbers 1, 2.
+    stripped = text.strip()
+    if stripped.lower().endswith(_FILE_SUFFIXES):
+        p = Path(stripped)
+        try:
+            exists, is_dir = p.exists(), p.is_dir()
+        except OSError as exc:
+            raise InputError(f"{option}: cannot use {_quote(text)} as a file: {exc.strerror or exc}") from None
+        if is_dir:
+            raise InputError(f"{option}: {stripped} is a directory, not a file or a list of numbers")
+        if not exists:
+            raise InputError(f"{option}: file not found: {stripped}")
         return load_array_file(p, option)
-    if p.is_dir():
-        raise InputError(f"{option}: {text} is a directory, not a file or a list of numbers")
-    if p.suffix.lower() in _FILE_SUFFIXES:
-        raise InputError(f"{option}: file not found: {text}")
+    if "," not in text and ";" not in text and len(stripped) < 4096:
+        try:
+            if Path(stripped).is_dir():
+                raise InputError(f"{option}: {stripped} is a directory, not a file or a list of numbers")
+        except OSError:
+            pass
     if "," not in text and ";" not in text and not _LITERAL_CHARS.fullmatch(text) \
-            and not _NONFINITE.fullmatch(text.strip()):
-        raise InputError(f"{option}: {text!r} is neither a list of numbers (\"1,2,3\") nor an existing "
+            and not _NONFINITE.fullmatch(stripped):
+        try:
+            is_dir, is_file = Path(stripped).is_dir(), Path(stripped).is_file()
+        except OSError:
+            is_dir = is_file = False
+        if is_dir:
+            raise InputError(f"{option}: {stripped} is a directory, not a file or a list of numbers")
+        if is_file:
+            raise InputError(f"{option}: {stripped} has suffix {Path(stripped).suffix or '(none)'!r}; expected one "
+                             f"of {', '.join(_FILE_SUFFIXES)}")
+        raise InputError(f"{option}: {_quote(text)} is neither a list of numbers (\"1,2,3\") nor an existing "
                          f"file ({', '.join(_FILE_SUFFIXES)})")
     return _parse_literal(text, option)
 
@@ -193,7 +215,7 @@ def _read_text_matrix(p: Path, option: str) -> np.ndarray:
     return a[0] if a.shape[0] == 1 else a
 
 
-def load_array_file(path, option: str) -> np.ndarray:
+def load_array_file(path, option: str, max_memory: float | None = None) -> np.ndarray:
     """Read a ``.npy`` / ``.txt`` / ``.csv`` file as a finite float64 array (see module docstring)."""
     p = Path(path)
     if not p.exists():
@@ -202,29 +224,15 @@ def load_array_file(path, option: str) -> np.ndarray:
         raise InputError(f"{option}: {p} is a directory, not a file")
     suffix = p.suffix.lower()
     if suffix == ".npy":
-        try:
-            with open(p, "rb") as fh:
-                magic = fh.read(6)
-        except OSError as exc:
-            raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
-        if magic != b"\x93NUMPY":
-            raise InputError(f"{option}: {p} is not a NumPy .npy file (no NumPy header); "
-                             "a text matrix must be named .txt (spaces) or .csv (commas)")
-        try:
-            arr = np.load(p, allow_pickle=False)
-        except ValueError as exc:
-            if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-                raise InputError(f"{option}: {p} holds Python objects (dtype object), not numbers") from None
-            raise InputError(f"{option}: {p} is a damaged .npy file: {exc}") from None
-        except Exception as exc:  # truncated or corrupt header / data
-            raise InputError(f"{option}: {p} is a damaged .npy file ({type(exc).__name__}: {exc})") from None
+        arr = load_npy(p, option, max_memory)
         return as_numeric_array(arr, option, str(p))
     if suffix in _TEXT_SUFFIXES:
         return _read_text_matrix(p, option)
     raise InputError(f"{option}: {p} has suffix {p.suffix or '(none)'!r}; expected one of {', '.join(_FILE_SUFFIXES)}")
 
 
-def load_npz(path, option: str, keys: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+def load_npz(path, option: str, keys: tuple[str, ...] | None = None, max_memory: float | None = None,
+             expect=None) -> dict[str, np.ndarray]:
     """Read a ``.npz`` archive (never pickled objects) as ``{name: finite float64 array}``;
     with ``keys``, only those (a missing one is an error naming what is there)."""
     p = Path(path)
@@ -242,6 +250,9 @@ def load_npz(path, option: str, keys: tuple[str, ...] | None = None) -> dict[str
                          "(save with numpy.savez)")
     if magic[:4] != b"PK\x03\x04":
         raise InputError(f"{option}: {p} is not a .npz archive (no zip header; save with numpy.savez)")
+    headers = npz_headers(p, option, max_memory)  # before anything is decompressed
+    if expect is not None:
+        expect(headers)  # the caller's shape checks, still before decompression
     try:
         data = np.load(p, allow_pickle=False)
     except Exception as exc:  # zipfile.BadZipFile, zlib errors, truncated files
@@ -303,3 +314,240 @@ def parse_spd(text: str, option: str, *, max_cond: float = MAX_COND) -> tuple[np
         raise InputError(f"{option}: condition number {cond:.3g} exceeds {max_cond:.0e}, beyond what float64 can "
                          f"check (eigenvalues {ev[0]:.3g} … {ev[-1]:.3g})")
     return mat, cond
+
+
+# ------------------------------------------------------------------------------------------------
+# files validated before they are loaded: .npy headers, zip members of .npz / .pt, torch tensors
+
+__all__ += ["npy_header", "load_npy", "npz_headers", "zip_members", "load_torch_file", "tensor_to_numpy",
+            "named_arrays"]
+
+#: A member of a .pt archive larger than this, stored compressed, is refused: torch.save never
+#: compresses, so such a member is a crafted archive (a zip bomb), not a checkpoint.
+PT_COMPRESSED_LIMIT = 1 << 20
+
+
+def _first_sentence(text: str, limit: int = 300) -> str:
+    """The first line of an exception message, whole (cut only at a sentence end when too long)."""
+    line = " ".join((str(text).strip().splitlines() or [""])[0].split())
+    if len(line) <= limit:
+        return line
+    cut = line.rfind(". ", 0, limit)
+    return line[: cut + 1] if cut > 40 else line[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def _check_dtype(dtype: np.dtype, option: str, what: str) -> None:
+    kind = dtype.kind
+    if kind == "O" or dtype.hasobject:
+        raise InputError(f"{option}: {what} holds Python objects (dtype object), not numbers")
+    if kind in "USV":
+        raise InputError(f"{option}: {what} holds text or raw bytes (dtype {dtype}), not numbers")
+    if kind == "c":
+        raise InputError(f"{option}: {what} is complex (dtype {dtype}); a real array is required")
+    if kind not in "biuf":
+        raise InputError(f"{option}: {what} has unsupported dtype {dtype}")
+
+
+def _read_header(fh, option: str, what: str) -> tuple[tuple[int, ...], np.dtype]:
+    from numpy.lib import format as npf
+
+    try:
+        version = npf.read_magic(fh)
+        if version == (1, 0):
+            shape, _fortran, dtype = npf.read_array_header_1_0(fh)
+        elif version in ((2, 0), (3, 0)):
+            shape, _fortran, dtype = npf.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+    except Exception as exc:  # ValueError for a bad header, EOFError / zipfile errors for a short one
+        raise InputError(f"{option}: {what} has a damaged .npy header ({_first_sentence(exc)})") from None
+    if not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise InputError(f"{option}: {what} has an invalid shape {shape} in its header")
+    return tuple(shape), dtype
+
+
+def _nbytes(shape, dtype) -> float:
+    n = 1.0
+    for s in shape:
+        n *= float(s)
+    return n * dtype.itemsize
+
+
+def npy_header(path, option: str, max_memory: float | None = None) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of a ``.npy`` file read from its header (``numpy.lib.format``) without
+    loading it; refuses a file that is not ``.npy``, object/text/complex dtypes, a header that
+    claims more data than the file holds, and an array over the memory limit (``max_memory`` GB)."""
+    from proofs_checks.guards import require_memory
+
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            if fh.read(6) != b"\x93NUMPY":
+                raise InputError(f"{option}: {p} is not a NumPy .npy file (no NumPy header); a text matrix "
+                                 "must be named .txt (spaces) or .csv (commas)")
+            fh.seek(0)
+            shape, dtype = _read_header(fh, option, str(p))
+            offset = fh.tell()
+    except OSError as exc:
+        raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
+    need = _nbytes(shape, dtype)
+    if need > size - offset and not dtype.hasobject:
+        raise InputError(f"{option}: {p} is a damaged .npy file (truncated: its header says shape {shape} of "
+                         f"{dtype}, {need:.0f} bytes, but the file holds {max(size - offset, 0)} bytes of data)")
+    _check_dtype(dtype, option, str(p))
+    require_memory(need, max_memory, f"{option} {p} (shape {shape})", final=False)
+    return shape, dtype
+
+
+def load_npy(path, option: str, max_memory: float | None = None) -> np.ndarray:
+    """A ``.npy`` array, its header checked first (:func:`npy_header`); never unpickled."""
+    npy_header(path, option, max_memory)
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise InputError(f"{option}: {path} is a damaged .npy file ({_first_sentence(exc)})") from None
+
+
+def zip_members(path, option: str, max_memory: float | None = None, kind: str = "archive") -> list:
+    """The members of a zip archive (``.npz``, ``.pt``) after checking, before anything is
+    decompressed: no duplicated names, and the declared uncompressed sizes within the memory limit."""
+    import zipfile
+
+    from proofs_checks.guards import require_memory
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise InputError(f"{option}: {path} is a damaged {kind} ({_first_sentence(exc)})") from None
+    names = [i.filename for i in infos]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"{option}: {path} holds the member name(s) {', '.join(dup[:3])} more than once "
+                         "(which one would be read is undefined)")
+    total = float(sum(i.file_size for i in infos))
+    require_memory(total, max_memory, f"{option} {path} (decompressed size of its {len(infos)} member(s))",
+                   final=False)
+    return infos
+
+
+def npz_headers(path, option: str, max_memory: float | None = None) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """``{name: (shape, dtype)}`` of the arrays in a ``.npz``, read from each member's header
+    (only the header is decompressed); dtype, size and memory checked as in :func:`npy_header`."""
+    import zipfile
+
+    from proofs_checks.guards import require_memory
+
+    infos = zip_members(path, option, max_memory, ".npz archive")
+    out, total = {}, 0.0
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in infos:
+                name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                what = f"array {name!r} in {path}"
+                with zf.open(info) as fh:
+                    shape, dtype = _read_header(fh, option, what)
+                _check_dtype(dtype, option, what)
+                need = _nbytes(shape, dtype)
+                if need > info.file_size:
+                    raise InputError(f"{option}: {what} is truncated: its header says shape {shape} "
+                                     f"({need:.0f} bytes) but the member holds {info.file_size} bytes")
+                total += need
+                out[name] = (shape, dtype)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise InputError(f"{option}: {path} is a damaged .npz archive ({_first_sentence(exc)})") from None
+    require_memory(total, max_memory, f"{option} {path} (its arrays)", final=False)
+    return out
+
+
+def load_torch_file(path, option: str, max_memory: float | None = None):
+    """``torch.load(path, weights_only=True)`` after checks: a zip archive as torch.save writes it
+    (no compressed member over 1 MB: torch.save stores, never compresses), declared sizes within the
+    memory limit. Tensors are memory-mapped, so their shapes can be checked before their data is
+    read. Errors are one complete line naming ``option``."""
+    import zipfile
+
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
+    if head != b"PK\x03\x04":
+        raise InputError(f"{option}: {p} is not a file written by torch.save (no zip header)")
+    infos = zip_members(p, option, max_memory, "torch file")
+    for i in infos:
+        if i.compress_type != zipfile.ZIP_STORED and i.file_size > PT_COMPRESSED_LIMIT:
+            raise InputError(f"{option}: {p} has a compressed member {i.filename!r} that would expand to "
+                             f"{i.file_size} bytes; torch.save never compresses, so this is not a checkpoint "
+                             "(refused before decompressing)")
+    import torch
+
+    try:
+        return torch.load(p, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # torch raises many types for a bad file
+        if type(exc).__name__ == "UnpicklingError" or "weights_only" in str(exc).lower():
+            raise InputError(f"{option}: {p} holds objects other than tensors and plain containers, which "
+                             "torch.load(weights_only=True) refuses to unpickle (save a dict of tensors, "
+                             "e.g. model.state_dict())") from None
+        if "mmap" in str(exc).lower():
+            try:
+                return torch.load(p, map_location="cpu", weights_only=True)
+            except Exception as exc2:
+                exc = exc2
+        raise InputError(f"{option}: cannot read {p} ({type(exc).__name__}: {_first_sentence(exc)})") from None
+
+
+def tensor_to_numpy(t, option: str, what: str) -> np.ndarray:
+    """A dense real tensor (any device) as a NumPy array; refuses sparse, meta, quantized, nested
+    and complex tensors with one line (a bfloat16/half tensor is widened to float64)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return np.asarray(t)
+    if t.is_meta or t.device.type == "meta":
+        raise InputError(f"{option}: {what} is a meta tensor (a shape without data); save the tensor itself")
+    if t.layout != torch.strided:
+        raise InputError(f"{option}: {what} is a sparse tensor ({str(t.layout).replace('torch.', '')}); "
+                         "save it dense (tensor.to_dense())")
+    if getattr(t, "is_nested", False) or t.is_quantized:
+        raise InputError(f"{option}: {what} is a {'nested' if getattr(t, 'is_nested', False) else 'quantized'} "
+                         "tensor; save a plain dense tensor")
+    if t.is_complex():
+        raise InputError(f"{option}: {what} is complex ({str(t.dtype).replace('torch.', '')}); a real tensor is "
+                         "required")
+    t = t.detach().cpu()
+    if t.dtype in (torch.bfloat16, torch.float16) or t.dtype.is_floating_point and t.dtype not in (
+            torch.float32, torch.float64):
+        t = t.to(torch.float64)
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError) as exc:
+        raise InputError(f"{option}: {what} cannot be read as numbers ({_first_sentence(exc)})") from None
+
+
+def named_arrays(obj, option: str, path) -> dict[str, object]:
+    """The tensors of a loaded ``.pt`` object by their full names (``attn.W``): a tensor alone is
+    ``{"": t}``; a module's ``state_dict``; nested dicts joined with dots. Non-tensor leaves are kept
+    as they are (the caller refuses them with their name)."""
+    if hasattr(obj, "state_dict") and callable(obj.state_dict):
+        obj = obj.state_dict()
+    if hasattr(obj, "shape") and not isinstance(obj, dict):
+        return {"": obj}
+    if not isinstance(obj, dict):
+        raise InputError(f"{option}: {path} holds a {type(obj).__name__}, not a tensor or a dict of tensors")
+    out: dict[str, object] = {}
+
+    def walk(d, prefix):
+        for k, v in d.items():
+            name = f"{prefix}{k}"
+            if isinstance(v, dict):
+                walk(v, name + ".")
+            else:
+                if name in out:
+                    raise InputError(f"{option}: {path} holds the name {name!r} twice")
+                out[name] = v
+
+    walk(obj, "")
+    return out

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from proofs_checks.store import OutputPathError, nearest_existing, writable_dir_problem
+from proofs_checks.store import OutputPathError, name_problem, nearest_existing, writable_dir_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from proofs_checks.registry import Claim
@@ -300,6 +300,9 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
     raw = str(out)
     if raw.strip() == "":
         raise ReportTargetError("--out: empty path")
+    problem = name_problem(out)
+    if problem:
+        raise ReportTargetError(f"--out {raw[:60]}: {problem}; nothing was run")
     p = Path(out).expanduser().absolute()
     real = Path(os.path.realpath(p))
     cwd = Path.cwd().resolve()

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["OutputPathError", "writable_dir_problem", "Store", "resolve_store", "default_store_dir", "atomic_write_text", "save_last",
-           "load_last", "check_output_file", "check_store_writable", "nearest_existing", "default_file_mode"]
+           "load_last", "check_output_file", "check_store_writable", "nearest_existing", "default_file_mode",
+           "name_problem", "is_tverify_json", "StoreEntryError", "validate_entry", "read_entry"]
 
 
 class OutputPathError(ValueError):
@@ -116,12 +117,71 @@ def writable_dir_problem(d: Path) -> str | None:
     return None
 
 
-def check_output_file(path: str | os.PathLike, what: str = "--json") -> Path:
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:40] + "…" + text[-15:]
+
+
+def name_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be created on its file system (a name longer than the file system's
+    limit, usually 255 bytes, or a whole path longer than its limit), or ``None``. Checked before a
+    run, so a long run is not lost at the end to ``File name too long``. Also refuses NUL bytes."""
+    raw = str(path)
+    if "\x00" in raw:
+        return "the name holds a NUL character"
+    p = Path(raw).expanduser().absolute()
+    base = nearest_existing(p.parent)
+    if not base.is_dir():
+        base = base.parent
+    try:
+        name_max = os.pathconf(base, "PC_NAME_MAX")
+        path_max = os.pathconf(base, "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):
+        name_max, path_max = 255, 4096
+    name_max = min(name_max or 255, 255)
+    path_max = path_max or 4096
+    for part in p.parts:
+        # the temporary sibling of an atomic write adds about 20 bytes to the name
+        if len(os.fsencode(part)) + 20 > name_max:
+            return (f"the name {_short(part)!r} is {len(os.fsencode(part))} bytes long; this file system allows "
+                    f"{name_max} per name (less 20 for the temporary file of an atomic write)")
+    if len(os.fsencode(str(p))) + 20 >= path_max:
+        return f"the path is {len(os.fsencode(str(p)))} bytes long; this file system allows {path_max}"
+    return None
+
+
+def is_tverify_json(path: Path, limit: int = 256 * 1024**2) -> bool:
+    """Was ``path`` written by tverify's ``--json`` (a previous output, which a new run may replace)?
+    A JSON object stamped ``"tool": "tverify"``, a ``check`` result (``check`` and ``outcome``), a
+    claim result (``id`` and ``status``) or a list of claim entries; an empty file counts (nothing
+    is lost)."""
+    try:
+        if path.stat().st_size == 0:
+            return True
+        if path.stat().st_size > limit:
+            return False
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if isinstance(doc, dict):
+        return doc.get("tool") == "tverify" or {"check", "outcome"} <= doc.keys() or {"id", "status"} <= doc.keys() \
+            or {"id", "statement"} <= doc.keys() or {"id", "kind", "checks"} <= doc.keys()
+    if isinstance(doc, list):
+        return all(isinstance(e, dict) and "id" in e for e in doc)
+    return False
+
+
+def check_output_file(path: str | os.PathLike, what: str = "--json", force: bool | None = True) -> Path:
     """Check, before any work, that ``path`` can be written as a file (its parent folders are
-    created at write time). Raises :class:`OutputPathError` with one line naming the problem."""
+    created at write time): a name the file system accepts, a writable parent, and, when ``force``
+    is false, no existing file that is not a previous tverify JSON output (``False``: the command
+    offers ``--force``; ``None``: it has none; the default ``True`` replaces any file, for outputs
+    the tool regenerates such as ``list --markdown``). Raises :class:`OutputPathError`, one line."""
     p = Path(path).expanduser().absolute()
     if str(path).strip() == "":
         raise OutputPathError(f"{what}: empty path")
+    problem = name_problem(path)
+    if problem:
+        raise OutputPathError(f"{what} {_short(str(path))}: {problem}; nothing was run")
     if os.path.lexists(p):
         if p.is_dir():
             raise OutputPathError(f"{what} {path}: is a folder, not a file")
@@ -129,6 +189,10 @@ def check_output_file(path: str | os.PathLike, what: str = "--json") -> Path:
             raise OutputPathError(f"{what} {path}: exists and is not a regular file")
         if not os.access(p, os.W_OK):
             raise OutputPathError(f"{what} {path}: the file is read-only")
+        if not force and not is_tverify_json(p):
+            how = "choose a new name, or add --force to replace it" if force is not None else "choose a new name"
+            raise OutputPathError(f"{what} {path}: the file exists and is not a previous tverify JSON output; nothing "
+                                  f"was run or written ({how})")
         problem = writable_dir_problem(p.parent)
     else:
         base = nearest_existing(p.parent)
@@ -187,12 +251,88 @@ def save_last(result_json: dict[str, Any], store: Store | Path | None = None) ->
     return None
 
 
-def load_last(claim_id: str, store: Store | Path | None = None) -> dict[str, Any] | None:
-    """The last recorded result of ``claim_id``, or ``None`` (none, or unreadable)."""
+class StoreEntryError(ValueError):
+    """A store entry that cannot be used (unreadable, not JSON, wrong schema, another claim's id)."""
+
+
+#: the statuses a claim result may have (see :mod:`proofs_checks.runner`)
+RESULT_STATUSES = ("verified", "evidence", "incomplete", "refuted", "error")
+_OPTIONAL_TEXT = ("message", "mode", "device", "kind", "title")
+
+
+def _num_or_none(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def validate_entry(doc: Any, claim_id: str) -> dict[str, Any]:
+    """``doc`` if it is a claim result of ``claim_id`` with the types ``show`` relies on; else
+    :class:`StoreEntryError` saying what is wrong (one line)."""
+    if not isinstance(doc, dict):
+        raise StoreEntryError(f"holds a JSON {type(doc).__name__}, not a claim result")
+    if doc.get("id") != claim_id:
+        raise StoreEntryError(f"holds the result of {str(doc.get('id'))[:80]!r}, not of {claim_id!r}")
+    if doc.get("status") not in RESULT_STATUSES:
+        raise StoreEntryError(f"has status {str(doc.get('status'))[:40]!r}, not one of {', '.join(RESULT_STATUSES)}")
+    for k in _OPTIONAL_TEXT:
+        if doc.get(k) is not None and not isinstance(doc[k], str):
+            raise StoreEntryError(f"has a {type(doc[k]).__name__} for {k!r}, not text")
+    if doc.get("seed") is not None and not (isinstance(doc["seed"], int) and not isinstance(doc["seed"], bool)):
+        raise StoreEntryError(f"has a {type(doc['seed']).__name__} for 'seed', not an integer")
+    checks = doc.get("checks")
+    if checks is not None:
+        if not isinstance(checks, list):
+            raise StoreEntryError(f"has a {type(checks).__name__} for 'checks', not a list")
+        for i, ch in enumerate(checks):
+            if not isinstance(ch, dict):
+                raise StoreEntryError(f"check {i + 1} is a {type(ch).__name__}, not an object")
+            for k in ("name", "status", "justification", "skip_reason", "error_message", "layer"):
+                if ch.get(k) is not None and not isinstance(ch[k], str):
+                    raise StoreEntryError(f"check {i + 1} has a {type(ch[k]).__name__} for {k!r}, not text")
+            for k in ("error", "tolerance"):
+                if not _num_or_none(ch.get(k)):
+                    raise StoreEntryError(f"check {i + 1} has a {type(ch[k]).__name__} for {k!r}, not a number")
+    return doc
+
+
+def _warn_entry(message: str) -> None:
+    import sys
+
+    print(f"tverify: warning: {message}", file=sys.stderr, flush=True)
+
+
+#: where :func:`load_last` reports an entry it skips (one line; tests may replace it)
+on_bad_entry = _warn_entry
+
+
+def read_entry(claim_id: str, store: Store | Path | None = None) -> dict[str, Any] | None:
+    """The last recorded result of ``claim_id``: ``None`` when there is none; a bad entry raises
+    :class:`StoreEntryError` whose message names the file and what is wrong."""
     st = store if isinstance(store, Store) else (Store(Path(store), "--store") if store else resolve_store())
     p = st.last_path(claim_id)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not os.path.lexists(p):
         return None
-    return doc if isinstance(doc, dict) else None
+    try:
+        if not p.is_file():
+            raise StoreEntryError("is not a regular file")
+        if p.stat().st_size > 64 * 1024**2:
+            raise StoreEntryError(f"is {p.stat().st_size} bytes, too large for a claim result")
+        text = p.read_text(encoding="utf-8")
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise StoreEntryError(f"is not valid JSON ({'truncated' if 'Expecting' in str(exc) else exc})") from None
+        return validate_entry(doc, claim_id)
+    except StoreEntryError as exc:
+        raise StoreEntryError(f"store entry {p} {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreEntryError(f"store entry {p} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def load_last(claim_id: str, store: Store | Path | None = None) -> dict[str, Any] | None:
+    """The last recorded result of ``claim_id``, or ``None`` (none, or an unusable entry: that one
+    is named in one warning line on stderr, see :data:`on_bad_entry`, and skipped)."""
+    try:
+        return read_entry(claim_id, store)
+    except StoreEntryError as exc:
+        on_bad_entry(f"{exc}; skipped (the next `tverify run` of this claim replaces it)")
+        return None

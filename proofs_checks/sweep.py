@@ -57,9 +57,11 @@ from typing import Any, Callable
 import click
 
 from proofs_checks.options import UsageError
+from theory.validation import InputError
 
 __all__ = ["Param", "ClaimAdapter", "SanityAdapter", "ADAPTERS", "SANITY", "register_adapter", "parse_grid",
-           "resolve_target", "row_seed", "plan_rows", "plan_tasks", "run_sweep", "sweep_document", "write_sweep", "sweep_row"]
+           "resolve_target", "row_seed", "plan_rows", "plan_tasks", "run_sweep", "sweep_document", "write_sweep", "sweep_row",
+           "count_rows", "check_plan", "iter_rows", "PlanEstimate", "RowRefused", "ROW_BYTES"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -95,6 +97,8 @@ class ClaimAdapter:
     headline: tuple[str, ...] = ()
     curves: tuple[tuple[str, str], ...] = ()
     group_by: tuple[str, ...] | None = None
+    #: ``estimate(params) -> (peak bytes, seconds)`` of one row, checked before the sweep runs
+    estimate: Callable[[dict[str, Any]], tuple[float, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,16 @@ def _lsa_params() -> tuple[Param, ...]:
             Param("steps", _int(0), _size(200, 300, 400), "Adam steps (then 50 L-BFGS iterations)"))
 
 
+def _lsa_estimate(p: dict[str, Any]) -> tuple[float, float]:
+    """Peak bytes and seconds of one LSA row: the training and measurement sizes of ``check icl``
+    (:func:`proofs_checks.sanity.icl.estimate_resources`), with M and the test prompts of the row."""
+    from proofs_checks.sanity.icl import estimate_resources
+
+    est, _ = estimate_resources(p["d"], p["N"], p.get("M", p["N"]), p["seeds"], p["prompts"], p["steps"],
+                                n_measure=p.get("test", 1))
+    return est.bytes, est.seconds
+
+
 def _train_for(p: dict[str, Any], ctx):
     s = ctx.seed_for("train", p["d"], p["N"])
     return s, _trained_lsa(p["d"], p["N"], p["seeds"], p["prompts"], p["steps"], ctx.seed_for("Lambda", p["d"]), s,
@@ -224,12 +238,13 @@ register_adapter(ClaimAdapter(
     + (Param("test", _int(2), _size(4000, 20000, 50000), "fresh test prompts per trained LSA"),),
     "risk at M of LSAs trained at N vs the closed form tr(Γ_N^{-2}Λ²(Λ+trΛ I))/M + tr(Γ_N^{-2}Λ(Λ+trΛ I)²)/N²",
     uses_device=True, headline=("risk_measured", "risk_closed_form", "z", "rel_err_B"),
-    curves=(("risk_measured", "risk_closed_form"),), group_by=("N", "d", "seeds", "prompts", "steps")))
+    curves=(("risk_measured", "risk_closed_form"),), group_by=("N", "d", "seeds", "prompts", "steps"),
+    estimate=_lsa_estimate))
 
 register_adapter(ClaimAdapter(
     "icl.gamma_n_global_min", _icl_gamma_n, _lsa_params(),
     "mean trained w22·W11 vs Γ_N^{-1} = ((1+1/N)Λ + tr(Λ)/N·I)^{-1}", uses_device=True,
-    headline=("rel_err_B", "z"), group_by=("N", "d", "seeds", "prompts", "steps")))
+    headline=("rel_err_B", "z"), group_by=("N", "d", "seeds", "prompts", "steps"), estimate=_lsa_estimate))
 
 
 # --- attn.scaling_variance: Monte Carlo Var(q·k) against the derived d_k
@@ -421,23 +436,133 @@ class RowSpec:
     seed: int
     mode: str
     device: str
+    max_memory: float | None = None
 
 
-def plan_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_seed: int, mode: str,
-              device: str) -> list[RowSpec]:
-    """Every (grid point, replicate) in grid order (the first axis slowest), replicates innermost;
-    parameters checked (usage errors before anything runs)."""
+#: Memory one row of results takes until the sweep's files are written (the row, its JSON, CSV and
+#: HTML text, the table printed): a generous measured bound, so the plan is refused before it runs.
+ROW_BYTES = 16 * 1024
+
+
+def count_rows(grid: dict[str, list[str]], seeds: int) -> int:
+    """Rows of the plan, counted without building it: ``∏ len(values) × seeds``."""
+    n = int(seeds)
+    for vals in grid.values():
+        n *= len(vals)
+    return n
+
+
+@dataclass
+class PlanEstimate:
+    """What a sweep will take, known before it runs: ``rows``, ``tasks``, peak ``bytes`` (rows kept
+    plus the largest row's own peak) and ``seconds`` (``None`` when the target gives no estimate)."""
+
+    rows: int
+    bytes: float
+    seconds: float | None
+    row_peak: float = 0.0
+
+
+def _largest_point(values: dict[str, list[Any]]) -> dict[str, Any]:
+    out = {}
+    for k, vs in values.items():
+        nums = [v for v in vs if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        out[k] = max(nums) if len(nums) == len(vs) else vs[0]
+    return out
+
+
+def check_plan(target: Target, grid: dict[str, list[str]], *, seeds: int, mode: str, device: str,
+               max_memory: float | None) -> PlanEstimate:
+    """Refuse (UsageError, one line, exit 2) a plan whose rows, or whose largest row, would not fit
+    in ``max_memory`` GB (default: half the available memory), before a row is built; returns the
+    estimate (rows, bytes, seconds) for the progress line."""
+    from proofs_checks.context import RunContext
+    from proofs_checks.guards import fmt_bytes, require_memory
+
+    if device != "cpu" and not target.uses_device:
+        raise UsageError(f"--device {device}: sweep {target.name} computes on the CPU only; use --device cpu")
+    n = count_rows(grid, seeds)
+    shape = " × ".join(str(len(v)) for v in grid.values())
+    require_memory(n * ROW_BYTES, max_memory,
+                   f"sweep {target.name}: {n:,} rows ({shape} grid points × {seeds} seed(s)), each kept for "
+                   f"results.json, CSV and HTML (about {fmt_bytes(ROW_BYTES)} a row),",
+                   "use fewer grid values or --seeds, or split the sweep")
+    seconds = None
+    peak = 0.0
+    ad = ADAPTERS.get(target.key) if target.kind == "claim" else None
+    if ad is not None and ad.estimate is not None:
+        values = _parse_point_values(target, grid)
+        ctx = RunContext(mode=mode, device=device).for_check(target.key, "sweep")
+        params = {p.name: (p.default(ctx) if callable(p.default) else p.default) for p in ad.params}
+        params.update(_largest_point(values))
+        peak, per_row = ad.estimate(params)
+        pt = " ".join(f"{k}={params[k]}" for k in values)
+        require_memory(peak, max_memory, f"sweep {target.name}: its largest row ({pt})",
+                       "use smaller values on the grid")
+        seconds = per_row * n
+    return PlanEstimate(n, n * ROW_BYTES + peak, seconds, peak)
+
+
+def iter_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_seed: int, mode: str, device: str,
+              max_memory: float | None = None):
+    """The plan's rows one at a time, in the order of :func:`plan_rows` (nothing materialised)."""
     values = _parse_point_values(target, grid)
     names = list(values)
-    rows = []
+    rseeds = [row_seed(target.name, base_seed, r) for r in range(seeds)]
     for combo in product(*(values[n] for n in names)):
         point = tuple(zip(names, combo))
         for r in range(seeds):
-            rows.append(RowSpec(target.name, target.kind, target.key, point, r, row_seed(target.name, base_seed, r),
-                                mode, device))
+            yield RowSpec(target.name, target.kind, target.key, point, r, rseeds[r], mode, device, max_memory)
+
+
+def _dry_run(spec: RowSpec) -> None:
+    """Run a check's own input validation for one grid point under :func:`guards.dry_run`: it stops
+    at its final memory guard, having read and validated its inputs; any refusal (a value it does
+    not accept, sizes over --max-memory) is a :class:`RowRefused` before any row runs. A check
+    without a memory guard runs to its end here (its values accepted)."""
+    from proofs_checks import guards
+
+    pt = " ".join(f"{k}={v}" for k, v in spec.point)
+    with tempfile.TemporaryDirectory(prefix="tverify-dry-") as tmp:
+        cmd, _ = _sanity_command(spec.key)
+        sink = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), guards.dry_run():
+                cmd.main(args=_sanity_args(spec, os.path.join(tmp, "dry.json")), prog_name=f"tverify check {spec.key}",
+                         standalone_mode=False)
+        except guards.DryRunStop:
+            return
+        except (SystemExit, click.exceptions.Exit):
+            return  # the check ran to its end: its values were accepted
+        except (click.ClickException, InputError) as exc:
+            msg = " ".join((exc.format_message() if isinstance(exc, click.ClickException) else str(exc)).split())
+            raise RowRefused(f"--grid ({pt}): check {spec.key} refuses these values: {msg[:400]}; nothing was "
+                             "run") from None
+
+
+def plan_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_seed: int, mode: str,
+              device: str, max_memory: float | None = None, dry_run: bool = False) -> list[RowSpec]:
+    """Every (grid point, replicate) in grid order (the first axis slowest), replicates innermost;
+    parameters checked (usage errors before anything runs): each value of each axis once, with the
+    other axes at their first value (so the check costs the sum of the axes' lengths, not their
+    product). Call :func:`check_plan` first: this builds the whole list."""
+    values = _parse_point_values(target, grid)
     if target.kind == "check":
-        _validate_sanity(target, rows)
-    return rows
+        names = list(values)
+        probes, seen = [], set()
+        for n in names:
+            for v in values[n]:
+                point = tuple((k, v if k == n else values[k][0]) for k in names)
+                if point not in seen:
+                    seen.add(point)
+                    probes.append(RowSpec(target.name, target.kind, target.key, point, 0, 0, mode, device,
+                                          max_memory))
+        _validate_sanity(target, probes)
+        if dry_run:  # the check's own validation of each value (a Λ that is not SPD, a bad file)
+            for spec in probes:
+                _dry_run(spec)
+    return list(iter_rows(target, grid, seeds=seeds, base_seed=base_seed, mode=mode, device=device,
+                          max_memory=max_memory))
 
 
 def _sanity_args(spec: RowSpec, json_path: str | None) -> list[str]:
@@ -447,6 +572,8 @@ def _sanity_args(spec: RowSpec, json_path: str | None) -> list[str]:
     for k, v in {**ad.defaults, **given}.items():
         args += [f"--{k}", str(v)]
     args += ["--seed", str(spec.seed), "--device", spec.device, "--no-progress"]
+    if spec.max_memory is not None and "max-memory" not in given:
+        args += ["--max-memory", repr(float(spec.max_memory))]
     if spec.mode != "default":
         args.append(f"--{spec.mode}")
     if json_path:
@@ -494,6 +621,10 @@ def _flatten(doc: Any, prefix: str = "", out: dict[str, Any] | None = None) -> d
     return out
 
 
+class RowRefused(UsageError):
+    """A sanity check refused a row's values (its exit 2): the whole sweep is a usage error."""
+
+
 def _run_sanity(spec: RowSpec) -> dict[str, Any]:
     cmd, _ = _sanity_command(spec.key)
     with tempfile.TemporaryDirectory(prefix="tverify-sweep-") as tmp:
@@ -507,8 +638,18 @@ def _run_sanity(spec: RowSpec) -> dict[str, Any]:
                 code = exc.code
             except click.exceptions.Exit as exc:
                 code = exc.exit_code
+            except (click.ClickException, InputError) as exc:  # the check refused this row's values
+                msg = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+                pt = " ".join(f"{k}={v}" for k, v in spec.point)
+                raise RowRefused(f"--grid ({pt}): check {spec.key} refused these values: "
+                                 f"{' '.join(msg.split())[:400]}") from None
         if not os.path.exists(jp):
-            tail = " ".join(sink.getvalue().split())[-300:]
+            text = " ".join(sink.getvalue().split())
+            if code == 2:  # the check refused this grid point's values: a usage error of the sweep
+                msg = text.split("Error: ", 1)[-1] if "Error: " in text else text
+                pt = " ".join(f"{k}={v}" for k, v in spec.point)
+                raise RowRefused(f"--grid ({pt}): check {spec.key} refused these values: {msg[-300:]}")
+            tail = text[-300:]
             raise RuntimeError(f"check {spec.key} exited {code} without a result" + (f": {tail}" if tail else ""))
         doc = json.loads(Path(jp).read_text(encoding="utf-8"))
     numbers = _flatten({k: v for k, v in doc.items() if k not in ("inputs", "resources", "check")})
@@ -539,6 +680,8 @@ def sweep_row(spec: RowSpec) -> dict[str, Any]:
             numbers = _run_sanity(spec)
         row.update(status="ok", error=None)
         row.update({k: v for k, v in numbers.items() if k not in ("status", "error")})
+    except RowRefused as exc:  # reported as a usage error by run_sweep (exit 2, nothing written)
+        row.update(status="refused", error=exc.message, verdict=None)
     except Exception as exc:
         row.update(status="error", error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}", verdict=None)
     row["seconds"] = round(time.perf_counter() - t0, 4)
@@ -577,7 +720,14 @@ def run_sweep(target: Target, rows: list[RowSpec], *, client=None, progress=None
     cuda = any(s.device.startswith("cuda") for s in rows) and target.uses_device
     groups = plan_tasks(target, rows)
     tasks = [Task(label(g), sweep_rows, (g,), gpu=cuda) for g in groups]
-    out = run_tasks(client, tasks, progress) if client is not None else run_tasks_local(tasks, progress)
+    def stop_on_refusal(lbl, value):
+        for r in value if isinstance(value, list) else []:
+            if r.get("status") == "refused":
+                raise UsageError(f"{r['error']}; the sweep stopped, nothing was written")
+        if progress:
+            progress(lbl, value)
+
+    out = run_tasks(client, tasks, stop_on_refusal) if client is not None else run_tasks_local(tasks, stop_on_refusal)
     done: dict[RowSpec, dict[str, Any]] = {}
     for g, v in zip(groups, out):
         for i, s in enumerate(g):

@@ -87,7 +87,7 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
         else:
             _list(reps)
         return 0
-    require_device(device, False)
+    require_device(device, False, skip_option=False)  # reproduce has no --allow-skip
     out = check_out_and_json(out_dir, force, json_path, what="tverify reproduce")
     _check_json_target(json_path)
     with tempfile.TemporaryDirectory(prefix="tverify-repro-") as figs:

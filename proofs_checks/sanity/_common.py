@@ -15,9 +15,18 @@ from proofs_checks.sanity._verdict import Verdict, _jsonable
 __all__ = ["json_path_option", "check_options", "check_json_target", "emit"]
 
 
+def _remember_force(ctx, param, value):
+    ctx.meta["tverify.force"] = bool(value)
+    return value
+
+
 def json_path_option(f):
     """``--json PATH|-`` as under ``run`` (``PATH`` or ``-`` for stdout); a bare ``--json`` (the
-    older flag spelling) also means stdout."""
+    older flag spelling) also means stdout. With it ``--force``: replace an existing ``--json``
+    file that is not a previous tverify JSON output (otherwise refused before any work); it is
+    not passed to the command function (read by :func:`check_json_target`)."""
+    f = click.option("--force", "json_force", is_flag=True, expose_value=False, callback=_remember_force,
+                     help="Replace the --json file even if it is not a previous tverify JSON output.")(f)
     return click.option("--json", "json_path", metavar="PATH|-", default=None, is_flag=False, flag_value="-",
                         help="Write the result as JSON to PATH ('-', or --json alone: stdout).")(f)
 
@@ -29,14 +38,25 @@ def check_json_target(json_path: str | None) -> None:
         return
     from proofs_checks.store import OutputPathError, check_output_file
 
+    ctx = click.get_current_context(silent=True)
+    force = bool(ctx is not None and ctx.meta.get("tverify.force"))
     try:
-        check_output_file(json_path, "--json")
+        check_output_file(json_path, "--json", force=force)
     except OutputPathError as exc:
         raise UsageError(str(exc)) from None
 
 
+def _report_message(exc: Exception) -> str:
+    """A ``--out`` refusal of :mod:`proofs_checks.report` said for ``--report`` (which has no
+    ``--force``): complete sentences, nothing cut off."""
+    msg = str(exc).replace("--out", "--report")
+    msg = msg.replace(", or add --force to replace it", "").replace(" or add --force to replace it", "")
+    msg = msg.replace("Choose a new folder", "Choose a new folder (or delete this one yourself)")
+    return msg.rstrip(",; ")
+
+
 def _write_json(path: str, doc: dict) -> None:
-    text = json.dumps(_jsonable(doc), indent=1, allow_nan=False)
+    text = json.dumps(_jsonable({"tool": "tverify", **doc} if path != "-" else doc), indent=1, allow_nan=False)
     if path == "-":
         click.echo(text)
         return
@@ -251,10 +271,15 @@ def check_report_dir(report_dir: str | None, json_path: str | None = None) -> No
         return
     from proofs_checks.report import ReportTargetError, check_report_target
 
+    from proofs_checks.store import name_problem
+
+    problem = name_problem(report_dir)
+    if problem:
+        raise UsageError(f"--report {report_dir[:60]}: {problem}; nothing was run")
     try:
         out = check_report_target(report_dir)
     except ReportTargetError as exc:
-        raise UsageError(str(exc).replace("--out", "--report").replace(" or add --force to replace it", "")) from None
+        raise UsageError(_report_message(exc)) from None
     if json_path and json_path != "-":
         jp = Path(json_path).expanduser().absolute()
         if jp == out or out in jp.parents:
@@ -309,7 +334,7 @@ def finish(result: SanityResult, json_path: str | None, report_dir: str | None =
         try:
             path = write_check_report(report_dir, result)
         except ReportTargetError as exc:
-            raise UsageError(str(exc).replace("--out", "--report")) from None
+            raise UsageError(_report_message(exc)) from None
         except OSError as exc:
             raise UsageError(f"--report: cannot write {report_dir}: {exc.strerror or exc}") from None
         result.doc["report"] = str(path)

@@ -13,16 +13,20 @@ import that raises (its exception type and message shown, never the traceback), 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import importlib.util
 import itertools
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from proofs_checks.options import UsageError
 
-__all__ = ["load_object", "describe_exception"]
+__all__ = ["load_object", "describe_exception", "user_code", "UserCodeError", "wrap_user_callable"]
 
 _counter = itertools.count()
 
@@ -31,6 +35,79 @@ def describe_exception(exc: BaseException) -> str:
     """``TypeName: message`` on one line (a user's exception, shown without its traceback)."""
     msg = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+class UserCodeError(UsageError):
+    """The user's code exited, was interrupted from inside, or raised: one line, exit 2 (the
+    module cannot be probed). Never the tool's own exit status."""
+
+
+_state = threading.local()  # depth of nested user_code blocks, and whether a real SIGINT arrived
+
+
+@contextlib.contextmanager
+def user_code(label: str, what: str, exceptions: bool = True):
+    """Run the user's code inside: ``with user_code("--module", "update"): out = f(x)``.
+
+    * ``sys.exit(n)`` (``SystemExit``) becomes a :class:`UserCodeError` "``LABEL: WHAT called
+      sys.exit(n)``" (exit 2) — never exit ``n`` as if the check had run;
+    * ``KeyboardInterrupt`` *raised by the code* (``raise KeyboardInterrupt``) becomes a
+      :class:`UserCodeError` too; a real Ctrl-C from the terminal (a SIGINT received while inside,
+      main thread) passes through as ``KeyboardInterrupt`` (exit 130);
+    * any other exception (``GeneratorExit``, ``Exception`` subclasses) becomes "``LABEL: WHAT raised
+      TypeName: message``" (exit 2), without a traceback;
+    * a :class:`~proofs_checks.options.UsageError` (e.g. from a nested boundary) passes through,
+      and so does every ``Exception`` when ``exceptions=False`` (for a caller that reports those
+      itself, with more context).
+    """
+    depth = getattr(_state, "depth", 0)
+    previous = None
+    if depth == 0:
+        _state.real = False
+        if threading.current_thread() is threading.main_thread():
+            def on_sigint(signum, frame):
+                _state.real = True
+                raise KeyboardInterrupt
+
+            try:
+                previous = signal.signal(signal.SIGINT, on_sigint)
+            except (ValueError, OSError, TypeError):  # pragma: no cover - not the main interpreter
+                previous = None
+    _state.depth = depth + 1
+    try:
+        yield
+    except UsageError:
+        raise
+    except KeyboardInterrupt:
+        if getattr(_state, "real", False):
+            raise
+        raise UserCodeError(f"{label}: {what} raised KeyboardInterrupt itself (not a Ctrl-C from the terminal); "
+                            "nothing was checked") from None
+    except SystemExit as exc:
+        raise UserCodeError(f"{label}: {what} called sys.exit({exc.code!r}); nothing was checked (the check "
+                            "cannot run code that exits)") from None
+    except BaseException as exc:  # the user's code: report it, never a traceback
+        if not exceptions and isinstance(exc, Exception):
+            raise
+        raise UserCodeError(f"{label}: {what} raised {describe_exception(exc)}") from None
+    finally:
+        _state.depth = depth
+        if previous is not None:
+            try:
+                signal.signal(signal.SIGINT, previous)
+            except (ValueError, OSError, TypeError):  # pragma: no cover
+                pass
+
+
+def wrap_user_callable(fn, label: str, what: str):
+    """``fn`` with every call inside :func:`user_code` (same signature)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with user_code(label, what):
+            return fn(*args, **kwargs)
+
+    return call
 
 
 def _split(spec: str, option: str) -> tuple[str, str]:
@@ -63,27 +140,24 @@ def _import_file(path: Path, option: str):
         sys.path.insert(0, folder)
     sys.modules[mod_name] = module
     try:
-        spec.loader.exec_module(module)
-    except SystemExit as exc:
+        with user_code(option, f"importing {path}"):
+            spec.loader.exec_module(module)
+    except UsageError:
         sys.modules.pop(mod_name, None)
-        raise UsageError(f"{option}: importing {path} called sys.exit({exc.code!r})") from None
-    except Exception as exc:  # the user's code: report it, never a traceback
-        sys.modules.pop(mod_name, None)
-        raise UsageError(f"{option}: importing {path} raised {describe_exception(exc)}") from None
+        raise
     # the folder stays on sys.path for the rest of the run: a factory or forward() that imports a
     # sibling module when it is called (not only at import time) must find it
     return module
 
 
 def _import_module(name: str, option: str):
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
-            raise UsageError(f"{option}: no module named {name!r}") from None
-        raise UsageError(f"{option}: importing {name} raised {describe_exception(exc)}") from None
-    except Exception as exc:
-        raise UsageError(f"{option}: importing {name} raised {describe_exception(exc)}") from None
+    with user_code(option, f"importing {name}"):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+                raise UsageError(f"{option}: no module named {name!r}") from None
+            raise
 
 
 def load_object(spec: str, option: str = "--module") -> Any:
@@ -95,7 +169,10 @@ def load_object(spec: str, option: str = "--module") -> Any:
     obj: Any = module
     for part in name.split("."):
         try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise UsageError(f"{option}: {where} has no name {name!r}") from None
+            with user_code(option, f"looking up {name!r} in {where}"):
+                obj = getattr(obj, part)
+        except UserCodeError as exc:
+            if "AttributeError" in str(exc):
+                raise UsageError(f"{option}: {where} has no name {name!r}") from None
+            raise
     return obj

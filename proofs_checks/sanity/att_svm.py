@@ -232,43 +232,72 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int) -> tuple[Verdict, l
                    reasons, sugg), seeds
 
 
-def load_weights(path: str, d: int) -> tuple[np.ndarray, str]:
+def load_weights(path: str, d: int, max_memory: float | None = None) -> tuple[np.ndarray, str]:
     """``W`` ``(d, d)`` from a ``.npz`` or ``.pt`` file holding ``W``, or ``K`` and ``Q`` (``(d, m)`` each;
-    ``W = K Qᵀ``, logits ``x_tᵀ W z``). Returns ``(W, "W" | "KQ")``; one-line errors naming ``--weights``."""
+    ``W = K Qᵀ``, logits ``x_tᵀ W z``). Returns ``(W, "W" | "KQ")``; one-line errors naming ``--weights``.
+    Shapes are checked from the headers before anything is decompressed (a ``.npz`` member's
+    ``.npy`` header, a ``.pt`` tensor's memory-mapped metadata); two keys with the same last name
+    (``a.W``, ``b.W``) are refused, never resolved; an all-zero ``W`` (no direction) is refused."""
+    import pathlib
+
+    from proofs_checks import parsing
     from proofs_checks.parsing import as_numeric_array
 
     p = path
-    import pathlib
-
     pp = pathlib.Path(p)
     if not pp.exists():
         raise InputError(f"--weights: file not found: {p}")
     if pp.is_dir():
         raise InputError(f"--weights: {p} is a directory, not a file")
-    if pp.suffix == ".npz":
-        data = load_npz(pp, "--weights")
-    elif pp.suffix in (".pt", ".pth"):
-        import torch
 
-        try:
-            obj = torch.load(pp, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises many types for a bad file
-            first = (str(exc).splitlines() or [""])[0][:160]
-            raise InputError(f"--weights: cannot read {p}: {type(exc).__name__}: {first}") from None
-        if hasattr(obj, "state_dict"):
-            obj = obj.state_dict()
-        if hasattr(obj, "shape"):
+    def short_names(names):
+        by: dict[str, list[str]] = {}
+        for k in names:
+            by.setdefault(str(k).split(".")[-1], []).append(str(k))
+        for short, full in by.items():
+            if short in ("W", "K", "Q") and len(full) > 1:
+                raise InputError(f"--weights: {p} holds {short} under {len(full)} keys ({', '.join(full)}); keep one "
+                                 "(which one you meant cannot be guessed)")
+        return {short: full[0] for short, full in by.items()}
+
+    def check_shapes(shapes: dict[str, tuple]):
+        if "W" in shapes:
+            if tuple(shapes["W"]) != (d, d):
+                raise InputError(f"--weights: W must be ({d}, {d}) for the data's d = {d}, got {tuple(shapes['W'])}")
+        elif "K" in shapes and "Q" in shapes:
+            K, Q = tuple(shapes["K"]), tuple(shapes["Q"])
+            if len(K) != 2 or len(Q) != 2 or K[0] != d or Q[0] != d or K[1] != Q[1]:
+                raise InputError(f"--weights: K and Q must be (d, m) with d = {d} from the data and the same m, got K "
+                                 f"{K}, Q {Q}")
+
+    if pp.suffix == ".npz":
+        def expect(headers):
+            names = short_names(headers)
+            check_shapes({s_: headers[f][0] for s_, f in names.items()})
+
+        data = load_npz(pp, "--weights", max_memory=max_memory, expect=expect)
+        data = {str(k).split(".")[-1]: v for k, v in data.items()}
+        found = list(data)
+    elif pp.suffix in (".pt", ".pth"):
+        obj = parsing.load_torch_file(pp, "--weights", max_memory)
+        if hasattr(obj, "shape") and not isinstance(obj, dict):
             obj = {"W": obj}
-        if not isinstance(obj, dict):
+        if not (isinstance(obj, dict) or hasattr(obj, "state_dict")):
             raise InputError(f"--weights: {p} must hold W, or K and Q (a dict of tensors)")
-        data = {str(k).split(".")[-1]: (v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v))
-                for k, v in obj.items()}
+        flat = parsing.named_arrays(obj, "--weights", p)
+        names = short_names(flat)
+        check_shapes({s_: tuple(flat[f].shape) for s_, f in names.items() if hasattr(flat[f], "shape")})
+        found = list(flat)
+        data = {s_: parsing.tensor_to_numpy(flat[f], "--weights", f"{f!r} in {p}") if hasattr(flat[f], "detach")
+                else np.asarray(flat[f]) for s_, f in names.items() if s_ in ("W", "K", "Q")}
     else:
         raise InputError(f"--weights: must be a .npz or .pt file, got {p}")
     if "W" in data:
         W = as_numeric_array(data["W"], "--weights", "W")
         if W.shape != (d, d):
             raise InputError(f"--weights: W must be ({d}, {d}) for the data's d = {d}, got {W.shape}")
+        if not np.any(W):
+            raise InputError("--weights: W is all zeros, which has no direction to compare with the Att-SVM")
         return W, "W"
     if "K" in data and "Q" in data:
         K = as_numeric_array(data["K"], "--weights", "K")
@@ -276,8 +305,14 @@ def load_weights(path: str, d: int) -> tuple[np.ndarray, str]:
         if K.ndim != 2 or Q.ndim != 2 or K.shape[0] != d or Q.shape[0] != d or K.shape[1] != Q.shape[1]:
             raise InputError(f"--weights: K and Q must be (d, m) with d = {d} from the data and the same m, got K "
                              f"{K.shape}, Q {Q.shape}")
-        return K @ Q.T, "KQ"
-    raise InputError(f"--weights: {p} has no W and no K, Q (found {', '.join(data) or 'none'})")
+        with np.errstate(over="ignore", invalid="ignore"):
+            W = K @ Q.T
+        if not np.all(np.isfinite(W)):
+            raise InputError("--weights: K Qᵀ overflows float64; rescale K and Q")
+        if not np.any(W):
+            raise InputError("--weights: K Qᵀ is all zeros, which has no direction to compare with the Att-SVM")
+        return W, "KQ"
+    raise InputError(f"--weights: {p} has no W and no K, Q (found {', '.join(map(str, found)) or 'none'})")
 
 
 #: What to do when the softmax of a trained W is saturated (issue 24): more steps cannot help.
@@ -535,10 +570,13 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
         require_device(device, False)
     except UsageError:
         raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    if weights_path and device != "cpu":
+        raise UsageError(f"--device {device}: check att-svm --weights compares your W on the CPU (the device is for "
+                         "training); use --device cpu")
     inst = _load(data_path)
     n, T, d = inst.X.shape
     if weights_path:
-        W, form = load_weights(weights_path, d)
+        W, form = load_weights(weights_path, d, max_memory)
         result = weights_result(inst, W, form=form, level=level)
         result.doc.update({"n": int(n), "T": int(T), "d": int(d), "opt": inst.opt.tolist(),
                            "inputs": {"data": data_path, "weights": weights_path, "level": level}})

@@ -249,7 +249,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     import torch
 
     from numerics import attention_probe as ap
-    from numerics.attention_mapping import HOOK_METHOD, find_mappings, head_count_hint, kv_head_hint, mapping_from_hook
+    from numerics.attention_mapping import HOOK_METHOD, find_mappings, head_count_hint, mapping_from_hook
     from proofs_checks import guards
 
     if positional is True:
@@ -468,8 +468,6 @@ def _free_scale_residual(probe, m, st, T) -> float:
 
 def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, other, device, against, *, gen_seed,
                 tick):
-    import torch
-
     from numerics import attention_probe as ap
 
     Ts = list(probe.outs)

@@ -45,42 +45,46 @@ ENERGY_STEPS = 20
 CHUNK = 64
 
 
-def load_patterns(path: str, option: str = "--patterns") -> np.ndarray:
-    """The ``(N, d)`` float64 patterns in a ``.npy`` or ``.pt`` file; one-line errors (UsageError)."""
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"{option}: file not found: {path}")
-    if p.is_dir():
-        raise UsageError(f"{option}: {path} is a directory, not a file")
-    if p.suffix == ".npy":
-        try:
-            a = np.load(p, allow_pickle=False)
-        except ValueError as exc:
-            msg = "holds Python objects" if "pickle" in str(exc).lower() else str(exc).split("\n")[0]
-            raise UsageError(f"{option}: {path}: {msg}") from None
-        except (OSError, EOFError) as exc:
-            raise UsageError(f"{option}: {path} is not a .npy file ({type(exc).__name__})") from None
-    elif p.suffix in (".pt", ".pth"):
-        import torch
+def load_patterns(path: str, option: str = "--patterns", max_memory: float | None = None) -> np.ndarray:
+    """The ``(N, d)`` float64 patterns in a ``.npy`` or ``.pt`` file; one-line errors (UsageError).
+    The ``.npy`` header (shape, dtype) and the ``.pt`` archive's sizes are checked before loading,
+    against ``max_memory`` GB (default: half the available memory)."""
+    from proofs_checks import parsing
+    from theory.validation import InputError
 
-        try:
-            obj = torch.load(p, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises many types for a bad file
-            first = (str(exc).splitlines() or [""])[0][:160]
-            raise UsageError(f"{option}: cannot read {path}: {type(exc).__name__}: {first}") from None
-        if isinstance(obj, dict):
-            tensors = {k: v for k, v in obj.items() if hasattr(v, "shape")}
-            pick = obj.get("patterns", obj.get("X")) if ("patterns" in obj or "X" in obj) else (
-                next(iter(tensors.values())) if len(tensors) == 1 else None)
-            if pick is None:
-                raise UsageError(f"{option}: {path} holds a dict; name the tensor 'patterns' (keys: "
-                                 f"{', '.join(map(str, obj)) or 'none'})")
-            obj = pick
-        if not hasattr(obj, "shape"):
-            raise UsageError(f"{option}: {path} holds a {type(obj).__name__}, not a tensor")
-        a = obj.detach().cpu().numpy() if hasattr(obj, "detach") else np.asarray(obj)
-    else:
-        raise UsageError(f"{option}: must be a .npy or .pt file, got {path}")
+    p = Path(path)
+    try:
+        if not p.exists():
+            raise UsageError(f"{option}: file not found: {path}")
+        if p.is_dir():
+            raise UsageError(f"{option}: {path} is a directory, not a file")
+        if p.suffix == ".npy":
+            shape, _ = parsing.npy_header(p, option, max_memory)
+            if len(shape) != 2:
+                raise UsageError(f"{option}: {path} must hold an (N, d) array (patterns as rows), got shape {shape}")
+            a = parsing.load_npy(p, option, max_memory)
+        elif p.suffix in (".pt", ".pth"):
+            obj = parsing.load_torch_file(p, option, max_memory)
+            if isinstance(obj, dict):
+                tensors = {k: v for k, v in obj.items() if hasattr(v, "shape")}
+                pick = obj.get("patterns", obj.get("X")) if ("patterns" in obj or "X" in obj) else (
+                    next(iter(tensors.values())) if len(tensors) == 1 else None)
+                if pick is None:
+                    raise UsageError(f"{option}: {path} holds a dict; name the tensor 'patterns' (keys: "
+                                     f"{', '.join(map(str, obj)) or 'none'})")
+                obj = pick
+            if not hasattr(obj, "shape"):
+                raise UsageError(f"{option}: {path} holds a {type(obj).__name__}, not a tensor")
+            if len(tuple(obj.shape)) != 2:
+                raise UsageError(f"{option}: {path} must hold an (N, d) array (patterns as rows), got shape "
+                                 f"{tuple(obj.shape)}")
+            a = parsing.tensor_to_numpy(obj, option, f"the tensor in {path}")
+        else:
+            raise UsageError(f"{option}: must be a .npy or .pt file, got {path}")
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
     if a.dtype.kind not in "biuf":
         raise UsageError(f"{option}: {path} holds {a.dtype} values; expected real numbers")
     if a.ndim != 2:
@@ -96,17 +100,49 @@ def load_patterns(path: str, option: str = "--patterns") -> np.ndarray:
     return a
 
 
+def estimate_bytes(N: int, d: int) -> float:
+    """Peak memory of :func:`run_hopfield` for ``N`` patterns in dimension ``d``: the ``(N, N)``
+    Gram matrix, its masked copy, the pairwise distances and their mask (four ``N²`` float64
+    arrays), the chunked Theorem-5 batch ``CHUNK·N·d`` (twice), and ``O((N+16)·d)`` states along
+    the energy and fixed-point iterations (a dozen copies)."""
+    f8 = 8.0
+    return f8 * (4.0 * N * N + 3.0 * CHUNK * N * d + 12.0 * (2 * N + 16) * d + 32.0 * N)
+
+
+def estimate_seconds(N: int, d: int, flops: float = 2e9) -> float:
+    """An upper estimate of :func:`run_hopfield`'s time: up to 500 fixed-point and 20 energy updates
+    of the ``2N + 16`` states, each ``O(states · N · d)``, at ``flops`` per second."""
+    return 4.0 * 520 * (2 * N + 16) * N * d / flops + 4.0 * N * N / flops * 50
+
+
+def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
+    """Argument validation before :func:`run_hopfield`: the memory its sizes need, and a β·M² that
+    float64 can hold (beyond it the built-in update overflows, which is no finding about yours)."""
+    from proofs_checks.guards import require_memory
+
+    big = float(np.abs(P).max())
+    M = big * float(np.linalg.norm(P / big, axis=1).max()) if big > 0 else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = float(beta) * M * M
+    if not (math.isfinite(scaled) and scaled <= 1e300):
+        raise UsageError(f"--beta {beta:g} with patterns of norm up to M = {M:.3g}: β·M² = {scaled:.3g} leaves "
+                         "float64's range (above 1e300), so the modern update itself would overflow; rescale the "
+                         "patterns or lower --beta")
+    N, d = P.shape
+    require_memory(estimate_bytes(N, d), max_memory,
+                   f"check hopfield on {N} patterns in d = {d} (four {N}×{N} float64 matrices: Gram, distances)",
+                   "use fewer patterns")
+
+
 def _update_fn(obj: Any, label: str):
     """``(call(xi) -> new, description)`` for the user's object (see the module docstring)."""
     import torch
 
     if inspect.isclass(obj):
-        try:
-            obj = obj()
-        except Exception as exc:
-            from proofs_checks.sanity._loader import describe_exception
+        from proofs_checks.sanity._loader import user_code
 
-            raise UsageError(f"{label}: {obj.__name__}() raised {describe_exception(exc)}") from None
+        with user_code(label, f"{obj.__name__}()"):
+            obj = obj()
     if not callable(obj):
         raise UsageError(f"{label}: {type(obj).__name__} is not callable")
     target = obj.forward if isinstance(obj, torch.nn.Module) else obj
@@ -192,8 +228,10 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         nm = name or getattr(module, "__name__", type(module).__name__)
         what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
 
+        from proofs_checks.sanity._loader import user_code
+
         def raw_upd(xi):
-            with torch.no_grad():
+            with torch.no_grad(), user_code(label, nm):
                 return fobj(xi, P, beta) if three else fobj(xi)
 
         def upd(xi):
@@ -203,6 +241,9 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         probe = P[: min(N, 4)].clone()
         try:
             out = raw_upd(probe)
+        except UsageError as exc:  # the user-code boundary's one line, with the probe's shape
+            raise UsageError(exc.message + (f" on states of shape {tuple(probe.shape)} float64"
+                                            if " raised " in exc.message else "")) from None
         except Exception as exc:
             from proofs_checks.sanity._loader import describe_exception
 
@@ -418,7 +459,18 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, seed, d
         raise UsageError(f"--beta: must be finite, got {beta}")
     check_json_target(json_path)
     check_report_dir(report_dir, json_path)
-    P = load_patterns(patterns_path)
+    from proofs_checks.options import require_cpu_only
+
+    require_cpu_only(device, "check hopfield")
+    P = load_patterns(patterns_path, max_memory=max_memory)
+    check_sizes(P, beta, max_memory)
+    est = estimate_seconds(*P.shape)
+    if est > 10 and not no_progress:
+        from proofs_checks import guards
+
+        guards.Progress("check hopfield").note(
+            f"estimated up to ≈ {guards.fmt_seconds(est)} for {P.shape[0]} patterns in d = {P.shape[1]} "
+            f"(≈ {guards.fmt_bytes(estimate_bytes(*P.shape))} of memory)")
     obj, name = None, None
     if module_spec:
         from proofs_checks.sanity._loader import load_object

@@ -56,6 +56,8 @@ LAYOUTS = ("default", "zfb", "garg")
 #: Eigenvalues of Λ must lie in this range: the closed forms form Λ² (fourth moments of x) and the test
 #: prompts Λ-sized Gram matrices summed over M tokens; training itself runs in rescaled units.
 SCALE_RANGE = (1e-100, 1e100)
+#: Largest --noise σ: σ² and the label moments stay far inside float64's range.
+MAX_NOISE = 1e50
 
 
 def parse_lambda(text: str) -> np.ndarray:
@@ -78,9 +80,12 @@ _PV_KEYS = ("Wpv", "W_PV", "WPV", "W_pv", "pv")
 _KQ_KEYS = ("Wkq", "W_KQ", "WKQ", "W_kq", "kq")
 
 
-def load_weights(path: str) -> tuple[np.ndarray, np.ndarray]:
+def load_weights(path: str, max_memory: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Read ``W^{PV}, W^{KQ}`` from a ``.npz`` (keys Wpv/W_PV and Wkq/W_KQ) or a torch ``.pt`` file
-    (a dict / state_dict with such keys, possibly prefixed like ``attn.Wpv``). Errors name ``--weights``."""
+    (a dict / state_dict with such keys, possibly prefixed like ``attn.Wpv``). Sizes are checked
+    before anything is decompressed; two keys for the same matrix (``a.Wpv``, ``b.Wpv``) are
+    refused, not resolved. Errors name ``--weights``."""
+    from proofs_checks import parsing
     from proofs_checks.parsing import load_npz
 
     p = Path(path)
@@ -89,41 +94,24 @@ def load_weights(path: str) -> tuple[np.ndarray, np.ndarray]:
     if p.is_dir():
         raise InputError(f"--weights: {path} is a directory, not a file")
     if p.suffix == ".npz":
-        data = load_npz(p, "--weights")
+        data = load_npz(p, "--weights", max_memory=max_memory)
     elif p.suffix in (".pt", ".pth"):
-        import torch
-
-        with open(p, "rb") as fh:
-            head = fh.read(4)
-        if head != b"PK\x03\x04" and head[:1] != b"\x80":  # torch.save: a zip archive (or legacy pickle)
-            raise InputError(f"--weights: {path} is not a file written by torch.save")
-        try:
-            obj = torch.load(p, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises many types for a bad file
-            if type(exc).__name__ == "UnpicklingError":
-                raise InputError(f"--weights: {path} holds objects other than tensors and plain containers "
-                                 "(save a dict of tensors, e.g. model.state_dict())") from None
-            first = (str(exc).splitlines() or [""])[0][:200]
-            raise InputError(f"--weights: cannot read {path}: {type(exc).__name__}: {first}") from None
-        if hasattr(obj, "state_dict"):
-            obj = obj.state_dict()
-        if not isinstance(obj, dict):
+        obj = parsing.load_torch_file(p, "--weights", max_memory)
+        if not (isinstance(obj, dict) or hasattr(obj, "state_dict")):
             raise InputError(f"--weights: {path} must hold a dict or state_dict with W_PV and W_KQ")
-        data = {}
-        for k, v in obj.items():
-            try:
-                data[str(k)] = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
-            except (TypeError, RuntimeError):
-                data[str(k)] = np.asarray(v, dtype=object)
+        data = {k: parsing.tensor_to_numpy(v, "--weights", f"{k!r} in {path}") if hasattr(v, "detach") else v
+                for k, v in parsing.named_arrays(obj, "--weights", path).items()}
     else:
         raise InputError(f"--weights: must be a .npz or .pt file, got {path}")
 
     def pick(keys, what):
-        for k, v in data.items():
-            if k.split(".")[-1] in keys:
-                return as_numeric_array(v, "--weights", f"{what} (key {k!r})")
+        found = [k for k in data if str(k).split(".")[-1] in keys]
+        if len(found) > 1:
+            raise InputError(f"--weights: {path} holds {what} under {len(found)} keys ({', '.join(found)}); keep one")
+        if found:
+            return as_numeric_array(data[found[0]], "--weights", f"{what} (key {found[0]!r})")
         raise InputError(f"--weights: {path} has no {what} (looked for keys {', '.join(keys)}; "
-                         f"found {', '.join(data) or 'none'})")
+                         f"found {', '.join(map(str, data)) or 'none'})")
 
     return pick(_PV_KEYS, "W_PV"), pick(_KQ_KEYS, "W_KQ")
 
@@ -299,6 +287,9 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
     """
     check_json_target(json_path)
     check_report_dir(report_dir, json_path)
+    if not noise <= MAX_NOISE:
+        raise UsageError(f"--noise: must be a number in [0, {MAX_NOISE:g}] (σ² and the label moments must stay "
+                         f"within float64's range), got {noise:g}")
     if model_spec is not None:
         _model_command(model_spec, lam=lam, N=N, M=M, layout=layout, noise=noise, prompts=prompts, tol=tol,
                        seed=seed, device=device, mode=mode, json_path=json_path, max_memory=max_memory,
@@ -312,7 +303,7 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
     seeds, prompts, steps = seeds or s0, prompts or p0, st0 if steps is None else steps
     Wpv = Wkq = None
     if weights:
-        Wpv, Wkq = load_weights(weights)
+        Wpv, Wkq = load_weights(weights, max_memory)
         if Wpv.shape[-2:] != (d + 1, d + 1) or Wkq.shape[-2:] != (d + 1, d + 1) or Wpv.ndim not in (2, 3) \
                 or Wpv.shape != Wkq.shape:
             raise InputError(f"--weights: W_PV and W_KQ must be ({d + 1}, {d + 1}) for d = {d} (from --lambda), "
@@ -438,30 +429,26 @@ def _instantiate(obj, name: str, device: str):
     an nn.Module is put in eval mode and moved to ``device``."""
     import torch
 
-    from proofs_checks.sanity._loader import describe_exception
+    from proofs_checks.sanity._loader import user_code
 
     if isinstance(obj, type) or (callable(obj) and not isinstance(obj, torch.nn.Module) and _zero_argument(obj)):
-        try:
+        with user_code("--model", f"instantiating {name}"):
             obj = obj()
-        except Exception as exc:
-            raise UsageError(f"--model: instantiating {name} raised {describe_exception(exc)}") from None
     if not callable(obj):
         raise UsageError(f"--model: {name} is not callable (give a function, an nn.Module, a class or a factory), "
                          f"got {type(obj).__name__}")
     if isinstance(obj, torch.nn.Module):
-        obj.eval()
-        try:
+        with user_code("--model", f"{name}.eval() / moving it to {device}"):
+            obj.eval()
             obj.to(device)
-        except Exception as exc:
-            raise UsageError(f"--model: moving {name} to {device} raised {describe_exception(exc)}") from None
     return obj
 
 
-def _layout_call(model, layout: str):
+def _layout_call(model, layout: str, name: str = "the model"):
     """``predict(X, y, x_q)`` for the probe, calling ``model`` in the given layout."""
     from numerics.icl import prompt_matrix
     from numerics.icl_classes import garg_tokens
-    from proofs_checks.sanity._loader import describe_exception
+    from proofs_checks.sanity._loader import describe_exception, user_code
 
     def predict(X, y, x_q):
         if layout == "zfb":
@@ -471,7 +458,10 @@ def _layout_call(model, layout: str):
         else:
             args = (X, y, x_q)
         try:
-            return model(*args)
+            with user_code("--model", name, exceptions=False):  # sys.exit, KeyboardInterrupt: exit 2
+                return model(*args)
+        except UsageError:
+            raise
         except Exception as exc:
             raise _ModelRaised(describe_exception(exc)) from None
 
@@ -659,8 +649,9 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
         raise UsageError(f"--layout: must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     if mode not in PROBE_PROMPTS:
         raise UsageError(f"mode must be one of {', '.join(PROBE_PROMPTS)}, got {mode!r}")
-    if not (isinstance(noise, (int, float)) and math.isfinite(noise) and noise >= 0):
-        raise UsageError(f"--noise: must be a finite number ≥ 0, got {noise!r}")
+    if not (isinstance(noise, (int, float)) and math.isfinite(noise) and 0 <= noise <= MAX_NOISE):
+        raise UsageError(f"--noise: must be a number in [0, {MAX_NOISE:g}] (σ² and the label moments must stay "
+                         f"within float64's range), got {noise!r}")
     try:
         N = int(N)
     except (TypeError, ValueError):
@@ -692,9 +683,9 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     model = _instantiate(obj, name, device)
     prog = guards.Progress("check icl --model", enabled=progress, estimate=est.seconds)
     try:
-        pr = probe_algorithms(_layout_call(model, layout), lam=L, N=N, M_values=Ms, noise=float(noise), prompts=P,
-                              seed=seed, device=device, z_threshold=Z_SIGMA, progress=prog.sub, extended=True,
-                              skip=(_ModelRaised,))
+        pr = probe_algorithms(_layout_call(model, layout, name), lam=L, N=N, M_values=Ms, noise=float(noise),
+                              prompts=P, seed=seed, device=device, z_threshold=Z_SIGMA, progress=prog.sub,
+                              extended=True, skip=(_ModelRaised,))
     except ProbeOutputError as exc:
         raise UsageError(f"--model: {name}: {exc}") from None
     prog.done()

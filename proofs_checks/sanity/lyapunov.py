@@ -34,7 +34,6 @@ import math
 import click
 
 from proofs_checks import guards
-from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
                                           report_option)
 from proofs_checks.sanity._verdict import Verdict
@@ -286,10 +285,9 @@ def command(f_text, V_text, vars_text, eps_text, region_text, report_dir, seed, 
     """
     check_json_target(json_path)
     check_report_dir(report_dir, json_path)
-    try:
-        require_device(device, False)
-    except UsageError:
-        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    from proofs_checks.options import require_cpu_only
+
+    require_cpu_only(device, "check lyapunov (SOS programs with cvxpy)")
     result = run_lyapunov(f_text, V_text, vars_text, eps_text=eps_text, region_text=region_text, seed=seed, mode=mode,
                           max_memory=max_memory, progress=not no_progress)
     result.doc["inputs"]["device"] = device
