@@ -95,12 +95,12 @@ def instantiate(obj: Any, dim: int | None, label: str = "--module") -> Any:
 
 
 def _user_call(fn: Callable, label: str):
-    """Call the user's code; ``sys.exit`` inside it is a usage error, never the tool's exit."""
-    try:
+    """Call the user's code: ``sys.exit`` or a ``KeyboardInterrupt`` raised inside it is a usage
+    error (exit 2), never the tool's exit; other exceptions pass through to be reported."""
+    from proofs_checks.sanity._loader import user_code
+
+    with user_code(label, "the object (while being probed)", exceptions=False):
         return fn()
-    except SystemExit as exc:
-        raise UsageError(f"{label}: the object called sys.exit({exc.code!r}) while being probed; it cannot be "
-                         "checked") from None
 
 
 def model_dim(obj: Any) -> int | None:
@@ -346,12 +346,11 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     Hm = max([c.heads for c in cands] + [H_hint or 1])
     T_hi = max(Ls)
     per_call = B * (Hm * T_hi * T_hi * 8 * 4 + T_hi * D * 8 * 12)
-    est = guards.Estimate(bytes=per_call + 256e6 + 2 * D * D * 8 * 8, seconds=0.0,
-                          parts={f"one call at T = {T_hi} (batch {B})": per_call, "perturbation batches": 256e6})
-    try:
-        guards.check_memory(est, max_memory, hint="lower the lengths with --seq-len")
-    except Exception as exc:
-        raise UsageError(f"{label}: {exc}") from None
+    pert = min(256e6, 64 * B * (T_hi * D * 8 * 6 + T_hi * T_hi * 8 * 4))  # chunks of ≤ 256 MB (attention_probe)
+    guards.require_memory(per_call + pert + 2 * D * D * 8 * 8, max_memory,
+                          f"{label}: check attention at T = {T_hi} (one call with batch {B}: {H_hint or Hm} head(s) of "
+                          f"T×T logits, and the perturbation batches of ≤ 256 MB)",
+                          hint="lower the lengths with --seq-len")
 
     tick = guards.Progress(f"check attention {name}", enabled=progress)
     probe = ap.AttentionProbe(f, D=D, structure=st, mapping=None, probe_dtype=tdt, device=device, lengths=Ls, batch=B,
