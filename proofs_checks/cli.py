@@ -13,9 +13,6 @@ up to date, so they answer without importing the claim modules (torch, cvxpy, Sc
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,37 +35,14 @@ STATUS_STYLE = {
 FAILING = ("refuted", "error", "incomplete")
 LAYERS = ("symbolic", "numeric", "trained")
 
-_consoles: dict[str, Any] = {}
-
-
-def _console(stderr: bool = False):
-    """rich consoles, made on first use (rich costs ~0.1 s to import). Off a terminal (CI logs,
-    pipes) rich would fold tables to 80 columns; give them room instead."""
-    key = "err" if stderr else "out"
-    stream = sys.stderr if stderr else sys.stdout
-    c = _consoles.get(key)
-    if c is None or c.file is not stream:  # a test harness may have swapped the stream
-        from rich.console import Console
-
-        c = Console(file=stream, highlight=False, width=None if stream.isatty() else 160)
-        _consoles[key] = c
-    return c
-
-
-def _table(title: str, columns: tuple[str, ...]):
-    from rich.table import Table
-
-    t = Table(title=title, show_lines=False)
-    for col in columns:
-        t.add_column(col, overflow="fold")
-    return t
-
-
-def _esc(text: Any) -> str:
-    from rich.markup import escape
-
-    return escape(str(text))
-
+# the shared helpers live in proofs_checks.console (the other command modules import them there)
+from proofs_checks.console import LazySanityGroup as _LazySanityGroup  # noqa: E402
+from proofs_checks.console import check_json_target as _check_json_target  # noqa: E402
+from proofs_checks.console import command_line as _command_line  # noqa: E402
+from proofs_checks.console import console as _console  # noqa: E402
+from proofs_checks.console import esc as _esc  # noqa: E402
+from proofs_checks.console import table as _table  # noqa: E402
+from proofs_checks.console import write_json as _write_json  # noqa: E402
 
 def _warn(message: str) -> None:
     click.echo(f"tverify: warning: {message}", err=True)
@@ -114,14 +88,6 @@ def _select_entries(entries, patterns) -> list[dict[str, Any]]:
         raise UsageError(str(exc).strip("'\"")) from None
 
 
-_ARGV: list[str] | None = None  # what main() was called with (in-process callers pass argv)
-
-
-def _command_line() -> str:
-    args = _ARGV if _ARGV is not None else sys.argv[1:]
-    return "tverify " + " ".join(shlex.quote(a) for a in args)
-
-
 # ------------------------------------------------------------------------------------------------
 # output paths and the store, all checked before a run
 
@@ -155,33 +121,6 @@ def _check_store(store) -> bool:
         raise UsageError(problem)
     _warn(f"{problem}; this run's results will not be kept for `tverify show` (use --store DIR or TVERIFY_STORE)")
     return False
-
-
-def _check_json_target(json_path: str | None) -> None:
-    """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
-    the command's ``--force``, where it has one, allows replacing a file tverify did not write."""
-    if json_path is not None and json_path != "-":
-        from proofs_checks.store import OutputPathError, check_output_file
-
-        ctx = click.get_current_context(silent=True)
-        force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
-        try:
-            check_output_file(json_path, "--json", force=force)
-        except OutputPathError as exc:
-            raise UsageError(str(exc)) from None
-
-
-def _write_json(path: str, doc: dict[str, Any]) -> None:
-    from proofs_checks.store import atomic_write_text
-
-    text = json.dumps(doc, indent=1)
-    if path == "-":
-        click.echo(text)
-    else:
-        try:
-            atomic_write_text(Path(path), text + "\n")
-        except OSError as exc:
-            raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _json_flag_option(f):
@@ -864,37 +803,6 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     sys.exit(sw.exit_code(doc))
 
 
-class _LazySanityGroup(click.Group):
-    """``tverify check``: subcommands are the modules of ``proofs_checks.sanity`` (``att_svm`` ->
-    ``att-svm``), imported only when used, so ``tverify --help`` does not load torch or cvxpy."""
-
-    def _modules(self) -> dict[str, str]:
-        import pkgutil
-
-        import proofs_checks.sanity as pkg
-
-        return {m.name.replace("_", "-"): f"{pkg.__name__}.{m.name}"
-                for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
-
-    def list_commands(self, ctx):
-        return sorted(self._modules())
-
-    def get_command(self, ctx, name):
-        import importlib
-
-        mod = self._modules().get(name)
-        if mod is None:
-            return None
-        cmd = getattr(importlib.import_module(mod), "command", None)
-        return cmd if isinstance(cmd, click.Command) else None
-
-    def parse_args(self, ctx, args):
-        if not args and not ctx.resilient_parsing:
-            click.echo(ctx.get_help(), color=ctx.color)
-            ctx.exit(0)
-        return super().parse_args(ctx, args)
-
-
 @cli.group("check", cls=_LazySanityGroup)
 def check_group():
     """Research sanity checks on your own configurations and models (one subcommand per topic)."""
@@ -913,8 +821,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2."""
     from proofs_checks.store import OutputPathError
 
-    global _ARGV
-    _ARGV = list(argv) if argv is not None else None
+    from proofs_checks.console import set_argv
+
+    set_argv(argv)
     try:
         cli.main(args=argv, prog_name="tverify", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from proofs_checks.options import UsageError
+from proofs_checks.errors import UsageError
 
 __all__ = ["CONNECT_TIMEOUT_S", "RETRIES", "Task", "TaskFailure", "parse_cluster", "check_cluster", "open_client", "run_tasks",
            "run_tasks_local", "run_claims_on", "gpu_workers", "interrupt_once"]
@@ -95,7 +95,7 @@ def _check_port(address: str) -> None:
     >>> _check_port("tcp://host:99999")
     Traceback (most recent call last):
     ...
-    proofs_checks.options.UsageError: --cluster tcp://host:99999: port 99999 is outside 1 … 65535
+    proofs_checks.errors.UsageError: --cluster tcp://host:99999: port 99999 is outside 1 … 65535
     """
     rest = address.split("://", 1)[1] if "://" in address else address
     rest = rest.split("/", 1)[0]

@@ -164,7 +164,7 @@ def require_memory(bytes_needed: float, max_memory: float | None, what: str, hin
     >>> require_memory(3 * GB, 1.0, "the pattern Gram matrix")
     Traceback (most recent call last):
     ...
-    proofs_checks.options.UsageError: the pattern Gram matrix needs about 3 GB of memory, over the limit of 1 GB (--max-memory 1)
+    proofs_checks.errors.UsageError: the pattern Gram matrix needs about 3 GB of memory, over the limit of 1 GB (--max-memory 1)
     """
     from proofs_checks.options import UsageError
 

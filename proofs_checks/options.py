@@ -19,8 +19,7 @@ __all__ = ["UsageError", "claim_run_options", "mode_options", "device_option", "
            "require_device", "require_cpu_only", "cluster_option"]
 
 
-class UsageError(click.UsageError):
-    """A user mistake: printed as one line, exit code 2."""
+from proofs_checks.errors import UsageError  # noqa: E402 (re-exported: the historical home)
 
 
 def mode_options(f):

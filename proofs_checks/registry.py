@@ -367,10 +367,32 @@ def register(claim: Claim) -> Claim:
     return registry.add(claim)
 
 
-def _ensure_loaded() -> None:
-    from proofs_checks.claims import load_all
+_LOADER = None
+#: the entry point under which this project declares its own claim modules
+BUILTIN_ENTRY_POINT = "proofs_checks.claims:load_all"
 
-    load_all()
+
+def _ensure_loaded() -> None:
+    """Discover the claims: the built-in ones through the ``tverify.claims`` entry point that this
+    project declares (``builtin = proofs_checks.claims:load_all``, the group plugins use too), which
+    then loads the plugins. The registry never imports the claim package by name (it is a layer
+    below it); from a source tree that is not installed the same loader is found by its dotted
+    name."""
+    global _LOADER
+    if _LOADER is not None:
+        _LOADER()  # idempotent; it loads plugins registered since (tests reset its flag)
+        return
+    import importlib
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="tverify.claims") if ep.value == BUILTIN_ENTRY_POINT]
+    if eps:
+        loader = eps[0].load()
+    else:
+        mod, _, fn = BUILTIN_ENTRY_POINT.partition(":")
+        loader = getattr(importlib.import_module(mod), fn)
+    _LOADER = loader
+    loader()
 
 
 def get_claim(claim_id: str) -> Claim:

@@ -315,7 +315,7 @@ class Target:
 
 
 def _sanity_command(topic: str):
-    from proofs_checks.cli import _LazySanityGroup
+    from proofs_checks.console import LazySanityGroup as _LazySanityGroup
 
     grp = _LazySanityGroup()
     return grp.get_command(None, topic), sorted(grp.list_commands(None))

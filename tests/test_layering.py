@@ -46,3 +46,37 @@ def test_numerics_never_imports_proofs_checks(path):
 def test_cli_holds_no_maths():
     bad = _imports(ROOT / "proofs_checks" / "cli.py") & {"numpy", "sympy", "scipy", "torch", "cvxpy"}
     assert not bad, f"cli.py imports {sorted(bad)}"
+
+
+def _lint_imports():
+    import shutil
+
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    if not Path(exe).exists():
+        pytest.skip("import-linter not installed (pip install -e '.[dev]')")
+    return exe
+
+
+def test_import_linter_contracts():
+    """The contracts in pyproject.toml ([tool.importlinter]): the three floors, theory's imports,
+    and the layers inside proofs_checks."""
+    import subprocess
+
+    r = subprocess.run([_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "broken" in r.stdout and " 0 broken" in r.stdout
+
+
+def test_no_import_circle():
+    """No two modules of the project import each other, directly or through others (grimp's graph,
+    lazy imports inside functions included)."""
+    grimp = pytest.importorskip("grimp")
+    g = grimp.build_graph("theory", "numerics", "proofs_checks")
+    mods = sorted(m for m in g.modules if m.split(".")[0] in ("theory", "numerics", "proofs_checks"))
+    circles = []
+    for m in mods:
+        for b in g.find_modules_directly_imported_by(m):
+            if b in mods and b != m and not b.startswith(m + ".") and not m.startswith(b + ".") \
+                    and g.chain_exists(importer=b, imported=m):
+                circles.append((m, b))
+    assert not circles, f"import circles: {circles[:10]}"

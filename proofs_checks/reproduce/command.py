@@ -35,7 +35,7 @@ def select(names) -> list:
 
 
 def _list(reps) -> None:
-    from proofs_checks.cli import _console, _esc, _table
+    from proofs_checks.console import console as _console, esc as _esc, table as _table
 
     t = _table(f"{len(reps)} reproductions", ("name", "paper", "reproduces"))
     for r in reps:
@@ -56,7 +56,7 @@ def _progress(enabled: bool):
 
 
 def _table(results):
-    from proofs_checks.cli import _esc, _table as table
+    from proofs_checks.console import esc as _esc, table
 
     style = {"agrees": "green", "disagrees": "bold red", "error": "bold magenta", "not run": "yellow"}
     t = table("tverify reproduce", ("reproduction", "quantity", "ours", "reference", "tol", "z", "verdict"))
@@ -74,7 +74,8 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
                 force: bool, progress: bool = True, sizes: dict[str, Any] | None = None) -> int:
     """``tverify reproduce``: returns the exit code (0 all agree; 1 one disagrees, errors or did not
     run); usage errors raise :class:`UsageError` (exit 2)."""
-    from proofs_checks.cli import _check_json_target, _command_line, _console, _write_json
+    from proofs_checks.console import (check_json_target as _check_json_target, command_line as _command_line,
+                                       console as _console, write_json as _write_json)
     from proofs_checks.report import ReportTargetError, check_out_and_json, write_report
     from proofs_checks.reproduce.pages import render_markdown, write_pages
 

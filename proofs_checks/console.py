@@ -1,0 +1,124 @@
+"""The shared console and JSON helpers of the ``tverify`` commands (rich consoles and tables,
+markup escaping, the command line, ``--json`` targets and writing, the lazy ``check`` group).
+
+Every command module (``cli``, ``sweep``, ``reproduce.command``, ...) imports these from here; this
+module imports none of them, so the commands form no import circle.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proofs_checks.options import UsageError
+
+__all__ = ["console", "table", "esc", "command_line", "set_argv", "check_json_target", "write_json",
+           "LazySanityGroup"]
+
+_consoles: dict[str, Any] = {}
+
+
+def console(stderr: bool = False):
+    """rich consoles, made on first use (rich costs ~0.1 s to import). Off a terminal (CI logs,
+    pipes) rich would fold tables to 80 columns; give them room instead."""
+    key = "err" if stderr else "out"
+    stream = sys.stderr if stderr else sys.stdout
+    c = _consoles.get(key)
+    if c is None or c.file is not stream:  # a test harness may have swapped the stream
+        from rich.console import Console
+
+        c = Console(file=stream, highlight=False, width=None if stream.isatty() else 160)
+        _consoles[key] = c
+    return c
+
+
+def table(title: str, columns: tuple[str, ...]):
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False)
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    return t
+
+
+def esc(text: Any) -> str:
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
+_ARGV: list[str] | None = None  # what main() was called with (in-process callers pass argv)
+
+
+def set_argv(argv: list[str] | None) -> None:
+    """Record the arguments ``main`` was called with (for :func:`command_line`)."""
+    global _ARGV
+    _ARGV = list(argv) if argv is not None else None
+
+
+def command_line() -> str:
+    args = _ARGV if _ARGV is not None else sys.argv[1:]
+    return "tverify " + " ".join(shlex.quote(a) for a in args)
+
+
+def check_json_target(json_path: str | None) -> None:
+    """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
+    the command's ``--force``, where it has one, allows replacing a file tverify did not write."""
+    if json_path is not None and json_path != "-":
+        from proofs_checks.store import OutputPathError, check_output_file
+
+        ctx = click.get_current_context(silent=True)
+        force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
+        try:
+            check_output_file(json_path, "--json", force=force)
+        except OutputPathError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def write_json(path: str, doc: dict[str, Any]) -> None:
+    from proofs_checks.store import atomic_write_text
+
+    text = json.dumps(doc, indent=1)
+    if path == "-":
+        click.echo(text)
+    else:
+        try:
+            atomic_write_text(Path(path), text + "\n")
+        except OSError as exc:
+            raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
+
+
+class LazySanityGroup(click.Group):
+    """``tverify check``: subcommands are the modules of ``proofs_checks.sanity`` (``att_svm`` ->
+    ``att-svm``), imported only when used, so ``tverify --help`` does not load torch or cvxpy."""
+
+    def _modules(self) -> dict[str, str]:
+        import pkgutil
+
+        import proofs_checks.sanity as pkg
+
+        return {m.name.replace("_", "-"): f"{pkg.__name__}.{m.name}"
+                for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+
+    def list_commands(self, ctx):
+        return sorted(self._modules())
+
+    def get_command(self, ctx, name):
+        import importlib
+
+        mod = self._modules().get(name)
+        if mod is None:
+            return None
+        cmd = getattr(importlib.import_module(mod), "command", None)
+        return cmd if isinstance(cmd, click.Command) else None
+
+    def parse_args(self, ctx, args):
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
