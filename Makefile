@@ -11,7 +11,7 @@ STAMP    := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 PYTEST_WORKERS ?= 2
 
-.PHONY: all install test report catalogue mutation bench clean
+.PHONY: all install test report catalogue mutation bench clean docs
 
 all: test
 
@@ -41,4 +41,8 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) reports .tverify .pytest_cache .hypothesis
+	rm -rf $(VENV) reports site .tverify .pytest_cache .hypothesis
+
+# the documentation site (site/), built in strict mode: a broken link or reference fails
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict

@@ -310,9 +310,9 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     optional ``o`` (``None``: no output projection), ``heads`` and optional ``kv_heads``. Raises
     ``ValueError`` (one line) for anything inconsistent.
 
-    >>> W = torch.eye(4, dtype=torch.float64)
-    >>> mapping_from_hook({"q": W, "k": W, "v": (W, torch.zeros(4)), "heads": 2}, 4, "hook").d_k
-    2
+        >>> W = torch.eye(4, dtype=torch.float64)
+        >>> mapping_from_hook({"q": W, "k": W, "v": (W, torch.zeros(4)), "heads": 2}, 4, "hook").d_k
+        2
     """
     if not isinstance(value, dict):
         raise ValueError(f"the mapping hook must return a dict with q, k, v, heads (and o, kv_heads), got "

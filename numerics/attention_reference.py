@@ -134,10 +134,10 @@ class Structure:
 def alibi_slopes(H: int) -> list[float]:
     """ALiBi slopes of ``H`` heads (Press et al.).
 
-    >>> [round(s, 4) for s in alibi_slopes(4)]
-    [0.25, 0.0625, 0.0156, 0.0039]
-    >>> len(alibi_slopes(6)), alibi_slopes(6)[4:] == alibi_slopes(8)[0:4:2]
-    (6, True)
+        >>> tuple(round(s, 4) for s in alibi_slopes(4))
+        (0.25, 0.0625, 0.0156, 0.0039)
+        >>> len(alibi_slopes(6)), alibi_slopes(6)[4:] == alibi_slopes(8)[0:4:2]
+        (6, True)
     """
     def pow2(n):
         start = 2 ** (-8 / n)
@@ -184,8 +184,8 @@ def rope_rotate(t: torch.Tensor, *, base: float, dims: int | None, convention: s
 def allowed_mask(T: int, st: Structure, device=None) -> torch.Tensor:
     """``(T, T)`` bool: ``[t, s]`` is True when query ``t`` may see key ``s``.
 
-    >>> allowed_mask(4, Structure(causal=True, window=(1, 0))).int().tolist()
-    [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+        >>> allowed_mask(4, Structure(causal=True, window=(1, 0))).int().tolist()
+        [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
     """
     t = torch.arange(T, device=device)[:, None]
     s = torch.arange(T, device=device)[None, :]
@@ -260,16 +260,16 @@ def reference_attention(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.
     projections, logits, softmax and output all in ``dtype``; differentiable). Returns
     ``(B, T, D_out)`` in ``dtype``.
 
-    >>> g = torch.Generator().manual_seed(0)
-    >>> W = [torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(4)]
-    >>> m = Mapping(W[0], None, W[1], None, W[2], None, W[3], None, heads=2, source="test")
-    >>> x = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
-    >>> mha = torch.nn.MultiheadAttention(4, 2, bias=False, batch_first=True, dtype=torch.float64)
-    >>> with torch.no_grad():
-    ...     _ = mha.in_proj_weight.copy_(torch.cat(W[:3])); _ = mha.out_proj.weight.copy_(W[3])
-    ...     ref = mha(x, x, x, need_weights=False)[0]
-    >>> bool(torch.allclose(reference_attention(x, m, Structure()), ref))
-    True
+        >>> g = torch.Generator().manual_seed(0)
+        >>> W = [torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(4)]
+        >>> m = Mapping(W[0], None, W[1], None, W[2], None, W[3], None, heads=2, source="test")
+        >>> x = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+        >>> mha = torch.nn.MultiheadAttention(4, 2, bias=False, batch_first=True, dtype=torch.float64)
+        >>> with torch.no_grad():
+        ...     _ = mha.in_proj_weight.copy_(torch.cat(W[:3])); _ = mha.out_proj.weight.copy_(W[3])
+        ...     ref = mha(x, x, x, need_weights=False)[0]
+        >>> bool(torch.allclose(reference_attention(x, m, Structure()), ref))
+        True
     """
     s, v = logits(x, m, st, dtype)
     T = s.shape[-1]

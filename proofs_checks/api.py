@@ -35,18 +35,18 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
     ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention`). Returns a
     :class:`~proofs_checks.sanity._common.SanityResult` whose ``properties`` name each check.
 
-    >>> import torch
-    >>> class Attn(torch.nn.Module):
-    ...     def __init__(self, dim=8):
-    ...         super().__init__()
-    ...         self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
-    ...     def forward(self, x):
-    ...         return self.mha(x, x, x, need_weights=False)[0]
-    >>> r = check_attention(Attn())
-    >>> r.ok, r.failed
-    (True, [])
-    >>> r.to_json()["properties"][0]["name"]
-    'finite_output'
+        >>> import torch
+        >>> class Attn(torch.nn.Module):
+        ...     def __init__(self, dim=8):
+        ...         super().__init__()
+        ...         self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
+        ...     def forward(self, x):
+        ...         return self.mha(x, x, x, need_weights=False)[0]
+        >>> r = check_attention(Attn())
+        >>> r.ok, r.failed
+        (True, [])
+        >>> r.to_json()["properties"][0]["name"]
+        'finite_output'
     """
     from proofs_checks.sanity.attention import run_attention
 
@@ -61,13 +61,13 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
     :func:`proofs_checks.sanity.icl.check_icl_model`; see there for ``layout`` and the extra keyword
     arguments such as ``mode``).
 
-    >>> import torch
-    >>> def least_squares(xs, ys, xq):
-    ...     w = torch.linalg.lstsq(xs, ys[..., None]).solution[..., 0]
-    ...     return (w * xq).sum(-1)
-    >>> r = check_icl_model(least_squares, lambdas="1,1", N=10, mode="quick")
-    >>> r.closest_algorithm
-    'least_squares'
+        >>> import torch
+        >>> def least_squares(xs, ys, xq):
+        ...     w = torch.linalg.lstsq(xs, ys[..., None]).solution[..., 0]
+        ...     return (w * xq).sum(-1)
+        >>> r = check_icl_model(least_squares, lambdas="1,1", N=10, mode="quick")
+        >>> r.closest_algorithm
+        'least_squares'
     """
     from proofs_checks.sanity.icl import check_icl_model as _check
 
@@ -79,13 +79,13 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     """``tverify check hopfield``: ``patterns`` an ``(N, d)`` array (or a ``.npy``/``.pt`` path), the
     modern Hopfield update at ``beta`` or your ``module`` (``f(xi, patterns, beta)`` or ``f(xi)``).
 
-    >>> import numpy as np
-    >>> P = np.sign(np.random.default_rng(0).normal(size=(6, 16)))
-    >>> r = check_hopfield(P, beta=0.5)
-    >>> r.ok, [p["name"] for p in r.properties]
-    (True, ['finite_updates', 'one_step_within_theorem5_bound', 'energy_non_increasing'])
-    >>> r.to_json()["capacity"]["N"]
-    6
+        >>> import numpy as np
+        >>> P = np.sign(np.random.default_rng(0).normal(size=(6, 16)))
+        >>> r = check_hopfield(P, beta=0.5)
+        >>> r.ok, [p["name"] for p in r.properties]
+        (True, ['finite_updates', 'one_step_within_theorem5_bound', 'energy_non_increasing'])
+        >>> r.to_json()["capacity"]["N"]
+        6
     """
     from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
 
@@ -119,12 +119,12 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
     y (n,), v (d,)``. With ``weights`` (a path, an array ``W (d,d)``, or a dict with ``W`` or ``K``
     and ``Q``) your trained attention is compared with the Att-SVM; without, normalised GD is trained.
 
-    >>> from numerics.att_svm import make_instance, solve_att_svm
-    >>> inst = make_instance(3, 4, 6, seed=5, setting="global")
-    >>> W = 50 * solve_att_svm(inst.X, inst.z, inst.opt).W
-    >>> r = check_att_svm((inst.X, inst.z, inst.y, inst.v), weights=W)
-    >>> r.ok, r.to_json()["weights"]["selected_is_optimal"]
-    (True, True)
+        >>> from numerics.att_svm import make_instance, solve_att_svm
+        >>> inst = make_instance(3, 4, 6, seed=5, setting="global")
+        >>> W = 50 * solve_att_svm(inst.X, inst.z, inst.opt).W
+        >>> r = check_att_svm((inst.X, inst.z, inst.y, inst.v), weights=W)
+        >>> r.ok, r.to_json()["weights"]["selected_is_optimal"]
+        (True, True)
     """
     import numpy as np
 
@@ -205,11 +205,11 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
     """``tverify run PATTERNS``: verify the matching claims through the runner (ids, globs such as
     ``"attn.*"``, group names; a string is one pattern, nothing selects every claim).
 
-    >>> run = run_claims("attn.softmax_simplex", mode="quick")
-    >>> run.ok, run.results[0].status
-    (True, 'verified')
-    >>> run.to_json()["results"][0]["id"]
-    'attn.softmax_simplex'
+        >>> run = run_claims("attn.softmax_simplex", mode="quick")
+        >>> run.ok, run.results[0].status
+        (True, 'verified')
+        >>> run.to_json()["results"][0]["id"]
+        'attn.softmax_simplex'
     """
     from proofs_checks.context import RunContext
     from proofs_checks.registry import UnknownClaimError, select

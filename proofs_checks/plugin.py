@@ -21,25 +21,25 @@ Comparisons (each returns a :class:`CheckResult` whose tolerance carries its rea
 Running (notebooks, tests; the claim need not be registered)
     :func:`check_claim`, :func:`run_mutants`; :func:`proofs_checks.testkit.assert_claim` for tests.
 
->>> import numpy as np, sympy as sp
->>> def derive():
-...     b = DerivationBuilder("softplus derivative")
-...     x = b.fact("args", (sp.Symbol("x", real=True),))[0]
-...     f = b.define("Softplus", sp.log(1 + sp.exp(x)))
-...     return b.done(b.step("Differentiate", sp.diff(f, x)), display=1 / (1 + sp.exp(-x)))
->>> @numeric("central finite difference of np.logaddexp(0, x)")
-... def finite_difference(form, ctx):
-...     x, h = ctx.rng().uniform(-5, 5, 50), 1e-5
-...     fd = (np.logaddexp(0, x + h) - np.logaddexp(0, x - h)) / (2 * h)
-...     return compare(worst(abs(form(x) - fd)), 1e-9, "h²/6·max|σ''| + 2·eps·6/h at h = 1e-5, with margin")
->>> c = Claim(id="demo.softplus", title="softplus' = sigmoid", statement=r"\\frac{d}{dx}\\log(1+e^x)=\\sigma(x)",
-...           source="calculus", kind="identity", form=lambda x: 1 / (1 + np.exp(-x)), derivation=derive,
-...           checks=(matches_derivation(derive, lambda rng: (rng.uniform(-5, 5),)), finite_difference),
-...           mutants=(Mutant("sign", "sign flip", "σ(−x)", lambda x: 1 / (1 + np.exp(x))),))
->>> check_claim(c).status
-'verified'
->>> run_mutants(c).all_killed
-True
+    >>> import numpy as np, sympy as sp
+    >>> def derive():
+    ...     b = DerivationBuilder("softplus derivative")
+    ...     x = b.fact("args", (sp.Symbol("x", real=True),))[0]
+    ...     f = b.define("Softplus", sp.log(1 + sp.exp(x)))
+    ...     return b.done(b.step("Differentiate", sp.diff(f, x)), display=1 / (1 + sp.exp(-x)))
+    >>> @numeric("central finite difference of np.logaddexp(0, x)")
+    ... def finite_difference(form, ctx):
+    ...     x, h = ctx.rng().uniform(-5, 5, 50), 1e-5
+    ...     fd = (np.logaddexp(0, x + h) - np.logaddexp(0, x - h)) / (2 * h)
+    ...     return compare(worst(abs(form(x) - fd)), 1e-9, "h²/6·max|σ''| + 2·eps·6/h at h = 1e-5, with margin")
+    >>> c = Claim(id="demo.softplus", title="softplus' = sigmoid", statement=r"\\frac{d}{dx}\\log(1+e^x)=\\sigma(x)",
+    ...           source="calculus", kind="identity", form=lambda x: 1 / (1 + np.exp(-x)), derivation=derive,
+    ...           checks=(matches_derivation(derive, lambda rng: (rng.uniform(-5, 5),)), finite_difference),
+    ...           mutants=(Mutant("sign", "sign flip", "σ(−x)", lambda x: 1 / (1 + np.exp(x))),))
+    >>> check_claim(c).status
+    'verified'
+    >>> run_mutants(c).all_killed
+    True
 """
 
 from __future__ import annotations
@@ -78,11 +78,11 @@ def symbolic(description: str = "", *, name: str | None = None) -> Callable[[Cal
     the form with the SymPy derivation). The name defaults to the function's, the description to
     the first line of its docstring.
 
-    >>> @symbolic("form equals the derived value at 0")
-    ... def at_zero(form, ctx):
-    ...     return exact(float(form(0) != 1), "value at 0")
-    >>> at_zero.name, at_zero.layer
-    ('at_zero', 'symbolic')
+        >>> @symbolic("form equals the derived value at 0")
+        ... def at_zero(form, ctx):
+        ...     return exact(float(form(0) != 1), "value at 0")
+        >>> at_zero.name, at_zero.layer
+        ('at_zero', 'symbolic')
     """
     return _check("symbolic", description, name, None)
 
@@ -91,12 +91,12 @@ def numeric(description: str = "", *, name: str | None = None) -> Callable[[Call
     """Decorator: a numeric :class:`Check` (NumPy / SciPy / cvxpy / torch reference, independent
     of SymPy).
 
-    >>> @numeric()
-    ... def finite_difference(form, ctx):
-    ...     '''central differences of the definition'''
-    ...     return compare(0.0, 1e-9, "h² truncation + eps/h rounding")
-    >>> finite_difference.layer, finite_difference.description
-    ('numeric', 'central differences of the definition')
+        >>> @numeric()
+        ... def finite_difference(form, ctx):
+        ...     '''central differences of the definition'''
+        ...     return compare(0.0, 1e-9, "h² truncation + eps/h rounding")
+        >>> finite_difference.layer, finite_difference.description
+        ('numeric', 'central differences of the definition')
     """
     return _check("numeric", description, name, None)
 
@@ -105,11 +105,11 @@ def trained(description: str = "", *, name: str | None = None, uses_device: bool
     """Decorator: a trained :class:`Check` (a torch model trained by an optimiser; it runs on
     ``ctx.device`` unless ``uses_device=False``).
 
-    >>> @trained("SGD on the loss reaches the closed-form minimiser")
-    ... def sgd(form, ctx):
-    ...     return compare(0.0, 0.1, "optimiser tolerance")
-    >>> sgd.layer, sgd.uses_device
-    ('trained', True)
+        >>> @trained("SGD on the loss reaches the closed-form minimiser")
+        ... def sgd(form, ctx):
+        ...     return compare(0.0, 0.1, "optimiser tolerance")
+        >>> sgd.layer, sgd.uses_device
+        ('trained', True)
     """
     return _check("trained", description, name, uses_device)
 
@@ -123,15 +123,15 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
     (``b.fact("args", (x, y))``); ``key`` picks an entry of a dict result. Tolerance: float64
     rounding (:func:`rounding`) of the closed form's operation count at the largest magnitude met.
 
-    >>> import sympy as sp
-    >>> def derive():
-    ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
-    ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
-    >>> chk = matches_derivation(derive, lambda rng: (rng.normal(),))
-    >>> chk.fn(lambda x: x * x + 2 * x + 1, RunContext(mode="quick")).passed
-    True
-    >>> chk.fn(lambda x: x * x + 1, RunContext(mode="quick")).passed
-    False
+        >>> import sympy as sp
+        >>> def derive():
+        ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
+        ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+        >>> chk = matches_derivation(derive, lambda rng: (rng.normal(),))
+        >>> chk.fn(lambda x: x * x + 2 * x + 1, RunContext(mode="quick")).passed
+        True
+        >>> chk.fn(lambda x: x * x + 1, RunContext(mode="quick")).passed
+        False
     """
     import numpy as np
 

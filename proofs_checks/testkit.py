@@ -11,17 +11,17 @@
 It raises ``AssertionError`` with the reason (and the result table) otherwise. The pytest fixture
 ``tverify`` exposes it as ``tverify.assert_claim(...)``.
 
->>> from proofs_checks.plugin import Claim, Check, Mutant, compare
->>> import sympy as sp
->>> from theory.derivation import DerivationBuilder
->>> def derive():
-...     b = DerivationBuilder("two"); return b.done(b.step("1 + 1", sp.Integer(1) + 1))
->>> ok = lambda form, ctx: compare(abs(form - float(derive().result)), 0.0, "exact small integers")
->>> c = Claim("demo.two", "Two", "1+1=2", "arithmetic", "identity", 2.0,
-...           (Check("sym", "symbolic", ok), Check("num", "numeric", ok)),
-...           (Mutant("three", "wrong constant", "1+1=3", 3.0),), derivation=derive)
->>> assert_claim(c).status
-'verified'
+    >>> from proofs_checks.plugin import Claim, Check, Mutant, compare
+    >>> import sympy as sp
+    >>> from theory.derivation import DerivationBuilder
+    >>> def derive():
+    ...     b = DerivationBuilder("two"); return b.done(b.step("1 + 1", sp.Integer(1) + 1))
+    >>> ok = lambda form, ctx: compare(abs(form - float(derive().result)), 0.0, "exact small integers")
+    >>> c = Claim("demo.two", "Two", "1+1=2", "arithmetic", "identity", 2.0,
+    ...           (Check("sym", "symbolic", ok), Check("num", "numeric", ok)),
+    ...           (Mutant("three", "wrong constant", "1+1=3", 3.0),), derivation=derive)
+    >>> assert_claim(c).status
+    'verified'
 """
 
 from __future__ import annotations
