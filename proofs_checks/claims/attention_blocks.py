@@ -1,0 +1,580 @@
+"""Group A, continued: permutation equivariance, LayerNorm, the transformer block, the cost of
+attention and positional encodings (lecture notes 000, 001, 003, 004). Binds theory/attention.py and
+numerics/attention.py to checks, tolerances and mutants."""
+
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+import torch
+
+from numerics import attention as na
+from proofs_checks.context import pyplot
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
+from proofs_checks.comparisons import largest
+from theory import attention as ta
+from proofs_checks.claims._attention_common import _T, _maxabs, _np, _quiet, _swap, _torch_seed  # noqa: F401
+
+
+# --------------------------------------------------------------------------------------------
+# attn.permutation_equivariance
+# form: {"block": block(X, params, *, causal) -> X', "relation": "equivariant" | "invariant",
+#        "broken_by": set of {"positional_encoding", "causal_mask"}}
+
+_SETTINGS = ("plain", "positional_encoding", "causal_mask")
+
+
+def _relation_residual(relation, fX, fPX, perm):
+    """‖f(PX) − P f(X)‖ (equivariant) or ‖f(PX) − f(X)‖ (invariant), per batch element."""
+    target = np.take_along_axis(fX, perm[..., None], axis=-2) if relation == "equivariant" else fX
+    return np.abs(fPX - target).reshape(len(fX), -1).max(-1)
+
+
+def _equivariance_verdicts(form, apply, X, perm, pe):
+    """Residuals of the claimed relation in the three settings; ``apply(X, causal)`` runs the block."""
+    PX = np.take_along_axis(X, perm[..., None], axis=-2)
+    PE = np.broadcast_to(pe, X.shape)
+    out = {}
+    with np.errstate(all="ignore"):
+        out["plain"] = _relation_residual(form["relation"], apply(X, False), apply(PX, False), perm)
+        out["positional_encoding"] = _relation_residual(form["relation"], apply(X + PE, False), apply(PX + PE, False), perm)
+        out["causal_mask"] = _relation_residual(form["relation"], apply(X, True), apply(PX, True), perm)
+    return out
+
+
+def _equivariance_score(form, residuals, scale, N, D):
+    """Each setting in units of its threshold: a setting claimed to keep the relation needs a
+    residual within rounding (tol_eq); one claimed to break it needs a residual ≥ thr_break
+    (a counterexample). Score ≤ 1 means the claim holds in that setting."""
+    tol_eq = 64 * N * D * EPS * scale
+    thr_break = 1e-6 * scale
+    score, shown = {}, {}
+    for s in _SETTINGS:
+        r = residuals[s]
+        claimed_kept = s == "plain" or s not in form["broken_by"]
+        if claimed_kept:
+            score[s] = float(np.max(r)) / tol_eq if np.all(np.isfinite(r)) else math.inf
+        else:
+            score[s] = thr_break / largest(float(np.max(r)), 1e-300)
+        shown[s] = {"max_residual": float(np.max(r)), "claimed": "kept" if claimed_kept else "broken"}
+    return score, shown, tol_eq, thr_break
+
+
+def _perm_batch(rng, B, N):
+    perm = np.stack([rng.permutation(N) for _ in range(B)])
+    perm[0] = np.r_[1, 0, np.arange(2, N)]  # the simplest counterexample: swap the first two tokens
+    return perm
+
+
+def _perm_symbolic(form, ctx) -> CheckResult:
+    """The form's claims vs the derivation: equivariance for every permutation (N = 3), broken by a
+    causal mask and by an added positional encoding (exact counterexamples)."""
+    der = ta.derive_permutation_equivariance(3)
+    derived_broken = {s for s, key in (("causal_mask", "breaks_with_causal_mask"),
+                                       ("positional_encoding", "breaks_with_positional_encoding")) if der.result[key]}
+    wrong = []
+    if der.result["equivariant"] and form["relation"] != "equivariant":
+        wrong.append(f"relation {form['relation']!r} but SymPy derives equivariance")
+    for s in sorted(derived_broken ^ set(form["broken_by"])):
+        wrong.append(f"{s}: claimed {'broken' if s in form['broken_by'] else 'kept'}, derived {'broken' if s in derived_broken else 'kept'}")
+    return compare(len(wrong), 0, "exact: the claimed truth table must equal the derived one",
+                   sizes={"N": 3}, details={"disagreements": wrong, "causal_counterexample": der.facts["causal_counterexample"],
+                                            "pe_counterexample": der.facts["pe_counterexample"]})
+
+
+def _perm_numeric(form, ctx) -> CheckResult:
+    """Our block (attention + LayerNorm + MLP) on random inputs and permutations: the claimed
+    relation holds to rounding without PE/mask; each claimed breaker yields a counterexample."""
+    rng = ctx.rng()
+    B, N, D, M, F = ctx.size(6, 16, 64), 6, 8, 2, 16
+    p = na.random_block_params(rng, D, M, F)
+    X = rng.normal(size=(B, N, D))
+    perm = _perm_batch(rng, B, N)
+    pe = na.sinusoidal_pe(np.arange(N), D)
+    res = _equivariance_verdicts(form, lambda Z, causal: form["block"](Z, p, causal=causal), X, perm, pe)
+    with np.errstate(all="ignore"):
+        scale = largest(1.0, _maxabs(form["block"](X, p)))
+    score, shown, tol_eq, thr = _equivariance_score(form, res, scale if math.isfinite(scale) else 1.0, N, D)
+    return compare(worst(score), 1.0, f"residual / threshold: kept ⇒ ≤ 64·N·D·eps·scale = {tol_eq:.2g}; broken ⇒ ≥ {thr:.2g} (1e-6·scale)",
+                   seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D, "heads": M, "mlp width": F},
+                   details={"settings": shown, "score": score, "swap_counterexample_residual": {s: float(r[0]) for s, r in res.items()}})
+
+
+def _perm_torch(form, ctx) -> CheckResult:
+    """The claims on torch.nn.TransformerEncoderLayer (pre- and post-LN, dropout 0, float64):
+    causal via src_mask + is_causal, PE = sinusoidal encoding added to the input; and the form's
+    block, given the pre-LN layer's weights, reproduces that layer's outputs to rounding."""
+    rng = ctx.rng()
+    B, N, D, M, F = ctx.size(4, 16, 64), 6, 8, 2, 16
+    X = rng.normal(size=(B, N, D))
+    perm = _perm_batch(rng, B, N)
+    pe = na.sinusoidal_pe(np.arange(N), D)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(N, dtype=torch.float64, device=ctx.device)
+    score, shown = {}, {}
+    for norm_first in (True, False):
+        with _torch_seed(ctx.seed_for(norm_first)):
+            layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=0.0, batch_first=True,
+                                                     norm_first=norm_first, dtype=torch.float64).to(ctx.device).eval()
+
+        def apply(Z, causal, layer=layer):
+            with torch.no_grad():
+                kw = {"src_mask": mask, "is_causal": True} if causal else {}
+                return _np(layer(_T(Z, ctx.device), **kw))
+
+        res = _equivariance_verdicts(form, apply, X, perm, pe)
+        ref = apply(X, False)
+        sc, sh, tol_eq, thr = _equivariance_score(form, res, largest(1.0, _maxabs(ref)), N, D)
+        tag = "pre_ln" if norm_first else "post_ln"
+        score.update({f"{tag}_{k}": v for k, v in sc.items()})
+        shown[tag] = sh
+        if norm_first:  # the form's block is the pre-LN layer: same weights, same outputs
+            with np.errstate(all="ignore"):
+                mine = form["block"](X, na.encoder_layer_to_block(layer))
+            score["block_vs_torch_pre_ln"] = _maxabs(mine - ref) / tol_eq if np.all(np.isfinite(mine)) else math.inf
+    return compare(worst(score), 1.0, "residual / threshold as in the numeric check (rounding-level vs 1e-6·scale)",
+                   seeds=[ctx.seed_for(), ctx.seed_for(True), ctx.seed_for(False)], sizes={"batch": B, "N": N, "D": D, "heads": M},
+                   device=ctx.device, details={"settings": shown, "score": score})
+
+
+def _block_with_position(X, p, *, causal=False):
+    Y = na.block_pre_ln(X, p, causal=causal)
+    return Y + 0.5 * na.sinusoidal_pe(np.arange(Y.shape[-2]), Y.shape[-1])
+
+
+def _block_token_mixing(X, p, *, causal=False):
+    Y = na.block_pre_ln(X, p, causal=causal)
+    return Y + np.cumsum(Y, axis=-2) / np.arange(1, Y.shape[-2] + 1)[:, None]
+
+
+_PERM_FORM = {"block": na.block_pre_ln, "relation": "equivariant", "broken_by": frozenset({"positional_encoding", "causal_mask"})}
+
+register(Claim(
+    id="attn.permutation_equivariance",
+    title="A block without PE or mask is permutation-equivariant; PE or a causal mask breaks it",
+    statement=r"f(PX)=Pf(X)\ \forall P\ \text{(attention + LayerNorm + MLP, no PE, no mask)};\ \exists X,P:\ f(PX+E)\ne Pf(X+E),\ f_{\text{causal}}(PX)\ne Pf_{\text{causal}}(X)",
+    source="lecture notes 003 §3; lecture notes 004 (poll: order is ignored); lecture notes 001 ('position-invariant')",
+    kind="theorem",
+    form=_PERM_FORM,
+    derivation=lambda: ta.derive_permutation_equivariance(3),
+    checks=(
+        Check("truth_table_vs_sympy", "symbolic", _perm_symbolic, "claimed relation and breakers vs the derivation"),
+        Check("block_permutations", "numeric", _perm_numeric, "our block: relation to rounding; counterexamples with PE and mask"),
+        Check("torch_encoder_layer", "numeric", _perm_torch, "the same on torch.nn.TransformerEncoderLayer", uses_device=False),
+    ),
+    mutants=(
+        Mutant("claims_pe_keeps_equivariance", "wrong formula", "claims positional encodings keep equivariance",
+               dict(_PERM_FORM, broken_by=frozenset({"causal_mask"}))),
+        Mutant("claims_mask_keeps_equivariance", "wrong formula", "claims a causal mask keeps equivariance",
+               dict(_PERM_FORM, broken_by=frozenset({"positional_encoding"}))),
+        Mutant("claims_invariance", "wrong formula", "claims invariance f(PX) = f(X) instead of equivariance", dict(_PERM_FORM, relation="invariant")),
+        Mutant("block_hidden_position", "extra term", "a block that adds a positional term internally", dict(_PERM_FORM, block=_block_with_position)),
+        Mutant("block_token_mixing", "wrong axis", "a running mean over tokens instead of a token-wise map", dict(_PERM_FORM, block=_block_token_mixing)),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# attn.layernorm
+# form: layernorm(X, eps=0.0, gamma=None, beta=None), over the last axis
+
+
+def _ln_inputs(ctx, B, N, D):
+    rng = ctx.rng(B, N, D)
+    mu = rng.uniform(-10, 10, size=(B, N, 1))
+    sd = np.exp(rng.uniform(np.log(0.1), np.log(10.0), size=(B, N, 1)))
+    return mu + sd * rng.normal(size=(B, N, D)), float(np.max(np.abs(mu) / sd))
+
+
+def _ln_symbolic(form, ctx) -> CheckResult:
+    """The form's per-token mean and population variance vs the derived 0 and v/(v+ε)."""
+    der = ta.derive_layernorm(3)
+    var_ref = sp.lambdify([der.facts["v"], der.facts["eps"]], der.result["variance"], "numpy")
+    B, N, D = 4, 5, 16
+    X, cond = _ln_inputs(ctx, B, N, D)
+    v = X.var(axis=-1)  # population variance (ddof 0), NumPy's own
+    errs = {}
+    for eps in (0.0, 1e-3, 0.1, 1.0):
+        with np.errstate(all="ignore"):
+            Z = form(X, eps)
+        errs[f"mean_eps{eps:g}"] = _maxabs(Z.mean(-1))
+        errs[f"var_eps{eps:g}"] = _maxabs(Z.var(-1) - var_ref(v, eps))
+    return compare(worst(errs), 32 * D * EPS * (1 + cond), "float64 rounding, amplified by cancellation |μ|/σ (32·D·eps·(1 + max|μ|/σ))",
+                   seeds=[ctx.seed_for(B, N, D)], sizes={"batch": B, "tokens": N, "D": D, "max |mean|/sd": cond}, details=errs)
+
+
+def _ln_vs_torch(form, ctx) -> CheckResult:
+    """vs torch.nn.LayerNorm (random weight and bias, several ε) and F.layer_norm with ε = 0."""
+    B, N, D = ctx.size(4, 16, 64), 5, 12
+    X, cond = _ln_inputs(ctx, B, N, D)
+    rng = ctx.rng("affine")
+    errs = {}
+    Xt = _T(X, ctx.device)
+    for eps in (1e-5, 0.1, 1.0):
+        ln = torch.nn.LayerNorm(D, eps=eps, dtype=torch.float64, device=ctx.device)
+        g, b = 1 + 0.5 * rng.normal(size=D), 0.5 * rng.normal(size=D)
+        with torch.no_grad():
+            ln.weight.copy_(_T(g)), ln.bias.copy_(_T(b))
+            ref = _np(ln(Xt))
+        with np.errstate(all="ignore"):
+            errs[f"LayerNorm_eps{eps:g}"] = _maxabs(form(X, eps, g, b) - ref)
+    with torch.no_grad():
+        ref0 = _np(torch.nn.functional.layer_norm(Xt, (D,), eps=0.0))
+    with np.errstate(all="ignore"):
+        errs["layer_norm_eps0"] = _maxabs(form(X) - ref0)
+    return compare(worst(errs), 32 * D * EPS * (1 + cond) * 3, "float64 rounding × cancellation |μ|/σ × max|γ| (32·D·eps·(1+max|μ|/σ)·3)",
+                   seeds=[ctx.seed_for(B, N, D), ctx.seed_for("affine")], sizes={"batch": B, "tokens": N, "D": D},
+                   device=ctx.device, details=errs)
+
+
+def _ln_mutant(axis=-1, ddof=0, eps_outside=False, center=True, affine_inside=False):
+    def f(X, eps=0.0, gamma=None, beta=None):
+        X = np.asarray(X, dtype=np.float64)
+        mu = X.mean(axis=axis, keepdims=True) if center else 0.0
+        sd2 = X.var(axis=axis, keepdims=True, ddof=ddof)
+        Z = (X - mu) / (np.sqrt(sd2) + eps if eps_outside else np.sqrt(sd2 + eps))
+        g = 1.0 if gamma is None else gamma
+        b = 0.0 if beta is None else beta
+        return g * (Z + b) if affine_inside else g * Z + b
+    return f
+
+
+register(Claim(
+    id="attn.layernorm",
+    title="LayerNorm gives each token mean 0 and variance 1; with ε and affine it is torch.nn.LayerNorm",
+    statement=r"\operatorname{LN}(x)_l=\frac{x_l-\mu}{\sqrt{v+\varepsilon}},\ \mu=\tfrac1D\sum_lx_l,\ v=\tfrac1D\sum_l(x_l-\mu)^2:\ \operatorname{mean}=0,\ \operatorname{var}=\tfrac{v}{v+\varepsilon}\ (=1\text{ at }\varepsilon=0);\ \gamma\odot\operatorname{LN}(x)+\beta=\texttt{torch.nn.LayerNorm}",
+    source="lecture notes 000 (token normalisation); lecture notes 001, 004; Ba, Kiros, Hinton (2016)",
+    kind="theorem",
+    form=na.layernorm,
+    derivation=lambda: ta.derive_layernorm(3),
+    checks=(
+        Check("moments_vs_sympy", "symbolic", _ln_symbolic, "output mean and variance vs the derived 0 and v/(v+ε)"),
+        Check("vs_torch_layernorm", "numeric", _ln_vs_torch, "vs torch.nn.LayerNorm and F.layer_norm", uses_device=False),
+    ),
+    mutants=(
+        Mutant("sample_variance", "wrong constant", "variance with 1/(D−1) (ddof=1) instead of 1/D", _ln_mutant(ddof=1)),
+        Mutant("token_axis", "wrong axis", "normalised over the token axis instead of the feature axis", _ln_mutant(axis=-2)),
+        Mutant("eps_outside_sqrt", "wrong formula", "(x − μ)/(σ + ε) instead of (x − μ)/√(σ² + ε)", _ln_mutant(eps_outside=True)),
+        Mutant("no_centering", "dropped term", "the mean is not subtracted", _ln_mutant(center=False)),
+        Mutant("affine_inside", "wrong formula", "γ(x̂ + β) instead of γx̂ + β", _ln_mutant(affine_inside=True)),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# attn.block_recipe (erratum: lecture notes 000's last line)
+# form: {"pre_ln": block(X, p, *, causal), "post_ln": block(X, p, *, causal)}
+
+
+def _torch_ln(ln):
+    g, b, e = ln
+    return lambda Z: _np(torch.nn.functional.layer_norm(_T(Z), (Z.shape[-1],), _T(g), _T(b), e))
+
+
+def _block_symbolic(form, ctx) -> CheckResult:
+    """With both branches switched off (W_O = 0, last MLP layer = 0) the derivation says pre-LN is
+    the identity and post-LN is LN_2(LN_1(x)); evaluated with torch's layer_norm as LN."""
+    der = ta.derive_block_recipe()
+    x, fns = der.facts["x"], der.facts["functions"]
+    rng = ctx.rng()
+    B, N, D, M, F = 3, 5, 8, 2, 16
+    p = na.random_block_params(rng, D, M, F).zero_branches()
+    X = rng.normal(size=(B, N, D)) * 2 + 1
+    mods = [{"LN_1": _torch_ln(p.ln1), "LN_2": _torch_ln(p.ln2)}, "numpy"]
+    errs = {}
+    for name in ("pre_ln", "post_ln"):
+        ref = sp.lambdify(x, der.result[name], modules=mods)(X)
+        ref = np.broadcast_to(ref, X.shape)
+        with np.errstate(all="ignore"):
+            errs[name] = _maxabs(form[name](X, p) - ref)
+    return compare(worst(errs), 64 * D * EPS * largest(1.0, _maxabs(X)), "float64 rounding of two LayerNorms (64·D·eps·max|x|)",
+                   seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D}, details=dict(errs, derived={k: str(v) for k, v in der.result.items()}))
+
+
+def _block_vs_torch(form, ctx) -> CheckResult:
+    """pre_ln vs TransformerEncoderLayer(norm_first=True), post_ln vs norm_first=False (ReLU,
+    dropout 0, float64, LayerNorm weights perturbed so the mapping is exercised), with and without
+    the causal mask."""
+    rng = ctx.rng()
+    B, N, D, M, F = ctx.size(3, 8, 32), 6, 8, 2, 16
+    X = rng.normal(size=(B, N, D))
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(N, dtype=torch.float64, device=ctx.device)
+    errs = {}
+    for norm_first, name in ((True, "pre_ln"), (False, "post_ln")):
+        with _torch_seed(ctx.seed_for(norm_first)):
+            layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=0.0, batch_first=True,
+                                                     norm_first=norm_first, dtype=torch.float64).eval()
+            with torch.no_grad():
+                for n in (layer.norm1, layer.norm2):
+                    n.weight.add_(0.3 * torch.randn(D, dtype=torch.float64))
+                    n.bias.add_(0.3 * torch.randn(D, dtype=torch.float64))
+            layer = layer.to(ctx.device)
+        p = na.encoder_layer_to_block(layer)
+        for causal in (False, True):
+            with torch.no_grad():
+                kw = {"src_mask": mask, "is_causal": True} if causal else {}
+                ref = _np(layer(_T(X, ctx.device), **kw))
+            with np.errstate(all="ignore"):
+                errs[f"{name}{'_causal' if causal else ''}"] = _maxabs(form[name](X, p, causal=causal) - ref)
+    return compare(worst(errs), 64 * (D + F + N) * EPS * 10, "float64 rounding through attention, two LayerNorms and the MLP "
+                   "(64·(D+F+N)·eps·10, outputs O(10))", seeds=[ctx.seed_for(), ctx.seed_for(True), ctx.seed_for(False)],
+                   sizes={"batch": B, "N": N, "D": D, "heads": M, "mlp width": F}, device=ctx.device, details=errs)
+
+
+def _pre_ln_no_second_residual(X, p, *, causal=False):
+    y = np.asarray(X) + na.mhsa_concat(na.layernorm(X, p.ln1[2], *p.ln1[:2]), causal=causal, **p.attn)
+    return na.mlp(na.layernorm(y, p.ln2[2], *p.ln2[:2]), *p.mlp)
+
+
+def _pre_ln_normalised_stream(X, p, *, causal=False):
+    xn = na.layernorm(X, p.ln1[2], *p.ln1[:2])
+    y = xn + na.mhsa_concat(xn, causal=causal, **p.attn)
+    return y + na.mlp(na.layernorm(y, p.ln2[2], *p.ln2[:2]), *p.mlp)
+
+
+def _post_ln_no_final_norm(X, p, *, causal=False):
+    X = np.asarray(X)
+    y = na.layernorm(X + na.mhsa_concat(X, causal=causal, **p.attn), p.ln1[2], *p.ln1[:2])
+    return y + na.mlp(y, *p.mlp)
+
+
+def _swap_norms(block):
+    return lambda X, p, *, causal=False: block(X, replace(p, ln1=p.ln2, ln2=p.ln1), causal=causal)
+
+
+_BLOCK_FORM = {"pre_ln": na.block_pre_ln, "post_ln": na.block_post_ln}
+
+register(Claim(
+    id="attn.block_recipe",
+    title="Transformer block: pre-LN residual x' = y + MLP(LN y) (lecture notes 000 corrected) and post-LN",
+    statement=r"\text{pre-LN: }y=x+\operatorname{MHSA}(\operatorname{LN}_1x),\ x'=y+\operatorname{MLP}(\operatorname{LN}_2y);\quad\text{post-LN: }y=\operatorname{LN}_1(x+\operatorname{MHSA}x),\ x'=\operatorname{LN}_2(y+\operatorname{MLP}y)",
+    source="lecture notes 000 (final recipe); lecture notes 001, 003 (LayerNorm after the sub-layer); Vaswani et al. (2017); Xiong et al. (2020)",
+    kind="erratum",
+    form=_BLOCK_FORM,
+    stated={"pre_ln": na.block_pre_ln_as_stated, "post_ln": na.block_post_ln},
+    stated_statement=r"y=x+\operatorname{MHSA}(\bar x),\ \bar y=\operatorname{LayerNorm}(y),\ x^{(m)}=\bar y+\operatorname{MLP}(y)",
+    notes=("Lecture notes 000's last line adds the normalised ȳ and feeds the un-normalised y to the MLP; as stated, switching the "
+           "MLP off gives LN(y), not y, so it is not a residual update. Lecture notes 001's recipe is post-LN (LayerNorm after "
+           "each sub-layer, its step 2 without a residual); lecture notes 003's layer MLP(Y(X) + X) has no LayerNorm. Both torch "
+           "variants (norm_first True/False) are checked."),
+    derivation=ta.derive_block_recipe,
+    checks=(
+        Check("zero_branches_vs_sympy", "symbolic", _block_symbolic, "branches off: pre-LN is the identity, post-LN is LN₂∘LN₁"),
+        Check("vs_torch_encoder_layer", "numeric", _block_vs_torch, "vs torch.nn.TransformerEncoderLayer (norm_first True/False)", uses_device=False),
+    ),
+    mutants=(
+        Mutant("pre_ln_no_second_residual", "dropped term", "x' = MLP(LN₂ y): the second residual is dropped", dict(_BLOCK_FORM, pre_ln=_pre_ln_no_second_residual)),
+        Mutant("pre_ln_normalised_stream", "wrong formula", "the residual stream carries LN₁(x) instead of x", dict(_BLOCK_FORM, pre_ln=_pre_ln_normalised_stream)),
+        Mutant("post_ln_no_final_norm", "dropped term", "post-LN without the second LayerNorm", dict(_BLOCK_FORM, post_ln=_post_ln_no_final_norm)),
+        Mutant("norms_swapped", "swapped index", "LN₁'s parameters used for LN₂ and vice versa", dict(_BLOCK_FORM, pre_ln=_swap_norms(na.block_pre_ln))),
+        Mutant("post_ln_is_pre_ln", "wrong formula", "the post-LN variant computed as pre-LN", dict(_BLOCK_FORM, post_ln=na.block_pre_ln)),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# attn.complexity
+# form: {"score_cost": (N, K, D) -> MACs, "head_cost": (N, K, D) -> MACs}; FLOPs = 2·MACs
+
+
+def _cost_symbolic(form, ctx) -> CheckResult:
+    """The form's cost polynomials vs the sums SymPy evaluated from the definition, on a grid."""
+    der = ta.derive_complexity()
+    Ns, Ks, Ds = der.facts["N"], der.facts["K"], der.facts["D"]
+    ref = {k: sp.lambdify([Ns, Ks, Ds], der.result[k]) for k in ("score_cost", "head_cost")}
+    errs = {k: 0 for k in ref}
+    for N in range(1, 13):
+        for K in range(1, 7):
+            for D in range(1, 9):
+                for k in ref:
+                    errs[k] = largest(errs[k], abs(int(form[k](N, K, D)) - int(ref[k](N, K, D))))
+    return compare(worst(errs), 0, "exact integer counts", sizes={"N": "1..12", "K": "1..6", "D": "1..8"},
+                   details=dict(errs, derived={k: str(v) for k, v in der.result.items()},
+                                k_threshold=str(der.facts["k_threshold"]), gap_at_half_d=str(der.facts["gap_at_half_d"])))
+
+
+def _cost_flop_counter(form, ctx) -> CheckResult:
+    """FlopCounterMode (FLOPs = 2 × multiply-adds for matrix products) on the actual modules:
+    lecture notes 000's shared-U score module vs score_cost, MultiheadAttention (E = D, H heads, K = D/H,
+    no bias) vs H·head_cost; and the N² share of the FLOPs at N ≫ D vs N/(N + D)."""
+    grid = [(N, K, D) for N in (1, 3, 8, 17) for K in (1, 2, 5) for D in (1, 4, 7)]
+    errs, measured = {"score_cost": 0, "mha_head_cost": 0}, []
+    for N, K, D in grid:
+        m = na.SharedProjectionScores(D, K, device=ctx.device)
+        fl = na.count_flops(m, torch.zeros(1, N, D, dtype=torch.float64, device=ctx.device))
+        assert fl["total"] % 2 == 0
+        errs["score_cost"] = largest(errs["score_cost"], abs(fl["total"] // 2 - int(form["score_cost"](N, K, D))))
+    mha_grid = [(N, D, H) for N in (2, 9) for D, H in ((4, 1), (6, 2), (8, 4), (12, 3))] + ctx.size([], [(33, 16, 2)])
+    for N, D, H in mha_grid:
+        mha = torch.nn.MultiheadAttention(D, H, bias=False, batch_first=True, dtype=torch.float64, device=ctx.device)
+        x = torch.zeros(1, N, D, dtype=torch.float64, device=ctx.device)
+        fl = na.count_flops(mha, x, x, x, need_weights=False)
+        pred = H * int(form["head_cost"](N, D // H, D))
+        errs["mha_head_cost"] = largest(errs["mha_head_cost"], abs(fl["total"] // 2 - pred))
+        measured.append({"N": N, "D": D, "H": H, "flops": fl["total"], "predicted_macs": pred})
+    der = ta.derive_complexity()
+    frac = lambda N, D: der.facts["score_fraction"].subs({der.facts["N"]: N, der.facts["D"]: D})  # noqa: E731 (exact)
+    shares = {}
+    for N, K, D in [(256, 4, 4), (512, 2, 8)]:  # N ≫ D: the N² term dominates
+        fl = na.count_flops(na.SharedProjectionScores(D, K, device=ctx.device), torch.zeros(1, N, D, dtype=torch.float64, device=ctx.device))
+        share = Fraction(fl["total"] - fl["SharedProjectionScores.proj"], fl["total"])  # exact rational
+        shares[f"N{N}_K{K}_D{D}"] = float(share)
+        derived = sp.Rational(frac(N, D))
+        errs[f"n2_share_vs_derived_N{N}_D{D}"] = 0 if share == Fraction(int(derived.p), int(derived.q)) else 1
+        errs[f"n2_share_not_above_0.95_N{N}"] = 0 if share > Fraction(95, 100) else 1
+    if ctx.want_figures:
+        plt = pyplot()
+
+        Nn = np.array([1, 2, 4, 8, 16, 32, 64, 128])
+        K, D = 4, 8
+        fl = [na.count_flops(na.SharedProjectionScores(D, K), torch.zeros(1, int(n), D, dtype=torch.float64))["total"] for n in Nn]
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.loglog(Nn, np.array(fl) / 2, "o", label="FlopCounterMode / 2")
+        ax.loglog(Nn, [form["score_cost"](int(n), K, D) for n in Nn], "-", label="claimed N·K·D + N²·K")
+        ax.loglog(Nn, Nn**2 * K, ":", label="N²·K")
+        ax.set_xlabel("N (tokens)")
+        ax.set_ylabel("multiply-adds")
+        ax.set_title(f"shared-U scores, K={K}, D={D}")
+        ax.legend(fontsize=7)
+        ctx.save_figure(fig, "cost_vs_n")
+    return compare(worst(errs), 0, "exact: FlopCounterMode counts 2 FLOPs per multiply-add of a matrix product",
+                   sizes={"score grid (N,K,D)": len(grid), "MHA grid (N,D,H)": mha_grid}, device=ctx.device,
+                   details={"max_abs_diff": errs, "n2_share": shares, "mha": measured})
+
+
+_COST_FORM = {"score_cost": lambda N, K, D: N * K * D + N * N * K, "head_cost": lambda N, K, D: 4 * N * K * D + 2 * N * N * K}
+
+register(Claim(
+    id="attn.complexity",
+    title="Cost of attention: N·K·D (projections) + N²·K (scores) multiply-adds",
+    statement=r"C_{\text{scores}}=NKD+N^2K,\quad C_{\text{head}}=4NKD+2N^2K\ \text{multiply-adds (FLOPs}=2\times\text{)},\quad \frac{N^2K}{C_{\text{scores}}}=\frac{N}{N+D}\xrightarrow{N\to\infty}1",
+    source="lecture notes 000 ('NKD + N²K time'); torch.utils.flop_counter.FlopCounterMode",
+    kind="identity",
+    form=_COST_FORM,
+    derivation=ta.derive_complexity,
+    notes=("Lecture notes 000 adds 'N²D if K < D/2': NKD + N²K < N²D holds iff K < ND/(N+D); at K = D/2 it needs N > D. "
+           "torch 2.13's FlopCounterMode counts 0 for the fused CPU attention kernel, so counts run under the math backend."),
+    checks=(
+        Check("polynomial_vs_sympy", "symbolic", _cost_symbolic, "form vs the multiply-add sums SymPy evaluated"),
+        Check("flop_counter", "numeric", _cost_flop_counter, "vs FlopCounterMode on the score module and MultiheadAttention", uses_device=False),
+    ),
+    mutants=(
+        Mutant("scores_over_d", "wrong formula", "N·K·D + N²·D (the parameter-free variant's score cost)",
+               dict(_COST_FORM, score_cost=lambda N, K, D: N * K * D + N * N * D)),
+        Mutant("projection_dropped", "dropped term", "N²·K only", dict(_COST_FORM, score_cost=lambda N, K, D: N * N * K)),
+        Mutant("flops_not_macs", "wrong constant", "2(NKD + N²K): FLOPs reported as multiply-adds",
+               dict(_COST_FORM, score_cost=lambda N, K, D: 2 * (N * K * D + N * N * K))),
+        Mutant("head_without_weighting", "dropped term", "head cost without the A-weighted sum of values (4NKD + N²K)",
+               dict(_COST_FORM, head_cost=lambda N, K, D: 4 * N * K * D + N * N * K)),
+        Mutant("head_without_output_projection", "dropped term", "head cost without U_p (3NKD + 2N²K)",
+               dict(_COST_FORM, head_cost=lambda N, K, D: 3 * N * K * D + 2 * N * N * K)),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# attn.sinusoidal_pe
+# form: {"pe": (positions, D) -> (P, D), "shift": (k, D) -> M_k with PE(p + k) = PE(p) M_k}
+
+
+def _pe_symbolic(form, ctx) -> CheckResult:
+    """The form's encoding and shift matrix vs the derived definition and rotation R(kω_i)."""
+    der = ta.derive_sinusoidal_pe()
+    sy = der.facts["symbols"]
+    R = sp.lambdify([sy["k"], sy["omega"]], der.result, "numpy")
+    om = sp.lambdify([sy["i"], sy["D"], sy["base"]], der.facts["omega"], "numpy")
+    errs = {"shift": 0.0, "pe": 0.0}
+    pos = np.arange(0.0, 64.0)
+    for D in (2, 4, 8, 16):
+        w = np.array([om(i, D, 10000.0) for i in range(D // 2)])
+        ref_pe = np.empty((len(pos), D))
+        ref_pe[:, 0::2], ref_pe[:, 1::2] = np.sin(np.outer(pos, w)), np.cos(np.outer(pos, w))
+        with np.errstate(all="ignore"):
+            errs["pe"] = largest(errs["pe"], _maxabs(form["pe"](pos, D) - ref_pe))
+        for k in (1, 3, 50):
+            ref = np.zeros((D, D))
+            for i in range(D // 2):
+                ref[2 * i:2 * i + 2, 2 * i:2 * i + 2] = np.asarray(R(k, w[i]), dtype=float)
+            with np.errstate(all="ignore"):
+                errs["shift"] = largest(errs["shift"], _maxabs(form["shift"](k, D) - ref))
+    return compare(worst(errs), 16 * 64 * EPS, "rounding of sin/cos at angles ≤ 64 (16·64·eps)",
+                   sizes={"D": [2, 4, 8, 16], "k": [1, 3, 50], "positions": "0..63"},
+                   details=dict(errs, derived_rotation=str(der.result)))
+
+
+def _pe_numeric(form, ctx) -> CheckResult:
+    """Range [-1, 1]; PE(p + k) = PE(p) M_k for p up to 10⁴ and several k; M_k orthogonal;
+    M_j M_k = M_{j+k}; the encoding itself against an independent mpmath construction (30 digits)."""
+    P = ctx.size(200, 2000, 20000)
+    pos = np.r_[np.arange(P, dtype=float), 1e4 + np.arange(8.0)]
+    ks = (1, 2, 17, 100)
+    errs = {}
+    for D in (4, 16, 64):
+        with np.errstate(all="ignore"):
+            pe = form["pe"](pos, D)
+            errs[f"range_excess_D{D}"] = largest(0.0, _maxabs(pe) - 1.0) if np.all(np.isfinite(pe)) else math.inf
+            for k in ks:
+                Mk = form["shift"](k, D)
+                errs[f"shift_D{D}_k{k}"] = _maxabs(form["pe"](pos + k, D) - pe @ Mk)
+                errs[f"orthogonal_D{D}_k{k}"] = _maxabs(Mk @ Mk.T - np.eye(D))
+            errs[f"compose_D{D}"] = _maxabs(form["shift"](2, D) @ form["shift"](17, D) - form["shift"](19, D))
+    # an independent construction: mpmath at 30 digits, ω_i = 10000^{-2i/D} by mpmath.power, for a
+    # few positions (not the SymPy derivation, not the form's arithmetic)
+    import mpmath
+
+    with mpmath.workdps(30):
+        for D in (4, 16):
+            probe = [0, 1, 7, 100, 9999]
+            ref = np.array([[float(mpmath.sin(p * mpmath.power(10000, mpmath.mpf(-2 * (j // 2)) / D))) if j % 2 == 0 else
+                             float(mpmath.cos(p * mpmath.power(10000, mpmath.mpf(-2 * (j // 2)) / D))) for j in range(D)]
+                            for p in probe])
+            with np.errstate(all="ignore"):
+                errs[f"vs_mpmath_D{D}"] = _maxabs(form["pe"](np.asarray(probe, dtype=float), D) - ref)
+    pmax = float(pos.max() + largest(ks))
+    return compare(worst(errs), 16 * pmax * EPS, f"angle rounding grows with the position: 16·(max position {pmax:g})·eps",
+                   sizes={"positions": len(pos), "max position": pmax, "D": [4, 16, 64], "k": list(ks)}, details=errs)
+
+
+def _pe_sin_cos_swapped(positions, D, base=10000.0):
+    pe = na.sinusoidal_pe(positions, D, base)
+    out = pe.copy()
+    out[..., 0::2], out[..., 1::2] = pe[..., 1::2], pe[..., 0::2]
+    return out
+
+
+def _pe_sum_amplitude(positions, D, base=10000.0):
+    pe = na.sinusoidal_pe(positions, D, base)
+    out = pe.copy()
+    out[..., 0::2] = pe[..., 0::2] + pe[..., 1::2]
+    return out
+
+
+_PE_FORM = {"pe": na.sinusoidal_pe, "shift": na.pe_shift_matrix}
+
+register(Claim(
+    id="attn.sinusoidal_pe",
+    title="Sinusoidal encodings lie in [−1, 1]^D and a shift by k is a fixed block rotation",
+    statement=r"PE(p)_{2i}=\sin p\omega_i,\ PE(p)_{2i+1}=\cos p\omega_i,\ \omega_i=10000^{-2i/D}:\ PE(p)\in[-1,1]^D,\ PE(p+k)=PE(p)\,\operatorname{diag}_i\begin{bmatrix}\cos k\omega_i&-\sin k\omega_i\\\sin k\omega_i&\cos k\omega_i\end{bmatrix}",
+    source="lecture notes 003 §3 (sinusoidal encoding, r_n ∈ (−1, 1)^D); Vaswani et al. (2017) §3.5",
+    kind="theorem",
+    form=_PE_FORM,
+    derivation=ta.derive_sinusoidal_pe,
+    notes="Lecture notes 003 writes the open cube (−1, 1)^D; sin 0 = 0 and cos 0 = 1 put PE(0) on the boundary, so the closed cube is right.",
+    checks=(
+        Check("rotation_vs_sympy", "symbolic", _pe_symbolic, "form vs the rotation derived by angle addition"),
+        Check("shift_range_numeric", "numeric", _pe_numeric, "range, shift identity up to position 10⁴, orthogonality, composition"),
+    ),
+    mutants=(
+        Mutant("shift_transposed", "sign flip", "rotation by −kω (the transposed blocks)", dict(_PE_FORM, shift=lambda k, D, base=10000.0: na.pe_shift_matrix(k, D, base).T)),
+        Mutant("shift_wrong_frequencies", "wrong constant", "shift built with ω_i = 10000^{−i/D}",
+               dict(_PE_FORM, shift=lambda k, D, base=10000.0: na.pe_shift_matrix(k, 2 * D, base)[:D, :D])),
+        Mutant("pe_sin_cos_swapped", "swapped index", "cos in the even and sin in the odd slots (the shift matrix no longer matches)",
+               dict(_PE_FORM, pe=_pe_sin_cos_swapped)),
+        Mutant("pe_amplitude", "extra term", "sin + cos in the even slots (leaves [−1, 1])", dict(_PE_FORM, pe=_pe_sum_amplitude)),
+    ),
+))

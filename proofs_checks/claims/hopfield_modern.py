@@ -1,0 +1,497 @@
+"""Group D, continued: modern (dense associative) Hopfield networks and their identity with attention
+(lecture notes 002, memorisation part). Binds theory/hopfield.py and numerics/hopfield.py to checks,
+tolerances and mutants. Threshold checks report z-scores as in :mod:`proofs_checks.claims.hopfield`."""
+
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+import torch
+
+from numerics import hopfield as nh
+from numerics.torch_utils import resolve_device
+from proofs_checks.context import pyplot
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS
+from proofs_checks.comparisons import largest, smallest
+from theory import hopfield as th
+from proofs_checks.claims._hopfield_common import Z_JUST, Z_TOL, _half_crossing, _z  # noqa: F401
+
+
+# --------------------------------------------------------------------------------------------
+# hop.modern_energy
+# form: {"energy": (xi, P, beta) -> E, "grad": (xi, P, beta) -> ∇E, "update": (xi, P, beta) -> xi_new}
+
+
+def _modern_symbolic(form, ctx) -> CheckResult:
+    """Energy, gradient and CCCP update of the form against SymPy's (lambdified) derivation."""
+    d, N = 2, 2
+    der = th.derive_modern_energy(d, N)
+    xs, Xs, beta, M = der.facts["xi"], der.facts["X"], der.facts["beta"], der.facts["M"]
+    args = list(xs) + list(Xs) + [beta, M]
+    fE = sp.lambdify(args, der.facts["energy"], "numpy")
+    fG = sp.lambdify(args, der.facts["grad"], "numpy")
+    fU = sp.lambdify(args, der.result, "numpy")
+    rng = ctx.rng()
+    errs = {"energy": 0.0, "grad": 0.0, "update": 0.0}
+    scale = 1.0
+    for _ in range(24):
+        X = rng.normal(size=(d, N))  # columns = patterns (seed convention)
+        xi = rng.normal(size=d) * 1.5
+        b = float(rng.choice([0.3, 1.0, 4.0]))
+        Mv = float(np.max(np.linalg.norm(X, axis=0)))
+        a = list(xi) + list(X.ravel()) + [b, Mv]
+        P = torch.from_numpy(X.T.copy())[None]
+        xt = torch.from_numpy(xi.copy())[None, None]
+        errs["energy"] = largest(errs["energy"], abs(float(form["energy"](xt, P, b).ravel()[0]) - float(fE(*a))))
+        errs["grad"] = largest(errs["grad"], float(np.max(np.abs(form["grad"](xt, P, b).numpy().ravel() - np.ravel(fG(*a))))))
+        errs["update"] = largest(errs["update"], float(np.max(np.abs(form["update"](xt, P, b).numpy().ravel() - np.ravel(fU(*a))))))
+        scale = largest(scale, Mv ** 2, float(xi @ xi))
+    return compare(worst(errs), 256 * EPS * scale, "float64 rounding of exp/log/sums at magnitude max(M², ‖ξ‖²) (256·eps·scale)",
+                   seeds=[ctx.seed_for()], sizes={"d": d, "N": N, "instances": 24}, details=errs)
+
+
+def _ref_energy(xi, P, beta):
+    """Independent torch reference (written out, not the numerics module)."""
+    z = torch.einsum("bsd,bnd->bsn", xi, P)
+    M = torch.linalg.vector_norm(P, dim=-1).max(-1).values
+    return (-torch.logsumexp(beta[:, None, None] * z, -1) / beta[:, None] + 0.5 * (xi ** 2).sum(-1)
+            + math.log(P.shape[1]) / beta[:, None] + 0.5 * M[:, None] ** 2)
+
+
+def _modern_numeric(form, ctx) -> CheckResult:
+    """Batched: energy vs an independent reference, gradient vs autograd, E never increases along
+    the form's updates, E ≥ 0 everywhere (far points included), E ≤ 2M² on the convex hull."""
+    rng = ctx.rng()
+    B, S, N, d = ctx.size(32, 128, 512), 8, 8, 6
+    P = torch.from_numpy(rng.normal(size=(B, N, d)) * rng.uniform(0.3, 3.0, size=(B, 1, 1)))
+    betas = torch.from_numpy(np.exp(rng.uniform(np.log(0.1), np.log(20.0), size=B)))
+    M = P.norm(dim=-1).amax(-1)
+    far = torch.from_numpy(rng.normal(size=(B, S, d))) * M[:, None, None] * 2
+    E_form = torch.stack([form["energy"](far[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
+    errs = {"energy_vs_reference": float((E_form - _ref_energy(far, P, betas)).abs().max())}
+    xg = far.clone().requires_grad_(True)
+    _ref_energy(xg, P, betas).sum().backward()
+    G = torch.stack([form["grad"](far[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
+    errs["grad_vs_autograd"] = float((G - xg.grad).abs().max())
+    errs["negative_energy"] = float(largest(0.0, -E_form.min()))
+    w = torch.from_numpy(rng.dirichlet(np.full(N, 0.3), size=(B, S)))
+    w[:, 0] = 0
+    w[:, 0, 0] = 1.0  # a vertex
+    hull = w @ P
+    E_hull = torch.stack([form["energy"](hull[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
+    errs["above_2M2_on_hull"] = float(largest(0.0, (E_hull - 2 * M[:, None] ** 2).max()))
+    xi, rise = far, 0.0
+    E_prev = _ref_energy(xi, P, betas)
+    trace = [E_prev[:4, 0].tolist()]
+    for _ in range(ctx.size(15, 30, 60)):
+        xi = torch.stack([form["update"](xi[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
+        E_new = _ref_energy(xi, P, betas)
+        rise = largest(rise, float((E_new - E_prev).max()))
+        trace.append(E_new[:4, 0].tolist())
+        E_prev = E_new
+    errs["max_energy_rise_along_updates"] = largest(rise, 0.0)
+    if ctx.want_figures:
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.semilogy(np.maximum(np.asarray(trace), 1e-16), lw=1)
+        ax.set_xlabel("update ξ ← X S(βXᵀξ)")
+        ax.set_ylabel("E(ξ)")
+        ax.set_title("Modern Hopfield energy along CCCP updates")
+        ctx.save_figure(fig, "energy_traces")
+    scale = float((M ** 2).max() * 4 + (far ** 2).sum(-1).max())
+    return compare(worst(errs), 256 * EPS * scale, "float64 rounding at the energy's magnitude (256·eps·max(4M², ‖ξ‖²))",
+                   seeds=[ctx.seed_for()], sizes={"batch": B, "states": S, "N": N, "d": d}, details=errs)
+
+
+def _lse_neg_beta_energy(xi, P, beta):
+    N = P.shape[-2]
+    M = P.norm(dim=-1).amax(-1)[..., None]
+    z = xi @ P.transpose(-1, -2)
+    return -nh.lse(-beta, z) + 0.5 * (xi * xi).sum(-1) + math.log(N) / beta + 0.5 * M ** 2
+
+
+_MODERN = {"energy": nh.modern_energy, "grad": nh.modern_grad, "update": nh.modern_update}
+
+register(Claim(
+    id="hop.modern_energy",
+    title="Modern Hopfield energy: CCCP step is ξ ← X S(βXᵀξ); energy non-increasing, 0 ≤ E ≤ 2M² on the hull",
+    statement=r"E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2:\ \nabla E=\xi-X\,S(\beta X^\top\xi),\ \text{CCCP: }\xi^{\rm new}=X\,S(\beta X^\top\xi),\ E(\xi^{\rm new})\le E(\xi),\ E\ge0,\ E\le2M^2\text{ for }\|\xi\|\le M",
+    source="lecture notes 002; Ramsauer et al. (2021), Hopfield Networks is All You Need; Yuille & Rangarajan (2003) CCCP",
+    kind="theorem",
+    form=_MODERN,
+    derivation=lambda: th.derive_modern_energy(2, 2),
+    checks=(
+        Check("energy_grad_update_vs_sympy", "symbolic", _modern_symbolic, "vs SymPy's energy, gradient and CCCP solution"),
+        Check("descent_and_bounds", "numeric", _modern_numeric, "monotone along updates, 0 ≤ E ≤ 2M² on the hull, autograd"),
+    ),
+    mutants=(
+        Mutant("lse_sign_flipped", "sign flip", "E = +lse(β, Xᵀξ) + …",
+               {**_MODERN, "energy": lambda xi, P, b: nh.modern_energy(xi, P, b) + 2 * nh.lse(b, xi @ P.transpose(-1, -2))}),
+        Mutant("lse_negative_beta", "wrong formula", "β misplaced: −lse(−β, Xᵀξ)",
+               {**_MODERN, "energy": _lse_neg_beta_energy}),
+        Mutant("update_without_beta", "dropped term", "ξ_new = X S(Xᵀξ) (β dropped)",
+               {**_MODERN, "update": lambda xi, P, b: nh.modern_update(xi, P, 1.0)}),
+        Mutant("energy_without_half_M2", "dropped term", "E without the ½M² constant",
+               {**_MODERN, "energy": lambda xi, P, b: nh.modern_energy(xi, P, b) - 0.5 * P.norm(dim=-1).amax(-1)[..., None] ** 2}),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# hop.one_step_retrieval
+# form: (P (B,N,d), xi (B,d), i, beta) -> bound (B,)
+
+
+def _np_fixed_point(P, i, beta, max_iter=100_000, tol=1e-15):
+    """x_i* in NumPy: the update iterated from x_i until every step is ≤ tol·max(1, M); raises if
+    that is not reached (a fixed number of steps is not known to give the fixed point: 200 steps
+    left a default-size instance 3e4 ulp-relative away in the bound)."""
+    x = P[:, i, :].copy()
+    thr = tol * largest(1.0, float(np.linalg.norm(P, axis=-1).max()))
+    for _ in range(max_iter):
+        z = beta * np.einsum("bd,bnd->bn", x, P)
+        z -= z.max(-1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(-1, keepdims=True)
+        nxt = np.einsum("bn,bnd->bd", p, P)
+        step = float(np.max(np.linalg.norm(nxt - x, axis=-1)))
+        x = nxt
+        if step <= thr:
+            return x
+    raise RuntimeError(f"fixed-point iteration not converged after {max_iter} steps (last step {step:.2e})")
+
+
+def _retrieval_instances(rng, B):
+    """Random well-separated instances (patterns of norm ≤ M in random directions, query near x_0)
+    plus an adversarial family: x_0 = M u, the other N−1 patterns antipodal (−M u, tiny jitter),
+    queries displaced from x_0 towards −u; there ‖f(ξ) − x_0‖ ≈ 2M(N−1)e^{−β(Δ−2εM)}, nearly the bound."""
+    out = []
+    for _ in range(B):
+        N, d = int(rng.integers(2, 12)), int(rng.integers(3, 10))
+        P = rng.normal(size=(N, d))
+        P *= (rng.uniform(2.0, 4.0) / np.linalg.norm(P, axis=1, keepdims=True)) * rng.uniform(0.8, 1.0, size=(N, 1))
+        xi = P[0] + rng.normal(size=d) * rng.uniform(0.0, 0.1)
+        out.append((P, xi, float(rng.uniform(0.5, 4.0))))
+    for N in (3, 6, 12):
+        for beta in (0.2, 0.5, 1.0):
+            d = 4
+            u = np.eye(d)[0]
+            M = 1.5
+            P = np.stack([M * u] + [-M * u + 1e-3 * rng.normal(size=d) for _ in range(N - 1)])
+            P *= np.minimum(1.0, M / np.linalg.norm(P, axis=1, keepdims=True))
+            for shift in (0.0, 0.05):
+                out.append((P, P[0] - shift * u, beta))
+    return out
+
+
+def _retrieval_symbolic(form, ctx) -> CheckResult:
+    """The form's bound equals SymPy's bound expression evaluated at independently computed
+    N, β, Δ_i, ε = max{‖ξ−x_i‖, ‖x_i*−x_i‖} and M (relative error)."""
+    der = th.derive_retrieval_bound()
+    f = sp.lambdify(der.facts["args"], der.result, "numpy")
+    rng = ctx.rng()
+    rel = 0.0
+    for P, xi, beta in _retrieval_instances(rng, 24):
+        Pb = P[None]
+        xs = _np_fixed_point(Pb, 0, beta)[0]
+        dots = P @ P[0]
+        Delta = dots[0] - dots[1:].max()
+        eps = largest(np.linalg.norm(xi - P[0]), np.linalg.norm(xs - P[0]))
+        M = np.linalg.norm(P, axis=1).max()
+        ref = f(len(P), beta, Delta, eps, M)
+        got = float(form(torch.from_numpy(Pb), torch.from_numpy(xi[None]), 0, beta)[0])
+        rel = largest(rel, abs(got - ref) / abs(ref))
+    return compare(rel, 1e-8, "relative float64 rounding of exp(βx) with |βx| ≲ 100 and two fixed-point "
+                   "iterations run to convergence (steps ≤ 1e-15 vs 1e-14; ≈ 100·eps per ulp of the exponent → 1e-8 "
+                   "allows a wide margin)",
+                   seeds=[ctx.seed_for()], sizes={"instances": 24 + 18}, details={"max_relative_error": rel})
+
+
+def _retrieval_numeric(form, ctx) -> CheckResult:
+    """‖f(ξ) − x_i‖ ≤ bound on random separated instances and on the near-tight antipodal family."""
+    rng = ctx.rng()
+    inst = _retrieval_instances(rng, ctx.size(64, 256, 1024))
+    worst_ratio, rows = 0.0, []
+    for P, xi, beta in inst:
+        Pt, xt = torch.from_numpy(P[None]), torch.from_numpy(xi[None])
+        f = nh.modern_update(xt[:, None], Pt, beta)[0, 0].numpy()
+        err = float(np.linalg.norm(f - P[0]))
+        bound = float(form(Pt, xt, 0, beta)[0])
+        r = err / bound if bound > 0 else math.inf
+        worst_ratio = largest(worst_ratio, r)
+        rows.append(r)
+    return compare(worst_ratio, 1 + 1e-9, "a bound: error/bound ≤ 1 up to float64 rounding",
+                   seeds=[ctx.seed_for()], sizes={"instances": len(inst)},
+                   details={"max_error_over_bound": worst_ratio, "median_ratio": float(np.median(rows))})
+
+
+def _retrieval_exponential(form, ctx) -> CheckResult:
+    """The one-step error is exponentially small in βΔ_i: on the antipodal family (N = 5, M = 1,
+    Δ = 2) the slopes of log error and of log bound in βΔ agree (both −1)."""
+    d, N, M = 3, 5, 1.0
+    u = np.eye(d)[0]
+    P = np.stack([M * u] + [-M * u] * (N - 1))
+    betas = np.linspace(4.0, 10.0, 7)
+    errs_, bounds = [], []
+    Pt = torch.from_numpy(P[None])
+    for beta in betas:
+        xt = torch.from_numpy(P[0][None].copy())
+        f = nh.modern_update(xt[:, None], Pt, float(beta))[0, 0].numpy()
+        errs_.append(np.linalg.norm(f - P[0]))
+        bounds.append(float(form(Pt, xt, 0, float(beta))[0]))
+    Delta = 2 * M ** 2
+    s_err = np.polyfit(betas * Delta, np.log(errs_), 1)[0]
+    s_bnd = np.polyfit(betas * Delta, np.log(bounds), 1)[0]
+    if ctx.want_figures:
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.semilogy(betas * Delta, errs_, "o-", label="‖f(x_0) − x_0‖ (one update)")
+        ax.semilogy(betas * Delta, bounds, "--", label="Theorem 5 bound")
+        ax.set_xlabel("βΔ")
+        ax.legend(fontsize=7)
+        ax.set_title(f"One-step retrieval, N={N} (N−1 antipodal patterns)")
+        ctx.save_figure(fig, "error_vs_beta_delta")
+    return compare(abs(s_err - s_bnd), 0.02, "error ∝ (N−1)e^{−βΔ}/(1+(N−1)e^{−βΔ}): its log-slope differs from −1 by "
+                   "≤ (N−1)e^{−βΔ} ≈ 1e-3 at βΔ ≥ 8, and the ε-term 2βεM ≤ 0.03 with slope ≪ 0.02 there",
+                   sizes={"N": N, "d": d, "betas": betas.tolist()},
+                   details={"slope_log_error": float(s_err), "slope_log_bound": float(s_bnd)})
+
+
+def _converged_fixed_point(P: np.ndarray, beta: float, i: int, tol: float = 1e-15, max_iter: int = 100_000):
+    """x_i* by iterating the update from x_i until the step is below ``tol`` (raises if it is not
+    reached: a fixed point taken after a fixed number of steps is not known to be one)."""
+    Pt = torch.from_numpy(P[None])
+    x = Pt[:, i : i + 1].clone()
+    for k in range(max_iter):
+        nxt = nh.modern_update(x, Pt, beta)
+        step = float((nxt - x).norm())
+        x = nxt
+        if step <= tol:
+            return x[0, 0].numpy(), k + 1
+    raise RuntimeError(f"fixed-point iteration did not converge in {max_iter} steps (last step {step:.2e})")
+
+
+def _retrieval_tight(form, ctx) -> CheckResult:
+    """On the antipodal family (x_0 = M u, the other N−1 patterns = −M u, query ξ = x_0) the
+    one-step error is known exactly: f(x_0) = M u (2p_0 − 1), p_0 = 1/(1 + (N−1)e^{−βΔ}), Δ = 2M², so
+    ‖f(ξ) − x_0‖ = 2M(N−1)e^{−βΔ}/(1 + (N−1)e^{−βΔ}), and Theorem 5's bound with ε = ‖x_0* − x_0‖ is
+    that error times (1 + (N−1)e^{−βΔ}) e^{2βεM}. The form's bound must equal this (two-sided), with
+    x_0* from a fixed-point iteration run to convergence (step ≤ 1e-15). A bound missing its (N−1) or
+    its factor 2 is off by that factor here, far outside rounding."""
+    d, M = 4, 1.5
+    u = np.eye(d)[0]
+    rows, errs = [], {}
+    for N in (3, 6, 12):
+        P = np.stack([M * u] + [-M * u] * (N - 1))
+        for beta in (0.5, 1.0, 2.0):
+            Delta = 2 * M * M
+            a = (N - 1) * math.exp(-beta * Delta)
+            err = 2 * M * a / (1 + a)  # exact one-step error (also measured below)
+            xs, iters = _converged_fixed_point(P, beta, 0)
+            eps = float(np.linalg.norm(xs - P[0]))
+            expected = err * (1 + a) * math.exp(2 * beta * eps * M)
+            Pt, xt = torch.from_numpy(P[None]), torch.from_numpy(P[0][None].copy())
+            measured = float(np.linalg.norm(nh.modern_update(xt[:, None], Pt, beta)[0, 0].numpy() - P[0]))
+            got = float(np.asarray(form(Pt, xt, 0, beta), dtype=float).ravel()[0])
+            key = f"N{N}_beta{beta:g}"
+            errs[key + "_bound"] = abs(got - expected) / expected
+            errs[key + "_error_formula"] = abs(measured - err) / err
+            rows.append({"N": N, "beta": beta, "error": measured, "bound": got, "expected_bound": expected,
+                         "eps": eps, "fixed_point_iterations": iters})
+    tol = 1e-9
+    return compare(errs, tol, "relative 1e-9: float64 rounding of exp/softmax (~1e-15) amplified by e^{2βεM} and by the "
+                   "form's fixed-point iterate (converges geometrically; its ε differs from the converged one by "
+                   "≪ 1e-12 here)", sizes={"d": d, "M": M, "N": [3, 6, 12], "beta": [0.5, 1.0, 2.0]},
+                   details={"rows": rows})
+
+
+def _bound_variant(scale_fn):
+    def f(P, xi, i, beta):
+        return scale_fn(nh.retrieval_bound(P, xi, i, beta), P, xi, i, beta)
+    return f
+
+
+def _bound_eps_sign(P, xi, i, beta):
+    """exp(−β(Δ + 2εM)) instead of exp(−β(Δ − 2εM))."""
+    b = nh.retrieval_bound(P, xi, i, beta)
+    xs = P[:, i, :]
+    x_star = xs[:, None]
+    for _ in range(200):
+        x_star = nh.modern_update(x_star, P, beta)
+    eps = torch.maximum((xi - xs).norm(dim=-1), (x_star[:, 0] - xs).norm(dim=-1))
+    M = P.norm(dim=-1).amax(-1)
+    return b * torch.exp(-4 * beta * eps * M)
+
+
+register(Claim(
+    id="hop.one_step_retrieval",
+    title="Theorem 5 (Ramsauer et al.): one update retrieves x_i with error 2(N−1)e^{−β(Δ_i−2εM)}M",
+    statement=r"\|f(\xi)-x_i\|\le2(N-1)\exp\!\big(-\beta(\Delta_i-2\max\{\|\xi-x_i\|,\|x_i^*-x_i\|\}M)\big)M,\ f(\xi)=XS(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\ne i}x_i^\top x_j",
+    source="lecture notes 002; Ramsauer et al. (2021), Theorem 5",
+    kind="theorem",
+    form=nh.retrieval_bound,
+    derivation=th.derive_retrieval_bound,
+    notes="The bound holds for every ξ (the derivation uses only ‖x_j‖ ≤ M); the max with ‖x_i*−x_i‖ only loosens it.",
+    checks=(
+        Check("bound_vs_sympy", "symbolic", _retrieval_symbolic, "form's bound vs SymPy's expression"),
+        Check("bound_holds", "numeric", _retrieval_numeric, "random separated + antipodal instances"),
+        Check("exponential_in_beta_delta", "numeric", _retrieval_exponential, "log-slope in βΔ"),
+        Check("tight_family_exact", "numeric", _retrieval_tight, "bound = exact error × (1+(N−1)e^{−βΔ})e^{2βεM} on antipodal patterns"),
+    ),
+    mutants=(
+        Mutant("no_N_minus_1", "dropped term", "2 exp(−β(Δ−2εM)) M: the (N−1) factor removed (tighter, false)",
+               _bound_variant(lambda b, P, xi, i, beta: b / (P.shape[-2] - 1))),
+        Mutant("no_factor_2", "wrong constant", "(N−1) exp(−β(Δ−2εM)) M",
+               _bound_variant(lambda b, P, xi, i, beta: b / 2)),
+        Mutant("eps_sign_flipped", "sign flip", "exp(−β(Δ + 2εM))", _bound_eps_sign),
+        Mutant("beta_squared", "wrong formula", "exp(−β²(Δ − 2εM)) (β misplaced)",
+               _bound_variant(lambda b, P, xi, i, beta: b ** (beta) * (2 * (P.shape[-2] - 1) * P.norm(dim=-1).amax(-1)) ** (1 - beta))),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# hop.modern_capacity (evidence)
+# form: {"growth": "exponential" | "polynomial"}
+
+
+def _modern_capacity_check(form, ctx) -> CheckResult:
+    """Patterns uniform on the sphere of radius √d, β = 1, retrieval = ‖f(x_i) − x_i‖ ≤ 0.1√d after
+    one update. N_½(d) (half retrieved) is measured for small d; the form's growth model (exponential:
+    log N_½ linear in d; polynomial: log N_½ linear in log d) must fit better than the other."""
+    dev = resolve_device(ctx.device)
+    ds = ctx.size([4, 6, 8, 10, 12], [4, 6, 8, 10, 12, 14], [4, 6, 8, 10, 12, 14, 16])
+    g = torch.Generator(device=dev).manual_seed(ctx.seed_for())
+    nhalf, curves = [], {}
+    for d in ds:
+        grid, fr = [], []
+        for k in range(1, 16):
+            N = 2 ** k
+            B = largest(4, smallest(64, int(2e6 // (N * N))))
+            P = torch.randn(B, N, d, generator=g, device=dev, dtype=torch.float64)
+            P = P / P.norm(dim=-1, keepdim=True) * math.sqrt(d)
+            f = nh.modern_update(P, P, 1.0)
+            grid.append(N)
+            fr.append(float(((f - P).norm(dim=-1) <= 0.1 * math.sqrt(d)).double().mean()))
+            if fr[-1] < 0.2:
+                break
+        curves[d] = (grid, fr)
+        nhalf.append(_half_crossing(grid, fr))
+    ds_a, nh_a = np.array(ds, float), np.log(np.array(nhalf))
+    ok = np.isfinite(nh_a)
+
+    def r2(x, y):
+        coef = np.polyfit(x, y, 1)
+        res = y - np.polyval(coef, x)
+        return 1 - res.var() / y.var(), coef[0]
+
+    r2_exp, rate = r2(ds_a[ok], nh_a[ok])
+    r2_poly, power = r2(np.log(ds_a[ok]), nh_a[ok])
+    want_exp = form["growth"] == "exponential"
+    margin = (r2_exp - r2_poly) if want_exp else (r2_poly - r2_exp)
+    err = 0.0 if (margin > 0 and ok.sum() >= 4 and (rate > 0 if want_exp else power > 0)) else 1.0
+    if ctx.want_figures:
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        ax.semilogy(ds, nhalf, "o-", label="measured N½")
+        ax.semilogy(ds, np.exp(np.polyval(np.polyfit(ds_a[ok], nh_a[ok], 1), ds_a)), "--", label=f"exp fit, rate {rate:.2f}/dim")
+        ax.set_xlabel("d")
+        ax.set_ylabel("patterns retrieved by half")
+        ax.legend(fontsize=7)
+        ax.set_title("Modern Hopfield capacity (β=1, radius √d)")
+        ctx.save_figure(fig, "capacity")
+    return compare(err, 0.0, "model comparison: the form's growth law must fit log N½(d) better (R²) than the alternative",
+                   seeds=[ctx.seed_for()], sizes={"d": ds}, device=str(dev),
+                   details={"N_half": nhalf, "r2_exponential": r2_exp, "r2_polynomial": r2_poly,
+                            "rate_per_dim": rate, "rate_bits_per_dim": rate / math.log(2), "power": power})
+
+
+register(Claim(
+    id="hop.modern_capacity",
+    title="Modern Hopfield networks store exponentially many patterns in d",
+    statement=r"N_{\text{retrievable}}(d)=e^{\Theta(d)}\ \text{(measured at small }d,\ \beta=1,\ \|x_i\|=\sqrt d)",
+    source="lecture notes 002; Ramsauer et al. (2021), Theorem 3",
+    kind="evidence",
+    form={"growth": "exponential"},
+    notes="Evidence at d ≤ 12–16 only: one-step retrieval of the stored pattern itself within 0.1·√d.",
+    checks=(Check("exponential_growth_fit", "numeric", _modern_capacity_check, "log N½ vs d and vs log d", uses_device=True),),
+    mutants=(Mutant("polynomial_growth", "wrong formula", "capacity polynomial in d", {"growth": "polynomial"}),),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# hop.attention_identity
+# form: (R, Y, W_Q, W_K, W_V) -> (..., S, d_v)
+
+
+def _attention_symbolic(form, ctx) -> CheckResult:
+    """The form against SymPy's attention output (proved equal to the Hopfield update) evaluated on
+    random matrices."""
+    S, T, dk, dv = 2, 3, 2, 2
+    der = th.derive_attention_identity(S, T, dk, dv)
+    Qs, Ks, Vs = der.facts["Q"], der.facts["K"], der.facts["W_V"]
+    fn = sp.lambdify(list(Qs) + list(Ks) + list(Vs), der.result, "numpy")
+    rng = ctx.rng()
+    err = 0.0
+    for _ in range(8):
+        dm = 3
+        R, Y = rng.normal(size=(S, dm)), rng.normal(size=(T, dm))
+        WQ, WK, WV = rng.normal(size=(dm, dk)), rng.normal(size=(dm, dk)), rng.normal(size=(dk, dv))
+        ref = np.asarray(fn(*(list((R @ WQ).ravel()) + list((Y @ WK).ravel()) + list(WV.ravel()))), dtype=float)
+        got = form(*(torch.from_numpy(a) for a in (R, Y, WQ, WK, WV))).numpy()
+        err = largest(err, float(np.max(np.abs(got - ref))) if got.shape == ref.shape else math.inf)
+    return compare(err, 1e3 * EPS, "float64 rounding of a 3-term softmax and products of O(1) matrices",
+                   seeds=[ctx.seed_for()], sizes={"S": S, "T": T, "d_k": dk, "d_v": dv}, details={"max_abs_error": err})
+
+
+def _attention_sdpa(form, ctx) -> CheckResult:
+    """The form against torch.nn.functional.scaled_dot_product_attention(Q, K, V) with Q = RW_Q,
+    K = YW_K, V = YW_KW_V (default scale 1/√d_k), batched, float64, on ctx.device."""
+    dev = resolve_device(ctx.device)
+    g = torch.Generator(device=dev).manual_seed(ctx.seed_for())
+    errs = {}
+    for (B, S, T, dm, dk, dv) in [(ctx.size(8, 32, 128), 5, 7, 6, 4, 3), (4, 1, 9, 8, 8, 5), (4, 6, 2, 3, 16, 2)]:
+        kw = dict(generator=g, device=dev, dtype=torch.float64)
+        R, Y = torch.randn(B, S, dm, **kw), torch.randn(B, T, dm, **kw) * 2
+        WQ, WK, WV = torch.randn(dm, dk, **kw), torch.randn(dm, dk, **kw), torch.randn(dk, dv, **kw)
+        Q, K = R @ WQ, Y @ WK
+        ref = torch.nn.functional.scaled_dot_product_attention(Q, K, K @ WV)
+        got = form(R, Y, WQ, WK, WV)
+        errs[f"B{B}_S{S}_T{T}_dk{dk}"] = float((got - ref).abs().max() / (1 + ref.abs().max())) if got.shape == ref.shape else math.inf
+    return compare(worst(errs), 1e3 * EPS, "float64 rounding (relative to the output scale) of products of O(10) numbers",
+                   seeds=[ctx.seed_for()], device=str(dev), sizes={"configs": list(errs)}, details=errs)
+
+
+def _att_variant(axis=-2, beta_pow=0.5, sign=1.0):
+    def f(R, Y, W_Q, W_K, W_V):
+        K, Q = Y @ W_K, R @ W_Q
+        X, Xi = K.transpose(-1, -2), Q.transpose(-1, -2)
+        beta = W_K.shape[-1] ** (-beta_pow)
+        new = X @ torch.softmax(sign * beta * (X.transpose(-1, -2) @ Xi), dim=axis)
+        return new.transpose(-1, -2) @ W_V
+    return f
+
+
+register(Claim(
+    id="hop.attention_identity",
+    title="Attention S(QKᵀ/√d_k)V is one Hopfield update of Ξ = Qᵀ over X = Kᵀ at β = 1/√d_k, then W_V",
+    statement=r"K=YW_K,\ Q=RW_Q,\ V=YW_KW_V,\ \beta=\tfrac1{\sqrt{d_k}}:\ S\!\big(\tfrac{QK^\top}{\sqrt{d_k}}\big)V=\big(X\,S(\beta X^\top\Xi)\big)^\top W_V\text{ with }X=K^\top,\ \Xi=Q^\top",
+    source="lecture notes 002; Ramsauer et al. (2021), Section 3",
+    kind="identity",
+    form=nh.hopfield_attention,
+    derivation=lambda: th.derive_attention_identity(2, 3, 2, 2),
+    checks=(
+        Check("vs_sympy", "symbolic", _attention_symbolic, "vs SymPy's proved identity on random matrices"),
+        Check("vs_scaled_dot_product_attention", "numeric", _attention_sdpa, "vs torch SDPA", uses_device=False),
+    ),
+    mutants=(
+        Mutant("softmax_over_states", "wrong axis", "softmax of βXᵀΞ over the state axis instead of the stored axis",
+               _att_variant(axis=-1)),
+        Mutant("beta_one_over_dk", "wrong constant", "β = 1/d_k instead of 1/√d_k", _att_variant(beta_pow=1.0)),
+        Mutant("logit_sign_flipped", "sign flip", "S(−βXᵀΞ)", _att_variant(sign=-1.0)),
+    ),
+))
