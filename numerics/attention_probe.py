@@ -791,6 +791,103 @@ class AttentionProbe:
 
 
 # ------------------------------------------------------------------------------------------------
+# key-padding masks
+
+
+MASK_CONVENTIONS = ("keep", "drop", "additive")
+
+
+def make_mask(valid: torch.Tensor, convention: str, dtype: torch.dtype) -> torch.Tensor:
+    """The module's mask for ``valid`` ``(B, T)`` (True: a real key): ``keep`` (True attends),
+    ``drop`` (True is padding, as torch's ``key_padding_mask``), ``additive`` (0 or −∞, float)."""
+    if convention == "keep":
+        return valid.clone()
+    if convention == "drop":
+        return ~valid
+    return torch.zeros(valid.shape, dtype=dtype).masked_fill(~valid, float("-inf"))
+
+
+class WithMask(torch.nn.Module):
+    """``f(x, mask)`` presented as ``g(x)``: every key valid unless :attr:`valid` is set."""
+
+    def __init__(self, inner: Any, convention: str):
+        super().__init__()
+        self.inner, self.convention, self.valid = inner, convention, None
+
+    def forward(self, x):
+        valid = self.valid if self.valid is not None else torch.ones(x.shape[:2], dtype=torch.bool)
+        return self.inner(x, make_mask(valid, self.convention, x.dtype).to(x.device))
+
+
+def prop_key_padding(probe: "AttentionProbe", w: "WithMask") -> list[Property]:
+    """With a key-padding mask: outputs at real positions match the reference with those keys
+    masked and do not move when the padded tokens are redrawn (``key_padding_respected``, central);
+    a sample whose keys are all padding gives finite outputs (``fully_masked_rows_finite``)."""
+    worst = None
+    nan_rows = None
+    for T in probe._large_lengths():
+        if T < 3:
+            continue
+        x = probe.xs[T]
+        valid = torch.ones(probe.B, T, dtype=torch.bool)
+        for b in range(probe.B):
+            valid[b, T - max(1, (T * (b + 1)) // (2 * probe.B + 1)):] = False
+        for key in ("unit", "huge"):
+            c = probe.factor(x, key)
+            xk = x * c
+            x2 = xk.clone()
+            x2[~valid] = probe.probe(T, salt=41)[~valid] * c * 3
+            w.valid = valid
+            try:
+                o1 = probe.run(xk)[1].detach().double().cpu()
+                o2 = probe.run(x2)[1].detach().double().cpu()
+            except Exception as exc:
+                w.valid = None
+                return [Property("key_padding_respected", "fail", float("inf"), 0.0, "must run",
+                                 f"raised {type(exc).__name__}: {exc} with a padding mask", {}, True)]
+            finally:
+                w.valid = None
+            q = valid  # queries at real positions
+            e_move = _rel(o2[q], o1[q], float(o1[q].abs().max()))
+            e_ref = float("nan")
+            if probe.m is not None:
+                with torch.no_grad():
+                    r = reference_attention(xk.to(probe.device), probe.m, probe.st, torch.float64, key_valid=valid)
+                e_ref = _rel(o1[q], r.double().cpu()[q])
+            tol, just = probe.tol_at(T, key if key != "huge" or (T, "huge") in probe.L else "unit")
+            e = max(e_move, e_ref) if math.isfinite(e_ref) else e_move
+            if worst is None or not e / tol <= worst[0]:
+                worst = (e / tol if math.isfinite(e) else float("inf"), e, tol, just, T, key, e_move, e_ref)
+        # one sample with every key padded
+        allpad = torch.ones(probe.B, T, dtype=torch.bool)
+        allpad[0] = False
+        w.valid = allpad
+        try:
+            o = probe.run(x)[1].detach().double().cpu()
+            nan_rows = int((~torch.isfinite(o[0])).any(-1).sum())
+        except Exception:
+            nan_rows = -1
+        finally:
+            w.valid = None
+    if worst is None:
+        return [_skip("key_padding_respected", "no probe length ≥ 3", True)]
+    _, e, tol, just, T, key, e_move, e_ref = worst
+    detail = (f"keys padded at the end of each sample (T = {T}, {key} logits): outputs at real positions move by "
+              f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
+                                                                    f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
+              + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else ""))
+    props = [_judge("key_padding_respected", e, tol, just, detail, central=True)]
+    if nan_rows is not None:
+        props.append(_judge("fully_masked_rows_finite", float(max(nan_rows, 0)) if nan_rows >= 0 else float("inf"),
+                            0.0, "none may be NaN/inf (exact)",
+                            "a sample whose keys are all padding: " + (
+                                "all outputs finite" if nan_rows == 0 else
+                                (f"{nan_rows} of its rows NaN/inf (softmax over −∞ only)" if nan_rows > 0
+                                 else "the call raised"))))
+    return props
+
+
+# ------------------------------------------------------------------------------------------------
 # properties of single calls (kept from the single-length probe)
 
 

@@ -255,7 +255,8 @@ def logits(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> t
     return s, v
 
 
-def reference_attention(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> torch.Tensor:
+def reference_attention(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64,
+                        key_valid: torch.Tensor | None = None) -> torch.Tensor:
     """The reference attention of ``x (B, T, D)`` computed with plain ops in ``dtype`` (the
     projections, logits, softmax and output all in ``dtype``; differentiable). Returns
     ``(B, T, D_out)`` in ``dtype``.
@@ -274,6 +275,8 @@ def reference_attention(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.
     s, v = logits(x, m, st, dtype)
     T = s.shape[-1]
     s = s.masked_fill(~allowed_mask(T, st, s.device), float("-inf"))
+    if key_valid is not None:  # (B, T) bool: keys that are not padding
+        s = s.masked_fill(~key_valid.to(s.device)[:, None, None, :], float("-inf"))
     p = torch.softmax(s, -1)
     o = p @ v
     B = o.shape[0]

@@ -30,10 +30,17 @@ def _as_value_errors():
 
 
 def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
-                    dtype: str = "float64", device: str = "cpu", positional: bool = False, seed: int = 0):
+                    dtype: str = "float64", device: str = "cpu", positional: str | bool = "none", seed: int = 0,
+                    **kwargs):
     """``tverify check attention`` on ``obj`` (a module, class, factory or function mapping
-    ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention`). Returns a
-    :class:`~proofs_checks.sanity._common.SanityResult` whose ``properties`` name each check.
+    ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention` and
+    ``docs/check-attention.md``). Returns a :class:`~proofs_checks.sanity._common.SanityResult` whose
+    ``properties`` name each check. The keyword arguments are the command's options:
+    ``window`` ("W" or "L,R"), ``positional`` (none, learned, sinusoidal, rope, alibi),
+    ``rope_base``, ``rope_dims``, ``rope_convention``, ``softcap``, ``kv_heads``,
+    ``compute_dtype``, ``seq_len`` ("1,5,300"), ``mode`` (quick, default, full), ``mapping`` (a
+    function of the module returning its weights, or that dict), ``against`` (a second
+    implementation), ``mask_convention``, ``max_memory``.
 
         >>> import torch
         >>> class Attn(torch.nn.Module):
@@ -42,7 +49,7 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
         ...         self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
         ...     def forward(self, x):
         ...         return self.mha(x, x, x, need_weights=False)[0]
-        >>> r = check_attention(Attn())
+        >>> r = check_attention(Attn(), mode="quick")
         >>> r.ok, r.failed
         (True, [])
         >>> r.to_json()["properties"][0]["name"]
@@ -52,7 +59,7 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
 
     with _as_value_errors():
         return run_attention(obj, causal=causal, heads=heads, dim=dim, dtype=dtype, device=device,
-                             positional=positional, seed=seed, label="obj")
+                             positional=positional, seed=seed, label="obj", **kwargs)
 
 
 def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,

@@ -162,3 +162,20 @@ def test_bad_flags_one_line(args, frag):
 def test_sys_exit_in_user_code_is_exit_2():
     code, _, err = invoke("check", "attention", "--module", f"{MOD}:Exits", "--quick", "--no-progress")
     assert "sys.exit(0)" in one_line_error(code, err)
+
+
+def test_key_padding_masks():
+    ok = check(C.Masked(), mask_convention="keep")
+    assert ok.outcome == "ok" and by_name(ok)["key_padding_respected"]["central"], str(ok)
+    inv = check(C.masked_inverted(), mask_convention="keep")
+    assert "key_padding_respected" in inv.failed and "inverted" in str(inv)
+    assert check(C.masked_inverted(), mask_convention="drop").outcome == "ok"
+    nan = check(C.masked_nan_rows(), mask_convention="keep")
+    assert nan.failed == ["fully_masked_rows_finite"], str(nan)
+
+
+def test_api_takes_every_option():
+    import proofs_checks
+
+    r = proofs_checks.check_attention(C.Windowed(), causal=True, window="3", mode="quick", seq_len="5,17")
+    assert r.outcome == "ok" and r.doc["inputs"]["lengths"] == [5, 17]

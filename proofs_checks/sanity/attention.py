@@ -241,7 +241,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                   window: str | tuple | None = None, softcap: float | None = None, rope_base: float = 10000.0,
                   rope_dims: int | None = None, rope_convention: str | None = None, kv_heads: int | None = None,
                   compute_dtype: str | None = None, seq_len: str | list | None = None, mapping: Any = None,
-                  against: Any = None, max_memory: float | None = None, progress: bool = False) -> SanityResult:
+                  against: Any = None, max_memory: float | None = None, progress: bool = False,
+                  mask_convention: str | None = None) -> SanityResult:
     """The properties of ``obj`` (see the module docstring) as a :class:`SanityResult`. Raises
     :class:`~proofs_checks.options.UsageError` (one line) for input the check cannot use.
     ``mapping`` is a callable taking the (copied) module and returning the weights dict, or that
@@ -279,6 +280,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     if isinstance(window, tuple):
         win = parse_window(",".join(map(str, window)), causal)
     lengths = seq_len if isinstance(seq_len, list) else parse_lengths(seq_len)
+    if mask_convention is not None and mask_convention not in ap.MASK_CONVENTIONS:
+        raise UsageError(f"--mask-convention: one of {', '.join(ap.MASK_CONVENTIONS)}, got {mask_convention!r}")
     if mode not in ap.LENGTHS:
         raise UsageError(f"mode: quick, default or full, got {mode!r}")
 
@@ -298,6 +301,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             f = copy.deepcopy(obj).to(dtype=tdt, device=device).eval()
         except Exception as exc:
             raise UsageError(f"{label}: cannot copy {name} to {dtype} on {device}: {_describe(exc)}") from None
+    wm = None
+    if mask_convention is not None:  # the module takes (x, mask): every call passes a mask
+        f = wm = ap.WithMask(f, mask_convention)
     mha = [m for m in f.modules() if isinstance(m, torch.nn.MultiheadAttention)] if isinstance(f, torch.nn.Module) else []
     hints: list[str] = []
     if mha and not mha[0].batch_first:
@@ -433,8 +439,10 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         props.append(ap.Property("remaining_properties", "skip", None, None, "",
                                  "not measured: the outputs on the probe are not finite", central=True))
     else:
-        _user_call(lambda: _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, other, device,
-                                       against, gen_seed=seed, tick=tick), label)
+        _user_call(lambda: _properties(probe, props, figures, f, obj if wm is None else f, st, mp, H, H_hint, hints,
+                                       alts, other, device, against, gen_seed=seed, tick=tick), label)
+        if wm is not None:
+            props.extend(_user_call(lambda: ap.prop_key_padding(probe, wm), label))
     tick.done()
     if probe.precision is not None:
         info["working_precision"] = {"dtype": probe.precision.name, "how": probe.precision.how}
@@ -727,13 +735,17 @@ def _hints(probe, props, st, mp, alts, hints):
 @click.option("--mapping", "mapping_spec", default=None, metavar="FILE.py:fn",
               help="A function fn(module) returning {'q', 'k', 'v', 'o', 'heads', 'kv_heads'} (weights (out, in) as "
                    "nn.Linear, (weight, bias) pairs or projection modules): the reference's weights.")
+@click.option("--mask-convention", type=click.Choice(["keep", "drop", "additive"]), default=None,
+              help="The module takes (x, mask) with a key-padding mask (batch, T): keep (True attends), drop (True "
+                   "is padding, as torch's key_padding_mask) or additive (0 / −inf); also checks padded keys and "
+                   "fully masked rows.")
 @click.option("--against", "against_spec", default=None, metavar="FILE.py:NAME",
               help="Differential mode: compare with a second implementation on the same probes, forward and backward.")
 @report_option
 @check_options
 def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_convention, softcap, heads, kv_heads,
-            dim, dtype, compute_dtype, seq_len, mapping_spec, against_spec, report_dir, seed, device, mode, json_path,
-            max_memory, no_progress):
+            dim, dtype, compute_dtype, seq_len, mapping_spec, mask_convention, against_spec, report_dir, seed, device,
+            mode, json_path, max_memory, no_progress):
     """Properties of your self-attention against softmax attention on its own weights with the
     declared structure (causal, window, RoPE/ALiBi/positions, softcap), over several sequence
     lengths, forward and backward, with tolerances by precision: ok (exit 0), the violated
@@ -766,6 +778,6 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
                            seed=seed, mode=mode, name=name, window=win, softcap=softcap, rope_base=rope_base,
                            rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
                            compute_dtype=compute_dtype, seq_len=lengths, mapping=hook, against=against,
-                           max_memory=max_memory, progress=not no_progress)
+                           max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention)
     result.doc["inputs"]["module"] = module_spec
     finish(result, json_path, report_dir)

@@ -372,3 +372,31 @@ class Opaque(nn.Module):
 class Exits(Plain):
     def forward(self, x):
         raise SystemExit(0)
+
+
+class Masked(Plain):
+    """Non-causal attention taking a key-padding mask ``(B, T)``, True = attend; a row with no key
+    gives zeros."""
+
+    def __init__(self, dim=32, heads=4, invert=False, nan_rows=False):
+        super().__init__(dim, heads, False)
+        self.invert, self.nan_rows = invert, nan_rows
+
+    def forward(self, x, mask):
+        keep = ~mask if self.invert else mask
+        q, k, v = self.qkv(x)
+        s = self.logits(q, k).masked_fill(~keep[:, None, None, :], float("-inf"))
+        p = torch.softmax(s, -1)
+        if not self.nan_rows:
+            p = p.nan_to_num(0.0)
+        return self.o_proj(_merge(p @ v))
+
+
+def masked_inverted():
+    """Reads the mask the other way round (True = padding) while the caller means True = attend."""
+    return Masked(invert=True)
+
+
+def masked_nan_rows():
+    """A fully masked row is a softmax over −∞ only: NaN."""
+    return Masked(nan_rows=True)
