@@ -28,6 +28,7 @@ _WHERE = {
     "check_icl_model": "proofs_checks.api",
     "check_hopfield": "proofs_checks.api",
     "check_att_svm": "proofs_checks.api",
+    "check_lyapunov": "proofs_checks.api",
     "run_claims": "proofs_checks.api",
     "check_claim": "proofs_checks.plugin",
     "run_mutants": "proofs_checks.plugin",

@@ -14,7 +14,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterable
 
-__all__ = ["check_attention", "check_icl_model", "check_hopfield", "check_att_svm", "run_claims", "ClaimsRun"]
+__all__ = ["check_attention", "check_icl_model", "check_hopfield", "check_att_svm", "check_lyapunov", "run_claims",
+           "ClaimsRun"]
 
 
 @contextmanager
@@ -205,6 +206,25 @@ class ClaimsRun:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self._rows())
         return ("<table><tr><th>claim</th><th>kind</th><th>status</th><th>max error/tol</th><th>seconds</th></tr>"
                 + body + "</table>")
+
+
+def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001", region: str | None = None,
+                   seed: int = 0, mode: str = "default", max_memory: float | None = None):
+    """``tverify check lyapunov``: certify by sums of squares (cvxpy), re-checked exactly in SymPy,
+    that ``V`` is a Lyapunov function of ``x' = f(x)`` (expressions as text, variables ``x, y`` by
+    default); ``region`` gives a local certificate on a ball. ``outcome`` is ``ok`` (certified),
+    ``mismatch`` (an exact counterexample in ``doc["counterexample"]``) or ``inconclusive``; bad input
+    (``V(0) ≠ 0``, a non-polynomial system) raises :class:`~theory.validation.InputError`.
+
+        >>> r = check_lyapunov("-x**3 - y, x - y**3", "x**2 + y**2")
+        >>> r.outcome, "certificate" in r.doc
+        ('ok', True)
+    """
+    from proofs_checks.sanity.lyapunov import run_lyapunov
+
+    with _as_value_errors():
+        return run_lyapunov(f, V, vars, eps_text=eps, region_text=region, seed=seed, mode=mode,
+                            max_memory=max_memory)
 
 
 def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", seed: int = 0,

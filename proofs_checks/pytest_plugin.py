@@ -22,7 +22,8 @@ __all__ = ["TverifyFixture", "tverify"]
 
 class TverifyFixture:
     """The object the ``tverify`` fixture yields: ``check_attention``, ``check_hopfield``,
-    ``check_att_svm``, ``check_icl_model``, ``run_claims`` and ``assert_claim`` (claim authors), each failing the test on a result
+    ``check_att_svm``, ``check_icl_model``, ``check_lyapunov``, ``run_claims`` and ``assert_claim`` (claim authors), each
+    failing the test on a result
     that is not ``ok`` (or not the ``expect``-ed outcome)."""
 
     def _run(self, fn: str, *args, expect: str = "ok", **kwargs) -> Any:
@@ -54,6 +55,10 @@ class TverifyFixture:
     def check_icl_model(self, obj, *, expect: str = "ok", **kwargs):
         """:func:`proofs_checks.api.check_icl_model`."""
         return self._run("check_icl_model", obj, expect=expect, **kwargs)
+
+    def check_lyapunov(self, f, V, *, expect: str = "ok", **kwargs):
+        """:func:`proofs_checks.api.check_lyapunov` (``ok``: certified)."""
+        return self._run("check_lyapunov", f, V, expect=expect, **kwargs)
 
     def assert_claim(self, claim, **kwargs):
         """:func:`proofs_checks.testkit.assert_claim`: the claim verifies at several seeds and a
