@@ -807,6 +807,24 @@ def make_mask(valid: torch.Tensor, convention: str, dtype: torch.dtype) -> torch
     return torch.zeros(valid.shape, dtype=dtype).masked_fill(~valid, float("-inf"))
 
 
+class SelfMHA(torch.nn.Module):
+    """A bare ``nn.MultiheadAttention`` used as self-attention: ``m(x, x, x, attn_mask=mask)`` with
+    the declared mask (``allowed``: a function of T giving the (T, T) bool matrix of allowed pairs,
+    or None), in ``(T, batch, D)`` when the module is not ``batch_first`` (its documented layout)."""
+
+    def __init__(self, inner: torch.nn.MultiheadAttention, allowed: Callable[[int], torch.Tensor] | None):
+        super().__init__()
+        self.inner, self.allowed = inner, allowed
+        self.embed_dim = inner.embed_dim
+
+    def forward(self, x):
+        T = x.shape[1]
+        mask = None if self.allowed is None else ~self.allowed(T).to(x.device)
+        xx = x if self.inner.batch_first else x.transpose(0, 1)
+        o = self.inner(xx, xx, xx, attn_mask=mask, need_weights=False)[0]
+        return o if self.inner.batch_first else o.transpose(0, 1)
+
+
 class WithMask(torch.nn.Module):
     """``f(x, mask)`` presented as ``g(x)``: every key valid unless :attr:`valid` is set."""
 

@@ -179,3 +179,12 @@ def test_api_takes_every_option():
 
     r = proofs_checks.check_attention(C.Windowed(), causal=True, window="3", mode="quick", seq_len="5,17")
     assert r.outcome == "ok" and r.doc["inputs"]["lengths"] == [5, 17]
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_bare_multihead_attention_is_called_as_self_attention(batch_first):
+    """A bare nn.MultiheadAttention takes (query, key, value): it is called as self-attention in its
+    documented layout, with the declared mask."""
+    m = C.torch.nn.MultiheadAttention(16, 4, batch_first=batch_first)
+    r = check(m, causal=True)
+    assert r.outcome == "ok" and not r.doc["hints"], str(r)

@@ -301,12 +301,21 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             f = copy.deepcopy(obj).to(dtype=tdt, device=device).eval()
         except Exception as exc:
             raise UsageError(f"{label}: cannot copy {name} to {dtype} on {device}: {_describe(exc)}") from None
+    st0 = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap)
+    if isinstance(f, torch.nn.MultiheadAttention):
+        # a bare nn.MultiheadAttention takes (query, key, value): call it as self-attention with the
+        # declared mask, in its documented layout
+        from numerics.attention_reference import allowed_mask
+
+        needs = st0.causal or st0.window is not None
+        f = ap.SelfMHA(f, (lambda T: allowed_mask(T, st0)) if needs else None)
+        obj = f
     wm = None
     if mask_convention is not None:  # the module takes (x, mask): every call passes a mask
         f = wm = ap.WithMask(f, mask_convention)
     mha = [m for m in f.modules() if isinstance(m, torch.nn.MultiheadAttention)] if isinstance(f, torch.nn.Module) else []
     hints: list[str] = []
-    if mha and not mha[0].batch_first:
+    if mha and not mha[0].batch_first and not isinstance(f, ap.SelfMHA):
         hints.append("the module holds nn.MultiheadAttention(batch_first=False), which reads (T, batch, D): the probe "
                      "is (batch, T, D), so batch and time axes are mixed; build it with batch_first=True or transpose "
                      "in a wrapper")
