@@ -105,9 +105,8 @@ class A(QKV):
         super().__init__()
         self.rot = RotaryEmbedding(dim=8)
     def forward(self, x):
-        q, k, v = self.split(x)
-        f = self.rot(torch.arange(x.shape[1]), cache_key=x.shape[1]) if "cache_key" in self.rot.forward.__code__.co_varnames else self.rot(torch.arange(x.shape[1]))
-        q, k = apply_rotary_emb(f.to(x.dtype), q), apply_rotary_emb(f.to(x.dtype), k)
+        (q, k, v), f = self.split(x), self.rot(torch.arange(x.shape[1])).to(x.dtype)
+        q, k = apply_rotary_emb(f, q), apply_rotary_emb(f, k)
         return self.merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
 make = A
 '''
