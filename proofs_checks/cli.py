@@ -812,6 +812,9 @@ def _register_extension_commands() -> None:
     from proofs_checks.cli_extend import new_claim_cmd
 
     cli.add_command(new_claim_cmd)
+    from proofs_checks.survey_cmd import survey_cmd  # issue 27: tverify survey
+
+    cli.add_command(survey_cmd)
 
 
 _register_extension_commands()

@@ -215,6 +215,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += ["", "## Paper reproductions (quick sizes)", "", "| reproduction | status | rows agreeing | page |", "|---|---|---|---|"]
         lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | [{r.get('page')}]({r.get('page')}) |"
                   for r in doc["reproductions"]]
+    from proofs_checks.survey.page import latest_survey_link  # issue 27: link the latest `tverify survey` page
+
+    lines += latest_survey_link()
     lines.append("")
     reproduce = f"tverify run {' '.join(r['id'] for r in doc['results'])} --seed {doc['seed']} --device {doc['device']}"
     lines += ["## Reproduce", "", "```", reproduce + ("" if doc["mode"] == "default" else f" --{doc['mode']}"), "```", ""]

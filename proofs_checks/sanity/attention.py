@@ -3,7 +3,8 @@
 The object is used as a map ``obj(x)``: ``x`` of shape ``(batch, T, D)`` (float64 unless
 ``--dtype``) to ``(batch, T, D)``, or to ``(out, weights, ...)`` like ``nn.MultiheadAttention``.
 A class or a factory (a function with no required arguments) is instantiated first, with
-``dim=D`` when ``--dim`` is given. Modules are deep-copied and cast to the probe dtype; your object
+``dim=D`` when ``--dim`` is given, with torch's generator seeded by ``--seed`` (the weights it
+draws are reproducible). Modules are deep-copied and cast to the probe dtype; your object
 is not modified.
 
 The reference is softmax attention on **your own weights** (found in the layouts of torch, timm,
@@ -286,7 +287,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         raise UsageError(f"mode: quick, default or full, got {mode!r}")
 
     name = name or getattr(obj, "__name__", type(obj).__name__)
-    obj = instantiate(obj, dim, label)
+    with torch.random.fork_rng(devices=[]):  # a class or factory draws its weights from the seed
+        torch.manual_seed(int(seed))
+        obj = instantiate(obj, dim, label)
     if not callable(obj):
         raise UsageError(f"{label}: {name} is a {type(obj).__name__}, not a callable attention")
     D = dim or model_dim(obj)
@@ -409,7 +412,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                 free = [c for c in find_mappings(f, D, None, kv_heads) if c.heads != heads]
                 alts += free[:6]
     if against is not None:
-        g = instantiate(against, dim, "--against")
+        with torch.random.fork_rng(devices=[]):  # the same seed: factories seeded alike get equal weights
+            torch.manual_seed(int(seed))
+            g = instantiate(against, dim, "--against")
         if isinstance(g, torch.nn.Module):
             try:
                 g = copy.deepcopy(g).to(dtype=tdt, device=device).eval()

@@ -1,0 +1,120 @@
+"""``tverify survey``: the body of the command (the click command in :mod:`proofs_checks.survey_cmd`
+only parses options). Order of work: names, ``--out``, ``--json`` are checked before anything runs;
+then each entry installs (cached) and runs in its own process; then the pages are written (built
+aside, swapped in, :func:`proofs_checks.report.build_output`).
+
+Exit code: 0 when the survey ran — whatever it found in the libraries (a survey that finds library
+bugs is a successful survey), and even when entries could not be installed, imported or timed out
+(those are rows); 1 when a check itself erred (the checker crashed on an entry) or contradicted the
+catalogue's record of a known-bug or fixed release (the checker regressed); 2 usage error."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proofs_checks.options import UsageError
+from proofs_checks.survey.catalogue import CATALOGUE, UnknownEntry, get
+from proofs_checks.survey.runner import default_cache, row_verdict, run_entry
+
+__all__ = ["run_command", "select"]
+
+
+def select(names) -> tuple[list, list[str]]:
+    """(entries, unknown names): all entries when no name is given."""
+    if not names:
+        return list(CATALOGUE), []
+    out, unknown = [], []
+    for n in names:
+        try:
+            e = get(n)
+        except UnknownEntry as exc:
+            unknown.append((n, str(exc).strip("'\"")))
+            continue
+        if e not in out:
+            out.append(e)
+    return out, unknown
+
+
+def _list(entries, json_path) -> None:
+    from proofs_checks.cli import _check_json_target, _console, _esc, _table, _write_json
+
+    if json_path:
+        _check_json_target(json_path)
+        _write_json(json_path, {"entries": [{"name": e.name, "library": e.library, "spec": e.spec,
+                                             "declaration": e.declaration(), "adapter_lines": e.adapter_lines,
+                                             "known": e.known, "what": e.what} for e in entries]})
+        return
+    t = _table(f"{len(entries)} implementations", ("name", "library", "release", "declared", "lines", "known"))
+    for e in entries:
+        k = e.known or {}
+        t.add_row(e.name, _esc(e.library), _esc(e.spec), _esc(e.declaration()), str(e.adapter_lines),
+                  "bug: " + ", ".join(k["bug"]) if "bug" in k else ("fix of " + k["fix_of"] if "fix_of" in k else ""))
+    _console().print(t)
+
+
+def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out_dir: str, force: bool,
+                cache_dir: str | None, install: bool, timeout: float, seed: int = 0, progress: bool = True) -> int:
+    from proofs_checks.cli import _check_json_target, _command_line, _console, _write_json
+    from proofs_checks.report import ReportTargetError, build_output, check_out_and_json
+    from proofs_checks.survey.page import finding_ref, remember_latest, write_pages
+
+    entries, unknown = select(names)
+    if list_only:
+        _list(entries, json_path)
+        return 0
+    if not (timeout > 0):
+        raise UsageError(f"--timeout: must be a positive number of seconds, got {timeout}")
+    out = check_out_and_json(out_dir, force, json_path, what="tverify survey")
+    _check_json_target(json_path)
+    cache = Path(cache_dir) if cache_dir else default_cache()
+    say = (lambda s: click.echo(s, err=True)) if progress else (lambda s: None)
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for n, why in unknown:
+        click.echo(f"survey: {n}: unknown: {why}", err=True)
+        rows.append({"name": n, "library": "?", "package": None, "version": None, "spec": n, "declaration": "–",
+                     "adapter_lines": 0, "what": "", "adapter": "", "status": "unknown", "why": why, "verdict": "unknown"})
+    for e in entries:
+        say(f"survey: {e.name} ({e.spec}) ...")
+        row = row_verdict(e, run_entry(e, cache=cache, mode=mode, seed=seed, timeout=timeout, install=install))
+        row.update(adapter=e.adapter, known=e.known, note=e.note, by_design_props=list(e.by_design))
+        row["reference"] = finding_ref(e, row)
+        row.pop("traceback", None) if row.get("status") != "check-failed" else None
+        rows.append(row)
+        msg = f"survey: {e.name}: {row['verdict']}"
+        if row.get("findings"):
+            msg += f" ({', '.join(row['findings'])})"
+        if row.get("why"):
+            msg += f": {row['why']}"
+        if row.get("expected"):
+            msg += f" [{row['expected']}]"
+        click.echo(msg, err=True) if (row.get("why") or row.get("expected") == "contradicts the record") else say(msg)
+    summary: dict[str, int] = {}
+    for r in rows:
+        summary[r["verdict"]] = summary.get(r["verdict"], 0) + 1
+    doc = {"schema": 1, "kind": "survey", "created": time.strftime("%Y-%m-%d %H:%M:%S"), "command": _command_line(),
+           "mode": mode, "seed": seed, "cache": str(cache), "seconds": round(time.perf_counter() - t0, 2),
+           "summary": summary, "properties_checked": sorted({p["name"] for r in rows for p in r.get("properties") or []}),
+           "rows": rows}
+    by_name = {e.name: e for e in entries}
+    try:
+        path = build_output(out, lambda tmp: write_pages(tmp, doc, by_name),
+                            {"kind": "survey", "created": doc["created"], "command": doc["command"],
+                             "note": "written by tverify survey; the next survey may replace this folder"},
+                            force=force, what="survey")
+    except ReportTargetError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the survey page to {out_dir}: {exc.strerror or exc}") from None
+    remember_latest(path, doc)
+    if json_path:
+        _write_json(json_path, doc)
+    con = _console(stderr=json_path == "-")
+    con.print(f"survey: {len(rows)} rows ({', '.join(f'{k} {v}' for k, v in sorted(summary.items()))}) in "
+              f"{doc['seconds']:.0f}s; page written to {path / 'index.html'}", markup=False)
+    bad = [r["name"] for r in rows if r.get("status") == "check-failed" or r.get("expected") == "contradicts the record"]
+    return 1 if bad else 0

@@ -1,0 +1,164 @@
+"""Runs survey entries: a pinned install per release (``pip install --no-deps --target
+<cache>/<package>-<version>``, reused when the running environment already has that exact version),
+then the worker in its own subprocess with a time limit. Every failure is a row, never a crash."""
+
+from __future__ import annotations
+
+import errno
+import importlib.metadata as md
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from proofs_checks.survey.catalogue import Entry
+
+__all__ = ["default_cache", "run_entry", "row_verdict"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("TVERIFY_SURVEY_CACHE") or ".tverify/survey-cache")
+
+
+def _in_env(spec: str) -> bool:
+    pkg, _, ver = spec.partition("==")
+    try:
+        return md.version(pkg) == ver
+    except md.PackageNotFoundError:
+        return False
+
+
+def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str | None]:
+    """The folder holding ``spec`` (installed now if absent), or (None, why)."""
+    folder = cache / spec.replace("==", "-")
+    if (folder / ".tverify-installed").exists():
+        return folder, None
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=cache))
+    except OSError as exc:
+        return None, f"cannot create the install cache {cache}: {exc.strerror or exc}"
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check", "-q",
+           "--target", str(tmp), spec]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _rm(tmp)
+        return None, f"pip install {spec} ran past {timeout:.0f}s"
+    if p.returncode != 0:
+        _rm(tmp)
+        lines = [ln for ln in (p.stderr or p.stdout).splitlines() if ln.startswith("ERROR") or "No space" in ln]
+        why = (lines[-1] if lines else (p.stderr.strip().splitlines() or ["pip failed"])[-1]).strip()
+        return None, f"pip install {spec} failed: {why[:300]}"
+    try:
+        (tmp / ".tverify-installed").write_text(" ".join(cmd) + "\n", encoding="utf-8")
+        if folder.exists():
+            _rm(folder)
+        os.replace(tmp, folder)
+    except OSError as exc:
+        _rm(tmp)
+        return None, f"cannot write the install cache {cache}: {exc.strerror or exc}"
+    return folder, None
+
+
+def _rm(p: Path) -> None:
+    import shutil
+
+    shutil.rmtree(p, ignore_errors=True)
+
+
+def prepare(entry: Entry, cache: Path, *, install: bool, timeout: float) -> tuple[list[str], list[str], str | None]:
+    """(sys.path folders, notes, why-not). Pins met by the running environment are not installed."""
+    if entry.version is None:
+        return [], ["the running torch"], None
+    paths, notes = [], []
+    for spec in (entry.spec, *entry.extra):
+        if _in_env(spec):
+            notes.append(f"{spec} (running environment)")
+            continue
+        folder = cache / spec.replace("==", "-")
+        if not install and not (folder / ".tverify-installed").exists():
+            return paths, notes, f"{spec} is not in the running environment nor the cache (--no-install)"
+        got, why = _install(spec, cache, timeout)
+        if got is None:
+            return paths, notes, why
+        paths.append(str(got.resolve()))
+        notes.append(f"{spec} ({got})")
+    return paths, notes, None
+
+
+def run_entry(entry: Entry, *, cache: Path, mode: str, seed: int, timeout: float, install: bool = True) -> dict[str, Any]:
+    """One row: install, run the worker in its own process (killed at ``timeout`` s), read its result."""
+    t0 = time.perf_counter()
+    row: dict[str, Any] = {"name": entry.name, "library": entry.library, "package": entry.package,
+                           "version": entry.version, "spec": entry.spec, "declaration": entry.declaration(),
+                           "adapter_lines": entry.adapter_lines, "what": entry.what}
+    paths, notes, why = prepare(entry, cache, install=install, timeout=max(timeout, 120.0))
+    row["install"] = notes
+    if why is not None:
+        row.update(status="not-installed" if "--no-install" in why else "install-failed", why=why)
+        row["seconds"] = round(time.perf_counter() - t0, 2)
+        return row
+    try:
+        with tempfile.TemporaryDirectory(prefix="tverify-survey-") as d:
+            spec = {"name": entry.name, "paths": paths, "package": entry.package, "version": entry.version,
+                    "module": entry.module, "adapter": entry.adapter, "declare": entry.declare, "mode": mode, "seed": seed}
+            sp, rp = Path(d) / "spec.json", Path(d) / "result.json"
+            sp.write_text(json.dumps(spec), encoding="utf-8")
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *([os.environ["PYTHONPATH"]]
+                                                                            if os.environ.get("PYTHONPATH") else [])]),
+                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONWARNINGS": "ignore"}
+            w0 = time.perf_counter()
+            try:
+                p = subprocess.run([sys.executable, "-m", "proofs_checks.survey.worker", str(sp), str(rp)],
+                                   capture_output=True, text=True, timeout=timeout, env=env, cwd=d)
+            except subprocess.TimeoutExpired:
+                row.update(status="timeout", why=f"no result within the per-entry limit of {timeout:.0f}s (killed)")
+                return row
+            row["worker_seconds"] = round(time.perf_counter() - w0, 2)
+            if not rp.exists():
+                tail = (p.stderr or "").strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
+                row.update(status="check-failed", why=f"the worker died: {tail[0][:300]}")
+                return row
+            res = json.loads(rp.read_text(encoding="utf-8"))
+    except OSError as exc:
+        row.update(status="check-failed" if exc.errno != errno.ENOSPC else "disk-full",
+                   why=f"cannot run the entry: {exc.strerror or exc}")
+        return row
+    finally:
+        row["seconds"] = round(time.perf_counter() - t0, 2)
+    row.update({k: v for k, v in res.items() if k != "name"})
+    return row
+
+
+def row_verdict(entry: Entry, row: dict[str, Any]) -> dict[str, Any]:
+    """Findings (failed properties that are not by design) and the comparison with ``entry.known``:
+    ``expected`` is 'as documented', 'contradicts the record' or None (nothing recorded / not run)."""
+    props = row.get("properties") or []
+    failed = [p["name"] for p in props if p["status"] == "fail"]
+    findings = [n for n in failed if n not in entry.by_design]
+    row["failed"], row["findings"] = failed, findings
+    row["by_design"] = [n for n in failed if n in entry.by_design]
+    k = entry.known or {}
+    exp = None
+    if row.get("status") == "checked" and k:
+        if "bug" in k:
+            exp = "as documented" if set(k["bug"]) <= set(failed) else "contradicts the record"
+        elif "fix_of" in k:
+            bug = k.get("bug_props") or []
+            exp = "as documented" if not findings and not (set(bug) & set(failed)) else "contradicts the record"
+    row["expected"] = exp
+    if row.get("status") == "checked":
+        row["verdict"] = row.get("outcome") if findings or row.get("outcome") != "mismatch" else "approximation"
+    else:
+        row["verdict"] = row.get("status")
+    return row
+
+
+ProgressFn = Callable[[str, dict | None], None]
