@@ -215,9 +215,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += ["", "## Paper reproductions (quick sizes)", "", "| reproduction | status | rows agreeing | page |", "|---|---|---|---|"]
         lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | [{r.get('page')}]({r.get('page')}) |"
                   for r in doc["reproductions"]]
-    from proofs_checks.survey.page import latest_survey_link  # issue 27: link the latest `tverify survey` page
-
-    lines += latest_survey_link()
+    lines += latest_survey_link()  # the latest `tverify survey` page, when one exists
     lines.append("")
     reproduce = f"tverify run {' '.join(r['id'] for r in doc['results'])} --seed {doc['seed']} --device {doc['device']}"
     lines += ["## Reproduce", "", "```", reproduce + ("" if doc["mode"] == "default" else f" --{doc['mode']}"), "```", ""]
@@ -435,3 +433,21 @@ def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
              "created": doc.get("created"), "command": doc.get("command"),
              "note": "written by tverify report; the next report may replace this folder if it holds only these files"}
     return build_output(out, fill, stamp, force=force)
+
+
+#: where ``tverify survey`` records its latest page (``proofs_checks.survey.page.remember_latest``);
+#: ``tverify report`` links it. The survey imports this name; the report imports nothing of it.
+SURVEY_POINTER = Path(".tverify") / "survey-latest.json"
+
+
+def latest_survey_link() -> list[str]:
+    """Markdown lines for ``tverify report``: a link to the latest survey page, when one exists."""
+    try:
+        p = json.loads(SURVEY_POINTER.read_text(encoding="utf-8"))
+        if not Path(p["page"]).exists():
+            return []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    summary = ", ".join(f"{k} {v}" for k, v in sorted((p.get("summary") or {}).items()))
+    return ["", "## Attention implementations survey", "",
+            f"Latest `tverify survey` ({p.get('created')}): [{p['page']}]({Path(p['page']).as_uri()}) — {summary}", ""]

@@ -40,7 +40,7 @@ def select(names) -> tuple[list, list[str]]:
 
 
 def _list(entries, json_path) -> None:
-    from proofs_checks.cli import _check_json_target, _console, _esc, _table, _write_json
+    from proofs_checks.console import check_json_target as _check_json_target, console as _console, esc as _esc, table as _table, write_json as _write_json  # noqa: E501
 
     if json_path:
         _check_json_target(json_path)
@@ -58,7 +58,7 @@ def _list(entries, json_path) -> None:
 
 def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out_dir: str, force: bool,
                 cache_dir: str | None, install: bool, timeout: float, seed: int = 0, progress: bool = True) -> int:
-    from proofs_checks.cli import _check_json_target, _command_line, _console, _write_json
+    from proofs_checks.console import check_json_target as _check_json_target, command_line as _command_line, console as _console, write_json as _write_json  # noqa: E501
     from proofs_checks.report import ReportTargetError, build_output, check_out_and_json
     from proofs_checks.survey.page import finding_ref, remember_latest, write_pages
 

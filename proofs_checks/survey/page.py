@@ -20,7 +20,7 @@ PROPERTIES = ["finite_output", "matches_reference", "scale_1_over_sqrt_dk", "cau
               "prefix_consistency", "gradients_match_reference", "batch_independence", "permutation_equivariance",
               "convex_combination_of_values", "weights_are_distributions", "stable_at_extreme_logits",
               "dtype_and_device_preserved", "runs_at_every_length"]
-POINTER = Path(".tverify") / "survey-latest.json"
+from proofs_checks.report import SURVEY_POINTER as POINTER, latest_survey_link  # noqa: E402,F401 (the report reads it)
 _COLOURS = {"pass": "#4caf50", "fail": "#e53935", "by design": "#ffb300", "skip": "#e0e0e0", "not run": "#ffffff"}
 
 
@@ -170,14 +170,3 @@ def remember_latest(out: Path, doc: dict[str, Any]) -> None:
         pass
 
 
-def latest_survey_link() -> list[str]:
-    """Markdown lines for ``tverify report``: a link to the latest survey page, when one exists."""
-    try:
-        p = json.loads(POINTER.read_text(encoding="utf-8"))
-        if not Path(p["page"]).exists():
-            return []
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    summary = ", ".join(f"{k} {v}" for k, v in sorted((p.get("summary") or {}).items()))
-    return ["", "## Attention implementations survey", "",
-            f"Latest `tverify survey` ({p.get('created')}): [{p['page']}]({Path(p['page']).as_uri()}) — {summary}", ""]
