@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from proofs_checks.context import RunContext
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck, default_resolution
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
@@ -278,6 +278,8 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
     if res.passed and (math.isinf(res.error) or (math.isnan(res.error) and not math.isnan(res.tolerance))):
         res.passed = False  # a non-finite measurement never passes, whoever built the result
         res.reason = res.reason or f"non-finite error: {res.error}"
+    if res.passed is not None and not res.resolution_units:  # built without compare(): the generic rule
+        res.resolution, res.resolution_units = default_resolution(res.error, res.tolerance)
     res.figures = list(res.figures) + cctx.take_figures()
     if not res.device or res.device == "cpu":
         res.device = cctx.device
