@@ -122,6 +122,7 @@ class ClaimResult:
             "seed": self.seed,
             "device": self.device,
             "max_error_ratio": _jsonable(self.max_error_ratio),
+            "best_resolution": best_resolution([c.to_json() for c in self.checks]),
             "checks": [c.to_json() for c in self.checks],
             "stated_checks": [c.to_json() for c in self.stated_checks],
             "derivation": self.derivation,
@@ -555,6 +556,26 @@ def run_mutants(claims: list[Claim], ctx: RunContext, progress: Callable[[Claim,
                 progress(c, m)
     if gate:
         refuse_mutants(results, out)
+    return out
+
+
+def _res_rank(units: str) -> int:
+    """Order of resolution units when picking a layer's best: exact, then relative, then others."""
+    return 0 if units.startswith("exact") else (1 if units.startswith("relative") else 2)
+
+
+def best_resolution(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per layer, the best (smallest) resolution among the checks that ran (JSON check dicts):
+    ``{layer: {"resolution", "units", "check"}}``; exact and relative units are preferred over a
+    check's own units (which are not comparable across checks)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in checks:
+        r, u = c.get("resolution"), str(c.get("resolution_units") or "")
+        if c.get("status") not in ("passed", "failed") or not isinstance(r, (int, float)) or not math.isfinite(r):
+            continue
+        cur = out.get(c["layer"])
+        if cur is None or (_res_rank(u), r) < (_res_rank(cur["units"]), cur["resolution"]):
+            out[c["layer"]] = {"resolution": float(r), "units": u, "check": c["name"]}
     return out
 
 
