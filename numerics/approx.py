@@ -212,14 +212,31 @@ def _isqrt(T: int) -> int:
 
 #: closed-form per-layer counts (True entries of each mask); strided/fixed use s = √T (T a perfect
 #: square), fixed has c summary positions per block, Longformer/BigBird a half-width-w window and
-#: global tokens 0..g−1 (T − g ≥ 2w)
+#: global tokens 0..g−1; the Longformer count holds for every T ≥ 1, g ≥ 0, w ≥ 0 (see _longformer_count)
+
+
+def _longformer_count(T: int, w: int, g: int) -> int:
+    """Longformer/BigBird structural count for every configuration: ``g' = min(g, T)`` global rows
+    and columns (``g'(2T − g')``) plus the band ``|i − j| ≤ w`` on the ``n = T − g'`` other tokens,
+    ``n² − m(m + 1)`` with ``m = max(n − w − 1, 0)`` (the pairs farther apart than ``w``). For
+    ``T − g ≥ w`` it is the polynomial ``(2w+1)T + 2gT − g² − 2gw − g − w² − w``.
+
+    >>> _longformer_count(10, 1, 1), _longformer_count(3, 5, 1), _longformer_count(2, 1, 4)
+    (44, 9, 4)
+    """
+    g = min(int(g), int(T))
+    n = int(T) - g
+    m = max(n - int(w) - 1, 0)
+    return g * (2 * int(T) - g) + n * n - m * (m + 1)
+
+
 CONNECTION_COUNTS = {
     "strided_local": lambda T: 2 * T * _isqrt(T) - 2 * T + _isqrt(T),
     "strided_stride": lambda T: T * _isqrt(T),
     "fixed_block": lambda T: T * _isqrt(T),
     "fixed_summary": lambda T, c: c * T * _isqrt(T) + T - c * _isqrt(T),
     "star": lambda T: 5 * T - 6,
-    "longformer": lambda T, w, g: T * (2 * w + 1) + 2 * g * T - g * g - 2 * g * w - g - w * w - w,
+    "longformer": _longformer_count,
 }
 
 
@@ -237,7 +254,7 @@ def mask_counts(name: str, T: int, **params) -> int:
     if name == "star":
         return int(nsp.star(T)[0].sum())
     if name == "longformer":
-        return int(nsp.longformer(T, params["w"], range(params["g"]))[0].sum())
+        return int(nsp.longformer(T, params["w"], range(min(params["g"], T)))[0].sum())
     if name == "bigbird":
         return int(nsp.bigbird(T, params["w"], params["g"], params["r"], params.get("seed", 0))[0].sum())
     raise KeyError(name)

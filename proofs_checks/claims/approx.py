@@ -313,7 +313,15 @@ def _cases(ctx):
     for T in range(3, t_max + 1):
         out.append(("star", T, {}))
         out += [("longformer", T, {"w": w, "g": g}) for w in (1, 2, 3) for g in (0, 1, 2) if T - g >= 2 * w]
+    # every configuration T ≤ 40, g ≤ 4, w ≤ 6 (the closed form is piecewise outside T − g ≥ w)
+    out += [("longformer", T, {"w": w, "g": g}) for T in range(1, 41) for w in range(1, 7) for g in range(5)
+            if not (3 <= T <= t_max and w <= 3 and g <= 2 and T - g >= 2 * w)]
     return out
+
+
+def _lf_branch(p, T) -> str:
+    """Which derived Longformer expression holds: the polynomial (T − g ≥ w), full band, all global."""
+    return ("longformer_all_global" if p["g"] >= T else "longformer" if T - p["g"] >= p["w"] else "longformer_short")
 
 
 def _counts_symbolic(form, ctx) -> CheckResult:
@@ -329,7 +337,7 @@ def _counts_symbolic(form, ctx) -> CheckResult:
         fns[k] = (uses_root, sp.lambdify([s_ if uses_root else T_, S["c"], S["w"], S["g"]], poly, "math"))
     bad = []
     for name, T, p in _cases(ctx):
-        root, fn = fns[name]
+        root, fn = fns[_lf_branch(p, T) if name == "longformer" else name]
         ref = fn(math.isqrt(T) if root else T, p.get("c", 0), p.get("w", 0), p.get("g", 0))
         got = form[name](T, *[p[k] for k in _PATTERNS[name]])
         if not (isinstance(ref, int) and int(got) == got and int(got) == ref):
