@@ -177,6 +177,59 @@ def tight_pair_separation(d: int, b: int, n: int, W: dict) -> float:
     return float(torch.linalg.vector_norm(Y[0, 0] - Y[1, 0]))
 
 
+def _layer_mp(Xs, W, mp):
+    """The layer of :func:`attention_layer` on one set of tokens (rows of ``Xs``, mpmath vectors),
+    in mpmath at the working precision: the output of the first token (permutation equivariance:
+    it depends on the set only). The float64 weights are taken exactly."""
+    WQ, WK, WV, WO = (mp.matrix(np.asarray(W[k], dtype=float).tolist()) for k in ("W_Q", "W_K", "W_V", "W_O"))
+    q = WQ * Xs[0]
+    ks, vs = [WK * x for x in Xs], [WV * x for x in Xs]
+    logits = [sum(q[i] * k[i] for i in range(q.rows)) for k in ks]
+    top = max(logits)
+    e = [mp.exp(t - top) for t in logits]
+    Z = sum(e)
+    att = sum((vs[j] * (e[j] / Z) for j in range(1, len(vs))), vs[0] * (e[0] / Z))
+    return Xs[0] + WO * att
+
+
+def same_token_separations_mp(d: int, b: int, n: int, W: dict, dps: int) -> np.ndarray:
+    """``(K,)`` smallest ``‖y − y′‖`` between outputs of token ``z`` in two different sets of ``n``
+    distinct grid tokens, the layer evaluated in mpmath at ``dps`` digits (for grids whose
+    separations fall below float64 rounding of outputs of size ~1: ``K ≳ 5``). Returned as float64
+    (the separations themselves are representable; only their computation in float64 is not)."""
+    import mpmath
+
+    K = b**d
+    require(2 <= n <= K, f"need 2 ≤ n ≤ K, got n = {n}, K = {K}")
+    with mpmath.workdps(int(dps)):
+        toks = [mpmath.matrix([mpmath.mpf(int(m)) / b for m in row]) for row in np.rint(grid_tokens(d, b) * b).astype(int)]
+        out = np.full(K, np.inf)
+        for z in range(K):
+            others = [t for t in range(K) if t != z]
+            ys = [_layer_mp([toks[z]] + [toks[t] for t in rest], W, mpmath)
+                  for rest in itertools.combinations(others, n - 1)]
+            best = mpmath.inf
+            for i in range(len(ys)):
+                for j in range(i + 1, len(ys)):
+                    best = min(best, mpmath.norm(ys[i] - ys[j]))
+            out[z] = float(best)
+    return out
+
+
+def tight_pair_separation_mp(d: int, b: int, n: int, W: dict, dps: int) -> float:
+    """:func:`tight_pair_separation` evaluated in mpmath at ``dps`` digits."""
+    import mpmath
+
+    K = b**d
+    require(2 <= n <= K - 1, f"the tight pair needs 2 ≤ n ≤ K − 1, got n = {n}, K = {K}")
+    with mpmath.workdps(int(dps)):
+        toks = [mpmath.matrix([mpmath.mpf(int(m)) / b for m in row]) for row in np.rint(grid_tokens(d, b) * b).astype(int)]
+        common = [K - 1 - c for c in range(n - 1)]
+        ya = _layer_mp([toks[i] for i in common + [1]], W, mpmath)
+        yb = _layer_mp([toks[i] for i in common + [0]], W, mpmath)
+        return float(mpmath.norm(ya - yb))
+
+
 def uniform_attention_weights(d: int, b: int, rho: float = RHO, seed: int = 0) -> dict:
     """Zero query/key weights (uniform attention: mean pooling) with random full-rank ``W_V, W_O``
     (``d×d``, Gaussian, ``W_O`` scaled by γ): a permutation-equivariant layer that is NOT a

@@ -51,3 +51,19 @@ def test_longformer_count_every_small_configuration():
                 assert na.CONNECTION_COUNTS["longformer"](T, w, g) == brute, (T, g, w)
                 if w >= 1:
                     assert na.mask_counts("longformer", T, w=w, g=g) == brute, (T, g, w)
+
+
+@pytest.mark.parametrize("d,b,n", [(3, 2, 3), (2, 3, 3), (1, 9, 2)])
+def test_contextual_mapping_separations_in_mpmath_up_to_K9(d, b, n):
+    """K = 8, 9: the separations (down to 1e-59) are computed in mpmath and respect the derived
+    bound, the tight pair within τ ≤ 1.09 of it; the float64 enumeration cannot resolve them."""
+    import numerics.approx as na
+    from proofs_checks.claims.approx import _precision
+
+    W, bound = na.construction_weights(d, b), na.margin_bound(d, b)["same_token"]
+    rnd, dps = _precision(n, d, float(np.min(bound)))
+    assert dps > 0 and rnd < 1e-6 * float(np.min(bound))
+    same = na.same_token_separations_mp(d, b, n, W, dps)
+    assert np.all(same >= bound * (1 - 1e-12))
+    assert 1.0 <= na.tight_pair_separation_mp(d, b, n, W, dps) / bound[-1] <= 1.09
+    assert na.same_token_separations_mp(d, b, n, W, dps + 20) == pytest.approx(same, rel=1e-12)
