@@ -67,3 +67,20 @@ def test_contextual_mapping_separations_in_mpmath_up_to_K9(d, b, n):
     assert np.all(same >= bound * (1 - 1e-12))
     assert 1.0 <= na.tight_pair_separation_mp(d, b, n, W, dps) / bound[-1] <= 1.09
     assert na.same_token_separations_mp(d, b, n, W, dps + 20) == pytest.approx(same, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_att_svm_exact_optimum_within_certified_tolerance(seed):
+    """The default solve is within the certificate-derived tolerance of the exact Frobenius optimum
+    (SciPy's dual polished to the KKT point), and the certified bound really bounds the distance."""
+    import numerics.att_svm as ns
+    from proofs_checks.claims.att_svm import FRO_DIST
+
+    inst = ns.make_instance(8, 5, 8, seed=seed)
+    A = ns.constraint_matrix(inst.X, inst.z, inst.opt)[0]
+    Wp, ap = ns.polish_fro(A, ns.solve_att_svm_dual_scipy(inst.X, inst.z, inst.opt)[1])
+    dref = ns.fro_distance_bound(A, Wp, ap)
+    res = ns.solve_att_svm(inst.X, inst.z, inst.opt, "fro")
+    dist = np.linalg.norm(res.W - Wp) / np.linalg.norm(Wp)
+    assert dref < 1e-6 and dist <= FRO_DIST + dref
+    assert dist <= ns.fro_distance_bound(A, res.W, res.duals) + dref
