@@ -177,6 +177,59 @@ def tight_pair_separation(d: int, b: int, n: int, W: dict) -> float:
     return float(torch.linalg.vector_norm(Y[0, 0] - Y[1, 0]))
 
 
+def _layer_mp(Xs, W, mp):
+    """The layer of :func:`attention_layer` on one set of tokens (rows of ``Xs``, mpmath vectors),
+    in mpmath at the working precision: the output of the first token (permutation equivariance:
+    it depends on the set only). The float64 weights are taken exactly."""
+    WQ, WK, WV, WO = (mp.matrix(np.asarray(W[k], dtype=float).tolist()) for k in ("W_Q", "W_K", "W_V", "W_O"))
+    q = WQ * Xs[0]
+    ks, vs = [WK * x for x in Xs], [WV * x for x in Xs]
+    logits = [sum(q[i] * k[i] for i in range(q.rows)) for k in ks]
+    top = max(logits)
+    e = [mp.exp(t - top) for t in logits]
+    Z = sum(e)
+    att = sum((vs[j] * (e[j] / Z) for j in range(1, len(vs))), vs[0] * (e[0] / Z))
+    return Xs[0] + WO * att
+
+
+def same_token_separations_mp(d: int, b: int, n: int, W: dict, dps: int) -> np.ndarray:
+    """``(K,)`` smallest ``‖y − y′‖`` between outputs of token ``z`` in two different sets of ``n``
+    distinct grid tokens, the layer evaluated in mpmath at ``dps`` digits (for grids whose
+    separations fall below float64 rounding of outputs of size ~1: ``K ≳ 5``). Returned as float64
+    (the separations themselves are representable; only their computation in float64 is not)."""
+    import mpmath
+
+    K = b**d
+    require(2 <= n <= K, f"need 2 ≤ n ≤ K, got n = {n}, K = {K}")
+    with mpmath.workdps(int(dps)):
+        toks = [mpmath.matrix([mpmath.mpf(int(m)) / b for m in row]) for row in np.rint(grid_tokens(d, b) * b).astype(int)]
+        out = np.full(K, np.inf)
+        for z in range(K):
+            others = [t for t in range(K) if t != z]
+            ys = [_layer_mp([toks[z]] + [toks[t] for t in rest], W, mpmath)
+                  for rest in itertools.combinations(others, n - 1)]
+            best = mpmath.inf
+            for i in range(len(ys)):
+                for j in range(i + 1, len(ys)):
+                    best = min(best, mpmath.norm(ys[i] - ys[j]))
+            out[z] = float(best)
+    return out
+
+
+def tight_pair_separation_mp(d: int, b: int, n: int, W: dict, dps: int) -> float:
+    """:func:`tight_pair_separation` evaluated in mpmath at ``dps`` digits."""
+    import mpmath
+
+    K = b**d
+    require(2 <= n <= K - 1, f"the tight pair needs 2 ≤ n ≤ K − 1, got n = {n}, K = {K}")
+    with mpmath.workdps(int(dps)):
+        toks = [mpmath.matrix([mpmath.mpf(int(m)) / b for m in row]) for row in np.rint(grid_tokens(d, b) * b).astype(int)]
+        common = [K - 1 - c for c in range(n - 1)]
+        ya = _layer_mp([toks[i] for i in common + [1]], W, mpmath)
+        yb = _layer_mp([toks[i] for i in common + [0]], W, mpmath)
+        return float(mpmath.norm(ya - yb))
+
+
 def uniform_attention_weights(d: int, b: int, rho: float = RHO, seed: int = 0) -> dict:
     """Zero query/key weights (uniform attention: mean pooling) with random full-rank ``W_V, W_O``
     (``d×d``, Gaussian, ``W_O`` scaled by γ): a permutation-equivariant layer that is NOT a
@@ -212,14 +265,31 @@ def _isqrt(T: int) -> int:
 
 #: closed-form per-layer counts (True entries of each mask); strided/fixed use s = √T (T a perfect
 #: square), fixed has c summary positions per block, Longformer/BigBird a half-width-w window and
-#: global tokens 0..g−1 (T − g ≥ 2w)
+#: global tokens 0..g−1; the Longformer count holds for every T ≥ 1, g ≥ 0, w ≥ 0 (see _longformer_count)
+
+
+def _longformer_count(T: int, w: int, g: int) -> int:
+    """Longformer/BigBird structural count for every configuration: ``g' = min(g, T)`` global rows
+    and columns (``g'(2T − g')``) plus the band ``|i − j| ≤ w`` on the ``n = T − g'`` other tokens,
+    ``n² − m(m + 1)`` with ``m = max(n − w − 1, 0)`` (the pairs farther apart than ``w``). For
+    ``T − g ≥ w`` it is the polynomial ``(2w+1)T + 2gT − g² − 2gw − g − w² − w``.
+
+    >>> _longformer_count(10, 1, 1), _longformer_count(3, 5, 1), _longformer_count(2, 1, 4)
+    (44, 9, 4)
+    """
+    g = min(int(g), int(T))
+    n = int(T) - g
+    m = max(n - int(w) - 1, 0)
+    return g * (2 * int(T) - g) + n * n - m * (m + 1)
+
+
 CONNECTION_COUNTS = {
     "strided_local": lambda T: 2 * T * _isqrt(T) - 2 * T + _isqrt(T),
     "strided_stride": lambda T: T * _isqrt(T),
     "fixed_block": lambda T: T * _isqrt(T),
     "fixed_summary": lambda T, c: c * T * _isqrt(T) + T - c * _isqrt(T),
     "star": lambda T: 5 * T - 6,
-    "longformer": lambda T, w, g: T * (2 * w + 1) + 2 * g * T - g * g - 2 * g * w - g - w * w - w,
+    "longformer": _longformer_count,
 }
 
 
@@ -237,7 +307,7 @@ def mask_counts(name: str, T: int, **params) -> int:
     if name == "star":
         return int(nsp.star(T)[0].sum())
     if name == "longformer":
-        return int(nsp.longformer(T, params["w"], range(params["g"]))[0].sum())
+        return int(nsp.longformer(T, params["w"], range(min(params["g"], T)))[0].sum())
     if name == "bigbird":
         return int(nsp.bigbird(T, params["w"], params["g"], params["r"], params.get("seed", 0))[0].sum())
     raise KeyError(name)

@@ -503,10 +503,12 @@ def show_cmd(claim_id, json_path, store_dir, refresh):
         st = last.get("status")
         p(f"  [{STATUS_STYLE.get(st, '')}]{_esc(st)}[/] (mode {_esc(last.get('mode'))}, seed {_esc(last.get('seed'))}, "
           f"device {_esc(last.get('device'))}) {_esc(last.get('message') or '')}")
+        from proofs_checks.report import resolution_text
+
         for ch in last.get("checks") or []:
             why = ch.get("justification") or ch.get("skip_reason") or ch.get("error_message") or ""
             p(f"    {_esc(ch.get('name'))}: {_esc(ch.get('status'))} error={_fmt_num(ch.get('error'))} "
-              f"tol={_fmt_num(ch.get('tolerance'))} — {_esc(why)}")
+              f"tol={_fmt_num(ch.get('tolerance'))} resolution={_esc(resolution_text(ch))} — {_esc(why)}")
 
 
 def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool = True, extra_check=None):

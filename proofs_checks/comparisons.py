@@ -11,7 +11,14 @@ model, a solver's output; computed once per seed and size through ``ctx.referenc
 * :func:`z_test`: a Monte Carlo estimate against a closed form, ``|estimate − reference| / SE``
   within ``K_SIGMA`` standard errors;
 * :func:`seed_spread`: per-seed estimates (trained models), the mean against the reference in units
-  of the seeds' own standard error, within ``K_SIGMA``.
+  of the seeds' own standard error, within ``K_SIGMA``;
+* :func:`relative`: two arrays, ``max|value − ref| / max|ref|`` within a stated tolerance.
+
+Each kind derives its *resolution*: the smallest relative change ``ε`` of the reference (all of it
+scaled by ``1 + ε``) that the comparison is guaranteed to reject, from its error, tolerance and
+the reference's scale (triangle inequality), and :func:`confirm_resolution` re-runs the comparison
+against the reference scaled by ``1 ± 2ε`` (must be rejected) and, where the error leaves room,
+``1 ± ε/2`` (accepted); the outcome is in ``details["resolution_confirmed"]``.
 
 Every reduction of several errors goes through :func:`proofs_checks.registry.worst` or
 :func:`largest` / :func:`smallest`: unlike Python's ``max``/``min`` they propagate NaN (``max(1.0,
@@ -29,7 +36,11 @@ import numpy as np
 from proofs_checks.registry import CheckResult, compare, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
 
-__all__ = ["largest", "smallest", "exact", "rounding", "z_test", "seed_spread", "worst"]
+__all__ = ["largest", "smallest", "exact", "rounding", "z_test", "seed_spread", "relative", "confirm_resolution",
+           "REL_UNITS", "worst"]
+
+#: the units of the comparison kinds' resolution
+REL_UNITS = "relative change of the reference"
 
 
 def _isnan(v: Any) -> bool:
@@ -84,7 +95,8 @@ def exact(mismatches: dict[str, float] | float, what: str, **kw) -> CheckResult:
     >>> exact({"count": 2.0}, "exact integer counts").ratio
     inf
     """
-    return compare(mismatches, 0.0, f"exact: {what}", **kw)
+    return compare(mismatches, 0.0, f"exact: {what}", resolution=0.0,
+                   resolution_units="exact: any change of a compared integer, boolean or expression is rejected", **kw)
 
 
 def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, c: float = 64.0, what: str = "",
@@ -97,7 +109,10 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     """
     tol = c * n * EPS * (scale if scale > 1.0 else 1.0)
     just = f"float64 rounding of {what or f'~{n:g} operations'} ({c:g}·n·eps·max(1, scale), n={n:g}, scale={scale:.3g})"
-    return compare(errors, tol, just, **kw)
+    r = compare(errors, tol, just, **kw)
+    if scale > 0 and math.isfinite(r.error):  # a relative change ε moves a value of size `scale` by ε·scale
+        r.resolution, r.resolution_units = (tol + abs(r.error)) / scale, REL_UNITS
+    return r
 
 
 def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_SIGMA, what: str = "",
@@ -118,8 +133,69 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
         rows[label] = {"estimate": est, "standard_error": se, "form": val, "z": zs[label]}
     details = dict(kw.pop("details", {}) or {})
     details.update(measurements=rows)
+    est = np.array([float(m[0]) for m in measurements.values()])
+    se = np.array([float(m[1]) for m in measurements.values()])
+    val = np.array([float(m[2]) for m in measurements.values()])
+    eps, conf = _spread_resolution(est, se, val, k)
+    details.update(resolution_confirmed=conf)
     return compare(zs, k, f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)",
-                   details=details, **kw)
+                   details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
+
+
+def _spread_resolution(est, se, ref, k: float) -> tuple[float, dict]:
+    """Resolution of ``max_i |est_i − ref_i| / se_i ≤ k`` against ``ref·(1+δ)``: entry ``i`` rejects
+    every ``|δ| > (k·se_i + |est_i − ref_i|) / |ref_i|``, so ``ε`` is the smallest of these over
+    the entries with ``ref_i ≠ 0``; confirmed by re-running the test at ``δ = ±2ε, ±ε/2``."""
+    est, se, ref = (np.ravel(np.asarray(a, dtype=float)) for a in (est, se, ref))
+    se = np.broadcast_to(se, est.shape)
+    ok = (ref != 0) & np.isfinite(se) & (se > 0)
+    if not ok.any() or not np.all(np.isfinite(est)):
+        return math.nan, {}
+    eps = float(np.min((k * se[ok] + np.abs(est[ok] - ref[ok])) / np.abs(ref[ok])))
+
+    def err(delta):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return float(np.max(np.where(se > 0, np.abs(est - ref * (1 + delta)) / se, np.inf)))
+
+    return eps, confirm_resolution(err, k, eps)
+
+
+def confirm_resolution(err: Callable[[float], float], tol: float, eps: float) -> dict:
+    """Re-run a comparison (``err(δ)``: its error against the reference scaled by ``1 + δ``) at
+    ``δ = ±2ε`` (each must be rejected: ``err > tol``) and ``±ε/2`` (accepted where the error at
+    ``δ = 0`` leaves room: ``err ≤ tol``; ``None`` when it is not accepted, which the resolution does
+    not claim). ``rejects_2eps`` is the check on the stated resolution.
+
+    >>> confirm_resolution(lambda d: abs(d) / 0.1, 1.0, 0.1)["rejects_2eps"]
+    True
+    """
+    if not (math.isfinite(eps) and eps > 0):
+        return {"eps": eps, "rejects_2eps": None, "accepts_half_eps": None}
+    rej = [err(s * 2 * eps) > tol for s in (1, -1)]
+    acc = [err(s * eps / 2) <= tol for s in (1, -1)]
+    return {"eps": eps, "rejects_2eps": bool(all(rej)), "accepts_half_eps": True if all(acc) else None}
+
+
+def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -> CheckResult:
+    """Two arrays of one quantity: error ``max|value − ref| / max|ref|``, tolerance ``tol`` (whose
+    reason the caller states). Resolution ``ε = (tol + error)/(1 − tol − error)`` relative (scaling the
+    reference by ``1 + δ`` gives an error ≥ ``(|δ| − error)/(1 + δ)``), confirmed at ``±2ε, ±ε/2``.
+
+    >>> r = relative([1.0, 2.0 + 1e-12], [1.0, 2.0], 1e-10, "rounding"); r.passed, r.resolution < 2e-10
+    (True, True)
+    """
+    v, ref = np.asarray(value, dtype=float), np.asarray(reference, dtype=float)
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+
+    def err(delta: float) -> float:
+        r = ref * (1 + delta)
+        return float(np.max(np.abs(v - r)) / (scale * abs(1 + delta))) if scale > 0 else math.inf
+
+    e = err(0.0)
+    eps = (tol + e) / (1 - tol - e) if tol + e < 0.5 else math.nan
+    details = dict(kw.pop("details", {}) or {})
+    details.update(resolution_confirmed=confirm_resolution(err, tol, eps))
+    return compare(e, tol, justification, details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
 
 
 def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, floor: float = 0.0, what: str = "",
@@ -142,5 +218,11 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
         z = np.where(se > 0, np.abs(mean - ref) / se, np.where(mean == ref, 0.0, np.inf))
     details = dict(kw.pop("details", {}) or {})
     details.update(seeds=S, mean=np.ravel(mean).tolist()[:50], standard_error=np.ravel(se).tolist()[:50])
+    eps, conf = _spread_resolution(np.broadcast_to(mean, np.broadcast(mean, ref).shape),
+                                   np.broadcast_to(se, np.broadcast(mean, ref).shape),
+                                   np.broadcast_to(ref, np.broadcast(mean, ref).shape), k)
+    details.update(resolution_confirmed=conf)
+    kw.setdefault("resolution", eps)
+    kw.setdefault("resolution_units", REL_UNITS)
     return compare({"z": worst([z])}, k, f"{k:g} standard errors of the mean over {S} seeds"
                    f"{(' of ' + what) if what else ''} (SE = std/√S, at least {floor:g})", details=details, **kw)

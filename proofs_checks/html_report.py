@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from proofs_checks.report import resolution_text
+
 __all__ = [
     "latex_to_mathml",
     "sympy_to_mathml",
@@ -401,13 +403,13 @@ def _checks_table(checks: list[dict[str, Any]], root: str, out: Path | None) -> 
         rows.append(
             f"<tr><td><b>{_e(c.get('name'))}</b></td><td>{_e(c.get('layer'))}</td><td>{_badge(c.get('status'))}</td>"
             f"<td class=num>{_num(c.get('error'))}</td><td class=num>{_num(c.get('tolerance'))}</td>"
-            f"<td class=num>{_num(q)}</td><td>{_e(note)}{det}</td><td>{_e(seeds)}</td><td>{_e(sizes)}</td>"
+            f"<td class=num>{_num(q)}</td><td class=num title=\"{_e(c.get('resolution_units'))}\">{_e(resolution_text(c))}</td><td>{_e(note)}{det}</td><td>{_e(seeds)}</td><td>{_e(sizes)}</td>"
             f"<td>{_e(c.get('device'))}</td><td class=num>{_num(c.get('seconds'))}</td></tr>"
         )
         for f in c.get("figures") or []:
             figs.append((c.get("name"), f))
     head = ("<table><tr><th>check</th><th>layer</th><th>status</th><th>error</th><th>tolerance</th>"
-            "<th>error/tol</th><th>justification</th><th>seeds</th><th>sizes</th><th>device</th><th>s</th></tr>")
+            "<th>error/tol</th><th>resolution</th><th>justification</th><th>seeds</th><th>sizes</th><th>device</th><th>s</th></tr>")
     html_ = head + "".join(rows) + "</table>"
     html_ += _figures_html(figs, root, out)
     return html_
@@ -601,10 +603,10 @@ def _index_body(doc: dict[str, Any]) -> str:
         rows.append(
             f'<tr><td><a href="{quote(claim_page(cid))}">{_e(cid)}</a><div class=dim>{_e(r.get("title"))}</div></td>'
             f"<td>{_e(r.get('kind'))}</td><td>{_e(r.get('source'))}</td><td>{_status_badge(r)}</td>"
-            f"<td class=num>{_err_vs_tol(_worst_check(r))}</td><td class=num>{_num(r.get('seconds'))}</td>"
+            f"<td class=num>{_err_vs_tol(_worst_check(r))}</td>{_best_res_cells(r)}<td class=num>{_num(r.get('seconds'))}</td>"
             f"<td>{_e(r.get('device'))}</td></tr>")
     b.append("<table><tr><th>claim</th><th>kind</th><th>source</th><th>status</th><th>max error vs tolerance</th>"
-             "<th>s</th><th>device</th></tr>" + "".join(rows) + "</table>")
+             "<th>best resolution: symbolic</th><th>numeric</th><th>trained</th><th>s</th><th>device</th></tr>" + "".join(rows) + "</table>")
     b.append(_reproductions_html(doc))
     b.append('<h2 id="mutants">Mutants</h2>')
     if doc.get("mutants") is None:
@@ -646,6 +648,20 @@ def _reproductions_html(doc: dict[str, Any]) -> str:
             + rows + "</table>")
 
 
+def _best_res_cells(r: dict[str, Any]) -> str:
+    """Three cells: the best resolution of the claim's symbolic, numeric and trained checks."""
+    from proofs_checks.runner import best_resolution
+
+    best = r.get("best_resolution") or best_resolution(r.get("checks") or [])
+    cells = []
+    for layer in ("symbolic", "numeric", "trained"):
+        b = best.get(layer)
+        cells.append("<td class=num>–</td>" if not b else
+                     f'<td class=num title="{_e(b.get("check"))}: {_e(b.get("units"))}">'
+                     f'{_e(resolution_text({"resolution": b.get("resolution"), "resolution_units": b.get("units")}))}</td>')
+    return "".join(cells)
+
+
 def _kill_summary_html(doc: dict[str, Any]) -> str:
     """Per claim: how many mutants each layer rejects, and how many a numeric or trained check
     rejects with margin ≥ 3 (the target)."""
@@ -660,6 +676,7 @@ def _kill_summary_html(doc: dict[str, Any]) -> str:
         c["ns3"] += int(any(v >= 3 for v in ns))
         c["exempt"] += int(bool(m.get("exempt")))
     kinds = {str(r.get("id")): r.get("kind") for r in doc.get("results") or []}
+    results = {str(r.get("id")): r for r in doc.get("results") or []}
     elig = [c for cid, c in per.items() if kinds.get(cid) in ("theorem", "identity", "erratum")]
     tot = sum(c["total"] - c["exempt"] for c in elig)
     met = sum(c["ns3"] for c in elig)
@@ -667,11 +684,13 @@ def _kill_summary_html(doc: dict[str, Any]) -> str:
     rows = "".join(
         f'<tr><td><a href="{quote(claim_page(cid))}">{_e(cid)}</a></td><td>{_e(kinds.get(cid))}</td><td class=num>{c["total"]}</td>'
         f'<td class=num>{c["symbolic"]}</td><td class=num>{c["numeric"]}</td><td class=num>{c["trained"]}</td>'
-        f'<td class="num {"m3" if c["ns3"] + c["exempt"] == c["total"] else "m1"}">{c["ns3"]}</td><td class=num>{c["exempt"]}</td></tr>'
+        f'<td class="num {"m3" if c["ns3"] + c["exempt"] == c["total"] else "m1"}">{c["ns3"]}</td><td class=num>{c["exempt"]}</td>'
+        f'{_best_res_cells(results.get(cid, {}))}</tr>'
         for cid, c in per.items())
     return (f"<p>Mutants of theorem/identity/erratum claims rejected by a numeric or trained check with margin ≥ 3: "
             f"<b>{share}</b> (exempt mutants excluded).</p><table><tr><th>claim</th><th>kind</th><th>mutants</th>"
-            "<th>rejected by symbolic</th><th>by numeric</th><th>by trained</th><th>numeric/trained, margin ≥ 3</th><th>exempt</th></tr>"
+            "<th>rejected by symbolic</th><th>by numeric</th><th>by trained</th><th>numeric/trained, margin ≥ 3</th><th>exempt</th>"
+            "<th>best resolution: symbolic</th><th>numeric</th><th>trained</th></tr>"
             + rows + "</table>")
 
 

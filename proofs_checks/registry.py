@@ -39,6 +39,7 @@ __all__ = [
     "SkipCheck",
     "UnknownClaimError",
     "compare",
+    "default_resolution",
     "worst",
     "get_claim",
     "register",
@@ -83,6 +84,9 @@ class CheckResult:
     exact (symbolic) comparisons; ``None`` means skipped. ``justification`` says why the tolerance
     is what it is (float64 rounding scaled by size, k standard errors, a convergence rate, exact).
     ``details`` holds further measured numbers (JSON-serialisable) for reports.
+    ``resolution`` is the smallest deviation from the truth the check still rejects, in
+    ``resolution_units`` (a relative change of the reference for the comparison kinds of
+    :mod:`proofs_checks.comparisons`; see :func:`default_resolution` for the rule otherwise).
     """
 
     passed: bool | None
@@ -97,6 +101,8 @@ class CheckResult:
     skip_reason: str | None = None
     figures: list[str] = field(default_factory=list)
     reason: str = ""
+    resolution: float = math.nan
+    resolution_units: str = ""
 
     @property
     def ratio(self) -> float:
@@ -122,6 +128,8 @@ def compare(
     sizes: dict[str, Any] | None = None,
     device: str = "cpu",
     details: dict[str, Any] | None = None,
+    resolution: float | None = None,
+    resolution_units: str = "",
 ) -> CheckResult:
     """A :class:`CheckResult` that passes iff ``error <= tolerance``.
 
@@ -148,6 +156,8 @@ def compare(
     if not math.isfinite(tolerance) or tolerance < 0:
         reason = (reason + "; " if reason else "") + f"invalid tolerance: {tolerance}"
     passed = not reason and error <= tolerance
+    if resolution is None:
+        resolution, resolution_units = default_resolution(error, tolerance)
     return CheckResult(
         passed=passed,
         error=error,
@@ -158,7 +168,31 @@ def compare(
         device=device,
         details=dict(details or {}),
         reason=reason,
+        resolution=float(resolution),
+        resolution_units=resolution_units,
     )
+
+
+#: units of :func:`default_resolution`
+EXACT_UNITS = "exact: any change of the compared value is rejected"
+ERROR_UNITS = "the check's error units (tolerance + |error|)"
+
+
+def default_resolution(error: float, tolerance: float) -> tuple[float, str]:
+    """The resolution of a bare ``error <= tolerance`` comparison in the error's own units: a
+    deviation ``δ`` of the truth moves the error by at least ``δ − |error|`` (triangle inequality),
+    so every ``δ > tolerance + |error|`` is rejected. Tolerance 0 (exact comparison of integers,
+    booleans or symbolic expressions): 0, any change is rejected. Non-finite: NaN.
+
+    >>> default_resolution(1e-16, 1e-13)[0] == 1e-13 + 1e-16, default_resolution(0.0, 0.0)[0]
+    (True, 0.0)
+    """
+    error, tolerance = float(error), float(tolerance)
+    if not (math.isfinite(error) and math.isfinite(tolerance)):
+        return math.nan, ""
+    if tolerance == 0.0:
+        return 0.0, EXACT_UNITS
+    return tolerance + abs(error), ERROR_UNITS
 
 
 def worst(errors: dict[str, float] | Iterable[float]) -> float:

@@ -101,6 +101,11 @@ def results_document(
             "survived": [f"{m.claim}:{m.mutant}" for m in mutants if not m.killed],
         }
         doc["kill_summary"] = mutant_kill_summary(mutants, {r.id: r.kind for r in results})
+        if doc["kill_summary"] is not None:  # best resolution per layer per claim, beside the margins
+            from proofs_checks.runner import best_resolution
+
+            doc["kill_summary"]["best_resolution"] = {r.id: best_resolution([c.to_json() for c in r.checks])
+                                                      for r in results}
     return doc
 
 
@@ -110,6 +115,16 @@ def mutant_kill_summary(mutants: list[MutantResult], kinds: dict[str, str] | Non
 
     fn = getattr(runner, "kill_summary", None)
     return fn(mutants, kinds) if fn is not None else None
+
+
+def resolution_text(c: dict[str, Any]) -> str:
+    """A check's resolution for tables: ``1.2e-10 rel``, ``exact``, or the number in its own units."""
+    r, u = c.get("resolution"), str(c.get("resolution_units") or "")
+    if not isinstance(r, (int, float)) or not math.isfinite(r):
+        return "–"
+    if u.startswith("exact"):
+        return "exact (0)"
+    return f"{float(r):.2g}" + (" rel" if u.startswith("relative") else " (own units)")
 
 
 def margin_text(v: Any) -> str:
@@ -186,11 +201,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
         for label, key in (("Checks", "checks"), ("Checks on the seed's stated form", "stated_checks")):
             if not r.get(key):
                 continue
-            lines += [f"{label}:", "", "| check | layer | status | error | tolerance | justification | seeds | sizes | s |", "|---|---|---|---|---|---|---|---|---|"]
+            lines += [f"{label}:", "", "| check | layer | status | error | tolerance | resolution | justification | seeds | sizes | s |", "|---|---|---|---|---|---|---|---|---|---|"]
             for c in r[key]:
                 just = (c.get("justification") or c.get("skip_reason") or c.get("error_message") or "").replace("|", "\\|")
                 lines.append(
-                    f"| {c['name']} | {c['layer']} | {c['status']} | {_fmt(c.get('error'))} | {_fmt(c.get('tolerance'))} | {just} | "
+                    f"| {c['name']} | {c['layer']} | {c['status']} | {_fmt(c.get('error'))} | {_fmt(c.get('tolerance'))} | {resolution_text(c)} | {just} | "
                     f"{','.join(map(str, c.get('seeds') or [])) or '–'} | {json.dumps(c.get('sizes') or {})} | {_fmt(c.get('seconds'))} |"
                 )
             lines.append("")

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from proofs_checks.context import RunContext
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck, default_resolution
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
@@ -122,6 +122,7 @@ class ClaimResult:
             "seed": self.seed,
             "device": self.device,
             "max_error_ratio": _jsonable(self.max_error_ratio),
+            "best_resolution": best_resolution([c.to_json() for c in self.checks]),
             "checks": [c.to_json() for c in self.checks],
             "stated_checks": [c.to_json() for c in self.stated_checks],
             "derivation": self.derivation,
@@ -278,6 +279,8 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
     if res.passed and (math.isinf(res.error) or (math.isnan(res.error) and not math.isnan(res.tolerance))):
         res.passed = False  # a non-finite measurement never passes, whoever built the result
         res.reason = res.reason or f"non-finite error: {res.error}"
+    if res.passed is not None and not res.resolution_units:  # built without compare(): the generic rule
+        res.resolution, res.resolution_units = default_resolution(res.error, res.tolerance)
     res.figures = list(res.figures) + cctx.take_figures()
     if not res.device or res.device == "cpu":
         res.device = cctx.device
@@ -553,6 +556,26 @@ def run_mutants(claims: list[Claim], ctx: RunContext, progress: Callable[[Claim,
                 progress(c, m)
     if gate:
         refuse_mutants(results, out)
+    return out
+
+
+def _res_rank(units: str) -> int:
+    """Order of resolution units when picking a layer's best: exact, then relative, then others."""
+    return 0 if units.startswith("exact") else (1 if units.startswith("relative") else 2)
+
+
+def best_resolution(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per layer, the best (smallest) resolution among the checks that ran (JSON check dicts):
+    ``{layer: {"resolution", "units", "check"}}``; exact and relative units are preferred over a
+    check's own units (which are not comparable across checks)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in checks:
+        r, u = c.get("resolution"), str(c.get("resolution_units") or "")
+        if c.get("status") not in ("passed", "failed") or not isinstance(r, (int, float)) or not math.isfinite(r):
+            continue
+        cur = out.get(c["layer"])
+        if cur is None or (_res_rank(u), r) < (_res_rank(cur["units"]), cur["resolution"]):
+            out[c["layer"]] = {"resolution": float(r), "units": u, "check": c["name"]}
     return out
 
 

@@ -1,7 +1,14 @@
 """Shared pytest set-up: hypothesis profiles and CUDA skipping.
 
-Profiles: ``dev`` (default, 25 examples), ``ci`` (deadline off, derandomized so CI runs are
-reproducible; selected by HYPOTHESIS_PROFILE=ci in .ci/run), ``thorough`` (200 examples).
+Profiles: ``dev`` (default, 25 examples), ``ci`` (deadline off; selected by HYPOTHESIS_PROFILE=ci in
+.ci/run), ``thorough`` (200 fresh random examples, opt-in exploration).
+
+``dev`` and ``ci`` are derandomized (issue 29): the draws are a fixed function of each test, so
+``make test`` runs exactly the configurations CI ran, and a statistical test with a random element
+(e.g. tests/test_trained_properties.py, 6 SE bounds, Bonferroni ≈ 1.5e-2 per fresh draw) has no
+per-run false-failure probability: it passed or failed once, for every user alike. Fresh draws are
+for ``HYPOTHESIS_PROFILE=thorough``, where a statistical failure must be read against its stated
+false-alarm rate.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("dev", max_examples=25, **_common)
+settings.register_profile("dev", max_examples=25, derandomize=True, **_common)
 settings.register_profile("ci", max_examples=25, derandomize=True, print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=200, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

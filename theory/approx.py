@@ -209,6 +209,14 @@ def derive_sparse_counts() -> Derivation:
                 sp.expand(sp.summation(sp.summation(1, (j, 0, T - 1)), (i, 0, g - 1))
                           + sp.summation(sp.summation(1, (j, 0, g - 1)), (i, g, T - 1)) + band.subs(q, T - g)))
     B.obligation("band_closed_form", sp.expand(band - (q * (2 * w + 1) - w * (w + 1))))
+    # outside T − g ≥ w the band is full (every pair within w); with g ≥ T every token is global
+    lf_short = B.step("Longformer/BigBird with T − g ≤ w: global part + the full (T − g)² block (every pair within w)",
+                      sp.expand(sp.summation(sp.summation(1, (j, 0, T - 1)), (i, 0, g - 1))
+                                + sp.summation(sp.summation(1, (j, 0, g - 1)), (i, g, T - 1))
+                                + sp.summation(sp.summation(1, (j, g, T - 1)), (i, g, T - 1))))
+    lf_global = B.step("Longformer/BigBird with g ≥ T: every token global, all T² pairs",
+                       sp.summation(sp.summation(1, (j, 0, T - 1)), (i, 0, T - 1)))
+    B.obligation("longformer_branches_meet_at_T_minus_g_eq_w", sp.expand(lf.subs(T, g + w) - lf_short.subs(T, g + w)))
     lead = {}
     for name, expr, power in (("strided_local", local, sp.Rational(3, 2)), ("strided_stride", stride, sp.Rational(3, 2)),
                               ("fixed_block", fblock, sp.Rational(3, 2)), ("fixed_summary", fsum, sp.Rational(3, 2)),
@@ -219,4 +227,4 @@ def derive_sparse_counts() -> Derivation:
     B.fact("symbols", {"T": T, "w": w, "g": g, "c": c})
     B.fact("leading", lead)
     return B.done({"strided_local": local, "strided_stride": stride, "fixed_block": fblock, "fixed_summary": fsum,
-                   "star": star, "longformer": lf})
+                   "star": star, "longformer": lf, "longformer_short": lf_short, "longformer_all_global": lf_global})

@@ -28,8 +28,20 @@ RHO = float(ta.RHO)
 
 def _grids(ctx):
     """(d, b, n): K = b^d grid tokens, sequences of n distinct tokens (every one enumerated)."""
-    quick = ((1, 3, 2), (2, 2, 3), (3, 2, 3))
-    return ctx.size(quick, ((1, 3, 2), (1, 4, 2), (1, 4, 3), (2, 2, 2), (2, 2, 3), (3, 2, 2), (3, 2, 3), (3, 2, 4)))
+    quick = ((1, 3, 2), (2, 2, 3), (3, 2, 3), (2, 3, 3))
+    return ctx.size(quick, ((1, 3, 2), (1, 4, 2), (1, 4, 3), (2, 2, 2), (2, 2, 3), (3, 2, 2), (3, 2, 3), (3, 2, 4),
+                            (1, 6, 3), (2, 3, 2), (2, 3, 3), (1, 9, 2)))
+
+
+def _precision(n, d, bound_min):
+    """(rounding of a measured difference, mpmath digits or 0): float64 when its rounding
+    64·n·eps·(√d + 1) of outputs of size ≤ √d + 1 is below 1e-6 of the smallest bound, else mpmath
+    with 20 digits beyond the bound's magnitude (K ≳ 5: separations below float64 rounding)."""
+    rnd = 64 * n * EPS * (math.sqrt(d) + 1.0)
+    if rnd <= 1e-6 * bound_min:
+        return rnd, 0
+    dps = 20 + int(math.ceil(-math.log10(bound_min))) if bound_min > 0 else 30
+    return 64 * n * 10.0 ** (1 - dps) * (math.sqrt(d) + 1.0), dps
 
 
 def _derived_bound():
@@ -81,25 +93,31 @@ def _separation(form, ctx) -> CheckResult:
         bound = form["bound"](d, b, RHO)
         s = na.separations(d, b, n, W)
         same_b = np.asarray(bound["same_token"], float)
-        scale = math.sqrt(d) + 1.0  # ‖y‖ ≤ ‖x‖ + γ a_max ≤ √d + 1: the size of the vectors whose difference is measured
-        rnd = 64 * n * EPS * scale
+        # ‖y‖ ≤ ‖x‖ + γ a_max ≤ √d + 1: the size of the vectors whose difference is measured
+        rnd, dps = _precision(n, d, float(np.min(np.abs(same_b))))
+        same = na.same_token_separations_mp(d, b, n, W, dps) if dps else s.same_token
         # a separation at or below the rounding level is a collision: it counts as the rounding level
-        ratio_same = np.where(np.isfinite(s.same_token), same_b / np.maximum(s.same_token, rnd), 0.0)
+        ratio_same = np.where(np.isfinite(same), same_b / np.maximum(same, rnd), 0.0)
         key = f"d={d} b={b} n={n}"
         errs[key + " same token"] = float(np.max(ratio_same))
         errs[key + " distinct tokens"] = float(bound["distinct_tokens"]) / largest(s.distinct_tokens, rnd)
-        errs[key + " equivariance"] = s.equivariance / rnd  # must be ≤ 1 (rounding), compared on the same scale
+        errs[key + " equivariance"] = s.equivariance / (64 * n * EPS * (math.sqrt(d) + 1.0))  # float64 rounding ≤ 1
         rnd_max = largest(rnd_max, rnd / float(np.min(same_b)))
-        details[key] = {"sequences": s.sequences, "unique_outputs": s.outputs,
-                        "min_same_token_separation": float(np.min(s.same_token)), "bound_min": float(np.min(same_b)),
-                        "measured_over_bound_min": float(np.min(s.same_token / same_b)),
+        details[key] = {"sequences": s.sequences, "unique_outputs": s.outputs, "mpmath_digits": dps,
+                        "min_same_token_separation": float(np.min(same)), "bound_min": float(np.min(same_b)),
+                        "measured_over_bound_min": float(np.min(same / same_b)),
                         "min_distinct_token_separation": s.distinct_tokens, "equivariance_residual": s.equivariance,
                         "closest_pair": {"token": s.closest[0], "set_a": s.closest[1], "set_b": s.closest[2]} if s.closest else None}
     tol = 1.0 + rnd_max
-    return compare(worst(errs), tol,
-                   "bound ≤ measured separation: error = bound/measured, tolerance 1 + the relative float64 rounding of the "
-                   f"measured difference (64·n·eps·(√d + 1) / bound ≤ {rnd_max:.2g}); equivariance residual / that rounding ≤ 1",
-                   sizes={"grids": [list(g) for g in _grids(ctx)], "rho": RHO}, details=details)
+    e = worst(errs)
+    return compare(e, tol,
+                   "bound ≤ measured separation: error = bound/measured, tolerance 1 + the relative rounding of the "
+                   f"measured difference (64·n·u·(√d + 1) / bound ≤ {rnd_max:.2g}, u = eps in float64, 10^(1−dps) where the "
+                   "bound is below 1e6 float64 roundings and the layer is evaluated in mpmath); equivariance residual / "
+                   "float64 rounding ≤ 1", sizes={"grids": [list(g) for g in _grids(ctx)], "rho": RHO}, details=details,
+                   resolution=tol / e - 1 if e > 0 else math.nan,
+                   resolution_units="relative increase of the bound that is rejected (tolerance/error − 1; one-sided: a "
+                   "bound can only be too large here, the tightness check rejects a too small one)")
 
 
 def _tightness(form, ctx) -> CheckResult:
@@ -114,15 +132,20 @@ def _tightness(form, ctx) -> CheckResult:
     for d, b, n in _grids(ctx):
         W = form["weights"](d, b, RHO)
         top = float(np.asarray(form["bound"](d, b, RHO)["same_token"], float)[-1])
-        sep = na.tight_pair_separation(d, b, n, W)
+        rnd, dps = _precision(n, d, abs(top))
+        sep = na.tight_pair_separation_mp(d, b, n, W, dps) if dps else na.tight_pair_separation(d, b, n, W)
         t = float(tau(mpmath.mpf(RHO) ** b))
-        rnd_max = largest(rnd_max, 64 * n * EPS * (math.sqrt(d) + 1) / (t * abs(top)) if top else math.inf)
+        rnd_max = largest(rnd_max, rnd / (t * abs(top)) if top else math.inf)
         errs[f"d={d} b={b} n={n}"] = sep / (t * top) if top > 0 else math.inf
         details[f"d={d} b={b} n={n}"] = {"tight_pair_separation": sep, "bound_top": top, "tau": t,
                                          "measured_over_bound": sep / top if top else None}
-    return compare(worst(errs), 1.0 + rnd_max, "derived upper bound: separation of the tight pair ≤ τ(ρ^b)·B (τ ≤ 1.09 "
-                   f"here); error = measured/(τ·bound), tolerance 1 + its relative float64 rounding (≤ {rnd_max:.2g})",
-                   sizes={"grids": [list(g) for g in _grids(ctx)]}, details=details)
+    e = worst(errs)
+    return compare(e, 1.0 + rnd_max, "derived upper bound: separation of the tight pair ≤ τ(ρ^b)·B (τ ≤ 1.09 "
+                   f"here); error = measured/(τ·bound), tolerance 1 + its relative rounding (≤ {rnd_max:.2g}; mpmath "
+                   "where float64 cannot resolve the bound, as in the separation check)",
+                   sizes={"grids": [list(g) for g in _grids(ctx)]}, details=details,
+                   resolution=1 - e / (1.0 + rnd_max) if math.isfinite(e) else math.nan,
+                   resolution_units="relative decrease of the bound that is rejected (1 − error/tolerance; one-sided)")
 
 
 def _uniform_weights(d, b, rho):
@@ -313,7 +336,15 @@ def _cases(ctx):
     for T in range(3, t_max + 1):
         out.append(("star", T, {}))
         out += [("longformer", T, {"w": w, "g": g}) for w in (1, 2, 3) for g in (0, 1, 2) if T - g >= 2 * w]
+    # every configuration T ≤ 40, g ≤ 4, w ≤ 6 (the closed form is piecewise outside T − g ≥ w)
+    out += [("longformer", T, {"w": w, "g": g}) for T in range(1, 41) for w in range(1, 7) for g in range(5)
+            if not (3 <= T <= t_max and w <= 3 and g <= 2 and T - g >= 2 * w)]
     return out
+
+
+def _lf_branch(p, T) -> str:
+    """Which derived Longformer expression holds: the polynomial (T − g ≥ w), full band, all global."""
+    return ("longformer_all_global" if p["g"] >= T else "longformer" if T - p["g"] >= p["w"] else "longformer_short")
 
 
 def _counts_symbolic(form, ctx) -> CheckResult:
@@ -329,7 +360,7 @@ def _counts_symbolic(form, ctx) -> CheckResult:
         fns[k] = (uses_root, sp.lambdify([s_ if uses_root else T_, S["c"], S["w"], S["g"]], poly, "math"))
     bad = []
     for name, T, p in _cases(ctx):
-        root, fn = fns[name]
+        root, fn = fns[_lf_branch(p, T) if name == "longformer" else name]
         ref = fn(math.isqrt(T) if root else T, p.get("c", 0), p.get("w", 0), p.get("g", 0))
         got = form[name](T, *[p[k] for k in _PATTERNS[name]])
         if not (isinstance(ref, int) and int(got) == got and int(got) == ref):
