@@ -387,7 +387,7 @@ def test_stable_ngd_keeps_moving_where_the_eps_normalised_step_freezes():
 
 
 def test_local_start_is_far_from_the_threshold_and_inside_the_set():
-    from proofs_checks.claims.att_svm import LOCAL_CORR0, LOCAL_RHO, LOCAL_SLACK, _local_start
+    from proofs_checks.claims.att_svm_dynamics import LOCAL_CORR0, LOCAL_RHO, LOCAL_SLACK, _local_start
 
     inst = ns.make_instance(4, 5, 8, seed=11, setting="local", local_slack=LOCAL_SLACK)
     Wl = ns.solve_att_svm(inst.X, inst.z, inst.local).W
@@ -411,7 +411,7 @@ def test_stable_polyak_goes_past_the_float64_gradient_floor():
 
 
 def test_fast_rates_slopes_and_uncensored_counts():
-    from proofs_checks.claims.att_svm import _fit_slope
+    from proofs_checks.claims.att_svm_dynamics import _fit_slope
     from proofs_checks.context import RunContext
     from proofs_checks.registry import get_claim
     from proofs_checks.runner import run_claim

@@ -13,7 +13,7 @@ import pkgutil
 _loaded = False
 
 # Catalogue order (the claim catalogue groups A to E); modules not named here follow alphabetically.
-ORDER = ("attention", "attention_blocks", "icl", "icl_classes", "att_svm", "hopfield", "hopfield_modern", "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn", "approx", "lyapunov")
+ORDER = ("attention", "attention_blocks", "icl", "icl_further", "icl_classes", "att_svm", "att_svm_dynamics", "hopfield", "hopfield_modern", "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn", "approx", "lyapunov")
 
 
 def load_all() -> None:

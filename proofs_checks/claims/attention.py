@@ -15,7 +15,7 @@ from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, r
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
-from proofs_checks.claims._attention_common import _T, _maxabs, _np, _quiet, _swap, _torch_seed  # noqa: F401
+from proofs_checks.claims._attention_common import _T, _maxabs, _np, _quiet, _swap, _torch_seed
 
 
 # --------------------------------------------------------------------------------------------

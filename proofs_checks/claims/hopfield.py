@@ -23,7 +23,7 @@ from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from theory import hopfield as th
 
-from proofs_checks.claims._hopfield_common import Z_JUST, Z_TOL, _half_crossing, _z  # noqa: F401
+from proofs_checks.claims._hopfield_common import Z_JUST, Z_TOL, _half_crossing, _z
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,557 @@
+"""Group B, continued: the general-target erratum, limits, one step of gradient descent, non-convexity
+of the loss, and trained transformers against baselines (lecture notes 000, 002, 003; Zhang–Frei–Bartlett
+2024, von Oswald et al. 2023, Garg et al. 2022). Conventions as in :mod:`proofs_checks.claims.icl`."""
+
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+import torch
+
+from numerics import icl as ni
+from proofs_checks.context import pyplot
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.tolerances import EPS, K_SIGMA
+from proofs_checks.comparisons import largest, smallest, z_test
+from theory import icl as ti
+from proofs_checks.claims._icl_common import _closed_form_vs_mc_figure, _lam_subs, _numeric_gamma_inv, _rel, _trained
+
+
+# --------------------------------------------------------------------------------------------
+# icl.general_target_risk (erratum)     form: (Lambda, N, M, a, Sigma, min_risk) -> risk
+
+
+def _gen_symbolic(form, ctx) -> CheckResult:
+    """vs the excess risk derived from second moments (eigenbasis d = 2, general a, Σ), evaluated in a
+    rotated basis too (the form must be rotation invariant)."""
+    rng = ctx.rng()
+    D = ti.derive_general_target_risk(2)
+    Ls, a, Sg, myy = D.facts["Lambda"], D.facts["a"], D.facts["Sigma"], D.facts["m_yy"]
+    lsyms = [Ls[0, 0], Ls[1, 1]]
+    ssyms = sorted(Sg.free_symbols, key=str)
+    f = sp.lambdify([lsyms, list(a), ssyms, ti.Nsym, ti.Msym], D.result, "numpy")
+    errs = {}
+    for N, M in ((1, 1), (2, 5), (4, 3), (20, 20)):
+        ev = rng.uniform(1, 4, 2)
+        av = rng.normal(size=2)
+        A = rng.normal(size=(2, 2))
+        Sv = A @ A.T + 0.1 * np.eye(2)
+        sub = {Sg[0, 0]: Sv[0, 0], Sg[0, 1]: Sv[0, 1], Sg[1, 1]: Sv[1, 1]}
+        mn = float(rng.uniform(0, 1))
+        ref = float(f(list(ev), list(av), [sub[s] for s in ssyms], N, M)) + mn
+        q, _ = np.linalg.qr(rng.normal(size=(2, 2)))
+        L = (q * ev) @ q.T
+        got = float(form(L, N, M, q @ av, q @ Sv @ q.T, mn))
+        errs[f"N{N}_M{M}"] = abs(got - ref) / (1 + abs(ref))
+    return compare(worst(errs), 1e4 * EPS, "float64 rounding incl. a rotation of Λ, a, Σ (1e4 ulp)", seeds=[ctx.seed_for()],
+                   sizes={"d": 2}, details=errs)
+
+
+_TARGETS = (("linear+noise", "linear", 0.5), ("tanh", "tanh", 0.0), ("cubic+noise", "cubic", 0.3))
+
+
+def _gen_mc(form, ctx) -> CheckResult:
+    """Monte Carlo risk of the optimal LSA (numeric Γ_N^{-1}) on nonlinear and noisy targets with exact
+    a, Σ, min risk (Gauss–Hermite quadrature); 5 SE."""
+    d, n = 3, ctx.size(200_000, 800_000)
+    N, M = 3, 4
+
+    def reference():  # form-independent: the target laws and the Monte Carlo risk of the optimal LSA
+        rng, out = ctx.rng(), []
+        for k, (name, link, noise) in enumerate(_TARGETS):
+            L = ni.random_spd(rng, d, 1.0, 2.0)
+            w0 = rng.normal(size=d)
+            w0 /= math.sqrt(w0 @ L @ w0)  # ⟨w0, x⟩ ~ N(0, 1): the nonlinearity matters
+            law = ni.target_law(L, w0, link, noise)
+            Gi = _numeric_gamma_inv(L, N)
+            s = ctx.seed_for("mc", k)
+            X, y, xq, yq = ni.sample_target_prompts(law, M, n, seed=s)
+            pred = lambda X, y, xq: np.einsum("nd,de,ne->n", xq, Gi.T, np.einsum("nm,nmd->nd", y, X) / M)  # noqa: E731
+            out.append((name, L, law, s, *ni.mc_risk(pred, X, y, xq, yq)))
+        return out
+
+    zs, seeds, det = {}, [], {}
+    for name, L, law, s, m, se in ctx.reference("mc", reference):
+        seeds.append(s)
+        val = float(form(L, N, M, law.a, law.Sigma, law.min_risk))
+        zs[name] = (m, se, val)
+        det[name] = {"mc": m, "se": se, "form": val, "min_risk": law.min_risk}
+    _closed_form_vs_mc_figure(ctx, "risk_vs_monte_carlo", "General-target risk (N=3, M=4): form vs Monte Carlo",
+                              [(k, v["form"], v["mc"], v["se"]) for k, v in det.items()], "E(ŷ − y)²")
+    return z_test(zs, what="the Monte Carlo risk", seeds=seeds,
+                   sizes={"d": d, "N": 3, "M": 4, "prompts": n}, details={"values": det})
+
+
+def _gen_mut(kind):
+    def f(Lambda, N, M, a, Sigma, min_risk):
+        L = np.asarray(Lambda, float)
+        d = L.shape[0]
+        a = np.asarray(a, float)
+        G = L if kind == "gamma_is_lambda" else (1 + 1 / N) * L + np.trace(L) / N * np.eye(d)
+        Gi2 = np.linalg.inv(G @ G)
+        t = np.trace(L)
+        nrm = lambda A: float(a @ A @ a)  # noqa: E731
+        first = np.trace(np.asarray(Sigma) @ Gi2 @ L) / (N if kind == "N_for_M" else M)
+        second = (nrm(Gi2 @ L @ L @ L) + 2 * t * nrm(Gi2 @ L @ L) + t**2 * nrm(Gi2 @ L)) / N**2
+        return float(min_risk) + first + (0.0 if kind == "no_1_over_N2" else second)
+    return f
+
+
+register(Claim(
+    id="icl.general_target_risk",
+    title="ZFB Thm 4.2: risk on any target law (lecture notes 000 garbles the norms)",
+    statement=r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Gamma_N^{-2}\Lambda)+\tfrac1{N^2}\big[\|a\|^2_{\Gamma_N^{-2}\Lambda^3}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Gamma_N^{-2}\Lambda^2}+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Gamma_N^{-2}\Lambda}\big]",
+    stated_statement=r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Lambda^{-2}\Lambda)+\tfrac1{N^2}\big(\|a\|^2_{\Lambda^{-2}\Lambda}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Lambda^{-2}\Lambda}+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Lambda^{-2}\Lambda}\big)",
+    source="lecture notes 000 (as stated, garbled); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.2 (corrected)",
+    kind="erratum",
+    form=ti.general_target_risk,
+    stated=ti.stated_general_target_risk,
+    derivation=lambda: ti.derive_general_target_risk(2),
+    notes="Lecture notes 000 writes every norm as ‖a‖_{Λ^{-2}Λ} and the trace as tr(ΣΛ^{-2}Λ); the paper has Γ_N^{-2} and Λ³, Λ², Λ.",
+    checks=(
+        Check("risk_vs_sympy", "symbolic", _gen_symbolic, "vs the second-moment derivation, rotated basis"),
+        Check("risk_vs_monte_carlo", "numeric", _gen_mc, "Monte Carlo on linear+noise, tanh and cubic targets, 5 SE"),
+    ),
+    mutants=(
+        Mutant("dropped_1_over_N2_term", "dropped term", "the (1/N²) term dropped", _gen_mut("no_1_over_N2")),
+        Mutant("N_for_M_in_variance_term", "swapped index", "(1/N) tr(ΣΓ^{-2}Λ) instead of 1/M", _gen_mut("N_for_M")),
+        Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ in both terms", _gen_mut("gamma_is_lambda")),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# icl.limits     form: {"gamma_inf": Λ -> Γ_∞, "risk_M_inf": (Λ, N) -> lim_M R, "shift_factor": c -> ŷ/y_q}
+
+
+def _limits_symbolic(form, ctx) -> CheckResult:
+    rng = ctx.rng()
+    D = ti.derive_limits(2)
+    Ls = D.facts["Lambda"]
+    order = sorted(Ls.free_symbols, key=str)
+    fg = sp.lambdify([order], D.result["gamma_inf"], "numpy")
+    lam, t = ti.derive_linear_task_risk(1).facts["eigen_symbols"]
+    fr = sp.lambdify([lam, t, ti.Nsym], D.result["risk_M_inf"], "numpy")
+    c = sp.Symbol("c", positive=True)
+    fs = sp.lambdify([c], D.result["shift_factor"], "numpy")
+    errs = {"risk_NM_inf": abs(float(D.result["risk_NM_inf"]))}
+    L = ni.random_spd(rng, 2)
+    sub = _lam_subs(Ls, L)
+    errs["gamma_inf"] = _rel(form["gamma_inf"](L), np.asarray(fg([sub[s] for s in order]), float))
+    for N in (1, 3, 30):
+        L4 = ni.random_spd(rng, 4)
+        ev = np.linalg.eigvalsh(L4)
+        ref = float(np.sum(fr(ev, ev.sum(), N)))
+        errs[f"risk_M_inf_N{N}"] = abs(float(form["risk_M_inf"](L4, N)) - ref) / ref
+    for cv in (0.5, 2.0, 3.0):
+        errs[f"shift_c{cv}"] = abs(form["shift_factor"](cv) - float(fs(cv))) / float(fs(cv))
+    return compare(worst(errs), 1e3 * EPS, "float64 rounding", seeds=[ctx.seed_for()], sizes={"d": [2, 4]}, details=errs)
+
+
+def _limits_numeric(form, ctx) -> CheckResult:
+    """Γ_N at N = 1e9 (numeric moments) vs Γ_∞; Monte Carlo of the M = ∞ predictor x_qᵀΓ_N^{-1}Λw
+    (S = E[xxᵀ] exactly) vs the M → ∞ risk (5 SE); covariate shift measured on the trained LSAs
+    (16 seeds, N = 4): the least-squares slope of ŷ on y_q at test scale c equals the form's factor
+    times κ_N = tr(ΛΓ_N⁻¹Λ)/tr Λ (the finite-N constant, → 1 as N → ∞), within 5 SE across seeds.
+    The slope itself, not a ratio of slopes (a ratio is c² for every LSA by homogeneity)."""
+    rng = ctx.rng()
+    errs, det = {}, {}
+    L = ni.random_spd(rng, 3)
+    hh, _ = ni.population_moments(L, 10**9)
+    Gbig = np.linalg.solve(L, hh)
+    errs["gamma_inf"] = _rel(form["gamma_inf"](L), Gbig) / 1e-8 * K_SIGMA  # O(1/N) = 1e-9 from the finite N
+    n = ctx.size(200_000, 800_000)
+    seeds, rows = [], []
+    for k, N in enumerate((2, 5)):
+        s = ctx.seed_for("mc", k)
+        seeds.append(s)
+        r2 = np.random.default_rng(s)
+        Gi = _numeric_gamma_inv(L, N)
+        C = np.linalg.cholesky(L)
+        w = r2.normal(size=(n, 3))
+        xq = r2.normal(size=(n, 3)) @ C.T
+        err = (np.einsum("nd,de,ne->n", xq, Gi.T @ L, w) - np.einsum("nd,nd->n", xq, w)) ** 2
+        m, se = ni.mc_mean(err)
+        errs[f"risk_M_inf_N{N}_z"] = abs(float(form["risk_M_inf"](L, N)) - m) / se
+        rows.append((f"N={N}", float(form["risk_M_inf"](L, N)), m, se))
+    _closed_form_vs_mc_figure(ctx, "risk_M_infinity", "Risk as M → ∞: limit form vs Monte Carlo", rows, "risk")
+    Lt, Nt, res, tseed = _trained(ctx.mode, ctx.seed, ctx.device)
+    seeds.append(tseed)
+    ps = ctx.seed_for("shift")
+    n_shift = ctx.size(2000, 4000)
+
+    def shift_reference():  # form-independent: each trained seed's slope of ŷ on y_q at each scale c
+        out = {}
+        S = res.Wpv.shape[0]
+        for k, cv in enumerate((0.5, 1.0, 2.0)):
+            # each seed its own prompts, so that the seed spread includes the prompts' sampling noise
+            P = ni.sample_prompts(Lt, 8 * Nt, (S, n_shift), seed=ps + k, scale=cv)
+            with torch.no_grad():
+                yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E, float(8 * Nt)).numpy()  # (S, n)
+            yq = P.y_q.numpy()
+            out[cv] = (yh * yq).sum(-1) / (yq * yq).sum(-1)  # (S,) least-squares slope of ŷ on y_q per seed
+        return out
+
+    slopes = ctx.reference("shift_slopes", shift_reference)
+    # the slope of the trained model at scale c is c²·κ_N with κ_N = tr(ΛΓ_N⁻¹Λ)/tr(Λ) (E ŷ y_q =
+    # c⁴tr(ΛΓ_N⁻¹Λ), E y_q² = c²tr Λ; exact for any M); κ_N → 1 as N → ∞, where the factor is c²
+    kappa = float(np.trace(Lt @ _numeric_gamma_inv(Lt, Nt) @ Lt) / np.trace(Lt))
+    S = len(slopes[1.0])
+    for cv in (0.5, 2.0):
+        m, se = float(np.mean(slopes[cv])), float(np.std(slopes[cv], ddof=1) / math.sqrt(S))
+        pred = float(form["shift_factor"](cv)) * kappa
+        det[f"slope_c{cv}"] = {"measured": m, "se": se, "form_factor_times_kappa": pred, "kappa_N": kappa}
+        # 6 SE across the 16 seeds (t with 15 dof), as for the trained weights in icl.gamma_n_global_min
+        errs[f"shift_slope_c{cv}_z_over_6"] = abs(m - pred) / se / 6.0 * K_SIGMA
+    return compare(worst(errs), K_SIGMA, "MC z-scores ≤ 5; trained-seed slopes within 6 SE (t, 15 dof; scaled so 6 maps "
+                   "to 5); Γ at N = 1e9 within 1e-8 relative (scaled so the bound maps to 5)", seeds=seeds,
+                   sizes={"prompts": n, "shift_prompts": n_shift}, device=res.device, details={"errors": errs, **det})
+
+
+def _limits_form():
+    return {
+        "gamma_inf": lambda L: np.asarray(L, float),
+        "risk_M_inf": lambda L, N: float(np.trace(np.linalg.inv(ti.gamma_n(L, N)) @ np.linalg.inv(ti.gamma_n(L, N))
+                                                  @ L @ np.linalg.matrix_power(L + np.trace(L) * np.eye(len(L)), 2)) / N**2),
+        "shift_factor": lambda c: c**2,
+    }
+
+
+def _limits_mut(key, fn):
+    f = dict(_limits_form())
+    f[key] = fn
+    return f
+
+
+register(Claim(
+    id="icl.limits",
+    title="Limits N → ∞ and M → ∞; no transfer under covariate shift",
+    statement=r"\Gamma_N\to\Lambda\ (N\to\infty);\ \lim_{M\to\infty}R=\tfrac1{N^2}\operatorname{tr}\big(\Gamma_N^{-2}\Lambda(\Lambda+\operatorname{tr}(\Lambda)I)^2\big)\to0;\ \hat y\to x_q^\top\Lambda^{-1}\big(\tfrac1M\textstyle\sum x_ix_i^\top\big)w\to x_q^\top w;\ x\mapsto cx:\ \hat y/y_q\to c^2",
+    source="lecture notes 000 (remarks after the theorem); Zhang, Frei, Bartlett (JMLR 2024)",
+    kind="theorem",
+    form=_limits_form(),
+    derivation=lambda: ti.derive_limits(2),
+    checks=(
+        Check("limits_vs_sympy", "symbolic", _limits_symbolic, "vs sp.limit of Γ_N and of the derived risk"),
+        Check("limits_numeric_and_shift", "numeric", _limits_numeric, "large-N Γ, M = ∞ Monte Carlo, covariate shift on the trained LSA", uses_device=True),
+    ),
+    mutants=(
+        Mutant("gamma_inf_with_trace", "wrong formula", "Γ_∞ = Λ + tr(Λ)I", _limits_mut("gamma_inf", lambda L: np.asarray(L, float) + np.trace(L) * np.eye(len(L)))),
+        Mutant("risk_vanishes_at_finite_N", "dropped term", "lim_M R = 0 for finite N (1/N² term dropped)", _limits_mut("risk_M_inf", lambda L, N: 0.0)),
+        Mutant("shift_factor_c", "wrong constant", "ŷ/y_q → c", _limits_mut("shift_factor", lambda c: c)),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# icl.gd_one_step    form: (X (n,N,d), y (n,N), x_q (n,d), W0 (d,), eta) -> (new labels (n,N), prediction (n,))
+
+
+def gd_layer(X, y, x_q, W0, eta, *, p_scale=None, v_sign=-1.0, include_query=False, pred_sign=-1.0):
+    """One linear-attention layer with ``W_K = W_Q = [[I,0],[0,0]]``, ``W_V = [[0,0],[W_0, −1]]``,
+    ``P = (η/N) I``; keys/values over the context tokens; the query token is ``(x_q, −W_0 x_q)``.
+    Returns the context tokens' updated labels and minus the query's updated label (the prediction)."""
+    n, N, d = X.shape
+    tok = np.concatenate([X, y[..., None]], -1)  # (n, N, d+1) rows are tokens
+    q = np.concatenate([x_q, -(x_q @ W0)[:, None]], -1)
+    WK = np.diag(np.append(np.ones(d), 0.0))
+    WV = np.zeros((d + 1, d + 1))
+    WV[d, :d] = W0
+    WV[d, d] = v_sign
+    P = (eta / (N if p_scale is None else p_scale)) * np.eye(d + 1)
+    keys = np.concatenate([tok, q[:, None]], 1) if include_query else tok
+    V = keys @ WV.T
+    K = keys @ WK.T
+
+    def upd(e):  # e (n, T, d+1)
+        A = np.einsum("nid,ntd->nti", K, e @ WK.T)
+        return e + np.einsum("nti,nid->ntd", A, V) @ P.T
+
+    new_tok = upd(tok)
+    new_q = upd(q[:, None])[:, 0]
+    return new_tok[..., d], pred_sign * new_q[:, d]
+
+
+def _gd_symbolic(form, ctx) -> CheckResult:
+    d, N = 2, 2
+    D = ti.derive_gd_one_step(d, N)
+    s = D.facts["symbols"]
+    args = [s["eta"], *[e for x in s["xs"] for e in x], *s["ys"], *s["W0"]]
+    f = sp.lambdify(args, [D.result[j][d] for j in range(N)], "numpy")
+    rng = ctx.rng()
+    errs = []
+    for _ in range(10):
+        X, y, xq = rng.normal(size=(1, N, d)), rng.normal(size=(1, N)), rng.normal(size=(1, d))
+        W0, eta = rng.normal(size=d), float(rng.uniform(0.1, 2))
+        ref = np.array(f(eta, *X[0].ravel(), *y[0], *W0), float)
+        new_y, _ = form(X, y, xq, W0, eta)
+        errs.append(float(np.max(np.abs(new_y[0] - ref))))
+    return compare(largest(errs), 1e3 * EPS, "float64 rounding", seeds=[ctx.seed_for()], sizes={"d": d, "N": N})
+
+
+def _gd_numeric(form, ctx) -> CheckResult:
+    """vs one GD step computed by torch autograd on (1/2N)Σ(W x_i − y_i)²."""
+    rng = ctx.rng()
+    n, N, d = 32, 9, 4
+    X, y, xq = rng.normal(size=(n, N, d)), rng.normal(size=(n, N)), rng.normal(size=(n, d))
+    W0, eta = rng.normal(size=d), 0.7
+    W = torch.tensor(np.broadcast_to(W0, (n, d)).copy(), requires_grad=True)
+    loss = 0.5 * ((torch.einsum("nkd,nd->nk", torch.from_numpy(X), W) - torch.from_numpy(y)) ** 2).mean(-1).sum()
+    (g,) = torch.autograd.grad(loss, W)
+    W1 = (W - eta * g).detach().numpy()
+    dW = W1 - W0
+    ref_y = y - np.einsum("nd,nkd->nk", dW, X)
+    ref_pred = np.einsum("nd,nd->n", W1, xq)
+    new_y, pred = form(X, y, xq, W0, eta)
+    errs = {"labels": float(np.max(np.abs(new_y - ref_y))), "prediction": float(np.max(np.abs(pred - ref_pred)))}
+    return compare(worst(errs), 1e4 * EPS, "float64 rounding over N·d = 36 products", seeds=[ctx.seed_for()],
+                   sizes={"n": n, "N": N, "d": d}, details=errs)
+
+
+def _gd_trained(form, ctx) -> CheckResult:
+    """The statement's second half on trained models: the trained full-parameter LSAs (the shared
+    batch of 16 seeds, N = 4) predict on fresh prompts what the form's layer predicts with W_0 = 0,
+    η = 1 on whitened tokens x ↦ Γ_N^{-1/2}x (one GD step preconditioned by Γ_N^{-1}; Γ_N from the
+    numeric Isserlis moments): seed-mean RMS difference within 3 RMS standard errors (across
+    seeds). The same layer on raw tokens (plain GD) must be rejected by the same criterion, or the
+    check has no power and fails."""
+    L, N, res, tseed = _trained(ctx.mode, ctx.seed, ctx.device)
+    n, d = 4000, L.shape[0]
+    ps = ctx.seed_for("fresh")
+
+    def reference():  # form-independent: the prompts, Γ_N^{-1/2} and the trained predictions
+        P = ni.sample_prompts(L, N, (n,), seed=ps)
+        with torch.no_grad():
+            yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E[None], float(N)).numpy()  # (S, n)
+        ev, U = np.linalg.eigh(np.linalg.inv(_numeric_gamma_inv(L, N)))
+        return P.X.numpy(), P.y.numpy(), P.x_q.numpy(), (U / np.sqrt(ev)) @ U.T, yh
+
+    X, y, xq, G_half, yh = ctx.reference("trained_predictions", reference)
+    S = yh.shape[0]
+    se = float(np.sqrt(np.mean((yh.std(0, ddof=1) / math.sqrt(S)) ** 2)))
+    mean = yh.mean(0)
+    with np.errstate(all="ignore"):
+        pre = np.asarray(form(X @ G_half, y, xq @ G_half, np.zeros(d), 1.0)[1], dtype=float)
+        plain = np.asarray(form(X, y, xq, np.zeros(d), 1.0)[1], dtype=float)
+    z_pre = float(np.sqrt(np.mean((mean - pre) ** 2))) / se
+    z_plain = float(np.sqrt(np.mean((mean - plain) ** 2))) / se
+    errs = {"preconditioned_rms_over_3se": z_pre / 3.0, "plain_gd_not_rejected": 3.0 / z_plain if z_plain > 0 else math.inf}
+    return compare(errs, 1.0, "normalised: seed-mean prediction within 3 RMS standard errors (16 seeds) of the preconditioned "
+                   "step; plain GD at least 3 RMS standard errors away (power)", seeds=[tseed, ps],
+                   sizes={"d": d, "N": N, "seeds": S, "fresh": n}, device=res.device,
+                   details={"z_preconditioned": z_pre, "z_plain_gd": z_plain, "rms_se": se})
+
+
+register(Claim(
+    id="icl.gd_one_step",
+    title="One linear-attention layer implements one step of gradient descent (von Oswald et al.)",
+    statement=r"e_j=(x_j,y_j)\mapsto(x_j,\ y_j-\Delta W x_j),\ \Delta W=-\tfrac\eta N\sum_i(W_0x_i-y_i)x_i^\top;\ \hat y=-[\text{query label}]=(W_0+\Delta W)x_q;\ \ \hat y_{LSA}=x_q^\top\,\big(0-\Gamma_N^{-1}\nabla\tfrac1{2M}\textstyle\sum(\langle w,x_i\rangle-y_i)^2\big|_{w=0}\big)",
+    source="von Oswald et al. (ICML 2023); Ahn et al. (NeurIPS 2023) Thm 1; lecture notes 002",
+    kind="identity",
+    form=gd_layer,
+    derivation=lambda: ti.derive_gd_one_step(2, 2),
+    checks=(
+        Check("token_map_vs_sympy", "symbolic", _gd_symbolic, "vs the SymPy expansion of the layer and the GD step"),
+        Check("vs_autograd_gd_step", "numeric", _gd_numeric, "vs a GD step computed by torch autograd"),
+        Check("trained_lsa_is_preconditioned_gd", "trained", _gd_trained,
+              "trained LSAs vs the layer on Γ_N^{-1/2}-whitened tokens (preconditioned GD); plain GD rejected"),
+    ),
+    mutants=(
+        Mutant("P_over_N_plus_1", "wrong constant", "P = η/(N+1) I", lambda *a: gd_layer(*a, p_scale=a[0].shape[1] + 1)),
+        Mutant("value_plus_identity", "sign flip", "W_V = [[0,0],[W_0, +1]]", lambda *a: gd_layer(*a, v_sign=1.0)),
+        Mutant("query_in_keys", "extra term", "keys/values include the query token", lambda *a: gd_layer(*a, include_query=True)),
+        Mutant("prediction_plus_label", "sign flip", "prediction = +(query's updated label)", lambda *a: gd_layer(*a, pred_sign=1.0)),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# icl.nonconvex     form: (Lambda, N) -> smallest Hessian eigenvalue of L(w22, W11) at the origin
+
+
+def _nc_symbolic(form, ctx) -> CheckResult:
+    D = ti.derive_nonconvex(2)
+    Ls = D.facts["Lambda"]
+    order = sorted(Ls.free_symbols, key=str)
+    f = sp.lambdify([order], D.result, "numpy")
+    rng = ctx.rng()
+    errs = []
+    for N in (1, 4, 30):
+        L = ni.random_spd(rng, 2)
+        sub = _lam_subs(Ls, L)
+        ref = float(f([sub[s] for s in order]))
+        errs.append(abs(float(form(L, N)) - ref) / abs(ref))
+    return compare(largest(errs), 1e3 * EPS, "float64 rounding", seeds=[ctx.seed_for()], sizes={"d": 2})
+
+
+def _nc_numeric(form, ctx) -> CheckResult:
+    """torch autograd Hessian, over ALL 2(d+1)² weights of W^{PV}, W^{KQ}, of the empirical loss
+    ½ mean (ŷ − y_q)² of the full LSA on sampled prompts (through its exact quadratic form in
+    θ = W^{PV}_{d+1,:} ⊗ W^{KQ}_{:, :d}), at the origin; smallest eigenvalue vs the
+    form within 5 standard errors (10 independent batches: SE of their mean). Gradient flow from
+    ZFB's init still reaches the global minimum (excess loss ≤ 1e-10, also required)."""
+    d, nb, n = 3, 10, ctx.size(20_000, 80_000)
+
+    def reference():  # form-independent: sampled Hessian eigenvalues and the gradient-flow end point, per N
+        rng, out = ctx.rng(), {}
+        for N in (2, 10):
+            L = ni.random_spd(rng, d)
+            s = ctx.seed_for("prompts", N)
+            P = ni.sample_prompts(L, N, (nb, n), seed=s)
+            E, yq = P.E, P.y_q
+
+            # ŷ = θ·Φ/N exactly (θ = W^{PV}_{d+1,:} ⊗ W^{KQ}_{:, :d}, Φ from E Eᵀ and x_q; see
+            # numerics.icl.lsa_features), so each batch's loss is a quadratic in θ with statistics Q, c, m.
+            Phi = ni.lsa_features(E) / float(N)
+            Qb = torch.einsum("kpa,kpb->kab", Phi, Phi) / n
+            cb = torch.einsum("kpa,kp->ka", Phi, yq) / n
+            mb = (yq**2).mean(-1)
+
+            def batch_min_eig(k):
+                def loss(theta):
+                    Wpv = theta[: (d + 1) ** 2].reshape(d + 1, d + 1)
+                    Wkq = theta[(d + 1) ** 2:].reshape(d + 1, d + 1)
+                    th = (Wpv[d, :, None, None] * Wkq[None, :, :d]).flatten()
+                    return 0.5 * (th @ Qb[k] @ th - 2 * th @ cb[k] + mb[k])
+
+                H = torch.autograd.functional.hessian(loss, torch.zeros(2 * (d + 1) ** 2, dtype=torch.float64))
+                return float(np.linalg.eigvalsh(H.numpy())[0])
+
+            eigs = np.array([batch_min_eig(k) for k in range(nb)])
+            r = ni.gradient_flow(L, N, seed=ctx.seed_for("gf", N))
+            excess = ni.population_loss_B(L, N, r.B) - ni.population_loss_B(L, N, _numeric_gamma_inv(L, N))
+            out[N] = (L, s, *ni.mc_mean(eigs), excess)
+        return out
+
+    errs, det, seeds, L_by_N = {}, {}, [], {}
+    for N, (L, s, m, se, excess) in ctx.reference("hessian", reference).items():
+        L_by_N[N] = L
+        seeds.append(s)
+        errs[f"z_N{N}"] = abs(float(form(L, N)) - m) / se
+        det[f"min_eig_N{N}"] = (m, se)
+        det[f"gf_excess_loss_N{N}"] = excess
+    errs["gf_reaches_min"] = largest(det[f"gf_excess_loss_N{N}"] for N in (2, 10)) / 1e-10 * K_SIGMA
+    _closed_form_vs_mc_figure(ctx, "hessian_min_eigenvalue", "Smallest Hessian eigenvalue at the origin: form vs sampled",
+                              [(f"N={N}", float(form(L_by_N[N], N)), *det[f"min_eig_N{N}"]) for N in (2, 10)], "λ_min")
+    return compare(worst(errs), K_SIGMA, "5 standard errors over 10 independent prompt batches (GF excess ≤ 1e-10 mapped to 5)",
+                   seeds=seeds, sizes={"d": d, "params": 2 * (d + 1) ** 2, "batches": nb, "prompts_per_batch": n}, details=det)
+
+
+def _neg_norm(L, N):
+    L = np.asarray(L, float)
+    return -float(np.linalg.norm(L @ L))
+
+
+register(Claim(
+    id="icl.nonconvex",
+    title="The LSA population loss is not convex (negative Hessian eigenvalue at the origin)",
+    statement=r"\lambda_{\min}\big(\nabla^2 L(W^{PV},W^{KQ})\big|_{0}\big)=-\|\Lambda^2\|_F<0,\ \text{yet gradient flow from ZFB's init reaches }\min L",
+    source="lecture notes 000 (proof ingredient ①); Zhang, Frei, Bartlett (JMLR 2024)",
+    kind="theorem",
+    form=_neg_norm,
+    derivation=lambda: ti.derive_nonconvex(2),
+    checks=(
+        Check("hessian_vs_sympy", "symbolic", _nc_symbolic, "vs the eigenvalues of the SymPy Hessian (d = 2)"),
+        Check("hessian_vs_autograd", "numeric", _nc_numeric, "vs torch autograd Hessian over all 2(d+1)² weights"),
+    ),
+    mutants=(
+        Mutant("positive_eigenvalue", "sign flip", "+‖Λ²‖_F (the loss would be locally convex)", lambda L, N: -_neg_norm(L, N)),
+        Mutant("wrong_norm", "wrong norm", "−‖Λ‖_F²", lambda L, N: -float(np.linalg.norm(np.asarray(L, float))) ** 2),
+        Mutant("flat_origin", "wrong formula", "0 (flat saddle)", lambda L, N: 0.0),
+    ),
+))
+
+
+# --------------------------------------------------------------------------------------------
+# icl.transformer_vs_baselines (evidence)   form: the trainer (d, k_max, steps=, batch=, seed=, ...) -> (model, curve)
+
+
+TVB_D = 2
+TVB_FAR = 0.5  # "far below": at most half the better simple baseline
+
+
+def _tvb_trained(form, ctx) -> CheckResult:
+    """Train a tiny softmax transformer (2 layers, width 32, 4 heads) on fresh noise-free
+    linear-regression prompts (d = 2) and measure error/d against the number of in-context examples
+    k = 0..3d, next to least squares, averaging and 3-NN on the same fresh prompts.
+
+    Supports the claim when, for every k in the claim's range d ≤ k ≤ 3d (Garg et al. plot up to
+    k ≈ 2d–3d), (i) the transformer is FAR below the better of averaging and 3-NN: its upper 2-SE
+    bound is at most half the better baseline's lower 2-SE bound (equivalently it closes at least
+    half of the gap from that baseline to least squares, which is exact, 0, for k ≥ d without
+    noise), and (ii) its error decreases with k: error(d) − error(3d) > 2 SE. How close it gets to
+    least squares is reported (gap and fraction of the baseline gap closed per k); at this budget it
+    does not reach it (least squares is exact here)."""
+    d = TVB_D
+    K = 3 * d + 1
+    steps = ctx.size(600, 2000, 4000)
+    n_eval = ctx.size(8000, 16000, 32000)
+    s_train, s_eval = ctx.seed_for("train"), ctx.seed_for("eval")
+    model, curve = form(d, K, steps=steps, batch=64, seed=s_train, device=ctx.device)
+    errs = ni.baseline_errors(model, d, K, n_eval, seed=s_eval, device=ctx.device)
+    tr_m, tr_se = errs["transformer"]
+    ratios, closed, per_k = {}, {}, {}
+    for k in range(d, K):
+        best = smallest(("averaging", "3-NN"), key=lambda b: errs[b][0][k])
+        bm, bse = errs[best][0][k], errs[best][1][k]
+        lo = bm - 2 * bse
+        ratios[f"k={k}"] = float((tr_m[k] + 2 * tr_se[k]) / lo) if lo > 0 else math.inf
+        closed[f"k={k}"] = float((bm - tr_m[k]) / (bm - errs["least squares"][0][k]))
+        per_k[f"k={k}"] = {"transformer": float(tr_m[k]), "better_baseline": best, "baseline": float(bm),
+                           "least_squares": float(errs["least squares"][0][k]),
+                           "gap_to_least_squares": float(tr_m[k] - errs["least squares"][0][k])}
+    drop_z = float((tr_m[d] - tr_m[K - 1]) / math.hypot(tr_se[d], tr_se[K - 1]))
+    crit = {"far_below": largest(ratios.values()) / TVB_FAR, "decreasing": 2.0 / drop_z if drop_z > 0 else math.inf}
+    if ctx.want_figures:
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(5.5, 3.5))
+        ks = np.arange(K)
+        for name, (m, se) in errs.items():
+            ax.errorbar(ks, m, yerr=2 * se, marker="o", ms=3, capsize=2, label=name)
+        best_curve = np.minimum(errs["averaging"][0], errs["3-NN"][0])
+        ax.plot(ks[d:], TVB_FAR * best_curve[d:], "k--", lw=0.8, label="½ × better of averaging, 3-NN")
+        ax.axvline(d, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel("number of in-context examples k")
+        ax.set_ylabel("squared error / d")
+        ax.set_ylim(-0.05, 2.0)
+        ax.set_title(f"Softmax transformer vs baselines (d={d}, {steps} Adam steps)")
+        ax.legend(fontsize=8)
+        ctx.save_figure(fig, "error_vs_examples")
+    details = {name: {"mean": [float(x) for x in m], "se": [float(x) for x in se]} for name, (m, se) in errs.items()}
+    details.update({"upper_ratio_to_better_baseline": ratios, "fraction_of_baseline_gap_to_least_squares_closed": closed,
+                    "per_k": per_k, "decrease_d_to_3d_in_se": drop_z,
+                    "final_train_loss": float(np.mean(curve[-20:])) if len(curve) else None})
+    return compare(worst(crit), 1.0,
+                   "evidence criterion, for every d ≤ k ≤ 3d: (transformer + 2 SE) ≤ ½ (better of averaging/3-NN − 2 SE) "
+                   "('far below'; it closes ≥ half the gap to least squares, exact for k ≥ d), and error(d) − error(3d) "
+                   f"> 2 SE (decreasing with k); error = worst of ratio/½ and 2/decrease-in-SE; SEs over {n_eval} fresh prompts",
+                   seeds=[s_train, s_eval], sizes={"d": d, "k_max": K - 1, "steps": steps, "batch": 64, "eval_prompts": n_eval},
+                   device=ctx.device, details=details)
+
+
+def _untrained(d, k_max, *, steps, batch, seed, device="cpu", **kw):
+    return ni.train_softmax_icl(d, k_max, steps=0, batch=batch, seed=seed, device=device, **kw)
+
+
+register(Claim(
+    id="icl.transformer_vs_baselines",
+    title="A small softmax transformer learns linear functions in context (evidence)",
+    statement=r"\text{error}/d \text{ of a trained softmax transformer on } y=\langle w,x\rangle \text{ prompts is far below averaging and 3-NN for } k\ge d \text{ and approaches least squares}",
+    source="Garg, Tsipras, Liang, Valiant (NeurIPS 2022); lecture notes 002 (ICL slides)",
+    kind="evidence",
+    form=ni.train_softmax_icl,
+    checks=(
+        Check("error_vs_examples", "trained", _tvb_trained, "error/d vs k for the transformer, least squares, averaging, 3-NN"),
+    ),
+    mutants=(
+        Mutant("untrained_transformer", "wrong solver output", "the trainer returns the initial (untrained) network", _untrained),
+    ),
+    notes="Evidence only: a 2-layer width-32, 4-head transformer trained for 600 (quick) to 2000 (default) Adam steps at "
+          "d = 2, k ≤ 3d. It is far below averaging and 3-NN (closes ~70–90% of their gap to least squares) and improves "
+          "with k, but does not reach least squares (exact, 0, for k ≥ d without noise) at these budgets: 'close to least "
+          "squares' is reported (per-k gap), not claimed. Earlier settings (2 heads, lr 3e-3, 300 steps) left some seeds on "
+          "the pre-emergence loss plateau, which made the verdict seed-dependent.",
+))
