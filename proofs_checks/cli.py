@@ -498,7 +498,11 @@ def show_cmd(claim_id, json_path, store_dir, refresh):
         p(f"  {_esc(m['name'])} ({m['kind']}): {_esc(m['description'])}" + (f" — exempt: {_esc(m['exempt'])}" if m.get("exempt") else ""))
     p(f"\n[bold]last result[/] [dim](looked in {_esc(last_path)}; store {_esc(store.describe())})[/]")
     if not last:
-        p(f"  none yet (run `tverify run {e['id']}`)")
+        if Path(str(last_path)).exists():  # an entry is there but could not be used (named on stderr above)
+            p(f"  the stored entry is unreadable and was skipped (see the warning above; `tverify run {e['id']}` "
+              "replaces it)")
+        else:
+            p(f"  none yet (run `tverify run {e['id']}`)")
     else:
         st = last.get("status")
         p(f"  [{STATUS_STYLE.get(st, '')}]{_esc(st)}[/] (mode {_esc(last.get('mode'))}, seed {_esc(last.get('seed'))}, "
