@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from proofs_checks.runner import resolution_text  # noqa: F401 (re-exported: tables use it)
 from proofs_checks.store import OutputPathError, name_problem, nearest_existing, writable_dir_problem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,16 +116,6 @@ def mutant_kill_summary(mutants: list[MutantResult], kinds: dict[str, str] | Non
 
     fn = getattr(runner, "kill_summary", None)
     return fn(mutants, kinds) if fn is not None else None
-
-
-def resolution_text(c: dict[str, Any]) -> str:
-    """A check's resolution for tables: ``1.2e-10 rel``, ``exact``, or the number in its own units."""
-    r, u = c.get("resolution"), str(c.get("resolution_units") or "")
-    if not isinstance(r, (int, float)) or not math.isfinite(r):
-        return "–"
-    if u.startswith("exact"):
-        return "exact (0)"
-    return f"{float(r):.2g}" + (" rel" if u.startswith("relative") else " (own units)")
 
 
 def margin_text(v: Any) -> str:

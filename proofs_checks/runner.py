@@ -291,7 +291,7 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
 def _step_dicts(d: Any) -> list[dict[str, str]]:
     """Steps as ``[{"text", "latex", "mathml", "how", "role", "compact"}]``; printing never raises."""
     try:
-        from proofs_checks.html_report import expr_mathml
+        from proofs_checks.mathml import expr_mathml
     except Exception:  # pragma: no cover - latex2mathml missing: steps keep text and LaTeX
         expr_mathml = None
     steps = []
@@ -618,3 +618,13 @@ def kill_summary(mutants: list[MutantResult], kinds: dict[str, str] | None = Non
     target["share_met"] = (target["met"] / n) if n else None
     return {"overall": overall, "claims": per_claim, "target": target, "target_margin": TARGET_MARGIN,
             "survived": [f"{m.claim}:{m.mutant}" for m in mutants if not m.killed]}
+
+
+def resolution_text(c: dict[str, Any]) -> str:
+    """A check's resolution for tables: ``1.2e-10 rel``, ``exact``, or the number in its own units."""
+    r, u = c.get("resolution"), str(c.get("resolution_units") or "")
+    if not isinstance(r, (int, float)) or not math.isfinite(r):
+        return "–"
+    if u.startswith("exact"):
+        return "exact (0)"
+    return f"{float(r):.2g}" + (" rel" if u.startswith("relative") else " (own units)")

@@ -1,0 +1,141 @@
+"""MathML for formulas: LaTeX through ``latex2mathml``, SymPy's presentation printer as a fallback,
+and a whitelist check (:func:`safe_mathml`) so that nothing but MathML reaches a page. Used by the
+runner (derivation steps carry their MathML) and by :mod:`proofs_checks.html_report`; it imports
+nothing of the project.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import xml.etree.ElementTree as ET
+from html.entities import html5 as _HTML5_ENTITIES
+from typing import Any
+
+__all__ = ["MATHML_NS", "latex_to_mathml", "sympy_to_mathml", "expr_mathml", "safe_mathml"]
+
+MATHML_NS = "http://www.w3.org/1998/Math/MathML"
+
+# MathML Core elements (plus a few legacy ones Chromium tolerates); anything else is rejected.
+_MATHML_TAGS = frozenset(
+    "math mrow mi mn mo ms mtext mspace msub msup msubsup munder mover munderover mfrac msqrt mroot "
+    "mstyle merror mpadded mphantom menclose mtable mtr mtd mlabeledtr mmultiscripts mprescripts none "
+    "semantics annotation annotation-xml maction".split()
+)
+_ALLOWED_ATTRS = frozenset(
+    "display xmlns mathvariant stretchy fence form separator accent accentunder lspace rspace width "
+    "height depth voffset columnalign rowalign columnspacing rowspacing columnlines rowlines frame "
+    "displaystyle scriptlevel linethickness encoding notation movablelimits largeop symmetric "
+    "minsize maxsize mathsize mathcolor mathbackground class dir".split()
+)
+
+
+def _numeric_entities(s: str) -> str:
+    """Replace HTML named character references (``&ExponentialE;``) by numeric ones, so that the
+    string parses as XML; the five XML entities stay."""
+
+    def repl(m: re.Match) -> str:
+        name = m.group(1)
+        if name in ("lt", "gt", "amp", "quot", "apos"):
+            return m.group(0)
+        ch = _HTML5_ENTITIES.get(name + ";")
+        if ch is None:
+            return "&amp;" + name + ";"
+        return "".join(f"&#x{ord(c):X};" for c in ch)
+
+    return re.sub(r"&([A-Za-z][A-Za-z0-9]*);", repl, s)
+
+
+def safe_mathml(markup: str | None) -> str | None:
+    """``markup`` if it is one well-formed ``<math>`` element made only of MathML elements and
+    harmless attributes (named entities made numeric), else ``None``.
+
+    Also ``None`` when a token element holds a backslash command (an unknown LaTeX macro that
+    ``latex2mathml`` passed through as text) -- that would render as garbage.
+
+    >>> safe_mathml('<math><mi>x</mi></math>')
+    '<math><mi>x</mi></math>'
+    >>> safe_mathml('<math><mi>x</mi><script>alert(1)</script></math>') is None
+    True
+    >>> safe_mathml('<math><mi>\\\\foo</mi></math>') is None
+    True
+    """
+    if not markup or not isinstance(markup, str):
+        return None
+    s = _numeric_entities(markup.strip())
+    try:
+        root = ET.fromstring(s)
+    except ET.ParseError:
+        return None
+    for el in root.iter():
+        tag = el.tag.split("}", 1)[-1] if isinstance(el.tag, str) else ""
+        if tag not in _MATHML_TAGS:
+            return None
+        if el is root and tag != "math":
+            return None
+        for a in el.attrib:
+            if a.split("}", 1)[-1] not in _ALLOWED_ATTRS:
+                return None
+        if tag in ("mi", "mo", "mn") and el.text and el.text.strip().startswith("\\"):
+            return None
+    return s
+
+
+def _with_annotation(mathml: str, latex: str) -> str:
+    """Wrap the content of ``<math>`` in ``<semantics>`` with the LaTeX source as annotation
+    (copy-paste keeps the source; browsers render only the first child)."""
+    i = mathml.find(">")
+    j = mathml.rfind("</math>")
+    if i < 0 or j < 0 or not latex or "<semantics" in mathml:
+        return mathml
+    head, body = mathml[: i + 1], mathml[i + 1 : j]
+    if head.endswith("/>"):
+        return mathml
+    ann = f'<annotation encoding="application/x-tex">{html.escape(latex, quote=False)}</annotation>'
+    return f"{head}<semantics><mrow>{body}</mrow>{ann}</semantics></math>"
+
+
+def latex_to_mathml(latex: str | None, display: str = "block") -> str | None:
+    """MathML for ``latex`` via ``latex2mathml``, validated; ``None`` when it cannot be converted
+    cleanly (so the caller shows the source instead).
+
+    >>> m = latex_to_mathml(r"\\frac{a}{b}")
+    >>> m.startswith("<math") and "<mfrac>" in m
+    True
+    >>> latex_to_mathml(r"x^{") is None
+    True
+    """
+    if not latex or not isinstance(latex, str) or not latex.strip():
+        return None
+    try:
+        from latex2mathml.converter import convert
+
+        out = convert(latex, display=display)
+    except Exception:
+        return None
+    out = safe_mathml(out)
+    return _with_annotation(out, latex) if out else None
+
+
+def sympy_to_mathml(expr: Any, display: str = "block") -> str | None:
+    """MathML from SymPy's presentation printer for a SymPy object (``None`` for anything else or
+    when printing fails). SymPy leaves ``<``/``>`` operators unescaped; they are fixed here."""
+    try:
+        import sympy as sp
+
+        if not isinstance(expr, (sp.Basic, sp.MatrixBase)):
+            return None
+        body = sp.mathml(expr, printer="presentation")
+    except Exception:
+        return None
+    body = re.sub(r"<(mo|mi|mtext)>(<=?|>=?|&)</\1>", lambda m: f"<{m[1]}>{html.escape(m[2])}</{m[1]}>", body)
+    return safe_mathml(f'<math xmlns="{MATHML_NS}" display="{display}">{body}</math>')
+
+
+def expr_mathml(expr: Any, latex: str | None) -> str:
+    """MathML for a derivation step: its LaTeX through ``latex2mathml`` (SymPy's LaTeX printer is
+    the most complete), else SymPy's presentation MathML printer, else ``''``. Never raises."""
+    try:
+        return latex_to_mathml(latex) or sympy_to_mathml(expr) or ""
+    except Exception:  # pragma: no cover - printing must never break a report
+        return ""
