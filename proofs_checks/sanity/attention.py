@@ -399,8 +399,26 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                 scored.append((e if math.isfinite(e) else float("inf"), len(scored), c, s2))
         if scored:
             scored.sort(key=lambda t: (t[0], t[1]))
+            if scored[0][0] > 1e-6 and len(scored) > 1:
+                # nothing fits the declaration: the declared mask, window or positions may be what is
+                # wrong, not the layout, so rank the layouts by their best fit over simple changes of
+                # the declaration (the reference keeps the declaration; the hints name the change)
+                loose = [st.variant(causal=not st.causal, window=None), st.variant(window=None),
+                         st.variant(positional="none"), st.variant(softcap=None)]
+
+                def best(t):
+                    errs = [t[0]]
+                    for v in loose:
+                        try:
+                            with torch.no_grad():
+                                errs.append(ap._rel(probe.outs[Tm], probe.reference(probe.xs[Tm], st=v, m=t[2])))
+                        except Exception:
+                            continue
+                    return min(e for e in errs if math.isfinite(e)) if any(math.isfinite(e) for e in errs) else 1e300
+
+                scored = sorted(scored, key=lambda t: (best(t), t[1]))
             if scored[0][0] > 1e-6 and len({(c.heads, c.kv_heads, c.kv_grouping) for _, _, c, _ in scored}) > 1 \
-                    and heads is None:
+                    and heads is None and min(_free_scale_residual(probe, t[2], t[3], Tm) for t in scored[:1]) > 1e-6:
                 # nothing fits at 1/√d_k and the head count is not declared: a wrong scale must not pick
                 # the head count, so rank the candidates by their residual at their best scale
                 scored = sorted(scored, key=lambda t: (_free_scale_residual(probe, t[2], t[3], Tm), t[1]))
