@@ -216,6 +216,50 @@ def population_loss_B(Lambda, N: int, B: np.ndarray) -> float:
     return 0.5 * float(np.trace(L @ inner))
 
 
+def population_risk_B(Lambda, M: int, B: np.ndarray) -> float:
+    """Exact test risk ``E(hᵀ B x_q − wᵀ x_q)²`` at prompt length ``M`` of the predictor with matrix
+    ``B`` (no label noise): ``2·population_loss_B(Λ, M, B)`` (Isserlis moments, no sampling)."""
+    return 2.0 * population_loss_B(Lambda, M, B)
+
+
+def seed_mean_risk(Lambda, M: int, Bs: np.ndarray, extra: np.ndarray | None = None) -> tuple[float, float]:
+    """Risk at the seeds' mean matrix from per-seed matrices ``Bs (S, d, d)``, with no sampling:
+    ``R(B̄) − q̄/(S−1)`` where ``q̄ = mean_s R(B_s) − R(B̄)`` is the seeds' quadratic spread (``R`` is
+    quadratic in ``B``, so this is an unbiased estimate of ``R`` at the seeds' expected ``B``: the
+    spread's excess ``tr(HΣ)/S`` is removed); plus ``mean(extra)`` (a per-seed additive correction,
+    e.g. a Monte Carlo control variate). Returns ``(estimate, delete-one jackknife SE across seeds)``."""
+    Bs = np.asarray(Bs, dtype=float)
+    S = Bs.shape[0]
+    if S < 3:
+        raise InputError("seed_mean_risk needs at least three seeds")
+    ex = np.zeros(S) if extra is None else np.asarray(extra, dtype=float)
+
+    def est(idx) -> float:
+        B = Bs[idx]
+        Rb = population_risk_B(Lambda, M, B.mean(0))
+        q = float(np.mean([population_risk_B(Lambda, M, b) for b in B])) - Rb
+        return Rb - q / (len(idx) - 1) + float(ex[idx].mean())
+
+    full = est(np.arange(S))
+    jk = np.array([est(np.delete(np.arange(S), i)) for i in range(S)])
+    return full, float(math.sqrt((S - 1) / S * np.sum((jk - jk.mean()) ** 2)))
+
+
+def erm_B(Lambda, N: int, *, n_seeds: int, n_prompts: int, seed: int, device="cpu") -> np.ndarray:
+    """Per seed, the empirical-risk minimiser over the ``B`` block alone (``ŷ = hᵀ B x_q``, every
+    other block 0) on exactly the prompts :func:`train_lsa` with the same arguments trains on (its
+    sufficient statistics restricted to ``θ_{d+1,k,l} = B_{kl}``, one least-squares solve):
+    ``(n_seeds, d, d)``. Its population counterpart is ``E[hhᵀ]⁻¹E[hwᵀ]`` (:func:`population_moments`),
+    so ``B_trained − erm_B + E[hhᵀ]⁻¹E[hwᵀ]`` is a control variate for the trained ``B``."""
+    dev, L, d, _ = _training_setup(Lambda, N, 1.0, device)
+    with single_thread() if dev.type == "cpu" else _nullcontext():
+        Q, c, _m = _prompt_statistics(L, N, n_seeds, n_prompts, seed, dev)
+    idx = np.array([(d * (d + 1) + k) * d + l for k in range(d) for l in range(d)])
+    Qs = Q.cpu().numpy()[:, idx][:, :, idx]
+    cs = c.cpu().numpy()[:, idx]
+    return np.linalg.solve(Qs, cs[..., None])[..., 0].reshape(n_seeds, d, d)
+
+
 def population_grad_B(Lambda, N: int, B: np.ndarray) -> np.ndarray:
     """``∂L/∂B = E[hhᵀ] B Λ − E[hwᵀ] Λ``."""
     L = as_spd_matrix(Lambda)

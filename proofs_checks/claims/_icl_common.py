@@ -55,6 +55,11 @@ def _closed_form_vs_mc_figure(ctx, name: str, title: str, rows: list[tuple[str, 
 # the shared trained LSA (one batch of seeds, reused by several claims in one process)
 
 
+def _trained_prompts(mode: str) -> int:
+    """Prompts per seed of the shared trained LSA (by mode)."""
+    return RunContext(mode, 0, "cpu").size(16384, 65536, 262144)
+
+
 @lru_cache(maxsize=4)
 def _trained(mode: str, seed: int, device: str):
     ctx = RunContext(mode, seed, device).for_check("icl.shared", "trained_lsa")
@@ -62,7 +67,7 @@ def _trained(mode: str, seed: int, device: str):
     L = ni.random_spd(rng, 3, 1.0, 3.0)
     N = 4  # small N: Γ_N and its plausible wrong forms (1/(N+1), …) differ most (issue: trained layer discriminates)
     S = 16
-    P = ctx.size(16384, 65536, 262144)
+    P = _trained_prompts(mode)
     res = ni.train_lsa(L, N, n_seeds=S, n_prompts=P, steps=ctx.size(200, 300, 400), seed=ctx.seed_for("train"),
                        device=device, lbfgs_steps=50)
     return L, N, res, ctx.seed_for("train")

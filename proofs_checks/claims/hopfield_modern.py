@@ -205,9 +205,10 @@ def _retrieval_symbolic(form, ctx) -> CheckResult:
         ref = f(len(P), beta, Delta, eps, M)
         got = float(form(torch.from_numpy(Pb), torch.from_numpy(xi[None]), 0, beta)[0])
         rel = largest(rel, abs(got - ref) / abs(ref))
-    return compare(rel, 1e-8, "relative float64 rounding of exp(βx) with |βx| ≲ 100 and two fixed-point "
-                   "iterations run to convergence (steps ≤ 1e-15 vs 1e-14; ≈ 100·eps per ulp of the exponent → 1e-8 "
-                   "allows a wide margin)",
+    return compare(rel, 1e-9, "relative float64 rounding of exp(a), |a| ≤ β(Δ + 2εM) ≲ 150 (150·eps ≈ 3e-14), plus "
+                   "the two fixed points x_i* (iterations stopped at steps 1e-15 vs 1e-14, distance ≲ 1e-13) moved "
+                   "through ∂log(bound)/∂ε = 2βM ≤ 32 (≈ 3e-12; measured 2.4e-12): not exactly computable, the "
+                   "fixed-point stop sets the floor; 1e-9 (the exact-check target) leaves a 400× margin",
                    seeds=[ctx.seed_for()], sizes={"instances": 24 + 18}, details={"max_relative_error": rel})
 
 
