@@ -564,8 +564,11 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 @click.argument("patterns", nargs=-1)
 @claim_run_options
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
+@click.option("--continuous", is_flag=True,
+              help="Also run each verified claim's form scaled by 1 ± 2ε (must be rejected) and 1 ± ε/2, with ε the "
+                   "best relative resolution of its numeric or trained checks: confirms the stated resolution.")
 @cluster_option
-def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress, cluster):
+def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress, continuous, cluster):
     """The kill matrix: every planted mutant against every check of its claim, at the same sizes as
     `run` (default sizes unless --quick/--full). The table shows, per mutant, each layer's best
     rejection margin. Each claim is run first: the mutants of a claim that is not verified are not
@@ -594,10 +597,27 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
         click.echo(f"tverify: {line}", err=True)
     doc = _mutants_document(res, claims, mode=mode, seed=seed, device=device)
     doc["refused"] = refusals
+    cont_ok = True
+    if continuous:
+        if cluster:
+            raise UsageError("--continuous runs in this process: leave out --cluster")
+        from proofs_checks.continuous import continuous_probe
+
+        by_id = {r.id: r for r in results}
+        doc["continuous"] = {c.id: continuous_probe(c, by_id[c.id], ctx) for c in claims}
+        cont_ok = all(v.get("rejected_at_2eps", True) for v in doc["continuous"].values())
     if json_path:
         _write_json(json_path, doc)
-    _console(stderr=json_path == "-").print(_mutant_table(res, doc["summary"], mode))
-    sys.exit(0 if all(r.killed for r in res) else 1)
+    con = _console(stderr=json_path == "-")
+    con.print(_mutant_table(res, doc["summary"], mode))
+    for cid, v in (doc.get("continuous") or {}).items():
+        if "skipped" in v:
+            con.print(f"continuous {_esc(cid)}: not run ({_esc(v['skipped'])})")
+        else:
+            con.print(f"continuous {_esc(cid)}: ε = {v['epsilon']:.3g} ({_esc(v['check'])}, {v['layer']}); form × (1 ± 2ε) "
+                      f"{'rejected' if v['rejected_at_2eps'] else '[bold red]NOT rejected[/]'}, × (1 ± ε/2) "
+                      f"{'accepted' if v['accepted_at_half_eps'] else 'rejected too (a one-sided or finer check)'}")
+    sys.exit(0 if all(r.killed for r in res) and cont_ok else 1)
 
 
 @cli.command("report")

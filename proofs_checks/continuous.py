@@ -1,0 +1,106 @@
+"""Continuous mutants: a claim's form scaled by ``(1 + δ)`` confirms the stated resolution of its
+best non-symbolic check (``tverify mutants --continuous``).
+
+For a verified claim whose best numeric or trained check states its resolution ``ε`` in relative
+units, the form's numeric outputs (floats, NumPy and torch floating arrays, inside tuples, lists and
+dicts; a dict of functions is scaled function by function) are multiplied by ``1 ± 2ε`` — the
+claim's checks must reject both — and by ``1 ± ε/2`` — the checks that resolve ``ε`` should accept
+both (reported, not required: a one-sided check may reject the other side). Forms whose outputs are
+not numbers (solver results, modules, trainers) are reported as not scalable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proofs_checks.registry import Claim, Mutant
+from proofs_checks.runner import ClaimResult, run_mutant
+
+__all__ = ["scaled_form", "continuous_probe"]
+
+
+@dataclass
+class _Counter:
+    scaled: int = 0
+    seen: list = field(default_factory=list)
+
+
+def _scale(v: Any, f: float, n: _Counter) -> Any:
+    import numpy as np
+
+    try:
+        import torch
+    except Exception:  # pragma: no cover - torch is a dependency
+        torch = None
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (float, np.floating)):
+        n.scaled += 1
+        return type(v)(v * f) if isinstance(v, np.floating) else v * f
+    if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.floating):
+        n.scaled += 1
+        return v * f
+    if torch is not None and isinstance(v, torch.Tensor) and v.dtype.is_floating_point:
+        n.scaled += 1
+        return v * f
+    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+        return tuple(_scale(x, f, n) for x in v)
+    if isinstance(v, list):
+        return [_scale(x, f, n) for x in v]
+    if isinstance(v, dict):
+        return {k: _scale(x, f, n) for k, x in v.items()}
+    return v
+
+
+def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> Any:
+    """``form`` with its numeric outputs multiplied by ``factor``.
+
+        >>> f = scaled_form(lambda x: 2.0 * x, 1.5)
+        >>> f(2.0)
+        6.0
+        >>> g = scaled_form({"a": lambda: (1.0, "label")}, 2.0)
+        >>> g["a"]()
+        (2.0, 'label')
+    """
+    n = counter or _Counter()
+    if callable(form) and not isinstance(form, type):
+        def wrapped(*args, **kwargs):
+            return _scale(form(*args, **kwargs), factor, n)
+
+        return wrapped
+    if isinstance(form, dict):
+        return {k: scaled_form(v, factor, n) for k, v in form.items()}
+    return _scale(form, factor, n)
+
+
+def _non_symbolic_failed(m) -> list[str]:
+    return [o.name for o in m.outcomes if o.layer != "symbolic" and o.status == "failed"]
+
+
+def continuous_probe(claim: Claim, result: ClaimResult, ctx) -> dict[str, Any]:
+    """The continuous-mutant row of a verified claim: ``epsilon`` (2 × its best relative
+    non-symbolic resolution is the scaling that must be rejected), the checks that reject
+    ``1 ± 2ε``, whether ``1 ± ε/2`` is accepted, or ``skipped`` with the reason."""
+    if result.status != "verified":
+        return {"skipped": f"the claim is {result.status}, not verified"}
+    best = result.to_json().get("best_resolution") or {}
+    cands = [(v["resolution"], layer, v["check"]) for layer, v in best.items()
+             if layer != "symbolic" and str(v.get("units", "")).startswith("relative") and v["resolution"] > 0]
+    if not cands:
+        return {"skipped": "no numeric or trained check states its resolution as a relative change"}
+    eps, layer, check = min(cands)
+    eps = float(min(eps, 0.25))
+    rows = {}
+    for label, factor in (("+2eps", 1 + 2 * eps), ("-2eps", 1 - 2 * eps), ("+eps/2", 1 + eps / 2),
+                          ("-eps/2", 1 - eps / 2)):
+        n = _Counter()
+        mut = Mutant(f"scaled{label}", "wrong constant", f"form × {factor:.6g}", scaled_form(claim.form, factor, n))
+        m = run_mutant(claim, mut, ctx)
+        if n.scaled == 0:
+            return {"skipped": "the form's outputs are not numbers (nothing to scale)", "epsilon": eps}
+        rows[label] = {"factor": factor, "rejected_by": _non_symbolic_failed(m)}
+    rejected = all(rows[k]["rejected_by"] for k in ("+2eps", "-2eps"))
+    accepted = not any(rows[k]["rejected_by"] for k in ("+eps/2", "-eps/2"))
+    return {"epsilon": eps, "layer": layer, "check": check, "rejected_at_2eps": rejected,
+            "accepted_at_half_eps": accepted, "rows": rows}
