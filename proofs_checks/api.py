@@ -167,7 +167,7 @@ class ClaimsRun:
     (the document ``tverify run --json`` writes), a text table and an HTML table."""
 
     def __init__(self, results: list, claims: list, *, mode: str, seed: int, device: str, command: str):
-        from proofs_checks.report import results_document
+        from proofs_checks.output.report import results_document
 
         self.results = results
         self.doc = results_document(results, claims={c.id: c for c in claims}, command=command, mode=mode, seed=seed,

@@ -6,7 +6,7 @@ stderr, never a traceback), 3 undecided claims (nothing failed) or ``tverify che
 and formats.
 
 Every output path (``--out``, ``--json``, the results store) is checked before any claim runs.
-``list`` and ``show`` read the generated catalogue (:mod:`proofs_checks.catalogue`) when it is
+``list`` and ``show`` read the generated catalogue (:mod:`proofs_checks.output.catalogue`) when it is
 up to date, so they answer without importing the claim modules (torch, cvxpy, SciPy).
 """
 
@@ -65,7 +65,7 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
     """Catalogue entries of every claim, where they came from, the document, and whether it is
     the store's cache (which ``show`` may complete with the derivations it computes). ``refresh``
     ignores every cached document and recomputes from the registry."""
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
 
     fresh = None if refresh else catalogue.load_fresh(store.cache_dir)
     if fresh is not None:
@@ -80,7 +80,7 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
 
 
 def _select_entries(entries, patterns) -> list[dict[str, Any]]:
-    from proofs_checks.catalogue import UnknownPatternError, select_entries
+    from proofs_checks.output.catalogue import UnknownPatternError, select_entries
 
     try:
         return select_entries(entries, patterns)
@@ -212,9 +212,9 @@ def _remote(cluster: str | None) -> bool:
 def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress: bool, claims_run: bool = True,
                     mutants: bool = False, figure_dir=None, store=None):
     """``--cluster``: the claims (and/or their kill matrix) as tasks on a Dask cluster (see
-    :mod:`proofs_checks.cluster`); the same results as :func:`_run_selected` / :func:`_run_mutants`.
+    :mod:`proofs_checks.distributed.cluster`); the same results as :func:`_run_selected` / :func:`_run_mutants`.
     The store is written only once every task has finished (Ctrl-C leaves nothing half-done)."""
-    from proofs_checks.cluster import interrupt_once, open_client, run_claims_on
+    from proofs_checks.distributed.cluster import interrupt_once, open_client, run_claims_on
     from proofs_checks.store import save_last
 
     total = sum(len(c.checks) + (1 if claims_run else 0) for c in claims)
@@ -248,7 +248,7 @@ def _summary_table(results):
 def _layer_cell(m, layer: str) -> str:
     """One kill-matrix cell of the mutants table: the best margin among the layer's rejecting
     checks (green ≥ 3), else what its checks did."""
-    from proofs_checks.report import margin_text
+    from proofs_checks.output.report import margin_text
 
     outs = [o for o in m.outcomes if o.layer == layer]
     if not outs:
@@ -281,7 +281,7 @@ def _mutant_table(res, summary: dict[str, Any] | None, mode: str):
 
 
 def _mutants_document(res, claims, *, mode: str, seed: int, device: str) -> dict[str, Any]:
-    from proofs_checks.report import mutant_kill_summary
+    from proofs_checks.output.report import mutant_kill_summary
 
     return {"tool": "tverify", "command": _command_line(), "mode": mode, "seed": seed, "device": device,
             "total": len(res), "killed": sum(r.killed for r in res),
@@ -356,7 +356,7 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh):
         raise UsageError("--docs-dir goes with --markdown")
     entries = _catalogue(store, refresh)[0]
     if json_path and json_path != "-" and not patterns:
-        from proofs_checks.catalogue import UnknownPatternError, select_entries
+        from proofs_checks.output.catalogue import UnknownPatternError, select_entries
 
         try:
             select_entries(entries, [json_path])
@@ -379,7 +379,7 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh):
 
 
 def _write_catalogue(docs_dir: str | None, store) -> None:
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
     from proofs_checks.store import OutputPathError, check_output_file
 
     out = Path(docs_dir).expanduser() if docs_dir else catalogue.repo_docs_dir()
@@ -405,7 +405,7 @@ def _write_catalogue(docs_dir: str | None, store) -> None:
 
 def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The claim's catalogue entry, its derivation info, and where the derivation came from."""
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
 
     entries, origin, doc, cached = _catalogue(store, refresh)
     chosen = _select_entries(entries, [claim_id])
@@ -507,7 +507,7 @@ def show_cmd(claim_id, json_path, store_dir, refresh):
         st = last.get("status")
         p(f"  [{STATUS_STYLE.get(st, '')}]{_esc(st)}[/] (mode {_esc(last.get('mode'))}, seed {_esc(last.get('seed'))}, "
           f"device {_esc(last.get('device'))}) {_esc(last.get('message') or '')}")
-        from proofs_checks.report import resolution_text
+        from proofs_checks.output.report import resolution_text
 
         for ch in last.get("checks") or []:
             why = ch.get("justification") or ch.get("skip_reason") or ch.get("error_message") or ""
@@ -550,7 +550,7 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
     else:
         results = _run_selected(claims, ctx, progress=not no_progress, store=store)
     if json_path:
-        from proofs_checks.report import results_document
+        from proofs_checks.output.report import results_document
 
         _write_json(json_path, results_document(results, claims={c.id: c for c in claims}, command=_command_line(),
                                                 mode=mode, seed=seed, device=device))
@@ -645,7 +645,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     import tempfile
 
     from proofs_checks.context import RunContext
-    from proofs_checks.report import ReportTargetError, check_out_and_json, default_writers, results_document, write_report
+    from proofs_checks.output.report import ReportTargetError, check_out_and_json, default_writers, results_document, write_report
 
     def check_out() -> Path:
         return check_out_and_json(out_dir, force, json_path)
@@ -767,8 +767,8 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     2 when the plan is refused before it runs (unknown names, bad values, more memory than --max-memory)
     or a check refuses a grid point's values (the sweep stops, nothing is written); 130 on Ctrl-C."""
     from proofs_checks import guards
-    from proofs_checks import sweep as sw
-    from proofs_checks.cluster import interrupt_once
+    from proofs_checks.distributed import sweep as sw
+    from proofs_checks.distributed.cluster import interrupt_once
 
     tgt = sw.resolve_target(target)
     grid = sw.parse_grid(grids)
@@ -776,7 +776,7 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     require_device(device, allow_skip or _remote(cluster))
     out = None
     if out_dir is not None or not json_path:
-        from proofs_checks.report import check_out_and_json
+        from proofs_checks.output.report import check_out_and_json
 
         out = check_out_and_json(out_dir or "sweep", force, json_path, what="the sweep")
     _check_json_target(json_path)
@@ -795,7 +795,7 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
             bar.advance(name, " ".join(str(r.get("verdict") or r.get("status")) for r in done) or "task failed")
 
         if cluster:
-            from proofs_checks.cluster import open_client
+            from proofs_checks.distributed.cluster import open_client
 
             with open_client(cluster, device=device) as client:
                 result = sw.run_sweep(tgt, rows, client=client, progress=tick)
@@ -806,7 +806,7 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     doc = sw.sweep_document(tgt, grid, result, seeds=n_seeds, base_seed=seed, mode=mode, device=device,
                             cluster=cluster, command=_command_line())
     if out is not None:
-        from proofs_checks.report import ReportTargetError
+        from proofs_checks.output.report import ReportTargetError
 
         try:
             path = sw.write_sweep(out, doc, force=force)

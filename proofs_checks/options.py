@@ -62,7 +62,7 @@ def _cluster_value(ctx, param, value):
     """A malformed value, or an address where no scheduler answers within the connect timeout, is a
     usage error before anything runs (before the claim modules are even imported)."""
     if value is not None:
-        from proofs_checks.cluster import check_cluster
+        from proofs_checks.distributed.cluster import check_cluster
 
         check_cluster(value)
     return value
@@ -70,7 +70,7 @@ def _cluster_value(ctx, param, value):
 
 def cluster_option(f):
     """``--cluster ADDRESS|local:W``: run the work as tasks on a Dask cluster (see
-    :mod:`proofs_checks.cluster`); absent, it runs in this process. The function receives ``cluster``
+    :mod:`proofs_checks.distributed.cluster`); absent, it runs in this process. The function receives ``cluster``
     (the string, or ``None``)."""
     return click.option("--cluster", metavar="ADDRESS|local:W", default=None, callback=_cluster_value,
                         help="Run the work as tasks on a Dask cluster: local:W starts W local worker processes; "

@@ -291,7 +291,7 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
 def _step_dicts(d: Any) -> list[dict[str, str]]:
     """Steps as ``[{"text", "latex", "mathml", "how", "role", "compact"}]``; printing never raises."""
     try:
-        from proofs_checks.mathml import expr_mathml
+        from proofs_checks.output.mathml import expr_mathml
     except Exception:  # pragma: no cover - latex2mathml missing: steps keep text and LaTeX
         expr_mathml = None
     steps = []
@@ -372,7 +372,7 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
 def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:
     """One check of ``claim`` on ``form``, exactly as :func:`run_claim` and :func:`run_mutant` run it
     (a crash is an ``error`` outcome, a :class:`SkipCheck` a ``skipped`` one). The unit of work that
-    :mod:`proofs_checks.cluster` sends to a worker."""
+    :mod:`proofs_checks.distributed.cluster` sends to a worker."""
     return _run_check(check, form, claim, ctx)
 
 
@@ -380,7 +380,7 @@ def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: 
                  stated: list[CheckOutcome], seconds: float) -> ClaimResult:
     """The :class:`ClaimResult` of ``claim`` from its :func:`derivation_info` and its checks'
     outcomes (claim order; ``stated``: the erratum's stated form, else empty). :func:`run_claim`
-    ends with it; :mod:`proofs_checks.cluster` calls it with outcomes computed on workers."""
+    ends with it; :mod:`proofs_checks.distributed.cluster` calls it with outcomes computed on workers."""
     status, message, supports = _status(claim, outcomes, stated, info["error"], info["obligations"])
     return ClaimResult(
         id=claim.id,
@@ -467,7 +467,7 @@ def run_mutant(claim: Claim, mutant: Mutant, ctx: RunContext | None = None, *, f
 def mutant_result(claim: Claim, mutant: Mutant, outcomes: list[CheckOutcome], seconds: float, mode: str) -> MutantResult:
     """The kill-matrix row of ``mutant`` from its outcomes on the claim's checks (the check with
     the largest rejection margin is the killer). :func:`run_mutant` ends with it;
-    :mod:`proofs_checks.cluster` calls it with outcomes computed on workers."""
+    :mod:`proofs_checks.distributed.cluster` calls it with outcomes computed on workers."""
     rejecting = [o for o in outcomes if o.status == "failed" and o.result is not None]
     best = None
     for o in rejecting:

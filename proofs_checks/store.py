@@ -7,7 +7,7 @@ Where the store is, first match wins:
 3. the per-user cache: ``$XDG_CACHE_HOME/tverify``, else ``~/.cache/tverify``.
 
 It holds ``last/<claim id>.json`` (one result per claim, replaced by each run) and ``cache/``
-(catalogue caches, see :mod:`proofs_checks.catalogue`). Nothing is written to the current folder.
+(catalogue caches, see :mod:`proofs_checks.output.catalogue`). Nothing is written to the current folder.
 
 Output paths are checked *before* a run starts (:func:`check_output_file`,
 :func:`check_store_writable`), so a long run is never lost at its end to an unwritable path.

@@ -50,7 +50,7 @@ def cluster():
     ``(scheduler_address, client)``."""
     from distributed import Client, LocalCluster
 
-    from proofs_checks.cluster import _quiet_dask
+    from proofs_checks.distributed.cluster import _quiet_dask
 
     _quiet_dask()
     lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)

@@ -192,7 +192,7 @@ def test_mutants_kill_matrix_json(tmp_path, store):
 
 def test_catalogue_markdown_is_up_to_date():
     """docs/CATALOGUE.md is what `tverify list --markdown` writes for the registry as it is."""
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
     from proofs_checks.registry import select
 
     want = catalogue.render_markdown(catalogue.build(select(), with_derivations=False))
@@ -203,7 +203,7 @@ def test_catalogue_markdown_is_up_to_date():
 def test_catalogue_json_is_up_to_date():
     """docs/catalogue.json was generated from the sources as they are (fingerprint) and lists the
     registry's claims as they are; list/show read it instead of importing the claim modules."""
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
     from proofs_checks.registry import select
 
     doc = json.loads((ROOT / "docs" / "catalogue.json").read_text(encoding="utf-8"))
@@ -215,7 +215,7 @@ def test_catalogue_json_is_up_to_date():
 
 
 def test_catalogue_select_agrees_with_registry():
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
     from proofs_checks.registry import UnknownClaimError, select
 
     entries = [catalogue.entry(c) for c in select()]
@@ -231,7 +231,7 @@ def test_catalogue_select_agrees_with_registry():
 
 def test_list_and_show_do_not_import_the_claim_modules(store):
     """With the catalogue up to date, list and show answer without torch, SymPy or the claims."""
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
 
     if catalogue.load_fresh() is None:
         pytest.skip("docs/catalogue.json is out of date (test_catalogue_json_is_up_to_date says so)")
@@ -248,7 +248,7 @@ def test_list_and_show_do_not_import_the_claim_modules(store):
 def test_stale_catalogue_falls_back_to_the_registry_and_caches(tmp_path, monkeypatch, capsys):
     """Sources changed since docs/catalogue.json: list and show load the registry, give the same
     answers, and keep what they computed in the store's cache (the next call reads it)."""
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
     from proofs_checks.cli import main
 
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))

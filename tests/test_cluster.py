@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from proofs_checks import cluster as pc
+from proofs_checks.distributed import cluster as pc
 from proofs_checks.options import UsageError
 from tests.cli_helpers import invoke, one_line_error
 

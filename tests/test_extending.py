@@ -222,7 +222,7 @@ def test_cli_statuses_and_mutants_refusal(registered, tmp_path):
 
 def test_report_markdown_has_obligations_table():
     from proofs_checks.context import RunContext
-    from proofs_checks.report import render_markdown, results_document
+    from proofs_checks.output.report import render_markdown, results_document
     from proofs_checks.runner import run_claim
 
     c = entropy_plugin.build(wrong=True, claim_id="ent.wrong")
@@ -288,7 +288,7 @@ def test_new_claim_scaffold_runs_green_and_fails_when_broken(registered, tmp_pat
 
 
 def test_cache_depends_on_plugin_helper_sources(tmp_path, monkeypatch):
-    from proofs_checks import catalogue
+    from proofs_checks.output import catalogue
     from proofs_checks.claims import PLUGIN_SOURCES
 
     helper = tmp_path / "helper.py"

@@ -298,7 +298,7 @@ def test_sweep_check_with_refused_values_is_exit_2_before_running(box):
 
 
 def test_ctrl_c_during_a_sweep_is_one_line_130_and_writes_nothing(box, monkeypatch):
-    from proofs_checks import sweep as sw
+    from proofs_checks.distributed import sweep as sw
 
     (box / "prev.json").write_text('{"tool": "tverify", "old": true}')
 
@@ -312,7 +312,7 @@ def test_ctrl_c_during_a_sweep_is_one_line_130_and_writes_nothing(box, monkeypat
 
 
 def test_interrupt_once_ignores_the_second_signal():
-    from proofs_checks.cluster import interrupt_once
+    from proofs_checks.distributed.cluster import interrupt_once
 
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):

@@ -19,8 +19,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import sympy as sp
 
-from proofs_checks import html_report as hr
-from proofs_checks.report import default_writers, render_markdown, write_report
+from proofs_checks.output import html_report as hr
+from proofs_checks.output.report import default_writers, render_markdown, write_report
 from proofs_checks.runner import _derivation_steps
 from theory.derivation import Derivation, Step
 

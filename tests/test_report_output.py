@@ -12,7 +12,7 @@ import pytest
 
 from proofs_checks import runner
 from proofs_checks.cli import main
-from proofs_checks.report import MARKER
+from proofs_checks.output.report import MARKER
 
 CLAIM = "attn.softmax_simplex"
 
@@ -179,7 +179,7 @@ def test_report_json_and_markdown(capsys, sandbox):
 def test_folder_changed_during_the_run_keeps_both(sandbox):
     """A file the user puts into --out while the report is being built is not destroyed: the new
     report goes to a sibling folder named in the error."""
-    from proofs_checks.report import ReportTargetError, write_report
+    from proofs_checks.output.report import ReportTargetError, write_report
 
     out = sandbox / "rep"
     doc = {"schema": 1, "tool": "tverify", "created": "now", "command": "t", "mode": "quick", "seed": 0, "device": "cpu",

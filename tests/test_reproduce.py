@@ -115,7 +115,7 @@ def test_out_is_safe(tmp_path, monkeypatch):
 
 
 def test_report_index_links_reproductions(tmp_path):
-    from proofs_checks.html_report import write_html
+    from proofs_checks.output.html_report import write_html
 
     doc = {"results": [], "summary": {}, "mode": "default", "seed": 0, "device": "cpu", "created": "now", "command": "tverify report",
            "reproductions": [{"name": "tf-as-svm", "paper": "P", "status": "agrees", "rows": 3, "agreeing": 3, "seconds": 1.0,
@@ -126,7 +126,7 @@ def test_report_index_links_reproductions(tmp_path):
 
 
 def test_report_hook_writes_linked_pages(tmp_path):
-    from proofs_checks.report import write_report
+    from proofs_checks.output.report import write_report
     from proofs_checks.reproduce.command import for_report
 
     summary, writer, cleanup, bad = for_report(seed=0, device="cpu", progress=False, names=["ramsauer-2021"],
@@ -134,7 +134,7 @@ def test_report_hook_writes_linked_pages(tmp_path):
     try:
         doc = {"schema": 1, "tool": "tverify", "results": [], "summary": {}, "mode": "quick", "seed": 0, "device": "cpu",
                "created": "now", "command": "tverify report", "reproductions": summary}
-        from proofs_checks.report import default_writers
+        from proofs_checks.output.report import default_writers
 
         out = write_report(tmp_path / "rep", doc, extra_writers=default_writers() + [writer])
     finally:

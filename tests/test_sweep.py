@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from proofs_checks import sweep as sw
+from proofs_checks.distributed import sweep as sw
 from proofs_checks.options import UsageError
 from tests.cli_helpers import invoke, one_line_error
 

@@ -287,7 +287,7 @@ def document(results: list[ReproResult], *, command: str = "", mode: str = "defa
              device: str = "cpu") -> dict[str, Any]:
     """The JSON document (``--json``, ``results.json`` of the pages): per reproduction its record,
     and ``rows`` flattened (each with its ``reproduction``)."""
-    from proofs_checks.report import SCHEMA_VERSION
+    from proofs_checks.output.report import SCHEMA_VERSION
 
     summary: dict[str, int] = {}
     for r in results:

@@ -76,7 +76,7 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
     run); usage errors raise :class:`UsageError` (exit 2)."""
     from proofs_checks.console import (check_json_target as _check_json_target, command_line as _command_line,
                                        console as _console, write_json as _write_json)
-    from proofs_checks.report import ReportTargetError, check_out_and_json, write_report
+    from proofs_checks.output.report import ReportTargetError, check_out_and_json, write_report
     from proofs_checks.reproduce.pages import render_markdown, write_pages
 
     reps = select(names)

@@ -1,11 +1,11 @@
 """Pages of ``tverify reproduce``: ``index.html`` and one ``<name>.html`` per reproduction (what the
 paper or reference code states, our numbers with uncertainty next to the reference ones, the
 verdict with its tolerance, measurements, figures, sizes, seeds, time), ``report.md`` and
-``results.json``. Written through :func:`proofs_checks.report.write_report` (same safety rules as
+``results.json``. Written through :func:`proofs_checks.output.report.write_report` (same safety rules as
 ``tverify report --out``: a new folder or a previous tverify output only, built aside and swapped
 in atomically), or into a subfolder of a ``tverify report`` (:func:`subsite_writer`).
 
-Self-contained HTML in the style of :mod:`proofs_checks.html_report` (its style sheet, no
+Self-contained HTML in the style of :mod:`proofs_checks.output.html_report` (its style sheet, no
 JavaScript); every string is escaped.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
 
-from proofs_checks.html_report import CSS, _badge, _e, _num
+from proofs_checks.output.html_report import CSS, _badge, _e, _num
 
 __all__ = ["page_name", "render_page", "render_index", "render_markdown", "write_pages", "subsite_writer", "VERDICT_CLASS"]
 
@@ -149,7 +149,7 @@ def write_pages(out: Path, doc: dict[str, Any], figure_src: Path | None = None, 
 
 
 def subsite_writer(doc: dict[str, Any], figure_src: Path | None, folder: str = "reproduce") -> Callable[[Path, dict[str, Any]], None]:
-    """An extra writer for :func:`proofs_checks.report.write_report`: the reproduction pages in
+    """An extra writer for :func:`proofs_checks.output.report.write_report`: the reproduction pages in
     ``<report>/<folder>/``, linking back to the report's index."""
 
     def write(tmp: Path, _report_doc: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ def check_json_target(json_path: str | None) -> None:
 
 
 def _report_message(exc: Exception) -> str:
-    """A ``--out`` refusal of :mod:`proofs_checks.report` said for ``--report`` (which has no
+    """A ``--out`` refusal of :mod:`proofs_checks.output.report` said for ``--report`` (which has no
     ``--force``): complete sentences, nothing cut off."""
     msg = str(exc).replace("--out", "--report")
     msg = msg.replace(", or add --force to replace it", "").replace(" or add --force to replace it", "")
@@ -269,7 +269,7 @@ def check_report_dir(report_dir: str | None, json_path: str | None = None) -> No
     a ``--json`` file inside it, which the report would replace)."""
     if report_dir is None:
         return
-    from proofs_checks.report import ReportTargetError, check_report_target
+    from proofs_checks.output.report import ReportTargetError, check_report_target
 
     from proofs_checks.store import name_problem
 
@@ -290,8 +290,8 @@ def check_report_dir(report_dir: str | None, json_path: str | None = None) -> No
 def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:
     """Write ``report.json``, ``report.md``, ``report.html`` and ``figures/*.png`` for ``result`` into
     ``report_dir``: built in a temporary sibling folder and swapped into place, stamped with the
-    marker of :mod:`proofs_checks.report` (so a later report may replace it, nothing else may)."""
-    from proofs_checks import report as rp
+    marker of :mod:`proofs_checks.output.report` (so a later report may replace it, nothing else may)."""
+    from proofs_checks.output import report as rp
 
     def fill(tmp: Path) -> None:
         (tmp / "report.json").write_text(json.dumps(result.to_json(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
@@ -329,7 +329,7 @@ def finish(result: SanityResult, json_path: str | None, report_dir: str | None =
     """Print the result (text and table; only the verdict on stderr when the JSON goes to stdout),
     write ``--json`` and ``--report``, and exit with the verdict's code."""
     if report_dir:
-        from proofs_checks.report import ReportTargetError
+        from proofs_checks.output.report import ReportTargetError
 
         try:
             path = write_check_report(report_dir, result)

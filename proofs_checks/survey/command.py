@@ -1,7 +1,7 @@
 """``tverify survey``: the body of the command (the click command in :mod:`proofs_checks.survey_cmd`
 only parses options). Order of work: names, ``--out``, ``--json`` are checked before anything runs;
 then each entry installs (cached) and runs in its own process; then the pages are written (built
-aside, swapped in, :func:`proofs_checks.report.build_output`).
+aside, swapped in, :func:`proofs_checks.output.report.build_output`).
 
 Exit code: 0 when the survey ran — whatever it found in the libraries (a survey that finds library
 bugs is a successful survey), and even when entries could not be installed, imported or timed out
@@ -59,7 +59,7 @@ def _list(entries, json_path) -> None:
 def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out_dir: str, force: bool,
                 cache_dir: str | None, install: bool, timeout: float, seed: int = 0, progress: bool = True) -> int:
     from proofs_checks.console import check_json_target as _check_json_target, command_line as _command_line, console as _console, write_json as _write_json  # noqa: E501
-    from proofs_checks.report import ReportTargetError, build_output, check_out_and_json
+    from proofs_checks.output.report import ReportTargetError, build_output, check_out_and_json
     from proofs_checks.survey.page import finding_ref, remember_latest, write_pages
 
     entries, unknown = select(names)

@@ -20,7 +20,7 @@ PROPERTIES = ["finite_output", "matches_reference", "scale_1_over_sqrt_dk", "cau
               "prefix_consistency", "gradients_match_reference", "batch_independence", "permutation_equivariance",
               "convex_combination_of_values", "weights_are_distributions", "stable_at_extreme_logits",
               "dtype_and_device_preserved", "runs_at_every_length"]
-from proofs_checks.report import SURVEY_POINTER as POINTER, latest_survey_link  # noqa: E402,F401 (the report reads it)
+from proofs_checks.output.report import SURVEY_POINTER as POINTER, latest_survey_link  # noqa: E402,F401 (the report reads it)
 _COLOURS = {"pass": "#4caf50", "fail": "#e53935", "by design": "#ffb300", "skip": "#e0e0e0", "not run": "#ffffff"}
 
 

@@ -8,7 +8,7 @@ that cannot be converted cleanly is shown as LaTeX source in ``<code>`` -- print
 report. Every string from a results document is escaped; stored MathML is re-validated against a
 whitelist of MathML elements before it is embedded.
 
-Entry point: :func:`write_html` ``(out, doc)``, one of :func:`proofs_checks.report.default_writers`.
+Entry point: :func:`write_html` ``(out, doc)``, one of :func:`proofs_checks.output.report.default_writers`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from proofs_checks.mathml import (MATHML_NS, _with_annotation, expr_mathml, latex_to_mathml, safe_mathml,  # noqa: F401
+from proofs_checks.output.mathml import (MATHML_NS, _with_annotation, expr_mathml, latex_to_mathml, safe_mathml,  # noqa: F401
                                    sympy_to_mathml)
 from proofs_checks.runner import resolution_text
 
@@ -44,7 +44,7 @@ STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "
 
 
 # ------------------------------------------------------------------------------------------------
-# MathML (the conversions live in proofs_checks.mathml, which the runner uses too)
+# MathML (the conversions live in proofs_checks.output.mathml, which the runner uses too)
 
 
 def math_html(latex: str | None, mathml: str | None = None, display: str = "block") -> str:
@@ -604,7 +604,7 @@ def _safe_render(fn, *args) -> str:
 
 def write_html(out: Path, doc: dict[str, Any]) -> None:
     """Write ``index.html``, ``errata.html`` and ``claims/<id>.html`` into ``out`` (figures are
-    expected under ``out/figures``, as :func:`proofs_checks.report.write_report` copies them)."""
+    expected under ``out/figures``, as :func:`proofs_checks.output.report.write_report` copies them)."""
     out = Path(out)
     (out / "claims").mkdir(parents=True, exist_ok=True)
     (out / "index.html").write_text(_page("Verification report", _safe_render(_index_body, doc)), encoding="utf-8")

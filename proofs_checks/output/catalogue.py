@@ -31,7 +31,7 @@ __all__ = ["SCHEMA", "LAYERS", "source_fingerprint", "entry", "build", "render_m
 
 SCHEMA = 1
 LAYERS = ("symbolic", "numeric", "trained")
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parent.parent  # proofs_checks/
 _ROOT = _PKG.parent
 
 
@@ -41,7 +41,7 @@ class UnknownPatternError(LookupError):
 
 def _sources() -> list[Path]:
     files = sorted((_PKG / "claims").rglob("*.py")) + sorted((_ROOT / "theory").rglob("*.py"))
-    files += [_PKG / "registry.py", _PKG / "runner.py", _PKG / "catalogue.py"]
+    files += [_PKG / "registry.py", _PKG / "runner.py", _PKG / "output" / "catalogue.py"]
     return [f for f in files if "__pycache__" not in f.parts]
 
 

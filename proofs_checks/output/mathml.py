@@ -1,6 +1,6 @@
 """MathML for formulas: LaTeX through ``latex2mathml``, SymPy's presentation printer as a fallback,
 and a whitelist check (:func:`safe_mathml`) so that nothing but MathML reaches a page. Used by the
-runner (derivation steps carry their MathML) and by :mod:`proofs_checks.html_report`; it imports
+runner (derivation steps carry their MathML) and by :mod:`proofs_checks.output.html_report`; it imports
 nothing of the project.
 """
 

@@ -1,5 +1,5 @@
 """Report writers: ``results.json`` (machine-readable) and ``report.md`` (human-readable), plus the
-HTML site of :mod:`proofs_checks.html_report`.
+HTML site of :mod:`proofs_checks.output.html_report`.
 
 Nothing is lost to a report:
 
@@ -40,7 +40,7 @@ __all__ = ["results_document", "write_report", "render_markdown", "default_write
 def default_writers() -> list[Callable[[Path, dict[str, Any]], None]]:
     """Extra writers run by ``tverify report`` into the report folder (besides Markdown/JSON):
     the static HTML site (``index.html``, ``claims/<id>.html``, ``errata.html``)."""
-    from proofs_checks.html_report import write_html
+    from proofs_checks.output.html_report import write_html
 
     return [write_html]
 

@@ -359,7 +359,7 @@ def resolve_target(words: tuple[str, ...] | list[str]) -> Target:
         except UnknownClaimError:
             raise UsageError(f"sweep: no claim {cid!r}; claims with a sweep adapter: {', '.join(sorted(ADAPTERS))}; "
                              "or `check TOPIC`") from None
-        raise UsageError(f"sweep: claim {cid} has no sweep adapter (see proofs_checks/sweep.py); claims with one: "
+        raise UsageError(f"sweep: claim {cid} has no sweep adapter (see proofs_checks/distributed/sweep.py); claims with one: "
                          f"{', '.join(sorted(ADAPTERS))}")
     return Target(cid, "claim", cid, {p.name: p.help for p in ad.params}, ad.uses_device, ad.headline, ad.curves)
 
@@ -711,7 +711,7 @@ def run_sweep(target: Target, rows: list[RowSpec], *, client=None, progress=None
     """Run ``rows`` in-process (``client`` None) or as tasks on a Dask client (:func:`plan_tasks`);
     rows come back in plan order. ``progress(label, rows of the task)`` after each finished task.
     A task lost to failing workers more often than the scheduler allows gives ``error`` rows."""
-    from proofs_checks.cluster import Task, TaskFailure, run_tasks, run_tasks_local
+    from proofs_checks.distributed.cluster import Task, TaskFailure, run_tasks, run_tasks_local
 
     def label(g: tuple[RowSpec, ...]) -> str:
         s = g[0]
@@ -959,7 +959,7 @@ def _curves_html(doc, rows, axes: list[str]) -> str:
 def render_html(doc: dict[str, Any]) -> str:
     """The sweep page: what ran, the verdicts, heatmaps over the first two varying parameters (one
     set per value of any further ones, at most 12), curves, and the whole table."""
-    from proofs_checks.html_report import CSS
+    from proofs_checks.output.html_report import CSS
 
     rows = doc["rows"]
     axes = [k for k, v in doc["grid"].items() if len(v) > 1] or list(doc["grid"])[:1]
@@ -1006,9 +1006,9 @@ def render_html(doc: dict[str, Any]) -> str:
 def write_sweep(out: Path, doc: dict[str, Any], *, force: bool = False) -> Path:
     """Write ``results.json``, ``results.csv`` (``results.parquet`` if pyarrow is importable),
     ``index.html`` and the report stamp into ``out``, with the rules of ``tverify report --out``
-    (:func:`proofs_checks.report.check_report_target`): a new folder or a previous tverify output is
+    (:func:`proofs_checks.output.report.check_report_target`): a new folder or a previous tverify output is
     replaced, built in a temporary sibling and swapped in; anything else is refused unless ``force``."""
-    from proofs_checks.report import build_output
+    from proofs_checks.output.report import build_output
     from proofs_checks.runner import _jsonable
 
     def fill(tmp: Path) -> None:

@@ -1,0 +1,2 @@
+"""Distribution: parameter sweeps (:mod:`.sweep`) and running claims, mutants and sweep rows on a
+Dask cluster (:mod:`.cluster`)."""
