@@ -20,8 +20,9 @@ from typing import Any
 import click
 
 from proofs_checks.guards import max_memory_option
-from proofs_checks.options import (UsageError, claim_run_options, cluster_option, device_option, json_option, mode_options,
-                                   require_device, seed_option)
+from proofs_checks.distributed.cluster import cluster_option
+from proofs_checks.options import (UsageError, claim_run_options, device_option, json_option, mode_options, require_device,
+                                   seed_option)
 
 STATUS_STYLE = {
     "verified": "green",

@@ -6,7 +6,7 @@ behaves the same in ``run``, ``report``, ``mutants`` and every ``check`` subcomm
 * ``--device {cpu,cuda}`` and ``--allow-skip``: see :func:`require_device`.
 * ``--seed N``: a non-negative base seed.
 * ``--json PATH|-``: write the machine-readable result to PATH, or to stdout with ``-``.
-* ``--cluster ADDRESS|local:W`` (:func:`cluster_option`): run the work on a Dask cluster.
+* ``--cluster ADDRESS|local:W``: :func:`proofs_checks.distributed.cluster.cluster_option`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import functools
 import click
 
 __all__ = ["UsageError", "claim_run_options", "mode_options", "device_option", "allow_skip_option", "seed_option", "json_option",
-           "require_device", "require_cpu_only", "cluster_option"]
+           "require_device", "require_cpu_only"]
 
 
 from proofs_checks.errors import UsageError  # noqa: E402 (re-exported: the historical home)
@@ -56,26 +56,6 @@ def seed_option(f):
 
 def json_option(f, help_text: str = "Write the result as JSON to PATH ('-' for stdout)."):
     return click.option("--json", "json_path", metavar="PATH|-", default=None, help=help_text)(f)
-
-
-def _cluster_value(ctx, param, value):
-    """A malformed value, or an address where no scheduler answers within the connect timeout, is a
-    usage error before anything runs (before the claim modules are even imported)."""
-    if value is not None:
-        from proofs_checks.distributed.cluster import check_cluster
-
-        check_cluster(value)
-    return value
-
-
-def cluster_option(f):
-    """``--cluster ADDRESS|local:W``: run the work as tasks on a Dask cluster (see
-    :mod:`proofs_checks.distributed.cluster`); absent, it runs in this process. The function receives ``cluster``
-    (the string, or ``None``)."""
-    return click.option("--cluster", metavar="ADDRESS|local:W", default=None, callback=_cluster_value,
-                        help="Run the work as tasks on a Dask cluster: local:W starts W local worker processes; "
-                             "an address (tcp://host:8786) uses a running `dask scheduler`. Same numbers as "
-                             "in-process (seeds come from each task's identity).")(f)
 
 
 def require_device(device: str, allow_skip: bool, *, skip_option: bool = True) -> None:

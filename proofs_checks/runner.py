@@ -291,7 +291,7 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
 def _step_dicts(d: Any) -> list[dict[str, str]]:
     """Steps as ``[{"text", "latex", "mathml", "how", "role", "compact"}]``; printing never raises."""
     try:
-        from proofs_checks.output.mathml import expr_mathml
+        from proofs_checks.mathml import expr_mathml
     except Exception:  # pragma: no cover - latex2mathml missing: steps keep text and LaTeX
         expr_mathml = None
     steps = []

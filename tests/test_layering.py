@@ -71,7 +71,7 @@ def test_no_import_circle():
     """No two modules of the project import each other, directly or through others (grimp's graph,
     lazy imports inside functions included)."""
     grimp = pytest.importorskip("grimp")
-    g = grimp.build_graph("theory", "numerics", "proofs_checks")
+    g = grimp.build_graph("theory", "numerics", "proofs_checks", cache_dir=None)
     mods = sorted(m for m in g.modules if m.split(".")[0] in ("theory", "numerics", "proofs_checks"))
     circles = []
     for m in mods:
@@ -80,3 +80,35 @@ def test_no_import_circle():
                     and g.chain_exists(importer=b, imported=m):
                 circles.append((m, b))
     assert not circles, f"import circles: {circles[:10]}"
+
+
+def test_no_circle_between_role_packages():
+    """Taking each role package of proofs_checks (claims/, sanity/, output/, distributed/, reproduce/,
+    survey/) and each core module as one unit, the imports between units form no circle either: a
+    package never stands both above and below another unit."""
+    grimp = pytest.importorskip("grimp")
+    g = grimp.build_graph("proofs_checks", cache_dir=None)
+
+    def unit(m: str) -> str:
+        return ".".join(m.split(".")[:2])
+
+    edges: dict[str, set[str]] = {}
+    for m in g.modules:
+        for b in g.find_modules_directly_imported_by(m):
+            if b.startswith("proofs_checks.") and unit(b) != unit(m) and unit(m) != "proofs_checks":
+                edges.setdefault(unit(m), set()).add(unit(b))
+
+    def reaches(a: str, target: str) -> bool:
+        seen, todo = set(), [a]
+        while todo:
+            x = todo.pop()
+            for y in edges.get(x, ()):
+                if y == target:
+                    return True
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        return False
+
+    circles = sorted((a, b) for a, bs in edges.items() for b in bs if reaches(b, a))
+    assert not circles, f"circles between role packages: {circles[:10]}"

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import click
+
 from proofs_checks.errors import UsageError
 
 __all__ = ["CONNECT_TIMEOUT_S", "RETRIES", "Task", "TaskFailure", "parse_cluster", "check_cluster", "open_client", "run_tasks",
@@ -493,3 +495,21 @@ def run_claims_on(client, claims: list, *, mode: str, seed: int, device: str, cl
                 outs = [outcome(c, ch, f"mutant:{m.name}") for ch in c.checks]
                 mutant_results.append(mutant_result(c, m, outs, secs(outs), mode))
     return claim_results, mutant_results
+
+
+def _cluster_value(ctx, param, value):
+    """A malformed value, or an address where no scheduler answers within the connect timeout, is a
+    usage error before anything runs (before the claim modules are even imported)."""
+    if value is not None:
+        check_cluster(value)
+    return value
+
+
+def cluster_option(f):
+    """``--cluster ADDRESS|local:W``: run the work as tasks on a Dask cluster (see
+    :mod:`proofs_checks.distributed.cluster`); absent, it runs in this process. The function receives ``cluster``
+    (the string, or ``None``)."""
+    return click.option("--cluster", metavar="ADDRESS|local:W", default=None, callback=_cluster_value,
+                        help="Run the work as tasks on a Dask cluster: local:W starts W local worker processes; "
+                             "an address (tcp://host:8786) uses a running `dask scheduler`. Same numbers as "
+                             "in-process (seeds come from each task's identity).")(f)

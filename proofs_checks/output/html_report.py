@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from proofs_checks.output.mathml import (MATHML_NS, _with_annotation, expr_mathml, latex_to_mathml, safe_mathml,  # noqa: F401
+from proofs_checks.mathml import (MATHML_NS, _with_annotation, expr_mathml, latex_to_mathml, safe_mathml,  # noqa: F401
                                    sympy_to_mathml)
 from proofs_checks.runner import resolution_text
 
@@ -44,7 +44,7 @@ STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "
 
 
 # ------------------------------------------------------------------------------------------------
-# MathML (the conversions live in proofs_checks.output.mathml, which the runner uses too)
+# MathML (the conversions live in proofs_checks.mathml, which the runner uses too)
 
 
 def math_html(latex: str | None, mathml: str | None = None, display: str = "block") -> str:
