@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(PYTEST_WORKERS) -p no:cacheprovider --durations=10
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider --durations=10
 
 report: $(STAMP)
 	$(VENV)/bin/tverify report --out reports

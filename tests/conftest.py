@@ -33,9 +33,29 @@ def pytest_configure(config):
     torch.set_num_threads(1)
 
 
+def _claim_module(item) -> str | None:
+    """The module that declares the claim a parametrised test runs (None for other tests)."""
+    params = getattr(getattr(item, "callspec", None), "params", {}) or {}
+    claim = params.get("claim")
+    checks = getattr(claim, "checks", None)
+    if not checks:
+        return None
+    return getattr(checks[0].fn, "__module__", None) or getattr(claim, "id", None)
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    # Under `pytest -n 2 --dist loadgroup` (make test), every test of tests/test_registry.py that runs
+    # one claim (the claim, its mutants, its checks with a poisoned form) goes to one worker, together
+    # with the claims declared in the same module: the form-independent references (Monte Carlo
+    # samples, trained models, solver outputs; RunContext.reference and module caches such as the
+    # shared group-G training) are then computed once per worker instead of once in each.
+    for item in items:
+        if item.module.__name__.endswith("test_registry"):
+            mod = _claim_module(item)
+            if mod:
+                item.add_marker(pytest.mark.xdist_group(mod))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA: torch sees no CUDA device on this machine")
