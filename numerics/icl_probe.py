@@ -65,7 +65,8 @@ EXTENDED_ALGORITHMS = ALGORITHMS + ("ridge_lambda_grid", "knn_1", "knn_5", "labe
 #: The λ grid of ``ridge_lambda_grid`` (w ~ N(0, I), so λ is in units of the prior variance: λ = σ² is Bayes).
 RIDGE_GRID = tuple(float(10.0 ** (k / 2)) for k in range(-8, 5))
 #: Identification: at every prompt length the model's RMS distance to an algorithm must be at most
-#: this fraction of the RMS distance from that algorithm to its nearest distinct reference. Below
+#: this fraction of the RMS distance from that algorithm to its nearest distinct reference (or to the
+#: null prediction 0, whichever is nearer: an algorithm predicting near 0 cannot claim a zero model). Below
 #: 1/2, the triangle inequality lets at most one algorithm (or a group that coincides) pass at a length;
 #: 1/4 keeps a factor 2 from that ambiguity.
 IDENTIFY_RATIO = 0.25
@@ -290,7 +291,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     risk = {a: [] for a in A}
     risk_se = {a: [] for a in A}
     risk_m, risk_m_se, nonfinite, per_len = [], [], [], []
-    ref_dist, coincide_M, floor_M = [], [], []
+    ref_dist, coincide_M, floor_M, null_M = [], [], [], []
     pair_mean = np.zeros((nA, nA))
     pair_var = np.zeros((nA, nA))
     z_by_len = np.zeros((len(runs), nA, nA))
@@ -327,6 +328,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         if extended:
             ref_dist.append(((stack[:, None, :] - stack[None, :, :]) ** 2).mean(-1) / norm)  # (nA, nA)
             coincide_M.append(cM & cM.T)
+            # the null prediction 0: every reference's rival too (an algorithm whose predictions are small
+            # next to the labels, e.g. averaging at a small Λ, must not claim a model that returns zeros);
+            # nan where the algorithm itself is 0 to float64 rounding (it cannot be told apart from 0)
+            null_M.append(np.where(np.all(np.abs(stack) <= EQUIVALENT_RTOL * scale, axis=1), np.nan,
+                                   (stack**2).mean(-1) / norm))
             if work != DTYPE:  # the references from inputs rounded to the working precision (factor applied later)
                 Pr = sample_prompts(L, r["M"], (P,), seed=seed + 7919 * r["i"], noise=noise, device=dev)
                 rd = lambda t: t.to(work).to(DTYPE)  # noqa: E731
@@ -392,7 +398,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
                z_runner_up=zr, separable=bool(zr >= z_threshold))
     if extended:
         out["identification"] = _identify(A, Ms, dist, dist_se, np.stack(ref_dist), np.stack(coincide_M),
-                                          np.asarray(floor_M), P, z_threshold, work)
+                                          np.asarray(floor_M), P, z_threshold, work,
+                                          null_dist=np.stack(null_M))
     return out
 
 
@@ -401,13 +408,14 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
 PRECISION_FACTOR = 2.0
 
 
-def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work) -> dict:
+def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, null_dist=None) -> dict:
     """Which reference the model computes, length by length (see :data:`IDENTIFY_RATIO`).
 
     At length ``M`` the tolerance for algorithm ``a`` is ``IDENTIFY_RATIO² · r_a(M)`` (squared: the
     distances are mean squared), ``r_a(M)`` the normalised mean squared distance from ``a`` to the
     nearest reference that does not coincide with it at ``M`` (``ridge_lambda_grid``, fitted to the
-    model, is nobody else's rival), raised to ``PRECISION_FACTOR ×`` the distance of ``a`` computed from
+    model, is nobody else's rival) or to the null prediction 0 (``null_dist[i, a]``, the algorithm's own
+    normalised mean square; nan where the algorithm is 0 itself), raised to ``PRECISION_FACTOR ×`` the distance of ``a`` computed from
     inputs rounded to the model's working precision (0 in float64). ``pass``: distance + k·SE ≤ tol;
     ``fail``: distance − k·SE > tol; else ``undecided``. Identified: the algorithm passing at every
     length (the closest by its worst ratio when several do, the others listed)."""
@@ -423,6 +431,9 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work) -
                 cand = [b for b in cand if b != fitted]
             r = float(min(ref_dist[i, j, b] for b in cand)) if cand else float("nan")
             nearest = A[min(cand, key=lambda b: ref_dist[i, j, b])] if cand else None
+            z0 = float(null_dist[i, j]) if null_dist is not None else float("nan")
+            if math.isfinite(z0) and not (z0 >= r):  # r nan (no rival) or the null prediction nearer
+                r, nearest = z0, "zero prediction"
             tol = max(ratio2 * r, PRECISION_FACTOR * float(floor_M[i, j])) if math.isfinite(r) else float("inf")
             dv, se = dist[a][i], dist_se[a][i]
             if not math.isfinite(dv):

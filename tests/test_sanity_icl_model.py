@@ -266,6 +266,25 @@ def test_halfway_model_is_none_of_the_references():
     assert res.closest_algorithm in ("averaging", "gamma_n_preconditioned_gd")
 
 
+def test_constant_zero_model_at_small_lambda_is_no_reference():
+    """Λ = diag(0.02, 0.01): averaging's predictions x_qᵀh are ~1e-2 of the labels, far from every
+    other reference, so without the zero prediction as a rival a model returning 0 passed averaging's
+    tolerance at every length (identified as averaging). Now: none of the references; a model that
+    does compute averaging there is still identified."""
+    def zero(X, y, xq):
+        return torch.zeros(X.shape[0], dtype=torch.float64)
+
+    def averaging(X, y, xq):
+        return (xq * torch.einsum("pm,pmd->pd", y, X)).sum(-1) / X.shape[1]
+
+    res = check_icl_model(zero, lambdas="0.02,0.01", N=10, M=10, prompts=1000, M_values=[3, 10])
+    assert res.exit_code == 1 and res.identified is None
+    row = res.probe["identification"]["table"]["averaging"][0]
+    assert row["status"] == "fail" and row["nearest_reference"] == "zero prediction"
+    ok = check_icl_model(averaging, lambdas="0.02,0.01", N=10, M=10, prompts=200, M_values=[3, 10])
+    assert ok.exit_code == 0 and ok.identified == "averaging"
+
+
 def test_isotropic_lambda_makes_preconditioned_and_plain_gd_equivalent():
     """Λ ∝ I: Γ_N = c I, so the Γ_N-preconditioned step is plain GD with η* = 1/c (reported together)."""
     Lam = np.array([1.0, 1.0])

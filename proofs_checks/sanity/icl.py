@@ -518,7 +518,8 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
                 if skipped else "")
     crit = (f"at every prompt length M = {Ms} ({P} fresh prompts each) the model's mean squared distance to an "
             f"algorithm (normalised by E y_q² = {pr['normaliser']:.3g}) must lie within {rho:g}² × that algorithm's "
-            f"distance to its nearest distinct reference (RMS ratio {rho:g} < 1/2: at most one algorithm passes), "
+            f"distance to its nearest distinct reference or to the zero prediction (RMS ratio {rho:g} < 1/2: at most "
+            "one algorithm passes), "
             f"with {k:g} standard errors to spare (pass: d + {k:g}·SE ≤ tol; beyond: d − {k:g}·SE > tol)"
             + (f"; working precision {idf['work_dtype']}: tolerance at least {idf['precision_factor']:g} × the "
                "references' distance when computed from inputs in that precision" if idf["work_dtype"] != "float64" else "")
@@ -744,7 +745,7 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     lines.append(f"{'(risk of the model)':<{w}}" + "".join(
         f"{f'{v:.3g} ± {s:.1g}':>20}" for v, s in zip(pr["risk_model"], pr["risk_model_se"])))
     lines.append("(× beyond the tolerance at that M, ? undecided; tolerance = (1/4)² × the distance from the algorithm to "
-                 "its nearest distinct reference)")
+                 "its nearest distinct reference or to the zero prediction)")
     lines.append(f"plain GD step η* = {pr['gd_step']:.4g}; ridge λ = σ² = {pr['ridge_lambda']:.4g}; ridge_lambda_grid λ = "
                  f"{pr['ridge_grid_lambda']:.3g} (grid 1e-4 … 1e2); k-NN k = {pr['knn_k']} (knn_1, knn_5: k = 1, 5)"
                  + (f"; equivalent here: {', '.join(' = '.join(g) for g in pr['equivalent'])}" if pr["equivalent"] else ""))
