@@ -20,7 +20,8 @@ Properties (pass/fail, each with its tolerance): ``update_matches_modern`` (``--
 ``finite_updates``, ``one_step_within_theorem5_bound``, ``energy_non_increasing`` (the energy
 :func:`numerics.hopfield.modern_energy` along 20 updates from the patterns, noisy starts and random
 mixtures). Exit 0 all hold, 1 one fails, 2 bad input (one line: an empty, non-finite or
-wrongly-shaped pattern file, an update that raises or returns the wrong shape).
+wrongly-shaped pattern file, an update that raises or returns the wrong shape at any call, not only
+the first). The update may return a torch tensor or a NumPy array, in any real floating dtype.
 """
 
 from __future__ import annotations
@@ -234,28 +235,30 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
             with torch.no_grad(), user_code(label, nm):
                 return fobj(xi, P, beta) if three else fobj(xi)
 
+        def checked(xi):
+            """The update on ``xi`` as a tensor in its own dtype; every call (not only the first) must
+            return ``xi``'s shape in a real floating dtype (a torch tensor or a NumPy array)."""
+            try:
+                out = raw_upd(xi)
+            except UsageError as exc:  # the user-code boundary's one line, with the states' shape
+                raise UsageError(exc.message + (f" on states of shape {tuple(xi.shape)} float64"
+                                                if " raised " in exc.message else "")) from None
+            if isinstance(out, np.ndarray) and out.dtype.kind == "f":
+                out = torch.from_numpy(np.ascontiguousarray(out))
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(xi.shape):
+                got = tuple(out.shape) if isinstance(out, (torch.Tensor, np.ndarray)) else type(out).__name__
+                raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(xi.shape)}; expected the "
+                                 "same shape (one updated state per row; a torch tensor or NumPy array)")
+            if not out.dtype.is_floating_point or out.is_complex():
+                raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states; "
+                                 "expected real floating point")
+            return out
+
         def upd(xi):
-            out = raw_upd(xi)
-            return out.to(torch.float64) if isinstance(out, torch.Tensor) and out.dtype.is_floating_point else out
+            return checked(xi).to(torch.float64)
 
         probe = P[: min(N, 4)].clone()
-        try:
-            out = raw_upd(probe)
-        except UsageError as exc:  # the user-code boundary's one line, with the probe's shape
-            raise UsageError(exc.message + (f" on states of shape {tuple(probe.shape)} float64"
-                                            if " raised " in exc.message else "")) from None
-        except Exception as exc:
-            from proofs_checks.sanity._loader import describe_exception
-
-            raise UsageError(f"{label}: {nm} raised {describe_exception(exc)} on states of shape {tuple(probe.shape)} "
-                             "float64") from None
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(probe.shape):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(probe.shape)}; expected the same "
-                             "shape")
-        if not out.dtype.is_floating_point or out.is_complex():
-            raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states; "
-                             "expected real floating point")
+        out = checked(probe)
     work = torch.float64 if module is None else (declared or npr.infer_work_dtype(out))
     u_work = unit_roundoff(work)
     props: list[dict] = []
@@ -412,7 +415,13 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         betas = beta * np.logspace(-1, 1, 13)
         curves = {"modern update X softmax(βXᵀξ)": lambda b: nh.modern_update(noisy, P, float(b))}
         if module is not None and three:
-            curves[f"your update {name or ''}"] = lambda b: torch.as_tensor(fobj(noisy, P, float(b))).to(torch.float64)
+            def yours(b):  # the user's code at other β: its sys.exit / exceptions leave this figure undrawn, no more
+                from proofs_checks.sanity._loader import user_code
+
+                with user_code(label, nm):
+                    return torch.as_tensor(fobj(noisy, P, float(b))).to(torch.float64)
+
+            curves[f"your update {name or ''}"] = yours
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for lab, fn in curves.items():
             with torch.no_grad():
