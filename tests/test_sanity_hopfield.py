@@ -144,6 +144,21 @@ def test_float32_update_is_the_modern_update(pats, lowp, name):
     assert row["status"] == "pass" and 1e-9 < row["tolerance"] < 1e-5 and "factor 2" in row["justification"]
 
 
+def test_float32_paper_update_at_large_beta_is_held_to_its_own_rounding(tmp_path, lowp):
+    """Gaussian patterns, β = 20: the paper's float32 update `beta * s @ X.T` (β applied to the states
+    first) differs from float64 by 1.05e-6 (relative to M), while the float32 reference written as
+    softmax(β·(ξXᵀ)) happened to round to 6e-8: tolerance 1.25e-7, a false mismatch. The reference's
+    rounding is now that of every standard formulation (the largest), and β/4 still fails."""
+    p = tmp_path / "gauss.npy"
+    np.save(p, np.random.default_rng(2).normal(size=(10, 16)))
+    code, out, _ = run("--patterns", str(p), "--beta", "20", "--module", f"{lowp}:paper_float32", "--json", "-")
+    row = next(r for r in json.loads(out)["properties"] if r["name"] == "update_matches_modern")
+    assert code == 0 and row["status"] == "pass", row
+    assert "beta_on_states" in row["justification"] and row["tolerance"] < 1e-5
+    code, out, _ = run("--patterns", str(p), "--beta", "20", "--module", f"{lowp}:hot_float32")
+    assert code == 1 and "update_matches_modern" in out
+
+
 def test_float32_wrong_update_still_fails_and_declared_dtype(pats, lowp):
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:hot_float32")
     assert code == 1 and "update_matches_modern" in out and "FAIL" in out

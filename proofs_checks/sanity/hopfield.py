@@ -281,12 +281,19 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         ref = modern(starts)
         err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
         if work != torch.float64:  # the precision rule (numerics.precision): the reference in the module's precision
-            ref_low = npr.in_precision(lambda a, b: nh.modern_update(a, b, beta), starts, P, dtype=work)
-            err_ref = float((ref_low - ref).abs().max() / max(M, 1e-300))
+            # the reference in the module's precision, written in each standard way (their rounding differs)
+            errs_ref = {}
+            for form, fn in nh.MODERN_UPDATE_FORMULATIONS.items():
+                ref_low = npr.in_precision(lambda a, b, fn=fn: fn(a, b, beta), starts, P, dtype=work)
+                errs_ref[form] = float((ref_low - ref).abs().max() / max(M, 1e-300))
+            worst_form = max(errs_ref, key=errs_ref.get)
+            err_ref = errs_ref[worst_form]
             tol_m = npr.precision_tolerance(err_ref, tol_rel)
+            wd = str(work).replace('torch.', '')
             just = (f"max({npr.PRECISION_FACTOR:g} × {err_ref:.3g}, 16·u64·(N+d)) = {tol_m:.3g}: the module works in "
-                    f"{str(work).replace('torch.', '')}; {err_ref:.3g} is the error of X softmax(βXᵀξ) itself computed in "
-                    f"{str(work).replace('torch.', '')} (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
+                    f"{wd}; {err_ref:.3g} is the largest error of X softmax(βXᵀξ) itself computed in {wd} by its "
+                    f"standard formulations ({', '.join(f'{k} {v:.2g}' for k, v in errs_ref.items())}; largest: "
+                    f"{worst_form}) (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
         else:
             err_ref, tol_m = 0.0, tol_rel
             just = (f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax sum and d-term dot products in float64, "
