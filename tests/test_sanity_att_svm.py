@@ -183,6 +183,8 @@ def test_weights_kq_compared_with_nuclear_and_local(good, tmp_path, inst):
     np.savez(p2, W=rng.normal(size=(6, 6)))
     code, out, _ = run("--data", good, "--weights", str(p2), "--report", str(tmp_path / "rep"))
     assert code == 3 and "inconclusive" in out and (tmp_path / "rep" / "report.md").exists()
+    # no iterations to draw for given weights: the report still has its figure (correlations, saturation)
+    assert (tmp_path / "rep" / "figures" / "weights_saturation.png").is_file()
 
 
 @pytest.mark.parametrize("arrays, frag", [({"W": np.ones((5, 5))}, "W must be (6, 6)"),

@@ -22,7 +22,8 @@ runs: your trained attention is compared with the Att-SVM (:func:`weights_result
 selects, ``corr(W, W^mm)`` (Frobenius) and ``corr(W, W^mm_*)`` (nuclear), whether the selected tokens
 are the optimal ones and, when not, the Att-SVM of the selected tokens. ok (exit 0) when the
 correlation the theory predicts → 1 reaches ``--level``; inconclusive (3) below it; weights whose
-shapes disagree with the data: one line, exit 2. ``--report DIR`` writes HTML/Markdown/JSON.
+shapes disagree with the data: one line, exit 2. ``--report DIR`` writes HTML/Markdown/JSON and a figure
+(the correlation per NGD iteration; with ``--weights`` the correlations and the softmax tail mass per sequence).
 
 Iteration counts that were not reached are shown as "not reached within K iterations" (``null`` in
 JSON), never as a number.
@@ -448,7 +449,33 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     lines.append(sat["text"])
     info["saturation"] = {k: v_ for k, v_ in sat.items() if k != "text"}
     doc = {"check": "att-svm", "weights": info}
-    return SanityResult("att-svm", doc, v, props, lines)
+    log_tail = np.asarray(sat["log_tail"], dtype=float)
+    corrs = {p["name"]: 1 - p["error"] for p in props if p.get("error") is not None}
+
+    def _fig():
+        """No iterations to plot for given weights: the correlations against --level, and the softmax
+        tail mass per sequence against float64's and float32's unit roundoff (saturation)."""
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
+        names = list(corrs)
+        ax[0].bar(range(len(names)), [corrs[k] for k in names], color="#7aa6c2")
+        ax[0].axhline(level, color="k", ls="--", lw=0.8, label=f"--level {level:g}")
+        ax[0].set_xticks(range(len(names)), [k.replace("corr_with_", "") for k in names], fontsize=7)
+        ax[0].set_ylim(min(0.0, min(corrs.values(), default=0.0)), 1.02)
+        ax[0].set_title("correlation of your W with the Att-SVM direction", fontsize=8)
+        ax[0].legend(fontsize=7)
+        ax[1].bar(range(len(log_tail)), log_tail / math.log(10), color="#c9a0a0")
+        for dt, ls_ in ((np.float64, "--"), (np.float32, ":")):
+            ax[1].axhline(math.log10(float(np.finfo(dt).eps) / 2), color="k", ls=ls_, lw=0.8,
+                          label=f"{np.dtype(dt).name} unit roundoff")
+        ax[1].set_xlabel("sequence")
+        ax[1].set_ylabel("log10 (1 − S_selected)")
+        ax[1].set_title("softmax tail mass (below the dashed line: saturated in float64)", fontsize=8)
+        ax[1].legend(fontsize=7)
+        return fig
+
+    return SanityResult("att-svm", doc, v, props, lines, {"weights_saturation": _fig})
 
 
 def run_att_svm(inst, *, iters: int, lr: float, seeds: int, level: float, seed: int = 0, device: str = "cpu",
