@@ -430,11 +430,14 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
 
             curves[f"your update {name or ''}"] = yours
         fig, ax = plt.subplots(figsize=(5, 3.5))
+        floor = u * M  # float64 rounding of the retrieved pattern: an exact 0 would squash the axis to 1e-300
         for lab, fn in curves.items():
             with torch.no_grad():
                 me = [float((fn(b) - P).norm(dim=-1).max()) for b in betas]
-            ax.loglog(betas, np.maximum(me, 1e-300), "o-", ms=3, label=lab)
+            ax.loglog(betas, np.maximum(me, floor), "o-", ms=3, label=lab)
         ax.axvline(beta, color="k", lw=0.6, ls=":")
+        ax.axhline(floor, color="0.6", lw=0.6, ls="--", label=f"u64·M = {floor:.2g} (errors below drawn here)")
+        ax.set_ylim(bottom=floor / 3)
         ax.set_xlabel("β")
         ax.set_ylabel("max one-step error from the noisy starts")
         ax.set_title("retrieval error against β", fontsize=9)
