@@ -165,7 +165,7 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
         arr = np.asarray(raw)
         if not (np.issubdtype(arr.dtype, np.floating)):
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got NumPy dtype {arr.dtype}")
-        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
+        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64)).reshape(arr.shape)  # a scalar stays ()
     elif isinstance(raw, torch.Tensor):
         if not raw.dtype.is_floating_point:
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got torch dtype {raw.dtype}")

@@ -93,6 +93,10 @@ def integer_output(xs, ys, xq):
     return torch.zeros(xs.shape[0], dtype=torch.long)
 
 
+def python_scalar(xs, ys, xq):
+    return 0.5
+
+
 def raises(xs, ys, xq):
     raise ValueError("my model cannot do this")
 
@@ -199,6 +203,7 @@ def test_text_output_names_the_winner(model_file):
 @pytest.mark.parametrize("name, expect", [
     ("wrong_shape", "must have shape (1000,)"),
     ("integer_output", "real floating point"),
+    ("python_scalar", "must have shape (1000,) (one per prompt), got ()"),  # was reported as (1,)
     ("raises", "raised ValueError: my model cannot do this on the probe input at every prompt length"),
     ("BrokenInit", "instantiating BrokenInit raised RuntimeError: missing checkpoint"),
     ("NOT_CALLABLE", "is not callable"),
