@@ -62,6 +62,9 @@ ALGORITHMS = ("gamma_n_preconditioned_gd", "least_squares", "ridge", "gd_one_ste
 #: k = M; it coincides with every k-NN for M ≤ k, and is a reference of its own so that a
 #: label-mean model is named as such, never as k-NN).
 EXTENDED_ALGORITHMS = ALGORITHMS + ("ridge_lambda_grid", "knn_1", "knn_5", "label_mean")
+#: The ``k`` of the extended k-NN references (``knn`` is k = 3): for M ≤ max k some of them coincide with
+#: ``label_mean``, so a probe grid that is to tell them apart must reach beyond it.
+EXTENDED_KNN_K = (1, 5)
 #: The λ grid of ``ridge_lambda_grid`` (w ~ N(0, I), so λ is in units of the prior variance: λ = σ² is Bayes).
 RIDGE_GRID = tuple(float(10.0 ** (k / 2)) for k in range(-8, 5))
 #: Identification: at every prompt length the model's RMS distance to an algorithm must be at most
@@ -146,7 +149,7 @@ def algorithm_predictions(X: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor, *
     out["knn"] = torch.gather(y, 1, idx).mean(1)
     out["averaging"] = (x_q * h).sum(-1)
     if extended:
-        for kk in (1, 5):
+        for kk in EXTENDED_KNN_K:
             ik = torch.topk(dist, min(kk, M), dim=1, largest=False).indices
             out[f"knn_{kk}"] = torch.gather(y, 1, ik).mean(1)
         out["label_mean"] = y.mean(1)

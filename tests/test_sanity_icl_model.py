@@ -290,6 +290,23 @@ def test_constant_zero_model_at_small_lambda_is_no_reference():
     assert ok.exit_code == 0 and ok.identified == "averaging"
 
 
+def test_default_grid_reaches_beyond_the_largest_knn_k_in_one_dimension():
+    """d = 1, M = 2: the grid was [1, 2, 4], where label_mean and knn_5 coincide and least squares up to
+    M = 5 cannot be told from a model switching to the label mean after it. Now it reaches M = 10."""
+    def label_mean(X, y, xq):
+        return y.mean(1)
+
+    def ls_then_mean(X, y, xq):
+        w = (torch.linalg.pinv(X) @ y.unsqueeze(-1)).squeeze(-1)
+        return (xq * w).sum(-1) if X.shape[1] <= 5 else y.mean(1)
+
+    res = check_icl_model(label_mean, lambdas="1", N=2, M=2, prompts=300)
+    assert res.probe["M_values"][-1] == 10
+    assert res.identified == res.closest_algorithm == "label_mean" and res.doc["closest_algorithm"] == "label_mean"
+    res = check_icl_model(ls_then_mean, lambdas="1", N=2, M=2, prompts=300)
+    assert res.identified is None and res.exit_code == 1
+
+
 def test_isotropic_lambda_makes_preconditioned_and_plain_gd_equivalent():
     """Λ ∝ I: Γ_N = c I, so the Γ_N-preconditioned step is plain GD with η* = 1/c (reported together)."""
     Lam = np.array([1.0, 1.0])

@@ -644,7 +644,7 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     an object that cannot be instantiated or raises at every probe length (its exception named),
     predictions of the wrong shape or a non-floating dtype. Returns an :class:`ICLModelResult`.
     """
-    from numerics.icl_probe import ALGORITHMS, ProbeOutputError, probe_algorithms, prompt_lengths
+    from numerics.icl_probe import ALGORITHMS, EXTENDED_KNN_K, ProbeOutputError, probe_algorithms, prompt_lengths
 
     if layout not in LAYOUTS:
         raise UsageError(f"--layout: must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -663,8 +663,12 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     d = int(L.shape[0])
     M = N if M is None else int(M)
     Ms = prompt_lengths(M, d) if M_values is None else sorted({int(m) for m in M_values})
-    if M_values is None and Ms[-1] <= 2 * d:  # the grid reaches beyond 2d, where the consistent algorithms meet
-        Ms.append(4 * d)
+    # the grid reaches beyond 2d, where the consistent algorithms meet, and beyond the largest k of the k-NN
+    # references, below which k-NN and the label mean coincide (d = 1, M = 2 probed only M ≤ 4: a label-mean
+    # model was indistinguishable from knn_5, and least squares up to M = 5 then the label mean was "least squares")
+    kmax = max(EXTENDED_KNN_K)
+    if M_values is None and Ms[-1] <= max(2 * d, kmax):
+        Ms.append(max(4 * d, 2 * kmax))
     if not Ms or Ms[0] < 1:
         raise UsageError(f"prompt lengths must be ≥ 1, got {Ms}")
     P = PROBE_PROMPTS[mode] if prompts is None else int(prompts)
@@ -715,6 +719,8 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     closest = pr["closest"]
     idf = pr.get("identification") or {}
     identified = idf.get("identified") if verdict.outcome == "ok" else None
+    if identified and identified in (pr.get("closest_group") or []):  # the same predictions: name the identified one
+        closest = identified
     doc = {"check": "icl", "kind": "model",
            "inputs": {"model": name, "layout": layout, "lambda": L.tolist(), "N": N, "M": M, "noise": float(noise),
                       "prompts_per_length": P, "M_values": Ms, "mode": mode, "seed": seed, "device": device, "tol": tol},
