@@ -294,7 +294,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     risk = {a: [] for a in A}
     risk_se = {a: [] for a in A}
     risk_m, risk_m_se, nonfinite, per_len = [], [], [], []
-    ref_dist, coincide_M, floor_M, null_M = [], [], [], []
+    ref_dist, coincide_M, floor_M, null_M, D_M = [], [], [], [], []
     pair_mean = np.zeros((nA, nA))
     pair_var = np.zeros((nA, nA))
     z_by_len = np.zeros((len(runs), nA, nA))
@@ -346,6 +346,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
             else:
                 floor_M.append([0.0] * nA)
         per_len.append(None if bad else A[int(np.argmin(D.mean(1)))])
+        if extended:
+            D_M.append(D)
     nL = len(runs)
     pair_mean /= nL
     pair_se = np.sqrt(pair_var) / nL
@@ -402,7 +404,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     if extended:
         out["identification"] = _identify(A, Ms, dist, dist_se, np.stack(ref_dist), np.stack(coincide_M),
                                           np.asarray(floor_M), P, z_threshold, work,
-                                          null_dist=np.stack(null_M))
+                                          null_dist=np.stack(null_M), per_prompt=D_M)
     return out
 
 
@@ -411,17 +413,26 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
 PRECISION_FACTOR = 2.0
 
 
-def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, null_dist=None) -> dict:
+#: The truncated lower bound of ``_identify``: squared distances are cut at this multiple of the tolerance.
+TRUNCATE_AT = 4.0
+
+
+def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, null_dist=None,
+              per_prompt=None) -> dict:
     """Which reference the model computes, length by length (see :data:`IDENTIFY_RATIO`).
 
     At length ``M`` the tolerance for algorithm ``a`` is ``IDENTIFY_RATIO² · r_a(M)`` (squared: the
     distances are mean squared), ``r_a(M)`` the normalised mean squared distance from ``a`` to the
     nearest reference that does not coincide with it at ``M`` (``ridge_lambda_grid``, fitted to the
     model, is nobody else's rival) or to the null prediction 0 (``null_dist[i, a]``, the algorithm's own
-    normalised mean square; nan where the algorithm is 0 itself), raised to ``PRECISION_FACTOR ×`` the distance of ``a`` computed from
-    inputs rounded to the model's working precision (0 in float64). ``pass``: distance + k·SE ≤ tol;
-    ``fail``: distance − k·SE > tol; else ``undecided``. Identified: the algorithm passing at every
-    length (the closest by its worst ratio when several do, the others listed)."""
+    normalised mean square; nan where the algorithm is 0 itself), raised to ``PRECISION_FACTOR ×`` the
+    distance of ``a`` computed from inputs rounded to the model's working precision (0 in float64).
+    ``pass``: distance + k·SE ≤ tol; ``fail``: distance − k·SE > tol, or the same lower bound for the
+    mean of the per-prompt squared distances truncated at ``TRUNCATE_AT · tol`` (``per_prompt[i][a]``;
+    truncation only lowers the mean, and the truncated values have a light tail, so a heavy-tailed
+    distance — a model off by 1e4 on some prompts — cannot hide behind its own standard error); else
+    ``undecided``. Identified: the algorithm passing at every length (the closest by its worst ratio
+    when several do, the others listed)."""
     nA, nM = len(A), len(Ms)
     ratio2 = IDENTIFY_RATIO**2
     fitted = A.index("ridge_lambda_grid") if "ridge_lambda_grid" in A else -1
@@ -447,7 +458,14 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, n
                 st = "fail"
             else:
                 st = "undecided"
+            low_trunc = None
+            if st == "undecided" and per_prompt is not None and 0 < tol < float("inf"):
+                t = np.minimum(per_prompt[i][j], TRUNCATE_AT * tol)
+                low_trunc = float(t.mean() - k * t.std(ddof=1) / math.sqrt(len(t)))
+                if low_trunc > tol:
+                    st = "fail"
             rows.append({"M": Ms[i], "distance": dv, "se": se, "tolerance": tol, "nearest_reference": nearest,
+                         "truncated_lower_bound": low_trunc,
                          "nearest_reference_distance": r, "status": st,
                          "ratio": float(dv / tol) if tol > 0 and math.isfinite(tol) else (0.0 if dv == 0 else float("inf"))})
         table[a] = rows

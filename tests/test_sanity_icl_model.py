@@ -6,6 +6,7 @@ inseparable algorithms → inconclusive, exit 3, with what would decide. In-proc
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 
 import numpy as np
@@ -305,6 +306,24 @@ def test_default_grid_reaches_beyond_the_largest_knn_k_in_one_dimension():
     assert res.identified == res.closest_algorithm == "label_mean" and res.doc["closest_algorithm"] == "label_mean"
     res = check_icl_model(ls_then_mean, lambdas="1", N=2, M=2, prompts=300)
     assert res.identified is None and res.exit_code == 1
+
+
+def test_heavy_tailed_error_cannot_hide_behind_its_standard_error():
+    """Least squares plus Cauchy noise at M = 3: the mean squared distance is dominated by a few huge
+    prompts, so its SE was as large as the mean and every reference was "undecided" (inconclusive,
+    exit 3). The lower bound from distances truncated at 4 × tol (truncation only lowers the mean)
+    shows it is beyond every tolerance: none of the references (exit 1)."""
+    gen = torch.Generator().manual_seed(0)
+
+    def ls_cauchy(X, y, xq):
+        w = (torch.linalg.pinv(X) @ y.unsqueeze(-1)).squeeze(-1)
+        u = torch.rand(X.shape[0], generator=gen, dtype=torch.float64)
+        return (xq * w).sum(-1) + (torch.tan(math.pi * (u - 0.5)) if X.shape[1] == 3 else 0.0)
+
+    res = check_icl_model(ls_cauchy, lambdas="1,2", N=10, M=10, prompts=300, M_values=[3, 10])
+    row = next(r for r in res.probe["identification"]["table"]["least_squares"] if r["M"] == 3)
+    assert row["distance"] - 3 * row["se"] <= row["tolerance"] < row["truncated_lower_bound"]
+    assert row["status"] == "fail" and res.exit_code == 1 and res.identified is None
 
 
 def test_isotropic_lambda_makes_preconditioned_and_plain_gd_equivalent():

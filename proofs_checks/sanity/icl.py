@@ -520,7 +520,8 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
             f"algorithm (normalised by E y_q² = {pr['normaliser']:.3g}) must lie within {rho:g}² × that algorithm's "
             f"distance to its nearest distinct reference or to the zero prediction (RMS ratio {rho:g} < 1/2: at most "
             "one algorithm passes), "
-            f"with {k:g} standard errors to spare (pass: d + {k:g}·SE ≤ tol; beyond: d − {k:g}·SE > tol)"
+            f"with {k:g} standard errors to spare (pass: d + {k:g}·SE ≤ tol; beyond: d − {k:g}·SE > tol, or the same "
+            "bound for the distances truncated at 4 × tol)"
             + (f"; working precision {idf['work_dtype']}: tolerance at least {idf['precision_factor']:g} × the "
                "references' distance when computed from inputs in that precision" if idf["work_dtype"] != "float64" else "")
             + skip_txt)
@@ -779,7 +780,8 @@ def _per_m_table(pr: dict) -> list[dict]:
             cell = {"distance": pr["distance"][a][i], "se": pr["distance_se"][a][i]}
             if idf:
                 t = idf["table"][a][i]
-                cell.update(tolerance=t["tolerance"], status=t["status"], nearest_reference=t["nearest_reference"])
+                cell.update(tolerance=t["tolerance"], status=t["status"], nearest_reference=t["nearest_reference"],
+                            truncated_lower_bound=t.get("truncated_lower_bound"))
             row["algorithms"][a] = cell
         rows.append(row)
     return rows
