@@ -124,6 +124,12 @@ def shrinks_on_big_batches(xi, patterns, beta):
 
 def numpy_float32(xi, patterns, beta):
     return paper_float32(xi, patterns, beta).numpy()
+
+
+def normalises_in_place(xi, patterns, beta):
+    """The update on unit-norm copies of the patterns, normalised in the caller's tensor."""
+    patterns.div_(patterns.norm(dim=-1, keepdim=True))
+    return torch.softmax(beta * xi @ patterns.T, -1) @ patterns
 '''
 
 
@@ -179,6 +185,13 @@ def test_shape_change_after_the_first_call_is_one_line_and_numpy_is_accepted(pat
     assert "expected the same shape" in msg and "for states of shape (" in msg
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:numpy_float32", "--json", "-")
     assert code == 0 and json.loads(out)["precision"]["work_dtype"] == "float32"
+
+
+def test_update_altering_the_patterns_in_place_is_judged_on_the_given_patterns(pats, lowp):
+    """The check passed its own patterns tensor: an update normalising it in place changed the
+    reference too, and a different update was "ok". It now gets copies: mismatch."""
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:normalises_in_place")
+    assert code == 1 and "update_matches_modern" in out and "FAIL" in out
 
 
 def test_report_has_error_against_beta(pats, lowp, tmp_path):

@@ -233,7 +233,9 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
 
         def raw_upd(xi):
             with torch.no_grad(), user_code(label, nm):
-                return fobj(xi, P, beta) if three else fobj(xi)
+                # copies: an update that alters its arguments in place (normalising the patterns, reusing
+                # the states' memory) must not alter the patterns and starts the check compares against
+                return fobj(xi.clone(), P.clone(), beta) if three else fobj(xi.clone())
 
         def checked(xi):
             """The update on ``xi`` as a tensor in its own dtype; every call (not only the first) must
@@ -426,7 +428,7 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
                 from proofs_checks.sanity._loader import user_code
 
                 with user_code(label, nm):
-                    return torch.as_tensor(fobj(noisy, P, float(b))).to(torch.float64)
+                    return torch.as_tensor(fobj(noisy.clone(), P.clone(), float(b))).to(torch.float64)
 
             curves[f"your update {name or ''}"] = yours
         fig, ax = plt.subplots(figsize=(5, 3.5))
