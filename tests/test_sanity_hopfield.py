@@ -126,6 +126,13 @@ def numpy_float32(xi, patterns, beta):
     return paper_float32(xi, patterns, beta).numpy()
 
 
+def exits_at_other_beta(xi, patterns, beta):
+    """Wrong (2β) at the β checked; sys.exit(0) at the other β of the report's β figure."""
+    if beta != 0.5:
+        raise SystemExit(0)
+    return torch.softmax(2 * beta * xi @ patterns.T, -1) @ patterns
+
+
 def normalises_in_place(xi, patterns, beta):
     """The update on unit-norm copies of the patterns, normalised in the caller's tensor."""
     patterns.div_(patterns.norm(dim=-1, keepdim=True))
@@ -192,6 +199,15 @@ def test_update_altering_the_patterns_in_place_is_judged_on_the_given_patterns(p
     reference too, and a different update was "ok". It now gets copies: mismatch."""
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:normalises_in_place")
     assert code == 1 and "update_matches_modern" in out and "FAIL" in out
+
+
+def test_update_exiting_while_the_report_is_drawn_keeps_the_verdict(pats, lowp, tmp_path):
+    """The β figure called the update outside the user-code boundary: its sys.exit(0) ended the run
+    with exit 0, no verdict printed and no report, for a mismatching update."""
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:exits_at_other_beta", "--report",
+                       str(tmp_path / "rep"))
+    assert code == 1 and "verdict: mismatch" in out and (tmp_path / "rep" / "report.md").is_file()
+    assert "retrieval_error_vs_beta not drawn" in out and "at β = " in out
 
 
 def test_report_has_error_against_beta(pats, lowp, tmp_path):

@@ -424,10 +424,10 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         betas = beta * np.logspace(-1, 1, 13)
         curves = {"modern update X softmax(βXᵀξ)": lambda b: nh.modern_update(noisy, P, float(b))}
         if module is not None and three:
-            def yours(b):  # the user's code at other β: its sys.exit / exceptions leave this figure undrawn, no more
-                from proofs_checks.sanity._loader import user_code
+            def yours(b, who=name or "the update"):  # the user's code at other β: its sys.exit / exceptions leave
+                from proofs_checks.sanity._loader import user_code  # this figure undrawn, no more
 
-                with user_code(label, nm):
+                with user_code(label, f"{who} at β = {b:.3g}"):
                     return torch.as_tensor(fobj(noisy.clone(), P.clone(), float(b))).to(torch.float64)
 
             curves[f"your update {name or ''}"] = yours
