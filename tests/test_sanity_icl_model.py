@@ -119,6 +119,23 @@ def averaging(xs, ys, xq):
 
 
 NOT_CALLABLE = 3
+
+
+class WeightsPropertyRaises:
+    @property
+    def W_PV(self):
+        raise RuntimeError("weights not loaded")
+
+    def __call__(self, xs, ys, xq):
+        return ys.mean(1)
+
+
+class WeightsOfAnotherSize:
+    Wpv = torch.zeros(4, 4)
+    Wkq = torch.zeros(4, 4)
+
+    def __call__(self, xs, ys, xq):
+        return ys.mean(1)
 '''
 
 
@@ -208,12 +225,21 @@ def test_text_output_names_the_winner(model_file):
     ("raises", "raised ValueError: my model cannot do this on the probe input at every prompt length"),
     ("BrokenInit", "instantiating BrokenInit raised RuntimeError: missing checkpoint"),
     ("NOT_CALLABLE", "is not callable"),
+    # reading the exposed LSA weights runs the user's code too (was a traceback)
+    ("WeightsPropertyRaises", "reading WeightsPropertyRaises's LSA weights (attributes / state_dict) raised "
+                              "RuntimeError: weights not loaded"),
     ("no_such_name", "has no name 'no_such_name'"),
 ])
 def test_bad_models_are_one_line_usage_errors(model_file, name, expect):
     code, out, err = invoke("check", "icl", "--model", f"{model_file}:{name}", *ACCEPT, "--quick")
     line = one_line_error(code, err)
     assert expect in line, line
+
+
+def test_lsa_weights_of_another_size_are_named_in_the_skip_reason(model_file):
+    code, out, err = invoke("check", "icl", "--model", f"{model_file}:WeightsOfAnotherSize", *ACCEPT, "--quick",
+                            "--no-progress")
+    assert code == 0 and "skipped (the model exposes LSA weights of shapes W_PV (4, 4), W_KQ (4, 4), not (3, 3)" in out
 
 
 @pytest.mark.parametrize("extra, expect", [

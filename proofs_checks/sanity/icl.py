@@ -468,9 +468,33 @@ def _layout_call(model, layout: str, name: str = "the model"):
     return predict
 
 
-def _exposed_lsa_weights(model, d: int):
+def _exposed_lsa_weights(model, d: int, name: str = "the model"):
     """``(W_PV, W_KQ)`` as NumPy ``(d+1, d+1)`` (or a batch) when the model exposes them as attributes
-    or in its ``state_dict`` under the names ``--weights`` reads (Wpv/W_PV…, Wkq/W_KQ…); else None."""
+    or in its ``state_dict`` under the names ``--weights`` reads (Wpv/W_PV…, Wkq/W_KQ…); else a string
+    saying why not. Reading them runs the user's code (properties, ``state_dict``): inside the
+    user-code boundary (its exceptions and ``sys.exit`` are one line, exit 2)."""
+    from proofs_checks.sanity._loader import user_code
+
+    with user_code("--model", f"reading {name}'s LSA weights (attributes / state_dict)"):
+        found = _find_lsa_weights(model)
+    if len(found) != 2:
+        return ("the model exposes no LSA weights (attributes or state_dict entries Wpv/W_PV and Wkq/W_KQ "
+                f"of shape ({d + 1}, {d + 1}))" if not found else
+                f"the model exposes only {'W_PV' if 'pv' in found else 'W_KQ'} of the LSA weights")
+    try:
+        pv, kq = (np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=np.float64)
+                  for v in (found["pv"], found["kq"]))
+    except (TypeError, ValueError) as exc:
+        return f"the model's LSA weights are not numeric arrays ({exc})"
+    if not (pv.shape == kq.shape and pv.shape[-2:] == (d + 1, d + 1) and pv.ndim in (2, 3)):
+        return (f"the model exposes LSA weights of shapes W_PV {pv.shape}, W_KQ {kq.shape}, not ({d + 1}, {d + 1}) "
+                f"for d = {d} (from --lambda)")
+    if not (np.all(np.isfinite(pv)) and np.all(np.isfinite(kq))):
+        return "the model's LSA weights have non-finite entries"
+    return pv, kq
+
+
+def _find_lsa_weights(model) -> dict:
     found = {}
     for keys, what in ((_PV_KEYS, "pv"), (_KQ_KEYS, "kq")):
         for k in keys:
@@ -483,12 +507,7 @@ def _exposed_lsa_weights(model, d: int):
                 if k.split(".")[-1] in keys:
                     found[what] = v
                     break
-    if len(found) != 2:
-        return None
-    pv, kq = (np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=np.float64)
-              for v in (found["pv"], found["kq"]))
-    ok = pv.shape == kq.shape and pv.shape[-2:] == (d + 1, d + 1) and pv.ndim in (2, 3)
-    return (pv, kq) if ok and np.all(np.isfinite(pv)) and np.all(np.isfinite(kq)) else None
+    return found
 
 
 def _g3(x) -> str:
@@ -703,11 +722,10 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
                          f"({layout} layout: {shapes}, float64, d = {d}; first at M = {first['M']})")
     verdict = _probe_verdict(pr, name)
     # the ZFB theorem on the model's own LSA weights, when it exposes them
-    weights = _exposed_lsa_weights(model, d)
-    if weights is None:
-        zfb = {"skipped": "the model exposes no LSA weights (attributes or state_dict entries Wpv/W_PV and Wkq/W_KQ "
-                          f"of shape ({d + 1}, {d + 1})), so ZFB's theorem on its weights was not checked; the probe "
-                          "above still says whether it predicts like the Γ_N-preconditioned step"}
+    weights = _exposed_lsa_weights(model, d, name)
+    if isinstance(weights, str):
+        zfb = {"skipped": f"{weights}, so ZFB's theorem on its weights was not checked; the probe above still says "
+                          "whether it predicts like the Γ_N-preconditioned step", "reason": weights}
     else:
         from numerics import icl as ni
 
@@ -757,7 +775,7 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
                  f"{pr['ridge_grid_lambda']:.3g} (grid 1e-4 … 1e2); k-NN k = {pr['knn_k']} (knn_1, knn_5: k = 1, 5)"
                  + (f"; equivalent here: {', '.join(' = '.join(g) for g in pr['equivalent'])}" if pr["equivalent"] else ""))
     if "skipped" in zfb:
-        lines.append("ZFB theorem on the weights: skipped (the model exposes no LSA weights Wpv/W_PV, Wkq/W_KQ)")
+        lines.append(f"ZFB theorem on the weights: skipped ({zfb['reason']})")
     else:
         lines.append(f"ZFB theorem on the exposed LSA weights: {zfb['outcome']}: {zfb['summary']} "
                      f"(‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:g})")
