@@ -133,6 +133,16 @@ def exits_at_other_beta(xi, patterns, beta):
     return torch.softmax(2 * beta * xi @ patterns.T, -1) @ patterns
 
 
+class ExitsWhenCast(torch.nn.Module):
+    """torch's .double() runs the module's _apply: here it exits (was exit 0 with no verdict)."""
+
+    def _apply(self, fn, *args, **kwargs):
+        raise SystemExit(0)
+
+    def forward(self, xi):
+        return xi
+
+
 def normalises_in_place(xi, patterns, beta):
     """The update on unit-norm copies of the patterns, normalised in the caller's tensor."""
     patterns.div_(patterns.norm(dim=-1, keepdim=True))
@@ -192,6 +202,11 @@ def test_shape_change_after_the_first_call_is_one_line_and_numpy_is_accepted(pat
     assert "expected the same shape" in msg and "for states of shape (" in msg
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:numpy_float32", "--json", "-")
     assert code == 0 and json.loads(out)["precision"]["work_dtype"] == "float32"
+
+
+def test_module_exiting_when_cast_to_float64_is_one_line(pats, lowp):
+    code, _, err = run("--patterns", pats, "--module", f"{lowp}:ExitsWhenCast")
+    assert "ExitsWhenCast.double() called sys.exit(0)" in one_line_error(code, err)
 
 
 def test_update_altering_the_patterns_in_place_is_judged_on_the_given_patterns(pats, lowp):

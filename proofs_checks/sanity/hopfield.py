@@ -154,7 +154,10 @@ def _update_fn(obj: Any, label: str):
         params = []
     three = len(params) >= 3
     if isinstance(obj, torch.nn.Module):
-        obj = obj.double()
+        from proofs_checks.sanity._loader import user_code
+
+        with user_code(label, f"{type(obj).__name__}.double()"):  # the module's own code (_apply, hooks)
+            obj = obj.double()
     return obj, three
 
 
