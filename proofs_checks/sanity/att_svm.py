@@ -374,18 +374,29 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     from numerics import att_svm as ns
 
     X, z = inst.X, inst.z
-    logits = np.einsum("ntd,de,ne->nt", X, W, z)
+    W = np.asarray(W, dtype=np.float64)
+    top = float(np.abs(W).max()) if W.size else 0.0
+    if not (np.all(np.isfinite(W)) and top > 0):
+        raise InputError("--weights: W must be finite and not all zero (its direction is compared with the Att-SVM)")
+    # the correlations are taken on W / max|W| (the direction, free of under/overflow: a W of subnormal entries
+    # had ‖W‖ = 0 and correlation inf, "aligned"); the logits and the saturation on W itself
+    Wd = W / top
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = np.einsum("ntd,de,ne->nt", X, W, z)
+    if not np.all(np.isfinite(logits)):
+        raise InputError(f"--weights: the logits x_tᵀ W z overflow float64 (max |W| = {top:.3g}); only W's direction is "
+                         "compared with the Att-SVM: rescale W (e.g. W / max|W|)")
     sel = logits.argmax(1)
     mass = torch.softmax(torch.as_tensor(logits), -1).numpy()[np.arange(len(sel)), sel]
     sat = saturation(logits, sel)
     is_opt = bool(np.all(sel == inst.opt))
     props, info = [], {"selected_tokens": sel.tolist(), "optimal_tokens": inst.opt.tolist(), "selected_is_optimal": is_opt,
-                       "softmax_mass_on_selected": mass.tolist(), "norm_W": float(np.linalg.norm(W)), "form": form}
+                       "softmax_mass_on_selected": mass.tolist(), "norm_W": top * float(np.linalg.norm(Wd)), "form": form}
     tol = 1 - level
     just = f"1 − --level = {tol:.3g}: correlation that counts as converged in direction"
 
     def row(name, target, relevant):
-        c = float(ns.correlation(W, target))
+        c = float(ns.correlation(Wd, target))
         info[name] = c
         props.append({"name": name, "status": ("pass" if 1 - c <= tol else "fail") if relevant else "info",
                       "error": 1 - c, "tolerance": tol if relevant else None, "justification": just if relevant else "",
@@ -428,7 +439,7 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     elif failed:
         v = Verdict("inconclusive", f"your W is not (yet) aligned with the Att-SVM direction ({', '.join(failed)})", crit,
                     info, [f"correlation below {level:g}: the direction converges only as ‖W‖ → ∞ (‖W‖ = "
-                           f"{np.linalg.norm(W):.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"]
+                           f"{info['norm_W']:.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"]
                     + ([sat["text"]] if sat["saturated_float32"] else []),
                     "train longer (larger ‖W‖), or compare with the other Att-SVM if your parameterisation differs"
                     + ("; if you train in float32, its softmax is already saturated: train in float64 or with the "
@@ -439,7 +450,7 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     else:
         v = Verdict("ok", "your W is aligned with " + ("W^mm" if is_opt and form == "W" else "W^mm_*" if is_opt else
                                                          "the Att-SVM of its (locally optimal) selected tokens"), crit, info)
-    lines = [f"your weights ({'W' if form == 'W' else 'W = K Qᵀ'}, ‖W‖_F = {np.linalg.norm(W):.4g}) select tokens "
+    lines = [f"your weights ({'W' if form == 'W' else 'W = K Qᵀ'}, ‖W‖_F = {info['norm_W']:.4g}) select tokens "
              f"{sel.tolist()} ({'the optimal ones' if is_opt else 'optimal: ' + str(inst.opt.tolist())}); softmax mass "
              f"on them: min {mass.min():.4f}",
              f"Att-SVM: ‖W^mm‖_F = {fro.value:.6g}" + (f", ‖W^mm_*‖_* = {nuc.value:.6g}" if nuc is not None else
