@@ -18,9 +18,9 @@ Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
 ``--model FILE.py:NAME`` asks instead which in-context algorithm your model computes (see
 :func:`check_icl_model`): ok (exit 0) when one reference algorithm (:data:`numerics.icl_probe.EXTENDED_ALGORITHMS`)
 is *identified*: within tolerance at every prompt length probed ((1/4)² × its distance to the nearest
-distinct reference, 3 standard errors to spare); mismatch (exit 1) when every reference is beyond its
-tolerance at some length (none identified: the per-M table is the evidence) or the model returns NaN
-or inf; inconclusive (exit 3) when none is identified and one is within 3 SE of its tolerance (with
+distinct reference or to the zero prediction, 3 standard errors to spare); mismatch (exit 1) when every
+reference is beyond its tolerance at some length (none identified: the per-M table is the evidence) or
+the model returns NaN or inf; inconclusive (exit 3) when none is identified and one is within 3 SE of its tolerance (with
 the prompts that would decide). Lengths where the model raises are skipped and listed (exit 2 only
 when every length raises); the wrong shape or an integer dtype is a usage error (exit 2, one line).
 """
