@@ -258,7 +258,7 @@ def _figure(cand, region, ce=None):
         ax.plot([pt[0]], [pt[1] if n > 1 else 0.0], "rx", ms=9, mew=2,
                 label=f"counterexample: {'V ≤ 0' if ce['condition'] == 'V > 0' else '∇V·f ≥ 0'}")
         ax.legend(fontsize=7, loc="upper right")
-    if region is not None:
+    if region is not None and n > 1:
         ax.add_patch(plt.Circle((0, 0), float(region), fill=False, ls="--", lw=0.8, color="0.3"))
     ax.set_xlabel(str(cand.vars[0]))
     ax.set_ylabel(str(cand.vars[1]) if n > 1 else "(one variable)")
