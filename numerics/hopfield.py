@@ -358,6 +358,35 @@ def modern_update(xi: torch.Tensor, P: torch.Tensor, beta: float) -> torch.Tenso
     return torch.softmax(beta * (xi @ P.transpose(-1, -2)), dim=-1) @ P
 
 
+def _update_logsumexp(xi, P, beta):
+    a = beta * (xi @ P.transpose(-1, -2))
+    return torch.exp(a - torch.logsumexp(a, dim=-1, keepdim=True)) @ P
+
+
+def _update_beta_on_patterns(xi, P, beta):
+    return torch.softmax(xi @ (beta * P).transpose(-1, -2), dim=-1) @ P
+
+
+def _update_beta_on_states(xi, P, beta):  # ``beta * xi @ X.T`` parses as ``(beta * xi) @ X.T``
+    return torch.softmax((beta * xi) @ P.transpose(-1, -2), dim=-1) @ P
+
+
+def _update_columns(xi, P, beta):  # the paper's layout: patterns as the columns of X, states as columns
+    X, s = P.transpose(-1, -2), xi.transpose(-1, -2)
+    return (X @ torch.softmax(beta * (X.transpose(-1, -2) @ s), dim=-2)).transpose(-1, -2)
+
+
+#: Standard ways of writing the same update ``X softmax(βXᵀξ)`` (equal in exact arithmetic; their
+#: rounding differs in a low precision): the plain softmax (:func:`modern_update`), ``exp(a − logsumexp a)``,
+#: β applied to the patterns or to the states before the product, and the paper's column layout. The precision rule of
+#: ``tverify check hopfield`` measures the rounding of all of them in the module's working precision, so
+#: that a float32 update written in any of these ways is held to float32 rounding of the update itself,
+#: not to the luck of one summation order.
+MODERN_UPDATE_FORMULATIONS = {"softmax": modern_update, "logsumexp": _update_logsumexp,
+                              "beta_on_patterns": _update_beta_on_patterns, "beta_on_states": _update_beta_on_states,
+                              "columns": _update_columns}
+
+
 def retrieval_bound(P: torch.Tensor, xi: torch.Tensor, i: int, beta: float, fixed_iters: int = 10_000,
                     tol: float = 1e-14) -> torch.Tensor:
     """Theorem 5 bound ``2(N−1) exp(−β(Δ_i − 2 max{‖ξ−x_i‖, ‖x_i*−x_i‖} M)) M`` for target ``i``.

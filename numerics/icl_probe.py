@@ -62,10 +62,14 @@ ALGORITHMS = ("gamma_n_preconditioned_gd", "least_squares", "ridge", "gd_one_ste
 #: k = M; it coincides with every k-NN for M ≤ k, and is a reference of its own so that a
 #: label-mean model is named as such, never as k-NN).
 EXTENDED_ALGORITHMS = ALGORITHMS + ("ridge_lambda_grid", "knn_1", "knn_5", "label_mean")
+#: The ``k`` of the extended k-NN references (``knn`` is k = 3): for M ≤ max k some of them coincide with
+#: ``label_mean``, so a probe grid that is to tell them apart must reach beyond it.
+EXTENDED_KNN_K = (1, 5)
 #: The λ grid of ``ridge_lambda_grid`` (w ~ N(0, I), so λ is in units of the prior variance: λ = σ² is Bayes).
 RIDGE_GRID = tuple(float(10.0 ** (k / 2)) for k in range(-8, 5))
 #: Identification: at every prompt length the model's RMS distance to an algorithm must be at most
-#: this fraction of the RMS distance from that algorithm to its nearest distinct reference. Below
+#: this fraction of the RMS distance from that algorithm to its nearest distinct reference (or to the
+#: null prediction 0, whichever is nearer: an algorithm predicting near 0 cannot claim a zero model). Below
 #: 1/2, the triangle inequality lets at most one algorithm (or a group that coincides) pass at a length;
 #: 1/4 keeps a factor 2 from that ambiguity.
 IDENTIFY_RATIO = 0.25
@@ -145,7 +149,7 @@ def algorithm_predictions(X: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor, *
     out["knn"] = torch.gather(y, 1, idx).mean(1)
     out["averaging"] = (x_q * h).sum(-1)
     if extended:
-        for kk in (1, 5):
+        for kk in EXTENDED_KNN_K:
             ik = torch.topk(dist, min(kk, M), dim=1, largest=False).indices
             out[f"knn_{kk}"] = torch.gather(y, 1, ik).mean(1)
         out["label_mean"] = y.mean(1)
@@ -164,7 +168,7 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
         arr = np.asarray(raw)
         if not (np.issubdtype(arr.dtype, np.floating)):
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got NumPy dtype {arr.dtype}")
-        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
+        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64)).reshape(arr.shape)  # a scalar stays ()
     elif isinstance(raw, torch.Tensor):
         if not raw.dtype.is_floating_point:
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got torch dtype {raw.dtype}")
@@ -290,7 +294,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     risk = {a: [] for a in A}
     risk_se = {a: [] for a in A}
     risk_m, risk_m_se, nonfinite, per_len = [], [], [], []
-    ref_dist, coincide_M, floor_M = [], [], []
+    ref_dist, coincide_M, floor_M, null_M, D_M = [], [], [], [], []
     pair_mean = np.zeros((nA, nA))
     pair_var = np.zeros((nA, nA))
     z_by_len = np.zeros((len(runs), nA, nA))
@@ -327,6 +331,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         if extended:
             ref_dist.append(((stack[:, None, :] - stack[None, :, :]) ** 2).mean(-1) / norm)  # (nA, nA)
             coincide_M.append(cM & cM.T)
+            # the null prediction 0: every reference's rival too (an algorithm whose predictions are small
+            # next to the labels, e.g. averaging at a small Λ, must not claim a model that returns zeros);
+            # nan where the algorithm itself is 0 to float64 rounding (it cannot be told apart from 0)
+            null_M.append(np.where(np.all(np.abs(stack) <= EQUIVALENT_RTOL * scale, axis=1), np.nan,
+                                   (stack**2).mean(-1) / norm))
             if work != DTYPE:  # the references from inputs rounded to the working precision (factor applied later)
                 Pr = sample_prompts(L, r["M"], (P,), seed=seed + 7919 * r["i"], noise=noise, device=dev)
                 rd = lambda t: t.to(work).to(DTYPE)  # noqa: E731
@@ -337,6 +346,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
             else:
                 floor_M.append([0.0] * nA)
         per_len.append(None if bad else A[int(np.argmin(D.mean(1)))])
+        if extended:
+            D_M.append(D)
     nL = len(runs)
     pair_mean /= nL
     pair_se = np.sqrt(pair_var) / nL
@@ -392,7 +403,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
                z_runner_up=zr, separable=bool(zr >= z_threshold))
     if extended:
         out["identification"] = _identify(A, Ms, dist, dist_se, np.stack(ref_dist), np.stack(coincide_M),
-                                          np.asarray(floor_M), P, z_threshold, work)
+                                          np.asarray(floor_M), P, z_threshold, work,
+                                          null_dist=np.stack(null_M), per_prompt=D_M)
     return out
 
 
@@ -401,16 +413,26 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
 PRECISION_FACTOR = 2.0
 
 
-def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work) -> dict:
+#: The truncated lower bound of ``_identify``: squared distances are cut at this multiple of the tolerance.
+TRUNCATE_AT = 4.0
+
+
+def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, null_dist=None,
+              per_prompt=None) -> dict:
     """Which reference the model computes, length by length (see :data:`IDENTIFY_RATIO`).
 
     At length ``M`` the tolerance for algorithm ``a`` is ``IDENTIFY_RATIO² · r_a(M)`` (squared: the
     distances are mean squared), ``r_a(M)`` the normalised mean squared distance from ``a`` to the
     nearest reference that does not coincide with it at ``M`` (``ridge_lambda_grid``, fitted to the
-    model, is nobody else's rival), raised to ``PRECISION_FACTOR ×`` the distance of ``a`` computed from
-    inputs rounded to the model's working precision (0 in float64). ``pass``: distance + k·SE ≤ tol;
-    ``fail``: distance − k·SE > tol; else ``undecided``. Identified: the algorithm passing at every
-    length (the closest by its worst ratio when several do, the others listed)."""
+    model, is nobody else's rival) or to the null prediction 0 (``null_dist[i, a]``, the algorithm's own
+    normalised mean square; nan where the algorithm is 0 itself), raised to ``PRECISION_FACTOR ×`` the
+    distance of ``a`` computed from inputs rounded to the model's working precision (0 in float64).
+    ``pass``: distance + k·SE ≤ tol; ``fail``: distance − k·SE > tol, or the same lower bound for the
+    mean of the per-prompt squared distances truncated at ``TRUNCATE_AT · tol`` (``per_prompt[i][a]``;
+    truncation only lowers the mean, and the truncated values have a light tail, so a heavy-tailed
+    distance — a model off by 1e4 on some prompts — cannot hide behind its own standard error); else
+    ``undecided``. Identified: the algorithm passing at every length (the closest by its worst ratio
+    when several do, the others listed)."""
     nA, nM = len(A), len(Ms)
     ratio2 = IDENTIFY_RATIO**2
     fitted = A.index("ridge_lambda_grid") if "ridge_lambda_grid" in A else -1
@@ -423,6 +445,9 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work) -
                 cand = [b for b in cand if b != fitted]
             r = float(min(ref_dist[i, j, b] for b in cand)) if cand else float("nan")
             nearest = A[min(cand, key=lambda b: ref_dist[i, j, b])] if cand else None
+            z0 = float(null_dist[i, j]) if null_dist is not None else float("nan")
+            if math.isfinite(z0) and not (z0 >= r):  # r nan (no rival) or the null prediction nearer
+                r, nearest = z0, "zero prediction"
             tol = max(ratio2 * r, PRECISION_FACTOR * float(floor_M[i, j])) if math.isfinite(r) else float("inf")
             dv, se = dist[a][i], dist_se[a][i]
             if not math.isfinite(dv):
@@ -433,7 +458,14 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work) -
                 st = "fail"
             else:
                 st = "undecided"
+            low_trunc = None
+            if st == "undecided" and per_prompt is not None and 0 < tol < float("inf"):
+                t = np.minimum(per_prompt[i][j], TRUNCATE_AT * tol)
+                low_trunc = float(t.mean() - k * t.std(ddof=1) / math.sqrt(len(t)))
+                if low_trunc > tol:
+                    st = "fail"
             rows.append({"M": Ms[i], "distance": dv, "se": se, "tolerance": tol, "nearest_reference": nearest,
+                         "truncated_lower_bound": low_trunc,
                          "nearest_reference_distance": r, "status": st,
                          "ratio": float(dv / tol) if tol > 0 and math.isfinite(tol) else (0.0 if dv == 0 else float("inf"))})
         table[a] = rows

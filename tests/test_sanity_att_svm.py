@@ -183,6 +183,8 @@ def test_weights_kq_compared_with_nuclear_and_local(good, tmp_path, inst):
     np.savez(p2, W=rng.normal(size=(6, 6)))
     code, out, _ = run("--data", good, "--weights", str(p2), "--report", str(tmp_path / "rep"))
     assert code == 3 and "inconclusive" in out and (tmp_path / "rep" / "report.md").exists()
+    # no iterations to draw for given weights: the report still has its figure (correlations, saturation)
+    assert (tmp_path / "rep" / "figures" / "weights_saturation.png").is_file()
 
 
 @pytest.mark.parametrize("arrays, frag", [({"W": np.ones((5, 5))}, "W must be (6, 6)"),
@@ -193,6 +195,21 @@ def test_weights_shapes_disagreeing_with_data_one_line(good, tmp_path, arrays, f
     np.savez(p, **arrays)
     line = one_line_error(*run("--data", good, "--weights", str(p))[::2])
     assert line.startswith("tverify: error: --weights") and frag in line, line
+
+
+def test_weights_at_the_edges_of_float64(good, tmp_path, inst, fro):
+    """A random W of subnormal entries had ‖W‖ = 0 and correlation inf: "aligned with W^mm" (exit 0).
+    The direction is now taken on W / max|W|; a W whose logits overflow is one line, exit 2."""
+    p = tmp_path / "w.npz"
+    np.savez(p, W=1e-318 * np.random.default_rng(3).normal(size=fro.W.shape))
+    code, out, _ = run("--data", good, "--weights", str(p), "--json", "-")
+    doc = json.loads(out)
+    assert code == 3 and not doc["ok"] and abs(doc["weights"]["corr_with_W_mm_fro"]) < 0.9
+    a, b = inst.X[0, 0] * 4 / np.linalg.norm(inst.X[0, 0]), inst.z[0] / np.linalg.norm(inst.z[0])
+    big = np.outer(a / np.abs(a).max(), b / np.abs(b).max()) * 1e308  # finite; x_0ᵀ W z_0 ≥ 4e308
+    np.savez(p, W=big)
+    line = one_line_error(*run("--data", good, "--weights", str(p))[::2])
+    assert "logits x_tᵀ W z overflow float64" in line
 
 
 # issue 24: saturated weights get the saturation named and the advice that fits, not "train longer"

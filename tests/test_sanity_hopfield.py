@@ -114,6 +114,39 @@ def hot_float32(xi, patterns, beta):
 
 def grows(xi):
     return torch.cat([xi, xi])
+
+
+def shrinks_on_big_batches(xi, patterns, beta):
+    """Right on the first (small) call, one state short on the batches that follow."""
+    out = torch.softmax(beta * xi @ patterns.T, -1) @ patterns
+    return out if xi.shape[0] <= 4 else out[1:]
+
+
+def numpy_float32(xi, patterns, beta):
+    return paper_float32(xi, patterns, beta).numpy()
+
+
+def exits_at_other_beta(xi, patterns, beta):
+    """Wrong (2β) at the β checked; sys.exit(0) at the other β of the report's β figure."""
+    if beta != 0.5:
+        raise SystemExit(0)
+    return torch.softmax(2 * beta * xi @ patterns.T, -1) @ patterns
+
+
+class ExitsWhenCast(torch.nn.Module):
+    """torch's .double() runs the module's _apply: here it exits (was exit 0 with no verdict)."""
+
+    def _apply(self, fn, *args, **kwargs):
+        raise SystemExit(0)
+
+    def forward(self, xi):
+        return xi
+
+
+def normalises_in_place(xi, patterns, beta):
+    """The update on unit-norm copies of the patterns, normalised in the caller's tensor."""
+    patterns.div_(patterns.norm(dim=-1, keepdim=True))
+    return torch.softmax(beta * xi @ patterns.T, -1) @ patterns
 '''
 
 
@@ -134,6 +167,21 @@ def test_float32_update_is_the_modern_update(pats, lowp, name):
     assert row["status"] == "pass" and 1e-9 < row["tolerance"] < 1e-5 and "factor 2" in row["justification"]
 
 
+def test_float32_paper_update_at_large_beta_is_held_to_its_own_rounding(tmp_path, lowp):
+    """Gaussian patterns, β = 20: the paper's float32 update `beta * s @ X.T` (β applied to the states
+    first) differs from float64 by 1.05e-6 (relative to M), while the float32 reference written as
+    softmax(β·(ξXᵀ)) happened to round to 6e-8: tolerance 1.25e-7, a false mismatch. The reference's
+    rounding is now that of every standard formulation (the largest), and β/4 still fails."""
+    p = tmp_path / "gauss.npy"
+    np.save(p, np.random.default_rng(2).normal(size=(10, 16)))
+    code, out, _ = run("--patterns", str(p), "--beta", "20", "--module", f"{lowp}:paper_float32", "--json", "-")
+    row = next(r for r in json.loads(out)["properties"] if r["name"] == "update_matches_modern")
+    assert code == 0 and row["status"] == "pass", row
+    assert "beta_on_states" in row["justification"] and row["tolerance"] < 1e-5
+    code, out, _ = run("--patterns", str(p), "--beta", "20", "--module", f"{lowp}:hot_float32")
+    assert code == 1 and "update_matches_modern" in out
+
+
 def test_float32_wrong_update_still_fails_and_declared_dtype(pats, lowp):
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:hot_float32")
     assert code == 1 and "update_matches_modern" in out and "FAIL" in out
@@ -145,6 +193,36 @@ def test_float32_wrong_update_still_fails_and_declared_dtype(pats, lowp):
 def test_module_changing_pattern_count_is_one_line(pats, lowp):
     code, _, err = run("--patterns", pats, "--module", f"{lowp}:grows")
     assert "expected the same shape" in one_line_error(code, err)
+
+
+def test_shape_change_after_the_first_call_is_one_line_and_numpy_is_accepted(pats, lowp):
+    """The shape was checked on the first call only: a later (35, d) for (36, d) states was a traceback."""
+    code, _, err = run("--patterns", pats, "--module", f"{lowp}:shrinks_on_big_batches")
+    msg = one_line_error(code, err)
+    assert "expected the same shape" in msg and "for states of shape (" in msg
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:numpy_float32", "--json", "-")
+    assert code == 0 and json.loads(out)["precision"]["work_dtype"] == "float32"
+
+
+def test_module_exiting_when_cast_to_float64_is_one_line(pats, lowp):
+    code, _, err = run("--patterns", pats, "--module", f"{lowp}:ExitsWhenCast")
+    assert "ExitsWhenCast.double() called sys.exit(0)" in one_line_error(code, err)
+
+
+def test_update_altering_the_patterns_in_place_is_judged_on_the_given_patterns(pats, lowp):
+    """The check passed its own patterns tensor: an update normalising it in place changed the
+    reference too, and a different update was "ok". It now gets copies: mismatch."""
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:normalises_in_place")
+    assert code == 1 and "update_matches_modern" in out and "FAIL" in out
+
+
+def test_update_exiting_while_the_report_is_drawn_keeps_the_verdict(pats, lowp, tmp_path):
+    """The β figure called the update outside the user-code boundary: its sys.exit(0) ended the run
+    with exit 0, no verdict printed and no report, for a mismatching update."""
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:exits_at_other_beta", "--report",
+                       str(tmp_path / "rep"))
+    assert code == 1 and "verdict: mismatch" in out and (tmp_path / "rep" / "report.md").is_file()
+    assert "retrieval_error_vs_beta not drawn" in out and "at β = " in out
 
 
 def test_report_has_error_against_beta(pats, lowp, tmp_path):

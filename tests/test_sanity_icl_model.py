@@ -6,6 +6,7 @@ inseparable algorithms → inconclusive, exit 3, with what would decide. In-proc
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 
 import numpy as np
@@ -93,6 +94,10 @@ def integer_output(xs, ys, xq):
     return torch.zeros(xs.shape[0], dtype=torch.long)
 
 
+def python_scalar(xs, ys, xq):
+    return 0.5
+
+
 def raises(xs, ys, xq):
     raise ValueError("my model cannot do this")
 
@@ -114,6 +119,23 @@ def averaging(xs, ys, xq):
 
 
 NOT_CALLABLE = 3
+
+
+class WeightsPropertyRaises:
+    @property
+    def W_PV(self):
+        raise RuntimeError("weights not loaded")
+
+    def __call__(self, xs, ys, xq):
+        return ys.mean(1)
+
+
+class WeightsOfAnotherSize:
+    Wpv = torch.zeros(4, 4)
+    Wkq = torch.zeros(4, 4)
+
+    def __call__(self, xs, ys, xq):
+        return ys.mean(1)
 '''
 
 
@@ -199,15 +221,25 @@ def test_text_output_names_the_winner(model_file):
 @pytest.mark.parametrize("name, expect", [
     ("wrong_shape", "must have shape (1000,)"),
     ("integer_output", "real floating point"),
+    ("python_scalar", "must have shape (1000,) (one per prompt), got ()"),  # was reported as (1,)
     ("raises", "raised ValueError: my model cannot do this on the probe input at every prompt length"),
     ("BrokenInit", "instantiating BrokenInit raised RuntimeError: missing checkpoint"),
     ("NOT_CALLABLE", "is not callable"),
+    # reading the exposed LSA weights runs the user's code too (was a traceback)
+    ("WeightsPropertyRaises", "reading WeightsPropertyRaises's LSA weights (attributes / state_dict) raised "
+                              "RuntimeError: weights not loaded"),
     ("no_such_name", "has no name 'no_such_name'"),
 ])
 def test_bad_models_are_one_line_usage_errors(model_file, name, expect):
     code, out, err = invoke("check", "icl", "--model", f"{model_file}:{name}", *ACCEPT, "--quick")
     line = one_line_error(code, err)
     assert expect in line, line
+
+
+def test_lsa_weights_of_another_size_are_named_in_the_skip_reason(model_file):
+    code, out, err = invoke("check", "icl", "--model", f"{model_file}:WeightsOfAnotherSize", *ACCEPT, "--quick",
+                            "--no-progress")
+    assert code == 0 and "skipped (the model exposes LSA weights of shapes W_PV (4, 4), W_KQ (4, 4), not (3, 3)" in out
 
 
 @pytest.mark.parametrize("extra, expect", [
@@ -264,6 +296,60 @@ def test_halfway_model_is_none_of_the_references():
     res = check_icl_model(between, lambdas="1,1", N=10, M=10, prompts=200, M_values=[5, 10])
     assert res.exit_code == 1 and res.identified is None and "none of the reference" in res.verdict.summary
     assert res.closest_algorithm in ("averaging", "gamma_n_preconditioned_gd")
+
+
+def test_constant_zero_model_at_small_lambda_is_no_reference():
+    """Λ = diag(0.02, 0.01): averaging's predictions x_qᵀh are ~1e-2 of the labels, far from every
+    other reference, so without the zero prediction as a rival a model returning 0 passed averaging's
+    tolerance at every length (identified as averaging). Now: none of the references; a model that
+    does compute averaging there is still identified."""
+    def zero(X, y, xq):
+        return torch.zeros(X.shape[0], dtype=torch.float64)
+
+    def averaging(X, y, xq):
+        return (xq * torch.einsum("pm,pmd->pd", y, X)).sum(-1) / X.shape[1]
+
+    res = check_icl_model(zero, lambdas="0.02,0.01", N=10, M=10, prompts=1000, M_values=[3, 10])
+    assert res.exit_code == 1 and res.identified is None
+    row = res.probe["identification"]["table"]["averaging"][0]
+    assert row["status"] == "fail" and row["nearest_reference"] == "zero prediction"
+    ok = check_icl_model(averaging, lambdas="0.02,0.01", N=10, M=10, prompts=200, M_values=[3, 10])
+    assert ok.exit_code == 0 and ok.identified == "averaging"
+
+
+def test_default_grid_reaches_beyond_the_largest_knn_k_in_one_dimension():
+    """d = 1, M = 2: the grid was [1, 2, 4], where label_mean and knn_5 coincide and least squares up to
+    M = 5 cannot be told from a model switching to the label mean after it. Now it reaches M = 10."""
+    def label_mean(X, y, xq):
+        return y.mean(1)
+
+    def ls_then_mean(X, y, xq):
+        w = (torch.linalg.pinv(X) @ y.unsqueeze(-1)).squeeze(-1)
+        return (xq * w).sum(-1) if X.shape[1] <= 5 else y.mean(1)
+
+    res = check_icl_model(label_mean, lambdas="1", N=2, M=2, prompts=300)
+    assert res.probe["M_values"][-1] == 10
+    assert res.identified == res.closest_algorithm == "label_mean" and res.doc["closest_algorithm"] == "label_mean"
+    res = check_icl_model(ls_then_mean, lambdas="1", N=2, M=2, prompts=300)
+    assert res.identified is None and res.exit_code == 1
+
+
+def test_heavy_tailed_error_cannot_hide_behind_its_standard_error():
+    """Least squares plus Cauchy noise at M = 3: the mean squared distance is dominated by a few huge
+    prompts, so its SE was as large as the mean and every reference was "undecided" (inconclusive,
+    exit 3). The lower bound from distances truncated at 4 × tol (truncation only lowers the mean)
+    shows it is beyond every tolerance: none of the references (exit 1)."""
+    gen = torch.Generator().manual_seed(0)
+
+    def ls_cauchy(X, y, xq):
+        w = (torch.linalg.pinv(X) @ y.unsqueeze(-1)).squeeze(-1)
+        u = torch.rand(X.shape[0], generator=gen, dtype=torch.float64)
+        return (xq * w).sum(-1) + (torch.tan(math.pi * (u - 0.5)) if X.shape[1] == 3 else 0.0)
+
+    res = check_icl_model(ls_cauchy, lambdas="1,2", N=10, M=10, prompts=300, M_values=[3, 10])
+    row = next(r for r in res.probe["identification"]["table"]["least_squares"] if r["M"] == 3)
+    assert row["distance"] - 3 * row["se"] <= row["tolerance"] < row["truncated_lower_bound"]
+    assert row["status"] == "fail" and res.exit_code == 1 and res.identified is None
 
 
 def test_isotropic_lambda_makes_preconditioned_and_plain_gd_equivalent():

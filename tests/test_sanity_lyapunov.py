@@ -82,6 +82,23 @@ def test_report_has_level_set_figure(tmp_path):
     assert code == 0 and (tmp_path / "rep" / "figures" / "level_sets.png").is_file()
 
 
+def test_level_set_figure_shows_a_counterexample_outside_the_default_window():
+    """x' = −x + x³/100: ∇V·f ≥ 0 first at |x| = 10, outside the fixed ±2 window, which was all green
+    for a refuted V. The window now holds the counterexample, marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from proofs_checks.sanity import lyapunov as sl
+
+    res = sl.run_lyapunov("-x + x**3/100, -y", "x**2 + y**2")
+    assert res.verdict.outcome == "mismatch"
+    fig = res.figures["level_sets"]()
+    ax = fig.axes[0]
+    px = res.doc["counterexample"]["point_float"][0]
+    assert abs(px) >= 2 and ax.get_xlim()[1] >= abs(px)
+    assert any(line.get_label().startswith("counterexample") for line in ax.get_lines())
+
+
 def test_json_stdout_and_file(tmp_path):
     code, out, err = run("--f", F, "--V", "x**2 + y**2", "--json", "-")
     doc = json.loads(out)

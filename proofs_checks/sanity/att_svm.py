@@ -22,7 +22,8 @@ runs: your trained attention is compared with the Att-SVM (:func:`weights_result
 selects, ``corr(W, W^mm)`` (Frobenius) and ``corr(W, W^mm_*)`` (nuclear), whether the selected tokens
 are the optimal ones and, when not, the Att-SVM of the selected tokens. ok (exit 0) when the
 correlation the theory predicts → 1 reaches ``--level``; inconclusive (3) below it; weights whose
-shapes disagree with the data: one line, exit 2. ``--report DIR`` writes HTML/Markdown/JSON.
+shapes disagree with the data: one line, exit 2. ``--report DIR`` writes HTML/Markdown/JSON and a figure
+(the correlation per NGD iteration; with ``--weights`` the correlations and the softmax tail mass per sequence).
 
 Iteration counts that were not reached are shown as "not reached within K iterations" (``null`` in
 JSON), never as a number.
@@ -373,18 +374,29 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     from numerics import att_svm as ns
 
     X, z = inst.X, inst.z
-    logits = np.einsum("ntd,de,ne->nt", X, W, z)
+    W = np.asarray(W, dtype=np.float64)
+    top = float(np.abs(W).max()) if W.size else 0.0
+    if not (np.all(np.isfinite(W)) and top > 0):
+        raise InputError("--weights: W must be finite and not all zero (its direction is compared with the Att-SVM)")
+    # the correlations are taken on W / max|W| (the direction, free of under/overflow: a W of subnormal entries
+    # had ‖W‖ = 0 and correlation inf, "aligned"); the logits and the saturation on W itself
+    Wd = W / top
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = np.einsum("ntd,de,ne->nt", X, W, z)
+    if not np.all(np.isfinite(logits)):
+        raise InputError(f"--weights: the logits x_tᵀ W z overflow float64 (max |W| = {top:.3g}); only W's direction is "
+                         "compared with the Att-SVM: rescale W (e.g. W / max|W|)")
     sel = logits.argmax(1)
     mass = torch.softmax(torch.as_tensor(logits), -1).numpy()[np.arange(len(sel)), sel]
     sat = saturation(logits, sel)
     is_opt = bool(np.all(sel == inst.opt))
     props, info = [], {"selected_tokens": sel.tolist(), "optimal_tokens": inst.opt.tolist(), "selected_is_optimal": is_opt,
-                       "softmax_mass_on_selected": mass.tolist(), "norm_W": float(np.linalg.norm(W)), "form": form}
+                       "softmax_mass_on_selected": mass.tolist(), "norm_W": top * float(np.linalg.norm(Wd)), "form": form}
     tol = 1 - level
     just = f"1 − --level = {tol:.3g}: correlation that counts as converged in direction"
 
     def row(name, target, relevant):
-        c = float(ns.correlation(W, target))
+        c = float(ns.correlation(Wd, target))
         info[name] = c
         props.append({"name": name, "status": ("pass" if 1 - c <= tol else "fail") if relevant else "info",
                       "error": 1 - c, "tolerance": tol if relevant else None, "justification": just if relevant else "",
@@ -427,7 +439,7 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     elif failed:
         v = Verdict("inconclusive", f"your W is not (yet) aligned with the Att-SVM direction ({', '.join(failed)})", crit,
                     info, [f"correlation below {level:g}: the direction converges only as ‖W‖ → ∞ (‖W‖ = "
-                           f"{np.linalg.norm(W):.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"]
+                           f"{info['norm_W']:.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"]
                     + ([sat["text"]] if sat["saturated_float32"] else []),
                     "train longer (larger ‖W‖), or compare with the other Att-SVM if your parameterisation differs"
                     + ("; if you train in float32, its softmax is already saturated: train in float64 or with the "
@@ -438,7 +450,7 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     else:
         v = Verdict("ok", "your W is aligned with " + ("W^mm" if is_opt and form == "W" else "W^mm_*" if is_opt else
                                                          "the Att-SVM of its (locally optimal) selected tokens"), crit, info)
-    lines = [f"your weights ({'W' if form == 'W' else 'W = K Qᵀ'}, ‖W‖_F = {np.linalg.norm(W):.4g}) select tokens "
+    lines = [f"your weights ({'W' if form == 'W' else 'W = K Qᵀ'}, ‖W‖_F = {info['norm_W']:.4g}) select tokens "
              f"{sel.tolist()} ({'the optimal ones' if is_opt else 'optimal: ' + str(inst.opt.tolist())}); softmax mass "
              f"on them: min {mass.min():.4f}",
              f"Att-SVM: ‖W^mm‖_F = {fro.value:.6g}" + (f", ‖W^mm_*‖_* = {nuc.value:.6g}" if nuc is not None else
@@ -448,7 +460,33 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     lines.append(sat["text"])
     info["saturation"] = {k: v_ for k, v_ in sat.items() if k != "text"}
     doc = {"check": "att-svm", "weights": info}
-    return SanityResult("att-svm", doc, v, props, lines)
+    log_tail = np.asarray(sat["log_tail"], dtype=float)
+    corrs = {p["name"]: 1 - p["error"] for p in props if p.get("error") is not None}
+
+    def _fig():
+        """No iterations to plot for given weights: the correlations against --level, and the softmax
+        tail mass per sequence against float64's and float32's unit roundoff (saturation)."""
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
+        names = list(corrs)
+        ax[0].bar(range(len(names)), [corrs[k] for k in names], color="#7aa6c2")
+        ax[0].axhline(level, color="k", ls="--", lw=0.8, label=f"--level {level:g}")
+        ax[0].set_xticks(range(len(names)), [k.replace("corr_with_", "") for k in names], fontsize=7)
+        ax[0].set_ylim(min(0.0, min(corrs.values(), default=0.0)), 1.02)
+        ax[0].set_title("correlation of your W with the Att-SVM direction", fontsize=8)
+        ax[0].legend(fontsize=7)
+        ax[1].bar(range(len(log_tail)), log_tail / math.log(10), color="#c9a0a0")
+        for dt, ls_ in ((np.float64, "--"), (np.float32, ":")):
+            ax[1].axhline(math.log10(float(np.finfo(dt).eps) / 2), color="k", ls=ls_, lw=0.8,
+                          label=f"{np.dtype(dt).name} unit roundoff")
+        ax[1].set_xlabel("sequence")
+        ax[1].set_ylabel("log10 (1 − S_selected)")
+        ax[1].set_title("softmax tail mass (below the dashed line: saturated in float64)", fontsize=8)
+        ax[1].legend(fontsize=7)
+        return fig
+
+    return SanityResult("att-svm", doc, v, props, lines, {"weights_saturation": _fig})
 
 
 def run_att_svm(inst, *, iters: int, lr: float, seeds: int, level: float, seed: int = 0, device: str = "cpu",

@@ -20,7 +20,8 @@ Properties (pass/fail, each with its tolerance): ``update_matches_modern`` (``--
 ``finite_updates``, ``one_step_within_theorem5_bound``, ``energy_non_increasing`` (the energy
 :func:`numerics.hopfield.modern_energy` along 20 updates from the patterns, noisy starts and random
 mixtures). Exit 0 all hold, 1 one fails, 2 bad input (one line: an empty, non-finite or
-wrongly-shaped pattern file, an update that raises or returns the wrong shape).
+wrongly-shaped pattern file, an update that raises or returns the wrong shape at any call, not only
+the first). The update may return a torch tensor or a NumPy array, in any real floating dtype.
 """
 
 from __future__ import annotations
@@ -153,7 +154,10 @@ def _update_fn(obj: Any, label: str):
         params = []
     three = len(params) >= 3
     if isinstance(obj, torch.nn.Module):
-        obj = obj.double()
+        from proofs_checks.sanity._loader import user_code
+
+        with user_code(label, f"{type(obj).__name__}.double()"):  # the module's own code (_apply, hooks)
+            obj = obj.double()
     return obj, three
 
 
@@ -232,30 +236,34 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
 
         def raw_upd(xi):
             with torch.no_grad(), user_code(label, nm):
-                return fobj(xi, P, beta) if three else fobj(xi)
+                # copies: an update that alters its arguments in place (normalising the patterns, reusing
+                # the states' memory) must not alter the patterns and starts the check compares against
+                return fobj(xi.clone(), P.clone(), beta) if three else fobj(xi.clone())
+
+        def checked(xi):
+            """The update on ``xi`` as a tensor in its own dtype; every call (not only the first) must
+            return ``xi``'s shape in a real floating dtype (a torch tensor or a NumPy array)."""
+            try:
+                out = raw_upd(xi)
+            except UsageError as exc:  # the user-code boundary's one line, with the states' shape
+                raise UsageError(exc.message + (f" on states of shape {tuple(xi.shape)} float64"
+                                                if " raised " in exc.message else "")) from None
+            if isinstance(out, np.ndarray) and out.dtype.kind == "f":
+                out = torch.from_numpy(np.ascontiguousarray(out))
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(xi.shape):
+                got = tuple(out.shape) if isinstance(out, (torch.Tensor, np.ndarray)) else type(out).__name__
+                raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(xi.shape)}; expected the "
+                                 "same shape (one updated state per row; a torch tensor or NumPy array)")
+            if not out.dtype.is_floating_point or out.is_complex():
+                raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states; "
+                                 "expected real floating point")
+            return out
 
         def upd(xi):
-            out = raw_upd(xi)
-            return out.to(torch.float64) if isinstance(out, torch.Tensor) and out.dtype.is_floating_point else out
+            return checked(xi).to(torch.float64)
 
         probe = P[: min(N, 4)].clone()
-        try:
-            out = raw_upd(probe)
-        except UsageError as exc:  # the user-code boundary's one line, with the probe's shape
-            raise UsageError(exc.message + (f" on states of shape {tuple(probe.shape)} float64"
-                                            if " raised " in exc.message else "")) from None
-        except Exception as exc:
-            from proofs_checks.sanity._loader import describe_exception
-
-            raise UsageError(f"{label}: {nm} raised {describe_exception(exc)} on states of shape {tuple(probe.shape)} "
-                             "float64") from None
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(probe.shape):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(probe.shape)}; expected the same "
-                             "shape")
-        if not out.dtype.is_floating_point or out.is_complex():
-            raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states; "
-                             "expected real floating point")
+        out = checked(probe)
     work = torch.float64 if module is None else (declared or npr.infer_work_dtype(out))
     u_work = unit_roundoff(work)
     props: list[dict] = []
@@ -278,12 +286,19 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         ref = modern(starts)
         err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
         if work != torch.float64:  # the precision rule (numerics.precision): the reference in the module's precision
-            ref_low = npr.in_precision(lambda a, b: nh.modern_update(a, b, beta), starts, P, dtype=work)
-            err_ref = float((ref_low - ref).abs().max() / max(M, 1e-300))
+            # the reference in the module's precision, written in each standard way (their rounding differs)
+            errs_ref = {}
+            for form, fn in nh.MODERN_UPDATE_FORMULATIONS.items():
+                ref_low = npr.in_precision(lambda a, b, fn=fn: fn(a, b, beta), starts, P, dtype=work)
+                errs_ref[form] = float((ref_low - ref).abs().max() / max(M, 1e-300))
+            worst_form = max(errs_ref, key=errs_ref.get)
+            err_ref = errs_ref[worst_form]
             tol_m = npr.precision_tolerance(err_ref, tol_rel)
+            wd = str(work).replace('torch.', '')
             just = (f"max({npr.PRECISION_FACTOR:g} × {err_ref:.3g}, 16·u64·(N+d)) = {tol_m:.3g}: the module works in "
-                    f"{str(work).replace('torch.', '')}; {err_ref:.3g} is the error of X softmax(βXᵀξ) itself computed in "
-                    f"{str(work).replace('torch.', '')} (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
+                    f"{wd}; {err_ref:.3g} is the largest error of X softmax(βXᵀξ) itself computed in {wd} by its "
+                    f"standard formulations ({', '.join(f'{k} {v:.2g}' for k, v in errs_ref.items())}; largest: "
+                    f"{worst_form}) (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
         else:
             err_ref, tol_m = 0.0, tol_rel
             just = (f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax sum and d-term dot products in float64, "
@@ -412,13 +427,22 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         betas = beta * np.logspace(-1, 1, 13)
         curves = {"modern update X softmax(βXᵀξ)": lambda b: nh.modern_update(noisy, P, float(b))}
         if module is not None and three:
-            curves[f"your update {name or ''}"] = lambda b: torch.as_tensor(fobj(noisy, P, float(b))).to(torch.float64)
+            def yours(b, who=name or "the update"):  # the user's code at other β: its sys.exit / exceptions leave
+                from proofs_checks.sanity._loader import user_code  # this figure undrawn, no more
+
+                with user_code(label, f"{who} at β = {b:.3g}"):
+                    return torch.as_tensor(fobj(noisy.clone(), P.clone(), float(b))).to(torch.float64)
+
+            curves[f"your update {name or ''}"] = yours
         fig, ax = plt.subplots(figsize=(5, 3.5))
+        floor = u * M  # float64 rounding of the retrieved pattern: an exact 0 would squash the axis to 1e-300
         for lab, fn in curves.items():
             with torch.no_grad():
                 me = [float((fn(b) - P).norm(dim=-1).max()) for b in betas]
-            ax.loglog(betas, np.maximum(me, 1e-300), "o-", ms=3, label=lab)
+            ax.loglog(betas, np.maximum(me, floor), "o-", ms=3, label=lab)
         ax.axvline(beta, color="k", lw=0.6, ls=":")
+        ax.axhline(floor, color="0.6", lw=0.6, ls="--", label=f"u64·M = {floor:.2g} (errors below drawn here)")
+        ax.set_ylim(bottom=floor / 3)
         ax.set_xlabel("β")
         ax.set_ylabel("max one-step error from the noisy starts")
         ax.set_title("retrieval error against β", fontsize=9)

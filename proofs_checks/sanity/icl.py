@@ -18,9 +18,9 @@ Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
 ``--model FILE.py:NAME`` asks instead which in-context algorithm your model computes (see
 :func:`check_icl_model`): ok (exit 0) when one reference algorithm (:data:`numerics.icl_probe.EXTENDED_ALGORITHMS`)
 is *identified*: within tolerance at every prompt length probed ((1/4)² × its distance to the nearest
-distinct reference, 3 standard errors to spare); mismatch (exit 1) when every reference is beyond its
-tolerance at some length (none identified: the per-M table is the evidence) or the model returns NaN
-or inf; inconclusive (exit 3) when none is identified and one is within 3 SE of its tolerance (with
+distinct reference or to the zero prediction, 3 standard errors to spare); mismatch (exit 1) when every
+reference is beyond its tolerance at some length (none identified: the per-M table is the evidence) or
+the model returns NaN or inf; inconclusive (exit 3) when none is identified and one is within 3 SE of its tolerance (with
 the prompts that would decide). Lengths where the model raises are skipped and listed (exit 2 only
 when every length raises); the wrong shape or an integer dtype is a usage error (exit 2, one line).
 """
@@ -468,9 +468,33 @@ def _layout_call(model, layout: str, name: str = "the model"):
     return predict
 
 
-def _exposed_lsa_weights(model, d: int):
+def _exposed_lsa_weights(model, d: int, name: str = "the model"):
     """``(W_PV, W_KQ)`` as NumPy ``(d+1, d+1)`` (or a batch) when the model exposes them as attributes
-    or in its ``state_dict`` under the names ``--weights`` reads (Wpv/W_PV…, Wkq/W_KQ…); else None."""
+    or in its ``state_dict`` under the names ``--weights`` reads (Wpv/W_PV…, Wkq/W_KQ…); else a string
+    saying why not. Reading them runs the user's code (properties, ``state_dict``): inside the
+    user-code boundary (its exceptions and ``sys.exit`` are one line, exit 2)."""
+    from proofs_checks.sanity._loader import user_code
+
+    with user_code("--model", f"reading {name}'s LSA weights (attributes / state_dict)"):
+        found = _find_lsa_weights(model)
+    if len(found) != 2:
+        return ("the model exposes no LSA weights (attributes or state_dict entries Wpv/W_PV and Wkq/W_KQ "
+                f"of shape ({d + 1}, {d + 1}))" if not found else
+                f"the model exposes only {'W_PV' if 'pv' in found else 'W_KQ'} of the LSA weights")
+    try:
+        pv, kq = (np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=np.float64)
+                  for v in (found["pv"], found["kq"]))
+    except (TypeError, ValueError) as exc:
+        return f"the model's LSA weights are not numeric arrays ({exc})"
+    if not (pv.shape == kq.shape and pv.shape[-2:] == (d + 1, d + 1) and pv.ndim in (2, 3)):
+        return (f"the model exposes LSA weights of shapes W_PV {pv.shape}, W_KQ {kq.shape}, not ({d + 1}, {d + 1}) "
+                f"for d = {d} (from --lambda)")
+    if not (np.all(np.isfinite(pv)) and np.all(np.isfinite(kq))):
+        return "the model's LSA weights have non-finite entries"
+    return pv, kq
+
+
+def _find_lsa_weights(model) -> dict:
     found = {}
     for keys, what in ((_PV_KEYS, "pv"), (_KQ_KEYS, "kq")):
         for k in keys:
@@ -483,12 +507,7 @@ def _exposed_lsa_weights(model, d: int):
                 if k.split(".")[-1] in keys:
                     found[what] = v
                     break
-    if len(found) != 2:
-        return None
-    pv, kq = (np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=np.float64)
-              for v in (found["pv"], found["kq"]))
-    ok = pv.shape == kq.shape and pv.shape[-2:] == (d + 1, d + 1) and pv.ndim in (2, 3)
-    return (pv, kq) if ok and np.all(np.isfinite(pv)) and np.all(np.isfinite(kq)) else None
+    return found
 
 
 def _g3(x) -> str:
@@ -518,8 +537,10 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
                 if skipped else "")
     crit = (f"at every prompt length M = {Ms} ({P} fresh prompts each) the model's mean squared distance to an "
             f"algorithm (normalised by E y_q² = {pr['normaliser']:.3g}) must lie within {rho:g}² × that algorithm's "
-            f"distance to its nearest distinct reference (RMS ratio {rho:g} < 1/2: at most one algorithm passes), "
-            f"with {k:g} standard errors to spare (pass: d + {k:g}·SE ≤ tol; beyond: d − {k:g}·SE > tol)"
+            f"distance to its nearest distinct reference or to the zero prediction (RMS ratio {rho:g} < 1/2: at most "
+            "one algorithm passes), "
+            f"with {k:g} standard errors to spare (pass: d + {k:g}·SE ≤ tol; beyond: d − {k:g}·SE > tol, or the same "
+            "bound for the distances truncated at 4 × tol)"
             + (f"; working precision {idf['work_dtype']}: tolerance at least {idf['precision_factor']:g} × the "
                "references' distance when computed from inputs in that precision" if idf["work_dtype"] != "float64" else "")
             + skip_txt)
@@ -643,7 +664,7 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     an object that cannot be instantiated or raises at every probe length (its exception named),
     predictions of the wrong shape or a non-floating dtype. Returns an :class:`ICLModelResult`.
     """
-    from numerics.icl_probe import ALGORITHMS, ProbeOutputError, probe_algorithms, prompt_lengths
+    from numerics.icl_probe import ALGORITHMS, EXTENDED_KNN_K, ProbeOutputError, probe_algorithms, prompt_lengths
 
     if layout not in LAYOUTS:
         raise UsageError(f"--layout: must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -662,8 +683,12 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     d = int(L.shape[0])
     M = N if M is None else int(M)
     Ms = prompt_lengths(M, d) if M_values is None else sorted({int(m) for m in M_values})
-    if M_values is None and Ms[-1] <= 2 * d:  # the grid reaches beyond 2d, where the consistent algorithms meet
-        Ms.append(4 * d)
+    # the grid reaches beyond 2d, where the consistent algorithms meet, and beyond the largest k of the k-NN
+    # references, below which k-NN and the label mean coincide (d = 1, M = 2 probed only M ≤ 4: a label-mean
+    # model was indistinguishable from knn_5, and least squares up to M = 5 then the label mean was "least squares")
+    kmax = max(EXTENDED_KNN_K)
+    if M_values is None and Ms[-1] <= max(2 * d, kmax):
+        Ms.append(max(4 * d, 2 * kmax))
     if not Ms or Ms[0] < 1:
         raise UsageError(f"prompt lengths must be ≥ 1, got {Ms}")
     P = PROBE_PROMPTS[mode] if prompts is None else int(prompts)
@@ -697,11 +722,10 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
                          f"({layout} layout: {shapes}, float64, d = {d}; first at M = {first['M']})")
     verdict = _probe_verdict(pr, name)
     # the ZFB theorem on the model's own LSA weights, when it exposes them
-    weights = _exposed_lsa_weights(model, d)
-    if weights is None:
-        zfb = {"skipped": "the model exposes no LSA weights (attributes or state_dict entries Wpv/W_PV and Wkq/W_KQ "
-                          f"of shape ({d + 1}, {d + 1})), so ZFB's theorem on its weights was not checked; the probe "
-                          "above still says whether it predicts like the Γ_N-preconditioned step"}
+    weights = _exposed_lsa_weights(model, d, name)
+    if isinstance(weights, str):
+        zfb = {"skipped": f"{weights}, so ZFB's theorem on its weights was not checked; the probe above still says "
+                          "whether it predicts like the Γ_N-preconditioned step", "reason": weights}
     else:
         from numerics import icl as ni
 
@@ -714,6 +738,8 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     closest = pr["closest"]
     idf = pr.get("identification") or {}
     identified = idf.get("identified") if verdict.outcome == "ok" else None
+    if identified and identified in (pr.get("closest_group") or []):  # the same predictions: name the identified one
+        closest = identified
     doc = {"check": "icl", "kind": "model",
            "inputs": {"model": name, "layout": layout, "lambda": L.tolist(), "N": N, "M": M, "noise": float(noise),
                       "prompts_per_length": P, "M_values": Ms, "mode": mode, "seed": seed, "device": device, "tol": tol},
@@ -744,12 +770,12 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     lines.append(f"{'(risk of the model)':<{w}}" + "".join(
         f"{f'{v:.3g} ± {s:.1g}':>20}" for v, s in zip(pr["risk_model"], pr["risk_model_se"])))
     lines.append("(× beyond the tolerance at that M, ? undecided; tolerance = (1/4)² × the distance from the algorithm to "
-                 "its nearest distinct reference)")
+                 "its nearest distinct reference or to the zero prediction)")
     lines.append(f"plain GD step η* = {pr['gd_step']:.4g}; ridge λ = σ² = {pr['ridge_lambda']:.4g}; ridge_lambda_grid λ = "
                  f"{pr['ridge_grid_lambda']:.3g} (grid 1e-4 … 1e2); k-NN k = {pr['knn_k']} (knn_1, knn_5: k = 1, 5)"
                  + (f"; equivalent here: {', '.join(' = '.join(g) for g in pr['equivalent'])}" if pr["equivalent"] else ""))
     if "skipped" in zfb:
-        lines.append("ZFB theorem on the weights: skipped (the model exposes no LSA weights Wpv/W_PV, Wkq/W_KQ)")
+        lines.append(f"ZFB theorem on the weights: skipped ({zfb['reason']})")
     else:
         lines.append(f"ZFB theorem on the exposed LSA weights: {zfb['outcome']}: {zfb['summary']} "
                      f"(‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:g})")
@@ -772,7 +798,8 @@ def _per_m_table(pr: dict) -> list[dict]:
             cell = {"distance": pr["distance"][a][i], "se": pr["distance_se"][a][i]}
             if idf:
                 t = idf["table"][a][i]
-                cell.update(tolerance=t["tolerance"], status=t["status"], nearest_reference=t["nearest_reference"])
+                cell.update(tolerance=t["tolerance"], status=t["status"], nearest_reference=t["nearest_reference"],
+                            truncated_lower_bound=t.get("truncated_lower_bound"))
             row["algorithms"][a] = cell
         rows.append(row)
     return rows

@@ -177,7 +177,7 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
     doc["certified"] = bool(search["certified"])
     figures = {}
     if len(cand.vars) >= 1:
-        figures["level_sets"] = lambda: _figure(cand, region)
+        figures["level_sets"] = lambda: _figure(cand, region, doc.get("counterexample"))
     if search["certified"]:
         uV, uD = search["used"]["V"], search["used"]["decay"]
         doc["certificate"] = {"p": str(uV.margin), "q": str(uD.margin), "eps": str(eps),
@@ -225,8 +225,10 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
     return SanityResult("lyapunov", doc, v, [], lines, figures)
 
 
-def _figure(cand, region):
-    """Level sets of V in the plane of the first two variables (others 0) with the sign of ∇V·f."""
+def _figure(cand, region, ce=None):
+    """Level sets of V in the plane of the first two variables (others 0) with the sign of ∇V·f; a
+    counterexample ``ce`` (its JSON) is marked, the window widened to hold it and, in more than two
+    variables, the plane taken through it."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -234,10 +236,15 @@ def _figure(cand, region):
 
     _, Vf, Df = lambdify_candidate(cand)
     n = len(cand.vars)
+    pt = None if not ce else np.asarray(ce["point_float"], dtype=float)
     R = 2.0 if region is None else float(region)
+    if pt is not None and region is None:
+        R = max(R, 1.25 * float(np.abs(pt[:2]).max()))
     g = np.linspace(-R, R, 201)
     A, B = np.meshgrid(g, g)
     X = np.zeros(A.shape + (n,))
+    if pt is not None and n > 2:
+        X[..., 2:] = pt[2:]
     X[..., 0] = A
     if n > 1:
         X[..., 1] = B
@@ -247,9 +254,16 @@ def _figure(cand, region):
     ax.contourf(A, B, np.sign(Dv), levels=[-1.5, -0.5, 0.5, 1.5], colors=["#cfe8cf", "#eeeeee", "#f4c7c3"], alpha=0.8)
     cs = ax.contour(A, B, Vv, levels=12, colors="k", linewidths=0.7)
     ax.clabel(cs, fontsize=6)
+    if pt is not None:
+        ax.plot([pt[0]], [pt[1] if n > 1 else 0.0], "rx", ms=9, mew=2,
+                label=f"counterexample: {'V ≤ 0' if ce['condition'] == 'V > 0' else '∇V·f ≥ 0'}")
+        ax.legend(fontsize=7, loc="upper right")
+    if region is not None and n > 1:
+        ax.add_patch(plt.Circle((0, 0), float(region), fill=False, ls="--", lw=0.8, color="0.3"))
     ax.set_xlabel(str(cand.vars[0]))
     ax.set_ylabel(str(cand.vars[1]) if n > 1 else "(one variable)")
-    ax.set_title("level sets of V; green ∇V·f < 0, red ∇V·f > 0" + ("" if n <= 2 else " (other variables 0)"), fontsize=8)
+    others = "" if n <= 2 else (" (other variables 0)" if pt is None else " (other variables at the counterexample)")
+    ax.set_title("level sets of V; green ∇V·f < 0, red ∇V·f > 0" + others, fontsize=8)
     return fig
 
 
