@@ -188,3 +188,45 @@ def test_bare_multihead_attention_is_called_as_self_attention(batch_first):
     m = C.torch.nn.MultiheadAttention(16, 4, batch_first=batch_first)
     r = check(m, causal=True)
     assert r.outcome == "ok" and not r.doc["hints"], str(r)
+
+
+@pytest.mark.parametrize("make, kw", [
+    (C.GQAFusedWidths, {"causal": True}),  # GQA split found without declared head counts
+    (C.ConvOnly, {}),  # D read from a Conv1D / 1×1 convolution
+    (C.RotaryAnglesF32, {"causal": True, "positional": "rope", "seq_len": "2,5,17,40"}),  # float32 angles only
+])
+def test_more_layouts_and_partial_float32_are_ok(make, kw):
+    r = check(make(), **kw)
+    assert r.outcome == "ok", str(r)
+    if make is C.RotaryAnglesF32:
+        assert r.doc["inputs"]["working_precision"]["dtype"] == "float32"
+    if make is C.GQAFusedWidths:
+        assert "4 head(s), 2 key/value head(s)" in r.doc["inputs"]["mapping"]
+
+
+def test_hint_for_a_wrong_declaration_of_a_float32_internal_module():
+    """Float32 internals cannot be found from a wrong declaration: the variants are judged by the
+    float32 rule too, so the hint still names the change."""
+    r = check(C.RotaryAnglesF32(), causal=True, positional="rope", rope_base=500000.0, seq_len="5,17,40")
+    assert r.outcome == "mismatch" and "--rope-base 10000 (with float32 internals)" in r.verdict.suggestion, str(r)
+
+
+@pytest.mark.parametrize("make, kw", [
+    (C.softcap_after_mask, {"causal": True, "softcap": 30.0}),
+    (C.HalfLogits, {"causal": True, "dtype": "float32"}),
+])
+def test_other_bugs_are_not_blamed_on_the_scale(make, kw):
+    """A leak or half-precision logits are not a wrong scale: the fitted scale absorbs part of the
+    difference, so scale_1_over_sqrt_dk does not run (and no hint names the scale)."""
+    r = check(make(), **kw)
+    p = by_name(r)["scale_1_over_sqrt_dk"]
+    assert r.outcome == "mismatch" and p["status"] == "skip" and "not the logit scale" in p["detail"], str(r)
+    assert "scale" not in (r.verdict.suggestion or "")
+    if make is C.HalfLogits:
+        assert "--compute-dtype" in r.verdict.suggestion  # half-precision logits named
+
+
+def test_nan_outputs_are_not_reported_as_a_leak():
+    r = check(C.BatchStabiliser(), causal=True)
+    p = by_name(r)["causal_no_future_leak"]
+    assert "LEAK" not in p["detail"], p
