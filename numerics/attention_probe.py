@@ -551,6 +551,7 @@ class AttentionProbe:
         of a last chunk and position bugs)."""
         name = "prefix_consistency"
         worst = None
+        raised: dict[int, str] = {}
         for T in self.outs:
             if T < 3:
                 continue
@@ -564,18 +565,28 @@ class AttentionProbe:
                 try:
                     o = self.run(self.xs[T][:, :t])[1].detach().double().cpu()
                 except Exception as exc:
-                    return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {type(exc).__name__}: {exc} "
-                                    f"at T = {t}", {}, True)
+                    # a length the module does not run at: reported by runs_at_every_length when it is a
+                    # probe length, named here otherwise; the prefix is judged at the other cuts
+                    raised.setdefault(t, f"{type(exc).__name__}: {exc}")
+                    continue
+                if not torch.isfinite(o).all() and torch.isfinite(self.outs[T][:, :t]).all():
+                    raised.setdefault(t, "NaN/inf outputs (see finite_output)")
+                    continue
                 e = _rel(o, self.outs[T][:, :t], float(self.outs[T].abs().max()))
                 r = e / (2 * tol) if math.isfinite(e) else float("inf")
                 if worst is None or r > worst[0]:
                     worst = (r, e, 2 * tol, just, T, t)
+        note = ""
+        if raised:
+            t0 = min(raised)
+            note = (f"; the module raised or gave NaN/inf at cut length{'s' if len(raised) > 1 else ''} "
+                    f"{', '.join(map(str, sorted(raised)))} ({raised[t0]}), not judged there")
         if worst is None:
-            return _skip(name, "no length ≥ 3 ran", True)
+            return _skip(name, "no length ≥ 3 ran" + (" at any cut" + note if raised else ""), True)
         _, e, tol, just, T, t = worst
         detail = (f"outputs 0…{t - 1} of a length-{T} probe against the same probe cut to length {t}: relative "
                   f"difference {e:.3g}" + ("; the prefix's outputs depend on the length (chunk padding, or positions "
-                                          "counted from the end?)" if not e <= tol else ""))
+                                          "counted from the end?)" if not e <= tol else "") + note)
         return _judge(name, e, tol, "2 × the forward tolerance (each side within it of the reference): " + just,
                       detail, central=True)
 

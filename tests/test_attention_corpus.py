@@ -230,3 +230,14 @@ def test_nan_outputs_are_not_reported_as_a_leak():
     r = check(C.BatchStabiliser(), causal=True)
     p = by_name(r)["causal_no_future_leak"]
     assert "LEAK" not in p["detail"], p
+
+
+def test_nan_or_raising_lengths_leave_the_others_judged():
+    """NaN at one length fails finite_output only; a module raising at some cut lengths is judged
+    at the others (runs_at_every_length names the probe lengths)."""
+    r = check(C.NaNAtLengthOne(), causal=True)
+    assert r.failed == ["finite_output"] and "judged at the finite lengths 2, 5, 17, 33" in str(r), str(r)
+    assert by_name(r)["matches_reference"]["status"] == "pass"
+    r = check(C.EvenLengthsOnly(), causal=True, seq_len="5,17,40")
+    assert r.failed == ["runs_at_every_length"], str(r)
+    assert "not judged there" in by_name(r)["prefix_consistency"]["detail"]

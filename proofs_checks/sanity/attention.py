@@ -388,6 +388,14 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         T0 = min(probe.raised)
         raise UsageError(f"{label}: {name} raised {probe.raised[T0]} on a ({B}, {T0}, {D}) {dtype} input on {device} "
                          f"(and at every other probe length: {', '.join(map(str, sorted(probe.raised)))})")
+    # lengths with NaN/inf outputs fail finite_output; the other lengths are still judged
+    all_outs = dict(probe.outs)
+    bad_T = [T for T, o in all_outs.items() if not torch.isfinite(o).all()]
+    if bad_T and len(bad_T) < len(all_outs):
+        for T in bad_T:
+            probe.outs.pop(T)
+            probe.xs.pop(T)
+            getattr(probe, "weights", {}).pop(T, None)
 
     # choose the mapping candidate that agrees best with the object, at a middle length
     alts = []
@@ -469,12 +477,14 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         props.append(ap.Property("runs_at_every_length", "fail", float(len(Tb)), 0.0, "every probe length must run",
                                  f"raised at T = {', '.join(map(str, Tb))}: {probe.raised[Tb[0]]} (the other lengths "
                                  "are still judged; --seq-len chooses the lengths)"))
-    pf = ap.prop_finite(probe.outs)
+    pf = ap.prop_finite(all_outs)
+    if pf.status == "fail" and probe.outs and len(probe.outs) < len(all_outs):
+        pf.detail += f"; the other properties are judged at the finite lengths {', '.join(map(str, probe.outs))}"
     props.append(pf)
     H = mp.heads if mp is not None else (H_hint or 1)
     info.update({"heads": H, "kv_heads": mp.kv_heads if mp is not None else None,
                  "mapping": mp.source if mp is not None else None})
-    if pf.status == "fail":
+    if pf.status == "fail" and len(probe.outs) == len(all_outs):
         props.append(ap.Property("remaining_properties", "skip", None, None, "",
                                  "not measured: the outputs on the probe are not finite", central=True))
     else:

@@ -455,3 +455,20 @@ class ConvOnly(nn.Module):
         q, k, v = (_heads(t, 2) for t in self.c_attn(x).split(16, -1))
         o = _merge(torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(8), -1) @ v)
         return self.proj(o.transpose(1, 2)).transpose(1, 2)
+
+
+class NaNAtLengthOne(Plain):
+    """A length normalisation ``(T − 1)/(T − 1)``: NaN at T = 1, exact elsewhere."""
+
+    def forward(self, x):
+        T = x.shape[1]
+        return super().forward(x) * (T - 1) / (T - 1)
+
+
+class EvenLengthsOnly(Plain):
+    """Raises on odd lengths above 4 (a kernel that needs pairs of tokens)."""
+
+    def forward(self, x):
+        if x.shape[1] % 2 and x.shape[1] > 4:
+            raise ValueError("odd length")
+        return super().forward(x)
