@@ -221,10 +221,18 @@ def _variants(st, m, alts):
                 out.append((f"--window {W}", st.variant(window=(W - 1, 0)), None))
     if st.window is not None:
         out.append(("no window", st.variant(window=None), None))
+        if not st.causal:  # two-sided: swapped, off by one, symmetric
+            L, R = st.window
+            pairs = [(R, L), (L + 1, R), (L, R + 1), (L - 1, R), (L, R - 1)] + [(w, w) for w in (1, 2, 4, 8, 16, 32,
+                                                                                                 64, 128, 256)]
+            for L2, R2 in dict.fromkeys(pairs):
+                if min(L2, R2) >= 0 and (L2, R2) != (L, R):
+                    out.append((f"--window {L2},{R2}", st.variant(window=(L2, R2)), None))
     dk = m.d_k
+    rdims = [None] + [r for r in dict.fromkeys((dk // 2, dk // 4, 32, 64)) if 2 <= r < dk and r % 2 == 0]
     for conv in ("half", "interleaved"):
         for base in (10000.0, 500000.0, 1000000.0, 100.0):
-            for dims in (None, dk // 2):
+            for dims in rdims:
                 s2 = st.variant(positional="rope", rope_convention=conv, rope_base=base, rope_dims=dims)
                 if s2 != st:
                     out.append((f"--positional rope --rope-convention {conv} --rope-base {base:g}"

@@ -472,3 +472,14 @@ class EvenLengthsOnly(Plain):
         if x.shape[1] % 2 and x.shape[1] > 4:
             raise ValueError("odd length")
         return super().forward(x)
+
+
+class TwoSidedWindow(Plain):
+    """Non-causal window: query t sees keys t−2 … t+1 (FlashAttention's window_size = (2, 1))."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__(dim, heads, False)
+
+    def mask(self, T, device):
+        t = torch.arange(T, device=device)
+        return (t[:, None] - t[None, :] <= 2) & (t[None, :] - t[:, None] <= 1)
