@@ -154,6 +154,7 @@ def test_cli_inconclusive_exit_3_and_sibling_import():
     (("--seq-len", "0,5"), "between 1 and"),
     (("--rope-dims", "4"), "need --positional rope"),
     (("--max-memory", "1e-6"), "over the limit"),
+    (("--heads", "3"), "which that head count cannot split; counts that fit: 4 heads"),  # 3 ∤ 32
 ])
 def test_bad_flags_one_line(args, frag):
     code, _, err = invoke("check", "attention", "--module", f"{MOD}:Plain", "--quick", "--no-progress", *args)

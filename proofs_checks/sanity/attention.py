@@ -360,6 +360,17 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         cands = [mp]
     else:
         cands = find_mappings(f, D, heads, kv_heads)
+        if not cands and (heads is not None or kv_heads is not None):
+            free = find_mappings(f, D)
+            if free:  # the weights are there, but the declared head counts cannot split them
+                c0 = free[0]
+                fits = sorted({(c.heads, c.kv_heads) for c in free})
+                decl = " ".join(f"{n} {v}" for n, v in (("--heads", heads), ("--kv-heads", kv_heads)) if v is not None)
+                raise UsageError(
+                    f"{decl}: the projections found ({c0.source.split(';')[0].removeprefix('declared: ')}) have "
+                    f"widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, v {c0.wv.shape[0]}, which that head count cannot "
+                    "split; counts that fit: " + ", ".join(f"{h} heads" + (f" / {k} key/value heads" if k != h else "")
+                                                           for h, k in fits[:8]))
     hook = note or None
     H_hint = heads or head_count_hint(f)
     st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap)
