@@ -92,6 +92,7 @@ def test_half_precision_logits_caught_in_a_float32_module():
     (C.MHATimeFirst, {"causal": True}, "batch and time axes are mixed"),
     (C.Plain, {"causal": True, "heads": 2}, "4 heads"),
     (C.TwoSidedWindow, {"window": "1,2"}, "--window 2,1 instead"),  # two-sided, swapped
+    (C.GQAWindow, {"causal": True}, "--window 4 instead"),  # the layout is chosen under the right change
 ])
 def test_hints_name_the_cause(make, kw, hint):
     r = check(make(), **kw)

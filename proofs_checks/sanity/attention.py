@@ -442,7 +442,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
 
                 def best(t):
                     errs = [t[0]]
-                    for v in loose:
+                    # the simple changes, then every change of the declaration the hints try (a window,
+                    # RoPE base or dims, ALiBi, a cap): the layout must not be picked under the wrong one
+                    for v in loose + [v for _, v, mm in _variants(t[3], t[2], []) if mm is None]:
                         try:
                             with torch.no_grad():
                                 errs.append(ap._rel(probe.outs[Tm], probe.reference(probe.xs[Tm], st=v, m=t[2])))
@@ -450,12 +452,17 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                             continue
                     return min(e for e in errs if math.isfinite(e)) if any(math.isfinite(e) for e in errs) else 1e300
 
-                scored = sorted(scored, key=lambda t: (best(t), t[1]))
-            if scored[0][0] > 1e-6 and len({(c.heads, c.kv_heads, c.kv_grouping) for _, _, c, _ in scored}) > 1 \
+                bests = {t[1]: best(t) for t in scored}
+                scored = sorted(scored, key=lambda t: (bests[t[1]], t[1]))
+            else:
+                bests = {t[1]: t[0] for t in scored}
+            if bests[scored[0][1]] > 1e-6 and len({(c.heads, c.kv_heads, c.kv_grouping) for _, _, c, _ in scored}) > 1 \
                     and heads is None and min(_free_scale_residual(probe, t[2], t[3], Tm) for t in scored[:1]) > 1e-6:
-                # nothing fits at 1/√d_k and the head count is not declared: a wrong scale must not pick
-                # the head count, so rank the candidates by their residual at their best scale
-                scored = sorted(scored, key=lambda t: (_free_scale_residual(probe, t[2], t[3], Tm), t[1]))
+                # nothing fits at 1/√d_k, under the declaration or a change of it, and the head count is not
+                # declared: a wrong scale must not pick the head count, so rank the candidates by their
+                # residual at their best scale
+                scored = sorted(scored, key=lambda t: (min(bests[t[1]], _free_scale_residual(probe, t[2], t[3], Tm)),
+                                                       t[1]))
             _, _, mp, st = scored[0]
             probe.st = st
             probe.m = mp

@@ -483,3 +483,18 @@ class TwoSidedWindow(Plain):
     def mask(self, T, device):
         t = torch.arange(T, device=device)
         return (t[:, None] - t[None, :] <= 2) & (t[None, :] - t[:, None] <= 1)
+
+
+class GQAWindow(GQA):
+    """Grouped-query attention (4 query heads, 2 key/value heads) with a causal sliding window of 4
+    keys (Mistral's layout)."""
+
+    def forward(self, x):
+        T = x.shape[1]
+        q = _heads(self.q_proj(x), self.num_heads)
+        k = _heads(self.k_proj(x), self.num_key_value_heads).repeat_interleave(2, 1)
+        v = _heads(self.v_proj(x), self.num_key_value_heads).repeat_interleave(2, 1)
+        t = torch.arange(T)
+        ok = (t[None, :] <= t[:, None]) & (t[:, None] - t[None, :] < 4)
+        s = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~ok, float("-inf"))
+        return self.o_proj(_merge(torch.softmax(s, -1) @ v))
