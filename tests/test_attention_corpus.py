@@ -197,11 +197,12 @@ def test_bare_multihead_attention_is_called_as_self_attention(batch_first):
     (C.GQAFusedWidths, {"causal": True}),  # GQA split found without declared head counts
     (C.ConvOnly, {}),  # D read from a Conv1D / 1×1 convolution
     (C.RotaryAnglesF32, {"causal": True, "positional": "rope", "seq_len": "2,5,17,40"}),  # float32 angles only
+    (C.RotaryFreqsF32, {"causal": True, "positional": "rope", "seq_len": "2,5,17,40"}),  # float32 frequencies
 ])
 def test_more_layouts_and_partial_float32_are_ok(make, kw):
     r = check(make(), **kw)
     assert r.outcome == "ok", str(r)
-    if make is C.RotaryAnglesF32:
+    if make in (C.RotaryAnglesF32, C.RotaryFreqsF32):
         assert r.doc["inputs"]["working_precision"]["dtype"] == "float32"
     if make is C.GQAFusedWidths:
         assert "4 head(s), 2 key/value head(s)" in r.doc["inputs"]["mapping"]

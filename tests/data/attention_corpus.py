@@ -498,3 +498,23 @@ class GQAWindow(GQA):
         ok = (t[None, :] <= t[:, None]) & (t[:, None] - t[None, :] < 4)
         s = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~ok, float("-inf"))
         return self.o_proj(_merge(torch.softmax(s, -1) @ v))
+
+
+class RotaryFreqsF32(Plain):
+    """RoPE whose frequencies were computed in float32 (a float32 buffer, as local-attention's, cast
+    with the module): angles and the rest in the input dtype."""
+
+    def forward(self, x):
+        q, k, v = self.qkv(x)
+        d, T = q.shape[-1], x.shape[1]
+        inv = (1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))).to(x.dtype)
+        ang = torch.arange(T, dtype=x.dtype)[:, None] * inv[None]
+        ang = torch.cat([ang, ang], -1)
+        cos, sin = ang.cos(), ang.sin()
+
+        def rot(t):
+            a, b = t[..., : d // 2], t[..., d // 2:]
+            return t * cos + torch.cat([-b, a], -1) * sin
+
+        s = self.logits(rot(q), rot(k)).masked_fill(~self.mask(T, x.device), float("-inf"))
+        return self.o_proj(_merge(torch.softmax(s, -1) @ v))
