@@ -237,6 +237,7 @@ class AttentionProbe:
         self.outs: dict[int, torch.Tensor] = {}
         self.xs: dict[int, torch.Tensor] = {}
         self.raised: dict[int, str] = {}
+        self.nonfinite_lengths: set[int] = set()  # probe lengths left out for NaN/inf outputs (the caller's)
         self.precision: Precision | None = None
         self.e_plain: dict[tuple[int, str], float] = {}
         self.L: dict[int, float] = {}
@@ -581,6 +582,13 @@ class AttentionProbe:
             t0 = min(raised)
             note = (f"; the module raised or gave NaN/inf at cut length{'s' if len(raised) > 1 else ''} "
                     f"{', '.join(map(str, sorted(raised)))} ({raised[t0]}), not judged there")
+        # a cut length that is not a probe length is a finding of its own: nothing else reports it
+        new = sorted(t for t in raised if t not in self.raised and t not in self.nonfinite_lengths)
+        if new:
+            return Property(name, "fail", float("inf"), 0.0, "every cut length must run and be finite",
+                            f"the module raised or gave NaN/inf at cut length{'s' if len(new) > 1 else ''} "
+                            f"{', '.join(map(str, new))} ({raised[new[0]]}), which the probe lengths did not show "
+                            "(--seq-len chooses them)", {}, True)
         if worst is None:
             return _skip(name, "no length ≥ 3 ran" + (" at any cut" + note if raised else ""), True)
         _, e, tol, just, T, t = worst

@@ -243,5 +243,13 @@ def test_nan_or_raising_lengths_leave_the_others_judged():
     assert r.failed == ["finite_output"] and "judged at the finite lengths 2, 5, 17, 33" in str(r), str(r)
     assert by_name(r)["matches_reference"]["status"] == "pass"
     r = check(C.EvenLengthsOnly(), causal=True, seq_len="5,17,40")
-    assert r.failed == ["runs_at_every_length"], str(r)
-    assert "not judged there" in by_name(r)["prefix_consistency"]["detail"]
+    assert r.failed == ["runs_at_every_length", "prefix_consistency"], str(r)
+    assert by_name(r)["matches_reference"]["status"] == "pass"
+    assert "cut lengths 9, 33, 39" in by_name(r)["prefix_consistency"]["detail"]  # not probe lengths: named
+
+
+def test_raising_only_at_a_cut_length_is_not_ok():
+    """A module raising at odd lengths probed at even lengths only: the prefix cuts find it."""
+    r = check(C.EvenLengthsOnly(), causal=True, seq_len="2,4,16,32")
+    assert r.outcome == "mismatch" and r.failed == ["prefix_consistency"], str(r)
+    assert "which the probe lengths did not show" in by_name(r)["prefix_consistency"]["detail"]

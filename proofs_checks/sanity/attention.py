@@ -411,6 +411,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     all_outs = dict(probe.outs)
     bad_T = [T for T, o in all_outs.items() if not torch.isfinite(o).all()]
     if bad_T and len(bad_T) < len(all_outs):
+        probe.nonfinite_lengths = set(bad_T)
         for T in bad_T:
             probe.outs.pop(T)
             probe.xs.pop(T)
