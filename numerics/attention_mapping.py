@@ -167,6 +167,25 @@ def _head_options(dq: int, dk_w: int, dv: int, heads: int | None, kv: int | None
     return opts
 
 
+def _gqa_splits(n3: int, D: int, heads: int | None, kv: int | None) -> list[tuple[int, int, int]]:
+    """``(heads, kv_heads, d)`` with ``n3 = (heads + 2·kv_heads)·d`` and ``kv_heads`` a proper divisor of
+    ``heads``: the declared counts, or (undeclared) every count up to 16 whose query width is ``D``.
+
+    >>> _gqa_splits(64, 32, None, None)
+    [(2, 1, 16), (4, 2, 8), (8, 4, 4), (16, 8, 2)]
+    """
+    out = []
+    for h in ([heads] if heads else range(2, 17)):
+        for hk in ([kv] if kv else [k for k in range(1, h) if h % k == 0]):
+            if hk >= h or h % hk or n3 % (h + 2 * hk):
+                continue
+            d = n3 // (h + 2 * hk)
+            if heads is None and h * d != D:
+                continue
+            out.append((h, hk, d))
+    return out
+
+
 def _triples(mod: Any, prefix: str, heads: int | None, kv: int | None) -> list[tuple]:
     qs, ks, vs = _lin(mod, _Q, prefix), _lin(mod, _K, prefix), _lin(mod, _V, prefix)
     out = []
@@ -199,12 +218,10 @@ def _triples(mod: Any, prefix: str, heads: int | None, kv: int | None) -> list[t
                 parts = [(Wr[:, i].reshape(n, W.shape[1]), None if br is None else br[:, i].reshape(n),
                           label + f"[{'qkv'[i]}, per head]") for i in range(3)]
                 out.append((parts[0], parts[1], parts[2], f"h={h}"))
-        if heads and kv and kv != heads:  # GQA, fused [q; k; v] of unequal widths
-            d = None
-            if n3 % (heads + 2 * kv) == 0:
-                d = n3 // (heads + 2 * kv)
-            if d:
-                sizes = [heads * d, kv * d, kv * d]
+        # GQA, fused [q; k; v] of unequal widths (the head counts themselves are tried by the caller)
+        for sizes in dict.fromkeys((h * d, hk * d, hk * d) for h, hk, d in _gqa_splits(n3, W.shape[1], heads, kv)):
+            if sizes[1] != sizes[0]:
+                sizes = list(sizes)
                 ws = W.split(sizes)
                 bb = b.split(sizes) if b is not None else (None, None, None)
                 out.append(((ws[0], bb[0], label + "[q]"), (ws[1], bb[1], label + "[k]"),
@@ -255,7 +272,7 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                     continue
                 src = (f"declared: {q[2]}, {k[2]}, {v[2]}, {ol}; {h} head(s)"
                        + (f", {hk} key/value head(s)" if hk != h else ""))
-                for grouping in (("interleave", "tile") if hk != h else ("interleave",)):
+                for grouping in (("interleave", "tile") if 1 < hk < h else ("interleave",)):
                     mp = Mapping(q[0], q[1], k[0], k[1], v[0], v[1], wo, bo, h,
                                  src + ("" if hk == h else f" (query head h uses key/value head "
                                         f"{'h // ' + str(h // hk) if grouping == 'interleave' else 'h % ' + str(hk)})"),

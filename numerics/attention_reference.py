@@ -168,8 +168,11 @@ def rope_rotate(t: torch.Tensor, *, base: float, dims: int | None, convention: s
     if r <= 0:
         return t
     T = t.shape[-2]
-    inv = base ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)  # (r/2,)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]  # (T, r/2)
+    # the angles in the working precision too ("entirely in p"), float32 for the half precisions (as
+    # every implementation: Hugging Face computes them in float32 with autocast off)
+    adt = torch.float64 if t.dtype == torch.float64 else torch.float32
+    inv = base ** (-torch.arange(0, r, 2, dtype=adt) / r)  # (r/2,)
+    ang = torch.arange(T, dtype=adt)[:, None] * inv[None]  # (T, r/2)
     cos, sin = torch.cos(ang).to(t.dtype).to(t.device), torch.sin(ang).to(t.dtype).to(t.device)
     rot, rest = t[..., :r], t[..., r:]
     if convention == "interleaved":

@@ -91,6 +91,8 @@ def test_half_precision_logits_caught_in_a_float32_module():
      "--rope-convention half"),
     (C.MHATimeFirst, {"causal": True}, "batch and time axes are mixed"),
     (C.Plain, {"causal": True, "heads": 2}, "4 heads"),
+    (C.TwoSidedWindow, {"window": "1,2"}, "--window 2,1 instead"),  # two-sided, swapped
+    (C.GQAWindow, {"causal": True}, "--window 4 instead"),  # the layout is chosen under the right change
 ])
 def test_hints_name_the_cause(make, kw, hint):
     r = check(make(), **kw)
@@ -153,6 +155,7 @@ def test_cli_inconclusive_exit_3_and_sibling_import():
     (("--seq-len", "0,5"), "between 1 and"),
     (("--rope-dims", "4"), "need --positional rope"),
     (("--max-memory", "1e-6"), "over the limit"),
+    (("--heads", "3"), "which that head count cannot split; counts that fit: 4 heads"),  # 3 ∤ 32
 ])
 def test_bad_flags_one_line(args, frag):
     code, _, err = invoke("check", "attention", "--module", f"{MOD}:Plain", "--quick", "--no-progress", *args)
@@ -188,3 +191,65 @@ def test_bare_multihead_attention_is_called_as_self_attention(batch_first):
     m = C.torch.nn.MultiheadAttention(16, 4, batch_first=batch_first)
     r = check(m, causal=True)
     assert r.outcome == "ok" and not r.doc["hints"], str(r)
+
+
+@pytest.mark.parametrize("make, kw", [
+    (C.GQAFusedWidths, {"causal": True}),  # GQA split found without declared head counts
+    (C.ConvOnly, {}),  # D read from a Conv1D / 1×1 convolution
+    (C.RotaryAnglesF32, {"causal": True, "positional": "rope", "seq_len": "2,5,17,40"}),  # float32 angles only
+    (C.RotaryFreqsF32, {"causal": True, "positional": "rope", "seq_len": "2,5,17,40"}),  # float32 frequencies
+])
+def test_more_layouts_and_partial_float32_are_ok(make, kw):
+    r = check(make(), **kw)
+    assert r.outcome == "ok", str(r)
+    if make in (C.RotaryAnglesF32, C.RotaryFreqsF32):
+        assert r.doc["inputs"]["working_precision"]["dtype"] == "float32"
+    if make is C.GQAFusedWidths:
+        assert "4 head(s), 2 key/value head(s)" in r.doc["inputs"]["mapping"]
+
+
+def test_hint_for_a_wrong_declaration_of_a_float32_internal_module():
+    """Float32 internals cannot be found from a wrong declaration: the variants are judged by the
+    float32 rule too, so the hint still names the change."""
+    r = check(C.RotaryAnglesF32(), causal=True, positional="rope", rope_base=500000.0, seq_len="5,17,40")
+    assert r.outcome == "mismatch" and "--rope-base 10000 (with float32 internals)" in r.verdict.suggestion, str(r)
+
+
+@pytest.mark.parametrize("make, kw", [
+    (C.softcap_after_mask, {"causal": True, "softcap": 30.0}),
+    (C.HalfLogits, {"causal": True, "dtype": "float32"}),
+])
+def test_other_bugs_are_not_blamed_on_the_scale(make, kw):
+    """A leak or half-precision logits are not a wrong scale: the fitted scale absorbs part of the
+    difference, so scale_1_over_sqrt_dk does not run (and no hint names the scale)."""
+    r = check(make(), **kw)
+    p = by_name(r)["scale_1_over_sqrt_dk"]
+    assert r.outcome == "mismatch" and p["status"] == "skip" and "not the logit scale" in p["detail"], str(r)
+    assert "scale" not in (r.verdict.suggestion or "")
+    if make is C.HalfLogits:
+        assert "--compute-dtype" in r.verdict.suggestion  # half-precision logits named
+
+
+def test_nan_outputs_are_not_reported_as_a_leak():
+    r = check(C.BatchStabiliser(), causal=True)
+    p = by_name(r)["causal_no_future_leak"]
+    assert "LEAK" not in p["detail"], p
+
+
+def test_nan_or_raising_lengths_leave_the_others_judged():
+    """NaN at one length fails finite_output only; a module raising at some cut lengths is judged
+    at the others (runs_at_every_length names the probe lengths)."""
+    r = check(C.NaNAtLengthOne(), causal=True)
+    assert r.failed == ["finite_output"] and "judged at the finite lengths 2, 5, 17, 33" in str(r), str(r)
+    assert by_name(r)["matches_reference"]["status"] == "pass"
+    r = check(C.EvenLengthsOnly(), causal=True, seq_len="5,17,40")
+    assert r.failed == ["runs_at_every_length", "prefix_consistency"], str(r)
+    assert by_name(r)["matches_reference"]["status"] == "pass"
+    assert "cut lengths 9, 33, 39" in by_name(r)["prefix_consistency"]["detail"]  # not probe lengths: named
+
+
+def test_raising_only_at_a_cut_length_is_not_ok():
+    """A module raising at odd lengths probed at even lengths only: the prefix cuts find it."""
+    r = check(C.EvenLengthsOnly(), causal=True, seq_len="2,4,16,32")
+    assert r.outcome == "mismatch" and r.failed == ["prefix_consistency"], str(r)
+    assert "which the probe lengths did not show" in by_name(r)["prefix_consistency"]["detail"]

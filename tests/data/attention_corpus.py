@@ -400,3 +400,121 @@ def masked_inverted():
 def masked_nan_rows():
     """A fully masked row is a softmax over −∞ only: NaN."""
     return Masked(nan_rows=True)
+
+
+class GQAFusedWidths(nn.Module):
+    """Grouped-query attention through one fused projection of unequal widths ``[q (D); k (D/2); v
+    (D/2)]`` (4 query heads, 2 key/value heads) that declares no head counts by attribute."""
+
+    def __init__(self, dim=32):
+        super().__init__()
+        self.dim = dim
+        self.Wqkv = nn.Linear(dim, 2 * dim)
+        self.out_proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        D = self.dim
+        q, k, v = self.Wqkv(x).split([D, D // 2, D // 2], -1)
+        q, k, v = _heads(q, 4), _heads(k, 2).repeat_interleave(2, 1), _heads(v, 2).repeat_interleave(2, 1)
+        s = (q @ k.transpose(-1, -2) / math.sqrt(D // 4)).masked_fill(~torch.ones(x.shape[1], x.shape[1],
+                                                                                 dtype=torch.bool).tril(), float("-inf"))
+        return self.out_proj(_merge(torch.softmax(s, -1) @ v))
+
+
+class RotaryAnglesF32(Plain):
+    """RoPE whose angles are computed in float32 whatever the input dtype (Hugging Face's rotary
+    embedding, local-attention's): the rest of the module runs in the input dtype."""
+
+    def forward(self, x):
+        q, k, v = self.qkv(x)
+        d, T = q.shape[-1], x.shape[1]
+        inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None]
+        ang = torch.cat([ang, ang], -1)
+        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+
+        def rot(t):
+            a, b = t[..., : d // 2], t[..., d // 2:]
+            return t * cos + torch.cat([-b, a], -1) * sin
+
+        s = self.logits(rot(q), rot(k)).masked_fill(~self.mask(T, x.device), float("-inf"))
+        return self.o_proj(_merge(torch.softmax(s, -1) @ v))
+
+
+class ConvOnly(nn.Module):
+    """Projections that are Hugging Face Conv1D (qkv) and a 1×1 convolution (output), no attribute
+    naming the width: D is read from the projections."""
+
+    def __init__(self):
+        super().__init__()
+        self.c_attn = HFConv1D(48, 16)
+        self.proj = nn.Conv1d(16, 16, 1)
+        self.n_head = 2
+
+    def forward(self, x):
+        q, k, v = (_heads(t, 2) for t in self.c_attn(x).split(16, -1))
+        o = _merge(torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(8), -1) @ v)
+        return self.proj(o.transpose(1, 2)).transpose(1, 2)
+
+
+class NaNAtLengthOne(Plain):
+    """A length normalisation ``(T − 1)/(T − 1)``: NaN at T = 1, exact elsewhere."""
+
+    def forward(self, x):
+        T = x.shape[1]
+        return super().forward(x) * (T - 1) / (T - 1)
+
+
+class EvenLengthsOnly(Plain):
+    """Raises on odd lengths above 4 (a kernel that needs pairs of tokens)."""
+
+    def forward(self, x):
+        if x.shape[1] % 2 and x.shape[1] > 4:
+            raise ValueError("odd length")
+        return super().forward(x)
+
+
+class TwoSidedWindow(Plain):
+    """Non-causal window: query t sees keys t−2 … t+1 (FlashAttention's window_size = (2, 1))."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__(dim, heads, False)
+
+    def mask(self, T, device):
+        t = torch.arange(T, device=device)
+        return (t[:, None] - t[None, :] <= 2) & (t[None, :] - t[:, None] <= 1)
+
+
+class GQAWindow(GQA):
+    """Grouped-query attention (4 query heads, 2 key/value heads) with a causal sliding window of 4
+    keys (Mistral's layout)."""
+
+    def forward(self, x):
+        T = x.shape[1]
+        q = _heads(self.q_proj(x), self.num_heads)
+        k = _heads(self.k_proj(x), self.num_key_value_heads).repeat_interleave(2, 1)
+        v = _heads(self.v_proj(x), self.num_key_value_heads).repeat_interleave(2, 1)
+        t = torch.arange(T)
+        ok = (t[None, :] <= t[:, None]) & (t[:, None] - t[None, :] < 4)
+        s = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~ok, float("-inf"))
+        return self.o_proj(_merge(torch.softmax(s, -1) @ v))
+
+
+class RotaryFreqsF32(Plain):
+    """RoPE whose frequencies were computed in float32 (a float32 buffer, as local-attention's, cast
+    with the module): angles and the rest in the input dtype."""
+
+    def forward(self, x):
+        q, k, v = self.qkv(x)
+        d, T = q.shape[-1], x.shape[1]
+        inv = (1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))).to(x.dtype)
+        ang = torch.arange(T, dtype=x.dtype)[:, None] * inv[None]
+        ang = torch.cat([ang, ang], -1)
+        cos, sin = ang.cos(), ang.sin()
+
+        def rot(t):
+            a, b = t[..., : d // 2], t[..., d // 2:]
+            return t * cos + torch.cat([-b, a], -1) * sin
+
+        s = self.logits(rot(q), rot(k)).masked_fill(~self.mask(T, x.device), float("-inf"))
+        return self.o_proj(_merge(torch.softmax(s, -1) @ v))
