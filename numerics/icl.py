@@ -45,6 +45,8 @@ __all__ = [
     "lsa_features",
     "train_lsa",
     "mc_mean",
+    "mc_mean_cv",
+    "lsa_conditional_sq_error",
     "TargetLaw",
     "target_law",
     "sample_target_prompts",
@@ -538,6 +540,49 @@ def mc_mean(values) -> tuple[float, float]:
     v = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values, dtype=np.float64)
     v = v.ravel()
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+
+
+def mc_mean_cv(values, controls, pilot_values, pilot_controls) -> tuple[float, float, np.ndarray]:
+    """Control-variate mean: ``values (n,)`` with ``controls (n, p)`` whose expectation is exactly 0,
+    the coefficient ``β`` fitted (least squares) on an independent pilot batch (``pilot_values``,
+    ``pilot_controls``), so that ``mean(values − controls·β)`` stays unbiased and its standard error is
+    ``std(values − controls·β)/√n`` (as :func:`mc_mean`). Returns ``(mean, SE, β)``.
+
+    >>> r = np.random.default_rng(0); f = r.normal(size=(4000, 1)); v = 1 + 2 * f[:, 0] + 0.1 * r.normal(size=4000)
+    >>> m, se, b = mc_mean_cv(v[:3000], f[:3000], v[3000:], f[3000:]); abs(m - 1) < 5 * se < 0.05
+    True
+    """
+    tonp = lambda a: a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a, dtype=np.float64)  # noqa: E731
+    v, F, pv, pF = (tonp(a) for a in (values, controls, pilot_values, pilot_controls))
+    pF = pF.reshape(pF.shape[0], -1)
+    beta = np.linalg.lstsq(pF - pF.mean(0), pv.ravel() - pv.mean(), rcond=None)[0]
+    m, se = mc_mean(v.ravel() - F.reshape(F.shape[0], -1) @ beta)
+    return m, se, beta
+
+
+def lsa_conditional_sq_error(Wpv: torch.Tensor, Wkq: torch.Tensor, X: torch.Tensor, C, rho: float) -> torch.Tensor:
+    """``E[(ŷ − y_q)² | X]`` over the task ``w ~ N(0, I)`` and the query ``x_q = C z``, ``z ~ N(0, I)``
+    (no label noise), exactly, through the LSA: with ``W^{PV}_{d+1, 1:d} = 0`` and
+    ``W^{KQ}_{d+1, 1:d} = 0`` (checked) ``ŷ`` is linear in the labels ``y = Xw`` and in ``x_q`` given
+    the context ``X (…, M, d)``, so ``ŷ − y_q = wᵀ K(X) z`` and its conditional mean square is
+    ``‖K‖_F² = Σ_{j,k} (ŷ(X, X e_j, C e_k) − C_{jk})²``: :func:`lsa_forward_gram` on the ``d`` unit
+    tasks × ``d`` unit queries, with ``E Eᵀ`` = (context columns' Gram) + (query column's outer
+    product). Returns ``(…)``."""
+    d = X.shape[-1]
+    if torch.any(Wpv[..., d, :d] != 0) or torch.any(Wkq[..., d, :d] != 0):
+        raise InputError("lsa_conditional_sq_error needs W^PV[d, :d] = 0 and W^KQ[d, :d] = 0 (ŷ bilinear in y, x_q)")
+    Ct = torch.as_tensor(np.asarray(C, dtype=np.float64), dtype=X.dtype, device=X.device)
+    Xt = X.transpose(-1, -2)  # (…, d, M)
+    lead = Xt.shape[:-2]
+    # context columns for unit task j: [x_i; x_i[j]], shape (…, j, d+1, M)
+    Ectx = torch.cat([Xt.unsqueeze(-3).expand(*lead, d, d, Xt.shape[-1]), Xt.unsqueeze(-2)], dim=-2)
+    G = Ectx @ Ectx.transpose(-1, -2)  # (…, j, d+1, d+1)
+    eq = torch.zeros(d, d + 1, dtype=X.dtype, device=X.device)
+    eq[:, :d] = Ct.T  # query column for unit query k: [C e_k; 0]
+    gram = G.unsqueeze(-3) + eq[:, :, None] * eq[:, None, :]  # (…, j, k, d+1, d+1)
+    yh = lsa_forward_gram(Wpv[..., None, None, :, :], Wkq[..., None, None, :, :], gram,
+                          eq.expand(*lead, d, d, d + 1), rho)  # (…, j, k)
+    return ((yh - Ct) ** 2).sum((-1, -2))
 
 
 @dataclass(frozen=True)

@@ -116,11 +116,13 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
 
 
 def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_SIGMA, what: str = "",
-           **kw) -> CheckResult:
+           justification: str | None = None, resolution_from: Iterable[str] | None = None, **kw) -> CheckResult:
     """Monte Carlo (or across-seed) estimates against closed forms: ``measurements`` maps a label to
     ``(estimate, standard error, form's value)``; error = the largest ``|estimate − form| / SE``,
     tolerance ``k`` (default :data:`K_SIGMA`). A zero or non-finite SE fails (no power, no pass).
-    The details hold every label's estimate, SE, form value and z.
+    The details hold every label's estimate, SE, form value and z. ``justification`` replaces the
+    default text (a check whose SE rule needs stating); ``resolution_from`` restricts the resolution
+    to those labels (e.g. leaving out a degenerate entry whose SE is only a rounding floor).
 
     >>> r = z_test({"N=2": (1.01, 0.01, 1.0), "N=5": (2.0, 0.01, 2.02)})
     >>> round(r.error, 9), r.passed
@@ -133,13 +135,14 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
         rows[label] = {"estimate": est, "standard_error": se, "form": val, "z": zs[label]}
     details = dict(kw.pop("details", {}) or {})
     details.update(measurements=rows)
-    est = np.array([float(m[0]) for m in measurements.values()])
-    se = np.array([float(m[1]) for m in measurements.values()])
-    val = np.array([float(m[2]) for m in measurements.values()])
+    use = [measurements[lab] for lab in (measurements if resolution_from is None else resolution_from)]
+    est = np.array([float(m[0]) for m in use])
+    se = np.array([float(m[1]) for m in use])
+    val = np.array([float(m[2]) for m in use])
     eps, conf = _spread_resolution(est, se, val, k)
     details.update(resolution_confirmed=conf)
-    return compare(zs, k, f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)",
-                   details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
+    just = justification or f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)"
+    return compare(zs, k, just, details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
 
 
 def _spread_resolution(est, se, ref, k: float) -> tuple[float, dict]:

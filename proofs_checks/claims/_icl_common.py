@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 import sympy as sp
+import torch
 
 from numerics import icl as ni
 from proofs_checks.context import RunContext, pyplot
@@ -30,6 +31,41 @@ def _numeric_gamma_inv(L: np.ndarray, N: int) -> np.ndarray:
     """Γ_N^{-1} the numeric way: the minimiser ``E[hhᵀ]^{-1} E[hwᵀ]`` of the Isserlis-moment loss."""
     hh, hw = ni.population_moments(L, N)
     return np.linalg.solve(hh, hw)
+
+
+def _conditional_mc(L: np.ndarray, M: int, B: np.ndarray, n: int, seed: int, pilot_seed: int,
+                    factor: float = 1.0) -> tuple[float, float]:
+    """Monte Carlo of ``factor · E(ŷ − y_q)²`` for the LSA with ``W^{KQ}_{11} = B``, ``w22 = 1`` on
+    linear-task prompts of length ``M`` (``w ~ N(0, I)``, ``x ~ N(0, Λ)``, no noise), with the variance
+    of the task and of the query integrated out exactly (:func:`numerics.icl.lsa_conditional_sq_error`:
+    the torch LSA on the d unit tasks × d unit queries, per sampled context) and the context's sample
+    covariance ``Γ̂ = XᵀX/M`` as control variates (``E Γ̂ = Λ`` is the law's definition; the
+    coefficients fitted on an independent pilot batch of max(n/8, 2048) contexts, :func:`numerics.icl.mc_mean_cv`).
+    The Wishart fluctuation of ``Γ̂`` (what the closed form's Γ_N encodes) is still sampled.
+    Returns ``(mean, SE)``."""
+    d = L.shape[0]
+    C = np.linalg.cholesky(L)
+    Wpv = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+    Wpv[d, d] = 1.0
+    Wkq = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+    Wkq[:d, :d] = torch.from_numpy(np.asarray(B, dtype=np.float64))
+    iu = np.triu_indices(d)
+
+    def batch(size: int, s: int):
+        X = ni.sample_prompts(L, M, (size,), seed=s).X
+        with torch.no_grad():
+            c = torch.cat([ni.lsa_conditional_sq_error(Wpv, Wkq, X[i:i + _CHUNK], C, float(M))
+                           for i in range(0, size, _CHUNK)])
+        G = (X.transpose(-1, -2) @ X).numpy() / M
+        return factor * c.numpy(), (G - L)[:, iu[0], iu[1]]
+
+    v, F = batch(n, seed)
+    pv, pF = batch(largest(n // 8, 2048), pilot_seed)
+    m, se, _ = ni.mc_mean_cv(v, F, pv, pF)
+    return m, se
+
+
+_CHUNK = 8192
 
 
 def _closed_form_vs_mc_figure(ctx, name: str, title: str, rows: list[tuple[str, float, float, float]],

@@ -20,8 +20,8 @@ from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, r
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest, z_test
 from theory import icl as ti
-from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_subs, _numeric_gamma_inv, _rel, _trained,
-                                             _trained_prompts)
+from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _lam_subs, _numeric_gamma_inv,
+                                             _rel, _trained, _trained_prompts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,10 +137,12 @@ def _lsa_weights_from_B(B: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _loss_mc(form, ctx) -> CheckResult:
-    """Monte Carlo of ½E(ŷ − y_q)² with ŷ from the torch LSA (full matrix product, W^{KQ}_{11} = B,
-    w22 = 1) on sampled prompts, at B near the minimiser and at a non-symmetric B chosen where L(B) and
-    L(Bᵀ) differ most."""
-    d, n = 3, ctx.size(100_000, 400_000)
+    """Monte Carlo of ½E(ŷ − y_q)² with ŷ from the torch LSA (W^{KQ}_{11} = B, w22 = 1), at B near the
+    minimiser and at a non-symmetric B chosen where L(B) and L(Bᵀ) differ most. Per sampled context
+    the task w and the query are integrated out exactly through the LSA (ŷ is bilinear in them: d unit
+    tasks × d unit queries), and the context's sample covariance (mean Λ) is a control variate
+    fitted on an independent pilot batch (:func:`_conditional_mc`); SE = std of the adjusted sample/√n."""
+    d, n = 3, ctx.size(20_000, 250_000)
 
     def reference():  # form-independent: Λ, B, the Monte Carlo mean and its SE, per instance
         rng, out = ctx.rng(), []
@@ -161,9 +163,7 @@ def _loss_mc(form, ctx) -> CheckResult:
             insts.append(("asymmetric", L, B))
             for j, (tag, L, B) in enumerate(insts):
                 s = ctx.seed_for("prompts", k, j)
-                P = ni.sample_prompts(L, N, (n,), seed=s)
-                Wpv, Wkq = _lsa_weights_from_B(B)
-                m, se = ni.mc_mean(0.5 * (ni.lsa_forward(Wpv, Wkq, P.E, float(N)) - P.y_q) ** 2)
+                m, se = _conditional_mc(L, N, B, n, s, ctx.seed_for("pilot", k, j), factor=0.5)
                 out.append((f"{tag} N={N}", N, L, B, s, m, se))
         return out
 
@@ -174,8 +174,9 @@ def _loss_mc(form, ctx) -> CheckResult:
         rows.append((label, zs[label][2], m, se))
     _closed_form_vs_mc_figure(ctx, "loss_vs_monte_carlo", "Population loss at random B: closed form vs Monte Carlo",
                               rows, "L(B)")
-    return z_test(zs, what="the Monte Carlo mean loss",
-                   seeds=seeds, sizes={"d": d, "prompts": n})
+    return z_test(zs, what="the Monte Carlo mean loss (task and query integrated exactly per context, "
+                   "sample-covariance control variate; SE = std of the adjusted sample/√n)",
+                   seeds=seeds, sizes={"d": d, "contexts": n, "pilot_contexts": largest(n // 8, 2048)})
 
 
 def _pl_mut(kind):
@@ -205,7 +206,7 @@ register(Claim(
     derivation=lambda: ti.derive_population_loss(2),
     checks=(
         Check("loss_vs_sympy", "symbolic", _loss_symbolic, "vs the loss derived from Wick moments (d = 2, symbolic Λ)"),
-        Check("loss_vs_monte_carlo", "numeric", _loss_mc, "vs Monte Carlo through the torch LSA, 5 SE"),
+        Check("loss_vs_monte_carlo", "numeric", _loss_mc, "vs Monte Carlo through the torch LSA (task and query integrated exactly, control variate), 5 SE"),
     ),
     mutants=(
         Mutant("one_over_N_plus_1", "wrong constant", "1/(N+1) for 1/N in Γ_N", _pl_mut("n_plus_1")),
@@ -505,8 +506,10 @@ def _risk_symbolic(form, ctx) -> CheckResult:
 
 
 def _risk_mc(form, ctx) -> CheckResult:
-    """Monte Carlo test risk of the numeric minimiser (E[hhᵀ]^{-1}E[hwᵀ]) on length-M prompts, 5 SE."""
-    d, n = 3, ctx.size(100_000, 400_000)
+    """Monte Carlo test risk of the numeric minimiser (E[hhᵀ]^{-1}E[hwᵀ]) on length-M prompts, 5 SE;
+    task and query integrated exactly through the LSA per sampled context, sample-covariance control
+    variate (:func:`_conditional_mc`)."""
+    d, n = 3, ctx.size(16_000, 150_000)
 
     def reference():  # form-independent: Λ and the Monte Carlo risk of the numeric minimiser
         rng, out = ctx.rng(), []
@@ -514,9 +517,7 @@ def _risk_mc(form, ctx) -> CheckResult:
             L = ni.random_spd(rng, d, 1.0, 3.0)
             Bn = _numeric_gamma_inv(L, N)
             s = ctx.seed_for("mc", k)
-            P = ni.sample_prompts(L, M, (n,), seed=s)
-            Wpv, Wkq = _lsa_weights_from_B(Bn)
-            m, se = ni.mc_mean((ni.lsa_forward(Wpv, Wkq, P.E, float(M)) - P.y_q) ** 2)
+            m, se = _conditional_mc(L, M, Bn, n, s, ctx.seed_for("pilot", k))
             out.append((N, M, L, s, m, se))
         return out
 
@@ -524,8 +525,9 @@ def _risk_mc(form, ctx) -> CheckResult:
     for N, M, L, s, m, se in ctx.reference("mc", reference):
         seeds.append(s)
         zs[f"N{N}_M{M}"] = (m, se, float(form(L, N, M)))
-    return z_test(zs, what="the Monte Carlo risk of the numeric minimiser", seeds=seeds,
-                   sizes={"d": d, "prompts": n})
+    return z_test(zs, what="the Monte Carlo risk of the numeric minimiser (task and query integrated exactly per "
+                   "context, sample-covariance control variate; SE = std of the adjusted sample/√n)", seeds=seeds,
+                   sizes={"d": d, "contexts": n, "pilot_contexts": largest(n // 8, 2048)})
 
 
 def _risk_trained(form, ctx) -> CheckResult:
@@ -606,7 +608,7 @@ register(Claim(
     derivation=lambda: ti.derive_linear_task_risk(2),
     checks=(
         Check("risk_vs_sympy", "symbolic", _risk_symbolic, "vs the Wishart-moment derivation (d = 2) and its eigenbasis split (d = 4)"),
-        Check("risk_vs_monte_carlo", "numeric", _risk_mc, "Monte Carlo of the optimal LSA's risk, 5 SE"),
+        Check("risk_vs_monte_carlo", "numeric", _risk_mc, "Monte Carlo of the optimal LSA's risk (task and query integrated exactly, control variate), 5 SE"),
         Check("risk_of_trained_lsa", "trained", _risk_trained, "exact risk at the trained LSAs' B (M = 2, N, 3N), control variate for the other blocks, 5 jackknife SE across seeds"),
     ),
     mutants=(
