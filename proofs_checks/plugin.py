@@ -118,7 +118,8 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
                        key: str | None = None, points: tuple[int, int, int] = (20, 200, 2000), name: str = "matches_derivation",
                        description: str = "") -> Check:
     """The usual symbolic check: the form, a function of the derivation's symbols, against the
-    derivation's closed form lambdified with NumPy, at points ``sample(rng)`` (a tuple of argument
+    derivation's closed form lambdified with NumPy (SciPy for special functions such as
+    ``LambertW``, ``gamma``, ``besselj``), at points ``sample(rng)`` (a tuple of argument
     values; ``points`` per quick/default/full mode). The symbols are the derivation fact ``args``
     (``b.fact("args", (x, y))``); ``key`` picks an entry of a dict result. Tolerance: float64
     rounding (:func:`rounding`) of the closed form's operation count at the largest magnitude met.
@@ -140,21 +141,33 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
 
         d = derive()
         expr = d.result[key] if key is not None else d.result
-        return sp.lambdify(d.facts[args], expr, "numpy"), int(sp.count_ops(expr)) + 1
+        return sp.lambdify(d.facts[args], expr, ["scipy", "numpy"]), int(sp.count_ops(expr)) + 1
 
     def fn(form: Any, ctx: RunContext) -> CheckResult:
         f, ops = ctx.reference("lambdified derivation", reference)
         pts = ctx.reference("points", lambda: [tuple(sample(ctx.rng("points", i))) for i in range(ctx.size(*points))])
         errs, scale = [], 1.0
         for p in pts:
-            ref = np.asarray(f(*p), dtype=float)
-            got = np.asarray(form(*p), dtype=float)
+            ref = _real(np.asarray(f(*p)), ops)
+            got = _real(np.asarray(form(*p)), ops)
             errs.append(np.abs(got - ref))
             scale = largest(scale, float(np.max(np.abs(ref))) if ref.size else 0.0)
         return rounding(worst(errs), ops, scale=scale, what=f"the closed form ({ops} operations) at {len(pts)} points",
                         seeds=[ctx.seed_for("points")], sizes={"points": len(pts)})
 
     return Check(name, "symbolic", fn, description or "the form against the derivation's closed form at sampled points")
+
+
+def _real(a: Any, ops: int) -> Any:
+    """A real float array from ``a``; a complex value (SciPy's ``lambertw`` returns one) keeps its
+    real part only when its imaginary part is float64 rounding of ``ops`` operations, else NaN (so the
+    comparison fails instead of silently dropping the imaginary part)."""
+    import numpy as np
+
+    if not np.iscomplexobj(a):
+        return np.asarray(a, dtype=float)
+    re_, im = np.real(a).astype(float), np.abs(np.imag(a))
+    return np.where(im <= 64 * ops * np.finfo(float).eps * np.maximum(1.0, np.abs(re_)), re_, np.nan)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -288,7 +288,7 @@ class Claim:
     ...       (Mutant("three", "wrong constant", "1+1=3", 3),)).validate()
     Traceback (most recent call last):
     ...
-    proofs_checks.registry.RegistryError: claim 'demo.two': no derivation (derivation=...) and no symbolic check: a identity needs both, or no_symbolic="why it has none"
+    proofs_checks.registry.RegistryError: claim 'demo.two': no derivation (derivation=...) and no symbolic check: an identity needs both, or no_symbolic="why it has none"
     """
 
     id: str
@@ -350,14 +350,15 @@ class Claim:
                 raise RegistryError(f"{where}: checks must be Check objects, got {type(c).__name__}")
         if not self.is_evidence:
             layers = {c.layer for c in self.checks}
+            a_kind = ("an " if self.kind[:1] in "aeiou" else "a ") + self.kind
             if not self.no_symbolic.strip():
                 missing = [w for w, gone in (("no derivation (derivation=...)", self.derivation is None),
                                              ("no symbolic check", "symbolic" not in layers)) if gone]
                 if missing:
-                    raise RegistryError(f"{where}: {' and '.join(missing)}: a {self.kind} needs both, "
+                    raise RegistryError(f"{where}: {' and '.join(missing)}: {a_kind} needs both, "
                                         'or no_symbolic="why it has none"')
             if not self.no_numeric.strip() and not (layers - {"symbolic"}):
-                raise RegistryError(f"{where}: no numeric or trained check: a {self.kind} needs one independent of "
+                raise RegistryError(f"{where}: no numeric or trained check: {a_kind} needs one independent of "
                                     'SymPy, or no_numeric="why it has none"')
 
 

@@ -146,13 +146,29 @@ def test_cos7_claim_verified_lambert_claim_undecided():
     assert run_mutants(_lambert_claim()).refused  # undecided is not verified: no kill counts
 
 
+def test_matches_derivation_lambdifies_special_functions():
+    # the usual symbolic check on a LambertW closed form: SciPy's lambertw, not a NameError crash
+    from proofs_checks.plugin import matches_derivation
+    from proofs_checks.context import RunContext
+    from scipy.special import lambertw
+
+    def derive():
+        b = DerivationBuilder("W e^W")
+        x = b.fact("args", (sp.Symbol("x", positive=True),))[0]
+        return b.done(b.step("w e^w", sp.LambertW(x) * sp.exp(sp.LambertW(x))))
+
+    chk = matches_derivation(derive, lambda rng: (rng.uniform(0.1, 5),))
+    assert chk.fn(lambda x: x, RunContext(mode="quick")).passed
+    assert not chk.fn(lambda x: float(lambertw(x).real), RunContext(mode="quick")).passed
+
+
 def test_registry_rule_one_line_reasons():
     ok = lambda form, ctx: exact(0.0, "x")  # noqa: E731
     base = dict(id="zz.rule", title="t", statement="s", source="t", kind="theorem", form=1.0,
                 mutants=(Mutant("m", "wrong constant", "2", 2.0),))
     with pytest.raises(RegistryError, match=r"no derivation .* and no symbolic check") as e:
         Claim(**base, checks=(Check("n", "numeric", ok),)).validate()
-    assert "\n" not in str(e.value)
+    assert "\n" not in str(e.value) and "a theorem needs" in str(e.value)
     with pytest.raises(RegistryError, match="no numeric or trained check"):
         Claim(**base, checks=(Check("s", "symbolic", ok),), derivation=lambda: None).validate()
     Claim(**base, checks=(Check("n", "numeric", ok),), no_symbolic="an empirical table").validate()
