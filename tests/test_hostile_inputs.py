@@ -276,6 +276,7 @@ def test_report_refusal_message_is_complete(box):
     ('{"id": "attn.softmax_simplex", "status": "[red]x"}', "has status"),
     ('{"id": "attn.softmax_simplex", "status": "verif', "not valid JSON"),
     ('{"id": "other.claim", "status": "verified"}', "holds the result of 'other.claim'"),
+    ("[" * 200000 + "]" * 200000, "nested too deeply"),  # json.loads raised RecursionError: a traceback
 ])
 def test_store_entries_validated_on_read(box, content, needle):
     last = box / "st" / "last"
