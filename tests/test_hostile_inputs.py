@@ -207,6 +207,26 @@ def test_hopfield_beta_or_patterns_overflowing_is_usage_not_mismatch(box):
     np.save("p300.npy", np.random.default_rng(1).normal(size=(5, 3)) * 1e300)
     line = err_line(*invoke("check", "hopfield", "--patterns", "p300.npy")[::2])
     assert "β·M²" in line
+    line = err_line(*invoke("check", "hopfield", "--patterns", "p.npy", "--beta", "1e-320")[::2])
+    assert "1/β" in line  # was: energy_non_increasing NaN, "mismatch" (exit 1) blamed on the user
+
+
+def test_att_svm_solver_value_error_is_a_failed_attempt_not_a_traceback():
+    # SCS raised ValueError("ScsWork allocation error!") on data near 1e300: `check att-svm` crashed (exit 1)
+    from dataclasses import replace
+    from numerics import att_svm as ns
+
+    class Exploding:
+        status = None
+
+        def solve(self, **kw):
+            raise ValueError("ScsWork allocation error!")
+
+    rng = np.random.default_rng(0)
+    X, z = rng.standard_normal((4, 3, 2)), rng.standard_normal((4, 2))
+    built = ns.build_att_svm_problem(X, z, np.zeros(4, dtype=int), norm="fro")
+    with pytest.raises(ns.SolverFailure, match="ScsWork allocation error"):  # -> verdict inconclusive (exit 3)
+        ns.solve_problem(replace(built, problem=Exploding()))
 
 
 def test_att_svm_weights_duplicates_zero_and_zip_bomb(box):
