@@ -179,6 +179,17 @@ def test_pattern_files(box, f, needle):
     assert needle in line and "Python objects" not in line
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_inputs_refused_not_a_hang(box):
+    for name in ("f.npy", "f.pt"):  # reading a FIFO nobody writes to blocked forever
+        os.mkfifo(name)
+        line = err_line(*invoke("check", "hopfield", "--patterns", name)[::2])
+        assert "not a regular file" in line
+    os.mkfifo("f.npz")
+    line = err_line(*invoke("check", "att-svm", "--data", "f.npz")[::2])
+    assert "not a regular file" in line
+
+
 def test_sparse_weights(box):
     torch.save({"W": torch.eye(4).to_sparse()}, "w.pt")
     line = err_line(*invoke("check", "att-svm", "--data", "data.npz", "--weights", "w.pt")[::2])
