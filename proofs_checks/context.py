@@ -57,6 +57,12 @@ class RunContext:
              result is reproduced by re-running with the seed recorded in its report.
     device   "cpu" or "cuda"; only checks declared ``uses_device`` look at it.
     figure_dir  where :meth:`save_figure` writes; ``None`` disables figures (tests, plain runs).
+
+        >>> ctx = RunContext(mode="quick", seed=0)
+        >>> ctx.quick, ctx.size(200, 2000, 20000), ctx.device
+        (True, 200, 'cpu')
+        >>> ctx.seed_for("claim", "check") == RunContext(mode="quick", seed=0).seed_for("claim", "check")
+        True
     """
 
     mode: str = "default"

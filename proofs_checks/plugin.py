@@ -178,7 +178,23 @@ def _real(a: Any, ops: int) -> Any:
 class ClaimCheck:
     """What :func:`check_claim` found: ``status`` (verified / refuted / undecided / error /
     incomplete / evidence), ``message``, ``ok``, the runner's ``result``; prints as a table
-    (``str``) and renders as HTML in a notebook."""
+    (``str``) and renders as HTML in a notebook.
+
+        >>> import sympy as sp
+        >>> def derive():
+        ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
+        ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+        >>> @numeric("direct evaluation")
+        ... def direct(form, ctx):
+        ...     return rounding(abs(form(3.0) - 16.0), 4, scale=16)
+        >>> c = Claim(id="demo.square", title="(x+1)^2", statement="(x+1)^2 = x^2+2x+1", source="algebra",
+        ...           kind="identity", form=lambda x: x * x + 2 * x + 1, derivation=derive,
+        ...           checks=(matches_derivation(derive, lambda rng: (rng.normal(),)), direct),
+        ...           mutants=(Mutant("one", "wrong constant", "x^2+x+1", lambda x: x * x + x + 1),))
+        >>> res = check_claim(c)
+        >>> res.status, res.ok, "<table>" in res._repr_html_()
+        ('verified', True, True)
+    """
 
     result: Any
 
@@ -228,7 +244,26 @@ class ClaimCheck:
 class MutantsRun:
     """What :func:`run_mutants` found: ``claim`` (the unmutated claim's :class:`ClaimCheck`),
     ``rows`` (the runner's kill-matrix rows), ``all_killed``, ``refused`` (why no kill counts, when
-    the unmutated claim is not verified); table and HTML like :class:`ClaimCheck`."""
+    the unmutated claim is not verified); table and HTML like :class:`ClaimCheck`.
+
+        >>> import sympy as sp
+        >>> def derive():
+        ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
+        ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+        >>> @numeric("direct evaluation")
+        ... def direct(form, ctx):
+        ...     return rounding(abs(form(3.0) - 16.0), 4, scale=16)
+        >>> def claim(form):
+        ...     return Claim(id="demo.square", title="(x+1)^2", statement="(x+1)^2", source="algebra", kind="identity",
+        ...                  form=form, derivation=derive, checks=(matches_derivation(derive, lambda r: (r.normal(),)), direct),
+        ...                  mutants=(Mutant("one", "wrong constant", "x^2+x+1", lambda x: x * x + x + 1),))
+        >>> m = run_mutants(claim(lambda x: x * x + 2 * x + 1))
+        >>> m.all_killed, [r.killed_by for r in m.rows]
+        (True, ['matches_derivation'])
+        >>> wrong = run_mutants(claim(lambda x: x * x + 1))  # the claim itself is refuted: nothing counts
+        >>> wrong.all_killed, bool(wrong.refused), [r.killed for r in wrong.rows]
+        (False, True, [False])
+    """
 
     claim: ClaimCheck
     rows: list[Any] = field(default_factory=list)
@@ -269,7 +304,18 @@ def _ctx(mode: str, seed: int, device: str) -> RunContext:
 def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str = "cpu") -> ClaimCheck:
     """Validate and run a claim object (it need not be registered): its derivation's obligations
     and every check, exactly as ``tverify run`` does. Raises :class:`RegistryError` when the
-    claim is incomplete. See the module docstring for an example."""
+    claim is incomplete. See the module docstring and :class:`ClaimCheck` for a verified claim.
+
+        >>> bare = Claim(id="demo.bare", title="t", statement="s", source="-", kind="identity", form=1.0,
+        ...              checks=(Check("direct", "numeric", lambda form, ctx: exact(0.0, "x")),),
+        ...              mutants=(Mutant("two", "wrong constant", "2", 2.0),))
+        >>> check_claim(bare)
+        Traceback (most recent call last):
+        ...
+        proofs_checks.registry.RegistryError: claim 'demo.bare': no derivation (derivation=...) and no symbolic check: an identity needs both, or no_symbolic="why it has none"
+        >>> check_claim(Claim(**{**bare.__dict__, "no_symbolic": "a table of counts"})).status
+        'verified'
+    """
     from proofs_checks.runner import run_claim
 
     claim.validate()
@@ -278,7 +324,15 @@ def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
 
 def run_mutants(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str = "cpu") -> MutantsRun:
     """The kill matrix of a claim object, as ``tverify mutants``: the claim runs first; when it is
-    not verified, no mutant runs and none is called killed (``refused`` says why)."""
+    not verified, no mutant runs and none is called killed (``refused`` says why); see
+    :class:`MutantsRun` for both cases.
+
+        >>> c = Claim(id="demo.three", title="t", statement="3", source="-", kind="identity", form=3.0,
+        ...           no_symbolic="a count", checks=(Check("count", "numeric", lambda f, ctx: exact(f - 3, "3")),),
+        ...           mutants=(Mutant("four", "wrong constant", "4", 4.0),))
+        >>> [(r.mutant, r.killed) for r in run_mutants(c).rows]
+        [('four', True)]
+    """
     from proofs_checks.runner import refusal_reason, refused_mutant, run_claim, run_mutant
 
     claim.validate()
