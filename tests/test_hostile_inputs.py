@@ -363,3 +363,10 @@ def test_cluster_port_out_of_range_is_refused_at_once():
     t0 = time.perf_counter()
     line = err_line(*invoke("run", "attn.softmax_simplex", "--cluster", "tcp://127.0.0.1:99999")[::2])
     assert "outside 1 … 65535" in line and time.perf_counter() - t0 < 2
+
+
+@pytest.mark.parametrize("cmd", [["reproduce", "zfb-2024", "--quick"], ["check", "hopfield", "--patterns", "p.npy"]])
+def test_seed_beyond_32_bits_is_usage_not_an_error(box, cmd):
+    # --seed 2**64 reached torch's seeding: "ValueError: Overflow when unpacking long long", status error (exit 1)
+    line = err_line(*invoke(*cmd, "--seed", str(2**64))[::2])
+    assert "--seed" in line and "4294967295" in line
