@@ -273,6 +273,11 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
             error_message=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
         )
+    except SystemExit as exc:  # sys.exit(0) in a check ended `tverify run` with exit 0 and no output: a false ok
+        return CheckOutcome(check.name, check.layer, "error", None,
+                            error_message=f"the check called sys.exit({exc.code!r}); nothing was measured")
+    except GeneratorExit as exc:  # any other non-Exception except Ctrl-C (KeyboardInterrupt passes: exit 130)
+        return CheckOutcome(check.name, check.layer, "error", None, error_message=f"{type(exc).__name__}: {exc}")
     if not isinstance(res, CheckResult):
         return CheckOutcome(check.name, check.layer, "error", None, error_message=f"check returned {type(res).__name__}, not CheckResult")
     res.seconds = time.perf_counter() - t0
@@ -337,6 +342,9 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     except Exception as exc:
         info["error"] = f"{type(exc).__name__}: {exc}"
         return info
+    except SystemExit as exc:  # never the process's exit status (sys.exit(0) would read as success)
+        info["error"] = f"the derivation called sys.exit({exc.code!r})"
+        return info
     info["steps"] = _step_dicts(d)
     info["provenance"] = dict(getattr(d, "provenance", {}) or {})
     info["legend"] = dict(getattr(d, "legend", {}) or {})
@@ -344,7 +352,7 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     if obligations:
         try:
             info["obligations"] = [r.to_json() for r in d.check_obligations()]
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             info["error"] = f"obligations could not be evaluated: {type(exc).__name__}: {exc}"
     return info
 

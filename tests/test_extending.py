@@ -329,3 +329,39 @@ def test_list_and_show_refresh_see_a_claim_registered_after_caching(registered, 
     code, out, _ = invoke("--store", store, "show", "zzref.late", "--refresh", "--json", "-")
     d = json.loads(out)
     assert code == 0 and [o["status"] for o in d["obligations"]] == ["holds", "holds", "holds"]
+
+
+# ------------------------------------------------------------------------------------------------
+# researcher code that exits: never the process's exit status (sys.exit(0) read as success)
+
+
+def test_check_or_derivation_calling_sys_exit_is_an_error_not_exit_0():
+    def bye(*a):
+        raise SystemExit(0)
+
+    ok = lambda form, ctx: exact(0.0, "x")  # noqa: E731
+    base = dict(id="zz.exits", title="t", statement="s", source="t", kind="identity", form=1.0,
+                mutants=(Mutant("m", "wrong constant", "2", 2.0),))
+    c = Claim(**base, derivation=entropy_plugin._derive(False), checks=(Check("s", "symbolic", ok), Check("n", "numeric", bye)))
+    r = check_claim(c)
+    assert r.status == "error" and "sys.exit(0)" in r.message
+    assert run_mutants(c).refused and not any(row.killed for row in run_mutants(c).rows)
+    d = Claim(**base, derivation=bye, checks=(Check("s", "symbolic", ok), Check("n", "numeric", ok)))
+    assert check_claim(d).status == "error" and "sys.exit(0)" in check_claim(d).message
+
+
+def test_plugin_exiting_at_import_is_skipped_with_a_warning(monkeypatch, capsys):
+    import importlib.metadata as md
+    from proofs_checks import claims
+
+    class EP:
+        name, value = "exits", "zz_exits.claims"
+
+        def load(self):
+            raise SystemExit(0)
+
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP()])
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
+    claims.load_plugins()
+    assert claims.PLUGIN_ERRORS and "sys.exit(0)" in claims.PLUGIN_ERRORS[0][1]
+    assert "failed to load" in capsys.readouterr().err
