@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from proofs_checks.comparisons import exact, largest, rounding, seed_spread, smallest, z_test
-from proofs_checks.context import RunContext
+from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (KINDS, LAYERS, MUTANT_KINDS, Check, CheckResult, Claim, Mutant, RegistryError, SkipCheck,
                                     compare, register, worst)
 from theory.derivation import Derivation, DerivationBuilder, Obligation
@@ -144,8 +144,9 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
         return sp.lambdify(d.facts[args], expr, ["scipy", "numpy"]), int(sp.count_ops(expr)) + 1
 
     def fn(form: Any, ctx: RunContext) -> CheckResult:
-        f, ops = ctx.reference("lambdified derivation", reference)
-        pts = ctx.reference("points", lambda: [tuple(sample(ctx.rng("points", i))) for i in range(ctx.size(*points))])
+        f, ops = ctx.reference("lambdified derivation", reference, identity_token(derive), key, args)
+        pts = ctx.reference("points", lambda: [tuple(sample(ctx.rng("points", i))) for i in range(ctx.size(*points))],
+                            identity_token(sample), points)
         errs, scale = [], 1.0
         for p in pts:
             ref = _real(np.asarray(f(*p)), ops)

@@ -26,7 +26,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from proofs_checks.context import RunContext
+from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck, default_resolution
 from theory.validation import InputError
 
@@ -250,7 +250,9 @@ def _jsonable(v: Any) -> Any:
 
 
 def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckOutcome:
-    cctx = ctx.for_check(claim.id, check.name)
+    # the check function's identity keys its cached references: a claim redefined under the same id (a
+    # notebook cell run again) read the old derivation's reference and was verified or refuted by it
+    cctx = ctx.for_check(claim.id, check.name, scope=identity_token(check.fn))
     if not check.uses_device:
         cctx.device = "cpu"  # CPU reference checks never depend on the device flag
     if check.uses_device and ctx.device.startswith("cuda"):

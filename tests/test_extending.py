@@ -365,3 +365,28 @@ def test_plugin_exiting_at_import_is_skipped_with_a_warning(monkeypatch, capsys)
     claims.load_plugins()
     assert claims.PLUGIN_ERRORS and "sys.exit(0)" in claims.PLUGIN_ERRORS[0][1]
     assert "failed to load" in capsys.readouterr().err
+
+
+def test_a_claim_redefined_under_the_same_id_never_reads_the_old_reference():
+    # a notebook cell run again: the process-wide reference cache returned the previous derivation
+    # lambdified, so the corrected claim was refuted (or a stale derivation verified a wrong form)
+    from proofs_checks import context
+    from proofs_checks.plugin import matches_derivation
+
+    def make(expr, form):
+        def derive():
+            b = DerivationBuilder("d")
+            x = b.fact("args", (sp.Symbol("x", real=True),))[0]
+            return b.done(b.step("s", expr(x)))
+
+        direct = Check("direct", "numeric", lambda f, ctx: rounding(float(np.max(np.abs(f(np.ones(3)) - form(np.ones(3))))), 4))
+        return Claim(id="nb.edit", title="t", statement="s", source="t", kind="identity", form=form, derivation=derive,
+                     checks=(matches_derivation(derive, lambda r: (r.uniform(-1, 1),)), direct),
+                     mutants=(Mutant("m", "sign flip", "-f", lambda x: -form(x) - 1),))
+
+    assert check_claim(make(lambda x: x ** 2, lambda x: x ** 2)).status == "verified"
+    assert check_claim(make(lambda x: (x + 1) ** 2, lambda x: (x + 1) ** 2)).status == "verified"
+    assert check_claim(make(lambda x: (x + 1) ** 2, lambda x: x ** 2)).status == "refuted"
+    hits = context._REF_STATS["hits"]
+    assert run_mutants(make(lambda x: x ** 3, lambda x: x ** 3)).all_killed
+    assert context._REF_STATS["hits"] > hits  # mutants still reuse the claim's references
