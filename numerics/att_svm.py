@@ -557,6 +557,9 @@ def solve_problem(built: AttSVMProblem, solver: str | None = None, *, support_rt
         except cp.SolverError as exc:
             attempts.append((name, settings, f"SolverError: {exc}", math.nan, False))
             continue
+        except (ValueError, ArithmeticError) as exc:  # e.g. SCS's "ScsWork allocation error!" on data near 1e300
+            attempts.append((name, settings, f"{type(exc).__name__}: {exc}", math.nan, False))
+            continue
         status = built.problem.status
         if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
             who, resid = _infeasibility_certificate(built.A, built.index)

@@ -271,8 +271,9 @@ def exact_counterexample(c: tl.Candidate, rng: np.random.Generator, n_dirs: int 
         V, D = Vf(pts), Df(pts)
     scaleV = np.maximum(np.abs(V), 1e-300)
     # candidates: smallest V relative to size, largest V̇; exact values decide
-    order_V = np.argsort(V / np.maximum(np.linalg.norm(pts, axis=1) ** 2, 1e-300))[: max_exact // 2]
-    order_D = np.argsort(-D / np.maximum(np.linalg.norm(pts, axis=1) ** 2, 1e-300))[: max_exact // 2]
+    with np.errstate(all="ignore"):  # coefficients near 1e308: inf/NaN only reorder candidates; exact values decide
+        order_V = np.argsort(V / np.maximum(np.linalg.norm(pts, axis=1) ** 2, 1e-300))[: max_exact // 2]
+        order_D = np.argsort(-D / np.maximum(np.linalg.norm(pts, axis=1) ** 2, 1e-300))[: max_exact // 2]
     del scaleV
     PV = sp.Poly(c.V, *c.vars)
     vdot = c.vdot()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,31 @@ _REF_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
 _REF_LOCK = threading.Lock()
 _REF_MAX = 512
 _REF_STATS = {"hits": 0, "misses": 0}
+_TOKENS: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+_TOKENS_STRONG: dict[int, tuple[Any, str]] = {}
+_TOKEN_COUNT = itertools.count(1)
+
+
+def identity_token(obj: Any) -> str:
+    """A process-unique name for the object ``obj`` (never reused, unlike ``id``/``repr`` addresses
+    after garbage collection): reference-cache keys use it so that a check or derivation redefined
+    under the same claim id (a notebook cell run again) never reads the previous one's reference.
+
+        >>> f = lambda x: x
+        >>> identity_token(f) == identity_token(f), identity_token(f) == identity_token(lambda x: x)
+        (True, False)
+    """
+    with _REF_LOCK:
+        try:
+            tok = _TOKENS.get(obj)
+            if tok is None:
+                tok = _TOKENS[obj] = f"obj#{next(_TOKEN_COUNT)}"
+            return tok
+        except TypeError:  # not weak-referenceable: keep it alive so its id is never reused
+            hit = _TOKENS_STRONG.get(id(obj))
+            if hit is None or hit[0] is not obj:
+                hit = _TOKENS_STRONG[id(obj)] = (obj, f"obj#{next(_TOKEN_COUNT)}")
+            return hit[1]
 
 
 def clear_reference_cache() -> None:
@@ -57,6 +84,12 @@ class RunContext:
              result is reproduced by re-running with the seed recorded in its report.
     device   "cpu" or "cuda"; only checks declared ``uses_device`` look at it.
     figure_dir  where :meth:`save_figure` writes; ``None`` disables figures (tests, plain runs).
+
+        >>> ctx = RunContext(mode="quick", seed=0)
+        >>> ctx.quick, ctx.size(200, 2000, 20000), ctx.device
+        (True, 200, 'cpu')
+        >>> ctx.seed_for("claim", "check") == RunContext(mode="quick", seed=0).seed_for("claim", "check")
+        True
     """
 
     mode: str = "default"
@@ -66,6 +99,8 @@ class RunContext:
     claim_id: str = ""
     check_name: str = ""
     _figures: list[str] = field(default_factory=list, repr=False)
+    #: what else the reference cache is keyed on (the check function's :func:`identity_token`)
+    scope: str = field(default="", repr=False)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -107,7 +142,7 @@ class RunContext:
         ``compute``, so that each mutant run costs only the comparison. ``compute`` must not read
         the form, and callers must not modify what it returns.
         """
-        key = (self.claim_id, self.check_name, self.mode, self.seed, self.device, name, *map(repr, keys))
+        key = (self.claim_id, self.check_name, self.scope, self.mode, self.seed, self.device, name, *map(repr, keys))
         with _REF_LOCK:
             if key in _REF_CACHE:
                 _REF_CACHE.move_to_end(key)
@@ -121,9 +156,10 @@ class RunContext:
                 _REF_CACHE.popitem(last=False)
         return value
 
-    def for_check(self, claim_id: str, check_name: str) -> "RunContext":
-        """A copy bound to one claim's check (so ``seed_for`` differs per check)."""
-        return RunContext(self.mode, self.seed, self.device, self.figure_dir, claim_id, check_name)
+    def for_check(self, claim_id: str, check_name: str, scope: str = "") -> "RunContext":
+        """A copy bound to one claim's check (so ``seed_for`` differs per check); ``scope`` also keys
+        :meth:`reference` (not the seeds)."""
+        return RunContext(self.mode, self.seed, self.device, self.figure_dir, claim_id, check_name, scope=scope)
 
     def save_figure(self, fig, name: str) -> str | None:
         """Save a matplotlib figure as ``<figure_dir>/<claim>__<name>.png`` and close it.

@@ -4,7 +4,7 @@ behaves the same in ``run``, ``report``, ``mutants`` and every ``check`` subcomm
 * ``--quick`` / ``--full``: size mode, mutually exclusive (giving both is a usage error);
   neither means the default sizes. The decorated function receives ``mode``.
 * ``--device {cpu,cuda}`` and ``--allow-skip``: see :func:`require_device`.
-* ``--seed N``: a non-negative base seed.
+* ``--seed N``: a base seed, 0 … 2**32 − 1.
 * ``--json PATH|-``: write the machine-readable result to PATH, or to stdout with ``-``.
 * ``--cluster ADDRESS|local:W``: :func:`proofs_checks.distributed.cluster.cluster_option`.
 """
@@ -48,10 +48,16 @@ def allow_skip_option(f):
                              "skipped and their claims reported 'incomplete' (exit 1), never verified.")(f)
 
 
+#: the largest --seed (the seeds checks derive from it are 32-bit too)
+MAX_SEED = 2**32 - 1
+
+
 def seed_option(f):
-    return click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-                        help="Base seed; every check derives its seeds from it, so a report's numbers are reproduced "
-                             "with the seed it records.")(f)
+    # at most 2**32 - 1: larger seeds overflowed torch/NumPy's 64-bit seed arithmetic inside the
+    # reproductions and checks ("Overflow when unpacking long long": an error, not a usage refusal)
+    return click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+                        help="Base seed (0 … 4294967295); every check derives its seeds from it, so a report's "
+                             "numbers are reproduced with the seed it records.")(f)
 
 
 def json_option(f, help_text: str = "Write the result as JSON to PATH ('-' for stdout)."):

@@ -177,7 +177,27 @@ def as_numeric_array(arr, option: str, what: str = "array") -> np.ndarray:
     return out
 
 
+def require_regular_file(path, option: str) -> None:
+    """Refuse a path that exists but is not a regular file or folder (a FIFO, a device, a socket):
+    reading a FIFO nobody writes to blocks forever.
+
+        >>> require_regular_file("/dev/null", "--patterns")
+        Traceback (most recent call last):
+        ...
+        theory.validation.InputError: --patterns: /dev/null is not a regular file (a FIFO, device or socket); save the data to a file
+    """
+    import stat
+
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError:
+        return  # missing or unreadable: the caller's own message
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise InputError(f"{option}: {path} is not a regular file (a FIFO, device or socket); save the data to a file")
+
+
 def _read_text_matrix(p: Path, option: str) -> np.ndarray:
+    require_regular_file(p, option)
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -240,6 +260,7 @@ def load_npz(path, option: str, keys: tuple[str, ...] | None = None, max_memory:
         raise InputError(f"{option}: file not found: {p}")
     if p.is_dir():
         raise InputError(f"{option}: {p} is a directory, not a file")
+    require_regular_file(p, option)
     try:
         with open(p, "rb") as fh:
             magic = fh.read(6)
@@ -380,6 +401,7 @@ def npy_header(path, option: str, max_memory: float | None = None) -> tuple[tupl
     from proofs_checks.guards import require_memory
 
     p = Path(path)
+    require_regular_file(p, option)
     try:
         size = p.stat().st_size
         with open(p, "rb") as fh:
@@ -416,6 +438,7 @@ def zip_members(path, option: str, max_memory: float | None = None, kind: str = 
 
     from proofs_checks.guards import require_memory
 
+    require_regular_file(path, option)
     try:
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
@@ -469,6 +492,7 @@ def load_torch_file(path, option: str, max_memory: float | None = None):
     import zipfile
 
     p = Path(path)
+    require_regular_file(p, option)
     try:
         with open(p, "rb") as fh:
             head = fh.read(4)

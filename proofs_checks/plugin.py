@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from proofs_checks.comparisons import exact, largest, rounding, seed_spread, smallest, z_test
-from proofs_checks.context import RunContext
+from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (KINDS, LAYERS, MUTANT_KINDS, Check, CheckResult, Claim, Mutant, RegistryError, SkipCheck,
                                     compare, register, worst)
 from theory.derivation import Derivation, DerivationBuilder, Obligation
@@ -118,7 +118,8 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
                        key: str | None = None, points: tuple[int, int, int] = (20, 200, 2000), name: str = "matches_derivation",
                        description: str = "") -> Check:
     """The usual symbolic check: the form, a function of the derivation's symbols, against the
-    derivation's closed form lambdified with NumPy, at points ``sample(rng)`` (a tuple of argument
+    derivation's closed form lambdified with NumPy (SciPy for special functions such as
+    ``LambertW``, ``gamma``, ``besselj``), at points ``sample(rng)`` (a tuple of argument
     values; ``points`` per quick/default/full mode). The symbols are the derivation fact ``args``
     (``b.fact("args", (x, y))``); ``key`` picks an entry of a dict result. Tolerance: float64
     rounding (:func:`rounding`) of the closed form's operation count at the largest magnitude met.
@@ -140,21 +141,34 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
 
         d = derive()
         expr = d.result[key] if key is not None else d.result
-        return sp.lambdify(d.facts[args], expr, "numpy"), int(sp.count_ops(expr)) + 1
+        return sp.lambdify(d.facts[args], expr, ["scipy", "numpy"]), int(sp.count_ops(expr)) + 1
 
     def fn(form: Any, ctx: RunContext) -> CheckResult:
-        f, ops = ctx.reference("lambdified derivation", reference)
-        pts = ctx.reference("points", lambda: [tuple(sample(ctx.rng("points", i))) for i in range(ctx.size(*points))])
+        f, ops = ctx.reference("lambdified derivation", reference, identity_token(derive), key, args)
+        pts = ctx.reference("points", lambda: [tuple(sample(ctx.rng("points", i))) for i in range(ctx.size(*points))],
+                            identity_token(sample), points)
         errs, scale = [], 1.0
         for p in pts:
-            ref = np.asarray(f(*p), dtype=float)
-            got = np.asarray(form(*p), dtype=float)
+            ref = _real(np.asarray(f(*p)), ops)
+            got = _real(np.asarray(form(*p)), ops)
             errs.append(np.abs(got - ref))
             scale = largest(scale, float(np.max(np.abs(ref))) if ref.size else 0.0)
         return rounding(worst(errs), ops, scale=scale, what=f"the closed form ({ops} operations) at {len(pts)} points",
                         seeds=[ctx.seed_for("points")], sizes={"points": len(pts)})
 
     return Check(name, "symbolic", fn, description or "the form against the derivation's closed form at sampled points")
+
+
+def _real(a: Any, ops: int) -> Any:
+    """A real float array from ``a``; a complex value (SciPy's ``lambertw`` returns one) keeps its
+    real part only when its imaginary part is float64 rounding of ``ops`` operations, else NaN (so the
+    comparison fails instead of silently dropping the imaginary part)."""
+    import numpy as np
+
+    if not np.iscomplexobj(a):
+        return np.asarray(a, dtype=float)
+    re_, im = np.real(a).astype(float), np.abs(np.imag(a))
+    return np.where(im <= 64 * ops * np.finfo(float).eps * np.maximum(1.0, np.abs(re_)), re_, np.nan)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -165,7 +179,23 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
 class ClaimCheck:
     """What :func:`check_claim` found: ``status`` (verified / refuted / undecided / error /
     incomplete / evidence), ``message``, ``ok``, the runner's ``result``; prints as a table
-    (``str``) and renders as HTML in a notebook."""
+    (``str``) and renders as HTML in a notebook.
+
+        >>> import sympy as sp
+        >>> def derive():
+        ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
+        ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+        >>> @numeric("direct evaluation")
+        ... def direct(form, ctx):
+        ...     return rounding(abs(form(3.0) - 16.0), 4, scale=16)
+        >>> c = Claim(id="demo.square", title="(x+1)^2", statement="(x+1)^2 = x^2+2x+1", source="algebra",
+        ...           kind="identity", form=lambda x: x * x + 2 * x + 1, derivation=derive,
+        ...           checks=(matches_derivation(derive, lambda rng: (rng.normal(),)), direct),
+        ...           mutants=(Mutant("one", "wrong constant", "x^2+x+1", lambda x: x * x + x + 1),))
+        >>> res = check_claim(c)
+        >>> res.status, res.ok, "<table>" in res._repr_html_()
+        ('verified', True, True)
+    """
 
     result: Any
 
@@ -215,7 +245,26 @@ class ClaimCheck:
 class MutantsRun:
     """What :func:`run_mutants` found: ``claim`` (the unmutated claim's :class:`ClaimCheck`),
     ``rows`` (the runner's kill-matrix rows), ``all_killed``, ``refused`` (why no kill counts, when
-    the unmutated claim is not verified); table and HTML like :class:`ClaimCheck`."""
+    the unmutated claim is not verified); table and HTML like :class:`ClaimCheck`.
+
+        >>> import sympy as sp
+        >>> def derive():
+        ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
+        ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+        >>> @numeric("direct evaluation")
+        ... def direct(form, ctx):
+        ...     return rounding(abs(form(3.0) - 16.0), 4, scale=16)
+        >>> def claim(form):
+        ...     return Claim(id="demo.square", title="(x+1)^2", statement="(x+1)^2", source="algebra", kind="identity",
+        ...                  form=form, derivation=derive, checks=(matches_derivation(derive, lambda r: (r.normal(),)), direct),
+        ...                  mutants=(Mutant("one", "wrong constant", "x^2+x+1", lambda x: x * x + x + 1),))
+        >>> m = run_mutants(claim(lambda x: x * x + 2 * x + 1))
+        >>> m.all_killed, [r.killed_by for r in m.rows]
+        (True, ['matches_derivation'])
+        >>> wrong = run_mutants(claim(lambda x: x * x + 1))  # the claim itself is refuted: nothing counts
+        >>> wrong.all_killed, bool(wrong.refused), [r.killed for r in wrong.rows]
+        (False, True, [False])
+    """
 
     claim: ClaimCheck
     rows: list[Any] = field(default_factory=list)
@@ -256,7 +305,18 @@ def _ctx(mode: str, seed: int, device: str) -> RunContext:
 def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str = "cpu") -> ClaimCheck:
     """Validate and run a claim object (it need not be registered): its derivation's obligations
     and every check, exactly as ``tverify run`` does. Raises :class:`RegistryError` when the
-    claim is incomplete. See the module docstring for an example."""
+    claim is incomplete. See the module docstring and :class:`ClaimCheck` for a verified claim.
+
+        >>> bare = Claim(id="demo.bare", title="t", statement="s", source="-", kind="identity", form=1.0,
+        ...              checks=(Check("direct", "numeric", lambda form, ctx: exact(0.0, "x")),),
+        ...              mutants=(Mutant("two", "wrong constant", "2", 2.0),))
+        >>> check_claim(bare)
+        Traceback (most recent call last):
+        ...
+        proofs_checks.registry.RegistryError: claim 'demo.bare': no derivation (derivation=...) and no symbolic check: an identity needs both, or no_symbolic="why it has none"
+        >>> check_claim(Claim(**{**bare.__dict__, "no_symbolic": "a table of counts"})).status
+        'verified'
+    """
     from proofs_checks.runner import run_claim
 
     claim.validate()
@@ -265,7 +325,15 @@ def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
 
 def run_mutants(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str = "cpu") -> MutantsRun:
     """The kill matrix of a claim object, as ``tverify mutants``: the claim runs first; when it is
-    not verified, no mutant runs and none is called killed (``refused`` says why)."""
+    not verified, no mutant runs and none is called killed (``refused`` says why); see
+    :class:`MutantsRun` for both cases.
+
+        >>> c = Claim(id="demo.three", title="t", statement="3", source="-", kind="identity", form=3.0,
+        ...           no_symbolic="a count", checks=(Check("count", "numeric", lambda f, ctx: exact(f - 3, "3")),),
+        ...           mutants=(Mutant("four", "wrong constant", "4", 4.0),))
+        >>> [(r.mutant, r.killed) for r in run_mutants(c).rows]
+        [('four', True)]
+    """
     from proofs_checks.runner import refusal_reason, refused_mutant, run_claim, run_mutant
 
     claim.validate()

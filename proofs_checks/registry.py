@@ -65,7 +65,13 @@ _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
 
 class RegistryError(ValueError):
-    """A claim entry is incomplete or inconsistent (raised at registration)."""
+    """A claim entry is incomplete or inconsistent (raised at registration); one line.
+
+        >>> Mutant("m", "typo kind", "2x", 2.0)
+        Traceback (most recent call last):
+        ...
+        proofs_checks.registry.RegistryError: mutant 'm': kind must be one of ('wrong constant', 'dropped term', 'extra term', 'swapped index', 'wrong axis', 'sign flip', 'wrong norm', 'wrong solver output', 'wrong formula', 'erratum as stated')
+    """
 
 
 class UnknownClaimError(LookupError):
@@ -73,7 +79,19 @@ class UnknownClaimError(LookupError):
 
 
 class SkipCheck(Exception):
-    """Raised by a check that cannot run here (e.g. CUDA requested but absent); carries the reason."""
+    """Raised by a check that cannot run here (e.g. CUDA requested but absent); carries the reason.
+    A skipped check is never a pass: the claim is ``incomplete``.
+
+        >>> from proofs_checks.context import RunContext
+        >>> def on_gpu(form, ctx):
+        ...     if ctx.device != "cuda":
+        ...         raise SkipCheck("needs --device cuda")
+        >>> try:
+        ...     on_gpu(None, RunContext())
+        ... except SkipCheck as exc:
+        ...     print(exc)
+        needs --device cuda
+    """
 
 
 @dataclass
@@ -87,6 +105,10 @@ class CheckResult:
     ``resolution`` is the smallest deviation from the truth the check still rejects, in
     ``resolution_units`` (a relative change of the reference for the comparison kinds of
     :mod:`proofs_checks.comparisons`; see :func:`default_resolution` for the rule otherwise).
+
+        >>> r = CheckResult(True, error=2e-16, tolerance=1.4e-14, justification="float64 rounding of 1 operation")
+        >>> r.passed, r.error <= r.tolerance
+        (True, True)
     """
 
     passed: bool | None
@@ -229,6 +251,13 @@ class Check:
     uses_device  the check runs its own computation on ``ctx.device`` (trained models, batched
                  simulations). Checks against CPU reference modules (torch.optim.Adam, sdpa,
                  MultiheadAttention, ...) never do: they compare on CPU whatever the device flag.
+
+        >>> from proofs_checks.comparisons import exact
+        >>> c = Check("counts", "numeric", lambda form, ctx: exact(form - 3, "count of 3"))
+        >>> c.uses_device, c.fn(3, None).passed, c.fn(4, None).passed
+        (False, True, False)
+        >>> Check("sgd", "trained", c.fn).uses_device
+        True
     """
 
     name: str
@@ -249,7 +278,12 @@ class Mutant:
     """A planted wrong variant of a claim's ``form`` that the claim's checks must refute.
 
     ``exempt`` is a written reason why no numeric or trained computation can tell this mutant
-    apart (it changes only a presentation); the report shows it. Empty for ordinary mutants."""
+    apart (it changes only a presentation); the report shows it. Empty for ordinary mutants.
+
+        >>> m = Mutant("sign", "sign flip", "σ(−x) instead of σ(x)", lambda x: 1 / (1 + 2.718281828 ** x))
+        >>> m.kind, round(m.form(0.0), 3)
+        ('sign flip', 0.5)
+    """
 
     name: str
     kind: str
@@ -288,7 +322,7 @@ class Claim:
     ...       (Mutant("three", "wrong constant", "1+1=3", 3),)).validate()
     Traceback (most recent call last):
     ...
-    proofs_checks.registry.RegistryError: claim 'demo.two': no derivation (derivation=...) and no symbolic check: a identity needs both, or no_symbolic="why it has none"
+    proofs_checks.registry.RegistryError: claim 'demo.two': no derivation (derivation=...) and no symbolic check: an identity needs both, or no_symbolic="why it has none"
     """
 
     id: str
@@ -350,14 +384,15 @@ class Claim:
                 raise RegistryError(f"{where}: checks must be Check objects, got {type(c).__name__}")
         if not self.is_evidence:
             layers = {c.layer for c in self.checks}
+            a_kind = ("an " if self.kind[:1] in "aeiou" else "a ") + self.kind
             if not self.no_symbolic.strip():
                 missing = [w for w, gone in (("no derivation (derivation=...)", self.derivation is None),
                                              ("no symbolic check", "symbolic" not in layers)) if gone]
                 if missing:
-                    raise RegistryError(f"{where}: {' and '.join(missing)}: a {self.kind} needs both, "
+                    raise RegistryError(f"{where}: {' and '.join(missing)}: {a_kind} needs both, "
                                         'or no_symbolic="why it has none"')
             if not self.no_numeric.strip() and not (layers - {"symbolic"}):
-                raise RegistryError(f"{where}: no numeric or trained check: a {self.kind} needs one independent of "
+                raise RegistryError(f"{where}: no numeric or trained check: {a_kind} needs one independent of "
                                     'SymPy, or no_numeric="why it has none"')
 
 
@@ -397,7 +432,16 @@ registry = Registry()
 
 
 def register(claim: Claim) -> Claim:
-    """Validate and add ``claim`` to the global registry; returns it."""
+    """Validate and add ``claim`` to the global registry; returns it. An incomplete claim is
+    refused with a one-line :class:`RegistryError` (nothing is registered):
+
+        >>> numbers_only = Check("direct", "numeric", lambda form, ctx: None)
+        >>> register(Claim(id="demo.bare", title="t", statement="s", source="-", kind="theorem", form=1.0,
+        ...                checks=(numbers_only,), mutants=(Mutant("two", "wrong constant", "2", 2.0),)))
+        Traceback (most recent call last):
+        ...
+        proofs_checks.registry.RegistryError: claim 'demo.bare': no derivation (derivation=...) and no symbolic check: a theorem needs both, or no_symbolic="why it has none"
+    """
     return registry.add(claim)
 
 
@@ -430,7 +474,11 @@ def _ensure_loaded() -> None:
 
 
 def get_claim(claim_id: str) -> Claim:
-    """The registered claim with this id (loads every claim module first)."""
+    """The registered claim with this id (loads every claim module first).
+
+        >>> get_claim("attn.convex_combination").kind
+        'theorem'
+    """
     _ensure_loaded()
     return registry.get(claim_id)
 

@@ -26,7 +26,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from proofs_checks.context import RunContext
+from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck, default_resolution
 from theory.validation import InputError
 
@@ -250,7 +250,9 @@ def _jsonable(v: Any) -> Any:
 
 
 def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckOutcome:
-    cctx = ctx.for_check(claim.id, check.name)
+    # the check function's identity keys its cached references: a claim redefined under the same id (a
+    # notebook cell run again) read the old derivation's reference and was verified or refuted by it
+    cctx = ctx.for_check(claim.id, check.name, scope=identity_token(check.fn))
     if not check.uses_device:
         cctx.device = "cpu"  # CPU reference checks never depend on the device flag
     if check.uses_device and ctx.device.startswith("cuda"):
@@ -273,6 +275,11 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
             error_message=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
         )
+    except SystemExit as exc:  # sys.exit(0) in a check ended `tverify run` with exit 0 and no output: a false ok
+        return CheckOutcome(check.name, check.layer, "error", None,
+                            error_message=f"the check called sys.exit({exc.code!r}); nothing was measured")
+    except GeneratorExit as exc:  # any other non-Exception except Ctrl-C (KeyboardInterrupt passes: exit 130)
+        return CheckOutcome(check.name, check.layer, "error", None, error_message=f"{type(exc).__name__}: {exc}")
     if not isinstance(res, CheckResult):
         return CheckOutcome(check.name, check.layer, "error", None, error_message=f"check returned {type(res).__name__}, not CheckResult")
     res.seconds = time.perf_counter() - t0
@@ -337,6 +344,9 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     except Exception as exc:
         info["error"] = f"{type(exc).__name__}: {exc}"
         return info
+    except SystemExit as exc:  # never the process's exit status (sys.exit(0) would read as success)
+        info["error"] = f"the derivation called sys.exit({exc.code!r})"
+        return info
     info["steps"] = _step_dicts(d)
     info["provenance"] = dict(getattr(d, "provenance", {}) or {})
     info["legend"] = dict(getattr(d, "legend", {}) or {})
@@ -344,7 +354,7 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     if obligations:
         try:
             info["obligations"] = [r.to_json() for r in d.check_obligations()]
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             info["error"] = f"obligations could not be evaluated: {type(exc).__name__}: {exc}"
     return info
 

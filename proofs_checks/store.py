@@ -160,7 +160,7 @@ def is_tverify_json(path: Path, limit: int = 256 * 1024**2) -> bool:
         if path.stat().st_size > limit:
             return False
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         return False
     if isinstance(doc, dict):
         return doc.get("tool") == "tverify" or {"check", "outcome"} <= doc.keys() or {"id", "status"} <= doc.keys() \
@@ -321,6 +321,8 @@ def read_entry(claim_id: str, store: Store | Path | None = None) -> dict[str, An
             doc = json.loads(text)
         except ValueError as exc:
             raise StoreEntryError(f"is not valid JSON ({'truncated' if 'Expecting' in str(exc) else exc})") from None
+        except RecursionError:  # e.g. [[[[…]]]] 100 000 deep: json recurses once per level
+            raise StoreEntryError("is not a claim result (JSON nested too deeply to read)") from None
         return validate_entry(doc, claim_id)
     except StoreEntryError as exc:
         raise StoreEntryError(f"store entry {p} {exc}") from None

@@ -26,7 +26,7 @@ from proofs_checks.options import json_option, mode_options
                                                  "environment nor in the cache are rows saying so.")
 @click.option("--timeout", default=180.0, show_default=True, type=float, metavar="S",
               help="Per-entry time limit in seconds (the entry's process is killed; its row says so).")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Base seed (0 … 4294967295).")
 @click.option("--no-progress", is_flag=True, help="No progress lines on stderr (problems are still reported).")
 def survey_cmd(names, list_only, mode, json_path, out_dir, force, cache_dir, no_install, timeout, seed, no_progress):
     """Run `tverify check attention` over a catalogue of real attention implementations (all, or NAMES),

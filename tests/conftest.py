@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(config, items):
     # samples, trained models, solver outputs; RunContext.reference and module caches such as the
     # shared group-G training) are then computed once per worker instead of once in each.
     for item in items:
-        if item.module.__name__.endswith("test_registry"):
+        if getattr(getattr(item, "module", None), "__name__", "").endswith("test_registry"):
             mod = _claim_module(item)
             if mod:
                 item.add_marker(pytest.mark.xdist_group(mod))

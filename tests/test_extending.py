@@ -146,13 +146,29 @@ def test_cos7_claim_verified_lambert_claim_undecided():
     assert run_mutants(_lambert_claim()).refused  # undecided is not verified: no kill counts
 
 
+def test_matches_derivation_lambdifies_special_functions():
+    # the usual symbolic check on a LambertW closed form: SciPy's lambertw, not a NameError crash
+    from proofs_checks.plugin import matches_derivation
+    from proofs_checks.context import RunContext
+    from scipy.special import lambertw
+
+    def derive():
+        b = DerivationBuilder("W e^W")
+        x = b.fact("args", (sp.Symbol("x", positive=True),))[0]
+        return b.done(b.step("w e^w", sp.LambertW(x) * sp.exp(sp.LambertW(x))))
+
+    chk = matches_derivation(derive, lambda rng: (rng.uniform(0.1, 5),))
+    assert chk.fn(lambda x: x, RunContext(mode="quick")).passed
+    assert not chk.fn(lambda x: float(lambertw(x).real), RunContext(mode="quick")).passed
+
+
 def test_registry_rule_one_line_reasons():
     ok = lambda form, ctx: exact(0.0, "x")  # noqa: E731
     base = dict(id="zz.rule", title="t", statement="s", source="t", kind="theorem", form=1.0,
                 mutants=(Mutant("m", "wrong constant", "2", 2.0),))
     with pytest.raises(RegistryError, match=r"no derivation .* and no symbolic check") as e:
         Claim(**base, checks=(Check("n", "numeric", ok),)).validate()
-    assert "\n" not in str(e.value)
+    assert "\n" not in str(e.value) and "a theorem needs" in str(e.value)
     with pytest.raises(RegistryError, match="no numeric or trained check"):
         Claim(**base, checks=(Check("s", "symbolic", ok),), derivation=lambda: None).validate()
     Claim(**base, checks=(Check("n", "numeric", ok),), no_symbolic="an empirical table").validate()
@@ -313,3 +329,64 @@ def test_list_and_show_refresh_see_a_claim_registered_after_caching(registered, 
     code, out, _ = invoke("--store", store, "show", "zzref.late", "--refresh", "--json", "-")
     d = json.loads(out)
     assert code == 0 and [o["status"] for o in d["obligations"]] == ["holds", "holds", "holds"]
+
+
+# ------------------------------------------------------------------------------------------------
+# researcher code that exits: never the process's exit status (sys.exit(0) read as success)
+
+
+def test_check_or_derivation_calling_sys_exit_is_an_error_not_exit_0():
+    def bye(*a):
+        raise SystemExit(0)
+
+    ok = lambda form, ctx: exact(0.0, "x")  # noqa: E731
+    base = dict(id="zz.exits", title="t", statement="s", source="t", kind="identity", form=1.0,
+                mutants=(Mutant("m", "wrong constant", "2", 2.0),))
+    c = Claim(**base, derivation=entropy_plugin._derive(False), checks=(Check("s", "symbolic", ok), Check("n", "numeric", bye)))
+    r = check_claim(c)
+    assert r.status == "error" and "sys.exit(0)" in r.message
+    assert run_mutants(c).refused and not any(row.killed for row in run_mutants(c).rows)
+    d = Claim(**base, derivation=bye, checks=(Check("s", "symbolic", ok), Check("n", "numeric", ok)))
+    assert check_claim(d).status == "error" and "sys.exit(0)" in check_claim(d).message
+
+
+def test_plugin_exiting_at_import_is_skipped_with_a_warning(monkeypatch, capsys):
+    import importlib.metadata as md
+    from proofs_checks import claims
+
+    class EP:
+        name, value = "exits", "zz_exits.claims"
+
+        def load(self):
+            raise SystemExit(0)
+
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP()])
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
+    claims.load_plugins()
+    assert claims.PLUGIN_ERRORS and "sys.exit(0)" in claims.PLUGIN_ERRORS[0][1]
+    assert "failed to load" in capsys.readouterr().err
+
+
+def test_a_claim_redefined_under_the_same_id_never_reads_the_old_reference():
+    # a notebook cell run again: the process-wide reference cache returned the previous derivation
+    # lambdified, so the corrected claim was refuted (or a stale derivation verified a wrong form)
+    from proofs_checks import context
+    from proofs_checks.plugin import matches_derivation
+
+    def make(expr, form):
+        def derive():
+            b = DerivationBuilder("d")
+            x = b.fact("args", (sp.Symbol("x", real=True),))[0]
+            return b.done(b.step("s", expr(x)))
+
+        direct = Check("direct", "numeric", lambda f, ctx: rounding(float(np.max(np.abs(f(np.ones(3)) - form(np.ones(3))))), 4))
+        return Claim(id="nb.edit", title="t", statement="s", source="t", kind="identity", form=form, derivation=derive,
+                     checks=(matches_derivation(derive, lambda r: (r.uniform(-1, 1),)), direct),
+                     mutants=(Mutant("m", "sign flip", "-f", lambda x: -form(x) - 1),))
+
+    assert check_claim(make(lambda x: x ** 2, lambda x: x ** 2)).status == "verified"
+    assert check_claim(make(lambda x: (x + 1) ** 2, lambda x: (x + 1) ** 2)).status == "verified"
+    assert check_claim(make(lambda x: (x + 1) ** 2, lambda x: x ** 2)).status == "refuted"
+    hits = context._REF_STATS["hits"]
+    assert run_mutants(make(lambda x: x ** 3, lambda x: x ** 3)).all_killed
+    assert context._REF_STATS["hits"] > hits  # mutants still reuse the claim's references

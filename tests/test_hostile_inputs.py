@@ -179,6 +179,17 @@ def test_pattern_files(box, f, needle):
     assert needle in line and "Python objects" not in line
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_inputs_refused_not_a_hang(box):
+    for name in ("f.npy", "f.pt"):  # reading a FIFO nobody writes to blocked forever
+        os.mkfifo(name)
+        line = err_line(*invoke("check", "hopfield", "--patterns", name)[::2])
+        assert "not a regular file" in line
+    os.mkfifo("f.npz")
+    line = err_line(*invoke("check", "att-svm", "--data", "f.npz")[::2])
+    assert "not a regular file" in line
+
+
 def test_sparse_weights(box):
     torch.save({"W": torch.eye(4).to_sparse()}, "w.pt")
     line = err_line(*invoke("check", "att-svm", "--data", "data.npz", "--weights", "w.pt")[::2])
@@ -207,6 +218,26 @@ def test_hopfield_beta_or_patterns_overflowing_is_usage_not_mismatch(box):
     np.save("p300.npy", np.random.default_rng(1).normal(size=(5, 3)) * 1e300)
     line = err_line(*invoke("check", "hopfield", "--patterns", "p300.npy")[::2])
     assert "β·M²" in line
+    line = err_line(*invoke("check", "hopfield", "--patterns", "p.npy", "--beta", "1e-320")[::2])
+    assert "1/β" in line  # was: energy_non_increasing NaN, "mismatch" (exit 1) blamed on the user
+
+
+def test_att_svm_solver_value_error_is_a_failed_attempt_not_a_traceback():
+    # SCS raised ValueError("ScsWork allocation error!") on data near 1e300: `check att-svm` crashed (exit 1)
+    from dataclasses import replace
+    from numerics import att_svm as ns
+
+    class Exploding:
+        status = None
+
+        def solve(self, **kw):
+            raise ValueError("ScsWork allocation error!")
+
+    rng = np.random.default_rng(0)
+    X, z = rng.standard_normal((4, 3, 2)), rng.standard_normal((4, 2))
+    built = ns.build_att_svm_problem(X, z, np.zeros(4, dtype=int), norm="fro")
+    with pytest.raises(ns.SolverFailure, match="ScsWork allocation error"):  # -> verdict inconclusive (exit 3)
+        ns.solve_problem(replace(built, problem=Exploding()))
 
 
 def test_att_svm_weights_duplicates_zero_and_zip_bomb(box):
@@ -276,6 +307,7 @@ def test_report_refusal_message_is_complete(box):
     ('{"id": "attn.softmax_simplex", "status": "[red]x"}', "has status"),
     ('{"id": "attn.softmax_simplex", "status": "verif', "not valid JSON"),
     ('{"id": "other.claim", "status": "verified"}', "holds the result of 'other.claim'"),
+    ("[" * 200000 + "]" * 200000, "nested too deeply"),  # json.loads raised RecursionError: a traceback
 ])
 def test_store_entries_validated_on_read(box, content, needle):
     last = box / "st" / "last"
@@ -331,3 +363,10 @@ def test_cluster_port_out_of_range_is_refused_at_once():
     t0 = time.perf_counter()
     line = err_line(*invoke("run", "attn.softmax_simplex", "--cluster", "tcp://127.0.0.1:99999")[::2])
     assert "outside 1 … 65535" in line and time.perf_counter() - t0 < 2
+
+
+@pytest.mark.parametrize("cmd", [["reproduce", "zfb-2024", "--quick"], ["check", "hopfield", "--patterns", "p.npy"]])
+def test_seed_beyond_32_bits_is_usage_not_an_error(box, cmd):
+    # --seed 2**64 reached torch's seeding: "ValueError: Overflow when unpacking long long", status error (exit 1)
+    line = err_line(*invoke(*cmd, "--seed", str(2**64))[::2])
+    assert "--seed" in line and "4294967295" in line

@@ -400,6 +400,13 @@ class Derivation:
     use (e.g. a derived moment), so that a check never re-derives by other means what it compares.
     ``provenance`` maps each result entry (``"result"`` for a single one) to ``"derived"`` when it
     is the expression of a derived step, else ``"assumed"``. ``legend`` explains the symbols.
+
+        >>> import sympy as sp
+        >>> from theory.derivation import DerivationBuilder
+        >>> b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
+        >>> d = b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+        >>> d.result, d.provenance
+        (x**2 + 2*x + 1, {'result': 'derived'})
     """
 
     title: str

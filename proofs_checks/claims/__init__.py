@@ -65,8 +65,9 @@ def load_plugins() -> None:
             if callable(obj):
                 obj()
             _record_sources(set(sys.modules) - before)
-        except Exception as exc:  # another package's code: report it and go on
-            msg = " ".join(str(exc).split())
+        except (Exception, SystemExit) as exc:  # another package's code: report it and go on (sys.exit(0)
+            # at import ended `tverify run` with exit 0 and nothing run)
+            msg = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else " ".join(str(exc).split())
             PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__))
             sys.stderr.write(f"tverify: warning: claims plugin {ep.name!r} ({ep.value}) failed to load and was skipped: "
                              f"{PLUGIN_ERRORS[-1][1]}\n")

@@ -285,12 +285,12 @@ def _foreign_files(folder: Path) -> list[str]:
     if stamp.is_file() and not stamp.is_symlink():
         try:
             manifest = set(json.loads(stamp.read_text(encoding="utf-8")).get("files") or [])
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             manifest = set()
         return sorted(f for f in files if f != MARKER and f not in manifest) if manifest else [MARKER + " (unreadable)"]
     try:
         legacy = json.loads((folder / "results.json").read_text(encoding="utf-8")).get("tool") == "tverify"
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         legacy = False
     if legacy:
         return sorted(f for f in files if Path(f).parts[0] not in _LEGACY_TOP or (folder / f).is_symlink())

@@ -118,7 +118,8 @@ def estimate_seconds(N: int, d: int, flops: float = 2e9) -> float:
 
 def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
     """Argument validation before :func:`run_hopfield`: the memory its sizes need, and a β·M² that
-    float64 can hold (beyond it the built-in update overflows, which is no finding about yours)."""
+    float64 can hold (beyond it the built-in update overflows, which is no finding about yours), and a
+    1/β that float64 can hold (the energy divides by β)."""
     from proofs_checks.guards import require_memory
 
     big = float(np.abs(P).max())
@@ -129,6 +130,10 @@ def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
         raise UsageError(f"--beta {beta:g} with patterns of norm up to M = {M:.3g}: β·M² = {scaled:.3g} leaves "
                          "float64's range (above 1e300), so the modern update itself would overflow; rescale the "
                          "patterns or lower --beta")
+    if float(beta) < 1e-300:  # the energy's 1/β·(lse − log N) terms: 1/β itself leaves float64's range
+        raise UsageError(f"--beta {beta:g}: 1/β = {1 / float(beta) if beta > 0 else math.inf:.3g} leaves float64's "
+                         "range (above 1e300), so the built-in energy E = −lse(β, Xᵀξ) + ½ξᵀξ + … would overflow "
+                         "(no finding about your update); raise --beta to at least 1e-300")
     N, d = P.shape
     require_memory(estimate_bytes(N, d), max_memory,
                    f"check hopfield on {N} patterns in d = {d} (four {N}×{N} float64 matrices: Gram, distances)",
