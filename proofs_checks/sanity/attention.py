@@ -284,6 +284,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     for nm, v in (("--heads", heads), ("--kv-heads", kv_heads), ("--dim", dim), ("--rope-dims", rope_dims)):
         if v is not None and (not isinstance(v, int) or v < 1):
             raise UsageError(f"{nm}: must be a positive integer, got {v!r}")
+    if heads is not None and kv_heads is not None and heads % kv_heads:
+        raise UsageError(f"--heads {heads} --kv-heads {kv_heads}: grouped-query attention shares each key/value head "
+                         "among the same number of query heads, so --heads must be a multiple of --kv-heads")
     if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
         raise UsageError(f"--softcap: must be a positive number, got {softcap!r}")
     if not (math.isfinite(rope_base) and rope_base > 1):

@@ -315,7 +315,10 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
         raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
     n_sets = (1 if Wpv.ndim == 2 else Wpv.shape[0]) if weights else seeds
     est, chunk = estimate_resources(d, N, M, n_sets, prompts, steps, train=not weights)
-    guards.check_memory(est, max_memory, hint="lower --seeds, --prompts, --N or --M")
+    hint = "lower --seeds, --prompts, --N or --M"
+    if d > 1 and estimate_resources(1, N, M, n_sets, prompts, steps, train=not weights)[0].bytes < est.bytes / 100:
+        hint = f"the dimension d = {d} (the length of --lambda) drives it; use fewer dimensions, or " + hint
+    guards.check_memory(est, max_memory, hint=hint)
 
     from numerics import icl as ni  # torch: imported only once the input is known to be good
 
