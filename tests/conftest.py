@@ -51,11 +51,18 @@ def pytest_collection_modifyitems(config, items):
     # with the claims declared in the same module: the form-independent references (Monte Carlo
     # samples, trained models, solver outputs; RunContext.reference and module caches such as the
     # shared group-G training) are then computed once per worker instead of once in each.
+    # Likewise the tests of tests/test_derivations.py that read one claim's derivation (built once per
+    # process there).
     for item in items:
-        if getattr(getattr(item, "module", None), "__name__", "").endswith("test_registry"):
+        modname = getattr(getattr(item, "module", None), "__name__", "")
+        if modname.endswith("test_registry"):
             mod = _claim_module(item)
             if mod:
                 item.add_marker(pytest.mark.xdist_group(mod))
+        elif modname.endswith("test_derivations"):
+            cid = (getattr(getattr(item, "callspec", None), "params", {}) or {}).get("cid")
+            if cid:
+                item.add_marker(pytest.mark.xdist_group("derivation:" + cid))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA: torch sees no CUDA device on this machine")

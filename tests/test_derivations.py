@@ -11,6 +11,8 @@ and an obligation cannot be met by a wrong residual (a planted error is reported
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import sympy as sp
 
@@ -32,7 +34,10 @@ ASSUMPTION_ROLES = {"definition", "premise", "constant", "bound"}
 OBLIGATION_SECONDS = 5.0
 
 
+@functools.lru_cache(maxsize=None)
 def _derivation(cid: str):
+    """Each claim's derivation, built once per test process (every test here only reads it; the
+    parametrised tests of one claim run on one xdist worker, see tests/conftest.py)."""
     return CLAIMS[cid].derivation()
 
 
