@@ -177,3 +177,22 @@ def test_depth_gate_switches_blocks_off():
     X = torch.randn(2, 3, 4, 2, dtype=torch.float64)
     ref = na.BatchedTransformer([1, 3], [0, 0], 4, 2, 2, width=8, seed=0, dtype=torch.float64)
     assert torch.allclose(model(X)[0], ref(X)[0]) and not torch.allclose(model(X)[1], ref(X)[1])
+
+
+def test_bound_vs_derivation_resolution_is_relative_and_confirmed():
+    """Issue 29: the symbolic bound check resolves a relative change of the derived bound ≤ 1e-9."""
+    from proofs_checks.comparisons import REL_UNITS
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import get_claim
+    from proofs_checks.runner import run_check
+
+    c = get_claim("approx.contextual_mapping")
+    check = next(ch for ch in c.checks if ch.name == "bound_vs_derivation")
+    r = run_check(c, check, c.form, RunContext(mode="quick")).result
+    assert r.passed and r.resolution_units == REL_UNITS and r.resolution <= 1e-9
+    conf = r.details["resolution_confirmed"]
+    assert conf["rejects_2eps"] and conf["accepts_half_eps"]
+    # the same check on the bound scaled by 1 + 2ε is rejected
+    scaled = {**c.form, "bound": lambda d, b, rho: {k: np.asarray(v) * (1 + 2 * r.resolution)
+                                                    for k, v in na.margin_bound(d, b, rho).items()}}
+    assert run_check(c, check, scaled, RunContext(mode="quick")).result.passed is False

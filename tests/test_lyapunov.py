@@ -196,3 +196,25 @@ def test_parse_decimals_are_exact_and_order_follows_vars():
     assert c.vars == (y, x)
     assert c.V == x**2 + sp.Rational(1, 10) * y**2
     assert c.f == (-y / 2, -x)
+
+
+def test_resolutions_are_stated_in_meaningful_units():
+    """Issue 29: every check of lyap.backward_construction and lyap.conditions states its resolution
+    in named units; the rounding checks resolve ≤ 1e-9 and the ODE energy balance ≤ 1e-6 relative
+    change of the reference (confirmed by re-running against the scaled reference)."""
+    from proofs_checks.comparisons import REL_UNITS
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import ERROR_UNITS, get_claim
+    from proofs_checks.runner import run_check
+
+    ctx = RunContext(mode="quick")
+    res = {}
+    for cid in ("lyap.backward_construction", "lyap.conditions"):
+        c = get_claim(cid)
+        res.update({ch.name: run_check(c, ch, c.form, ctx).result for ch in c.checks})
+    for name, r in res.items():
+        assert r.passed and r.resolution_units != ERROR_UNITS and math.isfinite(r.resolution), name
+    for name, target in (("identity_vs_sympy", 1e-9), ("structure", 1e-9), ("energy_balance", 1e-6)):
+        assert res[name].resolution_units == REL_UNITS and 0 < res[name].resolution <= target, name
+        assert res[name].details["resolution_confirmed"]["rejects_2eps"], name
+    assert 0 < res["trajectories"].resolution <= 0.1

@@ -12,6 +12,7 @@ import numpy as np
 import sympy as sp
 
 from numerics import approx as na
+from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import exact, largest, smallest
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
@@ -65,19 +66,26 @@ def _bound_symbolic(form, ctx) -> CheckResult:
     import mpmath
 
     f, _, der = _derived_bound()
-    errs, rows = {}, {}
+    errs, rows, ratios = {}, {}, []
     with mpmath.workdps(30):
         for d, b, n in _grids(ctx):
             got = form["bound"](d, b, RHO)
             K, delta = b**d, mpmath.mpf(1) / b
             ref = np.array([float(f(mpmath.mpf(sp.N(x, 30)), K, delta)) for x in _token_x(d, b)])
             same = np.asarray(got["same_token"], float)
-            errs[f"d={d} b={b}"] = float(np.max(np.abs(same / ref - 1))) if same.shape == ref.shape else math.inf
-            errs[f"d={d} b={b} distinct"] = abs(float(got["distinct_tokens"]) / float(delta / 2) - 1)
+            r_same = same / ref if same.shape == ref.shape else np.array([math.inf])
+            r_dist = float(got["distinct_tokens"]) / float(delta / 2)
+            ratios += [*np.ravel(r_same).tolist(), r_dist]
+            errs[f"d={d} b={b}"] = float(np.max(np.abs(r_same - 1)))
+            errs[f"d={d} b={b} distinct"] = abs(r_dist - 1)
             rows[f"d={d} b={b}"] = {"bound_top_token": float(ref[-1]), "bound_smallest_token": float(ref[0])}
-    return compare(worst(errs), 1e-12, "float64 evaluation of ρ^{a/a_min} powers and a short rational expression, "
-                   "relative to the 30-digit derived form (1e-12 ≫ the ~1e-15 rounding; any wrong term or constant "
-                   "moves it by ≥ 1e-3)", sizes={"grids": [list(g) for g in _grids(ctx)]}, details={"errors": errs, "bounds": rows})
+    # pointwise relative error as cmp.relative of the ratios form/derived against 1: the resolution is
+    # a relative change of the derived bounds (every token's and the distinct-token bound δ/2)
+    return cmp.relative(np.asarray(ratios), np.ones(len(ratios)), 1e-12,
+                        "float64 evaluation of ρ^{a/a_min} powers and a short rational expression, relative to the 30-digit "
+                        "derived form (1e-12 ≫ the ~1e-15 rounding; any wrong term or constant moves it by ≥ 1e-3). Error: "
+                        "max |form/derived − 1| over every token's bound and the distinct-token bound of every grid",
+                        sizes={"grids": [list(g) for g in _grids(ctx)]}, details={"errors": errs, "bounds": rows})
 
 
 def _separation(form, ctx) -> CheckResult:
@@ -254,7 +262,11 @@ def _ue_trained(form, ctx) -> CheckResult:
     rel = np.asarray(mse).reshape(seeds, len(depths)) / var
     rel_se = np.asarray(se).reshape(seeds, len(depths)) / var
     curve = rel.mean(0)
-    mse2, se2, _ = form(na.shift_target, [2, 2, 2, 2], [0, 0, 1, 1], steps=steps, seed=s2, eval_seed=se_)
+    # the floor criterion's resolution has a term 5·SE/floor: 16384 evaluation sequences (a float64 forward
+    # pass, no training) put it near 2.5% instead of ~7% with 2048
+    n_eval_shift = 16384
+    mse2, se2, _ = form(na.shift_target, [2, 2, 2, 2], [0, 0, 1, 1], steps=steps, seed=s2, eval_seed=se_,
+                        n_eval=n_eval_shift)
     floor = na.shift_floor(4)
     z_floor = [(floor - mse2[i]) / se2[i] for i in (0, 1)]  # > 5 would contradict the floor
     z_depth = (rel[:, 0] - rel[:, -1]) / np.hypot(rel_se[:, 0], rel_se[:, -1])  # per seed
@@ -279,19 +291,53 @@ def _ue_trained(form, ctx) -> CheckResult:
         axes[1].set_ylabel("test MSE per coordinate")
         axes[1].legend(fontsize=8)
         ctx.save_figure(fig, "depth_and_positional_encodings")
+    # Resolution. The one criterion with a derived reference is the floor: the no-PE errors against
+    # (n−2)/(n−1). Scaling the floor by 1 + δ gives z_i(δ) = (floor·(1 + δ) − mse_i)/se_i, rejected
+    # (z > K) for δ > (K·se_i + mse_i − floor)/floor: the resolution is the smallest over the no-PE
+    # models (one-sided: a floor that is too large). It cannot go below (mse_i − floor)/floor, the
+    # model's excess over the best equivariant predictor (its optimisation error at this budget).
+    no_pe = np.asarray(mse2[:2], float), np.asarray(se2[:2], float)
+    floor_res = (K_SIGMA * no_pe[1] + no_pe[0] - floor) / floor
+    eps = float(np.min(floor_res)) if np.all(np.isfinite(floor_res)) else math.nan
+
+    def floor_crit(delta):
+        z = (floor * (1 + delta) - no_pe[0]) / no_pe[1]
+        return float(np.max(z)) / K_SIGMA
+
+    conf = ({"eps": eps, "rejects_2eps": bool(floor_crit(2 * eps) > 1.0), "accepts_half_eps": bool(floor_crit(eps / 2) <= 1.0),
+             "one_sided": "increase of the derived floor"} if math.isfinite(eps) and eps > 0 else {})
+    margins = {"depth_decreases_error": float(np.min((rel[:, 0] - K_SIGMA * np.hypot(rel_se[:, 0], rel_se[:, -1]) - rel[:, -1])
+                                                      / rel[:, -1])),
+               "pe_fits_shift": float(0.25 * floor / np.mean(mse2[2:]) - 1.0)}
+    details_res = {"resolution_confirmed": conf,
+                   "floor_resolution_per_no_pe_model": floor_res.tolist(),
+                   "floor_excess_over_floor": ((no_pe[0] - floor) / floor).tolist(),
+                   "floor_5se_over_floor": (K_SIGMA * no_pe[1] / floor).tolist(),
+                   "evidence_margins": margins,
+                   "evidence_margins_units": "relative increase of the depth-3 error (resp. of the PE shift error) that "
+                                             "the criterion would reject"}
     details = {"relative_error_by_depth": {str(L): float(c) for L, c in zip(depths, curve)},
                "depth3_over_depth1": float(curve[-1] / curve[0]), "decrease_in_se_per_seed": z_depth.tolist(),
                "relative_error_per_seed": rel.tolist(), "relative_error_se": rel_se.tolist(),
                "shift_mse": {"no_pe": [float(v) for v in mse2[:2]], "pe": [float(v) for v in mse2[2:]], "floor": floor,
-                             "se": [float(v) for v in se2]}, "final_train_loss": [float(v) for v in last]}
+                             "se": [float(v) for v in se2]}, "final_train_loss": [float(v) for v in last], **details_res}
     return compare(worst(crit), 1.0,
                    f"evidence criterion: error(depth 1) − error(depth 3) > {K_SIGMA:g} SE for every seed (SE over the "
                    "evaluation sequences); no-PE shift error not below the "
                    f"derived equivariant floor by more than {K_SIGMA:g} SE (it cannot be: a theorem, so this guards the "
                    "measurement); PE shift error ≤ ¼ floor. error = worst of the three normalised ratios. Training in "
-                   "float32, evaluation in float64 on 2048 fresh sequences per model",
-                   seeds=[s1, s2, se_], sizes={"n": 4, "d": 2, "width": 16, "depths": list(depths), "seeds": seeds, "steps": steps},
-                   details=details)
+                   f"float32, evaluation in float64 on 2048 (equivariant target) and {n_eval_shift} (shift) fresh sequences "
+                   "per model. Resolution (one-sided): the smallest relative increase of the derived floor (n−2)/(n−1) "
+                   "that a no-PE model rejects, min (5·SE + MSE − floor)/floor; it is above the 1% trained target because "
+                   "it cannot go below the no-PE models' excess (MSE − floor)/floor, their distance from the best "
+                   "equivariant predictor after this training budget (reported: floor_excess_over_floor), a property of "
+                   "the trained model and not a statistical error; 5·SE/floor is reported beside it",
+                   seeds=[s1, s2, se_], sizes={"n": 4, "d": 2, "width": 16, "depths": list(depths), "seeds": seeds, "steps": steps,
+                                               "n_eval_shift": n_eval_shift},
+                   details=details, resolution=eps,
+                   resolution_units="relative increase of the derived equivariant floor (n−2)/(n−1) of the shift target "
+                   "that is rejected (one-sided: (5·SE + MSE_noPE − floor)/floor, best no-PE model); the depth and "
+                   "positional-encoding criteria are evidence margins (details)")
 
 
 def _untrained(target, depths, use_pe, **kw):

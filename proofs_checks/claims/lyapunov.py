@@ -10,12 +10,38 @@ import numpy as np
 import sympy as sp
 
 from numerics import lyapunov as nl
-from proofs_checks.comparisons import exact, largest
+from proofs_checks.comparisons import REL_UNITS, confirm_resolution, exact, largest
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 
 SOURCE = "lecture notes 001 (application to mathematics: Lyapunov functions)"
+
+
+def _scaled_relative(label: str, value, ref, scale, tol: float, justification: str, *, others=None, **kw) -> CheckResult:
+    """``max_i |value_i − ref_i| / scale_i ≤ tol`` (a pointwise error normalised by a rounding or
+    integration scale ``scale_i``), with ``others`` (further named errors, unaffected by the
+    reference) in the same comparison. Resolution in relative units of the reference: scaling it by
+    ``1 + δ`` moves entry ``i`` by ``|δ|·|ref_i|``, so entry ``i`` rejects every
+    ``|δ| > (tol + e_i)·scale_i/|ref_i|`` (triangle inequality, ``e_i`` its error); ``ε`` is the
+    smallest over the entries with ``ref_i ≠ 0``, confirmed by re-running the comparison against
+    ``ref·(1 ± 2ε)`` (rejected) and ``ref·(1 ± ε/2)``."""
+    v, r, sc = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (value, ref, scale)))
+    v, r, sc = v.ravel(), r.ravel(), sc.ravel()
+    rest = worst(others) if others else 0.0
+
+    def err(delta: float) -> float:
+        with np.errstate(all="ignore"):
+            return largest(float(np.max(np.abs(v - r * (1 + delta)) / sc)) if v.size else 0.0, rest)
+
+    with np.errstate(all="ignore"):
+        e_i = np.abs(v - r) / sc
+        ok = (r != 0) & (sc > 0) & np.isfinite(e_i)
+        eps = float(np.min((tol + e_i[ok]) * sc[ok] / np.abs(r[ok]))) if ok.any() and np.all(np.isfinite(e_i)) else math.nan
+    details = dict(kw.pop("details", {}) or {})
+    details.update(resolution_confirmed=confirm_resolution(err, tol, eps))
+    return compare({label: err(0.0), **(others or {})}, tol, justification, details=details, resolution=eps,
+                   resolution_units=REL_UNITS, **kw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,7 +112,11 @@ def _trajectories(form, ctx) -> CheckResult:
                             "sampled": {n: r["details"] for n, r in ref.items()},
                             "ratio_near_max": {n: float(np.max(r["near"])) for n, r in ref.items()},
                             "ratio_far_max": {n: float(np.max(r["far"])) for n, r in ref.items()},
-                            "comparison_bound": gas_bound})
+                            "comparison_bound": gas_bound},
+                   resolution=TAU - worst(errs) if errs else TAU,
+                   resolution_units=f"absolute increase of the contraction ratio ‖x(T)‖/‖x(0)‖ (T = {T_COND:g}) of the "
+                   "worst covered trajectory that is rejected (tolerance − error; one-sided: a covered trajectory that "
+                   f"shrinks by less than {TAU:g} is rejected, one that does not converge has ratio ≥ 1)")
 
 
 def _covers_stable_systems(form, ctx) -> CheckResult:
@@ -192,11 +222,11 @@ def _identity_vs_sympy(form, ctx) -> CheckResult:
         f = np.asarray(form["f"](g, P, S))
         mine = (g * f).sum(-1)
         sc = np.maximum(scale, (g * g).sum(-1) * (np.abs(P).sum((-1, -2)) + np.abs(S).sum((-1, -2))))
-        err = float(np.max(np.abs(mine - vdot) / sc))
-    return compare({"relative_to_rounding_scale": err}, 64 * (nterms + 8) * EPS,
-                   f"float64 rounding of a {nterms}-term polynomial and an 8-product quadratic form (64·(terms + 8)·eps, "
-                   "relative to the sum of absolute terms)", seeds=[ctx.seed_for()], sizes={"points": M},
-                   details={"max_abs_vdot": float(np.max(np.abs(vdot)))})
+    return _scaled_relative("relative_to_rounding_scale", mine, vdot, sc, 64 * (nterms + 8) * EPS,
+                            f"float64 rounding of a {nterms}-term polynomial and an 8-product quadratic form (64·(terms + 8)·eps, "
+                            "relative to the sum of absolute terms); resolution: the smallest relative change of the derived "
+                            "V̇ that one point rejects, (tol + e)·scale/|V̇|", seeds=[ctx.seed_for()], sizes={"points": M},
+                            details={"max_abs_vdot": float(np.max(np.abs(vdot)))})
 
 
 RTOL_BW, ATOL_BW = 1e-10, 1e-12
@@ -221,16 +251,17 @@ def _energy_balance(form, ctx) -> CheckResult:
     V, q = r["V"], r["q"]
     V0 = V[:, :1]
     with np.errstate(all="ignore"):
-        balance = float(np.max(np.abs(V - V0 - q) / V0))
         rise = np.diff(V, axis=1)
         increase = float(largest(0.0, float(np.max(rise / V0))))
         up = int(np.sum(np.max(rise, axis=1) > 0))
     steps = r["steps"] if r["steps"] > 0 else 1
     tol = 10 * steps * RTOL_BW
-    return compare({"balance": balance, "increase": increase}, tol,
+    return _scaled_relative("balance", V - V0, q, np.broadcast_to(V0, V.shape), tol,
                    f"global error of an rtol-controlled integration (rtol {RTOL_BW:g}): at most one rtol per step, "
                    f"{steps} steps, not amplified by a dissipative flow, ×10 for atol and the dense output "
-                   "(10·steps·rtol, relative to V(x(0)))",
+                   "(10·steps·rtol, relative to V(x(0))); resolution: the smallest relative change of the reference "
+                   "dissipation q(t) = −∫‖Aᵀ∇V‖² that one instance and time rejects, (tol + e)·V(x(0))/|q(t)|",
+                   others={"increase": increase},
                    seeds=[ctx.seed_for("systems")], sizes={"systems": s.K, "n": s.n, "T": 2.0, "times": 41},
                    details={"steps": r["steps"], "nfev": r["nfev"], "stopped_at_blowup": r["stopped"],
                             "instances_where_V_increased": up, "final_V_over_initial": (V[:, -1] / V[:, 0]).tolist()})
@@ -255,11 +286,22 @@ def _structure(form, ctx) -> CheckResult:
         gg = (g * g).sum(-1)
         errs = {"P_asymmetry": float(np.max(np.linalg.norm(P - np.swapaxes(P, -1, -2), axis=(-1, -2)) / nP)),
                 "P_negative_eigenvalue": float(np.max(np.maximum(-lam, 0.0) / nP)),
-                "S_symmetric_part": float(np.max(np.linalg.norm(S + np.swapaxes(S, -1, -2), axis=(-1, -2)) / nS)),
-                "pointwise_dissipation": float(np.max(np.abs((g * f).sum(-1) - ref) / (gg * (nP + nS))))}
+                "S_symmetric_part": float(np.max(np.linalg.norm(S + np.swapaxes(S, -1, -2), axis=(-1, -2)) / nS))}
+        gf, dscale = (g * f).sum(-1), gg * (nP + nS)
     n = s.n
-    return compare(errs, 64 * n * n * EPS, f"float64 rounding of n×n matrix products and an eigenvalue solver (64·n²·eps, n = {n})",
-                   seeds=[ctx.seed_for("systems"), ctx.seed_for("points")], sizes={"systems": s.K, "points": M, "n": n})
+    tol = 64 * n * n * EPS
+    # the structural errors have reference 0 (a symmetric P, a skew S): their resolution is in their own
+    # units, tol + |error| of ‖P − Pᵀ‖/‖P‖, −λ_min/‖P‖, ‖S + Sᵀ‖/‖S‖; the check's resolution is the
+    # relative one of the pointwise dissipation, the entry with a nonzero reference
+    own = {k: tol + abs(v) for k, v in errs.items()}
+    return _scaled_relative("pointwise_dissipation", gf, ref, dscale, tol,
+                            f"float64 rounding of n×n matrix products and an eigenvalue solver (64·n²·eps, n = {n}); "
+                            "resolution: the smallest relative change of the reference dissipation −‖Aᵀ∇V‖² that one point "
+                            "rejects, (tol + e)·‖∇V‖²(‖P‖ + ‖S‖)/‖Aᵀ∇V‖²; the structural errors (reference 0) resolve "
+                            "tol + |error| in their own units (details)", others=errs,
+                            seeds=[ctx.seed_for("systems"), ctx.seed_for("points")], sizes={"systems": s.K, "points": M, "n": n},
+                            details={"structural_resolution": own, "structural_resolution_units":
+                                     "‖P − Pᵀ‖/‖P‖, max(−λ_min(P), 0)/‖P‖, ‖S + Sᵀ‖/‖S‖ that is rejected (tolerance + |error|)"})
 
 
 def _mat(f):
@@ -390,9 +432,14 @@ def _sampled_inequalities(form, ctx) -> CheckResult:
                 rel = np.ones_like(rel)  # ∇V·f ≡ 0: no decay at all
             errs[f"{name}: {label}"] = float(np.max(rel))
             worst_pt[f"{name}: {label}"] = X[int(np.argmax(rel))].tolist()
-    return compare(errs, 64 * 16 * EPS, "float64 rounding of a polynomial with ≤ 16 terms (64·16·eps relative to the sum of "
+    tol = 64 * 16 * EPS
+    return compare(errs, tol, "float64 rounding of a polynomial with ≤ 16 terms (64·16·eps relative to the sum of "
                    "absolute terms): a nonnegative polynomial is never below it", seeds=[ctx.seed_for("points", 2)],
-                   sizes={"points": ctx.size(200, 1000, 5000) + 4}, details={"most_negative_at": worst_pt})
+                   sizes={"points": ctx.size(200, 1000, 5000) + 4}, details={"most_negative_at": worst_pt},
+                   resolution=tol,
+                   resolution_units="negative value of V − εp or −∇V·f − εq at a sampled point, relative to the "
+                   "polynomial's sum of absolute terms there, beyond which it is rejected (one-sided: the certified "
+                   "polynomials are ≥ 0; a value below −tolerance·Σ|terms| at any sampled point fails)")
 
 
 def _with_V(fn, what):
