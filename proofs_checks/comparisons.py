@@ -37,7 +37,7 @@ from proofs_checks.registry import CheckResult, compare, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
 
 __all__ = ["largest", "smallest", "exact", "rounding", "z_test", "seed_spread", "relative", "confirm_resolution",
-           "REL_UNITS", "worst"]
+           "false_failure_probability", "REL_UNITS", "worst"]
 
 #: the units of the comparison kinds' resolution
 REL_UNITS = "relative change of the reference"
@@ -84,6 +84,29 @@ def smallest(*args: Any, key: Callable | None = None) -> Any:
     (1.0, nan)
     """
     return _reduce(min, args, key)
+
+
+def false_failure_probability(k: float, entries: int, dof: int | None = None) -> dict[str, Any]:
+    """The probability that a correct form fails a ``|estimate − value| / SE ≤ k`` test on a fresh draw
+    (another ``--seed``): per entry two-sided ``P(|Z| > k)`` for a Monte Carlo mean (normal by the CLT,
+    SE from the same sample), or ``P(|T| > k)`` with ``dof`` degrees of freedom for a mean over
+    ``dof + 1`` seeds (Student t: the seeds' spread is estimated from themselves; a floor on the SE
+    only lowers it); union bound over the entries. The draws of one run are fixed by its seed, so a
+    given run passes or fails for everyone; this is the rate over seeds.
+
+    >>> round(false_failure_probability(5.0, 1)["per_entry"], 9)
+    5.73e-07
+    >>> false_failure_probability(6.0, 2, dof=15)["union_bound"] < 1e-4
+    True
+    """
+    if dof is None:
+        per, model = math.erfc(k / math.sqrt(2.0)), "normal (CLT), two-sided"
+    else:
+        from scipy.stats import t as student_t
+
+        per, model = float(2.0 * student_t.sf(k, dof)), f"Student t with {dof} degrees of freedom, two-sided"
+    return {"per_entry": per, "entries": int(entries), "union_bound": float(min(1.0, entries * per)),
+            "k": float(k), "model": model + ", union bound over the entries"}
 
 
 def exact(mismatches: dict[str, float] | float, what: str, **kw) -> CheckResult:
@@ -140,7 +163,7 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     se = np.array([float(m[1]) for m in use])
     val = np.array([float(m[2]) for m in use])
     eps, conf = _spread_resolution(est, se, val, k)
-    details.update(resolution_confirmed=conf)
+    details.update(resolution_confirmed=conf, false_failure_probability=false_failure_probability(k, len(rows)))
     just = justification or f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)"
     return compare(zs, k, just, details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
 
@@ -224,7 +247,8 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
     eps, conf = _spread_resolution(np.broadcast_to(mean, np.broadcast(mean, ref).shape),
                                    np.broadcast_to(se, np.broadcast(mean, ref).shape),
                                    np.broadcast_to(ref, np.broadcast(mean, ref).shape), k)
-    details.update(resolution_confirmed=conf)
+    details.update(resolution_confirmed=conf,
+                   false_failure_probability=false_failure_probability(k, int(np.broadcast(mean, ref).size), dof=S - 1))
     kw.setdefault("resolution", eps)
     kw.setdefault("resolution_units", REL_UNITS)
     return compare({"z": worst([z])}, k, f"{k:g} standard errors of the mean over {S} seeds"
