@@ -667,6 +667,12 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
             refuse_mutants(results, mres)  # a kill counts only against a verified claim
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
+        if mres is not None and not cluster:  # continuous mutants: each claim's best relative check at 1 ± 2ε, 1 ± ε/2
+            from proofs_checks.continuous import continuous_probe
+
+            cctx = RunContext(mode=mode, seed=seed, device=device)
+            cmap = {c.id: c for c in claims}
+            doc["continuous"] = {r.id: continuous_probe(cmap[r.id], r, cctx, only_best=True) for r in results}
         writers, repro_bad, cleanup = default_writers(), False, None
         if reproductions is None:
             reproductions = not patterns
@@ -696,8 +702,11 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     con.print(f"report written to {path}")
     bad = [r for r in results if r.status in FAILING]
     survived = [m for m in (mres or []) if not m.killed]
+    unconfirmed = [cid for cid, v in (doc.get("continuous") or {}).items() if v.get("rejected_at_2eps") is False]
+    for cid in unconfirmed:
+        con.print(f"continuous {_esc(cid)}: form × (1 ± 2ε) NOT rejected: the stated resolution is not confirmed")
     undecided = [r for r in results if r.status == "undecided"]
-    sys.exit(1 if bad or survived or repro_bad else (3 if undecided else 0))
+    sys.exit(1 if bad or survived or repro_bad or unconfirmed else (3 if undecided else 0))
 
 
 def _cuda() -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proofs_checks.registry import Claim, Mutant
-from proofs_checks.runner import ClaimResult, run_mutant
+from proofs_checks.runner import ClaimResult, run_check, run_mutant
 
 __all__ = ["scaled_form", "continuous_probe"]
 
@@ -78,10 +78,12 @@ def _non_symbolic_failed(m) -> list[str]:
     return [o.name for o in m.outcomes if o.layer != "symbolic" and o.status == "failed"]
 
 
-def continuous_probe(claim: Claim, result: ClaimResult, ctx) -> dict[str, Any]:
+def continuous_probe(claim: Claim, result: ClaimResult, ctx, *, only_best: bool = False) -> dict[str, Any]:
     """The continuous-mutant row of a verified claim: ``epsilon`` (2 × its best relative
     non-symbolic resolution is the scaling that must be rejected), the checks that reject
-    ``1 ± 2ε``, whether ``1 ± ε/2`` is accepted, or ``skipped`` with the reason."""
+    ``1 ± 2ε``, whether ``1 ± ε/2`` is accepted, or ``skipped`` with the reason. ``only_best`` runs
+    just the check whose resolution is stated (what `tverify report` does: it confirms that
+    check's number at a fraction of the cost); otherwise every check of the claim runs."""
     if result.status != "verified":
         return {"skipped": f"the claim is {result.status}, not verified"}
     best = result.to_json().get("best_resolution") or {}
@@ -95,11 +97,17 @@ def continuous_probe(claim: Claim, result: ClaimResult, ctx) -> dict[str, Any]:
     for label, factor in (("+2eps", 1 + 2 * eps), ("-2eps", 1 - 2 * eps), ("+eps/2", 1 + eps / 2),
                           ("-eps/2", 1 - eps / 2)):
         n = _Counter()
-        mut = Mutant(f"scaled{label}", "wrong constant", f"form × {factor:.6g}", scaled_form(claim.form, factor, n))
-        m = run_mutant(claim, mut, ctx)
+        form = scaled_form(claim.form, factor, n)
+        if only_best:
+            (chk,) = [c for c in claim.checks if c.name == check]
+            o = run_check(claim, chk, form, ctx)
+            failed = [o.name] if o.status == "failed" else []
+        else:
+            failed = _non_symbolic_failed(run_mutant(claim, Mutant(f"scaled{label}", "wrong constant",
+                                                                   f"form × {factor:.6g}", form), ctx))
         if n.scaled == 0:
             return {"skipped": "the form's outputs are not numbers (nothing to scale)", "epsilon": eps}
-        rows[label] = {"factor": factor, "rejected_by": _non_symbolic_failed(m)}
+        rows[label] = {"factor": factor, "rejected_by": failed}
     rejected = all(rows[k]["rejected_by"] for k in ("+2eps", "-2eps"))
     accepted = not any(rows[k]["rejected_by"] for k in ("+eps/2", "-eps/2"))
     return {"epsilon": eps, "layer": layer, "check": check, "rejected_at_2eps": rejected,

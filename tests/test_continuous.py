@@ -17,3 +17,19 @@ def test_continuous_mutants_confirm_the_resolution():
     assert row["rows"]["+2eps"]["rejected_by"] and row["rows"]["-2eps"]["rejected_by"]
     assert "skipped" in doc["continuous"]["attn.softmax_simplex"]  # its resolutions are not relative
     assert code == 0
+
+
+def test_report_probe_runs_only_the_best_check_and_is_rendered():
+    """`tverify report` confirms each claim's best relative resolution with that check alone, and the
+    kill-summary page and report.md show the outcome."""
+    from proofs_checks import RunContext
+    from proofs_checks.continuous import continuous_probe
+    from proofs_checks.output.html_report import _continuous_cell
+    from proofs_checks.registry import select
+    from proofs_checks.runner import run_claim
+
+    (claim,) = select(["icl.general_target_risk"])
+    ctx = RunContext(mode="quick", seed=0)
+    row = continuous_probe(claim, run_claim(claim, ctx, with_derivation=False), ctx, only_best=True)
+    assert row["rejected_at_2eps"] and row["rows"]["+2eps"]["rejected_by"] == [row["check"]], row
+    assert "rejected (ε = " in _continuous_cell(row) and "not run" in _continuous_cell({"skipped": "x"})

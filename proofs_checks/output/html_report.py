@@ -559,13 +559,25 @@ def _kill_summary_html(doc: dict[str, Any]) -> str:
         f'<tr><td><a href="{quote(claim_page(cid))}">{_e(cid)}</a></td><td>{_e(kinds.get(cid))}</td><td class=num>{c["total"]}</td>'
         f'<td class=num>{c["symbolic"]}</td><td class=num>{c["numeric"]}</td><td class=num>{c["trained"]}</td>'
         f'<td class="num {"m3" if c["ns3"] + c["exempt"] == c["total"] else "m1"}">{c["ns3"]}</td><td class=num>{c["exempt"]}</td>'
-        f'{_best_res_cells(results.get(cid, {}))}</tr>'
+        f'{_best_res_cells(results.get(cid, {}))}{_continuous_cell((doc.get("continuous") or {}).get(cid))}</tr>'
         for cid, c in per.items())
     return (f"<p>Mutants of theorem/identity/erratum claims rejected by a numeric or trained check with margin ≥ 3: "
             f"<b>{share}</b> (exempt mutants excluded).</p><table><tr><th>claim</th><th>kind</th><th>mutants</th>"
             "<th>rejected by symbolic</th><th>by numeric</th><th>by trained</th><th>numeric/trained, margin ≥ 3</th><th>exempt</th>"
-            "<th>best resolution: symbolic</th><th>numeric</th><th>trained</th></tr>"
+            "<th>best resolution: symbolic</th><th>numeric</th><th>trained</th><th>continuous mutant: form × (1 ± 2ε)</th></tr>"
             + rows + "</table>")
+
+
+def _continuous_cell(v: dict[str, Any] | None) -> str:
+    """The continuous-mutant outcome of a claim: its best relative check against the form × (1 ± 2ε)."""
+    if not v:
+        return "<td class=dim>–</td>"
+    if "skipped" in v:
+        return f'<td class=dim title="{_e(v["skipped"])}">not run</td>'
+    ok = v.get("rejected_at_2eps")
+    half = "accepted" if v.get("accepted_at_half_eps") else "rejected"
+    return (f'<td class="{"m3" if ok else "m1"}" title="{_e(v.get("check"))}; form × (1 ± ε/2) {half}">'
+            f'{"rejected" if ok else "NOT rejected"} (ε = {float(v["epsilon"]):.2g})</td>')
 
 
 def _errata_body(doc: dict[str, Any], out: Path | None) -> str:

@@ -217,6 +217,18 @@ def render_markdown(doc: dict[str, Any]) -> str:
             cells = " | ".join(margin_text(layers.get(L)) for L in ("symbolic", "numeric", "trained"))
             who = "**not counted: claim not verified**" if m.get("refused") else (m.get("killed_by") or "**survived**")
             lines.append(f"| {m['claim']} | {m['mutant']} | {m['kind']} | {cells} | {who} |")
+    if doc.get("continuous"):
+        lines += ["", "## Continuous mutants", "",
+                  "Each verified claim's form scaled by 1 ± 2ε, with ε the best relative resolution of its numeric or "
+                  "trained checks, must be rejected by that check; 1 ± ε/2 should be accepted (a one-sided check may "
+                  "reject one side).", "", "| claim | check | layer | ε | 1 ± 2ε | 1 ± ε/2 |", "|---|---|---|---|---|---|"]
+        for cid, v in doc["continuous"].items():
+            if "skipped" in v:
+                lines.append(f"| {cid} | – | – | – | not run: {v['skipped']} | – |")
+            else:
+                lines.append(f"| {cid} | {v['check']} | {v['layer']} | {v['epsilon']:.3g} | "
+                             f"{'rejected' if v['rejected_at_2eps'] else '**NOT rejected**'} | "
+                             f"{'accepted' if v['accepted_at_half_eps'] else 'rejected'} |")
     if doc.get("reproductions"):
         lines += ["", "## Paper reproductions (quick sizes)", "", "| reproduction | status | rows agreeing | page |", "|---|---|---|---|"]
         lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | [{r.get('page')}]({r.get('page')}) |"
