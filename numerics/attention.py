@@ -59,6 +59,8 @@ __all__ = [
     "pe_shift_matrix",
     "dot_product_moments",
     "ScoreMoments",
+    "dot_product_pair_moments",
+    "PairMoments",
 ]
 
 
@@ -617,3 +619,62 @@ def dot_product_moments(dims, n: int, rng: np.random.Generator, *, dist: str = "
     var, fourth = s2 / n, s4 / n
     se = np.sqrt(np.maximum(fourth - var**2, 0.0) / n)
     return ScoreMoments(dims, var, se, fourth, n)
+
+
+@dataclass(frozen=True)
+class PairMoments:
+    """Monte Carlo ``Var(q·k) = E(q·k)²`` over all pairs of independent draws (see
+    :func:`dot_product_pair_moments`), for each ``d`` in ``dims``.
+
+    var        (len(dims),) the mean over batches of the control-variate pair estimate
+    se         its standard error ``std_b / √B`` over the ``B`` batches
+    var_plain  (len(dims),) the all-pairs mean ``tr(S_q S_k)`` without control variates
+    se_plain   its batch standard error
+    n, batches number of q's (and of k's) and of batches
+    """
+
+    dims: tuple[int, ...]
+    var: np.ndarray
+    se: np.ndarray
+    var_plain: np.ndarray
+    se_plain: np.ndarray
+    n: int
+    batches: int
+
+
+def dot_product_pair_moments(dims, n: int, rng: np.random.Generator, *, dist: str = "normal",
+                             batches: int = 50) -> PairMoments:
+    """``Var(q·k)`` for iid zero-mean unit-variance entries from ``n`` draws of ``q`` and ``n``
+    independent draws of ``k``, split into ``B = batches`` batches of ``m = n/B`` each.
+
+    In batch ``b`` the mean of ``(q_a·k_c)²`` over all ``m²`` pairs ``(a, c)`` is the V-statistic
+    ``tr(S_q S_k) = Σ_ij (S_q)_ij (S_k)_ij`` of the sample second-moment matrices
+    ``S = (1/m) Σ_a x_a x_aᵀ`` (restricted to the leading ``d × d`` block for prefix dimension
+    ``d``): ``O(m d²)`` instead of ``O(m² d)``, and unbiased for ``E(q·k)² = tr(E S_q · E S_k)``
+    because ``S_q`` and ``S_k`` are independent. Writing ``S = I + E`` (``E`` of order ``1/√m``),
+    ``tr(S_q S_k) = d + tr E_q + tr E_k + tr(E_q E_k)``: the two first-order terms are control
+    variates of known mean 0 (``E x_i² = 1``, the premise), subtracted with the coefficient 1 of
+    this expansion (fixed in advance, so the estimate stays unbiased whatever the law). Returns the
+    mean over batches and the batch-means standard error ``std_b/√B`` (no variance formula
+    assumed), for the estimate with and without the control variates.
+
+    >>> m = dot_product_pair_moments([1, 8], 4000, np.random.default_rng(0), batches=20)
+    >>> bool(np.all(np.abs(m.var - [1, 8]) < 6 * m.se)), bool(np.all(m.se < m.se_plain))
+    (True, True)
+    """
+    dims = tuple(int(d) for d in dims)
+    require(all(d >= 1 for d in dims) and batches >= 2 and n >= 2 * batches,
+            "dims must be ≥ 1, batches ≥ 2 and n ≥ 2·batches")
+    dmax, m = max(dims), n // batches
+    idx = np.asarray(dims) - 1
+    est, plain = np.empty((batches, len(dims))), np.empty((batches, len(dims)))
+    for b in range(batches):
+        Q, K = _entries(rng, dist, (m, dmax)), _entries(rng, dist, (m, dmax))
+        Sq, Sk = Q.T @ Q / m, K.T @ K / m
+        P = np.cumsum(np.cumsum(Sq * Sk, axis=0), axis=1)  # P[d-1, d-1] = Σ_{i,j<d} (S_q)_ij (S_k)_ij
+        tr_q, tr_k = np.cumsum(np.diag(Sq))[idx], np.cumsum(np.diag(Sk))[idx]
+        plain[b] = P[idx, idx]
+        est[b] = plain[b] - (tr_q - np.asarray(dims)) - (tr_k - np.asarray(dims))
+    root = math.sqrt(batches)
+    return PairMoments(dims, est.mean(0), est.std(0, ddof=1) / root, plain.mean(0), plain.std(0, ddof=1) / root,
+                       m * batches, batches)
