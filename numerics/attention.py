@@ -31,6 +31,7 @@ __all__ = [
     "causal_attention",
     "HullResult",
     "convex_hull_distance",
+    "hull_certificate",
     "seed002_attention",
     "seed003_attention",
     "seed004_attention",
@@ -222,6 +223,52 @@ def convex_hull_distance(points, vertices, *, feas_tol: float = 1e-10) -> HullRe
     dist = x[..., M:].sum(-1)
     resid = np.abs(np.einsum("bpm,bmd->bpd", lam, Vt) - Y).max(-1)
     return HullResult(dist.reshape(-1), lam.reshape(-1, M), resid.reshape(-1), "optimal")
+
+
+def hull_certificate(points, vertices, weights) -> np.ndarray:
+    """A certified upper bound on the L1 distance of each point to ``conv(vertices)``: the LP's
+    weights (``(B·P, M)``, from :func:`convex_hull_distance`) polished on their support (the basic
+    solution of ``[Vᵀ; 1ᵀ] λ_S = [y; 1]`` by least squares, which removes the solver's feasibility
+    slack of ~1e-10), and the same solve on all vertices, each clipped at 0 and renormalised to sum 1
+    (the smallest of the candidates' distances is returned), so ``λ`` is an exact convex
+    combination up to rounding and ``‖Vᵀλ − y‖₁`` (computed in float64) bounds the distance from
+    above; for a point inside the hull it is at float64 rounding, ``O(M·D·eps·max|V|)``.
+
+    >>> V = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    >>> y = np.array([[0.2, 0.3]]); r = convex_hull_distance(y, V)
+    >>> bool(hull_certificate(y, V, r.weights)[0] < 1e-15)
+    True
+    """
+    Y = as_finite_array(points, "points")
+    Vt = as_finite_array(vertices, "vertices")
+    if Y.ndim == 2:
+        Y, Vt = Y[None], Vt[None]
+    B, P, D = Y.shape
+    M = Vt.shape[1]
+    lam = np.asarray(weights, dtype=np.float64).reshape(B, P, M)
+    out = np.empty((B, P))
+    for b in range(B):
+        w = float(np.max(np.abs(Vt[b]))) or 1.0
+        for p in range(P):
+            raw = np.clip(lam[b, p], 0.0, None)
+            cands = [raw]
+            # the LP's support (a basic solution), and all vertices (exact barycentric coordinates when
+            # the vertices are affinely independent, where the LP may zero a weight below its tolerance)
+            for S in (np.flatnonzero(raw > 1e-9 * (raw.max() if raw.size else 0.0)), np.arange(M)):
+                if not S.size:
+                    continue
+                A = np.vstack([Vt[b][S].T, np.full((1, S.size), w)])
+                sol, *_ = np.linalg.lstsq(A, np.r_[Y[b, p], w], rcond=None)
+                if np.all(np.isfinite(sol)):
+                    cands.append(np.zeros(M))
+                    cands[-1][S] = sol
+            dist = []
+            for x in cands:  # every candidate is made an exact convex combination: each gives an upper bound
+                x = np.clip(x, 0.0, None)
+                x = x / x.sum() if x.sum() > 0 else np.full(M, 1.0 / M)
+                dist.append(float(np.abs(x @ Vt[b] - Y[b, p]).sum()))
+            out[b, p] = float(np.min(dist))
+    return out.reshape(-1)
 
 
 # --------------------------------------------------------------------------------------------

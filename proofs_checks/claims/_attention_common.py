@@ -60,8 +60,8 @@ class Resolved:
     resolution is derived and confirmed rather than the placeholder ``tolerance + |error|``.
 
     * :meth:`pair` records a comparison of a value with a reference (``max|value − ref|``,
-      optionally divided by a constant ``div`` or, ``div="ref1"``, by ``max(1, max|ref|)`` as in
-      :func:`proofs_checks.tolerances.max_rel_error`; ``ratio=True``: ``max|value/ref − 1|``).
+      optionally divided by a constant ``div``, by ``max|ref|`` (``div="ref"``) or by
+      ``max(1, max|ref|)`` (``div="ref1"``, as in :func:`proofs_checks.tolerances.max_rel_error`); ``ratio=True``: ``max|value/ref − 1|``).
       Scaling the reference by ``1 + δ`` moves that error by at least ``|δ|·s − error`` (triangle
       inequality; ``s`` = ``max|ref|`` over the divisor, 1 for a ratio), so the entry rejects
       every ``|δ| > (tol + error) / (s·(1 − tol))``; the check's resolution (relative change of the
@@ -100,6 +100,8 @@ class Resolved:
             m = float(np.max(d))
             if div == "ref1":
                 m /= largest(1.0, float(np.max(np.abs(rr))))
+            elif div == "ref":
+                m /= float(np.max(np.abs(rr)))
             elif div is not None:
                 m /= float(div)
         return m
@@ -112,6 +114,8 @@ class Resolved:
         s = float(np.max(np.abs(r))) if r.size else 0.0
         if div == "ref1":
             return s / largest(1.0, s)
+        if div == "ref":
+            return 1.0 if s > 0 else 0.0
         return s / float(div) if div is not None else s
 
     def pair(self, label: str, value, ref, *, div=None, ratio: bool = False) -> float:
