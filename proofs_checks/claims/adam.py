@@ -69,7 +69,7 @@ def _constant_gradient(form, ctx) -> CheckResult:
     tol = 64 * N * EPS
     return R.result(tol, f"float64 rounding of the moment recursions over N={N} steps, relative to α (64·N·eps)",
                     sizes={"N": N, "grads": _GRADS.tolist()}, details={"hp": _CONST_HP,
-                   "sign_limit": str(d.result["sign_limit"]), "first_uncorrected_ratio": str(d.facts["first_step_uncorrected_ratio"])})
+                    "sign_limit": str(d.result["sign_limit"]), "first_uncorrected_ratio": str(d.facts["first_step_uncorrected_ratio"])})
 
 
 _TORCH_CONFIGS = {

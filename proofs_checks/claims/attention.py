@@ -34,8 +34,8 @@ def _softmax_symbolic(form, ctx) -> CheckResult:
     for p in P:
         R.pair("jacobian_vs_sympy", form["jacobian"](p), np.asarray(jac(p), dtype=float))
     return R.result(8 * T * EPS, "float64 rounding: entries are products of two numbers in [0,1], a few ulps each",
-                   seeds=[ctx.seed_for()], sizes={"T": T, "points": len(P)},
-                   details={"forms_difference": str(d.facts["forms_difference"])})
+                    seeds=[ctx.seed_for()], sizes={"T": T, "points": len(P)},
+                    details={"forms_difference": str(d.facts["forms_difference"])})
 
 
 def _softmax_numeric(form, ctx) -> CheckResult:
@@ -110,8 +110,8 @@ def _convex_symbolic(form, ctx) -> CheckResult:
     R = Resolved()
     R.pair("output_vs_sympy", Y, ref)
     return R.result(16 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of a T-term weighted sum (16·T·eps·max|V|)",
-                   seeds=[ctx.seed_for()], sizes={"T": T, "D_v": Dv, "d_k": d, "batch": B},
-                   details={"weights_sum": str(der.facts["weights_sum"]), "weights_positive": der.facts["weights_positive"]})
+                    seeds=[ctx.seed_for()], sizes={"T": T, "D_v": Dv, "d_k": d, "batch": B},
+                    details={"weights_sum": str(der.facts["weights_sum"]), "weights_positive": der.facts["weights_positive"]})
 
 
 def _attention_inputs(ctx, B, T, d, Dv, logit_scale=1.0):
@@ -164,7 +164,7 @@ def _convex_vs_sdpa(form, ctx) -> CheckResult:
     R = Resolved()
     R.pair("vs_sdpa", Y, na.sdpa(Q, K, V, device=ctx.device))
     return R.result(64 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of softmax and a T-term sum (64·T·eps·max|V|)",
-                   seeds=[ctx.seed_for(T, Dv, 3.0)], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv}, device=ctx.device)
+                    seeds=[ctx.seed_for(T, Dv, 3.0)], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv}, device=ctx.device)
 
 
 def _scaled_logits(Q, K):
@@ -220,8 +220,8 @@ def _causal_symbolic(form, ctx) -> CheckResult:
     R = Resolved()
     R.pair("weights_vs_sympy", A, ref)
     return R.result(8 * T * EPS, "float64 rounding of a T-term softmax (8·T·eps)",
-                   seeds=[ctx.seed_for()], sizes={"T": T, "d_k": d, "batch": B},
-                   details={"derived_future_derivatives": "all 0", "derived_row_sums": "all 1"})
+                    seeds=[ctx.seed_for()], sizes={"T": T, "d_k": d, "batch": B},
+                    details={"derived_future_derivatives": "all 0", "derived_row_sums": "all 1"})
 
 
 def _causal_structure(form, ctx) -> CheckResult:
@@ -510,7 +510,7 @@ def _forms_symbolic(form, ctx) -> CheckResult:
                    derived_colsum_stated_shared_u=str(der.facts["colsum_stated_shared_u"]),
                    derived_colsum_stated_plain_at_point=der.facts["colsum_stated_plain_at_point"])
     return R.result(256 * EPS, "float64 rounding of O(1)-sized softmax-weighted sums at N = 2 (256·eps)",
-                   seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "D_v": Dv, "d_s": d_s, "trials": 8}, details=details)
+                    seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "D_v": Dv, "d_s": d_s, "trials": 8}, details=details)
 
 
 def _forms_vs_sdpa(form, ctx) -> CheckResult:
@@ -628,8 +628,8 @@ def _mhsa_vs_torch(form, ctx) -> CheckResult:
                    "difference of the concatenation width (an integer)")
     Emax = largest(c[0] for c in configs)
     return R.result(64 * (N + Emax) * EPS * math.sqrt(Emax),
-                   "float64 rounding of E- and N-term sums with O(√E) outputs (64·(N+E)·eps·√E); widths exact",
-                   seeds=[ctx.seed_for(), *(ctx.seed_for(E, H, b) for E, H in configs for b in (False, True))],
+                    "float64 rounding of E- and N-term sums with O(√E) outputs (64·(N+E)·eps·√E); widths exact",
+                    seeds=[ctx.seed_for(), *(ctx.seed_for(E, H, b) for E, H in configs for b in (False, True))],
                     sizes={"batch": B, "N": N, "(E, heads)": configs}, device=ctx.device)
 
 

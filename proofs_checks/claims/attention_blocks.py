@@ -559,8 +559,8 @@ def _pe_symbolic(form, ctx) -> CheckResult:
             with np.errstate(all="ignore"):
                 res.pair("shift", form["shift"](k, D), ref)
     return res.result(16 * 64 * EPS, "rounding of sin/cos at angles ≤ 64 (16·64·eps)",
-                    sizes={"D": [2, 4, 8, 16], "k": [1, 3, 50], "positions": "0..63"},
-                    details={"derived_rotation": str(der.result)})
+                      sizes={"D": [2, 4, 8, 16], "k": [1, 3, 50], "positions": "0..63"},
+                      details={"derived_rotation": str(der.result)})
 
 
 def _pe_numeric(form, ctx) -> CheckResult:
