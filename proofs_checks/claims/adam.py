@@ -3,16 +3,14 @@ numerics/adam.py to checks, tolerances, mutants, and records lecture notes 001's
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import sympy as sp
 import torch
 
 from numerics import adam as na
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, register
 from proofs_checks.tolerances import EPS
-from proofs_checks.comparisons import largest
+from proofs_checks.claims._attention_common import Resolved
 from theory import adam as ta
 
 
@@ -60,18 +58,18 @@ def _constant_gradient(form, ctx) -> CheckResult:
     alpha, g, eps, b1, b2, t = d.facts["symbols"]
     f = sp.lambdify((alpha, g, eps), d.result["step"], "numpy")
     N = ctx.size(20, 60)
-    errs = {}
+    R = Resolved()
     for j, hp in enumerate(_CONST_HP):
         hpf = na.check_hp(hp)
         with np.errstate(all="ignore"):
             traj = na.run_steps(form, np.zeros_like(_GRADS), lambda th, k: _GRADS, N, hpf)
         steps = np.diff(traj, axis=0)  # (N, len(_GRADS))
         ref = f(hp["lr"], _GRADS, hp["eps"])
-        errs[f"hp{j}"] = float(np.max(np.abs(steps - ref[None, :])) / hp["lr"])
+        R.pair(f"hp{j}", steps, np.broadcast_to(ref[None, :], steps.shape), div=hp["lr"])
     tol = 64 * N * EPS
-    return compare(worst(errs), tol, f"float64 rounding of the moment recursions over N={N} steps, relative to α (64·N·eps)",
-                   sizes={"N": N, "grads": _GRADS.tolist()}, details={**errs, "hp": _CONST_HP,
-                   "sign_limit": str(d.result["sign_limit"]), "first_uncorrected_ratio": str(d.facts["first_step_uncorrected_ratio"])})
+    return R.result(tol, f"float64 rounding of the moment recursions over N={N} steps, relative to α (64·N·eps)",
+                    sizes={"N": N, "grads": _GRADS.tolist()}, details={"hp": _CONST_HP,
+                    "sign_limit": str(d.result["sign_limit"]), "first_uncorrected_ratio": str(d.facts["first_step_uncorrected_ratio"])})
 
 
 _TORCH_CONFIGS = {
@@ -92,16 +90,16 @@ def _vs_torch(form, ctx) -> CheckResult:
     rng = ctx.rng()
     gf = na.NoisyQuadratic.draw((S, n), N, rng)
     theta0 = rng.normal(size=(S, n))
-    errs, norms = {}, {}
+    R, norms = Resolved(), {}
     for name, hp in _TORCH_CONFIGS.items():
         with np.errstate(all="ignore"):
             mine = na.run_steps(form, theta0, gf, N, hp)
             ref = na.run_torch(theta0, gf, N, hp, device=ctx.device)
-        errs[name] = float(np.max(np.abs(mine - ref)) / largest(1.0, float(np.max(np.abs(ref)))))
+        R.pair(name, mine, ref, div="ref1")
         norms[name] = float(np.max(np.abs(ref)))
-    return compare(worst(errs), 1e-12, f"the claim's 1e-12 in float64; rounding alone gives ~N·eps ≈ {N * EPS:.1e}",
-                   seeds=[ctx.seed_for()], sizes={"N": N, "S": S, "n": n}, device=ctx.device,
-                   details={**errs, "max_abs_theta": norms})
+    return R.result(1e-12, f"the claim's 1e-12 in float64, relative to max(1, max|θ|); rounding alone gives ~N·eps ≈ {N * EPS:.1e}",
+                    seeds=[ctx.seed_for()], sizes={"N": N, "S": S, "n": n}, device=ctx.device,
+                    details={"max_abs_theta": norms})
 
 
 def _trained_regression(form, ctx) -> CheckResult:
@@ -148,11 +146,13 @@ def _trained_regression(form, ctx) -> CheckResult:
             theta, state = form(theta, gw, state, hp)
             mine.append(np.asarray(theta, dtype=float).copy())
     mine = np.stack(mine)
-    err = float(np.max(np.abs(mine - ref))) / float(np.max(np.abs(ref))) if np.all(np.isfinite(mine)) else math.inf
-    return compare({"trajectory_vs_torch_adam": err}, 64 * steps * EPS,
-                   f"float64 rounding of {steps} Adam steps on a convex loss (64·steps·eps, relative to max|θ|)",
-                   seeds=[ctx.seed_for("data")], sizes={"S": S, "n": n, "k": k, "steps": steps, "batch": 32},
-                   device=str(dev), details={"final_loss_gap_to_start": float(np.max(np.abs(ref[-1] - ref[0])))})
+    R = Resolved()
+    R.pair("trajectory_vs_torch_adam", mine, ref, div="ref")  # max|θ − θ_torch| / max|θ_torch|
+    return R.result(64 * steps * EPS,
+                    f"float64 rounding of {steps} Adam steps on a convex loss (64·steps·eps, relative to max|θ|); "
+                    "resolution relative to torch.optim.Adam's trajectory",
+                    seeds=[ctx.seed_for("data")], sizes={"S": S, "n": n, "k": k, "steps": steps, "batch": 32},
+                    device=str(dev), details={"final_loss_gap_to_start": float(np.max(np.abs(ref[-1] - ref[0])))})
 
 
 register(Claim(

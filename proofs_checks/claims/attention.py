@@ -15,7 +15,7 @@ from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, r
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import attention as ta
-from proofs_checks.claims._attention_common import _T, _maxabs, _np, _quiet, _swap, _torch_seed
+from proofs_checks.claims._attention_common import Resolved, _T, _maxabs, _np, _quiet, _swap, _torch_seed
 
 
 # --------------------------------------------------------------------------------------------
@@ -30,10 +30,12 @@ def _softmax_symbolic(form, ctx) -> CheckResult:
     jac = sp.lambdify([d.facts["p_symbols"]], d.result, "numpy")
     rng = ctx.rng()
     P = rng.dirichlet(np.ones(T), size=32)
-    err = largest(np.max(np.abs(np.asarray(jac(p), dtype=float) - form["jacobian"](p))) for p in P)
-    return compare(err, 8 * T * EPS, "float64 rounding: entries are products of two numbers in [0,1], a few ulps each",
-                   seeds=[ctx.seed_for()], sizes={"T": T, "points": len(P)},
-                   details={"forms_difference": str(d.facts["forms_difference"])})
+    R = Resolved()
+    for p in P:
+        R.pair("jacobian_vs_sympy", form["jacobian"](p), np.asarray(jac(p), dtype=float))
+    return R.result(8 * T * EPS, "float64 rounding: entries are products of two numbers in [0,1], a few ulps each",
+                    seeds=[ctx.seed_for()], sizes={"T": T, "points": len(P)},
+                    details={"forms_difference": str(d.facts["forms_difference"])})
 
 
 def _softmax_numeric(form, ctx) -> CheckResult:
@@ -47,22 +49,22 @@ def _softmax_numeric(form, ctx) -> CheckResult:
     with np.errstate(all="ignore"):  # a mutant may overflow; the NaN it makes must fail, not warn
         p = form["softmax"](L)
     p_ref = torch.softmax(torch.from_numpy(L), dim=-1).numpy()
-    errs = {
-        "vs_torch_softmax": float(np.max(np.abs(p - p_ref))),
-        "sum_minus_one": float(np.max(np.abs(p.sum(-1) - 1))),
-        "shift_invariance": float(np.max(np.abs(_quiet(form["softmax"], L + rng.normal(size=(B, 1)) * 50) - p))),
-        "negative_mass": float(largest(0.0, -np.min(p))),
-    }
+    R = Resolved()
+    R.pair("vs_torch_softmax", p, p_ref)
+    R.pair("sum_minus_one", p.sum(-1), np.ones(B))
+    R.pair("shift_invariance", _quiet(form["softmax"], L + rng.normal(size=(B, 1)) * 50), p)
+    R.prop("negative_mass", float(largest(0.0, -np.min(p))), "absolute negative probability")
     Lt = torch.from_numpy(L[2:6].copy())
     J_auto = torch.stack([torch.autograd.functional.jacobian(lambda x: torch.softmax(x, -1), row) for row in Lt]).numpy()
     J = form["jacobian"](p_ref[2:6])
-    errs["jacobian_vs_autograd"] = float(np.max(np.abs(J - J_auto)))
-    errs["jacobian_null_vector"] = float(np.max(np.abs(J @ np.ones(T))))
+    R.pair("jacobian_vs_autograd", J, J_auto)
+    R.prop("jacobian_null_vector", float(np.max(np.abs(J @ np.ones(T)))), "absolute row sum of the Jacobian (J·1 = 0)")
     eig = np.linalg.eigvalsh((J + np.swapaxes(J, -1, -2)) / 2)
-    errs["jacobian_min_eig_negative"] = float(largest(0.0, -eig.min()))
+    R.prop("jacobian_min_eig_negative", float(largest(0.0, -eig.min())), "absolute negative eigenvalue of (J + Jᵀ)/2")
     tol = 64 * T * EPS
-    return compare(worst(errs), tol, f"float64 rounding of exp/normalise over T={T} terms (64·T·eps)",
-                   seeds=[ctx.seed_for()], sizes={"batch": B, "T": T}, details=errs)
+    return R.result(tol, f"float64 rounding of exp/normalise over T={T} terms (64·T·eps); resolution relative to torch's "
+                    "probabilities, the row sums 1 and autograd's Jacobian",
+                    seeds=[ctx.seed_for()], sizes={"batch": B, "T": T})
 
 
 register(Claim(
@@ -105,10 +107,11 @@ def _convex_symbolic(form, ctx) -> CheckResult:
     with np.errstate(all="ignore"):
         Y = form(q, K, V)
     ref = np.stack([np.asarray(y_ref(L[b], list(V[b].ravel())), dtype=float).reshape(1, Dv) for b in range(B)])
-    err = _maxabs(Y - ref)
-    return compare(err, 16 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of a T-term weighted sum (16·T·eps·max|V|)",
-                   seeds=[ctx.seed_for()], sizes={"T": T, "D_v": Dv, "d_k": d, "batch": B},
-                   details={"weights_sum": str(der.facts["weights_sum"]), "weights_positive": der.facts["weights_positive"]})
+    R = Resolved()
+    R.pair("output_vs_sympy", Y, ref)
+    return R.result(16 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of a T-term weighted sum (16·T·eps·max|V|)",
+                    seeds=[ctx.seed_for()], sizes={"T": T, "D_v": Dv, "d_k": d, "batch": B},
+                    details={"weights_sum": str(der.facts["weights_sum"]), "weights_positive": der.facts["weights_positive"]})
 
 
 def _attention_inputs(ctx, B, T, d, Dv, logit_scale=1.0):
@@ -117,14 +120,16 @@ def _attention_inputs(ctx, B, T, d, Dv, logit_scale=1.0):
 
 
 def _convex_lp(form, ctx) -> CheckResult:
-    """Every output row lies in the convex hull of the value rows: LP distance (HiGHS) ≈ 0.
+    """Every output row lies in the convex hull of the value rows: LP distance (HiGHS) ≈ 0, and a
+    certified bound: the LP's weights polished on their support, made an exact convex combination
+    (clipped at 0, renormalised), reproduce the row to float64 rounding.
 
     Two regimes: T ≤ D_v (the hull is a simplex in a proper affine subspace, so any weights not
     summing to one leave it) and T > D_v (full-dimensional hull), plus near-one-hot weights
     (logits scaled by 30)."""
     B = ctx.size(3, 8, 32)
     cases = [(5, 6, 4, 1.0), (8, 3, 4, 1.0), (4, 5, 3, 30.0)]
-    dists, resid, feas_tol = [], [], 1e-10
+    lp, cert, resid, feas_tol = {}, {}, [], 1e-10
     for T, Dv, d, ls in cases:
         Q, K, V = _attention_inputs(ctx, B, T, d, Dv, ls)
         with np.errstate(all="ignore"):
@@ -132,14 +137,22 @@ def _convex_lp(form, ctx) -> CheckResult:
         if not np.all(np.isfinite(Y)):
             return compare(math.inf, 0.0, "non-finite output", seeds=[ctx.seed_for(T, Dv, ls)])
         hull = na.convex_hull_distance(Y, V, feas_tol=feas_tol)
-        dists.append(float(hull.distance.max()) / largest(1.0, _maxabs(V)))
+        label = f"T{T}_Dv{Dv}_x{ls:g}"
+        lp[label] = float(hull.distance.max()) / largest(1.0, _maxabs(V))
+        cert[label] = float(np.max(na.hull_certificate(Y, V, hull.weights))) / largest(1.0, _maxabs(V))
         resid.append(float(hull.residual.max()))
-    Dmax = largest(c[1] for c in cases)
-    errs = {f"T{c[0]}_Dv{c[1]}_x{c[3]:g}": e for c, e in zip(cases, dists)}
-    return compare(worst(errs), 10 * Dmax * feas_tol,
-                   f"LP solver feasibility tolerance {feas_tol:g} per equality row, ×D_v rows ×10 (distance relative to max|V|)",
+    Tmax, Dmax = largest(c[0] for c in cases), largest(c[1] for c in cases)
+    tol = 64 * Tmax * Dmax * EPS
+    units = "L1 distance of an output row from conv(value rows), relative to max(1, max|V|)"
+    return compare(cert, tol,
+                   f"certified distance: an exact convex combination of the value rows (the LP's weights polished, "
+                   f"clipped, renormalised) reproduces each output row up to the float64 rounding of a T-term sum in "
+                   f"D_v coordinates, L1 (64·T·D_v·eps = {tol:.2g}, T ≤ {Tmax}, D_v ≤ {Dmax}); resolution: a row "
+                   f"farther than tol + error from the hull is rejected (the LP's own distance, feasibility tolerance "
+                   f"{feas_tol:g}, is in the details)",
                    seeds=[ctx.seed_for(c[0], c[1], c[3]) for c in cases], sizes={"batch": B, "cases (T, D_v, d_k, logit scale)": cases},
-                   details={"hull_distance": errs, "lp_weights_residual": largest(resid)})
+                   details={"lp_hull_distance": lp, "lp_weights_residual": largest(resid)},
+                   resolution=tol + abs(worst(cert)), resolution_units=units)
 
 
 def _convex_vs_sdpa(form, ctx) -> CheckResult:
@@ -148,9 +161,10 @@ def _convex_vs_sdpa(form, ctx) -> CheckResult:
     Q, K, V = _attention_inputs(ctx, B, T, d, Dv, 3.0)
     with np.errstate(all="ignore"):
         Y = form(Q, K, V)
-    err = _maxabs(Y - na.sdpa(Q, K, V, device=ctx.device))
-    return compare(err, 64 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of softmax and a T-term sum (64·T·eps·max|V|)",
-                   seeds=[ctx.seed_for(T, Dv, 3.0)], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv}, device=ctx.device)
+    R = Resolved()
+    R.pair("vs_sdpa", Y, na.sdpa(Q, K, V, device=ctx.device))
+    return R.result(64 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of softmax and a T-term sum (64·T·eps·max|V|)",
+                    seeds=[ctx.seed_for(T, Dv, 3.0)], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv}, device=ctx.device)
 
 
 def _scaled_logits(Q, K):
@@ -203,9 +217,11 @@ def _causal_symbolic(form, ctx) -> CheckResult:
     with np.errstate(all="ignore"):
         _, A = form(Q, K, V)
     ref = np.stack([np.asarray(A_ref(list(L[b].ravel())), dtype=float) for b in range(B)])
-    return compare(_maxabs(A - ref), 8 * T * EPS, "float64 rounding of a T-term softmax (8·T·eps)",
-                   seeds=[ctx.seed_for()], sizes={"T": T, "d_k": d, "batch": B},
-                   details={"derived_future_derivatives": "all 0", "derived_row_sums": "all 1"})
+    R = Resolved()
+    R.pair("weights_vs_sympy", A, ref)
+    return R.result(8 * T * EPS, "float64 rounding of a T-term softmax (8·T·eps)",
+                    seeds=[ctx.seed_for()], sizes={"T": T, "d_k": d, "batch": B},
+                    details={"derived_future_derivatives": "all 0", "derived_row_sums": "all 1"})
 
 
 def _causal_structure(form, ctx) -> CheckResult:
@@ -217,23 +233,22 @@ def _causal_structure(form, ctx) -> CheckResult:
     with np.errstate(all="ignore"):
         Y, A = form(Q, K, V)
     allowed = _np(torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64)) == 0
-    errs = {
-        "mass_above_diagonal": float(np.abs(np.where(allowed, 0.0, A)).max()),
-        "row_sum_minus_one": _maxabs(A.sum(-1) - 1),
-        "zero_where_torch_allows": float(np.sum((A == 0) & allowed)),
-    }
-    fut = 0.0
+    R = Resolved()
+    R.prop("mass_above_diagonal", float(np.abs(np.where(allowed, 0.0, A)).max()),
+           "absolute leak of attention weight onto a future token")
+    R.pair("row_sum_minus_one", A.sum(-1), np.ones(A.shape[:-1]))
+    R.prop("zero_where_torch_allows", float(np.sum((A == 0) & allowed)), "count of allowed (s ≤ t) weights that are exactly 0")
     for t in range(T - 1):  # replace every token after t; batch over the B sequences
         Qp, Kp, Vp = Q.copy(), K.copy(), V.copy()
         for a in (Qp, Kp, Vp):
             a[:, t + 1:] = rng.normal(scale=100.0, size=a[:, t + 1:].shape)
         with np.errstate(all="ignore"):
             Yp, _ = form(Qp, Kp, Vp)
-        fut = largest(fut, _maxabs(Yp[:, : t + 1] - Y[:, : t + 1]))
-    errs["future_change"] = fut
+        R.pair("future_change", Yp[:, : t + 1], Y[:, : t + 1])
     tol = 16 * T * EPS * largest(1.0, _maxabs(V))
-    return compare(worst(errs), tol, "float64 rounding of a T-term softmax and sum (16·T·eps·max|V|); masked entries exactly 0",
-                   seeds=[ctx.seed_for()], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv}, details=errs)
+    return R.result(tol, "float64 rounding of a T-term softmax and sum (16·T·eps·max|V|); masked entries exactly 0; resolution "
+                    "relative to the row sums 1 and the unperturbed outputs y_{≤t}; the leak onto future tokens is in "
+                    "property_resolutions", seeds=[ctx.seed_for()], sizes={"batch": B, "T": T, "d_k": d, "D_v": Dv})
 
 
 def _causal_vs_sdpa(form, ctx) -> CheckResult:
@@ -243,7 +258,8 @@ def _causal_vs_sdpa(form, ctx) -> CheckResult:
     Q, K, V = rng.normal(size=(B, T, d)), rng.normal(size=(B, T, d)), rng.normal(size=(B, T, d))
     with np.errstate(all="ignore"):
         Y, _ = form(Q, K, V)
-    errs = {"vs_sdpa_is_causal": _maxabs(Y - na.sdpa(Q, K, V, causal=True, device=ctx.device))}
+    R = Resolved()
+    R.pair("vs_sdpa_is_causal", Y, na.sdpa(Q, K, V, causal=True, device=ctx.device))
     with _torch_seed(ctx.seed_for("mha")):
         mha = torch.nn.MultiheadAttention(d, 1, bias=False, batch_first=True, dtype=torch.float64).to(ctx.device)
     with torch.no_grad():  # identity projections turn MHA into plain attention on (Q, K, V)
@@ -251,9 +267,9 @@ def _causal_vs_sdpa(form, ctx) -> CheckResult:
         mha.out_proj.weight.copy_(torch.eye(d, dtype=torch.float64))
         mask = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64, device=ctx.device)
         ref = mha(_T(Q, ctx.device), _T(K, ctx.device), _T(V, ctx.device), attn_mask=mask, need_weights=False)[0]
-    errs["vs_multihead_attention_mask"] = _maxabs(Y - _np(ref))
-    return compare(worst(errs), 64 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding (64·T·eps·max|V|)",
-                   seeds=[ctx.seed_for(), ctx.seed_for("mha")], sizes={"batch": B, "T": T, "d_k": d}, device=ctx.device, details=errs)
+    R.pair("vs_multihead_attention_mask", Y, _np(ref))
+    return R.result(64 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding (64·T·eps·max|V|)",
+                    seeds=[ctx.seed_for(), ctx.seed_for("mha")], sizes={"batch": B, "T": T, "d_k": d}, device=ctx.device)
 
 
 def _mask_mutant(keep):
@@ -314,13 +330,12 @@ def _variance_symbolic(form, ctx) -> CheckResult:
     dims = np.arange(1, 257)
     fv = np.array([float(form["variance"](int(k))) for k in dims])
     fs = np.array([float(form["scale"](int(k))) for k in dims])
-    errs = {
-        "variance_rel": _maxabs(fv / var(dims.astype(float)) - 1),
-        "scale_rel": _maxabs(fs / scale(dims.astype(float)) - 1),
-        "scaled_variance_minus_1": _maxabs(fs**2 * var(dims.astype(float)) - 1),
-    }
-    return compare(worst(errs), 8 * EPS, "relative float64 rounding of a square root and a product (8·eps)",
-                   sizes={"d_k": "1..256"}, details=dict(errs, derived=str(der.result)))
+    R = Resolved()
+    R.pair("variance_rel", fv, var(dims.astype(float)), ratio=True)
+    R.pair("scale_rel", fs, scale(dims.astype(float)), ratio=True)
+    R.pair("scaled_variance_minus_1", fs**2 * var(dims.astype(float)), np.ones(len(dims)))
+    return R.result(8 * EPS, "relative float64 rounding of a square root and a product (8·eps)",
+                    sizes={"d_k": "1..256"}, details={"derived": str(der.result)})
 
 
 _DISTS = {"normal": 3.0, "rademacher": 1.0, "uniform": 9.0 / 5.0}  # fourth moment E x⁴ of each entry law
@@ -328,7 +343,10 @@ _DISTS = {"normal": 3.0, "rademacher": 1.0, "uniform": 9.0 / 5.0}  # fourth mome
 
 def _variance_mc(form, ctx) -> CheckResult:
     """Monte Carlo: Var(q·k) and Var(c·q·k) for iid zero-mean unit-variance entries (three laws),
-    within 5 standard errors; the standard error comes from the sample fourth moment."""
+    within 5 standard errors, by two estimators from independent draws: the sample second moment of
+    n paired products (SE from the sample fourth moment), and the mean of (q_a·k_c)² over all pairs
+    of n q's and n k's, tr(S_q S_k), with the control variates tr(S_q − I) and tr(S_k − I) of known
+    mean 0 (SE from 50 batch means)."""
     dims = (1, 4, 16, 64)
     n = ctx.size(20_000, 100_000, 400_000)
     der = ta.derive_score_variance()
@@ -336,16 +354,19 @@ def _variance_mc(form, ctx) -> CheckResult:
     meas, rows, fourth_rel, random_labels = {}, {}, {}, []
     for dist, mu4 in _DISTS.items():
         mom = na.dot_product_moments(dims, n, ctx.rng(dist), dist=dist)
+        pm = na.dot_product_pair_moments(dims, n, ctx.rng("pairs", dist), dist=dist, batches=50)
         claimed = np.array([float(form["variance"](d)) for d in dims])
         c = np.array([float(form["scale"](d)) for d in dims])
-        # a degenerate law (Rademacher at d_k = 1: s² ≡ 1) has SE 0; floor it at float64 rounding
-        se = np.maximum(mom.se, 16 * EPS * np.maximum(mom.var, 1.0))
-        for i, d in enumerate(dims):
-            meas[f"{dist}_unscaled_d{d}"] = (mom.var[i], se[i], claimed[i])
-            meas[f"{dist}_scaled_d{d}"] = (c[i] ** 2 * mom.var[i], c[i] ** 2 * se[i], 1.0)
-            if mom.se[i] > 0:  # a degenerate law (SE only the rounding floor) would set a rounding-level resolution
-                random_labels += [f"{dist}_unscaled_d{d}", f"{dist}_scaled_d{d}"]
-        rows[dist] = {"var": mom.var.tolist(), "se": mom.se.tolist()}
+        for tag, var, se_raw in (("", mom.var, mom.se), ("pairs_cv_", pm.var, pm.se)):
+            # a degenerate law (Rademacher at d_k = 1: s² ≡ 1, S_q ≡ 1) has SE 0; floor it at float64 rounding
+            se = np.maximum(se_raw, 16 * EPS * np.maximum(var, 1.0))
+            for i, d in enumerate(dims):
+                meas[f"{tag}{dist}_unscaled_d{d}"] = (var[i], se[i], claimed[i])
+                meas[f"{tag}{dist}_scaled_d{d}"] = (c[i] ** 2 * var[i], c[i] ** 2 * se[i], 1.0)
+                if se_raw[i] > 0:  # a degenerate entry (SE only the rounding floor) would set a rounding-level resolution
+                    random_labels += [f"{tag}{dist}_unscaled_d{d}", f"{tag}{dist}_scaled_d{d}"]
+        rows[dist] = {"var": mom.var.tolist(), "se": mom.se.tolist(), "pairs_cv_var": pm.var.tolist(),
+                      "pairs_cv_se": pm.se.tolist(), "pairs_plain_var": pm.var_plain.tolist(), "pairs_plain_se": pm.se_plain.tolist()}
         fourth_rel[dist] = (mom.fourth / m4sym(np.asarray(dims, float), mu4) - 1).tolist()
     if ctx.want_figures:
         plt = pyplot()
@@ -362,15 +383,20 @@ def _variance_mc(form, ctx) -> CheckResult:
         ctx.save_figure(fig, "variance_vs_dk")
     k = len(meas)
     return z_test(meas, k=K_SIGMA,
-                  justification=f"{K_SIGMA:g} standard errors of the sample variance (SE from the sample 4th moment, "
-                  f"floored at 16·eps·var for a degenerate law); {k} comparisons, family-wise false alarm ≈ {k}·5.7e-7 "
-                  "under the normal approximation; resolution: the smallest relative change of the claimed variance "
-                  "(5 SE + |error|)/Var that one comparison rejects, over the non-degenerate entries (Rademacher at "
-                  "d_k = 1 is deterministic, q·k = ±1). Below the 0.5% Monte Carlo target: the sample variance of a "
-                  "product of n = 100k draws has relative SE ≈ √((μ4(q·k)/Var² − 1)/n) ≈ 0.4%, so 5 SE ≈ 2%; 0.5% needs "
-                  "≈ 16× the draws, and a control variate with known mean (Σ q_i²k_i²) would carry the claim itself",
+                  justification=f"{K_SIGMA:g} standard errors; {k} comparisons, family-wise false alarm ≈ {k}·5.7e-7 "
+                  "under the normal approximation (the batch-means SE of the pair estimate has 49 degrees of freedom: "
+                  "P(|t_49| > 5) ≈ 8e-6 per comparison). Paired estimate: mean of (q·k)² over n pairs, SE from the sample "
+                  "4th moment, relative SE ≈ √((μ4(q·k)/Var² − 1)/n) ≈ 0.46% at d_k = 64, n = 100k (5 SE ≈ 2%). Pair "
+                  "estimate: mean of (q_a·k_c)² over all m² pairs of each batch of m = n/50 q's and k's, = tr(S_q S_k), "
+                  "minus the control variates tr(S_q) − d and tr(S_k) − d (mean 0 by the unit-variance premise, "
+                  "coefficient 1 fixed by the expansion S = I + E); what remains, d + tr(E_q E_k), has relative SD "
+                  "√(d(d − 1) + d(μ4 − 1)²)/(m·d) per batch (1/m at large d, 2/m at d = 1 for the normal law), so "
+                  "5 SE ≈ 5·(1 to 2)/(m√50) ≈ 3.5e-4 to 7e-4 at n = 100k (below the 0.5% Monte Carlo target) where the paired estimate needs ≈ 16× the draws for 0.5%. Resolution: the smallest "
+                  "relative change of the claimed variance (5 SE + |error|)/Var that one comparison rejects, over the "
+                  "non-degenerate entries (Rademacher at d_k = 1 is deterministic, q·k = ±1, S_q = 1)",
                   resolution_from=random_labels,
-                  seeds=[ctx.seed_for(d) for d in _DISTS], sizes={"samples": n, "d_k": list(dims), "laws": list(_DISTS)},
+                  seeds=[ctx.seed_for(d) for d in _DISTS] + [ctx.seed_for("pairs", d) for d in _DISTS],
+                  sizes={"samples": n, "pair batches": 50, "d_k": list(dims), "laws": list(_DISTS)},
                   details={"estimates": rows, "fourth_moment_rel_vs_derived": fourth_rel})
 
 
@@ -378,7 +404,7 @@ def _variance_sdpa_scale(form, ctx) -> CheckResult:
     """torch's scaled_dot_product_attention uses c = 1/√d_k by default: read c back from its
     weights (log-ratio of two weights over the logit difference) and compare with the form."""
     rng = ctx.rng()
-    errs = {}
+    R = Resolved()
     for d in (1, 4, 16, 64):
         q, K = rng.normal(size=(1, d)), rng.normal(size=(2, d))
         dl = float(q[0] @ (K[0] - K[1]))
@@ -387,9 +413,9 @@ def _variance_sdpa_scale(form, ctx) -> CheckResult:
             dl = float(q[0] @ (K[0] - K[1]))
         a = na.sdpa(q, K, np.eye(2), device=ctx.device)[0]
         c_torch = math.log(a[0] / a[1]) / dl
-        errs[f"d{d}"] = abs(float(form["scale"](d)) / c_torch - 1)
-    return compare(worst(errs), 1e-12, "relative rounding of exp/log of O(1) logits, amplified by 1/|logit gap| ≤ 2 (1e-12)",
-                   seeds=[ctx.seed_for()], sizes={"d_k": [1, 4, 16, 64]}, device=ctx.device, details=errs)
+        R.pair(f"d{d}", float(form["scale"](d)), c_torch, ratio=True)
+    return R.result(1e-12, "relative rounding of exp/log of O(1) logits, amplified by 1/|logit gap| ≤ 2 (1e-12)",
+                    seeds=[ctx.seed_for()], sizes={"d_k": [1, 4, 16, 64]}, device=ctx.device)
 
 
 register(Claim(
@@ -452,13 +478,16 @@ def _forms_outputs(form, X, WQ, WK, WV, d_s):
         }
 
 
-def _forms_colsums(form, X, WQ, WK):
+def _forms_colsums(form, X, WQ, WK, R):
+    """Record lecture notes 000's column sums against 1 in ``R``."""
     Xc = _swap(X)
     with np.errstate(all="ignore"):
         A = {"U_q,U_k": form["seed000_weights"](Xc, WQ.T, WK.T),
              "shared U": form["seed000_weights_shared_u"](Xc, WK.T),
              "plain": form["seed000_weights_plain"](Xc)}
-    return {f"colsum_{k}": _maxabs(a.sum(-2) - 1) for k, a in A.items()}
+    for k, a in A.items():
+        cs = a.sum(-2)
+        R.pair(f"colsum_{k}", cs, np.ones(cs.shape))
 
 
 def _forms_symbolic(form, ctx) -> CheckResult:
@@ -470,19 +499,18 @@ def _forms_symbolic(form, ctx) -> CheckResult:
     args = [list(sy["X"]), list(sy["W_Q"]), list(sy["W_K"]), list(sy["W_V"])]
     f = sp.lambdify(args, der.result, "numpy")
     rng = ctx.rng()
-    d_s, errs = 4.0, {}
+    d_s, R = 4.0, Resolved()
     for trial in range(8):
         X, WQ, WK, WV = rng.normal(size=(N, D)), rng.normal(size=(D, K)), rng.normal(size=(D, K)), rng.normal(size=(D, Dv))
         ref = np.asarray(f(list(X.ravel()), list(WQ.ravel()), list(WK.ravel()), list(WV.ravel())), dtype=float)
         for name, out in _forms_outputs(form, X, WQ, WK, WV, d_s).items():
-            errs[name] = largest(errs.get(name, 0.0), _maxabs(out - ref))
-        for name, e in _forms_colsums(form, X, WQ, WK).items():
-            errs[name] = largest(errs.get(name, 0.0), e)
-    details = dict(errs, derived_colsum_stated_qk_at_point=der.facts["colsum_stated_qk_at_point"],
+            R.pair(name, out, ref)
+        _forms_colsums(form, X, WQ, WK, R)
+    details = dict(derived_colsum_stated_qk_at_point=der.facts["colsum_stated_qk_at_point"],
                    derived_colsum_stated_shared_u=str(der.facts["colsum_stated_shared_u"]),
                    derived_colsum_stated_plain_at_point=der.facts["colsum_stated_plain_at_point"])
-    return compare(worst(errs), 256 * EPS, "float64 rounding of O(1)-sized softmax-weighted sums at N = 2 (256·eps)",
-                   seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "D_v": Dv, "d_s": d_s, "trials": 8}, details=details)
+    return R.result(256 * EPS, "float64 rounding of O(1)-sized softmax-weighted sums at N = 2 (256·eps)",
+                    seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "D_v": Dv, "d_s": d_s, "trials": 8}, details=details)
 
 
 def _forms_vs_sdpa(form, ctx) -> CheckResult:
@@ -493,12 +521,14 @@ def _forms_vs_sdpa(form, ctx) -> CheckResult:
     X = rng.normal(size=(B, N, D)) / math.sqrt(D)
     WQ, WK, WV = rng.normal(size=(D, K)), rng.normal(size=(D, K)), rng.normal(size=(D, Dv))
     ref = na.sdpa(X @ WQ, X @ WK, X @ WV, scale=1.0, device=ctx.device)
-    errs = {name: _maxabs(out - ref) for name, out in _forms_outputs(form, X, WQ, WK, WV, d_s).items()}
-    errs.update(_forms_colsums(form, X, WQ, WK))
+    R = Resolved()
+    for name, out in _forms_outputs(form, X, WQ, WK, WV, d_s).items():
+        R.pair(name, out, ref)
+    _forms_colsums(form, X, WQ, WK, R)
     scale = largest(1.0, _maxabs(X @ WV))
-    return compare(worst(errs), 64 * N * EPS * scale, "float64 rounding of an N-term softmax-weighted sum (64·N·eps·max|V|)",
-                   seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D, "K": K, "D_v": Dv, "d_s": d_s},
-                   device=ctx.device, details=errs)
+    return R.result(64 * N * EPS * scale, "float64 rounding of an N-term softmax-weighted sum (64·N·eps·max|V|)",
+                    seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D, "K": K, "D_v": Dv, "d_s": d_s},
+                    device=ctx.device)
 
 
 def _swapped_seed002(X, W_Q, W_K, W_V):
@@ -557,21 +587,21 @@ def _mhsa_symbolic(form, ctx) -> CheckResult:
     args = [list(sy["X"])] + [list(w) for w in sy["W_Q"] + sy["W_K"] + sy["W_V"]] + [list(sy["W_O"])]
     f = sp.lambdify(args, der.result, "numpy")
     rng = ctx.rng()
-    errs = {"concat": 0.0, "sum": 0.0}
+    R = Resolved()
     for _ in range(8):
         X = rng.normal(size=(N, D))
         Wq, Wk, Wv = rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K))
         Wo = rng.normal(size=(M * K, D))
         ref = np.asarray(f(list(X.ravel()), *[list(w.ravel()) for w in (*Wq, *Wk, *Wv)], list(Wo.ravel())), dtype=float)
         with np.errstate(all="ignore"):
-            errs["concat"] = largest(errs["concat"], _maxabs(form["concat"](X, Wq, Wk, Wv, Wo, scale=1.0) - ref))
-            errs["sum"] = largest(errs["sum"], _maxabs(_swap(form["sum"](X.T, *form["concat_to_sum"](Wq, Wk, Wv, Wo))) - ref))
+            R.pair("concat", form["concat"](X, Wq, Wk, Wv, Wo, scale=1.0), ref)
+            R.pair("sum", _swap(form["sum"](X.T, *form["concat_to_sum"](Wq, Wk, Wv, Wo))), ref)
     width = der.facts["width"]
     wsyms = {s.name: s for s in width.free_symbols}
-    errs["width"] = largest(abs(int(form["concat_width"](m, dv)) - int(width.subs({wsyms["M"]: m, wsyms["D_v"]: dv})))
-                        for m in (1, 2, 3, 8) for dv in (1, 4, 7))
-    return compare(worst(errs), 256 * EPS, "float64 rounding of O(1) sums at N = 2 (256·eps); the width is an exact integer",
-                   seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "M": M, "trials": 8}, details=errs)
+    R.prop("width", largest(abs(int(form["concat_width"](m, dv)) - int(width.subs({wsyms["M"]: m, wsyms["D_v"]: dv})))
+                            for m in (1, 2, 3, 8) for dv in (1, 4, 7)), "difference of the concatenation width (an integer)")
+    return R.result(256 * EPS, "float64 rounding of O(1) sums at N = 2 (256·eps); the width is an exact integer",
+                    seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "M": M, "trials": 8})
 
 
 def _mhsa_vs_torch(form, ctx) -> CheckResult:
@@ -579,7 +609,7 @@ def _mhsa_vs_torch(form, ctx) -> CheckResult:
     sum forms on the mapped weights; the concat width vs out_proj.in_features."""
     configs = [(8, 2), (12, 3), (6, 6), (5, 1)] + ctx.size([], [(16, 4), (24, 8)])
     B, N = ctx.size(2, 8, 32), 5
-    errs, rng = {}, ctx.rng()
+    R, rng = Resolved(), ctx.rng()
     for E, H in configs:
         for bias in (False, True):
             with _torch_seed(ctx.seed_for(E, H, bias)):  # initialise on the CPU generator, then move
@@ -590,16 +620,17 @@ def _mhsa_vs_torch(form, ctx) -> CheckResult:
                 ref = _np(mha(Xt, Xt, Xt, need_weights=False)[0])
             p = form["from_torch"](mha)
             with np.errstate(all="ignore"):
-                errs[f"concat_E{E}_H{H}_bias{int(bias)}"] = _maxabs(form["concat"](X, **p) - ref)
+                R.pair(f"concat_E{E}_H{H}_bias{int(bias)}", form["concat"](X, **p), ref)
                 if not bias:
                     U = form["concat_to_sum"](p["W_q"], p["W_k"], p["W_v"], p["W_o"])
-                    errs[f"sum_E{E}_H{H}"] = _maxabs(_swap(form["sum"](_swap(X), *U)) - ref)
-            errs[f"width_E{E}_H{H}"] = float(abs(int(form["concat_width"](H, E // H)) - mha.out_proj.in_features))
+                    R.pair(f"sum_E{E}_H{H}", _swap(form["sum"](_swap(X), *U)), ref)
+            R.prop(f"width_E{E}_H{H}", float(abs(int(form["concat_width"](H, E // H)) - mha.out_proj.in_features)),
+                   "difference of the concatenation width (an integer)")
     Emax = largest(c[0] for c in configs)
-    return compare(worst(errs), 64 * (N + Emax) * EPS * math.sqrt(Emax),
-                   "float64 rounding of E- and N-term sums with O(√E) outputs (64·(N+E)·eps·√E); widths exact",
-                   seeds=[ctx.seed_for(), *(ctx.seed_for(E, H, b) for E, H in configs for b in (False, True))],
-                   sizes={"batch": B, "N": N, "(E, heads)": configs}, device=ctx.device, details=errs)
+    return R.result(64 * (N + Emax) * EPS * math.sqrt(Emax),
+                    "float64 rounding of E- and N-term sums with O(√E) outputs (64·(N+E)·eps·√E); widths exact",
+                    seeds=[ctx.seed_for(), *(ctx.seed_for(E, H, b) for E, H in configs for b in (False, True))],
+                    sizes={"batch": B, "N": N, "(E, heads)": configs}, device=ctx.device)
 
 
 def _from_torch_qk_swapped(mha):

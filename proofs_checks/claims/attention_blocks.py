@@ -17,9 +17,9 @@ from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
-from proofs_checks.comparisons import largest
+from proofs_checks.comparisons import confirm_resolution, largest, smallest
 from theory import attention as ta
-from proofs_checks.claims._attention_common import _T, _maxabs, _np, _torch_seed
+from proofs_checks.claims._attention_common import Resolved, _T, _maxabs, _np, _torch_seed
 
 
 # --------------------------------------------------------------------------------------------
@@ -30,22 +30,47 @@ from proofs_checks.claims._attention_common import _T, _maxabs, _np, _torch_seed
 _SETTINGS = ("plain", "positional_encoding", "causal_mask")
 
 
-def _relation_residual(relation, fX, fPX, perm):
-    """‖f(PX) − P f(X)‖ (equivariant) or ‖f(PX) − f(X)‖ (invariant), per batch element."""
+def _relation_pair(relation, fX, fPX, perm):
+    """(f(PX), its claimed value): P f(X) (equivariant) or f(X) (invariant)."""
     target = np.take_along_axis(fX, perm[..., None], axis=-2) if relation == "equivariant" else fX
-    return np.abs(fPX - target).reshape(len(fX), -1).max(-1)
+    return fPX, target
+
+
+def _residuals(pairs, delta=0.0):
+    """‖f(PX) − (1 + δ)·target‖_∞ per batch element, per setting (δ = 0: the relation's residual;
+    δ ≠ 0: against the reference scaled by 1 + δ, for the resolution)."""
+    with np.errstate(all="ignore"):
+        return {s: np.abs(fPX - (1.0 + delta) * t).reshape(len(fPX), -1).max(-1) for s, (fPX, t) in pairs.items()}
 
 
 def _equivariance_verdicts(form, apply, X, perm, pe):
-    """Residuals of the claimed relation in the three settings; ``apply(X, causal)`` runs the block."""
+    """(f(PX), claimed value) in the three settings; ``apply(X, causal)`` runs the block."""
     PX = np.take_along_axis(X, perm[..., None], axis=-2)
     PE = np.broadcast_to(pe, X.shape)
     out = {}
     with np.errstate(all="ignore"):
-        out["plain"] = _relation_residual(form["relation"], apply(X, False), apply(PX, False), perm)
-        out["positional_encoding"] = _relation_residual(form["relation"], apply(X + PE, False), apply(PX + PE, False), perm)
-        out["causal_mask"] = _relation_residual(form["relation"], apply(X, True), apply(PX, True), perm)
+        out["plain"] = _relation_pair(form["relation"], apply(X, False), apply(PX, False), perm)
+        out["positional_encoding"] = _relation_pair(form["relation"], apply(X + PE, False), apply(PX + PE, False), perm)
+        out["causal_mask"] = _relation_pair(form["relation"], apply(X, True), apply(PX, True), perm)
     return out
+
+
+def _kept(form, s):
+    return s == "plain" or s not in form["broken_by"]
+
+
+def _relation_resolution(form, pairs, tol_eq) -> float:
+    """Smallest relative change δ of the claimed value (P f(X), or f(X)) that a setting claimed to
+    keep the relation rejects: its residual against (1 + δ)·target is at least |δ|·max|target| −
+    residual (triangle inequality), which exceeds tol_eq for |δ| > (tol_eq + residual)/max|target|."""
+    res = _residuals(pairs)
+    eps = [(tol_eq + float(np.max(res[s]))) / _maxabs(t) for s, (_, t) in pairs.items()
+           if _kept(form, s) and 0 < _maxabs(t) < math.inf]
+    return smallest(eps) if eps else math.nan
+
+
+_REL_UNITS_PERM = ("relative change of the claimed value P·f(X) (f(X) for invariance), max|f(PX) − (1+δ)·P f(X)| "
+                   "in a setting claimed to keep the relation")
 
 
 def _equivariance_score(form, residuals, scale, N, D):
@@ -57,7 +82,7 @@ def _equivariance_score(form, residuals, scale, N, D):
     score, shown = {}, {}
     for s in _SETTINGS:
         r = residuals[s]
-        claimed_kept = s == "plain" or s not in form["broken_by"]
+        claimed_kept = _kept(form, s)
         if claimed_kept:
             score[s] = float(np.max(r)) / tol_eq if np.all(np.isfinite(r)) else math.inf
         else:
@@ -97,13 +122,21 @@ def _perm_numeric(form, ctx) -> CheckResult:
     X = rng.normal(size=(B, N, D))
     perm = _perm_batch(rng, B, N)
     pe = na.sinusoidal_pe(np.arange(N), D)
-    res = _equivariance_verdicts(form, lambda Z, causal: form["block"](Z, p, causal=causal), X, perm, pe)
+    pairs = _equivariance_verdicts(form, lambda Z, causal: form["block"](Z, p, causal=causal), X, perm, pe)
+    res = _residuals(pairs)
     with np.errstate(all="ignore"):
         scale = largest(1.0, _maxabs(form["block"](X, p)))
-    score, shown, tol_eq, thr = _equivariance_score(form, res, scale if math.isfinite(scale) else 1.0, N, D)
-    return compare(worst(score), 1.0, f"residual / threshold: kept ⇒ ≤ 64·N·D·eps·scale = {tol_eq:.2g}; broken ⇒ ≥ {thr:.2g} (1e-6·scale)",
+    scale = scale if math.isfinite(scale) else 1.0
+    score, shown, tol_eq, thr = _equivariance_score(form, res, scale, N, D)
+    eps = _relation_resolution(form, pairs, tol_eq)
+    conf = confirm_resolution(lambda dl: worst(_equivariance_score(form, _residuals(pairs, dl), scale, N, D)[0]), 1.0, eps)
+    return compare(worst(score), 1.0, f"residual / threshold: kept ⇒ ≤ 64·N·D·eps·scale = {tol_eq:.2g}; broken ⇒ ≥ {thr:.2g} "
+                   "(1e-6·scale); resolution: (tol_eq + residual)/max|P f(X)| over the kept settings (the breakers are "
+                   "counterexamples, margins, not comparisons)",
                    seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D, "heads": M, "mlp width": F},
-                   details={"settings": shown, "score": score, "swap_counterexample_residual": {s: float(r[0]) for s, r in res.items()}})
+                   details={"settings": shown, "score": score, "swap_counterexample_residual": {s: float(r[0]) for s, r in res.items()},
+                            "resolution_confirmed": conf},
+                   resolution=eps, resolution_units=_REL_UNITS_PERM)
 
 
 def _perm_torch(form, ctx) -> CheckResult:
@@ -116,7 +149,7 @@ def _perm_torch(form, ctx) -> CheckResult:
     perm = _perm_batch(rng, B, N)
     pe = na.sinusoidal_pe(np.arange(N), D)
     mask = torch.nn.Transformer.generate_square_subsequent_mask(N, dtype=torch.float64, device=ctx.device)
-    score, shown = {}, {}
+    score, shown, eps, parts = {}, {}, [], []
     for norm_first in (True, False):
         with _torch_seed(ctx.seed_for(norm_first)):
             layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=0.0, batch_first=True,
@@ -127,19 +160,40 @@ def _perm_torch(form, ctx) -> CheckResult:
                 kw = {"src_mask": mask, "is_causal": True} if causal else {}
                 return _np(layer(_T(Z, ctx.device), **kw))
 
-        res = _equivariance_verdicts(form, apply, X, perm, pe)
+        pairs = _equivariance_verdicts(form, apply, X, perm, pe)
         ref = apply(X, False)
-        sc, sh, tol_eq, thr = _equivariance_score(form, res, largest(1.0, _maxabs(ref)), N, D)
+        scale = largest(1.0, _maxabs(ref))
+        sc, sh, tol_eq, thr = _equivariance_score(form, _residuals(pairs), scale, N, D)
         tag = "pre_ln" if norm_first else "post_ln"
         score.update({f"{tag}_{k}": v for k, v in sc.items()})
         shown[tag] = sh
+        eps.append(_relation_resolution(form, pairs, tol_eq))
+        parts.append((tag, pairs, scale))
         if norm_first:  # the form's block is the pre-LN layer: same weights, same outputs
             with np.errstate(all="ignore"):
                 mine = form["block"](X, na.encoder_layer_to_block(layer))
             score["block_vs_torch_pre_ln"] = _maxabs(mine - ref) / tol_eq if np.all(np.isfinite(mine)) else math.inf
-    return compare(worst(score), 1.0, "residual / threshold as in the numeric check (rounding-level vs 1e-6·scale)",
+            if math.isfinite(score["block_vs_torch_pre_ln"]):
+                eps.append((tol_eq + _maxabs(mine - ref)) / _maxabs(ref))
+            block = (mine, ref, tol_eq)
+
+    def score_at(dl):  # every comparison against its reference scaled by 1 + dl
+        out = {}
+        for tag, pairs, scale in parts:
+            out.update({f"{tag}_{k}": v for k, v in _equivariance_score(form, _residuals(pairs, dl), scale, N, D)[0].items()})
+        mine, ref, tol_b = block
+        with np.errstate(all="ignore"):
+            out["block_vs_torch_pre_ln"] = _maxabs(mine - (1 + dl) * ref) / tol_b
+        return worst(out)
+
+    eps_min = smallest(eps)
+    return compare(worst(score), 1.0, "residual / threshold as in the numeric check (rounding-level vs 1e-6·scale); "
+                   "resolution: (tol_eq + residual)/max|reference| over the kept settings of both layers and the "
+                   "form's block against torch's pre-LN layer",
                    seeds=[ctx.seed_for(), ctx.seed_for(True), ctx.seed_for(False)], sizes={"batch": B, "N": N, "D": D, "heads": M},
-                   device=ctx.device, details={"settings": shown, "score": score})
+                   device=ctx.device, details={"settings": shown, "score": score,
+                                               "resolution_confirmed": confirm_resolution(score_at, 1.0, eps_min)},
+                   resolution=eps_min, resolution_units=_REL_UNITS_PERM + " (and of torch's layer output for the block)")
 
 
 def _block_with_position(X, p, *, causal=False):
@@ -198,14 +252,15 @@ def _ln_symbolic(form, ctx) -> CheckResult:
     B, N, D = 4, 5, 16
     X, cond = _ln_inputs(ctx, B, N, D)
     v = X.var(axis=-1)  # population variance (ddof 0), NumPy's own
-    errs = {}
+    R = Resolved()
     for eps in (0.0, 1e-3, 0.1, 1.0):
         with np.errstate(all="ignore"):
             Z = form(X, eps)
-        errs[f"mean_eps{eps:g}"] = _maxabs(Z.mean(-1))
-        errs[f"var_eps{eps:g}"] = _maxabs(Z.var(-1) - var_ref(v, eps))
-    return compare(worst(errs), 32 * D * EPS * (1 + cond), "float64 rounding, amplified by cancellation |μ|/σ (32·D·eps·(1 + max|μ|/σ))",
-                   seeds=[ctx.seed_for(B, N, D)], sizes={"batch": B, "tokens": N, "D": D, "max |mean|/sd": cond}, details=errs)
+        R.prop(f"mean_eps{eps:g}", _maxabs(Z.mean(-1)), "absolute per-token mean of the output (derived 0)")
+        R.pair(f"var_eps{eps:g}", Z.var(-1), var_ref(v, eps))
+    return R.result(32 * D * EPS * (1 + cond), "float64 rounding, amplified by cancellation |μ|/σ (32·D·eps·(1 + max|μ|/σ)); "
+                    "resolution relative to the derived variance v/(v+ε) (the mean 0 has no scale: property_resolutions)",
+                    seeds=[ctx.seed_for(B, N, D)], sizes={"batch": B, "tokens": N, "D": D, "max |mean|/sd": cond})
 
 
 def _ln_vs_torch(form, ctx) -> CheckResult:
@@ -213,7 +268,7 @@ def _ln_vs_torch(form, ctx) -> CheckResult:
     B, N, D = ctx.size(4, 16, 64), 5, 12
     X, cond = _ln_inputs(ctx, B, N, D)
     rng = ctx.rng("affine")
-    errs = {}
+    R = Resolved()
     Xt = _T(X, ctx.device)
     for eps in (1e-5, 0.1, 1.0):
         ln = torch.nn.LayerNorm(D, eps=eps, dtype=torch.float64, device=ctx.device)
@@ -222,14 +277,14 @@ def _ln_vs_torch(form, ctx) -> CheckResult:
             ln.weight.copy_(_T(g)), ln.bias.copy_(_T(b))
             ref = _np(ln(Xt))
         with np.errstate(all="ignore"):
-            errs[f"LayerNorm_eps{eps:g}"] = _maxabs(form(X, eps, g, b) - ref)
+            R.pair(f"LayerNorm_eps{eps:g}", form(X, eps, g, b), ref)
     with torch.no_grad():
         ref0 = _np(torch.nn.functional.layer_norm(Xt, (D,), eps=0.0))
     with np.errstate(all="ignore"):
-        errs["layer_norm_eps0"] = _maxabs(form(X) - ref0)
-    return compare(worst(errs), 32 * D * EPS * (1 + cond) * 3, "float64 rounding × cancellation |μ|/σ × max|γ| (32·D·eps·(1+max|μ|/σ)·3)",
-                   seeds=[ctx.seed_for(B, N, D), ctx.seed_for("affine")], sizes={"batch": B, "tokens": N, "D": D},
-                   device=ctx.device, details=errs)
+        R.pair("layer_norm_eps0", form(X), ref0)
+    return R.result(32 * D * EPS * (1 + cond) * 3, "float64 rounding × cancellation |μ|/σ × max|γ| (32·D·eps·(1+max|μ|/σ)·3)",
+                    seeds=[ctx.seed_for(B, N, D), ctx.seed_for("affine")], sizes={"batch": B, "tokens": N, "D": D},
+                    device=ctx.device)
 
 
 def _ln_mutant(axis=-1, ddof=0, eps_outside=False, center=True, affine_inside=False):
@@ -286,14 +341,15 @@ def _block_symbolic(form, ctx) -> CheckResult:
     p = na.random_block_params(rng, D, M, F).zero_branches()
     X = rng.normal(size=(B, N, D)) * 2 + 1
     mods = [{"LN_1": _torch_ln(p.ln1), "LN_2": _torch_ln(p.ln2)}, "numpy"]
-    errs = {}
+    R = Resolved()
     for name in ("pre_ln", "post_ln"):
         ref = sp.lambdify(x, der.result[name], modules=mods)(X)
         ref = np.broadcast_to(ref, X.shape)
         with np.errstate(all="ignore"):
-            errs[name] = _maxabs(form[name](X, p) - ref)
-    return compare(worst(errs), 64 * D * EPS * largest(1.0, _maxabs(X)), "float64 rounding of two LayerNorms (64·D·eps·max|x|)",
-                   seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D}, details=dict(errs, derived={k: str(v) for k, v in der.result.items()}))
+            R.pair(name, form[name](X, p), ref)
+    return R.result(64 * D * EPS * largest(1.0, _maxabs(X)), "float64 rounding of two LayerNorms (64·D·eps·max|x|)",
+                    seeds=[ctx.seed_for()], sizes={"batch": B, "N": N, "D": D},
+                    details={"derived": {k: str(v) for k, v in der.result.items()}})
 
 
 def _block_vs_torch(form, ctx) -> CheckResult:
@@ -304,7 +360,7 @@ def _block_vs_torch(form, ctx) -> CheckResult:
     B, N, D, M, F = ctx.size(3, 8, 32), 6, 8, 2, 16
     X = rng.normal(size=(B, N, D))
     mask = torch.nn.Transformer.generate_square_subsequent_mask(N, dtype=torch.float64, device=ctx.device)
-    errs = {}
+    R = Resolved()
     for norm_first, name in ((True, "pre_ln"), (False, "post_ln")):
         with _torch_seed(ctx.seed_for(norm_first)):
             layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=0.0, batch_first=True,
@@ -320,10 +376,10 @@ def _block_vs_torch(form, ctx) -> CheckResult:
                 kw = {"src_mask": mask, "is_causal": True} if causal else {}
                 ref = _np(layer(_T(X, ctx.device), **kw))
             with np.errstate(all="ignore"):
-                errs[f"{name}{'_causal' if causal else ''}"] = _maxabs(form[name](X, p, causal=causal) - ref)
-    return compare(worst(errs), 64 * (D + F + N) * EPS * 10, "float64 rounding through attention, two LayerNorms and the MLP "
-                   "(64·(D+F+N)·eps·10, outputs O(10))", seeds=[ctx.seed_for(), ctx.seed_for(True), ctx.seed_for(False)],
-                   sizes={"batch": B, "N": N, "D": D, "heads": M, "mlp width": F}, device=ctx.device, details=errs)
+                R.pair(f"{name}{'_causal' if causal else ''}", form[name](X, p, causal=causal), ref)
+    return R.result(64 * (D + F + N) * EPS * 10, "float64 rounding through attention, two LayerNorms and the MLP "
+                    "(64·(D+F+N)·eps·10, outputs O(10))", seeds=[ctx.seed_for(), ctx.seed_for(True), ctx.seed_for(False)],
+                    sizes={"batch": B, "N": N, "D": D, "heads": M, "mlp width": F}, device=ctx.device)
 
 
 def _pre_ln_no_second_residual(X, p, *, causal=False):
@@ -488,23 +544,23 @@ def _pe_symbolic(form, ctx) -> CheckResult:
     sy = der.facts["symbols"]
     R = sp.lambdify([sy["k"], sy["omega"]], der.result, "numpy")
     om = sp.lambdify([sy["i"], sy["D"], sy["base"]], der.facts["omega"], "numpy")
-    errs = {"shift": 0.0, "pe": 0.0}
+    res = Resolved()
     pos = np.arange(0.0, 64.0)
     for D in (2, 4, 8, 16):
         w = np.array([om(i, D, 10000.0) for i in range(D // 2)])
         ref_pe = np.empty((len(pos), D))
         ref_pe[:, 0::2], ref_pe[:, 1::2] = np.sin(np.outer(pos, w)), np.cos(np.outer(pos, w))
         with np.errstate(all="ignore"):
-            errs["pe"] = largest(errs["pe"], _maxabs(form["pe"](pos, D) - ref_pe))
+            res.pair("pe", form["pe"](pos, D), ref_pe)
         for k in (1, 3, 50):
             ref = np.zeros((D, D))
             for i in range(D // 2):
                 ref[2 * i:2 * i + 2, 2 * i:2 * i + 2] = np.asarray(R(k, w[i]), dtype=float)
             with np.errstate(all="ignore"):
-                errs["shift"] = largest(errs["shift"], _maxabs(form["shift"](k, D) - ref))
-    return compare(worst(errs), 16 * 64 * EPS, "rounding of sin/cos at angles ≤ 64 (16·64·eps)",
-                   sizes={"D": [2, 4, 8, 16], "k": [1, 3, 50], "positions": "0..63"},
-                   details=dict(errs, derived_rotation=str(der.result)))
+                res.pair("shift", form["shift"](k, D), ref)
+    return res.result(16 * 64 * EPS, "rounding of sin/cos at angles ≤ 64 (16·64·eps)",
+                      sizes={"D": [2, 4, 8, 16], "k": [1, 3, 50], "positions": "0..63"},
+                      details={"derived_rotation": str(der.result)})
 
 
 def _pe_numeric(form, ctx) -> CheckResult:
@@ -513,16 +569,17 @@ def _pe_numeric(form, ctx) -> CheckResult:
     P = ctx.size(200, 2000, 20000)
     pos = np.r_[np.arange(P, dtype=float), 1e4 + np.arange(8.0)]
     ks = (1, 2, 17, 100)
-    errs = {}
+    R = Resolved()
     for D in (4, 16, 64):
         with np.errstate(all="ignore"):
             pe = form["pe"](pos, D)
-            errs[f"range_excess_D{D}"] = largest(0.0, _maxabs(pe) - 1.0) if np.all(np.isfinite(pe)) else math.inf
+            R.prop(f"range_excess_D{D}", largest(0.0, _maxabs(pe) - 1.0) if np.all(np.isfinite(pe)) else math.inf,
+                   "amount by which |PE| exceeds 1")
             for k in ks:
                 Mk = form["shift"](k, D)
-                errs[f"shift_D{D}_k{k}"] = _maxabs(form["pe"](pos + k, D) - pe @ Mk)
-                errs[f"orthogonal_D{D}_k{k}"] = _maxabs(Mk @ Mk.T - np.eye(D))
-            errs[f"compose_D{D}"] = _maxabs(form["shift"](2, D) @ form["shift"](17, D) - form["shift"](19, D))
+                R.pair(f"shift_D{D}_k{k}", pe @ Mk, form["pe"](pos + k, D))
+                R.pair(f"orthogonal_D{D}_k{k}", Mk @ Mk.T, np.eye(D))
+            R.pair(f"compose_D{D}", form["shift"](2, D) @ form["shift"](17, D), form["shift"](19, D))
     # an independent construction: mpmath at 30 digits, ω_i = 10000^{-2i/D} by mpmath.power, for a
     # few positions (not the SymPy derivation, not the form's arithmetic)
     import mpmath
@@ -534,10 +591,10 @@ def _pe_numeric(form, ctx) -> CheckResult:
                              float(mpmath.cos(p * mpmath.power(10000, mpmath.mpf(-2 * (j // 2)) / D))) for j in range(D)]
                             for p in probe])
             with np.errstate(all="ignore"):
-                errs[f"vs_mpmath_D{D}"] = _maxabs(form["pe"](np.asarray(probe, dtype=float), D) - ref)
+                R.pair(f"vs_mpmath_D{D}", form["pe"](np.asarray(probe, dtype=float), D), ref)
     pmax = float(pos.max() + largest(ks))
-    return compare(worst(errs), 16 * pmax * EPS, f"angle rounding grows with the position: 16·(max position {pmax:g})·eps",
-                   sizes={"positions": len(pos), "max position": pmax, "D": [4, 16, 64], "k": list(ks)}, details=errs)
+    return R.result(16 * pmax * EPS, f"angle rounding grows with the position: 16·(max position {pmax:g})·eps",
+                    sizes={"positions": len(pos), "max position": pmax, "D": [4, 16, 64], "k": list(ks)})
 
 
 def _pe_sin_cos_swapped(positions, D, base=10000.0):

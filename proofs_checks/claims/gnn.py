@@ -12,9 +12,10 @@ from scipy.sparse.csgraph import shortest_path
 
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, register
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
+from proofs_checks.claims._attention_common import Resolved
 from theory import gnn as tg
 
 
@@ -44,16 +45,16 @@ def _symbolic(form, ctx) -> CheckResult:
     f = sp.lambdify([list(der.facts["logits"])], list(der.result), "numpy")
     rng = ctx.rng()
     src, dst = np.array([0, 2, 3, 1, 2]), np.array([1, 1, 0, 3, 3])
-    err = 0.0
+    R = Resolved()
     for _ in range(ctx.size(5, 20)):
         X, Wq, Wk, Wv = _features(rng, 1, n, d)
         X = X[0]
         out = form["message_passing"](X, Wq, Wk, Wv, src, dst)
         q, K, V = X[1] @ Wq, X @ Wk, X @ Wv
         alpha = np.asarray(f(list(K @ q / np.sqrt(d))), dtype=float)
-        err = largest(err, float(np.abs(out[1] - alpha @ V).max()) / largest(1.0, float(np.abs(V).max())))
-    return compare(err, 64 * n * d * EPS, f"float64 rounding of softmax over n={n} and d={d} products (64·n·d·eps)",
-                   seeds=[ctx.seed_for()], sizes={"n": n, "d": d, "neighbours_of_node_1": list(nb)})
+        R.pair("node1_vs_sympy", out[1], alpha @ V, div=largest(1.0, float(np.abs(V).max())))
+    return R.result(64 * n * d * EPS, f"float64 rounding of softmax over n={n} and d={d} products (64·n·d·eps, "
+                    "relative to max(1, max|V|))", seeds=[ctx.seed_for()], sizes={"n": n, "d": d, "neighbours_of_node_1": list(nb)})
 
 
 def _masked(form, ctx) -> CheckResult:
@@ -73,15 +74,13 @@ def _masked(form, ctx) -> CheckResult:
     sd = _sdpa(X, Wq, Wk, Wv, M, dev)
     ref = ng.masked_attention(X, Wq, Wk, Wv, M_ref)
     scale = largest(1.0, float(np.abs(ref).max()))
-    errs = {
-        "message_passing_vs_sdpa": float(np.abs(out - sd).max()) / scale,
-        "message_passing_vs_masked_softmax": float(np.abs(out - ref).max()) / scale,
-        "mask_entries_wrong": float(np.count_nonzero(M != M_ref)),
-    }
+    R = Resolved()
+    R.pair("message_passing_vs_sdpa", out, sd, div=scale)
+    R.pair("message_passing_vs_masked_softmax", out, ref, div=scale)
+    R.prop("mask_entries_wrong", float(np.count_nonzero(M != M_ref)), "count of wrong mask entries")
     tol = 64 * n * d * EPS
-    return compare(worst(errs), tol, f"float64 rounding of softmax over ≤{n} neighbours and d={d} dot products (64·n·d·eps)",
-                   seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "d": d, "edges": int(g.size)},
-                   device=str(dev), details=errs)
+    return R.result(tol, f"float64 rounding of softmax over ≤{n} neighbours and d={d} dot products (64·n·d·eps)",
+                    seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "d": d, "edges": int(g.size)}, device=str(dev))
 
 
 def _complete(form, ctx) -> CheckResult:
@@ -96,11 +95,12 @@ def _complete(form, ctx) -> CheckResult:
     out = form["message_passing"](X.reshape(G * n, d), Wq, Wk, Wv, s + g * n, t + g * n).reshape(G, n, d)
     dense = _sdpa(X, Wq, Wk, Wv, None, dev)
     M = np.asarray(form["mask"](s, t, n, G, g))
-    errs = {"vs_dense_sdpa": float(np.abs(out - dense).max()) / largest(1.0, float(np.abs(dense).max())),
-            "mask_not_all_true": float(np.count_nonzero(~M))}
+    R = Resolved()
+    R.pair("vs_dense_sdpa", out, dense, div="ref1")
+    R.prop("mask_not_all_true", float(np.count_nonzero(~M)), "count of False mask entries on the complete graph")
     tol = 64 * n * d * EPS
-    return compare(worst(errs), tol, f"float64 rounding of softmax over n={n} and d={d} dot products (64·n·d·eps)",
-                   seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "d": d}, device=str(dev), details=errs)
+    return R.result(tol, f"float64 rounding of softmax over n={n} and d={d} dot products (64·n·d·eps)",
+                    seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "d": d}, device=str(dev))
 
 
 def _bellman_ford(form, ctx) -> CheckResult:
@@ -116,7 +116,7 @@ def _bellman_ford(form, ctx) -> CheckResult:
     s, t, w = np.concatenate([s, cs]), np.concatenate([t, ct]), np.concatenate([w, cw])
     G += 1
     D = np.asarray(form["min_plus"](G, n, g, s, t, w, form["rounds"](n)))
-    inf_mismatch, finite_err, unreachable = 0, 0.0, 0
+    inf_mismatch, unreachable, mine_fin, ref_fin = 0, 0, [], []
     dmax = 1.0
     for k in range(G):
         sel = g == k
@@ -126,15 +126,19 @@ def _bellman_ford(form, ctx) -> CheckResult:
             inf_mismatch += int(np.count_nonzero(np.isinf(R) != np.isinf(D[k])))
             fin = np.isfinite(R) & np.isfinite(D[k])
             if fin.any():
-                finite_err = largest(finite_err, float(np.abs(R[fin] - D[k][fin]).max()))
+                mine_fin.append(D[k][fin])
+                ref_fin.append(R[fin])
                 dmax = largest(dmax, float(R[fin].max()))
         unreachable += int(np.count_nonzero(np.isinf(R)))
-    errs = {"finite_distance_error": finite_err / dmax, "inf_pattern_mismatches": float(inf_mismatch)}
+    Rs = Resolved()  # finite distances relative to max(1, the largest finite shortest-path distance)
+    Rs.pair("finite_distance_error", np.concatenate(mine_fin) if mine_fin else np.zeros(0),
+            np.concatenate(ref_fin) if ref_fin else np.zeros(0), div=dmax)
+    Rs.prop("inf_pattern_mismatches", float(inf_mismatch), "count of pairs reachable in one and unreachable in the other")
     tol = 8 * n * EPS
-    return compare(worst(errs), tol, f"sums of ≤{n - 1} weights in a different order (8·n·eps relative); the "
-                   "unreachable (inf) pattern must match exactly", seeds=[ctx.seed_for()],
-                   sizes={"graphs": G, "n": n, "edges": int(g.size)},
-                   details={**errs, "unreachable_pairs": unreachable, "rounds": int(form["rounds"](n))})
+    return Rs.result(tol, f"sums of ≤{n - 1} weights in a different order (8·n·eps relative); the "
+                     "unreachable (inf) pattern must match exactly; resolution relative to scipy's shortest-path distances",
+                     seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "edges": int(g.size)},
+                     details={"unreachable_pairs": unreachable, "rounds": int(form["rounds"](n))})
 
 
 _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_mask,

@@ -7,9 +7,10 @@ import numpy as np
 import sympy as sp
 
 from numerics import rnn as nr
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
-from proofs_checks.tolerances import EPS, max_rel_error
+from proofs_checks.registry import Check, CheckResult, Claim, Mutant, register
+from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
+from proofs_checks.claims._attention_common import Resolved
 from theory import rnn as tr
 
 
@@ -32,23 +33,23 @@ def _symbolic(form, ctx) -> CheckResult:
     f_proj = sp.lambdify([list(proj.facts["g_symbols"])], proj.result["projection"], "numpy")
     ratio = float(proj.result["tied_over_projection"])
     rng = ctx.rng()
-    errs = {"combine": 0.0, "bptt": 0.0, "projection": 0.0, "tied_over_projection": 0.0}
+    R = Resolved()  # every entry is max_rel_error: |value − ref| / max(1, |ref|)
     for _ in range(ctx.size(6, 20)):
         wv, uv, bv, vv, h0v = rng.normal(size=5)
         x, z = rng.normal(size=T), rng.normal(size=T)
         tied = float(f_tied(wv, uv, bv, vv, h0v, list(x), list(z)))
         untied = np.asarray(f_untied(wv, uv, bv, vv, h0v, list(x), list(z)), dtype=float)
-        errs["combine"] = largest(errs["combine"], max_rel_error(form["combine"](untied), tied))
+        R.pair("combine", form["combine"](untied), tied, div="ref1")
         params = {"Wh": np.array([[wv]]), "Wx": np.array([[uv]]), "b": np.array([bv]), "Wy": np.array([[vv]]),
                   "by": np.zeros(1), "h0": np.array([h0v])}
         g = form["bptt"](params, x.reshape(1, T, 1), z.reshape(1, T, 1))
-        errs["bptt"] = largest(errs["bptt"], max_rel_error(g["Wh"][0, 0], tied))
+        R.pair("bptt", g["Wh"][0, 0], tied, div="ref1")
         P = np.asarray(form["project"](untied), dtype=float)
-        errs["projection"] = largest(errs["projection"], max_rel_error(P, np.full(T, f_proj(list(untied)))))
-        errs["tied_over_projection"] = largest(errs["tied_over_projection"], max_rel_error(ratio * P[0], tied))
+        R.pair("projection", P, np.full(T, f_proj(list(untied))), div="ref1")
+        R.pair("tied_over_projection", ratio * P[0], tied, div="ref1")
     tol = 64 * T * EPS
-    return compare(worst(errs), tol, f"float64 rounding of a T={T} step chain rule (64·T·eps, relative)",
-                   seeds=[ctx.seed_for()], sizes={"T": T}, details=errs)
+    return R.result(tol, f"float64 rounding of a T={T} step chain rule (64·T·eps, relative to max(1, |ref|))",
+                    seeds=[ctx.seed_for()], sizes={"T": T})
 
 
 def _autograd(form, ctx) -> CheckResult:
@@ -57,7 +58,7 @@ def _autograd(form, ctx) -> CheckResult:
     every parameter."""
     rng = ctx.rng()
     shapes = [(3, 4, 2, 5, 6), (2, 6, 3, 4, 9), (1, 3, 1, 8, 4)][: ctx.size(2, 3)]
-    errs: dict[str, float] = {}
+    R = Resolved()
     details = {}
     for i, (d_x, d_h, d_y, T, B) in enumerate(shapes):
         p = nr.random_params(d_x, d_h, d_y, rng)
@@ -66,14 +67,14 @@ def _autograd(form, ctx) -> CheckResult:
         unt = nr.untied_gradients(p, X, Z, ctx.device)
         mine = form["bptt"](p, X, Z)
         for k in nr.PARAM_NAMES:
-            errs[f"combine_{k}[{i}]"] = max_rel_error(form["combine"](unt[k]), ref[k])
-            errs[f"bptt_{k}[{i}]"] = max_rel_error(mine[k], ref[k])
+            R.pair(f"combine_{k}[{i}]", form["combine"](unt[k]), ref[k], div="ref1")  # max_rel_error
+            R.pair(f"bptt_{k}[{i}]", mine[k], ref[k], div="ref1")
         details[f"last_step_share_Wh[{i}]"] = float(np.linalg.norm(unt["Wh"][-1]) / largest(np.linalg.norm(ref["Wh"]), 1e-300))
     T_max = largest(s[3] for s in shapes)
     tol = 256 * T_max * largest(s[1] for s in shapes) * EPS
-    return compare(worst(errs), tol, "float64 rounding accumulated over T steps of d_h-term products "
-                   "(256·T·d_h·eps, relative to the gradient's size)", seeds=[ctx.seed_for()],
-                   sizes={"shapes(d_x,d_h,d_y,T,B)": shapes}, device=ctx.device, details={**errs, **details})
+    return R.result(tol, "float64 rounding accumulated over T steps of d_h-term products "
+                    "(256·T·d_h·eps, relative to the gradient's size)", seeds=[ctx.seed_for()],
+                    sizes={"shapes(d_x,d_h,d_y,T,B)": shapes}, device=ctx.device, details=details)
 
 
 def _projection(form, ctx) -> CheckResult:
@@ -88,7 +89,7 @@ def _projection(form, ctx) -> CheckResult:
     unt = nr.untied_gradients(p, X, Z)
     tied = nr.tied_gradients_nn_rnn(p, X, Z)
     eta = 0.1
-    errs = {}
+    R = Resolved()  # every entry is max_rel_error: |value − ref| / max(1, |ref|)
     for k in ("Wh", "Wx", "b"):
         G = unt[k]
         n = int(np.prod(G.shape[1:]))
@@ -96,17 +97,17 @@ def _projection(form, ctx) -> CheckResult:
         c, *_ = np.linalg.lstsq(design, G.reshape(T * n), rcond=None)
         ref = (design @ c).reshape(G.shape)
         P = np.asarray(form["project"](G), dtype=float)
-        errs[f"vs_lstsq_{k}"] = max_rel_error(P, ref)
-        errs[f"idempotent_{k}"] = max_rel_error(np.asarray(form["project"](P), dtype=float), P)
+        R.pair(f"vs_lstsq_{k}", P, ref, div="ref1")
+        R.pair(f"idempotent_{k}", np.asarray(form["project"](P), dtype=float), P, div="ref1")
         projected_step = p[k] - eta * P[0]
         tied_step = p[k] - (eta / T) * tied[k]
-        errs[f"projected_step_eq_tied_step_eta_over_T_{k}"] = max_rel_error(projected_step, tied_step)
-    details = dict(errs)
+        R.pair(f"projected_step_eq_tied_step_eta_over_T_{k}", projected_step, tied_step, div="ref1")
+    details = {}
     details["note"] = ("averaging the T untied gradients = orthogonal projection onto tied weights; "
                        "the tied gradient is T times that average (same direction, rate rescaled by T)")
     tol = 64 * T * EPS
-    return compare(worst(errs), tol, "float64 rounding of a mean over T copies and a lstsq solve (64·T·eps, relative)",
-                   seeds=[ctx.seed_for()], sizes={"T": T, "d_h": d_h}, details=details)
+    return R.result(tol, "float64 rounding of a mean over T copies and a lstsq solve (64·T·eps, relative)",
+                    seeds=[ctx.seed_for()], sizes={"T": T, "d_h": d_h}, details=details)
 
 
 def _last_step(G):

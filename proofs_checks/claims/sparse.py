@@ -14,6 +14,7 @@ from numerics.torch_utils import generator, resolve_device
 from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
+from proofs_checks.claims._attention_common import Resolved
 
 _EXACT = "exact: booleans and integer layer counts; any disagreement with the reference is an error"
 
@@ -131,7 +132,7 @@ def _attention_vs_sdpa(form, ctx) -> CheckResult:
     g = generator(seed, dev)
     q, k = (torch.randn(b, h, n, d, generator=g, dtype=torch.float64, device=dev) for _ in range(2))
     v = torch.randn(b, h, n, dv, generator=g, dtype=torch.float64, device=dev)
-    errs = {}
+    R = Resolved()
     blk = next(x for x in range(5, 0, -1) if n % x == 0)
     pats = {"band": form["builders"]["band"](n, 2), "strided": form["builders"]["strided"](n, 5),
             "fixed": form["builders"]["fixed"](n, blk, 1), "star": form["builders"]["star"](n),
@@ -141,11 +142,11 @@ def _attention_vs_sdpa(form, ctx) -> CheckResult:
         for t, m in enumerate(masks):
             out = form["sparse_attention"](q, k, v, m)
             ref = nsp.masked_dense_attention(q, k, v, m, dev)
-            errs[f"{name}[{t}]"] = float((out - ref).abs().max())
+            R.pair(f"{name}[{t}]", out, ref)
     scale = float(v.abs().max())
     tol = 64 * n * EPS * scale
-    return compare(worst(errs), tol, f"float64 rounding of a softmax-weighted sum over ≤ n = {n} keys (64·n·eps·max|v|)",
-                   seeds=[seed], sizes={"n": n, "batch": b, "heads": h, "d": d}, device=str(dev), details=errs)
+    return R.result(tol, f"float64 rounding of a softmax-weighted sum over ≤ n = {n} keys (64·n·eps·max|v|)",
+                    seeds=[seed], sizes={"n": n, "batch": b, "heads": h, "d": d}, device=str(dev))
 
 
 _FORM = {"builders": dict(nsp.BUILDERS), "has_self_loops": nsp.has_self_loops, "hamiltonian_path": nsp.hamiltonian_path,
