@@ -139,13 +139,16 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
 
 
 def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_SIGMA, what: str = "",
-           justification: str | None = None, resolution_from: Iterable[str] | None = None, **kw) -> CheckResult:
+           justification: str | None = None, resolution_from: Iterable[str] | None = None,
+           dof: "int | dict[str, int] | None" = None, **kw) -> CheckResult:
     """Monte Carlo (or across-seed) estimates against closed forms: ``measurements`` maps a label to
     ``(estimate, standard error, form's value)``; error = the largest ``|estimate − form| / SE``,
     tolerance ``k`` (default :data:`K_SIGMA`). A zero or non-finite SE fails (no power, no pass).
     The details hold every label's estimate, SE, form value and z. ``justification`` replaces the
     default text (a check whose SE rule needs stating); ``resolution_from`` restricts the resolution
-    to those labels (e.g. leaving out a degenerate entry whose SE is only a rounding floor).
+    to those labels (e.g. leaving out a degenerate entry whose SE is only a rounding floor). ``dof``
+    (one number, or per label) gives the degrees of freedom of an SE estimated from few batches or
+    seeds, for the stated false-failure probability (Student t instead of normal).
 
     >>> r = z_test({"N=2": (1.01, 0.01, 1.0), "N=5": (2.0, 0.01, 2.02)})
     >>> round(r.error, 9), r.passed
@@ -163,9 +166,23 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     se = np.array([float(m[1]) for m in use])
     val = np.array([float(m[2]) for m in use])
     eps, conf = _spread_resolution(est, se, val, k)
-    details.update(resolution_confirmed=conf, false_failure_probability=false_failure_probability(k, len(rows)))
+    details.update(resolution_confirmed=conf, false_failure_probability=_ffp_entries(k, list(rows), dof))
     just = justification or f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)"
     return compare(zs, k, just, details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
+
+
+def _ffp_entries(k: float, labels: list[str], dof: "int | dict[str, int] | None") -> dict[str, Any]:
+    """:func:`false_failure_probability` summed over entries that may differ in degrees of freedom."""
+    if dof is None or isinstance(dof, int):
+        return false_failure_probability(k, len(labels), dof)
+    groups: dict[Any, int] = {}
+    for lab in labels:
+        groups[dof.get(lab)] = groups.get(dof.get(lab), 0) + 1
+    parts = [false_failure_probability(k, n, g) for g, n in groups.items()]
+    total = sum(p["per_entry"] * p["entries"] for p in parts)
+    return {"per_entry": max(p["per_entry"] for p in parts), "entries": len(labels), "union_bound": float(min(1.0, total)),
+            "k": float(k), "model": "; ".join(f"{p['entries']} entries: {p['model'].split(',')[0]}" for p in parts)
+            + ", two-sided, union bound over the entries"}
 
 
 def _spread_resolution(est, se, ref, k: float) -> tuple[float, dict]:
