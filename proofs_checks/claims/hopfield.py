@@ -23,8 +23,8 @@ from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from theory import hopfield as th
 
-from proofs_checks.claims._hopfield_common import Z_JUST, Z_TOL, _half_crossing, _z, abs_resolution, capacity_units,
-                                                 threshold_load_resolution
+from proofs_checks.claims._hopfield_common import (Z_JUST, Z_TOL, _half_crossing, _z, abs_resolution, capacity_units,
+                                                  threshold_load_resolution)
 from proofs_checks.comparisons import REL_UNITS
 
 
