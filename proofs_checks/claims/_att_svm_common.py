@@ -86,5 +86,5 @@ def direction_resolution(one_minus_corr: float, tol: float) -> float:
 
     if not (math.isfinite(one_minus_corr) and 0 <= tol < 1):
         return float("nan")
-    c = min(max(1.0 - one_minus_corr, -1.0), 1.0)
+    c = float(np.clip(1.0 - one_minus_corr, -1.0, 1.0))
     return float(math.acos(1.0 - tol) + math.acos(c))
