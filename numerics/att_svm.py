@@ -600,11 +600,16 @@ def _polished_fro(A: np.ndarray, W: np.ndarray, duals: np.ndarray, cert: dict[st
     (``α ≥ 0``, exact zeros off the support) and certifies at least as well as the solver's point;
     else the solver's point is returned unchanged. ``cert["polished"]`` says which, and
     ``cert["support_gram_condition"]`` holds ``cond(G_S)`` of the support's Gram matrix."""
-    Wp, ap = polish_fro(A, duals, support_rtol=support_rtol)
+    try:
+        with np.errstate(all="ignore"):
+            Wp, ap = polish_fro(A, duals, support_rtol=support_rtol)
+    except (np.linalg.LinAlgError, ValueError):  # e.g. an SVD that does not converge on extreme data
+        return W, duals, {**cert, "polished": False}
     S = np.flatnonzero(ap > 0)
     if S.size == 0 or np.array_equal(ap, duals):
         return W, duals, {**cert, "polished": False}
-    cp_ = certify(Wp, A, ap, "fro", tol=cert_tol)
+    with np.errstate(all="ignore"):
+        cp_ = certify(Wp, A, ap, "fro", tol=cert_tol)
     if not (cp_["passed"] and _cert_error(cp_) <= _cert_error(cert)):
         return W, duals, {**cert, "polished": False}
     M = A.reshape(len(A), -1)[S]
