@@ -430,3 +430,39 @@ def test_fast_rates_slopes_and_uncensored_counts():
     assert isinstance(gd, str) and f"lower bound {K + 1}" in gd
     assert d["methods"]["gd"]["log10_iterations_to_0.99_extrapolated_estimate (power law from the slowest init's slope)"] > 6
     assert d["slopes"]["ngd"] < -1 and d["slopes"]["polyak"] < -1 and d["slopes"]["gd"] > -0.5
+
+
+def test_frobenius_solve_polished_to_exact_optimum():
+    """Issue 29: the Frobenius solve is polished onto its active set, so the exact (rational) KKT
+    optimum from the derivation is matched to float64 rounding (kkt_vs_sympy's resolution ≤ 1e-9)."""
+    from proofs_checks.claims.att_svm import _exact_kkt_optimum
+
+    inst = ns.make_instance(2, 3, 2, seed=1)
+    res = ns.solve_att_svm(inst.X, inst.z, inst.opt)
+    assert res.certificate["polished"] and res.certificate["passed"]
+    A = ns.constraint_matrix(inst.X, inst.z, inst.opt)[0]
+    Wx, ax, _, fails = _exact_kkt_optimum(ta.derive_att_svm_kkt(len(A), 2), A, np.flatnonzero(res.duals > 0))
+    tol = 64 * len(A) * 4 * res.certificate["support_gram_condition"] * np.finfo(float).eps
+    assert not fails and tol < 1e-9
+    assert np.max(np.abs(res.W - Wx)) / np.max(np.abs(Wx)) <= tol
+
+
+def test_svm_checks_state_their_resolution_units():
+    """Issue 29: no check of the quick svm claims reports the placeholder units; the symbolic and
+    rounding checks resolve ≤ 1e-9 relative, confirmed by re-running at 1 ± 2ε."""
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import ERROR_UNITS, get_claim
+
+    ctx = RunContext(mode="quick", seed=0)
+    for cid, name in (("svm.softmax_saturation", "limit_vs_sympy"), ("svm.softmax_saturation", "rays_on_data"),
+                      ("svm.optimal_token_selection", "vertex_identity"), ("svm.att_svm", "kkt_vs_sympy"),
+                      ("svm.reg_path", "correlation_vs_torch")):
+        claim = get_claim(cid)
+        chk = next(c for c in claim.checks if c.name == name)
+        r = chk.fn(claim.form, ctx)
+        assert r.passed and r.resolution_units != ERROR_UNITS and 0 < r.resolution <= 1e-9, (cid, name, r.resolution)
+        assert r.details["resolution_confirmed"]["rejects_2eps"], (cid, name)
+    from proofs_checks.claims._att_svm_common import direction_resolution
+
+    assert abs(direction_resolution(0.0, 0.01) - np.arccos(0.99)) < 1e-15
+    assert abs(direction_resolution(0.01, 0.01) - 2 * np.arccos(0.99)) < 1e-15

@@ -301,3 +301,24 @@ def test_cuda_request_without_cuda_is_an_input_error(monkeypatch):
 def test_capacity_sweep_on_cuda_matches_cpu_statistics():
     pts = nh.classical_capacity_sweep(256, [12, 46], 32, seed=11, device="cuda")
     assert pts[0].frac_fixed > 0.95 and pts[1].frac_fixed < 0.4
+
+
+def test_hopfield_checks_state_their_resolution_units():
+    """Issue 29: the Hopfield rounding checks resolve ≤ 1e-9 relative (confirmed at 1 ± 2ε), and the
+    Monte Carlo threshold checks state theirs as a change of the capacity."""
+    from proofs_checks.claims._hopfield_common import threshold_load_resolution
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import ERROR_UNITS, get_claim
+
+    ctx = RunContext(mode="quick", seed=0)
+    for cid, name in (("hop.classical_energy", "flip_delta_vs_sympy"), ("hop.modern_energy", "descent_and_bounds"),
+                      ("hop.one_step_retrieval", "tight_family_exact"), ("hop.attention_identity", "vs_sympy")):
+        claim = get_claim(cid)
+        chk = next(c for c in claim.checks if c.name == name)
+        r = chk.fn(claim.form, ctx)
+        assert r.passed and r.resolution_units != ERROR_UNITS and 0 < r.resolution <= 1e-9, (cid, name, r.resolution)
+        assert r.details["resolution_confirmed"]["rejects_2eps"], (cid, name)
+    # a point 3 SE past its threshold at no load inside [0, 1] rejects nothing in that direction
+    pts = [(10, 0.01, 0.01, 100), (20, 0.05, 0.01, 100)]
+    eps, det = threshold_load_resolution([(pts, 1, 0.015, "ge", "down"), (pts, 0, 0.015, "le", "up")])
+    assert math.isinf(det["down"]["delta"]) and eps == det["up"]["delta"] > 0

@@ -18,7 +18,8 @@ from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, r
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from theory import hopfield as th
-from proofs_checks.claims._hopfield_common import _half_crossing
+from proofs_checks.claims._hopfield_common import _half_crossing, abs_resolution
+from proofs_checks.comparisons import REL_UNITS, confirm_resolution
 
 
 # --------------------------------------------------------------------------------------------
@@ -37,6 +38,7 @@ def _modern_symbolic(form, ctx) -> CheckResult:
     fU = sp.lambdify(args, der.result, "numpy")
     rng = ctx.rng()
     errs = {"energy": 0.0, "grad": 0.0, "update": 0.0}
+    got_ref = {"energy": ([], []), "grad": ([], []), "update": ([], [])}
     scale = 1.0
     for _ in range(24):
         X = rng.normal(size=(d, N))  # columns = patterns (seed convention)
@@ -46,12 +48,21 @@ def _modern_symbolic(form, ctx) -> CheckResult:
         a = list(xi) + list(X.ravel()) + [b, Mv]
         P = torch.from_numpy(X.T.copy())[None]
         xt = torch.from_numpy(xi.copy())[None, None]
-        errs["energy"] = largest(errs["energy"], abs(float(form["energy"](xt, P, b).ravel()[0]) - float(fE(*a))))
-        errs["grad"] = largest(errs["grad"], float(np.max(np.abs(form["grad"](xt, P, b).numpy().ravel() - np.ravel(fG(*a))))))
-        errs["update"] = largest(errs["update"], float(np.max(np.abs(form["update"](xt, P, b).numpy().ravel() - np.ravel(fU(*a))))))
+        for key, got, ref in (("energy", form["energy"](xt, P, b).numpy().ravel()[:1], np.ravel(fE(*a))),
+                              ("grad", form["grad"](xt, P, b).numpy().ravel(), np.ravel(fG(*a))),
+                              ("update", form["update"](xt, P, b).numpy().ravel(), np.ravel(fU(*a)))):
+            errs[key] = largest(errs[key], float(np.max(np.abs(got - ref))) if got.shape == ref.shape else math.inf)
+            got_ref[key][0].append(got)
+            got_ref[key][1].append(ref)
         scale = largest(scale, Mv ** 2, float(xi @ xi))
-    return compare(worst(errs), 256 * EPS * scale, "float64 rounding of exp/log/sums at magnitude max(M², ‖ξ‖²) (256·eps·scale)",
-                   seeds=[ctx.seed_for()], sizes={"d": d, "N": N, "instances": 24}, details=errs)
+    tol = 256 * EPS * scale
+    pairs = [(np.concatenate(g), np.concatenate(r)) for g, r in got_ref.values()
+             if all(x.shape == y.shape for x, y in zip(g, r))]
+    eps, conf = abs_resolution(pairs, tol)
+    return compare(worst(errs), tol, "float64 rounding of exp/log/sums at magnitude max(M², ‖ξ‖²) (256·eps·scale)",
+                   seeds=[ctx.seed_for()], sizes={"d": d, "N": N, "instances": 24},
+                   details={**errs, "resolution_confirmed": conf}, resolution=eps,
+                   resolution_units=REL_UNITS + " (SymPy's energy, gradient or update: (tol + error)/max|reference|, best)")
 
 
 def _ref_energy(xi, P, beta):
@@ -72,7 +83,8 @@ def _modern_numeric(form, ctx) -> CheckResult:
     M = P.norm(dim=-1).amax(-1)
     far = torch.from_numpy(rng.normal(size=(B, S, d))) * M[:, None, None] * 2
     E_form = torch.stack([form["energy"](far[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
-    errs = {"energy_vs_reference": float((E_form - _ref_energy(far, P, betas)).abs().max())}
+    E_ref = _ref_energy(far, P, betas)
+    errs = {"energy_vs_reference": float((E_form - E_ref).abs().max())}
     xg = far.clone().requires_grad_(True)
     _ref_energy(xg, P, betas).sum().backward()
     G = torch.stack([form["grad"](far[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
@@ -103,8 +115,14 @@ def _modern_numeric(form, ctx) -> CheckResult:
         ax.set_title("Modern Hopfield energy along CCCP updates")
         ctx.save_figure(fig, "energy_traces")
     scale = float((M ** 2).max() * 4 + (far ** 2).sum(-1).max())
-    return compare(worst(errs), 256 * EPS * scale, "float64 rounding at the energy's magnitude (256·eps·max(4M², ‖ξ‖²))",
-                   seeds=[ctx.seed_for()], sizes={"batch": B, "states": S, "N": N, "d": d}, details=errs)
+    tol = 256 * EPS * scale
+    eps, conf = abs_resolution([(E_form.detach().numpy(), E_ref.detach().numpy()), (G.detach().numpy(), xg.grad.numpy())], tol,
+                               rest=worst({k: v for k, v in errs.items() if k not in ("energy_vs_reference", "grad_vs_autograd")}))
+    return compare(worst(errs), tol, "float64 rounding at the energy's magnitude (256·eps·max(4M², ‖ξ‖²))",
+                   seeds=[ctx.seed_for()], sizes={"batch": B, "states": S, "N": N, "d": d},
+                   details={**errs, "resolution_confirmed": conf}, resolution=eps,
+                   resolution_units=REL_UNITS + " (the reference energy or autograd gradient at far states: "
+                   "(tol + error)/max|reference|, best)")
 
 
 def _lse_neg_beta_energy(xi, P, beta):
@@ -188,13 +206,25 @@ def _retrieval_instances(rng, B):
     return out
 
 
+def _rel_resolution(got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, dict]:
+    """Resolution of ``max_i |got_i − ref_i|/|ref_i| ≤ tol`` against ``ref·(1 + δ)``: the relative error
+    is then ≥ ``(|δ| − e)/(1 + δ)``, rejected for ``|δ| > (tol + e)/(1 − tol − e)``; confirmed at ±2ε, ±ε/2."""
+    def err(delta):
+        r = ref * (1 + delta)
+        return float(np.max(np.abs(got - r) / np.abs(r))) if got.shape == r.shape and r.size else math.inf
+
+    e = err(0.0)
+    eps = (tol + e) / (1 - tol - e) if tol + e < 0.5 else math.nan
+    return eps, confirm_resolution(err, tol, eps)
+
+
 def _retrieval_symbolic(form, ctx) -> CheckResult:
     """The form's bound equals SymPy's bound expression evaluated at independently computed
     N, β, Δ_i, ε = max{‖ξ−x_i‖, ‖x_i*−x_i‖} and M (relative error)."""
     der = th.derive_retrieval_bound()
     f = sp.lambdify(der.facts["args"], der.result, "numpy")
     rng = ctx.rng()
-    rel = 0.0
+    rel, refs, gots = 0.0, [], []
     for P, xi, beta in _retrieval_instances(rng, 24):
         Pb = P[None]
         xs = _np_fixed_point(Pb, 0, beta)[0]
@@ -205,12 +235,17 @@ def _retrieval_symbolic(form, ctx) -> CheckResult:
         ref = f(len(P), beta, Delta, eps, M)
         got = float(form(torch.from_numpy(Pb), torch.from_numpy(xi[None]), 0, beta)[0])
         rel = largest(rel, abs(got - ref) / abs(ref))
+        refs.append(float(ref))
+        gots.append(got)
     floor = 150 * EPS + 32 * 1e-13
+    eps, conf = _rel_resolution(np.array(gots), np.array(refs), 10 * floor)
     return compare(rel, 10 * floor, "10 × the derived floor: relative float64 rounding of exp(a), |a| ≤ β(Δ + 2εM) ≲ "
                    "150 (150·eps ≈ 3e-14), plus the two fixed points x_i* (iterations stopped at steps 1e-15 vs "
                    "1e-14, distance ≲ 1e-13) moved through ∂log(bound)/∂ε = 2βM ≤ 32 (3.2e-12; measured 2.4e-12); "
                    f"= {10 * floor:.2g}, within the exact-check target 1e-9",
-                   seeds=[ctx.seed_for()], sizes={"instances": 24 + 18}, details={"max_relative_error": rel})
+                   seeds=[ctx.seed_for()], sizes={"instances": 24 + 18},
+                   details={"max_relative_error": rel, "resolution_confirmed": conf}, resolution=eps,
+                   resolution_units=REL_UNITS + " (SymPy's bound; per-instance relative error)")
 
 
 def _retrieval_numeric(form, ctx) -> CheckResult:
@@ -226,8 +261,13 @@ def _retrieval_numeric(form, ctx) -> CheckResult:
         r = err / bound if bound > 0 else math.inf
         worst_ratio = largest(worst_ratio, r)
         rows.append(r)
-    return compare(worst_ratio, 1 + 1e-9, "a bound: error/bound ≤ 1 up to float64 rounding",
+    tol = 1 + 1e-9
+    return compare(worst_ratio, tol, "a bound: error/bound ≤ 1 up to float64 rounding (one-sided; the two-sided "
+                   "resolution of the bound is tight_family_exact's)",
                    seeds=[ctx.seed_for()], sizes={"instances": len(inst)},
+                   resolution=(1 - worst_ratio / tol) if math.isfinite(worst_ratio) else math.nan,
+                   resolution_units="relative decrease of the bound that is rejected (1 − error/tolerance; one-sided: "
+                   "a bound can only be too small here)",
                    details={"max_error_over_bound": worst_ratio, "median_ratio": float(np.median(rows))})
 
 
@@ -257,8 +297,14 @@ def _retrieval_exponential(form, ctx) -> CheckResult:
         ax.legend(fontsize=7)
         ax.set_title(f"One-step retrieval, N={N} (N−1 antipodal patterns)")
         ctx.save_figure(fig, "error_vs_beta_delta")
-    return compare(abs(s_err - s_bnd), 0.02, "error ∝ (N−1)e^{−βΔ}/(1+(N−1)e^{−βΔ}): its log-slope differs from −1 by "
-                   "≤ (N−1)e^{−βΔ} ≈ 1e-3 at βΔ ≥ 8, and the ε-term 2βεM ≤ 0.03 with slope ≪ 0.02 there",
+    e = abs(s_err - s_bnd)
+    return compare(e, 0.02, "error ∝ (N−1)e^{−βΔ}/(1+(N−1)e^{−βΔ}): its log-slope differs from −1 by "
+                   "≤ (N−1)e^{−βΔ} ≈ 1e-3 at βΔ ≥ 8, and the ε-term 2βεM ≤ 0.03 with slope ≪ 0.02 there. Resolution "
+                   "(0.02 + error)/|slope| ≈ 2%: a rate check, its tolerance is the derived slope allowance; the "
+                   "two-sided exact resolution of the bound is tight_family_exact's",
+                   resolution=(0.02 + e) / abs(s_bnd) if s_bnd else math.nan,
+                   resolution_units="relative change of the bound's log-slope in βΔ (−1) that is rejected: "
+                   "(tolerance + |slope difference|)/|slope of the bound|",
                    sizes={"N": N, "d": d, "betas": betas.tolist()},
                    details={"slope_log_error": float(s_err), "slope_log_bound": float(s_bnd)})
 
@@ -286,7 +332,7 @@ def _retrieval_tight(form, ctx) -> CheckResult:
     its factor 2 is off by that factor here, far outside rounding."""
     d, M = 4, 1.5
     u = np.eye(d)[0]
-    rows, errs = [], {}
+    rows, errs, tight = [], {}, []
     for N in (3, 6, 12):
         P = np.stack([M * u] + [-M * u] * (N - 1))
         for beta in (0.5, 1.0, 2.0):
@@ -302,15 +348,18 @@ def _retrieval_tight(form, ctx) -> CheckResult:
             key = f"N{N}_beta{beta:g}"
             errs[key + "_bound"] = abs(got - expected) / expected
             errs[key + "_error_formula"] = abs(measured - err) / err
+            tight.append((got, expected))
             rows.append({"N": N, "beta": beta, "error": measured, "bound": got, "expected_bound": expected,
                          "eps": eps, "fixed_point_iterations": iters})
     floor = 64 * EPS + 2 * 2.0 * M * 1e-12
     tol = 10 * floor
+    eps, conf = _rel_resolution(np.array([g for g, _ in tight]), np.array([x for _, x in tight]), tol)
     return compare(errs, tol, "10 × the derived floor: float64 rounding of exp/softmax at exponents βΔ ≤ 9 (64·eps) plus "
                    "the form's fixed-point iterate, whose ε differs from the converged one by ≤ 1e-12 here, moved "
                    f"through ∂log(bound)/∂ε = 2βM ≤ 6 (6e-12): {tol:.2g}, within the exact-check target 1e-9",
                    sizes={"d": d, "M": M, "N": [3, 6, 12], "beta": [0.5, 1.0, 2.0]},
-                   details={"rows": rows})
+                   details={"rows": rows, "resolution_confirmed": conf}, resolution=eps,
+                   resolution_units=REL_UNITS + " (the exact bound of the antipodal family; relative error)")
 
 
 def _bound_variant(scale_fn):
@@ -440,7 +489,7 @@ def _attention_symbolic(form, ctx) -> CheckResult:
     Qs, Ks, Vs = der.facts["Q"], der.facts["K"], der.facts["W_V"]
     fn = sp.lambdify(list(Qs) + list(Ks) + list(Vs), der.result, "numpy")
     rng = ctx.rng()
-    err = 0.0
+    err, pairs = 0.0, []
     for _ in range(8):
         dm = 3
         R, Y = rng.normal(size=(S, dm)), rng.normal(size=(T, dm))
@@ -448,8 +497,12 @@ def _attention_symbolic(form, ctx) -> CheckResult:
         ref = np.asarray(fn(*(list((R @ WQ).ravel()) + list((Y @ WK).ravel()) + list(WV.ravel()))), dtype=float)
         got = form(*(torch.from_numpy(a) for a in (R, Y, WQ, WK, WV))).numpy()
         err = largest(err, float(np.max(np.abs(got - ref))) if got.shape == ref.shape else math.inf)
+        pairs.append((got, ref))
+    eps, conf = abs_resolution(pairs, 1e3 * EPS)
     return compare(err, 1e3 * EPS, "float64 rounding of a 3-term softmax and products of O(1) matrices",
-                   seeds=[ctx.seed_for()], sizes={"S": S, "T": T, "d_k": dk, "d_v": dv}, details={"max_abs_error": err})
+                   seeds=[ctx.seed_for()], sizes={"S": S, "T": T, "d_k": dk, "d_v": dv},
+                   details={"max_abs_error": err, "resolution_confirmed": conf}, resolution=eps,
+                   resolution_units=REL_UNITS + " (SymPy's attention output: (tol + error)/max|output|, best instance)")
 
 
 def _attention_sdpa(form, ctx) -> CheckResult:
@@ -457,7 +510,7 @@ def _attention_sdpa(form, ctx) -> CheckResult:
     K = YW_K, V = YW_KW_V (default scale 1/√d_k), batched, float64, on ctx.device."""
     dev = resolve_device(ctx.device)
     g = torch.Generator(device=dev).manual_seed(ctx.seed_for())
-    errs = {}
+    errs, pairs = {}, []
     for (B, S, T, dm, dk, dv) in [(ctx.size(8, 32, 128), 5, 7, 6, 4, 3), (4, 1, 9, 8, 8, 5), (4, 6, 2, 3, 16, 2)]:
         kw = dict(generator=g, device=dev, dtype=torch.float64)
         R, Y = torch.randn(B, S, dm, **kw), torch.randn(B, T, dm, **kw) * 2
@@ -466,8 +519,12 @@ def _attention_sdpa(form, ctx) -> CheckResult:
         ref = torch.nn.functional.scaled_dot_product_attention(Q, K, K @ WV)
         got = form(R, Y, WQ, WK, WV)
         errs[f"B{B}_S{S}_T{T}_dk{dk}"] = float((got - ref).abs().max() / (1 + ref.abs().max())) if got.shape == ref.shape else math.inf
+        pairs.append((got.detach().cpu().numpy(), ref.detach().cpu().numpy(), 1 + float(ref.abs().max())))
+    eps, conf = abs_resolution(pairs, 1e3 * EPS)
     return compare(worst(errs), 1e3 * EPS, "float64 rounding (relative to the output scale) of products of O(10) numbers",
-                   seeds=[ctx.seed_for()], device=str(dev), sizes={"configs": list(errs)}, details=errs)
+                   seeds=[ctx.seed_for()], device=str(dev), sizes={"configs": list(errs)},
+                   details={**errs, "resolution_confirmed": conf}, resolution=eps,
+                   resolution_units=REL_UNITS + " (torch SDPA's output: (tol·(1 + max|out|) + error)/max|out|, best config)")
 
 
 def _att_variant(axis=-2, beta_pow=0.5, sign=1.0):
