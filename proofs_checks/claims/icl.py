@@ -456,7 +456,7 @@ def _lmin_numeric(form, ctx) -> CheckResult:
         parts[f"exact_N{N}"] = (tol_exact * abs(exact) + abs(vals[N] - exact)) / abs(exact) / (1 - tol_exact)
         parts[f"monte_carlo_N{N}"] = (K_SIGMA * se + abs(vals[N] - m)) / abs(m)
         det[f"N{N}"] = {"form": vals[N], "exact": exact, "mc": m, "se": se}
-    det["monte_carlo_resolution"] = largest([v for k, v in parts.items() if k.startswith("monte")])
+    det["monte_carlo_resolution_worst_entry"] = largest([v for k, v in parts.items() if k.startswith("monte")])
     _closed_form_vs_mc_figure(ctx, "minimum_vs_monte_carlo", "Minimum loss: ½[trΛ − tr(Γ_N⁻¹Λ²)] vs Monte Carlo at Γ_N⁻¹",
                               rows, "min L")
     return _resolved(errs_at, K_SIGMA, "z-score ≤ 5 standard errors (Monte Carlo: task and query integrated exactly per "
