@@ -175,3 +175,49 @@ def _rounding_pairs(pairs: dict, tol: float, justification: str, *, a: float = 1
     label = smallest(list(parts), key=parts.get) if parts else None
     return _resolved(lambda dl: {**_pair_errors(pairs, a, b, dl), **extra}, tol, justification,
                      {"smallest_over_pairs": best}, details={"resolution_from": label, **kw.pop("details", {})}, **kw)
+
+
+def _criteria_margin(errs: dict, tol: float, justification: str, *, quantities: dict, proportional=(),
+                     floors: dict | None = None, details: dict | None = None, **kw) -> CheckResult:
+    """One-sided evidence criteria ``err_k ≤ tol`` (each a ratio of a measured quantity to its threshold):
+    ``err_k ∝ 1/q_k`` (a "below"/"separable" criterion: z = m/SE ≥ Z, or a quantity far below a
+    baseline) or, for the keys in ``proportional``, ``err_k ∝ q_k`` (a "close to" criterion). Scaling
+    ``q_k`` by ``1 + δ`` flips criterion ``k`` at ``δ = err_k/tol − 1`` (decrease) or ``tol/err_k − 1``
+    (increase); the resolution is the smallest such one-sided margin over the criteria, in relative
+    change of that criterion's quantity (``quantities[k]`` names it), confirmed on the binding criterion
+    at ``2ε`` (rejected) and ``ε/2`` (accepted) in its rejecting direction. ``floors`` (optional): each
+    criterion's statistical floor ``k·SE/|q|`` (reported, not the resolution). Exact 0/∞ criteria carry
+    no margin."""
+    margins, sign = {}, {}
+    for k, e in errs.items():
+        e = float(e)
+        if not (math.isfinite(e) and e > 0):
+            continue
+        if k in proportional:
+            margins[k], sign[k] = tol / e - 1.0, 1.0
+        else:
+            margins[k], sign[k] = 1.0 - e / tol, -1.0
+    ok = {k: v for k, v in margins.items() if v > 0}
+    if ok:
+        b = smallest(list(ok), key=ok.get)
+        eps = ok[b]
+
+        def e_at(delta: float) -> float:
+            f = 1.0 + delta
+            if f <= 0:
+                return math.inf
+            return float(errs[b]) * f if b in proportional else float(errs[b]) / f
+
+        conf = {"eps": eps, "criterion": b, "direction": "increase" if sign[b] > 0 else "decrease",
+                "rejects_2eps": bool(e_at(sign[b] * 2 * eps) > tol),
+                "accepts_half_eps": True if e_at(sign[b] * eps / 2) <= tol else None}
+        units = (f"relative {'increase' if sign[b] > 0 else 'decrease'} of {quantities[b]} that flips the criterion "
+                 f"'{b}' (one-sided margin of the binding evidence criterion)")
+    else:
+        b, eps, conf = None, math.nan, {"eps": math.nan, "rejects_2eps": None, "accepts_half_eps": None}
+        units = "relative change of the binding criterion's quantity (one-sided margin; none: a criterion fails)"
+    det = dict(details or {})
+    det.update(resolution_margins=margins, resolution_confirmed=conf, resolution_quantities=dict(quantities))
+    if floors:
+        det["statistical_floor"] = dict(floors)
+    return compare(errs, tol, justification, details=det, resolution=eps, resolution_units=units, **kw)

@@ -18,7 +18,7 @@ from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, smallest, z_test
 from theory import icl as ti
 from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_subs, _numeric_gamma_inv, _rel, _resolved,
-                                             _rounding_pairs, _trained, _trained_prompts)
+                                             _criteria_margin, _rounding_pairs, _trained, _trained_prompts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -628,12 +628,19 @@ def _tvb_trained(form, ctx) -> CheckResult:
     details.update({"upper_ratio_to_better_baseline": ratios, "fraction_of_baseline_gap_to_least_squares_closed": closed,
                     "per_k": per_k, "decrease_d_to_3d_in_se": drop_z,
                     "final_train_loss": float(np.mean(curve[-20:])) if len(curve) else None})
-    return compare(worst(crit), 1.0,
+    kb = largest(ratios, key=lambda k: ratios[k])  # the binding length
+    bb = per_k[kb]["better_baseline"]
+    kk = int(kb.split("=")[1])
+    floors = {"far_below": float(2 * errs[bb][1][kk] / errs[bb][0][kk]),
+              "decreasing": 2.0 / drop_z if drop_z > 0 else math.inf}
+    return _criteria_margin(crit, 1.0,
                    "evidence criterion, for every d ≤ k ≤ 3d: (transformer + 2 SE) ≤ ½ (better of averaging/3-NN − 2 SE) "
                    "('far below'; it closes ≥ half the gap to least squares, exact for k ≥ d), and error(d) − error(3d) "
                    f"> 2 SE (decreasing with k); error = worst of ratio/½ and 2/decrease-in-SE; SEs over {n_eval} fresh prompts",
                    seeds=[s_train, s_eval], sizes={"d": d, "k_max": K - 1, "steps": steps, "batch": 64, "eval_prompts": n_eval},
-                   device=ctx.device, details=details)
+                   device=ctx.device, details=details, floors=floors,
+                   quantities={"far_below": f"the better baseline's lower 2-SE bound at the binding length ({kb})",
+                               "decreasing": "the transformer's error drop from k = d to k = 3d"})
 
 
 def _untrained(d, k_max, *, steps, batch, seed, device="cpu", **kw):
