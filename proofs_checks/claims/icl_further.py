@@ -423,17 +423,28 @@ def _gd_trained(form, ctx) -> CheckResult:
         return {"preconditioned_rms_over_3se": z / 3.0, "control_variate_rms_over_3se": zc / 3.0,
                 "plain_gd_not_rejected": power}
 
-    # relative change of the preconditioned step's predictions: RMS(mean − (1+δ)pre) ≥ |δ|·RMS(pre) − RMS(mean − pre),
-    # so every |δ| > (3·SE + RMS err)/RMS(pre) is rejected (each of the raw and the control-variate means)
+    # relative change of the preconditioned step's predictions: with r = mean − pre, RMS(r − δ·pre)² is a quadratic in δ,
+    # q(δ) = ⟨r,r⟩ − 2δ⟨r,pre⟩ + δ²⟨pre,pre⟩ (⟨·,·⟩ the mean over prompts); the entry rejects where q(δ) > (3·SE)², i.e.
+    # outside its two roots, so every |δ| > (|⟨r,pre⟩| + √(⟨r,pre⟩² − ⟨pre,pre⟩(⟨r,r⟩ − 9SE²)))/⟨pre,pre⟩ is rejected
+    # (exact; the triangle-inequality bound (3·SE + RMS r)/RMS(pre) is reported beside it)
     scale = float(np.sqrt(np.mean(pre**2)))
-    eps = {"prediction": (3.0 * se + z_pre * se) / scale, "prediction_control_variate": (3.0 * se_cv + z_cv * se_cv) / scale}
+
+    def exact_eps(mu: np.ndarray, sd: float) -> float:
+        r = mu - pre
+        rp, rr, pp = float(np.mean(r * pre)), float(np.mean(r * r)), float(np.mean(pre * pre))
+        disc = rp**2 - pp * (rr - 9.0 * sd**2)
+        return (abs(rp) + math.sqrt(disc)) / pp if disc >= 0 else math.nan
+
+    eps = {"prediction": exact_eps(mean, se), "prediction_control_variate": exact_eps(mean_cv, se_cv)}
+    triangle = {"prediction": (3.0 * se + z_pre * se) / scale,
+                "prediction_control_variate": (3.0 * se_cv + z_cv * se_cv) / scale}
     return _resolved(errs_at, 1.0, "normalised: seed-mean prediction within 3 RMS standard errors (16 seeds) of the "
                      "preconditioned step, raw and with the exact-population control variate ŷ − ŷ(B_ERM) + "
                      "ŷ(E[hhᵀ]⁻¹E[hwᵀ]); plain GD at least 3 RMS standard errors away (power)", eps,
                      units="relative change of the preconditioned step's predictions (RMS)", seeds=[tseed, ps],
                      sizes={"d": d, "N": N, "seeds": S, "fresh": n}, device=res.device,
                      details={"z_preconditioned": z_pre, "z_control_variate": z_cv, "rms_se_control_variate": se_cv,
-                              "z_plain_gd": z_plain, "rms_se": se, "rms_prediction": scale,
+                              "z_plain_gd": z_plain, "rms_se": se, "rms_prediction": scale, "triangle_bound": triangle,
                               "rms_se_relative": se / scale})
 
 
