@@ -171,10 +171,19 @@ def _rounding_pairs(pairs: dict, tol: float, justification: str, *, a: float = 1
     condition)."""
     extra = dict(extra or {})
     parts = _pairs_eps(pairs, tol, a, b)
-    best = smallest(list(parts.values()), ) if parts else math.nan
+    best = smallest(list(parts.values())) if parts else math.nan
     label = smallest(list(parts), key=parts.get) if parts else None
-    return _resolved(lambda dl: {**_pair_errors(pairs, a, b, dl), **extra}, tol, justification,
-                     {"smallest_over_pairs": best}, details={"resolution_from": label, **kw.pop("details", {})}, **kw)
+    many = len(pairs) > 40  # many entrywise pairs: the verdict's error is the worst pair (named in details)
+
+    def err_at(dl: float) -> dict:
+        e = _pair_errors(pairs, a, b, dl)
+        return {**({"worst_pair": worst(e)} if many else e), **extra}
+
+    det = {"resolution_from": label, **kw.pop("details", {})}
+    if many:
+        e0 = _pair_errors(pairs, a, b, 0.0)
+        det.update(pairs=len(pairs), worst_pair_label=largest(list(e0), key=e0.get))
+    return _resolved(err_at, tol, justification, {"smallest_over_pairs": best}, details=det, **kw)
 
 
 def _criteria_margin(errs: dict, tol: float, justification: str, *, quantities: dict, proportional=(),
