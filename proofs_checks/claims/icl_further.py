@@ -381,8 +381,10 @@ def _gd_trained(form, ctx) -> CheckResult:
     batch of 16 seeds, N = 4) predict on fresh prompts what the form's layer predicts with W_0 = 0,
     η = 1 on whitened tokens x ↦ Γ_N^{-1/2}x (one GD step preconditioned by Γ_N^{-1}; Γ_N from the
     numeric Isserlis moments): seed-mean RMS difference within 3 RMS standard errors (across
-    seeds). The same layer on raw tokens (plain GD) must be rejected by the same criterion, or the
-    check has no power and fails."""
+    seeds), raw and with the exact-population control variate of icl.gamma_n_global_min; and each
+    seed's least-squares slope of its predictions on the step's within 6 SE of 1 (raw and control
+    variate), which sets the resolution (relative change of the step's predictions). The same layer
+    on raw tokens (plain GD) must be rejected by the RMS criterion, or the check has no power and fails."""
     L, N, res, tseed = _trained(ctx.mode, ctx.seed, ctx.device)
     n, d = 4000, L.shape[0]
     ps = ctx.seed_for("fresh")
@@ -416,12 +418,18 @@ def _gd_trained(form, ctx) -> CheckResult:
     power = 3.0 / z_plain if z_plain > 0 else math.inf
 
     z_cv = float(np.sqrt(np.mean((mean_cv - pre) ** 2))) / se_cv
+    # per seed, the least-squares slope of its (control-variate) predictions on the preconditioned step's
+    beta = {"raw": (yh @ pre) / float(pre @ pre), "control_variate": (ycv @ pre) / float(pre @ pre)}
+    beta_stats = {k: (float(v.mean()), float(v.std(ddof=1) / math.sqrt(S))) for k, v in beta.items()}
 
     def errs_at(delta: float) -> dict:  # the preconditioned step's predictions scaled by 1 + δ (plain GD fixed)
         z = float(np.sqrt(np.mean((mean - pre * (1 + delta)) ** 2))) / se
         zc = float(np.sqrt(np.mean((mean_cv - pre * (1 + delta)) ** 2))) / se_cv
-        return {"preconditioned_rms_over_3se": z / 3.0, "control_variate_rms_over_3se": zc / 3.0,
-                "plain_gd_not_rejected": power}
+        out = {"preconditioned_rms_over_3se": z / 3.0, "control_variate_rms_over_3se": zc / 3.0,
+               "plain_gd_not_rejected": power}
+        for k, (bm, bse) in beta_stats.items():  # slope on (1+δ)·pre is β/(1+δ), its SE se/(1+δ)
+            out[f"slope_{k}_z_over_6"] = abs(bm - (1 + delta)) / bse / 6.0
+        return out
 
     # relative change of the preconditioned step's predictions: with r = mean − pre, RMS(r − δ·pre)² is a quadratic in δ,
     # q(δ) = ⟨r,r⟩ − 2δ⟨r,pre⟩ + δ²⟨pre,pre⟩ (⟨·,·⟩ the mean over prompts); the entry rejects where q(δ) > (3·SE)², i.e.
@@ -436,15 +444,19 @@ def _gd_trained(form, ctx) -> CheckResult:
         return (abs(rp) + math.sqrt(disc)) / pp if disc >= 0 else math.nan
 
     eps = {"prediction": exact_eps(mean, se), "prediction_control_variate": exact_eps(mean_cv, se_cv)}
+    # the slope entries reject every |δ| > 6·SE_β + |β − 1| (exactly: |β − (1 + δ)| > 6·SE_β)
+    eps.update({f"slope_{k}": 6.0 * bse + abs(bm - 1.0) for k, (bm, bse) in beta_stats.items()})
     triangle = {"prediction": (3.0 * se + z_pre * se) / scale,
                 "prediction_control_variate": (3.0 * se_cv + z_cv * se_cv) / scale}
     return _resolved(errs_at, 1.0, "normalised: seed-mean prediction within 3 RMS standard errors (16 seeds) of the "
                      "preconditioned step, raw and with the exact-population control variate ŷ − ŷ(B_ERM) + "
-                     "ŷ(E[hhᵀ]⁻¹E[hwᵀ]); plain GD at least 3 RMS standard errors away (power)", eps,
+                     "ŷ(E[hhᵀ]⁻¹E[hwᵀ]); the seeds' least-squares slope of their predictions on the step's within 6 "
+                     "standard errors of 1 (across 16 seeds, t with 15 dof, as for w22·W11 in icl.gamma_n_global_min), "
+                     "raw and with the control variate; plain GD at least 3 RMS standard errors away (power)", eps,
                      units="relative change of the preconditioned step's predictions (RMS)", seeds=[tseed, ps],
                      sizes={"d": d, "N": N, "seeds": S, "fresh": n}, device=res.device,
                      details={"z_preconditioned": z_pre, "z_control_variate": z_cv, "rms_se_control_variate": se_cv,
-                              "z_plain_gd": z_plain, "rms_se": se, "rms_prediction": scale, "triangle_bound": triangle,
+                              "z_plain_gd": z_plain, "rms_se": se, "rms_prediction": scale, "triangle_bound": triangle, "slope_on_preconditioned": beta_stats,
                               "rms_se_relative": se / scale})
 
 
