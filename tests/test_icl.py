@@ -326,3 +326,34 @@ def test_cli_matrix_file_and_shape_mismatch(tmp_path):
     np.savez(w, W_PV=np.eye(4), W_KQ=np.eye(4))
     rc, _, err = _cli("--lambda", str(f), "--N", "5", "--weights", str(w))
     assert rc == 2 and "must be (3, 3)" in err
+
+
+def test_icl_checks_state_a_named_resolution():
+    """Issue 29: no check of the ICL claims reports the placeholder units, and the exact / rounding
+    checks resolve a relative change of 1e-9 (quick sizes; the cheap claims only)."""
+    from proofs_checks.registry import ERROR_UNITS, get_claim
+    from proofs_checks.context import RunContext
+
+    for cid in ("icl.lsa_prediction_form", "icl.loss_minimum", "icl.gd_one_step", "icl.limits"):
+        c = get_claim(cid)
+        for ch in c.checks:
+            if ch.layer == "trained" or ch.name == "limits_numeric_and_shift":
+                continue
+            r = ch.fn(c.form, RunContext("quick", 0, "cpu").for_check(cid, ch.name))
+            assert r.passed and r.resolution_units != ERROR_UNITS, (cid, ch.name, r.resolution_units)
+            assert r.resolution <= 1e-9, (cid, ch.name, r.resolution)
+            assert r.details["resolution_confirmed"]["rejects_2eps"], (cid, ch.name)
+
+
+def test_icl_nonconvex_hessian_resolution_is_relative_and_small():
+    """Issue 29: the sampled-Hessian check states a relative resolution (conditional Monte Carlo of the
+    linear statistic), ≤ 0.5 % already at quick sizes, confirmed at ±2ε."""
+    from proofs_checks.comparisons import REL_UNITS
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import get_claim
+
+    c = get_claim("icl.nonconvex")
+    ch = next(k for k in c.checks if k.name == "hessian_vs_autograd")
+    r = ch.fn(c.form, RunContext("quick", 0, "cpu").for_check(c.id, ch.name))
+    assert r.passed and r.resolution_units == REL_UNITS and r.resolution <= 5e-3, r.resolution
+    assert r.details["resolution_confirmed"]["rejects_2eps"]
