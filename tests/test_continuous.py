@@ -9,13 +9,13 @@ from tests.cli_helpers import invoke
 
 
 def test_continuous_mutants_confirm_the_resolution():
-    code, out, _ = invoke("mutants", "icl.general_target_risk", "attn.softmax_simplex", "--quick", "--continuous",
+    code, out, _ = invoke("mutants", "icl.general_target_risk", "scale.param_counts", "--quick", "--continuous",
                           "--json", "-", "--no-progress")
     doc = json.loads(out)
     row = doc["continuous"]["icl.general_target_risk"]
     assert row["rejected_at_2eps"] and 0 < row["epsilon"] < 0.25, row
     assert row["rows"]["+2eps"]["rejected_by"] and row["rows"]["-2eps"]["rejected_by"]
-    assert "skipped" in doc["continuous"]["attn.softmax_simplex"]  # its resolutions are not relative
+    assert "skipped" in doc["continuous"]["scale.param_counts"]  # exact counts: no relative resolution
     assert code == 0
 
 
