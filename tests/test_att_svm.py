@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -166,7 +165,11 @@ def test_reference_instance_matches_notebook_generator():
 
 
 def _tverify(*args):
-    return subprocess.run([sys.executable, "-m", "proofs_checks", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    """``tverify ARGS`` in this process (a subprocess paid ≈ 5 s of imports each time)."""
+    from tests.cli_helpers import invoke
+
+    code, out, err = invoke(*args)
+    return subprocess.CompletedProcess(["tverify", *args], code, out, err)
 
 
 def test_cli_check_att_svm(tmp_path):

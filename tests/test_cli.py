@@ -1,4 +1,4 @@
-"""The CLI through a subprocess: exit codes, --json schema, usage errors as one line, the store,
+"""The CLI (in-process, and through the real entry point in a subprocess for --help): exit codes, --json schema, usage errors as one line, the store,
 the catalogue (docs/CATALOGUE.md and docs/catalogue.json up to date; list/show without torch)."""
 
 from __future__ import annotations
@@ -22,9 +22,30 @@ def store(tmp_path, monkeypatch) -> Path:
     return s
 
 
-def tverify(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofs_checks", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=600, env=env)
+def tverify(*args: str, cwd: Path | None = None, env: dict | None = None, real: bool = False
+            ) -> subprocess.CompletedProcess:
+    """``tverify ARGS`` with its exit code, stdout and stderr. In this process by default (each
+    subprocess paid ≈ 5 s of imports: torch, SymPy, cvxpy; the worker has them already), in the
+    folder ``cwd`` and with the environment ``env``; ``real=True`` runs the installed entry point
+    (``python -m proofs_checks``) in a subprocess, as the help tests do."""
+    if real:
+        return subprocess.run([sys.executable, "-m", "proofs_checks", *args], capture_output=True, text=True,
+                              cwd=cwd or ROOT, timeout=600, env=env)
+    from tests.cli_helpers import invoke
+
+    old_cwd, old_env = os.getcwd(), dict(os.environ)
+    try:
+        os.chdir(cwd or ROOT)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        code, out, err = invoke(*args)
+    finally:
+        os.chdir(old_cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(old_env)
+    return subprocess.CompletedProcess(["tverify", *args], code, out, err)
 
 
 def _one_line_error(p: subprocess.CompletedProcess) -> None:
@@ -36,7 +57,7 @@ def _one_line_error(p: subprocess.CompletedProcess) -> None:
 
 def test_help_everywhere(store):
     for args in ([], ["run"], ["list"], ["show"], ["report"], ["mutants"], ["check"]):
-        p = tverify(*args, "--help")
+        p = tverify(*args, "--help", real=True)
         assert p.returncode == 0, (args, p.stderr)
         assert "Usage" in p.stdout
 
