@@ -106,3 +106,12 @@ def cluster():
     finally:
         client.close()
         lc.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_results_store(tmp_path_factory):
+    """Runs inside the tests (in-process CLI calls, reports) keep their results in a store of the
+    test session, never in the user's ~/.cache/tverify; a test that sets TVERIFY_STORE itself wins."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TVERIFY_STORE", str(tmp_path_factory.mktemp("store")))
+        yield

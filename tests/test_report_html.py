@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import types
 from html.parser import HTMLParser
 from pathlib import Path
@@ -166,9 +164,10 @@ def assert_site_consistent(out: Path) -> None:
 @pytest.fixture(scope="module")
 def real_report(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("real") / "site"
-    proc = subprocess.run([sys.executable, "-m", "proofs_checks.cli", "report", "attn.softmax_simplex", "--quick",
-                           "--out", str(out), "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from tests.cli_helpers import invoke
+
+    code, sout, serr = invoke("report", "attn.softmax_simplex", "--quick", "--out", str(out), "--no-progress")
+    assert code == 0, sout + serr
     return out
 
 
