@@ -11,7 +11,7 @@ STAMP    := $(VENV)/.installed
 TORCH_PIN ?= torch==2.13.0
 PYTEST_WORKERS ?= 2
 
-.PHONY: all install test report catalogue mutation bench clean docs
+.PHONY: all install test test-integration test-all report catalogue mutation bench clean docs
 
 all: test
 
@@ -24,6 +24,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider --durations=10 -m "not integration"
+
+# the integration tier (marker `integration`: clusters, the survey, the pytest plugin, the CLI over a whole group,
+# the claims at further seeds): .ci/run runs it after `make test`; `make test-all` runs both tiers at once
+test-integration: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider --durations=10 -m integration
+
+test-all: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider --durations=10
 
 report: $(STAMP)

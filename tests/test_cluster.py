@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 from proofs_checks.distributed import cluster as pc
 from proofs_checks.options import UsageError
 from tests.cli_helpers import invoke, one_line_error

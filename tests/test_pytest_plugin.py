@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 pytest_plugins = ["pytester"]
 
 DATA = Path(__file__).parent / "data"

@@ -84,3 +84,19 @@ def test_att_svm_exact_optimum_within_certified_tolerance(seed):
     dist = np.linalg.norm(res.W - Wp) / np.linalg.norm(Wp)
     assert dref < 1e-6 and dist <= FRO_DIST + dref
     assert dist <= ns.fro_distance_bound(A, res.W, res.duals) + dref
+
+
+def test_nuclear_rational_certificate_brackets_both_solvers():
+    """The exact bracket of the nuclear-norm optimum (from SCS's point and duals) contains Clarabel's value
+    up to its certified gap, and is a valid bracket: the lower bound is below every feasible value."""
+    import numerics.att_svm as ns
+    from theory.att_svm import nuclear_certificate
+
+    inst = ns.make_instance(6, 5, 5, seed=1)
+    A = ns.constraint_matrix(inst.X, inst.z, inst.opt)[0]
+    scs = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc", solver="SCS")
+    cert = nuclear_certificate(A, scs.W, scs.duals)
+    assert cert is not None and 0 <= cert["relative_gap"] < 1e-6
+    cl = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc")
+    v = float(np.linalg.norm(cl.W, "nuc")) / min(1.0, float(np.min(np.einsum("kab,ab->k", A, cl.W))))  # made feasible
+    assert cert["lower"] <= v * (1 + 1e-12) and v <= cert["upper_float"] * (1 + ns.certified_gap(cl.W, A, cl.duals, "nuc") + 1e-12)

@@ -16,6 +16,8 @@ import os
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 from proofs_checks import RunContext
 from proofs_checks.registry import select
 from proofs_checks.runner import run_claim

@@ -37,6 +37,7 @@ def test_catalogue_adapters_compile():
         compile(_PRE + HELPERS + e.adapter, e.name, "exec")
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("performer_pytorch") is None
                     or importlib.util.find_spec("x_transformers") is None,
                     reason="needs performer-pytorch and x-transformers (the [ecosystem] extra)")
@@ -78,6 +79,7 @@ def test_two_entry_survey_page_json_and_finding(tmp_path):
         os.chdir(cwd)
 
 
+@pytest.mark.integration
 def test_bad_entries_are_rows_not_crashes(tmp_path, monkeypatch):
     """A failed install, a hanging module and a check that errs: one row each, the survey goes on."""
     from proofs_checks.survey import runner

@@ -43,6 +43,7 @@ def test_acceptance_one_row_per_point_with_risk_closed_form_verdict(accepted):
     assert {"N", "M", "risk_measured", "risk_closed_form", "verdict", "seed"} <= set(doc["columns"])
 
 
+@pytest.mark.integration
 def test_acceptance_same_numbers_on_the_cluster(accepted, cluster):
     addr, _ = cluster
     code, out, err = invoke(*ACCEPT, "--cluster", addr)

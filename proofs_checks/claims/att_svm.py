@@ -439,11 +439,69 @@ def _svm_numeric(form, ctx):
                    f"Clarabel gap and feasibility tolerances, turned into a distance by the 1-strong convexity of ½‖W‖²: {FRO_DIST:.2g}), plus the "
                    "reference's own certified distance (SciPy's dual polished to the exact KKT point, ~1e-7) of the exact "
                    f"optimum; nuclear W (value on near-square instances) and recomputed KKT residuals within {SOLVER_TOL:g} "
-                   "(SCS eps 1e-9, certify tolerance 1e-6: no exact nuclear layer)",
+                   "(SCS eps 1e-9, certify tolerance 1e-6; the nuclear problem's exact layer is nuclear_rational_certificate)",
                    seeds=seeds, sizes={"instances": [list(s) for s in sizes]}, details={**errs, "kkt": det},
                    resolution=smallest(fro_res) if fro_res else math.nan,
                    resolution_units="relative change of the Frobenius optimum W* (‖ΔW‖/‖W*‖) that is rejected")
 
+
+#: the certificate must bracket the optimum to this relative width to be worth comparing against (SCS at eps
+#: 1e-9 gives 1e-10 to 2e-9 on the instances here); wider means the reference solve failed, which fails the check
+NUC_CERT_GAP = 1e-6
+
+
+def _svm_nuclear_cert(form, ctx):
+    """The nuclear-norm problem's exact layer: an independent SCS solve turned into an exact rational
+    bracket lower ≤ v* ≤ upper of the optimum (theory.att_svm.nuclear_certificate: a rounded factorised
+    primal point made exactly feasible, a rounded dual made exactly feasible by exact leading minors, weak
+    duality), and the form's nuclear value v = ‖W‖_* inside it, allowing what the form's own output
+    certifies about itself: above, its certified suboptimality (numerics.att_svm.certified_gap of its
+    point and duals); below, its infeasibility (W/min margin is feasible, so v ≥ v*·min margin); each at
+    most the solver acceptance tolerance, plus the float rounding of its singular values (64·d·eps)."""
+    sizes = ctx.size([(5, 4, 6), (8, 5, 8), (6, 5, 5)], [(5, 4, 6), (10, 6, 8), (20, 10, 16), (6, 5, 5)])
+    rows, seeds, det = [], [], {}
+    for (n, T, d) in sizes:
+        sd = ctx.seed_for(n, T, d) % 1000
+        seeds.append(sd)
+        inst = _inst(n, T, d, sd, "generic")
+        A = ns.constraint_matrix(inst.X, inst.z, inst.opt)[0]
+        ref = ctx.reference("scs", lambda: ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc", solver="SCS"), n, T, d)
+        cert = ctx.reference("nuclear_certificate", lambda: ta.nuclear_certificate(A, ref.W, ref.duals), n, T, d)
+        res = form(inst.X, inst.z, inst.opt, "nuc")
+        W = np.asarray(res.W, dtype=np.float64)
+        v = float(np.sum(np.linalg.svd(W, compute_uv=False)))
+        rnd = 64 * d * EPS
+        mmin = float(np.min(np.einsum("kab,ab->k", A, W)))
+        try:
+            g = float(ns.certified_gap(W, A, res.duals, "nuc"))
+        except (ValueError, TypeError):  # no usable multipliers from the form: its acceptance tolerance
+            g = SOLVER_TOL
+        t_hi = smallest(largest(g, 0.0), SOLVER_TOL) + rnd
+        t_lo = smallest(largest(1.0 - mmin, 0.0), SOLVER_TOL) + rnd
+        key = f"nuc_{n}x{T}x{d}"
+        ok = cert is not None and cert["relative_gap"] <= NUC_CERT_GAP
+        lo, up = (cert["lower_float"], cert["upper_float"]) if ok else (math.nan, math.nan)
+        rows.append((key, v, lo, up, t_lo, t_hi))
+        det[key] = {"form_value": v, "lower": lo, "upper": up, "form_certified_gap": g, "form_min_margin": mmin,
+                    "allowance_below": t_lo, "allowance_above": t_hi,
+                    **({"relative_gap": cert["relative_gap"], "lower_exact": str(cert["lower"]), "upper_exact": str(cert["upper"])}
+                       if ok else {"why": "no exact certificate within the stated width from the reference solve"})}
+
+    def err(delta: float) -> float:  # the bracket (the optimum) scaled by 1 + δ; violations over their allowances
+        out = []
+        for _, v, lo, up, t_lo, t_hi in rows:
+            out.append(math.inf if not math.isfinite(lo) else
+                       largest(0.0, ((1 + delta) * lo - v) / v / t_lo, (v - (1 + delta) * up) / v / t_hi))
+        return worst(out)
+
+    eps = smallest([largest(v * (1 + t_lo) / lo - 1, 1 - v * (1 - t_hi) / up) for _, v, lo, up, t_lo, t_hi in rows
+                    if math.isfinite(lo)] or [math.nan])
+    return compare(err(0.0), 1.0, "normalised: the form's nuclear value ‖W‖_* inside the exact rational bracket [lower, "
+                   f"upper] of the optimum (certificate from an independent SCS solve, width ≤ {NUC_CERT_GAP:g} relative), "
+                   "allowing below the form's infeasibility 1 − min margin and above its own certified gap (each ≤ "
+                   f"{SOLVER_TOL:g}), plus 64·d·eps rounding of its singular values", seeds=seeds,
+                   sizes={"instances": [list(x) for x in sizes]}, details={**det, "resolution_confirmed": confirm_resolution(err, 1.0, eps)},
+                   resolution=eps, resolution_units=REL_UNITS + " (the nuclear-norm optimum value)")
 
 #: the form's solver tolerance (Clarabel tol_gap_rel = tol_feas = 1e-10) as a relative distance from
 #: the Frobenius optimum: a point with relative gap ≤ τ and infeasibility ≤ τ is within √(2τ) + τ
@@ -511,6 +569,7 @@ register(Claim(
     derivation=lambda: ta.derive_att_svm_kkt(2, 2),
     checks=(
         Check("kkt_vs_sympy", "symbolic", _svm_symbolic, "representer form and dual function derived from the KKT conditions"),
+        Check("nuclear_rational_certificate", "symbolic", _svm_nuclear_cert, "nuclear-norm optimum bracketed by an exact rational primal/dual certificate; the form's value inside"),
         Check("certificate_and_independent_solve", "numeric", _svm_numeric, "KKT residuals recomputed; SciPy dual / SCS agree"),
         Check("rejects_invalid", "numeric", _svm_rejects, "tied, zero-query and infeasible instances raise InputError"),
     ),

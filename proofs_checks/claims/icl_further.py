@@ -386,7 +386,7 @@ def _limits_ffp(n_mc: int, n_slopes: int, S: int) -> dict:
     a = false_failure_probability(K_SIGMA, n_mc)
     b = false_failure_probability(6.0, n_slopes, dof=S - 1)
     return {"per_entry": b["per_entry"], "entries": n_mc + n_slopes, "k": K_SIGMA,
-            "union_bound": min(1.0, a["union_bound"] + b["union_bound"]),
+            "union_bound": smallest(1.0, a["union_bound"] + b["union_bound"]),
             "model": f"{n_mc} Monte Carlo entries: normal at 5 SE; {n_slopes} slopes: {b['model'].split(',')[0]} at 6 SE"
                      ", two-sided, union bound over the entries"}
 
