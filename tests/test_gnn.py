@@ -91,23 +91,3 @@ def test_masked_softmax_limit_derivation():
     d = tg.derive_masked_softmax_limit(3, (1,))
     assert d.facts["residual"] == 0
     assert d.result == (0, 1, 0)
-
-
-def test_checks_resolution_named_and_within_target():
-    """Issue 29: every check of gnn.attention_is_gnn states a finite resolution in named units (never the
-    placeholder 'tolerance + |error|'), at most 1e-9 at quick sizes (rounding-level comparisons;
-    the trained ones compare with torch's own computation), confirmed where relative."""
-    import math
-
-    from proofs_checks import RunContext
-    from proofs_checks.registry import ERROR_UNITS, get_claim
-    from proofs_checks.runner import run_claim
-
-    res = run_claim(get_claim("gnn.attention_is_gnn"), RunContext(mode="quick"), with_derivation=False)
-    assert res.status == "verified", res.message
-    for o in res.checks:
-        r = o.result
-        assert r.resolution_units and r.resolution_units != ERROR_UNITS, (o.name, r.resolution_units)
-        assert math.isfinite(r.resolution) and 0 <= r.resolution <= 1e-9, (o.name, r.resolution)
-        if r.resolution > 0:
-            assert r.details["resolution_confirmed"]["rejects_2eps"], o.name
