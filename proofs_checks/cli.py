@@ -615,9 +615,11 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
         if "skipped" in v:
             con.print(f"continuous {_esc(cid)}: not run ({_esc(v['skipped'])})")
         else:
+            from proofs_checks.runner import outcome_words
+
+            two, half = outcome_words(v)
             con.print(f"continuous {_esc(cid)}: ε = {v['epsilon']:.3g} ({_esc(v['check'])}, {v['layer']}); form × (1 ± 2ε) "
-                      f"{'rejected' if v['rejected_at_2eps'] else '[bold red]NOT rejected[/]'}, × (1 ± ε/2) "
-                      f"{'accepted' if v['accepted_at_half_eps'] else 'rejected too (a one-sided or finer check)'}")
+                      f"{two if v['rejected_at_2eps'] else '[bold red]' + two + '[/]'}, × (1 ± ε/2) {half}")
     sys.exit(0 if all(r.killed for r in res) and cont_ok else 1)
 
 

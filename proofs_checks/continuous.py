@@ -130,3 +130,4 @@ def continuous_probe(claim: Claim, result: ClaimResult, ctx, *, only_best: bool 
     accepted = not any(rows[k]["rejected_by"] for k in ("+eps/2", "-eps/2"))
     return {"epsilon": eps, "layer": layer, "check": check, "rejected_at_2eps": rejected,
             "accepted_at_half_eps": accepted, "rows": rows}
+

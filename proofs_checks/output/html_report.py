@@ -574,10 +574,11 @@ def _continuous_cell(v: dict[str, Any] | None) -> str:
         return "<td class=dim>–</td>"
     if "skipped" in v:
         return f'<td class=dim title="{_e(v["skipped"])}">not run</td>'
-    ok = v.get("rejected_at_2eps")
-    half = "accepted" if v.get("accepted_at_half_eps") else "rejected"
-    return (f'<td class="{"m3" if ok else "m1"}" title="{_e(v.get("check"))}; form × (1 ± ε/2) {half}">'
-            f'{"rejected" if ok else "NOT rejected"} (ε = {float(v["epsilon"]):.2g})</td>')
+    from proofs_checks.runner import outcome_words
+
+    two, half = outcome_words(v)
+    return (f'<td class="{"m3" if v.get("rejected_at_2eps") else "m1"}" title="{_e(v.get("check"))}; form × (1 ± ε/2) {half}">'
+            f'{two} (ε = {float(v["epsilon"]):.2g})</td>')
 
 
 def _errata_body(doc: dict[str, Any], out: Path | None) -> str:
