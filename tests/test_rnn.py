@@ -88,3 +88,24 @@ def test_derivations():
     pr = tr.derive_tied_projection(5)
     assert pr.result["tied_over_projection"] == 5
     assert pr.facts["projected_step_minus_tied_step_eta_over_T"] == 0
+
+
+def test_bptt_derivation_prints_the_same_in_every_process():
+    """σ′(a) as ``sp.diff`` writes it binds a Dummy whose index follows the process's string hashes, and
+    that index ordered the printed factors: a report's rnn.bptt page differed between a cluster worker
+    and the tverify process. σ′ is now a function of its own: no step holds a Dummy, and two processes
+    with different hash seeds print the same LaTeX."""
+    import os
+    import subprocess
+    import sys
+
+    import sympy as sp
+
+    fn = getattr(tr.derive_bptt_scalar, "__wrapped__", tr.derive_bptt_scalar)
+    steps = [s.expr for s in fn().steps if isinstance(s.expr, sp.Basic)]
+    assert steps and not any(e.atoms(sp.Dummy) or e.atoms(sp.Subs) for e in steps)
+    assert any(e.atoms(tr.dsigma) for e in steps)
+    code = "from theory import rnn; print(repr([s.latex() for s in rnn.derive_bptt_scalar().steps]))"
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": h}).stdout for h in ("1", "6640")}
+    assert len(outs) == 1 and "\\sigma'" in outs.pop()

@@ -17,6 +17,27 @@ from theory.derivation import Derivation, DerivationBuilder
 __all__ = ["derive_bptt_scalar", "derive_tied_projection"]
 
 
+class dsigma(sp.Function):
+    """σ′, the derivative of the activation: an undefined function, as σ is. ``sp.diff`` of σ(a) would
+    give ``Subs(Derivative(σ(ξ), ξ), ξ, a)`` with a Dummy ξ whose index depends on the process's string
+    hashes, and that index ordered the printed factors of a product: the same derivation printed
+    differently in two processes."""
+
+    def _latex(self, printer, exp=None):
+        body = r"\sigma'\left(%s\right)" % printer._print(self.args[0])
+        return body if exp is None else r"\left(%s\right)^{%s}" % (body, exp)
+
+    def _sympystr(self, printer):
+        return "sigma'(%s)" % printer._print(self.args[0])
+
+
+class sigma(sp.Function):
+    """The activation σ, any differentiable function; its derivative is :class:`dsigma`."""
+
+    def fdiff(self, argindex=1):
+        return dsigma(self.args[0])
+
+
 def _unroll(T, w_of, u, b, v, h0, xs, zs, sigma):
     h, hs, As = h0, [h0], []
     for t in range(T):
@@ -51,7 +72,6 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
     xs = sp.symbols(f"x_1:{T + 1}", real=True)
     zs = sp.symbols(f"z_1:{T + 1}", real=True)
     ws = sp.symbols(f"w_1:{T + 1}", real=True)
-    sigma = sp.Function("sigma")
     b_.define("a_t = w h_(t−1) + u x_t + b, h_t = σ(a_t), y_t = v h_t, L = Σ_t ½(y_t − z_t)²",
               r"L=\sum_{t=1}^{T}\tfrac12\big(v\,\sigma(w h_{t-1}+u x_t+b)-z_t\big)^2")
     L_tied, hs, As = _unroll(T, lambda t: w, u, b, v, h0, xs, zs, sigma)
@@ -81,8 +101,9 @@ def derive_bptt_scalar(T: int = 3) -> Derivation:
     bdiff = sp.simplify(sp.expand(bptt.doit() - g_tied.doit()))
     b_.fact("bptt_minus_tied", bdiff)
     b_.step("BPTT recursion − dL/dw simplifies to", bdiff)
-    res_tied = g_tied.subs(sigma, sp.Lambda(ap, sp.tanh(ap))).doit()
-    res_untied = tuple(g.subs(sigma, sp.Lambda(ap, sp.tanh(ap))).doit() for g in g_untied)
+    tanh = {sigma: sp.Lambda(ap, sp.tanh(ap)), dsigma: sp.Lambda(ap, sp.diff(sp.tanh(ap), ap))}  # σ′ derived
+    res_tied = g_tied.subs(tanh).doit()
+    res_untied = tuple(g.subs(tanh).doit() for g in g_untied)
     b_.step("dL/dw with σ = tanh (for evaluation)", res_tied)
     b_.step("∂L/∂w_k at w_k = w with σ = tanh, k = 1..T", res_untied)
     b_.fact("symbols", (w, u, b, v, h0, xs, zs))
