@@ -211,30 +211,32 @@ def _remote(cluster: str | None) -> bool:
 
 
 def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress: bool, claims_run: bool = True,
-                    mutants: bool = False, figure_dir=None, store=None):
+                    mutants: bool = False, figure_dir=None, store=None, continuous: bool = False, extra=()):
     """``--cluster``: the claims (and/or their kill matrix) as tasks on a Dask cluster (see
     :mod:`proofs_checks.distributed.cluster`); the same results as :func:`_run_selected` / :func:`_run_mutants`.
+    Returns a :class:`~proofs_checks.distributed.cluster.ClusterRun` (``continuous``: the claims'
+    continuous-mutant rows, when the run was cut per claim; ``extra``: more tasks, run beside them).
     The store is written only once every task has finished (Ctrl-C leaves nothing half-done)."""
-    from proofs_checks.distributed.cluster import interrupt_once, open_client, run_claims_on
+    from proofs_checks.distributed.cluster import granularity, interrupt_once, open_client, plan_claims, run_tasks
     from proofs_checks.store import save_last
 
-    total = sum(len(c.checks) + (1 if claims_run else 0) for c in claims)
-    with interrupt_once() as interrupted, open_client(cluster, device=device) as client, \
-            _Progress(total, f"tasks on {cluster}", progress) as bar:
-        def tick(label, value):
-            bar.advance(label, "task failed" if type(value).__name__ == "TaskFailure" else "")
+    with interrupt_once() as interrupted, open_client(cluster, device=device) as client:
+        plan = plan_claims(claims, mode=mode, seed=seed, device=device, claims_run=claims_run, mutants=mutants,
+                           figure_dir=figure_dir, continuous=continuous, per=granularity(client, claims), extra=extra)
+        with _Progress(len(plan.tasks), f"tasks on {cluster}", progress) as bar:
+            def tick(label, value):
+                bar.advance(label, "task failed" if type(value).__name__ == "TaskFailure" else "")
 
-        results, mres = run_claims_on(client, claims, mode=mode, seed=seed, device=device, claims_run=claims_run,
-                                      mutants=mutants, figure_dir=figure_dir, allow_skip=allow_skip, progress=tick)
+            run = plan.assemble(run_tasks(client, plan.tasks, tick, allow_no_gpu=allow_skip))
     if interrupted["hit"]:  # a library swallowed the KeyboardInterrupt: still write nothing
         raise KeyboardInterrupt
-    if store is not None and results:
+    if store is not None and run.claims:
         problem = None
-        for r in results:
+        for r in run.claims:
             problem = save_last(r.to_json(), store) or problem
         if problem:
             _warn(problem)
-    return results, mres
+    return run
 
 
 def _summary_table(results):
@@ -546,8 +548,8 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
     claims, store, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir)
     ctx = RunContext(mode=mode, seed=seed, device=device)
     if cluster:
-        results, _ = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
-                                     progress=not no_progress, store=store)
+        results = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                                  progress=not no_progress, store=store).claims
     else:
         results = _run_selected(claims, ctx, progress=not no_progress, store=store)
     if json_path:
@@ -580,8 +582,9 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
 
     claims, _, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, None, save=False)
     if cluster:
-        results, res = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
-                                       progress=not no_progress, claims_run=True, mutants=True)
+        run = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                              progress=not no_progress, claims_run=True, mutants=True)
+        results, res = run.claims, run.mutants
         refusals = refuse_mutants(results, res)
     else:
         ctx = RunContext(mode=mode, seed=seed, device=device)
@@ -655,11 +658,22 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
 
     claims, store, out = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir,
                                       extra_check=check_out)
+    if reproductions is None:
+        reproductions = not patterns
+    reproductions = reproductions and not (device == "cuda" and not _cuda())  # quick sizes; pages under reproduce/
     with tempfile.TemporaryDirectory(prefix="tverify-fig-") as figs:
         ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=Path(figs))
-        if cluster:
-            results, mres = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
-                                            progress=not no_progress, mutants=mutants, figure_dir=Path(figs), store=store)
+        run = None
+        if cluster:  # the reproductions are tasks beside the claims' (first: they are among the longest)
+            from proofs_checks.distributed.cluster import Task
+            from proofs_checks.reproduce.command import repro_task, select as select_reproductions
+
+            extra = [Task(f"reproduce {r.name}", repro_task, (r.name, seed, device), gpu=device == "cuda")
+                     for r in (select_reproductions([]) if reproductions else [])]
+            run = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+                                  progress=not no_progress, mutants=mutants, figure_dir=Path(figs), store=store,
+                                  continuous=mutants, extra=extra)
+            results, mres = run.claims, run.mutants
         else:
             results = _run_selected(claims, ctx, progress=not no_progress, store=store)
             mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
@@ -669,19 +683,22 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
             refuse_mutants(results, mres)  # a kill counts only against a verified claim
         doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
                                mode=mode, seed=seed, device=device)
-        if mres is not None and not cluster:  # continuous mutants: each claim's best relative check at 1 ± 2ε, 1 ± ε/2
-            from proofs_checks.continuous import continuous_probe
+        if mres is not None:  # continuous mutants: each claim's best relative check at 1 ± 2ε, 1 ± ε/2
+            if run is not None and run.continuous is not None:  # computed in each claim's task
+                doc["continuous"] = {r.id: run.continuous[r.id] for r in results}
+            else:
+                from proofs_checks.continuous import continuous_probe
 
-            cctx = RunContext(mode=mode, seed=seed, device=device)
-            cmap = {c.id: c for c in claims}
-            doc["continuous"] = {r.id: continuous_probe(cmap[r.id], r, cctx, only_best=True) for r in results}
+                cctx = RunContext(mode=mode, seed=seed, device=device)
+                cmap = {c.id: c for c in claims}
+                doc["continuous"] = {r.id: continuous_probe(cmap[r.id], r, cctx, only_best=True) for r in results}
         writers, repro_bad, cleanup = default_writers(), False, None
-        if reproductions is None:
-            reproductions = not patterns
-        if reproductions and not (device == "cuda" and not _cuda()):  # quick sizes; pages under reproduce/
+        if reproductions:
             from proofs_checks.reproduce.command import for_report
 
-            doc["reproductions"], writer, cleanup, repro_bad = for_report(seed=seed, device=device, progress=not no_progress)
+            ran = None if run is None else [_repro_pair(t, v) for t, v in zip(extra, run.extra)]
+            doc["reproductions"], writer, cleanup, repro_bad = for_report(seed=seed, device=device, progress=not no_progress,
+                                                                          ran=ran)
             writers.append(writer)
         try:
             path = write_report(out, doc, figure_src=Path(figs), extra_writers=writers, force=force)
@@ -709,6 +726,18 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         con.print(f"continuous {_esc(cid)}: form × (1 ± 2ε) NOT rejected: the stated resolution is not confirmed")
     undecided = [r for r in results if r.status == "undecided"]
     sys.exit(1 if bad or survived or repro_bad or unconfirmed else (3 if undecided else 0))
+
+
+def _repro_pair(task, value):
+    """A reproduction task's (result, figures); a task that failed on the cluster is an ``error`` result."""
+    if type(value).__name__ != "TaskFailure":
+        return value
+    from proofs_checks.reproduce import ReproResult, get
+
+    rep = get(task.args[0])
+    r = ReproResult(rows=[], status="error", why=f"task failed on the cluster: {value.message}")
+    r.name, r.paper, r.figure = rep.name, rep.paper, rep.figure
+    return r, {}
 
 
 def _cuda() -> bool:

@@ -92,20 +92,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A two-worker Dask LocalCluster (processes, one thread each), one per test module that asks:
-    ``(scheduler_address, client)``."""
-    from distributed import Client, LocalCluster
+    """A two-worker Dask LocalCluster (processes, one thread each) started as ``--cluster local:2``
+    starts it (:func:`open_client`), one per test module that asks: ``(scheduler_address, client)``."""
+    from proofs_checks.distributed.cluster import open_client
 
-    from proofs_checks.distributed.cluster import _quiet_dask
-
-    _quiet_dask()
-    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    client = Client(lc)
-    try:
-        yield lc.scheduler_address, client
-    finally:
-        client.close()
-        lc.close()
+    with open_client("local:2") as client:
+        yield client.scheduler.address, client
 
 
 @pytest.fixture(scope="session", autouse=True)

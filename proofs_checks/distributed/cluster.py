@@ -11,12 +11,18 @@ Without ``--cluster`` nothing here is imported and the runner works in-process a
   a connect timeout of :data:`CONNECT_TIMEOUT_S` seconds, so a wrong address is one line and
   exit 2 within seconds, never a hang.
 
-**Tasks.** A claim's work is cut into one task for its derivation (obligations) and one task per
-check; a check's task runs the check on the claim's form (and an erratum's stated form) and, for
-the kill matrix, on every mutant's form, so the check's form-independent reference (a trained
-model, a Monte Carlo sample) is computed once per task, as in-process. A check that runs on the
-device (``Check.uses_device``) under ``--device cuda`` carries the Dask resource ``GPU=1``: only
-workers started with ``--resources GPU=1`` take it.
+**Tasks.** A run with few claim modules per worker is cut into one task for each claim's derivation
+(obligations) and one task per check; a check's task runs the check on the claim's form (and an
+erratum's stated form) and, for the kill matrix, on every mutant's form, so the check's
+form-independent reference (a trained model, a Monte Carlo sample) is computed once per task, as
+in-process. A run whose claims come from at least :data:`MODULES_PER_WORKER` claim modules per worker
+(``tverify report`` of all 50 claims on ``local:2``) is cut into one task per claim module instead:
+references that checks and claims of a module share (``icl.function_classes`` trains its models once
+for its three checks and for ``icl.algorithm_probe``) are then computed once, and each claim also
+gets its continuous-mutant row there. A report's reproductions are tasks beside them (first). A
+check that runs on the device (``Check.uses_device``) under ``--device cuda`` carries the Dask
+resource ``GPU=1`` (a module task: when any of its checks does): only workers started with
+``--resources GPU=1`` take it.
 
 **Same answers.** A task is a pure function of (claim id, check name, form, mode, base seed,
 device): every seed comes from :meth:`RunContext.seed_for` (SHA-256 of the base seed, the claim and
@@ -41,6 +47,7 @@ import shutil
 import tempfile
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -50,7 +57,8 @@ import click
 from proofs_checks.errors import UsageError
 
 __all__ = ["CONNECT_TIMEOUT_S", "RETRIES", "Task", "TaskFailure", "parse_cluster", "check_cluster", "open_client", "run_tasks",
-           "run_tasks_local", "run_claims_on", "gpu_workers", "interrupt_once"]
+           "run_tasks_local", "run_claims_on", "plan_claims", "granularity", "ClaimPlan", "ClusterRun", "claim_task", "module_task",
+           "gpu_workers", "interrupt_once"]
 
 #: seconds allowed to reach a scheduler (probe and client), so a wrong address fails fast
 CONNECT_TIMEOUT_S = 5.0
@@ -170,7 +178,18 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         # The worker processes start with SIGINT ignored (inherited through exec): a Ctrl-C at the
         # terminal reaches the whole process group, and only this process should act on it (cancel
         # the tasks, shut the cluster down) instead of every worker printing its traceback.
-        with _sigint_ignored():
+        # Dask's nanny spawns workers with MALLOC_TRIM_THRESHOLD_=65536 (return freed memory to the OS at
+        # once): with the large short-lived arrays of the trained and Monte Carlo checks every allocation
+        # then faults its pages in anew, and a report on local:2 spent 279 s of system time (in-process:
+        # 37 s) and ran slower than in-process. The variable is dropped (a value the user exported is
+        # still inherited); the thread caps (OMP/MKL/OpenBLAS = 1) stay.
+        import dask
+
+        with _sigint_ignored(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+                warnings.catch_warnings():
+            # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when
+            # another Dask cluster holds 8787, and says so: not this command's business
+            warnings.filterwarnings("ignore", message="Port 8787 is already in use")
             cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
                                    resources=resources, silence_logs=logging.CRITICAL)
         client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
@@ -421,80 +440,224 @@ def _failed_outcome(check, message: str):
     return CheckOutcome(check.name, check.layer, "error", None, error_message=f"task failed on the cluster: {message}")
 
 
-def run_claims_on(client, claims: list, *, mode: str, seed: int, device: str, claims_run: bool = True,
-                  mutants: bool = False, figure_dir: Path | None = None, allow_skip: bool = False,
-                  progress: ProgressFn | None = None) -> tuple[list | None, list | None]:
-    """Run ``claims`` (and, with ``mutants``, their kill matrix) as tasks on ``client``; returns
-    ``(claim results or None, mutant results or None)``, assembled by the runner's own
-    :func:`~proofs_checks.runner.claim_result` / :func:`~proofs_checks.runner.mutant_result` in the
-    order an in-process run gives. Figures of the claims' checks are written into ``figure_dir``.
-    A claim's ``seconds`` is the sum of its derivation's and its checks' seconds (worker time)."""
+#: a run whose claims come from at least this many claim modules per worker is cut into one task per
+#: module (see :func:`plan_claims`, :func:`granularity`)
+MODULES_PER_WORKER = 4
+
+
+def _forms(claim, claims_run: bool, mutants: bool) -> tuple[str, ...]:
+    forms: list[str] = []
+    if claims_run:
+        forms += ["claim"] + (["stated"] if claim.kind == "erratum" else [])
+    if mutants:
+        forms += [f"mutant:{m.name}" for m in claim.all_mutants()]
+    return tuple(forms)
+
+
+def claim_task(module: str, claim_id: str, mode: str, seed: int, device: str, claims_run: bool, mutants: bool,
+               figures: bool, continuous: bool) -> dict[str, Any]:
+    """Worker side: a whole claim in one process: its derivation (when ``claims_run``), every check on
+    the claim's form (and stated form) and, with ``mutants``, on every mutant's form, and, with
+    ``continuous``, the claim's continuous-mutant row (:func:`~proofs_checks.continuous.continuous_probe`,
+    its best check only, as `tverify report` in-process). The checks of one claim share references
+    the claim caches in-process (trained models, Monte Carlo samples): here they are computed once."""
+    claim = _claim(module, claim_id)
+    forms = _forms(claim, claims_run, mutants)
+    out: dict[str, Any] = {"derivation": derivation_task(module, claim_id) if claims_run else None,
+                           "checks": {ch.name: check_task(module, claim_id, ch.name, mode, seed, device, forms, figures)
+                                      for ch in claim.checks},
+                           "continuous": None}
+    if continuous and claims_run:
+        from proofs_checks.context import RunContext
+        from proofs_checks.continuous import continuous_probe
+
+        result = _assemble_claim(claim, mode, seed, device, out["derivation"],
+                                 lambda ch, which: out["checks"][ch.name]["outcomes"][which])
+        out["continuous"] = continuous_probe(claim, result, RunContext(mode=mode, seed=seed, device=device), only_best=True)
+    return out
+
+
+def module_task(module: str, claim_ids: tuple[str, ...], mode: str, seed: int, device: str, claims_run: bool,
+                mutants: bool, figures: bool, continuous: bool) -> dict[str, dict[str, Any]]:
+    """Worker side: the claims of one claim module, one after the other in one process (each as
+    :func:`claim_task`): references that claims of a module share (``icl.algorithm_probe`` reads the
+    models ``icl.function_classes`` trained) are computed once, as in-process."""
+    return {cid: claim_task(module, cid, mode, seed, device, claims_run, mutants, figures, continuous) for cid in claim_ids}
+
+
+def _assemble_claim(c, mode, seed, device, derivation, outcome):
     from proofs_checks.context import RunContext
-    from proofs_checks.runner import claim_result, mutant_result
-
-    cuda = str(device).startswith("cuda")
-    tasks: list[Task] = []
-    where: list[tuple[str, Any, Any]] = []
-    for c in claims:
-        module = _claim_module(c)
-        if claims_run:
-            tasks.append(Task(f"{c.id}:derivation", derivation_task, (module, c.id)))
-            where.append(("derivation", c, None))
-        for ch in c.checks:
-            forms: list[str] = []
-            if claims_run:
-                forms += ["claim"] + (["stated"] if c.kind == "erratum" else [])
-            if mutants:
-                forms += [f"mutant:{m.name}" for m in c.all_mutants()]
-            tasks.append(Task(f"{c.id}:{ch.name}", check_task,
-                              (module, c.id, ch.name, mode, seed, device, tuple(forms), figure_dir is not None),
-                              gpu=bool(ch.uses_device and cuda)))
-            where.append(("check", c, ch))
-    results = run_tasks(client, tasks, progress, allow_no_gpu=allow_skip)
-
-    info: dict[str, tuple[dict[str, Any], float]] = {}
-    per_check: dict[tuple[str, str], dict[str, Any]] = {}
-    for (what, c, ch), value in zip(where, results):
-        if what == "derivation":
-            if isinstance(value, TaskFailure):
-                value = ({"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [],
-                          "error": f"task failed on the cluster: {value.message}"}, 0.0)
-            info[c.id] = value
-        else:
-            if isinstance(value, TaskFailure):
-                value = {"failure": value.message, "outcomes": {}, "figures": {}}
-            per_check[(c.id, ch.name)] = value
-            if figure_dir is not None and value["figures"]:
-                figure_dir.mkdir(parents=True, exist_ok=True)
-                for name, data in value["figures"].items():
-                    (figure_dir / Path(name).name).write_bytes(data)
-
-    def outcome(c, ch, which):
-        v = per_check[(c.id, ch.name)]
-        if "failure" in v:
-            return _failed_outcome(ch, v["failure"])
-        return v["outcomes"][which]
+    from proofs_checks.runner import claim_result
 
     def secs(outcomes) -> float:
         return sum(o.result.seconds for o in outcomes if o.result is not None)
 
-    claim_results = None
-    if claims_run:
-        claim_results = []
+    outs = [outcome(ch, "claim") for ch in c.checks]
+    stated = [outcome(ch, "stated") for ch in c.checks] if c.kind == "erratum" else []
+    d_info, d_secs = derivation
+    return claim_result(c, RunContext(mode=mode, seed=seed, device=device), d_info, outs, stated,
+                        d_secs + secs(outs) + secs(stated))
+
+
+@dataclass
+class ClusterRun:
+    """What :meth:`ClaimPlan.assemble` gives: the claims' results (``None`` when only mutants ran),
+    the mutants' results (``None`` without the kill matrix), the continuous-mutant rows by claim id
+    (``None`` unless the run was cut per module with ``continuous``), and the extra tasks' results."""
+
+    claims: list | None
+    mutants: list | None
+    continuous: dict[str, Any] | None
+    extra: list[Any]
+
+
+@dataclass
+class ClaimPlan:
+    """The tasks of a run of claims (:func:`plan_claims`) and how their results become a :class:`ClusterRun`."""
+
+    tasks: list[Task]
+    per: str
+    claims: list
+    mode: str
+    seed: int
+    device: str
+    claims_run: bool
+    mutants: bool
+    continuous: bool
+    figure_dir: Path | None
+    n_extra: int
+    where: list = field(default_factory=list)
+
+    def assemble(self, results: list[Any]) -> ClusterRun:
+        extra, results = results[:self.n_extra], results[self.n_extra:]
+        info: dict[str, tuple[dict[str, Any], float]] = {}
+        per_check: dict[tuple[str, str], dict[str, Any]] = {}
+        cont: dict[str, Any] | None = {} if (self.per == "module" and self.continuous and self.claims_run) else None
+
+        def failed_derivation(msg):
+            return ({"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [],
+                     "error": f"task failed on the cluster: {msg}"}, 0.0)
+
+        def keep_check(c, ch, value):
+            if isinstance(value, TaskFailure):
+                value = {"failure": value.message, "outcomes": {}, "figures": {}}
+            per_check[(c.id, ch.name)] = value
+            if self.figure_dir is not None and value["figures"]:
+                self.figure_dir.mkdir(parents=True, exist_ok=True)
+                for name, data in value["figures"].items():
+                    (self.figure_dir / Path(name).name).write_bytes(data)
+
+        for (what, c, ch), value in zip(self.where, results):
+            if what == "module":
+                for claim in c:
+                    if isinstance(value, TaskFailure):
+                        if self.claims_run:
+                            info[claim.id] = failed_derivation(value.message)
+                        for chk in claim.checks:
+                            keep_check(claim, chk, value)
+                        if cont is not None:
+                            cont[claim.id] = {"skipped": f"task failed on the cluster: {value.message}"}
+                        continue
+                    got = value[claim.id]
+                    if self.claims_run:
+                        info[claim.id] = got["derivation"]
+                    for chk in claim.checks:
+                        keep_check(claim, chk, got["checks"][chk.name])
+                    if cont is not None:
+                        cont[claim.id] = got["continuous"]
+            elif what == "derivation":
+                info[c.id] = failed_derivation(value.message) if isinstance(value, TaskFailure) else value
+            else:
+                keep_check(c, ch, value)
+
+        def outcome(c, ch, which):
+            v = per_check[(c.id, ch.name)]
+            if "failure" in v:
+                return _failed_outcome(ch, v["failure"])
+            return v["outcomes"][which]
+
+        def secs(outcomes) -> float:
+            return sum(o.result.seconds for o in outcomes if o.result is not None)
+
+        from proofs_checks.runner import mutant_result
+
+        claim_results = None
+        if self.claims_run:
+            claim_results = [_assemble_claim(c, self.mode, self.seed, self.device, info[c.id],
+                                             lambda ch, which, c=c: outcome(c, ch, which)) for c in self.claims]
+        mutant_results = None
+        if self.mutants:
+            mutant_results = []
+            for c in self.claims:
+                for m in c.all_mutants():
+                    outs = [outcome(c, ch, f"mutant:{m.name}") for ch in c.checks]
+                    mutant_results.append(mutant_result(c, m, outs, secs(outs), self.mode))
+        return ClusterRun(claim_results, mutant_results, cont, extra)
+
+
+def _workers(client) -> int:
+    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    return max(1, len(info.get("workers", {})))
+
+
+def plan_claims(claims: list, *, mode: str, seed: int, device: str, claims_run: bool = True, mutants: bool = False,
+                figure_dir: Path | None = None, continuous: bool = False, per: str = "check",
+                extra: list[Task] | tuple = ()) -> ClaimPlan:
+    """Cut a run of claims into tasks. ``per="check"``: one task for each claim's derivation and one
+    per check (each running the check on the claim's form and every mutant's: the check's reference
+    is computed once); the work spreads over many workers, but checks of one claim that share a
+    cached reference (a trained model) each compute it. ``per="module"``: one task per claim module
+    (:func:`module_task`): its claims in one process, each with its continuous-mutant row. ``extra`` tasks (e.g. the
+    reproductions of a report) come first, so the longest single pieces start early."""
+    cuda = str(device).startswith("cuda")
+    plan = ClaimPlan(list(extra), per, list(claims), mode, seed, device, claims_run, mutants, continuous, figure_dir,
+                     len(extra))
+    if per == "module":
+        groups: dict[str, list] = {}
         for c in claims:
-            outs = [outcome(c, ch, "claim") for ch in c.checks]
-            stated = [outcome(c, ch, "stated") for ch in c.checks] if c.kind == "erratum" else []
-            d_info, d_secs = info[c.id]
-            ctx = RunContext(mode=mode, seed=seed, device=device)
-            claim_results.append(claim_result(c, ctx, d_info, outs, stated, d_secs + secs(outs) + secs(stated)))
-    mutant_results = None
-    if mutants:
-        mutant_results = []
-        for c in claims:
-            for m in c.all_mutants():
-                outs = [outcome(c, ch, f"mutant:{m.name}") for ch in c.checks]
-                mutant_results.append(mutant_result(c, m, outs, secs(outs), mode))
-    return claim_results, mutant_results
+            groups.setdefault(_claim_module(c), []).append(c)
+        for module, cs in groups.items():
+            plan.tasks.append(Task(module.rpartition(".")[2] + ": " + ", ".join(c.id for c in cs), module_task,
+                                   (module, tuple(c.id for c in cs), mode, seed, device, claims_run, mutants,
+                                    figure_dir is not None, continuous),
+                                   gpu=bool(cuda and any(ch.uses_device for c in cs for ch in c.checks))))
+            plan.where.append(("module", cs, None))
+        return plan
+    for c in claims:
+        module = _claim_module(c)
+        if claims_run:
+            plan.tasks.append(Task(f"{c.id}:derivation", derivation_task, (module, c.id)))
+            plan.where.append(("derivation", c, None))
+        forms = _forms(c, claims_run, mutants)
+        for ch in c.checks:
+            plan.tasks.append(Task(f"{c.id}:{ch.name}", check_task,
+                                   (module, c.id, ch.name, mode, seed, device, forms, figure_dir is not None),
+                                   gpu=bool(ch.uses_device and cuda)))
+            plan.where.append(("check", c, ch))
+    return plan
+
+
+def granularity(client, claims: list) -> str:
+    """``"module"`` when the claims come from at least :data:`MODULES_PER_WORKER` claim modules per
+    worker (then whole modules balance the workers, and what a module's claims and checks share is
+    computed once), else ``"check"`` (a few claims spread over many workers)."""
+    modules = {_claim_module(c) for c in claims}
+    return "module" if len(modules) >= MODULES_PER_WORKER * _workers(client) else "check"
+
+
+def run_claims_on(client, claims: list, *, mode: str, seed: int, device: str, claims_run: bool = True,
+                  mutants: bool = False, figure_dir: Path | None = None, allow_skip: bool = False,
+                  progress: ProgressFn | None = None, per: str | None = None) -> tuple[list | None, list | None]:
+    """Run ``claims`` (and, with ``mutants``, their kill matrix) as tasks on ``client``; returns
+    ``(claim results or None, mutant results or None)``, assembled by the runner's own
+    :func:`~proofs_checks.runner.claim_result` / :func:`~proofs_checks.runner.mutant_result` in the
+    order an in-process run gives. Figures of the claims' checks are written into ``figure_dir``.
+    A claim's ``seconds`` is the sum of its derivation's and its checks' seconds (worker time).
+    ``per``: the task granularity (default: :func:`granularity`)."""
+    plan = plan_claims(claims, mode=mode, seed=seed, device=device, claims_run=claims_run, mutants=mutants,
+                       figure_dir=figure_dir, per=per or granularity(client, claims))
+    run = plan.assemble(run_tasks(client, plan.tasks, progress, allow_no_gpu=allow_skip))
+    return run.claims, run.mutants
 
 
 def _cluster_value(ctx, param, value):

@@ -16,7 +16,7 @@ import click
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.reproduce import FAILING, REPRODUCTIONS, UnknownReproduction, document, get, run_all
 
-__all__ = ["select", "run_command", "for_report"]
+__all__ = ["select", "run_command", "for_report", "repro_task"]
 
 
 def select(names) -> list:
@@ -113,16 +113,35 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
     return 1 if any(r.status in FAILING for r in results) else 0
 
 
-def for_report(*, seed: int, device: str, progress: bool = True, names=None, sizes: dict[str, Any] | None = None):
+def repro_task(name: str, seed: int, device: str) -> tuple[Any, dict[str, bytes]]:
+    """Worker side of ``tverify report --cluster``: one reproduction at quick sizes (as :func:`for_report`),
+    with its figures as bytes (the worker's folder is not this machine's)."""
+    from proofs_checks.reproduce import run_reproduction
+
+    with tempfile.TemporaryDirectory(prefix="tverify-repro-task-") as d:
+        r = run_reproduction(get(name), mode="quick", seed=seed, device=device, figure_dir=Path(d))
+        return r, {p.name: p.read_bytes() for p in sorted(Path(d).iterdir()) if p.is_file()}
+
+
+def for_report(*, seed: int, device: str, progress: bool = True, names=None, sizes: dict[str, Any] | None = None,
+               ran: list | None = None):
     """Run the reproductions at quick sizes for ``tverify report``. Returns (summary list for the
     report document, an extra writer that puts the pages under ``reproduce/``, a cleanup callable,
-    whether any disagreed or crashed)."""
+    whether any disagreed or crashed). ``ran``: the reproductions already run elsewhere (a report on
+    a cluster), as (result, figures) pairs of :func:`repro_task`, in the order of ``names``."""
     from proofs_checks.reproduce.pages import subsite_writer
 
     tmp = tempfile.TemporaryDirectory(prefix="tverify-repro-")
     reps = select(names or [])
-    results = run_all(reps, progress=_progress(progress), mode="quick", seed=seed, device=device, figure_dir=Path(tmp.name),
-                      sizes=sizes)
+    if ran is None:
+        results = run_all(reps, progress=_progress(progress), mode="quick", seed=seed, device=device,
+                          figure_dir=Path(tmp.name), sizes=sizes)
+    else:
+        results = []
+        for r, figures in ran:
+            for fname, data in figures.items():
+                (Path(tmp.name) / Path(fname).name).write_bytes(data)
+            results.append(r)
     doc = document(results, command=f"tverify reproduce --quick --seed {seed} --device {device}", mode="quick", seed=seed,
                    device=device)
     summary = [{"name": r.name, "paper": r.paper, "figure": r.figure, "status": r.status, "why": r.why,
