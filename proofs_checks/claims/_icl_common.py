@@ -98,6 +98,11 @@ def _trained_prompts(mode: str) -> int:
     return RunContext(mode, 0, "cpu").size(16384, 65536, 262144)
 
 
+def _trained_steps(mode: str) -> int:
+    """Adam steps of the shared trained LSA (by mode; then 50 L-BFGS iterations)."""
+    return RunContext(mode, 0, "cpu").size(200, 300, 400)
+
+
 @lru_cache(maxsize=4)
 def _trained(mode: str, seed: int, device: str):
     ctx = RunContext(mode, seed, device).for_check("icl.shared", "trained_lsa")
@@ -106,7 +111,7 @@ def _trained(mode: str, seed: int, device: str):
     N = 4  # small N: Γ_N and its plausible wrong forms (1/(N+1), …) differ most (issue: trained layer discriminates)
     S = 16
     P = _trained_prompts(mode)
-    res = ni.train_lsa(L, N, n_seeds=S, n_prompts=P, steps=ctx.size(200, 300, 400), seed=ctx.seed_for("train"),
+    res = ni.train_lsa(L, N, n_seeds=S, n_prompts=P, steps=_trained_steps(mode), seed=ctx.seed_for("train"),
                        device=device, lbfgs_steps=50)
     return L, N, res, ctx.seed_for("train")
 
