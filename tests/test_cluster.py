@@ -182,3 +182,17 @@ def test_local_workers_keep_the_thread_caps_but_do_not_trim_malloc():
 
 def open_client_local(workers: int):
     return pc.open_client(f"local:{workers}")
+
+
+def test_local_cluster_that_cannot_start_is_one_line(monkeypatch):
+    """A machine where Dask cannot start local workers (no sockets, no shared memory): one line naming
+    the way out (run in-process), exit 2, no traceback; nothing is written."""
+    import distributed
+
+    def refuse(*a, **k):
+        raise OSError("[Errno 97] Address family not supported by protocol")
+
+    monkeypatch.setattr(distributed, "LocalCluster", refuse)
+    code, _, err = invoke("run", "attn.causal_mask", "--quick", "--cluster", "local:2")
+    line = one_line_error(code, err)
+    assert "local:2" in line and "leave out --cluster" in line and "Address family" in line

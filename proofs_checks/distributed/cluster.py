@@ -190,9 +190,21 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
             # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when
             # another Dask cluster holds 8787, and says so: not this command's business
             warnings.filterwarnings("ignore", message="Port 8787 is already in use")
-            cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   resources=resources, silence_logs=logging.CRITICAL)
-        client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
+            try:
+                cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       resources=resources, silence_logs=logging.CRITICAL)
+            except Exception as exc:  # no sockets, no /dev/shm, a worker that cannot start: one line, not a traceback
+                msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+                raise UsageError(f"--cluster {spec}: could not start {value} local Dask worker(s) ({msg}); leave out "
+                                 "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
+        try:
+            client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=10)
+            msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise UsageError(f"--cluster {spec}: could not connect to the local Dask workers ({msg}); leave out "
+                             "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
     else:
         _probe(value, CONNECT_TIMEOUT_S)
         try:
