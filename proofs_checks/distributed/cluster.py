@@ -130,6 +130,11 @@ def _quiet_dask() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line, at most ``limit`` characters (its type's name when empty)."""
+    return " ".join(str(exc).split())[:limit] or type(exc).__name__
+
+
 def _probe(address: str, timeout: float) -> None:
     """Open and close one connection to ``address`` (Dask's handshake included) within ``timeout``
     seconds; raises :class:`UsageError` naming the address and why."""
@@ -150,7 +155,7 @@ def _probe(address: str, timeout: float) -> None:
     except MemoryError:  # a frame header read from a server that does not speak Dask's protocol
         raise UsageError(f"--cluster {address}: something answered there, but not a Dask scheduler") from None
     except Exception as exc:  # refused, unknown host, garbage from a server that is not Dask
-        msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+        msg = _one_line(exc)
         raise UsageError(f"--cluster {address}: cannot connect to a Dask scheduler ({msg})") from None
 
 
@@ -194,7 +199,7 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
                 cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
                                        resources=resources, silence_logs=logging.CRITICAL)
             except Exception as exc:  # no sockets, no /dev/shm, a worker that cannot start: one line, not a traceback
-                msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+                msg = _one_line(exc)
                 raise UsageError(f"--cluster {spec}: could not start {value} local Dask worker(s) ({msg}); leave out "
                                  "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
         try:
@@ -202,7 +207,7 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         except Exception as exc:
             with contextlib.suppress(Exception):
                 cluster.close(timeout=10)
-            msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+            msg = _one_line(exc)
             raise UsageError(f"--cluster {spec}: could not connect to the local Dask workers ({msg}); leave out "
                              "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
     else:
@@ -210,7 +215,7 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         try:
             client = Client(value, timeout=CONNECT_TIMEOUT_S)
         except Exception as exc:
-            msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+            msg = _one_line(exc)
             raise UsageError(f"--cluster {value}: cannot connect to a Dask scheduler ({msg})") from None
     try:
         yield client
@@ -497,18 +502,20 @@ def module_task(module: str, claim_ids: tuple[str, ...], mode: str, seed: int, d
     return {cid: claim_task(module, cid, mode, seed, device, claims_run, mutants, figures, continuous) for cid in claim_ids}
 
 
+def _secs(outcomes) -> float:
+    """Worker seconds of a list of check outcomes."""
+    return sum(o.result.seconds for o in outcomes if o.result is not None)
+
+
 def _assemble_claim(c, mode, seed, device, derivation, outcome):
     from proofs_checks.context import RunContext
     from proofs_checks.runner import claim_result
-
-    def secs(outcomes) -> float:
-        return sum(o.result.seconds for o in outcomes if o.result is not None)
 
     outs = [outcome(ch, "claim") for ch in c.checks]
     stated = [outcome(ch, "stated") for ch in c.checks] if c.kind == "erratum" else []
     d_info, d_secs = derivation
     return claim_result(c, RunContext(mode=mode, seed=seed, device=device), d_info, outs, stated,
-                        d_secs + secs(outs) + secs(stated))
+                        d_secs + _secs(outs) + _secs(stated))
 
 
 @dataclass
@@ -588,9 +595,6 @@ class ClaimPlan:
                 return _failed_outcome(ch, v["failure"])
             return v["outcomes"][which]
 
-        def secs(outcomes) -> float:
-            return sum(o.result.seconds for o in outcomes if o.result is not None)
-
         from proofs_checks.runner import mutant_result
 
         claim_results = None
@@ -603,7 +607,7 @@ class ClaimPlan:
             for c in self.claims:
                 for m in c.all_mutants():
                     outs = [outcome(c, ch, f"mutant:{m.name}") for ch in c.checks]
-                    mutant_results.append(mutant_result(c, m, outs, secs(outs), self.mode))
+                    mutant_results.append(mutant_result(c, m, outs, _secs(outs), self.mode))
         return ClusterRun(claim_results, mutant_results, cont, extra)
 
 
