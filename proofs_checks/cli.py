@@ -450,6 +450,7 @@ def show_cmd(claim_id, json_path, store_dir, refresh):
                                 "derivation": info.get("steps") or [], "derivation_error": info.get("error"),
                                 "derivation_from": how, "obligations": info.get("obligations") or [],
                                 "assumptions": info.get("assumptions") or [], "provenance": info.get("provenance") or {},
+                                "hypotheses": info.get("hypotheses") or e.get("hypotheses") or [],
                                 "legend": info.get("legend") or {}, "store": str(store.root),
                                 "last_result_path": str(last_path), "last_result": last})
         return

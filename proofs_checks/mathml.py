@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from html.entities import html5 as _HTML5_ENTITIES
 from typing import Any
 
-__all__ = ["MATHML_NS", "latex_to_mathml", "sympy_to_mathml", "expr_mathml", "safe_mathml"]
+__all__ = ["MATHML_NS", "latex_text", "latex_to_mathml", "sympy_to_mathml", "expr_mathml", "safe_mathml"]
 
 MATHML_NS = "http://www.w3.org/1998/Math/MathML"
 
@@ -139,3 +139,32 @@ def expr_mathml(expr: Any, latex: str | None) -> str:
         return latex_to_mathml(latex) or sympy_to_mathml(expr) or ""
     except Exception:  # pragma: no cover - printing must never break a report
         return ""
+
+
+_L2T = None
+
+
+def latex_text(latex: str | None) -> str:
+    r"""LaTeX as readable Unicode text for a terminal (``pylatexenc``): ``\frac{a}{b}`` → ``a/b``,
+    ``\Gamma_N^{-1}`` → ``Γ_N^-1``, ``\sum`` → ``∑``. Norm bars ``\|x\|`` become ``‖x‖``. Never
+    raises: LaTeX it cannot read is returned as written.
+
+        >>> latex_text(r"\text{If } T \ge 2\text{, then } \sum_t S_t = 1")
+        'If T ≥ 2, then ∑_t S_t = 1'
+        >>> latex_text(r"\|l\| \to \infty")
+        '‖l‖ → ∞'
+    """
+    global _L2T
+    if not latex:
+        return ""
+    src = str(latex).replace(r"\|", "‖").replace(r"\lVert", "‖").replace(r"\rVert", "‖")
+    try:
+        if _L2T is None:
+            from pylatexenc.latex2text import LatexNodes2Text
+
+            _L2T = LatexNodes2Text(math_mode="text", strict_latex_spaces=True)
+        out = _L2T.latex_to_text(src)
+    except Exception:  # pragma: no cover - a terminal still gets the LaTeX
+        return str(latex)
+    out = re.sub(r"\s*([≥≤∈→≽≼≠⟺⟹⟸])\s*", r" \1 ", out)  # relations stand apart, as on paper
+    return re.sub(r"[ \t]+", " ", out).strip()

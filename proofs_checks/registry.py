@@ -28,6 +28,12 @@ from typing import Any, Callable, Iterable
 from theory.derivation import Derivation
 
 __all__ = [
+    "EVIDENCE",
+    "Clause",
+    "Counterexample",
+    "Hypothesis",
+    "evidence_summary",
+    "render_statement",
     "KINDS",
     "LAYERS",
     "MUTANT_KINDS",
@@ -60,7 +66,12 @@ MUTANT_KINDS = (
     "wrong solver output",
     "wrong formula",
     "erratum as stated",
+    "hypothesis dropped",
 )
+#: what establishes a clause, strongest first (see :class:`Clause`)
+EVIDENCE = ("derived", "derived_at", "checked", "cited", "assumed")
+EVIDENCE_WORDS = {"derived": "derived", "derived_at": "derived at", "checked": "checked", "cited": "cited",
+                  "assumed": "assumed"}
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
 
@@ -70,7 +81,7 @@ class RegistryError(ValueError):
         >>> Mutant("m", "typo kind", "2x", 2.0)
         Traceback (most recent call last):
         ...
-        proofs_checks.registry.RegistryError: mutant 'm': kind must be one of ('wrong constant', 'dropped term', 'extra term', 'swapped index', 'wrong axis', 'sign flip', 'wrong norm', 'wrong solver output', 'wrong formula', 'erratum as stated')
+        proofs_checks.registry.RegistryError: mutant 'm': kind must be one of ('wrong constant', 'dropped term', 'extra term', 'swapped index', 'wrong axis', 'sign flip', 'wrong norm', 'wrong solver output', 'wrong formula', 'erratum as stated', 'hypothesis dropped')
     """
 
 
@@ -290,10 +301,186 @@ class Mutant:
     description: str
     form: Any
     exempt: str = ""
+    hypothesis: str = ""  # a statement mutant: the name of the hypothesis it drops (form unused)
 
     def __post_init__(self):
         if self.kind not in MUTANT_KINDS:
             raise RegistryError(f"mutant {self.name!r}: kind must be one of {MUTANT_KINDS}")
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A concrete instance on which a claim's statement *with one hypothesis dropped* is false.
+
+    ``instance`` names the instance (JSON-able values: numbers, short strings); ``clause`` the
+    clause it violates; ``shows`` what was computed on it, in words ("S₁ stays 0.525 while
+    ‖l‖ → ∞"); ``violated`` whether the computation found the clause false there (computed, never
+    typed in: a counterexample function that cannot show the violation returns ``False`` and the
+    hypothesis is reported "not shown necessary"); ``error``/``tolerance`` the measured violation
+    and the threshold it must exceed (``error > tolerance`` is the violation), with
+    ``justification`` saying why the threshold is what it is.
+
+        >>> cx = Counterexample({"T": 1}, "open_interval", "S = 1 at T = 1, not in (0, 1)", violated=True,
+        ...                     error=1.0, tolerance=0.0)
+        >>> cx.to_json()["clause"], cx.violated
+        ('open_interval', True)
+    """
+
+    instance: dict[str, Any]
+    clause: str
+    shows: str
+    violated: bool
+    error: float = math.nan
+    tolerance: float = math.nan
+    justification: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        def num(v):
+            v = float(v)
+            return v if math.isfinite(v) else (None if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+        return {"instance": {str(k): (v if isinstance(v, (str, int, bool)) or v is None else
+                                      (num(v) if isinstance(v, float) else str(v))) for k, v in self.instance.items()},
+                "clause": self.clause, "shows": self.shows, "violated": bool(self.violated),
+                "error": num(self.error), "tolerance": num(self.tolerance), "justification": self.justification}
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A named hypothesis of a claim's statement.
+
+    latex           the hypothesis in LaTeX (rendered in HTML, JSON, and in the terminal as Unicode).
+    text            optional plain words for the terminal (else the LaTeX rendered as Unicode).
+    counterexample  ``fn(ctx) -> Counterexample``: builds an instance that satisfies the other
+                    hypotheses but not this one and computes that a clause fails there: the
+                    *statement mutant* "the claim without this hypothesis", which the suite must
+                    refute. ``None`` where no such instance is shown: then ``necessary_note`` says
+                    why (e.g. "part of the setting: the clauses are not defined without it"), and
+                    every view says "not shown necessary".
+    layer           the layer of the counterexample's computation (exact/SymPy: "symbolic").
+
+        >>> h = Hypothesis("T_ge_2", r"T \\ge 2", necessary_note="boundary of the setting")
+        >>> h.name, h.counterexample is None
+        ('T_ge_2', True)
+    """
+
+    name: str
+    latex: str
+    text: str = ""
+    counterexample: Callable[[Any], Counterexample] | None = None
+    necessary_note: str = ""
+    layer: str = "numeric"
+
+    def __post_init__(self):
+        if not _NAME.match(self.name or ""):
+            raise RegistryError(f"hypothesis {self.name!r}: a name is letters, digits and _ (a letter first)")
+        if not str(self.latex or "").strip():
+            raise RegistryError(f"hypothesis {self.name!r}: missing latex")
+        if self.layer not in LAYERS:
+            raise RegistryError(f"hypothesis {self.name!r}: layer must be one of {LAYERS}")
+
+
+@dataclass(frozen=True)
+class Clause:
+    """A named conclusion of a claim's statement and what establishes it.
+
+    evidence  one of :data:`EVIDENCE`:
+              ``derived`` (SymPy, for symbolic sizes: every size the hypotheses allow),
+              ``derived_at`` (SymPy at the fixed sizes ``scope`` lists),
+              ``checked`` (numeric or trained checks over the ranges ``scope`` lists),
+              ``cited`` (a named theorem: ``scope`` gives the reference and what is taken from it),
+              ``assumed`` (taken as a premise, neither derived nor checked nor cited).
+    scope     the sizes, ranges or reference, in words ("every T ≥ 2", "T = 3, d = 2",
+              "d ≤ 8, 3 seeds", "Zhang–Frei–Bartlett (JMLR 2024) Thm 4.1: gradient flow converges").
+    checks    names of the claim's checks (or ``"derivation"``) that establish it.
+    also      further evidence of the same clause, as ``((evidence, scope), ...)`` (a clause derived
+              at T = 3 and checked for T ≤ 257 says both; its weakest is shown in summaries).
+
+        >>> c = Clause("sums_to_one", r"\\sum_t S_t = 1", "derived", "every T ≥ 1", ("derivation",))
+        >>> c.evidence_text()
+        'derived (every T ≥ 1)'
+    """
+
+    name: str
+    latex: str
+    evidence: str
+    scope: str
+    checks: tuple[str, ...] = ()
+    text: str = ""
+    also: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        if not _NAME.match(self.name or ""):
+            raise RegistryError(f"clause {self.name!r}: a name is letters, digits and _ (a letter first)")
+        if not str(self.latex or "").strip():
+            raise RegistryError(f"clause {self.name!r}: missing latex")
+        for ev, sc in ((self.evidence, self.scope),) + tuple(self.also):
+            if ev not in EVIDENCE:
+                raise RegistryError(f"clause {self.name!r}: evidence must be one of {EVIDENCE}, got {ev!r}")
+            if not str(sc or "").strip():
+                raise RegistryError(f"clause {self.name!r}: evidence {ev!r} needs a scope (sizes, ranges or reference)")
+        object.__setattr__(self, "checks", tuple(self.checks))
+        object.__setattr__(self, "also", tuple(tuple(a) for a in self.also))
+
+    def evidences(self) -> list[tuple[str, str]]:
+        """``[(evidence, scope)]``: the main one first, then ``also``."""
+        return [(self.evidence, self.scope)] + [tuple(a) for a in self.also]
+
+    def best(self) -> tuple[str, str]:
+        """The strongest evidence this clause has (a clause derived in general and also checked is
+        general): the clause is as strong as its best support."""
+        return min(self.evidences(), key=lambda e: EVIDENCE.index(e[0]))
+
+    def evidence_text(self) -> str:
+        return "; ".join(f"{EVIDENCE_WORDS[e]} ({s})" for e, s in self.evidences())
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best()
+        return {"name": self.name, "latex": self.latex, "text": self.text or None, "evidence": best[0],
+                "scope": best[1], "checks": list(self.checks),
+                "all_evidence": [{"evidence": e, "scope": s} for e, s in self.evidences()]}
+
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def evidence_summary(clauses: Iterable[Clause]) -> str:
+    """One line: each claim's weakest evidence. ``general`` when every clause is derived for every
+    size; otherwise the clauses' non-general evidence, weakest kind first, with their scopes.
+
+        >>> evidence_summary([Clause("a", "x", "derived", "every T")])
+        'general'
+        >>> evidence_summary([Clause("a", "x", "derived", "every T"), Clause("b", "y", "derived_at", "d = 2"),
+        ...                   Clause("c", "z", "cited", "ZFB Thm 4.1")])
+        'cited from ZFB Thm 4.1 (c) · derived at d = 2 (b)'
+        >>> evidence_summary([Clause("a", "x", "derived_at", "T = 3", also=(("checked", "T ≤ 257"),))])
+        'derived at T = 3, checked T ≤ 257 (a)'
+    """
+    clauses = list(clauses)
+    if not clauses:
+        return "scope not declared"
+    weak = [c for c in clauses if c.best()[0] != "derived"]
+    if not weak:
+        return "general"
+    weak.sort(key=lambda c: -EVIDENCE.index(c.best()[0]))
+    words = {"derived": "derived", "cited": "cited from", "assumed": "assumed:", "checked": "checked",
+             "derived_at": "derived at"}
+    return " · ".join(", ".join(f"{words[e]} {s}" for e, s in c.evidences()) + f" ({c.name})" for c in weak)
+
+
+def render_statement(hypotheses: Iterable[Hypothesis], clauses: Iterable[Clause]) -> str:
+    r"""The displayed statement in LaTeX, rendered from the hypotheses and clauses: every
+    hypothesis and every conclusion is in the text the user reads.
+
+        >>> render_statement([Hypothesis("t", r"T \ge 2")], [Clause("c", r"S_t \in (0,1)", "derived", "all T")])
+        '\\text{If } T \\ge 2\\text{, then } S_t \\in (0,1)'
+    """
+    hyps = [h.latex for h in hypotheses]
+    cls = [c.latex for c in clauses]
+    body = r";\ ".join(cls)
+    if not hyps:
+        return body
+    return r"\text{If } " + r",\ ".join(hyps) + r"\text{, then } " + body
 
 
 @dataclass(frozen=True)
@@ -309,6 +496,12 @@ class Claim:
     stated_statement  erratum only: LaTeX of the statement as the lecture notes state it.
     no_symbolic       why this claim has no derivation and symbolic check ('' when it has both).
     no_numeric        why this claim has no numeric or trained check ('' when it has one).
+    hypotheses        the statement's hypotheses (:class:`Hypothesis`), each with the counterexample
+                      that shows it necessary (a *statement mutant*) or why none is shown.
+    clauses           the statement's conclusions (:class:`Clause`), each with its evidence and scope.
+                      With clauses, the displayed ``statement`` is rendered from hypotheses and
+                      clauses (:func:`render_statement`); pass ``statement=""``.
+    no_hypotheses     why the statement has no hypothesis ('' when it has some).
 
     >>> from theory.derivation import DerivationBuilder
     >>> ok = lambda form, ctx: compare(0.0, 0.0, "exact")
@@ -339,6 +532,45 @@ class Claim:
     notes: str = ""
     no_symbolic: str = ""
     no_numeric: str = ""
+    hypotheses: tuple[Hypothesis, ...] = ()
+    clauses: tuple[Clause, ...] = ()
+    no_hypotheses: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "hypotheses", tuple(self.hypotheses))
+        object.__setattr__(self, "clauses", tuple(self.clauses))
+        if self.clauses:
+            object.__setattr__(self, "statement", render_statement(self.hypotheses, self.clauses))
+
+    @property
+    def declared(self) -> bool:
+        """The claim declares its clauses (else one clause ``statement`` stands for the whole text)."""
+        return bool(self.clauses)
+
+    def statement_clauses(self) -> tuple[Clause, ...]:
+        """The declared clauses, or for a claim that declares none (an older plugin) one clause
+        ``statement`` whose scope says that nothing was declared."""
+        if self.clauses:
+            return self.clauses
+        layers = {c.layer for c in self.checks}
+        ev = "checked" if layers - {"symbolic"} else "derived_at"
+        return (Clause("statement", self.statement or "?", ev, "not declared by the claim (sizes and ranges are "
+                       "those of its checks)", tuple(c.name for c in self.checks)),)
+
+    def evidence_summary(self) -> str:
+        """One line of the claim's weakest evidence (see :func:`evidence_summary`)."""
+        return evidence_summary(self.clauses) if self.clauses else "scope not declared"
+
+    def statement_mutants(self) -> tuple[Mutant, ...]:
+        """One *statement mutant* per hypothesis that carries a counterexample: the statement with
+        that hypothesis dropped, refuted by the counterexample's computation."""
+        return tuple(Mutant(f"without_{h.name}", "hypothesis dropped",
+                            f"the statement without the hypothesis {h.name}: {h.text or h.latex}",
+                            DroppedHypothesis(h.name), hypothesis=h.name)
+                     for h in self.hypotheses if h.counterexample is not None)
+
+    def hypothesis(self, name: str) -> Hypothesis:
+        return next(h for h in self.hypotheses if h.name == name)
 
     @property
     def group(self) -> str:
@@ -349,11 +581,12 @@ class Claim:
         return self.kind in ("evidence", "conjecture")
 
     def all_mutants(self) -> tuple[Mutant, ...]:
-        """The planted mutants plus, for an erratum, the seed's stated form."""
+        """The planted mutants plus, for an erratum, the seed's stated form, plus one statement
+        mutant per hypothesis with a counterexample (:meth:`statement_mutants`)."""
         extra: tuple[Mutant, ...] = ()
         if self.kind == "erratum":
             extra = (Mutant("as-stated-in-notes", "erratum as stated", self.stated_statement or "the form as stated in the lecture notes", self.stated),)
-        return tuple(self.mutants) + extra
+        return tuple(self.mutants) + extra + self.statement_mutants()
 
     def validate(self) -> None:
         """Raise :class:`RegistryError` naming what is missing."""
@@ -382,6 +615,7 @@ class Claim:
         for c in self.checks:
             if not isinstance(c, Check):
                 raise RegistryError(f"{where}: checks must be Check objects, got {type(c).__name__}")
+        self._validate_statement(where, set(names))
         if not self.is_evidence:
             layers = {c.layer for c in self.checks}
             a_kind = ("an " if self.kind[:1] in "aeiou" else "a ") + self.kind
@@ -394,6 +628,41 @@ class Claim:
             if not self.no_numeric.strip() and not (layers - {"symbolic"}):
                 raise RegistryError(f"{where}: no numeric or trained check: {a_kind} needs one independent of "
                                     'SymPy, or no_numeric="why it has none"')
+
+
+    def _validate_statement(self, where: str, check_names: set[str]) -> None:
+        for h in self.hypotheses:
+            if not isinstance(h, Hypothesis):
+                raise RegistryError(f"{where}: hypotheses must be Hypothesis objects, got {type(h).__name__}")
+            if h.counterexample is None and not h.necessary_note.strip():
+                raise RegistryError(f"{where}: hypothesis {h.name!r} has no counterexample: give one "
+                                    "(counterexample=fn) or say why none is shown (necessary_note=...)")
+        for c in self.clauses:
+            if not isinstance(c, Clause):
+                raise RegistryError(f"{where}: clauses must be Clause objects, got {type(c).__name__}")
+            unknown = [n for n in c.checks if n not in check_names and n != "derivation"]
+            if unknown:
+                raise RegistryError(f"{where}: clause {c.name!r} names unknown checks {unknown} "
+                                    f"(the claim's checks: {sorted(check_names)}, or 'derivation')")
+            if "derivation" in c.checks and self.derivation is None:
+                raise RegistryError(f"{where}: clause {c.name!r} names 'derivation' but the claim has none")
+        for what, items in (("hypothesis", self.hypotheses), ("clause", self.clauses)):
+            n = [x.name for x in items]
+            if len(set(n)) != len(n):
+                raise RegistryError(f"{where}: duplicate {what} names {n}")
+        if self.hypotheses and self.no_hypotheses.strip():
+            raise RegistryError(f"{where}: hypotheses and no_hypotheses both given")
+        if self.clauses and not self.hypotheses and not self.no_hypotheses.strip():
+            raise RegistryError(f"{where}: clauses but no hypotheses: name them, or say why there are none "
+                                '(no_hypotheses="...")')
+
+
+@dataclass(frozen=True)
+class DroppedHypothesis:
+    """The ``form`` of a statement mutant: it names the hypothesis dropped; the runner runs that
+    hypothesis's counterexample instead of the claim's checks."""
+
+    name: str
 
 
 class Registry:

@@ -27,13 +27,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from proofs_checks.context import RunContext, identity_token
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, SkipCheck, default_resolution
+from proofs_checks.registry import (Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Mutant, SkipCheck,
+                                    default_resolution)
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
            "claim_result", "mutant_result", "exit_code", "obligation_status", "refuse_mutants",
            "refused_mutant", "refusal_reason", "claim_counts_kills", "STATUSES", "FAILING",
-           "INCONCLUSIVE"]
+           "INCONCLUSIVE", "run_counterexample", "counterexample_json", "statement_json"]
 
 STATUSES = ("verified", "refuted", "error", "incomplete", "evidence", "undecided")
 #: statuses that make ``tverify run`` exit 1
@@ -108,6 +109,12 @@ class ClaimResult:
     seed: int = 0
     device: str = "cpu"
     message: str = ""
+    statement: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def evidence(self) -> str:
+        """The claim's weakest evidence in one line ("general", "derived at T = 3 (…)")."""
+        return str(self.statement.get("evidence_summary") or "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,6 +123,10 @@ class ClaimResult:
             "title": self.title,
             "status": self.status,
             "message": self.message,
+            "evidence_summary": self.evidence or None,
+            "hypotheses": self.statement.get("hypotheses") or [],
+            "clauses": self.statement.get("clauses") or [],
+            "assumptions": self.statement.get("assumptions") or [],
             "supports": self.supports,
             "seconds": round(self.seconds, 4),
             "mode": self.mode,
@@ -249,7 +260,70 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+#: the name of the outcome of a statement mutant's counterexample in the kill matrix
+COUNTEREXAMPLE = "counterexample"
+
+
+def run_counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome:
+    """Run the counterexample of hypothesis ``name``: the statement mutant "``claim`` without
+    ``name``" is *rejected* (outcome ``failed``) when the computation finds the named clause false
+    on the instance, and survives (``passed``) when it does not. A crash is an ``error`` outcome
+    (never a rejection); a clause name that the claim does not have is an error too."""
+    h = claim.hypothesis(name)
+    cctx = ctx.for_check(claim.id, f"{COUNTEREXAMPLE}:{name}", scope=identity_token(h.counterexample))
+    cctx.device = "cpu"
+    t0 = time.perf_counter()
+    try:
+        cx = h.counterexample(cctx)
+    except SkipCheck as exc:
+        return CheckOutcome(COUNTEREXAMPLE, h.layer, "skipped", CheckResult(None, skip_reason=str(exc)))
+    except (Exception, SystemExit, GeneratorExit) as exc:
+        return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None, error_message=f"{type(exc).__name__}: {exc}",
+                            traceback=traceback.format_exc())
+    if not isinstance(cx, Counterexample):
+        return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None,
+                            error_message=f"counterexample returned {type(cx).__name__}, not Counterexample")
+    clause_names = {c.name for c in claim.statement_clauses()}
+    if cx.clause not in clause_names:
+        return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None,
+                            error_message=f"counterexample names clause {cx.clause!r}, not one of {sorted(clause_names)}")
+    err = float(cx.error) if math.isfinite(float(cx.error)) else (math.inf if cx.violated else 0.0)
+    tol = float(cx.tolerance) if math.isfinite(float(cx.tolerance)) else 0.0
+    res = CheckResult(not cx.violated, error=err, tolerance=tol,
+                      justification=cx.justification or cx.shows,
+                      details={"counterexample": cx.to_json(), **_jsonable(dict(cx.details))},
+                      seeds=(cctx.seed_for(),), reason="" if cx.violated else "the instance does not violate the clause")
+    res.seconds = time.perf_counter() - t0
+    res.resolution, res.resolution_units = default_resolution(res.error, res.tolerance)
+    return CheckOutcome(COUNTEREXAMPLE, h.layer, "failed" if cx.violated else "passed", res)
+
+
+def counterexample_json(claim: Claim, ctx: RunContext | None = None) -> list[dict[str, Any]]:
+    """The hypotheses of ``claim`` as JSON, each with its computed counterexample (``counterexample``:
+    the instance and the violated clause, ``necessary: true``) or ``necessary: false`` and the
+    reason none is shown."""
+    ctx = ctx or RunContext(mode="quick")
+    out = []
+    for h in claim.hypotheses:
+        item: dict[str, Any] = {"name": h.name, "latex": h.latex, "text": h.text or None}
+        if h.counterexample is None:
+            item.update(necessary=False, counterexample=None, why_not_shown=h.necessary_note)
+        else:
+            o = run_counterexample(claim, h.name, ctx)
+            cx = (o.result.details.get("counterexample") if o.result is not None else None)
+            item.update(necessary=o.status == "failed", counterexample=cx,
+                        why_not_shown=None if o.status == "failed" else
+                        (o.error_message or (o.result.reason if o.result else "") or o.status))
+        out.append(item)
+    return out
+
+
 def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckOutcome:
+    if isinstance(form, DroppedHypothesis):  # a statement mutant: its counterexample, once, in place of the checks
+        if check is claim.checks[0]:
+            return run_counterexample(claim, form.name, ctx)
+        return CheckOutcome(check.name, check.layer, "skipped",
+                            CheckResult(None, skip_reason="a statement mutant is refuted by its counterexample"))
     # the check function's identity keys its cached references: a claim redefined under the same id (a
     # notebook cell run again) read the old derivation's reference and was verified or refuted by it
     cctx = ctx.for_check(claim.id, check.name, scope=identity_token(check.fn))
@@ -326,8 +400,12 @@ def _step_dicts(d: Any) -> list[dict[str, str]]:
             text = str(getattr(s, "text", s))
         except Exception:
             text = "(step text could not be printed)"
+        try:
+            pretty = s.pretty() if hasattr(s, "pretty") else ""
+        except Exception:
+            pretty = ""
         steps.append({"text": text, "latex": latex, "mathml": mathml, "how": getattr(s, "how", "derived"),
-                      "role": getattr(s, "role", ""), "compact": compact})
+                      "role": getattr(s, "role", ""), "compact": compact, "pretty": pretty})
     return steps
 
 
@@ -350,7 +428,9 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     info["steps"] = _step_dicts(d)
     info["provenance"] = dict(getattr(d, "provenance", {}) or {})
     info["legend"] = dict(getattr(d, "legend", {}) or {})
-    info["assumptions"] = [s["text"] for s in info["steps"] if s["how"] == "assumed"]
+    texts = getattr(d, "assumption_texts", None)
+    info["assumptions"] = (list(texts()) if callable(texts) else
+                           [s["text"] for s in info["steps"] if s["how"] == "assumed"])
     if obligations:
         try:
             info["obligations"] = [r.to_json() for r in d.check_obligations()]
@@ -410,7 +490,28 @@ def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: 
         seed=ctx.seed,
         device=ctx.device,
         message=message,
+        statement=statement_json(claim, ctx, info),
     )
+
+
+def statement_json(claim: Claim, ctx: RunContext | None = None, info: dict[str, Any] | None = None,
+                   *, counterexamples: bool = True) -> dict[str, Any]:
+    """The claim's statement as data: ``hypotheses`` (each with its counterexample, computed, or
+    ``necessary: false``), ``clauses`` (each with ``evidence`` and ``scope``), ``evidence_summary``,
+    ``declared`` (false for a claim that declares no clauses) and ``assumptions`` (every assumed step
+    of the derivation, inherited ones included, when ``info`` is given)."""
+    if counterexamples:
+        hyps = counterexample_json(claim, ctx)
+    else:
+        hyps = [{"name": h.name, "latex": h.latex, "text": h.text or None,
+                 "necessary": None if h.counterexample is not None else False,
+                 "why_not_shown": None if h.counterexample is not None else h.necessary_note} for h in claim.hypotheses]
+    out = {"hypotheses": hyps, "clauses": [c.to_json() for c in claim.statement_clauses()],
+           "evidence_summary": claim.evidence_summary(), "declared": claim.declared,
+           "no_hypotheses": claim.no_hypotheses or None}
+    if info is not None:
+        out["assumptions"] = list(info.get("assumptions") or [])
+    return out
 
 
 def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcome], derr: str | None,
@@ -478,6 +579,8 @@ def mutant_result(claim: Claim, mutant: Mutant, outcomes: list[CheckOutcome], se
     """The kill-matrix row of ``mutant`` from its outcomes on the claim's checks (the check with
     the largest rejection margin is the killer). :func:`run_mutant` ends with it;
     :mod:`proofs_checks.distributed.cluster` calls it with outcomes computed on workers."""
+    if mutant.hypothesis:  # a statement mutant: only its counterexample's outcome is a row of the matrix
+        outcomes = [o for o in outcomes if o.name == COUNTEREXAMPLE]
     rejecting = [o for o in outcomes if o.status == "failed" and o.result is not None]
     best = None
     for o in rejecting:

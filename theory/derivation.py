@@ -57,6 +57,25 @@ class Step:
         """LaTeX of the compact form ('' when there is none)."""
         return _latex(self.compact)
 
+    def pretty(self, limit: int = 4000) -> str:
+        """The expression in SymPy's Unicode pretty form, for a terminal ('' when the step is text
+        only or the form would be longer than ``limit`` characters; the LaTeX is then shown).
+
+            >>> print(Step("x", sp.Symbol("x") ** 2 / 2).pretty().replace(" ", "."))
+            .2
+            x.
+            ──
+            2.
+        """
+        expr = self.compact if self.compact is not None and not isinstance(self.compact, str) else self.expr
+        if expr is None or isinstance(expr, str):
+            return ""
+        try:
+            out = sp.pretty(expr, use_unicode=True, wrap_line=False)
+        except Exception:  # pragma: no cover - printing must never break a report
+            return ""
+        return out if len(out) <= limit else ""
+
 
 def _latex(expr: Any) -> str:
     if expr is None:
@@ -416,6 +435,7 @@ class Derivation:
     obligations: tuple[Obligation, ...] = ()
     provenance: dict[str, str] = field(default_factory=dict)
     legend: dict[str, str] = field(default_factory=dict)
+    inherited: tuple[tuple[str, Step], ...] = ()
 
     def __iter__(self):
         return iter(self.steps)
@@ -426,8 +446,21 @@ class Derivation:
 
     @property
     def assumptions(self) -> tuple[Step, ...]:
-        """The typed-in steps (definitions, premises, constants, bounds)."""
-        return tuple(s for s in self.steps if s.how == "assumed")
+        """The typed-in steps (definitions, premises, constants, bounds), own and inherited (from a
+        derivation this one builds on, :meth:`DerivationBuilder.inherit`)."""
+        return tuple(s for s in self.steps if s.how == "assumed") + tuple(s for _, s in self.inherited)
+
+    def assumption_texts(self) -> list[str]:
+        """The assumptions as lines: own ones as written, inherited ones prefixed by where they come from.
+
+            >>> b = DerivationBuilder("inner"); _ = b.assume("Λ is positive definite", None)
+            >>> inner = b.done(b.step("one", sp.Integer(1)))
+            >>> outer = DerivationBuilder("outer"); outer.inherit(inner, "loss")
+            >>> outer.done(outer.step("two", sp.Integer(2))).assumption_texts()
+            ['(inherited from loss) Λ is positive definite']
+        """
+        own = [s.text for s in self.steps if s.how == "assumed"]
+        return own + [f"(inherited from {p}) {s.text}" for p, s in self.inherited]
 
     @property
     def result_derived(self) -> bool:
@@ -478,6 +511,7 @@ class DerivationBuilder:
         self._obligations: list[Obligation] = []
         self.facts: dict[str, Any] = {}
         self.legend: dict[str, str] = {}
+        self._inherited: list[tuple[str, Step]] = []
 
     def step(self, text: str, expr: Any = None, *, compact: Any = None) -> Any:
         """Record a derived step (the expression was computed by SymPy) and return its expression."""
@@ -500,9 +534,15 @@ class DerivationBuilder:
 
     def inherit(self, sub: "Derivation", prefix: str) -> None:
         """Carry the obligations of a derivation this one builds on (names prefixed,
-        ``prefix.name``), so that a claim's verdict covers its premises too."""
+        ``prefix.name``), so that a claim's verdict covers its premises too, and its assumptions
+        (own and inherited), so that no view shows "assumptions: none" for a result that rests on one."""
         for o in sub.obligations:
             self._obligations.append(Obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description))
+        for s in sub.steps:
+            if s.how == "assumed":
+                self._inherited.append((prefix, s))
+        for p, s in getattr(sub, "inherited", ()):
+            self._inherited.append((f"{prefix}.{p}", s))
 
     def symbols(self, **legend: str) -> None:
         """Explain symbols for the reader: ``b.symbols(l_t="logit of token t")``."""
@@ -551,4 +591,4 @@ class DerivationBuilder:
         derived = [s.expr for s in self._steps if s.how == "derived" and s.expr is not None]
         provenance = {str(k): ("derived" if any(_same(v, e) for e in derived) else "assumed") for k, v in entries}
         return Derivation(self.title, tuple(self._steps), result, dict(self.facts), tuple(self._obligations),
-                          provenance, dict(self.legend))
+                          provenance, dict(self.legend), tuple(self._inherited))

@@ -11,7 +11,8 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
+                                    register, worst)
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import attention as ta
@@ -67,10 +68,33 @@ def _softmax_numeric(form, ctx) -> CheckResult:
                     seeds=[ctx.seed_for()], sizes={"batch": B, "T": T})
 
 
+def _softmax_T1(ctx) -> Counterexample:
+    """Without T ≥ 2: one token, S = 1 exactly, so the open-interval clause fails."""
+    p = na.softmax(np.array([[0.3]]))
+    s1 = float(p[0, 0])
+    return Counterexample({"T": 1, "l": "(0.3)"}, "open_interval", f"S_1 = {s1:g}: not in (0, 1)",
+                          violated=not (0.0 < s1 < 1.0),
+                          justification="S_1 = 1 is the upper end of the interval: exactly, not up to rounding")
+
+
 register(Claim(
     id="attn.softmax_simplex",
     title="Softmax maps logits to the simplex; Jacobian diag(p) − ppᵀ",
-    statement=r"S(l)_t=\frac{e^{l_t}}{\sum_\tau e^{l_\tau}}=\frac{1}{1+\sum_{\tau\ne t}e^{-(l_t-l_\tau)}}\in(0,1),\ \sum_t S_t=1,\ S(l+c\mathbf 1)=S(l),\ \partial S/\partial l=\operatorname{diag}(p)-pp^\top\succeq0,\ (\operatorname{diag}(p)-pp^\top)\mathbf 1=0",
+    statement="",
+    hypotheses=(
+        Hypothesis("finite_logits", r"l \in \mathbb{R}^T \text{ (finite logits)}",
+                   necessary_note="part of the setting: S(l) is not defined for an infinite logit"),
+        Hypothesis("T_ge_2", r"T \ge 2", "at least two tokens (for the open interval)", counterexample=_softmax_T1),
+    ),
+    clauses=(
+        Clause("open_interval", r"S(l)_t=\frac{e^{l_t}}{\sum_\tau e^{l_\tau}}\in(0,1)", "derived_at", "T = 3",
+               ("derivation", "simplex_and_jacobian"), also=(("checked", "T = 7, logits up to ±750"),)),
+        Clause("sums_to_one", r"\sum_t S_t=1,\ S(l+c\mathbf 1)=S(l)", "derived_at", "T = 3",
+               ("derivation", "simplex_and_jacobian"), also=(("checked", "T = 7, logits up to ±750"),)),
+        Clause("jacobian", r"\partial S/\partial l=\operatorname{diag}(p)-pp^\top\succeq0,\ (\operatorname{diag}(p)-pp^\top)\mathbf 1=0",
+               "derived_at", "T = 3 (derivation), T = 4 (symbolic check)", ("derivation", "jacobian_vs_sympy", "simplex_and_jacobian"),
+               also=(("checked", "T = 7 against autograd"),)),
+    ),
     source="lecture notes 000, 001, 003; Vaswani et al. (2017)",
     kind="identity",
     form={"softmax": na.softmax, "jacobian": na.softmax_jacobian},

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 __all__ = ["SCHEMA", "LAYERS", "source_fingerprint", "entry", "build", "render_markdown", "repo_docs_dir",
-           "load_fresh", "save_cache", "cache_derivation", "select_entries", "UnknownPatternError", "write_docs"]
+           "load_fresh", "necessity_text", "save_cache", "cache_derivation", "select_entries", "UnknownPatternError", "write_docs"]
 
 SCHEMA = 1
 LAYERS = ("symbolic", "numeric", "trained")
@@ -92,7 +92,11 @@ def _plugin_fingerprint(h) -> None:
 
 
 def entry(claim: Any) -> dict[str, Any]:
-    """The catalogue entry of a registered claim (no derivation)."""
+    """The catalogue entry of a registered claim (no derivation; the hypotheses without their
+    computed counterexamples, which :func:`derivation` adds)."""
+    from proofs_checks.runner import statement_json
+
+    st = statement_json(claim, counterexamples=False)
     return {
         "id": claim.id,
         "group": claim.id.split(".", 1)[0],
@@ -102,6 +106,11 @@ def entry(claim: Any) -> dict[str, Any]:
         "stated_statement": claim.stated_statement or None,
         "source": claim.source,
         "notes": claim.notes or None,
+        "hypotheses": st["hypotheses"],
+        "no_hypotheses": st["no_hypotheses"],
+        "clauses": st["clauses"],
+        "evidence_summary": st["evidence_summary"],
+        "declared": st["declared"],
         "no_symbolic": getattr(claim, "no_symbolic", "") or None,
         "no_numeric": getattr(claim, "no_numeric", "") or None,
         "checks": [{"name": ch.name, "layer": ch.layer, "description": ch.description,
@@ -120,10 +129,13 @@ def _clean_derivation(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def derivation(claim: Any) -> dict[str, Any]:
-    """The claim's derivation (steps, obligations evaluated, provenance, legend, assumptions)."""
-    from proofs_checks.runner import derivation_info
+    """The claim's derivation (steps, obligations evaluated, provenance, legend, assumptions) and its
+    hypotheses with their counterexamples computed (``hypotheses``)."""
+    from proofs_checks.runner import counterexample_json, derivation_info
 
-    return _clean_derivation(derivation_info(claim))
+    info = _clean_derivation(derivation_info(claim))
+    info["hypotheses"] = counterexample_json(claim)
+    return info
 
 
 def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: str | None = None) -> dict[str, Any]:
@@ -198,6 +210,21 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines += ["", f"## Group `{group}`"]
         lines += ["", f"### {e['id']}", "", f"**{_md_escape(e['title'])}** — {e['kind']}", ""]
         lines += [f"- Statement: ${e['statement']}$"]
+        hyps = (e.get("derivation") or {}).get("hypotheses") or e.get("hypotheses") or []
+        if hyps:
+            lines += ["- Hypotheses:"]
+            for h in hyps:
+                lines += [f"  - `{h['name']}`: ${h['latex']}$ — {necessity_text(h)}"]
+        elif e.get("no_hypotheses"):
+            lines += [f"- Hypotheses: none ({e['no_hypotheses']})"]
+        if e.get("clauses"):
+            lines += ["- Clauses:"]
+            for c in e["clauses"]:
+                ev = "; ".join(f"{a['evidence'].replace('_', ' ')} ({a['scope']})" for a in c.get("all_evidence") or
+                               [{"evidence": c["evidence"], "scope": c["scope"]}])
+                lines += [f"  - `{c['name']}`: ${c['latex']}$ — {ev}"]
+        if e.get("evidence_summary"):
+            lines += [f"- Evidence: {e['evidence_summary']}"]
         if e.get("stated_statement"):
             lines += [f"- As stated in the seed (refuted): ${e['stated_statement']}$"]
         lines += [f"- Source: {e['source']}"]
@@ -219,6 +246,18 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines += [f"  - `{m['name']}` ({m['kind']}): {m['description']}{ex}"]
     lines.append("")
     return "\n".join(lines)
+
+
+def necessity_text(h: dict[str, Any]) -> str:
+    """How a hypothesis (JSON) earns its place, in words: its counterexample, or "not shown necessary"."""
+    cx = h.get("counterexample")
+    if h.get("necessary") and cx:
+        inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
+        return f"dropping it breaks `{cx.get('clause')}`: {inst}: {cx.get('shows')}"
+    if h.get("necessary") is None:
+        return "counterexample computed by `tverify show`/`mutants`"
+    why = h.get("why_not_shown") or ""
+    return "not shown necessary" + (f" ({why})" if why else "")
 
 
 def repo_docs_dir() -> Path:
