@@ -240,12 +240,50 @@ def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress
 
 
 def _summary_table(results):
-    t = _table("tverify results", ("claim", "kind", "status", "max err/tol", "s", "note"))
+    t = _table("tverify results", ("claim", "kind", "status", "evidence", "max err/tol", "s", "note"))
     for r in results:
         ratio = r.max_error_ratio
-        t.add_row(r.id, r.kind, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+        t.add_row(r.id, r.kind, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]", _esc(r.evidence[:200]),
                   "–" if ratio != ratio else f"{ratio:.2g}", f"{r.seconds:.2f}", _esc(r.message[:160]))
     return t
+
+
+def _statement_lines(e: dict[str, Any], hyps: list[dict[str, Any]], latex: bool) -> list[str]:
+    """The statement as the terminal shows it: each hypothesis (with its counterexample or "not
+    shown necessary"), each clause with its evidence and scope, the weakest evidence. Maths in
+    Unicode (``--latex``: as written)."""
+    from proofs_checks.mathml import latex_text
+
+    math = (lambda x: str(x or "")) if latex else latex_text
+    lines = []
+    if hyps:
+        lines.append("  [bold]hypotheses[/]")
+        for h in hyps:
+            words = f" — {_esc(h['text'])}" if h.get("text") else ""
+            lines.append(f"    {_esc(h['name'])}: {_esc(math(h.get('latex')))}{words}")
+            cx = h.get("counterexample")
+            if h.get("necessary") and cx:
+                inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
+                lines.append(f"        [dim]dropped:[/] {_esc(inst)} breaks [italic]{_esc(cx.get('clause'))}[/]: "
+                             f"{_esc(cx.get('shows'))}")
+            elif h.get("necessary") is None:
+                lines.append("        [dim]counterexample: computed by `tverify show` / `tverify mutants`[/]")
+            else:
+                why = h.get("why_not_shown") or ""
+                lines.append(f"        [yellow]not shown necessary[/]" + (f" ({_esc(why)})" if why else ""))
+    elif e.get("no_hypotheses"):
+        lines.append(f"  [bold]hypotheses[/]: none ({_esc(e['no_hypotheses'])})")
+    clauses = e.get("clauses") or []
+    if clauses:
+        lines.append("  [bold]clauses[/]")
+        for c in clauses:
+            lines.append(f"    {_esc(c['name'])}: {_esc(math(c.get('latex')))}")
+            ev = c.get("evidence_text") or f"{c.get('evidence')} {c.get('scope')}"
+            by = f" [dim]by {', '.join(c.get('checks') or [])}[/]" if c.get("checks") else ""
+            lines.append(f"        {_esc(ev)}{by}")
+    if e.get("evidence_summary"):
+        lines.append(f"  [bold]evidence[/]: {_esc(e['evidence_summary'])}")
+    return lines
 
 
 def _layer_cell(m, layer: str) -> str:
@@ -434,8 +472,9 @@ def _fmt_num(x: Any) -> str:
 @click.argument("claim_id")
 @_json_flag_option
 @click.option("--refresh", is_flag=True, help="Recompute from the registry (ignore every cached catalogue).")
+@click.option("--latex", "as_latex", is_flag=True, help="Print statements and steps as LaTeX (default: Unicode maths).")
 @_store_option
-def show_cmd(claim_id, json_path, store_dir, refresh):
+def show_cmd(claim_id, json_path, store_dir, refresh, as_latex):
     """Show a claim: statement, source, derivation (each step derived or assumed; the assumptions;
     the obligations and their residuals; provenance; legend), checks, mutants, and its last result."""
     from proofs_checks.store import load_last
@@ -456,11 +495,16 @@ def show_cmd(claim_id, json_path, store_dir, refresh):
         return
     out = _console()
     p = out.print
+    from proofs_checks.mathml import latex_text
+
+    math = (lambda x: str(x or "")) if as_latex else latex_text
     p(f"[bold]{_esc(e['id'])}[/] — {_esc(e['title'])}  ({e['kind']})")
     p(f"source: {_esc(e['source'])}")
-    p(f"statement: {_esc(e['statement'])}")
+    p(f"statement: {_esc(math(e['statement']))}")
+    for line in _statement_lines(e, info.get("hypotheses") or e.get("hypotheses") or [], as_latex):
+        p(line)
     if e.get("stated_statement"):
-        p(f"as stated in the seed (refuted): {_esc(e['stated_statement'])}")
+        p(f"as stated in the lecture notes (refuted): {_esc(math(e['stated_statement']))}")
     if e.get("notes"):
         p(f"notes: {_esc(e['notes'])}")
     steps = info.get("steps") or []
@@ -469,7 +513,13 @@ def show_cmd(claim_id, json_path, store_dir, refresh):
         p("  none: no symbolic derivation for this claim")
     for i, s in enumerate(steps, 1):
         tag = "[yellow]assumed[/]" if s.get("how") == "assumed" else "[green]derived[/]"
-        p(f"  {i}. [{tag}] {_esc(s.get('text'))}" + (f"\n       {_esc(s['latex'])}" if s.get("latex") else ""))
+        if as_latex or not (s.get("pretty") or s.get("latex")):
+            body = f"\n       {_esc(s['latex'])}" if s.get("latex") else ""
+        elif s.get("pretty"):
+            body = "\n" + "\n".join("       " + _esc(line) for line in str(s["pretty"]).splitlines())
+        else:
+            body = f"\n       {_esc(latex_text(s['latex']))}"
+        p(f"  {i}. [{tag}] {_esc(s.get('text'))}" + body)
     if info.get("error"):
         p(f"[red]derivation error: {_esc(info['error'])}[/]")
     assumptions = info.get("assumptions") or []
@@ -602,6 +652,8 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
         click.echo(f"tverify: {line}", err=True)
     doc = _mutants_document(res, claims, mode=mode, seed=seed, device=device)
     doc["refused"] = refusals
+    doc["not_shown_necessary"] = [{"claim": c.id, "hypothesis": h.name, "why": h.necessary_note}
+                                  for c in claims for h in c.hypotheses if h.counterexample is None]
     cont_ok = True
     if continuous:
         if cluster:
@@ -615,6 +667,12 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")
     con.print(_mutant_table(res, doc["summary"], mode))
+    n_stmt = sum(1 for r in res if r.kind == "hypothesis dropped")
+    if n_stmt or doc["not_shown_necessary"]:
+        con.print(f"statement mutants (a hypothesis dropped, refuted by its counterexample): "
+                  f"{sum(r.killed for r in res if r.kind == 'hypothesis dropped')}/{n_stmt} killed")
+    for x in doc["not_shown_necessary"]:
+        con.print(f"  {_esc(x['claim'])}: hypothesis {_esc(x['hypothesis'])} not shown necessary ({_esc(x['why'])})")
     for cid, v in (doc.get("continuous") or {}).items():
         if "skipped" in v:
             con.print(f"continuous {_esc(cid)}: not run ({_esc(v['skipped'])})")

@@ -70,8 +70,7 @@ MUTANT_KINDS = (
 )
 #: what establishes a clause, strongest first (see :class:`Clause`)
 EVIDENCE = ("derived", "derived_at", "checked", "cited", "assumed")
-EVIDENCE_WORDS = {"derived": "derived", "derived_at": "derived at", "checked": "checked", "cited": "cited",
-                  "assumed": "assumed"}
+
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
 
@@ -398,7 +397,7 @@ class Clause:
 
         >>> c = Clause("sums_to_one", r"\\sum_t S_t = 1", "derived", "every T ≥ 1", ("derivation",))
         >>> c.evidence_text()
-        'derived (every T ≥ 1)'
+        'derived every T ≥ 1'
     """
 
     name: str
@@ -432,12 +431,12 @@ class Clause:
         return min(self.evidences(), key=lambda e: EVIDENCE.index(e[0]))
 
     def evidence_text(self) -> str:
-        return "; ".join(f"{EVIDENCE_WORDS[e]} ({s})" for e, s in self.evidences())
+        return evidence_words(self.evidences())
 
     def to_json(self) -> dict[str, Any]:
         best = self.best()
         return {"name": self.name, "latex": self.latex, "text": self.text or None, "evidence": best[0],
-                "scope": best[1], "checks": list(self.checks),
+                "scope": best[1], "checks": list(self.checks), "evidence_text": self.evidence_text(),
                 "all_evidence": [{"evidence": e, "scope": s} for e, s in self.evidences()]}
 
 
@@ -463,9 +462,17 @@ def evidence_summary(clauses: Iterable[Clause]) -> str:
     if not weak:
         return "general"
     weak.sort(key=lambda c: -EVIDENCE.index(c.best()[0]))
+    groups: dict[str, list[str]] = {}
+    for c in weak:  # clauses with the same evidence are named together
+        groups.setdefault(evidence_words(c.evidences()), []).append(c.name)
+    return " · ".join(f"{text} ({', '.join(names)})" for text, names in groups.items())
+
+
+def evidence_words(evidences: Iterable[tuple[str, str]]) -> str:
+    """``[("derived_at", "T = 3"), ("checked", "T ≤ 8")]`` → ``'derived at T = 3, checked T ≤ 8'``."""
     words = {"derived": "derived", "cited": "cited from", "assumed": "assumed:", "checked": "checked",
              "derived_at": "derived at"}
-    return " · ".join(", ".join(f"{words[e]} {s}" for e, s in c.evidences()) + f" ({c.name})" for c in weak)
+    return ", ".join(f"{words[e]} {s}" for e, s in evidences)
 
 
 def render_statement(hypotheses: Iterable[Hypothesis], clauses: Iterable[Clause]) -> str:

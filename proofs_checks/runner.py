@@ -34,7 +34,7 @@ from theory.validation import InputError
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
            "claim_result", "mutant_result", "exit_code", "obligation_status", "refuse_mutants",
            "refused_mutant", "refusal_reason", "claim_counts_kills", "STATUSES", "FAILING",
-           "INCONCLUSIVE", "run_counterexample", "counterexample_json", "statement_json"]
+           "INCONCLUSIVE", "run_counterexample", "counterexample_json", "necessity_text", "statement_json"]
 
 STATUSES = ("verified", "refuted", "error", "incomplete", "evidence", "undecided")
 #: statuses that make ``tverify run`` exit 1
@@ -126,6 +126,7 @@ class ClaimResult:
             "evidence_summary": self.evidence or None,
             "hypotheses": self.statement.get("hypotheses") or [],
             "clauses": self.statement.get("clauses") or [],
+            "no_hypotheses": self.statement.get("no_hypotheses"),
             "assumptions": self.statement.get("assumptions") or [],
             "supports": self.supports,
             "seconds": round(self.seconds, 4),
@@ -296,6 +297,18 @@ def run_counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome
     res.seconds = time.perf_counter() - t0
     res.resolution, res.resolution_units = default_resolution(res.error, res.tolerance)
     return CheckOutcome(COUNTEREXAMPLE, h.layer, "failed" if cx.violated else "passed", res)
+
+
+def necessity_text(h: dict[str, Any]) -> str:
+    """How a hypothesis (JSON) earns its place, in words: its counterexample, or "not shown necessary"."""
+    cx = h.get("counterexample")
+    if h.get("necessary") and cx:
+        inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
+        return f"dropping it breaks `{cx.get('clause')}`: {inst}: {cx.get('shows')}"
+    if h.get("necessary") is None:
+        return "counterexample computed by `tverify show`/`mutants`"
+    why = h.get("why_not_shown") or ""
+    return "not shown necessary" + (f" ({why})" if why else "")
 
 
 def counterexample_json(claim: Claim, ctx: RunContext | None = None) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 __all__ = ["SCHEMA", "LAYERS", "source_fingerprint", "entry", "build", "render_markdown", "repo_docs_dir",
-           "load_fresh", "necessity_text", "save_cache", "cache_derivation", "select_entries", "UnknownPatternError", "write_docs"]
+           "load_fresh", "save_cache", "cache_derivation", "select_entries", "UnknownPatternError", "write_docs"]
 
 SCHEMA = 1
 LAYERS = ("symbolic", "numeric", "trained")
@@ -210,6 +210,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines += ["", f"## Group `{group}`"]
         lines += ["", f"### {e['id']}", "", f"**{_md_escape(e['title'])}** — {e['kind']}", ""]
         lines += [f"- Statement: ${e['statement']}$"]
+        from proofs_checks.runner import necessity_text
+
         hyps = (e.get("derivation") or {}).get("hypotheses") or e.get("hypotheses") or []
         if hyps:
             lines += ["- Hypotheses:"]
@@ -220,13 +222,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if e.get("clauses"):
             lines += ["- Clauses:"]
             for c in e["clauses"]:
-                ev = "; ".join(f"{a['evidence'].replace('_', ' ')} ({a['scope']})" for a in c.get("all_evidence") or
-                               [{"evidence": c["evidence"], "scope": c["scope"]}])
+                ev = c.get("evidence_text") or f"{c['evidence']} {c['scope']}"
                 lines += [f"  - `{c['name']}`: ${c['latex']}$ — {ev}"]
         if e.get("evidence_summary"):
             lines += [f"- Evidence: {e['evidence_summary']}"]
         if e.get("stated_statement"):
-            lines += [f"- As stated in the seed (refuted): ${e['stated_statement']}$"]
+            lines += [f"- As stated in the lecture notes (refuted): ${e['stated_statement']}$"]
         lines += [f"- Source: {e['source']}"]
         if e.get("notes"):
             lines += [f"- Notes: {e['notes']}"]
@@ -246,18 +247,6 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines += [f"  - `{m['name']}` ({m['kind']}): {m['description']}{ex}"]
     lines.append("")
     return "\n".join(lines)
-
-
-def necessity_text(h: dict[str, Any]) -> str:
-    """How a hypothesis (JSON) earns its place, in words: its counterexample, or "not shown necessary"."""
-    cx = h.get("counterexample")
-    if h.get("necessary") and cx:
-        inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
-        return f"dropping it breaks `{cx.get('clause')}`: {inst}: {cx.get('shows')}"
-    if h.get("necessary") is None:
-        return "counterexample computed by `tverify show`/`mutants`"
-    why = h.get("why_not_shown") or ""
-    return "not shown necessary" + (f" ({why})" if why else "")
 
 
 def repo_docs_dir() -> Path:

@@ -320,6 +320,7 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
     else:
         b.append("<h2>Statement</h2>")
         b.append(statement_html(r.get("statement")) or '<p class="dim">(no statement recorded)</p>')
+    b.append(_statement_parts_html(r))
     if r.get("notes"):
         b.append(f"<p><b>Notes.</b> {_e(r['notes'])}</p>")
     if r.get("derivation") or r.get("derivation_error"):
@@ -351,6 +352,42 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
     b.append(f"<p class=dim>Base seed {_e(rdoc.get('seed'))}; every check derives its own seeds from it "
              f"(seeds used: {_e(', '.join(map(str, seeds)) or '–')}).</p>")
     return "\n".join(b)
+
+
+def _statement_parts_html(r: dict[str, Any]) -> str:
+    """Hypotheses (each with the counterexample that shows it necessary, or "not shown necessary")
+    and clauses (each with its evidence and scope) of a claim's result."""
+    b = []
+    hyps = r.get("hypotheses") or []
+    if hyps:
+        rows = []
+        for h in hyps:
+            cx = h.get("counterexample")
+            if h.get("necessary") and cx:
+                inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
+                why = f"dropping it breaks <i>{_e(cx.get('clause'))}</i>: {_e(inst)}: {_e(cx.get('shows'))}"
+            else:
+                why = '<span class="dim">not shown necessary</span>' + (
+                    f" ({_e(h.get('why_not_shown'))})" if h.get("why_not_shown") else "")
+            rows.append(f"<tr><td>{_e(h.get('name'))}</td><td>{math_html(h.get('latex'), display='inline')}"
+                        f"{'<div class=dim>' + _e(h['text']) + '</div>' if h.get('text') else ''}</td><td>{why}</td></tr>")
+        b.append("<h3>Hypotheses</h3><table><tr><th>hypothesis</th><th>statement</th><th>necessary?</th></tr>"
+                 + "".join(rows) + "</table>")
+    elif r.get("no_hypotheses"):
+        b.append(f"<p><b>Hypotheses:</b> none ({_e(r['no_hypotheses'])})</p>")
+    clauses = r.get("clauses") or []
+    if clauses:
+        rows = [f"<tr><td>{_e(c.get('name'))}</td><td>{math_html(c.get('latex'), display='inline')}</td>"
+                f"<td>{_e(c.get('evidence_text') or c.get('evidence'))}</td><td>{_e(', '.join(c.get('checks') or []))}</td></tr>"
+                for c in clauses]
+        b.append("<h3>Clauses</h3><table><tr><th>clause</th><th>statement</th><th>evidence and scope</th><th>by</th></tr>"
+                 + "".join(rows) + "</table>")
+    if r.get("evidence_summary"):
+        b.append(f"<p><b>Evidence:</b> {_e(r['evidence_summary'])}</p>")
+    if r.get("assumptions"):
+        b.append("<p><b>Assumptions</b> (taken, not derived; inherited ones included):</p><ul>"
+                 + "".join(f"<li>{_e(a)}</li>" for a in r["assumptions"]) + "</ul>")
+    return "".join(b)
 
 
 def _margin(entry: dict[str, Any]) -> float | None:
@@ -476,7 +513,8 @@ def _index_body(doc: dict[str, Any]) -> str:
         cid = str(r.get("id"))
         rows.append(
             f'<tr><td><a href="{quote(claim_page(cid))}">{_e(cid)}</a><div class=dim>{_e(r.get("title"))}</div></td>'
-            f"<td>{_e(r.get('kind'))}</td><td>{_e(r.get('source'))}</td><td>{_status_badge(r)}</td>"
+            f"<td>{_e(r.get('kind'))}</td><td>{_e(r.get('source'))}</td><td>{_status_badge(r)}"
+            f"<div class=dim>{_e(r.get('evidence_summary') or '')}</div></td>"
             f"<td class=num>{_err_vs_tol(_worst_check(r))}</td>{_best_res_cells(r)}<td class=num>{_num(r.get('seconds'))}</td>"
             f"<td>{_e(r.get('device'))}</td></tr>")
     b.append("<table><tr><th>claim</th><th>kind</th><th>source</th><th>status</th><th>max error vs tolerance</th>"

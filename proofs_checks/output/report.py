@@ -158,6 +158,21 @@ def _markdown_obligations(obligations: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _markdown_statement(r: dict[str, Any]) -> list[str]:
+    """Hypotheses (with counterexamples), clauses (with evidence and scope) and assumptions."""
+    from proofs_checks.runner import necessity_text
+
+    lines: list[str] = []
+    if r.get("hypotheses"):
+        lines += ["Hypotheses:", ""] + [f"- `{h['name']}`: ${h['latex']}$ — {necessity_text(h)}" for h in r["hypotheses"]] + [""]
+    if r.get("clauses"):
+        lines += ["Clauses:", ""] + [f"- `{c['name']}`: ${c['latex']}$ — {c.get('evidence_text') or c.get('evidence')}"
+                                     for c in r["clauses"]] + [""]
+    if r.get("assumptions"):
+        lines += ["Assumptions (taken, not derived; inherited ones included):", ""] + [f"- {a}" for a in r["assumptions"]] + [""]
+    return lines
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     """Markdown rendering of a results document (summary table, then one section per claim)."""
     lines = [
@@ -168,17 +183,20 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "",
         "Summary: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["summary"].items())),
         "",
-        "| claim | kind | status | max error/tol | seconds |",
-        "|---|---|---|---|---|",
+        "| claim | kind | status | evidence | max error/tol | seconds |",
+        "|---|---|---|---|---|---|",
     ]
     for r in doc["results"]:
-        lines.append(f"| [{r['id']}](#{r['id'].replace('.', '')}) | {r['kind']} | **{r['status']}** | {_fmt(r.get('max_error_ratio'))} | {r['seconds']:.2f} |")
+        ev = str(r.get("evidence_summary") or "").replace("|", "\\|")
+        lines.append(f"| [{r['id']}](#{r['id'].replace('.', '')}) | {r['kind']} | **{r['status']}** | {ev} | "
+                     f"{_fmt(r.get('max_error_ratio'))} | {r['seconds']:.2f} |")
     for r in doc["results"]:
         lines += ["", f"## {r['id']}", "", f"**{r['title']}** ({r['kind']}; {r.get('source') or ''})", ""]
         if r.get("statement"):
             lines += [f"Statement: ${r['statement']}$", ""]
         if r.get("stated_statement"):
-            lines += [f"As stated in the seed: ${r['stated_statement']}$", ""]
+            lines += [f"As stated in the lecture notes: ${r['stated_statement']}$", ""]
+        lines += _markdown_statement(r)
         lines += [f"Status: **{r['status']}** {r.get('message') or ''}", ""]
         if r.get("derivation"):
             lines.append("Derivation:")
@@ -189,7 +207,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if r.get("derivation_error"):
             lines += [f"Derivation error: `{r['derivation_error']}`", ""]
         lines += _markdown_obligations(r.get("obligations") or [])
-        for label, key in (("Checks", "checks"), ("Checks on the seed's stated form", "stated_checks")):
+        for label, key in (("Checks", "checks"), ("Checks on the form as stated in the lecture notes", "stated_checks")):
             if not r.get(key):
                 continue
             lines += [f"{label}:", "", "| check | layer | status | error | tolerance | resolution | justification | seeds | sizes | s |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -250,7 +268,7 @@ def _markdown_errata(doc: dict[str, Any]) -> list[str]:
     lines = ["", "## Errata", ""]
     for r in errata:
         lines += [f"### Erratum {r['id']}", "", f"{r.get('title') or ''} ({r.get('source') or ''}); status **{r['status']}**.", ""]
-        lines += [f"- As stated in the seed: ${r.get('stated_statement') or '?'}$"]
+        lines += [f"- As stated in the lecture notes: ${r.get('stated_statement') or '?'}$"]
         refuting = [c for c in r.get("stated_checks") or [] if c.get("status") == "failed"]
         if refuting:
             for c in refuting:
