@@ -57,6 +57,7 @@ from theory.derivation import Derivation, DerivationBuilder, Obligation
 
 __all__ = [
     "Claim", "Check", "Mutant", "CheckResult", "SkipCheck", "RegistryError", "RunContext", "register",
+    "Hypothesis", "Clause", "Counterexample",
     "KINDS", "LAYERS", "MUTANT_KINDS",
     "Derivation", "DerivationBuilder", "Obligation",
     "compare", "exact", "rounding", "z_test", "seed_spread", "worst", "largest", "smallest",

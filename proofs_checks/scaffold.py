@@ -64,8 +64,8 @@ See docs/extending.md of transformer-theory-verify for every name used here.
 import numpy as np
 import sympy as sp
 
-from proofs_checks.plugin import (Claim, DerivationBuilder, Mutant, compare, matches_derivation, numeric, register,
-                                  rounding, worst)
+from proofs_checks.plugin import (Claim, Clause, DerivationBuilder, Hypothesis, Mutant, compare, matches_derivation,
+                                  numeric, register, rounding, worst)
 
 EPS = float(np.finfo(float).eps)
 
@@ -122,7 +122,15 @@ def autograd(form, ctx):
 CLAIM = register(Claim(
     id="{claim_id}",
     title="The derivative of softplus is the logistic sigmoid",
-    statement=r"\\frac{{d}}{{dx}}\\log(1+e^x)=\\sigma(x)=\\frac{{1}}{{1+e^{{-x}}}}",
+    statement="",  # rendered from the hypotheses and clauses (docs/statements.md of transformer-theory-verify)
+    hypotheses=(
+        Hypothesis("x_real", r"x \\in \\mathbb{{R}}", necessary_note="the setting: both sides are defined for real x"),
+    ),
+    clauses=(
+        Clause("derivative", r"\\frac{{d}}{{dx}}\\log(1+e^x)=\\sigma(x)=\\frac{{1}}{{1+e^{{-x}}}}", "derived",
+               "every real x (x stays a symbol)", ("derivation", "finite_difference", "autograd"),
+               also=(("checked", "x uniform in [-8, 8], 2000 points"),)),
+    ),
     source="calculus (replace with your paper / notes)",
     kind="identity",
     form=form,

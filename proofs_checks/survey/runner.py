@@ -1,6 +1,11 @@
-"""Runs survey entries: a pinned install per release (``pip install --no-deps --target
-<cache>/<package>-<version>``, reused when the running environment already has that exact version),
-then the worker in its own subprocess with a time limit. Every failure is a row, never a crash."""
+"""Runs survey entries: a pinned install per release into ``<cache>/<package>-<version>`` (reused when
+the running environment already has that exact version), then the worker in its own subprocess with a
+time limit. Every failure is a row, never a crash.
+
+The install resolves the release's dependencies against the running environment first
+(``pip install --dry-run --report``): what the environment lacks (einops, loguru, regex, ...) is
+installed beside the release, each pinned to the version pip resolved, all ``--no-deps`` into the
+release's folder; torch, numpy and CUDA wheels always come from the running environment."""
 
 from __future__ import annotations
 
@@ -34,18 +39,58 @@ def _in_env(spec: str) -> bool:
         return False
 
 
+#: written into a release's folder once its install (with its dependencies) is complete
+MARKER = ".tverify-installed-deps"
+#: never installed beside a release: the running environment's (a second torch or numpy would shadow it)
+_FROM_ENV = ("torch", "numpy", "triton")
+
+
+def _missing_dependencies(spec: str, timeout: float) -> tuple[list[str] | None, str | None]:
+    """The pins (``name==version``) that installing ``spec`` into the running environment would add,
+    besides ``spec`` itself and the packages of :data:`_FROM_ENV` (and ``nvidia-*``), or (None, why)."""
+    with tempfile.TemporaryDirectory(prefix="tverify-resolve-") as d:
+        report = Path(d) / "report.json"
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-input", "--disable-pip-version-check", "-q",
+               "--report", str(report), spec]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"resolving the dependencies of {spec} ran past {timeout:.0f}s"
+        if p.returncode != 0:
+            lines = [ln for ln in (p.stderr or p.stdout).splitlines() if ln.startswith("ERROR")]
+            return None, f"resolving the dependencies of {spec} failed: {(lines[-1] if lines else 'pip failed')[:300]}"
+        try:
+            items = json.loads(report.read_text(encoding="utf-8")).get("install") or []
+        except (OSError, ValueError) as exc:
+            return None, f"resolving the dependencies of {spec}: unreadable pip report ({exc})"
+    own = spec.partition("==")[0].lower().replace("_", "-")
+    pins = []
+    for it in items:
+        meta = it.get("metadata") or {}
+        name, ver = str(meta.get("name") or ""), str(meta.get("version") or "")
+        key = name.lower().replace("_", "-")
+        if not name or key == own or key in _FROM_ENV or key.startswith("nvidia-"):
+            continue
+        pins.append(f"{name}=={ver}")
+    return sorted(pins), None
+
+
 def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str | None]:
-    """The folder holding ``spec`` (installed now if absent), or (None, why)."""
+    """The folder holding ``spec`` and the dependencies the running environment lacks (installed now
+    if absent), or (None, why)."""
     folder = cache / spec.replace("==", "-")
-    if (folder / ".tverify-installed").exists():
+    if (folder / MARKER).exists():
         return folder, None
+    deps, why = _missing_dependencies(spec, timeout)
+    if deps is None:
+        return None, why
     try:
         cache.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=cache))
     except OSError as exc:
         return None, f"cannot create the install cache {cache}: {exc.strerror or exc}"
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check", "-q",
-           "--target", str(tmp), spec]
+           "--target", str(tmp), spec, *deps]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -57,7 +102,7 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         why = (lines[-1] if lines else (p.stderr.strip().splitlines() or ["pip failed"])[-1]).strip()
         return None, f"pip install {spec} failed: {why[:300]}"
     try:
-        (tmp / ".tverify-installed").write_text(" ".join(cmd) + "\n", encoding="utf-8")
+        (tmp / MARKER).write_text(" ".join(cmd) + "\n", encoding="utf-8")
         if folder.exists():
             _rm(folder)
         os.replace(tmp, folder)
@@ -83,7 +128,7 @@ def prepare(entry: Entry, cache: Path, *, install: bool, timeout: float) -> tupl
             notes.append(f"{spec} (running environment)")
             continue
         folder = cache / spec.replace("==", "-")
-        if not install and not (folder / ".tverify-installed").exists():
+        if not install and not (folder / MARKER).exists():
             return paths, notes, f"{spec} is not in the running environment nor the cache (--no-install)"
         got, why = _install(spec, cache, timeout)
         if got is None:
