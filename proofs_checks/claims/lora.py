@@ -11,7 +11,7 @@ from torch import nn
 from numerics import lora as nl
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._attention_common import Resolved
@@ -24,6 +24,8 @@ from theory import lora as tl
 
 # (d_out, d_in, r, alpha): alpha/r != 1 everywhere so a scale error shows
 _CONFIGS = [(8, 6, 2, 16.0), (5, 7, 3, 1.0), (12, 12, 4, 8.0), (3, 9, 1, 2.0)]
+#: (d, k, r) at which SymPy expands the minors of BA (the rank clauses' derived scope)
+_RANK_SIZES = ((3, 3, 1), (3, 4, 2))
 
 
 def _symbolic(form, ctx) -> CheckResult:
@@ -51,8 +53,11 @@ def _symbolic(form, ctx) -> CheckResult:
     R.prop("count", float(largest(abs(form["count"](a, b, c) - poly(a, b, c))
                                   for a in (1, 3, 64, 768) for b in (2, 5, 64, 3072) for c in (1, 4, 8) if c <= smallest(a, b))),
            "difference of the trainable-parameter count (an integer)")
-    ranks = {f"{D}x{K} r={R}": int(tl.derive_lora_rank(D, K, R).result) for D, K, R in ((3, 3, 1), (3, 4, 2))}
-    R.prop("nonzero_minors_of_order_r_plus_1", float(sum(ranks.values())), "count of nonzero minors of order r+1 (derived 0)")
+    rank_dv = {f"{D}x{K} r={R}": tl.derive_lora_rank(D, K, R) for D, K, R in _RANK_SIZES}
+    R.prop("nonzero_minors_of_order_r_plus_1", float(sum(int(v.result) for v in rank_dv.values())),
+           "count of nonzero minors of order r+1 (derived 0)")
+    R.prop("leading_r_minor_identically_zero", float(sum(sp.expand(v.facts["leading_r_minor"]) == 0 for v in rank_dv.values())),
+           "count of sizes whose leading r×r minor of BA expands to 0 (derived: a nonzero polynomial, rank r generically)")
     tol = 32 * (n + largest(d, k)) * EPS
     return R.result(tol, "float64 rounding of products of O(1) entries summed over n+max(d,k) terms "
                     "(32·(n+max(d,k))·eps, relative to max(1, max|grad|)); counts and minors exact",
@@ -106,6 +111,8 @@ def _torch_module(form, ctx) -> CheckResult:
             sv = torch.linalg.svdvals(Wm - base.weight).cpu().numpy()
             R.prop(f"singular_values_beyond_r[{i}]", float(sv[r:].max() / largest(sv[0], 1.0)) if len(sv) > r else 0.0,
                    "singular value of the update beyond rank r, relative to max(1, σ_1)")
+            R.prop(f"rank_below_r[{i}]", float(sv[r - 1] <= 1e-8 * sv[0]),
+                   "indicator that σ_r of the update (random A, B) is ≤ 1e-8·σ_1 (rank < r: not generic)")
     kmax = largest(c[1] for c in _CONFIGS)
     tol = 64 * kmax * EPS
     return R.result(tol, f"float64 rounding of length-{kmax} dot products (64·k·eps, relative); "
@@ -186,12 +193,107 @@ def _trained(form, ctx) -> CheckResult:
                      seeds=seeds, sizes={"S": S, "steps": steps, "d": d, "k": k, "r": r}, device=str(dev), details=details)
 
 
+def _cx_rank_range(ctx) -> Counterexample:
+    """Without r ≤ min(d, k): d = 3, k = 2, r = 3; random A, B give rank(sBA) = 2 < r (a d×k matrix
+    has rank ≤ min(d, k)), so the generic-rank clause fails (the bound rank ≤ r still holds)."""
+    d, k, r, alpha = 3, 2, 3, 2.0
+    rng = ctx.rng("rank_range")
+    B, A = rng.normal(size=(d, r)), rng.normal(size=(r, k))
+    rank = int(np.linalg.matrix_rank(nl.merge_weight(np.zeros((d, k)), A, B, alpha, r)))
+    return Counterexample({"d": d, "k": k, "r": r, "alpha": alpha, "A, B": "Gaussian"}, "rank_generic",
+                          f"rank(sBA) = {rank} < r = {r} for Gaussian A, B", violated=rank < r,
+                          error=float(r - rank), tolerance=0.0,
+                          justification="matrix_rank with NumPy's default tolerance on a 3×2 matrix of O(1) entries; "
+                                        "rank ≤ min(d, k) = 2 holds for every A, B, so no draw reaches r = 3")
+
+
+def _cx_alpha(ctx) -> Counterexample:
+    """Without α > 0: α = 0 makes the update sBA = 0 for every A, B (rank 0 < r)."""
+    d, k, r = 4, 3, 2
+    rng = ctx.rng("alpha")
+    B, A = rng.normal(size=(d, r)), rng.normal(size=(r, k))
+    rank = int(np.linalg.matrix_rank(nl.merge_weight(np.zeros((d, k)), A, B, 0.0, r)))
+    return Counterexample({"d": d, "k": k, "r": r, "alpha": 0.0}, "rank_generic",
+                          f"rank(sBA) = {rank} < r = {r}: with α = 0 the adapter never changes the layer",
+                          violated=rank < r, error=float(r - rank), tolerance=0.0, justification="exact: s = 0")
+
+
+def _base(d, k, seed):
+    g = generator(seed)
+    base = nn.Linear(k, d, dtype=torch.float64)
+    with torch.no_grad():
+        base.weight.copy_(torch.randn(d, k, generator=g, dtype=torch.float64) / np.sqrt(k))
+        base.bias.copy_(torch.randn(d, generator=g, dtype=torch.float64))
+    return base, g
+
+
+def _cx_B_zero(ctx) -> Counterexample:
+    """Without B₀ = 0: B Gaussian at init; the adapter's output differs from the base layer's."""
+    d, k, r, alpha = 5, 4, 2, 4.0
+    base, g = _base(d, k, ctx.seed_for("B_zero"))
+    lora = nl.LoRALinear(base, r, alpha, generator=g, init_B="normal")
+    X = torch.randn(8, k, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        gap = float((lora(X) - base(X)).abs().max() / base(X).abs().max().clamp_min(1.0))
+    tol = 64 * k * EPS
+    return Counterexample({"d": d, "k": k, "r": r, "alpha": alpha, "B_0": "Gaussian"}, "init_equals_base",
+                          f"max |f_init(x) − f_W0(x)| = {gap:.3g} (relative to max(1, |f_W0|)) on 8 inputs",
+                          violated=gap > tol, error=gap, tolerance=tol,
+                          justification="float64 rounding of length-k dot products (64·k·eps, relative)")
+
+
+def _cx_frozen(ctx) -> Counterexample:
+    """Without the base frozen: the optimiser also trains W₀ and its bias, d·k + d more parameters."""
+    d, k, r, alpha = 5, 4, 2, 4.0
+    base, g = _base(d, k, ctx.seed_for("frozen"))
+    n = nl.count_trainable(nl.LoRALinear(base, r, alpha, generator=g, freeze_base=False))
+    want = nl.trainable_count(d, k, r)
+    return Counterexample({"d": d, "k": k, "r": r, "base": "trainable"}, "trainable_count",
+                          f"Σ numel over requires_grad = {n}, not r(d + k) = {want}", violated=n != want,
+                          error=float(abs(n - want)), tolerance=0.0, justification="exact integer count")
+
+
+_SIZES_RUN = "(d, k, r) ∈ {(8, 6, 2), (5, 7, 3), (12, 12, 4), (3, 9, 1)} (first three at --quick), n = 64 inputs (16 at --quick)"
+_TRAINED = "d = 6, k = 5, r = 2, 6 Adam-trained seeds (3 at --quick)"
+
+
 register(Claim(
     id="lora.low_rank",
-    title="LoRA: zero-init B reproduces the base layer; rank ≤ r; merge = unmerged; r(d+k) trainables",
-    statement=r"W_0+\tfrac{\alpha}{r}BA,\ B\in\mathbb R^{d\times r},A\in\mathbb R^{r\times k},\ B_0=0:\ "
-              r"f_{\text{init}}=f_{W_0},\ \operatorname{rank}(BA)\le r,\ x(W_0+\tfrac{\alpha}{r}BA)^\top=xW_0^\top+\tfrac{\alpha}{r}(xA^\top)B^\top,\ "
-              r"\partial_A L|_{B=0}=0,\ \partial_B L=\tfrac{\alpha}{r}G^\top XA^\top,\ \#\text{trainable}=r(d+k)",
+    title="LoRA: zero-init B reproduces the base layer; rank(ΔW) ≤ r (= r generically); merge = unmerged; r(d+k) trainables",
+    statement="",
+    hypotheses=(
+        Hypothesis("shapes", r"W_0\in\mathbb R^{d\times k},\ B\in\mathbb R^{d\times r},\ A\in\mathbb R^{r\times k},\ "
+                   r"f(x)=x(W_0+\tfrac{\alpha}{r}BA)^\top+b",
+                   necessary_note="part of the setting: the adapter and its clauses are defined by these shapes"),
+        Hypothesis("rank_range", r"1\le r\le\min(d,k)", "the adapter rank is at most min(d, k)",
+                   counterexample=_cx_rank_range),
+        Hypothesis("alpha_pos", r"\alpha>0", "a positive LoRA scale α (s = α/r)", counterexample=_cx_alpha),
+        Hypothesis("B0_zero", r"B_0=0", "B initialised to zero (A₀ arbitrary, e.g. Gaussian)", counterexample=_cx_B_zero),
+        Hypothesis("base_frozen", r"W_0,\ b\ \text{frozen}", "only A and B are trained", counterexample=_cx_frozen),
+    ),
+    clauses=(
+        Clause("init_equals_base", r"f_{\text{init}}=f_{W_0}", "checked", _SIZES_RUN + "; " + _TRAINED,
+               ("torch_linear_wrapper", "trained_adapters")),
+        Clause("gradients", r"\partial_AL|_{B=0}=0,\ \partial_BL=\tfrac{\alpha}{r}G^\top XA^\top,\ \partial_AL=\tfrac{\alpha}{r}B^\top G^\top X",
+               "derived_at", "n = d = k = 2, r = 1 (derivation); n = 3, d = 3, k = 2, r = 2 (symbolic check)",
+               ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
+               also=(("checked", _SIZES_RUN + ", against autograd at B = 0"),)),
+        Clause("rank_le_r", r"\operatorname{rank}(\tfrac{\alpha}{r}BA)\le r", "derived_at",
+               "(d, k, r) = (3, 3, 1), (3, 4, 2): every (r+1)×(r+1) minor of BA expands to 0",
+               ("gradients_count_rank_vs_sympy", "torch_linear_wrapper", "trained_adapters"),
+               also=(("checked", _SIZES_RUN + " (SVD); " + _TRAINED),)),
+        Clause("rank_generic", r"\operatorname{rank}(\tfrac{\alpha}{r}BA)=r\ \text{for generic}\ A,B\ \text{(all but a null set)}",
+               "derived_at", "(d, k, r) = (3, 3, 1), (3, 4, 2): the leading r×r minor of BA is a nonzero polynomial",
+               ("gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
+               also=(("checked", _SIZES_RUN + ": σ_r > 1e-8·σ_1 for Gaussian A, B"),)),
+        Clause("merge", r"x(W_0+\tfrac{\alpha}{r}BA)^\top=xW_0^\top+\tfrac{\alpha}{r}(xA^\top)B^\top", "checked",
+               _SIZES_RUN + "; " + _TRAINED, ("torch_linear_wrapper", "trained_adapters")),
+        Clause("trainable_count", r"\#\text{trainable}=r(d+k)", "derived_at",
+               "d, k, r ∈ {1, 2} fitted to a multilinear ansatz (the ansatz is assumed), held out at (5, 3, 4), (7, 2, 3)",
+               ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
+               also=(("checked", "numel of the torch module at " + _SIZES_RUN.split(" (first")[0]
+                      + "; the formula at d ∈ {1, 3, 64, 768}, k ∈ {2, 5, 64, 3072}, r ∈ {1, 4, 8}"),)),
+    ),
     source="lecture notes 001 (fine-tuning: W ↦ W + BA); Hu et al. (2021) LoRA",
     kind="theorem",
     form={"make": nl.make_lora, "merge": nl.merge_weight, "grads": nl.lora_grads, "count": nl.trainable_count},
@@ -216,5 +318,7 @@ register(Claim(
                dict(make=lambda base, r, a, g: nl.LoRALinear(base, r, a, generator=g, freeze_base=False),
                     merge=nl.merge_weight, grads=nl.lora_grads, count=nl.trainable_count)),
     ),
-    notes="Lecture notes 001 writes W ↦ W + BA without the α/r scale of Hu et al.; the scale only reparametrises B.",
+    notes="Lecture notes 001 writes W ↦ W + BA without the α/r scale of Hu et al.; the scale only reparametrises B "
+          "(α ≠ 0). rank(BA) ≤ r holds for every r; it is an upper bound, attained for generic A, B only when "
+          "r ≤ min(d, k) (else rank ≤ min(d, k) < r), and after training the rank can be lower (e.g. B still 0).",
 ))
