@@ -103,24 +103,29 @@ def dense_weights(n: int, src, dst, w, n_graphs: int | None = None, graph=None) 
 
 
 def bellman_ford_rounds(n: int) -> int:
-    """Rounds of relaxation that suffice on ``n`` nodes: ``n − 1`` (a shortest path with
-    non-negative weights has at most ``n − 1`` edges)."""
+    """Rounds of relaxation that suffice on ``n`` nodes: ``n − 1`` (without a negative cycle
+    reachable from the source, some shortest path is simple: at most ``n − 1`` edges)."""
     return max(n - 1, 0)
 
 
-def min_aggregation_gnn(n_graphs: int, n: int, graph, src, dst, w, rounds: int, *, aggregate: str = "min") -> np.ndarray:
+def min_aggregation_gnn(n_graphs: int, n: int, graph, src, dst, w, rounds: int, *, aggregate: str = "min",
+                        allow_negative: bool = False, D0=None) -> np.ndarray:
     """All-pairs distances by a min-aggregation GNN on a batch of graphs (edge lists):
     state ``D[g, s, v]`` (distance estimate from source ``s`` to node ``v``) starts at 0 on the
-    diagonal and ``inf`` elsewhere; each round node ``v`` receives the messages ``D[g, s, u] + w``
-    over its in-edges ``u → v`` and keeps ``min(D[g, s, v], min of messages)`` (scatter-min).
-    ``aggregate="sum"`` replaces the min over messages by their sum (wrong; for a mutant).
-    Returns ``D`` of shape (G, n, n); unreachable pairs stay ``inf``."""
+    diagonal and ``inf`` elsewhere (Bellman–Ford's initialisation; ``D0`` (G, n, n) replaces it);
+    each round node ``v`` receives the messages ``D[g, s, u] + w`` over its in-edges ``u → v`` and
+    keeps ``min(D[g, s, v], min of messages)`` (scatter-min). Weights must be non-negative unless
+    ``allow_negative`` (then the result is the distance only without a negative cycle reachable
+    from the source). ``aggregate="sum"`` replaces the min over messages by their sum (wrong; for
+    a mutant). Returns ``D`` of shape (G, n, n); unreachable pairs stay ``inf``."""
     graph, src, dst = (np.asarray(a, dtype=np.int64) for a in (graph, src, dst))
     w = as_finite_array(w, "w", ndim=1)
-    require(np.all(w >= 0), "edge weights must be non-negative")
+    require(allow_negative or np.all(w >= 0), "edge weights must be non-negative (or allow_negative=True)")
     require(rounds >= 0, f"rounds must be ≥ 0, got {rounds}")
     D = np.full((n_graphs, n, n), np.inf)
     D[:, np.arange(n), np.arange(n)] = 0.0
+    if D0 is not None:
+        D = np.array(D0, dtype=np.float64).reshape(n_graphs, n, n)
     flat_dst = graph * n + dst
     for _ in range(rounds):
         msgs = D[graph, :, src] + w[:, None]  # (E, n_sources): D[g, s, u] + w(u→v)

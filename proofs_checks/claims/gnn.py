@@ -8,11 +8,11 @@ import numpy as np
 import sympy as sp
 import scipy.sparse as sps
 import torch
-from scipy.sparse.csgraph import shortest_path
+from scipy.sparse.csgraph import NegativeCycleError, shortest_path
 
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -103,11 +103,21 @@ def _complete(form, ctx) -> CheckResult:
                     seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "d": d}, device=str(dev))
 
 
+def _potential_shifted(G, n, rng):
+    """Digraphs with NEGATIVE edges and no negative cycle: weights w ∈ [0.1, 1] shifted by a random
+    potential, w'(u→v) = w + p(u) − p(v), p ∈ [0, 2]: every cycle keeps its (positive) weight."""
+    g, s, t, w = ng.random_digraph_edges(G, n, 2.5 / n, rng)
+    p = rng.uniform(0.0, 2.0, size=(G, n))
+    return g, s, t, w + p[g, s] - p[g, t]
+
+
 def _bellman_ford(form, ctx) -> CheckResult:
-    """A min-aggregation GNN run ``form["rounds"](n)`` rounds equals all-pairs shortest paths from
-    ``scipy.sparse.csgraph.shortest_path`` (Bellman–Ford and Dijkstra) on sparse random weighted
-    digraphs (positive weights; unreachable pairs must be ``inf`` in both) and on a chain whose
-    shortest path 0 → n−1 needs all n−1 hops."""
+    """A min-aggregation GNN run ``form["rounds"](n)`` rounds from Bellman–Ford's initialisation
+    equals all-pairs shortest paths from ``scipy.sparse.csgraph.shortest_path`` on (a) sparse
+    random weighted digraphs with positive weights (Bellman–Ford and Dijkstra; unreachable pairs
+    must be ``inf`` in both) and a chain whose shortest path 0 → n−1 needs all n−1 hops, and
+    (b) digraphs with negative edges but no negative cycle (potential-shifted weights; Bellman–Ford
+    and Johnson: Dijkstra does not apply)."""
     rng = ctx.rng()
     G, n = ctx.size(5, 20, 60), 10
     g, s, t, w = ng.random_digraph_edges(G, n, 1.6 / n, rng)
@@ -115,30 +125,97 @@ def _bellman_ford(form, ctx) -> CheckResult:
     g = np.concatenate([g, np.full(cs.size, G)])
     s, t, w = np.concatenate([s, cs]), np.concatenate([t, ct]), np.concatenate([w, cw])
     G += 1
-    D = np.asarray(form["min_plus"](G, n, g, s, t, w, form["rounds"](n)))
+    Gn = ctx.size(4, 12, 40)
+    gn, sn, tn, wn = _potential_shifted(Gn, n, rng)
+    rounds = form["rounds"](n)
+    batches = ((G, g, s, t, w, ("BF", "D"), {}), (Gn, gn, sn, tn, wn, ("BF", "J"), {"allow_negative": True}))
     inf_mismatch, unreachable, mine_fin, ref_fin = 0, 0, [], []
     dmax = 1.0
-    for k in range(G):
-        sel = g == k
-        A = sps.csr_matrix((w[sel], (s[sel], t[sel])), shape=(n, n))
-        for method in ("BF", "D"):
-            R = shortest_path(A, method=method, directed=True)
-            inf_mismatch += int(np.count_nonzero(np.isinf(R) != np.isinf(D[k])))
-            fin = np.isfinite(R) & np.isfinite(D[k])
-            if fin.any():
-                mine_fin.append(D[k][fin])
-                ref_fin.append(R[fin])
-                dmax = largest(dmax, float(R[fin].max()))
-        unreachable += int(np.count_nonzero(np.isinf(R)))
-    Rs = Resolved()  # finite distances relative to max(1, the largest finite shortest-path distance)
+    for Gb, gb, sb, tb, wb, methods, kw in batches:
+        D = np.asarray(form["min_plus"](Gb, n, gb, sb, tb, wb, rounds, **kw))
+        for k in range(Gb):
+            sel = gb == k
+            A = sps.csr_matrix((wb[sel], (sb[sel], tb[sel])), shape=(n, n))
+            for method in methods:
+                R = shortest_path(A, method=method, directed=True)
+                inf_mismatch += int(np.count_nonzero(np.isinf(R) != np.isinf(D[k])))
+                fin = np.isfinite(R) & np.isfinite(D[k])
+                if fin.any():
+                    mine_fin.append(D[k][fin])
+                    ref_fin.append(R[fin])
+                    dmax = largest(dmax, float(np.abs(R[fin]).max()))
+            unreachable += int(np.count_nonzero(np.isinf(R)))
+    Rs = Resolved()  # finite distances relative to max(1, the largest |finite shortest-path distance|)
     Rs.pair("finite_distance_error", np.concatenate(mine_fin) if mine_fin else np.zeros(0),
             np.concatenate(ref_fin) if ref_fin else np.zeros(0), div=dmax)
     Rs.prop("inf_pattern_mismatches", float(inf_mismatch), "count of pairs reachable in one and unreachable in the other")
     tol = 8 * n * EPS
     return Rs.result(tol, f"sums of ≤{n - 1} weights in a different order (8·n·eps relative); the "
                      "unreachable (inf) pattern must match exactly; resolution relative to scipy's shortest-path distances",
-                     seeds=[ctx.seed_for()], sizes={"graphs": G, "n": n, "edges": int(g.size)},
-                     details={"unreachable_pairs": unreachable, "rounds": int(form["rounds"](n))})
+                     seeds=[ctx.seed_for()], sizes={"graphs_positive": G, "graphs_negative_edges": Gn, "n": n,
+                                                    "edges": int(g.size + gn.size)},
+                     details={"unreachable_pairs": unreachable, "rounds": int(rounds),
+                              "negative_edges": int(np.count_nonzero(wn < 0))})
+
+
+# ---- statement counterexamples (each drops one hypothesis)
+
+_CYCLE = {"src": [0, 1, 2], "dst": [1, 2, 1], "w": [1.0, -3.0, 1.0]}  # 1 → 2 → 1 has weight −2
+
+
+def _cx_negative_cycle(ctx) -> Counterexample:
+    """Without "no negative cycle": edges 0→1 (1), 1→2 (−3), 2→1 (1); after n − 1 = 2 rounds the
+    estimate from 0 is (0, 1, −2), but it is not the distance: it violates the Bellman inequality
+    d(1) ≤ d(2) + w(2→1), another round lowers it, and scipy's Bellman–Ford reports a negative
+    cycle (the true distances to 1 and 2 are −∞)."""
+    n, z = 3, np.zeros(3, dtype=np.int64)
+    src, dst, w = (np.asarray(_CYCLE[k]) for k in ("src", "dst", "w"))
+    run = lambda r: ng.min_aggregation_gnn(1, n, z, src, dst, w, r, allow_negative=True)[0, 0]  # noqa: E731
+    d, d_next = run(ng.bellman_ford_rounds(n)), run(n)
+    slack = float(np.max(d[dst] - (d[src] + w)))  # > 0: some edge still relaxes d
+    try:
+        shortest_path(sps.csr_matrix((w, (src, dst)), shape=(n, n)), method="BF", directed=True)
+        scipy_says = "no negative cycle"
+    except NegativeCycleError:
+        scipy_says = "NegativeCycleError"
+    return Counterexample({"n": n, "edges": "0→1 (1), 1→2 (−3), 2→1 (1)", "source": 0}, "bellman_ford",
+                          f"d⁽²⁾ = ({d[0]:g}, {d[1]:g}, {d[2]:g}), d⁽³⁾ = ({d_next[0]:g}, {d_next[1]:g}, {d_next[2]:g}); "
+                          f"d(1) − (d(2) + w(2→1)) = {slack:g} > 0; scipy Bellman–Ford: {scipy_says}; dist(0, 1) = −∞",
+                          violated=slack > 0 and scipy_says == "NegativeCycleError", error=slack, tolerance=0.0,
+                          justification="a distance satisfies d(v) ≤ d(u) + w(u→v) on every edge; exact small-integer sums")
+
+
+def _cx_initialisation(ctx) -> Counterexample:
+    """Without Bellman–Ford's initialisation: starting from d⁽⁰⁾ = 0 at every node, n − 1 rounds
+    of min-aggregation keep every estimate 0 on a chain with positive weights."""
+    n = 4
+    s, t, w = ng.chain_with_shortcuts(n)
+    z = np.zeros_like(s)
+    D = ng.min_aggregation_gnn(1, n, z, s, t, w, ng.bellman_ford_rounds(n), D0=np.zeros((1, n, n)))[0]
+    R = shortest_path(sps.csr_matrix((w, (s, t)), shape=(n, n)), method="BF", directed=True)
+    fin = np.isfinite(R)
+    err = float(np.max(np.abs(np.where(fin, D - R, np.where(np.isinf(D), 0.0, np.inf)))))
+    return Counterexample({"n": n, "graph": "chain_with_shortcuts(4)", "d0": "0 at every node"}, "bellman_ford",
+                          f"d⁽³⁾(0 → 3) = {D[0, n - 1]:g} but dist(0, 3) = {R[0, n - 1]:g}", violated=err > 0,
+                          error=err, tolerance=0.0, justification="exact: sums of small integers and halves")
+
+
+def _cx_empty_neighbourhood(ctx) -> Counterexample:
+    """Without N(i) ≠ ∅: node 2 of a 3-node graph has no in-edge; the clause's neighbourhood softmax
+    there is the softmax of an all-(−∞) row, 0/0 (NaN), while the message passing returns 0."""
+    X = np.eye(3)
+    src, dst = np.array([0, 1]), np.array([1, 0])
+    out = ng.attention_message_passing(X, np.eye(3), np.eye(3), np.eye(3), src, dst)
+    logits = np.where(ng.adjacency_mask(src, dst, 3)[2], X[2] @ X.T / np.sqrt(3), -np.inf)
+    with np.errstate(invalid="ignore"):
+        alpha = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    formula = alpha @ X
+    return Counterexample({"n": 3, "edges": "0→1, 1→0 (node 2 has no in-edge)", "node": 2}, "gat_masked_softmax",
+                          f"formula at node 2: {np.array2string(formula, precision=3)} (0/0); message passing: "
+                          f"{np.array2string(out[2], precision=3)}",
+                          violated=not np.all(np.isfinite(formula)),
+                          justification="Σ_{l∈N(i)} e^{…} = 0 for an empty neighbourhood: the softmax is 0/0; "
+                                        "implementations return 0 by convention (empty scatter-sum; torch SDPA's zero row)")
 
 
 _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_mask,
@@ -146,10 +223,38 @@ _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_m
 
 register(Claim(
     id="gnn.attention_is_gnn",
-    title="Graph-masked attention is GAT-style message passing; min-aggregation GNN = Bellman–Ford",
-    statement=r"h'_i=\sum_{j\in N(i)}\frac{e^{q_i\cdot k_j/\sqrt{d_k}}}{\sum_{l\in N(i)}e^{q_i\cdot k_l/\sqrt{d_k}}}v_j"
-              r"=\big[S\big(QK^\top/\sqrt{d_k}+\log \mathbb 1[A]\big)V\big]_i,\ A=\mathbf 1\mathbf 1^\top\Rightarrow\text{dense attention};\ "
-              r"d^{(r+1)}_v=\min\big(d^{(r)}_v,\min_{u\to v}d^{(r)}_u+w_{uv}\big),\ d^{(n-1)}=\operatorname{dist}",
+    title="Graph-masked attention is GAT-style message passing; min-aggregation GNN from Bellman–Ford's initialisation "
+          "= shortest paths (no negative cycle)",
+    statement="",
+    hypotheses=(
+        Hypothesis("finite_features", r"X\in\mathbb R^{n\times d},\ W_Q,W_K,W_V \text{ finite},\ d_k\ge1",
+                   necessary_note="part of the setting: the scores are not defined otherwise"),
+        Hypothesis("nonempty_neighbourhoods", r"N(i)\neq\emptyset\ \forall i\ (\text{e.g. self-loops})",
+                   "every node has an in-neighbour", counterexample=_cx_empty_neighbourhood),
+        Hypothesis("no_negative_cycle", r"w_{uv}\in\mathbb R,\ \text{no negative cycle reachable from the source } s",
+                   "no negative cycle reachable from the source", counterexample=_cx_negative_cycle),
+        Hypothesis("bf_initialisation", r"d^{(0)}_s=0,\ d^{(0)}_v=+\infty\ (v\neq s)",
+                   "Bellman–Ford's initialisation", counterexample=_cx_initialisation),
+    ),
+    clauses=(
+        Clause("gat_masked_softmax",
+               r"h'_i=\sum_{j\in N(i)}\frac{e^{q_i\cdot k_j/\sqrt{d_k}}}{\sum_{l\in N(i)}e^{q_i\cdot k_l/\sqrt{d_k}}}v_j"
+               r"=\big[S\big(QK^\top/\sqrt{d_k}+\log \mathbb 1[A]\big)V\big]_i",
+               "derived_at", "n = 3, N(i) = {0, 2}, symbolic logits (limit M → ∞ of the −M-masked softmax); n = 4 in the "
+               "symbolic check", ("derivation", "neighbourhood_softmax_vs_sympy", "masked_attention_vs_sdpa"),
+               also=(("checked", "random digraphs with self-loops, n = 9, d = 4, 6/16/64 graphs (quick/default/full), "
+                                 "against torch SDPA with the boolean mask"),)),
+        Clause("complete_graph_dense", r"A=\mathbf 1\mathbf 1^\top\Rightarrow\text{dense attention}", "checked",
+               "n = 7, d = 3, 4/16 graphs (quick/default), against unmasked torch SDPA", ("complete_graph_dense",)),
+        Clause("bellman_ford",
+               r"d^{(r+1)}_v=\min\big(d^{(r)}_v,\min_{u\to v}d^{(r)}_u+w_{uv}\big),\ d^{(n-1)}=\operatorname{dist}(s,\cdot)",
+               "cited", "Bellman (1958); Cormen et al., Introduction to Algorithms, Lemma 24.2 / Thm 24.4 (Bellman–Ford: no "
+               "negative-weight cycle reachable from s, d initialised 0 at s and ∞ elsewhere: after |V| − 1 passes d = δ(s, ·))",
+               ("min_gnn_vs_shortest_path",),
+               also=(("checked", "n = 10: 5/20/60 sparse positive-weight digraphs + a chain needing n − 1 hops, and "
+                                 "4/12/40 digraphs with negative edges and no negative cycle (quick/default/full), against "
+                                 "scipy Bellman–Ford, Dijkstra (positive) and Johnson (negative edges)"),)),
+    ),
     source="lecture notes 001 (Graph Neural Networks; 'Transformers are in essence fully connected GNNs'; GNNs as dynamic "
            "programmers); Veličković et al. (2018) GAT; Xu et al. (2020) algorithmic alignment",
     kind="theorem",
@@ -171,9 +276,11 @@ register(Claim(
                    X, Wq * np.sqrt(np.asarray(Wq).shape[1]), Wk, Wv, s, t))),
         Mutant("rounds_n_minus_2", "wrong constant", "n − 2 rounds of relaxation", dict(_FORM, rounds=lambda n: n - 2)),
         Mutant("sum_aggregation", "wrong formula", "sum instead of min over incoming messages",
-               dict(_FORM, min_plus=lambda *a: ng.min_aggregation_gnn(*a, aggregate="sum"))),
+               dict(_FORM, min_plus=lambda *a, **k: ng.min_aggregation_gnn(*a, aggregate="sum", **k))),
     ),
     notes="Scores are dot products q_i·k_j/√d_k (the transformer case); GAT's LeakyReLU(aᵀ[Wh_i‖Wh_j]) scores "
-          "are another choice of a(h_i, h_j) in the lecture notes' formula. Zero-weight edges are avoided because SciPy "
-          "reads explicit zeros in dense input as missing edges; unreachable pairs are inf in both.",
+          "are another choice of a(h_i, h_j) in the lecture notes' formula. The earlier statement 'd⁽ⁿ⁻¹⁾ = dist' omitted "
+          "the initialisation and the no-negative-cycle condition: with edges 0→1 (1), 1→2 (−3), 2→1 (1) two rounds give "
+          "(0, 1, −2) while the distances are −∞ (counterexample no_negative_cycle). Zero-weight edges are avoided "
+          "because SciPy reads explicit zeros in dense input as missing edges; unreachable pairs are inf in both.",
 ))
