@@ -75,13 +75,18 @@ def _torch(params, device):
     return {k: torch.as_tensor(v, dtype=torch.float64, device=device) for k, v in params.items()}
 
 
-def untied_gradients(params: dict, X, Z, device: str = "cpu") -> dict[str, np.ndarray]:
+def untied_gradients(params: dict, X, Z, device: str = "cpu", offsets: dict | None = None) -> dict[str, np.ndarray]:
     """Autograd gradients of the per-step copies: every parameter gets a leading axis of length
-    T (copy k is used only at step k), all copies equal to the tied value. Shapes (T, *param)."""
+    T (copy k is used only at step k), all copies equal to the tied value. Shapes (T, *param).
+    ``offsets`` (optional, ``{name: (T, *param)}``) moves copy k to ``param + offsets[name][k]``
+    (untied copies that are *not* at a tied point)."""
     X, Z = _check(params, X, Z)
     T = X.shape[1]
     p = _torch(params, device)
-    copies = {k: p[k].unsqueeze(0).repeat(T, *([1] * p[k].dim())).requires_grad_(True) for k in PARAM_NAMES}
+    copies = {k: p[k].unsqueeze(0).repeat(T, *([1] * p[k].dim())) for k in PARAM_NAMES}
+    for k, off in (offsets or {}).items():
+        copies[k] = copies[k] + torch.as_tensor(np.asarray(off, dtype=np.float64), device=device)
+    copies = {k: v.requires_grad_(True) for k, v in copies.items()}
     Xt, Zt = torch.as_tensor(X, device=device), torch.as_tensor(Z, device=device)
     h = p["h0"].expand(X.shape[0], -1)
     loss = 0.0

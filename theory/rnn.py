@@ -14,7 +14,7 @@ import sympy as sp
 
 from theory.derivation import Derivation, DerivationBuilder
 
-__all__ = ["derive_bptt_scalar", "derive_tied_projection"]
+__all__ = ["derive_bptt_scalar", "derive_tied_projection", "derive_tied_projection_general"]
 
 
 class dsigma(sp.Function):
@@ -142,4 +142,33 @@ def derive_tied_projection(T: int = 3) -> Derivation:
     b.fact("projected_step_minus_tied_step_eta_over_T", step_diff)
     b.step("(w − η c*) − (w − (η/T) Σ g_k)", step_diff)
     b.fact("g_symbols", g)
+    return b.done({"projection": cstar, "tied_over_projection": ratio})
+
+
+@lru_cache(maxsize=None)
+def derive_tied_projection_general() -> Derivation:
+    """The projection of :func:`derive_tied_projection` for a symbolic number of steps ``T ≥ 1``:
+    ``Σ_{k=1}^T (g_k − c)²`` has derivative ``2Tc − 2Σ_k g_k`` in ``c`` and second derivative
+    ``2T > 0``, so ``c* = (1/T) Σ_k g_k`` and ``Σ_k g_k / c* = T``. The Frobenius distance of
+    matrices is a sum of such terms, one per entry, so the same holds entrywise for matrices.
+
+    >>> d = derive_tied_projection_general()
+    >>> d.result["tied_over_projection"]
+    T
+    """
+    b = DerivationBuilder("Projection onto tied weights, symbolic T")
+    T = sp.Symbol("T", integer=True, positive=True)
+    k = sp.Symbol("k", integer=True, positive=True)
+    g = sp.IndexedBase("g", real=True)
+    c = sp.Symbol("c", real=True)
+    b.symbols(T="number of steps (any T ≥ 1)", k="step index", g_k="untied gradient of copy k (one entry)",
+              c="common value of a tied point (c, …, c)")
+    obj = sp.Sum((g[k] - c) ** 2, (k, 1, T))
+    b.define("Squared distance from (g_1..g_T) to the tied point (c, ..., c)", obj)
+    d1 = b.step("∂/∂c, summed", sp.expand(sp.diff(obj, c).doit()).doit())
+    d2 = b.step("∂²/∂c²", sp.diff(obj, c, 2).doit())
+    b.obligation("convex_in_c", d2, "positive", description="the stationary point is the minimum")
+    cstar = b.step("Stationary point c*", sp.solve(d1, c)[0])
+    ratio = b.step("Σ_k g_k divided by c*", sp.simplify(sp.Sum(g[k], (k, 1, T)) / cstar))
+    b.obligation("tied_is_T_times_projection", ratio - T, description="the tied gradient Σ_k g_k is T times the average")
     return b.done({"projection": cstar, "tied_over_projection": ratio})

@@ -7,7 +7,7 @@ import numpy as np
 import sympy as sp
 
 from numerics import rnn as nr
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -47,6 +47,15 @@ def _symbolic(form, ctx) -> CheckResult:
         P = np.asarray(form["project"](untied), dtype=float)
         R.pair("projection", P, np.full(T, f_proj(list(untied))), div="ref1")
         R.pair("tied_over_projection", ratio * P[0], tied, div="ref1")
+    gen = tr.derive_tied_projection_general()  # symbolic T: c* = (1/T) Σ g_k, tied = T·c*
+    R.prop("general_T_obligations_failed", float(sum(not o.passed for o in gen.check_obligations())),
+           "count of failed obligations of the symbolic-T projection (convexity, tied = T·c*)")
+    Tsym = next(iter(gen.result["tied_over_projection"].free_symbols))
+    c_T = sp.expand(gen.result["projection"].subs(Tsym, T).doit())
+    g_ix = sorted(c_T.atoms(sp.Indexed), key=str)  # g[1], g[2], g[3]
+    untied = rng.normal(size=T)
+    R.pair("projection_vs_general_T", np.asarray(form["project"](untied), dtype=float)[0],
+           float(c_T.subs(dict(zip(g_ix, untied)))), div="ref1")
     tol = 64 * T * EPS
     return R.result(tol, f"float64 rounding of a T={T} step chain rule (64·T·eps, relative to max(1, |ref|))",
                     seeds=[ctx.seed_for()], sizes={"T": T})
@@ -114,11 +123,80 @@ def _last_step(G):
     return np.asarray(G)[-1]
 
 
+def _cx_setup(ctx, name):
+    rng = ctx.rng(name)
+    d_x, d_h, d_y, T, B = 2, 3, 2, 4, 3
+    return nr.random_params(d_x, d_h, d_y, rng), rng.normal(size=(B, T, d_x)), rng.normal(size=(B, T, d_y)), rng
+
+
+def _cx_tied_point(ctx) -> Counterexample:
+    """Without W^(k) = W: copies of W_h moved apart (offsets of size 0.5); the sum of their
+    gradients is not the tied gradient at the average copy (nor at any one point in general)."""
+    p, X, Z, rng = _cx_setup(ctx, "tied_point")
+    T = X.shape[1]
+    off = 0.5 * rng.normal(size=(T, *p["Wh"].shape))
+    summed = nr.sum_over_steps(nr.untied_gradients(p, X, Z, offsets={"Wh": off})["Wh"])
+    tied = nr.tied_gradients_nn_rnn({**p, "Wh": p["Wh"] + off.mean(0)}, X, Z)["Wh"]
+    err = float(np.abs(summed - tied).max() / largest(1.0, np.abs(tied).max()))
+    tol = 256 * T * EPS * 3
+    return Counterexample({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, "W_h copies": "W_h + 0.5·N(0,1) per step"}, "tied_is_sum",
+                          f"Σ_k ∂L/∂W_h^(k) at distinct copies differs from ∂L/∂W_h at their mean by {err:.3g} (relative)",
+                          violated=err > tol, error=err, tolerance=tol,
+                          justification="float64 rounding over T steps of d_h-term products (256·T·d_h·eps), as the claim's check")
+
+
+def _cx_euclidean(ctx) -> Counterexample:
+    """Without the Euclidean (equal-weight) inner product: projecting onto the tied subspace in the
+    inner product Σ_k k·⟨G_k, H_k⟩ gives the weighted average Σ_k k G_k / Σ_k k, not (1/T) ∂L/∂W."""
+    p, X, Z, _ = _cx_setup(ctx, "euclidean")
+    T = X.shape[1]
+    G = nr.untied_gradients(p, X, Z)["Wh"]
+    w = np.arange(1.0, T + 1)
+    n = G[0].size
+    design = np.tile(np.eye(n), (T, 1)) * np.sqrt(np.repeat(w, n))[:, None]  # weighted least squares
+    c, *_ = np.linalg.lstsq(design, (G.reshape(T, n) * np.sqrt(w)[:, None]).reshape(-1), rcond=None)
+    ref = nr.sum_over_steps(G).reshape(n) / T
+    err = float(np.abs(c - ref).max() / largest(1.0, np.abs(ref).max()))
+    tol = 64 * T * EPS
+    return Counterexample({"T": T, "inner product": "Σ_k k·⟨G_k, H_k⟩"}, "projection_is_average",
+                          f"the weighted projection of the untied W_h gradients differs from (1/T)·∂L/∂W_h by {err:.3g} (relative)",
+                          violated=err > tol, error=err, tolerance=tol,
+                          justification="float64 rounding of a mean over T copies and a lstsq solve (64·T·eps), as the claim's check")
+
+
+_SHAPES = ("vector RNNs (d_x, d_h, d_y, T, batch) = (3, 4, 2, 5, 6), (2, 6, 3, 4, 9), (1, 3, 1, 8, 4) "
+           "(first two at --quick), tanh, against torch.nn.RNN autograd")
+
+
 register(Claim(
     id="rnn.bptt",
-    title="BPTT: tied-weight gradient = sum of the untied per-step gradients; averaging = projection",
-    statement=r"\frac{\partial L}{\partial W}\Big|_{\text{tied}}=\sum_{k=1}^T\frac{\partial L}{\partial W^{(k)}}\Big|_{W^{(k)}=W},"
-              r"\quad \Pi_{\text{tied}}(G_1,\dots,G_T)=(\bar G,\dots,\bar G),\ \bar G=\tfrac1T\sum_k G_k=\tfrac1T\frac{\partial L}{\partial W}",
+    title="BPTT: tied-weight gradient = sum of the untied per-step gradients (at tied copies); averaging = projection",
+    statement="",
+    hypotheses=(
+        Hypothesis("model", r"h_t=\sigma(W_hh_{t-1}+W_xx_t+b),\ y_t=W_yh_t+b_y,\ t=1..T,\ T\ge1,\ h_0\ \text{fixed},"
+                   r"\ \sigma\in C^1,\ L=\sum_t\tfrac12\|y_t-z_t\|^2",
+                   necessary_note="part of the setting (lecture notes 004's unrolled RNN): the gradients in the clauses "
+                                  "are not defined for a non-differentiable σ, and an h_0 depending on W adds its own term"),
+        Hypothesis("tied_point", r"W^{(1)}=\dots=W^{(T)}=W", "the untied copies' gradients are taken at a tied point",
+                   counterexample=_cx_tied_point),
+        Hypothesis("euclidean", r"\Pi_{\text{tied}}\ \text{orthogonal in}\ \langle G,H\rangle=\textstyle\sum_k\operatorname{tr}(G_k^\top H_k)",
+                   "the projection is the Euclidean (Frobenius, equal weights over k) one", counterexample=_cx_euclidean),
+    ),
+    clauses=(
+        Clause("tied_is_sum", r"\frac{\partial L}{\partial W}\Big|_{\text{tied}}=\sum_{k=1}^T\frac{\partial L}{\partial W^{(k)}}\Big|_{W^{(k)}=W}"
+               r"\ \ (W\in\{W_h,W_x,b,W_y,b_y\})", "derived_at",
+               "scalar RNN (d_x = d_h = d_y = 1), generic differentiable σ, the recurrent weight w only, T = 2 (derivation) and T = 3 (symbolic check)",
+               ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"), also=(("checked", _SHAPES),)),
+        Clause("bptt_recursion", r"\delta_t=\sigma'(a_t)\odot\big(W_y^\top(y_t-z_t)+W_h^\top\delta_{t+1}\big),\ "
+               r"\frac{\partial L}{\partial W_h}=\sum_t\delta_th_{t-1}^\top", "derived_at",
+               "scalar RNN, generic differentiable σ, ∂L/∂w only, T = 2 (derivation) and T = 3 (symbolic check)",
+               ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"), also=(("checked", _SHAPES),)),
+        Clause("projection_is_average", r"\Pi_{\text{tied}}(G_1,\dots,G_T)=(\bar G,\dots,\bar G),\ "
+               r"\bar G=\tfrac1T\textstyle\sum_kG_k=\tfrac1T\frac{\partial L}{\partial W}", "derived",
+               "every T ≥ 1 (symbolic T, entrywise), theory.rnn.derive_tied_projection_general",
+               ("scalar_rnn_vs_sympy", "averaging_is_projection"),
+               also=(("checked", "T = 5, d_h = 3 against np.linalg.lstsq; projected step η = tied step η/T"),)),
+    ),
     source="lecture notes 004 (Backpropagation Through Time); Werbos (1990)",
     kind="theorem",
     form={"combine": nr.sum_over_steps, "bptt": nr.bptt_numpy, "project": nr.project_tied},
