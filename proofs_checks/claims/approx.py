@@ -12,10 +12,12 @@ import numpy as np
 import sympy as sp
 
 from numerics import approx as na
+from numerics import sparse as nsp
 from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import exact, largest, smallest
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
+                                     register, worst)
 from proofs_checks.tolerances import EPS, K_SIGMA
 from theory import approx as ta
 
@@ -379,8 +381,8 @@ def _cases(ctx):
         T = s * s
         out += [("strided_local", T, {}), ("strided_stride", T, {}), ("fixed_block", T, {})]
         out += [("fixed_summary", T, {"c": c}) for c in sorted({1, 2, s // 2, s}) if 1 <= c <= s]
+    out += [("star", T, {}) for T in range(2, t_max + 1)]
     for T in range(3, t_max + 1):
-        out.append(("star", T, {}))
         out += [("longformer", T, {"w": w, "g": g}) for w in (1, 2, 3) for g in (0, 1, 2) if T - g >= 2 * w]
     # every configuration T ≤ 40, g ≤ 4, w ≤ 6 (the closed form is piecewise outside T − g ≥ w)
     out += [("longformer", T, {"w": w, "g": g}) for T in range(1, 41) for w in range(1, 7) for g in range(5)
@@ -447,11 +449,76 @@ def _mut(name, fn):
     return {**na.CONNECTION_COUNTS, name: fn}
 
 
+def _stated_count(name, **vals) -> int:
+    """The claim's displayed polynomial (the derivation's result) at an instance."""
+    der = ta.derive_sparse_counts()
+    S = der.facts["symbols"]
+    return int(der.result[name].subs({S[k]: v for k, v in vals.items()}))
+
+
+def _cx_longformer_short(ctx) -> Counterexample:
+    """Without T ≥ g + w: T = 3, w = 5, g = 1 (the window wider than the sequence)."""
+    poly, mask = _stated_count("longformer", T=3, w=5, g=1), na.mask_counts("longformer", 3, w=5, g=1)
+    return Counterexample({"T": 3, "w": 5, "g": 1}, "longformer", f"the polynomial gives {poly}, the mask has {mask} "
+                          "True entries (every pair within w: T² = 9)", violated=poly != mask, error=abs(poly - mask),
+                          tolerance=0.0, justification="exact integers")
+
+
+def _cx_longformer_globals(ctx) -> Counterexample:
+    """Without "the globals are tokens 0..g−1": one global token in the middle (token 3 of 7, w = 1)
+    cuts the window: the pairs (2, 3) and (3, 4) are global anyway and no band pair bridges it."""
+    poly = _stated_count("longformer", T=7, w=1, g=1)
+    mask = int(nsp.longformer(7, 1, (3,))[0].sum())
+    return Counterexample({"T": 7, "w": 1, "global_tokens": "(3,)"}, "longformer",
+                          f"the polynomial gives {poly}, the mask with global token 3 has {mask} True entries",
+                          violated=poly != mask, error=abs(poly - mask), tolerance=0.0, justification="exact integers")
+
+
+def _cx_star_T1(ctx) -> Counterexample:
+    """Without T ≥ 2: the star on one token (the relay alone)."""
+    poly, mask = _stated_count("star", T=1), na.mask_counts("star", 1)
+    return Counterexample({"T": 1}, "star", f"5T − 6 = {poly}, the mask has {mask} True entry", violated=poly != mask,
+                          error=abs(poly - mask), tolerance=0.0, justification="exact integers")
+
+
+_SC_SCOPE = "every T = s² with s ≤ 12 (quick) / 40 (default)"
+
 register(Claim(
     id="approx.sparse_connections",
-    title="Connections per layer: strided and fixed Θ(T^{3/2}) (stride √T), star and Longformer/BigBird Θ(T), exact polynomials",
-    statement=r"\text{strided: } 2T^{3/2}-2T+\sqrt T,\ T^{3/2};\ \text{fixed: } T^{3/2},\ cT^{3/2}+T-c\sqrt T;\ "
-              r"\text{star: } 5T-6;\ \text{Longformer}(w,g): (2w+1)T+2gT-g^2-2gw-g-w^2-w",
+    title="Connections per layer (True mask entries): strided and fixed Θ(T^{3/2}) (stride √T), star and Longformer Θ(T); "
+          "exact polynomials under their size conditions",
+    statement="",
+    hypotheses=(
+        Hypothesis("stride_sqrt_T", r"\text{strided, fixed: } T=s^2,\ s\ge2,\ \text{stride/block } s=\sqrt T,\ 1\le c\le s",
+                   necessary_note="part of the setting: the closed forms are written in √T and the builders need a perfect "
+                                  "square T (numerics.approx rejects any other T)"),
+        Hypothesis("star_T_ge_2", r"\text{star: } T\ge2", "the star has at least one satellite", counterexample=_cx_star_T1),
+        Hypothesis("longformer_T_ge_g_plus_w", r"\text{Longformer: } w,g\in\mathbb N,\ T\ge g+w",
+                   "the sequence is at least as long as globals plus window", counterexample=_cx_longformer_short),
+        Hypothesis("longformer_globals_first", r"\text{global tokens } 0,\dots,g-1",
+                   "the g global tokens are the first ones (BigBird's ITC layout)", counterexample=_cx_longformer_globals),
+    ),
+    clauses=(
+        Clause("strided", r"\text{strided: } 2T^{3/2}-2T+\sqrt T\ (|i-j|<s),\ T^{3/2}\ (s\mid i-j)", "derived",
+               "every s = √T ≥ 2 (summations over the mask definitions with symbolic s)", ("derivation", "counts_vs_derivation"),
+               also=(("checked", _SC_SCOPE + ", against the built masks"),)),
+        Clause("fixed", r"\text{fixed: } T^{3/2}\ (\text{block}),\ cT^{3/2}+T-c\sqrt T\ (\text{summary} + \text{self})", "derived",
+               "every s = √T ≥ 2 and 1 ≤ c ≤ s (symbolic s, c)", ("derivation", "counts_vs_derivation"),
+               also=(("checked", _SC_SCOPE + ", c ∈ {1, 2, s/2, s}, against the built masks"),)),
+        Clause("star", r"\text{star: } 5T-6", "derived", "every T ≥ 3 (the ring's band sum needs T − 1 ≥ 2 satellites)",
+               ("derivation", "counts_vs_derivation"),
+               also=(("checked", "every 2 ≤ T ≤ 60 (quick) / 300 (default), against the built masks"),)),
+        Clause("longformer", r"\text{Longformer}(w,g):\ (2w+1)T+2gT-g^2-2gw-g-w^2-w", "derived",
+               "every T − g ≥ 2w (the band sum splits its clipped rows there; symbolic T, w, g)",
+               ("derivation", "counts_vs_derivation", "counts_vs_built_masks"),
+               also=(("checked", "every T ≤ 40, 1 ≤ w ≤ 6, g ≤ 4 with T ≥ g + w (this covers g + w ≤ T < g + 2w), and "
+                                 "w ≤ 3, g ≤ 2 up to T = 60/300, against the built masks"),)),
+        Clause("growth", r"\Theta(T^{3/2})\ \text{(strided, fixed)},\ \Theta(T)\ \text{(star; Longformer at fixed } w,g)",
+               "derived", "limits count/T^{3/2} and count/T as T → ∞ (symbolic)", ("derivation",)),
+        Clause("bigbird", r"\text{BigBird}(w,g,r):\ \text{Longformer}(w,g)\le\text{count}\le\text{Longformer}(w,g)+rT",
+               "checked", "w = g = 1, r = 2 random keys per query, T = 8, 15, …, < 60 (quick) / 200 (default), one random "
+               "draw each", ("counts_vs_built_masks",)),
+    ),
     source="lecture notes 002 (sparse transformers); Child et al. 2019; Guo et al. 2019; Beltagy et al. 2020; Zaheer et al. 2020; "
            "Yun et al., O(n) Connections are Expressive Enough (NeurIPS 2020)",
     kind="identity",
@@ -472,5 +539,8 @@ register(Claim(
     ),
     notes="Counts are the True entries of each layer's mask (self-loops included). BigBird's random keys overlap the "
           "window and globals at random, so only its structural part (no random keys = the Longformer count with globals "
-          "0..g−1) is an exact polynomial; with r random keys per query the count lies in [that, that + rT].",
+          "0..g−1) is an exact polynomial; with r random keys per query the count lies in [that, that + rT]. The "
+          "Longformer polynomial was displayed without its size condition: at T = 3, w = 5, g = 1 it gives −3 while the "
+          "mask has 9 entries; for T < g + w the count is g(2T − g) + (T − g)² (numerics.approx._longformer_count, "
+          "checked as the derivation's other branches).",
 ))
