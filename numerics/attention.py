@@ -62,6 +62,8 @@ __all__ = [
     "ScoreMoments",
     "dot_product_pair_moments",
     "PairMoments",
+    "score_moments_exact",
+    "sinusoidal_pe_any_width",
 ]
 
 
@@ -725,3 +727,36 @@ def dot_product_pair_moments(dims, n: int, rng: np.random.Generator, *, dist: st
     root = math.sqrt(batches)
     return PairMoments(dims, est.mean(0), est.std(0, ddof=1) / root, plain.mean(0), plain.std(0, ddof=1) / root,
                        m * batches, batches)
+
+
+def score_moments_exact(q, k, prob) -> tuple[float, float]:
+    """Exact mean and variance of ``q·k`` under a finite joint law of ``(q, k)``: outcome ``j`` is
+    ``(q[j], k[j])`` (rows of ``q, k ∈ R^{n×d}``) with probability ``prob[j]`` (summing to 1).
+    For the counterexamples of ``attn.scaling_variance`` (small enumerated laws, no sampling).
+
+    >>> r = np.array([[-1.0], [1.0]])  # one Rademacher entry each, q and k independent
+    >>> q, k = np.repeat(r, 2, axis=0), np.tile(r, (2, 1))
+    >>> score_moments_exact(q, k, np.full(4, 0.25))
+    (0.0, 1.0)
+    """
+    q, k, prob = (np.asarray(a, dtype=np.float64) for a in (q, k, prob))
+    require(q.shape == k.shape and q.ndim == 2 and prob.shape == (q.shape[0],), "q, k must be (n, d) and prob (n,)")
+    require(bool(np.all(prob >= 0)) and abs(float(prob.sum()) - 1.0) <= 1e-12, "prob must be a probability vector")
+    s = np.einsum("nd,nd->n", q, k)
+    mean = float(prob @ s)
+    return mean, float(prob @ (s - mean) ** 2)
+
+
+def sinusoidal_pe_any_width(positions, D: int, base: float = 10000.0) -> np.ndarray:
+    """Vaswani et al.'s encoding for any width ``D ≥ 1``, odd included: column ``j`` is
+    ``sin(p ω_{j//2})`` for even ``j`` and ``cos(p ω_{j//2})`` for odd ``j``, ``ω_i = base^{−2i/D}``
+    (for odd ``D`` the last sine has no cosine partner). Equals :func:`sinusoidal_pe` for even ``D``.
+
+    >>> sinusoidal_pe_any_width(np.array([0.0]), 3).tolist()
+    [[0.0, 1.0, 0.0]]
+    """
+    require(isinstance(D, (int, np.integer)) and D >= 1, f"D must be an integer ≥ 1, got {D!r}")
+    j = np.arange(D)
+    w = base ** (-2.0 * (j // 2) / D)
+    ang = np.asarray(positions, dtype=np.float64)[..., None] * w
+    return np.where(j % 2 == 0, np.sin(ang), np.cos(ang))

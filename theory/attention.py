@@ -25,7 +25,9 @@ def derive_softmax_simplex(T: int = 3) -> Derivation:
     ``result`` is the Jacobian as a T×T SymPy matrix in the softmax outputs ``p``
     (``facts["p_symbols"]``); ``facts`` hold the simplified residuals ``forms_difference``,
     ``shift_difference``, ``jacobian_residual`` (all 0) and ``sum`` (1). The obligations state
-    the same facts on the unsimplified residuals.
+    the same facts on the unsimplified residuals, and, on the simplex (``p_T = 1 − Σ_{t<T} p_t``),
+    that ``1`` is a null vector of the Jacobian and that ``xᵀJx = Σ_t p_t (x_t − Σ_s p_s x_s)² ≥ 0``
+    (PSD).
 
     >>> d = derive_softmax_simplex(2)
     >>> d.facts["forms_difference"], d.provenance
@@ -70,6 +72,22 @@ def derive_softmax_simplex(T: int = 3) -> Derivation:
     b.obligation("jacobian_is_diag_minus_outer", Jp - (sp.diag(*P) - sp.Matrix(P) * sp.Matrix(P).T),
                  description="entry (t, s) is p_t δ_ts − p_t p_s")
     b.fact("jacobian_residual", sp.simplify(J - Jp.subs(to_l)))
+    # on the simplex (p_T = 1 − Σ_{t<T} p_t): the null vector 1, and xᵀJx = Σ_t p_t (x_t − Σ_s p_s x_s)² ≥ 0
+    on_simplex = {P[-1]: 1 - sum(P[:-1])}
+    null = (Jp * sp.ones(T, 1)).subs(on_simplex).applyfunc(sp.expand)
+    b.step("On the simplex (p_T = 1 − Σ_{t<T} p_t): (diag(p) − ppᵀ)·1 =", null)
+    b.obligation("jacobian_null_vector", null, description="(diag(p) − ppᵀ)·1 = p − p·Σ_s p_s = 0 on the simplex")
+    xs = sp.symbols(f"x_1:{T + 1}", real=True)
+    xv = sp.Matrix(xs)
+    mean_x = sum(P[t] * xs[t] for t in range(T))
+    var_form = sum(P[t] * (xs[t] - mean_x) ** 2 for t in range(T))
+    quad = (xv.T * Jp * xv)[0, 0]
+    b.step("On the simplex, xᵀ(diag(p) − ppᵀ)x − Σ_t p_t (x_t − Σ_s p_s x_s)² =",
+           sp.expand((quad - var_form).subs(on_simplex)))
+    b.obligation("jacobian_quadratic_form_is_a_variance", (quad - var_form).subs(on_simplex),
+                 description="xᵀJx is the variance of x under the weights p (on the simplex)")
+    b.obligation("jacobian_psd", var_form, "nonnegative",
+                 description="Σ_t p_t (x_t − Σ_s p_s x_s)² ≥ 0 for p_t > 0: the Jacobian is PSD")
     b.fact("p_symbols", P)
     return b.done(Jp)
 
@@ -129,6 +147,7 @@ __all__ += [
     "derive_layernorm",
     "derive_block_recipe",
     "derive_complexity",
+    "count_attention_macs",
     "derive_sinusoidal_pe",
 ]
 
@@ -670,6 +689,20 @@ def _head_counts(N: int, K: int, D: int) -> tuple[int, int]:
     return proj + shared_scores, 3 * proj + scores + weighted + out
 
 
+def count_attention_macs(N: int, K: int, D: int) -> dict[str, int]:
+    """Multiply-adds counted on SymPy symbol matrices at explicit sizes (as in
+    :func:`derive_complexity`): ``shared_scores`` (lecture notes 000's scores ⟨U x_n, U x_m⟩ with one
+    projection U), ``separate_scores`` (⟨U_k x_n, U_q x_m⟩: two projections) and ``head`` (a full head).
+
+    >>> count_attention_macs(2, 1, 3)
+    {'shared_scores': 10, 'separate_scores': 16, 'head': 32}
+    """
+    shared, head = _head_counts(N, K, D)
+    proj = _mac_count(_mat("u", K, D) * _mat("x", D, N))
+    return {"shared_scores": shared, "separate_scores": 2 * proj + _mac_count(_mat("k", K, N).T * _mat("q", K, N)),
+            "head": head}
+
+
 @lru_cache(maxsize=None)
 def derive_complexity() -> Derivation:
     """Count the multiply-adds of one attention head (lecture notes 000, tokens as columns) by building
@@ -722,6 +755,18 @@ def derive_complexity() -> Derivation:
     b.obligation("fit_predicts_held_out_counts",
                  [f.subs({N: n, K: k, D: dd}) - _head_counts(n, k, dd)[w] for n, k, dd in held_out for w, f in enumerate(fits)],
                  description="the fitted polynomials equal fresh counts at (N,K,D) = (4,3,3) and (5,1,4)")
+    # the same counts for symbolic sizes: entry (i, j) of a naive (m×n)(n×p) product is a sum of n products
+    i_, j_, m_, n_, p_ = sp.symbols("i j m n p", positive=True, integer=True)
+    naive = sp.Lambda((m_, n_, p_), sp.summation(sp.summation(n_, (i_, 1, m_)), (j_, 1, p_)))
+    b.assume("Naive matrix product: each of the m·p entries of an (m×n)(n×p) product is a sum of n products, one "
+             "multiply-add each; summed over the entries", naive(m_, n_, p_), role="definition")
+    general = {"score_cost": naive(K, D, N) + naive(N, K, N),
+               "head_cost": 3 * naive(K, D, N) + naive(N, K, N) + naive(K, N, N) + naive(D, K, N)}
+    b.step("For symbolic N, K, D: U X (K×D by D×N) plus the scores (U X)ᵀ(U X) (N×K by K×N)", general["score_cost"])
+    b.step("Full head: three projections, scores, weighting U_v X·A (K×N by N×N), output U_p·O (D×K by K×N)",
+           general["head_cost"])
+    b.obligation("symbolic_count_equals_fit", [sp.expand(general["score_cost"] - C), sp.expand(general["head_cost"] - head)],
+                 description="the counts for symbolic N, K, D equal the polynomials fitted to explicit counts")
     frac = sp.simplify(K * N**2 / C)
     b.fact("score_fraction", frac)
     b.fact("score_fraction_limit", sp.limit(frac, N, sp.oo))
@@ -770,6 +815,10 @@ def derive_sinusoidal_pe() -> Derivation:
     i, D, base = sp.symbols("i D base", positive=True)
     omega = base ** (-2 * i / D)
     b.define("Frequencies ω_i = base^(−2i/D); PE(p)_2i = sin(pω_i), PE(p)_2i+1 = cos(pω_i)", omega)
+    circle = sp.sin(p * w) ** 2 + sp.cos(p * w) ** 2
+    b.step("Each pair lies on the unit circle, sin²(pω) + cos²(pω) =", sp.trigsimp(circle))
+    b.obligation("pair_on_unit_circle", circle - 1,
+                 description="sin² + cos² = 1, so every entry of PE(p) lies in [−1, 1] (the closed cube; PE(0) has entries 0 and 1)")
     s_sh = _expand_angles(sp.sin((p + k) * w))
     c_sh = _expand_angles(sp.cos((p + k) * w))
     b.step("sin((p+k)ω) by angle addition", s_sh)

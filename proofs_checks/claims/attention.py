@@ -3,6 +3,7 @@ numerics/attention.py to checks, tolerances and mutants."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -149,10 +150,10 @@ def _convex_lp(form, ctx) -> CheckResult:
     (clipped at 0, renormalised), reproduce the row to float64 rounding.
 
     Two regimes: T ≤ D_v (the hull is a simplex in a proper affine subspace, so any weights not
-    summing to one leave it) and T > D_v (full-dimensional hull), plus near-one-hot weights
-    (logits scaled by 30)."""
+    summing to one leave it; T = 1, one key, is its boundary: y = v_1) and T > D_v
+    (full-dimensional hull), plus near-one-hot weights (logits scaled by 30)."""
     B = ctx.size(3, 8, 32)
-    cases = [(5, 6, 4, 1.0), (8, 3, 4, 1.0), (4, 5, 3, 30.0)]
+    cases = [(1, 3, 2, 1.0), (5, 6, 4, 1.0), (8, 3, 4, 1.0), (4, 5, 3, 30.0)]  # T = 1: the hull is one point
     lp, cert, resid, feas_tol = {}, {}, [], 1e-10
     for T, Dv, d, ls in cases:
         Q, K, V = _attention_inputs(ctx, B, T, d, Dv, ls)
@@ -198,7 +199,22 @@ def _scaled_logits(Q, K):
 register(Claim(
     id="attn.convex_combination",
     title="Each attention output row is a convex combination of the value rows",
-    statement=r"y_t=\sum_s a_{ts}v_s,\ a_{ts}=S(q_tK^\top/\sqrt{d_k})_s\ge0,\ \sum_s a_{ts}=1\ \Rightarrow\ y_t\in\operatorname{conv}\{v_1,\dots,v_T\}",
+    statement="",
+    hypotheses=(
+        Hypothesis("finite_inputs", r"q_t,k_s\in\mathbb R^{d_k},\ v_s\in\mathbb R^{D_v}\ \text{finite},\ T\ge1",
+                   "finite queries, keys and values, at least one key",
+                   necessary_note="part of the setting: the softmax weights are not defined for an infinite logit "
+                   "(∞/∞) or for no key at all; for every finite input the weights are positive and sum to 1"),
+    ),
+    clauses=(
+        Clause("weights_simplex", r"a_{ts}=S(q_tK^\top/\sqrt{d_k})_s>0,\ \sum_s a_{ts}=1", "derived_at", "T = 3, D_v = 2",
+               ("derivation", "output_vs_sympy"), also=(("checked", "T = 3, D_v = 2, d_k = 4 against the derived row"),)),
+        Clause("in_hull", r"y_t=\sum_s a_{ts}v_s\in\operatorname{conv}\{v_1,\dots,v_T\}", "derived_at", "T = 3, D_v = 2",
+               ("derivation", "in_hull_lp", "matches_sdpa"),
+               also=(("checked", "LP distance with a certified convex combination for (T, D_v) = (1, 3), (5, 6), "
+                      "(8, 3), (4, 5) incl. logits ×30 (near one-hot), every row of 3/8/32 batches; "
+                      "the form equals torch sdpa at T = 6, D_v = 5"),)),
+    ),
     source="lecture notes 000 (stage 1, 'convex combo of tokens'); lecture notes 003 eq. (2); Vaswani et al. (2017)",
     kind="theorem",
     form=na.attention,
@@ -316,10 +332,79 @@ def _zero_logit_mask(Q, K, V, **kw):
     return A @ V, A
 
 
+def _causal_cx_inputs(ctx, T=3, d=2):
+    rng = ctx.rng()
+    X = rng.normal(size=(T, d))
+    return X, _scaled_logits(X, rng.normal(size=(T, d)))
+
+
+def _causal_finite_mask(ctx) -> Counterexample:
+    """Without M_ts = −∞: a finite mask value −30 (a "large negative number") leaves weight on the future."""
+    _, L = _causal_cx_inputs(ctx)
+    c = 30.0
+    A = na.softmax(np.where(na.causal_mask(3), L, L - c))
+    leak = float(A[np.triu_indices(3, 1)].max())
+    return Counterexample({"T": 3, "d_k": 2, "mask value for s > t": -c}, "lower_triangular",
+                          f"A_12 = {A[0, 1]:.3g}, largest weight above the diagonal {leak:.3g} > 0",
+                          violated=leak > 0.0, error=leak, tolerance=0.0,
+                          justification="exp(l − 30) > 0 for every finite l: the clause asks for exact zeros")
+
+
+def _causal_strict_mask(ctx) -> Counterexample:
+    """Without M_tt = 0: the strict mask (s < t allowed) leaves query 1 with no key: 0/0."""
+    _, L = _causal_cx_inputs(ctx)
+    with np.errstate(all="ignore"):
+        A = na.softmax(np.where(np.tril(np.ones((3, 3), bool), -1), L, -np.inf))
+        gap = abs(float(A[0].sum()) - 1.0)
+    return Counterexample({"T": 3, "d_k": 2, "mask": "strict (s < t)"}, "row_stochastic",
+                          f"row 1 is all −∞: A_1· = {np.array2string(A[0], precision=3)} (0/0), Σ_s A_1s ≠ 1",
+                          violated=not gap <= 16 * EPS, error=gap, tolerance=16 * EPS,
+                          justification="a row sum of a defined softmax is 1 to rounding (16·eps); NaN is not")
+
+
+def _causal_mixed_values(ctx) -> Counterexample:
+    """Without token-wise q, k, v: values v_s = x_s + x_{s+1} mix in the next token, so y_1 moves with x_2."""
+    X, _ = _causal_cx_inputs(ctx)
+
+    def y(Z):
+        Vmix = Z + np.vstack([Z[1:], np.zeros((1, Z.shape[1]))])
+        return na.causal_attention(Z, Z, Vmix)[0]
+
+    Xp = X.copy()
+    Xp[1] += 1.0
+    change = float(np.abs(y(Xp)[0] - y(X)[0]).max())
+    tol = 16 * 3 * EPS * largest(1.0, _maxabs(X))
+    return Counterexample({"T": 3, "d": 2, "values": "v_s = x_s + x_{s+1}", "x_2 changed by": 1.0}, "blind_to_future",
+                          f"y_1 changes by {change:.3g} when x_2 changes (y_1 = v_1 = x_1 + x_2)",
+                          violated=change > tol, error=change, tolerance=tol,
+                          justification="the check's rounding tolerance of a T-term softmax and sum (16·T·eps·max|x|)")
+
+
 register(Claim(
     id="attn.causal_mask",
-    title="Causal mask: lower-triangular row-stochastic A; output t ignores tokens after t",
-    statement=r"A=S(QK^\top/\sqrt{d_k}+M),\ M_{ts}=\begin{cases}0&s\le t\\-\infty&s>t\end{cases}\Rightarrow A_{ts}=0\ (s>t),\ \sum_sA_{ts}=1,\ \partial y_t/\partial x_s=0\ (s>t)",
+    title="Causal mask (−∞ above the diagonal): lower-triangular row-stochastic A; output t ignores tokens after t",
+    statement="",
+    hypotheses=(
+        Hypothesis("finite_logits", r"QK^\top\in\mathbb R^{T\times T}\ \text{finite}",
+                   necessary_note="part of the setting: the softmax is not defined for an infinite logit"),
+        Hypothesis("mask_minus_infinity", r"M_{ts}=-\infty\ (s>t)", "masked logits are −∞ exactly",
+                   counterexample=_causal_finite_mask),
+        Hypothesis("diagonal_unmasked", r"M_{ts}=0\ (s\le t)", "query t sees keys s ≤ t, itself included (row 1 has a key)",
+                   counterexample=_causal_strict_mask),
+        Hypothesis("tokenwise_qkv", r"q_s,k_s,v_s\ \text{depend on }x_s\text{ only}", "token-wise projections",
+                   counterexample=_causal_mixed_values),
+    ),
+    clauses=(
+        Clause("lower_triangular", r"A=S(QK^\top/\sqrt{d_k}+M):\ A_{ts}=0\ (s>t)", "derived_at", "T = 3",
+               ("derivation", "weights_vs_sympy", "structure_and_future"),
+               also=(("checked", "T = 4 (vs the derivation), T = 7 and T = 6 (vs torch's mask, sdpa is_causal)"),)),
+        Clause("row_stochastic", r"\sum_sA_{ts}=1\ \text{for every }t\text{ (so }A_{11}=1,\ y_1=v_1)", "derived_at", "T = 3",
+               ("derivation", "weights_vs_sympy", "structure_and_future"), also=(("checked", "T = 4, 6, 7, every row"),)),
+        Clause("blind_to_future", r"\partial y_t/\partial x_s=0\ (s>t)", "derived_at",
+               "T = 3 (∂y_t/∂v_s and ∂y_t/∂l_us for s > t, scalar values)", ("derivation", "structure_and_future"),
+               also=(("checked", "T = 7, d_k = 4, D_v = 3: every t, every later token's q, k, v replaced by draws of "
+                      "scale 100"),)),
+    ),
     source="lecture notes 001 (masked self-attention table); lecture notes 004 ('masked self-attention layer'); Vaswani et al. (2017)",
     kind="theorem",
     form=na.causal_attention,
@@ -445,10 +530,77 @@ def _variance_sdpa_scale(form, ctx) -> CheckResult:
                     seeds=[ctx.seed_for()], sizes={"d_k": [1, 4, 16, 64]}, device=ctx.device)
 
 
+def _iid_law(values, d):
+    """Every outcome of d independent entries, each uniform on ``values``: (outcomes (n, d), probabilities (n,))."""
+    out = np.array(list(itertools.product(values, repeat=d)), dtype=float)
+    return out, np.full(len(out), 1.0 / len(out))
+
+
+def _independent_pair(law_q, law_k):
+    """The product law of independent q and k."""
+    (q, pq), (k, pk) = law_q, law_k
+    return np.repeat(q, len(k), axis=0), np.tile(k, (len(q), 1)), np.outer(pq, pk).ravel()
+
+
+def _variance_cx(instance, shows, q, k, prob, d=2) -> Counterexample:
+    mean, var = na.score_moments_exact(q, k, prob)
+    err = abs(var - d)
+    return Counterexample(dict(instance, d_k=d), "score_variance",
+                          f"{shows}: exactly E q·k = {mean:g}, Var(q·k) = {var:g} ≠ d_k = {d} (scaled: {var / d:g} ≠ 1)",
+                          violated=err > 1e-12, error=err, tolerance=1e-12,
+                          justification="exact enumeration of a finite law; sums of a few small integers and quarters are "
+                                        "exact in float64 (1e-12 is far above any rounding)")
+
+
+def _variance_cx_dependent_qk(ctx) -> Counterexample:
+    q, p = _iid_law((-1.0, 1.0), 2)
+    return _variance_cx({"q": "Rademacher entries", "k": "k = q"}, "k = q", q, q, p)
+
+
+def _variance_cx_dependent_entries(ctx) -> Counterexample:
+    s = np.array([[-1.0, -1.0], [1.0, 1.0]])
+    q, k, p = _independent_pair((s, np.full(2, 0.5)), (s, np.full(2, 0.5)))
+    return _variance_cx({"q": "(s, s)", "k": "(t, t)", "s, t": "independent Rademacher"}, "equal entries within q and k", q, k, p)
+
+
+def _variance_cx_mean(ctx) -> Counterexample:
+    law = _iid_law((0.0, 2.0), 2)
+    q, k, p = _independent_pair(law, law)
+    return _variance_cx({"entries": "uniform on {0, 2} (mean 1, variance 1)"}, "mean-1 entries", q, k, p)
+
+
+def _variance_cx_unit(ctx) -> Counterexample:
+    law = _iid_law((-2.0, 2.0), 2)
+    q, k, p = _independent_pair(law, law)
+    return _variance_cx({"entries": "±2 (mean 0, variance 4)"}, "variance-4 entries", q, k, p)
+
+
 register(Claim(
     id="attn.scaling_variance",
-    title="Var(q·k) = d_k for unit-variance entries; scaling by 1/√d_k gives variance 1",
-    statement=r"q,k\in\mathbb R^{d_k},\ \text{entries iid},\ \mathbb E=0,\ \operatorname{Var}=1:\ \operatorname{Var}(q\cdot k)=d_k,\ \operatorname{Var}(q\cdot k/\sqrt{d_k})=1",
+    title="Var(q·k) = d_k for independent zero-mean unit-variance entries; scaling by 1/√d_k gives variance 1",
+    statement="",
+    hypotheses=(
+        Hypothesis("q_independent_of_k", r"q\perp k", "q and k independent", counterexample=_variance_cx_dependent_qk),
+        Hypothesis("independent_entries", r"q_1,\dots,q_{d_k}\ \text{independent},\ k_1,\dots,k_{d_k}\ \text{independent}",
+                   counterexample=_variance_cx_dependent_entries),
+        Hypothesis("zero_mean", r"\mathbb E q_i=\mathbb E k_i=0", counterexample=_variance_cx_mean),
+        Hypothesis("unit_variance", r"\operatorname{Var}q_i=\operatorname{Var}k_i=1", counterexample=_variance_cx_unit),
+        Hypothesis("identically_distributed", r"\text{entries identically distributed}",
+                   necessary_note="not needed for the variance: Var Σ_i q_i k_i = Σ_i E q_i² E k_i² = d_k uses only "
+                   "independence, mean 0 and variance 1 (Vaswani et al.'s footnote 4 assumes no more); kept because "
+                   "the derivation (one moment generating function for every q_i k_i), the fourth moment behind the "
+                   "Monte Carlo standard error and the three sampled laws use it"),
+    ),
+    clauses=(
+        Clause("score_variance", r"\mathbb E\,q\cdot k=0,\ \operatorname{Var}(q\cdot k)=d_k", "derived",
+               "every d_k ≥ 1 (symbolic d_k; E q_ik_i = 0, E(q_ik_i)² = 1 taken from the hypotheses)",
+               ("derivation", "moments_vs_sympy", "monte_carlo"),
+               also=(("checked", "Monte Carlo within 5 SE at d_k ∈ {1, 4, 16, 64}, normal, Rademacher and uniform entries, "
+                      "20k (quick) / 100k / 400k (full) samples, two estimators"),)),
+        Clause("scaled_unit_variance", r"\operatorname{Var}(q\cdot k/\sqrt{d_k})=1", "derived", "every d_k ≥ 1 (symbolic d_k)",
+               ("derivation", "moments_vs_sympy", "monte_carlo", "sdpa_default_scale"),
+               also=(("checked", "Monte Carlo as above; torch sdpa's default scale read back as 1/√d_k at d_k ∈ {1, 4, 16, 64}"),)),
+    ),
     source="Vaswani et al. (2017) §3.2.1 (footnote 4); lecture notes 001, 004 (scaled dot product)",
     kind="theorem",
     form={"variance": lambda d: float(d), "scale": lambda d: 1.0 / math.sqrt(d)},
@@ -574,10 +726,56 @@ def _rename_no_sqrt(W_Q, W_K, W_V, d_s):
     return r
 
 
+def _forms_cx(ctx, name, params, shows, instance) -> Counterexample:
+    """Lecture notes ``name``'s form with the renamed parameters ``params(W_Q, W_K, W_V, d_s)`` vs
+    lecture notes 003's Softmax(QKᵀ)V at N = 3, D = K = D_v = 2, d_s = 4."""
+    rng = ctx.rng()
+    N, D, K, Dv, d_s = 3, 2, 2, 2, 4.0
+    X, WQ, WK, WV = rng.normal(size=(N, D)), rng.normal(size=(D, K)), rng.normal(size=(D, K)), rng.normal(size=(D, Dv))
+    ref = na.seed003_attention(X, WQ, WK, WV)
+    fn = {"seed004": na.seed004_attention, "seed000": na.seed000_attention}[name]
+    out = _swap(fn(_swap(X), *params(WQ, WK, WV, d_s)))
+    err, tol = _maxabs(out - ref), 256 * EPS * largest(1.0, _maxabs(ref))
+    return Counterexample(dict(instance, N=N, D=D, K=K, D_v=Dv, d_s=d_s), "forms_equal",
+                          f"{shows}: max |difference from Softmax(QKᵀ)V| = {err:.3g}", violated=err > tol, error=err,
+                          tolerance=tol, justification="the symbolic check's rounding tolerance for O(1) softmax-weighted sums (256·eps·max|y|)")
+
+
+def _forms_cx_rename_004(ctx) -> Counterexample:
+    return _forms_cx(ctx, "seed004", lambda WQ, WK, WV, d_s: (WV.T, WK.T, WQ.T, d_s),
+                     "lecture notes 004 with W_c = W_Qᵀ (√d_s not absorbed)", {"W_c": "W_Qᵀ"})
+
+
+def _forms_cx_rename_000(ctx) -> Counterexample:
+    return _forms_cx(ctx, "seed000", lambda WQ, WK, WV, d_s: (WK.T, WQ.T, WV.T),
+                     "lecture notes 000 with U_q = W_Kᵀ, U_k = W_Qᵀ (query and key exchanged)", {"U_q, U_k": "W_Kᵀ, W_Qᵀ"})
+
+
 register(Claim(
     id="attn.forms_agree",
-    title="The seeds' four attention formulas are one map (lecture notes 000's normaliser corrected)",
-    statement=r"S(XW_QW_K^\top X^\top)XW_V=\operatorname{Softmax}(QK^\top)V=\big(W_hX_c\Psi(X_c^\top W_b^\top W_cX_c/\sqrt{d_s})\big)^\top=(U_vX_cA)^\top,\ A_{n,n'}=\frac{e^{\langle U_kx_n,U_qx_{n'}\rangle}}{\sum_\ell e^{\langle U_kx_\ell,U_qx_{n'}\rangle}}",
+    title="The lecture notes' four attention formulas are one map under the renaming (lecture notes 000's normaliser corrected)",
+    statement="",
+    hypotheses=(
+        Hypothesis("rename_004", r"W_h=W_V^\top,\ W_b=W_K^\top,\ W_c=\sqrt{d_s}\,W_Q^\top,\ d_s>0",
+                   "lecture notes 004's parameters renamed (the √d_s absorbed into W_c)", counterexample=_forms_cx_rename_004),
+        Hypothesis("rename_000", r"U_q=W_Q^\top,\ U_k=W_K^\top,\ U_v=W_V^\top",
+                   "lecture notes 000's parameters renamed (query and key in their places)", counterexample=_forms_cx_rename_000),
+        Hypothesis("rows_and_columns", r"Q=XW_Q,\ K=XW_K,\ V=XW_V,\ X_c=X^\top\in\mathbb R^{D\times N}\ \text{finite}",
+                   necessary_note="part of the setting: it says what each form's symbols are (tokens as rows in "
+                   "lecture notes 002/003, as columns in 000/004)"),
+    ),
+    clauses=(
+        Clause("forms_equal", r"S(XW_QW_K^\top X^\top)XW_V=\operatorname{Softmax}(QK^\top)V=\big(W_hX_c\Psi(X_c^\top W_b^\top W_cX_c/\sqrt{d_s})\big)^\top=(U_vX_cA)^\top",
+               "derived_at", "N = 2, D = 2, K = 2, D_v = 2", ("derivation", "forms_vs_sympy", "forms_vs_sdpa"),
+               also=(("checked", "N = 2, D = K = D_v = 2 (vs the derivation, 8 draws); N = 6, D = 5, K = 3, D_v = 4, "
+                      "d_s = 4 against torch sdpa (scale 1), 4/16/64 draws"),)),
+        Clause("corrected_normaliser", r"A_{n,n'}=\frac{e^{\langle U_kx_n,U_qx_{n'}\rangle}}{\sum_\ell e^{\langle U_kx_\ell,U_qx_{n'}\rangle}}:\ \sum_nA_{n,n'}=1",
+               "derived_at", "N = 2, D = K = 2", ("derivation", "forms_vs_sympy", "forms_vs_sdpa"),
+               also=(("checked", "N = 2 and N = 6, every column"),)),
+        Clause("shared_u_normaliser", r"A_{n,n'}=\frac{e^{\langle Ux_n,Ux_{n'}\rangle}}{\sum_\ell e^{\langle Ux_{n'},Ux_\ell\rangle}}:\ \sum_nA_{n,n'}=1\ \text{(as stated: }\langle\cdot,\cdot\rangle\text{ symmetric)}",
+               "derived_at", "N = 2, D = K = 2", ("derivation", "forms_vs_sympy", "forms_vs_sdpa"),
+               also=(("checked", "N = 2 and N = 6, every column"),)),
+    ),
     source="lecture notes 000, 002, 003, 004; agrees with torch.nn.functional.scaled_dot_product_attention",
     kind="erratum",
     form=_FORMS,
@@ -683,10 +881,61 @@ def _sum_row_softmax(Xc, U_q, U_k, U_v, U_p):
 _MHSA_FORM = {"concat": na.mhsa_concat, "sum": na.mhsa_sum_columns, "concat_to_sum": na.concat_to_sum,
               "from_torch": na.mha_to_concat, "concat_width": lambda M, Dv: M * Dv}
 
+def _mhsa_cx_head_order(ctx) -> Counterexample:
+    """Without W_O's blocks in head order: U_{p,h} read from the blocks in reverse order (M = 2)."""
+    rng = ctx.rng()
+    N, D, K, M = 3, 2, 1, 2
+    X = rng.normal(size=(N, D))
+    Wq, Wk, Wv, Wo = rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K)), rng.normal(size=(M * K, D))
+    ref = na.mhsa_concat(X, Wq, Wk, Wv, Wo, scale=1.0)
+    out = _swap(na.mhsa_sum_columns(_swap(X), *_concat_to_sum_reversed(Wq, Wk, Wv, Wo)))
+    err, tol = _maxabs(out - ref), 256 * EPS * largest(1.0, _maxabs(ref))
+    return Counterexample({"N": N, "D": D, "D_v": K, "M": M, "U_p,h": "block M + 1 − h of W_O"}, "sum_equals_concat",
+                          f"max |sum form − Concat·W_O| = {err:.3g}", violated=err > tol, error=err, tolerance=tol,
+                          justification="the symbolic check's rounding tolerance of O(1) sums (256·eps·max|y|)")
+
+
+def _mhsa_cx_torch_scale(ctx) -> Counterexample:
+    """Without the 1/√d_h absorbed into W_Q: torch's packed weights read as they are, scores unscaled."""
+    E, H, N = 4, 2, 3
+    with _torch_seed(ctx.seed_for("mha")):
+        mha = torch.nn.MultiheadAttention(E, H, bias=False, batch_first=True, dtype=torch.float64)
+    X = ctx.rng().normal(size=(1, N, E)) * 2.0
+    with torch.no_grad():
+        ref = _np(mha(_T(X), _T(X), _T(X), need_weights=False)[0])
+    out = na.mhsa_concat(X, **dict(na.mha_to_concat(mha, absorb_scale=False), scale=1.0))
+    err, tol = _maxabs(out - ref), 64 * (N + E) * EPS * math.sqrt(E)
+    return Counterexample({"E": E, "heads": H, "N": N, "W_q,h": "in_proj block h, no 1/√d_h"}, "torch_equality",
+                          f"max |concat form − torch MultiheadAttention| = {err:.3g}", violated=err > tol, error=err, tolerance=tol,
+                          justification="the torch check's rounding tolerance (64·(N+E)·eps·√E)")
+
+
 register(Claim(
     id="attn.mhsa_sum_equals_concat",
-    title="Lecture notes 000's sum over heads = lecture notes 003's Concat·W_O = torch MultiheadAttention",
-    statement=r"\Big(\sum_{h=1}^M U_{p,h}U_{v,h}X_cA_h\Big)^\top=\operatorname{Concat}(H_1,\dots,H_M)W^{(o)},\ W^{(o)}=\begin{bmatrix}U_{p,1}^\top\\\vdots\\U_{p,M}^\top\end{bmatrix},\ \operatorname{Concat}\in\mathbb R^{N\times MD_v}",
+    title="Lecture notes 000's sum over heads = lecture notes 003's Concat·W_O = torch MultiheadAttention (weights mapped)",
+    statement="",
+    hypotheses=(
+        Hypothesis("wo_blocks_in_head_order", r"W^{(o)}=\begin{bmatrix}U_{p,1}^\top\\\vdots\\U_{p,M}^\top\end{bmatrix}",
+                   "block h of W_O's rows is U_{p,h}ᵀ, in head order", counterexample=_mhsa_cx_head_order),
+        Hypothesis("heads_renamed", r"U_{q,h}=W_{Q,h}^\top,\ U_{k,h}=W_{K,h}^\top,\ U_{v,h}=W_{V,h}^\top,\ A_h\ \text{column-stochastic}",
+                   necessary_note="part of the setting: it says which head of one form is which head of the other "
+                   "(a wrong query/key renaming is the erratum attn.forms_agree refutes)"),
+        Hypothesis("torch_scale_absorbed", r"W_{Q,h}=W^{\text{torch}}_{Q,h}/\sqrt{d_h}\ \text{(for the torch clause)}",
+                   "torch's 1/√d_h score scale absorbed into W_Q", counterexample=_mhsa_cx_torch_scale),
+    ),
+    clauses=(
+        Clause("sum_equals_concat", r"\Big(\sum_{h=1}^M U_{p,h}U_{v,h}X_cA_h\Big)^\top=\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}",
+               "derived_at", "block identity Concat(H)·[P_h] = Σ_h H_h P_h for symbolic N, D_v, D at M = 3; the full "
+               "layer with softmax heads at N = 2, D = 2, K = 1, M = 2", ("derivation", "forms_vs_sympy", "vs_torch_mha"),
+               also=(("checked", "N = 2, D = 2, K = 1, M = 2 (8 draws); N = 5 with (E, heads) ∈ {(8, 2), (12, 3), (6, 6), "
+                      "(5, 1)}, plus (16, 4), (24, 8) at default/full size"),)),
+        Clause("concat_width", r"\operatorname{Concat}\in\mathbb R^{N\times MD_v}", "derived", "every M (symbolic Σ_h D_v)",
+               ("derivation", "forms_vs_sympy", "vs_torch_mha"),
+               also=(("checked", "M ∈ {1, 2, 3, 8}, D_v ∈ {1, 4, 7}; torch out_proj.in_features"),)),
+        Clause("torch_equality", r"\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}(+b)=\texttt{MultiheadAttention}(X,X,X)",
+               "checked", "N = 5, (E, heads) ∈ {(8, 2), (12, 3), (6, 6), (5, 1)} (+ (16, 4), (24, 8) at default/full), "
+               "with and without biases, float64", ("vs_torch_mha",)),
+    ),
     source="lecture notes 000 (MHSA), lecture notes 003 §2.2, lecture notes 001 (width n·d_h); torch.nn.MultiheadAttention",
     kind="identity",
     form=_MHSA_FORM,
