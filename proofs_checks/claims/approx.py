@@ -190,12 +190,100 @@ def _bound_exponent_plus_one(d, b, rho):
 
 _CM_FORM = {"weights": na.construction_weights, "bound": na.margin_bound}
 
+
+def _rounding(n, d):
+    """float64 rounding of a difference of two outputs of size ≤ √d + 1 (as in the separation check)."""
+    return 64 * n * EPS * (math.sqrt(d) + 1.0)
+
+
+def _cx_gamma(ctx) -> Counterexample:
+    """Without γ = 1/(2(K−1)): γ four times larger on d = 1, δ = 1/4, n = 3; two different tokens'
+    outputs come closer than δ/2 (the context shift γ·|f − f′| is no longer below δ/2)."""
+    d, b, n = 1, 4, 3
+    W = dict(na.construction_weights(d, b))
+    W["W_O"] = 4 * W["W_O"]
+    sep, half = na.separations(d, b, n, W).distinct_tokens, float(na.margin_bound(d, b)["distinct_tokens"])
+    return Counterexample({"d": d, "delta": "1/4", "n": n, "gamma": "4/(2(K−1)) = 2/3"}, "distinct_tokens",
+                          f"smallest distance between outputs of different tokens {sep:.3g} < δ/2 = {half:g}",
+                          violated=sep < half - _rounding(n, d), error=half - sep, tolerance=_rounding(n, d),
+                          justification="every ordered sequence enumerated in float64; tolerance: rounding of the difference")
+
+
+def _cx_lambda(ctx) -> Counterexample:
+    """Without λ = ln(1/ρ)/(δ² c₀): λ twice as large on d = 1, δ = 1/3, n = 2 sharpens the softmax
+    (x = ρ² at the smallest query): the top token's outputs in {0, 2} and {1, 2} come far closer than
+    the stated margin B(x_top)."""
+    d, b, n = 1, 3, 2
+    W = dict(na.construction_weights(d, b))
+    W["W_Q"], W["W_K"] = math.sqrt(2) * W["W_Q"], math.sqrt(2) * W["W_K"]
+    sep = na.separations(d, b, n, W).same_token
+    bound = np.asarray(na.margin_bound(d, b)["same_token"], float)
+    z = int(np.argmin(sep / bound))
+    return Counterexample({"d": d, "delta": "1/3", "n": n, "lambda": "2·ln(8)/(δ² c₀)"}, "same_token",
+                          f"token {z}: separation {sep[z]:.3g} < bound {bound[z]:.3g} (ratio {sep[z] / bound[z]:.2g})",
+                          violated=bool(sep[z] < bound[z] - _rounding(n, d)), error=float(bound[z] - sep[z]),
+                          tolerance=_rounding(n, d), justification="every ordered sequence enumerated in float64; "
+                          "tolerance: rounding of the difference (≪ the bound)")
+
+
+def _cx_origin(ctx) -> Counterexample:
+    """Without the grid starting at δ > 0: on Yun et al.'s grid {0, δ, …, 1 − δ} (d = 1, δ = 1/5) the
+    origin's query is 0, its attention row is uniform (mean pooling), and the sets {0, 1/5, 4/5} and
+    {0, 2/5, 3/5} (equal sums) give the origin the same output. The layer is evaluated in mpmath at
+    50 digits: the margins of this grid size (~1e-15) are below float64 rounding."""
+    import mpmath
+
+    d, b, n, dps = 1, 5, 3, 50
+    W = na.construction_weights(d, b)
+    with mpmath.workdps(dps):
+        tok = [mpmath.matrix([mpmath.mpf(m) / b]) for m in range(b)]  # {0, 1/5, …, 4/5}
+        ya, yb = (na._layer_mp([tok[i] for i in idx], W, mpmath) for idx in ((0, 1, 4), (0, 2, 3)))
+        sep = float(mpmath.norm(ya - yb))
+    bmin = float(np.min(na.margin_bound(d, b)["same_token"]))
+    tol = 10.0 ** (2 - dps)
+    return Counterexample({"d": d, "grid": "{0, 1/5, …, 4/5}", "sets": "{0, 1/5, 4/5} vs {0, 2/5, 3/5}", "token": "0"},
+                          "same_token", f"the origin's outputs differ by {sep:.2g} at {dps} digits (a collision), below any "
+                          f"positive margin (the construction's smallest on {{δ, …, 1}}^1, δ = 1/5: {bmin:.3g})",
+                          violated=sep <= tol, error=bmin - sep, tolerance=tol,
+                          justification=f"uniform attention (zero query): equal sums give equal outputs; mpmath rounding ≤ 1e{2 - dps}")
+
+
+_GRIDS_SCOPE = ("every ordered sequence on the grids (d, b, n) = (1,3,2), (2,2,3), (3,2,3), (2,3,3) (quick); 12 grids "
+                "with K ≤ 9, n ≤ 4 (default)")
+
 register(Claim(
     id="approx.contextual_mapping",
-    title="One softmax attention layer (single head, rank-1 weights) is a contextual mapping on a grid, with a derived margin",
-    statement=r"X\in\{\delta,\dots,1\}^{n\times d}\ \text{distinct rows}:\ y_k=x_k+\gamma e_1\textstyle\sum_l \mathrm{softmax}_l(\lambda a_ka_l)\,a_l,"
-              r"\ a=u^\top x,\ u=(1,b,\dots,b^{d-1});\ \ \|y_k-y'_{k'}\|\ge\tfrac{\delta}{2}\ (x_k\ne x'_{k'}),\ "
-              r"\|y_k-y'_k\|\ge\tfrac{\delta}{2(K-1)}(K-2)x^{K-2}(1-x)^2\varphi(x)\ (\text{different sets}),\ x=\rho^{a_k/a_{\min}}",
+    title="One softmax attention layer (single head, rank-1 weights, the derived λ and γ) is a contextual mapping on the "
+          "grid {δ, …, 1}^d, with a derived margin",
+    statement="",
+    hypotheses=(
+        Hypothesis("grid_without_origin",
+                   r"X\in\{\delta,2\delta,\dots,1\}^{n\times d},\ \delta=1/b,\ b\in\{2,3,\dots\},\ K=b^d",
+                   "grid starting at δ > 0 (not Yun et al.'s {0, …, 1 − δ})", counterexample=_cx_origin),
+        Hypothesis("distinct_rows", r"n \text{ distinct rows},\ 2\le n\le K",
+                   necessary_note="part of the setting: contexts are sets of distinct tokens (Yun et al., Def. 3.1)"),
+        Hypothesis("construction",
+                   r"a=u^\top x,\ u=(1,b,\dots,b^{d-1}),\ W_Q=W_K=\sqrt\lambda\,u^\top,\ W_V=u^\top,\ W_O=\gamma e_1",
+                   necessary_note="part of the setting: the layer whose outputs the clauses bound"),
+        Hypothesis("lambda_relation", r"\lambda=\ln(1/\rho)/(\delta^2c_0),\ c_0=(K-1)/(b-1),\ \rho=1/8",
+                   "the score scale λ", counterexample=_cx_lambda),
+        Hypothesis("gamma_relation", r"\gamma=1/(2(K-1))", "the output scale γ", counterexample=_cx_gamma),
+    ),
+    clauses=(
+        Clause("layer", r"y_k=x_k+\gamma e_1\textstyle\sum_l \mathrm{softmax}_l(\lambda a_ka_l)\,a_l \text{ (permutation equivariant)}",
+               "checked", _GRIDS_SCOPE + ": equivariance residual at float64 rounding", ("separation_on_every_sequence",)),
+        Clause("distinct_tokens", r"\|y_k-y'_{k'}\|\ge\delta/2\ (x_k\neq x'_{k'})", "derived",
+               "symbolic K, δ (‖x − x′‖ ≥ δ, context shift ≤ γδ(K − 1))", ("derivation", "bound_vs_derivation"),
+               also=(("checked", _GRIDS_SCOPE),)),
+        Clause("same_token",
+               r"\|y_k-y'_k\|\ge B(x)=\frac{\delta}{2(K-1)}\min\big(1-x/(1-x)^2,\ (K-2)x^{K-2}(1-x)^2\varphi(x)\big)"
+               r"\ (\text{different sets}),\ x=\rho^{a_k/a_{\min}}",
+               "derived", "symbolic K, δ and x ≤ ρ = 1/8, with one bounding step argued in words, not derived (assumed step: "
+               "E = mP_C − N_C ≥ m, the Σ_H terms dropped)", ("derivation", "bound_vs_derivation", "separation_on_every_sequence"),
+               also=(("checked", _GRIDS_SCOPE + "; mpmath where the margin is below float64 rounding"),)),
+        Clause("nearly_attained", r"\text{tight pair: } \|y_k-y'_k\|\le\tau(\rho^b)B(\rho^b),\ \tau(x)=1/((1-x)^3\varphi(x))",
+               "checked", "the tight pair of sets on the grids above (n ≤ K − 1)", ("bound_nearly_attained",)),
+    ),
     source="lecture notes 002 (approximation); Kajitsuka & Sato, Are Transformers with One Layer Self-Attention Using Low-Rank "
            "Weight Matrices Universal Approximators? (ICLR 2024) (construction: one layer, one head, rank-1 W_Q = W_K, "
            "Boltzmann operator); Yun et al., Are Transformers universal approximators of sequence-to-sequence functions? "
@@ -230,7 +318,10 @@ register(Claim(
           "hold as stated: a generic attention is injective on a finite set, and random full-rank weights with the "
           "construction's norms separate by 1e-5–7e-3 on these grids, ABOVE the construction's margin (tests/test_approx.py). "
           "The mutant kept is the degenerate random attention that is not contextual: uniform attention (zero query/key) "
-          "with random full-rank value/output, whose equal-sum collisions are found at d = 3, δ = 1/2, n = 3, 4.",
+          "with random full-rank value/output, whose equal-sum collisions are found at d = 3, δ = 1/2, n = 3, 4. The earlier "
+          "statement left γ, λ, K, δ free; the bound needs the construction's relations (counterexamples: γ four times "
+          "larger gives distinct-token distance 0.083 < δ/2 = 0.125 at d = 1, δ = 1/4; λ doubled gives a top-token "
+          "separation 3.2e-7 below the bound 1.6e-4 at d = 1, δ = 1/3).",
 ))
 
 
