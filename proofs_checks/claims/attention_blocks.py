@@ -15,7 +15,8 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
+                                    register, worst)
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import confirm_resolution, largest, smallest
 from theory import attention as ta
@@ -208,10 +209,58 @@ def _block_token_mixing(X, p, *, causal=False):
 
 _PERM_FORM = {"block": na.block_pre_ln, "relation": "equivariant", "broken_by": frozenset({"positional_encoding", "causal_mask"})}
 
+def _perm_cx(ctx, what: str, run) -> Counterexample:
+    """f(PX) vs P f(X) for the swap of tokens 1 and 2, N = 3, D = 4, two heads, MLP width 8, where
+    ``run(block, Z)`` is the block in the setting ``what`` (the hypothesis dropped)."""
+    rng = ctx.rng()
+    N, D, M, F = 3, 4, 2, 8
+    p = na.random_block_params(rng, D, M, F)
+    X = rng.normal(size=(N, D))
+    perm = np.array([1, 0, 2])
+    f = lambda Z: run(lambda W, **kw: na.block_pre_ln(W, p, **kw), Z)  # noqa: E731
+    res = _maxabs(f(X[perm]) - f(X)[perm])
+    scale = largest(1.0, _maxabs(f(X)))
+    thr = 1e-6 * scale
+    return Counterexample({"N": N, "D": D, "heads": M, "mlp width": F, "P": "swap tokens 1 and 2", "setting": what},
+                          "equivariant", f"max |f(PX) − P f(X)| = {res:.3g} with {what}", violated=res > thr, error=res,
+                          tolerance=thr, justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
+                          "without the setting the residual is at rounding level (≤ 64·N·D·eps·scale)")
+
+
+def _perm_cx_pe(ctx) -> Counterexample:
+    return _perm_cx(ctx, "sinusoidal PE added to the input",
+                    lambda blk, Z: blk(Z + na.sinusoidal_pe(np.arange(Z.shape[-2]), Z.shape[-1])))
+
+
+def _perm_cx_mask(ctx) -> Counterexample:
+    return _perm_cx(ctx, "a causal mask", lambda blk, Z: blk(Z, causal=True))
+
+
+def _perm_cx_mixing(ctx) -> Counterexample:
+    return _perm_cx(ctx, "a running mean over tokens after the block",
+                    lambda blk, Z: (lambda Y: Y + np.cumsum(Y, axis=-2) / np.arange(1, Y.shape[-2] + 1)[:, None])(blk(Z)))
+
+
 register(Claim(
     id="attn.permutation_equivariance",
-    title="A block without PE or mask is permutation-equivariant; PE or a causal mask breaks it",
-    statement=r"f(PX)=Pf(X)\ \forall P\ \text{(attention + LayerNorm + MLP, no PE, no mask)};\ \exists X,P:\ f(PX+E)\ne Pf(X+E),\ f_{\text{causal}}(PX)\ne Pf_{\text{causal}}(X)",
+    title="A block without PE or mask is permutation-equivariant (PE or a causal mask breaks it)",
+    statement="",
+    hypotheses=(
+        Hypothesis("no_positional_encoding", r"\text{no positional encoding added to }X",
+                   counterexample=_perm_cx_pe),
+        Hypothesis("no_causal_mask", r"\text{no attention mask}", counterexample=_perm_cx_mask),
+        Hypothesis("tokenwise_sublayers", r"\text{LayerNorm, MLP, projections act on each token alone}",
+                   "every sub-layer other than attention is token-wise", counterexample=_perm_cx_mixing),
+    ),
+    clauses=(
+        Clause("equivariant", r"f(PX)=Pf(X)\ \text{for every permutation }P\text{ (attention + LayerNorm + MLP block)}",
+               "derived_at", "N = 3: softmax S(PSPᵀ) = P S(S) Pᵀ for a generic 3×3 score matrix, a one-head layer on "
+               "one-dimensional tokens; that token-wise maps commute with P is taken as their definition",
+               ("derivation", "truth_table_vs_sympy", "block_permutations", "torch_encoder_layer"),
+               also=(("checked", "N = 6, D = 8, two heads, MLP width 16: our block and torch's pre-/post-LN "
+                      "TransformerEncoderLayer, 6/16/64 (torch: 4/16/64) random inputs and permutations, the first the swap of "
+                      "tokens 1 and 2, to rounding"),)),
+    ),
     source="lecture notes 003 §3; lecture notes 004 (poll: order is ignored); lecture notes 001 ('position-invariant')",
     kind="theorem",
     form=_PERM_FORM,
@@ -258,6 +307,12 @@ def _ln_symbolic(form, ctx) -> CheckResult:
             Z = form(X, eps)
         R.prop(f"mean_eps{eps:g}", _maxabs(Z.mean(-1)), "absolute per-token mean of the output (derived 0)")
         R.pair(f"var_eps{eps:g}", Z.var(-1), var_ref(v, eps))
+        if eps > 0:  # the boundary v = 0 (constant tokens; 2·1 has an exact mean): mean 0, variance 0/(0 + ε) = 0
+            C = np.full((2, D), 2.0)
+            with np.errstate(all="ignore"):
+                Zc = form(C, eps)
+            R.prop(f"mean_constant_eps{eps:g}", _maxabs(Zc.mean(-1)), "absolute per-token mean of the output (derived 0)")
+            R.pair(f"var_constant_eps{eps:g}", Zc.var(-1), var_ref(np.zeros(2), eps))
     return R.result(32 * D * EPS * (1 + cond), "float64 rounding, amplified by cancellation |μ|/σ (32·D·eps·(1 + max|μ|/σ)); "
                     "resolution relative to the derived variance v/(v+ε) (the mean 0 has no scale: property_resolutions)",
                     seeds=[ctx.seed_for(B, N, D)], sizes={"batch": B, "tokens": N, "D": D, "max |mean|/sd": cond})
@@ -270,14 +325,17 @@ def _ln_vs_torch(form, ctx) -> CheckResult:
     rng = ctx.rng("affine")
     R = Resolved()
     Xt = _T(X, ctx.device)
+    Xk = X.copy()
+    Xk[0, 0] = 2.0  # a constant token (v = 0), defined for ε > 0
+    Xkt = _T(Xk, ctx.device)
     for eps in (1e-5, 0.1, 1.0):
         ln = torch.nn.LayerNorm(D, eps=eps, dtype=torch.float64, device=ctx.device)
         g, b = 1 + 0.5 * rng.normal(size=D), 0.5 * rng.normal(size=D)
         with torch.no_grad():
             ln.weight.copy_(_T(g)), ln.bias.copy_(_T(b))
-            ref = _np(ln(Xt))
+            ref = _np(ln(Xkt))
         with np.errstate(all="ignore"):
-            R.pair(f"LayerNorm_eps{eps:g}", form(X, eps, g, b), ref)
+            R.pair(f"LayerNorm_eps{eps:g}", form(Xk, eps, g, b), ref)
     with torch.no_grad():
         ref0 = _np(torch.nn.functional.layer_norm(Xt, (D,), eps=0.0))
     with np.errstate(all="ignore"):
@@ -299,10 +357,41 @@ def _ln_mutant(axis=-1, ddof=0, eps_outside=False, center=True, affine_inside=Fa
     return f
 
 
+def _ln_cx_constant_eps0(ctx) -> Counterexample:
+    """Without v + ε > 0: ε = 0 on a constant token, LN(x) = 0/0."""
+    x = np.full((1, 4), 2.0)
+    with np.errstate(all="ignore"):
+        z = na.layernorm(x, 0.0)
+        m = float(z.mean())
+    zt = _np(torch.nn.functional.layer_norm(_T(x), (4,), eps=0.0))
+    return Counterexample({"epsilon": 0.0, "x": "(2, 2, 2, 2)", "v": 0.0}, "mean_zero",
+                          f"LN(x) = {np.array2string(z[0], precision=3)} (0/0): mean {m}, not 0; torch's layer_norm with "
+                          f"eps = 0 gives {np.array2string(zt[0], precision=3)}", violated=not abs(m) <= 32 * 4 * EPS,
+                          error=m, tolerance=32 * 4 * EPS,
+                          justification="a defined LayerNorm output has mean 0 to rounding (32·D·eps); NaN is not a number")
+
+
 register(Claim(
     id="attn.layernorm",
-    title="LayerNorm gives each token mean 0 and variance 1; with ε and affine it is torch.nn.LayerNorm",
-    statement=r"\operatorname{LN}(x)_l=\frac{x_l-\mu}{\sqrt{v+\varepsilon}},\ \mu=\tfrac1D\sum_lx_l,\ v=\tfrac1D\sum_l(x_l-\mu)^2:\ \operatorname{mean}=0,\ \operatorname{var}=\tfrac{v}{v+\varepsilon}\ (=1\text{ at }\varepsilon=0);\ \gamma\odot\operatorname{LN}(x)+\beta=\texttt{torch.nn.LayerNorm}",
+    title="LayerNorm: mean 0 and variance v/(v+ε) per token (1 at ε = 0 for a non-constant token); with affine it is torch.nn.LayerNorm",
+    statement="",
+    hypotheses=(
+        Hypothesis("finite_token", r"x\in\mathbb R^D\ \text{finite},\ \varepsilon\ge0",
+                   necessary_note="part of the setting: μ and v are not defined for an infinite entry"),
+        Hypothesis("v_plus_eps_positive", r"v+\varepsilon>0\ (\varepsilon>0\text{ or }x\text{ not constant})",
+                   "ε > 0, or the token is not constant", counterexample=_ln_cx_constant_eps0),
+    ),
+    clauses=(
+        Clause("mean_zero", r"\operatorname{LN}(x)_l=\frac{x_l-\mu}{\sqrt{v+\varepsilon}},\ \mu=\tfrac1D\sum_lx_l,\ v=\tfrac1D\sum_l(x_l-\mu)^2:\ \tfrac1D\sum_l\operatorname{LN}(x)_l=0",
+               "derived_at", "D = 3", ("derivation", "moments_vs_sympy"),
+               also=(("checked", "D = 16, ε ∈ {0, 10⁻³, 0.1, 1}, |μ|/σ up to 100, constant tokens at ε > 0"),)),
+        Clause("variance", r"\tfrac1D\sum_l\operatorname{LN}(x)_l^2=\tfrac{v}{v+\varepsilon}\ (=1\text{ at }\varepsilon=0)",
+               "derived_at", "D = 3 (v > 0)", ("derivation", "moments_vs_sympy"),
+               also=(("checked", "D = 16, ε ∈ {0, 10⁻³, 0.1, 1}; v = 0 (constant tokens) at ε > 0: variance 0"),)),
+        Clause("torch_layernorm", r"\gamma\odot\operatorname{LN}(x)+\beta=\texttt{torch.nn.LayerNorm}(D,\varepsilon)(x)",
+               "checked", "D = 12, ε ∈ {10⁻⁵, 0.1, 1} with random γ, β (a constant token included), and F.layer_norm at "
+               "ε = 0, 4/16/64 × 5 tokens", ("vs_torch_layernorm",)),
+    ),
     source="lecture notes 000 (token normalisation); lecture notes 001, 004; Ba, Kiros, Hinton (2016)",
     kind="theorem",
     form=na.layernorm,
@@ -405,10 +494,46 @@ def _swap_norms(block):
 
 _BLOCK_FORM = {"pre_ln": na.block_pre_ln, "post_ln": na.block_post_ln}
 
+def _block_cx_dropout(ctx) -> Counterexample:
+    """Without dropout off: torch's layer in training mode with dropout 0.5 is not the recipe."""
+    N, D, M, F = 3, 4, 2, 8
+    with _torch_seed(ctx.seed_for("dropout")):
+        layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=0.5, batch_first=True,
+                                                 norm_first=True, dtype=torch.float64).train()
+        X = ctx.rng().normal(size=(1, N, D))
+        with torch.no_grad():
+            ref = _np(layer(_T(X)))
+    out = na.block_pre_ln(X, na.encoder_layer_to_block(layer))
+    err, tol = _maxabs(out - ref), 64 * (D + F + N) * EPS * 10
+    return Counterexample({"N": N, "D": D, "heads": M, "mlp width": F, "dropout": 0.5, "mode": "train"}, "matches_torch",
+                          f"max |pre-LN recipe − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
+                          violated=err > tol, error=err, tolerance=tol,
+                          justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
+
+
 register(Claim(
     id="attn.block_recipe",
     title="Transformer block: pre-LN residual x' = y + MLP(LN y) (lecture notes 000 corrected) and post-LN",
-    statement=r"\text{pre-LN: }y=x+\operatorname{MHSA}(\operatorname{LN}_1x),\ x'=y+\operatorname{MLP}(\operatorname{LN}_2y);\quad\text{post-LN: }y=\operatorname{LN}_1(x+\operatorname{MHSA}x),\ x'=\operatorname{LN}_2(y+\operatorname{MLP}y)",
+    statement="",
+    hypotheses=(
+        Hypothesis("dropout_off", r"\text{dropout off (p = 0 or eval mode), for the torch clause}",
+                   counterexample=_block_cx_dropout),
+        Hypothesis("relu_mlp", r"\operatorname{MLP}(z)=\operatorname{relu}(zW_1+b_1)W_2+b_2",
+                   necessary_note="part of the setting for the torch clause: it fixes the activation (torch's default "
+                   "ReLU); the zero-branch clauses hold for any maps"),
+    ),
+    clauses=(
+        Clause("pre_ln_residual", r"\text{pre-LN: }y=x+\operatorname{MHSA}(\operatorname{LN}_1x),\ x'=y+\operatorname{MLP}(\operatorname{LN}_2y):\ \operatorname{MLP}\equiv0\Rightarrow x'=y;\ \operatorname{MHSA}\equiv\operatorname{MLP}\equiv0\Rightarrow x'=x",
+               "derived", "any maps LN₁, LN₂, MHSA, MLP (undefined SymPy functions of the stream; no size enters)",
+               ("derivation", "zero_branches_vs_sympy"),
+               also=(("checked", "N = 5, D = 8, two heads, MLP width 16, W_O = 0 and last MLP layer = 0"),)),
+        Clause("post_ln_zero_branches", r"\text{post-LN: }y=\operatorname{LN}_1(x+\operatorname{MHSA}x),\ x'=\operatorname{LN}_2(y+\operatorname{MLP}y):\ \operatorname{MHSA}\equiv\operatorname{MLP}\equiv0\Rightarrow x'=\operatorname{LN}_2(\operatorname{LN}_1x)",
+               "derived", "any maps LN₁, LN₂, MHSA, MLP (undefined SymPy functions)", ("derivation", "zero_branches_vs_sympy"),
+               also=(("checked", "N = 5, D = 8 with torch's layer_norm as LN"),)),
+        Clause("matches_torch", r"\text{pre-LN}=\texttt{TransformerEncoderLayer(norm\_first=True)},\ \text{post-LN}=\texttt{(norm\_first=False)}",
+               "checked", "N = 6, D = 8, two heads, MLP width 16, ReLU, LayerNorm weights perturbed, with and without the "
+               "causal mask, 3/8/32 sequences", ("vs_torch_encoder_layer",)),
+    ),
     source="lecture notes 000 (final recipe); lecture notes 001, 003 (LayerNorm after the sub-layer); Vaswani et al. (2017); Xiong et al. (2020)",
     kind="erratum",
     form=_BLOCK_FORM,
@@ -505,10 +630,57 @@ def _cost_flop_counter(form, ctx) -> CheckResult:
 
 _COST_FORM = {"score_cost": lambda N, K, D: N * K * D + N * N * K, "head_cost": lambda N, K, D: 4 * N * K * D + 2 * N * N * K}
 
+def _cost_cx_separate(ctx) -> Counterexample:
+    """Without one shared U: scores ⟨U_k x_n, U_q x_m⟩ with two projections cost 2NKD + N²K."""
+    N, K, D = 3, 2, 4
+    counted = ta.count_attention_macs(N, K, D)["separate_scores"]
+    claimed = int(_COST_FORM["score_cost"](N, K, D))
+    return Counterexample({"N": N, "K": K, "D": D, "scores": "⟨U_k x_n, U_q x_m⟩, U_q ≠ U_k"}, "score_cost",
+                          f"counted {counted} multiply-adds, the clause says NKD + N²K = {claimed}",
+                          violated=counted != claimed, error=abs(counted - claimed), tolerance=0.0,
+                          justification="exact integer counts (product terms of SymPy symbol matrices)")
+
+
+def _cost_cx_d_grows(ctx) -> Counterexample:
+    """Without D fixed: along D = N the N² share N²K/C is 1/2 at every N, it does not tend to 1."""
+    K = 2
+    shares = {N: Fraction(N * N * K, int(_COST_FORM["score_cost"](N, K, N))) for N in (10, 1000, 10**6)}
+    gap = float(1 - shares[10**6])
+    return Counterexample({"K": K, "D": "D = N", "N": "10, 10³, 10⁶"}, "score_share",
+                          "N²K/C = " + ", ".join(f"{v}" for v in shares.values()) + " (exact): constant 1/2, not → 1",
+                          violated=gap > 0.25, error=gap, tolerance=0.25,
+                          justification="exact rationals; a share tending to 1 would be within 0.25 of 1 at N = 10⁶ "
+                                        "(N/(N + D) = 0.999999 for D fixed at 1)")
+
+
 register(Claim(
     id="attn.complexity",
-    title="Cost of attention: N·K·D (projections) + N²·K (scores) multiply-adds",
-    statement=r"C_{\text{scores}}=NKD+N^2K,\quad C_{\text{head}}=4NKD+2N^2K\ \text{multiply-adds (FLOPs}=2\times\text{)},\quad \frac{N^2K}{C_{\text{scores}}}=\frac{N}{N+D}\xrightarrow{N\to\infty}1",
+    title="Cost of attention: N·K·D (projections) + N²·K (scores) multiply-adds; the N² term dominates for N ≫ D",
+    statement="",
+    hypotheses=(
+        Hypothesis("mac_convention", r"\text{cost}=\text{multiply-adds of naive matrix products (softmax, biases, sums not counted)}",
+                   necessary_note="part of the setting: the counting convention defines the cost (FlopCounterMode "
+                   "counts 2 FLOPs per multiply-add of a matrix product and nothing for the softmax)"),
+        Hypothesis("shared_projection", r"\text{scores }\langle Ux_n,Ux_m\rangle\text{ with one }U\in\mathbb R^{K\times D}",
+                   "lecture notes 000's scores with one shared projection (for C_scores)", counterexample=_cost_cx_separate),
+        Hypothesis("d_fixed", r"D\ \text{fixed as }N\to\infty", "D fixed while N grows (for the limit)",
+                   counterexample=_cost_cx_d_grows),
+    ),
+    clauses=(
+        Clause("score_cost", r"C_{\text{scores}}=NKD+N^2K", "derived",
+               "every N, K, D ≥ 1 (symbolic sizes under the naive-product convention; also counted at N ≤ 3, K ≤ 2, D ≤ 2 "
+               "and (4, 3, 3), (5, 1, 4))", ("derivation", "polynomial_vs_sympy", "flop_counter"),
+               also=(("checked", "FlopCounterMode on the shared-U score module, N ∈ {1, 3, 8, 17}, K ∈ {1, 2, 5}, "
+                      "D ∈ {1, 4, 7}"),)),
+        Clause("head_cost", r"C_{\text{head}}=4NKD+2N^2K\ \text{(}U_q,U_k,U_v,U_p\text{; FLOPs}=2\times\text{)}", "derived",
+               "every N, K, D ≥ 1 (symbolic sizes under the naive-product convention)",
+               ("derivation", "polynomial_vs_sympy", "flop_counter"),
+               also=(("checked", "FlopCounterMode on MultiheadAttention (no bias, K = D/H): N ∈ {2, 9}, (D, H) ∈ {(4, 1), "
+                      "(6, 2), (8, 4), (12, 3)}, plus (N, D, H) = (33, 16, 2) at default/full size"),)),
+        Clause("score_share", r"\frac{N^2K}{C_{\text{scores}}}=\frac{N}{N+D}\xrightarrow{N\to\infty}1", "derived",
+               "every D ≥ 1 (symbolic limit)", ("derivation", "flop_counter"),
+               also=(("checked", "exact FlopCounterMode shares at (N, K, D) = (256, 4, 4), (512, 2, 8), > 0.95"),)),
+    ),
     source="lecture notes 000 ('NKD + N²K time'); torch.utils.flop_counter.FlopCounterMode",
     kind="identity",
     form=_COST_FORM,
@@ -613,10 +785,39 @@ def _pe_sum_amplitude(positions, D, base=10000.0):
 
 _PE_FORM = {"pe": na.sinusoidal_pe, "shift": na.pe_shift_matrix}
 
+def _pe_cx_odd(ctx) -> Counterexample:
+    """Without D even: at D = 3 the last sine has no cosine partner and no linear map sends PE(p) to PE(p + 1)."""
+    D, pos = 3, np.arange(0.0, 4096.0)
+    A, B = na.sinusoidal_pe_any_width(pos, D), na.sinusoidal_pe_any_width(pos + 1, D)
+    M = np.linalg.lstsq(A, B, rcond=None)[0]
+    err = _maxabs(A @ M - B)
+    return Counterexample({"D": D, "k": 1, "positions": "0..4095"}, "shift_rotation",
+                          f"the best linear map M (least squares) leaves max |PE(p) M − PE(p + 1)| = {err:.3g}",
+                          violated=err > 1e-9, error=err, tolerance=1e-9,
+                          justification="at even D the same fit reaches rounding level (≈ 1e-14 at D = 4 on these positions); "
+                                        "1e-9 leaves five orders of magnitude for the conditioning of the fit")
+
+
 register(Claim(
     id="attn.sinusoidal_pe",
-    title="Sinusoidal encodings lie in [−1, 1]^D and a shift by k is a fixed block rotation",
-    statement=r"PE(p)_{2i}=\sin p\omega_i,\ PE(p)_{2i+1}=\cos p\omega_i,\ \omega_i=10000^{-2i/D}:\ PE(p)\in[-1,1]^D,\ PE(p+k)=PE(p)\,\operatorname{diag}_i\begin{bmatrix}\cos k\omega_i&-\sin k\omega_i\\\sin k\omega_i&\cos k\omega_i\end{bmatrix}",
+    title="Sinusoidal encodings lie in [−1, 1]^D and, for even D, a shift by k is a fixed block rotation",
+    statement="",
+    hypotheses=(
+        Hypothesis("d_even", r"D\ \text{even}", "sin/cos pairs fill every coordinate", counterexample=_pe_cx_odd),
+        Hypothesis("setting", r"p,k\in\mathbb R,\ \omega_i=b^{-2i/D},\ b>0\ (b=10000)",
+                   necessary_note="part of the setting: it defines the encoding; the rotation holds for any real "
+                   "frequencies ω_i, the base only fixes them"),
+    ),
+    clauses=(
+        Clause("in_closed_cube", r"PE(p)_{2i}=\sin p\omega_i,\ PE(p)_{2i+1}=\cos p\omega_i:\ PE(p)\in[-1,1]^D\ \text{(closed: }PE(0)\text{ has entries 0 and 1)}",
+               "derived", "every D, p (sin² + cos² = 1 for symbolic p, ω)", ("derivation", "shift_range_numeric"),
+               also=(("checked", "D ∈ {4, 16, 64}, positions 0..199 (quick) / 0..1999 / 0..19999 (full) and 10⁴..10⁴+7"),)),
+        Clause("shift_rotation", r"PE(p+k)=PE(p)\,\operatorname{diag}_i\begin{bmatrix}\cos k\omega_i&-\sin k\omega_i\\\sin k\omega_i&\cos k\omega_i\end{bmatrix}\ \text{(orthogonal, }M_jM_k=M_{j+k})",
+               "derived", "every even D, real p, k (one pair with symbolic p, k, ω by angle addition; the pairs are independent)",
+               ("derivation", "rotation_vs_sympy", "shift_range_numeric"),
+               also=(("checked", "D ∈ {2, 4, 8, 16}, k ∈ {1, 3, 50}, p ≤ 63 (vs the derivation); D ∈ {4, 16, 64}, "
+                      "k ∈ {1, 2, 17, 100}, positions as above; mpmath at D ∈ {4, 16}"),)),
+    ),
     source="lecture notes 003 §3 (sinusoidal encoding, r_n ∈ (−1, 1)^D); Vaswani et al. (2017) §3.5",
     kind="theorem",
     form=_PE_FORM,
