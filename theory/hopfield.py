@@ -19,6 +19,7 @@ from theory.derivation import Derivation, DerivationBuilder
 __all__ = [
     "AGS_ALPHA_C",
     "derive_classical_flip",
+    "derive_classical_flip_general",
     "derive_dense_update",
     "derive_capacity_formulas",
     "derive_classical_capacity",
@@ -99,6 +100,83 @@ def derive_classical_flip(d: int = 4, i: int = 0) -> Derivation:
     b.fact("W", W)
     b.fact("b", tuple(bias))
     b.fact("energy", E)
+    return b.done(dE)
+
+
+def _scalar_canon(e):
+    """Expand a sum of 1×1 matrix expressions and write each term in one canonical orientation
+    (a 1×1 matrix equals its transpose: ``xᵀuᵀη = ηᵀux``), so that equal scalars combine."""
+    e = e.expand()
+    terms = e.args if isinstance(e, sp.MatAdd) else (e,)
+    return sp.MatAdd(*[min(t, sp.transpose(t).doit(), key=sp.default_sort_key) for t in terms]).doit()
+
+
+@lru_cache(maxsize=None)
+def derive_classical_flip_general() -> Derivation:
+    """:func:`derive_classical_flip` for every ``d``: unit ``i`` and the other ``n = d − 1`` units
+    as blocks, ``ξ = (ξ_i, η)``, ``W = [[w_ii, vᵀ], [u, V]]``, ``b = (b_i, c)`` with ``η, u, v, c``
+    matrix symbols of symbolic size ``n`` (the unit is moved first by relabelling the units).
+
+    For a general ``W`` the flip changes ``E`` by ``ξ_i(uᵀη + vᵀη) − 2ξ_i b_i``; symmetry
+    (``v = u``) makes that ``2ξ_i(Σ_{j≠i} w_ij ξ_j − b_i)``, and under the update
+    ``ξ_i ← sgn((Wξ − b)_i)`` a flip happens only when ``s = ξ_i h_i ≤ 0``, so ``ΔE = 2s − 2w_ii ≤ −2w_ii``.
+
+    ``result`` is ``ΔE`` (a 1×1 matrix expression in the blocks, symmetric ``W``); facts:
+    ``general_W`` (ΔE without symmetry), ``asymmetry_term`` (what symmetry removes), ``bound_gap``.
+
+    >>> r = derive_classical_flip_general()
+    >>> r.result
+    -2*beta_i.T*x_i + 2*eta.T*u*x_i
+    >>> r.facts["asymmetry_term"]
+    -eta.T*u*x_i + eta.T*v*x_i
+    """
+    b = DerivationBuilder("Classical Hopfield: energy change of one asynchronous flip, every d (block form)")
+    b.symbols(x_i="the state ξ_i of unit i (a 1×1 block, ±1)", eta="the states of the other n = d − 1 units",
+              w_ii="self-coupling of unit i (1×1)", u="column i of W without w_ii (weights w_ji, j ≠ i)",
+              v="row i of W without w_ii (weights w_ij, j ≠ i)", V="W without row and column i",
+              beta_i="bias b_i of unit i (1×1)", c="the other biases", n="d − 1", s="ξ_i h_i",
+              h_i="local field (Wξ − b)_i")
+    n = sp.Symbol("n", integer=True, nonnegative=True)
+    eta, u, v = (sp.MatrixSymbol(k, n, 1) for k in ("eta", "u", "v"))
+    V, c = sp.MatrixSymbol("V", n, n), sp.MatrixSymbol("c", n, 1)
+    x, w, bi = (sp.MatrixSymbol(k, 1, 1) for k in ("x_i", "w_ii", "beta_i"))
+    Wb = sp.BlockMatrix([[w, v.T], [u, V]])
+    b.define("Unit i first (relabel the units): ξ = (ξ_i, η), W = [[w_ii, vᵀ], [u, V]], b = (b_i, c); "
+             "d = n + 1 for every n ≥ 0", Wb)
+
+    def energy(first):
+        xi, bias = sp.BlockMatrix([[first], [eta]]), sp.BlockMatrix([[bi], [c]])
+        return sp.block_collapse(-sp.Rational(1, 2) * xi.T * Wb * xi + xi.T * bias)
+
+    E = b.step("E(ξ) = −½ ξᵀWξ + ξᵀb multiplied out by blocks", energy(x))
+    general = _scalar_canon(energy(-x) - E)
+    b.step("Flip ξ_i → −ξ_i: ΔE for a general W (the ηᵀVη, ηᵀc and w_ii ξ_i² terms cancel)", general)
+    sym = b.assume("Symmetric W: row i equals column i, v = u", sp.Eq(v, u))
+    dE = _scalar_canon(general.subs(sym.lhs, sym.rhs))
+    b.step("ΔE for the symmetric W", dE, compact=r"\Delta E=2\xi_i\big(\textstyle\sum_{j\ne i}w_{ij}\xi_j-b_i\big)")
+    target = 2 * x.T * u.T * eta - 2 * x.T * bi
+    b.obligation("flip_formula_every_d", _scalar_canon(dE - target),
+                 description="ΔE = 2ξ_i(Σ(j≠i) w_ij ξ_j − b_i) for every d (block matrix symbols)")
+    asym = _scalar_canon(general - dE)
+    b.step("What symmetry removed: ΔE(general W) − ΔE(symmetric W)", asym)
+    # the scalar part: the same for every d (ξ_i, w_ii, b_i and σ = Σ_{j≠i} w_ij ξ_j are numbers)
+    xs, ws, bs, sig = sp.symbols("xi_i w_ii b_i sigma", real=True)
+    h = b.define("Local field h_i = (Wξ − b)_i = w_ii ξ_i + σ − b_i with σ = uᵀη = Σ(j≠i) w_ij ξ_j",
+                 ws * xs + sig - bs)
+    dE_s = 2 * xs * (sig - bs)
+    b.obligation("flip_via_local_field_every_d", sp.expand(dE_s - (2 * xs * h - 2 * ws * xs ** 2)))
+    b.step("ΔE − (2ξ_i h_i − 2w_ii ξ_i²)", sp.expand(dE_s - (2 * xs * h - 2 * ws * xs ** 2)))
+    s, wii = sp.Symbol("s", nonpositive=True), sp.Symbol("w_ii", nonnegative=True)
+    b.assume("ξ_i ∈ {±1} (ξ_i² = 1); the update ξ_i ← sgn(h_i) flips ξ_i only when sgn(h_i) ≠ ξ_i, i.e. "
+             "s = ξ_i h_i ≤ 0 (sgn(0) = +1: a unit at h_i = 0 flips only from −1 to +1)", sp.Le(sp.Symbol("s"), 0))
+    gap = sp.expand(2 * s - 2 * wii + 2 * wii)
+    b.step("ΔE + 2w_ii with ΔE = 2s − 2w_ii", gap)
+    b.obligation("flip_lowers_energy_by_2wii_every_d", -gap, "nonnegative",
+                 description="ΔE + 2w_ii ≤ 0 whenever the update flips")
+    b.step("Hence ΔE ≤ −2w_ii, and ≤ 0 when w_ii ≥ 0", sp.Le(2 * s - 2 * wii, -2 * wii))
+    b.fact("general_W", general)
+    b.fact("asymmetry_term", asym)
+    b.fact("bound_gap", gap)
     return b.done(dE)
 
 
@@ -189,6 +267,7 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
     lead_one = sp.LT(sp.Poly(one, c).as_expr(), c) if a > 1 else one
     b.step("Crosstalk of one pattern μ≠ν: F(c_μ+1) − F(c_μ−1), leading term in c_μ", lead_one)
     gauss = sp.exp(-zr ** 2 / 2) / sp.sqrt(2 * sp.pi)
+    b.assume("Random patterns: x_1, …, x_N i.i.d. uniform on {±1}^d (every statement below is about this distribution)")
     b.assume("Central limit: the overlap c_μ = Σ(j≠l) x_μj x_νj of another pattern is ≈ √d·Z with Z ~ N(0, 1), "
              "independent across μ", gauss)
     moment = sp.integrate(zr ** (2 * a - 2) * gauss, (zr, -sp.oo, sp.oo))
@@ -338,8 +417,7 @@ def derive_classical_capacity() -> Derivation:
     b.step("The dense update with F(z) = z² minus the classical Hebbian rule (derive_dense_update(2))",
            heb.facts["hebbian_residual"])
     for prefix, sub in (("dense_update", heb), ("dense_capacity", dense)):
-        for o in sub.obligations:  # the premises' obligations are this claim's too
-            b.obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description)
+        b.inherit(sub, prefix)  # the premises' obligations and assumptions are this claim's too
     b.step("SNR² of the Hebbian net (signal d, crosstalk variance N d; derive_capacity_formulas(2))", dense.facts["snr2"])
     b.step("Exact recall of a given (most) pattern, McEliece et al. 1987: C_most =", dense.result["most"])
     b.step("Exact recall of all patterns: C_all =", dense.result["all"])
@@ -370,6 +448,62 @@ def derive_classical_capacity() -> Derivation:
 
 def _lse(beta, z):
     return sp.log(sum(sp.exp(beta * zi) for zi in z)) / beta
+
+
+def _sum_linear(S: sp.Sum, index: sp.Symbol):
+    """Linearity of a finite sum: Σ_l (c·f_l + …) = c·Σ_l f_l + … (constants not depending on ``index`` pulled out)."""
+    out = sp.Integer(0)
+    for t in sp.Add.make_args(sp.expand(S.function)):
+        c, rest = t.as_independent(index, as_Add=False)
+        out += c * sp.Sum(rest, *S.limits)
+    return out
+
+
+def _modern_descent(b: DerivationBuilder, beta):
+    """Steps of :func:`derive_modern_energy` showing, for every ``d`` and ``N`` (scalar and ``Sum``
+    symbols, no instantiated size), that one update ``ν = X S(βXᵀξ)`` lowers the energy by exactly
+    ``½‖ξ − ν‖² + β⁻¹ KL(p‖p')`` (``p = S(βXᵀξ)``, ``p' = S(βXᵀν)``), and that ``KL ≥ 0`` (Gibbs, from
+    ``log x ≤ x − 1``): the CCCP descent of Ramsauer et al. (2021) Thm 1, as an identity. Returns the decrease."""
+    Nn = sp.Symbol("N", integer=True, positive=True)
+    l = sp.Symbol("l", integer=True, positive=True)
+    pb, qb, zb, zpb = (sp.IndexedBase(k) for k in ("p", "q", "z", "zp"))
+    a, bb, cc = sp.symbols("a b c", real=True)
+    L, Lp, C = sp.symbols("L Lp C", real=True)
+    b.define("One update ν = ξ^new = X p with p = S(βz), z = Xᵀξ; p' = S(βz'), z' = Xᵀν. Scalars: a = ξᵀξ, "
+             "b = νᵀξ = pᵀz, c = νᵀν = pᵀz' (because ν = Xp), L = ln Σ_l e^(βz_l), Lp = ln Σ_l e^(βz'_l), "
+             "so lse(β, z) = L/β, lse(β, z') = Lp/β, and ln p_l = βz_l − L, ln p'_l = βz'_l − Lp",
+             sp.Eq(sp.Symbol("b"), sp.Sum(pb[l] * zb[l], (l, 1, Nn))))
+    E_xi = -L / beta + a / 2 + C
+    E_nu = -Lp / beta + cc / 2 + C
+    b.define("E(ξ) and E(ν) in these scalars (C = β⁻¹ ln N + ½M², the same for both)", sp.Eq(sp.Symbol("E(xi)") - sp.Symbol("E(nu)"), E_xi - E_nu))
+    KL = sp.Sum(pb[l] * ((beta * zb[l] - L) - (beta * zpb[l] - Lp)), (l, 1, Nn))
+    KL_lin = b.step("KL(p‖p') = Σ_l p_l (ln p_l − ln p'_l), by linearity of the sum", _sum_linear(KL, l))
+    subs = {sp.Sum(pb[l], (l, 1, Nn)): 1, sp.Sum(pb[l] * zb[l], (l, 1, Nn)): bb, sp.Sum(pb[l] * zpb[l], (l, 1, Nn)): cc}
+    KL_s = b.step("With Σ_l p_l = 1, Σ_l p_l z_l = b, Σ_l p_l z'_l = c", sp.expand(KL_lin.subs(subs)))
+    b.obligation("kl_sums_resolved", sp.Integer(int(KL_s.has(sp.Sum))), description="no sum over l is left")
+    sq = sp.expand(a - 2 * bb + cc)
+    b.step("‖ξ − ν‖² = ξᵀξ − 2νᵀξ + νᵀν", sq)
+    decrease = sp.expand(E_xi - E_nu)
+    resid = sp.expand(decrease - (sq / 2 + KL_s / beta))
+    b.step("E(ξ) − E(ν) − (½‖ξ − ν‖² + β⁻¹ KL(p‖p'))", resid,
+           compact=r"E(\xi)-E(\xi^{\rm new})=\tfrac12\|\xi-\xi^{\rm new}\|^2+\beta^{-1}\mathrm{KL}(p\|p')")
+    b.obligation("descent_identity", resid, description="E(ξ) − E(ξ^new) = ½‖ξ − ξ^new‖² + β⁻¹ KL(p‖p') for every d, N")
+    x = sp.Symbol("x", positive=True)
+    f = x - 1 - sp.log(x)
+    b.step("Gibbs: f(x) = x − 1 − ln x; its stationary points", sp.solve(sp.diff(f, x), x))
+    b.obligation("log_bound_convex", sp.diff(f, x, 2), "positive", description="f''(x) = 1/x² > 0: x = 1 is the minimum")
+    b.step("f(1) (the minimum value): ln x ≤ x − 1 for x > 0", f.subs(x, 1))
+    b.obligation("log_bound_minimum_zero", f.subs(x, 1))
+    gibbs = _sum_linear(sp.Sum(pb[l] * (qb[l] / pb[l] - 1), (l, 1, Nn)), l)
+    b.step("−KL(p‖p') = Σ_l p_l ln(p'_l/p_l) ≤ Σ_l p_l (p'_l/p_l − 1) =", gibbs)
+    gibbs0 = gibbs.subs({sp.Sum(pb[l], (l, 1, Nn)): 1, sp.Sum(qb[l], (l, 1, Nn)): 1})
+    b.step("= 0 (p and p' = q both sum to 1): KL(p‖p') ≥ 0", gibbs0)
+    b.obligation("gibbs_bound_is_zero", gibbs0)
+    h, K = sp.Symbol("h", nonnegative=True), sp.Symbol("K", nonnegative=True)
+    b.step("With ‖ξ − ν‖² = h ≥ 0, KL = K ≥ 0 and β > 0 the decrease is", h / 2 + K / beta)
+    b.obligation("energy_never_increases", h / 2 + K / beta, "nonnegative",
+                 description="E(ξ^new) ≤ E(ξ) for β > 0 (needs β > 0: the KL term is divided by β)")
+    return decrease
 
 
 @lru_cache(maxsize=None)
@@ -429,6 +563,7 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     b.obligation("cccp_step_is_softmax_update", upd - X * S)
     cccp_res = _canon(upd - X * S)
     b.step("ξ^new − X S(βXᵀξ)", cccp_res)
+    descent = _modern_descent(b, beta)
     t = sp.Symbol("t", nonnegative=True)
     lnN = sp.Symbol("lnN", positive=True)
     lse_s = sp.Symbol("lse", real=True)
@@ -454,6 +589,7 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     b.fact("hessian_residual", sp.Integer(0) if hess_res == sp.zeros(d, d) else hess_res)
     b.fact("lower_gap", lower)
     b.fact("upper_gap", upper_gap)
+    b.fact("descent_decrease", descent)
     b.fact("t", t)
     b.fact("xi", tuple(xi))
     b.fact("X", X)
@@ -519,6 +655,25 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
     bound = sp.summation(tail_max * dist, (j, 2, Nn))
     b.step("Sum the N − 1 terms p_j ‖x_j − x_1‖ ≤ 2M exp(β(−Δ + 2Mε)) over j ≠ 1: ‖f(ξ) − x_1‖ ≤", bound,
            compact=r"\|f(\xi)-x_i\|\le 2(N-1)\,M\,e^{-\beta(\Delta_i-2\epsilon M)}")
+    # Theorem 5's second part and Theorem 4's separation condition (retrieval with one update)
+    near = b.step("Query and fixed point within 1/(2βM) of x_i: ε = 1/(2βM) in the bound",
+                  sp.simplify(bound.subs(eps, 1 / (2 * beta * M))))
+    b.obligation("bound_increases_in_eps", sp.diff(bound, eps) / bound, "positive",
+                 description="the bound grows with ε, so ε ≤ 1/(2βM) gives at most this")
+    b.obligation("near_bound_is_2e", sp.simplify(near - 2 * sp.E * (Nn - 1) * M * sp.exp(-beta * Delta)),
+                 description="= 2e(N−1)M e^(−βΔ_i) (Theorem 5)")
+    Dmin = b.assume("Well separated x_i (Ramsauer et al. 2021, Thm 4 / App. A): Δ_i ≥ 2/(βN) + β⁻¹ ln(2(N−1)NβM²); "
+                    "then the update is a contraction on the sphere ‖ξ − x_i‖ ≤ 1/(βNM) ⊂ {‖ξ − x_i‖ ≤ 1/(2βM)} "
+                    "(N ≥ 2), whose fixed point is x_i*", 2 / (beta * Nn) + sp.log(2 * (Nn - 1) * Nn * beta * M ** 2) / beta,
+                    role="premise")
+    b.obligation("near_bound_decreases_in_delta", -sp.diff(near, Delta) / near, "positive")
+    at_min = b.step("2e(N−1)M e^(−βΔ_i) at Δ_i = Δ_min: the retrieval error is at most",
+                    sp.simplify(sp.expand_log(near.subs(Delta, Dmin), force=True)))
+    b.obligation("separated_error_small", sp.simplify(at_min - sp.exp(1 - 2 / Nn) / (beta * Nn * M)),
+                 description="‖f(ξ) − x_i‖ ≤ e^(1−2/N)/(βNM) for a well-separated x_i")
+    b.fact("near_bound", near)
+    b.fact("delta_min", Dmin)
+    b.fact("separated_error", at_min)
     b.fact("decomposition_residual", sp.Integer(0) if dec_res == sp.zeros(d, 1) else dec_res)
     b.fact("ratio_residual", ratio_res)
     b.fact("split_residual", split)
@@ -563,6 +718,24 @@ def derive_attention_identity(S: int = 2, T: int = 3, dk: int = 2, dv: int = 2) 
     b.fact("matrix_residual", sp.Integer(0) if mres == sp.ZeroMatrix(S, T) or mres == 0 else mres)
     b.obligation("logits_agree", b.facts["matrix_residual"],
                  description="matrix-expression algebra (SymPy returns ZeroMatrix when it vanishes)")
+    # every size: the softmaxes as normalised entrywise exponentials, in matrix symbols
+    Ss, Ts, dks, dvs = sp.symbols("S T d_k d_v", integer=True, positive=True)
+    Yg, Rg = sp.MatrixSymbol("Y", Ts, dm), sp.MatrixSymbol("R", Ss, dm)
+    WKg, WVg = sp.MatrixSymbol("W_K", dm, dks), sp.MatrixSymbol("W_V", dks, dvs)
+    Eg, Dinv = sp.MatrixSymbol("E", Ss, Ts), sp.MatrixSymbol("Dinv", Ss, Ss)
+    b.define("Every size S, T, d_k, d_v, d_m: E = exp∘(QKᵀ/√d_k) entrywise (S×T) and Dinv = diag(E1)⁻¹ "
+             "(symmetric, diagonal), so attention's row softmax is S(QKᵀ/√d_k) = Dinv E; at β = 1/√d_k the "
+             "Hopfield logits βXᵀΞ = βKQᵀ are (QKᵀ/√d_k)ᵀ, whose entrywise exp is Eᵀ with column sums E1, so "
+             "the column softmax over the stored patterns is S(βXᵀΞ) = Eᵀ Dinv", Eg.T * Dinv)
+    Kg = Yg * WKg
+    att_g = Dinv * Eg * (Kg * WVg)
+    hop_g = b.step("Hopfield update X S(βXᵀΞ) with X = Kᵀ = (YW_K)ᵀ, transposed, times W_V",
+                   ((Kg.T * (Eg.T * Dinv)).T * WVg).doit())
+    res_g = (hop_g.subs(Dinv.T, Dinv) - att_g).doit()
+    b.step("Minus attention Dinv E V with V = Y W_K W_V (Dinvᵀ = Dinv)", res_g)
+    b.fact("general_residual", res_g)
+    b.obligation("attention_equals_hopfield_update_every_size", res_g,
+                 description="matrix symbols of symbolic sizes (SymPy returns ZeroMatrix when it vanishes)")
     Q = _sym_matrix("q", S, dk, real=True)
     K = _sym_matrix("k", T, dk, real=True)
     Wv = _sym_matrix("v", dk, dv, real=True)

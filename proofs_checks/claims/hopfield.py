@@ -18,7 +18,8 @@ import torch
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
+                                     register, worst)
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from theory import hopfield as th
@@ -40,12 +41,24 @@ def _np_energy(xi, W, b):
 
 
 def _sym_instances(rng, B, d):
+    """Symmetric ``W`` with ``w_ii ≥ 0`` and random ``b``, ``ξ``. The last quarter of the batch sits on
+    the boundaries of the hypotheses: zero-diagonal Hebbian ``W`` with ``b = 0`` (integer fields, so
+    ties ``h_i = 0`` occur and ``w_ii = 0``: flips with ``ΔE = 0``), and the lecture notes' Hebbian
+    ``W = Σ x_μ x_μᵀ`` with its diagonal ``w_ii = N`` kept."""
     A = rng.normal(size=(B, d, d))
     W = A + np.swapaxes(A, -1, -2)
     idx = np.arange(d)
     W[:, idx, idx] = np.abs(W[:, idx, idx])  # w_ii ≥ 0
     b = rng.normal(size=(B, d))
     xi = rng.choice([-1.0, 1.0], size=(B, d))
+    k = B // 8
+    if k:
+        for lo, zero_diag in ((B - 2 * k, True), (B - k, False)):
+            P = rng.choice([-1.0, 1.0], size=(k, int(rng.integers(2, 5)), d))
+            Wh = np.swapaxes(P, -1, -2) @ P
+            if zero_diag:
+                Wh[:, idx, idx] = 0.0
+            W[lo:lo + k], b[lo:lo + k] = Wh, 0.0
     return xi, W, b
 
 
@@ -187,14 +200,96 @@ def _async_no_bias(xi, W, b, i):
 _CLASSICAL = {"energy": nh.classical_energy, "flip_delta": nh.flip_energy_change,
               "async_update": nh.async_unit_update, "sync_step": nh.sync_step}
 
+def _np_async(xi, W, b, i):
+    """One asynchronous update in NumPy (``sgn(0) = +1``), independent of the form."""
+    out = np.array(xi, dtype=float)
+    out[i] = 1.0 if float(W[i] @ out - b[i]) >= 0 else -1.0
+    return out
+
+
+def _cx_energy_rise(W, b, xi, i, what, justification):
+    """``E`` before and after the NumPy asynchronous update of unit ``i``; the clause ``descent`` is
+    violated when ``E`` rises (computed with :func:`numerics.hopfield.classical_energy`)."""
+    Wt, bt = torch.tensor(W, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+    new = _np_async(xi, np.asarray(W, float), np.asarray(b, float), i)
+    E0 = float(nh.classical_energy(torch.tensor(xi, dtype=torch.float64), Wt, bt))
+    E1 = float(nh.classical_energy(torch.from_numpy(new), Wt, bt))
+    formula = float(nh.flip_energy_change(torch.tensor(xi, dtype=torch.float64), Wt, bt, i))
+    return Counterexample({"W": str(W), "b": str(b), "xi": str(xi), "unit": i}, "descent",
+                          f"{what}: updating unit {i + 1} moves ξ {tuple(xi)} → {tuple(new)} and E from {E0:g} to {E1:g} "
+                          f"(a rise of {E1 - E0:g}); the symmetric-W formula 2ξ_i(Σ_(j≠i) w_ij ξ_j − b_i) would give {formula:g}",
+                          violated=E1 > E0, error=E1 - E0, tolerance=0.0, justification=justification)
+
+
+def _cx_nonsymmetric(ctx) -> Counterexample:
+    """Without W = Wᵀ: w_12 = 1, w_21 = −3 (zero diagonal) — one asynchronous update raises E by 2."""
+    return _cx_energy_rise([[0.0, 1.0], [-3.0, 0.0]], [0.0, 0.0], [-1.0, 1.0], 0, "W ≠ Wᵀ",
+                           "exact ±1 and small-integer arithmetic; any rise > 0 violates 'E never increases'")
+
+
+def _cx_negative_diagonal(ctx) -> Counterexample:
+    """Without w_ii ≥ 0: symmetric W with w_11 = −2 — the update flips unit 1 and E rises by 2."""
+    return _cx_energy_rise([[-2.0, 1.0], [1.0, 0.0]], [0.0, 0.0], [1.0, 1.0], 0, "w_11 = −2 < 0",
+                           "exact small-integer arithmetic; ΔE = 2s − 2w_ii is positive once w_ii < s ≤ 0")
+
+
+def _cx_synchronous(ctx) -> Counterexample:
+    """Without asynchrony: the synchronous step ξ ← sgn(Wξ − b) (all units at once) on a symmetric,
+    zero-diagonal W raises E and then returns: a 2-cycle, never a fixed point."""
+    W = torch.tensor([[0.0, -2.0], [-2.0, 0.0]], dtype=torch.float64)
+    b = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    x0 = torch.tensor([-1.0, -1.0], dtype=torch.float64)
+    x1 = nh.sync_step(x0, W, b)
+    x2 = nh.sync_step(x1, W, b)
+    E0, E1 = float(nh.classical_energy(x0, W, b)), float(nh.classical_energy(x1, W, b))
+    cycle = bool(torch.equal(x2, x0)) and not bool(torch.equal(x1, x0))
+    return Counterexample({"W": "[[0, -2], [-2, 0]]", "b": "(0, 1)", "xi": "(-1, -1)", "update": "synchronous"}, "descent",
+                          f"ξ {tuple(x0.tolist())} → {tuple(x1.tolist())} → {tuple(x2.tolist())}: E {E0:g} → {E1:g} "
+                          f"(rise {E1 - E0:g}), and the state returns after two steps (2-cycle: {cycle}), so it also "
+                          "never reaches a fixed point", violated=E1 > E0 and cycle, error=E1 - E0, tolerance=0.0,
+                          justification="exact small-integer arithmetic; the async argument bounds one flip at a time, "
+                          "here two units flip together")
+
+
 register(Claim(
     id="hop.classical_energy",
-    title="Classical Hopfield: asynchronous updates never increase the energy",
-    statement=r"E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ W=W^\top,\ w_{ii}\ge0:\ \text{flipping }\xi_i\text{ changes }E\text{ by }\Delta E=2\xi_i\big(\textstyle\sum_{j\ne i}w_{ij}\xi_j-b_i\big)\le-2w_{ii}\text{ under }\xi_i\leftarrow\operatorname{sgn}((W\xi-b)_i);\ \text{synchronous updates can 2-cycle}",
+    title="Classical Hopfield (W = Wᵀ, w_ii ≥ 0): asynchronous updates never increase the energy; synchronous ones can cycle",
+    statement="",
+    hypotheses=(
+        Hypothesis("states", r"\xi\in\{-1,1\}^d,\ W\in\mathbb R^{d\times d},\ b\in\mathbb R^d,\ E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ \operatorname{sgn}(0)=+1",
+                   "±1 states, any real W and b (the lecture notes' Hebbian W = Σ x_μ x_μᵀ is one case: symmetric, w_ii = N)",
+                   necessary_note="part of the setting: the update writes ±1 values, and ΔE uses ξ_i² = 1"),
+        Hypothesis("symmetric", r"W=W^\top", "symmetric weights", counterexample=_cx_nonsymmetric),
+        Hypothesis("nonneg_diagonal", r"w_{ii}\ge0", "non-negative self-couplings (zero diagonal included)",
+                   counterexample=_cx_negative_diagonal),
+        Hypothesis("asynchronous", r"\text{one unit at a time: }\xi_i\leftarrow\operatorname{sgn}((W\xi-b)_i)",
+                   "asynchronous updates (any order of units)", counterexample=_cx_synchronous),
+    ),
+    clauses=(
+        Clause("flip_formula", r"\text{flipping }\xi_i\text{ changes }E\text{ by }\Delta E=2\xi_i\big(\textstyle\sum_{j\ne i}w_{ij}\xi_j-b_i\big)",
+               "derived", "every d (block matrix symbols of symbolic size d − 1; needs only W = Wᵀ and ξ_i² = 1)",
+               ("derivation", "flip_delta_vs_sympy", "async_energy_descent"),
+               also=(("derived_at", "d = 4 and d = 5, every unit (SymPy entries, symbolic check)"),
+                     ("checked", "d = 12, 64/256/1024 instances (quick/default/full) incl. Hebbian W, 30 sweeps"))),
+        Clause("descent", r"\text{an update that flips }\xi_i\text{ has }\Delta E\le-2w_{ii}\le0:\ E\text{ never increases}",
+               "derived", "every d (the flip happens only when s = ξ_i h_i ≤ 0, so ΔE = 2s − 2w_ii)",
+               ("derivation", "async_energy_descent"),
+               also=(("checked", "d = 12, 64/256/1024 instances, every update of 30 random-order sweeps, incl. ties "
+                      "h_i = 0 with w_ii = 0 (ΔE = 0) and w_ii = N"),)),
+        Clause("converges", r"\text{asynchronous dynamics make finitely many flips and stop at a fixed point }\xi=\operatorname{sgn}(W\xi-b)",
+               "cited", "Hopfield (PNAS 1982): E bounded and non-increasing (a ΔE = 0 flip, w_ii = 0 and h_i = 0, "
+               "only turns −1 into +1, so no state repeats)",
+               ("async_energy_descent",),
+               also=(("checked", "d = 12, 64/256/1024 instances: no unstable unit after 30 sweeps"),)),
+        Clause("sync_can_cycle", r"\text{synchronous updates }\xi\leftarrow\operatorname{sgn}(W\xi-b)\text{ can enter a 2-cycle (some }W=W^\top,\ w_{ii}\ge0)",
+               "checked", "a 2-cycle among 256 random instances (d = 8), confirmed by an independent NumPy update; "
+               "and the d = 2 instance of the 'asynchronous' counterexample",
+               ("sync_two_cycle",)),
+    ),
     source="lecture notes 002; Hopfield (1982)",
     kind="theorem",
     form=_CLASSICAL,
-    derivation=lambda: th.derive_classical_flip(4, 0),
+    derivation=th.derive_classical_flip_general,
     checks=(
         Check("flip_delta_vs_sympy", "symbolic", _classical_symbolic, "ΔE and the energy difference vs SymPy's ΔE"),
         Check("async_energy_descent", "numeric", _classical_async, "energy vs NumPy, monotone, drop ≥ 2w_ii per flip"),
