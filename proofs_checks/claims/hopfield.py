@@ -452,20 +452,97 @@ def _capacity_figure(ctx, seed, dev):
 
 _CAP = {"exact_recall": _d / (2 * sp.log(_d)), "exact_recall_all": _d / (4 * sp.log(_d)), "bit_error": th.AGS_ALPHA_C * _d}
 
+
+def _cx_correlated(ctx) -> Counterexample:
+    """Without i.i.d. patterns: N = 3 patterns equal to one base pattern except on a disjoint block of d/8
+    bits each. At x_1 a bit l of its own block has the field b_l((N − 2)d − 4k(N − 1) + N) = 3b_l (k = d/8, N = 3),
+    the wrong sign, so no stored pattern is a fixed point at any d, though N = 3 ≤ C_all(d) ≤ C_most(d) for d ≥ 64."""
+    der = th.derive_classical_capacity()
+    c_all = sp.lambdify(der.facts["d"], der.result["exact_recall_all"], "math")
+    fracs, ok = {}, True
+    for d in (64, 256, 1024):
+        base = nh.random_patterns((1, 1, d), ctx.seed_for("base", d))[0, 0]
+        P = base.repeat(3, 1)
+        k = d // 8
+        for m in range(3):
+            P[m, m * k:(m + 1) * k] *= -1
+        frac = float(nh.fixed_point_fraction(P[None])[0][0])
+        fracs[f"d{d}"] = frac
+        ok &= frac == 0.0 and 3 <= c_all(d)
+    return Counterexample({"N": 3, "d": "64, 256, 1024", "patterns": "one base pattern, block μ of d/8 bits flipped"},
+                          "exact_most", f"fraction of stored patterns that are fixed points: {fracs} at N = 3 ≤ C_all(d) "
+                          f"(C_all(64) = {c_all(64):.2f}); the clause says it tends to 1",
+                          violated=ok, error=1.0 - worst(list(fracs.values())), tolerance=0.25,
+                          justification="exact ±1 integer fields; the checks' threshold at N ≤ C is a fraction ≥ 0.75",
+                          details={"fractions": fracs})
+
+
+def _cx_diagonal_kept(ctx) -> Counterexample:
+    """Without the zero diagonal: with w_ii = N kept (W = Σ x_μ x_μᵀ as written in the lecture notes), each
+    pattern's own bit gets N − 1 extra signal; at N = d² (far above C_most) the patterns stay fixed points."""
+    d, N, trials = 32, 32 * 32, 4
+    P = nh.random_patterns((trials, N, d), ctx.seed_for("diag", d))
+    W = nh.hebbian_weights(P, zero_diagonal=False)
+    kept = float((nh.sgn(P @ W) == P).all(-1).double().mean())
+    zero = float(nh.fixed_point_fraction(P)[0].mean())
+    c_most = float(_cap_fn(th.derive_classical_capacity().result["exact_recall"])(d))
+    return Counterexample({"d": d, "N": N, "trials": trials, "W": "Σ x_μ x_μᵀ with w_ii = N"}, "exact_most",
+                          f"at N = d² = {N} = {N / c_most:.0f}·C_most(d) the fraction of fixed patterns is {kept:g} with "
+                          f"the diagonal kept ({zero:g} with w_ii = 0); the clause says it tends to 0 above C_most",
+                          violated=kept >= 0.75 and zero <= 0.25, error=kept, tolerance=0.25,
+                          justification="signal d + N − 1 against crosstalk √((N−1)(d−1)): SNR ≈ √d → ∞ along N = d²; "
+                          "0.25 is the checks' threshold above C", details={"diag_kept": kept, "zero_diag": zero})
+
+
 register(Claim(
     id="hop.classical_capacity",
-    title="Classical Hopfield capacity: exact recall d/(2 ln d) (all: d/(4 ln d)) versus ≈1.5 % wrong bits at 0.138 d",
-    statement=r"C_{\text{exact, most}}\approx\frac{d}{2\ln d},\quad C_{\text{exact, all}}\approx\frac{d}{4\ln d},\quad C_{\le1.5\%\ \text{wrong bits}}\approx0.138\,d;\ \ \frac{0.138\,d}{d/(2\ln d)}=0.276\ln d\to\infty",
+    title="Classical Hopfield capacity (random ±1 patterns, d → ∞): exact recall d/(2 ln d) (all: d/(4 ln d)) versus ≈1.5 % wrong bits at 0.138 d",
+    statement="",
+    stated_statement=r"C\approx\frac{d}{2\log(d)}\approx0.14\,d",
+    hypotheses=(
+        Hypothesis("iid_patterns", r"x_1,\dots,x_N\ \text{i.i.d. uniform on }\{-1,1\}^d",
+                   "random patterns (the capacities are statements about this distribution)", counterexample=_cx_correlated),
+        Hypothesis("hebbian_zero_diagonal", r"W=\textstyle\sum_\mu x_\mu x_\mu^\top-NI\ (w_{ii}=0),\ b=0",
+                   "Hebbian weights with zero diagonal, no bias", counterexample=_cx_diagonal_kept),
+        Hypothesis("asymptotic", r"d\to\infty\ (\text{leading order; a fixed point: }\operatorname{sgn}(Wx_\nu)=x_\nu)",
+                   necessary_note="part of the setting: the capacities are leading-order statements as d → ∞ "
+                   "(at finite d the fraction at C_most is only ≈ exp(−1/√(4π ln d)), ≈ 0.9 at these d)"),
+    ),
+    clauses=(
+        Clause("exact_most", r"C_{\text{exact, most}}\sim\frac{d}{2\ln d}:\ P(x_\nu\text{ fixed})\to1\text{ for }N\le(1-\epsilon)\tfrac{d}{2\ln d},\ \to0\text{ for }N\ge(1+\epsilon)\tfrac{d}{2\ln d}",
+               "cited", "McEliece, Posner, Rodemich, Venkatesh (IEEE Trans. IT 1987): asymptotic capacity n/(2 log n) of "
+               "the zero-diagonal Hebbian memory with i.i.d. ±1 patterns when each given pattern must be recalled exactly",
+               ("derivation", "formulas_vs_snr_derivation", "exact_recall_measured"),
+               also=(("assumed", "SymPy's signal-to-noise derivation gives d/(2 ln d) only under its premises: Gaussian "
+                      "crosstalk (central limit) and a per-bit error exp(−SNR²/2) at leading order"),
+                     ("checked", "d = 64, 256, 1024 (quick) / 64–1024 (default), 24/48 trials: fraction fixed ≥ 0.75 at "
+                      "N = C(d) for every d, ≤ 0.25 at N = 2C(d) at the largest d"))),
+        Clause("exact_all", r"C_{\text{exact, all}}\sim\frac{d}{4\ln d}\ (\text{every stored pattern a fixed point})",
+               "cited", "McEliece et al. (1987): n/(4 log n) when all patterns must be fixed points at once",
+               ("derivation", "formulas_vs_snr_derivation", "exact_recall_measured"),
+               also=(("assumed", "the same signal-to-noise premises, with N·d·P_err = O(1)"),
+                     ("checked", "d = 64–1024: all-fixed frequency ≥ 0.75 at N = C_all(d), ≤ 0.25 at 2C_all at the largest d"))),
+        Clause("bit_error", r"C_{\le1.5\%\text{ wrong bits}}\approx0.138\,d",
+               "cited", "Amit, Gutfreund, Sompolinsky (PRL 1985; Ann. Phys. 1987): replica-symmetric critical load "
+               "α_c ≈ 0.138 for retrieval states with ≈1.5 % wrong bits (a physics calculation, not a proof)",
+               ("bit_error_measured",),
+               also=(("assumed", "α_c = 0.138 enters the derivation as a literature constant (not derivable by SNR)"),
+                     ("checked", "d = 256, 512 (quick) / 256–1024 (default): async dynamics from the stored patterns end "
+                      "with ≤ 1.5 % wrong bits at 0.8·C_bit(d) and > 1.5 % at 1.25·C_bit(d)"))),
+        Clause("criteria_differ", r"\frac{0.138\,d}{d/(2\ln d)}=0.276\ln d\to\infty\ (\text{the notes' }\tfrac{d}{2\log d}\approx0.14d\text{ equates two criteria})",
+               "derived", "every d (exact limit of the ratio of the two expressions)",
+               ("derivation", "formulas_vs_snr_derivation", "bit_error_measured")),
+    ),
     source="lecture notes 002; McEliece, Posner, Rodemich, Venkatesh (1987); Amit, Gutfreund, Sompolinsky (1985, 1987)",
     kind="erratum",
     form=_CAP,
     stated={"exact_recall": _d / (2 * sp.log(_d)), "exact_recall_all": _d / (4 * sp.log(_d)),
             "bit_error": _d / (2 * sp.log(_d))},
-    stated_statement=r"C\approx\frac{d}{2\log(d)}\approx0.14\,d",
     derivation=th.derive_classical_capacity,
     notes=("Lecture notes 002 equates two capacities of different criteria: d/(2 ln d) (exact recall, McEliece et al.) "
            "and 0.14 d (a small fraction of wrong bits, AGS). Their ratio 0.28 ln d equals 1 only at d ≈ 36. "
-           "The stated form is encoded as one capacity d/(2 log d) serving both criteria."),
+           "The stated form is encoded as one capacity d/(2 log d) serving both criteria. The notes' W = Σ x_μ x_μᵀ keeps "
+           "w_ii = N; the capacities are those of the zero-diagonal rule (see the hypothesis hebbian_zero_diagonal)."),
     checks=(
         Check("formulas_vs_snr_derivation", "symbolic", _capacity_symbolic, "capacities vs SymPy's SNR derivation"),
         Check("exact_recall_measured", "numeric", _capacity_exact_measured, "fixed-point frequency at C and 2C", uses_device=True),
@@ -703,12 +780,64 @@ def _dense_exp_check(form, ctx) -> CheckResult:
                    "(3 SE + (fraction − 0.75), smallest over d)")
 
 
+def _cx_dense_near_duplicates(ctx) -> Counterexample:
+    """Without i.i.d. patterns: three patterns equal to one base pattern except in one bit each (pairwise
+    Hamming distance 2). For F(z) = z^a, a = 2, 3, 4 at d = 64, at x_μ the other two patterns pull its own
+    flipped bit back (2(F(d−2) − F(d−4)) > F(d) − F(d−2)): no stored pattern is a fixed point, at N = 3 far
+    below C(d). (F = exp resists distance 2 but not distance 1: a pair one bit apart at d = 16 ties, and
+    sgn(0) = +1 leaves one of them unfixed.)"""
+    d = 64
+    base = nh.random_patterns((1, 1, d), ctx.seed_for("dense_base", d))[0, 0]
+    P = base.repeat(3, 1)
+    for m in range(3):
+        P[m, m] *= -1
+    fr = {f"a{a}": float(nh.dense_fixed_fraction(P[None], "poly", a)[0]) for a in (2, 3, 4)}
+    caps = {f"a{a}": _dense_poly_capacity(d, a) for a in (2, 3, 4)}
+    e = 16
+    pair = nh.random_patterns((1, 1, e), ctx.seed_for("dense_base", e))[0, 0].repeat(2, 1)
+    pair[1, 0] *= -1
+    exp_frac = float(nh.dense_fixed_fraction(pair[None], "exp", None)[0])
+    bad = all(v == 0.0 for v in fr.values()) and all(c >= 3 for c in caps.values())
+    return Counterexample({"d": d, "N": 3, "patterns": "one base pattern with bit μ flipped (μ = 1, 2, 3)"}, "poly_capacity",
+                          f"fraction of stored patterns that are fixed points {fr} at N = 3, while C(d) = "
+                          + ", ".join(f"{k}: {v:.0f}" for k, v in caps.items())
+                          + f"; F = exp, two patterns one bit apart at d = {e}: fraction {exp_frac:g} (C = 2^{e // 2})",
+                          violated=bad, error=1.0 - worst(list(fr.values())), tolerance=0.4,
+                          justification="exact ±1 arithmetic; the poly check's level at N = C is a fixed fraction ≥ 0.6",
+                          details={"fractions": fr, "capacities": caps, "exp_pair_fraction": exp_frac})
+
+
 _DENSE = {"poly": _dense_poly_capacity, "exp": lambda d: 2 ** (d / 2)}
 
 register(Claim(
     id="hop.dense_capacity",
-    title="Dense associative memory: capacity d^{a−1}/(2(2a−3)!! ln d) for F(z)=z^a, ≈2^{d/2} for F=exp",
-    statement=r"E=-\sum_i F(x_i^\top\xi),\ \xi_l\leftarrow\operatorname{sgn}[-E(\xi^{(l+)})+E(\xi^{(l-)})];\ F(z)=z^a:\ C\approx\frac{d^{a-1}}{2(2a-3)!!\ln d};\ F=\exp:\ C\approx2^{d/2}",
+    title="Dense associative memory (random ±1 patterns): capacity d^{a−1}/(2(2a−3)!! ln d) for F(z)=z^a, ≈2^{d/2} for F=exp (measured at small d)",
+    statement="",
+    hypotheses=(
+        Hypothesis("iid_patterns", r"x_1,\dots,x_N\ \text{i.i.d. uniform on }\{-1,1\}^d",
+                   "random patterns", counterexample=_cx_dense_near_duplicates),
+        Hypothesis("update", r"E=-\textstyle\sum_\mu F(x_\mu^\top\xi),\ \xi_l\leftarrow\operatorname{sgn}[-E(\xi^{(l+)})+E(\xi^{(l-)})],\ F(z)=z^a\ (a\ge2)\text{ or }F=\exp",
+                   necessary_note="part of the setting: (2a − 3)!! needs a ≥ 2; a = 2 is the classical Hebbian rule"),
+        Hypothesis("asymptotic", r"d\to\infty\ (\text{leading order; capacity: stored patterns are fixed points})",
+                   necessary_note="part of the setting: leading-order statements as d → ∞; measured here only at small d"),
+    ),
+    clauses=(
+        Clause("poly_capacity", r"F(z)=z^a:\ C\approx\frac{d^{a-1}}{2(2a-3)!!\ln d}",
+               "checked", "a = 2, 3, 4 at d ≤ 64, 32, 18 (quick) / 128, 48, 20 (default), 16/24 trials: the fitted exponent of "
+               "d in N_½·ln d equals a − 1 plus the derived finite-size offset (within |offset| + 3 SE), and ≥ 60 % of "
+               "patterns are fixed at N = C(d)",
+               ("poly_exponent_and_level",),
+               also=(("cited", "Krotov & Hopfield (NeurIPS 2016): signal-to-noise estimate; Demircigil, Heusel, Löwe, Upgang, "
+                      "Vermet (J. Stat. Phys. 2017): proof for N = α d^{a−1}/ln d with α < 1/(2(2a−3)!!) (a given pattern "
+                      "fixed w.p. → 1)"),
+                     ("assumed", "SymPy's derivation of the constant rests on Gaussian crosstalk and an exp(−SNR²/2) tail"))),
+        Clause("exp_capacity", r"F=\exp:\ C\approx2^{d/2}\ (\text{every pattern fixed})",
+               "checked", "d = 10, 12 (quick) / 10–14 (default): ≥ 75 % fixed at N = 2^{d/2}; slope of log₂ N_all(d) at "
+               "d = 10–14 (quick) / 10–16 (default) equals ½ plus the derived finite-size offset",
+               ("exp_capacity", "exp_exponent"),
+               also=(("cited", "Demircigil et al. (J. Stat. Phys. 2017): for N = e^{αd} with α < ln 2 / 2 every stored pattern "
+                      "is a fixed point w.p. → 1"),)),
+    ),
     source="lecture notes 002; Krotov & Hopfield (2016); Demircigil, Heusel, Löwe, Upgang, Vermet (2017)",
     kind="evidence",
     form=_DENSE,
