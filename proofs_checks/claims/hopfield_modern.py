@@ -14,7 +14,8 @@ import torch
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
+                                     register, worst)
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from theory import hopfield as th
@@ -75,7 +76,8 @@ def _ref_energy(xi, P, beta):
 
 def _modern_numeric(form, ctx) -> CheckResult:
     """Batched: energy vs an independent reference, gradient vs autograd, E never increases along
-    the form's updates, E ≥ 0 everywhere (far points included), E ≤ 2M² on the convex hull."""
+    the form's updates and drops by exactly ½‖ξ − ξ^new‖² + β⁻¹KL(p‖p') at every update of every
+    instance, E ≥ 0 everywhere (far points included), E ≤ 2M² on the convex hull."""
     rng = ctx.rng()
     B, S, N, d = ctx.size(32, 128, 512), 8, 8, 6
     P = torch.from_numpy(rng.normal(size=(B, N, d)) * rng.uniform(0.3, 3.0, size=(B, 1, 1)))
@@ -96,16 +98,23 @@ def _modern_numeric(form, ctx) -> CheckResult:
     hull = w @ P
     E_hull = torch.stack([form["energy"](hull[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
     errs["above_2M2_on_hull"] = float(largest(0.0, (E_hull - 2 * M[:, None] ** 2).max()))
-    xi, rise = far, 0.0
+    xi, rise, ident = far, 0.0, 0.0
     E_prev = _ref_energy(xi, P, betas)
     trace = [E_prev[:4, 0].tolist()]
     for _ in range(ctx.size(15, 30, 60)):
-        xi = torch.stack([form["update"](xi[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
-        E_new = _ref_energy(xi, P, betas)
+        new = torch.stack([form["update"](xi[k:k + 1], P[k:k + 1], float(betas[k]))[0] for k in range(B)])
+        E_new = _ref_energy(new, P, betas)
         rise = largest(rise, float((E_new - E_prev).max()))
+        # the exact decrease E(ξ) − E(ξ^new) = ½‖ξ − ξ^new‖² + β⁻¹KL(p‖p') (derived for every d, N), per instance
+        logp = torch.log_softmax(betas[:, None, None] * (xi @ P.transpose(-1, -2)), -1)
+        logq = torch.log_softmax(betas[:, None, None] * (new @ P.transpose(-1, -2)), -1)
+        kl = (logp.exp() * (logp - logq)).sum(-1)
+        pred = 0.5 * ((xi - new) ** 2).sum(-1) + kl / betas[:, None]
+        ident = largest(ident, float((E_prev - E_new - pred).abs().max()))
         trace.append(E_new[:4, 0].tolist())
-        E_prev = E_new
+        xi, E_prev = new, E_new
     errs["max_energy_rise_along_updates"] = largest(rise, 0.0)
+    errs["descent_identity"] = ident
     if ctx.want_figures:
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -134,10 +143,53 @@ def _lse_neg_beta_energy(xi, P, beta):
 
 _MODERN = {"energy": nh.modern_energy, "grad": nh.modern_grad, "update": nh.modern_update}
 
+def _cx_negative_beta(ctx) -> Counterexample:
+    """Without β > 0: at β = −2 (lse becomes a soft minimum, −lse is convex, the CCCP split fails) one
+    update ξ ← X S(βXᵀξ) overshoots to the other side and raises E. d = 1, patterns 1 and −1, ξ = 0.5."""
+    P = torch.tensor([[[1.0], [-1.0]]], dtype=torch.float64)
+    xi = torch.tensor([[[0.5]]], dtype=torch.float64)
+    beta = -2.0
+    new = nh.modern_update(xi, P, beta)
+    E0, E1 = float(nh.modern_energy(xi, P, beta)), float(nh.modern_energy(new, P, beta))
+    return Counterexample({"d": 1, "X": "(1, -1)", "xi": 0.5, "beta": beta}, "descent",
+                          f"ξ 0.5 → {float(new):.4f}: E {E0:.4f} → {E1:.4f} (rise {E1 - E0:.3g})",
+                          violated=E1 - E0 > 1e-12, error=E1 - E0, tolerance=1e-12,
+                          justification="float64 rounding of a two-term log-sum-exp (≈ 1e-16) is far below the rise")
+
+
 register(Claim(
     id="hop.modern_energy",
-    title="Modern Hopfield energy: CCCP step is ξ ← X S(βXᵀξ); energy non-increasing, 0 ≤ E ≤ 2M² on the hull",
-    statement=r"E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2:\ \nabla E=\xi-X\,S(\beta X^\top\xi),\ \text{CCCP: }\xi^{\rm new}=X\,S(\beta X^\top\xi),\ E(\xi^{\rm new})\le E(\xi),\ E\ge0,\ E\le2M^2\text{ for }\|\xi\|\le M",
+    title="Modern Hopfield energy (β > 0): CCCP step ξ ← X S(βXᵀξ) lowers E by ½‖Δξ‖² + β⁻¹KL; 0 ≤ E ≤ 2M² on the hull",
+    statement="",
+    hypotheses=(
+        Hypothesis("setting", r"X=[x_1,\dots,x_N]\in\mathbb R^{d\times N},\ M=\max_i\|x_i\|,\ \xi\in\mathbb R^d,\ E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2",
+                   "any N ≥ 1 patterns and any state", necessary_note="part of the setting: the definitions of E and M"),
+        Hypothesis("beta_positive", r"\beta>0", "positive inverse temperature", counterexample=_cx_negative_beta),
+    ),
+    clauses=(
+        Clause("gradient", r"\nabla E(\xi)=\xi-X\,S(\beta X^\top\xi)", "derived_at", "d = N = 2 (derivation and symbolic check)",
+               ("derivation", "energy_grad_update_vs_sympy", "descent_and_bounds"),
+               also=(("checked", "d = 6, N = 8 against autograd, 32/128 instances (quick/default), β ∈ [0.1, 20], states "
+                      "at 2M"),)),
+        Clause("cccp_step", r"E=E_1+E_2,\ E_1=\tfrac12\xi^\top\xi+\text{const convex},\ E_2=-\operatorname{lse}\text{ concave};\ \nabla E_1(\xi^{\rm new})=-\nabla E_2(\xi)\iff\xi^{\rm new}=X\,S(\beta X^\top\xi)",
+               "derived_at", "d = N = 2 (Hessian of lse = βX(diag p − ppᵀ)Xᵀ, solved CCCP step; diag p − ppᵀ ⪰ 0 taken "
+               "as a covariance)", ("derivation", "energy_grad_update_vs_sympy")),
+        Clause("descent", r"E(\xi)-E(\xi^{\rm new})=\tfrac12\|\xi-\xi^{\rm new}\|^2+\beta^{-1}\mathrm{KL}\big(S(\beta X^\top\xi)\,\|\,S(\beta X^\top\xi^{\rm new})\big)\ge0:\ E\text{ never increases}",
+               "derived", "every d, N and β > 0 (scalar and Σ-symbols: the identity uses only ξ^new = Xp and Σp = 1; "
+               "KL ≥ 0 from ln x ≤ x − 1)", ("derivation", "descent_and_bounds"),
+               also=(("checked", "every update of 15/30 steps (quick/default) on 32/128 instances, d = 6, N = 8, "
+                      "β ∈ [0.1, 20]: no rise, and the identity to float64 rounding"),
+                     ("cited", "Ramsauer et al. (ICLR 2021) Thm 1 (CCCP, Yuille & Rangarajan 2003): for β > 0 the "
+                      "update never increases E and E(ξ^t) converges to the energy of a stationary point"))),
+        Clause("nonnegative", r"E(\xi)\ge\tfrac12(\|\xi\|-M)^2\ge0", "derived",
+               "every d, N (SymPy in t = ‖ξ‖) from the listed premises lse(β, z) ≤ max_l z_l + β⁻¹ln N and Cauchy–Schwarz",
+               ("derivation", "descent_and_bounds"),
+               also=(("checked", "states at 2M, d = 6, N = 8, 32/128 instances"),)),
+        Clause("hull_bound", r"E(\xi)\le2M^2\text{ for }\|\xi\|\le M\ (\text{in particular on the convex hull of the }x_i)", "derived",
+               "every d, N (SymPy in t = ‖ξ‖ ≤ M) from the listed premise lse(β, z) ≥ mean_l z_l + β⁻¹ln N (Jensen)",
+               ("derivation", "descent_and_bounds"),
+               also=(("checked", "8 hull points per instance (one a vertex), 32/128 instances"),)),
+    ),
     source="lecture notes 002; Ramsauer et al. (2021), Hopfield Networks is All You Need; Yuille & Rangarajan (2003) CCCP",
     kind="theorem",
     form=_MODERN,
