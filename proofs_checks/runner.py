@@ -544,7 +544,11 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
         if skipped:
             return "incomplete", f"not every check ran ({skip_note}); evidence is reported only from a complete run", None
         supports = all(o.status == "passed" for o in ran) and not failed_obl and not undecided_obl
-        return "evidence", ("the measured numbers support the claim" if supports else "the measured numbers do not support the claim"), supports
+        if supports:
+            return "evidence", f"every stated criterion is met at the sizes that ran ({_sizes_text(outcomes)}): the measured numbers support the claim", True
+        unmet = [f"{o.name} ({_unmet_reason(o)})" for o in ran if o.status != "passed"]
+        unmet += [f"obligation {n}" for n in failed_obl + undecided_obl]
+        return "evidence", "the measured numbers do not support the claim: not met: " + "; ".join(unmet), False
     if failed_obl:
         return "refuted", f"obligation false: {'; '.join(failed_obl)}", None
     if "failed" in states:
@@ -568,6 +572,26 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
         return "verified", (f"stated form refuted by {', '.join(o.name for o in killed)} (layers: {', '.join(layers)}); "
                             "corrected form verified"), None
     return "verified", "", None
+
+
+def _sizes_text(outcomes: list[CheckOutcome]) -> str:
+    """The sizes of the checks that ran, in a few words (for evidence messages)."""
+    sizes = [o.result.sizes for o in outcomes if o.result is not None and o.result.sizes]
+    if not sizes:
+        return "sizes as recorded per check"
+    keys = ", ".join(f"{k} = {v}" for k, v in list(sizes[0].items())[:4])
+    return keys + (" …" if len(sizes) > 1 or len(sizes[0]) > 4 else "")
+
+
+def _unmet_reason(o: CheckOutcome) -> str:
+    r = o.result
+    if r is None:
+        return o.error_message or o.status
+    if r.reason:
+        return r.reason
+    if math.isfinite(r.error) and math.isfinite(r.tolerance):
+        return f"{r.error:.3g} against {r.tolerance:.3g}"
+    return o.status
 
 
 def run_mutant(claim: Claim, mutant: Mutant, ctx: RunContext | None = None, *, fail_fast: bool = False) -> MutantResult:
