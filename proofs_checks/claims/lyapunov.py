@@ -11,7 +11,8 @@ import sympy as sp
 
 from numerics import lyapunov as nl
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, exact, largest
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
+                                    register, worst)
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 
@@ -156,11 +157,89 @@ def _at_origin_too(props):
     return tl.corrected_conclusion(props) if props["Vdot_negative_at_origin"] is True else "none"
 
 
+_BASE = ("f_zero_at_origin", "V_zero_at_origin", "V_positive_off_origin", "Vdot_negative_off_origin")
+
+
+def _cx_conditions(ctx, c: tl.Candidate, dropped: str, clause: str, near: bool, what: str) -> Counterexample:
+    """A system whose hypotheses, decided symbolically (theory.lyapunov.decide_properties), all hold
+    but ``dropped``, integrated (SciPy DOP853, rtol 1e-9) from 4 near (radius 0.02–0.1) or far
+    points to T = T_COND: the clause fails when a trajectory does not shrink to TAU·‖x(0)‖."""
+    props = tl.decide_properties(c)
+    others = [k for k in _BASE + ("radially_unbounded",) if k != dropped and (k != "radially_unbounded" or not near)]
+    hold = all(props[k] is True for k in others) and props[dropped] is False
+    X0 = nl.initial_points(c.name, ctx.rng("cx", c.name), 4, near)
+    with np.errstate(all="ignore"):
+        ratio = float(np.max(nl.distance_ratios(c, X0, T_COND, rtol=1e-9, atol=1e-12)))
+    return Counterexample({"f": "(" + ", ".join(str(fi) for fi in c.f) + ")", "V": str(c.V), "x(0)": "near 0" if near else "far"},
+                          clause, f"{what}; max ‖x(T)‖/‖x(0)‖ = {ratio:.4g} at T = {T_COND:g} "
+                          f"(other hypotheses decided: {'hold' if hold else 'NOT all hold'})",
+                          violated=hold and ratio > TAU, error=ratio, tolerance=TAU,
+                          justification=f"a covered trajectory must shrink to ‖x(T)‖ ≤ {TAU:g}‖x(0)‖ by T = {T_COND:g} "
+                                        "(the claim's trajectory check); integration error ~1e-9 is negligible",
+                          details={"properties": props})
+
+
+def _cx_V0(ctx):
+    """Without V(0) = 0: f = (x, y), V = 1 + 1/(1 + ‖x‖²) (V > 0, V̇ < 0 off 0, V(0) = 2): unstable."""
+    return _cx_conditions(ctx, tl.conditions_panel()["unstable"], "V_zero_at_origin", "asymptotic", True,
+                          "V(0) = 2, x(t) = e^t x(0)")
+
+
+def _cx_Vpos(ctx):
+    """Without V > 0: f = (x, y), V = −‖x‖² (V(0) = 0, V̇ = −2‖x‖² < 0 off 0): unstable."""
+    c = tl.Candidate((tl.x, tl.y), (tl.x, tl.y), -(tl.x**2 + tl.y**2), "negative V")
+    return _cx_conditions(ctx, c, "V_positive_off_origin", "asymptotic", True, f"V̇ = {tl.lie_derivative(c.V, c.f, c.vars)}")
+
+
+def _cx_Vdot(ctx):
+    """Without V̇ < 0 (only V̇ ≤ 0): the rotation f = (−y, x), V = ‖x‖², V̇ ≡ 0; the origin is
+    (Lyapunov) stable, every orbit a circle, but not asymptotically stable."""
+    c = tl.conditions_panel()["rotation"]
+    return _cx_conditions(ctx, c, "Vdot_negative_off_origin", "asymptotic", True,
+                          f"V̇ = {c.vdot()} ≤ 0 (stable: ‖x(t)‖ = ‖x(0)‖)")
+
+
+def _cx_radial(ctx):
+    """Without radial unboundedness: Khalil's V = x²/(1 + x²) + y² (V̇ < 0 off 0, V(x, 0) → 1);
+    trajectories right of y = 2/(x − √2) escape."""
+    return _cx_conditions(ctx, tl.conditions_panel()["khalil"], "radially_unbounded", "global", False,
+                          "V(x, 0) = x²/(1 + x²) < 1 for every x; points right of y = 2/(x − √2) escape")
+
+
+_PANEL_SCOPE = ("five planar (n = 2) panel systems: the form's conclusion from symbolically and from sampled decided "
+                "hypotheses vs the derived stability; 12 points per set (4 at --quick) integrated to T = 5")
+
+
 register(Claim(
     id="lyap.conditions",
     title="Lyapunov conditions: V(0) = 0, V > 0 and ∇V·f < 0 off the origin (and radial unboundedness for global stability)",
-    statement=r"f(0)=0,\ V\in C^1,\ V(0)=0,\ V(x)>0\ \text{and}\ \nabla V(x)\cdot f(x)<0\ (x\neq0)\Rightarrow"
-              r"\ 0\ \text{asymptotically stable};\ \text{global if also}\ V(x)\to\infty\ (\|x\|\to\infty)",
+    statement="",
+    hypotheses=(
+        Hypothesis("setting", r"\dot x=f(x),\ f\ \text{locally Lipschitz},\ f(0)=0,\ V\in C^1(D),\ D\ni0\ \text{open}",
+                   necessary_note="part of the setting: stability of the origin is defined for an equilibrium, "
+                                  "and V̇ = ∇V·f needs ∇V"),
+        Hypothesis("V0_zero", r"V(0)=0", counterexample=_cx_V0),
+        Hypothesis("V_pos", r"V(x)>0\ (x\in D\setminus\{0\})", counterexample=_cx_Vpos),
+        Hypothesis("Vdot_neg", r"\dot V(x)=\nabla V(x)\cdot f(x)<0\ (x\in D\setminus\{0\})",
+                   "V̇ negative definite (V̇ ≤ 0 gives only stability)", counterexample=_cx_Vdot),
+        Hypothesis("radially_unbounded", r"D=\mathbb R^n,\ V(x)\to\infty\ (\|x\|\to\infty)\ \text{(global clause)}",
+                   counterexample=_cx_radial),
+    ),
+    clauses=(
+        Clause("vdot_zero_at_origin", r"\dot V(0)=\nabla V(0)\cdot f(0)=0\ \text{(so}\ \dot V<0\ \text{only off 0)}",
+               "derived_at", "n = 2, V and f arbitrary (undefined) C¹ functions", ("derivation", "panel_vs_derivation")),
+        Clause("stable", r"0\ \text{Lyapunov stable (needs only}\ \dot V\le0\ \text{on}\ D)", "cited",
+               "Khalil, Nonlinear Systems (3rd ed., 2002) Thm 4.1: V(0) = 0, V > 0 and V̇ ≤ 0 on D ∖ {0} give stability"),
+        Clause("asymptotic", r"0\ \text{asymptotically stable}", "cited",
+               "Khalil, Nonlinear Systems (3rd ed., 2002) Thm 4.1: with V̇ < 0 on D ∖ {0}, asymptotic stability",
+               ("panel_vs_derivation", "trajectories"),
+               also=(("checked", _PANEL_SCOPE + ", near points (radius 0.02–0.1) shrink by 0.1"),)),
+        Clause("global", r"0\ \text{globally asymptotically stable}", "cited",
+               "Khalil, Nonlinear Systems (3rd ed., 2002) Thm 4.2 (Barbashin–Krasovskii): D = ℝⁿ and V radially unbounded",
+               ("panel_vs_derivation", "trajectories", "covers_stable_systems"),
+               also=(("checked", _PANEL_SCOPE + ", far points (radius 1–5) of the two globally stable systems within "
+                                 "the derived bound ‖x(T)‖ ≤ e^(−T)‖x(0)‖"),)),
+    ),
     source=SOURCE + "; Khalil, Nonlinear Systems (3rd ed., 2002), Thm 4.1, 4.2 and the example with V = x²/(1+x²) + y²",
     kind="erratum",
     form=tl.corrected_conclusion,
@@ -290,6 +369,10 @@ def _structure(form, ctx) -> CheckResult:
         gf, dscale = (g * f).sum(-1), gg * (nP + nS)
     n = s.n
     tol = 64 * n * n * EPS
+    # strictness: where P ≻ 0 beyond the rounding of the S-term (λ_min > tol·(‖P‖ + ‖S‖)) and ∇V ≠ 0, V̇ < 0
+    with np.errstate(all="ignore"):
+        strict = (lam > tol * (nP + nS)) & (gg > 0)
+        errs["strict_violations"] = float(np.sum(strict & ~(gf < 0)))
     # the structural errors have reference 0 (a symmetric P, a skew S): their resolution is in their own
     # units, tol + |error| of ‖P − Pᵀ‖/‖P‖, −λ_min/‖P‖, ‖S + Sᵀ‖/‖S‖; the check's resolution is the
     # relative one of the pointwise dissipation, the entry with a nonzero reference
@@ -300,7 +383,8 @@ def _structure(form, ctx) -> CheckResult:
                             "rejects, (tol + e)·‖∇V‖²(‖P‖ + ‖S‖)/‖Aᵀ∇V‖²; the structural errors (reference 0) resolve "
                             "tol + |error| in their own units (details)", others=errs,
                             seeds=[ctx.seed_for("systems"), ctx.seed_for("points")], sizes={"systems": s.K, "points": M, "n": n},
-                            details={"structural_resolution": own, "structural_resolution_units":
+                            details={"points_with_P_definite_and_grad_nonzero": int(np.sum(strict)),
+                                     "structural_resolution": own, "structural_resolution_units":
                                      "‖P − Pᵀ‖/‖P‖, max(−λ_min(P), 0)/‖P‖, ‖S + Sᵀ‖/‖S‖ that is rejected (tolerance + |error|)"})
 
 
@@ -310,11 +394,87 @@ def _mat(f):
 
 _BW_FORM = {"P": nl.psd_from, "S": nl.skew_from, "f": nl.construct_f}
 
+def _vdot_at(P, S, V, X):
+    """∇V·f with f = (−P + S)∇V (numerics.lyapunov.construct_f) at the rows of X, for constant P, S."""
+    grad = sp.lambdify((tl.x, tl.y), [sp.diff(V, v) for v in (tl.x, tl.y)], "numpy")
+    g = np.stack([np.broadcast_to(np.asarray(c, dtype=float), X.shape[:1]) for c in grad(X[:, 0], X[:, 1])], axis=-1)
+    f = nl.construct_f(g, np.broadcast_to(P, (len(X), 2, 2)), np.broadcast_to(S, (len(X), 2, 2)))
+    return (g * f).sum(-1), g
+
+
+_BW_POINTS = np.array([[0.0, 1.0], [1.0, 0.0], [0.6, -0.8], [-0.3, 0.4]])
+
+
+def _cx_P_psd(ctx) -> Counterexample:
+    """Without P ⪰ 0: V = x² + y², P = diag(1, −1), S = 0; ∇V·f = −4x² + 4y² > 0 at (0, 1)."""
+    P, S, V = np.diag([1.0, -1.0]), np.zeros((2, 2)), tl.x**2 + tl.y**2
+    vd, _ = _vdot_at(P, S, V, _BW_POINTS)
+    worst_v = float(np.max(vd))
+    return Counterexample({"V": "x² + y²", "P": "diag(1, −1)", "S": "0"}, "nonpositive",
+                          f"∇V·f = {vd.tolist()} at {_BW_POINTS.tolist()}: positive at (0, 1)", violated=worst_v > 0,
+                          error=worst_v, tolerance=0.0, justification="exact in float64 (small integers)")
+
+
+def _cx_S_skew(ctx) -> Counterexample:
+    """Without Sᵀ = −S: V = x² + y², P = I, S = diag(2, 0) (symmetric); the S-term does not cancel."""
+    P, S, V = nl.psd_from(np.eye(2)), np.diag([2.0, 0.0]), tl.x**2 + tl.y**2
+    vd, g = _vdot_at(P, S, V, _BW_POINTS)
+    ref = -np.einsum("mi,ij,mj->m", g, P, g)
+    err = float(np.max(np.abs(vd - ref) / np.maximum((g * g).sum(-1) * 3.0, 1e-300)))
+    tol = 64 * 4 * EPS
+    return Counterexample({"V": "x² + y²", "P": "I", "S": "diag(2, 0)"}, "identity",
+                          f"∇V·f = {vd.tolist()} vs −∇VᵀP∇V = {ref.tolist()}", violated=err > tol, error=err, tolerance=tol,
+                          justification="float64 rounding of 2×2 products (64·n²·eps relative to ‖∇V‖²(‖P‖ + ‖S‖)), as "
+                                        "the claim's structure check")
+
+
+def _cx_V_pd(ctx) -> Counterexample:
+    """Without V ≻ 0: V = −(x² + y²), P = I, S = 0 give f = (2x, 2y) with V̇ = −‖∇V‖² < 0 off the
+    origin (the identity and strictness hold), yet every trajectory grows like e^{2t}."""
+    V = -(tl.x**2 + tl.y**2)
+    grad = sp.Matrix([sp.diff(V, v) for v in (tl.x, tl.y)])
+    f = sp.expand((-sp.eye(2) + sp.zeros(2)) * grad)
+    c = tl.Candidate((tl.x, tl.y), tuple(f), V, "negative V")
+    X0 = nl.initial_points("near", ctx.rng("V_pd"), 4, True)
+    with np.errstate(all="ignore"):
+        ratio = float(np.max(nl.distance_ratios(c, X0, T_COND, rtol=1e-9, atol=1e-12)))
+    return Counterexample({"V": "−(x² + y²)", "P": "I", "S": "0", "f": "(" + ", ".join(map(str, f)) + ")"}, "lyapunov",
+                          f"V̇ = {c.vdot()} < 0 off 0, but max ‖x(T)‖/‖x(0)‖ = {ratio:.4g} at T = {T_COND:g}",
+                          violated=ratio > TAU, error=ratio, tolerance=TAU,
+                          justification=f"asymptotic stability needs ‖x(T)‖ ≤ {TAU:g}‖x(0)‖ from near points by T = {T_COND:g} "
+                                        "(as lyap.conditions' trajectory check)")
+
+
+_BW_SCOPE = ("8 sampled systems (4 at --quick), n = 3, V = xᵀQx + Σc_i x_i⁴, affine A(x), B(x): 128 points each (32 at "
+             "--quick) in [−1.5, 1.5]³, and trajectories integrated to T = 2")
+
+
 register(Claim(
     id="lyap.backward_construction",
     title="Backward construction: f = (−P + S)∇V with P ⪰ 0, S skew gives ∇V·f = −∇VᵀP∇V ≤ 0",
-    statement=r"V\succ0,\ P(x)\succeq0,\ S(x)^\top=-S(x),\ f=-P\nabla V+S\nabla V\ \Rightarrow\ "
-              r"\nabla V\cdot f=-\nabla V^\top P\nabla V\le0\ (<0\ \text{where}\ P\succ0,\ \nabla V\neq0)",
+    statement="",
+    hypotheses=(
+        Hypothesis("setting", r"V\in C^1(\mathbb R^n),\ f(x)=(-P(x)+S(x))\nabla V(x)",
+                   necessary_note="part of the setting: the construction needs ∇V"),
+        Hypothesis("P_psd", r"P(x)\succeq0", counterexample=_cx_P_psd),
+        Hypothesis("S_skew", r"S(x)^\top=-S(x)", counterexample=_cx_S_skew),
+        Hypothesis("V_pd", r"V(0)=0,\ V(x)>0\ (x\neq0)\ \text{(for the stability clause)}", counterexample=_cx_V_pd),
+    ),
+    clauses=(
+        Clause("identity", r"\nabla V\cdot f=-\nabla V^\top P\nabla V", "derived_at",
+               "n = 3 pointwise (general symbolic ∇V, P = AAᵀ, S = B − Bᵀ), and the polynomial instance n = 2 "
+               "(V = x² + xy + y² + x⁴)", ("derivation", "identity_vs_sympy", "structure"),
+               also=(("checked", _BW_SCOPE + "; 256 points (64 at --quick) of the instance"),)),
+        Clause("nonpositive", r"\nabla V^\top P\nabla V\ge0,\ \text{so}\ \dot V\le0", "derived_at",
+               "n = 3 pointwise: ∇Vᵀ(AAᵀ)∇V = ‖Aᵀ∇V‖² (every P ⪰ 0 is some AAᵀ)", ("derivation", "structure", "energy_balance"),
+               also=(("checked", _BW_SCOPE + ": V non-increasing along them"),)),
+        Clause("strict", r"\dot V(x)<0\ \text{where}\ P(x)\succ0,\ \nabla V(x)\neq0", "checked",
+               _BW_SCOPE.split(", and trajectories")[0] + " (every point where λ_min(P) > 64n²eps(‖P‖ + ‖S‖))",
+               ("structure",)),
+        Clause("lyapunov", r"P(x)\succ0,\ \nabla V(x)\neq0\ (x\neq0)\Rightarrow0\ \text{asymptotically stable "
+               r"(globally if}\ V\ \text{radially unbounded)}", "cited",
+               "Khalil, Nonlinear Systems (3rd ed., 2002) Thm 4.1 and 4.2 applied to V (see lyap.conditions)"),
+    ),
     source=SOURCE + "; Alfarano, Charton, Hayat, Global Lyapunov functions: a long-standing open problem in mathematics, "
                     "with symbolic transformers (NeurIPS 2024), backward generation",
     kind="identity",
@@ -446,14 +606,76 @@ def _with_V(fn, what):
     return tuple(tl.Candidate(c.vars, c.f, sp.expand(fn(c)), f"{c.name} ({what})") for c in tl.sos_panel())
 
 
+def _semidefinite_decay():
+    """f = (−x, 0), V = x² + y²: V̇ = −2x² ≤ 0 only semidefinite; every point (0, y) is an equilibrium."""
+    return tl.Candidate((tl.x, tl.y), (-tl.x, sp.Integer(0)), tl.x**2 + tl.y**2, "semidefinite decay")
+
+
+def _certified(poly, vars) -> bool:
+    res, gs = nl.solve_gram(poly, vars)
+    return bool(res.feasible and tl.exact_recheck(poly, gs, res.G).certified)
+
+
+def _cx_sos(ctx, eps, q_of, what: str, instance: dict) -> Counterexample:
+    """Both programs certified (exact re-check) for the semidefinite-decay system with margin
+    ``eps`` and bound ``q_of(c)``, yet (0, 0.1) is an equilibrium: the origin is not asymptotically stable."""
+    c = _semidefinite_decay()
+    p = tl.bound_polynomial(c.V, c.vars)
+    both = _certified(sp.expand(c.V - eps * p), c.vars) and _certified(sp.expand(-c.vdot() - eps * q_of(c)), c.vars)
+    f, _, _ = nl.lambdify_candidate(c)
+    X = np.array([[0.0, 0.1]])
+    speed = float(np.linalg.norm(f(X)[0]))
+    return Counterexample({"f": "(−x, 0)", "V": "x² + y²", **instance}, "gas",
+                          f"{what}: both SOS programs certified exactly ({both}), V̇ = {c.vdot()}; f(0, 0.1) = "
+                          f"{f(X)[0].tolist()}: (0, 0.1) is an equilibrium, so 0 is not asymptotically stable",
+                          violated=both and speed == 0.0, error=float(both and speed == 0.0), tolerance=0.0,
+                          justification="exact: a nonzero equilibrium in every neighbourhood of 0 (the y-axis)")
+
+
+def _cx_sos_eps(ctx):
+    """Without ε > 0: at ε = 0 the programs only show V ≥ 0 and V̇ ≤ 0."""
+    return _cx_sos(ctx, sp.Integer(0), lambda c: tl.bound_polynomial(-c.vdot(), c.vars), "ε = 0", {"eps": 0})
+
+
+def _cx_sos_bound(ctx):
+    """Without q covering every variable: q = x² (y missing) makes −V̇ − εq = (2 − ε)x² SOS."""
+    return _cx_sos(ctx, EPS_SOS, lambda c: c.vars[0] ** 2, "q = x² (no y term), ε = 1/1000", {"eps": "1/1000", "q": "x²"})
+
+
 _y = tl.y
 
 register(Claim(
     id="lyap.sos_certificate",
     title="SOS certificates: V − εp and −∇V·f − εq sums of squares (cvxpy), re-checked exactly in SymPy",
-    statement=r"V-\varepsilon\textstyle\sum_i x_i^{2k}=z^\top G_1z,\ -\nabla V\cdot f-\varepsilon\sum_i x_i^{2l}=w^\top G_2w,"
-              r"\ G_1,G_2\succeq0\Rightarrow V\ge\varepsilon\sum_i x_i^{2k},\ \dot V\le-\varepsilon\sum_i x_i^{2l}"
-              r"\ \Rightarrow\ 0\ \text{globally asymptotically stable}",
+    statement="",
+    hypotheses=(
+        Hypothesis("setting", r"f,\ V\ \text{polynomial},\ f(0)=0,\ z,w\ \text{monomials of degree}\ "
+                   r"\lceil d_{\min}/2\rceil..\lfloor d_{\max}/2\rfloor",
+                   necessary_note="part of the setting: the programs are built from these polynomials and bases (the "
+                                  "basis loses no certificate: the squares of an SOS decomposition use only these degrees)"),
+        Hypothesis("eps_pos", r"\varepsilon>0", counterexample=_cx_sos_eps),
+        Hypothesis("bounds_definite", r"p=\textstyle\sum_{i=1}^nx_i^{2k},\ q=\sum_{i=1}^nx_i^{2l},\ k,l\ge1",
+                   "p, q positive definite (every variable)", counterexample=_cx_sos_bound),
+        Hypothesis("V0_zero", r"V(0)=0",
+                   necessary_note="with V ≥ εp and V̇ ≤ −εq, LaSalle's invariance principle gives "
+                                  "global asymptotic stability even when V(0) > 0; it is kept because Khalil's Thm 4.2, "
+                                  "which the gas clause cites, assumes it (every panel candidate has V(0) = 0)"),
+    ),
+    clauses=(
+        Clause("certified", r"V-\varepsilon p=z^\top G_1z,\ -\nabla V\cdot f-\varepsilon q=w^\top G_2w,\ G_1,G_2\succeq0"
+               r"\ \text{rational (for the panel candidates at}\ \varepsilon=10^{-3})", "derived_at",
+               "the three panel candidates (cubic, cancelling, damped; n = 2, deg V = 2, deg f ≤ 3) at ε = 1/1000: "
+               "rational Gram matrices with SymPy residual 0 and exact LDLᵀ PSD",
+               ("exact_recheck", "solver_status", "derivation"),
+               also=(("derived_at", "the cubic candidate at every 0 < ε < 1 (derivation: Gram families and their eigenvalues)"),
+                     ("checked", "cvxpy (Clarabel, SCS fallback) status optimal, λ_min(G) ≥ −1e-7, coefficient residual ≤ 1e-7"))),
+        Clause("bounds", r"V\ge\varepsilon p,\ \dot V\le-\varepsilon q\ \text{on}\ \mathbb R^n", "cited",
+               "Parrilo (2000), SOS programming: zᵀGz = ‖Lz‖² ≥ 0 for G = LᵀL ⪰ 0", ("sampled_inequalities",),
+               also=(("checked", "1000 random directions (200 at --quick) at radii 10^−2 … 10^1.5 and the axes, per candidate"),)),
+        Clause("gas", r"0\ \text{globally asymptotically stable}", "cited",
+               "Khalil, Nonlinear Systems (3rd ed., 2002) Thm 4.2: V ≥ εp is positive definite and radially unbounded, "
+               "V̇ ≤ −εq negative definite"),
+    ),
     source=SOURCE + "; Parrilo (2000), SOS programming; Peyrl & Parrilo (2008), exact certificates by rounding and projection",
     kind="theorem",
     form=tl.sos_panel(),
@@ -473,7 +695,10 @@ register(Claim(
         Mutant("V_semidefinite", "dropped term", "V(x, 0): every term with y dropped (zero on the y-axis)",
                _with_V(lambda c: c.V.subs(_y, 0), "semidefinite")),
     ),
-    notes="ε = 1/1000; p and q are Σ x_i^{2k} at the lowest even degree of V and of −∇V·f (the cubic system's decay "
+    notes="'Certified' covers exactly the panel candidates at ε = 1/1000 (and the cubic one for every 0 < ε < 1): an "
+          "infeasible program does not show that a candidate fails, since a nonnegative polynomial need not be a sum of "
+          "squares (Motzkin). "
+          "ε = 1/1000; p and q are Σ x_i^{2k} at the lowest even degree of V and of −∇V·f (the cubic system's decay "
           "2x⁴ + 2y⁴ is certified against x⁴ + y⁴). Monomial bases span degrees ⌈d_min/2⌉..⌊d_max/2⌋ with basis "
           "elements whose diagonal entry is forced to 0 removed. The programs maximise t with G ⪰ tI, t ≥ 0, so a "
           "polynomial that is not SOS makes the solver report 'infeasible'.",
