@@ -284,10 +284,12 @@ class GFResult:
 
 
 def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, t_end: float | None = None,
-                  rtol: float = 1e-11, atol: float = 1e-13, grad_tol: float = 1e-12) -> GFResult:
+                  rtol: float = 1e-11, atol: float = 1e-13, grad_tol: float = 1e-12,
+                  init: tuple[float, np.ndarray] | None = None) -> GFResult:
     """Integrate ``du/dt = −⟨∇_B L, U⟩``, ``dU/dt = −u ∇_B L`` (B = uU) from ZFB's initialisation
     (``σ² ‖E[hhᵀ]Λ^{-1}‖_op √d < 2``, default σ at half that bound) with SciPy ``solve_ivp`` (LSODA),
     in rounds of doubling length until ``‖∇_B L‖_F < grad_tol`` (or ``t_end`` is reached).
+    ``init = (u0, U0)`` starts from another point instead (e.g. an unbalanced one, ``u0² ≠ ‖U0‖_F²``).
 
     ``loss_curve`` is ``(t, L(t))`` sampled from the dense solution (16 points per round)."""
     L = as_spd_matrix(Lambda)
@@ -301,6 +303,8 @@ def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, 
     TT = Th @ Th.T
     TT /= np.linalg.norm(TT)
     y0 = np.concatenate([[sigma], (sigma * TT).ravel()])
+    if init is not None:
+        y0 = np.concatenate([[float(init[0])], np.asarray(init[1], dtype=float).reshape(d * d)])
     HL = hw @ L
 
     def rhs(_t, y):

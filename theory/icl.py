@@ -1030,3 +1030,200 @@ def derive_nonconvex(d: int = 2) -> Derivation:
     b.fact("hessian", H)
     b.fact("Lambda", L)
     return b.done(mn)
+
+
+# ------------------------------------------------------------------------------------------------
+# the statement's hypotheses: the general block form, the loss over every LSA weight, and an exact
+# evaluator of the LSA's loss under other data laws (for the counterexamples of icl.*)
+
+
+@lru_cache(maxsize=None)
+def derive_lsa_prediction_form_general() -> Derivation:
+    """The block form of the LSA prediction for symbolic ``d`` and ``N`` (block-matrix algebra):
+    with ``E = [[X, x_q], [y, 0]]`` (query label 0) and the weights in blocks
+    ``W^{PV} = [[P11, p12], [w21ᵀ, w22]]``, ``W^{KQ} = [[W11, k12], [w21'ᵀ, k22]]``, the (2, 2) block of
+    ``E + W^{PV} E Eᵀ W^{KQ} E/ρ`` equals ``[w21ᵀ, w22](E Eᵀ/ρ)[W11; w21'ᵀ] x_q``.
+
+    ``result`` is the (2, 2) block (a 1×1 matrix expression); facts: ``residual`` (``ZeroMatrix`` or
+    0), ``params_used`` (the weight blocks it contains).
+
+    >>> D = derive_lsa_prediction_form_general()
+    >>> sorted(D.facts["params_used"])
+    ['W11', 'w21', "w21'", 'w22']
+    """
+    b = DerivationBuilder("LSA prediction in blocks, symbolic d and N")
+    b.symbols(d="dimension of x (symbolic)", N="number of context examples (symbolic)", X="context inputs (d×N)",
+              y="context labels (1×N)", x_q="query (d×1)", rho="the normalisation ρ")
+    d, N = sp.symbols("d N", integer=True, positive=True)
+    X, y, xq = sp.MatrixSymbol("X", d, N), sp.MatrixSymbol("y", 1, N), sp.MatrixSymbol("x_q", d, 1)
+    E = sp.BlockMatrix([[X, xq], [y, sp.ZeroMatrix(1, 1)]])
+    b.define("E = [[X, x_q], [y, 0]] (the query's label entry is 0)", E)
+    names = {}
+
+    def ms(name, r, c):
+        names[name] = sp.MatrixSymbol(name, r, c)
+        return names[name]
+
+    PV = sp.BlockMatrix([[ms("P11", d, d), ms("p12", d, 1)], [ms("w21", 1, d), ms("w22", 1, 1)]])
+    KQ = sp.BlockMatrix([[ms("W11", d, d), ms("k12", d, 1)], [ms("w21'", 1, d), ms("k22", 1, 1)]])
+    b.define("W^PV and W^KQ in blocks (all blocks symbolic)", sp.Tuple(PV, KQ))
+    rho = sp.Symbol("rho", positive=True)
+    prod = sp.block_collapse(PV * E * E.T * KQ * E)
+    yhat = prod.blocks[1, 1] / rho  # the (d+1, N+1) entry of E itself is the query label 0
+    b.step("Block (2, 2) of E + W^PV E Eᵀ W^KQ E/ρ (E's own block is the 0 label)", yhat)
+    blk = sp.block_collapse(sp.BlockMatrix([[names["w21"], names["w22"]]]) * E * E.T
+                            * sp.BlockMatrix([[names["W11"]], [names["w21'"]]]) * xq) / rho
+    b.define("The block form [w21ᵀ, w22](E Eᵀ/ρ)[W11; w21'ᵀ] x_q", blk)
+    res = sp.expand(yhat - blk)
+    b.step("Difference", res)
+    b.obligation("prediction_equals_block_form", res)
+    used = sorted(n for n, m in names.items() if yhat.has(m))
+    b.step("Weight blocks that appear in ŷ", sp.Tuple(*[sp.Symbol(n) for n in used]))
+    b.obligation("other_blocks_absent", sp.Integer(len((set(names) - set(used)) ^ {"P11", "p12", "k12", "k22"})),
+                 kind="zero", description="exactly P11, p12 (first d rows of W^PV) and k12, k22 (last column of W^KQ) are absent")
+    b.fact("params_used", used)
+    b.fact("residual", res)
+    return b.done(yhat)
+
+
+@lru_cache(maxsize=None)
+def derive_all_weights_min(d: int = 2, N: int = 2) -> Derivation:
+    """Global minimisers over EVERY LSA weight (not only ``B = w22·W11``), at fixed ``d`` and ``N``.
+
+    With ``ρ = N`` and noise-free labels, ``ŷ − y_q`` splits under ``w ↦ −w`` into an even part
+    (``w21ᵀ (Σx_ixᵢᵀ + x_q x_qᵀ)/N W11 x_q + w22 (Σ y_i²/N) w21'ᵀ x_q``) and an odd part
+    ``hᵀ B_eff x_q − y_q`` with ``B_eff = w22 W11 + w21 w21'ᵀ``; the symmetry of ``w``'s law removes
+    the cross term, so ``L = ½E[even²] + L_B(B_eff) ≥ L_B(Γ_N⁻¹)``. Equality needs ``B_eff = Γ_N⁻¹``
+    (invertible) and the even part to vanish identically: SymPy solves the even part's coefficient
+    equations, and on every branch either ``det B_eff ≡ 0`` (rank ≤ 1 < d: excluded when d ≥ 2) or
+    ``w21 = w21' = 0``. At d = 1 the rank argument fails (``det`` of a 1×1 rank-one matrix is not 0).
+
+    ``result``: the surviving branches (dicts); facts: ``branches``, ``beff``, ``excluded`` (per
+    branch: True when ``det B_eff ≡ 0`` there), ``weights``.
+
+    >>> D = derive_all_weights_min(2, 2)
+    >>> all(br[s] == 0 for br in D.result for s in D.facts["weights"]["w21"] + D.facts["weights"]["w21'"])
+    True
+    """
+    b = DerivationBuilder("Global minimisers over every LSA weight: w21 = w21' = 0, w22·W11 = Γ_N⁻¹")
+    b.symbols(p_i="entry i of w21 (last row of W^PV)", p_22="w22", k_ij="entry (i, j) of W11 = W^KQ_11",
+              q_i="entry i of w21' (last row of W^KQ, first d columns)", x_ji="coordinate i of context example j",
+              xq_i="coordinate i of the query", w_i="coordinate i of the task w")
+    G = derive_global_min(d)
+    b.inherit(G, "global_min")
+    p21 = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"p_{i + 1}"))
+    p22 = sp.Symbol("p_22")
+    K11 = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"k_{i + 1}{j + 1}"))
+    k21 = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"q_{i + 1}"))
+    X = sp.Matrix(d, N, lambda a, j: sp.Symbol(f"x_{j + 1}{a + 1}"))
+    xq = sp.Matrix(d, 1, lambda a, _: sp.Symbol(f"xq_{a + 1}"))
+    w = sp.Matrix(d, 1, lambda a, _: sp.Symbol(f"w_{a + 1}"))
+    y = X.T * w
+    E = X.row_join(xq).col_join(y.T.row_join(sp.zeros(1, 1)))
+    PV = sp.zeros(d + 1, d + 1)
+    PV[d, :d], PV[d, d] = p21.T, p22
+    KQ = sp.zeros(d + 1, d + 1)
+    KQ[:d, :d], KQ[d, :d] = K11, k21.T
+    b.assume("Only the last row (w21ᵀ, w22) of W^PV and the first d columns (W11; w21'ᵀ) of W^KQ enter ŷ "
+             "(icl.lsa_prediction_form); ρ = N; noise-free labels y = Xᵀw", sp.Tuple(PV, KQ))
+    yhat = sp.expand((E + PV * E * (E.T * KQ * E) / N)[d, N])
+    err = yhat - (w.T * xq)[0, 0]
+    b.step(f"ŷ − y_q from the matrix product (d = {d}, N = {N})", err)
+    flip = {wi: -wi for wi in w}
+    even = sp.expand((err + err.xreplace(flip)) / 2)
+    odd = sp.expand((err - err.xreplace(flip)) / 2)
+    b.step("Even part in w: (e(w) + e(−w))/2", even)
+    b.step("Odd part in w: (e(w) − e(−w))/2", odd)
+    h = X * X.T * w / N
+    Beff = p22 * K11 + p21 * k21.T
+    b.define("B_eff = w22·W11 + w21·w21'ᵀ and h = (1/N) Σ y_i x_i", Beff)
+    b.obligation("odd_part_is_B_eff_predictor", odd - ((h.T * Beff * xq)[0, 0] - (w.T * xq)[0, 0]),
+                 description="odd part = hᵀ B_eff x_q − y_q")
+    b.assume("w ~ N(0, I) is symmetric and independent of the x's: E[even·odd] = 0, so "
+             "L = ½E[even²] + L_B(B_eff) ≥ L_B(B_eff) ≥ L_B(Γ_N⁻¹) (L_B strictly convex, minimum at Γ_N⁻¹: global_min)",
+             r"L=\tfrac12\mathbb E[\mathrm{even}^2]+L_B(B_{\mathrm{eff}})")
+    b.assume("A polynomial that vanishes almost surely under a non-degenerate Gaussian (Λ ≻ 0) vanishes "
+             "identically: a global minimiser has B_eff = Γ_N⁻¹ and every coefficient of the even part 0")
+    data = list(X) + list(xq) + list(w)
+    coeffs = sp.Poly(even, *data).coeffs()
+    b.step("Coefficients of the even part (polynomial in x, x_q, w)", sp.Matrix(coeffs))
+    weights = list(p21) + [p22] + list(K11) + list(k21)
+    branches = sp.solve(coeffs, weights, dict=True)
+    b.step("Their common zeros (SymPy's polynomial solve, every branch)", sp.Tuple(*[sp.Dict(s) for s in branches]))
+    for k, s in enumerate(branches):
+        b.obligation(f"branch_{k}_solves", sp.Matrix([sp.expand(c.subs(s)) for c in coeffs]),
+                     description="the branch zeroes every coefficient")
+    dets = [sp.factor((Beff.subs(s)).det()) for s in branches]
+    b.step("det B_eff on each branch", sp.Tuple(*dets))
+    excluded = [dt == 0 for dt in dets]
+    keep = [s for s, ex in zip(branches, excluded) if not ex]
+    b.step(f"Branches with det B_eff ≢ 0 (Γ_N⁻¹ is invertible; at d = {d} ≥ 2 a rank-one w21·w21'ᵀ has det 0)",
+           sp.Tuple(*[sp.Dict(s) for s in keep]))
+    zeros = list(p21) + list(k21)
+    b.obligation("survivors_have_w21_and_w21p_zero",
+                 sp.Matrix([sp.sympify(z).subs(s) for s in keep for z in zeros]) if keep else sp.Integer(0),
+                 description="on every branch that can reach the invertible Γ_N⁻¹, w21 = 0 and w21' = 0")
+    b.obligation("some_branch_survives", sp.Integer(0 if keep else 1))
+    b.step("There B_eff = w22·W11 = Γ_N⁻¹ (the global minimiser over B)", Beff.subs({z: 0 for z in zeros}))
+    b.fact("branches", branches)
+    b.fact("excluded", excluded)
+    b.fact("beff", Beff)
+    b.fact("weights", {"w21": list(p21), "w22": p22, "W11": list(K11), "w21'": list(k21)})
+    return b.done(keep)
+
+
+def _moment(law: str, var, k: int):
+    """``E[z^k]`` for ``z ~ N(0, var)`` (``law="gaussian"``) or ``z = ±√var`` equally likely
+    (``"rademacher"``)."""
+    if k % 2:
+        return sp.Integer(0)
+    if law == "gaussian":
+        return var ** (k // 2) * sp.factorial2(k - 1)
+    if law == "rademacher":
+        return var ** (k // 2)
+    raise InputError(f"unknown law {law!r} (gaussian, rademacher)")
+
+
+def exact_lsa_loss(Wpv, Wkq, N: int, lam, *, rho=None, x_law: str = "gaussian", task_var=1, noise_var=0,
+                   query_noise: bool = True):
+    """``½ E(ŷ − y_q)²`` of the LSA with weights ``Wpv, Wkq`` ((d+1)×(d+1), numbers or SymPy symbols)
+    on prompts of length ``N``, computed exactly from the LSA's matrix product (not from a closed
+    form): ``ŷ`` is entry (d+1, N+1) of ``E + W^{PV} E (Eᵀ W^{KQ} E)/ρ`` (``ρ = N`` unless given),
+    ``(ŷ − y_q)²`` is expanded as a polynomial in the data and each monomial is replaced by its
+    moment. Data: ``x`` with independent coordinates of variances ``lam`` (a diagonal ``Λ``;
+    ``x_law`` "gaussian" or "rademacher" = ``±√λ_a``), ``w`` with independent ``N(0, task_var)``
+    coordinates (a number or one per coordinate), labels ``y_i = ⟨w, x_i⟩ + ε_i`` with
+    ``ε_i ~ N(0, noise_var)`` (on the query label too unless ``query_noise=False``).
+
+    >>> b = sp.Symbol("b")
+    >>> sp.expand(exact_lsa_loss([[0, 0], [0, 1]], [[b, 0], [0, 0]], 2, [1]))
+    b**2 - b + 1/2
+    """
+    lam = [sp.sympify(v) for v in lam]
+    d = len(lam)
+    PV, KQ = sp.Matrix(Wpv), sp.Matrix(Wkq)
+    if PV.shape != (d + 1, d + 1) or KQ.shape != (d + 1, d + 1):
+        raise InputError(f"weights must be ({d + 1}, {d + 1}), got {PV.shape} and {KQ.shape}")
+    rho = sp.Integer(N) if rho is None else sp.sympify(rho)
+    tv = [sp.sympify(t) for t in task_var] if isinstance(task_var, (list, tuple)) else [sp.sympify(task_var)] * d
+    X = sp.Matrix(d, N + 1, lambda a, j: sp.Symbol(f"x_{j}_{a}"))
+    w = [sp.Symbol(f"w_{a}") for a in range(d)]
+    eps = [sp.Symbol(f"e_{j}") for j in range(N + 1)]
+    y = [sum(w[a] * X[a, j] for a in range(d)) + eps[j] for j in range(N + 1)]
+    E = X.col_join(sp.Matrix([y[:N] + [0]]))
+    yhat = E[d, N] + (PV[d, :] * E * (E.T * (KQ * E[:, N])))[0, 0] / rho
+    err = yhat - (y[N] if query_noise else y[N] - eps[N])
+    gens = list(X) + w + eps  # X row-major: coordinate a outer, example j inner
+    laws = ([(x_law, lam[a]) for a in range(d) for _ in range(N + 1)] + [("gaussian", t) for t in tv]
+            + [("gaussian", sp.sympify(noise_var))] * (N + 1))
+    P = sp.Poly(err, *gens)
+    total = sp.Integer(0)
+    for mon, c in (P * P).terms():
+        f = c
+        for (law, v), k in zip(laws, mon):
+            if k:
+                f *= _moment(law, v, k)
+                if f == 0:
+                    break
+        total += f
+    return sp.expand(total / 2)
