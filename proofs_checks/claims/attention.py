@@ -934,7 +934,7 @@ register(Claim(
         Clause("concat_width", r"\operatorname{Concat}\in\mathbb R^{N\times MD_v}", "derived", "every M (symbolic Σ_h D_v)",
                ("derivation", "forms_vs_sympy", "vs_torch_mha"),
                also=(("checked", "M ∈ {1, 2, 3, 8}, D_v ∈ {1, 4, 7}; torch out_proj.in_features"),)),
-        Clause("torch_equality", r"\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}(+b)=\texttt{MultiheadAttention}(X,X,X)",
+        Clause("torch_equality", r"\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}(+b)=\text{MultiheadAttention}(X,X,X)",
                "checked", "N = 5, (E, heads) ∈ {(8, 2), (12, 3), (6, 6), (5, 1)} (+ (16, 4), (24, 8) at default/full), "
                "with and without biases, float64", ("vs_torch_mha",)),
     ),

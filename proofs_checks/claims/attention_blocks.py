@@ -382,13 +382,13 @@ register(Claim(
                    "ε > 0, or the token is not constant", counterexample=_ln_cx_constant_eps0),
     ),
     clauses=(
-        Clause("mean_zero", r"\operatorname{LN}(x)_l=\frac{x_l-\mu}{\sqrt{v+\varepsilon}},\ \mu=\tfrac1D\sum_lx_l,\ v=\tfrac1D\sum_l(x_l-\mu)^2:\ \tfrac1D\sum_l\operatorname{LN}(x)_l=0",
+        Clause("mean_zero", r"\operatorname{LN}(x)_l=(x_l-\mu)/\sqrt{v+\varepsilon},\ \mu=\frac{1}{D}\sum_lx_l,\ v=\frac{1}{D}\sum_l(x_l-\mu)^2:\ \frac{1}{D}\sum_l\operatorname{LN}(x)_l=0",
                "derived_at", "D = 3", ("derivation", "moments_vs_sympy"),
                also=(("checked", "D = 16, ε ∈ {0, 10⁻³, 0.1, 1}, |μ|/σ up to 100, constant tokens at ε > 0"),)),
-        Clause("variance", r"\tfrac1D\sum_l\operatorname{LN}(x)_l^2=\tfrac{v}{v+\varepsilon}\ (=1\text{ at }\varepsilon=0)",
+        Clause("variance", r"\frac{1}{D}\sum_l\operatorname{LN}(x)_l^2=\frac{v}{v+\varepsilon}\ (=1\text{ at }\varepsilon=0)",
                "derived_at", "D = 3 (v > 0)", ("derivation", "moments_vs_sympy"),
                also=(("checked", "D = 16, ε ∈ {0, 10⁻³, 0.1, 1}; v = 0 (constant tokens) at ε > 0: variance 0"),)),
-        Clause("torch_layernorm", r"\gamma\odot\operatorname{LN}(x)+\beta=\texttt{torch.nn.LayerNorm}(D,\varepsilon)(x)",
+        Clause("torch_layernorm", r"\gamma\odot\operatorname{LN}(x)+\beta=\text{torch.nn.LayerNorm}(D,\varepsilon)(x)",
                "checked", "D = 12, ε ∈ {10⁻⁵, 0.1, 1} with random γ, β (a constant token included), and F.layer_norm at "
                "ε = 0, 4/16/64 × 5 tokens", ("vs_torch_layernorm",)),
     ),
@@ -530,7 +530,7 @@ register(Claim(
         Clause("post_ln_zero_branches", r"\text{post-LN: }y=\operatorname{LN}_1(x+\operatorname{MHSA}x),\ x'=\operatorname{LN}_2(y+\operatorname{MLP}y):\ \operatorname{MHSA}\equiv\operatorname{MLP}\equiv0\Rightarrow x'=\operatorname{LN}_2(\operatorname{LN}_1x)",
                "derived", "any maps LN₁, LN₂, MHSA, MLP (undefined SymPy functions)", ("derivation", "zero_branches_vs_sympy"),
                also=(("checked", "N = 5, D = 8 with torch's layer_norm as LN"),)),
-        Clause("matches_torch", r"\text{pre-LN}=\texttt{TransformerEncoderLayer(norm\_first=True)},\ \text{post-LN}=\texttt{(norm\_first=False)}",
+        Clause("matches_torch", r"\text{pre-LN}=\text{TransformerEncoderLayer(norm\_first=True)},\ \text{post-LN}=\text{(norm\_first=False)}",
                "checked", "N = 6, D = 8, two heads, MLP width 16, ReLU, LayerNorm weights perturbed, with and without the "
                "causal mask, 3/8/32 sequences", ("vs_torch_encoder_layer",)),
     ),
