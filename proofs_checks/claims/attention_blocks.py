@@ -648,8 +648,8 @@ def _cost_cx_d_grows(ctx) -> Counterexample:
     gap = float(1 - shares[10**6])
     return Counterexample({"K": K, "D": "D = N", "N": "10, 10³, 10⁶"}, "score_share",
                           "N²K/C = " + ", ".join(f"{v}" for v in shares.values()) + " (exact): constant 1/2, not → 1",
-                          violated=gap > 0.25, error=gap, tolerance=0.25,
-                          justification="exact rationals; a share tending to 1 would be within 0.25 of 1 at N = 10⁶ "
+                          violated=gap > 0.1, error=gap, tolerance=0.1,
+                          justification="exact rationals; a share tending to 1 would be within 0.1 of 1 at N = 10⁶ "
                                         "(N/(N + D) = 0.999999 for D fixed at 1)")
 
 
