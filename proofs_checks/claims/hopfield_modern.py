@@ -5,6 +5,7 @@ tolerances and mutants. Threshold checks report z-scores as in :mod:`proofs_chec
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -258,6 +259,23 @@ def _retrieval_instances(rng, B):
     return out
 
 
+def _unseparated_instances(rng):
+    """Boundary instances of the bound (no separation needed): x_0 duplicated (Δ_0 = 0), x_1 within
+    0.05 of x_0 (Δ_0 small or negative), and queries far from x_0 (ε up to 3M)."""
+    out = []
+    for beta in (0.3, 1.0, 3.0):
+        d, N = 4, 5
+        P = rng.normal(size=(N, d))
+        P /= np.linalg.norm(P, axis=1, keepdims=True) / 1.5
+        dup, near = P.copy(), P.copy()
+        dup[1] = dup[0]
+        near[1] = near[0] + 0.05 * rng.normal(size=d)
+        near[1] *= 1.5 / np.linalg.norm(near[1])
+        out += [(dup, dup[0].copy(), beta), (near, near[0].copy(), beta),
+                (P, P[0] + 4.5 * rng.normal(size=d) / math.sqrt(d), beta)]
+    return out
+
+
 def _rel_resolution(got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, dict]:
     """Resolution of ``max_i |got_i − ref_i|/|ref_i| ≤ tol`` against ``ref·(1 + δ)``: the relative error
     is then ≥ ``(|δ| − e)/(1 + δ)``, rejected for ``|δ| > (tol + e)/(1 − tol − e)``; confirmed at ±2ε, ±ε/2."""
@@ -301,9 +319,11 @@ def _retrieval_symbolic(form, ctx) -> CheckResult:
 
 
 def _retrieval_numeric(form, ctx) -> CheckResult:
-    """‖f(ξ) − x_i‖ ≤ bound on random separated instances and on the near-tight antipodal family."""
+    """‖f(ξ) − x_i‖ ≤ bound on every instance: random separated ones, the near-tight antipodal family,
+    and the boundaries where the bound is vacuous but must still hold (a duplicate pattern, Δ_i = 0; a
+    near pattern; a query far from x_i)."""
     rng = ctx.rng()
-    inst = _retrieval_instances(rng, ctx.size(64, 256, 1024))
+    inst = _retrieval_instances(rng, ctx.size(64, 256, 1024)) + _unseparated_instances(rng)
     worst_ratio, rows = 0.0, []
     for P, xi, beta in inst:
         Pt, xt = torch.from_numpy(P[None]), torch.from_numpy(xi[None])
@@ -359,6 +379,80 @@ def _retrieval_exponential(form, ctx) -> CheckResult:
                    "(tolerance + |slope difference|)/|slope of the bound|",
                    sizes={"N": N, "d": d, "betas": betas.tolist()},
                    details={"slope_log_error": float(s_err), "slope_log_bound": float(s_bnd)})
+
+
+@functools.lru_cache(maxsize=None)
+def _delta_min_fn():
+    der = th.derive_retrieval_bound()
+    Nn, b, _, _, Ms = der.facts["args"]
+    return sp.lambdify((Nn, b, Ms), der.facts["delta_min"], "math")
+
+
+def _delta_min(N: int, beta: float, M: float) -> float:
+    """Theorem 4's separation threshold Δ_min(β) = 2/(βN) + β⁻¹ln(2(N−1)NβM²), lambdified from the derivation."""
+    return float(_delta_min_fn()(N, beta, M))
+
+
+def _separated_instances(rng, B):
+    """Random patterns (norms in [0.8M, M]) with β chosen so that x_0 is well separated: β = κ·β_*,
+    κ ∈ {1, 1.5, 3}, where β_* solves Δ_0 = Δ_min(β) (bisection; κ = 1 is the boundary of the
+    hypothesis). Queries ξ = x_0 + δ with ‖δ‖ ∈ {0, ½, 1}·1/(2βM) (the last on the boundary)."""
+    out = []
+    while len(out) < B:
+        N, d = int(rng.integers(2, 9)), int(rng.integers(3, 9))
+        P = rng.normal(size=(N, d))
+        M0 = float(rng.uniform(1.0, 3.0))
+        P *= M0 / np.linalg.norm(P, axis=1, keepdims=True) * rng.uniform(0.8, 1.0, size=(N, 1))
+        P[0] *= M0 / np.linalg.norm(P[0])
+        M = float(np.linalg.norm(P, axis=1).max())
+        dots = P @ P[0]
+        Delta = float(dots[0] - dots[1:].max())
+        if Delta <= 0:
+            continue
+        lo, hi = 1e-6, 1e6
+        if _delta_min(N, hi, M) > Delta:
+            continue
+        for _ in range(200):  # Δ_min(β) − Δ changes sign once on [lo, hi] here; bisect in log β
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if _delta_min(N, mid, M) > Delta else (lo, mid)
+        for kappa in (1.0, 1.5, 3.0):
+            beta = hi * kappa
+            u = rng.normal(size=d)
+            u /= np.linalg.norm(u)
+            for r in (0.0, 0.5, 1.0):
+                out.append((P, P[0] + r * u / (2 * beta * M), beta, Delta, M))
+    return out[:B]
+
+
+def _retrieval_separated(form, ctx) -> CheckResult:
+    """The retrieval clause on every instance satisfying its hypotheses (Δ_0 ≥ Δ_min(β), ‖ξ − x_0‖ ≤
+    1/(2βM)), boundaries included: x_0* (iterated to convergence) lies within 1/(βNM) of x_0 (Theorem
+    4), and ‖f(ξ) − x_0‖ ≤ the form's bound ≤ 2e(N−1)M e^{−βΔ_0} ≤ e^{1−2/N}/(βNM)."""
+    rng = ctx.rng()
+    inst = _separated_instances(rng, ctx.size(36, 108, 360))
+    worst_r, rows = {"err_over_bound": 0.0, "bound_over_2e": 0.0, "2e_over_separated": 0.0, "fixed_point_radius": 0.0}, []
+    for P, xi, beta, Delta, M in inst:
+        N = len(P)
+        Pt, xt = torch.from_numpy(P[None]), torch.from_numpy(xi[None])
+        err = float(np.linalg.norm(nh.modern_update(xt[:, None], Pt, beta)[0, 0].numpy() - P[0]))
+        bound = float(np.asarray(form(Pt, xt, 0, beta), dtype=float).ravel()[0])
+        xs = _np_fixed_point(P[None], 0, beta)[0]
+        two_e = 2 * math.e * (N - 1) * M * math.exp(-beta * Delta)
+        sep = math.exp(1 - 2 / N) / (beta * N * M)
+        for k, v in (("err_over_bound", err / bound if bound > 0 else math.inf), ("bound_over_2e", bound / two_e),
+                     ("2e_over_separated", two_e / sep),
+                     ("fixed_point_radius", float(np.linalg.norm(xs - P[0])) * beta * N * M)):
+            worst_r[k] = largest(worst_r[k], v)
+        rows.append({"N": N, "beta": beta, "Delta": Delta, "error": err, "bound": bound, "separated_bound": sep})
+    tol = 1e-9
+    err = worst(worst_r) - 1.0  # the excess of the worst ratio over 1
+    return compare(err, tol, "each ratio ≤ 1: the excess of the worst one over 1 against float64 rounding (1e-9); at the "
+                   "boundaries ‖ξ − x_0‖ = 1/(2βM) and Δ_0 = Δ_min the middle ratios are 1 exactly", seeds=[ctx.seed_for()],
+                   sizes={"instances": len(inst)}, details={**{k: float(v) for k, v in worst_r.items()},
+                                                            "examples": rows[:6]},
+                   resolution=tol + abs(err) if math.isfinite(err) else math.nan,
+                   resolution_units="relative increase of the form's bound that is rejected (it equals 2e(N−1)Me^{−βΔ_0} "
+                   "at the boundary queries, so bound/2e(N−1)Me^{−βΔ_0} rises above 1)")
 
 
 def _converged_fixed_point(P: np.ndarray, beta: float, i: int, tol: float = 1e-15, max_iter: int = 100_000):
@@ -432,10 +526,97 @@ def _bound_eps_sign(P, xi, i, beta):
     return b * torch.exp(-4 * beta * eps * M)
 
 
+def _sympy_bound(N, beta, Delta, eps, M) -> float:
+    der = th.derive_retrieval_bound()
+    return float(der.result.subs(dict(zip(der.facts["args"], (N, beta, Delta, eps, M)))))
+
+
+def _cx_retrieval_negative_beta(ctx) -> Counterexample:
+    """Without β > 0: the softmax then favours the pattern least aligned with ξ. d = 1, x_0 = 1, x_1 = −1
+    (M = 1, Δ_0 = 2), ξ = 3 (ε = 2), β = −1: f(ξ) ≈ −1, far outside the bound."""
+    P = torch.tensor([[[1.0], [-1.0]]], dtype=torch.float64)
+    xi, beta = torch.tensor([[[3.0]]], dtype=torch.float64), -1.0
+    err = float((nh.modern_update(xi, P, beta)[0, 0] - P[0, 0]).norm())
+    bound = _sympy_bound(2, beta, 2.0, 2.0, 1.0)
+    return Counterexample({"d": 1, "X": "(1, -1)", "xi": 3.0, "beta": beta, "eps": 2.0}, "bound",
+                          f"‖f(ξ) − x_0‖ = {err:.4f} > bound 2(N−1)M e^(−β(Δ−2εM)) = {bound:.4f}",
+                          violated=err > bound * (1 + 1e-9), error=err / bound, tolerance=1.0 + 1e-9,
+                          justification="error/bound against 1 up to float64 rounding")
+
+
+def _cx_not_separated(ctx) -> Counterexample:
+    """Without the separation of Theorem 4: two patterns of norm 1 at angle 0.3 (Δ_0 = 1 − cos 0.3 ≈ 0.045
+    against Δ_min ≈ 0.47 at β = 10), ξ = x_0: one update returns a mixture of both patterns (and iterating
+    ends at their midpoint, a metastable state), far from x_0 on the scale e^(1−2/N)/(βNM)."""
+    th_ = 0.3
+    P = np.array([[1.0, 0.0], [math.cos(th_), math.sin(th_)]])
+    beta, N, M = 10.0, 2, 1.0
+    Pt = torch.from_numpy(P[None])
+    err = float(np.linalg.norm(nh.modern_update(Pt[:, :1], Pt, beta)[0, 0].numpy() - P[0]))
+    Delta, dmin = 1 - math.cos(th_), _delta_min(N, beta, M)
+    der = th.derive_retrieval_bound()
+    Nn, b, _, _, Ms = der.facts["args"]
+    sep = float(der.facts["separated_error"].subs({Nn: N, b: beta, Ms: M}))
+    xs = _np_fixed_point(P[None], 0, beta)[0]
+    return Counterexample({"d": 2, "N": N, "angle": th_, "beta": beta, "M": M, "xi": "x_0"}, "retrieval",
+                          f"Δ_0 = {Delta:.4f} < Δ_min = {dmin:.4f}; ‖f(x_0) − x_0‖ = {err:.4f} > e^(1−2/N)/(βNM) = {sep:.4f}; "
+                          f"the iteration from x_0 ends {float(np.linalg.norm(xs - P[0])):.4f} from x_0 (the midpoint is "
+                          f"{math.sin(th_ / 2):.4f} away; Theorem 4's sphere has radius {1 / (beta * N * M):.3f})",
+                          violated=err > sep and Delta < dmin, error=err / sep, tolerance=1.0,
+                          justification="one-sided: the clause's error bound, float64 rounding ≪ the margin")
+
+
+def _cx_query_far(ctx) -> Counterexample:
+    """Without ‖ξ − x_i‖ ≤ 1/(2βM): a well-separated antipodal family (x_0 = Mu, x_1 = x_2 = −Mu, M = 1.5,
+    β = 2), queried at ξ = x_1: the update retrieves x_1, not x_0."""
+    d, M, beta, N = 4, 1.5, 2.0, 3
+    u = np.eye(d)[0]
+    P = np.stack([M * u, -M * u, -M * u])
+    Pt = torch.from_numpy(P[None])
+    err = float(np.linalg.norm(nh.modern_update(Pt[:, 1:2], Pt, beta)[0, 0].numpy() - P[0]))
+    Delta, dmin = 2 * M * M, _delta_min(N, beta, M)
+    sep = math.exp(1 - 2 / N) / (beta * N * M)
+    return Counterexample({"d": d, "N": N, "M": M, "beta": beta, "xi": "x_1 = -x_0"}, "retrieval",
+                          f"separated (Δ_0 = {Delta:g} ≥ Δ_min = {dmin:.3f}) but ‖ξ − x_0‖ = {2 * M:g} > 1/(2βM) = "
+                          f"{1 / (2 * beta * M):.3f}: ‖f(ξ) − x_0‖ = {err:.4f} > {sep:.4f}",
+                          violated=err > sep and Delta >= dmin, error=err / sep, tolerance=1.0,
+                          justification="one-sided; the margin is a factor ≈ 20")
+
+
 register(Claim(
     id="hop.one_step_retrieval",
-    title="Theorem 5 (Ramsauer et al.): one update retrieves x_i with error 2(N−1)e^{−β(Δ_i−2εM)}M",
-    statement=r"\|f(\xi)-x_i\|\le2(N-1)\exp\!\big(-\beta(\Delta_i-2\max\{\|\xi-x_i\|,\|x_i^*-x_i\|\}M)\big)M,\ f(\xi)=XS(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\ne i}x_i^\top x_j",
+    title="Theorem 5 (Ramsauer et al.): ‖f(ξ) − x_i‖ ≤ 2(N−1)M e^{−β(Δ_i−2εM)} for every query; one-step retrieval when x_i is well separated",
+    statement="",
+    hypotheses=(
+        Hypothesis("setting", r"N\ge2,\ x_1,\dots,x_N\in\mathbb R^d,\ M=\max_j\|x_j\|,\ f(\xi)=X\,S(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\ne i}x_i^\top x_j",
+                   necessary_note="part of the setting: Δ_i is a maximum over the other patterns (none when N = 1)"),
+        Hypothesis("beta_positive", r"\beta>0", counterexample=_cx_retrieval_negative_beta),
+        Hypothesis("separated", r"\text{for (ii): }\Delta_i\ge\frac{2}{\beta N}+\frac1\beta\ln\!\big(2(N-1)N\beta M^2\big)",
+                   "x_i well separated (Ramsauer et al. Thm 4); needed for the retrieval clause only", counterexample=_cx_not_separated),
+        Hypothesis("query_near", r"\text{for (ii): }\|\xi-x_i\|\le\frac1{2\beta M}",
+                   "the query is near x_i; needed for the retrieval clause only", counterexample=_cx_query_far),
+    ),
+    clauses=(
+        Clause("bound", r"\text{(i) for every }\xi\text{ and }\epsilon\ge\|\xi-x_i\|\ (\text{e.g. }\epsilon=\max\{\|\xi-x_i\|,\|x_i^*-x_i\|\}):\ \|f(\xi)-x_i\|\le2(N-1)\,M\,e^{-\beta(\Delta_i-2\epsilon M)}",
+               "derived_at", "N = 3, d = 2 for the identities (decomposition over j ≠ i, softmax ratio, exponent split); the "
+               "sum of the N − 1 terms in symbolic N; triangle inequality, p_i ≤ 1 and Cauchy–Schwarz are listed premises",
+               ("derivation", "bound_vs_sympy", "bound_holds", "tight_family_exact"),
+               also=(("cited", "Ramsauer et al. (ICLR 2021) Thm 5, first part (no separation needed)"),
+                     ("checked", "every instance of 64/256 random ones (N = 2–11, d = 3–9, β ∈ [0.5, 4]), 18 antipodal "
+                      "near-tight ones and 9 boundary ones (duplicate pattern Δ = 0, near pattern, far query); "
+                      "exact on the antipodal family N = 3, 6, 12, β = 0.5, 1, 2"))),
+        Clause("retrieval", r"\text{(ii) }\|x_i^*-x_i\|\le\tfrac1{\beta NM},\ \|f(\xi)-x_i\|\le2e(N-1)M\,e^{-\beta\Delta_i}\le\frac{e^{1-2/N}}{\beta NM}",
+               "derived", "every N ≥ 2, β, M (SymPy: ε ≤ 1/(2βM) in the bound, then Δ_i = Δ_min), given Theorem 4's "
+               "premise that x_i* lies within 1/(βNM) ≤ 1/(2βM) of x_i (listed as an assumption)",
+               ("derivation", "retrieval_when_separated"),
+               also=(("cited", "Ramsauer et al. (ICLR 2021) Thm 4 (contraction on the sphere of radius 1/(βNM), fixed point "
+                      "x_i* inside, for well-separated x_i) and Thm 5, second part"),
+                     ("checked", "every instance of 36/108 (quick/default): N = 2–8, d = 3–8, β = 1, 1.5, 3 × the β at "
+                      "which Δ_0 = Δ_min (boundary included), ‖ξ − x_0‖ = 0, ¼, ½ of 1/(βM)"))),
+        Clause("exponent_attained", r"\text{antipodal family }x_j=-x_i\ (j\ne i):\ \|f(x_i)-x_i\|=\frac{2M(N-1)e^{-\beta\Delta_i}}{1+(N-1)e^{-\beta\Delta_i}}",
+               "checked", "N = 3, 6, 12, β = 0.5, 1, 2 (exact); log-slope −1 in βΔ for β ∈ [4, 10], N = 5",
+               ("tight_family_exact", "exponential_in_beta_delta")),
+    ),
     source="lecture notes 002; Ramsauer et al. (2021), Theorem 5",
     kind="theorem",
     form=nh.retrieval_bound,
@@ -446,6 +627,8 @@ register(Claim(
         Check("bound_holds", "numeric", _retrieval_numeric, "random separated + antipodal instances"),
         Check("exponential_in_beta_delta", "numeric", _retrieval_exponential, "log-slope in βΔ"),
         Check("tight_family_exact", "numeric", _retrieval_tight, "bound = exact error × (1+(N−1)e^{−βΔ})e^{2βεM} on antipodal patterns"),
+        Check("retrieval_when_separated", "numeric", _retrieval_separated,
+              "Thm 4 separation: x_i* within 1/(βNM); error ≤ bound ≤ 2e(N−1)Me^{−βΔ} ≤ e^{1−2/N}/(βNM)"),
     ),
     mutants=(
         Mutant("no_N_minus_1", "dropped term", "2 exp(−β(Δ−2εM)) M: the (N−1) factor removed (tighter, false)",
