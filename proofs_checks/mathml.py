@@ -153,11 +153,15 @@ def latex_text(latex: str | None) -> str:
         'If T ≥ 2, then ∑_t S_t = 1'
         >>> latex_text(r"\|l\| \to \infty")
         '‖l‖ → ∞'
+        >>> latex_text(r"\tfrac1D \texttt{mask}")
+        '1/D mask'
     """
     global _L2T
     if not latex:
         return ""
     src = str(latex).replace(r"\|", "‖").replace(r"\lVert", "‖").replace(r"\rVert", "‖")
+    src = re.sub(r"\\[td]frac(?![a-zA-Z])", r"\\frac", src)  # \tfrac1D: pylatexenc knows only \frac
+    src = re.sub(r"\\(texttt|textsf|textrm|textit|textbf|mathtt)\{", r"\\text{", src)
     try:
         if _L2T is None:
             from pylatexenc.latex2text import LatexNodes2Text
