@@ -247,7 +247,8 @@ register(Claim(
 def _loss_symbolic(form, ctx) -> CheckResult:
     """The form vs (a) the loss derived at d = 2 (symbolic Λ, B, N), (b) at d = 3 the loss
     ½tr(Λ(Bᵀ E[hhᵀ] B − Bᵀ E[hwᵀ] − E[whᵀ] B + I)) with the moments derived by Wick sums at d = 3
-    (:func:`theory.icl.derive_moments`), each at 4 random (Λ, B) per N."""
+    (:func:`theory.icl.derive_moments`), each at 4 random (Λ, B) per N, (c) the exact loss of the LSA
+    itself (:func:`theory.icl.exact_lsa_loss`) at (d, N) = (1, 1), (2, 1), (2, 2), diagonal Λ."""
     d = 2
     D = ti.derive_population_loss(d)
     B, Ls = D.facts["B"], D.facts["Lambda"]
@@ -272,8 +273,18 @@ def _loss_symbolic(form, ctx) -> CheckResult:
             hh, hw = np.asarray(fhh([sub3[s] for s in order3], N), float), np.asarray(fhw([sub3[s] for s in order3]), float)
             ref3 = 0.5 * np.trace(L3 @ (B3.T @ hh @ B3 - B3.T @ hw - hw.T @ B3 + np.eye(3)))
             pairs[f"d3_N{N}_{j}"] = (float(form(L3, N, B3)), float(ref3))
+    # (c) the LSA's own squared error, expanded and averaged exactly (theory.icl.exact_lsa_loss: no moment
+    # formula, no x_q premise) at the small sizes, N = 1 included, diagonal Λ with integer variances 1..4
+    for d_, N in ((1, 1), (2, 1), (2, 2)):
+        lam = [int(v) for v in rng.integers(1, 5, size=d_)]
+        Bs = sp.Matrix(d_, d_, lambda i, j: sp.Symbol(f"b_{i + 1}{j + 1}"))
+        fx = sp.lambdify([list(Bs)], ti.exact_lsa_loss(*_b_weights(Bs), N, lam), "numpy")
+        for j in range(4):
+            Bv = rng.normal(size=(d_, d_))
+            pairs[f"exact_d{d_}_N{N}_{j}"] = (float(form(np.diag(np.array(lam, float)), N, Bv)), float(fx(list(Bv.ravel()))))
     return _rounding_pairs(pairs, 1e3 * EPS, "float64 rounding of a degree-6 polynomial with O(10) terms "
-                           "(error |form − ref|/(1 + |ref|))", seeds=[ctx.seed_for()], sizes={"d": [2, 3], "N": [1, 2, 3, 7, 50]})
+                           "(error |form − ref|/(1 + |ref|))", seeds=[ctx.seed_for()],
+                           sizes={"d": [1, 2, 3], "N": [1, 2, 3, 7, 50], "exact_lsa_loss (d, N)": [(1, 1), (2, 1), (2, 2)]})
 
 
 def _lsa_weights_from_B(B: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -398,7 +409,9 @@ register(Claim(
                       "in from the three pairings (it agrees with the Wick sum at d = 2)"),)),
         Clause("loss_formula", r"L(B)=\tfrac12\mathbb E(h^\top Bx_q-y_q)^2=\tfrac12\big[\operatorname{tr}(B^\top\Lambda\Gamma_N B\Lambda)"
                r"-2\operatorname{tr}(\Lambda B\Lambda)+\operatorname{tr}\Lambda\big]",
-               "derived_at", "d = 2, symbolic Λ, B and N; d = 3 from the derived moments at 20 random (Λ, B), N ∈ {1, 2, 3, 7, 50}",
+               "derived_at", "d = 2, symbolic Λ, B and N (E over x_q: the premise L = ½tr(Λ E[(Bᵀh − w)(Bᵀh − w)ᵀ])); d = 3 "
+               "from the derived moments at 20 random (Λ, B), N ∈ {1, 2, 3, 7, 50}; (d, N) = (1, 1), (2, 1), (2, 2) at "
+               "diagonal Λ from the LSA's own squared error averaged exactly (symbolic B)",
                ("derivation", "loss_vs_sympy", "loss_vs_monte_carlo"),
                also=(("checked", "d = 3, N ∈ {2, 5}, two (Λ, B) per N (near Γ_N⁻¹ and most asymmetric of 32): Monte Carlo "
                       "through the torch LSA within 5 SE, 20,000 (quick) / 250,000 contexts"),

@@ -1,0 +1,106 @@
+"""Structured statements of icl.lsa_prediction_form, icl.population_loss, icl.gamma_n_global_min,
+icl.loss_minimum and icl.linear_task_risk (issue 33): every statement mutant is killed by its
+counterexample, and the corrected statements' counterexample values (exact, SymPy)."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+
+import proofs_checks.claims.icl as ci
+from proofs_checks.context import RunContext
+from proofs_checks.registry import registry
+from proofs_checks.runner import run_counterexample, run_mutant
+from theory import icl as ti
+
+IDS = ["icl.lsa_prediction_form", "icl.population_loss", "icl.gamma_n_global_min", "icl.loss_minimum",
+       "icl.linear_task_risk"]
+
+
+def _cx(claim_id, hyp):
+    o = run_counterexample(registry.get(claim_id), hyp, RunContext(mode="quick"))
+    assert o.status == "failed", o  # the statement without the hypothesis is refuted
+    return o.result.details["counterexample"]
+
+
+@pytest.mark.parametrize("claim_id", IDS)
+def test_statement_mutants_killed(claim_id):
+    claim = registry.get(claim_id)
+    assert claim.declared and claim.hypotheses
+    ms = claim.statement_mutants()
+    assert ms
+    for m in ms:
+        assert run_mutant(claim, m, RunContext(mode="quick")).killed, m.name
+
+
+def test_exact_loss_matches_population_loss_gaussian():
+    # the evaluator behind the counterexamples agrees with the closed form where the hypotheses hold
+    Bs = sp.Matrix(2, 2, sp.symbols("b11 b12 b21 b22"))
+    lam = [1, sp.Rational(1, 2)]
+    exact = ti.exact_lsa_loss(*ci._b_weights(Bs), 2, lam)
+    assert sp.expand(exact - ti.population_loss(sp.diag(*lam), 2, Bs)) == 0
+
+
+def test_d1_second_branch_reaches_the_minimum():
+    # d = 1, N = 2, Λ = 1: Γ_N⁻¹ = 1/2; W11 = 0, w22 = 0, w21 = 1, w21' = 1/2 has loss 1/4 = min
+    cx = _cx("icl.gamma_n_global_min", "d_ge_2")
+    assert cx["clause"] == "all_weights_minimisers" and cx["error"] == 0.5
+    assert ti.exact_lsa_loss([[0, 0], [1, 0]], [[0, 0], [sp.Rational(1, 2), 0]], 2, [1]) == sp.Rational(1, 4)
+    assert ti.loss_minimum(sp.Matrix([[1]]), 2) == sp.Rational(1, 4)
+
+
+def test_all_weights_minimisers_derived_at_d2():
+    D = ti.derive_all_weights_min(2, 2)
+    assert all(o.status == "holds" for o in D.check_obligations())
+    zeros = D.facts["weights"]["w21"] + D.facts["weights"]["w21'"]
+    assert D.result and all(br[z] == 0 for br in D.result for z in zeros)
+    assert any(D.facts["excluded"])  # the rank-one branches (w22 = 0) are excluded by det B_eff ≡ 0
+
+
+@pytest.mark.parametrize("hyp,bstar", [("gaussian_x", sp.Rational(1, 2)), ("rho_eq_N", sp.Rational(1, 2)),
+                                       ("noise_free", sp.Rational(1, 5))])
+def test_minimiser_moves_without_hypothesis(hyp, bstar):
+    # d = 2, N = 1, Λ = I: Γ_1⁻¹ = I/4; the exact minimiser under the changed law is bstar·I
+    _, law = ci._law(hyp, 2, 1)
+    B, _ = ci._exact_minimiser(2, 1, [1, 1], **law)
+    assert B == bstar * sp.eye(2) and ci._gamma_inv([1, 1], 1) == sp.eye(2) / 4
+
+
+def test_singular_lambda_minimiser_not_unique():
+    cx = _cx("icl.gamma_n_global_min", "lambda_pd")
+    assert "not unique" in cx["shows"] and cx["instance"]["Lambda"] == "diag(1, 0)"
+
+
+def test_unbalanced_init_changes_w22_limit():
+    cx = _cx("icl.gamma_n_global_min", "zfb_init")
+    assert cx["error"] > 0.1  # w22 → 0.7317 instead of ‖Γ_N⁻¹‖_F^½ = 0.6329
+
+
+def test_rademacher_changes_population_loss_and_risk():
+    cx = _cx("icl.population_loss", "gaussian_x")
+    assert cx["shows"].endswith("gives 1/4") and "= 1/8 " in cx["shows"]  # d = 1, N = 2, B = 1/2: exact 1/8
+    cx = _cx("icl.linear_task_risk", "gaussian_x")  # exact 1/4 vs closed form 5/12 (N = 2, M = 3)
+    assert "= 1/4 " in cx["shows"] and "5/12" in cx["shows"]
+
+
+def test_query_label_must_be_zero():
+    cx = _cx("icl.lsa_prediction_form", "query_label_zero")
+    assert cx["error"] > 0.1
+
+
+def test_block_form_derived_for_symbolic_sizes():
+    D = ti.derive_lsa_prediction_form_general()
+    assert all(o.status == "holds" for o in D.check_obligations())
+    assert D.facts["params_used"] == ["W11", "w21", "w21'", "w22"]
+
+
+def test_evidence_declared_honestly():
+    g = {c.name: c for c in registry.get("icl.gamma_n_global_min").clauses}
+    assert g["flow_limit"].evidence == "cited" and "Thm 4.1" in g["flow_limit"].scope
+    assert "d = 2, N = 2" in g["all_weights_minimisers"].scope
+    assert any(e == "assumed" for e, _ in registry.get("icl.population_loss").clauses[0].evidences())
+    # the population loss's derivation lists the assumptions it inherits (Isserlis, the general fourth moment)
+    texts = ti.derive_population_loss(2).assumption_texts()
+    assert any(t.startswith("(inherited from moments) Isserlis") for t in texts)
+    assert any("General Λ" in t for t in texts)
+
