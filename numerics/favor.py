@@ -18,12 +18,14 @@ import math
 
 import numpy as np
 import torch
+from scipy.special import gammaln
 
 from theory.validation import require
 
 __all__ = [
     "positive_features", "trig_features", "iid_gaussian", "orthogonal_gaussian", "kernel_estimate",
     "mse_positive", "mse_trig", "performer_attention", "gauss_hermite_expectation",
+    "orthogonal_pair_moment", "orf_mse",
 ]
 
 
@@ -112,3 +114,50 @@ def gauss_hermite_expectation(f, x: np.ndarray, y: np.ndarray, nodes: int = 60) 
     wts = np.outer(w, w).reshape(-1)
     g = np.asarray(f(omegas), dtype=np.float64)
     return float(wts @ g), float(wts @ (g * g))
+
+
+def orthogonal_pair_moment(s, d: int, kind: str = "exp", terms: int = 120) -> np.ndarray:
+    """``E[f(ω₁ᵀẑ s) f(ω₂ᵀẑ s)]`` for two rows of one block of :func:`orthogonal_gaussian` (exactly
+    orthogonal Haar directions ``u₁, u₂`` with independent ``χ_d`` lengths ``r₁, r₂``) and a unit
+    vector ``ẑ``; ``f = exp`` (``kind="exp"``) or ``f = cos`` (``"cos"``). By symmetry only even
+    powers survive: ``Σ_{j,k even} (±1)^{(j+k)/2} s^{j+k}/(j! k!) E r^j E r^k E[t₁^j t₂^k]`` with
+    ``E r^j = 2^{j/2} Γ((d+j)/2)/Γ(d/2)`` and ``(t₁, t₂) = (u₁ᵀẑ, u₂ᵀẑ)`` the first two coordinates
+    of a uniform point of ``S^{d−1}``: ``E[t₁^j t₂^k] = Γ(d/2) Γ((j+1)/2) Γ((k+1)/2) / (π Γ((d+j+k)/2))``.
+    ``terms`` even indices per sum: for ``s ≤ 4`` the omitted tail is below 1e-20 of the sum. The
+    ``cos`` sum alternates: its absolute rounding error is about eps·Σ|terms| (≤ 1e-12 for
+    ``s ≤ 3.3``, ``d ≤ 8``; 5e-10 at ``s = 4``, ``d = 64``). ``d ≥ 2``; ``s`` any shape, in ``[0, 4]``."""
+    require(d >= 2 and kind in ("exp", "cos"), f"need d ≥ 2 and kind exp|cos, got d = {d}, kind = {kind!r}")
+    s = np.asarray(s, dtype=np.float64)
+    require(bool(np.all((s >= 0) & (s <= 4))), "orthogonal_pair_moment: s must lie in [0, 4] (series truncation, rounding)")
+    j = np.arange(0, 2 * terms, 2, dtype=np.float64)
+    J, K = j[:, None], j[None, :]
+    logc = ((J + K) / 2 * math.log(2) + gammaln((d + J) / 2) + gammaln((d + K) / 2) + gammaln((J + 1) / 2)
+            + gammaln((K + 1) / 2) - gammaln(J + 1) - gammaln(K + 1) - gammaln(d / 2) - math.log(math.pi)
+            - gammaln((d + J + K) / 2))
+    sign = (-1.0) ** ((J + K) / 2) if kind == "cos" else np.ones_like(J)
+    logs = np.log(np.where(s > 0, s, 1.0))[..., None, None]
+    terms_ = np.where((J + K) == 0, 1.0, np.where(s[..., None, None] > 0, sign * np.exp(logc + (J + K) * logs), 0.0))
+    return terms_.sum((-1, -2))
+
+
+def orf_mse(x, y, m: int, features: str = "positive") -> np.ndarray:
+    """Exact MSE of the ``m``-row estimator with :func:`orthogonal_gaussian` frequencies (blocks of
+    ``d`` orthogonal rows, independent blocks), for ``x, y (..., d)``:
+    ``(m·Var Z + P·Cov) / m²`` with ``Z`` one row's term (``Var Z/m`` is the i.i.d. MSE), ``P`` the
+    number of ordered pairs of rows in the same block and ``Cov`` the covariance of two orthogonal
+    rows' terms (:func:`orthogonal_pair_moment`). Positive features: ``Z = e^{−(a+b)/2} e^{ωᵀ(x+y)}``;
+    trigonometric: ``Z = e^{(a+b)/2} cos(ωᵀ(x−y))`` (``a = ‖x‖², b = ‖y‖²``)."""
+    require(features in ("positive", "trig") and int(m) >= 1, "features must be positive|trig and m ≥ 1")
+    a, b, c = _abc(x, y)
+    d, m = np.asarray(x).shape[-1], int(m)
+    nb, rem = divmod(m, d)
+    pairs = nb * d * (d - 1) + rem * (rem - 1)
+    if features == "positive":
+        z2 = a + b + 2 * c
+        var = np.exp(z2 - (a + b)) * np.expm1(z2)
+        cov = np.exp(-(a + b)) * (orthogonal_pair_moment(np.sqrt(z2), d, "exp") - np.exp(z2)) if pairs else 0.0
+    else:
+        w2 = a + b - 2 * c
+        var = np.exp(a + b) * 0.5 * np.expm1(-w2) ** 2
+        cov = np.exp(a + b) * (orthogonal_pair_moment(np.sqrt(w2), d, "cos") - np.exp(-w2)) if pairs else 0.0
+    return (m * var + pairs * cov) / m**2
