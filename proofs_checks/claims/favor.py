@@ -491,8 +491,9 @@ register(Claim(
                r"(m \text{ frequencies, } 2m \text{ features})", "derived", _DER_SCOPE,
                ("derivation", "mse_vs_sympy", "quadrature_moments", "monte_carlo"),
                also=(("checked", "as for the positive MSE"),)),
-        Clause("orf_lower", r"\mathrm{MSE}^+_{\mathrm{ORF}}\le\mathrm{MSE}^+_{\mathrm{iid}}-\tfrac{2(m-1)}{m(d+2)}"
-               r"\big(\mathrm{SM}-e^{-(\|x\|^2+\|y\|^2)/2}\big)^2<\mathrm{MSE}^+_{\mathrm{iid}}",
+        Clause("orf_lower", r"\mathrm{MSE}^+_{\mathrm{ORF}}\le\mathrm{MSE}^+_{\mathrm{iid}}-\tfrac{P}{m^2}\tfrac{2}{d+2}"
+               r"\big(\mathrm{SM}-e^{-(\|x\|^2+\|y\|^2)/2}\big)^2<\mathrm{MSE}^+_{\mathrm{iid}},\ "
+               r"P=\#\text{ordered pairs of rows in one block}\ (=m(m-1) \text{ for } m\le d)",
                "cited", "Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Thm 2: m ≤ d exactly "
                "orthogonal rows, positive features, any d", ("orthogonal_lower_mse", "monte_carlo"),
                also=(("checked", "exact ORF MSE (series) at d ∈ {2, 3, 4, 8}, m ∈ {2, d, 2d + 1} (blocks: the bound with "
