@@ -12,6 +12,7 @@ import numpy as np
 import sympy as sp
 import torch
 
+from numerics import attention as na
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
@@ -698,14 +699,50 @@ def _modern_capacity_check(form, ctx) -> CheckResult:
                             "rate_per_dim": rate, "rate_bits_per_dim": rate / math.log(2), "power": power})
 
 
+def _cx_unit_radius(ctx) -> Counterexample:
+    """Without βM² growing with d: patterns on the unit sphere at β = 1 (βM² = 1 instead of d). Then
+    p_i ≤ e/(e + (N − 1)e^{−1}) stays bounded away from 1, and not even N = 2 patterns are retrieved at any d."""
+    g = torch.Generator().manual_seed(ctx.seed_for("unit_radius"))
+    fr = {}
+    for d in (8, 12, 16):
+        P = torch.randn(256, 2, d, generator=g, dtype=torch.float64)
+        P = P / P.norm(dim=-1, keepdim=True)
+        f = nh.modern_update(P, P, 1.0)
+        fr[f"d{d}"] = float(((f - P).norm(dim=-1) <= 0.1).double().mean())
+    return Counterexample({"radius": 1.0, "beta": 1.0, "N": 2, "d": "8, 12, 16", "trials": 256}, "exponential_growth",
+                          f"fraction retrieved within 0.1·radius at N = 2: {fr}: N_½ < 2 at every d, no growth in d",
+                          violated=worst(list(fr.values())) < 0.5, error=0.5 - worst(list(fr.values())), tolerance=0.0,
+                          justification="N_½ is where the retrieved fraction crosses ½; below ½ already at N = 2",
+                          details={"fractions": fr})
+
+
 register(Claim(
     id="hop.modern_capacity",
-    title="Modern Hopfield networks store exponentially many patterns in d",
-    statement=r"N_{\text{retrievable}}(d)=e^{\Theta(d)}\ \text{(measured at small }d,\ \beta=1,\ \|x_i\|=\sqrt d)",
+    title="Modern Hopfield capacity grows exponentially in d (measured at d ≤ 12–16, β = 1, radius √d; Ramsauer et al. Thm 3)",
+    statement="",
+    hypotheses=(
+        Hypothesis("random_sphere", r"x_1,\dots,x_N\ \text{i.i.d. uniform on the sphere }\|x\|=\sqrt d",
+                   necessary_note="part of the setting: N_retrievable(d) is a statement about this distribution (Ramsauer "
+                   "et al. Thm 3 takes patterns at random on the sphere of radius K√(d−1))"),
+        Hypothesis("beta_radius", r"\beta=1,\ \beta M^2=d\ (\text{the radius grows like }\sqrt d)",
+                   "inverse temperature times squared radius grows with d", counterexample=_cx_unit_radius),
+        Hypothesis("criterion", r"x_i\text{ retrieved}:\ \|X S(\beta X^\top x_i)-x_i\|\le0.1\sqrt d;\ N_{1/2}(d):\text{ half retrieved}",
+                   necessary_note="part of the setting: the measured quantity (one update from the stored pattern itself)"),
+    ),
+    clauses=(
+        Clause("exponential_growth", r"N_{1/2}(d)=e^{\Theta(d)}:\ \log N_{1/2}\text{ is fitted better by a line in }d\text{ than in }\log d,\text{ with a positive rate}",
+               "checked", "d = 4–12 (quick) / 4–14 (default) / 4–16 (full), N = 2, 4, …, 2^15, up to 64 trials per point: R² "
+               "of the linear-in-d fit above that of the linear-in-log d fit, rate > 0, at least 4 bracketed d",
+               ("exponential_growth_fit",),
+               also=(("cited", "Ramsauer et al. (ICLR 2021) Thm 3: with probability 1 − p, N ≥ √p·c^{(d−1)/4} random patterns "
+                      "on the sphere of radius K√(d−1) are well separated (stored, Thm 4); c ≈ 1.37 for β = 1, K = 1 at "
+                      "d = 75, p = 0.001 — a lower bound in a related, not the measured, criterion"),)),
+    ),
     source="lecture notes 002; Ramsauer et al. (2021), Theorem 3",
     kind="evidence",
     form={"growth": "exponential"},
-    notes="Evidence at d ≤ 12–16 only: one-step retrieval of the stored pattern itself within 0.1·√d.",
+    notes="Evidence at d ≤ 12–16 only: one-step retrieval of the stored pattern itself within 0.1·√d. A model comparison at "
+          "small d, not a proof of e^{Θ(d)}.",
     checks=(Check("exponential_growth_fit", "numeric", _modern_capacity_check, "log N½ vs d and vs log d", uses_device=True),),
     mutants=(Mutant("polynomial_growth", "wrong formula", "capacity polynomial in d", {"growth": "polynomial"}),),
 ))
@@ -772,10 +809,77 @@ def _att_variant(axis=-2, beta_pow=0.5, sign=1.0):
     return f
 
 
+def _att_inputs(ctx, S=5, T=5, dm=6, dk=4, dv=3):
+    rng = np.random.default_rng(ctx.seed_for("attention_cx", S, T, dm, dk, dv))
+    return (rng.normal(size=(S, dm)), rng.normal(size=(T, dm)), rng.normal(size=(dm, dk)), rng.normal(size=(dm, dk)),
+            rng.normal(size=(dk, dv)))
+
+
+def _att_gap(got, ref, what, clause, instance, justification) -> Counterexample:
+    gap = float(np.max(np.abs(got - ref)))
+    tol = 1e3 * EPS * (1 + float(np.max(np.abs(ref))))
+    return Counterexample(instance, clause, f"{what}: max |difference| = {gap:.3g} (float64 rounding ≈ {tol:.1g})",
+                          violated=gap > tol, error=gap, tolerance=tol, justification=justification)
+
+
+def _cx_att_beta(ctx) -> Counterexample:
+    """Without β = 1/√d_k: the Hopfield update at β = 1 (d_k = 4) is S(QKᵀ)K W_V, not attention's S(QKᵀ/2)V."""
+    R, Y, WQ, WK, WV = _att_inputs(ctx)
+    Q, K = R @ WQ, Y @ WK
+    hop = nh.modern_update(torch.from_numpy(Q), torch.from_numpy(K), 1.0).numpy() @ WV
+    return _att_gap(hop, na.attention(Q, K, K @ WV), "Hopfield update at β = 1 vs S(QKᵀ/√d_k)V", "identity",
+                    {"S": 5, "T": 5, "d_k": 4, "beta": 1.0},
+                    "the identity is exact, so any difference beyond float64 rounding (1e3·eps·scale) refutes it")
+
+
+def _cx_att_values(ctx) -> Counterexample:
+    """Without V = YW_KW_V: values V = YW'_V with a generic W'_V (d_m = 6 > d_k = 2). The Hopfield update
+    returns combinations of the keys, X S(·) = Kᵀ S(·), so no W_V reproduces attention: the least-squares
+    residual of S·V on S·K is positive."""
+    R, Y, WQ, WK, WV = _att_inputs(ctx, S=6, T=6, dm=6, dk=2, dv=3)
+    Q, K = R @ WQ, Y @ WK
+    A = na.attention_weights(Q, K)
+    V = Y @ np.random.default_rng(ctx.seed_for("W_V_prime")).normal(size=(6, 3))
+    best, *_ = np.linalg.lstsq(A @ K, A @ V, rcond=None)
+    hop = nh.modern_update(torch.from_numpy(Q), torch.from_numpy(K), 1 / math.sqrt(2)).numpy() @ best
+    return _att_gap(hop, A @ V, "best W_V (least squares) for V = YW'_V", "identity",
+                    {"S": 6, "T": 6, "d_m": 6, "d_k": 2, "V": "Y W'_V (generic W'_V)"},
+                    "the residual of the best W_V (least squares) is the smallest difference any W_V achieves")
+
+
+def _cx_att_roles(ctx) -> Counterexample:
+    """Without 'Y stores, R queries': the Hopfield update with stored patterns from R and states from Y
+    (S = T = 5, so the shapes agree) is not the attention of queries RW_Q over keys YW_K."""
+    R, Y, WQ, WK, WV = _att_inputs(ctx)
+    swapped = nh.hopfield_attention(*(torch.from_numpy(a) for a in (Y, R, WQ, WK, WV))).numpy()
+    Q, K = R @ WQ, Y @ WK
+    return _att_gap(swapped, na.attention(Q, K, K @ WV), "Y and R swapped on the Hopfield side", "identity",
+                    {"S": 5, "T": 5, "d_k": 4, "stored": "(R W_K)ᵀ", "states": "(Y W_Q)ᵀ"},
+                    "the identity is exact, so any difference beyond float64 rounding refutes it")
+
+
 register(Claim(
     id="hop.attention_identity",
-    title="Attention S(QKᵀ/√d_k)V is one Hopfield update of Ξ = Qᵀ over X = Kᵀ at β = 1/√d_k, then W_V",
-    statement=r"K=YW_K,\ Q=RW_Q,\ V=YW_KW_V,\ \beta=\tfrac1{\sqrt{d_k}}:\ S\!\big(\tfrac{QK^\top}{\sqrt{d_k}}\big)V=\big(X\,S(\beta X^\top\Xi)\big)^\top W_V\text{ with }X=K^\top,\ \Xi=Q^\top",
+    title="Attention S(QKᵀ/√d_k)V is one Hopfield update of Ξ = Qᵀ over X = Kᵀ at β = 1/√d_k, then W_V (V = YW_KW_V)",
+    statement="",
+    hypotheses=(
+        Hypothesis("layout", r"R\in\mathbb R^{S\times d_m},\ Y\in\mathbb R^{T\times d_m}\ (\text{tokens as rows}),\ W_Q,W_K\in\mathbb R^{d_m\times d_k},\ W_V\in\mathbb R^{d_k\times d_v};\ S(QK^\top)\text{ row-wise},\ S(\beta X^\top\Xi)\text{ column-wise}",
+                   necessary_note="part of the setting: which index each softmax normalises (keys = stored patterns); "
+                   "over the other index the two sides differ (the planted mutant softmax_over_states)"),
+        Hypothesis("roles", r"K=YW_K,\ X=K^\top\ (\text{stored from }Y);\ Q=RW_Q,\ \Xi=Q^\top\ (\text{states from }R)",
+                   "Y supplies the stored (key) patterns, R the state (query) patterns", counterexample=_cx_att_roles),
+        Hypothesis("values_through_keys", r"V=YW_KW_V", "the values are the keys times W_V", counterexample=_cx_att_values),
+        Hypothesis("beta", r"\beta=\tfrac1{\sqrt{d_k}}", counterexample=_cx_att_beta),
+    ),
+    clauses=(
+        Clause("identity", r"S\!\big(\tfrac{QK^\top}{\sqrt{d_k}}\big)V=\big(X\,S(\beta X^\top\Xi)\big)^\top W_V",
+               "derived", "every S, T, d_k, d_v, d_m (matrix symbols; the softmaxes written D⁻¹E and EᵀD⁻¹ with E the "
+               "entrywise exponential and D = diag(E1), a definition listed as such)",
+               ("derivation", "vs_sympy", "vs_scaled_dot_product_attention"),
+               also=(("derived_at", "S = 2, T = 3, d_k = d_v = 2 entry by entry (explicit softmax)"),
+                     ("checked", "against torch SDPA (float64) at (S, T, d_k) = (5, 7, 4) with 8/32 batches, (1, 9, 8), "
+                      "(6, 2, 16)"))),
+    ),
     source="lecture notes 002; Ramsauer et al. (2021), Section 3",
     kind="identity",
     form=nh.hopfield_attention,
