@@ -427,14 +427,28 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     derived or assumed), ``obligations`` (each evaluated: ``passed``, ``residual``, ``method``),
     ``provenance`` of the closed form, ``legend`` of symbols, ``assumptions`` (the texts of the
     assumed steps) and ``error`` (the derivation crashed: its message, else ``None``)."""
-    info: dict[str, Any] = {"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [], "error": None}
+    info: dict[str, Any] = {"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [], "error": None,
+                            "timeout": None}
     if claim.derivation is None:
         return info
+    from theory.derivation import reset_progress
+
+    reset_progress()
     try:
-        d = claim.derivation()
-    except Exception as exc:
-        info["error"] = f"{type(exc).__name__}: {exc}"
+        with _budget(derivation_budget()) as stopped:
+            d = claim.derivation()
+            if obligations:
+                info["obligations"] = [r.to_json() for r in d.check_obligations()]
+    except _OutOfTime:
+        info["timeout"] = stopped["where"]
+        info["obligations"] = []
         return info
+    except Exception as exc:
+        if "d" in locals():  # the derivation was built; its obligations could not be evaluated
+            info["error"] = f"obligations could not be evaluated: {type(exc).__name__}: {exc}"
+        else:
+            info["error"] = f"{type(exc).__name__}: {exc}"
+            return info
     except SystemExit as exc:  # never the process's exit status (sys.exit(0) would read as success)
         info["error"] = f"the derivation called sys.exit({exc.code!r})"
         return info
@@ -444,12 +458,58 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     texts = getattr(d, "assumption_texts", None)
     info["assumptions"] = (list(texts()) if callable(texts) else
                            [s["text"] for s in info["steps"] if s["how"] == "assumed"])
-    if obligations:
-        try:
-            info["obligations"] = [r.to_json() for r in d.check_obligations()]
-        except (Exception, SystemExit) as exc:
-            info["error"] = f"obligations could not be evaluated: {type(exc).__name__}: {exc}"
     return info
+
+
+class _OutOfTime(BaseException):
+    """Raised by the timer of :func:`_budget` inside a derivation that ran past its budget."""
+
+
+def derivation_budget() -> float:
+    """Seconds a claim's derivation (building it and deciding its obligations) may take before the
+    claim is ``undecided``: ``$TVERIFY_DERIVATION_BUDGET``, else 300."""
+    import os
+
+    try:
+        v = float(os.environ.get("TVERIFY_DERIVATION_BUDGET") or 300)
+    except ValueError:
+        v = 300.0
+    return v if v > 0 and math.isfinite(v) else 300.0
+
+
+class _budget:
+    """``with _budget(seconds) as stopped:`` raises :class:`_OutOfTime` in the block after ``seconds``
+    (a real-time timer; only in the main thread of a process that has ``SIGALRM``, elsewhere no
+    limit), with ``stopped["where"]`` saying which step the derivation had reached."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.stopped, self._old = seconds, {"where": ""}, None
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+            return self.stopped
+
+        def ring(signum, frame):
+            from theory.derivation import progress
+
+            self.stopped["where"] = (f"did not finish in {self.seconds:g} s (TVERIFY_DERIVATION_BUDGET); stopped in "
+                                     + (progress() or "the obligations"))
+            raise _OutOfTime()
+
+        self._old = signal.signal(signal.SIGALRM, ring)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self.stopped
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            import signal
+
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._old)
+        return False
 
 
 def _derivation_steps(claim: Claim) -> tuple[list[dict[str, str]], str | None]:
@@ -485,6 +545,8 @@ def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: 
     outcomes (claim order; ``stated``: the erratum's stated form, else empty). :func:`run_claim`
     ends with it; :mod:`proofs_checks.distributed.cluster` calls it with outcomes computed on workers."""
     status, message, supports = _status(claim, outcomes, stated, info["error"], info["obligations"])
+    if info.get("timeout") and status not in ("error", "refuted"):  # never verified on a derivation that did not end
+        status, message, supports = "undecided", f"derivation {info['timeout']}: undecided (no fixed-size result stands in)", None
     return ClaimResult(
         id=claim.id,
         kind=claim.kind,

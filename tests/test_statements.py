@@ -151,3 +151,32 @@ def test_run_json_carries_statement():
 def test_statement_json_without_counterexamples_is_cheap():
     st = statement_json(select(["attn.softmax_simplex"])[0], counterexamples=False)
     assert {h["name"] for h in st["hypotheses"]} == {"finite_logits", "T_ge_2"}
+
+
+def test_a_derivation_past_its_budget_is_undecided_naming_the_step(monkeypatch):
+    """SymPy that does not finish in the budget: the claim is undecided, the message names the step
+    where it stopped, and no fixed-size result stands in."""
+    import time
+
+    import sympy as sp
+
+    from proofs_checks.runner import run_claim
+    from theory.derivation import DerivationBuilder
+
+    def slow():
+        b = DerivationBuilder("slow derivation")
+        b.step("a first step", sp.Integer(1))
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 30:  # stands for a simplification that does not end
+            pass
+        return b.done(sp.Integer(1))
+
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "0.5")
+    ok = lambda form, ctx: compare(0.0, 0.0, "exact")  # noqa: E731
+    c = Claim("demo.slow", "Slow", "", "arithmetic", "identity", 1,
+              (Check("sym", "symbolic", ok), Check("num", "numeric", ok)), (Mutant("two", "wrong constant", "2", 2),),
+              derivation=slow, no_hypotheses="a toy", clauses=(Clause("one", "1 = 1", "derived", "always", ("derivation",)),))
+    t0 = time.perf_counter()
+    r = run_claim(c, RunContext(mode="quick"))
+    assert time.perf_counter() - t0 < 10
+    assert r.status == "undecided" and "a first step" in r.message and "0.5 s" in r.message

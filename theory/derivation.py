@@ -26,7 +26,7 @@ from typing import Any
 
 import sympy as sp
 
-__all__ = ["Step", "Obligation", "ObligationResult", "Derivation", "DerivationBuilder", "STEP_KINDS", "OBLIGATION_KINDS",
+__all__ = ["progress", "reset_progress", "Step", "Obligation", "ObligationResult", "Derivation", "DerivationBuilder", "STEP_KINDS", "OBLIGATION_KINDS",
            "OBLIGATION_STATUSES", "certified"]
 
 STEP_KINDS = ("derived", "assumed")
@@ -483,6 +483,34 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
+#: the builders of derivations now being built (innermost last): where a derivation stopped when it
+#: ran out of time (see :func:`progress`)
+_BUILDING: list["DerivationBuilder"] = []
+
+
+def progress() -> str:
+    """Where the derivations now being built have got to: the innermost builder's title and the
+    number and text of its last recorded step ('' when none is being built). The runner names it
+    when a derivation runs past its time budget.
+
+        >>> b = DerivationBuilder("demo"); _ = b.step("first step", sp.Integer(1)); progress()
+        "demo: after step 1 'first step'"
+        >>> _ = b.done(sp.Integer(1)); progress()
+        ''
+    """
+    if not _BUILDING:
+        return ""
+    b = _BUILDING[-1]
+    if not b._steps:
+        return f"{b.title}: before its first step"
+    return f"{b.title}: after step {len(b._steps)} {b._steps[-1].text!r}"
+
+
+def reset_progress() -> None:
+    """Forget builders left unfinished (a derivation that raised or was stopped)."""
+    _BUILDING.clear()
+
+
 class DerivationBuilder:
     """Accumulates steps and obligations; ``done(result)`` freezes them into a :class:`Derivation`.
 
@@ -512,6 +540,7 @@ class DerivationBuilder:
         self.facts: dict[str, Any] = {}
         self.legend: dict[str, str] = {}
         self._inherited: list[tuple[str, Step]] = []
+        _BUILDING.append(self)
 
     def step(self, text: str, expr: Any = None, *, compact: Any = None) -> Any:
         """Record a derived step (the expression was computed by SymPy) and return its expression."""
@@ -590,5 +619,7 @@ class DerivationBuilder:
         entries = result.items() if isinstance(result, dict) else [("result", result)]
         derived = [s.expr for s in self._steps if s.how == "derived" and s.expr is not None]
         provenance = {str(k): ("derived" if any(_same(v, e) for e in derived) else "assumed") for k, v in entries}
+        if self in _BUILDING:
+            _BUILDING.remove(self)
         return Derivation(self.title, tuple(self._steps), result, dict(self.facts), tuple(self._obligations),
                           provenance, dict(self.legend), tuple(self._inherited))
