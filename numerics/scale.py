@@ -16,7 +16,11 @@ GPT-2 (XL)     48      1600   25     50257   1024     final LN, tied unembedding
 Megatron-LM    72      3072   32     51200   1024     final LN (GPT-2 BPE padded to 51200)
 Turing-NLG     78      4256   28     50257   1024     final LN
 GPT-3          96      12288  96     50257   2048     final LN
+RoBERTa        24      1024   16     50265   514      1 token type, embedding LN, pooler
 =============  ======  =====  =====  ======  =======  ===========================================
+
+Not reproduced (``ENCODER_DECODER_ROWS``): Transformer-Base and -Large, encoder–decoder models whose
+decoder blocks also have cross-attention; XLNet-Large (two-stream relative attention) is not modelled.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ __all__ = [
     "count_params",
     "published_interval",
     "to_significant",
+    "ENCODER_DECODER_ROWS",
+    "encoder_decoder_params",
 ]
 
 
@@ -79,6 +85,15 @@ TABLE: tuple[ModelConfig, ...] = (
     ModelConfig("Megatron-LM", 72, 3072, 32, 51200, 1024, published="8.3B"),
     ModelConfig("Turing-NLG", 78, 4256, 28, 50257, 1024, published="17B"),
     ModelConfig("GPT-3", 96, 12288, 96, 50257, 2048, published="175B", convention=("round", 3)),
+    ModelConfig("RoBERTa", 24, 1024, 16, 50265, 514, "bert", type_vocab=1, published="355M", convention=("round", 3)),
+)
+
+#: rows of lecture notes 004's table that the formula does not reproduce (encoder–decoder models of
+#: Vaswani et al. 2017: 6 + 6 layers, FFN 4d, shared BPE vocabulary of 37000, sinusoidal positions):
+#: (name, layers printed, d, heads, vocabulary, printed count)
+ENCODER_DECODER_ROWS: tuple[tuple[str, int, int, int, int, str], ...] = (
+    ("Transformer-Base", 12, 512, 8, 37000, "65M"),
+    ("Transformer-Large", 12, 1024, 16, 37000, "213M"),
 )
 
 
@@ -208,3 +223,13 @@ def published_interval(text: str) -> tuple[float, float, float]:
         stripped = num.rstrip("0")
         unit = Decimal(1).scaleb(exp + (len(num) - len(stripped) if stripped else 0))
     return float(value), float(value - unit / 2), float(value + unit)
+
+
+def encoder_decoder_params(d: int, heads: int, enc_layers: int, dec_layers: int, vocab: int, mlp_ratio: int = 4) -> int:
+    """``numel`` of ``torch.nn.Transformer`` (encoder and decoder stacks with final LayerNorms; decoder
+    blocks with self- and cross-attention) built on the ``meta`` device, plus ONE ``vocab × d``
+    embedding shared by source, target and output (Vaswani et al. 2017; sinusoidal positions have no
+    parameters)."""
+    with torch.device("meta"):
+        t = nn.Transformer(d, heads, enc_layers, dec_layers, mlp_ratio * d, dropout=0.0, batch_first=True)
+    return count_params(t) + int(vocab) * int(d)
