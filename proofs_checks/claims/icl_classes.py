@@ -20,7 +20,7 @@ from numerics import icl_classes as nc
 from numerics import icl_probe as npb
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.context import RunContext, pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register
 from proofs_checks.claims._icl_common import _criteria_margin
 
 Z = 3.0  # one-sided 3σ: every "below"/"separable" criterion of this module, on paired per-prompt differences
@@ -188,20 +188,24 @@ def _fc_check(form, ctx, kind: str) -> CheckResult:
         _curves_figure(ctx, "relu_model_on_linear", f"model trained on ReLU nets, tested on linear (d={d})", cl,
                        ("transformer", "least_squares", "averaging"), ylim=(-0.05, 1.5))
     det["paper_criteria"] = paper
-    det["paper_criteria_met"] = bool(worst(paper) <= 1.0)
-    req = [k for k in paper if ctx.mode in FC_PAPER_REQUIRED[k]]
-    required = {**crit, **{k: paper[k] for k in req}}
+    stated = [k for k in paper if k in FC_STATED]
+    reported = {k: paper[k] for k in paper if k not in FC_STATED}
+    required = {**crit, **{k: paper[k] for k in stated}}
+    det["reported_not_stated"] = {k: {"ratio": v, "met": bool(v <= 1.0)} for k, v in reported.items()}
     _curves_figure(ctx, f"{kind}_error_vs_examples", f"{title}, {sz['steps']} Adam steps", cur, names,
                    ylim=(-0.05, 1.6))
-    just = (f"evidence criteria (error = worst of the ratios, each ≤ 1 to support): learns in context (paired z ≥ {Z:g} "
-            f"below the zero predictor at n ≥ d, and the mean error at n ∈ {Ls[:len(Ls) // 2]} above that at "
-            f"n ∈ {Ls[len(Ls) // 2:]} by ≥ {Z:g} SE)"
-            + (f"; the paper's comparisons required at {ctx.mode} sizes: {', '.join(req)}" if req else "")
-            + (f"; measured and reported, required only at larger sizes (see the claim's notes): "
-               f"{', '.join(k for k in paper if k not in req)}" if len(req) < len(paper) else "")
-            + f" ('below' = paired z ≥ {Z:g}; 'close to X' = leaves ≤ {CLOSE:g} of the gap between X and the zero "
-              "predictor)"
-            + f"; SEs over {P} fresh prompts per length")
+    sizes_txt = f"{ctx.mode} sizes (d = {d}, {sz['steps']} Adam steps, width {sz['width']})"
+
+    def _fmt(v: float) -> str:
+        return f"{v:.3g}" if math.isfinite(v) else "∞ (no improvement at all)"
+
+    just = (f"evidence criteria, every one required at every size (error = worst of the ratios, each ≤ 1 to support): "
+            f"learns in context (paired z ≥ {Z:g} below the zero predictor at n ≥ d, and the mean error at n ∈ "
+            f"{Ls[:len(Ls) // 2]} above that at n ∈ {Ls[len(Ls) // 2:]} by ≥ {Z:g} SE); {', '.join(stated)} "
+            f"('below' = paired z ≥ {Z:g}; 'close to X' = leaves ≤ {CLOSE:g} of the gap between X and the zero predictor)"
+            f"; SEs over {P} fresh prompts per length"
+            + ("".join(f"; not part of the statement, measured and reported only: {k} = {_fmt(v)} "
+                       f"({'met' if v <= 1.0 else 'NOT met'} at {sizes_txt})" for k, v in reported.items())))
     quantities = {"learns_in_context": "the paired mean of (zero predictor − transformer) error at n ≥ d",
                   "error_falls_with_n": "the transformer's mean error drop from the shorter to the longer prompts",
                   "below_least_squares_n_lt_d": "the paired mean of (least squares − transformer) error at n < d",
@@ -219,24 +223,50 @@ def _fc_check(form, ctx, kind: str) -> CheckResult:
                             sizes={**{k: v for k, v in sz.items()}, "lengths": Ls}, device=tm.device, details=det)
 
 
-#: the modes at which each of the paper's comparisons is required (elsewhere measured and reported): what
-#: the CPU budgets of quick (tests) and default (make report) train reaches, the rest at --full (GPU)
-FC_PAPER_REQUIRED = {"below_least_squares_n_lt_d": ("full",), "close_to_lasso": ("default", "full"),
-                     "below_greedy_tree": ("default", "full"), "below_3nn": ("default", "full"),
-                     "close_to_nn_gd": ("default", "full"), "on_linear_close_to_least_squares": ("full",)}
+#: the paper's comparisons that the statement makes (required at every size); the others (Garg et al.'s "below least
+#: squares for n < d" and "the ReLU-trained model close to least squares on linear functions") are not met at the
+#: CPU sizes (d = 2) and are measured and reported only, with their verdict at the size that ran
+FC_STATED = ("close_to_lasso", "below_greedy_tree", "below_3nn", "close_to_nn_gd")
 
 
 def _untrained(specs, n_max, *, steps, **kw):
     return nc.train_icl_models(specs, n_max, steps=0, **kw)
 
 
+_FC_SCOPE = ("d = 2 (sparse k = 1, trees of depth 4, ReLU nets of 100 units), one batched TinyGPT per class (2 layers, "
+             "width 16, 2 heads), one training seed, 700 (quick) / 1600 (default) Adam steps; 200 / 400 fresh prompts per "
+             "length, lengths n ∈ {1, …, n_max − 1} (n_max = 8 / 10)")
+
 register(Claim(
     id="icl.function_classes",
-    title="A small transformer learns sparse linear functions, decision trees and ReLU networks in context (evidence)",
-    statement=r"	ext{Trained on prompts of a function class, a small transformer's in-context error: (a) sparse linear: "
-              r"close to Lasso, below least squares for } n<d;\ 	ext{(b) depth-4 trees: below a greedy tree and 3-NN; "
-              r"(c) 2-layer ReLU nets: close to a 2-layer net trained by GD on the prompt; (d) model (c) on linear "
-              r"functions: close to least squares}",
+    title="A small transformer learns sparse linear functions, decision trees and ReLU networks in context at d = 2 (evidence)",
+    statement="",
+    hypotheses=(
+        Hypothesis("task_laws", r"x\sim\mathcal N(0,I_d);\ \text{(a) } y=\langle w,x\rangle,\ w \text{ with } k \text{ non-zero } "
+                   r"\mathcal N(0,1)\text{ coordinates; (b) depth-4 trees on } \mathrm{sign}(x_c),\ \text{leaves } \mathcal N(0,1);"
+                   r"\ \text{(c) } y=\sqrt{2/100}\,\textstyle\sum_{j\le100}a_j\,\mathrm{relu}\langle w_j,x\rangle",
+                   "the function classes of Garg et al. (2022) (numerics.icl_classes.sample_tasks)",
+                   necessary_note="part of the setting: the training and test prompts of each class"),
+        Hypothesis("trained", r"\text{one small GPT-2-like transformer per class trained by Adam on fresh prompts of that class "
+                   r"(FC\_SIZES: } d=2,\ k=1,\ n_{\max}\le10,\ \le1600 \text{ steps at quick/default)}",
+                   necessary_note="part of the setting (the untrained networks are a planted mutant the checks reject)"),
+        Hypothesis("n_ge_d", r"\text{the zero-predictor comparison pooled over prompt lengths } n\ge d",
+                   necessary_note="not shown necessary: it only keeps the lengths where the comparison is informative (at "
+                                  "n = 0 every class is sign-symmetric, so no predictor beats predicting 0)"),
+    ),
+    clauses=(
+        Clause("learns_in_context", r"\text{every class: error below the zero predictor at } n\ge d\ \text{(paired } z\ge3\text{), "
+               r"falling with } n\ \text{(shorter vs longer half of the lengths, } z\ge3\text{)}",
+               "checked", _FC_SCOPE, ("sparse_linear", "decision_tree", "relu_net")),
+        Clause("sparse_close_to_lasso", r"\text{(a) sparse linear: leaves}\le\tfrac14\text{ of Lasso's gap to the zero predictor}",
+               "checked", _FC_SCOPE + "; scikit-learn Lasso (α = 0.01)", ("sparse_linear",)),
+        Clause("trees_below_greedy_and_3nn", r"\text{(b) depth-4 trees: below a greedy tree (CART) and 3-NN at } n\ge2\ \text{(paired } z\ge3\text{)}",
+               "checked", _FC_SCOPE + "; scikit-learn DecisionTreeRegressor, KNeighborsRegressor(3)", ("decision_tree",)),
+        Clause("relu_close_to_net", r"\text{(c) ReLU nets: at most }\tfrac14\text{ of a per-prompt 2-layer net's gap to the zero predictor "
+               r"above that net}",
+               "checked", _FC_SCOPE + "; the per-prompt net: 100 ReLU units, 100 (quick) / 200 (default) Adam steps (at quick "
+               "it is undertrained, and the transformer is below it)", ("relu_net",)),
+    ),
     source="Garg, Tsipras, Liang, Valiant (NeurIPS 2022) §4–5; lecture notes 002 (ICL slides)",
     kind="evidence",
     form=nc.train_icl_models,
@@ -247,7 +277,7 @@ register(Claim(
               "error vs n: transformer, scikit-learn DecisionTreeRegressor, KNeighborsRegressor(3) (depth-4 trees)"),
         Check("relu_net", "trained", lambda f, c: _fc_check(f, c, "relu_net"),
               "error vs n: transformer, a 2-layer ReLU net trained by GD on the prompt, 3-NN; the same model on "
-              "linear functions vs least squares"),
+              "linear functions vs least squares (reported)"),
     ),
     mutants=(
         Mutant("untrained_transformer", "wrong solver output", "the trainer returns the initial (untrained) networks",
@@ -256,15 +286,14 @@ register(Claim(
     notes="Evidence only. One batched GPT-2-like model per class (numerics.icl_classes.TinyGPT, interleaved (x, 0) / "
           "(0, y) tokens, prediction read at the x tokens) trained on fresh prompts, against scikit-learn Lasso "
           "(α = 0.01), DecisionTreeRegressor (greedy CART), KNeighborsRegressor(3), min-norm least squares and a "
-          "two-layer ReLU network (100 units) trained by Adam on each prompt. Every size requires that the model "
-          "learns in context (below the zero predictor at n ≥ d, error falling with n). The paper's comparisons are "
-          "required where the CPU budgets reach them: at default (d = 2, width 16, 1600 Adam steps, ~35 s) close to "
-          "Lasso, below the greedy tree and 3-NN, close to the per-prompt network; 'below least squares for n < d' "
-          "and 'the ReLU-trained model close to least squares on linear functions' are measured and reported (at "
-          "default the model sits at least squares for n < d, and leaves ~30 % of the gap from least squares to the "
-          "zero predictor on linear functions) and required only at --full (Garg et al.'s d = 20, k = 3, 40 examples "
-          "with their curriculum; a 6-layer width-128 model, 20k steps: a GPU run of ~7 min on an H100). At quick (the tests) only in-context learning is "
-          "required. Sizes: FC_SIZES in the claim module.",
+          "two-layer ReLU network (100 units) trained by Adam on each prompt. Every criterion of the statement is required "
+          "at every size. Audit (issue 33): two of Garg et al.'s comparisons are not met at the CPU sizes (d = 2) and are "
+          "no longer stated: 'below least squares for n < d' (at d = 2, k = 1 the only such length is n = 1, where the "
+          "model sits at least squares: ratio 7.4 at default) and 'the ReLU-trained model close to least squares on "
+          "linear functions' (it leaves ~30 % of the gap: ratio 1.25 at default, 1.6 at quick); they are measured, and "
+          "each check's message says whether they are met at the size that ran. Garg et al. report them at d = 20 with a "
+          "12-layer model; --full runs d = 20, k = 3, 40 examples (a 6-layer width-128 model, 20k steps, ~7 min on an "
+          "H100), which was not run for this catalogue. Sizes: FC_SIZES in the claim module.",
 ))
 
 
@@ -411,13 +440,74 @@ def _probe_ridge_inverted(predict, *, noise=0.0, **kw):
     return npb.probe_algorithms(predict, noise=noise, ridge_lambda=(1.0 / noise**2 if noise else None), **kw)
 
 
+def _probe_isotropic(ctx) -> Counterexample:
+    """Without 'Λ not a multiple of I': at Λ = I, Γ_N⁻¹ = N/(N+d+1)·I is the plain GD step with the optimal η*, so the
+    two candidates coincide on every prompt and no model can be separable from one of them."""
+    d, N = 3, 4
+    L = np.eye(d)
+    P = ni.sample_prompts(L, N, (200,), seed=ctx.seed_for("iso"))
+    a = npb.algorithm_predictions(P.X, P.y, P.x_q, Lambda=L, N=N)
+    g, p = a["gamma_n_preconditioned_gd"].numpy(), a["gd_one_step"].numpy()
+    err = float(np.max(np.abs(g - p)) / largest(1.0, float(np.max(np.abs(g)))))
+    return Counterexample({"d": d, "N": N, "Lambda": "I", "prompts": 200}, "lsa_is_gamma_gd",
+                          f"the Γ_N⁻¹ step and plain GD with η* = {npb.optimal_gd_step(L, N):.4f} agree to {err:.1g} (relative) "
+                          "on every prompt: their paired log-distance difference is 0 for any model (z = 0 < 3)",
+                          violated=err <= npb.EQUIVALENT_RTOL, error=npb.EQUIVALENT_RTOL, tolerance=err,
+                          justification="coincide within the probe's equivalence tolerance (1e-9 relative)")
+
+
+def _probe_noiseless(ctx) -> Counterexample:
+    """Without σ > 0: ridge at λ = σ² = 0 is its λ → 0⁺ limit, min-norm least squares, so 'ridge, separable from least
+    squares' cannot hold for any model."""
+    d = 2
+    L = np.eye(d)
+    gap, gap_small = 0.0, 0.0
+    for M in (1, d, 2 * d):
+        P = ni.sample_prompts(L, M, (200,), seed=ctx.seed_for("noiseless", M))
+        a = npb.algorithm_predictions(P.X, P.y, P.x_q, Lambda=L, N=M, noise=0.0)
+        ls = a["least_squares"].numpy()
+        scale = largest(1.0, float(np.max(np.abs(ls))))
+        gap = largest(gap, float(np.max(np.abs(a["ridge"].numpy() - ls))) / scale)
+        if M > d:  # the limit itself: ridge at a small λ against least squares (full rank here)
+            r = npb.algorithm_predictions(P.X, P.y, P.x_q, Lambda=L, N=M, ridge_lambda=1e-10)["ridge"].numpy()
+            gap_small = float(np.max(np.abs(r - ls))) / scale
+    return Counterexample({"d": d, "sigma": 0, "M": "1, 2, 4", "prompts": 200}, "softmax_is_ridge",
+                          f"ridge at λ = σ² = 0 and min-norm least squares agree to {gap:.1g} (relative) on every prompt (at "
+                          f"λ = 1e-10, M = 4 already to {gap_small:.1g}): no model is separable from one of them",
+                          violated=gap <= npb.EQUIVALENT_RTOL, error=npb.EQUIVALENT_RTOL, tolerance=gap,
+                          justification="coincide within the probe's equivalence tolerance (1e-9 relative)")
+
+
+_PROBE_ALGS = (r"A\in\{\Gamma_N^{-1}\text{-GD step, OLS, ridge}_{\lambda=\sigma^2}\text{, GD step}_{\eta^*}\text{, 3-NN, averaging}\}")
+
 register(Claim(
     id="icl.algorithm_probe",
     title="Which algorithm a trained in-context learner computes: Γ_N-preconditioned GD for the LSA, ridge for a "
           "softmax transformer on noisy data (evidence)",
-    statement=r"\arg\min_{A}\ \mathbb E\,(\hat y_{\text{model}}-\hat y_A)^2 \text{ over } A\in\{\Gamma_N^{-1}\text{-GD step, OLS, "
-              r"ridge}_{\lambda=\sigma^2}\text{, GD step, }k\text{-NN, averaging}\}:\ \Gamma_N^{-1}\text{-GD for the trained "
-              r"ZFB LSA; ridge for a softmax transformer on noisy linear prompts}",
+    statement="",
+    hypotheses=(
+        Hypothesis("lsa_setting", r"\text{LSA: ZFB's full-parameter LSA trained on } x\sim\mathcal N(0,\Lambda),\ w\sim\mathcal N(0,I_3),"
+                   r"\ y=\langle w,x\rangle,\ N=4,\ \text{probed on the same law at } M\in\{1,2,3,4,6,8\}",
+                   necessary_note="part of the setting of the first clause (PROBE_LSA: 2 / 4 seeds at quick / default)"),
+        Hypothesis("anisotropic", r"\Lambda\not\propto I\ \text{(eigenvalues } 0.5\ldots4\text{)}",
+                   "Γ_N⁻¹ is not a multiple of I, so the Γ_N⁻¹ step and plain GD differ", counterexample=_probe_isotropic),
+        Hypothesis("softmax_setting", r"\text{softmax transformer: the noisy-linear model of icl.function\_classes } (d=2,\ "
+                   r"x,w\sim\mathcal N(0,I),\ y=\langle w,x\rangle+\sigma\varepsilon)\text{, probed on the same law at } "
+                   r"M\in\{1,2,3,4,n_{\max}/2,n_{\max}\}",
+                   necessary_note="part of the setting of the second clause"),
+        Hypothesis("noisy", r"\sigma=0.5>0", "label noise (ridge at λ = σ² is then not least squares)",
+                   counterexample=_probe_noiseless),
+    ),
+    clauses=(
+        Clause("lsa_is_gamma_gd", r"\text{trained LSA: the closest } " + _PROBE_ALGS + r"\text{ by geometric-mean distance is the }"
+               r"\Gamma_N^{-1}\text{-step, every rival}\ge3\text{ SE farther, at}\le\tfrac1{10}\text{ of the nearest rival's distance}",
+               "checked", "each trained seed (2 quick / 4 default), d = 3, N = 4, one Λ (eigenvalues 0.5…4), 500 (quick) / "
+               "2000 (default) probe prompts per length", ("zfb_lsa_is_preconditioned_gd",)),
+        Clause("softmax_is_ridge", r"\text{softmax transformer: the closest is ridge at } \lambda=\sigma^2\ \text{(the posterior "
+               r"mean), every rival}\ge3\text{ SE farther}",
+               "checked", "d = 2, σ = 0.5, the TinyGPT of icl.function_classes (700 / 1600 Adam steps), 1000 (quick) / 2000 "
+               "(default) probe prompts per length", ("softmax_noisy_linear_is_ridge",)),
+    ),
     source="Akyürek et al. (ICLR 2023); von Oswald et al. (ICML 2023); Zhang, Frei, Bartlett (JMLR 2024); "
            "lecture notes 002 (ICL slides)",
     kind="evidence",
@@ -441,6 +531,8 @@ register(Claim(
           "with the population-optimal step size, 3-NN and averaging; distances are mean squared differences over "
           "E y_q² with SEs (the curves); the decision uses paired per-prompt log distances (least squares is "
           "heavy-tailed near M = d). ZFB LSAs: d = 3, N = 4, Λ with eigenvalues 0.5…4 (so that Γ_N^{-1} is far "
-          "from a multiple of I and plain GD is a distinct rival). The softmax transformer is the noisy-linear "
-          "member of icl.function_classes' training batch (σ = 0.5, same sizes).",
+          "from a multiple of I and plain GD is a distinct rival: at Λ ∝ I the two coincide, the hypothesis "
+          "'anisotropic'). The softmax transformer is the noisy-linear member of icl.function_classes' training batch "
+          "(σ = 0.5, same sizes); at σ = 0 ridge is least squares (the hypothesis 'noisy'). The softmax clause asks for "
+          "closest and separable only (a small trained network is not an exact algorithm: no distance-ratio criterion).",
 ))
