@@ -11,7 +11,8 @@ import torch
 
 from numerics import sparse as nsp
 from numerics.torch_utils import generator, resolve_device
-from proofs_checks.registry import Check, CheckResult, Claim, Mutant, compare, register, worst
+from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
+                                     register, worst)
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -123,6 +124,45 @@ def _layers_large(form, ctx) -> CheckResult:
     return compare(worst(errs), 0, _EXACT, sizes={"n": n}, details={"table": table})
 
 
+def _sweep_cases(form, n, rng):
+    """Every builder at n tokens over the parameter ranges of the clauses: (label, masks, closed form of
+    the layer count or None)."""
+    B = form["builders"]
+    out = [(f"band w={w}", B["band"](n, w), largest(1, math.ceil((n - 1) / w))) for w in range(1, 5)]
+    out += [(f"strided l={l}", B["strided"](n, l), None) for l in range(2, 6)]
+    out += [(f"fixed l={l} c={c}", B["fixed"](n, l, c), None) for l in range(1, 7) if n % l == 0 for c in range(1, l + 1)]
+    out.append(("star", B["star"](n), 1 if n <= 3 else 2))
+    out += [(f"longformer w={w} g=(0,)", B["longformer"](n, w, (0,)), 1 if n <= w + 2 else 2) for w in range(1, 4)]
+    out += [(f"longformer w={w} g={g}", B["longformer"](n, w, g), None) for w in (1, 2) for g in ((n - 1,), (n // 2,), (0, n - 1))]
+    out += [(f"bigbird w={w} g={g} r={r}", B["bigbird"](n, w, g, r, int(rng.integers(1 << 30))), None)
+            for w in (1, 2) for g in (0, 1, 2) for r in (0, 2)]
+    return out
+
+
+def _sweep(form, ctx) -> CheckResult:
+    """EVERY n from 1 to 16/32/48 (quick/default/full) and every parameter in the listed ranges
+    (band w ≤ 4, strided ℓ ≤ 5, fixed ℓ ≤ 6 dividing n with every 1 ≤ c ≤ ℓ, star, Longformer w ≤ 3
+    with globals at the start, end, middle, both ends, BigBird w ≤ 2, g ≤ 2, r ∈ {0, 2}): self-loops
+    (the diagonal), the form's Hamiltonian path verified edge by edge here, the form's layer count
+    equal to Yun et al.'s set recursion (and finite), and the closed forms band max(1, ⌈(n−1)/w⌉),
+    star 1 (n ≤ 3) or 2, Longformer with global token 0: 1 (n ≤ w + 2) or 2."""
+    rng = ctx.rng()
+    n_max = ctx.size(16, 32, 48)
+    fails, count = [], 0
+    for n in range(1, n_max + 1):
+        for label, masks, closed in _sweep_cases(form, n, rng):
+            count += 1
+            loops = all(bool(np.all(np.diag(m))) for m in masks) and bool(form["has_self_loops"](masks))
+            path_ok = _path_ok(masks, form["hamiltonian_path"](masks))
+            layers, ref = form["layers_to_full"](masks), nsp.layers_to_full_sets(masks)
+            ok = loops and path_ok and ref is not None and layers == ref and (closed is None or ref == closed)
+            if not ok:
+                fails.append({"n": n, "case": label, "self_loops": loops, "path_verified": path_ok, "layers": layers,
+                              "set_recursion": ref, "closed_form": closed})
+    return compare(len(fails), 0, _EXACT, seeds=[ctx.seed_for()], sizes={"n": f"1..{n_max}", "cases": count},
+                   details={"failures": fails[:10]})
+
+
 def _attention_vs_sdpa(form, ctx) -> CheckResult:
     """The form's sparse attention (over attended keys only) equals torch's
     scaled_dot_product_attention with attn_mask = the pattern, for every pattern of the six."""
@@ -148,6 +188,9 @@ def _attention_vs_sdpa(form, ctx) -> CheckResult:
     return R.result(tol, f"float64 rounding of a softmax-weighted sum over ≤ n = {n} keys (64·n·eps·max|v|)",
                     seeds=[seed], sizes={"n": n, "batch": b, "heads": h, "d": d}, device=str(dev))
 
+
+_SWEEP_SCOPE = ("every n ≤ 16/32/48 (quick/default/full) with band w ≤ 4, strided ℓ ≤ 5, fixed ℓ ≤ 6 (ℓ | n, every c), star, "
+                "Longformer w ≤ 3 (globals at start/end/middle), BigBird w ≤ 2, g ≤ 2, r ∈ {0, 2}")
 
 _FORM = {"builders": dict(nsp.BUILDERS), "has_self_loops": nsp.has_self_loops, "hamiltonian_path": nsp.hamiltonian_path,
          "layers_to_full": nsp.layers_to_full, "sparse_attention": nsp.sparse_attention}
@@ -185,12 +228,58 @@ def _layers_undirected(masks, max_layers=None):
     return nsp.layers_to_full([np.asarray(m) | np.asarray(m).T for m in masks], max_layers)
 
 
+def _cx_window(ctx) -> Counterexample:
+    """Without a window w ≥ 1: Longformer with w = 0 and global token 0 at n = 5 is the bare star (self,
+    relay row and column): after the relay no token attends another non-relay token."""
+    n = 5
+    m = np.eye(n, dtype=bool) | nsp.star(n)[0] & ((np.arange(n)[:, None] == 0) | (np.arange(n)[None, :] == 0))
+    exists = nsp.hamiltonian_path_exists_bruteforce([m])
+    return Counterexample({"n": n, "pattern": "Longformer w = 0, global token 0"}, "hamiltonian_path",
+                          f"brute force over {math.factorial(n)} orders: Hamiltonian path {'exists' if exists else 'none'}",
+                          violated=not exists, justification=_EXACT)
+
+
+def _cx_fixed_block(ctx) -> Counterexample:
+    """Without ℓ | n: the fixed pattern (ℓ = 3, c = 1) on n = 7 tokens (the n = 9 pattern restricted to its
+    first 7 tokens: its entries depend on i, j only). The partial block {6} has no summary position, so
+    no full block ever hears token 6."""
+    masks = [m[:7, :7] for m in nsp.fixed(9, 3, 1)]
+    layers = nsp.layers_to_full_sets(masks, 100)
+    return Counterexample({"n": 7, "block": 3, "summary": 1}, "full_connectivity",
+                          f"Yun et al.'s set recursion reaches no full S^s within 100 layers (s = {layers})",
+                          violated=layers is None, justification=_EXACT)
+
+
 register(Claim(
     id="sparse.connectivity",
-    title="Sparse patterns (strided, fixed, star, Longformer, BigBird, band) meet Yun et al.'s three conditions",
-    statement=r"\forall k,i:\ i\in A_k^i;\quad \exists\gamma\ \text{Hamiltonian},\ \gamma(i)\in\textstyle\bigcup_k A_k^{\gamma(i+1)};"
-              r"\quad \exists s:\ S^s_i=[n]\ \forall i,\ S^t_i=\bigcup_{j\in A^i_{t}}S^{t-1}_j;"
-              r"\quad \operatorname{Attn}_A(Q,K,V)=\operatorname{SDPA}(Q,K,V;\,\text{mask}=A)",
+    title="Sparse patterns (strided, fixed, star, Longformer, BigBird, band) meet Yun et al.'s three conditions; "
+          "layers to full connectivity",
+    statement="",
+    hypotheses=(
+        Hypothesis("patterns", r"n\ge1;\ \text{strided stride } \ell\ge2;\ \text{fixed } 1\le c\le\ell;\ "
+                   r"\text{Longformer, BigBird: any global tokens, } r\ge0 \text{ random keys}",
+                   necessary_note="part of the setting: the builders' definitions (numerics.sparse)"),
+        Hypothesis("window_ge_1", r"\text{band, Longformer, BigBird: window } w\ge1", "a window of half-width ≥ 1",
+                   counterexample=_cx_window),
+        Hypothesis("fixed_block_divides_n", r"\text{fixed: } \ell\mid n", "the fixed pattern's block divides n",
+                   counterexample=_cx_fixed_block),
+    ),
+    clauses=(
+        Clause("self_loops", r"\forall k,i:\ i\in A_k^i", "checked", _SWEEP_SCOPE + "; n ≤ 8 and n = 48/128/256 (listed "
+               "parameters)", ("pattern_sweep", "conditions_vs_bruteforce", "layers_vs_graph_distance")),
+        Clause("hamiltonian_path", r"\exists\gamma\ \text{Hamiltonian},\ \gamma(i)\in\textstyle\bigcup_k A_k^{\gamma(i+1)}",
+               "checked", _SWEEP_SCOPE + " (the witness verified edge by edge); brute force over all n! orders at n ≤ 8",
+               ("pattern_sweep", "conditions_vs_bruteforce", "layers_vs_graph_distance")),
+        Clause("full_connectivity", r"\exists s:\ S^s_i=[n]\ \forall i,\ S^t_i=\textstyle\bigcup_{j\in A^i_{t}}S^{t-1}_j",
+               "checked", _SWEEP_SCOPE + " (against the set recursion); graph distances at n = 48/128/256",
+               ("pattern_sweep", "conditions_vs_bruteforce", "layers_vs_graph_distance")),
+        Clause("layer_counts", r"s_{\text{band}}=\max(1,\lceil\tfrac{n-1}{w}\rceil),\ s_{\text{star}}=1+[n\ge4],\ "
+               r"s_{\text{Longformer}(w,\{0\})}=1+[n\ge w+3]", "checked", _SWEEP_SCOPE + "; n = 48/128/256 (band w ∈ {1, 4}, "
+               "star, Longformer w = 2)", ("pattern_sweep", "layers_vs_graph_distance")),
+        Clause("sparse_equals_sdpa", r"\operatorname{Attn}_A(Q,K,V)=\operatorname{SDPA}(Q,K,V;\,\text{mask}=A)", "checked",
+               "n = 24/64/128 (quick/default/full), batch 2, 3 heads, d = 8, every layer of the six patterns",
+               ("sparse_equals_masked_sdpa",)),
+    ),
     source="lecture notes 002 (sparse transformers); Yun et al., O(n) Connections are Expressive Enough (NeurIPS 2020); "
            "Child et al. 2019; Guo et al. 2019; Beltagy et al. 2020; Zaheer et al. 2020",
     kind="theorem",
@@ -199,6 +288,8 @@ register(Claim(
                 "search (an exact decision at each size), not a symbolic identity",
     checks=(
         Check("conditions_vs_bruteforce", "numeric", _conditions_small, "three conditions vs brute force and set recursion at n ≤ 8"),
+        Check("pattern_sweep", "numeric", _sweep, "every n up to 16/32/48 and every parameter in range: conditions, "
+              "layer counts vs the set recursion and closed forms"),
         Check("layers_vs_graph_distance", "numeric", _layers_large, "layers to full connectivity vs scipy shortest paths and closed forms"),
         Check("sparse_equals_masked_sdpa", "numeric", _attention_vs_sdpa, "gathered sparse attention vs scaled_dot_product_attention(attn_mask)",
               uses_device=False),
@@ -215,6 +306,8 @@ register(Claim(
                _with(sparse_attention=_attention_zero_fill)),
     ),
     notes="Strided and fixed patterns are the bidirectional versions analysed by Yun et al.; the fixed pattern gets "
-          "self-loops in its summary pattern and needs n to be a multiple of the block. Layer counts are in the "
-          "details of layers_vs_graph_distance.",
+          "self-loops in its summary pattern and needs n to be a multiple of the block: without it (n = 7, ℓ = 3) the "
+          "partial block is never heard by the others (counterexample fixed_block_divides_n). The conditions are what "
+          "Yun et al.'s universal-approximation theorem assumes; that theorem itself is not checked here. Layer counts "
+          "are in the details of layers_vs_graph_distance.",
 ))
