@@ -173,7 +173,7 @@ register(Claim(
                ("derivation", "energy_grad_update_vs_sympy", "descent_and_bounds"),
                also=(("checked", "d = 6, N = 8 against autograd, 32/128 instances (quick/default), β ∈ [0.1, 20], states "
                       "at 2M"),)),
-        Clause("cccp_step", r"E=E_1+E_2,\ E_1=\tfrac12\xi^\top\xi+\text{const convex},\ E_2=-\operatorname{lse}\text{ concave};\ \nabla E_1(\xi^{\rm new})=-\nabla E_2(\xi)\iff\xi^{\rm new}=X\,S(\beta X^\top\xi)",
+        Clause("cccp_step", r"E=E_1+E_2,\ E_1=\tfrac12\xi^\top\xi+\text{const convex},\ E_2=-\operatorname{lse}\text{ concave};\ \nabla E_1(\xi^{\rm new})=-\nabla E_2(\xi)\ \text{solved: }\xi^{\rm new}=X\,S(\beta X^\top\xi)",
                "derived_at", "d = N = 2 (Hessian of lse = βX(diag p − ppᵀ)Xᵀ, solved CCCP step; diag p − ppᵀ ⪰ 0 taken "
                "as a covariance)", ("derivation", "energy_grad_update_vs_sympy")),
         Clause("descent", r"E(\xi)-E(\xi^{\rm new})=\tfrac12\|\xi-\xi^{\rm new}\|^2+\beta^{-1}\mathrm{KL}\big(S(\beta X^\top\xi)\,\|\,S(\beta X^\top\xi^{\rm new})\big)\ge0:\ E\text{ never increases}",
