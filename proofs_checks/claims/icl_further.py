@@ -171,7 +171,7 @@ register(Claim(
     statement="",
     stated_statement=r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Lambda^{-2}\Lambda)+\tfrac1{N^2}\big(\|a\|^2_{\Lambda^{-2}\Lambda}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Lambda^{-2}\Lambda}+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Lambda^{-2}\Lambda}\big)",
     hypotheses=(
-        Hypothesis("test_law", r"(x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \mathbb E\,y^4<\infty,"
+        Hypothesis("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \mathbb E\,y^4<\infty,"
                    r"\ a=\Lambda^{-1}\mathbb E[xy],\ \Sigma=\operatorname{Cov}(xy)",
                    "the test prompts: any joint law of (x, y) with Gaussian x and finite fourth moments",
                    necessary_note="part of the setting: a, Σ and min_w E(⟨w,x⟩ − y)² are moments of this law (the formula "
@@ -395,7 +395,7 @@ register(Claim(
     statement="",
     hypotheses=(
         Hypothesis("data_model", r"x_i,x_q\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle"
-                   r"\ \text{(training prompts of length } N\text{, test prompts of length } M)",
+                   r"\ \text{(training prompts of length } N\ge1\text{, test prompts of length } M\ge1)",
                    necessary_note="part of the setting: Γ_N and the risk R_{N,M} are moments of this law"),
         Hypothesis("trained_lsa", r"\hat y=x_q^\top\Gamma_N^{-1}h,\ h=\tfrac1M\textstyle\sum_{i\le M}y_ix_i\ \text{(the LSA trained by "
                    r"gradient flow from ZFB's initialisation, ZFB Thm 4.1)}",
