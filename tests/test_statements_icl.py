@@ -104,3 +104,17 @@ def test_evidence_declared_honestly():
     assert any(t.startswith("(inherited from moments) Isserlis") for t in texts)
     assert any("General Λ" in t for t in texts)
 
+
+
+def test_singular_lambda_not_needed_for_the_formulas():
+    # backs the "not shown necessary" notes: at Λ = diag(1, 0) (N = 2, M = 3) the exact loss, minimum and
+    # risk agree with the closed forms (Γ_N is invertible since tr Λ > 0)
+    L, lam, N, M = sp.diag(1, 0), [1, 0], 2, 3
+    Gi = ti._gamma(L, sp.Integer(N)).inv()
+    B = sp.Matrix([[sp.Rational(1, 3), 2], [sp.Rational(1, 5), 7]])
+    loss = sp.Rational(1, 2) * ((B.T * L * ti._gamma(L, sp.Integer(N)) * B * L).trace() - 2 * (L * B * L).trace() + L.trace())
+    assert ti.exact_lsa_loss(*ci._b_weights(B), N, lam) == loss
+    _, lmin = ci._exact_minimiser(2, N, lam)
+    assert lmin == sp.Rational(1, 2) * (L.trace() - (Gi * L * L).trace())
+    risk = L.trace() - 2 * (Gi * L * L).trace() + (Gi * Gi * ti._gamma(L, sp.Integer(M)) * L * L).trace()
+    assert 2 * ti.exact_lsa_loss(*ci._b_weights(Gi), M, lam, query_noise=False) == risk

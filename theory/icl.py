@@ -54,6 +54,9 @@ __all__ = [
     "derive_limits",
     "derive_gd_one_step",
     "derive_nonconvex",
+    "derive_lsa_prediction_form_general",
+    "derive_all_weights_min",
+    "exact_lsa_loss",
 ]
 
 Nsym, Msym = sp.symbols("N M", positive=True)

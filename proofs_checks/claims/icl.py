@@ -111,9 +111,12 @@ def _formula_changes(hyp: str, clause: str, exact_fn, form_value, what: str, siz
     return cx
 
 
-_NOTE_LAMBDA = ("not shown necessary: the Isserlis moments behind this formula need only a covariance (Λ ⪰ 0); "
-                "at Λ = diag(1, 0) the exact loss of theory.icl.exact_lsa_loss agrees with it. Λ ≻ 0 is the data "
-                "model of ZFB and the lecture notes, and the uniqueness of the minimiser (icl.gamma_n_global_min) needs it")
+def _note_lambda(what: str) -> str:
+    return ("not shown necessary: the Isserlis moments behind this formula need only a covariance (Λ ⪰ 0, Λ ≠ 0); at "
+            f"Λ = diag(1, 0) the exact {what} (theory.icl.exact_lsa_loss) agrees with it (tests/test_statements_icl.py). "
+            "Λ ≻ 0 is the data model of ZFB and the lecture notes; the uniqueness of the minimiser (icl.gamma_n_global_min) needs it")
+
+
 _NOTE_N = "part of the setting: h = (1/N) Σ_{i≤N} y_i x_i averages over the N ≥ 1 context examples"
 _H_GAUSS = r"x_1,\dots,x_N,x_q\overset{\text{iid}}{\sim}\mathcal N(0,\Lambda)"
 _H_LAMBDA = r"\Lambda\succ0"
@@ -391,7 +394,7 @@ register(Claim(
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_pl_cx("gaussian_x"),
                    layer="symbolic"),
-        Hypothesis("lambda_pd", _H_LAMBDA, necessary_note=_NOTE_LAMBDA),
+        Hypothesis("lambda_pd", _H_LAMBDA, necessary_note=_note_lambda("loss")),
         Hypothesis("task_standard_gaussian", _H_TASK, counterexample=_pl_cx("task_standard_gaussian"), layer="symbolic"),
         Hypothesis("noise_free", _H_NOISE, counterexample=_pl_cx("noise_free"), layer="symbolic"),
         Hypothesis("N_ge_1", _H_N, necessary_note=_NOTE_N),
@@ -593,6 +596,26 @@ def _gmin_trained(form, ctx) -> CheckResult:
                    device=res.device, details=details, resolution=eps, resolution_units=REL_UNITS)
 
 
+def _gmin_all_weights(form, ctx) -> CheckResult:
+    """Minimisers over EVERY LSA weight at d = 2, N = 2 (:func:`theory.icl.derive_all_weights_min`): its
+    obligations must hold (the odd part in w is the B_eff predictor; every branch of the even part's zero
+    set that can reach an invertible B_eff has w21 = w21' = 0), and, at two diagonal Λ, the form's Γ_N⁻¹
+    must be the exact minimiser over B of the LSA's own loss (:func:`theory.icl.exact_lsa_loss`, rational
+    arithmetic), i.e. the B_eff every global minimiser has."""
+    D = ti.derive_all_weights_min(2, 2)
+    obl = {f"obligation_{o.name}": (0.0 if o.status == "holds" else math.inf) for o in D.check_obligations()}
+    pairs = {}
+    for lam in ([1, 2], [3, 1]):
+        Bstar, _ = _exact_minimiser(2, 2, lam)
+        pairs[f"minimiser_Lambda_diag{tuple(lam)}"] = (np.linalg.inv(form(np.diag(np.array(lam, float)), 2)),
+                                                        np.array(Bstar, dtype=float))
+    return _rounding_pairs(pairs, 1e3 * EPS, "float64 rounding of a 2×2 inverse against the exact rational minimiser "
+                           "(‖form⁻¹ − B*‖_F/‖B*‖_F); each obligation of the all-weights derivation 0 when it holds, "
+                           "else inf", a=0.0, extra=obl, sizes={"d": 2, "N": 2},
+                           details={"surviving_branches": str(D.result),
+                                    "premises": [s.text for s in D.steps if s.how == "assumed"]})
+
+
 def _gamma_mut(kind):
     def f(Lambda, N):
         L = np.asarray(Lambda, dtype=float)
@@ -696,8 +719,9 @@ register(Claim(
                r"w_{22}W_{11}=\Gamma_N^{-1}",
                "derived_at", "d = 2, N = 2 (ŷ − y_q split into parts even and odd in w; the even part's coefficient "
                "equations solved, every branch with w21 or w21' ≠ 0 has det B_eff ≡ 0; premises: E[even·odd] = 0 by "
-               "the symmetry of w, and a polynomial vanishing a.s. under a non-degenerate Gaussian vanishes identically)",
-               ("derivation",)),
+               "the symmetry of w, and a polynomial vanishing a.s. under a non-degenerate Gaussian vanishes identically: "
+               "theory.icl.derive_all_weights_min); the form's Γ_N⁻¹ is the exact minimiser over B there",
+               ("all_weights_vs_sympy",)),
         Clause("flow_limit", r"\text{gradient flow from }(W^{PV}(0),W^{KQ}(0))\text{ converges: }w_{22}\to\|\Gamma_N^{-1}\|_F^{1/2},\ "
                r"W_{11}\to\|\Gamma_N^{-1}\|_F^{-1/2}\Gamma_N^{-1},\ \text{other blocks }0",
                "cited", _ZFB + "; given convergence, the limit values follow from u² − ‖U‖_F² conserved along the flow "
@@ -717,9 +741,11 @@ register(Claim(
     source="lecture notes 000 (theorem); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1",
     kind="theorem",
     form=lambda Lambda, N: ti.gamma_n(Lambda, N),
-    derivation=lambda: ti.derive_all_weights_min(2, 2),
+    derivation=lambda: ti.derive_global_min(2),
     checks=(
         Check("minimiser_vs_sympy", "symbolic", _gmin_symbolic, "vs the solved stationarity equations (d = 2) and the Wick-moment stationary point (d = 3)"),
+        Check("all_weights_vs_sympy", "symbolic", _gmin_all_weights, "the all-weights derivation (d = 2, N = 2) holds and "
+              "the form's Γ_N⁻¹ is the exact minimiser over B of the LSA's own loss there"),
         Check("gradient_flow_limit", "numeric", _gmin_flow, "SciPy gradient flow from ZFB's init reaches Γ_N^{-1} to 1e-8"),
         Check("trained_lsa", "trained", _gmin_trained, "full-parameter torch LSAs on sampled prompts vs Γ_N^{-1} (raw and with an exact-population control variate) and the predictor"),
     ),
@@ -833,7 +859,7 @@ register(Claim(
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_lm_cx("gaussian_x"),
                    layer="symbolic"),
-        Hypothesis("lambda_pd", _H_LAMBDA, necessary_note=_NOTE_LAMBDA.replace("this formula", "the loss formula")),
+        Hypothesis("lambda_pd", _H_LAMBDA, necessary_note=_note_lambda("minimum over B")),
         Hypothesis("task_standard_gaussian", _H_TASK, counterexample=_lm_cx("task_standard_gaussian"), layer="symbolic"),
         Hypothesis("noise_free", _H_NOISE, counterexample=_lm_cx("noise_free"), layer="symbolic"),
         Hypothesis("N_ge_1", _H_N, necessary_note=_NOTE_N),
@@ -1003,7 +1029,7 @@ register(Claim(
         Hypothesis("gaussian_x", r"x_1,\dots,x_M,x_q\overset{\text{iid}}{\sim}\mathcal N(0,\Lambda)\ \text{(test prompt; }\Gamma_N"
                    r"\text{ from training prompts of the same law)}", "test inputs i.i.d. N(0, Λ)",
                    counterexample=_lr_cx("gaussian_x"), layer="symbolic"),
-        Hypothesis("lambda_pd", _H_LAMBDA, necessary_note=_NOTE_LAMBDA.replace("this formula", "the Wishart moment")),
+        Hypothesis("lambda_pd", _H_LAMBDA, necessary_note=_note_lambda("risk of B = Γ_N⁻¹")),
         Hypothesis("task_standard_gaussian", _H_TASK, counterexample=_lr_cx("task_standard_gaussian"), layer="symbolic"),
         Hypothesis("noise_free", r"y_i=\langle w,x_i\rangle\ \text{(noise-free context labels)}",
                    counterexample=_lr_cx("noise_free"), layer="symbolic"),
