@@ -154,7 +154,7 @@ def _tokens_with_scores(a: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarr
 
 def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "generic", gap: float = 0.1,
                   top: tuple[float, float] = (0.5, 0.9), local_slack: float = 0.0,
-                  queries: str = "random") -> AttSVMInstance:
+                  queries: str = "random", tokens: str = "random") -> AttSVMInstance:
     """A random instance with a unique optimal token per sequence (score gap ≥ ``gap``).
 
     setting
@@ -178,6 +178,13 @@ def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "gene
                     other token set can attract GD. With random queries and n = 5, d = 8 about 1
                     instance in 60 has a region where NGD lingers in a non-opt set for thousands
                     of iterations (the cross-talk ``z_iᵀz_j`` couples the sequences).
+    tokens
+      "random"      the component of each token orthogonal to ``v`` is a random direction.
+      "orthogonal"  those components are orthonormal across ALL tokens of all sequences (needs
+                    n·T ≤ d − 1; "generic"/"global" only): ``⟨x_it, x_jτ⟩ = (vᵀx_it)(vᵀx_jτ)``
+                    exactly, so with small scores (``top``) the tokens are nearly orthogonal,
+                    the data assumption of Vasudeva, Deora, Thrampoulidis (2024). The random
+                    draws are the same as for "random" (the components are orthonormalised).
     Tokens are unit rows; ``vᵀx`` is set exactly, the rest of each token is a random direction.
     Each draw is checked with :func:`validate_instance` (shapes, ties) and certified feasible by
     solving its Att-SVM; infeasible draws are redrawn (up to 200 times, then :class:`InputError`).
@@ -190,6 +197,9 @@ def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "gene
         raise InputError(f"gap must lie in (0, 1), got {gap}")
     if queries not in ("random", "orthogonal") or (queries == "orthogonal" and n > d):
         raise InputError(f"queries must be 'random' or 'orthogonal' (the latter needs n ≤ d), got {queries!r} with n={n}, d={d}")
+    if tokens not in ("random", "orthogonal") or (tokens == "orthogonal" and (n * T > d - 1 or setting == "local")):
+        raise InputError(f"tokens must be 'random' or 'orthogonal' (the latter needs n·T ≤ d − 1 and setting generic or "
+                         f"global), got {tokens!r} with n={n}, T={T}, d={d}, setting={setting!r}")
     rng = np.random.default_rng(seed)
     for _attempt in range(200):
         v = _unit(rng.normal(size=d))
@@ -212,6 +222,9 @@ def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "gene
             g[np.arange(n), opt] = g_opt
             g[np.arange(n), local] = g_opt - gap
             u[np.arange(n), opt] = -u[np.arange(n), local]
+        if tokens == "orthogonal":  # orthonormal components ⟂ v across every (i, t)
+            U = u.reshape(n * T, d) - np.outer(u.reshape(n * T, d) @ v, v)
+            u = np.linalg.qr(U.T)[0].T.reshape(n, T, d)
         X = _tokens_with_scores(y[:, None] * g, v, u)
         inst = AttSVMInstance(X, z, y, v, opt, token_scores(X, y, v), setting, local)
         try:

@@ -23,6 +23,10 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     lower bound ``1 − max_t S_t ≥ (T−1)e^{−2R}/(1 + (T−1)e^{−2R})`` when ``‖W‖_2 ≤ R`` and
     ``‖x_t‖ = ‖z‖ = 1`` (so saturation needs ``‖W‖ → ∞``).
 
+    For any logits (not only rays) ``S_1 = 1/(1 + Σ_τ e^{−Δ_τ})`` with the gaps ``Δ_τ = l_1 − l_τ``,
+    so ``S_1 → 1`` iff every gap → ∞; ``‖l‖ → ∞`` with ``l_1`` largest is not enough: along
+    ``l = (r, r − 1/10)`` the derived ``S_1 = 1/(1 + e^{−1/10})`` for every ``r`` (fact ``slide_S1``).
+
     ``result`` is a dict: ``limit`` (list: the limit for the unique maximum), ``tie_limit`` (with
     ``l_1 = l_2``), ``gap_bound`` (the bound as an expression in ``R``; facts hold ``R``).
 
@@ -31,6 +35,8 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     ([1, 0, 0], [1/2, 1/2, 0])
     >>> d.result["gap_bound"]
     2/(exp(2*R) + 2)
+    >>> d.facts["slide_S1"]
+    1/(exp(-1/10) + 1)
     """
     b = DerivationBuilder("Softmax saturation along a ray and the norm it needs")
     b.symbols(r="distance along the ray", R="bound on the spectral norm of W", c="the top logit l_1",
@@ -82,6 +88,23 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     bound = sp.simplify(g.subs(u, (T - 1) * sp.exp(-2 * R)))
     b.step("g increasing: 1 − max S ≥", bound)
     b.fact("R", R)
+    # any logits, not a ray: S_1 in terms of the gaps Δ_τ = l_1 − l_τ (the "iff" of saturation)
+    L = sp.symbols(f"l_1:{T + 1}", real=True)
+    D = sp.symbols(f"Delta_2:{T + 1}", real=True)
+    S1_any = sp.exp(L[0]) / sum(sp.exp(li) for li in L)
+    S1_gap = 1 / (1 + sum(sp.exp(-dt) for dt in D))
+    b.step("Any logits l: S_1 = 1/(1 + Σ_τ exp(−Δ_τ)) with Δ_τ = l_1 − l_τ", S1_gap)
+    b.obligation("S1_gap_form", S1_any - S1_gap.subs({dt: L[0] - lt for dt, lt in zip(D, L[1:])}))
+    u_gap = sum(sp.exp(-dt) for dt in D)
+    b.obligation("one_minus_S1_is_g", 1 - S1_gap - g.subs(u, u_gap),
+                 description="1 − S_1 = g(u), u = Σ exp(−Δ_τ): S_1 → 1 iff u → 0 iff every Δ_τ → ∞")
+    rr = sp.Symbol("r", real=True)
+    pair = sp.exp(rr) / (sp.exp(rr) + sp.exp(rr - sp.Rational(1, 10)))
+    slide = 1 / sp.powsimp(sp.expand((sp.exp(rr) + sp.exp(rr - sp.Rational(1, 10))) * sp.exp(-rr)), combine="exp")
+    b.step("l = (r, r − 1/10): ‖l‖ → ∞ with l_1 strictly largest, yet S_1 (divided through by e^r) does not depend on r",
+           slide)
+    b.obligation("slide_form", pair - slide, description="S_1(r, r − 1/10) equals the r-free value")
+    b.fact("slide_S1", slide)
     return b.done({"limit": lim, "tie_limit": tie, "gap_bound": bound})
 
 

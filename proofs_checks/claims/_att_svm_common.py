@@ -88,3 +88,24 @@ def direction_resolution(one_minus_corr: float, tol: float) -> float:
         return float("nan")
     c = float(np.clip(1.0 - one_minus_corr, -1.0, 1.0))
     return float(math.acos(1.0 - tol) + math.acos(c))
+
+
+#: the near-orthogonal regime of Vasudeva, Deora, Thrampoulidis (2024): equal non-optimal scores, token
+#: components orthogonal to v orthonormal across all tokens, scores ≤ 0.3 (so |⟨x_it, x_jτ⟩| ≤ 0.09 for
+#: distinct tokens) and orthonormal queries (numerics.att_svm.make_instance, tokens="orthogonal")
+ORTH_SIZE, ORTH_TOP = (4, 5, 24), (0.2, 0.3)
+
+
+@lru_cache(maxsize=None)
+def _orth_inst(seed: int, setting: str = "global"):
+    """An instance of the near-orthogonal regime (ORTH_SIZE, scores in ORTH_TOP, orthonormal queries)."""
+    return ns.make_instance(*ORTH_SIZE, seed=seed, setting=setting, top=ORTH_TOP, queries="orthogonal",
+                            tokens="orthogonal")
+
+
+def coherence(X: np.ndarray) -> float:
+    """max |⟨x_it, x_jτ⟩| over distinct tokens (i, t) ≠ (j, τ) of all sequences (unit tokens: the largest |cos|)."""
+    F = np.asarray(X, dtype=np.float64).reshape(-1, np.shape(X)[-1])
+    G = np.abs(F @ F.T)
+    np.fill_diagonal(G, 0.0)
+    return float(G.max())
