@@ -266,7 +266,7 @@ register(Claim(
                    "asynchronous updates (any order of units)", counterexample=_cx_synchronous),
     ),
     clauses=(
-        Clause("flip_formula", r"\text{flipping }\xi_i\text{ changes }E\text{ by }\Delta E=2\xi_i\big(\textstyle\sum_{j\ne i}w_{ij}\xi_j-b_i\big)",
+        Clause("flip_formula", r"\text{flipping }\xi_i\text{ changes }E\text{ by }\Delta E=2\xi_i\big(\textstyle\sum_{j\neq i}w_{ij}\xi_j-b_i\big)",
                "derived", "every d (block matrix symbols of symbolic size d − 1; needs only W = Wᵀ and ξ_i² = 1)",
                ("derivation", "flip_delta_vs_sympy", "async_energy_descent"),
                also=(("derived_at", "d = 4 and d = 5, every unit (SymPy entries, symbolic check)"),

@@ -589,7 +589,7 @@ register(Claim(
     title="Theorem 5 (Ramsauer et al.): ‖f(ξ) − x_i‖ ≤ 2(N−1)M e^{−β(Δ_i−2εM)} for every query; one-step retrieval when x_i is well separated",
     statement="",
     hypotheses=(
-        Hypothesis("setting", r"N\ge2,\ x_1,\dots,x_N\in\mathbb R^d,\ M=\max_j\|x_j\|,\ f(\xi)=X\,S(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\ne i}x_i^\top x_j",
+        Hypothesis("setting", r"N\ge2,\ x_1,\dots,x_N\in\mathbb R^d,\ M=\max_j\|x_j\|,\ f(\xi)=X\,S(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\neq i}x_i^\top x_j",
                    necessary_note="part of the setting: Δ_i is a maximum over the other patterns (none when N = 1)"),
         Hypothesis("beta_positive", r"\beta>0", counterexample=_cx_retrieval_negative_beta),
         Hypothesis("separated", r"\text{for (ii): }\Delta_i\ge\frac{2}{\beta N}+\frac1\beta\ln\!\big(2(N-1)N\beta M^2\big)",
@@ -614,7 +614,7 @@ register(Claim(
                       "x_i* inside, for well-separated x_i) and Thm 5, second part"),
                      ("checked", "every instance of 36/108 (quick/default): N = 2–8, d = 3–8, β = 1, 1.5, 3 × the β at "
                       "which Δ_0 = Δ_min (boundary included), ‖ξ − x_0‖ = 0, ¼, ½ of 1/(βM)"))),
-        Clause("exponent_attained", r"\text{antipodal family }x_j=-x_i\ (j\ne i):\ \|f(x_i)-x_i\|=\frac{2M(N-1)e^{-\beta\Delta_i}}{1+(N-1)e^{-\beta\Delta_i}}",
+        Clause("exponent_attained", r"\text{antipodal family }x_j=-x_i\ (j\neq i):\ \|f(x_i)-x_i\|=\frac{2M(N-1)e^{-\beta\Delta_i}}{1+(N-1)e^{-\beta\Delta_i}}",
                "checked", "N = 3, 6, 12, β = 0.5, 1, 2 (exact); log-slope −1 in βΔ for β ∈ [4, 10], N = 5",
                ("tight_family_exact", "exponential_in_beta_delta")),
     ),
