@@ -269,7 +269,7 @@ register(Claim(
         Clause("flip_formula", r"\text{flipping }\xi_i\text{ changes }E\text{ by }\Delta E=2\xi_i\big(\textstyle\sum_{j\neq i}w_{ij}\xi_j-b_i\big)",
                "derived", "every d (block matrix symbols of symbolic size d − 1; needs only W = Wᵀ and ξ_i² = 1)",
                ("derivation", "flip_delta_vs_sympy", "async_energy_descent"),
-               also=(("derived_at", "d = 4 and d = 5, every unit (SymPy entries, symbolic check)"),
+               also=(("derived_at", "d = 5, every unit (SymPy entries, symbolic check)"),
                      ("checked", "d = 12, 64/256/1024 instances (quick/default/full) incl. Hebbian W, 30 sweeps"))),
         Clause("descent", r"\text{an update that flips }\xi_i\text{ has }\Delta E\le-2w_{ii}\le0:\ E\text{ never increases}",
                "derived", "every d (the flip happens only when s = ξ_i h_i ≤ 0, so ΔE = 2s − 2w_ii)",
