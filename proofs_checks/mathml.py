@@ -155,12 +155,15 @@ def latex_text(latex: str | None) -> str:
         '‖l‖ → ∞'
         >>> latex_text(r"\tfrac1D \texttt{mask}")
         '1/D mask'
+        >>> latex_text(r"\max_{j\ne i}")
+        'max_j≠i'
     """
     global _L2T
     if not latex:
         return ""
     src = str(latex).replace(r"\|", "‖").replace(r"\lVert", "‖").replace(r"\rVert", "‖")
-    src = re.sub(r"\\[td]frac(?![a-zA-Z])", r"\\frac", src)  # \tfrac1D: pylatexenc knows only \frac
+    src = re.sub(r"\\[td]frac(?![a-zA-Z])", r"\\frac", src)
+    src = re.sub(r"\\ne(?![a-zA-Z])", r"\\neq", src)  # pylatexenc drops \ne  # \tfrac1D: pylatexenc knows only \frac
     src = re.sub(r"\\(texttt|textsf|textrm|textit|textbf|mathtt)\{", r"\\text{", src)
     try:
         if _L2T is None:
@@ -170,5 +173,5 @@ def latex_text(latex: str | None) -> str:
         out = _L2T.latex_to_text(src)
     except Exception:  # pragma: no cover - a terminal still gets the LaTeX
         return str(latex)
-    out = re.sub(r"\s*([≥≤∈→≽≼≠⟺⟹⟸])\s*", r" \1 ", out)  # relations stand apart, as on paper
+    out = re.sub(r"\s*([≥≤∈→≽≼⟺⟹⟸])\s*", r" \1 ", out)  # relations stand apart, as on paper
     return re.sub(r"[ \t]+", " ", out).strip()
