@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import sympy as sp
 
+from theory import sizes as _sz
 from theory.derivation import Derivation, DerivationBuilder
 
 __all__ = ["derive_lora_gradients", "derive_lora_rank", "derive_lora_count"]
@@ -134,3 +135,124 @@ def derive_lora_count() -> Derivation:
                  description="the fit equals fresh counts at (d, k, r) = (5, 3, 4) and (7, 2, 3)")
     b.fact("symbols", (d, k, r))
     return b.done(count)
+
+
+# ------------------------------------------------------------------------------------------------
+# symbolic sizes (issue 34)
+
+__all__ += ["derive_lora_general", "lora_gradients_at"]
+
+
+def _lora_symbols():
+    n, d, k, r = sp.symbols("n d k r", integer=True, positive=True)
+    X, G = sp.MatrixSymbol("X", n, k), sp.MatrixSymbol("G", n, d)
+    A, B, W0 = sp.MatrixSymbol("A", r, k), sp.MatrixSymbol("B", d, r), sp.MatrixSymbol("W_0", d, k)
+    return n, d, k, r, X, G, A, B, W0, sp.Symbol("s", positive=True)
+
+
+@lru_cache(maxsize=None)
+def derive_lora_general() -> Derivation:
+    """The LoRA facts for symbolic sizes ``n`` (batch), ``d`` (out), ``k`` (in) and ``r`` (rank),
+    with matrix symbols ``X`` (n×k), ``G = ∂L/∂Y`` (n×d), ``A`` (r×k), ``B`` (d×r), ``W_0`` (d×k):
+
+    * gradients of ``L = tr(Gᵀ Y)``, ``Y = X(W_0 + sBA)ᵀ``: ``∂L/∂A = s Bᵀ Gᵀ X`` and
+      ``∂L/∂B = s Gᵀ X Aᵀ``, twice: SymPy's matrix calculus, and the index form
+      ``Σ_{i,j} G_ij Y_ij`` differentiated by ``A_pq`` (delta sums evaluated); at ``B = 0``
+      (a ``ZeroMatrix``) ``∂L/∂A = 0`` and the output is ``X W_0ᵀ``;
+    * merge: ``X(W_0 + sBA)ᵀ = X W_0ᵀ + s (X Aᵀ) Bᵀ``;
+    * rank: inherited :func:`theory.sizes.derive_lora_rank_bound` (``rank(BA) ≤ Min(d, k, r) ≤ r``,
+      rank rules typed in); generic rank ``r`` for ``r ≤ min(d, k)``: the leading r×r minor of
+      ``BA`` is ``det(B_r A_r) = det B_r · det A_r`` (SymPy), equal to ``1`` at ``B_r = A_r = I_r``,
+      so a nonzero polynomial (premises: its zero set is a null set; a nonzero r×r minor means rank ≥ r);
+    * trainable count ``r·k + d·r = r(d + k)`` (the entries of ``A`` and ``B``, read off their shapes).
+
+    Cross-checks: :func:`derive_lora_gradients` at ``n = d = k = 2, r = 1`` inherited (``at_n2_d2_k2_r1.*``)
+    with the general gradients specialised there (:func:`lora_gradients_at`) equal to its result;
+    :func:`derive_lora_count` inherited (``count_fit.*``), its fitted polynomial equal to ``r(d + k)``;
+    :func:`derive_lora_rank` at ``(3, 4, 2)`` inherited (``rank_at_d3_k4_r2.*``), where the general
+    bound is ``2 = r``. ``result``: ``{"grad_A", "grad_B"}``; facts ``symbols`` (X, G, A, B, s),
+    ``sizes``, ``count``, ``rank_bound``, ``leading_minor``.
+
+    >>> derive_lora_general().result["grad_A"]
+    s*B.T*G.T*X
+    """
+    n, d, k, r, X, G, A, B, W0, s = _lora_symbols()
+    b = DerivationBuilder("LoRA for symbolic n, d, k, r: gradients, B = 0 start, merge, rank, trainable count")
+    b.symbols(n="batch size (symbolic)", d="out features (symbolic)", k="in features (symbolic)", r="LoRA rank (symbolic)",
+              X="input batch (n×k)", G="upstream gradient ∂L/∂Y (n×d)", A="r×k factor", B="d×r factor",
+              W_0="frozen weight (d×k)", s="scale α/r", B_r="top r×r block of B", A_r="left r×r block of A")
+    Y = b.define("Forward pass Y = X (W_0 + s B A)ᵀ", X * (W0 + s * B * A).T)
+    L = b.define("Loss linearised by the upstream gradient: L = tr(Gᵀ Y) = Σ_ij G_ij Y_ij", sp.Trace(G.T * Y))
+    gA = b.step("∂L/∂A (SymPy matrix calculus)", sp.diff(L, A))
+    gB = b.step("∂L/∂B (SymPy matrix calculus)", sp.diff(L, B))
+    b.obligation("grad_A", _sz._canon(gA - s * B.T * G.T * X), description="∂L/∂A = s Bᵀ Gᵀ X")
+    b.obligation("grad_B", _sz._canon(gB - s * G.T * X * A.T), description="∂L/∂B = s Gᵀ X Aᵀ")
+    i, j, p, q = sp.symbols("i j p q", integer=True)
+    Lidx = sp.Sum(G[i, j] * Y[i, j], (i, 0, n - 1), (j, 0, d - 1))
+    for name, M, first, target in (("A", A, (p, q), s * B.T * G.T * X), ("B", B, (p, q), s * G.T * X * A.T)):
+        rows, cols = M.shape
+        e = b.step(f"Index route: ∂(Σ_ij G_ij Y_ij)/∂{name}_pq, constants pulled out, delta sums evaluated",
+                   _sz.eval_index_sums(_sz.pull_constants(sp.expand(sp.diff(Lidx, M[p, q]))), {p: (0, rows - 1), q: (0, cols - 1)}))
+        mat = sp.MatrixExpr.from_index_summation(sp.expand(_sz.pull_constants(e) / s), first_index=p, last_index=q)
+        b.obligation(f"index_route_grad_{name}", _sz._canon(s * mat - target), description=f"the index route gives ∂L/∂{name} too")
+    zB = {B: sp.ZeroMatrix(d, r)}
+    gA0 = b.step("At B = 0: ∂L/∂A", gA.xreplace(zB).doit())
+    b.obligation("grad_A_vanishes_at_B0", gA0, description="A does not move at the first step")
+    Y0 = b.step("At B = 0: the output", Y.xreplace(zB).doit())
+    b.obligation("init_equals_base", _sz._canon(Y0 - X * W0.T), description="f_init = f_{W_0}")
+    b.obligation("merge", _sz._canon(Y - (X * W0.T + s * (X * A.T) * B.T)), description="X(W_0 + sBA)ᵀ = XW_0ᵀ + s(XAᵀ)Bᵀ")
+    rb = _sz.derive_lora_rank_bound()
+    b.inherit(rb, "rank_bound")
+    Br, Ar = sp.MatrixSymbol("B_r", r, r), sp.MatrixSymbol("A_r", r, r)
+    minor = b.step("r ≤ min(d, k): the leading r×r minor of BA is det(B_r A_r)", sp.det(Br * Ar))
+    at_I = b.step("At B_r = A_r = I_r", minor.xreplace({Br: sp.Identity(r), Ar: sp.Identity(r)}).doit())
+    b.obligation("leading_minor_not_identically_zero", at_I - 1, description="the minor is 1 at one point: a nonzero polynomial")
+    b.assume("A polynomial that is not identically zero vanishes only on a null set; a nonzero r×r minor means rank ≥ r")
+    count = b.step("Trainable entries: rows·cols of A plus rows·cols of B", sp.expand(A.rows * A.cols + B.rows * B.cols))
+    b.obligation("trainable_count", count - r * (d + k), description="#trainable = r(d + k)")
+    facts = {"symbols": (X, G, A, B, s), "sizes": (n, d, k, r), "count": count, "rank_bound": rb.result, "leading_minor": minor}
+    fixed = derive_lora_gradients(2, 2, 2, 1)
+    b.inherit(fixed, "at_n2_d2_k2_r1")
+    at = _lora_at({"grad_A": gA, "grad_B": gB}, facts, 2, 2, 2, 1, fixed.facts["symbols"])
+    b.obligation("general_at_n2_d2_k2_r1_equals_fixed", [at[key] - fixed.result[key] for key in ("grad_A", "grad_B")],
+                 description="the general gradients specialised to n = d = k = 2, r = 1 are derive_lora_gradients(2, 2, 2, 1)'s")
+    fit = derive_lora_count()
+    b.inherit(fit, "count_fit")
+    dd, kk, rr = fit.facts["symbols"]
+    b.obligation("general_count_equals_fit", count.xreplace({d: dd, k: kk, r: rr}) - fit.result,
+                 description="r(d + k) from the shapes is the polynomial fitted to counted entries")
+    mins = derive_lora_rank(3, 4, 2)
+    b.inherit(mins, "rank_at_d3_k4_r2")
+    b.obligation("general_rank_bound_at_d3_k4_r2", [_sz.instantiate(rb.result, dict(zip(rb.facts["sizes"], (3, 4, 2)))) - 2, mins.result],
+                 description="the general bound at (d, k, r) = (3, 4, 2) is r = 2, and every 3×3 minor vanishes there")
+    for key, val in facts.items():
+        b.fact(key, val)
+    return b.done({"grad_A": gA, "grad_B": gB})
+
+
+def _lora_at(grads, facts, n: int, d: int, k: int, r: int, symbols=None):
+    ns, ds, ks, rs = facts["sizes"]
+    X, G, A, B, s = facts["symbols"]
+    if symbols is None:
+        symbols = (_mat("X", n, k), _mat("G", n, d), _mat("A", r, k), _mat("B", d, r), sp.Symbol("s", positive=True))
+    vals = dict(zip(("X", "G", "A", "B"), symbols[:4]))
+    out = {}
+    for key, e in grads.items():
+        e = e.xreplace({ns: n, ds: d, ks: k, rs: r, s: symbols[4]})
+        e = e.xreplace({m: sp.ImmutableMatrix(vals[m.name]) for m in e.atoms(sp.MatrixSymbol)})
+        out[key] = sp.Matrix(e.doit()).applyfunc(sp.expand)
+    return out
+
+
+@lru_cache(maxsize=None)
+def lora_gradients_at(n: int, d: int, k: int, r: int):
+    """:func:`derive_lora_general`'s gradients specialised to ``(n, d, k, r)``: ``(symbols, grads)``
+    with ``symbols = (X, G, A, B, s)`` explicit matrices of scalar symbols (as in
+    :func:`derive_lora_gradients`) and ``grads`` keyed ``grad_A``, ``grad_B``.
+
+    >>> lora_gradients_at(1, 1, 1, 1)[1]["grad_A"]
+    Matrix([[B_00*G_00*X_00*s]])
+    """
+    D = derive_lora_general()
+    symbols = (_mat("X", n, k), _mat("G", n, d), _mat("A", r, k), _mat("B", d, r), sp.Symbol("s", positive=True))
+    return symbols, _lora_at(D.result, D.facts, n, d, k, r, symbols)

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import sympy as sp
 
+from theory import sizes as _sz
 from theory.derivation import Derivation, DerivationBuilder
 
 __all__ = ["derive_bptt_scalar", "derive_tied_projection", "derive_tied_projection_general"]
@@ -172,3 +173,176 @@ def derive_tied_projection_general() -> Derivation:
     ratio = b.step("Σ_k g_k divided by c*", sp.simplify(sp.Sum(g[k], (k, 1, T)) / cstar))
     b.obligation("tied_is_T_times_projection", ratio - T, description="the tied gradient Σ_k g_k is T times the average")
     return b.done({"projection": cstar, "tied_over_projection": ratio})
+
+
+# ------------------------------------------------------------------------------------------------
+# symbolic number of steps (issue 34)
+
+__all__ += ["derive_bptt_general", "bptt_general_at"]
+
+#: the parameters of the scalar RNN, in the order the cost-to-go functions take them after h
+_PARAMS = ("w", "u", "b", "v")
+
+
+def _cost_to_go(name: str):
+    """An undefined differentiable function ``name(h, w, u, b, v)`` (the loss still to come as a
+    function of the hidden state entering a step and of the later steps' parameters) whose partial
+    derivatives are the named undefined functions ``name_h``, ``name_w``, …: no ``Subs`` with a
+    Dummy variable in the derivatives (see :class:`dsigma`)."""
+    parts = [sp.Function(f"{name}_{p}") for p in ("h",) + _PARAMS]
+
+    def fdiff(self, argindex=1):
+        return parts[argindex - 1](*self.args)
+
+    return type(name, (sp.Function,), {"nargs": 5, "fdiff": fdiff}), parts
+
+
+@lru_cache(maxsize=None)
+def derive_bptt_general() -> Derivation:
+    """BPTT for the scalar RNN of this module for every number of steps ``T`` (a SymPy symbol),
+    by induction over the steps, with σ any differentiable function.
+
+    The loss still to come from step ``t`` on is ``R_t(h_{t−1}) = ℓ_t(σ(a_t)) + R_{t+1}(σ(a_t))``,
+    ``a_t = w_t h_{t−1} + u_t x_t + b_t``, ``ℓ_t(h) = ½(v_t h − z_t)²``, ``R_{T+1} = 0``, ``L = R_1(h_0)``
+    (the unrolling, typed in); ``R_{t+1}`` is an undefined function of ``h_t`` and of the later
+    steps' parameters, so each step below holds for every ``t`` and every ``T``. Derived:
+
+    * own-copy gradients: ``∂R_t/∂w_t = δ_t h_{t−1}``, ``∂/∂u_t = δ_t x_t``, ``∂/∂b_t = δ_t``,
+      ``∂/∂v_t = (y_t − z_t) h_t`` with ``δ_t = ∂R_t/∂a_t`` (these are ``∂L/∂θ_t``: earlier losses and
+      ``h_{t−1}`` do not depend on step t's copy);
+    * recursion (two steps, ``R_{t+2}`` undefined): ``δ_t = σ'(a_t)(v(y_t − z_t) + w δ_{t+1})`` at tied
+      weights; base ``δ_T = σ'(a_T) v (y_T − z_T)`` (``R_{T+1} = 0``);
+    * tied chain rule, per parameter θ: ``d/dθ R_t = ∂R_t/∂θ_t + (∂_θ R_{t+1})(h_t)``;
+    * summed over the steps for symbolic ``T`` (``Σ_{t=1}^{T}(G_t − G_{t+1})`` telescopes, SymPy):
+      ``dL/dθ = Σ_{t=1}^{T} ∂L/∂θ_t``; for ``w``: ``Σ_t δ_t h_{t−1}``.
+
+    Cross-check: :func:`derive_bptt_scalar` at ``T = 2`` is inherited (``at_T2.*``) and the general
+    result unrolled at ``T = 2`` (:func:`bptt_general_at`) equals its tied and untied gradients.
+    ``result``: ``{"tied": Σ_t δ_t h_{t−1}, "recursion": δ_t in indexed form, "last": δ_T}``; facts
+    ``T``, ``t``, ``delta``, ``h``, ``a``, ``z``, ``x``, ``symbols`` (w, u, b, v).
+
+    >>> D = derive_bptt_general()
+    >>> D.result["tied"]
+    Sum(delta[t]*h[t - 1], (t, 1, T))
+    >>> D.result["recursion"]
+    (v*(v*h[t] - z[t]) + w*delta[t + 1])*sigma'(a[t])
+    """
+    T = sp.Symbol("T", integer=True, positive=True)
+    t = sp.Symbol("t", integer=True, positive=True)
+    w, u, bb, v = sp.symbols("w u b v", real=True)
+    own = sp.symbols("w_t u_t b_t v_t", real=True)
+    later = sp.symbols("w' u' b' v'", real=True)
+    h, x1, z1, x2, z2, al = sp.symbols("h x_t z_t x_t+1 z_t+1 alpha", real=True)
+    R1, R1p = _cost_to_go("R_next")
+    R2, _ = _cost_to_go("R_after")
+    b = DerivationBuilder("BPTT for a scalar RNN, every T (symbolic), by induction over the steps")
+    b.symbols(T="number of steps (symbolic)", t="a step, 1 ≤ t ≤ T", h="h_{t−1}, the hidden state entering step t",
+              w_t="step t's copy of w (likewise u_t, b_t, v_t)", **{"w'": "the later steps' (tied) copies of w, u, b, v"},
+              R_next="R_{t+1}: loss still to come after step t, a function of h_t and the later copies",
+              R_after="R_{t+2}", alpha="argument of σ (the pre-activation a_t)", delta_t="∂R_t/∂a_t",
+              sigma="the activation (any differentiable function)")
+
+    def ell(hh, zz, vv):
+        return sp.Rational(1, 2) * (vv * hh - zz) ** 2
+
+    b.define("ℓ_t(h) = ½(v_t h − z_t)², a_t = w_t h_{t−1} + u_t x_t + b_t, R_t(h_{t−1}) = ℓ_t(σ(a_t)) + R_{t+1}(σ(a_t)), "
+             "R_{T+1} = 0, L = R_1(h_0); the losses before step t and h_{t−1} do not depend on the copies of steps ≥ t",
+             r"R_t(h)=\tfrac12\big(v_t\sigma(a_t)-z_t\big)^2+R_{t+1}\big(\sigma(a_t)\big)")
+    a_own = own[0] * h + own[1] * x1 + own[2]
+    Rt = ell(sigma(a_own), z1, own[3]) + R1(sigma(a_own), *later)
+    delta = b.step("δ_t = ∂/∂α [ℓ_t(σ(α)) + R_{t+1}(σ(α))] at α = a_t",
+                   sp.diff(ell(sigma(al), z1, own[3]) + R1(sigma(al), *later), al).subs(al, a_own))
+    h_t = sigma(a_own)
+    for th, target in zip(own, (delta * h, delta * x1, delta, (own[3] * h_t - z1) * h_t)):
+        g = b.step(f"∂R_t/∂{th} (= ∂L/∂{th}: nothing before step t uses it)", sp.diff(Rt, th))
+        b.obligation(f"own_gradient_{th}", sp.expand(g - target),
+                     description={own[0]: "∂L/∂w_t = δ_t h_{t−1}", own[1]: "∂L/∂u_t = δ_t x_t", own[2]: "∂L/∂b_t = δ_t",
+                                  own[3]: "∂L/∂v_t = (y_t − z_t) h_t"}[th])
+    tie = {**dict(zip(own, (w, u, bb, v))), **dict(zip(later, (w, u, bb, v)))}
+    for i, th in enumerate((w, u, bb, v)):
+        total = sp.diff(Rt.xreplace(tie), th)
+        parts = (sp.diff(Rt, own[i]) + sp.diff(Rt, later[i])).xreplace(tie)
+        rest = sp.diff(Rt, later[i]).xreplace(tie)
+        b.step(f"Tied {th}: ∂R_t/∂{later[i]} is (∂_{th} R_{{t+1}})(h_t)", rest)
+        b.obligation(f"tied_chain_rule_{th}", sp.expand(total - parts),
+                     description=f"d/d{th} R_t = ∂R_t/∂{own[i]} + ∂R_t/∂{later[i]} at tied copies (chain rule)")
+        b.obligation(f"later_part_is_next_cost_{th}", sp.expand(rest - R1p[i + 1](sigma(a_own.xreplace(tie)), w, u, bb, v)),
+                     description=f"∂R_t/∂{later[i]} = (∂_{th} R_{{t+1}})(h_t): the induction hypothesis applies to it")
+    # two steps: R_{t+1}(h') = ℓ_{t+1}(σ(a_{t+1})) + R_{t+2}(σ(a_{t+1})), tied copies
+    a_t = a_own.xreplace(tie)
+    a_next = w * sigma(a_t) + u * x2 + bb
+    delta_t = b.step("Tied, R_{t+1} unrolled one more step (R_{t+2} undefined): δ_t",
+                     sp.diff(ell(sigma(al), z1, v) + ell(sigma(w * sigma(al) + u * x2 + bb), z2, v)
+                             + R2(sigma(w * sigma(al) + u * x2 + bb), w, u, bb, v), al).subs(al, a_t))
+    delta_next = b.step("δ_{t+1} = ∂/∂α [ℓ_{t+1}(σ(α)) + R_{t+2}(σ(α))] at α = a_{t+1}",
+                        sp.diff(ell(sigma(al), z2, v) + R2(sigma(al), w, u, bb, v), al).subs(al, a_next))
+    A_, Dn = sp.symbols("A_t Delta_next")
+    rec = dsigma(A_) * (v * (v * sigma(A_) - z1) + w * Dn)
+    b.obligation("recursion", sp.expand(delta_t - rec.xreplace({A_: a_t, Dn: delta_next})),
+                 description="δ_t = σ'(a_t)(v(y_t − z_t) + w δ_{t+1}) for every t < T")
+    last = b.step("t = T: R_{T+1} = 0, δ_T", delta.xreplace(tie).replace(lambda e: isinstance(e, R1p[0]), lambda e: 0))
+    b.obligation("recursion_base", sp.expand(last - dsigma(a_t) * v * (v * sigma(a_t) - z1)),
+                 description="δ_T = σ'(a_T) v (y_T − z_T)")
+    # the indexed forms and the sum over symbolic T
+    dl, hb, ab, zb, xb = (sp.IndexedBase(nm) for nm in ("delta", "h", "a", "z", "x"))
+    rec_ix = b.step("The recursion in indexed form (σ(a_t) = h_t)",
+                    rec.xreplace({Dn: dl[t + 1], z1: zb[t]}).xreplace({sigma(A_): hb[t]}).xreplace({A_: ab[t]}))
+    last_ix = b.step("δ_T in indexed form", (dsigma(A_) * v * (v * sigma(A_) - z1)).xreplace({z1: zb[T]}).xreplace(
+        {sigma(A_): hb[T]}).xreplace({A_: ab[T]}))
+    G, g = sp.IndexedBase("G"), sp.IndexedBase("g")
+    b.assume("G_t = dR_t/dθ at h_{t−1} (tied θ), g_t = ∂L/∂θ_t: the tied chain rule reads G_t = g_t + G_{t+1}, and G_{T+1} = 0")
+    tele = b.step("Σ_{t=1}^{T} (G_t − G_{t+1}) telescopes", sp.Sum(G[t] - G[t + 1], (t, 1, T)).doit())
+    b.obligation("telescopes", tele - (G[1] - G[T + 1]), description="Σ_{t=1}^{T}(G_t − G_{t+1}) = G_1 − G_{T+1} for every T")
+    b.step("G_{T+1} = 0: dL/dθ = G_1 =", tele.xreplace({G[T + 1]: 0}))
+    total = b.step("= Σ_{t=1}^{T} (G_t − G_{t+1}), each term g_t by the tied chain rule",
+                   sp.Sum(G[t] - G[t + 1], (t, 1, T)).xreplace({G[t] - G[t + 1]: g[t]}))
+    tied = b.step("For θ = w: g_t = δ_t h_{t−1}", total.xreplace({g[t]: dl[t] * hb[t - 1]}))
+    facts = {"T": T, "t": t, "delta": dl, "h": hb, "a": ab, "z": zb, "x": xb, "symbols": (w, u, bb, v)}
+    result = {"tied": tied, "recursion": rec_ix, "last": last_ix}
+    fixed = derive_bptt_scalar(2)
+    b.inherit(fixed, "at_T2")
+    at = _bptt_at(result, facts, 2, fixed.facts["symbols"])
+    b.obligation("general_at_T2_equals_fixed", [at["tied"] - fixed.result["tied"]]
+                 + [a - f for a, f in zip(at["untied"], fixed.result["untied"])],
+                 description="the general recursion unrolled at T = 2 gives derive_bptt_scalar(2)'s tied and untied gradients")
+    for key, val in facts.items():
+        b.fact(key, val)
+    return b.done(result)
+
+
+def _bptt_at(result, facts, T: int, symbols=None):
+    """Unroll the general result at ``T`` steps with σ = tanh: ``{"tied", "untied"}`` in ``symbols``
+    ``(w, u, b, v, h0, xs, zs)``."""
+    w, u, bb, v = facts["symbols"]
+    if symbols is None:
+        h0 = sp.Symbol("h_0", real=True)
+        symbols = (w, u, bb, v, h0, sp.symbols(f"x_1:{T + 1}", real=True), sp.symbols(f"z_1:{T + 1}", real=True))
+    _, _, _, _, h0, xs, zs = symbols
+    Ts, t, dl, hb, ab, zb = (facts[k] for k in ("T", "t", "delta", "h", "a", "z"))
+    hv, av = {0: h0}, {}
+    for k in range(1, T + 1):
+        av[k] = w * hv[k - 1] + u * xs[k - 1] + bb
+        hv[k] = sigma(av[k])
+    state = {**{hb[k]: hv[k] for k in hv}, **{ab[k]: av[k] for k in av}, **{zb[k + 1]: zs[k] for k in range(T)}}
+    dv = {T: result["last"].xreplace({Ts: T}).xreplace(state)}
+    for k in range(T - 1, 0, -1):
+        dv[k] = result["recursion"].xreplace({t: k}).xreplace({**state, dl[k + 1]: dv[k + 1]})
+    ap = sp.Symbol("alpha")
+    tanh = {sigma: sp.Lambda(ap, sp.tanh(ap)), dsigma: sp.Lambda(ap, sp.diff(sp.tanh(ap), ap))}
+    terms = [result["tied"].function.xreplace({t: k}).xreplace({**state, dl[k]: dv[k]}) for k in range(1, T + 1)]
+    untied = tuple(e.subs(tanh).doit() for e in terms)
+    tied = _sz.instantiate(result["tied"], {Ts: T}).xreplace({**state, **{dl[k]: dv[k] for k in dv}}).subs(tanh).doit()
+    return {"tied": tied, "untied": untied, "symbols": symbols}
+
+
+@lru_cache(maxsize=None)
+def bptt_general_at(T: int):
+    """:func:`derive_bptt_general`'s gradient unrolled at ``T`` steps with σ = tanh, in the format of
+    :func:`derive_bptt_scalar`'s result: ``{"tied", "untied", "symbols"}`` with ``symbols`` =
+    ``(w, u, b, v, h0, xs, zs)``.
+
+    >>> r = bptt_general_at(1); r["tied"]
+    h_0*v*(1 - tanh(b + h_0*w + u*x_1)**2)*(v*tanh(b + h_0*w + u*x_1) - z_1)
+    """
+    D = derive_bptt_general()
+    return _bptt_at(D.result, D.facts, T)
