@@ -171,7 +171,7 @@ register(Claim(
     statement="",
     stated_statement=r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Lambda^{-2}\Lambda)+\tfrac1{N^2}\big(\|a\|^2_{\Lambda^{-2}\Lambda}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Lambda^{-2}\Lambda}+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Lambda^{-2}\Lambda}\big)",
     hypotheses=(
-        Hypothesis("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \mathbb E\,y^4<\infty,"
+        Hypothesis("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ \mathbb E\,y^4<\infty,"
                    r"\ a=\Lambda^{-1}\mathbb E[xy],\ \Sigma=\operatorname{Cov}(xy)",
                    "the test prompts: any joint law of (x, y) with Gaussian x and finite fourth moments",
                    necessary_note="part of the setting: a, Σ and min_w E(⟨w,x⟩ − y)² are moments of this law (the formula "
@@ -416,8 +416,8 @@ register(Claim(
         Clause("risk_vanishes", r"\lim_{N\to\infty}\lim_{M\to\infty}R_{N,M}=\lim_{M\to\infty}\lim_{N\to\infty}R_{N,M}=0",
                "derived_at", _LIM_EIGEN + " (the first order in the derivation, the second from the fixed-M limit)",
                ("derivation", "limits_vs_sympy")),
-        Clause("prediction_limit", r"\hat y\xrightarrow{N\to\infty}x_q^\top\Lambda^{-1}\big(\tfrac1M\textstyle\sum_{i\le M} x_ix_i^\top\big)w"
-               r"\xrightarrow{M\to\infty}x_q^\top w\ \text{a.s.}",
+        Clause("prediction_limit", r"\hat y\to x_q^\top\Lambda^{-1}\big(\tfrac1M\textstyle\sum_{i\le M} x_ix_i^\top\big)w\ (N\to\infty,\ M\text{ fixed})"
+               r"\to x_q^\top w\ (\text{then } M\to\infty,\ \text{a.s.})",
                "derived_at", "d = 2: Γ_∞ = Λ (so Γ_N⁻¹ → Λ⁻¹)", ("derivation", "limits_vs_sympy"),
                also=(("cited", "strong law of large numbers (Kolmogorov 1933): (1/M)Σ x_i x_iᵀ → Λ a.s.; an assumed step of the derivation"),)),
         Clause("shift", r"x'=cx:\ \lim_{N,M\to\infty}\hat y'/y'_q=c^2\ \text{(risk}\to(c^2-1)^2\,\mathbb E y_q'^2\text{, zero only at } c=1)",
