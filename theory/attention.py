@@ -1066,8 +1066,9 @@ def derive_causal_mask_general() -> Derivation:
     (:func:`theory.sizes.resolve_ranges` decides the ``Piecewise`` from the ranges), and
     ``e^{l − ∞} = 0``: the normaliser is ``Z_t = Σ_{σ=1}^{t} e^{l_tσ}``. Hence ``A_ts = 0`` for
     ``s > t``, ``Σ_s A_ts = 1`` (``Z_t`` pulled out, bound indices renamed), ``A_11 = 1``; the output
-    ``y_t = Σ_s A_ts v_s`` (scalar values) has ``∂y_t/∂v_u = 0`` and ``∂y_t/∂l_ru = 0`` for every
-    ``u ∈ [t + 1, T]`` (delta sums evaluated under the ranges).
+    ``y_t = Σ_s A_ts v_s`` (scalar values) has ``∂y_t/∂v_u = 0``, ``∂y_t/∂l_ru = 0`` (column ``u``) and
+    ``∂y_t/∂l_us = 0`` (row ``u``) for every ``u ∈ [t + 1, T]`` and every ``r, s`` (delta sums evaluated
+    under the ranges).
 
     Cross-check: :func:`derive_causal_mask` at ``T = 3`` is inherited (``at_T3.*``) and the general
     ``A`` specialised to ``T = 3`` (:func:`causal_mask_at`) equals its result. ``result``: ``A_ts``
@@ -1108,8 +1109,12 @@ def derive_causal_mask_general() -> Derivation:
     y = b.step("Split at t (split_at_t); A_ts on each piece", sp.Sum(A_low * v[s], (s, 1, t)) + sp.Sum(A_up * v[s], (s, t + 1, T)))
     fut = {u: (t + 1, T)}
     dv = b.step("∂y_t/∂v_u for u ∈ [t + 1, T] (delta sums evaluated)", _sz.eval_index_sums(sp.diff(y, v[u]), fut))
-    dl = b.step("∂y_t/∂l_ru for u ∈ [t + 1, T], any r", _sz.eval_index_sums(sp.diff(y, l[r, u]), fut))
-    b.obligation("blind_to_the_future", [dv, dl], description="no output depends on a later token's value or logits")
+    dl = b.step("∂y_t/∂l_ru for u ∈ [t + 1, T], any r (column u: the key of token u)", _sz.eval_index_sums(sp.diff(y, l[r, u]), fut))
+    kk = sp.Symbol("k", integer=True, nonnegative=True)
+    dq = b.step("∂y_t/∂l_us for a later row u = t + 1 + k (k ≥ 0), any s (row u: the query of token u)",
+                _sz.eval_index_sums(sp.diff(y, l[t + 1 + kk, r])))
+    b.obligation("blind_to_the_future", [dv, dl, dq],
+                 description="no output depends on a later token's value, key column or query row")
     A = b.step("A_ts for every (t, s)", sp.Piecewise((A_low, s <= t), (A_up, True)))
     facts = {"l": l, "v": v, "t": t, "s": s, "T": T, "Z_t": Zt, "A_11": a11}
     fixed = derive_causal_mask(3)

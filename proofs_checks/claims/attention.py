@@ -25,19 +25,32 @@ from proofs_checks.claims._attention_common import Resolved, _T, _maxabs, _np, _
 # form: {"softmax": logits(..., T) -> probs, "jacobian": probs(..., T) -> (..., T, T)}
 
 
+#: sizes at which the symbolic checks compare the form with the general (symbolic-T) closed forms
+_T_GENERAL = (2, 4, 5, 9)
+
+
 def _softmax_symbolic(form, ctx) -> CheckResult:
-    """The form's Jacobian agrees with the Jacobian SymPy differentiated from the definition."""
-    T = 4
-    d = ta.derive_softmax_simplex(T)
-    jac = sp.lambdify([d.facts["p_symbols"]], d.result, "numpy")
+    """The form's softmax and Jacobian agree with the closed forms SymPy derived for symbolic T
+    (ta.derive_softmax_simplex_general), specialised to T ∈ {2, 4, 5, 9}: S_t = e^{l_t}/Σ_τ e^{l_τ}
+    at logits of scale 3, S_t(δ_ts − S_s) at points of the simplex."""
     rng = ctx.rng()
-    P = rng.dirichlet(np.ones(T), size=32)
     R = Resolved()
-    for p in P:
-        R.pair("jacobian_vs_sympy", form["jacobian"](p), np.asarray(jac(p), dtype=float))
-    return R.result(8 * T * EPS, "float64 rounding: entries are products of two numbers in [0,1], a few ulps each",
-                    seeds=[ctx.seed_for()], sizes={"T": T, "points": len(P)},
-                    details={"forms_difference": str(d.facts["forms_difference"])})
+    forms_difference = {}
+    for T in _T_GENERAL:
+        l, p, soft, jac = ta.softmax_simplex_at(T)
+        f_soft, f_jac = sp.lambdify([l], soft, "numpy"), sp.lambdify([p], jac, "numpy")
+        L = rng.normal(scale=3.0, size=(16, T))
+        with np.errstate(all="ignore"):
+            got = form["softmax"](L)
+        R.pair(f"softmax_vs_sympy_T{T}", got, np.array([np.asarray(f_soft(row), dtype=float) for row in L]))
+        for P in rng.dirichlet(np.ones(T), size=8):
+            R.pair(f"jacobian_vs_sympy_T{T}", form["jacobian"](P), np.asarray(f_jac(P), dtype=float))
+        forms_difference[T] = "0 (specialised from the symbolic-T Jacobian)"
+    Tmax = max(_T_GENERAL)
+    return R.result(16 * Tmax * EPS, f"float64 rounding: a softmax entry divides exp(l_t) by a sum of T terms and a "
+                    f"Jacobian entry is a product of numbers in [0, 1] (a few ulps each); 16·T·eps at T = {Tmax}",
+                    seeds=[ctx.seed_for()], sizes={"T": list(_T_GENERAL), "logit draws per T": 16, "simplex points per T": 8},
+                    details={"closed_forms": "ta.derive_softmax_simplex_general, specialised by ta.softmax_simplex_at"})
 
 
 def _softmax_numeric(form, ctx) -> CheckResult:
@@ -88,20 +101,26 @@ register(Claim(
         Hypothesis("T_ge_2", r"T \ge 2", "at least two tokens (for the open interval)", counterexample=_softmax_T1),
     ),
     clauses=(
-        Clause("open_interval", r"S(l)_t=\frac{e^{l_t}}{\sum_\tau e^{l_\tau}}\in(0,1)", "derived_at", "T = 3",
-               ("derivation", "simplex_and_jacobian"), also=(("checked", "T = 7, logits up to ±750"),)),
-        Clause("sums_to_one", r"\sum_t S_t=1,\ S(l+c\mathbf 1)=S(l)", "derived_at", "T = 3",
-               ("derivation", "simplex_and_jacobian"), also=(("checked", "T = 7, logits up to ±750"),)),
+        Clause("open_interval", r"S(l)_t=\frac{e^{l_t}}{\sum_\tau e^{l_\tau}}\in(0,1)", "derived",
+               "every T ≥ 2 (symbolic T; S_t < 1 in the cases t = 1, t = T and 1 < t < T)", ("derivation", "simplex_and_jacobian"),
+               also=(("derived_at", "T = 3"), ("checked", "T = 7, logits up to ±750"))),
+        Clause("sums_to_one", r"\sum_t S_t=1,\ S(l+c\mathbf 1)=S(l)", "derived", "every T ≥ 1 (symbolic T)",
+               ("derivation", "jacobian_vs_sympy", "simplex_and_jacobian"),
+               also=(("derived_at", "T = 3"), ("checked", "T = 7, logits up to ±750; the form against the general closed "
+                                                         "form at T ∈ {2, 4, 5, 9}"))),
         Clause("jacobian", r"\partial S/\partial l=\operatorname{diag}(p)-pp^\top\succeq0,\ (\operatorname{diag}(p)-pp^\top)\mathbf 1=0",
-               "derived_at", "T = 3 (derivation), T = 4 (symbolic check)", ("derivation", "jacobian_vs_sympy", "simplex_and_jacobian"),
-               also=(("checked", "T = 7 against autograd"),)),
+               "derived", "every T ≥ 1 (symbolic T: entry S_t(δ_ts − S_s), null vector 1, xᵀJx a variance ≥ 0)",
+               ("derivation", "jacobian_vs_sympy", "simplex_and_jacobian"),
+               also=(("derived_at", "T = 3"), ("checked", "T = 7 against autograd; the form against the general closed form "
+                                                         "at T ∈ {2, 4, 5, 9}"))),
     ),
     source="lecture notes 000, 001, 003; Vaswani et al. (2017)",
     kind="identity",
     form={"softmax": na.softmax, "jacobian": na.softmax_jacobian},
-    derivation=lambda: ta.derive_softmax_simplex(3),
+    derivation=ta.derive_softmax_simplex_general,
     checks=(
-        Check("jacobian_vs_sympy", "symbolic", _softmax_symbolic, "form's Jacobian vs SymPy's derivative of the definition"),
+        Check("jacobian_vs_sympy", "symbolic", _softmax_symbolic,
+              "form's softmax and Jacobian vs the closed forms derived for symbolic T, at T ∈ {2, 4, 5, 9}"),
         Check("simplex_and_jacobian", "numeric", _softmax_numeric, "vs torch.softmax and autograd, logits up to ±750"),
     ),
     mutants=(
@@ -120,23 +139,31 @@ register(Claim(
 # form: attention(Q, K, V, *, scale=None) -> (..., N_q, D_v) rows
 
 
+#: (T, D_v) at which the symbolic check compares the form with the general closed form
+_TD_GENERAL = ((3, 2), (2, 1), (5, 3), (9, 4))
+
+
 def _convex_symbolic(form, ctx) -> CheckResult:
-    """The form's output row equals the derived y = Σ_t S(l)_t v_t (weights positive, summing to 1)."""
-    T, Dv, d = 3, 2, 4
-    der = ta.derive_convex_combination(T, Dv)
-    y_ref = sp.lambdify([der.facts["logits"], list(der.facts["values"])], der.result, "numpy")
+    """The form's output row equals y_j = Σ_t S(l)_t V_tj, derived for symbolic T and D_v
+    (ta.derive_convex_combination_general), specialised to (T, D_v) ∈ {(3, 2), (2, 1), (5, 3), (9, 4)}."""
+    d, B = 4, 16
     rng = ctx.rng()
-    B = 16
-    q, K, V = rng.normal(size=(B, 1, d)), rng.normal(size=(B, T, d)), rng.normal(size=(B, T, Dv))
-    L = (q @ _swap(K))[:, 0, :] / math.sqrt(d)  # the sdpa convention 1/√d_k
-    with np.errstate(all="ignore"):
-        Y = form(q, K, V)
-    ref = np.stack([np.asarray(y_ref(L[b], list(V[b].ravel())), dtype=float).reshape(1, Dv) for b in range(B)])
     R = Resolved()
-    R.pair("output_vs_sympy", Y, ref)
-    return R.result(16 * T * EPS * largest(1.0, _maxabs(V)), "float64 rounding of a T-term weighted sum (16·T·eps·max|V|)",
-                    seeds=[ctx.seed_for()], sizes={"T": T, "D_v": Dv, "d_k": d, "batch": B},
-                    details={"weights_sum": str(der.facts["weights_sum"]), "weights_positive": der.facts["weights_positive"]})
+    vmax = 1.0
+    for T, Dv in _TD_GENERAL:
+        l, Vs, y = ta.convex_combination_at(T, Dv)
+        y_ref = sp.lambdify([l, list(Vs)], y, "numpy")
+        q, K, V = rng.normal(size=(B, 1, d)), rng.normal(size=(B, T, d)), rng.normal(size=(B, T, Dv))
+        L = (q @ _swap(K))[:, 0, :] / math.sqrt(d)  # the sdpa convention 1/√d_k
+        with np.errstate(all="ignore"):
+            Y = form(q, K, V)
+        ref = np.stack([np.asarray(y_ref(L[b], list(V[b].ravel())), dtype=float).reshape(1, Dv) for b in range(B)])
+        R.pair(f"output_vs_sympy_T{T}_Dv{Dv}", Y, ref)
+        vmax = largest(vmax, _maxabs(V))
+    Tmax = largest(T for T, _ in _TD_GENERAL)
+    return R.result(16 * Tmax * EPS * vmax, f"float64 rounding of a T-term weighted sum (16·T·eps·max(1, max|V|), T = {Tmax})",
+                    seeds=[ctx.seed_for()], sizes={"(T, D_v)": list(_TD_GENERAL), "d_k": d, "batch": B},
+                    details={"closed_form": "ta.derive_convex_combination_general, specialised by ta.convex_combination_at"})
 
 
 def _attention_inputs(ctx, B, T, d, Dv, logit_scale=1.0):
@@ -207,20 +234,25 @@ register(Claim(
                    "(∞/∞) or for no key at all; for every finite input the weights are positive and sum to 1"),
     ),
     clauses=(
-        Clause("weights_simplex", r"a_{ts}=S(q_tK^\top/\sqrt{d_k})_s>0,\ \sum_s a_{ts}=1", "derived_at", "T = 3, D_v = 2",
-               ("derivation", "output_vs_sympy"), also=(("checked", "T = 3, D_v = 2, d_k = 4 against the derived row"),)),
-        Clause("in_hull", r"y_t=\sum_s a_{ts}v_s\in\operatorname{conv}\{v_1,\dots,v_T\}", "derived_at", "T = 3, D_v = 2",
-               ("derivation", "in_hull_lp", "matches_sdpa"),
-               also=(("checked", "LP distance with a certified convex combination for (T, D_v) = (1, 3), (5, 6), "
+        Clause("weights_simplex", r"a_{ts}=S(q_tK^\top/\sqrt{d_k})_s>0,\ \sum_s a_{ts}=1", "derived",
+               "every T ≥ 1 (symbolic T)", ("derivation", "output_vs_sympy"),
+               also=(("derived_at", "T = 3, D_v = 2"),
+                     ("checked", "(T, D_v) ∈ {(3, 2), (2, 1), (5, 3), (9, 4)}, d_k = 4 against the general derived row"))),
+        Clause("in_hull", r"y_t=\sum_s a_{ts}v_s\in\operatorname{conv}\{v_1,\dots,v_T\}", "derived",
+               "every T ≥ 1 and D_v ≥ 1 (symbolic T, D_v: y_j = Σ_t a_t V_tj with simplex weights; each coordinate "
+               "between the column's bounds)", ("derivation", "in_hull_lp", "matches_sdpa"),
+               also=(("derived_at", "T = 3, D_v = 2"),
+                     ("checked", "LP distance with a certified convex combination for (T, D_v) = (1, 3), (5, 6), "
                       "(8, 3), (4, 5) incl. logits ×30 (near one-hot), every row of 3/8/32 batches; "
-                      "the form equals torch sdpa at T = 6, D_v = 5"),)),
+                      "the form equals torch sdpa at T = 6, D_v = 5"))),
     ),
     source="lecture notes 000 (stage 1, 'convex combo of tokens'); lecture notes 003 eq. (2); Vaswani et al. (2017)",
     kind="theorem",
     form=na.attention,
-    derivation=lambda: ta.derive_convex_combination(3, 2),
+    derivation=ta.derive_convex_combination_general,
     checks=(
-        Check("output_vs_sympy", "symbolic", _convex_symbolic, "form vs the derived Σ_t S(l)_t v_t"),
+        Check("output_vs_sympy", "symbolic", _convex_symbolic,
+              "form vs Σ_t S(l)_t V_tj derived for symbolic T, D_v, at (T, D_v) ∈ {(3, 2), (2, 1), (5, 3), (9, 4)}"),
         Check("in_hull_lp", "numeric", _convex_lp, "LP (SciPy HiGHS) distance of every output row to conv(value rows)"),
         Check("matches_sdpa", "numeric", _convex_vs_sdpa, "vs torch.nn.functional.scaled_dot_product_attention", uses_device=False),
     ),
@@ -245,23 +277,24 @@ register(Claim(
 
 
 def _causal_symbolic(form, ctx) -> CheckResult:
-    """The form's A equals the derived S(L + M) (lower-triangular, rows sum to 1)."""
-    T, d = 4, 3
-    der = ta.derive_causal_mask(T)
-    L_sym = der.facts["logits"]
-    A_ref = sp.lambdify([list(L_sym)], der.result, "numpy")
+    """The form's A equals S(L + M) derived for symbolic T (ta.derive_causal_mask_general:
+    A_ts = e^{l_ts}/Σ_{σ≤t} e^{l_tσ} for s ≤ t, 0 above), specialised to T ∈ {2, 4, 5, 9}."""
+    d, B = 3, 12
     rng = ctx.rng()
-    B = 12
-    Q, K, V = rng.normal(size=(B, T, d)), rng.normal(size=(B, T, d)), rng.normal(size=(B, T, 2))
-    L = _scaled_logits(Q, K)
-    with np.errstate(all="ignore"):
-        _, A = form(Q, K, V)
-    ref = np.stack([np.asarray(A_ref(list(L[b].ravel())), dtype=float) for b in range(B)])
     R = Resolved()
-    R.pair("weights_vs_sympy", A, ref)
-    return R.result(8 * T * EPS, "float64 rounding of a T-term softmax (8·T·eps)",
-                    seeds=[ctx.seed_for()], sizes={"T": T, "d_k": d, "batch": B},
-                    details={"derived_future_derivatives": "all 0", "derived_row_sums": "all 1"})
+    for T in _T_GENERAL:
+        L_sym, A_sym = ta.causal_mask_at(T)
+        A_ref = sp.lambdify([list(L_sym)], A_sym, "numpy")
+        Q, K, V = rng.normal(size=(B, T, d)), rng.normal(size=(B, T, d)), rng.normal(size=(B, T, 2))
+        L = _scaled_logits(Q, K)
+        with np.errstate(all="ignore"):
+            _, A = form(Q, K, V)
+        R.pair(f"weights_vs_sympy_T{T}", A, np.stack([np.asarray(A_ref(list(L[b].ravel())), dtype=float) for b in range(B)]))
+    Tmax = max(_T_GENERAL)
+    return R.result(8 * Tmax * EPS, f"float64 rounding of a T-term softmax (8·T·eps, T = {Tmax})",
+                    seeds=[ctx.seed_for()], sizes={"T": list(_T_GENERAL), "d_k": d, "batch": B},
+                    details={"closed_form": "ta.derive_causal_mask_general (symbolic T), specialised by ta.causal_mask_at",
+                             "derived_future_derivatives": "0 for every u > t", "derived_row_sums": "1 for every t"})
 
 
 def _causal_structure(form, ctx) -> CheckResult:
@@ -397,22 +430,27 @@ register(Claim(
                    counterexample=_causal_mixed_values),
     ),
     clauses=(
-        Clause("lower_triangular", r"A=S(QK^\top/\sqrt{d_k}+M):\ A_{ts}=0\ (s>t)", "derived_at", "T = 3",
+        Clause("lower_triangular", r"A=S(QK^\top/\sqrt{d_k}+M):\ A_{ts}=0\ (s>t)", "derived",
+               "every T ≥ 1 (symbolic T, t, s ∈ [1, T]: the mask resolved from the index ranges)",
                ("derivation", "weights_vs_sympy", "structure_and_future"),
-               also=(("checked", "T = 4 (vs the derivation), T = 7 and T = 6 (vs torch's mask, sdpa is_causal)"),)),
-        Clause("row_stochastic", r"\sum_sA_{ts}=1\ \text{for every }t\text{ (so }A_{11}=1,\ y_1=v_1)", "derived_at", "T = 3",
-               ("derivation", "weights_vs_sympy", "structure_and_future"), also=(("checked", "T = 4, 6, 7, every row"),)),
-        Clause("blind_to_future", r"\partial y_t/\partial x_s=0\ (s>t)", "derived_at",
-               "T = 3 (∂y_t/∂v_s and ∂y_t/∂l_us for s > t, scalar values)", ("derivation", "structure_and_future"),
-               also=(("checked", "T = 7, d_k = 4, D_v = 3: every t, every later token's q, k, v replaced by draws of "
-                      "scale 100"),)),
+               also=(("derived_at", "T = 3"),
+                     ("checked", "T ∈ {2, 4, 5, 9} (vs the general derivation), T = 7 and T = 6 (vs torch's mask, sdpa is_causal)"))),
+        Clause("row_stochastic", r"\sum_sA_{ts}=1\ \text{for every }t\text{ (so }A_{11}=1,\ y_1=v_1)", "derived",
+               "every T ≥ 1, every row t (symbolic T, t)", ("derivation", "weights_vs_sympy", "structure_and_future"),
+               also=(("derived_at", "T = 3"), ("checked", "T ∈ {2, 4, 5, 6, 7, 9}, every row"))),
+        Clause("blind_to_future", r"\partial y_t/\partial x_s=0\ (s>t)", "derived",
+               "every T ≥ 1, t and u > t (symbolic; scalar values: ∂y_t/∂v_u, ∂y_t/∂l_ru (column u) and ∂y_t/∂l_us "
+               "(row u) vanish; with token-wise q, k, v, x_u enters y_t only through them)", ("derivation", "structure_and_future"),
+               also=(("derived_at", "T = 3"),
+                     ("checked", "T = 7, d_k = 4, D_v = 3: every t, every later token's q, k, v replaced by draws of "
+                      "scale 100"))),
     ),
     source="lecture notes 001 (masked self-attention table); lecture notes 004 ('masked self-attention layer'); Vaswani et al. (2017)",
     kind="theorem",
     form=na.causal_attention,
-    derivation=lambda: ta.derive_causal_mask(3),
+    derivation=ta.derive_causal_mask_general,
     checks=(
-        Check("weights_vs_sympy", "symbolic", _causal_symbolic, "form's A vs the derived S(L + M)"),
+        Check("weights_vs_sympy", "symbolic", _causal_symbolic, "form's A vs S(L + M) derived for symbolic T, at T ∈ {2, 4, 5, 9}"),
         Check("structure_and_future", "numeric", _causal_structure, "triangular, row sums, torch's mask support, future tokens replaced"),
         Check("matches_torch", "numeric", _causal_vs_sdpa, "vs sdpa(is_causal=True) and MultiheadAttention(attn_mask)", uses_device=False),
     ),
@@ -806,29 +844,38 @@ register(Claim(
 # form: {"concat", "sum", "concat_to_sum", "from_torch", "concat_width"}
 
 
+#: (N, D, D_v, M) at which the symbolic check compares the forms with the general closed form
+_MHSA_SIZES = ((2, 2, 1, 2), (3, 2, 2, 3), (4, 3, 2, 2), (2, 3, 1, 4))
+
+
 def _mhsa_symbolic(form, ctx) -> CheckResult:
-    """Concat and sum forms vs the map SymPy proved equal (N=2, D=2, K=1, M=2); width vs M·D_v."""
-    N, D, K, M = 2, 2, 1, 2
-    der = ta.derive_mhsa_sum_concat(N, D, K, M)
-    sy = der.facts["symbols"]
-    args = [list(sy["X"])] + [list(w) for w in sy["W_Q"] + sy["W_K"] + sy["W_V"]] + [list(sy["W_O"])]
-    f = sp.lambdify(args, der.result, "numpy")
+    """Concat and sum forms vs Σ_h S(X W_Q,h (X W_K,h)ᵀ) X W_V,h P_h, derived for symbolic N, D, D_v and
+    every M (ta.derive_mhsa_sum_concat_general), specialised to (N, D, D_v, M) ∈ {(2, 2, 1, 2),
+    (3, 2, 2, 3), (4, 3, 2, 2), (2, 3, 1, 4)}; width vs the derived Σ_h D_v."""
     rng = ctx.rng()
     R = Resolved()
-    for _ in range(8):
-        X = rng.normal(size=(N, D))
-        Wq, Wk, Wv = rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K))
-        Wo = rng.normal(size=(M * K, D))
-        ref = np.asarray(f(list(X.ravel()), *[list(w.ravel()) for w in (*Wq, *Wk, *Wv)], list(Wo.ravel())), dtype=float)
-        with np.errstate(all="ignore"):
-            R.pair("concat", form["concat"](X, Wq, Wk, Wv, Wo, scale=1.0), ref)
-            R.pair("sum", _swap(form["sum"](X.T, *form["concat_to_sum"](Wq, Wk, Wv, Wo))), ref)
-    width = der.facts["width"]
+    for N, D, K, M in _MHSA_SIZES:
+        sy, out = ta.mhsa_sum_concat_at(N, D, K, M)
+        args = [list(sy["X"])] + [list(w) for w in sy["W_Q"] + sy["W_K"] + sy["W_V"]] + [list(sy["W_O"])]
+        f = sp.lambdify(args, out, "numpy", cse=True)
+        for _ in range(4):
+            X = rng.normal(size=(N, D))
+            Wq, Wk, Wv = rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K))
+            Wo = rng.normal(size=(M * K, D))
+            ref = np.asarray(f(list(X.ravel()), *[list(w.ravel()) for w in (*Wq, *Wk, *Wv)], list(Wo.ravel())), dtype=float)
+            label = f"N{N}_D{D}_Dv{K}_M{M}"
+            with np.errstate(all="ignore"):
+                R.pair(f"concat_{label}", form["concat"](X, Wq, Wk, Wv, Wo, scale=1.0), ref, div="ref1")
+                R.pair(f"sum_{label}", _swap(form["sum"](X.T, *form["concat_to_sum"](Wq, Wk, Wv, Wo))), ref, div="ref1")
+    width = ta.derive_mhsa_sum_concat_general().facts["width"]
     wsyms = {s.name: s for s in width.free_symbols}
     R.prop("width", largest(abs(int(form["concat_width"](m, dv)) - int(width.subs({wsyms["M"]: m, wsyms["D_v"]: dv})))
                             for m in (1, 2, 3, 8) for dv in (1, 4, 7)), "difference of the concatenation width (an integer)")
-    return R.result(256 * EPS, "float64 rounding of O(1) sums at N = 2 (256·eps); the width is an exact integer",
-                    seeds=[ctx.seed_for()], sizes={"N": N, "D": D, "K": K, "M": M, "trials": 8})
+    terms = largest(N + M * K * D for N, D, K, M in _MHSA_SIZES)
+    return R.result(16 * terms * EPS, f"float64 rounding of sums of at most N + M·D_v·D = {terms} terms, relative to "
+                    "max(1, max|ref|) (16·(N + M·D_v·D)·eps); the width is an exact integer",
+                    seeds=[ctx.seed_for()], sizes={"(N, D, D_v, M)": list(_MHSA_SIZES), "trials per size": 4},
+                    details={"closed_form": "ta.derive_mhsa_sum_concat_general, specialised by ta.mhsa_sum_concat_at"})
 
 
 def _mhsa_vs_torch(form, ctx) -> CheckResult:
@@ -927,10 +974,13 @@ register(Claim(
     ),
     clauses=(
         Clause("sum_equals_concat", r"\Big(\sum_{h=1}^M U_{p,h}U_{v,h}X_cA_h\Big)^\top=\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}",
-               "derived_at", "block identity Concat(H)·[P_h] = Σ_h H_h P_h for symbolic N, D_v, D at M = 3; the full "
-               "layer with softmax heads at N = 2, D = 2, K = 1, M = 2", ("derivation", "forms_vs_sympy", "vs_torch_mha"),
-               also=(("checked", "N = 2, D = 2, K = 1, M = 2 (8 draws); N = 5 with (E, heads) ∈ {(8, 2), (12, 3), (6, 6), "
-                      "(5, 1)}, plus (16, 4), (24, 8) at default/full size"),)),
+               "derived", "symbolic N, D, D_v (matrix symbols) and every M ≥ 1 by induction on M (base and step by "
+               "block_collapse; the number of blocks of each BlockMatrix is a Python integer: 1, 2 and the step's 2 blocks "
+               "of symbolic width M·D_v, plus M = 2, 3 explicitly)", ("derivation", "forms_vs_sympy", "vs_torch_mha"),
+               also=(("derived_at", "the full layer with explicit softmax heads at N = 2, D = 2, D_v = 1, M = 2"),
+                     ("checked", "(N, D, D_v, M) ∈ {(2, 2, 1, 2), (3, 2, 2, 3), (4, 3, 2, 2), (2, 3, 1, 4)} against the "
+                      "general form (4 draws each); N = 5 with (E, heads) ∈ {(8, 2), (12, 3), (6, 6), (5, 1)}, plus (16, 4), "
+                      "(24, 8) at default/full size"))),
         Clause("concat_width", r"\operatorname{Concat}\in\mathbb R^{N\times MD_v}", "derived", "every M (symbolic Σ_h D_v)",
                ("derivation", "forms_vs_sympy", "vs_torch_mha"),
                also=(("checked", "M ∈ {1, 2, 3, 8}, D_v ∈ {1, 4, 7}; torch out_proj.in_features"),)),
@@ -941,9 +991,10 @@ register(Claim(
     source="lecture notes 000 (MHSA), lecture notes 003 §2.2, lecture notes 001 (width n·d_h); torch.nn.MultiheadAttention",
     kind="identity",
     form=_MHSA_FORM,
-    derivation=lambda: ta.derive_mhsa_sum_concat(2, 2, 1, 2),
+    derivation=ta.derive_mhsa_sum_concat_general,
     checks=(
-        Check("forms_vs_sympy", "symbolic", _mhsa_symbolic, "both forms vs the SymPy-proved map; width vs Σ_h D_v"),
+        Check("forms_vs_sympy", "symbolic", _mhsa_symbolic,
+              "both forms vs the map derived for symbolic N, D, D_v and every M, at four sizes; width vs Σ_h D_v"),
         Check("vs_torch_mha", "numeric", _mhsa_vs_torch, "vs torch.nn.MultiheadAttention through the weight mapping", uses_device=False),
     ),
     mutants=(
