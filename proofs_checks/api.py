@@ -30,9 +30,39 @@ def _as_value_errors():
         raise InputError(" ".join(exc.format_message().split())) from None
 
 
+def _keywords(fn_name: str, kwargs: dict, target) -> None:
+    """Unknown keyword arguments: an :class:`~theory.validation.InputError` naming the known ones."""
+    import inspect
+
+    from theory.validation import InputError
+
+    known = [p for p in inspect.signature(target).parameters if p not in ("obj", "label", "patterns", "module")]
+    unknown = sorted(set(kwargs) - set(known))
+    if unknown:
+        raise InputError(f"{fn_name}: unknown keyword argument{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(map(repr, unknown))} (known: {', '.join(known)})")
+
+
+def _flag(fn_name: str, name: str, value) -> None:
+    """A bool keyword must be a bool (``causal="no"`` is not ``True``)."""
+    import numpy as np
+
+    from theory.validation import InputError
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{fn_name}: {name} must be True or False, got {value!r}")
+
+
+def _isolation(fn_name: str, isolate, timeout):
+    from proofs_checks.sanity._isolate import finite_timeout
+
+    _flag(fn_name, "isolate", isolate)
+    return finite_timeout(timeout, "timeout")
+
+
 def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
                     dtype: str = "float64", device: str = "cpu", positional: str | bool = "none", seed: int = 0,
-                    **kwargs):
+                    isolate: bool = True, timeout: float | None = None, **kwargs):
     """``tverify check attention`` on ``obj`` (a module, class, factory or function mapping
     ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention` and
     ``docs/check-attention.md``). Returns a :class:`~proofs_checks.sanity._common.SanityResult` whose
@@ -41,7 +71,14 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
     ``rope_base``, ``rope_dims``, ``rope_convention``, ``softcap``, ``kv_heads``,
     ``compute_dtype``, ``seq_len`` ("1,5,300"), ``mode`` (quick, default, full), ``mapping`` (a
     function of the module returning its weights, or that dict), ``against`` (a second
-    implementation), ``mask_convention``, ``max_memory``.
+    implementation), ``mask_convention``, ``max_memory``, ``progress``.
+
+    ``obj`` (and ``mapping``, ``against``) run in a child process (copied there with cloudpickle;
+    :mod:`proofs_checks.sanity._isolate`): if it ends that process (``os._exit``, a signal, a crash),
+    passes ``timeout`` seconds or the memory limit (``max_memory`` GB), this raises
+    :class:`~theory.validation.InputError` (one line) — never a result. ``isolate=False`` runs it in
+    this process instead (for a debugger), without that protection. Figures are drawn only by the
+    command's ``--report``.
 
         >>> import torch
         >>> class Attn(torch.nn.Module):
@@ -59,15 +96,27 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
     from proofs_checks.sanity.attention import run_attention
 
     with _as_value_errors():
-        return run_attention(obj, causal=causal, heads=heads, dim=dim, dtype=dtype, device=device,
-                             positional=positional, seed=seed, label="obj", **kwargs)
+        _keywords("check_attention", kwargs, run_attention)
+        _flag("check_attention", "causal", causal)
+        timeout = _isolation("check_attention", isolate, timeout)
+        args = dict(causal=bool(causal), heads=heads, dim=dim, dtype=dtype, device=device, positional=positional,
+                    seed=seed, label="obj", **kwargs)
+        if not isolate:
+            return run_attention(obj, **args)
+        from proofs_checks.sanity import _isolate
+
+        payload = _isolate.run_isolated("attention", {}, label="obj", what="check_attention",
+                                        obj={"obj": obj, "kwargs": args}, timeout=timeout,
+                                        max_memory=kwargs.get("max_memory"), progress=bool(kwargs.get("progress")))
+        return _isolate.sanity_result(payload)
 
 
 def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
-                    seed: int = 0, device: str = "cpu", **kwargs):
+                    seed: int = 0, device: str = "cpu", isolate: bool = True, timeout: float | None = None, **kwargs):
     """``tverify check icl --model``: which in-context algorithm ``obj`` computes (delegates to
     :func:`proofs_checks.sanity.icl.check_icl_model`; see there for ``layout`` and the extra keyword
-    arguments such as ``mode``).
+    arguments such as ``mode``). ``obj`` runs in a child process, as in :func:`check_attention`
+    (``isolate``, ``timeout``).
 
         >>> import torch
         >>> def least_squares(xs, ys, xq):
@@ -80,12 +129,24 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
     from proofs_checks.sanity.icl import check_icl_model as _check
 
     with _as_value_errors():
-        return _check(obj, lambdas=lambdas, N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, **kwargs)
+        _keywords("check_icl_model", kwargs, _check)
+        timeout = _isolation("check_icl_model", isolate, timeout)
+        args = dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, **kwargs)
+        if not isolate:
+            return _check(obj, lambdas=lambdas, **args)
+        from proofs_checks.sanity import _isolate
+
+        payload = _isolate.run_isolated("icl", {}, label="obj", what="check_icl_model",
+                                        obj={"obj": obj, "lambdas": lambdas, "kwargs": args}, timeout=timeout,
+                                        max_memory=kwargs.get("max_memory"), progress=bool(kwargs.get("progress")))
+        return _isolate.icl_result(payload)
 
 
-def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0):
+def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, isolate: bool = True,
+                   timeout: float | None = None):
     """``tverify check hopfield``: ``patterns`` an ``(N, d)`` array (or a ``.npy``/``.pt`` path), the
-    modern Hopfield update at ``beta`` or your ``module`` (``f(xi, patterns, beta)`` or ``f(xi)``).
+    modern Hopfield update at ``beta`` or your ``module`` (``f(xi, patterns, beta)`` or ``f(xi)``),
+    which runs in a child process as in :func:`check_attention` (``isolate``, ``timeout``).
 
         >>> import numpy as np
         >>> P = np.sign(np.random.default_rng(0).normal(size=(6, 16)))
@@ -98,10 +159,26 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
 
     with _as_value_errors():
+        timeout = _isolation("check_hopfield", isolate, timeout)
         if isinstance(patterns, (str, bytes)) or hasattr(patterns, "__fspath__"):
             patterns = load_patterns(str(patterns), "patterns")
         name = getattr(module, "__name__", type(module).__name__) if module is not None else None
-        return run_hopfield(patterns, beta=beta, module=module, seed=seed, label="module", name=name)
+        if module is None or not isolate:
+            return run_hopfield(patterns, beta=beta, module=module, seed=seed, label="module", name=name)
+        import numpy as np
+
+        from proofs_checks.sanity import _isolate
+        from theory.validation import InputError
+
+        try:
+            P = np.asarray(patterns, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"patterns: need a finite (N, d) array of numbers: {exc}") from None
+        payload = _isolate.run_isolated("hopfield", {}, label="module", what="check_hopfield", arrays={"patterns": P},
+                                        obj={"module": module, "kwargs": dict(beta=beta, seed=seed, label="module",
+                                                                               name=name)},
+                                        timeout=timeout)
+        return _isolate.sanity_result(payload)
 
 
 def _instance(data):

@@ -12,7 +12,7 @@ import click
 from proofs_checks.options import UsageError
 from proofs_checks.sanity._verdict import Verdict, _jsonable
 
-__all__ = ["json_path_option", "check_options", "check_json_target", "emit"]
+__all__ = ["json_path_option", "check_options", "check_json_target", "emit", "timeout_option"]
 
 
 def _remember_force(ctx, param, value):
@@ -86,6 +86,20 @@ def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | No
         _write_json(json_path, doc)
     sys.stdout.flush()
     raise SystemExit(verdict.exit_code)
+
+
+def _timeout(ctx, param, value):
+    from proofs_checks.sanity._isolate import finite_timeout
+
+    return finite_timeout(value, "--timeout")
+
+
+def timeout_option(f):
+    """``--timeout SECONDS``: stop the process running the user's code after that long (one line,
+    exit 2); see :mod:`proofs_checks.sanity._isolate`."""
+    return click.option("--timeout", "timeout", type=float, default=None, metavar="SECONDS", callback=_timeout,
+                        help="Stop the check (and your code, which runs in its own process) after SECONDS: one line, "
+                             "exit 2. Default: no limit; a line on stderr every few seconds while it runs.")(f)
 
 
 def check_options(f):
@@ -304,6 +318,15 @@ def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:
 
             (tmp / "figures").mkdir()
             for name, make in result.figures.items():
+                if isinstance(make, (str, Path)):  # drawn by the check's own process (proofs_checks.sanity._isolate)
+                    import shutil
+
+                    try:
+                        shutil.copyfile(make, tmp / "figures" / f"{name}.png")
+                        figs.append(name)
+                    except OSError as exc:
+                        result.lines.append(f"(figure {name} not copied: {exc.strerror or exc})")
+                    continue
                 try:
                     fig = make()
                     fig.savefig(tmp / "figures" / f"{name}.png", dpi=100, bbox_inches="tight")

@@ -49,7 +49,7 @@ import click
 
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          report_option)
+                                          report_option, timeout_option)
 from proofs_checks.sanity._verdict import Verdict
 
 __all__ = ["command", "run_attention", "instantiate", "model_dim", "attention_verdict", "parse_window",
@@ -832,10 +832,11 @@ def _hints(probe, props, st, mp, alts, hints):
 @click.option("--against", "against_spec", default=None, metavar="FILE.py:NAME",
               help="Differential mode: compare with a second implementation on the same probes, forward and backward.")
 @report_option
+@timeout_option
 @check_options
 def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_convention, softcap, heads, kv_heads,
-            dim, dtype, compute_dtype, seq_len, mapping_spec, mask_convention, against_spec, report_dir, seed, device,
-            mode, json_path, max_memory, no_progress):
+            dim, dtype, compute_dtype, seq_len, mapping_spec, mask_convention, against_spec, report_dir, timeout, seed,
+            device, mode, json_path, max_memory, no_progress):
     """Properties of your self-attention against softmax attention on its own weights with the
     declared structure (causal, window, RoPE/ALiBi/positions, softcap), over several sequence
     lengths, forward and backward, with tolerances by precision: ok (exit 0), the violated
@@ -854,20 +855,36 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
         require_device(device, False)
     except UsageError:
         raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    ctx = click.get_current_context()
+    rope_given = [o for o, p in (("--rope-base", "rope_base"), ("--rope-dims", "rope_dims"),
+                                 ("--rope-convention", "rope_convention"))
+                  if ctx.get_parameter_source(p) not in (None, click.core.ParameterSource.DEFAULT)]
+    if rope_given and positional != "rope":
+        raise UsageError(f"{'/'.join(rope_given)} set the rotary embedding: they need --positional rope (the "
+                         f"declared scheme is {positional}); nothing was run")
+    if rope_dims is not None and rope_dims % 2:
+        raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
     win = parse_window(window, causal)
     lengths = parse_lengths(seq_len)
-    from proofs_checks.sanity._loader import load_object
+    from proofs_checks.sanity._loader import _split
 
-    obj = load_object(module_spec, "--module")
-    hook = load_object(mapping_spec, "--mapping") if mapping_spec else None
-    if hook is not None and not callable(hook):
-        raise UsageError(f"--mapping: {mapping_spec} is a {type(hook).__name__}, not a function")
-    against = load_object(against_spec, "--against") if against_spec else None
+    _split(module_spec, "--module")
+    for spec, opt in ((mapping_spec, "--mapping"), (against_spec, "--against")):
+        if spec:
+            _split(spec, opt)
     name = module_spec.rpartition(":")[2]
-    result = run_attention(obj, causal=causal, heads=heads, dim=dim, dtype=dtype, device=device, positional=positional,
-                           seed=seed, mode=mode, name=name, window=win, softcap=softcap, rope_base=rope_base,
-                           rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
-                           compute_dtype=compute_dtype, seq_len=lengths, mapping=hook, against=against,
-                           max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention)
-    result.doc["inputs"]["module"] = module_spec
-    finish(result, json_path, report_dir)
+    kwargs = dict(causal=causal, heads=heads, dim=dim, dtype=dtype, device=device, positional=positional, seed=seed,
+                  mode=mode, name=name, window=list(win) if win else None, softcap=softcap, rope_base=rope_base,
+                  rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads, compute_dtype=compute_dtype,
+                  seq_len=lengths, max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention)
+    from proofs_checks.sanity import _isolate
+
+    payload = _isolate.run_isolated("attention", {"kwargs": kwargs, "module_spec": module_spec,
+                                                  "mapping_spec": mapping_spec, "against_spec": against_spec},
+                                    label="--module", what=f"check attention {name}", timeout=timeout,
+                                    max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
+    result = _isolate.sanity_result(payload)
+    try:
+        finish(result, json_path, report_dir)
+    finally:
+        _isolate.cleanup(result)

@@ -36,7 +36,7 @@ import numpy as np
 
 from proofs_checks.options import UsageError
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          properties_verdict, report_option)
+                                          properties_verdict, report_option, timeout_option)
 
 __all__ = ["command", "load_patterns", "run_hopfield", "capacity_estimate"]
 
@@ -470,9 +470,10 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
               help="The precision your --module computes in (default: probed from its output); its error is judged "
                    "against 2 × the error of the modern update itself computed in that precision.")
 @report_option
+@timeout_option
 @check_options
-def command(patterns_path, beta, module_spec, compute_dtype, report_dir, seed, device, mode, json_path, max_memory,
-            no_progress):
+def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout, seed, device, mode, json_path,
+            max_memory, no_progress):
     """Separation, the Theorem-5 one-step retrieval bound next to the measured error, energy along
     the update, fixed points and a capacity estimate for your patterns: ok (exit 0) or the
     violated properties named (exit 1).
@@ -500,14 +501,26 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, seed, d
         guards.Progress("check hopfield").note(
             f"estimated up to ≈ {guards.fmt_seconds(est)} for {P.shape[0]} patterns in d = {P.shape[1]} "
             f"(≈ {guards.fmt_bytes(estimate_bytes(*P.shape))} of memory)")
-    obj, name = None, None
-    if module_spec:
-        from proofs_checks.sanity._loader import load_object
-
-        obj = load_object(module_spec, "--module")
-        name = module_spec.rpartition(":")[2]
-    if compute_dtype is not None and obj is None:
+    if compute_dtype is not None and not module_spec:
         raise UsageError("--compute-dtype goes with --module (the built-in update computes in float64)")
-    result = run_hopfield(P, beta=beta, module=obj, seed=seed, name=name, compute_dtype=compute_dtype)
-    result.doc["inputs"]["patterns"] = patterns_path
-    finish(result, json_path, report_dir)
+    if timeout is not None and not module_spec:
+        raise UsageError("--timeout limits the process that runs your --module; without --module nothing of yours runs")
+    if not module_spec:
+        result = run_hopfield(P, beta=beta, module=None, seed=seed, compute_dtype=compute_dtype)
+        result.doc["inputs"]["patterns"] = patterns_path
+        finish(result, json_path, report_dir)
+    from proofs_checks.sanity import _isolate
+    from proofs_checks.sanity._loader import _split
+
+    _split(module_spec, "--module")
+    name = module_spec.rpartition(":")[2]
+    payload = _isolate.run_isolated(
+        "hopfield", {"kwargs": dict(beta=beta, seed=seed, name=name, compute_dtype=compute_dtype),
+                     "module_spec": module_spec, "patterns_path": patterns_path},
+        label="--module", what=f"check hopfield {name}", arrays={"patterns": P}, timeout=timeout,
+        max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
+    result = _isolate.sanity_result(payload)
+    try:
+        finish(result, json_path, report_dir)
+    finally:
+        _isolate.cleanup(result)

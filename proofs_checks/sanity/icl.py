@@ -38,7 +38,7 @@ from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.parsing import as_numeric_array, parse_spd
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          report_option)
+                                          report_option, timeout_option)
 from proofs_checks.sanity._verdict import Z_SIGMA, Verdict, compare_seed_mean
 from theory import icl as ti
 from theory.validation import InputError
@@ -271,9 +271,10 @@ def _weights_verdict(meas: dict, tol: float) -> Verdict:
 @click.option("--noise", type=click.FloatRange(min=0), default=0.0, show_default=True, callback=guards.finite_number,
               help="Label noise σ of the --model probe prompts (ridge's Bayes-optimal λ = σ²).")
 @report_option
+@timeout_option
 @check_options
-def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, report_dir, seed, device, mode,
-            json_path, max_memory, no_progress):
+def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, report_dir, timeout, seed, device,
+            mode, json_path, max_memory, no_progress):
     """Closed forms of the trained LSA (Zhang–Frei–Bartlett) for your Λ, N, M; a trained batch of
     full-parameter LSAs (or your --weights) measured against them, and a verdict:
     ok (exit 0), mismatch (1), inconclusive (3: says how many seeds/prompts/steps would decide).
@@ -293,9 +294,12 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
     if model_spec is not None:
         _model_command(model_spec, lam=lam, N=N, M=M, layout=layout, noise=noise, prompts=prompts, tol=tol,
                        seed=seed, device=device, mode=mode, json_path=json_path, max_memory=max_memory,
-                       no_progress=no_progress, weights=weights, seeds=seeds, steps=steps, report_dir=report_dir)
+                       no_progress=no_progress, weights=weights, seeds=seeds, steps=steps, report_dir=report_dir,
+                       timeout=timeout)
     if layout != "default" or noise:
         raise UsageError("--layout and --noise go with --model")
+    if timeout is not None:
+        raise UsageError("--timeout limits the process that runs your --model; without --model nothing of yours runs")
     L, cond = _lambda(lam)
     M = N if M is None else M
     d = int(L.shape[0])
@@ -809,24 +813,32 @@ def _per_m_table(pr: dict) -> list[dict]:
 
 
 def _model_command(spec, *, lam, N, M, layout, noise, prompts, tol, seed, device, mode, json_path, max_memory,
-                   no_progress, weights, seeds, steps, report_dir=None):
-    from proofs_checks.sanity._loader import load_object
+                   no_progress, weights, seeds, steps, report_dir=None, timeout=None):
+    from proofs_checks.sanity._loader import _split
 
     for given, opt in ((weights, "--weights"), (seeds, "--seeds"), (steps, "--steps")):
         if given is not None:
             raise UsageError(f"{opt} trains or reads LSA weights; it does not go with --model")
     L, _ = _lambda(lam)  # the --lambda errors first, as without --model
-    obj = load_object(spec, "--model")
+    _split(spec, "--model")
     name = spec.strip().rpartition(":")[2]
-    res = check_icl_model(obj, lambdas=L, N=N, M=M, layout=layout, noise=noise, seed=seed, device=device,
-                          prompts=prompts, mode=mode, tol=tol, name=name, max_memory=max_memory,
-                          progress=not no_progress)
+    from proofs_checks.sanity import _isolate
+
+    payload = _isolate.run_isolated(
+        "icl", {"kwargs": dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, prompts=prompts,
+                               mode=mode, tol=tol, name=name, max_memory=max_memory, progress=not no_progress),
+                "module_spec": spec},
+        label="--model", what=f"check icl --model {name}", arrays={"lambda": L}, timeout=timeout,
+        max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
+    res = _isolate.icl_result(payload)
     doc = res.to_json()
     for key in ("outcome", "verdict", "ok", "decision"):
         doc.pop(key, None)
-    pr = res.probe
-    finish(SanityResult("icl", doc, res.verdict, [], res.lines, {"distance_per_M": lambda: _distance_figure(pr, name)}),
-           json_path, report_dir)
+    result = SanityResult("icl", doc, res.verdict, [], res.lines, res.figures)
+    try:
+        finish(result, json_path, report_dir)
+    finally:
+        _isolate.cleanup(res)
 
 
 def _distance_figure(pr: dict, name: str):

@@ -1,0 +1,689 @@
+"""Your code in its own process: ``tverify check attention|icl|hopfield`` (and their Python API and
+pytest fixture) run the code they are given — ``--module``, ``--model``, ``--mapping``, ``--against``
+— in a child process, and compute the verdict in this one.
+
+Why: a module can end the process it runs in (``os._exit(0)``, a signal, a segfault in an
+extension), hang, or eat the machine's memory. In-process, ``os._exit(0)`` would end ``tverify``
+with exit status 0 and nothing printed: a green CI job. Here the child may die in any way; this
+process sees no complete result and says so in one line, exit 2 (an exception from the API, a
+failed test under the fixture) — never exit 0.
+
+Design (docs/own-model.md, "Your code runs in its own process"):
+
+* The child is a ``multiprocessing`` **forkserver** child (``spawn`` where there is no forkserver):
+  a server process started once per ``tverify`` process, with torch and the checks imported, forks
+  one child per check. It never runs the parent's ``__main__`` again (the parent's main module is
+  hidden while the child starts), so a script that calls the API at its top level without an
+  ``if __name__ == "__main__"`` guard does not recurse.
+* What goes to the child: the request (the command's options, JSON: the spec strings
+  ``FILE.py:NAME``, numbers, the working folder, ``sys.path`` and the environment), arrays the parent
+  read and validated (the Hopfield patterns, Λ) as ``.npz`` bytes read back with
+  ``allow_pickle=False``, and — only from the Python API — the caller's own in-memory objects
+  (module, mapping hook, ``against``) serialised with cloudpickle in the caller's process. Nothing
+  read from a user's *file* is ever unpickled: files are data.
+* What comes back: one JSON document (the property rows, the JSON result, the text lines; NaN
+  kept), and, for ``--report``, the figures as PNG files the child drew. The parent recomputes the
+  verdict from the rows (:func:`proofs_checks.sanity.attention.attention_verdict`,
+  :func:`~proofs_checks.sanity._common.properties_verdict`, the ICL identification verdict) and
+  alone decides the exit status.
+* The child's stdout and stderr (your prints, the progress lines) are forwarded to this process's
+  **stderr**, so ``--json -`` on stdout holds the JSON only.
+* Limits: ``--timeout SECONDS`` (none by default) ends the child; while it runs, a line on stderr
+  every few seconds when the child itself prints nothing (``--no-progress`` silences them). The
+  child's memory (resident anonymous memory beyond its start, polled every 0.1 s) may not exceed
+  ``--max-memory`` (default: half the memory available, as the checks' own estimates; never below
+  256 MB): beyond it the child is killed. Each is one line, exit 2.
+* A real Ctrl-C (SIGINT in this process) ends the child and exits 130; a ``KeyboardInterrupt``
+  that your code raises itself is your code's (exit 2).
+* ``isolate=False`` in the Python API runs everything in the caller's process (for a debugger or
+  coverage), without these protections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+from proofs_checks.sanity._loader import UserCodeError
+
+__all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD"]
+
+#: modules the forkserver imports once (each child starts with them imported)
+PRELOAD = ["numpy", "torch", "proofs_checks.sanity._isolate", "proofs_checks.sanity.attention",
+           "proofs_checks.sanity.icl", "proofs_checks.sanity.hopfield", "numerics.attention_probe",
+           "numerics.icl_probe", "numerics.hopfield", "numerics.icl"]
+#: the memory watchdog never stops a child below this much memory beyond its start
+MIN_MEMORY_LIMIT = 256 * 1024**2
+POLL = 0.1
+#: seconds of silence from the child before a "still running" line (the first one: 2 s)
+HEARTBEAT_FIRST, HEARTBEAT_EVERY = 2.0, 5.0
+MAX_RESULT = 1 << 31
+
+
+class ChildInternalError(RuntimeError):
+    """tverify's own code failed inside the child (a bug, not your code): carries its traceback."""
+
+
+# ------------------------------------------------------------------------------------------------
+# values that cross the process boundary
+
+
+def plain(x: Any) -> Any:
+    """``x`` as JSON-able Python values (NumPy and torch arrays as lists, tuples as lists), NaN and
+    ±inf kept (``json.dumps(allow_nan=True)`` writes them; ``json.loads`` reads them back).
+
+    >>> import numpy as np
+    >>> plain({"a": np.float64("nan"), "b": (1, np.arange(2))})
+    {'a': nan, 'b': [1, [0, 1]]}
+    """
+    if x is None or isinstance(x, (str, bool)):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return float(x)
+    if isinstance(x, dict):
+        return {str(k): plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [plain(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(x, np.ndarray):
+            return plain(x.tolist())
+        if isinstance(x, np.generic):
+            return plain(x.item())
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        if isinstance(x, torch.Tensor):
+            return plain(x.detach().cpu().tolist())
+        if isinstance(x, torch.dtype):
+            return str(x).replace("torch.", "")
+    return str(x)
+
+
+def _dumps(doc: Any) -> bytes:
+    return json.dumps(plain(doc), allow_nan=True).encode("utf-8")
+
+
+def pack_arrays(**arrays) -> bytes:
+    """``.npz`` bytes of float arrays (read back by :func:`unpack_arrays` without pickle)."""
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buf.getvalue()
+
+
+def unpack_arrays(blob: bytes | None) -> dict:
+    import numpy as np
+
+    if not blob:
+        return {}
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ------------------------------------------------------------------------------------------------
+# the child
+
+
+def _memory_now(pid: int) -> float | None:
+    """Resident anonymous memory of ``pid`` in bytes (``RssAnon``; ``VmRSS`` on older kernels)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    rss = None
+    for line in text.splitlines():
+        if line.startswith("RssAnon:"):
+            return float(line.split()[1]) * 1024
+        if line.startswith("VmRSS:"):
+            rss = float(line.split()[1]) * 1024
+    return rss
+
+
+def _watch_parent(alive) -> None:
+    """Daemon thread of the child: when the parent is gone (its end of ``alive`` closed), end."""
+    try:
+        alive.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os._exit(70)
+
+
+def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | None, result_conn, out_conn,
+                alive) -> None:  # pragma: no cover - runs in the child (tests run it through the CLI)
+    fd = out_conn.fileno()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
+                                  line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace",
+                                  line_buffering=True)
+    threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
+    req = json.loads(req_bytes.decode("utf-8"))
+    os.environ.clear()
+    os.environ.update(req.get("env") or {})
+    with contextlib.suppress(OSError):
+        os.chdir(req["cwd"])
+    sys.path[:] = req.get("sys_path") or sys.path
+    if req.get("threads"):
+        import torch
+
+        with contextlib.suppress(Exception):
+            torch.set_num_threads(int(req["threads"]))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    payload = _run_task(req, obj_blob, arrays_blob)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        result_conn.send_bytes(_dumps(payload))
+    except Exception:
+        os._exit(71)
+    os._exit(0)
+
+
+def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> dict:
+    from proofs_checks import guards
+    from proofs_checks.options import UsageError
+    from proofs_checks.sanity._loader import describe_exception
+    from theory.validation import InputError
+
+    label = req.get("label", "--module")
+    try:
+        obj = None
+        if obj_blob is not None:
+            import pickle
+
+            import cloudpickle  # noqa: F401  (its reducers: classes and functions by value)
+
+            try:
+                obj = pickle.loads(obj_blob)  # the caller's own objects, serialised by the caller's process
+            except Exception as exc:
+                return {"error": f"{label}: the object could not be rebuilt in the check's own process: "
+                                 f"{describe_exception(exc)} (isolate=False runs it in your process)"}
+        arrays = unpack_arrays(arrays_blob)
+        ctx = guards.dry_run() if req.get("dry_run") else contextlib.nullcontext()
+        with ctx:
+            payload = TASKS[req["task"]](req, obj, arrays)
+        return {"ok": True, **payload}
+    except guards.DryRunStop:
+        return {"dry_run_stop": True}
+    except UsageError as exc:
+        return {"error": " ".join(exc.format_message().split())}
+    except InputError as exc:
+        return {"error": " ".join(str(exc).split())}
+    except KeyboardInterrupt:
+        return {"error": f"{label}: the code raised KeyboardInterrupt (not a Ctrl-C: this process was not "
+                         "interrupted); nothing was checked"}
+    except SystemExit as exc:
+        return {"error": f"{label}: the code called sys.exit({exc.code!r}); nothing was checked"}
+    except BaseException as exc:  # tverify's own code, or user code outside a boundary: the traceback
+        return {"internal": describe_exception(exc), "traceback": traceback.format_exc()}
+
+
+def _figures(result, req: dict) -> dict:
+    """Draw ``result.figures`` into ``req["figures_dir"]`` (PNG); a figure that fails is a line."""
+    out = {}
+    where = req.get("figures_dir")
+    if not where or not getattr(result, "figures", None):
+        return out
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from proofs_checks.options import UsageError
+    from proofs_checks.sanity._loader import describe_exception
+
+    for name, make in result.figures.items():
+        path = Path(where) / f"{name}.png"
+        try:
+            fig = make()
+            fig.savefig(path, dpi=100, bbox_inches="tight")
+            plt.close(fig)
+            out[name] = str(path)
+        except (Exception, UsageError) as exc:  # a figure is decoration: say so, do not fail
+            result.lines.append(f"(figure {name} not drawn: {describe_exception(exc)})")
+    return out
+
+
+def _sanity_payload(result, req: dict, subject: str) -> dict:
+    figs = _figures(result, req)
+    return {"kind": "sanity", "check": result.check, "doc": result.doc, "properties": result.properties,
+            "lines": result.lines, "subject": subject, "figures": figs}
+
+
+def _task_attention(req: dict, obj: Any, arrays: dict) -> dict:
+    from proofs_checks.sanity._loader import load_object
+    from proofs_checks.sanity.attention import run_attention
+
+    kw = dict(req.get("kwargs") or {})
+    if isinstance(kw.get("window"), list):
+        kw["window"] = tuple(kw["window"])
+    if obj is not None:  # the Python API: the caller's objects
+        target, extra = obj["obj"], obj.get("kwargs") or {}
+        kw.update(extra)
+    else:
+        target = load_object(req["module_spec"], "--module")
+        if req.get("mapping_spec"):
+            hook = load_object(req["mapping_spec"], "--mapping")
+            if not callable(hook):
+                from proofs_checks.options import UsageError
+
+                raise UsageError(f"--mapping: {req['mapping_spec']} is a {type(hook).__name__}, not a function")
+            kw["mapping"] = hook
+        if req.get("against_spec"):
+            kw["against"] = load_object(req["against_spec"], "--against")
+    result = run_attention(target, **kw)
+    if req.get("module_spec"):
+        result.doc["inputs"]["module"] = req["module_spec"]
+    return _sanity_payload(result, req, f"attention {result.doc.get('object')}")
+
+
+def _task_hopfield(req: dict, obj: Any, arrays: dict) -> dict:
+    from proofs_checks.sanity._loader import load_object
+    from proofs_checks.sanity.hopfield import run_hopfield
+
+    kw = dict(req.get("kwargs") or {})
+    if obj is not None:
+        kw.update(obj.get("kwargs") or {})
+    module = obj["module"] if obj is not None else load_object(req["module_spec"], "--module")
+    result = run_hopfield(arrays["patterns"], module=module, **kw)
+    if req.get("patterns_path"):
+        result.doc["inputs"]["patterns"] = req["patterns_path"]
+    name = kw.get("name")
+    return _sanity_payload(result, req, "Hopfield patterns" + (f" under {name}" if name else ""))
+
+
+def _task_icl(req: dict, obj: Any, arrays: dict) -> dict:
+    from proofs_checks.sanity._loader import load_object
+    from proofs_checks.sanity.icl import _distance_figure, check_icl_model
+
+    kw = dict(req.get("kwargs") or {})
+    if obj is not None:  # the Python API: the caller's objects and arguments
+        kw.update(obj.get("kwargs") or {})
+        target, lam = obj["obj"], obj["lambdas"]
+    else:
+        target, lam = load_object(req["module_spec"], "--model"), arrays["lambda"]
+    res = check_icl_model(target, lambdas=lam, **kw)
+    name = res.doc["inputs"]["model"]
+    holder = types.SimpleNamespace(figures={"distance_per_M": lambda: _distance_figure(res.probe, name)},
+                                   lines=res.lines)
+    figs = _figures(holder, req)
+    return {"kind": "icl", "doc": res.doc, "probe": res.probe, "zfb": res.zfb, "lines": res.lines,
+            "closest": res.closest_algorithm, "identified": res.identified, "name": name, "figures": figs}
+
+
+TASKS: dict[str, Callable[[dict, Any, dict], dict]] = {"attention": _task_attention, "hopfield": _task_hopfield,
+                                                       "icl": _task_icl}
+
+
+# ------------------------------------------------------------------------------------------------
+# the parent
+
+
+def _not_importable() -> list:
+    """Modules the child could not import by name (loaded from a folder no longer on ``sys.path``, a
+    test's ``tests/data``, a notebook's ``%run``): what they define is sent by value."""
+    import importlib.machinery
+    import sysconfig
+
+    roots = []  # installed packages and the standard library: importable by name
+    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
+        with contextlib.suppress(KeyError, OSError, ValueError, TypeError):
+            roots.append(os.path.realpath(sysconfig.get_paths()[key]))
+    top = Path(__file__).resolve().parents[2]
+    roots += [os.path.realpath(str(top / pkg)) for pkg in ("proofs_checks", "numerics", "theory")]  # this project
+    out = []
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if not isinstance(f, str) or name == "__main__" or not isinstance(mod, types.ModuleType):
+            continue
+        real = os.path.realpath(f)
+        if any(real.startswith(r + os.sep) for r in roots) or not os.path.isfile(real):
+            continue
+        parent, _, last = name.rpartition(".")
+        try:  # a fresh search (importlib.util.find_spec would answer from sys.modules)
+            where = getattr(sys.modules.get(parent), "__path__", None) if parent else None
+            spec = importlib.machinery.PathFinder.find_spec(last if parent else name, where)
+        except (ImportError, ValueError, AttributeError, TypeError):
+            spec = None
+        if spec is not None and isinstance(spec.origin, str) and os.path.realpath(spec.origin) == real:
+            continue
+        out.append(mod)
+    return out
+
+
+def _dumps_objects(obj) -> bytes:
+    """cloudpickle of the caller's objects, with what modules the child cannot import by value."""
+    import cloudpickle
+
+    mods = []
+    for mod in _not_importable():
+        with contextlib.suppress(Exception):
+            cloudpickle.register_pickle_by_value(mod)
+            mods.append(mod)
+    try:
+        return cloudpickle.dumps(obj)
+    finally:
+        for mod in mods:
+            with contextlib.suppress(Exception):
+                cloudpickle.unregister_pickle_by_value(mod)
+
+
+def _context():
+    import multiprocessing as mp
+
+    if "forkserver" in mp.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        ctx = mp.get_context("forkserver")
+        server = getattr(forkserver, "_forkserver", None)
+        mods = list(getattr(server, "_preload_modules", None) or [])
+        want = [m for m in mods if m != "__main__"] + [m for m in PRELOAD if m not in mods]
+        if mods != want:  # never '__main__': the server must not run the caller's script again
+            with contextlib.suppress(Exception):
+                ctx.set_forkserver_preload(want)
+        return ctx
+    return mp.get_context("spawn")
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """While a child starts: ``__main__`` without a file or spec, so multiprocessing does not import
+    the caller's script again in the child (a script without a main guard would run twice)."""
+    saved = sys.modules.get("__main__")
+    stub = types.ModuleType("__main__")
+    sys.modules["__main__"] = stub
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def _signal_name(code: int) -> str:
+    try:
+        name = signal.Signals(-code).name
+    except (ValueError, AttributeError):
+        return f"signal {-code}"
+    why = {"SIGSEGV": "a segmentation fault", "SIGKILL": "SIGKILL (out of memory?)", "SIGABRT": "an abort",
+           "SIGBUS": "a bus error", "SIGFPE": "a floating-point exception", "SIGTERM": "SIGTERM",
+           "SIGILL": "an illegal instruction"}.get(name, name)
+    return f"{why} ({name})"
+
+
+def _forward(data: bytes, stream) -> None:
+    text = data.decode("utf-8", errors="replace")
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):  # stderr closed: the child's output is dropped, the check goes on
+        pass
+
+
+class _Outcome:
+    def __init__(self):
+        self.payload: dict | None = None
+        self.problem: str | None = None
+
+
+def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = None, arrays: dict | None = None,
+                 timeout: float | None = None, max_memory: float | None = None, progress: bool = False,
+                 figures: bool = False, stream=None) -> dict:
+    """Run ``TASKS[task]`` on ``request`` in a child process and return its payload (a dict; the
+    figures, when asked for, as PNG paths in a temporary folder named by ``payload["figures_dir"]``,
+    which the caller removes). Raises :class:`UserCodeError` (one line, exit 2) when the child ends
+    without a result (an exit of any kind, a signal), passes ``timeout`` seconds or the memory
+    limit, or reports a usage error; :class:`ChildInternalError` for a failure of tverify's own
+    code there. ``label`` names the option (``--module``), ``what`` the check in messages."""
+    from proofs_checks import guards
+
+    stream = stream if stream is not None else sys.stderr
+    obj_blob = None
+    if obj is not None:
+        import cloudpickle
+
+        try:
+            obj_blob = _dumps_objects(obj)
+        except Exception as exc:
+            from proofs_checks.sanity._loader import describe_exception
+
+            raise UserCodeError(f"{label}: cannot copy it into the check's own process (cloudpickle: "
+                                f"{describe_exception(exc)[:200]}); pass isolate=False to run it in this process, "
+                                "without protection from os._exit, crashes and hangs") from None
+    arrays_blob = pack_arrays(**arrays) if arrays else None
+    fig_dir = tempfile.mkdtemp(prefix="tverify-figures-") if figures else None
+    req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=list(sys.path), env=dict(os.environ),
+               figures_dir=fig_dir, dry_run=bool(guards._DRY_RUN.get()))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            req["threads"] = int(torch.get_num_threads())
+    limit, why = guards.memory_limit(max_memory)
+    limit = max(limit, MIN_MEMORY_LIMIT)
+    ctx = _context()
+    res_r, res_w = ctx.Pipe(duplex=False)
+    out_r, out_w = ctx.Pipe(duplex=False)
+    alive_r, alive_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
+                       name=f"tverify {what}", daemon=False)
+    try:
+        with _main_hidden():
+            proc.start()
+    except Exception as exc:
+        for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):
+            c.close()
+        if fig_dir:
+            shutil.rmtree(fig_dir, ignore_errors=True)
+        raise ChildInternalError(f"{what}: cannot start the check's process: {type(exc).__name__}: {exc}") from None
+    for c in (res_w, out_w, alive_r):
+        c.close()
+    outcome = _Outcome()
+    try:
+        _supervise(proc, res_r, out_r, outcome, label=label, what=what, timeout=timeout, limit=limit, why=why,
+                   progress=progress, stream=stream)
+    except BaseException:
+        _stop(proc)
+        if fig_dir:
+            shutil.rmtree(fig_dir, ignore_errors=True)
+        raise
+    finally:
+        for c in (res_r, out_r, alive_w):
+            with contextlib.suppress(Exception):
+                c.close()
+    if outcome.problem is not None or outcome.payload is None:
+        if fig_dir:
+            shutil.rmtree(fig_dir, ignore_errors=True)
+        raise UserCodeError(outcome.problem or f"{label}: {what}: the check's process ended without a result")
+    payload = outcome.payload
+    payload["figures_dir"] = fig_dir
+    if "error" in payload or "internal" in payload or payload.get("dry_run_stop"):
+        if fig_dir:
+            shutil.rmtree(fig_dir, ignore_errors=True)
+        if payload.get("dry_run_stop"):
+            raise guards.DryRunStop()
+        if "error" in payload:
+            raise UserCodeError(str(payload["error"]))
+        raise ChildInternalError(f"{what}: {payload['internal']}\n{payload.get('traceback', '')}")
+    return payload
+
+
+def _stop(proc) -> None:
+    with contextlib.suppress(Exception):
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+
+
+def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream) -> None:
+    from multiprocessing.connection import wait
+
+    from proofs_checks.guards import fmt_bytes, fmt_seconds
+
+    t0 = time.monotonic()
+    last_out = t0
+    beat_printed = False
+    base = None
+    peak = 0.0
+    ended = False
+    while True:
+        ready = wait([res_r, out_r, proc.sentinel], timeout=POLL)
+        now = time.monotonic()
+        if out_r in ready:
+            try:
+                data = os.read(out_r.fileno(), 65536)
+            except OSError:
+                data = b""
+            if data:
+                _forward(data, stream)
+                last_out = now
+        if res_r in ready and outcome.payload is None:
+            try:
+                raw = res_r.recv_bytes(MAX_RESULT)
+                outcome.payload = json.loads(raw.decode("utf-8"))
+                if not isinstance(outcome.payload, dict):
+                    raise ValueError("not an object")
+            except (EOFError, OSError):
+                pass  # the child closed its end without a result: its exit status says why
+            except (ValueError, UnicodeDecodeError):
+                outcome.problem = f"{label}: {what}: the check's process sent a malformed result; nothing was checked"
+                _stop(proc)
+                return
+        if outcome.payload is not None:
+            _drain(out_r, stream)
+            proc.join(2)
+            _stop(proc)
+            return
+        if proc.sentinel in ready or not proc.is_alive():
+            if ended:  # give the result pipe one more turn after the exit
+                _drain(out_r, stream)
+                proc.join(1)
+                code = proc.exitcode
+                if code is None:
+                    _stop(proc)
+                    code = proc.exitcode
+                if code is not None and code < 0:
+                    how = f"was ended by {_signal_name(code)}"
+                else:
+                    how = f"ended with exit status {code} (os._exit, or an exit the code made)"
+                outcome.problem = (f"{label}: {what}: the process running your code {how} before the check finished; "
+                                   "nothing was checked")
+                return
+            ended = True
+            continue
+        rss = _memory_now(proc.pid) if proc.pid else None
+        if rss is not None:
+            if base is None:
+                base = rss
+            peak = max(peak, rss - base)
+            if rss - base > limit:
+                _stop(proc)
+                outcome.problem = (f"{label}: {what}: the process running your code used {fmt_bytes(rss - base)} of "
+                                   f"memory, over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
+                                   "checked (lower the sizes, or raise --max-memory)")
+                return
+        el = now - t0
+        if timeout is not None and el > timeout:
+            _stop(proc)
+            outcome.problem = (f"{label}: {what}: not finished within --timeout {timeout:g} s (the process running "
+                               "your code was stopped); nothing was checked")
+            return
+        if progress and now - last_out >= (HEARTBEAT_EVERY if beat_printed else HEARTBEAT_FIRST):
+            lim = f", limit {fmt_seconds(timeout)}" if timeout is not None else ""
+            mem = f"; {fmt_bytes(peak)} of memory in use" if peak >= 1024**2 else ""
+            _forward(f"{what}: still running ({fmt_seconds(el)} elapsed{lim}{mem})\n".encode(), stream)
+            beat_printed = True
+            last_out = now
+
+
+def _drain(out_r, stream) -> None:
+    from multiprocessing.connection import wait
+
+    for _ in range(1000):
+        if not wait([out_r], timeout=0):
+            return
+        try:
+            data = os.read(out_r.fileno(), 65536)
+        except OSError:
+            return
+        if not data:
+            return
+        _forward(data, stream)
+
+
+def finite_timeout(value: Any, name: str = "--timeout") -> float | None:
+    """``None`` or a positive finite number of seconds (NaN, inf and 1e308-like values that no clock
+    reaches are refused: at most 10⁷ s); raises :class:`~proofs_checks.options.UsageError`."""
+    from proofs_checks.options import UsageError
+
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name}: expected a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not (math.isfinite(v) and 0 < v <= 1e7):
+        raise UsageError(f"{name}: expected seconds between 0 and 1e7 (finite), got {value!r}")
+    return v
+
+
+# ------------------------------------------------------------------------------------------------
+# results rebuilt in the parent, the verdict computed here
+
+
+def sanity_result(payload: dict):
+    """The :class:`~proofs_checks.sanity._common.SanityResult` of an attention or Hopfield payload, its
+    verdict recomputed here from the property rows; ``figures`` are the PNG paths the child drew
+    (``figures_dir``: remove it when done, :func:`cleanup`)."""
+    from proofs_checks.sanity._common import SanityResult, properties_verdict
+
+    rows = payload["properties"]
+    if payload["check"] == "attention":
+        from proofs_checks.sanity.attention import attention_verdict
+
+        verdict = attention_verdict(rows, payload["subject"], list(payload["doc"].get("hints") or []))
+    else:
+        verdict = properties_verdict(rows, payload["subject"])
+    res = SanityResult(payload["check"], payload["doc"], verdict, rows, payload["lines"],
+                       {n: Path(p) for n, p in (payload.get("figures") or {}).items()})
+    res.figures_dir = payload.get("figures_dir")
+    return res
+
+
+def icl_result(payload: dict):
+    """The :class:`~proofs_checks.sanity.icl.ICLModelResult` of an ``icl`` payload, its verdict
+    recomputed here from the probe's distances."""
+    from proofs_checks.sanity.icl import ICLModelResult, _probe_verdict
+
+    pr = payload["probe"]
+    verdict = _probe_verdict(pr, payload["name"])
+    res = ICLModelResult(verdict, payload["closest"], pr, payload["zfb"], payload["doc"], payload["lines"],
+                         payload["identified"] if verdict.outcome == "ok" else None)
+    res.figures = {n: Path(p) for n, p in (payload.get("figures") or {}).items()}
+    res.figures_dir = payload.get("figures_dir")
+    return res
+
+
+def cleanup(result) -> None:
+    """Remove the temporary figures folder of a rebuilt result."""
+    where = getattr(result, "figures_dir", None)
+    if where:
+        shutil.rmtree(where, ignore_errors=True)

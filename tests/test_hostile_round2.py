@@ -1,0 +1,219 @@
+"""Issue 36, "nothing passes by accident, round two": user code in its own process, outputs that are
+really ours, flags checked against each other, degenerate inputs inconclusive, causes named, and the
+messages. Each case asserts one line, the documented exit code and that no data is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import numpy as np
+import pytest
+
+import proofs_checks
+from tests.cli_helpers import invoke, one_line_error
+from theory.validation import InputError
+
+pytest_plugins = ["pytester"]
+
+MODULES = textwrap.dedent("""
+    import os, signal, sys, time
+    import torch
+
+    class Attn(torch.nn.Module):
+        def __init__(self, dim=8):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    class Exit0(Attn):
+        def forward(self, x):
+            os._exit(0)
+
+    class Killed(Attn):
+        def forward(self, x):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    class Segv(Attn):
+        def forward(self, x):
+            import ctypes
+            ctypes.string_at(0)
+
+    class Sleepy(Attn):
+        def forward(self, x):
+            time.sleep(60)
+
+    class Hog(Attn):
+        def forward(self, x):
+            import numpy as np
+            keep = [np.ones(2**24) for _ in range(64)]  # 8 GB, 128 MB at a time
+            return super().forward(x)
+
+    class KbInt(Attn):
+        def forward(self, x):
+            raise KeyboardInterrupt
+
+    class Chatty(Attn):
+        def forward(self, x):
+            print("a print from forward")
+            os.write(1, b"a raw write to fd 1\\n")
+            return super().forward(x)
+
+    def exit_hook(module):
+        os._exit(0)
+
+    def icl_exit(xs, ys, xq):
+        os._exit(0)
+
+    def icl_ls(xs, ys, xq):
+        w = torch.linalg.lstsq(xs, ys[..., None]).solution[..., 0]
+        return (w * xq).sum(-1)
+
+    def hop_exit(xi):
+        os._exit(0)
+""")
+
+
+@pytest.fixture()
+def box(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(MODULES)
+    np.save("p.npy", np.sign(np.random.default_rng(0).normal(size=(6, 16))))
+    return tmp_path
+
+
+def attention(*args):
+    return invoke("check", "attention", "--module", *args, "--quick", "--no-progress")
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. user code in its own process
+
+
+@pytest.mark.parametrize("name, needle", [("Exit0", "exit status 0"), ("Killed", "SIGKILL"),
+                                          ("Segv", "segmentation fault")])
+def test_module_that_ends_its_process_is_exit_2_never_0(box, name, needle):
+    code, out, err = attention(f"m.py:{name}", "--json", "out.json")
+    line = one_line_error(code, err)
+    assert needle in line and "nothing was checked" in line
+    assert out == "" and not (box / "out.json").exists()
+
+
+def test_os_exit_with_json_on_stdout(box):
+    code, out, err = attention("m.py:Exit0", "--json", "-")
+    one_line_error(code, err)
+    assert out == ""
+
+
+def test_mapping_hook_that_exits(box):
+    code, out, err = attention("m.py:Attn", "--mapping", "m.py:exit_hook")
+    assert "exit status 0" in one_line_error(code, err)
+
+
+def test_icl_model_and_hopfield_module_that_exit(box):
+    code, out, err = invoke("check", "icl", "--lambda", "1,2", "--N", "5", "--model", "m.py:icl_exit", "--quick",
+                            "--no-progress")
+    assert "exit status 0" in one_line_error(code, err)
+    code, out, err = invoke("check", "hopfield", "--patterns", "p.npy", "--module", "m.py:hop_exit", "--no-progress")
+    assert "exit status 0" in one_line_error(code, err)
+
+
+def test_timeout_stops_a_hanging_module_with_progress_lines(box):
+    code, out, err = invoke("check", "attention", "--module", "m.py:Sleepy", "--quick", "--timeout", "3")
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err
+    assert lines[-1].startswith("tverify: error:") and "--timeout 3 s" in lines[-1]
+    assert any("still running" in ln for ln in lines[:-1]), err  # progress while it hangs
+
+
+def test_memory_limit_stops_the_child(box):
+    code, out, err = attention("m.py:Hog", "--max-memory", "0.3")
+    line = one_line_error(code, err)
+    assert "memory" in line and "--max-memory 0.3" in line
+
+
+def test_keyboard_interrupt_raised_by_the_module_is_its_own(box):
+    code, out, err = attention("m.py:KbInt")
+    assert "KeyboardInterrupt" in one_line_error(code, err)
+
+
+def test_prints_of_the_module_do_not_corrupt_json_on_stdout(box):
+    code, out, err = attention("m.py:Chatty", "--json", "-")
+    assert code == 0
+    assert json.loads(out)["outcome"] == "ok"  # stdout is the JSON alone
+    assert "a print from forward" in err and "a raw write to fd 1" in err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e308", "0", "-1", "x"])
+def test_timeout_values_refused(box, value):
+    code, out, err = attention("m.py:Attn", "--timeout", value)
+    assert "--timeout" in one_line_error(code, err)
+
+
+def test_api_raises_for_a_module_that_exits_and_for_a_timeout():
+    import torch
+
+    class Exit0(torch.nn.Module):  # a local class: copied into the child by value
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            os._exit(0)
+
+    with pytest.raises(InputError, match="exit status 0"):
+        proofs_checks.check_attention(Exit0(), mode="quick")
+
+    def slow(x):
+        import time
+
+        time.sleep(60)
+
+    with pytest.raises(InputError, match="--timeout 2 s"):
+        proofs_checks.check_attention(slow, dim=4, mode="quick", timeout=2)
+
+    def icl_exit(xs, ys, xq):
+        os._exit(3)
+
+    with pytest.raises(InputError, match="exit status 3"):
+        proofs_checks.check_icl_model(icl_exit, lambdas="1,1", N=5, mode="quick")
+
+    def hop_exit(xi):
+        os._exit(0)
+
+    with pytest.raises(InputError, match="exit status 0"):
+        proofs_checks.check_hopfield(np.sign(np.random.default_rng(0).normal(size=(6, 16))), module=hop_exit)
+
+
+def test_api_keyword_arguments_typed_and_known():
+    def ident(x):
+        return x
+
+    with pytest.raises(InputError, match="causal must be True or False"):
+        proofs_checks.check_attention(ident, dim=4, causal="no")
+    with pytest.raises(InputError, match="unknown keyword argument 'windw'"):
+        proofs_checks.check_attention(ident, dim=4, windw="3")
+    with pytest.raises(InputError, match="timeout"):
+        proofs_checks.check_attention(ident, dim=4, timeout=float("inf"))
+
+
+def test_pytest_fixture_fails_the_test_when_the_module_exits(pytester):
+    pytester.makepyfile(test_user=textwrap.dedent("""
+        import os
+        import torch
+
+        class Exit0(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+            def forward(self, x):
+                os._exit(0)
+
+        def test_exits(tverify):
+            tverify.check_attention(Exit0(), mode="quick")
+    """))
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    res.assert_outcomes(failed=1)
+    assert "exit status 0" in res.stdout.str()
