@@ -13,7 +13,7 @@ from numerics import att_svm as ns
 from proofs_checks.context import pyplot
 from proofs_checks.claims._hopfield_common import abs_resolution  # noqa: F401  (shared helper, see its docstring)
 
-SOURCE = "seed 002 (optimisation part); Tarzanagh, Li, Thrampoulidis, Oymak (2023); code umich-sota/TF-as-SVM"
+SOURCE = "lecture notes 002 (optimisation part); Tarzanagh, Li, Thrampoulidis, Oymak (2023); code umich-sota/TF-as-SVM"
 
 
 def _figure(ctx, name, curves, ylabel, xlabel="iteration", logx=False):

@@ -149,7 +149,7 @@ register(Claim(
                    "unit (or shorter) tokens and query, for the finite-norm bound", counterexample=_sat_unit_norms),
     ),
     clauses=(
-        Clause("gap_iff", r"S(l^{(k)})_t\to1\iff\min_{\tau\ne t}(l^{(k)}_t-l^{(k)}_\tau)\to\infty\quad"
+        Clause("gap_iff", r"S(l^{(k)})_t\to1\Longleftrightarrow\min_{\tau\ne t}(l^{(k)}_t-l^{(k)}_\tau)\to\infty\quad"
                r"\big(S_t=1/(1+\textstyle\sum_{\tau\ne t}e^{-(l_t-l_\tau)})\big)", "derived_at",
                "T = 3 (the identity; the limit argument u/(1+u) → 0 iff u → 0 is elementary)", ("derivation", "rays_on_data"),
                also=(("checked", "T = 5 rays on data (distinct and tied top logits), r ≤ 1e4"),)),
@@ -157,11 +157,11 @@ register(Claim(
                r"\text{ not sufficient: }l=(r,r-0.1)\text{ keeps }S_1=1/(1+e^{-0.1})\approx0.525\ \forall r",
                "derived_at", "T = 3 (gap form); T = 2 for the pair (r, r − 0.1), symbolic r", ("derivation", "rays_on_data"),
                also=(("checked", "S_1 along (r, r − 0.1) for r = 1, 1e2, 1e4, 1e6 (torch.softmax)"),)),
-        Clause("ray_limit", r"\lim_{r\to\infty}S(r\,l_0)=\text{uniform on }\arg\max l_0\ (=e_t\text{ when the maximum is unique at }t),"
+        Clause("ray_limit", r"\lim_{r\to\infty}S(r\,l_0)=\text{uniform on }\mathrm{argmax}\,l_0\ (=e_t\text{ when the maximum is unique at }t),"
                r"\ \text{deviation}\le2(T-1)e^{-r\,\mathrm{gap}}", "derived_at", "T = 3 (unique maximum and a tie)",
                ("derivation", "limit_vs_sympy", "rays_on_data"),
                also=(("checked", "SymPy's exact limits for T = 3, 4 (ties, near-ties); rays r ≤ 1e4 on data at T = 5"),)),
-        Clause("finite_norm_bound", r"l=XWz:\ 1-\max_tS_t\ge\frac{(T-1)e^{-2\|W\|_2}}{1+(T-1)e^{-2\|W\|_2}}\ "
+        Clause("finite_norm_bound", r"l=XWz:\ 1-\max_tS_t\ge(T-1)e^{-2\|W\|_2}\big/\big(1+(T-1)e^{-2\|W\|_2}\big)\ "
                r"\text{(so saturation needs }\|W\|\to\infty)", "derived_at",
                "T = 3 (the Lipschitz step |Δ| ≤ 2‖W‖₂ is an assumed step of the derivation)", ("derivation", "rays_on_data"),
                also=(("checked", "T = 5, n = 4, d = 6: 20 random W at each ‖W‖₂ = 0.5, 2, 8"),)),
@@ -355,7 +355,7 @@ register(Claim(
     statement="",
     hypotheses=(
         Hypothesis("T_ge_2", r"T\ge2", counterexample=_ots_T1),
-        Hypothesis("unique_opt", r"\mathrm{opt}_i=\arg\max_t\gamma_{it}\ \text{unique},\ \gamma_{it}=y_iv^\top x_{it}",
+        Hypothesis("unique_opt", r"\mathrm{opt}_i=\mathrm{argmax}_t\,\gamma_{it}\ \text{unique},\ \gamma_{it}=y_iv^\top x_{it}",
                    counterexample=_ots_unique),
         Hypothesis("feasible", r"\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i\ "
                    r"\text{(Att-SVM feasible)}", "the Att-SVM constraints are satisfiable", counterexample=_ots_feasible),
@@ -367,7 +367,7 @@ register(Claim(
                ("derivation", "vertex_identity", "ngd_reaches_infimum"),
                also=(("checked", "approached: NGD on n = 4, T = 5, d = 24 near-orthogonal instances reaches the form's "
                                  "infimum within 2(T−1)·max gap·e^{−0.9‖W_k‖/‖W^mm‖}"),)),
-        Clause("only_opt", r"\mathcal L(W_k)\to\inf\mathcal L\iff S(X_iW_kz_i)\to e_{\mathrm{opt}_i}\ \forall i", "derived_at",
+        Clause("only_opt", r"\mathcal L(W_k)\to\inf\mathcal L\Longleftrightarrow S(X_iW_kz_i)\to e_{\mathrm{opt}_i}\ \forall i", "derived_at",
                "T = 3 (γ_opt − y f = Σ_t s_t(γ_opt − γ_t) ≥ (1 − s_opt)·min gap)", ("derivation", "vertex_identity"),
                also=(("checked", "NGD's attention ends on the form's opt (n = 4, T = 5, d = 24)"),)),
         Clause("not_attained", r"\mathcal L(W)>\inf\mathcal L\ \ \forall W\in\mathbb R^{d\times d}", "derived_at",
@@ -772,10 +772,10 @@ register(Claim(
                    necessary_note="part of the setting: the constraints are written for a chosen token per sequence"),
     ),
     clauses=(
-        Clause("exists", r"W^{mm}=\arg\min\|W\|_F\ \text{s.t. the constraints exists and is unique; a nuclear-norm minimiser }"
+        Clause("exists", r"W^{mm}=\mathrm{argmin}\|W\|_F\ \text{s.t. the constraints exists and is unique; a nuclear-norm minimiser }"
                r"W^{mm}_\star\text{ exists}", "cited",
-               "standard convex analysis (Weierstrass: a coercive norm attains its minimum on a closed nonempty set; "
-               "½‖W‖_F² is strictly convex, so the Frobenius minimiser is unique; the nuclear one need not be)",
+               "Boyd & Vandenberghe, Convex Optimization (2004) §4.2 with Weierstrass: a norm attains its minimum on a "
+               "closed nonempty set; ½‖W‖_F² is strictly convex, so the Frobenius minimiser is unique (the nuclear one need not be)",
                ("kkt_vs_sympy", "certificate_and_independent_solve", "nuclear_rational_certificate"),
                also=(("checked", "certified optima at (n, T, d) = (2, 3, 2); quick (5, 4, 6), (8, 5, 8), (6, 5, 5); "
                                  "default (5, 4, 6), (10, 6, 8), (20, 10, 16), (6, 5, 5)"),)),
