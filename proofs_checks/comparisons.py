@@ -37,7 +37,7 @@ from proofs_checks.registry import CheckResult, compare, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
 
 __all__ = ["largest", "smallest", "exact", "rounding", "z_test", "seed_spread", "relative", "confirm_resolution",
-           "false_failure_probability", "REL_UNITS", "worst"]
+           "false_failure_probability", "REL_UNITS", "worst", "close"]
 
 #: the units of the comparison kinds' resolution
 REL_UNITS = "relative change of the reference"
@@ -270,3 +270,51 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
     kw.setdefault("resolution_units", REL_UNITS)
     return compare({"z": worst([z])}, k, f"{k:g} standard errors of the mean over {S} seeds"
                    f"{(' of ' + what) if what else ''} (SE = std/√S, at least {floor:g})", details=details, **kw)
+
+
+def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> CheckResult:
+    """Values against a reference with a tolerance that may differ per draw (``tol`` a number or an
+    array broadcast against ``reference``: e.g. float32 rounding ``c·d·eps₃₂·‖q‖‖k‖`` of each draw).
+    Error: ``max_i |value_i − ref_i| / tol_i`` (a ratio), tolerance 1.
+
+    Resolution (the rule of every comparison helper): the smallest relative change ``ε`` of the
+    reference (all of it scaled by ``1 + ε``) that the check is guaranteed to reject. Draw ``i``
+    rejects every ``|δ| > (tol_i + |value_i − ref_i|) / |ref_i|`` (triangle inequality), and the check
+    rejects when one draw does, so ``ε = min_i (tol_i + |value_i − ref_i|) / |ref_i|`` over the draws
+    with ``ref_i ≠ 0``; confirmed by re-running the comparison at ``1 ± 2ε`` (rejected) and
+    ``1 ± ε/2`` (accepted where the error leaves room) in ``details["resolution_confirmed"]``.
+
+    >>> r = close([1.0, 2.0 + 1e-7], [1.0, 2.0], [1e-6, 2e-6], "float32 rounding per draw")
+    >>> r.passed, round(r.error, 6), round(r.resolution, 9)
+    (True, 0.05, 1e-06)
+    >>> r.details["resolution_confirmed"]["rejects_2eps"]
+    True
+    >>> close([1.1], [1.0], 1e-3, "x").passed
+    False
+    """
+    v = np.ravel(np.asarray(value, dtype=float))
+    ref = np.ravel(np.asarray(reference, dtype=float))
+    if v.size != ref.size:
+        return _shape_fail(v, ref, justification, kw)
+    t = np.ravel(np.broadcast_to(np.asarray(tol, dtype=float), np.asarray(reference).shape)) if np.ndim(tol) else \
+        np.full(ref.shape, float(tol))
+
+    def err(delta: float) -> float:
+        d = np.abs(v - ref * (1 + delta))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.where(t > 0, d / np.where(t > 0, t, 1.0), np.where(d == 0, 0.0, np.inf))
+        return float(worst([q])) if q.size else 0.0
+
+    e = err(0.0)
+    eps, conf = _spread_resolution(v, t, ref, 1.0) if np.all(t >= 0) else (math.nan, {})
+    details = dict(kw.pop("details", {}) or {})
+    details.update(resolution_confirmed=conf, draws=int(ref.size),
+                   tolerance_range=[float(np.min(t)), float(np.max(t))] if t.size else [])
+    return compare(e, 1.0, f"per-draw tolerance (error = max |value − reference| / tol): {justification}", details=details,
+                   resolution=eps, resolution_units=REL_UNITS, **kw)
+
+
+def _shape_fail(v: Any, ref: Any, justification: str, kw: dict) -> CheckResult:
+    r = compare(math.inf, 1.0, justification, **kw)
+    r.reason = f"{v.size} values against {ref.size} reference entries"
+    return r

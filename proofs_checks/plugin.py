@@ -49,19 +49,23 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from proofs_checks.comparisons import exact, largest, rounding, seed_spread, smallest, z_test
+from proofs_checks.comparisons import REL_UNITS, close, exact, largest, relative, rounding, seed_spread, smallest, z_test
 from proofs_checks.context import RunContext, identity_token
-from proofs_checks.registry import (KINDS, LAYERS, MUTANT_KINDS, Check, CheckResult, Claim, Mutant, RegistryError, SkipCheck,
-                                    compare, register, worst)
+from proofs_checks.registry import (KINDS, LAYERS, MUTANT_KINDS, Check, CheckResult, Claim, Clause, Counterexample, Hypothesis,
+                                    Mutant, RegistryError, SkipCheck, compare, register, worst)
+from proofs_checks.trained import Inconclusive, TrainRun, train
 from theory.derivation import Derivation, DerivationBuilder, Obligation
+from theory.shapes import Arg, bind, matrix, scalar, vector
 
 __all__ = [
     "Claim", "Check", "Mutant", "CheckResult", "SkipCheck", "RegistryError", "RunContext", "register",
     "Hypothesis", "Clause", "Counterexample",
     "KINDS", "LAYERS", "MUTANT_KINDS",
     "Derivation", "DerivationBuilder", "Obligation",
-    "compare", "exact", "rounding", "z_test", "seed_spread", "worst", "largest", "smallest",
-    "symbolic", "numeric", "trained", "matches_derivation",
+    "compare", "exact", "rounding", "close", "relative", "z_test", "seed_spread", "worst", "largest", "smallest",
+    "REL_UNITS", "symbolic", "numeric", "trained", "matches_derivation",
+    "Arg", "scalar", "vector", "matrix", "bind",
+    "train", "TrainRun", "Inconclusive",
     "check_claim", "run_mutants", "ClaimCheck", "MutantsRun",
 ]
 
@@ -115,14 +119,29 @@ def trained(description: str = "", *, name: str | None = None, uses_device: bool
     return _check("trained", description, name, uses_device)
 
 
-def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any], tuple], *, args: str = "args",
-                       key: str | None = None, points: tuple[int, int, int] = (20, 200, 2000), name: str = "matches_derivation",
+def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: str = "args",
+                       key: str | None = None, points: tuple[int, int, int] = (20, 200, 2000),
+                       sizes: "dict[str, Any] | list[dict[str, int]] | None" = None, name: str = "matches_derivation",
                        description: str = "") -> Check:
-    """The usual symbolic check: the form, a function of the derivation's symbols, against the
-    derivation's closed form lambdified with NumPy (SciPy for special functions such as
-    ``LambertW``, ``gamma``, ``besselj``), at points ``sample(rng)`` (a tuple of argument
-    values; ``points`` per quick/default/full mode). The symbols are the derivation fact ``args``
-    (``b.fact("args", (x, y))``); ``key`` picks an entry of a dict result. Tolerance: float64
+    """The usual symbolic check: the form against the derivation's closed form lambdified with NumPy
+    (SciPy for special functions such as ``LambertW``, ``gamma``, ``besselj``) at sampled points.
+
+    derive       the derivation: ``derive()``, or ``derive(**size)`` when it takes the size names of
+                 ``sizes`` as keywords (a derivation built at each fixed size, e.g. ``bind(ARGS, d=d)``).
+    sample       ``sample(rng)`` → a tuple of argument values; with ``sizes``, ``sample(rng, **size)``;
+                 or the argument declarations themselves (``(vector("q", "d"), scalar("m"))``, see
+                 :mod:`theory.shapes`), each drawn by its ``draw`` (default standard normal).
+    args         the name of the derivation fact holding the arguments, in the form's order:
+                 ``Symbol``s, ``Matrix``es of symbols (at a fixed size) or ``MatrixSymbol``s (at
+                 symbolic size: made explicit at each sampled size by :func:`theory.shapes.explicit`).
+    key          the entry of a dict-valued result (``b.done({"grad": g, "hess": h})``) to compare.
+    points       number of points per quick / default / full mode, spread over the sizes.
+    sizes        sampled sizes: ``{"d": (2, 4, 8)}`` (every combination of the names' values) or a
+                 list of dicts; ``None``: no named sizes.
+    name, description   the check's name and description.
+
+    A vector argument is passed to the form as a ``(n,)`` array, a matrix as ``(r, c)``; a vector or
+    matrix result is compared entrywise (its number of entries must match). Tolerance: float64
     rounding (:func:`rounding`) of the closed form's operation count at the largest magnitude met.
 
         >>> import sympy as sp
@@ -134,28 +153,80 @@ def matches_derivation(derive: Callable[[], Derivation], sample: Callable[[Any],
         True
         >>> chk.fn(lambda x: x * x + 1, RunContext(mode="quick")).passed
         False
+
+    Vectors at symbolic size (``MatrixSymbol``), sampled at d = 2, 3, 5:
+
+        >>> from theory.shapes import bind, vector
+        >>> ARGS = (vector("q", "d"), vector("k", "d"))
+        >>> def dot():
+        ...     b = DerivationBuilder("dot"); q, k = b.fact("args", bind(ARGS))
+        ...     return b.done(b.step("qᵀk", (q.T * k)[0, 0]))
+        >>> chk = matches_derivation(dot, ARGS, sizes={"d": (2, 3, 5)})
+        >>> chk.fn(lambda q, k: q @ k, RunContext(mode="quick")).passed, chk.fn(lambda q, k: q @ k[::-1], RunContext(mode="quick")).passed
+        (True, False)
     """
+    import inspect
+    import itertools
+
     import numpy as np
 
-    def reference() -> tuple[Callable, int]:
+    from theory import shapes
+
+    combos: list[dict[str, int]]
+    if sizes is None:
+        combos = [{}]
+    elif isinstance(sizes, dict):
+        names = list(sizes)
+        combos = [dict(zip(names, vals)) for vals in itertools.product(*(tuple(sizes[n]) for n in names))]
+    else:
+        combos = [dict(c) for c in sizes]
+    try:
+        params = inspect.signature(derive).parameters
+    except (TypeError, ValueError):
+        params = {}
+    per_size = bool(combos[0]) and all(n in params for n in combos[0])
+    declared = isinstance(sample, (tuple, list)) and all(isinstance(a, shapes.Arg) for a in sample)
+
+    def reference(size: dict[str, int]) -> tuple[Callable, int]:
         import sympy as sp
 
-        d = derive()
+        d = derive(**size) if per_size else derive()
         expr = d.result[key] if key is not None else d.result
-        return sp.lambdify(d.facts[args], expr, ["scipy", "numpy"]), int(sp.count_ops(expr)) + 1
+        expr, objs = shapes.explicit(expr, d.facts[args], **size)
+        ops = int(sp.count_ops(expr)) + 1
+        return sp.lambdify(shapes.lambdify_args(objs), expr, ["scipy", "numpy"]), ops
+
+    def draw(rng: Any, size: dict[str, int]) -> tuple:
+        if declared:
+            return shapes.sample(sample, rng, **size)
+        return tuple(sample(rng, **size) if size else sample(rng))
 
     def fn(form: Any, ctx: RunContext) -> CheckResult:
-        f, ops = ctx.reference("lambdified derivation", reference, identity_token(derive), key, args)
-        pts = ctx.reference("points", lambda: [tuple(sample(ctx.rng("points", i))) for i in range(ctx.size(*points))],
-                            identity_token(sample), points)
-        errs, scale = [], 1.0
-        for p in pts:
-            ref = _real(np.asarray(f(*p)), ops)
-            got = _real(np.asarray(form(*p)), ops)
-            errs.append(np.abs(got - ref))
-            scale = largest(scale, float(np.max(np.abs(ref))) if ref.size else 0.0)
-        return rounding(worst(errs), ops, scale=scale, what=f"the closed form ({ops} operations) at {len(pts)} points",
-                        seeds=[ctx.seed_for("points")], sizes={"points": len(pts)})
+        n = ctx.size(*points)
+        each = -(-n // len(combos))
+        errs, scale, ops_max, count, bad = [], 1.0, 1, 0, []
+        for ci, size in enumerate(combos):
+            f, ops = ctx.reference("lambdified derivation", lambda: reference(size), identity_token(derive), key, args,
+                                   tuple(sorted(size.items())))
+            ops_max = largest(ops_max, ops)
+            pts = ctx.reference("points", lambda: [draw(ctx.rng("points", ci, i), size) for i in range(each)],
+                                identity_token(sample), points, tuple(sorted(size.items())))
+            for p in pts:
+                ref = _real(np.asarray(f(*p)), ops)
+                got = _real(np.asarray(form(*p)), ops)
+                if ref.size != got.size:
+                    bad.append(f"{got.shape} entries where the derivation has {ref.shape} at {size or 'its size'}")
+                    errs.append(np.inf)
+                    continue
+                errs.append(np.abs(np.ravel(got) - np.ravel(ref)))
+                scale = largest(scale, float(np.max(np.abs(ref))) if ref.size else 0.0)
+            count += len(pts)
+        where = f" at {len(combos)} sizes ({', '.join(str(s) for s in combos)})" if combos[0] else ""
+        r = rounding(worst(errs), ops_max, scale=scale, what=f"the closed form ({ops_max} operations) at {count} points{where}",
+                     seeds=[ctx.seed_for("points")], sizes={"points": count, **({"sizes": combos} if combos[0] else {})})
+        if bad:
+            r.reason = "shape mismatch: " + bad[0]
+        return r
 
     return Check(name, "symbolic", fn, description or "the form against the derivation's closed form at sampled points")
 

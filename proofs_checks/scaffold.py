@@ -4,13 +4,15 @@ The package (in ``--dir``, default the current folder)::
 
     pyproject.toml               entry point  [project.entry-points."tverify.claims"]
     tverify_<group>/__init__.py
-    tverify_<group>/claims.py    the claim: a derivation, a symbolic, a numeric and a second
-                                 (torch autograd) numeric check, two mutants
+    tverify_<group>/claims.py    the claim: vector arguments (q, k in R^d), a SymPy derivation at
+                                 symbolic angle, matches_derivation at d = 2, 4, 6, a NumPy check, a
+                                 torch comparison, a trained check (convergence guard), two
+                                 hypotheses (one with its counterexample), a clause, three mutants
     tests/test_claims.py         uses the ``tverify`` pytest fixture (tverify.assert_claim)
     README.md
 
-The example claim is d/dx log(1 + eˣ) = σ(x) (softplus' = sigmoid): replace the mathematics, keep
-the shape. Existing files are never overwritten: if any target exists, nothing is written.
+The example claim is the RoPE relative-position identity ⟨R_m q, R_n k⟩ = ⟨q, R_{n−m} k⟩ (the worked
+example of docs/extending.md): replace the mathematics, keep the shape. Existing files are never overwritten: if any target exists, nothing is written.
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -55,92 +57,112 @@ dependencies = ["transformer-theory-verify"]
 packages = ["{package}"]
 '''
 
-_CLAIMS = '''"""Claims of group {group} (written by `tverify new-claim {claim_id}`; edit the mathematics).
-
-The example: d/dx log(1 + e^x) = sigma(x), the derivative of softplus is the logistic sigmoid.
-See docs/extending.md of transformer-theory-verify for every name used here.
-"""
-
+_CLAIMS = r'''"""RoPE scores are relative: <R_m q, R_n k> = <q, R_{n-m} k> (`tverify new-claim __CLAIM_ID__`: edit the mathematics)."""
 import numpy as np
 import sympy as sp
+from scipy.linalg import block_diag
 
-from proofs_checks.plugin import (Claim, Clause, DerivationBuilder, Hypothesis, Mutant, compare, matches_derivation,
-                                  numeric, register, rounding, worst)
+from proofs_checks.plugin import (Claim, Clause, Counterexample, DerivationBuilder, Hypothesis, Mutant, bind, close,
+                                  matches_derivation, numeric, register, scalar, train, trained, vector)
 
-EPS = float(np.finfo(float).eps)
-
-
-# --- the mathematics -------------------------------------------------------------------------
-
-def derive():
-    """The SymPy derivation: definition (assumed), differentiation (derived), a simpler equal
-    display form (its equality is an obligation), and the obligation 0 < sigma < 1."""
-    b = DerivationBuilder("derivative of softplus")
-    x = b.fact("args", (sp.Symbol("x", real=True),))[0]
-    f = b.define("Softplus", sp.log(1 + sp.exp(x)))
-    df = b.step("Differentiate", sp.diff(f, x))
-    sigma = 1 / (1 + sp.exp(-x))
-    b.obligation("sigma(x) > 0", sigma, "positive")
-    b.obligation("1 - sigma(x) > 0", 1 - sigma, "positive")
-    b.symbols(x="a real input")
-    return b.done(df, display=sigma)
+ARGS = (vector("q", "d"), vector("k", "d"), scalar("m"), scalar("n"))  # q, k in R^d (d even); positions m, n
 
 
-def form(x):
-    """The claimed closed form, as a function of the derivation's arguments."""
-    return 1.0 / (1.0 + np.exp(-x))
+def rotate(x, p, base=10000.0):  # R_p x: plane (2i, 2i+1) turned by p * base^(-2i/d); batched over leading axes
+    a = np.asarray(p, float)[..., None] * base ** (-np.arange(0, x.shape[-1], 2) / x.shape[-1])
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    a = np.broadcast_to(a, np.broadcast_shapes(a.shape, x0.shape))
+    return np.stack([np.cos(a) * x0 - np.sin(a) * x1, np.sin(a) * x0 + np.cos(a) * x1], -1).reshape(*a.shape[:-1], -1)
 
 
-def sample(rng):
-    """One point of the arguments, for the symbolic check."""
-    return (rng.uniform(-8, 8),)
+def score(q, k, p, base=10000.0):  # <q, R_p k>
+    return np.sum(q * rotate(k, p, base), -1)
 
 
-@numeric("central finite difference of np.logaddexp(0, x)")
-def finite_difference(form, ctx):
-    h = 1e-5
-    x = ctx.rng().uniform(-8, 8, ctx.size(200, 2000))
-    fd = (np.logaddexp(0, x + h) - np.logaddexp(0, x - h)) / (2 * h)
-    # truncation h^2/6 max|sigma''| (<= 0.1) plus rounding of the difference: 2 eps max|f|/h (|f| <= 8.1)
-    tol = 4 * (h ** 2 / 6 * 0.1 + 2 * EPS * 8.1 / h)
-    return compare(worst(np.abs(form(x) - fd)), tol,
-                   "central differences: 4 (h^2/6 max|sigma''| + 2 eps max|f|/h) at h = 1e-5", sizes={{"points": x.size}})
+def form(q, k, m, n):  # the claim: the score of positions m, n is <q, R_{n-m} k>
+    return score(q, k, np.subtract(n, m))
 
 
-@numeric("torch autograd of torch.nn.functional.softplus")
-def autograd(form, ctx):
+def derive(d=4):
+    """One plane at a symbolic angle theta (so: every even d, any frequencies), then the sum over d/2 planes."""
+    b, rot = DerivationBuilder("RoPE scores are relative"), lambda a: sp.Matrix([[sp.cos(a), -sp.sin(a)], [sp.sin(a), sp.cos(a)]])
+    q, k, m, n = b.fact("args", bind(ARGS, d=d))
+    t, x, y = sp.Symbol("theta", real=True), sp.Matrix(sp.symbols("x:2", real=True)), sp.Matrix(sp.symbols("y:2", real=True))
+    one = b.define("One plane: <R(m theta) x, R(n theta) y>", ((rot(m * t) * x).T * rot(n * t) * y)[0])
+    rel = b.step("Expand, angle addition", sp.trigsimp(sp.expand(one)))
+    b.obligation("the plane's score is <x, R((n - m) theta) y>", rel - (x.T * rot((n - m) * t) * y)[0])
+    at = lambda i: {x[0]: q[2 * i], x[1]: q[2 * i + 1], y[0]: k[2 * i], y[1]: k[2 * i + 1], t: 10000 ** sp.Rational(-2 * i, d)}
+    return b.done(b.step("Sum over the d/2 planes", sum(rel.xreplace(at(i)) for i in range(d // 2))))
+
+
+def draws(rng, d, P):  # P draws of q, k in R^d and positions m, n < 4096
+    return rng.standard_normal((P, d)), rng.standard_normal((P, d)), *rng.integers(0, 4096, (2, P))
+
+
+def tol(q, k, m, n, eps):  # rounding of the angles p*theta (|p| eps) and of the d-term sum, at |q||k|
+    return 8 * eps * (q.shape[-1] + m + n) * np.linalg.norm(q, axis=-1) * np.linalg.norm(k, axis=-1)
+
+
+@numeric("<R_m q, R_n k> with dense block-diagonal rotations (float64), d = 2, 8, 64")
+def dense_rotations(form, ctx):
+    got, ref, tols = [], [], []
+    for d in (2, 8, 64):
+        q, k, m, n = draws(ctx.rng(d), d, ctx.size(30, 300))
+        R = lambda p: block_diag(*(np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+                                   for a in p * 10000.0 ** (-np.arange(0, d, 2) / d)))
+        ref += [(R(mi) @ qi) @ (R(ni) @ ki) for qi, ki, mi, ni in zip(q, k, m, n)]
+        got, tols = got + list(form(q, k, m, n)), tols + list(tol(q, k, m, n, np.finfo(float).eps))
+    return close(got, ref, tols, "float64 rounding of angles and sums per draw")
+
+
+def rope_torch(x, p):  # LLaMA-style: x as d/2 complex numbers times e^{i p theta}, batched over leading axes
     import torch
-
-    x = torch.tensor(ctx.rng().uniform(-8, 8, ctx.size(200, 2000)), dtype=torch.float64, requires_grad=True)
-    (g,) = torch.autograd.grad(torch.nn.functional.softplus(x).sum(), x)
-    err = worst(np.abs(form(x.detach().numpy()) - g.numpy()))
-    return rounding(err, 8, what="a few float64 operations per value", sizes={{"points": x.numel()}})
+    f = 10000.0 ** (-torch.arange(0, x.shape[-1], 2, dtype=x.dtype) / x.shape[-1])
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(z * torch.polar(torch.ones_like(f), p[..., None].to(x.dtype) * f)).reshape(x.shape)
 
 
-# --- the declarations ------------------------------------------------------------------------
+@numeric("LLaMA-style complex-multiplication RoPE in torch, float32, d = 64")
+def torch_complex(form, ctx):
+    import torch
+    q, k, m, n = draws(ctx.rng(), 64, ctx.size(100, 1000))
+    t = lambda a: torch.tensor(a, dtype=torch.float32)
+    ref = (rope_torch(t(q), t(m)) * rope_torch(t(k), t(n))).sum(-1).double().numpy()
+    return close(form(q, k, m, n), ref, tol(q, k, m, n, np.finfo(np.float32).eps), "float32 rounding per draw")
+
+
+@trained("a RoPE score trained at positions < 8 to targets at offsets 1, 2, 3 keeps them at positions 1000-3000")
+def trained_offsets(form, ctx):
+    import torch
+    m, tau = torch.arange(8.0, dtype=torch.float64).repeat(3), torch.tensor([0.5, -0.3, 0.8], dtype=torch.float64)
+    n = m + torch.arange(1.0, 4.0, dtype=torch.float64).repeat_interleave(8)
+    rope = lambda x, p: rope_torch(x[:, None, :] * torch.ones(len(p), 1, dtype=torch.float64), p)
+    run = train(lambda g, S: {v: 0.5 * torch.randn(S, 8, generator=g, dtype=torch.float64) for v in "qk"},
+                lambda w: ((rope(w["q"], m) * rope(w["k"], n)).sum(-1) - tau.repeat_interleave(8)).pow(2).mean(-1),
+                ctx, seeds=8, steps=600, lr=0.05, criterion=1e-12)  # every seed's mean squared error <= 1e-12
+    q, k, far = run.params["q"].numpy(), run.params["k"].numpy(), np.array([1000, 2000, 3000])
+    per_seed = np.concatenate([form(q[:, None], k[:, None], far, far + o) for o in (1, 2, 3)], -1)  # (seeds, 9)
+    return run.compare(per_seed, np.repeat(tau.numpy(), 3), floor=np.sqrt(24e-12), what="held-out scores")  # floor: residual a converged run allows
+
+
+def angles_not_linear(ctx):  # without "angles linear in p": angle p^2 theta, d = 2, q = k = e_1, m = 1, n = 2
+    lhs, rhs = np.cos(2 ** 2 - 1 ** 2), np.cos((2 - 1) ** 2)
+    return Counterexample({"d": 2, "m": 1, "n": 2, "angle": "p^2 theta"}, "relative", f"cos 3 = {lhs:.3f} but cos 1 = {rhs:.3f}",
+                          violated=abs(lhs - rhs) > 1e-12, error=abs(lhs - rhs), tolerance=1e-12)
+
 
 CLAIM = register(Claim(
-    id="{claim_id}",
-    title="The derivative of softplus is the logistic sigmoid",
-    statement="",  # rendered from the hypotheses and clauses (docs/statements.md of transformer-theory-verify)
-    hypotheses=(
-        Hypothesis("x_real", r"x \\in \\mathbb{{R}}", necessary_note="the setting: both sides are defined for real x"),
-    ),
-    clauses=(
-        Clause("derivative", r"\\frac{{d}}{{dx}}\\log(1+e^x)=\\sigma(x)=\\frac{{1}}{{1+e^{{-x}}}}", "derived",
-               "every real x (x stays a symbol)", ("derivation", "finite_difference", "autograd"),
-               also=(("checked", "x uniform in [-8, 8], 2000 points"),)),
-    ),
-    source="calculus (replace with your paper / notes)",
-    kind="identity",
-    form=form,
-    derivation=derive,
-    checks=(matches_derivation(derive, sample), finite_difference, autograd),
-    mutants=(
-        Mutant("sign_flip", "sign flip", "sigma(-x)", lambda x: 1.0 / (1.0 + np.exp(x))),
-        Mutant("dropped_one", "dropped term", "e^x (the 1 in the denominator dropped)", lambda x: 1.0 / np.exp(-x)),
-    ),
-))
+    id="__CLAIM_ID__", title="RoPE attention scores depend only on the relative position",
+    statement="", source="Su et al., RoFormer (2021), section 3.4.2", kind="identity", form=form, derivation=derive,
+    hypotheses=(Hypothesis("d_even", r"q, k \in \mathbb{R}^d,\ d \text{ even}", necessary_note="the setting: RoPE turns d/2 planes"),
+                Hypothesis("linear_angles", r"R_p \text{ turns plane } i \text{ by } p\,\theta_i", counterexample=angles_not_linear)),
+    clauses=(Clause("relative", r"\langle R_m q, R_n k\rangle = \langle q, R_{n-m} k\rangle", "derived",
+                    "every even d, any frequencies (one plane at symbolic theta, m, n)", ("derivation", "matches_derivation"),
+                    also=(("checked", "d = 2, 8, 64; positions < 4096; torch float32; trained, 8 seeds"),)),),
+    checks=(matches_derivation(derive, ARGS, sizes={"d": (2, 4, 6)}), dense_rotations, torch_complex, trained_offsets),
+    mutants=(Mutant("sign_flip", "sign flip", "<q, R_(m-n) k>", lambda q, k, m, n: score(q, k, np.subtract(m, n))),
+             Mutant("absolute", "dropped term", "<q, R_n k> (m dropped)", lambda q, k, m, n: score(q, k, n)),
+             Mutant("base_1000", "wrong constant", "base 1000", lambda q, k, m, n: score(q, k, np.subtract(n, m), 1000.0)))))
 '''
 
 _TEST = '''"""The claim verifies at several seeds, and numbers (not only SymPy) kill each mutant."""
@@ -179,7 +201,7 @@ def files_for(claim_id: str) -> dict[str, str]:
     return {
         "pyproject.toml": _PYPROJECT.format(**kw),
         f"{package}/__init__.py": f'"""tverify claims of group {group}."""\n',
-        f"{package}/claims.py": _CLAIMS.format(**kw),
+        f"{package}/claims.py": _CLAIMS.replace("__CLAIM_ID__", claim_id),
         "tests/test_claims.py": _TEST.format(**kw),
         "README.md": _README.format(**kw),
     }

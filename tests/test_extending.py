@@ -280,12 +280,15 @@ def test_new_claim_scaffold_runs_green_and_fails_when_broken(registered, tmp_pat
     from proofs_checks.testkit import assert_claim
 
     assert assert_claim(mod.CLAIM, seeds=(0, 1)).status == "verified"
-    assert sum(len(s) for s in (mod.CLAIM.checks,)) == 3 and len(mod.CLAIM.mutants) == 2
+    assert [c.layer for c in mod.CLAIM.checks] == ["symbolic", "numeric", "numeric", "trained"]
+    assert len(mod.CLAIM.mutants) == 3 and [h.name for h in mod.CLAIM.hypotheses] == ["d_even", "linear_angles"]
     code, out, _ = invoke("mutants", "zzmine.example", "--quick", "--no-progress", "--json", "-")
-    assert code == 0 and json.loads(out)["killed"] == 2
+    assert code == 0 and json.loads(out)["killed"] == 4  # three planted mutants and the dropped hypothesis
     # a broken form: the claim is refuted and the package's own assertion fails
     src = (pkg / "tverify_zzmine" / "claims.py")
-    src.write_text(src.read_text().replace("return 1.0 / (1.0 + np.exp(-x))", "return 1.0 / (1.0 + np.exp(-1.001 * x))"))
+    text = src.read_text()
+    assert "    return score(q, k, np.subtract(n, m))\n" in text
+    src.write_text(text.replace("    return score(q, k, np.subtract(n, m))\n", "    return score(q, k, np.subtract(n, m) * 1.001)\n"))
     registry._claims.pop("zzmine.example", None)
     broken = _import_scaffold(pkg, "tverify_zzmine.claims")
     assert check_claim(broken.CLAIM).status == "refuted"
