@@ -55,7 +55,8 @@ def test_lora_rank_needs_r_le_min_dk_and_is_generic():
     fr = _cx("lora.low_rank", "base_frozen")
     assert fr.violated and fr.error == 5 * 4 + 5  # d·k + d extra trainables
     assert _cx("lora.low_rank", "B0_zero").error > 0.1
-    assert {cl.name: cl.evidence for cl in _claim("lora.low_rank").clauses}["rank_le_r"] == "derived_at"
+    rank_le_r = {cl.name: cl for cl in _claim("lora.low_rank").clauses}["rank_le_r"]
+    assert rank_le_r.evidence == "derived" and "derived_at" in dict(rank_le_r.also)  # symbolic sizes; minors at fixed ones
 
 
 def test_rnn_tied_point_and_projection():
@@ -68,7 +69,7 @@ def test_rnn_tied_point_and_projection():
     assert str(d.result["tied_over_projection"]) == "T" and all(o.passed for o in d.check_obligations())
     clauses = {cl.name: cl for cl in _claim("rnn.bptt").clauses}
     assert clauses["projection_is_average"].evidence == "derived"
-    assert clauses["tied_is_sum"].evidence == "derived_at" and "T = 2" in clauses["tied_is_sum"].scope
+    assert clauses["tied_is_sum"].evidence == "derived_at" and "every T" in clauses["tied_is_sum"].scope  # scalar RNN
 
 
 def test_adam_counterexample_values():

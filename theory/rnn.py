@@ -178,7 +178,7 @@ def derive_tied_projection_general() -> Derivation:
 # ------------------------------------------------------------------------------------------------
 # symbolic number of steps (issue 34)
 
-__all__ += ["derive_bptt_general", "bptt_general_at"]
+__all__ += ["derive_bptt_vector_step", "derive_bptt_general", "bptt_general_at"]
 
 #: the parameters of the scalar RNN, in the order the cost-to-go functions take them after h
 _PARAMS = ("w", "u", "b", "v")
@@ -198,6 +198,70 @@ def _cost_to_go(name: str):
 
 
 @lru_cache(maxsize=None)
+def derive_bptt_vector_step() -> Derivation:
+    """One step of BPTT for the vector RNN ``a_t = W h_{t−1} + U x_t + b``, ``h_t = σ(a_t)`` (entrywise),
+    ``y_t = V h_t + c``, ``ℓ_t = ½‖y_t − z_t‖²`` in index form for symbolic widths ``d_h, d_x, d_y``
+    (``IndexedBase`` entries, indices from 1): with ``δ_t = ∂R_t/∂a_t`` (``R_t`` the loss still to
+    come from step t on),
+
+    * ``δ_t[i] = σ'(a_t[i]) (Σ_o V_oi (y_t − z_t)_o + Σ_m W_mi δ_{t+1}[m])``, i.e.
+      ``δ_t = σ'(a_t) ⊙ (Vᵀ(y_t − z_t) + Wᵀδ_{t+1})``: ``sp.diff`` through the sums, delta sums evaluated;
+    * step t's own copies: ``∂/∂W_pq = δ_t[p] h_{t−1}[q]``, ``∂/∂U_pq = δ_t[p] x_t[q]``, ``∂/∂b_p = δ_t[p]``
+      (through ``a_t``), ``∂ℓ_t/∂V_pq = (y_t − z_t)_p h_t[q]``, ``∂ℓ_t/∂c_p = (y_t − z_t)_p``.
+
+    Typed in (SymPy has no function of a vector of symbolic length): the multivariate chain rule, as
+    ``R_{t+1}`` entering through ``Σ_m δ_{t+1}[m] a_{t+1}[m]`` and ``R_t`` through ``Σ_i δ_t[i] a_t[i]``
+    (their derivatives are the chain rule's), and, for tied weights, ``d/dθ L(θ, …, θ) = Σ_k ∂L/∂θ^{(k)}``
+    entry by entry. ``result``: ``δ_t[i]``; facts ``sizes``, ``bases`` (the IndexedBases by name), ``i``.
+
+    >>> derive_bptt_vector_step().result
+    (Sum((c[o] - z[o] + Sum(sigma(a[j])*V[o, j], (j, 1, d_h)))*V[o, i], (o, 1, d_y)) + Sum(W[m, i]*delta_next[m], (m, 1, d_h)))*sigma'(a[i])
+    """
+    dh, dx, dy = sp.symbols("d_h d_x d_y", integer=True, positive=True)
+    i, j, m, o, p, q = sp.symbols("i j m o p q", integer=True)
+    names = ("W", "U", "b", "V", "c", "h_prev", "x", "z", "a", "delta_next", "delta")
+    W, U, bv, V, c, hp, x, zz, a, dn, D = (sp.IndexedBase(n) for n in names)
+    b_ = DerivationBuilder("One BPTT step for a vector RNN, symbolic widths d_h, d_x, d_y (index form)")
+    b_.symbols(d_h="hidden width", d_x="input width", d_y="output width", W="recurrent weights (d_h×d_h)",
+               U="input weights (d_h×d_x)", b="bias (d_h)", V="output weights (d_y×d_h)", c="output bias (d_y)",
+               h_prev="h_{t−1}", a="pre-activation a_t", z="target z_t", delta_next="δ_{t+1} = ∂R_{t+1}/∂a_{t+1}",
+               delta="δ_t = ∂R_t/∂a_t", sigma="the activation, entrywise (any differentiable function)")
+
+    def y(oo):
+        return sp.Sum(V[oo, j] * sigma(a[j]), (j, 1, dh)) + c[oo]
+
+    ell = b_.define("ℓ_t = ½ Σ_o (y_t − z_t)_o², y_t[o] = Σ_j V_oj σ(a_t[j]) + c_o",
+                    sp.Rational(1, 2) * sp.Sum((y(o) - zz[o]) ** 2, (o, 1, dy)))
+    b_.assume("Chain rule: R_{t+1} depends on a_t only through a_{t+1}[m] = Σ_j W_mj σ(a_t[j]) + …, so ∂R_{t+1}/∂a_t "
+              "is the derivative of Σ_m δ_{t+1}[m] a_{t+1}[m] with δ_{t+1} held fixed")
+    r_lin = sp.Sum(dn[m] * sp.Sum(W[m, j] * sigma(a[j]), (j, 1, dh)), (m, 1, dh))
+    raw = b_.step("∂(ℓ_t + R_{t+1})/∂a_t[i] (SymPy through the sums)", sp.diff(ell + r_lin, a[i]))
+    delta = b_.step("Delta sums evaluated for i ∈ [1, d_h]", _sz.eval_index_sums(_sz.pull_constants(sp.expand(raw)), {i: (1, dh)}))
+    target = dsigma(a[i]) * (sp.Sum(V[o, i] * (y(o) - zz[o]), (o, 1, dy)) + sp.Sum(W[m, i] * dn[m], (m, 1, dh)))
+    b_.obligation("delta_recursion", _sz.canonical_dummies(_sz.pull_constants(sp.expand(delta - target))),
+                  description="δ_t = σ'(a_t) ⊙ (Vᵀ(y_t − z_t) + Wᵀ δ_{t+1})")
+    b_.assume("Chain rule: step t's copies of W, U, b enter the loss only through a_t[i] = Σ_j W_ij h_{t−1}[j] + "
+              "Σ_m U_im x_t[m] + b_i, so their gradients are those of Σ_i δ_t[i] a_t[i]")
+    a_t = sp.Sum(D[i] * (sp.Sum(W[i, j] * hp[j], (j, 1, dh)) + sp.Sum(U[i, m] * x[m], (m, 1, dx)) + bv[i]), (i, 1, dh))
+    for name, var, rng, tgt in (("W", W[p, q], {p: (1, dh), q: (1, dh)}, D[p] * hp[q]),
+                                ("U", U[p, q], {p: (1, dh), q: (1, dx)}, D[p] * x[q]),
+                                ("b", bv[p], {p: (1, dh)}, D[p])):
+        g = b_.step(f"∂/∂{name} of step t's copy", _sz.eval_index_sums(_sz.pull_constants(sp.expand(sp.diff(a_t, var))), rng))
+        b_.obligation(f"own_gradient_{name}", sp.expand(g - tgt), description=f"∂L/∂{name}^(t) = {tgt}")
+    for name, var, rng, tgt in (("V", V[p, q], {p: (1, dy), q: (1, dh)}, (y(p) - zz[p]) * sigma(a[q])),
+                                ("c", c[p], {p: (1, dy)}, y(p) - zz[p])):
+        g = b_.step(f"∂ℓ_t/∂{name} of step t's copy (SymPy through the sums)",
+                    _sz.eval_index_sums(_sz.pull_constants(sp.expand(sp.diff(ell, var))), rng))
+        b_.obligation(f"own_gradient_{name}", sp.expand(g - sp.expand(tgt)), description=f"∂L/∂{name}^(t) = (y_t − z_t) ⊗ …")
+    b_.assume("Tied weights: d/dθ L(θ, …, θ) = Σ_k ∂L/∂θ^(k) at θ^(k) = θ, entry by entry (chain rule; derived in SymPy "
+              "for the scalar RNN in derive_bptt_general)")
+    b_.fact("sizes", (dh, dx, dy))
+    b_.fact("bases", dict(zip(names, (W, U, bv, V, c, hp, x, zz, a, dn, D))))
+    b_.fact("i", i)
+    return b_.done(delta, display=target)
+
+
+@lru_cache(maxsize=None)
 def derive_bptt_general() -> Derivation:
     """BPTT for the scalar RNN of this module for every number of steps ``T`` (a SymPy symbol),
     by induction over the steps, with σ any differentiable function.
@@ -214,7 +278,9 @@ def derive_bptt_general() -> Derivation:
       weights; base ``δ_T = σ'(a_T) v (y_T − z_T)`` (``R_{T+1} = 0``);
     * tied chain rule, per parameter θ: ``d/dθ R_t = ∂R_t/∂θ_t + (∂_θ R_{t+1})(h_t)``;
     * summed over the steps for symbolic ``T`` (``Σ_{t=1}^{T}(G_t − G_{t+1})`` telescopes, SymPy):
-      ``dL/dθ = Σ_{t=1}^{T} ∂L/∂θ_t``; for ``w``: ``Σ_t δ_t h_{t−1}``.
+      ``dL/dθ = Σ_{t=1}^{T} ∂L/∂θ_t``; for ``w``: ``Σ_t δ_t h_{t−1}``;
+    * the vector step for symbolic widths (:func:`derive_bptt_vector_step`, inherited as ``vector_step.*``;
+      the multivariate chain rule typed in there), which at ``d_h = d_x = d_y = 1`` is the scalar recursion.
 
     Cross-check: :func:`derive_bptt_scalar` at ``T = 2`` is inherited (``at_T2.*``) and the general
     result unrolled at ``T = 2`` (:func:`bptt_general_at`) equals its tied and untied gradients.
@@ -299,6 +365,14 @@ def derive_bptt_general() -> Derivation:
     tied = b.step("For θ = w: g_t = δ_t h_{t−1}", total.xreplace({g[t]: dl[t] * hb[t - 1]}))
     facts = {"T": T, "t": t, "delta": dl, "h": hb, "a": ab, "z": zb, "x": xb, "symbols": (w, u, bb, v)}
     result = {"tied": tied, "recursion": rec_ix, "last": last_ix}
+    vec = derive_bptt_vector_step()
+    b.inherit(vec, "vector_step")
+    B_ = vec.facts["bases"]
+    one = _sz.instantiate(vec.result.xreplace({vec.facts["i"]: 1}), dict.fromkeys(vec.facts["sizes"], 1)).xreplace(
+        {B_["c"][1]: 0}).xreplace({sigma(B_["a"][1]): hb[t]}).xreplace(
+        {B_["V"][1, 1]: v, B_["W"][1, 1]: w, B_["a"][1]: ab[t], B_["delta_next"][1]: dl[t + 1], B_["z"][1]: zb[t]})
+    b.obligation("vector_step_at_width_1_is_scalar_recursion", sp.expand(one - rec_ix),
+                 description="the vector step at d_h = d_x = d_y = 1 (no output bias) is the scalar recursion")
     fixed = derive_bptt_scalar(2)
     b.inherit(fixed, "at_T2")
     at = _bptt_at(result, facts, 2, fixed.facts["symbols"])

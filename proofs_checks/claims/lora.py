@@ -28,40 +28,51 @@ _CONFIGS = [(8, 6, 2, 16.0), (5, 7, 3, 1.0), (12, 12, 4, 8.0), (3, 9, 1, 2.0)]
 _RANK_SIZES = ((3, 3, 1), (3, 4, 2))
 
 
+#: (n, d, k, r) at which the form's gradients are compared with the general (symbolic-size) closed forms
+_GRAD_SIZES = ((3, 3, 2, 2), (2, 2, 2, 1), (5, 4, 6, 3), (4, 7, 3, 3))
+
+
 def _symbolic(form, ctx) -> CheckResult:
-    """The form's gradients vs SymPy's entrywise derivatives (random points, and B = 0); the form's
-    count vs the polynomial fitted to symbolic entry counts; the derived rank bound."""
-    n, d, k, r = 3, 3, 2, 2
-    dv = tl.derive_lora_gradients(n, d, k, r)
-    X, G, A, B, s = dv.facts["symbols"]
-    args = [list(X), list(G), list(A), list(B), s]
-    fA = sp.lambdify(args, dv.result["grad_A"], "numpy")
-    fB = sp.lambdify(args, dv.result["grad_B"], "numpy")
+    """The form's gradients vs ∂L/∂A = s Bᵀ Gᵀ X, ∂L/∂B = s Gᵀ X Aᵀ derived for symbolic n, d, k, r
+    (tl.derive_lora_general), specialised to four sizes (random points, and B = 0); the form's count
+    vs the derived r(d + k) and the polynomial fitted to symbolic entry counts; the rank bound by
+    minors at fixed sizes."""
     rng = ctx.rng()
     R = Resolved()
-    for trial in range(8):
-        Xn, Gn, An = rng.normal(size=(n, k)), rng.normal(size=(n, d)), rng.normal(size=(r, k))
-        Bn = np.zeros((d, r)) if trial < 2 else rng.normal(size=(d, r))
-        sv = float(rng.uniform(0.5, 4.0))
-        flat = [Xn.ravel(), Gn.ravel(), An.ravel(), Bn.ravel(), sv]
-        gA, gB = form["grads"](Xn, Gn, An, Bn, sv)
-        R.pair("grad_A", gA, np.asarray(fA(*flat), dtype=float), div="ref1")  # max_rel_error
-        R.pair("grad_B", gB, np.asarray(fB(*flat), dtype=float), div="ref1")
+    for n, d, k, r in _GRAD_SIZES:
+        (X, G, A, B, s), grads = tl.lora_gradients_at(n, d, k, r)
+        args = [list(X), list(G), list(A), list(B), s]
+        fA = sp.lambdify(args, grads["grad_A"], "numpy")
+        fB = sp.lambdify(args, grads["grad_B"], "numpy")
+        for trial in range(4):
+            Xn, Gn, An = rng.normal(size=(n, k)), rng.normal(size=(n, d)), rng.normal(size=(r, k))
+            Bn = np.zeros((d, r)) if trial == 0 else rng.normal(size=(d, r))
+            sv = float(rng.uniform(0.5, 4.0))
+            flat = [Xn.ravel(), Gn.ravel(), An.ravel(), Bn.ravel(), sv]
+            gA, gB = form["grads"](Xn, Gn, An, Bn, sv)
+            label = f"n{n}_d{d}_k{k}_r{r}"
+            R.pair(f"grad_A_{label}", gA, np.asarray(fA(*flat), dtype=float), div="ref1")  # max_rel_error
+            R.pair(f"grad_B_{label}", gB, np.asarray(fB(*flat), dtype=float), div="ref1")
+    gen = tl.derive_lora_general()
+    dg, kg, rg = gen.facts["sizes"][1:]
     cnt = tl.derive_lora_count()
     dd, kk, rr = cnt.facts["symbols"]
+    grid = [(a, b, c) for a in (1, 3, 64, 768) for b in (2, 5, 64, 3072) for c in (1, 4, 8) if c <= smallest(a, b)]
+    R.prop("count", float(largest(abs(form["count"](a, b, c) - int(gen.facts["count"].subs({dg: a, kg: b, rg: c})))
+                                  for a, b, c in grid)), "difference of the trainable-parameter count from r(d + k) (an integer)")
     poly = sp.lambdify((dd, kk, rr), cnt.result)
-    R.prop("count", float(largest(abs(form["count"](a, b, c) - poly(a, b, c))
-                                  for a in (1, 3, 64, 768) for b in (2, 5, 64, 3072) for c in (1, 4, 8) if c <= smallest(a, b))),
-           "difference of the trainable-parameter count (an integer)")
-    rank_dv = {f"{D}x{K} r={R}": tl.derive_lora_rank(D, K, R) for D, K, R in _RANK_SIZES}
+    R.prop("count_vs_fit", float(largest(abs(form["count"](a, b, c) - poly(a, b, c)) for a, b, c in grid)),
+           "difference of the trainable-parameter count from the fitted polynomial (an integer)")
+    rank_dv = {f"{D}x{K} r={Rk}": tl.derive_lora_rank(D, K, Rk) for D, K, Rk in _RANK_SIZES}
     R.prop("nonzero_minors_of_order_r_plus_1", float(sum(int(v.result) for v in rank_dv.values())),
            "count of nonzero minors of order r+1 (derived 0)")
     R.prop("leading_r_minor_identically_zero", float(sum(sp.expand(v.facts["leading_r_minor"]) == 0 for v in rank_dv.values())),
            "count of sizes whose leading r×r minor of BA expands to 0 (derived: a nonzero polynomial, rank r generically)")
-    tol = 32 * (n + largest(d, k)) * EPS
+    nmax = largest(n + largest(d, k) for n, d, k, _ in _GRAD_SIZES)
+    tol = 32 * nmax * EPS
     return R.result(tol, "float64 rounding of products of O(1) entries summed over n+max(d,k) terms "
-                    "(32·(n+max(d,k))·eps, relative to max(1, max|grad|)); counts and minors exact",
-                    seeds=[ctx.seed_for()], sizes={"n": n, "d": d, "k": k, "r": r})
+                    f"(32·(n+max(d,k))·eps = 32·{nmax}·eps, relative to max(1, max|grad|)); counts and minors exact",
+                    seeds=[ctx.seed_for()], sizes={"(n, d, k, r)": list(_GRAD_SIZES), "trials per size": 4})
 
 
 def _base_and_lora(form, d, k, r, alpha, seed, device):
@@ -272,34 +283,45 @@ register(Claim(
         Hypothesis("base_frozen", r"W_0,\ b\ \text{frozen}", "only A and B are trained", counterexample=_cx_frozen),
     ),
     clauses=(
-        Clause("init_equals_base", r"f_{\text{init}}=f_{W_0}", "checked", _SIZES_RUN + "; " + _TRAINED,
-               ("torch_linear_wrapper", "trained_adapters")),
+        Clause("init_equals_base", r"f_{\text{init}}=f_{W_0}", "derived",
+               "symbolic n, d, k, r: X(W_0 + s·0·A)ᵀ = XW_0ᵀ (matrix symbols, B a ZeroMatrix)",
+               ("derivation", "torch_linear_wrapper", "trained_adapters"), also=(("checked", _SIZES_RUN + "; " + _TRAINED),)),
         Clause("gradients", r"\partial_AL|_{B=0}=0,\ \partial_BL=\tfrac{\alpha}{r}G^\top XA^\top,\ \partial_AL=\tfrac{\alpha}{r}B^\top G^\top X",
-               "derived_at", "n = d = k = 2, r = 1 (derivation); n = 3, d = 3, k = 2, r = 2 (symbolic check)",
+               "derived", "symbolic n, d, k, r (SymPy matrix calculus of tr(GᵀY), and the index form with delta sums)",
                ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
-               also=(("checked", _SIZES_RUN + ", against autograd at B = 0"),)),
-        Clause("rank_le_r", r"\operatorname{rank}(\tfrac{\alpha}{r}BA)\le r", "derived_at",
-               "(d, k, r) = (3, 3, 1), (3, 4, 2): every (r+1)×(r+1) minor of BA expands to 0",
-               ("gradients_count_rank_vs_sympy", "torch_linear_wrapper", "trained_adapters"),
-               also=(("checked", _SIZES_RUN + " (SVD); " + _TRAINED),)),
+               also=(("derived_at", "n = d = k = 2, r = 1"),
+                     ("checked", "the form against the general gradients at (n, d, k, r) ∈ {(3, 3, 2, 2), (2, 2, 2, 1), "
+                      "(5, 4, 6, 3), (4, 7, 3, 3)}; " + _SIZES_RUN + ", against autograd at B = 0"))),
+        Clause("rank_le_r", r"\operatorname{rank}(\tfrac{\alpha}{r}BA)\le r", "derived",
+               "symbolic d, k, r: rank(BA) ≤ Min(d, k, r) ≤ r read off the shapes (rank rules typed in: rank(PQ) ≤ "
+               "min(rank P, rank Q), rank P ≤ min(rows, cols))",
+               ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper", "trained_adapters"),
+               also=(("derived_at", "(d, k, r) = (3, 3, 1), (3, 4, 2): every (r+1)×(r+1) minor of BA expands to 0"),
+                     ("checked", _SIZES_RUN + " (SVD); " + _TRAINED))),
         Clause("rank_generic", r"\operatorname{rank}(\tfrac{\alpha}{r}BA)=r\ \text{for generic}\ A,B\ \text{(all but a null set)}",
-               "derived_at", "(d, k, r) = (3, 3, 1), (3, 4, 2): the leading r×r minor of BA is a nonzero polynomial",
-               ("gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
-               also=(("checked", _SIZES_RUN + ": σ_r > 1e-8·σ_1 for Gaussian A, B"),)),
-        Clause("merge", r"x(W_0+\tfrac{\alpha}{r}BA)^\top=xW_0^\top+\tfrac{\alpha}{r}(xA^\top)B^\top", "checked",
-               _SIZES_RUN + "; " + _TRAINED, ("torch_linear_wrapper", "trained_adapters")),
-        Clause("trainable_count", r"\#\text{trainable}=r(d+k)", "derived_at",
-               "d, k, r ∈ {1, 2} fitted to a multilinear ansatz (the ansatz is assumed), held out at (5, 3, 4), (7, 2, 3)",
+               "derived", "symbolic r ≤ min(d, k): the leading r×r minor det(B_r A_r) = det B_r · det A_r is 1 at B_r = A_r = I_r, "
+               "a nonzero polynomial (typed in: it vanishes only on a null set; a nonzero r×r minor gives rank ≥ r; "
+               "s = α/r ≠ 0 keeps the rank)", ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
+               also=(("derived_at", "(d, k, r) = (3, 3, 1), (3, 4, 2): the leading r×r minor of BA is a nonzero polynomial"),
+                     ("checked", _SIZES_RUN + ": σ_r > 1e-8·σ_1 for Gaussian A, B"))),
+        Clause("merge", r"x(W_0+\tfrac{\alpha}{r}BA)^\top=xW_0^\top+\tfrac{\alpha}{r}(xA^\top)B^\top", "derived",
+               "symbolic n, d, k, r (matrix symbols)", ("derivation", "torch_linear_wrapper", "trained_adapters"),
+               also=(("checked", _SIZES_RUN + "; " + _TRAINED),)),
+        Clause("trainable_count", r"\#\text{trainable}=r(d+k)", "derived",
+               "symbolic d, k, r: the entries of A (r×k) and B (d×r), read off their shapes (the base is frozen)",
                ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
-               also=(("checked", "numel of the torch module at " + _SIZES_RUN.split(" (first")[0]
-                      + "; the formula at d ∈ {1, 3, 64, 768}, k ∈ {2, 5, 64, 3072}, r ∈ {1, 4, 8}"),)),
+               also=(("derived_at", "d, k, r ∈ {1, 2} fitted to a multilinear ansatz (the ansatz is assumed), held out at "
+                      "(5, 3, 4), (7, 2, 3)"),
+                     ("checked", "numel of the torch module at " + _SIZES_RUN.split(" (first")[0]
+                      + "; the formula at d ∈ {1, 3, 64, 768}, k ∈ {2, 5, 64, 3072}, r ∈ {1, 4, 8}"))),
     ),
     source="lecture notes 001 (fine-tuning: W ↦ W + BA); Hu et al. (2021) LoRA",
     kind="theorem",
     form={"make": nl.make_lora, "merge": nl.merge_weight, "grads": nl.lora_grads, "count": nl.trainable_count},
-    derivation=lambda: tl.derive_lora_gradients(2, 2, 2, 1),
+    derivation=tl.derive_lora_general,
     checks=(
-        Check("gradients_count_rank_vs_sympy", "symbolic", _symbolic, "form's gradients/count vs SymPy; rank bound by minors"),
+        Check("gradients_count_rank_vs_sympy", "symbolic", _symbolic,
+              "form's gradients vs the symbolic-size closed forms at four sizes; count vs r(d + k); rank bound by minors"),
         Check("torch_linear_wrapper", "numeric", _torch_module, "LoRA around torch.nn.Linear: init, autograd, numel, merge, SVD rank", uses_device=False),
         Check("trained_adapters", "trained", _trained, "Adam-trained adapters (vmapped over seeds): base frozen, merge, rank"),
     ),

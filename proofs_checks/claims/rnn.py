@@ -19,46 +19,62 @@ from theory import rnn as tr
 #        "project": untied gradients (T, ...) -> their projection onto the tied subspace (T, ...)}
 
 
+#: numbers of steps at which the form is compared with the general (symbolic-T) BPTT result
+_T_GENERAL = (2, 3, 5, 9)
+
+
 def _symbolic(form, ctx) -> CheckResult:
-    """Scalar RNN with T = 3 and σ = tanh: the form's combination of the SymPy untied gradients
-    and the form's BPTT equal SymPy's dL/dw of the tied unrolled loss; the form's projection
-    equals the derived least-squares projection (the average), and tied = T · projection."""
+    """Scalar RNN, σ = tanh: the form's combination of the untied gradients δ_k h_{k−1} and the form's
+    BPTT equal the tied gradient Σ_k δ_k h_{k−1} derived for symbolic T (tr.derive_bptt_general),
+    unrolled at T ∈ {2, 3, 5, 9}; at T = 3 also SymPy's dL/dw of the unrolled loss itself
+    (tr.derive_bptt_scalar). The form's projection equals the derived least-squares projection (the
+    average), tied = T · projection, and the projection derived for symbolic T."""
+    rng = ctx.rng()
+    R = Resolved()  # every entry is max_rel_error: |value − ref| / max(1, |ref|)
+    d3 = tr.derive_bptt_scalar(3)
+    f3 = sp.lambdify([*d3.facts["symbols"][:5], list(d3.facts["symbols"][5]), list(d3.facts["symbols"][6])],
+                     d3.result["tied"], "numpy")
+    for T in _T_GENERAL:
+        gen = tr.bptt_general_at(T)
+        w, u, b, v, h0, xs, zs = gen["symbols"]
+        args = [w, u, b, v, h0, list(xs), list(zs)]
+        f_tied = sp.lambdify(args, gen["tied"], "numpy", cse=True)
+        f_untied = sp.lambdify(args, list(gen["untied"]), "numpy", cse=True)
+        for _ in range(ctx.size(4, 12)):
+            wv, uv, bv, vv, h0v = rng.normal(size=5)
+            x, z = rng.normal(size=T), rng.normal(size=T)
+            tied = float(f_tied(wv, uv, bv, vv, h0v, list(x), list(z)))
+            untied = np.asarray(f_untied(wv, uv, bv, vv, h0v, list(x), list(z)), dtype=float)
+            R.pair(f"combine_T{T}", form["combine"](untied), tied, div="ref1")
+            params = {"Wh": np.array([[wv]]), "Wx": np.array([[uv]]), "b": np.array([bv]), "Wy": np.array([[vv]]),
+                      "by": np.zeros(1), "h0": np.array([h0v])}
+            g = form["bptt"](params, x.reshape(1, T, 1), z.reshape(1, T, 1))
+            R.pair(f"bptt_T{T}", g["Wh"][0, 0], tied, div="ref1")
+            if T == 3:  # the general result against SymPy's derivative of the unrolled loss (another route)
+                R.pair("general_vs_direct_T3", tied, float(f3(wv, uv, bv, vv, h0v, list(x), list(z))), div="ref1")
     T = 3
-    d = tr.derive_bptt_scalar(T)
-    w, u, b, v, h0, xs, zs = d.facts["symbols"]
-    args = [w, u, b, v, h0, list(xs), list(zs)]
-    f_tied = sp.lambdify(args, d.result["tied"], "numpy")
-    f_untied = sp.lambdify(args, list(d.result["untied"]), "numpy")
     proj = tr.derive_tied_projection(T)
     f_proj = sp.lambdify([list(proj.facts["g_symbols"])], proj.result["projection"], "numpy")
     ratio = float(proj.result["tied_over_projection"])
-    rng = ctx.rng()
-    R = Resolved()  # every entry is max_rel_error: |value − ref| / max(1, |ref|)
     for _ in range(ctx.size(6, 20)):
-        wv, uv, bv, vv, h0v = rng.normal(size=5)
-        x, z = rng.normal(size=T), rng.normal(size=T)
-        tied = float(f_tied(wv, uv, bv, vv, h0v, list(x), list(z)))
-        untied = np.asarray(f_untied(wv, uv, bv, vv, h0v, list(x), list(z)), dtype=float)
-        R.pair("combine", form["combine"](untied), tied, div="ref1")
-        params = {"Wh": np.array([[wv]]), "Wx": np.array([[uv]]), "b": np.array([bv]), "Wy": np.array([[vv]]),
-                  "by": np.zeros(1), "h0": np.array([h0v])}
-        g = form["bptt"](params, x.reshape(1, T, 1), z.reshape(1, T, 1))
-        R.pair("bptt", g["Wh"][0, 0], tied, div="ref1")
+        untied = rng.normal(size=T)
         P = np.asarray(form["project"](untied), dtype=float)
         R.pair("projection", P, np.full(T, f_proj(list(untied))), div="ref1")
-        R.pair("tied_over_projection", ratio * P[0], tied, div="ref1")
+        R.pair("tied_over_projection", ratio * P[0], float(np.sum(untied)), div="ref1")
     gen = tr.derive_tied_projection_general()  # symbolic T: c* = (1/T) Σ g_k, tied = T·c*
     R.prop("general_T_obligations_failed", float(sum(not o.passed for o in gen.check_obligations())),
            "count of failed obligations of the symbolic-T projection (convexity, tied = T·c*)")
     Tsym = next(iter(gen.result["tied_over_projection"].free_symbols))
-    c_T = sp.expand(gen.result["projection"].subs(Tsym, T).doit())
-    g_ix = sorted(c_T.atoms(sp.Indexed), key=str)  # g[1], g[2], g[3]
-    untied = rng.normal(size=T)
-    R.pair("projection_vs_general_T", np.asarray(form["project"](untied), dtype=float)[0],
-           float(c_T.subs(dict(zip(g_ix, untied)))), div="ref1")
-    tol = 64 * T * EPS
-    return R.result(tol, f"float64 rounding of a T={T} step chain rule (64·T·eps, relative to max(1, |ref|))",
-                    seeds=[ctx.seed_for()], sizes={"T": T})
+    for Tg in _T_GENERAL:
+        c_T = sp.expand(gen.result["projection"].subs(Tsym, Tg).doit())
+        g_ix = sorted(c_T.atoms(sp.Indexed), key=lambda e: int(e.indices[0]))  # g[1], …, g[T]
+        untied = rng.normal(size=Tg)
+        R.pair(f"projection_vs_general_T{Tg}", np.asarray(form["project"](untied), dtype=float)[0],
+               float(c_T.subs(dict(zip(g_ix, untied)))), div="ref1")
+    Tmax = max(_T_GENERAL)
+    tol = 64 * Tmax * EPS
+    return R.result(tol, f"float64 rounding of a T-step chain rule (64·T·eps at T = {Tmax}, relative to max(1, |ref|))",
+                    seeds=[ctx.seed_for()], sizes={"T": list(_T_GENERAL)})
 
 
 def _autograd(form, ctx) -> CheckResult:
@@ -185,12 +201,20 @@ register(Claim(
     clauses=(
         Clause("tied_is_sum", r"\frac{\partial L}{\partial W}\Big|_{\text{tied}}=\sum_{k=1}^T\frac{\partial L}{\partial W^{(k)}}\Big|_{W^{(k)}=W}"
                r"\ \ (W\in\{W_h,W_x,b,W_y,b_y\})", "derived_at",
-               "scalar RNN (d_x = d_h = d_y = 1), generic differentiable σ, the recurrent weight w only, T = 2 (derivation) and T = 3 (symbolic check)",
-               ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"), also=(("checked", _SHAPES),)),
+               "d_x = d_h = d_y = 1 (scalar RNN) and every T ≥ 1 (symbolic T, by induction over the steps; the sum "
+               "telescopes), each of w, u, b, v, generic differentiable σ (for vector widths the clause is the "
+               "multivariate chain rule itself: checked, not derived)",
+               ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"),
+               also=(("derived_at", "scalar RNN, the recurrent weight w, T = 2 (unrolled loss differentiated)"), ("checked", _SHAPES))),
         Clause("bptt_recursion", r"\delta_t=\sigma'(a_t)\odot\big(W_y^\top(y_t-z_t)+W_h^\top\delta_{t+1}\big),\ "
-               r"\frac{\partial L}{\partial W_h}=\sum_t\delta_th_{t-1}^\top", "derived_at",
-               "scalar RNN, generic differentiable σ, ∂L/∂w only, T = 2 (derivation) and T = 3 (symbolic check)",
-               ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"), also=(("checked", _SHAPES),)),
+               r"\frac{\partial L}{\partial W_h}=\sum_t\delta_th_{t-1}^\top", "derived",
+               "every T ≥ 1 and symbolic widths d_h, d_x, d_y (the step δ_t = σ'(a_t) ⊙ (W_yᵀ(y_t − z_t) + W_hᵀδ_{t+1}) in "
+               "index form with the multivariate chain rule typed in; ∂L/∂W_h = Σ_t δ_t h_{t−1}ᵀ by the telescoping sum); "
+               "in SymPy throughout for the scalar RNN (the rest of the loss an undefined function, generic σ)",
+               ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"),
+               also=(("derived_at", "scalar RNN, ∂L/∂w, T = 2 (derivation) and T = 3 (symbolic check: vs the unrolled loss)"),
+                     ("checked", "the form's BPTT and combination against the general result unrolled at T ∈ {2, 3, 5, 9} "
+                      "(scalar, tanh); " + _SHAPES))),
         Clause("projection_is_average", r"\Pi_{\text{tied}}(G_1,\dots,G_T)=(\bar G,\dots,\bar G),\ "
                r"\bar G=\tfrac1T\textstyle\sum_kG_k=\tfrac1T\frac{\partial L}{\partial W}", "derived",
                "every T ≥ 1 (symbolic T, entrywise), theory.rnn.derive_tied_projection_general",
@@ -200,9 +224,10 @@ register(Claim(
     source="lecture notes 004 (Backpropagation Through Time); Werbos (1990)",
     kind="theorem",
     form={"combine": nr.sum_over_steps, "bptt": nr.bptt_numpy, "project": nr.project_tied},
-    derivation=lambda: tr.derive_bptt_scalar(2),
+    derivation=tr.derive_bptt_general,
     checks=(
-        Check("scalar_rnn_vs_sympy", "symbolic", _symbolic, "T=3 scalar RNN: chain-rule sum and BPTT vs SymPy; projection"),
+        Check("scalar_rnn_vs_sympy", "symbolic", _symbolic,
+              "scalar RNN: chain-rule sum and BPTT vs the symbolic-T result at T ∈ {2, 3, 5, 9} (and SymPy's dL/dw at T = 3); projection"),
         Check("untied_sum_vs_nn_rnn", "numeric", _autograd, "autograd of untied copies and hand BPTT vs torch.nn.RNN", uses_device=False),
         Check("averaging_is_projection", "numeric", _projection, "projection vs lstsq; projected step = tied step at η/T"),
     ),
