@@ -79,6 +79,7 @@ MODULES = textwrap.dedent("""
 @pytest.fixture()
 def box(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the record of written outputs
     (tmp_path / "m.py").write_text(MODULES)
     np.save("p.npy", np.sign(np.random.default_rng(0).normal(size=(6, 16))))
     return tmp_path
@@ -217,3 +218,61 @@ def test_pytest_fixture_fails_the_test_when_the_module_exits(pytester):
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     res.assert_outcomes(failed=1)
     assert "exit status 0" in res.stdout.str()
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. outputs that are really ours
+
+
+def hopfield(*args):
+    return invoke("check", "hopfield", "--patterns", "p.npy", "--no-progress", *args)
+
+
+def test_hand_edited_stamp_naming_a_users_file_does_not_delete_it(box):
+    rep = box / "rep"
+    rep.mkdir()
+    (rep / "thesis.tex").write_text("years of work")
+    (rep / ".tverify-report").write_text(json.dumps({"tool": "tverify", "files": ["thesis.tex"]}))
+    line = one_line_error(*hopfield("--report", "rep")[::2])
+    assert "thesis.tex" in line and "nothing was written" in line
+    assert (rep / "thesis.tex").read_text() == "years of work"
+    # even with a hash map, a file it does not list (or lists with another hash) is the user's
+    (rep / ".tverify-report").write_text(json.dumps({"tool": "tverify", "files": ["thesis.tex"],
+                                                     "sha256": {"thesis.tex": "0" * 64}}))
+    line = one_line_error(*hopfield("--report", "rep")[::2])
+    assert "thesis.tex (changed since tverify wrote it)" in line
+    assert (rep / "thesis.tex").read_text() == "years of work"
+
+
+def test_a_report_is_replaced_only_while_unchanged(box):
+    code, out, err = hopfield("--report", "rep")
+    assert code == 0, err
+    stamp = json.loads((box / "rep" / ".tverify-report").read_text())
+    assert set(stamp["sha256"]) == set(stamp["files"]) and all(len(h) == 64 for h in stamp["sha256"].values())
+    code, out, err = hopfield("--report", "rep")  # unchanged: ours, replaced
+    assert code == 0, err
+    (box / "rep" / "report.md").write_text("my annotations")
+    line = one_line_error(*hopfield("--report", "rep")[::2])
+    assert "report.md (changed since tverify wrote it)" in line
+    assert (box / "rep" / "report.md").read_text() == "my annotations"
+
+
+def test_a_users_json_saying_tool_tverify_is_not_ours(box):
+    (box / "mine.json").write_text(json.dumps({"tool": "tverify", "notes": "mine"}))
+    line = one_line_error(*hopfield("--json", "mine.json")[::2])
+    assert "--force" in line and "changed since" in line
+    assert json.loads((box / "mine.json").read_text())["notes"] == "mine"
+    assert hopfield("--json", "mine.json", "--force")[0] == 0
+    assert hopfield("--json", "mine.json")[0] == 0  # now exactly what tverify wrote: replaced
+    doc = json.loads((box / "mine.json").read_text())
+    doc["outcome"] = "edited by hand"
+    (box / "mine.json").write_text(json.dumps(doc))
+    one_line_error(*hopfield("--json", "mine.json")[::2])  # edited since: the user's again
+    assert json.loads((box / "mine.json").read_text())["outcome"] == "edited by hand"
+
+
+def test_a_users_list_of_ids_is_not_a_catalogue(box):
+    (box / "ids.json").write_text(json.dumps([{"id": 1, "mine": True}]))
+    code, out, err = invoke("list", "--json", "ids.json")
+    one_line_error(code, err)
+    assert json.loads((box / "ids.json").read_text()) == [{"id": 1, "mine": True}]

@@ -4,8 +4,8 @@ HTML site of :mod:`proofs_checks.output.html_report`.
 Nothing is lost to a report:
 
 * ``--out DIR`` writes a new folder, or replaces a folder that holds a previous report: one with
-  the marker file :data:`MARKER` (a JSON stamp listing every file the report wrote) and no other
-  file. Anything else (a folder with other files, a file, a link) is refused unless ``force``; the
+  the marker file :data:`MARKER` (a JSON stamp listing every file the report wrote with its
+  SHA-256) and no other file, each unchanged since it was written. Anything else (a folder with other files, a file, a link) is refused unless ``force``; the
   current folder, a folder containing it, the home folder and ``/`` are refused even then.
   :func:`check_report_target` applies these rules; the CLI calls it before any claim runs, and
   :func:`write_report` again just before the swap.
@@ -286,8 +286,6 @@ class ReportTargetError(OutputPathError):
 
 #: the stamp a report folder carries; ``write_report`` replaces only folders that have it
 MARKER = ".tverify-report"
-#: what reports written before the marker existed contain (replaced as reports too)
-_LEGACY_TOP = {"results.json", "report.md", "index.html", "errata.html", "claims", "figures"}
 _WALK_LIMIT = 20000
 
 
@@ -305,28 +303,38 @@ def _report_files(folder: Path) -> list[str] | None:
 
 
 def _foreign_files(folder: Path) -> list[str]:
-    """Files in the existing folder ``folder`` that a previous report did not write (empty: the
-    folder may be replaced). A report is recognised by :data:`MARKER` and its manifest, or, for a
-    report written before the marker existed, by its ``results.json`` and known layout."""
+    """Files in the existing folder ``folder`` that a previous tverify output did not write exactly
+    as they are now (empty: the folder may be replaced). An output is recognised by :data:`MARKER`
+    and the SHA-256 of every file it wrote (recorded at write time, :mod:`proofs_checks.output.owned`):
+    a file the stamp does not list, or one whose content changed since, is the user's. A stamp
+    without content hashes (hand-made, or from a tverify before them) proves nothing: every file
+    counts as foreign, and only ``--force`` replaces the folder."""
+    from proofs_checks.output.owned import sha256_file
+
     files = _report_files(folder)
     if files is None:
         return [f"more than {_WALK_LIMIT} files"]
     if not files:
         return []
     stamp = folder / MARKER
-    if stamp.is_file() and not stamp.is_symlink():
-        try:
-            manifest = set(json.loads(stamp.read_text(encoding="utf-8")).get("files") or [])
-        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
-            manifest = set()
-        return sorted(f for f in files if f != MARKER and f not in manifest) if manifest else [MARKER + " (unreadable)"]
+    if not (stamp.is_file() and not stamp.is_symlink()):
+        return sorted(files)
     try:
-        legacy = json.loads((folder / "results.json").read_text(encoding="utf-8")).get("tool") == "tverify"
-    except (OSError, ValueError, AttributeError, RecursionError):
-        legacy = False
-    if legacy:
-        return sorted(f for f in files if Path(f).parts[0] not in _LEGACY_TOP or (folder / f).is_symlink())
-    return sorted(files)
+        hashes = json.loads(stamp.read_text(encoding="utf-8")).get("sha256")
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+        return [MARKER + " (unreadable)"]
+    if not isinstance(hashes, dict) or not hashes:
+        return [MARKER + " (no content hashes: not a stamp this tverify wrote)"] + sorted(f for f in files if f != MARKER)
+    out = []
+    for f in sorted(files):
+        if f == MARKER:
+            continue
+        want = hashes.get(f)
+        if not isinstance(want, str):
+            out.append(f)
+        elif sha256_file(folder / f) != want:
+            out.append(f"{f} (changed since tverify wrote it)")
+    return out
 
 
 def _contains(outer: Path, inner: Path) -> bool:
@@ -408,7 +416,10 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
         fill(tmp)
-        stamp = {"tool": "tverify", **stamp, "files": sorted(_report_files(tmp) or [])}
+        from proofs_checks.output.owned import folder_hashes
+
+        files = sorted(_report_files(tmp) or [])
+        stamp = {"tool": "tverify", **stamp, "files": files, "sha256": folder_hashes(tmp, files)}
         (tmp / MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
         _chmod_tree(tmp)
         try:

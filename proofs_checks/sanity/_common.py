@@ -36,14 +36,10 @@ def check_json_target(json_path: str | None) -> None:
     folder, a device, read-only, under a file): a usage error, one line."""
     if json_path is None or json_path == "-":
         return
-    from proofs_checks.store import OutputPathError, check_output_file
+    from proofs_checks.console import check_json_file
 
     ctx = click.get_current_context(silent=True)
-    force = bool(ctx is not None and ctx.meta.get("tverify.force"))
-    try:
-        check_output_file(json_path, "--json", force=force)
-    except OutputPathError as exc:
-        raise UsageError(str(exc)) from None
+    check_json_file(json_path, bool(ctx is not None and ctx.meta.get("tverify.force")))
 
 
 def _report_message(exc: Exception) -> str:
@@ -60,12 +56,14 @@ def _write_json(path: str, doc: dict) -> None:
     if path == "-":
         click.echo(text)
         return
+    from proofs_checks.output.owned import remember
     from proofs_checks.store import atomic_write_text
 
     try:
         atomic_write_text(Path(path), text + "\n")
     except OSError as exc:
         raise UsageError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
+    remember(path)
 
 
 def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | None) -> None:

@@ -397,13 +397,13 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
         w = doc["weights"]
         lines.append(f"your weights: ‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(w['rel_err_B']):.3g}, "
                      f"prediction rel. RMS diff = {max(w['rel_rms_prediction']):.3g}, other blocks max |.| = "
-                     f"{w['max_other_block']:.3g}, measured risk at M = {w['risk_M']:.6g} (tol {tol:g})")
+                     f"{w['max_other_block']:.3g}, measured risk at M = {M}: {w['risk_M']:.6g} (tol {tol:g})")
     else:
         t, n = doc["trained"], verdict.numbers
         lines.append(f"trained: {seeds} seeds × {prompts} prompts, {steps} Adam + {LBFGS_STEPS} L-BFGS steps on "
                      f"{t['device']} in {t['seconds']:.1f} s; mean w22·W11 rel. error {n['value']:.3g} ± {n['standard_error']:.3g} "
                      f"(SE), seed spread {n['spread']:.3g}, optimiser gap ≤ {n['optimiser_gap_max']:.3g}; "
-                     f"measured risk at M = {t['risk_M_measured']:.6g}")
+                     f"measured risk at M = {M}: {t['risk_M_measured']:.6g}")
         lines.append(f"mean w22·W11 =\n{_fmt(t['mean_B'])}")
     finish(SanityResult("icl", doc, verdict, [], lines), json_path, report_dir)
 
