@@ -40,6 +40,9 @@ __all__ = [
     "zfb_population_loss",
     "zfb_loss_gradient",
     "derive_zfb_loss",
+    "wishart_steps",
+    "zfb_loss_steps",
+    "commuting_trace_image",
 ]
 
 
@@ -514,3 +517,106 @@ def derive_zfb_loss() -> Derivation:
                  ("degree_in_B", deg), ("h", z["h"])):
         b.fact(k, v)
     return b.done({"loss": loss, "gradient": grad, "B_star": Bstar})
+
+
+# ------------------------------------------------------------------------------------------------
+# recording the moment calculus inside another derivation, and trace forms of commuting matrices
+
+
+def wishart_steps(b: DerivationBuilder, Lam: sp.MatrixSymbol, A: sp.MatrixSymbol, N: Any) -> Any:
+    """Record the steps of :func:`wishart_sandwich` (Isserlis over ``x_ia`` in index form, each
+    pairing read as a matrix by ``from_index_summation``, the pair counts as delta sums) in the
+    builder ``b`` and return ``E[Λ̂AΛ̂]`` (``Lam``, ``A``: ``MatrixSymbol``s).
+
+    >>> d, N = sp.symbols("d N", integer=True, positive=True)
+    >>> L, A = sp.MatrixSymbol("Lambda", d, d), sp.MatrixSymbol("A", d, d)
+    >>> b = DerivationBuilder("demo"); r = wishart_steps(b, L, A, N)
+    >>> tidy(r - wishart_sandwich(L, A, N), [L]), [s.how for s in b._steps][:2]
+    (0, ['assumed', 'derived'])
+    """
+    return _wishart(Lam, A, N, b)[0]
+
+
+def zfb_loss_steps(b: DerivationBuilder, Lam: sp.MatrixSymbol, B: sp.MatrixSymbol, N: Any) -> dict[str, Any]:
+    """Record the steps of the ZFB population loss (as in :func:`derive_zfb_loss`: ``h = Λ̂w``,
+    ``E_w``, ``E_X`` by the Wishart moment, ``E_{x_q}``) in ``b``; returns ``{"loss", "hh", "hw",
+    "ww", "h", "Euu", "residual", "uu"}`` (``N``: the prompt length, a symbol or a number).
+
+    >>> d, N = sp.symbols("d N", integer=True, positive=True)
+    >>> L, B = sp.MatrixSymbol("Lambda", d, d), sp.MatrixSymbol("B", d, d)
+    >>> z = zfb_loss_steps(DerivationBuilder("demo"), L, B, N)
+    >>> tidy(z["loss"] - zfb_population_loss(L, B, N), [L])
+    0
+    """
+    return _zfb(Lam, B, N, b)
+
+
+def _scalar_image(e, traces):
+    return sp.sympify(e).xreplace(traces) if traces else sp.sympify(e)
+
+
+def _matrix_image(m, images, traces):
+    if not isinstance(m, sp.MatrixExpr):
+        return _scalar_image(m, traces)
+    if isinstance(m, sp.MatrixSymbol):
+        if m not in images:
+            raise ValueError(f"no scalar image for {m}")
+        return images[m]
+    if isinstance(m, sp.Identity):
+        return sp.Integer(1)
+    if isinstance(m, sp.ZeroMatrix):
+        return sp.Integer(0)
+    if isinstance(m, sp.MatMul):
+        return sp.Mul(*[_matrix_image(a, images, traces) for a in m.args])
+    if isinstance(m, sp.MatAdd):
+        return sp.Add(*[_matrix_image(a, images, traces) for a in m.args])
+    if isinstance(m, sp.MatPow):
+        return _matrix_image(m.base, images, traces) ** m.exp
+    if isinstance(m, sp.Inverse):
+        return 1 / _matrix_image(m.arg, images, traces)
+    if isinstance(m, sp.Transpose):
+        return _matrix_image(m.arg, images, traces)
+    raise ValueError(f"cannot map {type(m).__name__} {m}")
+
+
+def commuting_trace_image(expr: Any, images: dict, scalar_traces: dict | None = None) -> Any:
+    """The scalar image ``F(λ)`` of a trace polynomial ``Σ_k c_k tr(f_k(Λ))`` whose matrices are
+    symmetric functions of one matrix and so commute: each ``MatrixSymbol`` ``S`` in a trace is
+    replaced by its image ``images[S]`` (a function of a scalar ``λ``; ``S⁻¹`` by ``1/images[S]``,
+    ``Sᵀ`` like ``S``), and ``F = Σ_k c_k f_k``. Traces named in ``scalar_traces`` (e.g.
+    ``{Trace(Λ): t}``) that multiply another trace are scalars (``c_k`` may contain them); a term
+    made of such traces alone keeps one of them as its trace. Each term must hold exactly one other
+    trace (else ``ValueError``).
+
+    Premise (the caller's to state): the matrices are symmetric and commute, and ``f ↦ f(Λ)`` is an
+    algebra homomorphism on rational functions whose poles avoid the spectrum (functional calculus),
+    so ``Σ_k c_k tr(f_k(Λ)) = tr(F(Λ))``; ``F ≡ 0`` then gives 0.
+
+    >>> d, N = sp.symbols("d N", integer=True, positive=True)
+    >>> L, G = sp.MatrixSymbol("Lambda", d, d), sp.MatrixSymbol("G", d, d)
+    >>> lam, t = sp.symbols("lambda t", positive=True)
+    >>> e = sp.Trace(G.I * L * G.I * L) * sp.Trace(L) + sp.Trace(L)
+    >>> commuting_trace_image(e, {L: lam, G: 2 * lam}, {sp.Trace(L): t})
+    lambda + t/4
+    """
+    scalar_traces = dict(scalar_traces or {})
+    out = []
+    for term in sp.Add.make_args(sp.expand(sp.sympify(expr))):
+        coeff, trs = sp.Integer(1), []
+        for f in sp.Mul.make_args(term):
+            base, k = (f.base, f.exp) if isinstance(f, sp.Pow) and isinstance(f.base, sp.Trace) else (f, 1)
+            if isinstance(base, sp.Trace):
+                if not (sp.sympify(k).is_Integer and k > 0):
+                    raise ValueError(f"trace to a non-integer or negative power in {term}")
+                trs += [base] * int(k)
+            else:
+                coeff *= f
+        others = [x for x in trs if x not in scalar_traces]
+        if not trs or len(others) > 1:
+            raise ValueError(f"term {term} is not linear in one trace")
+        main = others[0] if others else trs[0]
+        rest = list(trs)
+        rest.remove(main)
+        scal = sp.Mul(*[scalar_traces[x] for x in rest])
+        out.append(_scalar_image(coeff, scalar_traces) * scal * _matrix_image(main.arg, images, scalar_traces))
+    return sp.Add(*out)

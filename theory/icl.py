@@ -29,7 +29,9 @@ import sympy as sp
 
 from sympy.matrices.expressions.matadd import canonicalize
 
+from theory import gaussian
 from theory.derivation import Derivation, DerivationBuilder
+from theory.sizes import instantiate
 from theory.validation import InputError, as_finite_array, as_spd_matrix
 
 __all__ = [
@@ -57,6 +59,10 @@ __all__ = [
     "derive_lsa_prediction_form_general",
     "derive_all_weights_min",
     "exact_lsa_loss",
+    "derive_population_loss_general",
+    "derive_global_min_general",
+    "derive_loss_minimum_general",
+    "derive_linear_task_risk_general",
 ]
 
 Nsym, Msym = sp.symbols("N M", positive=True)
@@ -1230,3 +1236,361 @@ def exact_lsa_loss(Wpv, Wkq, N: int, lam, *, rho=None, x_law: str = "gaussian", 
                     break
         total += f
     return sp.expand(total / 2)
+
+
+# ------------------------------------------------------------------------------------------------
+# symbolic sizes (issue 34): the population loss, its minimiser and minimum, and the linear-task
+# risk for symbolic d, N, M by theory.gaussian's Isserlis calculus in index form. Each inherits the
+# fixed-size derivation above as ``at_d2`` and states, as an obligation, that the general result at
+# d = 2 with Λ = (l_ij) (theory.sizes.instantiate) equals it exactly.
+
+
+def _sym_sizes():
+    d, N, M = sp.symbols("d N M", integer=True, positive=True)
+    return d, N, M, sp.MatrixSymbol("Lambda", d, d)
+
+
+def _at_d(expr, d, k: int, values: dict, renames: dict, inverse_of: sp.MatrixSymbol | None = None):
+    """``expr`` at ``d = k``, the size symbols renamed (``N → Nsym``: the fixed-size derivations'
+    symbols) and explicit matrices put in by name (``values``). With ``inverse_of = G``, ``G⁻¹`` is
+    put in as ``values[G.name]``'s inverse, each entry cancelled (an unsimplified symbolic inverse
+    makes the expansion slow)."""
+    e = sp.sympify(expr).xreplace(renames)
+    if inverse_of is not None:
+        Gi = sp.MatrixSymbol(inverse_of.name + "_inv", *inverse_of.shape)
+        e = e.xreplace({sp.Inverse(inverse_of): Gi, sp.MatPow(inverse_of, -1): Gi})
+        Gk = sp.Matrix(values[inverse_of.name])
+        values = {**values, Gi.name: (Gk.adjugate() / Gk.det()).applyfunc(sp.cancel)}
+    return instantiate(e, {d: k}, values)
+
+
+def _isserlis_loss_steps(b: DerivationBuilder, L, B, n, A):
+    """Record in ``b`` the Isserlis contraction of ``E[Λ̂AΛ̂]`` (``A`` any ``d × d`` matrix, ``n``
+    samples) and the ZFB loss of ``ŷ = hᵀBx_q`` at prompt length ``n``; obligations: the Wishart form,
+    ``E[hhᵀ]`` is that moment at ``A = I`` and equals ``ΛΓ_n``, ``E[hwᵀ] = Λ``. Returns the loss steps'
+    dict (:func:`theory.gaussian.zfb_loss_steps`)."""
+    b.assume("Isserlis' theorem: for a centred Gaussian vector E[z_1⋯z_2k] is the sum over the pairings of the "
+             "products of covariances; Λᵀ = Λ")
+    W = gaussian.wishart_steps(b, L, A, n)
+    b.obligation("wishart_form", gaussian.tidy(W - (L * A * L + (L * A.T * L + sp.Trace(A * L) * L) / n), [L]),
+                 description="E[Λ̂AΛ̂] = ΛAΛ + (1/n)(ΛAᵀΛ + tr(AΛ)Λ), every d")
+    z = gaussian.zfb_loss_steps(b, L, B, n)
+    d = L.rows
+    b.obligation("hh_is_the_isserlis_moment", gaussian.tidy(z["hh"] - W.xreplace({A: sp.Identity(d)}), [L]),
+                 description="E[hhᵀ] = E[Λ̂IΛ̂]: the contracted moment at A = I")
+    b.obligation("hh_is_Lambda_Gamma", gaussian.tidy(z["hh"] - L * gaussian.zfb_gamma(L, n), [L]),
+                 description="E[hhᵀ] = ΛΓ, Γ = (1 + 1/n)Λ + (1/n)tr(Λ)I")
+    b.obligation("hw_is_Lambda", gaussian.tidy(z["hw"] - L, [L]), description="E[hwᵀ] = Λ")
+    return z
+
+
+@lru_cache(maxsize=None)
+def derive_population_loss_general() -> Derivation:
+    """The LSA's population loss in ``B = w22·W11`` for symbolic ``d`` and ``N``.
+
+    Steps: the LSA's prediction with ``w21 = w21' = 0``, ``ρ = N`` by ``block_collapse`` is
+    ``ŷ = hᵀBx_q`` with ``h = Λ̂w``; the Wishart moment ``E[Λ̂AΛ̂]`` by Isserlis in index form (the
+    pairings of ``E[x_ia x_ip x_jq x_jc]`` contracted by ``from_index_summation``, pair counts as delta
+    sums); ``E_w``, ``E_X``, ``E_{x_q}`` (:func:`theory.gaussian.zfb_loss_steps`). Obligations: the
+    Wishart form, ``E[hhᵀ] = ΛΓ_N``, ``E[hwᵀ] = Λ``, the stated loss formula, and the cross-checks:
+    at ``d = 2`` the general loss equals :func:`derive_population_loss` (inherited as ``at_d2``), at
+    ``d = 3`` the general ``E[hhᵀ]`` equals :func:`derive_moments`. Typed in: the model and laws,
+    Isserlis' theorem, independence and linearity of E, ``Λᵀ = Λ``, the ``δ_ij ∈ {0, 1}`` case split.
+
+    ``result``: ``{"loss", "hh", "hw"}``; facts ``Gamma_N``, ``Lambda``, ``B``, ``sizes`` (d, N).
+
+    >>> D = derive_population_loss_general()
+    >>> D.result["hw"], D.provenance["loss"]
+    (Lambda, 'derived')
+    """
+    d, N, _, L = _sym_sizes()
+    B, A, W11 = (sp.MatrixSymbol(n, d, d) for n in ("B", "A", "W11"))
+    X, w, xq = sp.MatrixSymbol("X", d, N), sp.MatrixSymbol("w", d, 1), sp.MatrixSymbol("x_q", d, 1)
+    w22 = sp.Symbol("w22", real=True)
+    b = DerivationBuilder("Population loss of the LSA in B = w22·W11, symbolic d and N (Isserlis in index form)")
+    b.symbols(d="dimension (symbolic)", N="prompt length (symbolic)", Lambda="covariance of x (symmetric)",
+              B="w22·W11", A="any d × d matrix", X="context inputs as columns (d × N)", w="task vector",
+              x_q="query", Lambda_hat="(1/N) X Xᵀ", Gamma_N="(1 + 1/N)Λ + (1/N)tr(Λ)I", W11="first d columns' top block "
+              "of W^KQ", w22="last entry of W^PV's last row")
+    E = b.define("Prompt E = [[X, x_q], [wᵀX, 0]] (labels y = wᵀX, the query's label 0)",
+                 sp.BlockMatrix([[X, xq], [w.T * X, sp.ZeroMatrix(1, 1)]]))
+    row, col = sp.BlockMatrix([[sp.ZeroMatrix(1, d), w22 * sp.Identity(1)]]), sp.BlockMatrix([[W11], [sp.ZeroMatrix(1, d)]])
+    b.define("W^PV's last row [0, w22] and W^KQ's first d columns [W11; 0] (w21 = w21' = 0), ρ = N", sp.Tuple(row, col))
+    yhat = b.step("ŷ = [0, w22](EEᵀ/N)[W11; 0]x_q by block_collapse (the block form of icl.lsa_prediction_form)",
+                  sp.block_collapse(row * E * E.T * col * xq) / N)
+    b.obligation("prediction_is_hT_B_xq", gaussian.tidy(yhat - (X * X.T / N * w).T * (w22 * W11) * xq),
+                 description="ŷ = hᵀBx_q with h = (1/N)Σ y_i x_i = Λ̂w and B = w22·W11")
+    z = _isserlis_loss_steps(b, L, B, N, A)
+    hh = b.step("E[hhᵀ] = E[Λ̂IΛ̂]", z["hh"])
+    hw = b.step("E[hwᵀ] = E[Λ̂]", z["hw"])
+    Gam = b.define("Γ_N = (1 + 1/N)Λ + (1/N)tr(Λ)I", gaussian.zfb_gamma(L, N))
+    stated = (sp.Trace(B.T * L * Gam * B * L) - 2 * sp.Trace(L * B * L) + sp.Trace(L)) / 2
+    b.obligation("loss_formula", gaussian.tidy(z["loss"] - stated, [L]),
+                 description="L(B) = ½[tr(BᵀΛΓ_N BΛ) − 2tr(ΛBΛ) + tr Λ] for every d, N")
+    P2 = derive_population_loss(2)
+    b.inherit(P2, "at_d2")
+    at2 = b.step("Cross-check: the general loss at d = 2, Λ = (l_ij), B = (b_ij)",
+                 _at_d(z["loss"], d, 2, {"Lambda": P2.facts["Lambda"], "B": P2.facts["B"]}, {N: Nsym}))
+    b.obligation("general_equals_at_d2", sp.expand(at2 - P2.result),
+                 description="the general loss at d = 2 equals the loss derived by Wick sums at d = 2")
+    M3 = derive_moments(3)
+    hh3 = b.step("Cross-check: the general E[hhᵀ] at d = 3, Λ = (l_ij)",
+                 _at_d(hh, d, 3, {"Lambda": M3.facts["Lambda"]}, {N: Nsym}))
+    b.obligation("hh_equals_at_d3", sp.Matrix(hh3 - M3.result["hh"]).applyfunc(sp.expand),
+                 description="the general E[hhᵀ] at d = 3 equals the Wick sums at d = 3")
+    for k, v in (("Gamma_N", Gam), ("Lambda", L), ("B", B), ("sizes", (d, N)), ("h", z["h"])):
+        b.fact(k, v)
+    return b.done({"loss": z["loss"], "hh": hh, "hw": hw})
+
+
+def _grad(expr, X):
+    """``∂expr/∂X`` term by term (SymPy 1.14 differentiates a sum of traces by a matrix symbol to
+    ``ZeroMatrix``, sympy/sympy#26585; each term alone is right): as theory.gaussian's gradient."""
+    parts = [sp.diff(t, X) for t in sp.Add.make_args(sp.expand(expr))]
+    parts = [p for p in parts if isinstance(p, sp.MatrixExpr) and not isinstance(p, sp.ZeroMatrix)]
+    return sp.MatAdd(*parts) if parts else sp.ZeroMatrix(*X.shape)
+
+
+def _sum_of_squares(K):
+    """``tr(KᵀK)`` as the index sum ``Σ_{i,j} K_ij²`` with real entries (``IndexedBase``)."""
+    k = sp.IndexedBase(K.name.lower(), real=True)
+    s = sp.Trace(K.T * K).rewrite(sp.Sum)
+    return s.replace(lambda e: isinstance(e, sp.matrices.expressions.matexpr.MatrixElement) and e.parent == K,
+                     lambda e: k[e.i, e.j])
+
+
+@lru_cache(maxsize=None)
+def derive_global_min_general() -> Derivation:
+    """The minimiser over ``B`` of the population loss, symbolic ``d`` and ``N``: ``B* = Γ_N⁻¹``,
+    unique, with ``L(Γ_N⁻¹ + H) = L(Γ_N⁻¹) + ½tr(HᵀΛΓ_N HΛ)`` and that form positive for ``H ≠ 0``.
+
+    Steps (from :func:`derive_population_loss_general`, inherited as ``population_loss``): the
+    gradient by matrix calculus, ``ΛΓ_N BΛ − Λ²``; ``L(B + tH)`` collected in ``t`` (degree 2; the
+    ``t`` coefficient is ``tr(∇L(B)ᵀH)``, the ``t²`` coefficient ``½tr(HᵀΛΓ_N HΛ)``, i.e. the Hessian
+    ``ΛΓ_N ⊗ Λ`` on row-major vec H); with ``Λ = C²`` (C its symmetric square root) that form is
+    ``(1 + 1/N)‖C²HC‖_F² + (tr Λ/N)‖CHC‖_F²``, sums of squares (index form), and ``C²HC = 0`` gives
+    ``H = 0``; ``vᵀΓ_N v = (1 + 1/N)‖Cv‖² + (tr Λ/N)‖v‖²``; with ``G`` for ``Γ_N`` the gradient vanishes
+    at ``G⁻¹`` and solving gives ``G⁻¹``. The gradient flow on ``B = uU``: ``u² − ‖U‖_F²`` is conserved
+    (matrix calculus, any loss of the product) and ``u → ‖Γ_N⁻¹‖_F^{1/2}`` when balanced. Cross-checks
+    (inherited ``at_d2``: :func:`derive_global_min`): the general ``Γ_N⁻¹`` at ``d = 2`` is its solved
+    minimiser, and the general second-order form is its Hessian's quadratic form.
+
+    Typed in: Λ ≻ 0 has a symmetric invertible square root C; a sum of real squares vanishes only when
+    every term does; a positive-definite matrix is invertible; the chain rule for the flow; ZFB's
+    balanced initialisation and convergence (for the limit of u).
+
+    ``result``: ``Γ_N⁻¹`` (an ``Inverse``); facts ``Gamma_N``, ``G``, ``gradient``, ``second_order``,
+    ``conserved_rate`` (0), ``u_limit``, ``Lambda``, ``B``, ``H``, ``sizes``.
+
+    >>> D = derive_global_min_general()
+    >>> D.facts["conserved_rate"], D.facts["u_limit"]
+    (0, sqrt(F))
+    """
+    d, N, _, L = _sym_sizes()
+    B, H, G, C = (sp.MatrixSymbol(n, d, d) for n in ("B", "H", "G", "C"))
+    tdir = sp.Symbol("t", real=True)
+    b = DerivationBuilder("Minimiser of the population loss over B: B* = Γ_N⁻¹, symbolic d and N")
+    b.symbols(d="dimension (symbolic)", N="prompt length (symbolic)", Lambda="covariance of x (symmetric positive "
+              "definite)", B="w22·W11", H="a direction in B-space", t="step along H", G="Γ_N as a symbol",
+              C="the symmetric square root of Λ (Λ = C²)", v="a vector", u="w22", U="W11", F="‖Γ_N⁻¹‖_F",
+              nU="‖U‖_F")
+    P = derive_population_loss_general()
+    b.inherit(P, "population_loss")
+    loss = P.result["loss"]
+    Gam = gaussian.zfb_gamma(L, N)
+    grad = b.step("∂L/∂B by matrix calculus, term by term (Λᵀ = Λ)", gaussian.tidy(_grad(loss, B), [L]))
+    b.obligation("gradient_form", gaussian.tidy(grad - (L * Gam * B * L - L * L), [L]), description="∂L/∂B = ΛΓ_N BΛ − Λ²")
+    b.step("Stationarity: ∂L/∂B = 0", sp.Eq(L * G * B * L - L * L, sp.ZeroMatrix(d, d), evaluate=False),
+           compact=r"\Lambda\Gamma_N B\Lambda-\Lambda^2=0")
+    # second order: L(B + tH) is a quadratic in t
+    Lt = b.step("L(B + tH), collected in t", sp.collect(sp.expand(gaussian.tidy(loss.xreplace({B: B + tdir * H}), [L])), tdir))
+    b.obligation("quadratic_in_B", sp.Integer(sp.degree(Lt, tdir) - 2), description="L(B + tH) has degree 2 in t")
+    c0, c1, c2 = (Lt.coeff(tdir, k) for k in range(3))
+    b.obligation("zeroth_order_is_L", gaussian.tidy(c0 - loss, [L]), description="L(B + tH)|_{t=0} = L(B)")
+    b.obligation("first_order_is_gradient", gaussian.tidy(c1 - sp.Trace(grad.T * H), [L]),
+                 description="the t coefficient is ⟨∇L(B), H⟩ = tr(∇L(B)ᵀH)")
+    q = sp.Trace(H.T * L * Gam * H * L)
+    b.step("Hessian: d²/dt² L(B + tH) = 2·(t² coefficient), independent of B", gaussian.tidy(2 * c2, [L]),
+           compact=r"\nabla^2L[H,H]=\operatorname{tr}(H^\top\Lambda\Gamma_N H\Lambda)=\operatorname{vec}(H)^\top"
+           r"(\Lambda\Gamma_N\otimes\Lambda)\operatorname{vec}(H)")
+    b.obligation("hessian_is_kronecker", gaussian.tidy(2 * c2 - q, [L]),
+                 description="the second-order form is tr(HᵀΛΓ_N HΛ), i.e. ΛΓ_N ⊗ Λ on row-major vec H")
+    # positivity of the second-order form and of Γ_N, through Λ = C²
+    b.assume("Λ ≻ 0: Λ = C² with C symmetric and invertible (its positive square root)")
+    K1, K2 = C * C * H * C, C * H * C
+    b.step("tr(HᵀΛΓ_N HΛ) at Λ = C², tidied (Cᵀ = C)", gaussian.tidy(q.xreplace({L: C * C}), [C]))
+    b.obligation("hessian_sum_of_squares",
+                 gaussian.tidy(q.xreplace({L: C * C}) - ((1 + 1 / N) * sp.Trace(K1.T * K1)
+                                                         + sp.Trace(C * C) / N * sp.Trace(K2.T * K2)), [C]),
+                 description="tr(HᵀΛΓ_N HΛ) = (1 + 1/N)‖C²HC‖_F² + (tr Λ/N)‖CHC‖_F² with tr Λ = ‖C‖_F²")
+    K = sp.MatrixSymbol("K", d, d)
+    sq = b.step("‖K‖_F² = tr(KᵀK) in index form, entries real", _sum_of_squares(K))
+    b.obligation("frobenius_nonnegative", sq, "nonnegative", description="tr(KᵀK) = Σ_ij K_ij² ≥ 0")
+    b.obligation("coefficient_positive", 1 + 1 / N, "positive", description="1 + 1/N > 0")
+    b.assume("A sum of real squares vanishes only when every term does: ‖K‖_F = 0 ⇒ K = 0")
+    b.obligation("H_from_C2HC", gaussian.tidy((C.I * C.I * K1 * C.I).doit() - H),
+                 description="C²HC = 0 ⇒ H = C⁻²(C²HC)C⁻¹ = 0: the second-order form is positive for H ≠ 0")
+    v = sp.MatrixSymbol("v", d, 1)
+    b.obligation("Gamma_N_positive_definite",
+                 gaussian.tidy((v.T * Gam * v).xreplace({L: C * C})
+                               - ((1 + 1 / N) * (C * v).T * (C * v) + sp.Trace(C * C) / N * v.T * v), [C]),
+                 description="vᵀΓ_N v = (1 + 1/N)‖Cv‖² + (tr Λ/N)‖v‖² > 0 for v ≠ 0: Γ_N ≻ 0, invertible")
+    b.obligation("Gamma_commutes_with_Lambda", gaussian.tidy(Gam * L - L * Gam, [L]), description="Γ_NΛ = ΛΓ_N")
+    # the stationary point, with G standing for Γ_N (invertible: Γ_N ≻ 0)
+    b.assume("A positive-definite matrix is invertible: Λ, C and Γ_N have inverses")
+    gG = b.step("The gradient with G standing for Γ_N", L * G * B * L - L * L)
+    b.obligation("G_form_is_gradient", gaussian.tidy(gG.xreplace({G: Gam}) - grad, [L]),
+                 description="G → Γ_N in ΛGBΛ − Λ² gives the derived gradient")
+    at = b.step("At B = G⁻¹", gG.xreplace({B: G.I}).doit())
+    b.obligation("stationary_at_Gamma_inverse", at, description="∇L(Γ_N⁻¹) = 0")
+    Bs = b.step("Solve ΛGBΛ = Λ²: B = (ΛG)⁻¹Λ²Λ⁻¹", (sp.Inverse(L * G) * L * L * L.I).doit())
+    b.obligation("solution_is_gamma_inverse", gaussian.tidy(Bs - G.I), description="the stationary point is Γ_N⁻¹ (unique)")
+    b.step("Hence L(Γ_N⁻¹ + tH) = L(Γ_N⁻¹) + t·tr(∇L(Γ_N⁻¹)ᵀH) + t²/2·tr(HᵀΛΓ_N HΛ), the first-order term "
+           "vanishing: Γ_N⁻¹ is the unique global minimiser", sp.Trace(at.T * H).doit())
+    Bstar = b.step("B* = Γ_N⁻¹", sp.Inverse(Gam))
+    # gradient flow on B = uU (matrix calculus, any loss of the product)
+    u = sp.Symbol("u", real=True)
+    U, Gr = sp.MatrixSymbol("U", d, d), sp.MatrixSymbol("nabla_L", d, d)
+    b.assume("Gradient flow on (u, U) for a loss L_B(uU) of the product, ∇L the gradient of L_B at uU; chain rule: "
+             "du/dt = −tr(∇Lᵀ U), dU/dt = −u∇L")
+    dQ = b.step("∂/∂U of ‖U‖_F² = tr(UᵀU) (matrix calculus)", sp.diff(sp.Trace(U.T * U), U))
+    rate = b.step("d/dt (u² − ‖U‖_F²) = 2u·du/dt − tr((∂‖U‖_F²/∂U)ᵀ dU/dt), tidied",
+                  gaussian.tidy(2 * u * (-sp.Trace(Gr.T * U)) - sp.Trace(dQ.T * (-u * Gr))))
+    b.obligation("conserved_along_flow", rate, description="u² − ‖U‖_F² is conserved for every loss of the product, every d")
+    F, nU = sp.symbols("F nU", positive=True)
+    b.assume("ZFB initialisation balanced (u² = ‖U‖_F² at t = 0), and the flow converges to uU = Γ_N⁻¹ "
+             "(ZFB Thm 4.1), so u² = nU² and u·nU = F")
+    up = sp.Symbol("u", positive=True)
+    lim = sp.solve([sp.Eq(up**2, nU**2), sp.Eq(up * nU, F)], [up, nU], dict=True)
+    b.obligation("unique_positive_limit", sp.Integer(len(lim) - 1))
+    ulim = b.step("u² = nU² and u·nU = F give u =", lim[0][up])
+    # cross-checks at d = 2
+    D2 = derive_global_min(2)
+    b.inherit(D2, "at_d2")
+    L2 = derive_population_loss(2).facts["Lambda"]
+    G2 = b.step("Cross-check: the general Γ_N at d = 2, Λ = (l_ij)", _at_d(Gam, d, 2, {"Lambda": L2}, {N: Nsym}))
+    b.obligation("general_minimiser_equals_at_d2", G2 * D2.result - sp.eye(2),
+                 description="Γ_N(d = 2)·B*(d = 2) = I: the general minimiser is the one solved at d = 2")
+    Hs = sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"h_{i + 1}{j + 1}", real=True))
+    q2 = b.step("Cross-check: the general second-order form at d = 2, H = (h_ij)",
+                _at_d(q, d, 2, {"Lambda": L2, "H": Hs}, {N: Nsym}))
+    vecH = sp.Matrix(list(Hs))
+    b.obligation("hessian_equals_at_d2", sp.expand(q2 - (vecH.T * D2.facts["hessian_B"] * vecH)[0, 0]),
+                 description="tr(HᵀΛΓ_N HΛ) at d = 2 is vec(H)ᵀ(∇²L)vec(H) with the Hessian derived at d = 2")
+    for k, val in (("Gamma_N", Gam), ("G", G), ("gradient", grad), ("second_order", q), ("conserved_rate", rate),
+                   ("u_limit", ulim), ("F", F), ("Lambda", L), ("B", B), ("H", H), ("sizes", (d, N))):
+        b.fact(k, val)
+    return b.done(Bstar)
+
+
+@lru_cache(maxsize=None)
+def derive_loss_minimum_general() -> Derivation:
+    """The minimum ``L(Γ_N⁻¹) = ½[tr Λ − tr(Γ_N⁻¹Λ²)]`` for symbolic ``d`` and ``N``: the loss of
+    :func:`derive_population_loss_general` written with ``G`` for ``Γ_N`` (an obligation checks that
+    ``G → Γ_N`` gives the derived loss), at ``B = G⁻¹`` (``Gᵀ = G``), the minimiser of
+    :func:`derive_global_min_general` (inherited as ``global_min``). Cross-check (inherited ``at_d2``):
+    at ``d = 2`` with ``Λ = (l_ij)`` it equals :func:`derive_loss_minimum`. ``result``: the minimum with
+    ``Γ_N`` written out; facts ``in_G`` (the minimum in ``G``), ``G``, ``Gamma_N``, ``Lambda``.
+
+    >>> D = derive_loss_minimum_general()
+    >>> D.facts["in_G"]
+    -Trace(G**(-1)*Lambda**2)/2 + Trace(Lambda)/2
+    """
+    d, N, _, L = _sym_sizes()
+    B, G = sp.MatrixSymbol("B", d, d), sp.MatrixSymbol("G", d, d)
+    b = DerivationBuilder("Minimum of the population loss, symbolic d and N")
+    b.symbols(d="dimension (symbolic)", N="prompt length (symbolic)", Lambda="covariance of x (symmetric positive definite)",
+              B="w22·W11", G="Γ_N as a symbol (symmetric)")
+    b.inherit(derive_global_min_general(), "global_min")
+    loss = derive_population_loss_general().result["loss"]
+    Gam = gaussian.zfb_gamma(L, N)
+    LG = b.define("The loss written with G for Γ_N: ½tr(BᵀΛGBΛ) − tr(ΛBΛ) + ½tr Λ",
+                  (sp.Trace(B.T * L * G * B * L) - 2 * sp.Trace(L * B * L) + sp.Trace(L)) / 2)
+    b.obligation("G_form_is_the_loss", gaussian.tidy(LG.xreplace({G: Gam}) - loss, [L]),
+                 description="G → Γ_N in that form gives the derived loss")
+    val = b.step("At the minimiser B = G⁻¹ (Gᵀ = G, Λᵀ = Λ)", gaussian.tidy(LG.xreplace({B: G.I}), [L, G]))
+    b.obligation("minimum_form", gaussian.tidy(val - (sp.Trace(L) - sp.Trace(G.I * L * L)) / 2, [L, G]),
+                 description="min L = ½[tr Λ − tr(Γ_N⁻¹Λ²)]")
+    mn = b.step("min L with Γ_N written out", val.xreplace({G: Gam}))
+    D2 = derive_loss_minimum(2)
+    b.inherit(D2, "at_d2")
+    L2 = D2.facts["Lambda"]
+    G2 = _at_d(Gam, d, 2, {"Lambda": L2}, {N: Nsym})
+    m2 = b.step("Cross-check: the general minimum at d = 2, Λ = (l_ij)", _at_d(val, d, 2, {"Lambda": L2, "G": G2}, {N: Nsym}, G))
+    b.obligation("general_equals_at_d2", sp.cancel(m2 - D2.result),
+                 description="the general minimum at d = 2 equals the minimum derived at d = 2")
+    for k, v in (("in_G", val), ("G", G), ("Gamma_N", Gam), ("Lambda", L), ("sizes", (d, N))):
+        b.fact(k, v)
+    return b.done(mn)
+
+
+@lru_cache(maxsize=None)
+def derive_linear_task_risk_general() -> Derivation:
+    """Test risk ``R = E(x_qᵀΓ_N⁻¹ h_M − ⟨w, x_q⟩)²`` of ``B = Γ_N⁻¹`` on prompts of length ``M``
+    (``h_M = (1/M)Σ_{i≤M} y_i x_i``, ρ = M), symbolic ``d``, ``N``, ``M``.
+
+    Steps: ``R = 2·L_M(B)`` at ``B = G⁻¹`` (``G`` standing for ``Γ_N``, symmetric), with ``L_M`` the
+    population loss at prompt length ``M`` derived as in :func:`derive_population_loss_general`
+    (Isserlis contraction of the Wishart moment in index form); the matrix form
+    ``tr Λ − 2tr(Γ_N⁻¹Λ²) + tr(Γ_N⁻¹ΛΓ_MΓ_N⁻¹Λ)`` (no commutation used); ``Γ_NΛ = ΛΓ_N``; then the
+    scalar image (:func:`theory.gaussian.commuting_trace_image`: ``Λ → λ``, ``Γ_N⁻¹ → 1/γ_N(λ)``,
+    ``tr Λ → t``) of ``R`` minus the stated form and minus the 1/M + 1/N² split vanishes identically.
+    That image ``r(λ, t, N, M)`` is the per-eigenvalue risk (``R = Σ_i r(λ_i)``). Typed in: the model
+    and laws, Isserlis, independence and linearity of E, ``Λᵀ = Λ``, and that ``λ ↦ Λ, 1/γ_N ↦ Γ_N⁻¹``
+    extends to a ring homomorphism (Λ and Γ_N⁻¹ commute, Γ_N = γ_N(Λ) invertible) with the trace linear.
+    Cross-checks (inherited ``at_d2``: :func:`derive_linear_task_risk`): at ``d = 2`` with ``Λ = (l_ij)``
+    the general ``R`` equals its matrix result, and ``r`` equals its per-eigenvalue term.
+
+    ``result``: ``R`` (in ``G``, ``Λ``, ``M``); facts ``G``, ``Gamma_N``, ``Gamma_M``, ``stated``,
+    ``split``, ``eigen`` (``r``), ``eigen_symbols`` (λ, t), ``Lambda``, ``sizes`` (d, N, M).
+
+    >>> D = derive_linear_task_risk_general()
+    >>> D.provenance
+    {'result': 'derived'}
+    """
+    d, N, M, L = _sym_sizes()
+    B, A, G = (sp.MatrixSymbol(n, d, d) for n in ("B", "A", "G"))
+    b = DerivationBuilder("Linear-task test risk of B = Γ_N⁻¹ at test length M, symbolic d, N and M")
+    b.symbols(d="dimension (symbolic)", N="training prompt length (symbolic)", M="test prompt length (symbolic)",
+              Lambda="covariance of x (symmetric positive definite)", B="the predictor's matrix", A="any d × d matrix",
+              G="Γ_N as a symbol (symmetric)", Lambda_hat="(1/M) Σ_{i≤M} x_i x_iᵀ on the test prompt",
+              lambda_="scalar image of Λ (an eigenvalue)", t="tr Λ", gamma_N="(1 + 1/N)λ + t/N")
+    b.define("Test prompt of length M (ρ = M): ŷ = hᵀBx_q, h = (1/M)Σ_{i≤M} y_i x_i, B = Γ_N⁻¹ (trained at length N); "
+             "R = E(ŷ − ⟨w, x_q⟩)² = 2·L_M(B) with L_M the population loss at prompt length M")
+    z = _isserlis_loss_steps(b, L, B, M, A)
+    R = b.step("R = 2·L_M(G⁻¹), Gᵀ = G, traces tidied", gaussian.tidy(2 * z["loss"].xreplace({B: G.I}), [L, G]))
+    GamN, GamM = gaussian.zfb_gamma(L, N), gaussian.zfb_gamma(L, M)
+    b.obligation("risk_matrix_form",
+                 gaussian.tidy(R - (sp.Trace(L) - 2 * sp.Trace(G.I * L * L) + sp.Trace(G.I * L * GamM * G.I * L)), [L, G]),
+                 description="R = tr Λ − 2tr(Γ_N⁻¹Λ²) + tr(Γ_N⁻¹ΛΓ_MΓ_N⁻¹Λ) (no commutation used)")
+    b.obligation("Gamma_commutes_with_Lambda", gaussian.tidy(GamN * L - L * GamN, [L]), description="Γ_NΛ = ΛΓ_N")
+    b.assume("λ ↦ Λ, 1/γ_N(λ) ↦ Γ_N⁻¹ extends to a ring homomorphism from rational functions in λ with powers of γ_N "
+             "as denominators (Λ and Γ_N⁻¹ commute; Γ_N = γ_N(Λ) is invertible), and the trace is linear: a trace "
+             "form Σ_k c_k tr(f_k(Λ)) is tr(F(Λ)) with F = Σ_k c_k f_k, so F ≡ 0 makes it 0")
+    lam, t = sp.symbols("lambda t", positive=True)
+    img = lambda e: gaussian.commuting_trace_image(gaussian.tidy(e, [L, G]),  # noqa: E731
+                                                   {L: lam, G: (1 + 1 / N) * lam + t / N}, {sp.Trace(L): t})
+    r = b.step("Scalar image r(λ, t, N, M) of R (Λ → λ, Γ_N → γ_N(λ) = (1 + 1/N)λ + t/N, tr Λ → t)",
+               sp.factor(sp.together(img(R))))
+    K = L + sp.Trace(L) * sp.Identity(d)
+    stated = sp.Trace(L) - 2 * sp.Trace(G.I * L * L) + sp.Trace(G.I * G.I * GamM * L * L)
+    split = sp.Trace(G.I * G.I * L * L * K) / M + sp.Trace(G.I * G.I * L * K * K) / N**2
+    b.obligation("risk_formula", sp.cancel(img(R - stated)),
+                 description="R = tr Λ − 2tr(Γ_N⁻¹Λ²) + tr(Γ_N⁻²Γ_MΛ²): the image of the difference is 0")
+    b.obligation("split_form", sp.cancel(img(R - split)),
+                 description="R = (1/M)tr(Γ_N⁻²Λ²(Λ + tr(Λ)I)) + (1/N²)tr(Γ_N⁻²Λ(Λ + tr(Λ)I)²)")
+    D2 = derive_linear_task_risk(2)
+    b.inherit(D2, "at_d2")
+    L2 = D2.facts["Lambda"]
+    ren = {N: Nsym, M: Msym}
+    G2 = _at_d(GamN, d, 2, {"Lambda": L2}, ren)
+    R2 = b.step("Cross-check: the general R at d = 2, Λ = (l_ij)", _at_d(R, d, 2, {"Lambda": L2, "G": G2}, ren, G))
+    b.obligation("general_equals_at_d2", sp.cancel(sp.together(R2 - D2.result["matrix"])),
+                 description="the general risk at d = 2 equals the risk derived by Wick sums at d = 2")
+    l2, t2 = D2.facts["eigen_symbols"]
+    b.obligation("eigen_term_equals_at_d2", sp.cancel(r.xreplace({lam: l2, t: t2, **ren}) - D2.result["eigen"]),
+                 description="r(λ, t, N, M) equals the per-eigenvalue term of the d = 2 derivation")
+    for k, v in (("G", G), ("Gamma_N", GamN), ("Gamma_M", GamM), ("stated", stated), ("split", split), ("eigen", r),
+                 ("eigen_symbols", (lam, t)), ("Lambda", L), ("sizes", (d, N, M))):
+        b.fact(k, v)
+    return b.done(R)

@@ -235,3 +235,52 @@ def _criteria_margin(errs: dict, tol: float, justification: str, *, quantities: 
     if floors:
         det["statistical_floor"] = dict(floors)
     return compare(errs, tol, justification, details=det, resolution=eps, resolution_units=units, **kw)
+
+
+def _eval_general(expr, sizes: dict, **values):
+    """A symbolic-size closed form (``MatrixSymbol``s of shape ``d × d``, ``Trace``, ``Inverse``) at
+    the sizes ``sizes`` (``{symbol: int}``) and the NumPy matrices ``values`` (by symbol name), in
+    float64: the expression tree evaluated node by node (SymPy's NumPy printer has no ``Trace``).
+
+    >>> d = sp.Symbol("d", integer=True, positive=True); L = sp.MatrixSymbol("Lambda", d, d)
+    >>> float(_eval_general(sp.Trace(L.I * L * L) / 2, {d: 2}, Lambda=np.diag([1.0, 3.0])))
+    2.0
+    """
+    sizes = {sp.sympify(k): int(v) for k, v in sizes.items()}
+
+    def ev(e):
+        if isinstance(e, sp.MatrixSymbol):
+            return np.asarray(values[e.name], dtype=float)
+        if isinstance(e, sp.Identity):
+            return np.eye(int(e.rows.xreplace(sizes)))
+        if isinstance(e, sp.ZeroMatrix):
+            return np.zeros((int(e.rows.xreplace(sizes)), int(e.cols.xreplace(sizes))))
+        if isinstance(e, sp.Trace):
+            return np.trace(ev(e.arg))
+        if isinstance(e, sp.Transpose):
+            return np.swapaxes(ev(e.arg), -1, -2)
+        if isinstance(e, sp.Inverse):
+            return np.linalg.inv(ev(e.arg))
+        if isinstance(e, sp.MatPow):
+            return np.linalg.matrix_power(ev(e.base), int(e.exp))
+        if isinstance(e, sp.MatMul):
+            out = None
+            for a in e.args:
+                v = ev(a)
+                out = v if out is None else (out @ v if np.ndim(out) == 2 and np.ndim(v) == 2 else out * v)
+            return out
+        if isinstance(e, (sp.MatAdd, sp.Add)):
+            return sum(ev(a) for a in e.args)
+        if isinstance(e, sp.Mul):
+            out = 1.0
+            for a in e.args:
+                v = ev(a)
+                out = out @ v if np.ndim(out) == 2 and np.ndim(v) == 2 else out * v
+            return out
+        if isinstance(e, sp.Pow):
+            return ev(e.base) ** float(e.exp.xreplace(sizes))
+        if isinstance(e, sp.Symbol) and e in sizes:
+            return float(sizes[e])
+        return float(e.xreplace(sizes))
+
+    return ev(sp.sympify(expr))
