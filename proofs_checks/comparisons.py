@@ -307,6 +307,8 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
 
     e = err(0.0)
     eps, conf = _spread_resolution(v, t, ref, 1.0) if np.all(t >= 0) else (math.nan, {})
+    if t.size and not np.any(t > 0) and e == 0:  # tolerance 0 everywhere: an exact comparison
+        eps, conf = 0.0, {}
     details = dict(kw.pop("details", {}) or {})
     details.update(resolution_confirmed=conf, draws=int(ref.size),
                    tolerance_range=[float(np.min(t)), float(np.max(t))] if t.size else [])
