@@ -309,3 +309,53 @@ def test_scaffold_trained_check_guard_when_lr_is_zero(tmp_path):
         assert tr.status == "skipped" and "did not reach its loss criterion (final loss ≤ 1e-12)" in tr.result.skip_reason
     finally:
         registry._claims.pop("zzlr.rope", None)
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. discovery: the plugins' catalogue entries cached by their own fingerprint
+
+
+def test_plugin_catalogue_cached_by_plugin_fingerprint_without_builtin_modules(tmp_path, monkeypatch):
+    from proofs_checks import claims as claim_pkg
+    from proofs_checks.output import catalogue
+    from proofs_checks.registry import registry
+    from proofs_checks.scaffold import write_scaffold
+
+    builtin_fp = catalogue.source_fingerprint()  # no plugin on the path yet
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "catalogue.json").write_text(json.dumps({"schema": catalogue.SCHEMA, "fingerprint": builtin_fp,
+                                                     "claims": [{"id": "attn.fake", "group": "attn"}]}))
+    monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: docs)
+    monkeypatch.setattr(claim_pkg, "PLUGIN_SOURCES", set())
+    site = tmp_path / "site"
+    write_scaffold("zzcat.rope", site)
+    info = site / "tverify_zzcat-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-zzcat\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[tverify.claims]\nzzcat = tverify_zzcat.claims\n")
+    monkeypatch.syspath_prepend(str(site))
+    cache = tmp_path / "cache"
+    assert catalogue.load_with_plugins(None) is None
+    try:
+        doc, _ = catalogue.load_with_plugins(cache)
+        assert [e["id"] for e in doc["claims"]] == ["attn.fake", "zzcat.rope"]
+        assert doc["fingerprint"] == catalogue.source_fingerprint() != builtin_fp
+        assert len(list(cache.glob("plugins-*.json"))) == 1
+        assert catalogue.load_fresh(cache)[0]["claims"] == doc["claims"]  # next call: a plain cache hit
+        registry._claims.pop("zzcat.rope", None)
+        monkeypatch.setattr(claim_pkg, "load_plugins", lambda: pytest.fail("a fresh plugin cache imports nothing"))
+        assert [e["id"] for e in catalogue.load_with_plugins(cache)[0]["claims"]] == ["attn.fake", "zzcat.rope"]
+        monkeypatch.undo()  # an edited plugin: its part is recomputed, the built-in part is not
+        monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: docs)
+        monkeypatch.syspath_prepend(str(site))
+        src = site / "tverify_zzcat" / "claims.py"
+        src.write_text(src.read_text().replace('title="RoPE attention scores', 'title="Edited: RoPE attention scores'))
+        for name in [m for m in sys.modules if m.startswith("tverify_zzcat")]:
+            del sys.modules[name]
+        doc2, _ = catalogue.load_with_plugins(cache)
+        assert doc2["claims"][1]["title"].startswith("Edited") and doc2["claims"][0]["id"] == "attn.fake"
+    finally:
+        registry._claims.pop("zzcat.rope", None)
+        for name in [m for m in sys.modules if m.startswith("tverify_zzcat")]:
+            del sys.modules[name]

@@ -330,3 +330,76 @@ def write_docs(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     atomic_write_text(md, render_markdown(doc))
     atomic_write_text(js, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return [md, js]
+
+
+def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | None:
+    """With plugins installed, the catalogue from two parts, each cached by its own fingerprint, so
+    installing or editing a plugin never reloads the built-in claim modules (issue 35):
+
+    * the built-in entries: ``docs/catalogue.json`` or the store's cache, fresh while the built-in
+      sources match (the fingerprint of :func:`source_fingerprint` without the plugins);
+    * the plugins' entries: the store's ``plugins-<fingerprint>.json``, keyed by the plugins'
+      fingerprint (entry points, versions, RECORD, every source file of each plugin package) and
+      stale when a helper module they imported changed (``depends_on``); on a miss the plugins are
+      imported alone (``proofs_checks.claims.load_plugins``: SymPy/NumPy and the plugin, not torch,
+      cvxpy and the built-in claim modules) and their entries computed and kept.
+
+    The merged document carries the full :func:`source_fingerprint` and is saved as the store's
+    catalogue cache (so the next call is a plain :func:`load_fresh` hit, and ``show`` completes it
+    with the derivations it computes). ``None`` when no plugin is installed, no store is given, or
+    the built-in part is not fresh (the caller then loads the registry)."""
+    import hashlib as _h
+
+    if cache_dir is None:
+        return None
+    h = _h.sha256()
+    for f in _sources():
+        try:
+            data = f.read_bytes()
+        except OSError:
+            data = b"<missing>"
+        h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + _h.sha256(data).digest())
+    builtin_fp = h.hexdigest()
+    ph = _h.sha256(b"tverify plugins\0")
+    _plugin_fingerprint(ph)
+    plugins_fp = ph.hexdigest()
+    if plugins_fp == _h.sha256(b"tverify plugins\0").hexdigest():
+        return None  # no plugin installed: load_fresh is the whole story
+    base = None
+    for p in (repo_docs_dir() / "catalogue.json", _cache_path(cache_dir, builtin_fp)):
+        doc = _read(p)
+        if doc is not None and doc.get("fingerprint") == builtin_fp:
+            base = doc
+            break
+    if base is None:
+        return None
+    ppath = Path(cache_dir) / f"plugins-{plugins_fp[:20]}.json"
+    pdoc = _read(ppath)
+    if pdoc is None or pdoc.get("fingerprint") != plugins_fp or not all(
+            _file_hash(f) == hv for f, hv in (pdoc.get("depends_on") or {}).items()):
+        from proofs_checks import claims as claim_pkg
+        from proofs_checks.registry import registry
+
+        before = set(registry.ids())
+        claim_pkg.load_plugins()
+        new = [registry.get(i) for i in registry.ids() if i not in before]
+        pdoc = {"schema": SCHEMA, "tool": "tverify", "fingerprint": plugins_fp, "claims": [entry(c) for c in new]}
+        deps = _plugin_sources()
+        if deps:
+            pdoc["depends_on"] = deps
+        try:
+            from proofs_checks.store import atomic_write_text
+
+            atomic_write_text(ppath, json.dumps(pdoc, indent=0))
+            for old in Path(cache_dir).glob("plugins-*.json"):
+                if old != ppath:
+                    old.unlink(missing_ok=True)
+        except OSError:
+            pass
+    ids = {e["id"] for e in base["claims"]}
+    merged = {**{k: v for k, v in base.items() if k not in ("depends_on", "claims")},
+              "fingerprint": source_fingerprint(),
+              "claims": list(base["claims"]) + [e for e in pdoc["claims"] if e["id"] not in ids]}
+    if pdoc.get("depends_on"):
+        merged["depends_on"] = dict(pdoc["depends_on"])
+    return merged, (save_cache(merged, Path(cache_dir)) or ppath)
