@@ -287,7 +287,7 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
     >>> r = close([1.0, 2.0 + 1e-7], [1.0, 2.0], [1e-6, 2e-6], "float32 rounding per draw")
     >>> r.passed, round(r.error, 6), round(r.resolution, 9)
     (True, 0.05, 1e-06)
-    >>> r.details["resolution_confirmed"]["rejects_2eps"]
+    >>> conf = r.details["resolution_confirmed"]; conf["rejects_2eps"]
     True
     >>> close([1.1], [1.0], 1e-3, "x").passed
     False
