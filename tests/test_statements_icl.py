@@ -98,7 +98,10 @@ def test_evidence_declared_honestly():
     g = {c.name: c for c in registry.get("icl.gamma_n_global_min").clauses}
     assert g["flow_limit"].evidence == "cited" and "Thm 4.1" in g["flow_limit"].scope
     assert "d = 2, N = 2" in g["all_weights_minimisers"].scope
-    assert any(e == "assumed" for e, _ in registry.get("icl.population_loss").clauses[0].evidences())
+    # the moments are derived for symbolic d and N (Isserlis in index form), the d = 2/3 Wick sums kept as cross-checks
+    moments = registry.get("icl.population_loss").clauses[0]
+    assert moments.evidence == "derived" and "symbolic d and N" in moments.scope
+    assert any(e == "derived_at" and "d = 3" in s for e, s in moments.evidences())
     # the population loss's derivation lists the assumptions it inherits (Isserlis, the general fourth moment)
     texts = ti.derive_population_loss(2).assumption_texts()
     assert any(t.startswith("(inherited from moments) Isserlis") for t in texts)

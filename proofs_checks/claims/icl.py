@@ -21,9 +21,9 @@ from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterex
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, REL_UNITS, confirm_resolution, largest, smallest, z_test
 from theory import icl as ti
-from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _lam_subs, _numeric_gamma_inv,
-                                             _rel, _resolved, _rounding_pairs, _trained, _trained_prompts,
-                                             _trained_steps)
+from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _eval_general, _lam_subs,
+                                             _numeric_gamma_inv, _rel, _resolved, _rounding_pairs, _trained,
+                                             _trained_prompts, _trained_steps)
 
 
 # --------------------------------------------------------------------------------------------
@@ -244,11 +244,70 @@ register(Claim(
 
 
 # --------------------------------------------------------------------------------------------
+# the general (symbolic d, N, M) closed forms at sizes beyond the fixed-size derivations' d = 2: each
+# symbolic check compares the form with them there too, so a form mutant is rejected at every size
+
+_GENERAL_DN = ((1, 1), (1, 5), (3, 1), (3, 5), (4, 1), (4, 5))
+_GENERAL_DNM = ((1, 1, 1), (1, 5, 2), (3, 1, 5), (3, 5, 1), (4, 1, 2), (4, 5, 5))
+_GENERAL_WHY = ("the closed form derived for symbolic sizes evaluated at (d, N) ∈ {1, 3, 4} × {1, 5} (random SPD Λ, "
+                "eigenvalues in [1, 4])")
+
+
+def _general_loss_pairs(form, rng) -> dict:
+    """(form, general loss of :func:`theory.icl.derive_population_loss_general`) at each (d, N) of
+    ``_GENERAL_DN``, random SPD Λ and N(0, 1) B."""
+    D = ti.derive_population_loss_general()
+    d, N = D.facts["sizes"]
+    out = {}
+    for k, n in _GENERAL_DN:
+        L, B = ni.random_spd(rng, k), rng.normal(size=(k, k))
+        out[f"general_d{k}_N{n}"] = (float(form(L, n, B)), float(_eval_general(D.result["loss"], {d: k, N: n}, Lambda=L, B=B)))
+    return out
+
+
+def _general_gamma_inv_pairs(form, rng) -> dict:
+    """(form's Γ_N⁻¹, the general minimiser of :func:`theory.icl.derive_global_min_general`) at each (d, N)."""
+    D = ti.derive_global_min_general()
+    d, N = D.facts["sizes"]
+    out = {}
+    for k, n in _GENERAL_DN:
+        L = ni.random_spd(rng, k)
+        out[f"general_d{k}_N{n}"] = (np.linalg.inv(form(L, n)), _eval_general(D.result, {d: k, N: n}, Lambda=L))
+    return out
+
+
+def _general_minimum_pairs(form, rng) -> dict:
+    """(form, the general minimum of :func:`theory.icl.derive_loss_minimum_general`) at each (d, N)."""
+    D = ti.derive_loss_minimum_general()
+    d, N = D.facts["sizes"]
+    out = {}
+    for k, n in _GENERAL_DN:
+        L = ni.random_spd(rng, k)
+        out[f"general_d{k}_N{n}"] = (float(form(L, n)), float(_eval_general(D.result, {d: k, N: n}, Lambda=L)))
+    return out
+
+
+def _general_risk_pairs(form, rng) -> dict:
+    """(form, the general risk of :func:`theory.icl.derive_linear_task_risk_general`, with G = Γ_N) at each
+    (d, N, M) of ``_GENERAL_DNM``."""
+    D = ti.derive_linear_task_risk_general()
+    d, N, M = D.facts["sizes"]
+    out = {}
+    for k, n, m in _GENERAL_DNM:
+        L = ni.random_spd(rng, k)
+        G = _eval_general(D.facts["Gamma_N"], {d: k, N: n}, Lambda=L)
+        out[f"general_d{k}_N{n}_M{m}"] = (float(form(L, n, m)),
+                                          float(_eval_general(D.result, {d: k, N: n, M: m}, Lambda=L, G=G)))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # icl.population_loss     form: (Lambda, N, B) -> L(B)
 
 
 def _loss_symbolic(form, ctx) -> CheckResult:
-    """The form vs (a) the loss derived at d = 2 (symbolic Λ, B, N), (b) at d = 3 the loss
+    """The form vs (g) the loss derived for symbolic d and N (:func:`theory.icl.derive_population_loss_general`)
+    evaluated at (d, N) ∈ {1, 3, 4} × {1, 5}, (a) the loss derived at d = 2 (symbolic Λ, B, N), (b) at d = 3 the loss
     ½tr(Λ(Bᵀ E[hhᵀ] B − Bᵀ E[hwᵀ] − E[whᵀ] B + I)) with the moments derived by Wick sums at d = 3
     (:func:`theory.icl.derive_moments`), each at 4 random (Λ, B) per N, (c) the exact loss of the LSA
     itself (:func:`theory.icl.exact_lsa_loss`) at (d, N) = (1, 1), (2, 1), (2, 2), diagonal Λ."""
@@ -285,9 +344,11 @@ def _loss_symbolic(form, ctx) -> CheckResult:
         for j in range(4):
             Bv = rng.normal(size=(d_, d_))
             pairs[f"exact_d{d_}_N{N}_{j}"] = (float(form(np.diag(np.array(lam, float)), N, Bv)), float(fx(list(Bv.ravel()))))
+    pairs.update(_general_loss_pairs(form, rng))
     return _rounding_pairs(pairs, 1e3 * EPS, "float64 rounding of a degree-6 polynomial with O(10) terms "
                            "(error |form − ref|/(1 + |ref|))", seeds=[ctx.seed_for()],
-                           sizes={"d": [1, 2, 3], "N": [1, 2, 3, 7, 50], "exact_lsa_loss (d, N)": [(1, 1), (2, 1), (2, 2)]})
+                           sizes={"d": [1, 2, 3], "N": [1, 2, 3, 7, 50], "exact_lsa_loss (d, N)": [(1, 1), (2, 1), (2, 2)],
+                                  "general (d, N)": list(_GENERAL_DN)})
 
 
 def _lsa_weights_from_B(B: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -406,26 +467,31 @@ register(Claim(
     clauses=(
         Clause("moments", r"h=\tfrac1N\sum_{i\le N}y_ix_i:\ \mathbb E[hh^\top]=\Lambda\Gamma_N,\ \mathbb E[hw^\top]=\Lambda,\ "
                r"\Gamma_N=(1+\tfrac1N)\Lambda+\tfrac1N\operatorname{tr}(\Lambda)I_d",
-               "derived_at", "d = 2 and d = 3, symbolic Λ and N (Isserlis pairings summed; Isserlis' theorem the premise)",
+               "derived", "symbolic d and N (every d ≥ 1, N ≥ 1): the Isserlis pairings of E[x_ia x_ip x_jq x_jc] in index "
+               "form, contracted into matrices by from_index_summation, the pair counts N and N(N − 1) as delta sums "
+               "(theory.gaussian; Isserlis' theorem, independence and Λᵀ = Λ the premises)",
                ("derivation", "loss_vs_sympy"),
-               also=(("assumed", "every d: the matrix form E[xxᵀAxxᵀ] = ΛAΛ + ΛAᵀΛ + tr(AΛ)Λ of the fourth moment is typed "
-                      "in from the three pairings (it agrees with the Wick sum at d = 2)"),)),
+               also=(("derived_at", "d = 2 and d = 3, symbolic Λ and N (Wick sums over explicit indices; the general E[hhᵀ] "
+                      "equals them: obligations at_d2, hh_equals_at_d3)"),)),
         Clause("loss_formula", r"L(B)=\tfrac12\mathbb E(h^\top Bx_q-y_q)^2=\tfrac12\big[\operatorname{tr}(B^\top\Lambda\Gamma_N B\Lambda)"
                r"-2\operatorname{tr}(\Lambda B\Lambda)+\operatorname{tr}\Lambda\big]",
-               "derived_at", "d = 2, symbolic Λ, B and N (E over x_q: the premise L = ½tr(Λ E[(Bᵀh − w)(Bᵀh − w)ᵀ])); d = 3 "
-               "from the derived moments at 20 random (Λ, B), N ∈ {1, 2, 3, 7, 50}; (d, N) = (1, 1), (2, 1), (2, 2) at "
-               "diagonal Λ from the LSA's own squared error averaged exactly (symbolic B)",
+               "derived", "symbolic d and N (every d ≥ 1, N ≥ 1; theory.icl.derive_population_loss_general): ŷ = hᵀBx_q from "
+               "the LSA's block product (w21 = w21' = 0, ρ = N), E over w, over X by the Isserlis-contracted Wishart moment, "
+               "over x_q (independence and linearity of E the premises); the form is compared with it at (d, N) ∈ {1, 3, 4} × {1, 5}",
                ("derivation", "loss_vs_sympy", "loss_vs_monte_carlo"),
-               also=(("checked", "d = 3, N ∈ {2, 5}, two (Λ, B) per N (near Γ_N⁻¹ and most asymmetric of 32): Monte Carlo "
-                      "through the torch LSA within 5 SE, 20,000 (quick) / 250,000 contexts"),
-                     ("assumed", "every d: rests on the typed-in matrix form of the fourth moment (clause moments)"))),
+               also=(("derived_at", "d = 2, symbolic Λ, B and N (Wick sums; equal to the general loss at d = 2: obligation "
+                      "general_equals_at_d2); (d, N) = (1, 1), (2, 1), (2, 2) at diagonal Λ from the LSA's own squared error "
+                      "averaged exactly (symbolic B)"),
+                     ("checked", "d = 3, N ∈ {2, 5}, two (Λ, B) per N (near Γ_N⁻¹ and most asymmetric of 32): Monte Carlo "
+                      "through the torch LSA within 5 SE, 20,000 (quick) / 250,000 contexts"))),
     ),
     source="lecture notes 000; Zhang, Frei, Bartlett (JMLR 2024)",
     kind="identity",
     form=ti.population_loss,
-    derivation=lambda: ti.derive_population_loss(2),
+    derivation=ti.derive_population_loss_general,
     checks=(
-        Check("loss_vs_sympy", "symbolic", _loss_symbolic, "vs the loss derived from Wick moments (d = 2 symbolic Λ; d = 3 moments)"),
+        Check("loss_vs_sympy", "symbolic", _loss_symbolic, "vs the loss derived for symbolic d, N (at d ∈ {1, 3, 4}, N ∈ {1, 5}) "
+              "and from Wick moments (d = 2 symbolic Λ; d = 3 moments)"),
         Check("loss_vs_monte_carlo", "numeric", _loss_mc, "vs Monte Carlo through the torch LSA (task and query integrated exactly, control variate), 5 SE"),
     ),
     mutants=(
@@ -442,7 +508,8 @@ register(Claim(
 
 
 def _gmin_symbolic(form, ctx) -> CheckResult:
-    """Γ_N^{-1} from the form vs (a) the solved stationarity system at d = 2, (b) the stationary
+    """Γ_N^{-1} from the form vs (g) the minimiser derived for symbolic d and N
+    (:func:`theory.icl.derive_global_min_general`) at (d, N) ∈ {1, 3, 4} × {1, 5}, (a) the solved stationarity system at d = 2, (b) the stationary
     point of the Wick-derived loss at d = 3 (E[hhᵀ] derived symbolically, solved numerically: the
     symbolic solve at d = 3 did not finish in 300 s), whose Hessian E[hhᵀ] ⊗ Λ must be positive
     definite there (checked, not printed)."""
@@ -471,9 +538,11 @@ def _gmin_symbolic(form, ctx) -> CheckResult:
         # so the stationary point is the global minimum (negative part of the smallest eigenvalue)
         lam_min = float(np.linalg.eigvalsh(np.kron(0.5 * (hh3 + hh3.T), L3))[0])
         errs[f"d3_N{N}_hessian_not_pd"] = 0.0 if lam_min > 0 else math.inf
-    return _rounding_pairs(pairs, 1e3 * EPS * 20, "float64 rounding of a 3×3 solve with condition number ≤ 16 (×20 ulp); "
-                           "error ‖Γ_N⁻¹ − B*‖_F/‖B*‖_F; the Hessian E[hhᵀ] ⊗ Λ positive definite (0, else inf)", a=0.0,
-                           extra=errs, seeds=[ctx.seed_for()], sizes={"d": [2, 3], "N": [1, 2, 3, 10, 100]})
+    pairs.update(_general_gamma_inv_pairs(form, rng))
+    return _rounding_pairs(pairs, 1e3 * EPS * 20, "float64 rounding of a ≤ 4×4 inverse or solve with condition number ≤ 16 "
+                           "(×20 ulp); error ‖Γ_N⁻¹ − B*‖_F/‖B*‖_F; the Hessian E[hhᵀ] ⊗ Λ positive definite (0, else inf)", a=0.0,
+                           extra=errs, seeds=[ctx.seed_for()], sizes={"d": [2, 3], "N": [1, 2, 3, 10, 100],
+                                                                      "general (d, N)": list(_GENERAL_DN)})
 
 
 def _gmin_flow(form, ctx) -> CheckResult:
@@ -709,12 +778,17 @@ register(Claim(
     clauses=(
         Clause("minimiser_over_B", r"\text{over }B=w_{22}W_{11}\ (w_{21}=w_{21}'=0):\ \operatorname{argmin}_B L(B)=\{\Gamma_N^{-1}\},\ "
                r"\Gamma_N=(1+\tfrac1N)\Lambda+\tfrac1N\operatorname{tr}(\Lambda)I_d",
-               "derived_at", "d = 2, symbolic Λ and N (stationarity system solved; Hessian ΛΓ_N ⊗ Λ derived, its positive "
-               "definiteness a premise)", ("derivation", "minimiser_vs_sympy"),
-               also=(("checked", "d = 3, N ∈ {1, 2, 3, 10, 100}: stationary point of the loss with Wick moments derived at "
-                      "d = 3, positive-definite Hessian"),
-                     ("assumed", "every d: entry (i, j) of the stationarity equation is solved in the eigenbasis for symbolic "
-                      "n (b_ij = δ_ij/γ_i), with the reduction to the eigenbasis and E[hhᵀ] = ΛΓ_N at general d as premises"))),
+               "derived", "symbolic d and N (every d ≥ 1, N ≥ 1; theory.icl.derive_global_min_general): ∇L = ΛΓ_N BΛ − Λ² "
+               "vanishes at Γ_N⁻¹; L(Γ_N⁻¹ + H) = L(Γ_N⁻¹) + ½tr(HᵀΛΓ_N HΛ) (L is quadratic, Hessian ΛΓ_N ⊗ Λ) and "
+               "tr(HᵀΛΓ_N HΛ) = (1 + 1/N)‖ΛHΛ^½‖_F² + (tr Λ/N)‖Λ^½HΛ^½‖_F² > 0 for H ≠ 0, so Γ_N⁻¹ is the unique minimiser "
+               "(premises: Λ ≻ 0 has a symmetric invertible square root; a sum of real squares vanishes only termwise; "
+               "positive definite ⇒ invertible); the form's Γ_N⁻¹ is compared with it at (d, N) ∈ {1, 3, 4} × {1, 5}",
+               ("derivation", "minimiser_vs_sympy"),
+               also=(("derived_at", "d = 2, symbolic Λ and N (stationarity system solved, Hessian ΛΓ_N ⊗ Λ; the general "
+                      "minimiser and second-order form equal them: obligations general_minimiser_equals_at_d2, "
+                      "hessian_equals_at_d2)"),
+                     ("checked", "d = 3, N ∈ {1, 2, 3, 10, 100}: stationary point of the loss with Wick moments derived at "
+                      "d = 3, positive-definite Hessian"))),
         Clause("all_weights_minimisers", r"\text{every global minimiser over all LSA weights has }w_{21}=w_{21}'=0,\ "
                r"w_{22}W_{11}=\Gamma_N^{-1}",
                "derived_at", "d = 2, N = 2 (ŷ − y_q split into parts even and odd in w; the even part's coefficient "
@@ -725,7 +799,7 @@ register(Claim(
         Clause("flow_limit", r"\text{gradient flow from }(W^{PV}(0),W^{KQ}(0))\text{ converges: }w_{22}\to\|\Gamma_N^{-1}\|_F^{1/2},\ "
                r"W_{11}\to\|\Gamma_N^{-1}\|_F^{-1/2}\Gamma_N^{-1},\ \text{other blocks }0",
                "cited", _ZFB + "; given convergence, the limit values follow from u² − ‖U‖_F² conserved along the flow "
-               "(derived at d = 2) and balanced at the initialisation",
+               "(derived for symbolic d by matrix calculus, any loss of the product uU) and balanced at the initialisation",
                ("gradient_flow_limit", "trained_lsa", "derivation"),
                also=(("checked", "the flow restricted to (w22, W11) integrated by SciPy LSODA from ZFB's init at (d, N) = (3, 5), "
                       "(5, 20): w22, W11 and w22·W11 within relative error 1e-8 of the limits"),
@@ -741,9 +815,10 @@ register(Claim(
     source="lecture notes 000 (theorem); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1",
     kind="theorem",
     form=lambda Lambda, N: ti.gamma_n(Lambda, N),
-    derivation=lambda: ti.derive_global_min(2),
+    derivation=ti.derive_global_min_general,
     checks=(
-        Check("minimiser_vs_sympy", "symbolic", _gmin_symbolic, "vs the solved stationarity equations (d = 2) and the Wick-moment stationary point (d = 3)"),
+        Check("minimiser_vs_sympy", "symbolic", _gmin_symbolic, "vs the minimiser derived for symbolic d, N (at d ∈ {1, 3, 4}, "
+              "N ∈ {1, 5}), the solved stationarity equations (d = 2) and the Wick-moment stationary point (d = 3)"),
         Check("all_weights_vs_sympy", "symbolic", _gmin_all_weights, "the all-weights derivation (d = 2, N = 2) holds and "
               "the form's Γ_N⁻¹ is the exact minimiser over B of the LSA's own loss there"),
         Check("gradient_flow_limit", "numeric", _gmin_flow, "SciPy gradient flow from ZFB's init reaches Γ_N^{-1} to 1e-8"),
@@ -777,8 +852,9 @@ def _lmin_symbolic(form, ctx) -> CheckResult:
         L5 = ni.random_spd(rng, 5)
         ev = np.linalg.eigvalsh(L5)
         pairs[f"d5_N{N}"] = (float(form(L5, N)), float(np.sum(fe(ev, ev.sum(), N))))
+    pairs.update(_general_minimum_pairs(form, rng))
     return _rounding_pairs(pairs, 1e3 * EPS, "float64 rounding (a few hundred ulp; error |form − ref|/(1 + |ref|))",
-                           seeds=[ctx.seed_for()], sizes={"d": [2, 5]})
+                           seeds=[ctx.seed_for()], sizes={"d": [2, 5], "general (d, N)": list(_GENERAL_DN)})
 
 
 def _lmin_numeric(form, ctx) -> CheckResult:
@@ -869,19 +945,22 @@ register(Claim(
     clauses=(
         Clause("minimum_value", r"\min_B L(B)=L(\Gamma_N^{-1})=\tfrac12\big[\operatorname{tr}\Lambda-\operatorname{tr}(\Gamma_N^{-1}\Lambda^2)\big]"
                r"\ \ (w_{21}=w_{21}'=0)",
-               "derived_at", "d = 2, symbolic Λ and N (the derived loss at the solved minimiser)",
+               "derived", "symbolic d and N (every d ≥ 1, N ≥ 1; theory.icl.derive_loss_minimum_general): the general loss "
+               "at its unique minimiser Γ_N⁻¹ (icl.gamma_n_global_min), Γ_Nᵀ = Γ_N; the form is compared with it at "
+               "(d, N) ∈ {1, 3, 4} × {1, 5}",
                ("derivation", "minimum_vs_sympy", "minimum_vs_numeric"),
-               also=(("checked", "d = 3, N ∈ {2, 6}: the exact minimum of the Isserlis-moment loss (numeric solve) within "
-                      "1e3 ulp and Monte Carlo at it within 5 SE (100,000 (quick) / 400,000 contexts)"),
-                     ("assumed", "every d: the sum over eigen-directions of ½(λ − λ²/γ), derived for symbolic λ, tr Λ and N; "
-                      "the reduction to eigen-directions is a premise (the form is compared with that sum at d = 5)"))),
+               also=(("derived_at", "d = 2, symbolic Λ and N (the derived loss at the solved minimiser; equal to the general "
+                      "minimum at d = 2: obligation general_equals_at_d2)"),
+                     ("checked", "d = 3, N ∈ {2, 6}: the exact minimum of the Isserlis-moment loss (numeric solve) within "
+                      "1e3 ulp and Monte Carlo at it within 5 SE (100,000 (quick) / 400,000 contexts)"))),
     ),
     source="Zhang, Frei, Bartlett (JMLR 2024); lecture notes 000",
     kind="theorem",
     form=ti.loss_minimum,
-    derivation=lambda: ti.derive_loss_minimum(2),
+    derivation=ti.derive_loss_minimum_general,
     checks=(
-        Check("minimum_vs_sympy", "symbolic", _lmin_symbolic, "vs L(B*) derived (d = 2) and the eigenbasis form (d = 5)"),
+        Check("minimum_vs_sympy", "symbolic", _lmin_symbolic, "vs the minimum derived for symbolic d, N (at d ∈ {1, 3, 4}, "
+              "N ∈ {1, 5}), L(B*) derived (d = 2) and the eigenbasis form (d = 5)"),
         Check("minimum_vs_numeric", "numeric", _lmin_numeric, "vs the numeric minimum and Monte Carlo at it"),
     ),
     mutants=(
@@ -913,8 +992,9 @@ def _risk_symbolic(form, ctx) -> CheckResult:
         L4 = ni.random_spd(rng, 4)
         ev = np.linalg.eigvalsh(L4)
         pairs[f"d4_N{N}_M{M}"] = (float(form(L4, N, M)), float(np.sum(fe(ev, ev.sum(), N, M))))
+    pairs.update(_general_risk_pairs(form, rng))
     return _rounding_pairs(pairs, 1e3 * EPS, "float64 rounding (a few hundred ulp; error |form − ref|/(1 + |ref|))",
-                           seeds=[ctx.seed_for()], sizes={"d": [2, 4]})
+                           seeds=[ctx.seed_for()], sizes={"d": [2, 4], "general (d, N, M)": list(_GENERAL_DNM)})
 
 
 def _risk_mc(form, ctx) -> CheckResult:
@@ -1041,16 +1121,25 @@ register(Claim(
     clauses=(
         Clause("risk_formula", r"R=\mathbb E\big(x_q^\top\Gamma_N^{-1}\tfrac1M\textstyle\sum_{i\le M}y_ix_i-\langle w,x_q\rangle\big)^2="
                r"\operatorname{tr}\Lambda-2\operatorname{tr}(\Gamma_N^{-1}\Lambda^2)+\operatorname{tr}(\Gamma_N^{-2}\Gamma_M\Lambda^2)",
-               "derived_at", "d = 2, symbolic Λ, N and M (Wishart moment E[SAS] by Isserlis pairings)",
+               "derived", "symbolic d, N and M (every d, N, M ≥ 1; theory.icl.derive_linear_task_risk_general): R = 2·L_M(Γ_N⁻¹) "
+               "with the loss at test length M derived by the Isserlis-contracted Wishart moment, = tr Λ − 2tr(Γ_N⁻¹Λ²) + "
+               "tr(Γ_N⁻¹ΛΓ_MΓ_N⁻¹Λ); the last trace as tr(Γ_N⁻²Γ_MΛ²) because Γ_N⁻¹ commutes with Λ (Γ_NΛ = ΛΓ_N derived; "
+               "premise: λ ↦ Λ, 1/γ_N ↦ Γ_N⁻¹ is a ring homomorphism); the form is compared with it at "
+               "(d, N, M) ∈ {(1, 1, 1), (1, 5, 2), (3, 1, 5), (3, 5, 1), (4, 1, 2), (4, 5, 5)}",
                ("derivation", "risk_vs_sympy", "risk_vs_monte_carlo"),
-               also=(("checked", "d = 3, (N, M) ∈ {(2, 3), (3, 12), (10, 2)}: Monte Carlo of the numeric minimiser's risk within "
-                      "5 SE (16,000 (quick) / 150,000 contexts)"),)),
+               also=(("derived_at", "d = 2, symbolic Λ, N and M (Wishart moment E[SAS] by Wick sums; equal to the general risk "
+                      "at d = 2: obligation general_equals_at_d2)"),
+                     ("checked", "d = 3, (N, M) ∈ {(2, 3), (3, 12), (10, 2)}: Monte Carlo of the numeric minimiser's risk within "
+                      "5 SE (16,000 (quick) / 150,000 contexts)"))),
         Clause("split", r"R=\tfrac1M\operatorname{tr}\big(\Gamma_N^{-2}\Lambda^2(\Lambda+\operatorname{tr}(\Lambda)I)\big)"
                r"+\tfrac1{N^2}\operatorname{tr}\big(\Gamma_N^{-2}\Lambda(\Lambda+\operatorname{tr}(\Lambda)I)^2\big)",
-               "derived_at", "d = 2 at diagonal Λ, symbolic N and M (the per-direction terms summed equal the derived risk)",
+               "derived", "symbolic d, N and M (theory.icl.derive_linear_task_risk_general): the scalar image of R minus the split "
+               "(Λ → λ, Γ_N → (1 + 1/N)λ + tr Λ/N) vanishes identically; premise: λ ↦ Λ, 1/γ_N ↦ Γ_N⁻¹ is a ring homomorphism "
+               "(Λ and Γ_N⁻¹ commute) and the trace is linear",
                ("derivation", "risk_vs_sympy"),
-               also=(("assumed", "every d: the per-direction identity is derived for symbolic λ, tr Λ, N, M; the reduction to "
-                      "eigen-directions is a premise (the form is compared with the eigen-sum at d = 4)"),)),
+               also=(("derived_at", "d = 2 at diagonal Λ, symbolic N and M (the per-direction terms summed equal the derived risk; "
+                      "the general image equals that per-direction term: obligation eigen_term_equals_at_d2)"),
+                     ("checked", "d = 4: the form against the sum of the per-eigenvalue terms"))),
         Clause("trained_risk", r"\text{the LSA trained as in icl.gamma\_n\_global\_min has this risk}",
                "cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1 (its limit is the predictor B = Γ_N⁻¹)",
                ("risk_of_trained_lsa",),
@@ -1060,9 +1149,10 @@ register(Claim(
     source="Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1 consequence; lecture notes 000",
     kind="theorem",
     form=ti.linear_task_risk,
-    derivation=lambda: ti.derive_linear_task_risk(2),
+    derivation=ti.derive_linear_task_risk_general,
     checks=(
-        Check("risk_vs_sympy", "symbolic", _risk_symbolic, "vs the Wishart-moment derivation (d = 2) and its eigenbasis split (d = 4)"),
+        Check("risk_vs_sympy", "symbolic", _risk_symbolic, "vs the risk derived for symbolic d, N, M (at d ∈ {1, 3, 4}), the "
+              "Wishart-moment derivation (d = 2) and its eigenbasis split (d = 4)"),
         Check("risk_vs_monte_carlo", "numeric", _risk_mc, "Monte Carlo of the optimal LSA's risk (task and query integrated exactly, control variate), 5 SE"),
         Check("risk_of_trained_lsa", "trained", _risk_trained, "exact risk at the trained LSAs' B (M = 2, N, 3N), control variate for the other blocks, 6 jackknife SE across seeds"),
     ),
