@@ -18,6 +18,7 @@ from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterex
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, largest, smallest, z_test
 from theory import icl as ti
+from theory import icl_general as tg
 from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_subs, _numeric_gamma_inv, _rel, _resolved,
                                              _criteria_margin, _rounding_pairs, _trained, _trained_prompts)
 
@@ -27,8 +28,9 @@ from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_su
 
 
 def _gen_symbolic(form, ctx) -> CheckResult:
-    """vs the excess risk derived from second moments (eigenbasis d = 2, general a, Σ), evaluated in a
-    rotated basis too (the form must be rotation invariant)."""
+    """vs the excess risk derived from second moments: the fixed-size derivation (eigenbasis d = 2, general a,
+    Σ), evaluated in a rotated basis too (the form must be rotation invariant), and the general closed form
+    (symbolic d, N, M) evaluated at d ∈ {1, 3, 5} with a random (non-diagonal) Λ."""
     rng = ctx.rng()
     D = ti.derive_general_target_risk(2)
     Ls, a, Sg, myy = D.facts["Lambda"], D.facts["a"], D.facts["Sigma"], D.facts["m_yy"]
@@ -48,8 +50,15 @@ def _gen_symbolic(form, ctx) -> CheckResult:
         L = (q * ev) @ q.T
         got = float(form(L, N, M, q @ av, q @ Sv @ q.T, mn))
         errs[f"N{N}_M{M}"] = (got, ref)
-    return _rounding_pairs(errs, 1e4 * EPS, "float64 rounding incl. a rotation of Λ, a, Σ (1e4 ulp; error "
-                           "|form − ref|/(1 + |ref|))", seeds=[ctx.seed_for()], sizes={"d": 2})
+    G = tg.derive_general_target_risk_general()
+    for d, N, M in ((1, 3, 2), (3, 2, 7), (5, 6, 1)):
+        L = ni.random_spd(rng, d)
+        A = rng.normal(size=(d, d))
+        Sv, av, mn = A @ A.T + 0.1 * np.eye(d), rng.normal(size=d), float(rng.uniform(0, 1))
+        ref = float(tg.evaluate(G.result, {"Lambda": L, "Sigma": Sv, "a": av[:, None], "N": N, "M": M, "d": d})) + mn
+        errs[f"general_d{d}_N{N}_M{M}"] = (float(form(L, N, M, av, Sv, mn)), ref)
+    return _rounding_pairs(errs, 1e4 * EPS, "float64 rounding incl. a rotation of Λ, a, Σ and d × d inverses (1e4 ulp; "
+                           "error |form − ref|/(1 + |ref|))", seeds=[ctx.seed_for()], sizes={"d": [2, 1, 3, 5]})
 
 
 _TARGETS = (("linear+noise", "linear", 0.5), ("tanh", "tanh", 0.0), ("cubic+noise", "cubic", 0.3))
@@ -165,6 +174,11 @@ def _gen_shifted(ctx) -> Counterexample:
                           justification="exact second moments (quadrature), float64 rounding with margin")
 
 
+_GEN_GENERAL = ("every d, N, M ≥ 1 (symbolic d, N, M; Λ, Σ, a matrix symbols), for the predictor x_qᵀΓ_N⁻¹h; typed in: the "
+                "law's second moments (E xxᵀ = Λ, E xy = Λa, Σ = Cov(xy)), independence of the pairs and the query, Λ ≻ 0 "
+                "(least squares minimised at a) and the functional calculus of the symmetric Λ (Γ_N⁻¹ = f(Λ)); that the "
+                "trained LSA is this predictor is ZFB Thm 4.1 (cited)")
+
 register(Claim(
     id="icl.general_target_risk",
     title="ZFB Thm 4.2: risk of the trained LSA on any target law with Gaussian inputs (lecture notes 000 garbles the norms)",
@@ -186,26 +200,30 @@ register(Claim(
         Clause("risk", r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Gamma_N^{-2}\Lambda)"
                r"+\tfrac1{N^2}\big[\|a\|^2_{\Gamma_N^{-2}\Lambda^3}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Gamma_N^{-2}\Lambda^2}"
                r"+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Gamma_N^{-2}\Lambda}\big],\ \|a\|_A^2=a^\top Aa",
-               "derived_at", "d = 2, symbolic a, Σ, N, M, Λ diagonal (every term is rotation invariant: an assumed step)",
-               ("derivation", "risk_vs_sympy", "risk_vs_monte_carlo"),
-               also=(("checked", "d = 2 in rotated bases, (N, M) ∈ {(1,1), (2,5), (4,3), (20,20)}, against the derivation; "
-                                 "d = 3, N = 3, M = 4, linear+noise, tanh and cubic+noise targets: Monte Carlo within 5 SE"),
+               "derived", _GEN_GENERAL, ("derivation", "risk_vs_sympy", "risk_vs_monte_carlo"),
+               also=(("derived_at", "d = 2, symbolic a, Σ, N, M, Λ diagonal (the fixed-size derivation; its rotation invariance "
+                                    "is an assumed step there), inherited as a cross-check: equal to the general result at d = 2"),
+                     ("checked", "d = 2 in rotated bases, (N, M) ∈ {(1,1), (2,5), (4,3), (20,20)}, and the general closed form at "
+                                 "(d, N, M) ∈ {(1,3,2), (3,2,7), (5,6,1)}, against the form; d = 3, N = 3, M = 4, linear+noise, "
+                                 "tanh and cubic+noise targets: Monte Carlo within 5 SE"),
                      ("cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.2"))),
         Clause("notes_form_wrong", r"\text{the lecture notes' form (}\Lambda^{-2}\Lambda\text{ in every norm and the trace) differs from it}",
-               "derived_at", "d = 2 (a rational point)", ("derivation", "risk_vs_sympy", "risk_vs_monte_carlo"),
-               also=(("checked", "the stated form is refuted by both checks, at their sizes"),)),
+               "derived", "every d, N ≥ 1 (symbolic d, N): at Λ = I_d, Σ = 0, a ≠ 0 the notes' risk exceeds the derived one by "
+               "‖a‖²(d+1)³(2N+d+1)/(N²(N+d+1)²) > 0", ("derivation", "risk_vs_sympy", "risk_vs_monte_carlo"),
+               also=(("derived_at", "d = 2 (a rational point)"),
+                     ("checked", "the stated form is refuted by both checks, at their sizes"))),
     ),
     source="lecture notes 000 (as stated, garbled); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.2 (corrected)",
     kind="erratum",
     form=ti.general_target_risk,
     stated=ti.stated_general_target_risk,
-    derivation=lambda: ti.derive_general_target_risk(2),
+    derivation=tg.derive_general_target_risk_general,
     notes="Lecture notes 000 writes every norm as ‖a‖_{Λ^{-2}Λ} and the trace as tr(ΣΛ^{-2}Λ); the paper has Γ_N^{-2} and "
           "Λ³, Λ², Λ. The formula is the risk of the predictor x_qᵀΓ_N⁻¹h (derived from second moments; the checks use "
           "the exact Γ_N⁻¹, not a trained model); that the trained LSA predicts so is ZFB Thm 4.1, for Gaussian linear-task "
           "training prompts at the same Λ (the hypotheses trained_lsa and same_Lambda, each with a counterexample).",
     checks=(
-        Check("risk_vs_sympy", "symbolic", _gen_symbolic, "vs the second-moment derivation, rotated basis"),
+        Check("risk_vs_sympy", "symbolic", _gen_symbolic, "vs the second-moment derivation: d = 2 rotated, and the general closed form at d = 1, 3, 5"),
         Check("risk_vs_monte_carlo", "numeric", _gen_mc, "Monte Carlo on linear+noise, tanh and cubic targets (query integrated exactly, control variate; and plain), 5 SE"),
     ),
     mutants=(
@@ -479,6 +497,8 @@ def gd_layer(X, y, x_q, W0, eta, *, p_scale=None, v_sign=-1.0, include_query=Fal
 
 
 def _gd_symbolic(form, ctx) -> CheckResult:
+    """vs the SymPy layer: the fixed-size expansion (d = N = 2, labels) and the general closed forms
+    (symbolic d, N: labels and prediction) evaluated at (d, N) ∈ {(1, 7), (3, 5), (5, 2)}."""
     d, N = 2, 2
     D = ti.derive_gd_one_step(d, N)
     s = D.facts["symbols"]
@@ -493,8 +513,15 @@ def _gd_symbolic(form, ctx) -> CheckResult:
         new_y, _ = form(X, y, xq, W0, eta)
         for j in range(N):
             pairs[f"draw{i}_label{j}"] = (float(new_y[0, j]), float(ref[j]))
+    for dg, Ng in ((1, 7), (3, 5), (5, 2)):
+        X, y, xq = rng.normal(size=(1, Ng, dg)), rng.normal(size=(1, Ng)), rng.normal(size=(1, dg))
+        W0, eta = rng.normal(size=dg), float(rng.uniform(0.1, 2))
+        ref_y, ref_p = tg.gd_layer_general(X[0].T, y[0], xq[0], W0, eta)
+        new_y, pred = form(X, y, xq, W0, eta)
+        pairs.update({f"d{dg}_N{Ng}_label{j}": (float(new_y[0, j]), float(ref_y[j])) for j in range(Ng)})
+        pairs[f"d{dg}_N{Ng}_prediction"] = (float(pred[0]), ref_p)
     return _rounding_pairs(pairs, 1e3 * EPS, "float64 rounding (absolute error |form − ref| of O(1) labels)", b=0.0,
-                           seeds=[ctx.seed_for()], sizes={"d": d, "N": N})
+                           seeds=[ctx.seed_for()], sizes={"d": [2, 1, 3, 5], "N": [2, 7, 5, 2]})
 
 
 def _gd_numeric(form, ctx) -> CheckResult:
@@ -726,6 +753,9 @@ _TRAINED_SCOPE = ("16 full-parameter LSAs (Adam 200/300 steps + 50 L-BFGS on 163
                   "d = 3, N = 4, one random Λ (eigenvalues in [1, 3]): predictions on 4000 fresh prompts within 6 RMS SE "
                   "of the Γ_N^{-1/2}-whitened layer, plain GD rejected")
 
+_GD_GENERAL = ("every d, N ≥ 1 (symbolic d, N: MatrixSymbol block algebra, X d × N, y 1 × N, W₀ 1 × d, η symbolic); "
+               "typed in: the layer's weights and Δw = −η∇L (the GD step itself derived twice, index and matrix calculus)")
+
 register(Claim(
     id="icl.gd_one_step",
     title="One linear-attention layer implements one step of gradient descent (von Oswald et al.); the trained LSA is one Γ_N⁻¹-preconditioned step",
@@ -748,21 +778,26 @@ register(Claim(
     clauses=(
         Clause("token_map", r"e_j=(x_j,y_j)\mapsto(x_j,\ y_j-\Delta W x_j),\ \Delta W=-\tfrac\eta N\textstyle\sum_{i\le N}(W_0x_i-y_i)x_i^\top"
                r"\ \text{(one GD step on }\tfrac1{2N}\sum_i(Wx_i-y_i)^2\text{ from }W_0)",
-               "derived_at", "d = 2, N = 2 (symbolic x, y, W₀, η)", ("derivation", "token_map_vs_sympy", "vs_autograd_gd_step"),
-               also=(("checked", "d = 4, N = 9, 32 random prompts against torch autograd; d = 2, N = 2, 10 draws against the derivation"),)),
-        Clause("prediction", r"\hat y=-[\text{query's updated label}]=(W_0+\Delta W)x_q", "derived_at",
-               "d = 2, N = 2 (symbolic)", ("derivation", "vs_autograd_gd_step"),
-               also=(("checked", "d = 4, N = 9, 32 random prompts against torch autograd"),)),
+               "derived", _GD_GENERAL, ("derivation", "token_map_vs_sympy", "vs_autograd_gd_step"),
+               also=(("derived_at", "d = N = 2, entrywise (the cross-check the general derivation inherits)"),
+                     ("checked", "d = 4, N = 9, 32 random prompts against torch autograd; against the derivation: d = N = 2, "
+                                 "10 draws, and the general closed form at (d, N) ∈ {(1, 7), (3, 5), (5, 2)}"))),
+        Clause("prediction", r"\hat y=-[\text{query's updated label}]=(W_0+\Delta W)x_q", "derived",
+               _GD_GENERAL, ("derivation", "token_map_vs_sympy", "vs_autograd_gd_step"),
+               also=(("derived_at", "d = N = 2, entrywise (the cross-check)"),
+                     ("checked", "d = 4, N = 9, 32 random prompts against torch autograd; the general closed form at "
+                                 "(d, N) ∈ {(1, 7), (3, 5), (5, 2)}"))),
         Clause("preconditioned_step", r"x_q^\top\Gamma^{-1}h=x_q^\top\big(0-\Gamma^{-1}\nabla_w\tfrac1{2M}\textstyle\sum_{i\le M}"
                r"(\langle w,x_i\rangle-y_i)^2\big|_{w=0}\big),\ h=\tfrac1M\sum_i y_ix_i\ (\Gamma\text{ symmetric})",
-               "derived_at", "d = 2, M = 2 (symbolic symmetric Γ)", ("derivation",)),
+               "derived", "every d, M ≥ 1 (symbolic d and sample count, named N in the derivation; Γ a symmetric d × d matrix symbol; MatrixSymbol algebra)", ("derivation",),
+               also=(("derived_at", "d = M = 2 (symbolic symmetric Γ, entrywise)"),)),
         Clause("trained_lsa", r"\hat y_{LSA}=x_q^\top\Gamma_N^{-1}h,\ \Gamma_N=(1+\tfrac1N)\Lambda+\tfrac{\operatorname{tr}\Lambda}N I",
                "cited", _ZFB_41, ("trained_lsa_is_preconditioned_gd",), also=(("checked", _TRAINED_SCOPE),)),
     ),
     source="von Oswald et al. (ICML 2023); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1; Ahn et al. (NeurIPS 2023) Thm 1; lecture notes 002",
     kind="identity",
     form=gd_layer,
-    derivation=lambda: ti.derive_gd_one_step(2, 2),
+    derivation=tg.derive_gd_one_step_general,
     checks=(
         Check("token_map_vs_sympy", "symbolic", _gd_symbolic, "vs the SymPy expansion of the layer and the GD step"),
         Check("vs_autograd_gd_step", "numeric", _gd_numeric, "vs a GD step computed by torch autograd"),
@@ -778,7 +813,9 @@ register(Claim(
     notes="Audit (issue 33): with the query token (x_q, 0) the layer outputs ΔW x_q, not (W₀ + ΔW)x_q (the statement "
           "needs the query's label slot initialised to −W₀x_q; equal only when W₀x_q = 0, e.g. W₀ = 0). The trained-LSA "
           "clause is ZFB Thm 4.1 (cited) and is checked on Adam-trained full-parameter LSAs; it needs ZFB's initialisation "
-          "(the origin is a stationary point) and their Gaussian data (Rademacher inputs move the minimiser).",
+          "(the origin is a stationary point) and their Gaussian data (Rademacher inputs move the minimiser). The derivation "
+          "(theory.icl_general.derive_gd_one_step_general) is for symbolic d and N (block_collapse of the layer with matrix "
+          "symbols); derive_gd_one_step(2, 2) is inherited and the general result specialised to d = N = 2 equals it.",
 ))
 
 
@@ -787,6 +824,9 @@ register(Claim(
 
 
 def _nc_symbolic(form, ctx) -> CheckResult:
+    """vs the SymPy Hessians: the fixed-size (w22, W11) derivation (d = 2), the general closed form −√tr(Λ⁴)
+    (symbolic d) at d ∈ {1, 3, 5}, and the smallest eigenvalue of the full Hessian over all 2(d+1)² weights
+    assembled from the general derivation's Hessian action at d = 3."""
     D = ti.derive_nonconvex(2)
     Ls = D.facts["Lambda"]
     order = sorted(Ls.free_symbols, key=str)
@@ -797,8 +837,37 @@ def _nc_symbolic(form, ctx) -> CheckResult:
         L = ni.random_spd(rng, 2)
         sub = _lam_subs(Ls, L)
         pairs[f"N{N}"] = (float(form(L, N)), float(f([sub[s] for s in order])))
+    G = tg.derive_nonconvex_general()
+    for d, N in ((1, 2), (3, 5), (5, 3)):
+        L = ni.random_spd(rng, d)
+        pairs[f"general_d{d}_N{N}"] = (float(form(L, N)), float(tg.evaluate(G.result, {"Lambda": L})))
+    L = ni.random_spd(rng, 3)
+    pairs["full_hessian_d3"] = (float(form(L, 7)), float(np.linalg.eigvalsh(nonconvex_hessian(L))[0]))
     return _rounding_pairs(pairs, 1e3 * EPS, "float64 rounding (relative error |form − ref|/|ref|)", a=0.0,
-                           seeds=[ctx.seed_for()], sizes={"d": 2})
+                           seeds=[ctx.seed_for()], sizes={"d": [2, 1, 3, 5, 3]})
+
+
+def nonconvex_hessian(L: np.ndarray) -> np.ndarray:
+    """The Hessian at the origin over all 2(d+1)² LSA weights, assembled column by column from the general
+    derivation's Hessian action Hθ = ∇L₂ (theory.icl_general.derive_nonconvex_general) at a numeric Λ; the
+    order is (w22, W11 row-major, w21, w21') followed by the (d+1)² absent weights (P11, p12, k12, k22: zero rows)."""
+    L = np.asarray(L, float)
+    d = L.shape[0]
+    act, wts = tg.derive_nonconvex_general().facts["hessian_action"], tg.derive_nonconvex_general().facts["weights"]
+    shapes = {"w22": (1, 1), "W11": (d, d), "w21": (1, d), "w21'": (1, d)}
+    names = list(shapes)
+    n = sum(r * c for r, c in shapes.values())
+    H = np.zeros((2 * (d + 1) ** 2, 2 * (d + 1) ** 2))
+    for k in range(n):
+        theta = np.zeros(n)
+        theta[k] = 1.0
+        vals, pos = {"Lambda": L, "d": d}, 0
+        for nm in names:
+            r, c = shapes[nm]
+            vals[wts[nm].name] = theta[pos] if nm == "w22" else theta[pos:pos + r * c].reshape(r, c)
+            pos += r * c
+        H[:n, k] = np.concatenate([np.ravel(tg.evaluate(act[nm], vals)) for nm in names])
+    return H
 
 
 def _jackknife_min_eig(H: np.ndarray) -> tuple[float, float]:
@@ -912,9 +981,12 @@ def _nc_origin_init(ctx) -> Counterexample:
                           justification="the gradient-flow check's own threshold for reaching the minimum (excess ≤ 1e-10)")
 
 
-_NC_DERIVED = ("d = 2, symbolic Λ and N, in the coordinates (w22, W11) only: that Hessian is a principal submatrix of the "
-               "full one, so by Cauchy interlacing it bounds the full λ_min from above; it rests on the population loss's "
-               "assumed steps (only w22, W11 non-zero; Gaussian moments by Isserlis)")
+_NC_DERIVED = ("every d ≥ 1 and N (symbolic d, N; ρ = N), over all 2(d+1)² weights: the quadratic part −E[ŷ y_q] by "
+               "Isserlis in index form, the Hessian action by matrix calculus, its eigenvectors checked symbolically; typed in: "
+               "the data model and independence, Isserlis, Λᵀ = Λ, the spectral theorem (orthonormal eigenvectors of Λ, "
+               "tr Λ⁴ = Σλ_i⁴), that 2(d+1)² orthogonal eigenvectors exhaust the spectrum, and that a sum of nonnegative "
+               "terms is ≥ 0")
+_NC_AT_D2 = "d = 2, symbolic Λ and N, in the coordinates (w22, W11) (the fixed-size derivation, inherited as a cross-check)"
 _NC_CHECKED = ("d = 3, N ∈ {2, 10}, one random Λ each (eigenvalues in [1, 4]): torch autograd Hessian over all 2(d+1)² = 32 "
                "weights of the sampled loss, 40 batches × 5000 (quick) / 20000 (default) prompts, jackknife bias-corrected, "
                "within 5 SE (also with the linear statistic's conditional expectation given each context)")
@@ -936,9 +1008,14 @@ register(Claim(
     ),
     clauses=(
         Clause("negative_curvature", r"\lambda_{\min}\big(\nabla^2 L\big|_{0}\big)\le-\|\Lambda^2\|_F<0\ \text{(so } L \text{ is not convex)}",
-               "derived_at", _NC_DERIVED, ("derivation", "hessian_vs_sympy"), also=(("checked", _NC_CHECKED),)),
+               "derived", _NC_DERIVED, ("derivation", "hessian_vs_sympy"),
+               also=(("derived_at", _NC_AT_D2 + ": a principal submatrix, so an upper bound by Cauchy interlacing"),
+                     ("checked", _NC_CHECKED))),
         Clause("min_eigenvalue", r"\lambda_{\min}\big(\nabla^2_{W^{PV},W^{KQ}} L\big|_{0}\big)=-\|\Lambda^2\|_F\ \text{over all } 2(d+1)^2 \text{ weights}",
-               "checked", _NC_CHECKED, ("hessian_vs_autograd",)),
+               "derived", _NC_DERIVED, ("derivation", "hessian_vs_sympy", "hessian_vs_autograd"),
+               also=(("checked", _NC_CHECKED + "; the full Hessian assembled from the general derivation at d = 3"),)),
+        Clause("spectrum", r"\operatorname{spec}\nabla^2 L\big|_0=\{\pm\|\Lambda^2\|_F\}\cup\{\pm\lambda_i(\Lambda)^2\}_{i\le d}"
+               r"\cup\{0^{(2d^2+2d)}\}", "derived", _NC_DERIVED, ("derivation",)),
         Clause("gf_reaches_min", r"\text{gradient flow from ZFB's initialisation reaches } \min L",
                "cited", _ZFB_41, ("hessian_vs_autograd",),
                also=(("checked", "SciPy gradient flow in (w22, W11), d = 3, N ∈ {2, 10}: excess loss ≤ 1e-10"),)),
@@ -946,9 +1023,9 @@ register(Claim(
     source="lecture notes 000 (proof ingredient ①); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1",
     kind="theorem",
     form=_neg_norm,
-    derivation=lambda: ti.derive_nonconvex(2),
+    derivation=tg.derive_nonconvex_general,
     checks=(
-        Check("hessian_vs_sympy", "symbolic", _nc_symbolic, "vs the eigenvalues of the SymPy Hessian in (w22, W11) (d = 2)"),
+        Check("hessian_vs_sympy", "symbolic", _nc_symbolic, "vs the SymPy Hessians: (w22, W11) at d = 2, the general −√tr Λ⁴ at d = 1, 3, 5, the full Hessian at d = 3"),
         Check("hessian_vs_autograd", "numeric", _nc_numeric, "vs torch autograd Hessian over all 2(d+1)² weights"),
     ),
     mutants=(
@@ -956,10 +1033,11 @@ register(Claim(
         Mutant("wrong_norm", "wrong norm", "−‖Λ‖_F²", lambda L, N: -float(np.linalg.norm(np.asarray(L, float))) ** 2),
         Mutant("flat_origin", "wrong formula", "0 (flat saddle)", lambda L, N: 0.0),
     ),
-    notes="The derivation (d = 2) differentiates L(u, U) = L_B(uU) in u = w22, U = W11 with the other blocks at 0 "
-          "(inherited from icl.population_loss's block form): it gives the (w22, W11) Hessian, whose smallest eigenvalue "
-          "−‖Λ²‖_F bounds the full one from above (so non-convexity is derived at d = 2); equality over all weights is "
-          "checked numerically (the (w21, w21') block adds ±(eigenvalues of Λ²), smaller in magnitude).",
+    notes="The derivation (theory.icl_general.derive_nonconvex_general, symbolic d) takes the LSA's block form over every "
+          "weight: ŷ is bilinear in (last row of W^PV, first d columns of W^KQ), so the Hessian at 0 is that of "
+          "L₂ = −E[ŷ y_q] = −w22 tr(Λ²W11) − w21ᵀΛ²w21' (Isserlis), a coupling of w22 with W11 (singular value ‖Λ²‖_F) and of "
+          "w21 with w21' (singular values λ_i²): eigenvalues ±‖Λ²‖_F, ±λ_i² and 0, so λ_min = −‖Λ²‖_F (‖Λ²‖_F ≥ λ_max²). "
+          "The d = 2 derivation in (w22, W11) (derive_nonconvex(2)) is inherited; the general L₂ at d = 2 has its Hessian.",
 ))
 
 
