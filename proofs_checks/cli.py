@@ -946,8 +946,66 @@ def _register_extension_commands() -> None:
 _register_extension_commands()
 
 
+_WRITE_ERRNOS = ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EPIPE", "EROFS")
+
+
+def _write_failure(exc: OSError) -> str | None:
+    """One line for a failed write (a full disk, a closed pipe); ``None`` for other OS errors."""
+    import errno
+
+    codes = {getattr(errno, n) for n in _WRITE_ERRNOS if hasattr(errno, n)}
+    if not isinstance(exc, BrokenPipeError) and exc.errno not in codes:
+        return None
+    if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
+        return "the output was closed before everything was written (broken pipe); the output is incomplete"
+    where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+    return f"cannot write{where}: {exc.strerror or exc}; the output is incomplete"
+
+
+def _quiet_stdout() -> None:
+    """After a failed write to stdout: point fd 1 at /dev/null so the interpreter's last flush of
+    what is still buffered cannot print 'Exception ignored' on the way out."""
+    import os
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:  # pragma: no cover
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point. User mistakes: one line on stderr, exit 2."""
+    """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
+    a closed pipe): one line, exit 2."""
+    try:
+        _main(argv)
+    except SystemExit as exc:
+        code = exc.code
+        if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click met EPIPE on stdout (its own exit 1)
+            _stderr_line("tverify: error: " + _write_failure(BrokenPipeError(32, "Broken pipe")))
+            _quiet_stdout()
+            sys.exit(2)
+        try:
+            sys.stdout.flush()
+        except OSError as err:
+            msg = _write_failure(err)
+            if msg is None:
+                raise
+            _stderr_line(f"tverify: error: {msg}")
+            _quiet_stdout()
+            sys.exit(2)
+        raise SystemExit(code) from None
+
+
+def _stderr_line(text: str) -> None:
+    try:
+        click.echo(text, err=True)
+    except (OSError, ValueError):  # stderr closed too: nothing more to say
+        pass
+
+
+def _main(argv: list[str] | None = None) -> None:
     from proofs_checks.store import OutputPathError
 
     from proofs_checks.console import set_argv
@@ -980,6 +1038,11 @@ def main(argv: list[str] | None = None) -> None:
 
         if isinstance(exc, InputError):
             click.echo(f"tverify: error: {' '.join(str(exc).split())}", err=True)
+            sys.exit(2)
+        msg = _write_failure(exc) if isinstance(exc, OSError) else None
+        if msg is not None:
+            _stderr_line(f"tverify: error: {msg}")
+            _quiet_stdout()
             sys.exit(2)
         raise
     sys.exit(0)

@@ -10,6 +10,12 @@ import click
 from proofs_checks.options import json_option, mode_options
 
 
+def _timeout(ctx, param, value):
+    from proofs_checks.sanity._isolate import finite_timeout
+
+    return finite_timeout(value, "--timeout")
+
+
 @click.command("survey")
 @click.argument("names", nargs=-1)
 @click.option("--list", "list_only", is_flag=True, help="List the catalogue (name, library, pinned release, declared "
@@ -24,8 +30,8 @@ from proofs_checks.options import json_option, mode_options
               "(default $TVERIFY_SURVEY_CACHE or .tverify/survey-cache).")
 @click.option("--no-install", is_flag=True, help="Install nothing: entries whose pins are neither in the running "
                                                  "environment nor in the cache are rows saying so.")
-@click.option("--timeout", default=180.0, show_default=True, type=float, metavar="S",
-              help="Per-entry time limit in seconds (the entry's process is killed; its row says so).")
+@click.option("--timeout", default=180.0, show_default=True, type=float, metavar="S", callback=_timeout,
+              help="Per-entry time limit in seconds, at most 1e7 (the entry's process is killed; its row says so).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Base seed (0 … 4294967295).")
 @click.option("--no-progress", is_flag=True, help="No progress lines on stderr (problems are still reported).")
 def survey_cmd(names, list_only, mode, json_path, out_dir, force, cache_dir, no_install, timeout, seed, no_progress):

@@ -276,3 +276,90 @@ def test_a_users_list_of_ids_is_not_a_catalogue(box):
     code, out, err = invoke("list", "--json", "ids.json")
     one_line_error(code, err)
     assert json.loads((box / "ids.json").read_text()) == [{"id": 1, "mine": True}]
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. flags checked against each other and the module
+
+ROPE = textwrap.dedent("""
+    import math, torch
+
+    class Attn(torch.nn.Module):
+        def __init__(self, dim=8):
+            super().__init__()
+            self.num_heads = 2
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (torch.nn.Linear(dim, dim, bias=False)
+                                                                  for _ in range(4))
+        def forward(self, x):
+            B, T, D = x.shape
+            H, dk = self.num_heads, D // self.num_heads
+            q, k, v = (p(x).view(B, T, H, dk).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+            a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk), -1)
+            return self.o_proj((a @ v).transpose(1, 2).reshape(B, T, D))
+""")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--rope-base", "5"], "need --positional rope"),
+    (["--rope-dims", "2"], "need --positional rope"),
+    (["--rope-convention", "half"], "need --positional rope"),
+    (["--positional", "rope", "--rope-dims", "3"], "must be even"),
+    (["--positional", "rope", "--rope-dims", "1000"], "larger than the model dimension D = 8"),
+    (["--positional", "rope", "--rope-dims", "6"], "larger than the head size d_k = 4"),
+])
+def test_rope_flags_checked(box, args, needle):
+    (box / "rope.py").write_text(ROPE)
+    code, out, err = attention("rope.py:Attn", *args)
+    assert needle in one_line_error(code, err)
+
+
+def test_timeout_without_user_code_is_refused(box):
+    assert "--timeout" in one_line_error(*hopfield("--timeout", "5")[::2])
+    code, out, err = invoke("check", "icl", "--lambda", "1,2", "--N", "5", "--timeout", "5")
+    assert "--timeout" in one_line_error(code, err)
+
+
+@pytest.mark.parametrize("value", ["1e308", "inf", "nan", "-1"])
+def test_survey_timeout_refused_in_one_line(box, value):
+    code, out, err = invoke("survey", "--list", "--timeout", value)
+    assert "--timeout" in one_line_error(code, err)
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"causal": "no"}, "causal must be True or False"), ({"causal": 1}, "causal must be True or False"),
+    ({"seed": 1.5}, "--seed"), ({"softcap": "3"}, "--softcap"), ({"rope_base": float("nan")}, "--rope-base"),
+    ({"progress": "yes"}, "progress"), ({"positional": 3}, "--positional"), ({"isolate": "no"}, "isolate"),
+])
+def test_api_keywords_typed(kw, needle):
+    with pytest.raises(InputError, match=needle):
+        proofs_checks.check_attention(lambda x: x, dim=4, mode="quick", **kw)
+
+
+def _run_cli(args, stdout):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "proofs_checks", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, timeout=300)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_full_disk_on_stdout_is_one_line(box):
+    with open("/dev/full", "w") as full:
+        for args in (["list"], ["check", "hopfield", "--patterns", "p.npy", "--json", "-", "--no-progress"]):
+            p = _run_cli(args, full)
+            lines = [ln for ln in p.stderr.strip().splitlines() if ln.startswith("tverify:") or "Traceback" in ln]
+            assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+            assert lines == ["tverify: error: cannot write: No space left on device; the output is incomplete"]
+
+
+def test_closed_pipe_is_one_line(box):
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = _run_cli(["list", "--json", "-"], w)
+    finally:
+        os.close(w)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines() == ["tverify: error: the output was closed before everything was written "
+                                             "(broken pipe); the output is incomplete"]

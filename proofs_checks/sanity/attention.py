@@ -205,6 +205,26 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
     return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold", crit, numbers)
 
 
+def _check_types(*, causal, progress, seed, softcap, rope_base, max_memory, dtype, device, mode) -> None:
+    """The Python API's keyword arguments typed as the command line's (``causal="no"`` is not
+    ``True``): one-line usage errors."""
+    import numbers
+
+    for nm, v in (("causal", causal), ("progress", progress)):
+        if not isinstance(v, bool) and type(v).__name__ != "bool_":
+            raise UsageError(f"{nm}: must be True or False, got {v!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < 2**32:
+        raise UsageError(f"--seed: must be an integer in [0, 2**32), got {seed!r}")
+    for nm, v in (("--softcap", softcap), ("--rope-base", rope_base), ("--max-memory", max_memory)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v))):
+            raise UsageError(f"{nm}: must be a finite number, got {v!r}")
+    if max_memory is not None and not max_memory > 0:
+        raise UsageError(f"--max-memory: must be a positive number of GB, got {max_memory!r}")
+    for nm, v in (("--dtype", dtype), ("--device", device), ("mode", mode)):
+        if not isinstance(v, str):
+            raise UsageError(f"{nm}: must be a string, got {v!r}")
+
+
 def _structure(causal, window, positional, rope_base, rope_dims, rope_convention, softcap):
     from numerics.attention_reference import Structure
 
@@ -269,11 +289,13 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     from numerics.attention_mapping import HOOK_METHOD, find_mappings, head_count_hint, mapping_from_hook
     from proofs_checks import guards
 
+    _check_types(causal=causal, progress=progress, seed=seed, softcap=softcap, rope_base=rope_base,
+                 max_memory=max_memory, dtype=dtype, device=device, mode=mode)
     if positional is True:
         positional = "learned"
     elif positional in (False, None):
         positional = "none"
-    if positional not in POSITIONAL:
+    if not isinstance(positional, str) or positional not in POSITIONAL:
         raise UsageError(f"--positional: one of {', '.join(POSITIONAL)}, got {positional!r}")
     if dtype not in ("float64", "float32"):
         raise UsageError(f"--dtype: must be float64 or float32, got {dtype!r}")
@@ -293,8 +315,13 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         raise UsageError(f"--rope-base: must be a number > 1, got {rope_base!r}")
     if rope_convention not in (None, "half", "interleaved"):
         raise UsageError(f"--rope-convention: half or interleaved, got {rope_convention!r}")
-    if positional != "rope" and (rope_dims is not None or rope_convention is not None):
-        raise UsageError("--rope-dims/--rope-convention need --positional rope")
+    if positional != "rope" and (rope_dims is not None or rope_convention is not None or rope_base != 10000.0):
+        given = [n for n, v in (("--rope-base", rope_base != 10000.0), ("--rope-dims", rope_dims is not None),
+                                ("--rope-convention", rope_convention is not None)) if v]
+        raise UsageError(f"{'/'.join(given)} set the rotary embedding: they need --positional rope (the declared "
+                         f"scheme is {positional}); nothing was run")
+    if rope_dims is not None and rope_dims % 2:
+        raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
     win = window if isinstance(window, tuple) or window is None else parse_window(window, causal)
     if isinstance(window, tuple):
         win = parse_window(",".join(map(str, window)), causal)
@@ -374,6 +401,16 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                     f"widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, v {c0.wv.shape[0]}, which that head count cannot "
                     "split; counts that fit: " + ", ".join(f"{h} heads" + (f" / {k} key/value heads" if k != h else "")
                                                            for h, k in fits[:8]))
+    if positional == "rope" and rope_dims is not None:
+        if rope_dims > D:
+            raise UsageError(f"--rope-dims {rope_dims}: larger than the model dimension D = {D} (the rotated "
+                             "dimensions are counted per head, at most its size d_k)")
+        fit = [c for c in cands if rope_dims <= c.d_k]
+        if cands and not fit:
+            raise UsageError(f"--rope-dims {rope_dims}: larger than the head size d_k = "
+                             f"{', '.join(sorted({str(c.d_k) for c in cands}))} of the weights found "
+                             f"({cands[0].source.split(';')[0].removeprefix('declared: ')}): at most d_k")
+        cands = fit
     hook = note or None
     H_hint = heads or head_count_hint(f)
     st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap)

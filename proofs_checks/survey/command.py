@@ -10,6 +10,7 @@ catalogue's record of a known-bug or fixed release (the checker regressed); 2 us
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,8 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     if list_only:
         _list(entries, json_path)
         return 0
-    if not (timeout > 0):
-        raise UsageError(f"--timeout: must be a positive number of seconds, got {timeout}")
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and 0 < timeout <= 1e7):
+        raise UsageError(f"--timeout: must be a positive number of seconds, at most 1e7, got {timeout}")
     out = check_out_and_json(out_dir, force, json_path, what="tverify survey")
     _check_json_target(json_path)
     cache = Path(cache_dir) if cache_dir else default_cache()
