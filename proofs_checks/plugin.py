@@ -18,6 +18,19 @@ Comparisons (each returns a :class:`CheckResult` whose tolerance carries its rea
     errors of a Monte Carlo estimate), :func:`seed_spread` (k standard errors across seeds),
     :func:`compare` (any error against any tolerance with a stated justification);
     :func:`worst` / :func:`largest` / :func:`smallest` reduce errors propagating NaN.
+Arguments with shapes (:mod:`theory.shapes`)
+    :func:`scalar`, :func:`vector`, :func:`matrix` declare arguments (sizes symbolic or sampled);
+    :func:`bind` gives their SymPy objects (symbol arrays at a size, ``MatrixSymbol`` at symbolic size);
+    ``matches_derivation(derive, ARGS, sizes={"d": (2, 4, 8)})`` samples them.
+Resolution
+    every comparison helper states the smallest relative change of the reference it rejects;
+    :func:`close` does so for per-draw tolerances (``tverify mutants --continuous`` confirms it).
+Trained checks (:mod:`proofs_checks.trained`)
+    :func:`train` (seeds as one batched tensor, optimiser, schedule, convergence guard raising
+    :class:`Inconclusive`), :class:`TrainRun` (``compare``: seed spread, false-failure probability,
+    resolution; loss-curve figure).
+Statements
+    :class:`Hypothesis` (with a :class:`Counterexample` function), :class:`Clause` (evidence, scope).
 Running (notebooks, tests; the claim need not be registered)
     :func:`check_claim`, :func:`run_mutants`; :func:`proofs_checks.testkit.assert_claim` for tests.
 
