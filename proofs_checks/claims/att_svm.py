@@ -119,7 +119,7 @@ def _sat_T1(ctx) -> Counterexample:
     s1 = float(ns.softmax_mass(torch.zeros(1, 2, 2, dtype=torch.float64), X, z)[0, 0, 0])
     return Counterexample({"T": 1, "x_1": "(0.6, 0.8)", "z": "(1, 0)", "W": "0 (l = 0)"}, "necessary",
                           f"S_1 = {s1:g} at W = 0: saturated with ‖l‖ = 0",
-                          violated=s1 == 1.0, error=s1 - (1 - 1e-12), tolerance=0.0,
+                          violated=s1 == 1.0, error=s1, tolerance=1 - 1e-12,
                           justification="S_1 = 1 exactly (one term over itself): the necessary condition ‖l‖ → ∞ fails")
 
 
@@ -270,7 +270,7 @@ def _ots_T1(ctx) -> Counterexample:
     excess = ns._excess_loss(s, y, X, v)  # L(W) − inf L without cancellation
     return Counterexample({"n": 3, "T": 1, "d": 4, "W": "0 and a Gaussian W"}, "not_attained",
                           f"L(W) − inf L = {float(excess.max()):g} at W = 0 and at a random W: attained everywhere",
-                          violated=bool(torch.all(excess <= 0)), error=0.0 - float(excess.max()), tolerance=0.0,
+                          violated=bool(torch.all(excess <= 0)),
                           justification="with one token the softmax is 1 and L is constant: exactly 0 excess, not rounding")
 
 
@@ -302,7 +302,7 @@ def _ots_unique(ctx) -> Counterexample:
     return Counterexample({"n": 1, "T": 3, "scores": "(0.8, 0.8, 0.2)", "W": "200·v zᵀ"}, "only_opt",
                           f"L(W) − inf L = {excess:.3g} while max_t S_t = {top:.6f}: the infimum is approached with the "
                           "attention split over the tied tokens", violated=excess < 1e-12 and top <= 0.5 + 1e-12,
-                          error=1.0 - top, tolerance=0.5, justification="S_t → e_opt would need max S → 1; it stays ½ "
+                          error=1.0 - top, tolerance=0.0, justification="S_t → e_opt would need max S → 1; it stays ½ "
                           "along the whole ray (the two logits are equal), while the excess is ≤ 2e^{−r·0.6}",
                           details={"optimal_tokens": tie})
 
@@ -345,7 +345,7 @@ def _ots_strict(ctx) -> Counterexample:
     inf_formula = float(np.mean(np.maximum(0.0, -g.max(1))))
     return Counterexample({"n": g.shape[0], "T": g.shape[1], "loss": "max(0, −u)", "W": "0"}, "not_attained",
                           f"L(0) = {L0:g} = (1/n)Σℓ(γ_opt) = {inf_formula:g}: attained at W = 0 (and by uniform attention)",
-                          violated=L0 <= inf_formula, error=inf_formula - L0, tolerance=0.0,
+                          violated=L0 <= inf_formula,
                           justification=f"exact: every score is positive (min {g.min():.3f}), so ℓ vanishes on every output")
 
 
