@@ -47,8 +47,8 @@ def _inst(n, T, d, seed, setting="generic", local_slack=0.0, queries="random"):
 @lru_cache(maxsize=None)
 def _kq_instance(seed: int):
     """A small instance (n=2, T=3, d=4) on which the Frobenius and nuclear solutions differ
-    (correlation < 0.92): the (K,Q) regularisation-path check's instance (svm.gd_direction's
-    ngd_KQ draws its own from the seed: :func:`_kq_instances`)."""
+    (correlation < 0.92): the (K,Q) regularisation-path check's instance (svm.gd_direction_kq's
+    ngd_KQ draws its own from the seed: att_svm_dynamics._kq_instances)."""
     for k in range(50):
         inst = ns.make_instance(2, 3, 4, seed=seed + k, setting="global")
         f = ns.solve_att_svm(inst.X, inst.z, inst.opt).W

@@ -1,5 +1,6 @@
 """Group C, continued: the regularisation path and gradient descent converge in direction to the
-Att-SVM solution, rates, and token sets (lecture notes 002, optimisation part; Tarzanagh et al. 2023).
+Att-SVM solution (GD on (K,Q): evidence only, svm.gd_direction_kq), rates, and token sets (lecture
+notes 002, optimisation part; Tarzanagh et al. 2023; Vasudeva, Deora, Thrampoulidis 2024).
 Binds theory/att_svm.py and numerics/att_svm.py to checks, tolerances and mutants."""
 
 
