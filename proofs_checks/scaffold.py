@@ -57,8 +57,7 @@ dependencies = ["transformer-theory-verify"]
 packages = ["{package}"]
 '''
 
-_CLAIMS = r'''"""RoPE scores are relative: <R_m q, R_n k> = <q, R_{n-m} k> (`tverify new-claim __CLAIM_ID__`: edit the mathematics)."""
-import numpy as np
+_CLAIMS = r'''import numpy as np
 import sympy as sp
 from scipy.linalg import block_diag
 
@@ -117,7 +116,7 @@ def dense_rotations(form, ctx):
 
 def rope_torch(x, p):  # LLaMA-style: x as d/2 complex numbers times e^{i p theta}, batched over leading axes
     import torch
-    f = 10000.0 ** (-torch.arange(0, x.shape[-1], 2, dtype=x.dtype) / x.shape[-1])
+    f = 10000.0 ** (-torch.arange(0, x.shape[-1], 2, dtype=x.dtype, device=x.device) / x.shape[-1])
     z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
     return torch.view_as_real(z * torch.polar(torch.ones_like(f), p[..., None].to(x.dtype) * f)).reshape(x.shape)
 
@@ -134,15 +133,16 @@ def torch_complex(form, ctx):
 @trained("a RoPE score trained at positions < 8 to targets at offsets 1, 2, 3 keeps them at positions 1000-3000")
 def trained_offsets(form, ctx):
     import torch
-    m, tau = torch.arange(8.0, dtype=torch.float64).repeat(3), torch.tensor([0.5, -0.3, 0.8], dtype=torch.float64)
-    n = m + torch.arange(1.0, 4.0, dtype=torch.float64).repeat_interleave(8)
-    rope = lambda x, p: rope_torch(x[:, None, :] * torch.ones(len(p), 1, dtype=torch.float64), p)
+    kw = dict(dtype=torch.float64, device=ctx.device)  # --device (CPU by default); train() moves the parameters there
+    m, tau = torch.arange(8.0, **kw).repeat(3), torch.tensor([0.5, -0.3, 0.8], **kw)
+    n = m + torch.arange(1.0, 4.0, **kw).repeat_interleave(8)
+    rope = lambda x, p: rope_torch(x[:, None, :] * torch.ones(len(p), 1, **kw), p)
     run = train(lambda g, S: {v: 0.5 * torch.randn(S, 8, generator=g, dtype=torch.float64) for v in "qk"},
                 lambda w: ((rope(w["q"], m) * rope(w["k"], n)).sum(-1) - tau.repeat_interleave(8)).pow(2).mean(-1),
                 ctx, seeds=8, steps=600, lr=0.05, criterion=1e-12)  # every seed's mean squared error <= 1e-12
     q, k, far = run.params["q"].numpy(), run.params["k"].numpy(), np.array([1000, 2000, 3000])
     per_seed = np.concatenate([form(q[:, None], k[:, None], far, far + o) for o in (1, 2, 3)], -1)  # (seeds, 9)
-    return run.compare(per_seed, np.repeat(tau.numpy(), 3), floor=np.sqrt(24e-12), what="held-out scores")  # floor: residual a converged run allows
+    return run.compare(per_seed, np.repeat(tau.tolist(), 3), floor=np.sqrt(24e-12), what="held-out scores")  # floor: residual a converged run allows
 
 
 def angles_not_linear(ctx):  # without "angles linear in p": angle p^2 theta, d = 2, q = k = e_1, m = 1, n = 2

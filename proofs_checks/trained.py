@@ -115,8 +115,10 @@ class TrainRun:
         details = dict(kw.pop("details", {}) or {})
         details["training"] = self.summary()
         r = seed_spread(np.asarray(per_seed, dtype=float), reference, k=k, floor=floor, what=what, details=details, **kw)
+        ffp = (r.details.get("false_failure_probability") or {}).get("union_bound")
         r.justification += (f"; every seed's training reached loss ≤ {self.criterion:g} ({self.steps} steps of "
-                            f"{self.optimiser}, lr {self.lr:g}, {self.schedule})")
+                            f"{self.optimiser}, lr {self.lr:g}, {self.schedule})"
+                            + (f"; false-failure probability ≤ {ffp:.2g} (Student t, {self.seeds - 1} dof)" if ffp is not None else ""))
         if self.figure:
             r.figures = list(r.figures) + [self.figure]
         return r

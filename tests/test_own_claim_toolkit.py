@@ -163,6 +163,7 @@ def test_train_batched_converges_with_spread_ffp_and_resolution():
     assert d["false_failure_probability"]["model"].startswith("Student t with 5 degrees")
     assert learn.resolution > 0 and learn.resolution_units.startswith("relative change")
     assert "reached loss ≤ 1e-16" in learn.justification
+    assert "false-failure probability ≤" in learn.justification
     assert run_mutants(_quadratic(0.1)).all_killed
 
 
@@ -224,10 +225,10 @@ def _worked_example() -> str:
 
 #: the plumbing rule for the worked example: lines that are not mathematics, tolerances or statement — imports
 #: (with their continuation lines), decorators, check signatures, the Claim header and its checks= line, the
-#: return of a comparison, empty accumulators, conversions to and from torch, the docstring
+#: return of a comparison, empty accumulators, conversions to and from torch and to the device, a docstring
 _PLUMBING = re.compile(r"^(import |from |\s+import |\s+(\w+, )*\w+\)$|@|def \w+\(form, ctx\)|CLAIM = |"
                        r"\s+(id|statement|checks)=|\s+return (close|run\.compare)\(|\s+\w+(, \w+)* = \[\](, \[\])*$|"
-                       r"\s+t = lambda a: torch\.tensor|\s+q, k(, \w+)? = run\.params|\"\"\")")
+                       r"\s+t = lambda a: torch\.tensor|\s+kw = dict\(dtype=|\s+q, k(, \w+)? = run\.params|\"\"\")")
 
 
 def test_worked_example_is_the_scaffold_short_and_mostly_mathematics():
