@@ -201,4 +201,8 @@ def _figure(run: TrainRun, ctx: RunContext, name: str) -> str | None:
     ax.set_ylabel("loss per seed")
     ax.set_title(f"{name}: {run.seeds} seeds, {run.optimiser} lr {run.lr:g}")
     ax.legend(loc="upper right", fontsize=8)
-    return ctx.save_figure(fig, f"{ctx.check_name or name}_loss")
+    fname = ctx.save_figure(fig, f"{ctx.check_name or name}_loss")
+    pending = getattr(ctx, "_figures", None)
+    if fname and isinstance(pending, list) and fname in pending:
+        pending.remove(fname)  # attached by TrainRun.compare (also on cached runs), once
+    return fname

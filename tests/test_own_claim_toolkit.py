@@ -205,6 +205,8 @@ def test_train_guard_figure_and_device(tmp_path):
     run = train(lambda g, S: {"w": torch.zeros(S, 2, dtype=torch.float64)}, lambda p: ((p["w"] - 1) ** 2).sum(-1), ctx,
                 seeds=3, steps=20, lr=0.0, criterion=1e-3, guard=False)
     assert not run.converged and run.curve.shape == (21, 3) and (tmp_path / run.figure).exists()
+    assert ctx.take_figures() == []  # attached once, by run.compare
+    assert run.compare(np.ones((3, 2)), np.ones(2), floor=1e-3).figures == [run.figure]
     with pytest.raises(Inconclusive, match=r"final loss ≤ 0.001\): 3 of 3 seeds") as e:
         run.guard()
     assert e.value.criterion == 1e-3 and e.value.curve.shape == (21, 3) and "loss curves: zz.fig__learn_loss.png" in str(e.value)
