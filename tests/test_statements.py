@@ -180,3 +180,29 @@ def test_a_derivation_past_its_budget_is_undecided_naming_the_step(monkeypatch):
     r = run_claim(c, RunContext(mode="quick"))
     assert time.perf_counter() - t0 < 10
     assert r.status == "undecided" and "a first step" in r.message and "0.5 s" in r.message
+
+
+def test_derivations_are_cached_by_source_fingerprint(tmp_path, monkeypatch):
+    """A fresh catalogue (fingerprint equal to the sources') hands the runner each built-in claim's
+    derivation; a stale one, or TVERIFY_DERIVATION_CACHE=0, makes it compute."""
+    from proofs_checks import fingerprint
+    from proofs_checks.runner import derivation_info
+
+    claim = select(["attn.softmax_simplex"])[0]
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "0")
+    computed = derivation_info(claim)
+    assert "cached" not in computed and computed["obligations"]
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "1")
+    fake = {"schema": 1, "tool": "tverify", "fingerprint": fingerprint.source_fingerprint(),
+            "claims": [{"id": claim.id, "derivation": {**computed, "steps": computed["steps"][:1]}}]}
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps(fake), encoding="utf-8")
+    monkeypatch.setattr(fingerprint, "catalogue_path", lambda: path)
+    fingerprint._FRESH.clear()
+    hit = derivation_info(claim)
+    assert hit.get("cached") is True and len(hit["steps"]) == 1  # read from the catalogue, not recomputed
+    fake["fingerprint"] = "stale"
+    path.write_text(json.dumps(fake), encoding="utf-8")
+    fingerprint._FRESH.clear()
+    assert "cached" not in derivation_info(claim)
+    fingerprint._FRESH.clear()

@@ -35,60 +35,12 @@ _PKG = Path(__file__).resolve().parent.parent  # proofs_checks/
 _ROOT = _PKG.parent
 
 
+from proofs_checks.fingerprint import (  # noqa: E402 (the fingerprint lives below the runner, which reuses it)
+    _plugin_fingerprint, _sources, file_hash as _file_hash, source_fingerprint)
+
+
 class UnknownPatternError(LookupError):
     """A pattern matches no claim of the catalogue (same message as the registry's)."""
-
-
-def _sources() -> list[Path]:
-    files = sorted((_PKG / "claims").rglob("*.py")) + sorted((_ROOT / "theory").rglob("*.py"))
-    files += [_PKG / "registry.py", _PKG / "runner.py", _PKG / "output" / "catalogue.py"]
-    return [f for f in files if "__pycache__" not in f.parts]
-
-
-def source_fingerprint() -> str:
-    """SHA-256 over the relative paths and contents of the files the catalogue is computed from."""
-    h = hashlib.sha256()
-    for f in _sources():
-        try:
-            data = f.read_bytes()
-        except OSError:
-            data = b"<missing>"
-        h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + hashlib.sha256(data).digest())
-    _plugin_fingerprint(h)
-    return h.hexdigest()
-
-
-def _plugin_fingerprint(h) -> None:
-    """Mix in the ``tverify.claims`` entry points (names, targets, distribution versions and the
-    plugin modules' sources) when any is installed; with none, the fingerprint is unchanged."""
-    try:
-        from importlib.metadata import entry_points
-        from importlib.util import find_spec
-
-        eps = sorted((e for e in entry_points(group="tverify.claims") if not e.value.startswith("proofs_checks.")),
-                     key=lambda e: (e.name, e.value))  # this project's own entry point: its sources are hashed
-    except Exception:  # pragma: no cover - broken metadata: no plugins
-        return
-    for ep in eps:
-        dist = getattr(ep, "dist", None)
-        h.update(f"plugin\0{ep.name}\0{ep.value}\0{getattr(dist, 'version', '')}".encode())
-        try:  # the installed files as pip recorded them (a reinstall or upgrade changes RECORD)
-            h.update(hashlib.sha256((dist.read_text("RECORD") or "").encode() if dist is not None else b"").digest())
-        except Exception:
-            h.update(b"<no RECORD>")
-        try:  # every source file of the plugin's top-level package (editable installs)
-            spec = find_spec(ep.value.split(":")[0].strip().split(".")[0])
-            if spec is None:
-                files = []
-            elif spec.submodule_search_locations:
-                files = sorted(f for d in spec.submodule_search_locations for f in Path(d).rglob("*.py")
-                               if "__pycache__" not in f.parts)
-            else:
-                files = [Path(spec.origin)] if spec.origin else []
-            for f in files:
-                h.update(str(f).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
-        except Exception:  # a plugin that cannot be found: load_all warns about it
-            h.update(b"<unavailable>")
 
 
 def entry(claim: Any) -> dict[str, Any]:
@@ -134,6 +86,7 @@ def derivation(claim: Any) -> dict[str, Any]:
     from proofs_checks.runner import counterexample_json, derivation_info
 
     info = _clean_derivation(derivation_info(claim))
+    info.pop("cached", None)
     info["hypotheses"] = counterexample_json(claim)
     return info
 
@@ -155,13 +108,6 @@ def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: 
     if deps:
         doc["depends_on"] = deps
     return doc
-
-
-def _file_hash(path: str) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return "<missing>"
 
 
 def _plugin_sources() -> dict[str, str]:

@@ -1,0 +1,125 @@
+"""The source fingerprint of the claim catalogue, and the derivations it caches.
+
+:func:`source_fingerprint` hashes the files the catalogue (``docs/catalogue.json``) is computed from
+(see :mod:`proofs_checks.output.catalogue`). :func:`cached_derivation` hands the runner a claim's
+derivation — steps, obligations decided, assumptions, hypotheses' counterexamples — from that file
+while its fingerprint matches the sources, so symbolic-size derivations are computed once per source
+version, not on every run (``TVERIFY_DERIVATION_CACHE=0`` recomputes). Imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["source_fingerprint", "file_hash", "cached_derivation", "catalogue_path"]
+
+_PKG = Path(__file__).resolve().parent  # proofs_checks/
+_ROOT = _PKG.parent
+#: the catalogue schema this cache reads (the catalogue module's ``SCHEMA``)
+_SCHEMA = 1
+
+
+def _sources() -> list[Path]:
+    """The files the catalogue's content is computed from: the claim modules, ``theory/`` (the
+    derivations), ``numerics/`` (the hypotheses' counterexamples compute with it), the registry, the
+    runner, the catalogue module and this one."""
+    files = (sorted((_PKG / "claims").rglob("*.py")) + sorted((_ROOT / "theory").rglob("*.py"))
+             + sorted((_ROOT / "numerics").rglob("*.py")))
+    files += [_PKG / "registry.py", _PKG / "runner.py", _PKG / "output" / "catalogue.py", _PKG / "fingerprint.py"]
+    return [f for f in files if "__pycache__" not in f.parts]
+
+
+def source_fingerprint() -> str:
+    """SHA-256 over the relative paths and contents of the files the catalogue is computed from."""
+    h = hashlib.sha256()
+    for f in _sources():
+        try:
+            data = f.read_bytes()
+        except OSError:
+            data = b"<missing>"
+        h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + hashlib.sha256(data).digest())
+    _plugin_fingerprint(h)
+    return h.hexdigest()
+
+
+def _plugin_fingerprint(h) -> None:
+    """Mix in the ``tverify.claims`` entry points (names, targets, distribution versions and the
+    plugin modules' sources) when any is installed; with none, the fingerprint is unchanged."""
+    try:
+        from importlib.metadata import entry_points
+        from importlib.util import find_spec
+
+        eps = sorted((e for e in entry_points(group="tverify.claims") if not e.value.startswith("proofs_checks.")),
+                     key=lambda e: (e.name, e.value))  # this project's own entry point: its sources are hashed
+    except Exception:  # pragma: no cover - broken metadata: no plugins
+        return
+    for ep in eps:
+        dist = getattr(ep, "dist", None)
+        h.update(f"plugin\0{ep.name}\0{ep.value}\0{getattr(dist, 'version', '')}".encode())
+        try:  # the installed files as pip recorded them (a reinstall or upgrade changes RECORD)
+            h.update(hashlib.sha256((dist.read_text("RECORD") or "").encode() if dist is not None else b"").digest())
+        except Exception:
+            h.update(b"<no RECORD>")
+        try:  # every source file of the plugin's top-level package (editable installs)
+            spec = find_spec(ep.value.split(":")[0].strip().split(".")[0])
+            if spec is None:
+                files = []
+            elif spec.submodule_search_locations:
+                files = sorted(f for d in spec.submodule_search_locations for f in Path(d).rglob("*.py")
+                               if "__pycache__" not in f.parts)
+            else:
+                files = [Path(spec.origin)] if spec.origin else []
+            for f in files:
+                h.update(str(f).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+        except Exception:  # a plugin that cannot be found: load_all warns about it
+            h.update(b"<unavailable>")
+
+
+
+def file_hash(path: str) -> str:
+    """SHA-256 of a file's bytes (``<missing>`` when it cannot be read)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "<missing>"
+
+
+def catalogue_path() -> Path:
+    """``docs/catalogue.json`` of the checkout the package runs from."""
+    return _ROOT / "docs" / "catalogue.json"
+
+
+_FRESH: dict[str, Any] = {}
+
+
+def _fresh_derivations() -> dict[str, dict[str, Any]]:
+    """``{claim id: derivation info}`` from ``docs/catalogue.json`` when its fingerprint matches the
+    sources now (read once per process and fingerprint), else ``{}``."""
+    fp = source_fingerprint()
+    if _FRESH.get("fingerprint") == fp:
+        return _FRESH["derivations"]
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        doc = json.loads(catalogue_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        doc = None
+    if (isinstance(doc, dict) and doc.get("schema") == _SCHEMA and doc.get("fingerprint") == fp
+            and not doc.get("depends_on") and isinstance(doc.get("claims"), list)):
+        out = {e["id"]: e["derivation"] for e in doc["claims"]
+               if isinstance(e, dict) and isinstance(e.get("derivation"), dict) and "id" in e}
+    _FRESH.update(fingerprint=fp, derivations=out)
+    return out
+
+
+def cached_derivation(claim_id: str) -> dict[str, Any] | None:
+    """The claim's derivation info as the fresh catalogue holds it (a copy), or ``None`` (no fresh
+    catalogue, the claim is not in it, or ``TVERIFY_DERIVATION_CACHE=0``)."""
+    if os.environ.get("TVERIFY_DERIVATION_CACHE", "1").strip() in ("0", "no", "false", "off"):
+        return None
+    info = _fresh_derivations().get(claim_id)
+    return copy.deepcopy(info) if info is not None else None
