@@ -363,3 +363,27 @@ def test_closed_pipe_is_one_line(box):
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines() == ["tverify: error: the output was closed before everything was written "
                                              "(broken pipe); the output is incomplete"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. degenerate inputs are inconclusive, not ok
+
+
+@pytest.mark.parametrize("P, needle", [
+    (np.ones((12, 4)), "12 of 12 patterns are duplicates"),
+    (np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]), "patterns 0 = 2"),
+    (0.1 * np.sign(np.random.default_rng(0).normal(size=(6, 16))), "bounds is vacuous"),
+])
+def test_degenerate_hopfield_patterns_are_inconclusive(box, P, needle):
+    np.save("deg.npy", P)
+    code, out, err = invoke("check", "hopfield", "--patterns", "deg.npy", "--no-progress", "--json", "-")
+    doc = json.loads(out)
+    assert code == 3 and doc["outcome"] == "inconclusive", doc["verdict"]
+    assert any(needle in r for r in doc["decision"]["reasons"]), doc["decision"]["reasons"]
+    r = proofs_checks.check_hopfield(P)
+    assert r.outcome == "inconclusive" and r.exit_code == 3
+
+
+def test_separated_patterns_with_a_few_unseparated_stay_decisive(box):
+    P = np.random.default_rng(0).normal(size=(6, 4))  # 3 of 6 with Δ_i ≤ 0: the bound decides for the others
+    assert proofs_checks.check_hopfield(P).outcome == "ok"

@@ -660,6 +660,10 @@ def sanity_result(payload: dict):
         from proofs_checks.sanity.attention import attention_verdict
 
         verdict = attention_verdict(rows, payload["subject"], list(payload["doc"].get("hints") or []))
+    elif payload["check"] == "hopfield":
+        from proofs_checks.sanity.hopfield import hopfield_verdict
+
+        verdict = hopfield_verdict(rows, payload["subject"], list(payload["doc"].get("degenerate") or []))
     else:
         verdict = properties_verdict(rows, payload["subject"])
     res = SanityResult(payload["check"], payload["doc"], verdict, rows, payload["lines"],

@@ -19,7 +19,9 @@ and the β that would guarantee it for every pattern.
 Properties (pass/fail, each with its tolerance): ``update_matches_modern`` (``--module`` only),
 ``finite_updates``, ``one_step_within_theorem5_bound``, ``energy_non_increasing`` (the energy
 :func:`numerics.hopfield.modern_energy` along 20 updates from the patterns, noisy starts and random
-mixtures). Exit 0 all hold, 1 one fails, 2 bad input (one line: an empty, non-finite or
+mixtures). Exit 0 all hold, 1 one fails, 3 inconclusive when the patterns decide nothing (duplicate
+patterns, no pattern separated, or every Theorem-5 bound vacuous at this β: the verdict names which
+and what would decide), 2 bad input (one line: an empty, non-finite or
 wrongly-shaped pattern file, an update that raises or returns the wrong shape at any call, not only
 the first). The update may return a torch tensor or a NumPy array, in any real floating dtype.
 """
@@ -38,7 +40,7 @@ from proofs_checks.options import UsageError
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
                                           properties_verdict, report_option, timeout_option)
 
-__all__ = ["command", "load_patterns", "run_hopfield", "capacity_estimate"]
+__all__ = ["command", "load_patterns", "run_hopfield", "capacity_estimate", "hopfield_verdict", "degenerate_reasons"]
 
 #: Updates along which the energy is followed.
 ENERGY_STEPS = 20
@@ -191,6 +193,45 @@ def capacity_estimate(Delta_min: float, M: float, beta: float, tau: float, N: in
     n_max = float(n_sol[0].subs(vals)) if n_sol else None
     b_need = float(b_sol[0].subs(vals)) if (b_sol and N > 1) else None
     return {"N_max": n_max, "beta_needed": max(b_need, 0.0) if b_need is not None else None, "tau": tau}
+
+
+def degenerate_reasons(P, Delta, *, vacuous: int, known: int, beta_needed: float | None) -> list[str]:
+    """Why these patterns make the Theorem-5 check say nothing (empty: they do not): identical
+    patterns, no pattern separated (every Δ_i ≤ 0), or every bound vacuous (≥ 2M) at this β. Some
+    unseparated patterns among separated ones are reported in the text, not here: the bound still
+    decides for the others."""
+    import torch
+
+    out = []
+    uniq, inverse, counts = torch.unique(P, dim=0, return_inverse=True, return_counts=True)
+    if bool((counts > 1).any()):
+        groups = [torch.nonzero(inverse == g).flatten().tolist() for g in torch.nonzero(counts > 1).flatten().tolist()]
+        shown = "; ".join("patterns " + " = ".join(map(str, g[:4])) + (" = …" if len(g) > 4 else "") for g in groups[:3])
+        out.append(f"{int((counts[counts > 1]).sum())} of {P.shape[0]} patterns are duplicates ({shown}"
+                   f"{'; …' if len(groups) > 3 else ''}): their separation is 0 and no update can retrieve one of "
+                   "two identical patterns as distinct; remove the duplicates")
+    elif float(Delta.max()) <= 0:
+        out.append(f"no pattern is separated (every Δ_i ≤ 0, max {float(Delta.max()):.3g}): Theorem 5 guarantees "
+                   "nothing for any of them, whatever β")
+    if known and vacuous == known:
+        how = f"raise --beta to about {beta_needed:.3g}" if beta_needed else "separate the patterns more"
+        out.append(f"every one of the {known} Theorem-5 bounds is vacuous (≥ 2M): at this β the bound allows any "
+                   f"error, so meeting it shows nothing ({how})")
+    return out
+
+
+def hopfield_verdict(props: list[dict], subject: str, degenerate: list[str]):
+    """``mismatch`` when a property failed; else ``inconclusive`` when the patterns are degenerate
+    (:func:`degenerate_reasons`); else ``ok``."""
+    from proofs_checks.sanity._verdict import Verdict
+
+    v = properties_verdict(props, subject)
+    if v.outcome != "ok" or not degenerate:
+        return v
+    return Verdict("inconclusive", f"{subject}: the input decides nothing: {degenerate[0].split(':')[0]}",
+                   v.criterion + "; degenerate input: " + "; ".join(degenerate), {**v.numbers, "degenerate": degenerate},
+                   reasons=list(degenerate),
+                   suggestion="distinct, separated patterns (Δ_i > 0) and a β at which the bound is below 2M")
 
 
 def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, label: str = "--module",
@@ -454,7 +495,12 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
         ax.legend(fontsize=7)
         return fig
 
-    verdict = properties_verdict(props, "Hopfield patterns" + (f" under {name}" if module is not None and name else ""))
+    degenerate = degenerate_reasons(P, Delta, vacuous=vacuous, known=int(known.sum()), beta_needed=cap["beta_needed"])
+    doc["degenerate"] = degenerate
+    if degenerate:
+        lines.append("inconclusive input: " + "; ".join(degenerate))
+    verdict = hopfield_verdict(props, "Hopfield patterns" + (f" under {name}" if module is not None and name else ""),
+                               degenerate)
     return SanityResult("hopfield", doc, verdict, props, lines, {"retrieval_and_energy": _fig,
                                                                  "retrieval_error_vs_beta": _fig_beta})
 
@@ -475,8 +521,9 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
 def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout, seed, device, mode, json_path,
             max_memory, no_progress):
     """Separation, the Theorem-5 one-step retrieval bound next to the measured error, energy along
-    the update, fixed points and a capacity estimate for your patterns: ok (exit 0) or the
-    violated properties named (exit 1).
+    the update, fixed points and a capacity estimate for your patterns: ok (exit 0), the
+    violated properties named (exit 1), or inconclusive (exit 3: duplicate or unseparated patterns,
+    every bound vacuous).
 
     \b
     Examples:
