@@ -31,6 +31,7 @@ STATUS_STYLE = {
     "refuted": "bold red",
     "error": "bold magenta",
     "undecided": "yellow",
+    "inconclusive": "yellow",
 }
 #: claim statuses that make ``run`` / ``report`` exit 1 (the runner's ``FAILING``)
 FAILING = ("refuted", "error", "incomplete")
@@ -68,7 +69,7 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
     ignores every cached document and recomputes from the registry."""
     from proofs_checks.output import catalogue
 
-    fresh = None if refresh else catalogue.load_fresh(store.cache_dir)
+    fresh = None if refresh else (catalogue.load_fresh(store.cache_dir) or catalogue.load_with_plugins(store.cache_dir))
     if fresh is not None:
         doc, path = fresh
         return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
@@ -283,6 +284,8 @@ def _statement_lines(e: dict[str, Any], hyps: list[dict[str, Any]], latex: bool)
             lines.append(f"        {_esc(ev)}{by}")
     if e.get("evidence_summary"):
         lines.append(f"  [bold]evidence[/]: {_esc(e['evidence_summary'])}")
+    if e.get("fixed_sizes"):
+        lines.append(f"  [bold]derivation at fixed sizes[/]: {_esc(e['fixed_sizes'])}")
     return lines
 
 
@@ -783,7 +786,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     unconfirmed = [cid for cid, v in (doc.get("continuous") or {}).items() if v.get("rejected_at_2eps") is False]
     for cid in unconfirmed:
         con.print(f"continuous {_esc(cid)}: form × (1 ± 2ε) NOT rejected: the stated resolution is not confirmed")
-    undecided = [r for r in results if r.status == "undecided"]
+    undecided = [r for r in results if r.status in ("undecided", "inconclusive")]
     sys.exit(1 if bad or survived or repro_bad or unconfirmed else (3 if undecided else 0))
 
 

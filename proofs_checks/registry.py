@@ -32,6 +32,7 @@ __all__ = [
     "Clause",
     "Counterexample",
     "Hypothesis",
+    "Inconclusive",
     "evidence_summary",
     "render_statement",
     "KINDS",
@@ -102,6 +103,17 @@ class SkipCheck(Exception):
         ...     print(exc)
         needs --device cuda
     """
+
+
+class Inconclusive(SkipCheck):
+    """Raised by a check that ran but could not decide: e.g. a trained model that did not reach its
+    stated loss criterion (:mod:`proofs_checks.trained`). Neither a pass nor a fail: the claim is
+    ``inconclusive`` (``tverify run`` exits 3), with the message saying what was missed.
+    ``criterion``, ``final`` and ``curve`` carry the numbers (optional)."""
+
+    def __init__(self, message: str, *, criterion: float = math.nan, final: Any = None, curve: Any = None):
+        super().__init__(message)
+        self.criterion, self.final, self.curve = criterion, final, curve
 
 
 @dataclass
@@ -509,6 +521,8 @@ class Claim:
                       With clauses, the displayed ``statement`` is rendered from hypotheses and
                       clauses (:func:`render_statement`); pass ``statement=""``.
     no_hypotheses     why the statement has no hypothesis ('' when it has some).
+    fixed_sizes       one line: why the derivation stays at fixed sizes ('' when some clause is
+                      derived for symbolic sizes, or there is no derivation).
 
     >>> from theory.derivation import DerivationBuilder
     >>> ok = lambda form, ctx: compare(0.0, 0.0, "exact")
@@ -542,6 +556,7 @@ class Claim:
     hypotheses: tuple[Hypothesis, ...] = ()
     clauses: tuple[Clause, ...] = ()
     no_hypotheses: str = ""
+    fixed_sizes: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "hypotheses", tuple(self.hypotheses))

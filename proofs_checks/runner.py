@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from proofs_checks.context import RunContext, identity_token
-from proofs_checks.registry import (Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Mutant, SkipCheck,
-                                    default_resolution)
+from proofs_checks.registry import (Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
+                                    SkipCheck, default_resolution)
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
@@ -36,11 +36,11 @@ __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_muta
            "refused_mutant", "refusal_reason", "claim_counts_kills", "STATUSES", "FAILING",
            "INCONCLUSIVE", "run_counterexample", "counterexample_json", "necessity_text", "statement_json"]
 
-STATUSES = ("verified", "refuted", "error", "incomplete", "evidence", "undecided")
+STATUSES = ("verified", "refuted", "error", "incomplete", "evidence", "undecided", "inconclusive")
 #: statuses that make ``tverify run`` exit 1
 FAILING = ("refuted", "error", "incomplete")
 #: statuses that are neither verified nor refuted (``tverify run`` exits 3 when nothing failed)
-INCONCLUSIVE = ("undecided",)
+INCONCLUSIVE = ("undecided", "inconclusive")
 
 
 def exit_code(statuses) -> int:
@@ -74,7 +74,7 @@ class CheckOutcome:
 
     name: str
     layer: str
-    status: str  # passed | failed | error | skipped
+    status: str  # passed | failed | error | skipped | inconclusive
     result: CheckResult | None
     error_message: str | None = None
     traceback: str | None = None
@@ -127,6 +127,7 @@ class ClaimResult:
             "hypotheses": self.statement.get("hypotheses") or [],
             "clauses": self.statement.get("clauses") or [],
             "no_hypotheses": self.statement.get("no_hypotheses"),
+            "fixed_sizes": self.statement.get("fixed_sizes"),
             "assumptions": self.statement.get("assumptions") or [],
             "supports": self.supports,
             "seconds": round(self.seconds, 4),
@@ -349,8 +350,12 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
             reason = "CUDA requested (--device cuda) but torch sees no CUDA device"
             return CheckOutcome(check.name, check.layer, "skipped", CheckResult(None, skip_reason=reason, device=ctx.device))
     t0 = time.perf_counter()
+    undecided = False
     try:
         res = check.fn(form, cctx)
+    except Inconclusive as exc:  # ran, could not decide (a training that missed its criterion): not a skip
+        res = CheckResult(None, skip_reason=str(exc), device=ctx.device, details={"inconclusive": True})
+        undecided = True
     except SkipCheck as exc:
         res = CheckResult(None, skip_reason=str(exc), device=ctx.device)
     except (InputError, Exception) as exc:  # a crash in one check is reported, not fatal
@@ -378,7 +383,7 @@ def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckO
     res.figures = list(res.figures) + cctx.take_figures()
     if not res.device or res.device == "cpu":
         res.device = cctx.device
-    status = "skipped" if res.passed is None else ("passed" if res.passed else "failed")
+    status = ("inconclusive" if undecided else "skipped") if res.passed is None else ("passed" if res.passed else "failed")
     return CheckOutcome(check.name, check.layer, status, res)
 
 
@@ -596,7 +601,7 @@ def statement_json(claim: Claim, ctx: RunContext | None = None, info: dict[str, 
                  "why_not_shown": None if h.counterexample is not None else h.necessary_note} for h in claim.hypotheses]
     out = {"hypotheses": hyps, "clauses": [c.to_json() for c in claim.statement_clauses()],
            "evidence_summary": claim.evidence_summary(), "declared": claim.declared,
-           "no_hypotheses": claim.no_hypotheses or None}
+           "no_hypotheses": claim.no_hypotheses or None, "fixed_sizes": getattr(claim, "fixed_sizes", "") or None}
     if info is not None:
         out["assumptions"] = list(info.get("assumptions") or [])
     return out
@@ -615,7 +620,8 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
     skipped = [o for o in outcomes if o.status == "skipped"]
     skip_note = "; ".join(f"{o.name}: {(o.result.skip_reason if o.result else '') or 'skipped'}" for o in skipped)
     if claim.is_evidence:
-        ran = [o for o in outcomes if o.status != "skipped"]
+        skipped = skipped + [o for o in outcomes if o.status == "inconclusive"]
+        ran = [o for o in outcomes if o.status not in ("skipped", "inconclusive")]
         if skipped:
             return "incomplete", f"not every check ran ({skip_note}); evidence is reported only from a complete run", None
         supports = all(o.status == "passed" for o in ran) and not failed_obl and not undecided_obl
@@ -629,6 +635,10 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
     if "failed" in states:
         bad = [o.name for o in outcomes if o.status == "failed"]
         return "refuted", f"failed: {', '.join(bad)}", None
+    inconclusive = [o for o in outcomes if o.status == "inconclusive"]
+    if inconclusive and not skipped:
+        return "inconclusive", "; ".join(f"{o.name}: {(o.result.skip_reason if o.result else '') or 'inconclusive'}"
+                                         for o in inconclusive) + " — neither verified nor refuted", None
     if skipped:
         return "incomplete", f"not every check ran ({skip_note}): a skipped check is not a pass", None
     if undecided_obl:

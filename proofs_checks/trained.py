@@ -45,22 +45,13 @@ import numpy as np
 
 from proofs_checks.comparisons import seed_spread
 from proofs_checks.context import RunContext, identity_token
-from proofs_checks.registry import CheckResult, SkipCheck
+from proofs_checks.registry import CheckResult, Inconclusive, SkipCheck  # noqa: F401 (Inconclusive re-exported)
 from proofs_checks.tolerances import K_SIGMA
 
 __all__ = ["Inconclusive", "TrainRun", "train"]
 
 
-class Inconclusive(SkipCheck):
-    """A trained check whose training did not reach its stated loss criterion: neither a pass nor a
-    fail. ``criterion``, ``final`` (per-seed final losses) and ``curve`` (steps × seeds) say what
-    was missed. The runner reports the claim as not verified (a skipped check; see docs/extending.md)."""
-
-    def __init__(self, message: str, *, criterion: float = math.nan, final: Any = None, curve: Any = None):
-        super().__init__(message)
-        self.criterion, self.final, self.curve = criterion, final, curve
-
-
+# Inconclusive lives in the registry (the runner reports it); re-exported here for plugins.
 @dataclass
 class TrainRun:
     """The trained models: ``params`` (detached tensors, leading seed axis), ``curve`` (loss per

@@ -29,6 +29,13 @@ def test_every_claim_declares_hypotheses_and_clauses():
     assert not bare, f"claims without hypotheses or a reason for none: {bare}"
 
 
+def test_a_fixed_size_derivation_says_why():
+    """Issue 34: a claim whose derivation derives nothing for symbolic sizes says in one line why."""
+    missing = [c.id for c in _claims() if c.derivation is not None and not c.fixed_sizes.strip()
+               and not any(e == "derived" for cl in c.clauses for e, _ in cl.evidences())]
+    assert not missing, f"derivations at fixed sizes without a reason: {missing}"
+
+
 def test_every_clause_names_evidence_and_scope():
     for c in _claims():
         for cl in c.clauses:

@@ -139,6 +139,7 @@ def _sat_unit_norms(ctx) -> Counterexample:
 
 register(Claim(
     id="svm.softmax_saturation",
+    fixed_sizes="the gap argument is per pair of logits and is derived with symbolic logits at T = 3 and a symbolic ray parameter r; the index-sum version over symbolic T is not written yet (T = 5 is checked)",
     title="Softmax saturates on token t iff every gap l_t − l_τ → ∞ (‖l‖ → ∞ necessary, not sufficient)",
     statement="",
     hypotheses=(
@@ -351,6 +352,7 @@ def _ots_strict(ctx) -> Counterexample:
 
 register(Claim(
     id="svm.optimal_token_selection",
+    fixed_sizes="the lower bound y·f ≤ γ_opt is derived for T = 3 symbolic tokens (T = 5 in the symbolic check); a symbolic-T index-sum version is not written yet",
     title="When the Att-SVM is feasible, the loss infimum is approached only by all attention on the top-score token, never attained",
     statement="",
     hypotheses=(
@@ -763,6 +765,7 @@ def _svm_infeasible(ctx) -> Counterexample:
 
 register(Claim(
     id="svm.att_svm",
+    fixed_sizes="the representer form comes from the KKT conditions at K = 2 and 4 tokens, d = 2; KKT conditions with a norm's subgradient at symbolic sizes are beyond SymPy's matrix calculus",
     title="Att-SVM: when its constraints are feasible, a certified max-margin token separator (Frobenius QP and nuclear-norm SDP)",
     statement="",
     hypotheses=(

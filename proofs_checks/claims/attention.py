@@ -793,6 +793,7 @@ def _forms_cx_rename_000(ctx) -> Counterexample:
 
 register(Claim(
     id="attn.forms_agree",
+    fixed_sizes="the three notations are compared entrywise after fixed renamings at N = 2, D = K = D_v = 2; the same identity with MatrixSymbols at symbolic sizes is not written yet (torch's sdpa checks N = 6)",
     title="The lecture notes' four attention formulas are one map under the renaming (lecture notes 000's normaliser corrected)",
     statement="",
     hypotheses=(

@@ -243,6 +243,7 @@ def _perm_cx_mixing(ctx) -> Counterexample:
 
 register(Claim(
     id="attn.permutation_equivariance",
+    fixed_sizes="a permutation of a symbolic number of tokens has no SymPy form (PermutationMatrix needs a concrete permutation): derived for a generic 3×3 score matrix, every N ≤ 6 is checked",
     title="A block without PE or mask is permutation-equivariant (PE or a causal mask breaks it)",
     statement="",
     hypotheses=(
@@ -373,6 +374,7 @@ def _ln_cx_constant_eps0(ctx) -> Counterexample:
 
 register(Claim(
     id="attn.layernorm",
+    fixed_sizes="the mean and variance identities are written with explicit entries at D = 3; an index-sum version over symbolic D is not written yet (D = 12 is checked)",
     title="LayerNorm: mean 0 and variance v/(v+ε) per token (1 at ε = 0 for a non-constant token); with affine it is torch.nn.LayerNorm",
     statement="",
     hypotheses=(

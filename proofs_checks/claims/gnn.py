@@ -222,6 +222,7 @@ _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_m
 
 register(Claim(
     id="gnn.attention_is_gnn",
+    fixed_sizes="the masked-softmax identity is derived on a 3-node graph; a graph of symbolic size needs an adjacency relation over symbolic indices, not written yet (n = 7 is checked)",
     title="Graph-masked attention is GAT-style message passing; min-aggregation GNN from Bellman–Ford's initialisation "
           "= shortest paths (no negative cycle)",
     statement="",

@@ -811,6 +811,7 @@ _DENSE = {"poly": _dense_poly_capacity, "exp": lambda d: 2 ** (d / 2)}
 
 register(Claim(
     id="hop.dense_capacity",
+    fixed_sizes="capacity is an asymptotic rate in d; the SNR step is written at fixed a and the large-d limit is cited (Krotov–Hopfield, Demircigil et al.), the exponent checked by simulation",
     title="Dense associative memory (random ±1 patterns): capacity d^{a−1}/(2(2a−3)!! ln d) for F(z)=z^a, ≈2^{d/2} for F=exp (measured at small d)",
     statement="",
     hypotheses=(

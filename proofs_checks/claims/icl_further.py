@@ -409,6 +409,7 @@ _LIM_EIGEN = ("per eigen-direction (symbolic λ, t = tr Λ, N, M): sp.limit of i
 
 register(Claim(
     id="icl.limits",
+    fixed_sizes="the limits are taken per eigen-direction of a symbolic 2×2 Λ; for symbolic d the same per-eigenvalue limit needs the spectral theorem as a premise, not written yet",
     title="Limits N → ∞ and M → ∞ of the trained LSA (both needed for the risk to vanish); no transfer under covariate shift",
     statement="",
     hypotheses=(

@@ -212,6 +212,7 @@ _PANEL_SCOPE = ("five planar (n = 2) panel systems: the form's conclusion from s
 
 register(Claim(
     id="lyap.conditions",
+    fixed_sizes="V̇(0) = 0 is derived at n = 2 for arbitrary C¹ V and f; the stability conclusions are cited theorems (Khalil), not derivations",
     title="Lyapunov conditions: V(0) = 0, V > 0 and ∇V·f < 0 off the origin (and radial unboundedness for global stability)",
     statement="",
     hypotheses=(
@@ -451,6 +452,7 @@ _BW_SCOPE = ("8 sampled systems (4 at --quick), n = 3, V = xᵀQx + Σc_i x_i⁴
 
 register(Claim(
     id="lyap.backward_construction",
+    fixed_sizes="the identity V̇ = −∇Vᵀ(P − S)∇V is derived pointwise at n = 3 with generic entries; a MatrixSymbol version for symbolic n is not written yet (n = 3 systems are checked)",
     title="Backward construction: f = (−P + S)∇V with P ⪰ 0, S skew gives ∇V·f = −∇VᵀP∇V ≤ 0",
     statement="",
     hypotheses=(
@@ -646,6 +648,7 @@ _y = tl.y
 
 register(Claim(
     id="lyap.sos_certificate",
+    fixed_sizes="a sum-of-squares certificate belongs to one polynomial system: each candidate is certified exactly in rational arithmetic, there is no size to generalise",
     title="SOS certificates: V − εp and −∇V·f − εq sums of squares (cvxpy), re-checked exactly in SymPy",
     statement="",
     hypotheses=(

@@ -62,6 +62,7 @@ def entry(claim: Any) -> dict[str, Any]:
         "no_hypotheses": st["no_hypotheses"],
         "clauses": st["clauses"],
         "evidence_summary": st["evidence_summary"],
+        "fixed_sizes": st["fixed_sizes"],
         "declared": st["declared"],
         "no_symbolic": getattr(claim, "no_symbolic", "") or None,
         "no_numeric": getattr(claim, "no_numeric", "") or None,
@@ -172,6 +173,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 lines += [f"  - `{c['name']}`: ${c['latex']}$ — {ev}"]
         if e.get("evidence_summary"):
             lines += [f"- Evidence: {e['evidence_summary']}"]
+        if e.get("fixed_sizes"):
+            lines += [f"- Derivation at fixed sizes: {e['fixed_sizes']}"]
         if e.get("stated_statement"):
             lines += [f"- As stated in the lecture notes (refuted): ${e['stated_statement']}$"]
         lines += [f"- Source: {e['source']}"]

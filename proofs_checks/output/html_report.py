@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "skip", "evidence": "evi",
-                "incomplete": "inc", "derived": "evi", "assumed": "inc", "holds": "ok", "fails": "bad", "undecided": "inc",
+                "incomplete": "inc", "derived": "evi", "assumed": "inc", "holds": "ok", "fails": "bad", "undecided": "inc", "inconclusive": "inc",
                 "passed": "ok", "failed": "bad", "killed": "ok", "survived": "bad", "not run": "skip"}
 
 
@@ -384,6 +384,8 @@ def _statement_parts_html(r: dict[str, Any]) -> str:
                  + "".join(rows) + "</table>")
     if r.get("evidence_summary"):
         b.append(f"<p><b>Evidence:</b> {_e(r['evidence_summary'])}</p>")
+    if r.get("fixed_sizes"):
+        b.append(f"<p><b>Derivation at fixed sizes:</b> {_e(r['fixed_sizes'])}</p>")
     if r.get("assumptions"):
         b.append("<p><b>Assumptions</b> (taken, not derived; inherited ones included):</p><ul>"
                  + "".join(f"<li>{_e(a)}</li>" for a in r["assumptions"]) + "</ul>")
