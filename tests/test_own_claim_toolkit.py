@@ -170,7 +170,8 @@ def test_train_batched_converges_with_spread_ffp_and_resolution():
 def test_lr_zero_is_inconclusive_with_the_missed_criterion_never_pass_or_fail():
     r = check_claim(_quadratic(0.0))
     learn = next(o for o in r.result.checks if o.name == "learn")
-    assert learn.status == "skipped" and learn.result.passed is None  # neither pass nor fail
+    assert learn.status == "inconclusive" and learn.result.passed is None  # neither pass nor fail
+    assert r.status == "inconclusive"
     msg = learn.result.skip_reason
     assert msg.startswith("inconclusive: the training did not reach its loss criterion (final loss ≤ 1e-16)")
     assert "6 of 6 seeds missed it after 300 steps of sgd (lr 0" in msg and "start" in msg
@@ -194,8 +195,7 @@ def test_cli_run_reports_the_untrained_check_not_verified(tmp_path):
         registry._claims.pop("zzlr.zero", None)
     res = json.loads(out)["results"][0]
     assert res["status"] != "verified" and "loss criterion (final loss ≤ 1e-16)" in res["message"]
-    # exit 3 once the runner has its inconclusive status (docs/extending.md); until then incomplete, exit 1
-    assert code == (3 if "inconclusive" in runner.INCONCLUSIVE else 1)
+    assert res["status"] == "inconclusive" and code == 3 and "inconclusive" in runner.INCONCLUSIVE
 
 
 def test_train_guard_figure_and_device(tmp_path):
