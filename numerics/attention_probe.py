@@ -254,7 +254,9 @@ class AttentionProbe:
         return x * sc[:, None, None]
 
     def run(self, x64: torch.Tensor, grad: bool = False):
-        x = x64.to(dtype=self.pdt, device=self.device).contiguous()  # slices are views: modules may .view()
+        # a copy (also when the dtype and device already match): a module that writes into its input
+        # must not change the probes kept for later properties; contiguous: modules may .view()
+        x = x64.to(dtype=self.pdt, device=self.device).clone(memory_format=torch.contiguous_format)
         if grad:
             x.requires_grad_(True)
         out, w = call(self.f, x, grad=grad)
@@ -1118,8 +1120,8 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     name = "dtype_and_device_preserved"
     g = f
     if isinstance(obj, torch.nn.Module):
-        try:
-            g = copy.deepcopy(obj).to(dtype=other, device=device)
+        try:  # an eval-mode copy, as every other property's (dropout off)
+            g = copy.deepcopy(obj).to(dtype=other, device=device).eval()
         except Exception as exc:  # pragma: no cover - deepcopy of exotic modules
             return _skip(name, f"cannot copy the module to {other}: {type(exc).__name__}: {exc}")
     xo = x.to(dtype=other, device=device)

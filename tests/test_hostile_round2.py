@@ -387,3 +387,85 @@ def test_degenerate_hopfield_patterns_are_inconclusive(box, P, needle):
 def test_separated_patterns_with_a_few_unseparated_stay_decisive(box):
     P = np.random.default_rng(0).normal(size=(6, 4))  # 3 of 6 with Δ_i ≤ 0: the bound decides for the others
     assert proofs_checks.check_hopfield(P).outcome == "ok"
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. causes named before any leak is claimed; every property on an eval-mode copy
+
+CAUSES = textwrap.dedent("""
+    import torch
+    from m import Attn
+
+    class ZeroesInput(Attn):
+        def forward(self, x):
+            out = super().forward(x)
+            x.zero_()
+            return out
+
+    class Noisy(Attn):
+        def forward(self, x):
+            return super().forward(x) + 1e-3 * torch.randn_like(x)
+
+    class Drifts(Attn):
+        def forward(self, x):
+            with torch.no_grad():
+                self.mha.out_proj.weight.mul_(1.01)
+            return super().forward(x)
+
+    class Caches(Attn):  # a buffer that changes without changing the output: not a finding
+        def __init__(self, dim=8):
+            super().__init__(dim)
+            self.register_buffer("calls", torch.zeros(()))
+        def forward(self, x):
+            self.calls += 1
+            return super().forward(x)
+
+    class Dropout(torch.nn.Module):
+        def __init__(self, dim=8):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True, dropout=0.5)
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    def nan_hook(m):
+        W, D = m.mha.in_proj_weight.detach(), m.mha.embed_dim
+        return {"q": W[:D] * float("nan"), "k": W[D:2 * D], "v": W[2 * D:], "o": m.mha.out_proj.weight.detach(),
+                "heads": 2}
+""")
+
+
+@pytest.mark.parametrize("args, cause", [
+    (["c.py:ZeroesInput", "--causal"], "input_unchanged"),
+    (["c.py:Noisy", "--causal"], "deterministic"),
+    (["c.py:Drifts", "--causal"], "weights_unchanged_by_calls"),
+    (["m.py:Attn", "--mapping", "c.py:nan_hook"], "declared_weights_finite"),
+])
+def test_the_cause_is_named_never_a_leak(box, args, cause):
+    (box / "c.py").write_text(CAUSES)
+    code, out, err = attention(*args, "--json", "-")
+    doc = json.loads(out)
+    failed = [p["name"] for p in doc["properties"] if p["status"] == "fail"]
+    assert code == 1 and failed == [cause], (failed, doc["verdict"])
+    assert doc["verdict"].endswith(f"violates: {cause}")
+    assert not any("leak" in p["name"] for p in doc["properties"])
+    assert doc["hints"], doc  # the cause explained
+
+
+def test_a_cache_buffer_and_train_mode_dropout_are_fine(box):
+    (box / "c.py").write_text(CAUSES)
+    for name in ("Caches", "Dropout"):
+        code, out, err = attention(f"c.py:{name}", "--json", "-")
+        doc = json.loads(out)
+        assert code == 0 and doc["outcome"] == "ok", doc["verdict"]
+    import torch
+
+    class Drop(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dropout=0.5)
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    r = proofs_checks.check_attention(Drop().train(), mode="quick")
+    assert r.ok and "dtype_and_device_preserved" not in r.failed, str(r)

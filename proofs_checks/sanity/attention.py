@@ -4,8 +4,9 @@ The object is used as a map ``obj(x)``: ``x`` of shape ``(batch, T, D)`` (float6
 ``--dtype``) to ``(batch, T, D)``, or to ``(out, weights, ...)`` like ``nn.MultiheadAttention``.
 A class or a factory (a function with no required arguments) is instantiated first, with
 ``dim=D`` when ``--dim`` is given, with torch's generator seeded by ``--seed`` (the weights it
-draws are reproducible). Modules are deep-copied and cast to the probe dtype; your object
-is not modified.
+draws are reproducible). Modules are deep-copied, cast to the probe dtype and put in eval mode
+(every property, ``dtype_and_device_preserved``'s float32 copy included, runs on an eval-mode
+copy); your object is not modified, and every call gets a fresh copy of its input.
 
 The reference is softmax attention on **your own weights** (found in the layouts of torch, timm,
 Hugging Face and x-transformers by :mod:`numerics.attention_mapping`, or declared by a mapping hook:
@@ -18,6 +19,12 @@ Properties (each with its measured error, its tolerance and the rule behind it; 
 have run and held for ``ok``; :mod:`numerics.attention_probe` computes them), over several sequence
 lengths (``1 … 257``, ``1025`` with ``--full``, or ``--seq-len``), at unit and at large logits:
 
+* first, the causes that would otherwise pass for a leak or a mismatch (central; when one fails the
+  other properties are not judged and the verdict names it, with a hint): ``input_unchanged`` (the
+  module does not write into its input), ``weights_unchanged_by_calls`` (a call changing the
+  module's parameters or buffers *and* its next output; a cache that leaves the output alone is
+  fine), ``deterministic`` (two calls on the same input agree within rounding),
+  ``declared_weights_finite`` (the mapping's weights, e.g. a hook returning NaN);
 * central: ``finite_output``, ``matches_reference`` (declared weights, or a single-head fit),
   ``scale_1_over_sqrt_dk`` (declared weights), and the declared structure:
   ``causal_no_future_leak``, ``prefix_consistency`` (causal), ``window_respected`` (window);
@@ -551,9 +558,18 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     H = mp.heads if mp is not None else (H_hint or 1)
     info.update({"heads": H, "kv_heads": mp.kv_heads if mp is not None else None,
                  "mapping": mp.source if mp is not None else None})
+    all_bad = pf.status == "fail" and len(probe.outs) == len(all_outs)
+    pre = [] if (not probe.outs or all_bad) else _user_call(lambda: _preconditions(probe, f, mp, hook, against), label)
+    props.extend(pre)
+    causes = [p for p in pre if p.status == "fail"]
     if pf.status == "fail" and len(probe.outs) == len(all_outs):
         props.append(ap.Property("remaining_properties", "skip", None, None, "",
                                  "not measured: the outputs on the probe are not finite", central=True))
+    elif causes:
+        hints.extend(_CAUSE_HINTS[p.name] for p in causes)
+        props.append(ap.Property("remaining_properties", "skip", None, None, "",
+                                 f"not judged: {causes[0].name} failed, so a leak or mismatch measured now would be "
+                                 "that cause, not a finding about the attention", central=True))
     else:
         _user_call(lambda: _properties(probe, props, figures, f, obj if wm is None else f, st, mp, H, H_hint, hints,
                                        alts, other, device, against, gen_seed=seed, tick=tick), label)
@@ -571,6 +587,107 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})")
     doc = {"check": "attention", "object": name, "inputs": info, "hints": hints}
     return SanityResult("attention", doc, verdict, rows, lines, figures)
+
+
+_CAUSE_HINTS = {
+    "input_unchanged": "the module writes into its input (x.zero_(), x *= c, x[...] = ...): work on a copy "
+                       "(x = x.clone()) or out of place",
+    "weights_unchanged_by_calls": "a call changes the module's own parameters or buffers (an update, a cache or a "
+                                  "counter in forward): the same input then gives another output each time",
+    "deterministic": "two calls on the same input differ: randomness in forward (dropout called with training=True, "
+                     "torch.rand, sampling) or a nondeterministic kernel; seed or remove it for the check",
+    "declared_weights_finite": "the weights the reference is built from are NaN or inf: fix the --mapping hook "
+                               "(or tverify_mapping()) to return the module's finite weights",
+}
+
+
+def _preconditions(probe, f, mp, hook, against) -> list:
+    """Causes that would otherwise pass for a leak or a mismatch, each checked before any structure
+    property: the input left as it was (``input_unchanged``), the module's parameters and buffers
+    unchanged by a call (``weights_unchanged_by_calls``), two identical calls giving the same output
+    (``deterministic``), and finite declared weights (``declared_weights_finite``)."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    out = []
+    T = max([t for t in probe.outs if 2 <= t <= 17] or [min(probe.outs)])
+    x64 = probe.xs[T]
+    is_mod = isinstance(f, torch.nn.Module)
+
+    def state():
+        return {k: v.detach().clone() for k, v in f.state_dict().items()} if is_mod else {}
+
+    def changed_entries(a, b):
+        return [k for k in a if k in b and (a[k].shape != b[k].shape or not torch.equal(
+            torch.nan_to_num(a[k].double(), nan=1e300), torch.nan_to_num(b[k].double(), nan=1e300)))] + \
+            [k for k in set(a) ^ set(b)]
+
+    x = x64.to(dtype=probe.pdt, device=probe.device).clone()
+    x_before = x.clone()
+    s0 = state()
+    o1, _ = ap.call(f, x)
+    s1 = state()
+    x2 = x_before.clone()
+    o2, _ = ap.call(f, x2)
+    # the input
+    if x.shape != x_before.shape or not torch.equal(torch.nan_to_num(x, nan=1e300), torch.nan_to_num(x_before, nan=1e300)):
+        n = int((x != x_before).sum()) if x.shape == x_before.shape else x.numel()
+        err = ap._rel(x.double(), x_before.double()) if x.shape == x_before.shape else float("inf")
+        out.append(ap.Property("input_unchanged", "fail", err if math.isfinite(err) else float("inf"), 0.0,
+                               "the module must not write into its input (exact)",
+                               f"after one call, {n} of {x.numel()} input entries at T = {T} differ from what was "
+                               "passed in", central=True))
+    else:
+        out.append(ap.Property("input_unchanged", "pass", 0.0, 0.0, "the module must not write into its input (exact)",
+                               f"input at T = {T} unchanged by a call", central=True))
+    # two identical calls, and the module's own weights between them
+    e, tol, just = None, None, ""
+    if isinstance(o1, torch.Tensor) and isinstance(o2, torch.Tensor) and o1.shape == o2.shape:
+        a, b = o2.detach().double().cpu(), o1.detach().double().cpu()
+        same_nan = torch.isnan(a) & torch.isnan(b)  # NaN where the first call had NaN is the same output
+        e = ap._rel(torch.where(same_nan, 0.0, a), torch.where(same_nan, 0.0, b))
+        e = e if math.isfinite(e) else float("inf")
+        tol = 16 * ap.unit_roundoff(probe.pdt) * (3 * probe.D + T)
+        just = f"16·u·(3D+T) = {tol:.3g}: a deterministic computation repeats itself (a reordered GPU sum within rounding)"
+    differs = e is not None and not e <= tol
+    rule = "a call must leave the parameters and buffers as they were, or at least the output (exact)"
+    if is_mod:
+        moved = changed_entries(s0, s1)
+        what = f"{', '.join(sorted(moved)[:4])}{' …' if len(moved) > 4 else ''}"
+        if moved and differs:
+            out.append(ap.Property("weights_unchanged_by_calls", "fail", float(len(moved)), 0.0, rule,
+                                   f"one call changed {len(moved)} of {len(s0)} state entries ({what}) and the next "
+                                   f"call on the same input gave another output (relative difference {e:.3g})",
+                                   central=True))
+        else:
+            out.append(ap.Property("weights_unchanged_by_calls", "pass", 0.0, 0.0, rule,
+                                   f"{len(moved)} state entries changed by a call ({what}: a cache?) without changing "
+                                   "the output" if moved else f"{len(s0)} parameter/buffer entries unchanged by a call",
+                                   central=True))
+    if e is not None:
+        if out[-1].name == "weights_unchanged_by_calls" and out[-1].status == "fail":
+            out.append(ap._skip("deterministic", f"not judged: the module changed its own weights between the two "
+                                                 f"calls (relative difference {e:.3g})"))
+        else:
+            out.append(ap._judge("deterministic", e, tol, just,
+                                 f"two calls on the same input at T = {T}: relative difference {e:.3g}", central=True))
+    # the declared weights
+    if mp is not None and against is None:
+        bad = [(nm, int((~torch.isfinite(t)).sum())) for nm, t in (("q", mp.wq), ("q bias", mp.bq), ("k", mp.wk),
+                                                                  ("k bias", mp.bk), ("v", mp.wv), ("v bias", mp.bv),
+                                                                  ("o", mp.wo), ("o bias", mp.bo))
+               if t is not None and not bool(torch.isfinite(t).all())]
+        src = "the --mapping hook" if hook else "the weights found by name"
+        if bad:
+            out.append(ap.Property("declared_weights_finite", "fail", float(sum(n for _, n in bad)), 0.0,
+                                   "the reference's weights must be finite",
+                                   f"{src} returned non-finite entries: " + ", ".join(f"{nm} {n}" for nm, n in bad),
+                                   central=True))
+        else:
+            out.append(ap.Property("declared_weights_finite", "pass", 0.0, 0.0, "the reference's weights must be finite",
+                                   f"{src}: all finite", central=True))
+    return out
 
 
 def _free_scale_residual(probe, m, st, T) -> float:
