@@ -469,3 +469,31 @@ def test_a_cache_buffer_and_train_mode_dropout_are_fine(box):
 
     r = proofs_checks.check_attention(Drop().train(), mode="quick")
     assert r.ok and "dtype_and_device_preserved" not in r.failed, str(r)
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. messages
+
+
+def test_icl_trained_names_the_m_of_the_measured_risk():
+    code, out, err = invoke("check", "icl", "--lambda", "1,2,3", "--N", "10", "--M", "20", "--quick", "--no-progress")
+    assert code in (0, 1, 3) and "measured risk at M = 20: " in out, out
+
+
+@pytest.mark.parametrize("exc", ["RuntimeError('x' * 50000)", "KeyboardInterrupt()", "SystemExit(0)"])
+def test_plugin_import_error_is_one_short_line(monkeypatch, capsys, exc):
+    import importlib.metadata as md
+
+    from proofs_checks import claims
+
+    class EP:
+        name, value = "noisy", "zz_noisy.claims"
+
+        def load(self):
+            raise eval(exc)
+
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP()])
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
+    claims.load_plugins()  # a KeyboardInterrupt the plugin raises itself is its failure, not a Ctrl-C
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and len(err[0]) < 400 and "failed to load and was skipped" in err[0], err

@@ -56,18 +56,37 @@ def load_plugins() -> None:
     import sys
     from importlib.metadata import entry_points
 
+    from proofs_checks.sanity._loader import user_code
+
     for ep in entry_points(group="tverify.claims"):
         if ep.value.startswith("proofs_checks."):  # this project's own claims (already loaded)
             continue
         before = set(sys.modules)
         try:
-            obj = ep.load()
-            if callable(obj):
-                obj()
+            # the boundary of user code: sys.exit, and a KeyboardInterrupt the plugin raises itself (not
+            # a Ctrl-C from the terminal, which still stops the run), are the plugin's failure
+            with user_code(f"claims plugin {ep.name!r}", "its import", exceptions=False):
+                obj = ep.load()
+                if callable(obj):
+                    obj()
             _record_sources(set(sys.modules) - before)
         except (Exception, SystemExit) as exc:  # another package's code: report it and go on (sys.exit(0)
             # at import ended `tverify run` with exit 0 and nothing run)
-            msg = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else " ".join(str(exc).split())
-            PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__))
-            sys.stderr.write(f"tverify: warning: claims plugin {ep.name!r} ({ep.value}) failed to load and was skipped: "
-                             f"{PLUGIN_ERRORS[-1][1]}\n")
+            from proofs_checks.options import UsageError
+
+            if isinstance(exc, UsageError):
+                text = " ".join(exc.format_message().split()).split(": ", 1)[-1]
+            elif isinstance(exc, SystemExit):
+                text = f"SystemExit: called sys.exit({exc.code!r})"
+            else:
+                msg = " ".join(str(exc).split())
+                text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+            PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", _short(text, 300)))
+            sys.stderr.write(f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
+                             f"failed to load and was skipped: {_short(text, 200)}\n")
+
+
+def _short(text: str, n: int) -> str:
+    """``text`` on one line, at most ``n`` characters (a plugin's error can be 50 kB)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
