@@ -54,7 +54,7 @@ def _flag(fn_name: str, name: str, value) -> None:
 
 
 def _isolation(fn_name: str, isolate, timeout):
-    from proofs_checks.sanity._isolate import finite_timeout
+    from proofs_checks.sanity._common import finite_timeout
 
     _flag(fn_name, "isolate", isolate)
     return finite_timeout(timeout, "timeout")
@@ -105,10 +105,12 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
             return run_attention(obj, **args)
         from proofs_checks.sanity import _isolate
 
-        payload = _isolate.run_isolated("attention", {}, label="obj", what="check_attention",
+        from proofs_checks.sanity import attention
+
+        payload = _isolate.run_isolated(attention.CHILD_TASK, {}, label="obj", what="check_attention",
                                         obj={"obj": obj, "kwargs": args}, timeout=timeout,
                                         max_memory=kwargs.get("max_memory"), progress=bool(kwargs.get("progress")))
-        return _isolate.sanity_result(payload)
+        return attention.rebuild(payload)
 
 
 def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
@@ -136,10 +138,12 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
             return _check(obj, lambdas=lambdas, **args)
         from proofs_checks.sanity import _isolate
 
-        payload = _isolate.run_isolated("icl", {}, label="obj", what="check_icl_model",
+        from proofs_checks.sanity import icl
+
+        payload = _isolate.run_isolated(icl.CHILD_TASK, {}, label="obj", what="check_icl_model",
                                         obj={"obj": obj, "lambdas": lambdas, "kwargs": args}, timeout=timeout,
                                         max_memory=kwargs.get("max_memory"), progress=bool(kwargs.get("progress")))
-        return _isolate.icl_result(payload)
+        return icl.rebuild(payload)
 
 
 def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, isolate: bool = True,
@@ -174,11 +178,14 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
             P = np.asarray(patterns, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise InputError(f"patterns: need a finite (N, d) array of numbers: {exc}") from None
-        payload = _isolate.run_isolated("hopfield", {}, label="module", what="check_hopfield", arrays={"patterns": P},
+        from proofs_checks.sanity import hopfield
+
+        payload = _isolate.run_isolated(hopfield.CHILD_TASK, {}, label="module", what="check_hopfield",
+                                        arrays={"patterns": P},
                                         obj={"module": module, "kwargs": dict(beta=beta, seed=seed, label="module",
                                                                                name=name)},
                                         timeout=timeout)
-        return _isolate.sanity_result(payload)
+        return hopfield.rebuild(payload)
 
 
 def _instance(data):

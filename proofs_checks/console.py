@@ -17,7 +17,7 @@ import click
 
 from proofs_checks.options import UsageError
 
-__all__ = ["console", "table", "esc", "command_line", "set_argv", "check_json_target", "check_json_file", "write_json",
+__all__ = ["console", "table", "esc", "command_line", "set_argv", "check_json_target", "write_json",
            "LazySanityGroup"]
 
 _consoles: dict[str, Any] = {}
@@ -72,27 +72,9 @@ def check_json_target(json_path: str | None) -> None:
     if json_path is not None and json_path != "-":
         ctx = click.get_current_context(silent=True)
         force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
+        from proofs_checks.owned import check_json_file
+
         check_json_file(json_path, force)
-
-
-def check_json_file(json_path: str, force: bool | None) -> None:
-    """A ``--json`` file that exists may be replaced only when it is exactly what tverify wrote
-    there (:func:`proofs_checks.output.owned.is_ours`: a recorded content hash, not what the file
-    says) or with ``force`` (``None``: the command has no ``--force``). One-line usage errors."""
-    import os
-
-    from proofs_checks.output.owned import is_ours
-    from proofs_checks.store import OutputPathError, check_output_file
-
-    p = Path(json_path).expanduser()
-    try:
-        if not force and os.path.isfile(p) and not os.path.islink(p) and not is_ours(p):
-            how = "choose a new name, or add --force to replace it" if force is not None else "choose a new name"
-            raise OutputPathError(f"--json {json_path}: the file exists and is not a previous tverify JSON output as "
-                                  f"tverify wrote it (not written by tverify, or changed since); nothing was run or written ({how})")
-        check_output_file(json_path, "--json", force=True if os.path.isfile(p) and not force else force)
-    except OutputPathError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def write_json(path: str, doc: dict[str, Any]) -> None:
@@ -102,7 +84,7 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
     if path == "-":
         click.echo(text)
     else:
-        from proofs_checks.output.owned import remember
+        from proofs_checks.owned import remember
 
         try:
             atomic_write_text(Path(path), text + "\n")

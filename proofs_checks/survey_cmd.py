@@ -11,7 +11,7 @@ from proofs_checks.options import json_option, mode_options
 
 
 def _timeout(ctx, param, value):
-    from proofs_checks.sanity._isolate import finite_timeout
+    from proofs_checks.sanity._common import finite_timeout
 
     return finite_timeout(value, "--timeout")
 

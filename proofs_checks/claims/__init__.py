@@ -56,26 +56,20 @@ def load_plugins() -> None:
     import sys
     from importlib.metadata import entry_points
 
-    from proofs_checks.sanity._loader import user_code
-
     for ep in entry_points(group="tverify.claims"):
         if ep.value.startswith("proofs_checks."):  # this project's own claims (already loaded)
             continue
         before = set(sys.modules)
         try:
-            # the boundary of user code: sys.exit, and a KeyboardInterrupt the plugin raises itself (not
-            # a Ctrl-C from the terminal, which still stops the run), are the plugin's failure
-            with user_code(f"claims plugin {ep.name!r}", "its import", exceptions=False):
+            with _own_interrupts():
                 obj = ep.load()
                 if callable(obj):
                     obj()
             _record_sources(set(sys.modules) - before)
-        except (Exception, SystemExit) as exc:  # another package's code: report it and go on (sys.exit(0)
-            # at import ended `tverify run` with exit 0 and nothing run)
-            from proofs_checks.options import UsageError
-
-            if isinstance(exc, UsageError):
-                text = " ".join(exc.format_message().split()).split(": ", 1)[-1]
+        except (Exception, SystemExit, _RaisedInterrupt) as exc:  # another package's code: report it and go on
+            # (sys.exit(0) at import ended `tverify run` with exit 0 and nothing run)
+            if isinstance(exc, _RaisedInterrupt):
+                text = "KeyboardInterrupt raised by the plugin itself (not a Ctrl-C from the terminal)"
             elif isinstance(exc, SystemExit):
                 text = f"SystemExit: called sys.exit({exc.code!r})"
             else:
@@ -84,6 +78,44 @@ def load_plugins() -> None:
             PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", _short(text, 300)))
             sys.stderr.write(f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
                              f"failed to load and was skipped: {_short(text, 200)}\n")
+
+
+class _RaisedInterrupt(Exception):
+    """A ``KeyboardInterrupt`` the plugin raised itself (no SIGINT arrived): its failure."""
+
+
+class _own_interrupts:
+    """Inside: a ``KeyboardInterrupt`` raised by the code (``raise KeyboardInterrupt``) becomes
+    :class:`_RaisedInterrupt`; a real Ctrl-C (a SIGINT received inside, main thread) still stops
+    the run."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.real, self.previous = False, None
+        if threading.current_thread() is threading.main_thread():
+            def on_sigint(signum, frame):
+                self.real = True
+                raise KeyboardInterrupt
+
+            try:
+                self.previous = signal.signal(signal.SIGINT, on_sigint)
+            except (ValueError, OSError, TypeError):  # pragma: no cover - not the main interpreter
+                self.previous = None
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        import signal
+
+        if self.previous is not None:
+            try:
+                signal.signal(signal.SIGINT, self.previous)
+            except (ValueError, OSError, TypeError):  # pragma: no cover
+                pass
+        if typ is not None and issubclass(typ, KeyboardInterrupt) and not self.real:
+            raise _RaisedInterrupt() from None
+        return False
 
 
 def _short(text: str, n: int) -> str:

@@ -305,11 +305,11 @@ def _report_files(folder: Path) -> list[str] | None:
 def _foreign_files(folder: Path) -> list[str]:
     """Files in the existing folder ``folder`` that a previous tverify output did not write exactly
     as they are now (empty: the folder may be replaced). An output is recognised by :data:`MARKER`
-    and the SHA-256 of every file it wrote (recorded at write time, :mod:`proofs_checks.output.owned`):
+    and the SHA-256 of every file it wrote (recorded at write time, :mod:`proofs_checks.owned`):
     a file the stamp does not list, or one whose content changed since, is the user's. A stamp
     without content hashes (hand-made, or from a tverify before them) proves nothing: every file
     counts as foreign, and only ``--force`` replaces the folder."""
-    from proofs_checks.output.owned import sha256_file
+    from proofs_checks.owned import sha256_file
 
     files = _report_files(folder)
     if files is None:
@@ -416,7 +416,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
         fill(tmp)
-        from proofs_checks.output.owned import folder_hashes
+        from proofs_checks.owned import folder_hashes
 
         files = sorted(_report_files(tmp) or [])
         stamp = {"tool": "tverify", **stamp, "files": files, "sha256": folder_hashes(tmp, files)}

@@ -12,7 +12,8 @@ import click
 from proofs_checks.options import UsageError
 from proofs_checks.sanity._verdict import Verdict, _jsonable
 
-__all__ = ["json_path_option", "check_options", "check_json_target", "emit", "timeout_option"]
+__all__ = ["json_path_option", "check_options", "check_json_target", "emit", "timeout_option", "finite_timeout",
+           "sanity_payload", "sanity_rebuild"]
 
 
 def _remember_force(ctx, param, value):
@@ -36,7 +37,7 @@ def check_json_target(json_path: str | None) -> None:
     folder, a device, read-only, under a file): a usage error, one line."""
     if json_path is None or json_path == "-":
         return
-    from proofs_checks.console import check_json_file
+    from proofs_checks.owned import check_json_file
 
     ctx = click.get_current_context(silent=True)
     check_json_file(json_path, bool(ctx is not None and ctx.meta.get("tverify.force")))
@@ -56,7 +57,7 @@ def _write_json(path: str, doc: dict) -> None:
     if path == "-":
         click.echo(text)
         return
-    from proofs_checks.output.owned import remember
+    from proofs_checks.owned import remember
     from proofs_checks.store import atomic_write_text
 
     try:
@@ -86,9 +87,27 @@ def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | No
     raise SystemExit(verdict.exit_code)
 
 
-def _timeout(ctx, param, value):
-    from proofs_checks.sanity._isolate import finite_timeout
+def finite_timeout(value, name: str = "--timeout") -> float | None:
+    """``None`` or a positive finite number of seconds (NaN, inf and 1e308-like values that no clock
+    reaches are refused: at most 10⁷ s); raises :class:`~proofs_checks.options.UsageError`.
 
+    >>> finite_timeout("2.5"), finite_timeout(None)
+    (2.5, None)
+    """
+    import math
+
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name}: expected a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not (math.isfinite(v) and 0 < v <= 1e7):
+        raise UsageError(f"{name}: expected seconds between 0 and 1e7 (finite), got {value!r}")
+    return v
+
+
+def _timeout(ctx, param, value):
     return finite_timeout(value, "--timeout")
 
 
@@ -361,3 +380,28 @@ def finish(result: SanityResult, json_path: str | None, report_dir: str | None =
         result.doc["report"] = str(path)
     lines = result.text_lines() + ([f"report written to {result.doc['report']}"] if report_dir else [])
     emit(result.doc, result.verdict, lines, json_path)
+
+
+
+# ------------------------------------------------------------------------------------------------
+# a result across the process boundary (proofs_checks.sanity._isolate)
+
+
+def sanity_payload(result: SanityResult, req: dict, subject: str) -> dict:
+    """In the child: what the parent needs to rebuild ``result`` (JSON-able; figures drawn to PNG
+    when the parent asked for them)."""
+    from proofs_checks.sanity._isolate import draw_figures
+
+    figs = draw_figures(result.figures, result.lines, req)
+    return {"kind": "sanity", "check": result.check, "doc": result.doc, "properties": result.properties,
+            "lines": result.lines, "subject": subject, "figures": figs}
+
+
+def sanity_rebuild(payload: dict, verdict: Verdict) -> SanityResult:
+    """In the parent: the :class:`SanityResult` of a payload with ``verdict`` (computed here from its
+    rows); ``figures`` are the PNG paths the child drew (``figures_dir``: removed by
+    :func:`proofs_checks.sanity._isolate.cleanup`)."""
+    res = SanityResult(payload["check"], payload["doc"], verdict, payload["properties"], payload["lines"],
+                       {n: Path(p) for n, p in (payload.get("figures") or {}).items()})
+    res.figures_dir = payload.get("figures_dir")
+    return res

@@ -55,11 +55,11 @@ import time
 import traceback
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from proofs_checks.sanity._loader import UserCodeError
 
-__all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD"]
+__all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD", "draw_figures", "cleanup"]
 
 #: modules the forkserver imports once (each child starts with them imported)
 PRELOAD = ["numpy", "torch", "proofs_checks.sanity._isolate", "proofs_checks.sanity.attention",
@@ -220,8 +220,12 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
                                  f"{describe_exception(exc)} (isolate=False runs it in your process)"}
         arrays = unpack_arrays(arrays_blob)
         ctx = guards.dry_run() if req.get("dry_run") else contextlib.nullcontext()
+        import importlib
+
+        mod, _, fn = req["task"].partition(":")
+        task = getattr(importlib.import_module(mod), fn)  # a check module's child_task (by name: no import circle)
         with ctx:
-            payload = TASKS[req["task"]](req, obj, arrays)
+            payload = task(req, obj, arrays)
         return {"ok": True, **payload}
     except guards.DryRunStop:
         return {"dry_run_stop": True}
@@ -238,11 +242,13 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
         return {"internal": describe_exception(exc), "traceback": traceback.format_exc()}
 
 
-def _figures(result, req: dict) -> dict:
-    """Draw ``result.figures`` into ``req["figures_dir"]`` (PNG); a figure that fails is a line."""
+def draw_figures(figures: dict, lines: list, req: dict) -> dict:
+    """In the child: draw ``figures`` (name -> callable returning a matplotlib figure) as PNG files
+    into ``req["figures_dir"]`` when the parent asked for them (``--report``); ``{name: path}``. A
+    figure that fails is a line in ``lines``, not a failure."""
     out = {}
     where = req.get("figures_dir")
-    if not where or not getattr(result, "figures", None):
+    if not where or not figures:
         return out
     import matplotlib
 
@@ -252,7 +258,7 @@ def _figures(result, req: dict) -> dict:
     from proofs_checks.options import UsageError
     from proofs_checks.sanity._loader import describe_exception
 
-    for name, make in result.figures.items():
+    for name, make in figures.items():
         path = Path(where) / f"{name}.png"
         try:
             fig = make()
@@ -260,79 +266,8 @@ def _figures(result, req: dict) -> dict:
             plt.close(fig)
             out[name] = str(path)
         except (Exception, UsageError) as exc:  # a figure is decoration: say so, do not fail
-            result.lines.append(f"(figure {name} not drawn: {describe_exception(exc)})")
+            lines.append(f"(figure {name} not drawn: {describe_exception(exc)})")
     return out
-
-
-def _sanity_payload(result, req: dict, subject: str) -> dict:
-    figs = _figures(result, req)
-    return {"kind": "sanity", "check": result.check, "doc": result.doc, "properties": result.properties,
-            "lines": result.lines, "subject": subject, "figures": figs}
-
-
-def _task_attention(req: dict, obj: Any, arrays: dict) -> dict:
-    from proofs_checks.sanity._loader import load_object
-    from proofs_checks.sanity.attention import run_attention
-
-    kw = dict(req.get("kwargs") or {})
-    if isinstance(kw.get("window"), list):
-        kw["window"] = tuple(kw["window"])
-    if obj is not None:  # the Python API: the caller's objects
-        target, extra = obj["obj"], obj.get("kwargs") or {}
-        kw.update(extra)
-    else:
-        target = load_object(req["module_spec"], "--module")
-        if req.get("mapping_spec"):
-            hook = load_object(req["mapping_spec"], "--mapping")
-            if not callable(hook):
-                from proofs_checks.options import UsageError
-
-                raise UsageError(f"--mapping: {req['mapping_spec']} is a {type(hook).__name__}, not a function")
-            kw["mapping"] = hook
-        if req.get("against_spec"):
-            kw["against"] = load_object(req["against_spec"], "--against")
-    result = run_attention(target, **kw)
-    if req.get("module_spec"):
-        result.doc["inputs"]["module"] = req["module_spec"]
-    return _sanity_payload(result, req, f"attention {result.doc.get('object')}")
-
-
-def _task_hopfield(req: dict, obj: Any, arrays: dict) -> dict:
-    from proofs_checks.sanity._loader import load_object
-    from proofs_checks.sanity.hopfield import run_hopfield
-
-    kw = dict(req.get("kwargs") or {})
-    if obj is not None:
-        kw.update(obj.get("kwargs") or {})
-    module = obj["module"] if obj is not None else load_object(req["module_spec"], "--module")
-    result = run_hopfield(arrays["patterns"], module=module, **kw)
-    if req.get("patterns_path"):
-        result.doc["inputs"]["patterns"] = req["patterns_path"]
-    name = kw.get("name")
-    return _sanity_payload(result, req, "Hopfield patterns" + (f" under {name}" if name else ""))
-
-
-def _task_icl(req: dict, obj: Any, arrays: dict) -> dict:
-    from proofs_checks.sanity._loader import load_object
-    from proofs_checks.sanity.icl import _distance_figure, check_icl_model
-
-    kw = dict(req.get("kwargs") or {})
-    if obj is not None:  # the Python API: the caller's objects and arguments
-        kw.update(obj.get("kwargs") or {})
-        target, lam = obj["obj"], obj["lambdas"]
-    else:
-        target, lam = load_object(req["module_spec"], "--model"), arrays["lambda"]
-    res = check_icl_model(target, lambdas=lam, **kw)
-    name = res.doc["inputs"]["model"]
-    holder = types.SimpleNamespace(figures={"distance_per_M": lambda: _distance_figure(res.probe, name)},
-                                   lines=res.lines)
-    figs = _figures(holder, req)
-    return {"kind": "icl", "doc": res.doc, "probe": res.probe, "zfb": res.zfb, "lines": res.lines,
-            "closest": res.closest_algorithm, "identified": res.identified, "name": name, "figures": figs}
-
-
-TASKS: dict[str, Callable[[dict, Any, dict], dict]] = {"attention": _task_attention, "hopfield": _task_hopfield,
-                                                       "icl": _task_icl}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -448,7 +383,8 @@ class _Outcome:
 def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = None, arrays: dict | None = None,
                  timeout: float | None = None, max_memory: float | None = None, progress: bool = False,
                  figures: bool = False, stream=None) -> dict:
-    """Run ``TASKS[task]`` on ``request`` in a child process and return its payload (a dict; the
+    """Run ``task`` (``"package.module:function"``, a check module's ``child_task(req, obj, arrays)``
+    returning a JSON-able dict) on ``request`` in a child process and return its payload (a dict; the
     figures, when asked for, as PNG paths in a temporary folder named by ``payload["figures_dir"]``,
     which the caller removes). Raises :class:`UserCodeError` (one line, exit 2) when the child ends
     without a result (an exit of any kind, a signal), passes ``timeout`` seconds or the memory
@@ -627,63 +563,6 @@ def _drain(out_r, stream) -> None:
         if not data:
             return
         _forward(data, stream)
-
-
-def finite_timeout(value: Any, name: str = "--timeout") -> float | None:
-    """``None`` or a positive finite number of seconds (NaN, inf and 1e308-like values that no clock
-    reaches are refused: at most 10⁷ s); raises :class:`~proofs_checks.options.UsageError`."""
-    from proofs_checks.options import UsageError
-
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{name}: expected a number of seconds, got {value!r}") from None
-    if isinstance(value, bool) or not (math.isfinite(v) and 0 < v <= 1e7):
-        raise UsageError(f"{name}: expected seconds between 0 and 1e7 (finite), got {value!r}")
-    return v
-
-
-# ------------------------------------------------------------------------------------------------
-# results rebuilt in the parent, the verdict computed here
-
-
-def sanity_result(payload: dict):
-    """The :class:`~proofs_checks.sanity._common.SanityResult` of an attention or Hopfield payload, its
-    verdict recomputed here from the property rows; ``figures`` are the PNG paths the child drew
-    (``figures_dir``: remove it when done, :func:`cleanup`)."""
-    from proofs_checks.sanity._common import SanityResult, properties_verdict
-
-    rows = payload["properties"]
-    if payload["check"] == "attention":
-        from proofs_checks.sanity.attention import attention_verdict
-
-        verdict = attention_verdict(rows, payload["subject"], list(payload["doc"].get("hints") or []))
-    elif payload["check"] == "hopfield":
-        from proofs_checks.sanity.hopfield import hopfield_verdict
-
-        verdict = hopfield_verdict(rows, payload["subject"], list(payload["doc"].get("degenerate") or []))
-    else:
-        verdict = properties_verdict(rows, payload["subject"])
-    res = SanityResult(payload["check"], payload["doc"], verdict, rows, payload["lines"],
-                       {n: Path(p) for n, p in (payload.get("figures") or {}).items()})
-    res.figures_dir = payload.get("figures_dir")
-    return res
-
-
-def icl_result(payload: dict):
-    """The :class:`~proofs_checks.sanity.icl.ICLModelResult` of an ``icl`` payload, its verdict
-    recomputed here from the probe's distances."""
-    from proofs_checks.sanity.icl import ICLModelResult, _probe_verdict
-
-    pr = payload["probe"]
-    verdict = _probe_verdict(pr, payload["name"])
-    res = ICLModelResult(verdict, payload["closest"], pr, payload["zfb"], payload["doc"], payload["lines"],
-                         payload["identified"] if verdict.outcome == "ok" else None)
-    res.figures = {n: Path(p) for n, p in (payload.get("figures") or {}).items()}
-    res.figures_dir = payload.get("figures_dir")
-    return res
 
 
 def cleanup(result) -> None:

@@ -56,7 +56,7 @@ import click
 
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          report_option, timeout_option)
+                                          report_option, sanity_payload, sanity_rebuild, timeout_option)
 from proofs_checks.sanity._verdict import Verdict
 
 __all__ = ["command", "run_attention", "instantiate", "model_dim", "attention_verdict", "parse_window",
@@ -1033,12 +1033,50 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
                   seq_len=lengths, max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention)
     from proofs_checks.sanity import _isolate
 
-    payload = _isolate.run_isolated("attention", {"kwargs": kwargs, "module_spec": module_spec,
+    payload = _isolate.run_isolated(CHILD_TASK, {"kwargs": kwargs, "module_spec": module_spec,
                                                   "mapping_spec": mapping_spec, "against_spec": against_spec},
                                     label="--module", what=f"check attention {name}", timeout=timeout,
                                     max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
-    result = _isolate.sanity_result(payload)
+    result = rebuild(payload)
     try:
         finish(result, json_path, report_dir)
     finally:
         _isolate.cleanup(result)
+
+
+# ------------------------------------------------------------------------------------------------
+# in the check's own process (proofs_checks.sanity._isolate)
+
+CHILD_TASK = "proofs_checks.sanity.attention:child_task"
+
+
+def child_task(req: dict, obj: Any, arrays: dict) -> dict:
+    """In the child: load the ``--module``/``--mapping``/``--against`` specs (or take the API's
+    objects), run :func:`run_attention`, return the payload."""
+    from proofs_checks.sanity._loader import load_object
+
+    kw = dict(req.get("kwargs") or {})
+    if isinstance(kw.get("window"), list):
+        kw["window"] = tuple(kw["window"])
+    if obj is not None:  # the Python API: the caller's objects
+        target = obj["obj"]
+        kw.update(obj.get("kwargs") or {})
+    else:
+        target = load_object(req["module_spec"], "--module")
+        if req.get("mapping_spec"):
+            hook = load_object(req["mapping_spec"], "--mapping")
+            if not callable(hook):
+                raise UsageError(f"--mapping: {req['mapping_spec']} is a {type(hook).__name__}, not a function")
+            kw["mapping"] = hook
+        if req.get("against_spec"):
+            kw["against"] = load_object(req["against_spec"], "--against")
+    result = run_attention(target, **kw)
+    if req.get("module_spec"):
+        result.doc["inputs"]["module"] = req["module_spec"]
+    return sanity_payload(result, req, f"attention {result.doc.get('object')}")
+
+
+def rebuild(payload: dict) -> SanityResult:
+    """In the parent: the result of :func:`child_task`'s payload, its verdict recomputed here."""
+    verdict = attention_verdict(payload["properties"], payload["subject"], list(payload["doc"].get("hints") or []))
+    return sanity_rebuild(payload, verdict)

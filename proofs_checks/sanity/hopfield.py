@@ -38,7 +38,8 @@ import numpy as np
 
 from proofs_checks.options import UsageError
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          properties_verdict, report_option, timeout_option)
+                                          properties_verdict, report_option, sanity_payload, sanity_rebuild,
+                                          timeout_option)
 
 __all__ = ["command", "load_patterns", "run_hopfield", "capacity_estimate", "hopfield_verdict", "degenerate_reasons"]
 
@@ -562,12 +563,40 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout
     _split(module_spec, "--module")
     name = module_spec.rpartition(":")[2]
     payload = _isolate.run_isolated(
-        "hopfield", {"kwargs": dict(beta=beta, seed=seed, name=name, compute_dtype=compute_dtype),
+        CHILD_TASK, {"kwargs": dict(beta=beta, seed=seed, name=name, compute_dtype=compute_dtype),
                      "module_spec": module_spec, "patterns_path": patterns_path},
         label="--module", what=f"check hopfield {name}", arrays={"patterns": P}, timeout=timeout,
         max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
-    result = _isolate.sanity_result(payload)
+    result = rebuild(payload)
     try:
         finish(result, json_path, report_dir)
     finally:
         _isolate.cleanup(result)
+
+
+# ------------------------------------------------------------------------------------------------
+# in the check's own process (proofs_checks.sanity._isolate)
+
+CHILD_TASK = "proofs_checks.sanity.hopfield:child_task"
+
+
+def child_task(req: dict, obj: Any, arrays: dict) -> dict:
+    """In the child: load ``--module`` (or take the API's), run :func:`run_hopfield` on the patterns
+    the parent read, return the payload."""
+    from proofs_checks.sanity._loader import load_object
+
+    kw = dict(req.get("kwargs") or {})
+    if obj is not None:
+        kw.update(obj.get("kwargs") or {})
+    module = obj["module"] if obj is not None else load_object(req["module_spec"], "--module")
+    result = run_hopfield(arrays["patterns"], module=module, **kw)
+    if req.get("patterns_path"):
+        result.doc["inputs"]["patterns"] = req["patterns_path"]
+    name = kw.get("name")
+    return sanity_payload(result, req, "Hopfield patterns" + (f" under {name}" if name else ""))
+
+
+def rebuild(payload: dict) -> SanityResult:
+    """In the parent: the result of :func:`child_task`'s payload, its verdict recomputed here."""
+    verdict = hopfield_verdict(payload["properties"], payload["subject"], list(payload["doc"].get("degenerate") or []))
+    return sanity_rebuild(payload, verdict)

@@ -825,12 +825,12 @@ def _model_command(spec, *, lam, N, M, layout, noise, prompts, tol, seed, device
     from proofs_checks.sanity import _isolate
 
     payload = _isolate.run_isolated(
-        "icl", {"kwargs": dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, prompts=prompts,
+        CHILD_TASK, {"kwargs": dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, prompts=prompts,
                                mode=mode, tol=tol, name=name, max_memory=max_memory, progress=not no_progress),
                 "module_spec": spec},
         label="--model", what=f"check icl --model {name}", arrays={"lambda": L}, timeout=timeout,
         max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
-    res = _isolate.icl_result(payload)
+    res = rebuild(payload)
     doc = res.to_json()
     for key in ("outcome", "verdict", "ok", "decision"):
         doc.pop(key, None)
@@ -862,3 +862,40 @@ def _distance_figure(pr: dict, name: str):
     ax.set_title(f"{name}: distance to each reference algorithm per M", fontsize=9)
     ax.legend(fontsize=6, ncol=2)
     return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# in the check's own process (proofs_checks.sanity._isolate)
+
+CHILD_TASK = "proofs_checks.sanity.icl:child_task"
+
+
+def child_task(req: dict, obj, arrays: dict) -> dict:
+    """In the child: load ``--model`` (or take the API's), run :func:`check_icl_model`, return the
+    payload (the probe's distances, from which the parent computes the verdict)."""
+    from proofs_checks.sanity._isolate import draw_figures
+    from proofs_checks.sanity._loader import load_object
+
+    kw = dict(req.get("kwargs") or {})
+    if obj is not None:  # the Python API: the caller's objects and arguments
+        kw.update(obj.get("kwargs") or {})
+        target, lam = obj["obj"], obj["lambdas"]
+    else:
+        target, lam = load_object(req["module_spec"], "--model"), arrays["lambda"]
+    res = check_icl_model(target, lambdas=lam, **kw)
+    name = res.doc["inputs"]["model"]
+    figs = draw_figures({"distance_per_M": lambda: _distance_figure(res.probe, name)}, res.lines, req)
+    return {"kind": "icl", "doc": res.doc, "probe": res.probe, "zfb": res.zfb, "lines": res.lines,
+            "closest": res.closest_algorithm, "identified": res.identified, "name": name, "figures": figs}
+
+
+def rebuild(payload: dict) -> ICLModelResult:
+    """In the parent: the :class:`ICLModelResult` of :func:`child_task`'s payload, its verdict
+    recomputed here from the probe's distances."""
+    pr = payload["probe"]
+    verdict = _probe_verdict(pr, payload["name"])
+    res = ICLModelResult(verdict, payload["closest"], pr, payload["zfb"], payload["doc"], payload["lines"],
+                         payload["identified"] if verdict.outcome == "ok" else None)
+    res.figures = {n: Path(p) for n, p in (payload.get("figures") or {}).items()}
+    res.figures_dir = payload.get("figures_dir")
+    return res

@@ -21,7 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["sha256_file", "folder_hashes", "remember", "is_ours", "record_dir"]
+__all__ = ["sha256_file", "folder_hashes", "remember", "is_ours", "record_dir", "check_json_file"]
 
 #: entries kept in the record before those of vanished files are pruned
 PRUNE_AT = 4000
@@ -116,3 +116,23 @@ def is_ours(path: str | os.PathLike) -> bool:
         return False
     digest = sha256_file(p)
     return digest is not None and digest == doc.get("sha256")
+
+
+def check_json_file(json_path: str, force: bool | None) -> None:
+    """A ``--json`` file that exists may be replaced only when it is exactly what tverify wrote
+    there (:func:`is_ours`: a recorded content hash, not what the file says) or with ``force``
+    (``None``: the command has no ``--force``); the other checks of
+    :func:`proofs_checks.store.check_output_file`. One-line usage errors."""
+    from proofs_checks.errors import UsageError
+    from proofs_checks.store import OutputPathError, check_output_file
+
+    p = Path(json_path).expanduser()
+    try:
+        if not force and os.path.isfile(p) and not os.path.islink(p) and not is_ours(p):
+            how = "choose a new name, or add --force to replace it" if force is not None else "choose a new name"
+            raise OutputPathError(f"--json {json_path}: the file exists and is not a previous tverify JSON output as "
+                                  f"tverify wrote it (not written by tverify, or changed since); nothing was run or "
+                                  f"written ({how})")
+        check_output_file(json_path, "--json", force=True if os.path.isfile(p) and not force else force)
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
