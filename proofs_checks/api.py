@@ -198,11 +198,20 @@ def _instance(data):
 
     import numpy as np
 
+    from theory.validation import InputError
+
     arrays = dict(data) if isinstance(data, dict) else dict(zip(("X", "z", "y", "v"), data))
     with tempfile.TemporaryDirectory() as tmp:  # one validation path: the CLI's loader
         p = Path(tmp) / "data.npz"
-        np.savez(p, **{k: np.asarray(arrays[k]) for k in ("X", "z", "y", "v") if k in arrays})
-        return _load(str(p))
+        try:
+            np.savez(p, **{k: np.asarray(arrays[k]) for k in ("X", "z", "y", "v") if k in arrays})
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"data: X, z, y, v must be arrays of numbers: {exc}") from None
+        try:
+            return _load(str(p))
+        except InputError as exc:  # the message names the data, not a temporary file the caller never made
+            raise InputError(str(exc).replace(f"--data: {p}: ", "data: ").replace(f"--data: {p} ", "data ")
+                             .replace(str(p), "data")) from None
 
 
 def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0.1, seeds: int | None = None,

@@ -497,3 +497,11 @@ def test_plugin_import_error_is_one_short_line(monkeypatch, capsys, exc):
     claims.load_plugins()  # a KeyboardInterrupt the plugin raises itself is its failure, not a Ctrl-C
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and len(err[0]) < 400 and "failed to load and was skipped" in err[0], err
+
+
+def test_api_errors_name_no_temporary_file():
+    with pytest.raises(InputError) as info:
+        proofs_checks.check_att_svm((np.zeros((3, 2, 4)), np.zeros((3, 4)), np.ones(3), np.zeros(5)))
+    assert "tmp" not in str(info.value) and str(info.value).startswith("data: v must have shape")
+    with pytest.raises(InputError, match="check_icl_model: unknown keyword argument 'foo'"):
+        proofs_checks.check_icl_model(lambda xs, ys, xq: xq[:, 0], lambdas="1,2", N=5, foo=1)
