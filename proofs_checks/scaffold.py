@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["ScaffoldError", "files_for", "write_scaffold"]
+__all__ = ["ScaffoldError", "files_for", "write_scaffold", "check_id_free"]
 
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
@@ -207,10 +207,41 @@ def files_for(claim_id: str) -> dict[str, str]:
     }
 
 
-def write_scaffold(claim_id: str, folder: Path | str = ".") -> list[Path]:
-    """Write the package into ``folder``; refuse (writing nothing) if any target exists."""
+def _builtin_groups() -> dict[str, list[str]]:
+    """``{group: [claim ids]}`` of the claims this project ships (their checks live in
+    ``proofs_checks.claims``)."""
+    from proofs_checks.registry import select
+
+    out: dict[str, list[str]] = {}
+    for c in select([]):
+        mods = {getattr(ch.fn, "__module__", "") or "" for ch in c.checks}
+        if any(m.startswith("proofs_checks.claims") for m in mods):
+            out.setdefault(c.id.split(".", 1)[0], []).append(c.id)
+    return out
+
+
+def check_id_free(claim_id: str) -> None:
+    """Refuse an id a plugin cannot own: a built-in claim's id (the built-in would shadow the
+    plugin's claim) or a built-in group (the plugin's claim would silently join it)."""
+    files_for(claim_id)  # the format first
+    group = claim_id.split(".", 1)[0]
+    builtin = _builtin_groups()
+    if claim_id in builtin.get(group, []):
+        raise ScaffoldError(f"{claim_id} is a built-in claim: a plugin claim with this id would be shadowed by it; "
+                            f"choose another id (e.g. mine.{claim_id.split('.', 1)[1]})")
+    if group in builtin:
+        raise ScaffoldError(f"group {group!r} is a built-in group ({len(builtin[group])} claims, e.g. "
+                            f"{builtin[group][0]}): a plugin's claim would join it; choose a group of your own "
+                            f"(e.g. my{group}.{claim_id.split('.', 1)[1]})")
+
+
+def write_scaffold(claim_id: str, folder: Path | str = ".", *, check_builtin: bool = True) -> list[Path]:
+    """Write the package into ``folder``; refuse (writing nothing) if any target exists, or (with
+    ``check_builtin``) if the id or its group is a built-in one (:func:`check_id_free`)."""
     folder = Path(folder)
     files = files_for(claim_id)
+    if check_builtin:
+        check_id_free(claim_id)
     existing = [rel for rel in files if (folder / rel).exists()]
     if existing:
         raise ScaffoldError("refusing to overwrite existing files: " + ", ".join(existing))

@@ -505,3 +505,11 @@ def test_api_errors_name_no_temporary_file():
     assert "tmp" not in str(info.value) and str(info.value).startswith("data: v must have shape")
     with pytest.raises(InputError, match="check_icl_model: unknown keyword argument 'foo'"):
         proofs_checks.check_icl_model(lambda xs, ys, xq: xq[:, 0], lambdas="1,2", N=5, foo=1)
+
+
+@pytest.mark.parametrize("claim_id, needle", [("attn.convex_combination", "is a built-in claim"),
+                                              ("attn.foo", "is a built-in group")])
+def test_new_claim_refuses_built_in_ids_and_groups(tmp_path, claim_id, needle):
+    code, out, err = invoke("new-claim", claim_id, "--dir", str(tmp_path / "pkg"))
+    assert needle in one_line_error(code, err)
+    assert not (tmp_path / "pkg").exists()
