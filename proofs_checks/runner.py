@@ -475,7 +475,8 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
 
 def _builtin(claim: Claim) -> bool:
     """A claim of this project's own catalogue (its checks live in ``proofs_checks.claims``)."""
-    mod = getattr(claim.checks[0].fn, "__module__", "") if claim.checks else ""
+    checks = getattr(claim, "checks", None)
+    mod = getattr(checks[0].fn, "__module__", "") if checks else ""
     return str(mod).startswith("proofs_checks.claims.")
 
 

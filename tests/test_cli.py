@@ -157,7 +157,8 @@ def test_show_lists_obligations_steps_and_assumptions(store):
     j = json.loads(p.stdout)
     assert j["obligations"] and all({"name", "passed", "residual", "method"} <= set(o) for o in j["obligations"])
     assert {s["how"] for s in j["derivation"]} <= {"derived", "assumed"}
-    assert j["assumptions"] == [s["text"] for s in j["derivation"] if s["how"] == "assumed"]
+    own = [s["text"] for s in j["derivation"] if s["how"] == "assumed"]  # then the inherited ones, prefixed
+    assert j["assumptions"][:len(own)] == own and all(a.startswith("(inherited from ") for a in j["assumptions"][len(own):])
     text = tverify("show", "attn.softmax_simplex").stdout
     for word in ("obligations", "assumptions", "[derived]", "[assumed]", "legend", "provenance", "[symbolic]", "looked in"):
         assert word in text, word
@@ -204,7 +205,8 @@ def test_mutants_kill_matrix_json(tmp_path, store):
     assert "overall" in doc["summary"] and "claims" in doc["summary"]
     for m in doc["mutants"]:
         assert m["mode"] == "quick" and m["killed"] and m["rejected_by_layer"]
-        assert {c["check"] for c in m["checks"]} == {"jacobian_vs_sympy", "simplex_and_jacobian"}  # every check ran
+        expected = {"counterexample"} if m["kind"] == "hypothesis dropped" else {"jacobian_vs_sympy", "simplex_and_jacobian"}
+        assert {c["check"] for c in m["checks"]} == expected  # every check ran (a statement mutant: its counterexample)
     assert "symbolic" in p.stderr and "numeric" in p.stderr  # the table went to stderr (JSON on stdout)
 
 

@@ -493,7 +493,7 @@ def progress() -> str:
     number and text of its last recorded step ('' when none is being built). The runner names it
     when a derivation runs past its time budget.
 
-        >>> b = DerivationBuilder("demo"); _ = b.step("first step", sp.Integer(1)); progress()
+        >>> reset_progress(); b = DerivationBuilder("demo"); _ = b.step("first step", sp.Integer(1)); progress()
         "demo: after step 1 'first step'"
         >>> _ = b.done(sp.Integer(1)); progress()
         ''

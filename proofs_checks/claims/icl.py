@@ -88,7 +88,7 @@ def _minimiser_moves(hyp: str):
         Bstar, lmin = _exact_minimiser(d, N, lam, **law)
         Gi = _gamma_inv(lam, N)
         gap = float(ti.exact_lsa_loss(*_b_weights(Gi), N, lam, **law) - lmin)
-        err = float(max(abs(v) for v in (Bstar - Gi)))
+        err = worst([abs(float(v)) for v in (Bstar - Gi)])
         return Counterexample({"d": d, "N": N, "Lambda": "I_2", "law": what}, "minimiser_over_B",
                               f"the exact loss is minimised at B = {_fmt(Bstar)}, not at Γ_N⁻¹ = {_fmt(Gi)}; "
                               f"L(Γ_N⁻¹) exceeds the minimum by {gap:.4g}",
