@@ -102,11 +102,15 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
            "summary": summary, "properties_checked": sorted({p["name"] for r in rows for p in r.get("properties") or []}),
            "rows": rows}
     by_name = {e.name: e for e in entries}
+    import warnings
+
     try:
-        path = build_output(out, lambda tmp: write_pages(tmp, doc, by_name),
-                            {"kind": "survey", "created": doc["created"], "command": doc["command"],
-                             "note": "written by tverify survey; the next survey may replace this folder"},
-                            force=force, what="survey")
+        with warnings.catch_warnings():  # matplotlib's layout remarks on the page figure are not for the user
+            warnings.filterwarnings("ignore", category=UserWarning, module="matplotlib")
+            path = build_output(out, lambda tmp: write_pages(tmp, doc, by_name),
+                                {"kind": "survey", "created": doc["created"], "command": doc["command"],
+                                 "note": "written by tverify survey; the next survey may replace this folder"},
+                                force=force, what="survey")
     except ReportTargetError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
