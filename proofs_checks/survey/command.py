@@ -106,7 +106,7 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
 
     try:
         with warnings.catch_warnings():  # matplotlib's layout remarks on the page figure are not for the user
-            warnings.filterwarnings("ignore", category=UserWarning, module="matplotlib")
+            warnings.filterwarnings("ignore", category=UserWarning)  # e.g. "Tight layout not applied"
             path = build_output(out, lambda tmp: write_pages(tmp, doc, by_name),
                                 {"kind": "survey", "created": doc["created"], "command": doc["command"],
                                  "note": "written by tverify survey; the next survey may replace this folder"},
