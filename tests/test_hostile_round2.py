@@ -513,3 +513,20 @@ def test_new_claim_refuses_built_in_ids_and_groups(tmp_path, claim_id, needle):
     code, out, err = invoke("new-claim", claim_id, "--dir", str(tmp_path / "pkg"))
     assert needle in one_line_error(code, err)
     assert not (tmp_path / "pkg").exists()
+
+
+def test_icl_model_answer_is_graded(box):
+    (box / "near.py").write_text(textwrap.dedent("""
+        import torch
+
+        def near_ridge(xs, ys, xq):
+            A = xs.transpose(-1, -2) @ xs + 1.3 * torch.eye(xs.shape[-1], dtype=xs.dtype)
+            w = torch.linalg.solve(A, xs.transpose(-1, -2) @ ys[..., None])[..., 0]
+            return (w * xq).sum(-1)
+    """))
+    code, out, err = invoke("check", "icl", "--lambda", "1,2", "--N", "10", "--model", "near.py:near_ridge", "--quick",
+                            "--no-progress", "--json", "-")
+    doc = json.loads(out)
+    graded = doc["decision"]["numbers"]["closest_graded"]
+    assert code in (1, 3) and "% of the distance to" in graded and "(λ = " in graded, graded
+    assert graded in doc["verdict"]

@@ -557,6 +557,20 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
         r = max(tab[a], key=lambda r_: r_["ratio"])
         return f"{a} at M = {r['M']}: distance {r['distance']:.3g} ± {r['se']:.2g} vs tolerance {r['tolerance']:.3g}"
 
+    def graded(a):
+        """How near ``a`` is: its worst RMS distance as a share of the distance from ``a`` to its nearest
+        other reference (the tolerance is (1/4)² of that distance: 25 % is the identification bound)."""
+        r = max(tab[a], key=lambda r_: r_["ratio"])
+        try:
+            share = 100 * (1 / 4) * math.sqrt(max(r["distance"], 0.0) / r["tolerance"])
+        except (TypeError, ValueError, ZeroDivisionError):
+            return a
+        lam_ = {"ridge": pr.get("ridge_lambda"), "ridge_lambda_grid": pr.get("ridge_grid_lambda")}.get(a)
+        near = r.get("nearest_reference")
+        return (f"{a}{f' (λ = {lam_:.3g})' if isinstance(lam_, (int, float)) else ''}, at {share:.0f} % of the "
+                f"distance to {near or 'the nearest other reference'} (identified below 25 %), worst at M = {r['M']}")
+
+    numbers["closest_graded"] = graded(pr["closest"]) if pr.get("closest") in tab else None
     best = idf["identified"]
     if best is not None:
         group = next((g for g in pr["equivalent"] if best in g), [best])
@@ -566,14 +580,15 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
                        crit + f"; identified {best}: worst {worst(best)}", numbers)
     closest = pr["closest"]
     if not idf["undecided"]:
-        return Verdict("mismatch", f"{name} computes none of the reference algorithms (closest: {closest})",
+        return Verdict("mismatch", f"{name} computes none of the reference algorithms (closest: {graded(closest)})",
                        crit + f"; every reference is beyond its tolerance at some length (closest {closest}: "
                               f"{worst(closest)})", numbers)
     und = idf["undecided"]
     need = [v for a, v in idf["prompts_needed"].items() if v is not None]
     sugg = (f"about {round_up(math.ceil(max(need) * 1.2))} prompts per length (--prompts; SE ∝ 1/√prompts)"
             if need else "no number of prompts: a distance equals its tolerance")
-    return Verdict("inconclusive", f"cannot tell whether {name} computes {' or '.join(und)} (closest: {closest})",
+    return Verdict("inconclusive", f"cannot tell whether {name} computes {' or '.join(und)} (closest: "
+                   f"{graded(closest) if closest in tab else closest})",
                    crit, numbers, [f"{a} is within {k:g} SE of its tolerance at some length ({worst(a)})" for a in und],
                    sugg)
 
