@@ -530,3 +530,28 @@ def test_icl_model_answer_is_graded(box):
     graded = doc["decision"]["numbers"]["closest_graded"]
     assert code in (1, 3) and "% of the distance to" in graded and "(λ = " in graded, graded
     assert graded in doc["verdict"]
+
+
+def test_plugin_that_hangs_at_import_is_skipped_after_its_time_limit(monkeypatch, capsys):
+    import importlib.metadata as md
+    import threading
+
+    from proofs_checks import claims
+
+    release = threading.Event()
+
+    class EP:
+        name, value = "hangs", "zz_hangs.claims"
+
+        def load(self):
+            release.wait(60)  # an import that does not finish (released after the test)
+
+    monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "1")
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP()])
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
+    try:
+        claims.load_plugins()
+    finally:
+        release.set()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did not finish within 1 s" in err[0] and "skipped" in err[0], err

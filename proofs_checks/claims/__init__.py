@@ -52,7 +52,10 @@ def load_plugins() -> None:
     """Import the claim modules other installed packages declare in the entry-point group
     ``tverify.claims`` (``name = "package.module"``, registering at import like the modules here; a
     value naming a callable, ``"package.module:register_all"``, is also called). A plugin that fails
-    is skipped with one warning line on stderr (kept in :data:`PLUGIN_ERRORS`), never a crash."""
+    is skipped with one warning line on stderr (kept in :data:`PLUGIN_ERRORS`), never a crash: an
+    exception, ``sys.exit``, a ``KeyboardInterrupt`` it raises itself, an import that does not finish
+    within :data:`PLUGIN_IMPORT_TIMEOUT` seconds (:func:`_load_one`). The message is cut to one short
+    line."""
     import sys
     from importlib.metadata import entry_points
 
@@ -61,14 +64,13 @@ def load_plugins() -> None:
             continue
         before = set(sys.modules)
         try:
-            with _own_interrupts():
-                obj = ep.load()
-                if callable(obj):
-                    obj()
+            _load_one(ep)
             _record_sources(set(sys.modules) - before)
         except (Exception, SystemExit, _RaisedInterrupt) as exc:  # another package's code: report it and go on
             # (sys.exit(0) at import ended `tverify run` with exit 0 and nothing run)
-            if isinstance(exc, _RaisedInterrupt):
+            if isinstance(exc, _PluginTimeout):
+                text = str(exc)
+            elif isinstance(exc, _RaisedInterrupt):
                 text = "KeyboardInterrupt raised by the plugin itself (not a Ctrl-C from the terminal)"
             elif isinstance(exc, SystemExit):
                 text = f"SystemExit: called sys.exit({exc.code!r})"
@@ -80,42 +82,59 @@ def load_plugins() -> None:
                              f"failed to load and was skipped: {_short(text, 200)}\n")
 
 
+#: seconds a plugin's import may take before it is skipped ($TVERIFY_PLUGIN_IMPORT_TIMEOUT); a note
+#: on stderr after PLUGIN_IMPORT_NOTE seconds says which plugin is being waited for
+PLUGIN_IMPORT_TIMEOUT = 30.0
+PLUGIN_IMPORT_NOTE = 5.0
+
+
+class _PluginTimeout(Exception):
+    """A plugin's import did not finish within the time limit."""
+
+
+def _load_one(ep) -> None:
+    """``ep.load()`` (and the callable it names) in a daemon thread, waited for at most
+    :data:`PLUGIN_IMPORT_TIMEOUT` seconds: a plugin that loops at import is skipped (its thread is
+    left behind, never joined) instead of blocking every claim command without a word. What the
+    plugin raises is raised here; a ``KeyboardInterrupt`` it raises itself is
+    :class:`_RaisedInterrupt` (a real Ctrl-C reaches this, the main, thread)."""
+    import os
+    import sys
+    import threading
+
+    try:
+        limit = float(os.environ.get("TVERIFY_PLUGIN_IMPORT_TIMEOUT", PLUGIN_IMPORT_TIMEOUT))
+    except ValueError:
+        limit = PLUGIN_IMPORT_TIMEOUT
+    limit = limit if 0 < limit < 1e7 else PLUGIN_IMPORT_TIMEOUT
+    box: dict = {}
+
+    def target():
+        try:
+            obj = ep.load()
+            if callable(obj):
+                obj()
+        except BaseException as exc:  # noqa: BLE001 - the plugin's, re-raised in the caller's thread
+            box["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True, name=f"tverify claims plugin {ep.name}")
+    t.start()
+    t.join(min(PLUGIN_IMPORT_NOTE, limit))
+    if t.is_alive() and limit > PLUGIN_IMPORT_NOTE:
+        sys.stderr.write(f"tverify: waiting for claims plugin {_short(repr(ep.name), 60)} to import "
+                         f"({PLUGIN_IMPORT_NOTE:g} s so far; skipped after {limit:g} s)\n")
+        t.join(limit - PLUGIN_IMPORT_NOTE)
+    if t.is_alive():
+        raise _PluginTimeout(f"its import did not finish within {limit:g} s ($TVERIFY_PLUGIN_IMPORT_TIMEOUT)")
+    exc = box.get("exc")
+    if isinstance(exc, KeyboardInterrupt):
+        raise _RaisedInterrupt() from None
+    if exc is not None:
+        raise exc
+
+
 class _RaisedInterrupt(Exception):
     """A ``KeyboardInterrupt`` the plugin raised itself (no SIGINT arrived): its failure."""
-
-
-class _own_interrupts:
-    """Inside: a ``KeyboardInterrupt`` raised by the code (``raise KeyboardInterrupt``) becomes
-    :class:`_RaisedInterrupt`; a real Ctrl-C (a SIGINT received inside, main thread) still stops
-    the run."""
-
-    def __enter__(self):
-        import signal
-        import threading
-
-        self.real, self.previous = False, None
-        if threading.current_thread() is threading.main_thread():
-            def on_sigint(signum, frame):
-                self.real = True
-                raise KeyboardInterrupt
-
-            try:
-                self.previous = signal.signal(signal.SIGINT, on_sigint)
-            except (ValueError, OSError, TypeError):  # pragma: no cover - not the main interpreter
-                self.previous = None
-        return self
-
-    def __exit__(self, typ, exc, tb):
-        import signal
-
-        if self.previous is not None:
-            try:
-                signal.signal(signal.SIGINT, self.previous)
-            except (ValueError, OSError, TypeError):  # pragma: no cover
-                pass
-        if typ is not None and issubclass(typ, KeyboardInterrupt) and not self.real:
-            raise _RaisedInterrupt() from None
-        return False
 
 
 def _short(text: str, n: int) -> str:
