@@ -120,13 +120,17 @@ def test_previous_report_with_a_user_file_is_refused(capsys, sandbox):
     assert not (sandbox / "rep" / "figures" / "my-notes.txt").exists()
 
 
-def test_legacy_report_without_marker_is_replaced(capsys, sandbox):
+def test_legacy_report_without_marker_needs_force(capsys, sandbox):
+    """A folder laid out like a report but without tverify's stamp (with its hashes) may be a user's:
+    refused without --force, nothing lost; replaced with it."""
     rep = sandbox / "reports"
     (rep / "claims").mkdir(parents=True)
     (rep / "results.json").write_text(json.dumps({"tool": "tverify", "results": []}))
     (rep / "report.md").write_text("# old")
     (rep / "claims" / "x.y.html").write_text("<p>old</p>")
     code, _, err = report(capsys, "reports", "--no-mutants")
+    assert code == 2 and (rep / "report.md").read_text() == "# old", err
+    code, _, err = report(capsys, "reports", "--no-mutants", "--force")
     assert code == 0, err
     assert (rep / MARKER).is_file() and not (rep / "claims" / "x.y.html").exists()
 

@@ -56,7 +56,8 @@ def test_pt_file_and_unseparated_patterns(tmp_path):
     P = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)  # pattern 0 = pattern 2
     torch.save({"patterns": P}, p)
     code, out, _ = run("--patterns", str(p))
-    assert code == 0 and "Δ_i ≤ 0" in out and "none (Δ_min ≤ 0" in out
+    # a duplicated pattern: nothing is separated, every bound vacuous: inconclusive, not ok (issue 36)
+    assert code == 3 and "Δ_i ≤ 0" in out and "none (Δ_min ≤ 0" in out
 
 
 @pytest.mark.parametrize("content, frag", [
