@@ -144,10 +144,50 @@ def expr_mathml(expr: Any, latex: str | None) -> str:
 _L2T = None
 
 
+def _grouped(text: str) -> str:
+    """``text`` in parentheses unless it is one token or already parenthesised (for a fraction's
+    numerator/denominator and a multi-character subscript, which plain text would misread)."""
+    text = text.strip()
+    if re.fullmatch(r"[^\s+\-−/·,=<>]+", text) or re.fullmatch(r"\((?:[^()]|\([^()]*\))*\)", text):
+        return text
+    return f"({text})"
+
+
+def _arg(node, i: int, l2tobj) -> str:
+    args = node.nodeargd.argnlist if node.nodeargd is not None else []
+    return l2tobj.nodelist_to_text([args[i]]).strip() if len(args) > i and args[i] is not None else ""
+
+
+def _frac(node, l2tobj) -> str:
+    return f"{_grouped(_arg(node, 0, l2tobj))}/{_grouped(_arg(node, 1, l2tobj))}"
+
+
+def _xrightarrow(node, l2tobj) -> str:
+    over = _arg(node, 1, l2tobj)
+    return f" →[{over}] " if over else " → "
+
+
+def _converter():
+    from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+
+    ctx = get_default_latex_context_db()
+    ctx.add_context_category("tverify", prepend=True, macros=[
+        MacroTextSpec("frac", simplify_repl=_frac), MacroTextSpec("xrightarrow", simplify_repl=_xrightarrow)])
+    return LatexNodes2Text(math_mode="text", strict_latex_spaces=True, latex_context=ctx)
+
+
+def _subscripts(src: str) -> str:
+    """``x_{t-1}`` → ``x_{(t-1)}``: a multi-token subscript or superscript keeps its grouping in text."""
+    def group(m: re.Match) -> str:
+        body = m.group(2)
+        return m.group(1) + "{(" + body + ")}" if re.search(r"[+\-,]", body) and "\\" not in body[:1] else m.group(0)
+    return re.sub(r"([_^])\{([^{}]*)\}", group, src)
+
+
 def latex_text(latex: str | None) -> str:
-    r"""LaTeX as readable Unicode text for a terminal (``pylatexenc``): ``\frac{a}{b}`` → ``a/b``,
-    ``\Gamma_N^{-1}`` → ``Γ_N^-1``, ``\sum`` → ``∑``. Norm bars ``\|x\|`` become ``‖x‖``. Never
-    raises: LaTeX it cannot read is returned as written.
+    r"""LaTeX as readable Unicode text for a terminal (``pylatexenc``): ``\frac{a}{b+c}`` → ``a/(b+c)``,
+    ``\Gamma_N^{-1}`` → ``Γ_N^(-1)``, ``\sum`` → ``∑``, ``\xrightarrow{N\to\infty}`` → ``→[N → ∞]``.
+    Norm bars ``\|x\|`` become ``‖x‖``. Never raises: LaTeX it cannot read is returned as written.
 
         >>> latex_text(r"\text{If } T \ge 2\text{, then } \sum_t S_t = 1")
         'If T ≥ 2, then ∑_t S_t = 1'
@@ -157,21 +197,25 @@ def latex_text(latex: str | None) -> str:
         '1/D mask'
         >>> latex_text(r"\max_{j\ne i}")
         'max_j≠i'
+        >>> latex_text(r"\theta_t=\theta_{t-1}-\alpha\frac{\hat m_t}{\sqrt{\hat v_t}+\epsilon}")
+        'θ_t=θ_(t-1)-αm̂_t/(√(v̂_t)+ϵ)'
+        >>> latex_text(r"\frac{N}{N+D}\xrightarrow{N\to\infty}1")
+        'N/(N+D) →[N → ∞] 1'
     """
     global _L2T
     if not latex:
         return ""
     src = str(latex).replace(r"\|", "‖").replace(r"\lVert", "‖").replace(r"\rVert", "‖")
-    src = re.sub(r"\\[td]frac(?![a-zA-Z])", r"\\frac", src)
-    src = re.sub(r"\\ne(?![a-zA-Z])", r"\\neq", src)  # pylatexenc drops \ne  # \tfrac1D: pylatexenc knows only \frac
+    src = re.sub(r"\\[td]frac(?![a-zA-Z])", r"\\frac", src)  # \tfrac1D: the parser knows \frac's arguments
+    src = re.sub(r"\\ne(?![a-zA-Z])", r"\\neq", src)  # pylatexenc drops \ne
     src = re.sub(r"\\(texttt|textsf|textrm|textit|textbf|mathtt)\{", r"\\text{", src)
+    src = _subscripts(src)
     try:
         if _L2T is None:
-            from pylatexenc.latex2text import LatexNodes2Text
-
-            _L2T = LatexNodes2Text(math_mode="text", strict_latex_spaces=True)
+            _L2T = _converter()
         out = _L2T.latex_to_text(src)
     except Exception:  # pragma: no cover - a terminal still gets the LaTeX
         return str(latex)
     out = re.sub(r"\s*([≥≤∈→≽≼⟺⟹⟸])\s*", r" \1 ", out)  # relations stand apart, as on paper
+    out = out.replace(" → [", " →[")
     return re.sub(r"[ \t]+", " ", out).strip()
