@@ -17,7 +17,7 @@ from theory import hopfield as th
 
 #: hypotheses each claim must show necessary (a counterexample, not a note)
 NECESSARY = {
-    "hop.classical_energy": {"symmetric", "nonneg_diagonal", "asynchronous"},
+    "hop.classical_energy": {"symmetric", "nonneg_diagonal", "asynchronous", "fair"},
     "hop.classical_capacity": {"iid_patterns", "hebbian_zero_diagonal"},
     "hop.dense_capacity": {"iid_patterns"},
     "hop.modern_energy": {"beta_positive"},
@@ -60,6 +60,14 @@ def test_synchronous_step_raises_energy_and_two_cycles():
     x1 = nh.sync_step(x0, W, b)
     assert torch.equal(x1, -x0) and torch.equal(nh.sync_step(x1, W, b), x0)
     assert float(nh.classical_energy(x1, W, b) - nh.classical_energy(x0, W, b)) == 2.0
+
+
+def test_convergence_needs_every_unit_updated():
+    cx = _cx("hop.classical_energy", "fair")
+    assert cx.violated and cx.clause == "converges" and cx.error == 1.0  # unit 1 unstable, never updated
+    W, b, x = torch.zeros(2, 2), torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0])
+    assert torch.equal(nh.async_unit_update(x, W, b, 1), x)
+    assert nh.sync_step(x, W, b).tolist() == [-1.0, 1.0]
 
 
 def test_flip_formula_and_descent_are_derived_for_every_d():

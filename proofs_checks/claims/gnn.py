@@ -199,24 +199,6 @@ def _cx_initialisation(ctx) -> Counterexample:
                           error=err, tolerance=0.0, justification="exact: sums of small integers and halves")
 
 
-def _cx_empty_neighbourhood(ctx) -> Counterexample:
-    """Without N(i) ≠ ∅: node 2 of a 3-node graph has no in-edge; the clause's neighbourhood softmax
-    there is the softmax of an all-(−∞) row, 0/0 (NaN), while the message passing returns 0."""
-    X = np.eye(3)
-    src, dst = np.array([0, 1]), np.array([1, 0])
-    out = ng.attention_message_passing(X, np.eye(3), np.eye(3), np.eye(3), src, dst)
-    logits = np.where(ng.adjacency_mask(src, dst, 3)[2], X[2] @ X.T / np.sqrt(3), -np.inf)
-    with np.errstate(invalid="ignore"):
-        alpha = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
-    formula = alpha @ X
-    return Counterexample({"n": 3, "edges": "0→1, 1→0 (node 2 has no in-edge)", "node": 2}, "gat_masked_softmax",
-                          f"formula at node 2: {np.array2string(formula, precision=3)} (0/0); message passing: "
-                          f"{np.array2string(out[2], precision=3)}",
-                          violated=not np.all(np.isfinite(formula)),
-                          justification="Σ_{l∈N(i)} e^{…} = 0 for an empty neighbourhood: the softmax is 0/0; "
-                                        "implementations return 0 by convention (empty scatter-sum; torch SDPA's zero row)")
-
-
 _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_mask,
          "min_plus": ng.min_aggregation_gnn, "rounds": ng.bellman_ford_rounds}
 
@@ -229,8 +211,14 @@ register(Claim(
     hypotheses=(
         Hypothesis("finite_features", r"X\in\mathbb R^{n\times d},\ W_Q,W_K,W_V \text{ finite},\ d_k\ge1",
                    necessary_note="part of the setting: the scores are not defined otherwise"),
+        Hypothesis("graph", r"A\in\{0,1\}^{n\times n},\ A_{ij}=1\iff j\in N(i)\ (\text{edge }j\to i)",
+                   "the mask is the adjacency: node i attends exactly to its in-neighbours",
+                   necessary_note="part of the setting: it defines which scores the mask keeps"),
         Hypothesis("nonempty_neighbourhoods", r"N(i)\neq\emptyset\ \forall i\ (\text{e.g. self-loops})",
-                   "every node has an in-neighbour", counterexample=_cx_empty_neighbourhood),
+                   "every node has an in-neighbour",
+                   necessary_note="the clause is undefined without it, not false: at a node with no in-neighbour the "
+                                  "sum over N(i) is empty and the softmax is 0/0 (NaN); implementations return 0 by "
+                                  "convention (empty scatter-sum; torch SDPA's zero row)"),
         Hypothesis("no_negative_cycle", r"w_{uv}\in\mathbb R,\ \text{no negative cycle reachable from the source } s",
                    "no negative cycle reachable from the source", counterexample=_cx_negative_cycle),
         Hypothesis("bf_initialisation", r"d^{(0)}_s=0,\ d^{(0)}_v=+\infty\ (v\neq s)",

@@ -251,6 +251,26 @@ def _cx_synchronous(ctx) -> Counterexample:
                           "here two units flip together")
 
 
+def _cx_unfair(ctx) -> Counterexample:
+    """Without fairness: d = 2, W = 0, b = (1, 0), ξ = (1, 1), and only unit 2 is ever updated. Its
+    update leaves ξ unchanged for ever, yet unit 1 is unstable: ξ is not a fixed point."""
+    W = torch.zeros(2, 2, dtype=torch.float64)
+    b = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    x0 = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    x = x0
+    for _ in range(10):  # unit 2 (index 1) updated ten times: a fixed state from the first update on
+        x = nh.async_unit_update(x, W, b, 1)
+    stuck = bool(torch.equal(x, x0))
+    target = nh.sync_step(x, W, b)
+    unstable = [i + 1 for i in range(2) if float(target[i]) != float(x[i])]
+    return Counterexample({"d": 2, "W": "0", "b": "(1, 0)", "xi": "(1, 1)", "updates": "unit 2 only"}, "converges",
+                          f"updating only unit 2 keeps ξ = {tuple(x.tolist())} (unchanged: {stuck}), but "
+                          f"sgn(Wξ − b) = {tuple(target.tolist())}: unit(s) {unstable} unstable, so the dynamics stop "
+                          "at a state that is not a fixed point",
+                          violated=stuck and bool(unstable), error=float(len(unstable)), tolerance=0.0,
+                          justification="exact ±1 arithmetic: ξ ≠ sgn(Wξ − b) while no update changes ξ")
+
+
 register(Claim(
     id="hop.classical_energy",
     title="Classical Hopfield (W = Wᵀ, w_ii ≥ 0): asynchronous updates never increase the energy; synchronous ones can cycle",
@@ -264,6 +284,9 @@ register(Claim(
                    counterexample=_cx_negative_diagonal),
         Hypothesis("asynchronous", r"\text{one unit at a time: }\xi_i\leftarrow\operatorname{sgn}((W\xi-b)_i)",
                    "asynchronous updates (any order of units)", counterexample=_cx_synchronous),
+        Hypothesis("fair", r"\text{every unit is updated infinitely often (e.g. sweeps) (for the convergence clause)}",
+                   "fairness: no unit is left out for ever (e.g. sequential or random-order sweeps)",
+                   counterexample=_cx_unfair),
     ),
     clauses=(
         Clause("flip_formula", r"\text{flipping }\xi_i\text{ changes }E\text{ by }\Delta E=2\xi_i\big(\textstyle\sum_{j\neq i}w_{ij}\xi_j-b_i\big)",
@@ -276,7 +299,8 @@ register(Claim(
                ("derivation", "async_energy_descent"),
                also=(("checked", "d = 12, 64/256/1024 instances, every update of 30 random-order sweeps, incl. ties "
                       "h_i = 0 with w_ii = 0 (ΔE = 0) and w_ii = N"),)),
-        Clause("converges", r"\text{asynchronous dynamics make finitely many flips and stop at a fixed point }\xi=\operatorname{sgn}(W\xi-b)",
+        Clause("converges", r"\text{asynchronous dynamics with every unit updated infinitely often make finitely many flips and "
+               r"stop at a fixed point }\xi=\operatorname{sgn}(W\xi-b)",
                "cited", "Hopfield (PNAS 1982): E bounded and non-increasing (a ΔE = 0 flip, w_ii = 0 and h_i = 0, "
                "only turns −1 into +1, so no state repeats)",
                ("async_energy_descent",),

@@ -461,6 +461,12 @@ register(Claim(
         Hypothesis("P_psd", r"P(x)\succeq0", counterexample=_cx_P_psd),
         Hypothesis("S_skew", r"S(x)^\top=-S(x)", counterexample=_cx_S_skew),
         Hypothesis("V_pd", r"V(0)=0,\ V(x)>0\ (x\neq0)\ \text{(for the stability clause)}", counterexample=_cx_V_pd),
+        Hypothesis("regular", r"V\in C^2,\ P,S\in C^1\ \text{(so}\ f\ \text{is locally Lipschitz; for the stability clause)}",
+                   "V ∈ C², P, S ∈ C¹, so f = (−P + S)∇V is locally Lipschitz",
+                   necessary_note="a condition of the cited theorems, not shown necessary: Khalil's Thm 4.1/4.2 take f "
+                                  "locally Lipschitz (existence and uniqueness of solutions); with V only C¹, f is merely "
+                                  "continuous and solutions need not be unique, but no instance where the stability "
+                                  "conclusion then fails is computed here (the identity clauses need only V ∈ C¹)"),
     ),
     clauses=(
         Clause("identity", r"\nabla V\cdot f=-\nabla V^\top P\nabla V", "derived_at",
@@ -475,7 +481,8 @@ register(Claim(
                ("structure",)),
         Clause("lyapunov", r"P(x)\succ0,\ \nabla V(x)\neq0\ (x\neq0)\Rightarrow0\ \text{asymptotically stable "
                r"(globally if}\ V\ \text{radially unbounded)}", "cited",
-               "Khalil, Nonlinear Systems (3rd ed., 2002) Thm 4.1 and 4.2 applied to V (see lyap.conditions)"),
+               "Khalil, Nonlinear Systems (3rd ed., 2002) Thm 4.1 and 4.2 applied to V (see lyap.conditions): f locally "
+               "Lipschitz (hypothesis 'regular'), V(0) = 0, V > 0 and V̇ < 0 off 0 (radially unbounded for the global part)"),
     ),
     source=SOURCE + "; Alfarano, Charton, Hayat, Global Lyapunov functions: a long-standing open problem in mathematics, "
                     "with symbolic transformers (NeurIPS 2024), backward generation",
@@ -644,6 +651,25 @@ def _cx_sos_bound(ctx):
     return _cx_sos(ctx, EPS_SOS, lambda c: c.vars[0] ** 2, "q = x² (no y term), ε = 1/1000", {"eps": "1/1000", "q": "x²"})
 
 
+def _cx_sos_certificates(ctx):
+    """Without the certificates: x' = (x, y), V = x² + y², ε = 1/1000, p = q = x² + y² satisfy every
+    other hypothesis, but −∇V·f − εq = −2.001(x² + y²) is negative at (1, 0), so it is not a sum of
+    squares (its program has no certificate), and the trajectory from (0.1, 0) grows like e^t."""
+    c = tl.Candidate((tl.x, tl.y), (tl.x, tl.y), tl.x**2 + tl.y**2, "unstable linear")
+    tg = tl.sos_targets(c, EPS_SOS)
+    at = float(tg["decay"].subs({tl.x: 1, tl.y: 0}))
+    f, _, _ = nl.lambdify_candidate(c)
+    X0 = np.array([[0.1, 0.0]])
+    XT, _, ok = nl.integrate(f, X0, 1.0)
+    grow = float(np.linalg.norm(XT[0]) / np.linalg.norm(X0[0]))
+    return Counterexample({"f": "(x, y)", "V": "x² + y²", "eps": "1/1000", "p": str(tg["p"]), "q": str(tg["q"])}, "gas",
+                          f"−∇V·f − εq = {tg['decay']} equals {at:g} at (1, 0) < 0, so it is not SOS (no certificate); "
+                          f"‖x(1)‖/‖x(0)‖ = {grow:.4f} from (0.1, 0): the origin is unstable",
+                          violated=bool(ok and at < 0 and grow > 1.0), error=grow - 1.0, tolerance=0.0,
+                          justification="exact: x(t) = x(0)·e^t, so every nonzero trajectory leaves every ball",
+                          details={"decay_at_1_0": at, "growth_T1": grow})
+
+
 _y = tl.y
 
 register(Claim(
@@ -659,14 +685,18 @@ register(Claim(
         Hypothesis("eps_pos", r"\varepsilon>0", counterexample=_cx_sos_eps),
         Hypothesis("bounds_definite", r"p=\textstyle\sum_{i=1}^nx_i^{2k},\ q=\sum_{i=1}^nx_i^{2l},\ k,l\ge1",
                    "p, q positive definite (every variable)", counterexample=_cx_sos_bound),
+        Hypothesis("sos_certificates", r"V-\varepsilon p=z^\top G_1z,\ -\nabla V\cdot f-\varepsilon q=w^\top G_2w,"
+                   r"\ G_1,G_2\succeq0",
+                   "V − εp and −∇V·f − εq are sums of squares (Gram matrices G₁, G₂ ⪰ 0)",
+                   counterexample=_cx_sos_certificates),
         Hypothesis("V0_zero", r"V(0)=0",
                    necessary_note="with V ≥ εp and V̇ ≤ −εq, LaSalle's invariance principle gives "
                                   "global asymptotic stability even when V(0) > 0; it is kept because Khalil's Thm 4.2, "
                                   "which the gas clause cites, assumes it (every panel candidate has V(0) = 0)"),
     ),
     clauses=(
-        Clause("certified", r"V-\varepsilon p=z^\top G_1z,\ -\nabla V\cdot f-\varepsilon q=w^\top G_2w,\ G_1,G_2\succeq0"
-               r"\ \text{rational (for the panel candidates at}\ \varepsilon=10^{-3})", "derived_at",
+        Clause("certified", r"\text{the panel candidates (cubic, cancelling, damped) satisfy the certificate hypothesis at}"
+               r"\ \varepsilon=10^{-3}\ \text{with rational}\ G_1,G_2", "derived_at",
                "the three panel candidates (cubic, cancelling, damped; n = 2, deg V = 2, deg f ≤ 3) at ε = 1/1000: "
                "rational Gram matrices with SymPy residual 0 and exact LDLᵀ PSD",
                ("exact_recheck", "solver_status", "derivation"),
