@@ -71,6 +71,14 @@ def test_negative_cycle_two_rounds_give_0_1_minus2():
     assert cx.clause == "bellman_ford" and cx.error == 2.0
 
 
+def test_empty_neighbourhood_is_undefined_not_false_and_mask_is_adjacency():
+    c = registry.get("gnn.attention_is_gnn")
+    h = c.hypothesis("nonempty_neighbourhoods")
+    assert h.counterexample is None and "undefined" in h.necessary_note
+    assert "A_{ij}=1\\iff j\\in N(i)" in c.hypothesis("graph").latex
+    assert ng.adjacency_mask(np.array([0]), np.array([1]), 2)[1].tolist() == [True, False]  # edge 0 → 1: A_10 = 1
+
+
 def test_wrong_initialisation_and_negative_weights_rejected_by_default():
     cx = _cx("gnn.attention_is_gnn", "bf_initialisation")
     assert cx.error == 3.0  # d⁽³⁾(0 → 3) = 0 while dist = 3

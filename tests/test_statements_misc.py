@@ -113,3 +113,19 @@ def test_sos_needs_positive_margin_and_definite_bounds():
     # with ε > 0 and q = x² + y² the suite's own programs reject the semidefinite decay
     cert = nl.certify(_semidefinite_decay(), EPS_SOS)
     assert cert.results["V"].feasible and cert.results["decay"].infeasible
+
+
+def test_sos_gas_needs_the_certificates():
+    cx = _cx("lyap.sos_certificate", "sos_certificates")
+    assert cx.violated and cx.clause == "gas"
+    assert cx.details["decay_at_1_0"] == -2.001  # −∇V·f − εq = −2.001(x² + y²) < 0: not SOS
+    assert abs(cx.details["growth_T1"] - math.e) < 1e-6  # x(t) = e^t x(0): unstable
+    certified = next(cl for cl in _claim("lyap.sos_certificate").clauses if cl.name == "certified")
+    assert certified.evidence == "derived_at" and "panel candidates" in certified.latex
+
+
+def test_backward_construction_states_lipschitz_regularity():
+    h = _claim("lyap.backward_construction").hypothesis("regular")
+    assert h.counterexample is None and "Lipschitz" in h.necessary_note and "C^2" in h.latex
+    lyap = next(cl for cl in _claim("lyap.backward_construction").clauses if cl.name == "lyapunov")
+    assert "Lipschitz" in lyap.scope
