@@ -118,7 +118,20 @@ def test_longformer_polynomial_counterexamples():
                 assert (poly == na.mask_counts("longformer", T, w=w, g=g)) == (T >= g + w)
 
 
-# ---- perf.favor_unbiased: ORF lowers the positive MSE only for m ≥ 2, x + y ≠ 0
+def test_growth_is_stated_at_fixed_c_and_bigbird_needs_T_ge_g_plus_w():
+    c = registry.get("approx.sparse_connections")
+    for T in (16, 100, 400):  # c = s = √T: the fixed summary pattern is dense, T², not Θ(T^{3/2})
+        assert na.mask_counts("fixed_summary", T, c=math.isqrt(T)) == T * T
+    (growth,) = [cl for cl in c.clauses if cl.name == "growth"]
+    assert "c\\,T^{3/2}" in growth.latex and "constants" in growth.scope
+    assert "BigBird" in c.hypothesis("longformer_T_ge_g_plus_w").latex
+    T, w, g, r = 3, 5, 1, 1  # the polynomial −3, its BigBird upper bound −3 + rT = 0 < 9
+    poly = (2 * w + 1) * T + 2 * g * T - g * g - 2 * g * w - g - w * w - w
+    assert poly == -3 and na.mask_counts("bigbird", T, w=w, g=g, r=r, seed=0) == 9 > poly + r * T
+    assert "BigBird's mask has 9" in _cx("approx.sparse_connections", "longformer_T_ge_g_plus_w").shows
+
+
+# ---- perf.favor_unbiased: ORF lowers the positive MSE only for d ≥ 2, m ≥ 2, x + y ≠ 0
 
 
 def test_orf_counterexamples_exact():
@@ -152,6 +165,16 @@ def test_thm2_bound_holds_for_the_exact_orf_mse():
         assert np.all(gap >= 2 * (d - 1) / (d * (d + 2)) * (np.exp(c) - np.exp(-(a + b) / 2)) ** 2)
 
 
+def test_orf_needs_d_ge_2_and_m_le_d_is_the_cited_range():
+    x, y = np.array([0.3]), np.array([0.5])
+    for m in (2, 3):  # d = 1: one row per block, P = 0, the MSEs agree to rounding
+        assert nf.orf_mse(x, y, m) == pytest.approx(nf.mse_positive(x, y, m), rel=1e-14)
+    assert _cx("perf.favor_unbiased", "d_ge_2").violated
+    (orf,) = [cl for cl in registry.get("perf.favor_unbiased").clauses if cl.name == "orf_lower"]
+    assert "only m ≤ d" in orf.scope and "d ≥ 2" in orf.scope and "\\lfloor m/d\\rfloor" in orf.latex
+    assert "(8, 17)" in dict(orf.evidences())["checked"]
+
+
 # ---- scale.param_counts: what is and is not reproduced
 
 
@@ -161,6 +184,9 @@ def test_scale_rows_reproduced_and_not():
     assert 12 * ns.per_layer_params(512) + 37000 * 512 == 56_772_608
     assert ns.encoder_decoder_params(512, 8, 6, 6, 37000) == 63_084_544
     assert ns.encoder_decoder_params(1024, 16, 6, 6, 37000) == 214_249_472
+    assert [c.name for c in ns.TABLE if c.convention[0] == "truncate"] == ["GPT-2"]
+    (rows,) = [cl for cl in registry.get("scale.param_counts").clauses if cl.name == "table_rows"]
+    assert "6 of the 7 rows rounded" in rows.scope and "truncated" in rows.latex
 
 
 # ---- sparse.connectivity

@@ -25,7 +25,7 @@ NECESSARY = {
     "attn.scaling_variance": {"q_independent_of_k", "independent_entries", "zero_mean", "unit_variance"},
     "attn.forms_agree": {"rename_004", "rename_000"},
     "attn.mhsa_sum_equals_concat": {"wo_blocks_in_head_order", "torch_scale_absorbed"},
-    "attn.permutation_equivariance": {"no_positional_encoding", "no_causal_mask", "tokenwise_sublayers"},
+    "attn.permutation_equivariance": {"no_positional_encoding", "no_causal_mask", "tokenwise_sublayers", "dropout_off"},
     "attn.layernorm": {"v_plus_eps_positive"},
     "attn.block_recipe": {"dropout_off"},
     "attn.complexity": {"shared_projection", "d_fixed"},
@@ -97,7 +97,28 @@ def test_odd_width_pe_has_no_shift_matrix():
     assert np.abs(A @ na.pe_shift_matrix(1, 4) - B).max() < 1e-11  # even D: the rotation
 
 
-@pytest.mark.parametrize("name", ["no_positional_encoding", "no_causal_mask", "tokenwise_sublayers"])
+@pytest.mark.parametrize("name", ["no_positional_encoding", "no_causal_mask", "tokenwise_sublayers", "dropout_off"])
 def test_permutation_breakers_are_far_above_rounding(name):
     cx = _cx("attn.permutation_equivariance", name)
     assert cx.error > 1e3 * cx.tolerance
+
+
+def test_permutation_dropout_counterexample_and_fixed_sizes():
+    cx = _cx("attn.permutation_equivariance", "dropout_off")
+    assert cx.violated and cx.clause == "equivariant" and cx.error > 0.1  # train mode, same seed: 0.253
+    claim = get_claim("attn.permutation_equivariance")
+    assert "N = 3" in claim.fixed_sizes and "N = 6" in claim.fixed_sizes and "every N" not in claim.fixed_sizes
+
+
+def test_softmax_open_interval_is_derived_not_checked():
+    (clause,) = [c for c in get_claim("attn.softmax_simplex").clauses if c.name == "open_interval"]
+    assert {ev for ev, _ in clause.evidences()} == {"derived", "derived_at"}
+    # float64 rounds the open interval to the closed one: exact 0 and exact 1
+    assert float(na.softmax(np.array([[40.0, 0.0]]))[0, 0]) == 1.0
+    assert (na.softmax(np.array([[750, -750, 0, 749, -1, 3, 750.0]])) == 0.0).sum() == 4
+
+
+def test_scaling_variance_does_not_assume_identical_laws():
+    claim = get_claim("attn.scaling_variance")
+    assert "identically_distributed" not in {h.name for h in claim.hypotheses}
+    assert "not a hypothesis" in claim.notes

@@ -85,6 +85,18 @@ def test_adam_counterexample_values():
     assert ev == {"update_rule": "checked", "unbiased": "derived", "constant_gradient": "derived"}
 
 
+def test_adam_lecture_notes_step_for_constant_gradient():
+    from numerics import adam as nadam
+
+    hp = nadam.check_hp(dict(lr=0.1, eps=0.0))
+    g, b1, b2 = 0.5, 0.9, 0.999
+    traj = nadam.run_steps(nadam.seed001_step, np.zeros(1), lambda th, t: np.full(1, g), 20000, hp)
+    steps = -np.diff(traj[:, 0])
+    assert steps[0] == pytest.approx(0.1 * (1 - b1) / ((1 - b2) * g), rel=1e-12)  # t = 1 only
+    assert steps[-1] == pytest.approx(0.1 / g, rel=1e-6)  # t → ∞: α/g
+    assert "→ α/g" in _claim("opt.adam").notes
+
+
 def test_lyapunov_conditions_counterexamples():
     rot = _cx("lyap.conditions", "Vdot_neg")  # V̇ ≡ 0: stable, not asymptotically stable
     assert rot.violated and abs(rot.error - 1.0) < 1e-6 and rot.details["properties"]["Vdot_nonpositive"] is True

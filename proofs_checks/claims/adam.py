@@ -266,6 +266,7 @@ register(Claim(
         Mutant("betas_swapped", "swapped index", "β1 and β2 exchanged", _variant(swap_betas=True)),
     ),
     notes="Lecture notes 001 writes θ_{t+1} = θ − α m_t/(v_t + ε): no bias correction and v_t instead of √v_t, so the "
-          "step is not scale invariant (for constant g it is ≈ α(1−β1)/((1−β2) g), huge for small gradients). "
+          "step is not scale invariant (for constant g > 0 its size is α(1−β1^t)g/((1−β2^t)g² + ε): ≈ α(1−β1)/((1−β2) g) "
+          "at t = 1, → α/g as t → ∞ (ε ≪ g²), huge for small gradients either way). "
           "AMSGrad follows torch: the running max of the uncorrected v_t, then bias-corrected.",
 ))

@@ -241,10 +241,31 @@ def _perm_cx_mixing(ctx) -> Counterexample:
                     lambda blk, Z: (lambda Y: Y + np.cumsum(Y, axis=-2) / np.arange(1, Y.shape[-2] + 1)[:, None])(blk(Z)))
 
 
+def _perm_cx_dropout(ctx) -> Counterexample:
+    """Without eval mode: torch's TransformerEncoderLayer(4, 2, 8, dropout=0.1) in .train(), the same
+    seed before both calls (so the dropout masks are the same, attached to positions, not tokens)."""
+    N, D = 3, 4
+    with _torch_seed(ctx.seed_for("dropout_init")):
+        layer = torch.nn.TransformerEncoderLayer(D, 2, 8, dropout=0.1, batch_first=True, dtype=torch.float64).train()
+    X = _T(ctx.rng().normal(size=(1, N, D)))
+    perm = [1, 0, 2]
+    outs = []
+    for Z in (X[:, perm], X):
+        with torch.no_grad(), _torch_seed(ctx.seed_for("dropout_masks")):
+            outs.append(_np(layer(Z)))
+    res = _maxabs(outs[0] - outs[1][:, perm])
+    thr = 1e-6 * largest(1.0, _maxabs(outs[1]))
+    return Counterexample({"layer": "TransformerEncoderLayer(4, 2, 8, dropout=0.1).train()", "N": N,
+                           "P": "(2, 1, 3): swap tokens 1 and 2", "seed": "the same before both calls"}, "equivariant",
+                          f"max |f(PX) − P f(X)| = {res:.3g}", violated=res > thr, error=res, tolerance=thr,
+                          justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
+                          "in .eval() the same layer gives a residual at rounding level")
+
+
 register(Claim(
     id="attn.permutation_equivariance",
-    fixed_sizes="a permutation of a symbolic number of tokens has no SymPy form (PermutationMatrix needs a concrete permutation): derived for a generic 3×3 score matrix, every N ≤ 6 is checked",
-    title="A block without PE or mask is permutation-equivariant (PE or a causal mask breaks it)",
+    fixed_sizes="a permutation of a symbolic number of tokens has no SymPy form (PermutationMatrix needs a concrete permutation): derived at N = 3 (a generic 3×3 score matrix), checked at N = 6 only",
+    title="A block without PE or mask, dropout off (eval mode), is permutation-equivariant (PE or a causal mask breaks it)",
     statement="",
     hypotheses=(
         Hypothesis("no_positional_encoding", r"\text{no positional encoding added to }X",
@@ -252,6 +273,8 @@ register(Claim(
         Hypothesis("no_causal_mask", r"\text{no attention mask}", counterexample=_perm_cx_mask),
         Hypothesis("tokenwise_sublayers", r"\text{LayerNorm, MLP, projections act on each token alone}",
                    "every sub-layer other than attention is token-wise", counterexample=_perm_cx_mixing),
+        Hypothesis("dropout_off", r"\text{dropout off (eval mode)}", "a deterministic block: no dropout at training time",
+                   counterexample=_perm_cx_dropout),
     ),
     clauses=(
         Clause("equivariant", r"f(PX)=Pf(X)\ \text{for every permutation }P\text{ (attention + LayerNorm + MLP block)}",

@@ -230,8 +230,9 @@ def _orthogonal_lower(form, ctx) -> CheckResult:
     """Orthogonal random features lower the MSE of the POSITIVE estimator, on every instance (not
     pooled): the exact ORF MSE (numerics.favor.orf_mse: the i.i.d. variance plus the covariance of
     orthogonal rows, a convergent series) is below the form's i.i.d. MSE formula, and the gap is at
-    least Choromanski et al.'s Thm 2 bound P/m² · 2/(d+2) · (SM − e^{−(a+b)/2})² (P ordered pairs of
-    rows in one block; for m ≤ d, P/m² = (m − 1)/m is Thm 2 as stated). Trigonometric features are
+    least Choromanski et al.'s Thm 2 bound P/m² · 2/(d+2) · (SM − e^{−(a+b)/2})² (P: ordered pairs of
+    distinct rows in the same block, summed over blocks, ⌊m/d⌋·d(d−1) + r(r−1) with r = m mod d; for
+    m ≤ d, P/m² = (m − 1)/m is Thm 2 as stated, m > d is checked only). Trigonometric features are
     reported, not required (their ORF MSE exceeds the i.i.d. one for ‖x − y‖ ≳ 3: hypothesis
     positive_features)."""
     tol = 1.0 - 1e-9
@@ -320,6 +321,19 @@ def _cx_m1(ctx) -> Counterexample:
                           f"MSE_ORF = {orf:.6g}, MSE_iid = {iid:.6g}: not smaller (ratio {orf / iid:.12f})",
                           violated=orf / iid >= 1 - 1e-9, error=orf / iid - (1 - 1e-9), tolerance=0.0,
                           justification="no pair of rows in a block: the covariance term vanishes; ratio 1 up to rounding (1e-9)")
+
+
+def _cx_d1(ctx) -> Counterexample:
+    """Without d ≥ 2: every block is one row (P = 0), so the rows are i.i.d. and the ORF MSE is the
+    i.i.d. one, at m = 2 and m = 3."""
+    x, y = np.array([0.3]), np.array([0.5])
+    ratios = {m: float(nf.orf_mse(x, y, m)) / float(nf.mse_positive(x, y, m)) for m in (2, 3)}
+    return Counterexample({"d": 1, "m": "2, 3", "x": "0.3", "y": "0.5"}, "orf_lower",
+                          "MSE_ORF/MSE_iid = " + ", ".join(f"{r:.15f} (m = {m})" for m, r in ratios.items())
+                          + ": not smaller", violated=all(r >= 1 - 1e-9 for r in ratios.values()),
+                          error=min(ratios.values()) - (1 - 1e-9), tolerance=0.0,
+                          justification="one row per block: no orthogonal pair, the covariance term vanishes; ratio 1 "
+                                        "up to rounding (1e-9)")
 
 
 def _cx_antipodal(ctx) -> Counterexample:
@@ -486,15 +500,17 @@ _DER_SCOPE = ("symbolic ‖x‖², ‖y‖², xᵀy and m (Gaussian integrals in
 register(Claim(
     id="perf.favor_unbiased",
     title="FAVOR+: positive random features are unbiased for e^{xᵀy}; MSE of positive/trig features; orthogonal "
-          "features lower the positive-feature MSE (m ≥ 2, x + y ≠ 0)",
+          "features lower the positive-feature MSE (d ≥ 2, m ≥ 2, x + y ≠ 0)",
     statement="",
     hypotheses=(
         Hypothesis("gaussian_frequencies", r"x,y\in\mathbb R^d,\ \omega_i\sim N(0,I_d)\ (\text{marginally})",
                    necessary_note="part of the setting: the estimators are defined by these frequencies"),
         Hypothesis("iid_frequencies", r"\text{MSE formulas: } \omega_1,\dots,\omega_m \text{ i.i.d.}",
                    "i.i.d. frequencies (for the MSE formulas)", counterexample=_cx_iid),
-        Hypothesis("orthogonal_blocks", r"\text{ORF: rows orthogonal within blocks of } d,\ \chi_d \text{ lengths (Thm 2: } m\le d)",
+        Hypothesis("orthogonal_blocks", r"\text{ORF: rows orthogonal within blocks of } d,\ \chi_d \text{ lengths}",
                    necessary_note="part of the setting: the definition of the orthogonal estimator"),
+        Hypothesis("d_ge_2", r"\text{ORF: } d\ge2", "at least two dimensions (a block of more than one row)",
+                   counterexample=_cx_d1),
         Hypothesis("m_ge_2", r"\text{ORF: } m\ge2", "at least two frequencies", counterexample=_cx_m1),
         Hypothesis("x_plus_y_nonzero", r"\text{ORF: } x+y\neq0", "x + y ≠ 0", counterexample=_cx_antipodal),
         Hypothesis("positive_features", r"\text{ORF: positive features } \varphi^+", "the ORF clause is for positive features",
@@ -516,11 +532,13 @@ register(Claim(
                also=(("checked", "as for the positive MSE"),)),
         Clause("orf_lower", r"\mathrm{MSE}^+_{\mathrm{ORF}}\le\mathrm{MSE}^+_{\mathrm{iid}}-\tfrac{P}{m^2}\tfrac{2}{d+2}"
                r"\big(\mathrm{SM}-e^{-(\|x\|^2+\|y\|^2)/2}\big)^2<\mathrm{MSE}^+_{\mathrm{iid}},\ "
-               r"P=\#\text{ordered pairs of rows in one block}\ (=m(m-1) \text{ for } m\le d)",
-               "cited", "Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Thm 2: m ≤ d exactly "
-               "orthogonal rows, positive features, any d", ("orthogonal_lower_mse", "monte_carlo"),
-               also=(("checked", "exact ORF MSE (series) at d ∈ {2, 3, 4, 8}, m ∈ {2, d, 2d + 1} (blocks: the bound with "
-                                 "P/m² pairs), 20/68/260 pairs per case incl. ‖x + y‖ = 0.1, every pair; the form's "
+               r"P=\#\{(i,j): i\ne j \text{ rows in the same block}\}=\lfloor m/d\rfloor d(d-1)+r(r-1),\ "
+               r"r=m-d\lfloor m/d\rfloor\ (=m(m-1) \text{ for } m\le d)",
+               "cited", "Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Thm 2: only m ≤ d (one "
+               "block of exactly orthogonal rows), positive features, d ≥ 2", ("orthogonal_lower_mse", "monte_carlo"),
+               also=(("checked", "exact ORF MSE (series) at d ∈ {2, 3, 4, 8}, m ∈ {2, d, 2d + 1}, 20/68/260 pairs per "
+                                 "case incl. ‖x + y‖ = 0.1, every pair; m > d (several blocks, the bound with P as above) is "
+                                 "checked only, at (d, m) = (2, 5), (3, 7), (4, 9), (8, 17), not cited; the form's "
                                  "sampler's Monte Carlo MSE equals the exact ORF MSE within 5 SE (m = 16, d = 8)"),)),
         Clause("performer_rate", r"\text{Performer attention: RMS error vs softmax attention} \propto m^{-1/2}\ "
                r"(\text{fitted log–log slope } -\tfrac12\pm0.1)", "checked",
@@ -556,7 +574,7 @@ register(Claim(
     notes="The trigonometric MSE as stated matches the derivation when the estimator uses m frequencies (2m features, "
           "sin and cos); with m features in total (m/2 frequencies) the constant would be 1/m. The earlier strict "
           "'MSE_ORF < MSE_iid' had no hypotheses and was checked as a pooled Monte Carlo ratio: it fails at m = 1 (one "
-          "row: ORF = i.i.d.), at x = −y (both MSEs 0), and for trigonometric features at ‖x − y‖ ≳ 3 (d = m = 4, "
+          "row: ORF = i.i.d.), at d = 1 (one row per block, P = 0: at x = 0.3, y = 0.5, m = 2, 3 the MSEs agree to rounding), at x = −y (both MSEs 0), and for trigonometric features at ‖x − y‖ ≳ 3 (d = m = 4, "
           "‖x − y‖ = 3.3: ratio 1.0127); Thm 2 is for positive features. It is now checked per instance with the exact "
           "ORF MSE (numerics.favor.orf_mse), which the Monte Carlo check ties to the form's sampler.",
 ))
