@@ -442,6 +442,13 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
         cached = cached_derivation(claim.id)
         if cached is not None:
             cached.pop("hypotheses", None)
+            try:  # the catalogue keeps no MathML (pages need it): from each step's LaTeX
+                from proofs_checks.mathml import expr_mathml
+
+                for s in cached.get("steps") or []:
+                    s.setdefault("mathml", expr_mathml(None, s.get("latex") or "") if s.get("latex") else "")
+            except Exception:  # pragma: no cover - latex2mathml missing: steps keep text and LaTeX
+                pass
             return {**info, **cached, "cached": True}
     from theory.derivation import reset_progress
 

@@ -215,11 +215,12 @@ def test_mutants_kill_matrix_json(tmp_path, store):
 
 
 def test_catalogue_markdown_is_up_to_date():
-    """docs/CATALOGUE.md is what `tverify list --markdown` writes for the registry as it is."""
+    """docs/CATALOGUE.md is what `tverify list --markdown` writes: the rendering of docs/catalogue.json
+    (with the hypotheses' computed counterexamples), which test_catalogue_json_is_up_to_date holds to
+    the registry as it is."""
     from proofs_checks.output import catalogue
-    from proofs_checks.registry import select
 
-    want = catalogue.render_markdown(catalogue.build(select(), with_derivations=False))
+    want = catalogue.render_markdown(json.loads((ROOT / "docs" / "catalogue.json").read_text(encoding="utf-8")))
     have = (ROOT / "docs" / "CATALOGUE.md").read_text(encoding="utf-8")
     assert have == want, "docs/CATALOGUE.md is out of date: run `tverify list --markdown`"
 

@@ -119,7 +119,7 @@ def _load_one(ep) -> None:
 
     t = threading.Thread(target=target, daemon=True, name=f"tverify claims plugin {ep.name}")
     t.start()
-    t.join(min(PLUGIN_IMPORT_NOTE, limit))
+    t.join(PLUGIN_IMPORT_NOTE if PLUGIN_IMPORT_NOTE < limit else limit)
     if t.is_alive() and limit > PLUGIN_IMPORT_NOTE:
         sys.stderr.write(f"tverify: waiting for claims plugin {_short(repr(ep.name), 60)} to import "
                          f"({PLUGIN_IMPORT_NOTE:g} s so far; skipped after {limit:g} s)\n")
