@@ -96,3 +96,12 @@ def test_notes_form_gap_at_identity_for_every_d():
         gap = (ti.stated_general_target_risk(np.eye(d), N, 3, a, np.zeros((d, d)), 0.0)
                - ti.general_target_risk(np.eye(d), N, 3, a, np.zeros((d, d)), 0.0))
         assert gap == pytest.approx(a @ a * (d + 1) ** 3 * (2 * N + d + 1) / (N**2 * (N + d + 1) ** 2), rel=1e-12)
+
+
+def test_new_obligations_hold():
+    """Issue 33 audit: ŷ(tθ) = t²ŷ(θ) is derived (not only assumed), and the notes' form is refuted at a real law
+    (linear target at Λ = I_d) for every d, N, M."""
+    for fn, name in ((tg.derive_nonconvex_general, "yhat_homogeneous_degree_2"),
+                     (tg.derive_general_target_risk_general, "stated_form_differs_linear_target")):
+        res = {r.name: r for r in fn().check_obligations()}
+        assert res[name].passed, name

@@ -121,3 +121,21 @@ def test_singular_lambda_not_needed_for_the_formulas():
     assert lmin == sp.Rational(1, 2) * (L.trace() - (Gi * L * L).trace())
     risk = L.trace() - 2 * (Gi * L * L).trace() + (Gi * Gi * ti._gamma(L, sp.Integer(M)) * L * L).trace()
     assert 2 * ti.exact_lsa_loss(*ci._b_weights(Gi), M, lam, query_noise=False) == risk
+
+
+def test_negative_sigma_flips_w22_limit():
+    # ZFB Assumption 3.3 takes σ > 0: at σ = −0.2803 (d = 2, N = 2, Λ = diag(1, 2), Θ from seed 7) uU still
+    # reaches Γ_N⁻¹ but w22 → −0.632943, not +‖Γ_N⁻¹‖_F^½ = 0.632943
+    claim = registry.get("icl.gamma_n_global_min")
+    h = {x.name: x for x in claim.hypotheses}
+    assert "sigma>0" in h["sigma_pos"].latex.replace(" ", "")
+    cx = _cx("icl.gamma_n_global_min", "sigma_pos")
+    assert cx["clause"] == "flow_limit" and cx["instance"]["sigma"] == pytest.approx(-0.2803, abs=1e-4)
+    assert "w22 → -0.632943" in cx["shows"] and "0.632943" in cx["shows"]
+    assert cx["error"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_trained_risk_scope_says_seed_mean():
+    c = {c.name: c for c in registry.get("icl.linear_task_risk").clauses}["trained_risk"]
+    assert any("seeds' MEAN B" in s and "6 SE" in s for _, s in c.evidences())
+    assert "6 SE" in ci._risk_trained.__doc__ and "5 SE" not in ci._risk_trained.__doc__

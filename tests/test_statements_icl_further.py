@@ -149,3 +149,55 @@ def test_von_oswald_criterion_rejects_a_nine_sigma_deviation():
     assert near.verdict == "agrees" and abs(near.z) < 1e-9
     assert closed.verdict == "disagrees" and closed.z == pytest.approx(9.0)
     assert "no tolerance floor" in far.justification and math.isclose(far.tolerance, 4 * 0.25 * 0.01)
+
+
+def test_zfb_init_requires_positive_sigma_and_origin_is_its_counterexample():
+    """Issue 33 audit: σ = 0 meets the rest of ZFB's initialisation and starts at the origin (never leaves it)."""
+    for cid, clause in (("icl.gd_one_step", "trained_lsa"), ("icl.nonconvex", "gf_reaches_min")):
+        h = get_claim(cid).hypothesis("zfb_init")
+        assert r"\sigma>0" in h.latex
+        cx = _cx(cid, "zfb_init")
+        assert cx.violated and cx.clause == clause and "σ = 0" in cx.instance["init"]
+
+
+def test_general_target_risk_notes_form_differs_only_as_a_formula():
+    """The witness is a real law (linear target at Λ = I, Σ = aaᵀ + ‖a‖²I) and the gap is not universal."""
+    from theory.icl import general_target_risk, stated_general_target_risk
+    from theory.icl_general import derive_general_target_risk_general
+
+    cl = next(x for x in get_claim("icl.general_target_risk").clauses if x.name == "notes_form_wrong")
+    assert "linear target" in cl.scope and "Σ = 0" not in cl.scope and "some admissible instance" in cl.latex
+    for d, N, M in ((1, 1, 1), (3, 2, 5), (5, 7, 2)):
+        a = np.arange(1.0, d + 1)
+        S = np.outer(a, a) + a @ a * np.eye(d)
+        gap = stated_general_target_risk(np.eye(d), N, M, a, S, 0.0) - general_target_risk(np.eye(d), N, M, a, S, 0.0)
+        want = a @ a * (d + 1) ** 2 * (2 * N + d + 1) * (M * (d + 1) + N**2) / (M * N**2 * (N + d + 1) ** 2)
+        assert gap == pytest.approx(want, rel=1e-12) and gap > 0
+    # d = 1, y = x (a = 1, Σ = 2Λ²), N = 10, M = 100, Λ = 2.11882: both forms give 0.0882843
+    lam = 2.11882298090398
+    L, S1 = np.array([[lam]]), np.array([[2 * lam * lam]])
+    r, s = general_target_risk(L, 10, 100, [1.0], S1, 0.0), stated_general_target_risk(L, 10, 100, [1.0], S1, 0.0)
+    assert r == pytest.approx(0.0882843, abs=1e-7) and s == pytest.approx(r, abs=1e-9)
+    obs = {o.name: o for o in derive_general_target_risk_general().obligations}
+    assert "stated_form_differs_linear_target" in obs
+
+
+def test_trained_scopes_and_probe_lengths():
+    from proofs_checks.claims import icl_classes as ic
+    from proofs_checks.claims.icl_further import _TRAINED_SCOPE
+
+    assert "seed-mean" in _TRAINED_SCOPE
+    assert ic._fc_lengths(ic.FC_SIZES["quick"]) == [1, 2, 3, 4, 6, 7]
+    assert ic._fc_lengths(ic.FC_SIZES["default"]) == [1, 2, 3, 4, 5, 6, 9]
+    assert "{1, 2, 3, 4, 6, 7}" in ic._FC_SCOPE and "{1, 2, 3, 4, 5, 6, 9}" in ic._FC_SCOPE
+    soft = next(x for x in get_claim("icl.algorithm_probe").clauses if x.name == "softmax_is_ridge")
+    assert "{1, 2, 3, 4, 7}" in soft.scope and "{1, 2, 3, 4, 5, 9}" in soft.scope
+
+
+def test_nonconvex_typed_in_steps_listed():
+    from theory.icl_general import derive_nonconvex_general
+
+    cl = next(x for x in get_claim("icl.nonconvex").clauses if x.name == "min_eigenvalue")
+    assert "d² − 1" in cl.scope and "degree-2 part" in cl.scope
+    obs = {o.name: o for o in derive_nonconvex_general().obligations}
+    assert "yhat_homogeneous_degree_2" in obs

@@ -234,7 +234,9 @@ def derive_nonconvex_general() -> Derivation:
 
     Typed in: the data model and independence of ``X, w, x_q``; Isserlis; ``Λᵀ = Λ``; the spectral
     theorem (an orthonormal eigenbasis ``q_1..q_d`` of Λ, ``tr Λ⁴ = Σλ_i⁴``); that orthogonal
-    eigenvectors as many as the dimension exhaust the spectrum; a sum of nonnegative terms is ≥ 0.
+    eigenvectors as many as the dimension exhaust the spectrum; a sum of nonnegative terms is ≥ 0;
+    that the Hessian at 0 is that of the degree-2 part (``ŷ(tθ) = t²ŷ(θ)`` is an obligation); the
+    kernel count ``d² − 1`` of ``W11 ⟂ Λ²`` (the orthogonal complement of one non-zero matrix).
     Cross-check: :func:`theory.icl.derive_nonconvex` (d = 2, the (w22, W11) Hessian) inherited as
     ``at_d2.*``: the general ``L₂`` at ``d = 2`` has that Hessian and that smallest eigenvalue.
     ``result``: the smallest eigenvalue ``−√tr(Λ⁴)``; facts ``L2``, ``hessian_action``, ``spectrum``,
@@ -262,8 +264,13 @@ def derive_nonconvex_general() -> Derivation:
     L, Lh = sp.MatrixSymbol("Lambda", dd, dd), sp.MatrixSymbol("Lambda_hat", dd, dd)
     b.assume("ρ = N; noise-free labels y = wᵀX; x_i, x_q ~ N(0, Λ), w ~ N(0, I_d), all independent; L = ½E(ŷ − wᵀx_q)²")
     yh = b.step("ŷ with ρ = N and y = wᵀX", blk.xreplace({rho: NN, y: w.T * X}))
-    b.assume("ŷ is bilinear in (last row of W^PV, first d columns of W^KQ): L(tθ) = ½t⁴E ŷ(θ)² − t²E[ŷ(θ)y_q] + ½E y_q², "
-             "so ∇²L(0) is the Hessian of the quadratic part L₂(θ) = −E[ŷ(θ) y_q]")
+    tt = sp.Symbol("t", real=True)
+    scaled = yh.xreplace({v: tt * v for v in (w21, w22, W11, w21p)})
+    b.obligation("yhat_homogeneous_degree_2", sp.expand((scaled - tt**2 * yh).doit()),
+                 description="ŷ(tθ) = t²ŷ(θ): every term has one factor from W^PV's last row and one from W^KQ's first d columns")
+    b.assume("ŷ(tθ) = t²ŷ(θ) (the obligation above) gives L(tθ) = ½t⁴E ŷ(θ)² − t²E[ŷ(θ)y_q] + ½E y_q² (the square "
+             "expanded, E linear); the Hessian at 0 of a polynomial is that of its degree-2 part, so ∇²L(0) is the Hessian of "
+             "L₂(θ) = −E[ŷ(θ) y_q]")
     prod = b.step("ŷ·y_q, y_q = wᵀx_q, expanded; X Xᵀ = N Λ̂",
                   _replace_pair(sp.expand((yh * (w.T * xq)).doit()), X, X.T, NN * Lh))
     i = sp.Symbol("i", integer=True)
@@ -408,8 +415,9 @@ def derive_general_target_risk_general() -> Derivation:
     the pairs and of the query), ``Λᵀ = Λ``, ``Σᵀ = Σ``, ``Λ ≻ 0`` (``Λ``, ``Γ_N`` invertible; the
     stationary point of the convex quadratic is its minimum), the functional calculus for the
     symmetric ``Λ`` (``G = f(Λ)``, ``f(l) = 1/γ(l)``, ``t = tr Λ`` a constant). Only second moments of
-    the law enter. Also: the lecture notes' form (``Λ⁻²Λ`` everywhere) differs for every ``d, N``
-    (at ``Λ = I_d``, ``Σ = 0``). Cross-check: :func:`theory.icl.derive_general_target_risk` (d = 2)
+    the law enter. Also: the lecture notes' form (``Λ⁻²Λ`` everywhere) differs for every ``d, N, M``
+    (at ``Λ = I_d`` with the linear target ``y = aᵀx``, ``Σ = aaᵀ + ‖a‖²I``; also its coefficient of
+    ``‖a‖²``). Cross-check: :func:`theory.icl.derive_general_target_risk` (d = 2)
     inherited as ``at_d2.*``; the general result at ``d = 2`` equals its result exactly.
     ``result``: the excess risk (a scalar matrix-expression in ``Lambda``, ``Sigma``, ``a``, ``N``,
     ``M``); facts ``symbols``, ``sizes``, ``A1``, ``A2``, ``scalar_forms``, ``corrected``.
@@ -489,7 +497,16 @@ def derive_general_target_risk_general() -> Derivation:
     diff_I = b.step("Bias coefficient minus the lecture notes' (Λ⁻²Λ norms) at Λ = I_d (l = 1, t = d)",
                     sp.factor((stated2 - c2.subs(g, 1 / gam)).subs({l: 1, t: d})))
     b.obligation("stated_form_differs", diff_I, "positive",
-                 description="at Λ = I_d, Σ = 0, a ≠ 0 the notes' risk exceeds the derived one, for every d, N")
+                 description="at Λ = I_d the notes' coefficient of ‖a‖² exceeds the derived one, for every d, N")
+    # a real law as witness: the linear target y = aᵀx at Λ = I_d (Σ = Cov(x xᵀa) = aaᵀ + ‖a‖²I, tr Σ = (d+1)‖a‖²)
+    b.assume("Linear target y = aᵀx, x ~ N(0, I_d): Σ = E[x xᵀ a aᵀ x xᵀ] − aaᵀ = (2aaᵀ + ‖a‖²I) − aaᵀ = aaᵀ + ‖a‖²I "
+             "(Isserlis), so tr Σ = (d + 1)‖a‖², min_w E(⟨w,x⟩ − y)² = 0 and E y⁴ = 3‖a‖⁴ < ∞")
+    diff_lin = b.step("(Notes' risk − derived risk)/‖a‖² for the linear target at Λ = I_d: (d + 1)(1 − A₁)/M + bias "
+                      "coefficient difference (the notes' A₁ is Λ⁻²Λ = I)",
+                      sp.factor(((d + 1) * (1 - c1.subs(g, 1 / gam)) / M).subs({l: 1, t: d}) + diff_I))
+    b.obligation("stated_form_differs_linear_target", diff_lin, "positive",
+                 description="at Λ = I_d, y = aᵀx (a ≠ 0; a real law, E y⁴ < ∞) the notes' risk exceeds the derived one, "
+                             "for every d, N, M ≥ 1")
     result = b.step("Excess risk with G = Γ_N⁻¹ and P = aaᵀ inserted",
                     excess.xreplace({G: Gi}).xreplace({P: a * a.T}))
     # cross-check at d = 2

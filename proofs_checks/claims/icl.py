@@ -752,8 +752,31 @@ def _gmin_unbalanced(ctx) -> Counterexample:
                           "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
 
 
+def _gmin_negative_sigma(ctx) -> Counterexample:
+    """Without σ > 0 (ZFB's Assumption 3.3 takes σ > 0): the same initialisation with σ < 0, d = 2, N = 2,
+    Λ = diag(1, 2), Θ from seed 7, σ = −(numerics.icl._zfb_sigma). u² − ‖U‖_F² = 0 is still conserved and uU
+    still reaches Γ_N⁻¹, but u keeps its sign: w22 → −‖Γ_N⁻¹‖_F^{1/2} (and W11 → −…). At σ = 0 (the origin,
+    a stationary point) the flow never moves and L stays ½ tr Λ (icl.nonconvex's counterexample)."""
+    L, N = np.diag([1.0, 2.0]), 2
+    sigma = -ni._zfb_sigma(L, N)
+    Th = np.random.default_rng(7).normal(size=(2, 2))
+    TT = Th @ Th.T
+    TT /= np.linalg.norm(TT)
+    r = ni.gradient_flow(L, N, init=(sigma, sigma * TT), rtol=1e-10, atol=1e-12, grad_tol=1e-10)
+    Gi = np.linalg.inv(ti.gamma_n(L, N))
+    target = math.sqrt(np.linalg.norm(Gi))
+    err = abs(r.u - target) / target
+    return Counterexample({"d": 2, "N": N, "Lambda": "diag(1, 2)", "sigma": sigma, "Theta": "N(0, 1) entries, seed 7"},
+                          "flow_limit",
+                          f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
+                          f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e}); at σ = 0 the flow stays at the origin",
+                          violated=err > 1e-6, error=err, tolerance=1e-6,
+                          justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
+                          "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
+
+
 _ZFB = ("Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1: gradient flow on the population loss from their Assumption 3.3 "
-        "initialisation (W^PV(0) = σ[[0,0],[0,1]], W^KQ(0) = σ[[ΘΘᵀ,0],[0,0]], ‖ΘΘᵀ‖_F = 1) with σ²‖Γ_N‖_op√d < 2, "
+        "initialisation (σ > 0, W^PV(0) = σ[[0,0],[0,1]], W^KQ(0) = σ[[ΘΘᵀ,0],[0,0]], ‖ΘΘᵀ‖_F = 1) with σ²‖Γ_N‖_op√d < 2, "
         "for x ~ N(0, Λ), w ~ N(0, I_d), y = ⟨w, x⟩, converges to a global minimum with these limits "
         "(the other blocks stay 0; lecture notes 000 state it for 'a suitable random init')")
 
@@ -774,6 +797,8 @@ register(Claim(
         Hypothesis("zfb_init", r"W^{PV}(0)=\sigma\begin{bmatrix}0&0\\0&1\end{bmatrix},\ W^{KQ}(0)=\sigma\begin{bmatrix}\Theta\Theta^\top&0\\0&0"
                    r"\end{bmatrix},\ \|\Theta\Theta^\top\|_F=1,\ \sigma^2\|\Gamma_N\|_{op}\sqrt d<2\ \text{(for the flow)}",
                    "ZFB's initialisation (Assumption 3.3), for the gradient-flow clause", counterexample=_gmin_unbalanced),
+        Hypothesis("sigma_pos", r"\sigma>0\ \text{(for the flow)}", "the initialisation scale is positive (ZFB Assumption 3.3)",
+                   counterexample=_gmin_negative_sigma),
     ),
     clauses=(
         Clause("minimiser_over_B", r"\text{over }B=w_{22}W_{11}\ (w_{21}=w_{21}'=0):\ \operatorname{argmin}_B L(B)=\{\Gamma_N^{-1}\},\ "
@@ -1030,7 +1055,8 @@ def _risk_trained(form, ctx) -> CheckResult:
     removed; delete-one jackknife SE across seeds, the only randomness being the seeds' training
     prompts). The blocks outside ``B`` (0 at the population optimum, O(1/√P) after training on P
     sampled prompts) add a Monte Carlo control variate per seed, ``mean_p[(ŷ − y)² − (ŷ_B − y)²]``
-    on fresh prompts; its seed mean is also counted as a systematic, in quadrature with the SE; 5 SE."""
+    on fresh prompts; its seed mean is also counted as a systematic, in quadrature with the SE; 6 SE
+    (t with S − 1 dof). It estimates the risk at the seeds' mean B, not each seed's risk."""
     L, N, res, tseed = _trained(ctx.mode, ctx.seed, ctx.device)
     S = res.B.shape[0]
     n = ctx.size(4_000, 20_000)
@@ -1072,7 +1098,7 @@ def _risk_trained(form, ctx) -> CheckResult:
         ax.legend()
         ctx.save_figure(fig, "risk_vs_M")
     return z_test(zs, k=6.0, dof=S - 1,
-                  what=f"the exact risk across {S} trained seeds (jackknife SE ⊕ outside-B excess; t with {S - 1} dof, "
+                  what=f"the exact risk at the {S} trained seeds' mean B (jackknife SE ⊕ outside-B excess; t with {S - 1} dof, "
                   f"6 SE so that the false-failure probability per fresh seed stays below 1e-4)", seeds=seeds,
                    sizes={"N": N, "M": [c[0] for c in curve], "prompts": n, "seeds": S}, device=res.device,
                    details={"curve": curve, "se_parts": parts})
@@ -1143,8 +1169,10 @@ register(Claim(
         Clause("trained_risk", r"\text{the LSA trained as in icl.gamma\_n\_global\_min has this risk}",
                "cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1 (its limit is the predictor B = Γ_N⁻¹)",
                ("risk_of_trained_lsa",),
-               also=(("checked", "16 trained LSAs (d = 3, N = 4): the exact risk at their B (other blocks by a Monte Carlo "
-                      "control variate), M ∈ {2, 4, 12}, within 6 jackknife SE"),)),
+               also=(("checked", "16 trained LSAs (d = 3, N = 4): an estimate of the exact risk at the seeds' MEAN B = w22·W11 "
+                      "(R(B̄) less the seeds' quadratic spread, numerics.icl.seed_mean_risk; not each seed's risk), the "
+                      "blocks outside B by a Monte Carlo control variate on 4,000 (quick) / 20,000 (default) fresh prompts "
+                      "per seed, M ∈ {2, 4, 12}, within 6 SE (jackknife SE across seeds ⊕ the outside-B excess)"),)),
     ),
     source="Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1 consequence; lecture notes 000",
     kind="theorem",

@@ -235,7 +235,8 @@ def _untrained(specs, n_max, *, steps, **kw):
 
 _FC_SCOPE = ("d = 2 (sparse k = 1, trees of depth 4, ReLU nets of 100 units), one batched TinyGPT per class (2 layers, "
              "width 16, 2 heads), one training seed, 700 (quick) / 1600 (default) Adam steps; 200 / 400 fresh prompts per "
-             "length, lengths n ∈ {1, …, n_max − 1} (n_max = 8 / 10)")
+             "length, lengths n ∈ {1, 2, 3, 4, 6, 7} (quick, n_max = 8) / {1, 2, 3, 4, 5, 6, 9} (default, n_max = 10) "
+             "(_fc_lengths: 1, d, d + 1, 2d, 3d, n_max // 2 and n_max − 1 within 1 … n_max − 1)")
 
 register(Claim(
     id="icl.function_classes",
@@ -401,13 +402,15 @@ def _probe_lsa(form, ctx) -> CheckResult:
 def _probe_softmax(form, ctx) -> CheckResult:
     """A softmax transformer (numerics.icl_classes.TinyGPT) trained on noisy linear prompts (x, w ~ N(0, I),
     σ = 0.5; the linear member of icl.function_classes' training batch, same sizes): its predictions, probed
-    at M = 1…n_max with the same noise, must match ridge at the Bayes-optimal λ = σ² (the posterior mean)."""
+    at M ∈ {1, d, d + 1, 2d, n_max // 2, n_max − 1} with the same noise, must match ridge at the Bayes-optimal
+    λ = σ² (the posterior mean). M ≤ n_max − 1: TinyGPT trains on prompts of n_max examples, the loss read at the
+    x tokens of positions 0 … 2n_max − 2, so a query after n_max examples (position 2n_max) was never trained."""
     models, tseed = _shared_models(nc.train_icl_models, ctx.mode, ctx.seed, ctx.device)
     tm = models["linear"]
     sz = FC_SIZES[ctx.mode]
     d, sigma, n_max, steps, P = sz["d"], PROBE_SIGMA, sz["n_max"], sz["steps"], PROBE_PROMPTS[ctx.mode]
     pseed = ctx.seed_for("probe")
-    Ms = sorted({1, d, d + 1, 2 * d, n_max // 2, n_max})
+    Ms = sorted({1, d, d + 1, 2 * d, n_max // 2, n_max - 1})
     pr = form(tm.model.as_predictor(), lam=np.ones(d), N=n_max, M_values=Ms, noise=sigma, prompts=P, seed=pseed,
               device="cpu")
     crit, det = _probe_criteria(pr, "ridge")
@@ -493,7 +496,7 @@ register(Claim(
                    "Γ_N⁻¹ is not a multiple of I, so the Γ_N⁻¹ step and plain GD differ", counterexample=_probe_isotropic),
         Hypothesis("softmax_setting", r"\text{softmax transformer: the noisy-linear model of icl.function\_classes } (d=2,\ "
                    r"x,w\sim\mathcal N(0,I),\ y=\langle w,x\rangle+\sigma\varepsilon)\text{, probed on the same law at } "
-                   r"M\in\{1,2,3,4,n_{\max}/2,n_{\max}\}",
+                   r"M\in\{1,2,3,4,\lfloor n_{\max}/2\rfloor,n_{\max}-1\}\ \text{(trained query positions only)}",
                    necessary_note="part of the setting of the second clause"),
         Hypothesis("noisy", r"\sigma=0.5>0", "label noise (ridge at λ = σ² is then not least squares)",
                    counterexample=_probe_noiseless),
@@ -506,7 +509,8 @@ register(Claim(
         Clause("softmax_is_ridge", r"\text{softmax transformer: the closest is ridge at } \lambda=\sigma^2\ \text{(the posterior "
                r"mean), every rival}\ge3\text{ SE farther}",
                "checked", "d = 2, σ = 0.5, the TinyGPT of icl.function_classes (700 / 1600 Adam steps), 1000 (quick) / 2000 "
-               "(default) probe prompts per length", ("softmax_noisy_linear_is_ridge",)),
+               "(default) probe prompts per length at M ∈ {1, 2, 3, 4, 7} (quick, n_max = 8) / {1, 2, 3, 4, 5, 9} (default, "
+               "n_max = 10): lengths whose query position the model was trained at", ("softmax_noisy_linear_is_ridge",)),
     ),
     source="Akyürek et al. (ICLR 2023); von Oswald et al. (ICML 2023); Zhang, Frei, Bartlett (JMLR 2024); "
            "lecture notes 002 (ICL slides)",
