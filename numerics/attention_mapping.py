@@ -35,7 +35,8 @@ import torch
 
 from numerics.attention_reference import Mapping
 
-__all__ = ["find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "HOOK_METHOD"]
+__all__ = ["find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "HOOK_METHOD", "find_qk_norms",
+           "norm_params", "GROUPING_NAMES"]
 
 #: A method a module may define to declare its own mapping (same return value as a --mapping hook).
 HOOK_METHOD = "tverify_mapping"
@@ -321,6 +322,59 @@ def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     return W, b
 
 
+#: ``--kv-grouping`` names of :attr:`Mapping.kv_grouping`: Hugging Face's ``repeat_kv`` (query head h
+#: uses key/value head h // (H/K)) and a tiling repeat (h % K, as x-transformers).
+GROUPING_NAMES = {"hf": "interleave", "tiled": "tile"}
+_QK_NORMS = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "k_layernorm"), ("norm_q", "norm_k"),
+             ("q_ln", "k_ln"), ("qnorm", "knorm"))
+
+
+def norm_params(v: Any, what: str) -> tuple:
+    """``(weight | None, bias | None, eps | None)`` of a norm module (``nn.RMSNorm``, ``nn.LayerNorm``,
+    Hugging Face's ``…RMSNorm`` with ``variance_epsilon``; Gemma's ``(1 + weight)``), a weight
+    tensor (eps 1e-6), or a ``(weight, eps)`` pair. Raises ``ValueError`` (one line).
+
+        >>> norm_params(torch.nn.RMSNorm(4, eps=1e-5), "q_norm")[2]
+        1e-05
+    """
+    if isinstance(v, torch.nn.Module):
+        w, b = getattr(v, "weight", None), getattr(v, "bias", None)
+        eps = getattr(v, "eps", getattr(v, "variance_epsilon", 1e-6))
+        if w is not None and not isinstance(w, torch.Tensor) or b is not None and not isinstance(b, torch.Tensor):
+            raise ValueError(f"{what}: a {type(v).__name__} whose weight/bias are not tensors")
+        if w is not None and type(v).__name__.startswith("Gemma"):
+            w = 1 + w  # Gemma's RMSNorm scales by (1 + weight)
+        if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0):
+            raise ValueError(f"{what}: eps must be a non-negative number, got {eps!r}")
+        return (w, b, None if eps is None else float(eps))
+    if isinstance(v, (tuple, list)) and len(v) == 2 and isinstance(v[1], (int, float)) and not isinstance(v[1], bool):
+        w, eps = v
+    else:
+        w, eps = v, 1e-6
+    if w is not None and (not isinstance(w, torch.Tensor) or w.dim() != 1):
+        raise ValueError(f"{what}: expected a norm module, a 1-D weight tensor or (weight, eps), got "
+                         f"{type(w).__name__}" + (f" of shape {tuple(w.shape)}" if isinstance(w, torch.Tensor) else ""))
+    if not eps >= 0:
+        raise ValueError(f"{what}: eps must be a non-negative number, got {eps!r}")
+    return (w, None, float(eps))
+
+
+def find_qk_norms(obj: Any) -> tuple[tuple, tuple, str] | None:
+    """The module's norms on q and k, found by attribute name (``q_norm``/``k_norm``,
+    ``query_norm``/``key_norm``, ``q_layernorm``/``k_layernorm``, ...) on the object or its
+    shallowest submodule holding both: ``(q params, k params, where)``, or ``None``."""
+    mods = [("", obj)]
+    if isinstance(obj, torch.nn.Module):
+        mods += sorted([("." + n, m) for n, m in obj.named_modules() if n], key=lambda t: t[0].count("."))
+    for prefix, m in mods:
+        for qn, kn in _QK_NORMS:
+            a, b = getattr(m, qn, None), getattr(m, kn, None)
+            if isinstance(a, torch.nn.Module) and isinstance(b, torch.nn.Module):
+                return (norm_params(a, qn), norm_params(b, kn),
+                        f"{prefix}.{qn} ({type(a).__name__}), {prefix}.{kn} ({type(b).__name__})")
+    return None
+
+
 def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     """A :class:`Mapping` from what a mapping hook returned: a dict with ``q``, ``k``, ``v`` (each a
     weight ``(out, in)`` in ``nn.Linear`` form, a ``(weight, bias)`` pair, or a projection module),
@@ -337,10 +391,10 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     missing = [k for k in ("q", "k", "v", "heads") if k not in value]
     if missing:
         raise ValueError(f"the mapping hook's dict lacks {', '.join(missing)}")
-    unknown = sorted(set(value) - {"q", "k", "v", "o", "heads", "kv_heads"})
+    unknown = sorted(set(value) - {"q", "k", "v", "o", "heads", "kv_heads", "q_norm", "k_norm", "kv_grouping"})
     if unknown:
         raise ValueError(f"the mapping hook's dict has unknown keys {', '.join(unknown)} (allowed: q, k, v, o, "
-                         "heads, kv_heads)")
+                         "heads, kv_heads, q_norm, k_norm, kv_grouping)")
     h = value["heads"]
     hk = value.get("kv_heads") or h
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (h, hk)):
@@ -349,7 +403,13 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     wk, bk = _pair(value["k"], "k")
     wv, bv = _pair(value["v"], "v")
     wo, bo = (None, None) if value.get("o") is None else _pair(value["o"], "o")
-    m = Mapping(wq, bq, wk, bk, wv, bv, wo, bo, h, source, kv_heads=hk)
+    grouping = value.get("kv_grouping") or "hf"
+    if grouping not in GROUPING_NAMES:
+        raise ValueError(f"kv_grouping must be one of {', '.join(GROUPING_NAMES)}, got {grouping!r}")
+    m = Mapping(wq, bq, wk, bk, wv, bv, wo, bo, h, source, kv_heads=hk, kv_grouping=GROUPING_NAMES[grouping])
+    for key in ("q_norm", "k_norm"):
+        if value.get(key) is not None:
+            setattr(m, key, norm_params(value[key], key))
     why = m.consistent(D)
     if why:
         raise ValueError(f"the mapping hook's weights are inconsistent: {why}")

@@ -128,6 +128,17 @@ def _skip(name: str, why: str, central: bool = False) -> Property:
     return Property(name, "skip", None, None, "", why, {}, central)
 
 
+def unavailable(name: str, device: Any, exc: str, T: int | None = None) -> Property:
+    """A property the module cannot run (its backward raises: FlexAttention on CPU): skipped with
+    the exception, ``numbers["unavailable"]`` holding it, never a failed comparison."""
+    exc = " ".join(str(exc).split())
+    if len(exc) > 300:
+        exc = exc[:297] + "..."
+    at = f" at T = {T}" if T is not None else ""
+    return Property(name, "skip", None, None, "", f"not available on this device ({device}): the module's backward "
+                    f"raised {exc}{at}; nothing to compare", {"unavailable": exc, "device": str(device)}, False)
+
+
 def _rel(a: torch.Tensor, b: torch.Tensor, scale: float | None = None) -> float:
     """``max|a − b| / max(max|b|, tiny)`` in float64 (NaN when either holds NaN/inf)."""
     a, b = a.detach().double().cpu(), b.detach().double().cpu()
@@ -759,14 +770,18 @@ class AttentionProbe:
                                            "to compare")
                     gm = torch.autograd.grad(out, [xm] + params, cot.to(out.dtype).to(out.device), allow_unused=True)
             except Exception as exc:
-                return Property(name, "fail", float("inf"), 0.0, "backward must run",
-                                f"backward raised {type(exc).__name__}: {exc} at T = {T}")
+                # a backward that raises (FlexAttention has none on CPU) is not a wrong gradient:
+                # the property is skipped with the exception, and the verdict says so
+                return unavailable(name, self.device, f"{type(exc).__name__}: {exc}", T)
             labels = ["input"] + [f"parameter {n}" for n, _ in named]
             if self.against is not None:
-                with torch.enable_grad():
-                    xa = x64.to(dtype=self.pdt, device=self.device).requires_grad_(True)
-                    oa, _ = call(self.against, xa, grad=True)
-                    ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
+                try:
+                    with torch.enable_grad():
+                        xa = x64.to(dtype=self.pdt, device=self.device).requires_grad_(True)
+                        oa, _ = call(self.against, xa, grad=True)
+                        ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
+                except Exception as exc:
+                    return unavailable(name, self.device, f"{type(exc).__name__}: {exc} (in --against)", T)
                 pairs = [("input", gm[0], ga[0], None)]
             else:
                 gr, gp = [], []

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import torch
 
 __all__ = ["Mapping", "Structure", "alibi_slopes", "sinusoidal_table", "rope_rotate", "allowed_mask",
-           "reference_attention", "logits", "max_logit"]
+           "reference_attention", "logits", "max_logit", "qk_normalise"]
 
 
 @dataclass
@@ -56,6 +56,10 @@ class Mapping:
     kv_heads: int | None = None
     pos_table: torch.Tensor | None = None  # a learned additive table found on the module
     kv_grouping: str = "interleave"  # GQA: head h uses kv head h // g ("interleave", HF) or h % kv ("tile")
+    # QK-norm (Structure.qk_norm): the module's norms on q and k as (weight | None, bias | None, eps | None),
+    # the weight of width d_k (per head: Qwen3, Gemma 3) or of the whole projection (OLMo 2)
+    q_norm: tuple | None = None
+    k_norm: tuple | None = None
 
     def __post_init__(self):
         if self.kv_heads is None:
@@ -88,6 +92,11 @@ class Mapping:
                          ("o", self.wo, self.bo)):
             if b is not None and (w is None or b.shape != (w.shape[0],)):
                 return f"{nm} bias of shape {tuple(b.shape)} does not fit its weight"
+        for nm, nrm, heads in (("q_norm", self.q_norm, H), ("k_norm", self.k_norm, Hkv)):
+            for part, t in zip(("weight", "bias"), (nrm or (None, None))[:2]):
+                if t is not None and t.numel() not in (dk, heads * dk):
+                    return (f"{nm} {part} of width {t.numel()} fits neither the head size d_k = {dk} nor the "
+                            f"projection's width {heads * dk}")
         width = H * self.d_v
         if self.wo is not None and (self.wo.dim() != 2 or self.wo.shape[1] != width):
             return f"output weight of shape {tuple(self.wo.shape)} does not take the heads' width {width}"
@@ -109,6 +118,7 @@ class Structure:
     rope_dims: int | None = None
     softcap: float | None = None
     scale: float | None = None  # None: 1/sqrt(d_k)
+    qk_norm: str | None = None  # None | rms | layer: a norm on q and k before RoPE (Mapping.q_norm/k_norm)
     swap_axes: bool = False  # a variant for hints only: the module reads axis 0 as time
 
     def describe(self) -> str:
@@ -123,6 +133,8 @@ class Structure:
             parts.append(self.positional)
         if self.softcap is not None:
             parts.append(f"softcap {self.softcap:g}")
+        if self.qk_norm is not None:
+            parts.append(f"QK-norm {self.qk_norm}")
         if self.scale is not None:
             parts.append(f"scale {self.scale:.4g}")
         return ", ".join(parts)
@@ -228,12 +240,39 @@ def _inputs(x: torch.Tensor, m: Mapping, st: Structure, dtype) -> torch.Tensor:
     return x
 
 
+def qk_normalise(t: torch.Tensor, kind: str, params: tuple | None, h: int) -> torch.Tensor:
+    """RMSNorm (``t / √(mean t² + eps) · w``) or LayerNorm (``(t − mean) / √(var + eps) · w + b``) of
+    the projection ``t (B, T, E)`` over each head's ``d_k`` entries, or over all ``E`` when the
+    weight has width ``E`` (OLMo 2); returned split into ``h`` heads ``(B, h, T, d_k)``. ``params``
+    ``(weight | None, bias | None, eps | None)``; eps ``None``: the dtype's machine epsilon (as
+    ``nn.RMSNorm``)."""
+    w, b, eps = params if params is not None else (None, None, 1e-6)
+    E = t.shape[-1]
+    whole = w is not None and w.numel() == E and E != E // h
+    y = t if whole else _heads(t, h)
+    eps = torch.finfo(t.dtype).eps if eps is None else float(eps)
+    if kind == "layer":
+        y = y - y.mean(-1, keepdim=True)
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
+    else:
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)
+    if w is not None:
+        y = y * w.to(y.dtype).to(y.device)
+    if b is not None:
+        y = y + b.to(y.dtype).to(y.device)
+    return _heads(y, h) if whole else y
+
+
 def logits(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> tuple:
     """``(s (B, H, T, T) after scale, ALiBi and cap, before the mask; v (B, H, T, d_v))`` in ``dtype``."""
     x = _inputs(x, m, st, dtype)
     H, Hkv = m.heads, m.kv_heads
-    q = _heads(_proj(x, m.wq, m.bq, dtype), H)
-    k = _heads(_proj(x, m.wk, m.bk, dtype), Hkv)
+    if st.qk_norm is not None:
+        q = qk_normalise(_proj(x, m.wq, m.bq, dtype), st.qk_norm, m.q_norm, H)
+        k = qk_normalise(_proj(x, m.wk, m.bk, dtype), st.qk_norm, m.k_norm, Hkv)
+    else:
+        q = _heads(_proj(x, m.wq, m.bq, dtype), H)
+        k = _heads(_proj(x, m.wk, m.bk, dtype), Hkv)
     v = _heads(_proj(x, m.wv, m.bv, dtype), Hkv)
     if Hkv != H:
         g = H // Hkv

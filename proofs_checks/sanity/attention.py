@@ -192,11 +192,16 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
     failed = [p for p in properties if p["status"] == "fail"]
     passed = [p["name"] for p in properties if p["status"] == "pass"]
     c_skip = [p for p in properties if p["status"] == "skip" and p.get("central")]
-    n_skip = [p for p in properties if p["status"] == "skip" and not p.get("central")]
+    unavail = [p for p in properties if p["status"] == "skip" and not p.get("central")
+               and (p.get("numbers") or {}).get("unavailable")]
+    n_skip = [p for p in properties if p["status"] == "skip" and not p.get("central") and p not in unavail]
     numbers = {"passed": passed, "failed": [p["name"] for p in failed], "central_not_run": [p["name"] for p in c_skip],
-               "not_applicable": [p["name"] for p in n_skip]}
+               "not_applicable": [p["name"] for p in n_skip], "not_available": [p["name"] for p in unavail]}
+    na = "; ".join(f"{p['name']} not available on this device ({p['numbers'].get('device', '?')}: "
+                   f"{p['numbers']['unavailable'].split(':')[0]}), not central here" for p in unavail)
     crit = (f"{len(passed)} propert{'y' if len(passed) == 1 else 'ies'} within tolerance, {len(failed)} beyond"
             + (f"; central, not run: {', '.join(p['name'] for p in c_skip)}" if c_skip else "")
+            + (f"; {na}" if na else "")
             + (f"; not applicable: {'; '.join(p['name'] + ' (' + (p.get('detail') or '') + ')' for p in n_skip)}"
                if n_skip else "")
             + "; each error is compared with its stated tolerance")
@@ -209,7 +214,8 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
                 "q, k, v, o, heads) or projections under common names (q_proj/k_proj/v_proj, qkv, ...)")
         return Verdict("inconclusive", f"{subject}: {', '.join(p['name'] for p in c_skip)} could not run", crit,
                        numbers, reasons=reasons, suggestion="; ".join(hints + [sugg]))
-    return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold", crit, numbers)
+    return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold" + (f" ({na})" if na else ""), crit,
+                   numbers)
 
 
 def _check_types(*, causal, progress, seed, softcap, rope_base, max_memory, dtype, device, mode) -> None:
@@ -232,11 +238,42 @@ def _check_types(*, causal, progress, seed, softcap, rope_base, max_memory, dtyp
             raise UsageError(f"{nm}: must be a string, got {v!r}")
 
 
-def _structure(causal, window, positional, rope_base, rope_dims, rope_convention, softcap):
+def _structure(causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm=None):
     from numerics.attention_reference import Structure
 
     return Structure(causal=causal, window=window, positional=positional, rope_convention=rope_convention or "half",
-                     rope_base=rope_base, rope_dims=rope_dims, softcap=softcap)
+                     rope_base=rope_base, rope_dims=rope_dims, softcap=softcap, qk_norm=qk_norm)
+
+
+QK_NORMS = ("rms", "layer")
+KV_GROUPINGS = ("hf", "tiled")
+
+
+def _grouping_name(m) -> str:
+    return "hf" if m.kv_grouping == "interleave" else "tiled"
+
+
+def _grouping_line(m, declared: bool) -> str:
+    """The key/value grouping of the mapping kept (printed whenever weights are mapped)."""
+    if m.kv_heads == m.heads:
+        return f"key/value grouping: none ({m.heads} key/value head(s), one per query head)"
+    g = m.heads // m.kv_heads
+    how = f"h // {g}, as Hugging Face's repeat_kv" if m.kv_grouping == "interleave" else f"h % {m.kv_heads}, tiled"
+    return (f"key/value grouping: {_grouping_name(m)} (query head h uses key/value head {how}; "
+            f"{'declared by --kv-grouping' if declared else 'found: the grouping that fits the module best'})")
+
+
+def _hf_like(obj) -> bool:
+    """A Hugging Face attention object (or one written like it): its checkpoints group key/value
+    heads as ``repeat_kv`` does."""
+    mods = [obj] + ([m for m in obj.modules()] if hasattr(obj, "modules") and callable(obj.modules) else [])
+    for m in mods[:50]:
+        if type(m).__module__.startswith("transformers") or hasattr(m, "num_key_value_groups"):
+            return True
+        cfg = getattr(m, "config", None)
+        if cfg is not None and hasattr(cfg, "num_key_value_heads"):
+            return True
+    return False
 
 
 def _variants(st, m, alts):
@@ -273,6 +310,17 @@ def _variants(st, m, alts):
         if st.softcap != c:
             out.append((f"--softcap {c:g}", st.variant(softcap=c), None))
     out.append(("batch and time axes swapped (the module reads axis 0 as time)", st.variant(swap_axes=True), None))
+    for kind in QK_NORMS:
+        if st.qk_norm != kind:
+            out.append((f"--qk-norm {kind}", st.variant(qk_norm=kind), None))
+    if st.qk_norm is not None:
+        out.append(("no QK-norm", st.variant(qk_norm=None), None))
+    if m.kv_heads < m.heads:
+        import dataclasses
+
+        other = "tile" if m.kv_grouping == "interleave" else "interleave"
+        out.append((f"--kv-grouping {'tiled' if other == 'tile' else 'hf'}", st,
+                    dataclasses.replace(m, kv_grouping=other)))
     for a in alts:
         out.append((f"{a.heads} heads" + (f", {a.kv_heads} key/value heads" if a.kv_heads != a.heads else ""), st, a))
     return out
@@ -285,7 +333,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                   rope_dims: int | None = None, rope_convention: str | None = None, kv_heads: int | None = None,
                   compute_dtype: str | None = None, seq_len: str | list | None = None, mapping: Any = None,
                   against: Any = None, max_memory: float | None = None, progress: bool = False,
-                  mask_convention: str | None = None) -> SanityResult:
+                  mask_convention: str | None = None, qk_norm: str | None = None,
+                  kv_grouping: str | None = None) -> SanityResult:
     """The properties of ``obj`` (see the module docstring) as a :class:`SanityResult`. Raises
     :class:`~proofs_checks.options.UsageError` (one line) for input the check cannot use.
     ``mapping`` is a callable taking the (copied) module and returning the weights dict, or that
@@ -337,6 +386,10 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         raise UsageError(f"--mask-convention: one of {', '.join(ap.MASK_CONVENTIONS)}, got {mask_convention!r}")
     if mode not in ap.LENGTHS:
         raise UsageError(f"mode: quick, default or full, got {mode!r}")
+    if qk_norm is not None and qk_norm not in QK_NORMS:
+        raise UsageError(f"--qk-norm: one of {', '.join(QK_NORMS)}, got {qk_norm!r}")
+    if kv_grouping is not None and kv_grouping not in KV_GROUPINGS:
+        raise UsageError(f"--kv-grouping: one of {', '.join(KV_GROUPINGS)}, got {kv_grouping!r}")
 
     name = name or getattr(obj, "__name__", type(obj).__name__)
     with torch.random.fork_rng(devices=[]):  # a class or factory draws its weights from the seed
@@ -394,6 +447,10 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             mp = mapping_from_hook(value, D, note)
         except ValueError as exc:
             raise UsageError(f"--mapping: {exc}") from None
+        if kv_grouping is not None:  # the flag declares the grouping of the hook's weights too
+            from numerics.attention_mapping import GROUPING_NAMES
+
+            mp.kv_grouping = GROUPING_NAMES[kv_grouping]
         cands = [mp]
     else:
         cands = find_mappings(f, D, heads, kv_heads)
@@ -419,8 +476,19 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                              f"({cands[0].source.split(';')[0].removeprefix('declared: ')}): at most d_k")
         cands = fit
     hook = note or None
+    if kv_grouping is not None and not hook:
+        from numerics.attention_mapping import GROUPING_NAMES
+
+        cands = [c for c in cands if c.kv_heads == c.heads or c.kv_grouping == GROUPING_NAMES[kv_grouping]]
+    norm_note = _attach_qk_norms(f, cands, qk_norm, hook)
+    if norm_note:
+        hints_pre = [norm_note]
+    else:
+        hints_pre = []
     H_hint = heads or head_count_hint(f)
-    st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap)
+    st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm)
+    hints.extend(hints_pre)
+    notes = [f"note: {n}" for n in hints_pre]
     if positional == "learned" and cands and all(c.pos_table is None for c in cands):
         cands = []
         hints.append("--positional learned: no position table found by name (pos_emb, wpe, position_embeddings, ...); "
@@ -542,7 +610,18 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     props: list = []
     info = {"D": D, "lengths": list(probe.outs), "batch": B, "dtype": dtype, "device": device, "causal": causal,
             "window": list(st.window) if st.window else None, "positional": st.positional, "softcap": softcap,
-            "seed": seed, "structure": st.describe()}
+            "seed": seed, "structure": st.describe(), "qk_norm": qk_norm}
+    warnings: list[str] = []
+    if mp is not None:
+        info["kv_grouping"] = {"found": _grouping_name(mp) if mp.kv_heads < mp.heads else None,
+                               "declared": kv_grouping}
+        if (mp.kv_heads < mp.heads and mp.kv_grouping == "tile" and kv_grouping is None and not hook
+                and _hf_like(obj)):
+            warnings.append(f"warning: this Hugging Face-like module groups key/value heads by tiling (query head h "
+                            f"uses key/value head h % {mp.kv_heads}), not as Hugging Face's repeat_kv (h // "
+                            f"{mp.heads // mp.kv_heads}): a Hugging Face checkpoint loaded into it attends with the "
+                            "wrong key/value heads; --kv-grouping hf checks it against Hugging Face's grouping")
+        info["warnings"] = warnings
     if st.positional == "rope":
         info["rope"] = {"base": st.rope_base, "dims": st.rope_dims, "convention": st.rope_convention}
     figures = {}
@@ -583,10 +662,41 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     lines = [f"attention {name}: D = {D}, lengths {', '.join(map(str, probe.outs))} (batch {B}), {H} head(s), {dtype} "
              f"on {device}, {st.describe()}, seed {seed}",
              f"weights: {info.get('mapping') or 'no projections found by name (fitted where possible)'}"]
+    if mp is not None:
+        lines.append(_grouping_line(mp, kv_grouping is not None or bool(hook and mp.kv_heads < mp.heads)))
+    lines.extend(warnings + notes)
     if probe.precision is not None:
         lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})")
     doc = {"check": "attention", "object": name, "inputs": info, "hints": hints}
     return SanityResult("attention", doc, verdict, rows, lines, figures)
+
+
+def _attach_qk_norms(f, cands, qk_norm, hook) -> str:
+    """The module's q/k norms (by attribute name) on every candidate that has none from the hook:
+    used by ``--qk-norm`` and by the hints that try it. Returns a note when ``--qk-norm`` is declared
+    and no norm weights were found (unit weights, eps 1e-6)."""
+    from numerics.attention_mapping import find_qk_norms
+
+    try:
+        found = find_qk_norms(f)
+    except ValueError as exc:
+        if qk_norm is None:
+            return ""
+        raise UsageError(f"--qk-norm {qk_norm}: {exc}") from None
+    for c in cands:
+        if c.q_norm is None and c.k_norm is None and found is not None:
+            c.q_norm, c.k_norm = found[0], found[1]
+            if qk_norm is not None:
+                c.source += f"; QK-norm weights {found[2]}"
+        elif qk_norm is not None and (c.q_norm is not None or c.k_norm is not None):
+            c.source += "; QK-norm weights from the mapping hook"
+    if qk_norm is not None and found is None and not any(c.q_norm is not None or c.k_norm is not None for c in cands):
+        for c in cands:
+            c.source += "; QK-norm without weights (no q_norm/k_norm found: unit weights, eps 1e-6)"
+        return (f"--qk-norm {qk_norm}: no norm modules found by name (q_norm/k_norm, query_norm/key_norm, "
+                "q_layernorm/k_layernorm): the reference uses unit weights and eps 1e-6; return them from the mapping "
+                "hook as \"q_norm\"/\"k_norm\" if the module has others")
+    return ""
 
 
 _CAUSE_HINTS = {
@@ -730,6 +840,8 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
                                                           "with each other"))
         tick.sub(0.6)
         props.append(probe.prop_gradients())
+        if mp is not None and against is None and mp.heads == 1:
+            props.append(_convex_mapped(probe, f, st))
         _figures(probe, props, figures, st, mp, T_small, w)
     else:
         _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed)
@@ -752,6 +864,23 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
                                       just=f"16·u·(3D+T) in the coarser of the two dtypes ({tol2:.3g})"))
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
+
+
+def _convex_mapped(probe, f, st):
+    """One head with its projections found: every output row is still a convex combination of the
+    value rows (an approximation with positive features, FAVOR+ or linear attention, must keep it;
+    a missing normaliser breaks it), checked as without weights."""
+    from numerics import attention_probe as ap
+
+    name = "convex_combination_of_values"
+    if st.positional in ("learned", "sinusoidal"):
+        return ap._skip(name, f"not applicable: --positional {st.positional} adds positions to the values")
+    cand = [t for t in probe.outs if 2 <= t <= probe.D]
+    if not cand:
+        return ap._skip(name, f"no probe length with 2 ≤ T ≤ D = {probe.D}")
+    T = max(t for t in cand if t <= 17) if any(t <= 17 for t in cand) else cand[0]
+    pc, _ = ap.prop_convex_combination(f, probe.xs[T].to(dtype=probe.pdt, device=probe.device), probe.outs[T])
+    return pc
 
 
 def _figures(probe, props, figures, st, mp, T_small, w):
@@ -966,6 +1095,12 @@ def _hints(probe, props, st, mp, alts, hints):
                    "rotary-embedding-torch); default: the one that fits.")
 @click.option("--softcap", type=click.FloatRange(min=0, min_open=True), default=None, metavar="C",
               help="Logit softcapping C·tanh(s/C) before the mask (Gemma 2, x-transformers).")
+@click.option("--qk-norm", type=click.Choice(QK_NORMS), default=None,
+              help="A norm on q and k per head before RoPE (Gemma 3, OLMo 2, Qwen3): rms (RMSNorm) or layer "
+                   "(LayerNorm); the weights are the module's q_norm/k_norm (found by name) or the mapping hook's.")
+@click.option("--kv-grouping", type=click.Choice(KV_GROUPINGS), default=None,
+              help="Grouped-query attention: query head h uses key/value head h // (H/K) (hf, as Hugging Face's "
+                   "repeat_kv) or h % K (tiled); default: the one that fits (always printed).")
 @click.option("--heads", type=click.IntRange(min=1), default=None, help="Number of query heads (default: read from the object).")
 @click.option("--kv-heads", type=click.IntRange(min=1), default=None, help="Key/value heads (grouped-query attention).")
 @click.option("--dim", type=click.IntRange(min=1), default=None,
@@ -988,7 +1123,8 @@ def _hints(probe, props, st, mp, alts, hints):
 @report_option
 @timeout_option
 @check_options
-def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_convention, softcap, heads, kv_heads,
+def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm,
+            kv_grouping, heads, kv_heads,
             dim, dtype, compute_dtype, seq_len, mapping_spec, mask_convention, against_spec, report_dir, timeout, seed,
             device, mode, json_path, max_memory, no_progress):
     """Properties of your self-attention against softmax attention on its own weights with the
@@ -1030,7 +1166,8 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
     kwargs = dict(causal=causal, heads=heads, dim=dim, dtype=dtype, device=device, positional=positional, seed=seed,
                   mode=mode, name=name, window=list(win) if win else None, softcap=softcap, rope_base=rope_base,
                   rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads, compute_dtype=compute_dtype,
-                  seq_len=lengths, max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention)
+                  seq_len=lengths, max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention,
+                  qk_norm=qk_norm, kv_grouping=kv_grouping)
     from proofs_checks.sanity import _isolate
 
     payload = _isolate.run_isolated(CHILD_TASK, {"kwargs": kwargs, "module_spec": module_spec,

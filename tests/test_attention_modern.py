@@ -1,0 +1,293 @@
+"""``check attention`` on attention written the modern way (issue 37): FlexAttention (no backward on
+CPU: gradients reported not available, never a failed comparison), FAVOR+ kept to the convex
+combination of the value rows, QK-norm, key/value grouping, and the Python API's keywords.
+Small sizes, ``--quick``."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from tests.cli_helpers import invoke, one_line_error
+
+MODULES = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class FlexAttn(nn.Module):
+        def __init__(self, dim=16, heads=2, score_mod=None, mask_mod=None):
+            super().__init__()
+            self.embed_dim, self.num_heads = dim, heads
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(dim, dim) for _ in range(4))
+            self.score_mod, self.mask_mod = score_mod, mask_mod
+
+        def forward(self, x):
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+            B, T, D = x.shape
+            H = self.num_heads
+            sp = lambda t: t.view(B, T, H, D // H).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            bm = create_block_mask(self.mask_mod, None, None, T, T, device=x.device) if self.mask_mod else None
+            o = flex_attention(q, k, v, score_mod=self.score_mod, block_mask=bm)
+            return self.o_proj(o.transpose(1, 2).reshape(B, T, D))
+
+
+    SLOPES = torch.tensor([2 ** -4, 2 ** -8], dtype=torch.float64)  # Press et al.'s slopes for 2 heads
+
+
+    def alibi():
+        def mod(score, b, h, qi, kv):
+            return score - SLOPES[h].to(score.dtype) * (qi - kv).abs()
+        return FlexAttn(score_mod=mod)
+
+
+    def alibi_wrong():  # the slope of the other head
+        def mod(score, b, h, qi, kv):
+            return score - SLOPES[1 - h].to(score.dtype) * (qi - kv).abs()
+        return FlexAttn(score_mod=mod)
+
+
+    def softcap():
+        return FlexAttn(score_mod=lambda score, b, h, qi, kv: 20.0 * torch.tanh(score / 20.0))
+
+
+    def softcap_wrong():
+        return FlexAttn(score_mod=lambda score, b, h, qi, kv: 10.0 * torch.tanh(score / 20.0))
+
+
+    def sliding():
+        return FlexAttn(mask_mod=lambda b, h, qi, kv: (qi >= kv) & (qi - kv < 4))
+
+
+    class Favor(nn.Module):
+        """Single-head FAVOR+ (positive random features), optionally without its normaliser."""
+
+        def __init__(self, dim=16, features=64, normalise=True):
+            super().__init__()
+            self.embed_dim, self.num_heads = dim, 1
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(dim, dim) for _ in range(4))
+            self.register_buffer("w", torch.randn(features, dim))
+            self.normalise = normalise
+
+        def phi(self, x):
+            x = x / self.embed_dim ** 0.25
+            return torch.exp(x @ self.w.T - (x * x).sum(-1, keepdim=True) / 2) / self.w.shape[0] ** 0.5
+
+        def forward(self, x):
+            q, k, v = self.phi(self.q_proj(x)), self.phi(self.k_proj(x)), self.v_proj(x)
+            num = q @ (k.transpose(1, 2) @ v)
+            if self.normalise:
+                num = num / (q @ k.sum(1, keepdim=True).transpose(1, 2))
+            return self.o_proj(num)
+
+
+    def favor():
+        return Favor()
+
+
+    def favor_unnormalised():
+        return Favor(normalise=False)
+
+    class QKNormGQA(nn.Module):
+        """Qwen3-style: RMSNorm on each q and k head, grouped-query attention (repeat_kv)."""
+
+        def __init__(self, dim=16, heads=4, kv_heads=2, tiled=False, norm="rms"):
+            super().__init__()
+            self.hidden_size, self.num_heads, self.num_key_value_heads = dim, heads, kv_heads
+            self.num_key_value_groups = heads // kv_heads
+            self.head_dim = d = dim // heads
+            self.q_proj = nn.Linear(dim, heads * d)
+            self.k_proj = nn.Linear(dim, kv_heads * d)
+            self.v_proj = nn.Linear(dim, kv_heads * d)
+            self.o_proj = nn.Linear(heads * d, dim)
+            Norm = (lambda n: nn.RMSNorm(n, eps=1e-6)) if norm == "rms" else (lambda n: nn.LayerNorm(n, eps=1e-5))
+            self.q_norm, self.k_norm = Norm(d), Norm(d)
+            with torch.no_grad():
+                for m in (self.q_norm, self.k_norm):
+                    m.weight.uniform_(0.5, 1.5)
+                    if getattr(m, "bias", None) is not None:
+                        m.bias.uniform_(-0.3, 0.3)
+            self.tiled = tiled
+
+        def forward(self, x):
+            B, T, _ = x.shape
+            H, K, d = self.num_heads, self.num_key_value_heads, self.head_dim
+            q = self.q_norm(self.q_proj(x).view(B, T, H, d)).transpose(1, 2)
+            k = self.k_norm(self.k_proj(x).view(B, T, K, d)).transpose(1, 2)
+            v = self.v_proj(x).view(B, T, K, d).transpose(1, 2)
+            g = H // K
+            if self.tiled:
+                k, v = k.repeat(1, g, 1, 1), v.repeat(1, g, 1, 1)
+            else:
+                k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+            mask = torch.ones(T, T, dtype=torch.bool).tril()
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return self.o_proj(o.transpose(1, 2).reshape(B, T, H * d))
+
+
+    def qknorm():
+        return QKNormGQA()
+
+
+    def qknorm_layer():
+        return QKNormGQA(norm="layer")
+
+
+    def tiled():
+        return QKNormGQA(tiled=True)
+
+
+    class HookedQKNorm(QKNormGQA):
+        """Norms under other names, declared by the module's mapping hook."""
+
+        def __init__(self):
+            super().__init__()
+            self.qn, self.kn = self.q_norm, self.k_norm
+            del self.q_norm, self.k_norm
+
+        def forward(self, x):
+            self.q_norm, self.k_norm = self.qn, self.kn
+            try:
+                return super().forward(x)
+            finally:
+                del self.q_norm, self.k_norm
+
+        def tverify_mapping(self):
+            return {"q": self.q_proj, "k": self.k_proj, "v": self.v_proj, "o": self.o_proj, "heads": 4,
+                    "kv_heads": 2, "q_norm": self.qn, "k_norm": self.kn}
+''')
+
+
+@pytest.fixture(scope="module")
+def mods(tmp_path_factory):
+    p = tmp_path_factory.mktemp("modern") / "modern_attn.py"
+    p.write_text(MODULES)
+    return str(p)
+
+
+def run(mods, name, *args):
+    code, out, err = invoke("check", "attention", "--module", f"{mods}:{name}", "--quick", "--no-progress", "--json",
+                            "-", *args)
+    assert "Traceback" not in err, err
+    doc = json.loads(out) if out.strip().startswith("{") else None
+    return code, doc, err
+
+
+def props(doc):
+    return {p["name"]: p for p in doc["properties"]}
+
+
+def _flex_forward_runs() -> str | None:
+    try:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        q = torch.randn(1, 1, 3, 4, dtype=torch.float64)
+        flex_attention(q, q, q)
+    except Exception as exc:  # pragma: no cover - depends on the torch build
+        return f"flex_attention does not run forward on CPU in torch {torch.__version__}: {type(exc).__name__}: {exc}"
+    return None
+
+
+needs_flex = pytest.mark.skipif(_flex_forward_runs() is not None, reason=str(_flex_forward_runs()))
+
+
+@needs_flex
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name, flags", [("alibi", ["--positional", "alibi"]),
+                                         ("softcap", ["--softcap", "20"]),
+                                         ("sliding", ["--causal", "--window", "4"])])
+def test_correct_flex_attention_is_ok_with_gradients_not_available(mods, name, flags):
+    code, doc, _ = run(mods, name, *flags)
+    ps = props(doc)
+    assert code == 0 and doc["outcome"] == "ok", doc["verdict"]
+    g = ps["gradients_match_reference"]
+    assert g["status"] == "skip" and "not available on this device (cpu)" in g["detail"]
+    assert "NotImplementedError" in g["detail"] and "backward" in g["detail"]
+    assert g["numbers"]["unavailable"].startswith("NotImplementedError")
+    assert "gradients_match_reference not available on this device" in doc["verdict"]
+    assert doc["decision"]["numbers"]["not_available"] == ["gradients_match_reference"]
+    assert ps["matches_reference"]["status"] == "pass"
+
+
+@needs_flex
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name, flags", [("softcap_wrong", ["--softcap", "20"]),
+                                         ("alibi_wrong", ["--positional", "alibi"])])
+def test_wrong_score_mod_is_a_mismatch_on_matches_reference(mods, name, flags):
+    code, doc, _ = run(mods, name, *flags)
+    ps = props(doc)
+    assert code == 1 and ps["matches_reference"]["status"] == "fail", doc["verdict"]
+    assert ps["gradients_match_reference"]["status"] == "skip"
+    assert "gradients_match_reference" not in doc["decision"]["numbers"]["failed"]
+
+
+def test_favor_keeps_the_convex_combination_and_fails_it_without_its_normaliser(mods):
+    code, doc, _ = run(mods, "favor")
+    assert props(doc)["convex_combination_of_values"]["status"] == "pass"
+    code, doc, _ = run(mods, "favor_unnormalised")
+    c = props(doc)["convex_combination_of_values"]
+    assert code == 1 and c["status"] == "fail", c
+    assert "convex_combination_of_values" in doc["verdict"]
+
+
+def test_unavailable_property_in_the_verdict():
+    from proofs_checks.sanity.attention import attention_verdict
+
+    rows = [{"name": "matches_reference", "status": "pass", "central": True},
+            {"name": "gradients_match_reference", "status": "skip", "central": False, "detail": "x",
+             "numbers": {"unavailable": "NotImplementedError: no backward", "device": "cpu"}}]
+    v = attention_verdict(rows, "attention m", [])
+    assert v.outcome == "ok" and "not available on this device (cpu: NotImplementedError)" in v.summary
+    rows[0]["status"] = "skip"
+    assert attention_verdict(rows, "attention m", []).outcome == "inconclusive"
+
+
+@pytest.mark.parametrize("name, flags", [("qknorm", ["--qk-norm", "rms"]), ("qknorm_layer", ["--qk-norm", "layer"]),
+                                         ("HookedQKNorm", ["--qk-norm", "rms"])])
+def test_correct_qk_norm_gqa_is_ok_when_declared(mods, name, flags):
+    code, doc, _ = run(mods, name, "--causal", *flags)
+    assert code == 0 and doc["outcome"] == "ok", doc["verdict"]
+    src = doc["inputs"]["mapping"]
+    assert ("QK-norm weights .q_norm" in src) if name != "HookedQKNorm" else ("from the mapping hook" in src), src
+    assert doc["inputs"]["kv_grouping"]["found"] == "hf" and doc["inputs"]["qk_norm"] == flags[1]
+
+
+def test_undeclared_qk_norm_is_a_mismatch_with_the_hint(mods):
+    code, doc, _ = run(mods, "qknorm", "--causal")
+    assert code == 1 and props(doc)["matches_reference"]["status"] == "fail"
+    assert any("with --qk-norm rms instead of the declaration" in h for h in doc["hints"]), doc["hints"]
+
+
+def test_tiled_repeat_kv_is_a_mismatch_under_kv_grouping_hf(mods):
+    code, out, _ = invoke("check", "attention", "--module", f"{mods}:tiled", "--quick", "--no-progress", "--causal",
+                          "--qk-norm", "rms")
+    assert code == 0, out
+    assert "key/value grouping: tiled (query head h uses key/value head h % 2" in out
+    assert "warning: this Hugging Face-like module groups key/value heads by tiling" in out
+    code, out, _ = invoke("check", "attention", "--module", f"{mods}:tiled", "--quick", "--no-progress", "--causal",
+                          "--qk-norm", "rms", "--kv-grouping", "hf")
+    assert code == 1 and "matches_reference" in out.split("violates:")[1], out
+    assert "key/value grouping: hf (query head h uses key/value head h // 2" in out and "declared by --kv-grouping" in out
+    assert "--kv-grouping tiled instead of the declaration" in out
+    code, out, _ = invoke("check", "attention", "--module", f"{mods}:qknorm", "--quick", "--no-progress", "--causal",
+                          "--qk-norm", "rms", "--kv-grouping", "hf")
+    assert code == 0 and "warning" not in out, out
+
+
+def test_qk_norm_and_grouping_bad_input(mods):
+    code, _, err = invoke("check", "attention", "--module", f"{mods}:qknorm", "--qk-norm", "batch")
+    assert code == 2 and "--qk-norm" in err
+    from numerics.attention_mapping import mapping_from_hook, norm_params
+
+    W = torch.eye(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="kv_grouping must be one of hf, tiled"):
+        mapping_from_hook({"q": W, "k": W, "v": W, "heads": 2, "kv_grouping": "h%K"}, 4, "hook")
+    with pytest.raises(ValueError, match="q_norm weight of width 3 fits neither"):
+        mapping_from_hook({"q": W, "k": W, "v": W, "heads": 2, "q_norm": torch.ones(3)}, 4, "hook")
+    with pytest.raises(ValueError, match="expected a norm module"):
+        norm_params("rms", "q_norm")
