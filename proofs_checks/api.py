@@ -60,18 +60,38 @@ def _isolation(fn_name: str, isolate, timeout):
     return finite_timeout(timeout, "timeout")
 
 
-def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
-                    dtype: str = "float64", device: str = "cpu", positional: str | bool = "none", seed: int = 0,
-                    isolate: bool = True, timeout: float | None = None, **kwargs):
+#: The command-line spelling of the flags without a keyword of their own (``check_attention(obj,
+#: quick=True)`` is ``mode="quick"``).
+_ATTENTION_ALIASES = {"quick": 'mode="quick"', "full": 'mode="full"', "module": "obj (the first argument)",
+                      "module_spec": "obj (the first argument)", "mapping_spec": "mapping", "against_spec": "against",
+                      "no_progress": "progress=False", "json_path": "result.to_json()", "report_dir": "the command's "
+                      "--report", "rope_theta": "rope_base", "sliding_window": "window", "num_heads": "heads",
+                      "num_key_value_heads": "kv_heads", "n_kv_heads": "kv_heads"}
+
+
+def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple | None = None,
+                    positional: str | bool = "none", rope_base: float = 10000.0, rope_dims: int | None = None,
+                    rope_convention: str | None = None, softcap: float | None = None, qk_norm: str | None = None,
+                    kv_grouping: str | None = None, heads: int | None = None, kv_heads: int | None = None,
+                    dim: int | None = None, dtype: str = "float64", compute_dtype: str | None = None,
+                    device: str = "cpu", seq_len: str | list | None = None, mode: str = "default", seed: int = 0,
+                    mapping: Any = None, against: Any = None, mask_convention: str | None = None,
+                    name: str | None = None, max_memory: float | None = None, progress: bool = False,
+                    isolate: bool = True, timeout: float | None = None, **unknown):
     """``tverify check attention`` on ``obj`` (a module, class, factory or function mapping
     ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention` and
     ``docs/check-attention.md``). Returns a :class:`~proofs_checks.sanity._common.SanityResult` whose
-    ``properties`` name each check. The keyword arguments are the command's options:
-    ``window`` ("W" or "L,R"), ``positional`` (none, learned, sinusoidal, rope, alibi),
-    ``rope_base``, ``rope_dims``, ``rope_convention``, ``softcap``, ``kv_heads``,
-    ``compute_dtype``, ``seq_len`` ("1,5,300"), ``mode`` (quick, default, full), ``mapping`` (a
-    function of the module returning its weights, or that dict), ``against`` (a second
-    implementation), ``mask_convention``, ``max_memory``, ``progress``.
+    ``properties`` name each check. The keyword arguments are the command's options, typed as
+    them: ``causal``; ``window`` ("W" or "L,R", an int W or a pair); ``positional`` (none, learned,
+    sinusoidal, rope, alibi); ``rope_base``, ``rope_dims``, ``rope_convention`` (half,
+    interleaved); ``softcap``; ``qk_norm`` (rms, layer); ``kv_grouping`` (hf, tiled); ``heads``,
+    ``kv_heads``, ``dim``; ``dtype`` (float64, float32), ``compute_dtype``; ``device``;
+    ``seq_len`` ("1,5,300" or a list of ints); ``mode`` (quick, default, full); ``seed``;
+    ``mapping`` (a function of the module returning its weights, or that dict); ``against`` (a
+    second implementation); ``mask_convention`` (keep, drop, additive); ``name`` (the label in the
+    output); ``max_memory`` (GB); ``progress``. Any other keyword, or a value of the wrong type,
+    raises :class:`~theory.validation.InputError` with one line naming the valid ones
+    (``quick=True`` is ``mode="quick"``).
 
     ``obj`` (and ``mapping``, ``against``) run in a child process (copied there with cloudpickle;
     :mod:`proofs_checks.sanity._isolate`): if it ends that process (``os._exit``, a signal, a crash),
@@ -92,15 +112,46 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
         (True, [])
         >>> r.to_json()["properties"][0]["name"]
         'finite_output'
+        >>> check_attention(Attn(), quick=True)
+        Traceback (most recent call last):
+        ...
+        theory.validation.InputError: check_attention: unknown keyword argument 'quick' (use mode="quick"); valid: causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads, dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory, progress, isolate, timeout
     """
+    from theory.validation import InputError
+
     from proofs_checks.sanity.attention import run_attention
 
+    if unknown:
+        valid = [p for p in inspect_params(check_attention) if p != "obj"]
+        bad = sorted(unknown)
+        alias = "; ".join(f"use {_ATTENTION_ALIASES[b]}" for b in bad if b in _ATTENTION_ALIASES)
+        raise InputError(f"check_attention: unknown keyword argument{'s' if len(bad) > 1 else ''} "
+                         f"{', '.join(map(repr, bad))}{' (' + alias + ')' if alias else ''}; valid: {', '.join(valid)}")
     with _as_value_errors():
-        _keywords("check_attention", kwargs, run_attention)
         _flag("check_attention", "causal", causal)
+        _flag("check_attention", "progress", progress)
         timeout = _isolation("check_attention", isolate, timeout)
+        window = _attention_window(window)
+        seq_len = _attention_lengths(seq_len)
+        for nm, v, choices in (("positional", positional, None), ("qk_norm", qk_norm, ("rms", "layer")),
+                               ("kv_grouping", kv_grouping, ("hf", "tiled")),
+                               ("rope_convention", rope_convention, ("half", "interleaved")),
+                               ("mask_convention", mask_convention, ("keep", "drop", "additive")),
+                               ("compute_dtype", compute_dtype, ("float64", "float32", "bfloat16", "float16")),
+                               ("dtype", dtype, ("float64", "float32")), ("mode", mode, ("quick", "default", "full"))):
+            if choices is not None and v is not None and v not in choices:
+                raise InputError(f"check_attention: {nm} must be one of {', '.join(choices)}"
+                                 f"{' or None' if nm not in ('dtype', 'mode') else ''}, got {v!r}")
+        if name is not None and not isinstance(name, str):
+            raise InputError(f"check_attention: name must be a string, got {name!r}")
         args = dict(causal=bool(causal), heads=heads, dim=dim, dtype=dtype, device=device, positional=positional,
-                    seed=seed, label="obj", **kwargs)
+                    seed=seed, label="obj", mode=mode, name=name, window=window, softcap=softcap, rope_base=rope_base,
+                    rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
+                    compute_dtype=compute_dtype, seq_len=seq_len, mapping=mapping, against=against,
+                    max_memory=max_memory, progress=progress, mask_convention=mask_convention, qk_norm=qk_norm,
+                    kv_grouping=kv_grouping)
+        missing = set(args) - set(inspect_params(run_attention))
+        assert not missing, missing  # the API and the check agree on their keywords
         if not isolate:
             return run_attention(obj, **args)
         from proofs_checks.sanity import _isolate
@@ -109,8 +160,40 @@ def check_attention(obj: Any, *, causal: bool = False, heads: int | None = None,
 
         payload = _isolate.run_isolated(attention.CHILD_TASK, {}, label="obj", what="check_attention",
                                         obj={"obj": obj, "kwargs": args}, timeout=timeout,
-                                        max_memory=kwargs.get("max_memory"), progress=bool(kwargs.get("progress")))
+                                        max_memory=max_memory, progress=bool(progress))
         return attention.rebuild(payload)
+
+
+def inspect_params(fn) -> list[str]:
+    import inspect
+
+    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is not p.VAR_KEYWORD]
+
+
+def _attention_window(window):
+    """``window``: None, "W" / "L,R", an int W or a pair (L, R) → what :func:`run_attention` takes."""
+    from theory.validation import InputError
+
+    if window is None or isinstance(window, str):
+        return window
+    if isinstance(window, int) and not isinstance(window, bool):
+        return str(window)
+    if isinstance(window, (tuple, list)) and len(window) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in window):
+        return ",".join(map(str, window))
+    raise InputError(f"check_attention: window must be \"W\", \"L,R\", an int W or a pair (L, R) of ints, got "
+                     f"{window!r}")
+
+
+def _attention_lengths(seq_len):
+    from theory.validation import InputError
+
+    if seq_len is None or isinstance(seq_len, str):
+        return seq_len
+    if isinstance(seq_len, (list, tuple)) and seq_len and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in seq_len):
+        return ",".join(map(str, seq_len))
+    raise InputError(f"check_attention: seq_len must be \"T1,T2,...\" or a list of ints, got {seq_len!r}")
 
 
 def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,

@@ -291,3 +291,29 @@ def test_qk_norm_and_grouping_bad_input(mods):
         mapping_from_hook({"q": W, "k": W, "v": W, "heads": 2, "q_norm": torch.ones(3)}, 4, "hook")
     with pytest.raises(ValueError, match="expected a norm module"):
         norm_params("rms", "q_norm")
+
+
+def test_python_api_keywords_are_explicit_and_validated():
+    import inspect
+
+    import proofs_checks
+    from theory.validation import InputError
+
+    def ident(x):
+        return x
+
+    params = inspect.signature(proofs_checks.check_attention).parameters
+    for kw in ("window", "positional", "qk_norm", "kv_grouping", "seq_len", "mode", "mapping", "against", "timeout"):
+        assert kw in params and params[kw].kind is inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(InputError, match=r"unknown keyword argument 'quick' \(use mode=\"quick\"\); valid: causal, "
+                                         r"window, .*qk_norm, kv_grouping"):
+        proofs_checks.check_attention(ident, dim=4, quick=True)
+    for kw, words in ((dict(window=3.5), "window must be"), (dict(qk_norm="rmsnorm"), "qk_norm must be one of"),
+                      (dict(kv_grouping="h%K"), "kv_grouping must be one of hf, tiled"),
+                      (dict(seq_len=[1, "a"]), "seq_len must be"), (dict(mode="fast"), "mode must be one of"),
+                      (dict(progress="yes"), "progress must be True or False")):
+        with pytest.raises(InputError, match=words) as ei:
+            proofs_checks.check_attention(ident, dim=4, **kw)
+        assert "\n" not in str(ei.value)
+    r = proofs_checks.check_attention(ident, dim=4, causal=True, window=(2, 0), seq_len=[1, 5], mode="quick")
+    assert r.outcome in ("ok", "mismatch", "inconclusive")
