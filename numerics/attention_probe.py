@@ -139,6 +139,20 @@ def unavailable(name: str, device: Any, exc: str, T: int | None = None) -> Prope
                     f"raised {exc}{at}; nothing to compare", {"unavailable": exc, "device": str(device)}, False)
 
 
+def unsupported(exc: BaseException) -> bool:
+    """An exception that says the operation is not supported (``NotImplementedError``, torch's
+    "not implemented for 'Float'", "does not support"), not that the module computed wrongly.
+
+        >>> unsupported(RuntimeError('"addmm" not implemented for Half'))
+        True
+        >>> unsupported(RuntimeError("mat1 and mat2 must have the same dtype"))
+        False
+    """
+    msg = str(exc).lower()
+    return isinstance(exc, NotImplementedError) or "not implemented for" in msg or "does not support" in msg \
+        or "not supported" in msg
+
+
 def _rel(a: torch.Tensor, b: torch.Tensor, scale: float | None = None) -> float:
     """``max|a − b| / max(max|b|, tiny)`` in float64 (NaN when either holds NaN/inf)."""
     a, b = a.detach().double().cpu(), b.detach().double().cpu()
@@ -1143,6 +1157,11 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     try:
         o, _ = call(g, xo)
     except Exception as exc:
+        if unsupported(exc):  # the module's (or its kernel's) limitation, not a dtype it loses
+            p = unavailable(name, device, f"{type(exc).__name__}: {exc}")
+            p.detail = p.detail.replace("the module's backward raised",
+                                        f"the module in {dtype_name(other)} raised")
+            return p
         return Property(name, "fail", float("inf"), 0.0, "must run in " + dtype_name(other),
                         f"raised {type(exc).__name__}: {exc}")
     if not isinstance(o, torch.Tensor):

@@ -142,6 +142,31 @@ MODULES = textwrap.dedent('''
         return QKNormGQA(tiled=True)
 
 
+    class Float64Only(nn.Module):
+        """A correct attention whose kernel exists in float64 only."""
+
+        def __init__(self, dim=8, mix=False):
+            super().__init__()
+            self.mha = nn.MultiheadAttention(dim, 2, batch_first=True)
+            self.register_buffer("one", torch.ones(1, dtype=torch.float64))
+            self.mix = mix
+
+        def forward(self, x):
+            if self.mix:  # a float64 constant that promotes a float32 input: the dtype is lost
+                return self.mha(x, x, x, need_weights=False)[0] * self.one.double()
+            if x.dtype != torch.float64:
+                raise NotImplementedError(f"this kernel does not support {x.dtype}")
+            return self.mha(x, x, x, need_weights=False)[0]
+
+
+    def float64_only():
+        return Float64Only()
+
+
+    def dtype_lost():
+        return Float64Only(mix=True)
+
+
     class HookedQKNorm(QKNormGQA):
         """Norms under other names, declared by the module's mapping hook."""
 
@@ -317,3 +342,12 @@ def test_python_api_keywords_are_explicit_and_validated():
         assert "\n" not in str(ei.value)
     r = proofs_checks.check_attention(ident, dim=4, causal=True, window=(2, 0), seq_len=[1, 5], mode="quick")
     assert r.outcome in ("ok", "mismatch", "inconclusive")
+
+
+def test_unsupported_dtype_is_not_available_not_failed(mods):
+    code, doc, _ = run(mods, "float64_only")
+    p = props(doc)["dtype_and_device_preserved"]
+    assert code == 0 and p["status"] == "skip" and "not available on this device" in p["detail"], p
+    assert "in float32 raised NotImplementedError" in p["detail"]
+    code, doc, _ = run(mods, "dtype_lost")
+    assert code == 1 and props(doc)["dtype_and_device_preserved"]["status"] == "fail"
