@@ -13,7 +13,8 @@ Hugging Face and x-transformers by :mod:`numerics.attention_mapping`, or declare
 ``--mapping FILE.py:fn`` or a ``tverify_mapping()`` method returning ``{"q", "k", "v", "o",
 "heads", "kv_heads"}``) with the **declared structure**: ``--causal``, ``--window W`` or ``L,R``,
 ``--positional none|learned|sinusoidal|rope|alibi`` (``--rope-base``, ``--rope-dims``,
-``--rope-convention``), ``--softcap C`` (:mod:`numerics.attention_reference`).
+``--rope-convention``), ``--softcap C``, ``--qk-norm rms|layer`` (the module's ``q_norm``/``k_norm``
+or the hook's), ``--kv-grouping hf|tiled`` (:mod:`numerics.attention_reference`).
 
 Properties (each with its measured error, its tolerance and the rule behind it; *central* ones must
 have run and held for ``ok``; :mod:`numerics.attention_probe` computes them), over several sequence
@@ -42,7 +43,9 @@ float64 probe meets only the float32 rule (found by probing), or ``--compute-dty
 Verdicts and exit codes: ``ok`` (0) every central property ran and held and none failed;
 ``mismatch`` (1) a property failed (named, with a hint at the likely cause); ``inconclusive`` (3) a
 central property could not run (the verdict names what would decide it: a flag or the mapping
-hook); 2: bad input, one line.
+hook); 2: bad input, one line. A property the module cannot run (its backward raises, as
+FlexAttention's on CPU; an unsupported dtype) is skipped as *not available on this device* with the
+exception, and the verdict line names it.
 """
 
 from __future__ import annotations
