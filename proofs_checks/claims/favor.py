@@ -331,7 +331,7 @@ def _cx_d1(ctx) -> Counterexample:
     return Counterexample({"d": 1, "m": "2, 3", "x": "0.3", "y": "0.5"}, "orf_lower",
                           "MSE_ORF/MSE_iid = " + ", ".join(f"{r:.15f} (m = {m})" for m, r in ratios.items())
                           + ": not smaller", violated=all(r >= 1 - 1e-9 for r in ratios.values()),
-                          error=min(ratios.values()) - (1 - 1e-9), tolerance=0.0,
+                          error=smallest(*ratios.values()) - (1 - 1e-9), tolerance=0.0,
                           justification="one row per block: no orthogonal pair, the covariance term vanishes; ratio 1 "
                                         "up to rounding (1e-9)")
 
