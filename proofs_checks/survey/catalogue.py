@@ -60,6 +60,7 @@ class Entry:
     by_design: tuple[str, ...] = ()
     issue: dict[str, str] | None = None   # upstream issue of a finding in a current release
     note: str = ""
+    on_pypi: bool = True         # False: the release is not on the package index (its failed install is expected)
 
     @property
     def spec(self) -> str:
@@ -287,7 +288,8 @@ from hflayers import Hopfield
 def make():
     return Wrap(Hopfield(input_size=D, num_heads=4, hidden_size=8, dropout=0.0))
 ''', {}, "Hopfield self-association (= attention)",
-       note="not published on PyPI (installs only from git+https://github.com/ml-jku/hopfield-layers): the row shows the failed install"),
+       note="not published on PyPI (installs only from git+https://github.com/ml-jku/hopfield-layers): the row shows the failed install",
+       on_pypi=False),
 ]
 
 _BY_NAME = {e.name: e for e in CATALOGUE}

@@ -121,9 +121,13 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     con = _console(stderr=json_path == "-")
     con.print(f"survey: {len(rows)} rows ({', '.join(f'{k} {v}' for k, v in sorted(summary.items()))}) in "
               f"{doc['seconds']:.0f}s; page written to {path / 'index.html'}", markup=False)
-    unrun = [r["name"] for r in rows if r.get("status") in ("install-failed", "import-failed", "version-mismatch")]
+    failed = [r["name"] for r in rows if r.get("status") in ("install-failed", "import-failed", "version-mismatch")]
+    off_index = [n for n in failed if n in by_name and not by_name[n].on_pypi]  # expected: not on the package index
+    unrun = [n for n in failed if n not in off_index]
     if unrun:  # an entry that could not run is not a survey result: said, and the exit is not 0
         con.print(f"survey: {len(unrun)} entr{'y' if len(unrun) == 1 else 'ies'} did not run (install or import failed): "
                   + ", ".join(unrun[:10]) + (" ..." if len(unrun) > 10 else ""), markup=False)
+    if off_index:
+        con.print(f"survey: not on the package index (expected not to install): {', '.join(off_index)}", markup=False)
     bad = [r["name"] for r in rows if r.get("status") == "check-failed" or r.get("expected") == "contradicts the record"]
     return 1 if bad or unrun else 0
