@@ -34,8 +34,9 @@ def _sources() -> list[Path]:
     return [f for f in files if "__pycache__" not in f.parts]
 
 
-def source_fingerprint() -> str:
-    """SHA-256 over the relative paths and contents of the files the catalogue is computed from."""
+def source_fingerprint(*, plugins: bool = True) -> str:
+    """SHA-256 over the relative paths and contents of the files the catalogue is computed from, and
+    (``plugins``) the installed claim plugins (:func:`_plugin_fingerprint`)."""
     h = hashlib.sha256()
     for f in _sources():
         try:
@@ -43,7 +44,8 @@ def source_fingerprint() -> str:
         except OSError:
             data = b"<missing>"
         h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + hashlib.sha256(data).digest())
-    _plugin_fingerprint(h)
+    if plugins:
+        _plugin_fingerprint(h)
     return h.hexdigest()
 
 

@@ -19,7 +19,7 @@ from sympy.matrices.expressions.matexpr import MatrixElement
 
 from theory import icl as ti
 from theory.derivation import Derivation, DerivationBuilder
-from theory.gaussian import isserlis, second_moment, tidy, zfb_gamma
+from theory.gaussian import _replace_pair, isserlis, second_moment, tidy, zfb_gamma
 from theory.sizes import _canon, derive_gd_step, eval_index_sums, instantiate
 
 __all__ = [
@@ -34,21 +34,6 @@ __all__ = [
 
 def _sizes():
     return sp.symbols("d N", integer=True, positive=True)
-
-
-def _replace_pair(e, first, second, by):
-    """Replace adjacent factors ``first·second`` inside every ``MatMul`` of ``e`` by ``by``."""
-    def fix(m):
-        args, out, k = list(m.args), [], 0
-        while k < len(args):
-            if k + 1 < len(args) and args[k] == first and args[k + 1] == second:
-                out.append(by)
-                k += 2
-            else:
-                out.append(args[k])
-                k += 1
-        return sp.MatMul(*out).doit()
-    return e.replace(lambda t: isinstance(t, sp.MatMul), fix)
 
 
 # ------------------------------------------------------------------------------------------------

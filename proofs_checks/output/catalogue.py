@@ -36,7 +36,7 @@ _ROOT = _PKG.parent
 
 
 from proofs_checks.fingerprint import (  # noqa: E402 (the fingerprint lives below the runner, which reuses it)
-    _plugin_fingerprint, _sources, file_hash as _file_hash, source_fingerprint)
+    _plugin_fingerprint, file_hash as _file_hash, source_fingerprint)
 
 
 class UnknownPatternError(LookupError):
@@ -301,14 +301,7 @@ def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | N
 
     if cache_dir is None:
         return None
-    h = _h.sha256()
-    for f in _sources():
-        try:
-            data = f.read_bytes()
-        except OSError:
-            data = b"<missing>"
-        h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + _h.sha256(data).digest())
-    builtin_fp = h.hexdigest()
+    builtin_fp = source_fingerprint(plugins=False)
     ph = _h.sha256(b"tverify plugins\0")
     _plugin_fingerprint(ph)
     plugins_fp = ph.hexdigest()

@@ -570,3 +570,13 @@ def cleanup(result) -> None:
     where = getattr(result, "figures_dir", None)
     if where:
         shutil.rmtree(where, ignore_errors=True)
+
+
+def finish_rebuilt(payload: dict, rebuild, finish, *args) -> None:
+    """The parent's end of a check: rebuild the result from the child's ``payload``, ``finish(result,
+    *args)`` (print, write, exit), and remove the result's temporary figures whatever happens."""
+    result = rebuild(payload)
+    try:
+        finish(result, *args)
+    finally:
+        cleanup(result)

@@ -1177,11 +1177,7 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
                                                   "mapping_spec": mapping_spec, "against_spec": against_spec},
                                     label="--module", what=f"check attention {name}", timeout=timeout,
                                     max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
-    result = rebuild(payload)
-    try:
-        finish(result, json_path, report_dir)
-    finally:
-        _isolate.cleanup(result)
+    _isolate.finish_rebuilt(payload, rebuild, finish, json_path, report_dir)
 
 
 # ------------------------------------------------------------------------------------------------

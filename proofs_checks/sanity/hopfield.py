@@ -567,11 +567,7 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout
                      "module_spec": module_spec, "patterns_path": patterns_path},
         label="--module", what=f"check hopfield {name}", arrays={"patterns": P}, timeout=timeout,
         max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
-    result = rebuild(payload)
-    try:
-        finish(result, json_path, report_dir)
-    finally:
-        _isolate.cleanup(result)
+    _isolate.finish_rebuilt(payload, rebuild, finish, json_path, report_dir)
 
 
 # ------------------------------------------------------------------------------------------------
