@@ -277,7 +277,7 @@ def test_stale_catalogue_falls_back_to_the_registry_and_caches(tmp_path, monkeyp
     from proofs_checks.cli import main
 
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
-    monkeypatch.setattr(catalogue, "source_fingerprint", lambda: "f" * 64)
+    monkeypatch.setattr(catalogue, "source_fingerprint", lambda **kw: "f" * 64)
 
     def run(*argv):
         with pytest.raises(SystemExit) as e:
