@@ -180,7 +180,8 @@ def _subscripts(src: str) -> str:
     """``x_{t-1}`` → ``x_{(t-1)}``: a multi-token subscript or superscript keeps its grouping in text."""
     def group(m: re.Match) -> str:
         body = m.group(2)
-        return m.group(1) + "{(" + body + ")}" if re.search(r"[+\-,]", body) and "\\" not in body[:1] else m.group(0)
+        multi = re.search(r"[+\-,<>=]|\\(le|ge|leq|geq|ne|neq|in|notin)(?![a-zA-Z])", body)
+        return m.group(1) + "{(" + body + ")}" if multi and "\\" not in body[:1] else m.group(0)
     return re.sub(r"([_^])\{([^{}]*)\}", group, src)
 
 
@@ -196,11 +197,13 @@ def latex_text(latex: str | None) -> str:
         >>> latex_text(r"\tfrac1D \texttt{mask}")
         '1/D mask'
         >>> latex_text(r"\max_{j\ne i}")
-        'max_j≠i'
+        'max_(j≠i)'
         >>> latex_text(r"\theta_t=\theta_{t-1}-\alpha\frac{\hat m_t}{\sqrt{\hat v_t}+\epsilon}")
         'θ_t=θ_(t-1)-αm̂_t/(√(v̂_t)+ϵ)'
         >>> latex_text(r"\frac{N}{N+D}\xrightarrow{N\to\infty}1")
         'N/(N+D) →[N → ∞] 1'
+        >>> latex_text(r"\frac1M\sum_{i\le M}y_ix_i")
+        '1/M∑_(i ≤ M)y_ix_i'
     """
     global _L2T
     if not latex:
