@@ -1,7 +1,36 @@
-"""Survey entries pairing a release with a documented attention bug (found in the library's tracker) with the release that fixed it."""
+"""Survey entries pairing a release with a documented attention bug (found in the library's tracker) with the release that fixed it.
+
+Each pair shares one adapter (the same ``make()`` runs on both releases); ``known`` names the property
+that names the bug, the upstream issue / pull request / commit, and what went wrong."""
 
 from __future__ import annotations
 
 from proofs_checks.survey.entry import Entry, _e  # noqa: F401
 
-ENTRIES: list[Entry] = []
+_HF_MISTRAL_434 = '''
+import transformers.models.mistral.modeling_mistral as mm
+from transformers import MistralConfig
+def mask(x, w):  # the sliding-window causal mask MistralModel builds (4.34: its own helper; 4.35: modeling_attn_mask_utils), in float32
+    f = getattr(mm, "_make_sliding_window_causal_mask", None)
+    m = f(x.shape[:2], torch.float32, x.device, 0, w) if f else mm._prepare_4d_causal_attention_mask(None, x.shape[:2], x.float(), 0, w)
+    return m.to(x.dtype)
+def make():
+    c = cfg(MistralConfig, num_key_value_heads=2, intermediate_size=64, sliding_window=4)
+    return Wrap(mm.MistralAttention(c), call=lambda a, x: a(x, mask(x, 4), torch.arange(x.shape[1])[None]))
+'''
+
+_MISTRAL_DECL = {"causal": True, "window": 4, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"}
+
+ENTRIES: list[Entry] = [
+    _e("hf-mistral-4.34.0-window", "transformers MistralAttention (sliding window)", "transformers", "4.34.0",
+       "transformers", _HF_MISTRAL_434, _MISTRAL_DECL, "eager, sliding_window=4 with the mask MistralModel builds",
+       known={"bug": ["window_respected"], "fixed_in": "hf-mistral-4.35.0-window",
+              "ref": "https://github.com/huggingface/transformers/pull/26792",
+              "title": "Remove ambiguous `padding_mask` and instead use a 2D->4D Attn Mask Mapper (4.35.0)",
+              "what": "the sliding-window mask is banded with triu(diagonal=-sliding_window): each query keeps "
+                      "sliding_window + 1 keys"}),
+    _e("hf-mistral-4.35.0-window", "transformers MistralAttention (sliding window)", "transformers", "4.35.0",
+       "transformers", _HF_MISTRAL_434, _MISTRAL_DECL, "the fixed release",
+       known={"fix_of": "hf-mistral-4.34.0-window", "ref": "https://github.com/huggingface/transformers/pull/26792",
+              "title": "the band starts at past_key_values_length - sliding_window + 1"}),
+]
