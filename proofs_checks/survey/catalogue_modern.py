@@ -1,7 +1,154 @@
-"""Survey entries for attention as written today: FlexAttention, Keras 3, timm, open_clip, further Hugging Face families, torchtune/litgpt."""
+"""Survey entries for attention as written today: FlexAttention (torch's ``flex_attention`` with
+attn-gym's score_mods and mask_mods), Keras 3 on the torch backend, timm, open_clip, Hugging Face
+families beyond GPT-2/BERT/Llama/Mistral (OPT, Qwen2, Qwen3, Gemma 2/3, Phi-3, Falcon, GPT-NeoX,
+OLMo 2), torchtune / litgpt.
+
+Each adapter stays within 10 lines (the helpers ``Wrap``/``QKV``/``cfg`` of
+:mod:`proofs_checks.survey.entry` are not counted); every entry was run with ``tverify survey NAME
+--quick`` and its verdict is recorded in docs/survey.md."""
 
 from __future__ import annotations
 
-from proofs_checks.survey.entry import Entry, _e  # noqa: F401
+from proofs_checks.survey.entry import Entry, _e
 
-ENTRIES: list[Entry] = []
+_HF = "5.23.0"
+_GYM = ("attn-gym", "0.0.17", "attn_gym")
+
+# -- FlexAttention --------------------------------------------------------------------------------
+# torch.nn.attention.flex_attention on CPU: the forward runs (eagerly); the backward raises
+# NotImplementedError, which the checker reports as gradients "not available on this device".
+
+_FLEX = '''
+from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+{imp}
+class A(QKV):
+    def forward(self, x):
+        T = x.shape[1]
+        bm = {bm}
+        return self.merge(flex_attention(*self.split(x), score_mod={sm}, block_mask=bm))
+make = A
+'''
+
+
+def _flex(imp: str = "", bm: str = "None", sm: str = "None") -> str:
+    return _FLEX.format(imp=imp, bm=bm, sm=sm)
+
+
+_CAUSAL_BM = 'create_block_mask(lambda b, h, q, k: q >= k, None, None, T, T, device="cpu")'
+
+# -- Hugging Face (eager attention, the causal mask the model builds) -------------------------------
+_HF_ROPE = '''
+from transformers import {cfgcls}
+from transformers.models.{mod}.modeling_{mod} import {pre}Attention, {pre}RotaryEmbedding
+from transformers.masking_utils import {maskfn}
+def make():
+    c = cfg({cfgcls}, {kw})
+    rot, pos = {pre}RotaryEmbedding(c), lambda x: torch.arange(x.shape[1])[None]
+    call = lambda a, x: a(x, rot(x, pos(x)), {maskfn}(c, x, None, None, pos(x)))
+    return Wrap({pre}Attention(c, {layer}), call=call)
+'''
+
+
+def _hf_rope(cfgcls: str, mod: str, pre: str, kw: str, layer: int = 0, sliding: bool = False) -> str:
+    maskfn = "create_sliding_window_causal_mask" if sliding else "create_causal_mask"
+    return _HF_ROPE.format(cfgcls=cfgcls, mod=mod, pre=pre, kw=kw, layer=layer, maskfn=maskfn)
+
+
+_CAUSAL_MASK = ('m = lambda T, dt: torch.zeros(T, T, dtype=dt).masked_fill(torch.ones(T, T, dtype=torch.bool)'
+                '.triu(1), float("-inf"))[None, None]')
+
+_HF_DECL = {"causal": True, "positional": "rope", "compute_dtype": "float32"}
+
+
+ENTRIES: list[Entry] = [
+    # ---------------------------------------------------------------- FlexAttention (torch only)
+    _e("flex-plain", "PyTorch FlexAttention", "torch", None, "torch", _flex(), {},
+       "flex_attention without score_mod or block_mask (bidirectional), forward on CPU"),
+    _e("flex-causal", "PyTorch FlexAttention", "torch", None, "torch", _flex(bm=_CAUSAL_BM), {"causal": True},
+       "causal mask_mod (q >= k) through create_block_mask, forward on CPU"),
+    _e("flex-causal-scoremod", "PyTorch FlexAttention", "torch", None, "torch",
+       _flex(sm='lambda s, b, h, q, k: torch.where(q >= k, s, float("-inf"))'), {"causal": True},
+       "causality written as a score_mod (−inf above the diagonal) instead of a mask_mod"),
+    # ---------------------------------------------------------------- FlexAttention + attn-gym
+    _e("attn-gym-causal", "attn-gym + FlexAttention", *_GYM,
+       _flex("from attn_gym.masks import causal_mask",
+             'create_block_mask(causal_mask, None, None, T, T, device="cpu")'),
+       {"causal": True}, "attn-gym's causal_mask mask_mod"),
+    _e("attn-gym-alibi", "attn-gym + FlexAttention", *_GYM,
+       _flex("from attn_gym.mods import generate_alibi_bias\nfrom attn_gym.masks import causal_mask",
+             'create_block_mask(causal_mask, None, None, T, T, device="cpu")', "generate_alibi_bias(4)"),
+       {"causal": True, "positional": "alibi"}, "attn-gym's ALiBi score_mod (4 heads) with its causal_mask"),
+    _e("attn-gym-softcap", "attn-gym + FlexAttention", *_GYM,
+       _flex("from attn_gym.mods import generate_tanh_softcap\nfrom attn_gym.masks import causal_mask",
+             'create_block_mask(causal_mask, None, None, T, T, device="cpu")', "generate_tanh_softcap(30)"),
+       {"causal": True, "softcap": 30.0}, "attn-gym's tanh softcap score_mod (30, Gemma 2 / Grok-1 style), causal"),
+    _e("attn-gym-sliding-window", "attn-gym + FlexAttention", *_GYM,
+       _flex("from attn_gym.masks import generate_sliding_window",
+             'create_block_mask(generate_sliding_window(4), None, None, T, T, device="cpu")'),
+       {"causal": True, "window": (4, 0)},
+       "attn-gym's generate_sliding_window(4): q − k ≤ 4 and causal, i.e. keys t−4 … t (5 keys)"),
+    # ---------------------------------------------------------------- Hugging Face families
+    _e("hf-opt", "transformers OPTAttention", "transformers", _HF, "transformers", f'''
+from transformers import OPTConfig
+from transformers.models.opt.modeling_opt import OPTAttention
+def make():
+    c = cfg(OPTConfig, ffn_dim=64, enable_bias=True)
+    {_CAUSAL_MASK}
+    return Wrap(OPTAttention(c, 0), call=lambda a, x: a(x, attention_mask=m(x.shape[1], x.dtype)))
+''', {"causal": True}, "eager, biased projections, q scaled before the product (scaling=1.0 in the kernel)"),
+    _e("hf-qwen2", "transformers Qwen2Attention (RoPE, GQA, qkv bias)", "transformers", _HF, "transformers",
+       _hf_rope("Qwen2Config", "qwen2", "Qwen2", "num_key_value_heads=2, intermediate_size=64"),
+       {**_HF_DECL, "kv_heads": 2}, "eager, q/k/v biases, 2 key/value heads, the causal mask transformers builds"),
+    _e("hf-qwen3", "transformers Qwen3Attention (QK-norm, RoPE, GQA)", "transformers", _HF, "transformers",
+       _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8"),
+       {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
+       "eager, per-head RMSNorm on q and k before RoPE (q_norm/k_norm), 2 key/value heads"),
+    _e("hf-gemma2-sliding", "transformers Gemma2Attention (softcap, sliding layer)", "transformers", _HF,
+       "transformers",
+       _hf_rope("Gemma2Config", "gemma2", "Gemma2", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
+                "query_pre_attn_scalar=8, sliding_window=4", layer=0, sliding=True),
+       {**_HF_DECL, "kv_heads": 2, "softcap": 50.0, "window": 4},
+       "layer 0 of the alternating pattern (sliding_attention, sliding_window=4), logit softcap 50",
+       note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k (Gemma 2 checkpoints use 256)"),
+    _e("hf-gemma2-global", "transformers Gemma2Attention (softcap, global layer)", "transformers", _HF,
+       "transformers",
+       _hf_rope("Gemma2Config", "gemma2", "Gemma2", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
+                "query_pre_attn_scalar=8, sliding_window=4", layer=1),
+       {**_HF_DECL, "kv_heads": 2, "softcap": 50.0},
+       "layer 1 of the alternating pattern (full_attention), logit softcap 50",
+       note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k (Gemma 2 checkpoints use 256)"),
+    _e("hf-gemma3", "transformers Gemma3Attention (QK-norm, sliding layer)", "transformers", _HF, "transformers",
+       _hf_rope("Gemma3TextConfig", "gemma3", "Gemma3", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
+                "query_pre_attn_scalar=8, sliding_window=4", layer=0, sliding=True),
+       {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "window": 4},
+       "layer 0 (sliding_attention, sliding_window=4), Gemma's RMSNorm (1 + weight) on q and k",
+       note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k"),
+    _e("hf-phi3", "transformers Phi3Attention (fused qkv_proj)", "transformers", _HF, "transformers",
+       _hf_rope("Phi3Config", "phi3", "Phi3", "num_key_value_heads=2, intermediate_size=64, pad_token_id=0"),
+       {**_HF_DECL, "kv_heads": 2}, "eager, one fused qkv_proj (q, then k, then v rows), 2 key/value heads"),
+    _e("hf-olmo2", "transformers Olmo2Attention (QK-norm over the whole width)", "transformers", _HF, "transformers",
+       _hf_rope("Olmo2Config", "olmo2", "Olmo2", "num_key_value_heads=2, intermediate_size=64"),
+       {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
+       "eager, RMSNorm over all heads' q (and all k) before the head split, 2 key/value heads"),
+    _e("hf-gpt-neox", "transformers GPTNeoXAttention (partial rotary)", "transformers", _HF, "transformers", f'''
+from transformers import GPTNeoXConfig
+from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXAttention, GPTNeoXRotaryEmbedding
+def make():
+    c = cfg(GPTNeoXConfig, intermediate_size=64, rotary_pct=0.5)
+    rot = GPTNeoXRotaryEmbedding(c)
+    {_CAUSAL_MASK}
+    call = lambda a, x: a(x, m(x.shape[1], x.dtype), position_embeddings=rot(x, torch.arange(x.shape[1])[None]))
+    return Wrap(GPTNeoXAttention(c, 0), call=call)
+''',
+       {**_HF_DECL, "rope_dims": 4},
+       "eager, rotary_pct=0.5 → RoPE on 4 of the 8 head dimensions, fused query_key_value laid out per head"),
+    _e("hf-falcon-alibi", "transformers FalconAttention (ALiBi)", "transformers", _HF, "transformers", f'''
+from transformers import FalconConfig
+from transformers.models.falcon.modeling_falcon import FalconAttention, build_alibi_tensor
+def make():
+    c = cfg(FalconConfig, alibi=True, multi_query=False, new_decoder_architecture=False, bias=False, hidden_dropout=0.0)
+    {_CAUSAL_MASK}
+    al = lambda x: build_alibi_tensor(torch.ones(x.shape[:2]), 4, x.dtype)
+    return Wrap(FalconAttention(c, 0), call=lambda a, x: a(x, al(x), m(x.shape[1], x.dtype)))
+''', {"causal": True, "positional": "alibi"}, "eager, ALiBi from build_alibi_tensor (Falcon-RW layout)"),
+]

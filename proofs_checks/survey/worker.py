@@ -44,7 +44,12 @@ def run(spec: dict) -> dict:
     try:
         from proofs_checks.survey.catalogue import HELPERS, _PRE
 
-        ns: dict = {"__name__": f"tverify_survey_{spec['name'].replace('-', '_').replace('.', '_')}"}
+        import types
+
+        # a real module in sys.modules: torch.compile/dynamo (FlexAttention's score_mods) resolves globals through it
+        mod = types.ModuleType(f"tverify_survey_{spec['name'].replace('-', '_').replace('.', '_')}")
+        sys.modules[mod.__name__] = mod
+        ns: dict = mod.__dict__
         exec(compile(_PRE + HELPERS + spec["adapter"], f"<adapter {spec['name']}>", "exec"), ns)
         make = ns["make"]
     except BaseException as exc:  # noqa: BLE001
