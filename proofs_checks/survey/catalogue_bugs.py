@@ -19,6 +19,14 @@ def make():
     return Wrap(mm.MistralAttention(c), call=lambda a, x: a(x, mask(x, 4), torch.arange(x.shape[1])[None]))
 '''
 
+_XT_SOFTCLAMP = '''
+import inspect
+from x_transformers.x_transformers import Attention
+def make():  # logit soft-clamping at 30 (1.31.4 turns it on by the value alone, 1.31.5 by softclamp_logits=True)
+    on = {"softclamp_logits": True} if "softclamp_logits" in inspect.signature(Attention).parameters else {}
+    return Wrap(Attention(dim=D, heads=4, dim_head=8, causal=True, logit_softclamp_value=30.0, **on))
+'''
+
 _MISTRAL_DECL = {"causal": True, "window": 4, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"}
 
 ENTRIES: list[Entry] = [
@@ -33,4 +41,15 @@ ENTRIES: list[Entry] = [
        "transformers", _HF_MISTRAL_434, _MISTRAL_DECL, "the fixed release",
        known={"fix_of": "hf-mistral-4.34.0-window", "ref": "https://github.com/huggingface/transformers/pull/26792",
               "title": "the band starts at past_key_values_length - sliding_window + 1"}),
+    _e("xt-1.31.4-softclamp", "x-transformers Attention (logit soft-clamping)", "x-transformers", "1.31.4",
+       "x_transformers", _XT_SOFTCLAMP, {"causal": True, "softcap": 30.0}, "causal, logits soft-clamped at 30",
+       known={"bug": ["causal_no_future_leak"], "fixed_in": "xt-1.31.5-softclamp",
+              "ref": "https://github.com/lucidrains/x-transformers/commit/907861187a1fa55fa2708e841845add0e78b67a8",
+              "title": "softclamping of attention logits needs to happen before masking (1.31.5)",
+              "what": "the soft clamp runs after the causal mask: a masked logit (-max float) becomes -30, so future keys get weight"}),
+    _e("xt-1.31.5-softclamp", "x-transformers Attention (logit soft-clamping)", "x-transformers", "1.31.5",
+       "x_transformers", _XT_SOFTCLAMP, {"causal": True, "softcap": 30.0}, "the fixed release",
+       known={"fix_of": "xt-1.31.4-softclamp",
+              "ref": "https://github.com/lucidrains/x-transformers/commit/907861187a1fa55fa2708e841845add0e78b67a8",
+              "title": "soft clamp before masking"}),
 ]
