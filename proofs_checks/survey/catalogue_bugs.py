@@ -27,6 +27,18 @@ def make():  # logit soft-clamping at 30 (1.31.4 turns it on by the value alone,
     return Wrap(Attention(dim=D, heads=4, dim_head=8, causal=True, logit_softclamp_value=30.0, **on))
 '''
 
+_MEA = "memory-efficient-attention-pytorch"
+_MEA_PLAIN = '''
+from memory_efficient_attention_pytorch import Attention
+def make():  # the plain (not chunked) path, bidirectional
+    return Wrap(Attention(dim=D, heads=4, dim_head=8))
+'''
+_MEA_CHUNKED = '''
+from memory_efficient_attention_pytorch import Attention
+def make():  # the chunked path, causal, buckets of 4 queries x 4 keys
+    return Wrap(Attention(dim=D, heads=4, dim_head=8, causal=True, memory_efficient=True, q_bucket_size=4, k_bucket_size=4))
+'''
+
 _MISTRAL_DECL = {"causal": True, "window": 4, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"}
 
 ENTRIES: list[Entry] = [
@@ -52,4 +64,30 @@ ENTRIES: list[Entry] = [
        known={"fix_of": "xt-1.31.4-softclamp",
               "ref": "https://github.com/lucidrains/x-transformers/commit/907861187a1fa55fa2708e841845add0e78b67a8",
               "title": "soft clamp before masking"}),
+    _e("mea-0.0.4-scale", "memory-efficient-attention-pytorch Attention", _MEA, "0.0.4",
+       "memory_efficient_attention_pytorch", _MEA_PLAIN, {}, "bidirectional, plain path",
+       known={"bug": ["scale_1_over_sqrt_dk"], "fixed_in": "mea-0.0.5-scale",
+              "ref": "https://github.com/lucidrains/memory-efficient-attention-pytorch/commit/2b93d552c9a64bf406cd414d58bc8abb47d76b3f",
+              "title": "fix bug with scale (0.0.5)",
+              "what": "queries are scaled by dim_head^-0.5 twice (in Attention.forward and in attention()): logits / d_k"}),
+    _e("mea-0.0.5-scale", "memory-efficient-attention-pytorch Attention", _MEA, "0.0.5",
+       "memory_efficient_attention_pytorch", _MEA_PLAIN, {}, "the fixed release",
+       known={"fix_of": "mea-0.0.4-scale",
+              "ref": "https://github.com/lucidrains/memory-efficient-attention-pytorch/commit/2b93d552c9a64bf406cd414d58bc8abb47d76b3f",
+              "title": "the scale applied once"}),
+    _e("mea-0.0.12-chunk-max", "memory-efficient-attention-pytorch Attention (chunked)", _MEA, "0.0.12",
+       "memory_efficient_attention_pytorch", _MEA_CHUNKED, {"causal": True, "dtype": "float32"},
+       "memory_efficient=True, causal, 4 x 4 buckets",
+       known={"bug": ["causal_no_future_leak"], "fixed_in": "mea-0.0.14-chunk-max",
+              "ref": "https://github.com/lucidrains/memory-efficient-attention-pytorch/commit/9ecb55a2c9926d7aea1dfbbbe8ea18d49df7a29a",
+              "title": "max for numerical stability should be taken after masking (0.0.14)",
+              "what": "each chunk subtracts its row maximum taken before the causal mask: a large future logit "
+                      "underflows the past keys' weights"},
+       note="float32 probe: the chunked path divides by (sum + 1e-8), a relative 1e-8 that float64 tolerances would flag"),
+    _e("mea-0.0.14-chunk-max", "memory-efficient-attention-pytorch Attention (chunked)", _MEA, "0.0.14",
+       "memory_efficient_attention_pytorch", _MEA_CHUNKED, {"causal": True, "dtype": "float32"}, "the fixed release",
+       known={"fix_of": "mea-0.0.12-chunk-max",
+              "ref": "https://github.com/lucidrains/memory-efficient-attention-pytorch/commit/9ecb55a2c9926d7aea1dfbbbe8ea18d49df7a29a",
+              "title": "the row maximum taken after masking"},
+       note="float32 probe (see the bug release)"),
 ]
