@@ -48,7 +48,9 @@ ENTRIES: list[Entry] = [
               "ref": "https://github.com/huggingface/transformers/pull/26792",
               "title": "Remove ambiguous `padding_mask` and instead use a 2D->4D Attn Mask Mapper (4.35.0)",
               "what": "the sliding-window mask is banded with triu(diagonal=-sliding_window): each query keeps "
-                      "sliding_window + 1 keys"}),
+                      "sliding_window + 1 keys"},
+       note="the convention moved again later: from 4.39 (seen in 4.39.3-4.41.0) eager/SDPA keep sliding_window + 1 "
+            "keys again (aligned with FlashAttention's window_size=(W, W) after issue #29623); 5.23.0 keeps W"),
     _e("hf-mistral-4.35.0-window", "transformers MistralAttention (sliding window)", "transformers", "4.35.0",
        "transformers", _HF_MISTRAL_434, _MISTRAL_DECL, "the fixed release",
        known={"fix_of": "hf-mistral-4.34.0-window", "ref": "https://github.com/huggingface/transformers/pull/26792",
