@@ -44,14 +44,14 @@ from transformers.masking_utils import {maskfn}
 def make():
     c = cfg({cfgcls}, {kw})
     rot, pos = {pre}RotaryEmbedding(c), lambda x: torch.arange(x.shape[1])[None]
-    call = lambda a, x: a(x, rot(x, pos(x)), {maskfn}(c, x, None, None, pos(x)))
+    call = lambda a, x: a(x, rot(x, pos(x){rarg}), {maskfn}(c, x, None, None, pos(x)))
     return Wrap({pre}Attention(c, {layer}), call=call)
 '''
 
 
-def _hf_rope(cfgcls: str, mod: str, pre: str, kw: str, layer: int = 0, sliding: bool = False) -> str:
+def _hf_rope(cfgcls: str, mod: str, pre: str, kw: str, layer: int = 0, sliding: bool = False, rarg: str = "") -> str:
     maskfn = "create_sliding_window_causal_mask" if sliding else "create_causal_mask"
-    return _HF_ROPE.format(cfgcls=cfgcls, mod=mod, pre=pre, kw=kw, layer=layer, maskfn=maskfn)
+    return _HF_ROPE.format(cfgcls=cfgcls, mod=mod, pre=pre, kw=kw, layer=layer, maskfn=maskfn, rarg=rarg)
 
 
 _CAUSAL_MASK = ('m = lambda T, dt: torch.zeros(T, T, dtype=dt).masked_fill(torch.ones(T, T, dtype=torch.bool)'
@@ -119,9 +119,15 @@ def make():
        note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k (Gemma 2 checkpoints use 256)"),
     _e("hf-gemma3", "transformers Gemma3Attention (QK-norm, sliding layer)", "transformers", _HF, "transformers",
        _hf_rope("Gemma3TextConfig", "gemma3", "Gemma3", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
-                "query_pre_attn_scalar=8, sliding_window=4", layer=0, sliding=True),
+                "query_pre_attn_scalar=8, sliding_window=4", layer=0, sliding=True, rarg=', "sliding_attention"'),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "window": 4},
        "layer 0 (sliding_attention, sliding_window=4), Gemma's RMSNorm (1 + weight) on q and k",
+       note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k"),
+    _e("hf-gemma3-global", "transformers Gemma3Attention (QK-norm, global layer)", "transformers", _HF, "transformers",
+       _hf_rope("Gemma3TextConfig", "gemma3", "Gemma3", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
+                "query_pre_attn_scalar=8, sliding_window=4", layer=5, rarg=', "full_attention"'),
+       {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "rope_base": 1000000.0},
+       "layer 5 of the 5:1 pattern (full_attention), RoPE base 10⁶ for global layers, QK-norm",
        note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k"),
     _e("hf-phi3", "transformers Phi3Attention (fused qkv_proj)", "transformers", _HF, "transformers",
        _hf_rope("Phi3Config", "phi3", "Phi3", "num_key_value_heads=2, intermediate_size=64, pad_token_id=0"),
@@ -150,5 +156,11 @@ def make():
     {_CAUSAL_MASK}
     al = lambda x: build_alibi_tensor(torch.ones(x.shape[:2]), 4, x.dtype)
     return Wrap(FalconAttention(c, 0), call=lambda a, x: a(x, al(x), m(x.shape[1], x.dtype)))
-''', {"causal": True, "positional": "alibi"}, "eager, ALiBi from build_alibi_tensor (Falcon-RW layout)"),
+''', {"causal": True, "positional": "alibi"}, "eager, ALiBi from build_alibi_tensor (Falcon-RW layout)",
+       note="Falcon adds the ALiBi bias to q·kᵀ and then multiplies the sum by 1/√d_k (attention_logits *= "
+            "inv_norm_factor): its slopes are Press et al.'s divided by √d_k (verified: the output equals softmax "
+            "attention with slopes/√8 to 1e-16). The Falcon-RW checkpoints were trained that way, so this is the "
+            "model's definition, not a bug in the port; ports to other runtimes had to copy it",
+       issue={"url": "https://github.com/OpenNMT/CTranslate2/pull/1449",
+              "title": "Implement converter for FalconConfig: scale_alibi, 'apply the dot product scale factor to ALiBi'"}),
 ]

@@ -61,6 +61,13 @@ def repro_script(entry: Entry, row: dict) -> str:
             "    print(r.outcome, [(p['name'], p['error'], p['tolerance']) for p in r.properties if p['status'] == 'fail'])\n")
 
 
+def _read(row: dict) -> str:
+    """What the checker read from the module's configuration (its ``config_read`` lines), or "–"
+    (not reported: an older checker, or a row that did not run)."""
+    got = row.get("config_read")
+    return "; ".join(str(c) for c in got) if isinstance(got, list) and got else "–"
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     rows = doc["rows"]
     lines = ["# Attention implementations survey", "",
@@ -71,14 +78,19 @@ def render_markdown(doc: dict[str, Any]) -> str:
              "attention by construction.", "",
              "Summary: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["summary"].items())), "",
              "![property × implementation matrix](matrix.png)", "",
-             "| implementation | release | declared | adapter lines | verdict | findings | upstream | expected |",
-             "|---|---|---|---|---|---|---|---|"]
+             "*declared*: the flags the entry passes to `tverify check attention`; *read from the module*: what "
+             "the checker read from the module's own configuration (Hugging Face configs, x-transformers and timm "
+             "attributes), when it reports it.", "",
+             "| implementation | release | declared | read from the module | adapter lines | verdict | findings | "
+             "upstream | expected |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ref = r.get("reference")
         up = f"[{ref['kind']}]({ref['url']})" if ref else "–"
         why = f" ({r['why']})" if r.get("why") else ""
         lines.append(f"| {r['name']} ({r['library']}) | {r.get('installed') or r.get('version') or '–'} | "
-                     f"`{r['declaration']}` | {r['adapter_lines']} | **{r['verdict']}**{why.replace('|', '/')} | "
+                     f"`{r['declaration']}` | {_read(r).replace('|', '/')} | {r['adapter_lines']} | "
+                     f"**{r['verdict']}**{why.replace('|', '/')} | "
                      f"{', '.join(r.get('findings') or []) or '–'} | {up} | {r.get('expected') or '–'} |")
     props = [p for p in PROPERTIES if any(c.get("name") == p for r in rows for c in r.get("properties") or [])]
     lines += ["", "## Property cells", "", "| implementation | " + " | ".join(props) + " |",
@@ -98,7 +110,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += ["", "## Adapters", ""]
     for r in rows:
         lines += [f"### {r['name']}", "", f"{r['what']}; install: {'; '.join(r.get('install') or []) or '–'}"
-                  + (f"; note: {r['note']}" if r.get("note") else ""), "", "```python", r["adapter"].strip(), "```", ""]
+                  + (f"; note: {r['note']}" if r.get("note") else ""), "",
+                  f"Declared: `{r['declaration']}`; read from the module: {_read(r)}.", "",
+                  "```python", r["adapter"].strip(), "```", ""]
     return "\n".join(lines) + "\n"
 
 

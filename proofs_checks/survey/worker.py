@@ -63,6 +63,8 @@ def run(spec: dict) -> dict:
             declare["window"] = tuple(declare["window"])
         res = run_attention(make, mode=spec.get("mode", "quick"), seed=spec.get("seed", 0), name=spec["name"], **declare)
         j = res.to_json()
+        if isinstance(j.get("config_read"), list):  # what the checker read from the module (its config)
+            out["config_read"] = [str(c) for c in j["config_read"]]
         out.update(status="checked", outcome=res.outcome,
                    suggestion=getattr(res.verdict, "suggestion", None) if res.verdict else None,
                    summary=j.get("verdict") if isinstance(j.get("verdict"), str) else None,
