@@ -59,16 +59,23 @@ def load_plugins() -> None:
     import sys
     from importlib.metadata import entry_points
 
+    from proofs_checks.claims import _plugins
+    from proofs_checks.registry import registry
+
     for ep in entry_points(group="tverify.claims"):
         if ep.value.startswith("proofs_checks."):  # this project's own claims (already loaded)
             continue
-        before = set(sys.modules)
+        before, ids = set(sys.modules), set(registry.ids())
         try:
+            if _plugins.probed(ep):  # first in a child: os._exit, a signal or a hang there only skips it
+                _plugins.probe(ep)
             _load_one(ep)
             _record_sources(set(sys.modules) - before)
+            if _plugins.probed(ep):  # its claims' checks run in a child too
+                _plugins.isolate(ep, [i for i in registry.ids() if i not in ids])
         except (Exception, SystemExit, _RaisedInterrupt) as exc:  # another package's code: report it and go on
             # (sys.exit(0) at import ended `tverify run` with exit 0 and nothing run)
-            if isinstance(exc, _PluginTimeout):
+            if isinstance(exc, (_PluginTimeout, _plugins.PluginImportFailed)):
                 text = str(exc)
             elif isinstance(exc, _RaisedInterrupt):
                 text = "KeyboardInterrupt raised by the plugin itself (not a Ctrl-C from the terminal)"
@@ -78,14 +85,15 @@ def load_plugins() -> None:
                 msg = " ".join(str(exc).split())
                 text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
             PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", _short(text, 300)))
-            sys.stderr.write(f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
-                             f"failed to load and was skipped: {_short(text, 200)}\n")
+            head = (f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
+                    "failed to load and was skipped: ")
+            sys.stderr.write(head + _short(text, max(60, 300 - len(head))) + "\n")  # one line, ≤ 300 characters
 
 
 #: seconds a plugin's import may take before it is skipped ($TVERIFY_PLUGIN_IMPORT_TIMEOUT); a note
 #: on stderr after PLUGIN_IMPORT_NOTE seconds says which plugin is being waited for
-PLUGIN_IMPORT_TIMEOUT = 30.0
-PLUGIN_IMPORT_NOTE = 5.0
+PLUGIN_IMPORT_TIMEOUT = 20.0
+PLUGIN_IMPORT_NOTE = 2.0
 
 
 class _PluginTimeout(Exception):

@@ -1,0 +1,172 @@
+"""Claims plugins behind a process boundary (issue 36): a plugin that dies, hangs or raises
+``KeyboardInterrupt`` at import is skipped with one warning line; a plugin claim's check that does
+the same is that claim's ``error`` with one line; never exit 0, never silence, no traceback; the
+built-in claims still list and run. Plugins are real installed distributions written to
+``tmp_path`` (a ``.dist-info`` with the ``tverify.claims`` entry point) and the CLI runs in a
+subprocess (``os._exit`` in this process would end pytest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TVERIFY = [sys.executable, "-m", "proofs_checks"]
+BUILTIN = "attn.convex_combination"
+
+#: a plugin module per behaviour at import
+AT_IMPORT = {
+    "zzexit": "import os\nos._exit(0)\n",
+    "zzhang": "while True:\n    pass\n",
+    "zzkbd": "raise KeyboardInterrupt\n",
+    "zzbig": "raise RuntimeError('x' * 50000)\n",
+    "zzsegv": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+}
+
+#: a plugin whose claims' checks misbehave (and one that is fine: the child path verifies it)
+CHECKS = textwrap.dedent('''
+    import os
+    from proofs_checks.plugin import Check, Claim, Mutant, exact, register
+
+    def _claim(cid, fn):
+        return register(Claim(id=cid, title="t", statement="3", source="-", kind="identity", form=3.0,
+                              no_symbolic="a count", checks=(Check("count", "numeric", fn),),
+                              mutants=(Mutant("four", "wrong constant", "4", 4.0),)))
+
+    def ok(form, ctx):
+        return exact(float(form - 3), "the count")
+
+    def exits(form, ctx):
+        os._exit(0)
+
+    def loops(form, ctx):
+        while True:
+            pass
+
+    def interrupts(form, ctx):
+        raise KeyboardInterrupt
+
+    def shouts(form, ctx):
+        raise ValueError("y" * 50000)
+
+    _claim("zzchk.ok", ok)
+    _claim("zzchk.exits", exits)
+    _claim("zzchk.loops", loops)
+    _claim("zzchk.interrupts", interrupts)
+    _claim("zzchk.shouts", shouts)
+''')
+
+
+def install(site: Path, name: str, source: str) -> None:
+    """An installed distribution ``name`` whose module ``name`` is its ``tverify.claims`` entry point."""
+    (site / f"{name}.py").write_text(source)
+    info = site / f"{name}-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
+
+
+def tverify(site: Path, *args: str, timeout: float = 120, **env: str) -> tuple[int, str, str, float]:
+    e = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), OMP_NUM_THREADS="1",
+             TVERIFY_STORE=str(site.parent / "store"), **env)
+    t0 = time.monotonic()
+    p = subprocess.run(TVERIFY + list(args), capture_output=True, text=True, env=e, cwd=str(site.parent),
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
+
+
+def no_traceback(*texts: str) -> None:
+    for t in texts:
+        assert "Traceback" not in t and 'File "' not in t, t[-2000:]
+
+
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory):
+    """One ``tverify run`` with every broken plugin installed: the built-in claim and the plugin claims."""
+    site = tmp_path_factory.mktemp("plugins") / "site"
+    site.mkdir()
+    for name, src in AT_IMPORT.items():
+        install(site, name, src)
+    install(site, "zzchk", CHECKS)
+    code, out, err, secs = tverify(site, "run", BUILTIN, "zzchk", "--quick", "--no-progress", "--json", "-",
+                                   TVERIFY_PLUGIN_IMPORT_TIMEOUT="2", TVERIFY_PLUGIN_CHECK_TIMEOUT="3")
+    return {"site": site, "code": code, "out": out, "err": err, "seconds": secs}
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("zzexit", "ended the process with exit status 0"),
+    ("zzhang", "did not finish within 2 s"),
+    ("zzkbd", "KeyboardInterrupt raised by the plugin itself"),
+    ("zzbig", "RuntimeError: xxxx"),
+    ("zzsegv", "SIGSEGV"),
+])
+def test_plugin_that_dies_hangs_or_raises_at_import_is_one_warning_line(broken_run, name, needle):
+    lines = [ln for ln in broken_run["err"].splitlines() if f"claims plugin '{name}'" in ln]
+    assert len(lines) == 1, broken_run["err"][-3000:]
+    assert "failed to load and was skipped" in lines[0] and needle in lines[0], lines[0]
+    assert len(lines[0]) <= 300, len(lines[0])
+    no_traceback(broken_run["err"], broken_run["out"])
+
+
+def test_built_in_claim_still_runs_beside_broken_plugins(broken_run):
+    status = {c["id"]: c["status"] for c in json.loads(broken_run["out"])["results"]}
+    assert status[BUILTIN] == "verified", status
+    assert status["zzchk.ok"] == "verified", status  # a plugin check that behaves: run in its child, verified here
+    assert broken_run["code"] == 1  # plugin claims in error: exit 1, never 0
+
+
+@pytest.mark.parametrize("claim_id, needle", [
+    ("zzchk.exits", "its process ended with exit status 0"),
+    ("zzchk.loops", "not finished within $TVERIFY_PLUGIN_CHECK_TIMEOUT 3 s"),
+    ("zzchk.interrupts", "raised KeyboardInterrupt (not a Ctrl-C"),
+    ("zzchk.shouts", "ValueError: yyy"),
+])
+def test_plugin_check_that_dies_hangs_or_raises_is_that_claims_error(broken_run, claim_id, needle):
+    c = next(c for c in json.loads(broken_run["out"])["results"] if c["id"] == claim_id)
+    assert c["status"] == "error", c
+    msg = c["message"]
+    assert "\n" not in msg and len(msg) <= 300 and "check count crashed" in msg and needle in msg, msg
+    no_traceback(msg, broken_run["err"])
+
+
+def test_endless_plugin_check_prints_progress(broken_run):
+    beats = [ln for ln in broken_run["err"].splitlines() if "zzchk.loops:count: still running" in ln]
+    assert beats, broken_run["err"][-3000:]
+
+
+def test_a_command_asking_for_a_skipped_plugins_claim_is_exit_2(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzexit", AT_IMPORT["zzexit"])
+    code, out, err, _ = tverify(site, "run", "zzexit", "--quick", "--no-progress")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 2, err
+    assert "claims plugin 'zzexit'" in lines[0] and "no claim matches 'zzexit'" in lines[1], lines
+    no_traceback(out, err)
+
+
+def test_probe_unit_reasons(tmp_path, monkeypatch):
+    """The probe alone (no CLI): a clean import passes, a KeyboardInterrupt is the plugin's, a hang stops at the limit."""
+    from importlib.metadata import EntryPoint
+
+    from proofs_checks.claims import _plugins
+
+    (tmp_path / "zzfine.py").write_text("X = 1\n")
+    (tmp_path / "zzkbd2.py").write_text("raise KeyboardInterrupt\n")
+    (tmp_path / "zzslow.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "1")
+    assert _plugins.probe(EntryPoint("fine", "zzfine", "tverify.claims")) < 1
+    with pytest.raises(_plugins.PluginImportFailed, match="KeyboardInterrupt raised by the plugin itself"):
+        _plugins.probe(EntryPoint("kbd", "zzkbd2", "tverify.claims"))
+    t0 = time.monotonic()
+    with pytest.raises(_plugins.PluginImportFailed, match="did not finish within 1 s"):
+        _plugins.probe(EntryPoint("slow", "zzslow", "tverify.claims"))
+    assert time.monotonic() - t0 < 5
