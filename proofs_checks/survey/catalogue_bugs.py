@@ -39,6 +39,19 @@ def make():  # the chunked path, causal, buckets of 4 queries x 4 keys
     return Wrap(Attention(dim=D, heads=4, dim_head=8, causal=True, memory_efficient=True, q_bucket_size=4, k_bucket_size=4))
 '''
 
+_HF_QWEN2_NO_SWA = '''
+from transformers import Qwen2Config, Qwen2Model
+class L(nn.Module):  # the decoder layer reduced to its attention: Qwen2Model passes it the mask it built
+    def __init__(self, attn):
+        super().__init__(); self.self_attn = attn
+    def forward(self, h, **kw):
+        return (self.self_attn(h, **kw)[0],)
+def make():  # use_sliding_window=False (Qwen2 checkpoints ship sliding_window=4096 beside it): full causal attention
+    c = cfg(Qwen2Config, num_key_value_heads=2, intermediate_size=64, use_sliding_window=False, sliding_window=4, num_hidden_layers=1, vocab_size=8)
+    m = Qwen2Model(c); m.layers[0], m.norm = L(m.layers[0].self_attn), nn.Identity()
+    return Wrap(m, call=lambda a, x: a(inputs_embeds=x, use_cache=False).last_hidden_state)
+'''
+
 _MISTRAL_DECL = {"causal": True, "window": 4, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"}
 
 ENTRIES: list[Entry] = [
@@ -92,4 +105,17 @@ ENTRIES: list[Entry] = [
               "ref": "https://github.com/lucidrains/memory-efficient-attention-pytorch/commit/9ecb55a2c9926d7aea1dfbbbe8ea18d49df7a29a",
               "title": "the row maximum taken after masking"},
        note="float32 probe (see the bug release)"),
+    _e("hf-qwen2-4.51.3-no-swa", "transformers Qwen2Model (eager, use_sliding_window=False)", "transformers", "4.51.3",
+       "transformers", _HF_QWEN2_NO_SWA, {"causal": True, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"},
+       "eager, use_sliding_window=False with sliding_window=4: the mask Qwen2Model builds, its one layer reduced to the attention",
+       known={"bug": ["matches_reference"], "fixed_in": "hf-qwen2-4.52.0-no-swa",
+              "ref": "https://github.com/huggingface/transformers/issues/38002",
+              "title": "[bug] `use_sliding_window` doesn't work as expected (fixed in 4.52.0)",
+              "what": "the causal mask applies config.sliding_window without reading use_sliding_window: "
+                      "a model declared full-attention keeps only sliding_window keys"}),
+    _e("hf-qwen2-4.52.0-no-swa", "transformers Qwen2Model (eager, use_sliding_window=False)", "transformers", "4.52.0",
+       "transformers", _HF_QWEN2_NO_SWA, {"causal": True, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"},
+       "the fixed release",
+       known={"fix_of": "hf-qwen2-4.51.3-no-swa", "ref": "https://github.com/huggingface/transformers/issues/38002",
+              "title": "the mask reads use_sliding_window"}),
 ]
