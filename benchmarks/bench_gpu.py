@@ -15,6 +15,10 @@ writes every number to ``--out`` (JSON).
              ``--device cpu`` and ``--device cuda`` (wall time, statuses), and ``tverify mutants`` of
              the same claims with ``--device cuda --full`` (each mutant's best margin among the
              trained checks).
+``flex``     ``tverify check attention`` of FlexAttention modules (the correct ALiBi score_mod, tanh
+             softcap and sliding-window mask_mod of tests/test_attention_modern.py, and two wrong
+             score_mods) on CPU, where flex_attention has no backward (gradients reported not
+             available), and on CUDA, where the gradient comparison runs.
 ``dense``    Dense associative memory (hop.dense_capacity): the fixed fraction of stored patterns
              at larger d than the claim's CPU sizes, on the device, for the finite-size analysis.
 """
@@ -111,23 +115,56 @@ def _tverify(args: list[str], json_path: str) -> tuple[float, dict]:
     return secs, doc
 
 
-def claim_rows(devices: list[str], tmp: str) -> dict:
+def claim_rows(devices: list[str], tmp: str, modes: tuple[str, ...] = ("default", "full"),
+               mutants: bool = True) -> dict:
     ids = _trained_claims()
     out = {"claims": ids, "runs": [], "mutants": None}
-    for mode in ("default", "full"):
+    for mode in modes:
         for dev in devices:
             flag = ["--full"] if mode == "full" else []
             secs, doc = _tverify(["run", *ids, *flag, "--device", dev], os.path.join(tmp, f"run-{mode}-{dev}.json"))
             statuses = {r["id"]: r["status"] for r in doc.get("results", [])}
             row = {"mode": mode, "device": dev, "seconds": secs, "statuses": statuses,
+                   "claim_seconds": {r["id"]: r.get("seconds") for r in doc.get("results", [])},
                    "error": doc.get("error")}
             out["runs"].append(row)
             print(json.dumps(row), flush=True)
-    if "cuda" in devices:
+    if "cuda" in devices and mutants:
         secs, doc = _tverify(["mutants", *ids, "--full", "--device", "cuda"], os.path.join(tmp, "mutants.json"))
         out["mutants"] = {"seconds": secs, "doc": doc}
         print(json.dumps({"mutants_seconds": secs}), flush=True)
     return out
+
+
+FLEX_CASES = [("alibi", ["--positional", "alibi"]), ("softcap", ["--softcap", "20"]),
+              ("sliding", ["--causal", "--window", "4"]), ("alibi_wrong", ["--positional", "alibi"]),
+              ("softcap_wrong", ["--softcap", "20"])]
+
+
+def flex_rows(devices: list[str], tmp: str) -> list[dict]:
+    """Each FlexAttention module of tests/test_attention_modern.py checked on each device: the outcome,
+    each property's status, and the gradient comparison's error against its tolerance where it ran."""
+    from tests.test_attention_modern import MODULES
+
+    path = os.path.join(tmp, "flex_modules.py")
+    with open(path, "w") as fh:
+        fh.write(MODULES)
+    rows = []
+    for name, flags in FLEX_CASES:
+        for dev in devices:
+            secs, doc = _tverify(["check", "attention", "--module", f"{path}:{name}", "--quick", *flags,
+                                  "--device", dev], os.path.join(tmp, f"flex-{name}-{dev}.json"))
+            props = {p["name"]: p for p in doc.get("properties", [])}
+            g = props.get("gradients_match_reference", {})
+            row = {"module": name, "flags": flags, "device": dev, "seconds": secs, "outcome": doc.get("outcome"),
+                   "statuses": {k: p.get("status") for k, p in props.items()},
+                   "gradients": {"status": g.get("status"), "detail": str(g.get("detail", ""))[:300],
+                                 "numbers": {k: v for k, v in (g.get("numbers") or {}).items()
+                                             if isinstance(v, (int, float, str))}},
+                   "verdict": str(doc.get("verdict", doc.get("error", "")))[:400]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
 
 
 def dense_rows(device: str) -> list[dict]:
@@ -176,7 +213,9 @@ def dense_rows(device: str) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["icl", "claims", "dense"], required=True)
+    ap.add_argument("--part", choices=["icl", "claims", "dense", "flex"], required=True)
+    ap.add_argument("--modes", default="default,full", help="claims: which of default,full to run")
+    ap.add_argument("--no-mutants", action="store_true", help="claims: skip the tverify mutants run")
     ap.add_argument("--device", choices=["cpu", "cuda", "both"], default="both")
     ap.add_argument("--out", required=True, metavar="FILE.json")
     a = ap.parse_args()
@@ -189,7 +228,10 @@ def main() -> None:
     if a.part == "icl":
         body = icl_rows(devices)
     elif a.part == "claims":
-        body = claim_rows(devices, os.path.dirname(os.path.abspath(a.out)))
+        body = claim_rows(devices, os.path.dirname(os.path.abspath(a.out)), tuple(a.modes.split(",")),
+                          not a.no_mutants)
+    elif a.part == "flex":
+        body = flex_rows(devices, os.path.dirname(os.path.abspath(a.out)))
     else:
         body = dense_rows("cuda" if "cuda" in devices else "cpu")
     info["seconds"] = time.perf_counter() - t0

@@ -228,15 +228,33 @@ class Precision:
 
 
 def tolerance(e_plain: float, D: int, T: int, L: float, p: torch.dtype, factor: float) -> tuple[float, str]:
-    """The precision rule: ``factor·e_plain + B₆₄`` (``B₆₄`` alone at ``p = float64``)."""
+    """The precision rule: ``factor·max(e_plain, u_p·max(1, |logit|max)) + B₆₄`` (``B₆₄`` alone at
+    ``p = float64``).
+
+    The floor ``u_p·max(1, |logit|max)`` is one rounding of the largest logit in ``p``: a correct
+    implementation in ``p`` may move the softmax weights by that much, while the plain reference's
+    own error can be far below it when its order of operations happens to round the deciding logits
+    well. Measured (benchmarks/RESULTS.md, "Float32 rule at large logits"): at logits ~1000 the plain
+    float32 reference erred down to 0.008·u32·L on some draws, and a correct float32 attention that
+    scales q before q·kᵀ (as Keras does) up to 0.34·u32·L there (0.63·u32·L at logits ~100), 2.3×
+    the plain reference's error on one draw; at unit logits the floor is below the plain reference's
+    error (≥ 1.6·u32 measured) and changes nothing."""
     b = b64(D, T, L)
     if p == torch.float64:
         return b, (f"float64 working precision: the reference's own rounding bound B64 = 16·u64·(3D+T)·max(1, |logit|max)"
                    f" = 16·{unit_roundoff(torch.float64):.3g}·{3 * D + T}·{max(1.0, L):.3g} = {b:.3g} (relative to "
                    "max|reference|)")
-    return factor * e_plain + b, (f"{dtype_name(p)} working precision: {factor:g} × the error of the plain reference "
-                                  f"computed in {dtype_name(p)} ({e_plain:.3g}) + B64 ({b:.3g}) = "
-                                  f"{factor * e_plain + b:.3g} (FlashAttention's rule; relative to max|reference|)")
+    floor = unit_roundoff(p) * max(1.0, L)
+    if e_plain >= floor or not math.isfinite(e_plain):
+        return factor * e_plain + b, (f"{dtype_name(p)} working precision: {factor:g} × the error of the plain "
+                                      f"reference computed in {dtype_name(p)} ({e_plain:.3g}) + B64 ({b:.3g}) = "
+                                      f"{factor * e_plain + b:.3g} (FlashAttention's rule; relative to "
+                                      "max|reference|)")
+    return factor * floor + b, (f"{dtype_name(p)} working precision: {factor:g} × one rounding of the largest logit in "
+                                f"{dtype_name(p)}, u·max(1, |logit|max) = {unit_roundoff(p):.3g}·{max(1.0, L):.3g} = "
+                                f"{floor:.3g} (above the plain reference's own error {e_plain:.3g}, which is not "
+                                f"representative there) + B64 ({b:.3g}) = {factor * floor + b:.3g} (FlashAttention's "
+                                "rule with that floor; relative to max|reference|)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -835,6 +853,44 @@ class AttentionProbe:
                                            "gradient entry at that length)", detail)
 
     # -- hints ---------------------------------------------------------------------------------
+    #: The properties a change of declaration can change, rerun before a hint is printed.
+    RERUNNABLE = ("matches_reference", "gradients_match_reference", "scale_1_over_sqrt_dk", "causal_no_future_leak",
+                  "window_respected", "prefix_consistency", "batch_independence")
+
+    def rerun(self, names: list[str], st: Structure | None = None, m: Mapping | None = None,
+              compute_dtype: torch.dtype | None | str = "same") -> list[Property]:
+        """``matches_reference`` at every probed length and logit scale, then those of ``names``
+        that a declaration changes (:attr:`RERUNNABLE`), rerun under another declaration: the
+        structure ``st``, the weights ``m`` and the working precision ``compute_dtype`` (``"same"``:
+        as declared; ``None``: found by probing). The module's outputs at unit logits are reused;
+        the large-logit probes are rerun (their input factor depends on the declaration). The probe
+        itself is left as it was."""
+        q = copy.copy(self)
+        q.__dict__.pop("_lf_cache", None)
+        q.st, q.m = st or self.st, m or self.m
+        if compute_dtype != "same":
+            q.compute_dtype = compute_dtype
+        q.precision, q.e_plain, q.L = None, {}, {}
+        props = [q.prop_matches()]
+        done = {"matches_reference"}
+        for nm in names:
+            if nm in done or nm not in self.RERUNNABLE:
+                continue
+            if nm in ("causal_no_future_leak", "window_respected"):
+                done.update(("causal_no_future_leak", "window_respected"))
+                props.extend(q.prop_mask())  # the mask the new declaration has (none: nothing to check)
+            elif nm == "prefix_consistency":
+                if q.st.causal:
+                    props.append(q.prop_prefix())
+            elif nm == "gradients_match_reference":
+                props.append(q.prop_gradients())
+            elif nm == "scale_1_over_sqrt_dk":
+                props.append(q.prop_scale())
+            elif nm == "batch_independence":
+                props.append(q.prop_batch())
+            done.add(nm)
+        return props
+
     def variant_errors(self, variants: list[tuple[str, Structure, Mapping | None]],
                        precision: torch.dtype | None = None) -> list[tuple[float, float, str]]:
         """``(error/tolerance, error, label)`` of each variant of the declaration, best first, at a

@@ -17,7 +17,10 @@ over keys (the last axis), and the heads' outputs are concatenated and projected
 * RoPE (Su et al., 2021): the first ``rope_dims`` dimensions of each query/key head are rotated by
   the angle ``t·base^(−2i/rope_dims)`` for pair ``i``; the pairs are ``(2i, 2i+1)`` ("interleaved",
   as the RoFormer code and rotary-embedding-torch) or ``(i, i + rope_dims/2)`` ("half", as Hugging
-  Face's ``rotate_half`` and x-transformers). Positions are ``0 … T−1``.
+  Face's ``rotate_half`` and x-transformers). Positions are ``0 … T−1``; ``rope_offset = (a, b)``
+  (a variant the hints try) rotates queries at ``a … T−1+a`` and keys at ``b … T−1+b``. Only the
+  difference ``a − b`` is observable: the logit of ``q_t·k_s`` depends on ``(t + a) − (s + b)`` alone,
+  so a common offset leaves RoPE attention unchanged.
 * ALiBi (Press et al., 2022): slopes ``2^(−8(h+1)/H)`` for ``H`` a power of two, otherwise those of
   the closest lower power of two followed by every other slope of the next one.
 * ``sinusoidal``/``learned``: a table ``P (T_max, D)`` added to the input before the projections
@@ -120,6 +123,7 @@ class Structure:
     scale: float | None = None  # None: 1/sqrt(d_k)
     qk_norm: str | None = None  # None | rms | layer: a norm on q and k before RoPE (Mapping.q_norm/k_norm)
     swap_axes: bool = False  # a variant for hints only: the module reads axis 0 as time
+    rope_offset: tuple[int, int] = (0, 0)  # a variant for hints: RoPE positions of queries and keys start here
 
     def describe(self) -> str:
         parts = ["causal" if self.causal else "not causal"]
@@ -128,7 +132,9 @@ class Structure:
             parts.append(f"window ({'∞' if L is None else L}, {'∞' if R is None else R})")
         if self.positional == "rope":
             parts.append(f"RoPE {self.rope_convention} base {self.rope_base:g}"
-                         + (f" on {self.rope_dims} dims" if self.rope_dims else ""))
+                         + (f" on {self.rope_dims} dims" if self.rope_dims else "")
+                         + (" at positions q {0}…T−1{0:+d}, k {1}…T−1{1:+d}".format(*self.rope_offset)
+                            if self.rope_offset != (0, 0) else ""))
         elif self.positional != "none":
             parts.append(self.positional)
         if self.softcap is not None:
@@ -172,8 +178,9 @@ def sinusoidal_table(T: int, D: int, dtype=torch.float64) -> torch.Tensor:
     return P.to(dtype)
 
 
-def rope_rotate(t: torch.Tensor, *, base: float, dims: int | None, convention: str) -> torch.Tensor:
-    """RoPE on ``t (B, H, T, d)``: rotate the first ``dims`` (default ``d``, even) dimensions."""
+def rope_rotate(t: torch.Tensor, *, base: float, dims: int | None, convention: str, offset: int = 0) -> torch.Tensor:
+    """RoPE on ``t (B, H, T, d)``: rotate the first ``dims`` (default ``d``, even) dimensions, token
+    ``i`` at position ``i + offset``."""
     d = t.shape[-1]
     r = dims or d
     r -= r % 2
@@ -184,7 +191,7 @@ def rope_rotate(t: torch.Tensor, *, base: float, dims: int | None, convention: s
     # every implementation: Hugging Face computes them in float32 with autocast off)
     adt = torch.float64 if t.dtype == torch.float64 else torch.float32
     inv = base ** (-torch.arange(0, r, 2, dtype=adt) / r)  # (r/2,)
-    ang = torch.arange(T, dtype=adt)[:, None] * inv[None]  # (T, r/2)
+    ang = (torch.arange(T, dtype=adt) + offset)[:, None] * inv[None]  # (T, r/2)
     cos, sin = torch.cos(ang).to(t.dtype).to(t.device), torch.sin(ang).to(t.dtype).to(t.device)
     rot, rest = t[..., :r], t[..., r:]
     if convention == "interleaved":
@@ -217,8 +224,10 @@ def allowed_mask(T: int, st: Structure, device=None) -> torch.Tensor:
 
 
 def _proj(x, W, b, dtype):
-    y = x @ W.to(dtype).T
-    return y if b is None else y + b.to(dtype)
+    # the reference follows the input's device: a mapping read from a module on CUDA holds CUDA
+    # weights while the probes are kept on the CPU (and the other way round)
+    y = x @ W.to(dtype=dtype, device=x.device).T
+    return y if b is None else y + b.to(dtype=dtype, device=x.device)
 
 
 def _heads(t: torch.Tensor, h: int) -> torch.Tensor:
@@ -236,7 +245,7 @@ def _inputs(x: torch.Tensor, m: Mapping, st: Structure, dtype) -> torch.Tensor:
     elif st.positional == "learned":
         if m.pos_table is None or m.pos_table.shape[0] < T:
             raise ValueError("no learned position table of this length")
-        x = x + m.pos_table[:T].to(dtype)
+        x = x + m.pos_table[:T].to(dtype=dtype, device=x.device)
     return x
 
 
@@ -281,8 +290,10 @@ def logits(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> t
         else:
             k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
     if st.positional == "rope":
-        q = rope_rotate(q, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention)
-        k = rope_rotate(k, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention)
+        q = rope_rotate(q, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention,
+                        offset=st.rope_offset[0])
+        k = rope_rotate(k, base=st.rope_base, dims=st.rope_dims, convention=st.rope_convention,
+                        offset=st.rope_offset[1])
     scale = st.scale if st.scale is not None else 1 / math.sqrt(m.d_k)
     s = (q @ k.transpose(-1, -2)) * scale
     T = x.shape[1]
