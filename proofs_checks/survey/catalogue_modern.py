@@ -59,6 +59,36 @@ _CAUSAL_MASK = ('m = lambda T, dt: torch.zeros(T, T, dtype=dt).masked_fill(torch
 
 _HF_DECL = {"causal": True, "positional": "rope", "compute_dtype": "float32"}
 
+# Keras reads its backend when it is imported, and the survey's worker imports the entry's module
+# before the adapter runs: the backend is set in the entry's process environment.
+_KERAS = (("KERAS_BACKEND", "torch"),)
+# The projections are EinsumDense layers (kernels (D, heads, d_k) and (heads, d_k, D)): the adapter
+# gives them to the checker through a tverify_mapping() hook, in nn.Linear's (out, in) form.
+_KERAS_ADAPTER = '''
+import keras
+class A(Wrap):
+    def tverify_mapping(self):
+        a, w = self.attn, lambda d: (d.kernel.value.reshape(D, -1).T, d.bias.value.reshape(-1))
+        o = (a._output_dense.kernel.value.reshape(-1, D).T, a._output_dense.bias.value)
+        return {{"q": w(a._query_dense), "k": w(a._key_dense), "v": w(a._value_dense), "o": o, "heads": 4, "kv_heads": {kv}}}
+def make():  # built now (Keras builds on the first call): the hook reads the kernels
+    a = keras.layers.{layer}, dtype="float64"); a.build((1, 1, D), (1, 1, D))
+    return A(a, call=lambda a, x: {call})
+'''
+_KERAS_NOTE = ("a float64 layer computes its attention in float32 on the torch backend: backend.result_type maps "
+               "float64 to float32 on every backend but TensorFlow ('aligned with JAX's default'), and "
+               "ops.dot_product_attention casts q, k, v to it (hence --compute-dtype float32; matches_reference "
+               "passes at the float32 rule). dtype_and_device_preserved fails: a Keras layer computes in its dtype "
+               "policy, not its input's (without the mapping hook: float32 in, float64 out); the checker's float32 "
+               "copy (torch's .to()) converts the variables but not the policy, and EinsumDense raises 'expected "
+               "scalar type Float but found Double'")
+_KERAS_ISSUE = {"url": "https://github.com/keras-team/keras/issues/23704",
+                "title": "torch: float64 Dense returns float32 since #23225, and float64 handling on torch is inconsistent"}
+
+
+def _keras(layer: str, call: str, kv: int = 4) -> str:
+    return _KERAS_ADAPTER.format(layer=layer, call=call, kv=kv)
+
 
 ENTRIES: list[Entry] = [
     # ---------------------------------------------------------------- FlexAttention (torch only)
@@ -163,4 +193,18 @@ def make():
             "model's definition, not a bug in the port; ports to other runtimes had to copy it",
        issue={"url": "https://github.com/OpenNMT/CTranslate2/pull/1449",
               "title": "Implement converter for FalconConfig: scale_alibi, 'apply the dot product scale factor to ALiBi'"}),
+    # ---------------------------------------------------------------- Keras 3 on the torch backend
+    _e("keras-mha", "Keras 3 MultiHeadAttention (torch backend)", "keras", "3.15.1", "keras",
+       _keras("MultiHeadAttention(num_heads=4, key_dim=8", "a(x, x)"), {"compute_dtype": "float32"},
+       "bidirectional, EinsumDense projections with biases, dtype policy float64", env=_KERAS, note=_KERAS_NOTE, issue=_KERAS_ISSUE),
+    _e("keras-mha-causal", "Keras 3 MultiHeadAttention (torch backend)", "keras", "3.15.1", "keras",
+       _keras("MultiHeadAttention(num_heads=4, key_dim=8", "a(x, x, use_causal_mask=True)"),
+       {"causal": True, "compute_dtype": "float32"}, "use_causal_mask=True, dtype policy float64", env=_KERAS,
+       note=_KERAS_NOTE),
+    _e("keras-gqa", "Keras 3 GroupQueryAttention (torch backend)", "keras", "3.15.1", "keras",
+       _keras("GroupQueryAttention(head_dim=8, num_query_heads=4, num_key_value_heads=2", "a(x, x, use_causal_mask=True)",
+              kv=2),
+       {"causal": True, "kv_heads": 2, "kv_grouping": "hf", "compute_dtype": "float32"},
+       "4 query heads sharing 2 key/value heads (ops.repeat: query head h uses h // 2), use_causal_mask=True",
+       env=_KERAS, note=_KERAS_NOTE, issue=_KERAS_ISSUE),
 ]

@@ -55,6 +55,7 @@ class Entry:
     issue: dict[str, str] | None = None   # upstream issue of a finding in a current release
     note: str = ""
     on_pypi: bool = True         # False: the release is not on the package index (its failed install is expected)
+    env: tuple[tuple[str, str], ...] = ()  # environment of the entry's process, set before the import (KERAS_BACKEND)
 
     @property
     def spec(self) -> str:

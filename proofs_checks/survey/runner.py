@@ -158,7 +158,8 @@ def run_entry(entry: Entry, *, cache: Path, mode: str, seed: int, timeout: float
             sp.write_text(json.dumps(spec), encoding="utf-8")
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *([os.environ["PYTHONPATH"]]
                                                                             if os.environ.get("PYTHONPATH") else [])]),
-                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONWARNINGS": "ignore"}
+                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONWARNINGS": "ignore",
+                   **dict(entry.env)}  # e.g. KERAS_BACKEND=torch: read when the library is imported
             w0 = time.perf_counter()
             try:
                 p = subprocess.run([sys.executable, "-m", "proofs_checks.survey.worker", str(sp), str(rp)],
