@@ -42,13 +42,13 @@ MODULES = textwrap.dedent('''
 
     def alibi():
         def mod(score, b, h, qi, kv):
-            return score - SLOPES[h].to(score.dtype) * (qi - kv).abs()
+            return score - SLOPES.to(score)[h] * (qi - kv).abs()
         return FlexAttn(score_mod=mod)
 
 
     def alibi_wrong():  # the slope of the other head
         def mod(score, b, h, qi, kv):
-            return score - SLOPES[1 - h].to(score.dtype) * (qi - kv).abs()
+            return score - SLOPES.to(score)[1 - h] * (qi - kv).abs()
         return FlexAttn(score_mod=mod)
 
 
@@ -355,7 +355,8 @@ def test_unsupported_dtype_is_not_available_not_failed(mods):
 
 @pytest.mark.cuda
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name, flags", [("softcap", ["--softcap", "20"]), ("sliding", ["--causal", "--window", "4"])])
+@pytest.mark.parametrize("name, flags", [("alibi", ["--positional", "alibi"]), ("softcap", ["--softcap", "20"]),
+                                         ("sliding", ["--causal", "--window", "4"])])
 def test_flex_attention_on_cuda_compares_gradients(mods, name, flags):
     # on CUDA flex_attention has a backward: the gradient comparison runs (a lent H100 found the
     # reference crashing here once: the mapping's weights on CUDA, the kept probes on the CPU)
