@@ -170,3 +170,35 @@ def test_probe_unit_reasons(tmp_path, monkeypatch):
     with pytest.raises(_plugins.PluginImportFailed, match="did not finish within 1 s"):
         _plugins.probe(EntryPoint("slow", "zzslow", "tverify.claims"))
     assert time.monotonic() - t0 < 5
+
+
+def test_a_form_sent_by_value_and_a_clean_check_come_back_as_here(tmp_path, monkeypatch):
+    """A form the child cannot find on its own copy of the claim (a continuous mutant's scaled form) is
+    sent by value; the result rebuilt here has the status the in-process run gives."""
+    from proofs_checks.claims import _plugins
+    from proofs_checks.context import RunContext
+    from proofs_checks.runner import run_check_here
+
+    (tmp_path / "zzmod.py").write_text(textwrap.dedent('''
+        from proofs_checks.plugin import Check, Claim, Mutant, exact, register
+
+        def count(form, ctx):
+            return exact(abs(float(form(2.0)) - 6.0), "the count")
+
+        def build():
+            return Claim(id="zzmod.c", title="t", statement="3x", source="-", kind="identity", form=lambda x: 3 * x,
+                         no_symbolic="a count", checks=(Check("count", "numeric", count),),
+                         mutants=(Mutant("four", "wrong constant", "4x", lambda x: 4 * x),))
+
+        def register_all():
+            register(build())
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import zzmod
+
+    claim, ctx = zzmod.build(), RunContext(mode="quick")
+    spec = ("zzmod", "zzmod:register_all", "tverify.claims")
+    for form in (claim.form, claim.mutants[0].form, lambda x: 3.0000001 * x):
+        here = run_check_here(claim.checks[0], form, claim, ctx)
+        there = _plugins.run_check(spec, claim.checks[0], form, claim, ctx)
+        assert (there.status, there.result.error) == (here.status, here.result.error), (there, here)

@@ -54,8 +54,11 @@ def load_plugins() -> None:
     value naming a callable, ``"package.module:register_all"``, is also called). A plugin that fails
     is skipped with one warning line on stderr (kept in :data:`PLUGIN_ERRORS`), never a crash: an
     exception, ``sys.exit``, a ``KeyboardInterrupt`` it raises itself, an import that does not finish
-    within :data:`PLUGIN_IMPORT_TIMEOUT` seconds (:func:`_load_one`). The message is cut to one short
-    line."""
+    within :data:`PLUGIN_IMPORT_TIMEOUT` seconds (:func:`_load_one`). An installed entry point is first
+    imported in a fresh process (:func:`proofs_checks.claims._plugins.probe`: an ``os._exit``, a signal or a
+    hang there only skips it), and the checks of the claims it registers run in a child process
+    (:func:`proofs_checks.claims._plugins.isolate`). The message is cut to one line of at most 300
+    characters."""
     import sys
     from importlib.metadata import entry_points
 
