@@ -235,10 +235,11 @@ def tolerance(e_plain: float, D: int, T: int, L: float, p: torch.dtype, factor: 
     implementation in ``p`` may move the softmax weights by that much, while the plain reference's
     own error can be far below it when its order of operations happens to round the deciding logits
     well. Measured (benchmarks/RESULTS.md, "Float32 rule at large logits"): at logits ~1000 the plain
-    float32 reference erred down to 0.008·u32·L on some draws, and a correct float32 attention that
-    scales q before q·kᵀ (as Keras does) up to 0.34·u32·L there (0.63·u32·L at logits ~100), 2.3×
-    the plain reference's error on one draw; at unit logits the floor is below the plain reference's
-    error (≥ 1.6·u32 measured) and changes nothing."""
+    float32 reference erred down to 0.008·u32·L on some draws, correct float32 attentions (SDPA,
+    nn.MultiheadAttention, Keras 3, a hand-written one scaling q before q·kᵀ) up to 0.41·u32·L there
+    (0.63·u32·L at logits ~100), and the hand-written one 2.3× the plain reference's error on one
+    draw; at unit logits the floor is below the plain reference's error (≥ 1.6·u32 measured) and
+    changes nothing."""
     b = b64(D, T, L)
     if p == torch.float64:
         return b, (f"float64 working precision: the reference's own rounding bound B64 = 16·u64·(3D+T)·max(1, |logit|max)"
