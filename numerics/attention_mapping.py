@@ -378,7 +378,10 @@ def find_qk_norms(obj: Any) -> tuple[tuple, tuple, str] | None:
 def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     """A :class:`Mapping` from what a mapping hook returned: a dict with ``q``, ``k``, ``v`` (each a
     weight ``(out, in)`` in ``nn.Linear`` form, a ``(weight, bias)`` pair, or a projection module),
-    optional ``o`` (``None``: no output projection), ``heads`` and optional ``kv_heads``. Raises
+    optional ``o`` (``None``: no output projection), ``heads`` and optional ``kv_heads``, optional
+    ``q_norm``/``k_norm``, ``kv_grouping`` and ``q_transform``/``k_transform`` (callables on q and k per
+    head, ``(batch, heads, T, d_k)`` → same, ``kv_heads`` for k, after the projection and QK-norm and
+    before RoPE: :func:`_checked_transform` tries them). Raises
     ``ValueError`` (one line) for anything inconsistent.
 
         >>> W = torch.eye(4, dtype=torch.float64)
@@ -391,10 +394,11 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     missing = [k for k in ("q", "k", "v", "heads") if k not in value]
     if missing:
         raise ValueError(f"the mapping hook's dict lacks {', '.join(missing)}")
-    unknown = sorted(set(value) - {"q", "k", "v", "o", "heads", "kv_heads", "q_norm", "k_norm", "kv_grouping"})
+    unknown = sorted(set(value) - {"q", "k", "v", "o", "heads", "kv_heads", "q_norm", "k_norm", "kv_grouping",
+                                   "q_transform", "k_transform"})
     if unknown:
         raise ValueError(f"the mapping hook's dict has unknown keys {', '.join(unknown)} (allowed: q, k, v, o, "
-                         "heads, kv_heads, q_norm, k_norm, kv_grouping)")
+                         "heads, kv_heads, q_norm, k_norm, kv_grouping, q_transform, k_transform)")
     h = value["heads"]
     hk = value.get("kv_heads") or h
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (h, hk)):
@@ -413,4 +417,39 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     why = m.consistent(D)
     if why:
         raise ValueError(f"the mapping hook's weights are inconsistent: {why}")
+    for key, n in (("q_transform", h), ("k_transform", hk)):
+        if value.get(key) is not None:
+            setattr(m, key, _checked_transform(value[key], key, n, m.d_k, wq.dtype))
     return m
+
+
+def _checked_transform(fn: Any, key: str, heads: int, d_k: int, dtype: torch.dtype):
+    """A hook's ``q_transform``/``k_transform``, tried on a probe ``(2, heads, 3, d_k)`` in the
+    weights' dtype and in float64 (the reference's): it must be callable and return a finite tensor
+    of the same shape and dtype, leaving its input alone. Raises ``ValueError`` (one line)."""
+    if not callable(fn):
+        raise ValueError(f"{key} must be a callable (batch, heads, T, d_k) -> same shape, got {type(fn).__name__}")
+    g = torch.Generator().manual_seed(0)
+    for dt in dict.fromkeys((dtype, torch.float64)):
+        t = torch.randn(2, heads, 3, d_k, generator=g, dtype=torch.float64).to(dt)
+        before = t.clone()
+        try:
+            with torch.no_grad():
+                out = fn(t)
+        except Exception as exc:
+            raise ValueError(f"{key} raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+                             f"on a {tuple(t.shape)} {str(dt).removeprefix('torch.')} input "
+                             "(batch, heads, T, d_k)") from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(t.shape):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"{key} returned {got} for a {tuple(t.shape)} input (batch, heads, T, d_k): it must keep "
+                             "the shape")
+        if out.dtype != dt:
+            raise ValueError(f"{key} returned {str(out.dtype).removeprefix('torch.')} for a "
+                             f"{str(dt).removeprefix('torch.')} input: it must compute in its input's dtype (cast "
+                             "its own weights with .to(t.dtype))")
+        if not torch.isfinite(out).all():
+            raise ValueError(f"{key} returned NaN or inf on a finite {tuple(t.shape)} input")
+        if not torch.equal(t, before):
+            raise ValueError(f"{key} writes into its input: return a new tensor")
+    return fn

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 import torch
 
 __all__ = ["Mapping", "Structure", "alibi_slopes", "sinusoidal_table", "rope_rotate", "allowed_mask",
@@ -63,6 +64,10 @@ class Mapping:
     # the weight of width d_k (per head: Qwen3, Gemma 3) or of the whole projection (OLMo 2)
     q_norm: tuple | None = None
     k_norm: tuple | None = None
+    # the mapping hook's own transforms of q and k per head, (B, heads, T, d_k) → same (k: kv_heads), applied
+    # after the projection (and QK-norm) and before RoPE
+    q_transform: Any = None
+    k_transform: Any = None
 
     def __post_init__(self):
         if self.kv_heads is None:
@@ -282,6 +287,10 @@ def logits(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.float64) -> t
     else:
         q = _heads(_proj(x, m.wq, m.bq, dtype), H)
         k = _heads(_proj(x, m.wk, m.bk, dtype), Hkv)
+    if m.q_transform is not None:
+        q = m.q_transform(q)
+    if m.k_transform is not None:
+        k = m.k_transform(k)
     v = _heads(_proj(x, m.wv, m.bv, dtype), Hkv)
     if Hkv != H:
         g = H // Hkv

@@ -70,14 +70,14 @@ _ATTENTION_ALIASES = {"quick": 'mode="quick"', "full": 'mode="full"', "module": 
 
 
 def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple | None = None,
-                    positional: str | bool = "none", rope_base: float = 10000.0, rope_dims: int | None = None,
+                    positional: str | bool = "none", rope_base: float | None = None, rope_dims: int | None = None,
                     rope_convention: str | None = None, softcap: float | None = None, qk_norm: str | None = None,
                     kv_grouping: str | None = None, heads: int | None = None, kv_heads: int | None = None,
                     dim: int | None = None, dtype: str = "float64", compute_dtype: str | None = None,
                     device: str = "cpu", seq_len: str | list | None = None, mode: str = "default", seed: int = 0,
                     mapping: Any = None, against: Any = None, mask_convention: str | None = None,
                     name: str | None = None, max_memory: float | None = None, progress: bool = False,
-                    isolate: bool = True, timeout: float | None = None, **unknown):
+                    ignore_config: bool = False, isolate: bool = True, timeout: float | None = None, **unknown):
     """``tverify check attention`` on ``obj`` (a module, class, factory or function mapping
     ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention` and
     ``docs/check-attention.md``). Returns a :class:`~proofs_checks.sanity._common.SanityResult` whose
@@ -89,7 +89,10 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
     ``seq_len`` ("1,5,300" or a list of ints); ``mode`` (quick, default, full); ``seed``;
     ``mapping`` (a function of the module returning its weights, or that dict); ``against`` (a
     second implementation); ``mask_convention`` (keep, drop, additive); ``name`` (the label in the
-    output); ``max_memory`` (GB); ``progress``. Any other keyword, or a value of the wrong type,
+    output); ``max_memory`` (GB); ``progress``; ``ignore_config`` (do not read the module's configuration:
+    by default its ``rope_theta``, ``sliding_window``, softcap and ``is_causal`` fill what is not given,
+    ``rope_base=None`` meaning the module's else 10000, and a given value contradicting them is an
+    error; docs/check-attention.md). Any other keyword, or a value of the wrong type,
     raises :class:`~theory.validation.InputError` with one line naming the valid ones
     (``quick=True`` is ``mode="quick"``).
 
@@ -115,7 +118,7 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         >>> check_attention(Attn(), quick=True)
         Traceback (most recent call last):
         ...
-        theory.validation.InputError: check_attention: unknown keyword argument 'quick' (use mode="quick"); valid: causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads, dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory, progress, isolate, timeout
+        theory.validation.InputError: check_attention: unknown keyword argument 'quick' (use mode="quick"); valid: causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads, dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory, progress, ignore_config, isolate, timeout
     """
     from theory.validation import InputError
 
@@ -130,6 +133,7 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
     with _as_value_errors():
         _flag("check_attention", "causal", causal)
         _flag("check_attention", "progress", progress)
+        _flag("check_attention", "ignore_config", ignore_config)
         timeout = _isolation("check_attention", isolate, timeout)
         window = _attention_window(window)
         seq_len = _attention_lengths(seq_len)
@@ -149,7 +153,7 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
                     rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
                     compute_dtype=compute_dtype, seq_len=seq_len, mapping=mapping, against=against,
                     max_memory=max_memory, progress=progress, mask_convention=mask_convention, qk_norm=qk_norm,
-                    kv_grouping=kv_grouping)
+                    kv_grouping=kv_grouping, ignore_config=bool(ignore_config))
         missing = set(args) - set(inspect_params(run_attention))
         assert not missing, missing  # the API and the check agree on their keywords
         if not isolate:

@@ -14,7 +14,10 @@ Hugging Face and x-transformers by :mod:`numerics.attention_mapping`, or declare
 "heads", "kv_heads"}``) with the **declared structure**: ``--causal``, ``--window W`` or ``L,R``,
 ``--positional none|learned|sinusoidal|rope|alibi`` (``--rope-base``, ``--rope-dims``,
 ``--rope-convention``), ``--softcap C``, ``--qk-norm rms|layer`` (the module's ``q_norm``/``k_norm``
-or the hook's), ``--kv-grouping hf|tiled`` (:mod:`numerics.attention_reference`).
+or the hook's), ``--kv-grouping hf|tiled`` (:mod:`numerics.attention_reference`). What the module's
+configuration carries (a Hugging Face ``config``'s ``rope_theta``, ``sliding_window``, ...;
+x-transformers attributes: :mod:`proofs_checks.sanity._modconfig`) fills in what the flags leave out
+and is printed in one line; a flag contradicting it is a usage error (``--ignore-config`` reads nothing).
 
 Properties (each with its measured error, its tolerance and the rule behind it; *central* ones must
 have run and held for ``ok``; :mod:`numerics.attention_probe` computes them), over several sequence
@@ -349,19 +352,46 @@ def _variants(st, m, alts):
     return out
 
 
+def _read_config(obj, label, ignore_config, positional, given) -> tuple[dict, list[str], list[str]]:
+    """The declaration completed by what the module carries (:mod:`proofs_checks.sanity._modconfig`):
+    ``(values, config_read lines, notes)``. ``given["window"]`` may still be the text ``"W"`` (parsed
+    here, once the module's ``is_causal`` is known). A configuration attribute of the wrong type, or a
+    declaration contradicting it: one-line usage errors naming both and ``--ignore-config``."""
+    from proofs_checks.sanity import _modconfig as mc
+
+    read = mc.ConfigRead()
+    if not ignore_config:
+        try:
+            read = _user_call(lambda: mc.read_module_config(obj), label)
+        except mc.ConfigError as exc:
+            raise UsageError(f"{label}: the module's configuration has {exc}; fix it, or pass --ignore-config to not "
+                             "read it") from None
+    given = dict(given)
+    if isinstance(given.get("window"), str):
+        given["window"] = parse_window(given["window"], bool(given["causal"] or read.get("causal")))
+    try:
+        vals, lines = mc.merge(read, given, positional)
+    except mc.ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return vals, lines, list(read.notes)
+
+
 def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
                   dtype: str = "float64", device: str = "cpu", positional: str | bool = "none", seed: int = 0,
                   mode: str = "default", label: str = "--module", name: str | None = None,
-                  window: str | tuple | None = None, softcap: float | None = None, rope_base: float = 10000.0,
+                  window: str | tuple | None = None, softcap: float | None = None, rope_base: float | None = None,
                   rope_dims: int | None = None, rope_convention: str | None = None, kv_heads: int | None = None,
                   compute_dtype: str | None = None, seq_len: str | list | None = None, mapping: Any = None,
                   against: Any = None, max_memory: float | None = None, progress: bool = False,
                   mask_convention: str | None = None, qk_norm: str | None = None,
-                  kv_grouping: str | None = None) -> SanityResult:
+                  kv_grouping: str | None = None, ignore_config: bool = False) -> SanityResult:
     """The properties of ``obj`` (see the module docstring) as a :class:`SanityResult`. Raises
     :class:`~proofs_checks.options.UsageError` (one line) for input the check cannot use.
     ``mapping`` is a callable taking the (copied) module and returning the weights dict, or that
-    dict; ``against`` a second implementation (differential mode)."""
+    dict; ``against`` a second implementation (differential mode). What the module's configuration
+    carries (:mod:`proofs_checks.sanity._modconfig`) fills the values not given (``rope_base=None``:
+    the module's, else 10000; ``causal=False``: the module's ``is_causal``/``causal`` when True), unless
+    ``ignore_config``; a given value that contradicts it is a usage error."""
     import torch
 
     from numerics import attention_probe as ap
@@ -390,18 +420,22 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                          "among the same number of query heads, so --heads must be a multiple of --kv-heads")
     if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
         raise UsageError(f"--softcap: must be a positive number, got {softcap!r}")
-    if not (math.isfinite(rope_base) and rope_base > 1):
+    if rope_base is not None and not (math.isfinite(rope_base) and rope_base > 1):
         raise UsageError(f"--rope-base: must be a number > 1, got {rope_base!r}")
+    if not isinstance(ignore_config, bool):
+        raise UsageError(f"ignore_config: must be True or False, got {ignore_config!r}")
     if rope_convention not in (None, "half", "interleaved"):
         raise UsageError(f"--rope-convention: half or interleaved, got {rope_convention!r}")
-    if positional != "rope" and (rope_dims is not None or rope_convention is not None or rope_base != 10000.0):
-        given = [n for n, v in (("--rope-base", rope_base != 10000.0), ("--rope-dims", rope_dims is not None),
+    if positional != "rope" and (rope_dims is not None or rope_convention is not None or rope_base is not None):
+        given = [n for n, v in (("--rope-base", rope_base is not None), ("--rope-dims", rope_dims is not None),
                                 ("--rope-convention", rope_convention is not None)) if v]
         raise UsageError(f"{'/'.join(given)} set the rotary embedding: they need --positional rope (the declared "
                          f"scheme is {positional}); nothing was run")
     if rope_dims is not None and rope_dims % 2:
         raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
-    win = window if isinstance(window, tuple) or window is None else parse_window(window, causal)
+    # --window W without --causal: the module's is_causal may make it causal (parsed once it is read)
+    defer_win = (isinstance(window, str) and "," not in window and not causal and not ignore_config)
+    win = window if isinstance(window, tuple) or window is None or defer_win else parse_window(window, causal)
     if isinstance(window, tuple):
         win = parse_window(",".join(map(str, window)), causal)
     lengths = seq_len if isinstance(seq_len, list) else parse_lengths(seq_len)
@@ -420,6 +454,14 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         obj = instantiate(obj, dim, label)
     if not callable(obj):
         raise UsageError(f"{label}: {name} is a {type(obj).__name__}, not a callable attention")
+    given = dict(causal=causal, rope_base=rope_base, rope_dims=rope_dims, window=window if defer_win else win,
+                 kv_heads=kv_heads, softcap=softcap, qk_norm=qk_norm)
+    vals, config_read, config_notes = _read_config(obj, label, ignore_config, positional, given)
+    causal, win, rope_base, rope_dims, softcap = (vals[k] for k in ("causal", "window", "rope_base", "rope_dims",
+                                                                    "softcap"))
+    rope_base = 10000.0 if rope_base is None else rope_base
+    if rope_dims is not None and rope_dims % 2:
+        raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
     D = dim or model_dim(obj)
     if D is None:
         raise UsageError(f"{label}: cannot tell the model dimension D of {name} (no embed_dim/dim/d_model attribute, "
@@ -685,12 +727,17 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     lines = [f"attention {name}: D = {D}, lengths {', '.join(map(str, probe.outs))} (batch {B}), {H} head(s), {dtype} "
              f"on {device}, {st.describe()}, seed {seed}",
              f"weights: {info.get('mapping') or 'no projections found by name (fitted where possible)'}"]
+    if ignore_config:
+        lines.append("the module's configuration was not read (--ignore-config)")
+    elif config_read:
+        lines.append(f"read from the module: {', '.join(config_read)}")
+    lines.extend(f"note: {n}" for n in config_notes)
     if mp is not None:
         lines.append(_grouping_line(mp, kv_grouping is not None or bool(hook and mp.kv_heads < mp.heads)))
     lines.extend(warnings + notes)
     if probe.precision is not None:
         lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})")
-    doc = {"check": "attention", "object": name, "inputs": info, "hints": hints}
+    doc = {"check": "attention", "object": name, "inputs": info, "hints": hints, "config_read": config_read}
     return SanityResult("attention", doc, verdict, rows, lines, figures)
 
 
@@ -1133,20 +1180,25 @@ def _hints(probe, props, st, mp, alts, hints):
 @click.command("attention")
 @click.option("--module", "module_spec", required=True, metavar="FILE.py:NAME",
               help="Your attention: FILE.py:NAME or package.module:NAME (a module, class, factory or function).")
-@click.option("--causal", is_flag=True, help="It is causal: no output may see a later token.")
+@click.option("--causal", is_flag=True, help="It is causal: no output may see a later token (default: the module's "
+                                               "is_causal / causal when it is True).")
 @click.option("--window", default=None, metavar="W|L,R",
               help="Sliding window: W (with --causal: the W most recent keys, the query's own included, as Hugging "
-                   "Face's sliding_window) or L,R (keys t−L … t+R, as FlashAttention's window_size).")
+                   "Face's sliding_window) or L,R (keys t−L … t+R, as FlashAttention's window_size); default: the "
+                   "module's sliding_window for its layer, if any.")
 @click.option("--positional", type=click.Choice(POSITIONAL), default="none", show_default=True,
               help="Positional scheme the reference includes (learned: the module's own table, found by name).")
-@click.option("--rope-base", type=float, default=10000.0, show_default=True, help="RoPE base (--positional rope).")
+@click.option("--rope-base", type=float, default=None,
+              help="RoPE base (--positional rope; default: the module's rope_theta, else 10000).")
 @click.option("--rope-dims", type=click.IntRange(min=2), default=None,
-              help="Rotated dimensions per head (default: all of d_k).")
+              help="Rotated dimensions per head (default: the module's partial_rotary_factor / rotary_pct × head_dim, "
+                   "else all of d_k).")
 @click.option("--rope-convention", type=click.Choice(["half", "interleaved"]), default=None,
               help="RoPE pairs: rotated halves (Hugging Face, x-transformers) or interleaved (RoFormer, "
                    "rotary-embedding-torch); default: the one that fits.")
 @click.option("--softcap", type=click.FloatRange(min=0, min_open=True), default=None, metavar="C",
-              help="Logit softcapping C·tanh(s/C) before the mask (Gemma 2, x-transformers).")
+              help="Logit softcapping C·tanh(s/C) before the mask (Gemma 2, x-transformers; default: the module's "
+                   "attn_logit_softcapping / logit_softclamp_value).")
 @click.option("--qk-norm", type=click.Choice(QK_NORMS), default=None,
               help="A norm on q and k per head before RoPE (Gemma 3, OLMo 2, Qwen3): rms (RMSNorm) or layer "
                    "(LayerNorm); the weights are the module's q_norm/k_norm (found by name) or the mapping hook's.")
@@ -1154,7 +1206,11 @@ def _hints(probe, props, st, mp, alts, hints):
               help="Grouped-query attention: query head h uses key/value head h // (H/K) (hf, as Hugging Face's "
                    "repeat_kv) or h % K (tiled); default: the one that fits (always printed).")
 @click.option("--heads", type=click.IntRange(min=1), default=None, help="Number of query heads (default: read from the object).")
-@click.option("--kv-heads", type=click.IntRange(min=1), default=None, help="Key/value heads (grouped-query attention).")
+@click.option("--kv-heads", type=click.IntRange(min=1), default=None, help="Key/value heads (grouped-query attention; "
+                                                                              "default: read from the object).")
+@click.option("--ignore-config", is_flag=True,
+              help="Do not read the module's configuration (Hugging Face config, x-transformers attributes): only the "
+                   "flags declare the structure.")
 @click.option("--dim", type=click.IntRange(min=1), default=None,
               help="Model dimension D; a class or factory is then called with dim=D.")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
@@ -1176,7 +1232,7 @@ def _hints(probe, props, st, mp, alts, hints):
 @timeout_option
 @check_options
 def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm,
-            kv_grouping, heads, kv_heads,
+            kv_grouping, heads, kv_heads, ignore_config,
             dim, dtype, compute_dtype, seq_len, mapping_spec, mask_convention, against_spec, report_dir, timeout, seed,
             device, mode, json_path, max_memory, no_progress):
     """Properties of your self-attention against softmax attention on its own weights with the
@@ -1206,7 +1262,9 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
                          f"declared scheme is {positional}); nothing was run")
     if rope_dims is not None and rope_dims % 2:
         raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
-    win = parse_window(window, causal)
+    # --window W without --causal: the module's is_causal may declare it causal (run_attention parses it then)
+    deferred = window is not None and "," not in window and not causal and not ignore_config
+    win = None if deferred else parse_window(window, causal)
     lengths = parse_lengths(seq_len)
     from proofs_checks.sanity._loader import _split
 
@@ -1216,7 +1274,8 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
             _split(spec, opt)
     name = module_spec.rpartition(":")[2]
     kwargs = dict(causal=causal, heads=heads, dim=dim, dtype=dtype, device=device, positional=positional, seed=seed,
-                  mode=mode, name=name, window=list(win) if win else None, softcap=softcap, rope_base=rope_base,
+                  mode=mode, name=name, window=list(win) if win else (window if deferred else None), softcap=softcap,
+                  rope_base=rope_base, ignore_config=ignore_config,
                   rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads, compute_dtype=compute_dtype,
                   seq_len=lengths, max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention,
                   qk_norm=qk_norm, kv_grouping=kv_grouping)
