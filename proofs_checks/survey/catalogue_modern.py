@@ -36,6 +36,35 @@ def _flex(imp: str = "", bm: str = "None", sm: str = "None") -> str:
 
 _CAUSAL_BM = 'create_block_mask(lambda b, h, q, k: q >= k, None, None, T, T, device="cpu")'
 
+# -- timm ---------------------------------------------------------------------------------------------
+# timm/__init__.py and timm/layers/__init__.py import torchvision (timm.layers.create_norm: FrozenBatchNorm2d),
+# and torchvision from PyPI does not import beside a CPU build of torch ("operator torchvision::nms does not
+# exist"). The attention modules themselves need only torch: the adapter registers the two packages without
+# running their __init__, marks torchvision absent (timm.layers._fx's optional import then fails with the
+# ImportError it expects, not the RuntimeError of a torchvision built for CUDA) and imports
+# timm.layers.attention directly. The entry's import check is therefore
+# torch's; the pinned timm release is what is on sys.path (its version is still checked).
+_TIMM = "1.0.31"
+_TIMM_ADAPTER = '''
+import sys, types, importlib.util
+sys.modules["torchvision"] = None  # absent, not broken: timm.layers._fx then skips it (ImportError)
+root = importlib.util.find_spec("timm").submodule_search_locations[0]  # the package, not imported
+for n, p in (("timm", root), ("timm.layers", root + "/layers")):
+    sys.modules[n] = types.ModuleType(n); sys.modules[n].__path__ = [p]
+from timm.layers.attention import Attention, AttentionRope
+{imp}
+def make():
+    return Wrap({ctor}{call})
+'''
+_TIMM_NOTE_SHORT = "timm's package __init__ needs torchvision: the adapter imports timm.layers.attention without it"
+_TIMM_NOTE = ("timm/__init__ and timm/layers/__init__ import torchvision, which from PyPI does not import beside a "
+              "CPU torch; the adapter imports timm.layers.attention without running them")
+
+
+def _timm(ctor: str, imp: str = "", call: str = "") -> str:
+    return _TIMM_ADAPTER.format(ctor=ctor, imp=imp, call=", " + call if call else "")
+
+
 # -- Hugging Face (eager attention, the causal mask the model builds) -------------------------------
 _HF_ROPE = '''
 from transformers import {cfgcls}
@@ -200,11 +229,27 @@ def make():
     _e("keras-mha-causal", "Keras 3 MultiHeadAttention (torch backend)", "keras", "3.15.1", "keras",
        _keras("MultiHeadAttention(num_heads=4, key_dim=8", "a(x, x, use_causal_mask=True)"),
        {"causal": True, "compute_dtype": "float32"}, "use_causal_mask=True, dtype policy float64", env=_KERAS,
-       note=_KERAS_NOTE),
+       note=_KERAS_NOTE, issue=_KERAS_ISSUE),
     _e("keras-gqa", "Keras 3 GroupQueryAttention (torch backend)", "keras", "3.15.1", "keras",
        _keras("GroupQueryAttention(head_dim=8, num_query_heads=4, num_key_value_heads=2", "a(x, x, use_causal_mask=True)",
               kv=2),
        {"causal": True, "kv_heads": 2, "kv_grouping": "hf", "compute_dtype": "float32"},
        "4 query heads sharing 2 key/value heads (ops.repeat: query head h uses h // 2), use_causal_mask=True",
        env=_KERAS, note=_KERAS_NOTE, issue=_KERAS_ISSUE),
+    # ---------------------------------------------------------------- timm (timm.layers.attention)
+    _e("timm-vit", "timm Attention (ViT)", "timm", _TIMM, "torch", _timm("Attention(D, num_heads=4, qkv_bias=True)"), {},
+       "ViT attention: fused qkv with bias, bidirectional", note=_TIMM_NOTE),
+    _e("timm-vit-qknorm", "timm Attention (ViT, qk_norm)", "timm", _TIMM, "torch",
+       _timm("Attention(D, num_heads=4, qkv_bias=True, qk_norm=True, norm_layer=nn.LayerNorm)"), {"qk_norm": "layer"},
+       "qk_norm=True: LayerNorm on each head's q and k (q_norm/k_norm)", note=_TIMM_NOTE),
+    _e("timm-rope-column", "timm AttentionRope + RotaryEmbeddingCat (EVA, 2-D RoPE)", "timm", _TIMM, "torch", _timm(
+        "AttentionRope(D, num_heads=4, num_prefix_tokens=0)",
+        "from timm.layers.pos_embed_sincos import RotaryEmbeddingCat",
+        "call=lambda a, x: a(x, rope=RotaryEmbeddingCat(8, in_pixels=False).get_embed([x.shape[1], 1]).to(x))"),
+       {"positional": "rope", "rope_dims": 4, "rope_convention": "interleaved", "compute_dtype": "float32"},
+       "EVA-style attention with timm's 2-D RoPE on a T × 1 patch grid (one column of patches)",
+       note="2-D RoPE cannot be declared (the checker's RoPE is 1-D). On a T × 1 grid the x axis is 0 everywhere, "
+            "so timm's RotaryEmbeddingCat rotates the first half of each head (the y bands 1, 1/100, interleaved "
+            "pairs) by the row index and leaves the second half unrotated: 1-D RoPE on 4 of 8 dimensions with base "
+            "10000, which can be declared. A general H × W grid is not checked. " + _TIMM_NOTE_SHORT),
 ]

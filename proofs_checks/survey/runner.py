@@ -45,13 +45,28 @@ MARKER = ".tverify-installed-deps"
 _FROM_ENV = ("torch", "numpy", "triton")
 
 
+def _env_pins() -> list[tuple[str, str]]:
+    """(name, version) of the :data:`_FROM_ENV` packages installed here, without a local label (2.13.0+cpu →
+    2.13.0, which pip's ``==`` matches against the installed build)."""
+    out = []
+    for n in _FROM_ENV:
+        try:
+            out.append((n, md.version(n).split("+")[0]))
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
 def _missing_dependencies(spec: str, timeout: float) -> tuple[list[str] | None, str | None]:
     """The pins (``name==version``) that installing ``spec`` into the running environment would add,
     besides ``spec`` itself and the packages of :data:`_FROM_ENV` (and ``nvidia-*``), or (None, why)."""
     with tempfile.TemporaryDirectory(prefix="tverify-resolve-") as d:
         report = Path(d) / "report.json"
+        # resolved against the running torch and numpy (without this, timm's torchvision is resolved for the
+        # newest torch: a torchvision built for another torch, and CUDA wheels, would be pinned beside it)
+        (Path(d) / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in _env_pins()), encoding="utf-8")
         cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-input", "--disable-pip-version-check", "-q",
-               "--report", str(report), spec]
+               "--report", str(report), "-c", str(Path(d) / "constraints.txt"), spec]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
