@@ -150,6 +150,10 @@ def test_a_command_asking_for_a_skipped_plugins_claim_is_exit_2(tmp_path):
     assert code == 2 and len(lines) == 2, err
     assert "claims plugin 'zzexit'" in lines[0] and "no claim matches 'zzexit'" in lines[1], lines
     no_traceback(out, err)
+    code, out, err, _ = tverify(site, "list", "--json", "-")  # the built-ins still list
+    ids = [e["id"] for e in json.loads(out)]
+    assert code == 0 and BUILTIN in ids and not any(i.startswith("zzexit") for i in ids), (code, err)
+    assert [ln for ln in err.splitlines() if "claims plugin 'zzexit'" in ln and "skipped" in ln], err
 
 
 def test_probe_unit_reasons(tmp_path, monkeypatch):
