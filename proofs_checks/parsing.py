@@ -269,6 +269,8 @@ def load_npz(path, option: str, keys: tuple[str, ...] | None = None, max_memory:
     if magic == b"\x93NUMPY":
         raise InputError(f"{option}: {p} holds one array (.npy format), not a .npz archive of named arrays "
                          "(save with numpy.savez)")
+    if magic[:4] == b"PK\x05\x06":  # a zip's end record first: an archive with no member
+        raise InputError(f"{option}: {p} is an empty .npz archive (no arrays in it; numpy.savez was given none)")
     if magic[:4] != b"PK\x03\x04":
         raise InputError(f"{option}: {p} is not a .npz archive (no zip header; save with numpy.savez)")
     headers = npz_headers(p, option, max_memory)  # before anything is decompressed
@@ -361,6 +363,9 @@ def _check_dtype(dtype: np.dtype, option: str, what: str) -> None:
     kind = dtype.kind
     if kind == "O" or dtype.hasobject:
         raise InputError(f"{option}: {what} holds Python objects (dtype object), not numbers")
+    if dtype.names is not None:
+        raise InputError(f"{option}: {what} is a structured array (fields {', '.join(dtype.names)}), not a plain "
+                         "numeric array (save one field, e.g. arr['" + dtype.names[0] + "'])")
     if kind in "USV":
         raise InputError(f"{option}: {what} holds text or raw bytes (dtype {dtype}), not numbers")
     if kind == "c":

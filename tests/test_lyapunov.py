@@ -172,7 +172,7 @@ def test_derived_sos_certificate_matches_the_solver():
     ("sin(x), y", "x**2", None, "function calls"),
     ("-x, -y", "x^2", None, "use **"),
     ("-x, -y", "1/x", None, "not a polynomial"),
-    ("-x, -y", "x**y", None, "whole numbers"),
+    ("-x, -y", "x**y", None, "plain whole number"),
     ("-x, -y", "x**-2", None, "negative exponent"),
     ("-x, -y", "x**2 + z", "x,y", "unknown name 'z'"),
     ("-x", "x**2 + y**2", None, "1 component but there are 2"),

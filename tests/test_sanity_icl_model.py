@@ -393,3 +393,19 @@ def test_probe_direct_call_shapes():
     assert "identification" not in res and set(res["distance"]) == set(ALGORITHMS)  # the claim's probe is unchanged
     with pytest.raises(UsageError):
         check_icl_model(lambda X, y, xq: y, lambdas=[1.0], N=3, layout="weird")
+
+
+def test_zfb_weights_tolerance_is_computed(model_file):
+    """The ZFB verdict on the weights a --model exposes uses a computed tolerance: 1/4 of the distance
+    from Γ_N^{-1} to the nearest alternative preconditioner (here Λ = diag(1, 2), N = 10), written
+    next to it; --tol overrides it and says so."""
+    from proofs_checks.sanity.icl import model_weights_tol
+
+    tol, why = model_weights_tol(np.diag([1.0, 2.0]), 10)
+    code, doc, _ = as_json("--model", f"{model_file}:TrainedLSA", *ACCEPT, "--quick")
+    z = doc["zfb_theorem"]
+    assert z["tol"] == pytest.approx(tol) and z["tol_reason"] == why and "nearest alternative" in why
+    assert z["outcome"] == "ok" and max(z["rel_err_B"]) < tol
+    code, doc, _ = as_json("--model", f"{model_file}:TrainedLSA", *ACCEPT, "--quick", "--tol", "1e-9")
+    z = doc["zfb_theorem"]
+    assert z["outcome"] == "mismatch" and z["tol_reason"] == "given (--tol)"

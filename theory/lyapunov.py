@@ -799,8 +799,11 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
                 e = node.right
                 neg = isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub)
                 inner = e.operand if neg else e
-                if not (isinstance(inner, ast.Constant) and type(inner.value) is int):
-                    raise InputError(f"{option}: exponents must be whole numbers in {text!r}")
+                if isinstance(inner, ast.Constant) and type(inner.value) is not int:
+                    raise InputError(f"{option}: exponents must be whole numbers, got {inner.value!r} in {text!r}")
+                if not isinstance(inner, ast.Constant):
+                    raise InputError(f"{option}: an exponent must be a plain whole number (0 to {MAX_DEGREE}), not the "
+                                     f"expression {ast.unparse(inner)[:40]!r}, in {text!r}")
                 if neg:
                     raise InputError(f"{option}: not a polynomial (negative exponent) in {text!r}")
                 if inner.value > MAX_DEGREE:
