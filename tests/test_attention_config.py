@@ -178,6 +178,10 @@ def test_hf_layer_rules():
     nested = cfg(rope_parameters={"sliding_attention": {"rope_theta": 1e4}, "full_attention": {"rope_theta": 1e6}},
                  layer_types=["sliding_attention", "full_attention"])
     assert read_module_config(SimpleNamespace(config=nested, layer_idx=1)).get("rope_base") == 1e6
+    # a scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar) is said in a note
+    r = read_module_config(SimpleNamespace(config=cfg(head_dim=8), scaling=0.0625))
+    assert r.items == {} and r.notes == ["scaling = 0.0625 is not 1/√d_k = 0.353553 (head_dim 8): "
+                                         "scale_1_over_sqrt_dk and matches_reference will name it"]
     # is_causal False is not read (a caller may pass a causal mask)
     assert read_module_config(SimpleNamespace(config=cfg(), is_causal=False)).get("causal") is None
 

@@ -242,6 +242,11 @@ def _hf(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
                 r.add("rope_dims", dims, f"{fsrc} {float(fac):g} × {hsrc} {hd}")
     # the sliding window of this layer
     _hf_window(r, m, cfg, pre, idx, ltype)
+    # a scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar) cannot be declared: said, not read
+    sc, (hd, _) = _get(m, "scaling"), _head_dim(m, cfg, pre)
+    if _is_num(sc) and hd is not None and not math.isclose(float(sc), hd ** -0.5, rel_tol=1e-6):
+        r.notes.append(f"{pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
+                       "scale_1_over_sqrt_dk and matches_reference will name it")
     kv = _get(m, "num_key_value_heads")
     ksrc = f"{pre}num_key_value_heads"
     if kv is _MISSING or kv is None:
@@ -350,9 +355,11 @@ def _inv_freq(r: ConfigRead, m: Any, pre: str, x_transformers: bool) -> None:
     if not vals or len(vals) < 2 or not all(v > 0 and math.isfinite(v) for v in vals) or vals[0] != 1.0:
         return
     dims = 2 * len(vals)
-    base = vals[1] ** (-dims / 2)
+    base = vals[-1] ** (-dims / (dims - 2))  # from the smallest frequency: the base's error is the entry's
     if not base > 1 or not all(math.isclose(v, base ** (-2 * i / dims), rel_tol=1e-5) for i, v in enumerate(vals)):
-        r.notes.append(f"{pre}inv_freq is not the geometric series base^(−2i/d) (a scaled RoPE?): its base is not read")
+        if "rope_base" not in r.items:
+            r.notes.append(f"{pre}inv_freq is not the geometric series base^(−2i/d) (a scaled RoPE?): its base is not "
+                           "read")
         return
     base = float(f"{base:.6g}")  # the buffer is float32: 6 significant digits
     r.add("rope_base", base, f"{pre}inv_freq")
