@@ -62,12 +62,13 @@ def load_plugins() -> None:
     import sys
     from importlib.metadata import entry_points
 
-    from proofs_checks.claims import _plugins
     from proofs_checks.registry import registry
 
     for ep in entry_points(group="tverify.claims"):
         if ep.value.startswith("proofs_checks."):  # this project's own claims (already loaded)
             continue
+        from proofs_checks.claims import _plugins  # only with a plugin installed
+
         before, ids = set(sys.modules), set(registry.ids())
         try:
             if _plugins.probed(ep):  # first in a child: os._exit, a signal or a hang there only skips it
