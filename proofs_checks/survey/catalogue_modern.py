@@ -65,6 +65,22 @@ def _timm(ctor: str, imp: str = "", call: str = "") -> str:
     return _TIMM_ADAPTER.format(ctor=ctor, imp=imp, call=", " + call if call else "")
 
 
+# -- litgpt -------------------------------------------------------------------------------------------
+_LITGPT = "0.5.13"
+_LITGPT_ADAPTER = '''
+from litgpt.config import Config
+from litgpt.model import CausalSelfAttention, build_rope_cache
+def make():
+    c = Config(n_embd=D, n_head=4, n_query_groups=2, n_layer=2, block_size=1024, bias=False, rotary_percentage=1.0{kw})
+    rope = lambda x: [t[None].to(x) for t in build_rope_cache(x.shape[1], c.rope_n_elem, base=c.rope_base)]
+    return Wrap(CausalSelfAttention(c, 1), call=lambda a, x: a(x, *rope(x)))
+'''
+
+
+def _litgpt(kw: str) -> str:
+    return _LITGPT_ADAPTER.format(kw=kw)
+
+
 # -- Hugging Face (eager attention, the causal mask the model builds) -------------------------------
 _HF_ROPE = '''
 from transformers import {cfgcls}
@@ -252,4 +268,16 @@ def make():
             "so timm's RotaryEmbeddingCat rotates the first half of each head (the y bands 1, 1/100, interleaved "
             "pairs) by the row index and leaves the second half unrotated: 1-D RoPE on 4 of 8 dimensions with base "
             "10000, which can be declared. A general H × W grid is not checked. " + _TIMM_NOTE_SHORT),
+    # ---------------------------------------------------------------- litgpt
+    _e("litgpt-gqa-rope", "litgpt CausalSelfAttention (GQA, RoPE)", "litgpt", _LITGPT, "litgpt", _litgpt(""),
+       {"causal": True, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"},
+       "fused qkv (q heads, then k and v groups), 2 query groups, RoPE from build_rope_cache, SDPA is_causal"),
+    _e("litgpt-softcap-sliding", "litgpt CausalSelfAttention (softcap, sliding window)", "litgpt", _LITGPT, "litgpt",
+       _litgpt(", attention_logit_softcapping=50.0, sliding_window_size=4, sliding_window_indices=[0, 1]"),
+       {"causal": True, "positional": "rope", "kv_heads": 2, "softcap": 50.0, "window": 4, "compute_dtype": "float32"},
+       "Gemma-2-style block: logit softcap 50 then the mask, sliding_window_size=4 (keys i−3 … i)"),
+    _e("litgpt-qknorm", "litgpt CausalSelfAttention (QK-norm)", "litgpt", _LITGPT, "litgpt",
+       _litgpt(", norm_qk=True, norm_class_name='RMSNorm'"),
+       {"causal": True, "positional": "rope", "kv_heads": 2, "qk_norm": "rms", "compute_dtype": "float32"},
+       "norm_qk=True: RMSNorm per head on q and k (norm_q/norm_k) before RoPE"),
 ]
