@@ -93,7 +93,8 @@ def test_an_agreeing_flag_is_kept_and_said_so():
 
 @pytest.mark.parametrize("kw, config, want", [
     ({"rope_base": 10000.0, "positional": "rope"}, {"rope_theta": 500000}, ("--rope-base 10000", "rope_base 500000")),
-    ({"window": "8", "causal": True}, {"sliding_window": 4}, ("--window 7,0", "window 4")),
+    ({"window": "8", "causal": True}, {"sliding_window": 4}, ("--window 8", "window 4")),
+    ({"window": (7, 0), "causal": True}, {"sliding_window": 4}, ("--window 7,0", "window 4")),
     ({"kv_heads": 4}, {"num_key_value_heads": 2}, ("--kv-heads 4", "kv_heads 2")),
     ({"softcap": 30.0}, {"attn_logit_softcapping": 50.0}, ("--softcap 30", "softcap 50")),
 ])
@@ -265,7 +266,8 @@ def test_cli_contradiction_and_help(tmp_path):
         class Attn(torch.nn.Module):  # the contradiction is found before the module is called
             def __init__(self):
                 super().__init__()
-                self.config, self.q_proj = SimpleNamespace(rope_theta=500000), torch.nn.Linear(8, 8)
+                self.config = SimpleNamespace(rope_theta=500000, sliding_window=4)
+                self.is_causal, self.q_proj = True, torch.nn.Linear(8, 8)
             def forward(self, x):
                 return x
         def make():
@@ -275,6 +277,11 @@ def test_cli_contradiction_and_help(tmp_path):
                             "10000", "--no-progress")
     line = one_line_error(code, err)
     assert "--rope-base 10000 contradicts the module's rope_base 500000 (config.rope_theta)" in line
+    # --window W without --causal is the causal window of a module whose is_causal is True
+    code, out, err = invoke("check", "attention", "--module", f"{f}:make", "--window", "8", "--no-progress")
+    line = one_line_error(code, err)
+    assert "--window 8 contradicts the module's window 4 (keys t−3 … t, i.e. --window 3,0) (config.sliding_window)" \
+        in line, line
     code, out, err = invoke("check", "attention", "--help")
     assert code == 0 and "--ignore-config" in out and "rope_theta, else 10000" in " ".join(out.split())
 

@@ -409,11 +409,13 @@ def _window_tuple(W: int, causal: bool) -> tuple[int, int]:
     return (W - 1, 0)
 
 
-def merge(read: ConfigRead, given: dict[str, Any], positional: str) -> tuple[dict[str, Any], list[str]]:
+def merge(read: ConfigRead, given: dict[str, Any], positional: str,
+          shown: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The values to use: each declared one (``given``, ``None`` or ``False`` = not declared;
     ``window`` as the parsed ``(L, R)``), else the read one where it fills. Raises
     :class:`ConfigError` for a declaration that contradicts a read value; returns the
-    ``config_read`` lines (what was read, from where, and whether it was used).
+    ``config_read`` lines (what was read, from where, and whether it was used). ``shown``: a flag's
+    value as the user wrote it (``{"window": "8"}``), for the message.
 
         >>> r = ConfigRead(); r.add("rope_base", 500000.0, "config.rope_theta")
         >>> merge(r, {"rope_base": None}, "rope")[0]["rope_base"], merge(r, {"rope_base": None}, "rope")[1]
@@ -433,10 +435,10 @@ def merge(read: ConfigRead, given: dict[str, Any], positional: str) -> tuple[dic
         declared = g not in (None, False)
         rv = _window_tuple(it.value, True) if key == "window" else it.value
         if declared and not _same(tuple(g) if key == "window" else g, rv):
-            shown = f"{g[0]},{g[1]}" if key == "window" else _fmt(g)
+            as_given = (shown or {}).get(key) or (f"{g[0]},{g[1]}" if key == "window" else _fmt(g))
             rshown = (f"{it.value} (keys t−{it.value - 1} … t, i.e. --window {rv[0]},{rv[1]})" if key == "window"
                       else _fmt(it.value))
-            raise ConfigError(f"{FLAGS[key]} {shown} contradicts the module's {key} {rshown} ({it.source}): leave out "
+            raise ConfigError(f"{FLAGS[key]} {as_given} contradicts the module's {key} {rshown} ({it.source}): leave out "
                               f"{FLAGS[key]} to use the module's value, or pass --ignore-config to check against your "
                               "flags alone")
         note = ""

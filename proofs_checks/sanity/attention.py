@@ -352,7 +352,7 @@ def _variants(st, m, alts):
     return out
 
 
-def _read_config(obj, label, ignore_config, positional, given) -> tuple[dict, list[str], list[str]]:
+def _read_config(obj, label, ignore_config, positional, given, window_text=None) -> tuple[dict, list[str], list[str]]:
     """The declaration completed by what the module carries (:mod:`proofs_checks.sanity._modconfig`):
     ``(values, config_read lines, notes)``. ``given["window"]`` may still be the text ``"W"`` (parsed
     here, once the module's ``is_causal`` is known). A configuration attribute of the wrong type, or a
@@ -370,7 +370,7 @@ def _read_config(obj, label, ignore_config, positional, given) -> tuple[dict, li
     if isinstance(given.get("window"), str):
         given["window"] = parse_window(given["window"], bool(given["causal"] or read.get("causal")))
     try:
-        vals, lines = mc.merge(read, given, positional)
+        vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
     except mc.ConfigError as exc:
         raise UsageError(str(exc)) from None
     return vals, lines, list(read.notes)
@@ -456,7 +456,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         raise UsageError(f"{label}: {name} is a {type(obj).__name__}, not a callable attention")
     given = dict(causal=causal, rope_base=rope_base, rope_dims=rope_dims, window=window if defer_win else win,
                  kv_heads=kv_heads, softcap=softcap, qk_norm=qk_norm)
-    vals, config_read, config_notes = _read_config(obj, label, ignore_config, positional, given)
+    vals, config_read, config_notes = _read_config(obj, label, ignore_config, positional, given,
+                                                   window if isinstance(window, str) else None)
     causal, win, rope_base, rope_dims, softcap = (vals[k] for k in ("causal", "window", "rope_base", "rope_dims",
                                                                     "softcap"))
     rope_base = 10000.0 if rope_base is None else rope_base
@@ -1264,7 +1265,8 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
         raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
     # --window W without --causal: the module's is_causal may declare it causal (run_attention parses it then)
     deferred = window is not None and "," not in window and not causal and not ignore_config
-    win = None if deferred else parse_window(window, causal)
+    if not deferred:
+        parse_window(window, causal)  # checked here, before the module is loaded; run_attention takes the text
     lengths = parse_lengths(seq_len)
     from proofs_checks.sanity._loader import _split
 
@@ -1274,7 +1276,7 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
             _split(spec, opt)
     name = module_spec.rpartition(":")[2]
     kwargs = dict(causal=causal, heads=heads, dim=dim, dtype=dtype, device=device, positional=positional, seed=seed,
-                  mode=mode, name=name, window=list(win) if win else (window if deferred else None), softcap=softcap,
+                  mode=mode, name=name, window=window, softcap=softcap,
                   rope_base=rope_base, ignore_config=ignore_config,
                   rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads, compute_dtype=compute_dtype,
                   seq_len=lengths, max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention,
