@@ -172,6 +172,8 @@ def probe(ep: Any, *, stream=None) -> float:
                 break
             if sum(map(len, chunks)) < 1 << 20:
                 chunks.append(data)
+            if _report(chunks) is not None:  # complete (a process the plugin started may hold the pipe open)
+                break
         try:
             code = proc.wait(timeout=max(1.0, limit - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:  # reported, then stuck on exit: the report stands
@@ -182,10 +184,7 @@ def probe(ep: Any, *, stream=None) -> float:
         raise
     finally:
         os.close(r)
-    try:
-        doc = json.loads(b"".join(chunks).decode("utf-8")) if chunks else None
-    except (ValueError, UnicodeDecodeError):
-        doc = None
+    doc = _report(chunks)
     if isinstance(doc, dict) and doc.get("ok"):
         return time.monotonic() - t0
     if isinstance(doc, dict) and doc.get("error"):
@@ -193,6 +192,15 @@ def probe(ep: Any, *, stream=None) -> float:
     how = (f"was ended by {_signal_name(code)}" if code is not None and code < 0 else
            f"ended the process with exit status {code} (os._exit, or a crash)")
     raise PluginImportFailed(f"its import {how} before it finished")
+
+
+def _report(chunks: list) -> dict | None:
+    """The probe's report, once complete (a JSON object), else ``None``."""
+    try:
+        doc = json.loads(b"".join(chunks).decode("utf-8")) if chunks else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _kill(proc) -> None:
