@@ -204,6 +204,15 @@ def test_x_transformers_and_qk_norm_attributes():
     assert r.lines() == ["causal (causal)", "rope_base 500000 (rot.inv_freq)", "rope_dims 8 (rot.inv_freq (4 "
                          "frequencies))", "window 4 (max_attend_past 3 + 1)", "kv_heads 2 (kv_heads)",
                          "softcap 30 (attend.logit_softclamp_value)"]
+    # litgpt's CausalSelfAttention and its config
+    lit = type("CausalSelfAttention", (nn.Module,), {"__module__": "litgpt.model"})()
+    lit.config = cfg(rope_base=500000, rope_n_elem=4, head_size=8, n_query_groups=2, attention_logit_softcapping=50.0,
+                     sliding_window_size=4)
+    lit.apply_sliding_window_attention, lit.block_idx = True, 0
+    assert read_module_config(lit).lines() == [
+        "causal (the module is litgpt's CausalSelfAttention)", "rope_base 500000 (config.rope_base)",
+        "rope_dims 4 (config.rope_n_elem)", "window 4 (config.sliding_window_size, apply_sliding_window_attention)",
+        "kv_heads 2 (config.n_query_groups)", "softcap 50 (config.attention_logit_softcapping)"]
     # timm's Attention(qk_norm=True): LayerNorm on q and k, compared with --qk-norm, never declared by it
     timm_like = nn.Module()
     timm_like.q_norm, timm_like.k_norm = nn.LayerNorm(4), nn.LayerNorm(4)

@@ -16,6 +16,9 @@ properties of the objects read), on the object and its submodules, shallowest fi
   ``Attention.max_attend_past`` (the window: ``max_attend_past + 1`` keys); ``Attend.softclamp_logits``
   with ``logit_softclamp_value``; a ``RotaryEmbedding``'s ``inv_freq`` (base and rotated dimensions,
   when exactly geometric);
+* litgpt's ``CausalSelfAttention`` (causal) and its ``config``: ``rope_base`` (``rope_local_base_freq``
+  where ``rope_indices`` marks the layer), ``rope_n_elem``, ``n_query_groups``,
+  ``attention_logit_softcapping``, ``sliding_window_size`` where ``apply_sliding_window_attention``;
 * the q/k norms by name (``q_norm``/``k_norm``, ...: timm's ``Attention(qk_norm=True)``, Qwen3, OLMo 2):
   their kind (RMSNorm / LayerNorm) is read to be checked against ``--qk-norm``, not declared by it.
 
@@ -160,6 +163,8 @@ def read_module_config(obj: Any) -> ConfigRead:
             _hf(r, m, cfg if _is_config(cfg) else None, pre)
         if mod.startswith("x_transformers"):
             _xt(r, m, pre)
+        if mod.startswith("litgpt") and _is_config(cfg):
+            _litgpt(r, m, cfg, pre)
         _qk_norms(r, m, pre)
         if "rotary" in type(m).__name__.lower():
             _inv_freq(r, m, pre, x_transformers=mod.startswith("x_transformers"))
@@ -342,6 +347,43 @@ def _xt(r: ConfigRead, m: Any, pre: str) -> None:
     if sc is True:
         r.add("softcap", _number(v, f"{pre}logit_softclamp_value", gt=0, want="a positive number"),
               f"{pre}logit_softclamp_value")
+
+
+def _litgpt(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
+    """litgpt's ``CausalSelfAttention``: causal by construction; ``config.rope_base`` (or
+    ``rope_local_base_freq`` on the layers ``rope_indices`` marks), ``rope_n_elem`` rotated
+    dimensions, ``n_query_groups`` key/value heads, ``attention_logit_softcapping``, and
+    ``sliding_window_size`` where the module's ``apply_sliding_window_attention`` is set."""
+    cp = f"{pre}config."
+    if type(m).__name__ == "CausalSelfAttention":
+        r.add("causal", True, f"{pre.rstrip('.') or 'the module'} is litgpt's CausalSelfAttention")
+    idx = _get(m, "block_idx")
+    local, ind = _get(cfg, "rope_local_base_freq"), _get(cfg, "rope_indices")
+    if (local not in (_MISSING, None) and _is_int(idx) and isinstance(ind, (list, tuple)) and idx < len(ind)
+            and ind[idx] == 1):
+        r.add("rope_base", _number(local, f"{cp}rope_local_base_freq", gt=1, want="a number > 1"),
+              f"{cp}rope_local_base_freq (rope_indices[{idx}] = 1)")
+    else:
+        b = _get(cfg, "rope_base")
+        if b not in (_MISSING, None):
+            r.add("rope_base", _number(b, f"{cp}rope_base", gt=1, want="a number > 1 (the RoPE base)"), f"{cp}rope_base")
+    n, hs = _get(cfg, "rope_n_elem"), _get(cfg, "head_size")
+    if _is_int(n) and _is_int(hs) and 0 < n < hs:
+        if n % 2:
+            raise ConfigError(f"{cp}rope_n_elem = {n}: RoPE rotates pairs, so it must be even")
+        r.add("rope_dims", int(n), f"{cp}rope_n_elem")
+    kv = _get(cfg, "n_query_groups")
+    if kv not in (_MISSING, None):
+        r.add("kv_heads", _posint(kv, f"{cp}n_query_groups"), f"{cp}n_query_groups")
+    sc = _get(cfg, "attention_logit_softcapping")
+    if sc not in (_MISSING, None):
+        r.add("softcap", _number(sc, f"{cp}attention_logit_softcapping", gt=0, want="a positive number or None"),
+              f"{cp}attention_logit_softcapping")
+    if _get(m, "apply_sliding_window_attention") in (True, 1):
+        W = _get(cfg, "sliding_window_size")
+        if W not in (_MISSING, None):
+            r.add("window", _window_value(W, f"{cp}sliding_window_size"),
+                  f"{cp}sliding_window_size, {pre}apply_sliding_window_attention")
 
 
 def _inv_freq(r: ConfigRead, m: Any, pre: str, x_transformers: bool) -> None:
