@@ -329,3 +329,30 @@ def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(
     assert "causal (attn.is_causal)" in r.doc["config_read"]
     with pytest.raises(UsageError, match="contradicts the module's rope_base 500000"):
         run(Wrap(), positional="rope", rope_base=10000.0)
+
+
+@pytest.mark.skipif(not (HF / "transformers").is_dir(), reason=f"transformers 5.23.0 is not in the survey cache "
+                    f"({HF}): `tverify survey` installs it there")
+def test_transformers_gpt_neox_rotary_pct_quarter_is_read_and_ok(monkeypatch):
+    monkeypatch.syspath_prepend(str(HF))
+    from transformers import GPTNeoXConfig
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXAttention, GPTNeoXRotaryEmbedding
+
+    torch.manual_seed(0)
+    c = GPTNeoXConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=1,
+                      rotary_pct=0.25, attention_dropout=0.0, hidden_dropout=0.0)
+    c._attn_implementation = "eager"
+
+    class Wrap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.rot, self.dim = GPTNeoXAttention(c, 0), [GPTNeoXRotaryEmbedding(c)], 32
+
+        def forward(self, x):
+            T = x.shape[1]
+            mask = torch.zeros(T, T, dtype=x.dtype).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
+            return self.attn(x, mask[None, None], position_embeddings=self.rot[0](x, torch.arange(T)[None]))[0]
+
+    r = run(Wrap(), positional="rope", compute_dtype="float32")  # head size 16: 4 rotated dimensions
+    assert r.outcome == "ok", r.verdict.summary
+    assert "rope_dims 4 (attn.rotary_ndims)" in r.doc["config_read"] and r.doc["inputs"]["rope"]["dims"] == 4
