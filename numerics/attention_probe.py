@@ -128,15 +128,19 @@ def _skip(name: str, why: str, central: bool = False) -> Property:
     return Property(name, "skip", None, None, "", why, {}, central)
 
 
-def unavailable(name: str, device: Any, exc: str, T: int | None = None) -> Property:
+def unavailable(name: str, device: Any, exc: str, T: int | None = None, device_limit: bool = True) -> Property:
     """A property the module cannot run (its backward raises: FlexAttention on CPU): skipped with
-    the exception, ``numbers["unavailable"]`` holding it, never a failed comparison."""
+    the exception, ``numbers["unavailable"]`` holding it, never a failed comparison. ``device_limit``:
+    the exception says the operation is not supported (:func:`unsupported`), so the skip is worded as
+    this device's limit; otherwise it names only the exception."""
     exc = " ".join(str(exc).split())
     if len(exc) > 300:
         exc = exc[:297] + "..."
     at = f" at T = {T}" if T is not None else ""
-    return Property(name, "skip", None, None, "", f"not available on this device ({device}): the module's backward "
-                    f"raised {exc}{at}; nothing to compare", {"unavailable": exc, "device": str(device)}, False)
+    where = f"not available on this device ({device})" if device_limit else "not available"
+    return Property(name, "skip", None, None, "", f"{where}: the module's backward "
+                    f"raised {exc}{at}; nothing to compare", {"unavailable": exc, "device": str(device),
+                                                             "device_limit": bool(device_limit)}, False)
 
 
 def unsupported(exc: BaseException) -> bool:
@@ -803,9 +807,13 @@ class AttentionProbe:
                                            "to compare")
                     gm = torch.autograd.grad(out, [xm] + params, cot.to(out.dtype).to(out.device), allow_unused=True)
             except Exception as exc:
-                # a backward that raises (FlexAttention has none on CPU) is not a wrong gradient:
-                # the property is skipped with the exception, and the verdict says so
-                return unavailable(name, self.device, f"{type(exc).__name__}: {exc}", T)
+                # torch.autograd.grad refuses what .backward() runs (reentrant torch.utils.checkpoint): the
+                # module's gradients through .backward(), from a fresh forward pass
+                gm = self._grads_by_backward(x64, params, cot)
+                if gm is None:
+                    # a backward that raises (FlexAttention has none on CPU) is not a wrong gradient:
+                    # the property is skipped with the exception, and the verdict says so
+                    return unavailable(name, self.device, f"{type(exc).__name__}: {exc}", T, unsupported(exc))
             labels = ["input"] + [f"parameter {n}" for n, _ in named]
             if self.against is not None:
                 try:
@@ -852,6 +860,25 @@ class AttentionProbe:
                      "custom backward?)" if not e <= tol else ""))
         return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
                                            "gradient entry at that length)", detail)
+
+    def _grads_by_backward(self, x64: torch.Tensor, params: list, cot: torch.Tensor) -> tuple | None:
+        """The gradients of ``<out, cot>`` with respect to the input and ``params`` through
+        ``.backward()`` (the parameters' own ``.grad`` restored afterwards), or None when that raises too."""
+        saved = [p.grad for p in params]
+        try:
+            for p in params:
+                p.grad = None
+            with torch.enable_grad():
+                xm, out, _ = self.run(x64, grad=True)
+                if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                    return None
+                out.backward(cot.to(out.dtype).to(out.device))
+            return tuple([xm.grad] + [p.grad for p in params])
+        except Exception:
+            return None
+        finally:
+            for p, g in zip(params, saved):
+                p.grad = g
 
     # -- hints ---------------------------------------------------------------------------------
     #: The properties a change of declaration can change, rerun before a hint is printed.

@@ -64,6 +64,41 @@ MODULES = textwrap.dedent('''
         return FlexAttn(mask_mod=lambda b, h, qi, kv: (qi >= kv) & (qi - kv < 4))
 
 
+    class Ckpt(nn.Module):
+        """Plain attention under reentrant activation checkpointing (torch.autograd.grad refuses it)."""
+
+        def __init__(self, dim=16, heads=2, broken_backward=False):
+            super().__init__()
+            self.embed_dim, self.num_heads, self.broken = dim, heads, broken_backward
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(dim, dim) for _ in range(4))
+
+        def core(self, x):
+            B, T, D = x.shape
+            sp = lambda t: t.view(B, T, self.num_heads, D // self.num_heads).transpose(1, 2)
+            o = torch.nn.functional.scaled_dot_product_attention(sp(self.q_proj(x)), sp(self.k_proj(x)),
+                                                                 sp(self.v_proj(x)))
+            return self.o_proj(o.transpose(1, 2).reshape(B, T, D))
+
+        def forward(self, x):
+            from torch.utils.checkpoint import checkpoint
+
+            return checkpoint(self.core, x, use_reentrant=True) if not self.broken else Boom.apply(self.core(x))
+
+
+    class Boom(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("custom backward failed")
+
+
+    def ckpt_broken():
+        return Ckpt(broken_backward=True)
+
+
     class Favor(nn.Module):
         """Single-head FAVOR+ (positive random features), optionally without its normaliser."""
 
@@ -365,3 +400,19 @@ def test_flex_attention_on_cuda_compares_gradients(mods, name, flags):
     ps = props(doc)
     assert code == 0 and doc["outcome"] == "ok", doc["verdict"]
     assert ps["gradients_match_reference"]["status"] == "pass"
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_reentrant_checkpoint_gradients_are_compared(mods):
+    # torch.autograd.grad refuses reentrant checkpointing; .backward() runs it: the gradients are
+    # compared, not reported "not available on this device"
+    code, doc, _ = run(mods, "Ckpt")
+    g = props(doc)["gradients_match_reference"]
+    assert code == 0 and g["status"] == "pass", g
+
+
+def test_backward_that_raises_for_its_own_reason_is_not_called_a_device_limit(mods):
+    code, doc, _ = run(mods, "ckpt_broken")
+    g = props(doc)["gradients_match_reference"]
+    assert g["status"] == "skip" and g["detail"].startswith("not available: the module's backward raised RuntimeError")
+    assert "on this device" not in g["detail"] and "on this device" not in doc["decision"]["criterion"]

@@ -203,8 +203,10 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
     n_skip = [p for p in properties if p["status"] == "skip" and not p.get("central") and p not in unavail]
     numbers = {"passed": passed, "failed": [p["name"] for p in failed], "central_not_run": [p["name"] for p in c_skip],
                "not_applicable": [p["name"] for p in n_skip], "not_available": [p["name"] for p in unavail]}
-    na = "; ".join(f"{p['name']} not available on this device ({p['numbers'].get('device', '?')}: "
-                   f"{p['numbers']['unavailable'].split(':')[0]}), not central here" for p in unavail)
+    na = "; ".join(f"{p['name']} not available"
+                   + (f" on this device ({p['numbers'].get('device', '?')}: " if p["numbers"].get("device_limit", True)
+                      else " (the module's backward raised ")
+                   + f"{p['numbers']['unavailable'].split(':')[0]}), not central here" for p in unavail)
     crit = (f"{len(passed)} propert{'y' if len(passed) == 1 else 'ies'} within tolerance, {len(failed)} beyond"
             + (f"; central, not run: {', '.join(p['name'] for p in c_skip)}" if c_skip else "")
             + (f"; {na}" if na else "")
@@ -1147,7 +1149,11 @@ def _hints(probe, props, st, mp, alts, hints):
         work = probe.precision.dtype if probe.precision is not None else probe.pdt
         # a coarser precision, the finest first (a coarser rule admits more), unless a change of declaration
         # or the scale already explains the mismatch (a 1% scale error also fits bfloat16's looser rule)
-        for dt in () if explained else (torch.float32, torch.float16, torch.bfloat16):
+        # nor when a structural property failed: a computation in lower precision leaks nothing (future and
+        # out-of-window keys stay exactly without influence), so it cannot explain a leak
+        leak = any(by.get(n) is not None and by[n].status == "fail"
+                   for n in ("causal_no_future_leak", "window_respected", "key_padding_respected"))
+        for dt in () if explained or leak else (torch.float32, torch.float16, torch.bfloat16):
             if ap.unit_roundoff(dt) <= ap.unit_roundoff(work):
                 continue
             dn = ap.dtype_name(dt)
