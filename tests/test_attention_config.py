@@ -168,6 +168,12 @@ def test_hf_layer_rules():
     assert read_module_config(SimpleNamespace(config=lt, layer_idx=1)).get("window") is None
     mixed = read_module_config(SimpleNamespace(config=lt))
     assert mixed.get("window") is None and "no layer_idx" in mixed.notes[0]
+    # a model's config (no layer_idx) leaves the window to its first attention layer, which knows its index
+    model = nn.Module()
+    model.config, model.layer = lt, nn.Module()
+    model.layer.config, model.layer.layer_idx = lt, 0
+    r = read_module_config(model)
+    assert r.lines() == ["window 4 (layer.config.sliding_window, layer 0 is 'sliding_attention')"] and r.notes == []
     g2 = cfg(model_type="gemma2", sliding_window=4)
     assert [read_module_config(SimpleNamespace(config=g2, layer_idx=i)).get("window") for i in (0, 1, 2)] == [4, None, 4]
     assert read_module_config(SimpleNamespace(config=cfg(sliding_window=4, use_sliding_window=False))).get("window") \

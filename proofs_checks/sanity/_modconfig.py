@@ -64,6 +64,8 @@ class Item:
 class ConfigRead:
     items: dict[str, Item] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    decided: set = field(default_factory=set)  # values a module settled (a layer with no window: decided, not read)
+    pending: dict[str, str] = field(default_factory=dict)  # notes kept unless a deeper module decides
 
     def get(self, key: str) -> Any:
         it = self.items.get(key)
@@ -168,6 +170,7 @@ def read_module_config(obj: Any) -> ConfigRead:
         _qk_norms(r, m, pre)
         if "rotary" in type(m).__name__.lower():
             _inv_freq(r, m, pre, x_transformers=mod.startswith("x_transformers"))
+    r.notes.extend(n for k, n in r.pending.items() if k not in r.items and k not in r.decided)
     return r
 
 
@@ -210,8 +213,9 @@ def _hf(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
         if ltype in rp:
             rp, rp_src = rp[ltype], f"{rp_src}[{ltype!r}]"
         else:
-            r.notes.append(f"{rp_src} is given per layer type ({', '.join(map(str, rp))}) and this layer's type is "
-                           "unknown (no layer_type / layer_idx): the RoPE parameters are not read")
+            r.pending.setdefault("rope_base", f"{rp_src} is given per layer type ({', '.join(map(str, rp))}) and "
+                                 "this layer's type is unknown (no layer_type / layer_idx): the RoPE parameters are not "
+                                 "read")
             rp = _MISSING
     theta, src = _item(rp, "rope_theta"), f"{rp_src}['rope_theta']"
     if theta is _MISSING:
@@ -287,43 +291,49 @@ def _window_value(v: Any, source: str) -> int:
 
 
 def _hf_window(r: ConfigRead, m: Any, cfg: Any, pre: str, idx: int | None, ltype: str | None) -> None:
+    """This layer's sliding window; a module whose layer is unknown (a model's config, no ``layer_idx``)
+    leaves the decision to a deeper one that knows it (a note only when none does)."""
+    if "window" in r.decided:
+        return
     cp = f"{pre}config."
     own = _get(m, "sliding_window")
     if own is not _MISSING and cfg is not None:  # transformers ≥ 5: the layer's own (None on full-attention layers)
         if own is not None:
             r.add("window", _window_value(own, f"{pre}sliding_window"), f"{pre}sliding_window")
+        r.decided.add("window")
         return
     sw = _get(cfg, "sliding_window")
     if sw is _MISSING or sw is None:
         return
     W = _window_value(sw, f"{cp}sliding_window")
     types = _get(cfg, "layer_types")
+    use, mwl = _get(cfg, "use_sliding_window"), _get(cfg, "max_window_layers")
     if isinstance(types, (list, tuple)) and types:
-        if ltype is not None:
-            if ltype == "sliding_attention":
-                r.add("window", W, f"{cp}sliding_window, layer {idx} is {ltype!r}")
+        if ltype is None and len(set(types)) > 1 and "sliding_attention" in types:
+            r.pending.setdefault("window", f"{cp}layer_types mixes sliding and full attention and the module has no "
+                                           "layer_idx: its window is not read (declare --window)")
             return
-        kinds = set(types)
-        if kinds == {"sliding_attention"}:
-            r.add("window", W, f"{cp}sliding_window")
-        elif "sliding_attention" in kinds:
-            r.notes.append(f"{cp}layer_types mixes sliding and full attention and the module has no layer_idx: "
-                           "its window is not read (declare --window)")
-        return
-    use = _get(cfg, "use_sliding_window")
-    if use is False:
-        return
-    if _get(cfg, "model_type") == "gemma2":  # transformers 4: even layers slide
+        if (ltype or types[0]) == "sliding_attention":
+            r.add("window", W, f"{cp}sliding_window" + (f", layer {idx} is {ltype!r}" if ltype else ""))
+    elif use is False:
+        pass
+    elif _get(cfg, "model_type") == "gemma2":  # transformers 4: even layers slide
         if idx is None:
-            r.notes.append(f"{cp}sliding_window applies to Gemma 2's even layers and the module has no layer_idx: "
-                           "its window is not read (declare --window)")
-        elif idx % 2 == 0:
+            r.pending.setdefault("window", f"{cp}sliding_window applies to Gemma 2's even layers and the module has "
+                                           "no layer_idx: its window is not read (declare --window)")
+            return
+        if idx % 2 == 0:
             r.add("window", W, f"{cp}sliding_window, layer {idx} (Gemma 2: even layers slide)")
-        return
-    mwl = _get(cfg, "max_window_layers")
-    if use is True and _is_int(mwl) and idx is not None and idx < mwl:  # Qwen2 (transformers 4)
-        return
-    r.add("window", W, f"{cp}sliding_window")
+    elif use is True and _is_int(mwl):  # Qwen2 (transformers 4): from layer max_window_layers on
+        if idx is None:
+            r.pending.setdefault("window", f"{cp}sliding_window applies from layer max_window_layers = {mwl} on and "
+                                           "the module has no layer_idx: its window is not read (declare --window)")
+            return
+        if idx >= mwl:
+            r.add("window", W, f"{cp}sliding_window, layer {idx} ≥ max_window_layers {mwl}")
+    else:
+        r.add("window", W, f"{cp}sliding_window")
+    r.decided.add("window")
 
 
 def _xt(r: ConfigRead, m: Any, pre: str) -> None:
