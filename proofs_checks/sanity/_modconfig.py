@@ -66,6 +66,7 @@ class ConfigRead:
     notes: list[str] = field(default_factory=list)
     decided: set = field(default_factory=set)  # values a module settled (a layer with no window: decided, not read)
     pending: dict[str, str] = field(default_factory=dict)  # notes kept unless a deeper module decides
+    noted: set = field(default_factory=set)
 
     def get(self, key: str) -> Any:
         it = self.items.get(key)
@@ -78,6 +79,12 @@ class ConfigRead:
         elif not _same(old.value, value):
             self.notes.append(f"the module also carries {key} {_fmt(value)} ({source}); the first found, "
                               f"{_fmt(old.value)} ({old.source}), is the one read")
+
+    def note(self, kind: str, text: str) -> None:
+        """A note, once per kind (several modules may carry the same config)."""
+        if kind not in self.noted:
+            self.noted.add(kind)
+            self.notes.append(text)
 
     def lines(self) -> list[str]:
         return [self.items[k].text() for k in KEYS if k in self.items]
@@ -228,7 +235,7 @@ def _hf(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
     rtype = _item(rp, "rope_type")
     rtype = _item(rp, "type") if rtype is _MISSING else rtype
     if rtype not in (_MISSING, None, "default"):
-        r.notes.append(f"{rp_src}['rope_type'] = {rtype!r}: the reference computes plain RoPE (rope_type "
+        r.note("rope_type", f"{rp_src}['rope_type'] = {rtype!r}: the reference computes plain RoPE (rope_type "
                        "'default') with the base read; scaled RoPE is not modelled")
     nd = _get(m, "rotary_ndims")
     if nd is not _MISSING and nd is not None:
@@ -254,7 +261,7 @@ def _hf(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
     # a scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar) cannot be declared: said, not read
     sc, (hd, _) = _get(m, "scaling"), _head_dim(m, cfg, pre)
     if _is_num(sc) and hd is not None and not math.isclose(float(sc), hd ** -0.5, rel_tol=1e-6):
-        r.notes.append(f"{pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
+        r.note("scaling", f"{pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
                        "scale_1_over_sqrt_dk and matches_reference will name it")
     kv = _get(m, "num_key_value_heads")
     ksrc = f"{pre}num_key_value_heads"
@@ -410,7 +417,7 @@ def _inv_freq(r: ConfigRead, m: Any, pre: str, x_transformers: bool) -> None:
     base = vals[-1] ** (-dims / (dims - 2))  # from the smallest frequency: the base's error is the entry's
     if not base > 1 or not all(math.isclose(v, base ** (-2 * i / dims), rel_tol=1e-5) for i, v in enumerate(vals)):
         if "rope_base" not in r.items:
-            r.notes.append(f"{pre}inv_freq is not the geometric series base^(−2i/d) (a scaled RoPE?): its base is not "
+            r.note("inv_freq", f"{pre}inv_freq is not the geometric series base^(−2i/d) (a scaled RoPE?): its base is not "
                            "read")
         return
     base = float(f"{base:.6g}")  # the buffer is float32: 6 significant digits
@@ -419,11 +426,11 @@ def _inv_freq(r: ConfigRead, m: Any, pre: str, x_transformers: bool) -> None:
     if x_transformers:
         f = _get(m, "interpolation_factor")
         if _is_num(f) and float(f) != 1.0:
-            r.notes.append(f"{pre}interpolation_factor = {f}: positions are divided by it, which the reference does "
+            r.note("interpolation", f"{pre}interpolation_factor = {f}: positions are divided by it, which the reference does "
                            "not model")
         s = _get(m, "scale")
         if s is not _MISSING and s is not None:
-            r.notes.append(f"{pre}: xpos scaling (use_xpos=True) is not modelled by the reference")
+            r.note("xpos", f"{pre}scale: xpos scaling (use_xpos=True) is not modelled by the reference")
 
 
 def _norm_kind(v: Any) -> str | None:
