@@ -114,3 +114,30 @@ def test_flex_attention_entries_are_ok_on_cpu_with_gradients_not_available(tmp_p
         grad = next(p for p in row["properties"] if p["name"] == "gradients_match_reference")
         assert grad["status"] == "skip" and "not available" in grad["detail"], (e.name, grad)
         assert next(p for p in row["properties"] if p["name"] == "matches_reference")["status"] == "pass", e.name
+
+
+def test_resolution_is_constrained_to_the_running_torch_with_a_fallback(monkeypatch):
+    """The dry run carries ``-c constraints`` (torch/numpy of the running environment); a release whose
+    requirements exclude them is resolved once more without, as before (torch/numpy pins still dropped)."""
+    import json
+    import subprocess
+
+    from proofs_checks.survey import runner
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(list(cmd))
+        if "-c" in cmd:
+            assert "torch==" in open(cmd[cmd.index("-c") + 1]).read()
+            return subprocess.CompletedProcess(cmd, 1, "", "ERROR: ResolutionImpossible: for help visit ...")
+        report = cmd[cmd.index("--report") + 1]
+        items = [{"metadata": {"name": n, "version": v}} for n, v in
+                 (("oldlib", "1.0"), ("torch", "2.0.0"), ("einops", "0.8.2"), ("nvidia-cublas", "13"))]
+        with open(report, "w") as f:
+            json.dump({"install": items}, f)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+    assert runner._missing_dependencies("oldlib==1.0", 10) == (["einops==0.8.2"], None)
+    assert len(calls) == 2 and "-c" in calls[0] and "-c" not in calls[1]

@@ -69,6 +69,9 @@ def _missing_dependencies(spec: str, timeout: float) -> tuple[list[str] | None, 
                "--report", str(report), "-c", str(Path(d) / "constraints.txt"), spec]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            if p.returncode != 0 and "ResolutionImpossible" in (p.stderr or ""):  # a release that excludes the
+                del cmd[-3:-1]  # running torch/numpy: resolved as before (its torch/numpy pins still dropped)
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return None, f"resolving the dependencies of {spec} ran past {timeout:.0f}s"
         if p.returncode != 0:
