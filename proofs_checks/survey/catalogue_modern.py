@@ -1,11 +1,13 @@
 """Survey entries for attention as written today: FlexAttention (torch's ``flex_attention`` with
-attn-gym's score_mods and mask_mods), Keras 3 on the torch backend, timm, open_clip, Hugging Face
-families beyond GPT-2/BERT/Llama/Mistral (OPT, Qwen2, Qwen3, Gemma 2/3, Phi-3, Falcon, GPT-NeoX,
-OLMo 2), torchtune / litgpt.
+attn-gym's score_mods and mask_mods), Keras 3 on the torch backend, timm, litgpt and Hugging Face
+families beyond GPT-2/BERT/Llama/Mistral (OPT, Qwen2, Qwen3, Gemma 2/3, Phi-3, OLMo 2, GPT-NeoX,
+Falcon).
 
 Each adapter stays within 10 lines (the helpers ``Wrap``/``QKV``/``cfg`` of
 :mod:`proofs_checks.survey.entry` are not counted); every entry was run with ``tverify survey NAME
---quick`` and its verdict is recorded in docs/survey.md."""
+--quick`` and its verdict is recorded in docs/survey.md, with what was left out and why (open_clip and
+torchtune import torchvision, which does not import beside a CPU torch; torchtune also needs torchao;
+Falcon's grouped fused qkv is misread by the checker's weight finder)."""
 
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ _CAUSAL_BM = 'create_block_mask(lambda b, h, q, k: q >= k, None, None, T, T, dev
 # exist"). The attention modules themselves need only torch: the adapter registers the two packages without
 # running their __init__, marks torchvision absent (timm.layers._fx's optional import then fails with the
 # ImportError it expects, not the RuntimeError of a torchvision built for CUDA) and imports
-# timm.layers.attention directly. The entry's import check is therefore
-# torch's; the pinned timm release is what is on sys.path (its version is still checked).
+# timm.layers.attention directly. The entry's import check (``module``) is therefore torch's; the pinned
+# timm release is what is on sys.path (its version is still checked).
 _TIMM = "1.0.31"
 _TIMM_ADAPTER = '''
 import sys, types, importlib.util
@@ -250,7 +252,7 @@ def make():
        _keras("GroupQueryAttention(head_dim=8, num_query_heads=4, num_key_value_heads=2", "a(x, x, use_causal_mask=True)",
               kv=2),
        {"causal": True, "kv_heads": 2, "kv_grouping": "hf", "compute_dtype": "float32"},
-       "4 query heads sharing 2 key/value heads (ops.repeat: query head h uses h // 2), use_causal_mask=True",
+       "4 query heads sharing 2 key/value heads (repeat_interleave: query head h uses h // 2), use_causal_mask=True",
        env=_KERAS, note=_KERAS_NOTE, issue=_KERAS_ISSUE),
     # ---------------------------------------------------------------- timm (timm.layers.attention)
     _e("timm-vit", "timm Attention (ViT)", "timm", _TIMM, "torch", _timm("Attention(D, num_heads=4, qkv_bias=True)"), {},
