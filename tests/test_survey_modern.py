@@ -141,3 +141,17 @@ def test_resolution_is_constrained_to_the_running_torch_with_a_fallback(monkeypa
     monkeypatch.setattr(runner.subprocess, "run", fake_run)
     assert runner._missing_dependencies("oldlib==1.0", 10) == (["einops==0.8.2"], None)
     assert len(calls) == 2 and "-c" in calls[0] and "-c" not in calls[1]
+
+
+@pytest.mark.integration
+def test_a_wrong_flex_score_mod_is_a_mismatch_on_matches_reference(tmp_path):
+    """ALiBi with one slope 1/2 for every head (not Press et al.'s 2^(−8(h+1)/H)) declared as ALiBi."""
+    from proofs_checks.survey.catalogue_modern import _CAUSAL_BM, _flex
+    from proofs_checks.survey.entry import Entry
+    from proofs_checks.survey.runner import row_verdict, run_entry
+
+    e = Entry("flex-wrong-alibi", "PyTorch FlexAttention", "torch", None, "torch",
+              _flex(bm=_CAUSAL_BM, sm="lambda s, b, h, q, k: s + (k - q) * 0.5"), {"causal": True, "positional": "alibi"})
+    row = row_verdict(e, run_entry(e, cache=tmp_path, mode="quick", seed=0, timeout=300, install=False))
+    assert row["status"] == "checked" and row["verdict"] == "mismatch", row.get("why")
+    assert "matches_reference" in row["findings"]
