@@ -167,7 +167,7 @@ def test_probe_unit_reasons(tmp_path, monkeypatch):
     (tmp_path / "zzslow.py").write_text("import time\ntime.sleep(60)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "1")
-    assert _plugins.probe(EntryPoint("fine", "zzfine", "tverify.claims")) < 1
+    assert 0 < _plugins.probe(EntryPoint("fine", "zzfine", "tverify.claims")) < 10  # seconds it took
     with pytest.raises(_plugins.PluginImportFailed, match="KeyboardInterrupt raised by the plugin itself"):
         _plugins.probe(EntryPoint("kbd", "zzkbd2", "tverify.claims"))
     t0 = time.monotonic()
