@@ -175,8 +175,11 @@ class _Progress:
 
 
 def _run_selected(claims, ctx, progress: bool, store=None):
+    from proofs_checks import runner as _r
     from proofs_checks.runner import run_claim
     from proofs_checks.store import save_last
+
+    _r.PROGRESS_LINES = progress
 
     results, save_problem = [], None
     with _Progress(len(claims), "verifying", progress) as bar:
@@ -193,7 +196,10 @@ def _run_selected(claims, ctx, progress: bool, store=None):
 
 
 def _run_mutants(claims, ctx, progress: bool):
+    from proofs_checks import runner as _r
     from proofs_checks.runner import run_mutant
+
+    _r.PROGRESS_LINES = progress
 
     pairs = [(c, m) for c in claims for m in c.all_mutants()]
     out = []

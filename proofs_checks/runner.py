@@ -336,6 +336,8 @@ def counterexample_json(claim: Claim, ctx: RunContext | None = None) -> list[dic
 #: each check in a child process (``proofs_checks.claims._plugins``, which fills this when it loads a
 #: plugin); a claim object other than the registered one (a notebook's redefinition) runs here
 ISOLATED: dict[str, tuple[Claim, Callable[..., "CheckOutcome"]]] = {}
+#: whether a plugin check's child may print "still running" lines (``--no-progress`` sets it False)
+PROGRESS_LINES = True
 
 
 def _run_check(check: Check, form: Any, claim: Claim, ctx: RunContext) -> CheckOutcome:

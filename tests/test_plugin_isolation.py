@@ -95,7 +95,7 @@ def broken_run(tmp_path_factory):
     for name, src in AT_IMPORT.items():
         install(site, name, src)
     install(site, "zzchk", CHECKS)
-    code, out, err, secs = tverify(site, "run", BUILTIN, "zzchk", "--quick", "--no-progress", "--json", "-",
+    code, out, err, secs = tverify(site, "run", BUILTIN, "zzchk", "--quick", "--json", "-",
                                    TVERIFY_PLUGIN_IMPORT_TIMEOUT="2", TVERIFY_PLUGIN_CHECK_TIMEOUT="3")
     return {"site": site, "code": code, "out": out, "err": err, "seconds": secs}
 

@@ -274,7 +274,8 @@ def run_check(spec: tuple, check: Any, form: Any, claim: Any, ctx: Any):
     try:
         payload = iso.run_isolated("proofs_checks.claims._plugins:check_task", req, label=label, what=what,
                                    obj=None if role is not None else ("form", form),
-                                   timeout=seconds("TVERIFY_PLUGIN_CHECK_TIMEOUT", CHECK_TIMEOUT), progress=True)
+                                   timeout=seconds("TVERIFY_PLUGIN_CHECK_TIMEOUT", CHECK_TIMEOUT),
+                                   progress=_runner().PROGRESS_LINES)
     except iso.UserCodeError as exc:  # the child ended without a result, or the plugin raised KeyboardInterrupt
         msg = str(exc)
         for a, b in ((f"{label}: {what}: ", ""), (f"{label}: ", ""), (" (the process running your code was stopped)", ""),
@@ -361,3 +362,8 @@ def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover -
         out["result"] = r
     return {"outcome": out}
 
+
+def _runner():
+    from proofs_checks import runner
+
+    return runner
