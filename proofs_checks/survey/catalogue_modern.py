@@ -180,6 +180,17 @@ def make():
        _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8"),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
        "eager, per-head RMSNorm on q and k before RoPE (q_norm/k_norm), 2 key/value heads"),
+    _e("hf-qwen3-sdpa", "transformers Qwen3Attention (SDPA)", "transformers", _HF, "transformers",
+       _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8")
+       .replace("    rot, pos", "    c._attn_implementation = \"sdpa\"\n    rot, pos"),
+       {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
+       "the SDPA path (transformers' default): the mask create_causal_mask returns for SDPA (None: is_causal), GQA"),
+    _e("hf-qwen3-flex", "transformers Qwen3Attention (flex_attention)", "transformers", _HF, "transformers",
+       _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8")
+       .replace("    rot, pos", "    c._attn_implementation = \"flex_attention\"\n    rot, pos"),
+       {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "dtype": "float32"},
+       "attn_implementation='flex_attention': the BlockMask create_causal_mask builds, compiled FlexAttention on "
+       "CPU (float32 probe: the compiled CPU kernel takes float32, float16, bfloat16 only)"),
     _e("hf-gemma2-sliding", "transformers Gemma2Attention (softcap, sliding layer)", "transformers", _HF,
        "transformers",
        _hf_rope("Gemma2Config", "gemma2", "Gemma2", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
