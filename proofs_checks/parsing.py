@@ -326,6 +326,20 @@ def parse_spd(text: str, option: str, *, max_cond: float = MAX_COND) -> tuple[np
     arr = parse_array(text, option)
     if arr.ndim not in (1, 2):
         raise InputError(f"{option}: expected a vector (a diagonal) or a square matrix, got shape {arr.shape}")
+    d = int(arr.shape[0])
+    if arr.ndim == 1 and d > 1:
+        from proofs_checks import guards
+
+        need = 3 * 8.0 * d * d  # the dense matrix, its symmetrised copy and the eigensolver's work array
+        avail = guards.available_memory()
+        if need > avail:
+            raise InputError(f"{option}: a diagonal of {d} entries makes a {d} × {d} matrix: about "
+                             f"{guards.fmt_bytes(need)} to check, more than the {guards.fmt_bytes(avail)} of memory "
+                             "available")
+    big = float(np.max(np.abs(arr))) if arr.size else 0.0
+    if big > 1e154:  # its square, in every product of two entries, overflows float64 (max ≈ 1.8e308)
+        raise InputError(f"{option}: entry {big:.3g} is too large: products of two entries overflow float64 "
+                         "(|entries| ≤ 1e154; rescale)")
     try:
         mat = as_spd_matrix(arr, option)
     except InputError as exc:

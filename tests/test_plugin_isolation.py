@@ -206,3 +206,18 @@ def test_a_form_sent_by_value_and_a_clean_check_come_back_as_here(tmp_path, monk
         here = run_check_here(claim.checks[0], form, claim, ctx)
         there = _plugins.run_check(spec, claim.checks[0], form, claim, ctx)
         assert (there.status, there.result.error) == (here.status, here.result.error), (there, here)
+
+
+def test_plugin_prints_stay_off_json_stdout_and_a_long_import_is_never_silent(tmp_path):
+    # a plugin printing at import went to stdout before the JSON of list/run/show; a plugin looping at
+    # import printed one note at 2 s and then nothing until it was skipped
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzprint", "print('PLUGIN PRINTS AT IMPORT')\n")
+    install(site, "zzhang", AT_IMPORT["zzhang"])
+    code, out, err, _ = tverify(site, "list", BUILTIN, "--json", TVERIFY_PLUGIN_IMPORT_TIMEOUT="8")
+    assert code == 0, err
+    json.loads(out)  # stdout is the JSON alone
+    assert "PLUGIN PRINTS AT IMPORT" in err
+    notes = [ln for ln in err.splitlines() if "waiting for claims plugin 'zzhang'" in ln]
+    assert len(notes) >= 2, err  # at 2 s and again at 7 s

@@ -48,13 +48,12 @@ def test_two_entry_survey_page_json_and_finding(tmp_path):
 
     if version("performer-pytorch") != get("performer").version or version("x-transformers") != get("xt-causal").version:
         pytest.skip("the installed ecosystem releases are not the catalogue's pins")
-    p = _tverify("survey", "xt-causal", "performer", "no-such-lib", "--quick", "--no-install", "--no-progress",
+    p = _tverify("survey", "xt-causal", "performer", "--quick", "--no-install", "--no-progress",
                  "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "page"), "--json", "-", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     rows = {r["name"]: r for r in doc["rows"]}
-    assert set(rows) == {"xt-causal", "performer", "no-such-lib"}
-    assert rows["no-such-lib"]["status"] == "unknown" and "no-such-lib: unknown" in p.stderr
+    assert set(rows) == {"xt-causal", "performer"}
     assert rows["xt-causal"]["verdict"] == "ok" and rows["xt-causal"]["findings"] == []
     perf = rows["performer"]
     assert perf["verdict"] == "mismatch" and "causal_no_future_leak" in perf["findings"]
@@ -113,3 +112,10 @@ def test_known_record_comparison():
     row = row_verdict(fix, {"status": "checked", "outcome": "mismatch",
                             "properties": [{"name": "matches_reference", "status": "fail"}]})
     assert row["expected"] == "as documented" and row["verdict"] == "approximation"
+
+
+def test_unknown_entry_is_a_usage_error_and_nothing_is_written(tmp_path):
+    p = _tverify("survey", "xt-causal", "no-such-lib", "--quick", "--no-install", cwd=tmp_path)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "unknown survey entry 'no-such-lib'" in lines[0], p.stderr
+    assert not any(tmp_path.iterdir())

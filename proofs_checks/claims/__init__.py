@@ -73,7 +73,10 @@ def load_plugins() -> None:
         try:
             if _plugins.probed(ep):  # first in a child: os._exit, a signal or a hang there only skips it
                 _plugins.probe(ep)
-            _load_one(ep)
+            import contextlib
+
+            with contextlib.redirect_stdout(sys.stderr):  # a plugin's prints never reach --json - on stdout
+                _load_one(ep)
             _record_sources(set(sys.modules) - before)
             if _plugins.probed(ep):  # its claims' checks run in a child too
                 _plugins.isolate(ep, [i for i in registry.ids() if i not in ids])
@@ -132,10 +135,13 @@ def _load_one(ep) -> None:
     t = threading.Thread(target=target, daemon=True, name=f"tverify claims plugin {ep.name}")
     t.start()
     t.join(PLUGIN_IMPORT_NOTE if PLUGIN_IMPORT_NOTE < limit else limit)
-    if t.is_alive() and limit > PLUGIN_IMPORT_NOTE:
+    waited = PLUGIN_IMPORT_NOTE
+    while t.is_alive() and limit > waited:  # a note every 5 s: never a silent stretch
         sys.stderr.write(f"tverify: waiting for claims plugin {_short(repr(ep.name), 60)} to import "
-                         f"({PLUGIN_IMPORT_NOTE:g} s so far; skipped after {limit:g} s)\n")
-        t.join(limit - PLUGIN_IMPORT_NOTE)
+                         f"({waited:g} s so far; skipped after {limit:g} s)\n")
+        step = min(5.0, limit - waited)
+        t.join(step)
+        waited += step
     if t.is_alive():
         raise _PluginTimeout(f"its import did not finish within {limit:g} s ($TVERIFY_PLUGIN_IMPORT_TIMEOUT)")
     exc = box.get("exc")

@@ -41,6 +41,7 @@ from typing import Any
 IMPORT_TIMEOUT = 20.0
 #: seconds after which a note on stderr says which plugin's import is awaited
 IMPORT_NOTE = 2.0
+IMPORT_REPEAT = 5.0
 #: seconds one check of a plugin claim may take in its child process ($TVERIFY_PLUGIN_CHECK_TIMEOUT)
 CHECK_TIMEOUT = 600.0
 #: set in the processes that run plugin code for this module (no nested probes or children there)
@@ -151,7 +152,8 @@ def probe(ep: Any, *, stream=None) -> float:
         raise PluginImportFailed(f"its import could not be tried in a separate process ({short(exc, 120)})") from None
     os.close(w)
     chunks: list[bytes] = []
-    noted = limit <= IMPORT_NOTE
+    # a note after IMPORT_NOTE seconds, then every IMPORT_REPEAT seconds: never a silent stretch
+    next_note = IMPORT_NOTE if limit > IMPORT_NOTE else float("inf")
     try:
         while True:
             left = limit - (time.monotonic() - t0)
@@ -159,13 +161,14 @@ def probe(ep: Any, *, stream=None) -> float:
                 _kill(proc)
                 raise PluginImportFailed(f"its import did not finish within {limit:g} s "
                                          "($TVERIFY_PLUGIN_IMPORT_TIMEOUT)")
-            wait = left if noted else min(left, IMPORT_NOTE - (time.monotonic() - t0))
+            wait = min(left, next_note - (time.monotonic() - t0))
             ready, _, _ = select.select([r], [], [], max(wait, 0.0))
             if not ready:
-                if not noted and time.monotonic() - t0 >= IMPORT_NOTE:
-                    noted = True
+                so_far = time.monotonic() - t0
+                if so_far >= next_note:
+                    next_note += IMPORT_REPEAT
                     _write(stream, f"tverify: waiting for claims plugin {short(repr(ep.name), 60)} to import "
-                                   f"({IMPORT_NOTE:g} s so far; skipped after {limit:g} s)\n")
+                                   f"({so_far:.0f} s so far; skipped after {limit:g} s)\n")
                 continue
             data = os.read(r, 65536)
             if not data:

@@ -122,6 +122,11 @@ def _split(spec: str, option: str) -> tuple[str, str]:
     return where, name
 
 
+#: files imported in this process, by (resolved path, inode, size, modification time): a changed file is
+#: imported anew
+_IMPORTED: dict[tuple, Any] = {}
+
+
 def _import_file(path: Path, option: str):
     if not path.exists():
         raise UsageError(f"{option}: file not found: {path}")
@@ -129,6 +134,15 @@ def _import_file(path: Path, option: str):
         raise UsageError(f"{option}: not a file: {path}")
     if path.suffix != ".py":
         raise UsageError(f"{option}: {path} is not a Python file (.py)")
+    try:
+        st = path.resolve().stat()
+        key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _IMPORTED:
+        # one file named by several options (--module F.py:A --against F.py:B) is one namespace: objects
+        # it builds at import time (shared weights) are the same for both, as in a Python session
+        return _IMPORTED[key]
     mod_name = f"_tverify_user_{next(_counter)}_{path.stem}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:  # pragma: no cover - .py files always have a loader
@@ -147,6 +161,8 @@ def _import_file(path: Path, option: str):
         raise
     # the folder stays on sys.path for the rest of the run: a factory or forward() that imports a
     # sibling module when it is called (not only at import time) must find it
+    if key is not None:
+        _IMPORTED[key] = module
     return module
 
 

@@ -64,6 +64,8 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     from proofs_checks.survey.page import finding_ref, remember_latest, write_pages
 
     entries, unknown = select(names)
+    if unknown:  # a name the catalogue lacks is the user's input: one line, exit 2, nothing run or written
+        raise UsageError("; ".join(why for _, why in unknown))
     if list_only:
         _list(entries, json_path)
         return 0
@@ -75,10 +77,6 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     say = (lambda s: click.echo(s, err=True)) if progress else (lambda s: None)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    for n, why in unknown:
-        click.echo(f"survey: {n}: unknown: {why}", err=True)
-        rows.append({"name": n, "library": "?", "package": None, "version": None, "spec": n, "declaration": "–",
-                     "adapter_lines": 0, "what": "", "adapter": "", "status": "unknown", "why": why, "verdict": "unknown"})
     for e in entries:
         say(f"survey: {e.name} ({e.spec}) ...")
         row = row_verdict(e, run_entry(e, cache=cache, mode=mode, seed=seed, timeout=timeout, install=install))

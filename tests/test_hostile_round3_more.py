@@ -1,0 +1,57 @@
+"""Issue 36, findings of the independent hostile pass that the lead fixed: --module and --against
+naming one file share its namespace; a huge diagonal --lambda and an entry whose square overflows
+are one line before anything is allocated."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+
+from tests.cli_helpers import invoke, one_line_error
+
+FUSED = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class Attn(nn.Module):
+        def __init__(self, dim=16, heads=2):
+            super().__init__()
+            self.embed_dim, self.num_heads = dim, heads
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(dim, dim) for _ in range(4))
+
+        def forward(self, x):
+            B, T, D = x.shape
+            sp = lambda t: t.view(B, T, self.num_heads, D // self.num_heads).transpose(1, 2)
+            o = torch.nn.functional.scaled_dot_product_attention(sp(self.q_proj(x)), sp(self.k_proj(x)),
+                                                                 sp(self.v_proj(x)), is_causal=True)
+            return self.o_proj(o.transpose(1, 2).reshape(B, T, D))
+
+
+    reference = Attn()
+    fast = Attn()
+    fast.load_state_dict(reference.state_dict())  # the same weights, as docs/check-attention.md asks
+''')
+
+
+def test_against_from_the_same_file_shares_its_weights(tmp_path):
+    f = tmp_path / "fused.py"
+    f.write_text(FUSED)
+    code, out, err = invoke("check", "attention", "--module", f"{f}:fast", "--against", f"{f}:reference", "--causal",
+                            "--quick", "--no-progress", "--json", "-")
+    assert code == 0 and json.loads(out)["outcome"] == "ok", err
+
+
+def test_huge_diagonal_lambda_is_refused_before_allocation(tmp_path):
+    p = tmp_path / "lam.npy"
+    np.save(p, np.ones(100_000))
+    code, out, err = invoke("check", "icl", "--lambda", str(p), "--N", "10", "--quick")
+    assert "100000 × 100000 matrix" in one_line_error(code, err)
+
+
+def test_lambda_entry_whose_square_overflows_is_named():
+    code, out, err = invoke("check", "icl", "--lambda", "1e308,1", "--N", "10", "--quick")
+    line = one_line_error(code, err)
+    assert "entry 1e+308 is too large" in line and "nan" not in line
