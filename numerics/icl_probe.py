@@ -191,6 +191,20 @@ def _output_dtype(raw) -> torch.dtype:
     return {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32}.get(arr.dtype, torch.float64)
 
 
+def _quiet_floats(fn):
+    """NumPy's floating-point warnings off inside ``fn``: a model's inf or NaN predictions are counted
+    (``nonfinite``) and judged, and numpy's remarks on them would only add lines to the one verdict."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+@_quiet_floats
 def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int], noise: float = 0.0,
                      prompts: int = 2000, seed: int = 0, device="cpu", knn_k: int = 3,
                      z_threshold: float = 3.0, progress: Callable[[float], None] | None = None, gamma=None,
