@@ -59,7 +59,7 @@ def _env_pins() -> list[tuple[str, str]]:
 
 def _missing_dependencies(spec: str, timeout: float) -> tuple[list[str] | None, str | None]:
     """The pins (``name==version``) that installing ``spec`` into the running environment would add,
-    besides ``spec`` itself and the packages of :data:`_FROM_ENV` (and ``nvidia-*``), or (None, why)."""
+    besides ``spec`` itself and the packages of :data:`_FROM_ENV` (and ``nvidia-*``, ``cuda-*``), or (None, why)."""
     with tempfile.TemporaryDirectory(prefix="tverify-resolve-") as d:
         report = Path(d) / "report.json"
         # resolved against the running torch and numpy (without this, timm's torchvision is resolved for the
@@ -87,7 +87,7 @@ def _missing_dependencies(spec: str, timeout: float) -> tuple[list[str] | None, 
         meta = it.get("metadata") or {}
         name, ver = str(meta.get("name") or ""), str(meta.get("version") or "")
         key = name.lower().replace("_", "-")
-        if not name or key == own or key in _FROM_ENV or key.startswith("nvidia-"):
+        if not name or key == own or key in _FROM_ENV or key.startswith(("nvidia-", "cuda-")):
             continue
         pins.append(f"{name}=={ver}")
     return sorted(pins), None
