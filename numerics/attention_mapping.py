@@ -49,7 +49,7 @@ _V = ("v_proj", "v", "value", "to_v", "W_v", "Wv", "w_v", "wv", "v_lin", "v_line
       "v_layer")
 _KV = ("to_kv", "kv", "kv_proj", "c_kv", "Wkv")
 _O = ("out_proj", "o_proj", "o", "out", "to_out", "proj", "W_o", "Wo", "w_o", "wo", "c_proj", "out_lin", "dense",
-      "W_O", "WO", "output", "proj_out", "out_linear")
+      "W_O", "WO", "output", "proj_out", "out_linear", "output_proj", "out_projection", "attn_out")
 _QKV = ("qkv", "c_attn", "in_proj", "qkv_proj", "to_qkv", "Wqkv", "W_qkv", "query_key_value", "qkv_linear")
 _HEAD_ATTRS = ("num_heads", "n_heads", "heads", "n_head", "nhead", "num_attention_heads", "h", "n_heads_",
                "num_q_heads", "nheads")

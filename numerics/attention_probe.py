@@ -1091,11 +1091,14 @@ def prop_finite(outs: dict[int, torch.Tensor]) -> Property:
                   else "all outputs finite", central=True)
 
 
-def prop_weights_distribution(w: torch.Tensor, where: str) -> Property:
-    """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1)."""
+def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | None = None) -> Property:
+    """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1), to the rounding of
+    the coarser of the weights' own dtype and the module's working precision ``work`` (a float32
+    softmax returned as float64 rounds as float32)."""
+    u = max(unit_roundoff(w.dtype if w.dtype.is_floating_point else torch.float64),
+            unit_roundoff(work) if work is not None else 0.0)
     w = w.double()
     T = w.shape[-1]
-    u = unit_roundoff(torch.float64 if w.dtype == torch.float64 else torch.float32)
     err_sum = float((w.sum(-1) - 1).abs().max())
     err_neg = float((-w).clamp_min(0).max())
     cols = float((w.sum(-2) - 1).abs().max())
@@ -1103,7 +1106,8 @@ def prop_weights_distribution(w: torch.Tensor, where: str) -> Property:
               + (f"; columns sum to 1 within {cols:.2g}: the softmax runs over the query axis (wrong axis)"
                  if err_sum > 1e-6 and cols < 1e-6 else ""))
     return _judge("weights_are_distributions", max(err_sum, err_neg), 4 * u * T,
-                  f"4·u·T = {4 * u * T:.3g}: rounding of a T-term sum of numbers in [0, 1]", detail)
+                  f"4·u·T = {4 * u * T:.3g}: rounding of a T-term sum of numbers in [0, 1] (u = {u:.3g}, the "
+                  "working precision's unit roundoff)", detail)
 
 
 def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor) -> tuple[Property, torch.Tensor | None]:

@@ -55,3 +55,53 @@ def test_lambda_entry_whose_square_overflows_is_named():
     code, out, err = invoke("check", "icl", "--lambda", "1e308,1", "--N", "10", "--quick")
     line = one_line_error(code, err)
     assert "entry 1e+308 is too large" in line and "nan" not in line
+
+
+WEIGHTS_AND_NAMES = textwrap.dedent('''
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Float32Softmax(nn.Module):
+        """HF-eager style: softmax in float32, weights returned in the input's dtype."""
+
+        def __init__(self, D=32, H=4):
+            super().__init__()
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(D, D) for _ in range(4))
+            self.num_heads, self.dim = H, D
+
+        def forward(self, x):
+            B, T, D = x.shape
+            H = self.num_heads
+            q, k, v = (p(x).view(B, T, H, D // H).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+            w = torch.softmax((q @ k.transpose(-1, -2)) / (D // H) ** 0.5, dim=-1, dtype=torch.float32).to(x.dtype)
+            return self.o_proj((w @ v).transpose(1, 2).reshape(B, T, D)), w
+
+
+    class OutputProj(nn.Module):
+        """torchtune's names: q_proj, k_proj, v_proj, output_proj."""
+
+        def __init__(self, D=32, H=4):
+            super().__init__()
+            self.q_proj, self.k_proj, self.v_proj, self.output_proj = (nn.Linear(D, D, bias=False) for _ in range(4))
+            self.num_heads, self.embed_dim = H, D
+
+        def forward(self, x):
+            B, T, D = x.shape
+            q, k, v = (p(x).view(B, T, self.num_heads, -1).transpose(1, 2) for p in (self.q_proj, self.k_proj,
+                                                                                     self.v_proj))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.output_proj(o.transpose(1, 2).reshape(B, T, D))
+''')
+
+
+def test_float32_softmax_weights_and_output_proj_are_ok(tmp_path):
+    # an independent validator found both called a mismatch: the weights' rule took float64 rounding
+    # for a float32 softmax, and torchtune's output_proj was not found
+    f = tmp_path / "m.py"
+    f.write_text(WEIGHTS_AND_NAMES)
+    for name, flags in (("Float32Softmax", []), ("OutputProj", ["--causal"])):
+        code, out, err = invoke("check", "attention", "--module", f"{f}:{name}", *flags, "--quick", "--no-progress",
+                                "--json", "-")
+        assert code == 0 and json.loads(out)["outcome"] == "ok", (name, err[-2000:])

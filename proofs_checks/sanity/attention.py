@@ -896,10 +896,9 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     Ts = list(probe.outs)
     T_small = max([t for t in Ts if 2 <= t <= 17] or [Ts[0]])
     w = getattr(probe, "weights", {}).get(T_small)
+    wn = None
     if w is not None:
         wn, where = ap.exposed_weights(f, probe.xs[T_small], w)
-        if wn is not None:
-            props.append(ap.prop_weights_distribution(wn, where))
     tick.phase("reference", 0.1, 0.5)
     if mp is not None or against is not None:
         how = (mp.source if mp is not None else "") + (f"; reference: {st.describe()}" if mp is not None else "")
@@ -918,6 +917,9 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         _figures(probe, props, figures, st, mp, T_small, w)
     else:
         _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed)
+    if wn is not None:  # judged once the working precision is known (a float32 softmax returned as float64)
+        work = probe.compute_dtype or (probe.precision.dtype if probe.precision is not None else None)
+        props.insert(0, ap.prop_weights_distribution(wn, where, work))
     tick.phase("structure", 0.5, 0.9)
     props.extend(probe.prop_mask())
     if st.causal:
