@@ -105,3 +105,23 @@ def test_float32_softmax_weights_and_output_proj_are_ok(tmp_path):
         code, out, err = invoke("check", "attention", "--module", f"{f}:{name}", *flags, "--quick", "--no-progress",
                                 "--json", "-")
         assert code == 0 and json.loads(out)["outcome"] == "ok", (name, err[-2000:])
+
+
+def test_a_leak_is_named_as_the_cause_of_the_other_failures(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text(WEIGHTS_AND_NAMES + textwrap.dedent('''
+
+        class Leak(OutputProj):
+            def forward(self, x):
+                B, T, D = x.shape
+                q, k, v = (p(x).view(B, T, self.num_heads, -1).transpose(1, 2) for p in (self.q_proj, self.k_proj,
+                                                                                         self.v_proj))
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(T, T, dtype=torch.bool).tril(1))
+                return self.output_proj(o.transpose(1, 2).reshape(B, T, D))
+    '''))
+    code, out, err = invoke("check", "attention", "--module", f"{f}:Leak", "--causal", "--quick", "--no-progress",
+                            "--json", "-")
+    ps = {p["name"]: p for p in json.loads(out)["properties"]}
+    assert code == 1 and ps["causal_no_future_leak"]["status"] == "fail"
+    assert "future-token leak" in ps["prefix_consistency"]["detail"] and "chunk padding" not in ps["prefix_consistency"]["detail"]
+    assert "custom backward" not in ps["gradients_match_reference"]["detail"]

@@ -939,6 +939,27 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
                                       just=f"16·u·(3D+T) in the coarser of the two dtypes ({tol2:.3g})"))
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
+    _causes_in_context(props)
+
+
+#: a property's guess at a cause, and what replaces it when another failed property explains it:
+#: (property, its guess, the property that explains it, the text instead)
+_EXPLAINED = (("prefix_consistency", "(chunk padding, or positions counted from the end?)", "causal_no_future_leak",
+               "(the future-token leak that causal_no_future_leak names)"),
+              ("gradients_match_reference", "(if the forward pass matches: a custom backward?)", "matches_reference",
+               "(the forward pass differs too: see matches_reference)"))
+
+
+def _causes_in_context(props) -> None:
+    """Replace a failed property's guess at its cause when another failed property explains it (a
+    leak also breaks the prefix outputs; a wrong forward pass also gives wrong gradients)."""
+    import dataclasses
+
+    failed = {p.name for p in props if p.status == "fail"}
+    for i, p in enumerate(props):
+        for name, guess, by, instead in _EXPLAINED:
+            if p.name == name and p.status == "fail" and by in failed and guess in (p.detail or ""):
+                props[i] = dataclasses.replace(p, detail=p.detail.replace(guess, instead))
 
 
 def _convex_mapped(probe, f, st):
