@@ -227,6 +227,18 @@ def _triples(mod: Any, prefix: str, heads: int | None, kv: int | None) -> list[t
                 bb = b.split(sizes) if b is not None else (None, None, None)
                 out.append(((ws[0], bb[0], label + "[q]"), (ws[1], bb[1], label + "[k]"),
                             (ws[2], bb[2], label + "[v]"), ""))
+        # GQA grouped per key/value head (Falcon's new_decoder_architecture): [q_1 … q_g; k; v] for each of
+        # the hk groups of g = h / hk query heads
+        for h, hk, d in dict.fromkeys(_gqa_splits(n3, W.shape[1], heads, kv)):
+            if hk >= h:
+                continue
+            g = h // hk
+            Wr = W.reshape(hk, g + 2, d, W.shape[1])
+            br = b.reshape(hk, g + 2, d) if b is not None else None
+            pick = (slice(0, g), slice(g, g + 1), slice(g + 1, g + 2))
+            parts = [(Wr[:, sl].reshape(-1, W.shape[1]), None if br is None else br[:, sl].reshape(-1),
+                      label + f"[{'qkv'[i]}, grouped per key/value head]") for i, sl in enumerate(pick)]
+            out.append((parts[0], parts[1], parts[2], ""))
     return out
 
 

@@ -125,3 +125,39 @@ def test_a_leak_is_named_as_the_cause_of_the_other_failures(tmp_path):
     assert code == 1 and ps["causal_no_future_leak"]["status"] == "fail"
     assert "future-token leak" in ps["prefix_consistency"]["detail"] and "chunk padding" not in ps["prefix_consistency"]["detail"]
     assert "custom backward" not in ps["gradients_match_reference"]["detail"]
+
+
+GROUPED = textwrap.dedent('''
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Grouped(nn.Module):
+        """Falcon's new_decoder_architecture layout: query_key_value rows [q_1 … q_g; k; v] per key/value head."""
+
+        def __init__(self, D=32, H=4, K=2):
+            super().__init__()
+            self.num_heads, self.num_kv_heads, self.dim = H, K, D
+            self.query_key_value = nn.Linear(D, (H + 2 * K) * (D // H), bias=False)
+            self.dense = nn.Linear(D, D, bias=False)
+
+        def forward(self, x):
+            B, T, D = x.shape
+            H, K, d = self.num_heads, self.num_kv_heads, D // self.num_heads
+            g = H // K
+            qkv = self.query_key_value(x).view(B, T, K, g + 2, d)
+            q = qkv[:, :, :, :g].reshape(B, T, H, d).transpose(1, 2)
+            k = qkv[:, :, :, g].transpose(1, 2).repeat_interleave(g, 1)
+            v = qkv[:, :, :, g + 1].transpose(1, 2).repeat_interleave(g, 1)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.dense(o.transpose(1, 2).reshape(B, T, D))
+''')
+
+
+def test_fused_qkv_grouped_per_key_value_head_is_found(tmp_path):
+    f = tmp_path / "g.py"
+    f.write_text(GROUPED)
+    code, out, err = invoke("check", "attention", "--module", f"{f}:Grouped", "--causal", "--kv-heads", "2", "--quick",
+                            "--no-progress", "--json", "-")
+    assert code == 0 and json.loads(out)["outcome"] == "ok", err[-2000:]

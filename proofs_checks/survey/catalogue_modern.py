@@ -251,6 +251,18 @@ def make():
             "model's definition, not a bug in the port; ports to other runtimes had to copy it",
        issue={"url": "https://github.com/OpenNMT/CTranslate2/pull/1449",
               "title": "Implement converter for FalconConfig: scale_alibi, 'apply the dot product scale factor to ALiBi'"}),
+    _e("hf-falcon-gqa", "transformers FalconAttention (RoPE, grouped fused qkv)", "transformers", _HF, "transformers",
+       f'''
+from transformers import FalconConfig
+from transformers.models.falcon.modeling_falcon import FalconAttention, FalconRotaryEmbedding
+def make():
+    c = cfg(FalconConfig, alibi=False, new_decoder_architecture=True, num_kv_heads=2, bias=False, hidden_dropout=0.0)
+    rot = FalconRotaryEmbedding(c)
+    {_CAUSAL_MASK}
+    call = lambda a, x: a(x, None, m(x.shape[1], x.dtype), position_embeddings=rot(x, torch.arange(x.shape[1])[None]))
+    return Wrap(FalconAttention(c, 0), call=call)
+''', {**_HF_DECL, "kv_heads": 2}, "eager, new_decoder_architecture: query_key_value grouped per key/value head "
+       "[q_1 … q_g; k; v]"),
     # ---------------------------------------------------------------- Keras 3 on the torch backend
     _e("keras-mha", "Keras 3 MultiHeadAttention (torch backend)", "keras", "3.15.1", "keras",
        _keras("MultiHeadAttention(num_heads=4, key_dim=8", "a(x, x)"), {"compute_dtype": "float32"},
