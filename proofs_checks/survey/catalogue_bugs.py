@@ -54,6 +54,12 @@ def make():  # use_sliding_window=False (Qwen2 checkpoints ship sliding_window=4
 
 _MISTRAL_DECL = {"causal": True, "window": 4, "positional": "rope", "kv_heads": 2, "compute_dtype": "float32"}
 
+_VIT = '''
+from vit_pytorch.vit_pytorch import Attention
+def make():
+    return Wrap(Attention(D, heads=4, dim_head=8))
+'''
+
 ENTRIES: list[Entry] = [
     _e("hf-mistral-4.34.0-window", "transformers MistralAttention (sliding window)", "transformers", "4.34.0",
        "transformers", _HF_MISTRAL_434, _MISTRAL_DECL, "eager, sliding_window=4 with the mask MistralModel builds",
@@ -118,4 +124,14 @@ ENTRIES: list[Entry] = [
        "the fixed release",
        known={"fix_of": "hf-qwen2-4.51.3-no-swa", "ref": "https://github.com/huggingface/transformers/issues/38002",
               "title": "the mask reads use_sliding_window"}),
+    _e("vit-0.6.6-scale", "vit-pytorch Attention", "vit-pytorch", "0.6.6", "vit_pytorch", _VIT, {},
+       "bidirectional, 4 heads of 8 (the ViT block's attention)",
+       known={"bug": ["scale_1_over_sqrt_dk"], "fixed_in": "vit-0.6.7-scale",
+              "ref": "https://github.com/lucidrains/vit-pytorch/issues/65",
+              "title": "scale should be dim_head ** -0.5, not dim ** -0.5 (fixed in 0.6.7, commit 85314cf)",
+              "what": "the logits are scaled by 1/√D (D = heads · dim_head) instead of 1/√d_k: off by √H"},
+       note="found by an independent validation run of check attention on libraries outside the survey"),
+    _e("vit-0.6.7-scale", "vit-pytorch Attention", "vit-pytorch", "0.6.7", "vit_pytorch", _VIT, {}, "the fixed release",
+       known={"fix_of": "vit-0.6.6-scale", "ref": "https://github.com/lucidrains/vit-pytorch/commit/85314cf",
+              "title": "fix scale to dim_head ** -0.5"}),
 ]
