@@ -60,7 +60,13 @@ def _select(patterns) -> list:
     try:
         return select(patterns)
     except UnknownClaimError as exc:
-        raise UsageError(str(exc).strip("'\"")) from None
+        msg = str(exc).strip("'\"")
+        from proofs_checks.claims import PLUGIN_ERRORS
+
+        if PLUGIN_ERRORS:  # the claim may be one of a plugin that did not load: say which
+            names = ", ".join(repr(n.split(" = ")[0]) for n, _ in PLUGIN_ERRORS[:3])
+            msg += f"; claims plugin {names} failed to load and was skipped (the warning above says why)"
+        raise UsageError(msg) from None
 
 
 def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:

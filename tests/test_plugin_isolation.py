@@ -148,6 +148,7 @@ def test_a_command_asking_for_a_skipped_plugins_claim_is_exit_2(tmp_path):
     code, out, err, _ = tverify(site, "run", "zzexit", "--quick", "--no-progress")
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 2, err
+    assert "claims plugin 'zzexit' failed to load and was skipped" in lines[1], lines[1]
     assert "claims plugin 'zzexit'" in lines[0] and "no claim matches 'zzexit'" in lines[1], lines
     no_traceback(out, err)
     code, out, err, _ = tverify(site, "list", "--json", "-")  # the built-ins still list
