@@ -78,9 +78,15 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
     fresh = None if refresh else (catalogue.load_fresh(store.cache_dir) or catalogue.load_with_plugins(store.cache_dir))
     if fresh is not None:
         doc, path = fresh
+        for name, why in doc.get("plugin_errors") or []:  # said again: a cached catalogue is not a silent one
+            _warn(f"claims plugin {name} failed to load and was skipped (when this catalogue was cached): {why}"[:300])
         return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
     fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
     doc = catalogue.build(_select([]), with_derivations=False, fingerprint=fp)
+    from proofs_checks.claims import PLUGIN_ERRORS
+
+    if PLUGIN_ERRORS:
+        doc["plugin_errors"] = [list(e) for e in PLUGIN_ERRORS]
     catalogue.save_cache(doc, store.cache_dir)
     if refresh:
         return doc["claims"], "the registry (--refresh)", doc, True

@@ -222,3 +222,14 @@ def test_plugin_prints_stay_off_json_stdout_and_a_long_import_is_never_silent(tm
     assert "PLUGIN PRINTS AT IMPORT" in err
     notes = [ln for ln in err.splitlines() if "waiting for claims plugin 'zzhang'" in ln]
     assert len(notes) >= 2, err  # at 2 s and again at 7 s
+
+
+def test_a_cached_catalogue_still_says_which_plugin_was_skipped(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzkbd", AT_IMPORT["zzkbd"])
+    first = tverify(site, "list", BUILTIN)
+    second = tverify(site, "list", BUILTIN)  # the store's cached catalogue this time
+    for code, out, err, _ in (first, second):
+        warn = [ln for ln in err.splitlines() if "claims plugin" in ln and "zzkbd" in ln]
+        assert code == 0 and len(warn) == 1 and "skipped" in warn[0], err
