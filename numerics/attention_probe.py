@@ -128,14 +128,36 @@ def _skip(name: str, why: str, central: bool = False) -> Property:
     return Property(name, "skip", None, None, "", why, {}, central)
 
 
+#: the most characters of a user's exception text quoted in a detail or an error line (a 100 kB
+#: message stays one short line; the plugin path cuts likewise)
+MAX_QUOTED = 300
+
+
+def short_text(text: Any, limit: int = MAX_QUOTED) -> str:
+    """``text`` on one line, at most ``limit`` characters (a longer one is cut and says how long it was).
+
+        >>> short_text("a\\nb"), len(short_text("E" * 100000)), short_text("E" * 100000)[-21:]
+        ('a b', 300, '… (100000 characters)')
+    """
+    t = " ".join(str(text).split())
+    if len(t) <= limit:
+        return t
+    tail = f"… ({len(t)} characters)"
+    return t[:max(limit - len(tail), 0)] + tail
+
+
+def exc_text(exc: BaseException) -> str:
+    """``TypeName: message`` of a user's exception, one line of at most :data:`MAX_QUOTED` characters."""
+    msg = " ".join(str(exc).split())
+    return short_text(f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__)
+
+
 def unavailable(name: str, device: Any, exc: str, T: int | None = None, device_limit: bool = True) -> Property:
     """A property the module cannot run (its backward raises: FlexAttention on CPU): skipped with
     the exception, ``numbers["unavailable"]`` holding it, never a failed comparison. ``device_limit``:
     the exception says the operation is not supported (:func:`unsupported`), so the skip is worded as
     this device's limit; otherwise it names only the exception."""
-    exc = " ".join(str(exc).split())
-    if len(exc) > 300:
-        exc = exc[:297] + "..."
+    exc = short_text(exc)
     at = f" at T = {T}" if T is not None else ""
     where = f"not available on this device ({device})" if device_limit else "not available"
     return Property(name, "skip", None, None, "", f"{where}: the module's backward "
@@ -425,7 +447,7 @@ class AttentionProbe:
                     o = out if key == "unit" else self.run(xk)[1].detach().double().cpu()
                     r = self.reference_out(xk)
                 except Exception as exc:  # the user's code at large inputs: a finding below
-                    rows.append({"T": T, "probe": key, "error": float("inf"), "raised": f"{type(exc).__name__}: {exc}"})
+                    rows.append({"T": T, "probe": key, "error": float("inf"), "raised": f"{exc_text(exc)}"})
                     continue
                 self.L[(T, key)] = self.logit_max(xk)
                 if self.m is not None:
@@ -546,7 +568,7 @@ class AttentionProbe:
                     d, J = self.dependence(T, key)
                 except Exception as exc:
                     p = Property("causal_no_future_leak" if want_c else "window_respected", "fail", float("inf"), 0.0,
-                                 "must run", f"raised {type(exc).__name__}: {exc} at T = {T}", {}, True)
+                                 "must run", f"raised {exc_text(exc)} at T = {T}", {}, True)
                     return [p]
                 ran = True
                 tol, just = self.tol_at(T, key)
@@ -618,7 +640,7 @@ class AttentionProbe:
                 except Exception as exc:
                     # a length the module does not run at: reported by runs_at_every_length when it is a
                     # probe length, named here otherwise; the prefix is judged at the other cuts
-                    raised.setdefault(t, f"{type(exc).__name__}: {exc}")
+                    raised.setdefault(t, f"{exc_text(exc)}")
                     continue
                 if not torch.isfinite(o).all() and torch.isfinite(self.outs[T][:, :t]).all():
                     raised.setdefault(t, "NaN/inf outputs (see finite_output)")
@@ -669,7 +691,7 @@ class AttentionProbe:
                     o = self.run(xx)[1].detach().double().cpu()
                 except Exception as exc:
                     return Property(name, "fail", float("inf"), 0.0, "must run",
-                                    f"raised {type(exc).__name__}: {exc} ({what}, T = {T})")
+                                    f"raised {exc_text(exc)} ({what}, T = {T})")
                 e = _rel(o[0], self.outs[T][0])
                 if worst is None or (e / tol if math.isfinite(e) else float("inf")) > worst[0]:
                     worst = (e / tol if math.isfinite(e) else float("inf"), e, tol, just, T, what)
@@ -693,7 +715,7 @@ class AttentionProbe:
             try:
                 o = self.run(self.xs[T][:, perm])[1].detach().double().cpu()
             except Exception as exc:
-                return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {type(exc).__name__}: {exc}")
+                return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {exc_text(exc)}")
             e = _rel(o, self.outs[T][:, perm])
             tol, just = self.tol_at(T, "unit")
             if worst is None or (e / tol if math.isfinite(e) else float("inf")) > worst[0]:
@@ -813,7 +835,7 @@ class AttentionProbe:
                 if gm is None:
                     # a backward that raises (FlexAttention has none on CPU) is not a wrong gradient:
                     # the property is skipped with the exception, and the verdict says so
-                    return unavailable(name, self.device, f"{type(exc).__name__}: {exc}", T, unsupported(exc))
+                    return unavailable(name, self.device, f"{exc_text(exc)}", T, unsupported(exc))
             labels = ["input"] + [f"parameter {n}" for n, _ in named]
             if self.against is not None:
                 try:
@@ -822,7 +844,7 @@ class AttentionProbe:
                         oa, _ = call(self.against, xa, grad=True)
                         ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
                 except Exception as exc:
-                    return unavailable(name, self.device, f"{type(exc).__name__}: {exc} (in --against)", T)
+                    return unavailable(name, self.device, f"{exc_text(exc)} (in --against)", T)
                 pairs = [("input", gm[0], ga[0], None)]
             else:
                 gr, gp = [], []
@@ -1034,7 +1056,7 @@ def prop_key_padding(probe: "AttentionProbe", w: "WithMask") -> list[Property]:
             except Exception as exc:
                 w.valid = None
                 return [Property("key_padding_respected", "fail", float("inf"), 0.0, "must run",
-                                 f"raised {type(exc).__name__}: {exc} with a padding mask", {}, True)]
+                                 f"raised {exc_text(exc)} with a padding mask", {}, True)]
             finally:
                 w.valid = None
             q = valid  # queries at real positions
@@ -1221,7 +1243,7 @@ def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, st: Str
             o, _ = call(f, z)
         except Exception as exc:
             return Property("stable_at_extreme_logits", "fail", float("inf"), 0.0, "must run and stay finite",
-                            f"{how}; raised {type(exc).__name__}: {exc}")
+                            f"{how}; raised {exc_text(exc)}")
         bad += int((~torch.isfinite(o)).sum())
         total += o.numel()
     return _judge("stable_at_extreme_logits", bad / max(total, 1), 0.0,
@@ -1240,18 +1262,18 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
         try:  # an eval-mode copy, as every other property's (dropout off)
             g = copy.deepcopy(obj).to(dtype=other, device=device).eval()
         except Exception as exc:  # pragma: no cover - deepcopy of exotic modules
-            return _skip(name, f"cannot copy the module to {other}: {type(exc).__name__}: {exc}")
+            return _skip(name, f"cannot copy the module to {other}: {exc_text(exc)}")
     xo = x.to(dtype=other, device=device)
     try:
         o, _ = call(g, xo)
     except Exception as exc:
         if unsupported(exc):  # the module's (or its kernel's) limitation, not a dtype it loses
-            p = unavailable(name, device, f"{type(exc).__name__}: {exc}")
+            p = unavailable(name, device, f"{exc_text(exc)}")
             p.detail = p.detail.replace("the module's backward raised",
                                         f"the module in {dtype_name(other)} raised")
             return p
         return Property(name, "fail", float("inf"), 0.0, "must run in " + dtype_name(other),
-                        f"raised {type(exc).__name__}: {exc}")
+                        f"raised {exc_text(exc)}")
     if not isinstance(o, torch.Tensor):
         return Property(name, "fail", float("inf"), 0.0, "", f"returned {type(o).__name__} for {other} input")
     problems = []

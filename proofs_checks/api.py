@@ -4,7 +4,10 @@ objects (the same ones the CLI prints), for notebooks, scripts and tests.
 Every function returns an object with ``ok`` / ``outcome`` / ``exit_code``, ``to_json()`` (what
 ``--json`` writes), ``str()`` (a text table) and ``_repr_html_`` (a table in a notebook). Bad input
 raises :class:`theory.validation.InputError` (a ``ValueError``) with the one-line message the CLI
-prints; a property violation is a result with ``ok == False``, never an exception.
+prints, in the function's words: its keyword arguments where the command names flags (``heads=3``
+for ``--heads 3``, ``seq_len`` for ``--seq-len``); a number given as a string (``heads="2"``,
+``timeout="10"``) is the wrong type, never converted. A property violation is a result with
+``ok == False``, never an exception.
 
 Heavy libraries (torch, cvxpy, SymPy) are imported on first call.
 """
@@ -19,15 +22,84 @@ __all__ = ["check_attention", "check_icl_model", "check_hopfield", "check_att_sv
 
 
 @contextmanager
-def _as_value_errors():
-    """UsageError (a click exception, for the CLI) → InputError (a ValueError) with its message."""
+def _as_value_errors(fn=None):
+    """UsageError (a click exception, for the CLI) → InputError (a ValueError) with its message; under
+    ``fn`` (an API function) the message names its keyword arguments where the check's names the
+    command's flags (:func:`_keyword_words`)."""
     from proofs_checks.options import UsageError
     from theory.validation import InputError
 
     try:
         yield
     except UsageError as exc:
-        raise InputError(" ".join(exc.format_message().split())) from None
+        msg = " ".join(exc.format_message().split())
+        raise InputError(_keyword_words(msg, fn) if fn is not None else msg) from None
+    except InputError as exc:
+        if fn is None or _keyword_words(str(exc), fn) == str(exc):
+            raise
+        raise InputError(_keyword_words(str(exc), fn)) from None
+
+
+#: keywords whose values are names (written quoted: ``positional="rope"``)
+_CHOICE_KEYWORDS = {"positional", "qk_norm", "kv_grouping", "rope_convention", "mask_convention", "dtype",
+                    "compute_dtype", "device", "mode", "layout"}
+#: flags spelled otherwise in the API
+_FLAG_KEYWORDS = {"--quick": 'mode="quick"', "--full": 'mode="full"', "--causal": "causal=True",
+                  "--ignore-config": "ignore_config=True", "--no-progress": "progress=False", "--lambda": "lambdas"}
+
+
+def _keyword_words(msg: str, fn) -> str:
+    """A check's one-line message in the words of the Python API function ``fn``: each flag that is
+    one of its keyword arguments becomes the keyword (``--heads 3`` → ``heads=3``, ``--positional rope``
+    → ``positional="rope"``, ``--heads:`` → ``heads:``; a message that starts with one names ``fn``).
+
+    >>> _keyword_words("--heads: must be a positive integer, got 0", check_attention)
+    'check_attention: heads: must be a positive integer, got 0'
+    >>> _keyword_words("--rope-base set the rotary embedding: they need --positional rope", check_attention)
+    'check_attention: rope_base set the rotary embedding: they need positional="rope"'
+    >>> _keyword_words("--window W is a causal sliding window: give --causal too", check_attention)
+    'check_attention: window=W is a causal sliding window: give causal=True too'
+    """
+    import inspect
+    import re
+
+    params = set(inspect.signature(fn).parameters)
+    name = fn.__name__
+
+    def word(m):
+        flag, rest, value = m.group(1), (m.group(2) or "") + (m.group(3) or ""), m.group(3)
+        if flag in _FLAG_KEYWORDS and flag != "--lambda":  # a flag without a value: keep what follows it
+            words = _FLAG_KEYWORDS[flag]
+            return words + rest if words.partition("=")[0] in params else m.group(0)
+        kw = _FLAG_KEYWORDS.get(flag) or flag[2:].replace("-", "_")
+        if kw not in params:
+            return m.group(0)
+        if value is not None:
+            if kw in _CHOICE_KEYWORDS and re.fullmatch(r"[a-z][a-z0-9_]*", value):
+                return f'{kw}="{value}"'
+            if re.fullmatch(r"-?[0-9][0-9.e+-]*(,-?[0-9][0-9.e+-]*)?|[A-Z][A-Za-z0-9]*(,[A-Z][A-Za-z0-9]*)?", value):
+                return f"{kw}={value}"
+        return kw + rest
+
+    out = re.sub(r"(?<![\w-])(--[a-zA-Z][a-zA-Z0-9-]*)( )?([^\s:;()/,]+(?:,[^\s:;()/,]+)*)?", word, msg)
+    if out != msg and msg.startswith("--") and not out.startswith(name):
+        out = f"{name}: {out}"
+    return out
+
+
+def _numbers(fn_name: str, ints: dict | None = None, reals: dict | None = None) -> None:
+    """Numbers typed as the flags: an integer keyword takes an int, a number keyword an int or a float;
+    a string ("2") or a bool is the wrong type, never converted (as ``causal="no"`` is not ``True``)."""
+    import numbers
+
+    from theory.validation import InputError
+
+    for kind, vals, cls in (("an integer", ints or {}, numbers.Integral), ("a number", reals or {}, numbers.Real)):
+        for nm, v in vals.items():
+            if v is None or (isinstance(v, cls) and not isinstance(v, bool)):
+                continue
+            what = "a string: pass the number itself" if isinstance(v, str) else f"of type {type(v).__name__}"
+            raise InputError(f"{fn_name}: {nm} must be {kind}, got {v!r} ({what})")
 
 
 def _keywords(fn_name: str, kwargs: dict, target) -> None:
@@ -57,7 +129,19 @@ def _isolation(fn_name: str, isolate, timeout):
     from proofs_checks.sanity._common import finite_timeout
 
     _flag(fn_name, "isolate", isolate)
-    return finite_timeout(timeout, "timeout")
+    _numbers(fn_name, reals={"timeout": timeout})
+    return finite_timeout(timeout, f"{fn_name}: timeout")
+
+
+def _memory(fn_name: str, max_memory) -> None:
+    """``max_memory`` (GB): a positive finite number or None."""
+    import math
+
+    from theory.validation import InputError
+
+    _numbers(fn_name, reals={"max_memory": max_memory})
+    if max_memory is not None and not (math.isfinite(max_memory) and max_memory > 0):
+        raise InputError(f"{fn_name}: max_memory must be a positive finite number of GB, got {max_memory!r}")
 
 
 #: The command-line spelling of the flags without a keyword of their own (``check_attention(obj,
@@ -70,7 +154,7 @@ _ATTENTION_ALIASES = {"quick": 'mode="quick"', "full": 'mode="full"', "module": 
 
 
 def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple | None = None,
-                    positional: str | bool = "none", rope_base: float | None = None, rope_dims: int | None = None,
+                    positional: str = "none", rope_base: float | None = None, rope_dims: int | None = None,
                     rope_convention: str | None = None, softcap: float | None = None, qk_norm: str | None = None,
                     kv_grouping: str | None = None, heads: int | None = None, kv_heads: int | None = None,
                     dim: int | None = None, dtype: str = "float64", compute_dtype: str | None = None,
@@ -94,7 +178,10 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
     ``rope_base=None`` meaning the module's else 10000, and a given value contradicting them is an
     error; docs/check-attention.md). Any other keyword, or a value of the wrong type,
     raises :class:`~theory.validation.InputError` with one line naming the valid ones
-    (``quick=True`` is ``mode="quick"``).
+    (``quick=True`` is ``mode="quick"``). Numbers are typed: ``heads="2"``, ``timeout="10"`` or
+    ``max_memory="1"`` (a string) is the wrong type, not converted, as ``causal="no"`` is not
+    ``True`` and ``positional=True`` is no scheme. Error messages name these keywords where the
+    command's name its flags (``heads=3: the projections found …`` for ``--heads 3: …``).
 
     ``obj`` (and ``mapping``, ``against``) run in a child process (copied there with cloudpickle;
     :mod:`proofs_checks.sanity._isolate`): if it ends that process (``os._exit``, a signal, a crash),
@@ -130,11 +217,17 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         alias = "; ".join(f"use {_ATTENTION_ALIASES[b]}" for b in bad if b in _ATTENTION_ALIASES)
         raise InputError(f"check_attention: unknown keyword argument{'s' if len(bad) > 1 else ''} "
                          f"{', '.join(map(repr, bad))}{' (' + alias + ')' if alias else ''}; valid: {', '.join(valid)}")
-    with _as_value_errors():
+    with _as_value_errors(check_attention):
         _flag("check_attention", "causal", causal)
         _flag("check_attention", "progress", progress)
         _flag("check_attention", "ignore_config", ignore_config)
         timeout = _isolation("check_attention", isolate, timeout)
+        _numbers("check_attention", ints=dict(heads=heads, kv_heads=kv_heads, dim=dim, rope_dims=rope_dims, seed=seed),
+                 reals=dict(softcap=softcap, rope_base=rope_base))
+        _memory("check_attention", max_memory)
+        if isinstance(positional, bool) or (positional is not None and not isinstance(positional, str)):
+            raise InputError(f"check_attention: positional must be a scheme's name (none, learned, sinusoidal, rope, "
+                             f"alibi), got {positional!r} (of type {type(positional).__name__})")
         window = _attention_window(window)
         seq_len = _attention_lengths(seq_len)
         for nm, v, choices in (("positional", positional, None), ("qk_norm", qk_norm, ("rms", "layer")),
@@ -217,9 +310,12 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
     """
     from proofs_checks.sanity.icl import check_icl_model as _check
 
-    with _as_value_errors():
+    with _as_value_errors(check_icl_model):
         _keywords("check_icl_model", kwargs, _check)
         timeout = _isolation("check_icl_model", isolate, timeout)
+        _numbers("check_icl_model", ints=dict(N=N, M=M, seed=seed, prompts=kwargs.get("prompts")),
+                 reals=dict(noise=noise, tol=kwargs.get("tol")))
+        _memory("check_icl_model", kwargs.get("max_memory"))
         args = dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, **kwargs)
         if not isolate:
             return _check(obj, lambdas=lambdas, **args)
@@ -249,8 +345,9 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     """
     from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
 
-    with _as_value_errors():
+    with _as_value_errors(check_hopfield):
         timeout = _isolation("check_hopfield", isolate, timeout)
+        _numbers("check_hopfield", ints=dict(seed=seed), reals=dict(beta=beta))
         if isinstance(patterns, (str, bytes)) or hasattr(patterns, "__fspath__"):
             patterns = load_patterns(str(patterns), "patterns")
         name = getattr(module, "__name__", type(module).__name__) if module is not None else None
@@ -318,7 +415,8 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
 
     from proofs_checks.sanity import att_svm as sa
 
-    with _as_value_errors():
+    with _as_value_errors(check_att_svm):
+        _numbers("check_att_svm", ints=dict(iters=iters, seeds=seeds, seed=seed), reals=dict(lr=lr, level=level))
         inst = _instance(data)
         n, T, d = inst.X.shape
         if weights is not None:
@@ -402,7 +500,9 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
     """
     from proofs_checks.sanity.lyapunov import run_lyapunov
 
-    with _as_value_errors():
+    with _as_value_errors(check_lyapunov):
+        _numbers("check_lyapunov", ints=dict(seed=seed))
+        _memory("check_lyapunov", max_memory)
         return run_lyapunov(f, V, vars, eps_text=eps, region_text=region, seed=seed, mode=mode,
                             max_memory=max_memory)
 
@@ -425,6 +525,7 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
 
     if mode not in ("quick", "default", "full"):
         raise InputError(f"mode must be quick, default or full, got {mode!r}")
+    _numbers("run_claims", ints=dict(seed=seed))
     pats = [patterns] if isinstance(patterns, str) else list(patterns)
     try:
         claims = select(pats)

@@ -75,9 +75,20 @@ MAX_LENGTH = 16384
 
 
 def _describe(exc: BaseException) -> str:
+    """``TypeName: message`` of the user's exception: one line of at most 300 characters (a 100 kB
+    message is cut and says how long it was)."""
+    from numerics.attention_probe import short_text
     from proofs_checks.sanity._loader import describe_exception
 
-    return describe_exception(exc)
+    return short_text(describe_exception(exc))
+
+
+def _short(text: Any, limit: int = 300) -> str:
+    """A message that may quote the user's text (a configuration value, an exception): one line, cut
+    at ``limit`` characters."""
+    from numerics.attention_probe import short_text
+
+    return short_text(text, limit)
 
 
 def instantiate(obj: Any, dim: int | None, label: str = "--module") -> Any:
@@ -187,6 +198,92 @@ def parse_lengths(text: str | None) -> list[int] | None:
     return vals
 
 
+def _window_words(window, causal: bool) -> str:
+    """A window as the user writes it: ``3 (keys t−2 … t)`` for a causal ``--window 3``, ``2,1 (keys
+    t−2 … t+1)`` for ``--window 2,1``.
+
+    >>> _window_words((0, 0), True), _window_words((2, 0), True), _window_words((2, 1), False)
+    ('1 (key t only)', '3 (keys t−2 … t)', '2,1 (keys t−2 … t+1)')
+    """
+    L, R = window
+    left = "−∞" if L is None else ("t" if L == 0 else f"t−{L}")
+    right = "∞" if R is None else ("t" if R == 0 else f"t+{R}")
+    keys = "key t only" if left == right == "t" else f"keys {left} … {right}"
+    if causal and R == 0 and L is not None:
+        return f"{L + 1} ({keys})"
+    return f"{'∞' if L is None else L},{'∞' if R is None else R} ({keys})"
+
+
+def _decl(st) -> str:
+    """The declaration in the user's notation (``causal, window 3 (keys t−2 … t)``), not the internal
+    ``window (2, 0)``."""
+    text = st.describe()
+    if st.window is None:
+        return text
+    L, R = st.window
+    internal = f"window ({'∞' if L is None else L}, {'∞' if R is None else R})"
+    return text.replace(internal, "window " + _window_words(st.window, st.causal), 1)
+
+
+def _window_start(st) -> int | None:
+    """The shortest length at which the declared window forbids a key (``None``: never)."""
+    if st.window is None:
+        return None
+    L, R = st.window
+    sides = [v + 2 for v in (L, None if st.causal else R) if v is not None]
+    return min(sides) if sides else None
+
+
+def _covers(st, T: int) -> bool:
+    """The window of ``st`` forbids no key at lengths ≤ ``T``: the same as no window there."""
+    n = _window_start(st)
+    return st.window is not None and (n is None or n > T)
+
+
+def _decide(props, st, lengths: list[int], no_table: str | None, *, window_given: bool) -> None:
+    """What decides a central property that could not run, when it is not the weights, as
+    ``numbers["to_decide"]`` (the verdict's "to decide" line; without one the verdict asks for the
+    weights): a longer probe length, a window wider than any length the check probes, or the
+    position table ``--positional learned`` needs (the weights found are named, not called missing)."""
+    import re
+
+    skipped = [p for p in props if p.status == "skip" and p.central]
+    if no_table:
+        todo = ("--positional learned needs the module's position table: name it pos_emb, wpe or "
+                "position_embeddings (…), or declare the scheme the module uses (--positional none, sinusoidal, rope "
+                "or alibi)")
+        for p in skipped:
+            if p.name == "matches_reference":
+                p.detail = (f"not run: --positional learned, but no position table found by name (pos_emb, wpe, "
+                            f"position_embeddings, …) beside the weights found ({no_table}): nothing to build the "
+                            "reference from")
+            elif p.name == "scale_1_over_sqrt_dk":
+                p.detail = "not run: no reference to compare with (see matches_reference: no position table)"
+            else:
+                continue
+            p.numbers = {**p.numbers, "to_decide": todo}
+    short = {p.name: int(m.group(1)) for p in skipped if (m := re.match(r"no (?:probe )?length ≥ (\d+)", p.detail or ""))}
+    if short:
+        todo = f"add a length ≥ {max(short.values())} to --seq-len (probed: {', '.join(map(str, lengths))})"
+        for p in skipped:
+            if p.name in short:
+                p.numbers = {**p.numbers, "to_decide": todo}
+    n = _window_start(st)
+    for p in skipped:
+        if p.name != "window_respected" or not (p.detail or "").startswith("no forbidden pair") or n is None:
+            continue
+        words = f"--window {_window_words(st.window, st.causal)}"
+        p.detail += f": {words} forbids a key only from T = {n} on; the longest probe is T = {max(lengths)}"
+        if n <= MAX_LENGTH:
+            todo = f"add a length ≥ {n} to --seq-len (the window forbids a key only from T = {n} on)"
+        else:
+            todo = (f"the window forbids a key only from T = {n} on, beyond the longest length the check probes "
+                    f"(--seq-len ≤ {MAX_LENGTH}): there it is the same as no window; "
+                    + ("drop --window to check the module as not windowed" if window_given else
+                       "it comes from the module's configuration: --ignore-config checks the module as not windowed"))
+        p.numbers = {**p.numbers, "to_decide": todo}
+
+
 def attention_verdict(properties: list[dict], subject: str, hints: list[str]) -> Verdict:
     """``mismatch`` when a property failed; else ``inconclusive`` when a central property did not
     run; else ``ok``. The criterion lists what ran, what was not applicable and why.
@@ -218,10 +315,15 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
                        suggestion="; ".join(hints) or None)
     if c_skip:
         reasons = [f"{p['name']}: {p.get('detail') or 'did not run'}" for p in c_skip]
-        sugg = ("declare the weights: a mapping hook (--mapping FILE.py:fn, or a tverify_mapping() method returning "
-                "q, k, v, o, heads) or projections under common names (q_proj/k_proj/v_proj, qkv, ...)")
+        # what decides each: its own to_decide (lengths, a window wider than the probes, a position table),
+        # else the weights (no projections found: nothing to map or fit)
+        own = [(p.get("numbers") or {}).get("to_decide") for p in c_skip]
+        sugg = [] if all(own) else [
+            "declare the weights: a mapping hook (--mapping FILE.py:fn, or a tverify_mapping() method returning q, "
+            "k, v, o, heads) or projections under common names (q_proj/k_proj/v_proj, qkv, ...)"]
         return Verdict("inconclusive", f"{subject}: {', '.join(p['name'] for p in c_skip)} could not run", crit,
-                       numbers, reasons=reasons, suggestion="; ".join(hints + [sugg]))
+                       numbers, reasons=reasons,
+                       suggestion="; ".join(dict.fromkeys(hints + [t for t in own if t] + sugg)))
     return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold" + (f" ({na})" if na else ""), crit,
                    numbers)
 
@@ -366,7 +468,7 @@ def _read_config(obj, label, ignore_config, positional, given, window_text=None)
         try:
             read = _user_call(lambda: mc.read_module_config(obj), label)
         except mc.ConfigError as exc:
-            raise UsageError(f"{label}: the module's configuration has {exc}; fix it, or pass --ignore-config to not "
+            raise UsageError(f"{label}: the module's configuration has {_short(exc, 600)}; fix it, or pass --ignore-config to not "
                              "read it") from None
     given = dict(given)
     if isinstance(given.get("window"), str):
@@ -374,12 +476,45 @@ def _read_config(obj, label, ignore_config, positional, given, window_text=None)
     try:
         vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
     except mc.ConfigError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(_short(exc, 600)) from None
     return vals, lines, list(read.notes)
 
 
+_FLEX_WARNING = r"flex_attention called without torch\.compile\(\)"
+
+
+def _quiet_flex_warning(fn: Callable) -> Callable:
+    """``fn`` with torch's 10-line ``UserWarning`` "flex_attention called without torch.compile()"
+    filtered while it runs (that warning is about speed, not correctness; the check calls
+    FlexAttention modules eagerly on purpose). Only that warning: every other one still shows. torch's
+    once-per-process record of it is restored, so the caller's own later calls still warn."""
+    import functools
+
+    @functools.wraps(fn)
+    def quiet(*args, **kwargs):
+        import sys
+        import warnings
+
+        def record():
+            return getattr(sys.modules.get("torch.nn.attention.flex_attention"), "_WARNINGS_SHOWN", None)
+
+        before = record()
+        shown = "flex_attention_performance" in before if isinstance(before, set) else False
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_FLEX_WARNING, category=UserWarning)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                after = record()
+                if isinstance(after, set) and not shown:
+                    after.discard("flex_attention_performance")
+
+    return quiet
+
+
+@_quiet_flex_warning
 def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
-                  dtype: str = "float64", device: str = "cpu", positional: str | bool = "none", seed: int = 0,
+                  dtype: str = "float64", device: str = "cpu", positional: str = "none", seed: int = 0,
                   mode: str = "default", label: str = "--module", name: str | None = None,
                   window: str | tuple | None = None, softcap: float | None = None, rope_base: float | None = None,
                   rope_dims: int | None = None, rope_convention: str | None = None, kv_heads: int | None = None,
@@ -402,9 +537,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
 
     _check_types(causal=causal, progress=progress, seed=seed, softcap=softcap, rope_base=rope_base,
                  max_memory=max_memory, dtype=dtype, device=device, mode=mode)
-    if positional is True:
-        positional = "learned"
-    elif positional in (False, None):
+    if isinstance(positional, bool) or type(positional).__name__ == "bool_":  # True is no scheme's name
+        raise UsageError(f"--positional: a scheme's name ({', '.join(POSITIONAL)}), got {positional!r} (a bool)")
+    if positional is None:
         positional = "none"
     if not isinstance(positional, str) or positional not in POSITIONAL:
         raise UsageError(f"--positional: one of {', '.join(POSITIONAL)}, got {positional!r}")
@@ -514,7 +649,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         try:
             mp = mapping_from_hook(value, D, note)
         except ValueError as exc:
-            raise UsageError(f"--mapping: {exc}") from None
+            raise UsageError(f"--mapping: {_short(exc, 600)}") from None
         if kv_grouping is not None:  # the flag declares the grouping of the hook's weights too
             from numerics.attention_mapping import GROUPING_NAMES
 
@@ -557,10 +692,10 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm)
     hints.extend(hints_pre)
     notes = [f"note: {n}" for n in hints_pre]
+    no_table = None  # --positional learned, the weights found, but no position table beside them
     if positional == "learned" and cands and all(c.pos_table is None for c in cands):
+        no_table = cands[0].source.split(";")[0].removeprefix("declared: ")
         cands = []
-        hints.append("--positional learned: no position table found by name (pos_emb, wpe, position_embeddings, ...); "
-                     "nothing to build the reference from")
 
     Ls = lengths or ap.probe_lengths(mode)
     tmax = None
@@ -678,7 +813,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     props: list = []
     info = {"D": D, "lengths": list(probe.outs), "batch": B, "dtype": dtype, "device": device, "causal": causal,
             "window": list(st.window) if st.window else None, "positional": st.positional, "softcap": softcap,
-            "seed": seed, "structure": st.describe(), "qk_norm": qk_norm}
+            "seed": seed, "structure": _decl(st), "qk_norm": qk_norm}
     warnings: list[str] = []
     if mp is not None:
         info["kv_grouping"] = {"found": _grouping_name(mp) if mp.kv_heads < mp.heads else None,
@@ -723,13 +858,16 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         if wm is not None:
             props.extend(_user_call(lambda: ap.prop_key_padding(probe, wm), label))
     tick.done()
+    _decide(props, st, list(probe.outs), no_table, window_given=window is not None)
     if probe.precision is not None:
         info["working_precision"] = {"dtype": probe.precision.name, "how": probe.precision.how}
     rows = [p.to_json() for p in props]
     verdict = attention_verdict(rows, f"attention {name}", hints)
+    found = (f"found by name ({no_table}), not used: --positional learned and no position table beside them"
+             if no_table else "no projections found by name (fitted where possible)")
     lines = [f"attention {name}: D = {D}, lengths {', '.join(map(str, probe.outs))} (batch {B}), {H} head(s), {dtype} "
-             f"on {device}, {st.describe()}, seed {seed}",
-             f"weights: {info.get('mapping') or 'no projections found by name (fitted where possible)'}"]
+             f"on {device}, {_decl(st)}, seed {seed}",
+             f"weights: {info.get('mapping') or found}"]
     if ignore_config:
         lines.append("the module's configuration was not read (--ignore-config)")
     elif config_read:
@@ -755,7 +893,7 @@ def _attach_qk_norms(f, cands, qk_norm, hook) -> str:
     except ValueError as exc:
         if qk_norm is None:
             return ""
-        raise UsageError(f"--qk-norm {qk_norm}: {exc}") from None
+        raise UsageError(f"--qk-norm {qk_norm}: {_short(exc, 600)}") from None
     for c in cands:
         if c.q_norm is None and c.k_norm is None and found is not None:
             c.q_norm, c.k_norm = found[0], found[1]
@@ -901,7 +1039,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         wn, where = ap.exposed_weights(f, probe.xs[T_small], w)
     tick.phase("reference", 0.1, 0.5)
     if mp is not None or against is not None:
-        how = (mp.source if mp is not None else "") + (f"; reference: {st.describe()}" if mp is not None else "")
+        how = (mp.source if mp is not None else "") + (f"; reference: {_decl(st)}" if mp is not None else "")
         if against is not None:
             how = "differential: against the other implementation on the same probes"
         props.append(probe.prop_matches("matches_reference" if against is None else "matches_against", how))
@@ -1148,7 +1286,10 @@ def _hints(probe, props, st, mp, alts, hints):
     by = {p.name: p for p in props}
     m = by.get("matches_reference")
     if m is not None and m.status == "fail" and mp is not None:
-        variants = _variants(st, mp, alts)
+        T_hi = max(probe.outs)
+        # a window covering every probed length forbids nothing there: it is "no window" (tried too), and
+        # naming one (--window 128 at T ≤ 33) would be an artefact of the probe lengths
+        variants = [v for v in _variants(st, mp, alts) if not _covers(v[1], T_hi) or v[1].window == st.window]
         decls = {label: (s2, m2) for label, s2, m2 in variants}
         fits = [(r[0], r[1], r[2], "same") for r in probe.variant_errors(variants) if r[0] <= 1.0]
         if (not fits and probe.pdt == torch.float64 and probe.compute_dtype is None and probe.precision is not None
@@ -1157,13 +1298,16 @@ def _hints(probe, props, st, mp, alts, hints):
             # probing when the declaration itself is wrong: judge the variants by the float32 rule too
             fits = [(r[0], r[1], r[2], None) for r in probe.variant_errors(variants, torch.float32) if r[0] <= 1.0]
         decl = (f"{mp.heads} heads" + (f", {mp.kv_heads} key/value heads" if mp.kv_heads != mp.heads else "")
-                + f"; {st.describe()}")
+                + f"; {_decl(st)}")
         explained = by.get("scale_1_over_sqrt_dk") is not None and by["scale_1_over_sqrt_dk"].status == "fail"
         for _, err, label, cd in fits[:3]:  # the best few, each rerun at every length
             s2, m2 = decls[label]
             if _verified(probe, props, s2, m2, cd):
                 explained = True
                 how = label + (" (with float32 internals)" if cd is None else "")
+                if label == "no window":
+                    how = (f"no window (drop --window: the module attends to every key at the lengths probed, T ≤ "
+                           f"{T_hi}; a wider window is the same there)" + how[len(label):])
                 hints.append(f"the module matches the reference with {how} instead of the declaration ({decl}): "
                              f"relative error {err:.3g} {VERIFIED}"
                              + ("; no flag declares it: rotate queries and keys at the same positions"
@@ -1328,7 +1472,17 @@ CHILD_TASK = "proofs_checks.sanity.attention:child_task"
 def child_task(req: dict, obj: Any, arrays: dict) -> dict:
     """In the child: load the ``--module``/``--mapping``/``--against`` specs (or take the API's
     objects), run :func:`run_attention`, return the payload."""
-    from proofs_checks.sanity._loader import load_object
+    from proofs_checks.sanity._loader import load_object as _load
+
+    def load_object(spec, option):
+        try:
+            return _load(spec, option)
+        except UsageError as exc:  # an import that raised: the user's exception text, cut to one short line
+            msg = " ".join(exc.format_message().split())
+            head, sep, text = msg.partition(" raised ")
+            if len(text if sep else msg) <= 300:
+                raise
+            raise type(exc)(head + sep + _short(text) if sep else _short(msg, 600)) from None
 
     kw = dict(req.get("kwargs") or {})
     if isinstance(kw.get("window"), list):
