@@ -449,7 +449,8 @@ def _checked_transform(fn: Any, key: str, heads: int, d_k: int, dtype: torch.dty
             with torch.no_grad():
                 out = fn(t)
         except Exception as exc:
-            raise ValueError(f"{key} raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise ValueError(f"{key} raised {type(exc).__name__}: {first[:300] + ('…' if len(first) > 300 else '')} "
                              f"on a {tuple(t.shape)} {str(dt).removeprefix('torch.')} input "
                              "(batch, heads, T, d_k)") from None
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(t.shape):
