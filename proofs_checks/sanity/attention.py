@@ -1306,8 +1306,10 @@ def _hints(probe, props, st, mp, alts, hints):
                 explained = True
                 how = label + (" (with float32 internals)" if cd is None else "")
                 if label == "no window":
+                    same = (f"--window {T_hi} or wider" if st.causal else
+                            f"a window reaching {T_hi - 1} keys to each side")
                     how = (f"no window (drop --window: the module attends to every key at the lengths probed, T ≤ "
-                           f"{T_hi}; a wider window is the same there)" + how[len(label):])
+                           f"{T_hi}, where {same} is the same)" + how[len(label):])
                 hints.append(f"the module matches the reference with {how} instead of the declaration ({decl}): "
                              f"relative error {err:.3g} {VERIFIED}"
                              + ("; no flag declares it: rotate queries and keys at the same positions"
