@@ -31,10 +31,19 @@ __all__ = ["load_object", "describe_exception", "user_code", "UserCodeError", "w
 _counter = itertools.count()
 
 
-def describe_exception(exc: BaseException) -> str:
-    """``TypeName: message`` on one line (a user's exception, shown without its traceback)."""
+def describe_exception(exc: BaseException, limit: int = 300) -> str:
+    """``TypeName: message`` on one line of at most ``limit`` characters (a user's exception, shown
+    without its traceback; a 100 kB message is cut and says how long it was).
+
+        >>> describe_exception(ValueError("E" * 100000))[-21:]
+        '… (100012 characters)'
+    """
     msg = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    if len(text) <= limit:
+        return text
+    tail = f"… ({len(text)} characters)"
+    return text[:max(limit - len(tail), 0)] + tail
 
 
 class UserCodeError(UsageError):
