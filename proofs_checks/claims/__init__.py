@@ -7,6 +7,8 @@ declare in the entry-point group ``tverify.claims`` (:func:`load_plugins`).
 
 from __future__ import annotations
 
+import builtins  # max/min of times and lengths (no NaN here); claim modules use worst()/largest()
+
 import importlib
 import pkgutil
 
@@ -94,7 +96,7 @@ def load_plugins() -> None:
             PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", _short(text, 300)))
             head = (f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
                     "failed to load and was skipped: ")
-            sys.stderr.write(head + _short(text, max(60, 300 - len(head))) + "\n")  # one line, ≤ 300 characters
+            sys.stderr.write(head + _short(text, builtins.max(60, 300 - len(head))) + "\n")  # one line, ≤ 300 characters
 
 
 #: seconds a plugin's import may take before it is skipped ($TVERIFY_PLUGIN_IMPORT_TIMEOUT); a note
@@ -139,7 +141,7 @@ def _load_one(ep) -> None:
     while t.is_alive() and limit > waited:  # a note every 5 s: never a silent stretch
         sys.stderr.write(f"tverify: waiting for claims plugin {_short(repr(ep.name), 60)} to import "
                          f"({waited:g} s so far; skipped after {limit:g} s)\n")
-        step = min(5.0, limit - waited)
+        step = builtins.min(5.0, limit - waited)
         t.join(step)
         waited += step
     if t.is_alive():

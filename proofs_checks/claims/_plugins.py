@@ -26,6 +26,8 @@ without a word. Here:
 
 from __future__ import annotations
 
+import builtins  # max/min of times and lengths (no NaN here); claim modules use worst()/largest()
+
 import json
 import math
 import os
@@ -161,8 +163,8 @@ def probe(ep: Any, *, stream=None) -> float:
                 _kill(proc)
                 raise PluginImportFailed(f"its import did not finish within {limit:g} s "
                                          "($TVERIFY_PLUGIN_IMPORT_TIMEOUT)")
-            wait = min(left, next_note - (time.monotonic() - t0))
-            ready, _, _ = select.select([r], [], [], max(wait, 0.0))
+            wait = builtins.min(left, next_note - (time.monotonic() - t0))
+            ready, _, _ = select.select([r], [], [], builtins.max(wait, 0.0))
             if not ready:
                 so_far = time.monotonic() - t0
                 if so_far >= next_note:
@@ -178,7 +180,7 @@ def probe(ep: Any, *, stream=None) -> float:
             if _report(chunks) is not None:  # complete (a process the plugin started may hold the pipe open)
                 break
         try:
-            code = proc.wait(timeout=max(1.0, limit - (time.monotonic() - t0)))
+            code = proc.wait(timeout=builtins.max(1.0, limit - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:  # reported, then stuck on exit: the report stands
             _kill(proc)
             code = 0

@@ -326,6 +326,8 @@ def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | N
         claim_pkg.load_plugins()
         new = [registry.get(i) for i in registry.ids() if i not in before]
         pdoc = {"schema": SCHEMA, "tool": "tverify", "fingerprint": plugins_fp, "claims": [entry(c) for c in new]}
+        if claim_pkg.PLUGIN_ERRORS:  # kept, so that a later cache hit says again which plugin was skipped
+            pdoc["plugin_errors"] = [list(e) for e in claim_pkg.PLUGIN_ERRORS]
         deps = _plugin_sources()
         if deps:
             pdoc["depends_on"] = deps
@@ -344,4 +346,6 @@ def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | N
               "claims": list(base["claims"]) + [e for e in pdoc["claims"] if e["id"] not in ids]}
     if pdoc.get("depends_on"):
         merged["depends_on"] = dict(pdoc["depends_on"])
+    if pdoc.get("plugin_errors"):
+        merged["plugin_errors"] = list(pdoc["plugin_errors"])
     return merged, (save_cache(merged, Path(cache_dir)) or ppath)
