@@ -220,11 +220,11 @@ def allowed_mask(T: int, st: Structure, device=None) -> torch.Tensor:
     if st.causal:
         ok &= s <= t
     if st.window is not None:
-        L, R = st.window
+        L, R = st.window  # a window wider than T is no window at T (and an int64 cannot hold 2**64)
         if L is not None:
-            ok &= (t - s) <= L
+            ok &= (t - s) <= min(int(L), T)
         if R is not None:
-            ok &= (s - t) <= R
+            ok &= (s - t) <= min(int(R), T)
     return ok
 
 

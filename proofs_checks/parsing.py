@@ -323,7 +323,18 @@ def parse_spd(text: str, option: str, *, max_cond: float = MAX_COND) -> tuple[np
     ...
     theory.validation.InputError: --lambda: condition number 1e+300 exceeds 1e+12, beyond what float64 can check (eigenvalues 1e-300 … 1)
     """
-    arr = parse_array(text, option)
+    return spd_from_array(parse_array(text, option), option, max_cond=max_cond)
+
+
+def spd_from_array(arr, option: str, *, max_cond: float = MAX_COND) -> tuple[np.ndarray, float]:
+    """:func:`parse_spd` on an array already read (the Python API's lists and arrays get the same
+    checks as the command line's text): a vector is a diagonal; size, overflow, symmetry, positive
+    definiteness and the condition number are checked, each failure one line naming ``option``."""
+    if isinstance(arr, (str, bytes, bool)) or (isinstance(arr, (list, tuple)) and any(
+            isinstance(v, (str, bytes, bool)) for v in np.ravel(np.asarray(arr, dtype=object)))):
+        raise InputError(f"{option}: expected numbers, got {arr!r:.80}")
+    arr = as_numeric_array(np.asarray(arr), option, "the matrix") if not isinstance(arr, np.ndarray) else \
+        as_numeric_array(arr, option, "the matrix")
     if arr.ndim not in (1, 2):
         raise InputError(f"{option}: expected a vector (a diagonal) or a square matrix, got shape {arr.shape}")
     d = int(arr.shape[0])

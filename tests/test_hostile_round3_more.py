@@ -161,3 +161,91 @@ def test_fused_qkv_grouped_per_key_value_head_is_found(tmp_path):
     code, out, err = invoke("check", "attention", "--module", f"{f}:Grouped", "--causal", "--kv-heads", "2", "--quick",
                             "--no-progress", "--json", "-")
     assert code == 0 and json.loads(out)["outcome"] == "ok", err[-2000:]
+
+
+BIG = textwrap.dedent('''
+    import math
+    import torch
+    from torch import nn
+
+
+    class Attn(nn.Module):
+        def __init__(self, dim=16, heads=2, causal=True):
+            super().__init__()
+            self.dim, self.num_heads, self.causal = dim, heads, causal
+            self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+
+        def core(self, x):
+            B, T, D = x.shape
+            h = self.num_heads
+            q, k, v = (m(x).view(B, T, h, D // h).transpose(1, 2) for m in (self.q, self.k, self.v))
+            s = q @ k.transpose(-1, -2) / math.sqrt(D // h)
+            if self.causal:
+                s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            return self.o((torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, D))
+
+        def forward(self, x):
+            return self.core(x)
+
+
+    class Detached(Attn):
+        def forward(self, x):
+            return self.core(x).detach()
+
+
+    def _big(c, **kw):
+        torch.manual_seed(0)
+        m = Attn(**kw)
+        with torch.no_grad():
+            m.q.weight.mul_(c)
+            m.q.bias.mul_(c)
+        return m
+
+
+    big_leak = _big(1e8, causal=False)  # not causal, logits ~1e8
+''')
+
+
+def test_a_tolerance_that_admits_any_change_decides_nothing(tmp_path):
+    # a second hostile pass: a non-causal module declared --causal was "ok" at logits ~1e8 (float32 found by
+    # probing, tolerance 4.62 against a leak of 0.81)
+    f = tmp_path / "big.py"
+    f.write_text(BIG)
+    code, out, err = invoke("check", "attention", "--module", f"{f}:big_leak", "--causal", "--quick", "--no-progress",
+                            "--json", "-")
+    doc = json.loads(out)
+    assert code == 3 and doc["outcome"] == "inconclusive", doc["verdict"]
+    assert "logits too large" in doc["decision"]["suggestion"] or "smaller logits" in json.dumps(doc["decision"])
+
+
+def test_a_detached_output_with_trainable_parameters_fails_the_gradient_property(tmp_path):
+    f = tmp_path / "big.py"
+    f.write_text(BIG)
+    code, out, err = invoke("check", "attention", "--module", f"{f}:Detached", "--causal", "--quick", "--no-progress",
+                            "--json", "-")
+    g = {p["name"]: p for p in json.loads(out)["properties"]}["gradients_match_reference"]
+    assert code == 1 and g["status"] == "fail" and "does not require grad" in g["detail"]
+
+
+def test_a_window_beyond_int64_is_no_window_not_a_traceback(tmp_path):
+    f = tmp_path / "big.py"
+    f.write_text(BIG)
+    code, out, err = invoke("check", "attention", "--module", f"{f}:Attn", "--causal", "--window", str(10 ** 30),
+                            "--quick", "--no-progress")
+    assert "Traceback" not in err and code in (0, 3), err[-1500:]
+
+
+def test_icl_api_lambda_gets_the_command_lines_checks():
+    import pytest
+    import torch
+
+    from proofs_checks.sanity.icl import check_icl_model
+    from theory.validation import InputError
+
+    def garbage(xs, ys, xq):
+        return torch.zeros(xs.shape[0], dtype=xs.dtype)
+
+    for lam, says in (([1e150, 1], "condition number"), ([1e300, 1], "too large"), (["1", 2], "expected numbers"),
+                      ([True, 1], "expected numbers")):
+        with pytest.raises(InputError, match=says):
+            check_icl_model(garbage, lambdas=lam, N=5, mode="quick")

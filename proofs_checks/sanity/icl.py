@@ -66,8 +66,10 @@ def parse_lambda(text: str) -> np.ndarray:
     return _lambda(text)[0]
 
 
-def _lambda(text: str) -> tuple[np.ndarray, float]:
-    L, cond = parse_spd(text, "--lambda")
+def _lambda(text) -> tuple[np.ndarray, float]:
+    from proofs_checks.parsing import spd_from_array
+
+    L, cond = parse_spd(text, "--lambda") if isinstance(text, str) else spd_from_array(text, "--lambda")
     ev = np.linalg.eigvalsh(L)
     if ev[0] < SCALE_RANGE[0] or ev[-1] > SCALE_RANGE[1]:
         raise InputError(f"--lambda: eigenvalues {ev[0]:.3g} … {ev[-1]:.3g} lie outside {SCALE_RANGE[0]:g} … "
@@ -667,12 +669,7 @@ class ICLModelResult:
 
 
 def _parse_lambdas(lambdas) -> tuple[np.ndarray, float]:
-    if isinstance(lambdas, str):
-        return _lambda(lambdas)
-    from theory.validation import as_spd_matrix
-
-    L = as_spd_matrix(lambdas, "--lambda")
-    return L, float(np.linalg.cond(L))
+    return _lambda(lambdas)  # text or an array: the same checks (size, overflow, conditioning, scale)
 
 
 def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
