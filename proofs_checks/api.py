@@ -500,6 +500,13 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
     """
     from proofs_checks.sanity.lyapunov import run_lyapunov
 
+    from theory.validation import InputError
+
+    for nm, v in (("f", f), ("V", V), ("eps", eps)) + ((("vars", vars),) if vars is not None else ()) + (
+            (("region", region),) if region is not None else ()):
+        if not isinstance(v, str):
+            raise InputError(f"check_lyapunov: {nm} must be text (e.g. {nm}={'0.001' if nm == 'eps' else 'x**2 + y**2'!r}), "
+                             f"got {v!r:.60} ({type(v).__name__})")
     with _as_value_errors(check_lyapunov):
         _numbers("check_lyapunov", ints=dict(seed=seed))
         _memory("check_lyapunov", max_memory)
@@ -526,7 +533,15 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
     if mode not in ("quick", "default", "full"):
         raise InputError(f"mode must be quick, default or full, got {mode!r}")
     _numbers("run_claims", ints=dict(seed=seed))
-    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    if isinstance(patterns, str):
+        pats = [patterns]
+    else:
+        try:
+            pats = list(patterns)
+        except TypeError:
+            pats = None
+        if pats is None or not all(isinstance(p, str) for p in pats):
+            raise InputError(f"run_claims: patterns must be a string or an iterable of strings, got {patterns!r:.80}")
     try:
         claims = select(pats)
     except UnknownClaimError as exc:

@@ -249,3 +249,31 @@ def test_icl_api_lambda_gets_the_command_lines_checks():
                       ([True, 1], "expected numbers")):
         with pytest.raises(InputError, match=says):
             check_icl_model(garbage, lambdas=lam, N=5, mode="quick")
+
+
+def test_api_typing_outside_check_attention():
+    import pytest
+
+    import proofs_checks as p
+    from theory.validation import InputError
+
+    with pytest.raises(InputError, match="eps must be text"):
+        p.check_lyapunov("-x, -y", "x**2 + y**2", eps=0.001)
+    with pytest.raises(InputError, match="f must be text"):
+        p.check_lyapunov(5, "x**2")
+    with pytest.raises(InputError, match="patterns must be a string or an iterable of strings"):
+        p.run_claims(5)
+
+
+def test_a_config_attribute_that_raises_is_not_a_crash():
+    from proofs_checks.sanity.attention import model_dim
+
+    class Cfg:
+        @property
+        def hidden_size(self):
+            raise RuntimeError("boom")
+
+    class M:
+        config = Cfg()
+
+    assert model_dim(M()) is None

@@ -135,9 +135,15 @@ def model_dim(obj: Any) -> int | None:
     not say."""
     import torch
 
+    def attr(o, a):  # an attribute whose access runs the user's code and raises is not a declared D
+        try:
+            return getattr(o, a, None)
+        except Exception:
+            return None
+
     for a in _DIM_ATTRS:
-        for holder in (obj, getattr(obj, "config", None)):
-            v = getattr(holder, a, None) if holder is not None else None
+        for holder in (obj, attr(obj, "config")):
+            v = attr(holder, a) if holder is not None else None
             if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
                 return v
     if isinstance(obj, torch.nn.Module):
