@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -78,19 +77,18 @@ def check_json_target(json_path: str | None) -> None:
 
 
 def write_json(path: str, doc: dict[str, Any]) -> None:
-    from proofs_checks.store import atomic_write_text
-
     text = json.dumps(doc, indent=1)
     if path == "-":
         click.echo(text)
     else:
-        from proofs_checks.owned import remember
+        from proofs_checks.owned import write_json_text
 
-        try:
-            atomic_write_text(Path(path), text + "\n")
+        ctx = click.get_current_context(silent=True)
+        force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
+        try:  # checked again just before (proofs_checks.owned), written, recorded
+            write_json_text(path, text + "\n", force)
         except OSError as exc:
             raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
-        remember(path)
 
 
 class LazySanityGroup(click.Group):

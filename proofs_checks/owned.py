@@ -1,16 +1,22 @@
 """Outputs that are really ours: a file or folder that tverify replaces without ``--force`` must be
-exactly what tverify wrote there.
+exactly what tverify wrote there, as this user's **record of written outputs** says
+(``$XDG_CACHE_HOME/tverify/outputs`` or ``~/.cache/tverify/outputs``: one small entry per path,
+written by tverify at write time, outside the output itself).
 
-* A report, survey or sweep folder carries the stamp ``.tverify-report``
-  (:data:`proofs_checks.output.report.MARKER`) with the SHA-256 of every file it wrote
-  (:func:`folder_hashes`); before replacing the folder each file's hash is checked again, and any
-  file not listed or changed since is the user's.
-* A single ``--json`` file is ours when this user's record of written outputs
-  (``$XDG_CACHE_HOME/tverify/outputs`` or ``~/.cache/tverify/outputs``: one small entry per path,
-  the path and the SHA-256 of what was written, :func:`remember`) names its path with its current
-  content's hash (:func:`is_ours`). What the file *says* ("tool": "tverify") counts for nothing: a
-  user's JSON file, a copy, or a tverify output edited by hand needs ``--force``. An empty file
-  counts as replaceable (nothing is lost).
+* A single ``--json`` file is ours when the record names its path with its current content's hash
+  (:func:`remember`, :func:`is_ours`). What the file *says* ("tool": "tverify") counts for nothing:
+  a user's JSON file, a copy, or a tverify output edited by hand needs ``--force``. An empty file
+  counts as replaceable (nothing is lost). A symbolic link at the path is the user's: refused
+  without ``--force``; with it the link itself is replaced (never written through).
+* A report, survey, sweep or ``check --report`` folder is ours when the record names the folder with
+  the SHA-256 of every file in it (:func:`remember_folder`, :func:`folder_problems`): a file the
+  record does not list, one changed since, or a link is the user's. The folder also carries the
+  stamp ``.tverify-report`` (:data:`proofs_checks.output.report.MARKER`: what wrote it, its files and
+  their hashes) for people to read; a stamp proves nothing on its own — it travels with a copied
+  folder and can be written by hand — so a folder the record does not list needs ``--force``
+  (also a tverify folder copied or moved elsewhere, or written before the record kept folders).
+* The check runs before any work and again just before the output is replaced; an output that
+  stopped being ours during the run is not replaced (the new output is written beside it).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["sha256_file", "folder_hashes", "remember", "is_ours", "record_dir", "check_json_file"]
+__all__ = ["sha256_file", "folder_hashes", "remember", "is_ours", "record_dir", "check_json_file", "remember_folder",
+           "folder_problems", "write_json_text"]
 
 #: entries kept in the record before those of vanished files are pruned
 PRUNE_AT = 4000
@@ -67,18 +74,61 @@ def remember(path: str | os.PathLike) -> bool:
     digest = sha256_file(p)
     if digest is None:
         return False
+    return _write_entry(p, {"path": os.path.realpath(p), "sha256": digest})
+
+
+def _write_entry(p: Path, entry: dict) -> bool:
     where = record_dir()
     try:
         where.mkdir(parents=True, exist_ok=True)
-        entry = json.dumps({"path": os.path.realpath(p), "sha256": digest})
         fd, tmp = tempfile.mkstemp(dir=where, prefix=".entry.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(entry)
+            f.write(json.dumps(entry))
         os.replace(tmp, where / f"{_key(p)}.json")
     except OSError:
         return False
     _prune(where)
     return True
+
+
+def _entry(p: Path) -> dict | None:
+    try:
+        doc = json.loads((record_dir() / f"{_key(p)}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("path") != os.path.realpath(p):
+        return None
+    return doc
+
+
+def remember_folder(folder: str | os.PathLike, hashes: dict[str, str | None]) -> bool:
+    """Record that tverify has just written the folder ``folder`` holding exactly ``hashes``
+    (relative path -> SHA-256, the stamp included). Best effort, as :func:`remember`."""
+    p = Path(folder)
+    if p.is_symlink() or not p.is_dir() or not all(isinstance(h, str) for h in hashes.values()):
+        return False
+    return _write_entry(p, {"path": os.path.realpath(p), "kind": "folder", "files": dict(hashes)})
+
+
+def folder_problems(folder: str | os.PathLike, files: list[str]) -> tuple[str, list[str]]:
+    """Why the existing folder ``folder`` (holding ``files``, relative paths, links included) is not
+    exactly what tverify wrote there: ``("", [])`` when it is (the record lists the folder with these
+    very files and hashes); else a phrase and the files that are the user's (not listed, changed, or
+    all of them when the record does not list the folder)."""
+    p = Path(folder)
+    doc = _entry(p)
+    listed = doc.get("files") if doc is not None and doc.get("kind") == "folder" else None
+    if not isinstance(listed, dict):
+        return ("that tverify's record of written outputs does not list (a copied, moved or hand-made "
+                "folder: a .tverify-report stamp inside it proves nothing on its own)", sorted(files))
+    out = []
+    for f in sorted(files):
+        want = listed.get(f)
+        if not isinstance(want, str):
+            out.append(f)
+        elif sha256_file(p / f) != want:
+            out.append(f"{f} (changed since tverify wrote it)")
+    return ("with files that are not a tverify report", out)
 
 
 def _prune(where: Path) -> None:
@@ -101,38 +151,91 @@ def _prune(where: Path) -> None:
 
 
 def is_ours(path: str | os.PathLike) -> bool:
-    """Is ``path`` exactly a file tverify wrote (recorded with this content)? An empty file counts."""
+    """Is ``path`` exactly a file tverify wrote (recorded with this content)? An empty file counts;
+    a symbolic link never does."""
     p = Path(path)
     try:
-        if p.is_file() and not p.is_symlink() and p.stat().st_size == 0:
+        if p.is_symlink() or not p.is_file():
+            return False
+        if p.stat().st_size == 0:
             return True
     except OSError:
         return False
-    try:
-        doc = json.loads((record_dir() / f"{_key(p)}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(doc, dict) or doc.get("path") != os.path.realpath(p):
+    doc = _entry(p)
+    if doc is None or doc.get("kind", "file") != "file":
         return False
     digest = sha256_file(p)
     return digest is not None and digest == doc.get("sha256")
 
 
+def _json_refusal(json_path: str, force: bool | None) -> str | None:
+    """Why ``--json json_path`` may not be replaced now (``None``: it may). Only the ownership rules:
+    a link, or an existing file that is not exactly what tverify wrote there."""
+    p = Path(json_path).expanduser()
+    how = "choose a new name, or add --force to replace it" if force is not None else "choose a new name"
+    if force:
+        return None
+    if os.path.islink(p):
+        try:
+            to = os.readlink(p)
+        except OSError:
+            to = "?"
+        how = how.replace("to replace it", "to replace the link itself, its target left as it is")
+        return (f"--json {json_path}: is a symbolic link (to {to[:80]}), which is yours; nothing was run or "
+                f"written ({how})")
+    if os.path.isfile(p) and not is_ours(p):
+        return (f"--json {json_path}: the file exists and is not a previous tverify JSON output as tverify wrote "
+                f"it (not written by tverify, or changed since); nothing was run or written ({how})")
+    return None
+
+
 def check_json_file(json_path: str, force: bool | None) -> None:
     """A ``--json`` file that exists may be replaced only when it is exactly what tverify wrote
     there (:func:`is_ours`: a recorded content hash, not what the file says) or with ``force``
-    (``None``: the command has no ``--force``); the other checks of
-    :func:`proofs_checks.store.check_output_file`. One-line usage errors."""
+    (``None``: the command has no ``--force``); a symbolic link there is the user's (with ``force``
+    the link itself is replaced); the other checks of :func:`proofs_checks.store.check_output_file`.
+    One-line usage errors."""
     from proofs_checks.errors import UsageError
-    from proofs_checks.store import OutputPathError, check_output_file
+    from proofs_checks.store import (OutputPathError, check_output_file, name_problem, nearest_existing,
+                                     writable_dir_problem)
 
     p = Path(json_path).expanduser()
     try:
-        if not force and os.path.isfile(p) and not os.path.islink(p) and not is_ours(p):
-            how = "choose a new name, or add --force to replace it" if force is not None else "choose a new name"
-            raise OutputPathError(f"--json {json_path}: the file exists and is not a previous tverify JSON output as "
-                                  f"tverify wrote it (not written by tverify, or changed since); nothing was run or "
-                                  f"written ({how})")
+        why = _json_refusal(json_path, force)
+        if why:
+            raise OutputPathError(why)
+        if os.path.islink(p):  # --force: the link itself is replaced; only the name and the folder matter
+            problem = name_problem(json_path) or writable_dir_problem(nearest_existing(p.absolute().parent))
+            if problem:
+                raise OutputPathError(f"--json {json_path}: {problem}")
+            return
         check_output_file(json_path, "--json", force=True if os.path.isfile(p) and not force else force)
     except OutputPathError as exc:
         raise UsageError(str(exc)) from None
+
+
+def write_json_text(json_path: str, text: str, force: bool | None) -> None:
+    """Write ``text`` to the ``--json`` file ``json_path`` (checked by :func:`check_json_file` before
+    the run) and record it (:func:`remember`). Checked once more just before: a file or link that
+    appeared there during the run, or one changed since the check, is not replaced — the JSON goes
+    to a new file beside it, named in the one-line usage error. A link (with ``force``) is replaced
+    itself, never written through. An ``OSError`` of the write itself is the caller's to word."""
+    import time
+
+    from proofs_checks.errors import UsageError
+    from proofs_checks.store import atomic_write_text
+
+    p = Path(json_path).expanduser()
+    why = _json_refusal(json_path, force)
+    if why:
+        aside = p.with_name(f"{p.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{p.suffix or '.json'}")
+        try:
+            atomic_write_text(aside, text)
+        except OSError as exc:
+            raise UsageError(f"{why.split(';')[0]} (it changed during the run); the JSON could not be written "
+                             f"beside it either: {exc.strerror or exc}") from None
+        remember(aside)
+        raise UsageError(f"{why.split(';')[0]} (it changed during the run); it was left as it is and the JSON "
+                         f"was written to {aside}")
+    atomic_write_text(p, text)
+    remember(p)

@@ -3,10 +3,14 @@ HTML site of :mod:`proofs_checks.output.html_report`.
 
 Nothing is lost to a report:
 
-* ``--out DIR`` writes a new folder, or replaces a folder that holds a previous report: one with
-  the marker file :data:`MARKER` (a JSON stamp listing every file the report wrote with its
-  SHA-256) and no other file, each unchanged since it was written. Anything else (a folder with other files, a file, a link) is refused unless ``force``; the
-  current folder, a folder containing it, the home folder and ``/`` are refused even then.
+* ``--out DIR`` writes a new folder, or replaces a folder that holds a previous tverify output
+  exactly as it was written: this user's record of written outputs (:mod:`proofs_checks.owned`,
+  kept outside the folder, written at write time) lists the folder with the SHA-256 of every file
+  in it, and it holds no other file, each unchanged. The folder's stamp :data:`MARKER` (the same
+  list, for people) proves nothing on its own. Anything else (a folder with other files, a copied
+  or moved report, a hand-made stamp, a file, a link) is refused unless ``force`` (a link is then
+  replaced itself, never followed); the current folder, a folder containing it, the home folder
+  and ``/`` are refused even then.
   :func:`check_report_target` applies these rules; the CLI calls it before any claim runs, and
   :func:`write_report` again just before the swap.
 * The report is built in a temporary sibling folder and swapped into place with two renames (the
@@ -284,7 +288,8 @@ class ReportTargetError(OutputPathError):
     """``--out`` names something a report must not replace (one line for the user, exit code 2)."""
 
 
-#: the stamp a report folder carries; ``write_report`` replaces only folders that have it
+#: the stamp a report folder carries (for people: what wrote it, its files and their SHA-256); whether a
+#: folder may be replaced is decided by the record of written outputs (:mod:`proofs_checks.owned`), not by it
 MARKER = ".tverify-report"
 _WALK_LIMIT = 20000
 
@@ -302,39 +307,23 @@ def _report_files(folder: Path) -> list[str] | None:
     return out
 
 
-def _foreign_files(folder: Path) -> list[str]:
-    """Files in the existing folder ``folder`` that a previous tverify output did not write exactly
-    as they are now (empty: the folder may be replaced). An output is recognised by :data:`MARKER`
-    and the SHA-256 of every file it wrote (recorded at write time, :mod:`proofs_checks.owned`):
-    a file the stamp does not list, or one whose content changed since, is the user's. A stamp
-    without content hashes (hand-made, or from a tverify before them) proves nothing: every file
-    counts as foreign, and only ``--force`` replaces the folder."""
-    from proofs_checks.owned import sha256_file
+def _foreign_files(folder: Path) -> tuple[str, list[str]]:
+    """Why the existing folder ``folder`` is not exactly what a previous tverify output wrote there,
+    and its files that are the user's (``("", [])``: it may be replaced). A folder is tverify's only
+    when this user's record of written outputs (:mod:`proofs_checks.owned`, written at write time,
+    outside the folder) lists it with the SHA-256 of every file it holds: a file not listed, one
+    changed since, a link, or every file of a folder the record does not list (a copy, a moved
+    folder, a hand-made or hand-edited :data:`MARKER`) is the user's, and only ``--force`` replaces
+    the folder. An empty folder may be replaced (nothing is lost)."""
+    from proofs_checks.owned import folder_problems
 
     files = _report_files(folder)
     if files is None:
-        return [f"more than {_WALK_LIMIT} files"]
+        return "with files that are not a tverify report", [f"more than {_WALK_LIMIT} files"]
     if not files:
-        return []
-    stamp = folder / MARKER
-    if not (stamp.is_file() and not stamp.is_symlink()):
-        return sorted(files)
-    try:
-        hashes = json.loads(stamp.read_text(encoding="utf-8")).get("sha256")
-    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
-        return [MARKER + " (unreadable)"]
-    if not isinstance(hashes, dict) or not hashes:
-        return [MARKER + " (no content hashes: not a stamp this tverify wrote)"] + sorted(f for f in files if f != MARKER)
-    out = []
-    for f in sorted(files):
-        if f == MARKER:
-            continue
-        want = hashes.get(f)
-        if not isinstance(want, str):
-            out.append(f)
-        elif sha256_file(folder / f) != want:
-            out.append(f"{f} (changed since tverify wrote it)")
-    return out
+        return "", []
+    why, foreign = folder_problems(folder, files)
+    return (why, foreign) if foreign else ("", [])
 
 
 def _contains(outer: Path, inner: Path) -> bool:
@@ -372,11 +361,11 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
     if p.is_symlink():
         what = "a symbolic link"
     elif p.is_dir():
-        foreign = _foreign_files(p)
+        why, foreign = _foreign_files(p)
         if not foreign:
             return p
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        what = f"a folder with files that are not a tverify report ({shown})"
+        what = f"a folder {why} ({shown})"
     else:
         what = "a file" if p.is_file() else "not a folder"
     if force:
@@ -416,11 +405,13 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
         fill(tmp)
-        from proofs_checks.owned import folder_hashes
+        from proofs_checks.owned import folder_hashes, remember_folder, sha256_file
 
         files = sorted(_report_files(tmp) or [])
-        stamp = {"tool": "tverify", **stamp, "files": files, "sha256": folder_hashes(tmp, files)}
+        hashes = folder_hashes(tmp, files)
+        stamp = {"tool": "tverify", **stamp, "files": files, "sha256": hashes}
         (tmp / MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
+        hashes = {**hashes, MARKER: sha256_file(tmp / MARKER)}  # what the record will list, the stamp too
         _chmod_tree(tmp)
         try:
             check_report_target(out, force)
@@ -438,6 +429,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
             if old is not None:
                 os.replace(old, out)
             raise
+        remember_folder(out, hashes)  # the record, outside the folder: the next run may replace exactly this
         if old is not None:
             _remove(old)
     except BaseException:

@@ -57,14 +57,13 @@ def _write_json(path: str, doc: dict) -> None:
     if path == "-":
         click.echo(text)
         return
-    from proofs_checks.owned import remember
-    from proofs_checks.store import atomic_write_text
+    from proofs_checks.owned import write_json_text
 
-    try:
-        atomic_write_text(Path(path), text + "\n")
+    ctx = click.get_current_context(silent=True)
+    try:  # checked again just before (proofs_checks.owned), written, recorded
+        write_json_text(path, text + "\n", bool(ctx is not None and ctx.meta.get("tverify.force")))
     except OSError as exc:
         raise UsageError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
-    remember(path)
 
 
 def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | None) -> None:
