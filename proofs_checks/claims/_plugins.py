@@ -189,6 +189,10 @@ def probe(ep: Any, *, stream=None) -> float:
         raise
     finally:
         os.close(r)
+        try:  # whatever the plugin started while importing (its own session: the group is the probe's)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
     doc = _report(chunks)
     if isinstance(doc, dict) and doc.get("ok"):
         return time.monotonic() - t0
