@@ -893,8 +893,10 @@ class AttentionProbe:
                     with torch.enable_grad():
                         xr = x64.clone().to(self.device).requires_grad_(True)
                         r = reference_attention(xr, self.m, self.st, dt)
+                        # retain_graph: a mapping may hold weights computed from the parameters once
+                        # (m.q.weight * 1.0, a reshaped fused weight), whose graph every backward shares
                         store.extend(torch.autograd.grad(r, [xr] + params, cot.to(dt).to(self.device),
-                                                         allow_unused=True))
+                                                         allow_unused=True, retain_graph=True))
                 pairs = [(lab, a, b, c) for lab, a, b, c in zip(labels, gm, gr, gp)]
             L = self.L.get((T, "unit"), 1.0)
             G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None

@@ -277,3 +277,17 @@ def test_a_config_attribute_that_raises_is_not_a_crash():
         config = Cfg()
 
     assert model_dim(M()) is None
+
+
+def test_a_mapping_of_computed_weights_runs(tmp_path):
+    # (weight * 1.0, bias * 1.0): tensors computed once from the parameters, whose graph every backward
+    # shares (was "Trying to backward through the graph a second time", an internal traceback)
+    f = tmp_path / "big.py"
+    f.write_text(BIG + textwrap.dedent('''
+
+        def computed(m):
+            return {"q": (m.q.weight * 1.0, m.q.bias * 1.0), "k": m.k, "v": m.v, "o": m.o, "heads": 2}
+    '''))
+    code, out, err = invoke("check", "attention", "--module", f"{f}:Attn", "--causal", "--mapping", f"{f}:computed",
+                            "--quick", "--no-progress", "--json", "-")
+    assert "Traceback" not in err and code == 0 and json.loads(out)["outcome"] == "ok", err[-1500:]
