@@ -457,6 +457,9 @@ def _checked_transform(fn: Any, key: str, heads: int, d_k: int, dtype: torch.dty
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise ValueError(f"{key} returned {got} for a {tuple(t.shape)} input (batch, heads, T, d_k): it must keep "
                              "the shape")
+        if out.device != t.device:
+            raise ValueError(f"{key} returned a tensor on {out.device} for an input on {t.device}: it must keep "
+                             "the device")
         if out.dtype != dt:
             raise ValueError(f"{key} returned {str(out.dtype).removeprefix('torch.')} for a "
                              f"{str(dt).removeprefix('torch.')} input: it must compute in its input's dtype (cast "
@@ -465,4 +468,35 @@ def _checked_transform(fn: Any, key: str, heads: int, d_k: int, dtype: torch.dty
             raise ValueError(f"{key} returned NaN or inf on a finite {tuple(t.shape)} input")
         if not torch.equal(t, before):
             raise ValueError(f"{key} writes into its input: return a new tensor")
-    return fn
+    return _per_call_checked(fn, key)
+
+
+class TransformFailed(BaseException):
+    """A hook's q/k transform misbehaved on a later call (it raised, changed the shape, the dtype or the
+    device, or returned NaN/inf): the user's code, reported in one line by the caller. A
+    ``BaseException`` so that no ``except Exception`` on the way reads it as "this variant does not fit"."""
+
+
+def _per_call_checked(fn: Any, key: str):
+    """``fn`` with the one-call checks of :func:`_checked_transform` repeated on every call (a transform
+    may be fine on the small sample and fail at a longer length)."""
+
+    def checked(t: torch.Tensor) -> torch.Tensor:
+        where = f"on a {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} input (T = {t.shape[-2]})"
+        try:
+            out = fn(t)
+        except Exception as exc:
+            first = " ".join(str(exc).split())
+            raise TransformFailed(f"{key} raised {type(exc).__name__}: {first[:300]} {where}") from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(t.shape):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise TransformFailed(f"{key} returned {got} {where}: it must keep the shape")
+        if out.device != t.device or out.dtype != t.dtype:
+            raise TransformFailed(f"{key} returned a {str(out.dtype).removeprefix('torch.')} tensor on {out.device} "
+                                  f"{where} on {t.device}: it must keep the dtype and device")
+        if not bool(torch.isfinite(out).all()):
+            raise TransformFailed(f"{key} returned NaN or inf {where}")
+        return out
+
+    checked.__wrapped__ = fn
+    return checked

@@ -8,6 +8,7 @@ import json
 import textwrap
 
 import numpy as np
+import pytest
 
 from tests.cli_helpers import invoke, one_line_error
 
@@ -291,3 +292,23 @@ def test_a_mapping_of_computed_weights_runs(tmp_path):
     code, out, err = invoke("check", "attention", "--module", f"{f}:Attn", "--causal", "--mapping", f"{f}:computed",
                             "--quick", "--no-progress", "--json", "-")
     assert "Traceback" not in err and code == 0 and json.loads(out)["outcome"] == "ok", err[-1500:]
+
+
+@pytest.mark.parametrize("transform, says", [
+    ("lambda q: (_ for _ in ()).throw(ValueError('late')) if q.shape[2] > 3 else q", "raised ValueError: late"),
+    ("lambda q: q[..., :2, :] if q.shape[2] > 3 else q", "it must keep the shape"),
+    ("lambda q: q.to('meta')", "on meta"),
+    ("lambda q: q * float('inf') if q.shape[2] > 3 else q", "returned NaN or inf"),
+])
+def test_a_q_transform_failing_at_a_later_length_is_one_line(tmp_path, transform, says):
+    # the second hostile pass: a transform fine on the 3-token sample but failing at T = 17 ended in an
+    # internal traceback (or a false leak for inf)
+    f = tmp_path / "big.py"
+    f.write_text(BIG + textwrap.dedent(f'''
+
+        def hook(m):
+            return {{"q": m.q, "k": m.k, "v": m.v, "o": m.o, "heads": 2, "q_transform": {transform}}}
+    '''))
+    code, out, err = invoke("check", "attention", "--module", f"{f}:Attn", "--causal", "--mapping", f"{f}:hook",
+                            "--quick", "--no-progress")
+    assert says in one_line_error(code, err)

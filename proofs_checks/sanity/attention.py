@@ -1507,7 +1507,12 @@ def child_task(req: dict, obj: Any, arrays: dict) -> dict:
             kw["mapping"] = hook
         if req.get("against_spec"):
             kw["against"] = load_object(req["against_spec"], "--against")
-    result = run_attention(target, **kw)
+    from numerics.attention_mapping import TransformFailed
+
+    try:
+        result = run_attention(target, **kw)
+    except TransformFailed as exc:  # the hook's own transform, on a later call: the user's code, one line
+        raise UsageError(f"{'--mapping' if obj is None else 'mapping'}: {exc}") from None
     if req.get("module_spec"):
         result.doc["inputs"]["module"] = req["module_spec"]
     return sanity_payload(result, req, f"attention {result.doc.get('object')}")
