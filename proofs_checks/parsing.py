@@ -351,12 +351,18 @@ def spd_from_array(arr, option: str, *, max_cond: float = MAX_COND) -> tuple[np.
     if big > 1e154:  # its square, in every product of two entries, overflows float64 (max ≈ 1.8e308)
         raise InputError(f"{option}: entry {big:.3g} is too large: products of two entries overflow float64 "
                          "(|entries| ≤ 1e154; rescale)")
-    try:
-        mat = as_spd_matrix(arr, option)
-    except InputError as exc:
-        msg = str(exc)
-        raise InputError(msg if msg.startswith(option) else f"{option}: {msg}") from None
-    ev = np.linalg.eigvalsh(mat)
+    if arr.ndim == 1 and arr.size:  # a diagonal: its entries are its eigenvalues (no O(d³) factorisation)
+        ev = np.sort(arr.astype(np.float64))
+        if not ev[0] > 0:
+            raise InputError(f"{option} is not positive definite (smallest eigenvalue {ev[0]:.3g})")
+        mat = np.diag(arr.astype(np.float64))
+    else:
+        try:
+            mat = as_spd_matrix(arr, option)
+        except InputError as exc:
+            msg = str(exc)
+            raise InputError(msg if msg.startswith(option) else f"{option}: {msg}") from None
+        ev = np.linalg.eigvalsh(mat)
     cond = float(ev[-1] / ev[0]) if ev[0] > 0 else float("inf")
     if not cond <= max_cond:
         raise InputError(f"{option}: condition number {cond:.3g} exceeds {max_cond:.0e}, beyond what float64 can "

@@ -70,7 +70,8 @@ def _lambda(text) -> tuple[np.ndarray, float]:
     from proofs_checks.parsing import spd_from_array
 
     L, cond = parse_spd(text, "--lambda") if isinstance(text, str) else spd_from_array(text, "--lambda")
-    ev = np.linalg.eigvalsh(L)
+    diagonal = not np.any(L - np.diag(np.diagonal(L)))
+    ev = np.sort(np.diagonal(L)) if diagonal else np.linalg.eigvalsh(L)  # a diagonal's entries are its eigenvalues
     if ev[0] < SCALE_RANGE[0] or ev[-1] > SCALE_RANGE[1]:
         raise InputError(f"--lambda: eigenvalues {ev[0]:.3g} … {ev[-1]:.3g} lie outside {SCALE_RANGE[0]:g} … "
                          f"{SCALE_RANGE[1]:g}, where the moments of Λ leave float64's range (rescale x: Γ_N^{{-1}} "
