@@ -35,7 +35,7 @@ import torch
 
 from numerics.attention_reference import Mapping
 
-__all__ = ["find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "HOOK_METHOD", "find_qk_norms",
+__all__ = ["find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "count_hints", "HOOK_METHOD", "find_qk_norms",
            "norm_params", "GROUPING_NAMES"]
 
 #: A method a module may define to declare its own mapping (same return value as a --mapping hook).
@@ -57,43 +57,61 @@ _KV_ATTRS = ("num_key_value_heads", "n_kv_heads", "kv_heads", "num_kv_heads", "n
              "kv_heads_")
 
 
-def _int_attr(obj: Any, names) -> int | None:
-    for holder in (obj, getattr(obj, "config", None)):
+def _int_attr_src(obj: Any, names, config: bool = True, prefix: str = "") -> tuple[int | None, str | None]:
+    """The first positive int among ``names`` on ``obj`` (then on its ``config``, unless ``config`` is
+    False), with where it was read (``".config.num_key_value_heads"``)."""
+    holders = [(obj, prefix)] + ([(getattr(obj, "config", None), prefix + ".config")] if config else [])
+    for holder, pre in holders:
         if holder is None:
             continue
         for n in names:
-            v = getattr(holder, n, None)
+            try:
+                v = getattr(holder, n, None)
+            except Exception:  # an attribute that raises is absent
+                v = None
             if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-                return v
-    return None
+                return v, f"{pre}.{n}"
+    return None, None
 
 
-def head_count_hint(obj: Any) -> int | None:
-    """A head count the object (or its first submodule that declares one) declares."""
-    v = _int_attr(obj, _HEAD_ATTRS)
+def _int_attr(obj: Any, names, config: bool = True) -> int | None:
+    return _int_attr_src(obj, names, config)[0]
+
+
+def _count_hint(obj: Any, names, config: bool, mha: bool) -> tuple[int | None, str | None]:
+    v, src = _int_attr_src(obj, names, config)
     if v is not None:
-        return v
+        return v, src
     if isinstance(obj, torch.nn.Module):
-        for m in obj.modules():
-            if isinstance(m, torch.nn.MultiheadAttention):
-                return int(m.num_heads)
-            v = _int_attr(m, _HEAD_ATTRS)
+        for nm, m in obj.named_modules():
+            if mha and isinstance(m, torch.nn.MultiheadAttention):
+                return int(m.num_heads), f".{nm}.num_heads" if nm else ".num_heads"
+            v, src = _int_attr_src(m, names, config, f".{nm}" if nm else "")
             if v is not None:
-                return v
-    return None
+                return v, src
+    return None, None
 
 
-def kv_head_hint(obj: Any) -> int | None:
+def head_count_hint(obj: Any, config: bool = True) -> int | None:
+    """A head count the object (or its first submodule that declares one) declares; ``config=False``:
+    not from a ``config`` attribute."""
+    return _count_hint(obj, _HEAD_ATTRS, config, True)[0]
+
+
+def kv_head_hint(obj: Any, config: bool = True) -> int | None:
     """A key/value head count the object (or a submodule) declares (grouped-query attention)."""
-    v = _int_attr(obj, _KV_ATTRS)
-    if v is not None:
-        return v
-    if isinstance(obj, torch.nn.Module):
-        for m in obj.modules():
-            v = _int_attr(m, _KV_ATTRS)
-            if v is not None:
-                return v
-    return None
+    return _count_hint(obj, _KV_ATTRS, config, False)[0]
+
+
+def count_hints(obj: Any, config: bool = True) -> dict[str, tuple[int, str]]:
+    """The head counts the object declares, with where each was read: ``{"heads": (4, ".num_heads"),
+    "kv_heads": (2, ".config.num_key_value_heads")}`` (absent keys: not declared)."""
+    out = {}
+    for key, names, mha in (("heads", _HEAD_ATTRS, True), ("kv_heads", _KV_ATTRS, False)):
+        v, src = _count_hint(obj, names, config, mha)
+        if v is not None:
+            out[key] = (v, src)
+    return out
 
 
 def _as_linear(v: Any, label: str) -> list[tuple[torch.Tensor, torch.Tensor | None, str]]:
@@ -242,12 +260,14 @@ def _triples(mod: Any, prefix: str, heads: int | None, kv: int | None) -> list[t
     return out
 
 
-def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | None = None) -> list[Mapping]:
+def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | None = None, *,
+                  hints: bool = True, config: bool = True) -> list[Mapping]:
     """Candidate mappings of ``obj``'s weights (see the module docstring); empty when nothing is
-    recognised. ``heads``/``kv_heads`` restrict the head counts (otherwise read from the object or
-    tried)."""
-    heads = heads or head_count_hint(obj)
-    kv_heads = kv_heads or kv_head_hint(obj)
+    recognised. ``heads``/``kv_heads`` restrict the head counts (otherwise read from the object —
+    unless ``hints`` is False; from its ``config`` too unless ``config`` is False — or tried)."""
+    if hints:
+        heads = heads or head_count_hint(obj, config)
+        kv_heads = kv_heads or kv_head_hint(obj, config)
     mods: list[tuple[str, Any, list]] = [("", obj, [])]
     if isinstance(obj, torch.nn.Module):
         parents: dict[str, Any] = {"": obj}

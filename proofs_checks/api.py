@@ -14,6 +14,7 @@ Heavy libraries (torch, cvxpy, SymPy) are imported on first call.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from typing import Any, Iterable
 
@@ -224,7 +225,22 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         timeout = _isolation("check_attention", isolate, timeout)
         _numbers("check_attention", ints=dict(heads=heads, kv_heads=kv_heads, dim=dim, rope_dims=rope_dims, seed=seed),
                  reals=dict(softcap=softcap, rope_base=rope_base))
+        # numpy integers and floats are numbers: taken as Python's (np.int64(2) is heads=2)
+        heads, kv_heads, dim, rope_dims, seed = (None if v is None else int(v)
+                                                 for v in (heads, kv_heads, dim, rope_dims, seed))
+        softcap, rope_base = (None if v is None else float(v) for v in (softcap, rope_base))
         _memory("check_attention", max_memory)
+        for nm, v in (("mode", mode), ("dtype", dtype), ("device", device)):
+            if not isinstance(v, str):
+                raise InputError(f"check_attention: {nm} must be a string, got {v!r}")
+        if isinstance(against, (str, bytes, os.PathLike)):
+            raise InputError(f"check_attention: against must be a module, class or function (the second "
+                             f"implementation itself), got the string {str(against)!r:.80}: FILE.py:NAME is the "
+                             f"command's --against; import it and pass the object")
+        if isinstance(mapping, (str, bytes, os.PathLike)):
+            raise InputError(f"check_attention: mapping must be a function of the module or a dict of its weights, "
+                             f"got the string {str(mapping)!r:.80}: a 'FILE.py:NAME' string is the command line's "
+                             f"form; import the object and pass it")
         if isinstance(positional, bool) or (positional is not None and not isinstance(positional, str)):
             raise InputError(f"check_attention: positional must be a scheme's name (none, learned, sinusoidal, rope, "
                              f"alibi), got {positional!r} (of type {type(positional).__name__})")
@@ -267,17 +283,25 @@ def inspect_params(fn) -> list[str]:
     return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is not p.VAR_KEYWORD]
 
 
+def _is_int(v) -> bool:
+    """An integer (Python's or numpy's), not a bool."""
+    import numbers
+
+    import numpy as np
+
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
 def _attention_window(window):
     """``window``: None, "W" / "L,R", an int W or a pair (L, R) → what :func:`run_attention` takes."""
     from theory.validation import InputError
 
     if window is None or isinstance(window, str):
         return window
-    if isinstance(window, int) and not isinstance(window, bool):
-        return str(window)
-    if isinstance(window, (tuple, list)) and len(window) == 2 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in window):
-        return ",".join(map(str, window))
+    if _is_int(window):
+        return str(int(window))
+    if isinstance(window, (tuple, list)) and len(window) == 2 and all(_is_int(v) for v in window):
+        return ",".join(str(int(v)) for v in window)
     raise InputError(f"check_attention: window must be \"W\", \"L,R\", an int W or a pair (L, R) of ints, got "
                      f"{window!r}")
 
@@ -287,9 +311,10 @@ def _attention_lengths(seq_len):
 
     if seq_len is None or isinstance(seq_len, str):
         return seq_len
-    if isinstance(seq_len, (list, tuple)) and seq_len and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in seq_len):
-        return ",".join(map(str, seq_len))
+    if _is_int(seq_len):
+        return str(int(seq_len))
+    if isinstance(seq_len, (list, tuple)) and seq_len and all(_is_int(v) for v in seq_len):
+        return ",".join(str(int(v)) for v in seq_len)
     raise InputError(f"check_attention: seq_len must be \"T1,T2,...\" or a list of ints, got {seq_len!r}")
 
 
@@ -316,6 +341,10 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
         _numbers("check_icl_model", ints=dict(N=N, M=M, seed=seed, prompts=kwargs.get("prompts")),
                  reals=dict(noise=noise, tol=kwargs.get("tol")))
         _memory("check_icl_model", kwargs.get("max_memory"))
+        N, M, seed = (None if v is None else int(v) for v in (N, M, seed))  # numpy integers are integers
+        noise = float(noise)
+        if kwargs.get("prompts") is not None:
+            kwargs["prompts"] = int(kwargs["prompts"])
         args = dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, **kwargs)
         if not isolate:
             return _check(obj, lambdas=lambdas, **args)
@@ -348,6 +377,7 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     with _as_value_errors(check_hopfield):
         timeout = _isolation("check_hopfield", isolate, timeout)
         _numbers("check_hopfield", ints=dict(seed=seed), reals=dict(beta=beta))
+        seed, beta = int(seed), float(beta)
         if isinstance(patterns, (str, bytes)) or hasattr(patterns, "__fspath__"):
             patterns = load_patterns(str(patterns), "patterns")
         name = getattr(module, "__name__", type(module).__name__) if module is not None else None
@@ -417,6 +447,8 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
 
     with _as_value_errors(check_att_svm):
         _numbers("check_att_svm", ints=dict(iters=iters, seeds=seeds, seed=seed), reals=dict(lr=lr, level=level))
+        iters, seeds, seed = (None if v is None else int(v) for v in (iters, seeds, seed))  # numpy integers too
+        lr, level = (None if v is None else float(v) for v in (lr, level))
         inst = _instance(data)
         n, T, d = inst.X.shape
         if weights is not None:
@@ -509,6 +541,7 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
                              f"got {v!r:.60} ({type(v).__name__})")
     with _as_value_errors(check_lyapunov):
         _numbers("check_lyapunov", ints=dict(seed=seed))
+        seed = int(seed)
         _memory("check_lyapunov", max_memory)
         return run_lyapunov(f, V, vars, eps_text=eps, region_text=region, seed=seed, mode=mode,
                             max_memory=max_memory)
@@ -531,8 +564,9 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
     from theory.validation import InputError
 
     if mode not in ("quick", "default", "full"):
-        raise InputError(f"mode must be quick, default or full, got {mode!r}")
+        raise InputError(f"run_claims: mode must be quick, default or full, got {mode!r}")
     _numbers("run_claims", ints=dict(seed=seed))
+    seed = int(seed)
     if isinstance(patterns, str):
         pats = [patterns]
     else:

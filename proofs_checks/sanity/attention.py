@@ -458,7 +458,8 @@ def _variants(st, m, alts):
         out.append((f"--kv-grouping {'tiled' if other == 'tile' else 'hf'}", st,
                     dataclasses.replace(m, kv_grouping=other)))
     for a in alts:
-        out.append((f"{a.heads} heads" + (f", {a.kv_heads} key/value heads" if a.kv_heads != a.heads else ""), st, a))
+        out.append((f"{a.heads} heads" + (f", {a.kv_heads} key/value heads" if a.kv_heads != a.heads else "")
+                    + (" (--kv-grouping tiled)" if a.kv_heads < a.heads and a.kv_grouping == "tile" else ""), st, a))
     return out
 
 
@@ -483,7 +484,69 @@ def _read_config(obj, label, ignore_config, positional, given, window_text=None)
         vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
     except mc.ConfigError as exc:
         raise UsageError(_short(exc, 600)) from None
+    vals["_read"] = {k: (it.value, it.source) for k, it in read.items.items()}
     return vals, lines, list(read.notes)
+
+
+def _as_flags(st, m) -> str:
+    """The declaration ``st`` (and the head counts of ``m``) as command-line flags."""
+    flags = ["--causal"] if st.causal else []
+    if st.window is not None:
+        L, R = st.window
+        if st.causal and R == 0 and L is not None:
+            flags.append(f"--window {L + 1}")
+        elif L is not None and R is not None:
+            flags.append(f"--window {L},{R}")
+    if st.positional != "none":
+        flags.append(f"--positional {st.positional}")
+    if st.positional == "rope":
+        flags += [f"--rope-base {st.rope_base:g}", f"--rope-convention {st.rope_convention}"]
+        if st.rope_dims:
+            flags.append(f"--rope-dims {st.rope_dims}")
+    if st.softcap is not None:
+        flags.append(f"--softcap {st.softcap:g}")
+    if st.qk_norm is not None:
+        flags.append(f"--qk-norm {st.qk_norm}")
+    if m is not None:
+        flags.append(f"--heads {m.heads}")
+        if m.kv_heads != m.heads:
+            flags.append(f"--kv-heads {m.kv_heads}")
+            if m.kv_grouping == "tile":
+                flags.append("--kv-grouping tiled")
+    return " ".join(flags)
+
+
+def _config_contradiction(read: dict, st, m) -> str:
+    """When a verified hint's declaration (``st``, ``m``) contradicts a value read from the module's
+    configuration, the words that say so and the flags that declare it (``--ignore-config`` and the
+    whole declaration: without the configuration nothing else is filled in); else ""."""
+    if not read:
+        return ""
+    bad = []
+    for key, (value, src) in read.items():
+        if key == "causal":
+            differs = bool(value) and not st.causal
+        elif key == "window":
+            differs = st.window != (int(value) - 1, 0)
+        elif key in ("rope_base", "rope_dims"):
+            differs = st.positional == "rope" and getattr(st, key) is not None and float(getattr(st, key)) != float(value)
+        elif key == "softcap":
+            differs = st.softcap is None or float(st.softcap) != float(value)
+        elif key == "kv_heads":
+            differs = m is not None and m.kv_heads != int(value)
+        else:
+            differs = False
+        if differs:
+            bad.append(f"{src} = {_fmt_value(value)}")
+    if not bad:
+        return ""
+    return (f"; but the module's {' and '.join(bad)} says otherwise: it does not compute what its configuration "
+            f"says (a bug in the module or in its configuration); to check it against this declaration: "
+            f"--ignore-config {_as_flags(st, m)}")
+
+
+def _fmt_value(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 _FLEX_WARNING = r"flex_attention called without torch\.compile\(\)"
@@ -538,7 +601,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     import torch
 
     from numerics import attention_probe as ap
-    from numerics.attention_mapping import HOOK_METHOD, find_mappings, head_count_hint, mapping_from_hook
+    from numerics.attention_mapping import HOOK_METHOD, count_hints, find_mappings, head_count_hint, mapping_from_hook
     from proofs_checks import guards
 
     _check_types(causal=causal, progress=progress, seed=seed, softcap=softcap, rope_base=rope_base,
@@ -639,6 +702,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
 
     # the reference's weights
     mp, value, note = None, None, ""
+    read_counts: dict = {}
     if mapping is not None:
         note = "declared: the --mapping hook"
         get = (lambda: mapping(f)) if callable(mapping) else (lambda: mapping)
@@ -662,9 +726,26 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             mp.kv_grouping = GROUPING_NAMES[kv_grouping]
         cands = [mp]
     else:
-        cands = find_mappings(f, D, heads, kv_heads)
+        use_cfg = not ignore_config
+        cands = find_mappings(f, D, heads, kv_heads, config=use_cfg)
+        declared_counts = {"heads": heads, "kv_heads": kv_heads}
+        read_counts = {k: v for k, v in count_hints(f, use_cfg).items() if declared_counts[k] is None}
+        unhinted = find_mappings(f, D, heads, kv_heads, hints=False) if not cands and read_counts else []
+        if unhinted:  # the weights split, but not by the head counts the module itself declares
+            c0 = unhinted[0]
+            said = " and ".join(f"{src.lstrip('.')} = {v}" for v, src in read_counts.values())
+            fits = sorted({(c.heads, c.kv_heads) for c in unhinted})
+            via_cfg = any(".config." in src or src.startswith(".config") for _, src in read_counts.values())
+            decl = " ".join(f"{n} {v}" for n, v in (("--heads", heads), ("--kv-heads", kv_heads)) if v is not None)
+            raise UsageError(
+                f"{label}: {name}'s {said} (read from the module) does not fit its weights "
+                f"({c0.source.split(';')[0].removeprefix('declared: ')}: widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, "
+                f"v {c0.wv.shape[0]}{', with ' + decl if decl else ''}); counts that fit: "
+                + ", ".join(f"{h} heads" + (f" / {k} key/value heads" if k != h else "") for h, k in fits[:8])
+                + ": fix the module's value, or declare --heads and --kv-heads"
+                + (" with --ignore-config (its configuration is then not read)" if via_cfg else ""))
         if not cands and (heads is not None or kv_heads is not None):
-            free = find_mappings(f, D)
+            free = find_mappings(f, D, config=use_cfg)
             if free:  # the weights are there, but the declared head counts cannot split them
                 c0 = free[0]
                 fits = sorted({(c.heads, c.kv_heads) for c in free})
@@ -694,7 +775,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         hints_pre = [norm_note]
     else:
         hints_pre = []
-    H_hint = heads or head_count_hint(f)
+    H_hint = heads or head_count_hint(f, not ignore_config)
     st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm)
     hints.extend(hints_pre)
     notes = [f"note: {n}" for n in hints_pre]
@@ -723,6 +804,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     tick = guards.Progress(f"check attention {name}", enabled=progress)
     probe = ap.AttentionProbe(f, D=D, structure=st, mapping=None, probe_dtype=tdt, device=device, lengths=Ls, batch=B,
                               seed=seed, compute_dtype=ap._DT[compute_dtype] if compute_dtype else None)
+    probe.config_items = vals.get("_read", {})  # for hints that contradict the module's configuration
 
     problems = _user_call(lambda: probe.forward_all(_describe, tick.sub), label)
     if problems:
@@ -793,7 +875,12 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             probe.m = mp
             alts = [c for _, _, c, _ in scored[1:] if c.heads != mp.heads or c.kv_heads != mp.kv_heads][:6]
             if heads is not None and hook is None:
-                free = [c for c in find_mappings(f, D, None, kv_heads) if c.heads != heads]
+                free = [c for c in find_mappings(f, D, None, kv_heads, config=not ignore_config) if c.heads != heads]
+                alts += free[:6]
+            elif hook is None and kv_heads is None and read_counts:
+                # the head counts came from the module's own attributes: other splits are hints too
+                free = [c for c in find_mappings(f, D, None, None, hints=False)
+                        if (c.heads, c.kv_heads) != (mp.heads, mp.kv_heads)]
                 alts += free[:6]
     if against is not None:
         with torch.random.fork_rng(devices=[]):  # the same seed: factories seeded alike get equal weights
@@ -1296,7 +1383,9 @@ def _hints(probe, props, st, mp, alts, hints):
         # a window covering every probed length forbids nothing there: it is "no window" (tried too), and
         # naming one (--window 128 at T ≤ 33) would be an artefact of the probe lengths
         variants = [v for v in _variants(st, mp, alts) if not _covers(v[1], T_hi) or v[1].window == st.window]
-        decls = {label: (s2, m2) for label, s2, m2 in variants}
+        decls: dict = {}
+        for label, s2, m2 in variants:  # the first of equal labels: the one the errors were measured for
+            decls.setdefault(label, (s2, m2))
         fits = [(r[0], r[1], r[2], "same") for r in probe.variant_errors(variants) if r[0] <= 1.0]
         if (not fits and probe.pdt == torch.float64 and probe.compute_dtype is None and probe.precision is not None
                 and probe.precision.dtype == torch.float64):
@@ -1319,7 +1408,8 @@ def _hints(probe, props, st, mp, alts, hints):
                 hints.append(f"the module matches the reference with {how} instead of the declaration ({decl}): "
                              f"relative error {err:.3g} {VERIFIED}"
                              + ("; no flag declares it: rotate queries and keys at the same positions"
-                                if s2.rope_offset != (0, 0) else ""))
+                                if s2.rope_offset != (0, 0) else
+                                _config_contradiction(getattr(probe, "config_items", {}), s2, m2 or mp)))
                 break
         work = probe.precision.dtype if probe.precision is not None else probe.pdt
         # a coarser precision, the finest first (a coarser rule admits more), unless a change of declaration

@@ -1,0 +1,141 @@
+"""Issue 36, the fourth round of hostile findings (the second pass's N2, N4, N11 and what the third
+pass found): a head count the module declares that its weights cannot split is one line naming the
+attribute; a verified hint that contradicts the module's configuration says so and gives the flags
+that declare it (``--ignore-config`` and the whole declaration); numpy numbers are numbers in the
+Python API, and its strings-for-objects are refused in its own words. Small sizes, in-process."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import proofs_checks
+from proofs_checks.options import UsageError
+from proofs_checks.sanity.attention import run_attention
+from theory.validation import InputError
+
+LENGTHS = "1,5,17"
+
+
+class LyingGQA(nn.Module):
+    """Correct causal GQA attention (4 heads of size 4, 2 key/value heads, HF grouping), optionally
+    RoPE (rotated halves, base ``base``), whose ``config`` may say something else; no head-count
+    attribute of its own (the count is only in the config, if there)."""
+
+    def __init__(self, config, base=None, dim=16):
+        super().__init__()
+        self.config, self.is_causal, self._base = config, True, base
+        self.q_proj, self.o_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.k_proj, self.v_proj = nn.Linear(dim, 8), nn.Linear(dim, 8)
+
+    def _rope(self, x):
+        T, d = x.shape[-2], x.shape[-1]
+        inv = self._base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
+        ang = torch.cat([ang, ang], -1).to(x.dtype)
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return x * ang.cos() + torch.cat([-x2, x1], -1) * ang.sin()
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q = self.q_proj(x).view(B, T, 4, 4).transpose(1, 2)
+        k, v = (p(x).view(B, T, 2, 4).transpose(1, 2).repeat_interleave(2, 1) for p in (self.k_proj, self.v_proj))
+        if self._base is not None:
+            q, k = self._rope(q), self._rope(k)
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+
+
+def run(obj, **kw):
+    kw.setdefault("seq_len", LENGTHS)
+    kw.setdefault("mode", "quick")
+    torch.manual_seed(0)
+    return run_attention(obj, **kw)
+
+
+def test_a_config_kv_head_count_the_weights_cannot_split_is_one_line_naming_it():
+    torch.manual_seed(0)
+    m = LyingGQA(SimpleNamespace(num_key_value_heads=3))
+    with pytest.raises(UsageError) as e:
+        run(m)
+    msg = e.value.format_message()
+    assert "config.num_key_value_heads = 3" in msg and "4 heads / 2 key/value heads" in msg, msg
+    assert "--ignore-config" in msg and "no q/k/v projections" not in msg and "\n" not in msg
+    with pytest.raises(UsageError) as e:
+        run(m, heads=4)
+    assert "with --heads 4" in e.value.format_message()
+    # --ignore-config: the config's count is not read, the weights decide
+    r = run(m, heads=4, causal=True, ignore_config=True)
+    assert r.outcome == "ok", r.verdict.summary
+
+
+def test_a_config_kv_count_that_fits_but_lies_gets_a_verified_hint_with_ignore_config():
+    torch.manual_seed(0)
+    r = run(LyingGQA(SimpleNamespace(num_key_value_heads=1)))
+    assert r.outcome == "mismatch"
+    hint = " ".join(r.to_json()["hints"])
+    assert "4 heads, 2 key/value heads" in hint and "(verified" in hint, hint
+    assert "config.num_key_value_heads = 1 says otherwise" in hint
+    flags = hint.split("to check it against this declaration: ")[1]
+    assert flags.startswith("--ignore-config --causal --heads 4 --kv-heads 2"), flags
+    ok = run(LyingGQA(SimpleNamespace(num_key_value_heads=1)), ignore_config=True, causal=True, heads=4, kv_heads=2)
+    assert ok.outcome == "ok", ok.verdict.summary
+
+
+def test_a_hint_contradicting_the_config_rope_theta_says_so_and_its_flags_run():
+    torch.manual_seed(0)
+    mk = lambda: LyingGQA(SimpleNamespace(rope_theta=500000.0), base=10000.0)  # noqa: E731
+    r = run(mk(), positional="rope")
+    assert r.outcome == "mismatch"
+    hint = " ".join(r.to_json()["hints"])
+    assert "--rope-base 10000" in hint and "config.rope_theta = 500000 says otherwise" in hint, hint
+    flags = hint.split("to check it against this declaration: ")[1].split()
+    assert flags[0] == "--ignore-config" and "--rope-base" in flags and "--causal" in flags
+    ok = run(mk(), ignore_config=True, causal=True, positional="rope", rope_base=10000.0, rope_convention="half",
+             heads=4, kv_heads=2)
+    assert ok.outcome == "ok", ok.verdict.summary
+
+
+class SmallAttn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.num_heads = 2
+        self.q, self.k, self.v, self.o = (nn.Linear(8, 8) for _ in range(4))
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (m(x).view(B, T, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.v))
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+
+
+@pytest.mark.parametrize("kw", [dict(heads=np.int64(2)), dict(seed=np.int32(0)), dict(window=np.int64(40)),
+                                dict(seq_len=[np.int64(1), np.int64(5)]), dict(seq_len=np.int64(5))])
+def test_numpy_integers_are_integers_in_the_api(kw):
+    kw.setdefault("seq_len", [1, 5])
+    r = proofs_checks.check_attention(SmallAttn(), causal=True, mode="quick", isolate=False, **kw)
+    assert r.outcome in ("ok", "inconclusive"), r.verdict.summary
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(mode=None), "check_attention: mode must be a string, got None"),
+    (dict(device=0), "check_attention: device must be a string"),
+    (dict(against="m1.py:correct"), "check_attention: against must be a module, class or function"),
+    (dict(mapping="maps.py:hook"), "check_attention: mapping must be a function of the module"),
+])
+def test_api_strings_for_objects_and_objects_for_strings_are_refused_in_its_words(kw, words):
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_attention(SmallAttn(), causal=True, **kw)
+    assert str(e.value).startswith(words) and "\n" not in str(e.value), str(e.value)
+    assert "--" not in str(e.value)
+
+
+def test_numpy_numbers_in_the_other_api_functions():
+    with pytest.raises(InputError) as e:
+        proofs_checks.run_claims("attn.softmax_simplex", mode="fast")
+    assert str(e.value).startswith("run_claims: mode must be")
