@@ -43,7 +43,7 @@ from numerics.attention_reference import Mapping, Structure, allowed_mask, max_l
 
 __all__ = ["Property", "call", "exposed_weights", "unit_roundoff", "probe_lengths", "Precision", "AttentionProbe",
            "LARGE_LOGIT", "FACTOR_FORWARD", "FACTOR_GRAD", "head_count_hint", "kv_head_hint", "prop_finite",
-           "prop_weights_distribution", "prop_convex_combination", "fit_single_head", "prop_extreme_logits"]
+           "prop_weights_distribution", "prop_weights_match", "prop_convex_combination", "fit_single_head", "prop_extreme_logits"]
 
 #: FlashAttention's factors: the module's error may be this many times the plain implementation's.
 FACTOR_FORWARD = 2.0
@@ -139,7 +139,7 @@ UNDECIDABLE_TOL = 0.5
 #: the properties that compare outputs relative to their size (the rule applies to them)
 OUTPUT_COMPARISONS = ("matches_reference", "matches_against", "causal_no_future_leak", "window_respected",
                       "prefix_consistency", "batch_independence", "key_padding_respected", "gradients_match_reference",
-                      "gradients_match_against")
+                      "gradients_match_against", "weights_match_reference")
 
 
 def _skip(name: str, why: str, central: bool = False) -> Property:
@@ -231,9 +231,18 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False) -> tuple[Any, torch.T
         w = r[1] if len(r) > 1 else None
         T = x.shape[-2]
         if not (isinstance(w, torch.Tensor) and w.dim() >= 3 and tuple(w.shape[-2:]) == (T, T)):
+            if w is not None:
+                global LAST_UNREAD
+                LAST_UNREAD = (f"a tensor of shape {tuple(w.shape)}" if isinstance(w, torch.Tensor)
+                               else f"a {type(w).__name__}")
             w = None
         return out, w
     return r, None
+
+
+#: What the last call returned as its second output when that was not attention weights (last two
+#: axes (T, T)): said in a note, never silently ignored.
+LAST_UNREAD: str | None = None
 
 
 def exposed_weights(f: Any, x: torch.Tensor, returned: torch.Tensor | None) -> tuple[torch.Tensor | None, str]:
@@ -1153,23 +1162,65 @@ def prop_finite(outs: dict[int, torch.Tensor]) -> Property:
                   else "all outputs finite", central=True)
 
 
-def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | None = None) -> Property:
-    """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1), to the rounding of
-    the coarser of the weights' own dtype and the module's working precision ``work`` (a float32
-    softmax returned as float64 rounds as float32)."""
+def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | None = None,
+                              allowed: torch.Tensor | None = None) -> Property:
+    """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1) over the keys the
+    declared mask ``allowed`` (``(T, T)`` bool) permits — no weight on a forbidden key —, to the
+    rounding of the coarser of the weights' own dtype and the module's working precision ``work`` (a
+    float32 softmax returned as float64 rounds as float32)."""
     u = max(unit_roundoff(w.dtype if w.dtype.is_floating_point else torch.float64),
             unit_roundoff(work) if work is not None else 0.0)
-    w = w.double()
+    w = w.double().cpu()
     T = w.shape[-1]
+    if not bool(torch.isfinite(w).all()):
+        return _judge("weights_are_distributions", float("nan"), 4 * u * T, "finite weights",
+                      f"weights {where}: NaN or inf entries")
     err_sum = float((w.sum(-1) - 1).abs().max())
     err_neg = float((-w).clamp_min(0).max())
     cols = float((w.sum(-2) - 1).abs().max())
+    forbidden = 0.0
+    if allowed is not None and not bool(allowed.all()):
+        forbidden = float(w.masked_fill(allowed.cpu(), 0.0).abs().max())
     detail = (f"weights {where}: max |row sum − 1| = {err_sum:.3g}, most negative entry {-err_neg:.3g}"
+              + (f", largest weight on a key the declared mask forbids {forbidden:.3g}" if allowed is not None
+                 and not bool(allowed.all()) else "")
               + (f"; columns sum to 1 within {cols:.2g}: the softmax runs over the query axis (wrong axis)"
                  if err_sum > 1e-6 and cols < 1e-6 else ""))
-    return _judge("weights_are_distributions", max(err_sum, err_neg), 4 * u * T,
+    return _judge("weights_are_distributions", max(err_sum, err_neg, forbidden), 4 * u * T,
                   f"4·u·T = {4 * u * T:.3g}: rounding of a T-term sum of numbers in [0, 1] (u = {u:.3g}, the "
                   "working precision's unit roundoff)", detail)
+
+
+def prop_weights_match(w: torch.Tensor, where: str, ref: torch.Tensor, ref_work: torch.Tensor | None,
+                       out_tol: float, work_name: str) -> Property:
+    """Exposed weights ``(B, H', T, T)`` against the reference's ``ref (B, H, T, T)`` (float64) on the
+    module's weights: per head when ``H' = H``, the mean over heads when ``H' = 1 < H`` (as
+    ``nn.MultiheadAttention`` averages them). Error: the largest absolute difference (weights lie in
+    [0, 1]). Tolerance: the larger of the output's tolerance at this length (the weights feed the
+    output) and twice the plain reference's own weights error in the working precision
+    (``ref_work``), FlashAttention's factor."""
+    u_w = unit_roundoff(w.dtype) if w.dtype.is_floating_point else 0.0
+    w = w.double().cpu()
+    H1, H = w.shape[1], ref.shape[1]
+    if H1 == H:
+        r, how = ref, "per head"
+    elif H1 == 1:
+        r, how = ref.mean(1, keepdim=True), "averaged over the heads (as nn.MultiheadAttention returns them)"
+    else:
+        return _skip("weights_match_reference", f"weights {where} have {H1} heads, the reference {H}: not compared")
+    e_plain = float((ref_work.double().cpu() - ref).abs().max()) if ref_work is not None else 0.0
+    if H1 == 1 and ref_work is not None and H > 1:
+        e_plain = float((ref_work.double().cpu().mean(1, keepdim=True) - r).abs().max())
+    tol = max(out_tol, 2 * e_plain, 2 * u_w)
+    err = float((w - r).abs().max()) if bool(torch.isfinite(w).all()) else float("nan")
+    return _judge("weights_match_reference", err, tol,
+                  f"max(the output's tolerance at this length {out_tol:.3g}, 2 × the plain reference's weights error "
+                  f"in {work_name} {e_plain:.3g}, 2 × one rounding of weights ≤ 1 to their dtype {u_w:.3g}): weights "
+                  "feed the output, so an error beyond it would show there",
+                  f"weights {where}, {how}, against the reference's softmax on your weights: largest difference "
+                  f"{err:.3g}" + ("" if err <= tol or not math.isfinite(err) else
+                                  "; the weights returned are not the ones the output was computed with, or the "
+                                  "attention differs (see matches_reference)"))
 
 
 def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor) -> tuple[Property, torch.Tensor | None]:

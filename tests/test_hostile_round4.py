@@ -139,3 +139,46 @@ def test_numpy_numbers_in_the_other_api_functions():
     with pytest.raises(InputError) as e:
         proofs_checks.run_claims("attn.softmax_simplex", mode="fast")
     assert str(e.value).startswith("run_claims: mode must be")
+
+
+class RetAttn(SmallAttn):
+    """SmallAttn returning ``(y, weights)``; ``kind`` picks what the weights are."""
+
+    def __init__(self, kind="per_head"):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (m(x).view(B, T, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.v))
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        a = s.softmax(-1)
+        y = self.o((a @ v).transpose(1, 2).reshape(B, T, D))
+        w = {"per_head": a, "mean": a.mean(1), "half": a.half(), "uniform": torch.full_like(a, 1 / T),
+             "wrong_shape": a[..., :1], "none": None}[self.kind]
+        return y, w
+
+
+@pytest.mark.parametrize("kind", ["per_head", "mean", "half"])
+def test_returned_weights_that_are_the_attention_pass(kind):
+    r = run(RetAttn(kind), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert r.outcome == "ok", r.verdict.summary
+    assert by["weights_match_reference"]["status"] == "pass" and by["weights_are_distributions"]["status"] == "pass"
+
+
+def test_returned_weights_spread_over_the_future_fail_both_weight_properties():
+    r = run(RetAttn("uniform"), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert r.outcome == "mismatch"
+    assert by["weights_are_distributions"]["status"] == "fail"
+    assert "forbids" in by["weights_are_distributions"]["detail"]
+    assert by["weights_match_reference"]["status"] == "fail"
+    assert by["matches_reference"]["status"] == "pass"  # the output itself is right
+
+
+def test_a_second_output_that_is_not_weights_is_said_not_ignored():
+    r = run(RetAttn("wrong_shape"), causal=True)
+    assert any("second output" in line and "not checked" in line for line in r.lines), r.lines
+    r = run(RetAttn("none"), causal=True)  # None (Hugging Face without output_attentions): nothing to say
+    assert not any("second output" in line for line in r.lines)

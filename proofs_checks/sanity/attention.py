@@ -806,7 +806,12 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                               seed=seed, compute_dtype=ap._DT[compute_dtype] if compute_dtype else None)
     probe.config_items = vals.get("_read", {})  # for hints that contradict the module's configuration
 
+    ap.LAST_UNREAD = None
     problems = _user_call(lambda: probe.forward_all(_describe, tick.sub), label)
+    unread = ap.LAST_UNREAD
+    if unread is not None:
+        notes.append(f"note: {name} returned a second output, {unread}, which is not attention weights (their last "
+                     "two axes are (T, T)): it is not checked there")
     if problems:
         raise UsageError(f"{label}: {name} {problems[0]}")
     if not probe.outs:
@@ -1149,8 +1154,28 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     else:
         _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed)
     if wn is not None:  # judged once the working precision is known (a float32 softmax returned as float64)
+        import torch
+
+        from numerics.attention_reference import allowed_mask, logits
+
         work = probe.compute_dtype or (probe.precision.dtype if probe.precision is not None else None)
-        props.insert(0, ap.prop_weights_distribution(wn, where, work))
+        T_w = wn.shape[-1]
+        props.insert(0, ap.prop_weights_distribution(wn, where, work, allowed_mask(T_w, probe.st)))
+        if mp is not None and against is None and probe.m is not None:
+            def soft(dt):
+                with torch.no_grad():
+                    s_, _ = logits(probe.xs[T_small].to(probe.device), probe.m, probe.st, dt)
+                    s_ = s_.masked_fill(~allowed_mask(T_w, probe.st, s_.device), float("-inf"))
+                    return torch.softmax(s_, -1).double().cpu()
+            try:
+                ref_w = soft(torch.float64)
+                wd = work or probe.pdt
+                ref_work = soft(wd) if wd != torch.float64 else None
+            except Exception:  # a mapping the logits cannot be formed from: not compared
+                ref_w = None
+            if ref_w is not None:
+                props.insert(1, ap.prop_weights_match(wn, where, ref_w, ref_work, probe.tol_at(T_small, "unit")[0],
+                                                      ap.dtype_name(work or probe.pdt)))
     tick.phase("structure", 0.5, 0.9)
     props.extend(probe.prop_mask())
     if st.causal:
