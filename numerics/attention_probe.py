@@ -139,7 +139,8 @@ UNDECIDABLE_TOL = 0.5
 #: the properties that compare outputs relative to their size (the rule applies to them)
 OUTPUT_COMPARISONS = ("matches_reference", "matches_against", "causal_no_future_leak", "window_respected",
                       "prefix_consistency", "batch_independence", "key_padding_respected", "gradients_match_reference",
-                      "gradients_match_against", "weights_match_reference")
+                      "gradients_match_against", "weights_match_reference", "matches_reference_with_grad",
+                      "matches_against_with_grad")
 
 
 def _skip(name: str, why: str, central: bool = False) -> Property:
@@ -332,6 +333,7 @@ class AttentionProbe:
         self.lengths, self.B, self.seed = list(lengths), batch, seed
         self.compute_dtype, self.against = compute_dtype, against
         self.outs: dict[int, torch.Tensor] = {}
+        self.grad_outs: dict[int, torch.Tensor] = {}  # outputs of the gradient pass (autograd enabled)
         self.xs: dict[int, torch.Tensor] = {}
         self.raised: dict[int, str] = {}
         self.nonfinite_lengths: set[int] = set()  # probe lengths left out for NaN/inf outputs (the caller's)
@@ -874,7 +876,13 @@ class AttentionProbe:
                                             "input or the parameters", {}, False)
                         return _skip(name, "the output does not require grad (computed without autograd): nothing "
                                            "to compare")
+                    self.grad_outs[T] = out.detach().double().cpu()
                     gm = torch.autograd.grad(out, [xm] + params, cot.to(out.dtype).to(out.device), allow_unused=True)
+                if params and all(a is None for a in gm):
+                    return Property(name, "fail", float("inf"), 0.0, "gradients must reach the parameters",
+                                    f"the output requires grad but no gradient reaches the input or any of the "
+                                    f"{len(params)} parameter(s) (a new leaf: .detach().requires_grad_(), "
+                                    "nn.Parameter(…)): training through it updates nothing", {}, False)
             except Exception as exc:
                 # torch.autograd.grad refuses what .backward() runs (reentrant torch.utils.checkpoint): the
                 # module's gradients through .backward(), from a fresh forward pass
@@ -931,6 +939,31 @@ class AttentionProbe:
                      "custom backward?)" if not e <= tol else ""))
         return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
                                            "gradient entry at that length)", detail)
+
+    def prop_grad_mode_forward(self) -> Property:
+        """The outputs the gradient pass computed (autograd enabled, the input requiring grad: the
+        training path) against the reference, as ``matches_reference`` judges the no-grad outputs at
+        unit logits: a module that branches on ``torch.is_grad_enabled()`` or ``x.requires_grad`` is
+        judged on both paths."""
+        name = "matches_reference_with_grad" if self.against is None else "matches_against_with_grad"
+        if not self.grad_outs:
+            return _skip(name, "no output was computed with autograd enabled (see the gradient property)")
+        worst = None
+        for T, o in self.grad_outs.items():
+            ref = self.reference_out(self.xs[T])
+            e = _rel(o, ref)
+            tol, just = self.tol_at(T, "unit")
+            r = e / tol if math.isfinite(e) else float("inf")
+            if worst is None or r > worst[0]:
+                worst = (r, e, tol, just, T, _rel(o, self.outs[T]) if T in self.outs else float("nan"))
+        _, e, tol, just, T, e_nograd = worst
+        detail = (f"the outputs computed with autograd enabled (the input requiring grad, as in training) at T = "
+                  f"{', '.join(map(str, self.grad_outs))}; worst at T = {T}")
+        if not e <= tol:
+            detail += (f"; they differ from the same module's outputs without autograd by {e_nograd:.3g}: the module "
+                       "computes something else when gradients are on (a branch on torch.is_grad_enabled() or "
+                       "x.requires_grad?)" if e_nograd > tol else "")
+        return _judge(name, e, tol, just, detail, central=True)
 
     def _grads_by_backward(self, x64: torch.Tensor, params: list, cot: torch.Tensor) -> tuple | None:
         """The gradients of ``<out, cot>`` with respect to the input and ``params`` through

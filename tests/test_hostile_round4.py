@@ -182,3 +182,68 @@ def test_a_second_output_that_is_not_weights_is_said_not_ignored():
     assert any("second output" in line and "not checked" in line for line in r.lines), r.lines
     r = run(RetAttn("none"), causal=True)  # None (Hugging Face without output_attentions): nothing to say
     assert not any("second output" in line for line in r.lines)
+
+
+# -- third pass: the training path, leaves, the user's OSError, lazy modules ----------------------
+
+class GradBranch(SmallAttn):
+    """Right without autograd; with it (training) leaks the future by a detached term."""
+
+    def forward(self, x):
+        y = super().forward(x)
+        return y + 1e-3 * x.flip(1).detach() if torch.is_grad_enabled() else y
+
+
+class NewLeaf(SmallAttn):
+    def forward(self, x):
+        return super().forward(x).detach().requires_grad_()
+
+
+def test_the_forward_computed_with_autograd_is_judged_too():
+    r = run(GradBranch(), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert r.outcome == "mismatch" and by["matches_reference_with_grad"]["status"] == "fail"
+    assert by["matches_reference"]["status"] == "pass"
+    assert "is_grad_enabled" in by["matches_reference_with_grad"]["detail"]
+    ok = run(SmallAttn(), causal=True)
+    assert ok.outcome == "ok" and any(p["name"] == "matches_reference_with_grad" and p["status"] == "pass"
+                                      for p in ok.to_json()["properties"])
+
+
+def test_an_output_that_is_a_new_leaf_fails_gradients():
+    r = run(NewLeaf(), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert r.outcome == "mismatch" and by["gradients_match_reference"]["status"] == "fail"
+    assert "new leaf" in by["gradients_match_reference"]["detail"]
+
+
+class LazyAttn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.LazyLinear(8) for _ in range(4))
+        self.num_heads = 2
+
+    def forward(self, x):
+        return SmallAttn.forward(self, x)
+
+
+def test_lazy_parameters_are_created_by_one_call_and_d_is_asked_for():
+    with pytest.raises(UsageError) as e:
+        run(LazyAttn(), causal=True)
+    assert "lazy" in e.value.format_message() and "--dim" in e.value.format_message()
+    r = run(LazyAttn(), causal=True, dim=8)
+    assert r.outcome == "ok", r.verdict.summary
+
+
+def test_the_users_oserror_on_a_later_call_is_one_line_exit_2(tmp_path):
+    from tests.cli_helpers import invoke, one_line_error
+
+    (tmp_path / "later.py").write_text(
+        "import sys\nsys.path.insert(0, %r)\nfrom tests.test_hostile_round4 import SmallAttn\n"
+        "class Later(SmallAttn):\n    n = 0\n    def forward(self, x):\n        Later.n += 1\n"
+        "        if Later.n >= 4:\n            raise OSError('disk went away')\n        return super().forward(x)\n"
+        % str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path}/later.py:Later", "--causal", "--quick",
+                            "--seq-len", "1,5,17")
+    line = one_line_error(code, err)
+    assert "OSError: disk went away" in line and "later.py:" in line, line

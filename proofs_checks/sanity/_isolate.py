@@ -274,7 +274,33 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
     except SystemExit as exc:
         return {"error": f"{label}: the code called sys.exit({exc.code!r}); nothing was checked"}
     except BaseException as exc:  # tverify's own code, or user code outside a boundary: the traceback
+        where = _user_frame(exc)
+        if where is not None:  # raised inside the user's own file: the user's exception, one line
+            return {"error": f"{label}: the code raised {describe_exception(exc)} (at {where}) while it was being "
+                             "checked; nothing was checked"}
         return {"internal": describe_exception(exc), "traceback": traceback.format_exc()}
+
+
+def _user_frame(exc: BaseException) -> str | None:
+    """``FILE:LINE`` of the innermost frame of ``exc``'s traceback that is the user's own code (a file
+    outside this project, the standard library and installed packages); ``None`` when no frame is."""
+    import sysconfig
+
+    roots = []
+    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
+        with contextlib.suppress(KeyError, OSError, ValueError, TypeError):
+            roots.append(os.path.realpath(sysconfig.get_paths()[key]))
+    top = Path(__file__).resolve().parents[2]
+    roots += [os.path.realpath(str(top / pkg)) for pkg in ("proofs_checks", "numerics", "theory")]
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        f = frame.f_code.co_filename
+        if not f or f.startswith("<"):
+            continue
+        real = os.path.realpath(f)
+        if not any(real.startswith(r + os.sep) for r in roots):
+            found = f"{os.path.basename(f)}:{line}"
+    return found
 
 
 def draw_figures(figures: dict, lines: list, req: dict) -> dict:

@@ -129,6 +129,37 @@ def _user_call(fn: Callable, label: str):
         return fn()
 
 
+def _materialize_lazy(obj: Any, D: int, label: str, name: str) -> None:
+    """A module with lazy parameters (``nn.LazyLinear``: shapes known only after a first call) is
+    called once on a zero ``(1, 2, D)`` input in its own dtype, which creates them, before the
+    check copies it; a call that raises is the user's one-line error."""
+    import torch
+    from torch.nn.parameter import is_lazy
+
+    if not isinstance(obj, torch.nn.Module):
+        return
+    try:
+        tensors = list(obj.parameters()) + list(obj.buffers())
+    except Exception:
+        return
+    lazy = [t for t in tensors if is_lazy(t)]
+    if not lazy:
+        return
+    dt = next((t.dtype for t in tensors if not is_lazy(t) and t.is_floating_point()), torch.get_default_dtype())
+    try:
+        with torch.no_grad():
+            _user_call(lambda: obj(torch.zeros(1, 2, D, dtype=dt)), label)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"{label}: {name} has {len(lazy)} uninitialized (lazy) parameter(s); the call on a (1, 2, {D}) "
+                         f"input that would create them raised {_describe(exc)} (give --dim D if {D} is not its "
+                         "width)") from None
+    if any(is_lazy(t) for t in list(obj.parameters()) + list(obj.buffers())):
+        raise UsageError(f"{label}: {name} still has uninitialized (lazy) parameters after a call on a (1, 2, {D}) "
+                         "input: initialize them before checking")
+
+
 def model_dim(obj: Any) -> int | None:
     """``D`` as the object declares it (``embed_dim``, ``dim``, ``d_model``, ... or the input width
     of its first ``nn.Linear``, Hugging Face ``Conv1D`` or 1×1 convolution); ``None`` when it does
@@ -150,7 +181,7 @@ def model_dim(obj: Any) -> int | None:
         for m in obj.modules():
             if isinstance(m, torch.nn.MultiheadAttention):
                 return int(m.embed_dim)
-            if isinstance(m, torch.nn.Linear):
+            if isinstance(m, torch.nn.Linear) and int(m.in_features) >= 1:  # a LazyLinear's is 0 until called
                 return int(m.in_features)
             w = getattr(m, "weight", None)
             if type(m).__name__ == "Conv1D" and isinstance(w, torch.Tensor) and w.dim() == 2:
@@ -671,8 +702,12 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
     D = dim or model_dim(obj)
     if D is None:
+        lazy = isinstance(obj, torch.nn.Module) and any(isinstance(m, torch.nn.modules.lazy.LazyModuleMixin)
+                                                        for m in obj.modules())
         raise UsageError(f"{label}: cannot tell the model dimension D of {name} (no embed_dim/dim/d_model attribute, "
-                         "no nn.Linear): give --dim D")
+                         + ("its projections are lazy (nn.LazyLinear): their input width is known only after a call"
+                            if lazy else "no nn.Linear") + "): give --dim D")
+    _materialize_lazy(obj, D, label, name)
     tdt = ap._DT[dtype]
     other = torch.float32 if tdt == torch.float64 else torch.float64
     f = obj
@@ -1148,6 +1183,8 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
                                                           "with each other"))
         tick.sub(0.6)
         props.append(probe.prop_gradients())
+        if probe.grad_outs:
+            props.append(probe.prop_grad_mode_forward())
         if mp is not None and against is None and mp.heads == 1:
             props.append(_convex_mapped(probe, f, st))
         _figures(probe, props, figures, st, mp, T_small, w)
