@@ -247,3 +247,18 @@ def test_the_users_oserror_on_a_later_call_is_one_line_exit_2(tmp_path):
                             "--seq-len", "1,5,17")
     line = one_line_error(code, err)
     assert "OSError: disk went away" in line and "later.py:" in line, line
+
+
+class NoDimArg(nn.Module):  # no parameters, no __init__ arguments: q = k = v = x
+    def forward(self, x):
+        T = x.shape[1]
+        s = (x @ x.transpose(-1, -2)).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return s.softmax(-1) @ x
+
+
+def test_dim_for_a_class_that_takes_no_dim_is_only_d():
+    with pytest.raises(UsageError) as e:
+        run(NoDimArg, causal=True)
+    assert "--dim" in e.value.format_message()
+    r = run(NoDimArg, causal=True, dim=8)
+    assert r.outcome in ("ok", "inconclusive"), r.verdict.summary

@@ -105,6 +105,17 @@ def instantiate(obj: Any, dim: int | None, label: str = "--module") -> Any:
     if not is_factory:
         return obj
     name = getattr(obj, "__name__", repr(obj))
+    if dim is not None:
+        try:
+            ps = inspect.signature(obj).parameters.values()
+            takes_dim = any(p.name == "dim" for p in ps)
+            if takes_dim is False and any(p.kind is p.VAR_KEYWORD for p in ps):
+                takes_dim = not (inspect.isclass(obj) and getattr(obj, "__init__", None) is getattr(
+                    __import__("torch").nn.Module, "__init__", None))  # nn.Module's own **kwargs take nothing
+        except (TypeError, ValueError):
+            takes_dim = True
+        if not takes_dim:  # --dim is then only the model dimension D, not an argument
+            dim = None
     try:
         inst = _user_call(lambda: obj(dim=dim) if dim is not None else obj(), label)
     except UsageError:
