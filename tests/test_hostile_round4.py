@@ -262,3 +262,35 @@ def test_dim_for_a_class_that_takes_no_dim_is_only_d():
     assert "--dim" in e.value.format_message()
     r = run(NoDimArg, causal=True, dim=8)
     assert r.outcome in ("ok", "inconclusive"), r.verdict.summary
+
+
+class HeadSizeAttr(SmallAttn):
+    """``self.d`` is the head size (4), not D (8), as in many hand-written modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.d = 4
+
+
+def test_an_attribute_d_no_projection_takes_is_not_the_model_dimension():
+    r = run(HeadSizeAttr(), causal=True)
+    assert r.outcome == "ok" and r.to_json()["inputs"]["D"] == 8, r.verdict.summary
+
+
+def test_rope_dims_read_from_the_module_are_named_when_they_do_not_fit():
+    m = LyingGQA(SimpleNamespace(num_key_value_heads=2), base=10000.0)
+    m.rotary_ndims = 1000
+    with pytest.raises(UsageError) as e:
+        run(m, positional="rope")
+    msg = e.value.format_message()
+    assert msg.startswith("the module's rope_dims 1000 (rotary_ndims)") and "--ignore-config" in msg, msg
+    m.rotary_ndims = 6
+    with pytest.raises(UsageError) as e:
+        run(m, positional="rope", heads=4)
+    assert "the module's rope_dims 6" in e.value.format_message() and "d_k = 4" in e.value.format_message()
+
+
+def test_a_partial_rotary_factor_without_a_head_size_is_said():
+    m = LyingGQA(SimpleNamespace(num_key_value_heads=2, partial_rotary_factor=0.5), base=10000.0)
+    r = run(m, positional="rope")
+    assert any("partial_rotary_factor = 0.5" in line and "--rope-dims" in line for line in r.lines), r.lines

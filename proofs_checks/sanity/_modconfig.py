@@ -256,6 +256,10 @@ def _hf(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
                     raise ConfigError(f"{fsrc} = {fac!r} × head_dim {hd} = {dims} rotated dimensions: RoPE rotates "
                                       "pairs, so it must be an even number ≥ 2")
                 r.add("rope_dims", dims, f"{fsrc} {float(fac):g} × {hsrc} {hd}")
+            elif float(fac) < 1:
+                r.note("partial_rotary", f"{fsrc} = {float(fac):g}: partial rotary, but no head size to apply it to "
+                                         "(no head_dim, nor hidden_size with num_attention_heads): not read; declare "
+                                         "--rope-dims (the rotated dimensions per head)")
     # the sliding window of this layer
     _hf_window(r, m, cfg, pre, idx, ltype)
     # a scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar) cannot be declared: said, not read

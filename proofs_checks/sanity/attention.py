@@ -171,6 +171,22 @@ def _materialize_lazy(obj: Any, D: int, label: str, name: str) -> None:
                          "input: initialize them before checking")
 
 
+def _input_widths(obj: Any) -> list[int]:
+    """The input widths of the module's linear maps (``nn.Linear``, ``nn.MultiheadAttention``)."""
+    import torch
+
+    out = []
+    try:
+        for m in obj.modules():
+            if isinstance(m, torch.nn.MultiheadAttention):
+                out.append(int(m.embed_dim))
+            elif isinstance(m, torch.nn.Linear) and int(m.in_features) >= 1:
+                out.append(int(m.in_features))
+    except Exception:
+        return []
+    return out
+
+
 def model_dim(obj: Any) -> int | None:
     """``D`` as the object declares it (``embed_dim``, ``dim``, ``d_model``, ... or the input width
     of its first ``nn.Linear``, Hugging Face ``Conv1D`` or 1×1 convolution); ``None`` when it does
@@ -183,11 +199,20 @@ def model_dim(obj: Any) -> int | None:
         except Exception:
             return None
 
+    declared = None
     for a in _DIM_ATTRS:
         for holder in (obj, attr(obj, "config")):
             v = attr(holder, a) if holder is not None else None
             if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-                return v
+                declared = v
+                break
+        if declared is not None:
+            break
+    widths = _input_widths(obj) if isinstance(obj, torch.nn.Module) else []
+    if declared is not None and (not widths or declared in widths):
+        return declared
+    # an attribute no projection takes as its input width (self.d = the head size, in many modules) is
+    # not D: the first projection's input width is
     if isinstance(obj, torch.nn.Module):
         for m in obj.modules():
             if isinstance(m, torch.nn.MultiheadAttention):
@@ -801,15 +826,26 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                     f"widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, v {c0.wv.shape[0]}, which that head count cannot "
                     "split; counts that fit: " + ", ".join(f"{h} heads" + (f" / {k} key/value heads" if k != h else "")
                                                            for h, k in fits[:8]))
+    early_notes: list[str] = []
     if positional == "rope" and rope_dims is not None:
+        rd_read = vals.get("_read", {}).get("rope_dims")
+        if given.get("rope_dims") is None and rd_read is not None:  # read from the module, not a flag
+            who = f"the module's rope_dims {rope_dims} ({rd_read[1]})"
+            fix = ": fix the module's value, or pass --ignore-config and declare --rope-dims"
+        else:
+            who, fix = f"--rope-dims {rope_dims}", ""
         if rope_dims > D:
-            raise UsageError(f"--rope-dims {rope_dims}: larger than the model dimension D = {D} (the rotated "
-                             "dimensions are counted per head, at most its size d_k)")
+            raise UsageError(f"{who}: larger than the model dimension D = {D} (the rotated dimensions are counted per "
+                             f"head, at most its size d_k){fix}")
         fit = [c for c in cands if rope_dims <= c.d_k]
         if cands and not fit:
-            raise UsageError(f"--rope-dims {rope_dims}: larger than the head size d_k = "
+            raise UsageError(f"{who}: larger than the head size d_k = "
                              f"{', '.join(sorted({str(c.d_k) for c in cands}))} of the weights found "
-                             f"({cands[0].source.split(';')[0].removeprefix('declared: ')}): at most d_k")
+                             f"({cands[0].source.split(';')[0].removeprefix('declared: ')}): at most d_k{fix}")
+        if fit != cands and who.startswith("the module's"):
+            early_notes.append(f"note: {who} leaves out the head counts whose head size is smaller "
+                         f"({', '.join(sorted({f'{c.heads} heads (d_k {c.d_k})' for c in cands if c not in fit}))}); "
+                         "declare --heads, or --ignore-config to not read it")
         cands = fit
     hook = note or None
     if kv_grouping is not None and not hook:
@@ -824,7 +860,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     H_hint = heads or head_count_hint(f, not ignore_config)
     st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm)
     hints.extend(hints_pre)
-    notes = [f"note: {n}" for n in hints_pre]
+    notes = [f"note: {n}" for n in hints_pre] + early_notes
     no_table = None  # --positional learned, the weights found, but no position table beside them
     if positional == "learned" and cands and all(c.pos_table is None for c in cands):
         no_table = cands[0].source.split(";")[0].removeprefix("declared: ")
