@@ -85,7 +85,14 @@ def _write_entry(p: Path, entry: dict) -> bool:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(json.dumps(entry))
         os.replace(tmp, where / f"{_key(p)}.json")
-    except OSError:
+    except OSError as exc:
+        import sys
+
+        try:  # said once, on stderr: the output is written, but a later run will not know it is ours
+            print(f"tverify: note: {p} was written, but the record of written outputs could not be kept in "
+                  f"{where} ({exc.strerror or exc}): replacing it later needs --force", file=sys.stderr)
+        except (OSError, ValueError):
+            pass
         return False
     _prune(where)
     return True

@@ -294,3 +294,39 @@ def test_a_partial_rotary_factor_without_a_head_size_is_said():
     m = LyingGQA(SimpleNamespace(num_key_value_heads=2, partial_rotary_factor=0.5), base=10000.0)
     r = run(m, positional="rope")
     assert any("partial_rotary_factor = 0.5" in line and "--rope-dims" in line for line in r.lines), r.lines
+
+
+def test_a_class_that_needs_arguments_is_told_to_name_an_instance():
+    with pytest.raises(UsageError) as e:
+        run(nn.MultiheadAttention, dim=8)
+    msg = e.value.format_message()
+    assert "name an instance or a factory" in msg and "give --dim" not in msg, msg
+
+    def broken():
+        raise RuntimeError("factory broken")
+    with pytest.raises(UsageError) as e:
+        run(broken)
+    assert "--dim" not in e.value.format_message()
+
+
+@pytest.mark.parametrize("cfg_kw, idx, words", [
+    (dict(sliding_window=4, use_sliding_window="false"), None, "use_sliding_window = 'false': expected True or False"),
+    (dict(sliding_window=4, layer_types=["sliding_attention", "full_attention"]), 5, "layer_idx = 5, beyond"),
+])
+def test_config_values_that_cannot_be_read_are_one_line(cfg_kw, idx, words):
+    m = LyingGQA(SimpleNamespace(num_key_value_heads=2, **cfg_kw))
+    if idx is not None:
+        m.layer_idx = idx
+    with pytest.raises(UsageError) as e:
+        run(m)
+    assert words in e.value.format_message(), e.value.format_message()
+
+
+def test_an_output_whose_record_cannot_be_kept_says_so(tmp_path, monkeypatch, capsys):
+    from proofs_checks import owned
+
+    monkeypatch.setenv("XDG_CACHE_HOME", "/dev/null")
+    f = tmp_path / "out.json"
+    owned.write_json_text(str(f), "{}", None)
+    err = capsys.readouterr().err
+    assert f.read_text() == "{}" and "record of written outputs could not be kept" in err and "--force" in err

@@ -193,6 +193,9 @@ def _layer(m: Any, cfg: Any, pre: str) -> tuple[int | None, str | None]:
             raise _bad(f"{pre}config.layer_types", types, "a list of layer-type names")
         if idx is not None and idx < len(types):
             return idx, types[idx]
+        if idx is not None and types:
+            raise ConfigError(f"{pre}layer_idx = {idx}, beyond {pre}config.layer_types ({len(types)} layers), so this "
+                              "layer's type cannot be read")
     return idx, None
 
 
@@ -319,6 +322,10 @@ def _hf_window(r: ConfigRead, m: Any, cfg: Any, pre: str, idx: int | None, ltype
     W = _window_value(sw, f"{cp}sliding_window")
     types = _get(cfg, "layer_types")
     use, mwl = _get(cfg, "use_sliding_window"), _get(cfg, "max_window_layers")
+    if use is not _MISSING and use is not None and not isinstance(use, bool) and type(use).__name__ != "bool_":
+        raise _bad(f"{cp}use_sliding_window", use, "True or False")
+    if use is not _MISSING and use is not None:
+        use = bool(use)
     if isinstance(types, (list, tuple)) and types:
         if ltype is None and len(set(types)) > 1 and "sliding_attention" in types:
             r.pending.setdefault("window", f"{cp}layer_types mixes sliding and full attention and the module has no "

@@ -105,26 +105,31 @@ def instantiate(obj: Any, dim: int | None, label: str = "--module") -> Any:
     if not is_factory:
         return obj
     name = getattr(obj, "__name__", repr(obj))
-    if dim is not None:
-        try:
-            ps = inspect.signature(obj).parameters.values()
-            takes_dim = any(p.name == "dim" for p in ps)
-            if takes_dim is False and any(p.kind is p.VAR_KEYWORD for p in ps):
-                takes_dim = not (inspect.isclass(obj) and getattr(obj, "__init__", None) is getattr(
-                    __import__("torch").nn.Module, "__init__", None))  # nn.Module's own **kwargs take nothing
-        except (TypeError, ValueError):
-            takes_dim = True
-        if not takes_dim:  # --dim is then only the model dimension D, not an argument
-            dim = None
+    try:
+        ps = inspect.signature(obj).parameters.values()
+        takes_dim = any(p.name == "dim" for p in ps)
+        if takes_dim is False and any(p.kind is p.VAR_KEYWORD for p in ps):
+            takes_dim = not (inspect.isclass(obj) and getattr(obj, "__init__", None) is getattr(
+                __import__("torch").nn.Module, "__init__", None))  # nn.Module's own **kwargs take nothing
+    except (TypeError, ValueError):
+        takes_dim = True
+    if dim is not None and not takes_dim:  # --dim is then only the model dimension D, not an argument
+        dim = None
     try:
         inst = _user_call(lambda: obj(dim=dim) if dim is not None else obj(), label)
     except UsageError:
         raise
     except Exception as exc:
         how = f"{name}(dim={dim})" if dim is not None else f"{name}()"
-        hint = "" if dim is not None else " (give --dim D to pass dim=D)"
-        if dim is not None and isinstance(exc, TypeError) and "dim" in str(exc):
+        missing = isinstance(exc, TypeError) and "required" in str(exc) and "argument" in str(exc)
+        hint = ""
+        if dim is not None and isinstance(exc, TypeError) and "unexpected keyword argument 'dim'" in str(exc):
             hint = " (it does not take dim=: leave out --dim)"
+        elif missing and takes_dim and dim is None:
+            hint = " (give --dim D to pass dim=D)"
+        elif missing:
+            hint = (f" (it needs arguments the check cannot guess: name an instance or a factory instead, e.g. "
+                    f"m = {name}(...) in a file, then --module FILE.py:m)")
         raise UsageError(f"{label}: {how} raised {_describe(exc)}{hint}") from None
     if not callable(inst):
         raise UsageError(f"{label}: {name}() returned a {type(inst).__name__}, which is not callable")
