@@ -351,6 +351,10 @@ def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
                          + (f" of shape {tuple(W.shape)}" if isinstance(W, torch.Tensor) else ""))
     if b is not None and not isinstance(b, torch.Tensor):
         raise ValueError(f"{what}: the bias must be a tensor or None, got {type(b).__name__}")
+    for t, nm in ((W, "weight"), (b, "bias")):
+        if t is not None and (not t.is_floating_point() or t.is_complex()):
+            raise ValueError(f"{what}: the {nm} has dtype {str(t.dtype).removeprefix('torch.')}: weights must be "
+                             "real floating point (the module's own parameters, not a converted copy)")
     return W, b
 
 
@@ -431,10 +435,14 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     if unknown:
         raise ValueError(f"the mapping hook's dict has unknown keys {', '.join(unknown)} (allowed: q, k, v, o, "
                          "heads, kv_heads, q_norm, k_norm, kv_grouping, q_transform, k_transform)")
+    import numbers
+
     h = value["heads"]
     hk = value.get("kv_heads") or h
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (h, hk)):
+    if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and type(n).__name__ != "bool_"
+               and n >= 1 for n in (h, hk)):
         raise ValueError(f"heads and kv_heads must be positive integers, got {h!r} and {hk!r}")
+    h, hk = int(h), int(hk)  # numpy integers too
     wq, bq = _pair(value["q"], "q")
     wk, bk = _pair(value["k"], "k")
     wv, bv = _pair(value["v"], "v")

@@ -330,3 +330,38 @@ def test_an_output_whose_record_cannot_be_kept_says_so(tmp_path, monkeypatch, ca
     owned.write_json_text(str(f), "{}", None)
     err = capsys.readouterr().err
     assert f.read_text() == "{}" and "record of written outputs could not be kept" in err and "--force" in err
+
+
+def test_a_mapping_hook_that_changes_the_module_is_refused():
+    def hook(m):
+        m.num_heads = 2  # a careless hook: writes into the module it reads
+        m.flag = True
+        return {"q": m.q, "k": m.k, "v": m.v, "o": m.o, "heads": 2}
+
+    with pytest.raises(UsageError) as e:
+        run(SmallAttn(), causal=True, mapping=hook)
+    assert "the hook changed the module" in e.value.format_message() and "flag" in e.value.format_message()
+
+
+@pytest.mark.parametrize("what, value, ok", [
+    ("heads", np.int64(2), True),
+    ("q_int", None, False),
+    ("q_complex", None, False),
+])
+def test_mapping_hook_values_are_typed(what, value, ok):
+    def hook(m):
+        d = {"q": m.q, "k": m.k, "v": m.v, "o": m.o, "heads": 2}
+        if what == "heads":
+            d["heads"] = value
+        elif what == "q_int":
+            d["q"] = m.q.weight.detach().long()
+        else:
+            d["q"] = m.q.weight.detach().to(torch.complex128)
+        return d
+
+    if ok:
+        assert run(SmallAttn(), causal=True, mapping=hook).outcome == "ok"
+    else:
+        with pytest.raises(UsageError) as e:
+            run(SmallAttn(), causal=True, mapping=hook)
+        assert "weights must be real floating point" in e.value.format_message()

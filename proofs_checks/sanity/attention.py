@@ -145,6 +145,45 @@ def _user_call(fn: Callable, label: str):
         return fn()
 
 
+_SIMPLE = (bool, int, float, str, type(None))
+
+
+def _module_state(f: Any) -> dict:
+    """What a mapping hook must not change: every submodule's plain attributes (numbers, strings,
+    flags), its parameters' and buffers' identity, shape and in-place version, and its submodules."""
+    import torch
+
+    if not isinstance(f, torch.nn.Module):
+        return {}
+    out = {}
+    try:
+        for name, m in f.named_modules():
+            pre = f".{name}" if name else ""
+            for k, v in vars(m).items():
+                if isinstance(v, _SIMPLE) and not k.startswith("_"):
+                    out[f"{pre}.{k}"] = v
+            for k, t in list(m._parameters.items()) + list(m._buffers.items()):
+                out[f"{pre}.{k}"] = None if t is None else (id(t), tuple(t.shape), t.dtype, t._version)
+            out[f"{pre} submodules"] = tuple(m._modules)
+    except Exception:
+        return {}
+    return out
+
+
+def _state_changes(a: dict, b: dict) -> str:
+    diff = [k for k in dict.fromkeys(list(a) + list(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
+    if not diff:
+        return ""
+
+    def show(d, k):
+        v = d.get(k, "<absent>")
+        return "a tensor" if isinstance(v, tuple) and len(v) == 4 else repr(v)[:40]
+
+    words = [f"{k.lstrip('.')}: {show(a, k)} → {show(b, k)}" if not isinstance(a.get(k), tuple) else
+             f"{k.lstrip('.')} replaced or written in place" for k in diff[:3]]
+    return "; ".join(words) + (f"; {len(diff) - 3} more" if len(diff) > 3 else "")
+
+
 def _materialize_lazy(obj: Any, D: int, label: str, name: str) -> None:
     """A module with lazy parameters (``nn.LazyLinear``: shapes known only after a first call) is
     called once on a zero ``(1, 2, D)`` input in its own dtype, which creates them, before the
@@ -786,12 +825,17 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         note = f"declared: the module's {HOOK_METHOD}()"
         get = getattr(f, HOOK_METHOD)
     if note:
+        before = _module_state(f)
         try:
             value = _user_call(get, "--mapping")
         except UsageError:
             raise
         except Exception as exc:
             raise UsageError(f"--mapping: the hook raised {_describe(exc)}") from None
+        changed = _state_changes(before, _module_state(f))
+        if changed:
+            raise UsageError(f"--mapping: the hook changed the module it was given ({changed}): a mapping hook must "
+                             "only read the weights, or the module checked is not the one you wrote")
         try:
             mp = mapping_from_hook(value, D, note)
         except ValueError as exc:
@@ -1670,7 +1714,9 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
 
     payload = _isolate.run_isolated(CHILD_TASK, {"kwargs": kwargs, "module_spec": module_spec,
                                                   "mapping_spec": mapping_spec, "against_spec": against_spec},
-                                    label="--module", what=f"check attention {name}", timeout=timeout,
+                                    label="/".join(["--module"] + (["--mapping"] if mapping_spec else [])
+                                                   + (["--against"] if against_spec else [])),
+                                    what=f"check attention {name}", timeout=timeout,
                                     max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
     _isolate.finish_rebuilt(payload, rebuild, finish, json_path, report_dir)
 
