@@ -363,7 +363,8 @@ def spd_from_array(arr, option: str, *, max_cond: float = MAX_COND) -> tuple[np.
             msg = str(exc)
             raise InputError(msg if msg.startswith(option) else f"{option}: {msg}") from None
         ev = np.linalg.eigvalsh(mat)
-    cond = float(ev[-1] / ev[0]) if ev[0] > 0 else float("inf")
+    with np.errstate(over="ignore"):  # a subnormal eigenvalue: the condition number is inf, said below
+        cond = float(ev[-1] / ev[0]) if ev[0] > 0 else float("inf")
     if not cond <= max_cond:
         raise InputError(f"{option}: condition number {cond:.3g} exceeds {max_cond:.0e}, beyond what float64 can "
                          f"check (eigenvalues {ev[0]:.3g} … {ev[-1]:.3g})")

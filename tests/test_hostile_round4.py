@@ -365,3 +365,25 @@ def test_mapping_hook_values_are_typed(what, value, ok):
         with pytest.raises(UsageError) as e:
             run(SmallAttn(), causal=True, mapping=hook)
         assert "weights must be real floating point" in e.value.format_message()
+
+
+def test_a_subnormal_lambda_entry_is_one_line_without_numpy_warnings():
+    from tests.cli_helpers import invoke, one_line_error
+
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("error")
+        code, out, err = invoke("check", "icl", "--N", "10", "--quick", "--lambda", "1e-320,1")
+    assert "condition number inf" in one_line_error(code, err)
+
+
+class Ckpt(SmallAttn):
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(SmallAttn.forward, self, x, use_reentrant=True)
+
+
+def test_reentrant_checkpointing_gives_no_torch_warning(recwarn):
+    r = run(Ckpt(), causal=True)
+    assert r.outcome == "ok", r.verdict.summary
+    assert not [w for w in recwarn.list if "requires_grad" in str(w.message)]

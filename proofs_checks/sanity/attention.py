@@ -682,6 +682,13 @@ def _quiet_flex_warning(fn: Callable) -> Callable:
         shown = "flex_attention_performance" in before if isinstance(before, set) else False
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_FLEX_WARNING, category=UserWarning)
+            # reentrant torch.utils.checkpoint on the check's own no-grad probes: its warning is about them
+            # (gradients are checked by the gradient pass, with an input that requires grad)
+            warnings.filterwarnings("ignore", message=r"None of the inputs have requires_grad=True",
+                                    category=UserWarning)
+            # torch.compile's tracer explaining why it cannot trace the user's score_mod: the check's one
+            # line names the exception it ends in
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._dynamo")
             try:
                 return fn(*args, **kwargs)
             finally:
