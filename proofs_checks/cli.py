@@ -165,20 +165,54 @@ class _Progress:
                                console=err, transient=True)
             self._task = self._p.add_task(label, total=total)
 
+    #: without a terminal: a "still running" line after this many seconds of silence, then every
+    #: HEARTBEAT_EVERY (a claim of a minute is never a minute of silence in a CI log)
+    HEARTBEAT_FIRST, HEARTBEAT_EVERY = 3.0, 5.0
+
     def __enter__(self):
         if self._p:
             self._p.__enter__()
+        elif self.enabled:
+            import threading
+
+            self._current, self._since, self._beats = None, 0.0, 0
+            self._stop = threading.Event()
+            self._beat = threading.Thread(target=self._heartbeat, name="tverify-progress", daemon=True)
+            self._beat.start()
         return self
 
     def __exit__(self, *exc):
         if self._p:
             self._p.__exit__(*exc)
+        elif self.enabled:
+            self._stop.set()
+
+    def _heartbeat(self):
+        import time
+
+        while not self._stop.wait(0.5):
+            name, since = self._current, self._since
+            if name is None:
+                continue
+            el = time.monotonic() - since
+            if el >= self.HEARTBEAT_FIRST + self.HEARTBEAT_EVERY * self._beats:
+                self._beats += 1
+                try:
+                    click.echo(f"[{self.done + 1}/{self.total}] {name}: still running ({el:.0f} s)", err=True)
+                except (OSError, ValueError):  # stderr closed: the run goes on
+                    return
 
     def start(self, name: str):
         if self._p:
             self._p.update(self._task, description=f"{self.label}: {name}")
+        elif self.enabled:
+            import time
+
+            self._since, self._beats, self._current = time.monotonic(), 0, name
 
     def advance(self, name: str, status: str = "", seconds: float | None = None):
+        if not self._p and self.enabled:
+            self._current = None
         self.done += 1
         if self._p:
             self._p.advance(self._task)

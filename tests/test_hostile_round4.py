@@ -387,3 +387,18 @@ def test_reentrant_checkpointing_gives_no_torch_warning(recwarn):
     r = run(Ckpt(), causal=True)
     assert r.outcome == "ok", r.verdict.summary
     assert not [w for w in recwarn.list if "requires_grad" in str(w.message)]
+
+
+def test_run_without_a_terminal_says_a_long_claim_is_still_running(monkeypatch, capsys):
+    import time
+
+    from proofs_checks import cli
+
+    monkeypatch.setattr(cli._Progress, "HEARTBEAT_FIRST", 0.3)
+    monkeypatch.setattr(cli._Progress, "HEARTBEAT_EVERY", 10.0)
+    with cli._Progress(2, "verifying", True) as bar:
+        bar.start("slow.claim")
+        time.sleep(1.2)
+        bar.advance("slow.claim", "verified", 1.2)
+    err = capsys.readouterr().err
+    assert "[1/2] slow.claim: still running" in err and "[1/2] slow.claim verified" in err, err
