@@ -312,6 +312,20 @@ def necessity_text(h: dict[str, Any]) -> str:
     return "not shown necessary" + (f" ({why})" if why else "")
 
 
+def _counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome:
+    """:func:`run_counterexample`, in a child process for a plugin's claim (as its statement mutant
+    runs in ``tverify mutants``): a plugin's counterexample is someone else's code."""
+    iso = ISOLATED.get(claim.id)
+    if iso is not None and iso[0] is claim and claim.checks:
+        from proofs_checks.registry import DroppedHypothesis
+
+        m = next((m for m in claim.all_mutants() if isinstance(m.form, DroppedHypothesis) and m.form.name == name),
+                 None)
+        if m is not None:
+            return iso[1](claim.checks[0], m.form, claim, ctx)
+    return run_counterexample(claim, name, ctx)
+
+
 def counterexample_json(claim: Claim, ctx: RunContext | None = None) -> list[dict[str, Any]]:
     """The hypotheses of ``claim`` as JSON, each with its computed counterexample (``counterexample``:
     the instance and the violated clause, ``necessary: true``) or ``necessary: false`` and the
@@ -323,7 +337,7 @@ def counterexample_json(claim: Claim, ctx: RunContext | None = None) -> list[dic
         if h.counterexample is None:
             item.update(necessary=False, counterexample=None, why_not_shown=h.necessary_note)
         else:
-            o = run_counterexample(claim, h.name, ctx)
+            o = _counterexample(claim, h.name, ctx)
             cx = (o.result.details.get("counterexample") if o.result is not None else None)
             item.update(necessary=o.status == "failed", counterexample=cx,
                         why_not_shown=None if o.status == "failed" else
@@ -449,6 +463,20 @@ def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]
     derived or assumed), ``obligations`` (each evaluated: ``passed``, ``residual``, ``method``),
     ``provenance`` of the closed form, ``legend`` of symbols, ``assumptions`` (the texts of the
     assumed steps) and ``error`` (the derivation crashed: its message, else ``None``)."""
+    iso = ISOLATED_DERIVATION.get(getattr(claim, "id", None))
+    if iso is not None and iso[0] is claim and claim.derivation is not None:  # a plugin's: in a child process
+        return iso[1](claim, obligations)
+    return derivation_info_here(claim, obligations=obligations)
+
+
+#: claim id -> (the registered claim, how its derivation is built): a plugin claim's derivation runs in
+#: a child process as its checks do (``proofs_checks.claims._plugins``): ``os._exit(0)`` in a plugin's
+#: derivation ended ``tverify run`` with exit 0 and nothing printed
+ISOLATED_DERIVATION: dict[str, tuple[Claim, Callable[..., dict]]] = {}
+
+
+def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str, Any]:
+    """:func:`derivation_info` computed in this process (a plugin claim's child process calls it)."""
     info: dict[str, Any] = {"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [], "error": None,
                             "timeout": None}
     if claim.derivation is None:

@@ -233,3 +233,31 @@ def test_a_cached_catalogue_still_says_which_plugin_was_skipped(tmp_path):
     for code, out, err, _ in (first, second):
         warn = [ln for ln in err.splitlines() if "claims plugin" in ln and "zzkbd" in ln]
         assert code == 0 and len(warn) == 1 and "skipped" in warn[0], err
+
+
+DERIVATION_EXITS = textwrap.dedent('''
+    import os
+    import sympy as sp
+    from proofs_checks.plugin import Check, Claim, Mutant, exact, register
+
+    def derive():
+        os._exit(0)
+
+    def ok(form, ctx):
+        return exact(float(form - 3), "the count")
+
+    register(Claim(id="zzder.exits", title="t", statement="3", source="-", kind="identity", form=3.0,
+                   no_symbolic="a count", derivation=derive, checks=(Check("count", "numeric", ok),),
+                   mutants=(Mutant("four", "wrong constant", "4", 4.0),)))
+''')
+
+
+def test_a_plugin_derivation_that_exits_is_that_claims_error_never_exit_0(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzder", DERIVATION_EXITS)
+    code, out, err, _ = tverify(site, "run", "zzder.exits", "--quick", "--json", "-", "--no-progress")
+    c = json.loads(out)["results"][0]
+    assert code == 1 and c["status"] == "error", (code, c, err)
+    assert "the derivation" in c["message"] and "exit status 0" in c["message"], c["message"]
+    no_traceback(out, err)

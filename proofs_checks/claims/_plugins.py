@@ -248,6 +248,62 @@ def isolate(ep: Any, claim_ids) -> None:
     for cid in claim_ids:
         if cid in registry:
             runner.ISOLATED[cid] = (registry.get(cid), lambda check, form, claim, ctx, _s=spec: run_check(_s, check, form, claim, ctx))
+            runner.ISOLATED_DERIVATION[cid] = (registry.get(cid),
+                                               lambda claim, obligations, _s=spec: run_derivation(_s, claim, obligations))
+
+
+def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
+    """A plugin claim's derivation (and its obligations) built in a child process, as its checks
+    run: an exit, a signal, a hang past the derivation budget or a ``KeyboardInterrupt`` there is the
+    derivation's ``error`` (so the claim is ``error``, never verified), one line."""
+    import importlib
+
+    runner = _runner()
+    iso = importlib.import_module("proofs_checks.sanity._isolate")
+    empty = {"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [], "error": None,
+             "timeout": None}
+    label, what = f"claims plugin {short(repr(spec[0]), 60)}", f"derivation of {short(claim.id, 80)}"
+    req = {"ep": list(spec), "claim": claim.id, "obligations": bool(obligations)}
+    try:
+        payload = iso.run_isolated("proofs_checks.claims._plugins:derivation_task", req, label=label, what=what,
+                                   timeout=runner.derivation_budget() + 60.0, progress=_runner().PROGRESS_LINES)
+    except iso.UserCodeError as exc:
+        msg = str(exc)
+        for a, b in ((f"{label}: {what}: ", ""), (f"{label}: ", ""), ("the process running your code", "its process"),
+                     (" (the process running your code was stopped)", ""), ("--timeout", "the derivation budget"),
+                     ("before the check finished", "before it finished")):
+            msg = msg.replace(a, b)
+        return {**empty, "error": short(f"plugin {short(repr(spec[0]), 40)}: the derivation: {msg}", MESSAGE)}
+    except iso.ChildInternalError as exc:
+        return {**empty, "error": short(str(exc).partition("\n")[0], MESSAGE)}
+    if payload.get("load_error"):
+        return {**empty, "error": short(payload["load_error"], MESSAGE)}
+    info = payload.get("info")
+    if not isinstance(info, dict):
+        return {**empty, "error": "the derivation's process sent no result"}
+    return {**empty, **info}
+
+
+def derivation_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover - runs in the child
+    """In the child: import the plugin, find the claim, build its derivation as the runner does."""
+    from importlib.metadata import EntryPoint
+
+    from proofs_checks.registry import registry
+    from proofs_checks.runner import derivation_info_here
+
+    os.environ[CHILD_ENV] = "1"
+    name, value, group = req["ep"]
+    try:
+        if req["claim"] not in registry:
+            loaded = EntryPoint(name, value, group).load()
+            if callable(loaded):
+                loaded()
+        claim = registry.get(req["claim"])
+    except (Exception, SystemExit) as exc:
+        return {"load_error": f"plugin {name!r}: its import failed in the derivation's process: "
+                              f"{type(exc).__name__}: {short(exc, 160)}"}
+    info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
+    return {"info": json.loads(json.dumps(info, default=str))}
 
 
 def _role(claim: Any, form: Any) -> list | None:
