@@ -233,6 +233,12 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         for nm, v in (("mode", mode), ("dtype", dtype), ("device", device)):
             if not isinstance(v, str):
                 raise InputError(f"check_attention: {nm} must be a string, got {v!r}")
+        if device.split(":")[0] == "cuda":
+            from numerics.torch_utils import cuda_available
+
+            if not cuda_available():
+                raise InputError(f"check_attention: device={device!r}: torch sees no CUDA device on this machine "
+                                 "(use device=\"cpu\")")
         if isinstance(against, (str, bytes, os.PathLike)):
             raise InputError(f"check_attention: against must be a module, class or function (the second "
                              f"implementation itself), got the string {str(against)!r:.80}: FILE.py:NAME is the "
@@ -359,7 +365,7 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
 
 
 def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, isolate: bool = True,
-                   timeout: float | None = None):
+                   timeout: float | None = None, **unknown):
     """``tverify check hopfield``: ``patterns`` an ``(N, d)`` array (or a ``.npy``/``.pt`` path), the
     modern Hopfield update at ``beta`` or your ``module`` (``f(xi, patterns, beta)`` or ``f(xi)``),
     which runs in a child process as in :func:`check_attention` (``isolate``, ``timeout``).
@@ -374,6 +380,13 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     """
     from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
 
+    if unknown:
+        from theory.validation import InputError
+
+        bad = sorted(unknown)
+        raise InputError(f"check_hopfield: unknown keyword argument{'s' if len(bad) > 1 else ''} "
+                         f"{', '.join(map(repr, bad))}; valid: beta, module, seed, isolate, timeout (the check has no "
+                         "quick/full sizes: patterns and beta decide its size)")
     with _as_value_errors(check_hopfield):
         timeout = _isolation("check_hopfield", isolate, timeout)
         _numbers("check_hopfield", ints=dict(seed=seed), reals=dict(beta=beta))
@@ -444,6 +457,7 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
     import numpy as np
 
     from proofs_checks.sanity import att_svm as sa
+    from theory.validation import InputError
 
     with _as_value_errors(check_att_svm):
         _numbers("check_att_svm", ints=dict(iters=iters, seeds=seeds, seed=seed), reals=dict(lr=lr, level=level))
@@ -466,7 +480,24 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
                     raise sa.InputError(f"weights: W must be a finite ({d}, {d}) array for the data's d = {d}, "
                                         f"got {W.shape}")
             return sa.weights_result(inst, W, form=form, level=level)
+        if mode not in sa.SIZES:
+            raise InputError(f"check_att_svm: mode must be one of {', '.join(sa.SIZES)}, got {mode!r}")
         i0, s0 = sa.SIZES[mode]
+        for nm, v, lo, hi in (("iters", iters, 1, 10**7), ("seeds", seeds, 1, 4096)):
+            if v is not None and not lo <= v <= hi:
+                raise InputError(f"check_att_svm: {nm} must be in {lo} … {hi}, got {v}")
+        if not (isinstance(lr, float) and 0 < lr < float("inf")):
+            raise InputError(f"check_att_svm: lr must be a positive finite number, got {lr!r}")
+        if level is None or not 0 < level < 1:
+            raise InputError(f"check_att_svm: level must be strictly between 0 and 1, got {level!r}")
+        sa.check_step(inst, lr, iters or i0)
+        from proofs_checks.options import require_device
+
+        try:
+            require_device(device, False)
+        except Exception:
+            raise InputError(f"check_att_svm: device {device!r}: torch sees no such device on this machine "
+                             "(use device=\"cpu\")") from None
         return sa.run_att_svm(inst, iters=iters or i0, lr=lr, seeds=seeds or s0, level=level, seed=seed,
                               device=device, mode=mode)
 
@@ -537,7 +568,8 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
     for nm, v in (("f", f), ("V", V), ("eps", eps)) + ((("vars", vars),) if vars is not None else ()) + (
             (("region", region),) if region is not None else ()):
         if not isinstance(v, str):
-            raise InputError(f"check_lyapunov: {nm} must be text (e.g. {nm}={'0.001' if nm == 'eps' else 'x**2 + y**2'!r}), "
+            example = {"eps": "0.001", "vars": "x,y", "region": "1"}.get(nm, "x**2 + y**2")
+            raise InputError(f"check_lyapunov: {nm} must be text (e.g. {nm}={example!r}), "
                              f"got {v!r:.60} ({type(v).__name__})")
     with _as_value_errors(check_lyapunov):
         _numbers("check_lyapunov", ints=dict(seed=seed))

@@ -196,6 +196,7 @@ class Progress:
         self._phase = ""
         self._span = (0.0, 1.0)
         self.printed = 0
+        self.last_fraction = 0.0
 
     def phase(self, name: str, start: float, end: float) -> "Progress":
         """Subsequent ``update(f)`` calls map ``f ∈ [0, 1]`` into ``[start, end]`` of the whole."""
@@ -207,6 +208,7 @@ class Progress:
         self.update(a + (b - a) * min(max(f, 0.0), 1.0))
 
     def update(self, fraction: float) -> None:
+        self.last_fraction = fraction  # what a Heartbeat repeats while the work is silent
         if not self.enabled:
             return
         now = self.clock()

@@ -402,3 +402,71 @@ def test_run_without_a_terminal_says_a_long_claim_is_still_running(monkeypatch, 
         bar.advance("slow.claim", "verified", 1.2)
     err = capsys.readouterr().err
     assert "[1/2] slow.claim: still running" in err and "[1/2] slow.claim verified" in err, err
+
+
+def _svm_instance():
+    from numerics.att_svm import make_instance
+
+    inst = make_instance(3, 4, 6, seed=5, setting="global")
+    return inst, (inst.X, inst.z, inst.y, inst.v)
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(iters=0), "iters must be in 1"),
+    (dict(level=2.0), "level must be strictly between 0 and 1"),
+    (dict(lr=1e300), "lr=1e+300"),
+    (dict(device="cuda"), "device"),
+])
+def test_att_svm_api_has_the_commands_ranges(kw, words):
+    if kw.get("device") == "cuda" and torch.cuda.is_available():
+        pytest.skip("CUDA is there")
+    _, data = _svm_instance()
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_att_svm(data, mode="quick", **kw)
+    assert words in str(e.value) and str(e.value).startswith("check_att_svm:"), str(e.value)
+
+
+def test_att_svm_lr_whose_iterates_overflow_is_one_line():
+    from tests.cli_helpers import invoke, one_line_error
+
+    inst, _ = _svm_instance()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = f"{d}/svm.npz"
+        np.savez(p, X=inst.X, z=inst.z, y=inst.y, v=inst.v)
+        code, out, err = invoke("check", "att-svm", "--quick", "--data", p, "--lr", "1e300")
+    assert "overflow float64" in one_line_error(code, err)
+
+
+def test_att_svm_progress_covers_the_per_initialisation_targets(monkeypatch):
+    from proofs_checks.sanity import att_svm as sa
+
+    inst, _ = _svm_instance()
+    ticks = []
+    orig = sa._verdict
+
+    def spy(*a, tick, **kw):
+        return orig(*a, tick=lambda f: (ticks.append(f), tick(f)), **kw)
+    monkeypatch.setattr(sa, "_verdict", spy)
+    sa.run_att_svm(inst, iters=20, lr=0.1, seeds=4, level=0.99, progress=True)
+    assert ticks == [0.0, 0.25, 0.5, 0.75]  # the slow per-initialisation step reports its progress
+
+
+def test_other_api_functions_refuse_unknown_keywords_and_show_fitting_examples():
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_hopfield(np.eye(4), beta=0.5, mode="quick")
+    assert "unknown keyword argument 'mode'" in str(e.value)
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_lyapunov("-x, -y", "x**2 + y**2", vars=["x", "y"])
+    assert "vars='x,y'" in str(e.value)
+
+
+def test_lyapunov_variables_in_natural_order_and_ascii():
+    from theory.lyapunov import parse_system
+
+    c = parse_system("-x1, -x2, -x10", "x1**2 + x2**2 + x10**2")
+    assert [str(v) for v in c.vars] == ["x1", "x2", "x10"]
+    with pytest.raises(InputError) as e:
+        parse_system("-α, -y", "α**2 + y**2")
+    assert "ASCII" in str(e.value)

@@ -26,6 +26,7 @@ import ast
 import itertools
 import keyword
 import math
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -869,12 +870,21 @@ def _split_components(text: str, option: str) -> list[str]:
     return parts
 
 
+def natural_key(name: str) -> tuple:
+    """Names in natural order: ``x2`` before ``x10`` (digit runs compare as numbers).
+
+    >>> sorted(["x10", "x2", "x1", "y"], key=natural_key)
+    ['x1', 'x2', 'x10', 'y']
+    """
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
 def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Candidate:
     """Parse a user's polynomial system and candidate (``tverify check lyapunov``).
 
     ``f_text``: the components of ``f`` separated by commas (``"-x**3 - y, x - y**3"``);
     ``V_text``: one expression; ``vars_text``: the variables separated by commas (default: the
-    names used, in alphabetical order). Only numbers, the variables, ``+ - * / **`` and parentheses
+    names used, in natural order: ``x1, x2, x10``; names must be ASCII). Only numbers, the variables, ``+ - * / **`` and parentheses
     are allowed (checked on the syntax tree before SymPy's parser sees it, with a namespace that
     holds only the variables); decimals become exact rationals. Every mistake (a parse error, an
     unknown name, a non-polynomial, a dimension mismatch, ``f(0) ≠ 0``, too many variables or too
@@ -912,7 +922,11 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
         used |= _check_ast(comp, f"--f (component {k})", names)
     used |= _check_ast(V_text, "--V", names)
     if names is None:
-        names_list = sorted(used)
+        odd = sorted(v for v in used if not v.isascii())
+        if odd:  # no evident order of Greek and Latin letters, and --vars takes ASCII names only
+            raise InputError(f"--f/--V: variable names must be ASCII identifiers, got {', '.join(map(repr, odd))}: rename them "
+                             "(and give --vars in the order of --f's components)")
+        names_list = sorted(used, key=natural_key)
         if not names_list:
             raise InputError("no variables: --f and --V are constants (name them with --vars)")
     if len(names_list) > MAX_VARS:

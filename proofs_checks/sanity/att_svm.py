@@ -139,11 +139,12 @@ def _angle(c: float) -> float:
     return float(math.acos(min(1.0, max(-1.0, c))))
 
 
-def _verdict(ns, inst, fro, tr, *, level: float, iters: int) -> tuple[Verdict, list[dict]]:
+def _verdict(ns, inst, fro, tr, *, level: float, iters: int, tick=lambda f: None) -> tuple[Verdict, list[dict]]:
     B = tr["W"].shape[0]
     svm_cache: dict[tuple, object] = {}
     seeds = []
     for b in range(B):
+        tick(b / B)
         sel = tr["selected"][b]
         is_opt = bool(np.all(sel == inst.opt))
         info = {"seed_index": b, "selected_is_opt": is_opt, "target": "W^mm" if is_opt else "Att-SVM of the selected tokens"}
@@ -489,6 +490,22 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     return SanityResult("att-svm", doc, v, props, lines, {"weights_saturation": _fig})
 
 
+def check_step(inst, lr: float, iters: int, words=("--lr", "--iters")) -> None:
+    """Normalised GD moves W by ``lr`` per step, so after ``iters`` steps ‖W‖ ≤ lr·iters and every
+    logit is at most lr·iters·max‖x‖·max‖z‖; norms and correlations square these: beyond 1e150 the
+    training overflows float64 (a usage error naming the bound, not numpy's overflow warnings and a
+    meaningless correlation)."""
+    import numpy as np
+
+    xs = float(np.max(np.linalg.norm(inst.X, axis=-1))) if inst.X.size else 0.0
+    zs = float(np.max(np.linalg.norm(inst.z, axis=-1))) if inst.z.size else 0.0
+    bound = lr * iters * max(1.0, xs * zs)
+    if not bound <= 1e150:
+        raise UsageError(f"{words[0]} {lr:g}: after {words[1]} {iters} normalised steps ‖W‖ and the logits can reach "
+                         f"{lr:g}·{iters}·max(1, max‖x‖·max‖z‖) = {bound:.3g}, whose squares (in norms and "
+                         f"correlations) overflow float64 (≤ 1e150 needed): use a smaller {words[0]}")
+
+
 def run_att_svm(inst, *, iters: int, lr: float, seeds: int, level: float, seed: int = 0, device: str = "cpu",
                 mode: str = "default", progress: bool = False, est=None, inputs: dict | None = None) -> SanityResult:
     """Certify the Att-SVM of ``inst``, train normalised GD, and return the verdict as a
@@ -506,6 +523,13 @@ def run_att_svm(inst, *, iters: int, lr: float, seeds: int, level: float, seed: 
                             "device": device, "mode": mode},
                  "resources": est.to_json()}
     prog.phase("solving the Att-SVM", 0, 0.05).sub(0)
+    with guards.Heartbeat(prog, lambda: prog.last_fraction):  # a line every few seconds, whatever step is slow
+        return _run_att_svm_body(ns, inst, prog, doc, iters=iters, lr=lr, seeds=seeds, level=level, seed=seed,
+                                 device=device, est=est)
+
+
+def _run_att_svm_body(ns, inst, prog, doc, *, iters, lr, seeds, level, seed, device, est):
+    n, T, d = inst.X.shape
     try:
         fro = ns.solve_att_svm(inst.X, inst.z, inst.opt, "fro")
     except ns.SolverFailure as exc:
@@ -520,12 +544,13 @@ def run_att_svm(inst, *, iters: int, lr: float, seeds: int, level: float, seed: 
         doc["nuc"] = {"error": str(exc)}
     doc["fro"] = {"norm": fro.value, "status": fro.status, "support": fro.support_tokens(),
                   "max_kkt_residual": fro.max_residual(), "duality_gap": fro.duality_gap}
-    n_segments = 1 if est.seconds < 2 else 20
-    prog.phase("training", 0.05, 1.0)
+    n_segments = 1 if est.seconds < 2 and seeds * iters < 200_000 else 20
+    prog.phase("training", 0.05, 0.7)
     tr = _train_segmented(ns, inst, fro.W, lr=lr, iters=iters, seeds=seeds, seed=seed, device=device, prog=prog.sub,
                           n_segments=n_segments)
+    prog.phase("the target of each initialisation", 0.7, 1.0)
+    verdict, per_seed = _verdict(ns, inst, fro, tr, level=level, iters=iters, tick=prog.sub)
     prog.done()
-    verdict, per_seed = _verdict(ns, inst, fro, tr, level=level, iters=iters)
     marks = sorted({k for k in (1, 10, 100, 1000, 10000, 100000, 1000000, iters) if k <= iters})
     curve = {k: float(np.mean(tr["corr"][k - 1])) for k in marks}
     reach = iterations_to(tr["corr"], level)
@@ -619,6 +644,7 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
         result.doc.update({"n": int(n), "T": int(T), "d": int(d), "opt": inst.opt.tolist(),
                            "inputs": {"data": data_path, "weights": weights_path, "level": level}})
         finish(result, json_path, report_dir)
+    check_step(inst, lr, iters)
     est = estimate_resources(n, T, d, seeds, iters)
     guards.check_memory(est, max_memory, hint="lower --iters or --seeds")
     result = run_att_svm(inst, iters=iters, lr=lr, seeds=seeds, level=level, seed=seed, device=device, mode=mode,

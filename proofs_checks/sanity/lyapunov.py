@@ -273,7 +273,7 @@ def _figure(cand, region, ce=None):
                    "Allowed: numbers, the variables, + - * / ** (whole exponents) and parentheses.")
 @click.option("--V", "V_text", required=True, metavar="EXPR", help='The candidate Lyapunov function, e.g. "x**2 + y**2".')
 @click.option("--vars", "vars_text", default=None, metavar="x,y,...",
-              help="The state variables in the order of --f's components (default: the names used, alphabetically).")
+              help="The state variables in the order of --f's components (default: the names used, in natural order: x1, x2, x10).")
 @click.option("--eps", "eps_text", default="0.001", show_default=True, metavar="E",
               help="The margin ε in V − εp and −∇V·f − εq (a decimal or a fraction in (0, 1)).")
 @click.option("--region", "region_text", default=None, metavar="R",
