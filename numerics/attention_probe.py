@@ -948,6 +948,16 @@ class AttentionProbe:
         name = "matches_reference_with_grad" if self.against is None else "matches_against_with_grad"
         if not self.grad_outs:
             return _skip(name, "no output was computed with autograd enabled (see the gradient property)")
+        for T in self.outs:  # every probed length, not only those the gradients were compared at
+            if T in self.grad_outs:
+                continue
+            try:
+                with torch.enable_grad():
+                    _, out, _ = self.run(self.xs[T], grad=True)
+                if isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(self.outs[T].shape):
+                    self.grad_outs[T] = out.detach().double().cpu()
+            except Exception:  # a length the module cannot run with autograd: judged by the gradient property
+                continue
         worst = None
         for T, o in self.grad_outs.items():
             ref = self.reference_out(self.xs[T])
@@ -961,7 +971,7 @@ class AttentionProbe:
             return _skip(name, f"the outputs computed with autograd enabled equal those without it (difference "
                                f"{e_nograd:.3g} ≤ {tol:.3g}): judged by matches_reference")
         detail = (f"the outputs computed with autograd enabled (the input requiring grad, as in training) at T = "
-                  f"{', '.join(map(str, self.grad_outs))}; worst at T = {T}")
+                  f"{', '.join(map(str, sorted(self.grad_outs)))}; worst at T = {T}")
         if not e <= tol:
             detail += (f"; they differ from the same module's outputs without autograd by {e_nograd:.3g}: the module "
                        "computes something else when gradients are on (a branch on torch.is_grad_enabled() or "
@@ -1122,13 +1132,18 @@ def prop_key_padding(probe: "AttentionProbe", w: "WithMask") -> list[Property]:
     a sample whose keys are all padding gives finite outputs (``fully_masked_rows_finite``)."""
     worst = None
     nan_rows = None
+    left = bool(probe.st.causal)
     for T in probe._large_lengths():
         if T < 3:
             continue
         x = probe.xs[T]
         valid = torch.ones(probe.B, T, dtype=torch.bool)
         for b in range(probe.B):
-            valid[b, T - max(1, (T * (b + 1)) // (2 * probe.B + 1)):] = False
+            n_pad = max(1, (T * (b + 1)) // (2 * probe.B + 1))
+            if left:  # a causal module: padding before the real tokens (a decoder's left padding), where the
+                valid[b, :n_pad] = False  # causal mask does not hide it; at the end it would test nothing
+            else:
+                valid[b, T - n_pad:] = False
         for key in ("unit", "huge"):
             c = probe.factor(x, key)
             xk = x * c
@@ -1169,7 +1184,8 @@ def prop_key_padding(probe: "AttentionProbe", w: "WithMask") -> list[Property]:
     if worst is None:
         return [_skip("key_padding_respected", "no probe length ≥ 3", True)]
     _, e, tol, just, T, key, e_move, e_ref = worst
-    detail = (f"keys padded at the end of each sample (T = {T}, {key} logits): outputs at real positions move by "
+    detail = (f"keys padded at the {'start (left padding: a causal mask hides nothing there)' if left else 'end'} of "
+              f"each sample (T = {T}, {key} logits): outputs at real positions move by "
               f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
                                                                     f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
               + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else ""))
@@ -1380,9 +1396,11 @@ def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, st: Str
 
 
 def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor, *, other: torch.dtype,
-                      device: str, tol: float, just: str) -> Property:
+                      device: str, tol: float, just: str, more: list | None = None) -> Property:
     """The output keeps the input's dtype and device: the object (a copy cast to ``other`` when it is
-    a module) on ``x`` in ``other``; agreement with the main run within ``other``'s rounding."""
+    a module) on ``x`` in ``other``; agreement with the main run within ``other``'s rounding, at unit
+    logits and at each ``(x, out, tol, why)`` of ``more`` (the large-logit probe: a mask filled with −30
+    only in float32 leaks there)."""
     name = "dtype_and_device_preserved"
     g = f
     if isinstance(obj, torch.nn.Module):
@@ -1411,5 +1429,17 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     if problems:
         return Property(name, "fail", float("inf"), 0.0, "dtype and device must be those of the input", "; ".join(problems))
     err = _rel(o, out)
+    worst = (err / tol if math.isfinite(err) else float("inf"), err, tol, just, "unit logits")
+    for xm, om, tm, why in more or ():
+        try:
+            o2, _ = call(g, xm.to(dtype=other, device=device))
+            e2 = _rel(o2.detach().double().cpu(), om)
+        except Exception:
+            continue
+        r2 = e2 / tm if math.isfinite(e2) else float("inf")
+        if r2 > worst[0]:
+            worst = (r2, e2, tm, why, "large logits")
+    _, err, tol, just, where = worst
     return _judge(name, err, tol, just, f"{dtype_name(other)} on {xo.device}: same dtype and device out; relative "
-                                        f"difference from the {dtype_name(x.dtype)} run {err:.2g}")
+                                        f"difference from the {dtype_name(x.dtype)} run {err:.2g} (worst at {where}"
+                                        + (", checked at large logits too)" if more else ")"))

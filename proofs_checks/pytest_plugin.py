@@ -20,6 +20,10 @@ import pytest
 __all__ = ["TverifyFixture", "tverify"]
 
 
+#: the outcomes a check can have (what ``expect=`` may name)
+_OUTCOMES = ("ok", "mismatch", "inconclusive")
+
+
 class TverifyFixture:
     """The object the ``tverify`` fixture yields: ``check_attention``, ``check_hopfield``,
     ``check_att_svm``, ``check_icl_model``, ``check_lyapunov``, ``run_claims`` and ``assert_claim`` (claim authors), each
@@ -30,6 +34,8 @@ class TverifyFixture:
         from proofs_checks import api
         from theory.validation import InputError
 
+        if expect not in _OUTCOMES:  # a typo would run the whole check and then fail on "expected fine, got ok"
+            pytest.fail(f"tverify.{fn}: expect must be one of {', '.join(_OUTCOMES)}, got {expect!r}", pytrace=False)
         try:
             result = getattr(api, fn)(*args, **kwargs)
         except InputError as exc:

@@ -470,3 +470,47 @@ def test_lyapunov_variables_in_natural_order_and_ascii():
     with pytest.raises(InputError) as e:
         parse_system("-α, -y", "α**2 + y**2")
     assert "ASCII" in str(e.value)
+
+
+class MaskIgnoring(SmallAttn):
+    """Causal attention called as f(x, mask) that never reads the mask."""
+
+    def forward(self, x, mask=None):
+        return SmallAttn.forward(self, x)
+
+
+def test_a_causal_module_that_ignores_its_padding_mask_is_caught_by_left_padding():
+    r = run(MaskIgnoring(), causal=True, mask_convention="keep")
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert by["key_padding_respected"]["status"] == "fail", by["key_padding_respected"]
+    assert "left padding" in by["key_padding_respected"]["detail"]
+
+
+class GradAtFive(SmallAttn):
+    def forward(self, x):
+        y = SmallAttn.forward(self, x)
+        return y + 1e-3 * x.flip(1).detach() if torch.is_grad_enabled() and x.shape[1] == 5 else y
+
+
+def test_the_training_path_is_compared_at_every_probed_length():
+    r = run(GradAtFive(), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert by["matches_reference_with_grad"]["status"] == "fail"
+
+
+class F32Minus30(SmallAttn):
+    """Fills the causal mask with −30 in float32 only (the leak shows at large logits)."""
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (m(x).view(B, T, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.v))
+        fill = -30.0 if x.dtype == torch.float32 else -math.inf
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), fill)
+        return self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+
+
+def test_the_other_dtype_is_compared_at_large_logits_too():
+    r = run(F32Minus30(), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert r.outcome == "mismatch" and by["dtype_and_device_preserved"]["status"] == "fail"
+    assert "large logits" in by["dtype_and_device_preserved"]["detail"]

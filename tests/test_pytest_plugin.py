@@ -50,10 +50,14 @@ def test_fixture_passes_and_fails_with_the_table(pytester):
 
         def test_bad_input(tverify):
             tverify.check_attention(lambda x: x[:, :1], dim=4)
+
+        def test_typo_in_expect(tverify):
+            tverify.check_attention(CausalSelfAttention(), causal=True, expect="fine")
     """))
     res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
-    res.assert_outcomes(passed=2, failed=2)
+    res.assert_outcomes(passed=2, failed=3)
     out = res.stdout.str()
+    assert "expect must be one of ok, mismatch, inconclusive, got 'fine'" in out
     assert "expected ok, got mismatch" in out and re.search(r"causal_no_future_leak +FAIL", out)
     assert "LEAK: output at position" in out and "bad input: obj: <lambda> returned shape" in out
     assert "proofs_checks/api.py" not in out  # pytest.fail(pytrace=False): no traceback into the package
