@@ -140,7 +140,8 @@ UNDECIDABLE_TOL = 0.5
 OUTPUT_COMPARISONS = ("matches_reference", "matches_against", "causal_no_future_leak", "window_respected",
                       "prefix_consistency", "batch_independence", "key_padding_respected", "gradients_match_reference",
                       "gradients_match_against", "weights_match_reference", "matches_reference_with_grad",
-                      "matches_against_with_grad")
+                      "matches_against_with_grad", "matches_reference_in_inference_mode",
+                      "matches_against_in_inference_mode")
 
 
 def _skip(name: str, why: str, central: bool = False) -> Property:
@@ -969,7 +970,8 @@ class AttentionProbe:
         _, e, tol, just, T, e_nograd = worst
         if not e <= tol and not e_nograd > tol:  # the same outputs as without autograd: matches_reference judges them
             return _skip(name, f"the outputs computed with autograd enabled equal those without it (difference "
-                               f"{e_nograd:.3g} ≤ {tol:.3g}): judged by matches_reference")
+                               f"{e_nograd:.3g} ≤ {tol:.3g}): judged by "
+                               f"{'matches_reference' if self.against is None else 'matches_against'}")
         detail = (f"the outputs computed with autograd enabled (the input requiring grad, as in training) at T = "
                   f"{', '.join(map(str, sorted(self.grad_outs)))}; worst at T = {T}")
         if not e <= tol:
@@ -977,6 +979,45 @@ class AttentionProbe:
                        "computes something else when gradients are on (a branch on torch.is_grad_enabled() or "
                        "x.requires_grad?)" if e_nograd > tol else "")
         return _judge(name, e, tol, just, detail, central=True)
+
+    def prop_inference_mode(self) -> Property | None:
+        """The module under ``torch.inference_mode()`` (the path serving code takes) on a copy of it
+        (inference tensors it caches must not reach the other properties' autograd), at every probed
+        length: ``None`` when its outputs equal the no-grad ones (``matches_reference`` judged them);
+        else those outputs against the reference, under ``matches_reference``'s rule."""
+        name = "matches_reference_in_inference_mode" if self.against is None else "matches_against_in_inference_mode"
+        g = self.f
+        if isinstance(self.f, torch.nn.Module):
+            try:
+                g = copy.deepcopy(self.f)
+            except Exception:
+                return None
+        outs = {}
+        for T in self.outs:
+            x = self.xs[T].to(dtype=self.pdt, device=self.device).clone(memory_format=torch.contiguous_format)
+            try:
+                with torch.inference_mode():
+                    o, _ = call(g, x)
+                    o = o.detach().double().cpu()
+            except Exception:  # a path the module does not support: not this property's finding
+                continue
+            if isinstance(o, torch.Tensor) and tuple(o.shape) == tuple(self.outs[T].shape):
+                outs[T] = o.clone()
+        worst, differs = None, False
+        for T, o in outs.items():
+            tol, just = self.tol_at(T, "unit")
+            if not _rel(o, self.outs[T]) <= tol:
+                differs = True
+            e = _rel(o, self.reference_out(self.xs[T]))
+            r = e / tol if math.isfinite(e) else float("inf")
+            if worst is None or r > worst[0]:
+                worst = (r, e, tol, just, T)
+        if not differs or worst is None:
+            return None
+        _, e, tol, just, T = worst
+        return _judge(name, e, tol, just, f"the outputs under torch.inference_mode() at T = "
+                      f"{', '.join(map(str, sorted(outs)))} differ from those under no_grad; against the reference: "
+                      f"worst at T = {T} (a branch on torch.is_inference_mode_enabled()?)", central=True)
 
     def _grads_by_backward(self, x64: torch.Tensor, params: list, cot: torch.Tensor) -> tuple | None:
         """The gradients of ``<out, cot>`` with respect to the input and ``params`` through

@@ -514,3 +514,56 @@ def test_the_other_dtype_is_compared_at_large_logits_too():
     by = {p["name"]: p for p in r.to_json()["properties"]}
     assert r.outcome == "mismatch" and by["dtype_and_device_preserved"]["status"] == "fail"
     assert "large logits" in by["dtype_and_device_preserved"]["detail"]
+
+
+class InferenceLeak(SmallAttn):
+    def forward(self, x):
+        y = SmallAttn.forward(self, x)
+        return y + 1e-3 * x.flip(1) if torch.is_inference_mode_enabled() else y
+
+
+def test_the_inference_mode_path_is_judged_when_it_computes_otherwise():
+    r = run(InferenceLeak(), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert r.outcome == "mismatch" and by["matches_reference_in_inference_mode"]["status"] == "fail"
+    ok = run(SmallAttn(), causal=True)  # the same outputs: no row at all
+    assert "matches_reference_in_inference_mode" not in {p["name"] for p in ok.to_json()["properties"]}
+
+
+def test_an_against_that_returns_nan_is_named():
+    def nan_against(x):
+        return torch.full_like(x, float("nan"))
+    with pytest.raises(UsageError) as e:
+        run(SmallAttn(), causal=True, against=nan_against)
+    assert "--against: nan_against returned NaN or inf" in e.value.format_message()
+
+
+class SelfMapRaises(SmallAttn):
+    def tverify_mapping(self):
+        raise RuntimeError("mapping broken")
+
+
+def test_a_modules_own_mapping_method_is_named_as_such():
+    with pytest.raises(UsageError) as e:
+        run(SelfMapRaises(), causal=True)
+    msg = e.value.format_message()
+    assert msg.startswith("SelfMapRaises.tverify_mapping(): the hook raised RuntimeError") and "--mapping" not in msg
+
+
+def test_a_tiny_icl_tol_is_no_traceback():
+    from tests.cli_helpers import invoke
+
+    code, out, err = invoke("check", "icl", "--quick", "--N", "10", "--lambda", "1,2", "--tol", "1e-300",
+                            "--seeds", "2", "--no-progress")
+    assert code in (1, 3) and "Traceback" not in out + err, (code, err[-2000:])
+
+
+def test_json_inside_report_is_refused_for_that_reason_even_when_it_exists(tmp_path):
+    from tests.cli_helpers import invoke, one_line_error
+
+    rep = tmp_path / "rep"
+    code, _, err = invoke("check", "lyapunov", "--f", "-x, -y", "--V", "x**2 + y**2", "--report", str(rep))
+    assert code == 0, err
+    code, _, err = invoke("check", "lyapunov", "--f", "-x, -y", "--V", "x**2 + y**2", "--report", str(rep),
+                          "--json", str(rep / "report.json"))
+    assert "inside --report" in one_line_error(code, err)

@@ -208,6 +208,7 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace",
                                   line_buffering=True)
     threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
+    threading.excepthook = _thread_exception  # a thread the user's code started: one line, not its traceback
     req = json.loads(req_bytes.decode("utf-8"))
     os.environ.clear()
     os.environ.update(req.get("env") or {})
@@ -232,6 +233,23 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     # tree is intact while this process lives and adopts orphans); should it not, end the group here
     time.sleep(30)
     _end_own_group(0)
+
+
+_THREAD_ERRORS = {"n": 0}
+
+
+def _thread_exception(args) -> None:  # pragma: no cover - runs in the child
+    """``threading.excepthook`` in the child: the first exception of a thread the user's code started
+    is one line on stderr, later ones are counted, never a traceback each (a module whose worker
+    threads raise printed 650 lines)."""
+    from proofs_checks.sanity._loader import describe_exception
+
+    _THREAD_ERRORS["n"] += 1
+    if _THREAD_ERRORS["n"] == 1:
+        name = getattr(args.thread, "name", "a thread")
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"tverify: note: a thread the code started ({name}) raised "
+                             f"{describe_exception(args.exc_value or args.exc_type())}; later ones are not shown\n")
 
 
 def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> dict:

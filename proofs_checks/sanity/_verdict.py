@@ -154,6 +154,14 @@ def _count(x: float) -> int | None:
     return round_up(math.ceil(x)) if math.isfinite(x) and x <= MAX_COUNT else None
 
 
+def _ratio_sq(a: float, b: float) -> float:
+    """``(a / b)²``, inf where it overflows (a tolerance of 1e-300 asks for more than any count)."""
+    try:
+        return (a / b) ** 2
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
+
+
 def _g(x: float) -> str:
     return f"{x:.3g}"
 
@@ -237,9 +245,9 @@ def compare_seed_mean(estimates, reference, *, tol: float, quantity: str, per_se
         if per_seed is not None and S >= 2:
             need_se = margin / k_sigma(max(S, MIN_SEEDS) - 1)
             se_plan = plan_sigma / math.sqrt(max(S, MIN_SEEDS))
-            prompts_needed = _count(per_seed * max(1.0, (se_plan / need_se) ** 2))
+            prompts_needed = _count(per_seed * max(1.0, _ratio_sq(se_plan, need_se)))
             if e > tol and plan_sigma > tol:
-                agree_needed = _count(per_seed * (plan_sigma / tol) ** 2)
+                agree_needed = _count(per_seed * _ratio_sq(plan_sigma, tol))
     elif S < MIN_SEEDS:
         seeds_needed = MIN_SEEDS
         sugg.append(f"at least {MIN_SEEDS} seeds ({seeds_option} {MIN_SEEDS}) to estimate the spread across seeds, "

@@ -625,8 +625,8 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
       tverify check att-svm --data mydata.npz --iters 20000 --seeds 16 --json out.json
       tverify check att-svm --data mydata.npz --weights my_trained_W.npz
     """
+    check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)
-    check_report_dir(report_dir, json_path)
     i0, s0 = SIZES[mode]
     iters, seeds = iters or i0, seeds or s0
     try:

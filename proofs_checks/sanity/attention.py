@@ -163,8 +163,9 @@ def _module_state(f: Any) -> dict:
                 if isinstance(v, _SIMPLE) and not k.startswith("_"):
                     out[f"{pre}.{k}"] = v
             for k, t in list(m._parameters.items()) + list(m._buffers.items()):
-                out[f"{pre}.{k}"] = None if t is None else (id(t), tuple(t.shape), t.dtype, t._version)
-            out[f"{pre} submodules"] = tuple(m._modules)
+                out[f"{pre}.{k}"] = None if t is None else ("tensor", id(t), tuple(t.shape), t.dtype, t._version,
+                                                            bool(t.requires_grad))
+            out[f"{pre or 'the module'}: its submodules"] = ("submodules",) + tuple(m._modules)
     except Exception:
         return {}
     return out
@@ -175,12 +176,20 @@ def _state_changes(a: dict, b: dict) -> str:
     if not diff:
         return ""
 
-    def show(d, k):
-        v = d.get(k, "<absent>")
-        return "a tensor" if isinstance(v, tuple) and len(v) == 4 else repr(v)[:40]
+    def word(k):
+        va, vb = a.get(k, "<absent>"), b.get(k, "<absent>")
+        name = k.lstrip(".")
+        if isinstance(va, tuple) and va[:1] == ("submodules",):
+            added = [n for n in (vb[1:] if isinstance(vb, tuple) else ()) if n not in va[1:]]
+            gone = [n for n in va[1:] if not isinstance(vb, tuple) or n not in vb[1:]]
+            return f"{name}: " + ", ".join([f"{n} added" for n in added] + [f"{n} removed" for n in gone] or ["changed"])
+        if isinstance(va, tuple) and va[:1] == ("tensor",):
+            if isinstance(vb, tuple) and vb[:5] == va[:5] and vb[5] != va[5]:
+                return f"{name}.requires_grad: {va[5]} → {vb[5]}"
+            return f"{name} replaced or written in place"
+        return f"{name}: {repr(va)[:40]} → {repr(vb)[:40]}"
 
-    words = [f"{k.lstrip('.')}: {show(a, k)} → {show(b, k)}" if not isinstance(a.get(k), tuple) else
-             f"{k.lstrip('.')} replaced or written in place" for k in diff[:3]]
+    words = [word(k) for k in diff[:3]]
     return "; ".join(words) + (f"; {len(diff) - 3} more" if len(diff) > 3 else "")
 
 
@@ -832,21 +841,22 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         note = f"declared: the module's {HOOK_METHOD}()"
         get = getattr(f, HOOK_METHOD)
     if note:
+        hl = "--mapping" if mapping is not None else f"{name}.{HOOK_METHOD}()"  # who to name in a message
         before = _module_state(f)
         try:
-            value = _user_call(get, "--mapping")
+            value = _user_call(get, hl)
         except UsageError:
             raise
         except Exception as exc:
-            raise UsageError(f"--mapping: the hook raised {_describe(exc)}") from None
+            raise UsageError(f"{hl}: the hook raised {_describe(exc)}") from None
         changed = _state_changes(before, _module_state(f))
         if changed:
-            raise UsageError(f"--mapping: the hook changed the module it was given ({changed}): a mapping hook must "
+            raise UsageError(f"{hl}: the hook changed the module it was given ({changed}): a mapping hook must "
                              "only read the weights, or the module checked is not the one you wrote")
         try:
             mp = mapping_from_hook(value, D, note)
         except ValueError as exc:
-            raise UsageError(f"--mapping: {_short(exc, 600)}") from None
+            raise UsageError(f"{hl}: {_short(exc, 600)}") from None
         if kv_grouping is not None:  # the flag declares the grouping of the hook's weights too
             from numerics.attention_mapping import GROUPING_NAMES
 
@@ -1045,6 +1055,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(probe.outs[T].shape):
                 raise UsageError(f"--against: it returned {getattr(o, 'shape', type(o).__name__)} at T = {T}, expected "
                                  f"{tuple(probe.outs[T].shape)}")
+            if not bool(torch.isfinite(o).all()):  # the reference side is broken: nothing to compare with
+                raise UsageError(f"--against: {getattr(g, '__name__', type(g).__name__)} returned NaN or inf at T = {T} "
+                                 "on a finite probe: it cannot serve as the other implementation")
 
     props: list = []
     info = {"D": D, "lengths": list(probe.outs), "batch": B, "dtype": dtype, "device": device, "causal": causal,
@@ -1364,6 +1377,10 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
             more = []
     props.append(ap.prop_dtype_device(f, obj, x, probe.outs[T_small], other=other, device=device, tol=tol2, more=more,
                                       just=just2))
+    if mp is not None or against is not None:
+        pim = probe.prop_inference_mode()  # last: on a copy, and only a row when that path computes otherwise
+        if pim is not None:
+            props.append(pim)
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
     _causes_in_context(props)
@@ -1715,8 +1732,8 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
       tverify check attention --module mine.py:Attn --mapping mine.py:weights --json out.json --report attn-report
       tverify check attention --module fused.py:Fast --against fused.py:Reference --causal
     """
+    check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)
-    check_report_dir(report_dir, json_path)
     try:
         require_device(device, False)
     except UsageError:

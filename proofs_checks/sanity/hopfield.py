@@ -535,8 +535,8 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout
 
     if not math.isfinite(beta):
         raise UsageError(f"--beta: must be finite, got {beta}")
+    check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)
-    check_report_dir(report_dir, json_path)
     from proofs_checks.options import require_cpu_only
 
     require_cpu_only(device, "check hopfield")

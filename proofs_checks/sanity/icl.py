@@ -292,8 +292,8 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
       tverify check icl --lambda cov.npy --N 20 --weights my_lsa.pt --json out.json
       tverify check icl --lambda "1,2" --N 10 --M 10 --model my_model.py:least_squares
     """
+    check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)
-    check_report_dir(report_dir, json_path)
     if not noise <= MAX_NOISE:
         raise UsageError(f"--noise: must be a number in [0, {MAX_NOISE:g}] (σ² and the label moments must stay "
                          f"within float64's range), got {noise:g}")

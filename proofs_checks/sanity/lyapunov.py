@@ -297,8 +297,8 @@ def command(f_text, V_text, vars_text, eps_text, region_text, report_dir, seed, 
       tverify check lyapunov --f "-x + y, -x - y - z, -z" --V "x**2 + y**2 + z**2" --vars x,y,z
       tverify check lyapunov --f "y, -x - y" --V "3*x**2/2 + x*y + y**2" --eps 1/100 --json out.json
     """
+    check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)
-    check_report_dir(report_dir, json_path)
     from proofs_checks.options import require_cpu_only
 
     require_cpu_only(device, "check lyapunov (SOS programs with cvxpy)")
