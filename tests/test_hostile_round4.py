@@ -567,3 +567,10 @@ def test_json_inside_report_is_refused_for_that_reason_even_when_it_exists(tmp_p
     code, _, err = invoke("check", "lyapunov", "--f", "-x, -y", "--V", "x**2 + y**2", "--report", str(rep),
                           "--json", str(rep / "report.json"))
     assert "inside --report" in one_line_error(code, err)
+
+
+def test_a_config_head_dim_that_is_not_the_weights_head_size_is_named():
+    m = LyingGQA(SimpleNamespace(num_key_value_heads=2, partial_rotary_factor=0.5, head_dim=64), base=10000.0)
+    with pytest.raises(UsageError) as e:
+        run(m, positional="rope")
+    assert "config.head_dim 64, which is not the head size of the weights found" in e.value.format_message()

@@ -259,6 +259,7 @@ def _hf(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
                     raise ConfigError(f"{fsrc} = {fac!r} × head_dim {hd} = {dims} rotated dimensions: RoPE rotates "
                                       "pairs, so it must be an even number ≥ 2")
                 r.add("rope_dims", dims, f"{fsrc} {float(fac):g} × {hsrc} {hd}")
+                r.add("head_dim", hd, hsrc)  # only compared with the weights' head size (not a flag)
             elif float(fac) < 1:
                 r.note("partial_rotary", f"{fsrc} = {float(fac):g}: partial rotary, but no head size to apply it to "
                                          "(no head_dim, nor hidden_size with num_attention_heads): not read; declare "
