@@ -900,14 +900,14 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             fix = ": fix the module's value, or pass --ignore-config and declare --rope-dims"
         else:
             who, fix = f"--rope-dims {rope_dims}", ""
-        if rope_dims > D:
-            raise UsageError(f"{who}: larger than the model dimension D = {D} (the rotated dimensions are counted per "
-                             f"head, at most its size d_k){fix}")
         hd_read = vals.get("_read", {}).get("head_dim")
         if who.startswith("the module's") and hd_read is not None and cands and all(c.d_k != hd_read[0] for c in cands):
             raise UsageError(f"{who} come from {hd_read[1].strip(' =')} {hd_read[0]}, which is not the head size of the "
                              f"weights found (d_k {', '.join(sorted({f'{c.d_k} at {c.heads} heads' for c in cands}))})"
                              f"{fix}")
+        if rope_dims > D:
+            raise UsageError(f"{who}: larger than the model dimension D = {D} (the rotated dimensions are counted per "
+                             f"head, at most its size d_k){fix}")
         fit = [c for c in cands if rope_dims <= c.d_k]
         if cands and not fit:
             raise UsageError(f"{who}: larger than the head size d_k = "
