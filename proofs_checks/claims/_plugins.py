@@ -286,22 +286,11 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
 
 def derivation_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover - runs in the child
     """In the child: import the plugin, find the claim, build its derivation as the runner does."""
-    from importlib.metadata import EntryPoint
-
-    from proofs_checks.registry import registry
     from proofs_checks.runner import derivation_info_here
 
-    os.environ[CHILD_ENV] = "1"
-    name, value, group = req["ep"]
-    try:
-        if req["claim"] not in registry:
-            loaded = EntryPoint(name, value, group).load()
-            if callable(loaded):
-                loaded()
-        claim = registry.get(req["claim"])
-    except (Exception, SystemExit) as exc:
-        return {"load_error": f"plugin {name!r}: its import failed in the derivation's process: "
-                              f"{type(exc).__name__}: {short(exc, 160)}"}
+    claim, problem = _claim_in_child(req, "derivation")
+    if problem is not None:
+        return problem
     info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
     return {"info": json.loads(json.dumps(info, default=str))}
 
@@ -385,15 +374,12 @@ def _rebuild(d: dict, check: Any):
     return CheckOutcome(d.get("name") or check.name, d.get("layer") or check.layer, status, res)
 
 
-def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover - runs in the child
-    """In the child: import the plugin, find the claim and its check, run it as the runner does."""
-    from dataclasses import asdict
+def _claim_in_child(req: dict, what: str) -> tuple[Any, dict | None]:  # pragma: no cover - runs in the child
+    """In the child: import the plugin of ``req["ep"]`` and find ``req["claim"]``; ``(claim, None)``, or
+    ``(None, {"load_error": …})`` when its import fails there."""
     from importlib.metadata import EntryPoint
-    from pathlib import Path
 
-    from proofs_checks.context import RunContext
     from proofs_checks.registry import registry
-    from proofs_checks.runner import run_check_here
 
     os.environ[CHILD_ENV] = "1"
     name, value, group = req["ep"]
@@ -402,10 +388,23 @@ def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover -
             loaded = EntryPoint(name, value, group).load()
             if callable(loaded):
                 loaded()
-        claim = registry.get(req["claim"])
+        return registry.get(req["claim"]), None
     except (Exception, SystemExit) as exc:
-        return {"load_error": f"plugin {name!r}: its import failed in the check's process: "
-                              f"{type(exc).__name__}: {short(exc, 160)}"}
+        return None, {"load_error": f"plugin {name!r}: its import failed in the {what}'s process: "
+                                    f"{type(exc).__name__}: {short(exc, 160)}"}
+
+
+def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover - runs in the child
+    """In the child: import the plugin, find the claim and its check, run it as the runner does."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from proofs_checks.context import RunContext
+    from proofs_checks.runner import run_check_here
+
+    claim, problem = _claim_in_child(req, "check")
+    if problem is not None:
+        return problem
     check = claim.checks[int(req["check"])]
     role = req.get("role")
     if role is None:
