@@ -167,7 +167,7 @@ class _Progress:
 
     #: without a terminal: a "still running" line after this many seconds of silence, then every
     #: HEARTBEAT_EVERY (a claim of a minute is never a minute of silence in a CI log)
-    HEARTBEAT_FIRST, HEARTBEAT_EVERY = 3.0, 5.0
+    HEARTBEAT_FIRST, HEARTBEAT_EVERY = 2.0, 5.0
 
     def __enter__(self):
         if self._p:
