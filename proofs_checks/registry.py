@@ -733,6 +733,8 @@ def register(claim: Claim) -> Claim:
         ...
         proofs_checks.registry.RegistryError: claim 'demo.bare': no derivation (derivation=...) and no symbolic check: a theorem needs both, or no_symbolic="why it has none"
     """
+    if not isinstance(claim, Claim):
+        raise RegistryError(f"register() takes a Claim, got {type(claim).__name__} {claim!r:.60}")
     return registry.add(claim)
 
 

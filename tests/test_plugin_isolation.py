@@ -261,3 +261,16 @@ def test_a_plugin_derivation_that_exits_is_that_claims_error_never_exit_0(tmp_pa
     assert code == 1 and c["status"] == "error", (code, c, err)
     assert "the derivation" in c["message"] and "exit status 0" in c["message"], c["message"]
     no_traceback(out, err)
+
+
+def test_a_plugin_that_registers_nothing_or_not_a_claim_is_said(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zznoreg", "X = 1\n")
+    install(site, "zzregnone", "from proofs_checks.plugin import register\nregister(None)\n")
+    code, out, err, _ = tverify(site, "list", "--json", "-")
+    assert code == 0 and json.loads(out), err
+    lines = [ln for ln in err.splitlines() if "zznoreg" in ln or "zzregnone" in ln]
+    assert any("registered no claim" in ln for ln in lines), err
+    assert any("register() takes a Claim, got NoneType" in ln for ln in lines), err
+    no_traceback(out, err)

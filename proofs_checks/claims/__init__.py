@@ -80,8 +80,14 @@ def load_plugins() -> None:
             with contextlib.redirect_stdout(sys.stderr):  # a plugin's prints never reach --json - on stdout
                 _load_one(ep)
             _record_sources(set(sys.modules) - before)
+            new = [i for i in registry.ids() if i not in ids]
             if _plugins.probed(ep):  # its claims' checks run in a child too
-                _plugins.isolate(ep, [i for i in registry.ids() if i not in ids])
+                _plugins.isolate(ep, new)
+            if not new:  # imported cleanly, registered nothing: said, as a failure is
+                text = "it imported cleanly but registered no claim (does it call register(Claim(...)) when imported?)"
+                PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", text))
+                sys.stderr.write(f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} "
+                                 f"({_short(ep.value, 80)}): {text}\n")
         except (Exception, SystemExit, _RaisedInterrupt) as exc:  # another package's code: report it and go on
             # (sys.exit(0) at import ended `tverify run` with exit 0 and nothing run)
             if isinstance(exc, (_PluginTimeout, _plugins.PluginImportFailed)):
