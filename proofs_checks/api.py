@@ -393,6 +393,13 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
         seed, beta = int(seed), float(beta)
         if isinstance(patterns, (str, bytes)) or hasattr(patterns, "__fspath__"):
             patterns = load_patterns(str(patterns), "patterns")
+        else:  # the command line's checks on an array: real, (N, d), finite, β·M² within float64
+            from proofs_checks.sanity.hopfield import patterns_array
+
+            patterns = patterns_array(patterns, "patterns")
+        from proofs_checks.sanity.hopfield import check_sizes
+
+        check_sizes(patterns, beta, None)
         name = getattr(module, "__name__", type(module).__name__) if module is not None else None
         if module is None or not isolate:
             return run_hopfield(patterns, beta=beta, module=module, seed=seed, label="module", name=name)

@@ -441,17 +441,19 @@ def cli(store_dir):
               help="Regenerate the catalogue: docs/CATALOGUE.md and docs/catalogue.json (every claim).")
 @click.option("--docs-dir", metavar="DIR", default=None, help="With --markdown: write there instead of the checkout's docs/.")
 @click.option("--refresh", is_flag=True, help="Recompute the catalogue from the registry (ignore every cached copy).")
+@click.option("--force", is_flag=True, help="With --docs-dir: replace CATALOGUE.md / catalogue.json there even when "
+                                            "they are not a catalogue tverify wrote.")
 @_store_option
-def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh):
+def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh, force):
     """List registered claims (optionally only those matching PATTERNS: ids, globs, group names)."""
     store = _store(store_dir)
     if markdown:
         if patterns or json_path:
             raise UsageError("--markdown writes the whole catalogue: give no PATTERN and no --json")
-        _write_catalogue(docs_dir, store)
+        _write_catalogue(docs_dir, store, force)
         return
-    if docs_dir:
-        raise UsageError("--docs-dir goes with --markdown")
+    if docs_dir or force:
+        raise UsageError("--docs-dir and --force go with --markdown")
     entries = _catalogue(store, refresh)[0]
     if json_path and json_path != "-" and not patterns:
         from proofs_checks.output.catalogue import UnknownPatternError, select_entries
@@ -476,7 +478,8 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh):
     _console().print(t)
 
 
-def _write_catalogue(docs_dir: str | None, store) -> None:
+def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
+    from proofs_checks import owned
     from proofs_checks.output import catalogue
     from proofs_checks.store import OutputPathError, check_output_file
 
@@ -486,10 +489,18 @@ def _write_catalogue(docs_dir: str | None, store) -> None:
             check_output_file(out / name, "--markdown")
         except OutputPathError as exc:
             raise UsageError(str(exc)) from None
+        p = out / name
+        # a folder the user names may hold their own files of these names: replaced only when tverify wrote
+        # them (its record of written outputs) or with --force; the checkout's own docs/ is regenerated
+        if docs_dir and not force and p.is_file() and not owned.is_ours(p):
+            raise UsageError(f"--docs-dir {docs_dir}: {name} exists and is not a catalogue tverify wrote there (its "
+                             "record of written outputs does not list it); nothing was run or written: choose another "
+                             "folder, or add --force to replace it")
     fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
     claims = _select([])
     click.echo(f"deriving {len(claims)} claims for the catalogue (evaluates every derivation's obligations)...", err=True)
-    doc = catalogue.build(claims, with_derivations=True, fingerprint=fp)
+    doc = catalogue.build(claims, with_derivations=True, fingerprint=fp,
+                          progress=lambda k, n, cid: click.echo(f"[{k}/{n}] {cid}", err=True))
     if catalogue.source_fingerprint() != fp:
         click.echo("tverify: warning: the sources changed while the catalogue was generated; run it again", err=True)
     try:
@@ -498,6 +509,7 @@ def _write_catalogue(docs_dir: str | None, store) -> None:
         raise UsageError(f"--markdown: cannot write {out}: {exc.strerror or exc}") from None
     catalogue.save_cache(doc, store.cache_dir)
     for p in paths:
+        owned.remember(p)
         click.echo(f"wrote {p}")
 
 

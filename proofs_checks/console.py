@@ -22,6 +22,13 @@ __all__ = ["console", "table", "esc", "command_line", "set_argv", "check_json_ta
 _consoles: dict[str, Any] = {}
 
 
+def _broken_pipe(self) -> None:
+    """A closed pipe under a rich console: raised on as ``BrokenPipeError``, so the command's one line
+    and exit 2 apply (rich's default handler exits 1 silently)."""
+    self.quiet = True
+    raise BrokenPipeError(32, "Broken pipe")
+
+
 def console(stderr: bool = False):
     """rich consoles, made on first use (rich costs ~0.1 s to import). Off a terminal (CI logs,
     pipes) rich would fold tables to 80 columns; give them room instead."""
@@ -32,6 +39,7 @@ def console(stderr: bool = False):
         from rich.console import Console
 
         c = Console(file=stream, highlight=False, width=None if stream.isatty() else 160)
+        c.on_broken_pipe = _broken_pipe.__get__(c)  # rich's own handler exits 1 without a word
         _consoles[key] = c
     return c
 

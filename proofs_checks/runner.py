@@ -289,6 +289,10 @@ def run_counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome
     if cx.clause not in clause_names:
         return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None,
                             error_message=f"counterexample names clause {cx.clause!r}, not one of {sorted(clause_names)}")
+    if math.isnan(float(cx.error)) or math.isnan(float(cx.tolerance)):  # NaN shows nothing: never a rejection
+        return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None,
+                            error_message=f"the counterexample's measured error or tolerance is NaN "
+                                          f"(error {cx.error}, tolerance {cx.tolerance}): nothing was shown")
     err = float(cx.error) if math.isfinite(float(cx.error)) else (math.inf if cx.violated else 0.0)
     tol = float(cx.tolerance) if math.isfinite(float(cx.tolerance)) else 0.0
     res = CheckResult(not cx.violated, error=err, tolerance=tol,

@@ -574,3 +574,43 @@ def test_a_config_head_dim_that_is_not_the_weights_head_size_is_named():
     with pytest.raises(UsageError) as e:
         run(m, positional="rope")
     assert "config.head_dim 64, which is not the head size of the weights found" in e.value.format_message()
+
+
+# -- third pass (other surfaces) --------------------------------------------------------------------
+
+def test_list_markdown_into_a_users_folder_never_replaces_their_files(tmp_path):
+    from tests.cli_helpers import invoke, one_line_error
+
+    (tmp_path / "CATALOGUE.md").write_text("MY OWN CATALOGUE")
+    code, out, err = invoke("list", "--markdown", "--docs-dir", str(tmp_path))
+    assert "not a catalogue tverify wrote" in one_line_error(code, err)
+    assert (tmp_path / "CATALOGUE.md").read_text() == "MY OWN CATALOGUE"
+
+
+def test_report_out_never_replaces_a_device_node_even_with_force():
+    from tests.cli_helpers import invoke, one_line_error
+
+    code, out, err = invoke("report", "attn.softmax_simplex", "--quick", "--no-mutants", "--out", "/dev/full",
+                            "--force")
+    assert "a device, FIFO or socket" in one_line_error(code, err)
+    assert __import__("os").path.exists("/dev/full")
+
+
+@pytest.mark.parametrize("patterns, words", [
+    (np.eye(8) * 1j, "is complex"),
+    (np.array([[object()] * 4] * 3), "Python objects"),
+    (np.eye(8) * 1e308, "β·M²"),
+])
+def test_check_hopfield_api_gets_the_command_lines_checks(patterns, words):
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_hopfield(patterns)
+    assert words in str(e.value), str(e.value)
+
+
+def test_a_closed_pipe_under_a_rich_table_is_one_line_exit_2():
+    import subprocess
+    import sys
+
+    p2 = subprocess.run(f"{sys.executable} -m proofs_checks list | head -0; echo ${{PIPESTATUS[0]}}", shell=True,
+                        capture_output=True, text=True, executable="/bin/bash")
+    assert p2.stdout.strip() == "2" and "broken pipe" in p2.stderr and "Traceback" not in p2.stderr, (p2.stdout, p2.stderr)

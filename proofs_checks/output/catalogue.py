@@ -92,13 +92,18 @@ def derivation(claim: Any) -> dict[str, Any]:
     return info
 
 
-def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: str | None = None) -> dict[str, Any]:
+def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: str | None = None,
+          progress=None) -> dict[str, Any]:
     """The catalogue document for ``claims`` (registry order). ``fingerprint`` should be taken
     *before* the claim modules were imported: a source edited meanwhile then leaves the document
-    stale (ignored), never fresh-looking with old content."""
+    stale (ignored), never fresh-looking with old content. ``progress(k, n, claim_id)`` is called
+    before each claim."""
     fingerprint = fingerprint or source_fingerprint()
     items = []
-    for c in claims:
+    claims = list(claims)
+    for k, c in enumerate(claims, 1):
+        if progress is not None:
+            progress(k, len(claims), c.id)
         e = entry(c)
         if with_derivations:
             e["derivation"] = derivation(c)

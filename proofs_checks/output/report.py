@@ -367,7 +367,10 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         what = f"a folder {why} ({shown})"
     else:
-        what = "a file" if p.is_file() else "not a folder"
+        if not p.is_file():  # a device node, a FIFO, a socket: never replaced, --force or not
+            raise ReportTargetError(f"--out {raw} is not a file or folder (a device, FIFO or socket); nothing was "
+                                    "written: choose a new folder")
+        what = "a file"
     if force:
         return p
     raise ReportTargetError(f"--out {raw} is {what}; nothing was written. Choose a new folder, or add --force to replace it")

@@ -89,18 +89,32 @@ def load_patterns(path: str, option: str = "--patterns", max_memory: float | Non
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
+    return patterns_array(a, option, path)
+
+
+def patterns_array(a: Any, option: str = "patterns", where: str = "the array") -> np.ndarray:
+    """``a`` as the ``(N, d)`` float64 patterns, with the checks of :func:`load_patterns` (the Python
+    API's arrays get the command line's: real numbers, two dimensions, finite, at least 2 rows)."""
+    try:
+        a = np.asarray(a)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{option}: need an (N, d) array of real numbers: {exc}") from None
+    if a.dtype == object:
+        raise UsageError(f"{option}: {where} holds Python objects (dtype object), not numbers")
+    if a.dtype.kind == "c":
+        raise UsageError(f"{option}: {where} is complex (dtype {a.dtype}); a real array is required")
     if a.dtype.kind not in "biuf":
-        raise UsageError(f"{option}: {path} holds {a.dtype} values; expected real numbers")
+        raise UsageError(f"{option}: {where} holds {a.dtype} values; expected real numbers")
     if a.ndim != 2:
-        raise UsageError(f"{option}: {path} must hold an (N, d) array (patterns as rows), got shape {a.shape}")
+        raise UsageError(f"{option}: {where} must hold an (N, d) array (patterns as rows), got shape {a.shape}")
     if a.size == 0:
-        raise UsageError(f"{option}: {path} is empty (shape {a.shape})")
+        raise UsageError(f"{option}: {where} is empty (shape {a.shape})")
     a = a.astype(np.float64)
     if not np.all(np.isfinite(a)):
         bad = np.argwhere(~np.isfinite(a))[0]
-        raise UsageError(f"{option}: {path} has non-finite entries (first at pattern {bad[0]}, coordinate {bad[1]})")
+        raise UsageError(f"{option}: {where} has non-finite entries (first at pattern {bad[0]}, coordinate {bad[1]})")
     if a.shape[0] < 2:
-        raise UsageError(f"{option}: {path} holds {a.shape[0]} pattern; the separation needs at least 2")
+        raise UsageError(f"{option}: {where} holds {a.shape[0]} pattern; the separation needs at least 2")
     return a
 
 
