@@ -141,7 +141,8 @@ OUTPUT_COMPARISONS = ("matches_reference", "matches_against", "causal_no_future_
                       "prefix_consistency", "batch_independence", "key_padding_respected", "gradients_match_reference",
                       "gradients_match_against", "weights_match_reference", "matches_reference_with_grad",
                       "matches_against_with_grad", "matches_reference_in_inference_mode",
-                      "matches_against_in_inference_mode")
+                      "matches_against_in_inference_mode", "matches_reference_on_other_paths",
+                      "matches_against_on_other_paths")
 
 
 def _skip(name: str, why: str, central: bool = False) -> Property:
@@ -980,6 +981,48 @@ class AttentionProbe:
                        "x.requires_grad?)" if e_nograd > tol else "")
         return _judge(name, e, tol, just, detail, central=True)
 
+    def prop_other_paths(self) -> Property | None:
+        """Two more ways the module is called in practice, on a copy of it: in training mode
+        (``.train()``, when it holds no active dropout, whose randomness would decide nothing) and
+        on a non-contiguous view of the same input (kernels that fall back on ``x.is_contiguous()``).
+        ``None`` when both give the no-grad eval outputs; else the differing path's outputs against
+        the reference, under ``matches_reference``'s rule."""
+        name = "matches_reference_on_other_paths" if self.against is None else "matches_against_on_other_paths"
+        paths = []
+        if isinstance(self.f, torch.nn.Module) and not _active_dropout(self.f):
+            try:
+                g = copy.deepcopy(self.f).train()
+                paths.append(("training mode (.train())", g, False))
+            except Exception:
+                pass
+        paths.append(("a non-contiguous input (a transposed view)", self.f, True))
+        worst, differs = None, []
+        for label, g, noncontig in paths:
+            for T in self.outs:
+                x = self.xs[T].to(dtype=self.pdt, device=self.device)
+                x = x.transpose(1, 2).contiguous().transpose(1, 2) if noncontig else x.clone()
+                try:
+                    o, _ = call(g, x)
+                    o = o.detach().double().cpu()
+                except Exception:
+                    continue
+                if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(self.outs[T].shape):
+                    continue
+                tol, just = self.tol_at(T, "unit")
+                if _rel(o, self.outs[T]) <= tol:
+                    continue
+                if label not in differs:
+                    differs.append(label)
+                e = _rel(o, self.reference_out(self.xs[T]))
+                r = e / tol if math.isfinite(e) else float("inf")
+                if worst is None or r > worst[0]:
+                    worst = (r, e, tol, just, T, label)
+        if worst is None:
+            return None
+        _, e, tol, just, T, label = worst
+        return _judge(name, e, tol, just, f"the outputs on {' and on '.join(differs)} differ from the eval-mode, "
+                      f"contiguous ones; against the reference: worst on {label} at T = {T}", central=True)
+
     def prop_inference_mode(self) -> Property | None:
         """The module under ``torch.inference_mode()`` (the path serving code takes) on a copy of it
         (inference tensors it caches must not reach the other properties' autograd), at every probed
@@ -1253,6 +1296,24 @@ def prop_finite(outs: dict[int, torch.Tensor]) -> Property:
     return _judge("finite_output", bad / max(n, 1), 0.0, "none may be NaN/inf (exact)",
                   f"{bad} of {n} output entries are NaN/inf (at T = {', '.join(map(str, where))})" if bad
                   else "all outputs finite", central=True)
+
+
+def _active_dropout(m: torch.nn.Module) -> bool:
+    """Whether the module would drop anything in training mode: an ``nn.Dropout*`` with p > 0, an
+    ``nn.MultiheadAttention`` with dropout > 0, or a ``dropout``-named float attribute > 0 (Hugging
+    Face's ``attention_dropout``, passed to ``F.dropout`` in ``forward``)."""
+    try:
+        for sub in m.modules():
+            if isinstance(sub, torch.nn.modules.dropout._DropoutNd) and sub.p > 0:
+                return True
+            if isinstance(sub, torch.nn.MultiheadAttention) and sub.dropout > 0:
+                return True
+            for k, v in vars(sub).items():
+                if "drop" in k.lower() and isinstance(v, float) and v > 0:
+                    return True
+    except Exception:
+        return True
+    return False
 
 
 def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | None = None,

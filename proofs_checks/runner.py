@@ -289,10 +289,15 @@ def run_counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome
     if cx.clause not in clause_names:
         return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None,
                             error_message=f"counterexample names clause {cx.clause!r}, not one of {sorted(clause_names)}")
-    if math.isnan(float(cx.error)) or math.isnan(float(cx.tolerance)):  # NaN shows nothing: never a rejection
+    e_, t_ = float(cx.error), float(cx.tolerance)
+    # error and tolerance left NaN (their defaults): a violation shown otherwise (exactly, by construction),
+    # which ``violated`` states; a NaN error is an undefined value where the clause asks for a defined one
+    # (a 0/0 softmax row). A numeric error must exceed its tolerance (``error > tolerance`` is the
+    # violation): one within it — 0 ≤ 1e-12, inf against inf — shows nothing
+    if cx.violated and not math.isnan(t_) and not math.isnan(e_) and not e_ > t_:
         return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None,
-                            error_message=f"the counterexample's measured error or tolerance is NaN "
-                                          f"(error {cx.error}, tolerance {cx.tolerance}): nothing was shown")
+                            error_message=f"the counterexample says the clause is violated, but its measured error "
+                                          f"{cx.error} is not beyond its tolerance {cx.tolerance}: nothing was shown")
     err = float(cx.error) if math.isfinite(float(cx.error)) else (math.inf if cx.violated else 0.0)
     tol = float(cx.tolerance) if math.isfinite(float(cx.tolerance)) else 0.0
     res = CheckResult(not cx.violated, error=err, tolerance=tol,

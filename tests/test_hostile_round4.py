@@ -614,3 +614,24 @@ def test_a_closed_pipe_under_a_rich_table_is_one_line_exit_2():
     p2 = subprocess.run(f"{sys.executable} -m proofs_checks list | head -0; echo ${{PIPESTATUS[0]}}", shell=True,
                         capture_output=True, text=True, executable="/bin/bash")
     assert p2.stdout.strip() == "2" and "broken pipe" in p2.stderr and "Traceback" not in p2.stderr, (p2.stdout, p2.stderr)
+
+
+@pytest.mark.parametrize("error, tol, kills", [(0.0, 1e-12, False), (math.inf, math.inf, False), (1.0, 0.0, True),
+                                               (math.nan, math.nan, True)])
+def test_a_counterexample_that_says_violated_must_show_it(error, tol, kills):
+    import dataclasses
+
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import Counterexample, select
+    from proofs_checks.runner import run_counterexample
+
+    claim = select(["attn.softmax_simplex"])[0]
+    h = next(h for h in claim.hypotheses if h.counterexample is not None)
+    clause = claim.statement_clauses()[0].name
+    fake = dataclasses.replace(h, counterexample=lambda ctx: Counterexample({"n": 1}, clause, "says so",
+                                                                            violated=True, error=error, tolerance=tol))
+    c2 = dataclasses.replace(claim, hypotheses=tuple(fake if x is h else x for x in claim.hypotheses))
+    o = run_counterexample(c2, h.name, RunContext(mode="quick"))
+    assert (o.status == "failed") is kills, (o.status, o.error_message)
+    if not kills:
+        assert o.status == "error" and "nothing was shown" in o.error_message

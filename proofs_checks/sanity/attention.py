@@ -1386,6 +1386,9 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         pim = probe.prop_inference_mode()  # last: on a copy, and only a row when that path computes otherwise
         if pim is not None:
             props.append(pim)
+        pop = probe.prop_other_paths()  # training mode (no active dropout), a non-contiguous input
+        if pop is not None:
+            props.append(pop)
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
     _causes_in_context(props)
@@ -1587,6 +1590,33 @@ def _verified(probe, props, st, m, compute_dtype="same") -> bool:
 VERIFIED = "(verified: with it, every probed length matches)"
 
 
+def _length_dependence(probe, prefix) -> bool:
+    """``prefix_consistency`` failed and, at the longest length, the outputs on a prefix differ from
+    the full run's first outputs by an affine map ``α·o + β`` that explains > 90 % of the difference:
+    a systematic dependence on the total length (rounding differences are not such a map)."""
+    import torch
+
+    if prefix is None or prefix.status != "fail":
+        return False
+    Ts = [T for T in probe.outs if T >= 4]
+    if not Ts:
+        return False
+    T = max(Ts)
+    t = T // 2
+    try:
+        o = probe.run(probe.xs[T][:, :t])[1].detach().double().cpu().reshape(-1)
+    except Exception:
+        return False
+    full = probe.outs[T][:, :t].reshape(-1)
+    diff = float((full - o).norm())
+    if not diff > 0:
+        return False
+    A = torch.stack([o, torch.ones_like(o)], 1)
+    coef = torch.linalg.lstsq(A, full[:, None]).solution[:, 0]
+    resid = float((full - A @ coef).norm())
+    return resid < 0.1 * diff
+
+
 def _hints(probe, props, st, mp, alts, hints):
     """Hints at the likely cause of a failure, each printed only when a rerun with the hinted
     declaration passes (:func:`_verified`); the verdict still judges the declaration given."""
@@ -1636,6 +1666,10 @@ def _hints(probe, props, st, mp, alts, hints):
         # out-of-window keys stay exactly without influence), so it cannot explain a leak
         leak = any(by.get(n) is not None and by[n].status == "fail"
                    for n in ("causal_no_future_leak", "window_respected", "key_padding_respected"))
+        # nor when the outputs depend on the total length systematically (the first t outputs on x are a
+        # fixed affine map of those on x[:, :t]: a length-dependent scale, not rounding, which a coarser
+        # declared precision would only hide)
+        leak = leak or _length_dependence(probe, by.get("prefix_consistency"))
         for dt in () if explained or leak else (torch.float32, torch.float16, torch.bfloat16):
             if ap.unit_roundoff(dt) <= ap.unit_roundoff(work):
                 continue
