@@ -635,3 +635,34 @@ def test_a_counterexample_that_says_violated_must_show_it(error, tol, kills):
     assert (o.status == "failed") is kills, (o.status, o.error_message)
     if not kills:
         assert o.status == "error" and "nothing was shown" in o.error_message
+
+
+class TrainLeak(SmallAttn):
+    def forward(self, x):
+        y = SmallAttn.forward(self, x)
+        return y + 1e-3 * x.flip(1) if self.training else y
+
+
+class NonContigLeak(SmallAttn):
+    def forward(self, x):
+        y = SmallAttn.forward(self, x)
+        return y if x.is_contiguous() else y + 1e-3 * x.flip(1)
+
+
+class LenScale(SmallAttn):
+    def forward(self, x):
+        return SmallAttn.forward(self, x) * (1 + 1e-3 * math.log(x.shape[1]))
+
+
+@pytest.mark.parametrize("cls, words", [(TrainLeak, "training mode"), (NonContigLeak, "non-contiguous")])
+def test_training_mode_and_non_contiguous_paths_are_judged(cls, words):
+    r = run(cls(), causal=True)
+    by = {p["name"]: p for p in r.to_json()["properties"]}
+    assert r.outcome == "mismatch" and by["matches_reference_on_other_paths"]["status"] == "fail"
+    assert words in by["matches_reference_on_other_paths"]["detail"]
+
+
+def test_a_length_dependent_scale_gets_no_precision_hint():
+    r = run(LenScale(), causal=True)
+    assert r.outcome == "mismatch"
+    assert not any("compute-dtype" in h for h in r.to_json()["hints"]), r.to_json()["hints"]
