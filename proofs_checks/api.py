@@ -427,6 +427,11 @@ def _instance(data):
 
     if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
         return _load(str(data))
+    if not isinstance(data, (dict, tuple, list)):
+        from theory.validation import InputError
+
+        raise InputError(f"check_att_svm: data must be a .npz path, a dict or a tuple (X, z, y, v), got "
+                         f"{type(data).__name__}")
     import tempfile
     from pathlib import Path
 
@@ -483,9 +488,11 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
             else:
                 W = np.asarray(weights["W"] if isinstance(weights, dict) else weights, dtype=np.float64)
                 form = "W"
-                if W.shape != (d, d) or not np.all(np.isfinite(W)):
-                    raise sa.InputError(f"weights: W must be a finite ({d}, {d}) array for the data's d = {d}, "
-                                        f"got {W.shape}")
+                if W.shape != (d, d):
+                    raise sa.InputError(f"weights: W must be a ({d}, {d}) array for the data's d = {d}, got {W.shape}")
+                if not np.all(np.isfinite(W)):
+                    bad = tuple(int(i) for i in np.argwhere(~np.isfinite(W))[0])
+                    raise sa.InputError(f"weights: W has a non-finite value ({W[bad]}) at index {bad}")
             return sa.weights_result(inst, W, form=form, level=level)
         if mode not in sa.SIZES:
             raise InputError(f"check_att_svm: mode must be one of {', '.join(sa.SIZES)}, got {mode!r}")
@@ -606,6 +613,15 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
         raise InputError(f"run_claims: mode must be quick, default or full, got {mode!r}")
     _numbers("run_claims", ints=dict(seed=seed))
     seed = int(seed)
+    if not 0 <= seed <= 2**32 - 1:  # the command's --seed range (numpy's generators take 0 … 2³² − 1)
+        raise InputError(f"run_claims: seed must be in 0 … 4294967295, got {seed}")
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"run_claims: device must be cpu or cuda, got {device!r}")
+    if device == "cuda":
+        from numerics.torch_utils import cuda_available
+
+        if not cuda_available():
+            raise InputError("run_claims: device='cuda': torch sees no CUDA device on this machine (use device=\"cpu\")")
     if isinstance(patterns, str):
         pats = [patterns]
     else:

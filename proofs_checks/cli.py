@@ -122,7 +122,10 @@ def _store(store_dir: str | None):
         ctx = click.get_current_context(silent=True)
         root = ctx.find_root() if ctx is not None else None
         store_dir = (root.params.get("store_dir") if root is not None else None) or None
-    return resolve_store(store_dir)
+    store = resolve_store(store_dir)
+    if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
+        raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")
+    return store
 
 
 def _check_store(store) -> bool:

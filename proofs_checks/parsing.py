@@ -199,7 +199,7 @@ def require_regular_file(path, option: str) -> None:
 def _read_text_matrix(p: Path, option: str) -> np.ndarray:
     require_regular_file(p, option)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is not data
     except UnicodeDecodeError:
         raise InputError(f"{option}: {p} is not a text file (name a NumPy array .npy)") from None
     except OSError as exc:

@@ -312,6 +312,8 @@ def read_entry(claim_id: str, store: Store | Path | None = None) -> dict[str, An
     if not os.path.lexists(p):
         return None
     try:
+        if p.is_symlink():  # tverify writes files; a link there is someone else's, never followed
+            raise StoreEntryError("is a symbolic link, not an entry tverify wrote")
         if not p.is_file():
             raise StoreEntryError("is not a regular file")
         if p.stat().st_size > 64 * 1024**2:
@@ -320,7 +322,9 @@ def read_entry(claim_id: str, store: Store | Path | None = None) -> dict[str, An
         try:
             doc = json.loads(text)
         except ValueError as exc:
-            raise StoreEntryError(f"is not valid JSON ({'truncated' if 'Expecting' in str(exc) else exc})") from None
+            why = ("truncated" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())
+                   else " ".join(str(exc).split())[:120])
+            raise StoreEntryError(f"is not valid JSON ({why})") from None
         except RecursionError:  # e.g. [[[[…]]]] 100 000 deep: json recurses once per level
             raise StoreEntryError("is not a claim result (JSON nested too deeply to read)") from None
         return validate_entry(doc, claim_id)

@@ -666,3 +666,45 @@ def test_a_length_dependent_scale_gets_no_precision_hint():
     r = run(LenScale(), causal=True)
     assert r.outcome == "mismatch"
     assert not any("compute-dtype" in h for h in r.to_json()["hints"]), r.to_json()["hints"]
+
+
+@pytest.mark.parametrize("kw, words", [(dict(device="tpu"), "device must be cpu or cuda"),
+                                       (dict(seed=-1), "seed must be in 0"), (dict(seed=2**40), "seed must be in 0")])
+def test_run_claims_has_the_commands_ranges(kw, words):
+    with pytest.raises(InputError) as e:
+        proofs_checks.run_claims("attn.softmax_simplex", mode="quick", **kw)
+    assert words in str(e.value)
+
+
+def test_a_csv_with_a_byte_order_mark_reads(tmp_path):
+    from proofs_checks.parsing import parse_spd
+
+    f = tmp_path / "lam.csv"
+    f.write_bytes(b"\xef\xbb\xbf1,2\n")
+    assert np.allclose(np.diag(parse_spd(str(f), "--lambda")[0]), [1, 2])
+
+
+def test_a_store_that_is_a_file_is_one_line(tmp_path):
+    from tests.cli_helpers import invoke, one_line_error
+
+    f = tmp_path / "storefile"
+    f.write_text("x")
+    code, out, err = invoke("show", "attn.softmax_simplex", "--store", str(f))
+    assert "is not a folder" in one_line_error(code, err)
+
+
+def test_att_svm_weights_both_w_and_kq_and_api_data_types(tmp_path):
+    from tests.cli_helpers import invoke, one_line_error
+
+    inst, data = _svm_instance()
+    p, w = tmp_path / "d.npz", tmp_path / "w.npz"
+    np.savez(p, X=inst.X, z=inst.z, y=inst.y, v=inst.v)
+    np.savez(w, W=np.eye(6), K=np.eye(6), Q=np.zeros((6, 6)))
+    code, out, err = invoke("check", "att-svm", "--data", str(p), "--weights", str(w), "--quick")
+    assert "ambiguous" in one_line_error(code, err)
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_att_svm(None)
+    assert "data must be a .npz path" in str(e.value)
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_att_svm(data, weights=np.full((6, 6), np.nan))
+    assert "non-finite value" in str(e.value) and "(0, 0)" in str(e.value)

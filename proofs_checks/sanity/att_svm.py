@@ -263,6 +263,9 @@ def load_weights(path: str, d: int, max_memory: float | None = None) -> tuple[np
         return {short: full[0] for short, full in by.items()}
 
     def check_shapes(shapes: dict[str, tuple]):
+        if "W" in shapes and ("K" in shapes or "Q" in shapes):
+            raise InputError("--weights: the file holds W and K/Q: which one is your attention is ambiguous; keep "
+                             "either W or K and Q")
         if "W" in shapes:
             if tuple(shapes["W"]) != (d, d):
                 raise InputError(f"--weights: W must be ({d}, {d}) for the data's d = {d}, got {tuple(shapes['W'])}")
