@@ -48,6 +48,8 @@ __all__ = ["command", "estimate_resources", "SIZES", "iterations_to", "run_att_s
 
 #: (iterations, initialisations) for --quick / default / --full.
 SIZES = {"quick": (500, 4), "default": (2000, 8), "full": (20000, 16)}
+#: The fewest iterations at which a stall over the last half is evidence (at K = 1 the last half holds no step).
+MIN_STALL_ITERS = 20
 #: A stationary direction turned by less than this fraction of its remaining angle over the last half.
 STATIONARY_FRACTION = 0.01
 #: Largest KKT residual (relative) of a certified Att-SVM solution.
@@ -174,7 +176,12 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int, tick=lambda f: None
         info.update({"corr": c, "corr_half": c_half, "turned_last_half_rad": moved, "remaining_angle_rad": remaining,
                      "selection_changed_last_half": bool(np.any(tr["selected_half"][b] != sel)),
                      "reached": c >= level})
-        info["stationary"] = (not info["selection_changed_last_half"]) and moved <= STATIONARY_FRACTION * remaining
+        # a stall is evidence only when W moved: enough steps in the last half (MIN_STALL_ITERS), and W changed
+        # there (an --lr of 1e-300 leaves W where it was: frozen by the step, not stationary by the dynamics)
+        step = float(np.linalg.norm(tr["W"][b] - tr["W_half"][b]))
+        info["frozen"] = not step > 1e-9 * float(np.linalg.norm(tr["W"][b]))
+        info["stationary"] = (iters >= MIN_STALL_ITERS and not info["frozen"]
+                              and (not info["selection_changed_last_half"]) and moved <= STATIONARY_FRACTION * remaining)
         seeds.append(info)
 
     cert = fro.max_residual()
@@ -224,6 +231,12 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int, tick=lambda f: None
                     "far more iterations than --iters allows at this rate (extrapolated in log k); try a larger --lr")
         else:
             sugg = f"more iterations (--iters {4 * iters}) or a different --lr: the correlation is not rising"
+        if iters < MIN_STALL_ITERS:
+            sugg = f"at least {MIN_STALL_ITERS} iterations (--iters {MIN_STALL_ITERS}) to judge a stall; " + sugg
+        elif worst.get("frozen"):
+            reasons.append(f"W did not move over the last half (seed {worst['seed_index']}): the step --lr is too small "
+                           "for ‖W‖ in float64")
+            sugg = "a larger --lr (the default is 0.1)"
     if not_local:
         reasons.append(f"reached the Att-SVM of a token set that is not locally optimal ({len(not_local)} direction(s)): "
                        "the selection may still be changing")
