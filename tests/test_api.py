@@ -41,7 +41,7 @@ def test_attention_result_renders_as_table_html_and_json():
 def test_bad_input_is_a_value_error():
     with pytest.raises(InputError, match="returned shape"):
         proofs_checks.check_attention(lambda x: x[:, :1], dim=4)
-    with pytest.raises(ValueError, match="N ≥ 2"):
+    with pytest.raises(ValueError, match="at least 2"):
         proofs_checks.check_hopfield(np.ones((1, 3)))
     with pytest.raises(InputError, match="no claim matches"):
         proofs_checks.run_claims("no_such_group_xyz")
