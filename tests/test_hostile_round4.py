@@ -708,3 +708,20 @@ def test_att_svm_weights_both_w_and_kq_and_api_data_types(tmp_path):
     with pytest.raises(InputError) as e:
         proofs_checks.check_att_svm(data, weights=np.full((6, 6), np.nan))
     assert "non-finite value" in str(e.value) and "(0, 0)" in str(e.value)
+
+
+class QKNormEps(SmallAttn):
+    """QK-norm with torch's default RMS eps (not the reference's 1e-6), all in float64."""
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (m(x).view(B, T, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.v))
+        q, k = (torch.nn.functional.rms_norm(t, (4,), eps=1e-3) for t in (q, k))
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+
+
+def test_a_small_systematic_difference_gets_no_precision_hint():
+    r = run(QKNormEps(), causal=True, qk_norm="rms")
+    assert r.outcome == "mismatch"
+    assert not any("compute-dtype" in h for h in r.to_json()["hints"]), r.to_json()["hints"]
