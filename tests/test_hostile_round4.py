@@ -716,7 +716,7 @@ class QKNormEps(SmallAttn):
     def forward(self, x):
         B, T, D = x.shape
         q, k, v = (m(x).view(B, T, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.v))
-        q, k = (torch.nn.functional.rms_norm(t, (4,), eps=1e-3) for t in (q, k))
+        q, k = (torch.nn.functional.rms_norm(t, (4,)) for t in (q, k))  # eps: torch's default
         s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
         return self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
 
