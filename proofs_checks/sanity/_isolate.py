@@ -221,6 +221,8 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
         with contextlib.suppress(Exception):
             torch.set_num_threads(int(req["threads"]))
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # the fork server's blocked SIGINT, inherited
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     payload = _run_task(req, obj_blob, arrays_blob)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -415,8 +417,32 @@ def _context():
         if mods != want:  # never '__main__': the server must not run the caller's script again
             with contextlib.suppress(Exception):
                 ctx.set_forkserver_preload(want)
+        _start_forkserver_quietly(forkserver)
         return ctx
     return mp.get_context("spawn")
+
+
+def _start_forkserver_quietly(forkserver) -> None:
+    """Start the fork server with SIGINT ignored (inherited across its exec): a Ctrl-C at a terminal
+    signals the whole foreground group, and the server, still importing its preload modules, printed a
+    30-line KeyboardInterrupt traceback beside tverify's one line. The server ignores SIGINT itself
+    once started; its children (the checks' processes) restore the default handler. This process's
+    own handler is back before the server is used."""
+    server = getattr(forkserver, "_forkserver", None)
+    if server is None or getattr(server, "_forkserver_pid", None) is not None:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    # ignored, not blocked: the exec that starts the server resets the blocked mask but keeps an ignored
+    # signal ignored. The window is the spawn alone (milliseconds: the server imports its preload
+    # modules after ensure_running returns); a Ctrl-C inside it is not seen by this process
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        server.ensure_running()
+    except Exception:  # the start is retried, with its own error, by the first Process.start()
+        pass
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 @contextlib.contextmanager
