@@ -444,18 +444,19 @@ def cli(store_dir):
               help="Regenerate the catalogue: docs/CATALOGUE.md and docs/catalogue.json (every claim).")
 @click.option("--docs-dir", metavar="DIR", default=None, help="With --markdown: write there instead of the checkout's docs/.")
 @click.option("--refresh", is_flag=True, help="Recompute the catalogue from the registry (ignore every cached copy).")
-@click.option("--force", is_flag=True, help="With --docs-dir: replace CATALOGUE.md / catalogue.json there even when "
-                                            "they are not a catalogue tverify wrote.")
+@click.option("--force", "markdown_force", is_flag=True,
+              help="With --markdown --docs-dir: replace CATALOGUE.md / catalogue.json there even when they are not a "
+                   "catalogue tverify wrote (not --json's: list never replaces a file it did not write).")
 @_store_option
-def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh, force):
+def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh, markdown_force):
     """List registered claims (optionally only those matching PATTERNS: ids, globs, group names)."""
     store = _store(store_dir)
     if markdown:
         if patterns or json_path:
             raise UsageError("--markdown writes the whole catalogue: give no PATTERN and no --json")
-        _write_catalogue(docs_dir, store, force)
+        _write_catalogue(docs_dir, store, markdown_force)
         return
-    if docs_dir or force:
+    if docs_dir or markdown_force:
         raise UsageError("--docs-dir and --force go with --markdown")
     entries = _catalogue(store, refresh)[0]
     if json_path and json_path != "-" and not patterns:
