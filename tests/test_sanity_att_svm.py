@@ -34,7 +34,7 @@ def good(tmp_path, inst):
 def test_converged_run_is_ok(good):
     code, out, _ = run("--data", good, "--quick", "--no-progress")
     assert code == 0 and "verdict: ok: converges to W^mm" in out
-    assert "iterations to 0.99: " in out and "not reached" not in out
+    assert "iterations to 0.99 with W^mm: " in out and "not reached" not in out
 
 
 def test_not_converged_is_inconclusive_exit_3(good):

@@ -95,10 +95,15 @@ def load_patterns(path: str, option: str = "--patterns", max_memory: float | Non
 def patterns_array(a: Any, option: str = "patterns", where: str = "the array") -> np.ndarray:
     """``a`` as the ``(N, d)`` float64 patterns, with the checks of :func:`load_patterns` (the Python
     API's arrays get the command line's: real numbers, two dimensions, finite, at least 2 rows)."""
+    if hasattr(a, "detach") and hasattr(a, "cpu"):  # a torch tensor (one that requires grad too): its values
+        try:
+            a = a.detach().cpu().numpy()
+        except Exception as exc:
+            raise UsageError(f"{option}: a tensor whose values cannot be read as numbers: {exc}") from None
     try:
         a = np.asarray(a)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{option}: need an (N, d) array of real numbers: {exc}") from None
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise UsageError(f"{option}: need an (N, d) array of real numbers: {' '.join(str(exc).split())[:200]}") from None
     if a.dtype == object:
         raise UsageError(f"{option}: {where} holds Python objects (dtype object), not numbers")
     if a.dtype.kind == "c":
@@ -321,7 +326,7 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
             return out
 
         def upd(xi):
-            return checked(xi).to(torch.float64)
+            return checked(xi).detach().to(torch.float64)  # an output that requires grad: its values only
 
         probe = P[: min(N, 4)].clone()
         out = checked(probe)
