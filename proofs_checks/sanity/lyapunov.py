@@ -43,6 +43,18 @@ __all__ = ["command", "parse_eps", "parse_region", "estimate_resources", "run_ly
 
 
 
+
+
+def _short_number(x) -> str:
+    """An exact rational as typed when short (``1/1000``), else in scientific notation (``1e-300``, not
+    a 300-digit fraction)."""
+    text = str(x)
+    if len(text) <= 24:
+        return text
+    import sympy as sp
+
+    return f"{float(sp.Float(x, 17)):.6g} (exactly {text[:12]}…, {len(text)} characters)"
+
 def parse_eps(text: str):
     """``--eps`` as an exact rational (a decimal or a fraction), strictly between 0 and 1.
 
@@ -109,7 +121,7 @@ def parse_region(text: str | None):
     except (TypeError, ValueError, ZeroDivisionError):
         raise InputError(f"--region: not a number: {text!r}") from None
     if not (0 < r <= 10**6):
-        raise InputError(f"--region must be in (0, 1e6], got {r}")
+        raise InputError(f"--region must be in (0, 1e6], got {_short_number(r)}")
     return r
 
 
@@ -150,7 +162,7 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
                             "seed": seed, "mode": mode}, "resources": est.to_json()}
     lines = [f"system x' = f(x) in ({names}): f = ({', '.join(map(str, cand.f))})",
              f"candidate V = {cand.V}", f"∇V·f = {vdot}",
-             f"certificate sought {where}, ε = {eps}" + ("" if region is None else
+             f"certificate sought {where}, ε = {_short_number(eps)}" + ("" if region is None else
                                                           "; S-procedure multiplier s(x)·(R² − ‖x‖²), s SOS")]
     prog.phase("solving the SOS programs", 0, 1).sub(0)
     search = ls.search_certificate(cand, eps, region)
@@ -184,7 +196,7 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
                               "region": None if region is None else str(region),
                               "V_minus_eps_p": uV.to_json(), "decay": uD.to_json()}
         doc["counterexample"] = None
-        crit = (f"V − εp with p = {uV.margin} and −∇V·f − εq with q = {uD.margin} (ε = {eps}) are sums of squares"
+        crit = (f"V − εp with p = {uV.margin} and −∇V·f − εq with q = {uD.margin} (ε = {_short_number(eps)}) are sums of squares"
                 + ("" if region is None else f" plus s(x)(R² − ‖x‖²) with SOS multipliers s, R = {region}")
                 + f"; smallest Gram eigenvalues {_fmt(uV.min_eig)} (V − εp) and {_fmt(uD.min_eig)} (−∇V·f − εq)"
                 + f"; exact re-check residuals {uV.exact_residual} and {uD.exact_residual} after rounding to 2^-40 and "
