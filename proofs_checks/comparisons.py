@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from proofs_checks.registry import CheckResult, compare, worst
+from proofs_checks.registry import CheckResult, VacuousCheck, compare, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
 
 __all__ = ["largest", "smallest", "exact", "rounding", "z_test", "seed_spread", "relative", "confirm_resolution",
@@ -130,6 +130,11 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     >>> rounding(1e-15, 10).passed, rounding(1e-9, 10).passed
     (True, False)
     """
+    if not (math.isfinite(float(n)) and math.isfinite(float(c)) and n >= 0 and c >= 0):
+        raise VacuousCheck(f"rounding: n = {float(n):g}, c = {float(c):g}: a tolerance needs a finite operation count")
+    if c * n * EPS >= 1.0:  # the rounding bound allows every digit to be wrong: it cannot tell a value from 0 or from 2x
+        raise VacuousCheck(f"rounding: c·n·eps = {c * n * EPS:.3g} ≥ 1 (n = {float(n):g}): a relative tolerance ≥ 1 "
+                           "resolves nothing")
     tol = c * n * EPS * (scale if scale > 1.0 else 1.0)
     just = f"float64 rounding of {what or f'~{n:g} operations'} ({c:g}·n·eps·max(1, scale), n={n:g}, scale={scale:.3g})"
     r = compare(errors, tol, just, **kw)
@@ -154,6 +159,10 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     >>> round(r.error, 9), r.passed
     (2.0, True)
     """
+    if not measurements:
+        raise VacuousCheck("z_test: no measurements (a comparison over 0 draws)")
+    if not (math.isfinite(float(k)) and k > 0):
+        raise VacuousCheck(f"z_test: k = {float(k):g} standard errors: a tolerance must be finite and positive")
     zs, rows = {}, {}
     for label, (est, se, val) in measurements.items():
         est, se, val = float(est), float(se), float(val)
@@ -228,6 +237,11 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
     (True, True)
     """
     v, ref = np.asarray(value, dtype=float), np.asarray(reference, dtype=float)
+    if ref.size == 0 or v.size == 0:
+        raise VacuousCheck("relative: 0 entries compared (a comparison over 0 draws)")
+    if not (math.isfinite(float(tol)) and tol < 1.0):
+        raise VacuousCheck(f"relative: tolerance {float(tol):g}: a relative tolerance must be finite and below 1 "
+                           "(at 1 the value 0 passes)")
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
 
     def err(delta: float) -> float:
@@ -255,6 +269,11 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
     S = x.shape[0]
     if S < 2:
         raise ValueError("seed_spread needs at least two seeds")
+    if x.size == 0 or ref.size == 0:
+        raise VacuousCheck("seed_spread: 0 entries compared (a comparison over 0 draws)")
+    if not (math.isfinite(float(k)) and k > 0 and math.isfinite(float(floor)) and floor >= 0):
+        raise VacuousCheck(f"seed_spread: k = {float(k):g}, floor = {float(floor):g}: a tolerance must be finite")
+    _stated_beyond("seed_spread", k * float(floor), ref, f"its floor k·floor = {k * float(floor):.3g}")
     mean = x.mean(axis=0)
     se = np.maximum(x.std(axis=0, ddof=1) / math.sqrt(S), floor)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -298,6 +317,12 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
         return _shape_fail(v, ref, justification, kw)
     t = np.ravel(np.broadcast_to(np.asarray(tol, dtype=float), np.asarray(reference).shape)) if np.ndim(tol) else \
         np.full(ref.shape, float(tol))
+    if ref.size == 0:
+        raise VacuousCheck("close: 0 draws compared")
+    if not np.all(np.isfinite(t)) or np.any(t < 0):
+        bad = t[~np.isfinite(t) | (t < 0)][0]
+        raise VacuousCheck(f"close: tolerance {bad:g}: a tolerance must be finite and non-negative")
+    _stated_beyond("close", t, ref, "its tolerance")
 
     def err(delta: float) -> float:
         d = np.abs(v - ref * (1 + delta))
@@ -314,6 +339,19 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
                    tolerance_range=[float(np.min(t)), float(np.max(t))] if t.size else [])
     return compare(e, 1.0, f"per-draw tolerance (error = max |value − reference| / tol): {justification}", details=details,
                    resolution=eps, resolution_units=REL_UNITS, **kw)
+
+
+def _stated_beyond(what: str, tol: Any, ref: Any, name: str) -> None:
+    """Refuse a *stated* tolerance beyond any resolution: at least the reference's own size on every
+    entry with a non-zero reference (``tol_i ≥ |r_i|``, a relative tolerance ≥ 1), so the value 0 —
+    or twice the reference — passes on every entry: the check cannot tell the claimed quantity from
+    nothing. A reference that is 0 everywhere has no relative scale; its tolerance is absolute."""
+    ref = np.ravel(np.abs(np.asarray(ref, dtype=float)))
+    t = np.ravel(np.broadcast_to(np.asarray(tol, dtype=float), ref.shape))
+    nz = (ref > 0) & np.isfinite(ref)
+    if nz.any() and np.all(t[nz] >= ref[nz]):
+        raise VacuousCheck(f"{what}: {name} is at least the reference's own size on every draw (tol ≥ |reference|, "
+                           f"largest |reference| {float(np.max(ref[nz])):.3g}): the value 0 would pass, so it resolves nothing")
 
 
 def _shape_fail(v: Any, ref: Any, justification: str, kw: dict) -> CheckResult:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proofs_checks.registry import Claim, Mutant
+from proofs_checks.runner import ROUNDING_FLOOR as runner_floor
 from proofs_checks.runner import ClaimResult, run_check, run_mutant
 
-__all__ = ["scaled_form", "continuous_probe"]
+__all__ = ["scaled_form", "continuous_probe", "scale_counter"]
 
 
 @dataclass
@@ -54,6 +55,15 @@ def _scale(v: Any, f: float, n: _Counter) -> Any:
     return v
 
 
+def scale_counter(form: Any) -> "_Counter | None":
+    """The counter of outputs scaled by a :func:`scaled_form` (``None`` for any other form): a plugin
+    check's child adds what it scaled to it (:func:`proofs_checks.claims._plugins.run_check`)."""
+    if isinstance(form, dict):
+        return next((c for c in map(scale_counter, form.values()) if c is not None), None)
+    c = getattr(form, "tverify_scaled", None)
+    return c if isinstance(c, _Counter) else None
+
+
 def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> Any:
     """``form`` with its numeric outputs multiplied by ``factor``.
 
@@ -69,6 +79,7 @@ def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> An
         def wrapped(*args, **kwargs):
             return _scale(form(*args, **kwargs), factor, n)
 
+        wrapped.tverify_scaled = n  # a plugin check runs in a child: it sends back how many outputs it scaled there
         return wrapped
     if isinstance(form, dict):
         return {k: scaled_form(v, factor, n) for k, v in form.items()}
@@ -78,7 +89,7 @@ def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> An
 #: resolutions below this are float64-rounding level: a form scaled by 1 ± 2ε is then within the rounding of its own
 #: downstream arithmetic (measured: attn.causal_mask at 3.7e-14 and lora.low_rank at 1.4e-14 were not rejected), so
 #: they are confirmed inside the check by scaling the stored reference, not by scaling the form
-ROUNDING_FLOOR = 1e-10
+ROUNDING_FLOOR = runner_floor
 
 
 def _non_symbolic_failed(m) -> list[str]:

@@ -65,13 +65,13 @@ from typing import Any, Callable
 from proofs_checks.comparisons import REL_UNITS, close, exact, largest, relative, rounding, seed_spread, smallest, z_test
 from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (KINDS, LAYERS, MUTANT_KINDS, Check, CheckResult, Claim, Clause, Counterexample, Hypothesis,
-                                    Mutant, RegistryError, SkipCheck, compare, register, worst)
+                                    Mutant, RegistryError, SkipCheck, VacuousCheck, compare, register, worst)
 from proofs_checks.trained import Inconclusive, TrainRun, train
 from theory.derivation import Derivation, DerivationBuilder, Obligation
 from theory.shapes import Arg, bind, matrix, scalar, vector
 
 __all__ = [
-    "Claim", "Check", "Mutant", "CheckResult", "SkipCheck", "RegistryError", "RunContext", "register",
+    "Claim", "Check", "Mutant", "CheckResult", "SkipCheck", "RegistryError", "VacuousCheck", "RunContext", "register",
     "Hypothesis", "Clause", "Counterexample",
     "KINDS", "LAYERS", "MUTANT_KINDS",
     "Derivation", "DerivationBuilder", "Obligation",
@@ -193,6 +193,7 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         combos = [dict(zip(names, vals)) for vals in itertools.product(*(tuple(sizes[n]) for n in names))]
     else:
         combos = [dict(c) for c in sizes]
+    _refuse_vacuous(name, points, combos)
     try:
         params = inspect.signature(derive).parameters
     except (TypeError, ValueError):
@@ -207,7 +208,11 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         expr = d.result[key] if key is not None else d.result
         expr, objs = shapes.explicit(expr, d.facts[args], **size)
         ops = int(sp.count_ops(expr)) + 1
-        return sp.lambdify(shapes.lambdify_args(objs), expr, ["scipy", "numpy"]), ops
+        f = sp.lambdify(shapes.lambdify_args(objs), expr, ["scipy", "numpy"])
+        # lambdify_args passes an (r, 1) matrix (a size-1 column: d_v = 1) as a flat list of r entries: its value
+        # goes in flat too, else each entry gets a (1,) array and constant entries make a ragged array
+        flat = [isinstance(o, sp.MatrixBase) and o.shape[1] == 1 for o in objs]
+        return (lambda *p: f(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))), ops
 
     def draw(rng: Any, size: dict[str, int]) -> tuple:
         if declared:
@@ -234,6 +239,8 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
                 errs.append(np.abs(np.ravel(got) - np.ravel(ref)))
                 scale = largest(scale, float(np.max(np.abs(ref))) if ref.size else 0.0)
             count += len(pts)
+        if count == 0:
+            raise VacuousCheck(f"{name}: 0 points compared ({n} asked at {len(combos)} sizes)")
         where = f" at {len(combos)} sizes ({', '.join(str(s) for s in combos)})" if combos[0] else ""
         r = rounding(worst(errs), ops_max, scale=scale, what=f"the closed form ({ops_max} operations) at {count} points{where}",
                      seeds=[ctx.seed_for("points")], sizes={"points": count, **({"sizes": combos} if combos[0] else {})})
@@ -242,6 +249,32 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         return r
 
     return Check(name, "symbolic", fn, description or "the form against the derivation's closed form at sampled points")
+
+
+def _refuse_vacuous(name: str, points: Any, combos: list[dict[str, int]]) -> None:
+    """At registration: a ``matches_derivation`` that cannot compare anything is an error in the claim
+    (:class:`RegistryError`, one line): a number of points that is not a positive integer in some mode,
+    or a size that is not a positive integer (a size 0 compares empty arrays; a size 1 is valid)."""
+    try:
+        pts = tuple(points)
+    except TypeError:
+        pts = ()
+    def positive(v: Any) -> bool:
+        import operator
+
+        try:
+            return not isinstance(v, bool) and operator.index(v) > 0
+        except TypeError:
+            return False
+
+    if len(pts) != 3 or not all(positive(p) for p in pts):
+        raise RegistryError(f"check {name!r}: points={points!r}: the points per quick / default / full mode must be "
+                            "three positive integers (a comparison over 0 points cannot reject anything)")
+    for size in combos:
+        for k, v in size.items():
+            if not positive(v):
+                raise RegistryError(f"check {name!r}: size {k} = {v!r}: a size must be a positive integer (at size 0 "
+                                    "every compared array is empty, so nothing can be rejected)")
 
 
 def _real(a: Any, ops: int) -> Any:
@@ -393,7 +426,7 @@ def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
     claim is incomplete. See the module docstring and :class:`ClaimCheck` for a verified claim.
 
         >>> bare = Claim(id="demo.bare", title="t", statement="s", source="-", kind="identity", form=1.0,
-        ...              checks=(Check("direct", "numeric", lambda form, ctx: exact(0.0, "x")),),
+        ...              checks=(Check("direct", "numeric", lambda form, ctx: exact(form - 1.0, "x")),),
         ...              mutants=(Mutant("two", "wrong constant", "2", 2.0),))
         >>> check_claim(bare)
         Traceback (most recent call last):

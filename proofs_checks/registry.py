@@ -45,6 +45,9 @@ __all__ = [
     "RegistryError",
     "SkipCheck",
     "UnknownClaimError",
+    "VacuousCheck",
+    "VACUOUS",
+    "vacuity",
     "compare",
     "default_resolution",
     "worst",
@@ -83,6 +86,47 @@ class RegistryError(ValueError):
         ...
         proofs_checks.registry.RegistryError: mutant 'm': kind must be one of ('wrong constant', 'dropped term', 'extra term', 'swapped index', 'wrong axis', 'sign flip', 'wrong norm', 'wrong solver output', 'wrong formula', 'erratum as stated', 'hypothesis dropped')
     """
+
+
+#: how a vacuous check's error message starts (the claim's message: "check NAME cannot reject anything: …")
+VACUOUS = "cannot reject anything"
+
+
+class VacuousCheck(Exception):
+    """A check that cannot reject anything: a comparison over no draws, a non-finite tolerance, a
+    tolerance beyond any stated resolution, a size 0, a training criterion of infinity. It is an
+    *error in the claim*, never a pass: raised by the comparison helpers, :func:`~proofs_checks.trained.train`
+    and :func:`~proofs_checks.plugin.matches_derivation`, the check's outcome is ``error`` and the
+    claim's verdict ``error`` (exit 1), one line naming the check and why.
+
+    The rule for a tolerance "beyond any stated resolution": a stated tolerance that is at least the
+    size of the reference it is compared with on every compared entry (``tol_i ≥ |r_i|``: a relative
+    tolerance ≥ 1; for :func:`~proofs_checks.comparisons.rounding` ``c·n·eps ≥ 1``) cannot tell the
+    claimed quantity from 0 or from twice itself: every digit may be wrong, so the check resolves
+    nothing. A *measured* spread (a Monte Carlo standard error, the seeds' own spread) is evidence,
+    not a choice, and is not judged by this rule; a stated floor on it is.
+
+        >>> raise VacuousCheck("close: 0 draws")
+        Traceback (most recent call last):
+        ...
+        proofs_checks.registry.VacuousCheck: close: 0 draws
+    """
+
+
+def vacuity(result: "CheckResult") -> str:
+    """Why a hand-built passing result cannot reject anything (``""`` when it can): an infinite
+    tolerance, or ``details["draws"] == 0``.
+
+        >>> vacuity(CheckResult(True, error=0.0, tolerance=math.inf)), vacuity(CheckResult(True, 0.0, 1e-12))
+        ('its tolerance is inf: no error exceeds it', '')
+    """
+    if not result.passed:
+        return ""
+    if math.isinf(result.tolerance) and result.tolerance > 0:
+        return "its tolerance is inf: no error exceeds it"
+    if (result.details or {}).get("draws") == 0:
+        return "it compared 0 draws"
+    return ""
 
 
 class UnknownClaimError(LookupError):

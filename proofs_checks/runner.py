@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from proofs_checks.context import RunContext, identity_token
-from proofs_checks.registry import (Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
+from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
+                                    VacuousCheck, vacuity,
                                     SkipCheck, default_resolution)
 from theory.validation import InputError
 
@@ -398,6 +399,8 @@ def run_check_here(check: Check, form: Any, claim: Claim, ctx: RunContext) -> Ch
         undecided = True
     except SkipCheck as exc:
         res = CheckResult(None, skip_reason=str(exc), device=ctx.device)
+    except VacuousCheck as exc:  # an error in the claim (no draws, an infinite tolerance, ...): never a pass
+        return CheckOutcome(check.name, check.layer, "error", None, error_message=f"{VACUOUS}: {exc}")
     except (InputError, Exception) as exc:  # a crash in one check is reported, not fatal
         return CheckOutcome(
             check.name,
@@ -415,6 +418,8 @@ def run_check_here(check: Check, form: Any, claim: Claim, ctx: RunContext) -> Ch
     if not isinstance(res, CheckResult):
         return CheckOutcome(check.name, check.layer, "error", None, error_message=f"check returned {type(res).__name__}, not CheckResult")
     res.seconds = time.perf_counter() - t0
+    if vacuity(res):  # a hand-built result that cannot fail
+        return CheckOutcome(check.name, check.layer, "error", None, error_message=f"{VACUOUS}: {vacuity(res)}")
     if res.passed and (math.isinf(res.error) or (math.isnan(res.error) and not math.isnan(res.tolerance))):
         res.passed = False  # a non-finite measurement never passes, whoever built the result
         res.reason = res.reason or f"non-finite error: {res.error}"
@@ -609,7 +614,58 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
     stated: list[CheckOutcome] = []
     if claim.kind == "erratum":
         stated = [_run_check(c, claim.stated, claim, ctx) for c in claim.checks]
-    return claim_result(claim, ctx, info, outcomes, stated, time.perf_counter() - t0)
+    result = claim_result(claim, ctx, info, outcomes, stated, time.perf_counter() - t0)
+    if result.status == "verified" and claim.kind in ("theorem", "identity") and not _builtin(claim):
+        _own_power(claim, result, ctx)
+        result.seconds = time.perf_counter() - t0
+    return result
+
+
+#: relative resolutions below this are float64-rounding level (see :mod:`proofs_checks.continuous`)
+ROUNDING_FLOOR = 1e-10
+
+
+def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
+    """A verified claim from outside this project's catalogue (a plugin's, a notebook's): its checks
+    must reject at least one of its own planted mutants (cheapest layer first, stopping at the first
+    rejection), else nothing they accept is shown to be told apart from a wrong form — the verdict is
+    ``error`` (an error in the claim, exit 1), never verified; the message states the claim's
+    resolution and the mutant rejected. (The built-in claims' mutants are all required killed by the
+    test suite.)"""
+    planted = [m for m in claim.mutants if not m.hypothesis and not m.exempt]
+    cost = {"numeric": 0, "symbolic": 1, "trained": 2}  # a plugin's derivation is rebuilt in each check's process
+    order = sorted(claim.checks, key=lambda c: cost.get(c.layer, 3))
+    res = resolution_words(result.checks)
+    for m in planted:
+        for check in order:
+            if _run_check(check, m.form, claim, ctx).status == "failed":
+                result.message = f"{res}; its checks reject mutant {m.name} ({check.name})"
+                return
+    names = ", ".join(m.name for m in planted) or "none planted"
+    result.status = "error"
+    result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
+                      f"wrong form verifies nothing (an error in the claim; {res})")
+
+
+def resolution_words(outcomes: list[CheckOutcome]) -> str:
+    """The claim's resolution in a few words: the smallest relative resolution of a passed numeric or
+    trained check (what ``tverify mutants --continuous`` confirms), else the best of any check."""
+    rel, other = [], []
+    for o in outcomes:
+        r = o.result
+        if o.status != "passed" or r is None or not math.isfinite(r.resolution):
+            continue
+        units = str(r.resolution_units or "")
+        if units.startswith("relative") and o.layer != "symbolic" and r.resolution > 0:
+            rel.append((r.resolution, o.name))
+        elif units.startswith("exact"):
+            other.append((0.0, o.name, "exact"))
+    if rel:  # as tverify mutants --continuous picks: the smallest above float64 rounding, if any
+        eps, name = min([r for r in rel if r[0] >= ROUNDING_FLOOR] or rel)
+        return f"resolution ε ≈ {eps:.2g} relative ({name})"
+    if other:
+        return f"resolution: exact ({other[0][1]})"
+    return "no numeric or trained check states a relative resolution"
 
 
 def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:
@@ -676,7 +732,8 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
         return "error", f"derivation failed: {derr}", None
     if "error" in states:
         bad = next(o for o in outcomes if o.status == "error")
-        return "error", f"check {bad.name} crashed: {bad.error_message}", None
+        verb = "" if str(bad.error_message).startswith(VACUOUS) else "crashed: "  # vacuous: an error in the claim
+        return "error", f"check {bad.name} {verb}{bad.error_message}", None
     failed_obl = [_obl_text(o) for o in obligations or [] if obligation_status(o) == "fails"]
     undecided_obl = [o["name"] for o in obligations or [] if obligation_status(o) == "undecided"]
     skipped = [o for o in outcomes if o.status == "skipped"]

@@ -140,7 +140,17 @@ def train(init: Callable[[Any, int], dict[str, Any]], loss: Callable[[dict[str, 
     optimiser  ``"adam"`` or ``"sgd"``; ``schedule`` ``"cosine"``, ``"constant"`` or ``f(step) -> factor``.
 
     The run is cached through ``ctx.reference`` (keyed on ``init``, ``loss`` and the settings), so a
-    claim's mutants reuse it; the guard runs on every call."""
+    claim's mutants reuse it; the guard runs on every call. A criterion that is not a finite number
+    (``inf``: every loss meets it) guards nothing: :class:`~proofs_checks.registry.VacuousCheck`, an
+    error in the claim."""
+    try:
+        finite = math.isfinite(float(criterion))
+    except (TypeError, ValueError):
+        finite = False
+    if not finite:
+        from proofs_checks.registry import VacuousCheck
+
+        raise VacuousCheck(f"train: criterion {criterion!r}: every loss meets it, so the convergence guard guards nothing")
     key = (identity_token(init), identity_token(loss), seeds, steps, lr, criterion, optimiser, str(schedule), ctx.device)
     run = ctx.reference(f"trained: {name}", lambda: _train(init, loss, ctx, seeds, steps, lr, criterion, optimiser,
                                                              schedule, name), *key)

@@ -344,7 +344,25 @@ def run_check(spec: tuple, check: Any, form: Any, claim: Any, ctx: Any):
                             traceback=rest or None)
     if payload.get("load_error"):
         return CheckOutcome(check.name, check.layer, "error", None, error_message=short(payload["load_error"], MESSAGE))
+    _add_scaled(form, payload.get("scaled"))
     return _rebuild(payload.get("outcome") or {}, check)
+
+
+def _scale_counter(form: Any):
+    """The counter of a continuous mutant's scaled form (``None`` otherwise)."""
+    if not (callable(form) or isinstance(form, dict)):
+        return None
+    from proofs_checks.continuous import scale_counter
+
+    return scale_counter(form)
+
+
+def _add_scaled(form: Any, n: Any) -> None:
+    """Carry the count of outputs a continuous mutant scaled in the child back to its counter here
+    (kept here, the count read 0 and every plugin claim was "not scalable")."""
+    counter = _scale_counter(form) if isinstance(n, int) and n > 0 else None
+    if counter is not None:
+        counter.scaled += n
 
 
 def _rebuild(d: dict, check: Any):
@@ -417,6 +435,8 @@ def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover -
         form = next(m.form for m in claim.all_mutants() if m.name == role[1])
     ctx = RunContext(mode=req["mode"], seed=int(req["seed"]), device=req["device"],
                      figure_dir=Path(req["figure_dir"]) if req.get("figure_dir") else None)
+    counter = _scale_counter(form) if role is None else None
+    before = counter.scaled if counter is not None else 0
     o = run_check_here(check, form, claim, ctx)
     out = {"name": o.name, "layer": o.layer, "status": o.status, "error_message": o.error_message,
            "traceback": o.traceback}
@@ -424,7 +444,7 @@ def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover -
         r = asdict(o.result)
         r["seeds"] = [int(s) for s in r["seeds"]]
         out["result"] = r
-    return {"outcome": out}
+    return {"outcome": out, "scaled": (counter.scaled - before) if counter is not None else 0}
 
 
 def _runner():
