@@ -80,7 +80,7 @@ def load_plugins() -> None:
             with contextlib.redirect_stdout(sys.stderr):  # a plugin's prints never reach --json - on stdout
                 _load_one(ep)
             _record_sources(set(sys.modules) - before)
-            new = [i for i in registry.ids() if i not in ids]
+            new = [i for i in registry.ids() if i not in ids] or _registered_by(ep)  # imported before (a test did)
             if _plugins.probed(ep):  # its claims' checks run in a child too
                 _plugins.isolate(ep, new)
             if not new:  # imported cleanly, registered nothing: said, as a failure is
@@ -103,6 +103,21 @@ def load_plugins() -> None:
             head = (f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
                     "failed to load and was skipped: ")
             sys.stderr.write(head + _short(text, builtins.max(60, 300 - len(head))) + "\n")  # one line, ≤ 300 characters
+
+
+def _registered_by(ep) -> list[str]:
+    """Ids of registered claims defined in the entry point's module (or below it): a plugin imported
+    before ``load_plugins`` runs (a test importing its ``CLAIM``, a catalogue reload) registers
+    nothing new but did register its claims — no "registered no claim" warning for it."""
+    from proofs_checks.registry import registry
+
+    mod = str(getattr(ep, "module", "") or str(ep.value).split(":")[0]).strip()
+
+    def mine(obj) -> bool:
+        m = str(getattr(obj, "__module__", "") or "")
+        return bool(mod) and (m == mod or m.startswith(mod + "."))
+
+    return [c.id for c in registry if mine(c.form) or any(mine(ch.fn) for ch in c.checks)]
 
 
 #: seconds a plugin's import may take before it is skipped ($TVERIFY_PLUGIN_IMPORT_TIMEOUT); a note
