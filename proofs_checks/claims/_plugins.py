@@ -262,6 +262,10 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
     iso = importlib.import_module("proofs_checks.sanity._isolate")
     empty = {"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [], "error": None,
              "timeout": None}
+    cache = _DerivationCache(claim.id)
+    hit = cache.read(obligations)
+    if hit is not None:
+        return {**empty, **hit, "cached": True}
     label, what = f"claims plugin {short(repr(spec[0]), 60)}", f"derivation of {short(claim.id, 80)}"
     req = {"ep": list(spec), "claim": claim.id, "obligations": bool(obligations)}
     try:
@@ -281,7 +285,76 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
     info = payload.get("info")
     if not isinstance(info, dict):
         return {**empty, "error": "the derivation's process sent no result"}
+    cache.write(info, obligations)
     return {**empty, **info}
+
+
+class _DerivationCache:
+    """A plugin claim's derivation info (steps, obligations and their verdicts), kept in the store's
+    cache under the fingerprint of every source it is computed from — tverify's own (theory/, the
+    registry, the runner), the installed plugins' (entry points, versions, RECORD, package files:
+    :func:`proofs_checks.fingerprint.source_fingerprint`) and the helper modules the plugins imported
+    from outside site-packages — as the built-in claims' derivations are kept in docs/catalogue.json.
+    So ``tverify show`` (and ``run``) builds a plugin's derivation once per source version, not on
+    every call (33–73 s for the scaffold's). A derivation that failed or ran out of time is not kept;
+    ``TVERIFY_DERIVATION_CACHE=0`` turns the cache off; an unwritable store only costs time."""
+
+    def __init__(self, claim_id: str):
+        self.claim_id, self.path = claim_id, None
+        if os.environ.get("TVERIFY_DERIVATION_CACHE", "1").strip().lower() in ("0", "no", "false", "off"):
+            return
+        try:
+            import hashlib
+
+            from proofs_checks.claims import PLUGIN_SOURCES
+            from proofs_checks.fingerprint import file_hash, source_fingerprint
+
+            h = hashlib.sha256(f"plugin derivation\0{claim_id}\0{source_fingerprint()}".encode())
+            for f in sorted(PLUGIN_SOURCES):
+                h.update(f"\0{f}\0{file_hash(f)}".encode())
+            self.path = _store_cache_dir() / "derivations" / f"{h.hexdigest()[:32]}.json"
+        except Exception:  # noqa: BLE001 - no fingerprint, no cache: the derivation is computed
+            self.path = None
+
+    def read(self, obligations: bool) -> dict | None:
+        if self.path is None:
+            return None
+        try:
+            doc = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        ok = (isinstance(doc, dict) and doc.get("claim") == self.claim_id and isinstance(doc.get("info"), dict)
+              and (doc.get("obligations") or not obligations))
+        return doc["info"] if ok else None
+
+    def write(self, info: dict, obligations: bool) -> None:
+        if self.path is None or info.get("error") or info.get("timeout"):
+            return
+        try:
+            from proofs_checks.store import atomic_write_text
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, json.dumps({"claim": self.claim_id, "obligations": bool(obligations),
+                                                     "info": info}))
+        except (OSError, TypeError, ValueError):
+            pass
+
+
+def _store_cache_dir():
+    """The cache folder of this command's store: ``--store`` (the command's, else tverify's), else
+    ``$TVERIFY_STORE`` or the per-user default."""
+    from proofs_checks.store import resolve_store
+
+    option = None
+    try:
+        import click
+
+        ctx = click.get_current_context(silent=True)
+        for c in (ctx, ctx.find_root() if ctx is not None else None):
+            option = option or (c.params.get("store_dir") if c is not None else None)
+    except Exception:  # noqa: BLE001 - not under the CLI
+        option = None
+    return resolve_store(option).cache_dir
 
 
 def derivation_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover - runs in the child
