@@ -72,3 +72,71 @@ def test_matches_derivation_takes_a_dimension_of_size_one(sizes):
     assert r.passed, (sizes, r.error, r.tolerance, r.reason)
     if sizes["T"] > 1:
         assert not chk.fn(lambda Q, V: (Q @ Q.T) @ V, RunContext(mode="quick")).passed  # the mask dropped
+
+
+# ------------------------------------------------------------------------------------------------
+# a vector-valued claim written from the docs alone; the test kit and the CLI agree on it
+
+
+def _linear():
+    sys.path.insert(0, str(DATA))
+    try:
+        return importlib.import_module("linear_attention_plugin")
+    finally:
+        sys.path.remove(str(DATA))
+
+
+def test_linear_attention_claim_from_the_docs_verifies_with_every_mutant_killed():
+    """Matrix arguments with d = 1 and d_v = 1 among the sizes, a derivation at fixed sizes
+    (``fixed_sizes``), a hypothesis whose counterexample is exact (``layer="symbolic"``), a clause
+    ``derived_at`` and ``checked``: the test kit passes it (a statement mutant killed by a symbolic
+    counterexample counts, as in ``tverify mutants``)."""
+    from proofs_checks.testkit import assert_claim
+
+    lin = _linear()
+    try:
+        first = assert_claim(lin.build("zzlin.kit"), seeds=(0,))
+        assert first.status == "verified" and "resolution ε ≈" in first.message
+    finally:
+        registry._claims.pop("zzlin.causal", None)
+
+
+@pytest.mark.integration
+def test_cli_on_the_scaffold_and_the_linear_attention_plugins(tmp_path):
+    """Both installed as plugins: ``tverify mutants --continuous`` confirms the scaffold's resolution
+    (the count of scaled outputs comes back from the checks' children), the linear-attention claim
+    has every mutant killed, ``run`` states the resolution beside the verdict, and ``show`` answers
+    the second time from the derivation it cached."""
+    import json
+    import shutil
+
+    from proofs_checks.scaffold import write_scaffold
+    from tests.test_plugin_isolation import install, tverify
+
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzlinattn", (DATA / "linear_attention_plugin.py").read_text())
+    write_scaffold("zzmine.rope", tmp_path / "scaffold")
+    shutil.copytree(tmp_path / "scaffold" / "tverify_zzmine", site / "tverify_zzmine")
+    info = site / "tverify_zzmine-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-zzmine\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[tverify.claims]\nzzmine = tverify_zzmine.claims\n")
+
+    code, out, err, _ = tverify(site, "mutants", "zzmine.rope", "zzlin.causal", "--quick", "--continuous", "--json", "-",
+                                "--no-progress", timeout=900)
+    assert code == 0, (code, err[-3000:])
+    doc = json.loads(out)
+    assert doc["killed"] == doc["total"] == 10, {k: doc[k] for k in ("killed", "total")}
+    cont = {c["claim"]: c for c in doc["continuous"]}
+    rope = cont["zzmine.rope"]
+    assert rope["rejected_at_2eps"] is True and 1e-5 < rope["epsilon"] < 1e-4, rope
+    assert "not numbers" not in json.dumps(cont)
+
+    code, out, err, _ = tverify(site, "run", "zzlin.causal", "--quick", "--json", "-", "--no-progress")
+    r = json.loads(out)["results"][0]
+    assert code == 0 and r["status"] == "verified" and "resolution ε ≈" in r["message"], (code, r["message"], err[-2000:])
+    code, out1, err, secs1 = tverify(site, "show", "zzlin.causal", "--json", "-")
+    code2, out2, _, secs2 = tverify(site, "show", "zzlin.causal", "--json", "-")
+    assert code == code2 == 0 and json.loads(out2)["derivation"] == json.loads(out1)["derivation"]
+    assert "registered no claim" not in err, err
