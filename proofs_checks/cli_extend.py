@@ -15,8 +15,9 @@ from proofs_checks.options import UsageError
               help="Folder to write the package into (created if missing). Existing files are never overwritten.")
 def new_claim_cmd(claim_id, folder):
     """Write a plugin package with one claim CLAIM_ID (group.name) that verifies as written: a
-    pyproject with the `tverify.claims` entry point, a claim module (derivation, symbolic and numeric
-    checks, two mutants) and a test using the `tverify` fixture. Then: pip install -e DIR."""
+    pyproject with the `tverify.claims` entry point, a claim module (derivation, symbolic, numeric and
+    trained checks, two hypotheses, a clause, three mutants) and a test using the `tverify` fixture.
+    Then: pip install -e DIR."""
     from proofs_checks.scaffold import ScaffoldError, write_scaffold
 
     try:
