@@ -139,4 +139,5 @@ def test_cli_on_the_scaffold_and_the_linear_attention_plugins(tmp_path):
     code, out1, err, secs1 = tverify(site, "show", "zzlin.causal", "--json", "-")
     code2, out2, _, secs2 = tverify(site, "show", "zzlin.causal", "--json", "-")
     assert code == code2 == 0 and json.loads(out2)["derivation"] == json.loads(out1)["derivation"]
+    assert json.loads(out2)["derivation_from"] != "computed now", json.loads(out2)["derivation_from"]
     assert "registered no claim" not in err, err
