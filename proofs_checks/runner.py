@@ -28,8 +28,7 @@ from typing import Any, Callable
 
 from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
-                                    VacuousCheck, vacuity,
-                                    SkipCheck, default_resolution)
+                                    SkipCheck, VacuousCheck, default_resolution, vacuity)
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
@@ -627,13 +626,14 @@ ROUNDING_FLOOR = 1e-10
 
 def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     """A verified claim from outside this project's catalogue (a plugin's, a notebook's): its checks
-    must reject at least one of its own planted mutants (cheapest layer first, stopping at the first
+    must reject at least one of its own planted mutants (numeric checks first, then symbolic — a
+    plugin's derivation is rebuilt in each check's process — then trained; stopping at the first
     rejection), else nothing they accept is shown to be told apart from a wrong form — the verdict is
     ``error`` (an error in the claim, exit 1), never verified; the message states the claim's
     resolution and the mutant rejected. (The built-in claims' mutants are all required killed by the
     test suite.)"""
     planted = [m for m in claim.mutants if not m.hypothesis and not m.exempt]
-    cost = {"numeric": 0, "symbolic": 1, "trained": 2}  # a plugin's derivation is rebuilt in each check's process
+    cost = {"numeric": 0, "symbolic": 1, "trained": 2}
     order = sorted(claim.checks, key=lambda c: cost.get(c.layer, 3))
     res = resolution_words(result.checks)
     for m in planted:
