@@ -116,7 +116,7 @@ def hf_attn_path(m: Any, cfg: Any) -> str:
 
 def window_text(span: tuple[int, int | None]) -> str:
     L, R = span
-    right = "t" if R == 0 else ("…" if R is None else f"t+{R}")
+    right = "t" if R == 0 else ("every later key" if R is None else f"t+{R}")
     keys = f" ({L + 1} keys)" if R == 0 else ""
     return f"keys t−{L} … {right}{keys}" if L else f"keys t … {right}{keys}"
 
@@ -153,6 +153,6 @@ def hf_window(model_type: str | None, W: int, lib: Library | None, path: str) ->
 def xt_window(M: int, causal: bool | None, lib: Library | None) -> WindowMeaning:
     """x-transformers' ``max_attend_past = M``: keys with ``q − k > M`` masked, nothing else."""
     span = (M, 0) if causal else (M, None)
-    return WindowMeaning(span, f"{lib or 'x-transformers'}: keys with q − k > {M} masked (a look-back; "
+    return WindowMeaning(span, f"keys with q − k > {M} masked: a look-back; "
                                + ("causal by the module's causal" if causal else "no bound to the right: the module "
-                                  "is not causal") + ")")
+                                  "is not causal"))

@@ -76,6 +76,8 @@ class Item:
     def text(self) -> str:
         src = self.source + (f", {self.library}" if self.library else "") + (f": {self.meaning}" if self.meaning else "")
         src += f"; {self.note}" if self.note else ""
+        if self.key == "window" and self.span is not None and self.span[1] != 0:
+            return f"window {self.span[0]},{'∞' if self.span[1] is None else self.span[1]} ({src})"
         return f"causal ({src})" if self.key == "causal" else f"{self.key} {_fmt(self.value)} ({src})"
 
 
