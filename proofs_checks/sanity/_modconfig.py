@@ -611,7 +611,7 @@ def _litgpt(r: ConfigRead, c: _Ctx) -> None:
         if W not in (_MISSING, None):
             W = _window_value(W, f"{cp}sliding_window_size")
             r.add("window", W, f"{cp}sliding_window_size, {pre}apply_sliding_window_attention", library=lib,
-                  span=(W - 1, 0))
+                  span=(W - 1, 0), meaning=f"{sem.window_text((W - 1, 0))} (its mask cache masks tril(diagonal = −W))")
 
 
 def _inv_freq(r: ConfigRead, c: _Ctx, x_transformers: bool) -> None:
