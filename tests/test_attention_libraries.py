@@ -68,6 +68,15 @@ def _read(paths: list[str], code: str) -> str:
     return p.stdout
 
 
+def _ok_reading(tmp_path: Path, paths: list[str], source: str, fn: str, key: str, *flags: str) -> tuple[str, dict]:
+    """The check ends ok (exit 0); the ``config_read`` line of ``key`` and the JSON document."""
+    code, doc, out = _check(tmp_path, paths, source, fn, *flags)
+    assert code == 0, out[-3000:]
+    line = [ln for ln in doc["config_read"] if ln.startswith(key)]
+    assert line, doc["config_read"]
+    return line[0], doc
+
+
 def _props(doc: dict) -> dict:
     return {p["name"]: p["status"] for p in doc.get("properties", [])}
 
@@ -143,12 +152,10 @@ _MISTRAL_FLAGS = ("--positional", "rope", "--compute-dtype", "float32", "--seq-l
 
 def test_mistral_4_40_sdpa_keeps_sliding_window_plus_one_keys_and_window_5_is_ok(tmp_path):
     paths = _release("transformers==4.40.0")
-    code, doc, out = _check(tmp_path, paths, MISTRAL, "make", "--window", "5", *_MISTRAL_FLAGS)
-    assert code == 0, out[-3000:]
-    line = [ln for ln in doc["config_read"] if ln.startswith("window")]
-    assert line and line[0].startswith("window 5 (m.config.sliding_window = 4, transformers 4.40.0: keys t−4 … t "
-                                       "(5 keys) (sdpa path"), doc["config_read"]
-    assert "as declared by --window" in line[0] and _props(doc)["window_respected"] == "pass"
+    line, doc = _ok_reading(tmp_path, paths, MISTRAL, "make", "window", "--window", "5", *_MISTRAL_FLAGS)
+    assert line.startswith("window 5 (m.config.sliding_window = 4, transformers 4.40.0: keys t−4 … t (5 keys) (sdpa "
+                           "path"), line
+    assert "as declared by --window" in line and _props(doc)["window_respected"] == "pass"
     # undeclared, the window read is the one checked
     code, doc, out = _check(tmp_path, paths, MISTRAL, "make", *_MISTRAL_FLAGS)
     assert code == 0 and doc["inputs"]["window"] == [4, 0], out[-3000:]
@@ -305,13 +312,10 @@ def test_codegen_sharded_qkv_is_inconclusive_asking_for_a_mapping(tmp_path):
 
 
 def test_cohere_per_head_qk_norms_are_measured_and_ok(tmp_path):
-    paths = _release("transformers==5.23.0")
-    code, doc, out = _check(tmp_path, paths, HF5, "cohere", "--qk-norm", "layer", *_RoPE32)
-    assert code == 0, out[-3000:]
-    line = [ln for ln in doc["config_read"] if ln.startswith("qk_norm")]
-    assert line and line[0].startswith("qk_norm layer (attn.q_norm CohereLayerNorm, attn.k_norm CohereLayerNorm, "
-                                       "transformers 5.23.0: measured: a layer norm") and "per head (4 × 8 weight)" in \
-        line[0], doc["config_read"]
+    line, _ = _ok_reading(tmp_path, _release("transformers==5.23.0"), HF5, "cohere", "qk_norm", "--qk-norm", "layer",
+                          *_RoPE32)
+    assert line.startswith("qk_norm layer (attn.q_norm CohereLayerNorm, attn.k_norm CohereLayerNorm, transformers "
+                           "5.23.0: measured: a layer norm") and "per head (4 × 8 weight)" in line, line
 
 
 def test_diffusers_attention_to_out_modulelist_is_the_output_projection(tmp_path):
