@@ -20,7 +20,7 @@ from proofs_checks.options import UsageError
 from proofs_checks.sanity._libsemantics import library_of
 from proofs_checks.sanity._modconfig import ConfigRead, merge, read_module_config
 from proofs_checks.sanity.attention import run_attention
-from tests.cli_helpers import invoke, one_line_error
+from tests.cli_helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = "1,5,17"
