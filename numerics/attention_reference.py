@@ -102,6 +102,9 @@ class Mapping:
                 return f"{nm} bias of shape {tuple(b.shape)} does not fit its weight"
         for nm, nrm, heads in (("q_norm", self.q_norm, H), ("k_norm", self.k_norm, Hkv)):
             for part, t in zip(("weight", "bias"), (nrm or (None, None))[:2]):
+                if t is not None and t.dim() == 2 and tuple(t.shape) != (heads, dk):
+                    return (f"{nm} {part} of shape {tuple(t.shape)} is not per head (heads, d_k) = ({heads}, {dk}): "
+                            "a 2-D norm weight is applied to each head's d_k entries")
                 if t is not None and t.numel() not in (dk, heads * dk):
                     return (f"{nm} {part} of width {t.numel()} fits neither the head size d_k = {dk} nor the "
                             f"projection's width {heads * dk}")

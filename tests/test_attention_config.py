@@ -434,3 +434,58 @@ def test_transformers_gpt_neox_rotary_pct_quarter_is_read_and_ok(monkeypatch):
     r = run(Wrap(), positional="rope", compute_dtype="float32")  # head size 16: 4 rotated dimensions
     assert r.outcome == "ok", r.verdict.summary
     assert "rope_dims 4 (attn.rotary_ndims, transformers 5.23.0)" in r.doc["config_read"] and r.doc["inputs"]["rope"]["dims"] == 4
+
+
+# -- readings that need no library (issue 42) -------------------------------------------------------
+
+def test_qk_norm_kind_is_measured_not_read_from_the_class_name():
+    class T5LayerNorm(nn.Module):  # named a layer norm, computes an RMS norm (as transformers' T5LayerNorm)
+        def __init__(self, n):
+            super().__init__()
+            self.weight, self.variance_epsilon = nn.Parameter(torch.ones(n)), 1e-6
+
+        def forward(self, x):
+            return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+
+    m = nn.Module()
+    m.q_norm, m.k_norm = T5LayerNorm(8), T5LayerNorm(8)
+    r = read_module_config(m)
+    assert r.get("qk_norm") == "rms" and "measured: an RMS norm" in r.lines()[0], r.lines()
+    m.q_norm, m.k_norm = nn.Linear(8, 8), nn.Linear(8, 8)  # not a norm: said, not read
+    r = read_module_config(m)
+    assert r.get("qk_norm") is None and "could not be told" in r.notes[0], r.notes
+
+
+def test_per_head_qk_norm_weights_are_applied_per_head():
+    from numerics.attention_reference import qk_normalise
+
+    torch.manual_seed(0)
+    H, dk = 4, 8
+    t, w = torch.randn(2, 5, H * dk, dtype=torch.float64), torch.randn(H, dk, dtype=torch.float64)
+    y = qk_normalise(t, "layer", (w, None, 1e-5), H)
+    h = t.view(2, 5, H, dk).transpose(1, 2)
+    want = nn.functional.layer_norm(h, (dk,), eps=1e-5) * w[:, None, :]
+    assert y.shape == (2, H, 5, dk) and torch.allclose(y, want, rtol=1e-12, atol=1e-12)
+    W = torch.eye(32, dtype=torch.float64)
+    m = Mapping(W, None, W, None, W, None, None, None, H, "per head")
+    m.q_norm = (torch.ones(dk, H, dtype=torch.float64), None, 1e-5)  # transposed: not per head
+    assert "is not per head (heads, d_k) = (4, 8)" in m.consistent(32)
+
+
+def test_a_projection_then_dropout_is_the_output_projection_and_a_sharded_qkv_asks_for_a_mapping():
+    from numerics.attention_mapping import find_mappings
+
+    class Attention(nn.Module):  # diffusers' layout
+        def __init__(self):
+            super().__init__()
+            self.heads = 4
+            self.to_q, self.to_k, self.to_v = (nn.Linear(16, 16) for _ in range(3))
+            self.to_out = nn.ModuleList([nn.Linear(16, 16), nn.Dropout(0.0)])
+
+    c = find_mappings(Attention(), 16)
+    assert c and ".to_out[0] (nn.Linear)" in c[0].source
+    CodeGenAttention = type("CodeGenAttention", (nn.Module,), {})
+    cg = CodeGenAttention()
+    cg.qkv_proj, cg.out_proj, cg.num_attention_heads = nn.Linear(16, 48, bias=False), nn.Linear(16, 16), 4
+    c = find_mappings(cg, 16)
+    assert c == [] and "mp_num = 4" in c.why and "--mapping" in c.why
