@@ -353,3 +353,20 @@ def test_readings_of_roformer_gpt_neo_and_t5_norms(tmp_path):
     assert "'causal (is_causal, transformers 5.23.0)'" in out[2] and "window 3 (config.window_size = 3, attention_type " \
         "'local', transformers 5.23.0: keys t−2 … t (3 keys)" in out[2], out
     assert out[3] == "None" and out[4] == "rms", out
+
+
+@pytest.mark.parametrize("spec, want", [
+    ("transformers==4.40.0", "window 5 (config.sliding_window = 4, transformers 4.40.0: keys t−4 … t (5 keys)"),
+    ("transformers==4.39.3", "config.sliding_window = 4 (transformers 4.39.3, sdpa path: the mask the model builds has no "
+                             "window (full causal attention)): not used as a window"),
+])
+def test_starcoder2_sliding_window_is_read_by_release(spec, want):
+    out = _read(_release(spec), '''
+        from transformers import Starcoder2Config, Starcoder2Model
+        from proofs_checks.sanity._modconfig import read_module_config
+        c = Starcoder2Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+                             num_hidden_layers=1, vocab_size=8, sliding_window=4)
+        r = read_module_config(Starcoder2Model(c))
+        print(r.lines(), r.notes)
+    ''')
+    assert want in out, out

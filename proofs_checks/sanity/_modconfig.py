@@ -162,7 +162,7 @@ def _get(obj: Any, name: str, where: str = "") -> Any:
         b = getattr(obj, name, _MISSING)
     except Exception as exc:
         raise ConfigError(f"{where}{name}: reading it raised {_short_exc(exc)}") from None
-    if a is not b and _plain(a) and (not _plain(b) or not _same(a, b) or type(a) is not type(b)):
+    if a is not b and _plain(a) and (not _plain(b) or not (_same(a, b) or repr(a) == repr(b)) or type(a) is not type(b)):
         raise ConfigError(f"{where}{name} changed between two reads ({a!r}, then {b!r})")
     return a
 
