@@ -489,3 +489,15 @@ def test_a_projection_then_dropout_is_the_output_projection_and_a_sharded_qkv_as
     cg.qkv_proj, cg.out_proj, cg.num_attention_heads = nn.Linear(16, 48, bias=False), nn.Linear(16, 16), 4
     c = find_mappings(cg, 16)
     assert c == [] and "mp_num = 4" in c.why and "--mapping" in c.why
+
+
+def test_a_declared_number_is_the_one_read_only_when_equal_and_is_shown_unrounded():
+    r = ConfigRead()
+    r.add("rope_base", 1234567.0, "config.rope_theta")
+    vals, lines = merge(r, {"rope_base": 1234607.0}, "rope")  # 40 apart: not "as declared"
+    assert vals["rope_base"] == 1234607.0 and lines == ["rope_base 1234567 (config.rope_theta; differs from --rope-base "
+                                                        "1234607, which the check uses)"]
+    # a base recovered from a float32 inv_freq buffer agrees within its own precision (1e-5)
+    r = ConfigRead()
+    r.add("rope_base", 500000.0, "rot.inv_freq", rel_tol=1e-5)
+    assert merge(r, {"rope_base": 500001.0}, "rope")[1] == ["rope_base 500000 (rot.inv_freq; as declared by --rope-base)"]

@@ -72,6 +72,7 @@ class Item:
     meaning: str = ""
     span: tuple | None = None
     interpreted: bool = True
+    rel_tol: float = 0.0  # how far a declared number may be from it and still be the same (the read's precision)
 
     def text(self) -> str:
         src = self.source + (f", {self.library}" if self.library else "") + (f": {self.meaning}" if self.meaning else "")
@@ -127,7 +128,10 @@ class ConfigRead:
 
 
 def _fmt(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    """A number as read, every digit kept (a value shown rounded is not the value read)."""
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 1e16 else repr(v)
+    return str(v)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -577,6 +581,14 @@ def _span(it: Item) -> tuple:
     return it.span if it.span is not None else (int(it.value) - 1, 0)
 
 
+def _agrees(g: Any, v: Any, rel_tol: float) -> bool:
+    """A declared value is the one read: equal, or for a number within the read's own precision
+    (``rel_tol``: a base recovered from a float32 ``inv_freq`` buffer), never "close enough"."""
+    if isinstance(g, numbers.Real) and isinstance(v, numbers.Real) and not isinstance(g, bool):
+        return math.isclose(float(g), float(v), rel_tol=rel_tol, abs_tol=0.0) or float(g) == float(v)
+    return _same(g, v)
+
+
 def _declared_text(key: str, g: Any, shown: dict[str, str] | None) -> str:
     if (shown or {}).get(key):
         return f"{FLAGS[key]} {shown[key]}"
@@ -614,7 +626,7 @@ def merge(read: ConfigRead, given: dict[str, Any], positional: str,
         declared = g not in (None, False)
         rv = _span(it) if key == "window" else it.value
         note = ""
-        if declared and not _same(tuple(g) if key == "window" else g, rv):
+        if declared and not _agrees(tuple(g) if key == "window" else g, rv, it.rel_tol):
             decl = _declared_text(key, g, shown)
             out["_differs"].append(Difference(key, FLAGS[key], g, it))
             note = f"differs from {decl}, which the check uses"
@@ -627,6 +639,6 @@ def merge(read: ConfigRead, given: dict[str, Any], positional: str,
         elif key in FILLS:
             out[key] = rv
         shown_it = Item(it.key, it.value, it.source, "; ".join(n for n in (it.note, note) if n), it.library,
-                        it.meaning, it.span, it.interpreted)
+                        it.meaning, it.span, it.interpreted, it.rel_tol)
         lines.append(shown_it.text())
     return out, lines

@@ -105,7 +105,8 @@ def inv_freq(r: ConfigRead, c: _Ctx, x_transformers: bool) -> None:
                                "read")
         return
     base = float(f"{base:.6g}")  # the buffer is float32: 6 significant digits
-    r.add("rope_base", base, f"{pre}inv_freq", library=c.libtext)
+    # recovered from a float32 buffer through a power of dims / (dims − 2), then rounded to 6 digits: 1e-5
+    r.add("rope_base", base, f"{pre}inv_freq", library=c.libtext, rel_tol=1e-5)
     r.add("rope_dims", dims, f"{pre}inv_freq ({len(vals)} frequencies)", library=c.libtext)
     if x_transformers:
         f = _get(m, "interpolation_factor", pre)
