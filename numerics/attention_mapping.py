@@ -35,7 +35,7 @@ import torch
 
 from numerics.attention_reference import Mapping
 
-__all__ = ["find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "count_hints", "HOOK_METHOD", "find_qk_norms",
+__all__ = ["NoMapping", "mapping_obstacle", "norm_kind", "find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "count_hints", "HOOK_METHOD", "find_qk_norms",
            "norm_params", "GROUPING_NAMES"]
 
 #: A method a module may define to declare its own mapping (same return value as a --mapping hook).
@@ -122,9 +122,13 @@ def _as_linear(v: Any, label: str) -> list[tuple[torch.Tensor, torch.Tensor | No
         return [(v.weight.T, getattr(v, "bias", None), f"{label} (Conv1D, x @ W + b)")]
     if isinstance(v, (torch.nn.Conv1d, torch.nn.Conv2d)) and all(k == 1 for k in v.kernel_size) and v.groups == 1:
         return [(v.weight.reshape(v.weight.shape[0], v.weight.shape[1]), v.bias, f"{label} (1×1 convolution)")]
+    if isinstance(v, (torch.nn.Sequential, torch.nn.ModuleList)) and len(v) and all(
+            isinstance(t, (torch.nn.Dropout, torch.nn.Identity)) for t in list(v)[1:]):
+        # a projection followed by dropout (diffusers' to_out = ModuleList([Linear, Dropout])): in eval, the
+        # projection alone; a ModuleList with anything else after it is not a known composition
+        return _as_linear(v[0], f"{label}[0]")
     if isinstance(v, torch.nn.Sequential) and len(v):
-        inner = _as_linear(v[0], f"{label}[0]")
-        return inner
+        return _as_linear(v[0], f"{label}[0]")
     if isinstance(v, torch.Tensor) and v.dim() == 2:
         c = [(v.T, None, f"{label} (x @ W)")]
         if v.shape[0] == v.shape[1]:
@@ -260,6 +264,44 @@ def _triples(mod: Any, prefix: str, heads: int | None, kv: int | None) -> list[t
     return out
 
 
+class NoMapping(list):
+    """An empty result of :func:`find_mappings` (falsy, a list) with ``why``: "" when nothing was
+    recognised, else the reason the weights found cannot be mapped without a declared mapping (a layout
+    that cannot be told from the weights: ask for ``--mapping``, never guess a split)."""
+
+    def __init__(self, why: str = "") -> None:
+        super().__init__()
+        self.why = why
+
+
+#: fused projections whose layout lives in the module's forward, not in its weights (class name →
+#: what the layout is): split by no rule here
+_SHARDED = {
+    "CodeGenAttention": "its qkv_proj packs (q, v, k) in mp_num = 4 model-parallel shards, a layout fixed in "
+                        "CodeGenAttention.forward and not readable from the weights",
+}
+
+
+def _obstacle(m: Any, prefix: str) -> str:
+    name = type(m).__name__
+    if name in _SHARDED and isinstance(getattr(m, "qkv_proj", None), torch.nn.Module):
+        return (f"{prefix.lstrip('.') or 'the module'} ({name}): {_SHARDED[name]}; it cannot be mapped without a "
+                "mapping: declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)")
+    return ""
+
+
+def mapping_obstacle(obj: Any, D: int | None = None) -> str:
+    """Why ``obj``'s weights cannot be mapped without a declared mapping, or "" (see :class:`NoMapping`)."""
+    mods = [("", obj)]
+    if isinstance(obj, torch.nn.Module):
+        mods += sorted([("." + n, m) for n, m in obj.named_modules() if n], key=lambda t: t[0].count("."))
+    for prefix, m in mods:
+        why = _obstacle(m, prefix)
+        if why:
+            return why
+    return ""
+
+
 def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | None = None, *,
                   hints: bool = True, config: bool = True) -> list[Mapping]:
     """Candidate mappings of ``obj``'s weights (see the module docstring); empty when nothing is
@@ -282,6 +324,9 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                 mods.append(("." + name, m, chain))
         mods.sort(key=lambda t: t[0].count("."))
     for prefix, m, chain in mods:
+        why = _obstacle(m, prefix)
+        if why:
+            return NoMapping(why)
         if isinstance(m, torch.nn.MultiheadAttention):
             mp = _mha(m, prefix.lstrip("."))
             return [mp] if not mp.consistent(D) else []
@@ -314,7 +359,7 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                         cands.append(mp)
         if cands:
             return cands
-    return []
+    return NoMapping("")
 
 
 _POS = ("pos_emb", "wpe", "position_embeddings", "position_embedding", "pos_embedding", "positional_embedding",
@@ -387,12 +432,57 @@ def norm_params(v: Any, what: str) -> tuple:
         w, eps = v
     else:
         w, eps = v, 1e-6
-    if w is not None and (not isinstance(w, torch.Tensor) or w.dim() != 1):
-        raise ValueError(f"{what}: expected a norm module, a 1-D weight tensor or (weight, eps), got "
+    if w is not None and (not isinstance(w, torch.Tensor) or w.dim() not in (1, 2)):
+        raise ValueError(f"{what}: expected a norm module, a weight tensor (d_k,), (E,) or per head (heads, d_k), or "
+                         "(weight, eps), got "
                          f"{type(w).__name__}" + (f" of shape {tuple(w.shape)}" if isinstance(w, torch.Tensor) else ""))
     if not eps >= 0:
         raise ValueError(f"{what}: eps must be a non-negative number, got {eps!r}")
     return (w, None, float(eps))
+
+
+#: the shift and scale invariances of a normalisation hold to rounding and to eps / variance (≤ 1e-5
+#: relative for a unit-variance probe and eps ≤ 1e-5); a norm without them changes by O(1) (a shift of 3
+#: moves an RMS norm's output by about its size), so 1e-3 separates the two kinds with room on both sides
+_KIND_TOL = 1e-3
+
+
+def norm_kind(v: Any) -> tuple[str | None, str]:
+    """The kind of a norm module, measured on a probe vector (never read from its class name):
+    ``("layer", words)`` when its output is unchanged by adding a constant to its input (the mean is
+    subtracted) and by scaling it, ``("rms", words)`` when only by scaling, else ``(None, why)``. A
+    weight of shape ``(heads, d_k)`` is a per-head norm (Cohere); the probe has that shape.
+
+        >>> norm_kind(torch.nn.RMSNorm(8))[0], norm_kind(torch.nn.LayerNorm(8))[0]
+        ('rms', 'layer')
+    """
+    w = getattr(v, "weight", None)
+    shape = tuple(w.shape) if isinstance(w, torch.Tensor) and w.dim() in (1, 2) else None
+    ns = getattr(v, "normalized_shape", None)
+    if shape is None and isinstance(ns, (tuple, list)) and ns and all(isinstance(n, int) for n in ns):
+        shape = tuple(ns)
+    if shape is None or not callable(v):
+        return None, "no weight shape to probe it with"
+    dt = w.dtype if isinstance(w, torch.Tensor) and w.is_floating_point() else torch.float32
+    dev = w.device if isinstance(w, torch.Tensor) else "cpu"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn((3,) + shape, generator=g, dtype=torch.float64).to(dtype=dt, device=dev)
+    try:
+        with torch.no_grad():
+            y0, ys, yk = (v(t) for t in (x, x + 3.0, 2.0 * x))
+        y0, ys, yk = (t.double() if isinstance(t, torch.Tensor) else None for t in (y0, ys, yk))
+    except Exception as exc:
+        return None, f"calling it on a {tuple(x.shape)} probe raised {type(exc).__name__}"
+    if y0 is None or ys is None or yk is None or y0.shape != x.shape or not bool(torch.isfinite(y0).all()):
+        return None, "it does not return a finite tensor of its input's shape"
+    size = float(y0.abs().max()) or 1.0
+    shift, scale = float((ys - y0).abs().max()) / size, float((yk - y0).abs().max()) / size
+    per = f", per head ({shape[0]} × {shape[1]} weight)" if len(shape) == 2 else ""
+    if scale > _KIND_TOL:
+        return None, f"its output moves by {scale:.2g} (relative) when its input is doubled: not a normalisation"
+    if shift <= _KIND_TOL:
+        return "layer", f"measured: a layer norm (mean subtracted: a shift moves it by {shift:.1e}){per}"
+    return "rms", f"measured: an RMS norm (no mean subtracted: a shift moves it by {shift:.2g}){per}"
 
 
 def find_qk_norms(obj: Any) -> tuple[tuple, tuple, str] | None:

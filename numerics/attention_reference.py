@@ -102,6 +102,9 @@ class Mapping:
                 return f"{nm} bias of shape {tuple(b.shape)} does not fit its weight"
         for nm, nrm, heads in (("q_norm", self.q_norm, H), ("k_norm", self.k_norm, Hkv)):
             for part, t in zip(("weight", "bias"), (nrm or (None, None))[:2]):
+                if t is not None and t.dim() == 2 and tuple(t.shape) != (heads, dk):
+                    return (f"{nm} {part} of shape {tuple(t.shape)} is not per head (heads, d_k) = ({heads}, {dk}): "
+                            "a 2-D norm weight is applied to each head's d_k entries")
                 if t is not None and t.numel() not in (dk, heads * dk):
                     return (f"{nm} {part} of width {t.numel()} fits neither the head size d_k = {dk} nor the "
                             f"projection's width {heads * dk}")
@@ -258,11 +261,15 @@ def qk_normalise(t: torch.Tensor, kind: str, params: tuple | None, h: int) -> to
     """RMSNorm (``t / √(mean t² + eps) · w``) or LayerNorm (``(t − mean) / √(var + eps) · w + b``) of
     the projection ``t (B, T, E)`` over each head's ``d_k`` entries, or over all ``E`` when the
     weight has width ``E`` (OLMo 2); returned split into ``h`` heads ``(B, h, T, d_k)``. ``params``
-    ``(weight | None, bias | None, eps | None)``; eps ``None``: the dtype's machine epsilon (as
+    ``(weight | None, bias | None, eps | None)``, a weight ``(heads, d_k)`` per head; eps ``None``: the dtype's machine epsilon (as
     ``nn.RMSNorm``)."""
     w, b, eps = params if params is not None else (None, None, 1e-6)
     E = t.shape[-1]
-    whole = w is not None and w.numel() == E and E != E // h
+    whole = w is not None and w.dim() == 1 and w.numel() == E and E != E // h
+    if w is not None and w.dim() == 2:  # per head (heads, d_k) (Cohere): broadcast over (B, heads, T, d_k)
+        w = w[:, None, :]
+    if b is not None and b.dim() == 2:
+        b = b[:, None, :]
     y = t if whole else _heads(t, h)
     eps = torch.finfo(t.dtype).eps if eps is None else float(eps)
     if kind == "layer":

@@ -17,9 +17,10 @@ from torch import nn
 
 from numerics.attention_reference import Mapping, Structure, reference_attention
 from proofs_checks.options import UsageError
-from proofs_checks.sanity._modconfig import ConfigError, ConfigRead, merge, read_module_config
+from proofs_checks.sanity._libsemantics import library_of
+from proofs_checks.sanity._modconfig import ConfigRead, merge, read_module_config
 from proofs_checks.sanity.attention import run_attention
-from tests.cli_helpers import invoke, one_line_error
+from tests.cli_helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = "1,5,17"
@@ -91,18 +92,29 @@ def test_an_agreeing_flag_is_kept_and_said_so():
     assert "rope_base 500000 (config.rope_theta; as declared by --rope-base)" in r.doc["config_read"]
 
 
-@pytest.mark.parametrize("kw, config, want", [
-    ({"rope_base": 10000.0, "positional": "rope"}, {"rope_theta": 500000}, ("--rope-base 10000", "rope_base 500000")),
-    ({"window": "8", "causal": True}, {"sliding_window": 4}, ("--window 8", "window 4")),
-    ({"window": (7, 0), "causal": True}, {"sliding_window": 4}, ("--window 7,0", "window 4")),
-    ({"kv_heads": 4}, {"num_key_value_heads": 2}, ("--kv-heads 4", "kv_heads 2")),
-    ({"softcap": 30.0}, {"attn_logit_softcapping": 50.0}, ("--softcap 30", "softcap 50")),
+@pytest.mark.parametrize("given, config, want", [
+    ({"rope_base": 10000.0}, {"rope_theta": 500000}, "rope_base 500000 (config.rope_theta; differs from --rope-base 10000, "
+                                                     "which the check uses)"),
+    ({"window": (7, 0)}, {"sliding_window": 4}, "differs from --window 7,0, which the check uses"),
+    ({"kv_heads": 4}, {"num_key_value_heads": 2}, "kv_heads 2 (config.num_key_value_heads; differs from --kv-heads 4, "
+                                                  "which the check uses)"),
+    ({"softcap": 30.0}, {"attn_logit_softcapping": 50.0}, "softcap 50 (config.attn_logit_softcapping; differs from "
+                                                          "--softcap 30, which the check uses)"),
 ])
-def test_a_contradicting_flag_is_a_usage_error_naming_both(kw, config, want):
-    with pytest.raises(UsageError) as e:
-        run(CfgAttn(cfg(**config)), **kw)
-    msg = str(e.value)
-    assert "\n" not in msg and all(w in msg for w in want) and "--ignore-config" in msg, msg
+def test_a_differing_declaration_wins_and_the_difference_is_said(given, config, want):
+    """Config is evidence: a declared value that differs from the one read is the one checked."""
+    vals, lines = merge(read_module_config(SimpleNamespace(config=cfg(**config))), given, "rope")
+    key = next(iter(given))
+    assert vals[key] == given[key] and [d.key for d in vals["_differs"]] == [key]
+    assert any(want in ln for ln in lines), lines
+
+
+def test_a_differing_rope_base_is_checked_as_declared():
+    torch.manual_seed(0)
+    r = run(CfgAttn(cfg(rope_theta=500000)), positional="rope", rope_base=10000.0, causal=True)
+    assert r.outcome == "mismatch" and "matches_reference" in r.failed and r.doc["inputs"]["rope"]["base"] == 10000
+    assert "rope_base 500000 (config.rope_theta; differs from --rope-base 10000, which the check uses)" in \
+        r.doc["config_read"]
 
 
 @pytest.mark.parametrize("config, attr", [({"rope_theta": "big"}, "config.rope_theta = 'big'"),
@@ -110,11 +122,42 @@ def test_a_contradicting_flag_is_a_usage_error_naming_both(kw, config, want):
                                           ({"num_key_value_heads": 0}, "config.num_key_value_heads = 0"),
                                           ({"rotary_pct": 1.5}, "config.rotary_pct = 1.5"),
                                           ({"attn_logit_softcapping": True}, "config.attn_logit_softcapping = True")])
-def test_a_config_attribute_of_the_wrong_type_is_one_line(config, attr):
-    with pytest.raises(UsageError) as e:
-        run(_with_config(config), positional="rope")
-    msg = str(e.value)
-    assert "\n" not in msg and attr in msg and "--ignore-config" in msg, msg
+def test_a_config_attribute_of_the_wrong_type_is_one_line_and_not_read(config, attr):
+    r = read_module_config(_with_config(config))
+    assert len(r.problems) == 1 and attr in r.problems[0] and "\n" not in r.problems[0], r.problems
+    assert r.problems[0] in r.notes and all(it.source.split(" ")[0] not in attr for it in r.items.values())
+
+
+class _Raising:
+    @property
+    def rope_theta(self):
+        raise RuntimeError("no network")
+
+
+class _Lying:
+    def __init__(self):
+        self.n = 0
+
+    @property
+    def sliding_window(self):
+        self.n += 1
+        return 4 if self.n % 2 else 8
+
+
+def test_a_config_attribute_that_raises_or_lies_is_one_line_and_the_check_goes_on():
+    for config, want in ((_Raising(), "config.rope_theta: reading it raised RuntimeError: no network"),
+                         (_Lying(), "config.sliding_window changed between two reads (4, then 8)")):
+        m = CfgAttn(cfg(rope_theta=10000))
+        m.config = config
+        r = read_module_config(m)
+        assert len(r.problems) == 1 and r.problems[0].startswith(want), r.problems
+    torch.manual_seed(0)
+    m = CfgAttn(cfg(rope_theta=10000))
+    m.config = _Raising()
+    r = run(m, positional="rope", causal=True)
+    assert r.outcome == "ok", r.verdict.summary
+    notes = [ln for ln in r.lines if "reading it raised" in ln]
+    assert len(notes) == 1 and "not read (the check uses what is declared)" in notes[0], r.lines
 
 
 def _with_config(config):
@@ -128,14 +171,15 @@ def test_a_wrong_config_attribute_is_not_read_with_ignore_config():
     assert r.outcome == "ok"
 
 
-def test_window_read_for_its_layer_and_the_window_flag_may_omit_causal():
+def test_a_window_of_an_unknown_library_is_reported_not_used_and_the_window_flag_may_omit_causal():
     torch.manual_seed(0)
     m = CfgAttn(cfg(rope_theta=10000, sliding_window=4))
-    r = run(m, positional="rope")
+    vals, lines = merge(read_module_config(m), {"window": None}, "rope")
+    assert vals["window"] is None and lines[-1].startswith("window 4 (config.sliding_window; as read, not used: which "
+                                                           "keys it means is not known"), lines
+    # --window 4 without --causal: the module's is_causal makes it the causal window
+    r = run(m, positional="rope", window="4")
     assert r.outcome == "ok" and r.doc["inputs"]["window"] == [3, 0]
-    assert "window 4 (config.sliding_window)" in r.doc["config_read"]
-    # --window 4 without --causal: the module's is_causal makes it the causal window, which agrees
-    assert run(m, positional="rope", window="4").outcome == "ok"
 
 
 def test_partial_rotary_neox_style_rotary_pct_is_read_and_ok():
@@ -173,7 +217,8 @@ def test_hf_layer_rules():
     model.config, model.layer = lt, nn.Module()
     model.layer.config, model.layer.layer_idx = lt, 0
     r = read_module_config(model)
-    assert r.lines() == ["window 4 (layer.config.sliding_window, layer 0 is 'sliding_attention')"] and r.notes == []
+    assert r.lines() == ["window 4 (layer.config.sliding_window, layer 0 is 'sliding_attention'; as read, not used: "
+                         "which keys it means is not known for this library; declare --window)"] and r.notes == []
     g2 = cfg(model_type="gemma2", sliding_window=4)
     assert [read_module_config(SimpleNamespace(config=g2, layer_idx=i)).get("window") for i in (0, 1, 2)] == [4, None, 4]
     assert read_module_config(SimpleNamespace(config=cfg(sliding_window=4, use_sliding_window=False))).get("window") \
@@ -189,8 +234,15 @@ def test_hf_layer_rules():
     r = read_module_config(SimpleNamespace(config=cfg(head_dim=8), scaling=0.0625))
     assert r.items == {} and r.notes == ["scaling = 0.0625 is not 1/√d_k = 0.353553 (head_dim 8): "
                                          "scale_1_over_sqrt_dk and matches_reference will name it"]
-    # is_causal False is not read (a caller may pass a causal mask)
+    # is_causal False is not read as a declaration (a caller may pass a causal mask) ...
     assert read_module_config(SimpleNamespace(config=cfg(), is_causal=False)).get("causal") is None
+    # ... but it decides: a submodule's is_causal = True is about its own role, not the module's
+    outer = nn.Module()
+    outer.is_causal, outer.inner = False, nn.Module()
+    outer.inner.is_causal = True
+    assert read_module_config(outer).get("causal") is None
+    outer.is_causal = None  # the module says nothing: its attention's claim is read
+    assert read_module_config(outer).lines() == ["causal (inner.is_causal)"]
 
 
 def test_x_transformers_and_qk_norm_attributes():
@@ -207,28 +259,39 @@ def test_x_transformers_and_qk_norm_attributes():
     rot.register_buffer("inv_freq", 1.0 / (500000 ** (torch.arange(0, 8, 2).float() / 8)))
     attn.rot = rot
     r = read_module_config(attn)
-    assert r.lines() == ["causal (causal)", "rope_base 500000 (rot.inv_freq)", "rope_dims 8 (rot.inv_freq (4 "
-                         "frequencies))", "window 4 (max_attend_past 3 + 1)", "kv_heads 2 (kv_heads)",
-                         "softcap 30 (attend.logit_softclamp_value)"]
+    L = f", {library_of(attn)}"  # the release running, or "(version unknown)"
+    assert r.lines() == [f"causal (causal{L})", f"rope_base 500000 (rot.inv_freq{L})", f"rope_dims 8 (rot.inv_freq (4 "
+                         f"frequencies){L})", f"window 4 (max_attend_past = 3{L}: keys t−3 … t (4 keys); keys with q − k "
+                         "> 3 masked: a look-back; causal by the module's causal)", f"kv_heads 2 (kv_heads{L})",
+                         f"softcap 30 (attend.logit_softclamp_value{L})"]
+    # max_attend_past without causal: a look-back, every later key stays visible
+    bi = xt("Attention", causal=False, heads=4, max_attend_past=3)
+    r = read_module_config(bi)
+    assert r.get("causal") is None and r.items["window"].span == (3, None)
+    assert merge(r, {"window": None, "causal": False}, "none")[0]["window"] == (3, None)
+    assert r.lines()[0].startswith(f"window 3,∞ (max_attend_past = 3{L}: keys t−3 … every later key")
     # litgpt's CausalSelfAttention and its config
     lit = type("CausalSelfAttention", (nn.Module,), {"__module__": "litgpt.model"})()
     lit.config = cfg(rope_base=500000, rope_n_elem=4, head_size=8, n_query_groups=2, attention_logit_softcapping=50.0,
                      sliding_window_size=4)
     lit.apply_sliding_window_attention, lit.block_idx = True, 0
+    L = f", {library_of(lit)}"
     assert read_module_config(lit).lines() == [
-        "causal (the module is litgpt's CausalSelfAttention)", "rope_base 500000 (config.rope_base)",
-        "rope_dims 4 (config.rope_n_elem)", "window 4 (config.sliding_window_size, apply_sliding_window_attention)",
-        "kv_heads 2 (config.n_query_groups)", "softcap 50 (config.attention_logit_softcapping)"]
-    # timm's Attention(qk_norm=True): LayerNorm on q and k, compared with --qk-norm, never declared by it
+        f"causal (the module is litgpt's CausalSelfAttention{L})", f"rope_base 500000 (config.rope_base{L})",
+        f"rope_dims 4 (config.rope_n_elem{L})", f"window 4 (config.sliding_window_size, apply_sliding_window_attention{L}"
+        ": keys t−3 … t (4 keys) (its mask cache masks tril(diagonal = −W)))", f"kv_heads 2 (config.n_query_groups{L})",
+        f"softcap 50 (config.attention_logit_softcapping{L})"]
+    # timm's Attention(qk_norm=True): LayerNorm on q and k, the kind measured on a probe vector
     timm_like = nn.Module()
     timm_like.q_norm, timm_like.k_norm = nn.LayerNorm(4), nn.LayerNorm(4)
     r = read_module_config(timm_like)
     assert r.get("qk_norm") == "layer"
     vals, lines = merge(r, {"qk_norm": None}, "none")
-    assert vals["qk_norm"] is None and lines == ["qk_norm layer (q_norm LayerNorm, k_norm LayerNorm; not applied "
-                                                 "unless declared: --qk-norm layer)"]
-    with pytest.raises(ConfigError, match="--qk-norm rms contradicts the module's qk_norm layer"):
-        merge(r, {"qk_norm": "rms"}, "none")
+    assert vals["qk_norm"] == "layer" and lines == ["qk_norm layer (q_norm LayerNorm, k_norm LayerNorm: measured: a "
+                                                    "layer norm (mean subtracted: a shift moves it by "
+                                                    + lines[0].split("shift moves it by ")[1]]
+    vals, lines = merge(r, {"qk_norm": "rms"}, "none")
+    assert vals["qk_norm"] == "rms" and "differs from --qk-norm rms, which the check uses" in lines[0]
     assert read_module_config(nn.Module()).items == {} and merge(ConfigRead(), {"rope_base": None}, "rope")[1] == []
 
 
@@ -273,12 +336,12 @@ def test_a_bad_q_transform_is_one_usage_line(transform, want):
 
 # -- the command line ----------------------------------------------------------------------------
 
-def test_cli_contradiction_and_help(tmp_path):
+def test_cli_a_differing_declaration_is_checked_and_help(tmp_path):
     f = tmp_path / "cfgattn.py"
     f.write_text(textwrap.dedent('''
         from types import SimpleNamespace
         import torch
-        class Attn(torch.nn.Module):  # the contradiction is found before the module is called
+        class Attn(torch.nn.Module):
             def __init__(self):
                 super().__init__()
                 self.config = SimpleNamespace(rope_theta=500000, sliding_window=4)
@@ -289,21 +352,30 @@ def test_cli_contradiction_and_help(tmp_path):
             return Attn()
     '''))
     code, out, err = invoke("check", "attention", "--module", f"{f}:make", "--positional", "rope", "--rope-base",
-                            "10000", "--no-progress")
-    line = one_line_error(code, err)
-    assert "--rope-base 10000 contradicts the module's rope_base 500000 (config.rope_theta)" in line
+                            "10000", "--no-progress", "--quick", "--seq-len", "1,5")
+    text = " ".join(out.split())
+    assert code != 2 and "rope_base 500000 (config.rope_theta; differs from --rope-base 10000, which the check uses)" \
+        in text, (code, out, err)
     # --window W without --causal is the causal window of a module whose is_causal is True
-    code, out, err = invoke("check", "attention", "--module", f"{f}:make", "--window", "8", "--no-progress")
-    line = one_line_error(code, err)
-    assert "--window 8 contradicts the module's window 4 (keys t−3 … t, i.e. --window 3,0) (config.sliding_window)" \
-        in line, line
+    code, out, err = invoke("check", "attention", "--module", f"{f}:make", "--window", "8", "--no-progress", "--quick",
+                            "--seq-len", "1,5")
+    text = " ".join(out.split())
+    assert code != 2 and "window 4 (config.sliding_window; as read, not used: which keys it means is not known for " \
+        "this library; declare --window; differs from --window 8, which the check uses)" in text, (code, out, err)
     code, out, err = invoke("check", "attention", "--help")
     assert code == 0 and "--ignore-config" in out and "rope_theta, else 10000" in " ".join(out.split())
 
 
 # -- a real Hugging Face module ------------------------------------------------------------------
 
-HF = ROOT / ".tverify" / "survey-cache" / "transformers-5.23.0"
+def _survey_cache():
+    from proofs_checks.survey.runner import default_cache
+
+    c = default_cache()
+    return c if c.is_absolute() else ROOT / c
+
+
+HF = _survey_cache() / "transformers-5.23.0"
 
 
 @pytest.mark.skipif(not (HF / "transformers").is_dir(), reason=f"transformers 5.23.0 is not in the survey cache "
@@ -331,10 +403,10 @@ def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(
 
     r = run(Wrap(), positional="rope", compute_dtype="float32")
     assert r.outcome == "ok", r.verdict.summary
-    assert "rope_base 500000 (attn.config.rope_parameters['rope_theta'])" in r.doc["config_read"]
-    assert "causal (attn.is_causal)" in r.doc["config_read"]
-    with pytest.raises(UsageError, match="contradicts the module's rope_base 500000"):
-        run(Wrap(), positional="rope", rope_base=10000.0)
+    assert "rope_base 500000 (attn.config.rope_parameters['rope_theta'], transformers 5.23.0)" in r.doc["config_read"]
+    assert "causal (attn.is_causal, transformers 5.23.0)" in r.doc["config_read"]
+    r = run(Wrap(), positional="rope", rope_base=10000.0, compute_dtype="float32")
+    assert r.outcome == "mismatch" and "differs from --rope-base 10000" in " ".join(r.doc["config_read"])
 
 
 @pytest.mark.skipif(not (HF / "transformers").is_dir(), reason=f"transformers 5.23.0 is not in the survey cache "
@@ -361,4 +433,71 @@ def test_transformers_gpt_neox_rotary_pct_quarter_is_read_and_ok(monkeypatch):
 
     r = run(Wrap(), positional="rope", compute_dtype="float32")  # head size 16: 4 rotated dimensions
     assert r.outcome == "ok", r.verdict.summary
-    assert "rope_dims 4 (attn.rotary_ndims)" in r.doc["config_read"] and r.doc["inputs"]["rope"]["dims"] == 4
+    assert "rope_dims 4 (attn.rotary_ndims, transformers 5.23.0)" in r.doc["config_read"] and r.doc["inputs"]["rope"]["dims"] == 4
+
+
+# -- readings that need no library (issue 42) -------------------------------------------------------
+
+def test_qk_norm_kind_is_measured_not_read_from_the_class_name():
+    class T5LayerNorm(nn.Module):  # named a layer norm, computes an RMS norm (as transformers' T5LayerNorm)
+        def __init__(self, n):
+            super().__init__()
+            self.weight, self.variance_epsilon = nn.Parameter(torch.ones(n)), 1e-6
+
+        def forward(self, x):
+            return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+
+    m = nn.Module()
+    m.q_norm, m.k_norm = T5LayerNorm(8), T5LayerNorm(8)
+    r = read_module_config(m)
+    assert r.get("qk_norm") == "rms" and "measured: an RMS norm" in r.lines()[0], r.lines()
+    m.q_norm, m.k_norm = nn.Linear(8, 8), nn.Linear(8, 8)  # not a norm: said, not read
+    r = read_module_config(m)
+    assert r.get("qk_norm") is None and "could not be told" in r.notes[0], r.notes
+
+
+def test_per_head_qk_norm_weights_are_applied_per_head():
+    from numerics.attention_reference import qk_normalise
+
+    torch.manual_seed(0)
+    H, dk = 4, 8
+    t, w = torch.randn(2, 5, H * dk, dtype=torch.float64), torch.randn(H, dk, dtype=torch.float64)
+    y = qk_normalise(t, "layer", (w, None, 1e-5), H)
+    h = t.view(2, 5, H, dk).transpose(1, 2)
+    want = nn.functional.layer_norm(h, (dk,), eps=1e-5) * w[:, None, :]
+    assert y.shape == (2, H, 5, dk) and torch.allclose(y, want, rtol=1e-12, atol=1e-12)
+    W = torch.eye(32, dtype=torch.float64)
+    m = Mapping(W, None, W, None, W, None, None, None, H, "per head")
+    m.q_norm = (torch.ones(dk, H, dtype=torch.float64), None, 1e-5)  # transposed: not per head
+    assert "is not per head (heads, d_k) = (4, 8)" in m.consistent(32)
+
+
+def test_a_projection_then_dropout_is_the_output_projection_and_a_sharded_qkv_asks_for_a_mapping():
+    from numerics.attention_mapping import find_mappings
+
+    class Attention(nn.Module):  # diffusers' layout
+        def __init__(self):
+            super().__init__()
+            self.heads = 4
+            self.to_q, self.to_k, self.to_v = (nn.Linear(16, 16) for _ in range(3))
+            self.to_out = nn.ModuleList([nn.Linear(16, 16), nn.Dropout(0.0)])
+
+    c = find_mappings(Attention(), 16)
+    assert c and ".to_out[0] (nn.Linear)" in c[0].source
+    CodeGenAttention = type("CodeGenAttention", (nn.Module,), {})
+    cg = CodeGenAttention()
+    cg.qkv_proj, cg.out_proj, cg.num_attention_heads = nn.Linear(16, 48, bias=False), nn.Linear(16, 16), 4
+    c = find_mappings(cg, 16)
+    assert c == [] and "mp_num = 4" in c.why and "--mapping" in c.why
+
+
+def test_a_declared_number_is_the_one_read_only_when_equal_and_is_shown_unrounded():
+    r = ConfigRead()
+    r.add("rope_base", 1234567.0, "config.rope_theta")
+    vals, lines = merge(r, {"rope_base": 1234607.0}, "rope")  # 40 apart: not "as declared"
+    assert vals["rope_base"] == 1234607.0 and lines == ["rope_base 1234567 (config.rope_theta; differs from --rope-base "
+                                                        "1234607, which the check uses)"]
+    # a base recovered from a float32 inv_freq buffer agrees within its own precision (1e-5)
+    r = ConfigRead()
+    r.add("rope_base", 500000.0, "rot.inv_freq", rel_tol=1e-5)
+    assert merge(r, {"rope_base": 500001.0}, "rope")[1] == ["rope_base 500000 (rot.inv_freq; as declared by --rope-base)"]

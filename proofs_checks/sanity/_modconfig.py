@@ -1,30 +1,39 @@
-"""The configuration an attention module carries, read for ``tverify check attention``.
+"""The configuration an attention module carries, read for ``tverify check attention`` as evidence,
+never as a fact: each value carries where it was read (the attribute path) and the library release it
+came from, and is interpreted with that release's semantics where they are known
+(:mod:`proofs_checks.sanity._libsemantics`), else reported as read and not used.
 
-Pure reading (attributes only: no torch import, nothing called but ``named_modules()`` and the
-properties of the objects read), on the object and its submodules, shallowest first:
+Read on the object and its submodules, shallowest first (nothing called but ``named_modules()``, the
+properties of the objects read, and a QK-norm module on a probe vector to tell its kind):
 
 * a Hugging Face ``config`` (on a module that has one, or any module of ``transformers``):
   ``rope_parameters["rope_theta"]`` (transformers ≥ 5; ``rope_scaling`` is its alias there) or
   ``rope_theta`` / ``rotary_emb_base`` (transformers 4), per layer type when ``rope_parameters`` is
   nested (Gemma 3); ``partial_rotary_factor`` / ``rotary_pct`` (or the module's ``rotary_ndims``,
-  GPT-NeoX) → ``rope_dims = int(factor · head_dim)``; ``sliding_window`` for this layer (the module's
-  own ``sliding_window`` when it has one — transformers ≥ 5 sets it per layer —, else
-  ``config.layer_types[layer_idx]``, ``use_sliding_window`` / ``max_window_layers`` (Qwen2), Gemma 2's
-  even layers); ``num_key_value_heads``; ``attn_logit_softcapping``; the module's ``is_causal``
-  (read only when ``True``);
-* x-transformers: a module whose ``causal`` is ``True``; ``Attention.kv_heads``,
-  ``Attention.max_attend_past`` (the window: ``max_attend_past + 1`` keys); ``Attend.softclamp_logits``
-  with ``logit_softclamp_value``; a ``RotaryEmbedding``'s ``inv_freq`` (base and rotated dimensions,
-  when exactly geometric);
+  GPT-NeoX; ``rotary_dim``, GPT-J and CodeGen, whose RoPE is interleaved) → ``rope_dims``;
+  ``sliding_window`` for this layer (the module's own ``sliding_window`` when it has one —
+  transformers ≥ 5 sets it per layer —, else ``config.layer_types[layer_idx]``,
+  ``use_sliding_window`` / ``max_window_layers`` (Qwen2), Gemma 2's even layers), interpreted by
+  release (Mistral 4.40 keeps ``t−W … t``, 4.39's SDPA path ignores it, ...); GPT-Neo's
+  ``window_size`` on its local layers; ``num_key_value_heads``; ``attn_logit_softcapping``;
+* causality: the shallowest module's own ``is_causal`` (or x-transformers' ``causal``) decides, ``True``
+  or ``False`` (a submodule's ``True`` never overrides the module's ``False``); a Hugging Face
+  model (it builds the mask) whose ``config.is_decoder`` is ``True`` (RoFormer) is causal;
+* x-transformers: ``Attention.kv_heads``, ``Attention.max_attend_past`` (a look-back of that many
+  keys on top of the module's causality); ``Attend.softclamp_logits`` with
+  ``logit_softclamp_value``; a ``RotaryEmbedding``'s ``inv_freq`` (base and rotated dimensions, when
+  exactly geometric);
 * litgpt's ``CausalSelfAttention`` (causal) and its ``config``: ``rope_base`` (``rope_local_base_freq``
   where ``rope_indices`` marks the layer), ``rope_n_elem``, ``n_query_groups``,
   ``attention_logit_softcapping``, ``sliding_window_size`` where ``apply_sliding_window_attention``;
-* the q/k norms by name (``q_norm``/``k_norm``, ...: timm's ``Attention(qk_norm=True)``, Qwen3, OLMo 2):
-  their kind (RMSNorm / LayerNorm) is read to be checked against ``--qk-norm``, not declared by it.
+* the q/k norms by name (``q_norm``/``k_norm``, ...): their kind (RMS or layer norm) measured on a
+  probe vector (:func:`numerics.attention_mapping.norm_kind`), never read from a class name, shared or
+  per head (a weight of shape ``(heads, d_k)``, Cohere).
 
-A value of the wrong type (``rope_theta = "big"``, ``sliding_window = -3``) raises
-:class:`ConfigError` (one line). :func:`merge` fills what the caller did not declare and raises
-:class:`ConfigError` for a declaration that contradicts what was read.
+An attribute whose access raises, that changes between two reads, or of the wrong type is one line in
+:attr:`ConfigRead.problems` (and the notes) and is not read: the check goes on with what the user
+declared. :func:`merge` fills what the caller did not declare; a declaration that differs from what
+was read wins, and the difference is returned (``"_differs"``) and said in its line.
 """
 
 from __future__ import annotations
@@ -32,12 +41,14 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["ConfigError", "Item", "ConfigRead", "read_module_config", "merge", "KEYS"]
+from proofs_checks.sanity import _libsemantics as sem
+
+__all__ = ["ConfigError", "Item", "ConfigRead", "Difference", "read_module_config", "merge", "KEYS"]
 
 #: what is read (run_attention's keyword arguments), in the order the line lists them
-KEYS = ("causal", "rope_base", "rope_dims", "window", "kv_heads", "softcap", "qk_norm")
+KEYS = ("causal", "rope_base", "rope_dims", "rope_convention", "window", "kv_heads", "softcap", "qk_norm")
 _MISSING = object()
 _QK = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "k_layernorm"), ("norm_q", "norm_k"),
        ("q_ln", "k_ln"), ("qnorm", "knorm"))
@@ -45,25 +56,46 @@ _MAX_MODULES = 400
 
 
 class ConfigError(ValueError):
-    """A configuration attribute of the wrong type, or a declaration that contradicts one (one line)."""
+    """A configuration attribute that raises, changes between reads or has the wrong type (one line)."""
 
 
 @dataclass
 class Item:
+    """One value read: ``source`` the attribute path, ``library`` the release it came from ("" unknown),
+    ``meaning`` what that release does with it; ``span`` a window's ``(L, R)`` keys ``t−L … t+R``
+    (``R`` None: unbounded); ``interpreted`` False: reported as read, never used."""
     key: str
     value: Any
     source: str
     note: str = ""
+    library: str = ""
+    meaning: str = ""
+    span: tuple | None = None
+    interpreted: bool = True
+    rel_tol: float = 0.0  # how far a declared number may be from it and still be the same (the read's precision)
 
     def text(self) -> str:
-        src = self.source + (f"; {self.note}" if self.note else "")
+        src = self.source + (f", {self.library}" if self.library else "") + (f": {self.meaning}" if self.meaning else "")
+        src += f"; {self.note}" if self.note else ""
+        if self.key == "window" and self.span is not None and self.span[1] != 0:
+            return f"window {self.span[0]},{'∞' if self.span[1] is None else self.span[1]} ({src})"
         return f"causal ({src})" if self.key == "causal" else f"{self.key} {_fmt(self.value)} ({src})"
+
+
+@dataclass
+class Difference:
+    """A declared value that differs from the one read: the check runs on ``declared``."""
+    key: str
+    flag: str
+    declared: Any
+    read: Item
 
 
 @dataclass
 class ConfigRead:
     items: dict[str, Item] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # attributes not read (raised, changed, wrong type)
     decided: set = field(default_factory=set)  # values a module settled (a layer with no window: decided, not read)
     pending: dict[str, str] = field(default_factory=dict)  # notes kept unless a deeper module decides
     noted: set = field(default_factory=set)
@@ -72,10 +104,10 @@ class ConfigRead:
         it = self.items.get(key)
         return None if it is None else it.value
 
-    def add(self, key: str, value: Any, source: str, note: str = "") -> None:
+    def add(self, key: str, value: Any, source: str, note: str = "", **kw: Any) -> None:
         old = self.items.get(key)
         if old is None:
-            self.items[key] = Item(key, value, source, note)
+            self.items[key] = Item(key, value, source, note, **kw)
         elif not _same(old.value, value):
             self.notes.append(f"the module also carries {key} {_fmt(value)} ({source}); the first found, "
                               f"{_fmt(old.value)} ({old.source}), is the one read")
@@ -86,12 +118,20 @@ class ConfigRead:
             self.noted.add(kind)
             self.notes.append(text)
 
+    def problem(self, text: str) -> None:
+        if text not in self.problems:
+            self.problems.append(text)
+            self.notes.append(text)
+
     def lines(self) -> list[str]:
         return [self.items[k].text() for k in KEYS if k in self.items]
 
 
 def _fmt(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    """A number as read, every digit kept (a value shown rounded is not the value read)."""
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 1e16 else repr(v)
+    return str(v)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -100,17 +140,35 @@ def _same(a: Any, b: Any) -> bool:
             return math.isclose(float(a), float(b), rel_tol=1e-4)
         except (TypeError, ValueError):
             return False
-    return a == b
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
 
 
-def _get(obj: Any, name: str) -> Any:
-    """``getattr`` that treats a raising property as absent."""
-    if obj is None:
+def _short_exc(exc: BaseException) -> str:
+    first = " ".join(str(exc).split())
+    return f"{type(exc).__name__}" + (f": {first[:200]}" if first else "")
+
+
+def _plain(v: Any) -> bool:
+    return v is None or isinstance(v, (bool, numbers.Number, str, tuple, list, dict))
+
+
+def _get(obj: Any, name: str, where: str = "") -> Any:
+    """``getattr`` read twice: absent → ``_MISSING``; an access that raises (other than
+    ``AttributeError``), or a plain value that changes between the two reads, raises
+    :class:`ConfigError` naming ``where + name``."""
+    if obj is None or obj is _MISSING:
         return _MISSING
     try:
-        return getattr(obj, name, _MISSING)
-    except Exception:
-        return _MISSING
+        a = getattr(obj, name, _MISSING)
+        b = getattr(obj, name, _MISSING)
+    except Exception as exc:
+        raise ConfigError(f"{where}{name}: reading it raised {_short_exc(exc)}") from None
+    if a is not b and _plain(a) and (not _plain(b) or not (_same(a, b) or repr(a) == repr(b)) or type(a) is not type(b)):
+        raise ConfigError(f"{where}{name} changed between two reads ({a!r}, then {b!r})")
+    return a
 
 
 def _item(d: Any, key: str) -> Any:
@@ -145,7 +203,10 @@ def _posint(v: Any, source: str) -> int:
 
 def _modules(obj: Any) -> list[tuple[str, Any]]:
     out = [("", obj)]
-    nm = _get(obj, "named_modules")
+    try:
+        nm = getattr(obj, "named_modules", None)
+    except Exception:
+        nm = None
     if callable(nm):
         try:
             subs = [(n, m) for n, m in nm() if n]
@@ -157,143 +218,242 @@ def _modules(obj: Any) -> list[tuple[str, Any]]:
 
 
 def _is_config(c: Any) -> bool:
-    return c is not _MISSING and c is not None and not isinstance(c, (str, bytes, numbers.Number, dict, list, tuple)) \
-        and not callable(_get(c, "named_modules")) and not callable(c)
+    if c is _MISSING or c is None or isinstance(c, (str, bytes, numbers.Number, dict, list, tuple)) or callable(c):
+        return False
+    try:
+        return not callable(getattr(c, "named_modules", None))
+    except Exception:
+        return False
+
+
+def _guard(r: ConfigRead, fn: Callable, *args: Any) -> None:
+    """Run one reader; an attribute it cannot read is one problem line, and the others go on."""
+    try:
+        fn(r, *args)
+    except ConfigError as exc:
+        r.problem(f"{exc}: not read (the check uses what is declared)")
+
+
+@dataclass
+class _Ctx:
+    """One module being read: its path prefix, its config, the library and release of its class."""
+    m: Any
+    pre: str
+    cfg: Any = None
+    lib: Any = None
+
+    @property
+    def cp(self) -> str:
+        return f"{self.pre}config."
+
+    @property
+    def libtext(self) -> str:
+        return str(self.lib) if self.lib is not None else ""
 
 
 def read_module_config(obj: Any) -> ConfigRead:
-    """What ``obj`` carries (see the module docstring). Raises :class:`ConfigError`."""
+    """What ``obj`` carries (see the module docstring). Never raises for an attribute: a problem line."""
+    from proofs_checks.sanity import _modconfig_libs as libs
+
     r = ConfigRead()
     for prefix, m in _modules(obj):
         pre = f"{prefix}." if prefix else ""
         mod = type(m).__module__ or ""
-        cfg = _get(m, "config")
-        if _is_config(cfg) or mod.startswith("transformers"):
-            _hf(r, m, cfg if _is_config(cfg) else None, pre)
+        try:
+            cfg = _get(m, "config", pre)
+        except ConfigError as exc:
+            r.problem(f"{exc}: not read (the check uses what is declared)")
+            cfg = _MISSING
+        c = _Ctx(m, pre, cfg if _is_config(cfg) else None, sem.library_of(m))
+        _guard(r, _causal, c)
+        if c.cfg is not None or mod.startswith("transformers"):
+            _hf(r, c)
         if mod.startswith("x_transformers"):
-            _xt(r, m, pre)
-        if mod.startswith("litgpt") and _is_config(cfg):
-            _litgpt(r, m, cfg, pre)
-        _qk_norms(r, m, pre)
+            libs.xt(r, c)
+        if mod.startswith("litgpt") and c.cfg is not None:
+            _guard(r, libs.litgpt, c)
+        _guard(r, _qk_norms, c)
         if "rotary" in type(m).__name__.lower():
-            _inv_freq(r, m, pre, x_transformers=mod.startswith("x_transformers"))
+            _guard(r, libs.inv_freq, c, mod.startswith("x_transformers"))
     r.notes.extend(n for k, n in r.pending.items() if k not in r.items and k not in r.decided)
     return r
 
 
-def _layer(m: Any, cfg: Any, pre: str) -> tuple[int | None, str | None]:
-    idx = _get(m, "layer_idx")
+def _causal(r: ConfigRead, c: _Ctx) -> None:
+    """The shallowest module that says decides (``True`` or ``False``); a deeper one then reads
+    nothing (its claim is about its own role inside the module)."""
+    if "causal" in r.decided or "causal" in r.items:
+        return
+    mod = type(c.m).__module__ or ""
+    for name in ("is_causal",) + (("causal",) if mod.startswith("x_transformers") else ()):
+        v = _get(c.m, name, c.pre)
+        if v is _MISSING or v is None or callable(v):
+            continue
+        if not isinstance(v, bool) and type(v).__name__ != "bool_":
+            raise _bad(f"{c.pre}{name}", v, "True or False")
+        if bool(v):
+            r.add("causal", True, f"{c.pre}{name}", library=c.libtext)
+        r.decided.add("causal")
+        return
+    if c.cfg is not None and mod.startswith("transformers") and _builds_mask(c.m):
+        d = _get(c.cfg, "is_decoder", c.cp)
+        if d is True and _get(c.cfg, "is_encoder_decoder", c.cp) is not True:
+            r.add("causal", True, f"{c.cp}is_decoder", library=c.libtext,
+                  meaning=f"{type(c.m).__name__} builds a causal mask")
+            r.decided.add("causal")
+
+
+def _builds_mask(m: Any) -> bool:
+    """A Hugging Face model (not a layer): it builds the attention mask from its config."""
+    return any(k.__name__ == "PreTrainedModel" for k in type(m).__mro__)
+
+
+def _layer(r: ConfigRead, c: _Ctx) -> tuple[int | None, str | None]:
+    idx = _get(c.m, "layer_idx", c.pre)
     idx = int(idx) if _is_int(idx) and idx >= 0 else None
-    lt = _get(m, "layer_type")
+    lt = _get(c.m, "layer_type", c.pre)
     if isinstance(lt, str):
         return idx, lt
-    types = _get(cfg, "layer_types")
+    types = _get(c.cfg, "layer_types", c.cp)
     if types is not _MISSING and types is not None:
         if not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types):
-            raise _bad(f"{pre}config.layer_types", types, "a list of layer-type names")
+            raise _bad(f"{c.cp}layer_types", types, "a list of layer-type names")
         if idx is not None and idx < len(types):
             return idx, types[idx]
         if idx is not None and types:
-            raise ConfigError(f"{pre}layer_idx = {idx}, beyond {pre}config.layer_types ({len(types)} layers), so this "
+            raise ConfigError(f"{c.pre}layer_idx = {idx}, beyond {c.cp}layer_types ({len(types)} layers), so this "
                               "layer's type cannot be read")
     return idx, None
 
 
-def _hf(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
-    cp = f"{pre}config."
-    idx, ltype = _layer(m, cfg, pre)
-    # causal: HF's is_causal is the module's own claim (SDPA and flash use it when no mask is passed);
-    # False is not read (a caller may still pass a causal mask)
-    ic = _get(m, "is_causal")
-    if ic is not _MISSING and ic is not None:
-        if not isinstance(ic, bool) and type(ic).__name__ != "bool_":
-            raise _bad(f"{pre}is_causal", ic, "True or False")
-        if ic:
-            r.add("causal", True, f"{pre}is_causal")
-    # RoPE
-    rp, rp_src = _MISSING, ""
+def _hf(r: ConfigRead, c: _Ctx) -> None:
+    try:
+        idx, ltype = _layer(r, c)
+    except ConfigError as exc:
+        r.problem(f"{exc}: not read (the check uses what is declared)")
+        idx, ltype = None, None
+    rp = _Holder()
+    _guard(r, _hf_rope, c, ltype, rp)
+    _guard(r, _hf_rope_dims, c, rp)
+    _guard(r, _hf_window, c, idx, ltype)
+    _guard(r, _hf_local_window, c)
+    _guard(r, _hf_scaling, c)
+    _guard(r, _hf_kv, c)
+    _guard(r, _hf_softcap, c)
+
+
+@dataclass
+class _Holder:
+    rp: Any = _MISSING
+    src: str = ""
+
+
+def _hf_rope(r: ConfigRead, c: _Ctx, ltype: str | None, h: _Holder) -> None:
     for nm in ("rope_parameters", "rope_scaling"):
-        v = _get(cfg, nm)
+        v = _get(c.cfg, nm, c.cp)
         if isinstance(v, dict):
-            rp, rp_src = v, f"{cp}{nm}"
+            h.rp, h.src = v, f"{c.cp}{nm}"
             break
         if v is not _MISSING and v is not None:
-            raise _bad(f"{cp}{nm}", v, "a dict (rope_theta, rope_type, ...)")
-    if isinstance(rp, dict) and rp and all(isinstance(v, dict) for v in rp.values()):  # per layer type (Gemma 3)
-        if ltype in rp:
-            rp, rp_src = rp[ltype], f"{rp_src}[{ltype!r}]"
+            raise _bad(f"{c.cp}{nm}", v, "a dict (rope_theta, rope_type, ...)")
+    if isinstance(h.rp, dict) and h.rp and all(isinstance(v, dict) for v in h.rp.values()):  # per layer type
+        if ltype in h.rp:
+            h.rp, h.src = h.rp[ltype], f"{h.src}[{ltype!r}]"
         else:
-            r.pending.setdefault("rope_base", f"{rp_src} is given per layer type ({', '.join(map(str, rp))}) and "
+            r.pending.setdefault("rope_base", f"{h.src} is given per layer type ({', '.join(map(str, h.rp))}) and "
                                  "this layer's type is unknown (no layer_type / layer_idx): the RoPE parameters are not "
                                  "read")
-            rp = _MISSING
-    theta, src = _item(rp, "rope_theta"), f"{rp_src}['rope_theta']"
+            h.rp = _MISSING
+    theta, src = _item(h.rp, "rope_theta"), f"{h.src}['rope_theta']"
     if theta is _MISSING:
         for nm in ("rope_theta", "rotary_emb_base"):
-            theta, src = _get(cfg, nm), f"{cp}{nm}"
+            theta, src = _get(c.cfg, nm, c.cp), f"{c.cp}{nm}"
             if theta is not _MISSING and theta is not None:
                 break
     if theta is not _MISSING and theta is not None:
-        r.add("rope_base", _number(theta, src, gt=1, want="a number > 1 (the RoPE base)"), src)
-    rtype = _item(rp, "rope_type")
-    rtype = _item(rp, "type") if rtype is _MISSING else rtype
+        r.add("rope_base", _number(theta, src, gt=1, want="a number > 1 (the RoPE base)"), src, library=c.libtext)
+    rtype = _item(h.rp, "rope_type")
+    rtype = _item(h.rp, "type") if rtype is _MISSING else rtype
     if rtype not in (_MISSING, None, "default"):
-        r.note("rope_type", f"{rp_src}['rope_type'] = {rtype!r}: the reference computes plain RoPE (rope_type "
-                       "'default') with the base read; scaled RoPE is not modelled")
-    nd = _get(m, "rotary_ndims")
+        r.note("rope_type", f"{h.src}['rope_type'] = {rtype!r}: the reference computes plain RoPE (rope_type "
+                            "'default') with the base read; scaled RoPE is not modelled")
+
+
+#: model types whose RoPE rotates interleaved pairs (rotate_every_two), read from their source
+_INTERLEAVED = {"gptj": "rotate_every_two", "codegen": "rotate_every_two", "cohere": "rotate_half on interleaved pairs"}
+
+
+def _hf_rope_dims(r: ConfigRead, c: _Ctx, h: _Holder) -> None:
+    mt = _get(c.cfg, "model_type", c.cp)
+    if isinstance(mt, str) and mt in _INTERLEAVED and c.lib is not None:
+        r.add("rope_convention", "interleaved", f"{c.cp}model_type {mt!r}", library=c.libtext,
+              meaning=_INTERLEAVED[mt])
+    nd = _get(c.m, "rotary_ndims", c.pre)
     if nd is not _MISSING and nd is not None:
-        r.add("rope_dims", _posint(nd, f"{pre}rotary_ndims"), f"{pre}rotary_ndims")
-    else:
-        fac, fsrc = _item(rp, "partial_rotary_factor"), f"{rp_src}['partial_rotary_factor']"
-        for nm in ("partial_rotary_factor", "rotary_pct"):
-            if fac is not _MISSING and fac is not None:
-                break
-            fac, fsrc = _get(cfg, nm), f"{cp}{nm}"
+        r.add("rope_dims", _posint(nd, f"{c.pre}rotary_ndims"), f"{c.pre}rotary_ndims", library=c.libtext)
+        return
+    rd = _get(c.m, "rotary_dim", c.pre)  # GPT-J, CodeGen: the first rotary_dim entries of each head rotate
+    if rd is not _MISSING and c.lib is not None:
+        if rd is not None:
+            r.add("rope_dims", _posint(rd, f"{c.pre}rotary_dim"), f"{c.pre}rotary_dim", library=c.libtext)
+        return
+    fac, fsrc = _item(h.rp, "partial_rotary_factor"), f"{h.src}['partial_rotary_factor']"
+    for nm in ("partial_rotary_factor", "rotary_pct"):
         if fac is not _MISSING and fac is not None:
-            if not _is_num(fac) or not 0 < float(fac) <= 1:
-                raise _bad(fsrc, fac, "a fraction in (0, 1] of the head size")
-            hd, hsrc = _head_dim(m, cfg, pre)
-            if float(fac) < 1 and hd is not None:
-                dims = int(hd * float(fac))
-                if dims < 2 or dims % 2:
-                    raise ConfigError(f"{fsrc} = {fac!r} × head_dim {hd} = {dims} rotated dimensions: RoPE rotates "
-                                      "pairs, so it must be an even number ≥ 2")
-                r.add("rope_dims", dims, f"{fsrc} {float(fac):g} × {hsrc} {hd}")
-                r.add("head_dim", hd, hsrc)  # only compared with the weights' head size (not a flag)
-            elif float(fac) < 1:
-                r.note("partial_rotary", f"{fsrc} = {float(fac):g}: partial rotary, but no head size to apply it to "
-                                         "(no head_dim, nor hidden_size with num_attention_heads): not read; declare "
-                                         "--rope-dims (the rotated dimensions per head)")
-    # the sliding window of this layer
-    _hf_window(r, m, cfg, pre, idx, ltype)
-    # a scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar) cannot be declared: said, not read
-    sc, (hd, _) = _get(m, "scaling"), _head_dim(m, cfg, pre)
+            break
+        fac, fsrc = _get(c.cfg, nm, c.cp), f"{c.cp}{nm}"
+    if fac is _MISSING or fac is None:
+        return
+    if not _is_num(fac) or not 0 < float(fac) <= 1:
+        raise _bad(fsrc, fac, "a fraction in (0, 1] of the head size")
+    hd, hsrc = _head_dim(c)
+    if float(fac) < 1 and hd is not None:
+        dims = int(hd * float(fac))
+        if dims < 2 or dims % 2:
+            raise ConfigError(f"{fsrc} = {fac!r} × head_dim {hd} = {dims} rotated dimensions: RoPE rotates "
+                              "pairs, so it must be an even number ≥ 2")
+        r.add("rope_dims", dims, f"{fsrc} {float(fac):g} × {hsrc} {hd}", library=c.libtext)
+        r.add("head_dim", hd, hsrc)  # only compared with the weights' head size (not a flag)
+    elif float(fac) < 1:
+        r.note("partial_rotary", f"{fsrc} = {float(fac):g}: partial rotary, but no head size to apply it to "
+                                 "(no head_dim, nor hidden_size with num_attention_heads): not read; declare "
+                                 "--rope-dims (the rotated dimensions per head)")
+
+
+def _hf_scaling(r: ConfigRead, c: _Ctx) -> None:
+    """A scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar): said, not read."""
+    sc, (hd, _) = _get(c.m, "scaling", c.pre), _head_dim(c)
     if _is_num(sc) and hd is not None and not math.isclose(float(sc), hd ** -0.5, rel_tol=1e-6):
-        r.note("scaling", f"{pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
-                       "scale_1_over_sqrt_dk and matches_reference will name it")
-    kv = _get(m, "num_key_value_heads")
-    ksrc = f"{pre}num_key_value_heads"
+        r.note("scaling", f"{c.pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
+                          "scale_1_over_sqrt_dk and matches_reference will name it")
+
+
+def _hf_kv(r: ConfigRead, c: _Ctx) -> None:
+    kv, ksrc = _get(c.m, "num_key_value_heads", c.pre), f"{c.pre}num_key_value_heads"
     if kv is _MISSING or kv is None:
-        kv, ksrc = _get(cfg, "num_key_value_heads"), f"{cp}num_key_value_heads"
+        kv, ksrc = _get(c.cfg, "num_key_value_heads", c.cp), f"{c.cp}num_key_value_heads"
     if kv is not _MISSING and kv is not None:
-        r.add("kv_heads", _posint(kv, ksrc), ksrc)
-    for holder, hp in ((m, pre), (cfg, cp)):
-        sc = _get(holder, "attn_logit_softcapping")
+        r.add("kv_heads", _posint(kv, ksrc), ksrc, library=c.libtext)
+
+
+def _hf_softcap(r: ConfigRead, c: _Ctx) -> None:
+    for holder, hp in ((c.m, c.pre), (c.cfg, c.cp)):
+        sc = _get(holder, "attn_logit_softcapping", hp)
         if sc is _MISSING:
             continue
         if sc is not None:
             r.add("softcap", _number(sc, f"{hp}attn_logit_softcapping", gt=0, want="a positive number or None"),
-                  f"{hp}attn_logit_softcapping")
+                  f"{hp}attn_logit_softcapping", library=c.libtext)
         break  # the module's own value (None: no cap on this layer) decides over its config's
 
 
-def _head_dim(m: Any, cfg: Any, pre: str) -> tuple[int | None, str]:
-    for holder, hp in ((m, pre), (cfg, f"{pre}config.")):
+def _head_dim(c: _Ctx) -> tuple[int | None, str]:
+    for holder, hp in ((c.m, c.pre), (c.cfg, c.cp)):
         for nm in ("head_dim", "head_size", "attention_head_size"):
-            v = _get(holder, nm)
+            v = _get(holder, nm, hp)
             if _is_int(v) and v >= 1:
                 return int(v), f"{hp}{nm}"
-    hs, nh = _get(cfg, "hidden_size"), _get(cfg, "num_attention_heads")
+    hs, nh = _get(c.cfg, "hidden_size", c.cp), _get(c.cfg, "num_attention_heads", c.cp)
     if _is_int(hs) and _is_int(nh) and nh >= 1 and hs % nh == 0:
         return int(hs) // int(nh), "hidden_size / num_attention_heads ="
     return None, ""
@@ -305,24 +465,41 @@ def _window_value(v: Any, source: str) -> int:
     return int(v)
 
 
-def _hf_window(r: ConfigRead, m: Any, cfg: Any, pre: str, idx: int | None, ltype: str | None) -> None:
+def _add_window(r: ConfigRead, c: _Ctx, W: int, src: str, where: str = "") -> None:
+    """``config.sliding_window = W`` as the release of ``c`` means it (see :mod:`._libsemantics`)."""
+    mt = _get(c.cfg, "model_type", c.cp)
+    path = sem.hf_attn_path(c.m, c.cfg)
+    wm = sem.hf_window(mt if isinstance(mt, str) else None, W, c.lib, path)
+    if wm is None:
+        who = f"{c.lib} ({mt})" if c.lib is not None and isinstance(mt, str) else str(c.lib or "this library")
+        r.add("window", W, src + where, library=c.libtext, interpreted=False,
+              note=f"as read, not used: which keys it means is not known for {who}; declare --window")
+    elif wm.span is None:
+        r.note("window", f"{src} = {W}{where} ({c.libtext}, {wm.why}): not used as a window")
+    else:
+        r.add("window", wm.keys, f"{src} = {W}{where}", library=c.libtext,
+              meaning=f"{sem.window_text(wm.span)} ({wm.why})", span=wm.span)
+    r.decided.add("window")
+
+
+def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> None:
     """This layer's sliding window; a module whose layer is unknown (a model's config, no ``layer_idx``)
     leaves the decision to a deeper one that knows it (a note only when none does)."""
     if "window" in r.decided:
         return
-    cp = f"{pre}config."
-    own = _get(m, "sliding_window")
-    if own is not _MISSING and cfg is not None:  # transformers ≥ 5: the layer's own (None on full-attention layers)
+    cp = c.cp
+    own = _get(c.m, "sliding_window", c.pre)
+    if own is not _MISSING and c.cfg is not None:  # transformers ≥ 5: the layer's own (None on full-attention layers)
         if own is not None:
-            r.add("window", _window_value(own, f"{pre}sliding_window"), f"{pre}sliding_window")
+            _add_window(r, c, _window_value(own, f"{c.pre}sliding_window"), f"{c.pre}sliding_window")
         r.decided.add("window")
         return
-    sw = _get(cfg, "sliding_window")
+    sw = _get(c.cfg, "sliding_window", cp)
     if sw is _MISSING or sw is None:
         return
     W = _window_value(sw, f"{cp}sliding_window")
-    types = _get(cfg, "layer_types")
-    use, mwl = _get(cfg, "use_sliding_window"), _get(cfg, "max_window_layers")
+    types = _get(c.cfg, "layer_types", cp)
+    use, mwl = _get(c.cfg, "use_sliding_window", cp), _get(c.cfg, "max_window_layers", cp)
     if use is not _MISSING and use is not None and not isinstance(use, bool) and type(use).__name__ != "bool_":
         raise _bad(f"{cp}use_sliding_window", use, "True or False")
     if use is not _MISSING and use is not None:
@@ -333,170 +510,113 @@ def _hf_window(r: ConfigRead, m: Any, cfg: Any, pre: str, idx: int | None, ltype
                                            "layer_idx: its window is not read (declare --window)")
             return
         if (ltype or types[0]) == "sliding_attention":
-            r.add("window", W, f"{cp}sliding_window" + (f", layer {idx} is {ltype!r}" if ltype else ""))
+            _add_window(r, c, W, f"{cp}sliding_window", f", layer {idx} is {ltype!r}" if ltype else "")
     elif use is False:
         pass
-    elif _get(cfg, "model_type") == "gemma2":  # transformers 4: even layers slide
+    elif _get(c.cfg, "model_type", cp) == "gemma2":  # transformers 4: even layers slide
         if idx is None:
             r.pending.setdefault("window", f"{cp}sliding_window applies to Gemma 2's even layers and the module has "
                                            "no layer_idx: its window is not read (declare --window)")
             return
         if idx % 2 == 0:
-            r.add("window", W, f"{cp}sliding_window, layer {idx} (Gemma 2: even layers slide)")
+            _add_window(r, c, W, f"{cp}sliding_window", f", layer {idx} (Gemma 2: even layers slide)")
     elif use is True and _is_int(mwl):  # Qwen2 (transformers 4): from layer max_window_layers on
         if idx is None:
             r.pending.setdefault("window", f"{cp}sliding_window applies from layer max_window_layers = {mwl} on and "
                                            "the module has no layer_idx: its window is not read (declare --window)")
             return
         if idx >= mwl:
-            r.add("window", W, f"{cp}sliding_window, layer {idx} ≥ max_window_layers {mwl}")
+            _add_window(r, c, W, f"{cp}sliding_window", f", layer {idx} ≥ max_window_layers {mwl}")
     else:
-        r.add("window", W, f"{cp}sliding_window")
+        _add_window(r, c, W, f"{cp}sliding_window")
     r.decided.add("window")
 
 
-def _xt(r: ConfigRead, m: Any, pre: str) -> None:
-    name = type(m).__name__
-    c = _get(m, "causal")
-    if c is True:
-        r.add("causal", True, f"{pre}causal")
-    if name == "Attention":
-        kv = _get(m, "kv_heads")
-        if kv is not _MISSING and kv is not None:
-            r.add("kv_heads", _posint(kv, f"{pre}kv_heads"), f"{pre}kv_heads")
-        mp = _get(m, "max_attend_past")
-        if mp is not _MISSING and mp is not None:
-            if not _is_int(mp) or mp < 0:
-                raise _bad(f"{pre}max_attend_past", mp, "a non-negative integer or None")
-            r.add("window", int(mp) + 1, f"{pre}max_attend_past {int(mp)} + 1")
-    sc = _get(m, "softclamp_logits")
-    v = _get(m, "logit_softclamp_value")
-    if sc is _MISSING and name == "Attend":  # x-transformers 1.31.4: the value alone turns the clamp on
-        sc = v is not _MISSING and v is not None
-    if sc is True:
-        r.add("softcap", _number(v, f"{pre}logit_softclamp_value", gt=0, want="a positive number"),
-              f"{pre}logit_softclamp_value")
-
-
-def _litgpt(r: ConfigRead, m: Any, cfg: Any, pre: str) -> None:
-    """litgpt's ``CausalSelfAttention``: causal by construction; ``config.rope_base`` (or
-    ``rope_local_base_freq`` on the layers ``rope_indices`` marks), ``rope_n_elem`` rotated
-    dimensions, ``n_query_groups`` key/value heads, ``attention_logit_softcapping``, and
-    ``sliding_window_size`` where the module's ``apply_sliding_window_attention`` is set."""
-    cp = f"{pre}config."
-    if type(m).__name__ == "CausalSelfAttention":
-        r.add("causal", True, f"{pre.rstrip('.') or 'the module'} is litgpt's CausalSelfAttention")
-    idx = _get(m, "block_idx")
-    local, ind = _get(cfg, "rope_local_base_freq"), _get(cfg, "rope_indices")
-    if (local not in (_MISSING, None) and _is_int(idx) and isinstance(ind, (list, tuple)) and idx < len(ind)
-            and ind[idx] == 1):
-        r.add("rope_base", _number(local, f"{cp}rope_local_base_freq", gt=1, want="a number > 1"),
-              f"{cp}rope_local_base_freq (rope_indices[{idx}] = 1)")
-    else:
-        b = _get(cfg, "rope_base")
-        if b not in (_MISSING, None):
-            r.add("rope_base", _number(b, f"{cp}rope_base", gt=1, want="a number > 1 (the RoPE base)"), f"{cp}rope_base")
-    n, hs = _get(cfg, "rope_n_elem"), _get(cfg, "head_size")
-    if _is_int(n) and _is_int(hs) and 0 < n < hs:
-        if n % 2:
-            raise ConfigError(f"{cp}rope_n_elem = {n}: RoPE rotates pairs, so it must be even")
-        r.add("rope_dims", int(n), f"{cp}rope_n_elem")
-    kv = _get(cfg, "n_query_groups")
-    if kv not in (_MISSING, None):
-        r.add("kv_heads", _posint(kv, f"{cp}n_query_groups"), f"{cp}n_query_groups")
-    sc = _get(cfg, "attention_logit_softcapping")
-    if sc not in (_MISSING, None):
-        r.add("softcap", _number(sc, f"{cp}attention_logit_softcapping", gt=0, want="a positive number or None"),
-              f"{cp}attention_logit_softcapping")
-    if _get(m, "apply_sliding_window_attention") in (True, 1):
-        W = _get(cfg, "sliding_window_size")
-        if W not in (_MISSING, None):
-            r.add("window", _window_value(W, f"{cp}sliding_window_size"),
-                  f"{cp}sliding_window_size, {pre}apply_sliding_window_attention")
-
-
-def _inv_freq(r: ConfigRead, m: Any, pre: str, x_transformers: bool) -> None:
-    """RoPE base and rotated dimensions from an exactly geometric ``inv_freq`` buffer
-    (``inv_freq[i] = base^(−2i/dims)``), as x-transformers' ``RotaryEmbedding`` holds it."""
-    inv = _get(m, "inv_freq")
-    try:
-        vals = [float(v) for v in inv.detach().double().cpu().reshape(-1).tolist()] if hasattr(inv, "detach") else None
-    except Exception:
-        vals = None
-    if not vals or len(vals) < 2 or not all(v > 0 and math.isfinite(v) for v in vals) or vals[0] != 1.0:
+def _hf_local_window(r: ConfigRead, c: _Ctx) -> None:
+    """GPT-Neo's local layers: the layer's own causal band of ``config.window_size`` keys (every release:
+    ``bias ^ tril(bias, −window_size)``)."""
+    if "window" in r.decided or _get(c.cfg, "model_type", c.cp) != "gpt_neo":
         return
-    dims = 2 * len(vals)
-    base = vals[-1] ** (-dims / (dims - 2))  # from the smallest frequency: the base's error is the entry's
-    if not base > 1 or not all(math.isclose(v, base ** (-2 * i / dims), rel_tol=1e-5) for i, v in enumerate(vals)):
-        if "rope_base" not in r.items:
-            r.note("inv_freq", f"{pre}inv_freq is not the geometric series base^(−2i/d) (a scaled RoPE?): its base is not "
-                           "read")
+    at = _get(c.m, "attention_type", c.pre)
+    if at not in ("local", "global"):
         return
-    base = float(f"{base:.6g}")  # the buffer is float32: 6 significant digits
-    r.add("rope_base", base, f"{pre}inv_freq")
-    r.add("rope_dims", dims, f"{pre}inv_freq ({len(vals)} frequencies)")
-    if x_transformers:
-        f = _get(m, "interpolation_factor")
-        if _is_num(f) and float(f) != 1.0:
-            r.note("interpolation", f"{pre}interpolation_factor = {f}: positions are divided by it, which the reference does "
-                           "not model")
-        s = _get(m, "scale")
-        if s is not _MISSING and s is not None:
-            r.note("xpos", f"{pre}scale: xpos scaling (use_xpos=True) is not modelled by the reference")
+    if at == "local":
+        W = _window_value(_get(c.cfg, "window_size", c.cp), f"{c.cp}window_size")
+        r.add("window", W, f"{c.cp}window_size = {W}, {c.pre}attention_type 'local'", library=c.libtext,
+              meaning=f"{sem.window_text((W - 1, 0))} (the layer's bias ^ tril(bias, −window_size))", span=(W - 1, 0))
+    r.decided.add("window")
 
 
-def _norm_kind(v: Any) -> str | None:
-    n = type(v).__name__.lower()
-    if "rmsnorm" in n:
-        return "rms"
-    if "layernorm" in n:
-        return "layer"
-    return None
+def _qk_norms(r: ConfigRead, c: _Ctx) -> None:
+    """The q/k norms' kind, measured on a probe vector (a class name says nothing: T5LayerNorm is an
+    RMS norm): ``rms`` or ``layer``, per head when the weight is ``(heads, d_k)``."""
+    from numerics.attention_mapping import norm_kind
 
-
-def _qk_norms(r: ConfigRead, m: Any, pre: str) -> None:
     for qn, kn in _QK:
-        a, b = _get(m, qn), _get(m, kn)
-        if a is _MISSING or b is _MISSING or not callable(_get(a, "named_modules")):
+        a, b = _get(c.m, qn, c.pre), _get(c.m, kn, c.pre)
+        if a is _MISSING or b is _MISSING or not callable(getattr(a, "named_modules", None)):
             continue
-        ka, kb = _norm_kind(a), _norm_kind(b)
+        (ka, wa), (kb, wb) = norm_kind(a), norm_kind(b)
         if ka is not None and ka == kb:
-            r.add("qk_norm", ka, f"{pre}{qn} {type(a).__name__}, {pre}{kn} {type(b).__name__}")
+            r.add("qk_norm", ka, f"{c.pre}{qn} {type(a).__name__}, {c.pre}{kn} {type(b).__name__}",
+                  library=c.libtext, meaning=wa)
+        elif ka != kb or ka is None:
+            r.note("qk_norm", f"{c.pre}{qn} ({type(a).__name__}) and {c.pre}{kn} ({type(b).__name__}): their kind "
+                              f"could not be told ({wa}; {wb}); declare --qk-norm")
         return
 
 
 # ------------------------------------------------------------------------------------------------
 # read values and the caller's declaration
 
-#: how each key is named on the command line, and what read values do: "fill" (used where not
-#: declared) or "check" (only compared with the declaration: the weight finder reads the head
-#: counts itself; QK-norm is declared, the module's norms are its weights)
-FLAGS = {"causal": "--causal", "rope_base": "--rope-base", "rope_dims": "--rope-dims", "window": "--window",
-         "kv_heads": "--kv-heads", "softcap": "--softcap", "qk_norm": "--qk-norm"}
-_FILL = ("causal", "rope_base", "rope_dims", "window", "softcap")
+#: how each key is named on the command line
+FLAGS = {"causal": "--causal", "rope_base": "--rope-base", "rope_dims": "--rope-dims",
+         "rope_convention": "--rope-convention", "window": "--window", "kv_heads": "--kv-heads", "softcap": "--softcap",
+         "qk_norm": "--qk-norm"}
+#: read values used where not declared (the head counts are only compared: the weight finder reads them)
+FILLS = ("causal", "rope_base", "rope_dims", "rope_convention", "window", "softcap", "qk_norm")
 
 
-def _window_tuple(W: int, causal: bool) -> tuple[int, int]:
-    return (W - 1, 0)
+def _span(it: Item) -> tuple:
+    return it.span if it.span is not None else (int(it.value) - 1, 0)
+
+
+def _agrees(g: Any, v: Any, rel_tol: float) -> bool:
+    """A declared value is the one read: equal, or for a number within the read's own precision
+    (``rel_tol``: a base recovered from a float32 ``inv_freq`` buffer), never "close enough"."""
+    if isinstance(g, numbers.Real) and isinstance(v, numbers.Real) and not isinstance(g, bool):
+        return math.isclose(float(g), float(v), rel_tol=rel_tol, abs_tol=0.0) or float(g) == float(v)
+    return _same(g, v)
+
+
+def _declared_text(key: str, g: Any, shown: dict[str, str] | None) -> str:
+    if (shown or {}).get(key):
+        return f"{FLAGS[key]} {shown[key]}"
+    if key == "causal":
+        return "--causal"
+    if key == "window":
+        return f"--window {g[0]},{'' if g[1] is None else g[1]}"
+    return f"{FLAGS[key]} {_fmt(g)}"
 
 
 def merge(read: ConfigRead, given: dict[str, Any], positional: str,
           shown: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The values to use: each declared one (``given``, ``None`` or ``False`` = not declared;
-    ``window`` as the parsed ``(L, R)``), else the read one where it fills. Raises
-    :class:`ConfigError` for a declaration that contradicts a read value; returns the
-    ``config_read`` lines (what was read, from where, and whether it was used). ``shown``: a flag's
-    value as the user wrote it (``{"window": "8"}``), for the message.
+    ``window`` as the parsed ``(L, R)``), else the read one where it fills (:data:`FILLS`, and only a
+    value interpreted in its library's semantics). A declaration that differs from a read value wins:
+    the difference is listed under ``"_differs"`` (:class:`Difference`) and said in its line. Returns
+    the values and the ``config_read`` lines (what was read, from where, and whether it was used).
+    ``shown``: a flag's value as the user wrote it (``{"window": "8"}``), for the lines.
 
         >>> r = ConfigRead(); r.add("rope_base", 500000.0, "config.rope_theta")
         >>> merge(r, {"rope_base": None}, "rope")[0]["rope_base"], merge(r, {"rope_base": None}, "rope")[1]
         (500000.0, ['rope_base 500000 (config.rope_theta)'])
-        >>> merge(r, {"rope_base": 10000.0}, "rope")
-        Traceback (most recent call last):
-        ...
-        proofs_checks.sanity._modconfig.ConfigError: --rope-base 10000 contradicts the module's rope_base 500000 (config.rope_theta): leave out --rope-base to use the module's value, or pass --ignore-config to check against your flags alone
+        >>> vals, lines = merge(r, {"rope_base": 10000.0}, "rope")
+        >>> vals["rope_base"], vals["_differs"][0].read.value, lines
+        (10000.0, 500000.0, ['rope_base 500000 (config.rope_theta; differs from --rope-base 10000, which the check uses)'])
     """
     out = dict(given)
+    out["_differs"] = []
     lines = []
     for key in KEYS:
         it = read.items.get(key)
@@ -504,22 +624,21 @@ def merge(read: ConfigRead, given: dict[str, Any], positional: str,
             continue
         g = given.get(key)
         declared = g not in (None, False)
-        rv = _window_tuple(it.value, True) if key == "window" else it.value
-        if declared and not _same(tuple(g) if key == "window" else g, rv):
-            as_given = (shown or {}).get(key) or (f"{g[0]},{g[1]}" if key == "window" else _fmt(g))
-            rshown = (f"{it.value} (keys t−{it.value - 1} … t, i.e. --window {rv[0]},{rv[1]})" if key == "window"
-                      else _fmt(it.value))
-            raise ConfigError(f"{FLAGS[key]} {as_given} contradicts the module's {key} {rshown} ({it.source}): leave out "
-                              f"{FLAGS[key]} to use the module's value, or pass --ignore-config to check against your "
-                              "flags alone")
+        rv = _span(it) if key == "window" else it.value
         note = ""
-        if declared:
+        if declared and not _agrees(tuple(g) if key == "window" else g, rv, it.rel_tol):
+            decl = _declared_text(key, g, shown)
+            out["_differs"].append(Difference(key, FLAGS[key], g, it))
+            note = f"differs from {decl}, which the check uses"
+        elif declared:
             note = f"as declared by {FLAGS[key]}"
-        elif key in ("rope_base", "rope_dims") and positional != "rope":
+        elif key in ("rope_base", "rope_dims", "rope_convention") and positional != "rope":
             note = f"not used: the declared scheme is --positional {positional}"
-        elif key in _FILL:
+        elif not it.interpreted:
+            pass
+        elif key in FILLS:
             out[key] = rv
-        elif key == "qk_norm":
-            note = f"not applied unless declared: --qk-norm {it.value}"
-        lines.append(Item(key, it.value, it.source, note).text())
+        shown_it = Item(it.key, it.value, it.source, "; ".join(n for n in (it.note, note) if n), it.library,
+                        it.meaning, it.span, it.interpreted, it.rel_tol)
+        lines.append(shown_it.text())
     return out, lines
