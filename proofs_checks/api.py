@@ -327,7 +327,7 @@ def _attention_lengths(seq_len):
 def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
                     seed: int = 0, device: str = "cpu", isolate: bool = True, timeout: float | None = None, **kwargs):
     """``tverify check icl --model``: which in-context algorithm ``obj`` computes (delegates to
-    :func:`proofs_checks.sanity.icl.check_icl_model`; see there for ``layout`` and the extra keyword
+    :func:`proofs_checks.sanity.icl_model.check_icl_model`; see there for ``layout`` and the extra keyword
     arguments such as ``mode``). ``obj`` runs in a child process, as in :func:`check_attention`
     (``isolate``, ``timeout``).
 
@@ -339,7 +339,7 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
         >>> r.closest_algorithm
         'least_squares'
     """
-    from proofs_checks.sanity.icl import check_icl_model as _check
+    from proofs_checks.sanity.icl_model import check_icl_model as _check
 
     with _as_value_errors(check_icl_model):
         _keywords("check_icl_model", kwargs, _check)
@@ -356,7 +356,7 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
             return _check(obj, lambdas=lambdas, **args)
         from proofs_checks.sanity import _isolate
 
-        from proofs_checks.sanity import icl
+        from proofs_checks.sanity import icl_model as icl
 
         payload = _isolate.run_isolated(icl.CHILD_TASK, {}, label="obj", what="check_icl_model",
                                         obj={"obj": obj, "lambdas": lambdas, "kwargs": args}, timeout=timeout,
