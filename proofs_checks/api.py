@@ -513,11 +513,7 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
         sa.check_step(inst, lr, iters or i0)
         from proofs_checks.options import require_device
 
-        try:
-            require_device(device, False)
-        except Exception:
-            raise InputError(f"check_att_svm: device {device!r}: torch sees no such device on this machine "
-                             "(use device=\"cpu\")") from None
+        require_device(device, False, skip_option=False)  # the command's rule and line, in the keyword's words
         return sa.run_att_svm(inst, iters=iters or i0, lr=lr, seeds=seeds or s0, level=level, seed=seed,
                               device=device, mode=mode)
 

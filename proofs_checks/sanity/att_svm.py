@@ -394,10 +394,7 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
     check_json_target(json_path)
     i0, s0 = SIZES[mode]
     iters, seeds = iters or i0, seeds or s0
-    try:
-        require_device(device, False)
-    except UsageError:
-        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    require_device(device, False, skip_option=False)
     if weights_path and device != "cpu":
         raise UsageError(f"--device {device}: check att-svm --weights compares your W on the CPU (the device is for "
                          "training); use --device cpu")

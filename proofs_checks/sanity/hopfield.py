@@ -526,6 +526,8 @@ def energy_along(geo: Geometry, upd: Update, st: Starts, beta: float) -> tuple[A
 
 @dataclass(frozen=True)
 class FixedPoints:
+    """Per pattern: whether iterating the update from it converged, how far it ended from it, and whether
+    that end is within half the distance to the nearest other pattern (the pattern is stored)."""
     conv: Any
     moved: Any
     near: Any

@@ -373,10 +373,7 @@ def lsa_request(lam, N: int, M: int | None, *, weights, tol, seeds, prompts, ste
             raise InputError(f"--weights: W_PV and W_KQ must be ({d + 1}, {d + 1}) for d = {d} (from --lambda), "
                              f"got W_PV {Wpv.shape}, W_KQ {Wkq.shape}")
     tol = DEFAULT_TOL["weights" if weights else "trained"] if tol is None else tol
-    try:
-        require_device(device, False)
-    except UsageError:
-        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    require_device(device, False, skip_option=False)
     n_sets = (1 if Wpv.ndim == 2 else Wpv.shape[0]) if weights else seeds
     est, chunk = estimate_resources(d, N, M, n_sets, prompts, steps, train=not weights)
     hint = "lower --seeds, --prompts, --N or --M"

@@ -328,10 +328,7 @@ def model_request(*, lambdas, N, M=None, layout="default", noise=0.0, mode="defa
     P = PROBE_PROMPTS[mode] if prompts is None else int(prompts)
     if P < 16:
         raise UsageError(f"--prompts: at least 16 probe prompts per length, got {P}")
-    try:
-        require_device(device, False)
-    except UsageError:
-        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    require_device(device, False, skip_option=False)
     Mmax = Ms[-1]
     per_prompt = 8.0 * (6 * Mmax * (d + 1) + 2 * (2 * Mmax + 1) * (d + 1) + 4 * d * d)
     est = guards.Estimate(P * per_prompt, 2e-6 * P * sum(Ms) * (d + 1) + 0.2,
