@@ -15,7 +15,7 @@ import numpy as np
 
 from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
-from proofs_checks.sanity._common import SanityResult, finish
+from proofs_checks.sanity._common import SanityResult, VerdictOutcome, finish, verdict_fields
 from proofs_checks.sanity._verdict import Z_SIGMA, Verdict
 from proofs_checks.sanity.icl import _KQ_KEYS, _PV_KEYS, LAYOUTS, MAX_NOISE, N_MEASURE, _lambda, _weights_verdict
 from theory import icl as ti
@@ -221,7 +221,7 @@ def _probe_verdict(pr: dict, name: str) -> Verdict:
 
 
 @dataclass
-class ICLModelResult:
+class ICLModelResult(VerdictOutcome):
     """What ``check icl --model`` found: ``verdict`` (:class:`~proofs_checks.sanity._verdict.Verdict`:
     ok = an algorithm identified, mismatch = none of the references or non-finite predictions,
     inconclusive = undecided at these sizes), ``identified`` (the algorithm or None),
@@ -238,21 +238,10 @@ class ICLModelResult:
     lines: list = field(default_factory=list)
     identified: str | None = None
 
-    @property
-    def exit_code(self) -> int:
-        return self.verdict.exit_code
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict.ok
-
     def to_json(self) -> dict:
         from proofs_checks.sanity._verdict import _jsonable
 
-        doc = dict(self.doc)
-        doc.update(outcome=self.verdict.outcome, verdict=self.verdict.summary, ok=self.verdict.ok,
-                   decision=self.verdict.to_json())
-        return _jsonable(doc)
+        return _jsonable({**self.doc, **verdict_fields(self.verdict)})
 
     def __str__(self) -> str:
         return "\n".join(self.lines + self.verdict.lines())
@@ -522,7 +511,7 @@ def _model_command(spec, *, lam, N, M, layout, noise, prompts, tol, seed, device
         max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
     res = rebuild(payload)
     doc = res.to_json()
-    for key in ("outcome", "verdict", "ok", "decision"):
+    for key in verdict_fields(res.verdict):
         doc.pop(key, None)
     result = SanityResult("icl", doc, res.verdict, [], res.lines, res.figures)
     try:

@@ -56,6 +56,22 @@ def _short_number(x) -> str:
 
     return f"{float(sp.Float(x, 17)):.6g} (exactly {text[:12]}…, {len(text)} characters)"
 
+
+def _rational(text: str, option: str):
+    """``text`` (a decimal or a fraction, no sign) as an exact SymPy rational; one line naming ``option``."""
+    import re
+
+    import sympy as sp
+
+    t = text.strip()
+    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+", t):
+        raise InputError(f"{option}: not a positive number: {text!r}")
+    try:
+        return sp.Rational(t)
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise InputError(f"{option}: not a number: {text!r}") from None
+
+
 def parse_eps(text: str):
     """``--eps`` as an exact rational (a decimal or a fraction), strictly between 0 and 1.
 
@@ -66,17 +82,7 @@ def parse_eps(text: str):
     ...
     theory.validation.InputError: --eps must be in (0, 1), got 0
     """
-    import re
-
-    import sympy as sp
-
-    t = text.strip()
-    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+", t):
-        raise InputError(f"--eps: not a positive number: {text!r}")
-    try:
-        e = sp.Rational(t)
-    except (TypeError, ValueError, ZeroDivisionError):
-        raise InputError(f"--eps: not a number: {text!r}") from None
+    e = _rational(text, "--eps")
     if not (0 < e < 1):
         raise InputError(f"--eps must be in (0, 1), got {e}")
     return e
@@ -110,17 +116,7 @@ def parse_region(text: str | None):
     """
     if text is None:
         return None
-    import re
-
-    import sympy as sp
-
-    t = text.strip()
-    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+", t):
-        raise InputError(f"--region: not a positive number: {text!r}")
-    try:
-        r = sp.Rational(t)
-    except (TypeError, ValueError, ZeroDivisionError):
-        raise InputError(f"--region: not a number: {text!r}") from None
+    r = _rational(text, "--region")
     if not (0 < r <= 10**6):
         raise InputError(f"--region must be in (0, 1e6], got {_short_number(r)}")
     return r
