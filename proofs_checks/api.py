@@ -503,13 +503,10 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
         if mode not in sa.SIZES:
             raise InputError(f"check_att_svm: mode must be one of {', '.join(sa.SIZES)}, got {mode!r}")
         i0, s0 = sa.SIZES[mode]
-        for nm, v, lo, hi in (("iters", iters, 1, 10**7), ("seeds", seeds, 1, 4096)):
-            if v is not None and not lo <= v <= hi:
-                raise InputError(f"check_att_svm: {nm} must be in {lo} … {hi}, got {v}")
-        if not (isinstance(lr, float) and 0 < lr < float("inf")):
-            raise InputError(f"check_att_svm: lr must be a positive finite number, got {lr!r}")
-        if level is None or not 0 < level < 1:
-            raise InputError(f"check_att_svm: level must be strictly between 0 and 1, got {level!r}")
+        # the flags' rules (sanity.att_svm): the same line, in the keywords' words
+        iters = None if iters is None else sa.iters_value(iters)
+        seeds = None if seeds is None else sa.seeds_value(seeds)
+        lr, level = sa.lr_value(lr), sa.level_value(level)
         sa.check_step(inst, lr, iters or i0)
         from proofs_checks.options import require_device
 

@@ -61,6 +61,53 @@ _T_ITER = 1.5e-4       # seconds per NGD iteration (overhead of ~20 small torch 
 _T_ITER_EL = 3e-9      # seconds per iteration per element of the (B, n, T, d) batch times d
 
 
+# ------------------------------------------------------------------------------------------------
+# the inputs' rules, each in one place: the command's options (click callbacks) and the API's
+# check_att_svm call these, so a flag and its keyword say the same line
+
+
+def _count_rule(v, option: str, lo: int, hi: int) -> int:
+    import numbers
+
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+        raise UsageError(f"{option} must be in {lo} … {hi}, got {v!r}")
+    return int(v)
+
+
+def iters_value(iters) -> int:
+    """``--iters``: normalised-GD iterations, 1 … 10⁷."""
+    return _count_rule(iters, "--iters", 1, 10**7)
+
+
+def seeds_value(seeds) -> int:
+    """``--seeds``: initialisations in one batch, 1 … 4096."""
+    return _count_rule(seeds, "--seeds", 1, 4096)
+
+
+def _real(v) -> bool:
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def lr_value(lr) -> float:
+    """``--lr``: a positive finite step size."""
+    if not (_real(lr) and math.isfinite(lr) and lr > 0):
+        raise UsageError(f"--lr must be a positive finite number, got {float(lr) if _real(lr) else lr!r}")
+    return float(lr)
+
+
+def level_value(level) -> float:
+    """``--level``: the correlation that counts as converged, strictly between 0 and 1."""
+    if not (_real(level) and 0 < level < 1):
+        raise UsageError(f"--level must be strictly between 0 and 1, got {float(level) if _real(level) else level!r}")
+    return float(level)
+
+
+def _callback(rule):
+    return lambda ctx, param, v: v if v is None else rule(v)
+
+
 def _load(path: str):
     from numerics import att_svm as ns
 
@@ -368,15 +415,14 @@ def _run_att_svm_body(ns, inst, prog, doc, *, iters, lr, seeds, level, seed, dev
 @click.option("--weights", "weights_path", default=None, metavar="FILE",
               help="Your trained attention: .npz/.pt with W (d,d), or K and Q (d,m), W = K Qᵀ; compared with the "
                    "Att-SVM instead of training.")
-@click.option("--iters", default=None, type=click.IntRange(1, 10**7),
-              help="Normalised-GD iterations (default 2000; --quick 500, --full 20000).")
-@click.option("--lr", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              callback=guards.finite_number, help="NGD step size")
-@click.option("--seeds", default=None, type=click.IntRange(1, 4096),
-              help="Initialisations, one batch (default 8; --quick 4, --full 16).")
-@click.option("--level", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              callback=guards.finite_number,
-              help="Correlation with the Att-SVM direction that counts as converged.")
+@click.option("--iters", default=None, type=int, callback=_callback(iters_value),
+              help="Normalised-GD iterations, 1 … 10^7 (default 2000; --quick 500, --full 20000).")
+@click.option("--lr", default=0.1, show_default=True, type=float, callback=_callback(lr_value),
+              help="NGD step size (positive, finite)")
+@click.option("--seeds", default=None, type=int, callback=_callback(seeds_value),
+              help="Initialisations, one batch, 1 … 4096 (default 8; --quick 4, --full 16).")
+@click.option("--level", default=0.99, show_default=True, type=float, callback=_callback(level_value),
+              help="Correlation with the Att-SVM direction that counts as converged (strictly between 0 and 1).")
 @report_option
 @check_options
 def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, device, mode, json_path, max_memory,

@@ -60,6 +60,61 @@ SCALE_RANGE = (1e-100, 1e100)
 MAX_NOISE = 1e50
 
 
+# ------------------------------------------------------------------------------------------------
+# the inputs' rules, each in one place: the command's options (click callbacks), check_icl_model and
+# the API's check_icl_model all call these, so a flag and its keyword say the same line
+
+
+def _real(v) -> bool:
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def length_value(v, option: str) -> int:
+    """``--N``, ``--M``: an integer ≥ 1."""
+    import numbers
+
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+        raise UsageError(f"{option}: must be an integer ≥ 1, got {v!r}")
+    return int(v)
+
+
+def noise_value(noise) -> float:
+    """``--noise``: the label noise σ, a number in [0, :data:`MAX_NOISE`]."""
+    if not (_real(noise) and math.isfinite(noise) and 0 <= noise <= MAX_NOISE):
+        raise UsageError(f"--noise: must be a number in [0, {MAX_NOISE:g}] (σ² and the label moments must stay "
+                         f"within float64's range), got {float(noise) if _real(noise) else noise!r}")
+    return float(noise)
+
+
+def tol_value(tol) -> float | None:
+    """``--tol``: a positive finite relative bound (None: the default)."""
+    if tol is not None and not (_real(tol) and math.isfinite(tol) and tol > 0):
+        raise UsageError(f"--tol: must be a positive finite number, got {float(tol) if _real(tol) else tol!r}")
+    return None if tol is None else float(tol)
+
+
+def prompts_value(prompts) -> int | None:
+    """``--prompts``: at least 16 prompts (None: the mode's default)."""
+    import numbers
+
+    if prompts is not None and (isinstance(prompts, bool) or not isinstance(prompts, numbers.Integral) or prompts < 16):
+        raise UsageError(f"--prompts: at least 16 prompts (per seed, or per length with --model), got {prompts!r}")
+    return None if prompts is None else int(prompts)
+
+
+def layout_value(layout) -> str:
+    if layout not in LAYOUTS:
+        raise UsageError(f"--layout: must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    return layout
+
+
+def _callback(rule, *args):
+    """A click callback applying ``rule`` (``None`` passes through)."""
+    return lambda ctx, param, v: v if v is None else rule(v, *args)
+
+
 def parse_lambda(text: str) -> np.ndarray:
     """``--lambda``: ``"1,2,3"`` → diag(1, 2, 3); ``"2,0.5;0.5,1"`` a full matrix; or a ``.npy`` /
     ``.txt`` / ``.csv`` file. Symmetric positive definite, condition number ≤ 1e12."""
@@ -255,26 +310,29 @@ def _weights_verdict(meas: dict, tol: float, tol_reason: str | None = None) -> V
 @click.command("icl")
 @click.option("--lambda", "lam", required=True, metavar="VALUES|FILE",
               help='Covariance Λ: a diagonal "1,2,3", a matrix "2,0.5;0.5,1" (rows by ;), or a .npy/.txt/.csv file.')
-@click.option("--N", "N", type=click.IntRange(min=1), required=True, help="Training context length N.")
-@click.option("--M", "M", type=click.IntRange(min=1), default=None, help="Test context length M (default N).")
+@click.option("--N", "N", type=int, required=True, callback=_callback(length_value, "--N"),
+              help="Training context length N (≥ 1).")
+@click.option("--M", "M", type=int, default=None, callback=_callback(length_value, "--M"),
+              help="Test context length M (≥ 1; default N).")
 @click.option("--weights", type=str, default=None,
               help="Your trained LSA weights (.pt or .npz with W_PV and W_KQ) to test against Γ_N.")
-@click.option("--tol", type=click.FloatRange(min=0, min_open=True), default=None, callback=guards.finite_number,
+@click.option("--tol", type=float, default=None, callback=_callback(tol_value),
               help="Relative bound on w22·W11 vs Γ_N^{-1} (default 0.05 for training, 0.01 for --weights; with --model, "
                    "1/4 of the distance from Γ_N^{-1} to the nearest alternative preconditioner).")
 @click.option("--seeds", type=click.IntRange(min=1), default=None, help="Seeds trained in one batch (default 8).")
-@click.option("--prompts", type=click.IntRange(min=16), default=None,
-              help="Sampled training prompts per seed (default 32768; --quick 8192, --full 131072).")
+@click.option("--prompts", type=int, default=None, callback=_callback(prompts_value),
+              help="Sampled training prompts per seed, at least 16 (default 32768; --quick 8192, --full 131072).")
 @click.option("--steps", type=click.IntRange(min=0), default=None,
               help=f"Adam steps before {LBFGS_STEPS} L-BFGS iterations (default 300; --full 1000).")
 @click.option("--model", "model_spec", type=str, default=None, metavar="FILE.py:NAME",
               help="Your in-context learner (a function, nn.Module, class or zero-argument factory): which algorithm "
                    "do its predictions match? With --model, --prompts is the number of probe prompts per length "
                    "(default 4000; --quick 1000, --full 16000).")
-@click.option("--layout", type=click.Choice(LAYOUTS), default="default", show_default=True,
+@click.option("--layout", default="default", show_default=True, metavar="[" + "|".join(LAYOUTS) + "]",
+              callback=_callback(layout_value),
               help="How --model is called: default obj(xs, ys, xq); zfb obj(E (B, d+1, M+1)); garg obj(tokens "
                    "(B, 2M+1, d+1)).")
-@click.option("--noise", type=click.FloatRange(min=0), default=0.0, show_default=True, callback=guards.finite_number,
+@click.option("--noise", type=float, default=0.0, show_default=True, callback=_callback(noise_value),
               help="Label noise σ of the --model probe prompts (ridge's Bayes-optimal λ = σ²).")
 @report_option
 @timeout_option
@@ -294,9 +352,6 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
     """
     check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)
-    if not noise <= MAX_NOISE:
-        raise UsageError(f"--noise: must be a number in [0, {MAX_NOISE:g}] (σ² and the label moments must stay "
-                         f"within float64's range), got {noise:g}")
     if model_spec is not None:
         from proofs_checks.sanity.icl_model import _model_command
 

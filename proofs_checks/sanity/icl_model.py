@@ -17,7 +17,8 @@ from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import SanityResult, VerdictOutcome, finish, verdict_fields
 from proofs_checks.sanity._verdict import Z_SIGMA, Verdict
-from proofs_checks.sanity.icl import _KQ_KEYS, _PV_KEYS, LAYOUTS, MAX_NOISE, N_MEASURE, _lambda, _weights_verdict
+from proofs_checks.sanity.icl import (_KQ_KEYS, _PV_KEYS, N_MEASURE, _lambda, _weights_verdict, layout_value, length_value,
+                                      noise_value, prompts_value, tol_value)
 from theory import icl as ti
 
 __all__ = ["check_icl_model", "ICLModelResult", "model_weights_tol", "model_request", "ModelRequest", "PROBE_PROMPTS"]
@@ -289,19 +290,11 @@ def model_request(*, lambdas, N, M=None, layout="default", noise=0.0, mode="defa
     flag), the prompt lengths chosen and the memory estimated against ``max_memory``."""
     from numerics.icl_probe import EXTENDED_KNN_K, prompt_lengths
 
-    if layout not in LAYOUTS:
-        raise UsageError(f"--layout: must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    layout = layout_value(layout)
     if mode not in PROBE_PROMPTS:
         raise UsageError(f"mode must be one of {', '.join(PROBE_PROMPTS)}, got {mode!r}")
-    if not (isinstance(noise, (int, float)) and math.isfinite(noise) and 0 <= noise <= MAX_NOISE):
-        raise UsageError(f"--noise: must be a number in [0, {MAX_NOISE:g}] (σ² and the label moments must stay "
-                         f"within float64's range), got {noise!r}")
-    try:
-        N = int(N)
-    except (TypeError, ValueError):
-        raise UsageError(f"--N: must be an integer ≥ 1, got {N!r}") from None
-    if N < 1 or (M is not None and int(M) < 1):
-        raise UsageError(f"--N and --M must be ≥ 1, got N = {N}, M = {M}")
+    noise, tol, prompts = noise_value(noise), tol_value(tol), prompts_value(prompts)
+    N, M = length_value(N, "--N"), None if M is None else length_value(M, "--M")
     L, cond = _lambda(lambdas)  # text or an array: the same checks (size, overflow, conditioning, scale)
     d = int(L.shape[0])
     M = N if M is None else int(M)
@@ -314,17 +307,14 @@ def model_request(*, lambdas, N, M=None, layout="default", noise=0.0, mode="defa
         Ms.append(max(4 * d, 2 * kmax))
     if not Ms or Ms[0] < 1:
         raise UsageError(f"prompt lengths must be ≥ 1, got {Ms}")
-    P = PROBE_PROMPTS[mode] if prompts is None else int(prompts)
-    if P < 16:
-        raise UsageError(f"--prompts: at least 16 probe prompts per length, got {P}")
+    P = PROBE_PROMPTS[mode] if prompts is None else prompts
     require_device(device, False, skip_option=False)
     Mmax = Ms[-1]
     per_prompt = 8.0 * (6 * Mmax * (d + 1) + 2 * (2 * Mmax + 1) * (d + 1) + 4 * d * d)
     est = guards.Estimate(P * per_prompt, 2e-6 * P * sum(Ms) * (d + 1) + 0.2,
                           {f"probe prompts {P} × {Mmax} tokens × {d + 1} (and their copies)": P * per_prompt})
     guards.check_memory(est, max_memory, hint="lower --prompts or --M")
-    return ModelRequest(L, cond, d, N, M, Ms, P, layout, mode, float(noise), None if tol is None else float(tol),
-                        device, est)
+    return ModelRequest(L, cond, d, N, M, Ms, P, layout, mode, noise, tol, device, est)
 
 
 def _probe(model, req: ModelRequest, name: str, seed: int, progress: bool) -> dict:
