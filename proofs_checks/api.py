@@ -327,7 +327,7 @@ def _attention_lengths(seq_len):
 def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
                     seed: int = 0, device: str = "cpu", isolate: bool = True, timeout: float | None = None, **kwargs):
     """``tverify check icl --model``: which in-context algorithm ``obj`` computes (delegates to
-    :func:`proofs_checks.sanity.icl.check_icl_model`; see there for ``layout`` and the extra keyword
+    :func:`proofs_checks.sanity.icl_model.check_icl_model`; see there for ``layout`` and the extra keyword
     arguments such as ``mode``). ``obj`` runs in a child process, as in :func:`check_attention`
     (``isolate``, ``timeout``).
 
@@ -339,7 +339,7 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
         >>> r.closest_algorithm
         'least_squares'
     """
-    from proofs_checks.sanity.icl import check_icl_model as _check
+    from proofs_checks.sanity.icl_model import check_icl_model as _check
 
     with _as_value_errors(check_icl_model):
         _keywords("check_icl_model", kwargs, _check)
@@ -356,7 +356,7 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
             return _check(obj, lambdas=lambdas, **args)
         from proofs_checks.sanity import _isolate
 
-        from proofs_checks.sanity import icl
+        from proofs_checks.sanity import icl_model as icl
 
         payload = _isolate.run_isolated(icl.CHILD_TASK, {}, label="obj", what="check_icl_model",
                                         obj={"obj": obj, "lambdas": lambdas, "kwargs": args}, timeout=timeout,
@@ -365,10 +365,12 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
 
 
 def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, isolate: bool = True,
-                   timeout: float | None = None, **unknown):
+                   timeout: float | None = None, compute_dtype: str | None = None, **unknown):
     """``tverify check hopfield``: ``patterns`` an ``(N, d)`` array (or a ``.npy``/``.pt`` path), the
     modern Hopfield update at ``beta`` or your ``module`` (``f(xi, patterns, beta)`` or ``f(xi)``),
-    which runs in a child process as in :func:`check_attention` (``isolate``, ``timeout``).
+    which runs in a child process as in :func:`check_attention` (``isolate``, ``timeout``);
+    ``compute_dtype`` declares the precision ``module`` computes in (``--compute-dtype``). Each
+    keyword is validated by the same function as its flag (one line, the same words).
 
         >>> import numpy as np
         >>> P = np.sign(np.random.default_rng(0).normal(size=(6, 16)))
@@ -385,12 +387,15 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
 
         bad = sorted(unknown)
         raise InputError(f"check_hopfield: unknown keyword argument{'s' if len(bad) > 1 else ''} "
-                         f"{', '.join(map(repr, bad))}; valid: beta, module, seed, isolate, timeout (the check has no "
-                         "quick/full sizes: patterns and beta decide its size)")
+                         f"{', '.join(map(repr, bad))}; valid: beta, module, seed, isolate, timeout, compute_dtype (the "
+                         "check has no quick/full sizes: patterns and beta decide its size)")
+    from proofs_checks.sanity.hopfield import beta_value, compute_dtype_value
+
     with _as_value_errors(check_hopfield):
         timeout = _isolation("check_hopfield", isolate, timeout)
         _numbers("check_hopfield", ints=dict(seed=seed), reals=dict(beta=beta))
-        seed, beta = int(seed), float(beta)
+        seed, beta = int(seed), beta_value(beta)  # the flag's rule and words (--beta → beta)
+        compute_dtype_value(compute_dtype, module is not None)
         if isinstance(patterns, (str, bytes)) or hasattr(patterns, "__fspath__"):
             patterns = load_patterns(str(patterns), "patterns")
         else:  # the command line's checks on an array: real, (N, d), finite, β·M² within float64
@@ -402,7 +407,8 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
         check_sizes(patterns, beta, None)
         name = getattr(module, "__name__", type(module).__name__) if module is not None else None
         if module is None or not isolate:
-            return run_hopfield(patterns, beta=beta, module=module, seed=seed, label="module", name=name)
+            return run_hopfield(patterns, beta=beta, module=module, seed=seed, label="module", name=name,
+                                compute_dtype=compute_dtype)
         import numpy as np
 
         from proofs_checks.sanity import _isolate
@@ -417,7 +423,7 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
         payload = _isolate.run_isolated(hopfield.CHILD_TASK, {}, label="module", what="check_hopfield",
                                         arrays={"patterns": P},
                                         obj={"module": module, "kwargs": dict(beta=beta, seed=seed, label="module",
-                                                                               name=name)},
+                                                                               name=name, compute_dtype=compute_dtype)},
                                         timeout=timeout)
         return hopfield.rebuild(payload)
 
@@ -497,21 +503,14 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
         if mode not in sa.SIZES:
             raise InputError(f"check_att_svm: mode must be one of {', '.join(sa.SIZES)}, got {mode!r}")
         i0, s0 = sa.SIZES[mode]
-        for nm, v, lo, hi in (("iters", iters, 1, 10**7), ("seeds", seeds, 1, 4096)):
-            if v is not None and not lo <= v <= hi:
-                raise InputError(f"check_att_svm: {nm} must be in {lo} … {hi}, got {v}")
-        if not (isinstance(lr, float) and 0 < lr < float("inf")):
-            raise InputError(f"check_att_svm: lr must be a positive finite number, got {lr!r}")
-        if level is None or not 0 < level < 1:
-            raise InputError(f"check_att_svm: level must be strictly between 0 and 1, got {level!r}")
+        # the flags' rules (sanity.att_svm): the same line, in the keywords' words
+        iters = None if iters is None else sa.iters_value(iters)
+        seeds = None if seeds is None else sa.seeds_value(seeds)
+        lr, level = sa.lr_value(lr), sa.level_value(level)
         sa.check_step(inst, lr, iters or i0)
         from proofs_checks.options import require_device
 
-        try:
-            require_device(device, False)
-        except Exception:
-            raise InputError(f"check_att_svm: device {device!r}: torch sees no such device on this machine "
-                             "(use device=\"cpu\")") from None
+        require_device(device, False, skip_option=False)  # the command's rule and line, in the keyword's words
         return sa.run_att_svm(inst, iters=iters or i0, lr=lr, seeds=seeds or s0, level=level, seed=seed,
                               device=device, mode=mode)
 

@@ -252,3 +252,39 @@ def test_saturation_helper_matches_float64_softmax():
     one_hot = torch.softmax(torch.as_tensor(logits), -1)[:, 1] == 1.0
     assert s["sequences_saturated_float64"] == int(one_hot.sum()) == 2 and not s["gradient_underflows"]
     assert satt.saturation(logits[2:], np.array([1]))["gradient_underflows"]  # e^-800 < 2.2e-308 in every sequence
+
+
+def test_command_and_api_refuse_cuda_with_the_same_line(good, inst):
+    """Validation once at the edge (issue 42): --device and device= go through options.require_device;
+    the API says the command's line in its keyword's words."""
+    from numerics.torch_utils import cuda_available
+
+    import proofs_checks
+    from proofs_checks.api import _keyword_words
+    from theory.validation import InputError
+
+    if cuda_available():
+        pytest.skip("this machine has CUDA: --device cuda is not refused")
+    cli = one_line_error(*run("--data", good, "--device", "cuda")[::2]).removeprefix("tverify: error: ")
+    with pytest.raises(InputError) as exc:
+        proofs_checks.check_att_svm((inst.X, inst.z, inst.y, inst.v), device="cuda")
+    assert str(exc.value) == _keyword_words(cli, proofs_checks.check_att_svm), (cli, str(exc.value))
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("--iters", "0"), {"iters": 0}),
+    (("--seeds", "5000"), {"seeds": 5000}),
+    (("--lr", "-1"), {"lr": -1.0}),
+    (("--lr", "inf"), {"lr": float("inf")}),
+    (("--level", "1"), {"level": 1.0}),
+])
+def test_command_and_api_refuse_ranges_with_the_same_line(good, inst, args, kwargs):
+    """--iters/--seeds/--lr/--level and their keywords go through sanity.att_svm's rules (issue 42)."""
+    import proofs_checks
+    from proofs_checks.api import _keyword_words
+    from theory.validation import InputError
+
+    cli = one_line_error(*run("--data", good, *args)[::2]).removeprefix("tverify: error: ")
+    with pytest.raises(InputError) as exc:
+        proofs_checks.check_att_svm((inst.X, inst.z, inst.y, inst.v), **kwargs)
+    assert str(exc.value) == _keyword_words(cli, proofs_checks.check_att_svm), (cli, str(exc.value))

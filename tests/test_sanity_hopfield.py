@@ -230,3 +230,24 @@ def test_report_has_error_against_beta(pats, lowp, tmp_path):
     code, _, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:paper_float32", "--report",
                      str(tmp_path / "rep"))
     assert code == 0 and (tmp_path / "rep" / "figures" / "retrieval_error_vs_beta.png").is_file()
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("--beta", "0"), {"beta": 0}),
+    (("--beta", "-2"), {"beta": -2.0}),
+    (("--beta", "inf"), {"beta": float("inf")}),
+    (("--beta", "nan"), {"beta": float("nan")}),
+    (("--compute-dtype", "float8"), {"compute_dtype": "float8", "module": lambda xi: xi}),
+    (("--compute-dtype", "float32"), {"compute_dtype": "float32"}),
+])
+def test_command_and_api_refuse_with_the_same_line(pats, args, kwargs):
+    """One validation at the edge (issue 42): the flag and the API keyword go through the same function
+    (sanity.hopfield.beta_value, compute_dtype_value) and say the same line, in the API's words."""
+    import proofs_checks
+    from proofs_checks.api import _keyword_words
+    from theory.validation import InputError
+
+    cli = one_line_error(*run("--patterns", pats, *args)[::2]).removeprefix("tverify: error: ")
+    with pytest.raises(InputError) as exc:
+        proofs_checks.check_hopfield(np.load(pats), isolate=False, **kwargs)
+    assert str(exc.value) == _keyword_words(cli, proofs_checks.check_hopfield), (cli, str(exc.value))

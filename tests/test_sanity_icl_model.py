@@ -409,3 +409,31 @@ def test_zfb_weights_tolerance_is_computed(model_file):
     code, doc, _ = as_json("--model", f"{model_file}:TrainedLSA", *ACCEPT, "--quick", "--tol", "1e-9")
     z = doc["zfb_theorem"]
     assert z["outcome"] == "mismatch" and z["tol_reason"] == "given (--tol)"
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("--N", "0"), {"N": 0}),
+    (("--N", "10", "--M", "0"), {"N": 10, "M": 0}),
+    (("--N", "10", "--noise", "-1"), {"N": 10, "noise": -1.0}),
+    (("--N", "10", "--noise", "nan"), {"N": 10, "noise": float("nan")}),
+    (("--N", "10", "--tol", "-0.5"), {"N": 10, "tol": -0.5}),
+    (("--N", "10", "--prompts", "8"), {"N": 10, "prompts": 8}),
+    (("--N", "10", "--layout", "rows"), {"N": 10, "layout": "rows"}),
+])
+def test_command_and_api_refuse_with_the_same_line(args, kwargs):
+    """One rule per input (issue 42): the --model flags and check_icl_model's keywords are checked by the
+    same functions (sanity.icl length_value, noise_value, tol_value, prompts_value, layout_value) and say
+    the same line, in the API's words."""
+    import proofs_checks
+    from proofs_checks.api import _keyword_words
+    from theory.validation import InputError
+
+    cli = one_line_error(*invoke("check", "icl", "--lambda", "1,2", *args, "--model",
+                                 "tests/data/never_loaded.py:model")[::2]).removeprefix("tverify: error: ")
+
+    def model(xs, ys, xq):
+        return ys.mean(-1)
+
+    with pytest.raises(InputError) as exc:
+        proofs_checks.check_icl_model(model, lambdas="1,2", isolate=False, **kwargs)
+    assert str(exc.value) == _keyword_words(cli, proofs_checks.check_icl_model), (cli, str(exc.value))

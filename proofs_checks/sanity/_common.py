@@ -13,7 +13,7 @@ from proofs_checks.options import UsageError
 from proofs_checks.sanity._verdict import Verdict, _jsonable
 
 __all__ = ["json_path_option", "check_options", "check_json_target", "emit", "timeout_option", "finite_timeout",
-           "sanity_payload", "sanity_rebuild"]
+           "sanity_payload", "sanity_rebuild", "verdict_fields", "VerdictOutcome"]
 
 
 def _remember_force(ctx, param, value):
@@ -66,14 +66,36 @@ def _write_json(path: str, doc: dict) -> None:
         raise UsageError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
 
 
+def verdict_fields(verdict: Verdict) -> dict:
+    """The verdict's keys in a check's JSON document: ``outcome``, ``verdict`` (the summary), ``ok`` and
+    ``decision`` (the whole verdict)."""
+    return {"outcome": verdict.outcome, "verdict": verdict.summary, "ok": verdict.ok, "decision": verdict.to_json()}
+
+
+class VerdictOutcome:
+    """``ok``, ``outcome`` and ``exit_code`` of a check's result object, read from its ``verdict``
+    (:class:`SanityResult`, :class:`proofs_checks.sanity.icl_model.ICLModelResult`)."""
+
+    verdict: Verdict
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def outcome(self) -> str:
+        return self.verdict.outcome
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+
 def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | None) -> None:
     """Add the verdict to ``doc`` (``outcome``, ``verdict`` = the summary, ``ok``, ``decision`` =
     the whole verdict), print the text (to stderr, reduced to the verdict, when the JSON goes to
     stdout), write the JSON, and exit with the verdict's code (0 ok, 1 mismatch, 3 inconclusive)."""
-    doc["outcome"] = verdict.outcome
-    doc["verdict"] = verdict.summary
-    doc["ok"] = verdict.ok
-    doc["decision"] = verdict.to_json()
+    doc.update(verdict_fields(verdict))
     if json_path == "-":
         for line in verdict.lines():
             click.echo(line, err=True)
@@ -152,7 +174,7 @@ def _num(x) -> str:
     return f"{v:.3g}"
 
 
-class SanityResult:
+class SanityResult(VerdictOutcome):
     """The result of a ``tverify check`` (CLI and Python API alike): the JSON document ``doc``, the
     :class:`Verdict`, the named ``properties`` (dicts with ``name``, ``status`` pass/fail/skip,
     ``error``, ``tolerance``, ``justification``, ``detail``; ``info`` rows are reported, not judged), the text ``lines`` printed above the
@@ -181,22 +203,7 @@ class SanityResult:
         doc.setdefault("check", check)
         if self.properties:
             doc["properties"] = self.properties
-        doc["outcome"] = verdict.outcome
-        doc["verdict"] = verdict.summary
-        doc["ok"] = verdict.ok
-        doc["decision"] = verdict.to_json()
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict.ok
-
-    @property
-    def outcome(self) -> str:
-        return self.verdict.outcome
-
-    @property
-    def exit_code(self) -> int:
-        return self.verdict.exit_code
+        doc.update(verdict_fields(verdict))
 
     @property
     def failed(self) -> list[str]:

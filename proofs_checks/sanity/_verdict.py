@@ -166,6 +166,52 @@ def _g(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _what_would_decide(numbers: dict, *, e: float, tol: float, S: int, per_seed: int | None, plan_spread,
+                       block_suggestion: str | None, per_seed_option: str, seeds_option: str) -> list[str]:
+    """The suggestions of an inconclusive :func:`compare_seed_mean`: how many seeds (and samples per seed)
+    would bring k·SE below the margin |e − tol|, and how many would make the seeds agree; the counts go
+    into ``numbers``."""
+    margin = max(abs(e - tol), tol / 10) if math.isfinite(e) else tol
+    sugg = []
+    if block_suggestion:
+        sugg.append(block_suggestion)
+    plan_sigma = plan_spread if (plan_spread is not None and math.isfinite(plan_spread)) else None
+    seeds_needed = prompts_needed = agree_needed = None
+    if plan_sigma is not None:
+        seeds_needed = seeds_to_reach(plan_sigma, margin, start=max(MIN_SEEDS, S))
+        seeds_needed = None if seeds_needed is None else round_up(seeds_needed)
+        if per_seed is not None and S >= 2:
+            need_se = margin / k_sigma(max(S, MIN_SEEDS) - 1)
+            se_plan = plan_sigma / math.sqrt(max(S, MIN_SEEDS))
+            prompts_needed = _count(per_seed * max(1.0, _ratio_sq(se_plan, need_se)))
+            if e > tol and plan_sigma > tol:
+                agree_needed = _count(per_seed * _ratio_sq(plan_sigma, tol))
+    elif S < MIN_SEEDS:
+        seeds_needed = MIN_SEEDS
+        sugg.append(f"at least {MIN_SEEDS} seeds ({seeds_option} {MIN_SEEDS}) to estimate the spread across seeds, "
+                    "then the run says how many would decide")
+    numbers.update({"seeds_needed": seeds_needed, "samples_per_seed_needed": prompts_needed,
+                    "samples_per_seed_for_seed_agreement": agree_needed, "margin": margin})
+    if seeds_needed is None and plan_sigma is not None and plan_sigma > 0:
+        sugg.append("no feasible number of seeds (more than 10^9) would decide it at this spread")
+    if plan_sigma is not None and (seeds_needed is not None or prompts_needed is not None):
+        parts = []
+        if seeds_needed is not None:
+            parts.append(f"about {seeds_needed} seeds ({seeds_option} {seeds_needed})")
+        if prompts_needed is not None and S >= MIN_SEEDS:
+            parts.append(f"about {prompts_needed} per seed ({per_seed_option} {prompts_needed})")
+        basis = f"σ = {_g(plan_sigma)}"
+        sugg.append(" or ".join(parts) + f" would bring k·SE below |e − tol| (margin {_g(margin)}; {basis}, "
+                    "SE ∝ 1/√(seeds·samples))")
+    if agree_needed is None and per_seed is not None and e > tol and plan_sigma is not None and plan_sigma > tol:
+        sugg.append(f"no feasible number of samples per seed (more than {MAX_COUNT:.0e}) would make the seeds agree "
+                    "within tol")
+    if agree_needed is not None:
+        sugg.append(f"for the seeds to agree within tol, about {agree_needed} samples per seed ({per_seed_option} "
+                    f"{agree_needed}; σ ∝ 1/√samples)")
+    return sugg
+
+
 def compare_seed_mean(estimates, reference, *, tol: float, quantity: str, per_seed: int | None = None,
                       per_seed_option: str = "--prompts", seeds_option: str = "--seeds",
                       blockers: list[str] | None = None, block_suggestion: str | None = None,
@@ -232,45 +278,9 @@ def compare_seed_mean(estimates, reference, *, tol: float, quantity: str, per_se
         else:
             reasons.append(f"standard error too large for the bound: e ± k·SE = [{_g(lo)}, {_g(hi)}] contains "
                            f"tol {_g(tol)}")
-    # what would decide it
-    margin = max(abs(e - tol), tol / 10) if math.isfinite(e) else tol
-    sugg = []
-    if block_suggestion:
-        sugg.append(block_suggestion)
-    plan_sigma = spread_for_plan if (spread_for_plan is not None and math.isfinite(spread_for_plan)) else None
-    seeds_needed = prompts_needed = agree_needed = None
-    if plan_sigma is not None:
-        seeds_needed = seeds_to_reach(plan_sigma, margin, start=max(MIN_SEEDS, S))
-        seeds_needed = None if seeds_needed is None else round_up(seeds_needed)
-        if per_seed is not None and S >= 2:
-            need_se = margin / k_sigma(max(S, MIN_SEEDS) - 1)
-            se_plan = plan_sigma / math.sqrt(max(S, MIN_SEEDS))
-            prompts_needed = _count(per_seed * max(1.0, _ratio_sq(se_plan, need_se)))
-            if e > tol and plan_sigma > tol:
-                agree_needed = _count(per_seed * _ratio_sq(plan_sigma, tol))
-    elif S < MIN_SEEDS:
-        seeds_needed = MIN_SEEDS
-        sugg.append(f"at least {MIN_SEEDS} seeds ({seeds_option} {MIN_SEEDS}) to estimate the spread across seeds, "
-                    "then the run says how many would decide")
-    numbers.update({"seeds_needed": seeds_needed, "samples_per_seed_needed": prompts_needed,
-                    "samples_per_seed_for_seed_agreement": agree_needed, "margin": margin})
-    if seeds_needed is None and plan_sigma is not None and plan_sigma > 0:
-        sugg.append("no feasible number of seeds (more than 10^9) would decide it at this spread")
-    if plan_sigma is not None and (seeds_needed is not None or prompts_needed is not None):
-        parts = []
-        if seeds_needed is not None:
-            parts.append(f"about {seeds_needed} seeds ({seeds_option} {seeds_needed})")
-        if prompts_needed is not None and S >= MIN_SEEDS:
-            parts.append(f"about {prompts_needed} per seed ({per_seed_option} {prompts_needed})")
-        basis = f"σ = {_g(plan_sigma)}"
-        sugg.append(" or ".join(parts) + f" would bring k·SE below |e − tol| (margin {_g(margin)}; {basis}, "
-                    "SE ∝ 1/√(seeds·samples))")
-    if agree_needed is None and per_seed is not None and e > tol and plan_sigma is not None and plan_sigma > tol:
-        sugg.append(f"no feasible number of samples per seed (more than {MAX_COUNT:.0e}) would make the seeds agree "
-                    "within tol")
-    if agree_needed is not None:
-        sugg.append(f"for the seeds to agree within tol, about {agree_needed} samples per seed ({per_seed_option} "
-                    f"{agree_needed}; σ ∝ 1/√samples)")
+    sugg = _what_would_decide(numbers, e=e, tol=tol, S=S, per_seed=per_seed, plan_spread=spread_for_plan,
+                              block_suggestion=block_suggestion, per_seed_option=per_seed_option,
+                              seeds_option=seeds_option)
     why = "; ".join(r.split(":")[0] for r in reasons)
     return Verdict("inconclusive", f"cannot decide whether {quantity} matches the closed form ({why})",
                    stat, numbers, reasons, "; ".join(sugg) or None)

@@ -42,6 +42,8 @@ from proofs_checks.parsing import load_npz
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
                                           report_option)
 from proofs_checks.sanity._verdict import Verdict, round_up
+# the --weights stages (re-exported: this module's historical names)
+from proofs_checks.sanity.att_svm_weights import SATURATION_ADVICE, load_weights, saturation, weights_result  # noqa: F401
 from theory.validation import InputError, as_finite_array
 
 __all__ = ["command", "estimate_resources", "SIZES", "iterations_to", "run_att_svm", "weights_result", "load_weights"]
@@ -57,6 +59,53 @@ KKT_TOL = 1e-6
 
 _T_ITER = 1.5e-4       # seconds per NGD iteration (overhead of ~20 small torch ops)
 _T_ITER_EL = 3e-9      # seconds per iteration per element of the (B, n, T, d) batch times d
+
+
+# ------------------------------------------------------------------------------------------------
+# the inputs' rules, each in one place: the command's options (click callbacks) and the API's
+# check_att_svm call these, so a flag and its keyword say the same line
+
+
+def _count_rule(v, option: str, lo: int, hi: int) -> int:
+    import numbers
+
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+        raise UsageError(f"{option} must be in {lo} … {hi}, got {v!r}")
+    return int(v)
+
+
+def iters_value(iters) -> int:
+    """``--iters``: normalised-GD iterations, 1 … 10⁷."""
+    return _count_rule(iters, "--iters", 1, 10**7)
+
+
+def seeds_value(seeds) -> int:
+    """``--seeds``: initialisations in one batch, 1 … 4096."""
+    return _count_rule(seeds, "--seeds", 1, 4096)
+
+
+def _real(v) -> bool:
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def lr_value(lr) -> float:
+    """``--lr``: a positive finite step size."""
+    if not (_real(lr) and math.isfinite(lr) and lr > 0):
+        raise UsageError(f"--lr must be a positive finite number, got {float(lr) if _real(lr) else lr!r}")
+    return float(lr)
+
+
+def level_value(level) -> float:
+    """``--level``: the correlation that counts as converged, strictly between 0 and 1."""
+    if not (_real(level) and 0 < level < 1):
+        raise UsageError(f"--level must be strictly between 0 and 1, got {float(level) if _real(level) else level!r}")
+    return float(level)
+
+
+def _callback(rule):
+    return lambda ctx, param, v: v if v is None else rule(v)
 
 
 def _load(path: str):
@@ -141,48 +190,53 @@ def _angle(c: float) -> float:
     return float(math.acos(min(1.0, max(-1.0, c))))
 
 
+def _seed_direction(ns, inst, fro, tr, b: int, svm_cache: dict, *, level: float, iters: int) -> dict:
+    """Initialisation ``b``: its selected tokens, the Att-SVM it is judged against (W^mm when they are the
+    optimal ones), its correlation now and at half the iterations, how far it turned, whether it stalled."""
+    sel = tr["selected"][b]
+    is_opt = bool(np.all(sel == inst.opt))
+    info = {"seed_index": b, "selected_is_opt": is_opt, "target": "W^mm" if is_opt else "Att-SVM of the selected tokens"}
+    if is_opt:
+        target = fro.W
+    else:
+        key = tuple(int(t) for t in sel)
+        if key not in svm_cache:
+            try:
+                svm_cache[key] = ns.solve_att_svm(inst.X, inst.z, np.asarray(key)).W
+            except (InputError, ns.SolverFailure) as exc:
+                svm_cache[key] = exc
+        target = svm_cache[key]
+        info["selected_tokens"] = list(key)
+        try:
+            info["locally_optimal"] = bool(ns.is_locally_optimal(inst, np.asarray(key)))
+        except (InputError, ns.SolverFailure):
+            info["locally_optimal"] = False
+    if isinstance(target, Exception):
+        info.update({"corr": None, "error": f"{type(target).__name__}: {target}"})
+        return info
+    c = float(ns.correlation(tr["W"][b], target))
+    c_half = float(ns.correlation(tr["W_half"][b], target))
+    moved = _angle(float(ns.correlation(tr["W_half"][b], tr["W"][b])))
+    remaining = _angle(c)
+    info.update({"corr": c, "corr_half": c_half, "turned_last_half_rad": moved, "remaining_angle_rad": remaining,
+                 "selection_changed_last_half": bool(np.any(tr["selected_half"][b] != sel)),
+                 "reached": c >= level})
+    # a stall is evidence only when W moved: enough steps in the last half (MIN_STALL_ITERS), and W changed
+    # there (an --lr of 1e-300 leaves W where it was: frozen by the step, not stationary by the dynamics)
+    step = float(np.linalg.norm(tr["W"][b] - tr["W_half"][b]))
+    info["frozen"] = not step > 1e-9 * float(np.linalg.norm(tr["W"][b]))
+    info["stationary"] = (iters >= MIN_STALL_ITERS and not info["frozen"]
+                          and (not info["selection_changed_last_half"]) and moved <= STATIONARY_FRACTION * remaining)
+    return info
+
+
 def _verdict(ns, inst, fro, tr, *, level: float, iters: int, tick=lambda f: None) -> tuple[Verdict, list[dict]]:
     B = tr["W"].shape[0]
     svm_cache: dict[tuple, object] = {}
     seeds = []
     for b in range(B):
         tick(b / B)
-        sel = tr["selected"][b]
-        is_opt = bool(np.all(sel == inst.opt))
-        info = {"seed_index": b, "selected_is_opt": is_opt, "target": "W^mm" if is_opt else "Att-SVM of the selected tokens"}
-        if is_opt:
-            target = fro.W
-        else:
-            key = tuple(int(t) for t in sel)
-            if key not in svm_cache:
-                try:
-                    svm_cache[key] = ns.solve_att_svm(inst.X, inst.z, np.asarray(key)).W
-                except (InputError, ns.SolverFailure) as exc:
-                    svm_cache[key] = exc
-            target = svm_cache[key]
-            info["selected_tokens"] = list(key)
-            try:
-                info["locally_optimal"] = bool(ns.is_locally_optimal(inst, np.asarray(key)))
-            except (InputError, ns.SolverFailure):
-                info["locally_optimal"] = False
-        if isinstance(target, Exception):
-            info.update({"corr": None, "error": f"{type(target).__name__}: {target}"})
-            seeds.append(info)
-            continue
-        c = float(ns.correlation(tr["W"][b], target))
-        c_half = float(ns.correlation(tr["W_half"][b], target))
-        moved = _angle(float(ns.correlation(tr["W_half"][b], tr["W"][b])))
-        remaining = _angle(c)
-        info.update({"corr": c, "corr_half": c_half, "turned_last_half_rad": moved, "remaining_angle_rad": remaining,
-                     "selection_changed_last_half": bool(np.any(tr["selected_half"][b] != sel)),
-                     "reached": c >= level})
-        # a stall is evidence only when W moved: enough steps in the last half (MIN_STALL_ITERS), and W changed
-        # there (an --lr of 1e-300 leaves W where it was: frozen by the step, not stationary by the dynamics)
-        step = float(np.linalg.norm(tr["W"][b] - tr["W_half"][b]))
-        info["frozen"] = not step > 1e-9 * float(np.linalg.norm(tr["W"][b]))
-        info["stationary"] = (iters >= MIN_STALL_ITERS and not info["frozen"]
-                              and (not info["selection_changed_last_half"]) and moved <= STATIONARY_FRACTION * remaining)
-        seeds.append(info)
+        seeds.append(_seed_direction(ns, inst, fro, tr, b, svm_cache, level=level, iters=iters))
 
     cert = fro.max_residual()
     numbers = {"quantity": "corr(W_K, Att-SVM of the selected tokens)", "level": level, "iterations": iters,
@@ -245,265 +299,6 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int, tick=lambda f: None
     why = "; ".join(r.split(":")[0] for r in reasons)
     return Verdict("inconclusive", f"cannot decide whether GD converges to the Att-SVM ({why})", base, numbers,
                    reasons, sugg), seeds
-
-
-def load_weights(path: str, d: int, max_memory: float | None = None) -> tuple[np.ndarray, str]:
-    """``W`` ``(d, d)`` from a ``.npz`` or ``.pt`` file holding ``W``, or ``K`` and ``Q`` (``(d, m)`` each;
-    ``W = K Qᵀ``, logits ``x_tᵀ W z``). Returns ``(W, "W" | "KQ")``; one-line errors naming ``--weights``.
-    Shapes are checked from the headers before anything is decompressed (a ``.npz`` member's
-    ``.npy`` header, a ``.pt`` tensor's memory-mapped metadata); two keys with the same last name
-    (``a.W``, ``b.W``) are refused, never resolved; an all-zero ``W`` (no direction) is refused."""
-    import pathlib
-
-    from proofs_checks import parsing
-    from proofs_checks.parsing import as_numeric_array
-
-    p = path
-    pp = pathlib.Path(p)
-    if not pp.exists():
-        raise InputError(f"--weights: file not found: {p}")
-    if pp.is_dir():
-        raise InputError(f"--weights: {p} is a directory, not a file")
-
-    def short_names(names):
-        by: dict[str, list[str]] = {}
-        for k in names:
-            by.setdefault(str(k).split(".")[-1], []).append(str(k))
-        for short, full in by.items():
-            if short in ("W", "K", "Q") and len(full) > 1:
-                raise InputError(f"--weights: {p} holds {short} under {len(full)} keys ({', '.join(full)}); keep one "
-                                 "(which one you meant cannot be guessed)")
-        return {short: full[0] for short, full in by.items()}
-
-    def check_shapes(shapes: dict[str, tuple]):
-        if "W" in shapes and ("K" in shapes or "Q" in shapes):
-            raise InputError("--weights: the file holds W and K/Q: which one is your attention is ambiguous; keep "
-                             "either W or K and Q")
-        if "W" in shapes:
-            if tuple(shapes["W"]) != (d, d):
-                raise InputError(f"--weights: W must be ({d}, {d}) for the data's d = {d}, got {tuple(shapes['W'])}")
-        elif "K" in shapes and "Q" in shapes:
-            K, Q = tuple(shapes["K"]), tuple(shapes["Q"])
-            if len(K) != 2 or len(Q) != 2 or K[0] != d or Q[0] != d or K[1] != Q[1]:
-                raise InputError(f"--weights: K and Q must be (d, m) with d = {d} from the data and the same m, got K "
-                                 f"{K}, Q {Q}")
-
-    if pp.suffix == ".npz":
-        def expect(headers):
-            names = short_names(headers)
-            check_shapes({s_: headers[f][0] for s_, f in names.items()})
-
-        data = load_npz(pp, "--weights", max_memory=max_memory, expect=expect)
-        data = {str(k).split(".")[-1]: v for k, v in data.items()}
-        found = list(data)
-    elif pp.suffix in (".pt", ".pth"):
-        obj = parsing.load_torch_file(pp, "--weights", max_memory)
-        if hasattr(obj, "shape") and not isinstance(obj, dict):
-            obj = {"W": obj}
-        if not (isinstance(obj, dict) or hasattr(obj, "state_dict")):
-            raise InputError(f"--weights: {p} must hold W, or K and Q (a dict of tensors)")
-        flat = parsing.named_arrays(obj, "--weights", p)
-        names = short_names(flat)
-        check_shapes({s_: tuple(flat[f].shape) for s_, f in names.items() if hasattr(flat[f], "shape")})
-        found = list(flat)
-        data = {s_: parsing.tensor_to_numpy(flat[f], "--weights", f"{f!r} in {p}") if hasattr(flat[f], "detach")
-                else np.asarray(flat[f]) for s_, f in names.items() if s_ in ("W", "K", "Q")}
-    else:
-        raise InputError(f"--weights: must be a .npz or .pt file, got {p}")
-    if "W" in data:
-        W = as_numeric_array(data["W"], "--weights", "W")
-        if W.shape != (d, d):
-            raise InputError(f"--weights: W must be ({d}, {d}) for the data's d = {d}, got {W.shape}")
-        if not np.any(W):
-            raise InputError("--weights: W is all zeros, which has no direction to compare with the Att-SVM")
-        return W, "W"
-    if "K" in data and "Q" in data:
-        K = as_numeric_array(data["K"], "--weights", "K")
-        Q = as_numeric_array(data["Q"], "--weights", "Q")
-        if K.ndim != 2 or Q.ndim != 2 or K.shape[0] != d or Q.shape[0] != d or K.shape[1] != Q.shape[1]:
-            raise InputError(f"--weights: K and Q must be (d, m) with d = {d} from the data and the same m, got K "
-                             f"{K.shape}, Q {Q.shape}")
-        with np.errstate(over="ignore", invalid="ignore"):
-            W = K @ Q.T
-        if not np.all(np.isfinite(W)):
-            raise InputError("--weights: K Qᵀ overflows float64; rescale K and Q")
-        if not np.any(W):
-            raise InputError("--weights: K Qᵀ is all zeros, which has no direction to compare with the Att-SVM")
-        return W, "KQ"
-    raise InputError(f"--weights: {p} has no W and no K, Q (found {', '.join(map(str, found)) or 'none'})")
-
-
-#: What to do when the softmax of a trained W is saturated (issue 24): more steps cannot help.
-SATURATION_ADVICE = ("train with normalised GD using the stable direction (numerics.att_svm.loss_and_scaled_grad: "
-                     "log-softmax with the gradient rescaled by its largest tail term, exact however saturated), or "
-                     "stop at a smaller logit scale (the direction W/‖W‖ is what converges; a smaller ‖W‖ or step keeps "
-                     "the softmax tail above rounding), and compute in float64")
-
-
-def saturation(logits: np.ndarray, sel: np.ndarray) -> dict:
-    """How close the softmax of ``logits (n, T)`` is to one-hot on ``sel``: the log of the largest
-    tail mass ``1 − S_sel`` (log-sum-exp of the other logits minus that of all, no underflow), and
-    whether it is below the unit roundoff of float64 (``S_sel`` rounds to 1: within rounding of
-    one-hot) and of float32, and below float64's smallest normal number (the tail terms, and with
-    them a standard gradient, underflow).
-
-    >>> saturation(np.array([[0.0, 50.0]]), np.array([1]))["saturated_float64"]
-    True
-    >>> saturation(np.array([[0.0, 5.0]]), np.array([1]))["saturated_float64"]
-    False
-    """
-    import torch
-
-    L = torch.as_tensor(np.asarray(logits, dtype=np.float64))
-    n = L.shape[0]
-    other = L.clone()
-    other[torch.arange(n), torch.as_tensor(sel)] = -float("inf")
-    log_tail = (torch.logsumexp(other, -1) - torch.logsumexp(L, -1)).numpy()  # log(1 − S_sel) per sequence
-    worst = float(log_tail.max())
-    u64, u32 = float(np.finfo(np.float64).eps) / 2, float(np.finfo(np.float32).eps) / 2
-    tiny = float(np.finfo(np.float64).tiny)
-    s64 = bool(worst < math.log(u64))
-    s32 = bool(worst < math.log(u32))
-    under = bool(worst < math.log(tiny))
-    n64 = int((log_tail < math.log(u64)).sum())
-    text = (f"softmax saturation: largest tail mass 1 − S_selected = e^{worst:.4g} = {math.exp(worst):.3g} "
-            f"(float64 unit roundoff {u64:.3g}, float32 {u32:.3g}); "
-            + (f"within float64 rounding of one-hot in {n64}/{n} sequences" if s64 else
-               "saturated in float32 only" if s32 else "not saturated")
-            + ("; the tail terms underflow float64 (< 2.2e-308): a standard gradient is exactly zero" if under else ""))
-    return {"log_tail_max": worst, "log_tail": log_tail.tolist(), "saturated_float64": s64, "saturated_float32": s32,
-            "gradient_underflows": under, "sequences_saturated_float64": n64, "text": text}
-
-
-def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityResult:
-    """Your trained ``W`` against the Att-SVM: the tokens it selects (argmax of ``X W z`` per
-    sequence), their softmax mass, ``corr(W, W^mm)`` (Frobenius) and ``corr(W, W^mm_*)`` (nuclear),
-    whether the selected tokens are the globally optimal ones, and, when not, the Att-SVM of the
-    selected tokens (and whether they are locally optimal). The correlation the theory predicts
-    → 1 is with ``W^mm`` for a ``W`` trained directly, with ``W^mm_*`` for a ``(K, Q)``
-    factorisation (Tarzanagh et al. 2023), with the selected tokens' Att-SVM when they are a locally
-    optimal set other than the optimal one. ``ok`` when it is ≥ ``level``; below, ``inconclusive``
-    (the direction converges only as ‖W‖ → ∞: train longer), unless the softmax is saturated (its
-    tail below float64 rounding, :func:`saturation`): then more training cannot turn the direction,
-    and the advice is :data:`SATURATION_ADVICE`."""
-    import torch
-
-    from numerics import att_svm as ns
-
-    X, z = inst.X, inst.z
-    W = np.asarray(W, dtype=np.float64)
-    top = float(np.abs(W).max()) if W.size else 0.0
-    if not (np.all(np.isfinite(W)) and top > 0):
-        raise InputError("--weights: W must be finite and not all zero (its direction is compared with the Att-SVM)")
-    # the correlations are taken on W / max|W| (the direction, free of under/overflow: a W of subnormal entries
-    # had ‖W‖ = 0 and correlation inf, "aligned"); the logits and the saturation on W itself
-    Wd = W / top
-    with np.errstate(over="ignore", invalid="ignore"):
-        logits = np.einsum("ntd,de,ne->nt", X, W, z)
-    if not np.all(np.isfinite(logits)):
-        raise InputError(f"--weights: the logits x_tᵀ W z overflow float64 (max |W| = {top:.3g}); only W's direction is "
-                         "compared with the Att-SVM: rescale W (e.g. W / max|W|)")
-    sel = logits.argmax(1)
-    mass = torch.softmax(torch.as_tensor(logits), -1).numpy()[np.arange(len(sel)), sel]
-    sat = saturation(logits, sel)
-    is_opt = bool(np.all(sel == inst.opt))
-    props, info = [], {"selected_tokens": sel.tolist(), "optimal_tokens": inst.opt.tolist(), "selected_is_optimal": is_opt,
-                       "softmax_mass_on_selected": mass.tolist(), "norm_W": top * float(np.linalg.norm(Wd)), "form": form}
-    tol = 1 - level
-    just = f"1 − --level = {tol:.3g}: correlation that counts as converged in direction"
-
-    def row(name, target, relevant):
-        c = float(ns.correlation(Wd, target))
-        info[name] = c
-        props.append({"name": name, "status": ("pass" if 1 - c <= tol else "fail") if relevant else "info",
-                      "error": 1 - c, "tolerance": tol if relevant else None, "justification": just if relevant else "",
-                      "detail": f"corr = {c:.6f}" + ("" if relevant else " (reported; not the limit the theory predicts "
-                                                                         "for this parameterisation/selection)")})
-
-    fro = ns.solve_att_svm(X, z, inst.opt, "fro")
-    try:
-        nuc = ns.solve_att_svm(X, z, inst.opt, "nuc")
-    except ns.SolverFailure:
-        nuc = None
-    row("corr_with_W_mm_fro", fro.W, is_opt and form == "W")
-    if nuc is not None:
-        row("corr_with_W_mm_nuc", nuc.W, is_opt and form == "KQ")
-    local_ok = None
-    if not is_opt:
-        try:
-            loc = ns.solve_att_svm(X, z, sel, "fro" if form == "W" else "nuc")
-            row("corr_with_local_att_svm", loc.W, True)
-            local_ok = bool(ns.is_locally_optimal(inst, sel))
-            info["selected_locally_optimal"] = local_ok
-        except (InputError, ns.SolverFailure) as exc:
-            props.append({"name": "corr_with_local_att_svm", "status": "skip", "error": None, "tolerance": None,
-                          "justification": "", "detail": f"no Att-SVM for the selected tokens: {exc}"})
-    failed = [p["name"] for p in props if p["status"] == "fail"]
-    rel = [p for p in props if p["status"] in ("pass", "fail")]
-    crit = "; ".join(f"{p['name']} = {1 - p['error']:.6f}" for p in rel) + f" against level {level:g}"
-    if not rel:
-        v = Verdict("inconclusive", "no Att-SVM direction to compare with", crit or "none computable", info,
-                    ["the selected tokens' Att-SVM could not be solved"], "check the data for duplicated tokens")
-    elif failed and sat["saturated_float64"]:
-        v = Verdict("inconclusive", f"your W is not aligned with the Att-SVM direction ({', '.join(failed)}), and its "
-                                    "softmax is saturated: training longer cannot fix it", crit, info,
-                    [sat["text"], f"correlation below {level:g} with a float64 softmax within rounding of one-hot: the "
-                                  "gradient a standard implementation computes is "
-                                  + ("exactly zero (underflow)" if sat["gradient_underflows"] else
-                                     "below rounding, so its direction is noise")
-                                  + "; further steps move W along rounding error, and the correlation can only drift"],
-                    SATURATION_ADVICE)
-    elif failed:
-        v = Verdict("inconclusive", f"your W is not (yet) aligned with the Att-SVM direction ({', '.join(failed)})", crit,
-                    info, [f"correlation below {level:g}: the direction converges only as ‖W‖ → ∞ (‖W‖ = "
-                           f"{info['norm_W']:.3g}, softmax mass on the selected tokens ≥ {mass.min():.3g})"]
-                    + ([sat["text"]] if sat["saturated_float32"] else []),
-                    "train longer (larger ‖W‖), or compare with the other Att-SVM if your parameterisation differs"
-                    + ("; if you train in float32, its softmax is already saturated: train in float64 or with the "
-                       "stable direction (numerics.att_svm.loss_and_scaled_grad)" if sat["saturated_float32"] else ""))
-    elif not is_opt and not local_ok:
-        v = Verdict("inconclusive", "aligned with the Att-SVM of tokens that are not locally optimal", crit, info,
-                    ["the selected set is not locally optimal: the selection may still change"], "train longer")
-    else:
-        v = Verdict("ok", "your W is aligned with " + ("W^mm" if is_opt and form == "W" else "W^mm_*" if is_opt else
-                                                         "the Att-SVM of its (locally optimal) selected tokens"), crit, info)
-    lines = [f"your weights ({'W' if form == 'W' else 'W = K Qᵀ'}, ‖W‖_F = {info['norm_W']:.4g}) select tokens "
-             f"{sel.tolist()} ({'the optimal ones' if is_opt else 'optimal: ' + str(inst.opt.tolist())}); softmax mass "
-             f"on them: min {mass.min():.4f}",
-             f"Att-SVM: ‖W^mm‖_F = {fro.value:.6g}" + (f", ‖W^mm_*‖_* = {nuc.value:.6g}" if nuc is not None else
-                                                        ", nuclear-norm Att-SVM not certified")]
-    if local_ok is not None:
-        lines.append(f"selected tokens locally optimal: {local_ok}")
-    lines.append(sat["text"])
-    info["saturation"] = {k: v_ for k, v_ in sat.items() if k != "text"}
-    doc = {"check": "att-svm", "weights": info}
-    log_tail = np.asarray(sat["log_tail"], dtype=float)
-    corrs = {p["name"]: 1 - p["error"] for p in props if p.get("error") is not None}
-
-    def _fig():
-        """No iterations to plot for given weights: the correlations against --level, and the softmax
-        tail mass per sequence against float64's and float32's unit roundoff (saturation)."""
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-        names = list(corrs)
-        ax[0].bar(range(len(names)), [corrs[k] for k in names], color="#7aa6c2")
-        ax[0].axhline(level, color="k", ls="--", lw=0.8, label=f"--level {level:g}")
-        ax[0].set_xticks(range(len(names)), [k.replace("corr_with_", "") for k in names], fontsize=7)
-        ax[0].set_ylim(min(0.0, min(corrs.values(), default=0.0)), 1.02)
-        ax[0].set_title("correlation of your W with the Att-SVM direction", fontsize=8)
-        ax[0].legend(fontsize=7)
-        ax[1].bar(range(len(log_tail)), log_tail / math.log(10), color="#c9a0a0")
-        for dt, ls_ in ((np.float64, "--"), (np.float32, ":")):
-            ax[1].axhline(math.log10(float(np.finfo(dt).eps) / 2), color="k", ls=ls_, lw=0.8,
-                          label=f"{np.dtype(dt).name} unit roundoff")
-        ax[1].set_xlabel("sequence")
-        ax[1].set_ylabel("log10 (1 − S_selected)")
-        ax[1].set_title("softmax tail mass (below the dashed line: saturated in float64)", fontsize=8)
-        ax[1].legend(fontsize=7)
-        return fig
-
-    return SanityResult("att-svm", doc, v, props, lines, {"weights_saturation": _fig})
 
 
 def check_step(inst, lr: float, iters: int, words=("--lr", "--iters")) -> None:
@@ -620,15 +415,14 @@ def _run_att_svm_body(ns, inst, prog, doc, *, iters, lr, seeds, level, seed, dev
 @click.option("--weights", "weights_path", default=None, metavar="FILE",
               help="Your trained attention: .npz/.pt with W (d,d), or K and Q (d,m), W = K Qᵀ; compared with the "
                    "Att-SVM instead of training.")
-@click.option("--iters", default=None, type=click.IntRange(1, 10**7),
-              help="Normalised-GD iterations (default 2000; --quick 500, --full 20000).")
-@click.option("--lr", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              callback=guards.finite_number, help="NGD step size")
-@click.option("--seeds", default=None, type=click.IntRange(1, 4096),
-              help="Initialisations, one batch (default 8; --quick 4, --full 16).")
-@click.option("--level", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              callback=guards.finite_number,
-              help="Correlation with the Att-SVM direction that counts as converged.")
+@click.option("--iters", default=None, type=int, callback=_callback(iters_value),
+              help="Normalised-GD iterations, 1 … 10^7 (default 2000; --quick 500, --full 20000).")
+@click.option("--lr", default=0.1, show_default=True, type=float, callback=_callback(lr_value),
+              help="NGD step size (positive, finite)")
+@click.option("--seeds", default=None, type=int, callback=_callback(seeds_value),
+              help="Initialisations, one batch, 1 … 4096 (default 8; --quick 4, --full 16).")
+@click.option("--level", default=0.99, show_default=True, type=float, callback=_callback(level_value),
+              help="Correlation with the Att-SVM direction that counts as converged (strictly between 0 and 1).")
 @report_option
 @check_options
 def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, device, mode, json_path, max_memory,
@@ -646,10 +440,7 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
     check_json_target(json_path)
     i0, s0 = SIZES[mode]
     iters, seeds = iters or i0, seeds or s0
-    try:
-        require_device(device, False)
-    except UsageError:
-        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
+    require_device(device, False, skip_option=False)
     if weights_path and device != "cpu":
         raise UsageError(f"--device {device}: check att-svm --weights compares your W on the CPU (the device is for "
                          "training); use --device cpu")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -254,285 +255,340 @@ def hopfield_verdict(props: list[dict], subject: str, degenerate: list[str]):
                    suggestion="distinct, separated patterns (Δ_i > 0) and a β at which the bound is below 2M")
 
 
-def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, label: str = "--module",
-                 name: str | None = None, compute_dtype: str | None = None) -> SanityResult:
-    """The report of the module docstring for ``patterns`` ``(N, d)`` as a :class:`SanityResult`.
-    ``compute_dtype`` declares the module's working precision (default: probed from its output,
-    :func:`numerics.precision.infer_work_dtype`)."""
-    import torch
+# ------------------------------------------------------------------------------------------------
+# the pipeline: validated request -> geometry -> update -> starts -> properties -> render -> verdict
 
-    from numerics import hopfield as nh
+
+def beta_value(beta, option: str = "--beta") -> float:
+    """The one rule for β, at the edge (the command's ``--beta``, the API's ``beta``, :func:`run_hopfield`):
+    a positive finite real number (a bool is not one)."""
+    import numbers
+
+    real = isinstance(beta, numbers.Real) and not isinstance(beta, bool)
+    if not real or not (math.isfinite(beta) and beta > 0):  # said as a float: the flag's 0 is the keyword's 0
+        raise UsageError(f"{option}: must be a positive finite number, got {float(beta) if real else beta!r}")
+    return float(beta)
+
+
+def compute_dtype_value(compute_dtype, module_given: bool, option: str = "--compute-dtype"):
+    """The declared working precision of the user's update (``None``: probed from its output); it goes
+    with a module only (the built-in update computes in float64)."""
     from numerics import precision as npr
-    from numerics.torch_utils import generator
 
-    unit_roundoff = npr.unit_roundoff
     try:
         declared = npr.parse_dtype(compute_dtype)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if compute_dtype is not None and not module_given:
+        raise UsageError(f"{option} goes with --module (the built-in update computes in float64)")
+    return declared
 
-    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-        raise UsageError(f"--beta: must be a positive finite number, got {beta!r}")
+
+@dataclass(frozen=True)
+class Geometry:
+    """The patterns and what the theorem reads from them: ``M = max‖x_i‖``, the separations ``Δ_i``,
+    the distance to the nearest other pattern."""
+    P: Any  # torch (N, d) float64
+    N: int
+    d: int
+    M: float
+    Delta: Any
+    nearest: Any
+
+
+def geometry(patterns) -> Geometry:
+    import torch
+
     P = torch.as_tensor(np.asarray(patterns, dtype=np.float64))
     if P.dim() != 2 or P.shape[0] < 2 or P.shape[1] < 1 or not bool(torch.isfinite(P).all()):
         raise UsageError("patterns: need a finite (N, d) array with N ≥ 2, got shape "
                          f"{tuple(P.shape)}" + ("" if bool(torch.isfinite(P).all()) else " with non-finite entries"))
     N, d = P.shape
-    u = unit_roundoff(torch.float64)
-    gen = generator(seed)
     M = float(P.norm(dim=-1).max())
     if M == 0:
         raise UsageError("patterns: every pattern is zero")
     G = P @ P.T
-    diag = G.diagonal()
     off = G - torch.diag(torch.full((N,), float("inf"), dtype=G.dtype))
-    Delta = diag - off.max(-1).values
     dist = torch.cdist(P, P) + torch.diag(torch.full((N,), float("inf"), dtype=P.dtype))
-    nearest = dist.min(-1).values  # distance to the nearest other pattern
-    # update
-    modern = lambda xi: nh.modern_update(xi, P, beta)  # noqa: E731
+    return Geometry(P, N, d, M, G.diagonal() - off.max(-1).values, dist.min(-1).values)
+
+
+@dataclass
+class Update:
+    """The update under test: ``call(xi)`` (float64 out), its description, the working precision it is
+    judged in, and (a user's module) the object and how it is called."""
+    call: Any
+    what: str
+    work: Any
+    declared: Any = None
+    fobj: Any = None
+    three: bool = False
+
+
+def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
+    """``(checked, fobj, three)``: the user's update called on copies, every call's output checked
+    (``xi``'s shape, a real floating dtype; a torch tensor or a NumPy array)."""
+    import torch
+
+    from proofs_checks.sanity._loader import user_code
+
+    fobj, three = _update_fn(module, label)
+    P = geo.P
+
+    def raw_upd(xi):
+        with torch.no_grad(), user_code(label, nm):
+            # copies: an update that alters its arguments in place (normalising the patterns, reusing
+            # the states' memory) must not alter the patterns and starts the check compares against
+            return fobj(xi.clone(), P.clone(), beta) if three else fobj(xi.clone())
+
+    def checked(xi):
+        try:
+            out = raw_upd(xi)
+        except UsageError as exc:  # the user-code boundary's one line, with the states' shape
+            raise UsageError(exc.message + (f" on states of shape {tuple(xi.shape)} float64"
+                                            if " raised " in exc.message else "")) from None
+        if isinstance(out, np.ndarray) and out.dtype.kind == "f":
+            out = torch.from_numpy(np.ascontiguousarray(out))
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(xi.shape):
+            got = tuple(out.shape) if isinstance(out, (torch.Tensor, np.ndarray)) else type(out).__name__
+            raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(xi.shape)}; expected the "
+                             "same shape (one updated state per row; a torch tensor or NumPy array)")
+        if not out.dtype.is_floating_point or out.is_complex():
+            raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states; "
+                             "expected real floating point")
+        return out
+
+    return checked, fobj, three
+
+
+def make_update(module, geo: Geometry, beta: float, declared, label: str, name: str | None) -> Update:
+    """The modern update (``module`` None) or the user's, with the working precision it is judged in
+    (declared, else probed from its output on a few patterns: :func:`numerics.precision.infer_work_dtype`)."""
+    import torch
+
+    from numerics import hopfield as nh
+    from numerics import precision as npr
+
     if module is None:
-        upd, what = modern, f"modern Hopfield update X softmax(β Xᵀξ), β = {beta:g}"
-    else:
-        fobj, three = _update_fn(module, label)
-        nm = name or getattr(module, "__name__", type(module).__name__)
-        what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
+        return Update(lambda xi: nh.modern_update(xi, geo.P, beta),
+                      f"modern Hopfield update X softmax(β Xᵀξ), β = {beta:g}", torch.float64, declared)
+    nm = name or getattr(module, "__name__", type(module).__name__)
+    checked, fobj, three = _user_update(module, geo, beta, label, nm)
+    what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
+    out = checked(geo.P[: min(geo.N, 4)].clone())
+    return Update(lambda xi: checked(xi).detach().to(torch.float64),  # an output that requires grad: its values only
+                  what, declared or npr.infer_work_dtype(out), declared, fobj, three)
 
-        from proofs_checks.sanity._loader import user_code
 
-        def raw_upd(xi):
-            with torch.no_grad(), user_code(label, nm):
-                # copies: an update that alters its arguments in place (normalising the patterns, reusing
-                # the states' memory) must not alter the patterns and starts the check compares against
-                return fobj(xi.clone(), P.clone(), beta) if three else fobj(xi.clone())
+@dataclass(frozen=True)
+class Starts:
+    """Where the update is applied: the patterns, noisy copies at distance ``eps_i``, random convex mixtures."""
+    eps_i: Any
+    noisy: Any
+    all: Any
 
-        def checked(xi):
-            """The update on ``xi`` as a tensor in its own dtype; every call (not only the first) must
-            return ``xi``'s shape in a real floating dtype (a torch tensor or a NumPy array)."""
-            try:
-                out = raw_upd(xi)
-            except UsageError as exc:  # the user-code boundary's one line, with the states' shape
-                raise UsageError(exc.message + (f" on states of shape {tuple(xi.shape)} float64"
-                                                if " raised " in exc.message else "")) from None
-            if isinstance(out, np.ndarray) and out.dtype.kind == "f":
-                out = torch.from_numpy(np.ascontiguousarray(out))
-            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(xi.shape):
-                got = tuple(out.shape) if isinstance(out, (torch.Tensor, np.ndarray)) else type(out).__name__
-                raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(xi.shape)}; expected the "
-                                 "same shape (one updated state per row; a torch tensor or NumPy array)")
-            if not out.dtype.is_floating_point or out.is_complex():
-                raise UsageError(f"{label}: {nm} returned {str(out.dtype).replace('torch.', '')} for float64 states; "
-                                 "expected real floating point")
-            return out
 
-        def upd(xi):
-            return checked(xi).detach().to(torch.float64)  # an output that requires grad: its values only
+def make_starts(geo: Geometry, seed: int) -> Starts:
+    import torch
 
-        probe = P[: min(N, 4)].clone()
-        out = checked(probe)
-    work = torch.float64 if module is None else (declared or npr.infer_work_dtype(out))
-    u_work = unit_roundoff(work)
-    props: list[dict] = []
-    size = N + d
-    tol_rel = 16 * u * size
-    # starts: the patterns, noisy copies at distance eps_i, random convex mixtures
-    eps_i = torch.where(Delta > 0, Delta / (8 * M), 0.05 * nearest.clamp_max(M))
+    from numerics.torch_utils import generator
+
+    gen = generator(seed)
+    P, N, d, M = geo.P, geo.N, geo.d, geo.M
+    eps_i = torch.where(geo.Delta > 0, geo.Delta / (8 * M), 0.05 * geo.nearest.clamp_max(M))
     g = torch.randn(N, d, generator=gen, dtype=torch.float64)
     noisy = P + eps_i[:, None] * g / g.norm(dim=-1, keepdim=True).clamp_min(1e-300)
     w = torch.rand(min(N, 16), N, generator=gen, dtype=torch.float64)
-    mixes = (w / w.sum(-1, keepdim=True)) @ P
-    starts = torch.cat([P, noisy, mixes])
-    f_starts = upd(starts)
+    return Starts(eps_i, noisy, torch.cat([P, noisy, (w / w.sum(-1, keepdim=True)) @ P]))
+
+
+def _row(name: str, ok: bool, error, tolerance, justification: str, detail: str) -> dict:
+    return {"name": name, "status": "pass" if ok else "fail", "error": error, "tolerance": tolerance,
+            "justification": justification, "detail": detail}
+
+
+def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modular: bool) -> list[dict]:
+    """``finite_updates``, and (a user's module) ``update_matches_modern`` at the declared or probed precision."""
+    import torch
+
+    from numerics import hopfield as nh
+    from numerics import precision as npr
+
+    f_starts = upd.call(st.all)
     bad = int((~torch.isfinite(f_starts)).sum())
-    props.append({"name": "finite_updates", "status": "fail" if bad else "pass", "error": float(bad),
-                  "tolerance": 0.0, "justification": "none may be NaN/inf (exact)",
-                  "detail": f"{bad} non-finite entries in f(ξ) over {starts.shape[0]} starts" if bad else
-                  f"f(ξ) finite on {starts.shape[0]} starts"})
-    if module is not None:
-        ref = modern(starts)
-        err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
-        if work != torch.float64:  # the precision rule (numerics.precision): the reference in the module's precision
-            # the reference in the module's precision, written in each standard way (their rounding differs)
-            errs_ref = {}
-            for form, fn in nh.MODERN_UPDATE_FORMULATIONS.items():
-                ref_low = npr.in_precision(lambda a, b, fn=fn: fn(a, b, beta), starts, P, dtype=work)
-                errs_ref[form] = float((ref_low - ref).abs().max() / max(M, 1e-300))
-            worst_form = max(errs_ref, key=errs_ref.get)
-            err_ref = errs_ref[worst_form]
-            tol_m = npr.precision_tolerance(err_ref, tol_rel)
-            wd = str(work).replace('torch.', '')
-            just = (f"max({npr.PRECISION_FACTOR:g} × {err_ref:.3g}, 16·u64·(N+d)) = {tol_m:.3g}: the module works in "
-                    f"{wd}; {err_ref:.3g} is the largest error of X softmax(βXᵀξ) itself computed in {wd} by its "
-                    f"standard formulations ({', '.join(f'{k} {v:.2g}' for k, v in errs_ref.items())}; largest: "
-                    f"{worst_form}) (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
-        else:
-            err_ref, tol_m = 0.0, tol_rel
-            just = (f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax sum and d-term dot products in float64, "
-                    "relative to M (a module computing in lower precision: --compute-dtype)")
-        props.append({"name": "update_matches_modern", "status": "pass" if err <= tol_m else "fail", "error": err,
-                      "tolerance": tol_m, "justification": just, "detail": "max |f(ξ) − X softmax(βXᵀξ)| / M"
-                      + ("" if err <= tol_m else ": your update is not the modern Hopfield update at this β")})
-    # Theorem 5, all patterns batched: pattern b moved to index 0 of its own copy of P
+    n = st.all.shape[0]
+    props = [_row("finite_updates", not bad, float(bad), 0.0, "none may be NaN/inf (exact)",
+                  f"{bad} non-finite entries in f(ξ) over {n} starts" if bad else f"f(ξ) finite on {n} starts")]
+    if not modular:
+        return props
+    M, tol_rel = geo.M, 16 * npr.unit_roundoff(torch.float64) * (geo.N + geo.d)
+    ref = nh.modern_update(st.all, geo.P, beta)
+    err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
+    if upd.work != torch.float64:  # the precision rule (numerics.precision): the reference in the module's precision
+        # the reference in the module's precision, written in each standard way (their rounding differs)
+        errs_ref = {}
+        for form, fn in nh.MODERN_UPDATE_FORMULATIONS.items():
+            ref_low = npr.in_precision(lambda a, b, fn=fn: fn(a, b, beta), st.all, geo.P, dtype=upd.work)
+            errs_ref[form] = float((ref_low - ref).abs().max() / max(M, 1e-300))
+        worst_form = max(errs_ref, key=errs_ref.get)
+        err_ref = errs_ref[worst_form]
+        tol_m = npr.precision_tolerance(err_ref, tol_rel)
+        wd = str(upd.work).replace('torch.', '')
+        just = (f"max({npr.PRECISION_FACTOR:g} × {err_ref:.3g}, 16·u64·(N+d)) = {tol_m:.3g}: the module works in "
+                f"{wd}; {err_ref:.3g} is the largest error of X softmax(βXᵀξ) itself computed in {wd} by its "
+                f"standard formulations ({', '.join(f'{k} {v:.2g}' for k, v in errs_ref.items())}; largest: "
+                f"{worst_form}) (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
+    else:
+        tol_m = tol_rel
+        just = (f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax sum and d-term dot products in float64, "
+                "relative to M (a module computing in lower precision: --compute-dtype)")
+    props.append(_row("update_matches_modern", err <= tol_m, err, tol_m, just, "max |f(ξ) − X softmax(βXᵀξ)| / M"
+                      + ("" if err <= tol_m else ": your update is not the modern Hopfield update at this β")))
+    return props
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Theorem 5 on every pattern: one-step errors and bounds from the pattern (``e0``, ``b0``) and from
+    its noisy start (``en``, ``bn``); how many bounds are known and how many vacuous (≥ 2M)."""
+    e0: Any
+    en: Any
+    b0: Any
+    bn: Any
+    known: int
+    vacuous: int
+    prop: dict
+
+
+def theorem5(geo: Geometry, upd: Update, st: Starts, beta: float) -> Retrieval:
+    """All patterns batched: pattern b moved to index 0 of its own copy of P."""
+    import torch
+
+    from numerics import hopfield as nh
+    from numerics import precision as npr
+
+    P, N, M = geo.P, geo.N, geo.M
     errs0, errsn, bounds0, boundsn = [], [], [], []
     for a in range(0, N, CHUNK):
         ids = torch.arange(a, min(N, a + CHUNK))
         order = torch.stack([torch.cat([i.view(1), torch.cat([torch.arange(i), torch.arange(i + 1, N)])]) for i in ids])
         Pb = P[order]  # (c, N, d), target at index 0
-        for xi, errs, bounds in ((P[ids], errs0, bounds0), (noisy[ids], errsn, boundsn)):
-            fx = upd(xi)
-            errs.append((fx - P[ids]).norm(dim=-1))
+        for xi, errs, bounds in ((P[ids], errs0, bounds0), (st.noisy[ids], errsn, boundsn)):
+            errs.append((upd.call(xi) - P[ids]).norm(dim=-1))
             bounds.append(nh.retrieval_bound(Pb, xi, 0, beta))
     e0, en, b0, bn = (torch.cat(v) for v in (errs0, errsn, bounds0, boundsn))
     err_all, bnd_all = torch.cat([e0, en]), torch.cat([b0, bn])
     known = torch.isfinite(bnd_all) & torch.isfinite(err_all)
-    tol_b = 16 * u_work * size
+    tol_b = 16 * npr.unit_roundoff(upd.work) * (N + geo.d)
     excess = ((err_all - bnd_all) / M).clamp_min(0)
     exc = float(excess[known].max()) if bool(known.any()) else float("nan")
-    vacuous = int((bnd_all[known] >= 2 * M).sum())
-    n_unknown = int((~known).sum())
+    vacuous, n_unknown = int((bnd_all[known] >= 2 * M).sum()), int((~known).sum())
     if not bool(known.any()):
-        props.append({"name": "one_step_within_theorem5_bound", "status": "skip", "error": None, "tolerance": None,
-                      "justification": "", "detail": "the fixed point x_i* near no pattern converged: no bound"})
+        prop = {"name": "one_step_within_theorem5_bound", "status": "skip", "error": None, "tolerance": None,
+                "justification": "", "detail": "the fixed point x_i* near no pattern converged: no bound"}
     else:
         worst = int(excess.nan_to_num(0).argmax())
-        props.append({"name": "one_step_within_theorem5_bound", "status": "pass" if exc <= tol_b else "fail",
-                      "error": exc, "tolerance": tol_b,
-                      "justification": f"16·u·(N+d) = {tol_b:.3g}: rounding of ‖f(ξ) − x_i‖ in the update's working "
-                                       f"precision ({str(work).replace('torch.', '')}), relative to M",
-                      "detail": f"max (error − bound)/M over {int(known.sum())} starts (patterns and noisy copies); "
-                                f"{vacuous} bound(s) vacuous (≥ 2M)" + (f", {n_unknown} without a converged x_i*"
-                                                                      if n_unknown else "")
-                                + ("" if exc <= tol_b else f"; worst: pattern {worst % N}"
-                                   f"{' (noisy start)' if worst >= N else ''}, error {float(err_all[worst]):.3g} > bound "
-                                   f"{float(bnd_all[worst]):.3g}")})
-    # energy along the update
-    xi = starts.clone()
-    E = [nh.modern_energy(xi, P, beta)]
+        prop = _row("one_step_within_theorem5_bound", exc <= tol_b, exc, tol_b,
+                    f"16·u·(N+d) = {tol_b:.3g}: rounding of ‖f(ξ) − x_i‖ in the update's working "
+                    f"precision ({str(upd.work).replace('torch.', '')}), relative to M",
+                    f"max (error − bound)/M over {int(known.sum())} starts (patterns and noisy copies); "
+                    f"{vacuous} bound(s) vacuous (≥ 2M)" + (f", {n_unknown} without a converged x_i*" if n_unknown else "")
+                    + ("" if exc <= tol_b else f"; worst: pattern {worst % N}{' (noisy start)' if worst >= N else ''}, "
+                       f"error {float(err_all[worst]):.3g} > bound {float(bnd_all[worst]):.3g}"))
+    return Retrieval(e0, en, b0, bn, int(known.sum()), vacuous, prop)
+
+
+def energy_along(geo: Geometry, upd: Update, st: Starts, beta: float) -> tuple[Any, dict]:
+    """The energy along :data:`ENERGY_STEPS` updates from every start, and ``energy_non_increasing``."""
+    import torch
+
+    from numerics import hopfield as nh
+    from numerics import precision as npr
+
+    xi = st.all.clone()
+    E = [nh.modern_energy(xi, geo.P, beta)]
     for _ in range(ENERGY_STEPS):
-        xi = upd(xi)
-        E.append(nh.modern_energy(xi, P, beta))
+        xi = upd.call(xi)
+        E.append(nh.modern_energy(xi, geo.P, beta))
     E = torch.stack(E)  # (K+1, S)
-    scale = max(M * M, 1.0 / beta, 1e-300)
+    scale = max(geo.M * geo.M, 1.0 / beta, 1e-300)
     rise = ((E[1:] - E[:-1]) / scale)
     e_rise = float(rise.max()) if bool(torch.isfinite(rise).all()) else float("nan")
-    tol_e = 32 * u_work * size * (1 + float(E[0].abs().max()) / scale)
-    props.append({"name": "energy_non_increasing", "status": "pass" if 0 <= tol_e and e_rise <= tol_e else "fail",
-                  "error": max(e_rise, 0.0) if math.isfinite(e_rise) else e_rise, "tolerance": tol_e,
-                  "justification": f"32·u·(N+d)·(1 + max|E|/M²) = {tol_e:.3g}: rounding of the log-sum-exp and ½‖ξ‖² terms, "
-                                   "relative to max(M², 1/β)",
-                  "detail": f"largest rise E(f(ξ)) − E(ξ) over {ENERGY_STEPS} updates from {starts.shape[0]} starts, "
-                            "relative to max(M², 1/β)"})
-    if not math.isfinite(e_rise):
-        props[-1]["status"] = "fail"
-    # fixed points: iterate from each pattern
-    xs = P.clone()
-    conv = torch.zeros(N, dtype=torch.bool)
+    tol_e = 32 * npr.unit_roundoff(upd.work) * (geo.N + geo.d) * (1 + float(E[0].abs().max()) / scale)
+    prop = _row("energy_non_increasing", math.isfinite(e_rise) and 0 <= tol_e and e_rise <= tol_e,
+                max(e_rise, 0.0) if math.isfinite(e_rise) else e_rise, tol_e,
+                f"32·u·(N+d)·(1 + max|E|/M²) = {tol_e:.3g}: rounding of the log-sum-exp and ½‖ξ‖² terms, "
+                "relative to max(M², 1/β)",
+                f"largest rise E(f(ξ)) − E(ξ) over {ENERGY_STEPS} updates from {st.all.shape[0]} starts, "
+                "relative to max(M², 1/β)")
+    return E, prop
+
+
+@dataclass(frozen=True)
+class FixedPoints:
+    """Per pattern: whether iterating the update from it converged, how far it ended from it, and whether
+    that end is within half the distance to the nearest other pattern (the pattern is stored)."""
+    conv: Any
+    moved: Any
+    near: Any
+
+
+def fixed_points(geo: Geometry, upd: Update) -> FixedPoints:
+    """Iterate the update from each pattern (at most 500 steps) until every state stops moving."""
+    import torch
+
+    from numerics import precision as npr
+
+    xs, conv = geo.P.clone(), torch.zeros(geo.N, dtype=torch.bool)
     for _ in range(500):
-        nxt = upd(xs)
-        conv = (nxt - xs).norm(dim=-1) <= max(1e-12, 64 * u_work) * max(1.0, M)
+        nxt = upd.call(xs)
+        conv = (nxt - xs).norm(dim=-1) <= max(1e-12, 64 * npr.unit_roundoff(upd.work)) * max(1.0, geo.M)
         xs = nxt
         if bool(conv.all()):
             break
-    moved = (xs - P).norm(dim=-1)
-    near = conv & (moved < nearest / 2)
-    # capacity
-    tau = float(nearest.min()) / 2
-    cap = capacity_estimate(float(Delta.min()), M, beta, tau, N)
-    retrieved = int(((en <= nearest / 2) & torch.isfinite(en)).sum())
-    per = [{"pattern": i, "Delta": float(Delta[i]), "error_from_pattern": float(e0[i]), "bound_from_pattern": float(b0[i]),
-            "eps_noisy": float(eps_i[i]), "error_from_noisy": float(en[i]), "bound_from_noisy": float(bn[i]),
-            "fixed_point_converged": bool(conv[i]), "fixed_point_distance": float(moved[i]),
-            "nearest_other": float(nearest[i])} for i in range(N)]
-    doc = {"check": "hopfield", "inputs": {"N": N, "d": d, "beta": beta, "seed": seed, "update": what,
-                                           "compute_dtype": compute_dtype},
-           "precision": {"work_dtype": str(work).replace("torch.", ""), "declared": declared is not None,
-                         "unit_roundoff": u_work, "factor": npr.PRECISION_FACTOR},
-           "M": M, "Delta": Delta.tolist(), "per_pattern": per,
-           "fixed_points": {"converged": int(conv.sum()), "near_their_pattern": int(near.sum()), "N": N},
-           "capacity": {**cap, "retrieved_from_noisy_one_step": retrieved, "N": N},
-           "energy": {"start_mean": float(E[0].mean()), "end_mean": float(E[-1].mean()), "steps": ENERGY_STEPS}}
-    nm = f"{cap['N_max']:.3g}" if cap["N_max"] is not None else "none (Δ_min ≤ 0: no guarantee)"
-    bn_txt = f"{cap['beta_needed']:.3g}" if cap["beta_needed"] is not None else "none (Δ_min ≤ 0)"
-    k = min(N, 8)
-    order = torch.argsort(Delta)[:k].tolist()
-    lines = [f"{N} patterns in d = {d}, M = max‖x_i‖ = {M:.4g}, β = {beta:g}; update: {what}"
-             + ("" if work == torch.float64 else f"; working precision {str(work).replace('torch.', '')} "
-                f"({'declared' if declared is not None else 'probed from its output'})"),
-             f"separation Δ_i: min {float(Delta.min()):.4g}, median {float(Delta.median()):.4g}, max {float(Delta.max()):.4g}"
-             + (f"; {int((Delta <= 0).sum())} pattern(s) with Δ_i ≤ 0 (not separated)" if bool((Delta <= 0).any()) else ""),
-             f"least separated patterns (one-step error from x_i | Theorem-5 bound; from a start at distance ε_i):"]
-    lines += [f"  pattern {i:>4d}: Δ = {float(Delta[i]):.4g}; ‖f(x_i) − x_i‖ = {float(e0[i]):.3g} | bound {float(b0[i]):.3g}; "
-              f"ε = {float(eps_i[i]):.3g}: {float(en[i]):.3g} | {float(bn[i]):.3g}" for i in order]
-    lines += [f"fixed points from x_i: {int(conv.sum())}/{N} converged, {int(near.sum())}/{N} within half the distance to "
-              "the nearest other pattern (stored)" + ("" if int(near.sum()) == N else
-                                                     "; the others end at metastable mixtures or do not converge"),
-              f"capacity (Theorem 5 at ε = 0, error ≤ τ = half the smallest pattern distance = {tau:.3g}): up to {nm} "
-              f"patterns at Δ = Δ_min; β needed for all {N}: {bn_txt}; retrieved in one step from noisy starts: "
-              f"{retrieved}/{N}"]
+    moved = (xs - geo.P).norm(dim=-1)
+    return FixedPoints(conv, moved, conv & (moved < geo.nearest / 2))
 
-    ee, bb, dd = e0.clone(), b0.clone(), Delta.clone()
 
-    def _fig():
-        import matplotlib.pyplot as plt
+def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, label: str = "--module",
+                 name: str | None = None, compute_dtype: str | None = None) -> SanityResult:
+    """The report of the module docstring for ``patterns`` ``(N, d)`` as a :class:`SanityResult`.
+    ``compute_dtype`` declares the module's working precision (default: probed from its output,
+    :func:`numerics.precision.infer_work_dtype`). Stages: the validated request (:func:`beta_value`,
+    :func:`compute_dtype_value`, :func:`geometry`), the update (:func:`make_update`), the starts, the
+    properties (:func:`theorem5`, :func:`energy_along`), the fixed points, the rendering and the verdict."""
+    declared = compute_dtype_value(compute_dtype, module is not None)
+    beta = beta_value(beta)
+    geo = geometry(patterns)
+    upd = make_update(module, geo, beta, declared, label, name)
+    st = make_starts(geo, seed)
+    props = _finite_and_match(geo, upd, st, beta, module is not None)
+    ret = theorem5(geo, upd, st, beta)
+    E, e_prop = energy_along(geo, upd, st, beta)
+    props += [ret.prop, e_prop]
+    fx = fixed_points(geo, upd)
+    cap = capacity_estimate(float(geo.Delta.min()), geo.M, beta, float(geo.nearest.min()) / 2, geo.N)
+    from proofs_checks.sanity.hopfield_render import figures, render
 
-        fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-        o = torch.argsort(dd)
-        ax[0].semilogy(dd[o].numpy(), bb[o].clamp_min(1e-300).numpy(), "o-", ms=3, label="Theorem-5 bound")
-        ax[0].semilogy(dd[o].numpy(), ee[o].clamp_min(1e-300).numpy(), "x", label="measured ‖f(x_i) − x_i‖")
-        ax[0].set_xlabel("separation Δ_i")
-        ax[0].legend()
-        ax[0].set_title("one-step retrieval error")
-        ax[1].plot(E.numpy()[:, : min(E.shape[1], 30)], lw=0.8)
-        ax[1].set_xlabel("update")
-        ax[1].set_title("energy along the update")
-        return fig
-
-    def _fig_beta():
-        import matplotlib.pyplot as plt
-
-        betas = beta * np.logspace(-1, 1, 13)
-        curves = {"modern update X softmax(βXᵀξ)": lambda b: nh.modern_update(noisy, P, float(b))}
-        if module is not None and three:
-            def yours(b, who=name or "the update"):  # the user's code at other β: its sys.exit / exceptions leave
-                from proofs_checks.sanity._loader import user_code  # this figure undrawn, no more
-
-                with user_code(label, f"{who} at β = {b:.3g}"):
-                    return torch.as_tensor(fobj(noisy.clone(), P.clone(), float(b))).to(torch.float64)
-
-            curves[f"your update {name or ''}"] = yours
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        floor = u * M  # float64 rounding of the retrieved pattern: an exact 0 would squash the axis to 1e-300
-        for lab, fn in curves.items():
-            with torch.no_grad():
-                me = [float((fn(b) - P).norm(dim=-1).max()) for b in betas]
-            ax.loglog(betas, np.maximum(me, floor), "o-", ms=3, label=lab)
-        ax.axvline(beta, color="k", lw=0.6, ls=":")
-        ax.axhline(floor, color="0.6", lw=0.6, ls="--", label=f"u64·M = {floor:.2g} (errors below drawn here)")
-        ax.set_ylim(bottom=floor / 3)
-        ax.set_xlabel("β")
-        ax.set_ylabel("max one-step error from the noisy starts")
-        ax.set_title("retrieval error against β", fontsize=9)
-        ax.legend(fontsize=7)
-        return fig
-
-    degenerate = degenerate_reasons(P, Delta, vacuous=vacuous, known=int(known.sum()), beta_needed=cap["beta_needed"])
+    doc, lines = render(geo, upd, st, ret, E, fx, cap, beta=beta, seed=seed, compute_dtype=compute_dtype)
+    degenerate = degenerate_reasons(geo.P, geo.Delta, vacuous=ret.vacuous, known=ret.known,
+                                    beta_needed=cap["beta_needed"])
     doc["degenerate"] = degenerate
     if degenerate:
         lines.append("inconclusive input: " + "; ".join(degenerate))
     verdict = hopfield_verdict(props, "Hopfield patterns" + (f" under {name}" if module is not None and name else ""),
                                degenerate)
-    return SanityResult("hopfield", doc, verdict, props, lines, {"retrieval_and_energy": _fig,
-                                                                 "retrieval_error_vs_beta": _fig_beta})
+    return SanityResult("hopfield", doc, verdict, props, lines,
+                        figures(geo, upd, st, ret, E, beta=beta, label=label, name=name))
 
 
 @click.command("hopfield")
 @click.option("--patterns", "patterns_path", required=True, metavar="FILE", help="(N, d) patterns as rows: .npy or .pt.")
-@click.option("--beta", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Inverse temperature β of the modern Hopfield update.")
+@click.option("--beta", default=1.0, show_default=True, type=float, callback=lambda ctx, param, v: beta_value(v),
+              help="Inverse temperature β of the modern Hopfield update (a positive finite number).")
 @click.option("--module", "module_spec", default=None, metavar="FILE.py:NAME",
               help="Your update: f(xi, patterns, beta) or f(xi), xi (S, d) -> (S, d).")
-@click.option("--compute-dtype", "compute_dtype", default=None,
-              type=click.Choice(["float16", "bfloat16", "float32", "float64"]),
+@click.option("--compute-dtype", "compute_dtype", default=None, metavar="[float16|bfloat16|float32|float64]",
               help="The precision your --module computes in (default: probed from its output); its error is judged "
                    "against 2 × the error of the modern update itself computed in that precision.")
 @report_option
@@ -550,12 +606,9 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout
       tverify check hopfield --patterns patterns.npy --beta 2
       tverify check hopfield --patterns patterns.pt --module my_hopfield.py:update --report hop-report
     """
-    from proofs_checks.guards import finite_number  # noqa: F401  (β is range-checked below)
-
-    if not math.isfinite(beta):
-        raise UsageError(f"--beta: must be finite, got {beta}")
     check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)
+    compute_dtype_value(compute_dtype, bool(module_spec))  # the API's compute_dtype= is validated by the same rule
     from proofs_checks.options import require_cpu_only
 
     require_cpu_only(device, "check hopfield")
@@ -568,8 +621,6 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout
         guards.Progress("check hopfield").note(
             f"estimated up to ≈ {guards.fmt_seconds(est)} for {P.shape[0]} patterns in d = {P.shape[1]} "
             f"(≈ {guards.fmt_bytes(estimate_bytes(*P.shape))} of memory)")
-    if compute_dtype is not None and not module_spec:
-        raise UsageError("--compute-dtype goes with --module (the built-in update computes in float64)")
     if timeout is not None and not module_spec:
         raise UsageError("--timeout limits the process that runs your --module; without --module nothing of yours runs")
     if not module_spec:

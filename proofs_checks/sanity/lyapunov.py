@@ -30,6 +30,7 @@ Verdicts (see :mod:`proofs_checks.sanity._verdict`) and exit codes:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import click
 
@@ -55,6 +56,22 @@ def _short_number(x) -> str:
 
     return f"{float(sp.Float(x, 17)):.6g} (exactly {text[:12]}…, {len(text)} characters)"
 
+
+def _rational(text: str, option: str):
+    """``text`` (a decimal or a fraction, no sign) as an exact SymPy rational; one line naming ``option``."""
+    import re
+
+    import sympy as sp
+
+    t = text.strip()
+    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+", t):
+        raise InputError(f"{option}: not a positive number: {text!r}")
+    try:
+        return sp.Rational(t)
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise InputError(f"{option}: not a number: {text!r}") from None
+
+
 def parse_eps(text: str):
     """``--eps`` as an exact rational (a decimal or a fraction), strictly between 0 and 1.
 
@@ -65,17 +82,7 @@ def parse_eps(text: str):
     ...
     theory.validation.InputError: --eps must be in (0, 1), got 0
     """
-    import re
-
-    import sympy as sp
-
-    t = text.strip()
-    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+", t):
-        raise InputError(f"--eps: not a positive number: {text!r}")
-    try:
-        e = sp.Rational(t)
-    except (TypeError, ValueError, ZeroDivisionError):
-        raise InputError(f"--eps: not a number: {text!r}") from None
+    e = _rational(text, "--eps")
     if not (0 < e < 1):
         raise InputError(f"--eps must be in (0, 1), got {e}")
     return e
@@ -109,28 +116,27 @@ def parse_region(text: str | None):
     """
     if text is None:
         return None
-    import re
-
-    import sympy as sp
-
-    t = text.strip()
-    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+", t):
-        raise InputError(f"--region: not a positive number: {text!r}")
-    try:
-        r = sp.Rational(t)
-    except (TypeError, ValueError, ZeroDivisionError):
-        raise InputError(f"--region: not a number: {text!r}") from None
+    r = _rational(text, "--region")
     if not (0 < r <= 10**6):
         raise InputError(f"--region must be in (0, 1e6], got {_short_number(r)}")
     return r
 
 
-def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_text: str = "0.001",
-                 region_text: str | None = None, seed: int = 0, mode: str = "default", max_memory=None,
-                 progress: bool = False) -> SanityResult:
-    """The check of the module docstring as a :class:`SanityResult` (``doc["certificate"]`` or
-    ``doc["counterexample"]``). Bad input raises :class:`InputError` / :class:`UsageError` (one line)."""
-    import numpy as np
+@dataclass(frozen=True)
+class LyapunovRequest:
+    """The validated inputs of the check (one line for each bad one, before any SOS program is built):
+    ε, the region's radius (None: global), the parsed system and candidate, ∇V·f, the SOS degree, the
+    resource estimate."""
+    eps: object
+    region: object
+    cand: object
+    vdot: object
+    degree: int
+    est: guards.Estimate
+
+
+def lyapunov_request(f_text: str, V_text: str, vars_text: str | None, *, eps_text: str, region_text: str | None,
+                     max_memory=None) -> LyapunovRequest:
     import sympy as sp
 
     from theory import lyapunov as tl
@@ -148,6 +154,41 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
         degree = max(degree + degree % 2, 4)
     est = estimate_resources(len(cand.vars), degree)
     guards.check_memory(est, max_memory, hint="lower the degree of V or f")
+    return LyapunovRequest(eps, region, cand, vdot, degree, est)
+
+
+def _programs(search: dict, label: dict, lines: list, numbers: dict) -> dict:
+    """The SOS programs tried (a line each, appended to ``lines``), whether each was certified (into
+    ``numbers``), and their JSON (the one used, or the last tried, with every attempt)."""
+    progs = {}
+    for key in ("V", "decay"):
+        atts = search[key]
+        for a in atts:
+            line = f"{label[key]} with {'p' if key == 'V' else 'q'} = {a.margin}: {a.status}"
+            if a.solver:
+                line += f" ({a.solver})"
+            if a.exact_residual is not None:
+                line += (f"; exact re-check: residual {a.exact_residual}, exactly PSD: {'yes' if a.exact_psd else 'no'}"
+                         f", smallest Gram eigenvalue {_fmt(a.min_eig)}")
+            elif a.message and a.status == "structurally infeasible":
+                line += f" ({a.message})"
+            lines.append(line)
+        used = search["used"][key]
+        last = used or (atts[-1] if atts else None)
+        progs[key] = {**(last.to_json() if last else {}), "attempts": [a.to_json() for a in atts]}
+        numbers[f"certified_{key}"] = used is not None
+    return progs
+
+
+def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_text: str = "0.001",
+                 region_text: str | None = None, seed: int = 0, mode: str = "default", max_memory=None,
+                 progress: bool = False) -> SanityResult:
+    """The check of the module docstring as a :class:`SanityResult` (``doc["certificate"]`` or
+    ``doc["counterexample"]``). Bad input raises :class:`InputError` / :class:`UsageError` (one line)."""
+    import numpy as np
+
+    req = lyapunov_request(f_text, V_text, vars_text, eps_text=eps_text, region_text=region_text, max_memory=max_memory)
+    eps, region, cand, vdot, degree, est = req.eps, req.region, req.cand, req.vdot, req.degree, req.est
     prog = guards.Progress("check lyapunov", enabled=progress, estimate=est.seconds)
     if est.seconds > 10:
         prog.note(f"estimated ≈ {guards.fmt_seconds(est.seconds)} and ≈ {guards.fmt_bytes(est.bytes)} of memory for "
@@ -168,24 +209,8 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
     search = ls.search_certificate(cand, eps, region)
     prog.done()
     label = {"V": "V − εp", "decay": "−∇V·f − εq"}
-    progs, numbers = {}, {"eps": float(eps), "region": None if region is None else float(region)}
-    for key in ("V", "decay"):
-        atts = search[key]
-        for a in atts:
-            line = f"{label[key]} with {'p' if key == 'V' else 'q'} = {a.margin}: {a.status}"
-            if a.solver:
-                line += f" ({a.solver})"
-            if a.exact_residual is not None:
-                line += (f"; exact re-check: residual {a.exact_residual}, exactly PSD: {'yes' if a.exact_psd else 'no'}"
-                         f", smallest Gram eigenvalue {_fmt(a.min_eig)}")
-            elif a.message and a.status == "structurally infeasible":
-                line += f" ({a.message})"
-            lines.append(line)
-        used = search["used"][key]
-        last = used or (atts[-1] if atts else None)
-        progs[key] = {**(last.to_json() if last else {}), "attempts": [a.to_json() for a in atts]}
-        numbers[f"certified_{key}"] = used is not None
-    doc["programs"] = progs
+    numbers = {"eps": float(eps), "region": None if region is None else float(region)}
+    doc["programs"] = _programs(search, label, lines, numbers)
     doc["certified"] = bool(search["certified"])
     figures = {}
     if len(cand.vars) >= 1:
