@@ -98,3 +98,130 @@ def test_page_renders_in_chromium(browser, site, tmp_path, page, min_math, min_i
         assert i["complete"] and i["w"] > 0, f"{page}: image {i['src']} did not load"
     errors = [e for e in browser.get_log("browser") if e.get("level") in ("SEVERE", "ERROR")]
     assert not errors, f"{page}: console errors: {errors}"
+
+
+# ------------------------------------------------------------------------------------------------
+# layout (issue 45): real claims' statements, at 1280 and 390 px
+
+
+#: claims whose pages were hard to lay out: maths in the hypotheses (icl.function_classes), long
+#: statements and many clauses (icl.gamma_n_global_min), D∖{0} (lyap.conditions), an erratum
+LAYOUT_CLAIMS = ("icl.function_classes", "icl.gamma_n_global_min", "lyap.conditions", "svm.softmax_saturation",
+                 "attn.softmax_simplex")
+
+
+def catalogue_doc(ids=LAYOUT_CLAIMS) -> dict:
+    """A results document built from the catalogue's entries (statements, hypotheses, clauses,
+    derivations, notes: what a real report shows) with made-up check numbers: fast, no claim runs."""
+    import json
+
+    cat = json.loads((Path(__file__).resolve().parents[1] / "docs" / "catalogue.json").read_text(encoding="utf-8"))
+    by = {e["id"]: e for e in cat["claims"]}
+    results = []
+    for cid in ids:
+        e = by[cid]
+        der = e.get("derivation") or {}
+        status = "evidence" if e["kind"] in ("evidence", "conjecture") else "verified"
+        checks = [{"name": ch["name"], "layer": ch["layer"], "status": "passed", "error": 1e-9 * (k + 1), "tolerance": 1e-6,
+                   "justification": ch["description"], "seeds": [k], "sizes": {"d": 3, "N": 5}, "device": "cpu",
+                   "seconds": 0.5} for k, ch in enumerate(e["checks"])]
+        results.append({**{k: v for k, v in e.items() if k not in ("derivation", "checks")}, "status": status,
+                        "supports": True if status == "evidence" else None, "checks": checks, "seconds": 1.0,
+                        "mode": "quick", "seed": 0, "device": "cpu",
+                        "message": "every check passed" if status == "verified" else "the numbers support the claim",
+                        "derivation": der.get("steps") or [], "obligations": der.get("obligations") or [],
+                        "assumptions": der.get("assumptions") or [], "legend": der.get("legend") or {},
+                        "provenance": der.get("provenance") or {}})
+    summary: dict = {}
+    for r in results:
+        summary[r["status"]] = summary.get(r["status"], 0) + 1
+    return {"schema": 1, "tool": "tverify", "version": "test", "created": "2026-01-01T00:00:00",
+            "command": "tverify report " + " ".join(ids), "mode": "quick", "seed": 0, "device": "cpu",
+            "summary": summary, "results": results, "mutants": None}
+
+
+def _survey_md() -> str:
+    wide = " | ".join(f"prop_{i}" for i in range(14))
+    row = " | ".join("pass 1.2e-07/4.0e-06" for _ in range(14))
+    return ("# Attention implementations survey\n\nCreated 2026-01-01 by `tverify survey` (mode quick).\n\n"
+            "| implementation | release | declared | verdict |\n|---|---|---|---|\n"
+            + "".join(f"| impl_{i} (library) | 1.{i} | `--causal --positional rope` | **ok** |\n" for i in range(6))
+            + f"\n## Property cells\n\n| implementation | {wide} |\n|---|" + "---|" * 14 + "\n"
+            + "".join(f"| impl_{i} | {row} |\n" for i in range(6)))
+
+
+@pytest.fixture(scope="module")
+def layout_site(tmp_path_factory) -> Path:
+    from proofs_checks.output import report as rep
+    from proofs_checks.output.report import default_writers, write_report
+
+    base = tmp_path_factory.mktemp("layout")
+    sv = base / "survey"
+    sv.mkdir()
+    (sv / "index.md").write_text(_survey_md(), encoding="utf-8")
+    (sv / "index.html").write_text("x", encoding="utf-8")
+    pointer = base / ".tverify" / "survey-latest.json"
+    pointer.parent.mkdir()
+    pointer.write_text('{"page": "%s", "created": "2026-01-01", "summary": {"ok": 6}}' % (sv / "index.html"))
+    old = rep.SURVEY_POINTER
+    rep.SURVEY_POINTER = pointer
+    try:
+        return write_report(base / "site", catalogue_doc(), extra_writers=default_writers())
+    finally:
+        rep.SURVEY_POINTER = old
+
+
+_LAYOUT = """
+const W = window.innerWidth;
+const doc = document.documentElement.scrollWidth;
+const st = document.querySelector('#status .badge') || document.querySelector('table.claims td.st .badge')
+  || document.querySelector('nav a');  // a claim page / the index / the survey (its link back)
+const r = st ? st.getBoundingClientRect() : null;
+// text-bearing cells of one row (table cells, a hypothesis/clause item's name and body) never intersect
+const overlaps = [];
+function boxes(cells) { return cells.map(c => [c, c.getBoundingClientRect()]).filter(([c, b]) => b.width > 0); }
+function inter(a, b) { return a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1; }
+const rows = Array.from(document.querySelectorAll('tr')).map(tr => Array.from(tr.children))
+  .concat(Array.from(document.querySelectorAll('.item')).map(it => Array.from(it.children)));
+for (const cells of rows) {
+  const bs = boxes(cells);
+  for (let i = 0; i < bs.length; i++) for (let j = i + 1; j < bs.length; j++)
+    if (inter(bs[i][1], bs[j][1])) overlaps.push(bs[i][0].textContent.slice(0, 40) + ' / ' + bs[j][0].textContent.slice(0, 40));
+  for (const [c, b] of bs) for (const g of c.querySelectorAll('.badge')) {  // a badge stays inside its cell
+    const gb = g.getBoundingClientRect();
+    if (gb.width > 0 && (gb.right > b.right + 1 || gb.left < b.left - 1)) overlaps.push('badge ' + g.textContent + ' leaves its cell');
+  }
+  // maths inside a cell stays inside it (it scrolls in its own box)
+  for (const [c, b] of bs) for (const m of c.querySelectorAll('math')) {
+    const mb = m.getBoundingClientRect(); const box = m.closest('.math, td, .ibody, .iname') || c;
+    const cb = box.getBoundingClientRect();
+    if (mb.width > 0 && box === c && mb.right > cb.right + 2 && getComputedStyle(box).overflowX === 'visible')
+      overlaps.push('math spills out of ' + c.textContent.slice(0, 40));
+  }
+}
+return {overlaps, W, doc, status: r && {left: r.left, right: r.right, top: r.top, bottom: r.bottom},
+        h: window.innerHeight, text: document.body.innerText};
+"""
+
+LAYOUT_PAGES = ["index.html", "claims/icl.function_classes.html", "claims/icl.gamma_n_global_min.html",
+                "claims/lyap.conditions.html", "claims/svm.softmax_saturation.html", "survey/index.html"]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("page", LAYOUT_PAGES)
+def test_layout_in_chromium(browser, layout_site, page, width):
+    browser.set_window_size(width, 900)
+    browser.get((layout_site / page).resolve().as_uri())
+    inner = browser.execute_script("return window.innerWidth")
+    if inner != width:  # the window's frame: make the viewport itself the width asked for
+        browser.set_window_size(2 * width - inner, 900)
+    info = browser.execute_script(_LAYOUT)
+    shots = Path(os.environ.get("TVERIFY_SHOTS", "/tmp/tverify-shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(shots / f"{page.replace('/', '_')}-{width}.png"))
+    assert info["doc"] <= info["W"], f"{page} at {width}: the page is {info['doc']} px wide in a {info['W']} px window"
+    s = info["status"]
+    assert s and 0 <= s["left"] and s["right"] <= info["W"] and 0 <= s["top"] < info["h"], f"{page}: status not in view: {s}"
+    assert "Audit (issue" not in info["text"] and "(issue 33)" not in info["text"]
+    assert "\\_" not in info["text"]
+    assert not info["overlaps"], f"{page} at {width}: overlapping text: {info['overlaps'][:5]}"

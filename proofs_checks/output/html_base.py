@@ -21,13 +21,42 @@ STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "
 # MathML (the conversions live in proofs_checks.mathml, which the runner uses too)
 
 
+_TEXT_ARG = re.compile(r"\\text\{([^{}]*)\}")
+
+
+def tex_for_mathml(latex: str | None) -> str | None:
+    r"""LaTeX as ``latex2mathml`` reads it best: escapes inside ``\text{}`` (``FC\_SIZES``) become the
+    characters (the converter would show the backslash).
+
+        >>> tex_for_mathml(r"\text{(FC\_SIZES: } d=2")
+        '\\text{(FC_SIZES: } d=2'
+    """
+    if not isinstance(latex, str):
+        return latex
+    return _TEXT_ARG.sub(lambda m: "\\text{" + re.sub(r"\\([_&%#$])", r"\1", m[1]) + "}", latex)
+
+
+#: characters latex2mathml emits that Debian's default fonts (DejaVu) lack, and the ones they have:
+#: ``\setminus`` comes out as U+29F5 (a box in Chromium); U+2216 SET MINUS is in DejaVu Sans
+_GLYPHS = ((re.compile(r"<mi>(?:&#x029F5;|\u29f5)</mi>", re.I), "<mo>&#x02216;</mo>"),
+           (re.compile(r"&#x029F5;|\u29f5", re.I), "&#x02216;"))
+
+
+def fix_glyphs(mathml: str) -> str:
+    """MathML with every symbol in a font Debian ships by default (see :data:`_GLYPHS`)."""
+    for pat, rep in _GLYPHS:
+        mathml = pat.sub(rep, mathml)
+    return mathml
+
+
 def math_html(latex: str | None, mathml: str | None = None, display: str = "block") -> str:
     """HTML for a formula: validated ``mathml`` if given, else converted ``latex``, else the LaTeX
     in ``<code>``; ``''`` when there is nothing to show."""
     m = safe_mathml(mathml) if mathml else None
     if m and latex:
         m = _with_annotation(m, latex)
-    m = m or latex_to_mathml(latex, display)
+    m = m or latex_to_mathml(tex_for_mathml(latex), display)
+    m = fix_glyphs(m) if m else m
     if m:
         return f'<div class="math">{m}</div>' if display == "block" else m
     if latex:
@@ -88,9 +117,9 @@ def statement_html(latex: str | None) -> str:
     the whole statement, then to its LaTeX source)."""
     parts = split_statement(latex) if latex else [latex]
     if len(parts) > 1:
-        rendered = [latex_to_mathml(x) for x in parts]
+        rendered = [latex_to_mathml(tex_for_mathml(x)) for x in parts]
         if all(rendered):
-            return '<div class="math lines">' + "".join(f"<div>{m}</div>" for m in rendered) + "</div>"
+            return '<div class="math lines">' + "".join(f"<div>{fix_glyphs(m)}</div>" for m in rendered) + "</div>"
     return math_html(latex)
 
 
@@ -190,7 +219,7 @@ td.mx{background:#fbefff!important}td.ms{background:#fff8c5!important}
 .wrap{overflow-x:auto;max-width:100%}
 .dim{color:var(--dim);font-size:.9em}
 .math{overflow-x:auto;overflow-y:hidden;padding:.4em 0;margin:.1em 0;max-width:100%}
-.math.lines>div{margin:.35em 0}
+.math.lines>div{margin:.35em 0}.math.left{text-align:left}
 math{font-family:"Latin Modern Math","STIX Two Math","DejaVu Math TeX Gyre","Cambria Math",math,serif;font-size:1.1em}
 code,pre{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:.88em}
 code.tex{background:#fff8c5;padding:.1em .3em;border-radius:3px;word-break:break-all}
@@ -208,7 +237,7 @@ details summary{cursor:pointer;color:var(--dim)}
 .statement{border-left:4px solid var(--line);padding-left:.8em;margin:.6em 0}
 .verdict{border:1px solid var(--line);border-left:6px solid var(--evi);border-radius:6px;padding:.6em 1em;margin:1em 0;background:#f6f8fa}
 .v-ok{border-left-color:var(--ok)}.v-bad{border-left-color:var(--bad)}.v-err{border-left-color:var(--err)}.v-inc{border-left-color:#bf8700}
-.vhead{display:flex;flex-wrap:wrap;gap:.3em .6em;align-items:baseline}.vhead .status .badge{font-size:1em}
+.vhead{display:flex;flex-wrap:wrap;gap:.3em .6em;align-items:baseline}.vhead .vstatus .badge{font-size:1em}
 .vmsg{margin:.5em 0}
 ul.est{padding-left:1.2em;margin:.3em 0}ul.est li{margin:.45em 0}
 .by{color:var(--dim);font-size:.9em}
@@ -217,7 +246,7 @@ ul.est{padding-left:1.2em;margin:.3em 0}ul.est li{margin:.45em 0}
 .item{display:grid;grid-template-columns:minmax(9em,16em) minmax(0,1fr);gap:.2em 1em;padding:.5em 0;border-bottom:1px solid var(--line)}
 .iname,.ibody{min-width:0}
 table.claims{table-layout:fixed}
-table.claims col.c-st{width:9.5em}table.claims col.c-ev{width:10.5em}table.claims col.c-m{width:11em}
+table.claims col.c-st{width:11.5em}table.claims col.c-ev{width:10.5em}table.claims col.c-m{width:11em}
 table.claims td .cid{font-weight:600}
 .filters{display:flex;flex-wrap:wrap;gap:.4em 1.2em;align-items:center;margin:.6em 0;font-size:.9em}
 @media (max-width:700px){

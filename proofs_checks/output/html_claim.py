@@ -12,7 +12,9 @@ import re
 from typing import Any
 
 from proofs_checks.output.evidence import clause_label, evidence_key, evidence_label
-from proofs_checks.output.html_base import _badge, _e, _num, _status_badge, math_html, statement_html
+from proofs_checks.mathml import latex_to_mathml
+from proofs_checks.output.html_base import (_badge, _e, _num, _status_badge, fix_glyphs, math_html, split_statement,
+                                            statement_html, tex_for_mathml)
 
 __all__ = ["reader_notes", "claim_head_html", "statement_parts_html", "evidence_badge"]
 
@@ -68,19 +70,24 @@ def _verdict_html(r: dict[str, Any]) -> str:
             f"device {_e(r.get('device'))} · mode {_e(r.get('mode'))} · seed {_e(r.get('seed'))}")
     st = str(r.get("status") or "")
     cls = {"verified": "ok", "refuted": "bad", "error": "err", "evidence": "evi"}.get(st, "inc")
-    b = [f'<section class="verdict v-{cls}" id="verdict"><div class="vhead"><span class="status">{_status_badge(r)}</span> '
+    b = [f'<section class="verdict v-{cls}" id="verdict"><div class="vhead"><span class="vstatus">{_status_badge(r)}</span> '
          f'{evidence_badge(r)} <span class="dim">{meta}</span></div>']
     if r.get("message"):
         b.append(f'<p class="vmsg">{_e(r["message"])}</p>')
     clauses = [c for c in r.get("clauses") or [] if isinstance(c, dict)]
     if clauses:
-        items = []
+        groups: dict[str, list[dict[str, Any]]] = {}  # clauses with the same evidence are named together
         for c in clauses:
             evs = c.get("all_evidence") or [{"evidence": c.get("evidence"), "scope": c.get("scope")}]
             how = "; ".join(f"<b>{_e(clause_label(e))}</b>: {_e(e.get('scope'))}" for e in evs)
-            by = [f"{_e(n)} <span class=dim>({_e(layers.get(str(n), '?'))})</span>" for n in c.get("checks") or []]
-            items.append(f"<li><span class=cname>{_e(c.get('name'))}</span> {_clause_badge(c)}<div>{how}</div>"
-                         + (f'<div class="by">by {", ".join(by)}</div>' if by else "") + "</li>")
+            groups.setdefault(how, []).append(c)
+        items = []
+        for how, cs in groups.items():
+            names = " ".join(f"<span class=cname>{_e(c.get('name'))}</span> {_clause_badge(c)}" for c in cs)
+            by = [f"{_e(n)} <span class=dim>({_e(layers.get(str(n), '?'))})</span>"
+                  for n in dict.fromkeys(n for c in cs for n in c.get("checks") or [])]
+            items.append(f"<li>{names}<div>{how}</div>" + (f'<div class="by">by {", ".join(by)}</div>' if by else "")
+                         + "</li>")
         b.append("<p><b>What was established</b>, clause by clause (at which sizes, by which layer):</p>"
                  f'<ul class="est">{"".join(items)}</ul>')
     elif r.get("evidence_summary"):
@@ -94,7 +101,8 @@ def _verdict_html(r: dict[str, Any]) -> str:
 def claim_head_html(r: dict[str, Any]) -> str:
     """Title, the statement (an erratum: as stated and corrected), then the verdict box."""
     cid = str(r.get("id"))
-    b = [f'<h1><span class="cid">{_e(cid)}</span></h1>', f'<p class="ctitle">{_e(r.get("title"))}</p>']
+    b = [f'<h1><span class="cid">{_e(cid)}</span></h1>',
+         f'<p class="ctitle"><span class="status" id="status">{_status_badge(r)}</span> {_e(r.get("title"))}</p>']
     if r.get("kind") == "erratum":
         b.append(f'<div class="box stated"><b>As stated in the lecture notes</b>{statement_html(r.get("stated_statement"))}</div>')
         b.append(f'<div class="box corrected"><b>Corrected</b>{statement_html(r.get("statement"))}</div>')
@@ -108,8 +116,20 @@ def claim_head_html(r: dict[str, Any]) -> str:
     return "\n".join(b)
 
 
+def item_math(latex: Any) -> str:
+    """A hypothesis's or clause's formula, left-aligned, one line per top-level part when long;
+    each line scrolls inside its own box when it is still wider than the column."""
+    if not latex:
+        return ""
+    parts = split_statement(str(latex), min_len=70)
+    rendered = [latex_to_mathml(tex_for_mathml(x), "inline") for x in parts]
+    if not all(rendered):
+        return math_html(latex)
+    return '<div class="math lines left">' + "".join(f"<div>{fix_glyphs(m)}</div>" for m in rendered) + "</div>"
+
+
 def _item(name: str, badge: str, latex: Any, extra: str) -> str:
-    body = math_html(latex) if latex else ""
+    body = item_math(latex)
     return (f'<div class="item"><div class="iname"><span class=cname>{_e(name)}</span> {badge}</div>'
             f'<div class="ibody">{body}{extra}</div></div>')
 
@@ -131,7 +151,8 @@ def statement_parts_html(r: dict[str, Any]) -> str:
                 badge, why = "", ""
             else:
                 badge = _badge("skipped", "not shown necessary")
-                why = f"<div class=dim>{_e(h.get('why_not_shown'))}</div>" if h.get("why_not_shown") else ""
+                words = re.sub(r"^not shown necessary\s*[:(—-]?\s*", "", str(h.get("why_not_shown") or ""))
+                why = f"<div class=dim>{_e(words)}</div>" if words else ""
             words = f"<div>{_e(h['text'])}</div>" if h.get("text") else ""
             items.append(_item(str(h.get("name")), badge, h.get("latex"), words + why))
         b.append(f'<h2>Hypotheses</h2><div class="items">{"".join(items)}</div>')
