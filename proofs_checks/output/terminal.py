@@ -357,7 +357,9 @@ def show_full(e: dict[str, Any], info: dict[str, Any], how: str, *, math: Callab
     if e.get("fixed_sizes"):
         out.append(Line(f"derivation at fixed sizes: {text_of(e['fixed_sizes'])}", hang=2))
     if e.get("notes"):
-        out.append(Line(f"notes: {text_of(e['notes'])}", hang=2))
+        from proofs_checks.output.html_claim import reader_notes
+
+        out.append(Line(f"notes: {text_of(reader_notes(e['notes']))}", hang=2))
     out += _derivation(info, how, math, as_latex)
     out += [Line(""), Line("checks:", style="bold")]
     out += [Line(f"[{ch['layer']}] {ch['name']}: {text_of(ch['description'])}", indent=2) for ch in e.get("checks") or []]
