@@ -532,11 +532,25 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh, markdo
     if json_path:
         _write_json(json_path, chosen)  # type: ignore[arg-type]
         return
-    t = _table(f"{len(chosen)} claims", ("id", "kind", "title", "checks", "mutants"))
+    _console().print(_list_table(chosen))
+
+
+def _list_table(chosen):
+    """``list``: one row per claim; the id never cut, its evidence, the checks counted per layer (``show``
+    names them and the kind)."""
+    from proofs_checks.output.evidence import evidence_label
+    from proofs_checks.output.terminal import text_of
+
+    t = _table(f"{len(chosen)} claims", ("id", "evidence", "title", "checks", "mutants"))
+    t.caption = "checks: symbolic/numeric/trained (`tverify show ID --full` names them)"
+    for i in (0, 1, 3):
+        t.columns[i].no_wrap = True
+    t.columns[2].min_width = 24
     for e in chosen:
-        t.add_row(e["id"], e["kind"], _esc(e["title"]), _esc(" ".join(f"{ch['layer'][:3]}:{ch['name']}" for ch in e["checks"])),
+        n = [sum(ch["layer"] == layer for ch in e["checks"]) for layer in LAYERS]
+        t.add_row(e["id"], _esc(evidence_label(e)), _esc(text_of(e["title"])), "/".join(map(str, n)),
                   str(len(e["mutants"])))
-    _console().print(t)
+    return t
 
 
 def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:

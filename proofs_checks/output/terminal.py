@@ -99,11 +99,12 @@ def _prepare(src: str) -> str:
     src = re.sub(r"\\[td]?frac\s*(\{[^{}]*\}|\\[A-Za-z]+|[A-Za-z0-9])\s*(\{[^{}]*\}|\\[A-Za-z]+|[A-Za-z0-9])",
                  lambda m: r"\frac{" + m[1].strip("{}") + "}{" + m[2].strip("{}") + "}", src)
     src = re.sub(r"\\text\{([^{}]*)\}", lambda m: r"\text{" + m[1].replace("-", _HYPHEN) + "}", src)
+    src = re.sub(r"\\operatorname\{([^{}]*)\}\s*(?=[A-Za-z0-9\\])", r"\\operatorname{\1}\\ ", src)  # Var q, not Varq
     src = _fracs(src)
     src = re.sub(r"\\overset\{\\text\{([^{}]*)\}\}\{\\sim\}", r" \\sim[\1] ", src)
     src = re.sub(r"\\overset\{([^{}]*)\}\{([^{}]*)\}", r"\2[\1]", src)
     src = re.sub(r"(?<!\\)([_^])\{([^{}]*)\}", _group_script, src)
-    src = re.sub(r"\\(log|exp|ln|sin|cos|tanh|det|tr|max|min|sup|inf|lim|arg|dim|rank|deg)\s+(?=[A-Za-z0-9\\])",
+    src = re.sub(r"\\(log|exp|ln|sin|cos|tanh|det|tr|max|min|sup|inf|lim|arg|dim|rank|deg)\s*(?=[A-Za-z0-9\\])",
                  r"\\\1\\ ", src)
     # after a subscript/superscript, a letter or a command starts a new factor: set it apart
     src = re.sub(r"((?<!\\)[_^](?:\{[^{}]*\}|\\[A-Za-z]+(?![A-Za-z])|[A-Za-z0-9]))(?=[A-Za-z]|\\(?:mathcal|Lambda|Gamma|"
@@ -157,14 +158,14 @@ def _space_ops(text: str) -> str:
 def math_text(latex: Any) -> str:
     r"""A LaTeX formula as readable Unicode for a terminal, with explicit grouping.
 
-        >>> math_text(r"\Gamma_N=(1+\tfrac1N)\Lambda+\tfrac1N\operatorname{tr}(\Lambda)I_d")
-        'Γ_N = (1 + 1/N)·Λ + (1/N)·tr(Λ)·I_d'
-        >>> math_text(r"x_1,\dots,x_N,x_q\overset{\text{iid}}{\sim}\mathcal N(0,\Lambda)")
-        'x_1, …, x_N, x_q ∼[iid] 𝒩(0, Λ)'
-        >>> math_text(r"w_{22}\to\|\Gamma_N^{-1}\|_F^{1/2}")
-        'w_22 → ‖Γ_N^(-1)‖_F^(1/2)'
-        >>> math_text(r"\Lambda\succ0")
-        'Λ ≻ 0'
+        >>> for tex in (r"\Gamma_N=(1+\tfrac1N)\Lambda+\tfrac1N\operatorname{tr}(\Lambda)I_d",
+        ...             r"x_1,\dots,x_N,x_q\overset{\text{iid}}{\sim}\mathcal N(0,\Lambda)",
+        ...             r"w_{22}\to\|\Gamma_N^{-1}\|_F^{1/2}", r"\Lambda\succ0"):
+        ...     print(math_text(tex))
+        Γ_N = (1 + 1/N)·Λ + (1/N)·tr(Λ)·I_d
+        x_1, …, x_N, x_q ∼[iid] 𝒩(0, Λ)
+        w_22 → ‖Γ_N^(-1)‖_F^(1/2)
+        Λ ≻ 0
     """
     if latex is None:
         return ""
@@ -188,6 +189,9 @@ def text_of(value: Any) -> str:
         return s
     if "$" in s:
         return re.sub(r"\$([^$]+)\$", lambda m: math_text(m[1]), s).replace("\\", "")
+    cut = s.rfind(": ", 0, s.find("\\"))  # "prose: formula" (a mutant's description): only the formula
+    if cut >= 0:
+        return s[:cut + 2] + math_text(s[cut + 2:])
     return math_text(s)
 
 
