@@ -47,9 +47,12 @@ def width(stream=None) -> int:
 _TEXTY = re.compile(r"\\(text|mathrm|operatorname|texttt|textsf|textrm|textit|textbf|mathtt)\{")
 
 
-_FRAC = re.compile(r"\\frac\{[^{}]*\}\{[^{}]*\}")
-_NOT_FACTOR = re.compile(r"\\(?:right|quad|qquad|le|ge|leq|geq|ne|neq|in|to|cdot|times|sim|approx|succ|preceq|succeq|"
-                         r"mid|,|;|\s)(?![A-Za-z])")
+_NON_FACTORS = ("right|left|quad|qquad|le|ge|leq|geq|ne|neq|in|to|cdot|times|sim|approx|succ|succeq|preceq|mid|"
+                "xrightarrow|rightarrow|Rightarrow|iff|implies|coloneqq|equiv|pm")
+#: big operators: a fraction after one (with its limits) is its operand, not a factor beside it
+_OPERATOR_BEFORE = re.compile(r"\\(?:sum|prod|int|lim|max|min|sup|inf|" + _NON_FACTORS + r")"
+                              r"(?:\s*[_^](?:\{[^{}]*\}|\\?[A-Za-z0-9]+))*\s*$")
+_NOT_FACTOR = re.compile(r"\\(?:" + _NON_FACTORS + r"|,|;|\s)(?![A-Za-z])")
 
 
 def _juxtaposed_after(src: str, i: int) -> bool:
@@ -63,20 +66,59 @@ def _juxtaposed_after(src: str, i: int) -> bool:
 
 def _juxtaposed_before(src: str, i: int) -> bool:
     head = src[:i].rstrip()
-    return bool(head) and (head[-1].isalnum() or head[-1] in ")}") and not re.search(r"\\[A-Za-z]+$", head)
+    if not head or not (head[-1].isalnum() or head[-1] in ")}"):
+        return False
+    return not _OPERATOR_BEFORE.search(head)
+
+
+def _group(src: str, i: int) -> int:
+    """The index after the brace group opening at ``src[i] == "{"`` (``len(src)`` when unbalanced)."""
+    depth = 0
+    for j in range(i, len(src)):
+        if src[j] == "\\":
+            continue
+        if src[j] == "{" and (j == 0 or src[j - 1] != "\\"):
+            depth += 1
+        elif src[j] == "}" and src[j - 1] != "\\":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return len(src)
+
+
+_SIMPLE = re.compile(r"\s*(?:\\(?:hat|tilde|bar|vec|dot|mathbf|mathcal|mathbb|boldsymbol)\s*)?"
+                     r"(?:\\[A-Za-z]+|[A-Za-z0-9.]+)(?:\s*[_^](?:\{[^{}]*\}|\\?[A-Za-z0-9]+))*\s*")
+
+
+def _part(body: str) -> str:
+    """A numerator or denominator: bracketed unless it is one symbol (with its scripts)."""
+    inner = _fracs(body)
+    if _SIMPLE.fullmatch(body) or body.strip().startswith(r"\left("):
+        return inner
+    return r"\left(" + inner + r"\right)"
 
 
 def _fracs(src: str) -> str:
-    """A fraction juxtaposed with a factor is bracketed with an explicit product sign."""
-    out, last = [], 0
-    for m in _FRAC.finditer(src):
-        before, after = _juxtaposed_before(src, m.start()), _juxtaposed_after(src, m.end())
-        frac = m[0]
+    """``\\frac{A}{B}``: A and B bracketed unless one symbol (``e^{l_t}/(∑_τ e^{l_τ})``); a fraction
+    juxtaposed with a factor bracketed too, with an explicit product sign."""
+    out, i = [], 0
+    while True:
+        k = src.find(r"\frac{", i)
+        if k < 0:
+            return "".join(out) + src[i:]
+        a_end = _group(src, k + 5)
+        if a_end >= len(src) or src[a_end] != "{":
+            out.append(src[i:a_end])
+            i = a_end
+            continue
+        b_end = _group(src, a_end)
+        num, den = src[k + 6:a_end - 1], src[a_end + 1:b_end - 1]
+        frac = r"\frac{" + _part(num) + "}{" + _part(den) + "}"
+        before, after = _juxtaposed_before(src, k), _juxtaposed_after(src, b_end)
         if before or after:
             frac = (r"\cdot " if before else "") + r"\left(" + frac + r"\right)" + (r"\cdot " if after else "")
-        out += [src[last:m.start()], frac]
-        last = m.end()
-    return "".join(out) + src[last:]
+        out += [src[i:k], frac]
+        i = b_end
 
 
 _HYPHEN = "\u2011"  # a hyphen inside \text{...} (restored after the operators are spaced)
@@ -104,12 +146,12 @@ def _prepare(src: str) -> str:
     src = re.sub(r"\\overset\{\\text\{([^{}]*)\}\}\{\\sim\}", r" \\sim[\1] ", src)
     src = re.sub(r"\\overset\{([^{}]*)\}\{([^{}]*)\}", r"\2[\1]", src)
     src = re.sub(r"(?<!\\)([_^])\{([^{}]*)\}", _group_script, src)
-    src = re.sub(r"\\(log|exp|ln|sin|cos|tanh|det|tr|max|min|sup|inf|lim|arg|dim|rank|deg)\s*(?=[A-Za-z0-9\\])",
+    src = re.sub(r"\\(log|exp|ln|sin|cos|tanh|det|tr|max|min|sup|inf|lim|arg|dim|rank|deg)(?![A-Za-z])\s*(?=[A-Za-z0-9\\])",
                  r"\\\1\\ ", src)
     # after a subscript/superscript, a letter or a command starts a new factor: set it apart
-    src = re.sub(r"((?<!\\)[_^](?:\{[^{}]*\}|\\[A-Za-z]+(?![A-Za-z])|[A-Za-z0-9]))(?=[A-Za-z]|\\(?:mathcal|Lambda|Gamma|"
+    src = re.sub(r"((?<!\\)[_^](?:\{[^{}]*\}|\\[A-Za-z]+(?![A-Za-z])|[A-Za-z0-9]))(?=\s*[A-Za-z]|\s*\\(?:mathcal|Lambda|Gamma|"
                  r"Sigma|Theta|alpha|beta|gamma|theta|lambda|mu|sigma|tau|phi|psi|omega|rho|eta|xi|zeta|delta|epsilon|"
-                 r"varepsilon|hat|tilde|bar|operatorname|mathbb|mathbf|mathrm)(?![A-Za-z]))", r"\1\\ ", src)
+                 r"varepsilon|hat|tilde|bar|operatorname|mathbb|mathbf|mathrm|frac|sqrt|ell)(?![A-Za-z]))", r"\1\\ ", src)
     return src
 
 
