@@ -58,6 +58,6 @@ def make(dim: int = 32):
 
 
 def make_windowed(dim: int = 32):
-    """The same block with a 4096-token sliding window (``--window 4096``)."""
+    """The same block with a sliding window of 16 keys (``--window 16``: query t sees keys t − 15 … t)."""
     torch.manual_seed(0)
-    return LlamaLikeAttention(dim, window=4096)
+    return LlamaLikeAttention(dim, window=16)

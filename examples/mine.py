@@ -18,7 +18,7 @@ class Attn(nn.Module):
         super().__init__()
         g = torch.Generator().manual_seed(1)
         self.stack = nn.Parameter(torch.randn(4, dim, dim, generator=g) / math.sqrt(dim))  # q, k, v, o
-        self.h = heads
+        self.dim, self.h = dim, heads
 
     def forward(self, x):
         B, T, D = x.shape
