@@ -825,8 +825,11 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     def check_out() -> Path:
         return check_out_and_json(out_dir, force, json_path)
 
+    import time
+
     claims, store, out = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir,
                                       extra_check=check_out)
+    started = time.monotonic()
     if reproductions is None:
         reproductions = not patterns
     reproductions = reproductions and not (device == "cuda" and not _cuda())  # quick sizes; pages under reproduce/
@@ -882,6 +885,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")
     con.print(_summary_table(results))
+    con.print(_totals(results, time.monotonic() - started))
     if mres is not None:
         con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
     for rp in doc.get("reproductions") or []:
