@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_report_html import build_sample_report
+from test_report_html import _survey_md, build_sample_report, catalogue_doc
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -102,52 +102,6 @@ def test_page_renders_in_chromium(browser, site, tmp_path, page, min_math, min_i
 
 # ------------------------------------------------------------------------------------------------
 # layout (issue 45): real claims' statements, at 1280 and 390 px
-
-
-#: claims whose pages were hard to lay out: maths in the hypotheses (icl.function_classes), long
-#: statements and many clauses (icl.gamma_n_global_min), D∖{0} (lyap.conditions), an erratum
-LAYOUT_CLAIMS = ("icl.function_classes", "icl.gamma_n_global_min", "lyap.conditions", "svm.softmax_saturation",
-                 "attn.softmax_simplex")
-
-
-def catalogue_doc(ids=LAYOUT_CLAIMS) -> dict:
-    """A results document built from the catalogue's entries (statements, hypotheses, clauses,
-    derivations, notes: what a real report shows) with made-up check numbers: fast, no claim runs."""
-    import json
-
-    cat = json.loads((Path(__file__).resolve().parents[1] / "docs" / "catalogue.json").read_text(encoding="utf-8"))
-    by = {e["id"]: e for e in cat["claims"]}
-    results = []
-    for cid in ids:
-        e = by[cid]
-        der = e.get("derivation") or {}
-        status = "evidence" if e["kind"] in ("evidence", "conjecture") else "verified"
-        checks = [{"name": ch["name"], "layer": ch["layer"], "status": "passed", "error": 1e-9 * (k + 1), "tolerance": 1e-6,
-                   "justification": ch["description"], "seeds": [k], "sizes": {"d": 3, "N": 5}, "device": "cpu",
-                   "seconds": 0.5} for k, ch in enumerate(e["checks"])]
-        results.append({**{k: v for k, v in e.items() if k not in ("derivation", "checks")}, "status": status,
-                        "supports": True if status == "evidence" else None, "checks": checks, "seconds": 1.0,
-                        "mode": "quick", "seed": 0, "device": "cpu",
-                        "message": "every check passed" if status == "verified" else "the numbers support the claim",
-                        "derivation": der.get("steps") or [], "obligations": der.get("obligations") or [],
-                        "assumptions": der.get("assumptions") or [], "legend": der.get("legend") or {},
-                        "provenance": der.get("provenance") or {}})
-    summary: dict = {}
-    for r in results:
-        summary[r["status"]] = summary.get(r["status"], 0) + 1
-    return {"schema": 1, "tool": "tverify", "version": "test", "created": "2026-01-01T00:00:00",
-            "command": "tverify report " + " ".join(ids), "mode": "quick", "seed": 0, "device": "cpu",
-            "summary": summary, "results": results, "mutants": None}
-
-
-def _survey_md() -> str:
-    wide = " | ".join(f"prop_{i}" for i in range(14))
-    row = " | ".join("pass 1.2e-07/4.0e-06" for _ in range(14))
-    return ("# Attention implementations survey\n\nCreated 2026-01-01 by `tverify survey` (mode quick).\n\n"
-            "| implementation | release | declared | verdict |\n|---|---|---|---|\n"
-            + "".join(f"| impl_{i} (library) | 1.{i} | `--causal --positional rope` | **ok** |\n" for i in range(6))
-            + f"\n## Property cells\n\n| implementation | {wide} |\n|---|" + "---|" * 14 + "\n"
-            + "".join(f"| impl_{i} | {row} |\n" for i in range(6)))
 
 
 @pytest.fixture(scope="module")
