@@ -182,7 +182,7 @@ def _space_ops(text: str) -> str:
                 i += 1
                 continue
         if ch in _REL and depth_script == 0:
-            out.append(f" {ch} ")
+            out.append(f"{ch} " if out and out[-1].endswith(("(", "[")) else f" {ch} ")
             i += 1
             continue
         if ch == "," and depth_script == 0:
