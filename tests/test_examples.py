@@ -42,10 +42,10 @@ def documented_commands() -> list[tuple[str, str, int]]:
 
 def _unique(cmds):
     """One run per distinct command (README, cli.md and own-model.md share some), its documents named."""
-    by: dict[tuple[str, int], list[str]] = {}
+    by: dict[tuple[str, int], tuple[str, list[str]]] = {}
     for doc, cmd, code in cmds:
-        by.setdefault((" ".join(shlex.split(cmd, comments=True)), code), []).append(doc)
-    return [("+".join(dict.fromkeys(docs)), cmd, code) for (cmd, code), docs in by.items()]
+        by.setdefault((shlex.join(shlex.split(cmd, comments=True)), code), (cmd, []))[1].append(doc)
+    return [("+".join(dict.fromkeys(docs)), cmd, code) for (_, code), (cmd, docs) in by.items()]
 
 
 COMMANDS = documented_commands()
