@@ -68,7 +68,6 @@ def _select(patterns) -> list:
         bad = next((p for p in patterns if not select_entries_ids(registry, p)), None)
         if bad is not None:
             msg = unknown_message(bad, [c.id for c in registry], [c.group for c in registry])
-
         if PLUGIN_ERRORS:  # the claim may be one of a plugin that did not load: say which
             names = ", ".join(repr(n.split(" = ")[0]) for n, _ in PLUGIN_ERRORS[:3])
             msg += f"; claims plugin {names} failed to load and was skipped (the warning above says why)"
@@ -100,7 +99,7 @@ def _precheck_patterns(patterns) -> None:
         fresh = catalogue.load_fresh(_store(None).cache_dir)
     except (OSError, UsageError):
         return
-    if fresh is None:
+    if fresh is None or fresh[0].get("plugin_errors"):  # a plugin that failed: the registry says which
         return
     _select_entries(fresh[0]["claims"], patterns)
 
