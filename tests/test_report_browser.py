@@ -158,7 +158,7 @@ return {overlaps, W, doc, status: r && {left: r.left, right: r.right, top: r.top
 """
 
 LAYOUT_PAGES = ["index.html", "claims/icl.function_classes.html", "claims/icl.gamma_n_global_min.html",
-                "claims/lyap.conditions.html", "claims/svm.softmax_saturation.html", "survey/index.html"]
+                "claims/lyap.conditions.html", "claims/svm.softmax_saturation.html", "errata.html", "survey/index.html"]
 
 
 @pytest.mark.parametrize("width", [1280, 390])
