@@ -495,6 +495,9 @@ def totals_line(statuses: list[str], seconds: float) -> str:
     return f"{n} claim{'' if n == 1 else 's'}: {parts} in {fmt_duration(seconds)}"
 
 
+_PLAIN_STYLES = ("green", "yellow", "red", "bold red", "cyan", "magenta", "bold magenta")
+
+
 def print_lines(console, lines: list[Line], cols: int, styles: dict[str, str]) -> None:
     """Print logical lines wrapped to ``cols`` on a rich ``console`` (colour only where it has one;
     ``NO_COLOR`` honoured by rich). ``mark`` colours one word; a status word takes ``styles``."""
@@ -505,6 +508,7 @@ def print_lines(console, lines: list[Line], cols: int, styles: dict[str, str]) -
         if ln.mark:
             word, style = ln.mark
             at = text.find(word)
-            if at >= 0:
-                t.stylize(styles.get(style, style), at, at + len(word))
+            style = styles.get(style) or (style if style in _PLAIN_STYLES else "")  # an unknown status: no colour
+            if at >= 0 and style:
+                t.stylize(style, at, at + len(word))
         console.print(t, soft_wrap=True)
