@@ -362,46 +362,6 @@ def _totals(results, seconds: float) -> str:
     return f"[{STATUS_STYLE.get(worst, '')}]{_esc(line)}[/]"
 
 
-def _statement_lines(e: dict[str, Any], hyps: list[dict[str, Any]], latex: bool) -> list[str]:
-    """The statement as the terminal shows it: each hypothesis (with its counterexample or "not
-    shown necessary"), each clause with its evidence and scope, the weakest evidence. Maths in
-    Unicode (``--latex``: as written)."""
-    from proofs_checks.mathml import latex_text
-
-    math = (lambda x: str(x or "")) if latex else latex_text
-    lines = []
-    if hyps:
-        lines.append("  [bold]hypotheses[/]")
-        for h in hyps:
-            words = f" — {_esc(h['text'])}" if h.get("text") else ""
-            lines.append(f"    {_esc(h['name'])}: {_esc(math(h.get('latex')))}{words}")
-            cx = h.get("counterexample")
-            if h.get("necessary") and cx:
-                inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
-                lines.append(f"        [dim]dropped:[/] {_esc(inst)} breaks [italic]{_esc(cx.get('clause'))}[/]: "
-                             f"{_esc(cx.get('shows'))}")
-            elif h.get("necessary") is None:
-                lines.append("        [dim]counterexample: computed by `tverify show` / `tverify mutants`[/]")
-            else:
-                why = h.get("why_not_shown") or ""
-                lines.append(f"        [yellow]not shown necessary[/]" + (f" ({_esc(why)})" if why else ""))
-    elif e.get("no_hypotheses"):
-        lines.append(f"  [bold]hypotheses[/]: none ({_esc(e['no_hypotheses'])})")
-    clauses = e.get("clauses") or []
-    if clauses:
-        lines.append("  [bold]clauses[/]")
-        for c in clauses:
-            lines.append(f"    {_esc(c['name'])}: {_esc(math(c.get('latex')))}")
-            ev = c.get("evidence_text") or f"{c.get('evidence')} {c.get('scope')}"
-            by = f" [dim]by {', '.join(c.get('checks') or [])}[/]" if c.get("checks") else ""
-            lines.append(f"        {_esc(ev)}{by}")
-    if e.get("evidence_summary"):
-        lines.append(f"  [bold]evidence[/]: {_esc(e['evidence_summary'])}")
-    if e.get("fixed_sizes"):
-        lines.append(f"  [bold]derivation at fixed sizes[/]: {_esc(e['fixed_sizes'])}")
-    return lines
-
-
 def _layer_cell(m, layer: str) -> str:
     """One kill-matrix cell of the mutants table: the best margin among the layer's rejecting
     checks (green ≥ 3), else what its checks did."""
@@ -655,21 +615,8 @@ def _show_print(e, info, how, last, last_path, store, *, full: bool, as_latex: b
     lines = terminal.show_summary(e, hyps, last, cols=cols, unreadable=unreadable, math=math)
     if full:
         lines = lines[:-1] + terminal.show_full(e, info, how, math=math, as_latex=as_latex)
-        lines += _show_last_checks(last, last_path, store)
+        lines += terminal.last_checks(last, f"looked in {last_path}; store {store.describe()}")
     terminal.print_lines(out, lines, cols, STATUS_STYLE)
-
-
-def _show_last_checks(last, last_path, store) -> list:
-    """``--full``: each check of the last result, and where it was looked for."""
-    from proofs_checks.output.report import resolution_text
-    from proofs_checks.output.terminal import Line, text_of
-
-    out = [Line(""), Line(f"last result's checks (looked in {last_path}; store {store.describe()}):", style="bold")]
-    for ch in (last or {}).get("checks") or []:
-        why = ch.get("justification") or ch.get("skip_reason") or ch.get("error_message") or ""
-        out.append(Line(f"{ch.get('name')}: {ch.get('status')} error={_fmt_num(ch.get('error'))} "
-                        f"tol={_fmt_num(ch.get('tolerance'))} resolution={resolution_text(ch)} — {text_of(why)}", indent=2))
-    return out
 
 
 def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool = True, extra_check=None):

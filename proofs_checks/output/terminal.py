@@ -19,8 +19,8 @@ from typing import Any, Callable
 from proofs_checks.mathml import latex_text
 from proofs_checks.output.evidence import clause_label, evidence_label
 
-__all__ = ["Line", "width", "math_text", "text_of", "wrap", "show_summary", "show_full", "totals_line",
-           "fmt_duration", "short"]
+__all__ = ["Line", "width", "math_text", "text_of", "wrap", "show_summary", "show_full", "last_checks", "totals_line",
+           "fmt_duration", "short", "print_lines"]
 
 DEFAULT_WIDTH = 100
 #: hypotheses or clauses listed by the summary before "… N more"
@@ -453,6 +453,19 @@ def _derivation(info: dict[str, Any], how: str, math: Callable[[Any], str], as_l
         if info.get(key):
             out += [Line(""), Line(title, style="bold")]
             out += [Line(f"{k}: {text_of(v)}", indent=2) for k, v in info[key].items()]
+    return out
+
+
+def last_checks(last: dict[str, Any] | None, where: str) -> list[Line]:
+    """``--full``: each check of the last result (error, tolerance, resolution, why), and ``where``
+    it was looked for."""
+    from proofs_checks.output.report import resolution_text
+
+    out = [Line(""), Line(f"last result's checks ({where}):", style="bold")]
+    for ch in (last or {}).get("checks") or []:
+        why = ch.get("justification") or ch.get("skip_reason") or ch.get("error_message") or ""
+        out.append(Line(f"{ch.get('name')}: {ch.get('status')} error={_fmt_num(ch.get('error'))} "
+                        f"tol={_fmt_num(ch.get('tolerance'))} resolution={resolution_text(ch)} — {text_of(why)}", indent=2))
     return out
 
 
