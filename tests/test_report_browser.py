@@ -163,14 +163,16 @@ LAYOUT_PAGES = ["index.html", "claims/icl.function_classes.html", "claims/icl.ga
 
 @pytest.mark.parametrize("width", [1280, 390])
 @pytest.mark.parametrize("page", LAYOUT_PAGES)
-def test_layout_in_chromium(browser, layout_site, page, width):
+def test_layout_in_chromium(browser, layout_site, tmp_path, page, width):
+    """No horizontal overflow at 1280 px, the status in view at 390 px, no text box over another
+    (screenshots under $TVERIFY_SHOTS when set, else the test's tmp folder)."""
     browser.set_window_size(width, 900)
     browser.get((layout_site / page).resolve().as_uri())
     inner = browser.execute_script("return window.innerWidth")
     if inner != width:  # the window's frame: make the viewport itself the width asked for
         browser.set_window_size(2 * width - inner, 900)
     info = browser.execute_script(_LAYOUT)
-    shots = Path(os.environ.get("TVERIFY_SHOTS", "/tmp/tverify-shots"))
+    shots = Path(os.environ.get("TVERIFY_SHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(shots / f"{page.replace('/', '_')}-{width}.png"))
     assert info["doc"] <= info["W"], f"{page} at {width}: the page is {info['doc']} px wide in a {info['W']} px window"
