@@ -62,11 +62,46 @@ def _select(patterns) -> list:
     except UnknownClaimError as exc:
         msg = str(exc).strip("'\"")
         from proofs_checks.claims import PLUGIN_ERRORS
+        from proofs_checks.output.suggest import unknown_message
+        from proofs_checks.registry import registry
 
+        bad = next((p for p in patterns if not select_entries_ids(registry, p)), None)
+        if bad is not None:
+            msg = unknown_message(bad, [c.id for c in registry], [c.group for c in registry])
         if PLUGIN_ERRORS:  # the claim may be one of a plugin that did not load: say which
             names = ", ".join(repr(n.split(" = ")[0]) for n, _ in PLUGIN_ERRORS[:3])
             msg += f"; claims plugin {names} failed to load and was skipped (the warning above says why)"
         raise UsageError(msg) from None
+
+
+def select_entries_ids(claims, pattern: str) -> list[str]:
+    """Ids of ``claims`` that ``pattern`` selects (the registry's rule: id, glob, group name)."""
+    import fnmatch
+
+    return [c.id for c in claims if fnmatch.fnmatchcase(c.id, pattern) or c.group == pattern]
+
+
+def select_entries_ids_of(entries, pattern: str) -> list[str]:
+    """Ids of catalogue ``entries`` that ``pattern`` selects."""
+    import fnmatch
+
+    return [e["id"] for e in entries if fnmatch.fnmatchcase(e["id"], pattern) or e["group"] == pattern]
+
+
+def _precheck_patterns(patterns) -> None:
+    """A pattern that matches nothing is refused from the catalogue, before the registry imports
+    every claim module (seconds): with the closest ids. Without a fresh catalogue the registry decides."""
+    if not patterns:
+        return
+    from proofs_checks.output import catalogue
+
+    try:
+        fresh = catalogue.load_fresh(_store(None).cache_dir)
+    except (OSError, UsageError):
+        return
+    if fresh is None or fresh[0].get("plugin_errors"):  # a plugin that failed: the registry says which
+        return
+    _select_entries(fresh[0]["claims"], patterns)
 
 
 def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
@@ -101,7 +136,11 @@ def _select_entries(entries, patterns) -> list[dict[str, Any]]:
     try:
         return select_entries(entries, patterns)
     except UnknownPatternError as exc:
-        raise UsageError(str(exc).strip("'\"")) from None
+        from proofs_checks.output.suggest import unknown_message
+
+        ids, groups = [e["id"] for e in entries], [e["group"] for e in entries]
+        bad = next((p for p in patterns if not select_entries_ids_of(entries, p)), None)
+        raise UsageError(unknown_message(bad, ids, groups) if bad is not None else str(exc).strip("'\"")) from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -298,52 +337,29 @@ def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress
 
 
 def _summary_table(results):
+    """One row per claim: status, evidence in a word or two (``tverify show ID --full`` has its
+    scope), the worst error/tolerance, seconds, the message cut at a word."""
+    from proofs_checks.output.evidence import evidence_label
+    from proofs_checks.output.terminal import short, text_of
+
     t = _table("tverify results", ("claim", "kind", "status", "evidence", "max err/tol", "s", "note"))
+    t.columns[3].no_wrap = True  # a badge ("derived ∀ sizes"): never cut mid-word
     for r in results:
         ratio = r.max_error_ratio
-        t.add_row(r.id, r.kind, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]", _esc(r.evidence[:200]),
-                  "–" if ratio != ratio else f"{ratio:.2g}", f"{r.seconds:.2f}", _esc(r.message[:160]))
+        ev = evidence_label({"kind": r.kind, "clauses": r.statement.get("clauses") or []})
+        t.add_row(r.id, r.kind, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]", _esc(ev),
+                  "–" if ratio != ratio else f"{ratio:.2g}", f"{r.seconds:.2f}", _esc(short(text_of(r.message), 160)))
     return t
 
 
-def _statement_lines(e: dict[str, Any], hyps: list[dict[str, Any]], latex: bool) -> list[str]:
-    """The statement as the terminal shows it: each hypothesis (with its counterexample or "not
-    shown necessary"), each clause with its evidence and scope, the weakest evidence. Maths in
-    Unicode (``--latex``: as written)."""
-    from proofs_checks.mathml import latex_text
+def _totals(results, seconds: float) -> str:
+    """pytest's last line: ``51 claims: 42 verified, 9 evidence, 0 refuted in 4 min 12 s``."""
+    from proofs_checks.output.terminal import totals_line
 
-    math = (lambda x: str(x or "")) if latex else latex_text
-    lines = []
-    if hyps:
-        lines.append("  [bold]hypotheses[/]")
-        for h in hyps:
-            words = f" — {_esc(h['text'])}" if h.get("text") else ""
-            lines.append(f"    {_esc(h['name'])}: {_esc(math(h.get('latex')))}{words}")
-            cx = h.get("counterexample")
-            if h.get("necessary") and cx:
-                inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
-                lines.append(f"        [dim]dropped:[/] {_esc(inst)} breaks [italic]{_esc(cx.get('clause'))}[/]: "
-                             f"{_esc(cx.get('shows'))}")
-            elif h.get("necessary") is None:
-                lines.append("        [dim]counterexample: computed by `tverify show` / `tverify mutants`[/]")
-            else:
-                why = h.get("why_not_shown") or ""
-                lines.append(f"        [yellow]not shown necessary[/]" + (f" ({_esc(why)})" if why else ""))
-    elif e.get("no_hypotheses"):
-        lines.append(f"  [bold]hypotheses[/]: none ({_esc(e['no_hypotheses'])})")
-    clauses = e.get("clauses") or []
-    if clauses:
-        lines.append("  [bold]clauses[/]")
-        for c in clauses:
-            lines.append(f"    {_esc(c['name'])}: {_esc(math(c.get('latex')))}")
-            ev = c.get("evidence_text") or f"{c.get('evidence')} {c.get('scope')}"
-            by = f" [dim]by {', '.join(c.get('checks') or [])}[/]" if c.get("checks") else ""
-            lines.append(f"        {_esc(ev)}{by}")
-    if e.get("evidence_summary"):
-        lines.append(f"  [bold]evidence[/]: {_esc(e['evidence_summary'])}")
-    if e.get("fixed_sizes"):
-        lines.append(f"  [bold]derivation at fixed sizes[/]: {_esc(e['fixed_sizes'])}")
-    return lines
+    line = totals_line([r.status for r in results], seconds)
+    worst = next((s for s in ("refuted", "error", "incomplete", "undecided", "inconclusive")
+                  if any(r.status == s for r in results)), "verified")
+    return f"[{STATUS_STYLE.get(worst, '')}]{_esc(line)}[/]"
 
 
 def _layer_cell(m, layer: str) -> str:
@@ -475,11 +491,25 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh, markdo
     if json_path:
         _write_json(json_path, chosen)  # type: ignore[arg-type]
         return
-    t = _table(f"{len(chosen)} claims", ("id", "kind", "title", "checks", "mutants"))
+    _console().print(_list_table(chosen))
+
+
+def _list_table(chosen):
+    """``list``: one row per claim; the id never cut, its evidence, the checks counted per layer (``show``
+    names them and the kind)."""
+    from proofs_checks.output.evidence import evidence_label
+    from proofs_checks.output.terminal import text_of
+
+    t = _table(f"{len(chosen)} claims", ("id", "evidence", "title", "checks", "mutants"))
+    t.caption = "checks: symbolic/numeric/trained (`tverify show ID --full` names them)"
+    for i in (0, 1, 3):
+        t.columns[i].no_wrap = True
+    t.columns[2].min_width = 24
     for e in chosen:
-        t.add_row(e["id"], e["kind"], _esc(e["title"]), _esc(" ".join(f"{ch['layer'][:3]}:{ch['name']}" for ch in e["checks"])),
+        n = [sum(ch["layer"] == layer for ch in e["checks"]) for layer in LAYERS]
+        t.add_row(e["id"], _esc(evidence_label(e)), _esc(text_of(e["title"])), "/".join(map(str, n)),
                   str(len(e["mutants"])))
-    _console().print(t)
+    return t
 
 
 def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
@@ -544,12 +574,16 @@ def _fmt_num(x: Any) -> str:
 @cli.command("show")
 @click.argument("claim_id")
 @_json_flag_option
+@click.option("--full", "full", is_flag=True,
+              help="Also print each clause's evidence and scope, the derivation (steps, assumptions, obligations, "
+                   "provenance, legend), the checks, the mutants and the last result's checks.")
 @click.option("--refresh", is_flag=True, help="Recompute from the registry (ignore every cached catalogue).")
 @click.option("--latex", "as_latex", is_flag=True, help="Print statements and steps as LaTeX (default: Unicode maths).")
 @_store_option
-def show_cmd(claim_id, json_path, store_dir, refresh, as_latex):
-    """Show a claim: statement, source, derivation (each step derived or assumed; the assumptions;
-    the obligations and their residuals; provenance; legend), checks, mutants, and its last result."""
+def show_cmd(claim_id, json_path, store_dir, refresh, as_latex, full):
+    """Show a claim, summary first: title, statement, hypotheses and clauses (one line each, with
+    their evidence) and its last result. --full adds the derivation (each step derived or assumed;
+    the assumptions; the obligations and their residuals; provenance; legend), checks and mutants."""
     from proofs_checks.store import load_last
 
     store = _store(store_dir)
@@ -566,86 +600,30 @@ def show_cmd(claim_id, json_path, store_dir, refresh, as_latex):
                                 "legend": info.get("legend") or {}, "store": str(store.root),
                                 "last_result_path": str(last_path), "last_result": last})
         return
+    _show_print(e, info, how, last, last_path, store, full=full, as_latex=as_latex)
+
+
+def _show_print(e, info, how, last, last_path, store, *, full: bool, as_latex: bool) -> None:
+    """``show``'s text: the summary, and with ``--full`` the rest (see :mod:`proofs_checks.output.terminal`)."""
+    from proofs_checks.output import terminal
+
     out = _console()
-    p = out.print
-    from proofs_checks.mathml import latex_text
-
-    math = (lambda x: str(x or "")) if as_latex else latex_text
-    p(f"[bold]{_esc(e['id'])}[/] — {_esc(e['title'])}  ({e['kind']})")
-    p(f"source: {_esc(e['source'])}")
-    p(f"statement: {_esc(math(e['statement']))}")
-    for line in _statement_lines(e, info.get("hypotheses") or e.get("hypotheses") or [], as_latex):
-        p(line)
-    if e.get("stated_statement"):
-        p(f"as stated in the lecture notes (refuted): {_esc(math(e['stated_statement']))}")
-    if e.get("notes"):
-        p(f"notes: {_esc(e['notes'])}")
-    steps = info.get("steps") or []
-    p(f"\n[bold]derivation[/] [dim](from {_esc(how)})[/]")
-    if not steps and not info.get("error"):
-        p("  none: no symbolic derivation for this claim")
-    for i, s in enumerate(steps, 1):
-        tag = "[yellow]assumed[/]" if s.get("how") == "assumed" else "[green]derived[/]"
-        if as_latex or not (s.get("pretty") or s.get("latex")):
-            body = f"\n       {_esc(s['latex'])}" if s.get("latex") else ""
-        elif s.get("pretty"):
-            body = "\n" + "\n".join("       " + _esc(line) for line in str(s["pretty"]).splitlines())
-        else:
-            body = f"\n       {_esc(latex_text(s['latex']))}"
-        p(f"  {i}. [{tag}] {_esc(s.get('text'))}" + body)
-    if info.get("error"):
-        p(f"[red]derivation error: {_esc(info['error'])}[/]")
-    assumptions = info.get("assumptions") or []
-    p("\n[bold]assumptions[/] (taken, not derived)")
-    p("\n".join(f"  - {_esc(a)}" for a in assumptions) if assumptions else "  none")
-    obl = info.get("obligations") or []
-    p("\n[bold]obligations[/]")
-    if not obl:
-        p("  none")
-    for o in obl:
-        ost = o.get("status") or ("holds" if o.get("passed") else "fails")
-        st = {"holds": "[green]holds[/]", "undecided": "[yellow]UNDECIDED[/]"}.get(ost, "[bold red]FAILS[/]")
-        cx = o.get("counterexample")
-        p(f"  {_esc(o.get('name'))} ({_esc(o.get('kind'))}): {st}, residual {_fmt_num(o.get('residual'))}, "
-          f"method {_esc(o.get('method'))}" + (f" — {_esc(o['description'])}" if o.get("description") else "")
-          + (f"\n      counterexample: {_esc(', '.join(f'{k} = {v}' for k, v in cx.items()))}" if cx else ""))
-    if info.get("provenance"):
-        p("\n[bold]provenance of the closed form[/]")
-        for k, v in info["provenance"].items():
-            p(f"  {_esc(k)}: {_esc(v)}")
-    if info.get("legend"):
-        p("\n[bold]legend[/]")
-        for k, v in info["legend"].items():
-            p(f"  {_esc(k)}: {_esc(v)}")
-    p("\n[bold]checks[/]")
-    for ch in e["checks"]:
-        p(f"  {_esc('[' + ch['layer'] + ']')} {_esc(ch['name'])}: {_esc(ch['description'])}")
-    p("\n[bold]mutants[/]")
-    for m in e["mutants"]:
-        p(f"  {_esc(m['name'])} ({m['kind']}): {_esc(m['description'])}" + (f" — exempt: {_esc(m['exempt'])}" if m.get("exempt") else ""))
-    p(f"\n[bold]last result[/] [dim](looked in {_esc(last_path)}; store {_esc(store.describe())})[/]")
-    if not last:
-        if Path(str(last_path)).exists():  # an entry is there but could not be used (named on stderr above)
-            p(f"  the stored entry is unreadable and was skipped (see the warning above; `tverify run {e['id']}` "
-              "replaces it)")
-        else:
-            p(f"  none yet (run `tverify run {e['id']}`)")
-    else:
-        st = last.get("status")
-        p(f"  [{STATUS_STYLE.get(st, '')}]{_esc(st)}[/] (mode {_esc(last.get('mode'))}, seed {_esc(last.get('seed'))}, "
-          f"device {_esc(last.get('device'))}) {_esc(last.get('message') or '')}")
-        from proofs_checks.output.report import resolution_text
-
-        for ch in last.get("checks") or []:
-            why = ch.get("justification") or ch.get("skip_reason") or ch.get("error_message") or ""
-            p(f"    {_esc(ch.get('name'))}: {_esc(ch.get('status'))} error={_fmt_num(ch.get('error'))} "
-              f"tol={_fmt_num(ch.get('tolerance'))} resolution={_esc(resolution_text(ch))} — {_esc(why)}")
+    cols = terminal.width(sys.stdout)
+    math = (lambda x: str(x or "")) if as_latex else terminal.math_text
+    hyps = info.get("hypotheses") or e.get("hypotheses") or []
+    unreadable = not last and Path(str(last_path)).exists()
+    lines = terminal.show_summary(e, hyps, last, cols=cols, unreadable=unreadable, math=math)
+    if full:
+        lines = lines[:-1] + terminal.show_full(e, info, how, math=math, as_latex=as_latex)
+        lines += terminal.last_checks(last, f"looked in {last_path}; store {store.describe()}")
+    terminal.print_lines(out, lines, cols, STATUS_STYLE)
 
 
 def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool = True, extra_check=None):
     """Everything a run needs checked before it starts, in this order: the claims, the device,
     ``extra_check()`` (the report folder), the JSON path, the store (an unwritable default store
     only warns, after every usage error had its chance). Returns (claims, store or None, extra)."""
+    _precheck_patterns(patterns)
     claims = _select(patterns)
     require_device(device, allow_skip)
     extra = extra_check() if extra_check is not None else None
@@ -667,9 +645,12 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 
     Exit 0 when every claim is verified (or evidence); 1 when one is refuted, errored or incomplete;
     3 when none failed but one is undecided."""
+    import time
+
     from proofs_checks.context import RunContext
 
     claims, store, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir)
+    started = time.monotonic()
     ctx = RunContext(mode=mode, seed=seed, device=device)
     if cluster:
         results = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
@@ -681,7 +662,9 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 
         _write_json(json_path, results_document(results, claims={c.id: c for c in claims}, command=_command_line(),
                                                 mode=mode, seed=seed, device=device))
-    _console(stderr=json_path == "-").print(_summary_table(results))
+    con = _console(stderr=json_path == "-")
+    con.print(_summary_table(results))
+    con.print(_totals(results, time.monotonic() - started))
     from proofs_checks.runner import exit_code
 
     sys.exit(exit_code(r.status for r in results))
@@ -788,8 +771,11 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     def check_out() -> Path:
         return check_out_and_json(out_dir, force, json_path)
 
+    import time
+
     claims, store, out = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir,
                                       extra_check=check_out)
+    started = time.monotonic()
     if reproductions is None:
         reproductions = not patterns
     reproductions = reproductions and not (device == "cuda" and not _cuda())  # quick sizes; pages under reproduce/
@@ -845,6 +831,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")
     con.print(_summary_table(results))
+    con.print(_totals(results, time.monotonic() - started))
     if mres is not None:
         con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
     for rp in doc.get("reproductions") or []:

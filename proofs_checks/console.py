@@ -30,15 +30,21 @@ def _broken_pipe(self) -> None:
 
 
 def console(stderr: bool = False):
-    """rich consoles, made on first use (rich costs ~0.1 s to import). Off a terminal (CI logs,
-    pipes) rich would fold tables to 80 columns; give them room instead."""
+    """rich consoles, made on first use (rich costs ~0.1 s to import). ``COLUMNS`` is honoured
+    (piped output too); off a terminal without it rich would fold tables to 80 columns: give them
+    room instead."""
+    import os
+
     key = "err" if stderr else "out"
     stream = sys.stderr if stderr else sys.stdout
+    cols = os.environ.get("COLUMNS", "").strip()
+    width = int(cols) if cols.isdigit() and int(cols) >= 20 else (None if stream.isatty() else 160)
     c = _consoles.get(key)
-    if c is None or c.file is not stream:  # a test harness may have swapped the stream
+    if c is None or c.file is not stream or getattr(c, "tverify_width", None) != width:  # a harness swapped the stream
         from rich.console import Console
 
-        c = Console(file=stream, highlight=False, width=None if stream.isatty() else 160)
+        c = Console(file=stream, highlight=False, width=width)
+        c.tverify_width = width
         c.on_broken_pipe = _broken_pipe.__get__(c)  # rich's own handler exits 1 without a word
         _consoles[key] = c
     return c

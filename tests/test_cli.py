@@ -140,7 +140,9 @@ def test_run_json_schema_and_store(tmp_path, store):
     assert not (tmp_path / ".tverify").exists()
     # show prints the last result recorded by that run and says where it looked
     s = tverify("show", "attn.softmax_simplex", cwd=tmp_path)
-    assert s.returncode == 0 and "verified" in s.stdout and "looked in" in s.stdout
+    assert s.returncode == 0 and "last result: verified" in s.stdout
+    s = tverify("show", "attn.softmax_simplex", "--full", cwd=tmp_path)
+    assert s.returncode == 0 and "looked in" in s.stdout
     j = json.loads(tverify("show", "attn.softmax_simplex", "--json", cwd=tmp_path).stdout)
     assert j["last_result"]["status"] == "verified"
     assert j["last_result_path"] == str(store / "last" / "attn.softmax_simplex.json")
@@ -159,7 +161,7 @@ def test_show_lists_obligations_steps_and_assumptions(store):
     assert {s["how"] for s in j["derivation"]} <= {"derived", "assumed"}
     own = [s["text"] for s in j["derivation"] if s["how"] == "assumed"]  # then the inherited ones, prefixed
     assert j["assumptions"][:len(own)] == own and all(a.startswith("(inherited from ") for a in j["assumptions"][len(own):])
-    text = tverify("show", "attn.softmax_simplex").stdout
+    text = tverify("show", "attn.softmax_simplex", "--full").stdout
     for word in ("obligations", "assumptions", "[derived]", "[assumed]", "legend", "provenance", "[symbolic]", "looked in"):
         assert word in text, word
 

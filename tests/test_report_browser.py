@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_report_html import build_sample_report
+from test_report_html import _survey_md, build_sample_report, catalogue_doc
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -98,3 +98,86 @@ def test_page_renders_in_chromium(browser, site, tmp_path, page, min_math, min_i
         assert i["complete"] and i["w"] > 0, f"{page}: image {i['src']} did not load"
     errors = [e for e in browser.get_log("browser") if e.get("level") in ("SEVERE", "ERROR")]
     assert not errors, f"{page}: console errors: {errors}"
+
+
+# ------------------------------------------------------------------------------------------------
+# layout (issue 45): real claims' statements, at 1280 and 390 px
+
+
+@pytest.fixture(scope="module")
+def layout_site(tmp_path_factory) -> Path:
+    from proofs_checks.output import report as rep
+    from proofs_checks.output.report import default_writers, write_report
+
+    base = tmp_path_factory.mktemp("layout")
+    sv = base / "survey"
+    sv.mkdir()
+    (sv / "index.md").write_text(_survey_md(), encoding="utf-8")
+    (sv / "index.html").write_text("x", encoding="utf-8")
+    pointer = base / ".tverify" / "survey-latest.json"
+    pointer.parent.mkdir()
+    pointer.write_text('{"page": "%s", "created": "2026-01-01", "summary": {"ok": 6}}' % (sv / "index.html"))
+    old = rep.SURVEY_POINTER
+    rep.SURVEY_POINTER = pointer
+    try:
+        return write_report(base / "site", catalogue_doc(), extra_writers=default_writers())
+    finally:
+        rep.SURVEY_POINTER = old
+
+
+_LAYOUT = """
+const W = window.innerWidth;
+const doc = document.documentElement.scrollWidth;
+const st = document.querySelector('#status .badge') || document.querySelector('table.claims td.st .badge')
+  || document.querySelector('nav a');  // a claim page / the index / the survey (its link back)
+const r = st ? st.getBoundingClientRect() : null;
+// text-bearing cells of one row (table cells, a hypothesis/clause item's name and body) never intersect
+const overlaps = [];
+function boxes(cells) { return cells.map(c => [c, c.getBoundingClientRect()]).filter(([c, b]) => b.width > 0); }
+function inter(a, b) { return a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1; }
+const rows = Array.from(document.querySelectorAll('tr')).map(tr => Array.from(tr.children))
+  .concat(Array.from(document.querySelectorAll('.item')).map(it => Array.from(it.children)));
+for (const cells of rows) {
+  const bs = boxes(cells);
+  for (let i = 0; i < bs.length; i++) for (let j = i + 1; j < bs.length; j++)
+    if (inter(bs[i][1], bs[j][1])) overlaps.push(bs[i][0].textContent.slice(0, 40) + ' / ' + bs[j][0].textContent.slice(0, 40));
+  for (const [c, b] of bs) for (const g of c.querySelectorAll('.badge')) {  // a badge stays inside its cell
+    const gb = g.getBoundingClientRect();
+    if (gb.width > 0 && (gb.right > b.right + 1 || gb.left < b.left - 1)) overlaps.push('badge ' + g.textContent + ' leaves its cell');
+  }
+  // maths inside a cell stays inside it (it scrolls in its own box)
+  for (const [c, b] of bs) for (const m of c.querySelectorAll('math')) {
+    const mb = m.getBoundingClientRect(); const box = m.closest('.math, td, .ibody, .iname') || c;
+    const cb = box.getBoundingClientRect();
+    if (mb.width > 0 && box === c && mb.right > cb.right + 2 && getComputedStyle(box).overflowX === 'visible')
+      overlaps.push('math spills out of ' + c.textContent.slice(0, 40));
+  }
+}
+return {overlaps, W, doc, status: r && {left: r.left, right: r.right, top: r.top, bottom: r.bottom},
+        h: window.innerHeight, text: document.body.innerText};
+"""
+
+LAYOUT_PAGES = ["index.html", "claims/icl.function_classes.html", "claims/icl.gamma_n_global_min.html",
+                "claims/lyap.conditions.html", "claims/svm.softmax_saturation.html", "errata.html", "survey/index.html"]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("page", LAYOUT_PAGES)
+def test_layout_in_chromium(browser, layout_site, tmp_path, page, width):
+    """No horizontal overflow at 1280 px, the status in view at 390 px, no text box over another
+    (screenshots under $TVERIFY_SHOTS when set, else the test's tmp folder)."""
+    browser.set_window_size(width, 900)
+    browser.get((layout_site / page).resolve().as_uri())
+    inner = browser.execute_script("return window.innerWidth")
+    if inner != width:  # the window's frame: make the viewport itself the width asked for
+        browser.set_window_size(2 * width - inner, 900)
+    info = browser.execute_script(_LAYOUT)
+    shots = Path(os.environ.get("TVERIFY_SHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(shots / f"{page.replace('/', '_')}-{width}.png"))
+    assert info["doc"] <= info["W"], f"{page} at {width}: the page is {info['doc']} px wide in a {info['W']} px window"
+    s = info["status"]
+    assert s and 0 <= s["left"] and s["right"] <= info["W"] and 0 <= s["top"] < info["h"], f"{page}: status not in view: {s}"
+    assert "Audit (issue" not in info["text"] and "(issue 33)" not in info["text"]
+    assert "\\_" not in info["text"]
+    assert not info["overlaps"], f"{page} at {width}: overlapping text: {info['overlaps'][:5]}"

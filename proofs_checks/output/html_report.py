@@ -1,22 +1,25 @@
 """Static HTML report: ``index.html``, one page per claim under ``claims/``, ``errata.html``.
 
-The site is self-contained and opens offline: no JavaScript, no CDN, one small inline style sheet.
-Mathematics is native MathML (rendered by the browser): statements are converted from their LaTeX
-with ``latex2mathml``; derivation steps use the ``mathml`` the runner stored for each step (made
-from the SymPy expression's LaTeX, or SymPy's presentation printer), else their LaTeX. Anything
-that cannot be converted cleanly is shown as LaTeX source in ``<code>`` -- printing never breaks a
+The site is self-contained and opens offline: no CDN, one small inline style sheet, and on the
+index a few lines of inline script for its filters (the page works without them). Mathematics is
+native MathML (rendered by the browser): statements are converted from their LaTeX with
+``latex2mathml``; derivation steps use the ``mathml`` the runner stored for each step (made from
+the SymPy expression's LaTeX, or SymPy's presentation printer), else their LaTeX. Anything that
+cannot be converted cleanly is shown as LaTeX source in ``<code>`` -- printing never breaks a
 report. Every string from a results document is escaped; stored MathML is re-validated against a
 whitelist of MathML elements before it is embedded.
+
+The common parts (style sheet, page frame, badges, MathML helpers) live in :mod:`.html_base`; a
+claim page's statement, verdict, hypotheses and clauses in :mod:`.html_claim`; the index in
+:mod:`.html_index`.
 
 Entry point: :func:`write_html` ``(out, doc)``, one of :func:`proofs_checks.output.report.default_writers`.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
-import re
 import traceback
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,10 @@ from urllib.parse import quote
 
 from proofs_checks.mathml import (MATHML_NS, _with_annotation, expr_mathml, latex_to_mathml, safe_mathml,  # noqa: F401
                                    sympy_to_mathml)
+from proofs_checks.output.html_base import (CSS, STATUS_CLASS, _badge, _e, _err_vs_tol, _mutants_for, _num,  # noqa: F401
+                                            _page, _ratio, _reproduce, _run_line, _slug, _status_badge, _worst_check,
+                                            claim_page, math_html, split_statement, statement_html)
+from proofs_checks.output.html_claim import claim_head_html, evidence_badge, statement_parts_html
 from proofs_checks.runner import resolution_text
 
 __all__ = [
@@ -37,221 +44,6 @@ __all__ = [
     "claim_page",
     "write_html",
 ]
-
-STATUS_CLASS = {"verified": "ok", "refuted": "bad", "error": "err", "skipped": "skip", "evidence": "evi",
-                "incomplete": "inc", "derived": "evi", "assumed": "inc", "holds": "ok", "fails": "bad", "undecided": "inc", "inconclusive": "inc",
-                "passed": "ok", "failed": "bad", "killed": "ok", "survived": "bad", "not run": "skip"}
-
-
-# ------------------------------------------------------------------------------------------------
-# MathML (the conversions live in proofs_checks.mathml, which the runner uses too)
-
-
-def math_html(latex: str | None, mathml: str | None = None, display: str = "block") -> str:
-    """HTML for a formula: validated ``mathml`` if given, else converted ``latex``, else the LaTeX
-    in ``<code>``; ``''`` when there is nothing to show."""
-    m = safe_mathml(mathml) if mathml else None
-    if m and latex:
-        m = _with_annotation(m, latex)
-    m = m or latex_to_mathml(latex, display)
-    if m:
-        return f'<div class="math">{m}</div>' if display == "block" else m
-    if latex:
-        return f'<code class="tex" title="LaTeX (not converted)">{_e(latex)}</code>'
-    return ""
-
-
-_SEPARATORS = (r",\qquad", r",\quad", r",\ ", r",\;", r",\,", r";\qquad", r";\quad", r";\ ")
-_OPEN = re.compile(r"\\(left|begin)(?![A-Za-z])")
-_CLOSE = re.compile(r"\\(right|end)(?![A-Za-z])")
-
-
-def split_statement(latex: str, min_len: int = 90) -> list[str]:
-    r"""Split a long statement at its top-level list separators (``,\ ``, ``;\quad``, ...), so
-    that each part gets its own display line (MathML has no automatic line breaking). Short
-    statements, and separators inside braces, ``\left..\right`` or environments, are kept.
-
-    >>> split_statement(r"a=1,\ b=\frac{1,\ 2}{3},\quad \left(c,\ d\right)", min_len=0)
-    ['a=1,', 'b=\\frac{1,\\ 2}{3},', '\\left(c,\\ d\\right)']
-    >>> split_statement(r"a=1,\ b=2")
-    ['a=1,\\ b=2']
-    """
-    if not isinstance(latex, str) or len(latex) < min_len:
-        return [latex]
-    parts, depth, start, i, n = [], 0, 0, 0, len(latex)
-    while i < n:
-        ch = latex[i]
-        if ch == "\\":
-            m = _OPEN.match(latex, i) or _CLOSE.match(latex, i)
-            if m:
-                depth += 1 if m.group(1) in ("left", "begin") else -1
-                i = m.end()
-                continue
-            i += 2  # skip the escaped character or the first letter of a command
-            while i < n and latex[i - 1].isalpha() and latex[i].isalpha():
-                i += 1
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        elif ch in ",;" and depth == 0:
-            sep = next((x for x in _SEPARATORS if latex.startswith(x, i)
-                        and not latex[i + len(x) : i + len(x) + 1].isalpha() or x.endswith(" ") and latex.startswith(x, i)), None)
-            if sep:
-                parts.append(latex[start : i + 1].strip())
-                i += len(sep)
-                start = i
-                continue
-        i += 1
-    parts.append(latex[start:].strip())
-    parts = [x for x in parts if x]
-    return parts if len(parts) > 1 and depth == 0 else [latex]
-
-
-def statement_html(latex: str | None) -> str:
-    """A statement as MathML, one display line per top-level part when it is long (falls back to
-    the whole statement, then to its LaTeX source)."""
-    parts = split_statement(latex) if latex else [latex]
-    if len(parts) > 1:
-        rendered = [latex_to_mathml(x) for x in parts]
-        if all(rendered):
-            return '<div class="math lines">' + "".join(f"<div>{m}</div>" for m in rendered) + "</div>"
-    return math_html(latex)
-
-
-# ------------------------------------------------------------------------------------------------
-# helpers
-
-
-def _e(x: Any) -> str:
-    return html.escape("" if x is None else str(x))
-
-
-def _num(x: Any) -> str:
-    if x is None or isinstance(x, bool):
-        return "–" if x is None else str(x)
-    if isinstance(x, (int, float)):
-        if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
-            return "–"
-        return f"{x:.3g}"
-    return _e(x)
-
-
-def _badge(status: Any, text: str | None = None) -> str:
-    s = str(status or "?")
-    return f'<span class="badge {STATUS_CLASS.get(s, "skip")}">{_e(text or s)}</span>'
-
-
-def _status_badge(r: dict[str, Any]) -> str:
-    st = r.get("status")
-    if st == "evidence":
-        sup = r.get("supports")
-        txt = "evidence: supports" if sup else ("evidence: does not support" if sup is False else "evidence")
-        return _badge("evidence", txt)
-    return _badge(st)
-
-
-def _slug(claim_id: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(claim_id)) or "claim"
-
-
-def claim_page(claim_id: Any) -> str:
-    """Path of a claim's page relative to the report root."""
-    return f"claims/{_slug(claim_id)}.html"
-
-
-def _ratio(c: dict[str, Any]) -> float | None:
-    e, t = c.get("error"), c.get("tolerance")
-    if not isinstance(e, (int, float)) or not isinstance(t, (int, float)) or isinstance(e, bool):
-        return None
-    if t > 0:
-        return e / t
-    return 0.0 if e == 0 else math.inf
-
-
-def _worst_check(r: dict[str, Any]) -> dict[str, Any] | None:
-    best, best_ratio = None, -1.0
-    for c in r.get("checks") or []:
-        q = _ratio(c)
-        if q is not None and not math.isnan(q) and q > best_ratio:
-            best, best_ratio = c, q
-    return best
-
-
-def _err_vs_tol(c: dict[str, Any] | None) -> str:
-    if not c:
-        return "–"
-    q = _ratio(c)
-    rel = "≤" if c.get("status") == "passed" or (q is not None and q <= 1) else ">"
-    return f'{_num(c.get("error"))} {rel} {_num(c.get("tolerance"))} <span class="dim">({_e(c.get("name"))})</span>'
-
-
-def _reproduce(doc: dict[str, Any], ids: list[str], verb: str = "run") -> str:
-    mode = doc.get("mode") or "default"
-    flag = "" if mode == "default" else f" --{mode}"
-    q = " ".join("'" + i.replace("'", "") + "'" if any(ch in i for ch in "*?[ ") else i for i in ids)
-    return f"tverify {verb} {q} --seed {doc.get('seed', 0)} --device {doc.get('device') or 'cpu'}{flag}"
-
-
-CSS = """
-:root{--ok:#1a7f37;--bad:#cf222e;--err:#8250df;--skip:#9a6700;--evi:#0969da;--line:#d0d7de;--dim:#57606a}
-*{box-sizing:border-box}
-body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;max-width:1200px;padding:1.2em 1.6em;color:#1f2328}
-h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid var(--line);padding-bottom:.2em}
-a{color:#0969da;text-decoration:none}a:hover{text-decoration:underline}
-nav{font-size:.9em;margin-bottom:.6em}nav a{margin-right:1em}
-table{border-collapse:collapse;width:100%;margin:.6em 0;font-size:.9em}
-th,td{border:1px solid var(--line);padding:.3em .5em;text-align:left;vertical-align:top}
-th{background:#f6f8fa}tr:nth-child(even) td{background:#fbfcfd}
-td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
-.badge{display:inline-block;padding:0 .5em;border-radius:1em;font-size:.85em;font-weight:600;color:#fff;white-space:nowrap}
-.ok{background:var(--ok)}.bad{background:var(--bad)}.err{background:var(--err)}.skip{background:var(--skip)}.evi{background:var(--evi)}
-.inc{background:#bf8700}
-table.matrix td.cell{text-align:center;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.m3{background:#1a7f37!important;color:#fff}td.m1{background:#aceebb!important}td.m0{background:#ffebe9!important}
-td.mx{background:#fbefff!important}td.ms{background:#fff8c5!important}
-.steptag{font-size:.75em;margin-left:.4em}
-.wrap{overflow-x:auto;max-width:100%}
-.dim{color:var(--dim);font-size:.9em}
-.math{overflow-x:auto;overflow-y:hidden;padding:.4em 0;margin:.1em 0}
-.math.lines>div{margin:.35em 0}
-math{font-family:"Latin Modern Math","STIX Two Math","Cambria Math",math,serif;font-size:1.1em}
-code,pre{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:.88em}
-code.tex{background:#fff8c5;padding:.1em .3em;border-radius:3px;word-break:break-all}
-pre{background:#f6f8fa;padding:.6em .8em;border-radius:6px;overflow-x:auto;white-space:pre-wrap}
-.box{border:1px solid var(--line);border-radius:6px;padding:.6em 1em;margin:.6em 0}
-.stated{border-left:4px solid var(--bad)}.corrected{border-left:4px solid var(--ok)}
-.errorbox{border-left:4px solid var(--err);background:#fbefff}
-ol.steps li{margin:.4em 0}
-figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}
-figure img{max-width:100%;height:auto;border:1px solid var(--line)}
-figcaption{font-size:.85em;color:var(--dim)}
-details summary{cursor:pointer;color:var(--dim)}
-.summary span{margin-right:.6em}
-"""
-
-
-def _page(title: str, body: str, root: str = "") -> str:
-    nav = (f'<nav><a href="{root}index.html">Index</a><a href="{root}errata.html">Errata</a>'
-           f'<a href="{root}index.html#mutants">Mutants</a><a href="{root}report.md">report.md</a>'
-           f'<a href="{root}results.json">results.json</a></nav>')
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-            f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n{nav}\n{body}\n</body></html>\n")
-
-
-def _run_line(doc: dict[str, Any]) -> str:
-    return (f'<p class="dim">Created {_e(doc.get("created"))} by <code>{_e(doc.get("command") or "tverify")}</code> '
-            f'— mode {_e(doc.get("mode"))}, seed {_e(doc.get("seed"))}, device {_e(doc.get("device"))}, '
-            f'{_e(doc.get("tool") or "tverify")} {_e(doc.get("version") or "")}, schema {_e(doc.get("schema"))}.</p>')
-
-
-def _mutants_for(doc: dict[str, Any], claim_id: str) -> list[dict[str, Any]] | None:
-    if "mutants" not in doc or doc.get("mutants") is None:
-        return None
-    return [m for m in doc["mutants"] if m.get("claim") == claim_id]
-
 
 # ------------------------------------------------------------------------------------------------
 # pages
@@ -307,22 +99,7 @@ def _figures_html(figs: list[tuple[Any, Any]], root: str, out: Path | None) -> s
 def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str:
     cid = str(r.get("id"))
     root = "../"
-    b = [f"<h1>{_e(cid)}</h1>", f"<p><b>{_e(r.get('title'))}</b></p>",
-         f"<p>{_status_badge(r)} <span class=dim>{_e(r.get('kind'))} · source: {_e(r.get('source') or '–')} · "
-         f"{_num(r.get('seconds'))} s · device {_e(r.get('device'))} · mode {_e(r.get('mode'))} · seed {_e(r.get('seed'))}</span></p>"]
-    if r.get("message"):
-        cls = "errorbox" if r.get("status") == "error" else ""
-        b.append(f'<div class="box {cls}">{_e(r["message"])}</div>')
-    if r.get("kind") == "erratum":
-        b.append("<h2>Statement</h2>")
-        b.append(f'<div class="box stated"><b>As stated in the lecture notes</b>{statement_html(r.get("stated_statement"))}</div>')
-        b.append(f'<div class="box corrected"><b>Corrected</b>{statement_html(r.get("statement"))}</div>')
-    else:
-        b.append("<h2>Statement</h2>")
-        b.append(statement_html(r.get("statement")) or '<p class="dim">(no statement recorded)</p>')
-    b.append(_statement_parts_html(r))
-    if r.get("notes"):
-        b.append(f"<p><b>Notes.</b> {_e(r['notes'])}</p>")
+    b = [claim_head_html(r), statement_parts_html(r)]
     if r.get("derivation") or r.get("derivation_error"):
         b.append("<h2>Derivation</h2>")
         b.append(_derivation_html(r))
@@ -352,44 +129,6 @@ def _claim_body(doc: dict[str, Any], r: dict[str, Any], out: Path | None) -> str
     b.append(f"<p class=dim>Base seed {_e(rdoc.get('seed'))}; every check derives its own seeds from it "
              f"(seeds used: {_e(', '.join(map(str, seeds)) or '–')}).</p>")
     return "\n".join(b)
-
-
-def _statement_parts_html(r: dict[str, Any]) -> str:
-    """Hypotheses (each with the counterexample that shows it necessary, or "not shown necessary")
-    and clauses (each with its evidence and scope) of a claim's result."""
-    b = []
-    hyps = r.get("hypotheses") or []
-    if hyps:
-        rows = []
-        for h in hyps:
-            cx = h.get("counterexample")
-            if h.get("necessary") and cx:
-                inst = ", ".join(f"{k} = {v}" for k, v in (cx.get("instance") or {}).items())
-                why = f"dropping it breaks <i>{_e(cx.get('clause'))}</i>: {_e(inst)}: {_e(cx.get('shows'))}"
-            else:
-                why = '<span class="dim">not shown necessary</span>' + (
-                    f" ({_e(h.get('why_not_shown'))})" if h.get("why_not_shown") else "")
-            rows.append(f"<tr><td>{_e(h.get('name'))}</td><td>{math_html(h.get('latex'), display='inline')}"
-                        f"{'<div class=dim>' + _e(h['text']) + '</div>' if h.get('text') else ''}</td><td>{why}</td></tr>")
-        b.append("<h3>Hypotheses</h3><table><tr><th>hypothesis</th><th>statement</th><th>necessary?</th></tr>"
-                 + "".join(rows) + "</table>")
-    elif r.get("no_hypotheses"):
-        b.append(f"<p><b>Hypotheses:</b> none ({_e(r['no_hypotheses'])})</p>")
-    clauses = r.get("clauses") or []
-    if clauses:
-        rows = [f"<tr><td>{_e(c.get('name'))}</td><td>{math_html(c.get('latex'), display='inline')}</td>"
-                f"<td>{_e(c.get('evidence_text') or c.get('evidence'))}</td><td>{_e(', '.join(c.get('checks') or []))}</td></tr>"
-                for c in clauses]
-        b.append("<h3>Clauses</h3><table><tr><th>clause</th><th>statement</th><th>evidence and scope</th><th>by</th></tr>"
-                 + "".join(rows) + "</table>")
-    if r.get("evidence_summary"):
-        b.append(f"<p><b>Evidence:</b> {_e(r['evidence_summary'])}</p>")
-    if r.get("fixed_sizes"):
-        b.append(f"<p><b>Derivation at fixed sizes:</b> {_e(r['fixed_sizes'])}</p>")
-    if r.get("assumptions"):
-        b.append("<p><b>Assumptions</b> (taken, not derived; inherited ones included):</p><ul>"
-                 + "".join(f"<li>{_e(a)}</li>" for a in r["assumptions"]) + "</ul>")
-    return "".join(b)
 
 
 def _margin(entry: dict[str, Any]) -> float | None:
@@ -498,7 +237,35 @@ def _derivation_html(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _index_body(doc: dict[str, Any]) -> str:
+def _margin_cell(r: dict[str, Any]) -> str:
+    """The worst error/tolerance among the claim's checks (≤ 1 passes), with the check's name as a tip."""
+    c = _worst_check(r)
+    q = _ratio(c) if c else None
+    if q is None:
+        return '<td class="num mg">–</td>'
+    txt = "∞" if q == math.inf else f"{q:.2g}"
+    return (f'<td class="num mg" title="{_e(c.get("name"))}: error {_e(c.get("error"))} vs tolerance '
+            f'{_e(c.get("tolerance"))}"><span class="dim">err/tol</span> {_e(txt)}</td>')
+
+
+_FILTER_JS = ("(function(){var f=document.getElementById('filters'),g=document.getElementById('f-group'),"
+              "s=document.getElementById('f-status'),n=document.getElementById('f-count');f.hidden=false;"
+              "function go(){var k=0;document.querySelectorAll('tr[data-group]').forEach(function(r){"
+              "var ok=(!g.value||r.dataset.group===g.value)&&(!s.value||r.dataset.status===s.value);"
+              "r.hidden=!ok;if(ok)k++;});n.textContent=k+' shown';}g.onchange=go;s.onchange=go;go();})();")
+
+
+def _filters_html(results: list[dict[str, Any]]) -> str:
+    groups = sorted({str(r.get("group") or str(r.get("id")).split(".")[0]) for r in results})
+    states = sorted({str(r.get("status")) for r in results})
+    opt = lambda xs: '<option value="">all</option>' + "".join(f'<option value="{_e(x)}">{_e(x)}</option>' for x in xs)  # noqa: E731
+    return (f'<form class="filters" id="filters" hidden><label>group <select id="f-group">{opt(groups)}</select></label>'
+            f'<label>status <select id="f-status">{opt(states)}</select></label><span id="f-count" class="dim"></span></form>')
+
+
+def _index_body(doc: dict[str, Any], survey: str | None = None) -> str:
+    """One row per claim (status, evidence, worst margin, title); scope and evidence text are on the
+    claim's page. Filters by group and status (inline script; without it every row shows)."""
     results = doc.get("results") or []
     summ = doc.get("summary") or {}
     b = ["<h1>Verification report</h1>", _run_line(doc)]
@@ -509,18 +276,26 @@ def _index_body(doc: dict[str, Any]) -> str:
     n_err = sum(1 for r in results if r.get("kind") == "erratum")
     parts.append(f'<a href="errata.html">{n_err} errat{"um" if n_err == 1 else "a"}</a>')
     parts.append('<a href="#mutants">mutants</a>')
+    if survey:
+        parts.append(f'<a href="{_e(survey)}">attention implementations survey</a>')
     b.append(f'<p class="summary">{len(results)} claims: ' + " · ".join(parts) + "</p>")
+    b.append(_filters_html(results))
     rows = []
     for r in results:
         cid = str(r.get("id"))
+        group = str(r.get("group") or cid.split(".")[0])
         rows.append(
-            f'<tr><td><a href="{quote(claim_page(cid))}">{_e(cid)}</a><div class=dim>{_e(r.get("title"))}</div></td>'
-            f"<td>{_e(r.get('kind'))}</td><td>{_e(r.get('source'))}</td><td>{_status_badge(r)}"
-            f"<div class=dim>{_e(r.get('evidence_summary') or '')}</div></td>"
-            f"<td class=num>{_err_vs_tol(_worst_check(r))}</td>{_best_res_cells(r)}<td class=num>{_num(r.get('seconds'))}</td>"
-            f"<td>{_e(r.get('device'))}</td></tr>")
-    b.append("<table><tr><th>claim</th><th>kind</th><th>source</th><th>status</th><th>max error vs tolerance</th>"
-             "<th>best resolution: symbolic</th><th>numeric</th><th>trained</th><th>s</th><th>device</th></tr>" + "".join(rows) + "</table>")
+            f'<tr data-group="{_e(group)}" data-status="{_e(r.get("status"))}"><td class="st">{_status_badge(r)}</td>'
+            f'<td class="ev">{evidence_badge(r)}</td>{_margin_cell(r)}'
+            f'<td><a class="cid" href="{quote(claim_page(cid))}">{_e(cid)}</a> <span class="dim">{_e(r.get("kind"))}</span>'
+            f'<div>{_e(r.get("title"))}</div></td></tr>')
+    b.append('<table class="claims"><colgroup><col class="c-st"><col class="c-ev"><col class="c-m"><col></colgroup>'
+             "<thead><tr><th>status</th><th>evidence</th><th>worst margin</th><th>claim</th></tr></thead><tbody>"
+             + "".join(rows) + "</tbody></table>")
+    b.append('<p class="dim">Evidence: the weakest clause — <i>derived ∀ sizes</i> (SymPy, every size), <i>derived at '
+             "sizes</i> (SymPy at fixed sizes), <i>checked</i> (numerically over stated ranges), <i>cited</i> (a named "
+             "theorem), <i>evidence</i> (numbers reported, never a proof). Worst margin: the largest error/tolerance of "
+             "the claim's checks (≤ 1 passes). Each claim's page has its scope, evidence and checks.</p>")
     b.append(_reproductions_html(doc))
     b.append('<h2 id="mutants">Mutants</h2>')
     if doc.get("mutants") is None:
@@ -657,12 +432,15 @@ def _safe_render(fn, *args) -> str:
 
 def write_html(out: Path, doc: dict[str, Any]) -> None:
     """Write ``index.html``, ``errata.html`` and ``claims/<id>.html`` into ``out`` (figures are
-    expected under ``out/figures``, as :func:`proofs_checks.output.report.write_report` copies them)."""
+    expected under ``out/figures``, as :func:`proofs_checks.output.report.write_report` copies them;
+    a survey copied to ``out/survey/`` by the survey writer is linked from every page)."""
     out = Path(out)
     (out / "claims").mkdir(parents=True, exist_ok=True)
-    (out / "index.html").write_text(_page("Verification report", _safe_render(_index_body, doc)), encoding="utf-8")
-    (out / "errata.html").write_text(_page("Errata", _safe_render(_errata_body, doc, out)), encoding="utf-8")
+    survey = "survey/index.html" if (out / "survey" / "index.html").is_file() else None
+    (out / "index.html").write_text(_page("Verification report", _safe_render(_index_body, doc, survey), script=_FILTER_JS,
+                                          survey=survey), encoding="utf-8")
+    (out / "errata.html").write_text(_page("Errata", _safe_render(_errata_body, doc, out), survey=survey), encoding="utf-8")
     for r in doc.get("results") or []:
         cid = str(r.get("id"))
         body = _safe_render(_claim_body, doc, r, out)
-        (out / claim_page(cid)).write_text(_page(f"{cid} — tverify", body, root="../"), encoding="utf-8")
+        (out / claim_page(cid)).write_text(_page(f"{cid} — tverify", body, root="../", survey=survey), encoding="utf-8")

@@ -46,7 +46,30 @@ def default_writers() -> list[Callable[[Path, dict[str, Any]], None]]:
     the static HTML site (``index.html``, ``claims/<id>.html``, ``errata.html``)."""
     from proofs_checks.output.html_report import write_html
 
-    return [write_html]
+    return [copy_survey, write_html]
+
+
+def copy_survey(out: Path, doc: dict[str, Any]) -> None:
+    """The latest ``tverify survey`` page (see :data:`SURVEY_POINTER`), copied into the report as
+    ``survey/`` and rendered in the report's style with a link back to the index (the index links
+    it). Nothing when no survey was run here."""
+    try:
+        p = json.loads(SURVEY_POINTER.read_text(encoding="utf-8"))
+        src = Path(p["page"]).parent
+        md = (src / "index.md").read_text(encoding="utf-8")
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    from proofs_checks.output.html_base import markdown_page
+
+    dst = Path(out) / "survey"
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("matrix.png", "survey.json", "index.md"):
+        if (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
+    if (src / "repro").is_dir():
+        shutil.copytree(src / "repro", dst / "repro", dirs_exist_ok=True)
+    nav = '<a href="../index.html">← Verification report</a><a href="../errata.html">Errata</a>'
+    (dst / "index.html").write_text(markdown_page("Attention implementations survey — tverify", md, nav), encoding="utf-8")
 
 SCHEMA_VERSION = 1
 

@@ -6,7 +6,6 @@ follows to link the latest survey (:func:`latest_survey_link`)."""
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from pathlib import Path
@@ -148,15 +147,11 @@ def _figure(doc: dict[str, Any], path: Path) -> None:
 
 
 def _html(md_text: str) -> str:
-    try:
-        import markdown  # type: ignore
+    """The survey page in the report's style (viewport meta, its style sheet, wide tables scrolling
+    in their own box); a copy inside a report (``tverify report``) links back to its index."""
+    from proofs_checks.output.html_base import markdown_page
 
-        body = markdown.markdown(md_text, extensions=["tables", "fenced_code"])
-    except Exception:  # noqa: BLE001 — no markdown package: the text, preformatted
-        body = f"<pre>{html.escape(md_text)}</pre>"
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>tverify survey</title><style>"
-            "body{font-family:sans-serif;max-width:1400px;margin:1em auto}table{border-collapse:collapse;font-size:12px}"
-            "td,th{border:1px solid #ccc;padding:2px 5px}</style></head><body>" + body + "</body></html>\n")
+    return markdown_page("Attention implementations survey — tverify", md_text)
 
 
 def write_pages(tmp: Path, doc: dict[str, Any], entries: dict[str, Entry]) -> None:

@@ -1,0 +1,50 @@
+"""A claim's evidence in one word (for the report index and the terminal): how far its weakest
+clause is established.
+
+    derived ∀ sizes   every clause derived by SymPy for every size
+    derived at sizes  some clause derived only at fixed sizes (and none weaker)
+    checked           some clause checked numerically over stated ranges
+    cited             some clause cited from a named theorem
+    evidence          an evidence or conjecture claim: numbers reported, never a proof
+
+Reads a catalogue entry or a results-document entry (both carry ``kind`` and ``clauses``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ORDER", "LABELS", "evidence_key", "evidence_label", "clause_label"]
+
+#: strongest first (the registry's EVIDENCE order)
+ORDER = ("derived", "derived_at", "checked", "cited", "assumed")
+LABELS = {"derived": "derived ∀ sizes", "derived_at": "derived at sizes", "checked": "checked", "cited": "cited",
+          "assumed": "assumed", "evidence": "evidence", "undeclared": "scope not declared"}
+
+
+def evidence_key(entry: dict[str, Any]) -> str:
+    """``derived`` / ``derived_at`` / ``checked`` / ``cited`` / ``assumed`` (the weakest clause),
+    ``evidence`` (an evidence or conjecture claim), ``undeclared`` (no clauses).
+
+        >>> evidence_key({"kind": "theorem", "clauses": [{"evidence": "derived"}, {"evidence": "checked"}]})
+        'checked'
+        >>> evidence_key({"kind": "evidence", "clauses": [{"evidence": "derived"}]})
+        'evidence'
+    """
+    if entry.get("kind") in ("evidence", "conjecture"):
+        return "evidence"
+    kinds = [c.get("evidence") for c in entry.get("clauses") or [] if isinstance(c, dict)]
+    kinds = [k for k in kinds if k in ORDER]
+    if not kinds:
+        return "undeclared"
+    return max(kinds, key=ORDER.index)
+
+
+def evidence_label(entry: dict[str, Any]) -> str:
+    """The badge text of :func:`evidence_key` (``'derived ∀ sizes'``, ``'checked'``, ...)."""
+    return LABELS[evidence_key(entry)]
+
+
+def clause_label(clause: dict[str, Any]) -> str:
+    """One clause's evidence as a badge text."""
+    return LABELS.get(str(clause.get("evidence")), str(clause.get("evidence") or "?"))
