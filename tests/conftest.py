@@ -28,9 +28,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 def pytest_configure(config):
     # pytest -n 2 on a 2-core machine: one torch thread per worker avoids oversubscription, which
     # made small tensor ops 5-20x slower (measured) when both workers used torch's default threads.
-    import torch
+    # proofs_checks.threads.pin sets torch's and the BLAS libraries' threads alike: one, unless
+    # TVERIFY_THREADS or OMP_NUM_THREADS says otherwise (the suite's expected numbers and timings are
+    # single-threaded ones; the tverify fixture and the API pin again, to the same count).
+    import torch  # noqa: F401 (imported first: pin sets its thread count)
 
-    torch.set_num_threads(1)
+    from proofs_checks.threads import pin
+
+    pin(default=1)
 
 
 def _claim_module(item) -> str | None:
