@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         ref_c.append(c * 100 / a.ref_seeds)
     ow, oc, rw, rc = (statistics.median(x) for x in (ours_w, ours_c, ref_w, ref_c))
     print(f"rounds {a.rounds}; reference: {a.ref_seeds} seeds per round, scaled to 100; torch threads 1 "
-          f"(ours solves its Att-SVMs on {parts[-1].get('workers', '?')} threads)\n")
+          f"(ours solves its Att-SVMs on {holder['lc']['workers']} threads)\n")
     print("| what | ours (s) | reference code, 100 seeds (s) | ratio |")
     print("|---|---:|---:|---:|")
     print(f"| local_converge, wall (median of {a.rounds}) | {ow:.2f} | {rw:.1f} | {rw / ow:.0f}× |")
