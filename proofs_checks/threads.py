@@ -10,7 +10,7 @@ work. The number of threads is, first that given wins:
 4. the cores this process may run on (``os.sched_getaffinity``, not the machine's count: a container or
    ``taskset`` gives fewer) divided among the worker processes sharing them: one per worker when there
    are as many workers as cores (``pytest -n``'s workers, read from ``PYTEST_XDIST_WORKER_COUNT``;
-   a local Dask cluster's workers are capped by Dask itself).
+   the W workers of ``--cluster local:W``: :func:`proofs_checks.distributed.cluster.open_client`).
 
 Why: with torch's own default (one thread per core) a small trained check on a loaded 2-core machine
 ran 16× slower than with one thread (the threads wait for each other at every small operation while
@@ -84,12 +84,13 @@ def resolve(threads: int | None = None, *, workers: int | None = None, default: 
     this machine's cores (default: pytest-xdist's worker count, else 1); ``default``: the count when
     nothing is set (instead of the cores). A bad ``TVERIFY_THREADS`` is a
     :class:`~proofs_checks.errors.UsageError` (one line, exit 2)."""
+    omp = (_INHERITED_OMP if env is None else env.get("OMP_NUM_THREADS")) or ""
     env = os.environ if env is None else env
     if threads is not None:
         return Threads(_parse(threads, "--threads"), "--threads")
     if env.get(ENV, "").strip():
         return Threads(_parse(env[ENV], ENV), ENV)
-    omp = env.get("OMP_NUM_THREADS", "").strip()
+    omp = omp.strip()
     if omp.isdigit() and int(omp) >= 1:
         return Threads(int(omp), "OMP_NUM_THREADS")
     if default is not None:
@@ -99,6 +100,9 @@ def resolve(threads: int | None = None, *, workers: int | None = None, default: 
 
 
 _pinned: dict[str, int] = {}
+#: OMP_NUM_THREADS as this process found it (a declaration of the user's or of a parent process): what
+#: :func:`pin` writes into the environment later is its own decision, not a declaration to defer to
+_INHERITED_OMP = os.environ.get("OMP_NUM_THREADS")
 
 
 def pin(threads: int | None = None, *, workers: int | None = None, default: int | None = None) -> Threads:
@@ -108,6 +112,8 @@ def pin(threads: int | None = None, *, workers: int | None = None, default: int 
     is), and an unchanged count is not set twice."""
     t = resolve(threads, workers=workers, default=default)
     n = t.threads
+    if t.source in ("--threads", "default"):  # a decision later calls (and child processes) keep
+        os.environ[ENV] = str(n)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for var in _RUNTIME_VARS:
         os.environ[var] = str(n)

@@ -43,16 +43,27 @@ def test_pin_sets_torch_blas_and_the_environment(monkeypatch):
     before = torch.get_num_threads()
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.setenv(var, os.environ.get(var, "1"))
-    monkeypatch.setenv("TVERIFY_THREADS", "2")
+    monkeypatch.setenv("TVERIFY_THREADS", "2")  # restored by monkeypatch, also after pin(before) wrote it
     try:
         assert threads.pin() == threads.Threads(2, "TVERIFY_THREADS")
         assert torch.get_num_threads() == 2
         assert os.environ["OMP_NUM_THREADS"] == "2"
         assert all(p["num_threads"] <= 2 for p in threadpool_info())
     finally:
-        monkeypatch.delenv("TVERIFY_THREADS")
         threads.pin(before)
-    assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before and os.environ["TVERIFY_THREADS"] == str(before)
+
+
+def test_a_pinned_decision_is_not_mistaken_for_the_users_omp(monkeypatch):
+    """pin writes OMP_NUM_THREADS for libraries and children; a later resolve (a cluster's per-worker
+    count) reads the value this process inherited, not that write."""
+    monkeypatch.setattr(threads, "_INHERITED_OMP", None)
+    monkeypatch.setattr(threads, "available_cores", lambda: 8)
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")  # as pin() wrote it
+    monkeypatch.delenv("TVERIFY_THREADS", raising=False)
+    assert threads.resolve(None, workers=2) == threads.Threads(4, "cores")
+    monkeypatch.setattr(threads, "_INHERITED_OMP", "3")
+    assert threads.resolve(None, workers=2) == threads.Threads(3, "OMP_NUM_THREADS")
 
 
 def test_commands_take_threads_and_say_so_in_help():

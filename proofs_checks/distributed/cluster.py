@@ -191,7 +191,15 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         # still inherited); the thread caps (OMP/MKL/OpenBLAS = 1) stay.
         import dask
 
-        with _sigint_ignored(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+        from proofs_checks.threads import resolve as resolve_threads
+
+        # each worker's torch/BLAS threads: --threads / TVERIFY_THREADS / OMP_NUM_THREADS when given, else the
+        # cores divided among the W workers (Dask's own cap is one each, whatever the cores)
+        per = str(resolve_threads(None, workers=value).threads)
+        caps = {f"distributed.nanny.pre-spawn-environ.{v}": per
+                for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+        with _sigint_ignored(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                                                 **caps}), \
                 warnings.catch_warnings():
             # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when
             # another Dask cluster holds 8787, and says so: not this command's business
