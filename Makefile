@@ -15,7 +15,7 @@ PYTEST_WORKERS ?= 2
 # multi-threaded BLAS sums); REPORT_CLUSTER= runs it in-process
 REPORT_CLUSTER ?= local:2
 
-.PHONY: all install test test-integration test-all report catalogue mutation bench clean docs
+.PHONY: all install test test-integration test-all report catalogue mutation bench profile-tests clean docs
 
 all: test
 
@@ -52,8 +52,16 @@ mutation: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
+# the test tier of `make test` with each test's CPU seconds (its own and its child processes'), then the
+# summary by class, module and test (benchmarks/profile_tests.py; benchmarks/RESULTS.md)
+profile-tests: $(STAMP)
+	rm -f .tverify-profile.jsonl
+	TVERIFY_PROFILE_OUT=$(CURDIR)/.tverify-profile.jsonl OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(PYTEST_WORKERS) \
+		--dist loadgroup -p no:cacheprovider -p benchmarks.profile_tests -m "not integration"
+	$(PY) -m benchmarks.profile_tests .tverify-profile.jsonl
+
 clean:
-	rm -rf $(VENV) reports site .tverify .pytest_cache .hypothesis
+	rm -rf $(VENV) reports site .tverify .pytest_cache .hypothesis .tverify-profile.jsonl
 
 # the documentation site (site/), built in strict mode: a broken link or reference fails
 docs: $(STAMP)

@@ -24,13 +24,28 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import cvxpy as cp
 import numpy as np
-import scipy.optimize
 import torch
 
 from numerics.torch_utils import resolve_device
 from theory.validation import InputError, as_finite_array
+
+
+class _LazyModule:
+    """A module imported at its first use: cvxpy (with SciPy's stats it pulls in) costs ≈ 1.5 CPU
+    seconds to import, paid by every process that loads the claim registry, while only the Att-SVM
+    solves use it (issue 46)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+cp = _LazyModule("cvxpy")
 
 __all__ = [
     "AttSVMError",
@@ -693,6 +708,8 @@ def solve_att_svm_dual_scipy(X, z, opt) -> tuple[np.ndarray, np.ndarray]:
     def fun(a):
         Ga = G @ a
         return 0.5 * a @ Ga - a.sum(), Ga - 1.0
+
+    import scipy.optimize
 
     out = scipy.optimize.minimize(fun, np.zeros(len(A)), jac=True, method="L-BFGS-B",
                                   bounds=[(0, None)] * len(A), options=dict(ftol=1e-15, gtol=1e-12, maxiter=20000))

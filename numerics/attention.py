@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy import optimize, sparse
 from scipy.special import logsumexp
 
 from numerics.torch_utils import resolve_device
@@ -214,6 +213,8 @@ def convex_hull_distance(points, vertices, *, feas_tol: float = 1e-10) -> HullRe
             rows.append(np.full(M, r0 + D)); cols.append(c0 + np.arange(M)); vals.append(np.ones(M))
             rhs.append([1.0])
             r0 += D + 1
+    from scipy import optimize, sparse  # here: SciPy's optimize costs ≈ 1 CPU s to import in every process (issue 46)
+
     A = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r0, B * P * nv))
     c = np.tile(np.r_[np.zeros(M), np.ones(2 * D)], B * P)
     res = optimize.linprog(c, A_eq=A, b_eq=np.concatenate(rhs), bounds=(0, None), method="highs",

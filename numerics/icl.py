@@ -20,7 +20,6 @@ from typing import Callable
 
 import numpy as np
 import torch
-from scipy.integrate import solve_ivp
 
 from numerics.torch_utils import generator, resolve_device
 from theory.validation import InputError, as_spd_matrix
@@ -316,6 +315,8 @@ def gradient_flow(Lambda, N: int, *, sigma: float | None = None, seed: int = 0, 
     span = 20.0 / np.linalg.norm(L @ L)
     ts, losses = [0.0], [population_loss_B(L, N, y0[0] * y0[1:].reshape(d, d))]
     sol, rounds = None, 0
+    from scipy.integrate import solve_ivp  # here: SciPy's integrate and optimize cost ≈ 1 CPU s to import (issue 46)
+
     while True:
         sol = solve_ivp(rhs, (t, t + span), y, method="LSODA", rtol=rtol, atol=atol, dense_output=True)
         total_nfev += sol.nfev

@@ -15,7 +15,6 @@ from functools import lru_cache
 
 import numpy as np
 import sympy as sp
-from scipy.integrate import solve_ivp
 
 from theory import lyapunov as tl
 from theory.validation import InputError, require
@@ -106,6 +105,8 @@ def integrate(f, X0: np.ndarray, T: float, *, rtol: float = 1e-9, atol: float = 
 
     def rhs(_t, z):
         return f(z.reshape(M, n)).reshape(-1)
+
+    from scipy.integrate import solve_ivp  # here, not at import: SciPy's integrate costs ≈ 1 CPU s (issue 46)
 
     sol = solve_ivp(rhs, (0.0, float(T)), X0.reshape(-1), method=method, rtol=rtol, atol=atol)
     return sol.y[:, -1].reshape(M, n), int(sol.nfev), bool(sol.success)
@@ -246,6 +247,8 @@ def energy_balance(s: BackwardSystems, X0: np.ndarray, form: dict, T: float, n_e
     t_eval = np.linspace(0.0, T, n_eval)
     z0 = np.concatenate([X0.reshape(-1), np.zeros(K)])
     with np.errstate(all="ignore"):
+        from scipy.integrate import solve_ivp  # not at import (issue 46)
+
         sol = solve_ivp(rhs, (0.0, T), z0, method="DOP853", rtol=rtol, atol=atol, t_eval=t_eval, events=blow)
     stopped = float(sol.t_events[0][0]) if sol.status == 1 and len(sol.t_events[0]) else None
     ts, ys = sol.t, sol.y

@@ -28,9 +28,11 @@ def _as_value_errors(fn=None):
     ``fn`` (an API function) the message names its keyword arguments where the check's names the
     command's flags (:func:`_keyword_words`)."""
     from proofs_checks.options import UsageError
+    from proofs_checks.threads import pin as pin_threads
     from theory.validation import InputError
 
     try:
+        pin_threads()  # every API function computes: torch/BLAS threads from the cores (proofs_checks.threads)
         yield
     except UsageError as exc:
         msg = " ".join(exc.format_message().split())
@@ -634,7 +636,8 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
         claims = select(pats)
     except UnknownClaimError as exc:
         raise InputError(str(exc).strip("'\"")) from None
-    ctx = RunContext(mode=mode, seed=seed, device=device)
+    with _as_value_errors(run_claims):  # pins the threads (proofs_checks.threads), as every API function
+        ctx = RunContext(mode=mode, seed=seed, device=device)
     results = [run_claim(c, ctx) for c in claims]
     return ClaimsRun(results, claims, mode=mode, seed=seed, device=device,
                      command="run_claims(" + ", ".join(map(repr, pats)) + f", mode={mode!r}, seed={seed})")

@@ -319,7 +319,8 @@ def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress
 
     with interrupt_once() as interrupted, open_client(cluster, device=device) as client:
         plan = plan_claims(claims, mode=mode, seed=seed, device=device, claims_run=claims_run, mutants=mutants,
-                           figure_dir=figure_dir, continuous=continuous, per=granularity(client, claims), extra=extra)
+                           figure_dir=figure_dir, continuous=continuous, per=granularity(client, claims), extra=extra,
+                           store=store)  # longest first, from the store's last seconds (issue 46)
         with _Progress(len(plan.tasks), f"tasks on {cluster}", progress) as bar:
             def tick(label, value):
                 bar.advance(label, "task failed" if type(value).__name__ == "TaskFailure" else "")

@@ -20,6 +20,7 @@ __all__ = ["UsageError", "claim_run_options", "mode_options", "device_option", "
 
 
 from proofs_checks.errors import UsageError  # noqa: E402 (re-exported: the historical home)
+from proofs_checks.threads import threads_option  # noqa: E402
 
 
 def mode_options(f):
@@ -27,6 +28,7 @@ def mode_options(f):
 
     @click.option("--quick", is_flag=True, help="Small sizes (what the tests use).")
     @click.option("--full", is_flag=True, help="Larger sizes, more seeds.")
+    @threads_option  # every command that computes takes sizes, and so --threads (proofs_checks.threads)
     @functools.wraps(f)
     def wrapper(*args, quick: bool, full: bool, **kwargs):
         if quick and full:

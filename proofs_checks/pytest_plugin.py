@@ -84,4 +84,7 @@ class TverifyFixture:
 @pytest.fixture
 def tverify() -> TverifyFixture:
     """Run tverify's checks on your own model inside a test; a violation fails the test with the table."""
+    from proofs_checks.threads import pin
+
+    pin()  # torch/BLAS threads from the cores, one per xdist worker
     return TverifyFixture()

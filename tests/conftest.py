@@ -28,9 +28,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 def pytest_configure(config):
     # pytest -n 2 on a 2-core machine: one torch thread per worker avoids oversubscription, which
     # made small tensor ops 5-20x slower (measured) when both workers used torch's default threads.
-    import torch
+    # proofs_checks.threads.pin sets torch's and the BLAS libraries' threads alike: one, unless
+    # TVERIFY_THREADS or OMP_NUM_THREADS says otherwise (the suite's expected numbers and timings are
+    # single-threaded ones; the tverify fixture and the API pin again, to the same count).
+    import torch  # noqa: F401 (imported first: pin sets its thread count)
 
-    torch.set_num_threads(1)
+    from proofs_checks.threads import pin
+
+    pin(default=1)
 
 
 def _claim_module(item) -> str | None:
@@ -62,6 +67,21 @@ def pytest_itemcollected(item):
         cid = (getattr(getattr(item, "callspec", None), "params", {}) or {}).get("cid")
         if cid:
             item.add_marker(pytest.mark.xdist_group("derivation:" + cid))
+    elif _uses_module_fixture(item) and not item.get_closest_marker("xdist_group"):
+        # A module-scoped fixture (a tverify run with broken plugins, a real report, a trained model, a
+        # Dask cluster) is built once per worker that runs one of its tests: the tests that use it go
+        # to one worker, so it is built once (two builds of test_plugin_isolation's run cost 20.7 s and
+        # 19.1 s; issue 46).
+        item.add_marker(pytest.mark.xdist_group("module-fixture:" + item.nodeid.split("::")[0]))
+
+
+def _uses_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (getattr(info, "name2fixturedefs", None) or {}).values():
+        for d in defs:
+            if str(getattr(d, "scope", "")).rpartition(".")[2].lower() == "module":
+                return True
+    return False
 
 
 def pytest_collection_finish(session):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import logging
 import re
@@ -190,7 +191,15 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         # still inherited); the thread caps (OMP/MKL/OpenBLAS = 1) stay.
         import dask
 
-        with _sigint_ignored(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+        from proofs_checks.threads import resolve as resolve_threads
+
+        # each worker's torch/BLAS threads: --threads / TVERIFY_THREADS / OMP_NUM_THREADS when given, else the
+        # cores divided among the W workers (Dask's own cap is one each, whatever the cores)
+        per = str(resolve_threads(None, workers=value).threads)
+        caps = {f"distributed.nanny.pre-spawn-environ.{v}": per
+                for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+        with _sigint_ignored(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                                                 **caps}), \
                 warnings.catch_warnings():
             # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when
             # another Dask cluster holds 8787, and says so: not this command's business
@@ -305,6 +314,8 @@ class Task:
     fn: Callable[..., Any]
     args: tuple = ()
     gpu: bool = False
+    #: estimated seconds (:func:`estimate_seconds`): the scheduler starts the longest tasks first
+    cost: float = 0.0
 
 
 @dataclass
@@ -360,13 +371,17 @@ def run_tasks(client, tasks: list[Task], progress: ProgressFn | None = None, *, 
         if not allow_no_gpu:
             raise UsageError("--device cuda: no worker of the cluster offers the resource GPU (start GPU workers with "
                              "`dask worker ADDRESS --resources GPU=1`, or use --allow-skip)")
-        tasks = [Task(t.label, t.fn, t.args, False) for t in tasks]
+        tasks = [Task(t.label, t.fn, t.args, False, t.cost) for t in tasks]
     token = uuid.uuid4().hex[:12]
     futures, index = [], {}
+    # longest first (issue 46): submitted in order of decreasing estimated cost, each with that rank as
+    # its Dask priority, so the two workers of `make report` are not left with one long task at the end
+    order = sorted(range(len(tasks)), key=lambda j: -tasks[j].cost)
     try:
-        for i, t in enumerate(tasks):
+        for rank, i in enumerate(order):
+            t = tasks[i]
             key = f"tverify-{re.sub(r'[^A-Za-z0-9_.:-]', '_', t.label)[:120]}-{token}-{i}"
-            f = client.submit(t.fn, *t.args, key=key, pure=False, retries=retries,
+            f = client.submit(t.fn, *t.args, key=key, pure=False, retries=retries, priority=len(tasks) - rank,
                               resources={"GPU": 1} if t.gpu else None)
             futures.append(f)
             index[f.key] = i
@@ -616,39 +631,83 @@ def _workers(client) -> int:
     return max(1, len(info.get("workers", {})))
 
 
+#: seconds assumed for a check of each layer, and for a derivation, when no earlier run of it is on
+#: record (rough: a trained check trains a model, a numeric one samples or solves, a symbolic one and a
+#: derivation run SymPy); only their order matters (:func:`run_tasks` starts the longest first)
+LAYER_SECONDS = {"trained": 10.0, "numeric": 2.0, "symbolic": 1.0}
+DERIVATION_SECONDS = 2.0
+#: a task given by the caller (a reproduction of a report): among the longest pieces of a report
+EXTRA_SECONDS = 60.0
+
+
+def estimate_seconds(claim, store=None, mode: str = "default") -> dict[str, float]:
+    """Estimated seconds of each check of ``claim`` (by name; ``"derivation"`` for its derivation): the
+    seconds of its last run at the same size mode when the results store ``store`` has one, else
+    :data:`LAYER_SECONDS` by the check's layer.
+
+    >>> from proofs_checks.registry import get_claim
+    >>> est = estimate_seconds(get_claim("attn.softmax_simplex"))
+    >>> est["derivation"], min(est.values()) > 0
+    (2.0, True)
+    """
+    est = {ch.name: LAYER_SECONDS.get(ch.layer, 2.0) for ch in claim.checks}
+    est["derivation"] = DERIVATION_SECONDS
+    if store is None:
+        return est
+    from proofs_checks.store import load_last
+
+    try:
+        last = load_last(claim.id, store)
+    except Exception:  # an unreadable entry: the defaults (the store says so when it is read for `show`)
+        last = None
+    if last and last.get("mode") == mode:
+        for c in last.get("checks") or []:
+            secs = c.get("seconds") if isinstance(c, dict) else None
+            if c.get("name") in est and isinstance(secs, (int, float)) and secs >= 0:
+                est[c["name"]] = float(secs)
+    return est
+
+
 def plan_claims(claims: list, *, mode: str, seed: int, device: str, claims_run: bool = True, mutants: bool = False,
                 figure_dir: Path | None = None, continuous: bool = False, per: str = "check",
-                extra: list[Task] | tuple = ()) -> ClaimPlan:
+                extra: list[Task] | tuple = (), store=None) -> ClaimPlan:
     """Cut a run of claims into tasks. ``per="check"``: one task for each claim's derivation and one
     per check (each running the check on the claim's form and every mutant's: the check's reference
     is computed once); the work spreads over many workers, but checks of one claim that share a
     cached reference (a trained model) each compute it. ``per="module"``: one task per claim module
     (:func:`module_task`): its claims in one process, each with its continuous-mutant row. ``extra`` tasks (e.g. the
-    reproductions of a report) come first, so the longest single pieces start early."""
+    reproductions of a report) come first. Every task carries its estimated seconds
+    (:func:`estimate_seconds`, from ``store``'s last results where it has them; a task with mutants
+    runs each check once per form), and :func:`run_tasks` starts the longest first."""
     cuda = str(device).startswith("cuda")
-    plan = ClaimPlan(list(extra), per, list(claims), mode, seed, device, claims_run, mutants, continuous, figure_dir,
-                     len(extra))
+    plan = ClaimPlan([t if t.cost else dataclasses.replace(t, cost=EXTRA_SECONDS) for t in extra], per, list(claims),
+                     mode, seed, device, claims_run, mutants, continuous, figure_dir, len(extra))
+    est = {c.id: estimate_seconds(c, store, mode) for c in claims}
+
+    def check_cost(c, ch) -> float:
+        return est[c.id][ch.name] * len(_forms(c, claims_run, mutants))
     if per == "module":
         groups: dict[str, list] = {}
         for c in claims:
             groups.setdefault(_claim_module(c), []).append(c)
         for module, cs in groups.items():
+            cost = sum(check_cost(c, ch) for c in cs for ch in c.checks) + claims_run * sum(est[c.id]["derivation"] for c in cs)
             plan.tasks.append(Task(module.rpartition(".")[2] + ": " + ", ".join(c.id for c in cs), module_task,
                                    (module, tuple(c.id for c in cs), mode, seed, device, claims_run, mutants,
                                     figure_dir is not None, continuous),
-                                   gpu=bool(cuda and any(ch.uses_device for c in cs for ch in c.checks))))
+                                   gpu=bool(cuda and any(ch.uses_device for c in cs for ch in c.checks)), cost=cost))
             plan.where.append(("module", cs, None))
         return plan
     for c in claims:
         module = _claim_module(c)
         if claims_run:
-            plan.tasks.append(Task(f"{c.id}:derivation", derivation_task, (module, c.id)))
+            plan.tasks.append(Task(f"{c.id}:derivation", derivation_task, (module, c.id), cost=est[c.id]["derivation"]))
             plan.where.append(("derivation", c, None))
         forms = _forms(c, claims_run, mutants)
         for ch in c.checks:
             plan.tasks.append(Task(f"{c.id}:{ch.name}", check_task,
                                    (module, c.id, ch.name, mode, seed, device, forms, figure_dir is not None),
-                                   gpu=bool(ch.uses_device and cuda)))
+                                   gpu=bool(ch.uses_device and cuda), cost=check_cost(c, ch)))
             plan.where.append(("check", c, ch))
     return plan
 

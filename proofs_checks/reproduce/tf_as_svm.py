@@ -157,16 +157,20 @@ def ridge_path(insts, ini, lams, iters: int, *, device: str = "cpu", decay_after
     wp = np.repeat([True, False], Lm * S)
     res = ns.train_ngd_batch(list(insts) * (2 * Lm), K0, Q0, iters=iters, lr=0.1, ridge=lam, w_param=wp, eps_guard=False,
                              decay_after=decay_after, snapshots=2, device=device)
-    solvers = {nm: ns.CompiledAttSVM(N, T, D, nm) for nm in ("fro", "nuc")}
     corr = np.empty((2, Lm, S))
     glob = np.empty((2, Lm, S), dtype=bool)
-    for b in range(2 * Lm * S):
+
+    def key(b):  # (instance, selected tokens, norm): at most one solve each (the λ often select the same tokens)
+        p, rest = divmod(b, Lm * S)
+        return rest % S, tuple(int(t) for t in res.selected[b]), "fro" if p == 0 else "nuc"
+
+    keys = [key(b) for b in range(2 * Lm * S)]
+    cache, _ = solve_many(list(insts), sorted(set(keys), key=lambda k: (k[2], k[0], k[1])), workers=_workers())
+    for b, k in enumerate(keys):
         p, rest = divmod(b, Lm * S)
         li, s = divmod(rest, S)
-        sel = res.selected[b]
-        tgt = solvers["fro" if p == 0 else "nuc"].solve(insts[s].X, insts[s].z, sel)
-        corr[p, li, s] = float(ns.correlation(res.W[b], tgt))
-        glob[p, li, s] = bool(np.all(sel == insts[s].opt))
+        corr[p, li, s] = float(ns.correlation(res.W[b], cache[k]))
+        glob[p, li, s] = bool(np.all(res.selected[b] == insts[s].opt))
     return {"lams": np.asarray(lams, float), "corr": corr, "global": glob,
             "norm": np.linalg.norm(res.W, axis=(-2, -1)).reshape(2, Lm, S)}
 

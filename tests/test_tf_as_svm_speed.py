@@ -1,0 +1,34 @@
+"""TF-as-SVM reproduction: speed-ups that must not change a number (issue 46 item 6)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numerics import att_svm as ns
+from proofs_checks.reproduce import tf_as_svm as tf
+
+
+def test_ridge_path_solves_each_selection_once_with_the_same_numbers():
+    insts = [ns.reference_instance(s) for s in range(2)]
+    ini = ns.reference_notebook_inits(2, tf.D, seed=0)
+    lams = [1e-2, 1e-6, tf.EPS]
+    rp = tf.ridge_path(insts, ini, lams, 60)
+    # the loop it replaced: every (parameterisation, λ, seed) solved on its own, in order, serially
+    S, Lm = len(insts), len(lams)
+    eye = np.broadcast_to(np.eye(tf.D), (S, tf.D, tf.D))
+    K0 = np.concatenate([np.tile(ini["W"][:S], (Lm, 1, 1)), np.tile(ini["K"][:S], (Lm, 1, 1))])
+    Q0 = np.concatenate([np.tile(eye, (Lm, 1, 1)), np.tile(ini["Q"][:S], (Lm, 1, 1))])
+    res = ns.train_ngd_batch(list(insts) * (2 * Lm), K0, Q0, iters=60, lr=0.1, ridge=np.tile(np.repeat(lams, S), 2),
+                             w_param=np.repeat([True, False], Lm * S), eps_guard=False, decay_after=500, snapshots=2)
+    solvers = {nm: ns.CompiledAttSVM(tf.N, tf.T, tf.D, nm) for nm in ("fro", "nuc")}
+    for b in range(2 * Lm * S):
+        p, rest = divmod(b, Lm * S)
+        li, s = divmod(rest, S)
+        tgt = solvers["fro" if p == 0 else "nuc"].solve(insts[s].X, insts[s].z, res.selected[b])
+        # Not bitwise: an interior-point solve of the same problem moves in its last digits with the
+        # solves run before it on the same compiled problem (measured: 4e-12); both points are certified
+        # to CERT_TOL, and what the reproduction reports (4 decimals of means over seeds) is unchanged.
+        old = float(ns.correlation(res.W[b], tgt))
+        assert abs(rp["corr"][p, li, s] - old) <= ns.CERT_TOL, (rp["corr"][p, li, s], old)
+        assert f"{rp['corr'][p, li, s]:.4f}" == f"{old:.4f}"
+        assert rp["global"][p, li, s] == bool(np.all(res.selected[b] == insts[s].opt))
