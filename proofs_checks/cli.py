@@ -1026,9 +1026,13 @@ def _write_failure(exc: OSError) -> str | None:
     """One line for a failed write (a full disk, a closed pipe); ``None`` for other OS errors."""
     import errno
 
+    from proofs_checks.console import ClosedStream
+
     codes = {getattr(errno, n) for n in _WRITE_ERRNOS if hasattr(errno, n)}
     if not isinstance(exc, BrokenPipeError) and exc.errno not in codes:
         return None
+    if isinstance(sys.stdout, ClosedStream):
+        return "the standard output is closed (started with >&-); nothing was written to it"
     if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
         return "the output was closed before everything was written (broken pipe); the output is incomplete"
     where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
@@ -1050,7 +1054,10 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
-    a closed pipe): one line, exit 2."""
+    a closed pipe, a standard output closed from the start): one line, exit 2."""
+    from proofs_checks.console import guard_closed_streams
+
+    guard_closed_streams()
     try:
         _main(argv)
     except SystemExit as exc:

@@ -150,21 +150,6 @@ def unpack_arrays(blob: bytes | None) -> dict:
 # the child
 
 
-def _memory_now(pid: int) -> float | None:
-    """Resident anonymous memory of ``pid`` in bytes (``RssAnon``; ``VmRSS`` on older kernels)."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    rss = None
-    for line in text.splitlines():
-        if line.startswith("RssAnon:"):
-            return float(line.split()[1]) * 1024
-        if line.startswith("VmRSS:"):
-            rss = float(line.split()[1]) * 1024
-    return rss
-
-
 def _end_own_group(code: int) -> None:  # pragma: no cover - runs in the child
     """End the child's whole process group (what the user's code started, then the child itself)."""
     if hasattr(os, "killpg") and os.getpgrp() == os.getpid():  # only a group of its own (never the caller's)
@@ -173,13 +158,22 @@ def _end_own_group(code: int) -> None:  # pragma: no cover - runs in the child
     os._exit(code)
 
 
+#: the child's exit status when the user's code closed the descriptors it talks to this process through
+CLOSED_FDS_EXIT = 73
+
+
 def _watch_parent(alive) -> None:
     """Daemon thread of the child: when the parent is gone (its end of ``alive`` closed), end, with
-    everything the user's code started."""
+    everything the user's code started. When the code closed the child's own descriptors
+    (``os.closerange``), exit with :data:`CLOSED_FDS_EXIT` (the parent ends what it started): no
+    result can reach the parent any more, and a SIGKILL of the group, this process included, read
+    as "out of memory?"."""
     try:
         alive.recv_bytes()
-    except (EOFError, OSError):
+    except EOFError:
         pass
+    except OSError:
+        os._exit(CLOSED_FDS_EXIT)
     _end_own_group(70)
 
 
@@ -422,12 +416,78 @@ def _context():
     return mp.get_context("spawn")
 
 
+#: run first in every interpreter multiprocessing starts for the checks (the fork server, its
+#: resource tracker): the path set before any import, then the server's own set-up
+_BOOT = "import sys; sys.path[:] = {path!r}; "
+_BOOT_SERVER = "from proofs_checks.sanity._isolate import _server_boot; _server_boot(); "
+
+
+@contextlib.contextmanager
+def _isolated_start():
+    """While multiprocessing starts its fork server (or resource tracker): the interpreter starts
+    with ``-P`` (no working folder or script folder put first on ``sys.path``) and its first
+    statement sets ``sys.path`` to :func:`proofs_checks.guards.child_sys_path` — Python 3.11's
+    ``forkserver.main`` ignores the path it is given, and imported its preload list (``numpy``,
+    ``torch``, …) with the working folder first: a ``random.py`` or ``numerics/`` there ran."""
+    from multiprocessing import util
+
+    from proofs_checks.guards import child_sys_path
+
+    original = util.spawnv_passfds
+    boot = _BOOT.format(path=child_sys_path())
+
+    def spawn(path, args, passfds):
+        args = list(args)
+        if "-c" in args[:-1]:
+            i = args.index("-c")
+            server = "multiprocessing.forkserver" in args[i + 1]
+            args[i:i + 2] = ["-P", "-c", boot + (_BOOT_SERVER if server else "") + args[i + 1]]
+        return original(path, args, passfds)
+
+    util.spawnv_passfds = spawn
+    try:
+        yield
+    finally:
+        util.spawnv_passfds = original
+
+
+def _server_boot() -> None:  # pragma: no cover - runs in the fork server
+    """In the fork server, before it imports anything else: on Linux it becomes the *subreaper* of
+    every process the checks' children start (``PR_SET_CHILD_SUBREAPER``): an orphan — double fork,
+    ``setsid``, the flag cleared in the child by the user's code, which never runs in this process —
+    is adopted here, found by the parent as this server's child that is no check, and killed when the
+    check ends; and, when the server ends (``tverify`` gone, even by ``kill -9``), it kills every
+    process still below it."""
+    import atexit
+    import warnings
+
+    # the server reaps the orphans it adopts; multiprocessing warns about each ("unexpected pid")
+    warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    atexit.register(_kill_below, os.getpid())
+
+
+def _kill_below(pid: int) -> None:
+    """SIGKILL every process below ``pid`` (again until none is left)."""
+    for _ in range(20):
+        found = _descendants(pid)
+        for p in found:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        if not found:
+            return
+
+
 def _start_forkserver_quietly(forkserver) -> None:
     """Start the fork server with SIGINT ignored (inherited across its exec): a Ctrl-C at a terminal
     signals the whole foreground group, and the server, still importing its preload modules, printed a
     30-line KeyboardInterrupt traceback beside tverify's one line. The server ignores SIGINT itself
     once started; its children (the checks' processes) restore the default handler. This process's
-    own handler is back before the server is used."""
+    own handler is back before the server is used. The server starts isolated (:func:`_isolated_start`)."""
     server = getattr(forkserver, "_forkserver", None)
     if server is None or getattr(server, "_forkserver_pid", None) is not None:
         return
@@ -438,11 +498,18 @@ def _start_forkserver_quietly(forkserver) -> None:
     # modules after ensure_running returns); a Ctrl-C inside it is not seen by this process
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        server.ensure_running()
+        with _isolated_start():
+            server.ensure_running()
     except Exception:  # the start is retried, with its own error, by the first Process.start()
         pass
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def _server_pid() -> int | None:
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
 @contextlib.contextmanager
@@ -464,7 +531,8 @@ def _signal_name(code: int) -> str:
         name = signal.Signals(-code).name
     except (ValueError, AttributeError):
         return f"signal {-code}"
-    why = {"SIGSEGV": "a segmentation fault", "SIGKILL": "SIGKILL (out of memory?)", "SIGABRT": "an abort",
+    why = {"SIGSEGV": "a segmentation fault", "SIGABRT": "an abort",
+           "SIGKILL": "SIGKILL, not sent by tverify (the system's out-of-memory killer, a kill -9, or the code itself)",
            "SIGBUS": "a bus error", "SIGFPE": "a floating-point exception", "SIGTERM": "SIGTERM",
            "SIGILL": "an illegal instruction"}.get(name, name)
     return f"{why} ({name})"
@@ -496,6 +564,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     limit, or reports a usage error; :class:`ChildInternalError` for a failure of tverify's own
     code there. ``label`` names the option (``--module``), ``what`` the check in messages."""
     from proofs_checks import guards
+    from proofs_checks.guards import child_sys_path
 
     stream = stream if stream is not None else sys.stderr
     obj_blob = None
@@ -512,7 +581,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
                                 "without protection from os._exit, crashes and hangs") from None
     arrays_blob = pack_arrays(**arrays) if arrays else None
     fig_dir = tempfile.mkdtemp(prefix="tverify-figures-") if figures else None
-    req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=list(sys.path), env=dict(os.environ),
+    req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=child_sys_path(), env=dict(os.environ),
                figures_dir=fig_dir, dry_run=bool(guards._DRY_RUN.get()))
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -527,7 +596,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
                        name=f"tverify {what}", daemon=False)
     try:
-        with _main_hidden():
+        with _main_hidden(), _isolated_start():
             proc.start()
     except Exception as exc:
         for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):
@@ -537,6 +606,8 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
         raise ChildInternalError(f"{what}: cannot start the check's process: {type(exc).__name__}: {exc}") from None
     for c in (res_w, out_w, alive_r):
         c.close()
+    if proc.pid is not None:
+        _ACTIVE.add(proc.pid)
     outcome = _Outcome()
     try:
         _supervise(proc, res_r, out_r, outcome, label=label, what=what, timeout=timeout, limit=limit, why=why,
@@ -567,13 +638,18 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     return payload
 
 
-def _descendants(root: int) -> list[int]:
-    """Process ids below ``root`` (children, their children, …) from ``/proc``; empty where there is
-    no ``/proc``. One pass over ``/proc/*/stat`` (about a millisecond for a hundred processes)."""
+#: pids of the checks' children this process is running now (the fork server's other children are
+#: orphans it adopted: processes the user's code started)
+_ACTIVE: set[int] = set()
+
+
+def _children_map() -> dict[int, list[int]]:
+    """``{parent pid: [child pids]}`` from ``/proc`` (empty where there is none). One pass over
+    ``/proc/*/stat`` (about a millisecond for a hundred processes)."""
     try:
         names = os.listdir("/proc")
     except OSError:
-        return []
+        return {}
     children: dict[int, list[int]] = {}
     for name in names:
         if not name.isdigit():
@@ -585,6 +661,12 @@ def _descendants(root: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(name))
+    return children
+
+
+def _descendants(root: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    """Process ids below ``root`` (children, their children, …) from ``/proc``."""
+    children = _children_map() if children is None else children
     out: list[int] = []
     todo = [root]
     while todo:
@@ -595,6 +677,61 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
+def _user_tree(pid: int) -> list[int]:
+    """Every process of the user's code below the check's child ``pid`` (not ``pid`` itself): its
+    descendants, and the orphans the fork server adopted (its children that are no running check's)
+    with theirs."""
+    children = _children_map()
+    found = _descendants(pid, children)
+    server = _server_pid()
+    if server is not None:
+        for orphan in children.get(server, ()):
+            if orphan not in _ACTIVE and orphan != pid and orphan not in found:
+                found += [orphan, *_descendants(orphan, children)]
+    return found
+
+
+def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, float]:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in keys:
+            with contextlib.suppress(ValueError, IndexError):
+                out[key] = float(rest.split()[0]) * 1024
+    return out
+
+
+def _shm_used() -> float:
+    """Bytes in use in ``/dev/shm`` (``multiprocessing.shared_memory``, POSIX shared memory); 0 where
+    there is none."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except (OSError, AttributeError):
+        return 0.0
+    return float(st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def _tree_memory(pid: int, shm_start: float) -> float | None:
+    """Memory of the user's code now: resident anonymous memory of the child and every process below
+    it, plus the shared memory they hold — the larger of what they map (``RssShmem``) and what
+    ``/dev/shm`` grew by since the check started (a segment unmapped but not unlinked still holds
+    memory). ``None`` when the child cannot be read."""
+    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
+    if not own:
+        return None
+    anon = own.get("RssAnon", own.get("VmRSS", 0.0))
+    shmem = own.get("RssShmem", 0.0)
+    for p in _user_tree(pid):
+        m = _status_kb(p, ("RssAnon", "RssShmem"))
+        anon += m.get("RssAnon", 0.0)
+        shmem += m.get("RssShmem", 0.0)
+    return anon + max(shmem, _shm_used() - shm_start)
+
+
 def _kill_group(pid: int) -> None:
     if hasattr(os, "killpg"):
         with contextlib.suppress(OSError):
@@ -602,15 +739,16 @@ def _kill_group(pid: int) -> None:
 
 
 def _stop(proc) -> None:
-    """End the child and everything it started: SIGKILL to each descendant (found again until none
-    is left: a process forking meanwhile is found in the next pass) and to the child's process group,
-    then the child; the group once more after the child is gone (orphans keep its id)."""
+    """End the child and everything the user's code started: SIGKILL to each process of
+    :func:`_user_tree` (found again until none is left: a process forking meanwhile is found in the
+    next pass, an orphan under the fork server too) and to the child's process group, then the
+    child; once more after the child is gone (its orphans are adopted by the server)."""
     pid = proc.pid
     if pid is None:
         return
     with contextlib.suppress(Exception):
         for _ in range(20):
-            found = _descendants(pid) if proc.is_alive() else []
+            found = _user_tree(pid)
             _kill_group(pid)
             for p in found:
                 with contextlib.suppress(OSError):
@@ -621,6 +759,14 @@ def _stop(proc) -> None:
             proc.kill()
         proc.join(5)
         _kill_group(pid)
+        for _ in range(20):
+            found = _user_tree(pid)
+            for p in found:
+                with contextlib.suppress(OSError):
+                    os.kill(p, signal.SIGKILL)
+            if not found:
+                break
+    _ACTIVE.discard(pid)
 
 
 def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream) -> None:
@@ -634,6 +780,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
     base = None
     peak = 0.0
     ended = False
+    shm_start = _shm_used()
     while True:
         ready = wait([res_r, out_r, proc.sentinel], timeout=POLL)
         now = time.monotonic()
@@ -671,6 +818,9 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                     code = proc.exitcode
                 if code is not None and code < 0:
                     how = f"was ended by {_signal_name(code)}"
+                elif code == CLOSED_FDS_EXIT:
+                    how = (f"ended (exit status {code}) because the code closed the file descriptors it talks to "
+                           "tverify through (os.closerange, or a close of every descriptor)")
                 else:
                     how = f"ended with exit status {code} (os._exit, or an exit the code made)"
                 outcome.problem = (f"{label}: {what}: the process running your code {how} before the check finished; "
@@ -678,15 +828,15 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 return
             ended = True
             continue
-        rss = _memory_now(proc.pid) if proc.pid else None
+        rss = _tree_memory(proc.pid, shm_start) if proc.pid else None
         if rss is not None:
             if base is None:
                 base = rss
             peak = max(peak, rss - base)
             if rss - base > limit:
                 _stop(proc)
-                outcome.problem = (f"{label}: {what}: the process running your code used {fmt_bytes(rss - base)} of "
-                                   f"memory, over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
+                outcome.problem = (f"{label}: {what}: the processes running your code used {fmt_bytes(rss - base)} of "
+                                   f"memory (with every process it started and the shared memory they hold), over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
                                    "checked (lower the sizes, or raise --max-memory)")
                 return
         el = now - t0
