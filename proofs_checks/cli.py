@@ -81,7 +81,8 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
         from proofs_checks.claims import PLUGIN_ERRORS
 
         for name, why in [] if PLUGIN_ERRORS else doc.get("plugin_errors") or []:  # a cache hit is not silent
-            _warn(f"claims plugin {name} failed to load and was skipped (when this catalogue was cached): {why}"[:300])
+            _warn(f"claims plugin {name} was skipped: it failed to load when this catalogue was cached (a time "
+                  f"limit, the folder it ran in: --refresh tries it again): {why}"[:300])
         return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
     fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
     doc = catalogue.build(_select([]), with_derivations=False, fingerprint=fp)
