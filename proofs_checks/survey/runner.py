@@ -106,7 +106,9 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         cache.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=cache))
     except OSError as exc:
-        return None, f"cannot create the install cache {cache}: {exc.strerror or exc}"
+        why = ("it, or a folder above it, exists and is not a folder"
+               if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror or exc)
+        return None, f"cannot create the install cache {cache}: {why}"
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check", "-q",
            "--target", str(tmp), spec, *deps]
     try:
