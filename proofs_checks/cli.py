@@ -1086,8 +1086,29 @@ def _stderr_line(text: str) -> None:
         pass
 
 
+def _overflowing_number(argv: list[str]) -> str | None:
+    """The first argument (or ``--opt=VALUE`` value) written as a finite number too large for a
+    float64 (``1e400``): read as ``inf``, it was reported as "got inf"."""
+    import math
+
+    for tok in argv:
+        text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
+        try:
+            v = float(text)
+        except ValueError:
+            continue
+        if math.isinf(v) and "inf" not in text.lower():
+            return tok
+    return None
+
+
 def _main(argv: list[str] | None = None) -> None:
     from proofs_checks.store import OutputPathError
+
+    big = _overflowing_number(list(sys.argv[1:] if argv is None else argv))
+    if big is not None:
+        click.echo(f"tverify: error: {big}: the number overflows a float64 (the largest is about 1.8e308)", err=True)
+        sys.exit(2)
 
     from proofs_checks.console import set_argv
 
