@@ -50,6 +50,7 @@ Design (docs/own-model.md, "Your code runs in its own process"):
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import math
@@ -223,6 +224,10 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
             stream.flush()
     try:
         result_conn.send_bytes(_dumps(payload))
+    except OSError as exc:
+        if exc.errno == errno.EBADF:  # the code closed the descriptor (os.closerange): say so, not a SIGKILL
+            os._exit(CLOSED_FDS_EXIT)
+        _end_own_group(71)
     except Exception:
         _end_own_group(71)
     # the parent, on receiving the result, kills this process with every descendant it can find (the
