@@ -1027,12 +1027,12 @@ def _write_failure(exc: OSError) -> str | None:
     """One line for a failed write (a full disk, a closed pipe); ``None`` for other OS errors."""
     import errno
 
-    from proofs_checks.console import ClosedStream
+    from proofs_checks.console import stdout_was_closed
 
     codes = {getattr(errno, n) for n in _WRITE_ERRNOS if hasattr(errno, n)}
     if not isinstance(exc, BrokenPipeError) and exc.errno not in codes:
         return None
-    if isinstance(sys.stdout, ClosedStream):
+    if stdout_was_closed():
         return "the standard output is closed (started with >&-); nothing was written to it"
     if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
         return "the output was closed before everything was written (broken pipe); the output is incomplete"

@@ -17,7 +17,7 @@ import click
 from proofs_checks.options import UsageError
 
 __all__ = ["console", "table", "esc", "command_line", "set_argv", "check_json_target", "write_json",
-           "LazySanityGroup", "ClosedStream", "guard_closed_streams"]
+           "LazySanityGroup", "ClosedStream", "guard_closed_streams", "stdout_was_closed"]
 
 
 class ClosedStream:
@@ -48,6 +48,15 @@ class ClosedStream:
         return 1
 
 
+_CLOSED = {"stdout": False}
+
+
+def stdout_was_closed() -> bool:
+    """Whether this ``tverify`` started with its standard output closed (click may have wrapped the
+    :class:`ClosedStream` since)."""
+    return _CLOSED["stdout"]
+
+
 def guard_closed_streams() -> None:
     """Standard descriptors closed when tverify started (``>&-``, ``2>&-``, ``<&-``) held open on
     ``/dev/null``; ``sys.stdout`` then a :class:`ClosedStream`, ``sys.stderr`` a sink (nothing can be
@@ -67,6 +76,7 @@ def guard_closed_streams() -> None:
                 pass
     if sys.stdout is None:
         sys.stdout = ClosedStream()
+        _CLOSED["stdout"] = True
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the life of the process)
 
