@@ -30,19 +30,28 @@ Design (docs/own-model.md, "Your code runs in its own process"):
   **stderr**, so ``--json -`` on stdout holds the JSON only.
 * Limits: ``--timeout SECONDS`` (none by default) ends the child; while it runs, a line on stderr
   every few seconds when the child itself prints nothing (``--no-progress`` silences them). The
-  child's memory (resident anonymous memory beyond its start, polled every 0.1 s) may not exceed
+  memory of the user's code — resident anonymous memory of the child and of every process below it
+  (orphans the server adopted included), plus the shared memory they hold (the larger of what they
+  map and what ``/dev/shm`` grew by), beyond the child's start, polled every 0.1 s — may not exceed
   ``--max-memory`` (default: half the memory available, as the checks' own estimates; never below
-  256 MB): beyond it the child is killed. Each is one line, exit 2.
+  256 MB): beyond it the child and its processes are killed. Each is one line, exit 2.
+* Nothing the user did not ask for runs: the server (and multiprocessing's resource tracker) start
+  with ``-P`` and set ``sys.path`` (:func:`proofs_checks.guards.child_sys_path`: the standard
+  library and installed packages first, no working folder) before any import; the child gets the
+  same path, and the loader appends the module's folder last.
 * A real Ctrl-C (SIGINT in this process) ends the child and exits 130; a ``KeyboardInterrupt``
   that your code raises itself is your code's (exit 2).
 * Processes your code starts do not outlive the check: the child starts its own session (its own
-  process group) and, on Linux, adopts the orphans of what it starts (``PR_SET_CHILD_SUBREAPER``).
-  When the task ends — result received, time limit, memory limit, death, Ctrl-C — this process
-  kills, with SIGKILL, every descendant of the child (found through ``/proc``, also those that left
-  the group) and the child's whole process group, then the child. Without this a ``fork`` in a
-  ``forward`` left orphans that held the multiprocessing server (and through it ``tverify``'s
-  stdout) open: ``tverify check … | tail`` waited as long as they slept. The child also ends its
-  group when this process disappears (``kill -9`` of ``tverify``).
+  process group), and on Linux the *server* is the child subreaper of everything below it (set in
+  :func:`proofs_checks.sanity._procs.server_boot`; the user's code runs in a forked child and cannot clear it — it could clear
+  the child's own flag, and a ``setsid`` + double fork then escaped to init). When the task ends —
+  result received, time limit, memory limit, death, Ctrl-C — this process kills, with SIGKILL, every
+  descendant of the child (found through ``/proc``, also those that left the group), the orphans the
+  server adopted (its children that are no running check's) and the child's whole process group,
+  then the child. Without this a ``fork`` in a ``forward`` left orphans that held the
+  multiprocessing server (and through it ``tverify``'s stdout) open: ``tverify check … | tail``
+  waited as long as they slept. The child also ends its group when this process disappears
+  (``kill -9`` of ``tverify``), and the server, ending then, kills every process below it.
 * ``isolate=False`` in the Python API runs everything in the caller's process (for a debugger or
   coverage), without these protections.
 """
@@ -66,6 +75,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from proofs_checks.sanity import _procs
 from proofs_checks.sanity._loader import UserCodeError
 
 __all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD", "draw_figures", "cleanup"]
@@ -421,78 +431,12 @@ def _context():
     return mp.get_context("spawn")
 
 
-#: run first in every interpreter multiprocessing starts for the checks (the fork server, its
-#: resource tracker): the path set before any import, then the server's own set-up
-_BOOT = "import sys; sys.path[:] = {path!r}; "
-_BOOT_SERVER = "from proofs_checks.sanity._isolate import _server_boot; _server_boot(); "
-
-
-@contextlib.contextmanager
-def _isolated_start():
-    """While multiprocessing starts its fork server (or resource tracker): the interpreter starts
-    with ``-P`` (no working folder or script folder put first on ``sys.path``) and its first
-    statement sets ``sys.path`` to :func:`proofs_checks.guards.child_sys_path` — Python 3.11's
-    ``forkserver.main`` ignores the path it is given, and imported its preload list (``numpy``,
-    ``torch``, …) with the working folder first: a ``random.py`` or ``numerics/`` there ran."""
-    from multiprocessing import util
-
-    from proofs_checks.guards import child_sys_path
-
-    original = util.spawnv_passfds
-    boot = _BOOT.format(path=child_sys_path())
-
-    def spawn(path, args, passfds):
-        args = list(args)
-        if "-c" in args[:-1]:
-            i = args.index("-c")
-            server = "multiprocessing.forkserver" in args[i + 1]
-            args[i:i + 2] = ["-P", "-c", boot + (_BOOT_SERVER if server else "") + args[i + 1]]
-        return original(path, args, passfds)
-
-    util.spawnv_passfds = spawn
-    try:
-        yield
-    finally:
-        util.spawnv_passfds = original
-
-
-def _server_boot() -> None:  # pragma: no cover - runs in the fork server
-    """In the fork server, before it imports anything else: on Linux it becomes the *subreaper* of
-    every process the checks' children start (``PR_SET_CHILD_SUBREAPER``): an orphan — double fork,
-    ``setsid``, the flag cleared in the child by the user's code, which never runs in this process —
-    is adopted here, found by the parent as this server's child that is no check, and killed when the
-    check ends; and, when the server ends (``tverify`` gone, even by ``kill -9``), it kills every
-    process still below it."""
-    import atexit
-    import warnings
-
-    # the server reaps the orphans it adopts; multiprocessing warns about each ("unexpected pid")
-    warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    atexit.register(_kill_below, os.getpid())
-
-
-def _kill_below(pid: int) -> None:
-    """SIGKILL every process below ``pid`` (again until none is left)."""
-    for _ in range(20):
-        found = _descendants(pid)
-        for p in found:
-            with contextlib.suppress(OSError):
-                os.kill(p, signal.SIGKILL)
-        if not found:
-            return
-
-
 def _start_forkserver_quietly(forkserver) -> None:
     """Start the fork server with SIGINT ignored (inherited across its exec): a Ctrl-C at a terminal
     signals the whole foreground group, and the server, still importing its preload modules, printed a
     30-line KeyboardInterrupt traceback beside tverify's one line. The server ignores SIGINT itself
     once started; its children (the checks' processes) restore the default handler. This process's
-    own handler is back before the server is used. The server starts isolated (:func:`_isolated_start`)."""
+    own handler is back before the server is used. The server starts isolated (:func:`proofs_checks.sanity._procs.isolated_start`)."""
     server = getattr(forkserver, "_forkserver", None)
     if server is None or getattr(server, "_forkserver_pid", None) is not None:
         return
@@ -503,18 +447,12 @@ def _start_forkserver_quietly(forkserver) -> None:
     # modules after ensure_running returns); a Ctrl-C inside it is not seen by this process
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        with _isolated_start():
+        with _procs.isolated_start():
             server.ensure_running()
     except Exception:  # the start is retried, with its own error, by the first Process.start()
         pass
     finally:
         signal.signal(signal.SIGINT, old)
-
-
-def _server_pid() -> int | None:
-    from multiprocessing import forkserver
-
-    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
 @contextlib.contextmanager
@@ -601,7 +539,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
                        name=f"tverify {what}", daemon=False)
     try:
-        with _main_hidden(), _isolated_start():
+        with _main_hidden(), _procs.isolated_start():
             proc.start()
     except Exception as exc:
         for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):
@@ -612,7 +550,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     for c in (res_w, out_w, alive_r):
         c.close()
     if proc.pid is not None:
-        _ACTIVE.add(proc.pid)
+        _procs.ACTIVE.add(proc.pid)
     outcome = _Outcome()
     try:
         _supervise(proc, res_r, out_r, outcome, label=label, what=what, timeout=timeout, limit=limit, why=why,
@@ -643,109 +581,9 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     return payload
 
 
-#: pids of the checks' children this process is running now (the fork server's other children are
-#: orphans it adopted: processes the user's code started)
-_ACTIVE: set[int] = set()
-
-
-def _children_map() -> dict[int, list[int]]:
-    """``{parent pid: [child pids]}`` from ``/proc`` (empty where there is none). One pass over
-    ``/proc/*/stat`` (about a millisecond for a hundred processes)."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return {}
-    children: dict[int, list[int]] = {}
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-            ppid = int(data[data.rfind(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    return children
-
-
-def _descendants(root: int, children: dict[int, list[int]] | None = None) -> list[int]:
-    """Process ids below ``root`` (children, their children, …) from ``/proc``."""
-    children = _children_map() if children is None else children
-    out: list[int] = []
-    todo = [root]
-    while todo:
-        for c in children.get(todo.pop(), ()):
-            if c not in out:
-                out.append(c)
-                todo.append(c)
-    return out
-
-
-def _user_tree(pid: int) -> list[int]:
-    """Every process of the user's code below the check's child ``pid`` (not ``pid`` itself): its
-    descendants, and the orphans the fork server adopted (its children that are no running check's)
-    with theirs."""
-    children = _children_map()
-    found = _descendants(pid, children)
-    server = _server_pid()
-    if server is not None:
-        for orphan in children.get(server, ()):
-            if orphan not in _ACTIVE and orphan != pid and orphan not in found:
-                found += [orphan, *_descendants(orphan, children)]
-    return found
-
-
-def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, float]:
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in keys:
-            with contextlib.suppress(ValueError, IndexError):
-                out[key] = float(rest.split()[0]) * 1024
-    return out
-
-
-def _shm_used() -> float:
-    """Bytes in use in ``/dev/shm`` (``multiprocessing.shared_memory``, POSIX shared memory); 0 where
-    there is none."""
-    try:
-        st = os.statvfs("/dev/shm")
-    except (OSError, AttributeError):
-        return 0.0
-    return float(st.f_blocks - st.f_bfree) * st.f_frsize
-
-
-def _tree_memory(pid: int, shm_start: float) -> float | None:
-    """Memory of the user's code now: resident anonymous memory of the child and every process below
-    it, plus the shared memory they hold — the larger of what they map (``RssShmem``) and what
-    ``/dev/shm`` grew by since the check started (a segment unmapped but not unlinked still holds
-    memory). ``None`` when the child cannot be read."""
-    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
-    if not own:
-        return None
-    anon = own.get("RssAnon", own.get("VmRSS", 0.0))
-    shmem = own.get("RssShmem", 0.0)
-    for p in _user_tree(pid):
-        m = _status_kb(p, ("RssAnon", "RssShmem"))
-        anon += m.get("RssAnon", 0.0)
-        shmem += m.get("RssShmem", 0.0)
-    return anon + max(shmem, _shm_used() - shm_start)
-
-
-def _kill_group(pid: int) -> None:
-    if hasattr(os, "killpg"):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)  # the child's own group (its pid; ESRCH before its setsid)
-
-
 def _stop(proc) -> None:
     """End the child and everything the user's code started: SIGKILL to each process of
-    :func:`_user_tree` (found again until none is left: a process forking meanwhile is found in the
+    :func:`proofs_checks.sanity._procs.user_tree` (found again until none is left: a process forking meanwhile is found in the
     next pass, an orphan under the fork server too) and to the child's process group, then the
     child; once more after the child is gone (its orphans are adopted by the server)."""
     pid = proc.pid
@@ -753,8 +591,8 @@ def _stop(proc) -> None:
         return
     with contextlib.suppress(Exception):
         for _ in range(20):
-            found = _user_tree(pid)
-            _kill_group(pid)
+            found = _procs.user_tree(pid)
+            _procs.kill_group(pid)
             for p in found:
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
@@ -763,15 +601,15 @@ def _stop(proc) -> None:
         if proc.is_alive():
             proc.kill()
         proc.join(5)
-        _kill_group(pid)
+        _procs.kill_group(pid)
         for _ in range(20):
-            found = _user_tree(pid)
+            found = _procs.user_tree(pid)
             for p in found:
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
             if not found:
                 break
-    _ACTIVE.discard(pid)
+    _procs.ACTIVE.discard(pid)
 
 
 def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream) -> None:
@@ -785,7 +623,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
     base = None
     peak = 0.0
     ended = False
-    shm_start = _shm_used()
+    shm_start = _procs.shm_used()
     while True:
         ready = wait([res_r, out_r, proc.sentinel], timeout=POLL)
         now = time.monotonic()
@@ -833,7 +671,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 return
             ended = True
             continue
-        rss = _tree_memory(proc.pid, shm_start) if proc.pid else None
+        rss = _procs.tree_memory(proc.pid, shm_start) if proc.pid else None
         if rss is not None:
             if base is None:
                 base = rss
