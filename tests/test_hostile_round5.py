@@ -90,16 +90,7 @@ def test_modules_named_like_the_standard_librarys_in_the_working_folder_or_besid
 def test_the_plugin_import_probe_never_imports_the_working_folders_json(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
-    install(site, "zzfine", textwrap.dedent('''
-        from proofs_checks.plugin import Check, Claim, Mutant, exact, register
-
-        def ok(form, ctx):
-            return exact(float(form - 3), "the count")
-
-        register(Claim(id="zzfine.three", title="t", statement="3", source="-", kind="identity", form=3.0,
-                       no_symbolic="a count", checks=(Check("count", "numeric", ok),),
-                       mutants=(Mutant("four", "wrong constant", "4", 4.0),)))
-    '''))
+    install(site, "zzfine", _plugin_source("zzfine.three"))
     marks = tmp_path / "marks"
     marks.mkdir()
     for n in ("json", "os", "importlib", "random"):  # site.parent is the working folder of tverify_site
@@ -109,6 +100,19 @@ def test_the_plugin_import_probe_never_imports_the_working_folders_json(tmp_path
     assert code == 0 and "zzfine.three" in out, (code, out, err)
     assert "failed to load" not in err and "crash" not in err, err
     assert sorted(os.listdir(marks)) == [], "executed: " + ", ".join(sorted(os.listdir(marks)))
+
+
+def _plugin_source(cid: str, derive: str | None = None) -> str:
+    """A plugin registering the claim ``cid`` (a count of 3, checked exactly), with a derivation that
+    runs ``derive`` when given."""
+    claim = (f"Claim(id={cid!r}, title='t', statement='3', source='-', kind='identity', form=3.0, "
+             "no_symbolic='a count', checks=(Check('count', 'numeric', ok),), "
+             "mutants=(Mutant('four', 'wrong constant', '4', 4.0),)"
+             + (", derivation=derive" if derive else "") + ")")
+    return "\n".join(["import time", "from proofs_checks.plugin import Check, Claim, Mutant, exact, register",
+                      *([f"def derive():\n    {derive}"] if derive else []),
+                      "def ok(form, ctx):\n    return exact(float(form - 3), 'the count')",
+                      f"register({claim})"]) + "\n"
 
 
 def _write(folder: Path, name: str, body: str) -> None:
@@ -272,20 +276,7 @@ def test_a_derivation_budget_that_rings_at_once_is_undecided_exit_3(monkeypatch,
 def test_a_plugin_derivation_under_a_budget_that_rings_at_once_is_undecided(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
-    install(site, "zzslow", textwrap.dedent('''
-        import time
-        from proofs_checks.plugin import Check, Claim, Mutant, exact, register
-
-        def derive():
-            time.sleep(5)
-
-        def ok(form, ctx):
-            return exact(float(form - 3), "the count")
-
-        register(Claim(id="zzslow.three", title="t", statement="3", source="-", kind="identity", form=3.0,
-                       no_symbolic="a count", derivation=derive, checks=(Check("count", "numeric", ok),),
-                       mutants=(Mutant("four", "wrong constant", "4", 4.0),)))
-    '''))
+    install(site, "zzslow", _plugin_source("zzslow.three", derive="time.sleep(5)"))
     code, out, err, _ = tverify_site(site, "run", "zzslow.three", "--quick", "--json", "-", "--no-progress",
                                      TVERIFY_DERIVATION_BUDGET="0.000001")
     _no_traceback(out, err)
