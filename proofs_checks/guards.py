@@ -261,27 +261,37 @@ def _system_folders() -> tuple[list[str], str]:
 
 def child_sys_path(path: list[str] | None = None, cwd: str | None = None) -> list[str]:
     """``sys.path`` for a process tverify starts (the checks' server and children, a plugin's import
-    probe): the standard library's and installed packages' folders (and tverify's own) first, then the
-    other entries of ``path`` (this process's ``sys.path``: ``$PYTHONPATH``, a caller's script folder)
-    in their order; ``''`` (the working folder) is dropped. A ``random.py``, ``json.py`` or
-    ``numerics/`` in the working folder or beside a user's module is then never what ``import random``
-    finds in a process tverify started.
+    probe): the standard library's and installed packages' folders first, then the folder holding
+    tverify's own packages (an editable install finds them through an import hook that comes after
+    every folder of the path: named here, a ``numerics/`` elsewhere cannot come first), then the other
+    entries of ``path`` (this process's ``sys.path``: ``$PYTHONPATH``, a caller's script folder, the
+    working folder for ``''``) in their order. A ``random.py``, ``json.py`` or ``numerics/`` in the
+    working folder or beside a user's module is then never what ``import random`` finds in a process
+    tverify started, while a module of the caller's own that is no standard one still imports.
 
     >>> import sysconfig
     >>> std = sysconfig.get_paths()["stdlib"]
-    >>> p = child_sys_path(["", "/tmp/work", std], cwd="/tmp/work")
+    >>> p = child_sys_path(["", std], cwd="/tmp/work")
     >>> p[0] == std, p[-1], "" in p
     (True, '/tmp/work', False)
     """
     path = list(sys.path if path is None else path)
     system, own = _system_folders()
-    first, rest = [], []
+    here = cwd if cwd is not None else os.getcwd()
+    first, rest, seen = [], [], set()
     for p in path:
-        if not isinstance(p, str) or p == "" or p in first or p in rest:
+        if not isinstance(p, str):
             continue
+        p = p or here
         real = os.path.realpath(p)
-        inside = real == own or any(real == s or real.startswith(s + os.sep) for s in system if s != os.sep)
-        (first if inside and not _is_cwd(real, cwd) else rest).append(p)
+        if real in seen:
+            continue
+        seen.add(real)
+        inside = any(real == s or real.startswith(s + os.sep) for s in system if s != os.sep)
+        (first if inside and not _is_cwd(real, here) and real != own else rest).append(p)
+    if os.path.isdir(os.path.join(own, "proofs_checks")):
+        first.append(own)
+        rest = [p for p in rest if os.path.realpath(p) != own]
     return first + rest
 
 
