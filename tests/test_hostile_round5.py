@@ -195,6 +195,44 @@ def test_a_setsid_double_forked_sleeper_does_not_outlive_the_check(tmp_path, mon
     assert not marker.exists()
 
 
+@linux
+def test_nothing_of_the_users_code_outlives_a_kill_9_of_tverify(tmp_path):
+    marker, pidfile = tmp_path / "escaped", tmp_path / "sleeper.pid"
+    _write(tmp_path, "escaper.py", f'''
+        import ctypes, os, time
+        ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open({str(pidfile)!r}, "w").write(str(os.getpid()))
+                time.sleep(8)
+                open({str(marker)!r}, "w").write("outlived tverify")
+                os._exit(0)
+            os._exit(0)
+        time.sleep(60)
+        model = Attn()
+    ''')
+    e = dict(os.environ, OMP_NUM_THREADS="1", TVERIFY_STORE=str(tmp_path / "store"))
+    e.pop("PYTHONPATH", None) if _SCRIPT.exists() else e.setdefault("PYTHONPATH", str(ROOT))
+    proc = subprocess.Popen(TVERIFY + ["check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress"],
+                            cwd=str(tmp_path), env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, "the module never ran"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), f"process {pid} of the user's code outlived a kill -9 of tverify"
+    time.sleep(9)
+    assert not marker.exists()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

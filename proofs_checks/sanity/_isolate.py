@@ -205,6 +205,7 @@ def _own_session() -> None:  # pragma: no cover - runs in the child
 def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | None, result_conn, out_conn,
                 alive) -> None:  # pragma: no cover - runs in the child (tests run it through the CLI)
     _own_session()
+    _procs.drop_server_client_fd()
     fd = out_conn.fileno()
     os.dup2(fd, 1)
     os.dup2(fd, 2)

@@ -70,6 +70,22 @@ def server_boot() -> None:  # pragma: no cover - runs in the fork server
     atexit.register(kill_below, os.getpid())
 
 
+def drop_server_client_fd() -> None:  # pragma: no cover - runs in the check's child
+    """In the check's child: close the write end of ``tverify``'s "alive" pipe to the fork server,
+    which multiprocessing hands every forked child. A process the user's code started inherited it,
+    and the server, waiting for that pipe's end before it ends (and kills what is below it), outlived
+    a ``kill -9`` of ``tverify`` with it. The user's own use of a forkserver starts a server of its own."""
+    with contextlib.suppress(Exception):
+        from multiprocessing import forkserver
+
+        server = forkserver._forkserver
+        fd = server._forkserver_alive_fd
+        if fd is not None:
+            server._forkserver_alive_fd = None
+            server._forkserver_address = None
+            os.close(fd)
+
+
 def kill_below(pid: int) -> None:
     """SIGKILL every process below ``pid`` (again until none is left) — only in ``pid`` itself: a
     process forked from the server inherits this exit handler and must not run it."""
