@@ -214,8 +214,9 @@ def test_nothing_of_the_users_code_outlives_a_kill_9_of_tverify(tmp_path):
     ''')
     e = dict(os.environ, OMP_NUM_THREADS="1", TVERIFY_STORE=str(tmp_path / "store"))
     e.pop("PYTHONPATH", None) if _SCRIPT.exists() else e.setdefault("PYTHONPATH", str(ROOT))
-    proc = subprocess.Popen(TVERIFY + ["check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress"],
-                            cwd=str(tmp_path), env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress"]
+    proc = subprocess.Popen(TVERIFY + args, cwd=str(tmp_path), env=e, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not pidfile.exists() or not pidfile.read_text():

@@ -805,8 +805,8 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
         raise InputError(f"{option}: cannot parse {text!r} (allowed: numbers, the variables, + - * / ** and parentheses)") from None
     depth = _ast_depth(tree)
     if depth > MAX_NESTING:  # SymPy's parser recurses once per level (a RecursionError, a 1000-line traceback)
-        raise InputError(f"{option}: the expression's tree is {depth} levels deep (a chain of operations or signs nested "
-                         f"that deep); at most {MAX_NESTING} levels are supported: expand or shorten it")
+        raise InputError(f"{option}: the expression's tree is {depth} levels deep (a chain of operations or "
+                         f"signs nested that deep); at most {MAX_NESTING} levels are supported: expand or shorten it")
     used: set = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Expression, ast.operator, ast.unaryop, ast.Load)):
@@ -961,7 +961,8 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
         except (SyntaxError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
             raise InputError(f"{opt}: cannot parse {text.strip()!r}: {exc}") from None
         except RecursionError:
-            raise InputError(f"{opt}: the expression is nested too deeply for SymPy's parser: expand or shorten it") from None
+            raise InputError(f"{opt}: the expression is nested too deeply for SymPy's parser: "
+                             "expand or shorten it") from None
         if e.has(sp.zoo, sp.oo, sp.nan) or not e.free_symbols <= set(syms):
             raise InputError(f"{opt}: not a finite expression in {', '.join(names_list)}: {text.strip()!r}")
         e = sp.expand(sp.cancel(e))

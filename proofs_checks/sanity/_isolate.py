@@ -43,8 +43,9 @@ Design (docs/own-model.md, "Your code runs in its own process"):
   that your code raises itself is your code's (exit 2).
 * Processes your code starts do not outlive the check: the child starts its own session (its own
   process group), and on Linux the *server* is the child subreaper of everything below it (set in
-  :func:`proofs_checks.sanity._procs.server_boot`; the user's code runs in a forked child and cannot clear it — it could clear
-  the child's own flag, and a ``setsid`` + double fork then escaped to init). When the task ends —
+  :func:`proofs_checks.sanity._procs.server_boot`; the user's code runs in a forked child and
+  cannot clear it — it could clear the child's own flag, and a ``setsid`` + double fork then escaped
+  to init). When the task ends —
   result received, time limit, memory limit, death, Ctrl-C — this process kills, with SIGKILL, every
   descendant of the child (found through ``/proc``, also those that left the group), the orphans the
   server adopted (its children that are no running check's) and the child's whole process group,
@@ -437,7 +438,8 @@ def _start_forkserver_quietly(forkserver) -> None:
     signals the whole foreground group, and the server, still importing its preload modules, printed a
     30-line KeyboardInterrupt traceback beside tverify's one line. The server ignores SIGINT itself
     once started; its children (the checks' processes) restore the default handler. This process's
-    own handler is back before the server is used. The server starts isolated (:func:`proofs_checks.sanity._procs.isolated_start`)."""
+    own handler is back before the server is used. The server starts isolated
+    (:func:`proofs_checks.sanity._procs.isolated_start`)."""
     server = getattr(forkserver, "_forkserver", None)
     if server is None or getattr(server, "_forkserver_pid", None) is not None:
         return
@@ -584,7 +586,8 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
 
 def _stop(proc) -> None:
     """End the child and everything the user's code started: SIGKILL to each process of
-    :func:`proofs_checks.sanity._procs.user_tree` (found again until none is left: a process forking meanwhile is found in the
+    :func:`proofs_checks.sanity._procs.user_tree` (found again until none is left: a process forking
+    meanwhile is found in the
     next pass, an orphan under the fork server too) and to the child's process group, then the
     child; once more after the child is gone (its orphans are adopted by the server)."""
     pid = proc.pid
@@ -680,7 +683,8 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
             if rss - base > limit:
                 _stop(proc)
                 outcome.problem = (f"{label}: {what}: the processes running your code used {fmt_bytes(rss - base)} of "
-                                   f"memory (with every process it started and the shared memory they hold), over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
+                                   "memory (with every process it started and the shared memory they hold), "
+                                   f"over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
                                    "checked (lower the sizes, or raise --max-memory)")
                 return
         el = now - t0
