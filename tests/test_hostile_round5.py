@@ -57,10 +57,18 @@ def _plant(folder: Path, marks: Path, names=("random", "json", "html", "shlex", 
     (folder / "numerics" / "__init__.py").write_text(_marker_code(marks, f"{folder.name}-numerics"))
 
 
-def _run(args, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    e = dict(os.environ, OMP_NUM_THREADS="1", TVERIFY_STORE=str(cwd.parent / "store"), **(env or {}))
-    e.pop("PYTHONPATH", None) if _SCRIPT.exists() else e.setdefault("PYTHONPATH", str(ROOT))
-    return subprocess.run(TVERIFY + list(args), cwd=str(cwd), env=e, capture_output=True, text=True, timeout=timeout)
+def _env(store: Path) -> dict:
+    e = dict(os.environ, OMP_NUM_THREADS="1", TVERIFY_STORE=str(store))
+    if _SCRIPT.exists():  # the installed script finds tverify itself; nothing else on the path
+        e.pop("PYTHONPATH", None)
+    else:
+        e.setdefault("PYTHONPATH", str(ROOT))
+    return e
+
+
+def _run(args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(TVERIFY + list(args), cwd=str(cwd), env=_env(cwd.parent / "store"), capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def _no_traceback(*texts: str) -> None:
@@ -212,10 +220,8 @@ def test_nothing_of_the_users_code_outlives_a_kill_9_of_tverify(tmp_path):
         time.sleep(60)
         model = Attn()
     ''')
-    e = dict(os.environ, OMP_NUM_THREADS="1", TVERIFY_STORE=str(tmp_path / "store"))
-    e.pop("PYTHONPATH", None) if _SCRIPT.exists() else e.setdefault("PYTHONPATH", str(ROOT))
     args = ["check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress"]
-    proc = subprocess.Popen(TVERIFY + args, cwd=str(tmp_path), env=e, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(TVERIFY + args, cwd=str(tmp_path), env=_env(tmp_path / "store"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
