@@ -541,6 +541,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     alive_r, alive_w = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
                        name=f"tverify {what}", daemon=False)
+    before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
     try:
         with _main_hidden(), _procs.isolated_start():
             proc.start()
@@ -553,7 +554,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     for c in (res_w, out_w, alive_r):
         c.close()
     if proc.pid is not None:
-        _procs.ACTIVE.add(proc.pid)
+        _procs.ACTIVE[proc.pid] = before
     outcome = _Outcome()
     try:
         _supervise(proc, res_r, out_r, outcome, label=label, what=what, timeout=timeout, limit=limit, why=why,
@@ -613,7 +614,7 @@ def _stop(proc) -> None:
                     os.kill(p, signal.SIGKILL)
             if not found:
                 break
-    _procs.ACTIVE.discard(pid)
+    _procs.ACTIVE.pop(pid, None)
 
 
 def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream) -> None:

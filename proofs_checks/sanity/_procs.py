@@ -106,9 +106,16 @@ def server_pid() -> int | None:
     return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
-#: pids of the checks' children this process is running now (the fork server's other children are
-#: orphans it adopted: processes the user's code started)
-ACTIVE: set[int] = set()
+#: the checks' children this process is running now, each with the fork server's other children when
+#: it started (a caller's own forkserver processes): any other child of the server is an orphan it
+#: adopted, a process the user's code started
+ACTIVE: dict[int, frozenset[int]] = {}
+
+
+def server_children() -> frozenset[int]:
+    """The fork server's children now (empty without a server or ``/proc``)."""
+    server = server_pid()
+    return frozenset(_Children().get(server, ())) if server is not None else frozenset()
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -180,7 +187,7 @@ def user_tree(pid: int) -> list[int]:
     server = server_pid()
     if server is not None:
         for orphan in children.get(server, ()):
-            if orphan not in ACTIVE and orphan != pid and orphan not in found:
+            if orphan not in ACTIVE and orphan not in ACTIVE.get(pid, ()) and orphan != pid and orphan not in found:
                 found += [orphan, *descendants(orphan, children)]
     return found
 
