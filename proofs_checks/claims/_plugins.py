@@ -134,7 +134,8 @@ def _signal_name(code: int) -> str:
 
 def probe(ep: Any, *, stream=None) -> float:
     """Import the entry point ``ep`` (and call what it names, when callable) in a fresh Python process
-    with this one's ``sys.path``, working folder and environment; the seconds it took. Raises
+    with this one's working folder and environment and its ``sys.path`` reordered, set before any
+    import (:func:`proofs_checks.guards.child_sys_path`; ``python -P``); the seconds it took. Raises
     :class:`PluginImportFailed` (a short reason) when that process ends without reporting a clean
     import (``os._exit``, a signal), does not finish within ``$TVERIFY_PLUGIN_IMPORT_TIMEOUT`` s, or
     reports an exception (``KeyboardInterrupt`` and ``sys.exit`` included). The plugin's own output
