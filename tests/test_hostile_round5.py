@@ -173,23 +173,31 @@ def test_shared_memory_the_code_fills_counts_against_max_memory(tmp_path, monkey
     assert code == 2 and "over the limit of 256 MB" in err, (code, err)
 
 
-@linux
-def test_a_setsid_double_forked_sleeper_does_not_outlive_the_check(tmp_path, monkeypatch):
-    marker, pidfile = tmp_path / "escaped", tmp_path / "sleeper.pid"
-    _write(tmp_path, "escaper.py", f'''
+def _escaper(folder: Path, sleeps: float, then: float) -> tuple[Path, Path]:
+    """``escaper.py:model``: at import it clears the child-subreaper flag the check set and starts,
+    through ``setsid`` and a double fork, a sleeper that writes its pid, then after ``sleeps``
+    seconds a marker; the import itself then takes ``then`` seconds. (marker, pid file)."""
+    marker, pidfile = folder / "escaped", folder / "sleeper.pid"
+    _write(folder, "escaper.py", f'''
         import ctypes, os, time
-        ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)  # clear the child-subreaper flag the check set
+        ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
                 open({str(pidfile)!r}, "w").write(str(os.getpid()))
-                time.sleep(5)
+                time.sleep({sleeps})
                 open({str(marker)!r}, "w").write("outlived the check")
                 os._exit(0)
             os._exit(0)
-        time.sleep(0.5)
+        time.sleep({then})
         model = Attn()
     ''')
+    return marker, pidfile
+
+
+@linux
+def test_a_setsid_double_forked_sleeper_does_not_outlive_the_check(tmp_path, monkeypatch):
+    marker, pidfile = _escaper(tmp_path, sleeps=5, then=0.5)
     monkeypatch.chdir(tmp_path)
     code, out, err = invoke("check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress")
     _no_traceback(err)
@@ -205,21 +213,7 @@ def test_a_setsid_double_forked_sleeper_does_not_outlive_the_check(tmp_path, mon
 
 @linux
 def test_nothing_of_the_users_code_outlives_a_kill_9_of_tverify(tmp_path):
-    marker, pidfile = tmp_path / "escaped", tmp_path / "sleeper.pid"
-    _write(tmp_path, "escaper.py", f'''
-        import ctypes, os, time
-        ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                open({str(pidfile)!r}, "w").write(str(os.getpid()))
-                time.sleep(8)
-                open({str(marker)!r}, "w").write("outlived tverify")
-                os._exit(0)
-            os._exit(0)
-        time.sleep(60)
-        model = Attn()
-    ''')
+    marker, pidfile = _escaper(tmp_path, sleeps=8, then=60)
     args = ["check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress"]
     proc = subprocess.Popen(TVERIFY + args, cwd=str(tmp_path), env=_env(tmp_path / "store"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
