@@ -1,5 +1,13 @@
 """``python -m proofs_checks`` is ``tverify``."""
 
-from proofs_checks.cli import main
+import os
+import sys
+
+# `python -m` puts the working folder first on sys.path: a random.py, json.py or numerics/ there would
+# be what tverify imports next (the `tverify` script never has it there; `python -P -m` neither)
+if sys.path and not sys.flags.safe_path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
+
+from proofs_checks.cli import main  # noqa: E402
 
 main()

@@ -15,6 +15,7 @@ Heavy libraries (torch, cvxpy, SymPy) are imported on first call.
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from typing import Any, Iterable
 
@@ -235,6 +236,9 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         for nm, v in (("mode", mode), ("dtype", dtype), ("device", device)):
             if not isinstance(v, str):
                 raise InputError(f"check_attention: {nm} must be a string, got {v!r}")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", device):  # "meta", "mps", "cuda:x": a child traceback before
+            raise InputError(f"check_attention: device={device!r}: the checks compute on \"cpu\" or \"cuda\" "
+                             "(\"cuda:N\"), on numbers they can compare")
         if device.split(":")[0] == "cuda":
             from numerics.torch_utils import cuda_available
 

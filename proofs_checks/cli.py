@@ -116,7 +116,8 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
         from proofs_checks.claims import PLUGIN_ERRORS
 
         for name, why in [] if PLUGIN_ERRORS else doc.get("plugin_errors") or []:  # a cache hit is not silent
-            _warn(f"claims plugin {name} failed to load and was skipped (when this catalogue was cached): {why}"[:300])
+            _warn(f"claims plugin {name} was skipped: it failed to load when this catalogue was cached (a time "
+                  f"limit, the folder it ran in: --refresh tries it again): {why}"[:300])
         return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
     fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
     doc = catalogue.build(_select([]), with_derivations=False, fingerprint=fp)
@@ -1014,9 +1015,13 @@ def _write_failure(exc: OSError) -> str | None:
     """One line for a failed write (a full disk, a closed pipe); ``None`` for other OS errors."""
     import errno
 
+    from proofs_checks.console import stdout_was_closed
+
     codes = {getattr(errno, n) for n in _WRITE_ERRNOS if hasattr(errno, n)}
     if not isinstance(exc, BrokenPipeError) and exc.errno not in codes:
         return None
+    if stdout_was_closed():
+        return "the standard output is closed (started with >&-); nothing was written to it"
     if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
         return "the output was closed before everything was written (broken pipe); the output is incomplete"
     where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
@@ -1038,7 +1043,10 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
-    a closed pipe): one line, exit 2."""
+    a closed pipe, a standard output closed from the start): one line, exit 2."""
+    from proofs_checks.console import guard_closed_streams
+
+    guard_closed_streams()
     try:
         _main(argv)
     except SystemExit as exc:
@@ -1066,8 +1074,29 @@ def _stderr_line(text: str) -> None:
         pass
 
 
+def _overflowing_number(argv: list[str]) -> str | None:
+    """The first argument (or ``--opt=VALUE`` value) written as a finite number too large for a
+    float64 (``1e400``): read as ``inf``, it was reported as "got inf"."""
+    import math
+
+    for tok in argv:
+        text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
+        try:
+            v = float(text)
+        except ValueError:
+            continue
+        if math.isinf(v) and "inf" not in text.lower():
+            return tok
+    return None
+
+
 def _main(argv: list[str] | None = None) -> None:
     from proofs_checks.store import OutputPathError
+
+    big = _overflowing_number(list(sys.argv[1:] if argv is None else argv))
+    if big is not None:
+        click.echo(f"tverify: error: {big}: the number overflows a float64 (the largest is about 1.8e308)", err=True)
+        sys.exit(2)
 
     from proofs_checks.console import set_argv
 

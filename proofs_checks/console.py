@@ -17,7 +17,68 @@ import click
 from proofs_checks.options import UsageError
 
 __all__ = ["console", "table", "esc", "command_line", "set_argv", "check_json_target", "write_json",
-           "LazySanityGroup"]
+           "LazySanityGroup", "ClosedStream", "guard_closed_streams", "stdout_was_closed"]
+
+
+class ClosedStream:
+    """``sys.stdout`` of a ``tverify`` started with its standard output closed (``>&-``; Python sets
+    ``None``): a write raises ``BrokenPipeError``, so the command's one line and exit 2 apply (it was
+    a 30-line ``'NoneType' object has no attribute 'isatty'`` traceback, exit 1); ``flush`` does
+    nothing. Descriptor 1 itself is held open on ``/dev/null`` so no file tverify opens, nor a child
+    process, takes its number."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text: str) -> int:
+        if not text:
+            return 0
+        raise BrokenPipeError(32, "the standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return 1
+
+
+_CLOSED = {"stdout": False}
+
+
+def stdout_was_closed() -> bool:
+    """Whether this ``tverify`` started with its standard output closed (click may have wrapped the
+    :class:`ClosedStream` since)."""
+    return _CLOSED["stdout"]
+
+
+def guard_closed_streams() -> None:
+    """Standard descriptors closed when tverify started (``>&-``, ``2>&-``, ``<&-``) held open on
+    ``/dev/null``; ``sys.stdout`` then a :class:`ClosedStream`, ``sys.stderr`` a sink (nothing can be
+    said there)."""
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                new = os.open(os.devnull, os.O_RDWR)
+                if new != fd:
+                    os.dup2(new, fd)
+                    os.close(new)
+            except OSError:  # pragma: no cover
+                pass
+    if sys.stdout is None:
+        sys.stdout = ClosedStream()
+        _CLOSED["stdout"] = True
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the life of the process)
 
 _consoles: dict[str, Any] = {}
 

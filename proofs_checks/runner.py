@@ -511,13 +511,14 @@ def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str,
     from theory.derivation import reset_progress
 
     reset_progress()
+    budget = _budget(derivation_budget())  # bound before the timer starts: it may ring inside __enter__
     try:
-        with _budget(derivation_budget()) as stopped:
+        with budget:
             d = claim.derivation()
             if obligations:
                 info["obligations"] = [r.to_json() for r in d.check_obligations()]
     except _OutOfTime:
-        info["timeout"] = stopped["where"]
+        info["timeout"] = budget.stopped["where"]
         info["obligations"] = []
         return info
     except Exception as exc:

@@ -780,6 +780,20 @@ def derive_sos_certificate() -> Derivation:
 _ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 
 
+#: deepest expression tree --f/--V may have (SymPy's parser recursed past Python's limit near 1000)
+MAX_NESTING = 500
+
+
+def _ast_depth(tree) -> int:
+    """Depth of an expression tree, counted without recursion."""
+    deepest, todo = 0, [(tree.body, 1)]
+    while todo:
+        node, d = todo.pop()
+        deepest = max(deepest, d)
+        todo.extend((child, d + 1) for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr_context))
+    return deepest
+
+
 def _check_ast(text: str, option: str, names: set | None) -> set:
     """Whitelist the syntax of one expression: numbers, names, + − * / ** and parentheses; integer
     exponents 0..MAX_DEGREE. Returns the names used."""
@@ -789,6 +803,10 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
         raise InputError(f"{option}: cannot parse {text!r} (allowed: numbers, the variables, + - * / ** and parentheses)") from None
+    depth = _ast_depth(tree)
+    if depth > MAX_NESTING:  # SymPy's parser recurses once per level (a RecursionError, a 1000-line traceback)
+        raise InputError(f"{option}: the expression's tree is {depth} levels deep (a chain of operations or "
+                         f"signs nested that deep); at most {MAX_NESTING} levels are supported: expand or shorten it")
     used: set = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Expression, ast.operator, ast.unaryop, ast.Load)):
@@ -942,6 +960,9 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
                            evaluate=True)
         except (SyntaxError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
             raise InputError(f"{opt}: cannot parse {text.strip()!r}: {exc}") from None
+        except RecursionError:
+            raise InputError(f"{opt}: the expression is nested too deeply for SymPy's parser: "
+                             "expand or shorten it") from None
         if e.has(sp.zoo, sp.oo, sp.nan) or not e.free_symbols <= set(syms):
             raise InputError(f"{opt}: not a finite expression in {', '.join(names_list)}: {text.strip()!r}")
         e = sp.expand(sp.cancel(e))

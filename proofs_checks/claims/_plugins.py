@@ -95,10 +95,11 @@ def probed(ep: Any) -> bool:
 # the import probe
 
 _PROBE = r"""
-import json, os, sys
+import sys
+sys.path[:] = @PATH@
+import json, os
 fd = int(sys.argv[1])
 name, value, group = sys.argv[2:5]
-sys.path[:] = json.loads(sys.argv[5])
 
 def send(doc):
     data = json.dumps(doc).encode("utf-8")
@@ -133,20 +134,26 @@ def _signal_name(code: int) -> str:
 
 def probe(ep: Any, *, stream=None) -> float:
     """Import the entry point ``ep`` (and call what it names, when callable) in a fresh Python process
-    with this one's ``sys.path``, working folder and environment; the seconds it took. Raises
+    with this one's working folder and environment and its ``sys.path`` reordered, set before any
+    import (:func:`proofs_checks.guards.child_sys_path`; ``python -P``); the seconds it took. Raises
     :class:`PluginImportFailed` (a short reason) when that process ends without reporting a clean
     import (``os._exit``, a signal), does not finish within ``$TVERIFY_PLUGIN_IMPORT_TIMEOUT`` s, or
     reports an exception (``KeyboardInterrupt`` and ``sys.exit`` included). The plugin's own output
     there is discarded (the import in this process shows it). A real Ctrl-C here ends the probe and
     is raised."""
+    from proofs_checks.guards import child_sys_path
+
     stream = stream if stream is not None else sys.stderr
     limit = seconds("TVERIFY_PLUGIN_IMPORT_TIMEOUT", IMPORT_TIMEOUT)
     env = dict(os.environ, **{CHILD_ENV: "1"})
     r, w = os.pipe()
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen([sys.executable, "-c", _PROBE, str(w), str(ep.name), str(ep.value), str(ep.group),
-                                 json.dumps(list(sys.path))], pass_fds=(w,), stdin=subprocess.DEVNULL,
+        # -P and the path set first: nothing in the working folder runs (a json.py there ran, and the
+        # plugin was blamed)
+        source = _PROBE.replace("@PATH@", repr(child_sys_path()))
+        proc = subprocess.Popen([sys.executable, "-P", "-c", source, str(w), str(ep.name), str(ep.value),
+                                 str(ep.group)], pass_fds=(w,), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     except OSError as exc:
         os.close(r)

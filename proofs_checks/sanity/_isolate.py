@@ -30,19 +30,29 @@ Design (docs/own-model.md, "Your code runs in its own process"):
   **stderr**, so ``--json -`` on stdout holds the JSON only.
 * Limits: ``--timeout SECONDS`` (none by default) ends the child; while it runs, a line on stderr
   every few seconds when the child itself prints nothing (``--no-progress`` silences them). The
-  child's memory (resident anonymous memory beyond its start, polled every 0.1 s) may not exceed
+  memory of the user's code — resident anonymous memory of the child and of every process below it
+  (orphans the server adopted included), plus the shared memory they hold (the larger of what they
+  map and what ``/dev/shm`` grew by), beyond the child's start, polled every 0.1 s — may not exceed
   ``--max-memory`` (default: half the memory available, as the checks' own estimates; never below
-  256 MB): beyond it the child is killed. Each is one line, exit 2.
+  256 MB): beyond it the child and its processes are killed. Each is one line, exit 2.
+* Nothing the user did not ask for runs: the server (and multiprocessing's resource tracker) start
+  with ``-P`` and set ``sys.path`` (:func:`proofs_checks.guards.child_sys_path`: the standard
+  library and installed packages first, no working folder) before any import; the child gets the
+  same path, and the loader appends the module's folder last.
 * A real Ctrl-C (SIGINT in this process) ends the child and exits 130; a ``KeyboardInterrupt``
   that your code raises itself is your code's (exit 2).
 * Processes your code starts do not outlive the check: the child starts its own session (its own
-  process group) and, on Linux, adopts the orphans of what it starts (``PR_SET_CHILD_SUBREAPER``).
-  When the task ends — result received, time limit, memory limit, death, Ctrl-C — this process
-  kills, with SIGKILL, every descendant of the child (found through ``/proc``, also those that left
-  the group) and the child's whole process group, then the child. Without this a ``fork`` in a
-  ``forward`` left orphans that held the multiprocessing server (and through it ``tverify``'s
-  stdout) open: ``tverify check … | tail`` waited as long as they slept. The child also ends its
-  group when this process disappears (``kill -9`` of ``tverify``).
+  process group), and on Linux the *server* is the child subreaper of everything below it (set in
+  :func:`proofs_checks.sanity._procs.server_boot`; the user's code runs in a forked child and
+  cannot clear it — it could clear the child's own flag, and a ``setsid`` + double fork then escaped
+  to init). When the task ends —
+  result received, time limit, memory limit, death, Ctrl-C — this process kills, with SIGKILL, every
+  descendant of the child (found through ``/proc``, also those that left the group), the orphans the
+  server adopted (its children that are no running check's) and the child's whole process group,
+  then the child. Without this a ``fork`` in a ``forward`` left orphans that held the
+  multiprocessing server (and through it ``tverify``'s stdout) open: ``tverify check … | tail``
+  waited as long as they slept. The child also ends its group when this process disappears
+  (``kill -9`` of ``tverify``), and the server, ending then, kills every process below it.
 * ``isolate=False`` in the Python API runs everything in the caller's process (for a debugger or
   coverage), without these protections.
 """
@@ -50,6 +60,7 @@ Design (docs/own-model.md, "Your code runs in its own process"):
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import math
@@ -65,6 +76,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from proofs_checks.sanity import _procs
 from proofs_checks.sanity._loader import UserCodeError
 
 __all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD", "draw_figures", "cleanup"]
@@ -150,21 +162,6 @@ def unpack_arrays(blob: bytes | None) -> dict:
 # the child
 
 
-def _memory_now(pid: int) -> float | None:
-    """Resident anonymous memory of ``pid`` in bytes (``RssAnon``; ``VmRSS`` on older kernels)."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    rss = None
-    for line in text.splitlines():
-        if line.startswith("RssAnon:"):
-            return float(line.split()[1]) * 1024
-        if line.startswith("VmRSS:"):
-            rss = float(line.split()[1]) * 1024
-    return rss
-
-
 def _end_own_group(code: int) -> None:  # pragma: no cover - runs in the child
     """End the child's whole process group (what the user's code started, then the child itself)."""
     if hasattr(os, "killpg") and os.getpgrp() == os.getpid():  # only a group of its own (never the caller's)
@@ -173,13 +170,22 @@ def _end_own_group(code: int) -> None:  # pragma: no cover - runs in the child
     os._exit(code)
 
 
+#: the child's exit status when the user's code closed the descriptors it talks to this process through
+CLOSED_FDS_EXIT = 73
+
+
 def _watch_parent(alive) -> None:
     """Daemon thread of the child: when the parent is gone (its end of ``alive`` closed), end, with
-    everything the user's code started."""
+    everything the user's code started. When the code closed the child's own descriptors
+    (``os.closerange``), exit with :data:`CLOSED_FDS_EXIT` (the parent ends what it started): no
+    result can reach the parent any more, and a SIGKILL of the group, this process included, read
+    as "out of memory?"."""
     try:
         alive.recv_bytes()
-    except (EOFError, OSError):
+    except EOFError:
         pass
+    except OSError:
+        os._exit(CLOSED_FDS_EXIT)
     _end_own_group(70)
 
 
@@ -200,6 +206,7 @@ def _own_session() -> None:  # pragma: no cover - runs in the child
 def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | None, result_conn, out_conn,
                 alive) -> None:  # pragma: no cover - runs in the child (tests run it through the CLI)
     _own_session()
+    _procs.drop_server_client_fd()
     fd = out_conn.fileno()
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -229,6 +236,10 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
             stream.flush()
     try:
         result_conn.send_bytes(_dumps(payload))
+    except OSError as exc:
+        if exc.errno == errno.EBADF:  # the code closed the descriptor (os.closerange): say so, not a SIGKILL
+            os._exit(CLOSED_FDS_EXIT)
+        _end_own_group(71)
     except Exception:
         _end_own_group(71)
     # the parent, on receiving the result, kills this process with every descendant it can find (the
@@ -427,7 +438,8 @@ def _start_forkserver_quietly(forkserver) -> None:
     signals the whole foreground group, and the server, still importing its preload modules, printed a
     30-line KeyboardInterrupt traceback beside tverify's one line. The server ignores SIGINT itself
     once started; its children (the checks' processes) restore the default handler. This process's
-    own handler is back before the server is used."""
+    own handler is back before the server is used. The server starts isolated
+    (:func:`proofs_checks.sanity._procs.isolated_start`)."""
     server = getattr(forkserver, "_forkserver", None)
     if server is None or getattr(server, "_forkserver_pid", None) is not None:
         return
@@ -438,7 +450,8 @@ def _start_forkserver_quietly(forkserver) -> None:
     # modules after ensure_running returns); a Ctrl-C inside it is not seen by this process
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        server.ensure_running()
+        with _procs.isolated_start():
+            server.ensure_running()
     except Exception:  # the start is retried, with its own error, by the first Process.start()
         pass
     finally:
@@ -464,7 +477,8 @@ def _signal_name(code: int) -> str:
         name = signal.Signals(-code).name
     except (ValueError, AttributeError):
         return f"signal {-code}"
-    why = {"SIGSEGV": "a segmentation fault", "SIGKILL": "SIGKILL (out of memory?)", "SIGABRT": "an abort",
+    why = {"SIGSEGV": "a segmentation fault", "SIGABRT": "an abort",
+           "SIGKILL": "SIGKILL, not sent by tverify (the system's out-of-memory killer, a kill -9, or the code itself)",
            "SIGBUS": "a bus error", "SIGFPE": "a floating-point exception", "SIGTERM": "SIGTERM",
            "SIGILL": "an illegal instruction"}.get(name, name)
     return f"{why} ({name})"
@@ -496,6 +510,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     limit, or reports a usage error; :class:`ChildInternalError` for a failure of tverify's own
     code there. ``label`` names the option (``--module``), ``what`` the check in messages."""
     from proofs_checks import guards
+    from proofs_checks.guards import child_sys_path
 
     stream = stream if stream is not None else sys.stderr
     obj_blob = None
@@ -512,7 +527,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
                                 "without protection from os._exit, crashes and hangs") from None
     arrays_blob = pack_arrays(**arrays) if arrays else None
     fig_dir = tempfile.mkdtemp(prefix="tverify-figures-") if figures else None
-    req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=list(sys.path), env=dict(os.environ),
+    req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=child_sys_path(), env=dict(os.environ),
                figures_dir=fig_dir, dry_run=bool(guards._DRY_RUN.get()))
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -526,8 +541,9 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     alive_r, alive_w = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
                        name=f"tverify {what}", daemon=False)
+    before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
     try:
-        with _main_hidden():
+        with _main_hidden(), _procs.isolated_start():
             proc.start()
     except Exception as exc:
         for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):
@@ -537,6 +553,8 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
         raise ChildInternalError(f"{what}: cannot start the check's process: {type(exc).__name__}: {exc}") from None
     for c in (res_w, out_w, alive_r):
         c.close()
+    if proc.pid is not None:
+        _procs.ACTIVE[proc.pid] = before
     outcome = _Outcome()
     try:
         _supervise(proc, res_r, out_r, outcome, label=label, what=what, timeout=timeout, limit=limit, why=why,
@@ -567,51 +585,19 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     return payload
 
 
-def _descendants(root: int) -> list[int]:
-    """Process ids below ``root`` (children, their children, …) from ``/proc``; empty where there is
-    no ``/proc``. One pass over ``/proc/*/stat`` (about a millisecond for a hundred processes)."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    children: dict[int, list[int]] = {}
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-            ppid = int(data[data.rfind(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out: list[int] = []
-    todo = [root]
-    while todo:
-        for c in children.get(todo.pop(), ()):
-            if c not in out:
-                out.append(c)
-                todo.append(c)
-    return out
-
-
-def _kill_group(pid: int) -> None:
-    if hasattr(os, "killpg"):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)  # the child's own group (its pid; ESRCH before its setsid)
-
-
 def _stop(proc) -> None:
-    """End the child and everything it started: SIGKILL to each descendant (found again until none
-    is left: a process forking meanwhile is found in the next pass) and to the child's process group,
-    then the child; the group once more after the child is gone (orphans keep its id)."""
+    """End the child and everything the user's code started: SIGKILL to each process of
+    :func:`proofs_checks.sanity._procs.user_tree` (found again until none is left: a process forking
+    meanwhile is found in the
+    next pass, an orphan under the fork server too) and to the child's process group, then the
+    child; once more after the child is gone (its orphans are adopted by the server)."""
     pid = proc.pid
     if pid is None:
         return
     with contextlib.suppress(Exception):
         for _ in range(20):
-            found = _descendants(pid) if proc.is_alive() else []
-            _kill_group(pid)
+            found = _procs.user_tree(pid)
+            _procs.kill_group(pid)
             for p in found:
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
@@ -620,7 +606,15 @@ def _stop(proc) -> None:
         if proc.is_alive():
             proc.kill()
         proc.join(5)
-        _kill_group(pid)
+        _procs.kill_group(pid)
+        for _ in range(20):
+            found = _procs.user_tree(pid)
+            for p in found:
+                with contextlib.suppress(OSError):
+                    os.kill(p, signal.SIGKILL)
+            if not found:
+                break
+    _procs.ACTIVE.pop(pid, None)
 
 
 def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream) -> None:
@@ -634,6 +628,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
     base = None
     peak = 0.0
     ended = False
+    shm_start = _procs.shm_used()
     while True:
         ready = wait([res_r, out_r, proc.sentinel], timeout=POLL)
         now = time.monotonic()
@@ -671,6 +666,9 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                     code = proc.exitcode
                 if code is not None and code < 0:
                     how = f"was ended by {_signal_name(code)}"
+                elif code == CLOSED_FDS_EXIT:
+                    how = (f"ended (exit status {code}) because the code closed the file descriptors it talks to "
+                           "tverify through (os.closerange, or a close of every descriptor)")
                 else:
                     how = f"ended with exit status {code} (os._exit, or an exit the code made)"
                 outcome.problem = (f"{label}: {what}: the process running your code {how} before the check finished; "
@@ -678,15 +676,16 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 return
             ended = True
             continue
-        rss = _memory_now(proc.pid) if proc.pid else None
+        rss = _procs.tree_memory(proc.pid, shm_start) if proc.pid else None
         if rss is not None:
             if base is None:
                 base = rss
             peak = max(peak, rss - base)
             if rss - base > limit:
                 _stop(proc)
-                outcome.problem = (f"{label}: {what}: the process running your code used {fmt_bytes(rss - base)} of "
-                                   f"memory, over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
+                outcome.problem = (f"{label}: {what}: the processes running your code used {fmt_bytes(rss - base)} of "
+                                   "memory (with every process it started and the shared memory they hold), "
+                                   f"over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
                                    "checked (lower the sizes, or raise --max-memory)")
                 return
         el = now - t0

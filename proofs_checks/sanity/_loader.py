@@ -2,8 +2,9 @@
 
 Used by ``tverify check attention --module``, ``check icl --model`` and ``check hopfield --module``.
 The user's file is imported in-process under a private module name (it is never written to, and
-nothing is added to ``sys.path`` beyond the file's own folder, which stays there for the rest of the
-run, so a sibling helper module imports as it would from a script, also when the object is called). Every failure is a
+nothing is added to ``sys.path`` beyond the file's own folder, appended last, which stays there for the rest
+of the run, so a sibling helper module imports as it would from a script, also when the object is called,
+while a ``random.py`` or ``html.py`` beside it never hides the standard library's). Every failure is a
 :class:`~proofs_checks.options.UsageError` with one line: a malformed spec, a missing file, an
 import that raises (its exception type and message shown, never the traceback), a missing name.
 
@@ -159,8 +160,8 @@ def _import_file(path: Path, option: str):
     module = importlib.util.module_from_spec(spec)
     folder = str(path.resolve().parent)
     added = folder not in sys.path
-    if added:
-        sys.path.insert(0, folder)
+    if added:  # last: the standard library and installed packages first (an html.py there is not `import html`)
+        sys.path.append(folder)
     sys.modules[mod_name] = module
     try:
         with user_code(option, f"importing {path}"):

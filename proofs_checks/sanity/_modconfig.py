@@ -38,6 +38,7 @@ was read wins, and the difference is returned (``"_differs"``) and said in its l
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -189,7 +190,19 @@ def _bad(source: str, v: Any, want: str) -> ConfigError:
     return ConfigError(f"{source} = {v!r}: expected {want}")
 
 
+def _scalar(v: Any) -> Any:
+    """A one-element tensor or array (``tensor(500000.)`` as a config's ``rope_theta``) as its number;
+    anything else as it is."""
+    if not isinstance(v, (numbers.Number, str, bytes)) and callable(getattr(v, "item", None)):
+        with contextlib.suppress(Exception):
+            n = v.numel() if callable(getattr(v, "numel", None)) else getattr(v, "size", None)
+            if n == 1:
+                return v.item()
+    return v
+
+
 def _number(v: Any, source: str, *, gt: float, want: str) -> float:
+    v = _scalar(v)  # "tensor(500000.): expected a number > 1" said a true thing falsely
     if not _is_num(v) or not float(v) > gt:
         raise _bad(source, v, want)
     return float(v)

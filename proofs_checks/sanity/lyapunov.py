@@ -196,7 +196,7 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
     from numerics import lyapunov_search as ls
 
     names = ", ".join(map(str, cand.vars))
-    where = "globally" if region is None else f"on the ball ‖x‖ ≤ {region}"
+    where = "globally" if region is None else f"on the ball ‖x‖ ≤ {_short_number(region)}"
     doc: dict = {"check": "lyapunov", "vars": [str(v) for v in cand.vars], "f": [str(e) for e in cand.f],
                  "V": str(cand.V), "Vdot": str(vdot), "eps": str(eps), "region": None if region is None else str(region),
                  "inputs": {"f": f_text, "V": V_text, "vars": vars_text, "eps": eps_text, "region": region_text,
@@ -222,13 +222,13 @@ def run_lyapunov(f_text: str, V_text: str, vars_text: str | None = None, *, eps_
                               "V_minus_eps_p": uV.to_json(), "decay": uD.to_json()}
         doc["counterexample"] = None
         crit = (f"V − εp with p = {uV.margin} and −∇V·f − εq with q = {uD.margin} (ε = {_short_number(eps)}) are sums of squares"
-                + ("" if region is None else f" plus s(x)(R² − ‖x‖²) with SOS multipliers s, R = {region}")
+                + ("" if region is None else f" plus s(x)(R² − ‖x‖²) with SOS multipliers s, R = {_short_number(region)}")
                 + f"; smallest Gram eigenvalues {_fmt(uV.min_eig)} (V − εp) and {_fmt(uD.min_eig)} (−∇V·f − εq)"
                 + f"; exact re-check residuals {uV.exact_residual} and {uD.exact_residual} after rounding to 2^-40 and "
                   "exact projection, both rational Gram matrices exactly PSD (pivoted LDLᵀ)")
         summ = ("certified: V is a global Lyapunov function (V ≥ εp, ∇V·f ≤ −εq; p, q positive definite and radially "
                 "unbounded): the origin is globally asymptotically stable" if region is None else
-                f"certified on the ball ‖x‖ ≤ {region}: V ≥ εp and ∇V·f ≤ −εq there: the origin is locally "
+                f"certified on the ball ‖x‖ ≤ {_short_number(region)}: V ≥ εp and ∇V·f ≤ −εq there: the origin is locally "
                 "asymptotically stable (sublevel sets of V inside the ball are invariant)")
         v = Verdict("ok", summ, crit, numbers)
     else:

@@ -57,6 +57,19 @@ def _list(entries, json_path) -> None:
     _console().print(t)
 
 
+def _check_cache(cache: Path, given: bool) -> None:
+    """The install cache, refused up front (one line) when it, or a folder above it, exists and is no
+    folder: every row said "cannot create the install cache /dev/full: File exists" before."""
+    what = f"--cache-dir {cache}" if given else f"the install cache {cache}"
+    for p in (cache, *cache.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                kind = "a file" if p.is_file() else "a device, FIFO or socket" if p.exists() else "a broken link"
+                where = "" if p == cache else f": {p} is "
+                raise UsageError(f"{what}{where or ' is '}{kind}, not a folder; nothing was installed: choose a folder")
+            return
+
+
 def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out_dir: str, force: bool,
                 cache_dir: str | None, install: bool, timeout: float, seed: int = 0, progress: bool = True) -> int:
     from proofs_checks.console import check_json_target as _check_json_target, command_line as _command_line, console as _console, write_json as _write_json  # noqa: E501
@@ -74,6 +87,7 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     out = check_out_and_json(out_dir, force, json_path, what="tverify survey")
     _check_json_target(json_path)
     cache = Path(cache_dir) if cache_dir else default_cache()
+    _check_cache(cache, given=bool(cache_dir))
     say = (lambda s: click.echo(s, err=True)) if progress else (lambda s: None)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []

@@ -1,0 +1,239 @@
+"""The processes of a check's child (:mod:`proofs_checks.sanity._isolate`): how the checks' fork
+server starts without a user-controlled folder on its path, how it becomes the subreaper of what the
+user's code starts, and how the parent finds, measures and kills every process of the user's code
+(its descendants through ``/proc``, the orphans the server adopted, the shared memory they hold).
+Linux-only parts (``/proc``, ``prctl``) do nothing elsewhere."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+__all__ = ["ACTIVE", "isolated_start", "server_boot", "server_pid", "user_tree", "tree_memory", "shm_used",
+           "kill_group", "kill_below", "descendants"]
+
+#: run first in every interpreter multiprocessing starts for the checks (the fork server, its
+#: resource tracker): the path set before any import, then the server's own set-up
+_BOOT = "import sys; sys.path[:] = {path!r}; "
+_BOOT_SERVER = "from proofs_checks.sanity._procs import server_boot; server_boot(); "
+
+
+@contextlib.contextmanager
+def isolated_start():
+    """While multiprocessing starts its fork server (or resource tracker): the interpreter starts
+    with ``-P`` (no working folder or script folder put first on ``sys.path``) and its first
+    statement sets ``sys.path`` to :func:`proofs_checks.guards.child_sys_path` — Python 3.11's
+    ``forkserver.main`` ignores the path it is given, and imported its preload list (``numpy``,
+    ``torch``, …) with the working folder first: a ``random.py`` or ``numerics/`` there ran."""
+    from multiprocessing import util
+
+    from proofs_checks.guards import child_sys_path
+
+    original = util.spawnv_passfds
+    boot = _BOOT.format(path=child_sys_path())
+
+    def spawn(path, args, passfds):
+        args = list(args)
+        if "-c" in args[:-1]:
+            i = args.index("-c")
+            server = "multiprocessing.forkserver" in args[i + 1]
+            args[i:i + 2] = ["-P", "-c", boot + (_BOOT_SERVER if server else "") + args[i + 1]]
+        return original(path, args, passfds)
+
+    util.spawnv_passfds = spawn
+    try:
+        yield
+    finally:
+        util.spawnv_passfds = original
+
+
+def server_boot() -> None:  # pragma: no cover - runs in the fork server
+    """In the fork server, before it imports anything else: on Linux it becomes the *subreaper* of
+    every process the checks' children start (``PR_SET_CHILD_SUBREAPER``): an orphan — double fork,
+    ``setsid``, the flag cleared in the child by the user's code, which never runs in this process —
+    is adopted here, found by the parent as this server's child that is no check, and killed when the
+    check ends; and, when the server ends (``tverify`` gone, even by ``kill -9``), it kills every
+    process still below it."""
+    import atexit
+    import warnings
+
+    # the server reaps the orphans it adopts; multiprocessing warns about each ("unexpected pid")
+    warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    atexit.register(kill_below, os.getpid())
+
+
+def drop_server_client_fd() -> None:  # pragma: no cover - runs in the check's child
+    """In the check's child: close the write end of ``tverify``'s "alive" pipe to the fork server,
+    which multiprocessing hands every forked child. A process the user's code started inherited it,
+    and the server, waiting for that pipe's end before it ends (and kills what is below it), outlived
+    a ``kill -9`` of ``tverify`` with it. The user's own use of a forkserver starts a server of its own."""
+    with contextlib.suppress(Exception):
+        from multiprocessing import forkserver
+
+        server = forkserver._forkserver
+        fd = server._forkserver_alive_fd
+        if fd is not None:
+            server._forkserver_alive_fd = None
+            server._forkserver_address = None
+            os.close(fd)
+
+
+def kill_below(pid: int) -> None:
+    """SIGKILL every process below ``pid`` (again until none is left) — only in ``pid`` itself: a
+    process forked from the server inherits this exit handler and must not run it."""
+    if os.getpid() != pid:
+        return
+    for _ in range(20):
+        found = descendants(pid)
+        for p in found:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        if not found:
+            return
+
+
+def server_pid() -> int | None:
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
+#: the checks' children this process is running now, each with the fork server's other children when
+#: it started (a caller's own forkserver processes): any other child of the server is an orphan it
+#: adopted, a process the user's code started
+ACTIVE: dict[int, frozenset[int]] = {}
+
+
+def server_children() -> frozenset[int]:
+    """The fork server's children now (empty without a server or ``/proc``)."""
+    server = server_pid()
+    return frozenset(_Children().get(server, ())) if server is not None else frozenset()
+
+
+def _children_map() -> dict[int, list[int]]:
+    """``{parent pid: [child pids]}`` from ``/proc`` (empty where there is none). One pass over
+    ``/proc/*/stat`` (about a millisecond for a hundred processes)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    children: dict[int, list[int]] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+            ppid = int(data[data.rfind(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    return children
+
+
+class _Children:
+    """``get(pid)``: the children of ``pid``, read from ``/proc/PID/task/*/children`` (a few files per
+    process of the tree: a poll every 0.1 s costs next to nothing), or from one pass over every
+    process's ``/proc/*/stat`` where the kernel has no such file."""
+
+    def __init__(self):
+        self._map: dict[int, list[int]] | None = None
+
+    def get(self, pid: int, default=()) -> list[int]:
+        if self._map is None:
+            try:
+                out: list[int] = []
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                        out += [int(c) for c in f.read().split()]
+                return out
+            except FileNotFoundError:
+                if os.path.exists(f"/proc/{pid}"):  # the process is there, the file is not: scan instead
+                    self._map = _children_map()
+                else:
+                    return list(default)
+            except (OSError, ValueError):
+                return list(default)
+        return self._map.get(pid, list(default))
+
+
+def descendants(root: int, children=None) -> list[int]:
+    """Process ids below ``root`` (children, their children, …) from ``/proc``."""
+    children = _Children() if children is None else children
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.append(c)
+                todo.append(c)
+    return out
+
+
+def user_tree(pid: int) -> list[int]:
+    """Every process of the user's code below the check's child ``pid`` (not ``pid`` itself): its
+    descendants, and the orphans the fork server adopted (its children that are no running check's)
+    with theirs."""
+    children = _Children()
+    found = descendants(pid, children)
+    server = server_pid()
+    if server is not None:
+        for orphan in children.get(server, ()):
+            if orphan not in ACTIVE and orphan not in ACTIVE.get(pid, ()) and orphan != pid and orphan not in found:
+                found += [orphan, *descendants(orphan, children)]
+    return found
+
+
+def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, float]:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in keys:
+            with contextlib.suppress(ValueError, IndexError):
+                out[key] = float(rest.split()[0]) * 1024
+    return out
+
+
+def shm_used() -> float:
+    """Bytes in use in ``/dev/shm`` (``multiprocessing.shared_memory``, POSIX shared memory); 0 where
+    there is none."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except (OSError, AttributeError):
+        return 0.0
+    return float(st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def tree_memory(pid: int, shm_start: float) -> float | None:
+    """Memory of the user's code now: resident anonymous memory of the child and every process below
+    it, plus the shared memory they hold — the larger of what they map (``RssShmem``) and what
+    ``/dev/shm`` grew by since the check started (a segment unmapped but not unlinked still holds
+    memory). ``None`` when the child cannot be read."""
+    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
+    if not own:
+        return None
+    anon = own.get("RssAnon", own.get("VmRSS", 0.0))
+    shmem = own.get("RssShmem", 0.0)
+    for p in user_tree(pid):
+        m = _status_kb(p, ("RssAnon", "RssShmem"))
+        anon += m.get("RssAnon", 0.0)
+        shmem += m.get("RssShmem", 0.0)
+    return anon + max(shmem, shm_used() - shm_start)
+
+
+def kill_group(pid: int) -> None:
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)  # the child's own group (its pid; ESRCH before its setsid)

@@ -1,0 +1,384 @@
+"""Issue 44, the fifth hostile pass: nothing runs that the user did not ask for (a ``random.py``,
+``json.py``, ``html.py`` or ``numerics/`` in the working folder or beside the user's module is never
+imported by tverify, its checks' server and children, or the plugin import probe), nothing of the
+user's code outlives the check (``setsid`` + double fork with the subreaper flag cleared), and
+``--max-memory`` counts every process the code starts and the shared memory it holds; each traceback
+or misleading message of the pass is one true line with the documented exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import invoke
+from tests.test_plugin_isolation import install
+from tests.test_plugin_isolation import tverify as tverify_site
+
+ROOT = Path(__file__).resolve().parents[1]
+_SCRIPT = Path(sys.executable).parent / "tverify"
+#: the installed script (its sys.path never has the working folder), else ``python -m`` (which drops it)
+TVERIFY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "proofs_checks"]
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, the subreaper: Linux")
+
+ATTN = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+    class Attn(nn.Module):
+        def __init__(self, d=8):
+            super().__init__()
+            self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+        def forward(self, x):
+            s = self.q(x) @ self.k(x).transpose(-1, -2) / 8 ** 0.5
+            return s.softmax(-1) @ self.v(x)
+''')
+
+
+def _marker_code(marks: Path, name: str) -> str:
+    return f"open({str(marks / name)!r}, 'w').write('ran')\n"
+
+
+def _plant(folder: Path, marks: Path, names=("random", "json", "html", "shlex", "xml", "packaging")) -> None:
+    """Modules named like the standard library's (and tverify's ``numerics``) that leave a marker."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        (folder / f"{n}.py").write_text(_marker_code(marks, f"{folder.name}-{n}"))
+    (folder / "numerics").mkdir(exist_ok=True)
+    (folder / "numerics" / "__init__.py").write_text(_marker_code(marks, f"{folder.name}-numerics"))
+
+
+def _env(store: Path) -> dict:
+    e = dict(os.environ, OMP_NUM_THREADS="1", TVERIFY_STORE=str(store))
+    if _SCRIPT.exists():  # the installed script finds tverify itself; nothing else on the path
+        e.pop("PYTHONPATH", None)
+    else:
+        e.setdefault("PYTHONPATH", str(ROOT))
+    return e
+
+
+def _run(args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(TVERIFY + list(args), cwd=str(cwd), env=_env(cwd.parent / "store"), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _no_traceback(*texts: str) -> None:
+    for t in texts:
+        assert "Traceback" not in t and 'File "' not in t, t[-3000:]
+
+
+@linux
+def test_modules_named_like_the_standard_librarys_in_the_working_folder_or_beside_the_module_never_run(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    work = tmp_path / "work"
+    _plant(work, marks)
+    _plant(work / "mod", marks)
+    (work / "mod" / "attn.py").write_text(ATTN + "\nmodel = Attn()\n")
+    p = _run(["check", "attention", "--module", "mod/attn.py:model", "--quick", "--no-progress",
+              "--report", str(tmp_path / "report")], work)
+    _no_traceback(p.stdout, p.stderr)
+    assert p.returncode == 0, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    assert sorted(os.listdir(marks)) == [], "executed: " + ", ".join(sorted(os.listdir(marks)))
+    p = _run(["list", "attn.convex_combination"], work)
+    _no_traceback(p.stdout, p.stderr)
+    assert p.returncode == 0 and sorted(os.listdir(marks)) == []
+
+
+@linux
+def test_the_plugin_import_probe_never_imports_the_working_folders_json(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzfine", _plugin_source("zzfine.three"))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    for n in ("json", "os", "importlib", "random"):  # site.parent is the working folder of tverify_site
+        (tmp_path / f"{n}.py").write_text(_marker_code(marks, n))
+    code, out, err, _ = tverify_site(site, "list", "zzfine.three", "--refresh")
+    _no_traceback(out, err)
+    assert code == 0 and "zzfine.three" in out, (code, out, err)
+    assert "failed to load" not in err and "crash" not in err, err
+    assert sorted(os.listdir(marks)) == [], "executed: " + ", ".join(sorted(os.listdir(marks)))
+
+
+def _plugin_source(cid: str, derive: str | None = None) -> str:
+    """A plugin registering the claim ``cid`` (a count of 3, checked exactly), with a derivation that
+    runs ``derive`` when given."""
+    claim = (f"Claim(id={cid!r}, title='t', statement='3', source='-', kind='identity', form=3.0, "
+             "no_symbolic='a count', checks=(Check('count', 'numeric', ok),), "
+             "mutants=(Mutant('four', 'wrong constant', '4', 4.0),)"
+             + (", derivation=derive" if derive else "") + ")")
+    return "\n".join(["import time", "from proofs_checks.plugin import Check, Claim, Mutant, exact, register",
+                      *([f"def derive():\n    {derive}"] if derive else []),
+                      "def ok(form, ctx):\n    return exact(float(form - 3), 'the count')",
+                      f"register({claim})"]) + "\n"
+
+
+def _write(folder: Path, name: str, body: str) -> None:
+    (folder / name).write_text(ATTN + textwrap.dedent(body))
+
+
+@linux
+def test_memory_held_by_a_forked_process_counts_against_max_memory(tmp_path, monkeypatch):
+    _write(tmp_path, "holder.py", '''
+        import os, time
+        r, w = os.pipe()
+        if os.fork() == 0:  # a holder of 400 MB the module forks: not the check's own process
+            buf = bytearray(400 * 1024 * 1024)
+            for i in range(0, len(buf), 4096):
+                buf[i] = 1
+            os.write(w, b"x")
+            time.sleep(120)
+            os._exit(0)
+        os.read(r, 1)
+        time.sleep(3)
+        model = Attn()
+    ''')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke("check", "attention", "--module", "holder.py:model", "--quick", "--no-progress",
+                            "--max-memory", "0.2")
+    _no_traceback(err)
+    assert code == 2 and len(err.strip().splitlines()) == 1, (code, err)
+    assert "over the limit of 256 MB" in err and "every process it started" in err, err
+
+
+@linux
+def test_shared_memory_the_code_fills_counts_against_max_memory(tmp_path, monkeypatch):
+    name = f"tverify_round5_{os.getpid()}"
+    _write(tmp_path, "shm.py", f'''
+        import time
+        from multiprocessing import shared_memory
+        m = shared_memory.SharedMemory(create=True, size=400 * 1024 * 1024, name={name!r})
+        m.buf[:] = b"\\1" * len(m.buf)
+        m.close()  # unmapped, not unlinked: the memory is still held in /dev/shm
+        time.sleep(3)
+        model = Attn()
+    ''')
+    monkeypatch.chdir(tmp_path)
+    try:
+        code, out, err = invoke("check", "attention", "--module", "shm.py:model", "--quick", "--no-progress",
+                                "--max-memory", "0.2")
+    finally:
+        Path(f"/dev/shm/{name}").unlink(missing_ok=True)
+    _no_traceback(err)
+    assert code == 2 and "over the limit of 256 MB" in err, (code, err)
+
+
+def _escaper(folder: Path, sleeps: float, then: float) -> tuple[Path, Path]:
+    """``escaper.py:model``: at import it clears the child-subreaper flag the check set and starts,
+    through ``setsid`` and a double fork, a sleeper that writes its pid, then after ``sleeps``
+    seconds a marker; the import itself then takes ``then`` seconds. (marker, pid file)."""
+    marker, pidfile = folder / "escaped", folder / "sleeper.pid"
+    _write(folder, "escaper.py", f'''
+        import ctypes, os, time
+        ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open({str(pidfile)!r}, "w").write(str(os.getpid()))
+                time.sleep({sleeps})
+                open({str(marker)!r}, "w").write("outlived the check")
+                os._exit(0)
+            os._exit(0)
+        time.sleep({then})
+        model = Attn()
+    ''')
+    return marker, pidfile
+
+
+@linux
+def test_a_setsid_double_forked_sleeper_does_not_outlive_the_check(tmp_path, monkeypatch):
+    marker, pidfile = _escaper(tmp_path, sleeps=5, then=0.5)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke("check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress")
+    _no_traceback(err)
+    assert code == 0, (code, out[-2000:], err)
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), f"process {pid} of the user's code is still alive after the check"
+    time.sleep(6)
+    assert not marker.exists()
+
+
+@linux
+def test_nothing_of_the_users_code_outlives_a_kill_9_of_tverify(tmp_path):
+    marker, pidfile = _escaper(tmp_path, sleeps=8, then=60)
+    args = ["check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress"]
+    proc = subprocess.Popen(TVERIFY + args, cwd=str(tmp_path), env=_env(tmp_path / "store"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, "the module never ran"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), f"process {pid} of the user's code outlived a kill -9 of tverify"
+    time.sleep(9)
+    assert not marker.exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting to be reaped is dead
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@linux
+def test_code_that_closes_the_childs_descriptors_is_said_so_not_out_of_memory(tmp_path, monkeypatch):
+    _write(tmp_path, "closer.py", '''
+        import os
+        os.closerange(3, 65536)
+        model = Attn()
+    ''')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke("check", "attention", "--module", "closer.py:model", "--quick", "--no-progress")
+    _no_traceback(err)
+    assert code == 2 and "closed the file descriptors" in err and "out of memory" not in err, (code, err)
+
+
+def test_sigkill_not_sent_by_tverify_is_not_called_out_of_memory():
+    from proofs_checks.sanity._isolate import _signal_name
+
+    text = _signal_name(-signal.SIGKILL)
+    assert "not sent by tverify" in text and "out of memory?" not in text
+
+
+# ------------------------------------------------------------------------------------------------
+# tracebacks and wrong exits
+
+
+@pytest.mark.parametrize("args", [["show", "attn.convex_combination"], ["list"], ["--help"],
+                                  ["run", "attn.convex_combination", "--quick", "--json", "-"]])
+def test_a_closed_stdout_is_one_line_exit_2(tmp_path, args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", TVERIFY_STORE=str(tmp_path / "store"),
+               PYTHONPATH=str(ROOT))
+    cmd = " ".join(map(_quote, [sys.executable, "-m", "proofs_checks", *args])) + " >&-"
+    p = subprocess.run(["sh", "-c", cmd], cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=300)
+    _no_traceback(p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) >= 1, (p.returncode, p.stderr)
+    errors = [ln for ln in lines if ln.startswith("tverify: error:")]
+    assert errors == [lines[-1]] and "standard output is closed" in errors[0], p.stderr
+
+
+def _quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+@pytest.mark.parametrize("f", ["-" * 2000 + "x, -y", "*".join(["x"] * 1100) + ", -y"])
+def test_lyapunov_f_nested_past_the_parsers_recursion_is_one_line(f):
+    code, out, err = invoke("check", "lyapunov", "--f", f, "--V", "x**2 + y**2")
+    _no_traceback(err)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "levels deep" in err, (code, err[-500:])
+
+
+def test_a_long_flat_sum_still_parses():
+    from theory.lyapunov import parse_system
+
+    c = parse_system(" + ".join(["x"] * 400) + " - 401*x, -y", "x**2 + y**2")
+    assert str(c.f[0]) == "-x"
+
+
+def test_a_derivation_budget_that_rings_at_once_is_undecided_exit_3(monkeypatch, tmp_path):
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "0.000001")
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    code, out, err = invoke("run", "attn.convex_combination", "--quick", "--json", "-", "--no-progress")
+    _no_traceback(err)
+    c = json.loads(out)["results"][0]
+    assert code == 3 and c["status"] == "undecided", (code, c.get("status"), err[-1000:])
+
+
+def test_a_plugin_derivation_under_a_budget_that_rings_at_once_is_undecided(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzslow", _plugin_source("zzslow.three", derive="time.sleep(5)"))
+    code, out, err, _ = tverify_site(site, "run", "zzslow.three", "--quick", "--json", "-", "--no-progress",
+                                     TVERIFY_DERIVATION_BUDGET="0.000001")
+    _no_traceback(out, err)
+    c = json.loads(out)["results"][0]
+    assert code == 3 and c["status"] == "undecided", (code, c, err[-1000:])
+    assert "UnboundLocalError" not in json.dumps(c)
+
+
+def test_check_attention_on_the_meta_device_is_one_input_error():
+    import torch
+
+    import proofs_checks
+    from theory.validation import InputError
+
+    with pytest.raises(InputError) as e:
+        proofs_checks.check_attention(torch.nn.Linear(4, 4), device="meta")
+    assert "device='meta'" in str(e.value) and "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# messages
+
+
+def test_a_cached_plugin_failure_names_refresh(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "zzslowimport", "import time\ntime.sleep(30)\n")
+    first = tverify_site(site, "list", "attn.convex_combination", TVERIFY_PLUGIN_IMPORT_TIMEOUT="1")
+    second = tverify_site(site, "list", "attn.convex_combination")  # the store's cached catalogue
+    assert first[0] == 0 and "did not finish within 1 s" in first[2], first
+    warn = [ln for ln in second[2].splitlines() if "zzslowimport" in ln]
+    assert second[0] == 0 and len(warn) == 1 and "--refresh" in warn[0], second[2]
+
+
+def test_a_tiny_region_is_shown_in_scientific_notation(tmp_path, monkeypatch):
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    code, out, err = invoke("check", "lyapunov", "--f", "-x, -y", "--V", "x**2 + y**2", "--region", "1e-300")
+    assert code == 0, (code, err)
+    assert "1e-300" in out and "0" * 100 not in out, out
+
+
+def test_a_config_rope_theta_held_in_a_tensor_is_read_as_its_number():
+    import torch
+
+    from proofs_checks.sanity._modconfig import ConfigError, _number
+
+    assert _number(torch.tensor(500000.0), "config.rope_theta", gt=1, want="a number > 1") == 500000.0
+    with pytest.raises(ConfigError) as e:
+        _number(torch.tensor(0.5), "config.rope_theta", gt=1, want="a number > 1")
+    assert "config.rope_theta = 0.5:" in str(e.value)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize("where", ["/dev/full", "/dev/full/cache"])
+def test_survey_cache_dir_that_is_no_folder_is_one_true_line(tmp_path, where):
+    code, out, err = invoke("survey", "--cache-dir", where, "--out", str(tmp_path / "out"), "--quick")
+    _no_traceback(err)
+    assert code == 2 and len(err.strip().splitlines()) == 1, (code, err)
+    assert "File exists" not in err and "not a folder" in err, err
+
+
+@pytest.mark.parametrize("args", [["check", "attention", "--module", "m.py:M", "--softcap", "1e400"],
+                                  ["check", "attention", "--module", "m.py:M", "--max-memory=1e400"]])
+def test_a_number_too_large_for_a_float_says_it_overflows(args):
+    code, out, err = invoke(*args)
+    assert code == 2 and "overflows a float64" in err and "got inf" not in err and "inf is not" not in err, err
