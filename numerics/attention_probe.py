@@ -39,6 +39,7 @@ from typing import Any, Callable
 import torch
 
 from numerics.attention_mapping import find_mappings, head_count_hint, kv_head_hint  # noqa: F401 (re-exported)
+from numerics import attention_structural
 from numerics.attention_reference import Mapping, Structure, allowed_mask, max_logit, reference_attention
 
 __all__ = ["Property", "call", "exposed_weights", "unit_roundoff", "probe_lengths", "Precision", "AttentionProbe",
@@ -138,7 +139,7 @@ def _judge(name: str, error: float, tol: float, just: str, detail: str = "", *, 
 UNDECIDABLE_TOL = 0.5
 #: the properties that compare outputs relative to their size (the rule applies to them)
 OUTPUT_COMPARISONS = ("matches_reference", "matches_against", "causal_no_future_leak", "window_respected",
-                      "prefix_consistency", "batch_independence", "key_padding_respected", "gradients_match_reference",
+                      "prefix_consistency", "batch_independence", "batch_size_independence", "key_padding_respected", "gradients_match_reference",
                       "gradients_match_against", "weights_match_reference", "matches_reference_with_grad",
                       "matches_against_with_grad", "matches_reference_in_inference_mode",
                       "matches_against_in_inference_mode", "matches_reference_on_other_paths",
@@ -434,7 +435,7 @@ class AttentionProbe:
             if str(out.device).split(":")[0] != str(self.device).split(":")[0]:
                 problems.append(f"returned a tensor on {out.device} for an input on {self.device}")
                 continue
-            self.xs[T], self.outs[T] = x64, out.detach().double().cpu()
+            self.xs[T], self.outs[T] = x64, out.detach().to(device="cpu", dtype=torch.float64, copy=True)
             self.weights = getattr(self, "weights", {})
             self.weights[T] = w
             tick((i + 1) / len(self.lengths))
@@ -445,8 +446,8 @@ class AttentionProbe:
         with torch.no_grad():
             if self.against is not None:
                 o, _ = call(self.against, x64.to(dtype=self.pdt, device=self.device))
-                return o.detach().double().cpu()
-            return self.reference(x64).detach().double().cpu()
+                return o.detach().to(device="cpu", dtype=torch.float64, copy=True)
+            return self.reference(x64).detach().to(device="cpu", dtype=torch.float64, copy=True)
 
     def tol_at(self, T: int, key: str, factor: float = FACTOR_FORWARD) -> tuple[float, str]:
         """The tolerance at length ``T`` (``key`` "unit" or "large") under the working precision."""
@@ -475,7 +476,7 @@ class AttentionProbe:
                 c = self.factor(x64, key)
                 xk = x64 * c
                 try:
-                    o = out if key == "unit" else self.run(xk)[1].detach().double().cpu()
+                    o = out if key == "unit" else self.run(xk)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
                     r = self.reference_out(xk)
                 except Exception as exc:  # the user's code at large inputs: a finding below
                     rows.append({"T": T, "probe": key, "error": float("inf"), "raised": f"{exc_text(exc)}"})
@@ -483,7 +484,7 @@ class AttentionProbe:
                 self.L[(T, key)] = self.logit_max(xk)
                 if self.m is not None:
                     with torch.no_grad():
-                        r64 = self.reference(xk).detach().double().cpu()
+                        r64 = self.reference(xk).detach().to(device="cpu", dtype=torch.float64, copy=True)
                     for dn, e in self.plain_errors(xk, r64).items():
                         self.e_plain[(T, key, dn)] = e
                 rows.append({"T": T, "probe": key, "error": _rel(o, r), "max_logit": self.L[(T, key)]})
@@ -554,116 +555,13 @@ class AttentionProbe:
         pts.update(extra)
         return sorted(pts)
 
-    def dependence(self, T: int, key: str) -> tuple[torch.Tensor, list[int]] | None:
-        """``delta[i, t]``: relative change of output ``t`` when token ``J[i]`` is redrawn."""
-        x64 = self.xs[T]
-        c = self.factor(x64, key)
-        x64 = x64 * c
-        with torch.no_grad():
-            base = self.run(x64)[1].detach().double().cpu() if key != "unit" else self.outs[T]
-        J = self._positions(T)
-        noise = self.probe(T, salt=17) * c
-        per = self.B * T * self.D * 8 * 6 + self.B * T * T * 8 * 4
-        n = _chunks(len(J), per)
-        deltas = []
-        scale = max(float(base.abs().max()), 1e-300)
-        for i in range(0, len(J), n):
-            js = J[i:i + n]
-            xs = x64.unsqueeze(0).repeat(len(js), 1, 1, 1)
-            for a, j in enumerate(js):
-                xs[a, :, j] = noise[:, j]
-            with torch.no_grad():
-                o = self.run(xs.reshape(len(js) * self.B, T, self.D))[1].detach().double().cpu()
-            o = o.reshape(len(js), self.B, T, self.D)
-            deltas.append((o - base.unsqueeze(0)).abs().amax(dim=(1, 3)) / scale)
-        return torch.cat(deltas), J
+    def dependence(self, T: int, key: str):
+        """See :func:`numerics.attention_structural.dependence`."""
+        return attention_structural.dependence(self, T, key)
 
     def prop_mask(self) -> list[Property]:
-        """``causal_no_future_leak`` (declared causal) and ``window_respected`` (declared window):
-        redrawing a token the mask forbids moves no output, at unit and at large logits."""
-        props = []
-        want_c, want_w = self.st.causal, self.st.window is not None
-        if not (want_c or want_w):
-            return props
-        worst = {"causal": (0.0, None, 1.0, ""), "window": (0.0, None, 1.0, "")}
-        offs = {"causal": set(), "window": set()}
-        nonfinite: dict[str, tuple] = {}
-        undecided: list[tuple] = []
-        ran = False
-        for T in self.outs:
-            if T < 2:
-                continue
-            for key in ("unit", "large", "huge"):
-                if key != "unit" and T not in self._large_lengths():
-                    continue
-                try:
-                    d, J = self.dependence(T, key)
-                except Exception as exc:
-                    p = Property("causal_no_future_leak" if want_c else "window_respected", "fail", float("inf"), 0.0,
-                                 "must run", f"raised {exc_text(exc)} at T = {T}", {}, True)
-                    return [p]
-                ran = True
-                tol, just = self.tol_at(T, key)
-                if not tol < UNDECIDABLE_TOL:  # the precision's tolerance admits any change: this probe decides nothing
-                    undecided.append((T, key, tol))
-                    continue
-                jj = torch.tensor(J)[:, None]
-                tt = torch.arange(T)[None, :]
-                allowed = allowed_mask(T, self.st)  # [t, s]
-                forb = ~allowed[tt.expand(len(J), T), jj.expand(len(J), T)]
-                fut = forb & (jj > tt)
-                win = forb & ~(jj > tt) if want_c else forb
-                for kind, mask in (("causal", fut), ("window", win)):
-                    if not mask.any():
-                        continue
-                    dm = torch.where(mask, d, torch.zeros_like(d))
-                    if not torch.isfinite(dm).all():  # NaN/inf outputs: nothing measurable at this probe
-                        nonfinite.setdefault(kind, (T, key, tol, just))
-                        dm = torch.where(torch.isfinite(dm), dm, torch.zeros_like(dm))
-                    e = float(dm.max())
-                    ratio = e / tol
-                    if ratio > worst[kind][0] or worst[kind][1] is None:
-                        k = int(dm.argmax())
-                        worst[kind] = (ratio, (e, tol, T, key, J[k // T], k % T), tol, just)
-                    for a, t in torch.nonzero(dm > tol).tolist():
-                        offs[kind].add(J[a] - t)
-        if not ran:
-            return [_skip("causal_no_future_leak" if want_c else "window_respected", "no length ≥ 2 ran", True)]
-        for kind, name, on in (("causal", "causal_no_future_leak", want_c), ("window", "window_respected", want_w)):
-            if not on:
-                continue
-            if worst[kind][1] is None:
-                if undecided:
-                    T_, key_, tol_ = undecided[0]
-                    p_ = _skip(name, f"undecided: at every probe the working precision's tolerance is "
-                                     f"≥ {UNDECIDABLE_TOL:g} relative (e.g. {tol_:.3g} at T = {T_}, {key_} "
-                                     "logits: the logits are too large for that precision), so a leak cannot "
-                                     "be told from rounding", True)
-                    p_.numbers = {"undecidable": True, "to_decide": "smaller logits: the module's weights make its "
-                                  "logits too large for its working precision (rescale the weights, or run it in a "
-                                  "finer precision)"}
-                    props.append(p_)
-                    continue
-                props.append(_skip(name, "no forbidden pair at the probe lengths", True))
-                continue
-            _, (e, tol, T, key, j, t), _, just = worst[kind]
-            if not e > tol and kind in nonfinite:
-                T, key, tol, just = nonfinite[kind]
-                e = float("nan")
-                detail = (f"no leak among the finite outputs, but outputs are NaN/inf at T = {T} ({key} logits) when "
-                          f"tokens are redrawn: whether the {'causal mask' if kind == 'causal' else 'window'} holds "
-                          "cannot be measured there (see stable_at_extreme_logits, batch_independence)")
-            elif e > tol:
-                o = sorted(offs[kind], key=abs)
-                detail = (f"LEAK: output at position {t} moves by {e:.3g} (relative) when token {j} (= t{j - t:+d}) "
-                          f"changes, at T = {T} ({key} logits); leaking offsets j − t: "
-                          f"{', '.join(f'{v:+d}' for v in o[:8])}" + (" …" if len(o) > 8 else ""))
-            else:
-                detail = (f"redrawing a token the {'causal mask' if kind == 'causal' else 'window'} forbids moves no "
-                          f"output (largest relative change {e:.2g}; lengths {', '.join(map(str, self.outs))}, unit, "
-                          f"large and huge logits: {LARGE_LOGIT:g}, {HUGE_LOGIT:g})")
-            props.append(_judge(name, e, tol, just, detail, central=True))
-        return props
+        """See :func:`numerics.attention_structural.prop_mask` (exact: no forward tolerance)."""
+        return attention_structural.prop_mask(self)
 
     def prop_prefix(self) -> Property:
         """Causal: the first ``t`` outputs on ``x`` equal the outputs on ``x[:, :t]`` (catches padding
@@ -682,7 +580,7 @@ class AttentionProbe:
             tol, just = self.tol_at(T, "unit")
             for t in cuts:
                 try:
-                    o = self.run(self.xs[T][:, :t])[1].detach().double().cpu()
+                    o = self.run(self.xs[T][:, :t])[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
                 except Exception as exc:
                     # a length the module does not run at: reported by runs_at_every_length when it is a
                     # probe length, named here otherwise; the prefix is judged at the other cuts
@@ -717,37 +615,12 @@ class AttentionProbe:
                       detail, central=True)
 
     def prop_batch(self) -> Property:
-        """Sample 0's output does not depend on the other samples of its batch (redrawn at the scale
-        of the huge-logit probe), nor on the batch size (a batch of one)."""
-        name = "batch_independence"
-        Ts = [T for T in self._large_lengths()] or list(self.outs)
-        worst = None
-        for T in Ts:
-            x = self.xs[T]
-            tol, just = self.tol_at(T, "unit")
-            cands = [("batch of one", x[:1])]
-            if self.B > 1:
-                x2 = x.clone()
-                fresh = self.probe(T, salt=23)[1:]
-                c = self.large_factor(fresh, HUGE_LOGIT, cache=False)
-                x2[1:] = fresh * c
-                cands.append((f"other samples redrawn at ×{c:.3g} scale (logits up to ~{HUGE_LOGIT:g})", x2))
-            for what, xx in cands:
-                try:
-                    o = self.run(xx)[1].detach().double().cpu()
-                except Exception as exc:
-                    return Property(name, "fail", float("inf"), 0.0, "must run",
-                                    f"raised {exc_text(exc)} ({what}, T = {T})")
-                e = _rel(o[0], self.outs[T][0])
-                if worst is None or (e / tol if math.isfinite(e) else float("inf")) > worst[0]:
-                    worst = (e / tol if math.isfinite(e) else float("inf"), e, tol, just, T, what)
-        if worst is None:
-            return _skip(name, "no length ran")
-        _, e, tol, just, T, what = worst
-        detail = f"sample 0 at T = {T}, {what}: relative change {e:.3g}"
-        if not e <= tol:
-            detail += "; one sample's output depends on the others (a statistic taken over the whole batch?)"
-        return _judge(name, e, tol, just, detail)
+        """See :func:`numerics.attention_structural.prop_batch` (every sample, exact)."""
+        return attention_structural.prop_batch(self)
+
+    def prop_batch_size(self) -> Property:
+        """See :func:`numerics.attention_structural.prop_batch_size`."""
+        return attention_structural.prop_batch_size(self)
 
     def prop_permutation(self) -> Property:
         """``f(x[:, π]) = f(x)[:, π]`` (no causal mask, window or positions)."""
@@ -759,7 +632,7 @@ class AttentionProbe:
             while bool((perm == torch.arange(T)).all()):
                 perm = torch.randperm(T, generator=g)
             try:
-                o = self.run(self.xs[T][:, perm])[1].detach().double().cpu()
+                o = self.run(self.xs[T][:, perm])[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
             except Exception as exc:
                 return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {exc_text(exc)}")
             e = _rel(o, self.outs[T][:, perm])
@@ -878,7 +751,7 @@ class AttentionProbe:
                                             "input or the parameters", {}, False)
                         return _skip(name, "the output does not require grad (computed without autograd): nothing "
                                            "to compare")
-                    self.grad_outs[T] = out.detach().double().cpu()
+                    self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
                     gm = torch.autograd.grad(out, [xm] + params, cot.to(out.dtype).to(out.device), allow_unused=True)
                 if params and all(a is None for a in gm):
                     return Property(name, "fail", float("inf"), 0.0, "gradients must reach the parameters",
@@ -957,7 +830,7 @@ class AttentionProbe:
                 with torch.enable_grad():
                     _, out, _ = self.run(self.xs[T], grad=True)
                 if isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(self.outs[T].shape):
-                    self.grad_outs[T] = out.detach().double().cpu()
+                    self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
             except Exception:  # a length the module cannot run with autograd: judged by the gradient property
                 continue
         worst = None
@@ -1003,7 +876,7 @@ class AttentionProbe:
                 x = x.transpose(1, 2).contiguous().transpose(1, 2) if noncontig else x.clone()
                 try:
                     o, _ = call(g, x)
-                    o = o.detach().double().cpu()
+                    o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
                 except Exception:
                     continue
                 if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(self.outs[T].shape):
@@ -1041,7 +914,7 @@ class AttentionProbe:
             try:
                 with torch.inference_mode():
                     o, _ = call(g, x)
-                    o = o.detach().double().cpu()
+                    o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
             except Exception:  # a path the module does not support: not this property's finding
                 continue
             if isinstance(o, torch.Tensor) and tuple(o.shape) == tuple(self.outs[T].shape):
@@ -1146,7 +1019,7 @@ class AttentionProbe:
                         c = self.factor(x, key)
                         if (TT, key) not in outs:
                             outs[(TT, key)] = (self.outs[TT] if key == "unit"
-                                               else self.run(x * c)[1].detach().double().cpu())
+                                               else self.run(x * c)[1].detach().to(device="cpu", dtype=torch.float64, copy=True))
                         o = outs[(TT, key)]
                         with torch.no_grad():
                             r = reference_attention((x * c).to(self.device), m or self.m, st,
@@ -1235,8 +1108,9 @@ def prop_key_padding(probe: "AttentionProbe", w: "WithMask") -> list[Property]:
             x2[~valid] = probe.probe(T, salt=41)[~valid] * c * 3
             w.valid = valid
             try:
-                o1 = probe.run(xk)[1].detach().double().cpu()
-                o2 = probe.run(x2)[1].detach().double().cpu()
+                o1 = attention_structural.kept(probe.run(xk)[1])
+                jit = attention_structural.jitter(probe, xk, o1)
+                o2 = attention_structural.kept(probe.run(x2)[1])
             except Exception as exc:
                 w.valid = None
                 return [Property("key_padding_respected", "fail", float("inf"), 0.0, "must run",
@@ -1245,21 +1119,26 @@ def prop_key_padding(probe: "AttentionProbe", w: "WithMask") -> list[Property]:
                 w.valid = None
             q = valid  # queries at real positions
             e_move = _rel(o2[q], o1[q], float(o1[q].abs().max()))
+            t_move, j_move = attention_structural.structural_tolerance(jit, "redrawing a padded key")
             e_ref = float("nan")
             if probe.m is not None:
                 with torch.no_grad():
                     r = reference_attention(xk.to(probe.device), probe.m, probe.st, torch.float64, key_valid=valid)
                 e_ref = _rel(o1[q], r.double().cpu()[q])
             tol, just = probe.tol_at(T, key if key != "huge" or (T, "huge") in probe.L else "unit")
-            e = max(e_move, e_ref) if math.isfinite(e_ref) else e_move
-            if worst is None or not e / tol <= worst[0]:
-                worst = (e / tol if math.isfinite(e) else float("inf"), e, tol, just, T, key, e_move, e_ref)
+            # each part against its own tolerance: the move exactly (structural), the reference by precision
+            parts = [(e_move, t_move, j_move)] + ([(e_ref, tol, just)] if math.isfinite(e_ref) else [])
+            ratio = lambda e, t: (e / t if t > 0 else (0.0 if e == 0 else float("inf"))) if math.isfinite(e) \
+                else float("inf")  # noqa: E731
+            e, tol, just = max(parts, key=lambda p_: ratio(p_[0], p_[1]))
+            if worst is None or not ratio(e, tol) <= worst[0]:
+                worst = (ratio(e, tol), e, tol, just, T, key, e_move, e_ref)
         # one sample with every key padded
         allpad = torch.ones(probe.B, T, dtype=torch.bool)
         allpad[0] = False
         w.valid = allpad
         try:
-            o = probe.run(x)[1].detach().double().cpu()
+            o = probe.run(x)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
             nan_rows = int((~torch.isfinite(o[0])).any(-1).sum())
         except Exception:
             nan_rows = -1
@@ -1535,7 +1414,7 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     for xm, om, tm, why in more or ():
         try:
             o2, _ = call(g, xm.to(dtype=other, device=device))
-            e2 = _rel(o2.detach().double().cpu(), om)
+            e2 = _rel(o2.detach().to(device="cpu", dtype=torch.float64, copy=True), om)
         except Exception:
             continue
         r2 = e2 / tm if math.isfinite(e2) else float("inf")

@@ -1202,6 +1202,7 @@ def _preconditions(probe, f, mp, hook, against) -> list:
     x_before = x.clone()
     s0 = state()
     o1, _ = ap.call(f, x)
+    o1 = o1.detach().clone() if isinstance(o1, torch.Tensor) else o1  # a reused output buffer: the next call writes it
     s1 = state()
     x2 = x_before.clone()
     o2, _ = ap.call(f, x2)
@@ -1219,7 +1220,7 @@ def _preconditions(probe, f, mp, hook, against) -> list:
     # two identical calls, and the module's own weights between them
     e, tol, just = None, None, ""
     if isinstance(o1, torch.Tensor) and isinstance(o2, torch.Tensor) and o1.shape == o2.shape:
-        a, b = o2.detach().double().cpu(), o1.detach().double().cpu()
+        a, b = o2.detach().to(device="cpu", dtype=torch.float64, copy=True), o1.detach().to(device="cpu", dtype=torch.float64, copy=True)
         same_nan = torch.isnan(a) & torch.isnan(b)  # NaN where the first call had NaN is the same output
         e = ap._rel(torch.where(same_nan, 0.0, a), torch.where(same_nan, 0.0, b))
         e = e if math.isfinite(e) else float("inf")
@@ -1341,6 +1342,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     if st.causal:
         props.append(probe.prop_prefix())
     props.append(probe.prop_batch())
+    props.append(probe.prop_batch_size())
     if st.causal or st.window is not None or st.positional != "none":
         why = "causal mask" if st.causal else ("window" if st.window is not None else f"--positional {st.positional}")
         props.append(ap._skip("permutation_equivariance", f"not applicable: {why}"))
@@ -1374,7 +1376,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
             c = probe.factor(probe.xs[T_small], "huge")
             L = float(probe.L.get((T_small, "huge")) or probe.logit_max(probe.xs[T_small] * c))
             xh = (probe.xs[T_small] * c).to(dtype=probe.pdt, device=device)
-            oh = probe.run(probe.xs[T_small] * c)[1].detach().double().cpu()
+            oh = probe.run(probe.xs[T_small] * c)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
             th, jh = other_tol("huge", probe.xs[T_small] * c, L)
             if torch.isfinite(oh).all() and th < ap.UNDECIDABLE_TOL:
                 more.append((xh, oh, th, f"at the large-logit probe (|logit|max {L:.3g}): {jh}"))
@@ -1440,7 +1442,7 @@ def _figures(probe, props, figures, st, mp, T_small, w):
     from numerics.attention_reference import allowed_mask, logits
 
     if w is not None:
-        A = w.detach().double().cpu()
+        A = w.detach().to(device="cpu", dtype=torch.float64, copy=True)
         A = (A if A.dim() == 3 else A[:, 0])[0]
         title = "attention weights (exposed, first probe)"
     elif mp is not None:
@@ -1605,7 +1607,7 @@ def _length_dependence(probe, prefix) -> bool:
     T = max(Ts)
     t = T // 2
     try:
-        o = probe.run(probe.xs[T][:, :t])[1].detach().double().cpu().reshape(-1)
+        o = probe.run(probe.xs[T][:, :t])[1].detach().to(device="cpu", dtype=torch.float64, copy=True).reshape(-1)
     except Exception:
         return False
     full = probe.outs[T][:, :t].reshape(-1)
