@@ -17,11 +17,13 @@ reference, relative to ``max|reference|``, may be at most ``F`` times the error 
 reference computed entirely in the module's working precision ``p`` (projections, logits, softmax
 and output in ``p``), plus the float64 reference's own rounding bound
 ``B₆₄ = 16·u₆₄·(3D+T)·max(1, |logit|max)``: ``F = 2`` for outputs, ``3`` for gradients. For ``p =
-float64`` there is no finer reference and the bound is ``B₆₄`` alone. ``p`` is declared
-(``--compute-dtype``) or found by probing: the probe dtype, or float32 when a float64 probe errs by
-more than ``SIG_B64 = 100`` × ``B₆₄`` at unit logits somewhere, misses the float64 rule and meets the
-float32 one at every length and logit scale (float32 internals, e.g. a softmax taken in float32, or
-RoPE angles computed in float32). Half precisions are only ever declared.
+float64`` there is no finer reference and the bound is ``B₆₄`` alone. ``p`` is the precision the user
+declares (``--compute-dtype``) or, undeclared, the input's: never found by probing. A module that
+computes below it fails ``precision_as_declared`` (named with the precision that fits, verified by a
+rerun under it): a finding of its own, not a widened tolerance.
+
+Structural properties (no future leak, window, key padding, batch independence) are exact: see
+:mod:`numerics.attention_structural`.
 
 Every property is a :class:`Property` with its measured error, its tolerance, the rule behind the
 tolerance (``justification``) and whether it is *central* (``ok`` needs it to have run and held).
@@ -55,8 +57,6 @@ FACTOR_GRAD = 3.0
 LARGE_LOGIT = 60.0
 HUGE_LOGIT = 1000.0
 _SCALES = {"unit": None, "large": LARGE_LOGIT, "huge": HUGE_LOGIT}
-#: A float64 probe shows sub-float64 internals when some unit-logit error exceeds this many B64.
-SIG_B64 = 100.0
 #: Attribute names under which modules commonly keep their last attention weights.
 WEIGHT_ATTRS = ("attn_weights", "attention_weights", "last_attn", "last_attention", "attn_probs", "att_weights",
                 "attn", "att", "weights", "A", "probs")
@@ -490,28 +490,12 @@ class AttentionProbe:
                 rows.append({"T": T, "probe": key, "error": _rel(o, r), "max_logit": self.L[(T, key)]})
         if not rows:
             return _skip(name, "no length ran", central=True)
-        # the working precision
+        # the precision judged: declared, else the input's; never found by probing (a module computing below
+        # it is its own finding, precision_as_declared, not a tolerance widened until it passes)
         if self.compute_dtype is not None:
             self.precision = Precision(self.compute_dtype, f"declared: --compute-dtype {dtype_name(self.compute_dtype)}")
         else:
-            self.precision = Precision(self.pdt, f"the probe dtype {dtype_name(self.pdt)}")
-            if self.pdt == torch.float64 and self.m is not None:
-                def fits(p):
-                    self.precision = Precision(p, "")
-                    return all(r["error"] <= self.tol_at(r["T"], r["probe"])[0] for r in rows)
-                # float32 internals show at unit logits too: a module that is float64-clean there and only
-                # misses at large logits is not computing in float32 (a −30 fill, a cap after the mask).
-                # "Clean" is within SIG_B64 × B64: a module with only some steps in float32 (RoPE angles
-                # in float32, as Hugging Face and local-attention compute them) sits between the two
-                # precisions, ~1e-3 of the all-float32 reference's error at unit logits
-                unit = [r for r in rows if r["probe"] == "unit" and r["T"] >= 2]
-                sig = any(r["error"] > SIG_B64 * b64(self.D, r["T"], self.L.get((r["T"], "unit"), 1.0))
-                          for r in unit)
-                if sig and not fits(torch.float64) and fits(torch.float32):
-                    self.precision = Precision(torch.float32, "found by probing: the float64 probe misses the float64 "
-                                                              "rule and meets the float32 rule at every length")
-                else:
-                    self.precision = Precision(torch.float64, "the probe dtype float64")
+            self.precision = Precision(self.pdt, f"undeclared: the input's precision {dtype_name(self.pdt)}")
         worst, worst_ratio = None, -1.0
         for r in rows:
             tol, just = self.tol_at(r["T"], r["probe"])

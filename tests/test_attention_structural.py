@@ -134,3 +134,24 @@ def test_batch_independence_watches_every_sample():
     p = by_name(r)["batch_independence"]
     assert p["status"] == "fail" and "sample 1" in p["detail"], str(r)
     assert p["tolerance"] == 0.0, p
+
+
+class KerasLikeFloat64CausalMHA(C.Plain):
+    """A stand-in for keras 3 ``MultiHeadAttention(dtype="float64", use_causal_mask=True)``: a float64
+    layer whose causal fast path computes in float32 (4e-7 relative on float64 inputs)."""
+
+    def forward(self, x):
+        y = WorkIn.forward(self, x)  # noqa: the float32 path of a float64 layer
+        return y
+
+    work, leak, sdpa = "float32", 0.0, True
+
+
+def test_a_float64_layer_computing_in_float32_is_a_precision_mismatch_unless_declared():
+    r = check(KerasLikeFloat64CausalMHA(), causal=True)
+    assert r.outcome == "mismatch" and "precision_as_declared" in r.failed, str(r)
+    assert "violates: precision_as_declared (it computes in float32, not float64)" in r.verdict.summary
+    assert "float32" in r.verdict.summary and "computes in float32" in by_name(r)["precision_as_declared"]["detail"]
+    assert by_name(r)["causal_no_future_leak"]["status"] == "pass", str(r)
+    r = check(KerasLikeFloat64CausalMHA(), causal=True, compute_dtype="float32")
+    assert r.outcome == "ok", str(r)

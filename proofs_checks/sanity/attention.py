@@ -63,6 +63,7 @@ import click
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
                                           report_option, sanity_payload, sanity_rebuild, timeout_option)
+from proofs_checks.sanity.attention_precision import precision_property
 from proofs_checks.sanity._verdict import Verdict
 
 __all__ = ["command", "run_attention", "instantiate", "model_dim", "attention_verdict", "parse_window",
@@ -437,7 +438,12 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
                if n_skip else "")
             + "; each error is compared with its stated tolerance")
     if failed:
-        return Verdict("mismatch", f"{subject} violates: {', '.join(p['name'] for p in failed)}", crit, numbers,
+        def named(p):
+            fits = (p.get("numbers") or {}).get("fits")
+            return p["name"] + (f" (it computes in {fits}, not {p['numbers'].get('declared')})" if fits else "")
+
+        failed = sorted(failed, key=lambda p: p["name"] != "precision_as_declared")
+        return Verdict("mismatch", f"{subject} violates: {', '.join(named(p) for p in failed)}", crit, numbers,
                        suggestion="; ".join(hints) or None)
     if c_skip:
         reasons = [f"{p['name']}: {p.get('detail') or 'did not run'}" for p in c_skip]
@@ -1131,7 +1137,11 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         lines.append(_grouping_line(mp, kv_grouping is not None or bool(hook and mp.kv_heads < mp.heads)))
     lines.extend(warnings + notes)
     if probe.precision is not None:
-        lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})")
+        fits = getattr(probe, "fits_precision", None)
+        lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})" + (
+            f"; the module computes in {ap.dtype_name(fits)} (precision_as_declared)" if fits is not None else ""))
+        if fits is not None:
+            info["working_precision"]["fits"] = ap.dtype_name(fits)
     doc = {"check": "attention", "object": name, "inputs": info, "hints": hints, "config_read": config_read}
     return SanityResult("attention", doc, verdict, rows, lines, figures)
 
@@ -1394,6 +1404,10 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
             props.append(pop)
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
+    prec = precision_property(probe, props)
+    if prec is not None:
+        at = next(i for i, p in enumerate(props) if p.name == "matches_reference")
+        props.insert(at + 1, prec)
     _causes_in_context(props)
 
 
@@ -1642,7 +1656,8 @@ def _hints(probe, props, st, mp, alts, hints):
                 and probe.precision.dtype == torch.float64):
             # float32 internals (Hugging Face's float32 softmax and RoPE angles) cannot be found by
             # probing when the declaration itself is wrong: judge the variants by the float32 rule too
-            fits = [(r[0], r[1], r[2], None) for r in probe.variant_errors(variants, torch.float32) if r[0] <= 1.0]
+            fits = [(r[0], r[1], r[2], torch.float32) for r in probe.variant_errors(variants, torch.float32)
+                    if r[0] <= 1.0]
         decl = (f"{mp.heads} heads" + (f", {mp.kv_heads} key/value heads" if mp.kv_heads != mp.heads else "")
                 + f"; {_decl(st)}")
         explained = by.get("scale_1_over_sqrt_dk") is not None and by["scale_1_over_sqrt_dk"].status == "fail"
@@ -1650,7 +1665,7 @@ def _hints(probe, props, st, mp, alts, hints):
             s2, m2 = decls[label]
             if _verified(probe, props, s2, m2, cd):
                 explained = True
-                how = label + (" (with float32 internals)" if cd is None else "")
+                how = label + (" (and --compute-dtype float32: its internals are float32)" if cd != "same" else "")
                 if label == "no window":
                     same = (f"--window {T_hi} or wider" if st.causal else
                             f"a window reaching {T_hi - 1} keys to each side")
@@ -1696,6 +1711,7 @@ def _hints(probe, props, st, mp, alts, hints):
             # hint, or declaring float16 would pass a real difference)
             screen = screen and bool(ratios) and max(ratios) >= 0.1
             if screen and _verified(probe, props, st, mp, dt):
+                probe.fits_precision = dt
                 hints.append(f"the error fits a {dn} computation (the plain reference in {dn}) {VERIFIED}: if "
                              f"intended, declare --compute-dtype {dn}")
                 break
