@@ -319,6 +319,32 @@ def tolerance(e_plain: float, D: int, T: int, L: float, p: torch.dtype, factor: 
 # the probe
 
 
+def _scale_words(ratio: float, H: int, dk: int) -> str:
+    """The fitted scale labelled by the factor measured (``ratio = s·√d_k``), then the causes that factor
+    fits: ``1/√H`` (the model width instead of the head width), ``√H``, or ``1/n`` for a whole ``n`` (a
+    layer index + 1, as GPT-2's ``scale_attn_by_inverse_layer_idx``). A factor that fits √H and a layer
+    index alike (H = 4, layer 1) names both.
+
+        >>> _scale_words(0.5, 4, 8)
+        'scale is 1/√d_k × 0.5 = 1/(2·√d_k): off by a factor 1/2 (fits 1/√H: the model width instead of the head width (1/√32); or 1/(layer index + 1) = 1/2, as scale_attn_by_inverse_layer_idx)'
+        >>> _scale_words(1 / 3, 4, 8)
+        'scale is 1/√d_k × 0.333333 = 1/(3·√d_k): off by a factor 1/3 (fits 1/(layer index + 1) = 1/3, as scale_attn_by_inverse_layer_idx)'
+    """
+    inv = 1 / ratio
+    n = round(inv)
+    whole = n >= 2 and abs(inv - n) < 1e-3 * n
+    head = f"scale is 1/√d_k × {ratio:.6g}" + (f" = 1/({n}·√d_k): off by a factor 1/{n}" if whole else
+                                               f": off by a factor {ratio:.6g}")
+    fits = []
+    if H > 1 and abs(ratio * math.sqrt(H) - 1) < 1e-3:
+        fits.append(f"1/√H: the model width instead of the head width (1/√{H * dk})")
+    if H > 1 and abs(ratio / math.sqrt(H) - 1) < 1e-3:
+        fits.append(f"√H = {math.sqrt(H):.4g}")
+    if whole:
+        fits.append(f"1/(layer index + 1) = 1/{n}, as scale_attn_by_inverse_layer_idx")
+    return head + (f" (fits {'; or '.join(fits)})" if fits else "")
+
+
 def _chunks(n: int, per_item_bytes: float, budget: float = 256e6) -> int:
     return max(1, min(n, int(budget // max(per_item_bytes, 1.0))))
 
@@ -691,10 +717,8 @@ class AttentionProbe:
         H = m.heads
         if abs(s_fit - 1) < 1e-3 and dk > 1:
             what = "missing 1/√d_k (s ≈ 1)"
-        elif H > 1 and abs(ratio * math.sqrt(H) - 1) < 1e-3:
-            what = f"scale is 1/√(H·d_k) = 1/√{H * dk}: the model width instead of the head width (off by √H)"
-        elif H > 1 and abs(ratio / math.sqrt(H) - 1) < 1e-3:
-            what = f"scale is √H/√d_k: off by √H = {math.sqrt(H):.4g}"
+        elif err > tol and ratio > 0:
+            what = _scale_words(ratio, H, dk)
         elif err > tol:
             what = "scale differs from 1/√d_k"
         else:
