@@ -83,6 +83,9 @@ def dependence(probe: "AttentionProbe", T: int, key: str) -> Dependence:
     unchanged probe) is the first block of every stacked call."""
     from numerics.attention_probe import _chunks
 
+    cache = probe.__dict__.setdefault("_dep_cache", {}) if key == "unit" else {}  # unit: independent of the declaration
+    if T in cache:
+        return cache[T]
     c = probe.factor(probe.xs[T], key)
     x64 = probe.xs[T] * c
     J = probe._positions(T)
@@ -104,7 +107,9 @@ def dependence(probe: "AttentionProbe", T: int, key: str) -> Dependence:
         fin = base[torch.isfinite(base)]
         scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
         deltas.append((o[1:] - base.unsqueeze(0)).abs().amax(dim=(1, 3)) / scale)
-    return Dependence(torch.cat(deltas), J, jit or 0.0)
+    dep = Dependence(torch.cat(deltas), J, jit or 0.0)
+    cache[T] = dep
+    return dep
 
 
 def _forbidden(T: int, J: list[int], st, causal: bool) -> dict[str, torch.Tensor]:
@@ -306,3 +311,33 @@ def prop_batch_size(probe: "AttentionProbe") -> "object":
         detail += "; the output depends on the batch size"
     return _judge(name, e, tol, "2 × the forward tolerance (two batch shapes, each within it of the reference): "
                   + just, detail)
+
+
+@dataclass
+class KeptWindow:
+    """The keys a causal module measurably reads: output ``t`` moves when token ``t − k`` is redrawn for
+    ``k < keys`` and for no larger ``k`` up to ``probed`` (``keys > probed``: no window shows at the
+    lengths probed)."""
+
+    keys: int
+    probed: int
+    T: int
+
+
+def kept_window(probe: "AttentionProbe") -> KeptWindow | None:
+    """Measure the window a causal module keeps at unit logits: redraw token ``t − k`` and see which ``k``
+    move output ``t`` (any change beyond twice the module's run-to-run difference), at the longest probe
+    length ≤ 40 (every position redrawn there)."""
+    Ts = [T for T in probe.outs if 2 <= T <= 40] or [T for T in probe.outs if T >= 2]
+    if not Ts:
+        return None
+    T = max(Ts)
+    dep = dependence(probe, T, "unit")
+    tol = 2.0 * dep.jitter
+    far, probed = -1, 0
+    for i, j in enumerate(dep.J):
+        for t in range(j, T):
+            probed = max(probed, t - j)
+            if float(dep.delta[i, t]) > tol:
+                far = max(far, t - j)
+    return KeptWindow(far + 1 if far < probed else probed + 2, probed, T)

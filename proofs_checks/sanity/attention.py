@@ -63,6 +63,7 @@ import click
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
                                           report_option, sanity_payload, sanity_rebuild, timeout_option)
+from proofs_checks.sanity.attention_evidence import window_note
 from proofs_checks.sanity.attention_precision import precision_property
 from proofs_checks.sanity._verdict import Verdict
 
@@ -626,11 +627,11 @@ def _as_flags(st, m) -> str:
     if st.positional != "none":
         flags.append(f"--positional {st.positional}")
     if st.positional == "rope":
-        flags += [f"--rope-base {st.rope_base:g}", f"--rope-convention {st.rope_convention}"]
+        flags += [f"--rope-base {_exact(st.rope_base)}", f"--rope-convention {st.rope_convention}"]
         if st.rope_dims:
             flags.append(f"--rope-dims {st.rope_dims}")
     if st.softcap is not None:
-        flags.append(f"--softcap {st.softcap:g}")
+        flags.append(f"--softcap {_exact(st.softcap)}")
     if st.qk_norm is not None:
         flags.append(f"--qk-norm {st.qk_norm}")
     if m is not None:
@@ -643,9 +644,9 @@ def _as_flags(st, m) -> str:
 
 
 def _config_contradiction(read: dict, st, m) -> str:
-    """When a verified hint's declaration (``st``, ``m``) contradicts a value read from the module's
-    configuration, the words that say so and the flags that declare it (``--ignore-config`` and the
-    whole declaration: without the configuration nothing else is filled in); else ""."""
+    """When a verified hint's declaration (``st``, ``m``) differs from a value read from the module's
+    configuration, the words that say so and the flags that declare it (a declared value wins over the
+    configuration: nothing needs switching off); else ""."""
     if not read:
         return ""
     bad = []
@@ -667,12 +668,24 @@ def _config_contradiction(read: dict, st, m) -> str:
     if not bad:
         return ""
     return (f"; but the module's {' and '.join(bad)} says otherwise: it does not compute what its configuration "
-            f"says (a bug in the module or in its configuration); to check it against this declaration: "
-            f"--ignore-config {_as_flags(st, m)}")
+            f"says (a bug in the module or in its configuration); to check it against this declaration (a declared "
+            f"value wins over the configuration): {_as_flags(st, m)}")
+
+
+def _exact(v) -> str:
+    """A flag's number printed so that it reads back as the same value (``repr``; a whole float without
+    its ``.0``): ``1234567.0`` → ``1234567``, never the six digits of ``:g`` (``1.23457e+06``).
+
+        >>> _exact(1234567.0), _exact(10000.0), _exact(0.1), _exact(1e300)
+        ('1234567', '10000', '0.1', '1e+300')
+    """
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+        return str(int(v))
+    return repr(v)
 
 
 def _fmt_value(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    return _exact(v) if isinstance(v, float) else str(v)
 
 
 _FLEX_WARNING = r"flex_attention called without torch\.compile\(\)"
@@ -1135,7 +1148,10 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     lines.extend(f"note: {n}" for n in config_notes)
     if mp is not None:
         lines.append(_grouping_line(mp, kv_grouping is not None or bool(hook and mp.kv_heads < mp.heads)))
-    lines.extend(warnings + notes)
+    wnote = window_note(probe, vals.get("_read", {}), window is not None) if probe.outs else None
+    lines.extend(warnings + notes + ([wnote] if wnote else []))
+    if wnote:
+        info["window_measured"] = wnote.removeprefix("note: window: ")
     if probe.precision is not None:
         fits = getattr(probe, "fits_precision", None)
         lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})" + (
