@@ -669,7 +669,8 @@ class AttentionProbe:
         x, od = self.xs[T], self.outs[T]
         m = self.m
         dk = m.d_k
-        s0 = 1 / math.sqrt(dk)
+        declared = self.st.scale  # --scale: the factor declared instead of 1/√d_k
+        s0 = declared if declared is not None else 1 / math.sqrt(dk)
 
         def out_at(ls: float) -> torch.Tensor:
             with torch.no_grad():
@@ -697,7 +698,7 @@ class AttentionProbe:
         if J is None:
             J = (out_at(ls + h) - out_at(ls - h)) / (2 * h)
         s_fit = math.exp(ls)
-        err = abs(s_fit * math.sqrt(dk) - 1)
+        err = abs(s_fit / s0 - 1)
         out_tol, _ = self.tol_at(T, "unit")
         sens = float(J.norm() / od.norm().clamp_min(1e-300))
         tol = out_tol * math.sqrt(od.numel()) / max(sens, 1e-300)
@@ -715,7 +716,10 @@ class AttentionProbe:
                                f"from {r0:.3g} to {r_rel:.3g} (tolerance {out_tol:.3g}); see matches_reference", True)
         ratio = s_fit * math.sqrt(dk)
         H = m.heads
-        if abs(s_fit - 1) < 1e-3 and dk > 1:
+        if declared is not None:
+            what = (f"scale is the declared {declared:.6g} (--scale)" if err <= tol else
+                    f"scale differs from the declared {declared:.6g} (--scale): s/declared = {s_fit / declared:.6g}")
+        elif abs(s_fit - 1) < 1e-3 and dk > 1:
             what = "missing 1/√d_k (s ≈ 1)"
         elif err > tol and ratio > 0:
             what = _scale_words(ratio, H, dk)

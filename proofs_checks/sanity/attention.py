@@ -63,6 +63,8 @@ import click
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
                                           report_option, sanity_payload, sanity_rebuild, timeout_option)
+from proofs_checks.sanity.attention_declaration import (KV_GROUPINGS, MAX_LENGTH, POSITIONAL, QK_NORMS,  # noqa: F401
+                                                        Declaration, build_declaration, parse_lengths, parse_window)
 from proofs_checks.sanity.attention_evidence import window_note
 from proofs_checks.sanity.attention_precision import precision_property
 from proofs_checks.sanity._verdict import Verdict
@@ -72,8 +74,6 @@ __all__ = ["command", "run_attention", "instantiate", "model_dim", "attention_ve
 
 _DIM_ATTRS = ("embed_dim", "dim", "d_model", "hidden_size", "n_embd", "model_dim", "emb_dim", "d", "embedding_dim",
               "channels", "in_channels")
-POSITIONAL = ("none", "learned", "sinusoidal", "rope", "alibi")
-MAX_LENGTH = 16384
 
 
 def _describe(exc: BaseException) -> str:
@@ -282,50 +282,6 @@ def model_dim(obj: Any) -> int | None:
     return None
 
 
-def parse_window(text: str | None, causal: bool) -> tuple[int | None, int | None] | None:
-    """``--window W`` (causal: the ``W`` most recent keys including the query's own) or ``L,R``.
-
-    >>> parse_window("4", True), parse_window("3,2", False), parse_window(None, False)
-    ((3, 0), (3, 2), None)
-    """
-    if text is None:
-        return None
-    parts = [p.strip() for p in str(text).split(",")]
-    try:
-        vals = [int(p) for p in parts]
-    except ValueError:
-        raise UsageError(f"--window: expected W or L,R (non-negative integers), got {text!r}") from None
-    if len(vals) == 1:
-        if not causal:
-            raise UsageError("--window W is a causal sliding window (the W most recent keys): give --causal too, or "
-                             "--window L,R for a two-sided window")
-        if vals[0] < 1:
-            raise UsageError(f"--window: W must be ≥ 1, got {vals[0]}")
-        return (vals[0] - 1, 0)
-    if len(vals) != 2 or min(vals) < 0:
-        raise UsageError(f"--window: expected W or L,R (non-negative integers), got {text!r}")
-    if causal and vals[1] != 0:
-        raise UsageError(f"--window {text}: a causal module sees no key to the right (R must be 0)")
-    return (vals[0], vals[1])
-
-
-def parse_lengths(text: str | None) -> list[int] | None:
-    """``--seq-len "1,5,300"``.
-
-    >>> parse_lengths("5, 1,17")
-    [1, 5, 17]
-    """
-    if text is None:
-        return None
-    try:
-        vals = sorted({int(p) for p in str(text).split(",") if p.strip()})
-    except ValueError:
-        raise UsageError(f"--seq-len: expected comma-separated positive integers, got {text!r}") from None
-    if not vals or vals[0] < 1 or vals[-1] > MAX_LENGTH:
-        raise UsageError(f"--seq-len: lengths must be between 1 and {MAX_LENGTH}, got {text!r}")
-    return vals
-
-
 def _window_words(window, causal: bool) -> str:
     """A window as the user writes it: ``3 (keys t−2 … t)`` for a causal ``--window 3``, ``2,1 (keys
     t−2 … t+1)`` for ``--window 2,1``.
@@ -461,35 +417,13 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
                    numbers)
 
 
-def _check_types(*, causal, progress, seed, softcap, rope_base, max_memory, dtype, device, mode) -> None:
-    """The Python API's keyword arguments typed as the command line's (``causal="no"`` is not
-    ``True``): one-line usage errors."""
-    import numbers
-
-    for nm, v in (("causal", causal), ("progress", progress)):
-        if not isinstance(v, bool) and type(v).__name__ != "bool_":
-            raise UsageError(f"{nm}: must be True or False, got {v!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < 2**32:
-        raise UsageError(f"--seed: must be an integer in [0, 2**32), got {seed!r}")
-    for nm, v in (("--softcap", softcap), ("--rope-base", rope_base), ("--max-memory", max_memory)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v))):
-            raise UsageError(f"{nm}: must be a finite number, got {v!r}")
-    if max_memory is not None and not max_memory > 0:
-        raise UsageError(f"--max-memory: must be a positive number of GB, got {max_memory!r}")
-    for nm, v in (("--dtype", dtype), ("--device", device), ("mode", mode)):
-        if not isinstance(v, str):
-            raise UsageError(f"{nm}: must be a string, got {v!r}")
-
-
-def _structure(causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm=None):
+def _structure(causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm=None, scale=None):
     from numerics.attention_reference import Structure
 
     return Structure(causal=causal, window=window, positional=positional, rope_convention=rope_convention or "half",
-                     rope_base=rope_base, rope_dims=rope_dims, softcap=softcap, qk_norm=qk_norm)
+                     rope_base=rope_base, rope_dims=rope_dims, softcap=softcap, qk_norm=qk_norm, scale=scale)
 
 
-QK_NORMS = ("rms", "layer")
-KV_GROUPINGS = ("hf", "tiled")
 
 
 def _grouping_name(m) -> str:
@@ -736,7 +670,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                   compute_dtype: str | None = None, seq_len: str | list | None = None, mapping: Any = None,
                   against: Any = None, max_memory: float | None = None, progress: bool = False,
                   mask_convention: str | None = None, qk_norm: str | None = None,
-                  kv_grouping: str | None = None, ignore_config: bool = False) -> SanityResult:
+                  kv_grouping: str | None = None, ignore_config: bool = False, scale: float | None = None,
+                  declaration: Declaration | None = None) -> SanityResult:
     """The properties of ``obj`` (see the module docstring) as a :class:`SanityResult`. Raises
     :class:`~proofs_checks.options.UsageError` (one line) for input the check cannot use.
     ``mapping`` is a callable taking the (copied) module and returning the weights dict, or that
@@ -750,55 +685,24 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     from numerics.attention_mapping import HOOK_METHOD, count_hints, find_mappings, head_count_hint, mapping_from_hook
     from proofs_checks import guards
 
-    _check_types(causal=causal, progress=progress, seed=seed, softcap=softcap, rope_base=rope_base,
-                 max_memory=max_memory, dtype=dtype, device=device, mode=mode)
-    if isinstance(positional, bool) or type(positional).__name__ == "bool_":  # True is no scheme's name
-        raise UsageError(f"--positional: a scheme's name ({', '.join(POSITIONAL)}), got {positional!r} (a bool)")
-    if positional is None:
-        positional = "none"
-    if not isinstance(positional, str) or positional not in POSITIONAL:
-        raise UsageError(f"--positional: one of {', '.join(POSITIONAL)}, got {positional!r}")
-    if dtype not in ("float64", "float32"):
-        raise UsageError(f"--dtype: must be float64 or float32, got {dtype!r}")
-    if compute_dtype is not None and compute_dtype not in ap._DT:
-        raise UsageError(f"--compute-dtype: one of {', '.join(ap._DT)}, got {compute_dtype!r}")
-    if compute_dtype == "float64" and dtype == "float32":
-        raise UsageError("--compute-dtype float64 with --dtype float32: a float32 probe cannot be computed in float64")
-    for nm, v in (("--heads", heads), ("--kv-heads", kv_heads), ("--dim", dim), ("--rope-dims", rope_dims)):
-        if v is not None and (not isinstance(v, int) or v < 1):
-            raise UsageError(f"{nm}: must be a positive integer, got {v!r}")
-    if heads is not None and kv_heads is not None and heads % kv_heads:
-        raise UsageError(f"--heads {heads} --kv-heads {kv_heads}: grouped-query attention shares each key/value head "
-                         "among the same number of query heads, so --heads must be a multiple of --kv-heads")
-    if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
-        raise UsageError(f"--softcap: must be a positive number, got {softcap!r}")
-    if rope_base is not None and not (math.isfinite(rope_base) and rope_base > 1):
-        raise UsageError(f"--rope-base: must be a number > 1, got {rope_base!r}")
-    if not isinstance(ignore_config, bool):
-        raise UsageError(f"ignore_config: must be True or False, got {ignore_config!r}")
-    if rope_convention not in (None, "half", "interleaved"):
-        raise UsageError(f"--rope-convention: half or interleaved, got {rope_convention!r}")
-    if positional != "rope" and (rope_dims is not None or rope_convention is not None or rope_base is not None):
-        given = [n for n, v in (("--rope-base", rope_base is not None), ("--rope-dims", rope_dims is not None),
-                                ("--rope-convention", rope_convention is not None)) if v]
-        raise UsageError(f"{'/'.join(given)} set the rotary embedding: they need --positional rope (the declared "
-                         f"scheme is {positional}); nothing was run")
-    if rope_dims is not None and rope_dims % 2:
-        raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
-    # --window W without --causal: the module's is_causal may make it causal (parsed once it is read)
-    defer_win = (isinstance(window, str) and "," not in window and not causal and not ignore_config)
-    win = window if isinstance(window, tuple) or window is None or defer_win else parse_window(window, causal)
-    if isinstance(window, tuple):
-        win = parse_window(",".join(map(str, window)), causal)
-    lengths = seq_len if isinstance(seq_len, list) else parse_lengths(seq_len)
-    if mask_convention is not None and mask_convention not in ap.MASK_CONVENTIONS:
-        raise UsageError(f"--mask-convention: one of {', '.join(ap.MASK_CONVENTIONS)}, got {mask_convention!r}")
-    if mode not in ap.LENGTHS:
-        raise UsageError(f"mode: quick, default or full, got {mode!r}")
-    if qk_norm is not None and qk_norm not in QK_NORMS:
-        raise UsageError(f"--qk-norm: one of {', '.join(QK_NORMS)}, got {qk_norm!r}")
-    if kv_grouping is not None and kv_grouping not in KV_GROUPINGS:
-        raise UsageError(f"--kv-grouping: one of {', '.join(KV_GROUPINGS)}, got {kv_grouping!r}")
+    if not isinstance(progress, bool) and type(progress).__name__ != "bool_":
+        raise UsageError(f"progress: must be True or False, got {progress!r}")
+    decl = declaration if declaration is not None else build_declaration(dict(
+        causal=causal, window=window, positional=positional, rope_base=rope_base, rope_dims=rope_dims,
+        rope_convention=rope_convention, heads=heads, kv_heads=kv_heads, kv_grouping=kv_grouping, softcap=softcap,
+        qk_norm=qk_norm, scale=scale, mask_convention=mask_convention, compute_dtype=compute_dtype, dtype=dtype,
+        seq_len=seq_len, mode=mode, seed=seed, device=device, max_memory=max_memory, dim=dim,
+        ignore_config=ignore_config))
+    (causal, positional, rope_base, rope_dims, rope_convention, heads, kv_heads, kv_grouping, softcap, qk_norm,
+     mask_convention, compute_dtype, dtype, mode, seed, device, max_memory, dim, ignore_config) = (
+        getattr(decl, k) for k in ("causal", "positional", "rope_base", "rope_dims", "rope_convention", "heads",
+                                   "kv_heads", "kv_grouping", "softcap", "qk_norm", "mask_convention", "compute_dtype",
+                                   "dtype", "mode", "seed", "device", "max_memory", "dim", "ignore_config"))
+    defer_win = isinstance(decl.window, str)  # --window W without --causal: parsed once the module's is_causal is read
+    window = None if window is None else (",".join(map(str, window)) if isinstance(window, (tuple, list))
+                                          else str(window))  # as the user wrote it (for the lines)
+    win = decl.window
+    lengths = list(decl.seq_len) if decl.seq_len else None
 
     name = name or getattr(obj, "__name__", type(obj).__name__)
     with torch.random.fork_rng(devices=[]):  # a class or factory draws its weights from the seed
@@ -806,7 +710,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         obj = instantiate(obj, dim, label)
     if not callable(obj):
         raise UsageError(f"{label}: {name} is a {type(obj).__name__}, not a callable attention")
-    given = dict(causal=causal, rope_base=rope_base, rope_dims=rope_dims, window=window if defer_win else win,
+    given = dict(causal=causal, rope_base=rope_base, rope_dims=rope_dims, window=decl.window if defer_win else win,
                  kv_heads=kv_heads, softcap=softcap, qk_norm=qk_norm)
     vals, config_read, config_notes = _read_config(obj, label, ignore_config, positional, given,
                                                    window if isinstance(window, str) else None)
@@ -831,7 +735,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
             f = copy.deepcopy(obj).to(dtype=tdt, device=device).eval()
         except Exception as exc:
             raise UsageError(f"{label}: cannot copy {name} to {dtype} on {device}: {_describe(exc)}") from None
-    st0 = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap)
+    st0 = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap, None, decl.scale)
     if isinstance(f, torch.nn.MultiheadAttention):
         # a bare nn.MultiheadAttention takes (query, key, value): call it as self-attention with the
         # declared mask, in its documented layout
@@ -948,7 +852,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     else:
         hints_pre = []
     H_hint = heads or head_count_hint(f, not ignore_config)
-    st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm)
+    st = _structure(causal, win, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, decl.scale)
     hints.extend(hints_pre)
     notes = [f"note: {n}" for n in hints_pre] + early_notes
     no_table = None  # --positional learned, the weights found, but no position table beside them
@@ -1756,13 +1660,13 @@ def _hints(probe, props, st, mp, alts, hints):
               help="Positional scheme the reference includes (learned: the module's own table, found by name).")
 @click.option("--rope-base", type=float, default=None,
               help="RoPE base (--positional rope; default: the module's rope_theta, else 10000).")
-@click.option("--rope-dims", type=click.IntRange(min=2), default=None,
+@click.option("--rope-dims", type=int, default=None,
               help="Rotated dimensions per head (default: the module's partial_rotary_factor / rotary_pct × head_dim, "
                    "else all of d_k).")
 @click.option("--rope-convention", type=click.Choice(["half", "interleaved"]), default=None,
               help="RoPE pairs: rotated halves (Hugging Face, x-transformers) or interleaved (RoFormer, "
                    "rotary-embedding-torch); default: the one that fits.")
-@click.option("--softcap", type=click.FloatRange(min=0, min_open=True), default=None, metavar="C",
+@click.option("--softcap", type=float, default=None, metavar="C",
               help="Logit softcapping C·tanh(s/C) before the mask (Gemma 2, x-transformers; default: the module's "
                    "attn_logit_softcapping / logit_softclamp_value).")
 @click.option("--qk-norm", type=click.Choice(QK_NORMS), default=None,
@@ -1771,18 +1675,22 @@ def _hints(probe, props, st, mp, alts, hints):
 @click.option("--kv-grouping", type=click.Choice(KV_GROUPINGS), default=None,
               help="Grouped-query attention: query head h uses key/value head h // (H/K) (hf, as Hugging Face's "
                    "repeat_kv) or h % K (tiled); default: the one that fits (always printed).")
-@click.option("--heads", type=click.IntRange(min=1), default=None, help="Number of query heads (default: read from the object).")
-@click.option("--kv-heads", type=click.IntRange(min=1), default=None, help="Key/value heads (grouped-query attention; "
+@click.option("--heads", type=int, default=None, help="Number of query heads (default: read from the object).")
+@click.option("--kv-heads", type=int, default=None, help="Key/value heads (grouped-query attention; "
                                                                               "default: read from the object).")
 @click.option("--ignore-config", is_flag=True,
               help="Do not read the module's configuration (Hugging Face config, x-transformers attributes): only the "
                    "flags declare the structure.")
-@click.option("--dim", type=click.IntRange(min=1), default=None,
+@click.option("--scale", type=float, default=None, metavar="S",
+              help="The factor the logits q·k are multiplied by, declared instead of 1/√d_k (GPT-2's "
+                   "scale_attn_by_inverse_layer_idx, Granite's attention_multiplier, T5's unscaled logits: 1).")
+@click.option("--dim", type=int, default=None,
               help="Model dimension D; a class or factory is then called with dim=D.")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
               help="Dtype of the probe inputs (and of the module's copy).")
 @click.option("--compute-dtype", type=click.Choice(["float64", "float32", "bfloat16", "float16"]), default=None,
-              help="The module's working precision (default: found by probing; half precisions only when declared).")
+              help="The precision the module computes in (default: the input's, --dtype): a module computing below it "
+                   "fails precision_as_declared.")
 @click.option("--seq-len", default=None, metavar="T1,T2,...", help="Probe lengths (default: 1,2,5,17,64,113,257; "
                                                                     "--quick up to 33, --full up to 1025).")
 @click.option("--mapping", "mapping_spec", default=None, metavar="FILE.py:fn",
@@ -1798,7 +1706,7 @@ def _hints(probe, props, st, mp, alts, hints):
 @timeout_option
 @check_options
 def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm,
-            kv_grouping, heads, kv_heads, ignore_config,
+            kv_grouping, heads, kv_heads, ignore_config, scale,
             dim, dtype, compute_dtype, seq_len, mapping_spec, mask_convention, against_spec, report_dir, timeout, seed,
             device, mode, json_path, max_memory, no_progress):
     """Properties of your self-attention against softmax attention on its own weights with the
@@ -1819,20 +1727,14 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
         require_device(device, False)
     except UsageError:
         raise UsageError("--device cuda: torch sees no CUDA device on this machine (use --device cpu)") from None
-    ctx = click.get_current_context()
-    rope_given = [o for o, p in (("--rope-base", "rope_base"), ("--rope-dims", "rope_dims"),
-                                 ("--rope-convention", "rope_convention"))
-                  if ctx.get_parameter_source(p) not in (None, click.core.ParameterSource.DEFAULT)]
-    if rope_given and positional != "rope":
-        raise UsageError(f"{'/'.join(rope_given)} set the rotary embedding: they need --positional rope (the "
-                         f"declared scheme is {positional}); nothing was run")
-    if rope_dims is not None and rope_dims % 2:
-        raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
-    # --window W without --causal: the module's is_causal may declare it causal (run_attention parses it then)
-    deferred = window is not None and "," not in window and not causal and not ignore_config
-    if not deferred:
-        parse_window(window, causal)  # checked here, before the module is loaded; run_attention takes the text
-    lengths = parse_lengths(seq_len)
+    # the declaration, validated once, before the module is imported (the function the API and the fixture use)
+    decl_values = dict(causal=causal, window=window, positional=positional, rope_base=rope_base, rope_dims=rope_dims,
+                       rope_convention=rope_convention, heads=heads, kv_heads=kv_heads, kv_grouping=kv_grouping,
+                       softcap=softcap, qk_norm=qk_norm, scale=scale, mask_convention=mask_convention,
+                       compute_dtype=compute_dtype, dtype=dtype, seq_len=seq_len, mode=mode, seed=seed, device=device,
+                       max_memory=max_memory, dim=dim, ignore_config=ignore_config)
+    decl = build_declaration(decl_values)
+    lengths = list(decl.seq_len) if decl.seq_len else None
     from proofs_checks.sanity._loader import _split
 
     _split(module_spec, "--module")
@@ -1845,7 +1747,7 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
                   rope_base=rope_base, ignore_config=ignore_config,
                   rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads, compute_dtype=compute_dtype,
                   seq_len=lengths, max_memory=max_memory, progress=not no_progress, mask_convention=mask_convention,
-                  qk_norm=qk_norm, kv_grouping=kv_grouping)
+                  qk_norm=qk_norm, kv_grouping=kv_grouping, scale=scale)
     from proofs_checks.sanity import _isolate
 
     payload = _isolate.run_isolated(CHILD_TASK, {"kwargs": kwargs, "module_spec": module_spec,
