@@ -184,10 +184,10 @@ def _choices_ok(v: Mapping) -> None:
 
 def _structure_ok(v: Mapping) -> None:
     positional = v.get("positional", "none")
-    rope = [FLAGS[n] for n in ("rope_base", "rope_dims", "rope_convention") if v.get(n) is not None]
+    rope = [who(n) for n in ("rope_base", "rope_dims", "rope_convention") if v.get(n) is not None]
     if positional != "rope" and rope:
-        raise DeclarationError(f"{'/'.join(rope)} set the rotary embedding: they need --positional rope "
-                               f"(positional=\"rope\"; the declared scheme is {positional}); nothing was run")
+        raise DeclarationError(f"{', '.join(rope)} set the rotary embedding: they need --positional rope "
+                               f"(positional=\"rope\"); the declared scheme is {positional}; nothing was run")
 
 
 def parse_window(text: Any, causal: bool) -> tuple[int, int] | None:
