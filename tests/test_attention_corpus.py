@@ -156,7 +156,7 @@ def test_cli_inconclusive_exit_3_and_sibling_import():
 
 
 @pytest.mark.parametrize("args, frag", [
-    (("--window", "3"), "give --causal too"),
+    (("--window", "3"), "give --causal (causal=True) too"),
     (("--causal", "--window", "2,1"), "R must be 0"),
     (("--seq-len", "0,5"), "between 1 and"),
     (("--rope-dims", "4"), "need --positional rope"),

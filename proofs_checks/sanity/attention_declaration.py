@@ -212,8 +212,8 @@ def parse_window(text: Any, causal: bool) -> tuple[int, int] | None:
         raise _err("window", f"expected W or L,R (non-negative integers), got {text!r}") from None
     if len(vals) == 1:
         if not causal:
-            raise _err("window", "W is a causal sliding window (the W most recent keys): declare causal too, or "
-                                 "L,R for a two-sided window")
+            raise _err("window", "W is a causal sliding window (the W most recent keys): give --causal "
+                                 "(causal=True) too, or L,R for a two-sided window")
         if vals[0] < 1:
             raise _err("window", f"W must be ≥ 1, got {vals[0]}")
         return (vals[0] - 1, 0)
