@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from numerics.attention_reference import allowed_mask
+from numerics.attention_rules import (HUGE_LOGIT, LARGE_LOGIT, UNDECIDABLE_TOL, Property, _chunks, _judge, _skip,
+                                      exc_text)
 
 if TYPE_CHECKING:  # pragma: no cover
     from numerics.attention_probe import AttentionProbe
@@ -81,8 +83,6 @@ class Dependence:
 def dependence(probe: "AttentionProbe", T: int, key: str) -> Dependence:
     """Redraw each token of ``probe._positions(T)`` in turn (at the probe ``key``'s scale); the base (the
     unchanged probe) is the first block of every stacked call."""
-    from numerics.attention_probe import _chunks
-
     cache = probe.__dict__.setdefault("_dep_cache", {}) if key == "unit" else {}  # unit: independent of the declaration
     if T in cache:
         return cache[T]
@@ -139,8 +139,6 @@ class _Worst:
 
 def _scan_mask(probe: "AttentionProbe", kinds: list[str]) -> tuple[dict, dict, list, str | None]:
     """Every probe length and logit scale: the worst move of a forbidden pair per kind."""
-    from numerics.attention_probe import UNDECIDABLE_TOL, exc_text
-
     worst = {k: _Worst() for k in kinds}
     offs = {k: set() for k in kinds}
     undecided: list[tuple] = []
@@ -178,8 +176,6 @@ def _scan_mask(probe: "AttentionProbe", kinds: list[str]) -> tuple[dict, dict, l
 
 
 def _undecided(name: str, undecided: list) -> "object":
-    from numerics.attention_probe import UNDECIDABLE_TOL, _skip
-
     T_, key_, tol_ = undecided[0]
     p = _skip(name, f"undecided: at every probe the module's own run-to-run difference is ≥ {UNDECIDABLE_TOL:g} "
                     f"relative (e.g. a tolerance of {tol_:.3g} at T = {T_}, {key_} logits), so a leak cannot be told "
@@ -191,8 +187,6 @@ def _undecided(name: str, undecided: list) -> "object":
 def prop_mask(probe: "AttentionProbe") -> list:
     """``causal_no_future_leak`` (declared causal) and ``window_respected`` (declared window): redrawing a
     token the mask forbids moves no output, exactly, at unit, large and huge logits."""
-    from numerics.attention_probe import HUGE_LOGIT, LARGE_LOGIT, Property, _judge, _skip
-
     kinds = [k for k, on in (("causal", probe.st.causal), ("window", probe.st.window is not None)) if on]
     if not kinds:
         return []
@@ -231,8 +225,6 @@ def prop_mask(probe: "AttentionProbe") -> list:
 
 def _redraw_others(probe: "AttentionProbe", T: int, b: int) -> tuple[torch.Tensor, str]:
     """The probe at length ``T`` with every sample but ``b`` redrawn at the huge-logit scale."""
-    from numerics.attention_probe import HUGE_LOGIT
-
     x2 = probe.xs[T].clone()
     fresh = probe.probe(T, salt=23 + b)
     c = probe.large_factor(fresh, HUGE_LOGIT, cache=False)
@@ -244,8 +236,6 @@ def _redraw_others(probe: "AttentionProbe", T: int, b: int) -> tuple[torch.Tenso
 def prop_batch(probe: "AttentionProbe") -> "object":
     """``batch_independence``: no sample's output moves when the other samples of its batch are redrawn
     (at the huge-logit scale), watched for **every** sample, exactly (same batch shape, same kernels)."""
-    from numerics.attention_probe import Property, _judge, _skip, exc_text
-
     name = "batch_independence"
     if probe.B < 2:
         return _skip(name, "a batch of one: no other sample to redraw")
@@ -281,8 +271,6 @@ def prop_batch(probe: "AttentionProbe") -> "object":
 def prop_batch_size(probe: "AttentionProbe") -> "object":
     """``batch_size_independence``: each sample alone (a batch of one) against the same sample in the probe
     batch; different batch shapes may take different kernels, so twice the forward tolerance."""
-    from numerics.attention_probe import Property, _judge, _skip, exc_text
-
     name = "batch_size_independence"
     if probe.B < 2:
         return _skip(name, "the probe batch is already a batch of one")

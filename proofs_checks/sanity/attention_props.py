@@ -129,6 +129,34 @@ def _free_scale_residual(probe, m, st, T) -> float:
     return best
 
 
+def _weights_props(probe, props, wn, where, mp, against, T_small) -> None:
+    """The attention weights the module exposes: distributions over the allowed keys
+    (``weights_are_distributions``, first) and, with mapped weights, the reference's (``weights_match_reference``)."""
+    import torch
+
+    from numerics import attention_probe as ap
+    from numerics.attention_reference import allowed_mask, logits
+
+    work = probe.compute_dtype or (probe.precision.dtype if probe.precision is not None else None)
+    T_w = wn.shape[-1]
+    props.insert(0, ap.prop_weights_distribution(wn, where, work, allowed_mask(T_w, probe.st)))
+    if mp is not None and against is None and probe.m is not None:
+        def soft(dt):
+            with torch.no_grad():
+                s_, _ = logits(probe.xs[T_small].to(probe.device), probe.m, probe.st, dt)
+                s_ = s_.masked_fill(~allowed_mask(T_w, probe.st, s_.device), float("-inf"))
+                return torch.softmax(s_, -1).double().cpu()
+        try:
+            ref_w = soft(torch.float64)
+            wd = work or probe.pdt
+            ref_work = soft(wd) if wd != torch.float64 else None
+        except Exception:  # a mapping the logits cannot be formed from: not compared
+            ref_w = None
+        if ref_w is not None:
+            props.insert(1, ap.prop_weights_match(wn, where, ref_w, ref_work, probe.tol_at(T_small, "unit")[0],
+                                                  ap.dtype_name(work or probe.pdt)))
+
+
 def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, other, device, against, *, gen_seed,
                 tick):
     import torch
@@ -162,26 +190,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     else:
         _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed)
     if wn is not None:  # judged once the working precision is known (a float32 softmax returned as float64)
-        from numerics.attention_reference import allowed_mask, logits
-
-        work = probe.compute_dtype or (probe.precision.dtype if probe.precision is not None else None)
-        T_w = wn.shape[-1]
-        props.insert(0, ap.prop_weights_distribution(wn, where, work, allowed_mask(T_w, probe.st)))
-        if mp is not None and against is None and probe.m is not None:
-            def soft(dt):
-                with torch.no_grad():
-                    s_, _ = logits(probe.xs[T_small].to(probe.device), probe.m, probe.st, dt)
-                    s_ = s_.masked_fill(~allowed_mask(T_w, probe.st, s_.device), float("-inf"))
-                    return torch.softmax(s_, -1).double().cpu()
-            try:
-                ref_w = soft(torch.float64)
-                wd = work or probe.pdt
-                ref_work = soft(wd) if wd != torch.float64 else None
-            except Exception:  # a mapping the logits cannot be formed from: not compared
-                ref_w = None
-            if ref_w is not None:
-                props.insert(1, ap.prop_weights_match(wn, where, ref_w, ref_work, probe.tol_at(T_small, "unit")[0],
-                                                      ap.dtype_name(work or probe.pdt)))
+        _weights_props(probe, props, wn, where, mp, against, T_small)
     tick.phase("structure", 0.5, 0.9)
     props.extend(probe.prop_mask())
     if st.causal:

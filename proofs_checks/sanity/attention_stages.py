@@ -190,11 +190,13 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
                               lengths=Ls, batch=ap.BATCH[decl.mode], seed=decl.seed,
                               compute_dtype=ap._DT[decl.compute_dtype] if decl.compute_dtype else None)
     probe.config_items = read  # for hints that differ from the module's configuration
-    ap.LAST_UNREAD = None
+    from numerics import attention_rules
+
+    attention_rules.LAST_UNREAD = None  # set by attention_rules.call when a second output is not weights
     problems = _user_call(lambda: probe.forward_all(_describe, tick.sub), label)
     notes = []
-    if ap.LAST_UNREAD is not None:
-        notes.append(f"note: {ld.name} returned a second output, {ap.LAST_UNREAD}, which is not attention weights "
+    if attention_rules.LAST_UNREAD is not None:
+        notes.append(f"note: {ld.name} returned a second output, {attention_rules.LAST_UNREAD}, which is not attention weights "
                      "(their last two axes are (T, T)): it is not checked there")
     if problems:
         raise UsageError(f"{label}: {ld.name} {problems[0]}")
