@@ -17,7 +17,9 @@ Hugging Face and x-transformers by :mod:`numerics.attention_mapping`, or declare
 or the hook's), ``--kv-grouping hf|tiled`` (:mod:`numerics.attention_reference`). What the module's
 configuration carries (a Hugging Face ``config``'s ``rope_theta``, ``sliding_window``, ...;
 x-transformers attributes: :mod:`proofs_checks.sanity._modconfig`) fills in what the flags leave out
-and is printed in one line; a flag contradicting it is a usage error (``--ignore-config`` reads nothing).
+and is printed in one line; a flag given wins over it (the difference is reported and, for a window,
+measured; ``--ignore-config`` reads nothing). Every flag is a field of one Declaration
+(:mod:`proofs_checks.sanity.attention_declaration`), validated once before the module is imported.
 
 Properties (each with its measured error, its tolerance and the rule behind it; *central* ones must
 have run and held for ``ok``; :mod:`numerics.attention_probe` computes them), over several sequence
@@ -31,17 +33,21 @@ lengths (``1 … 257``, ``1025`` with ``--full``, or ``--seq-len``), at unit and
   ``declared_weights_finite`` (the mapping's weights, e.g. a hook returning NaN);
 * central: ``finite_output``, ``matches_reference`` (declared weights, or a single-head fit),
   ``scale_1_over_sqrt_dk`` (declared weights), and the declared structure:
-  ``causal_no_future_leak``, ``prefix_consistency`` (causal), ``window_respected`` (window);
+  ``causal_no_future_leak``, ``prefix_consistency`` (causal), ``window_respected`` (window),
+  ``precision_as_declared``;
 * ``gradients_match_reference`` (input and parameter gradients against the reference's autograd),
-  ``batch_independence``, ``permutation_equivariance`` (no mask, window or positions),
+  ``batch_independence``, ``batch_size_independence``, ``permutation_equivariance`` (no mask, window
+  or positions),
   ``convex_combination_of_values`` (one head), ``weights_are_distributions`` (weights exposed),
   ``stable_at_extreme_logits`` (±700, ±10⁴), ``dtype_and_device_preserved``,
   ``runs_at_every_length``.
 
 Tolerance by precision (FlashAttention's rule): the error against the float64 reference may be 2×
 (gradients 3×) the error of the plain reference computed in the module's working precision, plus
-the float64 reference's rounding bound; the working precision is the probe dtype, float32 when a
-float64 probe meets only the float32 rule (found by probing), or ``--compute-dtype``.
+the float64 reference's rounding bound; the precision is ``--compute-dtype``, else the input's (never
+found by probing: a module computing below it fails ``precision_as_declared``). The structural
+properties (no future leak, window, key padding, batch independence) are exact: their tolerance is
+the module's own run-to-run difference (:mod:`numerics.attention_structural`).
 
 Verdicts and exit codes: ``ok`` (0) every central property ran and held and none failed;
 ``mismatch`` (1) a property failed (named, with a hint at the likely cause); ``inconclusive`` (3) a
