@@ -233,26 +233,39 @@ def _redraw_others(probe: "AttentionProbe", T: int, b: int) -> tuple[torch.Tenso
     return x2, f"the other samples redrawn at ×{c:.3g} scale (logits up to ~{HUGE_LOGIT:g})"
 
 
+def _sample_move(o: torch.Tensor, base: torch.Tensor, scale: float | None = None) -> float:
+    """One sample's move relative to ``scale`` (default: its own largest finite entry); inf when the
+    moved output has NaN/inf where the base had none."""
+    if scale is None:
+        fin = base[torch.isfinite(base)]
+        scale = float(fin.abs().max()) if fin.numel() else 1.0
+    if not torch.isfinite(o).all() and torch.isfinite(base).all():
+        return float("inf")
+    return _move(o, base, scale)
+
+
+def _batch_lengths(probe: "AttentionProbe") -> list[int]:
+    """The lengths the batch properties watch (none for a batch of one: nothing to compare across)."""
+    return (probe._large_lengths() or list(probe.outs)) if probe.B >= 2 else []
+
+
 def prop_batch(probe: "AttentionProbe") -> "object":
     """``batch_independence``: no sample's output moves when the other samples of its batch are redrawn
     (at the huge-logit scale), watched for **every** sample, exactly (same batch shape, same kernels)."""
     name = "batch_independence"
-    if probe.B < 2:
+    Ts = _batch_lengths(probe)
+    if not Ts:
         return _skip(name, "a batch of one: no other sample to redraw")
     worst = None
-    for T in probe._large_lengths() or list(probe.outs):
+    for T in Ts:
         base = probe.outs[T]
         try:
             jit = jitter(probe, probe.xs[T], base)
             for b in range(probe.B):
                 x2, what = _redraw_others(probe, T, b)
                 o = kept(probe.run(x2)[1])
-                fin = base[b][torch.isfinite(base[b])]
-                e = _move(o[b], base[b], float(fin.abs().max()) if fin.numel() else 1.0)
-                if not torch.isfinite(o[b]).all() and torch.isfinite(base[b]).all():
-                    e = float("inf")
-                tol = 2.0 * jit
-                r = e / tol if tol > 0 else (0.0 if e == 0 else float("inf"))
+                e = _sample_move(o[b], base[b])
+                r = e / (2 * jit) if jit > 0 else (0.0 if e == 0 else float("inf"))
                 if worst is None or r > worst[0]:
                     worst = (r, e, jit, T, b, what)
         except Exception as exc:  # the user's code
@@ -271,13 +284,9 @@ def prop_batch(probe: "AttentionProbe") -> "object":
 def prop_batch_size(probe: "AttentionProbe") -> "object":
     """``batch_size_independence``: each sample alone (a batch of one) against the same sample in the probe
     batch; different batch shapes may take different kernels, so twice the forward tolerance."""
-    name = "batch_size_independence"
-    if probe.B < 2:
-        return _skip(name, "the probe batch is already a batch of one")
-    worst = None
-    for T in probe._large_lengths() or list(probe.outs):
-        base = probe.outs[T]
-        tol, just = probe.tol_at(T, "unit")
+    name, worst = "batch_size_independence", None
+    for T in _batch_lengths(probe):
+        base, (tol, just) = probe.outs[T], probe.tol_at(T, "unit")
         scale = float(base[torch.isfinite(base)].abs().max()) if torch.isfinite(base).any() else 1.0
         for b in range(probe.B):
             try:
@@ -285,14 +294,12 @@ def prop_batch_size(probe: "AttentionProbe") -> "object":
             except Exception as exc:  # the user's code
                 return Property(name, "fail", float("inf"), 0.0, "must run",
                                 f"raised {exc_text(exc)} (sample {b} alone, T = {T})")
-            e = _move(o[0], base[b], scale)
-            if not torch.isfinite(o[0]).all() and torch.isfinite(base[b]).all():
-                e = float("inf")
+            e = _sample_move(o[0], base[b], scale)
             r = e / (2 * tol) if math.isfinite(e) else float("inf")
             if worst is None or r > worst[0]:
                 worst = (r, e, 2 * tol, just, T, b)
     if worst is None:
-        return _skip(name, "no length ran")
+        return _skip(name, "no length ran" if probe.B >= 2 else "the probe batch is already a batch of one")
     _, e, tol, just, T, b = worst
     detail = f"each sample alone (a batch of one) against the same sample in the batch; worst: sample {b} at T = {T}"
     if not e <= tol:
