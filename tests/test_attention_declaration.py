@@ -4,6 +4,7 @@ declaration with the identical line; every field carries its provenance; ``--sca
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -74,3 +75,43 @@ def test_a_declared_scale_is_the_reference_scale():
     assert r.outcome == "ok", str(r)
     p = {q["name"]: q for q in r.properties}["scale_1_over_sqrt_dk"]
     assert "the declared 1 (--scale)" in p["detail"], p
+
+
+class LayerScaled(C.Plain):
+    """GPT-2's ``scale_attn_by_inverse_layer_idx``: logits divided by (layer index + 1) too."""
+
+    def __init__(self, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+
+    def logits(self, q, k):
+        return super().logits(q, k) / (self.layer_idx + 1)
+
+
+@pytest.mark.parametrize("layer_idx, words, not_words", [
+    (1, ["1/√d_k × 0.5 = 1/(2·√d_k)", "1/(layer index + 1) = 1/2"], []),
+    (2, ["1/√d_k × 0.333333 = 1/(3·√d_k)", "1/(layer index + 1) = 1/3"], ["√H"]),
+])
+def test_a_layer_index_scale_is_labelled_by_the_measured_factor(layer_idx, words, not_words):
+    """Issue 42: with 4 heads a factor 1/2 is √H by coincidence; the label is the factor measured, and
+    --scale declares it."""
+    from proofs_checks.sanity.attention import run_attention
+
+    r = run_attention(LayerScaled(layer_idx), causal=True, mode="quick")
+    p = {q["name"]: q for q in r.properties}["scale_1_over_sqrt_dk"]
+    assert p["status"] == "fail", str(r)
+    assert all(w in p["detail"] for w in words) and not any(w in p["detail"] for w in not_words), p["detail"]
+    assert not p["detail"].endswith("(off by √H)")
+    s = 1 / (math.sqrt(8) * (layer_idx + 1))
+    assert run_attention(LayerScaled(layer_idx), causal=True, mode="quick", scale=s).outcome == "ok"
+
+
+def test_hint_flags_are_printed_exactly():
+    """A RoPE base of 1234567 (not 1.23457e+06) and a softcap of 0.1 read back as the values verified."""
+    from proofs_checks.sanity.attention_hints import _as_flags
+    from numerics.attention_reference import Structure
+
+    st = Structure(causal=True, positional="rope", rope_base=1234567.0, softcap=0.1, rope_convention="half")
+    flags = _as_flags(st, None)
+    assert "--rope-base 1234567 " in flags + " " and "--softcap 0.1" in flags, flags
+    assert float(flags.split("--rope-base ")[1].split()[0]) == 1234567.0
