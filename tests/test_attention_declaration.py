@@ -115,3 +115,13 @@ def test_hint_flags_are_printed_exactly():
     flags = _as_flags(st, None)
     assert "--rope-base 1234567 " in flags + " " and "--softcap 0.1" in flags, flags
     assert float(flags.split("--rope-base ")[1].split()[0]) == 1234567.0
+
+
+def test_the_json_declaration_gives_each_fields_provenance():
+    """Given by the user, or read from the module (its attribute named): never a bare value."""
+    from proofs_checks.sanity.attention import run_attention
+
+    r = run_attention(C.Windowed(), causal=True, window="3", mode="quick", seq_len="5,17")
+    d = r.doc["inputs"]["declaration"]
+    assert d["causal"] == "given: --causal (causal=True)" and d["window"].startswith("given: --window"), d
+    assert any("declared by you: --causal" in line for line in r.lines), r.lines

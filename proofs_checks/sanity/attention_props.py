@@ -458,7 +458,8 @@ def _info(probe, ld, decl, done, weights, ch) -> tuple[dict, list[str]]:
     info = {"D": ld.D, "lengths": list(probe.outs), "batch": probe.B, "dtype": decl.dtype, "device": decl.device,
             "causal": done.causal, "window": list(st.window) if st.window else None, "positional": st.positional,
             "softcap": done.softcap, "seed": decl.seed, "structure": _decl(st), "qk_norm": decl.qk_norm,
-            "scale": decl.scale, "declaration": {k: p.text() for k, p in decl.provenance if p.kind != "default"}}
+            "scale": decl.scale,
+            "declaration": {k: p.text() for k, p in (done.decl or decl).provenance if p.kind != "default"}}
     warnings: list[str] = []
     if mp is not None:
         info["kv_grouping"] = {"found": _grouping_name(mp) if mp.kv_heads < mp.heads else None,

@@ -39,6 +39,7 @@ class Completed:
     notes: list[str]
     read: dict
     given: dict
+    decl: Declaration | None = None  # the declaration with the values read from the module (provenance "read")
 
     def structure(self, decl: Declaration, qk_norm: str | None = None):
         return _structure(self.causal, self.window, decl.positional, self.rope_base, self.rope_dims,
@@ -93,8 +94,13 @@ def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -
     if rope_dims is not None and rope_dims % 2:
         raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
     rope_base = 10000.0 if vals["rope_base"] is None else vals["rope_base"]
-    return Completed(vals["causal"], vals["window"], rope_base, rope_dims, vals["softcap"], lines, notes,
-                     vals.get("_read", {}), given)
+    read = vals.get("_read", {})
+    filled = decl
+    for key in ("causal", "window", "rope_base", "rope_dims", "softcap"):
+        if key in read and not decl.given(key) and vals[key] != getattr(decl, key):
+            filled = filled.read(key, vals[key], read[key][1])
+    return Completed(vals["causal"], vals["window"], rope_base, rope_dims, vals["softcap"], lines, notes, read, given,
+                     filled)
 
 
 def _dimension(obj: Any, decl: Declaration, label: str, name: str) -> int:
