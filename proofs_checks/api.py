@@ -186,9 +186,9 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
     ``rope_base=None`` meaning the module's else 10000, and a given value wins over them: the difference
     is reported; docs/check-attention.md). Any other keyword, or a value of the wrong type,
     raises :class:`~theory.validation.InputError` with one line naming the valid ones
-    (``quick=True`` is ``mode="quick"``); a declared value the check cannot use (``rope_base=0.5``) raises the
-line the command and the pytest fixture give, naming flag and keyword (``--rope-base (rope_base=): …``).
-Numbers are typed: ``heads="2"``, ``timeout="10"`` or
+    (``quick=True`` is ``mode="quick"``); a declared value the check cannot use (``rope_base=0.5``)
+    raises the line the command and the pytest fixture give, naming flag and keyword
+    (``--rope-base (rope_base=): …``). Numbers are typed: ``heads="2"``, ``timeout="10"`` or
     ``max_memory="1"`` (a string) is the wrong type, not converted, as ``causal="no"`` is not
     ``True`` and ``positional=True`` is no scheme. Error messages name these keywords where the
     command's name its flags (``heads=3: the projections found …`` for ``--heads 3: …``).
