@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 
@@ -17,9 +17,6 @@ from numerics import attention_structural
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention
 from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, unavailable,
                                       unit_roundoff, unsupported)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from numerics.attention_probe import AttentionProbe
 
 # ------------------------------------------------------------------------------------------------
 # key-padding masks
@@ -68,7 +65,7 @@ class WithMask(torch.nn.Module):
         return self.inner(x, make_mask(valid, self.convention, x.dtype).to(x.device))
 
 
-def prop_key_padding(probe: "AttentionProbe", w: "WithMask") -> list[Property]:
+def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
     """With a key-padding mask: outputs at real positions match the reference with those keys
     masked and do not move when the padded tokens are redrawn (``key_padding_respected``, central);
     a sample whose keys are all padding gives finite outputs (``fully_masked_rows_finite``)."""

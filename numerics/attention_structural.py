@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from numerics.attention_reference import allowed_mask
 from numerics.attention_rules import (HUGE_LOGIT, LARGE_LOGIT, UNDECIDABLE_TOL, Property, _chunks, _judge, _skip,
                                       exc_text)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from numerics.attention_probe import AttentionProbe
 
 __all__ = ["kept", "jitter", "structural_tolerance", "Dependence", "dependence", "prop_mask", "prop_batch",
            "prop_batch_size"]
@@ -53,7 +50,7 @@ def _move(a: torch.Tensor, b: torch.Tensor, scale: float) -> float:
     return float(d.max()) / max(scale, 1e-300) if d.numel() else 0.0
 
 
-def jitter(probe: "AttentionProbe", x: torch.Tensor, first: torch.Tensor) -> float:
+def jitter(probe: Any, x: torch.Tensor, first: torch.Tensor) -> float:
     """The module's run-to-run difference: ``first`` (its output on ``x``, kept) against a second call on
     the identical ``x``, relative to ``max|first|`` (0 for a deterministic module)."""
     again = kept(probe.run(x)[1])
@@ -80,7 +77,7 @@ class Dependence:
     jitter: float
 
 
-def dependence(probe: "AttentionProbe", T: int, key: str) -> Dependence:
+def dependence(probe: Any, T: int, key: str) -> Dependence:
     """Redraw each token of ``probe._positions(T)`` in turn (at the probe ``key``'s scale); the base (the
     unchanged probe) is the first block of every stacked call."""
     cache = probe.__dict__.setdefault("_dep_cache", {}) if key == "unit" else {}  # unit: independent of the declaration
@@ -137,7 +134,7 @@ class _Worst:
     nonfinite: tuple | None = None  # (T, key, tol, just)
 
 
-def _scan_mask(probe: "AttentionProbe", kinds: list[str]) -> tuple[dict, dict, list, str | None]:
+def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | None]:
     """Every probe length and logit scale: the worst move of a forbidden pair per kind."""
     worst = {k: _Worst() for k in kinds}
     offs = {k: set() for k in kinds}
@@ -184,7 +181,7 @@ def _undecided(name: str, undecided: list) -> "object":
     return p
 
 
-def prop_mask(probe: "AttentionProbe") -> list:
+def prop_mask(probe: Any) -> list:
     """``causal_no_future_leak`` (declared causal) and ``window_respected`` (declared window): redrawing a
     token the mask forbids moves no output, exactly, at unit, large and huge logits."""
     kinds = [k for k, on in (("causal", probe.st.causal), ("window", probe.st.window is not None)) if on]
@@ -223,7 +220,7 @@ def prop_mask(probe: "AttentionProbe") -> list:
     return props
 
 
-def _redraw_others(probe: "AttentionProbe", T: int, b: int) -> tuple[torch.Tensor, str]:
+def _redraw_others(probe: Any, T: int, b: int) -> tuple[torch.Tensor, str]:
     """The probe at length ``T`` with every sample but ``b`` redrawn at the huge-logit scale."""
     x2 = probe.xs[T].clone()
     fresh = probe.probe(T, salt=23 + b)
@@ -244,12 +241,12 @@ def _sample_move(o: torch.Tensor, base: torch.Tensor, scale: float | None = None
     return _move(o, base, scale)
 
 
-def _batch_lengths(probe: "AttentionProbe") -> list[int]:
+def _batch_lengths(probe: Any) -> list[int]:
     """The lengths the batch properties watch (none for a batch of one: nothing to compare across)."""
     return (probe._large_lengths() or list(probe.outs)) if probe.B >= 2 else []
 
 
-def prop_batch(probe: "AttentionProbe") -> "object":
+def prop_batch(probe: Any) -> "object":
     """``batch_independence``: no sample's output moves when the other samples of its batch are redrawn
     (at the huge-logit scale), watched for **every** sample, exactly (same batch shape, same kernels)."""
     name = "batch_independence"
@@ -281,7 +278,7 @@ def prop_batch(probe: "AttentionProbe") -> "object":
     return _judge(name, e, tol, just, detail)
 
 
-def prop_batch_size(probe: "AttentionProbe") -> "object":
+def prop_batch_size(probe: Any) -> "object":
     """``batch_size_independence``: each sample alone (a batch of one) against the same sample in the probe
     batch; different batch shapes may take different kernels, so twice the forward tolerance."""
     name, worst = "batch_size_independence", None
@@ -319,7 +316,7 @@ class KeptWindow:
     T: int
 
 
-def kept_window(probe: "AttentionProbe") -> KeptWindow | None:
+def kept_window(probe: Any) -> KeptWindow | None:
     """Measure the window a causal module keeps at unit logits: redraw token ``t − k`` and see which ``k``
     move output ``t`` (any change beyond twice the module's run-to-run difference), at the longest probe
     length ≤ 40 (every position redrawn there)."""
