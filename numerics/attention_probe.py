@@ -454,7 +454,7 @@ class AttentionProbe(GradientProps):
         """``matches_reference`` at every probed length and logit scale, then those of ``names``
         that a declaration changes (:attr:`RERUNNABLE`), rerun under another declaration: the
         structure ``st``, the weights ``m`` and the working precision ``compute_dtype`` (``"same"``:
-        as declared; ``None``: found by probing). The module's outputs at unit logits are reused;
+        as declared; ``None``: the input's precision). The module's outputs at unit logits are reused;
         the large-logit probes are rerun (their input factor depends on the declaration). The probe
         itself is left as it was."""
         q = copy.copy(self)
