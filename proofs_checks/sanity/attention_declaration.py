@@ -151,7 +151,9 @@ def _numbers_ok(v: Mapping) -> None:
                           ("scale", 0.0, "a positive number (the factor the logits q·k are multiplied by)"),
                           ("max_memory", 0.0, "a positive number of GB")):
         x = v.get(nm)
-        if x is not None and (not _is_real(x) or not math.isfinite(float(x)) or not float(x) > low):
+        if x is not None and (not _is_real(x) or not math.isfinite(float(x))):
+            raise _err(nm, f"must be a finite number ({what}), got {x!r}")
+        if x is not None and not float(x) > low:
             raise _err(nm, f"must be {what}, got {x!r}")
     h, kv = v.get("heads"), v.get("kv_heads")
     if h is not None and kv is not None and h % kv:
