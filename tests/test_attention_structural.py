@@ -155,3 +155,13 @@ def test_a_float64_layer_computing_in_float32_is_a_precision_mismatch_unless_dec
     assert by_name(r)["causal_no_future_leak"]["status"] == "pass", str(r)
     r = check(KerasLikeFloat64CausalMHA(), causal=True, compute_dtype="float32")
     assert r.outcome == "ok", str(r)
+
+
+def test_the_window_a_module_keeps_is_measured_and_said():
+    """Issue 42: where the declaration and the module may differ, what the module does is measured: redraw
+    token t−k and see which k move output t."""
+    r = check(C.Windowed(), causal=True, window="4")  # the module keeps 3 keys
+    note = [line for line in r.lines if line.startswith("note: window:")]
+    assert r.outcome == "mismatch" and note, r.lines
+    assert "declared 4 keys" in note[0] and "the module keeps 3 keys (t−2 … t) as measured" in note[0], note
+    assert r.doc["inputs"]["window_measured"].startswith("declared 4 keys")
