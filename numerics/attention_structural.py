@@ -79,7 +79,8 @@ class Dependence:
 
 def dependence(probe: Any, T: int, key: str) -> Dependence:
     """Redraw each token of ``probe._positions(T)`` in turn (at the probe ``key``'s scale); the base (the
-    unchanged probe) is the first block of every stacked call."""
+    unchanged probe) is the first block of every stacked call. The run-to-run difference is measured on
+    the unchanged probe alone, called twice (cheap; the comparison itself stays within one call)."""
     cache = probe.__dict__.setdefault("_dep_cache", {}) if key == "unit" else {}  # unit: independent of the declaration
     if T in cache:
         return cache[T]
@@ -96,10 +97,9 @@ def dependence(probe: Any, T: int, key: str) -> Dependence:
         for a, j in enumerate(js):
             xs[a + 1, :, j] = noise[:, j]
         flat = xs.reshape((len(js) + 1) * probe.B, T, probe.D)
-        o = kept(probe.run(flat)[1])
-        if jit is None:
-            jit = jitter(probe, flat, o)
-        o = o.reshape(len(js) + 1, probe.B, T, probe.D)
+        o = kept(probe.run(flat)[1]).reshape(len(js) + 1, probe.B, T, probe.D)
+        if jit is None:  # the module's run-to-run difference: the unchanged probe called twice more
+            jit = jitter(probe, x64, kept(probe.run(x64)[1]))
         base = o[0]
         fin = base[torch.isfinite(base)]
         scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
