@@ -32,9 +32,13 @@ def _as_value_errors(fn=None):
     from proofs_checks.threads import pin as pin_threads
     from theory.validation import InputError
 
+    from proofs_checks.sanity.attention_declaration import DeclarationError
+
     try:
         pin_threads()  # every API function computes: torch/BLAS threads from the cores (proofs_checks.threads)
         yield
+    except DeclarationError as exc:  # names the flag and the keyword: the same line as the command's and the fixture's
+        raise InputError(" ".join(exc.format_message().split())) from None
     except UsageError as exc:
         msg = " ".join(exc.format_message().split())
         raise InputError(_keyword_words(msg, fn) if fn is not None else msg) from None
@@ -165,7 +169,8 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
                     device: str = "cpu", seq_len: str | list | None = None, mode: str = "default", seed: int = 0,
                     mapping: Any = None, against: Any = None, mask_convention: str | None = None,
                     name: str | None = None, max_memory: float | None = None, progress: bool = False,
-                    ignore_config: bool = False, isolate: bool = True, timeout: float | None = None, **unknown):
+                    ignore_config: bool = False, scale: float | None = None, isolate: bool = True,
+                    timeout: float | None = None, **unknown):
     """``tverify check attention`` on ``obj`` (a module, class, factory or function mapping
     ``(batch, T, D)`` to ``(batch, T, D)``; see :mod:`proofs_checks.sanity.attention` and
     ``docs/check-attention.md``). Returns a :class:`~proofs_checks.sanity._common.SanityResult` whose
@@ -174,15 +179,19 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
     sinusoidal, rope, alibi); ``rope_base``, ``rope_dims``, ``rope_convention`` (half,
     interleaved); ``softcap``; ``qk_norm`` (rms, layer); ``kv_grouping`` (hf, tiled); ``heads``,
     ``kv_heads``, ``dim``; ``dtype`` (float64, float32), ``compute_dtype``; ``device``;
-    ``seq_len`` ("1,5,300" or a list of ints); ``mode`` (quick, default, full); ``seed``;
+    ``seq_len`` ("1,5,300" or a list of ints); ``mode`` (quick, default, full); ``seed``; ``scale`` (the
+    factor the logits q·k are multiplied by, declared instead of 1/√d_k: GPT-2's layer-index scaling,
+    Granite's attention_multiplier, T5's 1);
     ``mapping`` (a function of the module returning its weights, or that dict); ``against`` (a
     second implementation); ``mask_convention`` (keep, drop, additive); ``name`` (the label in the
     output); ``max_memory`` (GB); ``progress``; ``ignore_config`` (do not read the module's configuration:
     by default its ``rope_theta``, ``sliding_window``, softcap and ``is_causal`` fill what is not given,
-    ``rope_base=None`` meaning the module's else 10000, and a given value contradicting them is an
-    error; docs/check-attention.md). Any other keyword, or a value of the wrong type,
+    ``rope_base=None`` meaning the module's else 10000, and a given value wins over them: the difference
+    is reported; docs/check-attention.md). Any other keyword, or a value of the wrong type,
     raises :class:`~theory.validation.InputError` with one line naming the valid ones
-    (``quick=True`` is ``mode="quick"``). Numbers are typed: ``heads="2"``, ``timeout="10"`` or
+    (``quick=True`` is ``mode="quick"``); a declared value the check cannot use (``rope_base=0.5``)
+    raises the line the command and the pytest fixture give, naming flag and keyword
+    (``--rope-base (rope_base=): …``). Numbers are typed: ``heads="2"``, ``timeout="10"`` or
     ``max_memory="1"`` (a string) is the wrong type, not converted, as ``causal="no"`` is not
     ``True`` and ``positional=True`` is no scheme. Error messages name these keywords where the
     command's name its flags (``heads=3: the projections found …`` for ``--heads 3: …``).
@@ -209,7 +218,7 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         >>> check_attention(Attn(), quick=True)
         Traceback (most recent call last):
         ...
-        theory.validation.InputError: check_attention: unknown keyword argument 'quick' (use mode="quick"); valid: causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads, dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory, progress, ignore_config, isolate, timeout
+        theory.validation.InputError: check_attention: unknown keyword argument 'quick' (use mode="quick"); valid: causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads, dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory, progress, ignore_config, scale, isolate, timeout
     """
     from theory.validation import InputError
 
@@ -227,11 +236,11 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         _flag("check_attention", "ignore_config", ignore_config)
         timeout = _isolation("check_attention", isolate, timeout)
         _numbers("check_attention", ints=dict(heads=heads, kv_heads=kv_heads, dim=dim, rope_dims=rope_dims, seed=seed),
-                 reals=dict(softcap=softcap, rope_base=rope_base))
+                 reals=dict(softcap=softcap, rope_base=rope_base, scale=scale))
         # numpy integers and floats are numbers: taken as Python's (np.int64(2) is heads=2)
         heads, kv_heads, dim, rope_dims, seed = (None if v is None else int(v)
                                                  for v in (heads, kv_heads, dim, rope_dims, seed))
-        softcap, rope_base = (None if v is None else float(v) for v in (softcap, rope_base))
+        softcap, rope_base, scale = (None if v is None else float(v) for v in (softcap, rope_base, scale))
         _memory("check_attention", max_memory)
         for nm, v in (("mode", mode), ("dtype", dtype), ("device", device)):
             if not isinstance(v, str):
@@ -274,7 +283,12 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
                     rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
                     compute_dtype=compute_dtype, seq_len=seq_len, mapping=mapping, against=against,
                     max_memory=max_memory, progress=progress, mask_convention=mask_convention, qk_norm=qk_norm,
-                    kv_grouping=kv_grouping, ignore_config=bool(ignore_config))
+                    kv_grouping=kv_grouping, ignore_config=bool(ignore_config), scale=scale)
+        # the declaration, validated once here (before obj runs anywhere), by the function the command uses
+        from proofs_checks.sanity.attention_declaration import build_declaration
+
+        build_declaration({k: v for k, v in args.items() if k not in ("label", "name", "mapping", "against",
+                                                                       "progress")})
         missing = set(args) - set(inspect_params(run_attention))
         assert not missing, missing  # the API and the check agree on their keywords
         if not isolate:

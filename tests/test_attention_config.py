@@ -74,6 +74,9 @@ def test_rope_theta_read_from_a_stand_in_config_is_ok_without_rope_base():
         r.doc["config_read"]
     line = [ln for ln in r.lines if ln.startswith("read from the module:")]
     assert line and "rope_base 500000 (config.rope_theta)" in line[0], r.lines
+    # the Declaration's provenance (issue 42): each value read names its attribute
+    decl = r.doc["inputs"]["declaration"]
+    assert decl["rope_base"] == "read from the module: config.rope_theta" and "is_causal" in decl["causal"], decl
     assert r.doc["inputs"]["rope"]["base"] == 500000 and r.doc["inputs"]["causal"] is True
 
 

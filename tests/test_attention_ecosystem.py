@@ -30,9 +30,13 @@ def run(name, *args):
     ("xt_gqa", ("--causal",)),  # grouped-query attention, key/value heads tiled (h % kv)
     ("xt_softcap", ("--causal", "--softcap", "30")),
 ])
-def test_x_transformers_ok_with_float32_internals(name, args):
+def test_x_transformers_float32_internals_are_named_then_declared(name, args):
+    """Its softmax is float32: undeclared, precision_as_declared names it (issue 42: precision is never found
+    by probing); declared, every property holds."""
     code, out, failed = run(name, *args)
-    assert code == 0 and "working precision: float32 (found by probing" in out, out
+    assert code == 1 and "precision_as_declared" in failed and "it computes in float32, not float64" in out, out
+    code, out, failed = run(name, *args, "--compute-dtype", "float32")
+    assert code == 0 and "working precision: float32 (declared: --compute-dtype float32)" in out, out
 
 
 @need("transformers")

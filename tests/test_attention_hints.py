@@ -73,9 +73,12 @@ def test_precision_hint_names_the_finest_that_fits(name, args, dn):
     assert code == 0 and not hint_lines(out), out
 
 
-def test_float32_found_by_probing_gets_no_hint():
+def test_float32_undeclared_is_a_precision_mismatch_with_the_verified_hint():
+    """Issue 42: the precision is never found by probing; undeclared, the input's (float64) is judged."""
     code, out = run("in_float32", "--causal")
-    assert code == 0 and "working precision: float32 (found by probing" in out and not hint_lines(out), out
+    assert code == 1 and "violates: precision_as_declared (it computes in float32, not float64)" in out, out
+    hs = [h for h in hint_lines(out) if "computation" in h]
+    assert len(hs) == 1 and "declare --compute-dtype float32" in hs[0] and VERIFIED in hs[0], out
 
 
 def test_scale_bug_is_not_called_a_precision():

@@ -330,7 +330,7 @@ def test_survey_timeout_refused_in_one_line(box, value):
 @pytest.mark.parametrize("kw, needle", [
     ({"causal": "no"}, "causal must be True or False"), ({"causal": 1}, "causal must be True or False"),
     ({"seed": 1.5}, "seed must be an integer"), ({"softcap": "3"}, "softcap must be a number"),
-    ({"rope_base": float("nan")}, "rope_base: must be a finite"), ({"progress": "yes"}, "progress"),
+    ({"rope_base": float("nan")}, r"rope_base=\): must be a finite"), ({"progress": "yes"}, "progress"),
     ({"positional": 3}, "positional must be"), ({"isolate": "no"}, "isolate"),
 ])
 def test_api_keywords_typed(kw, needle):

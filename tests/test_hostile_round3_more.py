@@ -102,7 +102,13 @@ def test_float32_softmax_weights_and_output_proj_are_ok(tmp_path):
     # for a float32 softmax, and torchtune's output_proj was not found
     f = tmp_path / "m.py"
     f.write_text(WEIGHTS_AND_NAMES)
-    for name, flags in (("Float32Softmax", []), ("OutputProj", ["--causal"])):
+    # issue 42: a float32 softmax in a float64 module is declared (--compute-dtype float32); undeclared it is
+    # precision_as_declared that fails, naming float32
+    code, out, err = invoke("check", "attention", "--module", f"{f}:Float32Softmax", "--quick", "--no-progress",
+                            "--json", "-")
+    failed = [p["name"] for p in json.loads(out)["properties"] if p["status"] == "fail"]
+    assert code == 1 and "precision_as_declared" in failed, failed
+    for name, flags in (("Float32Softmax", ["--compute-dtype", "float32"]), ("OutputProj", ["--causal"])):
         code, out, err = invoke("check", "attention", "--module", f"{f}:{name}", *flags, "--quick", "--no-progress",
                                 "--json", "-")
         assert code == 0 and json.loads(out)["outcome"] == "ok", (name, err[-2000:])
@@ -207,16 +213,20 @@ BIG = textwrap.dedent('''
 ''')
 
 
-def test_a_tolerance_that_admits_any_change_decides_nothing(tmp_path):
+def test_a_leak_at_huge_logits_is_found_exactly_at_any_declared_precision(tmp_path):
     # a second hostile pass: a non-causal module declared --causal was "ok" at logits ~1e8 (float32 found by
-    # probing, tolerance 4.62 against a leak of 0.81)
+    # probing, tolerance 4.62 against a leak of 0.81); then inconclusive (a tolerance that admits any change
+    # decides nothing). Issue 42: the leak is judged exactly (a masked token moves a correct output by
+    # nothing, in any precision), so it is a mismatch, undeclared and declared float32 alike
     f = tmp_path / "big.py"
     f.write_text(BIG)
-    code, out, err = invoke("check", "attention", "--module", f"{f}:big_leak", "--causal", "--quick", "--no-progress",
-                            "--json", "-")
-    doc = json.loads(out)
-    assert code == 3 and doc["outcome"] == "inconclusive", doc["verdict"]
-    assert "logits too large" in doc["decision"]["suggestion"] or "smaller logits" in json.dumps(doc["decision"])
+    for extra in ([], ["--compute-dtype", "float32"]):
+        code, out, err = invoke("check", "attention", "--module", f"{f}:big_leak", "--causal", "--quick",
+                                "--no-progress", "--json", "-", *extra)
+        doc = json.loads(out)
+        leak = {p["name"]: p for p in doc["properties"]}["causal_no_future_leak"]
+        assert code == 1 and doc["outcome"] == "mismatch" and leak["status"] == "fail", doc["verdict"]
+        assert "LEAK" in leak["detail"] and leak["tolerance"] == 0.0, leak
 
 
 def test_a_detached_output_with_trainable_parameters_fails_the_gradient_property(tmp_path):

@@ -81,8 +81,8 @@ def test_a_config_kv_count_that_fits_but_lies_gets_a_verified_hint_with_ignore_c
     hint = " ".join(r.to_json()["hints"])
     assert "4 heads, 2 key/value heads" in hint and "(verified" in hint, hint
     assert "config.num_key_value_heads = 1 says otherwise" in hint
-    flags = hint.split("to check it against this declaration: ")[1]
-    assert flags.startswith("--ignore-config --causal --heads 4 --kv-heads 2"), flags
+    flags = hint.split("wins over the configuration): ")[1]
+    assert flags.startswith("--causal --heads 4 --kv-heads 2"), flags  # issue 42: no --ignore-config needed
     ok = run(LyingGQA(SimpleNamespace(num_key_value_heads=1)), ignore_config=True, causal=True, heads=4, kv_heads=2)
     assert ok.outcome == "ok", ok.verdict.summary
 
@@ -94,8 +94,8 @@ def test_a_hint_contradicting_the_config_rope_theta_says_so_and_its_flags_run():
     assert r.outcome == "mismatch"
     hint = " ".join(r.to_json()["hints"])
     assert "--rope-base 10000" in hint and "config.rope_theta = 500000 says otherwise" in hint, hint
-    flags = hint.split("to check it against this declaration: ")[1].split()
-    assert flags[0] == "--ignore-config" and "--rope-base" in flags and "--causal" in flags
+    flags = hint.split("wins over the configuration): ")[1].split()
+    assert "--ignore-config" not in flags and "--rope-base" in flags and "--causal" in flags
     ok = run(mk(), ignore_config=True, causal=True, positional="rope", rope_base=10000.0, rope_convention="half",
              heads=4, kv_heads=2)
     assert ok.outcome == "ok", ok.verdict.summary

@@ -72,7 +72,7 @@ def test_weights_returned_mha_and_fitted_mapping():
     ("wrong_dtype", ("--dim", "4"), "returned float32"),
     ("no_such_name", (), "has no name 'no_such_name'"),
     ("nan_out", (), "give --dim D"),
-    ("MHAWrapper", ("--heads", "3", "--kv-heads", "2"), "--heads must be a multiple of --kv-heads"),
+    ("MHAWrapper", ("--heads", "3", "--kv-heads", "2"), "heads must be a multiple of kv_heads"),
 ])
 def test_bad_objects_one_line_exit_2(name, args, frag):
     line = one_line_error(*run(name, *args)[::2])

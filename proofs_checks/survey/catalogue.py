@@ -82,17 +82,18 @@ def make():
 from x_transformers.x_transformers import Attention
 def make():
     return Wrap(Attention(dim=D, heads=4, dim_head=8))
-''', {}, "bidirectional"),
+''', {"compute_dtype": "float32"}, "bidirectional; softmax in float32 (declared)"),
     _e("xt-causal", "x-transformers Attention", _XT, _XTV, "x_transformers", '''
 from x_transformers.x_transformers import Attention
 def make():
     return Wrap(Attention(dim=D, heads=4, dim_head=8, causal=True))
-''', {"causal": True}, "causal"),
+''', {"causal": True, "compute_dtype": "float32"}, "causal; softmax in float32 (declared)"),
     _e("xt-gqa", "x-transformers Attention", _XT, _XTV, "x_transformers", '''
 from x_transformers.x_transformers import Attention
 def make():
     return Wrap(Attention(dim=D, heads=4, kv_heads=2, dim_head=8, causal=True))
-''', {"causal": True, "kv_heads": 2}, "grouped-query, 2 key/value heads"),
+''', {"causal": True, "kv_heads": 2, "compute_dtype": "float32"},
+       "grouped-query, 2 key/value heads; softmax in float32 (declared)"),
     _e("xt-rope", "x-transformers Attention + RotaryEmbedding", _XT, _XTV, "x_transformers", '''
 from x_transformers.x_transformers import Attention, RotaryEmbedding
 class A(nn.Module):
@@ -108,7 +109,8 @@ make = A
 from x_transformers.x_transformers import Attention
 def make():
     return Wrap(Attention(dim=D, heads=4, dim_head=8, causal=True, softclamp_logits=True, logit_softclamp_value=30.0))
-''', {"causal": True, "softcap": 30.0}, "logit soft-capping 30"),
+''', {"causal": True, "softcap": 30.0, "compute_dtype": "float32"},
+       "logit soft-capping 30; softmax in float32 (declared)"),
     _e("xt-1.16.11-flash-mask", "x-transformers Attention (flash, padding mask)", _XT, "1.16.11", "x_transformers",
        _XT_FLASH_MASK, {"causal": True}, "flash=True + causal + an all-keep padding mask",
        known={"bug": ["causal_no_future_leak"], "fixed_in": "xt-1.16.15-flash-mask",

@@ -1,0 +1,257 @@
+"""Gradient and execution-path properties of ``tverify check attention`` (a mixin of
+:class:`numerics.attention_probe.AttentionProbe`): input and parameter gradients against the
+reference's autograd, the forward pass with autograd enabled, in inference mode, in training mode
+and on a non-contiguous input.
+
+This module imports torch only, no ``proofs_checks``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+from numerics.attention_reference import reference_attention
+from numerics.attention_props_single import _active_dropout
+from numerics.attention_rules import (FACTOR_GRAD, Property, _judge, _rel, _skip, call, exc_text, tolerance,
+                                      unavailable, unsupported)
+
+
+class GradientProps:
+    """The gradient and execution-path properties (methods of the probe)."""
+
+    # -- gradients -----------------------------------------------------------------------------
+    def prop_gradients(self) -> Property:
+        """Gradients with respect to the input and, where weights are mapped, the module's
+        parameters, against the reference's autograd gradients (the precision rule with factor 3)."""
+        name = "gradients_match_reference" if self.against is None else "gradients_match_against"
+        if self.m is None and self.against is None:
+            return _skip(name, "no mapped reference to differentiate (declare the projections: --mapping)")
+        Ts = [T for T in self.outs if T >= 2]
+        if not Ts:
+            return _skip(name, "no length ≥ 2 ran")
+        Ts = sorted({min(Ts, key=lambda t: abs(t - 17)), max(t for t in Ts if t <= 257)})
+        named = [(n, p) for n, p in self.f.named_parameters() if p.requires_grad] if isinstance(
+            self.f, torch.nn.Module) else []
+        params = [p for _, p in named]
+        p_dt = self.precision.dtype if self.precision else self.pdt
+        worst = None
+        for T in Ts:
+            x64 = self.xs[T]
+            g = torch.Generator().manual_seed(self.seed * 31 + T)
+            cot = torch.randn(self.B, T, self.D, generator=g, dtype=torch.float64)
+            try:
+                with torch.enable_grad():
+                    xm, out, _ = self.run(x64, grad=True)
+                    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                        if params:  # parameters that train, an output no gradient can reach them through
+                            return Property(name, "fail", float("inf"), 0.0, "gradients must reach the parameters",
+                                            f"the output does not require grad although {len(params)} parameter(s) "
+                                            "do (computed under no_grad, or detached): no gradient reaches the "
+                                            "input or the parameters", {}, False)
+                        return _skip(name, "the output does not require grad (computed without autograd): nothing "
+                                           "to compare")
+                    self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
+                    gm = torch.autograd.grad(out, [xm] + params, cot.to(out.dtype).to(out.device), allow_unused=True)
+                if params and all(a is None for a in gm):
+                    return Property(name, "fail", float("inf"), 0.0, "gradients must reach the parameters",
+                                    f"the output requires grad but no gradient reaches the input or any of the "
+                                    f"{len(params)} parameter(s) (a new leaf: .detach().requires_grad_(), "
+                                    "nn.Parameter(…)): training through it updates nothing", {}, False)
+            except Exception as exc:
+                # torch.autograd.grad refuses what .backward() runs (reentrant torch.utils.checkpoint): the
+                # module's gradients through .backward(), from a fresh forward pass
+                gm = self._grads_by_backward(x64, params, cot)
+                if gm is None:
+                    # a backward that raises (FlexAttention has none on CPU) is not a wrong gradient:
+                    # the property is skipped with the exception, and the verdict says so
+                    return unavailable(name, self.device, f"{exc_text(exc)}", T, unsupported(exc))
+            labels = ["input"] + [f"parameter {n}" for n, _ in named]
+            if self.against is not None:
+                try:
+                    with torch.enable_grad():
+                        xa = x64.to(dtype=self.pdt, device=self.device).requires_grad_(True)
+                        oa, _ = call(self.against, xa, grad=True)
+                        ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
+                except Exception as exc:
+                    return unavailable(name, self.device, f"{exc_text(exc)} (in --against)", T)
+                pairs = [("input", gm[0], ga[0], None)]
+            else:
+                gr, gp = [], []
+                for dt, store in ((torch.float64, gr), (p_dt, gp)):
+                    if dt == torch.float64 and store is gp:
+                        gp.extend(gr)
+                        continue
+                    with torch.enable_grad():
+                        xr = x64.clone().to(self.device).requires_grad_(True)
+                        r = reference_attention(xr, self.m, self.st, dt)
+                        # retain_graph: a mapping may hold weights computed from the parameters once
+                        # (m.q.weight * 1.0, a reshaped fused weight), whose graph every backward shares
+                        store.extend(torch.autograd.grad(r, [xr] + params, cot.to(dt).to(self.device),
+                                                         allow_unused=True, retain_graph=True))
+                pairs = [(lab, a, b, c) for lab, a, b, c in zip(labels, gm, gr, gp)]
+            L = self.L.get((T, "unit"), 1.0)
+            G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None
+                     and b.numel()] + [1e-300])  # gradients are compared relative to the largest entry
+            for lab, a, b, c in pairs:
+                if a is None or b is None:
+                    continue
+                e = _rel(a, b, G)
+                e_plain = _rel(c, b, G) if c is not None and p_dt != torch.float64 else 0.0
+                tol, just = tolerance(e_plain, self.D, T, 2 * L, p_dt, FACTOR_GRAD)
+                if self.against is not None:
+                    tol, just = 2 * tol, "2 × each implementation's bound: " + just
+                r_ = e / tol if math.isfinite(e) else float("inf")
+                if worst is None or r_ > worst[0]:
+                    worst = (r_, e, tol, just, T, lab)
+        if worst is None:
+            return _skip(name, "no gradient reached both the module and the reference")
+        _, e, tol, just, T, lab = worst
+        n_par = sum(1 for p in params)
+        detail = (f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par and self.against is None else ''}"
+                  f" at T = {', '.join(map(str, Ts))}; worst: {lab} at T = {T}"
+                  + ("; the gradient differs from the reference's autograd gradient (if the forward pass matches: a "
+                     "custom backward?)" if not e <= tol else ""))
+        return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
+                                           "gradient entry at that length)", detail)
+
+    def prop_grad_mode_forward(self) -> Property:
+        """The outputs the gradient pass computed (autograd enabled, the input requiring grad: the
+        training path) against the reference, as ``matches_reference`` judges the no-grad outputs at
+        unit logits: a module that branches on ``torch.is_grad_enabled()`` or ``x.requires_grad`` is
+        judged on both paths."""
+        name = "matches_reference_with_grad" if self.against is None else "matches_against_with_grad"
+        if not self.grad_outs:
+            return _skip(name, "no output was computed with autograd enabled (see the gradient property)")
+        for T in self.outs:  # every probed length, not only those the gradients were compared at
+            if T in self.grad_outs:
+                continue
+            try:
+                with torch.enable_grad():
+                    _, out, _ = self.run(self.xs[T], grad=True)
+                if isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(self.outs[T].shape):
+                    self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
+            except Exception:  # a length the module cannot run with autograd: judged by the gradient property
+                continue
+        worst = None
+        for T, o in self.grad_outs.items():
+            ref = self.reference_out(self.xs[T])
+            e = _rel(o, ref)
+            tol, just = self.tol_at(T, "unit")
+            r = e / tol if math.isfinite(e) else float("inf")
+            if worst is None or r > worst[0]:
+                worst = (r, e, tol, just, T, _rel(o, self.outs[T]) if T in self.outs else float("nan"))
+        _, e, tol, just, T, e_nograd = worst
+        if not e <= tol and not e_nograd > tol:  # the same outputs as without autograd: matches_reference judges them
+            return _skip(name, f"the outputs computed with autograd enabled equal those without it (difference "
+                               f"{e_nograd:.3g} ≤ {tol:.3g}): judged by "
+                               f"{'matches_reference' if self.against is None else 'matches_against'}")
+        detail = (f"the outputs computed with autograd enabled (the input requiring grad, as in training) at T = "
+                  f"{', '.join(map(str, sorted(self.grad_outs)))}; worst at T = {T}")
+        if not e <= tol:
+            detail += (f"; they differ from the same module's outputs without autograd by {e_nograd:.3g}: the module "
+                       "computes something else when gradients are on (a branch on torch.is_grad_enabled() or "
+                       "x.requires_grad?)" if e_nograd > tol else "")
+        return _judge(name, e, tol, just, detail, central=True)
+
+    def prop_other_paths(self) -> Property | None:
+        """Two more ways the module is called in practice, on a copy of it: in training mode
+        (``.train()``, when it holds no active dropout, whose randomness would decide nothing) and
+        on a non-contiguous view of the same input (kernels that fall back on ``x.is_contiguous()``).
+        ``None`` when both give the no-grad eval outputs; else the differing path's outputs against
+        the reference, under ``matches_reference``'s rule."""
+        name = "matches_reference_on_other_paths" if self.against is None else "matches_against_on_other_paths"
+        paths = []
+        if isinstance(self.f, torch.nn.Module) and not _active_dropout(self.f):
+            try:
+                g = copy.deepcopy(self.f).train()
+                paths.append(("training mode (.train())", g, False))
+            except Exception:
+                pass
+        paths.append(("a non-contiguous input (a transposed view)", self.f, True))
+        worst, differs = None, []
+        for label, g, noncontig in paths:
+            for T in self.outs:
+                x = self.xs[T].to(dtype=self.pdt, device=self.device)
+                x = x.transpose(1, 2).contiguous().transpose(1, 2) if noncontig else x.clone()
+                try:
+                    o, _ = call(g, x)
+                    o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
+                except Exception:
+                    continue
+                if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(self.outs[T].shape):
+                    continue
+                tol, just = self.tol_at(T, "unit")
+                if _rel(o, self.outs[T]) <= tol:
+                    continue
+                if label not in differs:
+                    differs.append(label)
+                e = _rel(o, self.reference_out(self.xs[T]))
+                r = e / tol if math.isfinite(e) else float("inf")
+                if worst is None or r > worst[0]:
+                    worst = (r, e, tol, just, T, label)
+        if worst is None:
+            return None
+        _, e, tol, just, T, label = worst
+        return _judge(name, e, tol, just, f"the outputs on {' and on '.join(differs)} differ from the eval-mode, "
+                      f"contiguous ones; against the reference: worst on {label} at T = {T}", central=True)
+
+    def prop_inference_mode(self) -> Property | None:
+        """The module under ``torch.inference_mode()`` (the path serving code takes) on a copy of it
+        (inference tensors it caches must not reach the other properties' autograd), at every probed
+        length: ``None`` when its outputs equal the no-grad ones (``matches_reference`` judged them);
+        else those outputs against the reference, under ``matches_reference``'s rule."""
+        name = "matches_reference_in_inference_mode" if self.against is None else "matches_against_in_inference_mode"
+        g = self.f
+        if isinstance(self.f, torch.nn.Module):
+            try:
+                g = copy.deepcopy(self.f)
+            except Exception:
+                return None
+        outs = {}
+        for T in self.outs:
+            x = self.xs[T].to(dtype=self.pdt, device=self.device).clone(memory_format=torch.contiguous_format)
+            try:
+                with torch.inference_mode():
+                    o, _ = call(g, x)
+                    o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
+            except Exception:  # a path the module does not support: not this property's finding
+                continue
+            if isinstance(o, torch.Tensor) and tuple(o.shape) == tuple(self.outs[T].shape):
+                outs[T] = o.clone()
+        worst, differs = None, False
+        for T, o in outs.items():
+            tol, just = self.tol_at(T, "unit")
+            if not _rel(o, self.outs[T]) <= tol:
+                differs = True
+            e = _rel(o, self.reference_out(self.xs[T]))
+            r = e / tol if math.isfinite(e) else float("inf")
+            if worst is None or r > worst[0]:
+                worst = (r, e, tol, just, T)
+        if not differs or worst is None:
+            return None
+        _, e, tol, just, T = worst
+        return _judge(name, e, tol, just, f"the outputs under torch.inference_mode() at T = "
+                      f"{', '.join(map(str, sorted(outs)))} differ from those under no_grad; against the reference: "
+                      f"worst at T = {T} (a branch on torch.is_inference_mode_enabled()?)", central=True)
+
+    def _grads_by_backward(self, x64: torch.Tensor, params: list, cot: torch.Tensor) -> tuple | None:
+        """The gradients of ``<out, cot>`` with respect to the input and ``params`` through
+        ``.backward()`` (the parameters' own ``.grad`` restored afterwards), or None when that raises too."""
+        saved = [p.grad for p in params]
+        try:
+            for p in params:
+                p.grad = None
+            with torch.enable_grad():
+                xm, out, _ = self.run(x64, grad=True)
+                if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                    return None
+                out.backward(cot.to(out.dtype).to(out.device))
+            return tuple([xm.grad] + [p.grad for p in params])
+        except Exception:
+            return None
+        finally:
+            for p, g in zip(params, saved):
+                p.grad = g

@@ -1,0 +1,408 @@
+"""Properties of single calls of ``tverify check attention``: key-padding masks (the module called
+with a mask), finite outputs, exposed attention weights, the convex-combination structure of one head,
+a single-head fit, extreme logits, dtype and device.
+
+This module imports torch only, no ``proofs_checks``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Callable
+
+import torch
+
+from numerics import attention_structural
+from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention
+from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, unavailable,
+                                      unit_roundoff, unsupported)
+
+# ------------------------------------------------------------------------------------------------
+# key-padding masks
+
+
+MASK_CONVENTIONS = ("keep", "drop", "additive")
+
+
+def make_mask(valid: torch.Tensor, convention: str, dtype: torch.dtype) -> torch.Tensor:
+    """The module's mask for ``valid`` ``(B, T)`` (True: a real key): ``keep`` (True attends),
+    ``drop`` (True is padding, as torch's ``key_padding_mask``), ``additive`` (0 or −∞, float)."""
+    if convention == "keep":
+        return valid.clone()
+    if convention == "drop":
+        return ~valid
+    return torch.zeros(valid.shape, dtype=dtype).masked_fill(~valid, float("-inf"))
+
+
+class SelfMHA(torch.nn.Module):
+    """A bare ``nn.MultiheadAttention`` used as self-attention: ``m(x, x, x, attn_mask=mask)`` with
+    the declared mask (``allowed``: a function of T giving the (T, T) bool matrix of allowed pairs,
+    or None), in ``(T, batch, D)`` when the module is not ``batch_first`` (its documented layout)."""
+
+    def __init__(self, inner: torch.nn.MultiheadAttention, allowed: Callable[[int], torch.Tensor] | None):
+        super().__init__()
+        self.inner, self.allowed = inner, allowed
+        self.embed_dim = inner.embed_dim
+
+    def forward(self, x):
+        T = x.shape[1]
+        mask = None if self.allowed is None else ~self.allowed(T).to(x.device)
+        xx = x if self.inner.batch_first else x.transpose(0, 1)
+        o = self.inner(xx, xx, xx, attn_mask=mask, need_weights=False)[0]
+        return o if self.inner.batch_first else o.transpose(0, 1)
+
+
+class WithMask(torch.nn.Module):
+    """``f(x, mask)`` presented as ``g(x)``: every key valid unless :attr:`valid` is set."""
+
+    def __init__(self, inner: Any, convention: str):
+        super().__init__()
+        self.inner, self.convention, self.valid = inner, convention, None
+
+    def forward(self, x):
+        valid = self.valid if self.valid is not None else torch.ones(x.shape[:2], dtype=torch.bool)
+        return self.inner(x, make_mask(valid, self.convention, x.dtype).to(x.device))
+
+
+def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
+    """With a key-padding mask: outputs at real positions match the reference with those keys
+    masked and do not move when the padded tokens are redrawn (``key_padding_respected``, central);
+    a sample whose keys are all padding gives finite outputs (``fully_masked_rows_finite``)."""
+    worst = None
+    nan_rows = None
+    left = bool(probe.st.causal)
+    for T in probe._large_lengths():
+        if T < 3:
+            continue
+        x = probe.xs[T]
+        valid = torch.ones(probe.B, T, dtype=torch.bool)
+        for b in range(probe.B):
+            n_pad = max(1, (T * (b + 1)) // (2 * probe.B + 1))
+            if left:  # a causal module: padding before the real tokens (a decoder's left padding), where the
+                valid[b, :n_pad] = False  # causal mask does not hide it; at the end it would test nothing
+            else:
+                valid[b, T - n_pad:] = False
+        for key in ("unit", "huge"):
+            c = probe.factor(x, key)
+            xk = x * c
+            x2 = xk.clone()
+            x2[~valid] = probe.probe(T, salt=41)[~valid] * c * 3
+            w.valid = valid
+            try:
+                o1 = attention_structural.kept(probe.run(xk)[1])
+                jit = attention_structural.jitter(probe, xk, o1)
+                o2 = attention_structural.kept(probe.run(x2)[1])
+            except Exception as exc:
+                w.valid = None
+                return [Property("key_padding_respected", "fail", float("inf"), 0.0, "must run",
+                                 f"raised {exc_text(exc)} with a padding mask", {}, True)]
+            finally:
+                w.valid = None
+            q = valid  # queries at real positions
+            e_move = _rel(o2[q], o1[q], float(o1[q].abs().max()))
+            t_move, j_move = attention_structural.structural_tolerance(jit, "redrawing a padded key")
+            e_ref = float("nan")
+            if probe.m is not None:
+                with torch.no_grad():
+                    r = reference_attention(xk.to(probe.device), probe.m, probe.st, torch.float64, key_valid=valid)
+                e_ref = _rel(o1[q], r.double().cpu()[q])
+            tol, just = probe.tol_at(T, key if key != "huge" or (T, "huge") in probe.L else "unit")
+            # each part against its own tolerance: the move exactly (structural), the reference by precision
+            parts = [(e_move, t_move, j_move)] + ([(e_ref, tol, just)] if math.isfinite(e_ref) else [])
+            ratio = lambda e, t: (e / t if t > 0 else (0.0 if e == 0 else float("inf"))) if math.isfinite(e) \
+                else float("inf")  # noqa: E731
+            e, tol, just = max(parts, key=lambda p_: ratio(p_[0], p_[1]))
+            if worst is None or not ratio(e, tol) <= worst[0]:
+                worst = (ratio(e, tol), e, tol, just, T, key, e_move, e_ref)
+        # one sample with every key padded
+        allpad = torch.ones(probe.B, T, dtype=torch.bool)
+        allpad[0] = False
+        w.valid = allpad
+        try:
+            o = probe.run(x)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
+            nan_rows = int((~torch.isfinite(o[0])).any(-1).sum())
+        except Exception:
+            nan_rows = -1
+        finally:
+            w.valid = None
+    if worst is None:
+        return [_skip("key_padding_respected", "no probe length ≥ 3", True)]
+    _, e, tol, just, T, key, e_move, e_ref = worst
+    detail = (f"keys padded at the {'start (left padding: a causal mask hides nothing there)' if left else 'end'} of "
+              f"each sample (T = {T}, {key} logits): outputs at real positions move by "
+              f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
+                                                                    f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
+              + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else ""))
+    props = [_judge("key_padding_respected", e, tol, just, detail, central=True)]
+    if nan_rows is not None:
+        props.append(_judge("fully_masked_rows_finite", float(max(nan_rows, 0)) if nan_rows >= 0 else float("inf"),
+                            0.0, "none may be NaN/inf (exact)",
+                            "a sample whose keys are all padding: " + (
+                                "all outputs finite" if nan_rows == 0 else
+                                (f"{nan_rows} of its rows NaN/inf (softmax over −∞ only)" if nan_rows > 0
+                                 else "the call raised"))))
+    return props
+
+
+# ------------------------------------------------------------------------------------------------
+# properties of single calls (kept from the single-length probe)
+
+
+def prop_finite(outs: dict[int, torch.Tensor]) -> Property:
+    """Every output entry is finite at every length (NaN/inf fail with their count)."""
+    bad = sum(int((~torch.isfinite(o)).sum()) for o in outs.values())
+    n = sum(o.numel() for o in outs.values())
+    where = [T for T, o in outs.items() if not torch.isfinite(o).all()]
+    return _judge("finite_output", bad / max(n, 1), 0.0, "none may be NaN/inf (exact)",
+                  f"{bad} of {n} output entries are NaN/inf (at T = {', '.join(map(str, where))})" if bad
+                  else "all outputs finite", central=True)
+
+
+def _active_dropout(m: torch.nn.Module) -> bool:
+    """Whether the module would drop anything in training mode: an ``nn.Dropout*`` with p > 0, an
+    ``nn.MultiheadAttention`` with dropout > 0, or a ``dropout``-named float attribute > 0 (Hugging
+    Face's ``attention_dropout``, passed to ``F.dropout`` in ``forward``)."""
+    try:
+        for sub in m.modules():
+            if isinstance(sub, torch.nn.modules.dropout._DropoutNd) and sub.p > 0:
+                return True
+            if isinstance(sub, torch.nn.MultiheadAttention) and sub.dropout > 0:
+                return True
+            for k, v in vars(sub).items():
+                if "drop" in k.lower() and isinstance(v, float) and v > 0:
+                    return True
+    except Exception:
+        return True
+    return False
+
+
+def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | None = None,
+                              allowed: torch.Tensor | None = None) -> Property:
+    """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1) over the keys the
+    declared mask ``allowed`` (``(T, T)`` bool) permits — no weight on a forbidden key —, to the
+    rounding of the coarser of the weights' own dtype and the module's working precision ``work`` (a
+    float32 softmax returned as float64 rounds as float32)."""
+    u = max(unit_roundoff(w.dtype if w.dtype.is_floating_point else torch.float64),
+            unit_roundoff(work) if work is not None else 0.0)
+    w = w.double().cpu()
+    T = w.shape[-1]
+    if not bool(torch.isfinite(w).all()):
+        return _judge("weights_are_distributions", float("nan"), 4 * u * T, "finite weights",
+                      f"weights {where}: NaN or inf entries")
+    err_sum = float((w.sum(-1) - 1).abs().max())
+    err_neg = float((-w).clamp_min(0).max())
+    cols = float((w.sum(-2) - 1).abs().max())
+    forbidden = 0.0
+    if allowed is not None and not bool(allowed.all()):
+        forbidden = float(w.masked_fill(allowed.cpu(), 0.0).abs().max())
+    detail = (f"weights {where}: max |row sum − 1| = {err_sum:.3g}, most negative entry {-err_neg:.3g}"
+              + (f", largest weight on a key the declared mask forbids {forbidden:.3g}" if allowed is not None
+                 and not bool(allowed.all()) else "")
+              + (f"; columns sum to 1 within {cols:.2g}: the softmax runs over the query axis (wrong axis)"
+                 if err_sum > 1e-6 and cols < 1e-6 else ""))
+    return _judge("weights_are_distributions", max(err_sum, err_neg, forbidden), 4 * u * T,
+                  f"4·u·T = {4 * u * T:.3g}: rounding of a T-term sum of numbers in [0, 1] (u = {u:.3g}, the "
+                  "working precision's unit roundoff)", detail)
+
+
+def prop_weights_match(w: torch.Tensor, where: str, ref: torch.Tensor, ref_work: torch.Tensor | None,
+                       out_tol: float, work_name: str) -> Property:
+    """Exposed weights ``(B, H', T, T)`` against the reference's ``ref (B, H, T, T)`` (float64) on the
+    module's weights: per head when ``H' = H``, the mean over heads when ``H' = 1 < H`` (as
+    ``nn.MultiheadAttention`` averages them). Error: the largest absolute difference (weights lie in
+    [0, 1]). Tolerance: the larger of the output's tolerance at this length (the weights feed the
+    output) and twice the plain reference's own weights error in the working precision
+    (``ref_work``), FlashAttention's factor."""
+    u_w = unit_roundoff(w.dtype) if w.dtype.is_floating_point else 0.0
+    w = w.double().cpu()
+    H1, H = w.shape[1], ref.shape[1]
+    if H1 == H:
+        r, how = ref, "per head"
+    elif H1 == 1:
+        r, how = ref.mean(1, keepdim=True), "averaged over the heads (as nn.MultiheadAttention returns them)"
+    else:
+        return _skip("weights_match_reference", f"weights {where} have {H1} heads, the reference {H}: not compared")
+    e_plain = float((ref_work.double().cpu() - ref).abs().max()) if ref_work is not None else 0.0
+    if H1 == 1 and ref_work is not None and H > 1:
+        e_plain = float((ref_work.double().cpu().mean(1, keepdim=True) - r).abs().max())
+    tol = max(out_tol, 2 * e_plain, 2 * u_w)
+    err = float((w - r).abs().max()) if bool(torch.isfinite(w).all()) else float("nan")
+    return _judge("weights_match_reference", err, tol,
+                  f"max(the output's tolerance at this length {out_tol:.3g}, 2 × the plain reference's weights error "
+                  f"in {work_name} {e_plain:.3g}, 2 × one rounding of weights ≤ 1 to their dtype {u_w:.3g}): weights "
+                  "feed the output, so an error beyond it would show there",
+                  f"weights {where}, {how}, against the reference's softmax on your weights: largest difference "
+                  f"{err:.3g}" + ("" if err <= tol or not math.isfinite(err) else
+                                  "; the weights returned are not the ones the output was computed with, or the "
+                                  "attention differs (see matches_reference)"))
+
+
+def prop_convex_combination(f: Callable, x: torch.Tensor, out: torch.Tensor) -> tuple[Property, torch.Tensor | None]:
+    """Single head: each output row is a convex combination of the value rows (the outputs on
+    one-token inputs); for ``T ≤ D`` the coefficients ``P`` are unique (least squares). The
+    property: ``P`` ≥ 0, rows sum to 1, the fit exact. Returns ``(property, P)``."""
+    B, T, D = x.shape
+    name = "convex_combination_of_values"
+    if T > D:
+        return _skip(name, f"T = {T} > D = {D}: value rows not linearly independent"), None
+    u_rows, _ = call(f, x.reshape(B * T, 1, D))
+    if not isinstance(u_rows, torch.Tensor) or tuple(u_rows.shape) != (B * T, 1, D):
+        return _skip(name, "the object does not accept one-token sequences (batch·T, 1, D)"), None
+    U = u_rows.reshape(B, T, D).double().cpu()
+    Y = out.double().cpu()
+    if not (torch.isfinite(U).all() and torch.isfinite(Y).all()):
+        return _judge(name, float("nan"), 0.0, "value rows or outputs non-finite"), None
+    sol = torch.linalg.lstsq(U.transpose(1, 2), Y.transpose(1, 2), driver="gelsd").solution
+    P = sol.transpose(1, 2)
+    resid = float(((P @ U - Y).norm(dim=(1, 2)) / Y.norm(dim=(1, 2)).clamp_min(1e-300)).max())
+    sv = torch.linalg.svdvals(U)
+    cond = float((sv[:, 0] / sv[:, -1].clamp_min(1e-300)).max())
+    e_sum = float((P.sum(-1) - 1).abs().max())
+    e_neg = float((-P).clamp_min(0).max())
+    u = unit_roundoff(x.dtype)
+    tol = 16 * u * (T + D) * cond
+    cols = float((P.sum(-2) - 1).abs().max())
+    detail = (f"value rows = outputs on one-token inputs; recovered weights P at T = {T}: fit residual {resid:.2g}, "
+              f"max |row sum − 1| {e_sum:.3g}, most negative {-e_neg:.3g}, cond(values) {cond:.3g}")
+    if e_sum > 1e-6 and cols < 1e-6:
+        detail += "; the recovered weights' COLUMNS sum to 1: softmax over the query axis (wrong axis)"
+    prop = _judge(name, max(resid, e_sum, e_neg), tol,
+                  f"16·u·(T+D)·cond(value rows) = {tol:.3g}: least-squares recovery of P amplifies rounding by the "
+                  "condition number", detail)
+    return prop, P
+
+
+def fit_single_head(f: Callable, x: torch.Tensor, P: torch.Tensor, *, causal: bool, gen: torch.Generator,
+                    max_dim: int = 32) -> tuple[Callable | None, str, float]:
+    """Least-squares fit of a single-head softmax attention to the object: the value map from
+    one-token outputs and the logits ``l_ts = x_t A x_sᵀ + w·x_s`` from the recovered weights,
+    each pair weighted by its attention (an error ``δ`` in ``P`` is ``δ/P`` in ``log P``) and
+    pairs below the recovery accuracy (``P < 1e-8``) left out. Returns ``(reference, why, cond)``."""
+    B, T, D = x.shape
+    if D > max_dim:
+        return None, f"fitting {D * D + D} logit parameters needs D ≤ {max_dim}; declare the projections", 0.0
+    allowed = torch.tril(torch.ones(T, T, dtype=torch.bool)) if causal else torch.ones(T, T, dtype=torch.bool)
+    if bool((P[:, allowed] < -1e-6).any()):
+        return None, "recovered weights are negative: not a softmax attention", 0.0
+    n = 2 * (D + 1)
+    xs = torch.randn(n, 1, D, generator=gen, dtype=torch.float64)
+    us, _ = call(f, xs.to(x.dtype))
+    Xa = torch.cat([xs[:, 0], torch.ones(n, 1, dtype=torch.float64)], 1)
+    coef = torch.linalg.lstsq(Xa, us[:, 0].double().cpu(), driver="gelsd").solution
+    Av, c = coef[:D], coef[D]
+    xd = x.double().cpu()
+    floor = 1e-8
+    rows, rhs, wts = [], [], []
+    for t in range(T):
+        ref_s = int(torch.argmax(P[:, t, : (t + 1) if causal else T], -1).mode().values)
+        for s in range((t + 1) if causal else T):
+            if s == ref_s:
+                continue
+            dx = xd[:, s] - xd[:, ref_s]
+            pts, pr = P[:, t, s], P[:, t, ref_s]
+            ok = (pts > floor) & (pr > floor)
+            if not ok.any():
+                continue
+            rows.append(torch.cat([(xd[:, t, :, None] * dx[:, None, :]).reshape(B, D * D), dx], 1)[ok])
+            rhs.append((torch.log(pts) - torch.log(pr))[ok])
+            wts.append(torch.minimum(pts, pr)[ok].sqrt())
+    if not rows:
+        return None, "T = 1: no logit differences to fit", 0.0
+    G, r, wt = torch.cat(rows), torch.cat(rhs), torch.cat(wts)
+    if G.shape[0] < G.shape[1]:
+        return None, f"only {G.shape[0]} logit differences for {G.shape[1]} parameters (more probes needed)", 0.0
+    Gw, rw = G * wt[:, None], r * wt
+    sol = torch.linalg.lstsq(Gw, rw, driver="gelsd").solution
+    sv = torch.linalg.svdvals(Gw)
+    cond = float(sv[0] / sv[-1].clamp_min(1e-300))
+    A, w = sol[:D * D].reshape(D, D), sol[D * D:]
+
+    def ref(z: torch.Tensor) -> torch.Tensor:
+        z = z.double().cpu()
+        s = (z @ A) @ z.transpose(-1, -2) + (z @ w)[..., None, :]
+        if causal:
+            Tz = z.shape[-2]
+            s = s.masked_fill(~torch.ones(Tz, Tz, dtype=torch.bool).tril(), float("-inf"))
+        return torch.softmax(s, -1) @ (z @ Av + c)
+
+    return ref, "", cond
+
+
+def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, st: Structure,
+                        targets=(700.0, 1e4)) -> Property:
+    """Finite outputs when the largest logit reaches ±700 (the edge of float64's exp) and ±10⁴."""
+    xs, reached = [], []
+    if m is not None:
+        L0 = max_logit(x.double(), m, st)
+        for tgt in targets:
+            c = math.sqrt(tgt / max(L0, 1e-300))
+            xs.append(x * c)
+            reached.append(max_logit((x * c).double(), m, st))
+        how = "largest logits reached " + ", ".join(f"{r:.3g}" for r in reached)
+    else:
+        xs = [x * 10, x * 100]
+        how = "no mapping: input scaled ×10 and ×100"
+    bad = total = 0
+    for z in xs:
+        try:
+            o, _ = call(f, z)
+        except Exception as exc:
+            return Property("stable_at_extreme_logits", "fail", float("inf"), 0.0, "must run and stay finite",
+                            f"{how}; raised {exc_text(exc)}")
+        bad += int((~torch.isfinite(o)).sum())
+        total += o.numel()
+    return _judge("stable_at_extreme_logits", bad / max(total, 1), 0.0,
+                  "none may be NaN/inf: a log-sum-exp softmax is finite at any logit (exact)",
+                  how + (f"; {bad} of {total} outputs NaN/inf (exp overflow: subtract the row max)" if bad
+                         else "; all finite"))
+
+
+def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor, *, other: torch.dtype,
+                      device: str, tol: float, just: str, more: list | None = None) -> Property:
+    """The output keeps the input's dtype and device: the object (a copy cast to ``other`` when it is
+    a module) on ``x`` in ``other``; agreement with the main run within ``other``'s rounding, at unit
+    logits and at each ``(x, out, tol, why)`` of ``more`` (the large-logit probe: a mask filled with −30
+    only in float32 leaks there)."""
+    name = "dtype_and_device_preserved"
+    g = f
+    if isinstance(obj, torch.nn.Module):
+        try:  # an eval-mode copy, as every other property's (dropout off)
+            g = copy.deepcopy(obj).to(dtype=other, device=device).eval()
+        except Exception as exc:  # pragma: no cover - deepcopy of exotic modules
+            return _skip(name, f"cannot copy the module to {other}: {exc_text(exc)}")
+    xo = x.to(dtype=other, device=device)
+    try:
+        o, _ = call(g, xo)
+    except Exception as exc:
+        if unsupported(exc):  # the module's (or its kernel's) limitation, not a dtype it loses
+            p = unavailable(name, device, f"{exc_text(exc)}")
+            p.detail = p.detail.replace("the module's backward raised",
+                                        f"the module in {dtype_name(other)} raised")
+            return p
+        return Property(name, "fail", float("inf"), 0.0, "must run in " + dtype_name(other),
+                        f"raised {exc_text(exc)}")
+    if not isinstance(o, torch.Tensor):
+        return Property(name, "fail", float("inf"), 0.0, "", f"returned {type(o).__name__} for {other} input")
+    problems = []
+    if o.dtype != other:
+        problems.append(f"{dtype_name(other)} input gave {dtype_name(o.dtype)} output")
+    if o.device != xo.device:
+        problems.append(f"input on {xo.device} gave output on {o.device}")
+    if problems:
+        return Property(name, "fail", float("inf"), 0.0, "dtype and device must be those of the input", "; ".join(problems))
+    err = _rel(o, out)
+    worst = (err / tol if math.isfinite(err) else float("inf"), err, tol, just, "unit logits")
+    for xm, om, tm, why in more or ():
+        try:
+            o2, _ = call(g, xm.to(dtype=other, device=device))
+            e2 = _rel(o2.detach().to(device="cpu", dtype=torch.float64, copy=True), om)
+        except Exception:
+            continue
+        r2 = e2 / tm if math.isfinite(e2) else float("inf")
+        if r2 > worst[0]:
+            worst = (r2, e2, tm, why, "large logits")
+    _, err, tol, just, where = worst
+    return _judge(name, err, tol, just, f"{dtype_name(other)} on {xo.device}: same dtype and device out; relative "
+                                        f"difference from the {dtype_name(x.dtype)} run {err:.2g} (worst at {where}"
+                                        + (", checked at large logits too)" if more else ")"))

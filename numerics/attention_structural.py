@@ -1,0 +1,335 @@
+"""Structural properties of a user's attention map: what a correct module keeps *exactly*.
+
+``causal_no_future_leak``, ``window_respected``, ``key_padding_respected`` (the redraw part) and
+``batch_independence`` compare a module with itself: a token the mask forbids, a padded key, or
+another sample of the batch is redrawn, and the outputs it must not reach are compared. A correct
+module moves them by **exactly nothing**, in any precision (a masked weight is an exact 0, and
+``0·v`` added to a sum leaves it unchanged), so the tolerance is not the forward tolerance: it is
+what can legitimately move, the module's own run-to-run difference measured by calling it twice on
+the identical input (:func:`jitter`; 0 for a deterministic module), doubled (each side of the
+comparison carries it once).
+
+Every compared output is a copy (:func:`kept`): a module that returns a reused output buffer must
+not have its earlier result overwritten by the next call.
+
+The base of a redraw and the redrawn inputs are run in one stacked call (same batch layout, same
+kernels), so a batch-size-dependent kernel choice is not read as a leak. ``batch_size_independence``
+(a sample alone against the same sample in its batch) runs a different batch shape, where kernels
+may round differently: it is judged by twice the forward tolerance (each side within it of the
+reference).
+
+This module imports torch only, no ``proofs_checks``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from numerics.attention_reference import allowed_mask
+from numerics.attention_rules import (HUGE_LOGIT, LARGE_LOGIT, UNDECIDABLE_TOL, Property, _chunks, _judge, _skip,
+                                      exc_text)
+
+__all__ = ["kept", "jitter", "structural_tolerance", "Dependence", "dependence", "prop_mask", "prop_batch",
+           "prop_batch_size"]
+
+
+def kept(t: torch.Tensor) -> torch.Tensor:
+    """A float64 CPU **copy** of ``t`` (``.double().cpu()`` of a float64 CPU tensor is the same storage:
+    a module reusing its output buffer would overwrite it on the next call)."""
+    return t.detach().to(device="cpu", dtype=torch.float64, copy=True)
+
+
+def _move(a: torch.Tensor, b: torch.Tensor, scale: float) -> float:
+    """``max|a − b| / scale`` over the finite entries of both (NaN entries are counted elsewhere)."""
+    d = (a - b).abs()
+    d = torch.where(torch.isfinite(d), d, torch.zeros_like(d))
+    return float(d.max()) / max(scale, 1e-300) if d.numel() else 0.0
+
+
+def jitter(probe: Any, x: torch.Tensor, first: torch.Tensor) -> float:
+    """The module's run-to-run difference: ``first`` (its output on ``x``, kept) against a second call on
+    the identical ``x``, relative to ``max|first|`` (0 for a deterministic module)."""
+    again = kept(probe.run(x)[1])
+    return _move(again, first, float(first[torch.isfinite(first)].abs().max()) if first.numel() else 1.0)
+
+
+def structural_tolerance(jit: float, what: str) -> tuple[float, str]:
+    """``(tolerance, justification)`` of an exact invariance: ``2 × jit``."""
+    tol = 2.0 * jit
+    how = ("the module is deterministic here (two calls on the identical input agree bit for bit), so the "
+           "tolerance is 0" if jit == 0 else
+           f"2 × the module's run-to-run difference on the identical input ({jit:.3g}) = {tol:.3g}")
+    return tol, (f"exact: {what} moves no output of a correct module, in any precision (a masked weight is an exact "
+                 f"0); {how}; relative to max|output|")
+
+
+@dataclass
+class Dependence:
+    """``delta[i, t]``: the relative change of output ``t`` (any sample) when token ``J[i]`` is redrawn,
+    measured within one stacked call; ``jitter``: the run-to-run difference of that call."""
+
+    delta: torch.Tensor
+    J: list[int]
+    jitter: float
+
+
+def dependence(probe: Any, T: int, key: str) -> Dependence:
+    """Redraw each token of ``probe._positions(T)`` in turn (at the probe ``key``'s scale); the base (the
+    unchanged probe) is the first block of every stacked call. The run-to-run difference is measured on
+    the unchanged probe alone, called twice (cheap; the comparison itself stays within one call)."""
+    cache = probe.__dict__.setdefault("_dep_cache", {}) if key == "unit" else {}  # unit: independent of the declaration
+    if T in cache:
+        return cache[T]
+    c = probe.factor(probe.xs[T], key)
+    x64 = probe.xs[T] * c
+    J = probe._positions(T)
+    noise = probe.probe(T, salt=17) * c
+    per = probe.B * T * probe.D * 8 * 6 + probe.B * T * T * 8 * 4
+    n = max(1, _chunks(len(J) + 1, per) - 1)
+    deltas, jit = [], None
+    for i in range(0, len(J), n):
+        js = J[i:i + n]
+        xs = x64.unsqueeze(0).repeat(len(js) + 1, 1, 1, 1)
+        for a, j in enumerate(js):
+            xs[a + 1, :, j] = noise[:, j]
+        flat = xs.reshape((len(js) + 1) * probe.B, T, probe.D)
+        o = kept(probe.run(flat)[1]).reshape(len(js) + 1, probe.B, T, probe.D)
+        if jit is None:  # the module's run-to-run difference: the unchanged probe called twice more
+            jit = jitter(probe, x64, kept(probe.run(x64)[1]))
+        base = o[0]
+        fin = base[torch.isfinite(base)]
+        scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
+        deltas.append((o[1:] - base.unsqueeze(0)).abs().amax(dim=(1, 3)) / scale)
+    dep = Dependence(torch.cat(deltas), J, jit or 0.0)
+    cache[T] = dep
+    return dep
+
+
+def _forbidden(T: int, J: list[int], st, causal: bool) -> dict[str, torch.Tensor]:
+    """The (redrawn token, output) pairs the declaration forbids: future tokens and tokens outside the window."""
+    jj = torch.tensor(J)[:, None]
+    tt = torch.arange(T)[None, :]
+    allowed = allowed_mask(T, st)  # [t, s]
+    forb = ~allowed[tt.expand(len(J), T), jj.expand(len(J), T)]
+    fut = forb & (jj > tt)
+    return {"causal": fut, "window": forb & ~(jj > tt) if causal else forb}
+
+
+_WHAT = {"causal": "redrawing a token after the output's position (the causal mask forbids it)",
+         "window": "redrawing a token outside the declared window"}
+_NAMES = {"causal": "causal_no_future_leak", "window": "window_respected"}
+
+
+@dataclass
+class _Worst:
+    ratio: float = -1.0
+    error: float = 0.0
+    tol: float = 0.0
+    just: str = ""
+    where: tuple | None = None  # (T, key, j, t)
+    nonfinite: tuple | None = None  # (T, key, tol, just)
+
+
+def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | None]:
+    """Every probe length and logit scale: the worst move of a forbidden pair per kind."""
+    worst = {k: _Worst() for k in kinds}
+    offs = {k: set() for k in kinds}
+    undecided: list[tuple] = []
+    for T in probe.outs:
+        if T < 2:
+            continue
+        for key in ("unit", "large", "huge"):
+            if key != "unit" and T not in probe._large_lengths():
+                continue
+            try:
+                dep = dependence(probe, T, key)
+            except Exception as exc:  # the user's code
+                return worst, offs, undecided, f"raised {exc_text(exc)} at T = {T}"
+            tol, just = structural_tolerance(dep.jitter, "")
+            if not tol < UNDECIDABLE_TOL:
+                undecided.append((T, key, tol))
+                continue
+            for kind, mask in _forbidden(T, dep.J, probe.st, probe.st.causal).items():
+                if kind not in kinds or not mask.any():
+                    continue
+                _, just = structural_tolerance(dep.jitter, _WHAT[kind])
+                dm = torch.where(mask, dep.delta, torch.zeros_like(dep.delta))
+                w = worst[kind]
+                if not torch.isfinite(dm).all():  # NaN/inf outputs: nothing measurable at this probe
+                    w.nonfinite = w.nonfinite or (T, key, tol, just)
+                    dm = torch.where(torch.isfinite(dm), dm, torch.zeros_like(dm))
+                e = float(dm.max())
+                ratio = e / tol if tol > 0 else (0.0 if e == 0 else float("inf"))
+                if ratio > w.ratio or w.where is None:
+                    k = int(dm.argmax())
+                    w.ratio, w.error, w.tol, w.just, w.where = ratio, e, tol, just, (T, key, dep.J[k // T], k % T)
+                for a, t in torch.nonzero(dm > tol).tolist():
+                    offs[kind].add(dep.J[a] - t)
+    return worst, offs, undecided, None
+
+
+def _undecided(name: str, undecided: list) -> "object":
+    T_, key_, tol_ = undecided[0]
+    p = _skip(name, f"undecided: at every probe the module's own run-to-run difference is ≥ {UNDECIDABLE_TOL:g} "
+                    f"relative (e.g. a tolerance of {tol_:.3g} at T = {T_}, {key_} logits), so a leak cannot be told "
+                    "from its nondeterminism", True)
+    p.numbers = {"undecidable": True, "to_decide": "a deterministic run of the module (fixed kernels, no dropout)"}
+    return p
+
+
+def prop_mask(probe: Any) -> list:
+    """``causal_no_future_leak`` (declared causal) and ``window_respected`` (declared window): redrawing a
+    token the mask forbids moves no output, exactly, at unit, large and huge logits."""
+    kinds = [k for k, on in (("causal", probe.st.causal), ("window", probe.st.window is not None)) if on]
+    if not kinds:
+        return []
+    worst, offs, undecided, raised = _scan_mask(probe, kinds)
+    if raised:
+        return [Property(_NAMES[kinds[0]], "fail", float("inf"), 0.0, "must run", raised, {}, True)]
+    props = []
+    for kind in kinds:
+        name, w = _NAMES[kind], worst[kind]
+        if w.where is None:
+            props.append(_undecided(name, undecided) if undecided else
+                         _skip(name, "no forbidden pair at the probe lengths" if probe.outs and max(probe.outs) >= 2
+                               else "no length ≥ 2 ran", True))
+            continue
+        e, tol, just = w.error, w.tol, w.just
+        T, key, j, t = w.where
+        mask_word = "causal mask" if kind == "causal" else "window"
+        if not e > tol and w.nonfinite:
+            T, key, tol, just = w.nonfinite
+            e = float("nan")
+            detail = (f"no leak among the finite outputs, but outputs are NaN/inf at T = {T} ({key} logits) when "
+                      f"tokens are redrawn: whether the {mask_word} holds cannot be measured there (see "
+                      "stable_at_extreme_logits, batch_independence)")
+        elif e > tol:
+            o = sorted(offs[kind], key=abs)
+            detail = (f"LEAK: output at position {t} moves by {e:.3g} (relative) when token {j} (= t{j - t:+d}) "
+                      f"changes, at T = {T} ({key} logits); a correct module moves it by exactly nothing; leaking "
+                      f"offsets j − t: {', '.join(f'{v:+d}' for v in o[:8])}" + (" …" if len(o) > 8 else ""))
+        else:
+            detail = (f"redrawing a token the {mask_word} forbids moves no output (largest relative change {e:.2g}; "
+                      f"lengths {', '.join(map(str, probe.outs))}, unit, large and huge logits: {LARGE_LOGIT:g}, "
+                      f"{HUGE_LOGIT:g})")
+        props.append(_judge(name, e, tol, just, detail, central=True))
+    return props
+
+
+def _redraw_others(probe: Any, T: int, b: int) -> tuple[torch.Tensor, str]:
+    """The probe at length ``T`` with every sample but ``b`` redrawn at the huge-logit scale."""
+    x2 = probe.xs[T].clone()
+    fresh = probe.probe(T, salt=23 + b)
+    c = probe.large_factor(fresh, HUGE_LOGIT, cache=False)
+    others = [i for i in range(probe.B) if i != b]
+    x2[others] = fresh[others] * c
+    return x2, f"the other samples redrawn at ×{c:.3g} scale (logits up to ~{HUGE_LOGIT:g})"
+
+
+def _sample_move(o: torch.Tensor, base: torch.Tensor, scale: float | None = None) -> float:
+    """One sample's move relative to ``scale`` (default: its own largest finite entry); inf when the
+    moved output has NaN/inf where the base had none."""
+    if scale is None:
+        fin = base[torch.isfinite(base)]
+        scale = float(fin.abs().max()) if fin.numel() else 1.0
+    if not torch.isfinite(o).all() and torch.isfinite(base).all():
+        return float("inf")
+    return _move(o, base, scale)
+
+
+def _batch_lengths(probe: Any) -> list[int]:
+    """The lengths the batch properties watch (none for a batch of one: nothing to compare across)."""
+    return (probe._large_lengths() or list(probe.outs)) if probe.B >= 2 else []
+
+
+def prop_batch(probe: Any) -> "object":
+    """``batch_independence``: no sample's output moves when the other samples of its batch are redrawn
+    (at the huge-logit scale), watched for **every** sample, exactly (same batch shape, same kernels)."""
+    name = "batch_independence"
+    Ts = _batch_lengths(probe)
+    if not Ts:
+        return _skip(name, "a batch of one: no other sample to redraw")
+    worst = None
+    for T in Ts:
+        base = probe.outs[T]
+        try:
+            jit = jitter(probe, probe.xs[T], base)
+            for b in range(probe.B):
+                x2, what = _redraw_others(probe, T, b)
+                o = kept(probe.run(x2)[1])
+                e = _sample_move(o[b], base[b])
+                r = e / (2 * jit) if jit > 0 else (0.0 if e == 0 else float("inf"))
+                if worst is None or r > worst[0]:
+                    worst = (r, e, jit, T, b, what)
+        except Exception as exc:  # the user's code
+            return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {exc_text(exc)} (T = {T})")
+    if worst is None:
+        return _skip(name, "no length ran")
+    _, e, jit, T, b, what = worst
+    tol, just = structural_tolerance(jit, "redrawing another sample of the batch")
+    detail = (f"every sample of the batch watched ({probe.B}); worst: sample {b} at T = {T}, {what}: relative change "
+              f"{e:.3g}")
+    if not e <= tol:
+        detail += "; one sample's output depends on the others (a statistic taken over the whole batch, or a packed batch?)"
+    return _judge(name, e, tol, just, detail)
+
+
+def prop_batch_size(probe: Any) -> "object":
+    """``batch_size_independence``: each sample alone (a batch of one) against the same sample in the probe
+    batch; different batch shapes may take different kernels, so twice the forward tolerance."""
+    name, worst = "batch_size_independence", None
+    for T in _batch_lengths(probe):
+        base, (tol, just) = probe.outs[T], probe.tol_at(T, "unit")
+        scale = float(base[torch.isfinite(base)].abs().max()) if torch.isfinite(base).any() else 1.0
+        for b in range(probe.B):
+            try:
+                o = kept(probe.run(probe.xs[T][b:b + 1])[1])
+            except Exception as exc:  # the user's code
+                return Property(name, "fail", float("inf"), 0.0, "must run",
+                                f"raised {exc_text(exc)} (sample {b} alone, T = {T})")
+            e = _sample_move(o[0], base[b], scale)
+            r = e / (2 * tol) if math.isfinite(e) else float("inf")
+            if worst is None or r > worst[0]:
+                worst = (r, e, 2 * tol, just, T, b)
+    if worst is None:
+        return _skip(name, "no length ran" if probe.B >= 2 else "the probe batch is already a batch of one")
+    _, e, tol, just, T, b = worst
+    detail = f"each sample alone (a batch of one) against the same sample in the batch; worst: sample {b} at T = {T}"
+    if not e <= tol:
+        detail += "; the output depends on the batch size"
+    return _judge(name, e, tol, "2 × the forward tolerance (two batch shapes, each within it of the reference): "
+                  + just, detail)
+
+
+@dataclass
+class KeptWindow:
+    """The keys a causal module measurably reads: output ``t`` moves when token ``t − k`` is redrawn for
+    ``k < keys`` and for no larger ``k`` up to ``probed`` (``keys > probed``: no window shows at the
+    lengths probed)."""
+
+    keys: int
+    probed: int
+    T: int
+
+
+def kept_window(probe: Any) -> KeptWindow | None:
+    """Measure the window a causal module keeps at unit logits: redraw token ``t − k`` and see which ``k``
+    move output ``t`` (any change beyond twice the module's run-to-run difference), at the longest probe
+    length ≤ 40 (every position redrawn there)."""
+    Ts = [T for T in probe.outs if 2 <= T <= 40] or [T for T in probe.outs if T >= 2]
+    if not Ts:
+        return None
+    T = max(Ts)
+    dep = dependence(probe, T, "unit")
+    tol = 2.0 * dep.jitter
+    far, probed = -1, 0
+    for i, j in enumerate(dep.J):
+        for t in range(j, T):
+            probed = max(probed, t - j)
+            if float(dep.delta[i, t]) > tol:
+                far = max(far, t - j)
+    return KeptWindow(far + 1 if far < probed else probed + 2, probed, T)

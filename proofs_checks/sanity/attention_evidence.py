@@ -1,0 +1,38 @@
+"""A module's configuration is evidence, not a fact: what was read, what was declared, and, where it is
+observable, what the module measurably does (:func:`numerics.attention_structural.kept_window`). The
+declared value always wins; a difference is reported and measured, never refused."""
+
+from __future__ import annotations
+
+__all__ = ["window_note"]
+
+
+def _keys_text(window) -> str:
+    return "no window" if window is None else (f"{window[0] + 1} keys (t−{window[0]} … t)" if window[1] == 0
+                                              else f"keys t−{window[0]} … t+{window[1]}")
+
+
+def window_note(probe, read: dict, window_given: bool) -> str | None:
+    """One note line for a causal run whose window was read from the module's configuration or declared:
+    the config's value, the declared value, and the window the module keeps as measured."""
+    from numerics.attention_structural import kept_window
+
+    st = probe.st
+    cfg = read.get("window")
+    if not st.causal or (cfg is None and not window_given):
+        return None
+    try:
+        kw = kept_window(probe)
+    except Exception:  # the user's code at a redraw: the leak properties report it
+        return None
+    if kw is None:
+        return None
+    parts = []
+    if cfg is not None:
+        parts.append(f"config read window {cfg[0]} ({cfg[1]})")
+    if window_given:
+        parts.append(f"declared {_keys_text(st.window)}")
+    measured = (f"the module keeps {kw.keys} keys (t−{kw.keys - 1} … t) as measured: redrawing token t−k moves output "
+                f"t for k < {kw.keys} and for no larger k up to {kw.probed} (T = {kw.T})" if kw.keys <= kw.probed else
+                f"the module reads every earlier key at T = {kw.T} as measured (no window up to {kw.probed} keys back)")
+    return "note: window: " + ", ".join(parts) + "; " + measured

@@ -1,0 +1,74 @@
+"""``check attention``, stages *verdict* and *render*: the verdict from the property rows, and the lines
+and the JSON document of the result (what was declared and where each value came from, what was
+read from the module, the window measured, the precision judged)."""
+
+from __future__ import annotations
+
+from proofs_checks.sanity._common import SanityResult
+from proofs_checks.sanity.attention_evidence import window_note
+from proofs_checks.sanity.attention_verdict import _decide, _decl, _grouping_line, attention_verdict
+
+__all__ = ["render"]
+
+
+def _flag_text(decl, k: str) -> str:
+    """A given field as the flag that declares it (``--window 4``, ``--causal``, ``--quick``)."""
+    from proofs_checks.sanity.attention_declaration import FLAGS
+    from proofs_checks.sanity.attention_hints import _exact
+
+    v = getattr(decl, k)
+    if isinstance(v, bool):
+        return FLAGS[k]
+    if k == "mode":
+        return f"--{v}"
+    if k == "window" and isinstance(v, tuple):
+        return f"--window {v[0] + 1}" if decl.causal and v[1] == 0 else f"--window {v[0]},{v[1]}"
+    if isinstance(v, tuple):
+        return f"{FLAGS[k]} {','.join(map(str, v))}"
+    return f"{FLAGS[k]} {_exact(v) if isinstance(v, float) else v}"
+
+
+def _head_lines(pr, ld, decl, done, weights, ch, ev) -> list[str]:
+    """The run's description: sizes, the declaration, the weights, what the module's configuration said."""
+    probe, st, mp = pr.probe, ch.st, ch.mp
+    found = (f"found by name ({weights.no_table}), not used: --positional learned and no position table beside them"
+             if weights.no_table else "no projections found by name (fitted where possible)")
+    lines = [f"attention {ld.name}: D = {ld.D}, lengths {', '.join(map(str, probe.outs))} (batch {probe.B}), "
+             f"{ev.info['heads']} head(s), {decl.dtype} on {decl.device}, {_decl(st)}, seed {decl.seed}",
+             f"weights: {ev.info.get('mapping') or found}"]
+    given = [_flag_text(decl, k) for k, p in decl.provenance if p.kind == "given"]
+    if given:
+        lines.append(f"declared by you: {', '.join(given)} (they win over the module's configuration)")
+    if decl.ignore_config:
+        lines.append("the module's configuration was not read (--ignore-config)")
+    elif done.lines:
+        lines.append(f"read from the module: {', '.join(done.lines)}")
+    lines.extend(f"note: {n}" for n in done.notes)
+    if mp is not None:
+        lines.append(_grouping_line(mp, decl.kv_grouping is not None or bool(weights.hook and mp.kv_heads < mp.heads)))
+    return lines
+
+
+def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityResult:
+    """The verdict (central properties decided first) and the result: lines, rows, the JSON document."""
+    from numerics import attention_probe as ap
+
+    probe, info = pr.probe, ev.info
+    _decide(ev.props, ch.st, list(probe.outs), weights.no_table, window_given=window_given)
+    if probe.precision is not None:
+        info["working_precision"] = {"dtype": probe.precision.name, "how": probe.precision.how}
+    rows = [p.to_json() for p in ev.props]
+    verdict = attention_verdict(rows, f"attention {ld.name}", ev.hints)
+    lines = _head_lines(pr, ld, decl, done, weights, ch, ev)
+    wnote = window_note(probe, done.read, window_given) if probe.outs else None
+    lines.extend(ev.warnings + weights.notes + pr.notes + ([wnote] if wnote else []))
+    if wnote:
+        info["window_measured"] = wnote.removeprefix("note: window: ")
+    if probe.precision is not None:
+        fits = getattr(probe, "fits_precision", None)
+        lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})" + (
+            f"; the module computes in {ap.dtype_name(fits)} (precision_as_declared)" if fits is not None else ""))
+        if fits is not None:
+            info["working_precision"]["fits"] = ap.dtype_name(fits)
+    doc = {"check": "attention", "object": ld.name, "inputs": info, "hints": ev.hints, "config_read": done.lines}
+    return SanityResult("attention", doc, verdict, rows, lines, ev.figures)

@@ -1,0 +1,253 @@
+"""``check attention``: the stages of the pipeline and the small objects passed between them.
+
+load (:func:`load`) → the declaration completed by the module's configuration (:func:`complete`) →
+the module prepared for the probes (:func:`prepare`) → the weights found or mapped
+(:func:`attention_weights.find_weights`) → the probes run (:func:`probe_outputs`) → the mapping chosen
+(:func:`attention_weights.choose_mapping`) → the other implementation (:func:`attach_against`) →
+properties (:func:`evaluate`) → verdict and rendering (:func:`render`). Each stage takes and returns
+the dataclasses below; the Declaration (:mod:`proofs_checks.sanity.attention_declaration`) was built
+and validated before the first stage.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from proofs_checks.options import UsageError
+from proofs_checks.sanity.attention_declaration import Declaration
+from proofs_checks.sanity.attention_load import _describe, _materialize_lazy, _user_call, instantiate, model_dim
+from proofs_checks.sanity.attention_verdict import _structure
+from proofs_checks.sanity.attention_weights import _read_config
+
+__all__ = ["Completed", "Loaded", "Probed", "load", "complete", "prepare", "probe_outputs", "attach_against"]
+
+
+@dataclass
+class Completed:
+    """The declaration completed by what the module's configuration says (the user's values win):
+    the values used, the ``read from the module`` lines and notes, and what was read (``read``:
+    field → (value, source))."""
+
+    causal: bool
+    window: tuple | None
+    rope_base: float
+    rope_dims: int | None
+    softcap: float | None
+    lines: list[str]
+    notes: list[str]
+    read: dict
+    given: dict
+    decl: Declaration | None = None  # the declaration with the values read from the module (provenance "read")
+
+    def structure(self, decl: Declaration, qk_norm: str | None = None):
+        return _structure(self.causal, self.window, decl.positional, self.rope_base, self.rope_dims,
+                          decl.rope_convention, self.softcap, qk_norm, decl.scale)
+
+
+@dataclass
+class Loaded:
+    """The object as the probes call it: ``obj`` (instantiated), ``f`` (an eval-mode copy in the probe
+    dtype, wrapped as self-attention or with a mask where needed), ``wm`` (the mask wrapper or None),
+    the model dimension ``D``, the probe dtype and the other dtype, and the hints found on the way."""
+
+    obj: Any
+    f: Any
+    wm: Any
+    name: str
+    D: int
+    tdt: Any
+    other: Any
+    hints: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Probed:
+    """The probes run: the probe object, every length's output (``all_outs``, the non-finite ones
+    included), the progress ticker and the notes about the outputs."""
+
+    probe: Any
+    all_outs: dict
+    tick: Any
+    notes: list[str]
+
+
+def load(obj: Any, decl: Declaration, label: str, name: str) -> Any:
+    """The user's object instantiated (a class or factory, with torch's generator seeded) and callable."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):  # a class or factory draws its weights from the seed
+        torch.manual_seed(int(decl.seed))
+        obj = instantiate(obj, decl.dim, label)
+    if not callable(obj):
+        raise UsageError(f"{label}: {name} is a {type(obj).__name__}, not a callable attention")
+    return obj
+
+
+def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -> Completed:
+    """The declaration completed by the module's configuration (unless ``ignore_config``)."""
+    given = dict(causal=decl.causal, rope_base=decl.rope_base, rope_dims=decl.rope_dims, window=decl.window,
+                 kv_heads=decl.kv_heads, softcap=decl.softcap, qk_norm=decl.qk_norm)
+    vals, lines, notes = _read_config(obj, label, decl.ignore_config, decl.positional, given, window_text)
+    rope_dims = vals["rope_dims"]
+    if rope_dims is not None and rope_dims % 2:
+        raise UsageError(f"--rope-dims {rope_dims}: RoPE rotates pairs of dimensions, so it must be even")
+    rope_base = 10000.0 if vals["rope_base"] is None else vals["rope_base"]
+    read = vals.get("_read", {})
+    filled = decl
+    for key in ("causal", "window", "rope_base", "rope_dims", "softcap"):
+        if key in read and not decl.given(key) and vals[key] != getattr(decl, key):
+            filled = filled.read(key, vals[key], read[key][1])
+    return Completed(vals["causal"], vals["window"], rope_base, rope_dims, vals["softcap"], lines, notes, read, given,
+                     filled)
+
+
+def _dimension(obj: Any, decl: Declaration, label: str, name: str) -> int:
+    import torch
+
+    D = decl.dim or model_dim(obj)
+    if D is None:
+        lazy = isinstance(obj, torch.nn.Module) and any(isinstance(m, torch.nn.modules.lazy.LazyModuleMixin)
+                                                        for m in obj.modules())
+        raise UsageError(f"{label}: cannot tell the model dimension D of {name} (no embed_dim/dim/d_model attribute, "
+                         + ("its projections are lazy (nn.LazyLinear): their input width is known only after a call"
+                            if lazy else "no nn.Linear") + "): give --dim D")
+    _materialize_lazy(obj, D, label, name)
+    return D
+
+
+def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str) -> Loaded:
+    """An eval-mode copy in the probe dtype; a bare ``nn.MultiheadAttention`` called as self-attention with
+    the declared mask; a ``(x, mask)`` module wrapped to take ``x``."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    D = _dimension(obj, decl, label, name)
+    tdt = ap._DT[decl.dtype]
+    other = torch.float32 if tdt == torch.float64 else torch.float64
+    f = obj
+    if isinstance(obj, torch.nn.Module):
+        try:
+            f = copy.deepcopy(obj).to(dtype=tdt, device=decl.device).eval()
+        except Exception as exc:
+            raise UsageError(f"{label}: cannot copy {name} to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
+    st0 = done.structure(decl)
+    if isinstance(f, torch.nn.MultiheadAttention):
+        # a bare nn.MultiheadAttention takes (query, key, value): call it as self-attention with the
+        # declared mask, in its documented layout
+        from numerics.attention_reference import allowed_mask
+
+        needs = st0.causal or st0.window is not None
+        f = ap.SelfMHA(f, (lambda T: allowed_mask(T, st0)) if needs else None)
+        obj = f
+    wm = None
+    if decl.mask_convention is not None:  # the module takes (x, mask): every call passes a mask
+        f = wm = ap.WithMask(f, decl.mask_convention)
+    mha = [m for m in f.modules() if isinstance(m, torch.nn.MultiheadAttention)] if isinstance(f, torch.nn.Module) else []
+    hints: list[str] = []
+    if mha and not mha[0].batch_first and not isinstance(f, ap.SelfMHA):
+        hints.append("the module holds nn.MultiheadAttention(batch_first=False), which reads (T, batch, D): the probe "
+                     "is (batch, T, D), so batch and time axes are mixed; build it with batch_first=True or transpose "
+                     "in a wrapper")
+    return Loaded(obj, f, wm, name, D, tdt, other, hints)
+
+
+def _lengths(decl: Declaration, cands: list) -> list[int]:
+    from numerics import attention_probe as ap
+
+    Ls = list(decl.seq_len) if decl.seq_len else ap.probe_lengths(decl.mode)
+    if decl.positional == "learned" and cands and cands[0].pos_table is not None:
+        tmax = int(cands[0].pos_table.shape[0])
+        Ls = sorted({min(t, tmax) for t in Ls})
+    return Ls
+
+
+def _require_memory(decl: Declaration, D: int, Ls: list[int], cands: list, H_hint, label: str) -> None:
+    """The largest single call (module internals ~ H·T² logits and weights) and the chunked perturbation
+    batches (≤ 256 MB each by construction) must fit ``--max-memory``."""
+    from numerics import attention_probe as ap
+    from proofs_checks import guards
+
+    B = ap.BATCH[decl.mode]
+    Hm = max([c.heads for c in cands] + [H_hint or 1])
+    T_hi = max(Ls)
+    per_call = B * (Hm * T_hi * T_hi * 8 * 4 + T_hi * D * 8 * 12)
+    pert = min(256e6, 64 * B * (T_hi * D * 8 * 6 + T_hi * T_hi * 8 * 4))  # chunks of ≤ 256 MB (attention_probe)
+    guards.require_memory(per_call + pert + 2 * D * D * 8 * 8, decl.max_memory,
+                          f"{label}: check attention at T = {T_hi} (one call with batch {B}: {H_hint or Hm} head(s) of "
+                          f"T×T logits, and the perturbation batches of ≤ 256 MB)",
+                          hint="lower the lengths with --seq-len")
+
+
+def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label: str, progress: bool) -> Probed:
+    """Every probe length run once; a length that raises or gives NaN/inf is set aside (the other lengths
+    are still judged); shape, dtype or device problems are one line."""
+    import torch
+
+    from numerics import attention_probe as ap
+    from proofs_checks import guards
+
+    Ls = _lengths(decl, weights.cands)
+    _require_memory(decl, ld.D, Ls, weights.cands, weights.H_hint, label)
+    tick = guards.Progress(f"check attention {ld.name}", enabled=progress)
+    probe = ap.AttentionProbe(ld.f, D=ld.D, structure=st, mapping=None, probe_dtype=ld.tdt, device=decl.device,
+                              lengths=Ls, batch=ap.BATCH[decl.mode], seed=decl.seed,
+                              compute_dtype=ap._DT[decl.compute_dtype] if decl.compute_dtype else None)
+    probe.config_items = read  # for hints that differ from the module's configuration
+    from numerics import attention_rules
+
+    attention_rules.LAST_UNREAD = None  # set by attention_rules.call when a second output is not weights
+    problems = _user_call(lambda: probe.forward_all(_describe, tick.sub), label)
+    notes = []
+    if attention_rules.LAST_UNREAD is not None:
+        notes.append(f"note: {ld.name} returned a second output, {attention_rules.LAST_UNREAD}, which is not attention weights "
+                     "(their last two axes are (T, T)): it is not checked there")
+    if problems:
+        raise UsageError(f"{label}: {ld.name} {problems[0]}")
+    if not probe.outs:
+        T0 = min(probe.raised)
+        raise UsageError(f"{label}: {ld.name} raised {probe.raised[T0]} on a ({probe.B}, {T0}, {ld.D}) {decl.dtype} "
+                         f"input on {decl.device} (and at every other probe length: "
+                         f"{', '.join(map(str, sorted(probe.raised)))})")
+    all_outs = dict(probe.outs)
+    bad_T = [T for T, o in all_outs.items() if not torch.isfinite(o).all()]
+    if bad_T and len(bad_T) < len(all_outs):  # finite_output fails; the other lengths are still judged
+        probe.nonfinite_lengths = set(bad_T)
+        for T in bad_T:
+            probe.outs.pop(T)
+            probe.xs.pop(T)
+            getattr(probe, "weights", {}).pop(T, None)
+    return Probed(probe, all_outs, tick, notes)
+
+
+def attach_against(probe, against: Any, decl: Declaration, tdt) -> None:
+    """Differential mode: the second implementation (instantiated with the same seed) replaces the
+    mapped reference; it must run, in shape, and give finite outputs at every probe length."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    with torch.random.fork_rng(devices=[]):  # the same seed: factories seeded alike get equal weights
+        torch.manual_seed(int(decl.seed))
+        g = instantiate(against, decl.dim, "--against")
+    if isinstance(g, torch.nn.Module):
+        try:
+            g = copy.deepcopy(g).to(dtype=tdt, device=decl.device).eval()
+        except Exception as exc:
+            raise UsageError(f"--against: cannot copy it to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
+    probe.against = g
+    for T, x in probe.xs.items():
+        try:
+            o = _user_call(lambda: ap.call(g, x.to(dtype=tdt, device=decl.device))[0], "--against")
+        except UsageError:
+            raise
+        except Exception as exc:
+            raise UsageError(f"--against: it raised {_describe(exc)} at T = {T}") from None
+        if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(probe.outs[T].shape):
+            raise UsageError(f"--against: it returned {getattr(o, 'shape', type(o).__name__)} at T = {T}, expected "
+                             f"{tuple(probe.outs[T].shape)}")
+        if not bool(torch.isfinite(o).all()):  # the reference side is broken: nothing to compare with
+            raise UsageError(f"--against: {getattr(g, '__name__', type(g).__name__)} returned NaN or inf at T = {T} "
+                             "on a finite probe: it cannot serve as the other implementation")

@@ -1,0 +1,304 @@
+"""``check attention``, stages *declaration completed by the module* and *weights*: the module's
+configuration read as evidence (:mod:`proofs_checks.sanity._modconfig`), the reference's weights found
+by name or declared by a mapping hook (:mod:`numerics.attention_mapping`), the module's q/k norms
+attached to them, and the candidate layout that fits the module chosen."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from proofs_checks.options import UsageError
+from proofs_checks.sanity.attention_declaration import Declaration, parse_window
+from proofs_checks.sanity.attention_load import _describe, _module_state, _short, _state_changes, _user_call
+
+
+@dataclass
+class Weights:
+    """The weights stage's result: the candidate mappings (``cands``), the hook's note (``hook``: None when
+    found by name), the head counts read from the module (``read_counts``), notes, the learned-positions
+    source without a table (``no_table``) and the head-count hint ``H_hint``."""
+
+    cands: list
+    hook: str | None
+    read_counts: dict
+    notes: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    no_table: str | None = None
+    H_hint: int | None = None
+
+
+@dataclass
+class Chosen:
+    """The mapping that fits the module best (``mp``, None without weights), the structure it runs under
+    (``st``: the declaration, with the RoPE convention that fits when undeclared) and other head splits
+    (``alts``) the hints may try."""
+
+    mp: Any
+    st: Any
+    alts: list
+
+
+def _read_config(obj, label, ignore_config, positional, given, window_text=None) -> tuple[dict, list[str], list[str]]:
+    """The declaration completed by what the module carries (:mod:`proofs_checks.sanity._modconfig`):
+    ``(values, config_read lines, notes)``. ``given["window"]`` may still be the text ``"W"`` (parsed
+    here, once the module's ``is_causal`` is known). A configuration attribute of the wrong type, or a
+    declaration contradicting it: one-line usage errors naming both and ``--ignore-config``."""
+    from proofs_checks.sanity import _modconfig as mc
+
+    read = mc.ConfigRead()
+    if not ignore_config:
+        try:
+            read = _user_call(lambda: mc.read_module_config(obj), label)
+        except mc.ConfigError as exc:
+            raise UsageError(f"{label}: the module's configuration has {_short(exc, 600)}; fix it, or pass --ignore-config to not "
+                             "read it") from None
+    given = dict(given)
+    if isinstance(given.get("window"), str):
+        given["window"] = parse_window(given["window"], bool(given["causal"] or read.get("causal")))
+    try:
+        vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
+    except mc.ConfigError as exc:
+        raise UsageError(_short(exc, 600)) from None
+    vals["_read"] = {k: (it.value, it.source) for k, it in read.items.items()}
+    return vals, lines, list(read.notes)
+
+
+def _attach_qk_norms(f, cands, qk_norm, hook) -> str:
+    """The module's q/k norms (by attribute name) on every candidate that has none from the hook:
+    used by ``--qk-norm`` and by the hints that try it. Returns a note when ``--qk-norm`` is declared
+    and no norm weights were found (unit weights, eps 1e-6)."""
+    from numerics.attention_mapping import find_qk_norms
+
+    try:
+        found = find_qk_norms(f)
+    except ValueError as exc:
+        if qk_norm is None:
+            return ""
+        raise UsageError(f"--qk-norm {qk_norm}: {_short(exc, 600)}") from None
+    for c in cands:
+        if c.q_norm is None and c.k_norm is None and found is not None:
+            c.q_norm, c.k_norm = found[0], found[1]
+            if qk_norm is not None:
+                c.source += f"; QK-norm weights {found[2]}"
+        elif qk_norm is not None and (c.q_norm is not None or c.k_norm is not None):
+            c.source += "; QK-norm weights from the mapping hook"
+    if qk_norm is not None and found is None and not any(c.q_norm is not None or c.k_norm is not None for c in cands):
+        for c in cands:
+            c.source += "; QK-norm without weights (no q_norm/k_norm found: unit weights, eps 1e-6)"
+        return (f"--qk-norm {qk_norm}: no norm modules found by name (q_norm/k_norm, query_norm/key_norm, "
+                "q_layernorm/k_layernorm): the reference uses unit weights and eps 1e-6; return them from the mapping "
+                "hook as \"q_norm\"/\"k_norm\" if the module has others")
+    return ""
+
+
+def _hook_value(f, mapping, name: str):
+    """``(value, note, who)`` of the mapping hook (``--mapping`` or the module's ``tverify_mapping()``), or
+    ``(None, "", "")`` when there is none. The hook must not change the module."""
+    from numerics.attention_mapping import HOOK_METHOD
+
+    if mapping is not None:
+        note = "declared: the --mapping hook"
+        get = (lambda: mapping(f)) if callable(mapping) else (lambda: mapping)
+    elif callable(getattr(f, HOOK_METHOD, None)):
+        note = f"declared: the module's {HOOK_METHOD}()"
+        get = getattr(f, HOOK_METHOD)
+    else:
+        return None, "", ""
+    hl = "--mapping" if mapping is not None else f"{name}.{HOOK_METHOD}()"  # who to name in a message
+    before = _module_state(f)
+    try:
+        value = _user_call(get, hl)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"{hl}: the hook raised {_describe(exc)}") from None
+    changed = _state_changes(before, _module_state(f))
+    if changed:
+        raise UsageError(f"{hl}: the hook changed the module it was given ({changed}): a mapping hook must "
+                         "only read the weights, or the module checked is not the one you wrote")
+    return (value, note, hl)
+
+
+def _counts_text(heads, kv_heads) -> str:
+    return " ".join(f"{n} {v}" for n, v in (("--heads", heads), ("--kv-heads", kv_heads)) if v is not None)
+
+
+def _fits_text(cands) -> str:
+    return ", ".join(f"{h} heads" + (f" / {k} key/value heads" if k != h else "")
+                     for h, k in sorted({(c.heads, c.kv_heads) for c in cands})[:8])
+
+
+def _by_name(f, D: int, decl: Declaration, label: str, name: str) -> tuple[list, dict]:
+    """The mappings found by name under the declared (or read) head counts; a module whose own head
+    counts, or the declared ones, cannot split its weights is one line naming the counts that fit."""
+    from numerics.attention_mapping import count_hints, find_mappings
+
+    heads, kv_heads = decl.heads, decl.kv_heads
+    use_cfg = not decl.ignore_config
+    cands = find_mappings(f, D, heads, kv_heads, config=use_cfg)
+    declared_counts = {"heads": heads, "kv_heads": kv_heads}
+    read_counts = {k: v for k, v in count_hints(f, use_cfg).items() if declared_counts[k] is None}
+    unhinted = find_mappings(f, D, heads, kv_heads, hints=False) if not cands and read_counts else []
+    if unhinted:  # the weights split, but not by the head counts the module itself declares
+        c0 = unhinted[0]
+        said = " and ".join(f"{src.lstrip('.')} = {v}" for v, src in read_counts.values())
+        via_cfg = any(".config." in src or src.startswith(".config") for _, src in read_counts.values())
+        counts = _counts_text(heads, kv_heads)
+        raise UsageError(
+            f"{label}: {name}'s {said} (read from the module) does not fit its weights "
+            f"({c0.source.split(';')[0].removeprefix('declared: ')}: widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, "
+            f"v {c0.wv.shape[0]}{', with ' + counts if counts else ''}); counts that fit: " + _fits_text(unhinted)
+            + ": fix the module's value, or declare --heads and --kv-heads"
+            + (" with --ignore-config (its configuration is then not read)" if via_cfg else ""))
+    if not cands and (heads is not None or kv_heads is not None):
+        free = find_mappings(f, D, config=use_cfg)
+        if free:  # the weights are there, but the declared head counts cannot split them
+            c0 = free[0]
+            raise UsageError(
+                f"{_counts_text(heads, kv_heads)}: the projections found "
+                f"({c0.source.split(';')[0].removeprefix('declared: ')}) have widths q {c0.wq.shape[0]}, k "
+                f"{c0.wk.shape[0]}, v {c0.wv.shape[0]}, which that head count cannot split; counts that fit: "
+                + _fits_text(free))
+    return cands, read_counts
+
+
+def _rope_dims_fit(cands: list, rope_dims: int, D: int, done, notes: list[str]) -> list:
+    """The candidates whose head size holds ``rope_dims`` rotated dimensions; a value that fits none is
+    one line (naming the module's attribute when it was read, not declared)."""
+    rd_read = done.read.get("rope_dims")
+    if done.given.get("rope_dims") is None and rd_read is not None:  # read from the module, not a flag
+        who = f"the module's rope_dims {rope_dims} ({rd_read[1]})"
+        fix = ": fix the module's value, or pass --ignore-config and declare --rope-dims"
+    else:
+        who, fix = f"--rope-dims {rope_dims}", ""
+    hd_read = done.read.get("head_dim")
+    if who.startswith("the module's") and hd_read is not None and cands and all(c.d_k != hd_read[0] for c in cands):
+        raise UsageError(f"{who} come from {hd_read[1].strip(' =')} {hd_read[0]}, which is not the head size of the "
+                         f"weights found (d_k {', '.join(sorted({f'{c.d_k} at {c.heads} heads' for c in cands}))})"
+                         f"{fix}")
+    if rope_dims > D:
+        raise UsageError(f"{who}: larger than the model dimension D = {D} (the rotated dimensions are counted per "
+                         f"head, at most its size d_k){fix}")
+    fit = [c for c in cands if rope_dims <= c.d_k]
+    if cands and not fit:
+        raise UsageError(f"{who}: larger than the head size d_k = "
+                         f"{', '.join(sorted({str(c.d_k) for c in cands}))} of the weights found "
+                         f"({cands[0].source.split(';')[0].removeprefix('declared: ')}): at most d_k{fix}")
+    if fit != cands and who.startswith("the module's"):
+        notes.append(f"note: {who} leaves out the head counts whose head size is smaller "
+                     f"({', '.join(sorted({f'{c.heads} heads (d_k {c.d_k})' for c in cands if c not in fit}))}); "
+                     "declare --heads, or --ignore-config to not read it")
+    return fit
+
+
+def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: str) -> Weights:
+    """Stage *weights*: the hook's weights, or those found by name, fitted to the declaration (RoPE
+    dimensions, key/value grouping, q/k norms, a learned position table)."""
+    from numerics.attention_mapping import GROUPING_NAMES, head_count_hint, mapping_from_hook
+
+    hooked = _hook_value(f, mapping, name)
+    read_counts: dict = {}
+    if hooked[1]:
+        value, note, hl = hooked
+        try:
+            mp = mapping_from_hook(value, D, note)
+        except ValueError as exc:
+            raise UsageError(f"{hl}: {_short(exc, 600)}") from None
+        if decl.kv_grouping is not None:  # the flag declares the grouping of the hook's weights too
+            mp.kv_grouping = GROUPING_NAMES[decl.kv_grouping]
+        cands, hook = [mp], note
+    else:
+        (cands, read_counts), hook = _by_name(f, D, decl, label, name), None
+    w = Weights(cands, hook, read_counts)
+    if decl.positional == "rope" and done.rope_dims is not None:
+        w.cands = _rope_dims_fit(w.cands, done.rope_dims, D, done, w.notes)
+    if decl.kv_grouping is not None and not hook:
+        w.cands = [c for c in w.cands if c.kv_heads == c.heads or c.kv_grouping == GROUPING_NAMES[decl.kv_grouping]]
+    norm_note = _attach_qk_norms(f, w.cands, decl.qk_norm, hook)
+    if norm_note:
+        w.hints.append(norm_note)
+        w.notes.insert(0, f"note: {norm_note}")
+    w.H_hint = decl.heads or head_count_hint(f, not decl.ignore_config)
+    if decl.positional == "learned" and w.cands and all(c.pos_table is None for c in w.cands):
+        w.no_table = w.cands[0].source.split(";")[0].removeprefix("declared: ")  # found, but no position table
+        w.cands = []
+    return w
+
+
+def _scored(probe, cands: list, sts: list, Tm: int) -> list:
+    """``(error, index, candidate, structure)`` of each candidate under each structure, best first."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    scored = []
+    for c in cands:
+        for s2 in sts:
+            try:
+                with torch.no_grad():
+                    e = ap._rel(probe.outs[Tm], probe.reference(probe.xs[Tm], st=s2, m=c))
+            except Exception:  # a candidate of inconsistent shapes
+                continue
+            scored.append((e if math.isfinite(e) else float("inf"), len(scored), c, s2))
+    return sorted(scored, key=lambda t: (t[0], t[1]))
+
+
+def _loose_best(probe, t, Tm: int) -> float:
+    """A candidate's best error over simple changes of the declaration and every change the hints try (a
+    window, RoPE base or dims, ALiBi, a cap): the layout must not be picked under the wrong declaration."""
+    import torch
+
+    from numerics import attention_probe as ap
+    from proofs_checks.sanity.attention_hints import _variants
+
+    st = t[3]
+    loose = [st.variant(causal=not st.causal, window=None), st.variant(window=None), st.variant(positional="none"),
+             st.variant(softcap=None)]
+    errs = [t[0]]
+    for v in loose + [v for _, v, mm in _variants(t[3], t[2], []) if mm is None]:
+        try:
+            with torch.no_grad():
+                errs.append(ap._rel(probe.outs[Tm], probe.reference(probe.xs[Tm], st=v, m=t[2])))
+        except Exception:
+            continue
+    return min(e for e in errs if math.isfinite(e)) if any(math.isfinite(e) for e in errs) else 1e300
+
+
+def choose_mapping(probe, weights: Weights, st, decl: Declaration, f, D: int) -> Chosen:
+    """Stage *mapping*: the candidate (and RoPE convention, when undeclared) that agrees best with the
+    module at a middle length; when nothing fits the declaration, ranked by the best fit over changes
+    of it, and by the residual at the best scale when the head count is not declared."""
+    from numerics.attention_mapping import find_mappings
+    from proofs_checks.sanity.attention_props import _free_scale_residual
+
+    if not weights.cands:
+        return Chosen(None, st, [])
+    Tm = min(probe.outs, key=lambda t: abs(t - 17))
+    sts = [st] if not (decl.positional == "rope" and decl.rope_convention is None) else [
+        st.variant(rope_convention="half"), st.variant(rope_convention="interleaved")]
+    scored = _scored(probe, weights.cands, sts, Tm)
+    if not scored:  # a hook's weights of inconsistent shapes: kept as declared (the properties report them)
+        return Chosen(weights.cands[0] if weights.hook else None, st, [])
+    if scored[0][0] > 1e-6 and len(scored) > 1:  # nothing fits the declaration: rank by the best change of it
+        bests = {t[1]: _loose_best(probe, t, Tm) for t in scored}
+        scored = sorted(scored, key=lambda t: (bests[t[1]], t[1]))
+    else:
+        bests = {t[1]: t[0] for t in scored}
+    if bests[scored[0][1]] > 1e-6 and len({(c.heads, c.kv_heads, c.kv_grouping) for _, _, c, _ in scored}) > 1 \
+            and decl.heads is None and min(_free_scale_residual(probe, t[2], t[3], Tm) for t in scored[:1]) > 1e-6:
+        # nothing fits at 1/√d_k and the head count is not declared: a wrong scale must not pick the head
+        # count, so rank the candidates by their residual at their best scale
+        scored = sorted(scored, key=lambda t: (min(bests[t[1]], _free_scale_residual(probe, t[2], t[3], Tm)), t[1]))
+    _, _, mp, st = scored[0]
+    probe.st, probe.m = st, mp
+    alts = [c for _, _, c, _ in scored[1:] if c.heads != mp.heads or c.kv_heads != mp.kv_heads][:6]
+    if decl.heads is not None and weights.hook is None:
+        alts += [c for c in find_mappings(f, D, None, decl.kv_heads, config=not decl.ignore_config)
+                 if c.heads != decl.heads][:6]
+    elif weights.hook is None and decl.kv_heads is None and weights.read_counts:
+        # the head counts came from the module's own attributes: other splits are hints too
+        alts += [c for c in find_mappings(f, D, None, None, hints=False)
+                 if (c.heads, c.kv_heads) != (mp.heads, mp.kv_heads)][:6]
+    return Chosen(mp, st, alts)
