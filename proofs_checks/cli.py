@@ -585,7 +585,9 @@ def show_cmd(claim_id, json_path, store_dir, refresh, as_latex):
     if not steps and not info.get("error"):
         p("  none: no symbolic derivation for this claim")
     for i, s in enumerate(steps, 1):
-        tag = "[yellow]assumed[/]" if s.get("how") == "assumed" else "[green]derived[/]"
+        tag = {"assumed": "[yellow]assumed[/]", "argued": "[yellow]argued[/]"}.get(s.get("how"), "[green]derived[/]")
+        if s.get("key"):
+            tag += f" [dim]({_esc(s['key'])})[/]"
         if as_latex or not (s.get("pretty") or s.get("latex")):
             body = f"\n       {_esc(s['latex'])}" if s.get("latex") else ""
         elif s.get("pretty"):

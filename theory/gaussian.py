@@ -327,7 +327,7 @@ def derive_wishart_sandwich() -> Derivation:
     b = DerivationBuilder("Wishart-type moment E[Λ̂AΛ̂] by Isserlis, symbolic d and N")
     b.symbols(d="dimension", N="number of samples", Lambda="covariance (symmetric)", A="any d × d matrix",
               Lambda_hat="empirical covariance (1/N) Σ_i x_i x_iᵀ")
-    b.assume("Isserlis: E[z_1⋯z_2k] = Σ over pairings of products of covariances; Λᵀ = Λ")
+    b.assume("Isserlis: E[z_1⋯z_2k] = Σ over pairings of products of covariances; Λᵀ = Λ", key="Isserlis' theorem")
     res, same, cross, n_same, n_cross = _wishart(L, A, N, b)
     b.obligation("same_is_single_sample_moment", tidy(same - fourth_moment_sandwich(L, A), [L]),
                  description="the i = j part is E[x xᵀ A x xᵀ]")
@@ -510,7 +510,7 @@ def derive_zfb_loss() -> Derivation:
     at = b.step("At B = G⁻¹", (gG.xreplace({B: G.I})).doit())
     b.obligation("stationary_at_Gamma_inverse", at, description="∇L(Γ_N⁻¹) = 0")
     b.assume("Λ and Γ_N are invertible (Λ ≻ 0); L is a convex quadratic (Hessian ΛΓ_N ⊗ Λ ≻ 0), so its stationary "
-             "point is its unique minimiser")
+             "point is its unique minimiser", key="convex quadratic, Λ ≻ 0")
     Bstar = b.step("Solve ΛGBΛ = Λ²: B = (ΛG)⁻¹ Λ² Λ⁻¹", (sp.Inverse(L * G) * L * L * L.I).doit())
     b.obligation("B_star_is_G_inverse", tidy(Bstar - G.I), description="B* = Γ_N⁻¹")
     for k, v in (("hh", z["hh"]), ("hw", z["hw"]), ("Gamma_N", Gam), ("G", G), ("Lambda", L), ("B", B), ("sizes", (d, N)),
