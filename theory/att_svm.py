@@ -204,6 +204,8 @@ def derive_att_svm_kkt(K: int = 2, d: int = 2) -> Derivation:
     frob = lambda M, N: sum(M[i, j] * N[i, j] for i in range(d) for j in range(d))
     Lag = sp.Rational(1, 2) * frob(W, W) - sum(a * (frob(Ak, W) - 1) for a, Ak in zip(alpha, A))
     b.define("Lagrangian of min ½ (Frobenius norm of W)² s.t. A_k : W ≥ 1: ½ Σ_ij w_ij² − Σ_k α_k (A_k : W − 1)", Lag)
+    b.assume("KKT (convex objective, affine constraints): the minimiser W^mm has multipliers α_k ≥ 0 with the "
+             "Lagrangian stationary in W", key="KKT multipliers α ≥ 0")
     eqs = [sp.diff(Lag, W[i, j]) for i in range(d) for j in range(d)]
     b.step("Stationarity ∂/∂w_ij = 0, every entry", sp.Matrix(eqs), compact=r"W-\sum_k\alpha_kA_k=0")
     sol = sp.solve(eqs, list(W), dict=True)[0]

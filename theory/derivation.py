@@ -646,6 +646,8 @@ class DerivationBuilder:
         matrix, a number, or a tuple/list/dict of them. An equality, inequality or boolean is a fact
         the step claims: it is recorded as the obligation ``"step N"`` (kind ``"true"``), decided by
         SymPy when the runner evaluates the obligations, so an undecided one is never a pass.
+        ``equation=True`` marks an equation the derivation *poses* (stationarity ∂L/∂B = 0, a linear
+        system) for a later step to solve: a computed left-hand side, not a claimed fact.
 
             >>> x = sp.Symbol("x", positive=True)
             >>> b = DerivationBuilder("demo"); _ = b.step("x² + 1 > 0", sp.Gt(x**2 + 1, 0, evaluate=False))
@@ -659,7 +661,7 @@ class DerivationBuilder:
             raise DerivationError(f"{self.title}: step {n} {text!r} is badged derived but {why} "
                                   "(use argue() or assume() for a step in words)")
         self._steps.append(Step(text, expr, "derived", "", compact))
-        if _is_fact(expr):
+        if _is_fact(expr) and not equation:
             self._obligations.append(Obligation(f"step {n}", expr, "true", f"the fact step {n} states: {text}"))
         return expr
 

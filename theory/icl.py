@@ -616,7 +616,8 @@ def derive_global_min(d: int = 2) -> Derivation:
     # the Piecewise guards say 0 ≤ i, j ≤ n − 1, true for the indices of an entry
     entry = entry.replace(lambda e: isinstance(e, sp.Piecewise), lambda e: e.args[0][0])
     entry = sp.factor(entry.subs({Bm[i, j]: bij, lam[i, 0]: li, lam[j, 0]: lj, gam[i, 0]: gi}))
-    b.step("Entry (i, j) of the gradient in the eigenbasis (δ_ij = KroneckerDelta(i, j))", sp.Eq(entry, 0))
+    b.step("Entry (i, j) of the gradient in the eigenbasis (δ_ij = KroneckerDelta(i, j)), set to 0", sp.Eq(entry, 0),
+           equation=True)
     esol = sp.solve(entry, bij)
     b.obligation("unique_eigenbasis_solution", sp.Integer(len(esol) - 1))
     b.step("Solved for b_ij", esol[0])
@@ -1408,7 +1409,7 @@ def derive_global_min_general() -> Derivation:
     grad = b.step("∂L/∂B by matrix calculus, term by term (Λᵀ = Λ)", gaussian.tidy(_grad(loss, B), [L]))
     b.obligation("gradient_form", gaussian.tidy(grad - (L * Gam * B * L - L * L), [L]), description="∂L/∂B = ΛΓ_N BΛ − Λ²")
     b.step("Stationarity: ∂L/∂B = 0", sp.Eq(L * G * B * L - L * L, sp.ZeroMatrix(d, d), evaluate=False),
-           compact=r"\Lambda\Gamma_N B\Lambda-\Lambda^2=0")
+           compact=r"\Lambda\Gamma_N B\Lambda-\Lambda^2=0", equation=True)
     # second order: L(B + tH) is a quadratic in t
     Lt = b.step("L(B + tH), collected in t", sp.collect(sp.expand(gaussian.tidy(loss.xreplace({B: B + tdir * H}), [L])), tdir))
     b.obligation("quadratic_in_B", sp.Integer(sp.degree(Lt, tdir) - 2), description="L(B + tH) has degree 2 in t")

@@ -126,7 +126,7 @@ def derive_lora_count() -> Derivation:
     eqs = []
     for dd, kk, rr in itertools.product((1, 2), repeat=3):
         eqs.append(sp.Eq(ansatz.subs({d: dd, k: kk, r: rr}), n_free(dd, kk, rr)))
-    b.step("Counts of free entries of A and B on the grid d,k,r ∈ {1,2} (first equation)", eqs[0])
+    b.step("Counts of free entries of A and B on the grid d,k,r ∈ {1,2} (first equation)", eqs[0], equation=True)
     sol = sp.solve(eqs, cs, dict=True)[0]
     count = sp.expand(ansatz.subs(sol))
     b.step("Multilinear polynomial through the 8 counts", count)
