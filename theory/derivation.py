@@ -639,7 +639,7 @@ class DerivationBuilder:
         self._inherited: list[tuple[str, Step]] = []
         _BUILDING.append(self)
 
-    def step(self, text: str, expr: Any = None, *, compact: Any = None) -> Any:
+    def step(self, text: str, expr: Any = None, *, compact: Any = None, equation: bool = False) -> Any:
         """Record a derived step (the expression was computed by SymPy) and return its expression.
 
         Refused (:class:`DerivationError`) unless ``expr`` is a SymPy result: an expression, a
