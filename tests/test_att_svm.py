@@ -415,7 +415,7 @@ def test_stable_polyak_goes_past_the_float64_gradient_floor():
 
 
 def test_fast_rates_slopes_and_uncensored_counts():
-    from proofs_checks.claims.att_svm_dynamics import FAR, _fit_slope
+    from proofs_checks.claims.att_svm_rates import FAR, _fit_slope
     from proofs_checks.context import RunContext
     from proofs_checks.registry import get_claim
     from proofs_checks.runner import run_claim
@@ -444,7 +444,7 @@ def test_fast_rates_slopes_and_uncensored_counts():
 def test_frobenius_solve_polished_to_exact_optimum():
     """Issue 29: the Frobenius solve is polished onto its active set, so the exact (rational) KKT
     optimum from the derivation is matched to float64 rounding (kkt_vs_sympy's resolution ≤ 1e-9)."""
-    from proofs_checks.claims.att_svm import _exact_kkt_optimum
+    from proofs_checks.claims.att_svm_separator import _exact_kkt_optimum
 
     inst = ns.make_instance(2, 3, 2, seed=1)
     res = ns.solve_att_svm(inst.X, inst.z, inst.opt)

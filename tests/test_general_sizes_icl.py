@@ -17,6 +17,7 @@ import sympy as sp
 
 from numerics import icl as ni
 from proofs_checks.registry import registry
+from proofs_checks.claims import _icl_common as cc
 from proofs_checks.claims import icl as ci
 from proofs_checks.tolerances import EPS
 from theory import gaussian as g
@@ -131,9 +132,9 @@ def test_n_plus_1_mutant_differs_as_a_rational_function_of_N_and_d():
 
 _PAIRS = {
     "icl.population_loss": ci._general_loss_pairs,
-    "icl.gamma_n_global_min": ci._general_gamma_inv_pairs,
-    "icl.loss_minimum": ci._general_minimum_pairs,
-    "icl.linear_task_risk": ci._general_risk_pairs,
+    "icl.gamma_n_global_min": cc._general_gamma_inv_pairs,
+    "icl.loss_minimum": cc._general_minimum_pairs,
+    "icl.linear_task_risk": cc._general_risk_pairs,
 }
 
 

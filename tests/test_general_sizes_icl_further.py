@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 
 from numerics import icl as ni
-from proofs_checks.claims.icl_further import gd_layer, nonconvex_hessian
+from proofs_checks.claims.icl_gd import gd_layer, nonconvex_hessian
 from proofs_checks.registry import get_claim
 from theory import icl as ti
 from theory import icl_general as tg

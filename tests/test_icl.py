@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from numerics import icl as ni
 from proofs_checks.claims import icl as ci
 from proofs_checks.claims import icl_further as cif
+from proofs_checks.claims import icl_gd as cig
 from proofs_checks.context import RunContext
 from proofs_checks.registry import get_claim
 from tests.strategies import seeds, spd_matrices
@@ -266,7 +267,7 @@ def test_gd_layer_matches_preconditioned_lsa_prediction():
     same step preconditioned by Γ_N^{-1}."""
     rng = np.random.default_rng(0)
     X, y, xq = rng.normal(size=(7, 5, 3)), rng.normal(size=(7, 5)), rng.normal(size=(7, 3))
-    _, pred = cif.gd_layer(X, y, xq, np.zeros(3), 1.0)
+    _, pred = cig.gd_layer(X, y, xq, np.zeros(3), 1.0)
     assert np.allclose(pred, ti.lsa_predictor(np.eye(3), 10**15)(X, y, xq) * 1.0, rtol=1e-9)
 
 

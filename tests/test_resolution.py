@@ -74,7 +74,7 @@ def test_att_svm_exact_optimum_within_certified_tolerance(seed):
     """The default solve is within the certificate-derived tolerance of the exact Frobenius optimum
     (SciPy's dual polished to the KKT point), and the certified bound really bounds the distance."""
     import numerics.att_svm as ns
-    from proofs_checks.claims.att_svm import FRO_DIST
+    from proofs_checks.claims.att_svm_separator import FRO_DIST
 
     inst = ns.make_instance(8, 5, 8, seed=seed)
     A = ns.constraint_matrix(inst.X, inst.z, inst.opt)[0]

@@ -23,7 +23,7 @@ from proofs_checks.context import RunContext
 from proofs_checks.registry import registry
 from proofs_checks.runner import run_counterexample, run_mutant
 
-for _m in ("approx", "favor", "gnn", "sparse", "scale"):
+for _m in ("approx", "approx_sparse", "favor", "gnn", "sparse", "scale"):
     importlib.import_module(f"proofs_checks.claims.{_m}")
 
 IDS = ("approx.contextual_mapping", "approx.universal_equivariant", "approx.sparse_connections", "perf.favor_unbiased",

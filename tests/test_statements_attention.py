@@ -79,7 +79,7 @@ def test_scaling_variance_exact_counterexamples(name, variance):
 
 
 def test_scaling_variance_holds_exactly_on_a_law_meeting_every_hypothesis():
-    from proofs_checks.claims.attention import _iid_law, _independent_pair
+    from proofs_checks.claims.attention_forms import _iid_law, _independent_pair
 
     law = _iid_law((-1.0, 1.0), 3)
     assert na.score_moments_exact(*_independent_pair(law, law)) == (0.0, 3.0)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-import proofs_checks.claims.icl as ci
+import proofs_checks.claims._icl_common as cc
+import proofs_checks.claims.icl_risk as cr
 from proofs_checks.context import RunContext
 from proofs_checks.registry import registry
 from proofs_checks.runner import run_counterexample, run_mutant
@@ -37,7 +38,7 @@ def test_exact_loss_matches_population_loss_gaussian():
     # the evaluator behind the counterexamples agrees with the closed form where the hypotheses hold
     Bs = sp.Matrix(2, 2, sp.symbols("b11 b12 b21 b22"))
     lam = [1, sp.Rational(1, 2)]
-    exact = ti.exact_lsa_loss(*ci._b_weights(Bs), 2, lam)
+    exact = ti.exact_lsa_loss(*cc._b_weights(Bs), 2, lam)
     assert sp.expand(exact - ti.population_loss(sp.diag(*lam), 2, Bs)) == 0
 
 
@@ -61,9 +62,9 @@ def test_all_weights_minimisers_derived_at_d2():
                                        ("noise_free", sp.Rational(1, 5))])
 def test_minimiser_moves_without_hypothesis(hyp, bstar):
     # d = 2, N = 1, Λ = I: Γ_1⁻¹ = I/4; the exact minimiser under the changed law is bstar·I
-    _, law = ci._law(hyp, 2, 1)
-    B, _ = ci._exact_minimiser(2, 1, [1, 1], **law)
-    assert B == bstar * sp.eye(2) and ci._gamma_inv([1, 1], 1) == sp.eye(2) / 4
+    _, law = cc._law(hyp, 2, 1)
+    B, _ = cc._exact_minimiser(2, 1, [1, 1], **law)
+    assert B == bstar * sp.eye(2) and cc._gamma_inv([1, 1], 1) == sp.eye(2) / 4
 
 
 def test_singular_lambda_minimiser_not_unique():
@@ -116,11 +117,11 @@ def test_singular_lambda_not_needed_for_the_formulas():
     Gi = ti._gamma(L, sp.Integer(N)).inv()
     B = sp.Matrix([[sp.Rational(1, 3), 2], [sp.Rational(1, 5), 7]])
     loss = sp.Rational(1, 2) * ((B.T * L * ti._gamma(L, sp.Integer(N)) * B * L).trace() - 2 * (L * B * L).trace() + L.trace())
-    assert ti.exact_lsa_loss(*ci._b_weights(B), N, lam) == loss
-    _, lmin = ci._exact_minimiser(2, N, lam)
+    assert ti.exact_lsa_loss(*cc._b_weights(B), N, lam) == loss
+    _, lmin = cc._exact_minimiser(2, N, lam)
     assert lmin == sp.Rational(1, 2) * (L.trace() - (Gi * L * L).trace())
     risk = L.trace() - 2 * (Gi * L * L).trace() + (Gi * Gi * ti._gamma(L, sp.Integer(M)) * L * L).trace()
-    assert 2 * ti.exact_lsa_loss(*ci._b_weights(Gi), M, lam, query_noise=False) == risk
+    assert 2 * ti.exact_lsa_loss(*cc._b_weights(Gi), M, lam, query_noise=False) == risk
 
 
 def test_negative_sigma_flips_w22_limit():
@@ -138,4 +139,4 @@ def test_negative_sigma_flips_w22_limit():
 def test_trained_risk_scope_says_seed_mean():
     c = {c.name: c for c in registry.get("icl.linear_task_risk").clauses}["trained_risk"]
     assert any("seeds' MEAN B" in s and "6 SE" in s for _, s in c.evidences())
-    assert "6 SE" in ci._risk_trained.__doc__ and "5 SE" not in ci._risk_trained.__doc__
+    assert "6 SE" in cr._risk_trained.__doc__ and "5 SE" not in cr._risk_trained.__doc__

@@ -38,7 +38,7 @@ def test_statement_mutants_are_killed_and_clauses_declared(cid):
 
 def test_gd_one_step_needs_the_query_label_minus_W0_xq():
     """The audit: with the query token (x_q, 0) the layer outputs ΔW x_q, not (W₀ + ΔW) x_q."""
-    from proofs_checks.claims.icl_further import _gd_instance, _gd_step, gd_layer
+    from proofs_checks.claims.icl_gd import _gd_instance, _gd_step, gd_layer
 
     cx = _cx("icl.gd_one_step", "query_init")
     assert cx.violated and cx.clause == "prediction" and cx.instance["query token"] == "(x_q, 0)"
@@ -53,7 +53,7 @@ def test_gd_one_step_needs_the_query_label_minus_W0_xq():
 
 
 def test_gd_one_step_trained_clause_needs_zfb_init_and_gaussian_data():
-    from proofs_checks.claims.icl_further import _rademacher_minimiser
+    from proofs_checks.claims.icl_gd import _rademacher_minimiser
     from theory.icl import gamma_n
 
     assert _cx("icl.gd_one_step", "zfb_init").violated
@@ -184,7 +184,7 @@ def test_general_target_risk_notes_form_differs_only_as_a_formula():
 
 def test_trained_scopes_and_probe_lengths():
     from proofs_checks.claims import icl_classes as ic
-    from proofs_checks.claims.icl_further import _TRAINED_SCOPE
+    from proofs_checks.claims.icl_gd import _TRAINED_SCOPE
 
     assert "seed-mean" in _TRAINED_SCOPE
     assert ic._fc_lengths(ic.FC_SIZES["quick"]) == [1, 2, 3, 4, 6, 7]

@@ -117,7 +117,7 @@ def test_backward_construction_counterexamples():
 
 def test_sos_needs_positive_margin_and_definite_bounds():
     from numerics import lyapunov as nl
-    from proofs_checks.claims.lyapunov import EPS_SOS, _semidefinite_decay
+    from proofs_checks.claims.lyapunov_sos import EPS_SOS, _semidefinite_decay
 
     for h in ("eps_pos", "bounds_definite"):
         cx = _cx("lyap.sos_certificate", h)

@@ -15,7 +15,11 @@ import pkgutil
 _loaded = False
 
 # Catalogue order (the claim catalogue groups A to E); modules not named here follow alphabetically.
-ORDER = ("attention", "attention_blocks", "icl", "icl_further", "icl_classes", "att_svm", "att_svm_dynamics", "hopfield", "hopfield_modern", "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn", "approx", "lyapunov")
+ORDER = ("attention", "attention_forms", "attention_blocks", "attention_cost", "attention_pe",
+         "icl", "icl_minimum", "icl_risk", "icl_further", "icl_gd", "icl_baselines", "icl_classes",
+         "att_svm", "att_svm_separator", "att_svm_dynamics", "att_svm_rates",
+         "hopfield", "hopfield_dense", "hopfield_modern", "hopfield_retrieval", "hopfield_attention",
+         "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn", "approx", "approx_sparse", "lyapunov", "lyapunov_sos")
 
 
 def load_all() -> None:

@@ -1,6 +1,6 @@
-"""Helpers shared by the Att-SVM claim modules (``att_svm``, ``att_svm_dynamics``): the source line,
-figures, cosines and the instances. A module whose name starts with ``_`` registers nothing."""
-
+"""Helpers shared by the Att-SVM claim modules (``att_svm``, ``att_svm_separator``, ``att_svm_dynamics``,
+``att_svm_rates``): the source line, figures, cosines, the instances and the stuck "global" instance.
+A module whose name starts with ``_`` registers nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 
 from numerics import att_svm as ns
 from proofs_checks.context import pyplot
+from proofs_checks.registry import Hypothesis
 from proofs_checks.claims._hopfield_common import abs_resolution  # noqa: F401  (shared helper, see its docstring)
 
 SOURCE = "lecture notes 002 (optimisation part); Tarzanagh, Li, Thrampoulidis, Oymak (2023); code umich-sota/TF-as-SVM"
@@ -109,3 +110,21 @@ def coherence(X: np.ndarray) -> float:
     G = np.abs(F @ F.T)
     np.fill_diagonal(G, 0.0)
     return float(G.max())
+
+
+# --------------------------------------------------------------------------------------------
+# helpers shared by the claim modules att_svm_dynamics, att_svm_rates
+
+_UNIQUE = Hypothesis("unique_opt", r"\mathrm{opt}_i=\mathrm{argmax}_t\,\gamma_{it}\ \text{unique}",
+                     necessary_note="part of the setting: W^mm is defined by the constraints of the (unique) top-score tokens")
+
+
+#: a "global" instance (equal non-optimal scores, random tokens and queries: coherence ≈ 0.9) on which NGD
+#: and GD from a small init stay in a locally optimal non-opt token set (measured: 1 − corr(W_k, W^mm) =
+#: 0.39, 0.40, 0.40 at k = 1000, 4000, 20000 for NGD, 0.31 → 0.28 for GD; Polyak's ‖W_k‖ overflows float64 by k = 10)
+STUCK_SIZE, STUCK_SEED, STUCK_STEPS = (5, 6, 8), 389, 300
+
+
+def _stuck_run(steps: int = STUCK_STEPS, method: str = "ngd", lr: float = 0.1):
+    inst = _inst(*STUCK_SIZE, STUCK_SEED, "global")
+    return inst, ns.train(inst, method=method, lr=lr, iters=steps, B=1, seed=STUCK_SEED, init=0.01)

@@ -1,5 +1,6 @@
-"""Helpers shared by the attention claim modules (``attention``, ``attention_blocks``): torch seeding,
-conversions, NaN-aware magnitudes. A module whose name starts with ``_`` registers nothing."""
+"""Helpers shared by the attention claim modules (``attention``, ``attention_forms``, ``attention_blocks``,
+``attention_pe``, and others): torch seeding, conversions, NaN-aware magnitudes. A module whose name starts
+with ``_`` registers nothing."""
 
 
 from __future__ import annotations

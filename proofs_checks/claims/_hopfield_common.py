@@ -1,6 +1,7 @@
-"""Helpers shared by the Hopfield claim modules (``hopfield``, ``hopfield_modern``): the z-score of
-a Monte Carlo threshold check, and the relative resolution of absolute comparisons (:func:`abs_resolution`,
-also used by the Att-SVM modules). A module whose name starts with ``_`` registers nothing."""
+"""Helpers shared by the Hopfield claim modules (``hopfield``, ``hopfield_dense``, ``hopfield_modern``,
+``hopfield_retrieval``, ``hopfield_attention``): the z-score of a Monte Carlo threshold check, and the
+relative resolution of absolute comparisons (:func:`abs_resolution`, also used by the Att-SVM modules).
+A module whose name starts with ``_`` registers nothing."""
 
 from __future__ import annotations
 

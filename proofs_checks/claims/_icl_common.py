@@ -1,7 +1,7 @@
-"""Helpers shared by the ICL claim modules (``icl``, ``icl_further``): symbolic substitution, the
-numeric Γ_N⁻¹, a closed-form-vs-Monte-Carlo figure and the shared trained LSA (one batch of seeds,
-cached per process). A module whose name starts with ``_`` registers nothing."""
-
+"""Helpers shared by the ICL claim modules (``icl``, ``icl_minimum``, ``icl_risk``, ``icl_further``, …):
+symbolic substitution, the numeric Γ_N⁻¹, a closed-form-vs-Monte-Carlo figure, the shared trained LSA
+(one batch of seeds, cached per process) and the statements' shared hypotheses, laws and mutants.
+A module whose name starts with ``_`` registers nothing."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import torch
 from numerics import icl as ni
 from proofs_checks.context import RunContext, pyplot
 from proofs_checks.tolerances import K_SIGMA
-from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest
-from proofs_checks.registry import CheckResult, compare, worst
+from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest, false_failure_probability
+from proofs_checks.registry import CheckResult, Counterexample, compare, worst
+from theory import icl as ti
 
 
 def _lam_subs(Lsym: sp.Matrix, L: np.ndarray) -> dict:
@@ -284,3 +285,182 @@ def _eval_general(expr, sizes: dict, **values):
         return float(e.xreplace(sizes))
 
     return ev(sp.sympify(expr))
+
+
+# --------------------------------------------------------------------------------------------
+# the statements' hypotheses, shared by the claims of icl, icl_minimum and icl_risk. Their
+# counterexamples compute the LSA's population loss EXACTLY under the changed data law
+# (theory.icl.exact_lsa_loss: the LSA's matrix product expanded as a polynomial in the data, each
+# monomial replaced by its moment), at small d and N with a diagonal Λ, in rational arithmetic (a
+# violation is an exact inequality, tolerance 0).
+
+_EXACT = "exact rational arithmetic (SymPy): any non-zero difference is a violation, no rounding"
+
+
+def _b_weights(B) -> tuple[sp.Matrix, sp.Matrix]:
+    """SymPy LSA weights with w22 = 1, W11 = B and every other block 0."""
+    B = sp.Matrix(B)
+    d = B.rows
+    PV, KQ = sp.zeros(d + 1, d + 1), sp.zeros(d + 1, d + 1)
+    PV[d, d] = 1
+    KQ[:d, :d] = B
+    return PV, KQ
+
+
+def _gamma_inv(lam, N) -> sp.Matrix:
+    """Γ_N⁻¹ for Λ = diag(lam), exact (theory.icl.gamma_n)."""
+    return ti.gamma_n(sp.diag(*lam), sp.Integer(N)).inv()
+
+
+def _exact_minimiser(d: int, N: int, lam, **law) -> tuple[sp.Matrix, sp.Expr]:
+    """The minimiser over B (w22 = 1, W11 = B, other blocks 0) of the exact loss under ``law``
+    (the loss is quadratic in B: its gradient solved exactly), and the minimum."""
+    Bs = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"b_{i + 1}{j + 1}"))
+    loss = ti.exact_lsa_loss(*_b_weights(Bs), N, lam, **law)
+    sol = sp.solve([sp.diff(loss, b) for b in Bs], list(Bs), dict=True)
+    return Bs.subs(sol[0]), sp.nsimplify(loss.subs(sol[0]))
+
+
+def _fmt(M) -> str:
+    return str(sp.Matrix(M).tolist()) if isinstance(M, sp.MatrixBase) else str(M)
+
+
+def _law(hyp: str, d: int, N: int) -> tuple[str, dict]:
+    """The changed data law that drops hypothesis ``hyp`` (everything else as in the setting), in
+    words and as arguments of theory.icl.exact_lsa_loss, at dimension ``d`` and prompt length ``N``."""
+    if hyp == "gaussian_x":
+        return "x = ±√λ coordinatewise (Rademacher: same covariance Λ, not Gaussian)", {"x_law": "rademacher"}
+    if hyp == "task_standard_gaussian":
+        tv = [1, 4] if d > 1 else [2]
+        return f"w ~ N(0, diag{tuple(tv)}) (task covariance not I)", {"task_var": tv}
+    if hyp == "noise_free":
+        return "y_i = ⟨w, x_i⟩ + ε_i, ε_i ~ N(0, 1) (label noise; the query target stays ⟨w, x_q⟩)", \
+            {"noise_var": 1, "query_noise": False}
+    if hyp in ("rho_eq_N", "rho_eq_M"):
+        return f"ρ = 2·{N} (normalisation not the prompt length)", {"rho": 2 * N}
+    raise KeyError(hyp)
+
+
+def _minimiser_moves(hyp: str):
+    """Counterexample factory for icl.gamma_n_global_min: with ``hyp`` dropped (d = 2, N = 1, Λ = I)
+    the exact minimiser over B is not Γ_N⁻¹ (and L(Γ_N⁻¹) is above the exact minimum)."""
+    def cx(ctx) -> Counterexample:
+        d, N, lam = 2, 1, [1, 1]
+        what, law = _law(hyp, d, N)
+        Bstar, lmin = _exact_minimiser(d, N, lam, **law)
+        Gi = _gamma_inv(lam, N)
+        gap = float(ti.exact_lsa_loss(*_b_weights(Gi), N, lam, **law) - lmin)
+        err = worst([abs(float(v)) for v in (Bstar - Gi)])
+        return Counterexample({"d": d, "N": N, "Lambda": "I_2", "law": what}, "minimiser_over_B",
+                              f"the exact loss is minimised at B = {_fmt(Bstar)}, not at Γ_N⁻¹ = {_fmt(Gi)}; "
+                              f"L(Γ_N⁻¹) exceeds the minimum by {gap:.4g}",
+                              violated=err > 0 and gap > 0, error=err, tolerance=0.0, justification=_EXACT,
+                              details={"loss_gap": gap})
+    return cx
+
+
+def _formula_changes(hyp: str, clause: str, exact_fn, form_value, what: str, sizes: dict):
+    """Counterexample factory: with ``hyp`` dropped (d = 1, Λ = 1, the prompt lengths ``sizes``) the
+    exact value ``exact_fn(law)`` differs from the claim's closed form ``form_value()`` (SymPy numbers).
+    A changed ρ is ``2·`` the prompt length the loss is taken at (``M`` when given, else ``N``)."""
+    def cx(ctx) -> Counterexample:
+        words, law = _law(hyp, 1, sizes.get("M", sizes["N"]))
+        ex, fo = exact_fn(law), form_value()
+        err = abs(float(ex - fo))
+        return Counterexample({"d": 1, **sizes, "Lambda": 1, "law": words}, clause,
+                              f"exact {what} = {ex} under this law; the closed form gives {fo}",
+                              violated=err > 0, error=err, tolerance=0.0, justification=_EXACT)
+    return cx
+
+
+def _note_lambda(what: str) -> str:
+    return ("not shown necessary: the Isserlis moments behind this formula need only a covariance (Λ ⪰ 0, Λ ≠ 0); at "
+            f"Λ = diag(1, 0) the exact {what} (theory.icl.exact_lsa_loss) agrees with it (tests/test_statements_icl.py). "
+            "Λ ≻ 0 is the data model of ZFB and the lecture notes; the uniqueness of the minimiser (icl.gamma_n_global_min) needs it")
+
+
+_NOTE_N = "part of the setting: h = (1/N) Σ_{i≤N} y_i x_i averages over the N ≥ 1 context examples"
+
+
+_H_GAUSS = r"x_1,\dots,x_N,x_q\overset{\text{iid}}{\sim}\mathcal N(0,\Lambda)"
+
+
+_H_LAMBDA = r"\Lambda\succ0"
+
+
+_H_TASK = r"w\sim\mathcal N(0,I_d)\ \text{independent of the }x\text{'s}"
+
+
+_H_NOISE = r"y_i=\langle w,x_i\rangle\ \text{(noise-free labels)}"
+
+
+_H_N = r"N\ge1"
+
+
+_GENERAL_DN = ((1, 1), (1, 5), (3, 1), (3, 5), (4, 1), (4, 5))
+
+
+_GENERAL_DNM = ((1, 1, 1), (1, 5, 2), (3, 1, 5), (3, 5, 1), (4, 1, 2), (4, 5, 5))
+
+
+def _general_gamma_inv_pairs(form, rng) -> dict:
+    """(form's Γ_N⁻¹, the general minimiser of :func:`theory.icl.derive_global_min_general`) at each (d, N)."""
+    D = ti.derive_global_min_general()
+    d, N = D.facts["sizes"]
+    out = {}
+    for k, n in _GENERAL_DN:
+        L = ni.random_spd(rng, k)
+        out[f"general_d{k}_N{n}"] = (np.linalg.inv(form(L, n)), _eval_general(D.result, {d: k, N: n}, Lambda=L))
+    return out
+
+
+def _general_minimum_pairs(form, rng) -> dict:
+    """(form, the general minimum of :func:`theory.icl.derive_loss_minimum_general`) at each (d, N)."""
+    D = ti.derive_loss_minimum_general()
+    d, N = D.facts["sizes"]
+    out = {}
+    for k, n in _GENERAL_DN:
+        L = ni.random_spd(rng, k)
+        out[f"general_d{k}_N{n}"] = (float(form(L, n)), float(_eval_general(D.result, {d: k, N: n}, Lambda=L)))
+    return out
+
+
+def _general_risk_pairs(form, rng) -> dict:
+    """(form, the general risk of :func:`theory.icl.derive_linear_task_risk_general`, with G = Γ_N) at each
+    (d, N, M) of ``_GENERAL_DNM``."""
+    D = ti.derive_linear_task_risk_general()
+    d, N, M = D.facts["sizes"]
+    out = {}
+    for k, n, m in _GENERAL_DNM:
+        L = ni.random_spd(rng, k)
+        G = _eval_general(D.facts["Gamma_N"], {d: k, N: n}, Lambda=L)
+        out[f"general_d{k}_N{n}_M{m}"] = (float(form(L, n, m)),
+                                          float(_eval_general(D.result, {d: k, N: n, M: m}, Lambda=L, G=G)))
+    return out
+
+
+_H_RHO_N = r"\rho=N"
+
+
+# --------------------------------------------------------------------------------------------
+# helpers shared by the claim modules icl_further and icl_gd
+
+def _limits_ffp(n_mc: int, n_slopes: int, S: int) -> dict:
+    """Monte Carlo entries at 5 SE (normal) and trained-seed slopes at 6 SE (t, S − 1 dof), union bound."""
+    a = false_failure_probability(K_SIGMA, n_mc)
+    b = false_failure_probability(6.0, n_slopes, dof=S - 1)
+    return {"per_entry": b["per_entry"], "entries": n_mc + n_slopes, "k": K_SIGMA,
+            "union_bound": smallest(1.0, a["union_bound"] + b["union_bound"]),
+            "model": f"{n_mc} Monte Carlo entries: normal at 5 SE; {n_slopes} slopes: {b['model'].split(',')[0]} at 6 SE"
+                     ", two-sided, union bound over the entries"}
+
+
+def _zfb_pair(ctx):
+    rng = ctx.rng("Lambda")
+    return ni.random_spd(rng, 3, 1.0, 3.0), 4
+
+
+def _gf_from_origin(L: np.ndarray, N: int):
+    """Gradient flow on L(u, U) = L_B(uU) started at u = 0, U = 0 (not ZFB's initialisation): one round."""
+    d = L.shape[0]
+    return ni.gradient_flow(L, N, init=(0.0, np.zeros((d, d))), t_end=1e-6)
