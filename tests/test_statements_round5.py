@@ -78,7 +78,7 @@ def test_gd_direction_local_for_each_mu_is_false():
     r = ns.train(inst, method="gd", lr=1.0, iters=300, B=1, init=W0, seed=0)
     assert float(_cos(r.W[0], Wo)) > 0.999 and float(_cos(r.W[0], Wl)) < 0  # GD ends at opt, not at local
     local = _clause("svm.gd_direction", "local")
-    assert "for each" not in local.scope and "some" in local.scope
+    assert "for each μ > 0 there is" not in local.scope and "there are some μ > 0" in local.scope
 
 
 # --------------------------------------------------------------------------------------------

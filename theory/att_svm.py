@@ -66,7 +66,7 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     b.fact("E_form_difference", sp.simplify(sum((SE[t].subs(from_E) - S[t]) ** 2 for t in range(T))))
     Elim = {Et: sp.limit(sp.exp(-r * pt), r, sp.oo) for Et, pt in zip(E, p)}
     b.step("Each E_t → 0 as r → ∞ because p_t > 0", sp.Matrix(list(Elim.values())))
-    b.assume("S is continuous in (E_2, …, E_T) at E = 0 (a rational function with denominator ≥ 1)", key="continuity of S at E = 0")
+    b.assume("S is continuous in (E_2, …, E_T) at E = 0 (a rational function with denominator ≥ 1)", key="continuity of S at E = 0", clauses=("ray_limit",))
     lim = [sp.simplify(x.subs(Elim)) for x in SE]
     b.step("The limit", lim)
     tie_sub = dict(Elim)
@@ -105,7 +105,7 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     b.step("g'(u)", b.facts["g_derivative"])
     b.obligation("g_increasing", sp.diff(g, u), "positive")
     b.assume("|Δ_t| = |(x_1 − x_t)ᵀWz| ≤ ‖x_1 − x_t‖·‖W‖₂·‖z‖ ≤ 2R for unit x_t, z, so Σ_t exp(−Δ_t) ≥ (T − 1)exp(−2R)",
-             (T - 1) * sp.exp(-2 * R), role="bound", key="|Δ_t| ≤ 2R")
+             (T - 1) * sp.exp(-2 * R), role="bound", key="|Δ_t| ≤ 2R", clauses=("finite_norm_bound",))
     bound = sp.simplify(g.subs(u, (T - 1) * sp.exp(-2 * R)))
     b.step("g increasing: 1 − max S ≥", bound)
     b.fact("R", R)

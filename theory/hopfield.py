@@ -550,7 +550,7 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     b.obligation("lse_hessian_form", H2 - beta * X * P * X.T, description="∇²lse = β X (diag p − ppᵀ) Xᵀ")
     hess_res = _canon(H2 - beta * X * P * X.T)
     b.step("∇²lse − β X (diag p − ppᵀ) Xᵀ", hess_res)
-    b.assume("diag(p) − ppᵀ is the covariance of a one-hot draw with probabilities p, hence ⪰ 0: E₂ = −lse is concave", key="softmax covariance ⪰ 0")
+    b.assume("diag(p) − ppᵀ is the covariance of a one-hot draw with probabilities p, hence ⪰ 0: E₂ = −lse is concave", key="softmax covariance ⪰ 0", clauses=("cccp_step",))
     b.step("diag(p) − ppᵀ annihilates 1 (entries of (diag p − ppᵀ)1)", _canon(P * sp.ones(N, 1)))
     b.obligation("covariance_annihilates_ones", P * sp.ones(N, 1))
     new = sp.Matrix(sp.symbols(f"xinew_1:{d + 1}", real=True))
@@ -570,11 +570,11 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     E_t = -lse_s + t ** 2 / 2 + lnN / beta + M ** 2 / 2
     b.step("E in terms of lse and t = ‖ξ‖", E_t)
     hi = b.assume("lse(β, z) ≤ max_i z_i + β⁻¹ ln N ≤ M t + β⁻¹ ln N (Cauchy–Schwarz, ‖x_i‖ ≤ M)",
-                  M * t + lnN / beta, role="bound", key="lse upper bound")
+                  M * t + lnN / beta, role="bound", key="lse upper bound", clauses=("nonnegative",))
     lower = sp.factor(E_t.subs(lse_s, hi))
     b.step("Lower bound E ≥", lower)
     b.obligation("lower_bound_is_half_square", lower - (M - t) ** 2 / 2, description="E ≥ ½(‖ξ‖ − M)² ≥ 0")
-    lo = b.assume("lse(β, z) ≥ mean_i z_i + β⁻¹ ln N ≥ −M t + β⁻¹ ln N (Jensen)", -M * t + lnN / beta, role="bound", key="lse lower bound (Jensen)")
+    lo = b.assume("lse(β, z) ≥ mean_i z_i + β⁻¹ ln N ≥ −M t + β⁻¹ ln N (Jensen)", -M * t + lnN / beta, role="bound", key="lse lower bound (Jensen)", clauses=("hull_bound",))
     upper = sp.expand(E_t.subs(lse_s, lo))
     b.step("Upper bound E ≤", upper)
     upper_gap = sp.factor(2 * M ** 2 - upper)
@@ -655,17 +655,17 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
     bound = sp.summation(tail_max * dist, (j, 2, Nn))
     b.step("Sum the N − 1 terms p_j ‖x_j − x_1‖ ≤ 2M exp(β(−Δ + 2Mε)) over j ≠ 1: ‖f(ξ) − x_1‖ ≤", bound,
            compact=r"\|f(\xi)-x_i\|\le 2(N-1)\,M\,e^{-\beta(\Delta_i-2\epsilon M)}")
-    # Theorem 5's second part and Theorem 4's separation condition (retrieval with one update)
+    # Theorem 5's second part and the separation condition of App. A Lemmas A5–A7 (retrieval with one update)
     near = b.step("Query and fixed point within 1/(2βM) of x_i: ε = 1/(2βM) in the bound",
                   sp.simplify(bound.subs(eps, 1 / (2 * beta * M))))
     b.obligation("bound_increases_in_eps", sp.diff(bound, eps) / bound, "positive",
                  description="the bound grows with ε, so ε ≤ 1/(2βM) gives at most this")
     b.obligation("near_bound_is_2e", sp.simplify(near - 2 * sp.E * (Nn - 1) * M * sp.exp(-beta * Delta)),
                  description="= 2e(N−1)M e^(−βΔ_i) (Theorem 5)")
-    Dmin = b.assume("Well separated x_i (Ramsauer et al. 2021, Thm 4 / App. A): Δ_i ≥ 2/(βN) + β⁻¹ ln(2(N−1)NβM²); "
+    Dmin = b.assume("Well separated x_i (Ramsauer et al., ICLR 2021, App. A Lemmas A5–A7): Δ_i ≥ 2/(βN) + β⁻¹ ln(2(N−1)NβM²); "
                     "then the update is a contraction on the sphere ‖ξ − x_i‖ ≤ 1/(βNM) ⊂ {‖ξ − x_i‖ ≤ 1/(2βM)} "
                     "(N ≥ 2), whose fixed point is x_i*", 2 / (beta * Nn) + sp.log(2 * (Nn - 1) * Nn * beta * M ** 2) / beta,
-                    role="premise", key="well-separated patterns")
+                    role="premise", key="well-separated patterns", clauses=("retrieval",))
     b.obligation("near_bound_decreases_in_delta", -sp.diff(near, Delta) / near, "positive")
     at_min = b.step("2e(N−1)M e^(−βΔ_i) at Δ_i = Δ_min: the retrieval error is at most",
                     sp.simplify(sp.expand_log(near.subs(Delta, Dmin), force=True)))

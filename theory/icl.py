@@ -924,7 +924,7 @@ def derive_limits(d: int = 2) -> Derivation:
     Eyx = sp.Matrix(d, 1, lambda a_, _: sp.expand(sum(w[k] * wick_expectation((k, a_), cov) for k in range(d))))
     b.step("E[y' x'] with y' = ⟨w, x'⟩ (Wick, second moments)", Eyx)
     b.assume("M → ∞: h' = (1/M)Σ y'_i x'_i tends to E[y' x'] (law of large numbers), and N → ∞: the trained "
-             "matrix is Γ_∞⁻¹", key="limits M, N → ∞ (LLN)")
+             "matrix is Γ_∞⁻¹", key="limits M, N → ∞ (LLN)", clauses=("shift",))
     yhat = sp.simplify((xq.T * Ginf.inv() * Eyx)[0, 0])
     b.step("ŷ' = x'_qᵀ Γ_∞⁻¹ h'", yhat)
     yq = (w.T * xq)[0, 0]
