@@ -164,17 +164,28 @@ def _regpath_infeasible(ctx) -> Counterexample:
                           "float64 rounding: W* is a global minimiser inside every ball of radius ≥ ‖W*‖")
 
 
+#: relative spread of the nuclear Att-SVM's optimal face on instance KQ_STUCK_SEED: extremising 3 random linear
+#: functionals over {margins ≥ 1, ‖W‖_⋆ ≤ (1 + 1e-7)v⋆} (Clarabel) moved W by at most 1.3e-3 of ‖W^mm_⋆‖ (measured,
+#: issue 43): the set of minimisers is W^mm_⋆ to that accuracy, so its directions lie within ~1.3e-3 of W^mm_⋆'s
+KQ_STUCK_FACE_SPREAD = 1.3e-3
+
+
 def _regpath_rank(ctx) -> Counterexample:
-    """Without m ≥ d: K, Q ∈ R^{d×1} make KQᵀ rank 1; on an instance whose nuclear Att-SVM has rank 2, the best
-    rank-1 direction has corr σ₁/‖W^mm_⋆‖_F < 1 with it (Eckart–Young), so no rank-1 path converges to it."""
+    """Without m ≥ d: K, Q ∈ R^{d×1} make KQᵀ rank 1; on an instance whose nuclear Att-SVM has rank 2 (and whose
+    set of minimisers is a single point to KQ_STUCK_FACE_SPREAD), the best rank-1 direction has corr
+    σ₁/‖W^mm_⋆‖_F < 1 with it (Eckart–Young), so no rank-1 path tends to the set of minimisers: the distance of
+    every rank-1 direction from the set's directions exceeds 1 − σ₁/‖W^mm_⋆‖_F − 2·spread."""
     inst = ns.make_instance(*KQ_SIZE, seed=KQ_STUCK_SEED, setting="global")
     sv = np.linalg.svd(ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc").W, compute_uv=False)
     best = float(sv[0] / np.linalg.norm(sv))
+    tol = 1e-3 + 2 * KQ_STUCK_FACE_SPREAD
     return Counterexample({"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "m": 1, "instance": f"global seed {KQ_STUCK_SEED}"},
-                          "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f}: every rank-1 KQᵀ has 1 − corr ≥ "
-                          f"{1 - best:.4f}", violated=1 - best > 1e-3, error=1 - best, tolerance=1e-3,
-                          justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; tolerance well above the "
-                          "solver's 1e-6 certificate")
+                          "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f} and is the only minimiser to "
+                          f"{KQ_STUCK_FACE_SPREAD:g}: every rank-1 KQᵀ has 1 − corr ≥ {1 - best:.4f} with every minimiser's "
+                          "direction, so the path cannot tend to the set", violated=1 - best > tol, error=1 - best,
+                          tolerance=tol,
+                          justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; the tolerance adds twice the "
+                          "optimal face's measured spread (KQ_STUCK_FACE_SPREAD) to 1e-3")
 
 
 _FEASIBLE = Hypothesis("feasible", r"\text{Att-SVM feasible: }\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i",
