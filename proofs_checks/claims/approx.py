@@ -278,7 +278,7 @@ register(Claim(
                r"\|y_k-y'_k\|\ge B(x)=\frac{\delta}{2(K-1)}\min\big(1-x/(1-x)^2,\ (K-2)x^{K-2}(1-x)^2\varphi(x)\big)"
                r"\ (\text{two different context sets of the same size }n),\ x=\rho^{a_k/a_{\min}}",
                "derived", "symbolic K, δ and x ≤ ρ = 1/8: the series, φ, the pair and worst-gap bounds are computed; the "
-               "inequalities between them are argued in words (named below), and the reduction of the layer to F(Z) is "
+               "inequalities between them are argued in words (the steps it rests on, listed next), and the reduction of the layer to F(Z) is "
                "written down, not derived. Sets of different sizes are not covered: K = 5, ids {4, 3} against {4, 3, 0} "
                "separate by |F − F′| = 8.44e-4 at x = 1/8, below the bound's 2.92e-3",
                ("derivation", "bound_vs_derivation", "separation_on_every_sequence"),

@@ -525,7 +525,7 @@ register(Claim(
                r"\text{ and }R\text{): }W_k/\|W_k\|\to W^{mm}_{\text{sel}}/\|W^{mm}_{\text{sel}}\|"
                r"\ \text{(the Att-SVM of that set)}", "cited",
                "Tarzanagh, Li, Thrampoulidis, Oymak (2023), local-convergence theorem for GD, under its conditions: there are "
-               "some μ > 0 (depending on the instance, through its score gaps) and R such that GD with a small enough step "
+               "some μ > 0 (depending on the instance) and R such that GD with a small enough step "
                "size started in the cone {corr(W₀, W^mm_sel) ≥ 1 − μ, ‖W₀‖ ≥ R} of a locally optimal token set converges in "
                "direction to that set's Att-SVM. Not for each μ: on instance seed 0 of the check corr(W^mm_opt, W^mm_local) = "
                "−0.514, so for μ ≥ 1.52 the cone holds the ray of W^mm_opt, along which GD converges to opt",
