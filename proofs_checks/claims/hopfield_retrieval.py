@@ -432,6 +432,8 @@ register(Claim(
     kind="theorem",
     form=nh.retrieval_bound,
     derivation=th.derive_retrieval_bound,
+    fixed_sizes="the identities the bound starts from (decomposition over j ≠ i, softmax ratio, exponent split) are derived "
+                "with explicit patterns at N = 3, d = 2; the algebra after them is symbolic in N, β, M, ε, Δ",
     notes="The bound holds for every ξ (the derivation uses only ‖x_j‖ ≤ M); the max with ‖x_i*−x_i‖ only loosens it.",
     checks=(
         Check("bound_vs_sympy", "symbolic", _retrieval_symbolic, "form's bound vs SymPy's expression"),
