@@ -535,8 +535,9 @@ register(Claim(
         Hypothesis("heads_renamed", r"U_{q,h}=W_{Q,h}^\top,\ U_{k,h}=W_{K,h}^\top,\ U_{v,h}=W_{V,h}^\top,\ A_h\ \text{column-stochastic}",
                    necessary_note="part of the setting: it says which head of one form is which head of the other "
                    "(a wrong query/key renaming is the erratum attn.forms_agree refutes)"),
-        Hypothesis("torch_scale_absorbed", r"W_{Q,h}=W^{\text{torch}}_{Q,h}/\sqrt{d_h}\ \text{(for the torch clause)}",
-                   "torch's 1/√d_h score scale absorbed into W_Q", counterexample=_mhsa_cx_torch_scale),
+        Hypothesis("torch_scale_absorbed", r"W_{Q,h}=W^{\text{torch}}_{Q,h}/\sqrt{d_h},\ b_{Q,h}=b^{\text{torch}}_{Q,h}/\sqrt{d_h}"
+                   r"\ \text{(for the torch clause)}",
+                   "torch's 1/√d_h score scale absorbed into W_Q and the query bias", counterexample=_mhsa_cx_torch_scale),
     ),
     clauses=(
         Clause("sum_equals_concat", r"\Big(\sum_{h=1}^M U_{p,h}U_{v,h}X_cA_h\Big)^\top=\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}",
