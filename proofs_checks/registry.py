@@ -450,10 +450,16 @@ class Clause:
     checks    names of the claim's checks (or ``"derivation"``) that establish it.
     also      further evidence of the same clause, as ``((evidence, scope), ...)`` (a clause derived
               at T = 3 and checked for T ≤ 257 says both; its weakest is shown in summaries).
+    rests_on  the keys of the derivation's premises and argued steps (steps that are not computations,
+              :meth:`theory.derivation.DerivationBuilder.argue` / ``assume(key=...)``) this clause
+              rests on: shown with its derived evidence, and required by a test for every premise the
+              clause's derivation uses (:func:`theory.derivation.premise_gaps`).
 
         >>> c = Clause("sums_to_one", r"\\sum_t S_t = 1", "derived", "every T ≥ 1", ("derivation",))
         >>> c.evidence_text()
         'derived every T ≥ 1'
+        >>> Clause("b", "x", "derived", "every K", ("derivation",), rests_on=("γ choice",)).evidence_text()
+        'derived every K (resting on: γ choice)'
     """
 
     name: str
@@ -463,8 +469,10 @@ class Clause:
     checks: tuple[str, ...] = ()
     text: str = ""
     also: tuple[tuple[str, str], ...] = ()
+    rests_on: tuple[str, ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "rests_on", tuple(self.rests_on))
         if not _NAME.match(self.name or ""):
             raise RegistryError(f"clause {self.name!r}: a name is letters, digits and _ (a letter first)")
         if not str(self.latex or "").strip():
@@ -487,12 +495,17 @@ class Clause:
         return min(self.evidences(), key=lambda e: EVIDENCE.index(e[0]))
 
     def evidence_text(self) -> str:
-        return evidence_words(self.evidences())
+        words = evidence_words(self.evidences()[:1])
+        if self.rests_on and self.evidence in ("derived", "derived_at"):
+            words += f" (resting on: {', '.join(self.rests_on)})"
+        rest = evidence_words(self.evidences()[1:])
+        return words + (", " + rest if rest else "")
 
     def to_json(self) -> dict[str, Any]:
         best = self.best()
         return {"name": self.name, "latex": self.latex, "text": self.text or None, "evidence": best[0],
                 "scope": best[1], "checks": list(self.checks), "evidence_text": self.evidence_text(),
+                "rests_on": list(self.rests_on),
                 "all_evidence": [{"evidence": e, "scope": s} for e, s in self.evidences()]}
 
 
@@ -515,12 +528,14 @@ def evidence_summary(clauses: Iterable[Clause]) -> str:
     if not clauses:
         return "scope not declared"
     weak = [c for c in clauses if c.best()[0] != "derived"]
+    resting = sorted({k for c in clauses if c.best()[0] == "derived" for k in c.rests_on})
+    general = "general" + (f" (resting on: {', '.join(resting)})" if resting else "")
     if not weak:
-        return "general"
+        return general
     weak.sort(key=lambda c: -EVIDENCE.index(c.best()[0]))
     groups: dict[str, list[str]] = {}
     for c in weak:  # clauses with the same evidence are named together
-        groups.setdefault(evidence_words(c.evidences()), []).append(c.name)
+        groups.setdefault(c.evidence_text(), []).append(c.name)
     return " · ".join(f"{text} ({', '.join(names)})" for text, names in groups.items())
 
 

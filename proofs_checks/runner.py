@@ -432,7 +432,8 @@ def run_check_here(check: Check, form: Any, claim: Claim, ctx: RunContext) -> Ch
 
 
 def _step_dicts(d: Any) -> list[dict[str, str]]:
-    """Steps as ``[{"text", "latex", "mathml", "how", "role", "compact"}]``; printing never raises."""
+    """Steps as ``[{"text", "latex", "mathml", "how", "role", "compact", "pretty", "key"}]`` (``how``:
+    derived, assumed or argued; ``key``: the name clauses cite a premise by); printing never raises."""
     try:
         from proofs_checks.mathml import expr_mathml
     except Exception:  # pragma: no cover - latex2mathml missing: steps keep text and LaTeX
@@ -467,13 +468,14 @@ def _step_dicts(d: Any) -> list[dict[str, str]]:
         except Exception:
             pretty = ""
         steps.append({"text": text, "latex": latex, "mathml": mathml, "how": getattr(s, "how", "derived"),
-                      "role": getattr(s, "role", ""), "compact": compact, "pretty": pretty})
+                      "role": getattr(s, "role", ""), "compact": compact, "pretty": pretty,
+                      "key": str(getattr(s, "key", "") or "")})
     return steps
 
 
 def derivation_info(claim: Claim, *, obligations: bool = True) -> dict[str, Any]:
     """The claim's derivation for reports and ``tverify show``: ``steps`` (each marked ``how``:
-    derived or assumed), ``obligations`` (each evaluated: ``passed``, ``residual``, ``method``),
+    derived, assumed or argued), ``obligations`` (each evaluated: ``passed``, ``residual``, ``method``),
     ``provenance`` of the closed form, ``legend`` of symbols, ``assumptions`` (the texts of the
     assumed steps) and ``error`` (the derivation crashed: its message, else ``None``)."""
     iso = ISOLATED_DERIVATION.get(getattr(claim, "id", None))
@@ -535,7 +537,7 @@ def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str,
     info["legend"] = dict(getattr(d, "legend", {}) or {})
     texts = getattr(d, "assumption_texts", None)
     info["assumptions"] = (list(texts()) if callable(texts) else
-                           [s["text"] for s in info["steps"] if s["how"] == "assumed"])
+                           [s["text"] for s in info["steps"] if s["how"] != "derived"])
     return info
 
 

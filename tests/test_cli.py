@@ -158,7 +158,7 @@ def test_show_lists_obligations_steps_and_assumptions(store):
     assert p.returncode == 0, p.stderr
     j = json.loads(p.stdout)
     assert j["obligations"] and all({"name", "passed", "residual", "method"} <= set(o) for o in j["obligations"])
-    assert {s["how"] for s in j["derivation"]} <= {"derived", "assumed"}
+    assert {s["how"] for s in j["derivation"]} <= {"derived", "assumed", "argued"}
     own = [s["text"] for s in j["derivation"] if s["how"] == "assumed"]  # then the inherited ones, prefixed
     assert j["assumptions"][:len(own)] == own and all(a.startswith("(inherited from ") for a in j["assumptions"][len(own):])
     text = tverify("show", "attn.softmax_simplex", "--full").stdout

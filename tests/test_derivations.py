@@ -1,7 +1,7 @@
 """Derivations say what they did: every registered claim's derivation
 
 * meets every obligation it declares (residuals vanish, inequalities hold), each cheaply;
-* marks every step ``derived`` (SymPy computed it) or ``assumed`` (a typed-in definition, premise,
+* marks every step ``derived`` (SymPy computed it), ``argued`` (words) or ``assumed`` (a typed-in definition, premise,
   literature constant or bound), and gives a legend of its symbols;
 * ends in a closed form that is the output of a derived step (``provenance == "derived"``), except
   the entries listed in ``ASSUMED_RESULTS`` with the reason each stays typed in;
@@ -28,7 +28,7 @@ ASSUMED_RESULTS = {
         "signal-to-noise argument of this suite cannot derive it, so C_bit = α_c·d is a literature constant",
 }
 
-ASSUMPTION_ROLES = {"definition", "premise", "constant", "bound"}
+ASSUMPTION_ROLES = {"definition", "premise", "constant", "bound", "argument"}
 
 #: a generous per-obligation ceiling (seconds): the symbolic layer must stay fast even on a busy machine
 OBLIGATION_SECONDS = 5.0

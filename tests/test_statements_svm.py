@@ -88,7 +88,8 @@ def test_gd_direction_cites_what_the_sources_state():
     gd = get_claim("svm.gd_direction")
     cl = {c.name: c for c in gd.clauses}
     assert "NGD" in gd.title and "Polyak" in cl["global"].latex and "plain GD is not covered" in cl["global"].scope
-    assert "R_\\mu" in cl["local"].latex and "R_μ" in cl["local"].scope and "step" in cl["local"].scope
+    # issue 43: the cone's width is SOME μ (depending on the instance), not each μ
+    assert "for some }\\mu" in cl["local"].latex and "some μ > 0" in cl["local"].scope and "step" in cl["local"].scope
     assert get_claim("svm.gd_direction_kq").title.startswith("Normalised GD")
     assert "every selection" in {c.name: c for c in get_claim("svm.reg_path").clauses}["W_path"].latex
 

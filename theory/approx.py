@@ -104,42 +104,54 @@ def derive_contextual_margin() -> Derivation:
                  description="the top token's weight ratio is ρ^b = ρ^{1/δ}")
     # --- distinct tokens ---------------------------------------------------------------------
     gamma = B.assume("γ = 1/(2(K−1)) (premise of the construction: the context shift stays below δ/2)",
-                     1 / (2 * (K - 1)), role="premise")
-    dist = B.step("distinct tokens: ‖y − y′‖ ≥ ‖x − x′‖ − γ|f − f′| ≥ δ − γ·δ(K−1)", sp.simplify(delta - gamma * delta * (K - 1)))
+                     1 / (2 * (K - 1)), role="premise", key="γ = 1/(2(K−1))")
+    B.argue("distinct tokens: ‖y − y′‖ ≥ ‖x − x′‖ − γ|f − f′| (triangle inequality) and |f − f′| ≤ δ(K − 1) (both context "
+            "terms lie in the id range)", key="triangle inequality", clauses=("distinct_tokens",))
+    dist = B.step("δ − γ·δ(K − 1), the lower bound the triangle inequality gives", sp.simplify(delta - gamma * delta * (K - 1)))
     B.obligation("distinct_tokens_half_delta", dist - delta / 2)
     # --- the Boltzmann-operator dominance argument ------------------------------------------
     NC, PC, NH, PH, NH2, PH2, X = sp.symbols("N_C P_C N_H P_H N_H' P_H' X")
-    B.define("F(Z) = max Z − D(G), D(G) = N(G)/P(G), N = Σ_{g∈G} g x^g, P = 1 + Σ_{g∈G} x^g over the gaps G = {max Z − z}",
-             sp.Symbol("N") / sp.Symbol("P"))
+    B.assume("the layer's context term for token k is γδ(c₀ + F(Z)) e₁ with F(Z) = max Z − D(G), D(G) = N(G)/P(G), "
+             "N = Σ_{g∈G} g x^g, P = 1 + Σ_{g∈G} x^g over the nonzero gaps G = {max Z − z} (softmax weights ∝ x^g, "
+             "x = e^{−λδa_k}): the reduction of the construction to F, written down, not derived",
+             sp.Symbol("N") / sp.Symbol("P"), key="layer reduces to F(Z)", clauses=("same_token",))
     num = B.step("G = C ∪ {m} ∪ H, G′ = C ∪ H′ (C below m shared, H, H′ above m): N(G)P(G′) − N(G′)P(G), X = x^m",
                  sp.expand((NC + m * X + NH) * (PC + PH2) - (NC + NH2) * (PC + X + PH)))
     E = sp.Symbol("E")
     regrouped = (X * (m * PC - NC) - X * (NH2 - m * PH2) + (NH * PC - NC * PH) - (NH2 * PC - NC * PH2) + (NH * PH2 - NH2 * PH))
     B.obligation("numerator_regrouping", sp.expand(num - regrouped),
                  description="X(mP_C − N_C) − X Σ_{H′}(h−m)x^h + Σ_H x^h(hP_C − N_C) − Σ_{H′} x^h(hP_C − N_C) + Σ_{H×H′}(h−h′)x^{h+h′}")
-    S1 = B.step("Σ_{j≥1} x^j (bounds Σ_{H′} x^h ≤ x^m·S₁ and P_C ≤ 1 + S₁)", _geometric(x**j, j))
-    S2 = B.step("Σ_{j≥1} j x^j (bounds Σ_{H′}(h−m)x^h ≤ x^m S₂ and D(G) ≤ S₂)", _geometric(j * x**j, j))
-    S3 = B.step("Σ_{i,j≥1}|i−j| x^{i+j} = 2 Σ_{j≥1} x^{2j} Σ_{k≥1} k x^k (bounds the H×H′ cross term by x^{2m} S₃)",
-                sp.simplify(2 * _geometric(x**(2 * j), j) * S2))
+    S1 = B.step("S₁ = Σ_{j≥1} x^j", _geometric(x**j, j))
+    S2 = B.step("S₂ = Σ_{j≥1} j x^j", _geometric(j * x**j, j))
+    S3 = B.step("S₃ = Σ_{i,j≥1}|i−j| x^{i+j} = 2 Σ_{j≥1} x^{2j} S₂", sp.simplify(2 * _geometric(x**(2 * j), j) * S2))
     B.obligation("cross_sum_by_summation", sp.simplify(S3 - 2 * _branch(sp.summation(
         _branch(sp.summation(i * x**(i + 2 * j), (i, 1, sp.oo))), (j, 1, sp.oo)))),
         description="the closed form of the cross sum equals the direct double summation over i > j")
+    B.argue("the series S₁, S₂, S₃ bound the sub-sums: Σ_{H′} x^h ≤ x^m S₁, P_C ≤ 1 + S₁ (so P(G)P(G′) ≤ (1 + S₁)²), "
+            "Σ_{H′}(h−m)x^h ≤ x^m S₂, D(G) ≤ S₂, the H×H′ cross term ≤ x^{2m} S₃", key="series bounds",
+            clauses=("same_token",))
     B.assume("E = mP_C − N_C = m + Σ_{c∈C}(m − c)x^c ≥ m; hP_C − N_C = (h−m)P_C + E for h > m; x^m ≤ x (m ≥ 1); "
-             "the Σ_H terms are ≥ 0 and dropped", E - m, role="bound")
-    phi = B.step("Numerator ≥ E x^m(1 − S₁) − P_C x^m S₂ − x^{2m} S₂ − x^{2m} S₃ ≥ m x^m φ(x), φ = 1 − S₁ − (1+S₁)S₂ − xS₂ − xS₃",
-                 sp.simplify(1 - S1 - (1 + S1) * S2 - x * S2 - x * S3))
-    den = B.step("P(G)P(G′) ≤ (1 + S₁)²", sp.simplify((1 + S1) ** 2))
-    pair = B.step("|F(Z) − F(Z′)| ≥ m x^m φ(x) / (1 + S₁)²", sp.simplify(m * x**m * phi / den))
+             "the Σ_H terms are ≥ 0 and dropped", E - m, role="bound", key="E ≥ m", clauses=("same_token",))
+    B.argue("Numerator ≥ E x^m(1 − S₁) − P_C x^m S₂ − x^{2m} S₂ − x^{2m} S₃ ≥ m x^m φ(x) (the regrouped numerator, "
+            "each term bounded as above); this needs H′ ≠ ∅, which holds when both sets have the same size n",
+            key="numerator bound", clauses=("same_token",))
+    phi = B.step("φ = 1 − S₁ − (1+S₁)S₂ − xS₂ − xS₃", sp.simplify(1 - S1 - (1 + S1) * S2 - x * S2 - x * S3))
+    den = B.step("(1 + S₁)², the bound on the denominators P(G)P(G′)", sp.simplify((1 + S1) ** 2))
+    pair = B.step("m x^m φ(x) / (1 + S₁)², the bound on |F(Z) − F(Z′)| (same maximum)", sp.simplify(m * x**m * phi / den))
     B.obligation("pair_bound_form", sp.simplify(pair - m * x**m * (1 - x) ** 2 * phi))
-    caseA = B.step("different maxima: F(Z) − F(Z′) ≥ 1 − D(G) ≥ 1 − S₂", sp.simplify(1 - S2))
+    B.argue("different maxima: F(Z) − F(Z′) ≥ 1 − D(G) ≥ 1 − S₂", key="different maxima", clauses=("same_token",))
+    caseA = B.step("1 − S₂, the bound for different maxima", sp.simplify(1 - S2))
     B.obligation("m_x_pow_m_decreasing", 1 - 2 * RHO, "positive",
                  "(m+1)x^{m+1} ≤ m x^m for x ≤ 1/2: the worst pair has the largest m, m ≤ K − 2")
-    worst_pair = B.step("worst m: m ≤ K − 2 (the other gap set has an element above m, ≤ K − 1)", pair.subs(m, K - 2))
-    same = B.step("same token: ‖y − y′‖ = γ δ |F − F′| ≥ B(x) = γ δ · min(case A, worst pair)",
+    B.argue("worst m: m ≤ K − 2, because the other gap set (same size n) has an element above m, ≤ K − 1; m x^m "
+            "decreases in m for x ≤ 1/2 (obligation m_x_pow_m_decreasing)", key="worst gap m ≤ K − 2",
+            clauses=("same_token",))
+    worst_pair = B.step("the pair bound at m = K − 2", pair.subs(m, K - 2))
+    same = B.step("same token: B(x) = γ δ · min(case A, worst pair), the bound on ‖y − y′‖ = γ δ |F − F′|",
                   sp.Min(gamma * delta * caseA, gamma * delta * worst_pair))
     # --- validity of the bound for every query token ------------------------------------------
     yy = sp.Symbol("y", positive=True)
-    dphi = B.step("−dφ/dx at x = y/(1+y) (y > 0 ⇔ 0 < x < 1): φ decreases, so φ(x_a) ≥ φ(ρ) for every token",
+    dphi = B.step("−dφ/dx at x = y/(1+y) (y > 0 ⇔ 0 < x < 1; positive: obligation phi_decreasing)",
                   sp.factor(sp.together(-sp.diff(phi, x).subs(x, yy / (1 + yy)))))
     B.obligation("phi_decreasing", dphi, "positive")
     B.obligation("phi_positive_at_rho", phi.subs(x, RHO), "positive", "φ(1/8) = 2005/3087 > 0: the bound is valid for every x ≤ ρ = 1/8")
@@ -149,7 +161,9 @@ def derive_contextual_margin() -> Derivation:
                       sp.expand((NC + m * X) * (PC + x * X) - (NC + (m + 1) * x * X) * (PC + X)))
     B.obligation("tight_pair_numerator", sp.expand(num_spec - (X * (m * PC - NC) - x * X * ((m + 1) * PC - NC) - (m + 1 - m) * x * X**2)),
                  description="= x^m E − x^{m+1}((m+1)P_C − N_C) − x^{2m+1} ≤ x^m E ≤ m x^m P_C (both subtracted terms ≥ 0)")
-    upper = B.step("upper bound on the tight pair: m x^m (1 + S₁) / 1 (denominators ≥ 1)", sp.simplify(m * x**m * (1 + S1)))
+    B.argue("the tight pair's separation is at most m x^m (1 + S₁) (numerator ≤ m x^m P_C ≤ m x^m (1 + S₁), "
+            "denominators ≥ 1)", key="tight pair upper bound", clauses=("nearly_attained",))
+    upper = B.step("m x^m (1 + S₁), the upper bound on the tight pair", sp.simplify(m * x**m * (1 + S1)))
     tau = B.step("tightness factor τ(x) = upper / pair bound = 1/((1−x)³ φ(x))", sp.simplify(upper / pair))
     B.fact("symbols", {"x": x, "m": m, "K": K, "delta": delta, "rho": rho, "b": b, "d": dd})
     B.fact("phi", phi)

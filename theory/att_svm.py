@@ -28,7 +28,8 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     ``l = (r, r − 1/10)`` the derived ``S_1 = 1/(1 + e^{−1/10})`` for every ``r`` (fact ``slide_S1``).
 
     ``result`` is a dict: ``limit`` (list: the limit for the unique maximum), ``tie_limit`` (with
-    ``l_1 = l_2``), ``gap_bound`` (the bound as an expression in ``R``; facts hold ``R``).
+    ``l_1 = l_2``), ``gap_bound`` (the bound as an expression in ``R``; facts hold ``R``),
+    ``rate_bound`` (``2(T − 1)e^{−r·gap}``, the bound on the ℓ1 deviation from the limit).
 
     >>> d = derive_softmax_saturation(3)
     >>> d.result["limit"], d.result["tie_limit"]
@@ -65,7 +66,7 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     b.fact("E_form_difference", sp.simplify(sum((SE[t].subs(from_E) - S[t]) ** 2 for t in range(T))))
     Elim = {Et: sp.limit(sp.exp(-r * pt), r, sp.oo) for Et, pt in zip(E, p)}
     b.step("Each E_t → 0 as r → ∞ because p_t > 0", sp.Matrix(list(Elim.values())))
-    b.assume("S is continuous in (E_2, …, E_T) at E = 0 (a rational function with denominator ≥ 1)")
+    b.assume("S is continuous in (E_2, …, E_T) at E = 0 (a rational function with denominator ≥ 1)", key="continuity of S at E = 0", clauses=("ray_limit",))
     lim = [sp.simplify(x.subs(Elim)) for x in SE]
     b.step("The limit", lim)
     tie_sub = dict(Elim)
@@ -73,6 +74,26 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     tie = [sp.simplify(x.subs(tie_sub)) for x in SE]
     b.step("With a tie l_1 = l_2 (p_2 = 0, E_2 = 1) the mass splits: limit", tie)
     b.obligation("limits_are_distributions", [sum(lim) - 1, sum(tie) - 1])
+    # the rate, in the ℓ1 norm: ‖S − lim‖₁ = Σ_t |S_t − lim_t| (E_t > 0 decides every sign)
+    dev1 = sp.simplify(sum(sp.Abs(sp.simplify(x - y)) for x, y in zip(SE, lim)))
+    b.step("ℓ1 deviation ‖S(r l) − lim‖₁ = Σ_t |S_t − lim_t| (unique maximum)", dev1)
+    sumE = sum(E)
+    b.obligation("l1_deviation_is_twice_the_missing_mass", dev1 - 2 * sumE / (1 + sumE))
+    b.obligation("l1_deviation_at_most_twice_sum_E", sp.simplify(2 * sumE - dev1), "nonnegative",
+                 "2ΣE/(1 + ΣE) ≤ 2ΣE for E_t > 0")
+    tie_sub_E = {E[0]: sp.Integer(1)}
+    dev1_tie = sp.simplify(sum(sp.Abs(sp.simplify(x.subs(tie_sub_E) - y)) for x, y in zip(SE, tie)))
+    b.step("ℓ1 deviation from the split limit with a tie (E_2 = 1)", dev1_tie)
+    rest = sum(E[1:])
+    b.obligation("tie_l1_deviation_at_most_sum_E", sp.simplify(2 * rest - dev1_tie), "nonnegative",
+                 "with k = 2 tied maxima the ℓ1 deviation is 2ΣE/(2 + ΣE) ≤ 2ΣE over the non-tied tokens")
+    gap = sp.Symbol("gap", positive=True)
+    b.argue("E_t = e^{−r p_t} ≤ e^{−r·gap} with gap = min_t p_t (the smallest positive gap) and r > 0",
+            key="E_t ≤ e^{−r·gap}", clauses=("ray_limit",))
+    rate = b.step("Rate: ‖S(r l) − lim‖₁ ≤ 2ΣE ≤ 2(T − 1)e^{−r·gap}",
+                  sp.simplify((2 * sumE).subs({Et: sp.exp(-r * gap) for Et in E})))
+    b.fact("rate_bound", rate)
+    b.fact("gap", gap)
     gap_finite = sp.simplify(1 - S1)
     b.fact("gap_at_finite_r", gap_finite)
     b.step("At finite r the optimal token misses 1 − S_1 = Σexp(−rp)/(1 + Σexp(−rp))", gap_finite)
@@ -84,7 +105,7 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     b.step("g'(u)", b.facts["g_derivative"])
     b.obligation("g_increasing", sp.diff(g, u), "positive")
     b.assume("|Δ_t| = |(x_1 − x_t)ᵀWz| ≤ ‖x_1 − x_t‖·‖W‖₂·‖z‖ ≤ 2R for unit x_t, z, so Σ_t exp(−Δ_t) ≥ (T − 1)exp(−2R)",
-             (T - 1) * sp.exp(-2 * R), role="bound")
+             (T - 1) * sp.exp(-2 * R), role="bound", key="|Δ_t| ≤ 2R", clauses=("finite_norm_bound",))
     bound = sp.simplify(g.subs(u, (T - 1) * sp.exp(-2 * R)))
     b.step("g increasing: 1 − max S ≥", bound)
     b.fact("R", R)
@@ -105,7 +126,7 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
            slide)
     b.obligation("slide_form", pair - slide, description="S_1(r, r − 1/10) equals the r-free value")
     b.fact("slide_S1", slide)
-    return b.done({"limit": lim, "tie_limit": tie, "gap_bound": bound})
+    return b.done({"limit": lim, "tie_limit": tie, "gap_bound": bound, "rate_bound": rate})
 
 
 def ray_limit(l: Sequence) -> list:
@@ -152,7 +173,7 @@ def derive_optimal_selection(T: int = 3) -> Derivation:
     b.obligation("residual", rhs - stated, description="γ_1 − y f = Σ(t≥2) s_t (γ_1 − γ_t)")
     b.fact("residual", sp.simplify(lhs - sp.expand(stated)))
     delta = sp.symbols(f"delta_2:{T + 1}", positive=True)
-    b.assume("γ_1 is the unique largest score: γ_t = γ_1 − δ_t with δ_t > 0", sp.Matrix([gam[0] - dt for dt in delta]))
+    b.assume("γ_1 is the unique largest score: γ_t = γ_1 − δ_t with δ_t > 0", sp.Matrix([gam[0] - dt for dt in delta]), key="unique top score")
     gap = rhs.subs({g: gam[0] - dt for g, dt in zip(gam[1:], delta)})
     b.step("Then γ_1 − y f =", gap)
     b.obligation("output_at_most_top_score", gap, "nonnegative", description="y f ≤ γ_1, equality only at s_t = 0 (t ≥ 2)")
@@ -183,6 +204,8 @@ def derive_att_svm_kkt(K: int = 2, d: int = 2) -> Derivation:
     frob = lambda M, N: sum(M[i, j] * N[i, j] for i in range(d) for j in range(d))
     Lag = sp.Rational(1, 2) * frob(W, W) - sum(a * (frob(Ak, W) - 1) for a, Ak in zip(alpha, A))
     b.define("Lagrangian of min ½ (Frobenius norm of W)² s.t. A_k : W ≥ 1: ½ Σ_ij w_ij² − Σ_k α_k (A_k : W − 1)", Lag)
+    b.assume("KKT (convex objective, affine constraints): the minimiser W^mm has multipliers α_k ≥ 0 with the "
+             "Lagrangian stationary in W", key="KKT multipliers α ≥ 0")
     eqs = [sp.diff(Lag, W[i, j]) for i in range(d) for j in range(d)]
     b.step("Stationarity ∂/∂w_ij = 0, every entry", sp.Matrix(eqs), compact=r"W-\sum_k\alpha_kA_k=0")
     sol = sp.solve(eqs, list(W), dict=True)[0]
@@ -194,7 +217,7 @@ def derive_att_svm_kkt(K: int = 2, d: int = 2) -> Derivation:
     b.step("Dual function: the Lagrangian at the stationary W", dual,
            compact=r"\sum_k\alpha_k-\tfrac12\big\|\sum_k\alpha_kA_k\big\|_F^2")
     b.obligation("dual_function_form", dual - (sum(alpha) - frob(Wstar, Wstar) / 2))
-    b.assume("Complementary slackness α_k (A_k : W − 1) = 0: only tight (support) constraints carry α_k > 0")
+    b.assume("Complementary slackness α_k (A_k : W − 1) = 0: only tight (support) constraints carry α_k > 0", key="complementary slackness")
     b.fact("alpha", alpha)
     b.fact("A", A)
     return b.done({"W": Wstar, "dual": dual})

@@ -253,10 +253,11 @@ def derive_causal_mask(T: int = 3) -> Derivation:
 def derive_score_variance() -> Derivation:
     """Derive ``Var(q·k) = d_k`` and the scale ``c = 1/√d_k`` with ``Var(c q·k) = 1`` from moments.
 
-    The entries of ``q, k`` are iid with mean 0, variance 1, third moment ``μ_3`` and fourth
-    moment ``μ_4``; ``z_i = q_i k_i`` then has moments ``0, 1, μ_3², μ_4²``. The moment
-    generating function of ``s = Σ_i z_i`` is ``M_z(t)^{d_k}``; its Taylor coefficients give the
-    moments of ``s`` for symbolic ``d_k``.
+    Mean and variance: the entries of ``q, k`` are independent with mean 0 and variance 1 (not
+    necessarily identically distributed); ``z_i = q_i k_i`` has ``E z_i = 0``, ``E z_i² = 1``, and
+    the cumulants of ``s = Σ_i z_i`` are sums over ``i`` (symbolic ``d_k``). The fourth moment (for
+    the checks' Monte Carlo standard error) takes i.i.d. entries with third moment ``μ_3`` and fourth
+    moment ``μ_4``: ``M_s = M_z(t)^{d_k}``.
 
     ``result``: dict ``variance`` (``d_k``), ``scale`` (``d_k^{-1/2}``), ``scaled_variance`` (1),
     ``fourth_moment`` (``E s⁴``, used for the Monte Carlo standard error). ``facts``: the symbols
@@ -276,16 +277,28 @@ def derive_score_variance() -> Derivation:
     d = sp.Symbol("d_k", positive=True, integer=True)
     mu3, mu4 = sp.symbols("mu_3 mu_4", real=True)
     c = sp.Symbol("c", positive=True)
-    Mz = 1 + t**2 / 2 + mu3**2 * t**3 / 6 + mu4**2 * t**4 / 24
-    b.assume("MGF of z_i = q_i k_i to order 4, from independence of q_i and k_i: E z = 0, E z² = 1, "
-             "E z³ = μ₃², E z⁴ = μ₄²", Mz)
-    Ms = sp.expand(sp.series(Mz**d, t, 0, 5).removeO())
-    b.step("z_i independent: M_s(t) = M_z(t)^(d_k), expanded to order 4", Ms)
-    mean = sp.simplify(Ms.coeff(t, 1))
-    var = sp.factor(2 * Ms.coeff(t, 2) - mean**2)
-    b.step("E s = M_s'(0)", mean)
+    # mean and variance: independent, not necessarily identically distributed entries (cumulants add)
+    i = sp.Symbol("i", positive=True, integer=True)
+    a3, a4 = sp.IndexedBase("m_3"), sp.IndexedBase("m_4")
+    Mi = b.assume("MGF of z_i = q_i k_i to order 4: E z_i = E q_i E k_i = 0, E z_i² = E q_i² E k_i² = 1 (q ⊥ k, mean 0, "
+                  "variance 1); higher moments m₃,ᵢ, m₄,ᵢ free (entries need not be identically distributed)",
+                  1 + t**2 / 2 + a3[i] * t**3 / 6 + a4[i] * t**4 / 24, key="moments of z_i = q_i k_i",
+                  clauses=("score_variance", "scaled_unit_variance"))
+    Ki = b.step("Cumulant generating function log M_{z_i}(t) to order 2", sp.series(sp.log(Mi), t, 0, 3).removeO())
+    b.assume("z_1, …, z_{d_k} independent (q_i's independent, k_i's independent, q ⊥ k): log M_s = Σ_i log M_{z_i}",
+             key="independent z_i (cumulants add)", clauses=("score_variance", "scaled_unit_variance"))
+    mean = b.step("E s = Σ_{i=1}^{d_k} [t¹] log M_{z_i}", sp.summation(Ki.coeff(t, 1), (i, 1, d)))
     b.obligation("mean_zero", mean, description="E[q·k] = 0")
-    b.step("Var s = E s² − (E s)² = 2!·[t²]M_s − (E s)²", var)
+    var = b.step("Var s = 2!·Σ_{i=1}^{d_k} [t²] log M_{z_i}", sp.summation(2 * Ki.coeff(t, 2), (i, 1, d)))
+    # the fourth moment (Monte Carlo standard error of the checks only): i.i.d. entries
+    Mz = 1 + t**2 / 2 + mu3**2 * t**3 / 6 + mu4**2 * t**4 / 24
+    b.assume("For the fourth moment only (the checks' Monte Carlo standard error, no clause): i.i.d. entries, so "
+             "E z³ = μ₃², E z⁴ = μ₄² and M_s(t) = M_z(t)^(d_k)", Mz, key="i.i.d. entries (fourth moment)",
+             clauses=("monte_carlo_standard_error",))
+    Ms = sp.expand(sp.series(Mz**d, t, 0, 5).removeO())
+    b.step("M_s(t) = M_z(t)^(d_k), expanded to order 4", Ms)
+    b.obligation("iid_variance_agrees", sp.factor(2 * Ms.coeff(t, 2) - Ms.coeff(t, 1) ** 2) - var,
+                 description="the i.i.d. MGF gives the same variance")
     m4 = sp.factor(24 * Ms.coeff(t, 4))
     b.step("E s⁴ = 4!·[t⁴]M_s (Gaussian entries: μ₄ = 3)", m4)
     scaled = sp.simplify(c**2 * var)
@@ -524,7 +537,7 @@ def derive_permutation_equivariance(N: int = 3) -> Derivation:
     b.obligation("equivariance_residuals", raw, description="every entry, every permutation")
     equivariant = sp.And(*[sp.Eq(r, 0) for r in res])
     b.step("All of them vanish", equivariant)
-    b.assume("Row-wise maps g (LayerNorm, MLP): (P g(X))_i = g(x_π(i)) = g(PX)_i by definition")
+    b.assume("Row-wise maps g (LayerNorm, MLP): (P g(X))_i = g(x_π(i)) = g(PX)_i by definition", key="row-wise maps commute with P")
     swap = list(range(N))
     swap[0], swap[1] = 1, 0
     P = sp.Matrix(N, N, lambda i, j: 1 if swap[i] == j else 0)
@@ -742,7 +755,7 @@ def derive_complexity() -> Derivation:
     b.step("Counted for N ∈ {1,2,3}, K ∈ {1,2}, D ∈ {1,2}: rows (N, K, D, shared-U scores, full head)", table)
     monos = [N**i * K**j * D**l for i in range(3) for j in range(2) for l in range(2)]
     b.assume("Ansatz: each count is a polynomial of degree ≤ 2 in N and ≤ 1 in K and in D "
-             "(two nested loops over tokens at most, one over each width)", sp.Add(*monos))
+             "(two nested loops over tokens at most, one over each width)", sp.Add(*monos), key="polynomial-count ansatz")
     fits = []
     for which in range(2):
         cs = sp.symbols(f"c0:{len(monos)}")
@@ -1212,7 +1225,7 @@ def derive_mhsa_sum_concat_general() -> Derivation:
     Cm, Wm, Hn, Pn = (sp.MatrixSymbol("C_M", N, w), sp.MatrixSymbol("W_M", w, D), sp.MatrixSymbol("H_next", N, K),
                       sp.MatrixSymbol("P_next", K, D))
     b.assume("Induction on M: C_M = Concat(H_1..H_M) (N×w, w = M·D_v) and W_M (its rows of W_O) satisfy "
-             "C_M W_M = Σ_{h≤M} H_h P_h; head M + 1 adds the blocks H_next, P_next")
+             "C_M W_M = Σ_{h≤M} H_h P_h; head M + 1 adds the blocks H_next, P_next", key="induction on M")
     step = b.step("M → M + 1: block_collapse([C_M, H_next][W_M; P_next])",
                   sp.block_collapse(sp.BlockMatrix([[Cm, Hn]]) * sp.BlockMatrix([[Wm], [Pn]])))
     b.obligation("induction_step", _sz._canon(step - (Cm * Wm + Hn * Pn)),

@@ -6,10 +6,21 @@ facts the derivation must establish (a residual that must be zero, an inequality
 
 Every step is marked:
 
-* ``derived``: the expression was computed by SymPy from earlier steps or definitions
-  (``diff``, ``integrate``, ``solve``, ``limit``, Wick sums, expansion, substitution);
+* ``derived``: the step holds a SymPy result computed from earlier steps or definitions
+  (``diff``, ``integrate``, ``solve``, ``limit``, Wick sums, expansion, substitution). The builder
+  refuses a derived step without one (:class:`DerivationError`): no expression, a typed string, or
+  an object SymPy cannot represent. A derived step that holds an equality, inequality or boolean
+  is a fact, not a value: it becomes an obligation (``"step N"``), so it counts only when SymPy
+  decides it ``True``;
 * ``assumed``: a typed-in premise: a definition, a literature constant, a stated bound. An
-  assumption is allowed as a premise; reports list every assumption of a claim visibly.
+  assumption is allowed as a premise; reports list every assumption of a claim visibly;
+* ``argued``: a step of reasoning in words (a bound, an inequality chain) that no SymPy operation
+  produced: shown as such, never as derived.
+
+An assumed premise (any role but ``"definition"``) or an argued step carries a ``key`` (a short
+name) and the clauses it supports (``clauses``, empty: every clause the derivation establishes). A
+clause labelled derived names the keys it rests on (``Clause.rests_on`` in the registry), so its
+scope says which steps are not computations; :func:`premise_gaps` lists what a clause leaves out.
 
 The closed form (``result``) must be the expression of a derived step: :meth:`DerivationBuilder.done`
 records, per result entry, whether it is (``provenance``); ``done(result, display=simpler)`` shows an
@@ -26,10 +37,23 @@ from typing import Any
 
 import sympy as sp
 
-__all__ = ["progress", "reset_progress", "Step", "Obligation", "ObligationResult", "Derivation", "DerivationBuilder", "STEP_KINDS", "OBLIGATION_KINDS",
+__all__ = ["DerivationError", "premise_gaps", "progress", "reset_progress", "Step", "Obligation", "ObligationResult", "Derivation", "DerivationBuilder", "STEP_KINDS", "OBLIGATION_KINDS",
            "OBLIGATION_STATUSES", "certified"]
 
-STEP_KINDS = ("derived", "assumed")
+STEP_KINDS = ("derived", "assumed", "argued")
+#: roles of steps that are not computations and that a clause labelled derived must name (a
+#: definition is not a premise: it says what a symbol means)
+PREMISE_ROLES = ("premise", "constant", "bound", "argument")
+
+
+class DerivationError(ValueError):
+    """A derivation was built wrongly (a step badged derived that holds no SymPy result); one line.
+
+        >>> DerivationBuilder("demo").step("the bound follows", None)
+        Traceback (most recent call last):
+        ...
+        theory.derivation.DerivationError: demo: step 1 'the bound follows' is badged derived but holds no SymPy result (use argue() or assume() for a step in words)
+    """
 OBLIGATION_KINDS = ("zero", "true", "nonnegative", "positive")
 
 
@@ -37,10 +61,12 @@ OBLIGATION_KINDS = ("zero", "true", "nonnegative", "positive")
 class Step:
     """One step of a derivation: a sentence, the expression it produced, and how it was obtained.
 
-    ``how`` is ``"derived"`` (computed by SymPy) or ``"assumed"`` (typed in: a definition, a
-    premise, a literature constant); ``role`` says which kind of assumption ("definition",
-    "premise", "constant", "bound") or is empty. ``compact`` is an optional short form shown before
-    the full expression (matrix symbols, factored), e.g. ``"ΛΓ_N B Λ − Λ² = 0"``.
+    ``how`` is ``"derived"`` (computed by SymPy), ``"assumed"`` (typed in: a definition, a
+    premise, a literature constant) or ``"argued"`` (reasoning in words); ``role`` says which kind
+    of assumption ("definition", "premise", "constant", "bound", "argument") or is empty.
+    ``compact`` is an optional short form shown before the full expression (matrix symbols,
+    factored), e.g. ``"ΛΓ_N B Λ − Λ² = 0"``. ``key`` names a premise or argued step for the clauses
+    that rest on it; ``clauses`` lists those clauses (empty: every clause of the derivation).
     """
 
     text: str
@@ -48,6 +74,13 @@ class Step:
     how: str = "derived"
     role: str = ""
     compact: Any = None
+    key: str = ""
+    clauses: tuple[str, ...] = ()
+
+    @property
+    def is_premise(self) -> bool:
+        """Not a computation and not a definition: a clause labelled derived must name it."""
+        return self.how in ("assumed", "argued") and self.role in PREMISE_ROLES
 
     def latex(self) -> str:
         """LaTeX of the step's expression ('' when the step is text only)."""
@@ -448,7 +481,7 @@ class Derivation:
     def assumptions(self) -> tuple[Step, ...]:
         """The typed-in steps (definitions, premises, constants, bounds), own and inherited (from a
         derivation this one builds on, :meth:`DerivationBuilder.inherit`)."""
-        return tuple(s for s in self.steps if s.how == "assumed") + tuple(s for _, s in self.inherited)
+        return tuple(s for s in self.steps if s.how != "derived") + tuple(s for _, s in self.inherited)
 
     def assumption_texts(self) -> list[str]:
         """The assumptions as lines: own ones as written, inherited ones prefixed by where they come from.
@@ -459,7 +492,7 @@ class Derivation:
             >>> outer.done(outer.step("two", sp.Integer(2))).assumption_texts()
             ['(inherited from loss) Λ is positive definite']
         """
-        own = [s.text for s in self.steps if s.how == "assumed"]
+        own = [(s.text if s.how == "assumed" else f"(argued) {s.text}") for s in self.steps if s.how != "derived"]
         return own + [f"(inherited from {p}) {s.text}" for p, s in self.inherited]
 
     @property
@@ -481,6 +514,70 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:
         return False
+
+
+def _is_sympy_result(expr: Any) -> bool:
+    """A SymPy object (or a number SymPy represents exactly, or a container of them), not ``None``,
+    not a string."""
+    if expr is None or isinstance(expr, str):
+        return False
+    if isinstance(expr, (sp.Basic, sp.MatrixBase)):
+        return True
+    if isinstance(expr, bool):
+        return True
+    if isinstance(expr, (int, float)):
+        return True
+    if isinstance(expr, dict):
+        return bool(expr) and all(_is_sympy_result(v) for v in expr.values())
+    if isinstance(expr, (list, tuple)):
+        return bool(expr) and all(_is_sympy_result(v) for v in expr)
+    return False
+
+
+def _is_fact(expr: Any) -> bool:
+    """An equality, inequality or boolean (a claim SymPy must decide), not yet the literal True.
+    ``Eq(name, value)`` with a bare name (a symbol, matrix symbol, indexed or function symbol that the
+    value does not contain) labels a computed value and is not a fact.
+
+        >>> x, S = sp.Symbol("x"), sp.Symbol("S_1")
+        >>> _is_fact(sp.Eq(S, x + 1)), _is_fact(sp.Eq(x + 1, 1 + x, evaluate=False)), _is_fact(sp.Le(x, x + 1))
+        (False, True, True)
+    """
+    if isinstance(expr, bool):
+        return not expr
+    if isinstance(expr, sp.Eq) and _is_name(expr.lhs) and not expr.rhs.has(expr.lhs):
+        return False
+    if isinstance(expr, (sp.core.relational.Relational, sp.logic.boolalg.Boolean)) and not isinstance(expr, sp.Symbol):
+        return expr is not sp.true
+    return False
+
+
+def _is_name(e: Any) -> bool:
+    from sympy.core.function import AppliedUndef
+
+    return isinstance(e, (sp.Symbol, sp.MatrixSymbol, sp.Indexed, AppliedUndef))
+
+
+def premise_gaps(derivation: "Derivation", clause: str, rests_on: tuple[str, ...]) -> list[str]:
+    """The premises and argued steps of ``derivation`` that clause ``clause`` rests on but does not
+    name in ``rests_on`` (one line each; empty when the clause names them all). A step without a
+    key is a gap too: nothing can name it.
+
+        >>> b = DerivationBuilder("d"); _ = b.assume("γ = 1/(2(K−1))", sp.Integer(1), key="γ choice")
+        >>> _ = b.argue("P P′ ≤ (1 + S₁)²", key="denominator", clauses=("other",))
+        >>> d = b.done(b.step("one", sp.Integer(1)))
+        >>> premise_gaps(d, "same_token", ()), premise_gaps(d, "same_token", ("γ choice",))
+        (["step 1 [assumed] 'γ = 1/(2(K−1))' (key 'γ choice')"], [])
+    """
+    gaps = []
+    own = [(f"step {i}", s) for i, s in enumerate(derivation.steps, 1)]
+    inherited = [(f"inherited from {p}", s) for p, s in getattr(derivation, "inherited", ())]
+    for where, s in own + inherited:
+        if not s.is_premise or (s.clauses and clause not in s.clauses):
+            continue
+        if not s.key or s.key not in rests_on:
+            gaps.append(f"{where} [{s.how}] {_short(s.text, 80)!r}" + (f" (key {s.key!r})" if s.key else " (no key)"))
+    return gaps
 
 
 #: the builders of derivations now being built (innermost last): where a derivation stopped when it
@@ -542,14 +639,51 @@ class DerivationBuilder:
         self._inherited: list[tuple[str, Step]] = []
         _BUILDING.append(self)
 
-    def step(self, text: str, expr: Any = None, *, compact: Any = None) -> Any:
-        """Record a derived step (the expression was computed by SymPy) and return its expression."""
+    def step(self, text: str, expr: Any = None, *, compact: Any = None, equation: bool = False) -> Any:
+        """Record a derived step (the expression was computed by SymPy) and return its expression.
+
+        Refused (:class:`DerivationError`) unless ``expr`` is a SymPy result: an expression, a
+        matrix, a number, or a tuple/list/dict of them. An equality, inequality or boolean is a fact
+        the step claims: it is recorded as the obligation ``"step N"`` (kind ``"true"``), decided by
+        SymPy when the runner evaluates the obligations, so an undecided one is never a pass.
+        ``equation=True`` marks an equation the derivation *poses* (stationarity ∂L/∂B = 0, a linear
+        system) for a later step to solve: a computed left-hand side, not a claimed fact.
+
+            >>> x = sp.Symbol("x", positive=True)
+            >>> b = DerivationBuilder("demo"); _ = b.step("x² + 1 > 0", sp.Gt(x**2 + 1, 0, evaluate=False))
+            >>> [(o.name, o.kind) for o in b._obligations]
+            [('step 1', 'true')]
+        """
+        n = len(self._steps) + 1
+        if not _is_sympy_result(expr):
+            why = "holds no SymPy result" if expr is None or isinstance(expr, str) else \
+                f"holds a {type(expr).__name__}, not a SymPy result"
+            raise DerivationError(f"{self.title}: step {n} {text!r} is badged derived but {why} "
+                                  "(use argue() or assume() for a step in words)")
         self._steps.append(Step(text, expr, "derived", "", compact))
+        if _is_fact(expr) and not equation:
+            self._obligations.append(Obligation(f"step {n}", expr, "true", f"the fact step {n} states: {text}"))
         return expr
 
-    def assume(self, text: str, expr: Any = None, *, role: str = "premise", compact: Any = None) -> Any:
-        """Record a typed-in premise (``role``: "premise", "constant", "bound", "definition")."""
-        self._steps.append(Step(text, expr, "assumed", role, compact))
+    def assume(self, text: str, expr: Any = None, *, role: str = "premise", compact: Any = None, key: str = "",
+               clauses: tuple[str, ...] = ()) -> Any:
+        """Record a typed-in premise (``role``: "premise", "constant", "bound", "definition").
+        ``key`` names it for the clauses that rest on it (``clauses``; empty: every clause)."""
+        self._steps.append(Step(text, expr, "assumed", role, compact, key, tuple(clauses)))
+        return expr
+
+    def argue(self, text: str, expr: Any = None, *, key: str, clauses: tuple[str, ...] = (), compact: Any = None) -> Any:
+        """Record a step of reasoning in words (a bound, an inequality chain) that no SymPy
+        operation produced; ``expr`` is optional (the form the words arrive at). Shown as argued,
+        listed with the assumptions, and named (``key``) by every clause that rests on it.
+
+            >>> b = DerivationBuilder("demo"); _ = b.argue("P(G)P(G′) ≤ (1 + S₁)²", key="denominator bound")
+            >>> b._steps[0].how, b._steps[0].role
+            ('argued', 'argument')
+        """
+        if not str(key).strip():
+            raise DerivationError(f"{self.title}: argued step {text!r} needs a key (a short name clauses cite)")
+        self._steps.append(Step(text, expr, "argued", "argument", compact, key, tuple(clauses)))
         return expr
 
     def define(self, text: str, expr: Any = None, *, compact: Any = None) -> Any:
@@ -568,7 +702,7 @@ class DerivationBuilder:
         for o in sub.obligations:
             self._obligations.append(Obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description))
         for s in sub.steps:
-            if s.how == "assumed":
+            if s.how != "derived":
                 self._inherited.append((prefix, s))
         for p, s in getattr(sub, "inherited", ()):
             self._inherited.append((f"{prefix}.{p}", s))

@@ -108,7 +108,10 @@ def _squared_error_moments(mse_positive: sp.Expr, mse_trig: sp.Expr):
 
 def _replay(B: DerivationBuilder, steps) -> None:
     for how, text, expr in steps:
-        (B.step if how == "derived" else B.assume)(text, expr)
+        if how == "derived":
+            B.step(text, expr)
+        else:
+            B.assume(text, expr, key="characteristic function = M(iλ)")
 
 
 @lru_cache(maxsize=None)
@@ -140,7 +143,7 @@ def derive_favor() -> Derivation:
     s = I["s"]
     B.assume("Rotation invariance: for ω ~ N(0, I_d) and fixed z, ωᵀz has the law of ‖z‖·t, t ~ N(0,1); "
              "every expectation below is a 1-D integral in t",
-             "E f(\\omega^\\top z)=\\int f(\\|z\\| t)\\,\\tfrac{e^{-t^2/2}}{\\sqrt{2\\pi}}dt")
+             "E f(\\omega^\\top z)=\\int f(\\|z\\| t)\\,\\tfrac{e^{-t^2/2}}{\\sqrt{2\\pi}}dt", key="rotation invariance")
     mgf = B.step("Gaussian MGF: E exp(s t)", I["mgf"])
     # the rotation reduction checked in two dimensions: E e^{u ω1 + v ω2} as a double integral
     u, v = sp.symbols("u v", real=True)

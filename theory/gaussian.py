@@ -264,12 +264,12 @@ def _wishart(Lam, A, N, b: DerivationBuilder | None = None):
     a, c, p, q = _idx("a", "c", "p", "q")
     i, j = _idx("i", "j")
     assume("Λ̂ = (1/N) Σ_{i=1}^{N} x_i x_iᵀ, x_i ~ N(0, Λ) i.i.d.: (Λ̂AΛ̂)_ac = (1/N²) Σ_{i,j} Σ_{p,q} A_pq "
-           "x_ia x_ip x_jq x_jc, and Cov(x_iu, x_jv) = δ_ij Λ_uv")
+           "x_ia x_ip x_jq x_jc, and Cov(x_iu, x_jv) = δ_ij Λ_uv", key="Wishart index sums")
     cov = lambda u, v: sp.KroneckerDelta(u[0], v[0]) * Lam[u[1], v[1]]  # noqa: E731
     terms = step("Isserlis for E[x_ia x_ip x_jq x_jc] (δ_ii = 1 already applied by SymPy)",
                  sp.Add(*isserlis(((i, a), (i, p), (j, q), (j, c)), cov)))
     dlt = sp.KroneckerDelta(i, j)
-    assume("Split each (i, j) into i = j and i ≠ j: E_ij = δ_ij E_ij|_{δ=1} + (1 − δ_ij) E_ij|_{δ=0} (δ_ij ∈ {0, 1})")
+    assume("Split each (i, j) into i = j and i ≠ j: E_ij = δ_ij E_ij|_{δ=1} + (1 − δ_ij) E_ij|_{δ=0} (δ_ij ∈ {0, 1})", key="split i = j / i ≠ j")
     same_terms, cross_terms = terms.subs(dlt, 1), terms.subs(dlt, 0)
     lims = ((p, 0, d - 1), (q, 0, d - 1))
     same = step("i = j: the single-sample moment E[x xᵀ A x xᵀ], read as a matrix",
@@ -327,7 +327,7 @@ def derive_wishart_sandwich() -> Derivation:
     b = DerivationBuilder("Wishart-type moment E[Λ̂AΛ̂] by Isserlis, symbolic d and N")
     b.symbols(d="dimension", N="number of samples", Lambda="covariance (symmetric)", A="any d × d matrix",
               Lambda_hat="empirical covariance (1/N) Σ_i x_i x_iᵀ")
-    b.assume("Isserlis: E[z_1⋯z_2k] = Σ over pairings of products of covariances; Λᵀ = Λ")
+    b.assume("Isserlis: E[z_1⋯z_2k] = Σ over pairings of products of covariances; Λᵀ = Λ", key="Isserlis' theorem")
     res, same, cross, n_same, n_cross = _wishart(L, A, N, b)
     b.obligation("same_is_single_sample_moment", tidy(same - fourth_moment_sandwich(L, A), [L]),
                  description="the i = j part is E[x xᵀ A x xᵀ]")
@@ -379,7 +379,7 @@ def _zfb(Lam, B, N, b: DerivationBuilder | None = None):
     Lh = sp.MatrixSymbol("Lambda_hat", d, d)
     a, i, k = _idx("a", "i", "k")
     assume("x_i ~ N(0, Λ) i.i.d. (columns of X, d × N), x_q ~ N(0, Λ), w ~ N(0, I_d), all independent; y_i = wᵀx_i; "
-           "h = (1/N) Σ_i y_i x_i; prediction ŷ = hᵀ B x_q, target wᵀ x_q; L(B) = ½ E(ŷ − wᵀx_q)²")
+           "h = (1/N) Σ_i y_i x_i; prediction ŷ = hᵀ B x_q, target wᵀ x_q; L(B) = ½ E(ŷ − wᵀx_q)²", key="Gaussian ICL setting")
     h_sum = sp.Sum(sp.Sum(w[k, 0] * X[k, i], (k, 0, d - 1)) * X[a, i], (i, 0, N - 1))
     h = step("N·h_a = Σ_i (Σ_k w_k X_ki) X_ai as a matrix: N·h = X Xᵀ w, i.e. h = Λ̂ w with Λ̂ = (1/N) X Xᵀ",
              sp.MatrixExpr.from_index_summation(h_sum, first_index=a))
@@ -391,16 +391,16 @@ def _zfb(Lam, B, N, b: DerivationBuilder | None = None):
                  description="ŷ − wᵀx_q = uᵀx_q with u = Bᵀh − w = BᵀΛ̂w − w")
     uu = step("u uᵀ, expanded (Λ̂ᵀ = Λ̂)", sp.expand((u * u.T).doit()).xreplace({Lh.T: Lh}))
     Mww = step("E[w wᵀ] = I (Isserlis with covariance I)", second_moment(sp.Identity(d)))
-    assume("E over w first (w independent of X; linearity): w wᵀ → E[w wᵀ] inside each term")
+    assume("E over w first (w independent of X; linearity): w wᵀ → E[w wᵀ] inside each term", key="E over w first")
     Ew = step("E_w[u uᵀ]", tidy(_replace_pair(uu, w, w.T, Mww), [Lh]))
     hat_mean = step("E[Λ̂] = (1/N) Σ_i E[x_i x_iᵀ] = (1/N)·N·Λ (the count is a sum over i)",
                     tidy(eval_index_sums(sp.Sum(1, (i, 1, N))) * second_moment(Lam) / N, [Lam]))
     hat_sq = step("E[Λ̂ I Λ̂] (Wishart-type moment with A = I)", wishart_sandwich(Lam, sp.Identity(d), N))
-    assume("E over X (linearity): Λ̂² → E[Λ̂ I Λ̂], then Λ̂ → E[Λ̂]")
+    assume("E over X (linearity): Λ̂² → E[Λ̂ I Λ̂], then Λ̂ → E[Λ̂]", key="E over X (linearity)")
     Euu = _sym(Ew.xreplace({sp.MatPow(Lh, 2): hat_sq}), [Lh])
     Euu = step("E[u uᵀ]", tidy(Euu.xreplace({Lh: hat_mean}), [Lam]))
     Mqq = step("E[x_q x_qᵀ] = Λ", second_moment(Lam))
-    assume("x_q independent of (w, X): E(uᵀx_q)² = E tr(x_q x_qᵀ u uᵀ) = tr(E[x_q x_qᵀ] E[u uᵀ])")
+    assume("x_q independent of (w, X): E(uᵀx_q)² = E tr(x_q x_qᵀ u uᵀ) = tr(E[x_q x_qᵀ] E[u uᵀ])", key="independent query x_q")
     loss = step("L(B) = ½ tr(Λ E[u uᵀ]), traces expanded", tidy(sp.Trace(Mqq * Euu) / 2, [Lam]))
     hh = tidy(hat_sq, [Lam])
     return {"loss": loss, "hh": hh, "hw": hat_mean, "ww": Mww, "h": h, "Euu": Euu, "residual": resid, "uu": uu}
@@ -510,7 +510,7 @@ def derive_zfb_loss() -> Derivation:
     at = b.step("At B = G⁻¹", (gG.xreplace({B: G.I})).doit())
     b.obligation("stationary_at_Gamma_inverse", at, description="∇L(Γ_N⁻¹) = 0")
     b.assume("Λ and Γ_N are invertible (Λ ≻ 0); L is a convex quadratic (Hessian ΛΓ_N ⊗ Λ ≻ 0), so its stationary "
-             "point is its unique minimiser")
+             "point is its unique minimiser", key="convex quadratic, Λ ≻ 0")
     Bstar = b.step("Solve ΛGBΛ = Λ²: B = (ΛG)⁻¹ Λ² Λ⁻¹", (sp.Inverse(L * G) * L * L * L.I).doit())
     b.obligation("B_star_is_G_inverse", tidy(Bstar - G.I), description="B* = Γ_N⁻¹")
     for k, v in (("hh", z["hh"]), ("hw", z["hw"]), ("Gamma_N", Gam), ("G", G), ("Lambda", L), ("B", B), ("sizes", (d, N)),

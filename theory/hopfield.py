@@ -86,7 +86,7 @@ def derive_classical_flip(d: int = 4, i: int = 0) -> Derivation:
     s, wii = sp.Symbol("s", nonpositive=True), sp.Symbol("w_ii", nonnegative=True)
     hs = sp.Symbol("h_i", real=True)
     b.assume("The update flips ξ_i only when sgn(h_i) ≠ ξ_i, i.e. s = ξ_i h_i ≤ 0 (sgn(0) = +1); and ξ_i² = 1",
-             sp.Le(sp.Symbol("s"), 0))
+             sp.Le(sp.Symbol("s"), 0), key="flip rule")
     dE_s = sp.expand((2 * xi[i] * hs - 2 * wii * xi[i] ** 2).subs(xi[i] ** 2, 1).subs(xi[i] * hs, s))
     b.step("ΔE = 2ξ_i h_i − 2w_ii ξ_i² with ξ_i h_i = s and ξ_i² = 1", dE_s)
     gap = sp.expand(dE_s + 2 * wii)
@@ -151,7 +151,7 @@ def derive_classical_flip_general() -> Derivation:
     E = b.step("E(ξ) = −½ ξᵀWξ + ξᵀb multiplied out by blocks", energy(x))
     general = _scalar_canon(energy(-x) - E)
     b.step("Flip ξ_i → −ξ_i: ΔE for a general W (the ηᵀVη, ηᵀc and w_ii ξ_i² terms cancel)", general)
-    sym = b.assume("Symmetric W: row i equals column i, v = u", sp.Eq(v, u))
+    sym = b.assume("Symmetric W: row i equals column i, v = u", sp.Eq(v, u), key="symmetric W")
     dE = _scalar_canon(general.subs(sym.lhs, sym.rhs))
     b.step("ΔE for the symmetric W", dE, compact=r"\Delta E=2\xi_i\big(\textstyle\sum_{j\ne i}w_{ij}\xi_j-b_i\big)")
     target = 2 * x.T * u.T * eta - 2 * x.T * bi
@@ -168,7 +168,7 @@ def derive_classical_flip_general() -> Derivation:
     b.step("ΔE − (2ξ_i h_i − 2w_ii ξ_i²)", sp.expand(dE_s - (2 * xs * h - 2 * ws * xs ** 2)))
     s, wii = sp.Symbol("s", nonpositive=True), sp.Symbol("w_ii", nonnegative=True)
     b.assume("ξ_i ∈ {±1} (ξ_i² = 1); the update ξ_i ← sgn(h_i) flips ξ_i only when sgn(h_i) ≠ ξ_i, i.e. "
-             "s = ξ_i h_i ≤ 0 (sgn(0) = +1: a unit at h_i = 0 flips only from −1 to +1)", sp.Le(sp.Symbol("s"), 0))
+             "s = ξ_i h_i ≤ 0 (sgn(0) = +1: a unit at h_i = 0 flips only from −1 to +1)", sp.Le(sp.Symbol("s"), 0), key="flip rule")
     gap = sp.expand(2 * s - 2 * wii + 2 * wii)
     b.step("ΔE + 2w_ii with ΔE = 2s − 2w_ii", gap)
     b.obligation("flip_lowers_energy_by_2wii_every_d", -gap, "nonnegative",
@@ -267,9 +267,9 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
     lead_one = sp.LT(sp.Poly(one, c).as_expr(), c) if a > 1 else one
     b.step("Crosstalk of one pattern μ≠ν: F(c_μ+1) − F(c_μ−1), leading term in c_μ", lead_one)
     gauss = sp.exp(-zr ** 2 / 2) / sp.sqrt(2 * sp.pi)
-    b.assume("Random patterns: x_1, …, x_N i.i.d. uniform on {±1}^d (every statement below is about this distribution)")
+    b.assume("Random patterns: x_1, …, x_N i.i.d. uniform on {±1}^d (every statement below is about this distribution)", key="random ±1 patterns")
     b.assume("Central limit: the overlap c_μ = Σ(j≠l) x_μj x_νj of another pattern is ≈ √d·Z with Z ~ N(0, 1), "
-             "independent across μ", gauss)
+             "independent across μ", gauss, key="Gaussian crosstalk (CLT)")
     moment = sp.integrate(zr ** (2 * a - 2) * gauss, (zr, -sp.oo, sp.oo))
     b.step(f"Gaussian moment E[Z^{2 * a - 2}] (c_μ ≈ √d Z)", moment)
     b.obligation("moment_is_double_factorial", moment - sp.factorial2(2 * a - 3), description=f"E[Z^{2 * a - 2}] = ({2 * a - 3})!!")
@@ -280,7 +280,7 @@ def derive_capacity_formulas(a: int = 2) -> Derivation:
     b.fact("snr2", snr2)
     b.step("SNR² = signal²/Var", snr2)
     b.assume("A bit errs with probability ≈ exp(−SNR²/2) (Gaussian tail, leading order in the exponent); "
-             "'most patterns exact': d·P_err = O(1); 'all patterns exact': N·d·P_err = O(1)")
+             "'most patterns exact': d·P_err = O(1); 'all patterns exact': N·d·P_err = O(1)", key="Gaussian tail exp(−SNR²/2)")
     # per-bit error ≈ exp(−SNR²/2); criterion on the exponent: SNR²/2 = ln(number of bits that must be right)
     sol = sp.solve(sp.Eq(snr2 / 2, sp.log(d)), N)
     b.obligation("unique_capacity_most", sp.Integer(len(sol) - 1))
@@ -328,7 +328,7 @@ def derive_finite_size_capacity(a: int = 2) -> Derivation:
     q = sp.Symbol("q", positive=True)
     b.assume("A bit errs with the Gaussian tail probability q = Φ̄(SNR) = erfc(SNR/√2)/2, bits independent, so a "
              "pattern is a fixed point with probability (1 − q)^d; N_1/2 is where that probability is 1/2",
-             sp.Eq(q, sp.erfc(s / sp.sqrt(2)) / 2))
+             sp.Eq(q, sp.erfc(s / sp.sqrt(2)) / 2), key="Gaussian tail, independent bits")
     q_half = sp.solve(sp.Eq((1 - q) ** d, sp.Rational(1, 2)), q)
     b.obligation("unique_q_half", sp.Integer(len(q_half) - 1))
     q_half = sp.simplify(q_half[0])
@@ -378,7 +378,7 @@ def derive_exp_all_fixed_scaling() -> Derivation:
     b.obligation("distance_one_cancels", ratio.subs(k, 1) - 1)
     b.obligation("distance_two_is_small", sp.exp(-2) - ratio.subs(k, 2))
     b.assume("Only pairs within Hamming distance 1 break retrieval, each with probability κ; pairs are Poisson "
-             "with mean C(N,2)·(d+1)/2^d ≈ N²(d+1)/2^(d+1)", sp.exp(-kappa * N ** 2 * (d + 1) / 2 ** (d + 1)))
+             "with mean C(N,2)·(d+1)/2^d ≈ N²(d+1)/2^(d+1)", sp.exp(-kappa * N ** 2 * (d + 1) / 2 ** (d + 1)), key="Poisson near-pairs")
     sol = sp.solve(sp.Eq(kappa * N ** 2 * (d + 1) / 2 ** (d + 1), sp.log(2)), N)
     b.obligation("unique_N_all", sp.Integer(len(sol) - 1))
     N_all = sol[0]
@@ -422,8 +422,8 @@ def derive_classical_capacity() -> Derivation:
     b.step("Exact recall of a given (most) pattern, McEliece et al. 1987: C_most =", dense.result["most"])
     b.step("Exact recall of all patterns: C_all =", dense.result["all"])
     alpha = b.assume("α_c ≈ 0.138: critical load for retrieval with ≈1.5% wrong bits (Amit–Gutfreund–Sompolinsky, "
-                     "replica theory; not derivable by the signal-to-noise argument)", AGS_ALPHA_C, role="constant")
-    bit = b.assume("Capacity with ≈1.5% wrong bits: C_bit = α_c d (the literature constant times d)", alpha * d, role="constant")
+                     "replica theory; not derivable by the signal-to-noise argument)", AGS_ALPHA_C, role="constant", key="α_c ≈ 0.138 (AGS)")
+    bit = b.assume("Capacity with ≈1.5% wrong bits: C_bit = α_c d (the literature constant times d)", alpha * d, role="constant", key="C_bit = α_c d")
     lim = sp.limit(bit / dense.result["most"], d, sp.oo)
     b.step("C_bit / C_most as d → ∞", lim)
     b.obligation("bit_error_capacity_dominates", sp.Eq(lim, sp.oo), "true", description="C_bit / C_most → ∞")
@@ -550,7 +550,7 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     b.obligation("lse_hessian_form", H2 - beta * X * P * X.T, description="∇²lse = β X (diag p − ppᵀ) Xᵀ")
     hess_res = _canon(H2 - beta * X * P * X.T)
     b.step("∇²lse − β X (diag p − ppᵀ) Xᵀ", hess_res)
-    b.assume("diag(p) − ppᵀ is the covariance of a one-hot draw with probabilities p, hence ⪰ 0: E₂ = −lse is concave")
+    b.assume("diag(p) − ppᵀ is the covariance of a one-hot draw with probabilities p, hence ⪰ 0: E₂ = −lse is concave", key="softmax covariance ⪰ 0", clauses=("cccp_step",))
     b.step("diag(p) − ppᵀ annihilates 1 (entries of (diag p − ppᵀ)1)", _canon(P * sp.ones(N, 1)))
     b.obligation("covariance_annihilates_ones", P * sp.ones(N, 1))
     new = sp.Matrix(sp.symbols(f"xinew_1:{d + 1}", real=True))
@@ -570,11 +570,11 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     E_t = -lse_s + t ** 2 / 2 + lnN / beta + M ** 2 / 2
     b.step("E in terms of lse and t = ‖ξ‖", E_t)
     hi = b.assume("lse(β, z) ≤ max_i z_i + β⁻¹ ln N ≤ M t + β⁻¹ ln N (Cauchy–Schwarz, ‖x_i‖ ≤ M)",
-                  M * t + lnN / beta, role="bound")
+                  M * t + lnN / beta, role="bound", key="lse upper bound", clauses=("nonnegative",))
     lower = sp.factor(E_t.subs(lse_s, hi))
     b.step("Lower bound E ≥", lower)
     b.obligation("lower_bound_is_half_square", lower - (M - t) ** 2 / 2, description="E ≥ ½(‖ξ‖ − M)² ≥ 0")
-    lo = b.assume("lse(β, z) ≥ mean_i z_i + β⁻¹ ln N ≥ −M t + β⁻¹ ln N (Jensen)", -M * t + lnN / beta, role="bound")
+    lo = b.assume("lse(β, z) ≥ mean_i z_i + β⁻¹ ln N ≥ −M t + β⁻¹ ln N (Jensen)", -M * t + lnN / beta, role="bound", key="lse lower bound (Jensen)", clauses=("hull_bound",))
     upper = sp.expand(E_t.subs(lse_s, lo))
     b.step("Upper bound E ≤", upper)
     upper_gap = sp.factor(2 * M ** 2 - upper)
@@ -643,29 +643,29 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
     b.obligation("exponent_split", split)
     Nn, Delta, eps, M = sp.symbols("N Delta epsilon M", positive=True)
     e, j = sp.Symbol("e", real=True), sp.Symbol("j", integer=True, positive=True)
-    b.assume("Triangle inequality: ‖f(ξ) − x_1‖ ≤ Σ(j≠1) p_j ‖x_j − x_1‖, and p_j ≤ p_j/p_1 because p_1 ≤ 1", role="bound")
+    b.assume("Triangle inequality: ‖f(ξ) − x_1‖ ≤ Σ(j≠1) p_j ‖x_j − x_1‖, and p_j ≤ p_j/p_1 because p_1 ≤ 1", role="bound", key="triangle inequality, p_1 ≤ 1")
     tail = sp.exp(beta * e)
     b.step("Softmax tail: p_j ≤ p_j/p_1 = exp(β e) with e = (x_j − x_1)ᵀξ", tail)
     b.obligation("tail_increasing_in_exponent", sp.diff(tail, e), "positive", description="exp(βe) increases with e")
     e_max = b.assume("e = (x_j − x_1)ᵀx_1 + (x_j − x_1)ᵀ(ξ − x_1) ≤ −Δ_1 + 2Mε (definition of Δ; Cauchy–Schwarz "
-                     "with ‖x_j − x_1‖ ≤ 2M and ‖ξ − x_1‖ ≤ ε)", -Delta + 2 * M * eps, role="bound")
+                     "with ‖x_j − x_1‖ ≤ 2M and ‖ξ − x_1‖ ≤ ε)", -Delta + 2 * M * eps, role="bound", key="exponent bound −Δ + 2Mε")
     tail_max = tail.subs(e, e_max)
     b.step("Insert the largest exponent: p_j ≤", tail_max)
-    dist = b.assume("‖x_j − x_1‖ ≤ 2M (‖x_j‖ ≤ M)", 2 * M, role="bound")
+    dist = b.assume("‖x_j − x_1‖ ≤ 2M (‖x_j‖ ≤ M)", 2 * M, role="bound", key="‖x_j − x_1‖ ≤ 2M")
     bound = sp.summation(tail_max * dist, (j, 2, Nn))
     b.step("Sum the N − 1 terms p_j ‖x_j − x_1‖ ≤ 2M exp(β(−Δ + 2Mε)) over j ≠ 1: ‖f(ξ) − x_1‖ ≤", bound,
            compact=r"\|f(\xi)-x_i\|\le 2(N-1)\,M\,e^{-\beta(\Delta_i-2\epsilon M)}")
-    # Theorem 5's second part and Theorem 4's separation condition (retrieval with one update)
+    # Theorem 5's second part and the separation condition of App. A Lemmas A5–A7 (retrieval with one update)
     near = b.step("Query and fixed point within 1/(2βM) of x_i: ε = 1/(2βM) in the bound",
                   sp.simplify(bound.subs(eps, 1 / (2 * beta * M))))
     b.obligation("bound_increases_in_eps", sp.diff(bound, eps) / bound, "positive",
                  description="the bound grows with ε, so ε ≤ 1/(2βM) gives at most this")
     b.obligation("near_bound_is_2e", sp.simplify(near - 2 * sp.E * (Nn - 1) * M * sp.exp(-beta * Delta)),
                  description="= 2e(N−1)M e^(−βΔ_i) (Theorem 5)")
-    Dmin = b.assume("Well separated x_i (Ramsauer et al. 2021, Thm 4 / App. A): Δ_i ≥ 2/(βN) + β⁻¹ ln(2(N−1)NβM²); "
+    Dmin = b.assume("Well separated x_i (Ramsauer et al., ICLR 2021, App. A Lemmas A5–A7): Δ_i ≥ 2/(βN) + β⁻¹ ln(2(N−1)NβM²); "
                     "then the update is a contraction on the sphere ‖ξ − x_i‖ ≤ 1/(βNM) ⊂ {‖ξ − x_i‖ ≤ 1/(2βM)} "
                     "(N ≥ 2), whose fixed point is x_i*", 2 / (beta * Nn) + sp.log(2 * (Nn - 1) * Nn * beta * M ** 2) / beta,
-                    role="premise")
+                    role="premise", key="well-separated patterns", clauses=("retrieval",))
     b.obligation("near_bound_decreases_in_delta", -sp.diff(near, Delta) / near, "positive")
     at_min = b.step("2e(N−1)M e^(−βΔ_i) at Δ_i = Δ_min: the retrieval error is at most",
                     sp.simplify(sp.expand_log(near.subs(Delta, Dmin), force=True)))

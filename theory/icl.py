@@ -436,7 +436,7 @@ def derive_moments(d: int = 2) -> Derivation:
     L, cov, w, x1, x2 = _moment_blocks(d)
     b.define("Joint Gaussian (w, x_i, x_j), i ≠ j: covariance diag(I, Λ, Λ)", sp.Matrix(cov))
     b.assume("Isserlis/Wick: a Gaussian moment E[z_1 ⋯ z_2k] is the sum over pairings of products of covariances",
-             r"E[z_1\cdots z_{2k}]=\sum_{\text{pairings}}\prod \operatorname{Cov}")
+             r"E[z_1\cdots z_{2k}]=\sum_{\text{pairings}}\prod \operatorname{Cov}", key="Isserlis' theorem")
     # E[y_i x_ia y_i x_ib] with y_i = Σ_k w_k x_ik: degree-6 Wick sums
     same = sp.Matrix(d, d, lambda a, c: sp.expand(sum(
         _wick((w[k], x1[k], w[l], x1[l], x1[a], x1[c]), cov) for k in range(d) for l in range(d))))
@@ -461,7 +461,7 @@ def derive_moments(d: int = 2) -> Derivation:
     Lm, A = sp.MatrixSymbol("Lambda", n, n), sp.MatrixSymbol("A", n, n)
     four = Lm * A * Lm + Lm * A.T * Lm + sp.Trace(A * Lm) * Lm
     b.assume("General Λ: the pairings (ac)(eb), (ae)(cb), (ab)(ce) of Σ A_ce E[x_a x_c x_e x_b] read as "
-             "matrix products give E[x xᵀ A x xᵀ]", four)
+             "matrix products give E[x xᵀ A x xᵀ]", four, key="fourth-moment pairings")
     four_entry = sp.Matrix(d, d, lambda a, c: sp.expand(sum(
         sp.Symbol(f"A_{p}{q}") * _wick((x1[a], x1[p], x1[q], x1[c]), cov) for p in range(d) for q in range(d))))
     A_d = sp.Matrix(d, d, lambda p, q: sp.Symbol(f"A_{p}{q}"))
@@ -534,7 +534,7 @@ def derive_population_loss(d: int = 2) -> Derivation:
     B = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"b_{i + 1}{j + 1}", real=True))
     b.define("Block form with only w22, W11 non-zero and ρ = N: ŷ = hᵀ B x_q, B = w22·W11", B)
     b.assume("x_q ~ N(0, Λ) is independent of (h, w): E over x_q gives ½ E (Bᵀh − w)ᵀ Λ (Bᵀh − w)",
-             r"L(B)=\tfrac12\operatorname{tr}\big(\Lambda\,E[(B^{\top}h-w)(B^{\top}h-w)^{\top}]\big)")
+             r"L(B)=\tfrac12\operatorname{tr}\big(\Lambda\,E[(B^{\top}h-w)(B^{\top}h-w)^{\top}]\big)", key="independent query x_q")
     inner = B.T * mom.result["hh"] * B - B.T * mom.result["hw"] - mom.result["hw"].T * B + sp.eye(d)
     loss = sp.expand(sp.Rational(1, 2) * (L * inner).trace())
     b.step("Insert the derived E[hhᵀ], E[hwᵀ] and E[wwᵀ] = I", loss,
@@ -593,7 +593,7 @@ def derive_global_min(d: int = 2) -> Derivation:
     b.obligation("hessian_is_kronecker", H - sp.kronecker_product(L * G, L), description="Hessian = ΛΓ_N ⊗ Λ")
     b.assume("ΛΓ_N and Λ are positive definite (Γ_N = (1+1/N)Λ + (tr Λ/N)I commutes with Λ), and a Kronecker "
              "product of positive-definite matrices is positive definite: L is strictly convex in B, so B* is the "
-             "global minimum")
+             "global minimum", key="positive-definite Hessian")
     b.fact("hessian_B", H)
     # general Λ: matrix calculus on the trace form, then entry (i, j) in the eigenbasis
     n, Lm, Gm, Bm = _general_symbols()
@@ -611,12 +611,13 @@ def derive_global_min(d: int = 2) -> Derivation:
     i, j = sp.symbols("i j", integer=True, nonnegative=True)
     li, lj, gi, bij = sp.symbols("lambda_i lambda_j gamma_i b_ij", positive=True)
     b.assume("Eigenbasis of Λ (rotations leave the loss invariant): Λ = diag(λ), and Γ_N = diag(γ) in the same basis "
-             "because it is a polynomial in Λ", r"\Lambda=\operatorname{diag}(\lambda),\ \Gamma_N=\operatorname{diag}(\gamma)")
+             "because it is a polynomial in Λ", r"\Lambda=\operatorname{diag}(\lambda),\ \Gamma_N=\operatorname{diag}(\gamma)", key="eigenbasis of Λ")
     entry = grad_m.subs({Lm: sp.DiagMatrix(lam), Gm: sp.DiagMatrix(gam)})[i, j].doit()
     # the Piecewise guards say 0 ≤ i, j ≤ n − 1, true for the indices of an entry
     entry = entry.replace(lambda e: isinstance(e, sp.Piecewise), lambda e: e.args[0][0])
     entry = sp.factor(entry.subs({Bm[i, j]: bij, lam[i, 0]: li, lam[j, 0]: lj, gam[i, 0]: gi}))
-    b.step("Entry (i, j) of the gradient in the eigenbasis (δ_ij = KroneckerDelta(i, j))", sp.Eq(entry, 0))
+    b.step("Entry (i, j) of the gradient in the eigenbasis (δ_ij = KroneckerDelta(i, j)), set to 0", sp.Eq(entry, 0),
+           equation=True)
     esol = sp.solve(entry, bij)
     b.obligation("unique_eigenbasis_solution", sp.Integer(len(esol) - 1))
     b.step("Solved for b_ij", esol[0])
@@ -638,10 +639,10 @@ def derive_global_min(d: int = 2) -> Derivation:
     b.step("d/dt (u² − Σ U_ij²) along the flow", rate)
     b.obligation("conserved_along_flow", rate, description="d/dt (u² − Σ_ij U_ij²) = 0 for every loss of the product")
     b.fact("conserved_rate", rate)
-    b.assume("ZFB initialisation: u² equals the squared Frobenius norm of U at t = 0, so u² − Σ_ij U_ij² = 0 for all t")
+    b.assume("ZFB initialisation: u² equals the squared Frobenius norm of U at t = 0, so u² − Σ_ij U_ij² = 0 for all t", key="balanced ZFB initialisation")
     F, nU = sp.symbols("F nU", positive=True)
     b.assume("At the limit uU = Γ_N⁻¹ (the flow converges to the global minimum, ZFB Thm 4.1), so u·nU = F",
-             sp.Eq(u * nU, F))
+             sp.Eq(u * nU, F), key="ZFB Thm 4.1 convergence")
     up = sp.Symbol("u", positive=True)
     lim = sp.solve([sp.Eq(up**2, nU**2), sp.Eq(up * nU, F)], [up, nU], dict=True)
     b.obligation("unique_positive_limit", sp.Integer(len(lim) - 1))
@@ -675,7 +676,7 @@ def derive_loss_minimum(d: int = 2) -> Derivation:
     lam, t = sp.symbols("lambda t", positive=True)
     gam, bb = sp.Symbol("gamma", positive=True), sp.Symbol("b", real=True)
     b.assume("Eigenbasis: Λ, Γ_N and B* = Γ_N⁻¹ are diagonal, so the trace form of the loss is a sum over "
-             "eigen-directions of its 1×1 version (Λ = λ, Γ_N = γ, B = b)")
+             "eigen-directions of its 1×1 version (Λ = λ, Γ_N = γ, B = b)", key="eigenbasis of Λ")
     per = sp.expand(_loss_trace(sp.Matrix([[lam]]), sp.Matrix([[gam]]), sp.Matrix([[bb]]), sp.eye(1)))
     b.step("One eigen-direction: ½ tr(Λ(BᵀΛΓB − BᵀΛ − ΛB + I)) at 1×1", per)
     bstar = sp.solve(sp.diff(per, bb), bb)
@@ -721,14 +722,14 @@ def derive_linear_task_risk(d: int = 2) -> Derivation:
     ESS = W.result.subs({A[i, j]: (1 if i == j else 0) for i in range(d) for j in range(d)})
     b.step("E[S wwᵀ S] = E[S I S] (w ⟂ S, E wwᵀ = I), from the Wishart moment", ESS)
     b.obligation("ESS_equals_Lambda_Gamma_M", ESS - L * _gamma(L, Msym), description="E[SS] = ΛΓ_M")
-    b.assume("x_q ~ N(0, Λ) independent of (S, w): R = tr(Λ E[(Γ⁻¹S w − w)(Γ⁻¹S w − w)ᵀ])")
+    b.assume("x_q ~ N(0, Λ) independent of (S, w): R = tr(Λ E[(Γ⁻¹S w − w)(Γ⁻¹S w − w)ᵀ])", key="independent query x_q")
     R = (L * (Gi * ESS * Gi - Gi * L - L * Gi + sp.eye(d))).trace()
     R = sp.factor(sp.cancel(sp.together(R)))
     b.step("R = tr(Λ(Γ⁻¹E[SS]Γ⁻¹ − Γ⁻¹Λ − ΛΓ⁻¹ + I))", R)
     lam, t = sp.symbols("lambda t", positive=True)
     gN_, gM_ = sp.symbols("gamma_N gamma_M", positive=True)
     b.assume("Eigenbasis: Λ, Γ_N and E[SS] = ΛΓ_M are diagonal, so R is a sum over eigen-directions of its 1×1 "
-             "version (Λ = λ, Γ_N = γ_N, Γ_M = γ_M)")
+             "version (Λ = λ, Γ_N = γ_N, Γ_M = γ_M)", key="eigenbasis of Λ")
     l1, gn1 = sp.Matrix([[lam]]), sp.Matrix([[gN_]])
     per = (l1 * (gn1.inv() * l1 * sp.Matrix([[gM_]]) * gn1.inv() - gn1.inv() * l1 - l1 * gn1.inv() + sp.eye(1))).trace()
     per = sp.expand(per)
@@ -808,7 +809,7 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
     # Rotating coordinates (x ↦ Qᵀx, a ↦ Qᵀa, Σ ↦ QᵀΣQ) leaves every term invariant, so Λ may be
     # taken diagonal (its eigenvalues l_i) while a and Σ stay general.
     L = sp.diag(*sp.symbols(f"l_1:{d + 1}", positive=True))
-    b.assume("Eigenbasis of Λ (every term is invariant under a rotation of x, a and Σ); a and Σ general", L)
+    b.assume("Eigenbasis of Λ (every term is invariant under a rotation of x, a and Σ); a and Σ general", L, key="eigenbasis of Λ")
     a = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"a_{i + 1}", real=True))
     Sg = symbolic_spd(d, "s")
     Ey2 = sp.Symbol("m_yy", positive=True)
@@ -825,9 +826,9 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
         mom_xy[(xs[i], y)] = mom_xy[(y, xs[i])] = La[i]
     mom_xy[(y, y)] = Ey2
     b.assume("Query (x_q, y_q): E[x xᵀ] = Λ, E[y x] = Λa (definition of a), E y² = m_yy",
-             r"E[xx^{\top}]=\Lambda,\ E[yx]=\Lambda a,\ E[y^2]=m_{yy}")
+             r"E[xx^{\top}]=\Lambda,\ E[yx]=\Lambda a,\ E[y^2]=m_{yy}", key="query moments")
     b.assume("h = (1/M)Σ y_i x_i is independent of the query, with E h = Λa and Cov h = Σ/M",
-             r"E[h]=\Lambda a,\ \operatorname{Cov}(h)=\Sigma/M")
+             r"E[h]=\Lambda a,\ \operatorname{Cov}(h)=\Sigma/M", key="h independent of the query")
     Ehh = Sg / Msym + La * La.T
     b.step("E[hhᵀ] = Cov h + E h E hᵀ", Ehh)
     mom_h = {(hs[i], hs[j]): Ehh[i, j] for i in range(d) for j in range(d)}
@@ -881,8 +882,9 @@ def derive_limits(d: int = 2) -> Derivation:
     derived from the LSA prediction with the shifted context moments (Wick), and the resulting
     risk ``(c² − 1)² E y_q²``.
 
-    ``result`` = ``{"gamma_inf": Γ_∞ (matrix in l_ij), "risk_M_inf": per-eigenvalue limit,
-    "risk_NM_inf": 0, "shift_factor": c²}``; ``facts["shift_risk"]`` (in ``c``, ``w``, ``l_ij``).
+    ``result`` = ``{"gamma_inf": Γ_∞ (matrix in l_ij), "risk_M_inf": per-eigenvalue limit M → ∞,
+    "risk_NM_inf": 0 (M → ∞ then N → ∞), "risk_N_inf": per-eigenvalue limit N → ∞ at fixed M,
+    "risk_MN_inf": 0 (N → ∞ then M → ∞), "shift_factor": c²}``; ``facts["shift_risk"]`` (in ``c``, ``w``, ``l_ij``).
 
     >>> D = derive_limits(2)
     >>> D.result["shift_factor"]
@@ -909,6 +911,11 @@ def derive_limits(d: int = 2) -> Derivation:
     Rnm = sp.limit(Rm, Nsym, sp.oo)
     b.step("then N → ∞", Rnm)
     b.obligation("risk_vanishes_in_the_limit", Rnm)
+    Rn = sp.simplify(sp.limit(R, Nsym, sp.oo))
+    b.step("limit N → ∞ of the per-eigenvalue risk at fixed M: a 1/M term survives", Rn)
+    Rmn = sp.limit(Rn, Msym, sp.oo)
+    b.step("then M → ∞ (the other order)", Rmn)
+    b.obligation("risk_vanishes_in_the_other_order", Rmn)
     c = sp.Symbol("c", positive=True)
     w = sp.Matrix(sp.symbols(f"w_1:{d + 1}", real=True))
     xq = sp.Matrix(sp.symbols(f"xq_1:{d + 1}", real=True))
@@ -917,7 +924,7 @@ def derive_limits(d: int = 2) -> Derivation:
     Eyx = sp.Matrix(d, 1, lambda a_, _: sp.expand(sum(w[k] * wick_expectation((k, a_), cov) for k in range(d))))
     b.step("E[y' x'] with y' = ⟨w, x'⟩ (Wick, second moments)", Eyx)
     b.assume("M → ∞: h' = (1/M)Σ y'_i x'_i tends to E[y' x'] (law of large numbers), and N → ∞: the trained "
-             "matrix is Γ_∞⁻¹")
+             "matrix is Γ_∞⁻¹", key="limits M, N → ∞ (LLN)", clauses=("shift",))
     yhat = sp.simplify((xq.T * Ginf.inv() * Eyx)[0, 0])
     b.step("ŷ' = x'_qᵀ Γ_∞⁻¹ h'", yhat)
     yq = (w.T * xq)[0, 0]
@@ -931,7 +938,8 @@ def derive_limits(d: int = 2) -> Derivation:
     b.step("Test risk E(ŷ' − y'_q)² = (ratio − 1)² E y'_q²: zero only at c = 1", shift_risk)
     b.fact("shift_risk", shift_risk)
     b.fact("Lambda", L)
-    return b.done({"gamma_inf": Ginf, "risk_M_inf": Rm, "risk_NM_inf": Rnm, "shift_factor": factor})
+    return b.done({"gamma_inf": Ginf, "risk_M_inf": Rm, "risk_NM_inf": Rnm, "risk_N_inf": Rn, "risk_MN_inf": Rmn,
+                   "shift_factor": factor})
 
 
 @lru_cache(maxsize=None)
@@ -1134,7 +1142,7 @@ def derive_all_weights_min(d: int = 2, N: int = 2) -> Derivation:
     KQ = sp.zeros(d + 1, d + 1)
     KQ[:d, :d], KQ[d, :d] = K11, k21.T
     b.assume("Only the last row (w21ᵀ, w22) of W^PV and the first d columns (W11; w21'ᵀ) of W^KQ enter ŷ "
-             "(icl.lsa_prediction_form); ρ = N; noise-free labels y = Xᵀw", sp.Tuple(PV, KQ))
+             "(icl.lsa_prediction_form); ρ = N; noise-free labels y = Xᵀw", sp.Tuple(PV, KQ), key="entries that enter ŷ")
     yhat = sp.expand((E + PV * E * (E.T * KQ * E) / N)[d, N])
     err = yhat - (w.T * xq)[0, 0]
     b.step(f"ŷ − y_q from the matrix product (d = {d}, N = {N})", err)
@@ -1150,9 +1158,9 @@ def derive_all_weights_min(d: int = 2, N: int = 2) -> Derivation:
                  description="odd part = hᵀ B_eff x_q − y_q")
     b.assume("w ~ N(0, I) is symmetric and independent of the x's: E[even·odd] = 0, so "
              "L = ½E[even²] + L_B(B_eff) ≥ L_B(B_eff) ≥ L_B(Γ_N⁻¹) (L_B strictly convex, minimum at Γ_N⁻¹: global_min)",
-             r"L=\tfrac12\mathbb E[\mathrm{even}^2]+L_B(B_{\mathrm{eff}})")
+             r"L=\tfrac12\mathbb E[\mathrm{even}^2]+L_B(B_{\mathrm{eff}})", key="symmetric w")
     b.assume("A polynomial that vanishes almost surely under a non-degenerate Gaussian (Λ ≻ 0) vanishes "
-             "identically: a global minimiser has B_eff = Γ_N⁻¹ and every coefficient of the even part 0")
+             "identically: a global minimiser has B_eff = Γ_N⁻¹ and every coefficient of the even part 0", key="a.s.-zero polynomial vanishes")
     data = list(X) + list(xq) + list(w)
     coeffs = sp.Poly(even, *data).coeffs()
     b.step("Coefficients of the even part (polynomial in x, x_q, w)", sp.Matrix(coeffs))
@@ -1270,7 +1278,7 @@ def _isserlis_loss_steps(b: DerivationBuilder, L, B, n, A):
     ``E[hhᵀ]`` is that moment at ``A = I`` and equals ``ΛΓ_n``, ``E[hwᵀ] = Λ``. Returns the loss steps'
     dict (:func:`theory.gaussian.zfb_loss_steps`)."""
     b.assume("Isserlis' theorem: for a centred Gaussian vector E[z_1⋯z_2k] is the sum over the pairings of the "
-             "products of covariances; Λᵀ = Λ")
+             "products of covariances; Λᵀ = Λ", key="Isserlis' theorem")
     W = gaussian.wishart_steps(b, L, A, n)
     b.obligation("wishart_form", gaussian.tidy(W - (L * A * L + (L * A.T * L + sp.Trace(A * L) * L) / n), [L]),
                  description="E[Λ̂AΛ̂] = ΛAΛ + (1/n)(ΛAᵀΛ + tr(AΛ)Λ), every d")
@@ -1401,7 +1409,7 @@ def derive_global_min_general() -> Derivation:
     grad = b.step("∂L/∂B by matrix calculus, term by term (Λᵀ = Λ)", gaussian.tidy(_grad(loss, B), [L]))
     b.obligation("gradient_form", gaussian.tidy(grad - (L * Gam * B * L - L * L), [L]), description="∂L/∂B = ΛΓ_N BΛ − Λ²")
     b.step("Stationarity: ∂L/∂B = 0", sp.Eq(L * G * B * L - L * L, sp.ZeroMatrix(d, d), evaluate=False),
-           compact=r"\Lambda\Gamma_N B\Lambda-\Lambda^2=0")
+           compact=r"\Lambda\Gamma_N B\Lambda-\Lambda^2=0", equation=True)
     # second order: L(B + tH) is a quadratic in t
     Lt = b.step("L(B + tH), collected in t", sp.collect(sp.expand(gaussian.tidy(loss.xreplace({B: B + tdir * H}), [L])), tdir))
     b.obligation("quadratic_in_B", sp.Integer(sp.degree(Lt, tdir) - 2), description="L(B + tH) has degree 2 in t")
@@ -1416,7 +1424,7 @@ def derive_global_min_general() -> Derivation:
     b.obligation("hessian_is_kronecker", gaussian.tidy(2 * c2 - q, [L]),
                  description="the second-order form is tr(HᵀΛΓ_N HΛ), i.e. ΛΓ_N ⊗ Λ on row-major vec H")
     # positivity of the second-order form and of Γ_N, through Λ = C²
-    b.assume("Λ ≻ 0: Λ = C² with C symmetric and invertible (its positive square root)")
+    b.assume("Λ ≻ 0: Λ = C² with C symmetric and invertible (its positive square root)", key="Λ = C², C invertible")
     K1, K2 = C * C * H * C, C * H * C
     b.step("tr(HᵀΛΓ_N HΛ) at Λ = C², tidied (Cᵀ = C)", gaussian.tidy(q.xreplace({L: C * C}), [C]))
     b.obligation("hessian_sum_of_squares",
@@ -1427,7 +1435,7 @@ def derive_global_min_general() -> Derivation:
     sq = b.step("‖K‖_F² = tr(KᵀK) in index form, entries real", _sum_of_squares(K))
     b.obligation("frobenius_nonnegative", sq, "nonnegative", description="tr(KᵀK) = Σ_ij K_ij² ≥ 0")
     b.obligation("coefficient_positive", 1 + 1 / N, "positive", description="1 + 1/N > 0")
-    b.assume("A sum of real squares vanishes only when every term does: ‖K‖_F = 0 ⇒ K = 0")
+    b.assume("A sum of real squares vanishes only when every term does: ‖K‖_F = 0 ⇒ K = 0", key="sum of squares zero")
     b.obligation("H_from_C2HC", gaussian.tidy((C.I * C.I * K1 * C.I).doit() - H),
                  description="C²HC = 0 ⇒ H = C⁻²(C²HC)C⁻¹ = 0: the second-order form is positive for H ≠ 0")
     v = sp.MatrixSymbol("v", d, 1)
@@ -1437,7 +1445,7 @@ def derive_global_min_general() -> Derivation:
                  description="vᵀΓ_N v = (1 + 1/N)‖Cv‖² + (tr Λ/N)‖v‖² > 0 for v ≠ 0: Γ_N ≻ 0, invertible")
     b.obligation("Gamma_commutes_with_Lambda", gaussian.tidy(Gam * L - L * Gam, [L]), description="Γ_NΛ = ΛΓ_N")
     # the stationary point, with G standing for Γ_N (invertible: Γ_N ≻ 0)
-    b.assume("A positive-definite matrix is invertible: Λ, C and Γ_N have inverses")
+    b.assume("A positive-definite matrix is invertible: Λ, C and Γ_N have inverses", key="positive definite ⇒ invertible")
     gG = b.step("The gradient with G standing for Γ_N", L * G * B * L - L * L)
     b.obligation("G_form_is_gradient", gaussian.tidy(gG.xreplace({G: Gam}) - grad, [L]),
                  description="G → Γ_N in ΛGBΛ − Λ² gives the derived gradient")
@@ -1452,14 +1460,14 @@ def derive_global_min_general() -> Derivation:
     u = sp.Symbol("u", real=True)
     U, Gr = sp.MatrixSymbol("U", d, d), sp.MatrixSymbol("nabla_L", d, d)
     b.assume("Gradient flow on (u, U) for a loss L_B(uU) of the product, ∇L the gradient of L_B at uU; chain rule: "
-             "du/dt = −tr(∇Lᵀ U), dU/dt = −u∇L")
+             "du/dt = −tr(∇Lᵀ U), dU/dt = −u∇L", key="gradient-flow chain rule")
     dQ = b.step("∂/∂U of ‖U‖_F² = tr(UᵀU) (matrix calculus)", sp.diff(sp.Trace(U.T * U), U))
     rate = b.step("d/dt (u² − ‖U‖_F²) = 2u·du/dt − tr((∂‖U‖_F²/∂U)ᵀ dU/dt), tidied",
                   gaussian.tidy(2 * u * (-sp.Trace(Gr.T * U)) - sp.Trace(dQ.T * (-u * Gr))))
     b.obligation("conserved_along_flow", rate, description="u² − ‖U‖_F² is conserved for every loss of the product, every d")
     F, nU = sp.symbols("F nU", positive=True)
     b.assume("ZFB initialisation balanced (u² = ‖U‖_F² at t = 0), and the flow converges to uU = Γ_N⁻¹ "
-             "(ZFB Thm 4.1), so u² = nU² and u·nU = F")
+             "(ZFB Thm 4.1), so u² = nU² and u·nU = F", key="ZFB Thm 4.1 convergence")
     up = sp.Symbol("u", positive=True)
     lim = sp.solve([sp.Eq(up**2, nU**2), sp.Eq(up * nU, F)], [up, nU], dict=True)
     b.obligation("unique_positive_limit", sp.Integer(len(lim) - 1))
@@ -1566,7 +1574,7 @@ def derive_linear_task_risk_general() -> Derivation:
     b.obligation("Gamma_commutes_with_Lambda", gaussian.tidy(GamN * L - L * GamN, [L]), description="Γ_NΛ = ΛΓ_N")
     b.assume("λ ↦ Λ, 1/γ_N(λ) ↦ Γ_N⁻¹ extends to a ring homomorphism from rational functions in λ with powers of γ_N "
              "as denominators (Λ and Γ_N⁻¹ commute; Γ_N = γ_N(Λ) is invertible), and the trace is linear: a trace "
-             "form Σ_k c_k tr(f_k(Λ)) is tr(F(Λ)) with F = Σ_k c_k f_k, so F ≡ 0 makes it 0")
+             "form Σ_k c_k tr(f_k(Λ)) is tr(F(Λ)) with F = Σ_k c_k f_k, so F ≡ 0 makes it 0", key="ring homomorphism λ ↦ Λ")
     lam, t = sp.symbols("lambda t", positive=True)
     img = lambda e: gaussian.commuting_trace_image(gaussian.tidy(e, [L, G]),  # noqa: E731
                                                    {L: lam, G: (1 + 1 / N) * lam + t / N}, {sp.Trace(L): t})

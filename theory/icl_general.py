@@ -247,7 +247,7 @@ def derive_nonconvex_general() -> Derivation:
     w21, w22, W11, w21p = m["w21"], m["w22"], m["W11"], m["w21'"]
     w = sp.MatrixSymbol("w", dd, 1)
     L, Lh = sp.MatrixSymbol("Lambda", dd, dd), sp.MatrixSymbol("Lambda_hat", dd, dd)
-    b.assume("ρ = N; noise-free labels y = wᵀX; x_i, x_q ~ N(0, Λ), w ~ N(0, I_d), all independent; L = ½E(ŷ − wᵀx_q)²")
+    b.assume("ρ = N; noise-free labels y = wᵀX; x_i, x_q ~ N(0, Λ), w ~ N(0, I_d), all independent; L = ½E(ŷ − wᵀx_q)²", key="noise-free Gaussian setting")
     yh = b.step("ŷ with ρ = N and y = wᵀX", blk.xreplace({rho: NN, y: w.T * X}))
     tt = sp.Symbol("t", real=True)
     scaled = yh.xreplace({v: tt * v for v in (w21, w22, W11, w21p)})
@@ -255,7 +255,7 @@ def derive_nonconvex_general() -> Derivation:
                  description="ŷ(tθ) = t²ŷ(θ): every term has one factor from W^PV's last row and one from W^KQ's first d columns")
     b.assume("ŷ(tθ) = t²ŷ(θ) (the obligation above) gives L(tθ) = ½t⁴E ŷ(θ)² − t²E[ŷ(θ)y_q] + ½E y_q² (the square "
              "expanded, E linear); the Hessian at 0 of a polynomial is that of its degree-2 part, so ∇²L(0) is the Hessian of "
-             "L₂(θ) = −E[ŷ(θ) y_q]")
+             "L₂(θ) = −E[ŷ(θ) y_q]", key="homogeneity ŷ(tθ) = t²ŷ(θ)")
     prod = b.step("ŷ·y_q, y_q = wᵀx_q, expanded; X Xᵀ = N Λ̂",
                   _replace_pair(sp.expand((yh * (w.T * xq)).doit()), X, X.T, NN * Lh))
     i = sp.Symbol("i", integer=True)
@@ -264,7 +264,7 @@ def derive_nonconvex_general() -> Derivation:
     nonlinear = [t for t in (prod.args if isinstance(prod, sp.MatAdd) else (prod,))
                  if sum(1 for f in sp.MatMul.make_args(t) if f.has(Lh)) > 1 or t.has(sp.MatPow(Lh, 2))]
     b.obligation("linear_in_Lambda_hat", sp.Integer(len(nonlinear)), description="every term has at most one factor Λ̂")
-    b.assume("X is independent of (w, x_q) and each term is linear in Λ̂: E_X replaces Λ̂ by E[Λ̂]")
+    b.assume("X is independent of (w, x_q) and each term is linear in Λ̂: E_X replaces Λ̂ by E[Λ̂]", key="independence of X")
     prod = b.step("E over X", prod.xreplace({Lh: hat}))
     gauss = {w: lambda u, v: sp.KroneckerDelta(u.i, v.i), xq: lambda u, v: L[u.i, v.i]}
     terms = prod.args if isinstance(prod, sp.MatAdd) else (prod,)
@@ -291,7 +291,7 @@ def derive_nonconvex_general() -> Derivation:
                      description=f"H(1, {s:+d}Λ²/F) = {-s:+d}F·(1, {s:+d}Λ²/F)")
         eig[s] = mu
     q, lam = sp.MatrixSymbol("q", dd, 1), sp.Symbol("lambda", positive=True)
-    b.assume("Λq = λq (q an eigenvector of Λ; qᵀΛ = λqᵀ by Λᵀ = Λ)")
+    b.assume("Λq = λq (q an eigenvector of Λ; qᵀΛ = λqᵀ by Λᵀ = Λ)", key="eigenvector q")
     for s in (1, -1):
         vec = {w21: q.T, w21p: s * q.T}
         r1 = _eigen_apply(Hact["w21"].xreplace(vec).doit() - (-s * lam**2) * q.T, q, lam, L)
@@ -314,14 +314,14 @@ def derive_nonconvex_general() -> Derivation:
                      sp.expand(2 + 2 * dd + (dd**2 - 1) + sum(shapes[k][0] * shapes[k][1] for k in ("P11", "p12", "k12", "k22"))))
     b.obligation("eigenbasis_complete", sp.expand(total - counted), description="as many eigenvectors as weights: 2(d+1)²")
     b.assume("Spectral theorem: Λ has an orthonormal eigenbasis q_1..q_d; the eigenvectors above are mutually orthogonal "
-             "(disjoint blocks, q_i ⟂ q_j, V ⟂ Λ²), so the spectrum is ±F, ±λ_i² and 0 with multiplicity 2d² + 2d")
+             "(disjoint blocks, q_i ⟂ q_j, V ⟂ Λ²), so the spectrum is ±F, ±λ_i² and 0 with multiplicity 2d² + 2d", key="spectral theorem")
     k = sp.Symbol("k", integer=True)
     lv = sp.IndexedBase("lambda", positive=True)
-    b.assume("tr Λ⁴ = Σ_i λ_i⁴ (eigenvalues λ_i of Λ)")
+    b.assume("tr Λ⁴ = Σ_i λ_i⁴ (eigenvalues λ_i of Λ)", key="tr Λ⁴ = Σ λ_i⁴")
     gap = b.step("F² − λ_k⁴ = Σ_i λ_i⁴ − Σ_i δ_ik λ_i⁴ (delta sum evaluated, k ∈ [1, d])",
                  eval_index_sums(sp.Sum(sp.KroneckerDelta(i, k) * lv[i] ** 4, (i, 1, dd)), {k: (1, dd)}))
     b.obligation("delta_sum_is_lambda_k4", gap - lv[k] ** 4, description="Σ_i δ_ik λ_i⁴ = λ_k⁴")
-    b.assume("F² − λ_k⁴ = Σ_i (1 − δ_ik)λ_i⁴ is a sum of nonnegative terms: F ≥ λ_k², so −F ≤ −λ_k² for every k")
+    b.assume("F² − λ_k⁴ = Σ_i (1 − δ_ik)λ_i⁴ is a sum of nonnegative terms: F ≥ λ_k², so −F ≤ −λ_k² for every k", key="F ≥ λ_k²")
     mn = eig[1]
     # cross-check at d = 2 against the (w22, W11) Hessian of derive_nonconvex(2)
     fixed = ti.derive_nonconvex(2)
@@ -424,7 +424,7 @@ def derive_general_target_risk_general() -> Derivation:
               P="aaᵀ (so aᵀAa = tr(AP))", G="Γ_N⁻¹ (symmetric)", Gamma="Γ_N = (1 + 1/N)Λ + (tr Λ/N)I",
               m_yy="E y²", l="an eigenvalue of Λ", g="the matching eigenvalue of G", t="tr Λ")
     b.assume("(x_i, y_i)_{i≤M} and (x_q, y_q) i.i.d., x ~ N(0, Λ), E[xy] = Λa, Σ = Cov(xy) = E[y²xxᵀ] − ΛaaᵀΛ; "
-             "h = (1/M)Σ_i y_ix_i; ŷ = x_qᵀGh; Λᵀ = Λ, Σᵀ = Σ, Gᵀ = G; P = aaᵀ")
+             "h = (1/M)Σ_i y_ix_i; ŷ = x_qᵀGh; Λᵀ = Λ, Σᵀ = Σ, Gᵀ = G; P = aaᵀ", key="i.i.d. Gaussian setting")
     i, j = sp.symbols("i j", integer=True)
     dlt = sp.KroneckerDelta(i, j)
     same = b.define("i = j: E[y_i²x_ix_iᵀ] = Σ + ΛPΛ (definition of Σ)", S + L * P * L)
@@ -437,7 +437,7 @@ def derive_general_target_risk_general() -> Derivation:
     p_, q_, r_, s_ = sp.symbols("p q r s", integer=True)
     lim = lambda *x: tuple((v, 0, d - 1) for v in x)  # noqa: E731
     b.assume("E(x_qᵀGh − y_q)² = Σ G_pq G_rs E[x_p x_r] E[h_q h_s] − 2Σ G_pq E[y_q x_p] E[h_q] + E y² (the query is "
-             "independent of h), with E[x xᵀ] = Λ, E[h hᵀ] = H, E[y x] = E[h] = m = Λa")
+             "independent of h), with E[x xᵀ] = Λ, E[h hᵀ] = H, E[y x] = E[h] = m = Λa", key="independent query")
     quad = sp.MatrixExpr.from_index_summation(sp.Sum(G[p_, q_] * G[r_, s_] * L[p_, r_] * H[q_, s_], *lim(p_, q_, r_, s_)))
     lin = sp.MatrixExpr.from_index_summation(sp.Sum(m[p_, 0] * G[p_, q_] * m[q_, 0], *lim(p_, q_)))
     lin = sp.Trace(lin.parent) if isinstance(lin, MatrixElement) else lin
@@ -449,7 +449,7 @@ def derive_general_target_risk_general() -> Derivation:
                  sp.Trace(v.T * L * v) - 2 * sp.Trace(v.T * L * a) + Ey2)
     grad = b.step("∂/∂v (matrix calculus, Λᵀ = Λ)", tidy(_diff(lsq, v), [L]))
     b.obligation("least_squares_at_a", _canon(grad.xreplace({v: a})), description="the gradient vanishes at v = a")
-    b.assume("Λ ≻ 0: the quadratic is strictly convex, v = a is its minimiser")
+    b.assume("Λ ≻ 0: the quadratic is strictly convex, v = a is its minimiser", key="strict convexity (Λ ≻ 0)")
     mn = b.step("min_v E(vᵀx − y)² = E y² − tr(ΛP)", tidy(_aat_to_P(tidy(lsq.xreplace({v: a}), [L]), a, P), sym))
     excess = b.step("Excess risk E(ŷ − y)² − min", tidy(risk - mn, sym))
     A1 = b.step("A₁ = M·∂(excess)/∂Σ (matrix calculus, symmetric)", tidy(M * _diff(excess, S), sym).T.doit())
@@ -464,7 +464,7 @@ def derive_general_target_risk_general() -> Derivation:
                  description="ΓΛ = ΛΓ gives Γ⁻¹Λ = ΛΓ⁻¹")
     l, g, t = sp.symbols("l g t", positive=True)
     b.assume("Functional calculus for symmetric Λ: G = Γ_N⁻¹ = f(Λ), f(l) = 1/((1 + 1/N)l + t/N), t = tr Λ; matrices "
-             "built from Λ, G and I are p(Λ) for a rational p, and p(Λ) = q(Λ) when p = q on the eigenvalues")
+             "built from Λ, G and I are p(Λ) for a rational p, and p(Λ) = q(Λ) when p = q on the eigenvalues", key="functional calculus")
     gam = (1 + 1 / N) * l + t / N
     f1 = b.step("A₁ as a function of the eigenvalue l (g for G)", sp.expand(matrix_function_scalar(A1, {L: l, G: g})))
     f2 = b.step("A₂ as a function of l", sp.expand(matrix_function_scalar(A2, {L: l, G: g})))
@@ -485,7 +485,7 @@ def derive_general_target_risk_general() -> Derivation:
                  description="at Λ = I_d the notes' coefficient of ‖a‖² exceeds the derived one, for every d, N")
     # a real law as witness: the linear target y = aᵀx at Λ = I_d (Σ = Cov(x xᵀa) = aaᵀ + ‖a‖²I, tr Σ = (d+1)‖a‖²)
     b.assume("Linear target y = aᵀx, x ~ N(0, I_d): Σ = E[x xᵀ a aᵀ x xᵀ] − aaᵀ = (2aaᵀ + ‖a‖²I) − aaᵀ = aaᵀ + ‖a‖²I "
-             "(Isserlis), so tr Σ = (d + 1)‖a‖², min_w E(⟨w,x⟩ − y)² = 0 and E y⁴ = 3‖a‖⁴ < ∞")
+             "(Isserlis), so tr Σ = (d + 1)‖a‖², min_w E(⟨w,x⟩ − y)² = 0 and E y⁴ = 3‖a‖⁴ < ∞", key="linear-target moments")
     diff_lin = b.step("(Notes' risk − derived risk)/‖a‖² for the linear target at Λ = I_d: (d + 1)(1 − A₁)/M + bias "
                       "coefficient difference (the notes' A₁ is Λ⁻²Λ = I)",
                       sp.factor(((d + 1) * (1 - c1.subs(g, 1 / gam)) / M).subs({l: 1, t: d}) + diff_I))

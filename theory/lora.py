@@ -118,7 +118,7 @@ def derive_lora_count() -> Derivation:
     monos = [sp.Integer(1), d, k, r, d * k, d * r, k * r, d * k * r]
     cs = sp.symbols("c0:8")
     ansatz = sum(c * mo for c, mo in zip(cs, monos))
-    b.assume("Ansatz: the count is multilinear in (d, k, r) (each matrix has one factor per dimension)", ansatz)
+    b.assume("Ansatz: the count is multilinear in (d, k, r) (each matrix has one factor per dimension)", ansatz, key="multilinear-count ansatz", clauses=("trainable_count",))
 
     def n_free(dd, kk, rr):
         return len(_mat("A", rr, kk).free_symbols | _mat("B", dd, rr).free_symbols)
@@ -126,7 +126,7 @@ def derive_lora_count() -> Derivation:
     eqs = []
     for dd, kk, rr in itertools.product((1, 2), repeat=3):
         eqs.append(sp.Eq(ansatz.subs({d: dd, k: kk, r: rr}), n_free(dd, kk, rr)))
-    b.step("Counts of free entries of A and B on the grid d,k,r ∈ {1,2} (first equation)", eqs[0])
+    b.step("Counts of free entries of A and B on the grid d,k,r ∈ {1,2} (first equation)", eqs[0], equation=True)
     sol = sp.solve(eqs, cs, dict=True)[0]
     count = sp.expand(ansatz.subs(sol))
     b.step("Multilinear polynomial through the 8 counts", count)
@@ -207,7 +207,7 @@ def derive_lora_general() -> Derivation:
     minor = b.step("r ≤ min(d, k): the leading r×r minor of BA is det(B_r A_r)", sp.det(Br * Ar))
     at_I = b.step("At B_r = A_r = I_r", minor.xreplace({Br: sp.Identity(r), Ar: sp.Identity(r)}).doit())
     b.obligation("leading_minor_not_identically_zero", at_I - 1, description="the minor is 1 at one point: a nonzero polynomial")
-    b.assume("A polynomial that is not identically zero vanishes only on a null set; a nonzero r×r minor means rank ≥ r")
+    b.assume("A polynomial that is not identically zero vanishes only on a null set; a nonzero r×r minor means rank ≥ r", key="generic rank (null set)", clauses=("rank_generic",))
     count = b.step("Trainable entries: rows·cols of A plus rows·cols of B", sp.expand(A.rows * A.cols + B.rows * B.cols))
     b.obligation("trainable_count", count - r * (d + k), description="#trainable = r(d + k)")
     facts = {"symbols": (X, G, A, B, s), "sizes": (n, d, k, r), "count": count, "rank_bound": rb.result, "leading_minor": minor}

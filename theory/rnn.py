@@ -233,7 +233,7 @@ def derive_bptt_vector_step() -> Derivation:
     ell = b_.define("ℓ_t = ½ Σ_o (y_t − z_t)_o², y_t[o] = Σ_j V_oj σ(a_t[j]) + c_o",
                     sp.Rational(1, 2) * sp.Sum((y(o) - zz[o]) ** 2, (o, 1, dy)))
     b_.assume("Chain rule: R_{t+1} depends on a_t only through a_{t+1}[m] = Σ_j W_mj σ(a_t[j]) + …, so ∂R_{t+1}/∂a_t "
-              "is the derivative of Σ_m δ_{t+1}[m] a_{t+1}[m] with δ_{t+1} held fixed")
+              "is the derivative of Σ_m δ_{t+1}[m] a_{t+1}[m] with δ_{t+1} held fixed", key="chain rule")
     r_lin = sp.Sum(dn[m] * sp.Sum(W[m, j] * sigma(a[j]), (j, 1, dh)), (m, 1, dh))
     raw = b_.step("∂(ℓ_t + R_{t+1})/∂a_t[i] (SymPy through the sums)", sp.diff(ell + r_lin, a[i]))
     delta = b_.step("Delta sums evaluated for i ∈ [1, d_h]", _sz.eval_index_sums(_sz.pull_constants(sp.expand(raw)), {i: (1, dh)}))
@@ -241,7 +241,7 @@ def derive_bptt_vector_step() -> Derivation:
     b_.obligation("delta_recursion", _sz.canonical_dummies(_sz.pull_constants(sp.expand(delta - target))),
                   description="δ_t = σ'(a_t) ⊙ (Vᵀ(y_t − z_t) + Wᵀ δ_{t+1})")
     b_.assume("Chain rule: step t's copies of W, U, b enter the loss only through a_t[i] = Σ_j W_ij h_{t−1}[j] + "
-              "Σ_m U_im x_t[m] + b_i, so their gradients are those of Σ_i δ_t[i] a_t[i]")
+              "Σ_m U_im x_t[m] + b_i, so their gradients are those of Σ_i δ_t[i] a_t[i]", key="chain rule")
     a_t = sp.Sum(D[i] * (sp.Sum(W[i, j] * hp[j], (j, 1, dh)) + sp.Sum(U[i, m] * x[m], (m, 1, dx)) + bv[i]), (i, 1, dh))
     for name, var, rng, tgt in (("W", W[p, q], {p: (1, dh), q: (1, dh)}, D[p] * hp[q]),
                                 ("U", U[p, q], {p: (1, dh), q: (1, dx)}, D[p] * x[q]),
@@ -254,7 +254,7 @@ def derive_bptt_vector_step() -> Derivation:
                     _sz.eval_index_sums(_sz.pull_constants(sp.expand(sp.diff(ell, var))), rng))
         b_.obligation(f"own_gradient_{name}", sp.expand(g - sp.expand(tgt)), description=f"∂L/∂{name}^(t) = (y_t − z_t) ⊗ …")
     b_.assume("Tied weights: d/dθ L(θ, …, θ) = Σ_k ∂L/∂θ^(k) at θ^(k) = θ, entry by entry (chain rule; derived in SymPy "
-              "for the scalar RNN in derive_bptt_general)")
+              "for the scalar RNN in derive_bptt_general)", key="tied-weight chain rule")
     b_.fact("sizes", (dh, dx, dy))
     b_.fact("bases", dict(zip(names, (W, U, bv, V, c, hp, x, zz, a, dn, D))))
     b_.fact("i", i)
@@ -356,7 +356,7 @@ def derive_bptt_general() -> Derivation:
     last_ix = b.step("δ_T in indexed form", (dsigma(A_) * v * (v * sigma(A_) - z1)).xreplace({z1: zb[T]}).xreplace(
         {sigma(A_): hb[T]}).xreplace({A_: ab[T]}))
     G, g = sp.IndexedBase("G"), sp.IndexedBase("g")
-    b.assume("G_t = dR_t/dθ at h_{t−1} (tied θ), g_t = ∂L/∂θ_t: the tied chain rule reads G_t = g_t + G_{t+1}, and G_{T+1} = 0")
+    b.assume("G_t = dR_t/dθ at h_{t−1} (tied θ), g_t = ∂L/∂θ_t: the tied chain rule reads G_t = g_t + G_{t+1}, and G_{T+1} = 0", key="tied chain rule recursion")
     tele = b.step("Σ_{t=1}^{T} (G_t − G_{t+1}) telescopes", sp.Sum(G[t] - G[t + 1], (t, 1, T)).doit())
     b.obligation("telescopes", tele - (G[1] - G[T + 1]), description="Σ_{t=1}^{T}(G_t − G_{t+1}) = G_1 − G_{T+1} for every T")
     b.step("G_{T+1} = 0: dL/dθ = G_1 =", tele.xreplace({G[T + 1]: 0}))

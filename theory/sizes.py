@@ -488,7 +488,7 @@ def derive_lora_rank_bound() -> Derivation:
     b = DerivationBuilder("LoRA update rank ≤ r, from the shapes")
     b.symbols(m="output dimension", n="input dimension", r="LoRA rank", B="m × r factor", A="r × n factor",
               W_0="frozen weight (m × n)")
-    b.assume("rank(PQ) ≤ min(rank P, rank Q); rank(P + Q) ≤ rank P + rank Q; rank P ≤ min(rows, cols)")
+    b.assume("rank(PQ) ≤ min(rank P, rank Q); rank(P + Q) ≤ rank P + rank Q; rank P ≤ min(rows, cols)", key="rank inequalities", clauses=("rank_le_r",))
     entry = b.step("(BA)_ij = Σ_{k=0}^{r−1} B_ik A_kj: a sum of r outer products B_{:,k} A_{k,:}", (B * A)[i, j])
     bound = b.step("Rank bound of BA from its shapes", rank_bound(B * A))
     gap = b.step("Min(m, n, r) − r = Min(m − r, n − r, 0)", sp.Min(*[a - r for a in bound.args]))
@@ -528,7 +528,7 @@ def derive_gd_step() -> Derivation:
                     sp.Sum((sp.Sum(w[0, k] * X[k, i], (k, 0, d - 1)) - y[0, i]) ** 2, (i, 0, N - 1)) / (2 * N))
     g = b.step("∂L/∂w_j (SymPy: ∂w_k/∂w_j = δ_jk)", sp.diff(loss, w[0, j]))
     g = b.step("Evaluate the delta sum for j ∈ [0, d − 1]", eval_index_sums(g, {j: (0, d - 1)}))
-    b.assume("Δw = −η ∇L")
+    b.assume("Δw = −η ∇L (the gradient-descent step, a definition)", role="definition")
     dw_j = -eta * g
     body = sp.expand(pull_constants(sp.expand(N * dw_j / eta)))  # the index sums without the factor η/N
     col = b.step("from_index_summation of N·Δw_j/η (a column indexed by j)",

@@ -69,20 +69,48 @@ def _regpath_W(form, ctx):
                             "radii_where_search_left_warm_basin": jumps, "excess_loss": rp.loss[:, 0].tolist()})
 
 
+def nuclear_excess(W, nuc) -> float:
+    """How far the direction of ``W`` is from the SET of nuclear-norm Att-SVM minimisers: scale ``W`` so
+    that its smallest margin ⟨A_k, W⟩ is 1 and return ‖W/m‖_⋆ / v⋆ − 1 (``nuc``: the certified solve,
+    ``A`` its constraints, ``value`` v⋆). 0 exactly on the minimisers' directions, whichever minimiser
+    (the optimum can be a segment); ``inf`` when some margin is ≤ 0 (the direction violates a constraint)."""
+    m = float(np.min(np.einsum("kij,ij->k", np.asarray(nuc.A), np.asarray(W, dtype=float))))
+    if not m > 0:
+        return math.inf
+    return float(np.linalg.norm(np.asarray(W, dtype=float) / m, "nuc") / nuc.value - 1.0)
+
+
+#: the (K,Q) path's criterion: nuclear excess of its margin-normalised end point ≤ KQ_PATH_TOL (measured
+#: 0.0067 at R = 100 on the fixed instance, decaying like log R / R: 0.057 at R = 9.5, 0.017 at R = 31)
+KQ_PATH_TOL = 0.02
+
+
 def _regpath_KQ(form, ctx):
-    """(K,Q) path (‖K‖²+‖Q‖² ≤ 2R) aligns with form's (K,Q) limit on an instance where the nuclear
-    and Frobenius solutions differ."""
+    """(K,Q) path (‖K‖²+‖Q‖² ≤ 2R) on an instance where the nuclear and Frobenius solutions differ: the
+    clause says the path's direction tends to the SET of nuclear-norm minimisers (the optimum can be a
+    segment), so the end point is scored by its nuclear excess after margin normalisation
+    (:func:`nuclear_excess`), compared with the form's limit scored the same way: the error is
+    |‖W_R/m(W_R)‖_⋆ − ‖W_form/m(W_form)‖_⋆| / ‖W_form/m(W_form)‖_⋆ (inf when the form's limit violates
+    a constraint). Correlation with the form's limit (one minimiser) is reported, not judged."""
     inst, sd, fro_nuc = _kq_instance(0)  # fixed: an instance where the two solutions differ (see _kq_instance)
+    nu = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc")
     target = form["limit"](inst, inst.opt, "KQ")
     radii = np.geomspace(0.5, ctx.size(100.0, 200.0), ctx.size(10, 14))
     rp = ns.regularization_path(inst, radii, param="KQ", inner=ctx.size(200, 300), lr=0.3, B=1, seed=sd, device=ctx.device)
+    excess = [nuclear_excess(rp.W[k, 0], nu) for k in range(len(radii))]
+    e_form = nuclear_excess(target, nu)
+    err = abs((1 + excess[-1]) / (1 + e_form) - 1) if math.isfinite(e_form) else math.inf
     c = _cos(rp.W[:, 0], target)
     c_fro = _cos(rp.W[:, 0], ns.solve_att_svm(inst.X, inst.z, inst.opt).W)
-    _figure(ctx, "regpath_KQ", {"corr with form target": (radii, c), "corr with W^mm_F": (radii, c_fro)}, "correlation", "R", logx=True)
-    return compare(float(1 - c[-1]), 0.01, "TLTO'23: (K,Q) path → nuclear Att-SVM; 1 − corr ≤ 0.01 at the largest R. " + ANGLE_WHY,
+    _figure(ctx, "regpath_KQ", {"nuclear excess of the margin-normalised path": (radii, np.maximum(excess, 1e-16))},
+            "nuclear excess", "R", logx=True)
+    return compare(err, KQ_PATH_TOL, "TLTO'23: the (K,Q) path's direction tends to the set of nuclear-norm Att-SVM minimisers; "
+                   f"the margin-normalised end point's nuclear norm within {KQ_PATH_TOL:g} (relative) of the form's limit's at "
+                   "the largest R (the path's excess decays like log R/R: measured 0.0067 at R = 100)",
                    seeds=[sd], sizes={"n": 2, "T": 3, "d": 4}, device=ctx.device,
-                   resolution=direction_resolution(float(1 - c[-1]), 0.01), resolution_units=ANGLE_UNITS,
-                   details={"corr": c.tolist(), "corr_fro": c_fro.tolist(), "corr_fro_nuc_solutions": fro_nuc})
+                   resolution_units="relative nuclear-norm excess (tolerance + |error|)",
+                   details={"nuclear_excess_path": excess, "nuclear_excess_form_limit": e_form, "optimum": nu.value,
+                            "corr_with_form_limit": c.tolist(), "corr_fro": c_fro.tolist(), "corr_fro_nuc_solutions": fro_nuc})
 
 
 REG_GD_MUTANTS = (
@@ -136,17 +164,28 @@ def _regpath_infeasible(ctx) -> Counterexample:
                           "float64 rounding: W* is a global minimiser inside every ball of radius ≥ ‖W*‖")
 
 
+#: relative spread of the nuclear Att-SVM's optimal face on instance KQ_STUCK_SEED: extremising 3 random linear
+#: functionals over {margins ≥ 1, ‖W‖_⋆ ≤ (1 + 1e-7)v⋆} (Clarabel) moved W by at most 1.3e-3 of ‖W^mm_⋆‖ (measured,
+#: issue 43): the set of minimisers is W^mm_⋆ to that accuracy, so its directions lie within ~1.3e-3 of W^mm_⋆'s
+KQ_STUCK_FACE_SPREAD = 1.3e-3
+
+
 def _regpath_rank(ctx) -> Counterexample:
-    """Without m ≥ d: K, Q ∈ R^{d×1} make KQᵀ rank 1; on an instance whose nuclear Att-SVM has rank 2, the best
-    rank-1 direction has corr σ₁/‖W^mm_⋆‖_F < 1 with it (Eckart–Young), so no rank-1 path converges to it."""
+    """Without m ≥ d: K, Q ∈ R^{d×1} make KQᵀ rank 1; on an instance whose nuclear Att-SVM has rank 2 (and whose
+    set of minimisers is a single point to KQ_STUCK_FACE_SPREAD), the best rank-1 direction has corr
+    σ₁/‖W^mm_⋆‖_F < 1 with it (Eckart–Young), so no rank-1 path tends to the set of minimisers: the distance of
+    every rank-1 direction from the set's directions exceeds 1 − σ₁/‖W^mm_⋆‖_F − 2·spread."""
     inst = ns.make_instance(*KQ_SIZE, seed=KQ_STUCK_SEED, setting="global")
     sv = np.linalg.svd(ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc").W, compute_uv=False)
     best = float(sv[0] / np.linalg.norm(sv))
+    tol = 1e-3 + 2 * KQ_STUCK_FACE_SPREAD
     return Counterexample({"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "m": 1, "instance": f"global seed {KQ_STUCK_SEED}"},
-                          "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f}: every rank-1 KQᵀ has 1 − corr ≥ "
-                          f"{1 - best:.4f}", violated=1 - best > 1e-3, error=1 - best, tolerance=1e-3,
-                          justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; tolerance well above the "
-                          "solver's 1e-6 certificate")
+                          "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f} and is the only minimiser to "
+                          f"{KQ_STUCK_FACE_SPREAD:g}: every rank-1 KQᵀ has 1 − corr ≥ {1 - best:.4f} with every minimiser's "
+                          "direction, so the path cannot tend to the set", violated=1 - best > tol, error=1 - best,
+                          tolerance=tol,
+                          justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; the tolerance adds twice the "
+                          "optimal face's measured spread (KQ_STUCK_FACE_SPREAD) to 1e-3")
 
 
 _FEASIBLE = Hypothesis("feasible", r"\text{Att-SVM feasible: }\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i",
@@ -172,12 +211,16 @@ register(Claim(
                "the limit of the global constrained minimisers", ("W_path",),
                also=(("checked", "one instance per seed, n = 4, T = 5, d = 6: 1 − corr ≤ 0.01 at R = 150 (quick) / 300 "
                                  "(default), corr non-decreasing over the upper half of 10/14 radii (global search per radius)"),)),
-        Clause("KQ_path", r"\|K\|_F^2+\|Q\|_F^2\le2R:\ \bar K_R\bar Q_R^\top/\|\bar K_R\bar Q_R^\top\|\to W^{mm}_\star/\|W^{mm}_\star\|\ "
-               r"(W^{mm}_\star=\mathrm{argmin}\|W\|_\star\text{ s.t. the constraints})", "cited",
+        Clause("KQ_path", r"\|K\|_F^2+\|Q\|_F^2\le2R:\ \mathrm{dist}\Big(\frac{\bar K_R\bar Q_R^\top}{\|\bar K_R\bar Q_R^\top\|},"
+               r"\frac{\mathcal W^{mm}_\star}{\|\mathcal W^{mm}_\star\|}\Big)\to0\ "
+               r"(\mathcal W^{mm}_\star=\text{the set of minimisers of }\|W\|_\star\text{ s.t. the constraints, possibly a segment})",
+               "cited",
                "Tarzanagh, Li, Thrampoulidis, Oymak (2023): the (K,Q) regularisation path converges in direction to the "
-               "nuclear-norm Att-SVM", ("KQ_path",),
+               "set of nuclear-norm Att-SVM solutions (with n = T = d = 2, x_{1,·} = (±½, 0), x_{2,·} = (0, ±½), every "
+               "[[1, b], [b, 1]], |b| ≤ 1, is optimal)", ("KQ_path",),
                also=(("checked", "one fixed instance n = 2, T = 3, d = 4 (Frobenius and nuclear solutions at corr 0.90): "
-                                 "1 − corr ≤ 0.01 at R = 100 (quick) / 200 (default)"),)),
+                                 f"the margin-normalised path end's nuclear norm within {KQ_PATH_TOL:g} (relative) of the "
+                                 "form's limit's at R = 100 (quick) / 200 (default)"),)),
     ),
     source=SOURCE + "; Thm 2",
     kind="theorem",
@@ -262,7 +305,10 @@ def _gd_equal_scores_not_enough(form, ctx):
                             "settled_at_iteration": int(r.settled[0]), "coherence": coherence(inst.X)})
 
 
-LOCAL_SLACK, LOCAL_CORR0, LOCAL_RHO = 0.5, 0.9, 4.0
+LOCAL_SLACK, LOCAL_CORR0, LOCAL_RHO = 0.5, 0.97, 8.0
+#: the largest fraction of runs that may leave their starting set: the theorem's cone width μ depends on the
+#: instance, so a fixed start can lie outside it (instance seed 866: 1 of 3 runs left at corr 0.97, ‖W_0‖ = 8‖W^mm_local‖)
+LOCAL_MAX_LEFT = 0.5
 
 
 def _local_start(Wl: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
@@ -276,11 +322,18 @@ def _local_start(Wl: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray
 
 
 def _gd_local(form, ctx):
-    """Local regime: NGD started in the cone of a locally-optimal token set, at correlation 0.9 with
-    its Att-SVM W^mm_local (1 − corr = 0.1, ten times the tolerance) and ‖W_0‖ = 4‖W^mm_local‖,
-    converges in direction; each run's selected set (argmax attention at the end) is detected and
-    its final direction is checked against the Att-SVM for THAT set (the constructed local set, opt,
-    or another). Starting and final correlations with form's limit are both reported.
+    """Local regime: NGD started in the cone of a locally-optimal token set, at correlation 0.97 with
+    its Att-SVM W^mm_local (1 − corr = 0.03, three times the tolerance) and ‖W_0‖ = 8‖W^mm_local‖,
+    converges in direction to THAT set's Att-SVM (form's limit for the starting set), as the clause
+    says. The cone's width μ depends on the instance (the clause: "for some μ"), so a fixed start can lie
+    outside it: a run that leaves its starting set is never scored against the set it ends in; it is
+    counted, and more than LOCAL_MAX_LEFT of the runs leaving fails the check (error: the fraction
+    scaled so that LOCAL_MAX_LEFT maps to the tolerance; all runs leaving: inf).
+
+    Measured (instance seeds 0–11, B = 3, 2000 iterations): at correlation 0.97, ‖W_0‖ = 8‖W^mm_local‖
+    no run left the local set, worst 1 − corr 7.6e-4; at correlation 0.9, ‖W_0‖ = 4‖W^mm_local‖ 1 of 36
+    runs left it (1 − corr 0.21 with W^mm_local), so that start is not inside the cone of the theorem
+    for every instance. (Until issue 43 each run was scored against the set it ended in.)
 
     Regime (TLTO'23 Thm 3): local convergence holds from inside a cone around W^mm_local whose width
     shrinks to 0 as the margin of a higher-score token under W^mm_local approaches 1. The instance
@@ -306,19 +359,23 @@ def _gd_local(form, ctx):
     W0, r = ctx.reference("ngd_local", run, B, iters)
     sel = r.selected
     errs, start, final = {}, [], []
+    target = form["limit"](inst, inst.local, "W")
+    in_local = np.all(sel == inst.local, axis=1)
     for b in range(B):
-        target = form["limit"](inst, sel[b], "W")
         final.append(float(_cos(r.W[b], target)))
         start.append(float(_cos(W0[b], target)))
-        errs[f"run{b}"] = 1.0 - final[-1]
-    in_local = np.all(sel == inst.local, axis=1)
+        if in_local[b]:  # a run that left started outside this instance's cone: counted below, never scored elsewhere
+            errs[f"run{b}"] = 1.0 - final[-1]
+    left = float(np.mean(~in_local))
+    errs["fraction_left_starting_set (1/2 ↦ tolerance)"] = 0.01 * left / LOCAL_MAX_LEFT if left < 1 else math.inf
     in_opt = np.all(sel == inst.opt, axis=1)
     reach = r.iterations_to(0.99, "local")
     _figure(ctx, "ngd_local_corr", {f"run {b}": (np.arange(1, iters + 1), r.corr["local"][:, b]) for b in range(smallest(4, B))},
             "corr(W_k, W^mm_local)", logx=True)
-    return compare(worst(errs), 0.01, "local convergence (TLTO'23 Thm 3): 1 − corr with the selected set's Att-SVM ≤ 0.01 "
-                   "after the budget, from 1 − corr = 0.1 at the start (measured ≤ 0.0033 over 60 instances at 2000 "
-                   "iterations; 1 − corr decays like ‖W^⊥‖²/‖W_k‖²). " + ANGLE_WHY,
+    return compare(worst(errs), 0.01, "local convergence (TLTO'23 Thm 3): every run that stays in its starting set has "
+                   "1 − corr with that set's Att-SVM ≤ 0.01 after the budget, and at most half the runs leave it, from "
+                   "1 − corr = 0.03 at the start (measured ≤ 7.6e-4 over 12 instances × 3 runs at "
+                   "2000 iterations; 1 − corr decays like ‖W^⊥‖²/‖W_k‖²). " + ANGLE_WHY,
                    seeds=[seed], sizes={"n": 4, "T": 5, "d": 8, "B": B, "iters": iters}, device=ctx.device,
                    resolution=direction_resolution(worst(errs), 0.01), resolution_units=ANGLE_UNITS,
                    details={**errs, "start_corr_with_form": start, "final_corr_with_form": final,
@@ -445,7 +502,7 @@ def _gd_KQ_stuck(form, ctx):
 register(Claim(
     id="svm.gd_direction",
     title="GD/NGD on W diverge in norm and converge in direction to the Att-SVM (NGD and Polyak globally for equal scores "
-          "and near-orthogonal tokens; GD locally from a cone, ‖W₀‖ ≥ R_μ, small step)",
+          "and near-orthogonal tokens; GD locally from a cone of some width μ > 0, ‖W₀‖ ≥ R, small step)",
     statement="",
     hypotheses=(_UNIQUE, _FEASIBLE_GD, _LOSS),
     clauses=(
@@ -464,15 +521,20 @@ register(Claim(
                "optimal, corr with its Att-SVM ≥ 0.8 (measured 0.95), 1 − corr with W^mm ≥ 0.1 (measured 0.34; 0.40 still at 20000 steps)",
                ("ngd_equal_scores_not_enough",)),
         Clause("local", r"\text{GD with a small enough step }\eta\le\eta_0\text{ from }W_0\text{ in the cone of a locally optimal "
-               r"set (}\mathrm{corr}(W_0,W^{mm}_{\text{sel}})\ge1-\mu,\ \|W_0\|\ge R_\mu\text{): }"
-               r"W_k/\|W_k\|\to W^{mm}_{\text{sel}}/\|W^{mm}_{\text{sel}}\|"
+               r"set (}\mathrm{corr}(W_0,W^{mm}_{\text{sel}})\ge1-\mu,\ \|W_0\|\ge R\text{, for some }\mu=\mu(\text{instance})>0"
+               r"\text{ and }R\text{): }W_k/\|W_k\|\to W^{mm}_{\text{sel}}/\|W^{mm}_{\text{sel}}\|"
                r"\ \text{(the Att-SVM of that set)}", "cited",
-               "Tarzanagh, Li, Thrampoulidis, Oymak (2023), local-convergence theorem for GD, under its conditions: for each "
-               "μ > 0 there is R_μ such that GD with a small enough step size started in the cone {corr(W₀, W^mm_sel) ≥ 1 − μ, "
-               "‖W₀‖ ≥ R_μ} of a locally optimal token set converges in direction to that set's Att-SVM", ("ngd_local_set",),
-               also=(("checked", "normalised GD (not the cited plain GD) from corr 0.9 with W^mm_local, ‖W_0‖ = 4‖W^mm_local‖, n = 4, T = 5, d = 8 (margin slack "
-                                 "0.5): every run 1 − corr ≤ 0.01 with its selected set's Att-SVM after 2000 (quick) / 2500 "
-                                 "iterations, 3 / 8 runs"),)),
+               "Tarzanagh, Li, Thrampoulidis, Oymak (2023), local-convergence theorem for GD, under its conditions: there are "
+               "some μ > 0 (depending on the instance) and R such that GD with a small enough step "
+               "size started in the cone {corr(W₀, W^mm_sel) ≥ 1 − μ, ‖W₀‖ ≥ R} of a locally optimal token set converges in "
+               "direction to that set's Att-SVM. Not for each μ: on instance seed 0 of the check corr(W^mm_opt, W^mm_local) = "
+               "−0.514, so for μ ≥ 1.52 the cone holds the ray of W^mm_opt, along which GD converges to opt",
+               ("ngd_local_set",),
+               also=(("checked", "normalised GD (not the cited plain GD) from corr 0.97 with W^mm_local, ‖W_0‖ = 8‖W^mm_local‖, "
+                                 "n = 4, T = 5, d = 8 (margin slack 0.5), 3 / 8 runs, 2000 (quick) / 2500 iterations: every "
+                                 "run that stays in its STARTING set ends with 1 − corr ≤ 0.01 to that set's Att-SVM; a run "
+                                 "that leaves (its start was outside the instance's cone) is counted, not scored, and at most "
+                                 "half may leave (instance seed 866: 1 of 3 left; seeds 0–11: none of 36)"),)),
     ),
     source=SOURCE + "; Vasudeva, Deora, Thrampoulidis (2024)",
     kind="theorem",

@@ -408,7 +408,7 @@ register(Claim(
                "K = 2 constraints, d = 2 (derivation); K = 4, d = 2 (exact rational optimum in kkt_vs_sympy)",
                ("derivation", "kkt_vs_sympy", "certificate_and_independent_solve"),
                also=(("checked", "KKT residuals recomputed from the data and SciPy's dual solve at quick (5, 4, 6), "
-                                 "(8, 5, 8), (6, 5, 5); default (5, 4, 6), (10, 6, 8), (20, 10, 16), (6, 5, 5)"),)),
+                                 "(8, 5, 8), (6, 5, 5); default (5, 4, 6), (10, 6, 8), (20, 10, 16), (6, 5, 5)"),), rests_on=("KKT multipliers α ≥ 0", "complementary slackness")),
         Clause("nuclear", r"\|W^{mm}_\star\|_\star\in[\text{lower},\text{upper}]\ \text{(exact rational primal/dual bracket)}",
                "checked", "relative width ≤ 1e-6 at quick (5, 4, 6), (8, 5, 8), (6, 5, 5); default (5, 4, 6), (10, 6, 8), "
                "(20, 10, 16), (6, 5, 5)",

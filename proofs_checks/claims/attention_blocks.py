@@ -279,7 +279,7 @@ register(Claim(
                ("derivation", "truth_table_vs_sympy", "block_permutations", "torch_encoder_layer"),
                also=(("checked", "N = 6, D = 8, two heads, MLP width 16: our block and torch's pre-/post-LN "
                       "TransformerEncoderLayer, 6/16/64 (torch: 4/16/64) random inputs and permutations, the first the swap of "
-                      "tokens 1 and 2, to rounding"),)),
+                      "tokens 1 and 2, to rounding"),), rests_on=("row-wise maps commute with P",)),
     ),
     source="lecture notes 003 §3; lecture notes 004 (poll: order is ignored); lecture notes 001 ('position-invariant')",
     kind="theorem",
@@ -555,7 +555,8 @@ register(Claim(
                "checked", "N = 6, D = 8, two heads, MLP width 16, ReLU, LayerNorm weights perturbed, with and without the "
                "causal mask, 3/8/32 sequences", ("vs_torch_encoder_layer",)),
     ),
-    source="lecture notes 000 (final recipe); lecture notes 001, 003 (LayerNorm after the sub-layer); Vaswani et al. (2017); Xiong et al. (2020)",
+    source="lecture notes 000 (final recipe); lecture notes 001 (LayerNorm after the sub-layer); lecture notes 003 (the layer "
+           "MLP(Y(X) + X): a residual, no normalisation); Vaswani et al. (2017); Xiong et al. (2020)",
     kind="erratum",
     form=_BLOCK_FORM,
     stated={"pre_ln": na.block_pre_ln_as_stated, "post_ln": na.block_post_ln},

@@ -130,15 +130,15 @@ register(Claim(
                "every N, K, D ≥ 1 (symbolic sizes under the naive-product convention; also counted at N ≤ 3, K ≤ 2, D ≤ 2 "
                "and (4, 3, 3), (5, 1, 4))", ("derivation", "polynomial_vs_sympy", "flop_counter"),
                also=(("checked", "FlopCounterMode on the shared-U score module, N ∈ {1, 3, 8, 17}, K ∈ {1, 2, 5}, "
-                      "D ∈ {1, 4, 7}"),)),
+                      "D ∈ {1, 4, 7}"),), rests_on=("polynomial-count ansatz",)),
         Clause("head_cost", r"C_{\text{head}}=4NKD+2N^2K\ \text{(}U_q,U_k,U_v,U_p\text{; FLOPs}=2\times\text{)}", "derived",
                "every N, K, D ≥ 1 (symbolic sizes under the naive-product convention)",
                ("derivation", "polynomial_vs_sympy", "flop_counter"),
                also=(("checked", "FlopCounterMode on MultiheadAttention (no bias, K = D/H): N ∈ {2, 9}, (D, H) ∈ {(4, 1), "
-                      "(6, 2), (8, 4), (12, 3)}, plus (N, D, H) = (33, 16, 2) at default/full size"),)),
+                      "(6, 2), (8, 4), (12, 3)}, plus (N, D, H) = (33, 16, 2) at default/full size"),), rests_on=("polynomial-count ansatz",)),
         Clause("score_share", r"\frac{N^2K}{C_{\text{scores}}}=\frac{N}{N+D}\xrightarrow{N\to\infty}1", "derived",
                "every D ≥ 1 (symbolic limit)", ("derivation", "flop_counter"),
-               also=(("checked", "exact FlopCounterMode shares at (N, K, D) = (256, 4, 4), (512, 2, 8), > 0.95"),)),
+               also=(("checked", "exact FlopCounterMode shares at (N, K, D) = (256, 4, 4), (512, 2, 8), > 0.95"),), rests_on=("polynomial-count ansatz",)),
     ),
     source="lecture notes 000 ('NKD + N²K time'); torch.utils.flop_counter.FlopCounterMode",
     kind="identity",

@@ -186,10 +186,10 @@ register(Claim(
                "every d_k ≥ 1 (symbolic d_k; E q_ik_i = 0, E(q_ik_i)² = 1 taken from the hypotheses)",
                ("derivation", "moments_vs_sympy", "monte_carlo"),
                also=(("checked", "Monte Carlo within 5 SE at d_k ∈ {1, 4, 16, 64}, normal, Rademacher and uniform entries, "
-                      "20k (quick) / 100k / 400k (full) samples, two estimators"),)),
+                      "20k (quick) / 100k / 400k (full) samples, two estimators"),), rests_on=("moments of z_i = q_i k_i", "independent z_i (cumulants add)")),
         Clause("scaled_unit_variance", r"\operatorname{Var}(q\cdot k/\sqrt{d_k})=1", "derived", "every d_k ≥ 1 (symbolic d_k)",
                ("derivation", "moments_vs_sympy", "monte_carlo", "sdpa_default_scale"),
-               also=(("checked", "Monte Carlo as above; torch sdpa's default scale read back as 1/√d_k at d_k ∈ {1, 4, 16, 64}"),)),
+               also=(("checked", "Monte Carlo as above; torch sdpa's default scale read back as 1/√d_k at d_k ∈ {1, 4, 16, 64}"),), rests_on=("moments of z_i = q_i k_i", "independent z_i (cumulants add)")),
     ),
     source="Vaswani et al. (2017) §3.2.1 (footnote 4); lecture notes 001, 004 (scaled dot product)",
     kind="theorem",
@@ -435,14 +435,21 @@ def _mhsa_symbolic(form, ctx) -> CheckResult:
 
 def _mhsa_vs_torch(form, ctx) -> CheckResult:
     """torch.nn.MultiheadAttention (float64, with and without biases) vs the form's concat and
-    sum forms on the mapped weights; the concat width vs out_proj.in_features."""
+    sum forms on the mapped weights; the concat width vs out_proj.in_features. torch initialises every
+    bias to 0, so the biased modules get random N(0, 1) input and output biases: the input biases act
+    per head (Q_h = XW_{Q,h} + b_{Q,h}, likewise K, V), the output bias once after W_O."""
     configs = [(8, 2), (12, 3), (6, 6), (5, 1)] + ctx.size([], [(16, 4), (24, 8)])
     B, N = ctx.size(2, 8, 32), 5
     R, rng = Resolved(), ctx.rng()
     for E, H in configs:
         for bias in (False, True):
             with _torch_seed(ctx.seed_for(E, H, bias)):  # initialise on the CPU generator, then move
-                mha = torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True, dtype=torch.float64).to(ctx.device)
+                mha = torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True, dtype=torch.float64)
+                if bias:  # torch's init leaves every bias at 0: a zero bias tests no mapping
+                    with torch.no_grad():
+                        mha.in_proj_bias.normal_()
+                        mha.out_proj.bias.normal_()
+                mha = mha.to(ctx.device)
             X = rng.normal(size=(B, N, E))
             Xt = _T(X, ctx.device)
             with torch.no_grad():
@@ -469,6 +476,10 @@ def _from_torch_qk_swapped(mha):
     if "b_q" in p:
         p["b_q"], p["b_k"] = p["b_k"] * s, p["b_q"] / s
     return p
+
+
+def _from_torch_input_biases_dropped(mha):
+    return {k: v for k, v in na.mha_to_concat(mha).items() if k not in ("b_q", "b_k", "b_v")}
 
 
 def _concat_to_sum_reversed(W_q, W_k, W_v, W_o):
@@ -524,8 +535,9 @@ register(Claim(
         Hypothesis("heads_renamed", r"U_{q,h}=W_{Q,h}^\top,\ U_{k,h}=W_{K,h}^\top,\ U_{v,h}=W_{V,h}^\top,\ A_h\ \text{column-stochastic}",
                    necessary_note="part of the setting: it says which head of one form is which head of the other "
                    "(a wrong query/key renaming is the erratum attn.forms_agree refutes)"),
-        Hypothesis("torch_scale_absorbed", r"W_{Q,h}=W^{\text{torch}}_{Q,h}/\sqrt{d_h}\ \text{(for the torch clause)}",
-                   "torch's 1/√d_h score scale absorbed into W_Q", counterexample=_mhsa_cx_torch_scale),
+        Hypothesis("torch_scale_absorbed", r"W_{Q,h}=W^{\text{torch}}_{Q,h}/\sqrt{d_h},\ b_{Q,h}=b^{\text{torch}}_{Q,h}/\sqrt{d_h}"
+                   r"\ \text{(for the torch clause)}",
+                   "torch's 1/√d_h score scale absorbed into W_Q and the query bias", counterexample=_mhsa_cx_torch_scale),
     ),
     clauses=(
         Clause("sum_equals_concat", r"\Big(\sum_{h=1}^M U_{p,h}U_{v,h}X_cA_h\Big)^\top=\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}",
@@ -535,13 +547,15 @@ register(Claim(
                also=(("derived_at", "the full layer with explicit softmax heads at N = 2, D = 2, D_v = 1, M = 2"),
                      ("checked", "(N, D, D_v, M) ∈ {(2, 2, 1, 2), (3, 2, 2, 3), (4, 3, 2, 2), (2, 3, 1, 4)} against the "
                       "general form (4 draws each); N = 5 with (E, heads) ∈ {(8, 2), (12, 3), (6, 6), (5, 1)}, plus (16, 4), "
-                      "(24, 8) at default/full size"))),
+                      "(24, 8) at default/full size")), rests_on=("induction on M",)),
         Clause("concat_width", r"\operatorname{Concat}\in\mathbb R^{N\times MD_v}", "derived", "every M (symbolic Σ_h D_v)",
                ("derivation", "forms_vs_sympy", "vs_torch_mha"),
-               also=(("checked", "M ∈ {1, 2, 3, 8}, D_v ∈ {1, 4, 7}; torch out_proj.in_features"),)),
-        Clause("torch_equality", r"\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}(+b)=\text{MultiheadAttention}(X,X,X)",
+               also=(("checked", "M ∈ {1, 2, 3, 8}, D_v ∈ {1, 4, 7}; torch out_proj.in_features"),), rests_on=("induction on M",)),
+        Clause("torch_equality", r"\operatorname{Concat}(H_1,\dots,H_M)W^{(o)}+b_O=\text{MultiheadAttention}(X,X,X),\ "
+               r"H_h=S(Q_hK_h^\top)V_h,\ Q_h=XW_{Q,h}+b_{Q,h},\ K_h=XW_{K,h}+b_{K,h},\ V_h=XW_{V,h}+b_{V,h}",
                "checked", "N = 5, (E, heads) ∈ {(8, 2), (12, 3), (6, 6), (5, 1)} (+ (16, 4), (24, 8) at default/full), "
-               "with and without biases, float64", ("vs_torch_mha",)),
+               "without biases and with random N(0, 1) biases (input biases per head, the output bias once; torch "
+               "initialises them to 0), float64", ("vs_torch_mha",)),
     ),
     source="lecture notes 000 (MHSA), lecture notes 003 §2.2, lecture notes 001 (width n·d_h); torch.nn.MultiheadAttention",
     kind="identity",
@@ -557,6 +571,9 @@ register(Claim(
                dict(_MHSA_FORM, from_torch=_from_torch_qk_swapped)),
         Mutant("from_torch_no_scale", "dropped term", "mapping forgets torch's 1/√d_h score scale",
                dict(_MHSA_FORM, from_torch=lambda m: dict(na.mha_to_concat(m, absorb_scale=False), scale=1.0))),
+        Mutant("from_torch_input_biases_dropped", "dropped term",
+               "mapping keeps only the output bias (Concat·W_O + b, the torch clause as it read before issue 43)",
+               dict(_MHSA_FORM, from_torch=_from_torch_input_biases_dropped)),
         Mutant("heads_reversed_in_wo", "swapped index", "U_{p,h} taken from the blocks of W_O in reverse head order",
                dict(_MHSA_FORM, concat_to_sum=_concat_to_sum_reversed)),
         Mutant("width_without_heads", "wrong formula", "concatenation width D_v instead of M·D_v",

@@ -521,15 +521,15 @@ register(Claim(
                r"\mathbb E[\varphi(x)^\top\varphi(y)]=e^{x^\top y}=\mathrm{SM}\ (\text{also trig, also ORF})",
                "derived", _DER_SCOPE, ("derivation", "quadrature_moments", "monte_carlo"),
                also=(("checked", "Gauss–Hermite on span(x, y), m = 1, d = 5, 6/12/24 pairs; Monte Carlo m = 16, d = 8, "
-                                 "8 pairs, R = 20000/40000 draws, i.i.d. and ORF, within 5 SE"),)),
+                                 "8 pairs, R = 20000/40000 draws, i.i.d. and ORF, within 5 SE"),), rests_on=("rotation invariance", "characteristic function = M(iλ)")),
         Clause("mse_positive", r"\mathrm{MSE}^+=\tfrac1m e^{\|x+y\|^2}\mathrm{SM}^2(1-e^{-\|x+y\|^2})", "derived", _DER_SCOPE,
                ("derivation", "mse_vs_sympy", "quadrature_moments", "monte_carlo"),
                also=(("checked", "40-digit comparison at 24 pairs × m ∈ {1, 7, 64}; quadrature (m = 1) and Monte Carlo "
-                                 "(m = 16, 8 pairs, exact SE) as above"),)),
+                                 "(m = 16, 8 pairs, exact SE) as above"),), rests_on=("rotation invariance", "characteristic function = M(iλ)")),
         Clause("mse_trig", r"\mathrm{MSE}^{\mathrm{trig}}=\tfrac1{2m}e^{\|x+y\|^2}\mathrm{SM}^{-2}(1-e^{-\|x-y\|^2})^2\ "
                r"(m \text{ frequencies, } 2m \text{ features})", "derived", _DER_SCOPE,
                ("derivation", "mse_vs_sympy", "quadrature_moments", "monte_carlo"),
-               also=(("checked", "as for the positive MSE"),)),
+               also=(("checked", "as for the positive MSE"),), rests_on=("rotation invariance", "characteristic function = M(iλ)")),
         Clause("orf_lower", r"\mathrm{MSE}^+_{\mathrm{ORF}}\le\mathrm{MSE}^+_{\mathrm{iid}}-\tfrac{P}{m^2}\tfrac{2}{d+2}"
                r"\big(\mathrm{SM}-e^{-(\|x\|^2+\|y\|^2)/2}\big)^2<\mathrm{MSE}^+_{\mathrm{iid}},\ "
                r"P=\#\{(i,j): i\ne j \text{ rows in the same block}\}=\lfloor m/d\rfloor d(d-1)+r(r-1),\ "

@@ -292,12 +292,12 @@ register(Claim(
                "derived", "every d (block matrix symbols of symbolic size d − 1; needs only W = Wᵀ and ξ_i² = 1)",
                ("derivation", "flip_delta_vs_sympy", "async_energy_descent"),
                also=(("derived_at", "d = 5, every unit (SymPy entries, symbolic check)"),
-                     ("checked", "d = 12, 64/256/1024 instances (quick/default/full) incl. Hebbian W, 30 sweeps"))),
+                     ("checked", "d = 12, 64/256/1024 instances (quick/default/full) incl. Hebbian W, 30 sweeps")), rests_on=("symmetric W", "flip rule")),
         Clause("descent", r"\text{an update that flips }\xi_i\text{ has }\Delta E\le-2w_{ii}\le0:\ E\text{ never increases}",
                "derived", "every d (the flip happens only when s = ξ_i h_i ≤ 0, so ΔE = 2s − 2w_ii)",
                ("derivation", "async_energy_descent"),
                also=(("checked", "d = 12, 64/256/1024 instances, every update of 30 random-order sweeps, incl. ties "
-                      "h_i = 0 with w_ii = 0 (ΔE = 0) and w_ii = N"),)),
+                      "h_i = 0 with w_ii = 0 (ΔE = 0) and w_ii = N"),), rests_on=("symmetric W", "flip rule")),
         Clause("converges", r"\text{asynchronous dynamics with every unit updated infinitely often make finitely many flips and "
                r"stop at a fixed point }\xi=\operatorname{sgn}(W\xi-b)",
                "cited", "Hopfield (PNAS 1982): E bounded and non-increasing (a ΔE = 0 flip, w_ii = 0 and h_i = 0, "
@@ -554,7 +554,7 @@ register(Claim(
                       "with ≤ 1.5 % wrong bits at 0.8·C_bit(d) and > 1.5 % at 1.25·C_bit(d)"))),
         Clause("criteria_differ", r"\frac{0.138\,d}{d/(2\ln d)}=0.276\ln d\to\infty\ (\text{the notes' }\tfrac{d}{2\log d}\approx0.14d\text{ equates two criteria})",
                "derived", "every d (exact limit of the ratio of the two expressions)",
-               ("derivation", "formulas_vs_snr_derivation", "bit_error_measured")),
+               ("derivation", "formulas_vs_snr_derivation", "bit_error_measured"), rests_on=("α_c ≈ 0.138 (AGS)", "C_bit = α_c d", "random ±1 patterns", "Gaussian crosstalk (CLT)", "Gaussian tail exp(−SNR²/2)")),
     ),
     source="lecture notes 002; McEliece, Posner, Rodemich, Venkatesh (1987); Amit, Gutfreund, Sompolinsky (1985, 1987)",
     kind="erratum",

@@ -151,7 +151,7 @@ register(Claim(
                      ("checked", "against torch SDPA (float64) at (S, T, d_k) = (5, 7, 4) with 8/32 batches, (1, 9, 8), "
                       "(6, 2, 16)"))),
     ),
-    source="lecture notes 002; Ramsauer et al. (2021), Section 3",
+    source="lecture notes 002; Ramsauer et al. (ICLR 2021), Section 2 (the new update rule is attention)",
     kind="identity",
     form=nh.hopfield_attention,
     derivation=lambda: th.derive_attention_identity(2, 3, 2, 2),

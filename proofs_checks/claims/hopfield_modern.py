@@ -169,7 +169,7 @@ register(Claim(
                       "at 2M"),)),
         Clause("cccp_step", r"E=E_1+E_2,\ E_1=\tfrac12\xi^\top\xi+\text{const convex},\ E_2=-\operatorname{lse}\text{ concave};\ \nabla E_1(\xi^{\rm new})=-\nabla E_2(\xi)\ \text{solved: }\xi^{\rm new}=X\,S(\beta X^\top\xi)",
                "derived_at", "d = N = 2 (Hessian of lse = βX(diag p − ppᵀ)Xᵀ, solved CCCP step; diag p − ppᵀ ⪰ 0 taken "
-               "as a covariance)", ("derivation", "energy_grad_update_vs_sympy")),
+               "as a covariance)", ("derivation", "energy_grad_update_vs_sympy"), rests_on=("softmax covariance ⪰ 0",)),
         Clause("descent", r"E(\xi)-E(\xi^{\rm new})=\tfrac12\|\xi-\xi^{\rm new}\|^2+\beta^{-1}\mathrm{KL}\big(S(\beta X^\top\xi)\,\|\,S(\beta X^\top\xi^{\rm new})\big)\ge0:\ E\text{ never increases}",
                "derived", "every d, N and β > 0 (scalar and Σ-symbols: the identity uses only ξ^new = Xp and Σp = 1; "
                "KL ≥ 0 from ln x ≤ x − 1)", ("derivation", "descent_and_bounds"),
@@ -180,11 +180,11 @@ register(Claim(
         Clause("nonnegative", r"E(\xi)\ge\tfrac12(\|\xi\|-M)^2\ge0", "derived",
                "every d, N (SymPy in t = ‖ξ‖) from the listed premises lse(β, z) ≤ max_l z_l + β⁻¹ln N and Cauchy–Schwarz",
                ("derivation", "descent_and_bounds"),
-               also=(("checked", "states at 2M, d = 6, N = 8, 32/128 instances"),)),
+               also=(("checked", "states at 2M, d = 6, N = 8, 32/128 instances"),), rests_on=("lse upper bound",)),
         Clause("hull_bound", r"E(\xi)\le2M^2\text{ for }\|\xi\|\le M\ (\text{in particular on the convex hull of the }x_i)", "derived",
                "every d, N (SymPy in t = ‖ξ‖ ≤ M) from the listed premise lse(β, z) ≥ mean_l z_l + β⁻¹ln N (Jensen)",
                ("derivation", "descent_and_bounds"),
-               also=(("checked", "8 hull points per instance (one a vertex), 32/128 instances"),)),
+               also=(("checked", "8 hull points per instance (one a vertex), 32/128 instances"),), rests_on=("lse lower bound (Jensen)",)),
     ),
     source="lecture notes 002; Ramsauer et al. (2021), Hopfield Networks is All You Need; Yuille & Rangarajan (2003) CCCP",
     kind="theorem",

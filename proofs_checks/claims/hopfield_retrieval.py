@@ -199,7 +199,7 @@ def _delta_min_fn():
 
 
 def _delta_min(N: int, beta: float, M: float) -> float:
-    """Theorem 4's separation threshold Δ_min(β) = 2/(βN) + β⁻¹ln(2(N−1)NβM²), lambdified from the derivation."""
+    """The separation threshold (Ramsauer et al., App. A Lemmas A5–A7) Δ_min(β) = 2/(βN) + β⁻¹ln(2(N−1)NβM²), lambdified from the derivation."""
     return float(_delta_min_fn()(N, beta, M))
 
 
@@ -355,7 +355,7 @@ def _cx_retrieval_negative_beta(ctx) -> Counterexample:
 
 
 def _cx_not_separated(ctx) -> Counterexample:
-    """Without the separation of Theorem 4: two patterns of norm 1 at angle 0.3 (Δ_0 = 1 − cos 0.3 ≈ 0.045
+    """Without the separation of Ramsauer et al.'s Lemmas A5–A7: two patterns of norm 1 at angle 0.3 (Δ_0 = 1 − cos 0.3 ≈ 0.045
     against Δ_min ≈ 0.47 at β = 10), ξ = x_0: one update returns a mixture of both patterns (and iterating
     ends at their midpoint, a metastable state), far from x_0 on the scale e^(1−2/N)/(βNM)."""
     th_ = 0.3
@@ -371,7 +371,7 @@ def _cx_not_separated(ctx) -> Counterexample:
     return Counterexample({"d": 2, "N": N, "angle": th_, "beta": beta, "M": M, "xi": "x_0"}, "retrieval",
                           f"Δ_0 = {Delta:.4f} < Δ_min = {dmin:.4f}; ‖f(x_0) − x_0‖ = {err:.4f} > e^(1−2/N)/(βNM) = {sep:.4f}; "
                           f"the iteration from x_0 ends {float(np.linalg.norm(xs - P[0])):.4f} from x_0 (the midpoint is "
-                          f"{math.sin(th_ / 2):.4f} away; Theorem 4's sphere has radius {1 / (beta * N * M):.3f})",
+                          f"{math.sin(th_ / 2):.4f} away; the lemmas' sphere has radius {1 / (beta * N * M):.3f})",
                           violated=err > sep and Delta < dmin, error=err / sep, tolerance=1.0,
                           justification="one-sided: the clause's error bound, float64 rounding ≪ the margin")
 
@@ -402,25 +402,26 @@ register(Claim(
                    necessary_note="part of the setting: Δ_i is a maximum over the other patterns (none when N = 1)"),
         Hypothesis("beta_positive", r"\beta>0", counterexample=_cx_retrieval_negative_beta),
         Hypothesis("separated", r"\text{for (ii): }\Delta_i\ge\frac{2}{\beta N}+\frac1\beta\ln\!\big(2(N-1)N\beta M^2\big)",
-                   "x_i well separated (Ramsauer et al. Thm 4); needed for the retrieval clause only", counterexample=_cx_not_separated),
+                   "x_i well separated (Ramsauer et al., App. A Lemmas A5–A7); needed for the retrieval clause only", counterexample=_cx_not_separated),
         Hypothesis("query_near", r"\text{for (ii): }\|\xi-x_i\|\le\frac1{2\beta M}",
                    "the query is near x_i; needed for the retrieval clause only", counterexample=_cx_query_far),
     ),
     clauses=(
         Clause("bound", r"\text{(i) for every }\xi\text{ and }\epsilon\ge\|\xi-x_i\|\ (\text{e.g. }\epsilon=\max\{\|\xi-x_i\|,\|x_i^*-x_i\|\}):\ \|f(\xi)-x_i\|\le2(N-1)\,M\,e^{-\beta(\Delta_i-2\epsilon M)}",
                "derived_at", "N = 3, d = 2 for the identities (decomposition over j ≠ i, softmax ratio, exponent split); the "
-               "sum of the N − 1 terms in symbolic N; triangle inequality, p_i ≤ 1 and Cauchy–Schwarz are listed premises",
-               ("derivation", "bound_vs_sympy", "bound_holds", "tight_family_exact"),
+               "sum of the N − 1 terms in symbolic N", ("derivation", "bound_vs_sympy", "bound_holds", "tight_family_exact"),
+               rests_on=("triangle inequality, p_1 ≤ 1", "exponent bound −Δ + 2Mε", "‖x_j − x_1‖ ≤ 2M"),
                also=(("cited", "Ramsauer et al. (ICLR 2021) Thm 5, first part (no separation needed)"),
                      ("checked", "every instance of 64/256 random ones (N = 2–11, d = 3–9, β ∈ [0.5, 4]), 18 antipodal "
                       "near-tight ones and 9 boundary ones (duplicate pattern Δ = 0, near pattern, far query); "
                       "exact on the antipodal family N = 3, 6, 12, β = 0.5, 1, 2"))),
         Clause("retrieval", r"\text{(ii) }\|x_i^*-x_i\|\le\tfrac1{\beta NM},\ \|f(\xi)-x_i\|\le2e(N-1)M\,e^{-\beta\Delta_i}\le\frac{e^{1-2/N}}{\beta NM}",
-               "derived", "every N ≥ 2, β, M (SymPy: ε ≤ 1/(2βM) in the bound, then Δ_i = Δ_min), given Theorem 4's "
-               "premise that x_i* lies within 1/(βNM) ≤ 1/(2βM) of x_i (listed as an assumption)",
-               ("derivation", "retrieval_when_separated"),
-               also=(("cited", "Ramsauer et al. (ICLR 2021) Thm 4 (contraction on the sphere of radius 1/(βNM), fixed point "
-                      "x_i* inside, for well-separated x_i) and Thm 5, second part"),
+               "derived_at", "N = 3, d = 2, as bound (i) it builds on (its identities); from the bound on, symbolic N ≥ 2, "
+               "β, M (SymPy: ε ≤ 1/(2βM) in the bound, then Δ_i = Δ_min), with the lemmas' premise that x_i* lies within "
+               "1/(βNM) ≤ 1/(2βM) of x_i", ("derivation", "retrieval_when_separated"),
+               rests_on=("triangle inequality, p_1 ≤ 1", "exponent bound −Δ + 2Mε", "‖x_j − x_1‖ ≤ 2M", "well-separated patterns"),
+               also=(("cited", "Ramsauer et al. (ICLR 2021) App. A Lemmas A5–A7 (well-separated x_i: the update maps the "
+                      "sphere of radius 1/(βNM) into itself, contracts on it, fixed point x_i* inside) and Thm 5, second part"),
                      ("checked", "every instance of 36/108 (quick/default): N = 2–8, d = 3–8, β = 1, 1.5, 3 × the β at "
                       "which Δ_0 = Δ_min (boundary included), ‖ξ − x_0‖ = 0, ¼, ½ of 1/(βM)"))),
         Clause("exponent_attained", r"\text{antipodal family }x_j=-x_i\ (j\neq i):\ \|f(x_i)-x_i\|=\frac{2M(N-1)e^{-\beta\Delta_i}}{1+(N-1)e^{-\beta\Delta_i}}",
@@ -431,6 +432,8 @@ register(Claim(
     kind="theorem",
     form=nh.retrieval_bound,
     derivation=th.derive_retrieval_bound,
+    fixed_sizes="the identities the bound starts from (decomposition over j ≠ i, softmax ratio, exponent split) are derived "
+                "with explicit patterns at N = 3, d = 2; the algebra after them is symbolic in N, β, M, ε, Δ",
     notes="The bound holds for every ξ (the derivation uses only ‖x_j‖ ≤ M); the max with ‖x_i*−x_i‖ only loosens it.",
     checks=(
         Check("bound_vs_sympy", "symbolic", _retrieval_symbolic, "form's bound vs SymPy's expression"),
@@ -438,7 +441,7 @@ register(Claim(
         Check("exponential_in_beta_delta", "numeric", _retrieval_exponential, "log-slope in βΔ"),
         Check("tight_family_exact", "numeric", _retrieval_tight, "bound = exact error × (1+(N−1)e^{−βΔ})e^{2βεM} on antipodal patterns"),
         Check("retrieval_when_separated", "numeric", _retrieval_separated,
-              "Thm 4 separation: x_i* within 1/(βNM); error ≤ bound ≤ 2e(N−1)Me^{−βΔ} ≤ e^{1−2/N}/(βNM)"),
+              "Lemmas A5–A7 separation: x_i* within 1/(βNM); error ≤ bound ≤ 2e(N−1)Me^{−βΔ} ≤ e^{1−2/N}/(βNM)"),
     ),
     mutants=(
         Mutant("no_N_minus_1", "dropped term", "2 exp(−β(Δ−2εM)) M: the (N−1) factor removed (tighter, false)",
@@ -509,20 +512,29 @@ def _modern_capacity_check(form, ctx) -> CheckResult:
 
 
 def _cx_unit_radius(ctx) -> Counterexample:
-    """Without βM² growing with d: patterns on the unit sphere at β = 1 (βM² = 1 instead of d). Then
-    p_i ≤ e/(e + (N − 1)e^{−1}) stays bounded away from 1, and not even N = 2 patterns are retrieved at any d."""
+    """Without βM² growing with d: patterns on the sphere of radius √d (as the clause) at β = 1/d, so
+    βM² = 1 instead of d. The self-score is β‖x_i‖² = 1 and the cross scores β⟨x_i, x_j⟩ = O(1/√d), so
+    p_i ≈ e/(e + N − 1) stays bounded away from 1 and ‖f(x_i) − x_i‖ ≈ (1 − p_i)√(2d) > 0.1√d already
+    at N = 2: under the clause's own criterion (within 0.1·√d) no pattern is retrieved at any d, so
+    N_½(d) < 2 does not grow. (Until issue 43 this counterexample shrank the radius to 1 and measured
+    retrieval within 0.1·radius, a proxy: within the stated 0.1·√d every unit pattern counts as
+    retrieved at d = 16.)"""
     g = torch.Generator().manual_seed(ctx.seed_for("unit_radius"))
-    fr = {}
-    for d in (8, 12, 16):
+    fr, dist = {}, {}
+    for d in (8, 16, 32, 64):
         P = torch.randn(256, 2, d, generator=g, dtype=torch.float64)
-        P = P / P.norm(dim=-1, keepdim=True)
-        f = nh.modern_update(P, P, 1.0)
-        fr[f"d{d}"] = float(((f - P).norm(dim=-1) <= 0.1).double().mean())
-    return Counterexample({"radius": 1.0, "beta": 1.0, "N": 2, "d": "8, 12, 16", "trials": 256}, "exponential_growth",
-                          f"fraction retrieved within 0.1·radius at N = 2: {fr}: N_½ < 2 at every d, no growth in d",
+        P = P / P.norm(dim=-1, keepdim=True) * math.sqrt(d)
+        err = (nh.modern_update(P, P, 1.0 / d) - P).norm(dim=-1) / math.sqrt(d)
+        fr[f"d{d}"] = float((err <= 0.1).double().mean())
+        dist[f"d{d}"] = float(err.min())
+    return Counterexample({"radius": "√d", "beta": "1/d (βM² = 1)", "N": 2, "d": "8, 16, 32, 64", "trials": 256},
+                          "exponential_growth",
+                          f"fraction retrieved within 0.1·√d at N = 2: {fr} (smallest ‖f(x_i) − x_i‖/√d: "
+                          f"{min(dist.values()):.3f}): N_½ < 2 at every d, no growth in d",
                           violated=worst(list(fr.values())) < 0.5, error=0.5 - worst(list(fr.values())), tolerance=0.0,
-                          justification="N_½ is where the retrieved fraction crosses ½; below ½ already at N = 2",
-                          details={"fractions": fr})
+                          justification="the clause's criterion: retrieved when ‖f(x_i) − x_i‖ ≤ 0.1√d; N_½ is where the "
+                          "retrieved fraction crosses ½, below ½ already at N = 2",
+                          details={"fractions": fr, "smallest_distance_over_sqrt_d": dist})
 
 
 register(Claim(
@@ -544,7 +556,7 @@ register(Claim(
                "of the linear-in-d fit above that of the linear-in-log d fit, rate > 0, at least 4 bracketed d",
                ("exponential_growth_fit",),
                also=(("cited", "Ramsauer et al. (ICLR 2021) Thm 3: with probability 1 − p, N ≥ √p·c^{(d−1)/4} random patterns "
-                      "on the sphere of radius K√(d−1) are well separated (stored, Thm 4); c ≈ 1.37 for β = 1, K = 1 at "
+                      "on the sphere of radius K√(d−1) are well separated (stored: App. A Lemmas A5–A7); c ≈ 1.37 for β = 1, K = 1 at "
                       "d = 75, p = 0.001 — a lower bound in a related, not the measured, criterion"),)),
     ),
     source="lecture notes 002; Ramsauer et al. (2021), Theorem 3",

@@ -331,7 +331,7 @@ register(Claim(
                "(theory.gaussian; Isserlis' theorem, independence and Λᵀ = Λ the premises)",
                ("derivation", "loss_vs_sympy"),
                also=(("derived_at", "d = 2 and d = 3, symbolic Λ and N (Wick sums over explicit indices; the general E[hhᵀ] "
-                      "equals them: obligations at_d2, hh_equals_at_d3)"),)),
+                      "equals them: obligations at_d2, hh_equals_at_d3)"),), rests_on=("Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "fourth-moment pairings")),
         Clause("loss_formula", r"L(B)=\tfrac12\mathbb E(h^\top Bx_q-y_q)^2=\tfrac12\big[\operatorname{tr}(B^\top\Lambda\Gamma_N B\Lambda)"
                r"-2\operatorname{tr}(\Lambda B\Lambda)+\operatorname{tr}\Lambda\big]",
                "derived", "symbolic d and N (every d ≥ 1, N ≥ 1; theory.icl.derive_population_loss_general): ŷ = hᵀBx_q from "
@@ -342,7 +342,7 @@ register(Claim(
                       "general_equals_at_d2); (d, N) = (1, 1), (2, 1), (2, 2) at diagonal Λ from the LSA's own squared error "
                       "averaged exactly (symbolic B)"),
                      ("checked", "d = 3, N ∈ {2, 5}, two (Λ, B) per N (near Γ_N⁻¹ and most asymmetric of 32): Monte Carlo "
-                      "through the torch LSA within 5 SE, 20,000 (quick) / 250,000 contexts"))),
+                      "through the torch LSA within 5 SE, 20,000 (quick) / 250,000 contexts")), rests_on=("Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "fourth-moment pairings")),
     ),
     source="lecture notes 000; Zhang, Frei, Bartlett (JMLR 2024)",
     kind="identity",

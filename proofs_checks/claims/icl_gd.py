@@ -331,7 +331,7 @@ register(Claim(
                "cited", _ZFB_41, ("trained_lsa_is_preconditioned_gd",), also=(("checked", _TRAINED_SCOPE),)),
     ),
     source="von Oswald et al. (ICML 2023); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1; Ahn et al. (NeurIPS 2023) Thm 1; lecture notes 002",
-    kind="identity",
+    kind="theorem",  # the token map is an identity, but trained_lsa is a cited theorem with trained evidence
     form=gd_layer,
     derivation=tg.derive_gd_one_step_general,
     checks=(
@@ -550,12 +550,12 @@ register(Claim(
         Clause("negative_curvature", r"\lambda_{\min}\big(\nabla^2 L\big|_{0}\big)\le-\|\Lambda^2\|_F<0\ \text{(so } L \text{ is not convex)}",
                "derived", _NC_DERIVED, ("derivation", "hessian_vs_sympy"),
                also=(("derived_at", _NC_AT_D2 + ": a principal submatrix, so an upper bound by Cauchy interlacing"),
-                     ("checked", _NC_CHECKED))),
+                     ("checked", _NC_CHECKED)), rests_on=("noise-free Gaussian setting", "homogeneity ŷ(tθ) = t²ŷ(θ)", "independence of X", "eigenvector q", "spectral theorem", "tr Λ⁴ = Σ λ_i⁴", "F ≥ λ_k²", "independent query x_q", "Isserlis' theorem", "fourth-moment pairings")),
         Clause("min_eigenvalue", r"\lambda_{\min}\big(\nabla^2_{W^{PV},W^{KQ}} L\big|_{0}\big)=-\|\Lambda^2\|_F\ \text{over all } 2(d+1)^2 \text{ weights}",
                "derived", _NC_DERIVED, ("derivation", "hessian_vs_sympy", "hessian_vs_autograd"),
-               also=(("checked", _NC_CHECKED + "; the full Hessian assembled from the general derivation at d = 3"),)),
+               also=(("checked", _NC_CHECKED + "; the full Hessian assembled from the general derivation at d = 3"),), rests_on=("noise-free Gaussian setting", "homogeneity ŷ(tθ) = t²ŷ(θ)", "independence of X", "eigenvector q", "spectral theorem", "tr Λ⁴ = Σ λ_i⁴", "F ≥ λ_k²", "independent query x_q", "Isserlis' theorem", "fourth-moment pairings")),
         Clause("spectrum", r"\operatorname{spec}\nabla^2 L\big|_0=\{\pm\|\Lambda^2\|_F\}\cup\{\pm\lambda_i(\Lambda)^2\}_{i\le d}"
-               r"\cup\{0^{(2d^2+2d)}\}", "derived", _NC_DERIVED, ("derivation",)),
+               r"\cup\{0^{(2d^2+2d)}\}", "derived", _NC_DERIVED, ("derivation",), rests_on=("noise-free Gaussian setting", "homogeneity ŷ(tθ) = t²ŷ(θ)", "independence of X", "eigenvector q", "spectral theorem", "tr Λ⁴ = Σ λ_i⁴", "F ≥ λ_k²", "independent query x_q", "Isserlis' theorem", "fourth-moment pairings")),
         Clause("gf_reaches_min", r"\text{gradient flow from ZFB's initialisation reaches } \min L",
                "cited", _ZFB_41, ("hessian_vs_autograd",),
                also=(("checked", "SciPy gradient flow in (w22, W11), d = 3, N ∈ {2, 10}: excess loss ≤ 1e-10"),)),

@@ -180,7 +180,7 @@ register(Claim(
                also=(("derived_at", "d = 2, symbolic Λ, N and M (Wishart moment E[SAS] by Wick sums; equal to the general risk "
                       "at d = 2: obligation general_equals_at_d2)"),
                      ("checked", "d = 3, (N, M) ∈ {(2, 3), (3, 12), (10, 2)}: Monte Carlo of the numeric minimiser's risk within "
-                      "5 SE (16,000 (quick) / 150,000 contexts)"))),
+                      "5 SE (16,000 (quick) / 150,000 contexts)")), rests_on=("Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "ring homomorphism λ ↦ Λ", "eigenbasis of Λ")),
         Clause("split", r"R=\tfrac1M\operatorname{tr}\big(\Gamma_N^{-2}\Lambda^2(\Lambda+\operatorname{tr}(\Lambda)I)\big)"
                r"+\tfrac1{N^2}\operatorname{tr}\big(\Gamma_N^{-2}\Lambda(\Lambda+\operatorname{tr}(\Lambda)I)^2\big)",
                "derived", "symbolic d, N and M (theory.icl.derive_linear_task_risk_general): the scalar image of R minus the split "
@@ -189,7 +189,7 @@ register(Claim(
                ("derivation", "risk_vs_sympy"),
                also=(("derived_at", "d = 2 at diagonal Λ, symbolic N and M (the per-direction terms summed equal the derived risk; "
                       "the general image equals that per-direction term: obligation eigen_term_equals_at_d2)"),
-                     ("checked", "d = 4: the form against the sum of the per-eigenvalue terms"))),
+                     ("checked", "d = 4: the form against the sum of the per-eigenvalue terms")), rests_on=("Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "ring homomorphism λ ↦ Λ", "eigenbasis of Λ")),
         Clause("trained_risk", r"\text{the LSA trained as in icl.gamma\_n\_global\_min has this risk}",
                "cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1 (its limit is the predictor B = Γ_N⁻¹)",
                ("risk_of_trained_lsa",),

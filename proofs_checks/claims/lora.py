@@ -297,13 +297,13 @@ register(Claim(
                "min(rank P, rank Q), rank P ≤ min(rows, cols))",
                ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper", "trained_adapters"),
                also=(("derived_at", "(d, k, r) = (3, 3, 1), (3, 4, 2): every (r+1)×(r+1) minor of BA expands to 0"),
-                     ("checked", _SIZES_RUN + " (SVD); " + _TRAINED))),
+                     ("checked", _SIZES_RUN + " (SVD); " + _TRAINED)), rests_on=("rank inequalities",)),
         Clause("rank_generic", r"\operatorname{rank}(\tfrac{\alpha}{r}BA)=r\ \text{for generic}\ A,B\ \text{(all but a null set)}",
                "derived", "symbolic r ≤ min(d, k): the leading r×r minor det(B_r A_r) = det B_r · det A_r is 1 at B_r = A_r = I_r, "
                "a nonzero polynomial (typed in: it vanishes only on a null set; a nonzero r×r minor gives rank ≥ r; "
                "s = α/r ≠ 0 keeps the rank)", ("derivation", "gradients_count_rank_vs_sympy", "torch_linear_wrapper"),
                also=(("derived_at", "(d, k, r) = (3, 3, 1), (3, 4, 2): the leading r×r minor of BA is a nonzero polynomial"),
-                     ("checked", _SIZES_RUN + ": σ_r > 1e-8·σ_1 for Gaussian A, B"))),
+                     ("checked", _SIZES_RUN + ": σ_r > 1e-8·σ_1 for Gaussian A, B")), rests_on=("generic rank (null set)",)),
         Clause("merge", r"x(W_0+\tfrac{\alpha}{r}BA)^\top=xW_0^\top+\tfrac{\alpha}{r}(xA^\top)B^\top", "derived",
                "symbolic n, d, k, r (matrix symbols)", ("derivation", "torch_linear_wrapper", "trained_adapters"),
                also=(("checked", _SIZES_RUN + "; " + _TRAINED),)),
@@ -313,7 +313,7 @@ register(Claim(
                also=(("derived_at", "d, k, r ∈ {1, 2} fitted to a multilinear ansatz (the ansatz is assumed), held out at "
                       "(5, 3, 4), (7, 2, 3)"),
                      ("checked", "numel of the torch module at " + _SIZES_RUN.split(" (first")[0]
-                      + "; the formula at d ∈ {1, 3, 64, 768}, k ∈ {2, 5, 64, 3072}, r ∈ {1, 4, 8}"))),
+                      + "; the formula at d ∈ {1, 3, 64, 768}, k ∈ {2, 5, 64, 3072}, r ∈ {1, 4, 8}")), rests_on=("multilinear-count ansatz",)),
     ),
     source="lecture notes 001 (fine-tuning: W ↦ W + BA); Hu et al. (2021) LoRA",
     kind="theorem",

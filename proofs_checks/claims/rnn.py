@@ -205,7 +205,7 @@ register(Claim(
                "telescopes), each of w, u, b, v, generic differentiable σ (for vector widths the clause is the "
                "multivariate chain rule itself: checked, not derived)",
                ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"),
-               also=(("derived_at", "scalar RNN, the recurrent weight w, T = 2 (unrolled loss differentiated)"), ("checked", _SHAPES))),
+               also=(("derived_at", "scalar RNN, the recurrent weight w, T = 2 (unrolled loss differentiated)"), ("checked", _SHAPES)), rests_on=("tied chain rule recursion", "chain rule", "tied-weight chain rule")),
         Clause("bptt_recursion", r"\delta_t=\sigma'(a_t)\odot\big(W_y^\top(y_t-z_t)+W_h^\top\delta_{t+1}\big),\ "
                r"\frac{\partial L}{\partial W_h}=\sum_t\delta_th_{t-1}^\top", "derived",
                "every T ≥ 1 and symbolic widths d_h, d_x, d_y (the step δ_t = σ'(a_t) ⊙ (W_yᵀ(y_t − z_t) + W_hᵀδ_{t+1}) in "
@@ -214,7 +214,7 @@ register(Claim(
                ("derivation", "scalar_rnn_vs_sympy", "untied_sum_vs_nn_rnn"),
                also=(("derived_at", "scalar RNN, ∂L/∂w, T = 2 (derivation) and T = 3 (symbolic check: vs the unrolled loss)"),
                      ("checked", "the form's BPTT and combination against the general result unrolled at T ∈ {2, 3, 5, 9} "
-                      "(scalar, tanh); " + _SHAPES))),
+                      "(scalar, tanh); " + _SHAPES)), rests_on=("tied chain rule recursion", "chain rule", "tied-weight chain rule")),
         Clause("projection_is_average", r"\Pi_{\text{tied}}(G_1,\dots,G_T)=(\bar G,\dots,\bar G),\ "
                r"\bar G=\tfrac1T\textstyle\sum_kG_k=\tfrac1T\frac{\partial L}{\partial W}", "derived",
                "every T ≥ 1 (symbolic T, entrywise), theory.rnn.derive_tied_projection_general",

@@ -198,7 +198,8 @@ def _derivation_html(r: dict[str, Any]) -> str:
         items = []
         for s in steps:
             how = s.get("how") or "derived"
-            tag = _badge(how, s.get("role") or how) if how == "assumed" else _badge("derived")
+            tag = (_badge("assumed", (s.get("role") or how) + (f" ({s['key']})" if s.get("key") else ""))
+                   if how in ("assumed", "argued") else _badge("derived"))
             full = math_html(s.get("latex"), s.get("mathml"))
             compact = s.get("compact") or ""
             long_ = len(s.get("latex") or "") > 400
@@ -219,7 +220,7 @@ def _derivation_html(r: dict[str, Any]) -> str:
     if legend:
         out.append("<p><b>Symbols.</b></p><table>" + "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(v)}</td></tr>"
                                                              for k, v in legend.items()) + "</table>")
-    assumed = [s for s in steps if s.get("how") == "assumed"]
+    assumed = [s for s in steps if s.get("how") in ("assumed", "argued")]
     if assumed:
         out.append("<p><b>Assumptions</b> (typed-in premises, not derived here):</p><ul>"
                    + "".join(f"<li>{_e(s.get('role') or 'premise')}: {_e(s.get('text'))}</li>" for s in assumed) + "</ul>")

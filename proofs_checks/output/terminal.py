@@ -423,8 +423,10 @@ def _derivation(info: dict[str, Any], how: str, math: Callable[[Any], str], as_l
     if not steps and not info.get("error"):
         out.append(Line("none: no symbolic derivation for this claim", indent=2))
     for i, s in enumerate(steps, 1):
-        tag = "assumed" if s.get("how") == "assumed" else "derived"
-        out.append(Line(f"{i}. [{tag}] {text_of(s.get('text'))}", indent=2, mark=(tag, "yellow" if tag == "assumed" else "green")))
+        tag = s.get("how") if s.get("how") in ("assumed", "argued") else "derived"
+        label = f"{tag} ({s['key']})" if s.get("key") else tag
+        out.append(Line(f"{i}. [{label}] {text_of(s.get('text'))}", indent=2,
+                        mark=(label, "green" if tag == "derived" else "yellow")))
         if as_latex and s.get("latex"):
             out.append(Line(str(s["latex"]), indent=7, hang=0))
         elif s.get("pretty"):
