@@ -590,8 +590,9 @@ FLAGS = {"causal": "--causal", "rope_base": "--rope-base", "rope_dims": "--rope-
 FILLS = ("causal", "rope_base", "rope_dims", "rope_convention", "window", "softcap", "qk_norm")
 
 
-def _span(it: Item) -> tuple:
-    return it.span if it.span is not None else (int(it.value) - 1, 0)
+def _span(it: Item) -> tuple | None:
+    """A window's ``(L, R)`` as its library means it; ``None`` for one not interpreted (its keys unknown)."""
+    return it.span if it.interpreted else None
 
 
 def _agrees(g: Any, v: Any, rel_tol: float) -> bool:
@@ -639,7 +640,9 @@ def merge(read: ConfigRead, given: dict[str, Any], positional: str,
         declared = g not in (None, False)
         rv = _span(it) if key == "window" else it.value
         note = ""
-        if declared and not _agrees(tuple(g) if key == "window" else g, rv, it.rel_tol):
+        if declared and not it.interpreted:
+            pass  # what it means is not known: neither "as declared" nor a difference
+        elif declared and not _agrees(tuple(g) if key == "window" else g, rv, it.rel_tol):
             decl = _declared_text(key, g, shown)
             out["_differs"].append(Difference(key, FLAGS[key], g, it))
             note = f"differs from {decl}, which the check uses"

@@ -117,10 +117,10 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     obj = S.load(obj, decl, label, name)
     done = S.complete(obj, decl, label, window_text)
     ld = S.prepare(obj, decl, done, label, name)
-    weights = find_weights(ld.f, ld.D, decl, done, mapping, label, name)
-    st = done.structure(decl, decl.qk_norm)
+    weights = find_weights(ld.f, ld.D, done.decl, done, mapping, label, name)  # the q/k norms read too
+    st = done.structure(decl)
     pr = S.probe_outputs(ld, decl, st, weights, done.read, label, progress)
-    ch = choose_mapping(pr.probe, weights, st, decl, ld.f, ld.D)
+    ch = choose_mapping(pr.probe, weights, st, done.decl, ld.f, ld.D)  # the RoPE convention read too
     if against is not None:
         S.attach_against(pr.probe, against, decl, ld.tdt)
     ev = evaluate(pr, ld, decl, done, weights, ch, against, label)

@@ -14,7 +14,9 @@ def _keys_text(window) -> str:
 
 def window_note(probe, read: dict, window_given: bool) -> str | None:
     """One note line for a causal run whose window was read from the module's configuration or declared:
-    the config's value, the declared value, and the window the module keeps as measured."""
+    the config's value as written with what its library release means by it (``read["window"]``, an
+    :class:`~proofs_checks.sanity._modconfig.Item`), the declared value, and the window the module keeps
+    as measured."""
     from numerics.attention_structural import kept_window
 
     st = probe.st
@@ -28,8 +30,11 @@ def window_note(probe, read: dict, window_given: bool) -> str | None:
     if kw is None:
         return None
     parts = []
-    if cfg is not None:
-        parts.append(f"config read window {cfg[0]} ({cfg[1]})")
+    if cfg is not None:  # an Item: the value as written, and what its library release means by it
+        what = ": ".join(x for x in (cfg.library, cfg.meaning or ("as read, not interpreted" if not cfg.interpreted
+                                                                    else "")) if x)
+        parts.append(f"config read {cfg.source}" + ("" if " = " in cfg.source else f" = {cfg.value}")
+                     + (f" ({what})" if what else ""))
     if window_given:
         parts.append(f"declared {_keys_text(st.window)}")
     measured = (f"the module keeps {kw.keys} keys (t−{kw.keys - 1} … t) as measured: redrawing token t−k moves output "

@@ -107,18 +107,21 @@ def _as_flags(st, m) -> str:
     return " ".join(flags)
 
 
-def _config_contradiction(read: dict, st, m) -> str:
-    """When a verified hint's declaration (``st``, ``m``) differs from a value read from the module's
-    configuration, the words that say so and the flags that declare it (a declared value wins over the
-    configuration: nothing needs switching off); else ""."""
-    if not read:
-        return ""
+def _read_differs(read: dict, st, m) -> str:
+    """When a verified hint's declaration (``st``, ``m``) differs from a value read from the module
+    (``read``: field → :class:`~proofs_checks.sanity._modconfig.Item`, interpreted in its library's
+    semantics; a window by the keys it means, never by arithmetic on the raw number), the words that
+    say so and the flags that declare it (a declared value wins over the configuration: nothing needs
+    switching off); else ""."""
     bad = []
-    for key, (value, src) in read.items():
+    for key, it in (read or {}).items():
+        if not it.interpreted:
+            continue  # reported as read: what it means is not known, so no difference can be said
+        value = it.value
         if key == "causal":
             differs = bool(value) and not st.causal
         elif key == "window":
-            differs = st.window != (int(value) - 1, 0)
+            differs = it.span is not None and st.window != tuple(it.span)
         elif key in ("rope_base", "rope_dims"):
             differs = st.positional == "rope" and getattr(st, key) is not None and float(getattr(st, key)) != float(value)
         elif key == "softcap":
@@ -128,7 +131,7 @@ def _config_contradiction(read: dict, st, m) -> str:
         else:
             differs = False
         if differs:
-            bad.append(f"{src} = {_fmt_value(value)}")
+            bad.append(it.source if key == "window" else f"{it.source} = {_fmt_value(value)}")
     if not bad:
         return ""
     return (f"; but the module's {' and '.join(bad)} says otherwise: it does not compute what its configuration "
@@ -234,7 +237,7 @@ def _hints(probe, props, st, mp, alts, hints):
                              f"relative error {err:.3g} {VERIFIED}"
                              + ("; no flag declares it: rotate queries and keys at the same positions"
                                 if s2.rope_offset != (0, 0) else
-                                _config_contradiction(getattr(probe, "config_items", {}), s2, m2 or mp)))
+                                _read_differs(getattr(probe, "config_items", {}), s2, m2 or mp)))
                 break
         work = probe.precision.dtype if probe.precision is not None else probe.pdt
         # a coarser precision, the finest first (a coarser rule admits more), unless a change of declaration

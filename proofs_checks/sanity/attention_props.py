@@ -357,6 +357,15 @@ def _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed):
     Ts = list(probe.outs)
     scale_why = ("no declared q/k projections: any logit scale is absorbed by the fitted logits; declare the weights "
                  "(--mapping FILE.py:fn or a tverify_mapping() method) to decide it")
+    obstacle = getattr(probe, "no_mapping", "")
+    if obstacle:  # weights found that no rule can split (NoMapping.why): ask for a mapping, never fit or guess
+        ask = "declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)"
+        props.append(ap._skip("convex_combination_of_values", f"not run: {obstacle}"))
+        mr = ap._skip("matches_reference", obstacle, central=True)
+        sc = ap._skip("scale_1_over_sqrt_dk", "not run: no q/k weights mapped (see matches_reference)", central=True)
+        mr.numbers["to_decide"] = sc.numbers["to_decide"] = ask
+        props += [mr, sc]
+        return
     if H != 1 or st.positional != "none" or st.window is not None:
         why = (f"{H} heads" if H != 1 else (f"--positional {st.positional}" if st.positional != "none" else "--window"))
         props.append(ap._skip("convex_combination_of_values", f"not applicable: {why}"))

@@ -32,7 +32,8 @@ def _head_lines(pr, ld, decl, done, weights, ch, ev) -> list[str]:
     """The run's description: sizes, the declaration, the weights, what the module's configuration said."""
     probe, st, mp = pr.probe, ch.st, ch.mp
     found = (f"found by name ({weights.no_table}), not used: --positional learned and no position table beside them"
-             if weights.no_table else "no projections found by name (fitted where possible)")
+             if weights.no_table else f"none mapped: {weights.why}" if weights.why
+             else "no projections found by name (fitted where possible)")
     lines = [f"attention {ld.name}: D = {ld.D}, lengths {', '.join(map(str, probe.outs))} (batch {probe.B}), "
              f"{ev.info['heads']} head(s), {decl.dtype} on {decl.device}, {_decl(st)}, seed {decl.seed}",
              f"weights: {ev.info.get('mapping') or found}"]

@@ -40,10 +40,14 @@ class Completed:
     read: dict
     given: dict
     decl: Declaration | None = None  # the declaration with the values read from the module (provenance "read")
+    differs: list = field(default_factory=list)  # _modconfig.Difference: declared values the module's config differs from
 
     def structure(self, decl: Declaration, qk_norm: str | None = None):
-        return _structure(self.causal, self.window, decl.positional, self.rope_base, self.rope_dims,
-                          decl.rope_convention, self.softcap, qk_norm, decl.scale)
+        """The reference's structure: the declaration completed by the values read (the RoPE convention
+        and the QK-norm kind too); ``qk_norm`` given overrides it (the hints try one)."""
+        d = self.decl or decl
+        return _structure(self.causal, self.window, d.positional, self.rope_base, self.rope_dims,
+                          d.rope_convention, self.softcap, qk_norm or d.qk_norm, d.scale)
 
 
 @dataclass
@@ -87,8 +91,9 @@ def load(obj: Any, decl: Declaration, label: str, name: str) -> Any:
 
 def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -> Completed:
     """The declaration completed by the module's configuration (unless ``ignore_config``)."""
-    given = dict(causal=decl.causal, rope_base=decl.rope_base, rope_dims=decl.rope_dims, window=decl.window,
-                 kv_heads=decl.kv_heads, softcap=decl.softcap, qk_norm=decl.qk_norm)
+    given = dict(causal=decl.causal, rope_base=decl.rope_base, rope_dims=decl.rope_dims,
+                 rope_convention=decl.rope_convention, window=decl.window, kv_heads=decl.kv_heads, softcap=decl.softcap,
+                 qk_norm=decl.qk_norm)
     vals, lines, notes = _read_config(obj, label, decl.ignore_config, decl.positional, given, window_text)
     rope_dims = vals["rope_dims"]
     if rope_dims is not None and rope_dims % 2:
@@ -96,11 +101,12 @@ def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -
     rope_base = 10000.0 if vals["rope_base"] is None else vals["rope_base"]
     read = vals.get("_read", {})
     filled = decl
-    for key in ("causal", "window", "rope_base", "rope_dims", "softcap"):
+    for key in ("causal", "window", "rope_base", "rope_dims", "rope_convention", "softcap", "qk_norm"):
         if key in read and not decl.given(key) and vals[key] != getattr(decl, key):
-            filled = filled.read(key, vals[key], read[key][1])
+            it = read[key]
+            filled = filled.read(key, vals[key], it.source + (f", {it.library}" if it.library else ""))
     return Completed(vals["causal"], vals["window"], rope_base, rope_dims, vals["softcap"], lines, notes, read, given,
-                     filled)
+                     filled, vals["_differs"])
 
 
 def _dimension(obj: Any, decl: Declaration, label: str, name: str) -> int:
@@ -196,6 +202,7 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
                               lengths=Ls, batch=ap.BATCH[decl.mode], seed=decl.seed,
                               compute_dtype=ap._DT[decl.compute_dtype] if decl.compute_dtype else None)
     probe.config_items = read  # for hints that differ from the module's configuration
+    probe.no_mapping = weights.why  # why the weights found cannot be mapped without a declared mapping
     from numerics import attention_rules
 
     attention_rules.LAST_UNREAD = None  # set by attention_rules.call when a second output is not weights

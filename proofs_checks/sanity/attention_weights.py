@@ -27,6 +27,7 @@ class Weights:
     hints: list[str] = field(default_factory=list)
     no_table: str | None = None
     H_hint: int | None = None
+    why: str = ""  # why no weights could be mapped without a declared mapping (NoMapping.why), or ""
 
 
 @dataclass
@@ -43,54 +44,59 @@ class Chosen:
 def _read_config(obj, label, ignore_config, positional, given, window_text=None) -> tuple[dict, list[str], list[str]]:
     """The declaration completed by what the module carries (:mod:`proofs_checks.sanity._modconfig`):
     ``(values, config_read lines, notes)``. ``given["window"]`` may still be the text ``"W"`` (parsed
-    here, once the module's ``is_causal`` is known). A configuration attribute of the wrong type, or a
-    declaration contradicting it: one-line usage errors naming both and ``--ignore-config``."""
+    here, once the module's ``is_causal`` is known). Nothing read is refused: an attribute that cannot
+    be read is a note, a declared value wins over a read one (``values["_differs"]``), and
+    ``values["_read"]`` holds each :class:`~proofs_checks.sanity._modconfig.Item` read (its library,
+    meaning and window span)."""
     from proofs_checks.sanity import _modconfig as mc
 
-    read = mc.ConfigRead()
-    if not ignore_config:
-        try:
-            read = _user_call(lambda: mc.read_module_config(obj), label)
-        except mc.ConfigError as exc:
-            raise UsageError(f"{label}: the module's configuration has {_short(exc, 600)}; fix it, or pass --ignore-config to not "
-                             "read it") from None
+    read = mc.ConfigRead() if ignore_config else _user_call(lambda: mc.read_module_config(obj), label)
     given = dict(given)
     if isinstance(given.get("window"), str):
         given["window"] = parse_window(given["window"], bool(given["causal"] or read.get("causal")))
-    try:
-        vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
-    except mc.ConfigError as exc:
-        raise UsageError(_short(exc, 600)) from None
-    vals["_read"] = {k: (it.value, it.source) for k, it in read.items.items()}
+    vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
+    vals["_read"] = dict(read.items)
     return vals, lines, list(read.notes)
 
 
-def _attach_qk_norms(f, cands, qk_norm, hook) -> str:
+def _attach_qk_norms(f, cands, qk_norm, hook, D: int) -> tuple[list, list[str]]:
     """The module's q/k norms (by attribute name) on every candidate that has none from the hook:
-    used by ``--qk-norm`` and by the hints that try it. Returns a note when ``--qk-norm`` is declared
-    and no norm weights were found (unit weights, eps 1e-6)."""
+    used by ``--qk-norm`` (declared or read from the module) and by the hints that try it. Returns the
+    candidates whose shapes still fit (``Mapping.consistent``) and the notes: one per head split the
+    norms do not fit (said, never silently dropped), and one when a QK-norm is declared and no norm
+    weights were found (unit weights, eps 1e-6)."""
     from numerics.attention_mapping import find_qk_norms
 
     try:
         found = find_qk_norms(f)
     except ValueError as exc:
         if qk_norm is None:
-            return ""
+            return cands, []
         raise UsageError(f"--qk-norm {qk_norm}: {_short(exc, 600)}") from None
+    notes, kept = [], []
     for c in cands:
-        if c.q_norm is None and c.k_norm is None and found is not None:
+        attached = c.q_norm is None and c.k_norm is None and found is not None
+        if attached:
             c.q_norm, c.k_norm = found[0], found[1]
             if qk_norm is not None:
                 c.source += f"; QK-norm weights {found[2]}"
         elif qk_norm is not None and (c.q_norm is not None or c.k_norm is not None):
             c.source += "; QK-norm weights from the mapping hook"
-    if qk_norm is not None and found is None and not any(c.q_norm is not None or c.k_norm is not None for c in cands):
-        for c in cands:
+        why = c.consistent(D)
+        if why and attached and qk_norm is None:  # norms found by name, not used: the candidate stays as it was
+            c.q_norm = c.k_norm = None
+        elif why:
+            notes.append(f"{c.heads} head(s), {c.kv_heads} key/value head(s) ({c.source.split(';')[0]}) not used: "
+                         f"{why}")
+            continue
+        kept.append(c)
+    if qk_norm is not None and found is None and not any(c.q_norm is not None or c.k_norm is not None for c in kept):
+        for c in kept:
             c.source += "; QK-norm without weights (no q_norm/k_norm found: unit weights, eps 1e-6)"
-        return (f"--qk-norm {qk_norm}: no norm modules found by name (q_norm/k_norm, query_norm/key_norm, "
-                "q_layernorm/k_layernorm): the reference uses unit weights and eps 1e-6; return them from the mapping "
-                "hook as \"q_norm\"/\"k_norm\" if the module has others")
-    return ""
+        notes.append(f"--qk-norm {qk_norm}: no norm modules found by name (q_norm/k_norm, query_norm/key_norm, "
+                     "q_layernorm/k_layernorm): the reference uses unit weights and eps 1e-6; return them from the "
+                     "mapping hook as \"q_norm\"/\"k_norm\" if the module has others")
+    return kept, notes
 
 
 def _hook_value(f, mapping, name: str):
@@ -169,13 +175,13 @@ def _rope_dims_fit(cands: list, rope_dims: int, D: int, done, notes: list[str]) 
     one line (naming the module's attribute when it was read, not declared)."""
     rd_read = done.read.get("rope_dims")
     if done.given.get("rope_dims") is None and rd_read is not None:  # read from the module, not a flag
-        who = f"the module's rope_dims {rope_dims} ({rd_read[1]})"
+        who = f"the module's rope_dims {rope_dims} ({rd_read.source})"
         fix = ": fix the module's value, or pass --ignore-config and declare --rope-dims"
     else:
         who, fix = f"--rope-dims {rope_dims}", ""
     hd_read = done.read.get("head_dim")
-    if who.startswith("the module's") and hd_read is not None and cands and all(c.d_k != hd_read[0] for c in cands):
-        raise UsageError(f"{who} come from {hd_read[1].strip(' =')} {hd_read[0]}, which is not the head size of the "
+    if who.startswith("the module's") and hd_read is not None and cands and all(c.d_k != hd_read.value for c in cands):
+        raise UsageError(f"{who} come from {hd_read.source.strip(' =')} {hd_read.value}, which is not the head size of the "
                          f"weights found (d_k {', '.join(sorted({f'{c.d_k} at {c.heads} heads' for c in cands}))})"
                          f"{fix}")
     if rope_dims > D:
@@ -211,15 +217,16 @@ def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: 
         cands, hook = [mp], note
     else:
         (cands, read_counts), hook = _by_name(f, D, decl, label, name), None
-    w = Weights(cands, hook, read_counts)
+    w = Weights(cands, hook, read_counts, why=getattr(cands, "why", ""))
     if decl.positional == "rope" and done.rope_dims is not None:
         w.cands = _rope_dims_fit(w.cands, done.rope_dims, D, done, w.notes)
     if decl.kv_grouping is not None and not hook:
         w.cands = [c for c in w.cands if c.kv_heads == c.heads or c.kv_grouping == GROUPING_NAMES[decl.kv_grouping]]
-    norm_note = _attach_qk_norms(f, w.cands, decl.qk_norm, hook)
-    if norm_note:
-        w.hints.append(norm_note)
-        w.notes.insert(0, f"note: {norm_note}")
+    w.cands, norm_notes = _attach_qk_norms(f, w.cands, decl.qk_norm, hook, D)
+    w.hints += norm_notes
+    w.notes[:0] = [f"note: {n}" for n in norm_notes]
+    if not w.cands and norm_notes and not w.why:
+        w.why = "the projections found do not fit the module's q/k norms: " + "; ".join(norm_notes)
     w.H_hint = decl.heads or head_count_hint(f, not decl.ignore_config)
     if decl.positional == "learned" and w.cands and all(c.pos_table is None for c in w.cands):
         w.no_table = w.cands[0].source.split(";")[0].removeprefix("declared: ")  # found, but no position table
