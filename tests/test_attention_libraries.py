@@ -156,6 +156,10 @@ def test_mistral_4_40_sdpa_keeps_sliding_window_plus_one_keys_and_window_5_is_ok
     assert line.startswith("window 5 (m.config.sliding_window = 4, transformers 4.40.0: keys t−4 … t (5 keys) (sdpa "
                            "path"), line
     assert "as declared by --window" in line and _props(doc)["window_respected"] == "pass"
+    # the config's number as written, what 4.40 means by it, and the window the module keeps as measured
+    assert doc["inputs"]["window_measured"].startswith(
+        "config read m.config.sliding_window = 4 (transformers 4.40.0: keys t−4 … t (5 keys)"), doc["inputs"]
+    assert "declared 5 keys (t−4 … t); the module keeps 5 keys (t−4 … t) as measured" in doc["inputs"]["window_measured"]
     # undeclared, the window read is the one checked
     code, doc, out = _check(tmp_path, paths, MISTRAL, "make", *_MISTRAL_FLAGS)
     assert code == 0 and doc["inputs"]["window"] == [4, 0], out[-3000:]
@@ -205,14 +209,20 @@ XT = '''
 '''
 
 
+#: x-transformers' Attend computes its softmax in float32 (F.softmax(..., dtype=torch.float32) without qk_norm):
+#: declared, or precision_as_declared names it
+_XT32 = ("--compute-dtype", "float32")
+
+
 def test_x_transformers_max_attend_past_is_a_look_back_not_causality(tmp_path):
     paths = _release("x-transformers==2.31.10")
-    code, doc, out = _check(tmp_path, paths, XT, "past3")
+    code, doc, out = _check(tmp_path, paths, XT, "past3", *_XT32)
     assert code == 0 and doc["inputs"]["causal"] is False and doc["inputs"]["window"] == [3, None], out[-3000:]
     assert any(ln.startswith("window 3,∞ (max_attend_past = 3, x-transformers 2.31.10: keys t−3 … every later key")
                for ln in doc["config_read"]), doc["config_read"]
-    code, doc, out = _check(tmp_path, paths, XT, "past3_causal")
+    code, doc, out = _check(tmp_path, paths, XT, "past3_causal", *_XT32)
     assert code == 0 and doc["inputs"]["causal"] is True and doc["inputs"]["window"] == [3, 0], out[-3000:]
+    assert "the module keeps 4 keys (t−3 … t) as measured" in doc["inputs"]["window_measured"], doc["inputs"]
 
 
 def test_a_submodule_is_causal_does_not_override_the_module_false(tmp_path):
@@ -298,7 +308,9 @@ def test_codegen_sharded_qkv_is_inconclusive_asking_for_a_mapping(tmp_path):
     paths = _release("transformers==5.23.0")
     code, doc, out = _check(tmp_path, paths, HF5, "codegen", *_RoPE32)
     assert code == 3 and doc["outcome"] == "inconclusive", out[-3000:]
-    assert "--mapping" in out
+    assert "weights: none mapped: attn (CodeGenAttention): its qkv_proj packs (q, v, k) in mp_num = 4" in out, out[-3000:]
+    assert "to decide: declare the q, k, v weights with --mapping FILE.py:fn" in out
+    assert "no projections found by name" not in out and "no q/k/v projections" not in out
     why = _read(paths, f'''
         import sys; sys.path.insert(0, {str(tmp_path)!r})
         from mod import codegen
@@ -312,8 +324,10 @@ def test_codegen_sharded_qkv_is_inconclusive_asking_for_a_mapping(tmp_path):
 
 
 def test_cohere_per_head_qk_norms_are_measured_and_ok(tmp_path):
-    line, _ = _ok_reading(tmp_path, _release("transformers==5.23.0"), HF5, "cohere", "qk_norm", "--qk-norm", "layer",
-                          *_RoPE32)
+    # no --qk-norm, no --rope-convention: the kind is measured and the convention read from the module
+    line, doc = _ok_reading(tmp_path, _release("transformers==5.23.0"), HF5, "cohere", "qk_norm", *_RoPE32)
+    assert doc["inputs"]["qk_norm"] == "layer" and doc["inputs"]["rope"]["convention"] == "interleaved", doc["inputs"]
+    assert "QK-norm weights .attn.q_norm (CohereLayerNorm)" in doc["inputs"].get("mapping", ""), doc["inputs"]
     assert line.startswith("qk_norm layer (attn.q_norm CohereLayerNorm, attn.k_norm CohereLayerNorm, transformers "
                            "5.23.0: measured: a layer norm") and "per head (4 × 8 weight)" in line, line
 

@@ -640,8 +640,8 @@ def merge(read: ConfigRead, given: dict[str, Any], positional: str,
         declared = g not in (None, False)
         rv = _span(it) if key == "window" else it.value
         note = ""
-        if declared and not it.interpreted:
-            pass  # what it means is not known: neither "as declared" nor a difference
+        if declared and not it.interpreted:  # what it means is not known: neither "as declared" nor a difference
+            note = f"the check uses {_declared_text(key, g, shown)}; not compared with it"
         elif declared and not _agrees(tuple(g) if key == "window" else g, rv, it.rel_tol):
             decl = _declared_text(key, g, shown)
             out["_differs"].append(Difference(key, FLAGS[key], g, it))

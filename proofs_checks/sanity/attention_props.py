@@ -466,7 +466,7 @@ def _info(probe, ld, decl, done, weights, ch) -> tuple[dict, list[str]]:
     st, mp = ch.st, ch.mp
     info = {"D": ld.D, "lengths": list(probe.outs), "batch": probe.B, "dtype": decl.dtype, "device": decl.device,
             "causal": done.causal, "window": list(st.window) if st.window else None, "positional": st.positional,
-            "softcap": done.softcap, "seed": decl.seed, "structure": _decl(st), "qk_norm": decl.qk_norm,
+            "softcap": done.softcap, "seed": decl.seed, "structure": _decl(st), "qk_norm": st.qk_norm,
             "scale": decl.scale,
             "declaration": {k: p.text() for k, p in (done.decl or decl).provenance if p.kind != "default"}}
     warnings: list[str] = []

@@ -71,5 +71,7 @@ def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityRes
             f"; the module computes in {ap.dtype_name(fits)} (precision_as_declared)" if fits is not None else ""))
         if fits is not None:
             info["working_precision"]["fits"] = ap.dtype_name(fits)
-    doc = {"check": "attention", "object": ld.name, "inputs": info, "hints": ev.hints, "config_read": done.lines}
+    doc = {"check": "attention", "object": ld.name, "inputs": info, "hints": ev.hints, "config_read": done.lines,
+           "config_differs": [{"field": d.key, "flag": d.flag, "declared": list(d.declared) if isinstance(d.declared, tuple)
+                               else d.declared, "read": d.read.text()} for d in done.differs]}
     return SanityResult("attention", doc, verdict, rows, lines, ev.figures)
