@@ -145,13 +145,14 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
                    "else all of d_k).")
 @click.option("--rope-convention", type=click.Choice(["half", "interleaved"]), default=None,
               help="RoPE pairs: rotated halves (Hugging Face, x-transformers) or interleaved (RoFormer, "
-                   "rotary-embedding-torch); default: the one that fits.")
+                   "rotary-embedding-torch); default: the module's (GPT-J, CodeGen, Cohere: interleaved), else the one that fits.")
 @click.option("--softcap", type=float, default=None, metavar="C",
               help="Logit softcapping C·tanh(s/C) before the mask (Gemma 2, x-transformers; default: the module's "
                    "attn_logit_softcapping / logit_softclamp_value).")
 @click.option("--qk-norm", type=click.Choice(QK_NORMS), default=None,
               help="A norm on q and k per head before RoPE (Gemma 3, OLMo 2, Qwen3): rms (RMSNorm) or layer "
-                   "(LayerNorm); the weights are the module's q_norm/k_norm (found by name) or the mapping hook's.")
+                   "(LayerNorm); the weights are the module's q_norm/k_norm (found by name) or the mapping hook's; default: "
+                   "the kind measured on the module's q_norm/k_norm, if any.")
 @click.option("--kv-grouping", type=click.Choice(KV_GROUPINGS), default=None,
               help="Grouped-query attention: query head h uses key/value head h // (H/K) (hf, as Hugging Face's "
                    "repeat_kv) or h % K (tiled); default: the one that fits (always printed).")
