@@ -317,8 +317,13 @@ def test_correct_qk_norm_gqa_is_ok_when_declared(mods, name, flags):
     assert doc["inputs"]["kv_grouping"]["found"] == "hf" and doc["inputs"]["qk_norm"] == flags[1]
 
 
-def test_undeclared_qk_norm_is_a_mismatch_with_the_hint(mods):
+def test_undeclared_qk_norm_is_read_and_without_the_config_a_mismatch_with_the_hint(mods):
+    # issue 42: the module's q_norm/k_norm say what they are (their kind measured): read, not an adapter
     code, doc, _ = run(mods, "qknorm", "--causal")
+    assert code == 0 and doc["inputs"]["qk_norm"] == "rms", doc.get("verdict")
+    assert any(ln.startswith("qk_norm rms (") for ln in doc["config_read"]), doc["config_read"]
+    # the configuration not read: the norms are not applied, and the hint names them
+    code, doc, _ = run(mods, "qknorm", "--causal", "--ignore-config")
     assert code == 1 and props(doc)["matches_reference"]["status"] == "fail"
     assert any("with --qk-norm rms instead of the declaration" in h for h in doc["hints"]), doc["hints"]
 
