@@ -8,8 +8,11 @@ __all__ = ["window_note"]
 
 
 def _keys_text(window) -> str:
-    return "no window" if window is None else (f"{window[0] + 1} keys (t−{window[0]} … t)" if window[1] == 0
-                                              else f"keys t−{window[0]} … t+{window[1]}")
+    if window is None:
+        return "no window"
+    if window[1] == 0:
+        return f"{window[0] + 1} keys (t−{window[0]} … t)"
+    return f"keys t−{window[0]} … " + ("every later key" if window[1] is None else f"t+{window[1]}")
 
 
 def window_note(probe, read: dict, window_given: bool) -> str | None:
