@@ -28,7 +28,8 @@ __all__ = ["Completed", "Loaded", "Probed", "load", "complete", "prepare", "prob
 class Completed:
     """The declaration completed by what the module's configuration says (the user's values win):
     the values used, the ``read from the module`` lines and notes, and what was read (``read``:
-    field → (value, source))."""
+    field → :class:`~proofs_checks.sanity._modconfig.Item`, with its source, library release, meaning and
+    window span) and the declared values the module's configuration differs from (``differs``)."""
 
     causal: bool
     window: tuple | None
