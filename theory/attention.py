@@ -190,9 +190,7 @@ def derive_convex_combination(T: int = 3, Dv: int = 2) -> Derivation:
     b.step("Each a_t is a ratio of exponentials of reals: SymPy decides its sign (first weight)", sp.StrictGreaterThan(a[0], 0))
     b.obligation("weights_positive", list(a), "positive")
     b.define("A point Σ_t a_t v_t with a_t ≥ 0 and Σ_t a_t = 1 lies in conv{v_1..v_T} (definition of the convex hull)")
-    b.fact("weights", tuple(a))
-    b.fact("logits", l)
-    b.fact("values", V)
+    b.record(weights=tuple(a), logits=l, values=V)
     return b.done(y)
 
 
@@ -309,9 +307,7 @@ def derive_score_variance() -> Derivation:
     unit = sp.simplify(sol[0] ** 2 * var)
     b.step("Var(c s) at that c", unit)
     b.obligation("scaled_variance_is_one", unit - 1)
-    b.fact("d", d)
-    b.fact("mu_4", mu4)
-    b.fact("mean", mean)
+    b.record(d=d, mu_4=mu4, mean=mean)
     return b.done({"variance": var, "scale": sol[0], "scaled_variance": unit, "fourth_moment": m4})
 
 
@@ -792,9 +788,7 @@ def derive_complexity() -> Derivation:
     gap = sp.factor(C.subs(K, D / 2) - N**2 * D)
     b.fact("gap_at_half_d", gap)
     b.step("C − N²D at K = D/2 (seed's 'N²D if K < D/2' needs N ≥ D)", gap)
-    b.fact("N", N)
-    b.fact("K", K)
-    b.fact("D", D)
+    b.record(N=N, K=K, D=D)
     return b.done({"score_cost": C, "head_cost": head})
 
 

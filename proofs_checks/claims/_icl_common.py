@@ -17,6 +17,7 @@ from proofs_checks.context import RunContext, pyplot
 from proofs_checks.tolerances import K_SIGMA
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest, false_failure_probability
 from proofs_checks.registry import CheckResult, Counterexample, compare, worst
+from proofs_checks.claims._common import exceeds
 from theory import icl as ti
 
 
@@ -367,9 +368,9 @@ def _formula_changes(hyp: str, clause: str, exact_fn, form_value, what: str, siz
         words, law = _law(hyp, 1, sizes.get("M", sizes["N"]))
         ex, fo = exact_fn(law), form_value()
         err = abs(float(ex - fo))
-        return Counterexample({"d": 1, **sizes, "Lambda": 1, "law": words}, clause,
-                              f"exact {what} = {ex} under this law; the closed form gives {fo}",
-                              violated=err > 0, error=err, tolerance=0.0, justification=_EXACT)
+        return exceeds({"d": 1, **sizes, "Lambda": 1, "law": words}, clause,
+                       f"exact {what} = {ex} under this law; the closed form gives {fo}",
+                       error=err, tolerance=0.0, justification=_EXACT)
     return cx
 
 

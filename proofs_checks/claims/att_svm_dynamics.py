@@ -12,6 +12,7 @@ import torch
 from numerics import att_svm as ns
 from numerics.att_svm import AttSVMInstance
 from proofs_checks.registry import Check, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register, worst
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, relative, smallest
 from proofs_checks.claims._att_svm_common import (ANGLE_UNITS, ANGLE_WHY, ORTH_SIZE, SOURCE, _cos, _figure, _inst,
@@ -179,13 +180,13 @@ def _regpath_rank(ctx) -> Counterexample:
     sv = np.linalg.svd(ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc").W, compute_uv=False)
     best = float(sv[0] / np.linalg.norm(sv))
     tol = 1e-3 + 2 * KQ_STUCK_FACE_SPREAD
-    return Counterexample({"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "m": 1, "instance": f"global seed {KQ_STUCK_SEED}"},
-                          "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f} and is the only minimiser to "
-                          f"{KQ_STUCK_FACE_SPREAD:g}: every rank-1 KQᵀ has 1 − corr ≥ {1 - best:.4f} with every minimiser's "
-                          "direction, so the path cannot tend to the set", violated=1 - best > tol, error=1 - best,
-                          tolerance=tol,
-                          justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; the tolerance adds twice the "
-                          "optimal face's measured spread (KQ_STUCK_FACE_SPREAD) to 1e-3")
+    return exceeds({"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "m": 1, "instance": f"global seed {KQ_STUCK_SEED}"},
+                   "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f} and is the only minimiser to "
+                   f"{KQ_STUCK_FACE_SPREAD:g}: every rank-1 KQᵀ has 1 − corr ≥ {1 - best:.4f} with every minimiser's "
+                   "direction, so the path cannot tend to the set", error=1 - best,
+                   tolerance=tol,
+                   justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; the tolerance adds twice the "
+                   "optimal face's measured spread (KQ_STUCK_FACE_SPREAD) to 1e-3")
 
 
 _FEASIBLE = Hypothesis("feasible", r"\text{Att-SVM feasible: }\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i",

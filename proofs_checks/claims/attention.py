@@ -13,6 +13,7 @@ import torch
 from numerics import attention as na
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                     register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -380,11 +381,11 @@ def _causal_finite_mask(ctx) -> Counterexample:
     A = na.softmax(np.where(na.causal_mask(3), L, L - c))
     leak = float(A[np.triu_indices(3, 1)].max())
     tol = 16 * 3 * EPS
-    return Counterexample({"T": 3, "d_k": 2, "mask value for s > t": -c}, "lower_triangular",
-                          f"A_12 = {A[0, 1]:.3g}, largest weight above the diagonal {leak:.3g} > 0",
-                          violated=leak > tol, error=leak, tolerance=tol,
-                          justification="exp(l − c) > 0 for every finite mask value −c; the leak exceeds the check's rounding "
-                                        "tolerance (16·T·eps). (A mask like −10⁹ leaks e^(−10⁹) > 0 too, below float64's range)")
+    return exceeds({"T": 3, "d_k": 2, "mask value for s > t": -c}, "lower_triangular",
+                   f"A_12 = {A[0, 1]:.3g}, largest weight above the diagonal {leak:.3g} > 0",
+                   error=leak, tolerance=tol,
+                   justification="exp(l − c) > 0 for every finite mask value −c; the leak exceeds the check's rounding "
+                                 "tolerance (16·T·eps). (A mask like −10⁹ leaks e^(−10⁹) > 0 too, below float64's range)")
 
 
 def _causal_strict_mask(ctx) -> Counterexample:
@@ -411,10 +412,10 @@ def _causal_mixed_values(ctx) -> Counterexample:
     Xp[1] += 1.0
     change = float(np.abs(y(Xp)[0] - y(X)[0]).max())
     tol = 16 * 3 * EPS * largest(1.0, _maxabs(X))
-    return Counterexample({"T": 3, "d": 2, "values": "v_s = x_s + x_{s+1}", "x_2 changed by": 1.0}, "blind_to_future",
-                          f"y_1 changes by {change:.3g} when x_2 changes (y_1 = v_1 = x_1 + x_2)",
-                          violated=change > tol, error=change, tolerance=tol,
-                          justification="the check's rounding tolerance of a T-term softmax and sum (16·T·eps·max|x|)")
+    return exceeds({"T": 3, "d": 2, "values": "v_s = x_s + x_{s+1}", "x_2 changed by": 1.0}, "blind_to_future",
+                   f"y_1 changes by {change:.3g} when x_2 changes (y_1 = v_1 = x_1 + x_2)",
+                   error=change, tolerance=tol,
+                   justification="the check's rounding tolerance of a T-term softmax and sum (16·T·eps·max|x|)")
 
 
 register(Claim(

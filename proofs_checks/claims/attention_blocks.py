@@ -13,6 +13,7 @@ import torch
 from numerics import attention as na
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                     register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import confirm_resolution, largest, smallest
 from theory import attention as ta
@@ -217,10 +218,10 @@ def _perm_cx(ctx, what: str, run) -> Counterexample:
     res = _maxabs(f(X[perm]) - f(X)[perm])
     scale = largest(1.0, _maxabs(f(X)))
     thr = 1e-6 * scale
-    return Counterexample({"N": N, "D": D, "heads": M, "mlp width": F, "P": "swap tokens 1 and 2", "setting": what},
-                          "equivariant", f"max |f(PX) − P f(X)| = {res:.3g} with {what}", violated=res > thr, error=res,
-                          tolerance=thr, justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
-                          "without the setting the residual is at rounding level (≤ 64·N·D·eps·scale)")
+    return exceeds({"N": N, "D": D, "heads": M, "mlp width": F, "P": "swap tokens 1 and 2", "setting": what},
+                   "equivariant", f"max |f(PX) − P f(X)| = {res:.3g} with {what}", error=res,
+                   tolerance=thr, justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
+                   "without the setting the residual is at rounding level (≤ 64·N·D·eps·scale)")
 
 
 def _perm_cx_pe(ctx) -> Counterexample:
@@ -251,11 +252,11 @@ def _perm_cx_dropout(ctx) -> Counterexample:
             outs.append(_np(layer(Z)))
     res = _maxabs(outs[0] - outs[1][:, perm])
     thr = 1e-6 * largest(1.0, _maxabs(outs[1]))
-    return Counterexample({"layer": "TransformerEncoderLayer(4, 2, 8, dropout=0.1).train()", "N": N,
-                           "P": "(2, 1, 3): swap tokens 1 and 2", "seed": "the same before both calls"}, "equivariant",
-                          f"max |f(PX) − P f(X)| = {res:.3g}", violated=res > thr, error=res, tolerance=thr,
-                          justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
-                          "in .eval() the same layer gives a residual at rounding level")
+    return exceeds({"layer": "TransformerEncoderLayer(4, 2, 8, dropout=0.1).train()", "N": N,
+                    "P": "(2, 1, 3): swap tokens 1 and 2", "seed": "the same before both calls"}, "equivariant",
+                   f"max |f(PX) − P f(X)| = {res:.3g}", error=res, tolerance=thr,
+                   justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
+                   "in .eval() the same layer gives a residual at rounding level")
 
 
 register(Claim(
@@ -526,10 +527,10 @@ def _block_cx_dropout(ctx) -> Counterexample:
             ref = _np(layer(_T(X)))
     out = na.block_pre_ln(X, na.encoder_layer_to_block(layer))
     err, tol = _maxabs(out - ref), 64 * (D + F + N) * EPS * 10
-    return Counterexample({"N": N, "D": D, "heads": M, "mlp width": F, "dropout": 0.5, "mode": "train"}, "matches_torch",
-                          f"max |pre-LN recipe − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
+    return exceeds({"N": N, "D": D, "heads": M, "mlp width": F, "dropout": 0.5, "mode": "train"}, "matches_torch",
+                   f"max |pre-LN recipe − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
+                   error=err, tolerance=tol,
+                   justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
 
 
 register(Claim(

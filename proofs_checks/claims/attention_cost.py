@@ -13,6 +13,7 @@ from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                     register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.comparisons import largest
 from theory import attention as ta
 
@@ -105,11 +106,11 @@ def _cost_cx_d_grows(ctx) -> Counterexample:
     K = 2
     shares = {N: Fraction(N * N * K, int(_COST_FORM["score_cost"](N, K, N))) for N in (10, 1000, 10**6)}
     gap = float(1 - shares[10**6])
-    return Counterexample({"K": K, "D": "D = N", "N": "10, 10³, 10⁶"}, "score_share",
-                          "N²K/C = " + ", ".join(f"{v}" for v in shares.values()) + " (exact): constant 1/2, not → 1",
-                          violated=gap > 0.1, error=gap, tolerance=0.1,
-                          justification="exact rationals; a share tending to 1 would be within 0.1 of 1 at N = 10⁶ "
-                                        "(N/(N + D) = 0.999999 for D fixed at 1)")
+    return exceeds({"K": K, "D": "D = N", "N": "10, 10³, 10⁶"}, "score_share",
+                   "N²K/C = " + ", ".join(f"{v}" for v in shares.values()) + " (exact): constant 1/2, not → 1",
+                   error=gap, tolerance=0.1,
+                   justification="exact rationals; a share tending to 1 would be within 0.1 of 1 at N = 10⁶ "
+                                 "(N/(N + D) = 0.999999 for D fixed at 1)")
 
 
 register(Claim(

@@ -14,6 +14,7 @@ import torch
 from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import attention as ta
@@ -140,11 +141,11 @@ def _independent_pair(law_q, law_k):
 def _variance_cx(instance, shows, q, k, prob, d=2) -> Counterexample:
     mean, var = na.score_moments_exact(q, k, prob)
     err = abs(var - d)
-    return Counterexample(dict(instance, d_k=d), "score_variance",
-                          f"{shows}: exactly E q·k = {mean:g}, Var(q·k) = {var:g} ≠ d_k = {d} (scaled: {var / d:g} ≠ 1)",
-                          violated=err > 1e-12, error=err, tolerance=1e-12,
-                          justification="exact enumeration of a finite law; sums of a few small integers and quarters are "
-                                        "exact in float64 (1e-12 is far above any rounding)")
+    return exceeds(dict(instance, d_k=d), "score_variance",
+                   f"{shows}: exactly E q·k = {mean:g}, Var(q·k) = {var:g} ≠ d_k = {d} (scaled: {var / d:g} ≠ 1)",
+                   error=err, tolerance=1e-12,
+                   justification="exact enumeration of a finite law; sums of a few small integers and quarters are "
+                                 "exact in float64 (1e-12 is far above any rounding)")
 
 
 def _variance_cx_dependent_qk(ctx) -> Counterexample:
@@ -330,9 +331,9 @@ def _forms_cx(ctx, name, params, shows, instance) -> Counterexample:
     fn = {"seed004": na.seed004_attention, "seed000": na.seed000_attention}[name]
     out = _swap(fn(_swap(X), *params(WQ, WK, WV, d_s)))
     err, tol = _maxabs(out - ref), 256 * EPS * largest(1.0, _maxabs(ref))
-    return Counterexample(dict(instance, N=N, D=D, K=K, D_v=Dv, d_s=d_s), "forms_equal",
-                          f"{shows}: max |difference from Softmax(QKᵀ)V| = {err:.3g}", violated=err > tol, error=err,
-                          tolerance=tol, justification="the symbolic check's rounding tolerance for O(1) softmax-weighted sums (256·eps·max|y|)")
+    return exceeds(dict(instance, N=N, D=D, K=K, D_v=Dv, d_s=d_s), "forms_equal",
+                   f"{shows}: max |difference from Softmax(QKᵀ)V| = {err:.3g}", error=err,
+                   tolerance=tol, justification="the symbolic check's rounding tolerance for O(1) softmax-weighted sums (256·eps·max|y|)")
 
 
 def _forms_cx_rename_004(ctx) -> Counterexample:
@@ -505,9 +506,9 @@ def _mhsa_cx_head_order(ctx) -> Counterexample:
     ref = na.mhsa_concat(X, Wq, Wk, Wv, Wo, scale=1.0)
     out = _swap(na.mhsa_sum_columns(_swap(X), *_concat_to_sum_reversed(Wq, Wk, Wv, Wo)))
     err, tol = _maxabs(out - ref), 256 * EPS * largest(1.0, _maxabs(ref))
-    return Counterexample({"N": N, "D": D, "D_v": K, "M": M, "U_p,h": "block M + 1 − h of W_O"}, "sum_equals_concat",
-                          f"max |sum form − Concat·W_O| = {err:.3g}", violated=err > tol, error=err, tolerance=tol,
-                          justification="the symbolic check's rounding tolerance of O(1) sums (256·eps·max|y|)")
+    return exceeds({"N": N, "D": D, "D_v": K, "M": M, "U_p,h": "block M + 1 − h of W_O"}, "sum_equals_concat",
+                   f"max |sum form − Concat·W_O| = {err:.3g}", error=err, tolerance=tol,
+                   justification="the symbolic check's rounding tolerance of O(1) sums (256·eps·max|y|)")
 
 
 def _mhsa_cx_torch_scale(ctx) -> Counterexample:
@@ -520,9 +521,9 @@ def _mhsa_cx_torch_scale(ctx) -> Counterexample:
         ref = _np(mha(_T(X), _T(X), _T(X), need_weights=False)[0])
     out = na.mhsa_concat(X, **dict(na.mha_to_concat(mha, absorb_scale=False), scale=1.0))
     err, tol = _maxabs(out - ref), 64 * (N + E) * EPS * math.sqrt(E)
-    return Counterexample({"E": E, "heads": H, "N": N, "W_q,h": "in_proj block h, no 1/√d_h"}, "torch_equality",
-                          f"max |concat form − torch MultiheadAttention| = {err:.3g}", violated=err > tol, error=err, tolerance=tol,
-                          justification="the torch check's rounding tolerance (64·(N+E)·eps·√E)")
+    return exceeds({"E": E, "heads": H, "N": N, "W_q,h": "in_proj block h, no 1/√d_h"}, "torch_equality",
+                   f"max |concat form − torch MultiheadAttention| = {err:.3g}", error=err, tolerance=tol,
+                   justification="the torch check's rounding tolerance (64·(N+E)·eps·√E)")
 
 
 register(Claim(

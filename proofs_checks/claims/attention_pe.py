@@ -10,6 +10,7 @@ import sympy as sp
 
 from numerics import attention as na
 from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -102,11 +103,11 @@ def _pe_cx_odd(ctx) -> Counterexample:
     A, B = na.sinusoidal_pe_any_width(pos, D), na.sinusoidal_pe_any_width(pos + 1, D)
     M = np.linalg.lstsq(A, B, rcond=None)[0]
     err = _maxabs(A @ M - B)
-    return Counterexample({"D": D, "k": 1, "positions": "0..4095"}, "shift_rotation",
-                          f"the best linear map M (least squares) leaves max |PE(p) M − PE(p + 1)| = {err:.3g}",
-                          violated=err > 1e-9, error=err, tolerance=1e-9,
-                          justification="at even D the same fit reaches rounding level (≈ 1e-14 at D = 4 on these positions); "
-                                        "1e-9 leaves five orders of magnitude for the conditioning of the fit")
+    return exceeds({"D": D, "k": 1, "positions": "0..4095"}, "shift_rotation",
+                   f"the best linear map M (least squares) leaves max |PE(p) M − PE(p + 1)| = {err:.3g}",
+                   error=err, tolerance=1e-9,
+                   justification="at even D the same fit reaches rounding level (≈ 1e-14 at D = 4 on these positions); "
+                                 "1e-9 leaves five orders of magnitude for the conditioning of the fit")
 
 
 register(Claim(

@@ -15,6 +15,7 @@ from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                      register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import largest, smallest, z_test
@@ -306,11 +307,11 @@ def _cx_iid(ctx) -> Counterexample:
     """Without i.i.d. frequencies: with one block of d = m = 4 orthogonal rows the MSE is not the
     formula's (the rows' terms are negatively correlated)."""
     orf, iid = float(nf.orf_mse(_CX_X, _CX_Y, 4)), float(nf.mse_positive(_CX_X, _CX_Y, 4))
-    return Counterexample({"d": 4, "m": 4, "frequencies": "one orthogonal block", "x": str(_CX_X.tolist()),
-                           "y": str(_CX_Y.tolist())}, "mse_positive",
-                          f"exact MSE {orf:.6g} vs the formula {iid:.6g} (ratio {orf / iid:.4f})",
-                          violated=abs(orf / iid - 1) > 1e-9, error=abs(orf / iid - 1), tolerance=1e-9,
-                          justification="exact MSEs (series / closed form); relative rounding ≤ 1e-10")
+    return exceeds({"d": 4, "m": 4, "frequencies": "one orthogonal block", "x": str(_CX_X.tolist()),
+                    "y": str(_CX_Y.tolist())}, "mse_positive",
+                   f"exact MSE {orf:.6g} vs the formula {iid:.6g} (ratio {orf / iid:.4f})",
+                   error=abs(orf / iid - 1), tolerance=1e-9,
+                   justification="exact MSEs (series / closed form); relative rounding ≤ 1e-10")
 
 
 def _cx_m1(ctx) -> Counterexample:

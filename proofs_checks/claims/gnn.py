@@ -13,6 +13,7 @@ from scipy.sparse.csgraph import NegativeCycleError, shortest_path
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
 from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -194,9 +195,9 @@ def _cx_initialisation(ctx) -> Counterexample:
     D = ng.min_aggregation_gnn(1, n, z, s, t, w, ng.bellman_ford_rounds(n), D0=np.zeros((1, n, n)))[0]
     R = shortest_path(sps.csr_matrix((w, (s, t)), shape=(n, n)), method="BF", directed=True)
     err = float(np.max(np.abs(D[0] - R[0])))  # source 0 reaches every node of the chain
-    return Counterexample({"n": n, "graph": "chain_with_shortcuts(4)", "source": 0, "d0": "0 at every node"}, "bellman_ford",
-                          f"d⁽³⁾(0 → 3) = {D[0, n - 1]:g} but dist(0, 3) = {R[0, n - 1]:g}", violated=err > 0,
-                          error=err, tolerance=0.0, justification="exact: sums of small integers and halves")
+    return exceeds({"n": n, "graph": "chain_with_shortcuts(4)", "source": 0, "d0": "0 at every node"}, "bellman_ford",
+                   f"d⁽³⁾(0 → 3) = {D[0, n - 1]:g} but dist(0, 3) = {R[0, n - 1]:g}",
+                   error=err, tolerance=0.0, justification="exact: sums of small integers and halves")
 
 
 _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_mask,

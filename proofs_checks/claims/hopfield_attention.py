@@ -13,6 +13,7 @@ from numerics import attention as na, hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                      register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, REL_UNITS
 from theory import hopfield as th
@@ -89,8 +90,8 @@ def _att_inputs(ctx, S=5, T=5, dm=6, dk=4, dv=3):
 def _att_gap(got, ref, what, clause, instance, justification) -> Counterexample:
     gap = float(np.max(np.abs(got - ref)))
     tol = 1e3 * EPS * (1 + float(np.max(np.abs(ref))))
-    return Counterexample(instance, clause, f"{what}: max |difference| = {gap:.3g} (float64 rounding ≈ {tol:.1g})",
-                          violated=gap > tol, error=gap, tolerance=tol, justification=justification)
+    return exceeds(instance, clause, f"{what}: max |difference| = {gap:.3g} (float64 rounding ≈ {tol:.1g})",
+                   error=gap, tolerance=tol, justification=justification)
 
 
 def _cx_att_beta(ctx) -> Counterexample:

@@ -13,6 +13,7 @@ from numerics import hopfield as nh
 from proofs_checks.context import pyplot
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                      register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, REL_UNITS
 from theory import hopfield as th
@@ -147,10 +148,10 @@ def _cx_negative_beta(ctx) -> Counterexample:
     beta = -2.0
     new = nh.modern_update(xi, P, beta)
     E0, E1 = float(nh.modern_energy(xi, P, beta)), float(nh.modern_energy(new, P, beta))
-    return Counterexample({"d": 1, "X": "(1, -1)", "xi": 0.5, "beta": beta}, "descent",
-                          f"ξ 0.5 → {float(new):.4f}: E {E0:.4f} → {E1:.4f} (rise {E1 - E0:.3g})",
-                          violated=E1 - E0 > 1e-12, error=E1 - E0, tolerance=1e-12,
-                          justification="float64 rounding of a two-term log-sum-exp (≈ 1e-16) is far below the rise")
+    return exceeds({"d": 1, "X": "(1, -1)", "xi": 0.5, "beta": beta}, "descent",
+                   f"ξ 0.5 → {float(new):.4f}: E {E0:.4f} → {E1:.4f} (rise {E1 - E0:.3g})",
+                   error=E1 - E0, tolerance=1e-12,
+                   justification="float64 rounding of a two-term log-sum-exp (≈ 1e-16) is far below the rise")
 
 
 register(Claim(

@@ -14,6 +14,7 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
@@ -91,11 +92,11 @@ def _query_label_nonzero(ctx) -> Counterexample:
     blk = float(block_prediction(PV, KQ, E, float(N)))
     err = abs(float(full) - blk)
     tol = 1e3 * EPS * (1 + abs(blk))
-    return Counterexample({"d": d, "N": N, "E_{d+1,N+1}": 1.0, "weights": "N(0,1) entries, seed 20240"}, "block_form",
-                          f"ŷ = {float(full):.6g} from the whole product, {blk:.6g} from the block form",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of the two products (1e3 ulp relative to 1 + |ŷ|); the "
-                          "difference is the query label itself plus the W^KQ last-column terms it multiplies")
+    return exceeds({"d": d, "N": N, "E_{d+1,N+1}": 1.0, "weights": "N(0,1) entries, seed 20240"}, "block_form",
+                   f"ŷ = {float(full):.6g} from the whole product, {blk:.6g} from the block form",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of the two products (1e3 ulp relative to 1 + |ŷ|); the "
+                   "difference is the query label itself plus the W^KQ last-column terms it multiplies")
 
 
 register(Claim(
@@ -299,9 +300,9 @@ def _pl_other_blocks(ctx) -> Counterexample:
     KQ[1, 0] = 1
     ex, fo = ti.exact_lsa_loss(PV, KQ, _PL_N, [1]), _pl_form_value()
     err = abs(float(ex - fo))
-    return Counterexample({"d": 1, "N": _PL_N, "Lambda": 1, "w22": 1, "W11": "1/2", "w21'": 1}, "loss_formula",
-                          f"exact ½E(ŷ − y_q)² = {ex}; L(w22·W11) = {fo} (ŷ gains w22·(Σy_i²/N)·w21'·x_q)",
-                          violated=err > 0, error=err, tolerance=0.0, justification=_EXACT)
+    return exceeds({"d": 1, "N": _PL_N, "Lambda": 1, "w22": 1, "W11": "1/2", "w21'": 1}, "loss_formula",
+                   f"exact ½E(ŷ − y_q)² = {ex}; L(w22·W11) = {fo} (ŷ gains w22·(Σy_i²/N)·w21'·x_q)",
+                   error=err, tolerance=0.0, justification=_EXACT)
 
 
 _H_BLOCKS = r"w_{21}=0,\ w_{21}'=0\ \ (B=w_{22}W_{11})"

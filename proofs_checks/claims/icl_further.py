@@ -12,6 +12,7 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti, icl_general as tg
@@ -151,10 +152,10 @@ def _gen_untrained(ctx) -> Counterexample:
     r = _gf_from_origin(L, N)
     true, stated = _risk_of(r.B, law, M), ti.general_target_risk(L, N, M, law.a, law.Sigma, law.min_risk)
     err, tol = abs(true - stated), 1e-9 * abs(true)
-    return Counterexample({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "init": "W^PV = W^KQ = 0"}, "risk",
-                          f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0, risk "
-                          f"{true:.4f} = E y², while the formula gives {stated:.4f}", violated=err > tol, error=err,
-                          tolerance=tol, justification="exact second moments (quadrature), float64 rounding with margin")
+    return exceeds({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "init": "W^PV = W^KQ = 0"}, "risk",
+                   f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0, risk "
+                   f"{true:.4f} = E y², while the formula gives {stated:.4f}", error=err,
+                   tolerance=tol, justification="exact second moments (quadrature), float64 rounding with margin")
 
 
 def _gen_shifted(ctx) -> Counterexample:
@@ -164,10 +165,10 @@ def _gen_shifted(ctx) -> Counterexample:
     true = _risk_of(np.linalg.inv(ti.gamma_n(L, N)), law, M)
     stated = ti.general_target_risk(law.Lambda, N, M, law.a, law.Sigma, law.min_risk)
     err, tol = abs(true - stated), 1e-9 * abs(true)
-    return Counterexample({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "trained at": "Λ", "tested at": "4Λ"}, "risk",
-                          f"risk {true:.4f} (the trained Γ_N(Λ)⁻¹ on x ~ N(0, 4Λ)), while the formula with the test law's "
-                          f"Λ, a, Σ gives {stated:.4f}", violated=err > tol, error=err, tolerance=tol,
-                          justification="exact second moments (quadrature), float64 rounding with margin")
+    return exceeds({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "trained at": "Λ", "tested at": "4Λ"}, "risk",
+                   f"risk {true:.4f} (the trained Γ_N(Λ)⁻¹ on x ~ N(0, 4Λ)), while the formula with the test law's "
+                   f"Λ, a, Σ gives {stated:.4f}", error=err, tolerance=tol,
+                   justification="exact second moments (quadrature), float64 rounding with margin")
 
 
 _GEN_GENERAL = ("every d, N, M ≥ 1 (symbolic d, N, M; Λ, Σ, a matrix symbols), for the predictor x_qᵀΓ_N⁻¹h; typed in: the "
@@ -398,11 +399,11 @@ def _limits_origin(ctx) -> Counterexample:
     r = _gf_from_origin(L, N)
     big = 10**6
     risk = ni.population_risk_B(L, big, r.B)
-    return Counterexample({"d": 3, "N": big, "M": big, "init": "W^PV = W^KQ = 0"}, "risk_vanishes",
-                          f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0 and the risk is "
-                          f"{risk:.4f} = tr Λ at N = M = 10⁶, for every N, M (the clause's limit is 0)",
-                          violated=risk > 1e-3, error=risk, tolerance=1e-3,
-                          justification="the finite-N, M risk of the trained predictor at N = M = 10⁶ is O(1/M) ≈ 1e-5; 1e-3 leaves margin")
+    return exceeds({"d": 3, "N": big, "M": big, "init": "W^PV = W^KQ = 0"}, "risk_vanishes",
+                   f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0 and the risk is "
+                   f"{risk:.4f} = tr Λ at N = M = 10⁶, for every N, M (the clause's limit is 0)",
+                   error=risk, tolerance=1e-3,
+                   justification="the finite-N, M risk of the trained predictor at N = M = 10⁶ is O(1/M) ≈ 1e-5; 1e-3 leaves margin")
 
 
 _LIM_EIGEN = ("per eigen-direction (symbolic λ, t = tr Λ, N, M): sp.limit of icl.linear_task_risk's per-eigenvalue risk, "

@@ -12,6 +12,7 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, largest
 from theory import icl as ti
@@ -214,11 +215,11 @@ def _gd_query_zero(ctx) -> Counterexample:
     dW, ref = _gd_step(X, y, xq, W0, eta)
     _, pred = gd_layer(X, y, xq, W0, eta, query_label=0.0)
     err, tol = float(np.max(np.abs(pred - ref))), 1e3 * EPS * largest(1.0, float(np.max(np.abs(ref))))
-    return Counterexample({"d": 2, "N": 3, "eta": eta, "query token": "(x_q, 0)", "W_0": str(np.round(W0, 4).tolist())},
-                          "prediction", f"the layer outputs −[query label] = {pred[0]:.4f} where (W_0 + ΔW)x_q = {ref[0]:.4f} "
-                          f"(it outputs ΔW x_q = {float(dW[0] @ xq[0]):.4f}: the W_0 x_q part is missing)",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of a few products (1e3 ulp of the prediction's scale)")
+    return exceeds({"d": 2, "N": 3, "eta": eta, "query token": "(x_q, 0)", "W_0": str(np.round(W0, 4).tolist())},
+                   "prediction", f"the layer outputs −[query label] = {pred[0]:.4f} where (W_0 + ΔW)x_q = {ref[0]:.4f} "
+                   f"(it outputs ΔW x_q = {float(dW[0] @ xq[0]):.4f}: the W_0 x_q part is missing)",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of a few products (1e3 ulp of the prediction's scale)")
 
 
 def _gd_query_attended(ctx) -> Counterexample:
@@ -228,11 +229,11 @@ def _gd_query_attended(ctx) -> Counterexample:
     ref = y - np.einsum("nd,nkd->nk", dW, X)
     new_y, _ = gd_layer(X, y, xq, W0, eta, include_query=True)
     err, tol = float(np.max(np.abs(new_y - ref))), 1e3 * EPS * largest(1.0, float(np.max(np.abs(ref))))
-    return Counterexample({"d": 2, "N": 3, "eta": eta, "keys/values": "the N context tokens and the query"}, "token_map",
-                          f"context labels {np.round(new_y[0], 4).tolist()} where y_j − ΔW x_j = {np.round(ref[0], 4).tolist()} "
-                          f"(the query's value W_V(x_q, −W_0x_q) = 2W_0x_q adds to every update)",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of a few products (1e3 ulp of the labels' scale)")
+    return exceeds({"d": 2, "N": 3, "eta": eta, "keys/values": "the N context tokens and the query"}, "token_map",
+                   f"context labels {np.round(new_y[0], 4).tolist()} where y_j − ΔW x_j = {np.round(ref[0], 4).tolist()} "
+                   f"(the query's value W_V(x_q, −W_0x_q) = 2W_0x_q adds to every update)",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of a few products (1e3 ulp of the labels' scale)")
 
 
 def _gd_origin_init(ctx) -> Counterexample:
@@ -245,11 +246,11 @@ def _gd_origin_init(ctx) -> Counterexample:
     h = (P.y.numpy()[0] @ P.X.numpy()[0]) / N
     xq = P.x_q.numpy()[0]
     pred, step = float(h @ r.B @ xq), float(xq @ _numeric_gamma_inv(L, N) @ h)
-    return Counterexample({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "trained_lsa",
-                          f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}; "
-                          f"‖∇_B L(0)‖ = 0 there): the LSA predicts {pred:.4f}, the preconditioned step {step:.4f}",
-                          violated=abs(pred - step) > 1e-9 * largest(1.0, abs(step)), error=abs(pred - step),
-                          tolerance=1e-9 * largest(1.0, abs(step)), justification="ODE tolerance (rtol 1e-11) with margin")
+    return exceeds({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "trained_lsa",
+                   f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}; "
+                   f"‖∇_B L(0)‖ = 0 there): the LSA predicts {pred:.4f}, the preconditioned step {step:.4f}",
+                   error=abs(pred - step),
+                   tolerance=1e-9 * largest(1.0, abs(step)), justification="ODE tolerance (rtol 1e-11) with margin")
 
 
 def _rademacher_minimiser(d: int, N: int) -> tuple[np.ndarray, np.ndarray]:
@@ -270,11 +271,11 @@ def _gd_rademacher(ctx) -> Counterexample:
     Bst, L = _rademacher_minimiser(d, N)
     Gi = np.linalg.inv(ti.gamma_n(L, N))
     err = _rel(Bst, Gi)
-    return Counterexample({"d": d, "N": N, "x": "Rademacher (±1 coordinates), Λ = I", "w": "N(0, I)"}, "trained_lsa",
-                          f"the loss minimiser over the B-only LSA (what a trained LSA at the global minimum predicts with) "
-                          f"is B* = {Bst[0, 0]:.4f}·I, not Γ_N⁻¹ = {Gi[0, 0]:.4f}·I (N/(N+d−1) against N/(N+d+1))",
-                          violated=err > 1e-9, error=err, tolerance=1e-9,
-                          justification="relative Frobenius difference; exact expectations (1e-9: float64 solve, with margin)")
+    return exceeds({"d": d, "N": N, "x": "Rademacher (±1 coordinates), Λ = I", "w": "N(0, I)"}, "trained_lsa",
+                   f"the loss minimiser over the B-only LSA (what a trained LSA at the global minimum predicts with) "
+                   f"is B* = {Bst[0, 0]:.4f}·I, not Γ_N⁻¹ = {Gi[0, 0]:.4f}·I (N/(N+d−1) against N/(N+d+1))",
+                   error=err, tolerance=1e-9,
+                   justification="relative Frobenius difference; exact expectations (1e-9: float64 solve, with margin)")
 
 
 _ZFB_INIT_AT = (r"W^{PV}(0)=\sigma\begin{pmatrix}0&0\\0&1\end{pmatrix},"
@@ -512,11 +513,11 @@ def _nc_origin_init(ctx) -> Counterexample:
     L, N = _zfb_pair(ctx)
     r = _gf_from_origin(L, N)
     end, mn = ni.population_loss_B(L, N, r.B), ni.population_loss_B(L, N, _numeric_gamma_inv(L, N))
-    return Counterexample({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "gf_reaches_min",
-                          f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}): "
-                          f"L = {end:.4f} = ½ tr Λ, while min L = {mn:.4f}",
-                          violated=end - mn > 1e-10, error=end - mn, tolerance=1e-10,
-                          justification="the gradient-flow check's own threshold for reaching the minimum (excess ≤ 1e-10)")
+    return exceeds({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "gf_reaches_min",
+                   f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}): "
+                   f"L = {end:.4f} = ½ tr Λ, while min L = {mn:.4f}",
+                   error=end - mn, tolerance=1e-10,
+                   justification="the gradient-flow check's own threshold for reaching the minimum (excess ≤ 1e-10)")
 
 
 _NC_DERIVED = ("every d ≥ 1 and N (symbolic d, N; ρ = N), over all 2(d+1)² weights: the quadratic part −E[ŷ y_q] by "

@@ -15,6 +15,7 @@ from numerics import icl as ni
 from proofs_checks.context import pyplot
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                     register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, REL_UNITS, confirm_resolution, largest, smallest
 from theory import icl as ti
@@ -266,13 +267,13 @@ def _gmin_unbalanced(ctx) -> Counterexample:
     Gi = np.linalg.inv(ti.gamma_n(L, N))
     target = math.sqrt(np.linalg.norm(Gi))
     err = abs(r.u - target) / target
-    return Counterexample({"d": 2, "N": N, "Lambda": "diag(1, 2)", "u(0)": 2 * sigma, "||U(0)||_F": sigma},
-                          "flow_limit",
-                          f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
-                          f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e})",
-                          violated=err > 1e-6, error=err, tolerance=1e-6,
-                          justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
-                          "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
+    return exceeds({"d": 2, "N": N, "Lambda": "diag(1, 2)", "u(0)": 2 * sigma, "||U(0)||_F": sigma},
+                   "flow_limit",
+                   f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
+                   f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e})",
+                   error=err, tolerance=1e-6,
+                   justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
+                   "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
 
 
 def _gmin_negative_sigma(ctx) -> Counterexample:
@@ -289,13 +290,13 @@ def _gmin_negative_sigma(ctx) -> Counterexample:
     Gi = np.linalg.inv(ti.gamma_n(L, N))
     target = math.sqrt(np.linalg.norm(Gi))
     err = abs(r.u - target) / target
-    return Counterexample({"d": 2, "N": N, "Lambda": "diag(1, 2)", "sigma": sigma, "Theta": "N(0, 1) entries, seed 7"},
-                          "flow_limit",
-                          f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
-                          f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e}); at σ = 0 the flow stays at the origin",
-                          violated=err > 1e-6, error=err, tolerance=1e-6,
-                          justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
-                          "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
+    return exceeds({"d": 2, "N": N, "Lambda": "diag(1, 2)", "sigma": sigma, "Theta": "N(0, 1) entries, seed 7"},
+                   "flow_limit",
+                   f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
+                   f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e}); at σ = 0 the flow stays at the origin",
+                   error=err, tolerance=1e-6,
+                   justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
+                   "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
 
 
 _ZFB = ("Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1: gradient flow on the population loss from their Assumption 3.3 "

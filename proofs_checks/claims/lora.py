@@ -12,6 +12,7 @@ from numerics import lora as nl
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._attention_common import Resolved
@@ -247,10 +248,10 @@ def _cx_B_zero(ctx) -> Counterexample:
     with torch.no_grad():
         gap = float((lora(X) - base(X)).abs().max() / base(X).abs().max().clamp_min(1.0))
     tol = 64 * k * EPS
-    return Counterexample({"d": d, "k": k, "r": r, "alpha": alpha, "B_0": "Gaussian"}, "init_equals_base",
-                          f"max |f_init(x) − f_W0(x)| = {gap:.3g} (relative to max(1, |f_W0|)) on 8 inputs",
-                          violated=gap > tol, error=gap, tolerance=tol,
-                          justification="float64 rounding of length-k dot products (64·k·eps, relative)")
+    return exceeds({"d": d, "k": k, "r": r, "alpha": alpha, "B_0": "Gaussian"}, "init_equals_base",
+                   f"max |f_init(x) − f_W0(x)| = {gap:.3g} (relative to max(1, |f_W0|)) on 8 inputs",
+                   error=gap, tolerance=tol,
+                   justification="float64 rounding of length-k dot products (64·k·eps, relative)")
 
 
 def _cx_frozen(ctx) -> Counterexample:

@@ -13,6 +13,7 @@ from numerics import lyapunov as nl
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, exact, largest
 from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
                                     register, worst)
+from proofs_checks.claims._common import exceeds
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 from proofs_checks.claims._lyapunov_common import SOURCE
@@ -410,9 +411,9 @@ def _cx_P_psd(ctx) -> Counterexample:
     P, S, V = np.diag([1.0, -1.0]), np.zeros((2, 2)), tl.x**2 + tl.y**2
     vd, _ = _vdot_at(P, S, V, _BW_POINTS)
     worst_v = float(np.max(vd))
-    return Counterexample({"V": "x² + y²", "P": "diag(1, −1)", "S": "0"}, "nonpositive",
-                          f"∇V·f = {vd.tolist()} at {_BW_POINTS.tolist()}: positive at (0, 1)", violated=worst_v > 0,
-                          error=worst_v, tolerance=0.0, justification="exact in float64 (small integers)")
+    return exceeds({"V": "x² + y²", "P": "diag(1, −1)", "S": "0"}, "nonpositive",
+                   f"∇V·f = {vd.tolist()} at {_BW_POINTS.tolist()}: positive at (0, 1)",
+                   error=worst_v, tolerance=0.0, justification="exact in float64 (small integers)")
 
 
 def _cx_S_skew(ctx) -> Counterexample:
@@ -422,10 +423,10 @@ def _cx_S_skew(ctx) -> Counterexample:
     ref = -np.einsum("mi,ij,mj->m", g, P, g)
     err = float(np.max(np.abs(vd - ref) / np.maximum((g * g).sum(-1) * 3.0, 1e-300)))
     tol = 64 * 4 * EPS
-    return Counterexample({"V": "x² + y²", "P": "I", "S": "diag(2, 0)"}, "identity",
-                          f"∇V·f = {vd.tolist()} vs −∇VᵀP∇V = {ref.tolist()}", violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of 2×2 products (64·n²·eps relative to ‖∇V‖²(‖P‖ + ‖S‖)), as "
-                                        "the claim's structure check")
+    return exceeds({"V": "x² + y²", "P": "I", "S": "diag(2, 0)"}, "identity",
+                   f"∇V·f = {vd.tolist()} vs −∇VᵀP∇V = {ref.tolist()}", error=err, tolerance=tol,
+                   justification="float64 rounding of 2×2 products (64·n²·eps relative to ‖∇V‖²(‖P‖ + ‖S‖)), as "
+                                 "the claim's structure check")
 
 
 def _cx_V_pd(ctx) -> Counterexample:
@@ -438,11 +439,11 @@ def _cx_V_pd(ctx) -> Counterexample:
     X0 = nl.initial_points("near", ctx.rng("V_pd"), 4, True)
     with np.errstate(all="ignore"):
         ratio = float(np.max(nl.distance_ratios(c, X0, T_COND, rtol=1e-9, atol=1e-12)))
-    return Counterexample({"V": "−(x² + y²)", "P": "I", "S": "0", "f": "(" + ", ".join(map(str, f)) + ")"}, "lyapunov",
-                          f"V̇ = {c.vdot()} < 0 off 0, but max ‖x(T)‖/‖x(0)‖ = {ratio:.4g} at T = {T_COND:g}",
-                          violated=ratio > TAU, error=ratio, tolerance=TAU,
-                          justification=f"asymptotic stability needs ‖x(T)‖ ≤ {TAU:g}‖x(0)‖ from near points by T = {T_COND:g} "
-                                        "(as lyap.conditions' trajectory check)")
+    return exceeds({"V": "−(x² + y²)", "P": "I", "S": "0", "f": "(" + ", ".join(map(str, f)) + ")"}, "lyapunov",
+                   f"V̇ = {c.vdot()} < 0 off 0, but max ‖x(T)‖/‖x(0)‖ = {ratio:.4g} at T = {T_COND:g}",
+                   error=ratio, tolerance=TAU,
+                   justification=f"asymptotic stability needs ‖x(T)‖ ≤ {TAU:g}‖x(0)‖ from near points by T = {T_COND:g} "
+                                 "(as lyap.conditions' trajectory check)")
 
 
 _BW_SCOPE = ("8 sampled systems (4 at --quick), n = 3, V = xᵀQx + Σc_i x_i⁴, affine A(x), B(x): 128 points each (32 at "

@@ -1,0 +1,20 @@
+"""Helpers shared by every claim module. A module whose name starts with ``_`` registers nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proofs_checks.registry import Counterexample
+
+
+def exceeds(instance: dict[str, Any], clause: str, shows: str, *, error: Any, tolerance: Any,
+            justification: str = "") -> Counterexample:
+    """The counterexample whose measured violation ``error`` must exceed ``tolerance``: ``violated``
+    is ``error > tolerance``, computed here once instead of restated at every call.
+
+        >>> cx = exceeds({"T": 1}, "open_interval", "S = 1 at T = 1", error=1.0, tolerance=0.0)
+        >>> cx.violated, cx.error, cx.tolerance
+        (True, 1.0, 0.0)
+    """
+    return Counterexample(instance, clause, shows, violated=error > tolerance, error=error, tolerance=tolerance,
+                          justification=justification)
