@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proofs_checks.registry import Counterexample
+from proofs_checks.registry import Claim, Counterexample, register
 
 
 def exceeds(instance: dict[str, Any], clause: str, shows: str, *, error: Any, tolerance: Any,
@@ -18,3 +18,11 @@ def exceeds(instance: dict[str, Any], clause: str, shows: str, *, error: Any, to
     """
     return Counterexample(instance, clause, shows, violated=error > tolerance, error=error, tolerance=tolerance,
                           justification=justification)
+
+
+def declare(**fields: Any) -> Claim:
+    """Register a built-in claim. Every built-in claim declares its hypotheses and clauses, and its
+    displayed statement is rendered from them (:func:`proofs_checks.registry.render_statement`), never
+    typed in: ``declare(id=..., title=..., hypotheses=..., clauses=..., ...)`` is
+    ``register(Claim(id=..., title=..., statement="", ...))``. Returns the registered claim."""
+    return register(Claim(statement="", **fields))

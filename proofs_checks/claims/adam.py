@@ -8,8 +8,8 @@ import sympy as sp
 import torch
 
 from numerics import adam as na
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.claims._attention_common import Resolved
 from theory import adam as ta
@@ -222,10 +222,9 @@ _TORCH_SCOPE = ("N = 1000 steps (120 at --quick), 8 × 6 parameters (3 × 6 at -
                 "300 steps (60 at --quick) on the device")
 
 
-register(Claim(
+declare(
     id="opt.adam",
     title="Adam: bias-corrected m̂/(√v̂+ε) matches torch.optim.Adam; lecture notes 001's m_t/(v_t+ε) is not Adam",
-    statement="",
     hypotheses=(
         Hypothesis("recursions", r"m_t=\beta_1m_{t-1}+(1-\beta_1)g_t,\ v_t=\beta_2v_{t-1}+(1-\beta_2)g_t^2,\ "
                    r"\hat m_t=\frac{m_t}{1-\beta_1^t},\ \hat v_t=\frac{v_t}{1-\beta_2^t},\ t\ge1,\ \text{float64}",
@@ -270,4 +269,4 @@ register(Claim(
           "step is not scale invariant (for constant g > 0 its size is α(1−β1^t)g/((1−β2^t)g² + ε): ≈ α(1−β1)/((1−β2) g) "
           "at t = 1, → α/g as t → ∞ (ε ≪ g²), huge for small gradients either way). "
           "AMSGrad follows torch: the running max of the uncorrected v_t, then bias-corrected.",
-))
+)

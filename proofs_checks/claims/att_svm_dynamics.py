@@ -11,8 +11,8 @@ import torch
 
 from numerics import att_svm as ns
 from numerics.att_svm import AttSVMInstance
-from proofs_checks.registry import Check, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register, worst
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, relative, smallest
 from proofs_checks.claims._att_svm_common import (ANGLE_UNITS, ANGLE_WHY, ORTH_SIZE, SOURCE, _cos, _figure, _inst,
@@ -198,10 +198,9 @@ _FEASIBLE_GD = Hypothesis("feasible", _FEASIBLE.latex, necessary_note=(
     "part of the setting: the limits W^mm, W^mm_sel are the Att-SVM solutions, undefined without it (nearly orthogonal "
     "tokens make it feasible, and a locally optimal set is one whose Att-SVM is feasible)"))
 
-register(Claim(
+declare(
     id="svm.reg_path",
     title="Regularisation path converges in direction to the Att-SVM (Frobenius for W, nuclear for (K,Q) with m ≥ d)",
-    statement="",
     hypotheses=(_UNIQUE, _FEASIBLE, _LOSS,
                 Hypothesis("m_ge_d", r"(K,Q):\ K,Q\in\mathbb R^{d\times m},\ m\ge d\ \text{(here }m=d)",
                            "the key/query width m is at least d (else KQᵀ has rank ≤ m)", counterexample=_regpath_rank)),
@@ -234,7 +233,7 @@ register(Claim(
     mutants=REG_GD_MUTANTS,
     no_symbolic="an asymptotic statement about an optimisation path (a limit of argmins / GD iterates): the evidence is the "
                 "trained path against the cvxpy Att-SVM solution, no closed form to derive in SymPy",
-))
+)
 
 
 #: per-init tolerance of ngd_global on 1 − corr(W_k, W^mm): NGD grows ‖W_k‖ ≈ 0.1k, the initial component
@@ -500,11 +499,10 @@ def _gd_KQ_stuck(form, ctx):
                                                "singular_values_of_normalised_W_k": sv[:, :3].tolist()})
 
 
-register(Claim(
+declare(
     id="svm.gd_direction",
     title="GD/NGD on W diverge in norm and converge in direction to the Att-SVM (NGD and Polyak globally for equal scores "
           "and near-orthogonal tokens; GD locally from a cone of some width μ > 0, ‖W₀‖ ≥ R, small step)",
-    statement="",
     hypotheses=(_UNIQUE, _FEASIBLE_GD, _LOSS),
     clauses=(
         Clause("global", r"\text{NGD and Polyak step, if }\gamma_{it}=\gamma_{i\tau}\ (t,\tau\ne\mathrm{opt}_i)\text{, tokens nearly "
@@ -554,13 +552,12 @@ register(Claim(
           "of 5 instances; the cited papers prove it for the regularisation path only, and one instance in 150 stays at "
           "1 − corr 0.67: it is now the evidence claim svm.gd_direction_kq. 'Global when non-optimal scores are equal' "
           "needed near-orthogonal tokens as well (VDT'24); the global check drew instances outside that regime.",
-))
+)
 
 
-register(Claim(
+declare(
     id="svm.gd_direction_kq",
     title="Normalised GD on (K,Q) aligns with the nuclear-norm Att-SVM on most instances, not all (evidence, not a theorem)",
-    statement="",
     hypotheses=(_UNIQUE,
                 Hypothesis("feasible", _FEASIBLE.latex, necessary_note="part of the setting: W^mm_⋆ is not defined otherwise"),
                 _LOSS,
@@ -588,4 +585,4 @@ register(Claim(
         Check("ngd_KQ_not_always", "trained", _gd_KQ_stuck, "an instance where (K,Q) NGD stays away from the nuclear Att-SVM"),
     ),
     mutants=REG_GD_MUTANTS,
-))
+)

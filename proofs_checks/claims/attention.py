@@ -11,9 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import attention as na
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -91,10 +90,9 @@ def _softmax_T1(ctx) -> Counterexample:
                           justification="S_1 = 1 is the upper end of the interval: exactly, not up to rounding")
 
 
-register(Claim(
+declare(
     id="attn.softmax_simplex",
     title="Softmax maps logits to the simplex; Jacobian diag(p) − ppᵀ",
-    statement="",
     hypotheses=(
         Hypothesis("finite_logits", r"l \in \mathbb{R}^T \text{ (finite logits)}",
                    necessary_note="part of the setting: S(l) is not defined for an infinite logit"),
@@ -134,7 +132,7 @@ register(Claim(
     notes="The open interval is a statement about real numbers, derived only: float64 rounds it to the closed interval "
           "[0, 1] (the logits (750, −750, …) give exact zeros, and l = (40, 0) gives S_1 = 1.0), so the numeric check "
           "tests only S_t ≥ 0 and Σ_t S_t = 1.",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,10 +224,9 @@ def _scaled_logits(Q, K):
     return Q @ _swap(K) / math.sqrt(Q.shape[-1])
 
 
-register(Claim(
+declare(
     id="attn.convex_combination",
     title="Each attention output row is a convex combination of the value rows",
-    statement="",
     hypotheses=(
         Hypothesis("finite_inputs", r"q_t,k_s\in\mathbb R^{d_k},\ v_s\in\mathbb R^{D_v}\ \text{finite},\ T\ge1",
                    "finite queries, keys and values, at least one key",
@@ -271,7 +268,7 @@ register(Claim(
         Mutant("hard_attention", "wrong formula", "one-hot on the largest logit: inside the hull, but not attention",
                lambda Q, K, V, **kw: np.take_along_axis(V, np.argmax(_scaled_logits(Q, K), -1)[..., None], axis=-2)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,10 +415,9 @@ def _causal_mixed_values(ctx) -> Counterexample:
                    justification="the check's rounding tolerance of a T-term softmax and sum (16·T·eps·max|x|)")
 
 
-register(Claim(
+declare(
     id="attn.causal_mask",
     title="Causal mask (−∞ above the diagonal): lower-triangular row-stochastic A; output t ignores tokens after t",
-    statement="",
     hypotheses=(
         Hypothesis("finite_logits", r"QK^\top\in\mathbb R^{T\times T}\ \text{finite}",
                    necessary_note="part of the setting: the softmax is not defined for an infinite logit"),
@@ -465,4 +461,4 @@ register(Claim(
         Mutant("anti_causal", "swapped index", "upper-triangular mask (attend to the future)", _mask_mutant(lambda T: np.triu(np.ones((T, T), bool)))),
         Mutant("zero_logit_mask", "wrong constant", "masked logits set to 0 instead of −∞", _zero_logit_mask),
     ),
-))
+)

@@ -11,9 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import attention as na
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import confirm_resolution, largest, smallest
 from theory import attention as ta
@@ -259,11 +258,10 @@ def _perm_cx_dropout(ctx) -> Counterexample:
                    "in .eval() the same layer gives a residual at rounding level")
 
 
-register(Claim(
+declare(
     id="attn.permutation_equivariance",
     fixed_sizes="a permutation of a symbolic number of tokens has no SymPy form (PermutationMatrix needs a concrete permutation): derived at N = 3 (a generic 3×3 score matrix), checked at N = 6 only",
     title="A block without PE or mask, dropout off (eval mode), is permutation-equivariant (PE or a causal mask breaks it)",
-    statement="",
     hypotheses=(
         Hypothesis("no_positional_encoding", r"\text{no positional encoding added to }X",
                    counterexample=_perm_cx_pe),
@@ -300,7 +298,7 @@ register(Claim(
         Mutant("block_hidden_position", "extra term", "a block that adds a positional term internally", dict(_PERM_FORM, block=_block_with_position)),
         Mutant("block_token_mixing", "wrong axis", "a running mean over tokens instead of a token-wise map", dict(_PERM_FORM, block=_block_token_mixing)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,11 +390,10 @@ def _ln_cx_constant_eps0(ctx) -> Counterexample:
                           justification="a defined LayerNorm output has mean 0 to rounding (32·D·eps); NaN is not a number")
 
 
-register(Claim(
+declare(
     id="attn.layernorm",
     fixed_sizes="the mean and variance identities are written with explicit entries at D = 3; an index-sum version over symbolic D is not written yet (D = 12 is checked)",
     title="LayerNorm: mean 0 and variance v/(v+ε) per token (1 at ε = 0 for a non-constant token); with affine it is torch.nn.LayerNorm",
-    statement="",
     hypotheses=(
         Hypothesis("finite_token", r"x\in\mathbb R^D\ \text{finite},\ \varepsilon\ge0",
                    necessary_note="part of the setting: μ and v are not defined for an infinite entry"),
@@ -429,7 +426,7 @@ register(Claim(
         Mutant("no_centering", "dropped term", "the mean is not subtracted", _ln_mutant(center=False)),
         Mutant("affine_inside", "wrong formula", "γ(x̂ + β) instead of γx̂ + β", _ln_mutant(affine_inside=True)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,10 +530,9 @@ def _block_cx_dropout(ctx) -> Counterexample:
                    justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
 
 
-register(Claim(
+declare(
     id="attn.block_recipe",
     title="Transformer block: pre-LN residual x' = y + MLP(LN y) (lecture notes 000 corrected) and post-LN",
-    statement="",
     hypotheses=(
         Hypothesis("dropout_off", r"\text{dropout off (p = 0 or eval mode), for the torch clause}",
                    counterexample=_block_cx_dropout),
@@ -578,4 +574,4 @@ register(Claim(
         Mutant("norms_swapped", "swapped index", "LN₁'s parameters used for LN₂ and vice versa", dict(_BLOCK_FORM, pre_ln=_swap_norms(na.block_pre_ln))),
         Mutant("post_ln_is_pre_ln", "wrong formula", "the post-LN variant computed as pre-LN", dict(_BLOCK_FORM, post_ln=na.block_pre_ln)),
     ),
-))
+)

@@ -11,9 +11,8 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.comparisons import largest
 from theory import attention as ta
 
@@ -113,10 +112,9 @@ def _cost_cx_d_grows(ctx) -> Counterexample:
                                  "(N/(N + D) = 0.999999 for D fixed at 1)")
 
 
-register(Claim(
+declare(
     id="attn.complexity",
     title="Cost of attention: N·K·D (projections) + N²·K (scores) multiply-adds; the N² term dominates for N ≫ D",
-    statement="",
     hypotheses=(
         Hypothesis("mac_convention", r"\text{cost}=\text{multiply-adds of naive matrix products (softmax, biases, sums not counted)}",
                    necessary_note="part of the setting: the counting convention defines the cost (FlopCounterMode "
@@ -162,4 +160,4 @@ register(Claim(
         Mutant("head_without_output_projection", "dropped term", "head cost without U_p (3NKD + 2N²K)",
                dict(_COST_FORM, head_cost=lambda N, K, D: 3 * N * K * D + 2 * N * N * K)),
     ),
-))
+)

@@ -13,8 +13,8 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import attention as ta
@@ -171,10 +171,9 @@ def _variance_cx_unit(ctx) -> Counterexample:
     return _variance_cx({"entries": "±2 (mean 0, variance 4)"}, "variance-4 entries", q, k, p)
 
 
-register(Claim(
+declare(
     id="attn.scaling_variance",
     title="Var(q·k) = d_k for independent zero-mean unit-variance entries; scaling by 1/√d_k gives variance 1",
-    statement="",
     hypotheses=(
         Hypothesis("q_independent_of_k", r"q\perp k", "q and k independent", counterexample=_variance_cx_dependent_qk),
         Hypothesis("independent_entries", r"q_1,\dots,q_{d_k}\ \text{independent},\ k_1,\dots,k_{d_k}\ \text{independent}",
@@ -212,7 +211,7 @@ register(Claim(
           "independence, mean 0 and variance 1 (Vaswani et al.'s footnote 4 assumes no more). Only the checks use i.i.d. "
           "entries: the derivation (one moment generating function for every q_i k_i), the fourth moment behind the "
           "Monte Carlo standard error and the three sampled laws.",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,11 +345,10 @@ def _forms_cx_rename_000(ctx) -> Counterexample:
                      "lecture notes 000 with U_q = W_Kᵀ, U_k = W_Qᵀ (query and key exchanged)", {"U_q, U_k": "W_Kᵀ, W_Qᵀ"})
 
 
-register(Claim(
+declare(
     id="attn.forms_agree",
     fixed_sizes="the three notations are compared entrywise after fixed renamings at N = 2, D = K = D_v = 2; the same identity with MatrixSymbols at symbolic sizes is not written yet (torch's sdpa checks N = 6)",
     title="The lecture notes' four attention formulas are one map under the renaming (lecture notes 000's normaliser corrected)",
-    statement="",
     hypotheses=(
         Hypothesis("rename_004", r"W_h=W_V^\top,\ W_b=W_K^\top,\ W_c=\sqrt{d_s}\,W_Q^\top,\ d_s>0",
                    "lecture notes 004's parameters renamed (the √d_s absorbed into W_c)", counterexample=_forms_cx_rename_004),
@@ -392,7 +390,7 @@ register(Claim(
         Mutant("seed000_row_stochastic", "wrong axis", "lecture notes 000's A normalised over n' (rows) instead of n (columns)",
                dict(_FORMS, seed000_weights=lambda Xc, U_q, U_k: na.softmax(_swap(U_k @ Xc) @ (U_q @ Xc), axis=-1))),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,10 +524,9 @@ def _mhsa_cx_torch_scale(ctx) -> Counterexample:
                    justification="the torch check's rounding tolerance (64·(N+E)·eps·√E)")
 
 
-register(Claim(
+declare(
     id="attn.mhsa_sum_equals_concat",
     title="Lecture notes 000's sum over heads = lecture notes 003's Concat·W_O = torch MultiheadAttention (weights mapped)",
-    statement="",
     hypotheses=(
         Hypothesis("wo_blocks_in_head_order", r"W^{(o)}=\begin{bmatrix}U_{p,1}^\top\\\vdots\\U_{p,M}^\top\end{bmatrix}",
                    "block h of W_O's rows is U_{p,h}ᵀ, in head order", counterexample=_mhsa_cx_head_order),
@@ -581,4 +578,4 @@ register(Claim(
                dict(_MHSA_FORM, concat_width=lambda M, Dv: Dv)),
         Mutant("sum_row_softmax", "wrong axis", "sum form with row-stochastic A_h (softmax over n')", dict(_MHSA_FORM, sum=_sum_row_softmax)),
     ),
-))
+)

@@ -9,8 +9,8 @@ import numpy as np
 import sympy as sp
 
 from numerics import attention as na
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -110,10 +110,9 @@ def _pe_cx_odd(ctx) -> Counterexample:
                                  "1e-9 leaves five orders of magnitude for the conditioning of the fit")
 
 
-register(Claim(
+declare(
     id="attn.sinusoidal_pe",
     title="Sinusoidal encodings lie in [−1, 1]^D and, for even D, a shift by k is a fixed block rotation",
-    statement="",
     hypotheses=(
         Hypothesis("d_even", r"D\ \text{even}", "sin/cos pairs fill every coordinate", counterexample=_pe_cx_odd),
         Hypothesis("setting", r"p,k\in\mathbb R,\ \omega_i=b^{-2i/D},\ b>0\ (b=10000)",
@@ -147,4 +146,4 @@ register(Claim(
                dict(_PE_FORM, pe=_pe_sin_cos_swapped)),
         Mutant("pe_amplitude", "extra term", "sin + cos in the even slots (leaves [−1, 1])", dict(_PE_FORM, pe=_pe_sum_amplitude)),
     ),
-))
+)

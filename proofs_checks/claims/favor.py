@@ -13,9 +13,8 @@ import torch
 from numerics import favor as nf
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import largest, smallest, z_test
@@ -498,11 +497,10 @@ def _with(**kw):
 _DER_SCOPE = ("symbolic ‖x‖², ‖y‖², xᵀy and m (Gaussian integrals in SymPy; the reduction of E f(ωᵀz) to a 1-D "
               "integral by rotation invariance is an assumed step, checked in d = 2)")
 
-register(Claim(
+declare(
     id="perf.favor_unbiased",
     title="FAVOR+: positive random features are unbiased for e^{xᵀy}; MSE of positive/trig features; orthogonal "
           "features lower the positive-feature MSE (d ≥ 2, m ≥ 2, x + y ≠ 0)",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_frequencies", r"x,y\in\mathbb R^d,\ \omega_i\sim N(0,I_d)\ (\text{marginally})",
                    necessary_note="part of the setting: the estimators are defined by these frequencies"),
@@ -578,4 +576,4 @@ register(Claim(
           "row: ORF = i.i.d.), at d = 1 (one row per block, P = 0: at x = 0.3, y = 0.5, m = 2, 3 the MSEs agree to rounding), at x = −y (both MSEs 0), and for trigonometric features at ‖x − y‖ ≳ 3 (d = m = 4, "
           "‖x − y‖ = 3.3: ratio 1.0127); Thm 2 is for positive features. It is now checked per instance with the exact "
           "ORF MSE (numerics.favor.orf_mse), which the Monte Carlo check ties to the form's sampler.",
-))
+)

@@ -12,8 +12,8 @@ from scipy.sparse.csgraph import NegativeCycleError, shortest_path
 
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -203,12 +203,11 @@ def _cx_initialisation(ctx) -> Counterexample:
 _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_mask,
          "min_plus": ng.min_aggregation_gnn, "rounds": ng.bellman_ford_rounds}
 
-register(Claim(
+declare(
     id="gnn.attention_is_gnn",
     fixed_sizes="the masked-softmax identity is derived on a 3-node graph; a graph of symbolic size needs an adjacency relation over symbolic indices, not written yet (n = 7 is checked)",
     title="Graph-masked attention is GAT-style message passing; min-aggregation GNN from Bellman–Ford's initialisation "
           "= shortest paths (no negative cycle)",
-    statement="",
     hypotheses=(
         Hypothesis("finite_features", r"X\in\mathbb R^{n\times d},\ W_Q,W_K,W_V \text{ finite},\ d_k\ge1",
                    necessary_note="part of the setting: the scores are not defined otherwise"),
@@ -272,4 +271,4 @@ register(Claim(
           "the initialisation and the no-negative-cycle condition: with edges 0→1 (1), 1→2 (−3), 2→1 (1) two rounds give "
           "(0, 1, −2) while the distances are −∞ (counterexample no_negative_cycle). Zero-weight edges are avoided "
           "because SciPy reads explicit zeros in dense input as missing edges; unreachable pairs are inf in both.",
-))
+)

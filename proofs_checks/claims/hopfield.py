@@ -18,8 +18,8 @@ import torch
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest, REL_UNITS
 from theory import hopfield as th
@@ -270,10 +270,9 @@ def _cx_unfair(ctx) -> Counterexample:
                           justification="exact ±1 arithmetic: ξ ≠ sgn(Wξ − b) while no update changes ξ")
 
 
-register(Claim(
+declare(
     id="hop.classical_energy",
     title="Classical Hopfield (W = Wᵀ, w_ii ≥ 0): asynchronous updates never increase the energy; synchronous ones can cycle",
-    statement="",
     hypotheses=(
         Hypothesis("states", r"\xi\in\{-1,1\}^d,\ W\in\mathbb R^{d\times d},\ b\in\mathbb R^d,\ E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ \operatorname{sgn}(0)=+1",
                    "±1 states, any real W and b (the lecture notes' Hebbian W = Σ x_μ x_μᵀ is one case: symmetric, w_ii = N)",
@@ -330,7 +329,7 @@ register(Claim(
         Mutant("update_ignores_bias", "dropped term", "ξ_i ← sgn((Wξ)_i) with the bias dropped",
                {**_CLASSICAL, "async_update": _async_no_bias}),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -517,10 +516,9 @@ def _cx_diagonal_kept(ctx) -> Counterexample:
                           "0.25 is the checks' threshold above C", details={"diag_kept": kept, "zero_diag": zero})
 
 
-register(Claim(
+declare(
     id="hop.classical_capacity",
     title="Classical Hopfield capacity (random ±1 patterns, d → ∞): exact recall d/(2 ln d) (all: d/(4 ln d)) versus ≈1.5 % wrong bits at 0.138 d",
-    statement="",
     stated_statement=r"C\approx\frac{d}{2\log(d)}\approx0.14\,d",
     hypotheses=(
         Hypothesis("iid_patterns", r"x_1,\dots,x_N\ \text{i.i.d. uniform on }\{-1,1\}^d",
@@ -581,4 +579,4 @@ register(Claim(
         Mutant("bit_error_0.3d", "wrong constant", "bit-error capacity 0.3 d",
                {**_CAP, "bit_error": sp.Rational(3, 10) * _d}),
     ),
-))
+)

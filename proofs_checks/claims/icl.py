@@ -13,8 +13,8 @@ import sympy as sp
 import torch
 
 from numerics import icl as ni
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
@@ -99,10 +99,9 @@ def _query_label_nonzero(ctx) -> Counterexample:
                    "difference is the query label itself plus the W^KQ last-column terms it multiplies")
 
 
-register(Claim(
+declare(
     id="icl.lsa_prediction_form",
     title="Only the last row of W^PV and the first d columns of W^KQ affect the LSA prediction",
-    statement="",
     hypotheses=(
         Hypothesis("query_label_zero", r"E_{d+1,N+1}=0\ \text{(the query's label entry)}",
                    "the query token carries label 0", counterexample=_query_label_nonzero),
@@ -139,7 +138,7 @@ register(Claim(
         Mutant("rho_plus_one", "wrong constant", "normalised by ρ + 1",
                lambda PV, KQ, E, r: block_prediction(PV, KQ, E, r + 1)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,10 +307,9 @@ def _pl_other_blocks(ctx) -> Counterexample:
 _H_BLOCKS = r"w_{21}=0,\ w_{21}'=0\ \ (B=w_{22}W_{11})"
 
 
-register(Claim(
+declare(
     id="icl.population_loss",
     title="Population loss of the LSA in B = w22·W11 (other blocks 0) via E[hhᵀ] = ΛΓ_N, E[hwᵀ] = Λ",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_pl_cx("gaussian_x"),
                    layer="symbolic"),
@@ -360,4 +358,4 @@ register(Claim(
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ (E[hhᵀ] = Λ²)", _pl_mut("gamma_is_lambda")),
         Mutant("B_transposed", "swapped index", "B and Bᵀ swapped in the quadratic term", _pl_mut("transpose")),
     ),
-))
+)

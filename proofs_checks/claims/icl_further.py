@@ -11,8 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import icl as ni
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti, icl_general as tg
@@ -176,10 +176,9 @@ _GEN_GENERAL = ("every d, N, M ≥ 1 (symbolic d, N, M; Λ, Σ, a matrix symbols
                 "(least squares minimised at a) and the functional calculus of the symmetric Λ (Γ_N⁻¹ = f(Λ)); that the "
                 "trained LSA is this predictor is ZFB Thm 4.1 (cited)")
 
-register(Claim(
+declare(
     id="icl.general_target_risk",
     title="ZFB Thm 4.2: risk of the trained LSA on any target law with Gaussian inputs (lecture notes 000 garbles the norms)",
-    statement="",
     stated_statement=r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Lambda^{-2}\Lambda)+\tfrac1{N^2}\big(\|a\|^2_{\Lambda^{-2}\Lambda}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Lambda^{-2}\Lambda}+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Lambda^{-2}\Lambda}\big)",
     hypotheses=(
         Hypothesis("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ \mathbb E\,y^4<\infty,"
@@ -233,7 +232,7 @@ register(Claim(
         Mutant("N_for_M_in_variance_term", "swapped index", "(1/N) tr(ΣΓ^{-2}Λ) instead of 1/M", _gen_mut("N_for_M")),
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ in both terms", _gen_mut("gamma_is_lambda")),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,11 +408,10 @@ def _limits_origin(ctx) -> Counterexample:
 _LIM_EIGEN = ("per eigen-direction (symbolic λ, t = tr Λ, N, M): sp.limit of icl.linear_task_risk's per-eigenvalue risk, "
               "whose eigenbasis reduction is an assumed step there")
 
-register(Claim(
+declare(
     id="icl.limits",
     fixed_sizes="the limits are taken per eigen-direction of a symbolic 2×2 Λ; for symbolic d the same per-eigenvalue limit needs the spectral theorem as a premise, not written yet",
     title="Limits N → ∞ and M → ∞ of the trained LSA (both needed for the risk to vanish); no transfer under covariate shift",
-    statement="",
     hypotheses=(
         Hypothesis("data_model", r"x_i,x_q\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle"
                    r"\ \text{(training prompts of length } N\ge1\text{, test prompts of length } M\ge1)",
@@ -467,4 +465,4 @@ register(Claim(
           "and M grow: at fixed M, lim_N R = (d+1)tr Λ/M (the fixed-M clause, derived and checked); at fixed N, lim_M R is "
           "the 1/N² term. The prediction and shift limits need the law of large numbers for h (assumed in the derivation, "
           "cited here); at finite N the shift slope is c²κ_N, which is what the trained check measures.",
-))
+)

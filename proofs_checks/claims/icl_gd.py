@@ -11,8 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import icl as ni
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, largest
 from theory import icl as ti
@@ -293,10 +293,9 @@ _TRAINED_SCOPE = ("16 full-parameter LSAs (Adam 200/300 steps + 50 L-BFGS on 163
 _GD_GENERAL = ("every d, N ≥ 1 (symbolic d, N: MatrixSymbol block algebra, X d × N, y 1 × N, W₀ 1 × d, η symbolic); "
                "typed in: the layer's weights and Δw = −η∇L (the GD step itself derived twice, index and matrix calculus)")
 
-register(Claim(
+declare(
     id="icl.gd_one_step",
     title="One linear-attention layer implements one step of gradient descent (von Oswald et al.); the trained LSA is one Γ_N⁻¹-preconditioned step",
-    statement="",
     hypotheses=(
         Hypothesis("construction", r"W_K=W_Q=\begin{pmatrix}I&0\\0&0\end{pmatrix},\ W_V=\begin{pmatrix}0&0\\W_0&-1\end{pmatrix},"
                    r"\ P=\tfrac\eta N I\ (W_0\in\mathbb R^{1\times d},\ \eta\in\mathbb R,\ N,d\ge1)",
@@ -354,7 +353,7 @@ register(Claim(
           "the minimiser). The derivation "
           "(theory.icl_general.derive_gd_one_step_general) is for symbolic d and N (block_collapse of the layer with matrix "
           "symbols); derive_gd_one_step(2, 2) is inherited and the general result specialised to d = N = 2 equals it.",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -532,10 +531,9 @@ _NC_CHECKED = ("d = 3, N ∈ {2, 10}, one random Λ each (eigenvalues in [1, 4])
                "weights of the sampled loss, 40 batches × 5000 (quick) / 20000 (default) prompts, jackknife bias-corrected, "
                "within 5 SE (also with the linear statistic's conditional expectation given each context)")
 
-register(Claim(
+declare(
     id="icl.nonconvex",
     title="The LSA population loss is not convex (negative Hessian eigenvalue at the origin), yet gradient flow from ZFB's init reaches its minimum",
-    statement="",
     hypotheses=(
         Hypothesis("data_model", r"L(W^{PV},W^{KQ})=\tfrac12\mathbb E(\hat y-\langle w,x_q\rangle)^2,\ x_i,x_q\sim\mathcal N(0,\Lambda),"
                    r"\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle,\ \rho=N",
@@ -579,4 +577,4 @@ register(Claim(
           "L₂ = −E[ŷ y_q] = −w22 tr(Λ²W11) − w21ᵀΛ²w21' (Isserlis), a coupling of w22 with W11 (singular value ‖Λ²‖_F) and of "
           "w21 with w21' (singular values λ_i²): eigenvalues ±‖Λ²‖_F, ±λ_i² and 0, so λ_min = −‖Λ²‖_F (‖Λ²‖_F ≥ λ_max²). "
           "The d = 2 derivation in (w22, W11) (derive_nonconvex(2)) is inherited; the general L₂ at d = 2 has its Hessian.",
-))
+)

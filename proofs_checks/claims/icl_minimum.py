@@ -13,9 +13,8 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, REL_UNITS, confirm_resolution, largest, smallest
 from theory import icl as ti
@@ -304,10 +303,9 @@ _ZFB = ("Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1: gradient flow on the populat
         "for x ~ N(0, Λ), w ~ N(0, I_d), y = ⟨w, x⟩, converges to a global minimum with these limits "
         "(the other blocks stay 0; lecture notes 000 state it for 'a suitable random init')")
 
-register(Claim(
+declare(
     id="icl.gamma_n_global_min",
     title="Minimiser w22·W11 = Γ_N⁻¹ (over B; over every weight when d ≥ 2); gradient flow reaches it (cited: ZFB Thm 4.1)",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_minimiser_moves("gaussian_x"),
                    layer="symbolic"),
@@ -378,7 +376,7 @@ register(Claim(
         Mutant("missing_trace_term", "dropped term", "Γ_N = (1 + 1/N)Λ (tr(Λ) term dropped)", _gamma_mut("no_trace")),
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ", _gamma_mut("lambda")),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,10 +475,9 @@ def _lm_cx(hyp: str):
                             lambda: ti.loss_minimum(sp.Matrix([[1]]), sp.Integer(N)), "min_B ½E(ŷ − y_q)²", {"N": N})
 
 
-register(Claim(
+declare(
     id="icl.loss_minimum",
     title="Minimum over B = w22·W11 of the LSA's population loss",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_lm_cx("gaussian_x"),
                    layer="symbolic"),
@@ -518,4 +515,4 @@ register(Claim(
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ (minimum 0)", _lmin_mut("gamma_is_lambda")),
         Mutant("sign_flip", "sign flip", "+tr(Γ_N^{-1}Λ²)", _lmin_mut("sign")),
     ),
-))
+)

@@ -12,7 +12,8 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Hypothesis, Mutant
+from proofs_checks.claims._common import declare
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
@@ -151,10 +152,9 @@ def _lr_cx(hyp: str):
                             "E(ŷ − ⟨w, x_q⟩)² of B = Γ_N⁻¹", {"N": N, "M": M})
 
 
-register(Claim(
+declare(
     id="icl.linear_task_risk",
     title="Linear-task test risk of the LSA limit B = Γ_N⁻¹ at test length M: a 1/M and a 1/N² term",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", r"x_1,\dots,x_M,x_q\overset{\text{iid}}{\sim}\mathcal N(0,\Lambda)\ \text{(test prompt; }\Gamma_N"
                    r"\text{ from training prompts of the same law)}", "test inputs i.i.d. N(0, Λ)",
@@ -214,4 +214,4 @@ register(Claim(
         Mutant("one_over_N_plus_1", "wrong constant", "1/(N+1) in Γ_N", _risk_mut("n_plus_1")),
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ", _risk_mut("gamma_is_lambda")),
     ),
-))
+)

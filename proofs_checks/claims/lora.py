@@ -11,8 +11,8 @@ from torch import nn
 from numerics import lora as nl
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._attention_common import Resolved
@@ -269,10 +269,9 @@ _SIZES_RUN = "(d, k, r) ∈ {(8, 6, 2), (5, 7, 3), (12, 12, 4), (3, 9, 1)} (firs
 _TRAINED = "d = 6, k = 5, r = 2, 6 Adam-trained seeds (3 at --quick)"
 
 
-register(Claim(
+declare(
     id="lora.low_rank",
     title="LoRA: zero-init B reproduces the base layer; rank(ΔW) ≤ r (= r generically); merge = unmerged; r(d+k) trainables",
-    statement="",
     hypotheses=(
         Hypothesis("shapes", r"W_0\in\mathbb R^{d\times k},\ B\in\mathbb R^{d\times r},\ A\in\mathbb R^{r\times k},\ "
                    r"f(x)=x(W_0+\tfrac{\alpha}{r}BA)^\top+b",
@@ -344,4 +343,4 @@ register(Claim(
     notes="Lecture notes 001 writes W ↦ W + BA without the α/r scale of Hu et al.; the scale only reparametrises B "
           "(α ≠ 0). rank(BA) ≤ r holds for every r; it is an upper bound, attained for generic A, B only when "
           "r ≤ min(d, k) (else rank ≤ min(d, k) < r), and after training the rank can be lower (e.g. B still 0).",
-))
+)

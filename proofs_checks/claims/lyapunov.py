@@ -11,9 +11,8 @@ import sympy as sp
 
 from numerics import lyapunov as nl
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, exact, largest
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 from proofs_checks.claims._lyapunov_common import SOURCE
@@ -210,11 +209,10 @@ _PANEL_SCOPE = ("five planar (n = 2) panel systems: the form's conclusion from s
                 "hypotheses vs the derived stability; 12 points per set (4 at --quick) integrated to T = 5")
 
 
-register(Claim(
+declare(
     id="lyap.conditions",
     fixed_sizes="V̇(0) = 0 is derived at n = 2 for arbitrary C¹ V and f; the stability conclusions are cited theorems (Khalil), not derivations",
     title="Lyapunov conditions: V(0) = 0, V > 0 and ∇V·f < 0 off the origin (and radial unboundedness for global stability)",
-    statement="",
     hypotheses=(
         Hypothesis("setting", r"\dot x=f(x),\ f\ \text{locally Lipschitz},\ f(0)=0,\ V\in C^1(D),\ D\ni0\ \text{open}",
                    necessary_note="part of the setting: stability of the origin is defined for an equilibrium, "
@@ -271,7 +269,7 @@ register(Claim(
           "infinity), so its global conclusion is false. Hypotheses are decided symbolically (sufficient tests, "
           "theory.lyapunov.decide_properties) and by sampling (numerics.lyapunov.sample_properties; radial "
           "unboundedness as polynomial growth of the minimum of V on circles of radius 10 and 1000).",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -450,11 +448,10 @@ _BW_SCOPE = ("8 sampled systems (4 at --quick), n = 3, V = xᵀQx + Σc_i x_i⁴
              "--quick) in [−1.5, 1.5]³, and trajectories integrated to T = 2")
 
 
-register(Claim(
+declare(
     id="lyap.backward_construction",
     fixed_sizes="the identity V̇ = −∇Vᵀ(P − S)∇V is derived pointwise at n = 3 with generic entries; a MatrixSymbol version for symbolic n is not written yet (n = 3 systems are checked)",
     title="Backward construction: f = (−P + S)∇V with P ⪰ 0, S skew gives ∇V·f = −∇VᵀP∇V ≤ 0",
-    statement="",
     hypotheses=(
         Hypothesis("setting", r"V\in C^1(\mathbb R^n),\ f(x)=(-P(x)+S(x))\nabla V(x)",
                    necessary_note="part of the setting: the construction needs ∇V"),
@@ -508,4 +505,4 @@ register(Claim(
     notes="P(x) = A(x)A(x)ᵀ with A affine in x (so P is a PSD quadratic polynomial matrix) and S(x) = B(x) − B(x)ᵀ; "
           "V(x) = xᵀQx + Σ c_i x_i⁴. With a symmetric S, V increases along some sampled trajectories (counted in the "
           "energy-balance details).",
-))
+)

@@ -7,8 +7,8 @@ import numpy as np
 import sympy as sp
 
 from numerics import rnn as nr
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
-from proofs_checks.claims._common import exceeds
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -185,10 +185,9 @@ _SHAPES = ("vector RNNs (d_x, d_h, d_y, T, batch) = (3, 4, 2, 5, 6), (2, 6, 3, 4
            "(first two at --quick), tanh, against torch.nn.RNN autograd")
 
 
-register(Claim(
+declare(
     id="rnn.bptt",
     title="BPTT: tied-weight gradient = sum of the untied per-step gradients (at tied copies); averaging = projection",
-    statement="",
     hypotheses=(
         Hypothesis("model", r"h_t=\sigma(W_hh_{t-1}+W_xx_t+b),\ y_t=W_yh_t+b_y,\ t=1..T,\ T\ge1,\ h_0\ \text{fixed},"
                    r"\ \sigma\in C^1,\ L=\sum_t\tfrac12\|y_t-z_t\|^2",
@@ -248,4 +247,4 @@ register(Claim(
           "True of the projection (the Euclidean projection of (G_1..G_T) onto {(W,..,W)} replaces each copy by "
           "the average), but the gradient of the loss in the tied weight is the SUM, T times the average; "
           "a projected step with rate η is the tied gradient step with rate η/T.",
-))
+)
