@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proofs_checks.registry import Claim, Counterexample, register
+from proofs_checks.registry import Claim, Counterexample, Hypothesis, register
 
 
 def exceeds(instance: dict[str, Any], clause: str, shows: str, *, error: Any, tolerance: Any,
@@ -26,3 +26,13 @@ def declare(**fields: Any) -> Claim:
     typed in: ``declare(id=..., title=..., hypotheses=..., clauses=..., ...)`` is
     ``register(Claim(id=..., title=..., statement="", ...))``. Returns the registered claim."""
     return register(Claim(statement="", **fields))
+
+
+def setting(name: str, latex: str, why: str, *, text: str = "") -> Hypothesis:
+    """A hypothesis that is part of the claim's setting (the clauses are not defined, or not about
+    this object, without it), so no counterexample can drop it: ``why`` says what it sets up.
+
+        >>> setting("finite", r"x\\in\\mathbb R", "S(x) is not defined otherwise").necessary_note
+        'part of the setting: S(x) is not defined otherwise'
+    """
+    return Hypothesis(name, latex, text, necessary_note=f"part of the setting: {why}")

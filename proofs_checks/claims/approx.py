@@ -15,7 +15,7 @@ from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from theory import approx as ta
 
@@ -258,11 +258,11 @@ declare(
         Hypothesis("grid_without_origin",
                    r"X\in\{\delta,2\delta,\dots,1\}^{n\times d},\ \delta=1/b,\ b\in\{2,3,\dots\},\ K=b^d",
                    "grid starting at δ > 0 (not Yun et al.'s {0, …, 1 − δ})", counterexample=_cx_origin),
-        Hypothesis("distinct_rows", r"n \text{ distinct rows},\ 2\le n\le K",
-                   necessary_note="part of the setting: contexts are sets of distinct tokens (Yun et al., Def. 3.1)"),
-        Hypothesis("construction",
-                   r"a=u^\top x,\ u=(1,b,\dots,b^{d-1}),\ W_Q=W_K=\sqrt\lambda\,u^\top,\ W_V=u^\top,\ W_O=\gamma e_1",
-                   necessary_note="part of the setting: the layer whose outputs the clauses bound"),
+        setting("distinct_rows", r"n \text{ distinct rows},\ 2\le n\le K",
+                "contexts are sets of distinct tokens (Yun et al., Def. 3.1)"),
+        setting("construction",
+                r"a=u^\top x,\ u=(1,b,\dots,b^{d-1}),\ W_Q=W_K=\sqrt\lambda\,u^\top,\ W_V=u^\top,\ W_O=\gamma e_1",
+                "the layer whose outputs the clauses bound"),
         Hypothesis("lambda_relation", r"\lambda=\ln(1/\rho)/(\delta^2c_0),\ c_0=(K-1)/(b-1),\ \rho=1/8",
                    "the score scale λ", counterexample=_cx_lambda),
         Hypothesis("gamma_relation", r"\gamma=1/(2(K-1))", "the output scale γ", counterexample=_cx_gamma),
@@ -480,12 +480,12 @@ declare(
     hypotheses=(
         Hypothesis("iid_gaussian_tokens", r"x_1,\dots,x_n\overset{iid}{\sim}N(0,I_2),\ n=4",
                    "i.i.d. standard normal tokens", counterexample=_cx_iid_tokens),
-        Hypothesis("equivariant_target", r"f_{\mathrm{equiv}}(X)_k=\tfrac1n\sum_l\tanh(x_kP+x_lQ+c)R\ \text{(continuous, equivariant)}",
-                   necessary_note="part of the setting: the target whose fit the depth clause measures"),
+        setting("equivariant_target", r"f_{\mathrm{equiv}}(X)_k=\tfrac1n\sum_l\tanh(x_kP+x_lQ+c)R\ \text{(continuous, equivariant)}",
+                "the target whose fit the depth clause measures"),
         Hypothesis("no_positional_encodings", r"\text{for the floor: no PE (the predictor is permutation equivariant)}",
                    "no positional encodings (for the floor)", counterexample=_cx_positional),
-        Hypothesis("training_budget", r"\text{width }16,\ L\le3,\ \text{Adam},\ 150/300/800\text{ steps}",
-                   necessary_note="part of the setting: the sizes and budget at which the numbers were measured"),
+        setting("training_budget", r"\text{width }16,\ L\le3,\ \text{Adam},\ 150/300/800\text{ steps}",
+                "the sizes and budget at which the numbers were measured"),
     ),
     clauses=(
         Clause("depth_beats_one_block", r"\mathrm{err}_L(f_{\mathrm{equiv}})<\mathrm{err}_1(f_{\mathrm{equiv}})\ (L=2,3)",

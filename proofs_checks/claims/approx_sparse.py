@@ -10,7 +10,7 @@ import sympy as sp
 from numerics import approx as na, sparse as nsp
 from proofs_checks.comparisons import exact
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from theory import approx as ta
 
 
@@ -140,9 +140,9 @@ declare(
     title="Connections per layer (True mask entries): strided Θ(T^{3/2}) and fixed Θ(c·T^{3/2}) (stride √T; Θ(T^{3/2}) "
           "for fixed c), star and Longformer Θ(T); exact polynomials under their size conditions",
     hypotheses=(
-        Hypothesis("stride_sqrt_T", r"\text{strided, fixed: } T=s^2,\ s\ge2,\ \text{stride/block } s=\sqrt T,\ 1\le c\le s",
-                   necessary_note="part of the setting: the closed forms are written in √T and the builders need a perfect "
-                                  "square T (numerics.approx rejects any other T)"),
+        setting("stride_sqrt_T", r"\text{strided, fixed: } T=s^2,\ s\ge2,\ \text{stride/block } s=\sqrt T,\ 1\le c\le s",
+                "the closed forms are written in √T and the builders need a perfect "
+                "square T (numerics.approx rejects any other T)"),
         Hypothesis("star_T_ge_2", r"\text{star: } T\ge2", "the star has at least one satellite", counterexample=_cx_star_T1),
         Hypothesis("longformer_T_ge_g_plus_w", r"\text{Longformer, BigBird: } w,g\in\mathbb N,\ T\ge g+w",
                    "the sequence is at least as long as globals plus window", counterexample=_cx_longformer_short),

@@ -12,7 +12,7 @@ import torch
 
 from numerics import att_svm as ns
 from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest
 from theory import att_svm as ta
@@ -143,8 +143,8 @@ declare(
     fixed_sizes="the gap argument is per pair of logits and is derived with symbolic logits at T = 3 and a symbolic ray parameter r; the index-sum version over symbolic T is not written yet (T = 5 is checked)",
     title="Softmax saturates on token t iff every gap l_t − l_τ → ∞ (‖l‖ → ∞ necessary, not sufficient)",
     hypotheses=(
-        Hypothesis("finite_logits", r"l\in\mathbb R^T\ \text{(finite logits, any sequence } l^{(k)}\text{)}",
-                   necessary_note="part of the setting: S(l) is not defined for an infinite logit"),
+        setting("finite_logits", r"l\in\mathbb R^T\ \text{(finite logits, any sequence } l^{(k)}\text{)}",
+                "S(l) is not defined for an infinite logit"),
         Hypothesis("T_ge_2", r"T\ge2", "at least two tokens", counterexample=_sat_T1),
         Hypothesis("unit_norms", r"\|x_t\|\le1,\ \|z\|\le1\ \text{(for } l=XWz\text{)}",
                    "unit (or shorter) tokens and query, for the finite-norm bound", counterexample=_sat_unit_norms),

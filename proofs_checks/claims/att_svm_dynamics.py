@@ -12,7 +12,7 @@ import torch
 from numerics import att_svm as ns
 from numerics.att_svm import AttSVMInstance
 from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, relative, smallest
 from proofs_checks.claims._att_svm_common import (ANGLE_UNITS, ANGLE_WHY, ORTH_SIZE, SOURCE, _cos, _figure, _inst,
@@ -191,11 +191,11 @@ def _regpath_rank(ctx) -> Counterexample:
 
 _FEASIBLE = Hypothesis("feasible", r"\text{Att-SVM feasible: }\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i",
                        counterexample=_regpath_infeasible)
-_LOSS = Hypothesis("logistic_loss", r"\ell(u)=\log(1+e^{-u})\ \text{(TLTO'23 Assumption A: strictly decreasing, } \ell'\text{ bounded, Lipschitz)}",
-                   necessary_note="part of the setting: the model's loss")
+_LOSS = setting("logistic_loss", r"\ell(u)=\log(1+e^{-u})\ \text{(TLTO'23 Assumption A: strictly decreasing, } \ell'\text{ bounded, Lipschitz)}",
+                "the model's loss")
 
-_FEASIBLE_GD = Hypothesis("feasible", _FEASIBLE.latex, necessary_note=(
-    "part of the setting: the limits W^mm, W^mm_sel are the Att-SVM solutions, undefined without it (nearly orthogonal "
+_FEASIBLE_GD = setting("feasible", _FEASIBLE.latex, (
+    "the limits W^mm, W^mm_sel are the Att-SVM solutions, undefined without it (nearly orthogonal "
     "tokens make it feasible, and a locally optimal set is one whose Att-SVM is feasible)"))
 
 declare(
@@ -559,7 +559,7 @@ declare(
     id="svm.gd_direction_kq",
     title="Normalised GD on (K,Q) aligns with the nuclear-norm Att-SVM on most instances, not all (evidence, not a theorem)",
     hypotheses=(_UNIQUE,
-                Hypothesis("feasible", _FEASIBLE.latex, necessary_note="part of the setting: W^mm_⋆ is not defined otherwise"),
+                setting("feasible", _FEASIBLE.latex, "W^mm_⋆ is not defined otherwise"),
                 _LOSS,
                 Hypothesis("m_ge_d", r"K,Q\in\mathbb R^{d\times m},\ m\ge d\ \text{(here }m=d)", necessary_note=(
                     "not shown necessary for the fraction: with m < d, K_kQ_kᵀ has rank ≤ m, and on instance "

@@ -10,7 +10,7 @@ import numpy as np
 
 from numerics import att_svm as ns
 from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._att_svm_common import (ANGLE_UNITS, ANGLE_WHY, ORTH_SIZE, ORTH_TOP, SOURCE, _cos, _figure,
                                                   _orth_inst, coherence, direction_resolution, _stuck_run, STUCK_SEED,
@@ -274,9 +274,9 @@ declare(
     id="svm.token_sets",
     title="Several selected tokens: GD ≈ W^fin + C_k W^dir with W^dir the set-constrained Att-SVM (conjecture)",
     hypotheses=(
-        Hypothesis("nonlinear_head", r"f=v^\top a-\lambda\|a\|^2,\ \lambda>0,\ a=X^\top S(XWz)",
-                   necessary_note="part of the setting: with λ = 0 a single top-score token is optimal "
-                   "(svm.optimal_token_selection) and the sets are single tokens (svm.gd_direction)"),
+        setting("nonlinear_head", r"f=v^\top a-\lambda\|a\|^2,\ \lambda>0,\ a=X^\top S(XWz)",
+                "with λ = 0 a single top-score token is optimal "
+                "(svm.optimal_token_selection) and the sets are single tokens (svm.gd_direction)"),
         Hypothesis("set_feasible", r"\exists W:\ (x_{it}-x_{i\tau})^\top Wz_i=0\ (t,\tau\in\mathcal O_i),\ \ge1\ (t\in\mathcal O_i,\tau\notin\mathcal O_i)",
                    "the set-constrained Att-SVM is feasible", counterexample=_token_sets_infeasible),
     ),

@@ -13,7 +13,7 @@ import torch
 
 from numerics import att_svm as ns
 from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest
 from theory import att_svm as ta
@@ -392,8 +392,8 @@ declare(
     hypotheses=(
         Hypothesis("feasible", r"\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i",
                    "the constraints are satisfiable (implies x_opt ≠ x_t and z_i ≠ 0)", counterexample=_svm_infeasible),
-        Hypothesis("indices", r"\mathrm{opt}_i\in\{1,\dots,T\}\ \text{given (any choice of token per sequence)}",
-                   necessary_note="part of the setting: the constraints are written for a chosen token per sequence"),
+        setting("indices", r"\mathrm{opt}_i\in\{1,\dots,T\}\ \text{given (any choice of token per sequence)}",
+                "the constraints are written for a chosen token per sequence"),
     ),
     clauses=(
         Clause("exists", r"W^{mm}=\mathrm{argmin}\|W\|_F\ \text{s.t. the constraints exists and is unique; a nuclear-norm minimiser }"

@@ -12,7 +12,7 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -94,8 +94,8 @@ declare(
     id="attn.softmax_simplex",
     title="Softmax maps logits to the simplex; Jacobian diag(p) − ppᵀ",
     hypotheses=(
-        Hypothesis("finite_logits", r"l \in \mathbb{R}^T \text{ (finite logits)}",
-                   necessary_note="part of the setting: S(l) is not defined for an infinite logit"),
+        setting("finite_logits", r"l \in \mathbb{R}^T \text{ (finite logits)}",
+                "S(l) is not defined for an infinite logit"),
         Hypothesis("T_ge_2", r"T \ge 2", "at least two tokens (for the open interval)", counterexample=_softmax_T1),
     ),
     clauses=(
@@ -228,10 +228,10 @@ declare(
     id="attn.convex_combination",
     title="Each attention output row is a convex combination of the value rows",
     hypotheses=(
-        Hypothesis("finite_inputs", r"q_t,k_s\in\mathbb R^{d_k},\ v_s\in\mathbb R^{D_v}\ \text{finite},\ T\ge1",
-                   "finite queries, keys and values, at least one key",
-                   necessary_note="part of the setting: the softmax weights are not defined for an infinite logit "
-                   "(∞/∞) or for no key at all; for every finite input the weights are positive and sum to 1"),
+        setting("finite_inputs", r"q_t,k_s\in\mathbb R^{d_k},\ v_s\in\mathbb R^{D_v}\ \text{finite},\ T\ge1",
+                "the softmax weights are not defined for an infinite logit "
+                "(∞/∞) or for no key at all; for every finite input the weights are positive and sum to 1",
+                text="finite queries, keys and values, at least one key"),
     ),
     clauses=(
         Clause("weights_simplex", r"a_{ts}=S(q_tK^\top/\sqrt{d_k})_s>0,\ \sum_s a_{ts}=1", "derived",
@@ -419,8 +419,8 @@ declare(
     id="attn.causal_mask",
     title="Causal mask (−∞ above the diagonal): lower-triangular row-stochastic A; output t ignores tokens after t",
     hypotheses=(
-        Hypothesis("finite_logits", r"QK^\top\in\mathbb R^{T\times T}\ \text{finite}",
-                   necessary_note="part of the setting: the softmax is not defined for an infinite logit"),
+        setting("finite_logits", r"QK^\top\in\mathbb R^{T\times T}\ \text{finite}",
+                "the softmax is not defined for an infinite logit"),
         Hypothesis("mask_minus_infinity", r"M_{ts}=-\infty\ (s>t)", "masked logits are −∞ exactly",
                    counterexample=_causal_finite_mask),
         Hypothesis("diagonal_unmasked", r"M_{ts}=0\ (s\le t)", "query t sees keys s ≤ t, itself included (row 1 has a key)",

@@ -12,7 +12,7 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import confirm_resolution, largest, smallest
 from theory import attention as ta
@@ -395,8 +395,8 @@ declare(
     fixed_sizes="the mean and variance identities are written with explicit entries at D = 3; an index-sum version over symbolic D is not written yet (D = 12 is checked)",
     title="LayerNorm: mean 0 and variance v/(v+ε) per token (1 at ε = 0 for a non-constant token); with affine it is torch.nn.LayerNorm",
     hypotheses=(
-        Hypothesis("finite_token", r"x\in\mathbb R^D\ \text{finite},\ \varepsilon\ge0",
-                   necessary_note="part of the setting: μ and v are not defined for an infinite entry"),
+        setting("finite_token", r"x\in\mathbb R^D\ \text{finite},\ \varepsilon\ge0",
+                "μ and v are not defined for an infinite entry"),
         Hypothesis("v_plus_eps_positive", r"v+\varepsilon>0\ (\varepsilon>0\text{ or }x\text{ not constant})",
                    "ε > 0, or the token is not constant", counterexample=_ln_cx_constant_eps0),
     ),

@@ -12,7 +12,7 @@ import torch
 from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.comparisons import largest
 from theory import attention as ta
 
@@ -116,9 +116,9 @@ declare(
     id="attn.complexity",
     title="Cost of attention: N·K·D (projections) + N²·K (scores) multiply-adds; the N² term dominates for N ≫ D",
     hypotheses=(
-        Hypothesis("mac_convention", r"\text{cost}=\text{multiply-adds of naive matrix products (softmax, biases, sums not counted)}",
-                   necessary_note="part of the setting: the counting convention defines the cost (FlopCounterMode "
-                   "counts 2 FLOPs per multiply-add of a matrix product and nothing for the softmax)"),
+        setting("mac_convention", r"\text{cost}=\text{multiply-adds of naive matrix products (softmax, biases, sums not counted)}",
+                "the counting convention defines the cost (FlopCounterMode "
+                "counts 2 FLOPs per multiply-add of a matrix product and nothing for the softmax)"),
         Hypothesis("shared_projection", r"\text{scores }\langle Ux_n,Ux_m\rangle\text{ with one }U\in\mathbb R^{K\times D}",
                    "lecture notes 000's scores with one shared projection (for C_scores)", counterexample=_cost_cx_separate),
         Hypothesis("d_fixed", r"D\ \text{fixed as }N\to\infty", "D fixed while N grows (for the limit)",

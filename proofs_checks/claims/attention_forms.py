@@ -14,7 +14,7 @@ import torch
 from numerics import attention as na
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import attention as ta
@@ -354,9 +354,9 @@ declare(
                    "lecture notes 004's parameters renamed (the √d_s absorbed into W_c)", counterexample=_forms_cx_rename_004),
         Hypothesis("rename_000", r"U_q=W_Q^\top,\ U_k=W_K^\top,\ U_v=W_V^\top",
                    "lecture notes 000's parameters renamed (query and key in their places)", counterexample=_forms_cx_rename_000),
-        Hypothesis("rows_and_columns", r"Q=XW_Q,\ K=XW_K,\ V=XW_V,\ X_c=X^\top\in\mathbb R^{D\times N}\ \text{finite}",
-                   necessary_note="part of the setting: it says what each form's symbols are (tokens as rows in "
-                   "lecture notes 002/003, as columns in 000/004)"),
+        setting("rows_and_columns", r"Q=XW_Q,\ K=XW_K,\ V=XW_V,\ X_c=X^\top\in\mathbb R^{D\times N}\ \text{finite}",
+                "it says what each form's symbols are (tokens as rows in "
+                "lecture notes 002/003, as columns in 000/004)"),
     ),
     clauses=(
         Clause("forms_equal", r"S(XW_QW_K^\top X^\top)XW_V=\operatorname{Softmax}(QK^\top)V=\big(W_hX_c\Psi(X_c^\top W_b^\top W_cX_c/\sqrt{d_s})\big)^\top=(U_vX_cA)^\top",
@@ -530,9 +530,9 @@ declare(
     hypotheses=(
         Hypothesis("wo_blocks_in_head_order", r"W^{(o)}=\begin{bmatrix}U_{p,1}^\top\\\vdots\\U_{p,M}^\top\end{bmatrix}",
                    "block h of W_O's rows is U_{p,h}ᵀ, in head order", counterexample=_mhsa_cx_head_order),
-        Hypothesis("heads_renamed", r"U_{q,h}=W_{Q,h}^\top,\ U_{k,h}=W_{K,h}^\top,\ U_{v,h}=W_{V,h}^\top,\ A_h\ \text{column-stochastic}",
-                   necessary_note="part of the setting: it says which head of one form is which head of the other "
-                   "(a wrong query/key renaming is the erratum attn.forms_agree refutes)"),
+        setting("heads_renamed", r"U_{q,h}=W_{Q,h}^\top,\ U_{k,h}=W_{K,h}^\top,\ U_{v,h}=W_{V,h}^\top,\ A_h\ \text{column-stochastic}",
+                "it says which head of one form is which head of the other "
+                "(a wrong query/key renaming is the erratum attn.forms_agree refutes)"),
         Hypothesis("torch_scale_absorbed", r"W_{Q,h}=W^{\text{torch}}_{Q,h}/\sqrt{d_h},\ b_{Q,h}=b^{\text{torch}}_{Q,h}/\sqrt{d_h}"
                    r"\ \text{(for the torch clause)}",
                    "torch's 1/√d_h score scale absorbed into W_Q and the query bias", counterexample=_mhsa_cx_torch_scale),

@@ -10,7 +10,7 @@ import sympy as sp
 
 from numerics import attention as na
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -115,9 +115,9 @@ declare(
     title="Sinusoidal encodings lie in [−1, 1]^D and, for even D, a shift by k is a fixed block rotation",
     hypotheses=(
         Hypothesis("d_even", r"D\ \text{even}", "sin/cos pairs fill every coordinate", counterexample=_pe_cx_odd),
-        Hypothesis("setting", r"p,k\in\mathbb R,\ \omega_i=b^{-2i/D},\ b>0\ (b=10000)",
-                   necessary_note="part of the setting: it defines the encoding; the rotation holds for any real "
-                   "frequencies ω_i, the base only fixes them"),
+        setting("setting", r"p,k\in\mathbb R,\ \omega_i=b^{-2i/D},\ b>0\ (b=10000)",
+                "it defines the encoding; the rotation holds for any real "
+                "frequencies ω_i, the base only fixes them"),
     ),
     clauses=(
         Clause("in_closed_cube", r"PE(p)_{2i}=\sin p\omega_i,\ PE(p)_{2i+1}=\cos p\omega_i:\ PE(p)\in[-1,1]^D\ \text{(closed: }PE(0)\text{ has entries 0 and 1)}",

@@ -14,7 +14,7 @@ from numerics import favor as nf
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import largest, smallest, z_test
@@ -502,12 +502,12 @@ declare(
     title="FAVOR+: positive random features are unbiased for e^{xᵀy}; MSE of positive/trig features; orthogonal "
           "features lower the positive-feature MSE (d ≥ 2, m ≥ 2, x + y ≠ 0)",
     hypotheses=(
-        Hypothesis("gaussian_frequencies", r"x,y\in\mathbb R^d,\ \omega_i\sim N(0,I_d)\ (\text{marginally})",
-                   necessary_note="part of the setting: the estimators are defined by these frequencies"),
+        setting("gaussian_frequencies", r"x,y\in\mathbb R^d,\ \omega_i\sim N(0,I_d)\ (\text{marginally})",
+                "the estimators are defined by these frequencies"),
         Hypothesis("iid_frequencies", r"\text{MSE formulas: } \omega_1,\dots,\omega_m \text{ i.i.d.}",
                    "i.i.d. frequencies (for the MSE formulas)", counterexample=_cx_iid),
-        Hypothesis("orthogonal_blocks", r"\text{ORF: rows orthogonal within blocks of } d,\ \chi_d \text{ lengths}",
-                   necessary_note="part of the setting: the definition of the orthogonal estimator"),
+        setting("orthogonal_blocks", r"\text{ORF: rows orthogonal within blocks of } d,\ \chi_d \text{ lengths}",
+                "the definition of the orthogonal estimator"),
         Hypothesis("d_ge_2", r"\text{ORF: } d\ge2", "at least two dimensions (a block of more than one row)",
                    counterexample=_cx_d1),
         Hypothesis("m_ge_2", r"\text{ORF: } m\ge2", "at least two frequencies", counterexample=_cx_m1),

@@ -13,7 +13,7 @@ from scipy.sparse.csgraph import NegativeCycleError, shortest_path
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -209,11 +209,11 @@ declare(
     title="Graph-masked attention is GAT-style message passing; min-aggregation GNN from Bellman–Ford's initialisation "
           "= shortest paths (no negative cycle)",
     hypotheses=(
-        Hypothesis("finite_features", r"X\in\mathbb R^{n\times d},\ W_Q,W_K,W_V \text{ finite},\ d_k\ge1",
-                   necessary_note="part of the setting: the scores are not defined otherwise"),
-        Hypothesis("graph", r"A\in\{0,1\}^{n\times n},\ A_{ij}=1\iff j\in N(i)\ (\text{edge }j\to i)",
-                   "the mask is the adjacency: node i attends exactly to its in-neighbours",
-                   necessary_note="part of the setting: it defines which scores the mask keeps"),
+        setting("finite_features", r"X\in\mathbb R^{n\times d},\ W_Q,W_K,W_V \text{ finite},\ d_k\ge1",
+                "the scores are not defined otherwise"),
+        setting("graph", r"A\in\{0,1\}^{n\times n},\ A_{ij}=1\iff j\in N(i)\ (\text{edge }j\to i)",
+                "it defines which scores the mask keeps",
+                text="the mask is the adjacency: node i attends exactly to its in-neighbours"),
         Hypothesis("nonempty_neighbourhoods", r"N(i)\neq\emptyset\ \forall i\ (\text{e.g. self-loops})",
                    "every node has an in-neighbour",
                    necessary_note="the clause is undefined without it, not false: at a node with no in-neighbour the "

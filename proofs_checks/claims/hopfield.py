@@ -19,7 +19,7 @@ from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest, REL_UNITS
 from theory import hopfield as th
@@ -274,9 +274,9 @@ declare(
     id="hop.classical_energy",
     title="Classical Hopfield (W = Wᵀ, w_ii ≥ 0): asynchronous updates never increase the energy; synchronous ones can cycle",
     hypotheses=(
-        Hypothesis("states", r"\xi\in\{-1,1\}^d,\ W\in\mathbb R^{d\times d},\ b\in\mathbb R^d,\ E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ \operatorname{sgn}(0)=+1",
-                   "±1 states, any real W and b (the lecture notes' Hebbian W = Σ x_μ x_μᵀ is one case: symmetric, w_ii = N)",
-                   necessary_note="part of the setting: the update writes ±1 values, and ΔE uses ξ_i² = 1"),
+        setting("states", r"\xi\in\{-1,1\}^d,\ W\in\mathbb R^{d\times d},\ b\in\mathbb R^d,\ E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ \operatorname{sgn}(0)=+1",
+                "the update writes ±1 values, and ΔE uses ξ_i² = 1",
+                text="±1 states, any real W and b (the lecture notes' Hebbian W = Σ x_μ x_μᵀ is one case: symmetric, w_ii = N)"),
         Hypothesis("symmetric", r"W=W^\top", "symmetric weights", counterexample=_cx_nonsymmetric),
         Hypothesis("nonneg_diagonal", r"w_{ii}\ge0", "non-negative self-couplings (zero diagonal included)",
                    counterexample=_cx_negative_diagonal),
@@ -525,9 +525,9 @@ declare(
                    "random patterns (the capacities are statements about this distribution)", counterexample=_cx_correlated),
         Hypothesis("hebbian_zero_diagonal", r"W=\textstyle\sum_\mu x_\mu x_\mu^\top-NI\ (w_{ii}=0),\ b=0",
                    "Hebbian weights with zero diagonal, no bias", counterexample=_cx_diagonal_kept),
-        Hypothesis("asymptotic", r"d\to\infty\ (\text{leading order; a fixed point: }\operatorname{sgn}(Wx_\nu)=x_\nu)",
-                   necessary_note="part of the setting: the capacities are leading-order statements as d → ∞ "
-                   "(at finite d the fraction at C_most is only ≈ exp(−1/√(4π ln d)), ≈ 0.9 at these d)"),
+        setting("asymptotic", r"d\to\infty\ (\text{leading order; a fixed point: }\operatorname{sgn}(Wx_\nu)=x_\nu)",
+                "the capacities are leading-order statements as d → ∞ "
+                "(at finite d the fraction at C_most is only ≈ exp(−1/√(4π ln d)), ≈ 0.9 at these d)"),
     ),
     clauses=(
         Clause("exact_most", r"C_{\text{exact, most}}\sim\frac{d}{2\ln d}:\ P(x_\nu\text{ fixed})\to1\text{ for }N\le(1-\epsilon)\tfrac{d}{2\ln d},\ \to0\text{ for }N\ge(1+\epsilon)\tfrac{d}{2\ln d}",

@@ -12,7 +12,7 @@ import torch
 from numerics import attention as na, hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, REL_UNITS
 from theory import hopfield as th
@@ -133,9 +133,9 @@ declare(
     id="hop.attention_identity",
     title="Attention S(QKᵀ/√d_k)V is one Hopfield update of Ξ = Qᵀ over X = Kᵀ at β = 1/√d_k, then W_V (V = YW_KW_V)",
     hypotheses=(
-        Hypothesis("layout", r"R\in\mathbb R^{S\times d_m},\ Y\in\mathbb R^{T\times d_m}\ (\text{tokens as rows}),\ W_Q,W_K\in\mathbb R^{d_m\times d_k},\ W_V\in\mathbb R^{d_k\times d_v};\ S(QK^\top)\text{ row-wise},\ S(\beta X^\top\Xi)\text{ column-wise}",
-                   necessary_note="part of the setting: which index each softmax normalises (keys = stored patterns); "
-                   "over the other index the two sides differ (the planted mutant softmax_over_states)"),
+        setting("layout", r"R\in\mathbb R^{S\times d_m},\ Y\in\mathbb R^{T\times d_m}\ (\text{tokens as rows}),\ W_Q,W_K\in\mathbb R^{d_m\times d_k},\ W_V\in\mathbb R^{d_k\times d_v};\ S(QK^\top)\text{ row-wise},\ S(\beta X^\top\Xi)\text{ column-wise}",
+                "which index each softmax normalises (keys = stored patterns); "
+                "over the other index the two sides differ (the planted mutant softmax_over_states)"),
         Hypothesis("roles", r"K=YW_K,\ X=K^\top\ (\text{stored from }Y);\ Q=RW_Q,\ \Xi=Q^\top\ (\text{states from }R)",
                    "Y supplies the stored (key) patterns, R the state (query) patterns", counterexample=_cx_att_roles),
         Hypothesis("values_through_keys", r"V=YW_KW_V", "the values are the keys times W_V", counterexample=_cx_att_values),

@@ -12,7 +12,7 @@ import torch
 from numerics import hopfield as nh
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, REL_UNITS
 from theory import hopfield as th
@@ -157,8 +157,8 @@ declare(
     id="hop.modern_energy",
     title="Modern Hopfield energy (β > 0): CCCP step ξ ← X S(βXᵀξ) lowers E by ½‖Δξ‖² + β⁻¹KL; 0 ≤ E ≤ 2M² on the hull",
     hypotheses=(
-        Hypothesis("setting", r"X=[x_1,\dots,x_N]\in\mathbb R^{d\times N},\ M=\max_i\|x_i\|,\ \xi\in\mathbb R^d,\ E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2",
-                   "any N ≥ 1 patterns and any state", necessary_note="part of the setting: the definitions of E and M"),
+        setting("setting", r"X=[x_1,\dots,x_N]\in\mathbb R^{d\times N},\ M=\max_i\|x_i\|,\ \xi\in\mathbb R^d,\ E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2",
+                "the definitions of E and M", text="any N ≥ 1 patterns and any state"),
         Hypothesis("beta_positive", r"\beta>0", "positive inverse temperature", counterexample=_cx_negative_beta),
     ),
     clauses=(

@@ -15,7 +15,7 @@ from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest, REL_UNITS, confirm_resolution
 from theory import hopfield as th
@@ -397,8 +397,8 @@ declare(
     id="hop.one_step_retrieval",
     title="Theorem 5 (Ramsauer et al.): ‖f(ξ) − x_i‖ ≤ 2(N−1)M e^{−β(Δ_i−2εM)} for every query; one-step retrieval when x_i is well separated",
     hypotheses=(
-        Hypothesis("setting", r"N\ge2,\ x_1,\dots,x_N\in\mathbb R^d,\ M=\max_j\|x_j\|,\ f(\xi)=X\,S(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\neq i}x_i^\top x_j",
-                   necessary_note="part of the setting: Δ_i is a maximum over the other patterns (none when N = 1)"),
+        setting("setting", r"N\ge2,\ x_1,\dots,x_N\in\mathbb R^d,\ M=\max_j\|x_j\|,\ f(\xi)=X\,S(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\neq i}x_i^\top x_j",
+                "Δ_i is a maximum over the other patterns (none when N = 1)"),
         Hypothesis("beta_positive", r"\beta>0", counterexample=_cx_retrieval_negative_beta),
         Hypothesis("separated", r"\text{for (ii): }\Delta_i\ge\frac{2}{\beta N}+\frac1\beta\ln\!\big(2(N-1)N\beta M^2\big)",
                    "x_i well separated (Ramsauer et al., App. A Lemmas A5–A7); needed for the retrieval clause only", counterexample=_cx_not_separated),
@@ -540,13 +540,13 @@ declare(
     id="hop.modern_capacity",
     title="Modern Hopfield capacity grows exponentially in d (measured at d ≤ 12–16, β = 1, radius √d; Ramsauer et al. Thm 3)",
     hypotheses=(
-        Hypothesis("random_sphere", r"x_1,\dots,x_N\ \text{i.i.d. uniform on the sphere }\|x\|=\sqrt d",
-                   necessary_note="part of the setting: N_retrievable(d) is a statement about this distribution (Ramsauer "
-                   "et al. Thm 3 takes patterns at random on the sphere of radius K√(d−1))"),
+        setting("random_sphere", r"x_1,\dots,x_N\ \text{i.i.d. uniform on the sphere }\|x\|=\sqrt d",
+                "N_retrievable(d) is a statement about this distribution (Ramsauer "
+                "et al. Thm 3 takes patterns at random on the sphere of radius K√(d−1))"),
         Hypothesis("beta_radius", r"\beta=1,\ \beta M^2=d\ (\text{the radius grows like }\sqrt d)",
                    "inverse temperature times squared radius grows with d", counterexample=_cx_unit_radius),
-        Hypothesis("criterion", r"x_i\text{ retrieved}:\ \|X S(\beta X^\top x_i)-x_i\|\le0.1\sqrt d;\ N_{1/2}(d):\text{ half retrieved}",
-                   necessary_note="part of the setting: the measured quantity (one update from the stored pattern itself)"),
+        setting("criterion", r"x_i\text{ retrieved}:\ \|X S(\beta X^\top x_i)-x_i\|\le0.1\sqrt d;\ N_{1/2}(d):\text{ half retrieved}",
+                "the measured quantity (one update from the stored pattern itself)"),
     ),
     clauses=(
         Clause("exponential_growth", r"N_{1/2}(d)=e^{\Theta(d)}:\ \log N_{1/2}\text{ is fitted better by a line in }d\text{ than in }\log d,\text{ with a positive rate}",

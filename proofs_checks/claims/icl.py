@@ -14,7 +14,7 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
@@ -105,7 +105,7 @@ declare(
     hypotheses=(
         Hypothesis("query_label_zero", r"E_{d+1,N+1}=0\ \text{(the query's label entry)}",
                    "the query token carries label 0", counterexample=_query_label_nonzero),
-        Hypothesis("rho_nonzero", r"\rho\ne0", necessary_note="part of the setting: f_LSA divides by ρ"),
+        setting("rho_nonzero", r"\rho\ne0", "f_LSA divides by ρ"),
     ),
     clauses=(
         Clause("block_form", r"\hat y=[f_{LSA}(E)]_{d+1,N+1}=[w_{21}^\top,\ w_{22}]\,\frac{EE^\top}{\rho}"

@@ -10,7 +10,7 @@ import numpy as np
 from numerics import icl as ni
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._icl_common import _criteria_margin
 
@@ -113,8 +113,8 @@ declare(
     id="icl.transformer_vs_baselines",
     title="A small softmax transformer learns linear functions in context: far below averaging and 3-NN at d = 2 (evidence)",
     hypotheses=(
-        Hypothesis("data_model", r"x_i,x_q\sim\mathcal N(0,I_d),\ w\sim\mathcal N(0,I_d),\ y=\langle w,x\rangle\ \text{(no noise)},\ d=2",
-                   necessary_note="part of the setting: the training and test prompts"),
+        setting("data_model", r"x_i,x_q\sim\mathcal N(0,I_d),\ w\sim\mathcal N(0,I_d),\ y=\langle w,x\rangle\ \text{(no noise)},\ d=2",
+                "the training and test prompts"),
         Hypothesis("trained", r"\text{a 2-layer, width-32, 4-head softmax transformer trained by Adam (batch 64) for 600 (quick), "
                    r"2000 (default), 4000 (full) steps}",
                    necessary_note="part of the setting (the untrained network is a planted mutant the check rejects)"),

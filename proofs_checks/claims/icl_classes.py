@@ -21,7 +21,7 @@ from numerics import icl_probe as npb
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.context import RunContext, pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.claims._icl_common import _criteria_margin
 
 Z = 3.0  # one-sided 3σ: every "below"/"separable" criterion of this module, on paired per-prompt differences
@@ -243,11 +243,11 @@ declare(
     id="icl.function_classes",
     title="A small transformer learns sparse linear functions, decision trees and ReLU networks in context at d = 2 (evidence)",
     hypotheses=(
-        Hypothesis("task_laws", r"x\sim\mathcal N(0,I_d);\ \text{(a) } y=\langle w,x\rangle,\ w \text{ with } k \text{ non-zero } "
-                   r"\mathcal N(0,1)\text{ coordinates; (b) depth-4 trees on } \mathrm{sign}(x_c),\ \text{leaves } \mathcal N(0,1);"
-                   r"\ \text{(c) } y=\sqrt{2/100}\,\textstyle\sum_{j\le100}a_j\,\mathrm{relu}\langle w_j,x\rangle",
-                   "the function classes of Garg et al. (2022) (numerics.icl_classes.sample_tasks)",
-                   necessary_note="part of the setting: the training and test prompts of each class"),
+        setting("task_laws", r"x\sim\mathcal N(0,I_d);\ \text{(a) } y=\langle w,x\rangle,\ w \text{ with } k \text{ non-zero } "
+                r"\mathcal N(0,1)\text{ coordinates; (b) depth-4 trees on } \mathrm{sign}(x_c),\ \text{leaves } \mathcal N(0,1);"
+                r"\ \text{(c) } y=\sqrt{2/100}\,\textstyle\sum_{j\le100}a_j\,\mathrm{relu}\langle w_j,x\rangle",
+                "the training and test prompts of each class",
+                text="the function classes of Garg et al. (2022) (numerics.icl_classes.sample_tasks)"),
         Hypothesis("trained", r"\text{one small GPT-2-like transformer per class trained by Adam on fresh prompts of that class "
                    r"(FC\_SIZES: } d=2,\ k=1,\ n_{\max}\le10,\ \le1600 \text{ steps at quick/default)}",
                    necessary_note="part of the setting (the untrained networks are a planted mutant the checks reject)"),

@@ -12,7 +12,7 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti, icl_general as tg
@@ -181,11 +181,11 @@ declare(
     title="ZFB Thm 4.2: risk of the trained LSA on any target law with Gaussian inputs (lecture notes 000 garbles the norms)",
     stated_statement=r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Lambda^{-2}\Lambda)+\tfrac1{N^2}\big(\|a\|^2_{\Lambda^{-2}\Lambda}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Lambda^{-2}\Lambda}+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Lambda^{-2}\Lambda}\big)",
     hypotheses=(
-        Hypothesis("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ \mathbb E\,y^4<\infty,"
-                   r"\ a=\Lambda^{-1}\mathbb E[xy],\ \Sigma=\operatorname{Cov}(xy)",
-                   "the test prompts: any joint law of (x, y) with Gaussian x and finite fourth moments",
-                   necessary_note="part of the setting: a, Σ and min_w E(⟨w,x⟩ − y)² are moments of this law (the formula "
-                                  "uses only its second moments and E[xxᵀ] = Λ)"),
+        setting("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ \mathbb E\,y^4<\infty,"
+                r"\ a=\Lambda^{-1}\mathbb E[xy],\ \Sigma=\operatorname{Cov}(xy)",
+                "a, Σ and min_w E(⟨w,x⟩ − y)² are moments of this law (the formula "
+                "uses only its second moments and E[xxᵀ] = Λ)",
+                text="the test prompts: any joint law of (x, y) with Gaussian x and finite fourth moments"),
         Hypothesis("trained_lsa", r"\hat y=x_q^\top\Gamma_N^{-1}h,\ h=\tfrac1M\textstyle\sum_{i\le M}y_ix_i\ \text{(the LSA trained "
                    r"by gradient flow from ZFB's initialisation on linear-task prompts of length } N\text{, ZFB Thm 4.1)}",
                    "the predictor of the trained LSA", counterexample=_gen_untrained),
@@ -413,9 +413,9 @@ declare(
     fixed_sizes="the limits are taken per eigen-direction of a symbolic 2×2 Λ; for symbolic d the same per-eigenvalue limit needs the spectral theorem as a premise, not written yet",
     title="Limits N → ∞ and M → ∞ of the trained LSA (both needed for the risk to vanish); no transfer under covariate shift",
     hypotheses=(
-        Hypothesis("data_model", r"x_i,x_q\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle"
-                   r"\ \text{(training prompts of length } N\ge1\text{, test prompts of length } M\ge1)",
-                   necessary_note="part of the setting: Γ_N and the risk R_{N,M} are moments of this law"),
+        setting("data_model", r"x_i,x_q\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle"
+                r"\ \text{(training prompts of length } N\ge1\text{, test prompts of length } M\ge1)",
+                "Γ_N and the risk R_{N,M} are moments of this law"),
         Hypothesis("trained_lsa", r"\hat y=x_q^\top\Gamma_N^{-1}h,\ h=\tfrac1M\textstyle\sum_{i\le M}y_ix_i\ \text{(the LSA trained by "
                    r"gradient flow from ZFB's initialisation, ZFB Thm 4.1)}",
                    "the predictor of the trained LSA", counterexample=_limits_origin),

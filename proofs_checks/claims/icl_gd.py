@@ -12,7 +12,7 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, largest
 from theory import icl as ti
@@ -297,11 +297,11 @@ declare(
     id="icl.gd_one_step",
     title="One linear-attention layer implements one step of gradient descent (von Oswald et al.); the trained LSA is one Γ_N⁻¹-preconditioned step",
     hypotheses=(
-        Hypothesis("construction", r"W_K=W_Q=\begin{pmatrix}I&0\\0&0\end{pmatrix},\ W_V=\begin{pmatrix}0&0\\W_0&-1\end{pmatrix},"
-                   r"\ P=\tfrac\eta N I\ (W_0\in\mathbb R^{1\times d},\ \eta\in\mathbb R,\ N,d\ge1)",
-                   "the layer's weights (von Oswald et al.'s construction)",
-                   necessary_note="part of the setting: the clauses are about this layer (the planted mutants P = η/(N+1)·I "
-                                  "and +1 in W_V are rejected by the checks)"),
+        setting("construction", r"W_K=W_Q=\begin{pmatrix}I&0\\0&0\end{pmatrix},\ W_V=\begin{pmatrix}0&0\\W_0&-1\end{pmatrix},"
+                r"\ P=\tfrac\eta N I\ (W_0\in\mathbb R^{1\times d},\ \eta\in\mathbb R,\ N,d\ge1)",
+                "the clauses are about this layer (the planted mutants P = η/(N+1)·I "
+                "and +1 in W_V are rejected by the checks)",
+                text="the layer's weights (von Oswald et al.'s construction)"),
         Hypothesis("context_only", r"\text{keys and values over the } N \text{ context tokens only}",
                    "the query token is not attended to", counterexample=_gd_query_attended),
         Hypothesis("query_init", r"\text{query token } (x_q,\,-W_0x_q)", "the query's label slot initialised to −W₀x_q",
@@ -535,10 +535,9 @@ declare(
     id="icl.nonconvex",
     title="The LSA population loss is not convex (negative Hessian eigenvalue at the origin), yet gradient flow from ZFB's init reaches its minimum",
     hypotheses=(
-        Hypothesis("data_model", r"L(W^{PV},W^{KQ})=\tfrac12\mathbb E(\hat y-\langle w,x_q\rangle)^2,\ x_i,x_q\sim\mathcal N(0,\Lambda),"
-                   r"\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle,\ \rho=N",
-                   "the ZFB population loss of the full LSA",
-                   necessary_note="part of the setting: the loss whose Hessian the clauses are about"),
+        setting("data_model", r"L(W^{PV},W^{KQ})=\tfrac12\mathbb E(\hat y-\langle w,x_q\rangle)^2,\ x_i,x_q\sim\mathcal N(0,\Lambda),"
+                r"\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle,\ \rho=N",
+                "the loss whose Hessian the clauses are about", text="the ZFB population loss of the full LSA"),
         Hypothesis("Lambda_pd", r"\Lambda\succ0",
                    necessary_note="part of the setting (Γ_N⁻¹ and ZFB's theorem need it); the negative eigenvalue "
                                   "−‖Λ²‖_F needs only Λ ≠ 0 (at Λ = 0 the loss is identically 0)"),

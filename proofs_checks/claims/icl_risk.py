@@ -13,7 +13,7 @@ import torch
 from numerics import icl as ni
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Hypothesis, Mutant
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
@@ -163,8 +163,8 @@ declare(
         Hypothesis("task_standard_gaussian", _H_TASK, counterexample=_lr_cx("task_standard_gaussian"), layer="symbolic"),
         Hypothesis("noise_free", r"y_i=\langle w,x_i\rangle\ \text{(noise-free context labels)}",
                    counterexample=_lr_cx("noise_free"), layer="symbolic"),
-        Hypothesis("N_ge_1", r"N\ge1,\ M\ge1", necessary_note="part of the setting: Γ_N and the average over the M test "
-                   "examples are defined for N, M ≥ 1"),
+        setting("N_ge_1", r"N\ge1,\ M\ge1", "Γ_N and the average over the M test "
+                                            "examples are defined for N, M ≥ 1"),
         Hypothesis("rho_eq_M", r"\rho=M\ \text{on the test prompt}", "the LSA normalises by the test prompt's length",
                    counterexample=_lr_cx("rho_eq_M"), layer="symbolic"),
     ),

@@ -12,7 +12,7 @@ from numerics import lora as nl
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._attention_common import Resolved
@@ -273,9 +273,9 @@ declare(
     id="lora.low_rank",
     title="LoRA: zero-init B reproduces the base layer; rank(ΔW) ≤ r (= r generically); merge = unmerged; r(d+k) trainables",
     hypotheses=(
-        Hypothesis("shapes", r"W_0\in\mathbb R^{d\times k},\ B\in\mathbb R^{d\times r},\ A\in\mathbb R^{r\times k},\ "
-                   r"f(x)=x(W_0+\tfrac{\alpha}{r}BA)^\top+b",
-                   necessary_note="part of the setting: the adapter and its clauses are defined by these shapes"),
+        setting("shapes", r"W_0\in\mathbb R^{d\times k},\ B\in\mathbb R^{d\times r},\ A\in\mathbb R^{r\times k},\ "
+                r"f(x)=x(W_0+\tfrac{\alpha}{r}BA)^\top+b",
+                "the adapter and its clauses are defined by these shapes"),
         Hypothesis("rank_range", r"1\le r\le\min(d,k)", "the adapter rank is at most min(d, k)",
                    counterexample=_cx_rank_range),
         Hypothesis("alpha_pos", r"\alpha>0", "a positive LoRA scale α (s = α/r)", counterexample=_cx_alpha),

@@ -12,7 +12,7 @@ import sympy as sp
 from numerics import lyapunov as nl
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, exact, largest
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare, exceeds
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 from proofs_checks.claims._lyapunov_common import SOURCE
@@ -214,9 +214,9 @@ declare(
     fixed_sizes="V̇(0) = 0 is derived at n = 2 for arbitrary C¹ V and f; the stability conclusions are cited theorems (Khalil), not derivations",
     title="Lyapunov conditions: V(0) = 0, V > 0 and ∇V·f < 0 off the origin (and radial unboundedness for global stability)",
     hypotheses=(
-        Hypothesis("setting", r"\dot x=f(x),\ f\ \text{locally Lipschitz},\ f(0)=0,\ V\in C^1(D),\ D\ni0\ \text{open}",
-                   necessary_note="part of the setting: stability of the origin is defined for an equilibrium, "
-                                  "and V̇ = ∇V·f needs ∇V"),
+        setting("setting", r"\dot x=f(x),\ f\ \text{locally Lipschitz},\ f(0)=0,\ V\in C^1(D),\ D\ni0\ \text{open}",
+                "stability of the origin is defined for an equilibrium, "
+                "and V̇ = ∇V·f needs ∇V"),
         Hypothesis("V0_zero", r"V(0)=0", counterexample=_cx_V0),
         Hypothesis("V_pos", r"V(x)>0\ (x\in D\setminus\{0\})", counterexample=_cx_Vpos),
         Hypothesis("Vdot_neg", r"\dot V(x)=\nabla V(x)\cdot f(x)<0\ (x\in D\setminus\{0\})",
@@ -453,8 +453,8 @@ declare(
     fixed_sizes="the identity V̇ = −∇Vᵀ(P − S)∇V is derived pointwise at n = 3 with generic entries; a MatrixSymbol version for symbolic n is not written yet (n = 3 systems are checked)",
     title="Backward construction: f = (−P + S)∇V with P ⪰ 0, S skew gives ∇V·f = −∇VᵀP∇V ≤ 0",
     hypotheses=(
-        Hypothesis("setting", r"V\in C^1(\mathbb R^n),\ f(x)=(-P(x)+S(x))\nabla V(x)",
-                   necessary_note="part of the setting: the construction needs ∇V"),
+        setting("setting", r"V\in C^1(\mathbb R^n),\ f(x)=(-P(x)+S(x))\nabla V(x)",
+                "the construction needs ∇V"),
         Hypothesis("P_psd", r"P(x)\succeq0", counterexample=_cx_P_psd),
         Hypothesis("S_skew", r"S(x)^\top=-S(x)", counterexample=_cx_S_skew),
         Hypothesis("V_pd", r"V(0)=0,\ V(x)>0\ (x\neq0)\ \text{(for the stability clause)}", counterexample=_cx_V_pd),

@@ -10,7 +10,7 @@ import sympy as sp
 from numerics import lyapunov as nl
 from proofs_checks.comparisons import exact
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 from proofs_checks.claims._lyapunov_common import SOURCE
@@ -182,10 +182,10 @@ declare(
     fixed_sizes="a sum-of-squares certificate belongs to one polynomial system: each candidate is certified exactly in rational arithmetic, there is no size to generalise",
     title="SOS certificates: V − εp and −∇V·f − εq sums of squares (cvxpy), re-checked exactly in SymPy",
     hypotheses=(
-        Hypothesis("setting", r"f,\ V\ \text{polynomial},\ f(0)=0,\ z,w\ \text{monomials of degree}\ "
-                   r"\lceil d_{\min}/2\rceil..\lfloor d_{\max}/2\rfloor",
-                   necessary_note="part of the setting: the programs are built from these polynomials and bases (the "
-                                  "basis loses no certificate: the squares of an SOS decomposition use only these degrees)"),
+        setting("setting", r"f,\ V\ \text{polynomial},\ f(0)=0,\ z,w\ \text{monomials of degree}\ "
+                r"\lceil d_{\min}/2\rceil..\lfloor d_{\max}/2\rfloor",
+                "the programs are built from these polynomials and bases (the "
+                "basis loses no certificate: the squares of an SOS decomposition use only these degrees)"),
         Hypothesis("eps_pos", r"\varepsilon>0", counterexample=_cx_sos_eps),
         Hypothesis("bounds_definite", r"p=\textstyle\sum_{i=1}^nx_i^{2k},\ q=\sum_{i=1}^nx_i^{2l},\ k,l\ge1",
                    "p, q positive definite (every variable)", counterexample=_cx_sos_bound),

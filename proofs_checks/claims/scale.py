@@ -9,7 +9,7 @@ import sympy as sp
 
 from numerics import scale as ns
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
-from proofs_checks.claims._common import declare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.comparisons import largest
 from theory import scale as ts
 
@@ -200,8 +200,8 @@ declare(
     title="Transformer parameter counts: 12d² + 13d per block plus embeddings; reproduces 7 of the 10 rows of the lecture "
           "notes 004 table (encoder-only and decoder-only models), not the encoder–decoder rows",
     hypotheses=(
-        Hypothesis("heads_divide_width", r"h\mid d", necessary_note="part of the setting: heads of width d/h (the count "
-                   "does not depend on h, derived)"),
+        setting("heads_divide_width", r"h\mid d", "heads of width d/h (the count "
+                                                  "does not depend on h, derived)"),
         Hypothesis("affine_layers", r"\text{every linear map with a bias, LayerNorms with scale and shift}",
                    "biases everywhere", counterexample=_cx_bias),
         Hypothesis("mlp_ratio_4", r"\text{MLP } d\to4d\to d", "MLP ratio 4", counterexample=_cx_mlp_ratio),
@@ -209,9 +209,9 @@ declare(
                    "no encoder–decoder cross-attention", counterexample=_cx_cross_attention),
         Hypothesis("tied_embeddings", r"\text{token embedding } V\times d \text{ tied to the output layer, learned positions } T\times d",
                    "tied output layer", counterexample=_cx_untied),
-        Hypothesis("row_conventions", r"\text{table rows: the vocabularies, contexts and rounding stated per row}",
-                   necessary_note="part of the setting: which configuration and printing convention each row uses "
-                                  "(numerics.scale.TABLE)"),
+        setting("row_conventions", r"\text{table rows: the vocabularies, contexts and rounding stated per row}",
+                "which configuration and printing convention each row uses "
+                "(numerics.scale.TABLE)"),
     ),
     clauses=(
         Clause("per_block", r"P_{\text{block}}=4(d^2+d)+(d\cdot4d+4d)+(4d\cdot d+d)+2\cdot2d=12d^2+13d", "derived",
