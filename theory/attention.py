@@ -540,24 +540,25 @@ def derive_permutation_equivariance(N: int = 3) -> Derivation:
     point = {x[i]: sp.Rational(i + 1, 2) for i in range(N)} | {wq: 1, wk: 1, wv: 1}
     M = sp.Matrix(N, N, lambda t, s: 0 if s <= t else -sp.oo)
     b.define("Causal mask M_ts = 0 for s ≤ t, −∞ otherwise", M)
-    rc = (f(P * x, M) - P * f(x, M)).subs(point)
-    c2 = sum(e**2 for e in rc)
-    cval = float(sp.N(sp.sqrt(c2)))
-    b.fact("causal_counterexample", cval)
-    b.step("Causal mask, swap of tokens 1 and 2 at x_i = i/2: ‖f(PX) − P f(X)‖² (exact)", c2)
-    b.obligation("causal_mask_breaks_equivariance", c2, "positive")
-    breaks_mask = sp.StrictGreaterThan(c2, 0)
-    b.step("It is positive", breaks_mask)
+
+    def breaks(residual: sp.Matrix, fact: str, text: str, obligation: str):
+        """‖residual‖² at the rational point, recorded, and shown positive (an obligation)."""
+        sq = sum(e**2 for e in residual.subs(point))
+        b.fact(fact, float(sp.N(sp.sqrt(sq))))
+        b.step(text, sq)
+        b.obligation(obligation, sq, "positive")
+        positive = sp.StrictGreaterThan(sq, 0)
+        b.step("It is positive", positive)
+        return positive
+
+    breaks_mask = breaks(f(P * x, M) - P * f(x, M), "causal_counterexample",
+                         "Causal mask, swap of tokens 1 and 2 at x_i = i/2: ‖f(PX) − P f(X)‖² (exact)",
+                         "causal_mask_breaks_equivariance")
     E = sp.Matrix([sp.Rational((-1) ** i * (i + 1), 3) for i in range(N)])
     b.define("Positional encoding E_i = (−1)^(i−1)·i/3 added to the tokens", E)
-    rp = (f(P * x + E) - P * f(x + E)).subs(point)
-    p2 = sum(e**2 for e in rp)
-    pval = float(sp.N(sp.sqrt(p2)))
-    b.fact("pe_counterexample", pval)
-    b.step("Positional encoding E added, same swap: ‖f(PX + E) − P f(X + E)‖² (exact)", p2)
-    b.obligation("positional_encoding_breaks_equivariance", p2, "positive")
-    breaks_pe = sp.StrictGreaterThan(p2, 0)
-    b.step("It is positive", breaks_pe)
+    breaks_pe = breaks(f(P * x + E) - P * f(x + E), "pe_counterexample",
+                       "Positional encoding E added, same swap: ‖f(PX + E) − P f(X + E)‖² (exact)",
+                       "positional_encoding_breaks_equivariance")
     return b.done({"equivariant": equivariant, "breaks_with_causal_mask": breaks_mask,
                    "breaks_with_positional_encoding": breaks_pe})
 

@@ -404,26 +404,25 @@ _GENERAL_DN = ((1, 1), (1, 5), (3, 1), (3, 5), (4, 1), (4, 5))
 _GENERAL_DNM = ((1, 1, 1), (1, 5, 2), (3, 1, 5), (3, 5, 1), (4, 1, 2), (4, 5, 5))
 
 
-def _general_gamma_inv_pairs(form, rng) -> dict:
-    """(form's Γ_N⁻¹, the general minimiser of :func:`theory.icl.derive_global_min_general`) at each (d, N)."""
-    D = ti.derive_global_min_general()
+def _general_dn_pairs(D, form_side, general_side, rng) -> dict:
+    """(``form_side(Λ, N)``, ``general_side`` of the symbolic-size result of ``D`` at Λ) at each (d, N) of
+    :data:`_GENERAL_DN`, Λ a random SPD matrix."""
     d, N = D.facts["sizes"]
     out = {}
     for k, n in _GENERAL_DN:
         L = ni.random_spd(rng, k)
-        out[f"general_d{k}_N{n}"] = (np.linalg.inv(form(L, n)), _eval_general(D.result, {d: k, N: n}, Lambda=L))
+        out[f"general_d{k}_N{n}"] = (form_side(L, n), general_side(_eval_general(D.result, {d: k, N: n}, Lambda=L)))
     return out
+
+
+def _general_gamma_inv_pairs(form, rng) -> dict:
+    """(form's Γ_N⁻¹, the general minimiser of :func:`theory.icl.derive_global_min_general`) at each (d, N)."""
+    return _general_dn_pairs(ti.derive_global_min_general(), lambda L, n: np.linalg.inv(form(L, n)), lambda g: g, rng)
 
 
 def _general_minimum_pairs(form, rng) -> dict:
     """(form, the general minimum of :func:`theory.icl.derive_loss_minimum_general`) at each (d, N)."""
-    D = ti.derive_loss_minimum_general()
-    d, N = D.facts["sizes"]
-    out = {}
-    for k, n in _GENERAL_DN:
-        L = ni.random_spd(rng, k)
-        out[f"general_d{k}_N{n}"] = (float(form(L, n)), float(_eval_general(D.result, {d: k, N: n}, Lambda=L)))
-    return out
+    return _general_dn_pairs(ti.derive_loss_minimum_general(), lambda L, n: float(form(L, n)), float, rng)
 
 
 def _general_risk_pairs(form, rng) -> dict:
