@@ -26,6 +26,19 @@ def _lam_subs(Lsym: sp.Matrix, L: np.ndarray) -> dict:
     return {Lsym[i, j]: float(L[i, j]) for i in range(d) for j in range(d)}
 
 
+def _planted_gamma(L: np.ndarray, N, kind: str) -> np.ndarray:
+    """Γ_N = (1 + 1/N)Λ + tr(Λ)/N·I as the ICL form mutants plant it: ``n_plus_1`` puts N + 1 for N,
+    ``gamma_is_lambda`` takes Γ_N = Λ, any other kind keeps Γ_N.
+
+        >>> _planted_gamma(np.eye(1), 2, "n_plus_1"), _planted_gamma(np.eye(1), 2, "gamma_is_lambda")
+        (array([[1.66666667]]), array([[1.]]))
+    """
+    if kind == "gamma_is_lambda":
+        return L
+    Nn = N + 1 if kind == "n_plus_1" else N
+    return (1 + 1 / Nn) * L + np.trace(L) / Nn * np.eye(L.shape[0])
+
+
 def _rel(a, b) -> float:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     return float(np.linalg.norm(a - b) / largest(np.linalg.norm(b), 1e-300))

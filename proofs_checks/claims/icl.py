@@ -19,9 +19,9 @@ from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
 from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _eval_general, _lam_subs,
-                                              _numeric_gamma_inv, _rounding_pairs, _b_weights, _EXACT, _formula_changes,
-                                              _GENERAL_DN, _H_GAUSS, _H_LAMBDA, _H_N, _H_NOISE, _H_RHO_N, _H_TASK,
-                                              _note_lambda, _NOTE_N)
+                                              _planted_gamma, _numeric_gamma_inv, _rounding_pairs, _b_weights, _EXACT,
+                                              _formula_changes, _GENERAL_DN, _H_GAUSS, _H_LAMBDA, _H_N, _H_NOISE,
+                                              _H_RHO_N, _H_TASK, _note_lambda, _NOTE_N)
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,13 +266,7 @@ def _loss_mc(form, ctx) -> CheckResult:
 def _pl_mut(kind):
     def f(Lambda, N, B):
         L = np.asarray(Lambda, dtype=float)
-        d = L.shape[0]
-        if kind == "n_plus_1":
-            G = (1 + 1 / (N + 1)) * L + np.trace(L) / (N + 1) * np.eye(d)
-        elif kind == "gamma_is_lambda":
-            G = L
-        else:
-            G = (1 + 1 / N) * L + np.trace(L) / N * np.eye(d)
+        G = _planted_gamma(L, N, kind)
         if kind == "transpose":
             B = B.T
         const = 0.0 if kind == "no_trace" else np.trace(L)

@@ -16,8 +16,9 @@ from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti, icl_general as tg
-from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_subs, _numeric_gamma_inv, _rel, _resolved,
-                                              _rounding_pairs, _trained, _gf_from_origin, _limits_ffp, _zfb_pair)
+from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_subs, _planted_gamma, _numeric_gamma_inv,
+                                              _rel, _resolved, _rounding_pairs, _trained, _gf_from_origin, _limits_ffp,
+                                              _zfb_pair)
 
 
 # --------------------------------------------------------------------------------------------
@@ -116,9 +117,8 @@ def _gen_mc(form, ctx) -> CheckResult:
 def _gen_mut(kind):
     def f(Lambda, N, M, a, Sigma, min_risk):
         L = np.asarray(Lambda, float)
-        d = L.shape[0]
         a = np.asarray(a, float)
-        G = L if kind == "gamma_is_lambda" else (1 + 1 / N) * L + np.trace(L) / N * np.eye(d)
+        G = _planted_gamma(L, N, kind)
         Gi2 = np.linalg.inv(G @ G)
         t = np.trace(L)
         nrm = lambda A: float(a @ A @ a)  # noqa: E731

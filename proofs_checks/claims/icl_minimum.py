@@ -18,10 +18,10 @@ from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, REL_UNITS, confirm_resolution, largest, smallest
 from theory import icl as ti
-from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _lam_subs, _numeric_gamma_inv,
-                                              _rel, _resolved, _rounding_pairs, _trained, _trained_prompts,
-                                              _trained_steps, _b_weights, _EXACT, _exact_minimiser, _fmt,
-                                              _formula_changes, _gamma_inv, _GENERAL_DN, _general_gamma_inv_pairs,
+from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _lam_subs, _planted_gamma,
+                                              _numeric_gamma_inv, _rel, _resolved, _rounding_pairs, _trained,
+                                              _trained_prompts, _trained_steps, _b_weights, _EXACT, _exact_minimiser,
+                                              _fmt, _formula_changes, _gamma_inv, _GENERAL_DN, _general_gamma_inv_pairs,
                                               _general_minimum_pairs, _H_GAUSS, _H_LAMBDA, _H_N, _H_NOISE, _H_RHO_N,
                                               _H_TASK, _minimiser_moves, _note_lambda, _NOTE_N)
 
@@ -213,12 +213,9 @@ def _gamma_mut(kind):
         L = np.asarray(Lambda, dtype=float)
         if L.ndim == 1:
             L = np.diag(L)
-        d = L.shape[0]
-        if kind == "n_plus_1":
-            return (1 + 1 / (N + 1)) * L + np.trace(L) / (N + 1) * np.eye(d)
         if kind == "no_trace":
             return (1 + 1 / N) * L
-        return L
+        return _planted_gamma(L, N, kind)
     return f
 
 
@@ -374,7 +371,7 @@ declare(
     mutants=(
         Mutant("one_over_N_plus_1", "wrong constant", "Γ_N with 1/(N+1) for 1/N", _gamma_mut("n_plus_1")),
         Mutant("missing_trace_term", "dropped term", "Γ_N = (1 + 1/N)Λ (tr(Λ) term dropped)", _gamma_mut("no_trace")),
-        Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ", _gamma_mut("lambda")),
+        Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ", _gamma_mut("gamma_is_lambda")),
     ),
 )
 
@@ -457,10 +454,7 @@ def _lmin_numeric(form, ctx) -> CheckResult:
 def _lmin_mut(kind):
     def f(Lambda, N):
         L = np.asarray(Lambda, float)
-        d = L.shape[0]
-        Nn = N + 1 if kind == "n_plus_1" else N
-        G = L if kind == "gamma_is_lambda" else (1 + 1 / Nn) * L + np.trace(L) / Nn * np.eye(d)
-        q = np.trace(np.linalg.solve(G, L @ L))
+        q = np.trace(np.linalg.solve(_planted_gamma(L, N, kind), L @ L))
         if kind == "no_trace":
             return -0.5 * q
         if kind == "sign":

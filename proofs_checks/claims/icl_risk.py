@@ -17,9 +17,9 @@ from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
-from proofs_checks.claims._icl_common import (_conditional_mc, _lam_subs, _numeric_gamma_inv, _rounding_pairs, _trained,
-                                              _b_weights, _formula_changes, _gamma_inv, _GENERAL_DNM,
-                                              _general_risk_pairs, _H_LAMBDA, _H_TASK, _note_lambda)
+from proofs_checks.claims._icl_common import (_conditional_mc, _lam_subs, _planted_gamma, _numeric_gamma_inv,
+                                              _rounding_pairs, _trained, _b_weights, _formula_changes, _gamma_inv,
+                                              _GENERAL_DNM, _general_risk_pairs, _H_LAMBDA, _H_TASK, _note_lambda)
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,8 +133,7 @@ def _risk_mut(kind):
     def f(Lambda, N, M):
         L = np.asarray(Lambda, float)
         d = L.shape[0]
-        Nn = N + 1 if kind == "n_plus_1" else N
-        G = L if kind == "gamma_is_lambda" else (1 + 1 / Nn) * L + np.trace(L) / Nn * np.eye(d)
+        G = _planted_gamma(L, N, kind)
         Gi2 = np.linalg.inv(G @ G)
         K = L + (0.0 if kind == "no_trace" else np.trace(L)) * np.eye(d)
         first = np.trace(Gi2 @ L @ L @ K) / M
