@@ -125,6 +125,16 @@ REG_GD_MUTANTS = (
            {"limit": _limit, "correlation": lambda A, B: (np.asarray(A) * np.asarray(B)).sum((-1, -2))}),
 )
 
+
+def _limit_form() -> dict:
+    """The form of the three path/GD claims: the Att-SVM limit and the correlation that measures alignment."""
+    return {"limit": _limit, "correlation": ns.correlation}
+
+
+#: their shared check of the form's correlation
+_CORR_CHECK = Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity")
+
+
 def _opposite_label_pair(scores):
     """One sequence (T = 4, d = 5, unit tokens with the given scores vᵀx, query e_5) twice, labels +1 and −1:
     the Att-SVM for (opt, opt') = (argmax, argmin) is infeasible (the two sequences' constraints cancel)."""
@@ -224,9 +234,9 @@ declare(
     ),
     source=SOURCE + "; Thm 2",
     kind="theorem",
-    form={"limit": _limit, "correlation": ns.correlation},
+    form=_limit_form(),
     checks=(
-        Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity"),
+        _CORR_CHECK,
         Check("W_path", "trained", _regpath_W, "projected GD path over increasing R vs the Frobenius Att-SVM"),
         Check("KQ_path", "trained", _regpath_KQ, "(K,Q) path vs the nuclear Att-SVM where Frobenius differs"),
     ),
@@ -537,9 +547,9 @@ declare(
     ),
     source=SOURCE + "; Vasudeva, Deora, Thrampoulidis (2024)",
     kind="theorem",
-    form={"limit": _limit, "correlation": ns.correlation},
+    form=_limit_form(),
     checks=(
-        Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity"),
+        _CORR_CHECK,
         Check("ngd_global", "trained", _gd_global, "NGD in the global regime vs the Frobenius Att-SVM, every init"),
         Check("ngd_equal_scores_not_enough", "trained", _gd_equal_scores_not_enough,
               "equal scores without near-orthogonality: NGD aligns with a locally optimal set's Att-SVM, not W^mm"),
@@ -578,9 +588,9 @@ declare(
     ),
     source=SOURCE + " (the (K,Q) result there is for the regularisation path, svm.reg_path)",
     kind="evidence",
-    form={"limit": _limit, "correlation": ns.correlation},
+    form=_limit_form(),
     checks=(
-        Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity"),
+        _CORR_CHECK,
         Check("ngd_KQ", "trained", _gd_KQ, "NGD on (K,Q) vs the nuclear Att-SVM: fraction of instances aligned"),
         Check("ngd_KQ_not_always", "trained", _gd_KQ_stuck, "an instance where (K,Q) NGD stays away from the nuclear Att-SVM"),
     ),
