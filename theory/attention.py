@@ -387,12 +387,16 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
     b.obligation("corrected_A_column_stochastic", [sum(A0[:, m]) - 1 for m in range(N)])
     A_qk = sp.Matrix(N, N, lambda n, m: sp.exp(S[n, m]) / sum(sp.exp(S[m, l]) for l in range(N)))
     b.define("Stated U_q, U_k variant: A_nn' = exp⟨k_n, q_n'⟩ / Σ_ℓ exp⟨k_n', q_ℓ⟩", A_qk[0, 0])
-    cs = tuple(sum(A_qk[:, m]) for m in range(N))
-    b.fact("colsum_stated_qk", cs)
-    b.fact("colsum_stated_qk_at_point", tuple(float(sp.N(c.subs(point))) for c in cs))
-    b.step("Its column sums (not identically 1; value at a rational point)", sp.Matrix([b.facts["colsum_stated_qk_at_point"]]))
-    b.obligation("stated_qk_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cs), "positive",
-                 description="Σ_n' (column sum − 1)² at a rational point is > 0")
+
+    def not_column_stochastic(A: sp.Matrix, name: str, text: str) -> None:
+        """A's column sums, their values at the rational point, and the obligation that they are not all 1."""
+        cs = b.fact(f"colsum_stated_{name}", tuple(sum(A[:, m]) for m in range(N)))
+        b.fact(f"colsum_stated_{name}_at_point", tuple(float(sp.N(c.subs(point))) for c in cs))
+        b.step(text, sp.Matrix([b.facts[f"colsum_stated_{name}_at_point"]]))
+        b.obligation(f"stated_{name}_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cs), "positive",
+                     description="Σ_n' (column sum − 1)² at a rational point is > 0")
+
+    not_column_stochastic(A_qk, "qk", "Its column sums (not identically 1; value at a rational point)")
     G = (Uk * Xc).T * (Uk * Xc)  # shared U (take U = U_k): symmetric Gram matrix
     A_u = sp.Matrix(N, N, lambda n, m: sp.exp(G[n, m]) / sum(sp.exp(G[m, l]) for l in range(N)))
     b.define("Stated U variant: A_nn' = exp⟨Ux_n, Ux_n'⟩ / Σ_ℓ exp⟨Ux_n', Ux_ℓ⟩", A_u[0, 0])
@@ -404,12 +408,7 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
     b.define("Stated plain variant: A_nn' = exp⟨x_n, x_n'⟩ / Σ_ℓ exp⟨x_n, x_ℓ⟩", A_p[0, 0])
     b.fact("rowsum_stated_plain", tuple(sp.simplify(sum(A_p[n, :])) for n in range(N)))
     b.obligation("stated_plain_row_stochastic", [sum(A_p[n, :]) - 1 for n in range(N)])
-    cp = tuple(sum(A_p[:, m]) for m in range(N))
-    b.fact("colsum_stated_plain", cp)
-    b.fact("colsum_stated_plain_at_point", tuple(float(sp.N(c.subs(point))) for c in cp))
-    b.step("Its rows sum to 1; its column sums at a rational point", sp.Matrix([b.facts["colsum_stated_plain_at_point"]]))
-    b.obligation("stated_plain_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cp), "positive",
-                 description="Σ_n' (column sum − 1)² at a rational point is > 0")
+    not_column_stochastic(A_p, "plain", "Its rows sum to 1; its column sums at a rational point")
     b.fact("symbols", {"X": X, "W_Q": WQ, "W_K": WK, "W_V": WV, "d_s": ds})
     return b.done(f003)
 
