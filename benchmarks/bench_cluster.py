@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.cli_helpers import without_volatile
+
 ROOT = Path(__file__).resolve().parents[1]
 VOLATILE = {"seconds", "created", "command", "cluster"}
 DEFAULT_CLAIMS = ("attn.softmax_simplex", "attn.causal_mask", "attn.scaling_variance", "attn.forms_agree",
@@ -36,11 +38,7 @@ DEFAULT_CLAIMS = ("attn.softmax_simplex", "attn.causal_mask", "attn.scaling_vari
 
 
 def _norm(d):
-    if isinstance(d, dict):
-        return {k: _norm(v) for k, v in d.items() if k not in VOLATILE and not k.endswith("seconds")}
-    if isinstance(d, list):
-        return [_norm(x) for x in d]
-    return d
+    return without_volatile(d, VOLATILE)
 
 
 def _tverify() -> list[str]:

@@ -196,6 +196,17 @@ def require_regular_file(path, option: str) -> None:
         raise InputError(f"{option}: {path} is not a regular file (a FIFO, device or socket); save the data to a file")
 
 
+def _file_head(p: Path, option: str, n: int) -> bytes:
+    """The first ``n`` bytes of the regular file ``p`` (its magic number); an unreadable file is one
+    line naming ``option``."""
+    require_regular_file(p, option)
+    try:
+        with open(p, "rb") as fh:
+            return fh.read(n)
+    except OSError as exc:
+        raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
+
+
 def _read_text_matrix(p: Path, option: str) -> np.ndarray:
     require_regular_file(p, option)
     try:
@@ -260,12 +271,7 @@ def load_npz(path, option: str, keys: tuple[str, ...] | None = None, max_memory:
         raise InputError(f"{option}: file not found: {p}")
     if p.is_dir():
         raise InputError(f"{option}: {p} is a directory, not a file")
-    require_regular_file(p, option)
-    try:
-        with open(p, "rb") as fh:
-            magic = fh.read(6)
-    except OSError as exc:
-        raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
+    magic = _file_head(p, option, 6)
     if magic == b"\x93NUMPY":
         raise InputError(f"{option}: {p} holds one array (.npy format), not a .npz archive of named arrays "
                          "(save with numpy.savez)")
@@ -529,13 +535,7 @@ def load_torch_file(path, option: str, max_memory: float | None = None):
     import zipfile
 
     p = Path(path)
-    require_regular_file(p, option)
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4)
-    except OSError as exc:
-        raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
-    if head != b"PK\x03\x04":
+    if _file_head(p, option, 4) != b"PK\x03\x04":
         raise InputError(f"{option}: {p} is not a file written by torch.save (no zip header)")
     infos = zip_members(p, option, max_memory, "torch file")
     for i in infos:

@@ -346,17 +346,15 @@ class ClaimCheck:
         return rows
 
     def __str__(self) -> str:
-        head = f"{self.result.id}: {self.status}" + (f" ({self.message})" if self.message else "")
-        return "\n".join([head] + ["  " + " | ".join(r) for r in self._rows()])
+        return _text_table(f"{self.result.id}: {self.status}" + (f" ({self.message})" if self.message else ""), self._rows())
 
     def __repr__(self) -> str:
         return f"<ClaimCheck {self.result.id} {self.status}>"
 
     def _repr_html_(self) -> str:
         e = html.escape
-        body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in self._rows())
-        return (f"<p><b>{e(self.result.id)}</b>: <b>{e(self.status)}</b> {e(self.message)}</p>"
-                "<table><tr><th>layer</th><th>name</th><th>status</th><th>measured</th><th>why</th></tr>" + body + "</table>")
+        return _html_table(f"<b>{e(self.result.id)}</b>: <b>{e(self.status)}</b> {e(self.message)}",
+                           ("layer", "name", "status", "measured", "why"), self._rows())
 
 
 @dataclass
@@ -401,19 +399,31 @@ class MutantsRun:
             out.append((r.mutant, r.kind, who, margin))
         return out
 
+    def _head(self) -> str:
+        return self.refused or f"{sum(r.killed for r in self.rows)}/{len(self.rows)} killed"
+
     def __str__(self) -> str:
-        head = f"{self.claim.result.id}: " + (self.refused or f"{sum(r.killed for r in self.rows)}/{len(self.rows)} killed")
-        return "\n".join([head] + ["  " + " | ".join(r) for r in self._table()])
+        return _text_table(f"{self.claim.result.id}: {self._head()}", self._table())
 
     def __repr__(self) -> str:
         return f"<MutantsRun {self.claim.result.id} all_killed={self.all_killed}>"
 
     def _repr_html_(self) -> str:
         e = html.escape
-        body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in self._table())
-        head = self.refused or f"{sum(r.killed for r in self.rows)}/{len(self.rows)} killed"
-        return (f"<p><b>{e(self.claim.result.id)}</b>: {e(head)}</p><table><tr><th>mutant</th><th>kind</th>"
-                "<th>killed by</th><th>margin</th></tr>" + body + "</table>")
+        return _html_table(f"<b>{e(self.claim.result.id)}</b>: {e(self._head())}", ("mutant", "kind", "killed by", "margin"),
+                           self._table())
+
+
+def _text_table(head: str, rows: list[tuple[str, ...]]) -> str:
+    """The plain-text view of :class:`ClaimCheck` and :class:`MutantsRun`: ``head``, then one line a row."""
+    return "\n".join([head] + ["  " + " | ".join(r) for r in rows])
+
+
+def _html_table(head: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Their notebook view: ``head`` (HTML, escaped by the caller) above a table of ``rows`` under ``columns``."""
+    e = html.escape
+    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<p>{head}</p><table><tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>" + body + "</table>"
 
 
 def _ctx(mode: str, seed: int, device: str) -> RunContext:

@@ -987,12 +987,14 @@ def resolution_text(c: dict[str, Any]) -> str:
     return f"{float(r):.2g}" + (" rel" if u.startswith("relative") else " (own units)")
 
 
-def outcome_words(v: dict[str, Any]) -> tuple[str, str]:
+def outcome_words(v: dict[str, Any], alarm: Callable[[str], str] = str) -> tuple[str, str]:
     """The two outcomes of a continuous-mutant row (proofs_checks.continuous) in words, for every rendering (console, Markdown, HTML): the form ×
-    (1 ± 2ε) ``"rejected"`` / ``"NOT rejected"``, the form × (1 ± ε/2) ``"accepted"`` / ``"rejected"``.
+    (1 ± 2ε) ``"rejected"`` / ``"NOT rejected"`` (marked by ``alarm``), the form × (1 ± ε/2) ``"accepted"`` / ``"rejected"``.
 
     >>> outcome_words({"rejected_at_2eps": True, "accepted_at_half_eps": False})
     ('rejected', 'rejected')
+    >>> outcome_words({"rejected_at_2eps": False, "accepted_at_half_eps": True}, alarm=lambda w: f"**{w}**")
+    ('**NOT rejected**', 'accepted')
     """
-    return ("rejected" if v.get("rejected_at_2eps") else "NOT rejected",
+    return ("rejected" if v.get("rejected_at_2eps") else alarm("NOT rejected"),
             "accepted" if v.get("accepted_at_half_eps") else "rejected")

@@ -8,7 +8,17 @@ import io
 
 from proofs_checks.cli import main
 
-__all__ = ["invoke", "one_line_error"]
+__all__ = ["MHA_ATTN", "invoke", "one_line_error", "without_volatile"]
+
+#: source text of the plain attention layer that the hostile user modules the tests write subclass
+MHA_ATTN = """
+class Attn(torch.nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0]
+"""
 
 
 def invoke(*argv: str) -> tuple[int, str, str]:
@@ -29,3 +39,13 @@ def one_line_error(code: int, err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tverify: error:"), err
     return lines[0]
+
+
+def without_volatile(d, volatile: set[str]):
+    """The JSON document ``d`` without the keys in ``volatile`` and the wall times (keys ending in
+    ``seconds``), at every depth: what two runs of the same claims must agree on."""
+    if isinstance(d, dict):
+        return {k: without_volatile(v, volatile) for k, v in d.items() if k not in volatile and not k.endswith("seconds")}
+    if isinstance(d, list):
+        return [without_volatile(x, volatile) for x in d]
+    return d

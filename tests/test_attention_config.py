@@ -382,14 +382,25 @@ def _survey_cache():
 HF = _survey_cache() / "transformers-5.23.0"
 
 
-@pytest.mark.skipif(not (HF / "transformers").is_dir(), reason=f"transformers 5.23.0 is not in the survey cache "
-                    f"({HF}): `tverify survey` installs it there")
-def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(monkeypatch):
+@pytest.fixture
+def survey_transformers(monkeypatch):
+    """transformers 5.23.0 from the survey cache on ``sys.path`` (skipped where ``tverify survey`` has
+    not installed it there), torch's generator seeded."""
+    if not (HF / "transformers").is_dir():
+        pytest.skip(f"transformers 5.23.0 is not in the survey cache ({HF}): `tverify survey` installs it there")
     monkeypatch.syspath_prepend(str(HF))
+    torch.manual_seed(0)
+
+
+def _causal_additive(T: int, dtype) -> torch.Tensor:
+    """The T × T additive causal mask (0 on and below the diagonal, −∞ above)."""
+    return torch.zeros(T, T, dtype=dtype).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
+
+
+def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(survey_transformers):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
 
-    torch.manual_seed(0)
     c = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
                     num_hidden_layers=1, rope_theta=500000.0, attention_dropout=0.0)
     c._attn_implementation = "eager"
@@ -402,7 +413,7 @@ def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(
 
         def forward(self, x):
             T = x.shape[1]
-            mask = torch.zeros(T, T, dtype=x.dtype).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
+            mask = _causal_additive(T, x.dtype)
             return self.attn(x, self.rot[0](x, torch.arange(T)[None]), mask[None, None])[0]
 
     r = run(Wrap(), positional="rope", compute_dtype="float32")
@@ -413,14 +424,10 @@ def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(
     assert r.outcome == "mismatch" and "differs from --rope-base 10000" in " ".join(r.doc["config_read"])
 
 
-@pytest.mark.skipif(not (HF / "transformers").is_dir(), reason=f"transformers 5.23.0 is not in the survey cache "
-                    f"({HF}): `tverify survey` installs it there")
-def test_transformers_gpt_neox_rotary_pct_quarter_is_read_and_ok(monkeypatch):
-    monkeypatch.syspath_prepend(str(HF))
+def test_transformers_gpt_neox_rotary_pct_quarter_is_read_and_ok(survey_transformers):
     from transformers import GPTNeoXConfig
     from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXAttention, GPTNeoXRotaryEmbedding
 
-    torch.manual_seed(0)
     c = GPTNeoXConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=1,
                       rotary_pct=0.25, attention_dropout=0.0, hidden_dropout=0.0)
     c._attn_implementation = "eager"
@@ -432,7 +439,7 @@ def test_transformers_gpt_neox_rotary_pct_quarter_is_read_and_ok(monkeypatch):
 
         def forward(self, x):
             T = x.shape[1]
-            mask = torch.zeros(T, T, dtype=x.dtype).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
+            mask = _causal_additive(T, x.dtype)
             return self.attn(x, mask[None, None], position_embeddings=self.rot[0](x, torch.arange(T)[None]))[0]
 
     r = run(Wrap(), positional="rope", compute_dtype="float32")  # head size 16: 4 rotated dimensions

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 from proofs_checks.distributed import cluster as pc
 from proofs_checks.options import UsageError
-from tests.cli_helpers import invoke, one_line_error
+from tests.cli_helpers import invoke, one_line_error, without_volatile
 
 CHEAP = ("attn.softmax_simplex", "attn.causal_mask", "attn.block_recipe")  # one module; an erratum (stated checks)
 VOLATILE = {"seconds", "created", "command"}
@@ -24,11 +24,7 @@ VOLATILE = {"seconds", "created", "command"}
 
 def _norm(d):
     """The document without wall times, timestamps and the command line."""
-    if isinstance(d, dict):
-        return {k: _norm(v) for k, v in d.items() if k not in VOLATILE and not k.endswith("seconds")}
-    if isinstance(d, list):
-        return [_norm(x) for x in d]
-    return d
+    return without_volatile(d, VOLATILE)
 
 
 def _json(*argv):

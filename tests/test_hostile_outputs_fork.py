@@ -22,7 +22,7 @@ import pytest
 
 from proofs_checks import runner
 from proofs_checks.errors import UsageError
-from tests.cli_helpers import invoke, one_line_error
+from tests.cli_helpers import MHA_ATTN, invoke, one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -187,12 +187,7 @@ FORKING = textwrap.dedent("""
         time.sleep(seconds)
         os._exit(0)
 
-    class Attn(torch.nn.Module):
-        def __init__(self, dim=8):
-            super().__init__()
-            self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
-        def forward(self, x):
-            return self.mha(x, x, x, need_weights=False)[0]
+""") + MHA_ATTN + textwrap.dedent("""
 
     class Fork(Attn):
         forked = False

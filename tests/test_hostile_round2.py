@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import proofs_checks
-from tests.cli_helpers import invoke, one_line_error
+from tests.cli_helpers import MHA_ATTN, invoke, one_line_error
 from theory.validation import InputError
 
 pytest_plugins = ["pytester"]
@@ -21,12 +21,7 @@ MODULES = textwrap.dedent("""
     import os, signal, sys, time
     import torch
 
-    class Attn(torch.nn.Module):
-        def __init__(self, dim=8):
-            super().__init__()
-            self.mha = torch.nn.MultiheadAttention(dim, 2, batch_first=True)
-        def forward(self, x):
-            return self.mha(x, x, x, need_weights=False)[0]
+""") + MHA_ATTN + textwrap.dedent("""
 
     class Exit0(Attn):
         def forward(self, x):

@@ -202,13 +202,7 @@ def test_a_setsid_double_forked_sleeper_does_not_outlive_the_check(tmp_path, mon
     code, out, err = invoke("check", "attention", "--module", "escaper.py:model", "--quick", "--no-progress")
     _no_traceback(err)
     assert code == 0, (code, out[-2000:], err)
-    pid = int(pidfile.read_text())
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    assert not _alive(pid), f"process {pid} of the user's code is still alive after the check"
-    time.sleep(6)
-    assert not marker.exists()
+    _assert_gone(marker, pidfile, within=3, then=6, what="is still alive after the check")
 
 
 @linux
@@ -225,12 +219,18 @@ def test_nothing_of_the_users_code_outlives_a_kill_9_of_tverify(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+    _assert_gone(marker, pidfile, within=5, then=9, what="outlived a kill -9 of tverify")
+
+
+def _assert_gone(marker, pidfile, *, within: float, then: float, what: str) -> None:
+    """The escaper's sleeper (pid in ``pidfile``) ends within ``within`` s, and ``then`` s later it has
+    not written ``marker`` (it did not outlive its process group)."""
     pid = int(pidfile.read_text())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.05)
-    assert not _alive(pid), f"process {pid} of the user's code outlived a kill -9 of tverify"
-    time.sleep(9)
+    assert not _alive(pid), f"process {pid} of the user's code {what}"
+    time.sleep(then)
     assert not marker.exists()
 
 

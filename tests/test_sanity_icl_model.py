@@ -29,8 +29,9 @@ from pathlib import Path
 
 
 def _weights():
+    """The trained W^PV, W^KQ as parameters."""
     w = np.load(Path(__file__).with_name("lsa.npz"))
-    return torch.tensor(w["Wpv"]), torch.tensor(w["Wkq"])
+    return torch.nn.Parameter(torch.tensor(w["Wpv"])), torch.nn.Parameter(torch.tensor(w["Wkq"]))
 
 
 class TrainedLSA(torch.nn.Module):
@@ -38,9 +39,7 @@ class TrainedLSA(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        pv, kq = _weights()
-        self.Wpv = torch.nn.Parameter(pv)
-        self.Wkq = torch.nn.Parameter(kq)
+        self.Wpv, self.Wkq = _weights()
 
     def forward(self, xs, ys, xq):
         top = torch.cat([xs.transpose(-1, -2), xq.unsqueeze(-1)], -1)
@@ -55,9 +54,7 @@ class LSAOnE(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        pv, kq = _weights()
-        self.a = torch.nn.Parameter(pv)
-        self.b = torch.nn.Parameter(kq)
+        self.a, self.b = _weights()
 
     def forward(self, E):
         out = E + self.a @ E @ (E.transpose(-1, -2) @ self.b @ E) / (E.shape[-1] - 1)

@@ -190,9 +190,7 @@ def derive_convex_combination(T: int = 3, Dv: int = 2) -> Derivation:
     b.step("Each a_t is a ratio of exponentials of reals: SymPy decides its sign (first weight)", sp.StrictGreaterThan(a[0], 0))
     b.obligation("weights_positive", list(a), "positive")
     b.define("A point Σ_t a_t v_t with a_t ≥ 0 and Σ_t a_t = 1 lies in conv{v_1..v_T} (definition of the convex hull)")
-    b.fact("weights", tuple(a))
-    b.fact("logits", l)
-    b.fact("values", V)
+    b.record(weights=tuple(a), logits=l, values=V)
     return b.done(y)
 
 
@@ -309,9 +307,7 @@ def derive_score_variance() -> Derivation:
     unit = sp.simplify(sol[0] ** 2 * var)
     b.step("Var(c s) at that c", unit)
     b.obligation("scaled_variance_is_one", unit - 1)
-    b.fact("d", d)
-    b.fact("mu_4", mu4)
-    b.fact("mean", mean)
+    b.record(d=d, mu_4=mu4, mean=mean)
     return b.done({"variance": var, "scale": sol[0], "scaled_variance": unit, "fourth_moment": m4})
 
 
@@ -391,12 +387,16 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
     b.obligation("corrected_A_column_stochastic", [sum(A0[:, m]) - 1 for m in range(N)])
     A_qk = sp.Matrix(N, N, lambda n, m: sp.exp(S[n, m]) / sum(sp.exp(S[m, l]) for l in range(N)))
     b.define("Stated U_q, U_k variant: A_nn' = exp⟨k_n, q_n'⟩ / Σ_ℓ exp⟨k_n', q_ℓ⟩", A_qk[0, 0])
-    cs = tuple(sum(A_qk[:, m]) for m in range(N))
-    b.fact("colsum_stated_qk", cs)
-    b.fact("colsum_stated_qk_at_point", tuple(float(sp.N(c.subs(point))) for c in cs))
-    b.step("Its column sums (not identically 1; value at a rational point)", sp.Matrix([b.facts["colsum_stated_qk_at_point"]]))
-    b.obligation("stated_qk_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cs), "positive",
-                 description="Σ_n' (column sum − 1)² at a rational point is > 0")
+
+    def not_column_stochastic(A: sp.Matrix, name: str, text: str) -> None:
+        """A's column sums, their values at the rational point, and the obligation that they are not all 1."""
+        cs = b.fact(f"colsum_stated_{name}", tuple(sum(A[:, m]) for m in range(N)))
+        b.fact(f"colsum_stated_{name}_at_point", tuple(float(sp.N(c.subs(point))) for c in cs))
+        b.step(text, sp.Matrix([b.facts[f"colsum_stated_{name}_at_point"]]))
+        b.obligation(f"stated_{name}_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cs), "positive",
+                     description="Σ_n' (column sum − 1)² at a rational point is > 0")
+
+    not_column_stochastic(A_qk, "qk", "Its column sums (not identically 1; value at a rational point)")
     G = (Uk * Xc).T * (Uk * Xc)  # shared U (take U = U_k): symmetric Gram matrix
     A_u = sp.Matrix(N, N, lambda n, m: sp.exp(G[n, m]) / sum(sp.exp(G[m, l]) for l in range(N)))
     b.define("Stated U variant: A_nn' = exp⟨Ux_n, Ux_n'⟩ / Σ_ℓ exp⟨Ux_n', Ux_ℓ⟩", A_u[0, 0])
@@ -408,12 +408,7 @@ def derive_forms_agree(N: int = 2, D: int = 2, K: int = 2, Dv: int = 2) -> Deriv
     b.define("Stated plain variant: A_nn' = exp⟨x_n, x_n'⟩ / Σ_ℓ exp⟨x_n, x_ℓ⟩", A_p[0, 0])
     b.fact("rowsum_stated_plain", tuple(sp.simplify(sum(A_p[n, :])) for n in range(N)))
     b.obligation("stated_plain_row_stochastic", [sum(A_p[n, :]) - 1 for n in range(N)])
-    cp = tuple(sum(A_p[:, m]) for m in range(N))
-    b.fact("colsum_stated_plain", cp)
-    b.fact("colsum_stated_plain_at_point", tuple(float(sp.N(c.subs(point))) for c in cp))
-    b.step("Its rows sum to 1; its column sums at a rational point", sp.Matrix([b.facts["colsum_stated_plain_at_point"]]))
-    b.obligation("stated_plain_not_column_stochastic", sum((c.subs(point) - 1) ** 2 for c in cp), "positive",
-                 description="Σ_n' (column sum − 1)² at a rational point is > 0")
+    not_column_stochastic(A_p, "plain", "Its rows sum to 1; its column sums at a rational point")
     b.fact("symbols", {"X": X, "W_Q": WQ, "W_K": WK, "W_V": WV, "d_s": ds})
     return b.done(f003)
 
@@ -544,24 +539,25 @@ def derive_permutation_equivariance(N: int = 3) -> Derivation:
     point = {x[i]: sp.Rational(i + 1, 2) for i in range(N)} | {wq: 1, wk: 1, wv: 1}
     M = sp.Matrix(N, N, lambda t, s: 0 if s <= t else -sp.oo)
     b.define("Causal mask M_ts = 0 for s ≤ t, −∞ otherwise", M)
-    rc = (f(P * x, M) - P * f(x, M)).subs(point)
-    c2 = sum(e**2 for e in rc)
-    cval = float(sp.N(sp.sqrt(c2)))
-    b.fact("causal_counterexample", cval)
-    b.step("Causal mask, swap of tokens 1 and 2 at x_i = i/2: ‖f(PX) − P f(X)‖² (exact)", c2)
-    b.obligation("causal_mask_breaks_equivariance", c2, "positive")
-    breaks_mask = sp.StrictGreaterThan(c2, 0)
-    b.step("It is positive", breaks_mask)
+
+    def breaks(residual: sp.Matrix, fact: str, text: str, obligation: str):
+        """‖residual‖² at the rational point, recorded, and shown positive (an obligation)."""
+        sq = sum(e**2 for e in residual.subs(point))
+        b.fact(fact, float(sp.N(sp.sqrt(sq))))
+        b.step(text, sq)
+        b.obligation(obligation, sq, "positive")
+        positive = sp.StrictGreaterThan(sq, 0)
+        b.step("It is positive", positive)
+        return positive
+
+    breaks_mask = breaks(f(P * x, M) - P * f(x, M), "causal_counterexample",
+                         "Causal mask, swap of tokens 1 and 2 at x_i = i/2: ‖f(PX) − P f(X)‖² (exact)",
+                         "causal_mask_breaks_equivariance")
     E = sp.Matrix([sp.Rational((-1) ** i * (i + 1), 3) for i in range(N)])
     b.define("Positional encoding E_i = (−1)^(i−1)·i/3 added to the tokens", E)
-    rp = (f(P * x + E) - P * f(x + E)).subs(point)
-    p2 = sum(e**2 for e in rp)
-    pval = float(sp.N(sp.sqrt(p2)))
-    b.fact("pe_counterexample", pval)
-    b.step("Positional encoding E added, same swap: ‖f(PX + E) − P f(X + E)‖² (exact)", p2)
-    b.obligation("positional_encoding_breaks_equivariance", p2, "positive")
-    breaks_pe = sp.StrictGreaterThan(p2, 0)
-    b.step("It is positive", breaks_pe)
+    breaks_pe = breaks(f(P * x + E) - P * f(x + E), "pe_counterexample",
+                       "Positional encoding E added, same swap: ‖f(PX + E) − P f(X + E)‖² (exact)",
+                       "positional_encoding_breaks_equivariance")
     return b.done({"equivariant": equivariant, "breaks_with_causal_mask": breaks_mask,
                    "breaks_with_positional_encoding": breaks_pe})
 
@@ -792,9 +788,7 @@ def derive_complexity() -> Derivation:
     gap = sp.factor(C.subs(K, D / 2) - N**2 * D)
     b.fact("gap_at_half_d", gap)
     b.step("C − N²D at K = D/2 (seed's 'N²D if K < D/2' needs N ≥ D)", gap)
-    b.fact("N", N)
-    b.fact("K", K)
-    b.fact("D", D)
+    b.record(N=N, K=K, D=D)
     return b.done({"score_cost": C, "head_cost": head})
 
 

@@ -716,6 +716,15 @@ class DerivationBuilder:
         self.facts[name] = value
         return value
 
+    def record(self, **values: Any) -> None:
+        """Record several named intermediate results for checks, in the order given
+        (``b.record(Q=Q, K=K)`` is ``b.fact("Q", Q); b.fact("K", K)``).
+
+        >>> b = DerivationBuilder("demo"); b.record(a=1, b=2); list(b.facts.items())
+        [('a', 1), ('b', 2)]
+        """
+        self.facts.update(values)
+
     def done(self, result: Any, *, display: Any = None) -> Derivation:
         """Freeze the derivation with closed form ``result`` (an expression of a derived step, or a
         dict of them).

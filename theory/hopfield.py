@@ -95,11 +95,7 @@ def derive_classical_flip(d: int = 4, i: int = 0) -> Derivation:
     b.fact("bound_gap", gap)
     b.fact("bound_gap_nonpositive", bool(gap.is_nonpositive))
     b.step("Hence ΔE ≤ −2w_ii ≤ 0 for w_ii ≥ 0: asynchronous updates never increase E", sp.Le(dE_s, -2 * wii))
-    b.fact("residual", residual)
-    b.fact("xi", tuple(xi))
-    b.fact("W", W)
-    b.fact("b", tuple(bias))
-    b.fact("energy", E)
+    b.record(residual=residual, xi=tuple(xi), W=W, b=tuple(bias), energy=E)
     return b.done(dE)
 
 
@@ -174,9 +170,7 @@ def derive_classical_flip_general() -> Derivation:
     b.obligation("flip_lowers_energy_by_2wii_every_d", -gap, "nonnegative",
                  description="ΔE + 2w_ii ≤ 0 whenever the update flips")
     b.step("Hence ΔE ≤ −2w_ii, and ≤ 0 when w_ii ≥ 0", sp.Le(2 * s - 2 * wii, -2 * wii))
-    b.fact("general_W", general)
-    b.fact("asymmetry_term", asym)
-    b.fact("bound_gap", gap)
+    b.record(general_W=general, asymmetry_term=asym, bound_gap=gap)
     return b.done(dE)
 
 
@@ -223,9 +217,7 @@ def derive_dense_update(a: int = 2, d: int = 3, N: int = 2) -> Derivation:
         res = sp.simplify(diff - classical)
         b.step("For a = 2, minus 4 Σ(j≠1) w_1j ξ_j (the classical rule)", res)
         b.obligation("hebbian_rule_for_a_2", diff - classical)
-    b.fact("hebbian_residual", res)
-    b.fact("xi", tuple(xi))
-    b.fact("X", X)
+    b.record(hebbian_residual=res, xi=tuple(xi), X=X)
     return b.done(diff)
 
 
@@ -582,19 +574,10 @@ def derive_modern_energy(d: int = 2, N: int = 2) -> Derivation:
     k = sp.Symbol("k", nonnegative=True)
     b.obligation("upper_bound_at_most_2M2", sp.factor(upper_gap.subs(t, M / (1 + k))), "nonnegative",
                  description="2M² − bound ≥ 0 for 0 < t ≤ M, written t = M/(1 + k), k ≥ 0 (true on the convex hull)")
-    b.fact("energy", E)
-    b.fact("grad", grad)
-    b.fact("grad_residual", sp.Integer(0) if grad_res == sp.zeros(d, 1) else grad_res)
-    b.fact("cccp_residual", sp.Integer(0) if cccp_res == sp.zeros(d, 1) else cccp_res)
-    b.fact("hessian_residual", sp.Integer(0) if hess_res == sp.zeros(d, d) else hess_res)
-    b.fact("lower_gap", lower)
-    b.fact("upper_gap", upper_gap)
-    b.fact("descent_decrease", descent)
-    b.fact("t", t)
-    b.fact("xi", tuple(xi))
-    b.fact("X", X)
-    b.fact("beta", beta)
-    b.fact("M", M)
+    b.record(energy=E, grad=grad, grad_residual=sp.Integer(0) if grad_res == sp.zeros(d, 1) else grad_res,
+             cccp_residual=sp.Integer(0) if cccp_res == sp.zeros(d, 1) else cccp_res,
+             hessian_residual=sp.Integer(0) if hess_res == sp.zeros(d, d) else hess_res, lower_gap=lower,
+             upper_gap=upper_gap, descent_decrease=descent, t=t, xi=tuple(xi), X=X, beta=beta, M=M)
     return b.done(upd)
 
 
@@ -671,13 +654,9 @@ def derive_retrieval_bound(N: int = 3, d: int = 2) -> Derivation:
                     sp.simplify(sp.expand_log(near.subs(Delta, Dmin), force=True)))
     b.obligation("separated_error_small", sp.simplify(at_min - sp.exp(1 - 2 / Nn) / (beta * Nn * M)),
                  description="‖f(ξ) − x_i‖ ≤ e^(1−2/N)/(βNM) for a well-separated x_i")
-    b.fact("near_bound", near)
-    b.fact("delta_min", Dmin)
-    b.fact("separated_error", at_min)
-    b.fact("decomposition_residual", sp.Integer(0) if dec_res == sp.zeros(d, 1) else dec_res)
-    b.fact("ratio_residual", ratio_res)
-    b.fact("split_residual", split)
-    b.fact("args", (Nn, beta, Delta, eps, M))
+    b.record(near_bound=near, delta_min=Dmin, separated_error=at_min,
+             decomposition_residual=sp.Integer(0) if dec_res == sp.zeros(d, 1) else dec_res, ratio_residual=ratio_res,
+             split_residual=split, args=(Nn, beta, Delta, eps, M))
     return b.done(bound)
 
 
@@ -754,9 +733,5 @@ def derive_attention_identity(S: int = 2, T: int = 3, dk: int = 2, dv: int = 2) 
     b.obligation("attention_equals_hopfield_update", att - hop)
     res = (att - hop).applyfunc(sp.expand)
     b.step("Attention minus Hopfield update, expanded", res)
-    b.fact("residual", res)
-    b.fact("Q", Q)
-    b.fact("K", K)
-    b.fact("W_V", Wv)
-    b.fact("beta", beta)
+    b.record(residual=res, Q=Q, K=K, W_V=Wv, beta=beta)
     return b.done(att)

@@ -379,9 +379,7 @@ def derive_lsa_prediction_form(d: int = 2, N: int = 2) -> Derivation:
     b.obligation("prediction_equals_block_form", yhat - block)
     res = sp.simplify(yhat - block)
     b.step("Difference (simplified)", res)
-    b.fact("residual", res)
-    b.fact("block_form", block)
-    b.fact("symbols", {"PV": PV, "KQ": KQ, "X": X, "y": y, "rho": rho})
+    b.record(residual=res, block_form=block, symbols={"PV": PV, "KQ": KQ, "X": X, "y": y, "rho": rho})
     return b.done(yhat)
 
 
@@ -509,9 +507,7 @@ def derive_wishart(d: int = 2) -> Derivation:
     b.obligation("wishart_matrix_form", res - target, description="E[SAS] = ΛAΛ + (1/M)(ΛAᵀΛ + tr(AΛ)Λ)")
     resid = sp.simplify(res - target)
     b.step("Minus ΛAΛ + (1/M)(ΛAᵀΛ + tr(AΛ)Λ)", resid)
-    b.fact("residual", resid)
-    b.fact("A", A)
-    b.fact("Lambda", L)
+    b.record(residual=resid, A=A, Lambda=L)
     return b.done(res)
 
 
@@ -544,9 +540,7 @@ def derive_population_loss(d: int = 2) -> Derivation:
            compact=r"\nabla_B L=\Lambda\Gamma_N B\Lambda-\Lambda^2")
     G = _gamma(L)
     b.obligation("gradient_matrix_form", grad - (L * G * B * L - L * L), description="∂L/∂B = ΛΓ_N B Λ − Λ²")
-    b.fact("gradient", grad)
-    b.fact("B", B)
-    b.fact("Lambda", L)
+    b.record(gradient=grad, B=B, Lambda=L)
     return b.done(loss)
 
 
@@ -647,9 +641,7 @@ def derive_global_min(d: int = 2) -> Derivation:
     lim = sp.solve([sp.Eq(up**2, nU**2), sp.Eq(up * nU, F)], [up, nU], dict=True)
     b.obligation("unique_positive_limit", sp.Integer(len(lim) - 1))
     b.step("u² = nU² and u·nU = F give u =", lim[0][up])
-    b.fact("u_limit", lim[0][up])
-    b.fact("conserved", "u**2 - ||U||_F**2")
-    b.fact("F", F)
+    b.record(u_limit=lim[0][up], conserved="u**2 - ||U||_F**2", F=F)
     return b.done(Bstar)
 
 
@@ -691,9 +683,7 @@ def derive_loss_minimum(d: int = 2) -> Derivation:
     b.obligation("eigen_form_matches_matrix_form",
                  val.subs(diag_sub) - sum(per_min.subs({lam: L[k, k], t: tr}) for k in range(d)),
                  description=f"at diagonal Λ (d = {d}) the minimum is the sum of the per-direction minima")
-    b.fact("eigen_form", per_min)
-    b.fact("eigen_symbols", (lam, t))
-    b.fact("Lambda", L)
+    b.record(eigen_form=per_min, eigen_symbols=(lam, t), Lambda=L)
     return b.done(val)
 
 
@@ -866,12 +856,7 @@ def derive_general_target_risk(d: int = 2) -> Derivation:
     b.step("Excess risk minus the lecture notes' form at a rational point: not zero", ds.subs(point))
     b.obligation("stated_form_differs", ds.subs(point) ** 2, "positive",
                  description="(excess − stated)² at a rational point is > 0")
-    b.fact("residual_vs_corrected", rc)
-    b.fact("difference_vs_stated", ds)
-    b.fact("a", a)
-    b.fact("Sigma", Sg)
-    b.fact("Lambda", L)
-    b.fact("m_yy", Ey2)
+    b.record(residual_vs_corrected=rc, difference_vs_stated=ds, a=a, Sigma=Sg, Lambda=L, m_yy=Ey2)
     return b.done(excess)
 
 
@@ -1182,10 +1167,8 @@ def derive_all_weights_min(d: int = 2, N: int = 2) -> Derivation:
                  description="on every branch that can reach the invertible Γ_N⁻¹, w21 = 0 and w21' = 0")
     b.obligation("some_branch_survives", sp.Integer(0 if keep else 1))
     b.step("There B_eff = w22·W11 = Γ_N⁻¹ (the global minimiser over B)", Beff.subs({z: 0 for z in zeros}))
-    b.fact("branches", branches)
-    b.fact("excluded", excluded)
-    b.fact("beff", Beff)
-    b.fact("weights", {"w21": list(p21), "w22": p22, "W11": list(K11), "w21'": list(k21)})
+    b.record(branches=branches, excluded=excluded, beff=Beff,
+             weights={"w21": list(p21), "w22": p22, "W11": list(K11), "w21'": list(k21)})
     return b.done(keep)
 
 

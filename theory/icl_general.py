@@ -19,7 +19,7 @@ from sympy.matrices.expressions.matexpr import MatrixElement
 
 from theory import icl as ti
 from theory.derivation import Derivation, DerivationBuilder
-from theory.gaussian import _replace_pair, isserlis, second_moment, tidy, zfb_gamma
+from theory.gaussian import _matrix_image, _replace_pair, isserlis, second_moment, tidy, zfb_gamma
 from theory.sizes import _canon, derive_gd_step, eval_index_sums, instantiate
 
 __all__ = [
@@ -348,8 +348,9 @@ def derive_nonconvex_general() -> Derivation:
 def matrix_function_scalar(e, scalars: dict) -> Any:
     """Read a matrix expression built from commuting symmetric matrices (``scalars``: matrix symbol
     -> scalar symbol), ``Identity``, transposes of them and scalars as the scalar function it applies
-    to each eigenvalue (functional calculus: ``p(Λ) = q(Λ)`` when ``p = q``). Raises ``ValueError`` on
-    any other matrix.
+    to each eigenvalue (functional calculus: ``p(Λ) = q(Λ)`` when ``p = q``), the reading
+    :func:`theory.gaussian.commuting_trace_image` applies inside a trace. Raises ``ValueError`` on any
+    other matrix.
 
     >>> d = sp.Symbol("d", integer=True, positive=True)
     >>> L, G = sp.MatrixSymbol("Lambda", d, d), sp.MatrixSymbol("G", d, d)
@@ -357,27 +358,7 @@ def matrix_function_scalar(e, scalars: dict) -> Any:
     >>> matrix_function_scalar(2 * L * G * L + sp.Identity(d), {L: l, G: g})
     2*g*l**2 + 1
     """
-    if isinstance(e, sp.MatrixSymbol):
-        if e not in scalars:
-            raise ValueError(f"{e} is not one of the commuting matrices")
-        return scalars[e]
-    if isinstance(e, sp.Identity):
-        return sp.Integer(1)
-    if isinstance(e, sp.ZeroMatrix):
-        return sp.Integer(0)
-    if isinstance(e, sp.Transpose):
-        return matrix_function_scalar(e.arg, scalars)
-    if isinstance(e, sp.MatPow):
-        return matrix_function_scalar(e.base, scalars) ** e.exp
-    if isinstance(e, sp.Inverse):
-        return 1 / matrix_function_scalar(e.arg, scalars)
-    if isinstance(e, sp.MatMul):
-        return sp.Mul(*[matrix_function_scalar(a, scalars) if isinstance(a, sp.MatrixExpr) else a for a in e.args])
-    if isinstance(e, sp.MatAdd):
-        return sp.Add(*[matrix_function_scalar(a, scalars) for a in e.args])
-    if isinstance(e, sp.MatrixExpr):
-        raise ValueError(f"cannot read {e} as a function of the commuting matrices")
-    return e
+    return _matrix_image(e, scalars, None)
 
 
 @lru_cache(maxsize=None)

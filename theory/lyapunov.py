@@ -455,12 +455,7 @@ def derive_backward_construction() -> Derivation:
                   sp.hessian(Vp.subs(x**4, 0), vs) / 2)
     b.obligation("instance_V_positive_definite_quadratic_part", list(quad.eigenvals()), "positive",
                  "the quadratic part x² + xy + y² has Gram matrix [[1, 1/2], [1/2, 1]] ≻ 0, and x⁴ ≥ 0")
-    b.fact("instance", inst)
-    b.fact("grad", grad)
-    b.fact("P", Pi)
-    b.fact("S", Si)
-    b.fact("f", f)
-    b.fact("symmetric_form", sym)
+    b.record(instance=inst, grad=grad, P=Pi, S=Si, f=f, symmetric_form=sym)
     return b.done({"skew_form": q, "Vdot": rate})
 
 
@@ -766,11 +761,8 @@ def derive_sos_certificate() -> Derivation:
                  "positive", "eigenvalues 1 − ε > 0 for 0 < ε < 1 (ε = w/(1 + w), w > 0)")
     b.obligation("gram_decay_positive_definite", [sp.simplify(e.subs(sub)) for e in GD.eigenvals()], "positive",
                  "eigenvalues 2(2 − ε)/3 (twice) and 4(2 − ε)/3 > 0 for 0 < ε < 2 (ε = 2w/(1 + w), w > 0)")
-    b.fact("eps", eps)
-    b.fact("structure_V", gV)
-    b.fact("structure_decay", gD)
-    b.fact("eigenvalues_family", evs)
-    b.fact("min_eig_decay", min(GD.eigenvals(), key=lambda e: e.subs(half)))
+    b.record(eps=eps, structure_V=gV, structure_decay=gD, eigenvalues_family=evs,
+             min_eig_decay=min(GD.eigenvals(), key=lambda e: e.subs(half)))
     return b.done({"Vdot": vdot, "G_V": GV, "G_decay": GD})
 
 

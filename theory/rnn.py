@@ -255,9 +255,7 @@ def derive_bptt_vector_step() -> Derivation:
         b_.obligation(f"own_gradient_{name}", sp.expand(g - sp.expand(tgt)), description=f"∂L/∂{name}^(t) = (y_t − z_t) ⊗ …")
     b_.assume("Tied weights: d/dθ L(θ, …, θ) = Σ_k ∂L/∂θ^(k) at θ^(k) = θ, entry by entry (chain rule; derived in SymPy "
               "for the scalar RNN in derive_bptt_general)", key="tied-weight chain rule")
-    b_.fact("sizes", (dh, dx, dy))
-    b_.fact("bases", dict(zip(names, (W, U, bv, V, c, hp, x, zz, a, dn, D))))
-    b_.fact("i", i)
+    b_.record(sizes=(dh, dx, dy), bases=dict(zip(names, (W, U, bv, V, c, hp, x, zz, a, dn, D))), i=i)
     return b_.done(delta, display=target)
 
 

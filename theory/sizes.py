@@ -414,9 +414,7 @@ def derive_convex_combination() -> Derivation:
                 sp.expand(pull_constants(_to_softmax(ev, l, S, Z, Zs))))
     oS = canonical_dummies(sp.Sum(S[t] * v[t], (t, 1, T)))
     b.obligation("derivative_is_S_s(v_s-o)", sp.expand(dO - S[s] * (v[s] - oS)), description="∂o/∂l_s = S_s(v_s − o)")
-    b.fact("o", oS)
-    b.fact("shift", shift)
-    b.fact("weight", weight)
+    b.record(o=oS, shift=shift, weight=weight)
     return b.done(dO)
 
 

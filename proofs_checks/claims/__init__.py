@@ -1,6 +1,7 @@
 """Claim modules, one per topic group; each registers its claims at import.
 
-To add a group, add ``proofs_checks/claims/<group>.py`` that calls ``register(Claim(...))``;
+To add a group, add ``proofs_checks/claims/<group>.py`` that calls ``declare(...)`` (:mod:`._common`:
+``register(Claim(statement="", ...))``, the statement rendered from hypotheses and clauses);
 :func:`load_all` imports every module in this package, then the modules other installed packages
 declare in the entry-point group ``tverify.claims`` (:func:`load_plugins`).
 """

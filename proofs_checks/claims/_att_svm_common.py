@@ -11,7 +11,7 @@ import torch
 
 from numerics import att_svm as ns
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Hypothesis
+from proofs_checks.claims._common import setting
 from proofs_checks.claims._hopfield_common import abs_resolution  # noqa: F401  (shared helper, see its docstring)
 
 SOURCE = "lecture notes 002 (optimisation part); Tarzanagh, Li, Thrampoulidis, Oymak (2023); code umich-sota/TF-as-SVM"
@@ -115,8 +115,8 @@ def coherence(X: np.ndarray) -> float:
 # --------------------------------------------------------------------------------------------
 # helpers shared by the claim modules att_svm_dynamics, att_svm_rates
 
-_UNIQUE = Hypothesis("unique_opt", r"\mathrm{opt}_i=\mathrm{argmax}_t\,\gamma_{it}\ \text{unique}",
-                     necessary_note="part of the setting: W^mm is defined by the constraints of the (unique) top-score tokens")
+_UNIQUE = setting("unique_opt", r"\mathrm{opt}_i=\mathrm{argmax}_t\,\gamma_{it}\ \text{unique}",
+                  "W^mm is defined by the constraints of the (unique) top-score tokens")
 
 
 #: a "global" instance (equal non-optimal scores, random tokens and queries: coherence ≈ 0.9) on which NGD

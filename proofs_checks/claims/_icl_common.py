@@ -17,12 +17,26 @@ from proofs_checks.context import RunContext, pyplot
 from proofs_checks.tolerances import K_SIGMA
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest, false_failure_probability
 from proofs_checks.registry import CheckResult, Counterexample, compare, worst
+from proofs_checks.claims._common import exceeds
 from theory import icl as ti
 
 
 def _lam_subs(Lsym: sp.Matrix, L: np.ndarray) -> dict:
     d = L.shape[0]
     return {Lsym[i, j]: float(L[i, j]) for i in range(d) for j in range(d)}
+
+
+def _planted_gamma(L: np.ndarray, N, kind: str) -> np.ndarray:
+    """Γ_N = (1 + 1/N)Λ + tr(Λ)/N·I as the ICL form mutants plant it: ``n_plus_1`` puts N + 1 for N,
+    ``gamma_is_lambda`` takes Γ_N = Λ, any other kind keeps Γ_N.
+
+        >>> _planted_gamma(np.eye(1), 2, "n_plus_1"), _planted_gamma(np.eye(1), 2, "gamma_is_lambda")
+        (array([[1.66666667]]), array([[1.]]))
+    """
+    if kind == "gamma_is_lambda":
+        return L
+    Nn = N + 1 if kind == "n_plus_1" else N
+    return (1 + 1 / Nn) * L + np.trace(L) / Nn * np.eye(L.shape[0])
 
 
 def _rel(a, b) -> float:
@@ -367,9 +381,9 @@ def _formula_changes(hyp: str, clause: str, exact_fn, form_value, what: str, siz
         words, law = _law(hyp, 1, sizes.get("M", sizes["N"]))
         ex, fo = exact_fn(law), form_value()
         err = abs(float(ex - fo))
-        return Counterexample({"d": 1, **sizes, "Lambda": 1, "law": words}, clause,
-                              f"exact {what} = {ex} under this law; the closed form gives {fo}",
-                              violated=err > 0, error=err, tolerance=0.0, justification=_EXACT)
+        return exceeds({"d": 1, **sizes, "Lambda": 1, "law": words}, clause,
+                       f"exact {what} = {ex} under this law; the closed form gives {fo}",
+                       error=err, tolerance=0.0, justification=_EXACT)
     return cx
 
 
@@ -403,26 +417,25 @@ _GENERAL_DN = ((1, 1), (1, 5), (3, 1), (3, 5), (4, 1), (4, 5))
 _GENERAL_DNM = ((1, 1, 1), (1, 5, 2), (3, 1, 5), (3, 5, 1), (4, 1, 2), (4, 5, 5))
 
 
-def _general_gamma_inv_pairs(form, rng) -> dict:
-    """(form's Γ_N⁻¹, the general minimiser of :func:`theory.icl.derive_global_min_general`) at each (d, N)."""
-    D = ti.derive_global_min_general()
+def _general_dn_pairs(D, form_side, general_side, rng) -> dict:
+    """(``form_side(Λ, N)``, ``general_side`` of the symbolic-size result of ``D`` at Λ) at each (d, N) of
+    :data:`_GENERAL_DN`, Λ a random SPD matrix."""
     d, N = D.facts["sizes"]
     out = {}
     for k, n in _GENERAL_DN:
         L = ni.random_spd(rng, k)
-        out[f"general_d{k}_N{n}"] = (np.linalg.inv(form(L, n)), _eval_general(D.result, {d: k, N: n}, Lambda=L))
+        out[f"general_d{k}_N{n}"] = (form_side(L, n), general_side(_eval_general(D.result, {d: k, N: n}, Lambda=L)))
     return out
+
+
+def _general_gamma_inv_pairs(form, rng) -> dict:
+    """(form's Γ_N⁻¹, the general minimiser of :func:`theory.icl.derive_global_min_general`) at each (d, N)."""
+    return _general_dn_pairs(ti.derive_global_min_general(), lambda L, n: np.linalg.inv(form(L, n)), lambda g: g, rng)
 
 
 def _general_minimum_pairs(form, rng) -> dict:
     """(form, the general minimum of :func:`theory.icl.derive_loss_minimum_general`) at each (d, N)."""
-    D = ti.derive_loss_minimum_general()
-    d, N = D.facts["sizes"]
-    out = {}
-    for k, n in _GENERAL_DN:
-        L = ni.random_spd(rng, k)
-        out[f"general_d{k}_N{n}"] = (float(form(L, n)), float(_eval_general(D.result, {d: k, N: n}, Lambda=L)))
-    return out
+    return _general_dn_pairs(ti.derive_loss_minimum_general(), lambda L, n: float(form(L, n)), float, rng)
 
 
 def _general_risk_pairs(form, rng) -> dict:

@@ -8,7 +8,8 @@ import sympy as sp
 import torch
 
 from numerics import adam as na
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.claims._attention_common import Resolved
 from theory import adam as ta
@@ -179,10 +180,10 @@ def _cx_init(ctx) -> Counterexample:
     got, _ = _steps(hp, g, one)
     err = float(np.max(np.abs(got - ref)) / hp["lr"])
     tol = 64 * 3 * EPS
-    return Counterexample({"m_0": 1.0, "v_0": 0.0, "g": 0.5, "alpha": hp["lr"], "betas": "(0.9, 0.999)", "steps": 3},
-                          "constant_gradient", f"steps {np.round(got, 4).tolist()} instead of {np.round(ref, 4).tolist()}",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of 3 moment updates, relative to α (64·steps·eps), as the claim's check")
+    return exceeds({"m_0": 1.0, "v_0": 0.0, "g": 0.5, "alpha": hp["lr"], "betas": "(0.9, 0.999)", "steps": 3},
+                   "constant_gradient", f"steps {np.round(got, 4).tolist()} instead of {np.round(ref, 4).tolist()}",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of 3 moment updates, relative to α (64·steps·eps), as the claim's check")
 
 
 def _cx_betas(ctx) -> Counterexample:
@@ -211,9 +212,9 @@ def _cx_stationary(ctx) -> Counterexample:
     mhat = float(st["m"][0] / (1 - hp["betas"][0] ** st["t"]))
     err = abs(mhat - 2.0)
     tol = 64 * EPS * 2
-    return Counterexample({"g_i": "i (deterministic)", "t": 2, "beta_1": 0.9}, "unbiased",
-                          f"m̂_2 = {mhat:.6g}, not E[g_2] = 2", violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of two moment updates (64·eps·|g|)")
+    return exceeds({"g_i": "i (deterministic)", "t": 2, "beta_1": 0.9}, "unbiased",
+                   f"m̂_2 = {mhat:.6g}, not E[g_2] = 2", error=err, tolerance=tol,
+                   justification="float64 rounding of two moment updates (64·eps·|g|)")
 
 
 _TORCH_SCOPE = ("N = 1000 steps (120 at --quick), 8 × 6 parameters (3 × 6 at --quick), 5 configurations (Adam, AMSGrad, "
@@ -221,10 +222,9 @@ _TORCH_SCOPE = ("N = 1000 steps (120 at --quick), 8 × 6 parameters (3 × 6 at -
                 "300 steps (60 at --quick) on the device")
 
 
-register(Claim(
+declare(
     id="opt.adam",
     title="Adam: bias-corrected m̂/(√v̂+ε) matches torch.optim.Adam; lecture notes 001's m_t/(v_t+ε) is not Adam",
-    statement="",
     hypotheses=(
         Hypothesis("recursions", r"m_t=\beta_1m_{t-1}+(1-\beta_1)g_t,\ v_t=\beta_2v_{t-1}+(1-\beta_2)g_t^2,\ "
                    r"\hat m_t=\frac{m_t}{1-\beta_1^t},\ \hat v_t=\frac{v_t}{1-\beta_2^t},\ t\ge1,\ \text{float64}",
@@ -269,4 +269,4 @@ register(Claim(
           "step is not scale invariant (for constant g > 0 its size is α(1−β1^t)g/((1−β2^t)g² + ε): ≈ α(1−β1)/((1−β2) g) "
           "at t = 1, → α/g as t → ∞ (ε ≪ g²), huge for small gradients either way). "
           "AMSGrad follows torch: the running max of the uncorrected v_t, then bias-corrected.",
-))
+)

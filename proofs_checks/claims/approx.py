@@ -14,8 +14,8 @@ from numerics import approx as na
 from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from theory import approx as ta
 
@@ -250,20 +250,19 @@ def _cx_origin(ctx) -> Counterexample:
 _GRIDS_SCOPE = ("every ordered sequence on the grids (d, b, n) = (1,3,2), (2,2,3), (3,2,3), (2,3,3) (quick); 12 grids "
                 "with K ≤ 9, n ≤ 4 (default)")
 
-register(Claim(
+declare(
     id="approx.contextual_mapping",
     title="One softmax attention layer (single head, rank-1 weights, the derived λ and γ) is a contextual mapping on the "
           "grid {δ, …, 1}^d, with a derived margin",
-    statement="",
     hypotheses=(
         Hypothesis("grid_without_origin",
                    r"X\in\{\delta,2\delta,\dots,1\}^{n\times d},\ \delta=1/b,\ b\in\{2,3,\dots\},\ K=b^d",
                    "grid starting at δ > 0 (not Yun et al.'s {0, …, 1 − δ})", counterexample=_cx_origin),
-        Hypothesis("distinct_rows", r"n \text{ distinct rows},\ 2\le n\le K",
-                   necessary_note="part of the setting: contexts are sets of distinct tokens (Yun et al., Def. 3.1)"),
-        Hypothesis("construction",
-                   r"a=u^\top x,\ u=(1,b,\dots,b^{d-1}),\ W_Q=W_K=\sqrt\lambda\,u^\top,\ W_V=u^\top,\ W_O=\gamma e_1",
-                   necessary_note="part of the setting: the layer whose outputs the clauses bound"),
+        setting("distinct_rows", r"n \text{ distinct rows},\ 2\le n\le K",
+                "contexts are sets of distinct tokens (Yun et al., Def. 3.1)"),
+        setting("construction",
+                r"a=u^\top x,\ u=(1,b,\dots,b^{d-1}),\ W_Q=W_K=\sqrt\lambda\,u^\top,\ W_V=u^\top,\ W_O=\gamma e_1",
+                "the layer whose outputs the clauses bound"),
         Hypothesis("lambda_relation", r"\lambda=\ln(1/\rho)/(\delta^2c_0),\ c_0=(K-1)/(b-1),\ \rho=1/8",
                    "the score scale λ", counterexample=_cx_lambda),
         Hypothesis("gamma_relation", r"\gamma=1/(2(K-1))", "the output scale γ", counterexample=_cx_gamma),
@@ -325,7 +324,7 @@ register(Claim(
           "statement left γ, λ, K, δ free; the bound needs the construction's relations (counterexamples: γ four times "
           "larger gives distinct-token distance 0.083 < δ/2 = 0.125 at d = 1, δ = 1/4; λ doubled gives a top-token "
           "separation 3.2e-7 below the bound 1.6e-4 at d = 1, δ = 1/3).",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -474,20 +473,19 @@ def _cx_iid_tokens(ctx) -> Counterexample:
 
 _UE_SCOPE = "n = 4 tokens in R², width 16, one head, 2 seeds, 150/300/800 Adam steps (quick/default/full)"
 
-register(Claim(
+declare(
     id="approx.universal_equivariant",
     title="Constant-width transformers: depths 2 and 3 fit an equivariant target better than depth 1; positional "
           "encodings lift the equivariance floor (evidence)",
-    statement="",
     hypotheses=(
         Hypothesis("iid_gaussian_tokens", r"x_1,\dots,x_n\overset{iid}{\sim}N(0,I_2),\ n=4",
                    "i.i.d. standard normal tokens", counterexample=_cx_iid_tokens),
-        Hypothesis("equivariant_target", r"f_{\mathrm{equiv}}(X)_k=\tfrac1n\sum_l\tanh(x_kP+x_lQ+c)R\ \text{(continuous, equivariant)}",
-                   necessary_note="part of the setting: the target whose fit the depth clause measures"),
+        setting("equivariant_target", r"f_{\mathrm{equiv}}(X)_k=\tfrac1n\sum_l\tanh(x_kP+x_lQ+c)R\ \text{(continuous, equivariant)}",
+                "the target whose fit the depth clause measures"),
         Hypothesis("no_positional_encodings", r"\text{for the floor: no PE (the predictor is permutation equivariant)}",
                    "no positional encodings (for the floor)", counterexample=_cx_positional),
-        Hypothesis("training_budget", r"\text{width }16,\ L\le3,\ \text{Adam},\ 150/300/800\text{ steps}",
-                   necessary_note="part of the setting: the sizes and budget at which the numbers were measured"),
+        setting("training_budget", r"\text{width }16,\ L\le3,\ \text{Adam},\ 150/300/800\text{ steps}",
+                "the sizes and budget at which the numbers were measured"),
     ),
     clauses=(
         Clause("depth_beats_one_block", r"\mathrm{err}_L(f_{\mathrm{equiv}})<\mathrm{err}_1(f_{\mathrm{equiv}})\ (L=2,3)",
@@ -514,4 +512,4 @@ register(Claim(
           "is err_L < err_1 for L = 2, 3, per seed. The theorem's approximation error is not separated from optimisation "
           "error here. The floor (n−2)/(n−1) for the shift target holds for every permutation-equivariant predictor "
           "(numerics.approx.shift_floor).",
-))
+)

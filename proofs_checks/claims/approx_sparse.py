@@ -9,7 +9,8 @@ import sympy as sp
 
 from numerics import approx as na, sparse as nsp
 from proofs_checks.comparisons import exact
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, setting
 from theory import approx as ta
 
 
@@ -134,15 +135,14 @@ def _cx_star_T1(ctx) -> Counterexample:
 
 _SC_SCOPE = "every T = s² with s ≤ 12 (quick) / 40 (default)"
 
-register(Claim(
+declare(
     id="approx.sparse_connections",
     title="Connections per layer (True mask entries): strided Θ(T^{3/2}) and fixed Θ(c·T^{3/2}) (stride √T; Θ(T^{3/2}) "
           "for fixed c), star and Longformer Θ(T); exact polynomials under their size conditions",
-    statement="",
     hypotheses=(
-        Hypothesis("stride_sqrt_T", r"\text{strided, fixed: } T=s^2,\ s\ge2,\ \text{stride/block } s=\sqrt T,\ 1\le c\le s",
-                   necessary_note="part of the setting: the closed forms are written in √T and the builders need a perfect "
-                                  "square T (numerics.approx rejects any other T)"),
+        setting("stride_sqrt_T", r"\text{strided, fixed: } T=s^2,\ s\ge2,\ \text{stride/block } s=\sqrt T,\ 1\le c\le s",
+                "the closed forms are written in √T and the builders need a perfect "
+                "square T (numerics.approx rejects any other T)"),
         Hypothesis("star_T_ge_2", r"\text{star: } T\ge2", "the star has at least one satellite", counterexample=_cx_star_T1),
         Hypothesis("longformer_T_ge_g_plus_w", r"\text{Longformer, BigBird: } w,g\in\mathbb N,\ T\ge g+w",
                    "the sequence is at least as long as globals plus window", counterexample=_cx_longformer_short),
@@ -197,4 +197,4 @@ register(Claim(
           "Longformer polynomial was displayed without its size condition: at T = 3, w = 5, g = 1 it gives −3 while the "
           "mask has 9 entries; for T < g + w the count is g(2T − g) + (T − g)² (numerics.approx._longformer_count, "
           "checked as the derivation's other branches).",
-))
+)

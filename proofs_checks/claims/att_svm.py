@@ -11,7 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import att_svm as ns
-from proofs_checks.registry import Check, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register, worst
+from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest
 from theory import att_svm as ta
@@ -137,14 +138,13 @@ def _sat_unit_norms(ctx) -> Counterexample:
                           justification="the bound uses |(x_1 − x_t)ᵀWz| ≤ 2‖W‖₂, true only for unit tokens and query")
 
 
-register(Claim(
+declare(
     id="svm.softmax_saturation",
     fixed_sizes="the gap argument is per pair of logits and is derived with symbolic logits at T = 3 and a symbolic ray parameter r; the index-sum version over symbolic T is not written yet (T = 5 is checked)",
     title="Softmax saturates on token t iff every gap l_t − l_τ → ∞ (‖l‖ → ∞ necessary, not sufficient)",
-    statement="",
     hypotheses=(
-        Hypothesis("finite_logits", r"l\in\mathbb R^T\ \text{(finite logits, any sequence } l^{(k)}\text{)}",
-                   necessary_note="part of the setting: S(l) is not defined for an infinite logit"),
+        setting("finite_logits", r"l\in\mathbb R^T\ \text{(finite logits, any sequence } l^{(k)}\text{)}",
+                "S(l) is not defined for an infinite logit"),
         Hypothesis("T_ge_2", r"T\ge2", "at least two tokens", counterexample=_sat_T1),
         Hypothesis("unit_norms", r"\|x_t\|\le1,\ \|z\|\le1\ \text{(for } l=XWz\text{)}",
                    "unit (or shorter) tokens and query, for the finite-norm bound", counterexample=_sat_unit_norms),
@@ -188,7 +188,7 @@ register(Claim(
     ),
     notes="Corrected (issue 33): the statement was an 'iff' with ‖l‖ → ∞ and l_t strictly largest; its '⟸' is false "
           "(l = (r, r − 0.1): S_1 = 0.525 for every r). Saturation is equivalent to every gap l_t − l_τ → ∞.",
-))
+)
 
 # --------------------------------------------------------------------------------------------
 # svm.optimal_token_selection   form: {"opt": (X,y,v) -> (n,), "inf_loss": (X,y,v) -> float}
@@ -353,11 +353,10 @@ def _ots_strict(ctx) -> Counterexample:
                           justification=f"exact: every score is positive (min {g.min():.3f}), so ℓ vanishes on every output")
 
 
-register(Claim(
+declare(
     id="svm.optimal_token_selection",
     fixed_sizes="the lower bound y·f ≤ γ_opt is derived for T = 3 symbolic tokens (T = 5 in the symbolic check); a symbolic-T index-sum version is not written yet",
     title="When the Att-SVM is feasible, the loss infimum is approached only by all attention on the top-score token, never attained",
-    statement="",
     hypotheses=(
         Hypothesis("T_ge_2", r"T\ge2", counterexample=_ots_T1),
         Hypothesis("unique_opt", r"\mathrm{opt}_i=\mathrm{argmax}_t\,\gamma_{it}\ \text{unique},\ \gamma_{it}=y_iv^\top x_{it}",
@@ -400,4 +399,4 @@ register(Claim(
     ),
     notes="Corrected (issue 33): stated without the feasibility of the Att-SVM constraints; one sequence repeated with the "
           "opposite label has L(W) ≥ log 2 for every W, below which the stated infimum falls.",
-))
+)

@@ -11,7 +11,8 @@ import torch
 
 from numerics import att_svm as ns
 from numerics.att_svm import AttSVMInstance
-from proofs_checks.registry import Check, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register, worst
+from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, relative, smallest
 from proofs_checks.claims._att_svm_common import (ANGLE_UNITS, ANGLE_WHY, ORTH_SIZE, SOURCE, _cos, _figure, _inst,
@@ -124,6 +125,16 @@ REG_GD_MUTANTS = (
            {"limit": _limit, "correlation": lambda A, B: (np.asarray(A) * np.asarray(B)).sum((-1, -2))}),
 )
 
+
+def _limit_form() -> dict:
+    """The form of the three path/GD claims: the Att-SVM limit and the correlation that measures alignment."""
+    return {"limit": _limit, "correlation": ns.correlation}
+
+
+#: their shared check of the form's correlation
+_CORR_CHECK = Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity")
+
+
 def _opposite_label_pair(scores):
     """One sequence (T = 4, d = 5, unit tokens with the given scores vᵀx, query e_5) twice, labels +1 and −1:
     the Att-SVM for (opt, opt') = (argmax, argmin) is infeasible (the two sequences' constraints cancel)."""
@@ -179,28 +190,27 @@ def _regpath_rank(ctx) -> Counterexample:
     sv = np.linalg.svd(ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc").W, compute_uv=False)
     best = float(sv[0] / np.linalg.norm(sv))
     tol = 1e-3 + 2 * KQ_STUCK_FACE_SPREAD
-    return Counterexample({"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "m": 1, "instance": f"global seed {KQ_STUCK_SEED}"},
-                          "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f} and is the only minimiser to "
-                          f"{KQ_STUCK_FACE_SPREAD:g}: every rank-1 KQᵀ has 1 − corr ≥ {1 - best:.4f} with every minimiser's "
-                          "direction, so the path cannot tend to the set", violated=1 - best > tol, error=1 - best,
-                          tolerance=tol,
-                          justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; the tolerance adds twice the "
-                          "optimal face's measured spread (KQ_STUCK_FACE_SPREAD) to 1e-3")
+    return exceeds({"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "m": 1, "instance": f"global seed {KQ_STUCK_SEED}"},
+                   "KQ_path", f"W^mm_⋆ has singular values {sv[0]:.3f}, {sv[1]:.3f} and is the only minimiser to "
+                   f"{KQ_STUCK_FACE_SPREAD:g}: every rank-1 KQᵀ has 1 − corr ≥ {1 - best:.4f} with every minimiser's "
+                   "direction, so the path cannot tend to the set", error=1 - best,
+                   tolerance=tol,
+                   justification="Eckart–Young: corr(W, M) ≤ σ₁(M)/‖M‖_F for rank-1 W; the tolerance adds twice the "
+                   "optimal face's measured spread (KQ_STUCK_FACE_SPREAD) to 1e-3")
 
 
 _FEASIBLE = Hypothesis("feasible", r"\text{Att-SVM feasible: }\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i",
                        counterexample=_regpath_infeasible)
-_LOSS = Hypothesis("logistic_loss", r"\ell(u)=\log(1+e^{-u})\ \text{(TLTO'23 Assumption A: strictly decreasing, } \ell'\text{ bounded, Lipschitz)}",
-                   necessary_note="part of the setting: the model's loss")
+_LOSS = setting("logistic_loss", r"\ell(u)=\log(1+e^{-u})\ \text{(TLTO'23 Assumption A: strictly decreasing, } \ell'\text{ bounded, Lipschitz)}",
+                "the model's loss")
 
-_FEASIBLE_GD = Hypothesis("feasible", _FEASIBLE.latex, necessary_note=(
-    "part of the setting: the limits W^mm, W^mm_sel are the Att-SVM solutions, undefined without it (nearly orthogonal "
+_FEASIBLE_GD = setting("feasible", _FEASIBLE.latex, (
+    "the limits W^mm, W^mm_sel are the Att-SVM solutions, undefined without it (nearly orthogonal "
     "tokens make it feasible, and a locally optimal set is one whose Att-SVM is feasible)"))
 
-register(Claim(
+declare(
     id="svm.reg_path",
     title="Regularisation path converges in direction to the Att-SVM (Frobenius for W, nuclear for (K,Q) with m ≥ d)",
-    statement="",
     hypotheses=(_UNIQUE, _FEASIBLE, _LOSS,
                 Hypothesis("m_ge_d", r"(K,Q):\ K,Q\in\mathbb R^{d\times m},\ m\ge d\ \text{(here }m=d)",
                            "the key/query width m is at least d (else KQᵀ has rank ≤ m)", counterexample=_regpath_rank)),
@@ -224,16 +234,16 @@ register(Claim(
     ),
     source=SOURCE + "; Thm 2",
     kind="theorem",
-    form={"limit": _limit, "correlation": ns.correlation},
+    form=_limit_form(),
     checks=(
-        Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity"),
+        _CORR_CHECK,
         Check("W_path", "trained", _regpath_W, "projected GD path over increasing R vs the Frobenius Att-SVM"),
         Check("KQ_path", "trained", _regpath_KQ, "(K,Q) path vs the nuclear Att-SVM where Frobenius differs"),
     ),
     mutants=REG_GD_MUTANTS,
     no_symbolic="an asymptotic statement about an optimisation path (a limit of argmins / GD iterates): the evidence is the "
                 "trained path against the cvxpy Att-SVM solution, no closed form to derive in SymPy",
-))
+)
 
 
 #: per-init tolerance of ngd_global on 1 − corr(W_k, W^mm): NGD grows ‖W_k‖ ≈ 0.1k, the initial component
@@ -499,11 +509,10 @@ def _gd_KQ_stuck(form, ctx):
                                                "singular_values_of_normalised_W_k": sv[:, :3].tolist()})
 
 
-register(Claim(
+declare(
     id="svm.gd_direction",
     title="GD/NGD on W diverge in norm and converge in direction to the Att-SVM (NGD and Polyak globally for equal scores "
           "and near-orthogonal tokens; GD locally from a cone of some width μ > 0, ‖W₀‖ ≥ R, small step)",
-    statement="",
     hypotheses=(_UNIQUE, _FEASIBLE_GD, _LOSS),
     clauses=(
         Clause("global", r"\text{NGD and Polyak step, if }\gamma_{it}=\gamma_{i\tau}\ (t,\tau\ne\mathrm{opt}_i)\text{, tokens nearly "
@@ -538,9 +547,9 @@ register(Claim(
     ),
     source=SOURCE + "; Vasudeva, Deora, Thrampoulidis (2024)",
     kind="theorem",
-    form={"limit": _limit, "correlation": ns.correlation},
+    form=_limit_form(),
     checks=(
-        Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity"),
+        _CORR_CHECK,
         Check("ngd_global", "trained", _gd_global, "NGD in the global regime vs the Frobenius Att-SVM, every init"),
         Check("ngd_equal_scores_not_enough", "trained", _gd_equal_scores_not_enough,
               "equal scores without near-orthogonality: NGD aligns with a locally optimal set's Att-SVM, not W^mm"),
@@ -553,15 +562,14 @@ register(Claim(
           "of 5 instances; the cited papers prove it for the regularisation path only, and one instance in 150 stays at "
           "1 − corr 0.67: it is now the evidence claim svm.gd_direction_kq. 'Global when non-optimal scores are equal' "
           "needed near-orthogonal tokens as well (VDT'24); the global check drew instances outside that regime.",
-))
+)
 
 
-register(Claim(
+declare(
     id="svm.gd_direction_kq",
     title="Normalised GD on (K,Q) aligns with the nuclear-norm Att-SVM on most instances, not all (evidence, not a theorem)",
-    statement="",
     hypotheses=(_UNIQUE,
-                Hypothesis("feasible", _FEASIBLE.latex, necessary_note="part of the setting: W^mm_⋆ is not defined otherwise"),
+                setting("feasible", _FEASIBLE.latex, "W^mm_⋆ is not defined otherwise"),
                 _LOSS,
                 Hypothesis("m_ge_d", r"K,Q\in\mathbb R^{d\times m},\ m\ge d\ \text{(here }m=d)", necessary_note=(
                     "not shown necessary for the fraction: with m < d, K_kQ_kᵀ has rank ≤ m, and on instance "
@@ -580,11 +588,11 @@ register(Claim(
     ),
     source=SOURCE + " (the (K,Q) result there is for the regularisation path, svm.reg_path)",
     kind="evidence",
-    form={"limit": _limit, "correlation": ns.correlation},
+    form=_limit_form(),
     checks=(
-        Check("correlation_vs_torch", "numeric", _corr_numeric, "form's correlation vs torch cosine_similarity"),
+        _CORR_CHECK,
         Check("ngd_KQ", "trained", _gd_KQ, "NGD on (K,Q) vs the nuclear Att-SVM: fraction of instances aligned"),
         Check("ngd_KQ_not_always", "trained", _gd_KQ_stuck, "an instance where (K,Q) NGD stays away from the nuclear Att-SVM"),
     ),
     mutants=REG_GD_MUTANTS,
-))
+)

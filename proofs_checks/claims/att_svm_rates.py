@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from numerics import att_svm as ns
-from proofs_checks.registry import Check, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register, worst
+from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._att_svm_common import (ANGLE_UNITS, ANGLE_WHY, ORTH_SIZE, ORTH_TOP, SOURCE, _cos, _figure,
                                                   _orth_inst, coherence, direction_resolution, _stuck_run, STUCK_SEED,
@@ -149,11 +150,10 @@ def _rates_stuck(ctx) -> Counterexample:
                           details={"ngd_one_minus_corr": gap, "polyak_norms": rp.norm[:, 0].tolist()})
 
 
-register(Claim(
+declare(
     id="svm.fast_rates",
     title="Under equal non-optimal scores and nearly orthogonal tokens, normalised GD and Polyak step align with W^mm far faster "
           "than GD at step size 1",
-    statement="",
     hypotheses=(
         _UNIQUE,
         Hypothesis("equal_scores", r"\gamma_{it}=\gamma_{i\tau}\ \ \forall t,\tau\ne\mathrm{opt}_i",
@@ -188,7 +188,7 @@ register(Claim(
     notes="Corrected (issue 33): stated without the source's hypotheses; off them (random tokens, equal scores kept) NGD "
           "stays in a locally optimal non-opt set (1 − corr 0.397 after 1500 steps) and Polyak's iterate overflows float64 "
           "within 10 steps.",
-))
+)
 
 # --------------------------------------------------------------------------------------------
 # svm.token_sets (conjecture)   form: (X, z, sets) -> W^dir
@@ -270,14 +270,13 @@ def _token_sets_infeasible(ctx) -> Counterexample:
                           justification="exact: (x_t − x_τ) z_iᵀ = 0", details={"form": solver[:300]})
 
 
-register(Claim(
+declare(
     id="svm.token_sets",
     title="Several selected tokens: GD ≈ W^fin + C_k W^dir with W^dir the set-constrained Att-SVM (conjecture)",
-    statement="",
     hypotheses=(
-        Hypothesis("nonlinear_head", r"f=v^\top a-\lambda\|a\|^2,\ \lambda>0,\ a=X^\top S(XWz)",
-                   necessary_note="part of the setting: with λ = 0 a single top-score token is optimal "
-                   "(svm.optimal_token_selection) and the sets are single tokens (svm.gd_direction)"),
+        setting("nonlinear_head", r"f=v^\top a-\lambda\|a\|^2,\ \lambda>0,\ a=X^\top S(XWz)",
+                "with λ = 0 a single top-score token is optimal "
+                "(svm.optimal_token_selection) and the sets are single tokens (svm.gd_direction)"),
         Hypothesis("set_feasible", r"\exists W:\ (x_{it}-x_{i\tau})^\top Wz_i=0\ (t,\tau\in\mathcal O_i),\ \ge1\ (t\in\mathcal O_i,\tau\notin\mathcal O_i)",
                    "the set-constrained Att-SVM is feasible", counterexample=_token_sets_infeasible),
     ),
@@ -298,4 +297,4 @@ register(Claim(
         Mutant("no_equality_constraints", "dropped term", "plain Att-SVM for the top selected token only (equalities dropped)",
                lambda X, z, sets: ns.solve_att_svm(X, z, np.argmax(sets, 1)).W),
     ),
-))
+)

@@ -12,7 +12,8 @@ import sympy as sp
 import torch
 
 from numerics import att_svm as ns
-from proofs_checks.registry import Check, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register, worst
+from proofs_checks.registry import Check, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, largest, smallest
 from theory import att_svm as ta
@@ -384,16 +385,15 @@ def _svm_infeasible(ctx) -> Counterexample:
                           details={"form": solver[:300]})
 
 
-register(Claim(
+declare(
     id="svm.att_svm",
     fixed_sizes="the representer form comes from the KKT conditions at K = 2 and 4 tokens, d = 2; KKT conditions with a norm's subgradient at symbolic sizes are beyond SymPy's matrix calculus",
     title="Att-SVM: when its constraints are feasible, a certified max-margin token separator (Frobenius QP and nuclear-norm SDP)",
-    statement="",
     hypotheses=(
         Hypothesis("feasible", r"\exists W:\ (x_{i,\mathrm{opt}_i}-x_{it})^\top Wz_i\ge1\ \forall i,\,t\ne\mathrm{opt}_i",
                    "the constraints are satisfiable (implies x_opt ≠ x_t and z_i ≠ 0)", counterexample=_svm_infeasible),
-        Hypothesis("indices", r"\mathrm{opt}_i\in\{1,\dots,T\}\ \text{given (any choice of token per sequence)}",
-                   necessary_note="part of the setting: the constraints are written for a chosen token per sequence"),
+        setting("indices", r"\mathrm{opt}_i\in\{1,\dots,T\}\ \text{given (any choice of token per sequence)}",
+                "the constraints are written for a chosen token per sequence"),
     ),
     clauses=(
         Clause("exists", r"W^{mm}=\mathrm{argmin}\|W\|_F\ \text{s.t. the constraints exists and is unique; a nuclear-norm minimiser }"
@@ -434,4 +434,4 @@ register(Claim(
                lambda X, z, opt, norm="fro": ns.solve_att_svm(X, z, opt, "nuc" if norm == "fro" else "fro")),
         Mutant("silent_infeasible", "wrong solver output", "an infeasible/tied instance returns W = 0 instead of raising", _silent),
     ),
-))
+)

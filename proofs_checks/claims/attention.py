@@ -11,8 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import attention as na
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -90,13 +90,12 @@ def _softmax_T1(ctx) -> Counterexample:
                           justification="S_1 = 1 is the upper end of the interval: exactly, not up to rounding")
 
 
-register(Claim(
+declare(
     id="attn.softmax_simplex",
     title="Softmax maps logits to the simplex; Jacobian diag(p) − ppᵀ",
-    statement="",
     hypotheses=(
-        Hypothesis("finite_logits", r"l \in \mathbb{R}^T \text{ (finite logits)}",
-                   necessary_note="part of the setting: S(l) is not defined for an infinite logit"),
+        setting("finite_logits", r"l \in \mathbb{R}^T \text{ (finite logits)}",
+                "S(l) is not defined for an infinite logit"),
         Hypothesis("T_ge_2", r"T \ge 2", "at least two tokens (for the open interval)", counterexample=_softmax_T1),
     ),
     clauses=(
@@ -133,7 +132,7 @@ register(Claim(
     notes="The open interval is a statement about real numbers, derived only: float64 rounds it to the closed interval "
           "[0, 1] (the logits (750, −750, …) give exact zeros, and l = (40, 0) gives S_1 = 1.0), so the numeric check "
           "tests only S_t ≥ 0 and Σ_t S_t = 1.",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,15 +224,14 @@ def _scaled_logits(Q, K):
     return Q @ _swap(K) / math.sqrt(Q.shape[-1])
 
 
-register(Claim(
+declare(
     id="attn.convex_combination",
     title="Each attention output row is a convex combination of the value rows",
-    statement="",
     hypotheses=(
-        Hypothesis("finite_inputs", r"q_t,k_s\in\mathbb R^{d_k},\ v_s\in\mathbb R^{D_v}\ \text{finite},\ T\ge1",
-                   "finite queries, keys and values, at least one key",
-                   necessary_note="part of the setting: the softmax weights are not defined for an infinite logit "
-                   "(∞/∞) or for no key at all; for every finite input the weights are positive and sum to 1"),
+        setting("finite_inputs", r"q_t,k_s\in\mathbb R^{d_k},\ v_s\in\mathbb R^{D_v}\ \text{finite},\ T\ge1",
+                "the softmax weights are not defined for an infinite logit "
+                "(∞/∞) or for no key at all; for every finite input the weights are positive and sum to 1",
+                text="finite queries, keys and values, at least one key"),
     ),
     clauses=(
         Clause("weights_simplex", r"a_{ts}=S(q_tK^\top/\sqrt{d_k})_s>0,\ \sum_s a_{ts}=1", "derived",
@@ -270,7 +268,7 @@ register(Claim(
         Mutant("hard_attention", "wrong formula", "one-hot on the largest logit: inside the hull, but not attention",
                lambda Q, K, V, **kw: np.take_along_axis(V, np.argmax(_scaled_logits(Q, K), -1)[..., None], axis=-2)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -380,11 +378,11 @@ def _causal_finite_mask(ctx) -> Counterexample:
     A = na.softmax(np.where(na.causal_mask(3), L, L - c))
     leak = float(A[np.triu_indices(3, 1)].max())
     tol = 16 * 3 * EPS
-    return Counterexample({"T": 3, "d_k": 2, "mask value for s > t": -c}, "lower_triangular",
-                          f"A_12 = {A[0, 1]:.3g}, largest weight above the diagonal {leak:.3g} > 0",
-                          violated=leak > tol, error=leak, tolerance=tol,
-                          justification="exp(l − c) > 0 for every finite mask value −c; the leak exceeds the check's rounding "
-                                        "tolerance (16·T·eps). (A mask like −10⁹ leaks e^(−10⁹) > 0 too, below float64's range)")
+    return exceeds({"T": 3, "d_k": 2, "mask value for s > t": -c}, "lower_triangular",
+                   f"A_12 = {A[0, 1]:.3g}, largest weight above the diagonal {leak:.3g} > 0",
+                   error=leak, tolerance=tol,
+                   justification="exp(l − c) > 0 for every finite mask value −c; the leak exceeds the check's rounding "
+                                 "tolerance (16·T·eps). (A mask like −10⁹ leaks e^(−10⁹) > 0 too, below float64's range)")
 
 
 def _causal_strict_mask(ctx) -> Counterexample:
@@ -411,19 +409,18 @@ def _causal_mixed_values(ctx) -> Counterexample:
     Xp[1] += 1.0
     change = float(np.abs(y(Xp)[0] - y(X)[0]).max())
     tol = 16 * 3 * EPS * largest(1.0, _maxabs(X))
-    return Counterexample({"T": 3, "d": 2, "values": "v_s = x_s + x_{s+1}", "x_2 changed by": 1.0}, "blind_to_future",
-                          f"y_1 changes by {change:.3g} when x_2 changes (y_1 = v_1 = x_1 + x_2)",
-                          violated=change > tol, error=change, tolerance=tol,
-                          justification="the check's rounding tolerance of a T-term softmax and sum (16·T·eps·max|x|)")
+    return exceeds({"T": 3, "d": 2, "values": "v_s = x_s + x_{s+1}", "x_2 changed by": 1.0}, "blind_to_future",
+                   f"y_1 changes by {change:.3g} when x_2 changes (y_1 = v_1 = x_1 + x_2)",
+                   error=change, tolerance=tol,
+                   justification="the check's rounding tolerance of a T-term softmax and sum (16·T·eps·max|x|)")
 
 
-register(Claim(
+declare(
     id="attn.causal_mask",
     title="Causal mask (−∞ above the diagonal): lower-triangular row-stochastic A; output t ignores tokens after t",
-    statement="",
     hypotheses=(
-        Hypothesis("finite_logits", r"QK^\top\in\mathbb R^{T\times T}\ \text{finite}",
-                   necessary_note="part of the setting: the softmax is not defined for an infinite logit"),
+        setting("finite_logits", r"QK^\top\in\mathbb R^{T\times T}\ \text{finite}",
+                "the softmax is not defined for an infinite logit"),
         Hypothesis("mask_minus_infinity", r"M_{ts}=-\infty\ (s>t)", "masked logits are −∞ exactly",
                    counterexample=_causal_finite_mask),
         Hypothesis("diagonal_unmasked", r"M_{ts}=0\ (s\le t)", "query t sees keys s ≤ t, itself included (row 1 has a key)",
@@ -464,4 +461,4 @@ register(Claim(
         Mutant("anti_causal", "swapped index", "upper-triangular mask (attend to the future)", _mask_mutant(lambda T: np.triu(np.ones((T, T), bool)))),
         Mutant("zero_logit_mask", "wrong constant", "masked logits set to 0 instead of −∞", _zero_logit_mask),
     ),
-))
+)

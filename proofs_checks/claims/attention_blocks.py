@@ -11,8 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import attention as na
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import confirm_resolution, largest, smallest
 from theory import attention as ta
@@ -217,10 +217,10 @@ def _perm_cx(ctx, what: str, run) -> Counterexample:
     res = _maxabs(f(X[perm]) - f(X)[perm])
     scale = largest(1.0, _maxabs(f(X)))
     thr = 1e-6 * scale
-    return Counterexample({"N": N, "D": D, "heads": M, "mlp width": F, "P": "swap tokens 1 and 2", "setting": what},
-                          "equivariant", f"max |f(PX) − P f(X)| = {res:.3g} with {what}", violated=res > thr, error=res,
-                          tolerance=thr, justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
-                          "without the setting the residual is at rounding level (≤ 64·N·D·eps·scale)")
+    return exceeds({"N": N, "D": D, "heads": M, "mlp width": F, "P": "swap tokens 1 and 2", "setting": what},
+                   "equivariant", f"max |f(PX) − P f(X)| = {res:.3g} with {what}", error=res,
+                   tolerance=thr, justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
+                   "without the setting the residual is at rounding level (≤ 64·N·D·eps·scale)")
 
 
 def _perm_cx_pe(ctx) -> Counterexample:
@@ -251,18 +251,17 @@ def _perm_cx_dropout(ctx) -> Counterexample:
             outs.append(_np(layer(Z)))
     res = _maxabs(outs[0] - outs[1][:, perm])
     thr = 1e-6 * largest(1.0, _maxabs(outs[1]))
-    return Counterexample({"layer": "TransformerEncoderLayer(4, 2, 8, dropout=0.1).train()", "N": N,
-                           "P": "(2, 1, 3): swap tokens 1 and 2", "seed": "the same before both calls"}, "equivariant",
-                          f"max |f(PX) − P f(X)| = {res:.3g}", violated=res > thr, error=res, tolerance=thr,
-                          justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
-                          "in .eval() the same layer gives a residual at rounding level")
+    return exceeds({"layer": "TransformerEncoderLayer(4, 2, 8, dropout=0.1).train()", "N": N,
+                    "P": "(2, 1, 3): swap tokens 1 and 2", "seed": "the same before both calls"}, "equivariant",
+                   f"max |f(PX) − P f(X)| = {res:.3g}", error=res, tolerance=thr,
+                   justification="the numeric check's threshold for a broken relation (1e-6·max(1, max|f(X)|)); "
+                   "in .eval() the same layer gives a residual at rounding level")
 
 
-register(Claim(
+declare(
     id="attn.permutation_equivariance",
     fixed_sizes="a permutation of a symbolic number of tokens has no SymPy form (PermutationMatrix needs a concrete permutation): derived at N = 3 (a generic 3×3 score matrix), checked at N = 6 only",
     title="A block without PE or mask, dropout off (eval mode), is permutation-equivariant (PE or a causal mask breaks it)",
-    statement="",
     hypotheses=(
         Hypothesis("no_positional_encoding", r"\text{no positional encoding added to }X",
                    counterexample=_perm_cx_pe),
@@ -299,7 +298,7 @@ register(Claim(
         Mutant("block_hidden_position", "extra term", "a block that adds a positional term internally", dict(_PERM_FORM, block=_block_with_position)),
         Mutant("block_token_mixing", "wrong axis", "a running mean over tokens instead of a token-wise map", dict(_PERM_FORM, block=_block_token_mixing)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,14 +390,13 @@ def _ln_cx_constant_eps0(ctx) -> Counterexample:
                           justification="a defined LayerNorm output has mean 0 to rounding (32·D·eps); NaN is not a number")
 
 
-register(Claim(
+declare(
     id="attn.layernorm",
     fixed_sizes="the mean and variance identities are written with explicit entries at D = 3; an index-sum version over symbolic D is not written yet (D = 12 is checked)",
     title="LayerNorm: mean 0 and variance v/(v+ε) per token (1 at ε = 0 for a non-constant token); with affine it is torch.nn.LayerNorm",
-    statement="",
     hypotheses=(
-        Hypothesis("finite_token", r"x\in\mathbb R^D\ \text{finite},\ \varepsilon\ge0",
-                   necessary_note="part of the setting: μ and v are not defined for an infinite entry"),
+        setting("finite_token", r"x\in\mathbb R^D\ \text{finite},\ \varepsilon\ge0",
+                "μ and v are not defined for an infinite entry"),
         Hypothesis("v_plus_eps_positive", r"v+\varepsilon>0\ (\varepsilon>0\text{ or }x\text{ not constant})",
                    "ε > 0, or the token is not constant", counterexample=_ln_cx_constant_eps0),
     ),
@@ -428,7 +426,7 @@ register(Claim(
         Mutant("no_centering", "dropped term", "the mean is not subtracted", _ln_mutant(center=False)),
         Mutant("affine_inside", "wrong formula", "γ(x̂ + β) instead of γx̂ + β", _ln_mutant(affine_inside=True)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,16 +524,15 @@ def _block_cx_dropout(ctx) -> Counterexample:
             ref = _np(layer(_T(X)))
     out = na.block_pre_ln(X, na.encoder_layer_to_block(layer))
     err, tol = _maxabs(out - ref), 64 * (D + F + N) * EPS * 10
-    return Counterexample({"N": N, "D": D, "heads": M, "mlp width": F, "dropout": 0.5, "mode": "train"}, "matches_torch",
-                          f"max |pre-LN recipe − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
+    return exceeds({"N": N, "D": D, "heads": M, "mlp width": F, "dropout": 0.5, "mode": "train"}, "matches_torch",
+                   f"max |pre-LN recipe − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
+                   error=err, tolerance=tol,
+                   justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
 
 
-register(Claim(
+declare(
     id="attn.block_recipe",
     title="Transformer block: pre-LN residual x' = y + MLP(LN y) (lecture notes 000 corrected) and post-LN",
-    statement="",
     hypotheses=(
         Hypothesis("dropout_off", r"\text{dropout off (p = 0 or eval mode), for the torch clause}",
                    counterexample=_block_cx_dropout),
@@ -577,4 +574,4 @@ register(Claim(
         Mutant("norms_swapped", "swapped index", "LN₁'s parameters used for LN₂ and vice versa", dict(_BLOCK_FORM, pre_ln=_swap_norms(na.block_pre_ln))),
         Mutant("post_ln_is_pre_ln", "wrong formula", "the post-LN variant computed as pre-LN", dict(_BLOCK_FORM, post_ln=na.block_pre_ln)),
     ),
-))
+)

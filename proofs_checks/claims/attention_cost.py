@@ -11,8 +11,8 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.comparisons import largest
 from theory import attention as ta
 
@@ -105,21 +105,20 @@ def _cost_cx_d_grows(ctx) -> Counterexample:
     K = 2
     shares = {N: Fraction(N * N * K, int(_COST_FORM["score_cost"](N, K, N))) for N in (10, 1000, 10**6)}
     gap = float(1 - shares[10**6])
-    return Counterexample({"K": K, "D": "D = N", "N": "10, 10³, 10⁶"}, "score_share",
-                          "N²K/C = " + ", ".join(f"{v}" for v in shares.values()) + " (exact): constant 1/2, not → 1",
-                          violated=gap > 0.1, error=gap, tolerance=0.1,
-                          justification="exact rationals; a share tending to 1 would be within 0.1 of 1 at N = 10⁶ "
-                                        "(N/(N + D) = 0.999999 for D fixed at 1)")
+    return exceeds({"K": K, "D": "D = N", "N": "10, 10³, 10⁶"}, "score_share",
+                   "N²K/C = " + ", ".join(f"{v}" for v in shares.values()) + " (exact): constant 1/2, not → 1",
+                   error=gap, tolerance=0.1,
+                   justification="exact rationals; a share tending to 1 would be within 0.1 of 1 at N = 10⁶ "
+                                 "(N/(N + D) = 0.999999 for D fixed at 1)")
 
 
-register(Claim(
+declare(
     id="attn.complexity",
     title="Cost of attention: N·K·D (projections) + N²·K (scores) multiply-adds; the N² term dominates for N ≫ D",
-    statement="",
     hypotheses=(
-        Hypothesis("mac_convention", r"\text{cost}=\text{multiply-adds of naive matrix products (softmax, biases, sums not counted)}",
-                   necessary_note="part of the setting: the counting convention defines the cost (FlopCounterMode "
-                   "counts 2 FLOPs per multiply-add of a matrix product and nothing for the softmax)"),
+        setting("mac_convention", r"\text{cost}=\text{multiply-adds of naive matrix products (softmax, biases, sums not counted)}",
+                "the counting convention defines the cost (FlopCounterMode "
+                "counts 2 FLOPs per multiply-add of a matrix product and nothing for the softmax)"),
         Hypothesis("shared_projection", r"\text{scores }\langle Ux_n,Ux_m\rangle\text{ with one }U\in\mathbb R^{K\times D}",
                    "lecture notes 000's scores with one shared projection (for C_scores)", counterexample=_cost_cx_separate),
         Hypothesis("d_fixed", r"D\ \text{fixed as }N\to\infty", "D fixed while N grows (for the limit)",
@@ -161,4 +160,4 @@ register(Claim(
         Mutant("head_without_output_projection", "dropped term", "head cost without U_p (3NKD + 2N²K)",
                dict(_COST_FORM, head_cost=lambda N, K, D: 3 * N * K * D + 2 * N * N * K)),
     ),
-))
+)

@@ -13,7 +13,8 @@ import torch
 
 from numerics import attention as na
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import attention as ta
@@ -140,11 +141,11 @@ def _independent_pair(law_q, law_k):
 def _variance_cx(instance, shows, q, k, prob, d=2) -> Counterexample:
     mean, var = na.score_moments_exact(q, k, prob)
     err = abs(var - d)
-    return Counterexample(dict(instance, d_k=d), "score_variance",
-                          f"{shows}: exactly E q·k = {mean:g}, Var(q·k) = {var:g} ≠ d_k = {d} (scaled: {var / d:g} ≠ 1)",
-                          violated=err > 1e-12, error=err, tolerance=1e-12,
-                          justification="exact enumeration of a finite law; sums of a few small integers and quarters are "
-                                        "exact in float64 (1e-12 is far above any rounding)")
+    return exceeds(dict(instance, d_k=d), "score_variance",
+                   f"{shows}: exactly E q·k = {mean:g}, Var(q·k) = {var:g} ≠ d_k = {d} (scaled: {var / d:g} ≠ 1)",
+                   error=err, tolerance=1e-12,
+                   justification="exact enumeration of a finite law; sums of a few small integers and quarters are "
+                                 "exact in float64 (1e-12 is far above any rounding)")
 
 
 def _variance_cx_dependent_qk(ctx) -> Counterexample:
@@ -170,10 +171,9 @@ def _variance_cx_unit(ctx) -> Counterexample:
     return _variance_cx({"entries": "±2 (mean 0, variance 4)"}, "variance-4 entries", q, k, p)
 
 
-register(Claim(
+declare(
     id="attn.scaling_variance",
     title="Var(q·k) = d_k for independent zero-mean unit-variance entries; scaling by 1/√d_k gives variance 1",
-    statement="",
     hypotheses=(
         Hypothesis("q_independent_of_k", r"q\perp k", "q and k independent", counterexample=_variance_cx_dependent_qk),
         Hypothesis("independent_entries", r"q_1,\dots,q_{d_k}\ \text{independent},\ k_1,\dots,k_{d_k}\ \text{independent}",
@@ -211,7 +211,7 @@ register(Claim(
           "independence, mean 0 and variance 1 (Vaswani et al.'s footnote 4 assumes no more). Only the checks use i.i.d. "
           "entries: the derivation (one moment generating function for every q_i k_i), the fourth moment behind the "
           "Monte Carlo standard error and the three sampled laws.",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,9 +330,9 @@ def _forms_cx(ctx, name, params, shows, instance) -> Counterexample:
     fn = {"seed004": na.seed004_attention, "seed000": na.seed000_attention}[name]
     out = _swap(fn(_swap(X), *params(WQ, WK, WV, d_s)))
     err, tol = _maxabs(out - ref), 256 * EPS * largest(1.0, _maxabs(ref))
-    return Counterexample(dict(instance, N=N, D=D, K=K, D_v=Dv, d_s=d_s), "forms_equal",
-                          f"{shows}: max |difference from Softmax(QKᵀ)V| = {err:.3g}", violated=err > tol, error=err,
-                          tolerance=tol, justification="the symbolic check's rounding tolerance for O(1) softmax-weighted sums (256·eps·max|y|)")
+    return exceeds(dict(instance, N=N, D=D, K=K, D_v=Dv, d_s=d_s), "forms_equal",
+                   f"{shows}: max |difference from Softmax(QKᵀ)V| = {err:.3g}", error=err,
+                   tolerance=tol, justification="the symbolic check's rounding tolerance for O(1) softmax-weighted sums (256·eps·max|y|)")
 
 
 def _forms_cx_rename_004(ctx) -> Counterexample:
@@ -345,19 +345,18 @@ def _forms_cx_rename_000(ctx) -> Counterexample:
                      "lecture notes 000 with U_q = W_Kᵀ, U_k = W_Qᵀ (query and key exchanged)", {"U_q, U_k": "W_Kᵀ, W_Qᵀ"})
 
 
-register(Claim(
+declare(
     id="attn.forms_agree",
     fixed_sizes="the three notations are compared entrywise after fixed renamings at N = 2, D = K = D_v = 2; the same identity with MatrixSymbols at symbolic sizes is not written yet (torch's sdpa checks N = 6)",
     title="The lecture notes' four attention formulas are one map under the renaming (lecture notes 000's normaliser corrected)",
-    statement="",
     hypotheses=(
         Hypothesis("rename_004", r"W_h=W_V^\top,\ W_b=W_K^\top,\ W_c=\sqrt{d_s}\,W_Q^\top,\ d_s>0",
                    "lecture notes 004's parameters renamed (the √d_s absorbed into W_c)", counterexample=_forms_cx_rename_004),
         Hypothesis("rename_000", r"U_q=W_Q^\top,\ U_k=W_K^\top,\ U_v=W_V^\top",
                    "lecture notes 000's parameters renamed (query and key in their places)", counterexample=_forms_cx_rename_000),
-        Hypothesis("rows_and_columns", r"Q=XW_Q,\ K=XW_K,\ V=XW_V,\ X_c=X^\top\in\mathbb R^{D\times N}\ \text{finite}",
-                   necessary_note="part of the setting: it says what each form's symbols are (tokens as rows in "
-                   "lecture notes 002/003, as columns in 000/004)"),
+        setting("rows_and_columns", r"Q=XW_Q,\ K=XW_K,\ V=XW_V,\ X_c=X^\top\in\mathbb R^{D\times N}\ \text{finite}",
+                "it says what each form's symbols are (tokens as rows in "
+                "lecture notes 002/003, as columns in 000/004)"),
     ),
     clauses=(
         Clause("forms_equal", r"S(XW_QW_K^\top X^\top)XW_V=\operatorname{Softmax}(QK^\top)V=\big(W_hX_c\Psi(X_c^\top W_b^\top W_cX_c/\sqrt{d_s})\big)^\top=(U_vX_cA)^\top",
@@ -391,7 +390,7 @@ register(Claim(
         Mutant("seed000_row_stochastic", "wrong axis", "lecture notes 000's A normalised over n' (rows) instead of n (columns)",
                dict(_FORMS, seed000_weights=lambda Xc, U_q, U_k: na.softmax(_swap(U_k @ Xc) @ (U_q @ Xc), axis=-1))),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -505,9 +504,9 @@ def _mhsa_cx_head_order(ctx) -> Counterexample:
     ref = na.mhsa_concat(X, Wq, Wk, Wv, Wo, scale=1.0)
     out = _swap(na.mhsa_sum_columns(_swap(X), *_concat_to_sum_reversed(Wq, Wk, Wv, Wo)))
     err, tol = _maxabs(out - ref), 256 * EPS * largest(1.0, _maxabs(ref))
-    return Counterexample({"N": N, "D": D, "D_v": K, "M": M, "U_p,h": "block M + 1 − h of W_O"}, "sum_equals_concat",
-                          f"max |sum form − Concat·W_O| = {err:.3g}", violated=err > tol, error=err, tolerance=tol,
-                          justification="the symbolic check's rounding tolerance of O(1) sums (256·eps·max|y|)")
+    return exceeds({"N": N, "D": D, "D_v": K, "M": M, "U_p,h": "block M + 1 − h of W_O"}, "sum_equals_concat",
+                   f"max |sum form − Concat·W_O| = {err:.3g}", error=err, tolerance=tol,
+                   justification="the symbolic check's rounding tolerance of O(1) sums (256·eps·max|y|)")
 
 
 def _mhsa_cx_torch_scale(ctx) -> Counterexample:
@@ -520,21 +519,20 @@ def _mhsa_cx_torch_scale(ctx) -> Counterexample:
         ref = _np(mha(_T(X), _T(X), _T(X), need_weights=False)[0])
     out = na.mhsa_concat(X, **dict(na.mha_to_concat(mha, absorb_scale=False), scale=1.0))
     err, tol = _maxabs(out - ref), 64 * (N + E) * EPS * math.sqrt(E)
-    return Counterexample({"E": E, "heads": H, "N": N, "W_q,h": "in_proj block h, no 1/√d_h"}, "torch_equality",
-                          f"max |concat form − torch MultiheadAttention| = {err:.3g}", violated=err > tol, error=err, tolerance=tol,
-                          justification="the torch check's rounding tolerance (64·(N+E)·eps·√E)")
+    return exceeds({"E": E, "heads": H, "N": N, "W_q,h": "in_proj block h, no 1/√d_h"}, "torch_equality",
+                   f"max |concat form − torch MultiheadAttention| = {err:.3g}", error=err, tolerance=tol,
+                   justification="the torch check's rounding tolerance (64·(N+E)·eps·√E)")
 
 
-register(Claim(
+declare(
     id="attn.mhsa_sum_equals_concat",
     title="Lecture notes 000's sum over heads = lecture notes 003's Concat·W_O = torch MultiheadAttention (weights mapped)",
-    statement="",
     hypotheses=(
         Hypothesis("wo_blocks_in_head_order", r"W^{(o)}=\begin{bmatrix}U_{p,1}^\top\\\vdots\\U_{p,M}^\top\end{bmatrix}",
                    "block h of W_O's rows is U_{p,h}ᵀ, in head order", counterexample=_mhsa_cx_head_order),
-        Hypothesis("heads_renamed", r"U_{q,h}=W_{Q,h}^\top,\ U_{k,h}=W_{K,h}^\top,\ U_{v,h}=W_{V,h}^\top,\ A_h\ \text{column-stochastic}",
-                   necessary_note="part of the setting: it says which head of one form is which head of the other "
-                   "(a wrong query/key renaming is the erratum attn.forms_agree refutes)"),
+        setting("heads_renamed", r"U_{q,h}=W_{Q,h}^\top,\ U_{k,h}=W_{K,h}^\top,\ U_{v,h}=W_{V,h}^\top,\ A_h\ \text{column-stochastic}",
+                "it says which head of one form is which head of the other "
+                "(a wrong query/key renaming is the erratum attn.forms_agree refutes)"),
         Hypothesis("torch_scale_absorbed", r"W_{Q,h}=W^{\text{torch}}_{Q,h}/\sqrt{d_h},\ b_{Q,h}=b^{\text{torch}}_{Q,h}/\sqrt{d_h}"
                    r"\ \text{(for the torch clause)}",
                    "torch's 1/√d_h score scale absorbed into W_Q and the query bias", counterexample=_mhsa_cx_torch_scale),
@@ -580,4 +578,4 @@ register(Claim(
                dict(_MHSA_FORM, concat_width=lambda M, Dv: Dv)),
         Mutant("sum_row_softmax", "wrong axis", "sum form with row-stochastic A_h (softmax over n')", dict(_MHSA_FORM, sum=_sum_row_softmax)),
     ),
-))
+)

@@ -9,7 +9,8 @@ import numpy as np
 import sympy as sp
 
 from numerics import attention as na
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from theory import attention as ta
@@ -102,22 +103,21 @@ def _pe_cx_odd(ctx) -> Counterexample:
     A, B = na.sinusoidal_pe_any_width(pos, D), na.sinusoidal_pe_any_width(pos + 1, D)
     M = np.linalg.lstsq(A, B, rcond=None)[0]
     err = _maxabs(A @ M - B)
-    return Counterexample({"D": D, "k": 1, "positions": "0..4095"}, "shift_rotation",
-                          f"the best linear map M (least squares) leaves max |PE(p) M − PE(p + 1)| = {err:.3g}",
-                          violated=err > 1e-9, error=err, tolerance=1e-9,
-                          justification="at even D the same fit reaches rounding level (≈ 1e-14 at D = 4 on these positions); "
-                                        "1e-9 leaves five orders of magnitude for the conditioning of the fit")
+    return exceeds({"D": D, "k": 1, "positions": "0..4095"}, "shift_rotation",
+                   f"the best linear map M (least squares) leaves max |PE(p) M − PE(p + 1)| = {err:.3g}",
+                   error=err, tolerance=1e-9,
+                   justification="at even D the same fit reaches rounding level (≈ 1e-14 at D = 4 on these positions); "
+                                 "1e-9 leaves five orders of magnitude for the conditioning of the fit")
 
 
-register(Claim(
+declare(
     id="attn.sinusoidal_pe",
     title="Sinusoidal encodings lie in [−1, 1]^D and, for even D, a shift by k is a fixed block rotation",
-    statement="",
     hypotheses=(
         Hypothesis("d_even", r"D\ \text{even}", "sin/cos pairs fill every coordinate", counterexample=_pe_cx_odd),
-        Hypothesis("setting", r"p,k\in\mathbb R,\ \omega_i=b^{-2i/D},\ b>0\ (b=10000)",
-                   necessary_note="part of the setting: it defines the encoding; the rotation holds for any real "
-                   "frequencies ω_i, the base only fixes them"),
+        setting("setting", r"p,k\in\mathbb R,\ \omega_i=b^{-2i/D},\ b>0\ (b=10000)",
+                "it defines the encoding; the rotation holds for any real "
+                "frequencies ω_i, the base only fixes them"),
     ),
     clauses=(
         Clause("in_closed_cube", r"PE(p)_{2i}=\sin p\omega_i,\ PE(p)_{2i+1}=\cos p\omega_i:\ PE(p)\in[-1,1]^D\ \text{(closed: }PE(0)\text{ has entries 0 and 1)}",
@@ -146,4 +146,4 @@ register(Claim(
                dict(_PE_FORM, pe=_pe_sin_cos_swapped)),
         Mutant("pe_amplitude", "extra term", "sin + cos in the even slots (leaves [−1, 1])", dict(_PE_FORM, pe=_pe_sum_amplitude)),
     ),
-))
+)

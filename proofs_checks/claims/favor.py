@@ -13,8 +13,8 @@ import torch
 from numerics import favor as nf
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks import comparisons as cmp
 from proofs_checks.comparisons import largest, smallest, z_test
@@ -306,11 +306,11 @@ def _cx_iid(ctx) -> Counterexample:
     """Without i.i.d. frequencies: with one block of d = m = 4 orthogonal rows the MSE is not the
     formula's (the rows' terms are negatively correlated)."""
     orf, iid = float(nf.orf_mse(_CX_X, _CX_Y, 4)), float(nf.mse_positive(_CX_X, _CX_Y, 4))
-    return Counterexample({"d": 4, "m": 4, "frequencies": "one orthogonal block", "x": str(_CX_X.tolist()),
-                           "y": str(_CX_Y.tolist())}, "mse_positive",
-                          f"exact MSE {orf:.6g} vs the formula {iid:.6g} (ratio {orf / iid:.4f})",
-                          violated=abs(orf / iid - 1) > 1e-9, error=abs(orf / iid - 1), tolerance=1e-9,
-                          justification="exact MSEs (series / closed form); relative rounding ≤ 1e-10")
+    return exceeds({"d": 4, "m": 4, "frequencies": "one orthogonal block", "x": str(_CX_X.tolist()),
+                    "y": str(_CX_Y.tolist())}, "mse_positive",
+                   f"exact MSE {orf:.6g} vs the formula {iid:.6g} (ratio {orf / iid:.4f})",
+                   error=abs(orf / iid - 1), tolerance=1e-9,
+                   justification="exact MSEs (series / closed form); relative rounding ≤ 1e-10")
 
 
 def _cx_m1(ctx) -> Counterexample:
@@ -497,18 +497,17 @@ def _with(**kw):
 _DER_SCOPE = ("symbolic ‖x‖², ‖y‖², xᵀy and m (Gaussian integrals in SymPy; the reduction of E f(ωᵀz) to a 1-D "
               "integral by rotation invariance is an assumed step, checked in d = 2)")
 
-register(Claim(
+declare(
     id="perf.favor_unbiased",
     title="FAVOR+: positive random features are unbiased for e^{xᵀy}; MSE of positive/trig features; orthogonal "
           "features lower the positive-feature MSE (d ≥ 2, m ≥ 2, x + y ≠ 0)",
-    statement="",
     hypotheses=(
-        Hypothesis("gaussian_frequencies", r"x,y\in\mathbb R^d,\ \omega_i\sim N(0,I_d)\ (\text{marginally})",
-                   necessary_note="part of the setting: the estimators are defined by these frequencies"),
+        setting("gaussian_frequencies", r"x,y\in\mathbb R^d,\ \omega_i\sim N(0,I_d)\ (\text{marginally})",
+                "the estimators are defined by these frequencies"),
         Hypothesis("iid_frequencies", r"\text{MSE formulas: } \omega_1,\dots,\omega_m \text{ i.i.d.}",
                    "i.i.d. frequencies (for the MSE formulas)", counterexample=_cx_iid),
-        Hypothesis("orthogonal_blocks", r"\text{ORF: rows orthogonal within blocks of } d,\ \chi_d \text{ lengths}",
-                   necessary_note="part of the setting: the definition of the orthogonal estimator"),
+        setting("orthogonal_blocks", r"\text{ORF: rows orthogonal within blocks of } d,\ \chi_d \text{ lengths}",
+                "the definition of the orthogonal estimator"),
         Hypothesis("d_ge_2", r"\text{ORF: } d\ge2", "at least two dimensions (a block of more than one row)",
                    counterexample=_cx_d1),
         Hypothesis("m_ge_2", r"\text{ORF: } m\ge2", "at least two frequencies", counterexample=_cx_m1),
@@ -577,4 +576,4 @@ register(Claim(
           "row: ORF = i.i.d.), at d = 1 (one row per block, P = 0: at x = 0.3, y = 0.5, m = 2, 3 the MSEs agree to rounding), at x = −y (both MSEs 0), and for trigonometric features at ‖x − y‖ ≳ 3 (d = m = 4, "
           "‖x − y‖ = 3.3: ratio 1.0127); Thm 2 is for positive features. It is now checked per instance with the exact "
           "ORF MSE (numerics.favor.orf_mse), which the Monte Carlo check ties to the form's sampler.",
-))
+)

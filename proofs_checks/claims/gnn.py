@@ -12,7 +12,8 @@ from scipy.sparse.csgraph import NegativeCycleError, shortest_path
 
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -194,26 +195,25 @@ def _cx_initialisation(ctx) -> Counterexample:
     D = ng.min_aggregation_gnn(1, n, z, s, t, w, ng.bellman_ford_rounds(n), D0=np.zeros((1, n, n)))[0]
     R = shortest_path(sps.csr_matrix((w, (s, t)), shape=(n, n)), method="BF", directed=True)
     err = float(np.max(np.abs(D[0] - R[0])))  # source 0 reaches every node of the chain
-    return Counterexample({"n": n, "graph": "chain_with_shortcuts(4)", "source": 0, "d0": "0 at every node"}, "bellman_ford",
-                          f"d⁽³⁾(0 → 3) = {D[0, n - 1]:g} but dist(0, 3) = {R[0, n - 1]:g}", violated=err > 0,
-                          error=err, tolerance=0.0, justification="exact: sums of small integers and halves")
+    return exceeds({"n": n, "graph": "chain_with_shortcuts(4)", "source": 0, "d0": "0 at every node"}, "bellman_ford",
+                   f"d⁽³⁾(0 → 3) = {D[0, n - 1]:g} but dist(0, 3) = {R[0, n - 1]:g}",
+                   error=err, tolerance=0.0, justification="exact: sums of small integers and halves")
 
 
 _FORM = {"message_passing": ng.attention_message_passing, "mask": ng.adjacency_mask,
          "min_plus": ng.min_aggregation_gnn, "rounds": ng.bellman_ford_rounds}
 
-register(Claim(
+declare(
     id="gnn.attention_is_gnn",
     fixed_sizes="the masked-softmax identity is derived on a 3-node graph; a graph of symbolic size needs an adjacency relation over symbolic indices, not written yet (n = 7 is checked)",
     title="Graph-masked attention is GAT-style message passing; min-aggregation GNN from Bellman–Ford's initialisation "
           "= shortest paths (no negative cycle)",
-    statement="",
     hypotheses=(
-        Hypothesis("finite_features", r"X\in\mathbb R^{n\times d},\ W_Q,W_K,W_V \text{ finite},\ d_k\ge1",
-                   necessary_note="part of the setting: the scores are not defined otherwise"),
-        Hypothesis("graph", r"A\in\{0,1\}^{n\times n},\ A_{ij}=1\iff j\in N(i)\ (\text{edge }j\to i)",
-                   "the mask is the adjacency: node i attends exactly to its in-neighbours",
-                   necessary_note="part of the setting: it defines which scores the mask keeps"),
+        setting("finite_features", r"X\in\mathbb R^{n\times d},\ W_Q,W_K,W_V \text{ finite},\ d_k\ge1",
+                "the scores are not defined otherwise"),
+        setting("graph", r"A\in\{0,1\}^{n\times n},\ A_{ij}=1\iff j\in N(i)\ (\text{edge }j\to i)",
+                "it defines which scores the mask keeps",
+                text="the mask is the adjacency: node i attends exactly to its in-neighbours"),
         Hypothesis("nonempty_neighbourhoods", r"N(i)\neq\emptyset\ \forall i\ (\text{e.g. self-loops})",
                    "every node has an in-neighbour",
                    necessary_note="the clause is undefined without it, not false: at a node with no in-neighbour the "
@@ -271,4 +271,4 @@ register(Claim(
           "the initialisation and the no-negative-cycle condition: with edges 0→1 (1), 1→2 (−3), 2→1 (1) two rounds give "
           "(0, 1, −2) while the distances are −∞ (counterexample no_negative_cycle). Zero-weight edges are avoided "
           "because SciPy reads explicit zeros in dense input as missing edges; unreachable pairs are inf in both.",
-))
+)

@@ -18,8 +18,8 @@ import torch
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest, REL_UNITS
 from theory import hopfield as th
@@ -270,14 +270,13 @@ def _cx_unfair(ctx) -> Counterexample:
                           justification="exact ±1 arithmetic: ξ ≠ sgn(Wξ − b) while no update changes ξ")
 
 
-register(Claim(
+declare(
     id="hop.classical_energy",
     title="Classical Hopfield (W = Wᵀ, w_ii ≥ 0): asynchronous updates never increase the energy; synchronous ones can cycle",
-    statement="",
     hypotheses=(
-        Hypothesis("states", r"\xi\in\{-1,1\}^d,\ W\in\mathbb R^{d\times d},\ b\in\mathbb R^d,\ E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ \operatorname{sgn}(0)=+1",
-                   "±1 states, any real W and b (the lecture notes' Hebbian W = Σ x_μ x_μᵀ is one case: symmetric, w_ii = N)",
-                   necessary_note="part of the setting: the update writes ±1 values, and ΔE uses ξ_i² = 1"),
+        setting("states", r"\xi\in\{-1,1\}^d,\ W\in\mathbb R^{d\times d},\ b\in\mathbb R^d,\ E(\xi)=-\tfrac12\xi^\top W\xi+\xi^\top b,\ \operatorname{sgn}(0)=+1",
+                "the update writes ±1 values, and ΔE uses ξ_i² = 1",
+                text="±1 states, any real W and b (the lecture notes' Hebbian W = Σ x_μ x_μᵀ is one case: symmetric, w_ii = N)"),
         Hypothesis("symmetric", r"W=W^\top", "symmetric weights", counterexample=_cx_nonsymmetric),
         Hypothesis("nonneg_diagonal", r"w_{ii}\ge0", "non-negative self-couplings (zero diagonal included)",
                    counterexample=_cx_negative_diagonal),
@@ -330,7 +329,7 @@ register(Claim(
         Mutant("update_ignores_bias", "dropped term", "ξ_i ← sgn((Wξ)_i) with the bias dropped",
                {**_CLASSICAL, "async_update": _async_no_bias}),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -517,19 +516,18 @@ def _cx_diagonal_kept(ctx) -> Counterexample:
                           "0.25 is the checks' threshold above C", details={"diag_kept": kept, "zero_diag": zero})
 
 
-register(Claim(
+declare(
     id="hop.classical_capacity",
     title="Classical Hopfield capacity (random ±1 patterns, d → ∞): exact recall d/(2 ln d) (all: d/(4 ln d)) versus ≈1.5 % wrong bits at 0.138 d",
-    statement="",
     stated_statement=r"C\approx\frac{d}{2\log(d)}\approx0.14\,d",
     hypotheses=(
         Hypothesis("iid_patterns", r"x_1,\dots,x_N\ \text{i.i.d. uniform on }\{-1,1\}^d",
                    "random patterns (the capacities are statements about this distribution)", counterexample=_cx_correlated),
         Hypothesis("hebbian_zero_diagonal", r"W=\textstyle\sum_\mu x_\mu x_\mu^\top-NI\ (w_{ii}=0),\ b=0",
                    "Hebbian weights with zero diagonal, no bias", counterexample=_cx_diagonal_kept),
-        Hypothesis("asymptotic", r"d\to\infty\ (\text{leading order; a fixed point: }\operatorname{sgn}(Wx_\nu)=x_\nu)",
-                   necessary_note="part of the setting: the capacities are leading-order statements as d → ∞ "
-                   "(at finite d the fraction at C_most is only ≈ exp(−1/√(4π ln d)), ≈ 0.9 at these d)"),
+        setting("asymptotic", r"d\to\infty\ (\text{leading order; a fixed point: }\operatorname{sgn}(Wx_\nu)=x_\nu)",
+                "the capacities are leading-order statements as d → ∞ "
+                "(at finite d the fraction at C_most is only ≈ exp(−1/√(4π ln d)), ≈ 0.9 at these d)"),
     ),
     clauses=(
         Clause("exact_most", r"C_{\text{exact, most}}\sim\frac{d}{2\ln d}:\ P(x_\nu\text{ fixed})\to1\text{ for }N\le(1-\epsilon)\tfrac{d}{2\ln d},\ \to0\text{ for }N\ge(1+\epsilon)\tfrac{d}{2\ln d}",
@@ -581,4 +579,4 @@ register(Claim(
         Mutant("bit_error_0.3d", "wrong constant", "bit-error capacity 0.3 d",
                {**_CAP, "bit_error": sp.Rational(3, 10) * _d}),
     ),
-))
+)

@@ -11,8 +11,8 @@ import torch
 
 from numerics import attention as na, hopfield as nh
 from numerics.torch_utils import resolve_device
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, REL_UNITS
 from theory import hopfield as th
@@ -89,8 +89,8 @@ def _att_inputs(ctx, S=5, T=5, dm=6, dk=4, dv=3):
 def _att_gap(got, ref, what, clause, instance, justification) -> Counterexample:
     gap = float(np.max(np.abs(got - ref)))
     tol = 1e3 * EPS * (1 + float(np.max(np.abs(ref))))
-    return Counterexample(instance, clause, f"{what}: max |difference| = {gap:.3g} (float64 rounding ≈ {tol:.1g})",
-                          violated=gap > tol, error=gap, tolerance=tol, justification=justification)
+    return exceeds(instance, clause, f"{what}: max |difference| = {gap:.3g} (float64 rounding ≈ {tol:.1g})",
+                   error=gap, tolerance=tol, justification=justification)
 
 
 def _cx_att_beta(ctx) -> Counterexample:
@@ -129,14 +129,13 @@ def _cx_att_roles(ctx) -> Counterexample:
                     "the identity is exact, so any difference beyond float64 rounding refutes it")
 
 
-register(Claim(
+declare(
     id="hop.attention_identity",
     title="Attention S(QKᵀ/√d_k)V is one Hopfield update of Ξ = Qᵀ over X = Kᵀ at β = 1/√d_k, then W_V (V = YW_KW_V)",
-    statement="",
     hypotheses=(
-        Hypothesis("layout", r"R\in\mathbb R^{S\times d_m},\ Y\in\mathbb R^{T\times d_m}\ (\text{tokens as rows}),\ W_Q,W_K\in\mathbb R^{d_m\times d_k},\ W_V\in\mathbb R^{d_k\times d_v};\ S(QK^\top)\text{ row-wise},\ S(\beta X^\top\Xi)\text{ column-wise}",
-                   necessary_note="part of the setting: which index each softmax normalises (keys = stored patterns); "
-                   "over the other index the two sides differ (the planted mutant softmax_over_states)"),
+        setting("layout", r"R\in\mathbb R^{S\times d_m},\ Y\in\mathbb R^{T\times d_m}\ (\text{tokens as rows}),\ W_Q,W_K\in\mathbb R^{d_m\times d_k},\ W_V\in\mathbb R^{d_k\times d_v};\ S(QK^\top)\text{ row-wise},\ S(\beta X^\top\Xi)\text{ column-wise}",
+                "which index each softmax normalises (keys = stored patterns); "
+                "over the other index the two sides differ (the planted mutant softmax_over_states)"),
         Hypothesis("roles", r"K=YW_K,\ X=K^\top\ (\text{stored from }Y);\ Q=RW_Q,\ \Xi=Q^\top\ (\text{states from }R)",
                    "Y supplies the stored (key) patterns, R the state (query) patterns", counterexample=_cx_att_roles),
         Hypothesis("values_through_keys", r"V=YW_KW_V", "the values are the keys times W_V", counterexample=_cx_att_values),
@@ -165,4 +164,4 @@ register(Claim(
         Mutant("beta_one_over_dk", "wrong constant", "β = 1/d_k instead of 1/√d_k", _att_variant(beta_pow=1.0)),
         Mutant("logit_sign_flipped", "sign flip", "S(−βXᵀΞ)", _att_variant(sign=-1.0)),
     ),
-))
+)

@@ -12,8 +12,8 @@ import sympy as sp
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.comparisons import largest, smallest
 from theory import hopfield as th
 
@@ -268,18 +268,17 @@ def _cx_dense_near_duplicates(ctx) -> Counterexample:
 
 _DENSE = {"poly": _dense_poly_capacity, "exp": lambda d: 2 ** (d / 2)}
 
-register(Claim(
+declare(
     id="hop.dense_capacity",
     fixed_sizes="capacity is an asymptotic rate in d; the SNR step is written at fixed a and the large-d limit is cited (Krotov–Hopfield, Demircigil et al.), the exponent checked by simulation",
     title="Dense associative memory (random ±1 patterns): capacity d^{a−1}/(2(2a−3)!! ln d) for F(z)=z^a, ≈2^{d/2} for F=exp (measured at small d)",
-    statement="",
     hypotheses=(
         Hypothesis("iid_patterns", r"x_1,\dots,x_N\ \text{i.i.d. uniform on }\{-1,1\}^d",
                    "random patterns", counterexample=_cx_dense_near_duplicates),
-        Hypothesis("update", r"E=-\textstyle\sum_\mu F(x_\mu^\top\xi),\ \xi_l\leftarrow\operatorname{sgn}[-E(\xi^{(l+)})+E(\xi^{(l-)})],\ F(z)=z^a\ (a\ge2)\text{ or }F=\exp",
-                   necessary_note="part of the setting: (2a − 3)!! needs a ≥ 2; a = 2 is the classical Hebbian rule"),
-        Hypothesis("asymptotic", r"d\to\infty\ (\text{leading order; capacity: stored patterns are fixed points})",
-                   necessary_note="part of the setting: leading-order statements as d → ∞; measured here only at small d"),
+        setting("update", r"E=-\textstyle\sum_\mu F(x_\mu^\top\xi),\ \xi_l\leftarrow\operatorname{sgn}[-E(\xi^{(l+)})+E(\xi^{(l-)})],\ F(z)=z^a\ (a\ge2)\text{ or }F=\exp",
+                "(2a − 3)!! needs a ≥ 2; a = 2 is the classical Hebbian rule"),
+        setting("asymptotic", r"d\to\infty\ (\text{leading order; capacity: stored patterns are fixed points})",
+                "leading-order statements as d → ∞; measured here only at small d"),
     ),
     clauses=(
         Clause("poly_capacity", r"F(z)=z^a:\ C\approx\frac{d^{a-1}}{2(2a-3)!!\ln d}",
@@ -321,4 +320,4 @@ register(Claim(
         Mutant("exp_2_to_d_over_4", "wrong constant", "F=exp capacity 2^{d/4}: too small, accepted by a one-sided test",
                {**_DENSE, "exp": lambda d: 2 ** (d / 4)}),
     ),
-))
+)

@@ -11,8 +11,8 @@ import torch
 
 from numerics import hopfield as nh
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, REL_UNITS
 from theory import hopfield as th
@@ -147,19 +147,18 @@ def _cx_negative_beta(ctx) -> Counterexample:
     beta = -2.0
     new = nh.modern_update(xi, P, beta)
     E0, E1 = float(nh.modern_energy(xi, P, beta)), float(nh.modern_energy(new, P, beta))
-    return Counterexample({"d": 1, "X": "(1, -1)", "xi": 0.5, "beta": beta}, "descent",
-                          f"ξ 0.5 → {float(new):.4f}: E {E0:.4f} → {E1:.4f} (rise {E1 - E0:.3g})",
-                          violated=E1 - E0 > 1e-12, error=E1 - E0, tolerance=1e-12,
-                          justification="float64 rounding of a two-term log-sum-exp (≈ 1e-16) is far below the rise")
+    return exceeds({"d": 1, "X": "(1, -1)", "xi": 0.5, "beta": beta}, "descent",
+                   f"ξ 0.5 → {float(new):.4f}: E {E0:.4f} → {E1:.4f} (rise {E1 - E0:.3g})",
+                   error=E1 - E0, tolerance=1e-12,
+                   justification="float64 rounding of a two-term log-sum-exp (≈ 1e-16) is far below the rise")
 
 
-register(Claim(
+declare(
     id="hop.modern_energy",
     title="Modern Hopfield energy (β > 0): CCCP step ξ ← X S(βXᵀξ) lowers E by ½‖Δξ‖² + β⁻¹KL; 0 ≤ E ≤ 2M² on the hull",
-    statement="",
     hypotheses=(
-        Hypothesis("setting", r"X=[x_1,\dots,x_N]\in\mathbb R^{d\times N},\ M=\max_i\|x_i\|,\ \xi\in\mathbb R^d,\ E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2",
-                   "any N ≥ 1 patterns and any state", necessary_note="part of the setting: the definitions of E and M"),
+        setting("setting", r"X=[x_1,\dots,x_N]\in\mathbb R^{d\times N},\ M=\max_i\|x_i\|,\ \xi\in\mathbb R^d,\ E(\xi)=-\operatorname{lse}(\beta,X^\top\xi)+\tfrac12\xi^\top\xi+\beta^{-1}\ln N+\tfrac12M^2",
+                "the definitions of E and M", text="any N ≥ 1 patterns and any state"),
         Hypothesis("beta_positive", r"\beta>0", "positive inverse temperature", counterexample=_cx_negative_beta),
     ),
     clauses=(
@@ -204,4 +203,4 @@ register(Claim(
         Mutant("energy_without_half_M2", "dropped term", "E without the ½M² constant",
                {**_MODERN, "energy": lambda xi, P, b: nh.modern_energy(xi, P, b) - 0.5 * P.norm(dim=-1).amax(-1)[..., None] ** 2}),
     ),
-))
+)

@@ -14,8 +14,8 @@ import torch
 from numerics import hopfield as nh
 from numerics.torch_utils import resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest, REL_UNITS, confirm_resolution
 from theory import hopfield as th
@@ -393,13 +393,12 @@ def _cx_query_far(ctx) -> Counterexample:
                           justification="one-sided; the margin is a factor ≈ 20")
 
 
-register(Claim(
+declare(
     id="hop.one_step_retrieval",
     title="Theorem 5 (Ramsauer et al.): ‖f(ξ) − x_i‖ ≤ 2(N−1)M e^{−β(Δ_i−2εM)} for every query; one-step retrieval when x_i is well separated",
-    statement="",
     hypotheses=(
-        Hypothesis("setting", r"N\ge2,\ x_1,\dots,x_N\in\mathbb R^d,\ M=\max_j\|x_j\|,\ f(\xi)=X\,S(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\neq i}x_i^\top x_j",
-                   necessary_note="part of the setting: Δ_i is a maximum over the other patterns (none when N = 1)"),
+        setting("setting", r"N\ge2,\ x_1,\dots,x_N\in\mathbb R^d,\ M=\max_j\|x_j\|,\ f(\xi)=X\,S(\beta X^\top\xi),\ \Delta_i=x_i^\top x_i-\max_{j\neq i}x_i^\top x_j",
+                "Δ_i is a maximum over the other patterns (none when N = 1)"),
         Hypothesis("beta_positive", r"\beta>0", counterexample=_cx_retrieval_negative_beta),
         Hypothesis("separated", r"\text{for (ii): }\Delta_i\ge\frac{2}{\beta N}+\frac1\beta\ln\!\big(2(N-1)N\beta M^2\big)",
                    "x_i well separated (Ramsauer et al., App. A Lemmas A5–A7); needed for the retrieval clause only", counterexample=_cx_not_separated),
@@ -452,7 +451,7 @@ register(Claim(
         Mutant("beta_squared", "wrong formula", "exp(−β²(Δ − 2εM)) (β misplaced)",
                _bound_variant(lambda b, P, xi, i, beta: b ** (beta) * (2 * (P.shape[-2] - 1) * P.norm(dim=-1).amax(-1)) ** (1 - beta))),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -537,18 +536,17 @@ def _cx_unit_radius(ctx) -> Counterexample:
                           details={"fractions": fr, "smallest_distance_over_sqrt_d": dist})
 
 
-register(Claim(
+declare(
     id="hop.modern_capacity",
     title="Modern Hopfield capacity grows exponentially in d (measured at d ≤ 12–16, β = 1, radius √d; Ramsauer et al. Thm 3)",
-    statement="",
     hypotheses=(
-        Hypothesis("random_sphere", r"x_1,\dots,x_N\ \text{i.i.d. uniform on the sphere }\|x\|=\sqrt d",
-                   necessary_note="part of the setting: N_retrievable(d) is a statement about this distribution (Ramsauer "
-                   "et al. Thm 3 takes patterns at random on the sphere of radius K√(d−1))"),
+        setting("random_sphere", r"x_1,\dots,x_N\ \text{i.i.d. uniform on the sphere }\|x\|=\sqrt d",
+                "N_retrievable(d) is a statement about this distribution (Ramsauer "
+                "et al. Thm 3 takes patterns at random on the sphere of radius K√(d−1))"),
         Hypothesis("beta_radius", r"\beta=1,\ \beta M^2=d\ (\text{the radius grows like }\sqrt d)",
                    "inverse temperature times squared radius grows with d", counterexample=_cx_unit_radius),
-        Hypothesis("criterion", r"x_i\text{ retrieved}:\ \|X S(\beta X^\top x_i)-x_i\|\le0.1\sqrt d;\ N_{1/2}(d):\text{ half retrieved}",
-                   necessary_note="part of the setting: the measured quantity (one update from the stored pattern itself)"),
+        setting("criterion", r"x_i\text{ retrieved}:\ \|X S(\beta X^\top x_i)-x_i\|\le0.1\sqrt d;\ N_{1/2}(d):\text{ half retrieved}",
+                "the measured quantity (one update from the stored pattern itself)"),
     ),
     clauses=(
         Clause("exponential_growth", r"N_{1/2}(d)=e^{\Theta(d)}:\ \log N_{1/2}\text{ is fitted better by a line in }d\text{ than in }\log d,\text{ with a positive rate}",
@@ -566,4 +564,4 @@ register(Claim(
           "small d, not a proof of e^{Θ(d)}.",
     checks=(Check("exponential_growth_fit", "numeric", _modern_capacity_check, "log N½ vs d and vs log d", uses_device=True),),
     mutants=(Mutant("polynomial_growth", "wrong formula", "capacity polynomial in d", {"growth": "polynomial"}),),
-))
+)

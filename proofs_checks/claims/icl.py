@@ -13,14 +13,15 @@ import sympy as sp
 import torch
 
 from numerics import icl as ni
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
 from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _eval_general, _lam_subs,
-                                              _numeric_gamma_inv, _rounding_pairs, _b_weights, _EXACT, _formula_changes,
-                                              _GENERAL_DN, _H_GAUSS, _H_LAMBDA, _H_N, _H_NOISE, _H_RHO_N, _H_TASK,
-                                              _note_lambda, _NOTE_N)
+                                              _planted_gamma, _numeric_gamma_inv, _rounding_pairs, _b_weights, _EXACT,
+                                              _formula_changes, _GENERAL_DN, _H_GAUSS, _H_LAMBDA, _H_N, _H_NOISE,
+                                              _H_RHO_N, _H_TASK, _note_lambda, _NOTE_N)
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,21 +92,20 @@ def _query_label_nonzero(ctx) -> Counterexample:
     blk = float(block_prediction(PV, KQ, E, float(N)))
     err = abs(float(full) - blk)
     tol = 1e3 * EPS * (1 + abs(blk))
-    return Counterexample({"d": d, "N": N, "E_{d+1,N+1}": 1.0, "weights": "N(0,1) entries, seed 20240"}, "block_form",
-                          f"ŷ = {float(full):.6g} from the whole product, {blk:.6g} from the block form",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of the two products (1e3 ulp relative to 1 + |ŷ|); the "
-                          "difference is the query label itself plus the W^KQ last-column terms it multiplies")
+    return exceeds({"d": d, "N": N, "E_{d+1,N+1}": 1.0, "weights": "N(0,1) entries, seed 20240"}, "block_form",
+                   f"ŷ = {float(full):.6g} from the whole product, {blk:.6g} from the block form",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of the two products (1e3 ulp relative to 1 + |ŷ|); the "
+                   "difference is the query label itself plus the W^KQ last-column terms it multiplies")
 
 
-register(Claim(
+declare(
     id="icl.lsa_prediction_form",
     title="Only the last row of W^PV and the first d columns of W^KQ affect the LSA prediction",
-    statement="",
     hypotheses=(
         Hypothesis("query_label_zero", r"E_{d+1,N+1}=0\ \text{(the query's label entry)}",
                    "the query token carries label 0", counterexample=_query_label_nonzero),
-        Hypothesis("rho_nonzero", r"\rho\ne0", necessary_note="part of the setting: f_LSA divides by ρ"),
+        setting("rho_nonzero", r"\rho\ne0", "f_LSA divides by ρ"),
     ),
     clauses=(
         Clause("block_form", r"\hat y=[f_{LSA}(E)]_{d+1,N+1}=[w_{21}^\top,\ w_{22}]\,\frac{EE^\top}{\rho}"
@@ -138,7 +138,7 @@ register(Claim(
         Mutant("rho_plus_one", "wrong constant", "normalised by ρ + 1",
                lambda PV, KQ, E, r: block_prediction(PV, KQ, E, r + 1)),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,13 +266,7 @@ def _loss_mc(form, ctx) -> CheckResult:
 def _pl_mut(kind):
     def f(Lambda, N, B):
         L = np.asarray(Lambda, dtype=float)
-        d = L.shape[0]
-        if kind == "n_plus_1":
-            G = (1 + 1 / (N + 1)) * L + np.trace(L) / (N + 1) * np.eye(d)
-        elif kind == "gamma_is_lambda":
-            G = L
-        else:
-            G = (1 + 1 / N) * L + np.trace(L) / N * np.eye(d)
+        G = _planted_gamma(L, N, kind)
         if kind == "transpose":
             B = B.T
         const = 0.0 if kind == "no_trace" else np.trace(L)
@@ -299,18 +293,17 @@ def _pl_other_blocks(ctx) -> Counterexample:
     KQ[1, 0] = 1
     ex, fo = ti.exact_lsa_loss(PV, KQ, _PL_N, [1]), _pl_form_value()
     err = abs(float(ex - fo))
-    return Counterexample({"d": 1, "N": _PL_N, "Lambda": 1, "w22": 1, "W11": "1/2", "w21'": 1}, "loss_formula",
-                          f"exact ½E(ŷ − y_q)² = {ex}; L(w22·W11) = {fo} (ŷ gains w22·(Σy_i²/N)·w21'·x_q)",
-                          violated=err > 0, error=err, tolerance=0.0, justification=_EXACT)
+    return exceeds({"d": 1, "N": _PL_N, "Lambda": 1, "w22": 1, "W11": "1/2", "w21'": 1}, "loss_formula",
+                   f"exact ½E(ŷ − y_q)² = {ex}; L(w22·W11) = {fo} (ŷ gains w22·(Σy_i²/N)·w21'·x_q)",
+                   error=err, tolerance=0.0, justification=_EXACT)
 
 
 _H_BLOCKS = r"w_{21}=0,\ w_{21}'=0\ \ (B=w_{22}W_{11})"
 
 
-register(Claim(
+declare(
     id="icl.population_loss",
     title="Population loss of the LSA in B = w22·W11 (other blocks 0) via E[hhᵀ] = ΛΓ_N, E[hwᵀ] = Λ",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_pl_cx("gaussian_x"),
                    layer="symbolic"),
@@ -359,4 +352,4 @@ register(Claim(
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ (E[hhᵀ] = Λ²)", _pl_mut("gamma_is_lambda")),
         Mutant("B_transposed", "swapped index", "B and Bᵀ swapped in the quadratic term", _pl_mut("transpose")),
     ),
-))
+)

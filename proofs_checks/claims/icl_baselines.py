@@ -9,7 +9,8 @@ import numpy as np
 
 from numerics import icl as ni
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._icl_common import _criteria_margin
 
@@ -108,13 +109,12 @@ def _tvb_k0(ctx) -> Counterexample:
                           justification="the Bayes risk over the better baseline's error, against the criterion's ½")
 
 
-register(Claim(
+declare(
     id="icl.transformer_vs_baselines",
     title="A small softmax transformer learns linear functions in context: far below averaging and 3-NN at d = 2 (evidence)",
-    statement="",
     hypotheses=(
-        Hypothesis("data_model", r"x_i,x_q\sim\mathcal N(0,I_d),\ w\sim\mathcal N(0,I_d),\ y=\langle w,x\rangle\ \text{(no noise)},\ d=2",
-                   necessary_note="part of the setting: the training and test prompts"),
+        setting("data_model", r"x_i,x_q\sim\mathcal N(0,I_d),\ w\sim\mathcal N(0,I_d),\ y=\langle w,x\rangle\ \text{(no noise)},\ d=2",
+                "the training and test prompts"),
         Hypothesis("trained", r"\text{a 2-layer, width-32, 4-head softmax transformer trained by Adam (batch 64) for 600 (quick), "
                    r"2000 (default), 4000 (full) steps}",
                    necessary_note="part of the setting (the untrained network is a planted mutant the check rejects)"),
@@ -141,4 +141,4 @@ register(Claim(
           "with k, but does not reach least squares (exact, 0, for k ≥ d without noise) at these budgets: 'close to least "
           "squares' (the lecture notes' and Garg et al.'s wording) is reported per k (gap), not claimed. Earlier settings "
           "(2 heads, lr 3e-3, 300 steps) left some seeds on the pre-emergence loss plateau, which made the verdict seed-dependent.",
-))
+)

@@ -20,7 +20,8 @@ from numerics import icl_classes as nc
 from numerics import icl_probe as npb
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.context import RunContext, pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.claims._icl_common import _criteria_margin
 
 Z = 3.0  # one-sided 3σ: every "below"/"separable" criterion of this module, on paired per-prompt differences
@@ -238,16 +239,15 @@ _FC_SCOPE = ("d = 2 (sparse k = 1, trees of depth 4, ReLU nets of 100 units), on
              "length, lengths n ∈ {1, 2, 3, 4, 6, 7} (quick, n_max = 8) / {1, 2, 3, 4, 5, 6, 9} (default, n_max = 10) "
              "(_fc_lengths: 1, d, d + 1, 2d, 3d, n_max // 2 and n_max − 1 within 1 … n_max − 1)")
 
-register(Claim(
+declare(
     id="icl.function_classes",
     title="A small transformer learns sparse linear functions, decision trees and ReLU networks in context at d = 2 (evidence)",
-    statement="",
     hypotheses=(
-        Hypothesis("task_laws", r"x\sim\mathcal N(0,I_d);\ \text{(a) } y=\langle w,x\rangle,\ w \text{ with } k \text{ non-zero } "
-                   r"\mathcal N(0,1)\text{ coordinates; (b) depth-4 trees on } \mathrm{sign}(x_c),\ \text{leaves } \mathcal N(0,1);"
-                   r"\ \text{(c) } y=\sqrt{2/100}\,\textstyle\sum_{j\le100}a_j\,\mathrm{relu}\langle w_j,x\rangle",
-                   "the function classes of Garg et al. (2022) (numerics.icl_classes.sample_tasks)",
-                   necessary_note="part of the setting: the training and test prompts of each class"),
+        setting("task_laws", r"x\sim\mathcal N(0,I_d);\ \text{(a) } y=\langle w,x\rangle,\ w \text{ with } k \text{ non-zero } "
+                r"\mathcal N(0,1)\text{ coordinates; (b) depth-4 trees on } \mathrm{sign}(x_c),\ \text{leaves } \mathcal N(0,1);"
+                r"\ \text{(c) } y=\sqrt{2/100}\,\textstyle\sum_{j\le100}a_j\,\mathrm{relu}\langle w_j,x\rangle",
+                "the training and test prompts of each class",
+                text="the function classes of Garg et al. (2022) (numerics.icl_classes.sample_tasks)"),
         Hypothesis("trained", r"\text{one small GPT-2-like transformer per class trained by Adam on fresh prompts of that class "
                    r"(FC\_SIZES: } d=2,\ k=1,\ n_{\max}\le10,\ \le1600 \text{ steps at quick/default)}",
                    necessary_note="part of the setting (the untrained networks are a planted mutant the checks reject)"),
@@ -295,7 +295,7 @@ register(Claim(
           "each check's message says whether they are met at the size that ran. Garg et al. report them at d = 20 with a "
           "12-layer model; --full runs d = 20, k = 3, 40 examples (a 6-layer width-128 model, 20k steps, ~7 min on an "
           "H100), which was not run for this catalogue. Sizes: FC_SIZES in the claim module.",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,11 +483,10 @@ def _probe_noiseless(ctx) -> Counterexample:
 
 _PROBE_ALGS = (r"A\in\{\Gamma_N^{-1}\text{-GD step, OLS, ridge}_{\lambda=\sigma^2}\text{, GD step}_{\eta^*}\text{, 3-NN, averaging}\}")
 
-register(Claim(
+declare(
     id="icl.algorithm_probe",
     title="Which algorithm a trained in-context learner computes: Γ_N-preconditioned GD for the LSA, ridge for a "
           "softmax transformer on noisy data (evidence)",
-    statement="",
     hypotheses=(
         Hypothesis("lsa_setting", r"\text{LSA: ZFB's full-parameter LSA trained on } x\sim\mathcal N(0,\Lambda),\ w\sim\mathcal N(0,I_3),"
                    r"\ y=\langle w,x\rangle,\ N=4,\ \text{probed on the same law at } M\in\{1,2,3,4,6,8\}",
@@ -539,4 +538,4 @@ register(Claim(
           "'anisotropic'). The softmax transformer is the noisy-linear member of icl.function_classes' training batch "
           "(σ = 0.5, same sizes); at σ = 0 ridge is least squares (the hypothesis 'noisy'). The softmax clause asks for "
           "closest and separable only (a small trained network is not an exact algorithm: no distance-ratio criterion).",
-))
+)

@@ -11,12 +11,14 @@ import sympy as sp
 import torch
 
 from numerics import icl as ni
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti, icl_general as tg
-from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_subs, _numeric_gamma_inv, _rel, _resolved,
-                                              _rounding_pairs, _trained, _gf_from_origin, _limits_ffp, _zfb_pair)
+from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _lam_subs, _planted_gamma, _numeric_gamma_inv,
+                                              _rel, _resolved, _rounding_pairs, _trained, _gf_from_origin, _limits_ffp,
+                                              _zfb_pair)
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,9 +117,8 @@ def _gen_mc(form, ctx) -> CheckResult:
 def _gen_mut(kind):
     def f(Lambda, N, M, a, Sigma, min_risk):
         L = np.asarray(Lambda, float)
-        d = L.shape[0]
         a = np.asarray(a, float)
-        G = L if kind == "gamma_is_lambda" else (1 + 1 / N) * L + np.trace(L) / N * np.eye(d)
+        G = _planted_gamma(L, N, kind)
         Gi2 = np.linalg.inv(G @ G)
         t = np.trace(L)
         nrm = lambda A: float(a @ A @ a)  # noqa: E731
@@ -151,10 +152,10 @@ def _gen_untrained(ctx) -> Counterexample:
     r = _gf_from_origin(L, N)
     true, stated = _risk_of(r.B, law, M), ti.general_target_risk(L, N, M, law.a, law.Sigma, law.min_risk)
     err, tol = abs(true - stated), 1e-9 * abs(true)
-    return Counterexample({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "init": "W^PV = W^KQ = 0"}, "risk",
-                          f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0, risk "
-                          f"{true:.4f} = E y², while the formula gives {stated:.4f}", violated=err > tol, error=err,
-                          tolerance=tol, justification="exact second moments (quadrature), float64 rounding with margin")
+    return exceeds({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "init": "W^PV = W^KQ = 0"}, "risk",
+                   f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0, risk "
+                   f"{true:.4f} = E y², while the formula gives {stated:.4f}", error=err,
+                   tolerance=tol, justification="exact second moments (quadrature), float64 rounding with margin")
 
 
 def _gen_shifted(ctx) -> Counterexample:
@@ -164,10 +165,10 @@ def _gen_shifted(ctx) -> Counterexample:
     true = _risk_of(np.linalg.inv(ti.gamma_n(L, N)), law, M)
     stated = ti.general_target_risk(law.Lambda, N, M, law.a, law.Sigma, law.min_risk)
     err, tol = abs(true - stated), 1e-9 * abs(true)
-    return Counterexample({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "trained at": "Λ", "tested at": "4Λ"}, "risk",
-                          f"risk {true:.4f} (the trained Γ_N(Λ)⁻¹ on x ~ N(0, 4Λ)), while the formula with the test law's "
-                          f"Λ, a, Σ gives {stated:.4f}", violated=err > tol, error=err, tolerance=tol,
-                          justification="exact second moments (quadrature), float64 rounding with margin")
+    return exceeds({"d": 3, "N": N, "M": M, "target": "tanh⟨w0, x⟩", "trained at": "Λ", "tested at": "4Λ"}, "risk",
+                   f"risk {true:.4f} (the trained Γ_N(Λ)⁻¹ on x ~ N(0, 4Λ)), while the formula with the test law's "
+                   f"Λ, a, Σ gives {stated:.4f}", error=err, tolerance=tol,
+                   justification="exact second moments (quadrature), float64 rounding with margin")
 
 
 _GEN_GENERAL = ("every d, N, M ≥ 1 (symbolic d, N, M; Λ, Σ, a matrix symbols), for the predictor x_qᵀΓ_N⁻¹h; typed in: the "
@@ -175,17 +176,16 @@ _GEN_GENERAL = ("every d, N, M ≥ 1 (symbolic d, N, M; Λ, Σ, a matrix symbols
                 "(least squares minimised at a) and the functional calculus of the symmetric Λ (Γ_N⁻¹ = f(Λ)); that the "
                 "trained LSA is this predictor is ZFB Thm 4.1 (cited)")
 
-register(Claim(
+declare(
     id="icl.general_target_risk",
     title="ZFB Thm 4.2: risk of the trained LSA on any target law with Gaussian inputs (lecture notes 000 garbles the norms)",
-    statement="",
     stated_statement=r"\mathbb E(\hat y-y)^2=\min_w\mathbb E(\langle w,x\rangle-y)^2+\tfrac1M\operatorname{tr}(\Sigma\Lambda^{-2}\Lambda)+\tfrac1{N^2}\big(\|a\|^2_{\Lambda^{-2}\Lambda}+2\operatorname{tr}(\Lambda)\|a\|^2_{\Lambda^{-2}\Lambda}+\operatorname{tr}(\Lambda)^2\|a\|^2_{\Lambda^{-2}\Lambda}\big)",
     hypotheses=(
-        Hypothesis("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ \mathbb E\,y^4<\infty,"
-                   r"\ a=\Lambda^{-1}\mathbb E[xy],\ \Sigma=\operatorname{Cov}(xy)",
-                   "the test prompts: any joint law of (x, y) with Gaussian x and finite fourth moments",
-                   necessary_note="part of the setting: a, Σ and min_w E(⟨w,x⟩ − y)² are moments of this law (the formula "
-                                  "uses only its second moments and E[xxᵀ] = Λ)"),
+        setting("test_law", r"M,N\ge1,\ (x_i,y_i)_{i\le M},(x_q,y_q)\ \text{i.i.d.},\ x\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ \mathbb E\,y^4<\infty,"
+                r"\ a=\Lambda^{-1}\mathbb E[xy],\ \Sigma=\operatorname{Cov}(xy)",
+                "a, Σ and min_w E(⟨w,x⟩ − y)² are moments of this law (the formula "
+                "uses only its second moments and E[xxᵀ] = Λ)",
+                text="the test prompts: any joint law of (x, y) with Gaussian x and finite fourth moments"),
         Hypothesis("trained_lsa", r"\hat y=x_q^\top\Gamma_N^{-1}h,\ h=\tfrac1M\textstyle\sum_{i\le M}y_ix_i\ \text{(the LSA trained "
                    r"by gradient flow from ZFB's initialisation on linear-task prompts of length } N\text{, ZFB Thm 4.1)}",
                    "the predictor of the trained LSA", counterexample=_gen_untrained),
@@ -232,7 +232,7 @@ register(Claim(
         Mutant("N_for_M_in_variance_term", "swapped index", "(1/N) tr(ΣΓ^{-2}Λ) instead of 1/M", _gen_mut("N_for_M")),
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ in both terms", _gen_mut("gamma_is_lambda")),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,25 +398,24 @@ def _limits_origin(ctx) -> Counterexample:
     r = _gf_from_origin(L, N)
     big = 10**6
     risk = ni.population_risk_B(L, big, r.B)
-    return Counterexample({"d": 3, "N": big, "M": big, "init": "W^PV = W^KQ = 0"}, "risk_vanishes",
-                          f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0 and the risk is "
-                          f"{risk:.4f} = tr Λ at N = M = 10⁶, for every N, M (the clause's limit is 0)",
-                          violated=risk > 1e-3, error=risk, tolerance=1e-3,
-                          justification="the finite-N, M risk of the trained predictor at N = M = 10⁶ is O(1/M) ≈ 1e-5; 1e-3 leaves margin")
+    return exceeds({"d": 3, "N": big, "M": big, "init": "W^PV = W^KQ = 0"}, "risk_vanishes",
+                   f"gradient flow from the origin stays there (‖B‖_F = {np.linalg.norm(r.B):.1g}): ŷ = 0 and the risk is "
+                   f"{risk:.4f} = tr Λ at N = M = 10⁶, for every N, M (the clause's limit is 0)",
+                   error=risk, tolerance=1e-3,
+                   justification="the finite-N, M risk of the trained predictor at N = M = 10⁶ is O(1/M) ≈ 1e-5; 1e-3 leaves margin")
 
 
 _LIM_EIGEN = ("per eigen-direction (symbolic λ, t = tr Λ, N, M): sp.limit of icl.linear_task_risk's per-eigenvalue risk, "
               "whose eigenbasis reduction is an assumed step there")
 
-register(Claim(
+declare(
     id="icl.limits",
     fixed_sizes="the limits are taken per eigen-direction of a symbolic 2×2 Λ; for symbolic d the same per-eigenvalue limit needs the spectral theorem as a premise, not written yet",
     title="Limits N → ∞ and M → ∞ of the trained LSA (both needed for the risk to vanish); no transfer under covariate shift",
-    statement="",
     hypotheses=(
-        Hypothesis("data_model", r"x_i,x_q\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle"
-                   r"\ \text{(training prompts of length } N\ge1\text{, test prompts of length } M\ge1)",
-                   necessary_note="part of the setting: Γ_N and the risk R_{N,M} are moments of this law"),
+        setting("data_model", r"x_i,x_q\sim\mathcal N(0,\Lambda),\ \Lambda\succ0,\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle"
+                r"\ \text{(training prompts of length } N\ge1\text{, test prompts of length } M\ge1)",
+                "Γ_N and the risk R_{N,M} are moments of this law"),
         Hypothesis("trained_lsa", r"\hat y=x_q^\top\Gamma_N^{-1}h,\ h=\tfrac1M\textstyle\sum_{i\le M}y_ix_i\ \text{(the LSA trained by "
                    r"gradient flow from ZFB's initialisation, ZFB Thm 4.1)}",
                    "the predictor of the trained LSA", counterexample=_limits_origin),
@@ -466,4 +465,4 @@ register(Claim(
           "and M grow: at fixed M, lim_N R = (d+1)tr Λ/M (the fixed-M clause, derived and checked); at fixed N, lim_M R is "
           "the 1/N² term. The prediction and shift limits need the law of large numbers for h (assumed in the derivation, "
           "cited here); at finite N the shift slope is c²κ_N, which is what the trained check measures.",
-))
+)

@@ -11,7 +11,8 @@ import sympy as sp
 import torch
 
 from numerics import icl as ni
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, largest
 from theory import icl as ti
@@ -214,11 +215,11 @@ def _gd_query_zero(ctx) -> Counterexample:
     dW, ref = _gd_step(X, y, xq, W0, eta)
     _, pred = gd_layer(X, y, xq, W0, eta, query_label=0.0)
     err, tol = float(np.max(np.abs(pred - ref))), 1e3 * EPS * largest(1.0, float(np.max(np.abs(ref))))
-    return Counterexample({"d": 2, "N": 3, "eta": eta, "query token": "(x_q, 0)", "W_0": str(np.round(W0, 4).tolist())},
-                          "prediction", f"the layer outputs −[query label] = {pred[0]:.4f} where (W_0 + ΔW)x_q = {ref[0]:.4f} "
-                          f"(it outputs ΔW x_q = {float(dW[0] @ xq[0]):.4f}: the W_0 x_q part is missing)",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of a few products (1e3 ulp of the prediction's scale)")
+    return exceeds({"d": 2, "N": 3, "eta": eta, "query token": "(x_q, 0)", "W_0": str(np.round(W0, 4).tolist())},
+                   "prediction", f"the layer outputs −[query label] = {pred[0]:.4f} where (W_0 + ΔW)x_q = {ref[0]:.4f} "
+                   f"(it outputs ΔW x_q = {float(dW[0] @ xq[0]):.4f}: the W_0 x_q part is missing)",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of a few products (1e3 ulp of the prediction's scale)")
 
 
 def _gd_query_attended(ctx) -> Counterexample:
@@ -228,11 +229,11 @@ def _gd_query_attended(ctx) -> Counterexample:
     ref = y - np.einsum("nd,nkd->nk", dW, X)
     new_y, _ = gd_layer(X, y, xq, W0, eta, include_query=True)
     err, tol = float(np.max(np.abs(new_y - ref))), 1e3 * EPS * largest(1.0, float(np.max(np.abs(ref))))
-    return Counterexample({"d": 2, "N": 3, "eta": eta, "keys/values": "the N context tokens and the query"}, "token_map",
-                          f"context labels {np.round(new_y[0], 4).tolist()} where y_j − ΔW x_j = {np.round(ref[0], 4).tolist()} "
-                          f"(the query's value W_V(x_q, −W_0x_q) = 2W_0x_q adds to every update)",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of a few products (1e3 ulp of the labels' scale)")
+    return exceeds({"d": 2, "N": 3, "eta": eta, "keys/values": "the N context tokens and the query"}, "token_map",
+                   f"context labels {np.round(new_y[0], 4).tolist()} where y_j − ΔW x_j = {np.round(ref[0], 4).tolist()} "
+                   f"(the query's value W_V(x_q, −W_0x_q) = 2W_0x_q adds to every update)",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of a few products (1e3 ulp of the labels' scale)")
 
 
 def _gd_origin_init(ctx) -> Counterexample:
@@ -245,11 +246,11 @@ def _gd_origin_init(ctx) -> Counterexample:
     h = (P.y.numpy()[0] @ P.X.numpy()[0]) / N
     xq = P.x_q.numpy()[0]
     pred, step = float(h @ r.B @ xq), float(xq @ _numeric_gamma_inv(L, N) @ h)
-    return Counterexample({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "trained_lsa",
-                          f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}; "
-                          f"‖∇_B L(0)‖ = 0 there): the LSA predicts {pred:.4f}, the preconditioned step {step:.4f}",
-                          violated=abs(pred - step) > 1e-9 * largest(1.0, abs(step)), error=abs(pred - step),
-                          tolerance=1e-9 * largest(1.0, abs(step)), justification="ODE tolerance (rtol 1e-11) with margin")
+    return exceeds({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "trained_lsa",
+                   f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}; "
+                   f"‖∇_B L(0)‖ = 0 there): the LSA predicts {pred:.4f}, the preconditioned step {step:.4f}",
+                   error=abs(pred - step),
+                   tolerance=1e-9 * largest(1.0, abs(step)), justification="ODE tolerance (rtol 1e-11) with margin")
 
 
 def _rademacher_minimiser(d: int, N: int) -> tuple[np.ndarray, np.ndarray]:
@@ -270,11 +271,11 @@ def _gd_rademacher(ctx) -> Counterexample:
     Bst, L = _rademacher_minimiser(d, N)
     Gi = np.linalg.inv(ti.gamma_n(L, N))
     err = _rel(Bst, Gi)
-    return Counterexample({"d": d, "N": N, "x": "Rademacher (±1 coordinates), Λ = I", "w": "N(0, I)"}, "trained_lsa",
-                          f"the loss minimiser over the B-only LSA (what a trained LSA at the global minimum predicts with) "
-                          f"is B* = {Bst[0, 0]:.4f}·I, not Γ_N⁻¹ = {Gi[0, 0]:.4f}·I (N/(N+d−1) against N/(N+d+1))",
-                          violated=err > 1e-9, error=err, tolerance=1e-9,
-                          justification="relative Frobenius difference; exact expectations (1e-9: float64 solve, with margin)")
+    return exceeds({"d": d, "N": N, "x": "Rademacher (±1 coordinates), Λ = I", "w": "N(0, I)"}, "trained_lsa",
+                   f"the loss minimiser over the B-only LSA (what a trained LSA at the global minimum predicts with) "
+                   f"is B* = {Bst[0, 0]:.4f}·I, not Γ_N⁻¹ = {Gi[0, 0]:.4f}·I (N/(N+d−1) against N/(N+d+1))",
+                   error=err, tolerance=1e-9,
+                   justification="relative Frobenius difference; exact expectations (1e-9: float64 solve, with margin)")
 
 
 _ZFB_INIT_AT = (r"W^{PV}(0)=\sigma\begin{pmatrix}0&0\\0&1\end{pmatrix},"
@@ -292,16 +293,15 @@ _TRAINED_SCOPE = ("16 full-parameter LSAs (Adam 200/300 steps + 50 L-BFGS on 163
 _GD_GENERAL = ("every d, N ≥ 1 (symbolic d, N: MatrixSymbol block algebra, X d × N, y 1 × N, W₀ 1 × d, η symbolic); "
                "typed in: the layer's weights and Δw = −η∇L (the GD step itself derived twice, index and matrix calculus)")
 
-register(Claim(
+declare(
     id="icl.gd_one_step",
     title="One linear-attention layer implements one step of gradient descent (von Oswald et al.); the trained LSA is one Γ_N⁻¹-preconditioned step",
-    statement="",
     hypotheses=(
-        Hypothesis("construction", r"W_K=W_Q=\begin{pmatrix}I&0\\0&0\end{pmatrix},\ W_V=\begin{pmatrix}0&0\\W_0&-1\end{pmatrix},"
-                   r"\ P=\tfrac\eta N I\ (W_0\in\mathbb R^{1\times d},\ \eta\in\mathbb R,\ N,d\ge1)",
-                   "the layer's weights (von Oswald et al.'s construction)",
-                   necessary_note="part of the setting: the clauses are about this layer (the planted mutants P = η/(N+1)·I "
-                                  "and +1 in W_V are rejected by the checks)"),
+        setting("construction", r"W_K=W_Q=\begin{pmatrix}I&0\\0&0\end{pmatrix},\ W_V=\begin{pmatrix}0&0\\W_0&-1\end{pmatrix},"
+                r"\ P=\tfrac\eta N I\ (W_0\in\mathbb R^{1\times d},\ \eta\in\mathbb R,\ N,d\ge1)",
+                "the clauses are about this layer (the planted mutants P = η/(N+1)·I "
+                "and +1 in W_V are rejected by the checks)",
+                text="the layer's weights (von Oswald et al.'s construction)"),
         Hypothesis("context_only", r"\text{keys and values over the } N \text{ context tokens only}",
                    "the query token is not attended to", counterexample=_gd_query_attended),
         Hypothesis("query_init", r"\text{query token } (x_q,\,-W_0x_q)", "the query's label slot initialised to −W₀x_q",
@@ -353,7 +353,7 @@ register(Claim(
           "the minimiser). The derivation "
           "(theory.icl_general.derive_gd_one_step_general) is for symbolic d and N (block_collapse of the layer with matrix "
           "symbols); derive_gd_one_step(2, 2) is inherited and the general result specialised to d = N = 2 equals it.",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -512,11 +512,11 @@ def _nc_origin_init(ctx) -> Counterexample:
     L, N = _zfb_pair(ctx)
     r = _gf_from_origin(L, N)
     end, mn = ni.population_loss_B(L, N, r.B), ni.population_loss_B(L, N, _numeric_gamma_inv(L, N))
-    return Counterexample({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "gf_reaches_min",
-                          f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}): "
-                          f"L = {end:.4f} = ½ tr Λ, while min L = {mn:.4f}",
-                          violated=end - mn > 1e-10, error=end - mn, tolerance=1e-10,
-                          justification="the gradient-flow check's own threshold for reaching the minimum (excess ≤ 1e-10)")
+    return exceeds({"d": 3, "N": N, "init": "ZFB's with σ = 0: W^PV = W^KQ = 0"}, "gf_reaches_min",
+                   f"gradient flow stays at the origin (‖B‖_F = {np.linalg.norm(r.B):.1g} after t = {r.t:.3g}): "
+                   f"L = {end:.4f} = ½ tr Λ, while min L = {mn:.4f}",
+                   error=end - mn, tolerance=1e-10,
+                   justification="the gradient-flow check's own threshold for reaching the minimum (excess ≤ 1e-10)")
 
 
 _NC_DERIVED = ("every d ≥ 1 and N (symbolic d, N; ρ = N), over all 2(d+1)² weights: the quadratic part −E[ŷ y_q] by "
@@ -531,15 +531,13 @@ _NC_CHECKED = ("d = 3, N ∈ {2, 10}, one random Λ each (eigenvalues in [1, 4])
                "weights of the sampled loss, 40 batches × 5000 (quick) / 20000 (default) prompts, jackknife bias-corrected, "
                "within 5 SE (also with the linear statistic's conditional expectation given each context)")
 
-register(Claim(
+declare(
     id="icl.nonconvex",
     title="The LSA population loss is not convex (negative Hessian eigenvalue at the origin), yet gradient flow from ZFB's init reaches its minimum",
-    statement="",
     hypotheses=(
-        Hypothesis("data_model", r"L(W^{PV},W^{KQ})=\tfrac12\mathbb E(\hat y-\langle w,x_q\rangle)^2,\ x_i,x_q\sim\mathcal N(0,\Lambda),"
-                   r"\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle,\ \rho=N",
-                   "the ZFB population loss of the full LSA",
-                   necessary_note="part of the setting: the loss whose Hessian the clauses are about"),
+        setting("data_model", r"L(W^{PV},W^{KQ})=\tfrac12\mathbb E(\hat y-\langle w,x_q\rangle)^2,\ x_i,x_q\sim\mathcal N(0,\Lambda),"
+                r"\ w\sim\mathcal N(0,I_d),\ y_i=\langle w,x_i\rangle,\ \rho=N",
+                "the loss whose Hessian the clauses are about", text="the ZFB population loss of the full LSA"),
         Hypothesis("Lambda_pd", r"\Lambda\succ0",
                    necessary_note="part of the setting (Γ_N⁻¹ and ZFB's theorem need it); the negative eigenvalue "
                                   "−‖Λ²‖_F needs only Λ ≠ 0 (at Λ = 0 the loss is identically 0)"),
@@ -578,4 +576,4 @@ register(Claim(
           "L₂ = −E[ŷ y_q] = −w22 tr(Λ²W11) − w21ᵀΛ²w21' (Isserlis), a coupling of w22 with W11 (singular value ‖Λ²‖_F) and of "
           "w21 with w21' (singular values λ_i²): eigenvalues ±‖Λ²‖_F, ±λ_i² and 0, so λ_min = −‖Λ²‖_F (‖Λ²‖_F ≥ λ_max²). "
           "The d = 2 derivation in (w22, W11) (derive_nonconvex(2)) is inherited; the general L₂ at d = 2 has its Hessian.",
-))
+)

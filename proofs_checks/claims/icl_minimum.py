@@ -13,15 +13,15 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.context import pyplot
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS, K_SIGMA
 from proofs_checks.comparisons import false_failure_probability, REL_UNITS, confirm_resolution, largest, smallest
 from theory import icl as ti
-from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _lam_subs, _numeric_gamma_inv,
-                                              _rel, _resolved, _rounding_pairs, _trained, _trained_prompts,
-                                              _trained_steps, _b_weights, _EXACT, _exact_minimiser, _fmt,
-                                              _formula_changes, _gamma_inv, _GENERAL_DN, _general_gamma_inv_pairs,
+from proofs_checks.claims._icl_common import (_closed_form_vs_mc_figure, _conditional_mc, _lam_subs, _planted_gamma,
+                                              _numeric_gamma_inv, _rel, _resolved, _rounding_pairs, _trained,
+                                              _trained_prompts, _trained_steps, _b_weights, _EXACT, _exact_minimiser,
+                                              _fmt, _formula_changes, _gamma_inv, _GENERAL_DN, _general_gamma_inv_pairs,
                                               _general_minimum_pairs, _H_GAUSS, _H_LAMBDA, _H_N, _H_NOISE, _H_RHO_N,
                                               _H_TASK, _minimiser_moves, _note_lambda, _NOTE_N)
 
@@ -213,12 +213,9 @@ def _gamma_mut(kind):
         L = np.asarray(Lambda, dtype=float)
         if L.ndim == 1:
             L = np.diag(L)
-        d = L.shape[0]
-        if kind == "n_plus_1":
-            return (1 + 1 / (N + 1)) * L + np.trace(L) / (N + 1) * np.eye(d)
         if kind == "no_trace":
             return (1 + 1 / N) * L
-        return L
+        return _planted_gamma(L, N, kind)
     return f
 
 
@@ -266,13 +263,13 @@ def _gmin_unbalanced(ctx) -> Counterexample:
     Gi = np.linalg.inv(ti.gamma_n(L, N))
     target = math.sqrt(np.linalg.norm(Gi))
     err = abs(r.u - target) / target
-    return Counterexample({"d": 2, "N": N, "Lambda": "diag(1, 2)", "u(0)": 2 * sigma, "||U(0)||_F": sigma},
-                          "flow_limit",
-                          f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
-                          f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e})",
-                          violated=err > 1e-6, error=err, tolerance=1e-6,
-                          justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
-                          "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
+    return exceeds({"d": 2, "N": N, "Lambda": "diag(1, 2)", "u(0)": 2 * sigma, "||U(0)||_F": sigma},
+                   "flow_limit",
+                   f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
+                   f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e})",
+                   error=err, tolerance=1e-6,
+                   justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
+                   "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
 
 
 def _gmin_negative_sigma(ctx) -> Counterexample:
@@ -289,13 +286,13 @@ def _gmin_negative_sigma(ctx) -> Counterexample:
     Gi = np.linalg.inv(ti.gamma_n(L, N))
     target = math.sqrt(np.linalg.norm(Gi))
     err = abs(r.u - target) / target
-    return Counterexample({"d": 2, "N": N, "Lambda": "diag(1, 2)", "sigma": sigma, "Theta": "N(0, 1) entries, seed 7"},
-                          "flow_limit",
-                          f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
-                          f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e}); at σ = 0 the flow stays at the origin",
-                          violated=err > 1e-6, error=err, tolerance=1e-6,
-                          justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
-                          "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
+    return exceeds({"d": 2, "N": N, "Lambda": "diag(1, 2)", "sigma": sigma, "Theta": "N(0, 1) entries, seed 7"},
+                   "flow_limit",
+                   f"w22 → {r.u:.6g}, not ‖Γ_N⁻¹‖_F^(1/2) = {target:.6g} (uU reaches Γ_N⁻¹ to "
+                   f"{np.linalg.norm(r.B - Gi) / np.linalg.norm(Gi):.1e}); at σ = 0 the flow stays at the origin",
+                   error=err, tolerance=1e-6,
+                   justification="relative error of w22's limit; the flow is integrated to rtol 1e-10 (its end "
+                   "point agrees with Γ_N⁻¹ to ~1e-10), so 1e-6 is far above the integration error")
 
 
 _ZFB = ("Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1: gradient flow on the population loss from their Assumption 3.3 "
@@ -303,10 +300,9 @@ _ZFB = ("Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1: gradient flow on the populat
         "for x ~ N(0, Λ), w ~ N(0, I_d), y = ⟨w, x⟩, converges to a global minimum with these limits "
         "(the other blocks stay 0; lecture notes 000 state it for 'a suitable random init')")
 
-register(Claim(
+declare(
     id="icl.gamma_n_global_min",
     title="Minimiser w22·W11 = Γ_N⁻¹ (over B; over every weight when d ≥ 2); gradient flow reaches it (cited: ZFB Thm 4.1)",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_minimiser_moves("gaussian_x"),
                    layer="symbolic"),
@@ -375,9 +371,9 @@ register(Claim(
     mutants=(
         Mutant("one_over_N_plus_1", "wrong constant", "Γ_N with 1/(N+1) for 1/N", _gamma_mut("n_plus_1")),
         Mutant("missing_trace_term", "dropped term", "Γ_N = (1 + 1/N)Λ (tr(Λ) term dropped)", _gamma_mut("no_trace")),
-        Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ", _gamma_mut("lambda")),
+        Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ", _gamma_mut("gamma_is_lambda")),
     ),
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,10 +454,7 @@ def _lmin_numeric(form, ctx) -> CheckResult:
 def _lmin_mut(kind):
     def f(Lambda, N):
         L = np.asarray(Lambda, float)
-        d = L.shape[0]
-        Nn = N + 1 if kind == "n_plus_1" else N
-        G = L if kind == "gamma_is_lambda" else (1 + 1 / Nn) * L + np.trace(L) / Nn * np.eye(d)
-        q = np.trace(np.linalg.solve(G, L @ L))
+        q = np.trace(np.linalg.solve(_planted_gamma(L, N, kind), L @ L))
         if kind == "no_trace":
             return -0.5 * q
         if kind == "sign":
@@ -476,10 +469,9 @@ def _lm_cx(hyp: str):
                             lambda: ti.loss_minimum(sp.Matrix([[1]]), sp.Integer(N)), "min_B ½E(ŷ − y_q)²", {"N": N})
 
 
-register(Claim(
+declare(
     id="icl.loss_minimum",
     title="Minimum over B = w22·W11 of the LSA's population loss",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", _H_GAUSS, "context and query inputs i.i.d. N(0, Λ)", counterexample=_lm_cx("gaussian_x"),
                    layer="symbolic"),
@@ -517,4 +509,4 @@ register(Claim(
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ (minimum 0)", _lmin_mut("gamma_is_lambda")),
         Mutant("sign_flip", "sign flip", "+tr(Γ_N^{-1}Λ²)", _lmin_mut("sign")),
     ),
-))
+)

@@ -12,13 +12,14 @@ import torch
 
 from numerics import icl as ni
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, z_test
 from theory import icl as ti
-from proofs_checks.claims._icl_common import (_conditional_mc, _lam_subs, _numeric_gamma_inv, _rounding_pairs, _trained,
-                                              _b_weights, _formula_changes, _gamma_inv, _GENERAL_DNM,
-                                              _general_risk_pairs, _H_LAMBDA, _H_TASK, _note_lambda)
+from proofs_checks.claims._icl_common import (_conditional_mc, _lam_subs, _planted_gamma, _numeric_gamma_inv,
+                                              _rounding_pairs, _trained, _b_weights, _formula_changes, _gamma_inv,
+                                              _GENERAL_DNM, _general_risk_pairs, _H_LAMBDA, _H_TASK, _note_lambda)
 
 
 # --------------------------------------------------------------------------------------------
@@ -132,8 +133,7 @@ def _risk_mut(kind):
     def f(Lambda, N, M):
         L = np.asarray(Lambda, float)
         d = L.shape[0]
-        Nn = N + 1 if kind == "n_plus_1" else N
-        G = L if kind == "gamma_is_lambda" else (1 + 1 / Nn) * L + np.trace(L) / Nn * np.eye(d)
+        G = _planted_gamma(L, N, kind)
         Gi2 = np.linalg.inv(G @ G)
         K = L + (0.0 if kind == "no_trace" else np.trace(L)) * np.eye(d)
         first = np.trace(Gi2 @ L @ L @ K) / M
@@ -151,10 +151,9 @@ def _lr_cx(hyp: str):
                             "E(ŷ − ⟨w, x_q⟩)² of B = Γ_N⁻¹", {"N": N, "M": M})
 
 
-register(Claim(
+declare(
     id="icl.linear_task_risk",
     title="Linear-task test risk of the LSA limit B = Γ_N⁻¹ at test length M: a 1/M and a 1/N² term",
-    statement="",
     hypotheses=(
         Hypothesis("gaussian_x", r"x_1,\dots,x_M,x_q\overset{\text{iid}}{\sim}\mathcal N(0,\Lambda)\ \text{(test prompt; }\Gamma_N"
                    r"\text{ from training prompts of the same law)}", "test inputs i.i.d. N(0, Λ)",
@@ -163,8 +162,8 @@ register(Claim(
         Hypothesis("task_standard_gaussian", _H_TASK, counterexample=_lr_cx("task_standard_gaussian"), layer="symbolic"),
         Hypothesis("noise_free", r"y_i=\langle w,x_i\rangle\ \text{(noise-free context labels)}",
                    counterexample=_lr_cx("noise_free"), layer="symbolic"),
-        Hypothesis("N_ge_1", r"N\ge1,\ M\ge1", necessary_note="part of the setting: Γ_N and the average over the M test "
-                   "examples are defined for N, M ≥ 1"),
+        setting("N_ge_1", r"N\ge1,\ M\ge1", "Γ_N and the average over the M test "
+                                            "examples are defined for N, M ≥ 1"),
         Hypothesis("rho_eq_M", r"\rho=M\ \text{on the test prompt}", "the LSA normalises by the test prompt's length",
                    counterexample=_lr_cx("rho_eq_M"), layer="symbolic"),
     ),
@@ -214,4 +213,4 @@ register(Claim(
         Mutant("one_over_N_plus_1", "wrong constant", "1/(N+1) in Γ_N", _risk_mut("n_plus_1")),
         Mutant("gamma_equals_lambda", "wrong formula", "Γ_N = Λ", _risk_mut("gamma_is_lambda")),
     ),
-))
+)

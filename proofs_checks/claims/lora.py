@@ -11,7 +11,8 @@ from torch import nn
 from numerics import lora as nl
 from numerics.torch_utils import generator, resolve_device
 from proofs_checks.context import pyplot
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest, smallest
 from proofs_checks.claims._attention_common import Resolved
@@ -247,10 +248,10 @@ def _cx_B_zero(ctx) -> Counterexample:
     with torch.no_grad():
         gap = float((lora(X) - base(X)).abs().max() / base(X).abs().max().clamp_min(1.0))
     tol = 64 * k * EPS
-    return Counterexample({"d": d, "k": k, "r": r, "alpha": alpha, "B_0": "Gaussian"}, "init_equals_base",
-                          f"max |f_init(x) − f_W0(x)| = {gap:.3g} (relative to max(1, |f_W0|)) on 8 inputs",
-                          violated=gap > tol, error=gap, tolerance=tol,
-                          justification="float64 rounding of length-k dot products (64·k·eps, relative)")
+    return exceeds({"d": d, "k": k, "r": r, "alpha": alpha, "B_0": "Gaussian"}, "init_equals_base",
+                   f"max |f_init(x) − f_W0(x)| = {gap:.3g} (relative to max(1, |f_W0|)) on 8 inputs",
+                   error=gap, tolerance=tol,
+                   justification="float64 rounding of length-k dot products (64·k·eps, relative)")
 
 
 def _cx_frozen(ctx) -> Counterexample:
@@ -268,14 +269,13 @@ _SIZES_RUN = "(d, k, r) ∈ {(8, 6, 2), (5, 7, 3), (12, 12, 4), (3, 9, 1)} (firs
 _TRAINED = "d = 6, k = 5, r = 2, 6 Adam-trained seeds (3 at --quick)"
 
 
-register(Claim(
+declare(
     id="lora.low_rank",
     title="LoRA: zero-init B reproduces the base layer; rank(ΔW) ≤ r (= r generically); merge = unmerged; r(d+k) trainables",
-    statement="",
     hypotheses=(
-        Hypothesis("shapes", r"W_0\in\mathbb R^{d\times k},\ B\in\mathbb R^{d\times r},\ A\in\mathbb R^{r\times k},\ "
-                   r"f(x)=x(W_0+\tfrac{\alpha}{r}BA)^\top+b",
-                   necessary_note="part of the setting: the adapter and its clauses are defined by these shapes"),
+        setting("shapes", r"W_0\in\mathbb R^{d\times k},\ B\in\mathbb R^{d\times r},\ A\in\mathbb R^{r\times k},\ "
+                r"f(x)=x(W_0+\tfrac{\alpha}{r}BA)^\top+b",
+                "the adapter and its clauses are defined by these shapes"),
         Hypothesis("rank_range", r"1\le r\le\min(d,k)", "the adapter rank is at most min(d, k)",
                    counterexample=_cx_rank_range),
         Hypothesis("alpha_pos", r"\alpha>0", "a positive LoRA scale α (s = α/r)", counterexample=_cx_alpha),
@@ -343,4 +343,4 @@ register(Claim(
     notes="Lecture notes 001 writes W ↦ W + BA without the α/r scale of Hu et al.; the scale only reparametrises B "
           "(α ≠ 0). rank(BA) ≤ r holds for every r; it is an upper bound, attained for generic A, B only when "
           "r ≤ min(d, k) (else rank ≤ min(d, k) < r), and after training the rank can be lower (e.g. B still 0).",
-))
+)

@@ -11,8 +11,8 @@ import sympy as sp
 
 from numerics import lyapunov as nl
 from proofs_checks.comparisons import REL_UNITS, confirm_resolution, exact, largest
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, exceeds, setting
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 from proofs_checks.claims._lyapunov_common import SOURCE
@@ -209,15 +209,14 @@ _PANEL_SCOPE = ("five planar (n = 2) panel systems: the form's conclusion from s
                 "hypotheses vs the derived stability; 12 points per set (4 at --quick) integrated to T = 5")
 
 
-register(Claim(
+declare(
     id="lyap.conditions",
     fixed_sizes="V̇(0) = 0 is derived at n = 2 for arbitrary C¹ V and f; the stability conclusions are cited theorems (Khalil), not derivations",
     title="Lyapunov conditions: V(0) = 0, V > 0 and ∇V·f < 0 off the origin (and radial unboundedness for global stability)",
-    statement="",
     hypotheses=(
-        Hypothesis("setting", r"\dot x=f(x),\ f\ \text{locally Lipschitz},\ f(0)=0,\ V\in C^1(D),\ D\ni0\ \text{open}",
-                   necessary_note="part of the setting: stability of the origin is defined for an equilibrium, "
-                                  "and V̇ = ∇V·f needs ∇V"),
+        setting("setting", r"\dot x=f(x),\ f\ \text{locally Lipschitz},\ f(0)=0,\ V\in C^1(D),\ D\ni0\ \text{open}",
+                "stability of the origin is defined for an equilibrium, "
+                "and V̇ = ∇V·f needs ∇V"),
         Hypothesis("V0_zero", r"V(0)=0", counterexample=_cx_V0),
         Hypothesis("V_pos", r"V(x)>0\ (x\in D\setminus\{0\})", counterexample=_cx_Vpos),
         Hypothesis("Vdot_neg", r"\dot V(x)=\nabla V(x)\cdot f(x)<0\ (x\in D\setminus\{0\})",
@@ -270,7 +269,7 @@ register(Claim(
           "infinity), so its global conclusion is false. Hypotheses are decided symbolically (sufficient tests, "
           "theory.lyapunov.decide_properties) and by sampling (numerics.lyapunov.sample_properties; radial "
           "unboundedness as polynomial growth of the minimum of V on circles of radius 10 and 1000).",
-))
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,9 +409,9 @@ def _cx_P_psd(ctx) -> Counterexample:
     P, S, V = np.diag([1.0, -1.0]), np.zeros((2, 2)), tl.x**2 + tl.y**2
     vd, _ = _vdot_at(P, S, V, _BW_POINTS)
     worst_v = float(np.max(vd))
-    return Counterexample({"V": "x² + y²", "P": "diag(1, −1)", "S": "0"}, "nonpositive",
-                          f"∇V·f = {vd.tolist()} at {_BW_POINTS.tolist()}: positive at (0, 1)", violated=worst_v > 0,
-                          error=worst_v, tolerance=0.0, justification="exact in float64 (small integers)")
+    return exceeds({"V": "x² + y²", "P": "diag(1, −1)", "S": "0"}, "nonpositive",
+                   f"∇V·f = {vd.tolist()} at {_BW_POINTS.tolist()}: positive at (0, 1)",
+                   error=worst_v, tolerance=0.0, justification="exact in float64 (small integers)")
 
 
 def _cx_S_skew(ctx) -> Counterexample:
@@ -422,10 +421,10 @@ def _cx_S_skew(ctx) -> Counterexample:
     ref = -np.einsum("mi,ij,mj->m", g, P, g)
     err = float(np.max(np.abs(vd - ref) / np.maximum((g * g).sum(-1) * 3.0, 1e-300)))
     tol = 64 * 4 * EPS
-    return Counterexample({"V": "x² + y²", "P": "I", "S": "diag(2, 0)"}, "identity",
-                          f"∇V·f = {vd.tolist()} vs −∇VᵀP∇V = {ref.tolist()}", violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of 2×2 products (64·n²·eps relative to ‖∇V‖²(‖P‖ + ‖S‖)), as "
-                                        "the claim's structure check")
+    return exceeds({"V": "x² + y²", "P": "I", "S": "diag(2, 0)"}, "identity",
+                   f"∇V·f = {vd.tolist()} vs −∇VᵀP∇V = {ref.tolist()}", error=err, tolerance=tol,
+                   justification="float64 rounding of 2×2 products (64·n²·eps relative to ‖∇V‖²(‖P‖ + ‖S‖)), as "
+                                 "the claim's structure check")
 
 
 def _cx_V_pd(ctx) -> Counterexample:
@@ -438,25 +437,24 @@ def _cx_V_pd(ctx) -> Counterexample:
     X0 = nl.initial_points("near", ctx.rng("V_pd"), 4, True)
     with np.errstate(all="ignore"):
         ratio = float(np.max(nl.distance_ratios(c, X0, T_COND, rtol=1e-9, atol=1e-12)))
-    return Counterexample({"V": "−(x² + y²)", "P": "I", "S": "0", "f": "(" + ", ".join(map(str, f)) + ")"}, "lyapunov",
-                          f"V̇ = {c.vdot()} < 0 off 0, but max ‖x(T)‖/‖x(0)‖ = {ratio:.4g} at T = {T_COND:g}",
-                          violated=ratio > TAU, error=ratio, tolerance=TAU,
-                          justification=f"asymptotic stability needs ‖x(T)‖ ≤ {TAU:g}‖x(0)‖ from near points by T = {T_COND:g} "
-                                        "(as lyap.conditions' trajectory check)")
+    return exceeds({"V": "−(x² + y²)", "P": "I", "S": "0", "f": "(" + ", ".join(map(str, f)) + ")"}, "lyapunov",
+                   f"V̇ = {c.vdot()} < 0 off 0, but max ‖x(T)‖/‖x(0)‖ = {ratio:.4g} at T = {T_COND:g}",
+                   error=ratio, tolerance=TAU,
+                   justification=f"asymptotic stability needs ‖x(T)‖ ≤ {TAU:g}‖x(0)‖ from near points by T = {T_COND:g} "
+                                 "(as lyap.conditions' trajectory check)")
 
 
 _BW_SCOPE = ("8 sampled systems (4 at --quick), n = 3, V = xᵀQx + Σc_i x_i⁴, affine A(x), B(x): 128 points each (32 at "
              "--quick) in [−1.5, 1.5]³, and trajectories integrated to T = 2")
 
 
-register(Claim(
+declare(
     id="lyap.backward_construction",
     fixed_sizes="the identity V̇ = −∇Vᵀ(P − S)∇V is derived pointwise at n = 3 with generic entries; a MatrixSymbol version for symbolic n is not written yet (n = 3 systems are checked)",
     title="Backward construction: f = (−P + S)∇V with P ⪰ 0, S skew gives ∇V·f = −∇VᵀP∇V ≤ 0",
-    statement="",
     hypotheses=(
-        Hypothesis("setting", r"V\in C^1(\mathbb R^n),\ f(x)=(-P(x)+S(x))\nabla V(x)",
-                   necessary_note="part of the setting: the construction needs ∇V"),
+        setting("setting", r"V\in C^1(\mathbb R^n),\ f(x)=(-P(x)+S(x))\nabla V(x)",
+                "the construction needs ∇V"),
         Hypothesis("P_psd", r"P(x)\succeq0", counterexample=_cx_P_psd),
         Hypothesis("S_skew", r"S(x)^\top=-S(x)", counterexample=_cx_S_skew),
         Hypothesis("V_pd", r"V(0)=0,\ V(x)>0\ (x\neq0)\ \text{(for the stability clause)}", counterexample=_cx_V_pd),
@@ -507,4 +505,4 @@ register(Claim(
     notes="P(x) = A(x)A(x)ᵀ with A affine in x (so P is a PSD quadratic polynomial matrix) and S(x) = B(x) − B(x)ᵀ; "
           "V(x) = xᵀQx + Σ c_i x_i⁴. With a symmetric S, V increases along some sampled trajectories (counted in the "
           "energy-balance details).",
-))
+)

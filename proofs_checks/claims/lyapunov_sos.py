@@ -9,8 +9,8 @@ import sympy as sp
 
 from numerics import lyapunov as nl
 from proofs_checks.comparisons import exact
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                    register)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from theory import lyapunov as tl
 from proofs_checks.claims._lyapunov_common import SOURCE
@@ -177,16 +177,15 @@ def _cx_sos_certificates(ctx):
 
 _y = tl.y
 
-register(Claim(
+declare(
     id="lyap.sos_certificate",
     fixed_sizes="a sum-of-squares certificate belongs to one polynomial system: each candidate is certified exactly in rational arithmetic, there is no size to generalise",
     title="SOS certificates: V − εp and −∇V·f − εq sums of squares (cvxpy), re-checked exactly in SymPy",
-    statement="",
     hypotheses=(
-        Hypothesis("setting", r"f,\ V\ \text{polynomial},\ f(0)=0,\ z,w\ \text{monomials of degree}\ "
-                   r"\lceil d_{\min}/2\rceil..\lfloor d_{\max}/2\rfloor",
-                   necessary_note="part of the setting: the programs are built from these polynomials and bases (the "
-                                  "basis loses no certificate: the squares of an SOS decomposition use only these degrees)"),
+        setting("setting", r"f,\ V\ \text{polynomial},\ f(0)=0,\ z,w\ \text{monomials of degree}\ "
+                r"\lceil d_{\min}/2\rceil..\lfloor d_{\max}/2\rfloor",
+                "the programs are built from these polynomials and bases (the "
+                "basis loses no certificate: the squares of an SOS decomposition use only these degrees)"),
         Hypothesis("eps_pos", r"\varepsilon>0", counterexample=_cx_sos_eps),
         Hypothesis("bounds_definite", r"p=\textstyle\sum_{i=1}^nx_i^{2k},\ q=\sum_{i=1}^nx_i^{2l},\ k,l\ge1",
                    "p, q positive definite (every variable)", counterexample=_cx_sos_bound),
@@ -240,4 +239,4 @@ register(Claim(
           "2x⁴ + 2y⁴ is certified against x⁴ + y⁴). Monomial bases span degrees ⌈d_min/2⌉..⌊d_max/2⌋ with basis "
           "elements whose diagonal entry is forced to 0 removed. The programs maximise t with G ⪰ tI, t ≥ 0, so a "
           "polynomial that is not SOS makes the solver report 'infeasible'.",
-))
+)

@@ -7,7 +7,8 @@ import numpy as np
 import sympy as sp
 
 from numerics import rnn as nr
-from proofs_checks.registry import Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, register
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
+from proofs_checks.claims._common import declare, exceeds
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -155,10 +156,10 @@ def _cx_tied_point(ctx) -> Counterexample:
     tied = nr.tied_gradients_nn_rnn({**p, "Wh": p["Wh"] + off.mean(0)}, X, Z)["Wh"]
     err = float(np.abs(summed - tied).max() / largest(1.0, np.abs(tied).max()))
     tol = 256 * T * EPS * 3
-    return Counterexample({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, "W_h copies": "W_h + 0.5·N(0,1) per step"}, "tied_is_sum",
-                          f"Σ_k ∂L/∂W_h^(k) at distinct copies differs from ∂L/∂W_h at their mean by {err:.3g} (relative)",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding over T steps of d_h-term products (256·T·d_h·eps), as the claim's check")
+    return exceeds({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, "W_h copies": "W_h + 0.5·N(0,1) per step"}, "tied_is_sum",
+                   f"Σ_k ∂L/∂W_h^(k) at distinct copies differs from ∂L/∂W_h at their mean by {err:.3g} (relative)",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding over T steps of d_h-term products (256·T·d_h·eps), as the claim's check")
 
 
 def _cx_euclidean(ctx) -> Counterexample:
@@ -174,20 +175,19 @@ def _cx_euclidean(ctx) -> Counterexample:
     ref = nr.sum_over_steps(G).reshape(n) / T
     err = float(np.abs(c - ref).max() / largest(1.0, np.abs(ref).max()))
     tol = 64 * T * EPS
-    return Counterexample({"T": T, "inner product": "Σ_k k·⟨G_k, H_k⟩"}, "projection_is_average",
-                          f"the weighted projection of the untied W_h gradients differs from (1/T)·∂L/∂W_h by {err:.3g} (relative)",
-                          violated=err > tol, error=err, tolerance=tol,
-                          justification="float64 rounding of a mean over T copies and a lstsq solve (64·T·eps), as the claim's check")
+    return exceeds({"T": T, "inner product": "Σ_k k·⟨G_k, H_k⟩"}, "projection_is_average",
+                   f"the weighted projection of the untied W_h gradients differs from (1/T)·∂L/∂W_h by {err:.3g} (relative)",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of a mean over T copies and a lstsq solve (64·T·eps), as the claim's check")
 
 
 _SHAPES = ("vector RNNs (d_x, d_h, d_y, T, batch) = (3, 4, 2, 5, 6), (2, 6, 3, 4, 9), (1, 3, 1, 8, 4) "
            "(first two at --quick), tanh, against torch.nn.RNN autograd")
 
 
-register(Claim(
+declare(
     id="rnn.bptt",
     title="BPTT: tied-weight gradient = sum of the untied per-step gradients (at tied copies); averaging = projection",
-    statement="",
     hypotheses=(
         Hypothesis("model", r"h_t=\sigma(W_hh_{t-1}+W_xx_t+b),\ y_t=W_yh_t+b_y,\ t=1..T,\ T\ge1,\ h_0\ \text{fixed},"
                    r"\ \sigma\in C^1,\ L=\sum_t\tfrac12\|y_t-z_t\|^2",
@@ -247,4 +247,4 @@ register(Claim(
           "True of the projection (the Euclidean projection of (G_1..G_T) onto {(W,..,W)} replaces each copy by "
           "the average), but the gradient of the loss in the tied weight is the SUM, T times the average; "
           "a projected step with rate η is the tied gradient step with rate η/T.",
-))
+)

@@ -8,8 +8,8 @@ from functools import partial
 import sympy as sp
 
 from numerics import scale as ns
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.comparisons import largest
 from theory import scale as ts
 
@@ -195,14 +195,13 @@ def _cx_untied(ctx) -> Counterexample:
 
 _ROWS = ", ".join(f"{c.name} {c.published}" for c in ns.TABLE)
 
-register(Claim(
+declare(
     id="scale.param_counts",
     title="Transformer parameter counts: 12d² + 13d per block plus embeddings; reproduces 7 of the 10 rows of the lecture "
           "notes 004 table (encoder-only and decoder-only models), not the encoder–decoder rows",
-    statement="",
     hypotheses=(
-        Hypothesis("heads_divide_width", r"h\mid d", necessary_note="part of the setting: heads of width d/h (the count "
-                   "does not depend on h, derived)"),
+        setting("heads_divide_width", r"h\mid d", "heads of width d/h (the count "
+                                                  "does not depend on h, derived)"),
         Hypothesis("affine_layers", r"\text{every linear map with a bias, LayerNorms with scale and shift}",
                    "biases everywhere", counterexample=_cx_bias),
         Hypothesis("mlp_ratio_4", r"\text{MLP } d\to4d\to d", "MLP ratio 4", counterexample=_cx_mlp_ratio),
@@ -210,9 +209,9 @@ register(Claim(
                    "no encoder–decoder cross-attention", counterexample=_cx_cross_attention),
         Hypothesis("tied_embeddings", r"\text{token embedding } V\times d \text{ tied to the output layer, learned positions } T\times d",
                    "tied output layer", counterexample=_cx_untied),
-        Hypothesis("row_conventions", r"\text{table rows: the vocabularies, contexts and rounding stated per row}",
-                   necessary_note="part of the setting: which configuration and printing convention each row uses "
-                                  "(numerics.scale.TABLE)"),
+        setting("row_conventions", r"\text{table rows: the vocabularies, contexts and rounding stated per row}",
+                "which configuration and printing convention each row uses "
+                "(numerics.scale.TABLE)"),
     ),
     clauses=(
         Clause("per_block", r"P_{\text{block}}=4(d^2+d)+(d\cdot4d+4d)+(4d\cdot d+d)+2\cdot2d=12d^2+13d", "derived",
@@ -260,4 +259,4 @@ register(Claim(
           "'reproduce the lecture notes 004 table' was false for the encoder–decoder rows: Transformer-Base is 56.8M "
           "with the formula (12 blocks, shared 37000-token vocabulary) and 63.1M as torch.nn.Transformer, against the "
           "printed 65M (Large: 189.0M, 214.2M vs 213M); XLNet-Large's two-stream relative attention is not modelled.",
-))
+)

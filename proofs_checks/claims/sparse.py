@@ -11,8 +11,8 @@ import torch
 
 from numerics import sparse as nsp
 from numerics.torch_utils import generator, resolve_device
-from proofs_checks.registry import (Check, CheckResult, Claim, Clause, Counterexample, Hypothesis, Mutant, compare,
-                                     register, worst)
+from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant, compare, worst
+from proofs_checks.claims._common import declare, setting
 from proofs_checks.tolerances import EPS
 from proofs_checks.comparisons import largest
 from proofs_checks.claims._attention_common import Resolved
@@ -250,15 +250,14 @@ def _cx_fixed_block(ctx) -> Counterexample:
                           violated=layers is None, justification=_EXACT)
 
 
-register(Claim(
+declare(
     id="sparse.connectivity",
     title="Sparse patterns (strided, fixed, star, Longformer, BigBird, band) meet Yun et al.'s three conditions; "
           "layers to full connectivity",
-    statement="",
     hypotheses=(
-        Hypothesis("patterns", r"n\ge1;\ \text{strided stride } \ell\ge2;\ \text{fixed } 1\le c\le\ell;\ "
-                   r"\text{Longformer, BigBird: any global tokens, } r\ge0 \text{ random keys}",
-                   necessary_note="part of the setting: the builders' definitions (numerics.sparse)"),
+        setting("patterns", r"n\ge1;\ \text{strided stride } \ell\ge2;\ \text{fixed } 1\le c\le\ell;\ "
+                r"\text{Longformer, BigBird: any global tokens, } r\ge0 \text{ random keys}",
+                "the builders' definitions (numerics.sparse)"),
         Hypothesis("window_ge_1", r"\text{band, Longformer, BigBird: window } w\ge1", "a window of half-width ≥ 1",
                    counterexample=_cx_window),
         Hypothesis("fixed_block_divides_n", r"\text{fixed: } \ell\mid n", "the fixed pattern's block divides n",
@@ -310,4 +309,4 @@ register(Claim(
           "partial block is never heard by the others (counterexample fixed_block_divides_n). The conditions are what "
           "Yun et al.'s universal-approximation theorem assumes; that theorem itself is not checked here. Layer counts "
           "are in the details of layers_vs_graph_distance.",
-))
+)

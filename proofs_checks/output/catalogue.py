@@ -176,19 +176,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
             for c in e["clauses"]:
                 ev = c.get("evidence_text") or f"{c['evidence']} {c['scope']}"
                 lines += [f"  - `{c['name']}`: ${c['latex']}$ — {ev}"]
-        if e.get("evidence_summary"):
-            lines += [f"- Evidence: {e['evidence_summary']}"]
-        if e.get("fixed_sizes"):
-            lines += [f"- Derivation at fixed sizes: {e['fixed_sizes']}"]
+        lines += [f"- {label}: {e[key]}" for key, label in (("evidence_summary", "Evidence"),
+                                                             ("fixed_sizes", "Derivation at fixed sizes")) if e.get(key)]
         if e.get("stated_statement"):
             lines += [f"- As stated in the lecture notes (refuted): ${e['stated_statement']}$"]
         lines += [f"- Source: {e['source']}"]
-        if e.get("notes"):
-            lines += [f"- Notes: {e['notes']}"]
-        if e.get("no_symbolic"):
-            lines += [f"- No symbolic layer: {e['no_symbolic']}"]
-        if e.get("no_numeric"):
-            lines += [f"- No numeric layer: {e['no_numeric']}"]
+        lines += [f"- {label}: {e[key]}" for key, label in (("notes", "Notes"), ("no_symbolic", "No symbolic layer"),
+                                                             ("no_numeric", "No numeric layer")) if e.get(key)]
         lines += ["- Checks:"]
         for L in LAYERS:
             chs = [ch for ch in e["checks"] if ch["layer"] == L]
@@ -239,12 +233,17 @@ def load_fresh(cache_dir: Path | None = None) -> tuple[dict[str, Any], Path] | N
 
 def save_cache(doc: dict[str, Any], cache_dir: Path) -> Path | None:
     """Keep ``doc`` in the store's cache (best effort: a read-only store only costs speed)."""
+    return _replace_cached(doc, _cache_path(cache_dir, doc["fingerprint"]), cache_dir, "catalogue-*.json")
+
+
+def _replace_cached(doc: dict[str, Any], p: Path, cache_dir: Path, older: str) -> Path | None:
+    """Write ``doc`` to ``p`` and remove the other files of ``cache_dir`` matching ``older`` (the
+    caches it replaces); ``None`` where the store is read-only."""
     from proofs_checks.store import atomic_write_text
 
-    p = _cache_path(cache_dir, doc["fingerprint"])
     try:
         atomic_write_text(p, json.dumps(doc, indent=0))
-        for old in Path(cache_dir).glob("catalogue-*.json"):
+        for old in Path(cache_dir).glob(older):
             if old != p:
                 old.unlink(missing_ok=True)
     except OSError:
@@ -336,15 +335,7 @@ def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | N
         deps = _plugin_sources()
         if deps:
             pdoc["depends_on"] = deps
-        try:
-            from proofs_checks.store import atomic_write_text
-
-            atomic_write_text(ppath, json.dumps(pdoc, indent=0))
-            for old in Path(cache_dir).glob("plugins-*.json"):
-                if old != ppath:
-                    old.unlink(missing_ok=True)
-        except OSError:
-            pass
+        _replace_cached(pdoc, ppath, cache_dir, "plugins-*.json")
     ids = {e["id"] for e in base["claims"]}
     merged = {**{k: v for k, v in base.items() if k not in ("depends_on", "claims")},
               "fingerprint": source_fingerprint(),

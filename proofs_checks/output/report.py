@@ -273,9 +273,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             if "skipped" in v:
                 lines.append(f"| {cid} | – | – | – | not run: {v['skipped']} | – |")
             else:
-                two, half = outcome_words(v)
-                lines.append(f"| {cid} | {v['check']} | {v['layer']} | {v['epsilon']:.3g} | "
-                             f"{two if v['rejected_at_2eps'] else '**' + two + '**'} | {half} |")
+                two, half = outcome_words(v, alarm=lambda w: f"**{w}**")
+                lines.append(f"| {cid} | {v['check']} | {v['layer']} | {v['epsilon']:.3g} | {two} | {half} |")
     if doc.get("reproductions"):
         lines += ["", "## Paper reproductions (quick sizes)", "", "| reproduction | status | rows agreeing | page |", "|---|---|---|---|"]
         lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | [{r.get('page')}]({r.get('page')}) |"

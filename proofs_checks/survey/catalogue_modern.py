@@ -14,6 +14,11 @@ from __future__ import annotations
 from proofs_checks.survey.entry import Entry, _e
 
 _HF = "5.23.0"
+
+
+def _hf(key: str, title: str, *rest, **k) -> Entry:
+    """An entry for a transformers attention class (the pinned transformers version, module ``transformers``)."""
+    return _e(key, title, "transformers", _HF, "transformers", *rest, **k)
 _GYM = ("attn-gym", "0.0.17", "attn_gym")
 
 # -- FlexAttention --------------------------------------------------------------------------------
@@ -165,7 +170,7 @@ ENTRIES: list[Entry] = [
        {"causal": True, "window": (4, 0)},
        "attn-gym's generate_sliding_window(4): q − k ≤ 4 and causal, i.e. keys t−4 … t (5 keys)"),
     # ---------------------------------------------------------------- Hugging Face families
-    _e("hf-opt", "transformers OPTAttention", "transformers", _HF, "transformers", f'''
+    _hf("hf-opt", "transformers OPTAttention", f'''
 from transformers import OPTConfig
 from transformers.models.opt.modeling_opt import OPTAttention
 def make():
@@ -173,19 +178,19 @@ def make():
     {_CAUSAL_MASK}
     return Wrap(OPTAttention(c, 0), call=lambda a, x: a(x, attention_mask=m(x.shape[1], x.dtype)))
 ''', {"causal": True}, "eager, biased projections, q scaled before the product (scaling=1.0 in the kernel)"),
-    _e("hf-qwen2", "transformers Qwen2Attention (RoPE, GQA, qkv bias)", "transformers", _HF, "transformers",
+    _hf("hf-qwen2", "transformers Qwen2Attention (RoPE, GQA, qkv bias)",
        _hf_rope("Qwen2Config", "qwen2", "Qwen2", "num_key_value_heads=2, intermediate_size=64"),
        {**_HF_DECL, "kv_heads": 2}, "eager, q/k/v biases, 2 key/value heads, the causal mask transformers builds"),
-    _e("hf-qwen3", "transformers Qwen3Attention (QK-norm, RoPE, GQA)", "transformers", _HF, "transformers",
+    _hf("hf-qwen3", "transformers Qwen3Attention (QK-norm, RoPE, GQA)",
        _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8"),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
        "eager, per-head RMSNorm on q and k before RoPE (q_norm/k_norm), 2 key/value heads"),
-    _e("hf-qwen3-sdpa", "transformers Qwen3Attention (SDPA)", "transformers", _HF, "transformers",
+    _hf("hf-qwen3-sdpa", "transformers Qwen3Attention (SDPA)",
        _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8")
        .replace("    rot, pos", "    c._attn_implementation = \"sdpa\"\n    rot, pos"),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
        "the SDPA path (transformers' default): the mask create_causal_mask returns for SDPA (None: is_causal), GQA"),
-    _e("hf-qwen3-flex", "transformers Qwen3Attention (flex_attention)", "transformers", _HF, "transformers",
+    _hf("hf-qwen3-flex", "transformers Qwen3Attention (flex_attention)",
        _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8")
        .replace("    rot, pos", "    c._attn_implementation = \"flex_attention\"\n    rot, pos"),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "dtype": "float32"},
@@ -205,26 +210,26 @@ def make():
        {**_HF_DECL, "kv_heads": 2, "softcap": 50.0},
        "layer 1 of the alternating pattern (full_attention), logit softcap 50",
        note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k (Gemma 2 checkpoints use 256)"),
-    _e("hf-gemma3", "transformers Gemma3Attention (QK-norm, sliding layer)", "transformers", _HF, "transformers",
+    _hf("hf-gemma3", "transformers Gemma3Attention (QK-norm, sliding layer)",
        _hf_rope("Gemma3TextConfig", "gemma3", "Gemma3", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
                 "query_pre_attn_scalar=8, sliding_window=4", layer=0, sliding=True, rarg=', "sliding_attention"'),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "window": 4},
        "layer 0 (sliding_attention, sliding_window=4), Gemma's RMSNorm (1 + weight) on q and k",
        note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k"),
-    _e("hf-gemma3-global", "transformers Gemma3Attention (QK-norm, global layer)", "transformers", _HF, "transformers",
+    _hf("hf-gemma3-global", "transformers Gemma3Attention (QK-norm, global layer)",
        _hf_rope("Gemma3TextConfig", "gemma3", "Gemma3", "num_key_value_heads=2, intermediate_size=64, head_dim=8, "
                 "query_pre_attn_scalar=8, sliding_window=4", layer=5, rarg=', "full_attention"'),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "rope_base": 1000000.0},
        "layer 5 of the 5:1 pattern (full_attention), RoPE base 10⁶ for global layers, QK-norm",
        note="query_pre_attn_scalar is set to head_dim so that the scale is 1/√d_k"),
-    _e("hf-phi3", "transformers Phi3Attention (fused qkv_proj)", "transformers", _HF, "transformers",
+    _hf("hf-phi3", "transformers Phi3Attention (fused qkv_proj)",
        _hf_rope("Phi3Config", "phi3", "Phi3", "num_key_value_heads=2, intermediate_size=64, pad_token_id=0"),
        {**_HF_DECL, "kv_heads": 2}, "eager, one fused qkv_proj (q, then k, then v rows), 2 key/value heads"),
-    _e("hf-olmo2", "transformers Olmo2Attention (QK-norm over the whole width)", "transformers", _HF, "transformers",
+    _hf("hf-olmo2", "transformers Olmo2Attention (QK-norm over the whole width)",
        _hf_rope("Olmo2Config", "olmo2", "Olmo2", "num_key_value_heads=2, intermediate_size=64"),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
        "eager, RMSNorm over all heads' q (and all k) before the head split, 2 key/value heads"),
-    _e("hf-gpt-neox", "transformers GPTNeoXAttention (partial rotary)", "transformers", _HF, "transformers", f'''
+    _hf("hf-gpt-neox", "transformers GPTNeoXAttention (partial rotary)", f'''
 from transformers import GPTNeoXConfig
 from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXAttention, GPTNeoXRotaryEmbedding
 def make():
@@ -236,7 +241,7 @@ def make():
 ''',
        {**_HF_DECL, "rope_dims": 4},
        "eager, rotary_pct=0.5 → RoPE on 4 of the 8 head dimensions, fused query_key_value laid out per head"),
-    _e("hf-falcon-alibi", "transformers FalconAttention (ALiBi)", "transformers", _HF, "transformers", f'''
+    _hf("hf-falcon-alibi", "transformers FalconAttention (ALiBi)", f'''
 from transformers import FalconConfig
 from transformers.models.falcon.modeling_falcon import FalconAttention, build_alibi_tensor
 def make():
@@ -251,7 +256,7 @@ def make():
             "model's definition, not a bug in the port; ports to other runtimes had to copy it",
        issue={"url": "https://github.com/OpenNMT/CTranslate2/pull/1449",
               "title": "Implement converter for FalconConfig: scale_alibi, 'apply the dot product scale factor to ALiBi'"}),
-    _e("hf-falcon-gqa", "transformers FalconAttention (RoPE, grouped fused qkv)", "transformers", _HF, "transformers",
+    _hf("hf-falcon-gqa", "transformers FalconAttention (RoPE, grouped fused qkv)",
        f'''
 from transformers import FalconConfig
 from transformers.models.falcon.modeling_falcon import FalconAttention, FalconRotaryEmbedding
