@@ -529,7 +529,7 @@ def _cx_unit_radius(ctx) -> Counterexample:
     return Counterexample({"radius": "√d", "beta": "1/d (βM² = 1)", "N": 2, "d": "8, 16, 32, 64", "trials": 256},
                           "exponential_growth",
                           f"fraction retrieved within 0.1·√d at N = 2: {fr} (smallest ‖f(x_i) − x_i‖/√d: "
-                          f"{min(dist.values()):.3f}): N_½ < 2 at every d, no growth in d",
+                          f"{smallest(dist.values()):.3f}): N_½ < 2 at every d, no growth in d",
                           violated=worst(list(fr.values())) < 0.5, error=0.5 - worst(list(fr.values())), tolerance=0.0,
                           justification="the clause's criterion: retrieved when ‖f(x_i) − x_i‖ ≤ 0.1√d; N_½ is where the "
                           "retrieved fraction crosses ½, below ½ already at N = 2",
