@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from proofs_checks.sanity import _libsemantics as sem
-from proofs_checks.sanity._modconfig import (_MISSING, ConfigError, ConfigRead, _Ctx, _bad, _get, _guard, _is_int,
+from proofs_checks.sanity._modconfig_core import (_MISSING, ConfigError, ConfigRead, _Ctx, _bad, _get, _guard, _is_int,
                                              _is_num, _number, _posint, _window_value)
 
 __all__ = ["xt", "litgpt", "inv_freq"]

@@ -3,12 +3,12 @@ figures of a run (:func:`proofs_checks.sanity.hopfield.run_hopfield`), from the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # the stages' results (annotations only)
-    from proofs_checks.sanity.hopfield import FixedPoints, Geometry, Retrieval, Starts, Update
+# the annotations name the stages' results of proofs_checks.sanity.hopfield (Geometry, Update, Starts,
+# Retrieval, FixedPoints); they are not imported: that module imports this one
 
 __all__ = ["render", "figures"]
 
@@ -17,8 +17,6 @@ def render(geo: Geometry, upd: Update, st: Starts, ret: Retrieval, E, fx: FixedP
             seed: int, compute_dtype) -> tuple[dict, list[str]]:
     """The JSON document and the text lines."""
     import torch
-
-    from proofs_checks.sanity.hopfield import ENERGY_STEPS
 
     from numerics import precision as npr
 
@@ -37,7 +35,7 @@ def render(geo: Geometry, upd: Update, st: Starts, ret: Retrieval, E, fx: FixedP
            "M": M, "Delta": Delta.tolist(), "per_pattern": per,
            "fixed_points": {"converged": int(fx.conv.sum()), "near_their_pattern": int(fx.near.sum()), "N": N},
            "capacity": {**cap, "retrieved_from_noisy_one_step": retrieved, "N": N},
-           "energy": {"start_mean": float(E[0].mean()), "end_mean": float(E[-1].mean()), "steps": ENERGY_STEPS}}
+           "energy": {"start_mean": float(E[0].mean()), "end_mean": float(E[-1].mean()), "steps": int(E.shape[0]) - 1}}
     nm = f"{cap['N_max']:.3g}" if cap["N_max"] is not None else "none (Δ_min ≤ 0: no guarantee)"
     bn_txt = f"{cap['beta_needed']:.3g}" if cap["beta_needed"] is not None else "none (Δ_min ≤ 0)"
     order = torch.argsort(Delta)[:min(N, 8)].tolist()

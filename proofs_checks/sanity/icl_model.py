@@ -17,8 +17,8 @@ from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import SanityResult, VerdictOutcome, finish, verdict_fields
 from proofs_checks.sanity._verdict import Z_SIGMA, Verdict
-from proofs_checks.sanity.icl import (_KQ_KEYS, _PV_KEYS, N_MEASURE, _lambda, _weights_verdict, layout_value, length_value,
-                                      noise_value, prompts_value, tol_value)
+from proofs_checks.sanity.icl_inputs import (_KQ_KEYS, _PV_KEYS, N_MEASURE, _lambda, _weights_verdict, layout_value, length_value,
+                                             noise_value, prompts_value, tol_value)
 from theory import icl as ti
 
 __all__ = ["check_icl_model", "ICLModelResult", "model_weights_tol", "model_request", "ModelRequest", "PROBE_PROMPTS"]
