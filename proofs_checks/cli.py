@@ -43,6 +43,7 @@ from proofs_checks.console import check_json_target as _check_json_target  # noq
 from proofs_checks.console import command_line as _command_line  # noqa: E402
 from proofs_checks.console import console as _console  # noqa: E402
 from proofs_checks.console import esc as _esc  # noqa: E402
+from proofs_checks.console import print_wrapped as _print_wrapped  # noqa: E402
 from proofs_checks.console import table as _table  # noqa: E402
 from proofs_checks.console import write_json as _write_json  # noqa: E402
 
@@ -344,8 +345,9 @@ def _summary_table(results):
     from proofs_checks.output.evidence import evidence_label
     from proofs_checks.output.terminal import short, text_of
 
-    t = _table("tverify results", ("claim", "kind", "status", "evidence", "max err/tol", "s", "note"))
-    t.columns[3].no_wrap = True  # a badge ("derived ∀ sizes"): never cut mid-word
+    # the id and the badge ("derived ∀ sizes") never cut mid-word; the note folds to make room
+    t = _table("tverify results", ("claim", "kind", "status", "evidence", "max err/tol", "s", "note"),
+               no_wrap=("claim", "status", "evidence"))
     for r in results:
         ratio = r.max_error_ratio
         ev = evidence_label({"kind": r.kind, "clauses": r.statement.get("clauses") or []})
@@ -389,14 +391,22 @@ def _mutant_table(res, summary: dict[str, Any] | None, mode: str):
     if summary:
         ov = summary.get("overall") or {}
         title += f"; {ov.get('non_symbolic_margin_ge_3', 0)} rejected by a numeric or trained check with margin ≥ 3"
-    t = _table(title, ("claim", "mutant", "kind", *LAYERS, "killed by"))
+    one = len({r.claim for r in res}) == 1  # one claim: named in the title, not on every row
+    if one:
+        title = f"{res[0].claim}: {title}"
+    cols = ("mutant", "kind", *LAYERS, "killed by") if one else ("claim", "mutant", "kind", *LAYERS, "killed by")
+    # ids, names and margins never cut mid-word: the kind folds to make room
+    t = _table(title, cols, no_wrap=("claim", "mutant", *LAYERS, "killed by"))
     for r in res:
         refused = getattr(r, "refused", "")
-        t.add_row(r.claim, r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
+        t.add_row(*(() if one else (r.claim,)), r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
                   "[bold red]not counted: claim not verified[/]" if refused else
                   (_esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]"))
-    t.caption = "cells: best margin error/tolerance among the layer's checks that rejected the mutant (∞: exact mismatch)"
     return t
+
+
+#: printed under the mutants table (wrapped with a hanging indent: a rich caption is centred)
+MUTANT_CELLS = "cells: best margin error/tolerance among the layer's checks that rejected the mutant (∞: exact mismatch)"
 
 
 def _mutants_document(res, claims, *, mode: str, seed: int, device: str) -> dict[str, Any]:
@@ -725,12 +735,16 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")
     con.print(_mutant_table(res, doc["summary"], mode))
+    _print_wrapped(con, MUTANT_CELLS, indent=2)
     n_stmt = sum(1 for r in res if r.kind == "hypothesis dropped")
     if n_stmt or doc["not_shown_necessary"]:
-        con.print(f"statement mutants (a hypothesis dropped, refuted by its counterexample): "
-                  f"{sum(r.killed for r in res if r.kind == 'hypothesis dropped')}/{n_stmt} killed")
+        _print_wrapped(con, f"statement mutants (a hypothesis dropped, refuted by its counterexample): "
+                            f"{sum(r.killed for r in res if r.kind == 'hypothesis dropped')}/{n_stmt} killed")
     for x in doc["not_shown_necessary"]:
-        con.print(f"  {_esc(x['claim'])}: hypothesis {_esc(x['hypothesis'])} not shown necessary ({_esc(x['why'])})")
+        from proofs_checks.output.terminal import text_of
+
+        _print_wrapped(con, f"{x['claim']}: hypothesis {x['hypothesis']} not shown necessary ({text_of(x['why'])})",
+                       indent=2)
     for cid, v in (doc.get("continuous") or {}).items():
         if "skipped" in v:
             con.print(f"continuous {_esc(cid)}: not run ({_esc(v['skipped'])})")
@@ -836,6 +850,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     con.print(_totals(results, time.monotonic() - started))
     if mres is not None:
         con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
+        _print_wrapped(con, MUTANT_CELLS, indent=2)
     for rp in doc.get("reproductions") or []:
         if rp["status"] != "agrees":
             con.print(f"reproduction {rp['name']}: {rp['status']}: {rp['why']}", markup=False)
