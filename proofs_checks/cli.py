@@ -512,7 +512,7 @@ def _list_table(chosen):
     from proofs_checks.output.evidence import evidence_label
     from proofs_checks.output.terminal import text_of
 
-    t = _table(f"{len(chosen)} claims", ("id", "evidence", "title", "checks", "mutants"))
+    t = _table(f"{len(chosen)} claim{'' if len(chosen) == 1 else 's'}", ("id", "evidence", "title", "checks", "mutants"))
     t.caption = "checks: symbolic/numeric/trained (`tverify show ID --full` names them)"
     for i in (0, 1, 3):
         t.columns[i].no_wrap = True

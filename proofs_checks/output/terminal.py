@@ -31,7 +31,7 @@ MAX_ITEMS = 12
 _TEXTY = re.compile(r"\\(text|mathrm|operatorname|texttt|textsf|textrm|textit|textbf|mathtt)\{")
 
 
-_NON_FACTORS = ("right|left|quad|qquad|le|ge|leq|geq|ne|neq|in|to|cdot|times|sim|approx|succ|succeq|preceq|mid|"
+_NON_FACTORS = ("right|left|[Bb]igg?[lr]?|quad|qquad|le|ge|leq|geq|ne|neq|in|to|cdot|times|sim|approx|succ|succeq|preceq|mid|"
                 "xrightarrow|rightarrow|Rightarrow|iff|implies|coloneqq|equiv|pm")
 #: big operators: a fraction after one (with its limits) is its operand, not a factor beside it
 _OPERATOR_BEFORE = re.compile(r"\\(?:sum|prod|int|lim|max|min|sup|inf|" + _NON_FACTORS + r")"
@@ -411,7 +411,7 @@ def show_full(e: dict[str, Any], info: dict[str, Any], how: str, *, math: Callab
 def _derivation(info: dict[str, Any], how: str, math: Callable[[Any], str], as_latex: bool) -> list[Line]:
     steps = info.get("steps") or []
     how = re.sub(r"(?:[A-Za-z]:)?[/\\\\~][^\s;()]*[/\\\\]([^\s;()/\\\\]+)", r"\1", how)  # a file's name, not its path
-    out = [Line(""), Line(f"derivation (from {how}):", style="bold")]
+    out = [Line(""), Line(f"derivation ({how}):" if how == "computed now" else f"derivation (from {how}):", style="bold")]
     if not steps and not info.get("error"):
         out.append(Line("none: no symbolic derivation for this claim", indent=2))
     for i, s in enumerate(steps, 1):
