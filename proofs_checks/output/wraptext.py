@@ -35,8 +35,9 @@ def unbrace_scripts(text: str) -> str:
     return text
 
 
-def width(stream=None) -> int:
-    """The width to wrap to: ``COLUMNS`` when set (a pipe too), else the terminal's, else 100."""
+def width(stream=None, fallback: int | None = DEFAULT_WIDTH) -> int | None:
+    """The width to wrap to: ``COLUMNS`` when set (a pipe too), else the terminal's, else ``fallback``
+    (100; the ``check`` commands pass ``None``: piped without ``COLUMNS`` they print whole lines)."""
     cols = os.environ.get("COLUMNS", "").strip()
     if cols.isdigit() and int(cols) >= 20:
         return int(cols)
@@ -45,7 +46,7 @@ def width(stream=None) -> int:
             return max(shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns, 20)
     except (AttributeError, ValueError, OSError):
         pass
-    return DEFAULT_WIDTH
+    return fallback
 
 
 def hang_wrap(text: str, cols: int, indent: int = 0, hang: int = 4) -> list[str]:
@@ -71,9 +72,10 @@ def _hang_of(line: str, cols: int) -> int:
     return at if at is not None else lead + 4
 
 
-def wrap_lines(lines, cols: int) -> list[str]:
+def wrap_lines(lines, cols: int | None) -> list[str]:
     """Each line wrapped to ``cols`` keeping its indentation; a table row (columns separated by two
-    or more spaces) continues under its last column; a line that fits is left as it is.
+    or more spaces) continues under its last column; a line that fits is left as it is (every line,
+    when ``cols`` is ``None``).
 
     >>> wrap_lines(["  a  bb  cc dd ee ff gg hh ii jj kk ll mm nn oo pp qq rr ss tt uu vv ww xx yy zz"], 60)
     ['  a  bb  cc dd ee ff gg hh ii jj kk ll mm nn oo pp qq rr ss', '         tt uu vv ww xx yy zz']
@@ -82,7 +84,7 @@ def wrap_lines(lines, cols: int) -> list[str]:
     for line in lines:
         for piece in str(line).split("\n"):
             piece = piece.rstrip()
-            if len(piece) <= cols:
+            if cols is None or len(piece) <= cols:
                 out.append(piece)
                 continue
             lead = len(piece) - len(piece.lstrip(" "))

@@ -433,7 +433,7 @@ def _model_doc(req: ModelRequest, name: str, seed: int, tol, pr: dict, zfb: dict
 
 def _blocks(heads: list[str], rows: list[tuple[str, list[str]]], cols: int | None = None) -> list[str]:
     """A table of named rows, its columns split into blocks that fit the width (``COLUMNS``, else the
-    terminal's, else 100), so no row wraps.
+    terminal's; piped without it, one block), so no row wraps.
 
     >>> print("\\n".join(_blocks(["M=1", "M=2", "M=3"], [("ridge", ["0 ± 0", "1 ± 0.1", "2 ± 0.2"])], cols=30)))
                  M=1      M=2
@@ -445,7 +445,8 @@ def _blocks(heads: list[str], rows: list[tuple[str, list[str]]], cols: int | Non
 
     w = max(len(r[0]) for r in rows) + 2
     cell = max(len(c) for c in [*heads, *(x for r in rows for x in r[1])]) + 2
-    per = max(((cols or width(sys.stdout)) - w) // cell, 1)
+    cols = cols or width(sys.stdout, fallback=None)  # piped without COLUMNS: one block
+    per = max((cols - w) // cell, 1) if cols else len(heads)
     out = []
     for i in range(0, len(heads), per):
         out.append(" " * w + "".join(f"{h:>{cell}}" for h in heads[i:i + per]))
