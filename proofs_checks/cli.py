@@ -391,15 +391,23 @@ def _mutant_table(res, summary: dict[str, Any] | None, mode: str):
     if summary:
         ov = summary.get("overall") or {}
         title += f"; {ov.get('non_symbolic_margin_ge_3', 0)} rejected by a numeric or trained check with margin ≥ 3"
-    one = len({r.claim for r in res}) == 1  # one claim: named in the title, not on every row
+    one = len({r.claim for r in res}) == 1  # one claim: named in the title; several: a bold row each
     if one:
         title = f"{res[0].claim}: {title}"
-    cols = ("mutant", "kind", *LAYERS, "killed by") if one else ("claim", "mutant", "kind", *LAYERS, "killed by")
-    # ids, names and margins never cut mid-word: the kind folds to make room
-    t = _table(title, cols, no_wrap=("claim", "mutant", *LAYERS, "killed by"))
+    # a mutant's name never cut mid-word, nor the check that killed it where the row leaves room for
+    # it (kind ≤ 12, margins 8; rich would otherwise truncate): the other columns fold
+    names = [len(r.mutant) + (0 if one else 2) for r in res] or [0]
+    killers = [len(str(r.killed_by or "")) for r in res] or [0]
+    room = max(names) + max(killers) + 10 + 8 * len(LAYERS) + 3 * (len(LAYERS) + 3) + 1 <= _console().width
+    t = _table(title, ("mutant", "kind", *LAYERS, "killed by"), no_wrap=("mutant", "killed by") if room else ("mutant",))
+    t.columns[1].max_width = 12  # "hypothesis dropped" on two lines: the names keep their room
+    claim = None
     for r in res:
+        if not one and r.claim != claim:
+            claim = r.claim
+            t.add_row(f"[bold]{_esc(claim)}[/]", *[""] * (len(LAYERS) + 2))
         refused = getattr(r, "refused", "")
-        t.add_row(*(() if one else (r.claim,)), r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
+        t.add_row(("" if one else "  ") + r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
                   "[bold red]not counted: claim not verified[/]" if refused else
                   (_esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]"))
     return t
