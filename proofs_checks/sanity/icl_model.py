@@ -41,7 +41,7 @@ def model_weights_tol(L: np.ndarray, N: int) -> tuple[float, str]:
     dist = {k: float(np.linalg.norm(A - Gi) / nrm) for k, A in alts.items()}
     near = min(dist, key=dist.get)
     tol = dist[near] / 4
-    return tol, (f"1/4 of the relative distance {dist[near]:.3g} from Γ_N^{{-1}} to the nearest alternative "
+    return tol, (f"1/4 of the relative distance {dist[near]:.3g} from Γ_N^(−1) to the nearest alternative "
                  f"preconditioner, {near}")
 
 
@@ -478,7 +478,7 @@ def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, z
         lines.append(f"ZFB theorem on the weights: skipped ({zfb['reason']})")
     else:
         lines.append(f"ZFB theorem on the exposed LSA weights: {zfb['outcome']}: {zfb['summary']} "
-                     f"(‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:.3g}: {tol_reason})")
+                     f"(‖w22·W11 − Γ_N^(−1)‖/‖Γ_N^(−1)‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:.3g}: {tol_reason})")
     for sk in pr.get("skipped_lengths", []):
         lines.append(f"M = {sk['M']} skipped: {name} raised {sk['error']}")
     lines.append(f"closest algorithm: {closest or 'none (non-finite predictions)'}; identified: "
