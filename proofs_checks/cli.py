@@ -43,6 +43,7 @@ from proofs_checks.console import check_json_target as _check_json_target  # noq
 from proofs_checks.console import command_line as _command_line  # noqa: E402
 from proofs_checks.console import console as _console  # noqa: E402
 from proofs_checks.console import esc as _esc  # noqa: E402
+from proofs_checks.console import print_wrapped as _print_wrapped  # noqa: E402
 from proofs_checks.console import table as _table  # noqa: E402
 from proofs_checks.console import write_json as _write_json  # noqa: E402
 
@@ -344,8 +345,9 @@ def _summary_table(results):
     from proofs_checks.output.evidence import evidence_label
     from proofs_checks.output.terminal import short, text_of
 
-    t = _table("tverify results", ("claim", "kind", "status", "evidence", "max err/tol", "s", "note"))
-    t.columns[3].no_wrap = True  # a badge ("derived ∀ sizes"): never cut mid-word
+    # the id and the badge ("derived ∀ sizes") never cut mid-word; the note folds to make room
+    t = _table("tverify results", ("claim", "kind", "status", "evidence", "max err/tol", "s", "note"),
+               no_wrap=("claim", "status", "evidence"))
     for r in results:
         ratio = r.max_error_ratio
         ev = evidence_label({"kind": r.kind, "clauses": r.statement.get("clauses") or []})
@@ -389,14 +391,30 @@ def _mutant_table(res, summary: dict[str, Any] | None, mode: str):
     if summary:
         ov = summary.get("overall") or {}
         title += f"; {ov.get('non_symbolic_margin_ge_3', 0)} rejected by a numeric or trained check with margin ≥ 3"
-    t = _table(title, ("claim", "mutant", "kind", *LAYERS, "killed by"))
+    one = len({r.claim for r in res}) == 1  # one claim: named in the title; several: a bold row each
+    if one:
+        title = f"{res[0].claim}: {title}"
+    # a mutant's name never cut mid-word, nor the check that killed it where the row leaves room for
+    # it (kind ≤ 12, margins 8; rich would otherwise truncate): the other columns fold
+    names = [len(r.mutant) + (0 if one else 2) for r in res] or [0]
+    killers = [len(str(r.killed_by or "")) for r in res] or [0]
+    room = max(names) + max(killers) + 10 + 8 * len(LAYERS) + 3 * (len(LAYERS) + 3) + 1 <= _console().width
+    t = _table(title, ("mutant", "kind", *LAYERS, "killed by"), no_wrap=("mutant", "killed by") if room else ("mutant",))
+    t.columns[1].max_width = 12  # "hypothesis dropped" on two lines: the names keep their room
+    claim = None
     for r in res:
+        if not one and r.claim != claim:
+            claim = r.claim
+            t.add_row(f"[bold]{_esc(claim)}[/]", *[""] * (len(LAYERS) + 2))
         refused = getattr(r, "refused", "")
-        t.add_row(r.claim, r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
+        t.add_row(("" if one else "  ") + r.mutant, r.kind, *(_layer_cell(r, L) for L in LAYERS),
                   "[bold red]not counted: claim not verified[/]" if refused else
                   (_esc(r.killed_by) if r.killed else "[bold red]SURVIVED[/]"))
-    t.caption = "cells: best margin error/tolerance among the layer's checks that rejected the mutant (∞: exact mismatch)"
     return t
+
+
+#: printed under the mutants table (wrapped with a hanging indent: a rich caption is centred)
+MUTANT_CELLS = "cells: best margin error/tolerance among the layer's checks that rejected the mutant (∞: exact mismatch)"
 
 
 def _mutants_document(res, claims, *, mode: str, seed: int, device: str) -> dict[str, Any]:
@@ -502,7 +520,7 @@ def _list_table(chosen):
     from proofs_checks.output.evidence import evidence_label
     from proofs_checks.output.terminal import text_of
 
-    t = _table(f"{len(chosen)} claims", ("id", "evidence", "title", "checks", "mutants"))
+    t = _table(f"{len(chosen)} claim{'' if len(chosen) == 1 else 's'}", ("id", "evidence", "title", "checks", "mutants"))
     t.caption = "checks: symbolic/numeric/trained (`tverify show ID --full` names them)"
     for i in (0, 1, 3):
         t.columns[i].no_wrap = True
@@ -725,12 +743,16 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")
     con.print(_mutant_table(res, doc["summary"], mode))
+    _print_wrapped(con, MUTANT_CELLS, indent=2)
     n_stmt = sum(1 for r in res if r.kind == "hypothesis dropped")
     if n_stmt or doc["not_shown_necessary"]:
-        con.print(f"statement mutants (a hypothesis dropped, refuted by its counterexample): "
-                  f"{sum(r.killed for r in res if r.kind == 'hypothesis dropped')}/{n_stmt} killed")
+        _print_wrapped(con, f"statement mutants (a hypothesis dropped, refuted by its counterexample): "
+                            f"{sum(r.killed for r in res if r.kind == 'hypothesis dropped')}/{n_stmt} killed")
     for x in doc["not_shown_necessary"]:
-        con.print(f"  {_esc(x['claim'])}: hypothesis {_esc(x['hypothesis'])} not shown necessary ({_esc(x['why'])})")
+        from proofs_checks.output.terminal import text_of
+
+        _print_wrapped(con, f"{x['claim']}: hypothesis {x['hypothesis']} not shown necessary ({text_of(x['why'])})",
+                       indent=2)
     for cid, v in (doc.get("continuous") or {}).items():
         if "skipped" in v:
             con.print(f"continuous {_esc(cid)}: not run ({_esc(v['skipped'])})")
@@ -836,6 +858,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     con.print(_totals(results, time.monotonic() - started))
     if mres is not None:
         con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
+        _print_wrapped(con, MUTANT_CELLS, indent=2)
     for rp in doc.get("reproductions") or []:
         if rp["status"] != "agrees":
             con.print(f"reproduction {rp['name']}: {rp['status']}: {rp['why']}", markup=False)

@@ -16,7 +16,7 @@ import click
 
 from proofs_checks.options import UsageError
 
-__all__ = ["console", "table", "esc", "command_line", "set_argv", "check_json_target", "write_json",
+__all__ = ["console", "table", "print_wrapped", "esc", "command_line", "set_argv", "check_json_target", "write_json",
            "LazySanityGroup", "ClosedStream", "guard_closed_streams", "stdout_was_closed"]
 
 
@@ -111,13 +111,26 @@ def console(stderr: bool = False):
     return c
 
 
-def table(title: str, columns: tuple[str, ...]):
+def table(title: str, columns: tuple[str, ...], no_wrap: tuple[str, ...] = ()):
+    """A rich table whose columns fold at the width, except those named in ``no_wrap`` (ids and
+    names: never cut mid-word; the other columns fold to make room)."""
     from rich.table import Table
 
     t = Table(title=title, show_lines=False)
     for col in columns:
-        t.add_column(col, overflow="fold")
+        t.add_column(col, overflow="fold", no_wrap=col in no_wrap)
     return t
+
+
+def print_wrapped(con, text: str, indent: int = 0, hang: int = 4, style: str = "") -> None:
+    """Plain ``text`` (no markup) on the rich console ``con``, wrapped to its width with a hanging
+    indent (:func:`proofs_checks.output.wraptext.hang_wrap`): a wrapped line keeps its indentation."""
+    from rich.text import Text
+
+    from proofs_checks.output.wraptext import hang_wrap
+
+    for part in hang_wrap(str(text), con.width, indent, hang):
+        con.print(Text(part, style=style, no_wrap=True, overflow="ignore"), soft_wrap=True)
 
 
 def esc(text: Any) -> str:

@@ -9,35 +9,19 @@ adds the derivation, obligations, checks and mutants (:func:`show_full`).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from proofs_checks.mathml import latex_text
+from proofs_checks.output.wraptext import hang_wrap, unbrace_scripts, width
 from proofs_checks.output.evidence import clause_label, evidence_label
 
 __all__ = ["Line", "width", "math_text", "text_of", "wrap", "show_summary", "show_full", "last_checks", "totals_line",
            "fmt_duration", "short", "print_lines"]
 
-DEFAULT_WIDTH = 100
 #: hypotheses or clauses listed by the summary before "… N more"
 MAX_ITEMS = 12
-
-
-def width(stream=None) -> int:
-    """The width to wrap to: ``COLUMNS`` when set (a pipe too), else the terminal's, else 100."""
-    cols = os.environ.get("COLUMNS", "").strip()
-    if cols.isdigit() and int(cols) >= 20:
-        return int(cols)
-    try:
-        if stream is not None and stream.isatty():
-            return max(shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns, 20)
-    except (AttributeError, ValueError, OSError):
-        pass
-    return DEFAULT_WIDTH
 
 
 # ------------------------------------------------------------------------------------------------
@@ -47,7 +31,7 @@ def width(stream=None) -> int:
 _TEXTY = re.compile(r"\\(text|mathrm|operatorname|texttt|textsf|textrm|textit|textbf|mathtt)\{")
 
 
-_NON_FACTORS = ("right|left|quad|qquad|le|ge|leq|geq|ne|neq|in|to|cdot|times|sim|approx|succ|succeq|preceq|mid|"
+_NON_FACTORS = ("right|left|[Bb]igg?[lr]?|quad|qquad|le|ge|leq|geq|ne|neq|in|to|cdot|times|sim|approx|succ|succeq|preceq|mid|"
                 "xrightarrow|rightarrow|Rightarrow|iff|implies|coloneqq|equiv|pm")
 #: big operators: a fraction after one (with its limits) is its operand, not a factor beside it
 _OPERATOR_BEFORE = re.compile(r"\\(?:sum|prod|int|lim|max|min|sup|inf|" + _NON_FACTORS + r")"
@@ -55,10 +39,17 @@ _OPERATOR_BEFORE = re.compile(r"\\(?:sum|prod|int|lim|max|min|sup|inf|" + _NON_F
 _NOT_FACTOR = re.compile(r"\\(?:" + _NON_FACTORS + r"|,|;|\s)(?![A-Za-z])")
 
 
+_TEXT_OPEN = re.compile(r"\\(?:text|mathrm|textrm)\{")
+_TEXT_CLOSE = re.compile(r"\\(?:text|mathrm|textrm)\{([^{}]*)\}$")
+
+
 def _juxtaposed_after(src: str, i: int) -> bool:
     rest = src[i:].lstrip()
     if not rest:
         return False
+    m = _TEXT_OPEN.match(rest)
+    if m:  # prose after a fraction (", then", ")"): a factor only when it starts with a letter or digit
+        return rest[m.end():m.end() + 1].isalnum()
     if rest[0] == "\\":
         return not _NOT_FACTOR.match(rest) and rest[1:2].isalpha()
     return rest[0].isalnum() or rest[0] == "("
@@ -68,6 +59,9 @@ def _juxtaposed_before(src: str, i: int) -> bool:
     head = src[:i].rstrip()
     if not head or not (head[-1].isalnum() or head[-1] in ")}"):
         return False
+    m = _TEXT_CLOSE.search(head)
+    if m:  # prose before a fraction ("(and "): a factor only when it ends with a letter or digit
+        return m[1][-1:].isalnum()
     return not _OPERATOR_BEFORE.search(head)
 
 
@@ -220,7 +214,8 @@ def math_text(latex: Any) -> str:
         out = src
     if "\\" in out:  # anything the converter left: drop the command words, keep their arguments
         out = re.sub(r"\\([A-Za-z]+)", r"\1", out).replace("\\", "")
-    return _space_ops(out).replace(_HYPHEN, "-")
+    out = _space_ops(out).replace(_HYPHEN, "-")
+    return re.sub(r"([" + _REL + r"]) ?\u0338 ?", "\\1\u0338 ", out)  # \not\propto: "∝̸", the slash on its relation
 
 
 def text_of(value: Any) -> str:
@@ -228,7 +223,7 @@ def text_of(value: Any) -> str:
     ``$…$`` spans and bare commands are converted; plain prose is returned as it is."""
     s = "" if value is None else str(value)
     if "\\" not in s and "$" not in s:
-        return s
+        return unbrace_scripts(s)  # "Θ(T^{3/2})" in a title: Θ(T^(3/2)), as in statements
     if "$" in s:
         return re.sub(r"\$([^$]+)\$", lambda m: math_text(m[1]), s).replace("\\", "")
     cut = s.rfind(": ", 0, s.find("\\"))  # "prose: formula" (a mutant's description): only the formula
@@ -263,11 +258,8 @@ def wrap(lines: list[Line], cols: int) -> list[tuple[str, Line]]:
         if ln.pre or not ln.text.strip():
             out.append((" " * ln.indent + ln.text if ln.text.strip() else "", ln))
             continue
-        first = " " * ln.indent
-        rest = " " * min(ln.indent + ln.hang, max(cols // 2, 0))
-        parts = textwrap.wrap(ln.text, width=max(cols, 20), initial_indent=first, subsequent_indent=rest,
-                              break_on_hyphens=False, break_long_words=True, drop_whitespace=True)
-        out.extend((p, ln) for p in parts or [first])
+        parts = hang_wrap(unbrace_scripts(ln.text), cols, ln.indent, ln.hang)
+        out.extend((p, ln) for p in parts)
     return out
 
 
@@ -419,7 +411,7 @@ def show_full(e: dict[str, Any], info: dict[str, Any], how: str, *, math: Callab
 def _derivation(info: dict[str, Any], how: str, math: Callable[[Any], str], as_latex: bool) -> list[Line]:
     steps = info.get("steps") or []
     how = re.sub(r"(?:[A-Za-z]:)?[/\\\\~][^\s;()]*[/\\\\]([^\s;()/\\\\]+)", r"\1", how)  # a file's name, not its path
-    out = [Line(""), Line(f"derivation (from {how}):", style="bold")]
+    out = [Line(""), Line(f"derivation ({how}):" if how == "computed now" else f"derivation (from {how}):", style="bold")]
     if not steps and not info.get("error"):
         out.append(Line("none: no symbolic derivation for this claim", indent=2))
     for i, s in enumerate(steps, 1):

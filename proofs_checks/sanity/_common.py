@@ -94,14 +94,18 @@ class VerdictOutcome:
 def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | None) -> None:
     """Add the verdict to ``doc`` (``outcome``, ``verdict`` = the summary, ``ok``, ``decision`` =
     the whole verdict), print the text (to stderr, reduced to the verdict, when the JSON goes to
-    stdout), write the JSON, and exit with the verdict's code (0 ok, 1 mismatch, 3 inconclusive)."""
+    stdout), write the JSON, and exit with the verdict's code (0 ok, 1 mismatch, 3 inconclusive).
+    Every line is wrapped to ``COLUMNS`` (else the terminal's width; piped without it, not wrapped) keeping its indentation;
+    a table row continues under its last column (:func:`proofs_checks.output.wraptext.wrap_lines`);
+    braced scripts read as in statements (``Γ_N^{-1}`` → ``Γ_N^(−1)``)."""
+    from proofs_checks.output.wraptext import unbrace_scripts, width, wrap_lines
+
     doc.update(verdict_fields(verdict))
-    if json_path == "-":
-        for line in verdict.lines():
-            click.echo(line, err=True)
-    else:
-        for line in text_lines + verdict.lines():
-            click.echo(line)
+    shown = verdict.lines() if json_path == "-" else text_lines + verdict.lines()
+    stream = sys.stderr if json_path == "-" else sys.stdout
+    cols = width(stream, fallback=None)  # piped without COLUMNS: whole lines (for grep)
+    for line in wrap_lines([unbrace_scripts(str(ln)) for ln in shown], cols):  # Γ_N^{-1}: Γ_N^(−1)
+        click.echo(line, err=json_path == "-")
     if json_path:
         _write_json(json_path, doc)
     sys.stdout.flush()

@@ -499,6 +499,18 @@ class _Outcome:
         self.problem: str | None = None
 
 
+def _child_env() -> dict:
+    """The environment for the child: this one, with ``COLUMNS`` set to the terminal's width when
+    stdout is a terminal (the child's text is laid out for it, :mod:`proofs_checks.output.wraptext`)."""
+    from proofs_checks.output.wraptext import width
+
+    env = dict(os.environ)
+    cols = width(sys.stdout, fallback=None)
+    if cols and "COLUMNS" not in env:
+        env["COLUMNS"] = str(cols)
+    return env
+
+
 def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = None, arrays: dict | None = None,
                  timeout: float | None = None, max_memory: float | None = None, progress: bool = False,
                  figures: bool = False, stream=None) -> dict:
@@ -527,7 +539,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
                                 "without protection from os._exit, crashes and hangs") from None
     arrays_blob = pack_arrays(**arrays) if arrays else None
     fig_dir = tempfile.mkdtemp(prefix="tverify-figures-") if figures else None
-    req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=child_sys_path(), env=dict(os.environ),
+    req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=child_sys_path(), env=_child_env(),
                figures_dir=fig_dir, dry_run=bool(guards._DRY_RUN.get()))
     torch = sys.modules.get("torch")
     if torch is not None:

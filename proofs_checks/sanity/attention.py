@@ -197,10 +197,13 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
 
     \b
     Examples:
-      tverify check attention --module my_attn.py:CausalSelfAttention --causal --dim 16
-      tverify check attention --module llama_block.py:make --causal --positional rope --kv-heads 2
-      tverify check attention --module mine.py:Attn --mapping mine.py:weights --json out.json --report attn-report
-      tverify check attention --module fused.py:Fast --against fused.py:Reference --causal
+      tverify check attention --module examples/my_attn.py:MyAttention --causal
+      tverify check attention --module examples/llama_block.py:make --causal --positional rope
+        --kv-heads 2
+      tverify check attention --module examples/mine.py:Attn --mapping examples/mine.py:weights
+        --report attn-report
+      tverify check attention --module examples/fused.py:Fast --against examples/fused.py:Reference
+        --causal
     """
     check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)

@@ -603,8 +603,9 @@ def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout
 
     \b
     Examples:
-      tverify check hopfield --patterns patterns.npy --beta 2
-      tverify check hopfield --patterns patterns.pt --module my_hopfield.py:update --report hop-report
+      tverify check hopfield --patterns examples/P.npy --beta 0.5
+      tverify check hopfield --patterns examples/P.npy --beta 8
+        --module examples/hopfield_update.py:update --report hop-report
     """
     check_report_dir(report_dir, json_path)  # first: a --json inside --report is refused for that reason
     check_json_target(json_path)

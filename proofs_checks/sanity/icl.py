@@ -203,7 +203,7 @@ def _trained_verdict(res, Gi: np.ndarray, tol: float, prompts: int, steps: int, 
         fix = "another --seed or --steps; a diverging optimiser says nothing about the closed form"
     elif float(gap.max()) > gap_tol:
         blockers.append(
-            f"training not converged: the optimiser stopped ‖B − B*‖/‖Γ_N^{{-1}}‖ = {gap.max():.3g} (worst seed; "
+            f"training not converged: the optimiser stopped ‖B − B*‖/‖Γ_N^(−1)‖ = {gap.max():.3g} (worst seed; "
             f"median {np.median(gap):.3g}) from the exact minimiser B* of its own training loss over W11, above "
             f"tol/10 = {gap_tol:.3g}" + (f" (the loss Hessian in w22·W11, Λ ⊗ E[hhᵀ], has condition number "
                                         f"{cond_hess:.3g}: it is flat along Λ's small eigendirections)"
@@ -212,7 +212,7 @@ def _trained_verdict(res, Gi: np.ndarray, tol: float, prompts: int, steps: int, 
     # spread the seeds would show once converged: that of the exact per-seed minimisers B*
     Bs = res.B_star
     sampling = float(np.sqrt(((Bs - Bs.mean(0)) ** 2).sum() / max(S - 1, 1)) / nG) if S >= 2 else None
-    return compare_seed_mean(res.B, Gi, tol=tol, quantity="w22·W11 vs Γ_N^{-1}", per_seed=prompts,
+    return compare_seed_mean(res.B, Gi, tol=tol, quantity="w22·W11 vs Γ_N^(−1)", per_seed=prompts,
                              blockers=blockers, block_suggestion=fix, sampling_spread=sampling,
                              extra_numbers={"optimiser_gap_max": float(gap.max()), "optimiser_gap_tol": gap_tol,
                                             "optimiser_gap_per_seed": gap.tolist(),
@@ -236,8 +236,8 @@ def _trained_verdict(res, Gi: np.ndarray, tol: float, prompts: int, steps: int, 
 @click.option("--weights", type=str, default=None,
               help="Your trained LSA weights (.pt or .npz with W_PV and W_KQ) to test against Γ_N.")
 @click.option("--tol", type=float, default=None, callback=_callback(tol_value),
-              help="Relative bound on w22·W11 vs Γ_N^{-1} (default 0.05 for training, 0.01 for --weights; with --model, "
-                   "1/4 of the distance from Γ_N^{-1} to the nearest alternative preconditioner).")
+              help="Relative bound on w22·W11 vs Γ_N^(−1) (default 0.05 for training, 0.01 for --weights; with --model, "
+                   "1/4 of the distance from Γ_N^(−1) to the nearest alternative preconditioner).")
 @click.option("--seeds", type=click.IntRange(min=1), default=None, help="Seeds trained in one batch (default 8).")
 @click.option("--prompts", type=int, default=None, callback=_callback(prompts_value),
               help="Sampled training prompts per seed, at least 16 (default 32768; --quick 8192, --full 131072).")
@@ -420,13 +420,13 @@ def _lsa_lines(req: LSARequest, cf: ClosedForms, doc: dict, verdict: Verdict) ->
     lines = [f"Λ (d = {req.d}, cond {req.cond:.3g}), N = {req.N}, M = {M}; cond of the loss Hessian in w22·W11: "
              f"{cf.cond_hess:.3g}",
              f"Γ_N = (1+1/N)Λ + tr(Λ)/N·I (cond {cf.cond_gamma:.3g}) =\n{_fmt(cf.G)}",
-             f"Γ_N^{{-1}} (= w22·W11 at the global minimum) =\n{_fmt(cf.Gi)}",
-             f"gradient-flow limit w22 = ‖Γ_N^{{-1}}‖_F^{{1/2}} = {closed['w22_limit']:.6g}",
-             f"min population loss ½[trΛ − tr(Γ_N^{{-1}}Λ²)] = {closed['loss_minimum']:.6g}",
+             f"Γ_N^(−1) (= w22·W11 at the global minimum) =\n{_fmt(cf.Gi)}",
+             f"gradient-flow limit w22 = ‖Γ_N^(−1)‖_F^{{1/2}} = {closed['w22_limit']:.6g}",
+             f"min population loss ½[trΛ − tr(Γ_N^(−1)Λ²)] = {closed['loss_minimum']:.6g}",
              f"linear-task risk at M = {M}: {closed['linear_task_risk_M']:.6g} (M → ∞: {closed['risk_M_to_infinity']:.6g})"]
     if "weights" in doc:
         w = doc["weights"]
-        lines.append(f"your weights: ‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(w['rel_err_B']):.3g}, "
+        lines.append(f"your weights: ‖w22·W11 − Γ_N^(−1)‖/‖Γ_N^(−1)‖ = {max(w['rel_err_B']):.3g}, "
                      f"prediction rel. RMS diff = {max(w['rel_rms_prediction']):.3g}, other blocks max |.| = "
                      f"{w['max_other_block']:.3g}, measured risk at M = {M}: {w['risk_M']:.6g} (tol {tol:g})")
     else:

@@ -86,7 +86,7 @@ def _lambda(text) -> tuple[np.ndarray, float]:
     ev = np.sort(np.diagonal(L)) if diagonal else np.linalg.eigvalsh(L)  # a diagonal's entries are its eigenvalues
     if ev[0] < SCALE_RANGE[0] or ev[-1] > SCALE_RANGE[1]:
         raise InputError(f"--lambda: eigenvalues {ev[0]:.3g} … {ev[-1]:.3g} lie outside {SCALE_RANGE[0]:g} … "
-                         f"{SCALE_RANGE[1]:g}, where the moments of Λ leave float64's range (rescale x: Γ_N^{{-1}} "
+                         f"{SCALE_RANGE[1]:g}, where the moments of Λ leave float64's range (rescale x: Γ_N^(−1) "
                          "scales as 1/Λ)")
     return L, cond
 
@@ -97,14 +97,14 @@ _KQ_KEYS = ("Wkq", "W_KQ", "WKQ", "W_kq", "kq")
 
 def _weights_verdict(meas: dict, tol: float, tol_reason: str | None = None) -> Verdict:
     eB, eP = max(meas["rel_err_B"]), max(meas["rel_rms_prediction"])
-    numbers = {"quantity": "w22·W11 vs Γ_N^{-1} and predictions", "rel_err_B": eB, "rel_rms_prediction": eP,
+    numbers = {"quantity": "w22·W11 vs Γ_N^(−1) and predictions", "rel_err_B": eB, "rel_rms_prediction": eP,
                "tolerance": tol, "max_other_block": meas["max_other_block"]}
     if tol_reason:
         numbers["tolerance_reason"] = tol_reason
-    crit = (f"‖w22·W11 − Γ_N^{{-1}}‖_F/‖Γ_N^{{-1}}‖_F = {eB:.3g} and the relative RMS difference of predictions "
-            f"from the Γ_N^{{-1}} predictor on {N_MEASURE} fresh prompts = {eP:.3g}, each against tol = {tol:.3g} "
+    crit = (f"‖w22·W11 − Γ_N^(−1)‖_F/‖Γ_N^(−1)‖_F = {eB:.3g} and the relative RMS difference of predictions "
+            f"from the Γ_N^(−1) predictor on {N_MEASURE} fresh prompts = {eP:.3g}, each against tol = {tol:.3g} "
             + (f"({tol_reason}; " if tol_reason else "(") + "exact for the weights; no seeds involved)")
     if eB <= tol and eP <= tol:
-        return Verdict("ok", "your weights match Γ_N^{-1} within tol", crit, numbers)
+        return Verdict("ok", "your weights match Γ_N^(−1) within tol", crit, numbers)
     which = " and ".join(w for w, bad in (("w22·W11", eB > tol), ("predictions", eP > tol)) if bad)
-    return Verdict("mismatch", f"your weights are not the Γ_N^{{-1}} predictor within tol ({which})", crit, numbers)
+    return Verdict("mismatch", f"your weights are not the Γ_N^(−1) predictor within tol ({which})", crit, numbers)

@@ -8,6 +8,7 @@ for the verdicts and exit codes). Stages: the validated request (:func:`model_re
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def model_weights_tol(L: np.ndarray, N: int) -> tuple[float, str]:
     dist = {k: float(np.linalg.norm(A - Gi) / nrm) for k, A in alts.items()}
     near = min(dist, key=dist.get)
     tol = dist[near] / 4
-    return tol, (f"1/4 of the relative distance {dist[near]:.3g} from Γ_N^{{-1}} to the nearest alternative "
+    return tol, (f"1/4 of the relative distance {dist[near]:.3g} from Γ_N^(−1) to the nearest alternative "
                  f"preconditioner, {near}")
 
 
@@ -430,6 +431,29 @@ def _model_doc(req: ModelRequest, name: str, seed: int, tol, pr: dict, zfb: dict
             "probe": pr, "zfb_theorem": zfb}
 
 
+def _blocks(heads: list[str], rows: list[tuple[str, list[str]]], cols: int | None = None) -> list[str]:
+    """A table of named rows, its columns split into blocks that fit the width (``COLUMNS``, else the
+    terminal's; piped without it, one block), so no row wraps.
+
+    >>> print("\\n".join(_blocks(["M=1", "M=2", "M=3"], [("ridge", ["0 ± 0", "1 ± 0.1", "2 ± 0.2"])], cols=30)))
+                 M=1      M=2
+    ridge      0 ± 0  1 ± 0.1
+                 M=3
+    ridge    2 ± 0.2
+    """
+    from proofs_checks.output.wraptext import width
+
+    w = max(len(r[0]) for r in rows) + 2
+    cell = max(len(c) for c in [*heads, *(x for r in rows for x in r[1])]) + 2
+    cols = cols or width(sys.stdout, fallback=None)  # piped without COLUMNS: one block
+    per = max((cols - w) // cell, 1) if cols else len(heads)
+    out = []
+    for i in range(0, len(heads), per):
+        out.append(" " * w + "".join(f"{h:>{cell}}" for h in heads[i:i + per]))
+        out += [f"{a:<{w}}" + "".join(f"{c:>{cell}}" for c in cells[i:i + per]) for a, cells in rows]
+    return out
+
+
 def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, zfb: dict, identified,
                  closest) -> list[str]:
     """The text: the inputs, the per-M distance table, the references' parameters, ZFB on the weights."""
@@ -438,15 +462,13 @@ def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, z
              f"{req.noise:g}, {req.prompts} prompts per length, layout {req.layout}",
              f"distance of {name}'s predictions to each algorithm (mean squared difference / E y_q² "
              f"= {pr['normaliser']:.3g}; ± SE):"]
-    w = 28
-    lines.append(" " * w + "".join(f"{'M=' + str(m):>20}" for m in Ms))
+    rows = []
     for a in pr["algorithms"]:
         marks = [t["status"] for t in idf["table"][a]] if idf else [""] * len(Ms)
-        cells = "".join(f"{f'{v:.3g} ± {s_:.1g}' + ('' if st == 'pass' or not st else (' ×' if st == 'fail' else ' ?')):>20}"
-                        for v, s_, st in zip(pr["distance"][a], pr["distance_se"][a], marks))
-        lines.append(f"{a:<{w}}{cells}")
-    lines.append(f"{'(risk of the model)':<{w}}" + "".join(
-        f"{f'{v:.3g} ± {s:.1g}':>20}" for v, s in zip(pr["risk_model"], pr["risk_model_se"])))
+        rows.append((a, [f"{v:.3g} ± {s_:.1g}" + ("" if st == "pass" or not st else (" ×" if st == "fail" else " ?"))
+                         for v, s_, st in zip(pr["distance"][a], pr["distance_se"][a], marks)]))
+    rows.append(("(risk of the model)", [f"{v:.3g} ± {s:.1g}" for v, s in zip(pr["risk_model"], pr["risk_model_se"])]))
+    lines += _blocks([f"M={m}" for m in Ms], rows)
     lines.append("(× beyond the tolerance at that M, ? undecided; tolerance = (1/4)² × the distance from the algorithm to "
                  "its nearest distinct reference or to the zero prediction)")
     lines.append(f"plain GD step η* = {pr['gd_step']:.4g}; ridge λ = σ² = {pr['ridge_lambda']:.4g}; ridge_lambda_grid λ = "
@@ -456,7 +478,7 @@ def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, z
         lines.append(f"ZFB theorem on the weights: skipped ({zfb['reason']})")
     else:
         lines.append(f"ZFB theorem on the exposed LSA weights: {zfb['outcome']}: {zfb['summary']} "
-                     f"(‖w22·W11 − Γ_N^{{-1}}‖/‖Γ_N^{{-1}}‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:.3g}: {tol_reason})")
+                     f"(‖w22·W11 − Γ_N^(−1)‖/‖Γ_N^(−1)‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:.3g}: {tol_reason})")
     for sk in pr.get("skipped_lengths", []):
         lines.append(f"M = {sk['M']} skipped: {name} raised {sk['error']}")
     lines.append(f"closest algorithm: {closest or 'none (non-finite predictions)'}; identified: "
