@@ -127,3 +127,13 @@ def _private_results_store(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TVERIFY_STORE", str(tmp_path_factory.mktemp("store")))
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_inherited_columns():
+    """pytest-xdist's workers start with COLUMNS=80 (a plain ``pytest`` run has none): the ``check``
+    views wrap to COLUMNS, so the same test would see wrapped text under ``make test`` and whole lines
+    alone. Every test starts as a pipe without COLUMNS does; a test that sets COLUMNS itself wins."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("COLUMNS", raising=False)
+        yield
