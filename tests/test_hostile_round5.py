@@ -382,3 +382,34 @@ def test_survey_cache_dir_that_is_no_folder_is_one_true_line(tmp_path, where):
 def test_a_number_too_large_for_a_float_says_it_overflows(args):
     code, out, err = invoke(*args)
     assert code == 2 and "overflows a float64" in err and "got inf" not in err and "inf is not" not in err, err
+
+
+# --- round 5b: numbers past float64, non-finite names --------------------------------------------
+
+_HUGE = [("-x*" + "9" * 309 + ", -y", "x**2 + y**2"), ("-x*1" + "0" * 400 + ", -y", "x**2 + y**2"),
+         ("-x*((10**12)**12)**12, -y", "x**2 + y**2"), ("-x*1e308*10, -y", "x**2 + y**2"),
+         ("-x, -y", "x**2*1" + "0" * 400 + " + y**2"), ("-x*1e400, -y", "x**2 + y**2"),
+         ("-x*1e200, -y*1e200", "x**2*1e200 + y**2")]
+
+
+@pytest.mark.parametrize("f,V", _HUGE)
+def test_lyapunov_coefficient_past_float64_is_one_line(f, V):
+    from theory.lyapunov import parse_system
+    from theory.validation import InputError
+    with pytest.raises(InputError, match="float64"):
+        parse_system(f, V)
+
+
+def test_lyapunov_huge_coefficient_cli_exit_2():
+    code, out, err = invoke("check", "lyapunov", "--f", "-x*1" + "0" * 400 + ", -y", "--V", "x**2 + y**2")
+    assert code == 2 and "float64" in err and "Traceback" not in err + out and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["nan", "oo", "zoo", "inf", "I"])
+def test_lyapunov_non_finite_names_refused(name):
+    from theory.lyapunov import parse_system
+    from theory.validation import InputError
+    with pytest.raises(InputError, match=f"'{name}' is not allowed"):
+        parse_system(f"-x*{name}, -y", "x**2 + y**2")
+    with pytest.raises(InputError, match="not allowed as a variable name"):
+        parse_system("-x, -y", "x**2 + y**2", f"x,{name}")
