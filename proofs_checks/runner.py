@@ -637,17 +637,46 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     test suite.)"""
     planted = [m for m in claim.mutants if not m.hypothesis and not m.exempt]
     cost = {"numeric": 0, "symbolic": 1, "trained": 2}
-    order = sorted(claim.checks, key=lambda c: cost.get(c.layer, 3))
+    blind = {o.name for o in result.checks if o.result is not None and o.result.details.get("reference_all_zero")}
+    order = sorted((c for c in claim.checks if c.name not in blind), key=lambda c: cost.get(c.layer, 3))
     res = resolution_words(result.checks)
+    eps = best_relative_resolution(result.checks)
+    if eps is not None and eps[0] >= 1.0:
+        result.status = "error"
+        result.message = (f"its best stated resolution is ε ≈ {eps[0]:.2g} relative ({eps[1]}): at 1 or more it cannot tell "
+                          "the form from 0 or from twice the truth, so it verifies nothing (an error in the claim)")
+        return
     for m in planted:
         for check in order:
-            if _run_check(check, m.form, claim, ctx).status == "failed":
+            if finite_rejection(_run_check(check, m.form, claim, ctx)):
                 result.message = f"{res}; its checks reject mutant {m.name} ({check.name})"
                 return
     names = ", ".join(m.name for m in planted) or "none planted"
     result.status = "error"
     result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
                       f"wrong form verifies nothing (an error in the claim; {res})")
+
+
+def finite_rejection(o: CheckOutcome) -> bool:
+    """Whether a check's failure on a mutant is evidence for the own-mutant rule: a symbolic check's
+    failure, or a numeric / trained one whose error is finite and above a finite tolerance. A NaN or
+    infinite error (a mutant whose outputs are NaN) fails every check whatever its tolerance, so it
+    proves nothing about the check's power."""
+    if o.status != "failed" or o.result is None:
+        return False
+    if o.layer == "symbolic":
+        return True
+    e, t = o.result.error, o.result.tolerance
+    return math.isfinite(e) and math.isfinite(t) and e > t
+
+
+def best_relative_resolution(outcomes: list[CheckOutcome]) -> tuple[float, str] | None:
+    """The smallest stated relative resolution of a passed numeric or trained check (None: none states one)."""
+    rel = [(o.result.resolution, o.name) for o in outcomes
+           if o.status == "passed" and o.result is not None and o.layer != "symbolic"
+           and math.isfinite(o.result.resolution) and o.result.resolution > 0
+           and str(o.result.resolution_units or "").startswith("relative")]
+    return min(rel) if rel else None
 
 
 def resolution_words(outcomes: list[CheckOutcome]) -> str:

@@ -413,3 +413,83 @@ def test_lyapunov_non_finite_names_refused(name):
         parse_system(f"-x*{name}, -y", "x**2 + y**2")
     with pytest.raises(InputError, match="not allowed as a variable name"):
         parse_system("-x, -y", "x**2 + y**2", f"x,{name}")
+
+
+# --- round 5b: vacuous verdicts the own-mutant rule let through ----------------------------------
+
+_NANM = 'Mutant("nanm", "wrong constant", "NaN", lambda x: np.full_like(np.asarray(x, dtype=float), np.nan))'
+_PLUS1 = 'Mutant("plus1", "extra term", "3x + 1", lambda x: 3 * np.asarray(x, dtype=float) + 1)'
+_FOUR = 'Mutant("four", "wrong constant", "4x", lambda x: 4 * np.asarray(x, dtype=float))'
+_VACUOUS = {
+    "nan1e300": ('''
+@numeric("|3x - 2x| against 1e300")
+def CHECK(form, ctx):
+    x = ctx.rng().standard_normal(20)
+    return compare(float(np.max(np.abs(form(x) - 2 * x))), 1e300, "a generous tolerance")
+''', _NANM, "reject none of its own mutants"),
+    "nanratio": ('''
+@numeric("the ratio |3x - 2x|/inf against 1")
+def CHECK(form, ctx):
+    x = ctx.rng().standard_normal(20)
+    return compare(float(np.max(np.abs(form(x) - 2 * x))) / math.inf, 1.0, "a ratio")
+''', _NANM, "reject none of its own mutants"),
+    "zeroref": ('''
+@numeric("3x against 2x at x = 0 only")
+def CHECK(form, ctx):
+    return close(form(np.zeros(20)), 2 * np.zeros(20), 1e-12, "float64 rounding")
+''', _PLUS1, "reject none of its own mutants"),
+    "mixed": ('''
+@numeric("a 1e300 tolerance on all draws but one")
+def CHECK(form, ctx):
+    x = np.append(ctx.rng().standard_normal(20), 1e-20)
+    return close(form(x), 2 * x, np.append(np.full(20, 1e300), 1.5e-20), "mixed")
+''', _PLUS1, "cannot tell the form from 0"),
+    "near1": ('''
+@numeric("a tolerance of 0.99 |reference|")
+def CHECK(form, ctx):
+    x = ctx.rng().standard_normal(20)
+    return close(form(x), 2 * x, 0.99 * np.abs(2 * x), "just under the reference")
+''', _FOUR, "cannot tell the form from 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_VACUOUS))
+def test_nan_mutants_zero_references_and_resolutions_past_one_verify_nothing(tmp_path, case):
+    from proofs_checks.plugin import check_claim
+    from proofs_checks.registry import registry
+    from tests.test_plugins_vacuous import NUMERIC, load, source
+    from proofs_checks.scaffold import write_scaffold
+
+    check, mutant, needle = _VACUOUS[case]
+    group = f"zzhp{case}"
+    write_scaffold(f"{group}.three", tmp_path)
+    text = source(group, check, NUMERIC).replace(_FOUR, mutant)
+    (tmp_path / f"tverify_{group}" / "claims.py").write_text(text)
+    try:
+        res = check_claim(load(tmp_path, group).CLAIM)
+        assert res.status == "error" and needle in res.message and "\n" not in res.message, (res.status, res.message)
+    finally:
+        registry._claims.pop(f"{group}.three", None)
+
+
+def test_a_finite_rejection_still_satisfies_the_own_mutant_rule(tmp_path):
+    from proofs_checks.plugin import check_claim
+    from proofs_checks.registry import registry
+    from tests.test_plugins_vacuous import NUMERIC, load, source
+    from proofs_checks.scaffold import write_scaffold
+
+    check = '''
+@numeric("2x against 2x")
+def CHECK(form, ctx):
+    x = ctx.rng().standard_normal(20)
+    return close(2 * x, 2 * x, 1e-12 * np.abs(2 * x) + 1e-300, "rounding")
+'''
+    write_scaffold("zzhpok.three", tmp_path)
+    text = source("zzhpok", check, NUMERIC).replace("def CHECK(form, ctx):\n    x = ctx.rng().standard_normal(20)\n    return close(2 * x",
+                                                    "def CHECK(form, ctx):\n    x = ctx.rng().standard_normal(20)\n    return close(form(x) * 2 / 3")
+    (tmp_path / "tverify_zzhpok" / "claims.py").write_text(text)
+    try:
+        res = check_claim(load(tmp_path, "zzhpok").CLAIM)
+        assert res.status == "verified" and "reject mutant four" in res.message, (res.status, res.message)
+    finally:
+        registry._claims.pop("zzhpok.three", None)
