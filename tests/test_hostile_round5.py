@@ -24,8 +24,8 @@ from tests.test_plugin_isolation import tverify as tverify_site
 
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).parent / "tverify"
-#: the installed script (its sys.path never has the working folder), else ``python -m`` (which drops it)
-TVERIFY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "proofs_checks"]
+#: the installed script (its sys.path never has the working folder), else ``python -P -m``
+TVERIFY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-P", "-m", "proofs_checks"]
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, the subreaper: Linux")
 
@@ -493,3 +493,65 @@ def CHECK(form, ctx):
         assert res.status == "verified" and "reject mutant four" in res.message, (res.status, res.message)
     finally:
         registry._claims.pop("zzhpok.three", None)
+
+
+# --- round 5b: memory files and SysV segments count, and a SysV segment goes with the check -------
+
+def _sysv_ids() -> set[int]:
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()
+    return {int(line.split()[1]) for line in lines[1:]}
+
+
+@linux
+def test_a_memfd_written_never_mapped_counts_against_max_memory(tmp_path, monkeypatch):
+    _write(tmp_path, "memfd.py", '''
+        import os, time
+        time.sleep(1)  # the check's first reading (its base) comes first
+        fd = os.memfd_create("held")
+        block = b"\\1" * (1 << 20)
+        for _ in range(320):  # 320 MB written, never mapped: in no process's RSS
+            os.write(fd, block)
+        time.sleep(3)
+        model = Attn()
+    ''')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke("check", "attention", "--module", "memfd.py:model", "--quick", "--no-progress",
+                            "--max-memory", "0.2")
+    _no_traceback(err)
+    assert code == 2 and "over the limit of 256 MB" in err, (code, err)
+
+
+@linux
+def test_a_sysv_segment_filled_in_windows_counts_and_is_removed(tmp_path, monkeypatch):
+    ids = tmp_path / "ids"
+    _write(tmp_path, "sysv.py", f'''
+        import ctypes, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        time.sleep(1)  # the check's first reading (its base) comes first
+        sid = libc.shmget(0, 320 << 20, 0o1600)
+        open({str(ids)!r}, "a").write("%d\\n" % sid)
+        for i in range(10):  # attach, fill 32 MB, detach: never mapped whole
+            p = libc.shmat(sid, None, 0)
+            ctypes.memset(p + i * (32 << 20), 1, 32 << 20)
+            libc.shmdt(ctypes.c_void_p(p))
+        time.sleep(3)
+        model = Attn()
+    ''')
+    monkeypatch.chdir(tmp_path)
+    try:
+        code, out, err = invoke("check", "attention", "--module", "sysv.py:model", "--quick", "--no-progress",
+                                "--max-memory", "0.2")
+        made = {int(v) for v in ids.read_text().split()} if ids.exists() else set()
+        _no_traceback(err)
+        assert code == 2 and "over the limit of 256 MB" in err, (code, err)
+        assert made and not made & _sysv_ids(), "the check's SysV segment outlived it"
+    finally:
+        for sid in ({int(v) for v in ids.read_text().split()} if ids.exists() else set()) & _sysv_ids():
+            subprocess.run(["ipcrm", "-m", str(sid)], check=False)
+
+
+def test_the_docs_say_python_m_cannot_protect_its_own_start():
+    text = " ".join((ROOT / "docs" / "own-model.md").read_text().split())
+    assert "`python -m proofs_checks` cannot protect its own start" in text.replace("**", "")
+    assert "python -P -m proofs_checks" in text and "drops the working folder from its own path too" not in text

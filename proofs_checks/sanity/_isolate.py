@@ -594,9 +594,11 @@ def _stop(proc) -> None:
     pid = proc.pid
     if pid is None:
         return
+    seen: set[int] = set()
     with contextlib.suppress(Exception):
         for _ in range(20):
             found = _procs.user_tree(pid)
+            seen.update(found)
             _procs.kill_group(pid)
             for p in found:
                 with contextlib.suppress(OSError):
@@ -614,6 +616,7 @@ def _stop(proc) -> None:
                     os.kill(p, signal.SIGKILL)
             if not found:
                 break
+    _procs.remove_segments(pid, seen)
     _procs.ACTIVE.pop(pid, None)
 
 
