@@ -554,14 +554,30 @@ class _OutOfTime(BaseException):
 
 def derivation_budget() -> float:
     """Seconds a claim's derivation (building it and deciding its obligations) may take before the
-    claim is ``undecided``: ``$TVERIFY_DERIVATION_BUDGET``, else 300."""
+    claim is ``undecided``: ``$TVERIFY_DERIVATION_BUDGET`` (a positive number of seconds; ``inf``: no
+    limit), else 300 (unset). Anything else (empty, ``abc``, ``0``, ``-1``, ``nan``, ``1e400``) is a
+    :class:`~proofs_checks.errors.UsageError` (one line, exit 2), checked before a run starts."""
     import os
 
+    from proofs_checks.errors import UsageError
+
+    text = os.environ.get("TVERIFY_DERIVATION_BUDGET")
+    if text is None:
+        return 300.0
     try:
-        v = float(os.environ.get("TVERIFY_DERIVATION_BUDGET") or 300)
+        v = float(text)
     except ValueError:
-        v = 300.0
-    return v if v > 0 and math.isfinite(v) else 300.0
+        v = math.nan
+    if text.strip().lower() in ("inf", "infinity", "+inf"):
+        return math.inf
+    if not (math.isfinite(v) and 0 < v <= MAX_BUDGET):
+        raise UsageError(f"TVERIFY_DERIVATION_BUDGET must be a number of seconds > 0 and at most {MAX_BUDGET:g} "
+                         f"(or inf: no limit), got {text!r}")
+    return v
+
+
+#: the largest finite derivation budget (setitimer's range); ``inf`` means no limit
+MAX_BUDGET = 1e8
 
 
 class _budget:
@@ -576,7 +592,8 @@ class _budget:
         import signal
         import threading
 
-        if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        if (not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
+                or not math.isfinite(self.seconds)):  # inf: no limit
             return self.stopped
 
         def ring(signum, frame):

@@ -555,3 +555,43 @@ def test_the_docs_say_python_m_cannot_protect_its_own_start():
     text = " ".join((ROOT / "docs" / "own-model.md").read_text().split())
     assert "`python -m proofs_checks` cannot protect its own start" in text.replace("**", "")
     assert "python -P -m proofs_checks" in text and "drops the working folder from its own path too" not in text
+
+
+# --- round 5b: --json - with stdout closed, TVERIFY_THREADS and TVERIFY_DERIVATION_BUDGET ----------
+
+def test_json_dash_with_stdout_closed_is_refused_before_the_run(tmp_path):
+    started = time.monotonic()
+    cmd = " ".join([*TVERIFY, "run", "attn.softmax_simplex", "--quick", "--no-progress", "--json", "-"])
+    r = subprocess.run(["sh", "-c", f"{cmd} >&-"], capture_output=False, stderr=subprocess.PIPE, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "standard output is closed" in r.stderr and "--json -" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", "4097", "0", "abc"])
+def test_tverify_threads_past_the_bound_is_one_line(value):
+    from proofs_checks.errors import UsageError
+    from proofs_checks.threads import resolve
+    with pytest.raises(UsageError, match="from 1 to 4096"):
+        resolve(None, env={"TVERIFY_THREADS": value})
+    assert resolve(None, env={"TVERIFY_THREADS": "4096"}).threads == 4096
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "0", "1e400", "", "1e9"])
+def test_a_bad_derivation_budget_is_one_line_exit_2(monkeypatch, value):
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", value)
+    code, out, err = invoke("run", "attn.causal_mask", "--quick", "--no-progress")
+    assert code == 2 and "TVERIFY_DERIVATION_BUDGET" in err and len(err.strip().splitlines()) == 1, (code, err)
+
+
+def test_derivation_budget_inf_means_no_limit(monkeypatch):
+    import math
+
+    from proofs_checks.runner import _budget, derivation_budget
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "inf")
+    assert derivation_budget() == math.inf
+    with _budget(math.inf) as stopped:
+        time.sleep(0.01)
+    assert stopped["where"] == ""
+    monkeypatch.delenv("TVERIFY_DERIVATION_BUDGET")
+    assert derivation_budget() == 300.0
