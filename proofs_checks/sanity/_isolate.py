@@ -681,8 +681,8 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
             continue
         rss = _procs.tree_memory(proc.pid, shm_start) if proc.pid else None
         if rss is not None:
-            if base is None:
-                base = rss
+            if base is None:  # the child's own memory at its first reading: what it started and the shared
+                base = _procs.own_memory(proc.pid) or rss  # memory it holds are the user's code's, however early
             peak = max(peak, rss - base)
             if rss - base > limit:
                 _stop(proc)

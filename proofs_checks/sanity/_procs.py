@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["ACTIVE", "isolated_start", "server_boot", "server_pid", "user_tree", "tree_memory", "shm_used",
-           "memfd_bytes", "sysv_segments", "remove_segments", "SEGMENTS", "kill_group", "kill_below", "descendants"]
+           "own_memory", "memfd_bytes", "sysv_segments", "remove_segments", "SEGMENTS", "kill_group", "kill_below", "descendants"]
 
 #: run first in every interpreter multiprocessing starts for the checks (the fork server, its
 #: resource tracker): the path set before any import, then the server's own set-up
@@ -274,6 +274,14 @@ def remove_segments(pid: int, pids) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         for shmid in ids:
             libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(0), None)  # IPC_RMID
+
+
+def own_memory(pid: int) -> float | None:
+    """The process's own resident memory (anonymous and shared), without what it started: the base a
+    check's memory is counted from (a process forked at the user's import before the first reading
+    is counted in full)."""
+    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
+    return own.get("RssAnon", own.get("VmRSS", 0.0)) + own.get("RssShmem", 0.0) if own else None
 
 
 def tree_memory(pid: int, shm_start: float) -> float | None:
