@@ -29,6 +29,7 @@ from typing import Any, Callable
 from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
                                     SkipCheck, VacuousCheck, default_resolution, vacuity)
+from proofs_checks.resolution import ROUNDING_FLOOR, best_relative_resolution, finite_rejection, resolution_words
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
@@ -640,10 +641,6 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
     return result
 
 
-#: relative resolutions below this are float64-rounding level (see :mod:`proofs_checks.continuous`)
-ROUNDING_FLOOR = 1e-10
-
-
 def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     """A verified claim from outside this project's catalogue (a plugin's, a notebook's): its checks
     must reject at least one of its own planted mutants (numeric checks first, then symbolic — a
@@ -672,49 +669,6 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     result.status = "error"
     result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
                       f"wrong form verifies nothing (an error in the claim; {res})")
-
-
-def finite_rejection(o: CheckOutcome) -> bool:
-    """Whether a check's failure on a mutant is evidence for the own-mutant rule: a symbolic check's
-    failure, or a numeric / trained one whose error is finite and above a finite tolerance. A NaN or
-    infinite error (a mutant whose outputs are NaN) fails every check whatever its tolerance, so it
-    proves nothing about the check's power."""
-    if o.status != "failed" or o.result is None:
-        return False
-    if o.layer == "symbolic":
-        return True
-    e, t = o.result.error, o.result.tolerance
-    return math.isfinite(e) and math.isfinite(t) and e > t
-
-
-def best_relative_resolution(outcomes: list[CheckOutcome]) -> tuple[float, str] | None:
-    """The smallest stated relative resolution of a passed numeric or trained check (None: none states one)."""
-    rel = [(o.result.resolution, o.name) for o in outcomes
-           if o.status == "passed" and o.result is not None and o.layer != "symbolic"
-           and math.isfinite(o.result.resolution) and o.result.resolution > 0
-           and str(o.result.resolution_units or "").startswith("relative")]
-    return min(rel) if rel else None
-
-
-def resolution_words(outcomes: list[CheckOutcome]) -> str:
-    """The claim's resolution in a few words: the smallest relative resolution of a passed numeric or
-    trained check (what ``tverify mutants --continuous`` confirms), else the best of any check."""
-    rel, other = [], []
-    for o in outcomes:
-        r = o.result
-        if o.status != "passed" or r is None or not math.isfinite(r.resolution):
-            continue
-        units = str(r.resolution_units or "")
-        if units.startswith("relative") and o.layer != "symbolic" and r.resolution > 0:
-            rel.append((r.resolution, o.name))
-        elif units.startswith("exact"):
-            other.append((0.0, o.name, "exact"))
-    if rel:  # as tverify mutants --continuous picks: the smallest above float64 rounding, if any
-        eps, name = min([r for r in rel if r[0] >= ROUNDING_FLOOR] or rel)
-        return f"resolution ε ≈ {eps:.2g} relative ({name})"
-    if other:
-        return f"resolution: exact ({other[0][1]})"
-    return "no numeric or trained check states a relative resolution"
 
 
 def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:
