@@ -4,7 +4,9 @@ import os
 import sys
 
 # `python -m` puts the working folder first on sys.path: a random.py, json.py or numerics/ there would
-# be what tverify imports next (the `tverify` script never has it there; `python -P -m` neither)
+# be what tverify imports next (the `tverify` script never has it there; `python -P -m` neither). This
+# comes too late for the package's own __init__ and Python's start-up: `python -m proofs_checks` cannot
+# protect its own start (docs/own-model.md), the `tverify` script and `python -P -m` can.
 if sys.path and not sys.flags.safe_path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 

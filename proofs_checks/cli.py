@@ -644,6 +644,9 @@ def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool 
     ``extra_check()`` (the report folder), the JSON path, the store (an unwritable default store
     only warns, after every usage error had its chance). Returns (claims, store or None, extra)."""
     _precheck_patterns(patterns)
+    from proofs_checks.runner import derivation_budget
+
+    derivation_budget()  # a bad TVERIFY_DERIVATION_BUDGET: one line before anything runs
     claims = _select(patterns)
     require_device(device, allow_skip)
     extra = extra_check() if extra_check is not None else None

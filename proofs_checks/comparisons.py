@@ -335,6 +335,8 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
     if t.size and not np.any(t > 0) and e == 0:  # tolerance 0 everywhere: an exact comparison
         eps, conf = 0.0, {}
     details = dict(kw.pop("details", {}) or {})
+    if not np.any(ref != 0):  # no relative scale: the draws test one point (the own-mutant rule ignores its kills)
+        details["reference_all_zero"] = True
     details.update(resolution_confirmed=conf, draws=int(ref.size),
                    tolerance_range=[float(np.min(t)), float(np.max(t))] if t.size else [])
     return compare(e, 1.0, f"per-draw tolerance (error = max |value − reference| / tol): {justification}", details=details,

@@ -155,7 +155,11 @@ def command_line() -> str:
 
 def check_json_target(json_path: str | None) -> None:
     """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
-    the command's ``--force``, where it has one, allows replacing a file tverify did not write."""
+    the command's ``--force``, where it has one, allows replacing a file tverify did not write; ``--json -``
+    with the standard output closed (``>&-``) is refused before the run, not after it."""
+    if json_path == "-" and stdout_was_closed():
+        raise UsageError("--json -: the standard output is closed (started with >&-): nothing could be "
+                               "written to it; give --json a file, or leave the standard output open")
     if json_path is not None and json_path != "-":
         ctx = click.get_current_context(silent=True)
         force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
                                     SkipCheck, VacuousCheck, default_resolution, vacuity)
+from proofs_checks.resolution import ROUNDING_FLOOR, best_relative_resolution, finite_rejection, resolution_words
 from theory.validation import InputError
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
@@ -554,14 +555,30 @@ class _OutOfTime(BaseException):
 
 def derivation_budget() -> float:
     """Seconds a claim's derivation (building it and deciding its obligations) may take before the
-    claim is ``undecided``: ``$TVERIFY_DERIVATION_BUDGET``, else 300."""
+    claim is ``undecided``: ``$TVERIFY_DERIVATION_BUDGET`` (a positive number of seconds; ``inf``: no
+    limit), else 300 (unset). Anything else (empty, ``abc``, ``0``, ``-1``, ``nan``, ``1e400``) is a
+    :class:`~proofs_checks.errors.UsageError` (one line, exit 2), checked before a run starts."""
     import os
 
+    from proofs_checks.errors import UsageError
+
+    text = os.environ.get("TVERIFY_DERIVATION_BUDGET")
+    if text is None:
+        return 300.0
     try:
-        v = float(os.environ.get("TVERIFY_DERIVATION_BUDGET") or 300)
+        v = float(text)
     except ValueError:
-        v = 300.0
-    return v if v > 0 and math.isfinite(v) else 300.0
+        v = math.nan
+    if text.strip().lower() in ("inf", "infinity", "+inf"):
+        return math.inf
+    if not (math.isfinite(v) and 0 < v <= MAX_BUDGET):
+        raise UsageError(f"TVERIFY_DERIVATION_BUDGET must be a number of seconds > 0 and at most {MAX_BUDGET:g} "
+                         f"(or inf: no limit), got {text!r}")
+    return v
+
+
+#: the largest finite derivation budget (setitimer's range); ``inf`` means no limit
+MAX_BUDGET = 1e8
 
 
 class _budget:
@@ -576,7 +593,8 @@ class _budget:
         import signal
         import threading
 
-        if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        if (not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
+                or not math.isfinite(self.seconds)):  # inf: no limit
             return self.stopped
 
         def ring(signum, frame):
@@ -623,10 +641,6 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
     return result
 
 
-#: relative resolutions below this are float64-rounding level (see :mod:`proofs_checks.continuous`)
-ROUNDING_FLOOR = 1e-10
-
-
 def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     """A verified claim from outside this project's catalogue (a plugin's, a notebook's): its checks
     must reject at least one of its own planted mutants (numeric checks first, then symbolic — a
@@ -637,38 +651,24 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     test suite.)"""
     planted = [m for m in claim.mutants if not m.hypothesis and not m.exempt]
     cost = {"numeric": 0, "symbolic": 1, "trained": 2}
-    order = sorted(claim.checks, key=lambda c: cost.get(c.layer, 3))
+    blind = {o.name for o in result.checks if o.result is not None and o.result.details.get("reference_all_zero")}
+    order = sorted((c for c in claim.checks if c.name not in blind), key=lambda c: cost.get(c.layer, 3))
     res = resolution_words(result.checks)
+    eps = best_relative_resolution(result.checks)
+    if eps is not None and eps[0] >= 1.0:
+        result.status = "error"
+        result.message = (f"its best stated resolution is ε ≈ {eps[0]:.2g} relative ({eps[1]}): at 1 or more it cannot tell "
+                          "the form from 0 or from twice the truth, so it verifies nothing (an error in the claim)")
+        return
     for m in planted:
         for check in order:
-            if _run_check(check, m.form, claim, ctx).status == "failed":
+            if finite_rejection(_run_check(check, m.form, claim, ctx)):
                 result.message = f"{res}; its checks reject mutant {m.name} ({check.name})"
                 return
     names = ", ".join(m.name for m in planted) or "none planted"
     result.status = "error"
     result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
                       f"wrong form verifies nothing (an error in the claim; {res})")
-
-
-def resolution_words(outcomes: list[CheckOutcome]) -> str:
-    """The claim's resolution in a few words: the smallest relative resolution of a passed numeric or
-    trained check (what ``tverify mutants --continuous`` confirms), else the best of any check."""
-    rel, other = [], []
-    for o in outcomes:
-        r = o.result
-        if o.status != "passed" or r is None or not math.isfinite(r.resolution):
-            continue
-        units = str(r.resolution_units or "")
-        if units.startswith("relative") and o.layer != "symbolic" and r.resolution > 0:
-            rel.append((r.resolution, o.name))
-        elif units.startswith("exact"):
-            other.append((0.0, o.name, "exact"))
-    if rel:  # as tverify mutants --continuous picks: the smallest above float64 rounding, if any
-        eps, name = min([r for r in rel if r[0] >= ROUNDING_FLOOR] or rel)
-        return f"resolution ε ≈ {eps:.2g} relative ({name})"
-    if other:
-        return f"resolution: exact ({other[0][1]})"
-    return "no numeric or trained check states a relative resolution"
 
 
 def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:

@@ -37,6 +37,8 @@ __all__ = ["ENV", "Threads", "available_cores", "resolve", "pin", "threads_optio
 
 #: the environment variable that sets the thread count of every command
 ENV = "TVERIFY_THREADS"
+#: the most threads per process (OpenMP runtimes refuse far larger counts)
+MAX_THREADS = 4096
 #: the variables the BLAS and OpenMP runtimes read when they load (set for libraries not yet loaded
 #: and for child processes)
 _RUNTIME_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -73,8 +75,8 @@ def _parse(value: str, name: str) -> int:
         n = int(str(value).strip())
     except ValueError:
         n = 0
-    if n < 1:
-        raise UsageError(f"{name} must be a whole number ≥ 1 (threads per process), got {value!r}")
+    if not 1 <= n <= MAX_THREADS:
+        raise UsageError(f"{name} must be a whole number from 1 to {MAX_THREADS} (threads per process), got {value!r}")
     return n
 
 
@@ -143,7 +145,7 @@ def threads_option(f):
     import click
 
     return click.option(
-        "--threads", type=click.IntRange(min=1), default=None, expose_value=False, callback=_pin_callback,
+        "--threads", type=click.IntRange(min=1, max=MAX_THREADS), default=None, expose_value=False, callback=_pin_callback,
         metavar="N", is_eager=True,
         help=f"Intra-op threads for torch and BLAS (env {ENV}; default: OMP_NUM_THREADS if set, else the cores "
              "this process may use, divided among pytest-xdist workers).")(f)

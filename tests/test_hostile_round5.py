@@ -24,8 +24,8 @@ from tests.test_plugin_isolation import tverify as tverify_site
 
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).parent / "tverify"
-#: the installed script (its sys.path never has the working folder), else ``python -m`` (which drops it)
-TVERIFY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "proofs_checks"]
+#: the installed script (its sys.path never has the working folder), else ``python -P -m``
+TVERIFY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-P", "-m", "proofs_checks"]
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, the subreaper: Linux")
 
@@ -382,3 +382,208 @@ def test_survey_cache_dir_that_is_no_folder_is_one_true_line(tmp_path, where):
 def test_a_number_too_large_for_a_float_says_it_overflows(args):
     code, out, err = invoke(*args)
     assert code == 2 and "overflows a float64" in err and "got inf" not in err and "inf is not" not in err, err
+
+
+# --- round 5b: numbers past float64, non-finite names --------------------------------------------
+
+_HUGE = [("-x*" + "9" * 309 + ", -y", "x**2 + y**2"), ("-x*1" + "0" * 400 + ", -y", "x**2 + y**2"),
+         ("-x*((10**12)**12)**12, -y", "x**2 + y**2"), ("-x*1e308*10, -y", "x**2 + y**2"),
+         ("-x, -y", "x**2*1" + "0" * 400 + " + y**2"), ("-x*1e400, -y", "x**2 + y**2"),
+         ("-x*1e200, -y*1e200", "x**2*1e200 + y**2")]
+
+
+@pytest.mark.parametrize("f,V", _HUGE)
+def test_lyapunov_coefficient_past_float64_is_one_line(f, V):
+    from theory.lyapunov import parse_system
+    from theory.validation import InputError
+    with pytest.raises(InputError, match="float64"):
+        parse_system(f, V)
+
+
+def test_lyapunov_huge_coefficient_cli_exit_2():
+    code, out, err = invoke("check", "lyapunov", "--f", "-x*1" + "0" * 400 + ", -y", "--V", "x**2 + y**2")
+    assert code == 2 and "float64" in err and "Traceback" not in err + out and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["nan", "oo", "zoo", "inf", "I"])
+def test_lyapunov_non_finite_names_refused(name):
+    from theory.lyapunov import parse_system
+    from theory.validation import InputError
+    with pytest.raises(InputError, match=f"'{name}' is not allowed"):
+        parse_system(f"-x*{name}, -y", "x**2 + y**2")
+    with pytest.raises(InputError, match="not allowed as a variable name"):
+        parse_system("-x, -y", "x**2 + y**2", f"x,{name}")
+
+
+# --- round 5b: vacuous verdicts the own-mutant rule let through ----------------------------------
+
+_NANM = 'Mutant("nanm", "wrong constant", "NaN", lambda x: np.full_like(np.asarray(x, dtype=float), np.nan))'
+_PLUS1 = 'Mutant("plus1", "extra term", "3x + 1", lambda x: 3 * np.asarray(x, dtype=float) + 1)'
+_FOUR = 'Mutant("four", "wrong constant", "4x", lambda x: 4 * np.asarray(x, dtype=float))'
+_VACUOUS = {
+    "nan1e300": ("hugecmp", _NANM, "reject none of its own mutants"),  # test_plugins_vacuous's checks, a NaN mutant
+    "nanratio": ("ratio", _NANM, "reject none of its own mutants"),
+    "zeroref": ('''
+@numeric("3x against 2x at x = 0 only")
+def CHECK(form, ctx):
+    return close(form(np.zeros(20)), 2 * np.zeros(20), 1e-12, "float64 rounding")
+''', _PLUS1, "reject none of its own mutants"),
+    "mixed": ('''
+@numeric("a 1e300 tolerance on all draws but one")
+def CHECK(form, ctx):
+    x = np.append(ctx.rng().standard_normal(20), 1e-20)
+    return close(form(x), 2 * x, np.append(np.full(20, 1e300), 1.5e-20), "mixed")
+''', _PLUS1, "cannot tell the form from 0"),
+    "near1": ('''
+@numeric("a tolerance of 0.99 |reference|")
+def CHECK(form, ctx):
+    x = ctx.rng().standard_normal(20)
+    return close(form(x), 2 * x, 0.99 * np.abs(2 * x), "just under the reference")
+''', _FOUR, "cannot tell the form from 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_VACUOUS))
+def test_nan_mutants_zero_references_and_resolutions_past_one_verify_nothing(tmp_path, case):
+    from proofs_checks.plugin import check_claim
+    from proofs_checks.registry import registry
+    from tests.test_plugins_vacuous import NUMERIC, load, source
+    from proofs_checks.scaffold import write_scaffold
+
+    from tests.test_plugins_vacuous import CASES
+
+    check, mutant, needle = _VACUOUS[case]
+    check = CASES[check][0] if check in CASES else check
+    group = f"zzhp{case}"
+    write_scaffold(f"{group}.three", tmp_path)
+    text = source(group, check, NUMERIC).replace(_FOUR, mutant)
+    (tmp_path / f"tverify_{group}" / "claims.py").write_text(text)
+    try:
+        res = check_claim(load(tmp_path, group).CLAIM)
+        assert res.status == "error" and needle in res.message and "\n" not in res.message, (res.status, res.message)
+    finally:
+        registry._claims.pop(f"{group}.three", None)
+
+
+def test_a_finite_rejection_still_satisfies_the_own_mutant_rule(tmp_path):
+    from proofs_checks.plugin import check_claim
+    from proofs_checks.registry import registry
+    from tests.test_plugins_vacuous import NUMERIC, load, source
+    from proofs_checks.scaffold import write_scaffold
+
+    check = '''
+@numeric("2x against 2x")
+def CHECK(form, ctx):
+    x = ctx.rng().standard_normal(20)
+    return close(2 * x, 2 * x, 1e-12 * np.abs(2 * x) + 1e-300, "rounding")
+'''
+    write_scaffold("zzhpok.three", tmp_path)
+    text = source("zzhpok", check, NUMERIC).replace("def CHECK(form, ctx):\n    x = ctx.rng().standard_normal(20)\n    return close(2 * x",
+                                                    "def CHECK(form, ctx):\n    x = ctx.rng().standard_normal(20)\n    return close(form(x) * 2 / 3")
+    (tmp_path / "tverify_zzhpok" / "claims.py").write_text(text)
+    try:
+        res = check_claim(load(tmp_path, "zzhpok").CLAIM)
+        assert res.status == "verified" and "reject mutant four" in res.message, (res.status, res.message)
+    finally:
+        registry._claims.pop("zzhpok.three", None)
+
+
+# --- round 5b: memory files and SysV segments count, and a SysV segment goes with the check -------
+
+def _sysv_ids() -> set[int]:
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()
+    return {int(line.split()[1]) for line in lines[1:]}
+
+
+@linux
+def test_a_memfd_written_never_mapped_counts_against_max_memory(tmp_path, monkeypatch):
+    _write(tmp_path, "memfd.py", '''
+        import os, time
+        time.sleep(1)  # the check's first reading (its base) comes first
+        fd = os.memfd_create("held")
+        block = b"\\1" * (1 << 20)
+        for _ in range(320):  # 320 MB written, never mapped: in no process's RSS
+            os.write(fd, block)
+        time.sleep(3)
+        model = Attn()
+    ''')
+    _assert_over_limit(tmp_path, monkeypatch, "memfd.py:model")
+
+
+def _assert_over_limit(folder: Path, monkeypatch, target: str) -> None:
+    monkeypatch.chdir(folder)
+    code, _, err = invoke("check", "attention", "--module", target, "--quick", "--no-progress", "--max-memory", "0.2")
+    _no_traceback(err)
+    assert code == 2 and "over the limit of 256 MB" in err, (code, err)
+
+
+@linux
+def test_a_sysv_segment_filled_in_windows_counts_and_is_removed(tmp_path, monkeypatch):
+    ids = tmp_path / "ids"
+    _write(tmp_path, "sysv.py", f'''
+        import ctypes, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        time.sleep(1)  # the check's first reading (its base) comes first
+        sid = libc.shmget(0, 320 << 20, 0o1600)
+        open({str(ids)!r}, "a").write("%d\\n" % sid)
+        for i in range(10):  # attach, fill 32 MB, detach: never mapped whole
+            p = libc.shmat(sid, None, 0)
+            ctypes.memset(p + i * (32 << 20), 1, 32 << 20)
+            libc.shmdt(ctypes.c_void_p(p))
+        time.sleep(3)
+        model = Attn()
+    ''')
+    try:
+        _assert_over_limit(tmp_path, monkeypatch, "sysv.py:model")
+        made = {int(v) for v in ids.read_text().split()} if ids.exists() else set()
+        assert made and not made & _sysv_ids(), "the check's SysV segment outlived it"
+    finally:
+        for sid in ({int(v) for v in ids.read_text().split()} if ids.exists() else set()) & _sysv_ids():
+            subprocess.run(["ipcrm", "-m", str(sid)], check=False)
+
+
+def test_the_docs_say_python_m_cannot_protect_its_own_start():
+    text = " ".join((ROOT / "docs" / "own-model.md").read_text().split())
+    assert "`python -m proofs_checks` cannot protect its own start" in text.replace("**", "")
+    assert "python -P -m proofs_checks" in text and "drops the working folder from its own path too" not in text
+
+
+# --- round 5b: --json - with stdout closed, TVERIFY_THREADS and TVERIFY_DERIVATION_BUDGET ----------
+
+def test_json_dash_with_stdout_closed_is_refused_before_the_run(tmp_path):
+    started = time.monotonic()
+    cmd = " ".join([*TVERIFY, "run", "attn.softmax_simplex", "--quick", "--no-progress", "--json", "-"])
+    r = subprocess.run(["sh", "-c", f"{cmd} >&-"], capture_output=False, stderr=subprocess.PIPE, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "standard output is closed" in r.stderr and "--json -" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", "4097", "0", "abc"])
+def test_tverify_threads_past_the_bound_is_one_line(value):
+    from proofs_checks.errors import UsageError
+    from proofs_checks.threads import resolve
+    with pytest.raises(UsageError, match="from 1 to 4096"):
+        resolve(None, env={"TVERIFY_THREADS": value})
+    assert resolve(None, env={"TVERIFY_THREADS": "4096"}).threads == 4096
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "0", "1e400", "", "1e9"])
+def test_a_bad_derivation_budget_is_one_line_exit_2(monkeypatch, value):
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", value)
+    code, out, err = invoke("run", "attn.causal_mask", "--quick", "--no-progress")
+    assert code == 2 and "TVERIFY_DERIVATION_BUDGET" in err and len(err.strip().splitlines()) == 1, (code, err)
+
+
+def test_derivation_budget_inf_means_no_limit(monkeypatch):
+    import math
+
+    from proofs_checks.runner import _budget, derivation_budget
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "inf")
+    assert derivation_budget() == math.inf
+    with _budget(math.inf) as stopped:
+        time.sleep(0.01)
+    assert stopped["where"] == ""
+    monkeypatch.delenv("TVERIFY_DERIVATION_BUDGET")
+    assert derivation_budget() == 300.0

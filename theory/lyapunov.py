@@ -825,10 +825,17 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
                 raise InputError(f"{option}: operator not allowed in {text!r}")
             continue
         if isinstance(node, ast.Constant):
-            if type(node.value) not in (int, float) or (type(node.value) is float and not math.isfinite(node.value)):
+            if type(node.value) not in (int, float):
                 raise InputError(f"{option}: only numbers and variables are allowed, got {node.value!r}")
+            if not _fits_float64(node.value):
+                number = ast.get_source_segment(text.strip(), node) or repr(node.value)
+                raise InputError(f"{option}: the number {_short(number)} overflows float64 (largest about 1.8e308): "
+                                 "a coefficient too large for float64 cannot be checked numerically; rescale it")
             continue
         if isinstance(node, ast.Name):
+            if node.id in RESERVED_NAMES:
+                raise InputError(f"{option}: {node.id!r} is not allowed (nan, inf, oo, zoo and I are not numbers a "
+                                 "polynomial can have, nor variable names): use finite real numbers")
             if names is not None and node.id not in names:
                 raise InputError(f"{option}: unknown name {node.id!r} (the variables are {', '.join(sorted(names))})")
             used.add(node.id)
@@ -839,6 +846,31 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
     if bound > 4 * MAX_DEGREE:  # refuse before SymPy expands, e.g., ((x + y)**12)**12
         raise InputError(f"{option}: degree up to {bound} exceeds the largest supported degree {MAX_DEGREE}")
     return used
+
+
+#: names SymPy or NumPy read as non-finite or non-real constants: refused as numbers and as variables
+RESERVED_NAMES = frozenset({"nan", "NaN", "inf", "Inf", "infinity", "Infinity", "oo", "zoo", "I"})
+
+
+def _fits_float64(value) -> bool:
+    """Whether a number (an int of any size, a float, a SymPy number) is finite as a float64."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}…{text[-8:]} ({len(text)} characters)"
+
+
+def check_float64_coefficients(expr: sp.Expr, syms, what: str) -> None:
+    """Refuse a polynomial with a coefficient that is not a finite float64 (the numeric checks
+    evaluate it in float64: an int past 1.8e308 would stop them with an OverflowError)."""
+    for c in sp.Poly(expr, *syms).coeffs() if expr != 0 else ():
+        if not _fits_float64(c):
+            raise InputError(f"{what}: a coefficient ({_short(str(c))}) is too large for float64 (largest about "
+                             "1.8e308): rescale the system")
 
 
 def _ast_degree(node) -> int:
@@ -923,6 +955,8 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
                 raise InputError(f"--vars: empty name at position {k} in {vars_text!r}")
             if not v.isidentifier() or keyword.iskeyword(v) or not v.isascii():
                 raise InputError(f"--vars: {v!r} is not a valid variable name")
+            if v in RESERVED_NAMES:
+                raise InputError(f"--vars: {v!r} is not allowed as a variable name (SymPy reads it as a constant)")
         if len(set(names_list)) != len(names_list):
             raise InputError(f"--vars: repeated name in {vars_text!r}")
         names = set(names_list)
@@ -963,6 +997,7 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
         deg = sp.Poly(e, *syms).total_degree() if e != 0 else 0
         if deg > MAX_DEGREE:
             raise InputError(f"{opt}: degree {deg} exceeds the largest supported degree {MAX_DEGREE}")
+        check_float64_coefficients(e, syms, opt)
         return e
 
     f = tuple(parse(cmp, f"--f (component {k})") for k, cmp in enumerate(comps, 1))
@@ -974,4 +1009,6 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
     if nz:
         raise InputError(f"--f: f(0) ≠ 0 (component {nz[0]} is {f[nz[0] - 1].subs(origin)} at the origin); "
                          "the origin must be an equilibrium")
-    return Candidate(syms, f, V, "user")
+    cand = Candidate(syms, f, V, "user")
+    check_float64_coefficients(cand.vdot(), syms, "∇V·f (from --f and --V)")
+    return cand

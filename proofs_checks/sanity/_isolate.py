@@ -606,9 +606,11 @@ def _stop(proc) -> None:
     pid = proc.pid
     if pid is None:
         return
+    seen: set[int] = set()
     with contextlib.suppress(Exception):
         for _ in range(20):
             found = _procs.user_tree(pid)
+            seen.update(found)
             _procs.kill_group(pid)
             for p in found:
                 with contextlib.suppress(OSError):
@@ -626,6 +628,7 @@ def _stop(proc) -> None:
                     os.kill(p, signal.SIGKILL)
             if not found:
                 break
+    _procs.remove_segments(pid, seen)
     _procs.ACTIVE.pop(pid, None)
 
 
@@ -690,8 +693,8 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
             continue
         rss = _procs.tree_memory(proc.pid, shm_start) if proc.pid else None
         if rss is not None:
-            if base is None:
-                base = rss
+            if base is None:  # the child's own memory at its first reading: what it started and the shared
+                base = _procs.own_memory(proc.pid) or rss  # memory it holds are the user's code's, however early
             peak = max(peak, rss - base)
             if rss - base > limit:
                 _stop(proc)

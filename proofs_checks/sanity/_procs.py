@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["ACTIVE", "isolated_start", "server_boot", "server_pid", "user_tree", "tree_memory", "shm_used",
-           "kill_group", "kill_below", "descendants"]
+           "own_memory", "memfd_bytes", "sysv_segments", "remove_segments", "SEGMENTS", "kill_group", "kill_below", "descendants"]
 
 #: run first in every interpreter multiprocessing starts for the checks (the fork server, its
 #: resource tracker): the path set before any import, then the server's own set-up
@@ -216,21 +216,95 @@ def shm_used() -> float:
     return float(st.f_blocks - st.f_bfree) * st.f_frsize
 
 
+#: check child's pid -> the SysV shared memory segments its tree created (removed when the check ends)
+SEGMENTS: dict[int, set[int]] = {}
+
+
+def memfd_bytes(pids) -> float:
+    """Bytes held in memory files (``os.memfd_create``) the processes keep open, mapped or not (a
+    memfd written with ``os.write`` is in no process's RSS): each file once, by its allocated size."""
+    seen, total = set(), 0.0
+    for p in pids:
+        try:
+            fds = os.listdir(f"/proc/{p}/fd")
+        except OSError:
+            continue
+        for n in fds:
+            path = f"/proc/{p}/fd/{n}"
+            try:
+                if not os.readlink(path).startswith("/memfd:"):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += float(getattr(st, "st_blocks", 0) * 512 or st.st_size)
+    return total
+
+
+def sysv_segments(pids) -> dict[int, float]:
+    """SysV shared memory segments (``shmget``) created by one of ``pids``: id -> bytes resident
+    (the ``rss`` column of ``/proc/sysvipc/shm`` where the kernel has it, else the size). A segment
+    outlives its detach and its creator until removed."""
+    try:
+        lines = Path("/proc/sysvipc/shm").read_text().splitlines()
+    except OSError:
+        return {}
+    if not lines:
+        return {}
+    head, wanted, out = lines[0].split(), set(pids), {}
+    for line in lines[1:]:
+        row = dict(zip(head, line.split()))
+        with contextlib.suppress(KeyError, ValueError):
+            if int(row["cpid"]) in wanted:
+                out[int(row["shmid"])] = float(row.get("rss", row["size"]))
+    return out
+
+
+def remove_segments(pid: int, pids) -> None:
+    """Remove (``IPC_RMID``) the SysV segments the check's tree created: those seen while it ran and
+    those whose creator is one of ``pids`` now."""
+    ids = SEGMENTS.pop(pid, set()) | set(sysv_segments({pid, *pids}))
+    if not ids or not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for shmid in ids:
+            libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(0), None)  # IPC_RMID
+
+
+def own_memory(pid: int) -> float | None:
+    """The process's own resident memory (anonymous and shared), without what it started: the base a
+    check's memory is counted from (a process forked at the user's import before the first reading
+    is counted in full)."""
+    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
+    return own.get("RssAnon", own.get("VmRSS", 0.0)) + own.get("RssShmem", 0.0) if own else None
+
+
 def tree_memory(pid: int, shm_start: float) -> float | None:
     """Memory of the user's code now: resident anonymous memory of the child and every process below
-    it, plus the shared memory they hold — the larger of what they map (``RssShmem``) and what
-    ``/dev/shm`` grew by since the check started (a segment unmapped but not unlinked still holds
-    memory). ``None`` when the child cannot be read."""
+    it, plus the shared memory they hold — the larger of what they map (``RssShmem``) and what they
+    hold mapped or not: what ``/dev/shm`` grew by since the check started (a segment unmapped but not
+    unlinked still holds memory), the memory files they keep open (``memfd_create``) and the SysV
+    segments they created (recorded in :data:`SEGMENTS` for removal). ``None`` when the child cannot
+    be read."""
     own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
     if not own:
         return None
     anon = own.get("RssAnon", own.get("VmRSS", 0.0))
     shmem = own.get("RssShmem", 0.0)
-    for p in user_tree(pid):
+    tree = user_tree(pid)
+    for p in tree:
         m = _status_kb(p, ("RssAnon", "RssShmem"))
         anon += m.get("RssAnon", 0.0)
         shmem += m.get("RssShmem", 0.0)
-    return anon + max(shmem, shm_used() - shm_start)
+    segments = sysv_segments({pid, *tree})
+    SEGMENTS.setdefault(pid, set()).update(segments)
+    held = max(shm_used() - shm_start, 0.0) + memfd_bytes([pid, *tree]) + sum(segments.values())
+    return anon + max(shmem, held)
 
 
 def kill_group(pid: int) -> None:
