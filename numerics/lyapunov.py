@@ -9,6 +9,7 @@ dimensionless. Tolerances of the integrator are passed explicitly (``rtol``, ``a
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -322,6 +323,28 @@ def _build(gs: tl.GramStructure):
     return cp.Problem(cp.Maximize(t), cons), G, t
 
 
+@contextlib.contextmanager
+def _native_output_to_stderr():
+    """A solver's native code may print to file descriptor 1 ("ERROR: could not determine problem
+    status."), past Python's ``sys.stdout``: while it runs, descriptor 1 is the standard error, so
+    standard output carries only what the command writes (``--json -`` stays one JSON document)."""
+    import os
+    import sys
+
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError, AttributeError):  # no descriptor 1 (closed, or a captured stream): nothing to move
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def solve_gram(poly: sp.Expr, vars, *, solvers=_SOLVERS) -> tuple[SOSResult, tl.GramStructure]:
     """Solve the SOS program of ``poly`` (see :class:`SOSResult`): Clarabel at tight tolerances,
     SCS as the fallback when Clarabel fails or is not conclusive. Raises :class:`SolverFailure`
@@ -342,7 +365,8 @@ def solve_gram(poly: sp.Expr, vars, *, solvers=_SOLVERS) -> tuple[SOSResult, tl.
     attempts = []
     for name, opts in solvers:
         try:
-            prob.solve(solver=name, **opts)
+            with _native_output_to_stderr():
+                prob.solve(solver=name, **opts)
         except (cp.SolverError, ValueError, ArithmeticError) as exc:
             attempts.append((name, f"error: {exc}"))
             continue
