@@ -102,7 +102,11 @@ def _precheck_patterns(patterns) -> None:
         return
     if fresh is None or fresh[0].get("plugin_errors"):  # a plugin that failed: the registry says which
         return
-    _select_entries(fresh[0]["claims"], patterns)
+    from proofs_checks.registry import registry
+
+    # claims registered in this process (a notebook, a test, the API) are not in any catalogue
+    live = [{"id": c.id, "group": c.group} for c in registry if c.id not in {e["id"] for e in fresh[0]["claims"]}]
+    _select_entries(fresh[0]["claims"] + live, patterns)
 
 
 def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
