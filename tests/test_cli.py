@@ -236,7 +236,9 @@ def test_catalogue_json_is_up_to_date():
     doc = json.loads((ROOT / "docs" / "catalogue.json").read_text(encoding="utf-8"))
     assert doc["fingerprint"] == catalogue.source_fingerprint(), \
         "docs/catalogue.json is out of date: run `tverify list --markdown`"
-    live = [catalogue.entry(c) for c in select()]
+    from proofs_checks.runner import _builtin
+
+    live = [catalogue.entry(c) for c in select() if _builtin(c)]  # a claim another test registered is not built in
     assert [{k: v for k, v in e.items() if k != "derivation"} for e in doc["claims"]] == live
     assert all("derivation" in e for e in doc["claims"])
 
