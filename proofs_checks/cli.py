@@ -648,6 +648,8 @@ def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool 
     ``extra_check()`` (the report folder), the JSON path, the store (an unwritable default store
     only warns, after every usage error had its chance). Returns (claims, store or None, extra)."""
     _precheck_patterns(patterns)
+    if json_path == "-":
+        _check_json_target(json_path)  # a closed standard output: refused before the registry loads (about 4 s)
     from proofs_checks.runner import derivation_budget
 
     derivation_budget()  # a bad TVERIFY_DERIVATION_BUDGET: one line before anything runs

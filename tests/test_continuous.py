@@ -9,14 +9,32 @@ from tests.cli_helpers import invoke
 
 
 def test_continuous_mutants_confirm_the_resolution():
-    code, out, _ = invoke("mutants", "icl.general_target_risk", "scale.param_counts", "--quick", "--continuous",
+    # sparse.connectivity: exact counts, every relative resolution at float64 rounding (a cheap claim: the
+    # skip path of a whole `mutants --continuous` run; the other skip reason is pinned below, in-process)
+    code, out, _ = invoke("mutants", "icl.general_target_risk", "sparse.connectivity", "--quick", "--continuous",
                           "--json", "-", "--no-progress")
     doc = json.loads(out)
     row = doc["continuous"]["icl.general_target_risk"]
     assert row["rejected_at_2eps"] and 0 < row["epsilon"] < 0.25, row
     assert row["rows"]["+2eps"]["rejected_by"] and row["rows"]["-2eps"]["rejected_by"]
-    assert "skipped" in doc["continuous"]["scale.param_counts"]  # exact counts: no relative resolution
+    assert "float64 rounding" in doc["continuous"]["sparse.connectivity"]["skipped"]
     assert code == 0
+
+
+def test_a_claim_without_a_relative_resolution_is_skipped_with_the_reason():
+    """Absolute tolerances only (as scale.param_counts' exact counts): nothing to scale against, said so."""
+    from proofs_checks import Check, Claim, Mutant, RunContext, compare
+    from proofs_checks.continuous import continuous_probe
+    from proofs_checks.runner import run_claim
+
+    claim = Claim(id="zz.absolute", title="t", statement="x = 1", source="test", kind="identity", form=1.0,
+                  checks=(Check("c", "numeric", lambda form, ctx: compare(abs(form - 1.0), 1e-12, "exact")),),
+                  mutants=(Mutant("m", "wrong constant", "2", 2.0),))
+    ctx = RunContext(mode="quick", seed=0)
+    res = run_claim(claim, ctx, with_derivation=False)
+    assert res.status == "verified", res.message
+    row = continuous_probe(claim, res, ctx)
+    assert row == {"skipped": "no numeric or trained check states a two-sided relative resolution"}, row
 
 
 def test_report_probe_runs_only_the_best_check_and_is_rendered():
