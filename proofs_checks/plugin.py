@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -224,8 +225,7 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         each = -(-n // len(combos))
         errs, scale, ops_max, count, bad = [], 1.0, 1, 0, []
         for ci, size in enumerate(combos):
-            f, ops = ctx.reference("lambdified derivation", lambda: reference(size), identity_token(derive), key, args,
-                                   tuple(sorted(size.items())))
+            f, ops = _lambdified(identity_token(derive), key, args, tuple(sorted(size.items())), lambda: reference(size))
             ops_max = largest(ops_max, ops)
             pts = ctx.reference("points", lambda: [draw(ctx.rng("points", ci, i), size) for i in range(each)],
                                 identity_token(sample), points, tuple(sorted(size.items())))
@@ -249,6 +249,25 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         return r
 
     return Check(name, "symbolic", fn, description or "the form against the derivation's closed form at sampled points")
+
+
+#: The derivation lambdified at one size, per (derivation function, result key, arguments, size): a SymPy
+#: derivation is the same whatever the seed, mode, device or check that asks, so it is computed once per
+#: process, not once per seed (``assert_claim(seeds=(0, 1))`` derived the scaffold's claim at every seed).
+_LAMBDIFIED: "OrderedDict[tuple, tuple[Callable, int]]" = OrderedDict()
+_LAMBDIFIED_MAX = 64
+
+
+def _lambdified(*key_and_compute: Any) -> tuple[Callable, int]:
+    *key, compute = key_and_compute
+    k = tuple(map(repr, key))
+    if k in _LAMBDIFIED:
+        _LAMBDIFIED.move_to_end(k)
+        return _LAMBDIFIED[k]
+    value = _LAMBDIFIED[k] = compute()
+    while len(_LAMBDIFIED) > _LAMBDIFIED_MAX:
+        _LAMBDIFIED.popitem(last=False)
+    return value
 
 
 def _refuse_vacuous(name: str, points: Any, combos: list[dict[str, int]]) -> None:

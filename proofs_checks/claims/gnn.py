@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-import scipy.sparse as sps
 import torch
-from scipy.sparse.csgraph import NegativeCycleError, shortest_path
 
 from numerics import gnn as ng
 from numerics.torch_utils import resolve_device
@@ -119,6 +117,8 @@ def _bellman_ford(form, ctx) -> CheckResult:
     must be ``inf`` in both) and a chain whose shortest path 0 → n−1 needs all n−1 hops, and
     (b) digraphs with negative edges but no negative cycle (potential-shifted weights; Bellman–Ford
     and Johnson: Dijkstra does not apply)."""
+    import scipy.sparse as sps  # imported here: 0.6 CPU s in every process that loads the registry
+    from scipy.sparse.csgraph import shortest_path
     rng = ctx.rng()
     G, n = ctx.size(5, 20, 60), 10
     g, s, t, w = ng.random_digraph_edges(G, n, 1.6 / n, rng)
@@ -169,6 +169,8 @@ def _cx_negative_cycle(ctx) -> Counterexample:
     estimate from 0 is (0, 1, −2), but it is not the distance: it violates the Bellman inequality
     d(1) ≤ d(2) + w(2→1), another round lowers it, and scipy's Bellman–Ford reports a negative
     cycle (the true distances to 1 and 2 are −∞)."""
+    import scipy.sparse as sps  # imported here: 0.6 CPU s in every process that loads the registry
+    from scipy.sparse.csgraph import NegativeCycleError, shortest_path
     n, z = 3, np.zeros(3, dtype=np.int64)
     src, dst, w = (np.asarray(_CYCLE[k]) for k in ("src", "dst", "w"))
     run = lambda r: ng.min_aggregation_gnn(1, n, z, src, dst, w, r, allow_negative=True)[0, 0]  # noqa: E731
@@ -189,6 +191,8 @@ def _cx_negative_cycle(ctx) -> Counterexample:
 def _cx_initialisation(ctx) -> Counterexample:
     """Without Bellman–Ford's initialisation: starting from d⁽⁰⁾ = 0 at every node, n − 1 rounds
     of min-aggregation keep every estimate 0 on a chain with positive weights."""
+    import scipy.sparse as sps  # imported here: 0.6 CPU s in every process that loads the registry
+    from scipy.sparse.csgraph import shortest_path
     n = 4
     s, t, w = ng.chain_with_shortcuts(n)
     z = np.zeros_like(s)

@@ -336,7 +336,9 @@ declare(
 # hop.classical_capacity (erratum)
 # form: {"exact_recall", "exact_recall_all", "bit_error"}: SymPy expressions in the symbol d
 
-_d = th.derive_capacity_formulas(2).facts["d"]
+# the symbol d of th.derive_capacity_formulas (positive; SymPy symbols of one name and assumptions are equal):
+# built here, not by running that derivation at import (0.7 CPU s in every process that loads the registry)
+_d = sp.Symbol("d", positive=True)
 
 
 def _cap_fn(expr):
