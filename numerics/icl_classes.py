@@ -441,9 +441,25 @@ _BASELINE_FN = {"least_squares": least_squares_predict, "averaging": averaging_p
                 "zero": lambda xs, ys, xq: np.zeros(xs.shape[0])}
 
 
-#: baseline predictions of :func:`error_curves` by (task spec, lengths, prompts, seed, baseline, options): the
-#: prompts are a function of the spec and the seed, so a mutant or a second claim on the same prompts reuses them
+#: baseline predictions of :func:`error_curves` by (task spec, lengths, prompts, seed, baseline, options and, for the
+#: per-prompt networks, device): the prompts are a function of the spec and the seed, so a mutant or a second claim on
+#: the same prompts reuses them
 _BASELINE_CACHE: dict = {}
+
+
+def _baseline_predictions(name: str, xs: np.ndarray, ys: np.ndarray, lengths: list[int], opts: dict,
+                          device) -> np.ndarray:
+    """Baseline ``name``'s predictions ``(len(lengths), P)`` of ``ys[:, n]`` from the first ``n`` examples of each
+    prompt, for each ``n`` in ``lengths``."""
+    if name == "nn_gd":  # every length in one batch of networks (masked examples): one training run
+        P, nL, nmx = xs.shape[0], len(lengths), max(lengths)
+        mask = np.stack([np.broadcast_to(np.arange(nmx) < n, (P, nmx)) for n in lengths]).reshape(-1, nmx)
+        q = np.concatenate([xs[:, n] for n in lengths])
+        p = nn_gd_predict(np.tile(xs[:, :nmx], (nL, 1, 1)), np.tile(ys[:, :nmx], (nL, 1)), q, mask=mask,
+                          **{"device": device, **opts})
+        return p.reshape(nL, P)
+    fn = _BASELINE_FN[name]
+    return np.stack([fn(xs[:, :n], ys[:, :n], xs[:, n], **opts) for n in lengths])
 
 
 def error_curves(trained: "TinyGPT | None", spec: TaskSpec, lengths, n_prompts: int, *, seed: int,
@@ -469,20 +485,14 @@ def error_curves(trained: "TinyGPT | None", spec: TaskSpec, lengths, n_prompts: 
             preds["transformer"] = trained.predict(xs_t.to(dev), ys_t.to(dev)).double().cpu().numpy()[:, lengths].T
     kw = baseline_kw or {}
     for name in baselines:
-        if name == "nn_gd":  # every length in one batch of networks (masked examples): one training run
-            nL, nmx = len(lengths), max(lengths)
-            mask = np.stack([np.broadcast_to(np.arange(nmx) < n, (n_prompts, nmx)) for n in lengths]).reshape(-1, nmx)
-            q = np.concatenate([xs[:, n] for n in lengths])
-            p = nn_gd_predict(np.tile(xs[:, :nmx], (nL, 1, 1)), np.tile(ys[:, :nmx], (nL, 1)), q, mask=mask,
-                              **{"device": device, **kw.get(name, {})})
-            preds[name] = p.reshape(nL, n_prompts)
-            continue
-        key = (repr(spec), tuple(lengths), int(n_prompts), int(seed), name, repr(sorted(kw.get(name, {}).items())))
+        opts = kw.get(name, {})
+        # the per-prompt networks run on the device (its rounding may differ from the CPU's): it keys them too
+        key = (repr(spec), tuple(lengths), int(n_prompts), int(seed), name, repr(sorted(opts.items())),
+               str(resolve_device(opts.get("device", device))) if name == "nn_gd" else None)
         if key not in _BASELINE_CACHE:  # form-independent: the same prompts (spec, seed) give the same predictions
-            fn = _BASELINE_FN[name]
             if len(_BASELINE_CACHE) >= 256:
                 _BASELINE_CACHE.pop(next(iter(_BASELINE_CACHE)))
-            _BASELINE_CACHE[key] = np.stack([fn(xs[:, :n], ys[:, :n], xs[:, n], **kw.get(name, {})) for n in lengths])
+            _BASELINE_CACHE[key] = _baseline_predictions(name, xs, ys, lengths, opts, device)
         preds[name] = _BASELINE_CACHE[key].copy()
     target = ys[:, lengths].T  # (L, P)
     out: dict = {"lengths": lengths, "n_prompts": int(n_prompts), "seed": int(seed), "_errors": {}}
