@@ -355,19 +355,38 @@ def averaging_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray) -> np.ndar
     return np.einsum("pd,pn,pnd->p", xq, ys, xs) / xs.shape[1]
 
 
-def _per_prompt(make, xs, ys, xq) -> np.ndarray:
+def _per_prompt(make, xs, ys, xq, fit_predict=None) -> np.ndarray:
     """One scikit-learn estimator fitted per prompt. The inputs are finite float64 arrays built here and
     the hyper-parameters are constants, so scikit-learn's per-call input and parameter validation (most
-    of the time of a fit on ≤ 40 points) is switched off; the fits themselves are unchanged."""
+    of the time of a fit on ≤ 40 points) is switched off; the fits themselves are unchanged.
+    ``fit_predict(estimator, X, y, x_q (1, d)) -> prediction``: how to fit and predict (default
+    ``fit(X, y).predict(x_q)``; Lasso and the tree also skip their input checks, with the inputs
+    converted as the checks would, so that the predictions are bitwise the same)."""
     import sklearn
 
     out = np.zeros(xs.shape[0])
     if xs.shape[1] == 0:
         return out
+    fp = fit_predict or (lambda est, X, y, q: est.fit(X, y).predict(q)[0])
     with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
         for p in range(xs.shape[0]):
-            out[p] = make().fit(xs[p], ys[p]).predict(xq[p:p + 1])[0]
+            out[p] = fp(make(), xs[p], ys[p], xq[p:p + 1])
     return out
+
+
+def _lasso_fit_predict(est, X, y, q) -> float:
+    """``Lasso.fit`` without its input check (it needs X Fortran-ordered float64, which the check makes it), and
+    ``predict``'s formula ``x_q @ coef_ᵀ + intercept_`` without its validation."""
+    est.fit(np.asfortranarray(X, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64), check_input=False)
+    return float((q @ est.coef_.T + est.intercept_)[0])
+
+
+def _tree_fit_predict(est, X, y, q) -> float:
+    """``DecisionTreeRegressor.fit`` / ``predict`` without their input checks: the checks convert X to C-ordered
+    float32 (the tree's split type), done here."""
+    f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
+    return float(est.fit(f32(X), np.ascontiguousarray(y, dtype=np.float64), check_input=False)
+                 .predict(f32(q), check_input=False)[0])
 
 
 def lasso_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, alpha: float = 0.01) -> np.ndarray:
@@ -380,14 +399,15 @@ def lasso_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, alpha: float =
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return _per_prompt(lambda: Lasso(alpha=alpha, fit_intercept=False, max_iter=10_000, tol=1e-6), xs, ys, xq)
+        return _per_prompt(lambda: Lasso(alpha=alpha, fit_intercept=False, max_iter=10_000, tol=1e-6), xs, ys, xq,
+                           _lasso_fit_predict)
 
 
 def tree_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, max_depth: int | None = None) -> np.ndarray:
     """scikit-learn ``DecisionTreeRegressor(max_depth)`` (greedy CART, squared error) fitted on each prompt."""
     from sklearn.tree import DecisionTreeRegressor
 
-    return _per_prompt(lambda: DecisionTreeRegressor(max_depth=max_depth, random_state=0), xs, ys, xq)
+    return _per_prompt(lambda: DecisionTreeRegressor(max_depth=max_depth, random_state=0), xs, ys, xq, _tree_fit_predict)
 
 
 def knn_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, k: int = 3) -> np.ndarray:
