@@ -41,8 +41,8 @@ def pytest_configure(config):
 #: claim modules whose checks share process-wide caches across modules, each mapped to one test group: the
 #: LSA trained once per (mode, seed, device) (proofs_checks.claims._icl_common._trained) and the lru-cached ICL
 #: derivations (theory.icl.derive_moments, derive_population_loss, the symbolic-size ones) that their symbolic
-#: checks and their derivations' obligations both build (issue 46: measured 8.3 + 8.5 + 3.5 CPU s of quick runs
-#: and 5.5 + 1.8 s of derivations in separate groups).
+#: checks and their derivations' obligations both build (issue 46: the tests of icl.gamma_n_global_min,
+#: icl.linear_task_risk and icl.population_loss measured 48.4 CPU s in six groups, 26.9 s in one).
 SHARED_GROUPS = {f"proofs_checks.claims.{m}": "proofs_checks.claims.icl-lsa"
                  for m in ("icl", "icl_minimum", "icl_risk", "icl_gd", "icl_further")}
 
@@ -69,9 +69,10 @@ def pytest_itemcollected(item):
     # samples, trained models, solver outputs; RunContext.reference and module caches such as the
     # shared group-G training) are then computed once per worker instead of once in each.
     # Likewise the tests of tests/test_derivations.py that read one claim's derivation (built once per
-    # process there), in the same group as the claim's checks. The mark is set as each item is collected: xdist turns the marks into node ids
-    # in its own pytest_collection_modifyitems, which runs before a conftest's (marks added there were
-    # silently ignored, and the groups split across workers).
+    # process there), in the same group as the claim's checks, which build the same lru-cached derivation.
+    # The mark is set as each item is collected: xdist turns the marks into node ids in its own
+    # pytest_collection_modifyitems, which runs before a conftest's (marks added there were silently
+    # ignored, and the groups split across workers).
     modname = getattr(getattr(item, "module", None), "__name__", "")
     if modname.endswith("test_registry"):
         mod = _claim_module(item)
