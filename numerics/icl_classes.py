@@ -355,19 +355,38 @@ def averaging_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray) -> np.ndar
     return np.einsum("pd,pn,pnd->p", xq, ys, xs) / xs.shape[1]
 
 
-def _per_prompt(make, xs, ys, xq) -> np.ndarray:
+def _per_prompt(make, xs, ys, xq, fit_predict=None) -> np.ndarray:
     """One scikit-learn estimator fitted per prompt. The inputs are finite float64 arrays built here and
     the hyper-parameters are constants, so scikit-learn's per-call input and parameter validation (most
-    of the time of a fit on ≤ 40 points) is switched off; the fits themselves are unchanged."""
+    of the time of a fit on ≤ 40 points) is switched off; the fits themselves are unchanged.
+    ``fit_predict(estimator, X, y, x_q (1, d)) -> prediction``: how to fit and predict (default
+    ``fit(X, y).predict(x_q)``; Lasso and the tree also skip their input checks, with the inputs
+    converted as the checks would, so that the predictions are bitwise the same)."""
     import sklearn
 
     out = np.zeros(xs.shape[0])
     if xs.shape[1] == 0:
         return out
+    fp = fit_predict or (lambda est, X, y, q: est.fit(X, y).predict(q)[0])
     with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
         for p in range(xs.shape[0]):
-            out[p] = make().fit(xs[p], ys[p]).predict(xq[p:p + 1])[0]
+            out[p] = fp(make(), xs[p], ys[p], xq[p:p + 1])
     return out
+
+
+def _lasso_fit_predict(est, X, y, q) -> float:
+    """``Lasso.fit`` without its input check (it needs X Fortran-ordered float64, which the check makes it), and
+    ``predict``'s formula ``x_q @ coef_ᵀ + intercept_`` without its validation."""
+    est.fit(np.asfortranarray(X, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64), check_input=False)
+    return float((q @ est.coef_.T + est.intercept_)[0])
+
+
+def _tree_fit_predict(est, X, y, q) -> float:
+    """``DecisionTreeRegressor.fit`` / ``predict`` without their input checks: the checks convert X to C-ordered
+    float32 (the tree's split type), done here."""
+    f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
+    return float(est.fit(f32(X), np.ascontiguousarray(y, dtype=np.float64), check_input=False)
+                 .predict(f32(q), check_input=False)[0])
 
 
 def lasso_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, alpha: float = 0.01) -> np.ndarray:
@@ -380,14 +399,15 @@ def lasso_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, alpha: float =
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return _per_prompt(lambda: Lasso(alpha=alpha, fit_intercept=False, max_iter=10_000, tol=1e-6), xs, ys, xq)
+        return _per_prompt(lambda: Lasso(alpha=alpha, fit_intercept=False, max_iter=10_000, tol=1e-6), xs, ys, xq,
+                           _lasso_fit_predict)
 
 
 def tree_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, max_depth: int | None = None) -> np.ndarray:
     """scikit-learn ``DecisionTreeRegressor(max_depth)`` (greedy CART, squared error) fitted on each prompt."""
     from sklearn.tree import DecisionTreeRegressor
 
-    return _per_prompt(lambda: DecisionTreeRegressor(max_depth=max_depth, random_state=0), xs, ys, xq)
+    return _per_prompt(lambda: DecisionTreeRegressor(max_depth=max_depth, random_state=0), xs, ys, xq, _tree_fit_predict)
 
 
 def knn_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, k: int = 3) -> np.ndarray:
@@ -441,9 +461,25 @@ _BASELINE_FN = {"least_squares": least_squares_predict, "averaging": averaging_p
                 "zero": lambda xs, ys, xq: np.zeros(xs.shape[0])}
 
 
-#: baseline predictions of :func:`error_curves` by (task spec, lengths, prompts, seed, baseline, options): the
-#: prompts are a function of the spec and the seed, so a mutant or a second claim on the same prompts reuses them
+#: baseline predictions of :func:`error_curves` by (task spec, lengths, prompts, seed, baseline, options and, for the
+#: per-prompt networks, device): the prompts are a function of the spec and the seed, so a mutant or a second claim on
+#: the same prompts reuses them
 _BASELINE_CACHE: dict = {}
+
+
+def _baseline_predictions(name: str, xs: np.ndarray, ys: np.ndarray, lengths: list[int], opts: dict,
+                          device) -> np.ndarray:
+    """Baseline ``name``'s predictions ``(len(lengths), P)`` of ``ys[:, n]`` from the first ``n`` examples of each
+    prompt, for each ``n`` in ``lengths``."""
+    if name == "nn_gd":  # every length in one batch of networks (masked examples): one training run
+        P, nL, nmx = xs.shape[0], len(lengths), max(lengths)
+        mask = np.stack([np.broadcast_to(np.arange(nmx) < n, (P, nmx)) for n in lengths]).reshape(-1, nmx)
+        q = np.concatenate([xs[:, n] for n in lengths])
+        p = nn_gd_predict(np.tile(xs[:, :nmx], (nL, 1, 1)), np.tile(ys[:, :nmx], (nL, 1)), q, mask=mask,
+                          **{"device": device, **opts})
+        return p.reshape(nL, P)
+    fn = _BASELINE_FN[name]
+    return np.stack([fn(xs[:, :n], ys[:, :n], xs[:, n], **opts) for n in lengths])
 
 
 def error_curves(trained: "TinyGPT | None", spec: TaskSpec, lengths, n_prompts: int, *, seed: int,
@@ -469,20 +505,14 @@ def error_curves(trained: "TinyGPT | None", spec: TaskSpec, lengths, n_prompts: 
             preds["transformer"] = trained.predict(xs_t.to(dev), ys_t.to(dev)).double().cpu().numpy()[:, lengths].T
     kw = baseline_kw or {}
     for name in baselines:
-        if name == "nn_gd":  # every length in one batch of networks (masked examples): one training run
-            nL, nmx = len(lengths), max(lengths)
-            mask = np.stack([np.broadcast_to(np.arange(nmx) < n, (n_prompts, nmx)) for n in lengths]).reshape(-1, nmx)
-            q = np.concatenate([xs[:, n] for n in lengths])
-            p = nn_gd_predict(np.tile(xs[:, :nmx], (nL, 1, 1)), np.tile(ys[:, :nmx], (nL, 1)), q, mask=mask,
-                              **{"device": device, **kw.get(name, {})})
-            preds[name] = p.reshape(nL, n_prompts)
-            continue
-        key = (repr(spec), tuple(lengths), int(n_prompts), int(seed), name, repr(sorted(kw.get(name, {}).items())))
+        opts = kw.get(name, {})
+        # the per-prompt networks run on the device (its rounding may differ from the CPU's): it keys them too
+        key = (repr(spec), tuple(lengths), int(n_prompts), int(seed), name, repr(sorted(opts.items())),
+               str(resolve_device(opts.get("device", device))) if name == "nn_gd" else None)
         if key not in _BASELINE_CACHE:  # form-independent: the same prompts (spec, seed) give the same predictions
-            fn = _BASELINE_FN[name]
             if len(_BASELINE_CACHE) >= 256:
                 _BASELINE_CACHE.pop(next(iter(_BASELINE_CACHE)))
-            _BASELINE_CACHE[key] = np.stack([fn(xs[:, :n], ys[:, :n], xs[:, n], **kw.get(name, {})) for n in lengths])
+            _BASELINE_CACHE[key] = _baseline_predictions(name, xs, ys, lengths, opts, device)
         preds[name] = _BASELINE_CACHE[key].copy()
     target = ys[:, lengths].T  # (L, P)
     out: dict = {"lengths": lengths, "n_prompts": int(n_prompts), "seed": int(seed), "_errors": {}}

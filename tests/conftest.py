@@ -38,14 +38,28 @@ def pytest_configure(config):
     pin(default=1)
 
 
-def _claim_module(item) -> str | None:
-    """The module that declares the claim a parametrised test runs (None for other tests)."""
-    params = getattr(getattr(item, "callspec", None), "params", {}) or {}
-    claim = params.get("claim")
+#: claim modules whose checks share process-wide caches across modules, each mapped to one test group: the
+#: LSA trained once per (mode, seed, device) (proofs_checks.claims._icl_common._trained) and the lru-cached ICL
+#: derivations (theory.icl.derive_moments, derive_population_loss, the symbolic-size ones) that their symbolic
+#: checks and their derivations' obligations both build (issue 46: the tests of icl.gamma_n_global_min,
+#: icl.linear_task_risk and icl.population_loss measured 48.4 CPU s in six groups, 26.9 s in one).
+SHARED_GROUPS = {f"proofs_checks.claims.{m}": "proofs_checks.claims.icl-lsa"
+                 for m in ("icl", "icl_minimum", "icl_risk", "icl_gd", "icl_further")}
+
+
+def claim_group(claim) -> str | None:
+    """The xdist group of the tests that run ``claim``: its declaring module (or the module's shared group)."""
     checks = getattr(claim, "checks", None)
     if not checks:
         return None
-    return getattr(checks[0].fn, "__module__", None) or getattr(claim, "id", None)
+    mod = getattr(checks[0].fn, "__module__", None) or getattr(claim, "id", None)
+    return SHARED_GROUPS.get(mod, mod)
+
+
+def _claim_module(item) -> str | None:
+    """The group of the claim a parametrised test runs (None for other tests): see :func:`claim_group`."""
+    params = getattr(getattr(item, "callspec", None), "params", {}) or {}
+    return claim_group(params.get("claim"))
 
 
 def pytest_itemcollected(item):
@@ -55,18 +69,27 @@ def pytest_itemcollected(item):
     # samples, trained models, solver outputs; RunContext.reference and module caches such as the
     # shared group-G training) are then computed once per worker instead of once in each.
     # Likewise the tests of tests/test_derivations.py that read one claim's derivation (built once per
-    # process there). The mark is set as each item is collected: xdist turns the marks into node ids
-    # in its own pytest_collection_modifyitems, which runs before a conftest's (marks added there were
-    # silently ignored, and the groups split across workers).
+    # process there), in the same group as the claim's checks, which build the same lru-cached derivation.
+    # The mark is set as each item is collected: xdist turns the marks into node ids in its own
+    # pytest_collection_modifyitems, which runs before a conftest's (marks added there were silently
+    # ignored, and the groups split across workers).
     modname = getattr(getattr(item, "module", None), "__name__", "")
     if modname.endswith("test_registry"):
         mod = _claim_module(item)
         if mod:
             item.add_marker(pytest.mark.xdist_group(mod))
     elif modname.endswith("test_derivations"):
+        # with the claim's own group: its symbolic checks call the same lru-cached derivation (theory/*),
+        # which is then built once per `make test` instead of once in each of two workers (issue 46)
         cid = (getattr(getattr(item, "callspec", None), "params", {}) or {}).get("cid")
         if cid:
-            item.add_marker(pytest.mark.xdist_group("derivation:" + cid))
+            from proofs_checks.registry import RegistryError, get_claim
+
+            try:
+                group = claim_group(get_claim(cid))
+            except (KeyError, RegistryError):
+                group = None
+            item.add_marker(pytest.mark.xdist_group(group or "derivation:" + cid))
     elif _uses_module_fixture(item) and not item.get_closest_marker("xdist_group"):
         # A module-scoped fixture (a tverify run with broken plugins, a real report, a trained model, a
         # Dask cluster) is built once per worker that runs one of its tests: the tests that use it go

@@ -161,3 +161,20 @@ def test_planted_wrong_residual_fails(cid):
     for o in zero[:1]:  # an extra free symbol cannot be simplified away
         entries = o.expr if isinstance(o.expr, (list, tuple)) else [o.expr]
         assert not Obligation(o.name, [*entries, x]).evaluate().passed
+
+
+def test_derivation_tests_run_in_their_claims_group(request):
+    """Under ``make test`` (``--dist loadgroup``) each claim's derivation tests run in its claim's xdist group
+    (tests/conftest.py), where its symbolic checks build the same lru-cached derivation; the ICL-LSA claims,
+    which share a trained LSA and sub-derivations, are one group (issue 46)."""
+    import conftest
+
+    mine = [it for it in request.session.items if it.module is request.module and "cid" in getattr(
+        getattr(it, "callspec", None), "params", {})]
+    for it in mine:
+        cid = it.callspec.params["cid"]
+        assert it.get_closest_marker("xdist_group").args[0] == conftest.claim_group(CLAIMS[cid]), it.nodeid
+    groups = {conftest.claim_group(CLAIMS[c]) for c in ("icl.gamma_n_global_min", "icl.linear_task_risk",
+                                                         "icl.population_loss", "icl.loss_minimum")}
+    assert groups == {"proofs_checks.claims.icl-lsa"}
+    assert conftest.claim_group(CLAIMS["perf.favor_unbiased"]) == "proofs_checks.claims.favor"

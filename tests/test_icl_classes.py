@@ -127,6 +127,30 @@ def test_baselines_against_independent_implementations():
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("spec,n_all", [(nc.TaskSpec("sparse_linear", 2), 8), (nc.TaskSpec("decision_tree", 2), 8),
+                                         (nc.TaskSpec("sparse_linear", 20, k=3), 26)])
+def test_lasso_and_tree_without_input_checks_are_bitwise_scikit_learns(spec, n_all):
+    """lasso_predict / tree_predict skip scikit-learn's input checks (issue 46: most of a fit on a few points);
+    their predictions are bitwise those of the plain ``fit(X, y).predict(x_q)``, n = 0 … n_all − 1."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import Lasso
+    from sklearn.tree import DecisionTreeRegressor
+
+    xs_t, ys_t = nc.sample_tasks(spec, 30, n_all, g=_gen(7), dtype=torch.float64)
+    xs, ys = xs_t.numpy(), ys_t.numpy()
+    for n in range(1, n_all):
+        X, y, q = xs[:, :n], ys[:, :n], xs[:, n]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            lasso = [Lasso(alpha=0.01, fit_intercept=False, max_iter=10_000, tol=1e-6).fit(X[p], y[p]).predict(q[p:p + 1])[0]
+                     for p in range(len(xs))]
+        tree = [DecisionTreeRegressor(random_state=0).fit(X[p], y[p]).predict(q[p:p + 1])[0] for p in range(len(xs))]
+        assert np.array_equal(nc.lasso_predict(X, y, q), np.array(lasso)), n
+        assert np.array_equal(nc.tree_predict(X, y, q), np.array(tree)), n
+
+
 def test_error_curves_are_paired_and_normalised():
     spec = nc.TaskSpec("sparse_linear", 3, k=1)
     cur = nc.error_curves(None, spec, [1, 3, 5], 40, seed=1, baselines=("zero", "least_squares", "lasso", "knn3"))
