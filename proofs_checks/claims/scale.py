@@ -43,34 +43,45 @@ def _per_layer_symbolic(form, ctx) -> CheckResult:
                             **{k: int(v) for k, v in errs.items()}})
 
 
-def _numel_meta(form, ctx) -> CheckResult:
-    """Against numel() of real torch modules on the meta device: one nn.TransformerEncoderLayer
-    and one hand-written GPT block for small d (every d ≤ 48 divisible by the heads), then whole
-    models (random small configs, BERT- and GPT-style, and every row of the table) built from
-    nn.TransformerEncoderLayer stacks and from GPT blocks."""
+def _numel_reference(ctx):
+    """numel() of the torch modules _numel_meta compares with (form-independent; building ≈ 40 meta models is
+    the check's whole cost): ``(layers, models)``, ``layers`` = [(d, TransformerEncoderLayer, GPT block)] over
+    every d ≤ 48 and heads dividing it, ``models`` = [(config, TransformerEncoder stack, GPT-block stack)]."""
     import torch
 
-    errs: dict[str, float] = {}
-    layer_diff = 0
+    layers = []
     for d in range(1, 49):
         for h in {1, 2, 4, d} & {k for k in (1, 2, 4, d) if d % k == 0}:
             with torch.device("meta"):
                 enc = torch.nn.TransformerEncoderLayer(d, h, 4 * d, batch_first=True)
                 blk = ns.GPTBlock(d, h)
-            ref = ns.count_params(enc)
-            layer_diff = largest(layer_diff, abs(int(form["per_layer"](d)) - ref), abs(ns.count_params(blk) - ref))
-    errs["per_layer_vs_TransformerEncoderLayer"] = layer_diff
+            layers.append((d, ns.count_params(enc), ns.count_params(blk)))
     rng = ctx.rng()
     n_random = ctx.size(12, 40, 100)
     cfgs = [ns.ModelConfig(f"random{i}", int(rng.integers(1, 7)), 4 * int(rng.integers(1, 17)), 4,
                            int(rng.integers(2, 300)), int(rng.integers(1, 100)), "bert" if i % 2 else "gpt")
             for i in range(n_random)]
+    models = [(c, ns.count_params(ns.build_meta_model(c, "torch")), ns.count_params(ns.build_meta_model(c, "gpt")))
+              for c in cfgs + list(ns.TABLE)]
+    return layers, models, n_random
+
+
+def _numel_meta(form, ctx) -> CheckResult:
+    """Against numel() of real torch modules on the meta device: one nn.TransformerEncoderLayer
+    and one hand-written GPT block for small d (every d ≤ 48 divisible by the heads), then whole
+    models (random small configs, BERT- and GPT-style, and every row of the table) built from
+    nn.TransformerEncoderLayer stacks and from GPT blocks."""
+    per_layer, total = form["per_layer"], form["total"]
+    layers, models, n_random = ctx.reference("numel", lambda: _numel_reference(ctx))
+    errs: dict[str, float] = {}
+    layer_diff = 0
+    for d, ref, n_blk in layers:
+        layer_diff = largest(layer_diff, abs(int(per_layer(d)) - ref), abs(n_blk - ref))
+    errs["per_layer_vs_TransformerEncoderLayer"] = layer_diff
     model_diff = 0
     table = {}
-    for c in cfgs + list(ns.TABLE):
-        n_torch = ns.count_params(ns.build_meta_model(c, "torch"))
-        n_gpt = ns.count_params(ns.build_meta_model(c, "gpt"))
-        claimed = int(form["total"](c))
+    for c, n_torch, n_gpt in models:
+        claimed = int(total(c))
         model_diff = largest(model_diff, abs(claimed - n_torch), abs(claimed - n_gpt))
         if c in ns.TABLE:
             table[c.name] = {"formula": claimed, "numel_TransformerEncoder": n_torch, "numel_GPTBlocks": n_gpt}
@@ -113,10 +124,12 @@ def _encoder_decoder_rows(form, ctx) -> CheckResult:
     positions: none), (b) numel of torch.nn.Transformer with 6 + 6 layers (cross-attention in the
     decoder) plus the shared embedding. Error: the counts that differ at 0.1M from what the clause
     other_rows states, plus the counts that DO round to the print (the clause says none does)."""
+    per_layer = form["per_layer"]
+    numel = ctx.reference("encoder_decoder_numel", lambda: [ns.encoder_decoder_params(d, h, L // 2, L // 2, V)
+                                                            for _, L, d, h, V, _ in ns.ENCODER_DECODER_ROWS])
     bad, rows = 0, {}
-    for name, L, d, h, V, printed in ns.ENCODER_DECODER_ROWS:
-        naive = L * int(form["per_layer"](d)) + V * d
-        encdec = ns.encoder_decoder_params(d, h, L // 2, L // 2, V)
+    for (name, L, d, h, V, printed), encdec in zip(ns.ENCODER_DECODER_ROWS, numel):
+        naive = L * int(per_layer(d)) + V * d
         value = int(ns.published_interval(printed)[0])
         k = len(str(value).rstrip("0"))
         stated = _ENC_DEC_STATED[name]
