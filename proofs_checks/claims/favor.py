@@ -167,7 +167,7 @@ def _monte_carlo(form, ctx) -> CheckResult:
     R, m = ctx.size(20000, 40000, 160000), 16
     x, y, est, seed = _mc_estimates(form, ctx, R, m=m, radius=MC_RADIUS)
     sm = np.exp((x * y).sum(-1))
-    exact = _exact_sq_error_moments(x, y, m)
+    exact = ctx.reference("exact_sq_error_moments", lambda: _exact_sq_error_moments(x, y, m), R, m)  # form-independent
     meas, skew = {}, {}
     for (sampler, feat), K in est.items():
         with np.errstate(all="ignore"):
@@ -188,7 +188,7 @@ def _monte_carlo(form, ctx) -> CheckResult:
                 skew[feat] = float(np.max(mu3_S / var_S**1.5) / math.sqrt(R))
             else:  # the orthogonal estimators' MSE against its exact value (numerics.favor.orf_mse), sample SE
                 sq = (K - sm) ** 2
-                exact_orf = nf.orf_mse(x, y, m, feat)
+                exact_orf = ctx.reference("orf_mse", lambda: nf.orf_mse(x, y, m, feat), R, m, feat)  # form-independent
                 for p, (e, s_, r) in enumerate(zip(sq.mean(0), sq.std(0, ddof=1) / math.sqrt(R), exact_orf)):
                     meas[f"mse_orf_{feat}_pair{p}"] = (e, s_, r)
     edgeworth = {f: 1 + g * (K_SIGMA**2 - 1) / 6 for f, g in skew.items()}
