@@ -29,9 +29,16 @@ def _dense_poly_capacity(d, a):
     return d ** (a - 1) / (2 * math.prod(range(2 * a - 3, 0, -2)) * math.log(d))
 
 
+def _chunk(trials, N, d, dev) -> int:
+    """States per chunk of nh.dense_fixed_fraction: ≈ 3e5 elements of its (trials, chunk, N, d) temporaries on the CPU
+    (cache-sized: 1.3–4× less CPU than 3e6, measured; every state is computed alone, so the result is the same),
+    3e6 on a GPU."""
+    return largest(1, int((3e5 if str(dev).startswith("cpu") else 3e6) // (trials * N * d)))
+
+
 def _frac_fixed(d, N, trials, seed, kind, a, dev):
     P = nh.random_patterns((trials, N, d), seed, device=dev)
-    chunk = largest(1, int(3e6 // (trials * N * d)))
+    chunk = _chunk(trials, N, d, dev)
     fr = nh.dense_fixed_fraction(P, kind, a, chunk=chunk).cpu().numpy()
     return float(fr.mean()), float(fr.std(ddof=1) / math.sqrt(trials))
 
@@ -179,7 +186,7 @@ def _all_fixed_measure(ctx, dev):
         p, se = [], []
         for N in grid:
             P = nh.random_patterns((trials, N, d), ctx.seed_for("all_fixed", d, N), device=dev)
-            allf = (nh.dense_fixed_fraction(P, "exp", None, chunk=largest(1, int(3e6 // (trials * N * d)))) == 1).double()
+            allf = (nh.dense_fixed_fraction(P, "exp", None, chunk=_chunk(trials, N, d, dev)) == 1).double()
             m = float(allf.mean())
             p.append(m)
             se.append(largest(math.sqrt(m * (1 - m) / trials), 1.0 / trials))

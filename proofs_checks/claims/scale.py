@@ -43,10 +43,18 @@ def _per_layer_symbolic(form, ctx) -> CheckResult:
                             **{k: int(v) for k, v in errs.items()}})
 
 
-def _numel_reference(ctx):
+def _numel_configs(ctx) -> list:
+    """The random small configs (BERT- and GPT-style) and every row of the table."""
+    rng = ctx.rng()
+    return [ns.ModelConfig(f"random{i}", int(rng.integers(1, 7)), 4 * int(rng.integers(1, 17)), 4,
+                           int(rng.integers(2, 300)), int(rng.integers(1, 100)), "bert" if i % 2 else "gpt")
+            for i in range(ctx.size(12, 40, 100))] + list(ns.TABLE)
+
+
+def _numel_reference(cfgs):
     """numel() of the torch modules _numel_meta compares with (form-independent; building ≈ 40 meta models is
     the check's whole cost): ``(layers, models)``, ``layers`` = [(d, TransformerEncoderLayer, GPT block)] over
-    every d ≤ 48 and heads dividing it, ``models`` = [(config, TransformerEncoder stack, GPT-block stack)]."""
+    every d ≤ 48 and heads dividing it, ``models`` = [(TransformerEncoder stack, GPT-block stack)] per config."""
     import torch
 
     layers = []
@@ -56,14 +64,8 @@ def _numel_reference(ctx):
                 enc = torch.nn.TransformerEncoderLayer(d, h, 4 * d, batch_first=True)
                 blk = ns.GPTBlock(d, h)
             layers.append((d, ns.count_params(enc), ns.count_params(blk)))
-    rng = ctx.rng()
-    n_random = ctx.size(12, 40, 100)
-    cfgs = [ns.ModelConfig(f"random{i}", int(rng.integers(1, 7)), 4 * int(rng.integers(1, 17)), 4,
-                           int(rng.integers(2, 300)), int(rng.integers(1, 100)), "bert" if i % 2 else "gpt")
-            for i in range(n_random)]
-    models = [(c, ns.count_params(ns.build_meta_model(c, "torch")), ns.count_params(ns.build_meta_model(c, "gpt")))
-              for c in cfgs + list(ns.TABLE)]
-    return layers, models, n_random
+    models = [(ns.count_params(ns.build_meta_model(c, "torch")), ns.count_params(ns.build_meta_model(c, "gpt"))) for c in cfgs]
+    return layers, models
 
 
 def _numel_meta(form, ctx) -> CheckResult:
@@ -71,17 +73,19 @@ def _numel_meta(form, ctx) -> CheckResult:
     and one hand-written GPT block for small d (every d ≤ 48 divisible by the heads), then whole
     models (random small configs, BERT- and GPT-style, and every row of the table) built from
     nn.TransformerEncoderLayer stacks and from GPT blocks."""
-    per_layer, total = form["per_layer"], form["total"]
-    layers, models, n_random = ctx.reference("numel", lambda: _numel_reference(ctx))
+    cfgs = _numel_configs(ctx)
+    n_random = len(cfgs) - len(ns.TABLE)
+    per_layer = {d: int(form["per_layer"](d)) for d in range(1, 49)}  # the form first, then the (cached) modules
+    totals = [int(form["total"](c)) for c in cfgs]
+    layers, models = ctx.reference("numel", lambda: _numel_reference(cfgs))
     errs: dict[str, float] = {}
     layer_diff = 0
     for d, ref, n_blk in layers:
-        layer_diff = largest(layer_diff, abs(int(per_layer(d)) - ref), abs(n_blk - ref))
+        layer_diff = largest(layer_diff, abs(per_layer[d] - ref), abs(n_blk - ref))
     errs["per_layer_vs_TransformerEncoderLayer"] = layer_diff
     model_diff = 0
     table = {}
-    for c, n_torch, n_gpt in models:
-        claimed = int(total(c))
+    for c, claimed, (n_torch, n_gpt) in zip(cfgs, totals, models):
         model_diff = largest(model_diff, abs(claimed - n_torch), abs(claimed - n_gpt))
         if c in ns.TABLE:
             table[c.name] = {"formula": claimed, "numel_TransformerEncoder": n_torch, "numel_GPTBlocks": n_gpt}
