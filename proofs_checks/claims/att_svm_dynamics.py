@@ -4,6 +4,7 @@ Tarzanagh et al. 2023). Binds theory/att_svm.py and numerics/att_svm.py to check
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -53,8 +54,8 @@ def _regpath_W(form, ctx):
     inst = _inst(4, 5, 6, seed % 1000, "global")
     target = form["limit"](inst, inst.opt, "W")
     radii = np.geomspace(0.5, ctx.size(150.0, 300.0), ctx.size(10, 14))
-    rp = ns.regularization_path(inst, radii, inner=ctx.size(150, 250), lr=0.3, B=1, seed=seed, switches=True,
-                                device=ctx.device)
+    rp = ctx.reference("path", lambda: ns.regularization_path(inst, radii, inner=ctx.size(150, 250), lr=0.3, B=1, seed=seed,
+                                                              switches=True, device=ctx.device))  # form-independent
     c = _cos(rp.W[:, 0], target)
     upper = c[len(c) // 2:]
     errs = {"one_minus_final": float(1 - c[-1]), "decrease_upper_half": float(largest(0.0, np.max(upper[:-1] - upper[1:])))}
@@ -94,15 +95,20 @@ def _regpath_KQ(form, ctx):
     |‖W_R/m(W_R)‖_⋆ − ‖W_form/m(W_form)‖_⋆| / ‖W_form/m(W_form)‖_⋆ (inf when the form's limit violates
     a constraint). Correlation with the form's limit (one minimiser) is reported, not judged."""
     inst, sd, fro_nuc = _kq_instance(0)  # fixed: an instance where the two solutions differ (see _kq_instance)
-    nu = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc")
     target = form["limit"](inst, inst.opt, "KQ")
     radii = np.geomspace(0.5, ctx.size(100.0, 200.0), ctx.size(10, 14))
-    rp = ns.regularization_path(inst, radii, param="KQ", inner=ctx.size(200, 300), lr=0.3, B=1, seed=sd, device=ctx.device)
+
+    def reference():  # form-independent: the certified nuclear solve, the path, the Frobenius solution
+        return (ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc"),
+                ns.regularization_path(inst, radii, param="KQ", inner=ctx.size(200, 300), lr=0.3, B=1, seed=sd, device=ctx.device),
+                ns.solve_att_svm(inst.X, inst.z, inst.opt).W)
+
+    nu, rp, W_fro = ctx.reference("path", reference)
     excess = [nuclear_excess(rp.W[k, 0], nu) for k in range(len(radii))]
     e_form = nuclear_excess(target, nu)
     err = abs((1 + excess[-1]) / (1 + e_form) - 1) if math.isfinite(e_form) else math.inf
     c = _cos(rp.W[:, 0], target)
-    c_fro = _cos(rp.W[:, 0], ns.solve_att_svm(inst.X, inst.z, inst.opt).W)
+    c_fro = _cos(rp.W[:, 0], W_fro)
     _figure(ctx, "regpath_KQ", {"nuclear excess of the margin-normalised path": (radii, np.maximum(excess, 1e-16))},
             "nuclear excess", "R", logx=True)
     return compare(err, KQ_PATH_TOL, "TLTO'23: the (K,Q) path's direction tends to the set of nuclear-norm Att-SVM minimisers; "
@@ -404,12 +410,14 @@ KQ_INSTANCES, KQ_TOL, KQ_MIN_FRACTION = (8, 16), 0.02, 0.5
 KQ_STUCK_SEED = 11005
 
 
+@functools.lru_cache(maxsize=8)
 def _kq_instances(seed: int, count: int = 5):
     """``count`` instances of size KQ_SIZE drawn from ``seed`` ("global" setting), each the first
     draw (instance seeds seed·1000 + j, j = 0, 1, …) whose Frobenius and nuclear Att-SVM solutions
     have correlation < KQ_FRO_NUC_MAX, so that the (K,Q) check can tell them apart. Returns
-    (instances, nuclear results, instance seeds, Frobenius–nuclear correlations)."""
-    insts, nucs, sds, cfn = [], [], [], []
+    (instances, nuclear results, instance seeds, Frobenius–nuclear correlations, Frobenius solutions W),
+    tuples computed once per process (form-independent: ≈ 2 cvxpy solves per draw); callers must not modify them."""
+    insts, nucs, sds, cfn, fros = [], [], [], [], []
     base = (seed % 100000) * 1000
     j = 0
     while len(insts) < count:
@@ -420,9 +428,9 @@ def _kq_instances(seed: int, count: int = 5):
         nu = ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc")
         c = float(ns.correlation(f, nu.W))
         if c < KQ_FRO_NUC_MAX:
-            insts.append(inst), nucs.append(nu), sds.append(base + j), cfn.append(c)
+            insts.append(inst), nucs.append(nu), sds.append(base + j), cfn.append(c), fros.append(f)
         j += 1
-    return insts, nucs, sds, cfn
+    return tuple(insts), tuple(nucs), tuple(sds), tuple(cfn), tuple(fros)
 
 
 def _gd_KQ(form, ctx):
@@ -448,18 +456,18 @@ def _gd_KQ(form, ctx):
     seed = ctx.seed_for()
     B, iters, count = ctx.size(4, 8), ctx.size(1500, 2500), ctx.size(*KQ_INSTANCES)
 
-    def run():
-        insts, nucs, sds, cfn = _kq_instances(seed, count)
-        r = ns.train([i for i in insts for _ in range(B)], method="ngd", lr=0.1, iters=iters, param="KQ", seed=seed,
-                     init=0.01, targets={"nuc": np.stack([nu.W for nu in nucs for _ in range(B)])}, device=ctx.device)
-        return insts, nucs, sds, cfn, r
+    insts, nucs, sds, cfn, fros = _kq_instances(seed, count)
+    targets = [form["limit"](inst, inst.opt, "KQ") for inst in insts]  # the form, before the (cached) training
 
-    insts, nucs, sds, cfn, r = ctx.reference("ngd_KQ", run, B, iters, count)
+    def run():
+        return ns.train([i for i in insts for _ in range(B)], method="ngd", lr=0.1, iters=iters, param="KQ", seed=seed,
+                        init=0.01, targets={"nuc": np.stack([nu.W for nu in nucs for _ in range(B)])}, device=ctx.device)
+
+    r = ctx.reference("ngd_KQ", run, B, iters, count)
     per, det = [], []
     eps = float(np.finfo(np.float64).eps)
-    for j, inst in enumerate(insts):
+    for j, (inst, target) in enumerate(zip(insts, targets)):
         rows = slice(j * B, (j + 1) * B)
-        target = form["limit"](inst, inst.opt, "KQ")
         c = _cos(r.W[rows], target)
         per.append(float(np.max(1 - c)))
         W = r.W[rows]
@@ -471,7 +479,7 @@ def _gd_KQ(form, ctx):
         det.append({"instance_seed": sds[j], "corr_fro_nuc_solutions": cfn[j], "one_minus_corr": (1 - c).tolist(),
                     "meets_tolerance": bool(per[-1] <= KQ_TOL),
                     "nuclear_norm_excess_of_margin_normalised_W_k": excess,
-                    "corr_with_fro": _cos(W, ns.solve_att_svm(inst.X, inst.z, inst.opt).W).tolist(),
+                    "corr_with_fro": _cos(W, fros[j]).tolist(),
                     "norm_W_final": r.norm[-1, rows].tolist(), "log10_grad_norm_final": lg[-1].tolist(),
                     "iteration_where_grad_norm_fell_below_eps (eps-normalised step froze)": frozen_at,
                     "selected_is_opt": bool(np.all(r.selected[rows] == inst.opt))})
@@ -482,7 +490,7 @@ def _gd_KQ(form, ctx):
                    f"the budget must be ≥ {KQ_MIN_FRACTION:g} (error {KQ_MIN_FRACTION:g}/fraction; measured 90% over 150 "
                    "instances at the quick budget). A fraction, by design: the statement is that NGD aligns on most "
                    "instances, not on all (ngd_KQ_not_always)",
-                   seeds=[seed] + sds, sizes={"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "instances": len(insts),
+                   seeds=[seed, *sds], sizes={"n": KQ_SIZE[0], "T": KQ_SIZE[1], "d": KQ_SIZE[2], "instances": len(insts),
                                               "B": B, "iters": iters},
                    device=ctx.device, resolution=(1.0 / err - 1.0) if math.isfinite(err) and err > 0 else math.nan,
                    resolution_units="relative decrease of the fraction of aligned instances that is rejected (one-sided)",
@@ -497,9 +505,10 @@ def _gd_KQ_stuck(form, ctx):
     1 − corr (≤ 1: every init stays ≥ 0.3 away)."""
     B, iters = ctx.size(4, 8), ctx.size(1500, 3000)
     inst = ns.make_instance(*KQ_SIZE, seed=KQ_STUCK_SEED, setting="global")
+    target = form["limit"](inst, inst.opt, "KQ")  # the form, before the (cached) training
     r = ctx.reference("ngd_KQ_stuck", lambda: ns.train(inst, method="ngd", lr=0.1, iters=iters, B=B, param="KQ",
                                                         seed=KQ_STUCK_SEED, init=0.01, device=ctx.device), B, iters)
-    c = _cos(r.W, form["limit"](inst, inst.opt, "KQ"))
+    c = _cos(r.W, target)
     gap = float(np.min(1 - c))
     sv = np.linalg.svd(r.W / np.linalg.norm(r.W, axis=(1, 2))[:, None, None], compute_uv=False)
     return compare(0.3 / gap if gap > 0 else math.inf, 1.0, "evidence that (K,Q) GD → W^mm_⋆ is not a theorem: every "

@@ -4,6 +4,7 @@ checks, tolerances and mutants."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -402,25 +403,41 @@ declare(
 _MHSA_SIZES = ((2, 2, 1, 2), (3, 2, 2, 3), (4, 3, 2, 2), (2, 3, 1, 4))
 
 
-def _mhsa_symbolic(form, ctx) -> CheckResult:
-    """Concat and sum forms vs Σ_h S(X W_Q,h (X W_K,h)ᵀ) X W_V,h P_h, derived for symbolic N, D, D_v and
-    every M (ta.derive_mhsa_sum_concat_general), specialised to (N, D, D_v, M) ∈ {(2, 2, 1, 2),
-    (3, 2, 2, 3), (4, 3, 2, 2), (2, 3, 1, 4)}; width vs the derived Σ_h D_v."""
+@functools.lru_cache(maxsize=None)
+def _mhsa_lambdified(N: int, D: int, K: int, M: int):
+    """The general closed form at (N, D, D_v, M) as a NumPy function of (X, W_Q,h…, W_K,h…, W_V,h…, W_O), each
+    flattened: form-independent, so lambdified once per process (cse: the four sizes cost ≈ 3 s to lambdify)."""
+    sy, out = ta.mhsa_sum_concat_at(N, D, K, M)
+    args = [list(sy["X"])] + [list(w) for w in sy["W_Q"] + sy["W_K"] + sy["W_V"]] + [list(sy["W_O"])]
+    return sp.lambdify(args, out, "numpy", cse=True)
+
+
+def _mhsa_symbolic_reference(ctx):
+    """The draws at each size with the closed form's value on them: ``[(label, X, Wq, Wk, Wv, Wo, ref)]``."""
     rng = ctx.rng()
-    R = Resolved()
+    rows = []
     for N, D, K, M in _MHSA_SIZES:
-        sy, out = ta.mhsa_sum_concat_at(N, D, K, M)
-        args = [list(sy["X"])] + [list(w) for w in sy["W_Q"] + sy["W_K"] + sy["W_V"]] + [list(sy["W_O"])]
-        f = sp.lambdify(args, out, "numpy", cse=True)
+        f = _mhsa_lambdified(N, D, K, M)
         for _ in range(4):
             X = rng.normal(size=(N, D))
             Wq, Wk, Wv = rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K)), rng.normal(size=(M, D, K))
             Wo = rng.normal(size=(M * K, D))
             ref = np.asarray(f(list(X.ravel()), *[list(w.ravel()) for w in (*Wq, *Wk, *Wv)], list(Wo.ravel())), dtype=float)
-            label = f"N{N}_D{D}_Dv{K}_M{M}"
-            with np.errstate(all="ignore"):
-                R.pair(f"concat_{label}", form["concat"](X, Wq, Wk, Wv, Wo, scale=1.0), ref, div="ref1")
-                R.pair(f"sum_{label}", _swap(form["sum"](X.T, *form["concat_to_sum"](Wq, Wk, Wv, Wo))), ref, div="ref1")
+            rows.append((f"N{N}_D{D}_Dv{K}_M{M}", X, Wq, Wk, Wv, Wo, ref))
+    return rows
+
+
+def _mhsa_symbolic(form, ctx) -> CheckResult:
+    """Concat and sum forms vs Σ_h S(X W_Q,h (X W_K,h)ᵀ) X W_V,h P_h, derived for symbolic N, D, D_v and
+    every M (ta.derive_mhsa_sum_concat_general), specialised to (N, D, D_v, M) ∈ {(2, 2, 1, 2),
+    (3, 2, 2, 3), (4, 3, 2, 2), (2, 3, 1, 4)}; width vs the derived Σ_h D_v."""
+    concat, total, to_sum = form["concat"], form["sum"], form["concat_to_sum"]
+    R = Resolved()
+    for label, X, Wq, Wk, Wv, Wo, ref in ctx.reference("closed_form_at_draws", lambda: _mhsa_symbolic_reference(ctx)):
+        X, Wq, Wk, Wv, Wo = (a.copy() for a in (X, Wq, Wk, Wv, Wo))  # the cached draws stay as drawn whatever a form does
+        with np.errstate(all="ignore"):
+            R.pair(f"concat_{label}", concat(X, Wq, Wk, Wv, Wo, scale=1.0), ref, div="ref1")
+            R.pair(f"sum_{label}", _swap(total(X.T, *to_sum(Wq, Wk, Wv, Wo))), ref, div="ref1")
     width = ta.derive_mhsa_sum_concat_general().facts["width"]
     wsyms = {s.name: s for s in width.free_symbols}
     R.prop("width", largest(abs(int(form["concat_width"](m, dv)) - int(width.subs({wsyms["M"]: m, wsyms["D_v"]: dv})))

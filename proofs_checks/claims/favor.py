@@ -167,7 +167,7 @@ def _monte_carlo(form, ctx) -> CheckResult:
     R, m = ctx.size(20000, 40000, 160000), 16
     x, y, est, seed = _mc_estimates(form, ctx, R, m=m, radius=MC_RADIUS)
     sm = np.exp((x * y).sum(-1))
-    exact = _exact_sq_error_moments(x, y, m)
+    exact = ctx.reference("exact_sq_error_moments", lambda: _exact_sq_error_moments(x, y, m), R, m)  # form-independent
     meas, skew = {}, {}
     for (sampler, feat), K in est.items():
         with np.errstate(all="ignore"):
@@ -188,7 +188,7 @@ def _monte_carlo(form, ctx) -> CheckResult:
                 skew[feat] = float(np.max(mu3_S / var_S**1.5) / math.sqrt(R))
             else:  # the orthogonal estimators' MSE against its exact value (numerics.favor.orf_mse), sample SE
                 sq = (K - sm) ** 2
-                exact_orf = nf.orf_mse(x, y, m, feat)
+                exact_orf = ctx.reference("orf_mse", lambda: nf.orf_mse(x, y, m, feat), R, m, feat)  # form-independent
                 for p, (e, s_, r) in enumerate(zip(sq.mean(0), sq.std(0, ddof=1) / math.sqrt(R), exact_orf)):
                     meas[f"mse_orf_{feat}_pair{p}"] = (e, s_, r)
     edgeworth = {f: 1 + g * (K_SIGMA**2 - 1) / 6 for f, g in skew.items()}
@@ -236,20 +236,23 @@ def _orthogonal_lower(form, ctx) -> CheckResult:
     reported, not required (their ORF MSE exceeds the i.i.d. one for ‖x − y‖ ≳ 3: hypothesis
     positive_features)."""
     tol = 1.0 - 1e-9
+    insts = _orf_instances(ctx)
+    iids = [np.asarray(form["mse_positive"](x, y, m), dtype=float) for _, m, x, y in insts]  # the form first
+    exact = ctx.reference("orf_mse", lambda: [{f: nf.orf_mse(x, y, m, f) for f in ("positive", "trig")}
+                                              for _, m, x, y in insts])  # form-independent: the exact ORF MSEs
     rows, ratio, thm2, trig, deltas = [], {}, {}, [], []
-    for d, m, x, y in _orf_instances(ctx):
+    for (d, m, x, y), iid, ex in zip(insts, iids, exact):
         nb, rem = divmod(m, d)
         P = nb * d * (d - 1) + rem * (rem - 1)
         a, b, c = (x * x).sum(-1), (y * y).sum(-1), (x * y).sum(-1)
-        iid = np.asarray(form["mse_positive"](x, y, m), dtype=float)
-        orf = nf.orf_mse(x, y, m, "positive")
+        orf = ex["positive"]
         bound = P / m**2 * 2 / (d + 2) * (np.exp(c) - np.exp(-(a + b) / 2)) ** 2
         with np.errstate(all="ignore"):
             r, q = orf / iid, bound / (iid - orf)
         key = f"d={d} m={m}"
         ratio[key] = float(np.max(np.where(np.isfinite(r), r, np.inf)))
         thm2[key] = float(np.max(np.where(np.isfinite(q) & (iid > orf), q, np.inf)))
-        trig.append(float(np.max(nf.orf_mse(x, y, m, "trig") / nf.mse_trig(x, y, m))))
+        trig.append(float(np.max(ex["trig"] / nf.mse_trig(x, y, m))))
         # the smallest relative increase δ of the exact ORF MSE that either criterion rejects, per instance:
         # orf(1 + δ)/iid > tol, or bound/(iid − orf(1 + δ)) > tol
         with np.errstate(all="ignore"):
@@ -270,11 +273,11 @@ def _orthogonal_lower(form, ctx) -> CheckResult:
 
     def crit(delta):  # the error with every exact ORF MSE scaled by 1 + δ
         out = 0.0
-        for d, m, x, y in _orf_instances(ctx):
+        for (d, m, x, y), ex in zip(insts, exact):
             nb, rem = divmod(m, d)
             P = nb * d * (d - 1) + rem * (rem - 1)
             a, b, c = (x * x).sum(-1), (y * y).sum(-1), (x * y).sum(-1)
-            iid, orf = np.asarray(form["mse_positive"](x, y, m), dtype=float), nf.orf_mse(x, y, m, "positive") * (1 + delta)
+            iid, orf = np.asarray(form["mse_positive"](x, y, m), dtype=float), ex["positive"] * (1 + delta)
             bound = P / m**2 * 2 / (d + 2) * (np.exp(c) - np.exp(-(a + b) / 2)) ** 2
             gap = iid - orf
             out = largest(out, float(np.max(orf / iid)), float(np.max(np.where(gap > 0, bound / gap, np.inf))))

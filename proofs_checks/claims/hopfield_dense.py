@@ -29,22 +29,33 @@ def _dense_poly_capacity(d, a):
     return d ** (a - 1) / (2 * math.prod(range(2 * a - 3, 0, -2)) * math.log(d))
 
 
+def _chunk(trials, N, d, dev) -> int:
+    """States per chunk of nh.dense_fixed_fraction: ≈ 3e5 elements of its (trials, chunk, N, d) temporaries on the CPU
+    (cache-sized: 1.3–4× less CPU than 3e6, measured; every state is computed alone, so the result is the same),
+    3e6 on a GPU."""
+    return largest(1, int((3e5 if str(dev).startswith("cpu") else 3e6) // (trials * N * d)))
+
+
 def _frac_fixed(d, N, trials, seed, kind, a, dev):
     P = nh.random_patterns((trials, N, d), seed, device=dev)
-    chunk = largest(1, int(3e6 // (trials * N * d)))
+    chunk = _chunk(trials, N, d, dev)
     fr = nh.dense_fixed_fraction(P, kind, a, chunk=chunk).cpu().numpy()
     return float(fr.mean()), float(fr.std(ddof=1) / math.sqrt(trials))
+
+
+def _dense_poly_plan(ctx) -> dict[int, list[int]]:
+    """The widths d measured for each exponent a."""
+    return ctx.size({2: [16, 32, 64], 3: [12, 16, 24, 32], 4: [10, 14, 18]},
+                    {2: [16, 32, 64, 128], 3: [12, 16, 24, 32, 48], 4: [8, 12, 16, 20]},
+                    {2: [16, 32, 64, 128, 256], 3: [12, 16, 24, 32, 48, 64], 4: [8, 12, 16, 20, 24]})
 
 
 def _dense_poly_measure(ctx, dev):
     """Measure the fixed fraction on a grid N = C_derived(d)·{½, 1, 1.5, 2, 3, 4} (C_derived from SymPy's
     SNR derivation, independent of the form under test)."""
-    plan = ctx.size({2: [16, 32, 64], 3: [12, 16, 24, 32], 4: [10, 14, 18]},
-                    {2: [16, 32, 64, 128], 3: [12, 16, 24, 32, 48], 4: [8, 12, 16, 20]},
-                    {2: [16, 32, 64, 128, 256], 3: [12, 16, 24, 32, 48, 64], 4: [8, 12, 16, 20, 24]})
     trials = ctx.size(16, 24, 48)
     out = {}
-    for a, ds in plan.items():
+    for a, ds in _dense_poly_plan(ctx).items():
         C_der = sp.lambdify(th.derive_capacity_formulas(a).facts["d"], th.derive_capacity_formulas(a).result["most"], "math")
         rows = []
         for d in ds:
@@ -114,6 +125,7 @@ def _dense_poly_check(form, ctx) -> CheckResult:
     offset (:data:`EXPONENT_JUST`); (ii) at N = C_form(d) at least 60 % of patterns are fixed (the
     derived N_½ lies above C_most at these d, by the factor 2 ln d / z_d² ≈ 1.3–1.6)."""
     dev = resolve_device(ctx.device)
+    caps = {a: np.array([float(form["poly"](int(d), a)) for d in ds]) for a, ds in _dense_poly_plan(ctx).items()}  # the form first
     meas, trials = ctx.reference("fixed_fractions", lambda: _dense_poly_measure(ctx, dev))  # form-independent
     errs, details, exp_res, lvl_res = {}, {}, [], []
     for a, rows in meas.items():
@@ -122,7 +134,7 @@ def _dense_poly_check(form, ctx) -> CheckResult:
         ds = np.array([r["d"] for r in rows], float)
         nh_ = np.array([_half_crossing(r["grid"], r["frac"]) for r in rows])
         sl = np.array([_log_half_crossing_se(r["grid"], r["frac"], [largest(v, 1.0 / trials) for v in r["se"]]) for r in rows])
-        Cs = np.array([float(form["poly"](int(d), a)) for d in ds])
+        Cs = caps[a]
         ok = np.isfinite(nh_) & np.isfinite(sl)
         if ok.sum() < 2:
             errs[f"a{a}_exponent"] = math.inf
@@ -160,18 +172,21 @@ def _dense_poly_check(form, ctx) -> CheckResult:
                    resolution=smallest(exp_res) if exp_res else math.nan, resolution_units=EXPONENT_RES_UNITS)
 
 
+def _all_fixed_ds(ctx) -> list[int]:
+    return ctx.size([10, 12, 14], [10, 12, 14, 16], [10, 12, 14, 16, 18])
+
+
 def _all_fixed_measure(ctx, dev):
     """P(every stored pattern is a fixed point) of the F = exp memory, per d on N = 2^{d/2}·2^{k/2},
     k = −9..1 (form-independent)."""
-    ds = ctx.size([10, 12, 14], [10, 12, 14, 16], [10, 12, 14, 16, 18])
     trials = ctx.size(48, 96, 192)
     rows = []
-    for d in ds:
+    for d in _all_fixed_ds(ctx):
         grid = sorted({largest(2, round(2 ** (d / 2) * 2 ** (k / 2))) for k in range(-9, 2)})
         p, se = [], []
         for N in grid:
             P = nh.random_patterns((trials, N, d), ctx.seed_for("all_fixed", d, N), device=dev)
-            allf = (nh.dense_fixed_fraction(P, "exp", None, chunk=largest(1, int(3e6 // (trials * N * d)))) == 1).double()
+            allf = (nh.dense_fixed_fraction(P, "exp", None, chunk=_chunk(trials, N, d, dev)) == 1).double()
             m = float(allf.mean())
             p.append(m)
             se.append(largest(math.sqrt(m * (1 - m) / trials), 1.0 / trials))
@@ -185,6 +200,7 @@ def _dense_exp_exponent(form, ctx) -> CheckResult:
     offset −1/(2 ln 2 (d+1)) averaged over the measured d (:data:`EXPONENT_JUST`). A capacity growing
     faster (2^d) or slower than 2^{d/2} is rejected, not only one that is too large."""
     dev = resolve_device(ctx.device)
+    caps = [float(form["exp"](d)) for d in _all_fixed_ds(ctx)]  # the form first (the measurement is cached)
     rows, trials = ctx.reference("all_fixed", lambda: _all_fixed_measure(ctx, dev))
     der = th.derive_exp_all_fixed_scaling()
     d_sym = der.facts["d"]
@@ -198,7 +214,7 @@ def _dense_exp_exponent(form, ctx) -> CheckResult:
         return compare(math.inf, 1.0, EXPONENT_JUST, reason="N_all not bracketed by the grid at two d or more",
                        details={"rows": rows})
     slope_meas, se_slope = _slope_and_se(ds[ok], np.log2(nall[ok]), sl[ok] / math.log(2))
-    slope_form = float(np.polyfit(ds, np.log2([float(form["exp"](int(d))) for d in ds]), 1)[0])
+    slope_form = float(np.polyfit(ds, np.log2(caps), 1)[0])
     lead = [v / 2 for v in ds[ok]]
     offset = float(np.polyfit(ds[ok], np.array([log2_pred(v) for v in ds[ok]]) - lead, 1)[0])
     allow = abs(offset) + 3 * se_slope

@@ -43,34 +43,49 @@ def _per_layer_symbolic(form, ctx) -> CheckResult:
                             **{k: int(v) for k, v in errs.items()}})
 
 
-def _numel_meta(form, ctx) -> CheckResult:
-    """Against numel() of real torch modules on the meta device: one nn.TransformerEncoderLayer
-    and one hand-written GPT block for small d (every d ≤ 48 divisible by the heads), then whole
-    models (random small configs, BERT- and GPT-style, and every row of the table) built from
-    nn.TransformerEncoderLayer stacks and from GPT blocks."""
+def _numel_configs(ctx) -> list:
+    """The random small configs (BERT- and GPT-style) and every row of the table."""
+    rng = ctx.rng()
+    return [ns.ModelConfig(f"random{i}", int(rng.integers(1, 7)), 4 * int(rng.integers(1, 17)), 4,
+                           int(rng.integers(2, 300)), int(rng.integers(1, 100)), "bert" if i % 2 else "gpt")
+            for i in range(ctx.size(12, 40, 100))] + list(ns.TABLE)
+
+
+def _numel_reference(cfgs):
+    """numel() of the torch modules _numel_meta compares with (form-independent; building ≈ 40 meta models is
+    the check's whole cost): ``(layers, models)``, ``layers`` = [(d, TransformerEncoderLayer, GPT block)] over
+    every d ≤ 48 and heads dividing it, ``models`` = [(TransformerEncoder stack, GPT-block stack)] per config."""
     import torch
 
-    errs: dict[str, float] = {}
-    layer_diff = 0
+    layers = []
     for d in range(1, 49):
         for h in {1, 2, 4, d} & {k for k in (1, 2, 4, d) if d % k == 0}:
             with torch.device("meta"):
                 enc = torch.nn.TransformerEncoderLayer(d, h, 4 * d, batch_first=True)
                 blk = ns.GPTBlock(d, h)
-            ref = ns.count_params(enc)
-            layer_diff = largest(layer_diff, abs(int(form["per_layer"](d)) - ref), abs(ns.count_params(blk) - ref))
+            layers.append((d, ns.count_params(enc), ns.count_params(blk)))
+    models = [(ns.count_params(ns.build_meta_model(c, "torch")), ns.count_params(ns.build_meta_model(c, "gpt"))) for c in cfgs]
+    return layers, models
+
+
+def _numel_meta(form, ctx) -> CheckResult:
+    """Against numel() of real torch modules on the meta device: one nn.TransformerEncoderLayer
+    and one hand-written GPT block for small d (every d ≤ 48 divisible by the heads), then whole
+    models (random small configs, BERT- and GPT-style, and every row of the table) built from
+    nn.TransformerEncoderLayer stacks and from GPT blocks."""
+    cfgs = _numel_configs(ctx)
+    n_random = len(cfgs) - len(ns.TABLE)
+    per_layer = {d: int(form["per_layer"](d)) for d in range(1, 49)}  # the form first, then the (cached) modules
+    totals = [int(form["total"](c)) for c in cfgs]
+    layers, models = ctx.reference("numel", lambda: _numel_reference(cfgs))
+    errs: dict[str, float] = {}
+    layer_diff = 0
+    for d, ref, n_blk in layers:
+        layer_diff = largest(layer_diff, abs(per_layer[d] - ref), abs(n_blk - ref))
     errs["per_layer_vs_TransformerEncoderLayer"] = layer_diff
-    rng = ctx.rng()
-    n_random = ctx.size(12, 40, 100)
-    cfgs = [ns.ModelConfig(f"random{i}", int(rng.integers(1, 7)), 4 * int(rng.integers(1, 17)), 4,
-                           int(rng.integers(2, 300)), int(rng.integers(1, 100)), "bert" if i % 2 else "gpt")
-            for i in range(n_random)]
     model_diff = 0
     table = {}
-    for c in cfgs + list(ns.TABLE):
-        n_torch = ns.count_params(ns.build_meta_model(c, "torch"))
-        n_gpt = ns.count_params(ns.build_meta_model(c, "gpt"))
-        claimed = int(form["total"](c))
+    for c, claimed, (n_torch, n_gpt) in zip(cfgs, totals, models):
         model_diff = largest(model_diff, abs(claimed - n_torch), abs(claimed - n_gpt))
         if c in ns.TABLE:
             table[c.name] = {"formula": claimed, "numel_TransformerEncoder": n_torch, "numel_GPTBlocks": n_gpt}
@@ -113,10 +128,12 @@ def _encoder_decoder_rows(form, ctx) -> CheckResult:
     positions: none), (b) numel of torch.nn.Transformer with 6 + 6 layers (cross-attention in the
     decoder) plus the shared embedding. Error: the counts that differ at 0.1M from what the clause
     other_rows states, plus the counts that DO round to the print (the clause says none does)."""
+    per_layer = form["per_layer"]
+    numel = ctx.reference("encoder_decoder_numel", lambda: [ns.encoder_decoder_params(d, h, L // 2, L // 2, V)
+                                                            for _, L, d, h, V, _ in ns.ENCODER_DECODER_ROWS])
     bad, rows = 0, {}
-    for name, L, d, h, V, printed in ns.ENCODER_DECODER_ROWS:
-        naive = L * int(form["per_layer"](d)) + V * d
-        encdec = ns.encoder_decoder_params(d, h, L // 2, L // 2, V)
+    for (name, L, d, h, V, printed), encdec in zip(ns.ENCODER_DECODER_ROWS, numel):
+        naive = L * int(per_layer(d)) + V * d
         value = int(ns.published_interval(printed)[0])
         k = len(str(value).rstrip("0"))
         stated = _ENC_DEC_STATED[name]
