@@ -5,11 +5,10 @@
 #
 #   benchmarks/suite_speed.sh [REF_COMMIT] [WORK_DIR]
 #
-# REF_COMMIT (default 1b9a1ba, the commit issue 46 measured: its `make test` tier took 484 s of tests on a
-# slow machine of the kind and 231 s on a fast one) is cloned and installed (not timed), then its
-# `make test` is timed; then a fresh clone of HEAD: `make install` (the venv from nothing, pip's cache warm),
-# `make test` and `make report` timed apart (a fresh clone's `make test` or `make report` is the install
-# plus that command). Run it on a quiet machine: nothing else computing.
+# A fresh clone of HEAD: `make install` (the venv from nothing, pip's cache warm) and `make test` timed apart
+# (a fresh clone's `make test` is the two together); then REF_COMMIT (default 1b9a1ba, the commit issue 46
+# measured: its `make test` tier took 484 s of tests on a slow machine of the kind, 231 s on a fast one) is
+# cloned and installed (not timed) and its `make test` timed; then HEAD's `make report` (venv present). Run it on a quiet machine: nothing else computing.
 # Prints one line per phase (wall seconds, user+sys CPU seconds of the whole process tree) and writes the
 # logs into WORK_DIR (default a new temporary folder).
 set -euo pipefail
@@ -30,13 +29,13 @@ timed() {  # timed LABEL DIR CMD...: one line "LABEL: W s wall, C s CPU"
 }
 
 echo "machine: $(nproc) cores, $(uname -m); load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$WORK/summary.txt"
-git clone -q "$SRC" "$WORK/ref" && git -C "$WORK/ref" checkout -q "$REF"
-(cd "$WORK/ref" && make install >"$WORK/ref-install.log" 2>&1)
-timed "reference $REF make test (venv present)" "$WORK/ref" make test
-grep -E "passed|failed" "$WORK/reference $REF make test (venv present).log" | tail -1 | tee -a "$WORK/summary.txt"
 git clone -q "$SRC" "$WORK/head"
 timed "HEAD $HEAD_COMMIT make install (fresh clone)" "$WORK/head" make install
 timed "HEAD $HEAD_COMMIT make test (venv present)" "$WORK/head" make test
 grep -E "passed|failed" "$WORK/HEAD $HEAD_COMMIT make test (venv present).log" | tail -1 | tee -a "$WORK/summary.txt"
+git clone -q "$SRC" "$WORK/ref" && git -C "$WORK/ref" checkout -q "$REF"
+(cd "$WORK/ref" && make install >"$WORK/ref-install.log" 2>&1)
+timed "reference $REF make test (venv present)" "$WORK/ref" make test
+grep -E "passed|failed" "$WORK/reference $REF make test (venv present).log" | tail -1 | tee -a "$WORK/summary.txt"
 timed "HEAD $HEAD_COMMIT make report (venv present)" "$WORK/head" make report
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); logs in $WORK" | tee -a "$WORK/summary.txt"
