@@ -1,0 +1,110 @@
+"""Issue 44, the sixth (independent) hostile pass: each finding reproduced as a test.
+
+* H1: an output of the user's code that is a ``torch.Tensor`` subclass redefining ``==``, ``float()``
+  or ``-`` judged itself: a causal attention leaking 1e-3·x_{t+1} was **ok** (exit 0) when its output
+  class lied, and ``check hopfield`` / ``check icl`` ended in an internal traceback.
+* H2: ``relative(value, ref, 0.99)`` stated no relative resolution, so a plugin claim ``3x = 2x``
+  checked with it was verified.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+
+class _Liar(torch.Tensor):
+    """A tensor whose own operators lie: every comparison equal, every number 0."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    def __float__(self):
+        return 0.0
+
+    def __bool__(self):
+        return True
+
+
+class _Shrink(torch.Tensor):
+    """A tensor whose difference and absolute value are 0."""
+
+    def __sub__(self, other):
+        return self.as_subclass(torch.Tensor) * 0
+
+    def abs(self):
+        return self.as_subclass(torch.Tensor) * 0
+
+
+class _LeakyAttn(nn.Module):
+    """Causal attention with a leak 1e-3·x_{t+1}, its output returned as ``cls``."""
+
+    def __init__(self, cls=torch.Tensor, d: int = 8):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(d, d, dtype=torch.float64) for _ in range(3))
+        self.cls = cls
+
+    def forward(self, x):
+        T = x.shape[1]
+        s = self.q(x) @ self.k(x).transpose(-1, -2) / math.sqrt(x.shape[-1])
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        nxt = torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], 1)
+        return (s.softmax(-1) @ self.v(x) + 1e-3 * nxt).as_subclass(self.cls)
+
+
+def test_plain_strips_a_tensor_subclass_and_keeps_the_graph():
+    from numerics.precision import plain
+
+    x = torch.ones(3, requires_grad=True)
+    y = plain((2 * x).as_subclass(_Liar))
+    assert type(y) is torch.Tensor and y.grad_fn is not None and float(y.detach().sum()) == 6.0
+    assert plain(None) is None and plain(3) == 3
+
+
+@pytest.mark.parametrize("cls", [_Liar, _Shrink], ids=["lying_eq_float", "lying_sub_abs"])
+def test_call_hands_the_checks_a_plain_tensor(cls):
+    from numerics.attention_rules import call
+
+    m = _LeakyAttn(cls)
+    out, _ = call(m, torch.randn(1, 3, 8, dtype=torch.float64))
+    assert type(out) is torch.Tensor
+    out, w = call(lambda x: (m(x), torch.ones(1, 3, 3).as_subclass(cls)), torch.randn(1, 3, 8, dtype=torch.float64))
+    assert type(out) is torch.Tensor and type(w) is torch.Tensor
+
+
+@pytest.mark.parametrize("cls", [_Liar, _Shrink], ids=["lying_eq_float", "lying_sub_abs"])
+def test_a_leaky_attention_whose_output_class_lies_is_a_mismatch(cls):
+    import proofs_checks
+
+    r = proofs_checks.check_attention(_LeakyAttn(cls), causal=True, mode="quick", isolate=False, seq_len="1,5,9")
+    assert r.verdict.outcome == "mismatch" and "causal_no_future_leak" in r.failed, (r.verdict.outcome, r.failed)
+
+
+def test_a_hopfield_update_whose_output_class_lies_is_judged_on_its_numbers():
+    import numpy as np
+
+    from proofs_checks.sanity.hopfield import run_hopfield
+
+    P = np.sign(np.random.default_rng(0).standard_normal((6, 8)))
+
+    def hot(xi, patterns, beta):  # beta doubled: wrong
+        return (torch.softmax(2 * beta * xi @ patterns.T, -1) @ patterns).as_subclass(_Liar)
+
+    r = run_hopfield(P, beta=2.0, module=hot)
+    assert r.verdict.outcome == "mismatch" and "update_matches_modern" in r.failed, (r.verdict.outcome, r.failed)
+
+
+def test_an_icl_model_whose_output_class_lies_is_judged_on_its_numbers():
+    import proofs_checks
+
+    def zeros(xs, ys, xq):
+        return torch.zeros(xq.shape[:-1], dtype=xq.dtype).as_subclass(_Liar)
+
+    r = proofs_checks.check_icl_model(zeros, lambdas="1,2", N=10, mode="quick", isolate=False)
+    assert r.verdict.outcome == "mismatch", r.verdict.outcome
