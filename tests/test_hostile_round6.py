@@ -108,3 +108,35 @@ def test_an_icl_model_whose_output_class_lies_is_judged_on_its_numbers():
 
     r = proofs_checks.check_icl_model(zeros, lambdas="1,2", N=10, mode="quick", isolate=False)
     assert r.verdict.outcome == "mismatch", r.verdict.outcome
+
+
+def test_relative_with_a_tolerance_near_one_states_an_infinite_resolution():
+    from proofs_checks.comparisons import relative
+
+    r = relative([3.0, 6.0], [2.0, 4.0], 0.99, "99 percent")
+    assert r.passed and r.resolution == math.inf
+    r = relative([1.0, 2.0 + 1e-12], [1.0, 2.0], 1e-10, "rounding")
+    assert r.passed and r.resolution < 2e-10
+
+
+def test_a_plugin_claim_checked_with_relative_099_is_not_verified(tmp_path):
+    from proofs_checks.plugin import check_claim
+    from proofs_checks.registry import registry
+    from proofs_checks.scaffold import write_scaffold
+    from tests.test_plugins_vacuous import NUMERIC, load, source
+
+    check = '''
+@numeric("3x against 2x with a relative tolerance of 0.99")
+def CHECK(form, ctx):
+    x = ctx.rng().standard_normal(20) + 5
+    return relative(form(x), 2 * x, 0.99, "99 percent")
+'''
+    write_scaffold("zzhsrel.three", tmp_path)
+    text = source("zzhsrel", check, NUMERIC).replace("from proofs_checks.plugin import (",
+                                                       "from proofs_checks.plugin import (relative, ")
+    (tmp_path / "tverify_zzhsrel" / "claims.py").write_text(text)
+    try:
+        res = check_claim(load(tmp_path, "zzhsrel").CLAIM)
+        assert res.status == "error" and "cannot tell the form from 0" in res.message, (res.status, res.message)
+    finally:
+        registry._claims.pop("zzhsrel.three", None)
