@@ -140,3 +140,19 @@ def CHECK(form, ctx):
         assert res.status == "error" and "cannot tell the form from 0" in res.message, (res.status, res.message)
     finally:
         registry._claims.pop("zzhsrel.three", None)
+
+
+# --- H3: `tverify check … --json -` with the standard output closed ran the whole check first ------
+
+def test_check_json_dash_with_stdout_closed_is_refused_before_the_check(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "tverify"
+    cmd = [str(script)] if script.exists() else [sys.executable, "-P", "-m", "proofs_checks"]
+    line = " ".join([*cmd, "check", "lyapunov", "--f", "'-x, -y'", "--V", "'x**2 + y**2'", "--json", "-"])
+    r = subprocess.run(["sh", "-c", f"{line} >&-"], stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=120,
+                       env={**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert r.returncode == 2 and "--json -" in r.stderr and "standard output is closed" in r.stderr, r.stderr
+    assert "verdict" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
