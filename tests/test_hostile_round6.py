@@ -156,3 +156,29 @@ def test_check_json_dash_with_stdout_closed_is_refused_before_the_check(tmp_path
                        env={**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert r.returncode == 2 and "--json -" in r.stderr and "standard output is closed" in r.stderr, r.stderr
     assert "verdict" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# --- H4: messages that said something untrue ---------------------------------------------------
+
+@pytest.mark.parametrize("f, words", [("-x*2**13, -y", "a number raised to a power too"),
+                                      ("-x*(2*3)**20, -y", "a number raised to a power too"),
+                                      ("-x**13, -y", "polynomials up to degree 12")])
+def test_lyapunov_exponent_above_the_limit_says_what_it_is(f, words):
+    from theory.lyapunov import parse_system
+    from theory.validation import InputError
+
+    with pytest.raises(InputError) as e:
+        parse_system(f, "x**2 + y**2")
+    msg = str(e.value)
+    assert "is above 12, the largest exponent allowed" in msg and words in msg and "degree 12" not in msg.split("(")[0]
+
+
+def test_new_claim_into_a_file_says_it_is_a_file(tmp_path):
+    from click.testing import CliRunner
+
+    from proofs_checks.cli_extend import new_claim_cmd
+
+    (tmp_path / "keep.txt").write_text("mine")
+    r = CliRunner().invoke(new_claim_cmd, ["zzhs.one", "--dir", str(tmp_path / "keep.txt")])
+    assert r.exit_code == 2 and "is a file, not a folder" in r.output and "File exists" not in r.output, r.output
+    assert (tmp_path / "keep.txt").read_text() == "mine"
