@@ -182,3 +182,15 @@ def test_new_claim_into_a_file_says_it_is_a_file(tmp_path):
     r = CliRunner().invoke(new_claim_cmd, ["zzhs.one", "--dir", str(tmp_path / "keep.txt")])
     assert r.exit_code == 2 and "is a file, not a folder" in r.output and "File exists" not in r.output, r.output
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+# --- H5: `--seq-len 1,,2` dropped the empty field silently (and probed lengths 1, 2) -----------------
+
+@pytest.mark.parametrize("text", ["1,,2", "17,", ",5"])
+def test_seq_len_with_an_empty_field_is_refused(text):
+    from proofs_checks.sanity.attention_declaration import DeclarationError, parse_lengths
+
+    with pytest.raises(DeclarationError) as e:
+        parse_lengths(text)
+    assert "empty field at position" in str(e.value) and "--seq-len" in str(e.value)
+    assert parse_lengths("5, 1,17") == [1, 5, 17]
