@@ -119,27 +119,19 @@ def test_relative_with_a_tolerance_near_one_states_an_infinite_resolution():
     assert r.passed and r.resolution < 2e-10
 
 
-def test_a_plugin_claim_checked_with_relative_099_is_not_verified(tmp_path):
-    from proofs_checks.plugin import check_claim
-    from proofs_checks.registry import registry
-    from proofs_checks.scaffold import write_scaffold
-    from tests.test_plugins_vacuous import NUMERIC, load, source
+def test_a_plugin_claim_checked_with_relative_099_is_not_verified(tmp_path, monkeypatch):
+    from tests import test_hostile_round5 as r5
 
     check = '''
 @numeric("3x against 2x with a relative tolerance of 0.99")
 def CHECK(form, ctx):
+    from proofs_checks.plugin import relative
+
     x = ctx.rng().standard_normal(20) + 5
     return relative(form(x), 2 * x, 0.99, "99 percent")
 '''
-    write_scaffold("zzhsrel.three", tmp_path)
-    text = source("zzhsrel", check, NUMERIC).replace("from proofs_checks.plugin import (",
-                                                       "from proofs_checks.plugin import (relative, ")
-    (tmp_path / "tverify_zzhsrel" / "claims.py").write_text(text)
-    try:
-        res = check_claim(load(tmp_path, "zzhsrel").CLAIM)
-        assert res.status == "error" and "cannot tell the form from 0" in res.message, (res.status, res.message)
-    finally:
-        registry._claims.pop("zzhsrel.three", None)
+    monkeypatch.setitem(r5._VACUOUS, "rel", (check, r5._FOUR, "cannot tell the form from 0"))
+    r5.test_nan_mutants_zero_references_and_resolutions_past_one_verify_nothing(tmp_path, "rel")
 
 
 # --- H3: `tverify check … --json -` with the standard output closed ran the whole check first ------
