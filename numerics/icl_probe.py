@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from numerics.icl import sample_prompts
+from numerics.precision import plain
 from numerics.torch_utils import resolve_device
 from theory.icl import gamma_n
 from theory.validation import InputError, as_spd_matrix
@@ -274,6 +275,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
             if progress is not None:
                 progress((i + 1) / len(Ms_req))
             continue
+        raw = plain(raw)  # a tensor subclass's own operators never judge it
         f = _as_predictions(raw, P, f"prompt length M = {M}")
         dtypes.append(_output_dtype(raw))
         algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k, gamma=gamma,

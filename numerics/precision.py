@@ -18,7 +18,7 @@ cast back; or it is declared (``--compute-dtype``).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -53,6 +53,22 @@ def unit_roundoff(dtype: torch.dtype) -> float:
     5.960464477539063e-08
     """
     return float(torch.finfo(dtype).eps) / 2
+
+
+def plain(x: Any) -> Any:
+    """A tensor returned by someone else's code as a plain ``torch.Tensor`` (the same data and
+    autograd graph: ``as_subclass``, which a subclass cannot override); anything else unchanged. A
+    ``torch.Tensor`` subclass may redefine ``==``, ``-``, ``abs``, ``float()`` or ``__torch_function__``:
+    every comparison of a check must run on the numbers, never on the object's own operators.
+
+    >>> class Liar(torch.Tensor):
+    ...     def __eq__(self, other): return True
+    >>> type(plain(torch.zeros(2).as_subclass(Liar))) is torch.Tensor, plain(3)
+    (True, 3)
+    """
+    if isinstance(x, torch.Tensor) and type(x) is not torch.Tensor:
+        return x.as_subclass(torch.Tensor)
+    return x
 
 
 def infer_work_dtype(out: torch.Tensor) -> torch.dtype:

@@ -24,8 +24,10 @@ def new_claim_cmd(claim_id, folder):
         paths = write_scaffold(claim_id, Path(folder).expanduser())
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"cannot write into {folder}: {exc.strerror or exc}") from None
+    except OSError as exc:  # the folder, or a folder on the way to a file, is a file (or cannot be made)
+        where = Path(exc.filename) if getattr(exc, "filename", None) else Path(folder)
+        what = f"{where} is a file, not a folder" if where.is_file() else f"{where}: {exc.strerror or exc}"
+        raise UsageError(f"--dir {folder}: cannot write the package there: {what}") from None
     for p in paths:
         click.echo(f"wrote {p}")
     click.echo(f"next: pip install -e {folder}  &&  tverify run {claim_id} --quick  &&  tverify mutants {claim_id} --quick")

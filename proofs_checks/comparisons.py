@@ -249,7 +249,9 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
         return float(np.max(np.abs(v - r)) / (scale * abs(1 + delta))) if scale > 0 else math.inf
 
     e = err(0.0)
-    eps = (tol + e) / (1 - tol - e) if tol + e < 0.5 else math.nan
+    # tol + e ≥ 1: no scaling of the reference is certainly rejected (an infinite resolution, which
+    # the own-mutant rule reads as "cannot tell the form from 0": never verified)
+    eps = (tol + e) / (1 - tol - e) if tol + e < 1 else math.inf
     details = dict(kw.pop("details", {}) or {})
     details.update(resolution_confirmed=confirm_resolution(err, tol, eps))
     return compare(e, tol, justification, details=details, resolution=eps, resolution_units=REL_UNITS, **kw)

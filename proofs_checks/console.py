@@ -48,13 +48,7 @@ class ClosedStream:
         return 1
 
 
-_CLOSED = {"stdout": False}
-
-
-def stdout_was_closed() -> bool:
-    """Whether this ``tverify`` started with its standard output closed (click may have wrapped the
-    :class:`ClosedStream` since)."""
-    return _CLOSED["stdout"]
+from proofs_checks.options import _CLOSED, refuse_closed_stdout_json, stdout_was_closed  # noqa: E402,F401
 
 
 def guard_closed_streams() -> None:
@@ -157,9 +151,7 @@ def check_json_target(json_path: str | None) -> None:
     """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
     the command's ``--force``, where it has one, allows replacing a file tverify did not write; ``--json -``
     with the standard output closed (``>&-``) is refused before the run, not after it."""
-    if json_path == "-" and stdout_was_closed():
-        raise UsageError("--json -: the standard output is closed (started with >&-): nothing could be "
-                               "written to it; give --json a file, or leave the standard output open")
+    refuse_closed_stdout_json(json_path)
     if json_path is not None and json_path != "-":
         ctx = click.get_current_context(silent=True)
         force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None

@@ -22,6 +22,23 @@ __all__ = ["UsageError", "claim_run_options", "mode_options", "device_option", "
 from proofs_checks.errors import UsageError  # noqa: E402 (re-exported: the historical home)
 from proofs_checks.threads import threads_option  # noqa: E402
 
+#: set by :func:`proofs_checks.console.guard_closed_streams` when tverify started with ``>&-``
+_CLOSED = {"stdout": False}
+
+
+def stdout_was_closed() -> bool:
+    """Whether this ``tverify`` started with its standard output closed (click may have wrapped the
+    closed stream since)."""
+    return _CLOSED["stdout"]
+
+
+def refuse_closed_stdout_json(json_path: str | None) -> None:
+    """``--json -`` with the standard output closed from the start (``>&-``): a usage error before
+    any work (every command that takes ``--json``, ``tverify check`` included), not after it."""
+    if json_path == "-" and stdout_was_closed():
+        raise UsageError("--json -: the standard output is closed (started with >&-): nothing could be "
+                         "written to it; give --json a file, or leave the standard output open")
+
 
 def mode_options(f):
     """``--quick`` / ``--full`` (mutually exclusive) folded into one ``mode`` argument."""

@@ -30,7 +30,7 @@ def best_relative_resolution(outcomes: list[Any]) -> tuple[float, str] | None:
     """The smallest stated relative resolution of a passed numeric or trained check (None: none states one)."""
     rel = [(o.result.resolution, o.name) for o in outcomes
            if o.status == "passed" and o.result is not None and o.layer != "symbolic"
-           and math.isfinite(o.result.resolution) and o.result.resolution > 0
+           and not math.isnan(o.result.resolution) and o.result.resolution > 0  # inf: resolves nothing
            and str(o.result.resolution_units or "").startswith("relative")]
     return min(rel) if rel else None
 

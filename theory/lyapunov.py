@@ -818,7 +818,12 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
                 if neg:
                     raise InputError(f"{option}: not a polynomial (negative exponent) in {text!r}")
                 if inner.value > MAX_DEGREE:
-                    raise InputError(f"{option}: exponent {inner.value} exceeds the largest degree {MAX_DEGREE}")
+                    numeric = not any(isinstance(n, ast.Name) for n in ast.walk(node.left))
+                    power = _short(ast.get_source_segment(text.strip(), node) or ast.unparse(node))
+                    raise InputError(
+                        f"{option}: exponent {inner.value} in {power} is above {MAX_DEGREE}, the largest exponent "
+                        "allowed" + (" (a number raised to a power too: write its value instead)" if numeric
+                                     else f" (polynomials up to degree {MAX_DEGREE})"))
             continue
         if isinstance(node, ast.UnaryOp):
             if not isinstance(node.op, (ast.USub, ast.UAdd)):

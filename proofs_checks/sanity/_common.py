@@ -34,7 +34,11 @@ def json_path_option(f):
 
 def check_json_target(json_path: str | None) -> None:
     """Refuse, before any work, a ``--json`` target that cannot be written as a file (empty, a
-    folder, a device, read-only, under a file): a usage error, one line."""
+    folder, a device, read-only, under a file), or ``--json -`` with the standard output closed
+    from the start (``>&-``): a usage error, one line."""
+    from proofs_checks.options import refuse_closed_stdout_json
+
+    refuse_closed_stdout_json(json_path)
     if json_path is None or json_path == "-":
         return
     from proofs_checks.owned import check_json_file

@@ -240,7 +240,11 @@ def parse_lengths(text: Any) -> list[int] | None:
                 raise ValueError
             vals = sorted({int(t) for t in text})
         else:
-            vals = sorted({int(p) for p in str(text).split(",") if p.strip()})
+            parts = str(text).split(",")
+            empty = [i + 1 for i, p in enumerate(parts) if not p.strip()]
+            if empty:  # "1,,2" or "17,": a typo, never silently dropped
+                raise _err("seq_len", f"empty field at position {empty[0]} in {text!r} (comma-separated lengths)")
+            vals = sorted({int(p) for p in parts})
     except ValueError:
         raise _err("seq_len", f"expected comma-separated positive integers, got {text!r}") from None
     if not vals or vals[0] < 1 or vals[-1] > MAX_LENGTH:
