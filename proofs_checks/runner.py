@@ -660,6 +660,12 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
         result.message = (f"its best stated resolution is ε ≈ {eps[0]:.2g} relative ({eps[1]}): at 1 or more it cannot tell "
                           "the form from 0 or from twice the truth, so it verifies nothing (an error in the claim)")
         return
+    if eps is None and _doubled_accepted(claim, order, ctx):
+        result.status = "error"
+        result.message = ("no check states a relative resolution below 1 and its checks accept the form multiplied by 2: "
+                          "they cannot tell the claim from twice the truth, so it verifies nothing, whatever mutants it "
+                          f"plants (an error in the claim; {res})")
+        return
     for m in planted:
         for check in order:
             if finite_rejection(_run_check(check, m.form, claim, ctx)):
@@ -669,6 +675,21 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     result.status = "error"
     result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
                       f"wrong form verifies nothing (an error in the claim; {res})")
+
+
+def _doubled_accepted(claim: Claim, order: list[Check], ctx: RunContext) -> bool:
+    """Whether every check (``order``) accepts the claim's form with its float outputs multiplied by 2, when
+    it has any: a claim whose checks state no relative resolution (a bare ``compare(err, 1e300)``) and plant
+    only absurd mutants (``1e305·x``) is otherwise verified on its own say-so. A form with no float output
+    to scale (labels, integers) is not judged this way (False)."""
+    from proofs_checks.continuous import _Counter, scaled_form
+
+    counter = _Counter()  # what the form's outputs held (a plugin check's child adds what it scaled there)
+    doubled = scaled_form(claim.form, 2.0, counter)
+    for check in order:
+        if finite_rejection(_run_check(check, doubled, claim, ctx)):
+            return False
+    return bool(order) and counter.scaled > 0
 
 
 def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:

@@ -422,8 +422,8 @@ _NANM = 'Mutant("nanm", "wrong constant", "NaN", lambda x: np.full_like(np.asarr
 _PLUS1 = 'Mutant("plus1", "extra term", "3x + 1", lambda x: 3 * np.asarray(x, dtype=float) + 1)'
 _FOUR = 'Mutant("four", "wrong constant", "4x", lambda x: 4 * np.asarray(x, dtype=float))'
 _VACUOUS = {
-    "nan1e300": ("hugecmp", _NANM, "reject none of its own mutants"),  # test_plugins_vacuous's checks, a NaN mutant
-    "nanratio": ("ratio", _NANM, "reject none of its own mutants"),
+    "nan1e300": ("hugecmp", _NANM, "accept the form multiplied by 2"),  # test_plugins_vacuous's checks, a NaN mutant
+    "nanratio": ("ratio", _NANM, "accept the form multiplied by 2"),
     "zeroref": ('''
 @numeric("3x against 2x at x = 0 only")
 def CHECK(form, ctx):

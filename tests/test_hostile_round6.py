@@ -186,3 +186,15 @@ def test_seq_len_with_an_empty_field_is_refused(text):
         parse_lengths(text)
     assert "empty field at position" in str(e.value) and "--seq-len" in str(e.value)
     assert parse_lengths("5, 1,17") == [1, 5, 17]
+
+
+# --- H6: an absurd planted mutant (1e305·x) satisfied the own-mutant rule for `compare(err, 1e300)` ----------
+
+def test_a_bare_huge_tolerance_with_an_absurd_mutant_is_not_verified(tmp_path, monkeypatch):
+    """No check states a relative resolution below 1: the checks must reject the form multiplied by 2 (what
+    the claim's own mutants prove nothing about when they are absurd); `compare(err, 1e300)` does not."""
+    from tests import test_hostile_round5 as r5
+
+    absurd = 'Mutant("huge", "wrong constant", "1e305 x", lambda x: 1e305 * np.asarray(x, dtype=float))'
+    monkeypatch.setitem(r5._VACUOUS, "hugemut", ("hugecmp", absurd, "accept the form multiplied by 2"))
+    r5.test_nan_mutants_zero_references_and_resolutions_past_one_verify_nothing(tmp_path, "hugemut")
