@@ -111,7 +111,8 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
     numbers = {"passed": passed, "failed": [p["name"] for p in failed], "central_not_run": [p["name"] for p in c_skip],
                "not_applicable": [p["name"] for p in n_skip], "not_available": [p["name"] for p in unavail]}
     na = "; ".join(f"{p['name']} not available"
-                   + (f" on this device ({p['numbers'].get('device', '?')}: " if p["numbers"].get("device_limit", True)
+                   + (f" ({p['numbers']['why']}: " if p["numbers"].get("why") else
+                      f" on this device ({p['numbers'].get('device', '?')}: " if p["numbers"].get("device_limit", True)
                       else " (the module's backward raised ")
                    + f"{p['numbers']['unavailable'].split(':')[0]}), not central here" for p in unavail)
     crit = (f"{len(passed)} propert{'y' if len(passed) == 1 else 'ies'} within tolerance, {len(failed)} beyond"
