@@ -282,8 +282,40 @@ _SHARDED = {
 }
 
 
+#: learned relative-position biases added to the logits (T5, LongT5, MPNet: ``relative_attention_bias``;
+#: Swin, BEiT: ``relative_position_bias_table``): no declaration describes them
+_RELATIVE_BIAS = ("relative_attention_bias", "relative_position_bias_table", "relative_position_bias")
+
+
+def _relative_bias(m: Any) -> str:
+    for nm in _RELATIVE_BIAS:
+        v = getattr(m, nm, None) if isinstance(m, torch.nn.Module) else None
+        if isinstance(v, (torch.nn.Module, torch.Tensor)):
+            shape = tuple(v.weight.shape) if isinstance(getattr(v, "weight", None), torch.Tensor) else \
+                tuple(getattr(v, "shape", ()))
+            return f"{nm} {type(v).__name__} {'×'.join(map(str, shape))}"
+    return ""
+
+
+def relative_bias(obj: Any) -> str:
+    """``"attn.relative_attention_bias Embedding 32×4"`` when ``obj`` or a submodule adds a learned
+    relative position bias (:data:`_RELATIVE_BIAS`), else ""."""
+    mods = obj.named_modules() if isinstance(obj, torch.nn.Module) else [("", obj)]
+    for nm, m in mods:
+        rel = _relative_bias(m)
+        if rel:
+            return f"{nm + '.' if nm else ''}{rel}"
+    return ""
+
+
 def _obstacle(m: Any, prefix: str) -> str:
     name = type(m).__name__
+    rel = _relative_bias(m)
+    if rel:
+        return (f"{prefix.lstrip('.') or 'the module'} ({name}) adds a learned relative position bias to its logits "
+                f"({rel}); no declaration describes one (the reference knows RoPE, ALiBi and absolute position "
+                "tables), so the comparison with softmax attention cannot be decided: relative position biases "
+                "are not checked")
     if name in _SHARDED and isinstance(getattr(m, "qkv_proj", None), torch.nn.Module):
         return (f"{prefix.lstrip('.') or 'the module'} ({name}): {_SHARDED[name]}; it cannot be mapped without a "
                 "mapping: declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)")

@@ -67,7 +67,7 @@ def _variants(st, m, alts):
             out.append((f"--qk-norm {kind}", st.variant(qk_norm=kind), None))
     if st.qk_norm is not None:
         out.append(("no QK-norm", st.variant(qk_norm=None), None))
-    if m.kv_heads < m.heads:
+    if 1 < m.kv_heads < m.heads:  # one key/value head: every grouping is the same (h // H = h % 1 = 0)
         import dataclasses
 
         other = "tile" if m.kv_grouping == "interleave" else "interleave"
@@ -75,7 +75,7 @@ def _variants(st, m, alts):
                     dataclasses.replace(m, kv_grouping=other)))
     for a in alts:
         out.append((f"{a.heads} heads" + (f", {a.kv_heads} key/value heads" if a.kv_heads != a.heads else "")
-                    + (" (--kv-grouping tiled)" if a.kv_heads < a.heads and a.kv_grouping == "tile" else ""), st, a))
+                    + (" (--kv-grouping tiled)" if 1 < a.kv_heads < a.heads and a.kv_grouping == "tile" else ""), st, a))
     return out
 
 
@@ -102,7 +102,7 @@ def _as_flags(st, m) -> str:
         flags.append(f"--heads {m.heads}")
         if m.kv_heads != m.heads:
             flags.append(f"--kv-heads {m.kv_heads}")
-            if m.kv_grouping == "tile":
+            if m.kv_grouping == "tile" and m.kv_heads > 1:
                 flags.append("--kv-grouping tiled")
     return " ".join(flags)
 
@@ -134,9 +134,13 @@ def _read_differs(read: dict, st, m) -> str:
             bad.append(it.source if key == "window" else f"{it.source} = {_fmt_value(value)}")
     if not bad:
         return ""
+    causal_read = bool((read.get("causal").value if read.get("causal") is not None else False)) and not st.causal
+    if causal_read:  # no flag declares "not causal": only --ignore-config keeps the module's own claim out
+        how = f"(no flag declares a module not causal: its configuration is then not read): {_as_flags(st, m)} --ignore-config"
+    else:
+        how = f"(a declared value wins over the configuration): {_as_flags(st, m)}"
     return (f"; but the module's {' and '.join(bad)} says otherwise: it does not compute what its configuration "
-            f"says (a bug in the module or in its configuration); to check it against this declaration (a declared "
-            f"value wins over the configuration): {_as_flags(st, m)}")
+            f"says (a bug in the module or in its configuration); to check it against this declaration {how}")
 
 
 def _exact(v) -> str:

@@ -159,6 +159,8 @@ def _grouping_line(m, declared: bool) -> str:
     """The key/value grouping of the mapping kept (printed whenever weights are mapped)."""
     if m.kv_heads == m.heads:
         return f"key/value grouping: none ({m.heads} key/value head(s), one per query head)"
+    if m.kv_heads == 1:  # every grouping is the same: nothing was chosen
+        return f"key/value grouping: one key/value head shared by all {m.heads} query heads (multi-query attention)"
     g = m.heads // m.kv_heads
     how = f"h // {g}, as Hugging Face's repeat_kv" if m.kv_grouping == "interleave" else f"h % {m.kv_heads}, tiled"
     return (f"key/value grouping: {_grouping_name(m)} (query head h uses key/value head {how}; "
