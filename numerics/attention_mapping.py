@@ -442,6 +442,25 @@ _QK_NORMS = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "
              ("q_ln", "k_ln"), ("qnorm", "knorm"))
 
 
+def _per_head_norms(v: Any) -> tuple | None:
+    """A norm module holding one norm per head (StableLM's ``LayerNormPerHead``: ``norms``, a
+    ``ModuleList`` of H norms over d_k) as ``(weight (H, d_k), bias (H, d_k) | None, eps)``: the per-head
+    form a Cohere weight has. ``None`` for anything else (norms of different shapes or eps)."""
+    ms = getattr(v, "norms", None) if isinstance(v, torch.nn.Module) and getattr(v, "weight", None) is None else None
+    if not isinstance(ms, torch.nn.ModuleList) or len(ms) < 2:
+        return None
+    ws = [getattr(n, "weight", None) for n in ms]
+    bs = [getattr(n, "bias", None) for n in ms]
+    eps = {getattr(n, "eps", getattr(n, "variance_epsilon", None)) for n in ms}
+    if not all(isinstance(w, torch.Tensor) and w.dim() == 1 and w.shape == ws[0].shape for w in ws) or len(eps) != 1:
+        return None
+    e = eps.pop()
+    if not isinstance(e, (int, float)) or isinstance(e, bool) or not e >= 0:
+        return None
+    b = torch.stack(bs) if all(isinstance(t, torch.Tensor) and t.shape == ws[0].shape for t in bs) else None
+    return (torch.stack(ws), b, float(e))
+
+
 def norm_params(v: Any, what: str) -> tuple:
     """``(weight | None, bias | None, eps | None)`` of a norm module (``nn.RMSNorm``, ``nn.LayerNorm``,
     Hugging Face's ``…RMSNorm`` with ``variance_epsilon``; Gemma's ``(1 + weight)``), a weight
@@ -450,6 +469,9 @@ def norm_params(v: Any, what: str) -> tuple:
         >>> norm_params(torch.nn.RMSNorm(4, eps=1e-5), "q_norm")[2]
         1e-05
     """
+    per = _per_head_norms(v)
+    if per is not None:
+        return per
     if isinstance(v, torch.nn.Module):
         w, b = getattr(v, "weight", None), getattr(v, "bias", None)
         eps = getattr(v, "eps", getattr(v, "variance_epsilon", 1e-6))
@@ -488,7 +510,8 @@ def norm_kind(v: Any) -> tuple[str | None, str]:
         >>> norm_kind(torch.nn.RMSNorm(8))[0], norm_kind(torch.nn.LayerNorm(8))[0]
         ('rms', 'layer')
     """
-    w = getattr(v, "weight", None)
+    per = _per_head_norms(v)
+    w = per[0] if per is not None else getattr(v, "weight", None)
     shape = tuple(w.shape) if isinstance(w, torch.Tensor) and w.dim() in (1, 2) else None
     ns = getattr(v, "normalized_shape", None)
     if shape is None and isinstance(ns, (tuple, list)) and ns and all(isinstance(n, int) for n in ns):

@@ -230,3 +230,57 @@ def test_real_transformers_granite_scale_and_olmo_clip():
     o = rope(OlmoConfig, OlmoAttention, OlmoRotaryEmbedding, clip_qkv=0.5)
     r = run(o, positional="rope", compute_dtype="float32")
     assert r.outcome == "mismatch" and any("clip_qkv = 0.5" in ln for ln in r.lines), r.lines
+
+
+class PerHeadLayerNorm(nn.Module):
+    """StableLM's ``LayerNormPerHead``: one LayerNorm over d_k per head, in a ``ModuleList``."""
+
+    def __init__(self, d=4, heads=4):
+        super().__init__()
+        self.norms = nn.ModuleList([nn.LayerNorm(d, eps=1e-5, bias=False) for _ in range(heads)])
+        with torch.no_grad():
+            for i, n in enumerate(self.norms):
+                n.weight.copy_(torch.linspace(0.5, 1.5, d) * (i + 1))
+
+    def forward(self, x):  # (batch, heads, T, d)
+        return torch.cat([n(h) for n, h in zip(self.norms, torch.split(x, 1, dim=1))], dim=1)
+
+
+class QKPerHeadNorm(Attn):
+    def __init__(self):
+        super().__init__(Structure(causal=True), is_causal=True)
+        self.q_layernorm, self.k_layernorm = PerHeadLayerNorm(), PerHeadLayerNorm()
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (p(x).view(B, T, 4, 4).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k = self.q_layernorm(q), self.k_layernorm(k)
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+
+
+def test_per_head_norms_in_a_module_list_are_read_per_head():
+    r = run(QKPerHeadNorm())
+    assert r.outcome == "ok", r.verdict.summary
+    assert any("qk_norm layer" in ln and "per head (4 × 4 weight)" in ln for ln in r.doc["config_read"]), r.doc
+
+
+@pytest.mark.integration
+@needs_transformers
+def test_real_transformers_stablelm_per_head_qk_layernorm():
+    from transformers import StableLmConfig
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.stablelm.modeling_stablelm import StableLmAttention, StableLmRotaryEmbedding
+
+    c = StableLmConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, qk_layernorm=True,
+                       attention_dropout=0.0)
+    c._attn_implementation = "eager"
+    a = StableLmAttention(c, 0)
+    with torch.no_grad():  # distinct weights per head, so that a shared or misplaced norm shows
+        for i, n in enumerate(list(a.q_layernorm.norms) + list(a.k_layernorm.norms)):
+            n.weight.copy_(torch.linspace(0.5, 1.5, 8) * (1 + i % 4))
+    rot, pos = StableLmRotaryEmbedding(c), (lambda x: torch.arange(x.shape[1])[None])
+    m = Wrap(a, lambda a, x: a(x, position_embeddings=rot(x, pos(x)),
+                               attention_mask=create_causal_mask(c, x, None, None, pos(x))))
+    r = run(m, positional="rope", compute_dtype="float32")
+    assert r.outcome == "ok", r.verdict.summary
