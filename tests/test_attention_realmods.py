@@ -284,3 +284,28 @@ def test_real_transformers_stablelm_per_head_qk_layernorm():
                                attention_mask=create_causal_mask(c, x, None, None, pos(x))))
     r = run(m, positional="rope", compute_dtype="float32")
     assert r.outcome == "ok", r.verdict.summary
+
+
+class Band(nn.Module):
+    """Bidirectional banded attention: query t reads keys t − L … t + R."""
+
+    def __init__(self, L=2, R=1):
+        super().__init__()
+        self.dim, self.L, self.R = 16, L, R
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x):
+        i = torch.arange(x.shape[1])
+        bad = (i[None] < i[:, None] - self.L) | (i[None] > i[:, None] + self.R)
+        return self.mha(x, x, x, attn_mask=bad, need_weights=False)[0]
+
+
+def test_a_window_declared_for_a_bidirectional_module_is_measured_and_said():
+    r = run(Band(), window=(2, 1))
+    note = [ln for ln in r.lines if ln.startswith("note: window:")]
+    assert r.outcome == "ok" and note, r.lines
+    assert "declared keys t−2 … t+1; the module reads keys t−2 … t+1 as measured" in note[0], note
+    r = run(Band(3, 1), window=(2, 1))
+    note = [ln for ln in r.lines if ln.startswith("note: window:")]
+    assert r.outcome == "mismatch" and "window_respected" in r.failed
+    assert "the module reads keys t−3 … t+1 as measured: redrawing token t+k moves output t for −3 ≤ k ≤ 1" in note[0]
