@@ -122,6 +122,11 @@ def _as_linear(v: Any, label: str) -> list[tuple[torch.Tensor, torch.Tensor | No
         return [(v.weight.T, getattr(v, "bias", None), f"{label} (Conv1D, x @ W + b)")]
     if isinstance(v, (torch.nn.Conv1d, torch.nn.Conv2d)) and all(k == 1 for k in v.kernel_size) and v.groups == 1:
         return [(v.weight.reshape(v.weight.shape[0], v.weight.shape[1]), v.bias, f"{label} (1×1 convolution)")]
+    if isinstance(v, torch.nn.Sequential) and len(v) > 1 and isinstance(v[0], torch.nn.Identity):
+        # an optional layer switched off (ring-attention-pytorch's to_qkv = Sequential(Identity, Linear)
+        # with prenorm=False): the identity computes nothing
+        i = next((i for i, t in enumerate(v) if not isinstance(t, torch.nn.Identity)), None)
+        return [] if i is None else _as_linear(v[i], f"{label}[{i}]")
     if isinstance(v, (torch.nn.Sequential, torch.nn.ModuleList)) and len(v) and all(
             isinstance(t, (torch.nn.Dropout, torch.nn.Identity)) for t in list(v)[1:]):
         # a projection followed by dropout (diffusers' to_out = ModuleList([Linear, Dropout])): in eval, the

@@ -309,3 +309,44 @@ def test_a_window_declared_for_a_bidirectional_module_is_measured_and_said():
     note = [ln for ln in r.lines if ln.startswith("note: window:")]
     assert r.outcome == "mismatch" and "window_respected" in r.failed
     assert "the module reads keys t−3 … t+1 as measured: redrawing token t+k moves output t for −3 ≤ k ≤ 1" in note[0]
+
+
+class IdentityThenLinear(nn.Module):
+    """ring-attention-pytorch's ``to_qkv = Sequential(Identity, Linear)`` (``prenorm=False``): the
+    switched-off norm is an identity, the projection is the Linear after it; causal, tiled groups."""
+
+    def __init__(self):
+        super().__init__()
+        self.dim = 16
+        self.to_qkv = nn.Sequential(nn.Identity(), nn.Linear(16, 16 + 2 * 8, bias=False))
+        self.to_out = nn.Linear(16, 16, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = self.to_qkv(x).split([16, 8, 8], -1)
+        q = q.view(B, T, 4, 4).transpose(1, 2)
+        k, v = (t.view(B, T, 2, 4).transpose(1, 2).repeat(1, 2, 1, 1) for t in (k, v))  # head h uses h % 2
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return self.to_out((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+
+
+def test_a_projection_after_an_identity_in_a_sequential_is_found():
+    r = run(IdentityThenLinear(), causal=True)
+    assert r.outcome == "ok", r.verdict.summary
+    assert any(ln.startswith("weights: declared: .to_qkv[1] (nn.Linear)[q]") for ln in r.lines), r.lines
+    assert any("tiled" in ln for ln in r.lines if ln.startswith("key/value grouping"))
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(importlib.util.find_spec("ring_attention_pytorch") is None,
+                    reason="ring-attention-pytorch is not installed")
+def test_real_ring_attention_pytorch():
+    from ring_attention_pytorch import RingAttention
+
+    m = RingAttention(32, dim_head=8, heads=4, num_grouped_query_heads=2, causal=True, bucket_size=4, prenorm=False)
+    r = run(m, causal=True, dtype="float32")
+    by = {p["name"]: p for p in r.doc["properties"]}
+    assert by["matches_reference"]["status"] == "pass" and by["causal_no_future_leak"]["status"] == "pass", r.lines
+    # its chunked kernel fills a float32 buffer with float64's most negative value: float64 raises (a finding)
+    assert r.failed == ["dtype_and_device_preserved"], r.verdict.summary
+    assert "without overflow" in by["dtype_and_device_preserved"]["detail"]
