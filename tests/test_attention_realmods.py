@@ -67,8 +67,10 @@ def test_a_declared_scale_equal_to_the_modules_scaling_is_said_to_agree():
     assert not any("will name it" in ln for ln in r.lines)
     r = run(m, scale=0.25)
     assert r.outcome == "mismatch" and any("differs from --scale 0.25, which the check uses" in ln for ln in r.lines)
-    r = run(m)  # undeclared: the scale is said, and scale_1_over_sqrt_dk names it
+    r = run(m)  # undeclared: the scale is said, scale_1_over_sqrt_dk names it, and a verified hint declares it
     assert r.outcome == "mismatch" and any("will name it" in ln for ln in r.lines), r.lines
+    assert "the module matches the reference with --scale 0.3 instead of the declaration" in r.verdict.suggestion
+    assert "(verified: with it, every probed length matches)" in r.verdict.suggestion
 
 
 class Clipped(Attn):

@@ -200,6 +200,17 @@ def _length_dependence(probe, prefix) -> bool:
     return resid < 0.1 * diff
 
 
+def _scale_variant(sc, st) -> list:
+    """The fitted logit scale as a declaration (``--scale S``, S to six digits: the value printed is the
+    value rerun), when ``scale_1_over_sqrt_dk`` failed: a non-standard scale by design (Granite's
+    ``attention_multiplier``, T5's unscaled logits) is then named with the flag that declares it."""
+    s_fit = (sc.numbers or {}).get("s_fit") if sc is not None and sc.status == "fail" else None
+    if not isinstance(s_fit, float) or not s_fit > 0:
+        return []
+    s6 = float(f"{s_fit:.6g}")
+    return [] if st.scale == s6 else [(f"--scale {_exact(s6)}", st.variant(scale=s6), None)]
+
+
 def _hints(probe, props, st, mp, alts, hints):
     """Hints at the likely cause of a failure, each printed only when a rerun with the hinted
     declaration passes (:func:`_verified`); the verdict still judges the declaration given."""
@@ -214,6 +225,7 @@ def _hints(probe, props, st, mp, alts, hints):
         # a window covering every probed length forbids nothing there: it is "no window" (tried too), and
         # naming one (--window 128 at T ≤ 33) would be an artefact of the probe lengths
         variants = [v for v in _variants(st, mp, alts) if not _covers(v[1], T_hi) or v[1].window == st.window]
+        variants += _scale_variant(by.get("scale_1_over_sqrt_dk"), st)
         decls: dict = {}
         for label, s2, m2 in variants:  # the first of equal labels: the one the errors were measured for
             decls.setdefault(label, (s2, m2))
