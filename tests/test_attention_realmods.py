@@ -352,3 +352,45 @@ def test_real_ring_attention_pytorch():
     # its chunked kernel fills a float32 buffer with float64's most negative value: float64 raises (a finding)
     assert r.failed == ["dtype_and_device_preserved"], r.verdict.summary
     assert "without overflow" in by["dtype_and_device_preserved"]["detail"]
+
+
+def test_a_bidirectional_layers_sliding_window_is_read_on_both_sides():
+    # ModernBERT's local layers (transformers ≥ 5): is_causal False, their own sliding_window = W + 1 where
+    # the model's mask keeps |q − k| ≤ config.sliding_window = W; it was read as a causal window (a correct
+    # module: mismatch, "LEAK" on window_respected)
+    from proofs_checks.sanity._libsemantics import Library, hf_window
+    from proofs_checks.sanity._modconfig import read_module_config
+
+    lib = Library("transformers", "5.23.0")
+    assert hf_window("modernbert", 5, lib, "eager", causal=False, own=True).span == (4, 4)
+    assert hf_window("modernbert", 4, lib, "eager", causal=False).span == (4, 4)
+    assert hf_window("modernbert", 5, Library("transformers", "4.57.1"), "eager", causal=False) is None
+    assert hf_window("mistral", 4, lib, "eager", causal=True).span == (3, 0)  # causal layers as before
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("the library release is read from the installed transformers")
+
+    Local = type("ModernBertAttention", (nn.Module,), {"__module__": "transformers.models.modernbert.standin"})
+    m = Local()
+    m.config, m.is_causal, m.sliding_window = SimpleNamespace(model_type="modernbert", sliding_window=4), False, 5
+    it = read_module_config(m).items["window"]
+    assert it.span == (4, 4) and "keys t−4 … t+4" in it.meaning, it
+
+
+@pytest.mark.integration
+@needs_transformers
+def test_real_transformers_modernbert_local_layer_is_ok_with_its_window_read():
+    from transformers import ModernBertConfig
+    from transformers.masking_utils import create_bidirectional_sliding_window_mask
+    from transformers.models.modernbert.modeling_modernbert import ModernBertAttention, ModernBertRotaryEmbedding
+
+    c = ModernBertConfig(hidden_size=32, num_attention_heads=4, intermediate_size=64, num_hidden_layers=3,
+                         local_attention=8, global_attn_every_n_layers=3, attention_dropout=0.0)
+    c._attn_implementation = "eager"
+    rot, pos = ModernBertRotaryEmbedding(c), (lambda x: torch.arange(x.shape[1])[None])
+    m = Wrap(ModernBertAttention(c, 1), lambda a, x: a(
+        x, position_embeddings=rot(x, pos(x), "sliding_attention"),
+        attention_mask=create_bidirectional_sliding_window_mask(config=c, inputs_embeds=x,
+                                                                attention_mask=torch.ones(x.shape[:2], dtype=torch.long))))
+    r = run(m, positional="rope", compute_dtype="float32")
+    assert r.outcome == "ok", r.verdict.summary
+    assert any("the module reads keys t−4 … t+4 as measured" in ln for ln in r.lines), r.lines

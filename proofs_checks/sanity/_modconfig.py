@@ -276,11 +276,14 @@ def _head_dim(c: _Ctx) -> tuple[int | None, str]:
 
 
 
-def _add_window(r: ConfigRead, c: _Ctx, W: int, src: str, where: str = "") -> None:
-    """``config.sliding_window = W`` as the release of ``c`` means it (see :mod:`._libsemantics`)."""
+def _add_window(r: ConfigRead, c: _Ctx, W: int, src: str, where: str = "", own: bool = False) -> None:
+    """``config.sliding_window = W`` (``own``: the layer's own ``sliding_window``) as the release of ``c``
+    means it (see :mod:`._libsemantics`), for a causal layer or one that says it is not (its
+    ``is_causal`` False: a bidirectional window)."""
     mt = _get(c.cfg, "model_type", c.cp)
     path = sem.hf_attn_path(c.m, c.cfg)
-    wm = sem.hf_window(mt if isinstance(mt, str) else None, W, c.lib, path)
+    causal = True if r.get("causal") is True else (False if "causal" in r.decided else None)
+    wm = sem.hf_window(mt if isinstance(mt, str) else None, W, c.lib, path, causal=causal, own=own)
     if wm is None:
         who = f"{c.lib} ({mt})" if c.lib is not None and isinstance(mt, str) else str(c.lib or "this library")
         r.add("window", W, src + where, library=c.libtext, interpreted=False,
@@ -288,7 +291,7 @@ def _add_window(r: ConfigRead, c: _Ctx, W: int, src: str, where: str = "") -> No
     elif wm.span is None:
         r.note("window", f"{src} = {W}{where} ({c.libtext}, {wm.why}): not used as a window")
     else:
-        r.add("window", wm.keys, f"{src} = {W}{where}", library=c.libtext,
+        r.add("window", wm.keys if wm.keys is not None else W, f"{src} = {W}{where}", library=c.libtext,
               meaning=f"{sem.window_text(wm.span)} ({wm.why})", span=wm.span)
     r.decided.add("window")
 
@@ -302,7 +305,7 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
     own = _get(c.m, "sliding_window", c.pre)
     if own is not _MISSING and c.cfg is not None:  # transformers ≥ 5: the layer's own (None on full-attention layers)
         if own is not None:
-            _add_window(r, c, _window_value(own, f"{c.pre}sliding_window"), f"{c.pre}sliding_window")
+            _add_window(r, c, _window_value(own, f"{c.pre}sliding_window"), f"{c.pre}sliding_window", own=True)
         r.decided.add("window")
         return
     sw = _get(c.cfg, "sliding_window", cp)
