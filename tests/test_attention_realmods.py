@@ -394,3 +394,31 @@ def test_real_transformers_modernbert_local_layer_is_ok_with_its_window_read():
     r = run(m, positional="rope", compute_dtype="float32")
     assert r.outcome == "ok", r.verdict.summary
     assert any("the module reads keys t−4 … t+4 as measured" in ln for ln in r.lines), r.lines
+
+
+class UnmappedLengthRounding(nn.Module):
+    """Causal attention on projections under names no rule knows (DeepSeek's MLA: kv_a_proj_with_mqa,
+    kv_b_proj), whose outputs move by a rounding-level 1e-9·T with the length (RoPE tables computed per
+    length in float32 do that)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dim, self.num_heads = 16, 2
+        self.mixer_a, self.mixer_b = nn.Linear(16, 48, bias=False), nn.Linear(16, 16, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (t.view(B, T, 2, 8).transpose(1, 2) for t in self.mixer_a(x).split(16, -1))
+        s = (q @ k.transpose(-1, -2) / math.sqrt(8)).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return self.mixer_b((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)) * (1 + 1e-9 * T)
+
+
+def test_unmapped_weights_are_judged_at_the_declared_precision():
+    # no weights mapped: no reference ran to set the working precision, and prefix_consistency was judged
+    # at float64 though --compute-dtype float32 was declared (DeepSeek V3's MLA: a false mismatch)
+    r = run(UnmappedLengthRounding(), causal=True, compute_dtype="float32")
+    by = {p["name"]: p for p in r.doc["properties"]}
+    assert by["prefix_consistency"]["status"] == "pass", by["prefix_consistency"]
+    assert r.outcome == "inconclusive", r.verdict.summary
+    r = run(UnmappedLengthRounding(), causal=True)  # undeclared: the input's precision, float64
+    assert r.outcome == "mismatch" and "prefix_consistency" in r.failed, r.verdict.summary

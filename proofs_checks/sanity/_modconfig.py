@@ -264,7 +264,7 @@ def _hf_softcap(r: ConfigRead, c: _Ctx) -> None:
 
 def _head_dim(c: _Ctx) -> tuple[int | None, str]:
     for holder, hp in ((c.m, c.pre), (c.cfg, c.cp)):
-        for nm in ("head_dim", "head_size", "attention_head_size"):
+        for nm in ("qk_head_dim", "head_dim", "head_size", "attention_head_size"):  # qk_head_dim: MLA (DeepSeek)
             v = _get(holder, nm, hp)
             if _is_int(v) and v >= 1:
                 return int(v), f"{hp}{nm}"
