@@ -122,6 +122,11 @@ def _as_linear(v: Any, label: str) -> list[tuple[torch.Tensor, torch.Tensor | No
         return [(v.weight.T, getattr(v, "bias", None), f"{label} (Conv1D, x @ W + b)")]
     if isinstance(v, (torch.nn.Conv1d, torch.nn.Conv2d)) and all(k == 1 for k in v.kernel_size) and v.groups == 1:
         return [(v.weight.reshape(v.weight.shape[0], v.weight.shape[1]), v.bias, f"{label} (1×1 convolution)")]
+    if isinstance(v, torch.nn.Sequential) and len(v) > 1 and isinstance(v[0], torch.nn.Identity):
+        # an optional layer switched off (ring-attention-pytorch's to_qkv = Sequential(Identity, Linear)
+        # with prenorm=False): the identity computes nothing
+        i = next((i for i, t in enumerate(v) if not isinstance(t, torch.nn.Identity)), None)
+        return [] if i is None else _as_linear(v[i], f"{label}[{i}]")
     if isinstance(v, (torch.nn.Sequential, torch.nn.ModuleList)) and len(v) and all(
             isinstance(t, (torch.nn.Dropout, torch.nn.Identity)) for t in list(v)[1:]):
         # a projection followed by dropout (diffusers' to_out = ModuleList([Linear, Dropout])): in eval, the
@@ -282,8 +287,40 @@ _SHARDED = {
 }
 
 
+#: learned relative-position biases added to the logits (T5, LongT5, MPNet: ``relative_attention_bias``;
+#: Swin, BEiT: ``relative_position_bias_table``): no declaration describes them
+_RELATIVE_BIAS = ("relative_attention_bias", "relative_position_bias_table", "relative_position_bias")
+
+
+def _relative_bias(m: Any) -> str:
+    for nm in _RELATIVE_BIAS:
+        v = getattr(m, nm, None) if isinstance(m, torch.nn.Module) else None
+        if isinstance(v, (torch.nn.Module, torch.Tensor)):
+            shape = tuple(v.weight.shape) if isinstance(getattr(v, "weight", None), torch.Tensor) else \
+                tuple(getattr(v, "shape", ()))
+            return f"{nm} {type(v).__name__} {'×'.join(map(str, shape))}"
+    return ""
+
+
+def relative_bias(obj: Any) -> str:
+    """``"attn.relative_attention_bias Embedding 32×4"`` when ``obj`` or a submodule adds a learned
+    relative position bias (:data:`_RELATIVE_BIAS`), else ""."""
+    mods = obj.named_modules() if isinstance(obj, torch.nn.Module) else [("", obj)]
+    for nm, m in mods:
+        rel = _relative_bias(m)
+        if rel:
+            return f"{nm + '.' if nm else ''}{rel}"
+    return ""
+
+
 def _obstacle(m: Any, prefix: str) -> str:
     name = type(m).__name__
+    rel = _relative_bias(m)
+    if rel:
+        return (f"{prefix.lstrip('.') or 'the module'} ({name}) adds a learned relative position bias to its logits "
+                f"({rel}); no declaration describes one (the reference knows RoPE, ALiBi and absolute position "
+                "tables), so the comparison with softmax attention cannot be decided: relative position biases "
+                "are not checked")
     if name in _SHARDED and isinstance(getattr(m, "qkv_proj", None), torch.nn.Module):
         return (f"{prefix.lstrip('.') or 'the module'} ({name}): {_SHARDED[name]}; it cannot be mapped without a "
                 "mapping: declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)")
@@ -410,6 +447,25 @@ _QK_NORMS = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "
              ("q_ln", "k_ln"), ("qnorm", "knorm"))
 
 
+def _per_head_norms(v: Any) -> tuple | None:
+    """A norm module holding one norm per head (StableLM's ``LayerNormPerHead``: ``norms``, a
+    ``ModuleList`` of H norms over d_k) as ``(weight (H, d_k), bias (H, d_k) | None, eps)``: the per-head
+    form a Cohere weight has. ``None`` for anything else (norms of different shapes or eps)."""
+    ms = getattr(v, "norms", None) if isinstance(v, torch.nn.Module) and getattr(v, "weight", None) is None else None
+    if not isinstance(ms, torch.nn.ModuleList) or len(ms) < 2:
+        return None
+    ws = [getattr(n, "weight", None) for n in ms]
+    bs = [getattr(n, "bias", None) for n in ms]
+    eps = {getattr(n, "eps", getattr(n, "variance_epsilon", None)) for n in ms}
+    if not all(isinstance(w, torch.Tensor) and w.dim() == 1 and w.shape == ws[0].shape for w in ws) or len(eps) != 1:
+        return None
+    e = eps.pop()
+    if not isinstance(e, (int, float)) or isinstance(e, bool) or not e >= 0:
+        return None
+    b = torch.stack(bs) if all(isinstance(t, torch.Tensor) and t.shape == ws[0].shape for t in bs) else None
+    return (torch.stack(ws), b, float(e))
+
+
 def norm_params(v: Any, what: str) -> tuple:
     """``(weight | None, bias | None, eps | None)`` of a norm module (``nn.RMSNorm``, ``nn.LayerNorm``,
     Hugging Face's ``…RMSNorm`` with ``variance_epsilon``; Gemma's ``(1 + weight)``), a weight
@@ -418,6 +474,9 @@ def norm_params(v: Any, what: str) -> tuple:
         >>> norm_params(torch.nn.RMSNorm(4, eps=1e-5), "q_norm")[2]
         1e-05
     """
+    per = _per_head_norms(v)
+    if per is not None:
+        return per
     if isinstance(v, torch.nn.Module):
         w, b = getattr(v, "weight", None), getattr(v, "bias", None)
         eps = getattr(v, "eps", getattr(v, "variance_epsilon", 1e-6))
@@ -456,7 +515,8 @@ def norm_kind(v: Any) -> tuple[str | None, str]:
         >>> norm_kind(torch.nn.RMSNorm(8))[0], norm_kind(torch.nn.LayerNorm(8))[0]
         ('rms', 'layer')
     """
-    w = getattr(v, "weight", None)
+    per = _per_head_norms(v)
+    w = per[0] if per is not None else getattr(v, "weight", None)
     shape = tuple(w.shape) if isinstance(w, torch.Tensor) and w.dim() in (1, 2) else None
     ns = getattr(v, "normalized_shape", None)
     if shape is None and isinstance(ns, (tuple, list)) and ns and all(isinstance(n, int) for n in ns):

@@ -188,7 +188,8 @@ class AttentionProbe(GradientProps):
 
     def tol_at(self, T: int, key: str, factor: float = FACTOR_FORWARD) -> tuple[float, str]:
         """The tolerance at length ``T`` (``key`` "unit" or "large") under the working precision."""
-        p = self.precision.dtype if self.precision else self.pdt
+        # the declared working precision even when no reference ran to set it (no weights mapped)
+        p = self.precision.dtype if self.precision else (self.compute_dtype or self.pdt)
         L = self.L.get((T, key), 1.0 if key == "unit" else _SCALES[key])
         if self.m is None and p != torch.float64:  # no plain reference: the analytic bound at p
             u = unit_roundoff(p)

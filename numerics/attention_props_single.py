@@ -15,8 +15,8 @@ import torch
 
 from numerics import attention_structural
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention
-from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, unavailable,
-                                      unit_roundoff, unsupported)
+from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, short_text,
+                                      unavailable, unit_roundoff, unsupported)
 
 # ------------------------------------------------------------------------------------------------
 # key-padding masks
@@ -358,6 +358,57 @@ def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, st: Str
                          else "; all finite"))
 
 
+def own_dtype_policy(obj: Any) -> tuple[str, str] | None:
+    """``(where, dtype)`` of a computation dtype the module keeps in a policy of its own, which
+    torch's ``.to()`` does not convert: a Keras 3 layer's ``dtype_policy.compute_dtype`` (on the
+    torch backend a layer is an ``nn.Module``, and it casts its inputs to its policy's dtype)."""
+    if not isinstance(obj, torch.nn.Module):
+        return None
+    for path, mod in obj.named_modules():
+        pol = getattr(type(mod), "dtype_policy", None) is not None and getattr(mod, "dtype_policy", None)
+        dt = getattr(pol, "compute_dtype", None) if pol is not None else None
+        if isinstance(dt, str) and dt.startswith(("float", "bfloat")):
+            pkg = type(mod).__module__.split(".")[0]
+            return (f"{path + '.' if path else ''}dtype_policy ({'' if pkg.startswith('_') else pkg + ' '}"
+                    f"{type(mod).__name__})", dt)
+    return None
+
+
+def _unconverted_tensors(obj: Any, other: torch.dtype) -> list[str]:
+    """Floating tensors held as plain attributes (not parameters or buffers) in another dtype than
+    ``other``: torch's ``.to()`` leaves them as they are."""
+    if not isinstance(obj, torch.nn.Module):
+        return []
+    found = []
+    for path, mod in obj.named_modules():
+        for k, v in vars(mod).items():
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and v.is_floating_point() \
+                    and v.dtype != other and k not in mod._buffers:
+                found.append(f"{path + '.' if path else ''}{k} ({dtype_name(v.dtype)})")
+    return found[:3]
+
+
+def _raised_after_to(name: str, obj: Any, other: torch.dtype, exc: BaseException) -> Property:
+    """The module converted by torch's ``.to(other)`` raised. When it keeps its dtype in a policy of
+    its own (a Keras layer), the property cannot run as built: skipped with the reason (torch's
+    conversion left the module inconsistent, which says nothing about the dtype it returns). Any
+    other raise is a finding: a module whose parameters and buffers are in ``other`` must run there."""
+    od = dtype_name(other)
+    pol = own_dtype_policy(obj)
+    if pol is not None and pol[1] != od:
+        p = unavailable(name, "", exc_text(exc), device_limit=False)
+        why = (f"the module keeps its computation dtype in {pol[0]} = {pol[1]}, which torch's .to({od}) does not "
+               f"convert")
+        p.detail = (f"not available as built: {why}; after the conversion its code raised {short_text(exc_text(exc))}"
+                    f"; nothing to compare (build the module in {od}, e.g. dtype=\"{od}\", to check it there)")
+        p.numbers["why"] = why
+        return p
+    left = _unconverted_tensors(obj, other)
+    return Property(name, "fail", float("inf"), 0.0, "must run in " + od,
+                    f"after torch's .to({od}) converted its parameters and buffers, the module raised {exc_text(exc)}"
+                    + (f"; tensors .to() does not convert (plain attributes): {', '.join(left)}" if left else ""))
+
+
 def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor, *, other: torch.dtype,
                       device: str, tol: float, just: str, more: list | None = None) -> Property:
     """The output keeps the input's dtype and device: the object (a copy cast to ``other`` when it is
@@ -380,8 +431,7 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
             p.detail = p.detail.replace("the module's backward raised",
                                         f"the module in {dtype_name(other)} raised")
             return p
-        return Property(name, "fail", float("inf"), 0.0, "must run in " + dtype_name(other),
-                        f"raised {exc_text(exc)}")
+        return _raised_after_to(name, obj, other, exc)
     if not isinstance(o, torch.Tensor):
         return Property(name, "fail", float("inf"), 0.0, "", f"returned {type(o).__name__} for {other} input")
     problems = []

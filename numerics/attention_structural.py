@@ -316,16 +316,25 @@ class KeptWindow:
     T: int
 
 
-def kept_window(probe: Any) -> KeptWindow | None:
-    """Measure the window a causal module keeps at unit logits: redraw token ``t − k`` and see which ``k``
-    move output ``t`` (any change beyond twice the module's run-to-run difference), at the longest probe
-    length ≤ 40 (every position redrawn there)."""
+def _unit_redraws(probe: Any) -> tuple[int, Dependence, float] | None:
+    """``(T, dependence at unit logits, tolerance)`` at the longest probe length ≤ 40 (every position
+    redrawn there; else the longest ≥ 2): the tolerance is twice the module's run-to-run difference."""
     Ts = [T for T in probe.outs if 2 <= T <= 40] or [T for T in probe.outs if T >= 2]
     if not Ts:
         return None
     T = max(Ts)
     dep = dependence(probe, T, "unit")
-    tol = 2.0 * dep.jitter
+    return T, dep, 2.0 * dep.jitter
+
+
+def kept_window(probe: Any) -> KeptWindow | None:
+    """Measure the window a causal module keeps at unit logits: redraw token ``t − k`` and see which ``k``
+    move output ``t`` (any change beyond twice the module's run-to-run difference), at the longest probe
+    length ≤ 40 (every position redrawn there)."""
+    got = _unit_redraws(probe)
+    if got is None:
+        return None
+    T, dep, tol = got
     far, probed = -1, 0
     for i, j in enumerate(dep.J):
         for t in range(j, T):
@@ -333,3 +342,32 @@ def kept_window(probe: Any) -> KeptWindow | None:
             if float(dep.delta[i, t]) > tol:
                 far = max(far, t - j)
     return KeptWindow(far + 1 if far < probed else probed + 2, probed, T)
+
+
+@dataclass
+class KeptSpan:
+    """The keys a bidirectional module measurably reads: output ``t`` moves when token ``t + k`` is redrawn
+    for ``−back ≤ k ≤ ahead`` and for no other ``k`` within ``±probed`` (``back`` or ``ahead`` equal to
+    ``probed``: no limit shows on that side at the lengths probed)."""
+
+    back: int
+    ahead: int
+    probed: int
+    T: int
+
+
+def kept_span(probe: Any) -> KeptSpan | None:
+    """Measure the look-back and look-ahead a module keeps at unit logits (a window declared for a
+    bidirectional module, ``--window L,R``): redraw token ``j`` and see which offsets ``j − t`` move output
+    ``t``, at the longest probe length ≤ 40 (every position redrawn there)."""
+    got = _unit_redraws(probe)
+    if got is None:
+        return None
+    T, dep, tol = got
+    back = ahead = 0
+    for i, j in enumerate(dep.J):
+        for t in range(T):
+            if float(dep.delta[i, t]) > tol:
+                back, ahead = max(back, t - j), max(ahead, j - t)
+    return KeptSpan(back, ahead, T - 1, T)
+

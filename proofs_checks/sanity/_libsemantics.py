@@ -121,12 +121,31 @@ def window_text(span: tuple[int, int | None]) -> str:
     return f"keys t−{L} … {right}{keys}" if L else f"keys t … {right}{keys}"
 
 
-def hf_window(model_type: str | None, W: int, lib: Library | None, path: str) -> WindowMeaning | None:
+def hf_window(model_type: str | None, W: int, lib: Library | None, path: str, *, causal: bool | None = None,
+              own: bool = False) -> WindowMeaning | None:
     """What ``config.sliding_window = W`` means for a causal ``model_type`` model of release ``lib`` on
-    ``path`` (see the module docstring), or None where not known (reported as read)."""
+    ``path`` (see the module docstring), or None where not known (reported as read). ``causal=False``: a
+    module that says it is bidirectional (its ``is_causal`` is False: ModernBERT's local layers). Since
+    transformers 5 its model's mask keeps ``|q − k| ≤ config.sliding_window`` on both sides
+    (``sliding_window_bidirectional_overlay``), and the layer's own ``sliding_window`` (``own``) is that
+    plus one; before 5, not known.
+
+        >>> lib = Library("transformers", "5.23.0")
+        >>> hf_window("modernbert", 5, lib, "eager", causal=False, own=True).span
+        (4, 4)
+        >>> hf_window("modernbert", 4, lib, "eager", causal=False).span
+        (4, 4)
+    """
     if lib is None or lib.version is None:
         return None
     at = f"{path} path"
+    if causal is False:
+        if not lib.at_least(5):
+            return None
+        half = W - 1 if own else W
+        return WindowMeaning((half, half), f"{at}: a bidirectional layer: its model's mask keeps |q − k| ≤ "
+                                           f"config.sliding_window = {half} (sliding_window_bidirectional_overlay)"
+                                           + ("; the layer's own sliding_window is that + 1" if own else ""))
     if path == "flash":
         return WindowMeaning((W, 0), f"{at}: FlashAttention window_size=(W, W)")
     wide = WindowMeaning((W, 0), f"{at}: the causal mask is banded with tril(diagonal = past − W − 1)")

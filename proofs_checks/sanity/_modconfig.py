@@ -143,6 +143,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     _guard(r, _hf_scaling, c)
     _guard(r, _hf_kv, c)
     _guard(r, _hf_softcap, c)
+    _guard(r, _hf_clip_qkv, c)
 
 
 @dataclass
@@ -227,8 +228,19 @@ def _hf_scaling(r: ConfigRead, c: _Ctx) -> None:
     """A scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar): said, not read."""
     sc, (hd, _) = _get(c.m, "scaling", c.pre), _head_dim(c)
     if _is_num(sc) and hd is not None and not math.isclose(float(sc), hd ** -0.5, rel_tol=1e-6):
+        r.scaling = r.scaling or (float(sc), f"{c.pre}scaling", hd ** -0.5)
         r.note("scaling", f"{c.pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
                           "scale_1_over_sqrt_dk and matches_reference will name it")
+
+
+def _hf_clip_qkv(r: ConfigRead, c: _Ctx) -> None:
+    """OLMo's ``config.clip_qkv``: q, k and v are clamped to ±clip before attention. No flag declares
+    it (the reference does not clamp): said, so that a mismatch it causes is not left unexplained."""
+    cl = _get(c.cfg, "clip_qkv", c.cp)
+    if _is_num(cl) and not isinstance(cl, bool) and float(cl) > 0:
+        r.note("clip_qkv", f"{c.cp}clip_qkv = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
+                           "attention (no flag declares it; the reference does not clamp): where the probes' q, k or "
+                           "v exceed it, matches_reference differs by that clamp")
 
 
 def _hf_kv(r: ConfigRead, c: _Ctx) -> None:
@@ -252,7 +264,7 @@ def _hf_softcap(r: ConfigRead, c: _Ctx) -> None:
 
 def _head_dim(c: _Ctx) -> tuple[int | None, str]:
     for holder, hp in ((c.m, c.pre), (c.cfg, c.cp)):
-        for nm in ("head_dim", "head_size", "attention_head_size"):
+        for nm in ("qk_head_dim", "head_dim", "head_size", "attention_head_size"):  # qk_head_dim: MLA (DeepSeek)
             v = _get(holder, nm, hp)
             if _is_int(v) and v >= 1:
                 return int(v), f"{hp}{nm}"
@@ -264,11 +276,14 @@ def _head_dim(c: _Ctx) -> tuple[int | None, str]:
 
 
 
-def _add_window(r: ConfigRead, c: _Ctx, W: int, src: str, where: str = "") -> None:
-    """``config.sliding_window = W`` as the release of ``c`` means it (see :mod:`._libsemantics`)."""
+def _add_window(r: ConfigRead, c: _Ctx, W: int, src: str, where: str = "", own: bool = False) -> None:
+    """``config.sliding_window = W`` (``own``: the layer's own ``sliding_window``) as the release of ``c``
+    means it (see :mod:`._libsemantics`), for a causal layer or one that says it is not (its
+    ``is_causal`` False: a bidirectional window)."""
     mt = _get(c.cfg, "model_type", c.cp)
     path = sem.hf_attn_path(c.m, c.cfg)
-    wm = sem.hf_window(mt if isinstance(mt, str) else None, W, c.lib, path)
+    causal = True if r.get("causal") is True else (False if "causal" in r.decided else None)
+    wm = sem.hf_window(mt if isinstance(mt, str) else None, W, c.lib, path, causal=causal, own=own)
     if wm is None:
         who = f"{c.lib} ({mt})" if c.lib is not None and isinstance(mt, str) else str(c.lib or "this library")
         r.add("window", W, src + where, library=c.libtext, interpreted=False,
@@ -276,7 +291,7 @@ def _add_window(r: ConfigRead, c: _Ctx, W: int, src: str, where: str = "") -> No
     elif wm.span is None:
         r.note("window", f"{src} = {W}{where} ({c.libtext}, {wm.why}): not used as a window")
     else:
-        r.add("window", wm.keys, f"{src} = {W}{where}", library=c.libtext,
+        r.add("window", wm.keys if wm.keys is not None else W, f"{src} = {W}{where}", library=c.libtext,
               meaning=f"{sem.window_text(wm.span)} ({wm.why})", span=wm.span)
     r.decided.add("window")
 
@@ -290,7 +305,7 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
     own = _get(c.m, "sliding_window", c.pre)
     if own is not _MISSING and c.cfg is not None:  # transformers ≥ 5: the layer's own (None on full-attention layers)
         if own is not None:
-            _add_window(r, c, _window_value(own, f"{c.pre}sliding_window"), f"{c.pre}sliding_window")
+            _add_window(r, c, _window_value(own, f"{c.pre}sliding_window"), f"{c.pre}sliding_window", own=True)
         r.decided.add("window")
         return
     sw = _get(c.cfg, "sliding_window", cp)
@@ -397,6 +412,25 @@ def _declared_text(key: str, g: Any, shown: dict[str, str] | None) -> str:
     if key == "window":
         return f"--window {g[0]},{'' if g[1] is None else g[1]}"
     return f"{FLAGS[key]} {_fmt(g)}"
+
+
+def scaling_note(read: ConfigRead, declared: float | None) -> str | None:
+    """The note on a module's logit scale other than 1/√d_k, against a declared ``--scale``: as declared,
+    or which one the check uses (``None``: nothing to say beyond :func:`_hf_scaling`'s own note).
+
+        >>> r = ConfigRead(); r.scaling = (0.3, "attn.scaling", 0.35355339)
+        >>> scaling_note(r, 0.3)
+        'attn.scaling = 0.3 (not 1/√d_k = 0.353553): as declared by --scale'
+        >>> scaling_note(r, 0.25)
+        'attn.scaling = 0.3 (not 1/√d_k = 0.353553): differs from --scale 0.25, which the check uses'
+    """
+    if read.scaling is None or declared is None:
+        return None
+    val, src, inv = read.scaling
+    head = f"{src} = {_fmt(val)} (not 1/√d_k = {inv:.6g}): "
+    if math.isclose(val, declared, rel_tol=1e-6):
+        return head + "as declared by --scale"
+    return head + f"differs from --scale {_fmt(declared)}, which the check uses"
 
 
 def merge(read: ConfigRead, given: dict[str, Any], positional: str,

@@ -63,6 +63,7 @@ class ConfigRead:
     decided: set = field(default_factory=set)  # values a module settled (a layer with no window: decided, not read)
     pending: dict[str, str] = field(default_factory=dict)  # notes kept unless a deeper module decides
     noted: set = field(default_factory=set)
+    scaling: tuple | None = None  # (value, source, 1/√d_k) of a module's logit scale other than 1/√d_k: said, not read
 
     def get(self, key: str) -> Any:
         it = self.items.get(key)

@@ -67,7 +67,7 @@ def _variants(st, m, alts):
             out.append((f"--qk-norm {kind}", st.variant(qk_norm=kind), None))
     if st.qk_norm is not None:
         out.append(("no QK-norm", st.variant(qk_norm=None), None))
-    if m.kv_heads < m.heads:
+    if 1 < m.kv_heads < m.heads:  # one key/value head: every grouping is the same (h // H = h % 1 = 0)
         import dataclasses
 
         other = "tile" if m.kv_grouping == "interleave" else "interleave"
@@ -75,7 +75,7 @@ def _variants(st, m, alts):
                     dataclasses.replace(m, kv_grouping=other)))
     for a in alts:
         out.append((f"{a.heads} heads" + (f", {a.kv_heads} key/value heads" if a.kv_heads != a.heads else "")
-                    + (" (--kv-grouping tiled)" if a.kv_heads < a.heads and a.kv_grouping == "tile" else ""), st, a))
+                    + (" (--kv-grouping tiled)" if 1 < a.kv_heads < a.heads and a.kv_grouping == "tile" else ""), st, a))
     return out
 
 
@@ -102,7 +102,7 @@ def _as_flags(st, m) -> str:
         flags.append(f"--heads {m.heads}")
         if m.kv_heads != m.heads:
             flags.append(f"--kv-heads {m.kv_heads}")
-            if m.kv_grouping == "tile":
+            if m.kv_grouping == "tile" and m.kv_heads > 1:
                 flags.append("--kv-grouping tiled")
     return " ".join(flags)
 
@@ -134,9 +134,13 @@ def _read_differs(read: dict, st, m) -> str:
             bad.append(it.source if key == "window" else f"{it.source} = {_fmt_value(value)}")
     if not bad:
         return ""
+    causal_read = bool((read.get("causal").value if read.get("causal") is not None else False)) and not st.causal
+    if causal_read:  # no flag declares "not causal": only --ignore-config keeps the module's own claim out
+        how = f"(no flag declares a module not causal: its configuration is then not read): {_as_flags(st, m)} --ignore-config"
+    else:
+        how = f"(a declared value wins over the configuration): {_as_flags(st, m)}"
     return (f"; but the module's {' and '.join(bad)} says otherwise: it does not compute what its configuration "
-            f"says (a bug in the module or in its configuration); to check it against this declaration (a declared "
-            f"value wins over the configuration): {_as_flags(st, m)}")
+            f"says (a bug in the module or in its configuration); to check it against this declaration {how}")
 
 
 def _exact(v) -> str:
@@ -196,6 +200,17 @@ def _length_dependence(probe, prefix) -> bool:
     return resid < 0.1 * diff
 
 
+def _scale_variant(sc, st) -> list:
+    """The fitted logit scale as a declaration (``--scale S``, S to six digits: the value printed is the
+    value rerun), when ``scale_1_over_sqrt_dk`` failed: a non-standard scale by design (Granite's
+    ``attention_multiplier``, T5's unscaled logits) is then named with the flag that declares it."""
+    s_fit = (sc.numbers or {}).get("s_fit") if sc is not None and sc.status == "fail" else None
+    if not isinstance(s_fit, float) or not s_fit > 0:
+        return []
+    s6 = float(f"{s_fit:.6g}")
+    return [] if st.scale == s6 else [(f"--scale {_exact(s6)}", st.variant(scale=s6), None)]
+
+
 def _hints(probe, props, st, mp, alts, hints):
     """Hints at the likely cause of a failure, each printed only when a rerun with the hinted
     declaration passes (:func:`_verified`); the verdict still judges the declaration given."""
@@ -210,6 +225,7 @@ def _hints(probe, props, st, mp, alts, hints):
         # a window covering every probed length forbids nothing there: it is "no window" (tried too), and
         # naming one (--window 128 at T ≤ 33) would be an artefact of the probe lengths
         variants = [v for v in _variants(st, mp, alts) if not _covers(v[1], T_hi) or v[1].window == st.window]
+        variants += _scale_variant(by.get("scale_1_over_sqrt_dk"), st)
         decls: dict = {}
         for label, s2, m2 in variants:  # the first of equal labels: the one the errors were measured for
             decls.setdefault(label, (s2, m2))

@@ -197,11 +197,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         props.append(probe.prop_prefix())
     props.append(probe.prop_batch())
     props.append(probe.prop_batch_size())
-    if st.causal or st.window is not None or st.positional != "none":
-        why = "causal mask" if st.causal else ("window" if st.window is not None else f"--positional {st.positional}")
-        props.append(ap._skip("permutation_equivariance", f"not applicable: {why}"))
-    else:
-        props.append(probe.prop_permutation())
+    props.append(_permutation(probe, f, st))
     props.append(ap.prop_extreme_logits(f, probe.xs[T_small].to(dtype=probe.pdt, device=device), mp, st))
     tol, just = probe.tol_at(T_small, "unit")
     u2 = max(ap.unit_roundoff(other), ap.unit_roundoff(probe.pdt))
@@ -261,6 +257,21 @@ _EXPLAINED = (("prefix_consistency", "(chunk padding, or positions counted from 
                "(the future-token leak that causal_no_future_leak names)"),
               ("gradients_match_reference", "(if the forward pass matches: a custom backward?)", "matches_reference",
                "(the forward pass differs too: see matches_reference)"))
+
+
+def _permutation(probe, f, st):
+    """``permutation_equivariance``, not applicable under a mask, a window, positions or a learned
+    relative position bias of the module's own (T5)."""
+    from numerics import attention_probe as ap
+    from numerics.attention_mapping import relative_bias
+
+    rel = "" if st.causal or st.window is not None or st.positional != "none" else relative_bias(f)
+    if st.causal or st.window is not None or st.positional != "none" or rel:
+        why = "causal mask" if st.causal else ("window" if st.window is not None else
+                                              f"--positional {st.positional}" if st.positional != "none" else
+                                              f"the module adds a relative position bias ({rel})")
+        return ap._skip("permutation_equivariance", f"not applicable: {why}")
+    return probe.prop_permutation()
 
 
 def _causes_in_context(props) -> None:
@@ -359,7 +370,9 @@ def _fitted(probe, props, figures, f, st, H, H_hint, hints, gen_seed):
                  "(--mapping FILE.py:fn or a tverify_mapping() method) to decide it")
     obstacle = getattr(probe, "no_mapping", "")
     if obstacle:  # weights found that no rule can split (NoMapping.why): ask for a mapping, never fit or guess
-        ask = "declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)"
+        ask = ("nothing the check declares decides it: a relative position bias is out of its scope"
+               if "relative position bias" in obstacle else
+               "declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)")
         props.append(ap._skip("convex_combination_of_values", f"not run: {obstacle}"))
         mr = ap._skip("matches_reference", obstacle, central=True)
         sc = ap._skip("scale_1_over_sqrt_dk", "not run: no q/k weights mapped (see matches_reference)", central=True)

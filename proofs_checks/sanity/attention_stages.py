@@ -94,7 +94,7 @@ def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -
     """The declaration completed by the module's configuration (unless ``ignore_config``)."""
     given = dict(causal=decl.causal, rope_base=decl.rope_base, rope_dims=decl.rope_dims,
                  rope_convention=decl.rope_convention, window=decl.window, kv_heads=decl.kv_heads, softcap=decl.softcap,
-                 qk_norm=decl.qk_norm)
+                 qk_norm=decl.qk_norm, scale=decl.scale)
     vals, lines, notes = _read_config(obj, label, decl.ignore_config, decl.positional, given, window_text)
     rope_dims = vals["rope_dims"]
     if rope_dims is not None and rope_dims % 2:

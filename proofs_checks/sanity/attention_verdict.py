@@ -111,7 +111,8 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
     numbers = {"passed": passed, "failed": [p["name"] for p in failed], "central_not_run": [p["name"] for p in c_skip],
                "not_applicable": [p["name"] for p in n_skip], "not_available": [p["name"] for p in unavail]}
     na = "; ".join(f"{p['name']} not available"
-                   + (f" on this device ({p['numbers'].get('device', '?')}: " if p["numbers"].get("device_limit", True)
+                   + (f" ({p['numbers']['why']}: " if p["numbers"].get("why") else
+                      f" on this device ({p['numbers'].get('device', '?')}: " if p["numbers"].get("device_limit", True)
                       else " (the module's backward raised ")
                    + f"{p['numbers']['unavailable'].split(':')[0]}), not central here" for p in unavail)
     crit = (f"{len(passed)} propert{'y' if len(passed) == 1 else 'ies'} within tolerance, {len(failed)} beyond"
@@ -158,6 +159,8 @@ def _grouping_line(m, declared: bool) -> str:
     """The key/value grouping of the mapping kept (printed whenever weights are mapped)."""
     if m.kv_heads == m.heads:
         return f"key/value grouping: none ({m.heads} key/value head(s), one per query head)"
+    if m.kv_heads == 1:  # every grouping is the same: nothing was chosen
+        return f"key/value grouping: one key/value head shared by all {m.heads} query heads (multi-query attention)"
     g = m.heads // m.kv_heads
     how = f"h // {g}, as Hugging Face's repeat_kv" if m.kv_grouping == "interleave" else f"h % {m.kv_heads}, tiled"
     return (f"key/value grouping: {_grouping_name(m)} (query head h uses key/value head {how}; "

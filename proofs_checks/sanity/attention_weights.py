@@ -52,6 +52,9 @@ def _read_config(obj, label, ignore_config, positional, given, window_text=None)
 
     read = mc.ConfigRead() if ignore_config else _user_call(lambda: mc.read_module_config(obj), label)
     given = dict(given)
+    scaled = mc.scaling_note(read, given.pop("scale", None))
+    if scaled is not None:  # a declared --scale: the module's own scale is compared with it, not "will name it"
+        read.notes = [scaled if n.startswith(read.scaling[1] + " = ") else n for n in read.notes]
     if isinstance(given.get("window"), str):
         given["window"] = parse_window(given["window"], bool(given["causal"] or read.get("causal")))
     vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
@@ -136,9 +139,12 @@ def _fits_text(cands) -> str:
                      for h, k in sorted({(c.heads, c.kv_heads) for c in cands})[:8])
 
 
-def _by_name(f, D: int, decl: Declaration, label: str, name: str) -> tuple[list, dict]:
-    """The mappings found by name under the declared (or read) head counts; a module whose own head
-    counts, or the declared ones, cannot split its weights is one line naming the counts that fit."""
+def _by_name(f, D: int, decl: Declaration, label: str, name: str) -> tuple[list, dict, list[str]]:
+    """The mappings found by name under the declared (or read) head counts, the counts read and notes.
+    A head count read from the module is evidence, not a fact: one its weights cannot split is said in a
+    note and not used (the module's own attributes without its ``config``, else every split the weights
+    allow, the best fit kept); declared counts that cannot split them are one line naming the counts
+    that fit."""
     from numerics.attention_mapping import count_hints, find_mappings
 
     heads, kv_heads = decl.heads, decl.kv_heads
@@ -147,19 +153,24 @@ def _by_name(f, D: int, decl: Declaration, label: str, name: str) -> tuple[list,
     declared_counts = {"heads": heads, "kv_heads": kv_heads}
     read_counts = {k: v for k, v in count_hints(f, use_cfg).items() if declared_counts[k] is None}
     unhinted = find_mappings(f, D, heads, kv_heads, hints=False) if not cands and read_counts else []
+    notes: list[str] = []
     if unhinted:  # the weights split, but not by the head counts the module itself declares
         c0 = unhinted[0]
         said = " and ".join(f"{src.lstrip('.')} = {v}" for v, src in read_counts.values())
         via_cfg = any(".config." in src or src.startswith(".config") for _, src in read_counts.values())
+        own = find_mappings(f, D, heads, kv_heads, config=False) if via_cfg and count_hints(f, False) else []
         counts = _counts_text(heads, kv_heads)
-        raise UsageError(
-            f"{label}: {name}'s {said} (read from the module) does not fit its weights "
+        notes.append(
+            f"note: {said} (read from the module) does not fit its weights "
             f"({c0.source.split(';')[0].removeprefix('declared: ')}: widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, "
-            f"v {c0.wv.shape[0]}{', with ' + counts if counts else ''}); counts that fit: " + _fits_text(unhinted)
-            + ": fix the module's value, or declare --heads and --kv-heads"
-            + (" with --ignore-config (its configuration is then not read)" if via_cfg else ""))
+            f"v {c0.wv.shape[0]}{', with ' + counts if counts else ''}): not used; "
+            + ("the module's own attributes (not its config) give the counts" if own else
+               "the check keeps the split that fits best among " + _fits_text(unhinted))
+            + "; declare --heads and --kv-heads to decide")
+        cands = own or unhinted
+        read_counts = {k: v for k, v in count_hints(f, False).items() if declared_counts[k] is None} if own else {}
     if not cands and (heads is not None or kv_heads is not None):
-        free = find_mappings(f, D, config=use_cfg)
+        free = find_mappings(f, D, config=use_cfg) or find_mappings(f, D, hints=False)
         if free:  # the weights are there, but the declared head counts cannot split them
             c0 = free[0]
             raise UsageError(
@@ -167,7 +178,18 @@ def _by_name(f, D: int, decl: Declaration, label: str, name: str) -> tuple[list,
                 f"({c0.source.split(';')[0].removeprefix('declared: ')}) have widths q {c0.wq.shape[0]}, k "
                 f"{c0.wk.shape[0]}, v {c0.wv.shape[0]}, which that head count cannot split; counts that fit: "
                 + _fits_text(free))
-    return cands, read_counts
+    return cands, read_counts, notes
+
+
+def _unused_count(done, note: str) -> None:
+    """A key/value head count read from the module's config that its weights cannot split (``note``):
+    listed as read and not used, and never compared with a hint's declaration."""
+    it = done.read.get("kv_heads")
+    if it is None or f"{it.source} = " not in note:
+        return
+    done.read = {k: v for k, v in done.read.items() if k != "kv_heads"}
+    done.lines = [ln[:-1] + "; does not fit the weights: not used)" if ln.startswith(f"kv_heads {it.value} (") and
+                  ln.endswith(")") else ln for ln in done.lines]
 
 
 def _rope_dims_fit(cands: list, rope_dims: int, D: int, done, notes: list[str]) -> list:
@@ -216,8 +238,12 @@ def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: 
             mp.kv_grouping = GROUPING_NAMES[decl.kv_grouping]
         cands, hook = [mp], note
     else:
-        (cands, read_counts), hook = _by_name(f, D, decl, label, name), None
+        cands, read_counts, count_notes = _by_name(f, D, decl, label, name)
+        hook = None
     w = Weights(cands, hook, read_counts, why=getattr(cands, "why", ""))
+    if not hooked[1] and count_notes:
+        w.notes += count_notes
+        _unused_count(done, count_notes[0])
     if decl.positional == "rope" and done.rope_dims is not None:
         w.cands = _rope_dims_fit(w.cands, done.rope_dims, D, done, w.notes)
     if decl.kv_grouping is not None and not hook:

@@ -130,10 +130,10 @@ def make():  # built now (Keras builds on the first call): the hook reads the ke
 _KERAS_NOTE = ("a float64 layer computes its attention in float32 on the torch backend: backend.result_type maps "
                "float64 to float32 on every backend but TensorFlow ('aligned with JAX's default'), and "
                "ops.dot_product_attention casts q, k, v to it (hence --compute-dtype float32; matches_reference "
-               "passes at the float32 rule). dtype_and_device_preserved fails: a Keras layer computes in its dtype "
-               "policy, not its input's (without the mapping hook: float32 in, float64 out); the checker's float32 "
-               "copy (torch's .to()) converts the variables but not the policy, and EinsumDense raises 'expected "
-               "scalar type Float but found Double'")
+               "passes at the float32 rule; undeclared, precision_as_declared fails naming float32). "
+               "dtype_and_device_preserved is not available as built: a Keras layer computes in its dtype policy "
+               "(attn.dtype_policy = float64), which the checker's float32 copy (torch's .to()) does not convert, so "
+               "EinsumDense raises 'expected scalar type Float but found Double' (skipped with that reason)")
 _KERAS_ISSUE = {"url": "https://github.com/keras-team/keras/issues/23704",
                 "title": "torch: float64 Dense returns float32 since #23225, and float64 handling on torch is inconsistent"}
 
