@@ -537,8 +537,10 @@ def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, z
     if prec is not None:
         lines.append(f"precision_as_declared: {prec['status']}: {prec['detail']}; the distances judged at "
                      f"{pr.get('work_dtype')}")
+    found = idf.get("identified") if prec is not None and prec["status"] == "fail" else None
     lines.append(f"closest algorithm: {closest or 'none (non-finite predictions)'}; identified: "
-                 f"{identified or 'none of the reference algorithms'}")
+                 + (f"{found} at {pr.get('work_dtype')}, not at {prec['numbers']['declared']} "
+                    "(precision_as_declared)" if found else identified or "none of the reference algorithms"))
     return lines
 
 
