@@ -169,3 +169,24 @@ def test_compute_dtype_goes_with_model_and_is_one_line():
     code, out, err = invoke("check", "icl", "--model", "x.py:f", "--lambda", "1,2", "--N", "10",
                             "--compute-dtype", "float8")
     assert code == 2 and "--compute-dtype: must be one of" in err and "Traceback" not in err, err
+
+
+def test_api_compute_dtype_is_the_flag():
+    """The API's ``compute_dtype=`` is ``--compute-dtype``: a float32 model undeclared is a mismatch naming
+    precision_as_declared, declared it is ok; a bad value is the flag's line in the keyword's words."""
+    import torch
+
+    import proofs_checks
+    from theory.validation import InputError
+
+    def ls32(xs, ys, xq):
+        w = torch.linalg.pinv(xs.float()) @ ys.float().unsqueeze(-1)
+        return (xq.float().unsqueeze(-2) @ w).reshape(-1)
+
+    kw = dict(lambdas="1,2", N=10, mode="quick", isolate=False, M_values=[2, 10])
+    r = proofs_checks.check_icl_model(ls32, **kw)
+    assert r.outcome == "mismatch" and "precision_as_declared (it computes in float32" in r.verdict.summary
+    r = proofs_checks.check_icl_model(ls32, compute_dtype="float32", **kw)
+    assert r.outcome == "ok" and r.to_json()["precision_as_declared"]["status"] == "pass", str(r)
+    with pytest.raises(InputError, match="compute_dtype"):
+        proofs_checks.check_icl_model(ls32, compute_dtype="float8", **kw)

@@ -160,7 +160,8 @@ def check_options(f):
 # property tables, result objects and --report (shared by the own-model checks: attention,
 # hopfield, att-svm --weights; icl may adopt them)
 
-__all__ += ["SanityResult", "properties_verdict", "precision_named", "report_option", "check_report_dir", "write_check_report",
+__all__ += ["precision_named"]
+__all__ += ["SanityResult", "properties_verdict", "report_option", "check_report_dir", "write_check_report",
             "finish"]
 
 _STATUS_MARK = {"pass": "ok", "fail": "FAIL", "skip": "skip", "info": "info"}
@@ -294,11 +295,11 @@ def properties_verdict(properties: list[dict], subject: str) -> Verdict:
             + (f", {len(skipped)} not applicable ({', '.join(skipped)})" if skipped else "")
             + "; each error is compared with its stated tolerance")
     if failed:
-        bad = sorted((p for p in properties if p["status"] == "fail"), key=lambda p: p["name"] != "precision_as_declared")
-        fits = [(p.get("numbers") or {}) for p in bad if (p.get("numbers") or {}).get("fits")]
-        sugg = (f"if {fits[0]['fits']} is intended, declare --compute-dtype {fits[0]['fits']} (the other properties "
-                f"were judged at {fits[0]['fits']}: " + ("they hold)" if len(bad) == 1 else "the others fail there too)")
-                if fits else None)
+        bad = sorted((p for p in properties if p["status"] == "fail"),
+                     key=lambda p: p["name"] != "precision_as_declared")
+        fits = [(p.get("numbers") or {})["fits"] for p in bad if (p.get("numbers") or {}).get("fits")]
+        sugg = (f"if {fits[0]} is intended, declare --compute-dtype {fits[0]} (the other properties were judged at "
+                f"{fits[0]}: " + ("they hold)" if len(bad) == 1 else "the others fail there too)") if fits else None)
         return Verdict("mismatch", f"{subject} violates: {', '.join(precision_named(p) for p in bad)}", crit, numbers,
                        suggestion=sugg)
     return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold", crit, numbers)

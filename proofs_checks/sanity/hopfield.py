@@ -563,7 +563,8 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
     """The report of the module docstring for ``patterns`` ``(N, d)`` as a :class:`SanityResult`.
     ``compute_dtype`` declares the module's working precision (default: the inputs' float64; a module
     whose outputs are found coarser, :func:`numerics.precision.infer_work_dtype`, fails
-    ``precision_as_declared`` and its other properties are judged at the precision found). Stages: the validated request (:func:`beta_value`,
+    ``precision_as_declared`` and its other properties are judged at the precision found). Stages: the
+    validated request (:func:`beta_value`,
     :func:`compute_dtype_value`, :func:`geometry`), the update (:func:`make_update`), the starts, the
     properties (:func:`theorem5`, :func:`energy_along`), the fixed points, the rendering and the verdict."""
     declared = compute_dtype_value(compute_dtype, module is not None)

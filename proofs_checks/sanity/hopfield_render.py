@@ -44,7 +44,8 @@ def render(geo: Geometry, upd: Update, st: Starts, ret: Retrieval, E, fx: FixedP
     lines = [f"{N} patterns in d = {d}, M = max‖x_i‖ = {M:.4g}, β = {beta:g}; update: {upd.what}"
              + ("" if upd.precision is None else f"; judged at {wd}"
                 + (f", found in its outputs below {npr.dtype_name(upd.precision.judged)} (precision_as_declared)"
-                   if upd.precision.below else " (declared)" if upd.declared is not None else " (the inputs' precision)")),
+                   if upd.precision.below else " (declared)" if upd.declared is not None
+                   else " (the inputs' precision)")),
              f"separation Δ_i: min {float(Delta.min()):.4g}, median {float(Delta.median()):.4g}, max {float(Delta.max()):.4g}"
              + (f"; {int((Delta <= 0).sum())} pattern(s) with Δ_i ≤ 0 (not separated)" if bool((Delta <= 0).any()) else ""),
              "least separated patterns (one-step error from x_i | Theorem-5 bound; from a start at distance ε_i):"]

@@ -260,8 +260,8 @@ def _trained_verdict(res, Gi: np.ndarray, tol: float, prompts: int, steps: int, 
 @report_option
 @timeout_option
 @check_options
-def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, compute_dtype, report_dir, timeout,
-            seed, device, mode, json_path, max_memory, no_progress):
+def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, compute_dtype, report_dir,
+            timeout, seed, device, mode, json_path, max_memory, no_progress):
     """Closed forms of the trained LSA (Zhang–Frei–Bartlett) for your Λ, N, M; a trained batch of
     full-parameter LSAs (or your --weights) measured against them, and a verdict:
     ok (exit 0), mismatch (1), inconclusive (3: says how many seeds/prompts/steps would decide).
