@@ -427,7 +427,10 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
                   f"{bad} non-finite entries in f(ξ) over {n} starts" if bad else f"f(ξ) finite on {n} starts")]
     if not modular:
         return props
-    props.append(upd.precision.row(f"update of {min(geo.N, 4)} patterns"))
+    found = npr.coarser(upd.precision.found, npr.infer_work_dtype(f_starts))  # every start: saturated outputs (exact
+    upd.precision = npr.PrecisionFinding(upd.precision.judged, found, upd.precision.given)  # ±1) reveal nothing
+    upd.work = upd.precision.work
+    props.append(upd.precision.row(f"updates of {min(geo.N, 4)} patterns and of {n} starts"))
     M, tol_rel = geo.M, 16 * npr.unit_roundoff(torch.float64) * (geo.N + geo.d)
     ref = nh.modern_update(st.all, geo.P, beta)
     err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
