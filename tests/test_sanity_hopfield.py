@@ -103,7 +103,7 @@ def paper_float32(xi, patterns, beta):
 
 
 def float32_cast_back(xi, patterns, beta):
-    """The same, cast back to float64: the working precision is probed from the values."""
+    """The same, cast back to float64: float32 is found in the values (precision_as_declared)."""
     return paper_float32(xi, patterns, beta).double()
 
 

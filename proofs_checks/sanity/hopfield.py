@@ -16,7 +16,9 @@ its derivation is :func:`theory.hopfield.derive_retrieval_bound`), the fixed poi
 theorem still guarantees one-step retrieval within half the distance to the nearest other pattern,
 and the β that would guarantee it for every pattern.
 
-Properties (pass/fail, each with its tolerance): ``update_matches_modern`` (``--module`` only),
+Properties (pass/fail, each with its tolerance): ``precision_as_declared`` and ``update_matches_modern``
+(``--module`` only; the update is judged at ``--compute-dtype``, else the inputs' float64, and one found
+computing below it fails ``precision_as_declared``: :mod:`numerics.precision`),
 ``finite_updates``, ``one_step_within_theorem5_bound``, ``energy_non_increasing`` (the energy
 :func:`numerics.hopfield.modern_energy` along 20 updates from the patterns, noisy starts and random
 mixtures). Exit 0 all hold, 1 one fails, 3 inconclusive when the patterns decide nothing (duplicate
