@@ -183,13 +183,17 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
 
 
 def _output_dtype(raw) -> torch.dtype:
-    """The working precision of a prediction (the dtype it came in; NumPy mapped to torch)."""
-    if isinstance(raw, torch.Tensor):
-        from numerics.precision import infer_work_dtype  # float64 holding float32 values: computed in float32
+    """The precision found in a prediction (:func:`numerics.precision.infer_work_dtype`: the dtype it came
+    in when below float64, or float64 values all exactly representable in a lower precision; NumPy
+    mapped to torch)."""
+    from numerics.precision import infer_work_dtype  # float64 holding float32 values: computed in float32
 
+    if isinstance(raw, torch.Tensor):
         return infer_work_dtype(raw) if raw.dtype.is_floating_point else DTYPE
     arr = np.asarray(raw)
-    return {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32}.get(arr.dtype, torch.float64)
+    if arr.dtype in (np.float16, np.float32):
+        return {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32}[arr.dtype]
+    return infer_work_dtype(torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64)))
 
 
 def _quiet_floats(fn):
@@ -243,9 +247,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     ``ridge_grid_lambda``), and the identification (``identification``, see :func:`_identify`).
     ``skip``: exception types that, raised by ``predict`` at a length, drop that length (listed in
     ``skipped_lengths`` with the exception) instead of propagating; ``M_values`` then holds the
-    lengths that ran (``M_requested`` all of them). ``work_dtype``: the working precision of the
-    predictor (default: the lowest precision of its outputs, ``output_dtype``); below float64 the
-    references are also computed from inputs rounded to it (``precision_floor``).
+    lengths that ran (``M_requested`` all of them). ``work_dtype``: the precision the predictor is
+    judged at, as declared (default: the inputs' float64); the coarsest precision found in its outputs
+    (``found_dtype``, :func:`_output_dtype`) replaces it when coarser (its ``precision_as_declared``
+    then fails: ``judged_dtype``, ``judged_given``), so the identification is still made; below float64
+    the references are also computed from inputs rounded to the working precision (``precision_floor``).
     """
     L = as_spd_matrix(lam, "Lambda")
     d = L.shape[0]
@@ -291,8 +297,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         return {"algorithms": A, "M_values": [], "M_requested": Ms_req, "skipped_lengths": skipped, "prompts": P,
                 "closest": None, "identification": None}
     Ms = [r["M"] for r in runs]
-    lowest = min(dtypes, key=lambda t: torch.finfo(t).eps, default=DTYPE) if dtypes else DTYPE
-    work = work_dtype or (lowest if torch.finfo(lowest).eps > torch.finfo(DTYPE).eps else DTYPE)
+    lowest = max(dtypes, key=lambda t: torch.finfo(t).eps, default=DTYPE)  # the coarsest found
+    from numerics.precision import PrecisionFinding, dtype_name
+
+    finding = PrecisionFinding.of(work_dtype, lowest)
+    work = finding.work
     grid_lambda = None
     if extended:
         with torch.no_grad():
@@ -401,7 +410,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     if extended:
         out.update(ridge_grid=list(RIDGE_GRID), ridge_grid_lambda=grid_lambda,
                    output_dtype=sorted({str(t).replace("torch.", "") for t in dtypes}),
-                   work_dtype=str(work).replace("torch.", ""))
+                   work_dtype=str(work).replace("torch.", ""), found_dtype=dtype_name(finding.found),
+                   judged_dtype=dtype_name(finding.judged), judged_given=finding.given)
     if sum(nonfinite):
         out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False,
                    identification=None)

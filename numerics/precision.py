@@ -10,20 +10,31 @@ implementation in the same precision):
     err(module, ref64) ≤ max(PRECISION_FACTOR · err(ref_work, ref64), floor)
 
 where ``floor`` is the float64 rounding bound of the caller (so a float64 module is still held to
-float64 rounding). The working precision is the module's output dtype when it is below float64, or
-found by probing: float64 outputs whose every entry is exactly representable in a lower precision
-(impossible by chance for outputs of random float64 inputs) reveal a module that computed there and
-cast back; or it is declared (``--compute-dtype``).
+float64 rounding).
+
+Precision is a property, not a tolerance. The computation is judged at the precision the user declares
+(``--compute-dtype``) or, undeclared, at the inputs' precision (float64). :func:`infer_work_dtype` is
+the detector of a coarser one: an output dtype below float64, or float64 outputs whose every entry is
+exactly representable in a lower precision (impossible by chance for outputs of random float64 inputs:
+a module that computed there and cast back). A module found below the judged precision fails its own
+property, ``precision_as_declared`` (:class:`PrecisionFinding`, :meth:`PrecisionFinding.row`), naming
+the precision found; its other properties are still judged, at the precision found, so that every
+other finding is seen. The tolerance of a property is never widened to the precision a module happens
+to have without that failure being reported.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 __all__ = ["PRECISION_FACTOR", "DTYPES", "parse_dtype", "unit_roundoff", "infer_work_dtype", "in_precision",
-           "precision_tolerance"]
+           "precision_tolerance", "PRECISION_PROPERTY", "dtype_name", "coarser", "PrecisionFinding"]
+
+#: The name of the property a module's working precision is judged by.
+PRECISION_PROPERTY = "precision_as_declared"
 
 #: FlashAttention's factor: error of the module ≤ 2 × error of the reference in the same precision.
 PRECISION_FACTOR = 2.0
@@ -112,3 +123,68 @@ def precision_tolerance(ref_error_in_work: float, floor: float, factor: float = 
     2e-07
     """
     return max(factor * float(ref_error_in_work), float(floor))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` → ``"float32"``."""
+    return str(dtype).replace("torch.", "")
+
+
+def coarser(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    """The coarser (larger unit roundoff) of two floating dtypes; ``a`` on a tie.
+
+    >>> coarser(torch.float64, torch.float32)
+    torch.float32
+    """
+    return b if torch.finfo(b).eps > torch.finfo(a).eps else a
+
+
+@dataclass(frozen=True)
+class PrecisionFinding:
+    """The precision a module is judged at and the one found in its outputs.
+
+    ``judged``: declared by the user (``given``) or, undeclared, the inputs' float64; ``found``: the
+    coarsest precision :func:`infer_work_dtype` finds in the module's outputs (float64: none below).
+    ``below``: the module computes below the judged precision (``precision_as_declared`` fails);
+    ``work``: the precision its other properties are judged at (the found one when below, so that
+    every other finding is still seen; else the judged one)."""
+    judged: torch.dtype
+    found: torch.dtype
+    given: bool
+
+    @classmethod
+    def of(cls, declared: torch.dtype | None, found: torch.dtype) -> "PrecisionFinding":
+        return cls(declared or torch.float64, found, declared is not None)
+
+    @property
+    def below(self) -> bool:
+        return torch.finfo(self.found).eps > torch.finfo(self.judged).eps
+
+    @property
+    def work(self) -> torch.dtype:
+        return coarser(self.judged, self.found)
+
+    def row(self, how: str) -> dict:
+        """The ``precision_as_declared`` property (a dict row of the sanity checks): error the unit
+        roundoff of the precision found, tolerance that of the judged one; ``how``: how the outputs were
+        inspected (which outputs, how many).
+
+        >>> PrecisionFinding.of(None, torch.float32).row("4 outputs")["status"]
+        'fail'
+        """
+        j, f = dtype_name(self.judged), dtype_name(self.found)
+        src = f"declared (--compute-dtype {j})" if self.given else "undeclared: the inputs' precision"
+        just = (f"u({f}) = {unit_roundoff(self.found):.3g} against u({j}) = {unit_roundoff(self.judged):.3g}: the "
+                f"unit roundoff of the precision found in the outputs ({how}; output dtype, or float64 values all "
+                "exactly representable in a lower precision, impossible by chance for outputs of random float64 "
+                f"inputs) against that of the precision judged, {j} ({src})")
+        if self.below:
+            detail = (f"the module computes in {f}, below {j} ({src}); its other properties are judged at {f}; "
+                      f"if intended, declare --compute-dtype {f}")
+        else:
+            detail = (f"computes in {j} as declared" if self.given else f"computes in {j}, the inputs' precision") + (
+                "" if self.found == self.judged or self.found == torch.float64 else f" (its outputs are {f})")
+        return {"name": PRECISION_PROPERTY, "status": "fail" if self.below else "pass",
+                "error": unit_roundoff(self.found), "tolerance": unit_roundoff(self.judged), "justification": just,
+                "detail": detail, "numbers": {"declared": j, "given": self.given, "found": f,
+                                              **({"fits": f} if self.below else {})}}

@@ -345,11 +345,13 @@ def _attention_lengths(seq_len):
 
 
 def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
-                    seed: int = 0, device: str = "cpu", isolate: bool = True, timeout: float | None = None, **kwargs):
+                    seed: int = 0, device: str = "cpu", isolate: bool = True, timeout: float | None = None,
+                    compute_dtype: str | None = None, **kwargs):
     """``tverify check icl --model``: which in-context algorithm ``obj`` computes (delegates to
     :func:`proofs_checks.sanity.icl_model.check_icl_model`; see there for ``layout`` and the extra keyword
     arguments such as ``mode``). ``obj`` runs in a child process, as in :func:`check_attention`
-    (``isolate``, ``timeout``).
+    (``isolate``, ``timeout``); ``compute_dtype`` declares the precision it computes in
+    (``--compute-dtype``; default: the inputs' float64, a model found coarser fails ``precision_as_declared``).
 
         >>> import torch
         >>> def least_squares(xs, ys, xq):
@@ -371,7 +373,8 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
         noise = float(noise)
         if kwargs.get("prompts") is not None:
             kwargs["prompts"] = int(kwargs["prompts"])
-        args = dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, **kwargs)
+        args = dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, compute_dtype=compute_dtype,
+                    **kwargs)
         if not isolate:
             return _check(obj, lambdas=lambdas, **args)
         from proofs_checks.sanity import _isolate

@@ -103,7 +103,7 @@ def paper_float32(xi, patterns, beta):
 
 
 def float32_cast_back(xi, patterns, beta):
-    """The same, cast back to float64: the working precision is probed from the values."""
+    """The same, cast back to float64: float32 is found in the values (precision_as_declared)."""
     return paper_float32(xi, patterns, beta).double()
 
 
@@ -159,13 +159,49 @@ def lowp(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["paper_float32", "float32_cast_back"])
-def test_float32_update_is_the_modern_update(pats, lowp, name):
-    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--json", "-")
+def test_float32_update_is_the_modern_update_as_declared(pats, lowp, name):
+    """Declared (--compute-dtype float32), a float32 update (float32 output, or float64 holding float32
+    values) is the modern update at float32's rule, and precision_as_declared holds."""
+    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--compute-dtype",
+                         "float32", "--json", "-")
     doc = json.loads(out)
     assert code == 0 and doc["ok"], (doc["verdict"], doc["properties"])
     assert doc["precision"]["work_dtype"] == "float32"
     row = next(p for p in doc["properties"] if p["name"] == "update_matches_modern")
     assert row["status"] == "pass" and 1e-9 < row["tolerance"] < 1e-5 and "factor 2" in row["justification"]
+    prec = next(p for p in doc["properties"] if p["name"] == "precision_as_declared")
+    assert prec["status"] == "pass" and "computes in float32 as declared" in prec["detail"], prec
+
+
+@pytest.mark.parametrize("name", ["paper_float32", "float32_cast_back"])
+def test_float32_update_undeclared_fails_precision_as_declared(pats, lowp, name):
+    """Issue 42: undeclared, the update is judged at the inputs' float64; one found computing in float32
+    (its output dtype, or float64 values all float32-representable) fails precision_as_declared, named
+    in the verdict line with the precision found; the others are judged at float32 and hold."""
+    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--json", "-")
+    doc = json.loads(out)
+    assert code == 1 and doc["outcome"] == "mismatch", doc["verdict"]
+    assert "violates: precision_as_declared (it computes in float32, not float64)" in doc["verdict"]
+    assert "--compute-dtype float32" in doc["decision"]["suggestion"]
+    by = {p["name"]: p for p in doc["properties"]}
+    assert by["precision_as_declared"]["status"] == "fail" and "--compute-dtype float32" in by[
+        "precision_as_declared"]["detail"]
+    assert [n for n, p in by.items() if p["status"] == "fail"] == ["precision_as_declared"]
+    assert "judged at float32" in by["update_matches_modern"]["justification"]
+    assert doc["precision"]["work_dtype"] == "float32" and doc["precision"]["judged_dtype"] == "float64"
+
+
+def test_float64_update_computing_in_float32_is_named_in_the_text(pats, lowp):
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:float32_cast_back")
+    assert code == 1 and "verdict: mismatch" in out and "precision_as_declared (it computes in float32" in out, out
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:modern")
+    assert code == 0 and "verdict: ok" in out, out
+
+
+def test_float64_update_passes_precision_as_declared(pats):
+    r = sh.run_hopfield(np.load(pats), beta=0.5, module=lambda xi, X, b: torch.softmax(b * xi @ X.T, -1) @ X)
+    prec = next(p for p in r.properties if p["name"] == "precision_as_declared")
+    assert r.verdict.outcome == "ok" and prec["status"] == "pass" and "computes in float64" in prec["detail"], prec
 
 
 def test_float32_paper_update_at_large_beta_is_held_to_its_own_rounding(tmp_path, lowp):
@@ -175,7 +211,8 @@ def test_float32_paper_update_at_large_beta_is_held_to_its_own_rounding(tmp_path
     rounding is now that of every standard formulation (the largest), and β/4 still fails."""
     p = tmp_path / "gauss.npy"
     np.save(p, np.random.default_rng(2).normal(size=(10, 16)))
-    code, out, _ = run("--patterns", str(p), "--beta", "20", "--module", f"{lowp}:paper_float32", "--json", "-")
+    code, out, _ = run("--patterns", str(p), "--beta", "20", "--module", f"{lowp}:paper_float32", "--compute-dtype",
+                       "float32", "--json", "-")
     row = next(r for r in json.loads(out)["properties"] if r["name"] == "update_matches_modern")
     assert code == 0 and row["status"] == "pass", row
     assert "beta_on_states" in row["justification"] and row["tolerance"] < 1e-5
@@ -201,7 +238,8 @@ def test_shape_change_after_the_first_call_is_one_line_and_numpy_is_accepted(pat
     code, _, err = run("--patterns", pats, "--module", f"{lowp}:shrinks_on_big_batches")
     msg = one_line_error(code, err)
     assert "expected the same shape" in msg and "for states of shape (" in msg
-    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:numpy_float32", "--json", "-")
+    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:numpy_float32", "--compute-dtype",
+                       "float32", "--json", "-")
     assert code == 0 and json.loads(out)["precision"]["work_dtype"] == "float32"
 
 
@@ -227,8 +265,8 @@ def test_update_exiting_while_the_report_is_drawn_keeps_the_verdict(pats, lowp, 
 
 
 def test_report_has_error_against_beta(pats, lowp, tmp_path):
-    code, _, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:paper_float32", "--report",
-                     str(tmp_path / "rep"))
+    code, _, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:paper_float32", "--compute-dtype",
+                     "float32", "--report", str(tmp_path / "rep"))
     assert code == 0 and (tmp_path / "rep" / "figures" / "retrieval_error_vs_beta.png").is_file()
 
 

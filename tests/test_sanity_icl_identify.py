@@ -111,9 +111,29 @@ def test_sklearn_knn3_runs_with_small_lengths_skipped(subjects):
     assert doc["probe"]["M_values"] == [3, 4, 5, 10, 20]
 
 
-def test_float32_least_squares_is_identified(subjects):
-    code, doc = run(subjects, "least_squares_float32")
+def test_float32_least_squares_is_identified_as_declared(subjects):
+    code, doc = run(subjects, "least_squares_float32", "--compute-dtype", "float32")
     assert code == 0 and doc["identified"] == "least_squares" and doc["work_dtype"] == "float32"
+    prec = doc["precision_as_declared"]
+    assert prec["status"] == "pass" and "computes in float32 as declared" in prec["detail"], prec
+
+
+def test_float32_least_squares_undeclared_fails_precision_as_declared(subjects):
+    """Issue 42: undeclared, the model is judged at the inputs' float64; float32 predictions fail
+    precision_as_declared (named in the verdict line with float32); the identification is still made,
+    at float32, and said."""
+    code, doc = run(subjects, "least_squares_float32")
+    assert code == 1 and doc["outcome"] == "mismatch", doc["verdict"]
+    assert "violates: precision_as_declared (it computes in float32, not float64)" in doc["verdict"]
+    assert "at float32: ok" in doc["verdict"] and "least_squares" in doc["verdict"]
+    assert "--compute-dtype float32" in doc["decision"]["suggestion"]
+    assert doc["precision_as_declared"]["status"] == "fail" and doc["work_dtype"] == "float32"
+
+
+def test_float64_least_squares_passes_precision_as_declared(subjects):
+    code, doc = run(subjects, "least_squares")
+    assert code == 0 and doc["precision_as_declared"]["status"] == "pass", doc["precision_as_declared"]
+    assert doc["work_dtype"] == "float64"
 
 
 def test_nan_at_one_length_is_a_finding(subjects):
@@ -129,11 +149,44 @@ def test_report_has_per_M_curves(subjects, tmp_path):
     assert (tmp_path / "rep" / "report.json").is_file()
 
 
-def test_float32_cast_back_is_probed_as_float32(subjects, tmp_path):
+def test_float32_cast_back_is_found_as_float32(subjects, tmp_path):
+    """A float64 model computing in float32 and casting back: undeclared, precision_as_declared fails
+    naming float32 (exit 1); declared float32, ok (exit 0)."""
     p = tmp_path / "cast.py"
     p.write_text(textwrap.dedent(SUBJECTS) + "\n\ndef ls_cast_back(xs, ys, xq):\n"
                  "    return least_squares_float32(xs, ys, xq).double()\n")
     code, out, err = invoke("check", "icl", "--model", f"{p}:ls_cast_back", *ACCEPT, "--json", "-")
     doc = json.loads(out)
-    assert code == 0 and doc["identified"] == "least_squares" and doc["work_dtype"] == "float32"
-    assert doc["output_dtype"] == ["float32"]
+    assert code == 1 and "precision_as_declared (it computes in float32, not float64)" in doc["verdict"], doc["verdict"]
+    assert doc["work_dtype"] == "float32" and doc["output_dtype"] == ["float32"]
+    code, out, err = invoke("check", "icl", "--model", f"{p}:ls_cast_back", *ACCEPT, "--compute-dtype", "float32")
+    assert code == 0 and "verdict: ok" in out and "precision_as_declared: pass" in out, out
+
+
+def test_compute_dtype_goes_with_model_and_is_one_line():
+    code, out, err = invoke("check", "icl", "--lambda", "1,2", "--N", "10", "--compute-dtype", "float32")
+    assert code == 2 and "--compute-dtype goes with --model" in err, err
+    code, out, err = invoke("check", "icl", "--model", "x.py:f", "--lambda", "1,2", "--N", "10",
+                            "--compute-dtype", "float8")
+    assert code == 2 and "--compute-dtype: must be one of" in err and "Traceback" not in err, err
+
+
+def test_api_compute_dtype_is_the_flag():
+    """The API's ``compute_dtype=`` is ``--compute-dtype``: a float32 model undeclared is a mismatch naming
+    precision_as_declared, declared it is ok; a bad value is the flag's line in the keyword's words."""
+    import torch
+
+    import proofs_checks
+    from theory.validation import InputError
+
+    def ls32(xs, ys, xq):
+        w = torch.linalg.pinv(xs.float()) @ ys.float().unsqueeze(-1)
+        return (xq.float().unsqueeze(-2) @ w).reshape(-1)
+
+    kw = dict(lambdas="1,2", N=10, mode="quick", isolate=False, M_values=[2, 10])
+    r = proofs_checks.check_icl_model(ls32, **kw)
+    assert r.outcome == "mismatch" and "precision_as_declared (it computes in float32" in r.verdict.summary
+    r = proofs_checks.check_icl_model(ls32, compute_dtype="float32", **kw)
+    assert r.outcome == "ok" and r.to_json()["precision_as_declared"]["status"] == "pass", str(r)
+    with pytest.raises(InputError, match="compute_dtype"):
+        proofs_checks.check_icl_model(ls32, compute_dtype="float8", **kw)

@@ -164,6 +164,7 @@ def check_options(f):
 # property tables, result objects and --report (shared by the own-model checks: attention,
 # hopfield, att-svm --weights; icl may adopt them)
 
+__all__ += ["precision_named"]
 __all__ += ["SanityResult", "properties_verdict", "report_option", "check_report_dir", "write_check_report",
             "finish"]
 
@@ -298,8 +299,25 @@ def properties_verdict(properties: list[dict], subject: str) -> Verdict:
             + (f", {len(skipped)} not applicable ({', '.join(skipped)})" if skipped else "")
             + "; each error is compared with its stated tolerance")
     if failed:
-        return Verdict("mismatch", f"{subject} violates: {', '.join(failed)}", crit, numbers)
+        bad = sorted((p for p in properties if p["status"] == "fail"),
+                     key=lambda p: p["name"] != "precision_as_declared")
+        fits = [(p.get("numbers") or {})["fits"] for p in bad if (p.get("numbers") or {}).get("fits")]
+        sugg = (f"if {fits[0]} is intended, declare --compute-dtype {fits[0]} (the other properties were judged at "
+                f"{fits[0]}: " + ("they hold)" if len(bad) == 1 else "the others fail there too)") if fits else None)
+        return Verdict("mismatch", f"{subject} violates: {', '.join(precision_named(p) for p in bad)}", crit, numbers,
+                       suggestion=sugg)
     return Verdict("ok", f"{subject}: all {len(passed)} checked properties hold", crit, numbers)
+
+
+def precision_named(p: dict) -> str:
+    """A failed property's name in a verdict line; ``precision_as_declared`` with the precision found
+    (its ``numbers``: ``fits``, ``declared``).
+
+    >>> precision_named({"name": "precision_as_declared", "numbers": {"fits": "float32", "declared": "float64"}})
+    'precision_as_declared (it computes in float32, not float64)'
+    """
+    fits = (p.get("numbers") or {}).get("fits")
+    return p["name"] + (f" (it computes in {fits}, not {p['numbers'].get('declared')})" if fits else "")
 
 
 def report_option(f):

@@ -122,9 +122,7 @@ def attention_verdict(properties: list[dict], subject: str, hints: list[str]) ->
                if n_skip else "")
             + "; each error is compared with its stated tolerance")
     if failed:
-        def named(p):
-            fits = (p.get("numbers") or {}).get("fits")
-            return p["name"] + (f" (it computes in {fits}, not {p['numbers'].get('declared')})" if fits else "")
+        from proofs_checks.sanity._common import precision_named as named
 
         failed = sorted(failed, key=lambda p: p["name"] != "precision_as_declared")
         return Verdict("mismatch", f"{subject} violates: {', '.join(named(p) for p in failed)}", crit, numbers,

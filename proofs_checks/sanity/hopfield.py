@@ -16,7 +16,9 @@ its derivation is :func:`theory.hopfield.derive_retrieval_bound`), the fixed poi
 theorem still guarantees one-step retrieval within half the distance to the nearest other pattern,
 and the β that would guarantee it for every pattern.
 
-Properties (pass/fail, each with its tolerance): ``update_matches_modern`` (``--module`` only),
+Properties (pass/fail, each with its tolerance): ``precision_as_declared`` and ``update_matches_modern``
+(``--module`` only; the update is judged at ``--compute-dtype``, else the inputs' float64, and one found
+computing below it fails ``precision_as_declared``: :mod:`numerics.precision`),
 ``finite_updates``, ``one_step_within_theorem5_bound``, ``energy_non_increasing`` (the energy
 :func:`numerics.hopfield.modern_energy` along 20 updates from the patterns, noisy starts and random
 mixtures). Exit 0 all hold, 1 one fails, 3 inconclusive when the patterns decide nothing (duplicate
@@ -271,8 +273,8 @@ def beta_value(beta, option: str = "--beta") -> float:
 
 
 def compute_dtype_value(compute_dtype, module_given: bool, option: str = "--compute-dtype"):
-    """The declared working precision of the user's update (``None``: probed from its output); it goes
-    with a module only (the built-in update computes in float64)."""
+    """The declared working precision of the user's update (``None``: undeclared, judged at the inputs'
+    float64); it goes with a module only (the built-in update computes in float64)."""
     from numerics import precision as npr
 
     try:
@@ -315,14 +317,16 @@ def geometry(patterns) -> Geometry:
 
 @dataclass
 class Update:
-    """The update under test: ``call(xi)`` (float64 out), its description, the working precision it is
-    judged in, and (a user's module) the object and how it is called."""
+    """The update under test: ``call(xi)`` (float64 out), its description, the working precision its
+    properties are judged in, and (a user's module) the object, how it is called and its
+    :class:`numerics.precision.PrecisionFinding` (judged precision against the one found in its outputs)."""
     call: Any
     what: str
     work: Any
     declared: Any = None
     fobj: Any = None
     three: bool = False
+    precision: Any = None
 
 
 def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
@@ -364,8 +368,10 @@ def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
 
 
 def make_update(module, geo: Geometry, beta: float, declared, label: str, name: str | None) -> Update:
-    """The modern update (``module`` None) or the user's, with the working precision it is judged in
-    (declared, else probed from its output on a few patterns: :func:`numerics.precision.infer_work_dtype`)."""
+    """The modern update (``module`` None) or the user's, with the precision it is judged in (declared,
+    else the inputs' float64) against the one found in its output on a few patterns
+    (:func:`numerics.precision.infer_work_dtype`): found below, ``precision_as_declared`` fails and the
+    other properties are judged at the precision found."""
     import torch
 
     from numerics import hopfield as nh
@@ -378,8 +384,9 @@ def make_update(module, geo: Geometry, beta: float, declared, label: str, name: 
     checked, fobj, three = _user_update(module, geo, beta, label, nm)
     what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
     out = checked(geo.P[: min(geo.N, 4)].clone())
+    prec = npr.PrecisionFinding.of(declared, npr.infer_work_dtype(out))
     return Update(lambda xi: checked(xi).detach().to(torch.float64),  # an output that requires grad: its values only
-                  what, declared or npr.infer_work_dtype(out), declared, fobj, three)
+                  what, prec.work, declared, fobj, three, prec)
 
 
 @dataclass(frozen=True)
@@ -410,7 +417,8 @@ def _row(name: str, ok: bool, error, tolerance, justification: str, detail: str)
 
 
 def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modular: bool) -> list[dict]:
-    """``finite_updates``, and (a user's module) ``update_matches_modern`` at the declared or probed precision."""
+    """``finite_updates``, and (a user's module) ``precision_as_declared`` and ``update_matches_modern`` (at
+    the declared precision, or at the precision found in its outputs when that is below)."""
     import torch
 
     from numerics import hopfield as nh
@@ -423,6 +431,10 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
                   f"{bad} non-finite entries in f(ξ) over {n} starts" if bad else f"f(ξ) finite on {n} starts")]
     if not modular:
         return props
+    found = npr.coarser(upd.precision.found, npr.infer_work_dtype(f_starts))  # every start: saturated outputs (exact
+    upd.precision = npr.PrecisionFinding(upd.precision.judged, found, upd.precision.given)  # ±1) reveal nothing
+    upd.work = upd.precision.work
+    props.append(upd.precision.row(f"updates of {min(geo.N, 4)} patterns and of {n} starts"))
     M, tol_rel = geo.M, 16 * npr.unit_roundoff(torch.float64) * (geo.N + geo.d)
     ref = nh.modern_update(st.all, geo.P, beta)
     err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
@@ -435,15 +447,16 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
         worst_form = max(errs_ref, key=errs_ref.get)
         err_ref = errs_ref[worst_form]
         tol_m = npr.precision_tolerance(err_ref, tol_rel)
-        wd = str(upd.work).replace('torch.', '')
-        just = (f"max({npr.PRECISION_FACTOR:g} × {err_ref:.3g}, 16·u64·(N+d)) = {tol_m:.3g}: the module works in "
-                f"{wd}; {err_ref:.3g} is the largest error of X softmax(βXᵀξ) itself computed in {wd} by its "
+        wd = npr.dtype_name(upd.work)
+        how = "found in its outputs (precision_as_declared)" if upd.precision.below else "declared"
+        just = (f"max({npr.PRECISION_FACTOR:g} × {err_ref:.3g}, 16·u64·(N+d)) = {tol_m:.3g}: judged at {wd}, "
+                f"{how}; {err_ref:.3g} is the largest error of X softmax(βXᵀξ) itself computed in {wd} by its "
                 f"standard formulations ({', '.join(f'{k} {v:.2g}' for k, v in errs_ref.items())}; largest: "
                 f"{worst_form}) (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
     else:
         tol_m = tol_rel
         just = (f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax sum and d-term dot products in float64, "
-                "relative to M (a module computing in lower precision: --compute-dtype)")
+                "relative to M, judged at float64 (a module computing in lower precision: --compute-dtype)")
     props.append(_row("update_matches_modern", err <= tol_m, err, tol_m, just, "max |f(ξ) − X softmax(βXᵀξ)| / M"
                       + ("" if err <= tol_m else ": your update is not the modern Hopfield update at this β")))
     return props
@@ -520,7 +533,7 @@ def energy_along(geo: Geometry, upd: Update, st: Starts, beta: float) -> tuple[A
     prop = _row("energy_non_increasing", math.isfinite(e_rise) and 0 <= tol_e and e_rise <= tol_e,
                 max(e_rise, 0.0) if math.isfinite(e_rise) else e_rise, tol_e,
                 f"32·u·(N+d)·(1 + max|E|/M²) = {tol_e:.3g}: rounding of the log-sum-exp and ½‖ξ‖² terms, "
-                "relative to max(M², 1/β)",
+                f"relative to max(M², 1/β), u of {npr.dtype_name(upd.work)}",
                 f"largest rise E(f(ξ)) − E(ξ) over {ENERGY_STEPS} updates from {st.all.shape[0]} starts, "
                 "relative to max(M², 1/β)")
     return E, prop
@@ -555,8 +568,10 @@ def fixed_points(geo: Geometry, upd: Update) -> FixedPoints:
 def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, label: str = "--module",
                  name: str | None = None, compute_dtype: str | None = None) -> SanityResult:
     """The report of the module docstring for ``patterns`` ``(N, d)`` as a :class:`SanityResult`.
-    ``compute_dtype`` declares the module's working precision (default: probed from its output,
-    :func:`numerics.precision.infer_work_dtype`). Stages: the validated request (:func:`beta_value`,
+    ``compute_dtype`` declares the module's working precision (default: the inputs' float64; a module
+    whose outputs are found coarser, :func:`numerics.precision.infer_work_dtype`, fails
+    ``precision_as_declared`` and its other properties are judged at the precision found). Stages: the
+    validated request (:func:`beta_value`,
     :func:`compute_dtype_value`, :func:`geometry`), the update (:func:`make_update`), the starts, the
     properties (:func:`theorem5`, :func:`energy_along`), the fixed points, the rendering and the verdict."""
     declared = compute_dtype_value(compute_dtype, module is not None)
@@ -591,8 +606,9 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
 @click.option("--module", "module_spec", default=None, metavar="FILE.py:NAME",
               help="Your update: f(xi, patterns, beta) or f(xi), xi (S, d) -> (S, d).")
 @click.option("--compute-dtype", "compute_dtype", default=None, metavar="[float16|bfloat16|float32|float64]",
-              help="The precision your --module computes in (default: probed from its output); its error is judged "
-                   "against 2 × the error of the modern update itself computed in that precision.")
+              help="The precision your --module computes in (default float64, the inputs'; an update found computing "
+                   "below it fails precision_as_declared); its error is judged against 2 × the error of the modern "
+                   "update itself computed in that precision.")
 @report_option
 @timeout_option
 @check_options

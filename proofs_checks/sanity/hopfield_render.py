@@ -31,6 +31,8 @@ def render(geo: Geometry, upd: Update, st: Starts, ret: Retrieval, E, fx: FixedP
     doc = {"check": "hopfield", "inputs": {"N": N, "d": d, "beta": beta, "seed": seed, "update": upd.what,
                                            "compute_dtype": compute_dtype},
            "precision": {"work_dtype": wd, "declared": upd.declared is not None,
+                         "judged_dtype": npr.dtype_name(upd.precision.judged) if upd.precision else wd,
+                         "found_dtype": npr.dtype_name(upd.precision.found) if upd.precision else wd,
                          "unit_roundoff": npr.unit_roundoff(upd.work), "factor": npr.PRECISION_FACTOR},
            "M": M, "Delta": Delta.tolist(), "per_pattern": per,
            "fixed_points": {"converged": int(fx.conv.sum()), "near_their_pattern": int(fx.near.sum()), "N": N},
@@ -40,8 +42,10 @@ def render(geo: Geometry, upd: Update, st: Starts, ret: Retrieval, E, fx: FixedP
     bn_txt = f"{cap['beta_needed']:.3g}" if cap["beta_needed"] is not None else "none (Δ_min ≤ 0)"
     order = torch.argsort(Delta)[:min(N, 8)].tolist()
     lines = [f"{N} patterns in d = {d}, M = max‖x_i‖ = {M:.4g}, β = {beta:g}; update: {upd.what}"
-             + ("" if upd.work == torch.float64 else f"; working precision {wd} "
-                f"({'declared' if upd.declared is not None else 'probed from its output'})"),
+             + ("" if upd.precision is None else f"; judged at {wd}"
+                + (f", found in its outputs below {npr.dtype_name(upd.precision.judged)} (precision_as_declared)"
+                   if upd.precision.below else " (declared)" if upd.declared is not None
+                   else " (the inputs' precision)")),
              f"separation Δ_i: min {float(Delta.min()):.4g}, median {float(Delta.median()):.4g}, max {float(Delta.max()):.4g}"
              + (f"; {int((Delta <= 0).sum())} pattern(s) with Δ_i ≤ 0 (not separated)" if bool((Delta <= 0).any()) else ""),
              "least separated patterns (one-step error from x_i | Theorem-5 bound; from a start at distance ε_i):"]

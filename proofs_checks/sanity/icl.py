@@ -253,11 +253,15 @@ def _trained_verdict(res, Gi: np.ndarray, tol: float, prompts: int, steps: int, 
                    "(B, 2M+1, d+1)).")
 @click.option("--noise", type=float, default=0.0, show_default=True, callback=_callback(noise_value),
               help="Label noise σ of the --model probe prompts (ridge's Bayes-optimal λ = σ²).")
+@click.option("--compute-dtype", "compute_dtype", default=None, metavar="[float16|bfloat16|float32|float64]",
+              help="The precision your --model computes in (default float64, the inputs'; a model whose predictions "
+                   "are found coarser fails precision_as_declared, mismatch); below float64 the tolerance is at "
+                   "least 2 × the references' distance when computed from inputs in that precision.")
 @report_option
 @timeout_option
 @check_options
-def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, report_dir, timeout, seed, device,
-            mode, json_path, max_memory, no_progress):
+def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, noise, compute_dtype, report_dir,
+            timeout, seed, device, mode, json_path, max_memory, no_progress):
     """Closed forms of the trained LSA (Zhang–Frei–Bartlett) for your Λ, N, M; a trained batch of
     full-parameter LSAs (or your --weights) measured against them, and a verdict:
     ok (exit 0), mismatch (1), inconclusive (3: says how many seeds/prompts/steps would decide).
@@ -277,9 +281,11 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
         _model_command(model_spec, lam=lam, N=N, M=M, layout=layout, noise=noise, prompts=prompts, tol=tol,
                        seed=seed, device=device, mode=mode, json_path=json_path, max_memory=max_memory,
                        no_progress=no_progress, weights=weights, seeds=seeds, steps=steps, report_dir=report_dir,
-                       timeout=timeout)
+                       timeout=timeout, compute_dtype=compute_dtype)
     if layout != "default" or noise:
         raise UsageError("--layout and --noise go with --model")
+    if compute_dtype is not None:
+        raise UsageError("--compute-dtype goes with --model (the trained LSA is computed in float64)")
     if timeout is not None:
         raise UsageError("--timeout limits the process that runs your --model; without --model nothing of yours runs")
     req = lsa_request(lam, N, M, weights=weights, tol=tol, seeds=seeds, prompts=prompts, steps=steps, mode=mode,

@@ -11,6 +11,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -150,7 +151,40 @@ def _g3(x) -> str:
     return "nan" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
+def precision_row(pr: dict) -> dict | None:
+    """The model's ``precision_as_declared`` property from the probe's precisions (None: no prediction
+    judged, or a probe of before the property)."""
+    if not pr.get("found_dtype"):
+        return None
+    from numerics import precision as npr
+
+    finding = npr.PrecisionFinding.of(npr.DTYPES[pr["judged_dtype"]] if pr.get("judged_given") else None,
+                                      npr.DTYPES[pr["found_dtype"]])
+    return finding.row(f"predictions at {len(pr['M_values'])} prompt length(s)")
+
+
 def _probe_verdict(pr: dict, name: str) -> Verdict:
+    """The identification verdict (:func:`_identification_verdict`), a mismatch naming
+    ``precision_as_declared`` first when the model computes below the judged precision (the
+    identification, made at the precision found, is still said)."""
+    v = _identification_verdict(pr, name)
+    prec = precision_row(pr)
+    if prec is None:
+        return v
+    v.numbers["precision_as_declared"] = {"status": prec["status"], **prec["numbers"]}
+    if prec["status"] == "pass":
+        return v
+    from proofs_checks.sanity._common import precision_named
+
+    fits = prec["numbers"]["fits"]
+    return Verdict("mismatch", f"{name} violates: {precision_named(prec)}; at {fits}: {v.outcome}: {v.summary}",
+                   f"precision_as_declared: {prec['detail']} ({prec['justification']}); the identification, judged at "
+                   f"{fits}: {v.criterion}", v.numbers, list(v.reasons),
+                   f"if {fits} is intended, declare --compute-dtype {fits} (the verdict is then the identification's: "
+                   f"{v.outcome})" + (f"; {v.suggestion}" if v.suggestion else ""))
+
+
+def _identification_verdict(pr: dict, name: str) -> Verdict:
     """ok: one reference identified (within tolerance at every length probed); mismatch: NaN/inf
     predictions, or every reference beyond its tolerance at some length by k SE (the evidence: the
     per-M table); inconclusive: no reference identified and one not excluded either."""
@@ -283,15 +317,17 @@ class ModelRequest:
     tol: float | None
     device: str
     est: guards.Estimate
+    compute_dtype: Any = None  # torch dtype declared (--compute-dtype), None: the inputs' float64
 
 
 def model_request(*, lambdas, N, M=None, layout="default", noise=0.0, mode="default", prompts=None, M_values=None,
-                  tol=None, device="cpu", max_memory=None) -> ModelRequest:
+                  tol=None, device="cpu", max_memory=None, compute_dtype=None) -> ModelRequest:
     """Every input of ``--model`` checked (one-line :class:`~proofs_checks.options.UsageError` naming the
     flag), the prompt lengths chosen and the memory estimated against ``max_memory``."""
     from numerics.icl_probe import EXTENDED_KNN_K, prompt_lengths
 
     layout = layout_value(layout)
+    declared = compute_dtype_value(compute_dtype)
     if mode not in PROBE_PROMPTS:
         raise UsageError(f"mode must be one of {', '.join(PROBE_PROMPTS)}, got {mode!r}")
     noise, tol, prompts = noise_value(noise), tol_value(tol), prompts_value(prompts)
@@ -315,7 +351,18 @@ def model_request(*, lambdas, N, M=None, layout="default", noise=0.0, mode="defa
     est = guards.Estimate(P * per_prompt, 2e-6 * P * sum(Ms) * (d + 1) + 0.2,
                           {f"probe prompts {P} × {Mmax} tokens × {d + 1} (and their copies)": P * per_prompt})
     guards.check_memory(est, max_memory, hint="lower --prompts or --M")
-    return ModelRequest(L, cond, d, N, M, Ms, P, layout, mode, noise, tol, device, est)
+    return ModelRequest(L, cond, d, N, M, Ms, P, layout, mode, noise, tol, device, est, declared)
+
+
+def compute_dtype_value(compute_dtype, option: str = "--compute-dtype"):
+    """The precision the model is declared to compute in (``None``: undeclared, judged at the inputs'
+    float64); one line naming the option otherwise."""
+    from numerics import precision as npr
+
+    try:
+        return npr.parse_dtype(compute_dtype, option)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _probe(model, req: ModelRequest, name: str, seed: int, progress: bool) -> dict:
@@ -327,7 +374,7 @@ def _probe(model, req: ModelRequest, name: str, seed: int, progress: bool) -> di
     try:
         pr = probe_algorithms(_layout_call(model, req.layout, name), lam=req.L, N=req.N, M_values=req.Ms,
                               noise=req.noise, prompts=req.prompts, seed=seed, device=req.device, z_threshold=Z_SIGMA,
-                              progress=prog.sub, extended=True, skip=(_ModelRaised,))
+                              progress=prog.sub, extended=True, skip=(_ModelRaised,), work_dtype=req.compute_dtype)
     except ProbeOutputError as exc:
         raise UsageError(f"--model: {name}: {exc}") from None
     prog.done()
@@ -363,7 +410,7 @@ def _zfb_theorem(model, req: ModelRequest, name: str, seed: int) -> tuple[dict, 
 def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str = "default", noise: float = 0.0,
                     seed: int = 0, device: str = "cpu", prompts: int | None = None, mode: str = "default",
                     M_values=None, tol: float | None = None, name: str | None = None, max_memory: float | None = None,
-                    progress: bool = False) -> ICLModelResult:
+                    progress: bool = False, compute_dtype: str | None = None) -> ICLModelResult:
     """Which in-context algorithm does ``obj`` compute? Probe it on fresh linear-regression prompts
     (``x ~ N(0, Λ)``, ``w ~ N(0, I)``, label noise σ = ``noise``) at the prompt lengths ``M_values``
     (default :func:`numerics.icl_probe.prompt_lengths` of ``M``, itself ``N`` by default) and decide,
@@ -380,7 +427,10 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     the context length the model was trained at (sets Γ_N and the plain-GD step). When ``obj``
     exposes LSA weights (attributes or state_dict entries named as ``--weights`` reads them), they
     are also measured against ZFB's ``Γ_N^{-1}`` (relative bound ``tol``; default :func:`model_weights_tol`,
-    a quarter of the distance from Γ_N^{-1} to the nearest alternative preconditioner).
+    a quarter of the distance from Γ_N^{-1} to the nearest alternative preconditioner). ``compute_dtype``
+    (``--compute-dtype``): the precision the model computes in (default: the inputs' float64); a model
+    whose predictions are found coarser fails ``precision_as_declared`` (mismatch), its identification
+    made at the precision found.
 
     The verdict is the identification of :func:`numerics.icl_probe._identify` (see the module
     docstring): ``identified`` names the algorithm within tolerance at every length (or None);
@@ -391,7 +441,7 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     predictions of the wrong shape or a non-floating dtype. Returns an :class:`ICLModelResult`.
     """
     req = model_request(lambdas=lambdas, N=N, M=M, layout=layout, noise=noise, mode=mode, prompts=prompts,
-                        M_values=M_values, tol=tol, device=device, max_memory=max_memory)
+                        M_values=M_values, tol=tol, device=device, max_memory=max_memory, compute_dtype=compute_dtype)
     name = name or getattr(obj, "__name__", type(obj).__name__)
     model = _instantiate(obj, name, device)
     pr = _probe(model, req, name, seed, progress)
@@ -415,7 +465,8 @@ def _model_doc(req: ModelRequest, name: str, seed: int, tol, pr: dict, zfb: dict
     return {"check": "icl", "kind": "model",
             "inputs": {"model": name, "layout": req.layout, "lambda": req.L.tolist(), "N": req.N, "M": req.M,
                        "noise": req.noise, "prompts_per_length": req.prompts, "M_values": req.Ms, "mode": req.mode,
-                       "seed": seed, "device": req.device, "tol": tol},
+                       "seed": seed, "device": req.device, "tol": tol,
+                       "compute_dtype": None if req.compute_dtype is None else str(req.compute_dtype)[6:]},
             "conditioning": {"cond_Lambda": req.cond},
             "resources": req.est.to_json(),
             "algorithms": list(ALGORITHMS),
@@ -425,6 +476,7 @@ def _model_doc(req: ModelRequest, name: str, seed: int, tol, pr: dict, zfb: dict
             "ridge_grid_lambda": pr.get("ridge_grid_lambda"),
             "skipped_lengths": pr.get("skipped_lengths", []),
             "output_dtype": pr.get("output_dtype"), "work_dtype": pr.get("work_dtype"),
+            "precision_as_declared": precision_row(pr),
             "per_M": _per_m_table(pr),
             "equivalent_algorithms": pr["closest_group"],
             "runner_up": pr["runner_up"], "z_runner_up": pr["z_runner_up"],
@@ -481,8 +533,14 @@ def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, z
                      f"(‖w22·W11 − Γ_N^(−1)‖/‖Γ_N^(−1)‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:.3g}: {tol_reason})")
     for sk in pr.get("skipped_lengths", []):
         lines.append(f"M = {sk['M']} skipped: {name} raised {sk['error']}")
+    prec = precision_row(pr)
+    if prec is not None:
+        lines.append(f"precision_as_declared: {prec['status']}: {prec['detail']}; the distances judged at "
+                     f"{pr.get('work_dtype')}")
+    found = idf.get("identified") if prec is not None and prec["status"] == "fail" else None
     lines.append(f"closest algorithm: {closest or 'none (non-finite predictions)'}; identified: "
-                 f"{identified or 'none of the reference algorithms'}")
+                 + (f"{found} at {pr.get('work_dtype')}, not at {prec['numbers']['declared']} "
+                    "(precision_as_declared)" if found else identified or "none of the reference algorithms"))
     return lines
 
 
@@ -504,20 +562,22 @@ def _per_m_table(pr: dict) -> list[dict]:
 
 
 def _model_command(spec, *, lam, N, M, layout, noise, prompts, tol, seed, device, mode, json_path, max_memory,
-                   no_progress, weights, seeds, steps, report_dir=None, timeout=None):
+                   no_progress, weights, seeds, steps, report_dir=None, timeout=None, compute_dtype=None):
     from proofs_checks.sanity._loader import _split
 
     for given, opt in ((weights, "--weights"), (seeds, "--seeds"), (steps, "--steps")):
         if given is not None:
             raise UsageError(f"{opt} trains or reads LSA weights; it does not go with --model")
     L, _ = _lambda(lam)  # the --lambda errors first, as without --model
+    compute_dtype_value(compute_dtype)
     _split(spec, "--model")
     name = spec.strip().rpartition(":")[2]
     from proofs_checks.sanity import _isolate
 
     payload = _isolate.run_isolated(
         CHILD_TASK, {"kwargs": dict(N=N, M=M, layout=layout, noise=noise, seed=seed, device=device, prompts=prompts,
-                               mode=mode, tol=tol, name=name, max_memory=max_memory, progress=not no_progress),
+                               mode=mode, tol=tol, name=name, max_memory=max_memory, progress=not no_progress,
+                               compute_dtype=compute_dtype),
                 "module_spec": spec},
         label="--model", what=f"check icl --model {name}", arrays={"lambda": L}, timeout=timeout,
         max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
