@@ -5,6 +5,7 @@ clause is established.
     derived at sizes  some clause derived only at fixed sizes (and none weaker)
     checked           some clause checked numerically over stated ranges
     cited             some clause cited from a named theorem
+    argued            some clause argued in words (over SymPy-computed pieces), not derived
     evidence          an evidence or conjecture claim: numbers reported, never a proof
 
 Reads a catalogue entry or a results-document entry (both carry ``kind`` and ``clauses``).
@@ -17,13 +18,13 @@ from typing import Any
 __all__ = ["ORDER", "LABELS", "evidence_key", "evidence_label", "clause_label"]
 
 #: strongest first (the registry's EVIDENCE order)
-ORDER = ("derived", "derived_at", "checked", "cited", "assumed")
+ORDER = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 LABELS = {"derived": "derived ∀ sizes", "derived_at": "derived at sizes", "checked": "checked", "cited": "cited",
-          "assumed": "assumed", "evidence": "evidence", "undeclared": "scope not declared"}
+          "argued": "argued", "assumed": "assumed", "evidence": "evidence", "undeclared": "scope not declared"}
 
 
 def evidence_key(entry: dict[str, Any]) -> str:
-    """``derived`` / ``derived_at`` / ``checked`` / ``cited`` / ``assumed`` (the weakest clause),
+    """``derived`` / ``derived_at`` / ``checked`` / ``cited`` / ``argued`` / ``assumed`` (the weakest clause),
     ``evidence`` (an evidence or conjecture claim), ``undeclared`` (no clauses).
 
         >>> evidence_key({"kind": "theorem", "clauses": [{"evidence": "derived"}, {"evidence": "checked"}]})
