@@ -515,11 +515,11 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 def evidence_summary(clauses: Iterable[Clause]) -> str:
-    """One line: each claim's weakest evidence. ``general`` when every clause is derived for every
-    size; otherwise the clauses' non-general evidence, weakest kind first, with their scopes.
+    """One line: each claim's weakest evidence. ``derived ∀ sizes`` when every clause is derived for
+    every size; otherwise the clauses' non-general evidence, weakest kind first, with their scopes.
 
         >>> evidence_summary([Clause("a", "x", "derived", "every T")])
-        'general'
+        'derived ∀ sizes'
         >>> evidence_summary([Clause("a", "x", "derived", "every T"), Clause("b", "y", "derived_at", "d = 2"),
         ...                   Clause("c", "z", "cited", "ZFB Thm 4.1")])
         'cited from ZFB Thm 4.1 (c) · derived at d = 2 (b)'
@@ -531,7 +531,7 @@ def evidence_summary(clauses: Iterable[Clause]) -> str:
         return "scope not declared"
     weak = [c for c in clauses if c.best()[0] != "derived"]
     resting = sorted({k for c in clauses if c.best()[0] == "derived" for k in c.rests_on})
-    general = "general" + (f" (resting on: {', '.join(resting)})" if resting else "")
+    general = "derived ∀ sizes" + (f" (resting on: {', '.join(resting)})" if resting else "")
     if not weak:
         return general
     weak.sort(key=lambda c: -EVIDENCE.index(c.best()[0]))

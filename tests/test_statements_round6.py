@@ -157,3 +157,20 @@ def test_gd_one_step_rademacher_counterexample_flows_the_lsa():
     o = run_counterexample(get_claim("icl.gd_one_step"), "gaussian_data", RunContext(mode="quick"))
     assert o.status == "failed" and "gradient flow" in str(o.to_json())
     assert math.isclose(B[0, 0], 4 / (4 + 2 - 1), rel_tol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# remarks: the compact clause list shows a cited clause's citation; "general" is not an evidence word
+
+
+def test_compact_clause_label_shows_cited_and_checked():
+    from proofs_checks.output.evidence import clause_labels
+
+    cl = _clause("icl.gd_one_step", "trained_lsa")
+    assert clause_labels(cl.to_json()) == "cited + checked"
+    assert clause_labels(_clause("icl.gd_one_step", "token_map").to_json()) == "derived ∀ sizes"
+
+
+def test_weakest_evidence_says_derived_not_general():
+    s = evidence_summary([Clause("a", "x", "derived", "every T", rests_on=("k",))])
+    assert s == "derived ∀ sizes (resting on: k)" and "general" not in s
