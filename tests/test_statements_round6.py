@@ -174,3 +174,20 @@ def test_compact_clause_label_shows_cited_and_checked():
 def test_weakest_evidence_says_derived_not_general():
     s = evidence_summary([Clause("a", "x", "derived", "every T", rests_on=("k",))])
     assert s == "derived ∀ sizes (resting on: k)" and "general" not in s
+
+
+def test_block_recipe_relu_mlp_is_shown_necessary_with_a_gelu_mlp():
+    o = run_counterexample(get_claim("attn.block_recipe"), "relu_mlp", RunContext(mode="quick"))
+    j = o.to_json()
+    assert o.status == "failed" and j["error"] > 1e-3 > j["tolerance"]  # matches_torch's own tolerance
+    assert j["details"]["counterexample"]["clause"] == "matches_torch"
+
+
+def test_iterated_limit_and_sos_statement_render_plainly():
+    from proofs_checks.output.terminal import math_text
+
+    rv = math_text(_clause("icl.limits", "risk_vanishes").latex)
+    assert "·lim" not in rv and "lim_(N → ∞)(lim_(M → ∞)" in rv
+    h = next(h for h in get_claim("lyap.sos_certificate").hypotheses if h.name == "sos_certificates")
+    assert "for the bounds and stability clauses" in h.latex
+    assert "certificate hypothesis" not in _clause("lyap.sos_certificate", "certified").latex

@@ -530,15 +530,37 @@ def _block_cx_dropout(ctx) -> Counterexample:
                    justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
 
 
+def _block_cx_gelu(ctx) -> Counterexample:
+    """Without the ReLU MLP: the pre-LN recipe with MLP(z) = gelu(zW₁ + b₁)W₂ + b₂ (same weights) is not
+    torch's TransformerEncoderLayer(norm_first=True), whose default activation is ReLU."""
+    N, D, M, F = 3, 4, 2, 8
+    with _torch_seed(ctx.seed_for("gelu")):
+        layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=0.0, batch_first=True,
+                                                 norm_first=True, dtype=torch.float64).eval()
+        X = ctx.rng().normal(size=(1, N, D))
+        with torch.no_grad():
+            ref = _np(layer(_T(X)))
+    p = na.encoder_layer_to_block(layer)
+    W1, b1, W2, b2 = p.mlp
+    y = X + na.mhsa_concat(na.layernorm(X, p.ln1[2], *p.ln1[:2]), **p.attn)
+    pre = na.layernorm(y, p.ln2[2], *p.ln2[:2]) @ W1 + b1
+    out = y + _np(torch.nn.functional.gelu(_T(pre))) @ W2 + b2
+    err, tol = _maxabs(out - ref), 64 * (D + F + N) * EPS * 10
+    return exceeds({"N": N, "D": D, "heads": M, "mlp width": F, "MLP": "gelu(zW₁ + b₁)W₂ + b₂", "torch": "default (ReLU)"},
+                   "matches_torch", f"max |pre-LN recipe with a GELU MLP − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
+                   error=err, tolerance=tol,
+                   justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
+
+
 declare(
     id="attn.block_recipe",
     title="Transformer block: pre-LN residual x' = y + MLP(LN y) (lecture notes 000 corrected) and post-LN",
     hypotheses=(
         Hypothesis("dropout_off", r"\text{dropout off (p = 0 or eval mode), for the torch clause}",
                    counterexample=_block_cx_dropout),
-        Hypothesis("relu_mlp", r"\operatorname{MLP}(z)=\operatorname{relu}(zW_1+b_1)W_2+b_2",
-                   necessary_note="part of the setting for the torch clause: it fixes the activation (torch's default "
-                   "ReLU); the zero-branch clauses hold for any maps"),
+        Hypothesis("relu_mlp", r"\operatorname{MLP}(z)=\operatorname{relu}(zW_1+b_1)W_2+b_2\ \text{(for the torch clause)}",
+                   "the activation of torch's default layer (the zero-branch clauses hold for any maps)",
+                   counterexample=_block_cx_gelu),
     ),
     clauses=(
         Clause("pre_ln_residual", r"\text{pre-LN: }y=x+\operatorname{MHSA}(\operatorname{LN}_1x),\ x'=y+\operatorname{MLP}(\operatorname{LN}_2y):\ \operatorname{MLP}\equiv0\Rightarrow x'=y;\ \operatorname{MHSA}\equiv\operatorname{MLP}\equiv0\Rightarrow x'=x",

@@ -433,7 +433,7 @@ declare(
                "derived_at", _LIM_EIGEN + " (the derivation's N → ∞ step at fixed M: (λ + t)/M per eigen-direction)",
                ("derivation", "limits_vs_sympy"), rests_on=("independent query x_q", "eigenbasis of Λ"),
                also=(("checked", "d = 3, M ∈ {1, 5}: the exact risk at N = 10⁹ within 1e-7; d = 4, M ∈ {1, 5} against SymPy"),)),
-        Clause("risk_vanishes", r"\lim_{N\to\infty}\lim_{M\to\infty}R_{N,M}=\lim_{M\to\infty}\lim_{N\to\infty}R_{N,M}=0",
+        Clause("risk_vanishes", r"\lim_{N\to\infty}\big(\lim_{M\to\infty}R_{N,M}\big)=\lim_{M\to\infty}\big(\lim_{N\to\infty}R_{N,M}\big)=0",
                "derived_at", _LIM_EIGEN + " (both orders are steps of the derivation, each with an obligation that the "
                "limit is 0)",
                ("derivation", "limits_vs_sympy"), rests_on=("independent query x_q", "eigenbasis of Λ")),
