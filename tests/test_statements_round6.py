@@ -191,3 +191,11 @@ def test_iterated_limit_and_sos_statement_render_plainly():
     h = next(h for h in get_claim("lyap.sos_certificate").hypotheses if h.name == "sos_certificates")
     assert "for the bounds and stability clauses" in h.latex
     assert "certificate hypothesis" not in _clause("lyap.sos_certificate", "certified").latex
+
+
+def test_general_target_risk_does_not_rest_on_the_linear_witness():
+    cl = _clause("icl.general_target_risk", "risk")
+    assert "linear-target moments" not in cl.rests_on
+    d = get_claim("icl.general_target_risk").derivation()
+    assert premise_gaps(d, "risk", cl.rests_on) == []
+    assert "linear-target moments" in _clause("icl.general_target_risk", "notes_form_wrong").rests_on

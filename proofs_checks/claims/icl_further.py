@@ -202,7 +202,7 @@ declare(
                      ("checked", "d = 2 in rotated bases, (N, M) ∈ {(1,1), (2,5), (4,3), (20,20)}, and the general closed form at "
                                  "(d, N, M) ∈ {(1,3,2), (3,2,7), (5,6,1)}, against the form; d = 3, N = 3, M = 4, linear+noise, "
                                  "tanh and cubic+noise targets: Monte Carlo within 5 SE"),
-                     ("cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.2")), rests_on=("i.i.d. Gaussian setting", "independent query", "strict convexity (Λ ≻ 0)", "functional calculus", "linear-target moments", "eigenbasis of Λ", "query moments", "h independent of the query")),
+                     ("cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.2")), rests_on=("i.i.d. Gaussian setting", "independent query", "strict convexity (Λ ≻ 0)", "functional calculus", "eigenbasis of Λ", "query moments", "h independent of the query")),
         Clause("notes_form_wrong", r"\text{the lecture notes' form (}\Lambda^{-2}\Lambda\text{ in every norm and the trace) differs "
                r"from it as a formula (at some admissible instance, for every } d,N,M\text{)}",
                "derived", "every d, N, M ≥ 1 (symbolic d, N, M): at Λ = I_d with the linear target y = aᵀx, a ≠ 0 (a real law: "
