@@ -199,3 +199,14 @@ def test_general_target_risk_does_not_rest_on_the_linear_witness():
     d = get_claim("icl.general_target_risk").derivation()
     assert premise_gaps(d, "risk", cl.rests_on) == []
     assert "linear-target moments" in _clause("icl.general_target_risk", "notes_form_wrong").rests_on
+
+
+def test_limits_clauses_name_only_the_premises_they_use():
+    """gamma_inf, prediction_limit and shift do not use the risk derivation's query and eigenbasis premises
+    (inherited with clauses=(the three risk clauses)); the risk clauses still name them."""
+    claim = get_claim("icl.limits")
+    d = claim.derivation()
+    for cl in claim.clauses:
+        assert premise_gaps(d, cl.name, cl.rests_on) == []
+        uses_risk = cl.name in ("risk_M_inf", "risk_N_inf", "risk_vanishes")
+        assert ("independent query x_q" in cl.rests_on) == uses_risk, cl.name

@@ -889,7 +889,7 @@ def derive_limits(d: int = 2) -> Derivation:
     b.step("limit N → ∞ of Γ_N (entrywise)", Ginf)
     b.obligation("gamma_tends_to_Lambda", Ginf - L)
     R1 = derive_linear_task_risk(1)
-    b.inherit(R1, "linear_task_risk")
+    b.inherit(R1, "linear_task_risk", clauses=("risk_M_inf", "risk_N_inf", "risk_vanishes"))
     R = R1.result["eigen"]
     b.step("Per-eigenvalue risk r(λ, t, N, M) of derive_linear_task_risk", R)
     Rm = sp.simplify(sp.limit(R, Msym, sp.oo))

@@ -424,7 +424,7 @@ declare(
     ),
     clauses=(
         Clause("gamma_inf", r"\lim_{N\to\infty}\Gamma_N=\Lambda", "derived_at", "d = 2 (symbolic Λ)", ("derivation", "limits_vs_sympy"),
-               also=(("checked", "d = 3: Γ_N at N = 10⁹ from the Isserlis moments within 1e-8"),), rests_on=("independent query x_q", "eigenbasis of Λ")),
+               also=(("checked", "d = 3: Γ_N at N = 10⁹ from the Isserlis moments within 1e-8"),)),
         Clause("risk_M_inf", r"\text{fixed } N:\ \lim_{M\to\infty}R_{N,M}=\tfrac1{N^2}\operatorname{tr}\big(\Gamma_N^{-2}\Lambda(\Lambda+\operatorname{tr}(\Lambda)I)^2\big)>0",
                "derived_at", _LIM_EIGEN, ("derivation", "limits_vs_sympy"),
                also=(("checked", "d = 4, N ∈ {1, 3, 30} against the derivation; d = 3, N ∈ {2, 5}: the exact quadratic form and "
@@ -440,12 +440,12 @@ declare(
         Clause("prediction_limit", r"\hat y\to x_q^\top\Lambda^{-1}\big(\tfrac1M\textstyle\sum_{i\le M} x_ix_i^\top\big)w\ (N\to\infty,\ M\text{ fixed})"
                r"\to x_q^\top w\ (\text{then } M\to\infty,\ \text{a.s.})",
                "derived_at", "d = 2: Γ_∞ = Λ (so Γ_N⁻¹ → Λ⁻¹)", ("derivation", "limits_vs_sympy"),
-               also=(("cited", "strong law of large numbers (Kolmogorov 1933): (1/M)Σ x_i x_iᵀ → Λ a.s.; an assumed step of the derivation"),), rests_on=("independent query x_q", "eigenbasis of Λ")),
+               also=(("cited", "strong law of large numbers (Kolmogorov 1933): (1/M)Σ x_i x_iᵀ → Λ a.s.; an assumed step of the derivation"),)),
         Clause("shift", r"x'=cx:\ \lim_{N,M\to\infty}\hat y'/y'_q=c^2\ \text{(risk}\to(c^2-1)^2\,\mathbb E y_q'^2\text{, zero only at } c=1)",
                "derived_at", "d = 2 (symbolic Λ, w, c), with the law-of-large-numbers step h' → E[y'x'] assumed",
                ("derivation", "limits_vs_sympy", "limits_numeric_and_shift"),
                also=(("checked", "16 trained LSAs, d = 3, N = 4, test prompts of length 8N, c ∈ {0.5, 2}: the slope of ŷ on y_q "
-                                 "equals c²·κ_N (κ_N = tr(ΛΓ_N⁻¹Λ)/tr Λ, the finite-N factor, → 1) within 6 SE"),), rests_on=("limits M, N → ∞ (LLN)", "independent query x_q", "eigenbasis of Λ")),
+                                 "equals c²·κ_N (κ_N = tr(ΛΓ_N⁻¹Λ)/tr Λ, the finite-N factor, → 1) within 6 SE"),), rests_on=("limits M, N → ∞ (LLN)",)),
     ),
     source="lecture notes 000 (remarks after the theorem); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1",
     kind="theorem",
