@@ -181,6 +181,11 @@ def test_block_recipe_relu_mlp_is_shown_necessary_with_a_gelu_mlp():
     j = o.to_json()
     assert o.status == "failed" and j["error"] > 1e-3 > j["tolerance"]  # matches_torch's own tolerance
     assert j["details"]["counterexample"]["clause"] == "matches_torch"
+    from numerics import attention as na
+    from proofs_checks.claims.attention_blocks import _recipe_vs_torch_layer
+
+    err, tol, _ = _recipe_vs_torch_layer(RunContext(mode="quick"), "gelu", 0.0, na.block_pre_ln)
+    assert err <= tol  # with the ReLU MLP the same layer is matched: the activation is what breaks it
 
 
 def test_iterated_limit_and_sos_statement_render_plainly():
