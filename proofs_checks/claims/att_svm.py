@@ -355,7 +355,7 @@ def _ots_strict(ctx) -> Counterexample:
 
 declare(
     id="svm.optimal_token_selection",
-    fixed_sizes="the lower bound y·f ≤ γ_opt is derived for T = 3 symbolic tokens (T = 5 in the symbolic check); a symbolic-T index-sum version is not written yet",
+    fixed_sizes="the lower bound y·f ≤ γ_opt and its attainment along r·W_f (a SymPy limit) are derived for T = 3 symbolic tokens (the lower bound at T = 5 in the symbolic check); a symbolic-T index-sum version is not written yet",
     title="When the Att-SVM is feasible, the loss infimum is approached only by all attention on the top-score token, never attained",
     hypotheses=(
         Hypothesis("T_ge_2", r"T\ge2", counterexample=_ots_T1),
