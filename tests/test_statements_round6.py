@@ -215,3 +215,16 @@ def test_limits_clauses_name_only_the_premises_they_use():
         assert premise_gaps(d, cl.name, cl.rests_on) == []
         uses_risk = cl.name in ("risk_M_inf", "risk_N_inf", "risk_vanishes")
         assert ("independent query x_q" in cl.rests_on) == uses_risk, cl.name
+
+
+def test_rnn_model_fixed_h0_is_shown_necessary():
+    from numerics import rnn as nr
+    from proofs_checks.claims.rnn import _cx_setup
+
+    o = run_counterexample(get_claim("rnn.bptt"), "model", RunContext(mode="quick"))
+    j = o.to_json()
+    assert o.status == "failed" and j["details"]["counterexample"]["clause"] == "bptt_recursion"
+    assert j["error"] > 1e-2 > j["tolerance"]
+    p, X, Z, _ = _cx_setup(RunContext(mode="quick"), "model")  # with h₀ fixed the formula is torch's gradient
+    ref = nr.tied_gradients_nn_rnn(p, X, Z)["Wh"]
+    assert np.abs(nr.bptt_numpy(p, X, Z)["Wh"] - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())
