@@ -228,3 +228,11 @@ def test_rnn_model_fixed_h0_is_shown_necessary():
     p, X, Z, _ = _cx_setup(RunContext(mode="quick"), "model")  # with h₀ fixed the formula is torch's gradient
     ref = nr.tied_gradients_nn_rnn(p, X, Z)["Wh"]
     assert np.abs(nr.bptt_numpy(p, X, Z)["Wh"] - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())
+
+
+def test_adam_recursions_shown_necessary_on_the_constant_gradient_clause():
+    o = run_counterexample(get_claim("opt.adam"), "recursions", RunContext(mode="quick"))
+    j = o.to_json()
+    assert o.status == "failed" and j["details"]["counterexample"]["clause"] == "constant_gradient"
+    # uncorrected moments: −α(1 − β₁)g/(√(1 − β₂)|g| + ε) = −√10·α at g = ½, β = (0.9, 0.999), not −α
+    assert math.isclose(j["error"], math.sqrt(10) - 1, rel_tol=1e-6)
