@@ -154,11 +154,16 @@ def _cx_tied_point(ctx) -> Counterexample:
     off = 0.5 * rng.normal(size=(T, *p["Wh"].shape))
     summed = nr.sum_over_steps(nr.untied_gradients(p, X, Z, offsets={"Wh": off})["Wh"])
     tied = nr.tied_gradients_nn_rnn({**p, "Wh": p["Wh"] + off.mean(0)}, X, Z)["Wh"]
-    err = float(np.abs(summed - tied).max() / largest(1.0, np.abs(tied).max()))
-    tol = 256 * T * EPS * 3
-    return exceeds({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, "W_h copies": "W_h + 0.5·N(0,1) per step"}, "tied_is_sum",
-                   f"Σ_k ∂L/∂W_h^(k) at distinct copies differs from ∂L/∂W_h at their mean by {err:.3g} (relative)",
-                   error=err, tolerance=tol,
+    return _gradient_gap(summed, tied, T, {"W_h copies": "W_h + 0.5·N(0,1) per step"}, "tied_is_sum",
+                         "Σ_k ∂L/∂W_h^(k) at distinct copies differs from ∂L/∂W_h at their mean by {err:.3g} (relative)")
+
+
+def _gradient_gap(got, ref, T: int, instance: dict, clause: str, shows: str) -> Counterexample:
+    """The relative gap max|got − ref| / max(1, max|ref|) of two W_h gradients on a _cx_setup instance,
+    against the claim's check's rounding tolerance."""
+    err = float(np.abs(got - ref).max() / largest(1.0, np.abs(ref).max()))
+    return exceeds({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, **instance}, clause, shows.format(err=err),
+                   error=err, tolerance=256 * T * EPS * 3,
                    justification="float64 rounding over T steps of d_h-term products (256·T·d_h·eps), as the claim's check")
 
 
@@ -178,13 +183,8 @@ def _cx_model(ctx) -> Counterexample:
         h = torch.tanh(h @ t["Wh"].T + torch.tensor(X[:, k]) @ t["Wx"].T + t["b"])
         loss = loss + 0.5 * ((h @ t["Wy"].T + t["by"] - torch.tensor(Z[:, k])) ** 2).sum()
     loss.backward()
-    true = t["Wh"].grad.numpy()
-    err = float(np.abs(formula - true).max() / largest(1.0, np.abs(true).max()))
-    tol = 256 * T * EPS * 3
-    return exceeds({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, "h_0": "W_h·1 (depends on W_h)"}, "bptt_recursion",
-                   f"Σ_t δ_t h_(t−1)ᵀ differs from autograd's ∂L/∂W_h by {err:.3g} (relative): the path through h₀ is missing",
-                   error=err, tolerance=tol,
-                   justification="float64 rounding over T steps of d_h-term products (256·T·d_h·eps), as the claim's check")
+    return _gradient_gap(formula, t["Wh"].grad.numpy(), T, {"h_0": "W_h·1 (depends on W_h)"}, "bptt_recursion",
+                         "Σ_t δ_t h_(t−1)ᵀ differs from autograd's ∂L/∂W_h by {err:.3g} (relative): the path through h₀ is missing")
 
 
 def _cx_euclidean(ctx) -> Counterexample:
