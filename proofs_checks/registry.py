@@ -73,7 +73,7 @@ MUTANT_KINDS = (
     "hypothesis dropped",
 )
 #: what establishes a clause, strongest first (see :class:`Clause`)
-EVIDENCE = ("derived", "derived_at", "checked", "cited", "assumed")
+EVIDENCE = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
@@ -444,6 +444,8 @@ class Clause:
               ``derived_at`` (SymPy at the fixed sizes ``scope`` lists),
               ``checked`` (numeric or trained checks over the ranges ``scope`` lists),
               ``cited`` (a named theorem: ``scope`` gives the reference and what is taken from it),
+              ``argued`` (an argument in words, possibly over SymPy-computed pieces: ``scope`` says
+              which steps are computed and which are argued),
               ``assumed`` (taken as a premise, neither derived nor checked nor cited).
     scope     the sizes, ranges or reference, in words ("every T ≥ 2", "T = 3, d = 2",
               "d ≤ 8, 3 seeds", "Zhang–Frei–Bartlett (JMLR 2024) Thm 4.1: gradient flow converges").
@@ -496,7 +498,7 @@ class Clause:
 
     def evidence_text(self) -> str:
         words = evidence_words(self.evidences()[:1])
-        if self.rests_on and self.evidence in ("derived", "derived_at"):
+        if self.rests_on and self.evidence in ("derived", "derived_at", "argued"):
             words += f" (resting on: {', '.join(self.rests_on)})"
         rest = evidence_words(self.evidences()[1:])
         return words + (", " + rest if rest else "")
@@ -513,11 +515,11 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 def evidence_summary(clauses: Iterable[Clause]) -> str:
-    """One line: each claim's weakest evidence. ``general`` when every clause is derived for every
-    size; otherwise the clauses' non-general evidence, weakest kind first, with their scopes.
+    """One line: each claim's weakest evidence. ``derived ∀ sizes`` when every clause is derived for
+    every size; otherwise the clauses' non-general evidence, weakest kind first, with their scopes.
 
         >>> evidence_summary([Clause("a", "x", "derived", "every T")])
-        'general'
+        'derived ∀ sizes'
         >>> evidence_summary([Clause("a", "x", "derived", "every T"), Clause("b", "y", "derived_at", "d = 2"),
         ...                   Clause("c", "z", "cited", "ZFB Thm 4.1")])
         'cited from ZFB Thm 4.1 (c) · derived at d = 2 (b)'
@@ -529,7 +531,7 @@ def evidence_summary(clauses: Iterable[Clause]) -> str:
         return "scope not declared"
     weak = [c for c in clauses if c.best()[0] != "derived"]
     resting = sorted({k for c in clauses if c.best()[0] == "derived" for k in c.rests_on})
-    general = "general" + (f" (resting on: {', '.join(resting)})" if resting else "")
+    general = "derived ∀ sizes" + (f" (resting on: {', '.join(resting)})" if resting else "")
     if not weak:
         return general
     weak.sort(key=lambda c: -EVIDENCE.index(c.best()[0]))
@@ -542,7 +544,7 @@ def evidence_summary(clauses: Iterable[Clause]) -> str:
 def evidence_words(evidences: Iterable[tuple[str, str]]) -> str:
     """``[("derived_at", "T = 3"), ("checked", "T ≤ 8")]`` → ``'derived at T = 3, checked T ≤ 8'``."""
     words = {"derived": "derived", "cited": "cited from", "assumed": "assumed:", "checked": "checked",
-             "derived_at": "derived at"}
+             "derived_at": "derived at", "argued": "argued"}
     return ", ".join(f"{words[e]} {s}" for e, s in evidences)
 
 

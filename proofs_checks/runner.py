@@ -114,7 +114,7 @@ class ClaimResult:
 
     @property
     def evidence(self) -> str:
-        """The claim's weakest evidence in one line ("general", "derived at T = 3 (…)")."""
+        """The claim's weakest evidence in one line ("derived ∀ sizes", "derived at T = 3 (…)")."""
         return str(self.statement.get("evidence_summary") or "")
 
     def to_json(self) -> dict[str, Any]:

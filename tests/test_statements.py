@@ -129,7 +129,7 @@ def test_evidence_summary_names_the_weakest_evidence():
           Clause("c", "z", "derived_at", "d = 2", also=(("checked", "d ≤ 8"),))]
     s = evidence_summary(cl)
     assert s.startswith("cited from ZFB") and "derived at d = 2, checked d ≤ 8 (c)" in s
-    assert evidence_summary(cl[:1]) == "general"
+    assert evidence_summary(cl[:1]) == "derived ∀ sizes"
 
 
 def test_show_json_carries_statement():

@@ -27,7 +27,7 @@ NECESSARY = {
     "attn.mhsa_sum_equals_concat": {"wo_blocks_in_head_order", "torch_scale_absorbed"},
     "attn.permutation_equivariance": {"no_positional_encoding", "no_causal_mask", "tokenwise_sublayers", "dropout_off"},
     "attn.layernorm": {"v_plus_eps_positive"},
-    "attn.block_recipe": {"dropout_off"},
+    "attn.block_recipe": {"dropout_off", "relu_mlp"},
     "attn.complexity": {"shared_projection", "d_fixed"},
     "attn.sinusoidal_pe": {"d_even"},
 }

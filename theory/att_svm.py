@@ -144,10 +144,14 @@ def ray_limit(l: Sequence) -> list:
 
 
 @lru_cache(maxsize=None)
-def derive_optimal_selection(T: int = 3) -> Derivation:
+def derive_optimal_selection(T: int = 3, attainment: bool = True) -> Derivation:
     """Derive ``γ_1 − Σ_t s_t γ_t = Σ_{t≥2} s_t (γ_1 − γ_t)`` on the simplex (``s_1 = 1 − Σ s_t``):
     with ``γ_1`` the unique largest score the model output ``yf = Σ s_t γ_t`` is at most ``γ_1``,
-    with equality only at ``s = e_1``; for a strictly decreasing loss ``inf L = ℓ(γ_opt)``.
+    with equality only at ``s = e_1``; for a strictly decreasing loss ``inf L ≥ ℓ(γ_opt)``.
+    With ``attainment`` (the other half, keyed to the Att-SVM being feasible): along ``r·W_f``, ``W_f``
+    feasible, token 1's logit exceeds token t's by ``r·c_t`` with ``c_t ≥ 1``; SymPy's limit
+    ``r → ∞`` of the softmax-weighted output is ``γ_1`` (softmax saturation), so ``inf L = ℓ(γ_opt)``
+    for a continuous, strictly decreasing ``ℓ``.
 
     ``result`` is the right-hand side; ``facts["residual"]`` the simplified difference (0).
 
@@ -179,7 +183,26 @@ def derive_optimal_selection(T: int = 3) -> Derivation:
     b.obligation("output_at_most_top_score", gap, "nonnegative", description="y f ≤ γ_1, equality only at s_t = 0 (t ≥ 2)")
     b.fact("gamma", gam)
     b.fact("s", s)
+    if attainment:
+        _attain_top_score(b, gam, out, s)
     return b.done(rhs)
+
+
+def _attain_top_score(b: DerivationBuilder, gam, out, s) -> None:
+    """The attainment half of ``inf L = ℓ(γ_opt)``: along ``r·W_f`` (``W_f`` Att-SVM feasible) the
+    output tends to ``γ_1`` (a SymPy limit), so the lower bound is the infimum."""
+    r = sp.Symbol("r", positive=True)
+    c = sp.symbols(f"c_2:{len(gam) + 1}", positive=True)
+    b.assume("Att-SVM feasible: some W_f has (x_opt − x_t)ᵀW_f z ≥ 1 for every t ≠ opt, so along W = r·W_f token 1's "
+             "logit exceeds token t's by r·c_t, c_t ≥ 1 > 0", sp.Matrix(c), key="Att-SVM feasible", clauses=("infimum", "only_opt"))
+    den = 1 + sum(sp.exp(-r * ct) for ct in c)
+    along = out.xreplace({st: sp.exp(-r * ct) / den for st, ct in zip(s, c)})
+    b.step("y f along r·W_f: softmax weights s_t = e^{−r c_t}/(1 + Σ_u e^{−r c_u})", along)
+    lim = b.step("lim_{r→∞} y f(r·W_f) (softmax saturation)", sp.limit(along, r, sp.oo))
+    b.obligation("output_tends_to_top_score", lim - gam[0], description="y f(r·W_f) → γ_1 as r → ∞")
+    b.assume("ℓ is continuous and strictly decreasing (logistic ℓ(u) = log(1 + e^{−u})): ℓ(y f(r·W_f)) → ℓ(γ_1), and "
+             "with y f ≤ γ_1 the infimum of the mean loss over W is (1/n)Σ_i ℓ(γ_i,opt), approached along r·W_f",
+             key="ℓ continuous, decreasing", clauses=("infimum", "only_opt"))
 
 
 @lru_cache(maxsize=None)

@@ -32,7 +32,7 @@ symbolic layer, so a residual that fails to vanish is a reported failure, never 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy as sp
@@ -695,17 +695,20 @@ class DerivationBuilder:
         self._obligations.append(Obligation(name, expr, kind, description))
         return expr
 
-    def inherit(self, sub: "Derivation", prefix: str) -> None:
+    def inherit(self, sub: "Derivation", prefix: str, *, clauses: tuple[str, ...] = ()) -> None:
         """Carry the obligations of a derivation this one builds on (names prefixed,
         ``prefix.name``), so that a claim's verdict covers its premises too, and its assumptions
-        (own and inherited), so that no view shows "assumptions: none" for a result that rests on one."""
+        (own and inherited), so that no view shows "assumptions: none" for a result that rests on one.
+        ``clauses`` names the clauses of this derivation that use ``sub`` (empty: every clause): its
+        premises that name no clause of their own are scoped to those."""
+        scope = (lambda s: s if s.clauses or not clauses else replace(s, clauses=tuple(clauses)))
         for o in sub.obligations:
             self._obligations.append(Obligation(f"{prefix}.{o.name}", o.expr, o.kind, o.description))
         for s in sub.steps:
             if s.how != "derived":
-                self._inherited.append((prefix, s))
+                self._inherited.append((prefix, scope(s)))
         for p, s in getattr(sub, "inherited", ()):
-            self._inherited.append((f"{prefix}.{p}", s))
+            self._inherited.append((f"{prefix}.{p}", scope(s)))
 
     def symbols(self, **legend: str) -> None:
         """Explain symbols for the reader: ``b.symbols(l_t="logit of token t")``."""

@@ -633,10 +633,11 @@ def derive_global_min(d: int = 2) -> Derivation:
     b.step("d/dt (u² − Σ U_ij²) along the flow", rate)
     b.obligation("conserved_along_flow", rate, description="d/dt (u² − Σ_ij U_ij²) = 0 for every loss of the product")
     b.fact("conserved_rate", rate)
-    b.assume("ZFB initialisation: u² equals the squared Frobenius norm of U at t = 0, so u² − Σ_ij U_ij² = 0 for all t", key="balanced ZFB initialisation")
+    b.assume("ZFB initialisation: u² equals the squared Frobenius norm of U at t = 0, so u² − Σ_ij U_ij² = 0 for all t", key="balanced ZFB initialisation",
+             clauses=("flow_limit",))
     F, nU = sp.symbols("F nU", positive=True)
     b.assume("At the limit uU = Γ_N⁻¹ (the flow converges to the global minimum, ZFB Thm 4.1), so u·nU = F",
-             sp.Eq(u * nU, F), key="ZFB Thm 4.1 convergence")
+             sp.Eq(u * nU, F), key="ZFB Thm 4.1 convergence", clauses=("flow_limit",))
     up = sp.Symbol("u", positive=True)
     lim = sp.solve([sp.Eq(up**2, nU**2), sp.Eq(up * nU, F)], [up, nU], dict=True)
     b.obligation("unique_positive_limit", sp.Integer(len(lim) - 1))
@@ -888,7 +889,7 @@ def derive_limits(d: int = 2) -> Derivation:
     b.step("limit N → ∞ of Γ_N (entrywise)", Ginf)
     b.obligation("gamma_tends_to_Lambda", Ginf - L)
     R1 = derive_linear_task_risk(1)
-    b.inherit(R1, "linear_task_risk")
+    b.inherit(R1, "linear_task_risk", clauses=("risk_M_inf", "risk_N_inf", "risk_vanishes"))
     R = R1.result["eigen"]
     b.step("Per-eigenvalue risk r(λ, t, N, M) of derive_linear_task_risk", R)
     Rm = sp.simplify(sp.limit(R, Msym, sp.oo))
@@ -1443,14 +1444,14 @@ def derive_global_min_general() -> Derivation:
     u = sp.Symbol("u", real=True)
     U, Gr = sp.MatrixSymbol("U", d, d), sp.MatrixSymbol("nabla_L", d, d)
     b.assume("Gradient flow on (u, U) for a loss L_B(uU) of the product, ∇L the gradient of L_B at uU; chain rule: "
-             "du/dt = −tr(∇Lᵀ U), dU/dt = −u∇L", key="gradient-flow chain rule")
+             "du/dt = −tr(∇Lᵀ U), dU/dt = −u∇L", key="gradient-flow chain rule", clauses=("flow_limit",))
     dQ = b.step("∂/∂U of ‖U‖_F² = tr(UᵀU) (matrix calculus)", sp.diff(sp.Trace(U.T * U), U))
     rate = b.step("d/dt (u² − ‖U‖_F²) = 2u·du/dt − tr((∂‖U‖_F²/∂U)ᵀ dU/dt), tidied",
                   gaussian.tidy(2 * u * (-sp.Trace(Gr.T * U)) - sp.Trace(dQ.T * (-u * Gr))))
     b.obligation("conserved_along_flow", rate, description="u² − ‖U‖_F² is conserved for every loss of the product, every d")
     F, nU = sp.symbols("F nU", positive=True)
     b.assume("ZFB initialisation balanced (u² = ‖U‖_F² at t = 0), and the flow converges to uU = Γ_N⁻¹ "
-             "(ZFB Thm 4.1), so u² = nU² and u·nU = F", key="ZFB Thm 4.1 convergence")
+             "(ZFB Thm 4.1), so u² = nU² and u·nU = F", key="ZFB Thm 4.1 convergence", clauses=("flow_limit",))
     up = sp.Symbol("u", positive=True)
     lim = sp.solve([sp.Eq(up**2, nU**2), sp.Eq(up * nU, F)], [up, nU], dict=True)
     b.obligation("unique_positive_limit", sp.Integer(len(lim) - 1))

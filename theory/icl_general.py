@@ -466,7 +466,8 @@ def derive_general_target_risk_general() -> Derivation:
                  description="at Λ = I_d the notes' coefficient of ‖a‖² exceeds the derived one, for every d, N")
     # a real law as witness: the linear target y = aᵀx at Λ = I_d (Σ = Cov(x xᵀa) = aaᵀ + ‖a‖²I, tr Σ = (d+1)‖a‖²)
     b.assume("Linear target y = aᵀx, x ~ N(0, I_d): Σ = E[x xᵀ a aᵀ x xᵀ] − aaᵀ = (2aaᵀ + ‖a‖²I) − aaᵀ = aaᵀ + ‖a‖²I "
-             "(Isserlis), so tr Σ = (d + 1)‖a‖², min_w E(⟨w,x⟩ − y)² = 0 and E y⁴ = 3‖a‖⁴ < ∞", key="linear-target moments")
+             "(Isserlis), so tr Σ = (d + 1)‖a‖², min_w E(⟨w,x⟩ − y)² = 0 and E y⁴ = 3‖a‖⁴ < ∞", key="linear-target moments",
+             clauses=("notes_form_wrong",))  # the witness law of notes_form_wrong only
     diff_lin = b.step("(Notes' risk − derived risk)/‖a‖² for the linear target at Λ = I_d: (d + 1)(1 − A₁)/M + bias "
                       "coefficient difference (the notes' A₁ is Λ⁻²Λ = I)",
                       sp.factor(((d + 1) * (1 - c1.subs(g, 1 / gam)) / M).subs({l: 1, t: d}) + diff_I))

@@ -104,7 +104,7 @@ def conditions_panel() -> dict[str, Candidate]:
                      (globally asymptotically stable, ``V(t) ≤ V(0)e^{−2t}``);
     ``cancelling``   ``f = (−2x + y², −y − xy)``, ``V = x² + y²``: the quadratic terms cancel,
                      ``V̇ = −4x² − 2y² ≤ −2V`` (globally asymptotically stable);
-    ``khalil``       Khalil, Nonlinear Systems (3rd ed.), Example 4.? / Fig. 4.?:
+    ``khalil``       Khalil, Nonlinear Systems (3rd ed., 2002), §4.1, the example with V = x²/(1+x²) + y²:
                      ``f = (−6x/u² + 2y, −2(x + y)/u²)``, ``u = 1 + x²``, ``V = x²/u + y²``:
                      ``V̇ = −12x²/u⁴ − 4y²/u² < 0`` off the origin, but ``V`` is not radially
                      unbounded and trajectories right of the hyperbola ``y = 2/(x − √2)`` escape;

@@ -186,6 +186,20 @@ def _cx_init(ctx) -> Counterexample:
                    justification="float64 rounding of 3 moment updates, relative to α (64·steps·eps), as the claim's check")
 
 
+def _cx_recursions(ctx) -> Counterexample:
+    """Without the bias-corrected recursions (m̂_t = m_t, v̂_t = v_t: the moments used uncorrected): the first
+    step for a constant g is −α(1 − β₁)g/(√(1 − β₂)|g| + ε), not −αg/(|g| + ε)."""
+    hp = na.check_hp(_CX_HP)
+    (b1, b2), lr, eps, g = hp["betas"], hp["lr"], hp["eps"], 0.5
+    got = -lr * (1 - b1) * g / (np.sqrt((1 - b2) * g * g) + eps)
+    ref = -lr * g / (abs(g) + eps)
+    err, tol = abs(got - ref) / lr, 64 * EPS
+    return exceeds({"m̂_t, v̂_t": "m_t, v_t (no bias correction)", "g": g, "alpha": lr, "betas": f"({b1}, {b2})", "t": 1},
+                   "constant_gradient", f"Δθ_1 = {got:.4g} instead of −αg/(|g| + ε) = {ref:.4g}",
+                   error=err, tolerance=tol,
+                   justification="float64 rounding of one moment update, relative to α (64·eps), as the claim's check")
+
+
 def _cx_betas(ctx) -> Counterexample:
     """Without β ∈ [0, 1): β₁ = 1 keeps m_t = 0 and the correction 1 − β₁^t = 0: m̂_t = 0/0."""
     hp = {**na.check_hp(_CX_HP), "betas": (1.0, 0.999)}
@@ -228,8 +242,8 @@ declare(
     hypotheses=(
         Hypothesis("recursions", r"m_t=\beta_1m_{t-1}+(1-\beta_1)g_t,\ v_t=\beta_2v_{t-1}+(1-\beta_2)g_t^2,\ "
                    r"\hat m_t=\frac{m_t}{1-\beta_1^t},\ \hat v_t=\frac{v_t}{1-\beta_2^t},\ t\ge1,\ \text{float64}",
-                   necessary_note="part of the setting (Kingma & Ba 2015, Algorithm 1): t counts the steps taken, "
-                                  "m̂_0 = 0/0 is not defined"),
+                   "Kingma & Ba (2015), Algorithm 1 (t counts the steps taken; m̂_0 = 0/0 is not defined)",
+                   counterexample=_cx_recursions),
         Hypothesis("init_zero", r"m_0=v_0=0", "moments start at zero", counterexample=_cx_init),
         Hypothesis("betas", r"\beta_1,\beta_2\in[0,1)", counterexample=_cx_betas),
         Hypothesis("eps_pos", r"\epsilon>0", counterexample=_cx_eps),

@@ -270,15 +270,17 @@ declare(
     clauses=(
         Clause("layer", r"y_k=x_k+\gamma e_1\textstyle\sum_l \mathrm{softmax}_l(\lambda a_ka_l)\,a_l \text{ (permutation equivariant)}",
                "checked", _GRIDS_SCOPE + ": equivariance residual at float64 rounding", ("separation_on_every_sequence",)),
-        Clause("distinct_tokens", r"\|y_k-y'_{k'}\|\ge\delta/2\ (x_k\neq x'_{k'})", "derived",
-               "symbolic K, δ (‖x − x′‖ ≥ δ, context shift ≤ γδ(K − 1))", ("derivation", "bound_vs_derivation"),
-               also=(("checked", _GRIDS_SCOPE),), rests_on=("γ = 1/(2(K−1))", "triangle inequality")),
+        Clause("distinct_tokens", r"\|y_k-y'_{k'}\|\ge\delta/2\ (x_k\neq x'_{k'})", "argued",
+               "symbolic K, δ: δ − γδ(K − 1) = δ/2 at γ = 1/(2(K − 1)) is computed; ‖x − x′‖ ≥ δ, the context shift "
+               "≤ γδ(K − 1) and the triangle inequality between them are argued in words",
+               ("derivation", "bound_vs_derivation"), also=(("checked", _GRIDS_SCOPE),),
+               rests_on=("γ = 1/(2(K−1))", "triangle inequality")),
         Clause("same_token",
                r"\|y_k-y'_k\|\ge B(x)=\frac{\delta}{2(K-1)}\min\big(1-x/(1-x)^2,\ (K-2)x^{K-2}(1-x)^2\varphi(x)\big)"
                r"\ (\text{two different context sets of the same size }n),\ x=\rho^{a_k/a_{\min}}",
-               "derived", "symbolic K, δ and x ≤ ρ = 1/8: the series, φ, the pair and worst-gap bounds are computed; the "
-               "inequalities between them are argued in words (the steps it rests on, listed next), and the reduction of the layer to F(Z) is "
-               "written down, not derived. Sets of different sizes are not covered: K = 5, ids {4, 3} against {4, 3, 0} "
+               "argued", "symbolic K, δ and x ≤ ρ = 1/8: the closed forms of the series, φ, the pair and worst-gap bounds are "
+               "computed by SymPy; the inequalities between them are argued in words (the steps it rests on, listed next), and the "
+               "reduction of the layer to F(Z) is written down, not derived. Sets of different sizes are not covered: K = 5, ids {4, 3} against {4, 3, 0} "
                "separate by |F − F′| = 8.44e-4 at x = 1/8, below the bound's 2.92e-3",
                ("derivation", "bound_vs_derivation", "separation_on_every_sequence"),
                also=(("checked", _GRIDS_SCOPE + "; mpmath where the margin is below float64 rounding"),),

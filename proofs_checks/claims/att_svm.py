@@ -203,7 +203,7 @@ def _ots_symbolic(form, ctx):
     """With the derived identity γ_opt − yf = Σ_t s_t(γ_opt − γ_t): at form's opt the coefficients
     (evaluated at every vertex s = e_t) are ≥ 0, i.e. sup yf = γ_opt; form's inf_loss = ℓ(sup yf)."""
     T = 5
-    dv = ta.derive_optimal_selection(T)
+    dv = ta.derive_optimal_selection(T, attainment=False)  # only the identity is evaluated here
     rhs = sp.lambdify([dv.facts["gamma"], dv.facts["s"]], dv.result)
     inst = _inst(6, T, 6, ctx.seed_for() % 1000, "generic")
     y_neg = inst.y.copy()
@@ -355,7 +355,7 @@ def _ots_strict(ctx) -> Counterexample:
 
 declare(
     id="svm.optimal_token_selection",
-    fixed_sizes="the lower bound y·f ≤ γ_opt is derived for T = 3 symbolic tokens (T = 5 in the symbolic check); a symbolic-T index-sum version is not written yet",
+    fixed_sizes="the lower bound y·f ≤ γ_opt and its attainment along r·W_f (a SymPy limit) are derived for T = 3 symbolic tokens (the lower bound at T = 5 in the symbolic check); a symbolic-T index-sum version is not written yet",
     title="When the Att-SVM is feasible, the loss infimum is approached only by all attention on the top-score token, never attained",
     hypotheses=(
         Hypothesis("T_ge_2", r"T\ge2", counterexample=_ots_T1),
@@ -367,13 +367,16 @@ declare(
     ),
     clauses=(
         Clause("infimum", r"\inf_W\mathcal L(W)=\frac1n\sum_i\ell(\gamma_{i,\mathrm{opt}_i})", "derived_at",
-               "T = 3 (derivation: y f ≤ γ_opt, the lower bound); T = 5 (symbolic check)",
+               "T = 3 (derivation: y f ≤ γ_opt, the lower bound; and y f(r·W_f) → γ_opt as r → ∞ along a feasible W_f, a "
+               "SymPy limit, the attainment); T = 5 (symbolic check of the lower bound)",
                ("derivation", "vertex_identity", "ngd_reaches_infimum"),
                also=(("checked", "approached: NGD on n = 4, T = 5, d = 24 near-orthogonal instances reaches the form's "
-                                 "infimum within 2(T−1)·max gap·e^{−0.9‖W_k‖/‖W^mm‖}"),), rests_on=("unique top score",)),
+                                 "infimum within 2(T−1)·max gap·e^{−0.9‖W_k‖/‖W^mm‖}"),),
+               rests_on=("unique top score", "Att-SVM feasible", "ℓ continuous, decreasing")),
         Clause("only_opt", r"\mathcal L(W_k)\to\inf\mathcal L\Longleftrightarrow S(X_iW_kz_i)\to e_{\mathrm{opt}_i}\ \forall i", "derived_at",
                "T = 3 (γ_opt − y f = Σ_t s_t(γ_opt − γ_t) ≥ (1 − s_opt)·min gap)", ("derivation", "vertex_identity"),
-               also=(("checked", "NGD's attention ends on the form's opt (n = 4, T = 5, d = 24)"),), rests_on=("unique top score",)),
+               also=(("checked", "NGD's attention ends on the form's opt (n = 4, T = 5, d = 24)"),),
+               rests_on=("unique top score", "Att-SVM feasible", "ℓ continuous, decreasing")),
         Clause("not_attained", r"\mathcal L(W)>\inf\mathcal L\ \ \forall W\in\mathbb R^{d\times d}", "derived_at",
                "T = 3 (the gap Σ s_t(γ_opt − γ_t) > 0 since every s_t > 0)", ("derivation", "ngd_reaches_infimum"),
                also=(("checked", "L(W_k) − inf L > 0 computed without cancellation at every NGD iterate's end"),), rests_on=("unique top score",)),

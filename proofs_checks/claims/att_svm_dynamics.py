@@ -226,14 +226,15 @@ declare(
                "cited", "Tarzanagh, Li, Thrampoulidis, Oymak (2023) Thm 2 (stated in the lecture notes with these hypotheses): "
                "the limit of the global constrained minimisers", ("W_path",),
                also=(("checked", "one instance per seed, n = 4, T = 5, d = 6: 1 − corr ≤ 0.01 at R = 150 (quick) / 300 "
-                                 "(default), corr non-decreasing over the upper half of 10/14 radii (global search per radius)"),)),
+                                 "(default), no drop of corr above 0.01 between consecutive radii of the upper half of 10/14 radii "
+                                 "(global search per radius)"),)),
         Clause("KQ_path", r"\|K\|_F^2+\|Q\|_F^2\le2R:\ \mathrm{dist}\Big(\frac{\bar K_R\bar Q_R^\top}{\|\bar K_R\bar Q_R^\top\|},"
                r"\frac{\mathcal W^{mm}_\star}{\|\mathcal W^{mm}_\star\|}\Big)\to0\ "
                r"(\mathcal W^{mm}_\star=\text{the set of minimisers of }\|W\|_\star\text{ s.t. the constraints, possibly a segment})",
                "cited",
                "Tarzanagh, Li, Thrampoulidis, Oymak (2023): the (K,Q) regularisation path converges in direction to the "
-               "set of nuclear-norm Att-SVM solutions (with n = T = d = 2, x_{1,·} = (±½, 0), x_{2,·} = (0, ±½), every "
-               "[[1, b], [b, 1]], |b| ≤ 1, is optimal)", ("KQ_path",),
+               "set of nuclear-norm Att-SVM solutions (with n = T = d = 2, x_{1,·} = (±½, 0), x_{2,·} = (0, ±½), queries "
+               "z_1 = e_1, z_2 = e_2, opt = the +½ tokens, every [[1, b], [b, 1]], |b| ≤ 1, is optimal)", ("KQ_path",),
                also=(("checked", "one fixed instance n = 2, T = 3, d = 4 (Frobenius and nuclear solutions at corr 0.90): "
                                  f"the margin-normalised path end's nuclear norm within {KQ_PATH_TOL:g} (relative) of the "
                                  "form's limit's at R = 100 (quick) / 200 (default)"),)),

@@ -513,21 +513,46 @@ def _swap_norms(block):
 
 _BLOCK_FORM = {"pre_ln": na.block_pre_ln, "post_ln": na.block_post_ln}
 
-def _block_cx_dropout(ctx) -> Counterexample:
-    """Without dropout off: torch's layer in training mode with dropout 0.5 is not the recipe."""
+def _recipe_vs_torch_layer(ctx, tag: str, dropout: float, recipe) -> tuple[float, float, dict]:
+    """max |recipe − TransformerEncoderLayer(norm_first=True)| on one small instance (N, D, heads, width =
+    3, 4, 2, 8; training mode iff dropout > 0), the torch check's rounding tolerance, and the sizes."""
     N, D, M, F = 3, 4, 2, 8
-    with _torch_seed(ctx.seed_for("dropout")):
-        layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=0.5, batch_first=True,
-                                                 norm_first=True, dtype=torch.float64).train()
+    with _torch_seed(ctx.seed_for(tag)):
+        layer = torch.nn.TransformerEncoderLayer(D, M, dim_feedforward=F, dropout=dropout, batch_first=True,
+                                                 norm_first=True, dtype=torch.float64).train(dropout > 0)
         X = ctx.rng().normal(size=(1, N, D))
         with torch.no_grad():
             ref = _np(layer(_T(X)))
-    out = na.block_pre_ln(X, na.encoder_layer_to_block(layer))
-    err, tol = _maxabs(out - ref), 64 * (D + F + N) * EPS * 10
-    return exceeds({"N": N, "D": D, "heads": M, "mlp width": F, "dropout": 0.5, "mode": "train"}, "matches_torch",
+    out = recipe(X, na.encoder_layer_to_block(layer))
+    return _maxabs(out - ref), 64 * (D + F + N) * EPS * 10, {"N": N, "D": D, "heads": M, "mlp width": F}
+
+
+_TORCH_TOL_WHY = "the torch check's rounding tolerance (64·(D+F+N)·eps·10)"
+
+
+def _block_cx_dropout(ctx) -> Counterexample:
+    """Without dropout off: torch's layer in training mode with dropout 0.5 is not the recipe."""
+    err, tol, sizes = _recipe_vs_torch_layer(ctx, "dropout", 0.5, na.block_pre_ln)
+    return exceeds({**sizes, "dropout": 0.5, "mode": "train"}, "matches_torch",
                    f"max |pre-LN recipe − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
-                   error=err, tolerance=tol,
-                   justification="the torch check's rounding tolerance (64·(D+F+N)·eps·10)")
+                   error=err, tolerance=tol, justification=_TORCH_TOL_WHY)
+
+
+def _pre_ln_gelu(X, p):
+    """The pre-LN recipe with MLP(z) = gelu(zW₁ + b₁)W₂ + b₂ (torch's exact erf GELU)."""
+    W1, b1, W2, b2 = p.mlp
+    y = X + na.mhsa_concat(na.layernorm(X, p.ln1[2], *p.ln1[:2]), **p.attn)
+    pre = na.layernorm(y, p.ln2[2], *p.ln2[:2]) @ W1 + b1
+    return y + _np(torch.nn.functional.gelu(_T(pre))) @ W2 + b2
+
+
+def _block_cx_gelu(ctx) -> Counterexample:
+    """Without the ReLU MLP: the pre-LN recipe with a GELU MLP (same weights) is not torch's
+    TransformerEncoderLayer(norm_first=True), whose default activation is ReLU."""
+    err, tol, sizes = _recipe_vs_torch_layer(ctx, "gelu", 0.0, _pre_ln_gelu)
+    return exceeds({**sizes, "MLP": "gelu(zW₁ + b₁)W₂ + b₂", "torch": "default (ReLU), eval"}, "matches_torch",
+                   f"max |pre-LN recipe with a GELU MLP − TransformerEncoderLayer(norm_first=True)| = {err:.3g}",
+                   error=err, tolerance=tol, justification=_TORCH_TOL_WHY)
 
 
 declare(
@@ -536,9 +561,9 @@ declare(
     hypotheses=(
         Hypothesis("dropout_off", r"\text{dropout off (p = 0 or eval mode), for the torch clause}",
                    counterexample=_block_cx_dropout),
-        Hypothesis("relu_mlp", r"\operatorname{MLP}(z)=\operatorname{relu}(zW_1+b_1)W_2+b_2",
-                   necessary_note="part of the setting for the torch clause: it fixes the activation (torch's default "
-                   "ReLU); the zero-branch clauses hold for any maps"),
+        Hypothesis("relu_mlp", r"\operatorname{MLP}(z)=\operatorname{relu}(zW_1+b_1)W_2+b_2\ \text{(for the torch clause)}",
+                   "the activation of torch's default layer (the zero-branch clauses hold for any maps)",
+                   counterexample=_block_cx_gelu),
     ),
     clauses=(
         Clause("pre_ln_residual", r"\text{pre-LN: }y=x+\operatorname{MHSA}(\operatorname{LN}_1x),\ x'=y+\operatorname{MLP}(\operatorname{LN}_2y):\ \operatorname{MLP}\equiv0\Rightarrow x'=y;\ \operatorname{MHSA}\equiv\operatorname{MLP}\equiv0\Rightarrow x'=x",

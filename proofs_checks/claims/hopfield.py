@@ -299,10 +299,14 @@ declare(
                       "h_i = 0 with w_ii = 0 (ΔE = 0) and w_ii = N"),), rests_on=("symmetric W", "flip rule")),
         Clause("converges", r"\text{asynchronous dynamics with every unit updated infinitely often make finitely many flips and "
                r"stop at a fixed point }\xi=\operatorname{sgn}(W\xi-b)",
-               "cited", "Hopfield (PNAS 1982): E bounded and non-increasing (a ΔE = 0 flip, w_ii = 0 and h_i = 0, "
-               "only turns −1 into +1, so no state repeats)",
+               "argued", "every d: a flip has ΔE ≤ −2w_ii ≤ 0 (clause descent), and a ΔE = 0 flip (w_ii = 0, h_i = 0, "
+               "sgn(0) = +1) only turns −1 into +1, so (E, −#{+1 units}) strictly decreases lexicographically at every flip; "
+               "it takes finitely many values, so the flips are finitely many, and with every unit updated infinitely often "
+               "the last state is a fixed point",
                ("async_energy_descent",),
-               also=(("checked", "d = 12, 64/256/1024 instances: no unstable unit after 30 sweeps"),)),
+               also=(("cited", "Hopfield (PNAS 1982): the tie-free case (his rule leaves a unit unchanged at a tie, "
+                      "with zero diagonal T_ii = 0): E bounded and non-increasing"),
+                     ("checked", "d = 12, 64/256/1024 instances: no unstable unit after 30 sweeps"),)),
         Clause("sync_can_cycle", r"\text{synchronous updates }\xi\leftarrow\operatorname{sgn}(W\xi-b)\text{ can enter a 2-cycle (some }W=W^\top,\ w_{ii}\ge0)",
                "checked", "a 2-cycle among 256 random instances (d = 8), confirmed by an independent NumPy update; "
                "and the d = 2 instance of the 'asynchronous' counterexample",

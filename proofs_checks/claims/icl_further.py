@@ -202,7 +202,7 @@ declare(
                      ("checked", "d = 2 in rotated bases, (N, M) ∈ {(1,1), (2,5), (4,3), (20,20)}, and the general closed form at "
                                  "(d, N, M) ∈ {(1,3,2), (3,2,7), (5,6,1)}, against the form; d = 3, N = 3, M = 4, linear+noise, "
                                  "tanh and cubic+noise targets: Monte Carlo within 5 SE"),
-                     ("cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.2")), rests_on=("i.i.d. Gaussian setting", "independent query", "strict convexity (Λ ≻ 0)", "functional calculus", "linear-target moments", "eigenbasis of Λ", "query moments", "h independent of the query")),
+                     ("cited", "Zhang, Frei, Bartlett (JMLR 2024) Thm 4.2")), rests_on=("i.i.d. Gaussian setting", "independent query", "strict convexity (Λ ≻ 0)", "functional calculus", "eigenbasis of Λ", "query moments", "h independent of the query")),
         Clause("notes_form_wrong", r"\text{the lecture notes' form (}\Lambda^{-2}\Lambda\text{ in every norm and the trace) differs "
                r"from it as a formula (at some admissible instance, for every } d,N,M\text{)}",
                "derived", "every d, N, M ≥ 1 (symbolic d, N, M): at Λ = I_d with the linear target y = aᵀx, a ≠ 0 (a real law: "
@@ -424,7 +424,7 @@ declare(
     ),
     clauses=(
         Clause("gamma_inf", r"\lim_{N\to\infty}\Gamma_N=\Lambda", "derived_at", "d = 2 (symbolic Λ)", ("derivation", "limits_vs_sympy"),
-               also=(("checked", "d = 3: Γ_N at N = 10⁹ from the Isserlis moments within 1e-8"),), rests_on=("independent query x_q", "eigenbasis of Λ")),
+               also=(("checked", "d = 3: Γ_N at N = 10⁹ from the Isserlis moments within 1e-8"),)),
         Clause("risk_M_inf", r"\text{fixed } N:\ \lim_{M\to\infty}R_{N,M}=\tfrac1{N^2}\operatorname{tr}\big(\Gamma_N^{-2}\Lambda(\Lambda+\operatorname{tr}(\Lambda)I)^2\big)>0",
                "derived_at", _LIM_EIGEN, ("derivation", "limits_vs_sympy"),
                also=(("checked", "d = 4, N ∈ {1, 3, 30} against the derivation; d = 3, N ∈ {2, 5}: the exact quadratic form and "
@@ -433,19 +433,19 @@ declare(
                "derived_at", _LIM_EIGEN + " (the derivation's N → ∞ step at fixed M: (λ + t)/M per eigen-direction)",
                ("derivation", "limits_vs_sympy"), rests_on=("independent query x_q", "eigenbasis of Λ"),
                also=(("checked", "d = 3, M ∈ {1, 5}: the exact risk at N = 10⁹ within 1e-7; d = 4, M ∈ {1, 5} against SymPy"),)),
-        Clause("risk_vanishes", r"\lim_{N\to\infty}\lim_{M\to\infty}R_{N,M}=\lim_{M\to\infty}\lim_{N\to\infty}R_{N,M}=0",
+        Clause("risk_vanishes", r"\lim_{N\to\infty}\big(\lim_{M\to\infty}R_{N,M}\big)=\lim_{M\to\infty}\big(\lim_{N\to\infty}R_{N,M}\big)=0",
                "derived_at", _LIM_EIGEN + " (both orders are steps of the derivation, each with an obligation that the "
                "limit is 0)",
                ("derivation", "limits_vs_sympy"), rests_on=("independent query x_q", "eigenbasis of Λ")),
         Clause("prediction_limit", r"\hat y\to x_q^\top\Lambda^{-1}\big(\tfrac1M\textstyle\sum_{i\le M} x_ix_i^\top\big)w\ (N\to\infty,\ M\text{ fixed})"
                r"\to x_q^\top w\ (\text{then } M\to\infty,\ \text{a.s.})",
                "derived_at", "d = 2: Γ_∞ = Λ (so Γ_N⁻¹ → Λ⁻¹)", ("derivation", "limits_vs_sympy"),
-               also=(("cited", "strong law of large numbers (Kolmogorov 1933): (1/M)Σ x_i x_iᵀ → Λ a.s.; an assumed step of the derivation"),), rests_on=("independent query x_q", "eigenbasis of Λ")),
+               also=(("cited", "strong law of large numbers (Kolmogorov 1933): (1/M)Σ x_i x_iᵀ → Λ a.s.; an assumed step of the derivation"),)),
         Clause("shift", r"x'=cx:\ \lim_{N,M\to\infty}\hat y'/y'_q=c^2\ \text{(risk}\to(c^2-1)^2\,\mathbb E y_q'^2\text{, zero only at } c=1)",
                "derived_at", "d = 2 (symbolic Λ, w, c), with the law-of-large-numbers step h' → E[y'x'] assumed",
                ("derivation", "limits_vs_sympy", "limits_numeric_and_shift"),
                also=(("checked", "16 trained LSAs, d = 3, N = 4, test prompts of length 8N, c ∈ {0.5, 2}: the slope of ŷ on y_q "
-                                 "equals c²·κ_N (κ_N = tr(ΛΓ_N⁻¹Λ)/tr Λ, the finite-N factor, → 1) within 6 SE"),), rests_on=("limits M, N → ∞ (LLN)", "independent query x_q", "eigenbasis of Λ")),
+                                 "equals c²·κ_N (κ_N = tr(ΛΓ_N⁻¹Λ)/tr Λ, the finite-N factor, → 1) within 6 SE"),), rests_on=("limits M, N → ∞ (LLN)",)),
     ),
     source="lecture notes 000 (remarks after the theorem); Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1",
     kind="theorem",

@@ -332,7 +332,7 @@ declare(
                       "minimiser and second-order form equal them: obligations general_minimiser_equals_at_d2, "
                       "hessian_equals_at_d2)"),
                      ("checked", "d = 3, N ∈ {1, 2, 3, 10, 100}: stationary point of the loss with Wick moments derived at "
-                      "d = 3, positive-definite Hessian")), rests_on=("Λ = C², C invertible", "sum of squares zero", "positive definite ⇒ invertible", "gradient-flow chain rule", "ZFB Thm 4.1 convergence", "Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "fourth-moment pairings", "positive-definite Hessian", "eigenbasis of Λ", "balanced ZFB initialisation")),
+                      "d = 3, positive-definite Hessian")), rests_on=("Λ = C², C invertible", "sum of squares zero", "positive definite ⇒ invertible", "Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "fourth-moment pairings", "positive-definite Hessian", "eigenbasis of Λ")),
         Clause("all_weights_minimisers", r"\text{every global minimiser over all LSA weights has }w_{21}=w_{21}'=0,\ "
                r"w_{22}W_{11}=\Gamma_N^{-1}",
                "derived_at", "d = 2, N = 2 (ŷ − y_q split into parts even and odd in w; the even part's coefficient "
@@ -492,7 +492,7 @@ declare(
                also=(("derived_at", "d = 2, symbolic Λ and N (the derived loss at the solved minimiser; equal to the general "
                       "minimum at d = 2: obligation general_equals_at_d2)"),
                      ("checked", "d = 3, N ∈ {2, 6}: the exact minimum of the Isserlis-moment loss (numeric solve) within "
-                      "1e3 ulp and Monte Carlo at it within 5 SE (100,000 (quick) / 400,000 contexts)")), rests_on=("Λ = C², C invertible", "sum of squares zero", "positive definite ⇒ invertible", "gradient-flow chain rule", "ZFB Thm 4.1 convergence", "Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "fourth-moment pairings", "positive-definite Hessian", "eigenbasis of Λ", "balanced ZFB initialisation")),
+                      "1e3 ulp and Monte Carlo at it within 5 SE (100,000 (quick) / 400,000 contexts)")), rests_on=("Λ = C², C invertible", "sum of squares zero", "positive definite ⇒ invertible", "Isserlis' theorem", "Wishart index sums", "split i = j / i ≠ j", "Gaussian ICL setting", "E over w first", "E over X (linearity)", "independent query x_q", "fourth-moment pairings", "positive-definite Hessian", "eigenbasis of Λ")),
     ),
     source="Zhang, Frei, Bartlett (JMLR 2024); lecture notes 000",
     kind="theorem",

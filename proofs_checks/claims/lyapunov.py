@@ -483,7 +483,7 @@ declare(
     ),
     source=SOURCE + "; Alfarano, Charton, Hayat, Global Lyapunov functions: a long-standing open problem in mathematics, "
                     "with symbolic transformers (NeurIPS 2024), backward generation",
-    kind="identity",
+    kind="theorem",  # the V̇ identity is an identity, but clause lyapunov is Khalil's theorem (cited)
     form=_BW_FORM,
     derivation=tl.derive_backward_construction,
     checks=(

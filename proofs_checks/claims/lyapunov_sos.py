@@ -190,8 +190,9 @@ declare(
         Hypothesis("bounds_definite", r"p=\textstyle\sum_{i=1}^nx_i^{2k},\ q=\sum_{i=1}^nx_i^{2l},\ k,l\ge1",
                    "p, q positive definite (every variable)", counterexample=_cx_sos_bound),
         Hypothesis("sos_certificates", r"V-\varepsilon p=z^\top G_1z,\ -\nabla V\cdot f-\varepsilon q=w^\top G_2w,"
-                   r"\ G_1,G_2\succeq0",
-                   "V − εp and −∇V·f − εq are sums of squares (Gram matrices G₁, G₂ ⪰ 0)",
+                   r"\ G_1,G_2\succeq0\ \text{(for the bounds and stability clauses)}",
+                   "V − εp and −∇V·f − εq are sums of squares (Gram matrices G₁, G₂ ⪰ 0), for the bounds and stability "
+                   "clauses (clause certified is that the panel candidates have such certificates)",
                    counterexample=_cx_sos_certificates),
         Hypothesis("V0_zero", r"V(0)=0",
                    necessary_note="with V ≥ εp and V̇ ≤ −εq, LaSalle's invariance principle gives "
@@ -199,7 +200,7 @@ declare(
                                   "which the gas clause cites, assumes it (every panel candidate has V(0) = 0)"),
     ),
     clauses=(
-        Clause("certified", r"\text{the panel candidates (cubic, cancelling, damped) satisfy the certificate hypothesis at}"
+        Clause("certified", r"\text{the panel candidates (cubic, cancelling, damped) have such certificates at}"
                r"\ \varepsilon=10^{-3}\ \text{with rational}\ G_1,G_2", "derived_at",
                "the three panel candidates (cubic, cancelling, damped; n = 2, deg V = 2, deg f ≤ 3) at ε = 1/1000: "
                "rational Gram matrices with SymPy residual 0 and exact LDLᵀ PSD",

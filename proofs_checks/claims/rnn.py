@@ -154,12 +154,37 @@ def _cx_tied_point(ctx) -> Counterexample:
     off = 0.5 * rng.normal(size=(T, *p["Wh"].shape))
     summed = nr.sum_over_steps(nr.untied_gradients(p, X, Z, offsets={"Wh": off})["Wh"])
     tied = nr.tied_gradients_nn_rnn({**p, "Wh": p["Wh"] + off.mean(0)}, X, Z)["Wh"]
-    err = float(np.abs(summed - tied).max() / largest(1.0, np.abs(tied).max()))
-    tol = 256 * T * EPS * 3
-    return exceeds({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, "W_h copies": "W_h + 0.5·N(0,1) per step"}, "tied_is_sum",
-                   f"Σ_k ∂L/∂W_h^(k) at distinct copies differs from ∂L/∂W_h at their mean by {err:.3g} (relative)",
-                   error=err, tolerance=tol,
+    return _gradient_gap(summed, tied, T, {"W_h copies": "W_h + 0.5·N(0,1) per step"}, "tied_is_sum",
+                         "Σ_k ∂L/∂W_h^(k) at distinct copies differs from ∂L/∂W_h at their mean by {err:.3g} (relative)")
+
+
+def _gradient_gap(got, ref, T: int, instance: dict, clause: str, shows: str) -> Counterexample:
+    """The relative gap max|got − ref| / max(1, max|ref|) of two W_h gradients on a _cx_setup instance,
+    against the claim's check's rounding tolerance."""
+    err = float(np.abs(got - ref).max() / largest(1.0, np.abs(ref).max()))
+    return exceeds({"d_x": 2, "d_h": 3, "d_y": 2, "T": T, **instance}, clause, shows.format(err=err),
+                   error=err, tolerance=256 * T * EPS * 3,
                    justification="float64 rounding over T steps of d_h-term products (256·T·d_h·eps), as the claim's check")
+
+
+def _cx_model(ctx) -> Counterexample:
+    """Without a fixed h₀: h₀ = W_h·1 depends on W_h, and the true ∂L/∂W_h (torch autograd through h₀)
+    has the extra term (W_hᵀδ₁)1ᵀ that Σ_t δ_t h_{t−1}ᵀ misses."""
+    import torch
+
+    p, X, Z, _ = _cx_setup(ctx, "model")
+    T = X.shape[1]
+    ones = np.ones(p["Wh"].shape[0])
+    formula = nr.bptt_numpy({**p, "h0": p["Wh"] @ ones}, X, Z)["Wh"]
+    t = {k: torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=k == "Wh") for k, v in p.items() if k != "h0"}
+    h = (t["Wh"] @ torch.tensor(ones)).expand(X.shape[0], -1)
+    loss = 0.0
+    for k in range(T):
+        h = torch.tanh(h @ t["Wh"].T + torch.tensor(X[:, k]) @ t["Wx"].T + t["b"])
+        loss = loss + 0.5 * ((h @ t["Wy"].T + t["by"] - torch.tensor(Z[:, k])) ** 2).sum()
+    loss.backward()
+    return _gradient_gap(formula, t["Wh"].grad.numpy(), T, {"h_0": "W_h·1 (depends on W_h)"}, "bptt_recursion",
+                         "Σ_t δ_t h_(t−1)ᵀ differs from autograd's ∂L/∂W_h by {err:.3g} (relative): the path through h₀ is missing")
 
 
 def _cx_euclidean(ctx) -> Counterexample:
@@ -191,8 +216,8 @@ declare(
     hypotheses=(
         Hypothesis("model", r"h_t=\sigma(W_hh_{t-1}+W_xx_t+b),\ y_t=W_yh_t+b_y,\ t=1..T,\ T\ge1,\ h_0\ \text{fixed},"
                    r"\ \sigma\in C^1,\ L=\sum_t\tfrac12\|y_t-z_t\|^2",
-                   necessary_note="part of the setting (lecture notes 004's unrolled RNN): the gradients in the clauses "
-                                  "are not defined for a non-differentiable σ, and an h_0 depending on W adds its own term"),
+                   "lecture notes 004's unrolled RNN (σ ∈ C¹: the gradients are not defined otherwise; h₀ fixed: shown "
+                   "necessary, an h₀ depending on W_h adds its own term)", counterexample=_cx_model),
         Hypothesis("tied_point", r"W^{(1)}=\dots=W^{(T)}=W", "the untied copies' gradients are taken at a tied point",
                    counterexample=_cx_tied_point),
         Hypothesis("euclidean", r"\Pi_{\text{tied}}\ \text{orthogonal in}\ \langle G,H\rangle=\textstyle\sum_k\operatorname{tr}(G_k^\top H_k)",

@@ -5,6 +5,7 @@ clause is established.
     derived at sizes  some clause derived only at fixed sizes (and none weaker)
     checked           some clause checked numerically over stated ranges
     cited             some clause cited from a named theorem
+    argued            some clause argued in words (over SymPy-computed pieces), not derived
     evidence          an evidence or conjecture claim: numbers reported, never a proof
 
 Reads a catalogue entry or a results-document entry (both carry ``kind`` and ``clauses``).
@@ -14,16 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ORDER", "LABELS", "evidence_key", "evidence_label", "clause_label"]
+__all__ = ["ORDER", "LABELS", "evidence_key", "evidence_label", "clause_label", "clause_labels"]
 
 #: strongest first (the registry's EVIDENCE order)
-ORDER = ("derived", "derived_at", "checked", "cited", "assumed")
+ORDER = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 LABELS = {"derived": "derived ∀ sizes", "derived_at": "derived at sizes", "checked": "checked", "cited": "cited",
-          "assumed": "assumed", "evidence": "evidence", "undeclared": "scope not declared"}
+          "argued": "argued", "assumed": "assumed", "evidence": "evidence", "undeclared": "scope not declared"}
 
 
 def evidence_key(entry: dict[str, Any]) -> str:
-    """``derived`` / ``derived_at`` / ``checked`` / ``cited`` / ``assumed`` (the weakest clause),
+    """``derived`` / ``derived_at`` / ``checked`` / ``cited`` / ``argued`` / ``assumed`` (the weakest clause),
     ``evidence`` (an evidence or conjecture claim), ``undeclared`` (no clauses).
 
         >>> evidence_key({"kind": "theorem", "clauses": [{"evidence": "derived"}, {"evidence": "checked"}]})
@@ -48,3 +49,17 @@ def evidence_label(entry: dict[str, Any]) -> str:
 def clause_label(clause: dict[str, Any]) -> str:
     """One clause's evidence as a badge text."""
     return LABELS.get(str(clause.get("evidence")), str(clause.get("evidence") or "?"))
+
+
+def clause_labels(clause: dict[str, Any]) -> str:
+    """A clause's main evidence and, when stronger, its best (a clause cited and also checked is not
+    shown as merely ``checked``; one derived for every size and also checked shows ``derived ∀ sizes``).
+
+        >>> clause_labels({"evidence": "checked", "all_evidence": [{"evidence": "cited"}, {"evidence": "checked"}]})
+        'cited + checked'
+        >>> clause_labels({"evidence": "derived", "all_evidence": [{"evidence": "derived"}, {"evidence": "checked"}]})
+        'derived ∀ sizes'
+    """
+    main = [str(e.get("evidence")) for e in (clause.get("all_evidence") or [])[:1] if isinstance(e, dict)]
+    kinds = list(dict.fromkeys(main + [str(clause.get("evidence"))]))
+    return " + ".join(LABELS.get(k, k or "?") for k in kinds)

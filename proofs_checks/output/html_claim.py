@@ -18,7 +18,7 @@ from proofs_checks.output.html_base import (_badge, _e, _num, _status_badge, fix
 
 __all__ = ["reader_notes", "claim_head_html", "statement_parts_html", "evidence_badge"]
 
-_EVIDENCE_CLASS = {"derived": "ok", "derived_at": "ok2", "checked": "evi", "cited": "inc", "assumed": "skip",
+_EVIDENCE_CLASS = {"derived": "ok", "derived_at": "ok2", "checked": "evi", "cited": "inc", "argued": "inc", "assumed": "skip",
                    "evidence": "evi2", "undeclared": "skip"}
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from proofs_checks.mathml import latex_text
 from proofs_checks.output.wraptext import hang_wrap, unbrace_scripts, width
-from proofs_checks.output.evidence import clause_label, evidence_label
+from proofs_checks.output.evidence import clause_labels, evidence_label
 
 __all__ = ["Line", "width", "math_text", "text_of", "wrap", "show_summary", "show_full", "last_checks", "totals_line",
            "fmt_duration", "short", "print_lines"]
@@ -351,7 +351,7 @@ def show_summary(e: dict[str, Any], hyps: list[dict[str, Any]], last: dict[str, 
         out.append(Line(f"hypotheses: none ({e['no_hypotheses']})", hang=2))
     clauses = e.get("clauses") or []
     if clauses:
-        rows = [Line(_one_line(f"{c.get('name')}: ", math(c.get("latex")), f"  [{clause_label(c)}]", cols),
+        rows = [Line(_one_line(f"{c.get('name')}: ", math(c.get("latex")), f"  [{clause_labels(c)}]", cols),
                      indent=2, pre=True) for c in clauses]
         out += _items(f"clauses ({len(clauses)}):", rows, cols)
     out.append(Line(""))
