@@ -12,78 +12,14 @@ not numbers (solver results, modules, trainers) are reported as not scalable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from proofs_checks.registry import Claim, Mutant
 from proofs_checks.runner import ROUNDING_FLOOR as runner_floor
 from proofs_checks.runner import ClaimResult, run_check, run_mutant
+from proofs_checks.scaling import _Counter, scale_counter, scaled_form  # noqa: F401 (scale_counter: re-exported)
 
 __all__ = ["scaled_form", "continuous_probe", "scale_counter"]
-
-
-@dataclass
-class _Counter:
-    scaled: int = 0
-    seen: list = field(default_factory=list)
-
-
-def _scale(v: Any, f: float, n: _Counter) -> Any:
-    import numpy as np
-
-    try:
-        import torch
-    except Exception:  # pragma: no cover - torch is a dependency
-        torch = None
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, (float, np.floating)):
-        n.scaled += 1
-        return type(v)(v * f) if isinstance(v, np.floating) else v * f
-    if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.floating):
-        n.scaled += 1
-        return v * f
-    if torch is not None and isinstance(v, torch.Tensor) and v.dtype.is_floating_point:
-        n.scaled += 1
-        return v * f
-    if isinstance(v, tuple) and not hasattr(v, "_fields"):
-        return tuple(_scale(x, f, n) for x in v)
-    if isinstance(v, list):
-        return [_scale(x, f, n) for x in v]
-    if isinstance(v, dict):
-        return {k: _scale(x, f, n) for k, x in v.items()}
-    return v
-
-
-def scale_counter(form: Any) -> "_Counter | None":
-    """The counter of outputs scaled by a :func:`scaled_form` (``None`` for any other form): a plugin
-    check's child adds what it scaled to it (:func:`proofs_checks.claims._plugins.run_check`)."""
-    if isinstance(form, dict):
-        return next((c for c in map(scale_counter, form.values()) if c is not None), None)
-    c = getattr(form, "tverify_scaled", None)
-    return c if isinstance(c, _Counter) else None
-
-
-def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> Any:
-    """``form`` with its numeric outputs multiplied by ``factor``.
-
-        >>> f = scaled_form(lambda x: 2.0 * x, 1.5)
-        >>> f(2.0)
-        6.0
-        >>> g = scaled_form({"a": lambda: (1.0, "label")}, 2.0)
-        >>> g["a"]()
-        (2.0, 'label')
-    """
-    n = counter or _Counter()
-    if callable(form) and not isinstance(form, type):
-        def wrapped(*args, **kwargs):
-            return _scale(form(*args, **kwargs), factor, n)
-
-        wrapped.tverify_scaled = n  # a plugin check runs in a child: it sends back how many outputs it scaled there
-        return wrapped
-    if isinstance(form, dict):
-        return {k: scaled_form(v, factor, n) for k, v in form.items()}
-    return _scale(form, factor, n)
 
 
 #: resolutions below this are float64-rounding level: a form scaled by 1 ± 2ε is then within the rounding of its own

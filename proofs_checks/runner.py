@@ -682,9 +682,9 @@ def _doubled_accepted(claim: Claim, order: list[Check], ctx: RunContext) -> bool
     it has any: a claim whose checks state no relative resolution (a bare ``compare(err, 1e300)``) and plant
     only absurd mutants (``1e305·x``) is otherwise verified on its own say-so. A form with no float output
     to scale (labels, integers) is not judged this way (False)."""
-    from proofs_checks.continuous import _Counter, scaled_form
+    from proofs_checks.scaling import ScaleCounter, scaled_form
 
-    counter = _Counter()  # what the form's outputs held (a plugin check's child adds what it scaled there)
+    counter = ScaleCounter()  # what the form's outputs held (a plugin check's child adds what it scaled there)
     doubled = scaled_form(claim.form, 2.0, counter)
     for check in order:
         if finite_rejection(_run_check(check, doubled, claim, ctx)):

@@ -432,7 +432,7 @@ def _scale_counter(form: Any):
     """The counter of a continuous mutant's scaled form (``None`` otherwise)."""
     if not (callable(form) or isinstance(form, dict)):
         return None
-    from proofs_checks.continuous import scale_counter
+    from proofs_checks.scaling import scale_counter
 
     return scale_counter(form)
 
