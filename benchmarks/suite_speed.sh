@@ -24,7 +24,7 @@ timed() {  # timed LABEL DIR CMD...: one line "LABEL: W s wall, C s CPU"
   t0=$(date +%s.%N)
   ( cd "$dir" && /usr/bin/time -f "%U %S" -o "$WORK/$label.cpu" "$@" >"$WORK/$label.log" 2>&1 ) || echo "$label: FAILED (exit $?), see $WORK/$label.log"
   t1=$(date +%s.%N)
-  read -r u s <"$WORK/$label.cpu"
+  read -r u s < <(tail -1 "$WORK/$label.cpu")  # GNU time writes "Command exited with non-zero status" first
   printf '%s: %.0f s wall, %.0f s CPU\n' "$label" "$(echo "$t1 - $t0" | bc)" "$(echo "$u + $s" | bc)" | tee -a "$WORK/summary.txt"
 }
 

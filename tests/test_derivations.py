@@ -169,7 +169,7 @@ def test_derivation_tests_run_in_their_claims_group(request):
     which share a trained LSA and sub-derivations, are one group (issue 46)."""
     import conftest
 
-    mine = [it for it in request.session.items if it.module is request.module and "cid" in getattr(
+    mine = [it for it in request.session.items if getattr(it, "module", None) is request.module and "cid" in getattr(
         getattr(it, "callspec", None), "params", {})]
     for it in mine:
         cid = it.callspec.params["cid"]

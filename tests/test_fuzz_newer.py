@@ -119,20 +119,21 @@ def npy_file(draw) -> bytes:
 @st.composite
 def pt_file(draw) -> bytes:
     n = draw(st.integers(1, 5))
-    base = (torch.randn(n, 4) * 3).to(draw(st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.int64])))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))  # the values a function of the draws
+    base = (torch.randn(n, 4, generator=g) * 3).to(draw(st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.int64])))
     t = draw(st.sampled_from(["dense", "sparse", "meta", "complex", "nan", "zeros", "1d"]))
     if t == "sparse":
         base = base.to_sparse()
     elif t == "meta":
         base = torch.empty(n, 4, device="meta")
     elif t == "complex":
-        base = torch.randn(n, 4, dtype=torch.complex64)
+        base = torch.randn(n, 4, dtype=torch.complex64, generator=g)
     elif t == "nan":
         base = torch.full((n, 4), float("nan"))
     elif t == "zeros":
         base = torch.zeros(4, 4)
     elif t == "1d":
-        base = torch.randn(4)
+        base = torch.randn(4, generator=g)
     layout = draw(st.sampled_from(["tensor", "patterns", "W", "a.W+b.W", "K+Q", "list", "nested"]))
     obj = {"tensor": base, "patterns": {"patterns": base}, "W": {"W": base},
            "a.W+b.W": {"a.W": base, "b.W": base}, "K+Q": {"K": base, "Q": base}, "list": [base],
@@ -141,7 +142,10 @@ def pt_file(draw) -> bytes:
     torch.save(obj, buf)
     raw = buf.getvalue()
     if draw(st.integers(0, 5)) == 0:
-        raw = raw[: draw(st.integers(0, len(raw)))]
+        # a cut as a fraction of the length: the length of torch.save's bytes is not a function of the draws alone
+        # (seen: 2085 and 2149 bytes for one draw), so an index drawn up to len(raw) came from a range that
+        # changed between test cases (hypothesis: FlakyStrategyDefinition)
+        raw = raw[: draw(st.integers(0, 1000)) * len(raw) // 1000]
     return raw
 
 

@@ -295,6 +295,9 @@ declare(
     kind="theorem",
     form=_CM_FORM,
     derivation=ta.derive_contextual_margin,
+    fixed_sizes="the closed form of the margin bound B(x) and the constants λ, γ are derived for symbolic K and δ; the "
+                "inequality chain that makes B(x) a lower bound is argued in words over those closed forms (no SymPy "
+                "result proves it) and checked on the grids",
     checks=(
         Check("bound_vs_derivation", "symbolic", _bound_symbolic, "the form's margin vs the SymPy-derived bound (30 digits)"),
         Check("separation_on_every_sequence", "numeric", _separation,
