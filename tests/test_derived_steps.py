@@ -100,3 +100,21 @@ def test_a_clause_shows_what_it_rests_on():
     c = Clause("same_token", "x", "derived", "every K", ("derivation",), rests_on=("series bounds",))
     assert c.evidence_text() == "derived every K (resting on: series bounds)"
     assert c.to_json()["rests_on"] == ["series bounds"]
+
+
+def test_no_clause_labelled_derived_rests_on_an_argued_step():
+    """docs/statements.md: a clause that rests on a step in words is *argued*, not derived; a derived clause
+    may rest on assumed premises (named in its scope), never on an argued step (re-audit D found
+    svm.softmax_saturation's ray_limit labelled derived at T = 3 on the argued E_t ≤ e^{−r·gap}). Read from the
+    catalogue (docs/catalogue.json, held current by tests/test_cli.py), which records each step's kind and key."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).resolve().parents[1] / "docs" / "catalogue.json").read_text())
+    bad = []
+    for c in doc["claims"]:
+        how = {s["key"]: s["how"] for s in (c.get("derivation") or {}).get("steps") or [] if s.get("key")}
+        for cl in c.get("clauses") or []:
+            if cl.get("evidence") in ("derived", "derived_at"):
+                bad += [(c["id"], cl["name"], k) for k in cl.get("rests_on") or [] if how.get(k) == "argued"]
+    assert not bad, bad

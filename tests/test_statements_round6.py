@@ -236,3 +236,16 @@ def test_adam_recursions_shown_necessary_on_the_constant_gradient_clause():
     assert o.status == "failed" and j["details"]["counterexample"]["clause"] == "constant_gradient"
     # uncorrected moments: −α(1 − β₁)g/(√(1 − β₂)|g| + ε) = −√10·α at g = ½, β = (0.9, 0.999), not −α
     assert math.isclose(j["error"], math.sqrt(10) - 1, rel_tol=1e-6)
+
+
+def test_softmax_saturation_rate_is_computed_from_an_assumed_monotonicity_not_argued():
+    """Re-audit (D): ray_limit is labelled derived at T = 3, but its last link E_t ≤ e^{−r·gap} was an argued
+    step. Now the premise is the assumed fact that exp increases (named in the clause's rests_on) and the rate
+    2ΣE ≤ 2(T − 1)e^{−r·gap} is an obligation SymPy decides."""
+    from theory.att_svm import derive_softmax_saturation
+
+    d = derive_softmax_saturation(3)
+    kinds = {s.key: s.how for s in d.steps if s.key}
+    assert kinds["E_t ≤ e^{−r·gap}"] == "assumed"
+    (ob,) = [r for r in d.check_obligations() if r.name == "twice_sum_E_at_most_the_rate"]
+    assert ob.passed

@@ -88,8 +88,13 @@ def derive_softmax_saturation(T: int = 3) -> Derivation:
     b.obligation("tie_l1_deviation_at_most_sum_E", sp.simplify(2 * rest - dev1_tie), "nonnegative",
                  "with k = 2 tied maxima the ℓ1 deviation is 2ΣE/(2 + ΣE) ≤ 2ΣE over the non-tied tokens")
     gap = sp.Symbol("gap", positive=True)
-    b.argue("E_t = e^{−r p_t} ≤ e^{−r·gap} with gap = min_t p_t (the smallest positive gap) and r > 0",
-            key="E_t ≤ e^{−r·gap}", clauses=("ray_limit",))
+    b.assume("exp is increasing: with gap = min_t p_t (the smallest positive gap) and r > 0, "
+             "e^{r(p_t − gap)} = 1 + v_t with v_t ≥ 0, i.e. E_t = e^{−r·gap}/(1 + v_t)",
+             key="E_t ≤ e^{−r·gap}", clauses=("ray_limit",))
+    v = sp.symbols(f"v_2:{T + 1}", nonnegative=True)
+    E_gap = {Et: sp.exp(-r * gap) / (1 + vt) for Et, vt in zip(E, v)}
+    b.obligation("twice_sum_E_at_most_the_rate", sp.simplify(2 * (T - 1) * sp.exp(-r * gap) - (2 * sumE).subs(E_gap)),
+                 "nonnegative", "2ΣE ≤ 2(T − 1)e^{−r·gap} when each E_t = e^{−r·gap}/(1 + v_t), v_t ≥ 0")
     rate = b.step("Rate: ‖S(r l) − lim‖₁ ≤ 2ΣE ≤ 2(T − 1)e^{−r·gap}",
                   sp.simplify((2 * sumE).subs({Et: sp.exp(-r * gap) for Et in E})))
     b.fact("rate_bound", rate)
