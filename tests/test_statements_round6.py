@@ -249,3 +249,20 @@ def test_softmax_saturation_rate_is_computed_from_an_assumed_monotonicity_not_ar
     assert kinds["E_t ≤ e^{−r·gap}"] == "assumed"
     (ob,) = [r for r in d.check_obligations() if r.name == "twice_sum_E_at_most_the_rate"]
     assert ob.passed
+
+
+def test_gd_direction_local_states_the_angle_of_the_scored_runs_and_its_policy():
+    """Re-audit (D2, D1, D3): the stated resolution of the local check is the angle of the runs that stayed in
+    their starting set (not the leave count's), the 'outside the cone' reading is labelled inferred, and the
+    at-most-half cap is labelled a stated policy."""
+    from proofs_checks import RunContext
+    from proofs_checks.claims._att_svm_common import direction_resolution
+    from proofs_checks.registry import get_claim
+
+    c = get_claim("svm.gd_direction")
+    (ch,) = [k for k in c.checks if k.name == "ngd_local_set"]
+    r = ch.fn(c.form, RunContext(mode="quick", seed=0).for_check(c.id, ch.name))
+    scored = r.details["worst_direction_error_of_scored_runs"]
+    assert r.resolution == direction_resolution(scored, 0.01)
+    text = " ".join(s for cl in c.clauses for _, s in cl.evidences())
+    assert "inferred, not measured" in text and "a stated policy" in text
