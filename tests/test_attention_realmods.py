@@ -93,6 +93,20 @@ def test_clip_qkv_is_said_beside_the_mismatch_it_causes():
     assert any(ln.startswith("note: config.clip_qkv = 0.05: the module clamps q, k and v to ±0.05") for ln in r.lines)
 
 
+class ClippedOwn(Clipped):
+    """DBRX's layout: ``clip_qkv`` is the layer's own attribute (its config keeps it in ``attn_config``)."""
+
+    @property
+    def clip_qkv(self):
+        return self.config.clip_qkv
+
+
+def test_clip_qkv_on_the_module_itself_is_said_dbrx():
+    r = run(ClippedOwn(Structure(causal=True), SimpleNamespace(clip_qkv=0.05), is_causal=True))
+    assert r.outcome == "mismatch" and "matches_reference" in r.failed, r.verdict.summary
+    assert any(ln.startswith("note: clip_qkv = 0.05: the module clamps q, k and v to ±0.05") for ln in r.lines), r.lines
+
+
 class MultiQueryFloat32Softmax(nn.Module):
     """GPTBigCode's multi-query attention (one key/value head in a fused ``c_attn``), softmax in float32."""
 

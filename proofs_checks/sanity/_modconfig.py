@@ -234,11 +234,14 @@ def _hf_scaling(r: ConfigRead, c: _Ctx) -> None:
 
 
 def _hf_clip_qkv(r: ConfigRead, c: _Ctx) -> None:
-    """OLMo's ``config.clip_qkv``: q, k and v are clamped to ±clip before attention. No flag declares
-    it (the reference does not clamp): said, so that a mismatch it causes is not left unexplained."""
-    cl = _get(c.cfg, "clip_qkv", c.cp)
+    """OLMo's ``config.clip_qkv``, DBRX's ``attn.clip_qkv`` (its config keeps it in ``attn_config``): q, k
+    and v are clamped to ±clip before attention. No flag declares it (the reference does not clamp):
+    said, so that a mismatch it causes is not left unexplained. The module's own attribute first."""
+    cl, src = _get(c.m, "clip_qkv", c.pre), f"{c.pre}clip_qkv"
+    if cl is _MISSING or cl is None:
+        cl, src = _get(c.cfg, "clip_qkv", c.cp), f"{c.cp}clip_qkv"
     if _is_num(cl) and not isinstance(cl, bool) and float(cl) > 0:
-        r.note("clip_qkv", f"{c.cp}clip_qkv = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
+        r.note("clip_qkv", f"{src} = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
                            "attention (no flag declares it; the reference does not clamp): where the probes' q, k or "
                            "v exceed it, matches_reference differs by that clamp")
 
