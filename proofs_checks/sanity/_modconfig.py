@@ -351,15 +351,21 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
 
 def _hf_local_window(r: ConfigRead, c: _Ctx) -> None:
     """GPT-Neo's local layers: the layer's own causal band of ``config.window_size`` keys (every release:
-    ``bias ^ tril(bias, −window_size)``)."""
+    ``bias ^ tril(bias, −window_size)``). The layer's type is its ``attention_type`` (transformers ≥ 5 keeps
+    it on the self-attention), else ``config.attention_layers[layer_id]`` (transformers 4 keeps it only on
+    the wrapping ``GPTNeoAttention``)."""
     if "window" in r.decided or _get(c.cfg, "model_type", c.cp) != "gpt_neo":
         return
-    at = _get(c.m, "attention_type", c.pre)
+    at, asrc = _get(c.m, "attention_type", c.pre), f"{c.pre}attention_type"
+    if at is _MISSING:
+        lid, layers = _get(c.m, "layer_id", c.pre), _get(c.cfg, "attention_layers", c.cp)
+        if _is_int(lid) and isinstance(layers, (list, tuple)) and 0 <= lid < len(layers):
+            at, asrc = layers[lid], f"{c.cp}attention_layers[{lid}]"
     if at not in ("local", "global"):
         return
     if at == "local":
         W = _window_value(_get(c.cfg, "window_size", c.cp), f"{c.cp}window_size")
-        r.add("window", W, f"{c.cp}window_size = {W}, {c.pre}attention_type 'local'", library=c.libtext,
+        r.add("window", W, f"{c.cp}window_size = {W}, {asrc} 'local'", library=c.libtext,
               meaning=f"{sem.window_text((W - 1, 0))} (the layer's bias ^ tril(bias, −window_size))", span=(W - 1, 0))
     r.decided.add("window")
 
