@@ -436,3 +436,21 @@ def test_unmapped_weights_are_judged_at_the_declared_precision():
     assert r.outcome == "inconclusive", r.verdict.summary
     r = run(UnmappedLengthRounding(), causal=True)  # undeclared: the input's precision, float64
     assert r.outcome == "mismatch" and "prefix_consistency" in r.failed, r.verdict.summary
+
+
+class Float32Inside(Attn):
+    """A float64 module that computes in float32 (Jamba's and GPT-Neo's eager paths for float64 input)."""
+
+    def forward(self, x):
+        m = self.mapping()
+        m32 = Mapping(*(t.float() for t in (m.wq, m.bq, m.wk, m.bk, m.wv, m.bv, m.wo, m.bo)), 4, "own", kv_heads=4)
+        return reference_attention(x.float(), m32, self.st, torch.float32).to(x.dtype)
+
+
+def test_a_prefix_difference_from_float32_rounding_is_not_called_a_length_dependence():
+    r = run(Float32Inside(Structure(causal=True), is_causal=True))
+    assert r.outcome == "mismatch" and {"precision_as_declared", "prefix_consistency"} <= set(r.failed), r.failed
+    ps = {p["name"]: p for p in r.doc["properties"]}
+    assert "chunk padding" not in ps["prefix_consistency"]["detail"], ps["prefix_consistency"]["detail"]
+    assert "precision_as_declared names: rerun under it, it holds" in ps["prefix_consistency"]["detail"]
+    assert run(Float32Inside(Structure(causal=True), is_causal=True), compute_dtype="float32").outcome == "ok"
