@@ -107,6 +107,31 @@ def test_clip_qkv_on_the_module_itself_is_said_dbrx():
     assert any(ln.startswith("note: clip_qkv = 0.05: the module clamps q, k and v to ±0.05") for ln in r.lines), r.lines
 
 
+class Sinks(Attn):
+    """GPT-OSS's attention sinks: one learned logit per head joins each row's softmax, then is dropped."""
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (p(x).view(B, T, 4, 4).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        s = torch.cat([s, self.sinks.view(1, 4, 1, 1).expand(B, 4, T, 1).to(s.dtype)], -1).softmax(-1)[..., :-1]
+        return self.o_proj((s @ v).transpose(1, 2).reshape(B, T, D))
+
+
+def test_attention_sinks_are_said_beside_the_mismatch_they_cause_gpt_oss():
+    m = Sinks(Structure(causal=True), SimpleNamespace(num_attention_heads=4), is_causal=True)
+    m.sinks = nn.Parameter(torch.zeros(4))
+    r = run(m)
+    assert r.outcome == "mismatch" and "matches_reference" in r.failed, r.verdict.summary
+    assert any(ln.startswith("note: sinks (4 values): read as attention sinks, as GPT-OSS's") for ln in r.lines), r.lines
+    with torch.no_grad():
+        m.sinks.fill_(-1e4)  # exp(sink) negligible: the same module computes plain attention, and the note stays
+    r = run(m)
+    assert r.outcome == "ok" and any(ln.startswith("note: sinks") for ln in r.lines), r.verdict.summary
+    plain = Attn(Structure(causal=True), SimpleNamespace(num_attention_heads=4), is_causal=True)
+    assert not any(ln.startswith("note: sinks") for ln in run(plain).lines)
+
+
 class MultiQueryFloat32Softmax(nn.Module):
     """GPTBigCode's multi-query attention (one key/value head in a fused ``c_attn``), softmax in float32."""
 

@@ -144,6 +144,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     _guard(r, _hf_kv, c)
     _guard(r, _hf_softcap, c)
     _guard(r, _hf_clip_qkv, c)
+    _guard(r, _hf_sinks, c)
 
 
 @dataclass
@@ -244,6 +245,19 @@ def _hf_clip_qkv(r: ConfigRead, c: _Ctx) -> None:
         r.note("clip_qkv", f"{src} = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
                            "attention (no flag declares it; the reference does not clamp): where the probes' q, k or "
                            "v exceed it, matches_reference differs by that clamp")
+
+
+def _hf_sinks(r: ConfigRead, c: _Ctx) -> None:
+    """GPT-OSS's attention sinks (``attn.sinks``, one learned logit per head that joins each softmax row's
+    denominator and is then dropped). No flag declares them (the reference has no sink): said, so that a
+    mismatch they cause is not left unexplained."""
+    sk = _get(c.m, "sinks", c.pre)
+    shape = getattr(sk, "shape", None)
+    if shape is None or not callable(getattr(sk, "numel", None)) or len(shape) != 1:
+        return
+    r.note("sinks", f"{c.pre}sinks ({shape[0]} values): read as attention sinks, as GPT-OSS's (a logit per head that "
+                    "joins each softmax row's denominator; no flag declares them, the reference has none): where "
+                    "exp(sink) is not negligible against the row's sum, matches_reference differs by them")
 
 
 def _hf_kv(r: ConfigRead, c: _Ctx) -> None:
