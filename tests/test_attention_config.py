@@ -538,3 +538,17 @@ def test_a_hint_compares_the_window_a_release_means_never_the_raw_number():
     assert "m.config.sliding_window = 4 says otherwise" in said and "--window 4" in said, said
     raw = Item("window", 4, "config.sliding_window", interpreted=False)  # its keys are not known: never compared
     assert _read_differs({"window": raw}, Structure(causal=True, window=(7, 0)), None) == ""
+
+
+def test_gpt_neo_local_layer_type_read_from_attention_layers_when_the_layer_lacks_it():
+    """transformers 4.x keeps ``attention_type`` on the wrapping GPTNeoAttention only; its GPTNeoSelfAttention
+    has ``config`` and ``layer_id``: the type is ``config.attention_layers[layer_id]`` (4.57.1's local layer was
+    read as no window)."""
+    neo = SimpleNamespace(model_type="gpt_neo", attention_layers=["global", "local"], window_size=3)
+    r = read_module_config(SimpleNamespace(config=neo, layer_id=1))
+    assert r.get("window") == 3
+    assert any("config.attention_layers[1] 'local'" in ln for ln in r.lines()), r.lines()
+    assert read_module_config(SimpleNamespace(config=neo, layer_id=0)).get("window") is None
+    assert read_module_config(SimpleNamespace(config=neo, layer_id=5)).get("window") is None  # out of range: nothing
+    own = read_module_config(SimpleNamespace(config=neo, layer_id=0, attention_type="local"))  # 5.x: its own type wins
+    assert own.get("window") == 3 and any("attention_type 'local'" in ln for ln in own.lines())

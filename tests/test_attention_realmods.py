@@ -93,6 +93,45 @@ def test_clip_qkv_is_said_beside_the_mismatch_it_causes():
     assert any(ln.startswith("note: config.clip_qkv = 0.05: the module clamps q, k and v to ±0.05") for ln in r.lines)
 
 
+class ClippedOwn(Clipped):
+    """DBRX's layout: ``clip_qkv`` is the layer's own attribute (its config keeps it in ``attn_config``)."""
+
+    @property
+    def clip_qkv(self):
+        return self.config.clip_qkv
+
+
+def test_clip_qkv_on_the_module_itself_is_said_dbrx():
+    r = run(ClippedOwn(Structure(causal=True), SimpleNamespace(clip_qkv=0.05), is_causal=True))
+    assert r.outcome == "mismatch" and "matches_reference" in r.failed, r.verdict.summary
+    assert any(ln.startswith("note: clip_qkv = 0.05: the module clamps q, k and v to ±0.05") for ln in r.lines), r.lines
+
+
+class Sinks(Attn):
+    """GPT-OSS's attention sinks: one learned logit per head joins each row's softmax, then is dropped."""
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (p(x).view(B, T, 4, 4).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        s = (q @ k.transpose(-1, -2) / 2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        s = torch.cat([s, self.sinks.view(1, 4, 1, 1).expand(B, 4, T, 1).to(s.dtype)], -1).softmax(-1)[..., :-1]
+        return self.o_proj((s @ v).transpose(1, 2).reshape(B, T, D))
+
+
+def test_attention_sinks_are_said_beside_the_mismatch_they_cause_gpt_oss():
+    m = Sinks(Structure(causal=True), SimpleNamespace(num_attention_heads=4), is_causal=True)
+    m.sinks = nn.Parameter(torch.zeros(4))
+    r = run(m)
+    assert r.outcome == "mismatch" and "matches_reference" in r.failed, r.verdict.summary
+    assert any(ln.startswith("note: sinks (4 values): read as attention sinks, as GPT-OSS's") for ln in r.lines), r.lines
+    with torch.no_grad():
+        m.sinks.fill_(-1e4)  # exp(sink) negligible: the same module computes plain attention, and the note stays
+    r = run(m)
+    assert r.outcome == "ok" and any(ln.startswith("note: sinks") for ln in r.lines), r.verdict.summary
+    plain = Attn(Structure(causal=True), SimpleNamespace(num_attention_heads=4), is_causal=True)
+    assert not any(ln.startswith("note: sinks") for ln in run(plain).lines)
+
+
 class MultiQueryFloat32Softmax(nn.Module):
     """GPTBigCode's multi-query attention (one key/value head in a fused ``c_attn``), softmax in float32."""
 
@@ -422,3 +461,21 @@ def test_unmapped_weights_are_judged_at_the_declared_precision():
     assert r.outcome == "inconclusive", r.verdict.summary
     r = run(UnmappedLengthRounding(), causal=True)  # undeclared: the input's precision, float64
     assert r.outcome == "mismatch" and "prefix_consistency" in r.failed, r.verdict.summary
+
+
+class Float32Inside(Attn):
+    """A float64 module that computes in float32 (Jamba's and GPT-Neo's eager paths for float64 input)."""
+
+    def forward(self, x):
+        m = self.mapping()
+        m32 = Mapping(*(t.float() for t in (m.wq, m.bq, m.wk, m.bk, m.wv, m.bv, m.wo, m.bo)), 4, "own", kv_heads=4)
+        return reference_attention(x.float(), m32, self.st, torch.float32).to(x.dtype)
+
+
+def test_a_prefix_difference_from_float32_rounding_is_not_called_a_length_dependence():
+    r = run(Float32Inside(Structure(causal=True), is_causal=True))
+    assert r.outcome == "mismatch" and {"precision_as_declared", "prefix_consistency"} <= set(r.failed), r.failed
+    ps = {p["name"]: p for p in r.doc["properties"]}
+    assert "chunk padding" not in ps["prefix_consistency"]["detail"], ps["prefix_consistency"]["detail"]
+    assert "precision_as_declared names: rerun under it, it holds" in ps["prefix_consistency"]["detail"]
+    assert run(Float32Inside(Structure(causal=True), is_causal=True), compute_dtype="float32").outcome == "ok"

@@ -144,6 +144,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     _guard(r, _hf_kv, c)
     _guard(r, _hf_softcap, c)
     _guard(r, _hf_clip_qkv, c)
+    _guard(r, _hf_sinks, c)
 
 
 @dataclass
@@ -234,13 +235,29 @@ def _hf_scaling(r: ConfigRead, c: _Ctx) -> None:
 
 
 def _hf_clip_qkv(r: ConfigRead, c: _Ctx) -> None:
-    """OLMo's ``config.clip_qkv``: q, k and v are clamped to ±clip before attention. No flag declares
-    it (the reference does not clamp): said, so that a mismatch it causes is not left unexplained."""
-    cl = _get(c.cfg, "clip_qkv", c.cp)
+    """OLMo's ``config.clip_qkv``, DBRX's ``attn.clip_qkv`` (its config keeps it in ``attn_config``): q, k
+    and v are clamped to ±clip before attention. No flag declares it (the reference does not clamp):
+    said, so that a mismatch it causes is not left unexplained. The module's own attribute first."""
+    cl, src = _get(c.m, "clip_qkv", c.pre), f"{c.pre}clip_qkv"
+    if cl is _MISSING or cl is None:
+        cl, src = _get(c.cfg, "clip_qkv", c.cp), f"{c.cp}clip_qkv"
     if _is_num(cl) and not isinstance(cl, bool) and float(cl) > 0:
-        r.note("clip_qkv", f"{c.cp}clip_qkv = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
+        r.note("clip_qkv", f"{src} = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
                            "attention (no flag declares it; the reference does not clamp): where the probes' q, k or "
                            "v exceed it, matches_reference differs by that clamp")
+
+
+def _hf_sinks(r: ConfigRead, c: _Ctx) -> None:
+    """GPT-OSS's attention sinks (``attn.sinks``, one learned logit per head that joins each softmax row's
+    denominator and is then dropped). No flag declares them (the reference has no sink): said, so that a
+    mismatch they cause is not left unexplained."""
+    sk = _get(c.m, "sinks", c.pre)
+    shape = getattr(sk, "shape", None)
+    if shape is None or not callable(getattr(sk, "numel", None)) or len(shape) != 1:
+        return
+    r.note("sinks", f"{c.pre}sinks ({shape[0]} values): read as attention sinks, as GPT-OSS's (a logit per head that "
+                    "joins each softmax row's denominator; no flag declares them, the reference has none): where "
+                    "exp(sink) is not negligible against the row's sum, matches_reference differs by them")
 
 
 def _hf_kv(r: ConfigRead, c: _Ctx) -> None:
@@ -348,15 +365,21 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
 
 def _hf_local_window(r: ConfigRead, c: _Ctx) -> None:
     """GPT-Neo's local layers: the layer's own causal band of ``config.window_size`` keys (every release:
-    ``bias ^ tril(bias, −window_size)``)."""
+    ``bias ^ tril(bias, −window_size)``). The layer's type is its ``attention_type`` (transformers ≥ 5 keeps
+    it on the self-attention), else ``config.attention_layers[layer_id]`` (transformers 4 keeps it only on
+    the wrapping ``GPTNeoAttention``)."""
     if "window" in r.decided or _get(c.cfg, "model_type", c.cp) != "gpt_neo":
         return
-    at = _get(c.m, "attention_type", c.pre)
+    at, asrc = _get(c.m, "attention_type", c.pre), f"{c.pre}attention_type"
+    if at is _MISSING:
+        lid, layers = _get(c.m, "layer_id", c.pre), _get(c.cfg, "attention_layers", c.cp)
+        if _is_int(lid) and isinstance(layers, (list, tuple)) and 0 <= lid < len(layers):
+            at, asrc = layers[lid], f"{c.cp}attention_layers[{lid}]"
     if at not in ("local", "global"):
         return
     if at == "local":
         W = _window_value(_get(c.cfg, "window_size", c.cp), f"{c.cp}window_size")
-        r.add("window", W, f"{c.cp}window_size = {W}, {c.pre}attention_type 'local'", library=c.libtext,
+        r.add("window", W, f"{c.cp}window_size = {W}, {asrc} 'local'", library=c.libtext,
               meaning=f"{sem.window_text((W - 1, 0))} (the layer's bias ^ tril(bias, −window_size))", span=(W - 1, 0))
     r.decided.add("window")
 

@@ -255,6 +255,8 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
 #: (property, its guess, the property that explains it, the text instead)
 _EXPLAINED = (("prefix_consistency", "(chunk padding, or positions counted from the end?)", "causal_no_future_leak",
                "(the future-token leak that causal_no_future_leak names)"),
+              ("prefix_consistency", "(chunk padding, or positions counted from the end?)", "precision_as_declared",
+               "(rounding of the coarser precision that precision_as_declared names: rerun under it, it holds)"),
               ("gradients_match_reference", "(if the forward pass matches: a custom backward?)", "matches_reference",
                "(the forward pass differs too: see matches_reference)"))
 
