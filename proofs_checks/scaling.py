@@ -1,5 +1,5 @@
-"""A form with its float outputs multiplied by a factor (floats, NumPy and torch floating arrays, inside
-tuples, lists and dicts; a dict of functions scaled function by function), counting what it scaled: the
+"""A form with its float outputs multiplied by a factor (floats and complex numbers, NumPy and torch floating
+or complex arrays, subclasses by their plain values, inside tuples, named tuples, lists and dicts; a dict of functions scaled function by function), counting what it scaled: the
 continuous mutants (:mod:`proofs_checks.continuous`) and the own-mutant rule's doubled form
 (:func:`proofs_checks.runner.run_claim`) both use it."""
 
@@ -26,16 +26,25 @@ def _scale(v: Any, f: float, n: _Counter) -> Any:
         torch = None
     if isinstance(v, bool):
         return v
-    if isinstance(v, (float, np.floating)):
+    if isinstance(v, (complex, np.complexfloating)):  # complex outputs scale as floats do
         n.scaled += 1
-        return type(v)(v * f) if isinstance(v, np.floating) else v * f
-    if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.floating):
+        return v * f if type(v) is complex else np.asarray(v)[()] * f
+    if isinstance(v, (float, np.floating)):  # a subclass's own `*` is not trusted: its plain value is scaled
         n.scaled += 1
-        return v * f
-    if torch is not None and isinstance(v, torch.Tensor) and v.dtype.is_floating_point:
+        return np.asarray(v)[()] * f if isinstance(v, np.floating) else float.__mul__(v, f)
+    if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.inexact):
         n.scaled += 1
-        return v * f
-    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+        return np.asarray(v) * f
+    if torch is not None and isinstance(v, torch.Tensor) and (v.dtype.is_floating_point or v.dtype.is_complex):
+        n.scaled += 1
+        return v.as_subclass(torch.Tensor) * f
+    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a named tuple: its fields scaled, its type kept
+        fields = [_scale(x, f, n) for x in v]
+        try:
+            return type(v)(*fields)
+        except Exception:  # a type with `_fields` that is built otherwise: its scaled values as a tuple
+            return tuple(fields)
+    if isinstance(v, tuple):
         return tuple(_scale(x, f, n) for x in v)
     if isinstance(v, list):
         return [_scale(x, f, n) for x in v]
