@@ -26,12 +26,15 @@ all: test
 # pip compiles every installed file to bytecode one at a time (26 of torch's 34 CPU s of installing); installed
 # with --no-compile, the whole environment is compiled afterwards by compileall on every core (-j 0): the same
 # .pyc files, in about a third of the CPU time, split over both cores (benchmarks/RESULTS.md, "Set-up").
+# The project itself is built without build isolation: pip otherwise makes a fresh build environment and installs
+# setuptools into it on every install (14 of the 30 s wall of a no-op `pip install -e .`); the build backend
+# pyproject names (setuptools>=64) is installed into the venv beside torch instead.
 # compileall's exit status is 1 when a package ships a file that is not Python 3 (test data): that file is
 # imported by nobody, so the status is not an error here.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile $(TORCH_PIN)
-	$(PY) -m pip install -q --no-compile -e '.[dev]'
+	$(PY) -m pip install -q --no-compile $(TORCH_PIN) 'setuptools>=64'
+	$(PY) -m pip install -q --no-compile --no-build-isolation -e '.[dev]'
 	@$(PY) -m compileall -q -j 0 $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null 2>&1 || true
 	@touch $(STAMP)
 
