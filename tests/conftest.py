@@ -56,10 +56,19 @@ def claim_group(claim) -> str | None:
     return SHARED_GROUPS.get(mod, mod)
 
 
-def _claim_module(item) -> str | None:
-    """The group of the claim a parametrised test runs (None for other tests): see :func:`claim_group`."""
+def _claim_param_group(item) -> str | None:
+    """The group of the claim a parametrised test runs, given as a ``claim`` object or a ``cid`` id (None for
+    other tests, and for an id the registry does not know): see :func:`claim_group`."""
     params = getattr(getattr(item, "callspec", None), "params", {}) or {}
-    return claim_group(params.get("claim"))
+    claim, cid = params.get("claim"), params.get("cid")
+    if claim is None and isinstance(cid, str):
+        from proofs_checks.registry import RegistryError, get_claim
+
+        try:
+            claim = get_claim(cid)
+        except (KeyError, RegistryError):
+            return None
+    return claim_group(claim) if getattr(claim, "checks", None) else None
 
 
 def pytest_itemcollected(item):
@@ -73,24 +82,19 @@ def pytest_itemcollected(item):
     # The mark is set as each item is collected: xdist turns the marks into node ids in its own
     # pytest_collection_modifyitems, which runs before a conftest's (marks added there were silently
     # ignored, and the groups split across workers).
+    # The same for every other test parametrised by one claim (a `claim` object or a `cid` id: the derivation's
+    # steps, its symbolic-size form, its statement): the claim's derivation is lru-cached per process, so in
+    # the claim's group it is built once per `make test` (icl.linear_task_risk's alone is 7 CPU s; the 100
+    # derivations 33 s), not again on the other worker.
+    # (A test that uses a module-scoped fixture stays with that fixture's group, below: the fixture is the dearer.)
+    if item.get_closest_marker("xdist_group"):
+        return
     modname = getattr(getattr(item, "module", None), "__name__", "")
-    if modname.endswith("test_registry"):
-        mod = _claim_module(item)
-        if mod:
-            item.add_marker(pytest.mark.xdist_group(mod))
-    elif modname.endswith("test_derivations"):
-        # with the claim's own group: its symbolic checks call the same lru-cached derivation (theory/*),
-        # which is then built once per `make test` instead of once in each of two workers (issue 46)
-        cid = (getattr(getattr(item, "callspec", None), "params", {}) or {}).get("cid")
-        if cid:
-            from proofs_checks.registry import RegistryError, get_claim
-
-            try:
-                group = claim_group(get_claim(cid))
-            except (KeyError, RegistryError):
-                group = None
-            item.add_marker(pytest.mark.xdist_group(group or "derivation:" + cid))
-    elif _uses_module_fixture(item) and not item.get_closest_marker("xdist_group"):
+    fixture = _uses_module_fixture(item) and not modname.endswith(("test_registry", "test_derivations"))
+    group = None if fixture else _claim_param_group(item)
+    if group:
+        item.add_marker(pytest.mark.xdist_group(group))
+    elif _uses_module_fixture(item):
         # A module-scoped fixture (a tverify run with broken plugins, a real report, a trained model, a
         # Dask cluster) is built once per worker that runs one of its tests: the tests that use it go
         # to one worker, so it is built once (two builds of test_plugin_isolation's run cost 20.7 s and
