@@ -1076,11 +1076,15 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
     a closed pipe, a standard output closed from the start): one line, exit 2."""
-    from proofs_checks.console import guard_closed_streams
+    from proofs_checks.console import Terminated, guard_closed_streams, terminate_cleanly
 
     guard_closed_streams()
+    terminate_cleanly()
     try:
         _main(argv)
+    except Terminated:
+        _stderr_line("tverify: terminated (SIGTERM); nothing was written after it (earlier outputs are as they were)")
+        sys.exit(143)
     except SystemExit as exc:
         code = exc.code
         if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click met EPIPE on stdout (its own exit 1)

@@ -74,6 +74,37 @@ def guard_closed_streams() -> None:
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the life of the process)
 
+
+class Terminated(BaseException):
+    """SIGTERM turned into an exception in tverify's own process, so every ``finally`` runs as for
+    Ctrl-C: a half-written report folder, the checks' processes and temporary folders are removed
+    (the default action ended the process at once and left them). Not an ``Exception``: a check's
+    or a library's ``except Exception`` does not swallow it."""
+
+
+def terminate_cleanly() -> None:
+    """Install the SIGTERM handler raising :class:`Terminated` (once: a second SIGTERM takes the
+    default action). Only in the main thread, only where SIGTERM has its default action, and only in
+    this process (a process forked from it gets the default action back)."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+    pid = os.getpid()
+
+    def on_term(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if os.getpid() != pid:
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, on_term)
+
 _consoles: dict[str, Any] = {}
 
 
