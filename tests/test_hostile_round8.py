@@ -1,0 +1,109 @@
+"""Issue 44, the eighth (independent) hostile pass: each finding fixed here reproduced as a test.
+
+* N2: SIGTERM (``kill PID``, a CI job cancelled) ended ``tverify`` at once, without running any
+  ``finally``: a report being written stayed as a hidden partial folder ``.DIR.tverify-new-*`` beside
+  ``--out``, and ``check … --report`` left ``pymp-*``/``tverify-figures-*`` folders in ``$TMPDIR``. Now
+  SIGTERM raises :class:`proofs_checks.console.Terminated` in tverify's own process: the same cleanup
+  as Ctrl-C, one line, exit 143.
+* N5/N6: ``check lyapunov`` with thousands of unary signs (under the 4000-character limit) ended in a
+  ``RecursionError`` traceback from Python's own parser; 1900 nested parentheses said "cannot parse …
+  (allowed: numbers, the variables, …)" while echoing the 3800 characters: neither said the cause.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# --- N2: SIGTERM cleans up as Ctrl-C does -------------------------------------------------------
+
+_TERM_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, time
+    from pathlib import Path
+    import proofs_checks.cli as cli
+    from proofs_checks.output.report import build_output
+
+    out = Path(sys.argv[1])
+
+    def fill(tmp):
+        (tmp / "index.html").write_text("half a report")
+        os.kill(os.getpid(), signal.SIGTERM)   # as `kill PID` while the folder is being filled
+        time.sleep(30)                           # never reached: the signal ends the fill
+
+    def fake_main(argv):
+        build_output(out, fill, {"command": "test"})
+
+    cli._main = fake_main
+    cli.main([])
+""")
+
+
+def test_sigterm_while_a_report_is_written_leaves_no_partial_folder(tmp_path):
+    out = tmp_path / "rep"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-c", _TERM_SCRIPT, str(out)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 143, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "tverify: terminated (SIGTERM); nothing was written after it (earlier outputs are as they were)"]
+    left = [p.name for p in tmp_path.iterdir() if p.name != "cache"]
+    assert left == [], left  # neither `rep` nor a `.rep.tverify-new-*` sibling
+
+
+def test_sigterm_handler_is_only_this_process_and_only_once():
+    script = textwrap.dedent("""
+        import os, signal, sys
+        from proofs_checks.console import Terminated, terminate_cleanly
+        terminate_cleanly()
+        pid = os.fork()
+        if pid == 0:                      # a forked process gets the default action back: it dies of it
+            os.kill(os.getpid(), signal.SIGTERM)
+            os._exit(7)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except Terminated:
+            pass
+        else:
+            sys.exit("no Terminated raised")
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # a second SIGTERM ends it at once
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_a_caller_s_own_sigterm_handler_is_kept():
+    script = textwrap.dedent("""
+        import signal
+        from proofs_checks.console import terminate_cleanly
+        mine = lambda s, f: None
+        signal.signal(signal.SIGTERM, mine)
+        terminate_cleanly()
+        print(signal.getsignal(signal.SIGTERM) is mine)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "True", r.stderr
+
+
+# --- N5/N6: deep expressions in check lyapunov -------------------------------------------------
+
+@pytest.mark.parametrize("f, v, words", [
+    ("-" * 3000 + "x, -y", "x**2 + y**2", "nested deeper than Python's parser allows"),
+    ("-x, -y", "+" * 3500 + "x**2 + y**2", "nested deeper than Python's parser allows"),
+    ("-" + "(" * 1900 + "x" + ")" * 1900 + ", -y", "x**2 + y**2", "too many nested parentheses"),
+], ids=["3000-minuses-in-f", "3500-pluses-in-V", "1900-parentheses"])
+def test_lyapunov_deep_nesting_is_one_line_saying_so(f, v, words):
+    from theory.lyapunov import parse_system
+    from theory.validation import InputError
+
+    with pytest.raises(InputError) as e:
+        parse_system(f, v)
+    msg = str(e.value)
+    assert words in msg and len(msg) < 300 and "\n" not in msg, msg
