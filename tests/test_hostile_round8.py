@@ -107,3 +107,51 @@ def test_lyapunov_deep_nesting_is_one_line_saying_so(f, v, words):
         parse_system(f, v)
     msg = str(e.value)
     assert words in msg and len(msg) < 300 and "\n" not in msg, msg
+
+
+# --- N4: the claim API given something that is not a Claim -------------------------------------
+
+@pytest.mark.parametrize("bad", [None, "attn.softmax_simplex", 3])
+@pytest.mark.parametrize("fn", ["check_claim", "run_mutants"])
+def test_claim_api_refuses_a_non_claim_with_one_line(fn, bad):
+    import proofs_checks.plugin as plugin
+    from theory.validation import InputError
+
+    with pytest.raises(InputError) as e:
+        getattr(plugin, fn)(bad)
+    msg = str(e.value)
+    assert msg.startswith(f"{fn}: claim must be a Claim object, got ") and "\n" not in msg
+    assert ("get_claim" in msg) == isinstance(bad, str)
+
+
+# --- N4/N8: the pytest fixture -------------------------------------------------------------------
+
+def _fixture():
+    from proofs_checks.pytest_plugin import TverifyFixture
+
+    return TverifyFixture()
+
+
+@pytest.mark.parametrize("bad, words", [(None, "claim must be a Claim object"), ("nosuch.claim", "no claim 'nosuch.claim'")])
+def test_fixture_assert_claim_bad_input_fails_with_one_line(bad, words):
+    with pytest.raises(pytest.fail.Exception) as e:
+        _fixture().assert_claim(bad)
+    assert str(e.value).startswith("tverify.assert_claim: bad input: ") and words in str(e.value)
+
+
+@pytest.mark.parametrize("code, outcome", [(0, "ok"), (3, "inconclusive"), (1, "mismatch")])
+def test_fixture_reads_a_claims_run_by_its_exit_code(code, outcome):
+    from proofs_checks.pytest_plugin import _run_outcome
+
+    class Run:
+        exit_code = code
+        ok = code == 0
+
+    assert _run_outcome(Run()) == outcome
+
+
+def test_fixture_an_undecided_run_is_inconclusive_not_mismatch(monkeypatch):
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "0.000001")  # SymPy stopped at once: undecided, exit 3
+    with pytest.raises(pytest.fail.Exception) as e:
+        _fixture().run_claims("attn.softmax_simplex", mode="quick")
+    assert str(e.value).startswith("tverify.run_claims: expected ok, got inconclusive")
