@@ -155,3 +155,24 @@ def test_fixture_an_undecided_run_is_inconclusive_not_mismatch(monkeypatch):
     with pytest.raises(pytest.fail.Exception) as e:
         _fixture().run_claims("attn.softmax_simplex", mode="quick")
     assert str(e.value).startswith("tverify.run_claims: expected ok, got inconclusive")
+
+
+# --- N10: an allocation that fails is not a damaged file ---------------------------------------
+
+def test_npy_too_large_to_allocate_is_not_called_damaged(tmp_path, monkeypatch):
+    import numpy as np
+
+    from proofs_checks.parsing import load_npy
+    from theory.validation import InputError
+
+    p = tmp_path / "P.npy"
+    np.save(p, np.eye(3))
+
+    def no_memory(*a, **k):
+        raise MemoryError("Unable to allocate 149. GiB for an array with shape (20000000000,) and data type float64")
+
+    monkeypatch.setattr(np, "load", no_memory)
+    with pytest.raises(InputError) as e:
+        load_npy(p, "--patterns", max_memory=1000)
+    msg = str(e.value)
+    assert "damaged" not in msg.replace("not damaged", "") and "could not allocate" in msg and "(3, 3)" in msg, msg
