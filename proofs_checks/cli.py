@@ -554,12 +554,24 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
             raise UsageError(f"--docs-dir {docs_dir}: {name} exists and is not a catalogue tverify wrote there (its "
                              "record of written outputs does not list it); nothing was run or written: choose another "
                              "folder, or add --force to replace it")
-    fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
+    checkout = not docs_dir  # the project's own docs/ document its own claims, never an installed plugin's
+    fp = catalogue.source_fingerprint(plugins=not checkout)  # before the import (see catalogue.build)
     claims = _select([])
+    if checkout:
+        from proofs_checks.claims import is_builtin
+
+        others = [c.id for c in claims if not is_builtin(c)]
+        claims = [c for c in claims if is_builtin(c)]
+        if others:
+            click.echo(f"tverify: note: {len(others)} claim(s) of installed plugins ({', '.join(others[:3])}"
+                       f"{', …' if len(others) > 3 else ''}) are not written into this project's catalogue "
+                       "(--docs-dir DIR writes one with them)", err=True)
     click.echo(f"deriving {len(claims)} claims for the catalogue (evaluates every derivation's obligations)...", err=True)
     doc = catalogue.build(claims, with_derivations=True, fingerprint=fp,
                           progress=lambda k, n, cid: click.echo(f"[{k}/{n}] {cid}", err=True))
-    if catalogue.source_fingerprint() != fp:
+    if checkout:
+        doc.pop("depends_on", None)  # the plugins' helper sources: no plugin claim is in this document
+    if catalogue.source_fingerprint(plugins=not checkout) != fp:
         click.echo("tverify: warning: the sources changed while the catalogue was generated; run it again", err=True)
     try:
         paths = catalogue.write_docs(doc, out)

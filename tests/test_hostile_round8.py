@@ -176,3 +176,71 @@ def test_npy_too_large_to_allocate_is_not_called_damaged(tmp_path, monkeypatch):
         load_npy(p, "--patterns", max_memory=1000)
     msg = str(e.value)
     assert "damaged" not in msg.replace("not damaged", "") and "could not allocate" in msg and "(3, 3)" in msg, msg
+
+
+# --- N11/N12: what counts as this project's own claim ---------------------------------------------
+
+def _notebook_claim(module: str | None = None):
+    import numpy as np
+
+    from proofs_checks.plugin import Check, Claim, Mutant, compare
+
+    def vacuous(form, ctx):
+        x = ctx.rng().standard_normal(50)
+        return compare(float(np.max(np.abs(form(x) - 2 * x))), 1e300, "huge tolerance")
+
+    if module:
+        vacuous.__module__ = module  # a function saying it is one of the built-in claim modules'
+    return Claim(id="attn.softmax_simplex", title="3x = 2x", statement="3x = 2x", source="-", kind="identity",
+                 form=lambda x: 3 * x, no_symbolic="none", checks=(Check("vacuous", "numeric", vacuous),),
+                 mutants=(Mutant("huge", "wrong constant", "1e305 x", lambda x: 1e305 * x),))
+
+
+def test_is_builtin_is_the_registered_object_not_an_id_or_a_module_name():
+    from proofs_checks.claims import is_builtin
+    from proofs_checks.registry import get_claim
+
+    real = get_claim("attn.softmax_simplex")  # loads the built-in claims
+    assert is_builtin(real)
+    assert not is_builtin(_notebook_claim("proofs_checks.claims.attention"))  # same id, disguised function
+    assert not is_builtin(None) and not is_builtin("attn.softmax_simplex")
+
+
+def test_markdown_into_the_checkout_writes_only_this_project_s_claims(tmp_path, monkeypatch, capsys):
+    from proofs_checks import cli
+    from proofs_checks.output import catalogue
+    from proofs_checks.registry import select
+
+    from proofs_checks.claims import is_builtin
+
+    builtin = [c for c in select([]) if is_builtin(c)]  # whatever plugins this machine has installed
+    import dataclasses
+
+    plugin = dataclasses.replace(_notebook_claim(), id="zz9plugin.three")  # unregistered: an installed plugin's
+    seen = {}
+
+    def fake_build(claims, *, with_derivations, fingerprint, progress):
+        seen.update(ids=[c.id for c in claims], fp=fingerprint)
+        return {"schema": catalogue.SCHEMA, "claims": [], "fingerprint": fingerprint,
+                "depends_on": {"/elsewhere/plugin_helper.py": "0" * 64}}
+
+    def fake_write(doc, out):
+        seen["doc"] = doc
+        return []
+
+    monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: tmp_path)
+    monkeypatch.setattr(catalogue, "build", fake_build)
+    monkeypatch.setattr(catalogue, "write_docs", fake_write)
+    monkeypatch.setattr(catalogue, "save_cache", lambda doc, d: None)
+    monkeypatch.setattr(cli, "_select", lambda patterns: [*builtin, plugin])
+
+    class Store:
+        cache_dir = tmp_path / "cache"
+
+    cli._write_catalogue(None, Store())
+    assert "zz9plugin.three" not in seen["ids"] and len(seen["ids"]) == len(builtin)
+    assert seen["fp"] == catalogue.source_fingerprint(plugins=False)
+    assert "depends_on" not in seen["doc"]
+    assert "zz9plugin.three" in capsys.readouterr().err
+    cli._write_catalogue(str(tmp_path / "mine"), Store())  # a folder of the user's: every claim
+    assert "zz9plugin.three" in seen["ids"]
