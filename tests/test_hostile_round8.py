@@ -244,3 +244,15 @@ def test_markdown_into_the_checkout_writes_only_this_project_s_claims(tmp_path, 
     assert "zz9plugin.three" in capsys.readouterr().err
     cli._write_catalogue(str(tmp_path / "mine"), Store())  # a folder of the user's: every claim
     assert "zz9plugin.three" in seen["ids"]
+
+
+# --- N13: a store that is a link to nothing ---------------------------------------------------
+
+def test_store_link_to_nothing_says_so(tmp_path):
+    from proofs_checks.store import Store, check_store_writable
+
+    link = tmp_path / "store"
+    link.symlink_to(tmp_path / "missing" / "x")
+    msg = check_store_writable(Store(link, "TVERIFY_STORE"))
+    assert "is a symbolic link to" in msg and "does not exist" in msg and "File exists" not in msg, msg
+    assert not (tmp_path / "missing").exists()
