@@ -151,7 +151,8 @@ def test_fixture_reads_a_claims_run_by_its_exit_code(code, outcome):
 
 
 def test_fixture_an_undecided_run_is_inconclusive_not_mismatch(monkeypatch):
-    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "0.000001")  # SymPy stopped at once: undecided, exit 3
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "0")  # derive now (not from docs/catalogue.json) ...
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "0.000001")  # ... and stop SymPy at once: undecided, exit 3
     with pytest.raises(pytest.fail.Exception) as e:
         _fixture().run_claims("attn.softmax_simplex", mode="quick")
     assert str(e.value).startswith("tverify.run_claims: expected ok, got inconclusive")
@@ -256,3 +257,13 @@ def test_store_link_to_nothing_says_so(tmp_path):
     msg = check_store_writable(Store(link, "TVERIFY_STORE"))
     assert "is a symbolic link to" in msg and "does not exist" in msg and "File exists" not in msg, msg
     assert not (tmp_path / "missing").exists()
+
+
+# --- N3 (part): the derivation cache switch reads as the plugins' reader does -----------------
+
+@pytest.mark.parametrize("value", ["OFF", "False", "No", " 0 "])
+def test_derivation_cache_switch_is_case_insensitive(value, monkeypatch):
+    from proofs_checks import fingerprint
+
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", value)
+    assert fingerprint.cached_derivation("attn.softmax_simplex") is None
