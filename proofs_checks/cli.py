@@ -814,7 +814,12 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     from proofs_checks.output.report import ReportTargetError, check_out_and_json, default_writers, results_document, write_report
 
     def check_out() -> Path:
-        return check_out_and_json(out_dir, force, json_path)
+        out = check_out_and_json(out_dir, force, json_path)
+        root = _store(store_dir).root  # the run writes there before the folder is replaced: never inside it
+        if root == out or out in root.parents:
+            raise UsageError(f"results store {root}: inside --out {out_dir}, which the report replaces (the run "
+                             "would write there first, and the report would then be refused); keep the store elsewhere")
+        return out
 
     import time
 

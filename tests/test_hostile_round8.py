@@ -267,3 +267,19 @@ def test_derivation_cache_switch_is_case_insensitive(value, monkeypatch):
 
     monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", value)
     assert fingerprint.cached_derivation("attn.softmax_simplex") is None
+
+
+# --- N14: a results store inside the report folder ----------------------------------------------
+
+@pytest.mark.parametrize("where", ["store", "."])
+def test_report_refuses_a_store_inside_out_before_the_run(tmp_path, where):
+    from click.testing import CliRunner
+
+    from proofs_checks.cli import cli
+
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(cli, ["report", "attn.softmax_simplex", "--quick", "--no-mutants", "--no-progress",
+                                 "--out", str(out), "--store", str(out / where)])
+    assert r.exit_code == 2, r.output
+    assert "inside --out" in r.output and "keep the store elsewhere" in r.output
+    assert not out.exists()  # nothing ran, nothing was written
