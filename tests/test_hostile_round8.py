@@ -283,3 +283,15 @@ def test_report_refuses_a_store_inside_out_before_the_run(tmp_path, where):
     assert r.exit_code == 2, r.output
     assert "inside --out" in r.output and "keep the store elsewhere" in r.output
     assert not out.exists()  # nothing ran, nothing was written
+
+
+def test_survey_refuses_an_install_cache_inside_out(tmp_path):
+    from click.testing import CliRunner
+
+    from proofs_checks.cli import cli
+
+    out = tmp_path / "sv"
+    r = CliRunner().invoke(cli, ["survey", "--no-install", "--quick", "--no-progress", "--out", str(out),
+                                 "--cache-dir", str(out / "cache"), "torch-mha"])
+    assert r.exit_code == 2, r.output
+    assert "inside --out" in r.output and not out.exists()
