@@ -1099,9 +1099,9 @@ def main(argv: list[str] | None = None) -> None:
     terminate_cleanly()
     try:
         _main(argv)
-    except Terminated:
-        _stderr_line("tverify: terminated (SIGTERM); nothing was written after it (earlier outputs are as they were)")
-        sys.exit(143)
+    except Terminated as exc:
+        _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
+        sys.exit(128 + exc.signum)
     except SystemExit as exc:
         code = exc.code
         if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click met EPIPE on stdout (its own exit 1)

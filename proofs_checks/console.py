@@ -76,34 +76,45 @@ def guard_closed_streams() -> None:
 
 
 class Terminated(BaseException):
-    """SIGTERM turned into an exception in tverify's own process, so every ``finally`` runs as for
-    Ctrl-C: a half-written report folder, the checks' processes and temporary folders are removed
-    (the default action ended the process at once and left them). Not an ``Exception``: a check's
-    or a library's ``except Exception`` does not swallow it."""
+    """SIGTERM or SIGHUP (``kill PID``, a CI job cancelled, a closed terminal) turned into an exception
+    in tverify's own process, so every ``finally`` runs as for Ctrl-C: a half-written report folder,
+    the checks' processes and temporary folders are removed (the default action ended the process at
+    once and left them). Not an ``Exception``: a check's or a library's ``except Exception`` does not
+    swallow it. ``signum``: the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        import signal
+
+        return signal.Signals(self.signum).name
 
 
 def terminate_cleanly() -> None:
-    """Install the SIGTERM handler raising :class:`Terminated` (once: a second SIGTERM takes the
-    default action). Only in the main thread, only where SIGTERM has its default action, and only in
-    this process (a process forked from it gets the default action back)."""
+    """Install the SIGTERM and SIGHUP handler raising :class:`Terminated` (once: a second signal
+    takes the default action). Only in the main thread, only for a signal that has its default
+    action, and only in this process (a process forked from it gets the default action back)."""
     import os
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
     pid = os.getpid()
 
-    def on_term(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    def on_signal(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
         if os.getpid() != pid:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
             return
-        raise Terminated()
+        raise Terminated(signum)
 
-    signal.signal(signal.SIGTERM, on_term)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, on_signal)
 
 _consoles: dict[str, Any] = {}
 

@@ -32,7 +32,7 @@ _TERM_SCRIPT = textwrap.dedent("""
 
     def fill(tmp):
         (tmp / "index.html").write_text("half a report")
-        os.kill(os.getpid(), signal.SIGTERM)   # as `kill PID` while the folder is being filled
+        os.kill(os.getpid(), getattr(signal, sys.argv[2]))   # as `kill PID` while the folder is being filled
         time.sleep(30)                           # never reached: the signal ends the fill
 
     def fake_main(argv):
@@ -43,14 +43,15 @@ _TERM_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_sigterm_while_a_report_is_written_leaves_no_partial_folder(tmp_path):
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_sigterm_while_a_report_is_written_leaves_no_partial_folder(tmp_path, name):
     out = tmp_path / "rep"
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    r = subprocess.run([sys.executable, "-c", _TERM_SCRIPT, str(out)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", _TERM_SCRIPT, str(out), name], capture_output=True, text=True,
                        cwd=tmp_path, env=env, timeout=120)
-    assert r.returncode == 143, r.stderr
+    assert r.returncode == 128 + getattr(signal, name), r.stderr
     assert r.stderr.strip().splitlines() == [
-        "tverify: terminated (SIGTERM); nothing was written after it (earlier outputs are as they were)"]
+        f"tverify: terminated ({name}); nothing was written after it (earlier outputs are as they were)"]
     left = [p.name for p in tmp_path.iterdir() if p.name != "cache"]
     assert left == [], left  # neither `rep` nor a `.rep.tverify-new-*` sibling
 
@@ -73,6 +74,12 @@ def test_sigterm_handler_is_only_this_process_and_only_once():
         else:
             sys.exit("no Terminated raised")
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # a second SIGTERM ends it at once
+        try:
+            os.kill(os.getpid(), signal.SIGHUP)                         # a closed terminal: the same
+        except Terminated as exc:
+            assert exc.name == "SIGHUP", exc.name
+        else:
+            sys.exit("no Terminated raised for SIGHUP")
         print("ok")
     """)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
