@@ -554,12 +554,24 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
             raise UsageError(f"--docs-dir {docs_dir}: {name} exists and is not a catalogue tverify wrote there (its "
                              "record of written outputs does not list it); nothing was run or written: choose another "
                              "folder, or add --force to replace it")
-    fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
+    checkout = not docs_dir  # the project's own docs/ document its own claims, never an installed plugin's
+    fp = catalogue.source_fingerprint(plugins=not checkout)  # before the import (see catalogue.build)
     claims = _select([])
+    if checkout:
+        from proofs_checks.claims import is_builtin
+
+        others = [c.id for c in claims if not is_builtin(c)]
+        claims = [c for c in claims if is_builtin(c)]
+        if others:
+            click.echo(f"tverify: note: {len(others)} claim(s) of installed plugins ({', '.join(others[:3])}"
+                       f"{', …' if len(others) > 3 else ''}) are not written into this project's catalogue "
+                       "(--docs-dir DIR writes one with them)", err=True)
     click.echo(f"deriving {len(claims)} claims for the catalogue (evaluates every derivation's obligations)...", err=True)
     doc = catalogue.build(claims, with_derivations=True, fingerprint=fp,
                           progress=lambda k, n, cid: click.echo(f"[{k}/{n}] {cid}", err=True))
-    if catalogue.source_fingerprint() != fp:
+    if checkout:
+        doc.pop("depends_on", None)  # the plugins' helper sources: no plugin claim is in this document
+    if catalogue.source_fingerprint(plugins=not checkout) != fp:
         click.echo("tverify: warning: the sources changed while the catalogue was generated; run it again", err=True)
     try:
         paths = catalogue.write_docs(doc, out)
@@ -802,7 +814,12 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     from proofs_checks.output.report import ReportTargetError, check_out_and_json, default_writers, results_document, write_report
 
     def check_out() -> Path:
-        return check_out_and_json(out_dir, force, json_path)
+        out = check_out_and_json(out_dir, force, json_path)
+        root = _store(store_dir).root  # the run writes there before the folder is replaced: never inside it
+        if root == out or out in root.parents:
+            raise UsageError(f"results store {root}: inside --out {out_dir}, which the report replaces (the run "
+                             "would write there first, and the report would then be refused); keep the store elsewhere")
+        return out
 
     import time
 
@@ -1076,11 +1093,15 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
     a closed pipe, a standard output closed from the start): one line, exit 2."""
-    from proofs_checks.console import guard_closed_streams
+    from proofs_checks.console import Terminated, guard_closed_streams, terminate_cleanly
 
     guard_closed_streams()
+    terminate_cleanly()
     try:
         _main(argv)
+    except Terminated as exc:
+        _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
+        sys.exit(128 + exc.signum)
     except SystemExit as exc:
         code = exc.code
         if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click met EPIPE on stdout (its own exit 1)

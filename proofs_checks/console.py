@@ -74,6 +74,48 @@ def guard_closed_streams() -> None:
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the life of the process)
 
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP (``kill PID``, a CI job cancelled, a closed terminal) turned into an exception
+    in tverify's own process, so every ``finally`` runs as for Ctrl-C: a half-written report folder,
+    the checks' processes and temporary folders are removed (the default action ended the process at
+    once and left them). Not an ``Exception``: a check's or a library's ``except Exception`` does not
+    swallow it. ``signum``: the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        import signal
+
+        return signal.Signals(self.signum).name
+
+
+def terminate_cleanly() -> None:
+    """Install the SIGTERM and SIGHUP handler raising :class:`Terminated` (once: a second signal
+    takes the default action). Only in the main thread, only for a signal that has its default
+    action, and only in this process (a process forked from it gets the default action back)."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    pid = os.getpid()
+
+    def on_signal(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
+        if os.getpid() != pid:
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, on_signal)
+
 _consoles: dict[str, Any] = {}
 
 

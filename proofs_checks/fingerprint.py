@@ -121,7 +121,7 @@ def _fresh_derivations() -> dict[str, dict[str, Any]]:
 def cached_derivation(claim_id: str) -> dict[str, Any] | None:
     """The claim's derivation info as the fresh catalogue holds it (a copy), or ``None`` (no fresh
     catalogue, the claim is not in it, or ``TVERIFY_DERIVATION_CACHE=0``)."""
-    if os.environ.get("TVERIFY_DERIVATION_CACHE", "1").strip() in ("0", "no", "false", "off"):
+    if os.environ.get("TVERIFY_DERIVATION_CACHE", "1").strip().lower() in ("0", "no", "false", "off"):  # as _plugins
         return None
     info = _fresh_derivations().get(claim_id)
     return copy.deepcopy(info) if info is not None else None

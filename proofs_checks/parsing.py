@@ -467,9 +467,14 @@ def npy_header(path, option: str, max_memory: float | None = None) -> tuple[tupl
 
 def load_npy(path, option: str, max_memory: float | None = None) -> np.ndarray:
     """A ``.npy`` array, its header checked first (:func:`npy_header`); never unpickled."""
-    npy_header(path, option, max_memory)
+    shape, dtype = npy_header(path, option, max_memory)
     try:
         return np.load(path, allow_pickle=False)
+    except MemoryError:  # within a raised --max-memory but not what the machine can give: not a damaged file
+        from proofs_checks.guards import fmt_bytes
+
+        raise InputError(f"{option}: {path} (shape {shape}) needs about {fmt_bytes(_nbytes(shape, dtype))} of "
+                         "memory, which this machine could not allocate (the file itself is not damaged)") from None
     except Exception as exc:
         raise InputError(f"{option}: {path} is a damaged .npy file ({_first_sentence(exc)})") from None
 

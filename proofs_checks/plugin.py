@@ -445,6 +445,17 @@ def _html_table(head: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]
     return f"<p>{head}</p><table><tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>" + body + "</table>"
 
 
+def _require_claim(claim: Any, fn: str) -> Claim:
+    """``claim`` itself when it is a :class:`Claim`; anything else (an id, ``None``) is one
+    ``InputError`` line in ``fn``'s words, not an ``AttributeError`` from inside."""
+    if isinstance(claim, Claim):
+        return claim
+    from theory.validation import InputError
+
+    hint = ": for a registered id use get_claim(id) or run_claims(id)" if isinstance(claim, str) else ""
+    raise InputError(f"{fn}: claim must be a Claim object, got {claim!r:.80} ({type(claim).__name__}){hint}")
+
+
 def _ctx(mode: str, seed: int, device: str) -> RunContext:
     return RunContext(mode=mode, seed=seed, device=device)
 
@@ -466,7 +477,7 @@ def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
     """
     from proofs_checks.runner import run_claim
 
-    claim.validate()
+    _require_claim(claim, "check_claim").validate()
     return ClaimCheck(run_claim(claim, _ctx(mode, seed, device)))
 
 
@@ -483,7 +494,7 @@ def run_mutants(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
     """
     from proofs_checks.runner import refusal_reason, refused_mutant, run_claim, run_mutant
 
-    claim.validate()
+    _require_claim(claim, "run_mutants").validate()
     ctx = _ctx(mode, seed, device)
     base = run_claim(claim, ctx)
     why = refusal_reason(base)

@@ -41,7 +41,7 @@ class TverifyFixture:
         except InputError as exc:
             pytest.fail(f"tverify.{fn}: bad input: {exc}", pytrace=False)
         verdict = getattr(result, "verdict", None)
-        outcome = getattr(result, "outcome", None) or getattr(verdict, "outcome", None) or ("ok" if result.ok else "mismatch")
+        outcome = getattr(result, "outcome", None) or getattr(verdict, "outcome", None) or _run_outcome(result)
         if outcome != expect:
             pytest.fail(f"tverify.{fn}: expected {expect}, got {outcome}\n{result}", pytrace=False)
         return result
@@ -71,14 +71,28 @@ class TverifyFixture:
         numeric or trained check kills each mutant; otherwise the test fails with the reason."""
         from proofs_checks.testkit import assert_claim
 
+        from proofs_checks.registry import UnknownClaimError
+        from theory.validation import InputError
+
         try:
             return assert_claim(claim, **kwargs)
         except AssertionError as exc:
             pytest.fail(f"tverify.assert_claim: {exc}", pytrace=False)
+        except (InputError, UnknownClaimError) as exc:
+            pytest.fail(f"tverify.assert_claim: bad input: {exc}", pytrace=False)
 
     def run_claims(self, patterns=(), *, expect: str = "ok", **kwargs):
         """:func:`proofs_checks.api.run_claims` (``ok``: none refuted, errored or incomplete)."""
         return self._run("run_claims", patterns, expect=expect, **kwargs)
+
+
+def _run_outcome(result: Any) -> str:
+    """A claims run (``run_claims``) as a check's outcome, by its exit code as ``tverify run``: 0 ok,
+    3 (undecided, none failed) inconclusive, else mismatch (refuted, errored or incomplete)."""
+    code = getattr(result, "exit_code", None)
+    if code is None:
+        return "ok" if result.ok else "mismatch"
+    return {0: "ok", 3: "inconclusive"}.get(code, "mismatch")
 
 
 @pytest.fixture

@@ -213,6 +213,10 @@ def check_store_writable(store: Store) -> str | None:
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
+        if isinstance(exc, FileExistsError) and os.path.islink(store.root) and not store.root.exists():
+            # mkdir on a link to nothing says "File exists": say what is there
+            return (f"results store {store.describe()} is a symbolic link to {os.readlink(store.root)}, "
+                    "which does not exist (create that folder, or name another store)")
         return f"results store {store.describe()} is not writable: {exc.strerror or exc}"
     return None
 

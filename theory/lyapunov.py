@@ -793,7 +793,13 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
         raise InputError(f"{option}: use ** for powers, not ^: {text!r}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError:
+    except RecursionError:  # thousands of nested signs: Python's own parser gives up before any depth count
+        raise InputError(f"{option}: the expression is nested deeper than Python's parser allows (a chain of "
+                         f"signs or operations); at most {MAX_NESTING} levels are supported: expand or shorten it") from None
+    except SyntaxError as exc:
+        if "nested parentheses" in str(exc.msg):  # Python's parser stops at 200 levels of brackets
+            raise InputError(f"{option}: {exc.msg} (Python's parser allows 200 levels); expand or shorten "
+                             f"the expression ({len(text)} characters)") from None
         raise InputError(f"{option}: cannot parse {text!r} (allowed: numbers, the variables, + - * / ** and parentheses)") from None
     depth = _ast_depth(tree)
     if depth > MAX_NESTING:  # SymPy's parser recurses once per level (a RecursionError, a 1000-line traceback)

@@ -23,15 +23,30 @@ ORDER = ("attention", "attention_forms", "attention_blocks", "attention_cost", "
          "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn", "approx", "approx_sparse", "lyapunov", "lyapunov_sos")
 
 
+#: the claims this project ships, by id, as its own modules registered them in :func:`load_all`
+BUILTIN: dict[str, object] = {}
+
+
+def is_builtin(claim) -> bool:
+    """``claim`` is the very object one of this project's claim modules registered (a plugin's or a
+    notebook's claim never is, whatever its id or its functions' ``__module__`` say)."""
+    found = BUILTIN.get(getattr(claim, "id", None))
+    return found is not None and found is claim
+
+
 def load_all() -> None:
     """Import every claim module in this package once (registration happens at import)."""
     global _loaded
     if _loaded:
         return
+    from proofs_checks.registry import registry
+
+    before = set(registry.ids())
     rank = {name: i for i, name in enumerate(ORDER)}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: (rank.get(m.name, len(ORDER)), m.name)):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
+    BUILTIN.update({i: registry.get(i) for i in registry.ids() if i not in before})
     _loaded = True
     load_plugins()
 

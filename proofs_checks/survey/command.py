@@ -87,6 +87,10 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     out = check_out_and_json(out_dir, force, json_path, what="tverify survey")
     _check_json_target(json_path)
     cache = Path(cache_dir) if cache_dir else default_cache()
+    where = cache.expanduser().absolute()
+    if where == out or out in where.parents:  # installed there during the run, then replaced with the page folder
+        raise UsageError(f"--cache-dir {cache}: inside --out {out_dir}, which the survey replaces; keep the install "
+                         "cache elsewhere")
     _check_cache(cache, given=bool(cache_dir))
     say = (lambda s: click.echo(s, err=True)) if progress else (lambda s: None)
     t0 = time.perf_counter()
