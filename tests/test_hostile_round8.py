@@ -302,3 +302,24 @@ def test_survey_refuses_an_install_cache_inside_out(tmp_path):
                                  "--cache-dir", str(out / "cache"), "torch-mha"])
     assert r.exit_code == 2, r.output
     assert "inside --out" in r.output and not out.exists()
+
+
+# --- N1: a standard module this Python lacks (winreg on Linux), beside the user's module ----------
+
+def test_a_missing_standard_module_beside_the_users_module_never_runs(tmp_path):
+    """matplotlib → mimetypes tries ``import winreg`` (absent on Linux): with the module's folder appended to
+    ``sys.path`` a ``winreg.py`` there ran (and the check ended in a traceback) under ``--report``."""
+    import shutil
+
+    from tests.cli_helpers import invoke
+
+    if "winreg" in sys.builtin_module_names or sys.platform == "win32":
+        pytest.skip("winreg is a real module here")
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    marker = tmp_path / "marker"
+    (tmp_path / "winreg.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'own_attention.py'}:CausalSelfAttention",
+                            "--causal", "--quick", "--no-progress", "--report", str(tmp_path / "rep"))
+    assert not marker.exists()
+    assert code == 0 and "Traceback" not in out + err, out + err
+    assert (tmp_path / "rep").is_dir()

@@ -19,6 +19,7 @@ import functools
 import importlib
 import importlib.util
 import itertools
+import os
 import signal
 import sys
 import threading
@@ -137,6 +138,38 @@ def _split(spec: str, option: str) -> tuple[str, str]:
 _IMPORTED: dict[tuple, Any] = {}
 
 
+class _NoMissingStdlib:
+    """A standard module this Python lacks (``winreg`` on Linux, imported in a ``try`` by
+    ``mimetypes``) is not looked for in the folders appended for the user's code: the import fails
+    as it would without them."""
+
+    missing: frozenset = frozenset()
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if path is None and name in cls.missing:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def _guard_stdlib_names() -> None:
+    """Before a user folder joins ``sys.path``: the standard names the standard library here lacks."""
+    from importlib.machinery import PathFinder
+
+    if _NoMissingStdlib in sys.meta_path:
+        return
+    from proofs_checks.guards import _system_folders
+
+    system = _system_folders()[0]
+    trusted = [p for p in sys.path if isinstance(p, str) and p and any(
+        os.path.realpath(p) == d or os.path.realpath(p).startswith(d + os.sep) for d in system if d != os.sep)]
+    _NoMissingStdlib.missing = frozenset(
+        n for n in sys.stdlib_module_names
+        if n not in sys.builtin_module_names and n not in sys.modules and PathFinder.find_spec(n, trusted) is None)
+    at = sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else len(sys.meta_path)
+    sys.meta_path.insert(at, _NoMissingStdlib)
+
+
 def _import_file(path: Path, option: str):
     if not path.exists():
         raise UsageError(f"{option}: file not found: {path}")
@@ -161,6 +194,7 @@ def _import_file(path: Path, option: str):
     folder = str(path.resolve().parent)
     added = folder not in sys.path
     if added:  # last: the standard library and installed packages first (an html.py there is not `import html`)
+        _guard_stdlib_names()
         sys.path.append(folder)
     sys.modules[mod_name] = module
     try:
