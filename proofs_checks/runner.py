@@ -32,7 +32,7 @@ from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Countere
 from proofs_checks.resolution import ROUNDING_FLOOR, finite_rejection
 from theory.validation import InputError
 
-__all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
+__all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "own_power", "run_mutant", "run_claims", "run_mutants", "run_check",
            "claim_result", "mutant_result", "exit_code", "obligation_status", "refuse_mutants",
            "refused_mutant", "refusal_reason", "claim_counts_kills", "STATUSES", "FAILING",
            "INCONCLUSIVE", "run_counterexample", "counterexample_json", "necessity_text", "statement_json"]
@@ -638,10 +638,19 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
     if claim.kind == "erratum":
         stated = [_run_check(c, claim.stated, claim, ctx) for c in claim.checks]
     result = claim_result(claim, ctx, info, outcomes, stated, time.perf_counter() - t0)
-    if result.status == "verified" and claim.kind in ("theorem", "identity") and not _builtin(claim):
-        _own_power(claim, result, ctx)
+    if own_power(claim, result, ctx):
         result.seconds = time.perf_counter() - t0
     return result
+
+
+def own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> bool:
+    """The power and own-mutant rules (:func:`_own_power`) on a verified theorem or identity from outside
+    this project's catalogue; whether they ran. :func:`run_claim` ends with it, and so does a claim
+    assembled from a cluster's outcomes (:mod:`proofs_checks.distributed.cluster`): the rules run here."""
+    if result.status == "verified" and claim.kind in ("theorem", "identity") and not _builtin(claim):
+        _own_power(claim, result, ctx)
+        return True
+    return False
 
 
 def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:

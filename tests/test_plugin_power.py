@@ -335,3 +335,17 @@ def test_a_bad_plugin_time_limit_is_refused_by_every_command_that_loads_claims(m
     err = capsys.readouterr().err
     assert e.value.code == 2 and err == ("tverify: error: TVERIFY_PLUGIN_CHECK_TIMEOUT must be a number of seconds > 0 "
                                          "and at most 1e+07, got 'abc'\n"), err
+
+
+def test_a_claim_assembled_from_a_clusters_outcomes_keeps_the_power_rule():
+    """``tverify run --cluster``: the claim's outcomes computed on workers were assembled without the rule:
+    a false ``3x = 2x`` checked by ``compare(err, 1e300)`` was verified, exit 0."""
+    from proofs_checks.context import RunContext
+    from proofs_checks.distributed.cluster import _assemble_claim
+    from proofs_checks.runner import derivation_info, run_check
+
+    c = claim("cluster", three, huge)
+    ctx = RunContext(mode="quick")
+    r = _assemble_claim(c, "quick", 0, "cpu", (derivation_info(c), 0.0),
+                        lambda ch, role: run_check(c, ch, c.form, ctx))
+    assert r.status == "error" and "accept the form multiplied by 2" in r.message, (r.status, r.message)
