@@ -11,15 +11,16 @@ check fails on it with a finite error above a finite tolerance
 size ``δ`` is rejected when all three are — for an *identity* (the form equals the truth: a check
 that accepts the form halved cannot tell it from half the truth) — and, for a *theorem* (it may be an
 inequality, whose one-sided check rejects one side only), when *mixed* and *up* or *down* are; the
-smallest size at which all three are rejected is kept too (``two_sided``). The sizes are tried from
-the top of :data:`LADDER`, stopping at the first that is not rejected:
+smallest size at which all three are rejected is kept too (``two_sided``). ``δ = 1`` is tried
+first, then the finest size of :data:`LADDER`, then a bisection between them (a monotone reading: a
+check that rejects a perturbation rejects a larger one too; at most four sizes):
 
 * ``δ = 1`` not rejected: the checks cannot tell the form from twice or half of itself — an error in
   the claim, whatever its checks say about themselves;
 * nothing the rule can perturb in the outputs (strings, booleans, objects of libraries): its power
   cannot be measured — inconclusive;
 * otherwise the measured resolution is stated beside the verdict: the smallest ``δ`` rejected and the
-  first accepted.
+  largest accepted below it.
 
 Nothing a check states about itself (its ``resolution``) enters: the power is measured.
 """
@@ -34,7 +35,7 @@ from proofs_checks.scaling import ScaleCounter, perturbed_form
 
 __all__ = ["LADDER", "Probe", "Power", "measure_power", "percent"]
 
-#: the relative perturbations tried, largest first (stopping at the first accepted)
+#: the relative perturbations tried: the first always, then the last, then a bisection between them
 LADDER = (1.0, 0.1, 1e-2, 1e-3, 1e-6)
 
 
@@ -79,7 +80,7 @@ class Power:
     probes: list[Probe]
     rejected: float | None = None  # the smallest size rejected (every size above it too)
     two_sided: float | None = None  # the smallest size every perturbation of which is rejected
-    accepted: float | None = None  # the first size not rejected (None: every size tried was)
+    accepted: float | None = None  # the largest size not rejected below ``rejected`` (None: every size tried was)
     floats: int = 0
     ints: int = 0
     kept: list[str] = field(default_factory=list)
@@ -174,41 +175,51 @@ def measure_power(form: Any, checks: list, run: Callable[[Any, Any], Any], seed:
                   one_sided: bool = False) -> Power:
     """The power of ``checks`` (in the order to try them) on ``form``: ``run(check, form)`` runs one check
     and returns its :class:`~proofs_checks.runner.CheckOutcome`. ``one_sided``: a theorem (it may be an
-    inequality), one side of the uniform perturbation is enough; an identity needs both. See the
-    module docstring."""
+    inequality), one side of the uniform perturbation is enough; an identity needs both. ``δ = 1`` first,
+    then the finest size, then a bisection of :data:`LADDER` (at most four sizes: a check that resolves
+    float64 rounding costs two). See the module docstring."""
     pw = Power(seed=int(seed), probes=[], one_sided=one_sided)
-    kept: set[str] = set()
-    both = True  # every perturbation rejected at every size so far
-    for delta in LADDER:
-        got: dict[str, Probe] = {}
+    tried: dict[float, tuple[bool, bool]] = {}  # size -> (rejected, every perturbation rejected)
 
-        def probe(pattern: str) -> Probe:
+    def size(delta: float) -> bool | None:
+        """Whether the perturbations of this size are rejected (None: nothing perturbed at it)."""
+        got: dict[str, Probe] = {}
+        for pattern in ("up", "down", "mixed"):
+            sides = [got[k].rejected_by for k in ("up", "down") if k in got]
+            if pattern == "down" and one_sided and sides[0] and any(not b for d, (_, b) in tried.items() if d > delta):
+                continue  # one side is enough, and the two-sided resolution is already coarser
+            if pattern == "mixed" and not (all(sides) if not one_sided else any(sides)):
+                break  # this size is accepted whatever mixed does
             got[pattern] = p = _probe(form, delta, pattern, seed, checks, run)
             pw.probes.append(p)
-            return p
-
-        up = probe("up")
-        if not one_sided or both or not up.rejected_by:
-            probe("down")
-        sides = [got[k].rejected_by for k in ("up", "down") if k in got]
-        if (all(sides) if not one_sided else any(sides)):
-            probe("mixed")
         if delta == LADDER[0]:
-            for p in got.values():
-                pw.floats, pw.ints = pw.floats + p.outputs["scaled"], pw.ints + p.outputs["ints"]
-                kept.update(p.outputs["kept"])
-            pw.kept = sorted(kept)
-        if delta < 1 and not any(p.outputs["scaled"] for p in got.values()):
-            break  # integer outputs only: perturbed at δ = 1 alone
-        if not ("mixed" in got and got["mixed"].rejected_by):
-            pw.accepted = delta
-            break
-        pw.rejected = delta
-        both = both and len(got) == 3 and all(p.rejected_by for p in got.values())
-        if both:
-            pw.two_sided = delta
-        if not pw.floats:
-            break  # integer outputs only (or nothing to perturb): perturbed at δ = 1 alone
-    if not pw.measurable:
-        pw.rejected = pw.two_sided = None  # a rejection of a form whose outputs were not changed shows nothing
+            pw.floats = sum(p.outputs["scaled"] for p in got.values())
+            pw.ints = sum(p.outputs["ints"] for p in got.values())
+            pw.kept = sorted({k for p in got.values() for k in p.outputs["kept"]})
+        elif not any(p.outputs["scaled"] for p in got.values()):
+            return None  # integer outputs only: perturbed at δ = 1 alone
+        rejected = bool("mixed" in got and got["mixed"].rejected_by)
+        tried[delta] = (rejected, rejected and len(got) == 3 and all(p.rejected_by for p in got.values()))
+        return rejected
+
+    if not size(LADDER[0]):
+        pw.accepted = LADDER[0]
+    elif pw.floats:
+        lo, hi, i = 0, len(LADDER), len(LADDER) - 1  # LADDER[lo] rejected, LADDER[hi] accepted (len: none yet)
+        while True:
+            r = size(LADDER[i])
+            if r is None:
+                break
+            lo, hi = (i, hi) if r else (lo, i)
+            if hi - lo <= 1:
+                break
+            i = (lo + hi) // 2
+        pw.accepted = LADDER[hi] if hi < len(LADDER) else None
+        pw.rejected = LADDER[lo]
+    if pw.measurable and tried.get(LADDER[0], (False,))[0]:
+        pw.rejected = pw.rejected or LADDER[0]
+        for d in sorted(tried, reverse=True):  # the two-sided resolution: all three rejected at this size and above
+            if not tried[d][1]:
+                break
+            pw.two_sided = d if tried[d][0] else pw.two_sided
     return pw

@@ -244,6 +244,7 @@ def test_a_true_claim_with_a_rounding_check_states_the_finest_rung():
     assert res.status == "verified", res.message
     p = res.to_json()["power"]
     assert p["rejected"] == LADDER[-1] and p["two_sided"] == LADDER[-1] and p["accepted"] is None
+    assert [q["delta"] for q in p["probes"]] == [1.0] * 3 + [1e-6] * 3  # δ = 1, then the finest: done
     assert res.message == ("resolution (measured): its checks reject a relative perturbation of 0.0001 % of the "
                            "form's outputs (the finest tried); its checks reject mutant four (c0)")
 
@@ -256,6 +257,8 @@ def test_a_true_claim_at_five_percent_states_reject_ten_accept_one():
     res = check_claim(claim("five", two, five, mutants=FOUR))
     assert res.status == "verified", res.message
     assert "reject a relative perturbation of 10 % of the form's outputs, accept 1 %" in res.message, res.message
+    sizes = [q["delta"] for q in res.to_json()["power"]["probes"]]
+    assert sorted(set(sizes), key=sizes.index) == [1.0, 1e-6, 1e-2, 0.1]  # a bisection after the finest
 
 
 def test_a_one_sided_bound_is_verified_and_said_one_sided():
