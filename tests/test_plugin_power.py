@@ -352,3 +352,15 @@ def test_a_claim_assembled_from_a_clusters_outcomes_keeps_the_power_rule():
     r = _assemble_claim(c, "quick", 0, "cpu", (derivation_info(c), 0.0),
                         lambda ch, role: run_check(c, ch, c.form, ctx))
     assert r.status == "error" and "accept the form multiplied by 2" in r.message, (r.status, r.message)
+
+
+def test_the_plugin_loader_itself_refuses_a_bad_time_limit(monkeypatch):
+    """``load_plugins`` (what the catalogue cache calls without ``load_all``): never a plugin's failure."""
+    from proofs_checks import claims
+    from proofs_checks.errors import UsageError
+
+    monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "1e999")
+    with pytest.raises(UsageError, match="TVERIFY_PLUGIN_IMPORT_TIMEOUT must be a number of seconds > 0"):
+        claims.load_plugins()
+    monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "7.5")
+    assert claims.plugin_timeouts() == (7.5, 600.0)

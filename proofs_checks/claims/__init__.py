@@ -74,6 +74,7 @@ def load_plugins() -> None:
 
     from proofs_checks.registry import registry
 
+    plugin_timeouts()  # a bad time limit: one line before any plugin is tried (never a plugin's failure)
     for ep in entry_points(group="tverify.claims"):
         if ep.value.startswith("proofs_checks."):  # this project's own claims (already loaded)
             continue
