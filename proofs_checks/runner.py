@@ -659,10 +659,10 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     halved (entry by entry too) must be rejected, else the verdict is ``error`` (an error in the claim);
     outputs with nothing to perturb make it ``inconclusive``; the measured resolution is stated beside
     the verdict (``result.power``); an identity's checks must reject both sides, a theorem's (it may be
-    an inequality) one side of the uniform perturbation. Then its checks must reject at least one of its own planted mutants
-    (numeric checks first, then symbolic — a plugin's derivation is rebuilt in each check's process —
-    then trained; stopping at the first rejection), else nothing they accept is shown to be told apart
-    from a wrong form: ``error`` too. (The built-in claims' mutants are all required killed by the
+    an inequality) one side of the uniform perturbation. Then its checks must reject at least one of its
+    own planted mutants (numeric checks first, then symbolic — a plugin's derivation is rebuilt in each
+    check's process — then trained; stopping at the first rejection), else nothing they accept is shown
+    to be told apart from a wrong form: ``error`` too. (The built-in claims' mutants are all required killed by the
     test suite.) A check whose reference is 0 on every draw tests one point: it is left out of both."""
     from proofs_checks.power import measure_power
 

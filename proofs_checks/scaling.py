@@ -181,12 +181,16 @@ def _walk(v: Any, r: _Rule, n: _Counter, depth: int = 0) -> Any:
             return type(v)(*fields)
         except Exception:  # a type with `_fields` that is built otherwise: its values as a tuple
             return tuple(fields)
-    if isinstance(v, tuple):
-        return tuple(_walk(x, r, n, depth + 1) for x in v)
-    if isinstance(v, list):
-        return [_walk(x, r, n, depth + 1) for x in v]
-    if isinstance(v, dict):
-        return {k: _walk(x, r, n, depth + 1) for k, x in v.items()}
+    if isinstance(v, (tuple, list, dict)):
+        items = ({k: _walk(x, r, n, depth + 1) for k, x in v.items()} if isinstance(v, dict) else
+                 [_walk(x, r, n, depth + 1) for x in v])
+        plain = dict if isinstance(v, dict) else (tuple if isinstance(v, tuple) else list)
+        if type(v) is not plain:  # a subclass (an OrderedDict, a model's output dict): its type kept when it can be
+            try:
+                return type(v)(items)
+            except Exception:  # noqa: BLE001 - built otherwise: the plain container
+                pass
+        return plain(items)
     new = _object(v, r, n, depth)
     if new is not None:
         return new

@@ -364,3 +364,23 @@ def test_the_plugin_loader_itself_refuses_a_bad_time_limit(monkeypatch):
         claims.load_plugins()
     monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "7.5")
     assert claims.plugin_timeouts() == (7.5, 600.0)
+
+
+def test_a_dict_subclass_output_keeps_its_type_when_perturbed():
+    """A model's output dict read by attribute (``out.logits``, as transformers' ``ModelOutput``): the
+    perturbed output keeps its type, so the check reads it and rejects the perturbation, not crashes."""
+    from collections import OrderedDict
+
+    class Out(OrderedDict):
+        def __getattr__(self, k):
+            try:
+                return self[k]
+            except KeyError:
+                raise AttributeError(k) from None
+
+    def logits(f, ctx):
+        x = x_of(ctx)
+        return compare(float(np.max(np.abs(f(x).logits - 2 * x))), 1e300, "generous")
+
+    res = check_error(claim("outdict", lambda x: Out(logits=three(x)), logits), "accept the form multiplied by 2")
+    assert not any(p["crashed"] for p in res.to_json()["power"]["probes"])

@@ -29,7 +29,6 @@ from __future__ import annotations
 import builtins  # max/min of times and lengths (no NaN here); claim modules use worst()/largest()
 
 import json
-import math
 import os
 import select
 import signal
