@@ -111,13 +111,18 @@ def false_failure_probability(k: float, entries: int, dof: int | None = None) ->
 
 def exact(mismatches: dict[str, float] | float, what: str, **kw) -> CheckResult:
     """Counts, shapes, integers or booleans that must agree exactly: error = number (or size) of
-    mismatches, tolerance 0.
+    mismatches, tolerance 0. A signed difference is taken by its size (``exact(form - 3, …)`` passed
+    every form below 3: a one-sided check where an exact one was written).
 
     >>> exact({"count": 0.0, "rank": 0.0}, "exact integer counts").passed
     True
     >>> exact({"count": 2.0}, "exact integer counts").ratio
     inf
+    >>> exact(1.5 - 3.0, "a signed difference").passed
+    False
     """
+    mismatches = ({k: abs(float(v)) for k, v in mismatches.items()} if isinstance(mismatches, dict)
+                  else abs(float(mismatches)))
     return compare(mismatches, 0.0, f"exact: {what}", resolution=0.0,
                    resolution_units="exact: any change of a compared integer, boolean or expression is rejected", **kw)
 

@@ -457,6 +457,16 @@ def _require_claim(claim: Any, fn: str) -> Claim:
 
 
 def _ctx(mode: str, seed: int, device: str) -> RunContext:
+    """The run's context, once the plugins' time limits are read: a bad ``$TVERIFY_PLUGIN_*_TIMEOUT``
+    raises :class:`~theory.validation.InputError` with the command's one line."""
+    from proofs_checks.claims import plugin_timeouts
+    from proofs_checks.errors import UsageError
+    from theory.validation import InputError
+
+    try:
+        plugin_timeouts()
+    except UsageError as exc:
+        raise InputError(" ".join(exc.format_message().split())) from None
     return RunContext(mode=mode, seed=seed, device=device)
 
 

@@ -29,10 +29,10 @@ from typing import Any, Callable
 from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
                                     SkipCheck, VacuousCheck, default_resolution, vacuity)
-from proofs_checks.resolution import ROUNDING_FLOOR, best_relative_resolution, finite_rejection, resolution_words
+from proofs_checks.resolution import ROUNDING_FLOOR, finite_rejection
 from theory.validation import InputError
 
-__all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "run_mutant", "run_claims", "run_mutants", "run_check",
+__all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "own_power", "run_mutant", "run_claims", "run_mutants", "run_check",
            "claim_result", "mutant_result", "exit_code", "obligation_status", "refuse_mutants",
            "refused_mutant", "refusal_reason", "claim_counts_kills", "STATUSES", "FAILING",
            "INCONCLUSIVE", "run_counterexample", "counterexample_json", "necessity_text", "statement_json"]
@@ -111,6 +111,8 @@ class ClaimResult:
     device: str = "cpu"
     message: str = ""
     statement: dict[str, Any] = field(default_factory=dict)
+    #: a plugin's or notebook's claim: its checks' power measured on its form (proofs_checks.power)
+    power: dict[str, Any] = field(default_factory=dict)
 
     @property
     def evidence(self) -> str:
@@ -145,6 +147,7 @@ class ClaimResult:
             "provenance": self.provenance,
             "legend": self.legend,
             "stated_refuted_by": self.stated_refuted_by,
+            "power": self.power or None,
         }
 
     @property
@@ -635,37 +638,48 @@ def run_claim(claim: Claim, ctx: RunContext | None = None, *, with_derivation: b
     if claim.kind == "erratum":
         stated = [_run_check(c, claim.stated, claim, ctx) for c in claim.checks]
     result = claim_result(claim, ctx, info, outcomes, stated, time.perf_counter() - t0)
-    if result.status == "verified" and claim.kind in ("theorem", "identity") and not _builtin(claim):
-        _own_power(claim, result, ctx)
+    if own_power(claim, result, ctx):
         result.seconds = time.perf_counter() - t0
     return result
 
 
+def own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> bool:
+    """The power and own-mutant rules (:func:`_own_power`) on a verified theorem or identity from outside
+    this project's catalogue; whether they ran. :func:`run_claim` ends with it, and so does a claim
+    assembled from a cluster's outcomes (:mod:`proofs_checks.distributed.cluster`): the rules run here."""
+    if result.status == "verified" and claim.kind in ("theorem", "identity") and not _builtin(claim):
+        _own_power(claim, result, ctx)
+        return True
+    return False
+
+
 def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
-    """A verified claim from outside this project's catalogue (a plugin's, a notebook's): its checks
-    must reject at least one of its own planted mutants (numeric checks first, then symbolic — a
-    plugin's derivation is rebuilt in each check's process — then trained; stopping at the first
-    rejection), else nothing they accept is shown to be told apart from a wrong form — the verdict is
-    ``error`` (an error in the claim, exit 1), never verified; the message states the claim's
-    resolution and the mutant rejected. (The built-in claims' mutants are all required killed by the
-    test suite.)"""
+    """A verified claim from outside this project's catalogue (a plugin's, a notebook's) must show its
+    checks' power on its own form (:mod:`proofs_checks.power`): the form with its outputs doubled and
+    halved (entry by entry too) must be rejected, else the verdict is ``error`` (an error in the claim);
+    outputs with nothing to perturb make it ``inconclusive``; the measured resolution is stated beside
+    the verdict (``result.power``); an identity's checks must reject both sides, a theorem's (it may be
+    an inequality) one side of the uniform perturbation. Then its checks must reject at least one of its
+    own planted mutants (numeric checks first, then symbolic — a plugin's derivation is rebuilt in each
+    check's process — then trained; stopping at the first rejection), else nothing they accept is shown
+    to be told apart from a wrong form: ``error`` too. (The built-in claims' mutants are all required killed by the
+    test suite.) A check whose reference is 0 on every draw tests one point: it is left out of both."""
+    from proofs_checks.power import measure_power
+
     planted = [m for m in claim.mutants if not m.hypothesis and not m.exempt]
     cost = {"numeric": 0, "symbolic": 1, "trained": 2}
     blind = {o.name for o in result.checks if o.result is not None and o.result.details.get("reference_all_zero")}
     order = sorted((c for c in claim.checks if c.name not in blind), key=lambda c: cost.get(c.layer, 3))
-    res = resolution_words(result.checks)
-    eps = best_relative_resolution(result.checks)
-    if eps is not None and eps[0] >= 1.0:
-        result.status = "error"
-        result.message = (f"its best stated resolution is ε ≈ {eps[0]:.2g} relative ({eps[1]}): at 1 or more it cannot tell "
-                          "the form from 0 or from twice the truth, so it verifies nothing (an error in the claim)")
+    power = None
+    if order:  # else no check can reject anything: the own-mutant rule says so
+        power = measure_power(claim.form, order, lambda check, form: _run_check(check, form, claim, ctx),
+                              seed=ctx.seed, one_sided=claim.kind == "theorem")
+        result.power = power.to_json()
+    if power is not None and power.problem():
+        result.status = "inconclusive" if not power.blind else "error"
+        result.message = power.problem()
         return
-    if eps is None and _doubled_accepted(claim, order, ctx):
-        result.status = "error"
-        result.message = ("no check states a relative resolution below 1 and its checks accept the form multiplied by 2: "
-                          "they cannot tell the claim from twice the truth, so it verifies nothing, whatever mutants it "
-                          f"plants (an error in the claim; {res})")
-        return
+    res = power.words() if power is not None else "resolution not measured (no check compares a nonzero reference)"
     for m in planted:
         for check in order:
             if finite_rejection(_run_check(check, m.form, claim, ctx)):
@@ -675,21 +689,6 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     result.status = "error"
     result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
                       f"wrong form verifies nothing (an error in the claim; {res})")
-
-
-def _doubled_accepted(claim: Claim, order: list[Check], ctx: RunContext) -> bool:
-    """Whether every check (``order``) accepts the claim's form with its float outputs multiplied by 2, when
-    it has any: a claim whose checks state no relative resolution (a bare ``compare(err, 1e300)``) and plant
-    only absurd mutants (``1e305·x``) is otherwise verified on its own say-so. A form with no float output
-    to scale (labels, integers) is not judged this way (False)."""
-    from proofs_checks.scaling import ScaleCounter, scaled_form
-
-    counter = ScaleCounter()  # what the form's outputs held (a plugin check's child adds what it scaled there)
-    doubled = scaled_form(claim.form, 2.0, counter)
-    for check in order:
-        if finite_rejection(_run_check(check, doubled, claim, ctx)):
-            return False
-    return bool(order) and counter.scaled > 0
 
 
 def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:

@@ -1,69 +1,268 @@
-"""A form with its float outputs multiplied by a factor (floats and complex numbers, NumPy and torch floating
-or complex arrays, subclasses by their plain values, inside tuples, named tuples, lists and dicts; a dict of functions scaled function by function), counting what it scaled: the
-continuous mutants (:mod:`proofs_checks.continuous`) and the own-mutant rule's doubled form
-(:func:`proofs_checks.runner.run_claim`) both use it."""
+"""A form with its outputs multiplied entry by entry, counting what it changed.
+
+Two uses, one walk over the outputs (:func:`_walk`):
+
+* :func:`scaled_form`: every float output multiplied by one factor (the continuous mutants of
+  :mod:`proofs_checks.continuous`);
+* :func:`perturbed_form`: entry ``i`` multiplied by ``(1 + δ)^{s_i}`` with ``s_i = ±1`` — all ``+1``
+  (``"up"``), all ``−1`` (``"down"``) or drawn from a recorded seed (``"mixed"``) — an entry 0 moved to
+  ``s_i·δ``, and, at ``δ = 1``, integer entries multiplied by 2 (``s_i = +1``) or 0 (``s_i = −1``): the
+  power rule of a plugin's or notebook's claim (:mod:`proofs_checks.power`).
+
+What is multiplied: floats and complex numbers, NumPy and torch floating, complex (and, when a rule
+gives integer factors, integer) arrays and scalars — a subclass by its plain value (its own ``*`` is
+not trusted) and in its own dtype — inside tuples, named tuples, lists, dicts, dataclasses and plain
+objects' attributes (a copy; the user's object is never changed); a dict of functions is perturbed
+function by function. Anything else (strings, booleans, objects of libraries) is left as it is and its
+type recorded (``_Counter.kept``).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ScaleCounter", "scaled_form", "scale_counter"]
+__all__ = ["ScaleCounter", "scaled_form", "scale_counter", "perturbed_form", "PATTERNS"]
+
+#: the sign patterns of :func:`perturbed_form`
+PATTERNS = ("up", "down", "mixed")
+#: outputs nested deeper than this are left as they are
+MAX_DEPTH = 32
+#: objects of these packages are not taken apart attribute by attribute (their state is not an output)
+_LIBRARIES = frozenset({"builtins", "numpy", "torch", "sympy", "scipy", "cvxpy", "pandas", "jax", "tensorflow",
+                        "matplotlib", "sklearn", "dask", "click", "proofs_checks", "theory", "numerics"})
 
 
 @dataclass
 class _Counter:
+    """What a scaled or perturbed form changed in the outputs it returned: float (and complex) entries
+    ``scaled``, integer entries ``ints``, and the type names of outputs it left as they were (``kept``)."""
+
     scaled: int = 0
-    seen: list = field(default_factory=list)
+    ints: int = 0
+    kept: set = field(default_factory=set)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"scaled": self.scaled, "ints": self.ints, "kept": sorted(self.kept)}
+
+    def since(self, before: dict[str, Any]) -> dict[str, Any]:
+        """What changed after ``before`` (a :meth:`snapshot`): what a check's child sends back."""
+        return {"scaled": self.scaled - before["scaled"], "ints": self.ints - before["ints"],
+                "kept": sorted(self.kept - set(before["kept"]))}
+
+    def add(self, d: Any) -> None:
+        """Add what a check's child counted (:meth:`since`; an int: scaled floats, as older children sent)."""
+        if isinstance(d, bool):
+            return
+        if isinstance(d, int):
+            self.scaled += max(d, 0)
+            return
+        if isinstance(d, dict):
+            for k in ("scaled", "ints"):
+                v = d.get(k)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    setattr(self, k, getattr(self, k) + v)
+            self.kept.update(str(k)[:80] for k in (d.get("kept") or [])[:20])
 
 
-def _scale(v: Any, f: float, n: _Counter) -> Any:
-    import numpy as np
+class _Rule:
+    """How entries are multiplied: a float factor for sign +1 and for −1, integer factors (``None``:
+    integers kept), and the signs (all +1, all −1, or drawn from ``seed``)."""
 
+    def __init__(self, up: float, down: float, signs: str = "up", seed: int = 0,
+                 int_up: int | None = None, int_down: int | None = None, shift: float = 0.0):
+        self.up, self.down, self.pattern, self.seed = float(up), float(down), signs, int(seed)
+        self.int_up, self.int_down, self.shift = int_up, int_down, float(shift)
+        self._rng = None
+
+    def signs(self, shape: tuple) -> Any:
+        """+1/−1 per entry of an output of ``shape`` (a NumPy array; drawn afresh for every output)."""
+        import numpy as np
+
+        if self.pattern == "mixed":
+            if self._rng is None:
+                self._rng = np.random.default_rng(self.seed)
+            return self._rng.choice(np.array([-1, 1], dtype=np.int8), size=shape)
+        return np.full(shape, 1 if self.pattern == "up" else -1, dtype=np.int8)
+
+    def factors(self, shape: tuple, ints: bool = False) -> Any:
+        import numpy as np
+
+        s = self.signs(shape)
+        if ints:
+            return np.where(s > 0, self.int_up, self.int_down).astype(np.int64)
+        return np.where(s > 0, self.up, self.down)
+
+    def apply(self, plain: Any) -> Any:
+        """A float or complex NumPy array multiplied entry by entry; an entry that is 0 moved by ``±shift``
+        (a relative change of 0 has no size), in its own dtype."""
+        import numpy as np
+
+        s = self.signs(plain.shape)
+        out = plain * np.where(s > 0, self.up, self.down)
+        if self.shift:
+            out = np.where(plain == 0, s * self.shift, out)
+        return out.astype(plain.dtype, copy=False)
+
+    def apply_torch(self, t: Any) -> Any:
+        """:meth:`apply` for a torch tensor (on its device, in its dtype)."""
+        import numpy as np
+        import torch
+
+        s = self.signs(tuple(t.shape))
+        real = t.real.dtype if t.dtype.is_complex else t.dtype
+        out = t * torch.as_tensor(np.where(s > 0, self.up, self.down), dtype=real, device=t.device)
+        if self.shift:
+            out = torch.where(t == 0, torch.as_tensor(s * self.shift, dtype=real, device=t.device).to(t.dtype), out)
+        return out
+
+    def __getstate__(self):  # a copy (a check's child) starts from the seed, not from where this one is
+        d = dict(self.__dict__)
+        d["_rng"] = None
+        return d
+
+
+def _torch():
     try:
         import torch
     except Exception:  # pragma: no cover - torch is a dependency
-        torch = None
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, (complex, np.complexfloating)):  # complex outputs scale as floats do
+        return None
+    return torch
+
+
+def _leaf(v: Any, r: _Rule, n: _Counter) -> tuple[bool, Any]:
+    """``(True, v multiplied)`` for a number, array or tensor this module multiplies, else ``(False, v)``."""
+    import numpy as np
+
+    torch = _torch()
+    if isinstance(v, (bool, np.bool_)):
+        return False, v
+    if isinstance(v, (complex, np.complexfloating, float, np.floating)):  # a subclass: its plain value
         n.scaled += 1
-        return v * f if type(v) is complex else np.asarray(v)[()] * f
-    if isinstance(v, (float, np.floating)):  # a subclass's own `*` is not trusted: its plain value is scaled
-        n.scaled += 1
-        return np.asarray(v)[()] * f if isinstance(v, np.floating) else float.__mul__(v, f)
+        if not isinstance(v, (np.floating, np.complexfloating)):  # a Python float or complex, or a subclass
+            out = r.apply(np.asarray(complex.__complex__(v) if isinstance(v, complex) else float.__float__(v)))[()]
+            return True, (complex(out) if isinstance(v, complex) else float(out))
+        return True, r.apply(np.asarray(v))[()]
     if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.inexact):
         n.scaled += 1
-        return np.asarray(v) * f
+        return True, r.apply(np.asarray(v))
     if torch is not None and isinstance(v, torch.Tensor) and (v.dtype.is_floating_point or v.dtype.is_complex):
         n.scaled += 1
-        return v.as_subclass(torch.Tensor) * f
-    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a named tuple: its fields scaled, its type kept
-        fields = [_scale(x, f, n) for x in v]
+        return True, r.apply_torch(v.as_subclass(torch.Tensor))
+    if r.int_up is None:
+        return False, v
+    if isinstance(v, (int, np.integer)):
+        n.ints += 1
+        k = int(r.factors((), ints=True)[()])
+        return True, (int.__mul__(int(v), k) if not isinstance(v, np.integer) else np.asarray(v).dtype.type(int(v) * k))
+    if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.integer):
+        n.ints += 1
+        plain = np.asarray(v)
+        return True, (plain * r.factors(plain.shape, ints=True)).astype(plain.dtype, copy=False)
+    if torch is not None and isinstance(v, torch.Tensor) and v.dtype != torch.bool and not v.dtype.is_floating_point:
+        n.ints += 1
+        t = v.as_subclass(torch.Tensor)
+        return True, t * torch.as_tensor(r.factors(tuple(t.shape), ints=True), dtype=t.dtype, device=t.device)
+    return False, v
+
+
+def _walk(v: Any, r: _Rule, n: _Counter, depth: int = 0) -> Any:
+    """``v`` with every number, array and tensor in it multiplied by ``r`` (a new object; ``v`` unchanged)."""
+    if depth > MAX_DEPTH:
+        n.kept.add(f"{type(v).__name__} nested deeper than {MAX_DEPTH}")
+        return v
+    done, out = _leaf(v, r, n)
+    if done:
+        return out
+    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a named tuple: its fields, its type kept
+        fields = [_walk(x, r, n, depth + 1) for x in v]
         try:
             return type(v)(*fields)
-        except Exception:  # a type with `_fields` that is built otherwise: its scaled values as a tuple
+        except Exception:  # a type with `_fields` that is built otherwise: its values as a tuple
             return tuple(fields)
-    if isinstance(v, tuple):
-        return tuple(_scale(x, f, n) for x in v)
-    if isinstance(v, list):
-        return [_scale(x, f, n) for x in v]
-    if isinstance(v, dict):
-        return {k: _scale(x, f, n) for k, x in v.items()}
+    if isinstance(v, (tuple, list, dict)):
+        items = ({k: _walk(x, r, n, depth + 1) for k, x in v.items()} if isinstance(v, dict) else
+                 [_walk(x, r, n, depth + 1) for x in v])
+        plain = dict if isinstance(v, dict) else (tuple if isinstance(v, tuple) else list)
+        if type(v) is not plain:  # a subclass (an OrderedDict, a model's output dict): its type kept when it can be
+            try:
+                return type(v)(items)
+            except Exception:  # noqa: BLE001 - built otherwise: the plain container
+                pass
+        return plain(items)
+    new = _object(v, r, n, depth)
+    if new is not None:
+        return new
+    if not _integer(v):  # integers are perturbed at δ = 1 only: not "kept" below it
+        n.kept.add("None" if v is None else type(v).__name__)
     return v
 
 
+def _integer(v: Any) -> bool:
+    import numpy as np
+
+    torch = _torch()
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    return (isinstance(v, (int, np.integer)) or (isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.integer))
+            or (torch is not None and isinstance(v, torch.Tensor) and v.dtype != torch.bool
+                and not v.dtype.is_floating_point and not v.dtype.is_complex))
+
+
+def _object(v: Any, r: _Rule, n: _Counter, depth: int) -> Any:
+    """A copy of a dataclass or plain object with its attributes walked (``None``: not one, nothing in it
+    multiplied, or it cannot be copied without changing the original)."""
+    import copy
+    import dataclasses
+    import types
+
+    if isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
+        return None
+    attrs = getattr(v, "__dict__", None)
+    root = str(getattr(type(v), "__module__", "") or "").partition(".")[0]
+    if not isinstance(attrs, dict) or not attrs or (root in _LIBRARIES and not dataclasses.is_dataclass(v)):
+        return None
+    before = (n.scaled, n.ints)
+    walked = {k: _walk(x, r, n, depth + 1) for k, x in list(attrs.items())}
+    if (n.scaled, n.ints) == before:
+        return None
+    try:
+        new = copy.copy(v)
+        if new is v or getattr(new, "__dict__", None) is attrs:
+            raise TypeError("copy returned the original")
+        for k, x in walked.items():
+            object.__setattr__(new, k, x)
+    except Exception:  # noqa: BLE001 - cannot be copied: left as it is, said
+        n.scaled, n.ints = before  # what was counted inside is not returned
+        n.kept.add(f"{type(v).__name__} (not copyable)")
+        return v
+    return new
+
+
 def scale_counter(form: Any) -> "_Counter | None":
-    """The counter of outputs scaled by a :func:`scaled_form` (``None`` for any other form): a plugin
-    check's child adds what it scaled to it (:func:`proofs_checks.claims._plugins.run_check`)."""
+    """The counter of outputs changed by a :func:`scaled_form` or :func:`perturbed_form` (``None`` for any
+    other form): a plugin check's child adds what it changed to it (:func:`proofs_checks.claims._plugins.run_check`)."""
     if isinstance(form, dict):
         return next((c for c in map(scale_counter, form.values()) if c is not None), None)
     c = getattr(form, "tverify_scaled", None)
     return c if isinstance(c, _Counter) else None
 
 
+def _wrap(form: Any, r: _Rule, n: _Counter) -> Any:
+    if callable(form) and not isinstance(form, type):
+        def wrapped(*args, **kwargs):
+            return _walk(form(*args, **kwargs), r, n)
+
+        wrapped.tverify_scaled = n  # a plugin check runs in a child: it sends back what it changed there
+        return wrapped
+    if isinstance(form, dict):
+        return {k: _wrap(v, r, n) for k, v in form.items()}
+    return _walk(form, r, n)
+
+
 def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> Any:
-    """``form`` with its numeric outputs multiplied by ``factor``.
+    """``form`` with its float outputs multiplied by ``factor`` (integers kept).
 
         >>> f = scaled_form(lambda x: 2.0 * x, 1.5)
         >>> f(2.0)
@@ -72,16 +271,26 @@ def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> An
         >>> g["a"]()
         (2.0, 'label')
     """
-    n = counter or _Counter()
-    if callable(form) and not isinstance(form, type):
-        def wrapped(*args, **kwargs):
-            return _scale(form(*args, **kwargs), factor, n)
+    return _wrap(form, _Rule(factor, factor), counter if counter is not None else _Counter())
 
-        wrapped.tverify_scaled = n  # a plugin check runs in a child: it sends back how many outputs it scaled there
-        return wrapped
-    if isinstance(form, dict):
-        return {k: scaled_form(v, factor, n) for k, v in form.items()}
-    return _scale(form, factor, n)
+
+def perturbed_form(form: Any, delta: float, pattern: str, seed: int = 0, counter: _Counter | None = None) -> Any:
+    """``form`` with entry ``i`` of its float outputs multiplied by ``(1 + delta)^{s_i}``: ``s_i = +1``
+    everywhere (``pattern="up"``), ``−1`` everywhere (``"down"``), or ``±1`` drawn from ``seed``
+    (``"mixed"``, a fresh draw for every output); a float entry that is 0 is moved to ``s_i·delta`` (a
+    relative change of 0 has no size); at ``delta = 1`` integer entries are multiplied by 2
+    (``s_i = +1``) or 0 (``s_i = −1``), below it they are kept.
+
+        >>> perturbed_form(lambda: [1.0, 4.0], 1.0, "down")()
+        [0.5, 2.0]
+        >>> perturbed_form(lambda: (3, 0.5), 1.0, "up")()
+        (6, 1.0)
+    """
+    if pattern not in PATTERNS or not (math.isfinite(delta) and delta > 0):
+        raise ValueError(f"perturbed_form: pattern one of {PATTERNS} and delta > 0, got {pattern!r}, {delta!r}")
+    ints = (2, 0) if delta == 1.0 else (None, None)
+    rule = _Rule(1.0 + delta, 1.0 / (1.0 + delta), pattern, seed, *ints, shift=delta)
+    return _wrap(form, rule, counter if counter is not None else _Counter())
 
 
 ScaleCounter = _Counter

@@ -434,13 +434,13 @@ def CHECK(form, ctx):
 def CHECK(form, ctx):
     x = np.append(ctx.rng().standard_normal(20), 1e-20)
     return close(form(x), 2 * x, np.append(np.full(20, 1e300), 1.5e-20), "mixed")
-''', _PLUS1, "cannot tell the form from 0"),
+''', _PLUS1, "accept the form multiplied by 1/2"),
     "near1": ('''
 @numeric("a tolerance of 0.99 |reference|")
 def CHECK(form, ctx):
     x = ctx.rng().standard_normal(20)
     return close(form(x), 2 * x, 0.99 * np.abs(2 * x), "just under the reference")
-''', _FOUR, "cannot tell the form from 0"),
+''', _FOUR, "accept the form multiplied by 1/2"),
 }
 
 

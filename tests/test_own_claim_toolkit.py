@@ -318,13 +318,30 @@ def test_scaffold_trained_check_guard_when_lr_is_zero(tmp_path):
 # 6. discovery: the plugins' catalogue entries cached by their own fingerprint
 
 
-def test_plugin_catalogue_cached_by_plugin_fingerprint_without_builtin_modules(tmp_path, monkeypatch):
+def _dist(site, group: str) -> None:
+    """A scaffolded plugin ``group.rope`` installed (metadata and entry point) in the folder ``site``."""
+    from proofs_checks.scaffold import write_scaffold
+
+    write_scaffold(f"{group}.rope", site)
+    info = site / f"tverify_{group}-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tverify-{group}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{group} = tverify_{group}.claims\n")
+
+
+@pytest.mark.parametrize("installed", [False, True], ids=["alone", "beside_another_plugin"])
+def test_plugin_catalogue_cached_by_plugin_fingerprint_without_builtin_modules(tmp_path, monkeypatch, installed):
+    """``installed``: another third-party plugin is already installed in the environment (it failed
+    with ``TypeError: cannot unpack non-iterable NoneType`` while one was)."""
     from proofs_checks import claims as claim_pkg
     from proofs_checks.output import catalogue
     from proofs_checks.registry import registry
-    from proofs_checks.scaffold import write_scaffold
 
-    builtin_fp = catalogue.source_fingerprint()  # no plugin on the path yet
+    if installed:
+        _dist(tmp_path / "pre", "zzpre")
+        monkeypatch.syspath_prepend(str(tmp_path / "pre"))
+    # the built-in part's fingerprint (a plugin already installed in the environment left out)
+    builtin_fp = catalogue.source_fingerprint(plugins=False)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "catalogue.json").write_text(json.dumps({"schema": catalogue.SCHEMA, "fingerprint": builtin_fp,
@@ -332,33 +349,35 @@ def test_plugin_catalogue_cached_by_plugin_fingerprint_without_builtin_modules(t
     monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: docs)
     monkeypatch.setattr(claim_pkg, "PLUGIN_SOURCES", set())
     site = tmp_path / "site"
-    write_scaffold("zzcat.rope", site)
-    info = site / "tverify_zzcat-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-zzcat\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text("[tverify.claims]\nzzcat = tverify_zzcat.claims\n")
+    _dist(site, "zzcat")
     monkeypatch.syspath_prepend(str(site))
     cache = tmp_path / "cache"
     assert catalogue.load_with_plugins(None) is None
     try:
         doc, _ = catalogue.load_with_plugins(cache)
-        assert [e["id"] for e in doc["claims"]] == ["attn.fake", "zzcat.rope"]
+        ids = [e["id"] for e in doc["claims"]]
+        assert ids[0] == "attn.fake" and "zzcat.rope" in ids and "attn.convex_combination" not in ids, ids
+        assert ("zzpre.rope" in ids) == installed, ids
         assert doc["fingerprint"] == catalogue.source_fingerprint() != builtin_fp
         assert len(list(cache.glob("plugins-*.json"))) == 1
         assert catalogue.load_fresh(cache)[0]["claims"] == doc["claims"]  # next call: a plain cache hit
         registry._claims.pop("zzcat.rope", None)
         monkeypatch.setattr(claim_pkg, "load_plugins", lambda: pytest.fail("a fresh plugin cache imports nothing"))
-        assert [e["id"] for e in catalogue.load_with_plugins(cache)[0]["claims"]] == ["attn.fake", "zzcat.rope"]
+        assert [e["id"] for e in catalogue.load_with_plugins(cache)[0]["claims"]] == ids
         monkeypatch.undo()  # an edited plugin: its part is recomputed, the built-in part is not
         monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: docs)
         monkeypatch.syspath_prepend(str(site))
+        if installed:
+            monkeypatch.syspath_prepend(str(tmp_path / "pre"))
         src = site / "tverify_zzcat" / "claims.py"
         src.write_text(src.read_text().replace('title="RoPE attention scores', 'title="Edited: RoPE attention scores'))
         for name in [m for m in sys.modules if m.startswith("tverify_zzcat")]:
             del sys.modules[name]
         doc2, _ = catalogue.load_with_plugins(cache)
-        assert doc2["claims"][1]["title"].startswith("Edited") and doc2["claims"][0]["id"] == "attn.fake"
+        by_id = {e["id"]: e for e in doc2["claims"]}
+        assert by_id["zzcat.rope"]["title"].startswith("Edited") and doc2["claims"][0]["id"] == "attn.fake"
     finally:
-        registry._claims.pop("zzcat.rope", None)
-        for name in [m for m in sys.modules if m.startswith("tverify_zzcat")]:
-            del sys.modules[name]
+        for group in ("zzcat", "zzpre"):
+            registry._claims.pop(f"{group}.rope", None)
+            for name in [m for m in sys.modules if m.startswith(f"tverify_{group}")]:
+                del sys.modules[name]

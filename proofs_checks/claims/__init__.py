@@ -35,8 +35,11 @@ def is_builtin(claim) -> bool:
 
 
 def load_all() -> None:
-    """Import every claim module in this package once (registration happens at import)."""
+    """Import every claim module in this package once (registration happens at import). Every call
+    first reads the plugins' time limits (:func:`plugin_timeouts`): a bad one is refused with one
+    line before anything loads."""
     global _loaded
+    plugin_timeouts()
     if _loaded:
         return
     from proofs_checks.registry import registry
@@ -86,6 +89,7 @@ def load_plugins() -> None:
 
     from proofs_checks.registry import registry
 
+    plugin_timeouts()  # a bad time limit: one line before any plugin is tried (never a plugin's failure)
     for ep in entry_points(group="tverify.claims"):
         if ep.value.startswith("proofs_checks."):  # this project's own claims (already loaded)
             continue
@@ -144,6 +148,47 @@ def _registered_by(ep) -> list[str]:
 #: on stderr after PLUGIN_IMPORT_NOTE seconds says which plugin is being waited for
 PLUGIN_IMPORT_TIMEOUT = 20.0
 PLUGIN_IMPORT_NOTE = 2.0
+#: seconds one check of a plugin claim may take in its child process ($TVERIFY_PLUGIN_CHECK_TIMEOUT)
+PLUGIN_CHECK_TIMEOUT = 600.0
+#: the largest time limit a plugin variable may set (about 116 days)
+MAX_PLUGIN_SECONDS = 1e7
+
+
+def plugin_seconds(env: str, default: float) -> float:
+    """The seconds ``$env`` sets (``default`` when unset): a number > 0 and at most
+    :data:`MAX_PLUGIN_SECONDS`. Anything else (empty, ``abc``, ``0``, ``-3``, ``nan``, ``inf``, ``1e999``)
+    is a :class:`~proofs_checks.errors.UsageError` (one line, exit 2), as ``TVERIFY_THREADS`` and
+    ``TVERIFY_DERIVATION_BUDGET`` are: never the default in its place.
+
+    >>> import os; os.environ["TVERIFY_X"] = "2.5"; plugin_seconds("TVERIFY_X", 20.0)
+    2.5
+    >>> os.environ["TVERIFY_X"] = "-3"; plugin_seconds("TVERIFY_X", 20.0)
+    Traceback (most recent call last):
+    ...
+    proofs_checks.errors.UsageError: TVERIFY_X must be a number of seconds > 0 and at most 1e+07, got '-3'
+    """
+    import math
+    import os
+
+    from proofs_checks.errors import UsageError
+
+    text = os.environ.get(env)
+    if text is None:
+        return float(default)
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and 0 < v <= MAX_PLUGIN_SECONDS):
+        raise UsageError(f"{env} must be a number of seconds > 0 and at most {MAX_PLUGIN_SECONDS:g}, got {text[:40]!r}")
+    return v
+
+
+def plugin_timeouts() -> tuple[float, float]:
+    """``($TVERIFY_PLUGIN_IMPORT_TIMEOUT, $TVERIFY_PLUGIN_CHECK_TIMEOUT)`` in seconds, each checked by
+    :func:`plugin_seconds` (the edge of every command that loads claims, and ``check_claim``)."""
+    return (plugin_seconds("TVERIFY_PLUGIN_IMPORT_TIMEOUT", PLUGIN_IMPORT_TIMEOUT),
+            plugin_seconds("TVERIFY_PLUGIN_CHECK_TIMEOUT", PLUGIN_CHECK_TIMEOUT))
 
 
 class _PluginTimeout(Exception):
@@ -156,15 +201,10 @@ def _load_one(ep) -> None:
     left behind, never joined) instead of blocking every claim command without a word. What the
     plugin raises is raised here; a ``KeyboardInterrupt`` it raises itself is
     :class:`_RaisedInterrupt` (a real Ctrl-C reaches this, the main, thread)."""
-    import os
     import sys
     import threading
 
-    try:
-        limit = float(os.environ.get("TVERIFY_PLUGIN_IMPORT_TIMEOUT", PLUGIN_IMPORT_TIMEOUT))
-    except ValueError:
-        limit = PLUGIN_IMPORT_TIMEOUT
-    limit = limit if 0 < limit < 1e7 else PLUGIN_IMPORT_TIMEOUT
+    limit = plugin_timeouts()[0]
     box: dict = {}
 
     def target():

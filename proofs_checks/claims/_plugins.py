@@ -29,7 +29,6 @@ from __future__ import annotations
 import builtins  # max/min of times and lengths (no NaN here); claim modules use worst()/largest()
 
 import json
-import math
 import os
 import select
 import signal
@@ -69,12 +68,11 @@ def short(text: Any, n: int = MAX_MESSAGE) -> str:
 
 
 def seconds(env: str, default: float) -> float:
-    """A positive, finite number of seconds from ``$env`` (``default`` when unset or not one)."""
-    try:
-        v = float(os.environ.get(env) or default)
-    except ValueError:
-        return default
-    return v if 0 < v < 1e7 and math.isfinite(v) else default
+    """The seconds ``$env`` sets (``default`` when unset); a bad value is a one-line usage error
+    (:func:`proofs_checks.claims.plugin_seconds`, the one reader)."""
+    from proofs_checks.claims import plugin_seconds
+
+    return plugin_seconds(env, default)
 
 
 def in_child() -> bool:
@@ -429,7 +427,7 @@ def run_check(spec: tuple, check: Any, form: Any, claim: Any, ctx: Any):
 
 
 def _scale_counter(form: Any):
-    """The counter of a continuous mutant's scaled form (``None`` otherwise)."""
+    """The counter of a scaled or perturbed form (continuous mutants, the power rule; ``None`` otherwise)."""
     if not (callable(form) or isinstance(form, dict)):
         return None
     from proofs_checks.scaling import scale_counter
@@ -438,11 +436,11 @@ def _scale_counter(form: Any):
 
 
 def _add_scaled(form: Any, n: Any) -> None:
-    """Carry the count of outputs a continuous mutant scaled in the child back to its counter here
-    (kept here, the count read 0 and every plugin claim was "not scalable")."""
-    counter = _scale_counter(form) if isinstance(n, int) and n > 0 else None
+    """Carry what a scaled or perturbed form changed in the child (floats, integers, the types it left) back
+    to its counter here (kept there, the count read 0 and every plugin claim was "not scalable")."""
+    counter = _scale_counter(form) if isinstance(n, (int, dict)) and n else None
     if counter is not None:
-        counter.scaled += n
+        counter.add(n)
 
 
 def _rebuild(d: dict, check: Any):
@@ -516,7 +514,7 @@ def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover -
     ctx = RunContext(mode=req["mode"], seed=int(req["seed"]), device=req["device"],
                      figure_dir=Path(req["figure_dir"]) if req.get("figure_dir") else None)
     counter = _scale_counter(form) if role is None else None
-    before = counter.scaled if counter is not None else 0
+    before = counter.snapshot() if counter is not None else None
     o = run_check_here(check, form, claim, ctx)
     out = {"name": o.name, "layer": o.layer, "status": o.status, "error_message": o.error_message,
            "traceback": o.traceback}
@@ -524,7 +522,7 @@ def check_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover -
         r = asdict(o.result)
         r["seeds"] = [int(s) for s in r["seeds"]]
         out["result"] = r
-    return {"outcome": out, "scaled": (counter.scaled - before) if counter is not None else 0}
+    return {"outcome": out, "scaled": counter.since(before) if counter is not None else 0}
 
 
 def _runner():

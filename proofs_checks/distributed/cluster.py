@@ -524,13 +524,15 @@ def _secs(outcomes) -> float:
 
 def _assemble_claim(c, mode, seed, device, derivation, outcome):
     from proofs_checks.context import RunContext
-    from proofs_checks.runner import claim_result
+    from proofs_checks.runner import claim_result, own_power
 
     outs = [outcome(ch, "claim") for ch in c.checks]
     stated = [outcome(ch, "stated") for ch in c.checks] if c.kind == "erratum" else []
     d_info, d_secs = derivation
-    return claim_result(c, RunContext(mode=mode, seed=seed, device=device), d_info, outs, stated,
-                        d_secs + _secs(outs) + _secs(stated))
+    ctx = RunContext(mode=mode, seed=seed, device=device)
+    result = claim_result(c, ctx, d_info, outs, stated, d_secs + _secs(outs) + _secs(stated))
+    own_power(c, result, ctx)  # a plugin's or notebook's claim: its power measured here, as run_claim does
+    return result
 
 
 @dataclass
