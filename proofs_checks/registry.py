@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable
 from theory.derivation import Derivation
 
 __all__ = [
+    "BUILTIN",
+    "is_builtin",
     "EVIDENCE",
     "Clause",
     "Counterexample",
@@ -781,6 +783,17 @@ class Registry:
 
 
 registry = Registry()
+
+#: the claims this project ships, by id, as its own claim modules registered them
+#: (:func:`proofs_checks.claims.load_all` fills it)
+BUILTIN: dict[str, Claim] = {}
+
+
+def is_builtin(claim: Any) -> bool:
+    """``claim`` is the very object one of this project's claim modules registered (a plugin's or a
+    notebook's claim never is, whatever its id or its functions' ``__module__`` say)."""
+    found = BUILTIN.get(getattr(claim, "id", None))
+    return found is not None and found is claim
 
 
 def register(claim: Claim) -> Claim:

@@ -546,10 +546,13 @@ def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str,
 
 
 def _builtin(claim: Claim) -> bool:
-    """A claim of this project's own catalogue (its checks live in ``proofs_checks.claims``)."""
-    checks = getattr(claim, "checks", None)
-    mod = getattr(checks[0].fn, "__module__", "") if checks else ""
-    return str(mod).startswith("proofs_checks.claims.")
+    """A claim of this project's own catalogue: the very object its claim modules registered
+    (:func:`proofs_checks.registry.is_builtin`) — never a plugin's claim whose check functions say
+    ``__module__ = "proofs_checks.claims.…"`` (hostile pass 4, N12: that exempted a false ``3x = 2x``
+    from the power rule, verified)."""
+    from proofs_checks.registry import is_builtin
+
+    return is_builtin(claim)
 
 
 class _OutOfTime(BaseException):

@@ -323,3 +323,19 @@ def test_a_missing_standard_module_beside_the_users_module_never_runs(tmp_path):
     assert not marker.exists()
     assert code == 0 and "Traceback" not in out + err, out + err
     assert (tmp_path / "rep").is_dir()
+
+
+# --- N12: a plugin's check saying it is a built-in claim module's function -------------------------
+
+def test_a_check_disguised_as_a_builtin_modules_function_gets_the_power_rule():
+    """A plugin check function with ``__module__ = "proofs_checks.claims.attention"`` made the runner treat
+    its claim as built-in, so the power rule was skipped and ``3x = 2x`` (compared within 1e300) was verified."""
+    import dataclasses
+
+    from proofs_checks.context import RunContext
+    from proofs_checks.runner import run_claim
+
+    claim = dataclasses.replace(_notebook_claim("proofs_checks.claims.attention"), id="zz8disguised.three")
+    res = run_claim(claim, RunContext(mode="quick"))
+    assert res.status == "error", (res.status, res.message)
+    assert "multiplied by" in res.message or "cannot tell" in res.message, res.message

@@ -23,15 +23,13 @@ ORDER = ("attention", "attention_forms", "attention_blocks", "attention_cost", "
          "favor", "sparse", "scale", "lora", "rnn", "adam", "gnn", "approx", "approx_sparse", "lyapunov", "lyapunov_sos")
 
 
-#: the claims this project ships, by id, as its own modules registered them in :func:`load_all`
-BUILTIN: dict[str, object] = {}
-
-
 def is_builtin(claim) -> bool:
     """``claim`` is the very object one of this project's claim modules registered (a plugin's or a
-    notebook's claim never is, whatever its id or its functions' ``__module__`` say)."""
-    found = BUILTIN.get(getattr(claim, "id", None))
-    return found is not None and found is claim
+    notebook's claim never is, whatever its id or its functions' ``__module__`` say):
+    :func:`proofs_checks.registry.is_builtin` (imported here when called: this package imports no SymPy)."""
+    from proofs_checks.registry import is_builtin as builtin
+
+    return builtin(claim)
 
 
 def load_all() -> None:
@@ -42,7 +40,7 @@ def load_all() -> None:
     plugin_timeouts()
     if _loaded:
         return
-    from proofs_checks.registry import registry
+    from proofs_checks.registry import BUILTIN, registry
 
     before = set(registry.ids())
     rank = {name: i for i, name in enumerate(ORDER)}
