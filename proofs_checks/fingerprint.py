@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["source_fingerprint", "file_hash", "cached_derivation", "catalogue_path"]
+__all__ = ["source_fingerprint", "file_hash", "cached_derivation", "catalogue_path", "derivation_cache_on"]
 
 _PKG = Path(__file__).resolve().parent  # proofs_checks/
 _ROOT = _PKG.parent
@@ -118,10 +118,37 @@ def _fresh_derivations() -> dict[str, dict[str, Any]]:
     return out
 
 
+_OFF, _ON = ("0", "no", "false", "off"), ("1", "yes", "true", "on", "")
+
+
+def derivation_cache_on() -> bool:
+    """``$TVERIFY_DERIVATION_CACHE``, the one reader of it: ``0``/``no``/``false``/``off`` (any case) turn the
+    derivation caches off, ``1``/``yes``/``true``/``on``, empty or unset keep them on; anything else is a
+    :class:`~proofs_checks.errors.UsageError` (one line, exit 2), never read as on (hostile pass 4, N3).
+
+    >>> os.environ["TVERIFY_DERIVATION_CACHE"] = "OFF"; derivation_cache_on()
+    False
+    >>> os.environ["TVERIFY_DERIVATION_CACHE"] = "maybe"; derivation_cache_on()
+    Traceback (most recent call last):
+    ...
+    proofs_checks.errors.UsageError: TVERIFY_DERIVATION_CACHE must be 0/no/false/off or 1/yes/true/on, got 'maybe'
+    >>> del os.environ["TVERIFY_DERIVATION_CACHE"]
+    """
+    value = os.environ.get("TVERIFY_DERIVATION_CACHE", "1").strip().lower()
+    if value in _OFF:
+        return False
+    if value in _ON:
+        return True
+    from proofs_checks.errors import UsageError  # the lowest layer; this module imports nothing else of the project
+
+    raise UsageError(f"TVERIFY_DERIVATION_CACHE must be 0/no/false/off or 1/yes/true/on, "
+                     f"got {os.environ['TVERIFY_DERIVATION_CACHE'][:40]!r}")
+
+
 def cached_derivation(claim_id: str) -> dict[str, Any] | None:
     """The claim's derivation info as the fresh catalogue holds it (a copy), or ``None`` (no fresh
     catalogue, the claim is not in it, or ``TVERIFY_DERIVATION_CACHE=0``)."""
-    if os.environ.get("TVERIFY_DERIVATION_CACHE", "1").strip().lower() in ("0", "no", "false", "off"):  # as _plugins
+    if not derivation_cache_on():
         return None
     info = _fresh_derivations().get(claim_id)
     return copy.deepcopy(info) if info is not None else None

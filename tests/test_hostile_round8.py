@@ -339,3 +339,13 @@ def test_a_check_disguised_as_a_builtin_modules_function_gets_the_power_rule():
     res = run_claim(claim, RunContext(mode="quick"))
     assert res.status == "error", (res.status, res.message)
     assert "multiplied by" in res.message or "cannot tell" in res.message, res.message
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "of"])
+def test_a_bad_derivation_cache_switch_is_one_line_exit_2(value, monkeypatch):
+    """``TVERIFY_DERIVATION_CACHE=maybe`` was read as on, silently (N3): now one line, exit 2, before anything runs."""
+    from tests.cli_helpers import invoke, one_line_error
+
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", value)
+    line = one_line_error(*invoke("run", "attn.softmax_simplex", "--quick", "--no-progress")[::2])
+    assert "TVERIFY_DERIVATION_CACHE must be" in line and repr(value) in line, line

@@ -37,7 +37,10 @@ def load_all() -> None:
     first reads the plugins' time limits (:func:`plugin_timeouts`): a bad one is refused with one
     line before anything loads."""
     global _loaded
+    from proofs_checks.fingerprint import derivation_cache_on
+
     plugin_timeouts()
+    derivation_cache_on()  # a bad value of it is refused here too, before anything loads (one line, exit 2)
     if _loaded:
         return
     from proofs_checks.registry import BUILTIN, registry

@@ -306,7 +306,9 @@ class _DerivationCache:
 
     def __init__(self, claim_id: str):
         self.claim_id, self.path = claim_id, None
-        if os.environ.get("TVERIFY_DERIVATION_CACHE", "1").strip().lower() in ("0", "no", "false", "off"):
+        from proofs_checks.fingerprint import derivation_cache_on
+
+        if not derivation_cache_on():
             return
         try:
             import hashlib
