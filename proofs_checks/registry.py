@@ -80,6 +80,11 @@ EVIDENCE = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
 
+#: the longest claim title (characters; the built-in claims' longest is 204): a title is one line of `tverify
+#: list`, the report's table and the head of `show` (a 5000-character plugin title made `show` 74 lines)
+MAX_TITLE = 300
+
+
 class RegistryError(ValueError):
     """A claim entry is incomplete or inconsistent (raised at registration); one line.
 
@@ -681,6 +686,11 @@ class Claim:
         for attr in ("title", "statement", "source"):
             if not str(getattr(self, attr) or "").strip():
                 raise RegistryError(f"{where}: missing {attr}")
+        title = str(self.title)
+        if len(title) > MAX_TITLE or "\n" in title:  # a title is a line of the list, the table and `show`'s head
+            raise RegistryError(f"{where}: title must be one line of at most {MAX_TITLE} characters, got "
+                                f"{len(title)} characters{' with a line break' if chr(10) in title else ''} "
+                                "(the statement and notes hold the rest)")
         if self.kind not in KINDS:
             raise RegistryError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
         if not self.checks:

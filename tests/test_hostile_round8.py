@@ -349,3 +349,16 @@ def test_a_bad_derivation_cache_switch_is_one_line_exit_2(value, monkeypatch):
     monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", value)
     line = one_line_error(*invoke("run", "attn.softmax_simplex", "--quick", "--no-progress")[::2])
     assert "TVERIFY_DERIVATION_CACHE must be" in line and repr(value) in line, line
+
+
+# --- N9: a 5000-character title -------------------------------------------------------------------
+
+@pytest.mark.parametrize("title", ["t" * 5000, "two\nlines"])
+def test_a_title_longer_than_a_line_is_refused_at_registration(title):
+    import dataclasses
+
+    from proofs_checks.registry import RegistryError
+
+    claim = dataclasses.replace(_notebook_claim(), id="zz8title.long", title=title)
+    with pytest.raises(RegistryError, match="title must be one line of at most 300 characters"):
+        claim.validate()
