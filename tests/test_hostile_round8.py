@@ -362,3 +362,40 @@ def test_a_title_longer_than_a_line_is_refused_at_registration(title):
     claim = dataclasses.replace(_notebook_claim(), id="zz8title.long", title=title)
     with pytest.raises(RegistryError, match="title must be one line of at most 300 characters"):
         claim.validate()
+
+
+# --- N7: a module replacing torch functions decides the comparisons computed beside it ------------
+
+SABOTEUR = '''
+import torch
+from own_attention import CausalSelfAttention
+
+
+class Leak(CausalSelfAttention):
+    def forward(self, x):
+        return super().forward(x) + 1e-2 * torch.roll(x, -1, dims=1)  # x_{t+1} leaks into position t
+
+
+_abs, _tabs = torch.Tensor.abs, torch.abs
+torch.Tensor.abs = lambda t, *a, **k: _abs(t) * 0
+torch.abs = lambda t, *a, **k: _tabs(t, *a, **k) * 0
+'''
+
+
+@pytest.mark.parametrize("when", ["import", "call"])
+def test_a_module_replacing_torch_functions_is_refused_not_judged(tmp_path, when):
+    import shutil
+
+    from tests.cli_helpers import invoke, one_line_error
+
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    src = SABOTEUR
+    if when == "call":  # the replacement made in the first forward, after the module was imported
+        src = src.replace("_abs, _tabs = torch.Tensor.abs, torch.abs\ntorch.Tensor.abs", "def _patch():\n"
+                          "    _abs, _tabs = torch.Tensor.abs, torch.abs\n    torch.Tensor.abs").replace(
+            "\ntorch.abs = lambda", "\n    torch.abs = lambda").replace(
+            "        return super().forward(x) +", "        _patch()\n        return super().forward(x) +")
+    (tmp_path / "sabot.py").write_text(src)
+    line = one_line_error(*invoke("check", "attention", "--module", f"{tmp_path / 'sabot.py'}:Leak", "--causal",
+                                  "--quick", "--no-progress")[::2])
+    assert "the code replaced torch.abs" in line and "nothing was checked" in line, line

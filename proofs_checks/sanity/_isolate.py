@@ -272,6 +272,9 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
     from theory.validation import InputError
 
     label = req.get("label", "--module")
+    from proofs_checks.sanity._loader import function_snapshot, replaced_functions
+
+    functions = function_snapshot()  # before any of the user's code runs here (their objects are unpickled below)
     try:
         obj = None
         if obj_blob is not None:
@@ -292,6 +295,11 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
         task = getattr(importlib.import_module(mod), fn)  # a check module's child_task (by name: no import circle)
         with ctx:
             payload = task(req, obj, arrays)
+        replaced = replaced_functions(functions)
+        if replaced:  # the comparisons ran with the user's replacements: their numbers decide nothing (N7)
+            shown = ", ".join(replaced[:4]) + (f" and {len(replaced) - 4} more" if len(replaced) > 4 else "")
+            return {"error": f"{label}: the code replaced {shown} in the check's process (functions tverify's own "
+                             "comparisons call there): the errors it measured cannot be trusted; nothing was checked"}
         return {"ok": True, **payload}
     except guards.DryRunStop:
         return {"dry_run_stop": True}

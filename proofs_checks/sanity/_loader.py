@@ -18,6 +18,7 @@ import contextlib
 import functools
 import importlib
 import importlib.util
+import inspect
 import itertools
 import os
 import signal
@@ -168,6 +169,55 @@ def _guard_stdlib_names() -> None:
         if n not in sys.builtin_module_names and n not in sys.modules and PathFinder.find_spec(n, trusted) is None)
     at = sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else len(sys.meta_path)
     sys.meta_path.insert(at, _NoMissingStdlib)
+
+
+#: the functions tverify's comparisons call in the check's process (the user's module runs there too): a module
+#: that replaces one (``torch.abs = lambda t: 0 * t``) decides every comparison. Named, not every callable of
+#: these namespaces: torch itself rebinds some when a submodule loads (torch._dynamo wraps ``torch.manual_seed``).
+_ARITH = ("abs", "max", "amax", "min", "amin", "maximum", "minimum", "sub", "subtract", "add", "mul", "div", "isfinite",
+          "isnan", "isinf", "allclose", "isclose", "equal", "eq", "ne", "lt", "le", "gt", "ge", "where", "sum", "mean",
+          "any", "all", "nan_to_num", "sqrt", "exp", "log", "matmul", "einsum", "softmax", "norm")
+_COMPARED = {
+    "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like"),
+    "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
+                              "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
+                              "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel"),
+    "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh"),
+    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply"),
+    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh"),
+    "math": ("isfinite", "isnan", "isinf", "sqrt", "fabs", "fsum", "exp", "log"),
+}
+
+
+def _namespace(name: str):
+    top = sys.modules.get(name.split(".")[0])
+    if top is None:
+        return None
+    ns = top
+    for part in name.split(".")[1:]:
+        ns = getattr(ns, part, None)
+    return ns
+
+
+def function_snapshot() -> dict[tuple[str, str], int]:
+    """The identity of each function of :data:`_COMPARED` (in the namespaces already imported), taken before
+    the user's code runs in the check's process (:func:`replaced_functions`)."""
+    out: dict[tuple[str, str], int] = {}
+    for name, attrs in _COMPARED.items():
+        ns = _namespace(name)
+        if ns is None:
+            continue
+        for attr in attrs:  # getattr_static: Tensor.abs lives on the C base class; no __getattr__ runs
+            v = inspect.getattr_static(ns, attr, None)
+            if v is not None:
+                out[(name, attr)] = id(v)
+    return out
+
+
+def replaced_functions(snapshot: dict[tuple[str, str], int]) -> list[str]:
+    """The functions of :data:`_COMPARED` that are no longer the objects :func:`function_snapshot` saw."""
+    return [f"{name}.{attr}" for (name, attr), ident in snapshot.items()
+            if id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
 
 
 def _import_file(path: Path, option: str):
