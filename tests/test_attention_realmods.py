@@ -479,3 +479,23 @@ def test_a_prefix_difference_from_float32_rounding_is_not_called_a_length_depend
     assert "chunk padding" not in ps["prefix_consistency"]["detail"], ps["prefix_consistency"]["detail"]
     assert "precision_as_declared names: rerun under it, it holds" in ps["prefix_consistency"]["detail"]
     assert run(Float32Inside(Structure(causal=True), is_causal=True), compute_dtype="float32").outcome == "ok"
+
+
+def test_a_prefix_difference_from_float32_rounding_is_said_when_a_scale_hint_needs_float32_too():
+    """GPT-Neo undeclared (no 1/√d_k, q·k in float32): the mismatch is scale *and* precision, so the verified
+    hint is ``--scale 1 (and --compute-dtype float32)``. The precision is then its own failed property (the
+    error under the hint's scale, not the scale's), and prefix_consistency names the rounding, not a guess."""
+    r = run(Float32Inside(Structure(causal=True, scale=1.0), is_causal=True))
+    assert r.outcome == "mismatch", r.verdict.summary
+    assert {"precision_as_declared", "scale_1_over_sqrt_dk", "prefix_consistency"} <= set(r.failed), r.failed
+    assert "--scale 1 (and --compute-dtype float32" in r.verdict.suggestion
+    assert "precision_as_declared (it computes in float32, not float64)" in r.verdict.summary
+    ps = {p["name"]: p for p in r.doc["properties"]}
+    pad = ps["precision_as_declared"]
+    assert "with --scale 1 (the verified hint)" in pad["detail"] and pad["numbers"]["with"] == "--scale 1"
+    assert pad["error"] < 1e-4 < ps["matches_reference"]["error"], (pad["error"], ps["matches_reference"]["error"])
+    assert "chunk padding" not in ps["prefix_consistency"]["detail"], ps["prefix_consistency"]["detail"]
+    assert "precision_as_declared names: rerun under it, it holds" in ps["prefix_consistency"]["detail"]
+    # a scale alone (float64 internals): no precision finding
+    r = run(Attn(Structure(causal=True, scale=1.0), is_causal=True))
+    assert "precision_as_declared" not in r.failed and "scale_1_over_sqrt_dk" in r.failed, r.failed

@@ -243,6 +243,8 @@ def _hints(probe, props, st, mp, alts, hints):
             s2, m2 = decls[label]
             if _verified(probe, props, s2, m2, cd):
                 explained = True
+                if cd != "same":  # the module misses the declared precision's rule under this declaration too
+                    probe.fits_precision, probe.fits_precision_with, probe.fits_precision_err = cd, label, err
                 how = label + (" (and --compute-dtype float32: its internals are float32)" if cd != "same" else "")
                 if label == "no window":
                     same = (f"--window {T_hi} or wider" if st.causal else
