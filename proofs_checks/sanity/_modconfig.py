@@ -73,10 +73,13 @@ def read_module_config(obj: Any) -> ConfigRead:
             _hf(r, c)
         if mod.startswith("x_transformers"):
             libs.xt(r, c)
+        if mod.startswith("local_attention") and type(m).__name__ == "LocalAttention":
+            _guard(r, libs.local_attention, c)
         if mod.startswith("litgpt") and c.cfg is not None:
             _guard(r, libs.litgpt, c)
         _guard(r, _qk_norms, c)
-        if "rotary" in type(m).__name__.lower():
+        if "rotary" in type(m).__name__.lower() or (mod.startswith("local_attention")
+                                                    and type(m).__name__ == "SinusoidalEmbeddings"):
             _guard(r, libs.inv_freq, c, mod.startswith("x_transformers"))
     r.notes.extend(n for k, n in r.pending.items() if k not in r.items and k not in r.decided)
     return r
@@ -88,7 +91,7 @@ def _causal(r: ConfigRead, c: _Ctx) -> None:
     if "causal" in r.decided or "causal" in r.items:
         return
     mod = type(c.m).__module__ or ""
-    for name in ("is_causal",) + (("causal",) if mod.startswith("x_transformers") else ()):
+    for name in ("is_causal",) + (("causal",) if mod.startswith(("x_transformers", "local_attention")) else ()):
         v = _get(c.m, name, c.pre)
         if v is _MISSING or v is None or callable(v):
             continue

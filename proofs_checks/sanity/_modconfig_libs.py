@@ -1,6 +1,8 @@
 """Readers of :mod:`proofs_checks.sanity._modconfig` for x-transformers (``Attention``'s ``kv_heads`` and
-``max_attend_past``, ``Attend``'s soft clamp), litgpt's ``CausalSelfAttention`` and its ``config``, and a
-rotary embedding's ``inv_freq`` buffer (x-transformers' ``RotaryEmbedding``)."""
+``max_attend_past``, ``Attend``'s soft clamp), litgpt's ``CausalSelfAttention`` and its ``config``,
+local-attention's ``LocalAttention`` window (its ``causal`` is read with ``is_causal``), and a rotary
+embedding's ``inv_freq`` buffer (x-transformers' ``RotaryEmbedding``; local-attention's
+``SinusoidalEmbeddings``, whose float32 rounding is said)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from proofs_checks.sanity import _libsemantics as sem
 from proofs_checks.sanity._modconfig_core import (_MISSING, ConfigError, ConfigRead, _Ctx, _bad, _get, _guard, _is_int,
                                              _is_num, _number, _posint, _window_value)
 
-__all__ = ["xt", "litgpt", "inv_freq"]
+__all__ = ["xt", "litgpt", "inv_freq", "local_attention"]
 
 
 def xt(r: ConfigRead, c: _Ctx) -> None:
@@ -34,6 +36,46 @@ def _xt_attention(r: ConfigRead, c: _Ctx) -> None:
     wm = sem.xt_window(int(mp), causal is True, c.lib)
     r.add("window", int(mp) + 1, f"{pre}max_attend_past = {int(mp)}", library=c.libtext,
           meaning=f"{sem.window_text(wm.span)}; {wm.why}", span=wm.span)
+
+
+def _rounded_note(r: ConfigRead, pre: str, vals: list, base: float, dims: int) -> None:
+    """Say a rounded frequency table: each ``inv_freq[i]`` against ``base^(−2i/dims)`` computed in float64
+    (local-attention's ``SinusoidalEmbeddings`` builds it in float32, and ``.double()`` keeps the rounding),
+    since a float64 check rotates with the exact frequencies and the angle error grows with the position."""
+    e = max(abs(v - base ** (-2 * i / dims)) / base ** (-2 * i / dims) for i, v in enumerate(vals))
+    if not 1e-12 < e <= 1e-5:  # exact in float64, or not this base (then the base is not read at all)
+        return
+    r.note("inv_freq_rounded",
+           f"{pre}inv_freq: the module's RoPE frequencies differ from {_fmt_base(base)}^(−2i/{dims}) computed in float64 "
+           f"by up to {e:.2g} relative (rounded in float32, whose unit roundoff is 6e-08): its angle at position t is "
+           f"off by up to t·{e:.2g} of the exact one, so matches_reference in float64 differs by that rounding (not a "
+           "float64 computation's); if the table is float32 by design, declare --compute-dtype float32")
+
+
+def _fmt_base(b: float) -> str:
+    return str(int(b)) if b.is_integer() else repr(b)
+
+
+def local_attention(r: ConfigRead, c: _Ctx) -> None:
+    """lucidrains local-attention's ``LocalAttention`` (``LocalMHA.attn_fn``): with ``exact_windowsize`` its
+    mask keeps keys ``q − W·look_backward … q`` (causal) or ``… q + W·look_forward`` (``bq_t > bq_k + W·lb``
+    and ``bq_k − W·lf > bq_t`` masked: 1.11.2's ``local_attention.py``); without it a query reads whole
+    buckets (its own and ``look_backward`` before it), which no sliding window declares: said, not read."""
+    m, pre = c.m, c.pre
+    W, lb, lf = (_get(m, n, pre) for n in ("window_size", "look_backward", "look_forward"))
+    causal, exact = _get(m, "causal", pre), _get(m, "exact_windowsize", pre)
+    if not (_is_int(W) and W > 0 and _is_int(lb) and lb >= 0 and _is_int(lf) and lf >= 0 and isinstance(causal, bool)):
+        return
+    src = f"{pre}window_size = {W}, look_backward = {lb}" + ("" if causal else f", look_forward = {lf}")
+    if exact is not True:
+        r.note("window", f"{src}, exact_windowsize = {exact} ({c.libtext}): each query reads its whole bucket of "
+                         f"{W} and the {lb} before it{'' if causal else f' and {lf} after it'}, a look-back that "
+                         "depends on the position in the bucket: no sliding window declares it (not read)")
+        return
+    span = (W * lb, 0 if causal else W * lf)
+    r.add("window", W * lb + 1 if causal else W * lb, src + ", exact_windowsize", library=c.libtext, span=span,
+          meaning=f"{sem.window_text(span)} (keys with q − k > {W * lb}"
+                  + ("" if causal else f" or k − q > {W * lf}") + " masked)")
 
 
 def _xt_softclamp(r: ConfigRead, c: _Ctx) -> None:
@@ -105,6 +147,7 @@ def inv_freq(r: ConfigRead, c: _Ctx, x_transformers: bool) -> None:
                                "read")
         return
     base = float(f"{base:.6g}")  # the buffer is float32: 6 significant digits
+    _rounded_note(r, pre, vals, base, dims)
     # recovered from a float32 buffer through a power of dims / (dims − 2), then rounded to 6 digits: 1e-5
     r.add("rope_base", base, f"{pre}inv_freq", library=c.libtext, rel_tol=1e-5)
     r.add("rope_dims", dims, f"{pre}inv_freq ({len(vals)} frequencies)", library=c.libtext)

@@ -47,7 +47,8 @@ def _variants(st, m, alts):
         for base in (10000.0, 500000.0, 1000000.0, 100.0):
             for dims in rdims:
                 s2 = st.variant(positional="rope", rope_convention=conv, rope_base=base, rope_dims=dims)
-                if s2 != st:
+                # --rope-dims d_k (read from a table of d_k/2 frequencies) is every dimension: the same declaration
+                if s2 != st and s2 != st.variant(rope_dims=None if st.rope_dims == dk else st.rope_dims):
                     out.append((f"--positional rope --rope-convention {conv} --rope-base {base:g}"
                                 + (f" --rope-dims {dims}" if dims else ""), s2, None))
     if st.positional == "rope":  # queries and keys rotated at different positions (only q − k is observable)
@@ -243,7 +244,10 @@ def _hints(probe, props, st, mp, alts, hints):
             s2, m2 = decls[label]
             if _verified(probe, props, s2, m2, cd):
                 explained = True
-                if cd != "same":  # the module misses the declared precision's rule under this declaration too
+                # the module misses the declared precision's rule under this declaration too, by an error that looks
+                # like cd's rounding (at least a tenth of its unit roundoff: the plain reference in float32 errs
+                # ≥ 1.6·u32 at unit logits; a float32-rounded RoPE table alone errs 0.01·u32 and is not "float32")
+                if cd != "same" and err >= 0.1 * ap.unit_roundoff(cd):
                     probe.fits_precision, probe.fits_precision_with, probe.fits_precision_err = cd, label, err
                 how = label + (" (and --compute-dtype float32: its internals are float32)" if cd != "same" else "")
                 if label == "no window":
