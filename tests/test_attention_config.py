@@ -6,6 +6,7 @@ mapping hook's ``q_transform``/``k_transform`` (item 2). Small sizes, few length
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import textwrap
 from pathlib import Path
@@ -552,3 +553,34 @@ def test_gpt_neo_local_layer_type_read_from_attention_layers_when_the_layer_lack
     assert read_module_config(SimpleNamespace(config=neo, layer_id=5)).get("window") is None  # out of range: nothing
     own = read_module_config(SimpleNamespace(config=neo, layer_id=0, attention_type="local"))  # 5.x: its own type wins
     assert own.get("window") == 3 and any("attention_type 'local'" in ln for ln in own.lines())
+
+
+def test_a_layer_that_applies_no_rope_says_the_base_is_the_models():
+    """SmolLM3's (and Llama 4's) NoPE layers keep ``use_rope = config.no_rope_layers[i] = 0``; Cohere2's full
+    layers have ``sliding_window = None`` and rotate only on sliding ones: the config's base is listed as the
+    model's, with the layer's own evidence that it applies none (it was listed as if the layer used it)."""
+    smol = SimpleNamespace(model_type="smollm3", rope_theta=2e6, no_rope_layers=[1, 1, 1, 0])
+    line = read_module_config(SimpleNamespace(config=smol, layer_idx=3, use_rope=0)).lines()
+    assert any("rope_base 2000000" in ln and "this layer applies no RoPE (use_rope = 0 (config.no_rope_layers[3])"
+               in ln for ln in line), line
+    line = read_module_config(SimpleNamespace(config=smol, layer_idx=0, use_rope=1)).lines()
+    assert not any("no RoPE" in ln for ln in line), line
+    co = SimpleNamespace(model_type="cohere2", rope_theta=1e4, sliding_window=4)
+    line = read_module_config(SimpleNamespace(config=co, layer_idx=3, sliding_window=None)).lines()
+    assert any("this layer applies no RoPE (sliding_window = None: Cohere2 rotates only on its sliding-window layers)"
+               in ln for ln in line), line
+    line = read_module_config(SimpleNamespace(config=co, layer_idx=0, sliding_window=4)).lines()
+    assert not any("no RoPE" in ln for ln in line), line
+    mistral = SimpleNamespace(model_type="mistral", rope_theta=1e4, sliding_window=None)  # rotates on every layer
+    assert not any("no RoPE" in ln for ln in read_module_config(SimpleNamespace(config=mistral, sliding_window=None)).lines())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_smollm3_nope_layer_of_the_real_library_is_said():
+    import transformers
+    from transformers.models.smollm3 import modeling_smollm3 as M
+
+    c = transformers.SmolLM3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4)
+    line = read_module_config(M.SmolLM3Attention(c, 3)).lines()
+    assert any("this layer applies no RoPE (use_rope = 0 (config.no_rope_layers[3])" in ln for ln in line), line
+    assert not any("no RoPE" in ln for ln in read_module_config(M.SmolLM3Attention(c, 0)).lines())

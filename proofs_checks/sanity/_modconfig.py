@@ -141,6 +141,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     rp = _Holder()
     _guard(r, _hf_rope, c, ltype, rp)
     _guard(r, _hf_rope_dims, c, rp)
+    _guard(r, _hf_no_rope, c, idx)
     _guard(r, _hf_window, c, idx, ltype)
     _guard(r, _hf_local_window, c)
     _guard(r, _hf_scaling, c)
@@ -248,6 +249,26 @@ def _hf_clip_qkv(r: ConfigRead, c: _Ctx) -> None:
         r.note("clip_qkv", f"{src} = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
                            "attention (no flag declares it; the reference does not clamp): where the probes' q, k or "
                            "v exceed it, matches_reference differs by that clamp")
+
+
+def _hf_no_rope(r: ConfigRead, c: _Ctx, idx: int | None) -> None:
+    """A layer that applies no RoPE though its model's config has a base: SmolLM3's, Llama 4's and Mistral
+    Large 4's NoPE layers (``self.use_rope = config.no_rope_layers[layer_idx]``, 0 there: ``if self.use_rope:``
+    rotates), Cohere2's full-attention layers (``if self.sliding_window is not None:`` rotates; the layer's
+    ``sliding_window`` is None). The base is then the model's, not this layer's: said on its entry."""
+    it = r.items.get("rope_base")
+    if it is None or it.source.startswith(c.pre + "inv_freq"):
+        return
+    ur = _get(c.m, "use_rope", c.pre)
+    mt = _get(c.cfg, "model_type", c.cp)
+    if ur is not _MISSING and (isinstance(ur, bool) or _is_int(ur)) and not ur:
+        where = f"{c.pre}use_rope = {ur!r}" + (f" (config.no_rope_layers[{idx}])" if idx is not None else "")
+        why = "it rotates only where use_rope is set"
+    elif mt == "cohere2" and _get(c.m, "sliding_window", c.pre) is None:
+        where, why = f"{c.pre}sliding_window = None", "Cohere2 rotates only on its sliding-window layers"
+    else:
+        return
+    it.note = "; ".join(n for n in (it.note, f"the model's base: this layer applies no RoPE ({where}: {why})") if n)
 
 
 def _hf_sinks(r: ConfigRead, c: _Ctx) -> None:
