@@ -584,3 +584,31 @@ def test_smollm3_nope_layer_of_the_real_library_is_said():
     line = read_module_config(M.SmolLM3Attention(c, 3)).lines()
     assert any("this layer applies no RoPE (use_rope = 0 (config.no_rope_layers[3])" in ln for ln in line), line
     assert not any("no RoPE" in ln for ln in read_module_config(M.SmolLM3Attention(c, 0)).lines())
+
+
+def test_a_hint_that_drops_a_read_window_gives_flags_that_declare_it():
+    """No flag declares "no window": a verified hint "no window" against a window read from the module ends its
+    flags with --ignore-config (without it, the flags as printed would read the window again)."""
+    from proofs_checks.sanity._modconfig import Item
+    from proofs_checks.sanity.attention_hints import _read_differs
+
+    it = Item("window", 4, "attn.sliding_window = 4", library="transformers 5.23.0", span=(3, 0))
+    said = _read_differs({"window": it}, Structure(causal=True), None)
+    assert "attn.sliding_window = 4 says otherwise" in said and "no flag declares no window" in said, said
+    assert said.rstrip().endswith("--causal --ignore-config"), said
+    said = _read_differs({"window": it}, Structure(causal=True, window=(4, 0)), None)  # a window is declarable
+    assert "--ignore-config" not in said and "--window 5" in said, said
+
+
+def test_exaone4_full_layer_keeps_the_configs_window_but_does_not_slide():
+    """Exaone 4 (transformers 5.23) sets ``self.sliding_window = config.sliding_window`` on every layer and
+    slides (and rotates) only where ``is_sliding``: its full layers' mask is causal and they apply no RoPE
+    (global NoPE). Its window was read on a full layer: a correct module was a mismatch ("LEAK")."""
+    ex = SimpleNamespace(model_type="exaone4", rope_theta=1e4, sliding_window=4,
+                         layer_types=["sliding_attention"] * 3 + ["full_attention"])
+    r = read_module_config(SimpleNamespace(config=ex, layer_idx=3, sliding_window=4, is_sliding=False))
+    assert r.get("window") is None, r.lines()
+    assert any("sliding_window = 4 on a full-attention layer (is_sliding = False" in n for n in r.notes), r.notes
+    assert any("this layer applies no RoPE (is_sliding = False" in ln for ln in r.lines()), r.lines()
+    r = read_module_config(SimpleNamespace(config=ex, layer_idx=0, sliding_window=4, is_sliding=True))
+    assert r.get("window") == 4 and not any("no RoPE" in ln for ln in r.lines()), r.lines()

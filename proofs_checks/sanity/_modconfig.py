@@ -255,7 +255,8 @@ def _hf_no_rope(r: ConfigRead, c: _Ctx, idx: int | None) -> None:
     """A layer that applies no RoPE though its model's config has a base: SmolLM3's, Llama 4's and Mistral
     Large 4's NoPE layers (``self.use_rope = config.no_rope_layers[layer_idx]``, 0 there: ``if self.use_rope:``
     rotates), Cohere2's full-attention layers (``if self.sliding_window is not None:`` rotates; the layer's
-    ``sliding_window`` is None). The base is then the model's, not this layer's: said on its entry."""
+    ``sliding_window`` is None), a hybrid Exaone 4's global layers (``if self.sliding_window is None or
+    self.is_sliding:`` rotates). The base is then the model's, not this layer's: said on its entry."""
     it = r.items.get("rope_base")
     if it is None or it.source.startswith(c.pre + "inv_freq"):
         return
@@ -266,6 +267,9 @@ def _hf_no_rope(r: ConfigRead, c: _Ctx, idx: int | None) -> None:
         why = "it rotates only where use_rope is set"
     elif mt == "cohere2" and _get(c.m, "sliding_window", c.pre) is None:
         where, why = f"{c.pre}sliding_window = None", "Cohere2 rotates only on its sliding-window layers"
+    elif (isinstance(mt, str) and mt.startswith(("exaone4", "exaone_moe", "kolibri1"))
+          and _get(c.m, "sliding_window", c.pre) not in (_MISSING, None) and _get(c.m, "is_sliding", c.pre) is False):
+        where, why = f"{c.pre}is_sliding = False", "a hybrid Exaone 4 rotates only on its sliding layers (global NoPE)"
     else:
         return
     it.note = "; ".join(n for n in (it.note, f"the model's base: this layer applies no RoPE ({where}: {why})") if n)
@@ -345,7 +349,12 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
     cp = c.cp
     own = _get(c.m, "sliding_window", c.pre)
     if own is not _MISSING and c.cfg is not None:  # transformers ≥ 5: the layer's own (None on full-attention layers)
-        if own is not None:
+        full = _full_layer(c, idx, ltype)
+        if own is not None and full:  # Exaone 4 keeps the config's window on every layer and slides where is_sliding
+            r.note("window", f"{c.pre}sliding_window = {own} on a full-attention layer ({full}, {c.libtext}: its model "
+                             "passes it a causal mask, and the layer passes its window only where it slides): not "
+                             "read as a window")
+        elif own is not None:
             _add_window(r, c, _window_value(own, f"{c.pre}sliding_window"), f"{c.pre}sliding_window", own=True)
         r.decided.add("window")
         return
@@ -385,6 +394,16 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
     else:
         _add_window(r, c, W, f"{cp}sliding_window")
     r.decided.add("window")
+
+
+def _full_layer(c: _Ctx, idx: int | None, ltype: str | None) -> str:
+    """The layer's own word that it is a full-attention layer (``is_sliding = False``, or ``layer_types[i]``
+    "full_attention", which a transformers 5 model's mask follows), as text, or "" when it says nothing."""
+    if _get(c.m, "is_sliding", c.pre) is False:
+        return f"{c.pre}is_sliding = False"
+    if ltype == "full_attention":
+        return f"{c.cp}layer_types[{idx}] = 'full_attention'" if idx is not None else "layer_type 'full_attention'"
+    return ""
 
 
 def _hf_local_window(r: ConfigRead, c: _Ctx) -> None:

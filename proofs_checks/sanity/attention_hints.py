@@ -135,9 +135,14 @@ def _read_differs(read: dict, st, m) -> str:
             bad.append(it.source if key == "window" else f"{it.source} = {_fmt_value(value)}")
     if not bad:
         return ""
+    # no flag declares "not causal", "no window" or "no softcap": only --ignore-config keeps the module's claim out
     causal_read = bool((read.get("causal").value if read.get("causal") is not None else False)) and not st.causal
-    if causal_read:  # no flag declares "not causal": only --ignore-config keeps the module's own claim out
-        how = f"(no flag declares a module not causal: its configuration is then not read): {_as_flags(st, m)} --ignore-config"
+    none = [w for w, k, v in (("a module not causal", "causal", causal_read), ("no window", "window", st.window is None),
+                              ("no softcap", "softcap", st.softcap is None))
+            if v and read.get(k) is not None and read[k].interpreted and (k != "causal" or causal_read)]
+    if none:
+        how = (f"(no flag declares {' or '.join(none)}: its configuration is then not read): {_as_flags(st, m)} "
+               "--ignore-config")
     else:
         how = f"(a declared value wins over the configuration): {_as_flags(st, m)}"
     return (f"; but the module's {' and '.join(bad)} says otherwise: it does not compute what its configuration "
