@@ -444,7 +444,10 @@ def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
 #: uses key/value head h // (H/K)) and a tiling repeat (h % K, as x-transformers).
 GROUPING_NAMES = {"hf": "interleave", "tiled": "tile"}
 _QK_NORMS = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "k_layernorm"), ("norm_q", "norm_k"),
-             ("q_ln", "k_ln"), ("qnorm", "knorm"))
+             ("q_ln", "k_ln"), ("qnorm", "knorm"), ("qk_norm", "qk_norm"))
+#: one norm applied to both q and k (Llama 4's weightless ``qk_norm``, an L2 norm after RoPE): read only without a
+#: weight, since an RMS norm without one commutes with the rotation (it keeps each pair's length), so the
+#: reference's norm before RoPE is the same computation; with a weight the order would matter
 
 
 def _per_head_norms(v: Any) -> tuple | None:
@@ -521,6 +524,8 @@ def norm_kind(v: Any) -> tuple[str | None, str]:
     ns = getattr(v, "normalized_shape", None)
     if shape is None and isinstance(ns, (tuple, list)) and ns and all(isinstance(n, int) for n in ns):
         shape = tuple(ns)
+    if shape is None and w is None and isinstance(v, torch.nn.Module) and not any(True for _ in v.parameters()):
+        shape = (16,)  # a norm without parameters (Llama 4's L2 norm) takes any width: probe one
     if shape is None or not callable(v):
         return None, "no weight shape to probe it with"
     dt = w.dtype if isinstance(w, torch.Tensor) and w.is_floating_point() else torch.float32
@@ -555,6 +560,8 @@ def find_qk_norms(obj: Any) -> tuple[tuple, tuple, str] | None:
     for prefix, m in mods:
         for qn, kn in _QK_NORMS:
             a, b = getattr(m, qn, None), getattr(m, kn, None)
+            if qn == kn and getattr(a, "weight", None) is not None:
+                continue
             if isinstance(a, torch.nn.Module) and isinstance(b, torch.nn.Module):
                 return (norm_params(a, qn), norm_params(b, kn),
                         f"{prefix}.{qn} ({type(a).__name__}), {prefix}.{kn} ({type(b).__name__})")

@@ -499,3 +499,59 @@ def test_a_prefix_difference_from_float32_rounding_is_said_when_a_scale_hint_nee
     # a scale alone (float64 internals): no precision finding
     r = run(Attn(Structure(causal=True, scale=1.0), is_causal=True))
     assert "precision_as_declared" not in r.failed and "scale_1_over_sqrt_dk" in r.failed, r.failed
+
+
+class L2Norm(nn.Module):
+    """Llama 4's ``Llama4TextL2Norm``: an RMS norm without a weight (eps 1e-5), one module for q and k."""
+
+    def __init__(self, eps=1e-5, weight=False):
+        super().__init__()
+        self.eps = eps
+        if weight:
+            self.weight = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class SharedQKNorm(Attn):
+    """One weightless norm, ``qk_norm``, on q and k (Llama 4's RoPE layers; it rotates first, which an RMS norm
+    without a weight commutes with)."""
+
+    def __init__(self, weight=False):
+        super().__init__(Structure(causal=True, qk_norm="rms"), is_causal=True)
+        self.qk_norm = L2Norm(weight=weight)
+
+    def forward(self, x):
+        m = self.mapping()
+        m.q_norm = m.k_norm = (None, None, 1e-5)
+        return reference_attention(x, m, self.st, x.dtype)
+
+
+def test_one_weightless_qk_norm_shared_by_q_and_k_is_found_llama4():
+    """Llama 4's ``qk_norm`` (no weight, eps 1e-5) was not found: with --qk-norm rms the reference took eps 1e-6
+    (a mismatch of 1e-4 whose note told the user to write a mapping hook). Found, measured (rms) and read."""
+    r = run(SharedQKNorm())
+    assert r.outcome == "ok", r.verdict.summary
+    assert any("qk_norm rms (qk_norm L2Norm, qk_norm L2Norm" in ln for ln in r.lines), r.lines
+    r = run(SharedQKNorm(), qk_norm="rms")
+    assert r.outcome == "ok" and not any("no norm modules found" in ln for ln in r.lines), r.lines
+    # with a weight, the order against RoPE would matter: a shared norm is not read then
+    r = run(SharedQKNorm(weight=True), qk_norm="rms")
+    assert any("no norm modules found by name" in ln for ln in r.lines), r.lines
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_llama4_rope_layer_reads_interleaved_pairs_and_its_shared_norm():
+    import transformers
+    from transformers.models.llama4 import modeling_llama4 as M
+
+    from proofs_checks.sanity._modconfig import read_module_config
+
+    c = transformers.Llama4TextConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                      num_hidden_layers=4, intermediate_size=64, intermediate_size_mlp=64)
+    lines = read_module_config(M.Llama4TextAttention(c, 0)).lines()
+    assert any(ln.startswith("rope_convention interleaved (config.model_type 'llama4_text'") for ln in lines), lines
+    assert any(ln.startswith("qk_norm rms (qk_norm Llama4TextL2Norm") for ln in lines), lines
+    nope = read_module_config(M.Llama4TextAttention(c, 3)).lines()  # no_rope_layers[3] = 0: no norm either
+    assert any("this layer applies no RoPE (use_rope = 0" in ln for ln in nope) and not any("qk_norm" in ln for ln in nope)

@@ -189,7 +189,8 @@ def _hf_rope(r: ConfigRead, c: _Ctx, ltype: str | None, h: _Holder) -> None:
 
 
 #: model types whose RoPE rotates interleaved pairs (rotate_every_two), read from their source
-_INTERLEAVED = {"gptj": "rotate_every_two", "codegen": "rotate_every_two", "cohere": "rotate_half on interleaved pairs"}
+_INTERLEAVED = {"gptj": "rotate_every_two", "codegen": "rotate_every_two", "cohere": "rotate_half on interleaved pairs",
+                "llama4_text": "view_as_complex on pairs (2i, 2i+1)"}
 
 
 def _hf_rope_dims(r: ConfigRead, c: _Ctx, h: _Holder) -> None:
@@ -436,6 +437,8 @@ def _qk_norms(r: ConfigRead, c: _Ctx) -> None:
         a, b = _get(c.m, qn, c.pre), _get(c.m, kn, c.pre)
         if a is _MISSING or b is _MISSING or not callable(getattr(a, "named_modules", None)):
             continue
+        if qn == kn and getattr(a, "weight", None) is not None:
+            continue  # a shared norm is read only without a weight (see numerics.attention_mapping._QK_NORMS)
         (ka, wa), (kb, wb) = norm_kind(a), norm_kind(b)
         if ka is not None and ka == kb:
             r.add("qk_norm", ka, f"{c.pre}{qn} {type(a).__name__}, {c.pre}{kn} {type(b).__name__}",
