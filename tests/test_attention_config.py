@@ -612,3 +612,14 @@ def test_exaone4_full_layer_keeps_the_configs_window_but_does_not_slide():
     assert any("this layer applies no RoPE (is_sliding = False" in ln for ln in r.lines()), r.lines()
     r = read_module_config(SimpleNamespace(config=ex, layer_idx=0, sliding_window=4, is_sliding=True))
     assert r.get("window") == 4 and not any("no RoPE" in ln for ln in r.lines()), r.lines()
+
+
+def test_llama4_chunked_attention_is_said_beside_the_mismatch_it_causes():
+    """Llama 4's RoPE layers are 'chunked_attention': its model's mask keeps the keys of the query's own chunk
+    (attention_chunk_size). No flag declares it; the mismatch it causes had no stated reason."""
+    l4 = SimpleNamespace(model_type="llama4_text", rope_theta=5e5, attention_chunk_size=4,
+                         layer_types=["chunked_attention"] * 3 + ["full_attention"])
+    r = read_module_config(SimpleNamespace(config=l4, layer_idx=0))
+    assert any("attention_chunk_size = 4 on a 'chunked_attention' layer" in n and "q // 4 = k // 4" in n
+               for n in r.notes), r.notes
+    assert not any("chunk" in n for n in read_module_config(SimpleNamespace(config=l4, layer_idx=3)).notes)

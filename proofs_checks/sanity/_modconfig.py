@@ -149,6 +149,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     _guard(r, _hf_softcap, c)
     _guard(r, _hf_clip_qkv, c)
     _guard(r, _hf_sinks, c)
+    _guard(r, _hf_chunked, c, idx, ltype)
 
 
 @dataclass
@@ -274,6 +275,19 @@ def _hf_no_rope(r: ConfigRead, c: _Ctx, idx: int | None) -> None:
     else:
         return
     it.note = "; ".join(n for n in (it.note, f"the model's base: this layer applies no RoPE ({where}: {why})") if n)
+
+
+def _hf_chunked(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> None:
+    """Llama 4's chunked attention: on a ``"chunked_attention"`` layer its model masks every key outside the
+    query's chunk of ``config.attention_chunk_size`` (``create_chunked_causal_mask``: q // C == k // C, k ≤ q).
+    No flag declares it and the reference has no chunks: said, so that the mismatch it causes has its reason."""
+    C = _get(c.cfg, "attention_chunk_size", c.cp)
+    if ltype != "chunked_attention" or not _is_int(C) or C < 1:
+        return
+    r.note("chunked", f"{c.cp}attention_chunk_size = {C} on a 'chunked_attention' layer ({c.cp}layer_types[{idx}], "
+                      f"{c.libtext}): its model's mask keeps only the keys of the query's own chunk of {C} (q // {C} "
+                      f"= k // {C}, k ≤ q); no flag declares chunks and the reference has none, so at lengths above {C} "
+                      "matches_reference differs by them")
 
 
 def _hf_sinks(r: ConfigRead, c: _Ctx) -> None:
