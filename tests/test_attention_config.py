@@ -623,3 +623,27 @@ def test_llama4_chunked_attention_is_said_beside_the_mismatch_it_causes():
     assert any("attention_chunk_size = 4 on a 'chunked_attention' layer" in n and "q // 4 = k // 4" in n
                for n in r.notes), r.notes
     assert not any("chunk" in n for n in read_module_config(SimpleNamespace(config=l4, layer_idx=3)).notes)
+
+
+def _fake(module: str, name: str, **attrs):
+    """An object whose class claims to live in ``module`` (a library's reader keys on it)."""
+    cls = type(name, (), {"__module__": module})
+    obj = cls()
+    for k, v in attrs.items():
+        setattr(obj, k, v)
+    return obj
+
+
+def test_torchtune_rope_is_read_and_its_norm_order_said():
+    """torchtune 0.6's RotaryPositionalEmbeddings rotates pairs (2i, 2i+1) of ``dim`` entries with ``base``; its
+    MultiHeadAttention applies q_norm/k_norm after RoPE (the reference before: equal only for pair-wise equal
+    norm weights): a trained torchtune Qwen3-like layer was a mismatch with no stated reason."""
+    rope = _fake("torchtune.modules.position_embeddings", "RotaryPositionalEmbeddings", base=5e5, dim=8)
+    r = read_module_config(rope)
+    assert r.get("rope_base") == 5e5 and r.get("rope_dims") == 8 and r.get("rope_convention") == "interleaved"
+    mha = _fake("torchtune.modules.attention", "MultiHeadAttention", pos_embeddings=rope, q_norm=object(),
+                k_norm=object(), is_causal=True)
+    notes = read_module_config(mha).notes
+    assert any("torchtune normalises q and k after its RoPE" in n for n in notes), notes
+    mha.q_norm = mha.k_norm = None
+    assert not any("after its RoPE" in n for n in read_module_config(mha).notes)

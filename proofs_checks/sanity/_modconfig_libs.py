@@ -1,6 +1,7 @@
 """Readers of :mod:`proofs_checks.sanity._modconfig` for x-transformers (``Attention``'s ``kv_heads`` and
 ``max_attend_past``, ``Attend``'s soft clamp), litgpt's ``CausalSelfAttention`` and its ``config``,
-local-attention's ``LocalAttention`` window (its ``causal`` is read with ``is_causal``), and a rotary
+local-attention's ``LocalAttention`` window (its ``causal`` is read with ``is_causal``), torchtune's
+``RotaryPositionalEmbeddings`` and the order of its ``MultiHeadAttention``'s q/k norms, and a rotary
 embedding's ``inv_freq`` buffer (x-transformers' ``RotaryEmbedding``; local-attention's
 ``SinusoidalEmbeddings``, whose float32 rounding is said)."""
 
@@ -12,7 +13,7 @@ from proofs_checks.sanity import _libsemantics as sem
 from proofs_checks.sanity._modconfig_core import (_MISSING, ConfigError, ConfigRead, _Ctx, _bad, _get, _guard, _is_int,
                                              _is_num, _number, _posint, _window_value)
 
-__all__ = ["xt", "litgpt", "inv_freq", "local_attention"]
+__all__ = ["xt", "litgpt", "inv_freq", "local_attention", "torchtune"]
 
 
 def xt(r: ConfigRead, c: _Ctx) -> None:
@@ -76,6 +77,28 @@ def local_attention(r: ConfigRead, c: _Ctx) -> None:
     r.add("window", W * lb + 1 if causal else W * lb, src + ", exact_windowsize", library=c.libtext, span=span,
           meaning=f"{sem.window_text(span)} (keys with q − k > {W * lb}"
                   + ("" if causal else f" or k − q > {W * lf}") + " masked)")
+
+
+def torchtune(r: ConfigRead, c: _Ctx) -> None:
+    """torchtune (0.6): ``RotaryPositionalEmbeddings(dim, base)`` rotates pairs (2i, 2i+1) (``x.reshape(…, −1,
+    2)``) of all ``dim`` entries with ``base``; ``MultiHeadAttention`` applies ``q_norm``/``k_norm`` *after* its
+    ``pos_embeddings`` (the reference normalises before RoPE: the same only where the norm's weight is equal
+    within each rotated pair, as at its initialisation to ones): said, not modelled."""
+    m, pre, name = c.m, c.pre, type(c.m).__name__
+    if name == "RotaryPositionalEmbeddings":
+        base, dim = _get(m, "base", pre), _get(m, "dim", pre)
+        if _is_num(base) and float(base) > 1:
+            r.add("rope_base", float(base), f"{pre}base", library=c.libtext)
+        if _is_int(dim) and dim >= 2 and dim % 2 == 0:
+            r.add("rope_dims", int(dim), f"{pre}dim", library=c.libtext)
+        r.add("rope_convention", "interleaved", f"{pre.rstrip('.') or 'the module'} (RotaryPositionalEmbeddings)",
+              library=c.libtext, meaning="x.reshape(…, −1, 2): pairs (2i, 2i+1)")
+    elif name == "MultiHeadAttention" and _get(m, "pos_embeddings", pre) not in (_MISSING, None):
+        if any(_get(m, n, pre) not in (_MISSING, None) for n in ("q_norm", "k_norm")):
+            r.note("norm_order", f"{pre}q_norm/k_norm ({c.libtext}): torchtune normalises q and k after its RoPE "
+                                 f"({pre}pos_embeddings), the reference before it: the same only where the norm's "
+                                 "weight is equal within each rotated pair (as at its initialisation to ones); "
+                                 "otherwise matches_reference differs by the order, which no flag declares")
 
 
 def _xt_softclamp(r: ConfigRead, c: _Ctx) -> None:
