@@ -555,3 +555,19 @@ def test_llama4_rope_layer_reads_interleaved_pairs_and_its_shared_norm():
     assert any(ln.startswith("qk_norm rms (qk_norm Llama4TextL2Norm") for ln in lines), lines
     nope = read_module_config(M.Llama4TextAttention(c, 3)).lines()  # no_rope_layers[3] = 0: no norm either
     assert any("this layer applies no RoPE (use_rope = 0" in ln for ln in nope) and not any("qk_norm" in ln for ln in nope)
+
+
+class HeadsFirstWeights(Attn):
+    """Returns its weights as (heads, batch, T, T), as torchscale 0.3's MultiheadAttention does."""
+
+    def forward(self, x):
+        B, T = x.shape[:2]
+        return super().forward(x), torch.full((4, B, T, T), 1.0 / T, dtype=x.dtype)
+
+
+def test_weights_whose_first_axis_is_not_the_batch_are_said_not_silently_dropped():
+    r = run(HeadsFirstWeights(Structure(causal=False)))
+    assert r.outcome == "ok", r.verdict.summary
+    note = [ln for ln in r.lines if "returned a second output" in ln]
+    assert note and "(its first axis is not the batch, 2)" in note[0] and "not checked there" in note[0], r.lines
+    assert "weights_match_reference" not in {p["name"] for p in r.doc["properties"]}

@@ -211,7 +211,7 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
     notes = []
     if attention_rules.LAST_UNREAD is not None:
         notes.append(f"note: {ld.name} returned a second output, {attention_rules.LAST_UNREAD}, which is not attention weights "
-                     "(their last two axes are (T, T)): it is not checked there")
+                     "of shape (batch, [H,] T, T): it is not checked there")
     if problems:
         raise UsageError(f"{label}: {ld.name} {problems[0]}")
     if not probe.outs:
