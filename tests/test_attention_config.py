@@ -647,3 +647,14 @@ def test_torchtune_rope_is_read_and_its_norm_order_said():
     assert any("torchtune normalises q and k after its RoPE" in n for n in notes), notes
     mha.q_norm = mha.k_norm = None
     assert not any("after its RoPE" in n for n in read_module_config(mha).notes)
+
+
+def test_torchscale_sub_ln_and_xpos_are_said():
+    """torchscale 0.3's MultiheadAttention with subln=True (a LayerNorm before out_proj) or xpos_rel_pos=True
+    (XPOS): mismatches whose reason was not stated."""
+    mha = _fake("torchscale.component.multihead_attention", "MultiheadAttention", inner_attn_ln=object(), xpos=None)
+    notes = read_module_config(mha).notes
+    assert any("inner_attn_ln" in n and "sub-LN" in n for n in notes) and not any("XPOS" in n for n in notes), notes
+    mha.inner_attn_ln, mha.xpos = None, object()
+    notes = read_module_config(mha).notes
+    assert any("XPOS relative positions" in n for n in notes) and not any("sub-LN" in n for n in notes), notes

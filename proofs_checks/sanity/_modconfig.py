@@ -75,6 +75,8 @@ def read_module_config(obj: Any) -> ConfigRead:
             libs.xt(r, c)
         if mod.startswith("torchtune"):
             _guard(r, libs.torchtune, c)
+        if mod.startswith("torchscale"):
+            _guard(r, libs.torchscale, c)
         if mod.startswith("local_attention") and type(m).__name__ == "LocalAttention":
             _guard(r, libs.local_attention, c)
         if mod.startswith("litgpt") and c.cfg is not None:

@@ -13,7 +13,7 @@ from proofs_checks.sanity import _libsemantics as sem
 from proofs_checks.sanity._modconfig_core import (_MISSING, ConfigError, ConfigRead, _Ctx, _bad, _get, _guard, _is_int,
                                              _is_num, _number, _posint, _window_value)
 
-__all__ = ["xt", "litgpt", "inv_freq", "local_attention", "torchtune"]
+__all__ = ["xt", "litgpt", "inv_freq", "local_attention", "torchtune", "torchscale"]
 
 
 def xt(r: ConfigRead, c: _Ctx) -> None:
@@ -99,6 +99,24 @@ def torchtune(r: ConfigRead, c: _Ctx) -> None:
                                  f"({pre}pos_embeddings), the reference before it: the same only where the norm's "
                                  "weight is equal within each rotated pair (as at its initialisation to ones); "
                                  "otherwise matches_reference differs by the order, which no flag declares")
+
+
+def torchscale(r: ConfigRead, c: _Ctx) -> None:
+    """torchscale (0.3)'s ``MultiheadAttention``: ``inner_attn_ln`` (``subln=True``: a LayerNorm on the heads'
+    concatenated output before ``out_proj``, Magneto's sub-LN) and ``xpos`` (``xpos_rel_pos``: XPOS, a rotation
+    with a per-dimension decay) are not attention as the reference computes it and no flag declares them:
+    said, so that the mismatch they cause has its reason."""
+    m, pre = c.m, c.pre
+    if type(m).__name__ != "MultiheadAttention":
+        return
+    if _get(m, "inner_attn_ln", pre) not in (_MISSING, None):
+        r.note("subln", f"{pre}inner_attn_ln ({c.libtext}, subln=True): a LayerNorm on the heads' output before "
+                        f"{pre}out_proj (sub-LN), which the reference does not have and no flag declares: "
+                        "matches_reference differs by it")
+    if _get(m, "xpos", pre) not in (_MISSING, None):
+        r.note("xpos", f"{pre}xpos ({c.libtext}, xpos_rel_pos=True): XPOS relative positions (a rotation with a "
+                       "per-dimension decay of q and k), not modelled by the reference (--positional rope is plain "
+                       "RoPE): matches_reference differs by it")
 
 
 def _xt_softclamp(r: ConfigRead, c: _Ctx) -> None:
