@@ -571,3 +571,12 @@ def test_weights_whose_first_axis_is_not_the_batch_are_said_not_silently_dropped
     note = [ln for ln in r.lines if "returned a second output" in ln]
     assert note and "(its first axis is not the batch, 2)" in note[0] and "not checked there" in note[0], r.lines
     assert "weights_match_reference" not in {p["name"] for p in r.doc["properties"]}
+
+
+def test_a_scaling_attribute_the_module_applies_elsewhere_is_not_said_to_be_named():
+    """ESM keeps ``scaling = 1`` and multiplies q by 1/√d_k before RoPE: the note said "scale_1_over_sqrt_dk and
+    matches_reference will name it", beside an ok that named nothing. Said with what was measured."""
+    r = run(Attn(Structure(causal=True), SimpleNamespace(head_dim=4), scaling=1.0, is_causal=True))
+    assert r.outcome == "ok", r.verdict.summary
+    note = [ln for ln in r.lines if ln.startswith("note: scaling = 1 is not 1/√d_k")]
+    assert note and "will name it" not in note[0] and "scale_1_over_sqrt_dk holds" in note[0], r.lines

@@ -44,10 +44,24 @@ def _head_lines(pr, ld, decl, done, weights, ch, ev) -> list[str]:
         lines.append("the module's configuration was not read (--ignore-config)")
     elif done.lines:
         lines.append(f"read from the module: {', '.join(done.lines)}")
-    lines.extend(f"note: {n}" for n in done.notes)
+    lines.extend(f"note: {_scaling_outcome(n, ev.props)}" for n in done.notes)
     if mp is not None:
         lines.append(_grouping_line(mp, decl.kv_grouping is not None or bool(weights.hook and mp.kv_heads < mp.heads)))
     return lines
+
+
+_WILL_NAME = "scale_1_over_sqrt_dk and matches_reference will name it"
+
+
+def _scaling_outcome(note: str, props) -> str:
+    """The module's ``scaling`` note said with what was measured: when ``scale_1_over_sqrt_dk`` holds, the
+    module applies 1/√d_k all the same, elsewhere (ESM multiplies q by it before RoPE and keeps
+    ``scaling = 1``), and nothing names it."""
+    sc = next((p for p in props if p.name == "scale_1_over_sqrt_dk"), None)
+    if _WILL_NAME not in note or sc is None or sc.status != "pass":
+        return note
+    return note.replace(_WILL_NAME, "yet the logit scale measured is 1/√d_k (scale_1_over_sqrt_dk holds): the module "
+                                    "applies it elsewhere (ESM multiplies q by it before RoPE)")
 
 
 def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityResult:
