@@ -360,6 +360,7 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                     chain.append((parents.get(pre, obj), ("." + pre) if pre else ""))
                 mods.append(("." + name, m, chain))
         mods.sort(key=lambda t: t[0].count("."))
+    misfit = ""  # projections found by name that no head split fits: said, never "no projections found"
     for prefix, m, chain in mods:
         why = _obstacle(m, prefix)
         if why:
@@ -396,7 +397,27 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                         cands.append(mp)
         if cands:
             return cands
-    return NoMapping("")
+        misfit = misfit or _misfit(trips, outs, D, heads, kv_heads)
+    return NoMapping(misfit)
+
+
+def _misfit(trips: list, outs: list, D: int, heads: int | None, kv: int | None) -> str:
+    """Why projections found by name (q, k, v taking the input's width D) fit no head split: their widths,
+    and a query projection twice the output projection's input (a gate per head packed beside the queries,
+    as Qwen3-Next's ``q_proj``), which the reference does not model."""
+    for q, k, v, _ in trips:
+        if not (q[0].dim() == 2 and q[0].shape[1] == D and k[0].shape[1] == D and v[0].shape[1] == D):
+            continue
+        o, _, ol = outs[0]
+        dq, win = q[0].shape[0], (o.shape[1] if o is not None and o.dim() == 2 else None)
+        counts = ", ".join(t for t in (f"{heads} heads" if heads else "", f"{kv} key/value heads" if kv else "") if t)
+        gate = (f"; {q[2]} is twice as wide as {ol}'s input ({dq} = 2 × {win}): a gate per head packed beside the "
+                "queries (Qwen3-Next's output gate) is not attention the reference models" if win and dq == 2 * win else "")
+        return (f"{q[2]} (out {dq}), {k[2]} (out {k[0].shape[0]}), {v[2]} (out {v[0].shape[0]}), {ol}"
+                + (f" (in {win})" if win else "") + " found by name, but no head split fits their widths"
+                + (f" with {counts}" if counts else "") + gate
+                + "; a mapping hook (--mapping) declares which rows are the queries")
+    return ""
 
 
 _POS = ("pos_emb", "wpe", "position_embeddings", "position_embedding", "pos_embedding", "positional_embedding",
