@@ -465,7 +465,8 @@ def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
 #: uses key/value head h // (H/K)) and a tiling repeat (h % K, as x-transformers).
 GROUPING_NAMES = {"hf": "interleave", "tiled": "tile"}
 _QK_NORMS = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "k_layernorm"), ("norm_q", "norm_k"),
-             ("q_ln", "k_ln"), ("qnorm", "knorm"), ("qk_norm", "qk_norm"))
+             ("q_ln", "k_ln"), ("qnorm", "knorm"), ("query_layernorm", "key_layernorm"),
+             ("qk_norm", "qk_norm"))
 #: one norm applied to both q and k (Llama 4's weightless ``qk_norm``, an L2 norm after RoPE): read only without a
 #: weight, since an RMS norm without one commutes with the rotation (it keeps each pair's length), so the
 #: reference's norm before RoPE is the same computation; with a weight the order would matter

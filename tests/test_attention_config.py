@@ -658,3 +658,43 @@ def test_torchscale_sub_ln_and_xpos_are_said():
     mha.inner_attn_ln, mha.xpos = None, object()
     notes = read_module_config(mha).notes
     assert any("XPOS relative positions" in n for n in notes) and not any("sub-LN" in n for n in notes), notes
+
+
+def test_hunyuan_norms_after_rope_are_found_and_their_order_said():
+    """HunYuan dense v1 names its q/k norms query_layernorm/key_layernorm (not found before) and applies them
+    after RoPE; the reference normalises before it."""
+    hy = SimpleNamespace(model_type="hunyuan_v1_dense", rope_theta=1e4)
+    m = nn.Module()
+    m.config, m.query_layernorm, m.key_layernorm = hy, nn.RMSNorm(8, eps=1e-5), nn.RMSNorm(8, eps=1e-5)
+    r = read_module_config(m)
+    assert r.get("qk_norm") == "rms", r.lines()
+    assert any("query_layernorm/key_layernorm" in n and "normalises q and k after RoPE" in n for n in r.notes), r.notes
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_hunyuan_at_init_names_the_norm_order_for_its_gradient_mismatch():
+    """At initialisation (norm weights 1) the outputs agree with the reference, but the norm weights' gradients
+    do not: the detail names the order, not "a custom backward?"."""
+    import transformers
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.hunyuan_v1_dense import modeling_hunyuan_v1_dense as M
+
+    c = transformers.HunYuanDenseV1Config(hidden_size=16, num_attention_heads=4, num_key_value_heads=2, head_dim=4,
+                                          num_hidden_layers=1, intermediate_size=32, attention_dropout=0.0)
+    c._attn_implementation = "eager"
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.rot, self.dim = M.HunYuanDenseV1Attention(c, 0), M.HunYuanDenseV1RotaryEmbedding(c), 16
+
+        def forward(self, x):
+            pos = torch.arange(x.shape[1])[None]
+            return self.attn(x, attention_mask=create_causal_mask(c, x, None, None, pos),
+                             position_embeddings=self.rot(x, pos))[0]
+
+    torch.manual_seed(0)
+    r = run_attention(Layer(), causal=True, positional="rope", compute_dtype="float32", mode="quick", seq_len="1,5,17")
+    g = {p["name"]: p for p in r.doc["properties"]}["gradients_match_reference"]
+    assert g["status"] == "fail" and "the q/k norm applied after RoPE" in g["detail"], g["detail"]
+    assert "custom backward" not in g["detail"]

@@ -154,6 +154,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     _guard(r, _hf_clip_qkv, c)
     _guard(r, _hf_sinks, c)
     _guard(r, _hf_chunked, c, idx, ltype)
+    _guard(r, _hf_norm_after_rope, c)
 
 
 @dataclass
@@ -292,6 +293,25 @@ def _hf_chunked(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> N
                       f"{c.libtext}): its model's mask keeps only the keys of the query's own chunk of {C} (q // {C} "
                       f"= k // {C}, k ≤ q); no flag declares chunks and the reference has none, so at lengths above {C} "
                       "matches_reference differs by them")
+
+
+#: model types whose layers normalise q and k after RoPE (their forward: apply_rotary_pos_emb, then the norms)
+_NORM_AFTER_ROPE = {"hunyuan_v1_dense": ("query_layernorm", "key_layernorm"),
+                    "hunyuan_v1_moe": ("query_layernorm", "key_layernorm")}
+
+
+def _hf_norm_after_rope(r: ConfigRead, c: _Ctx) -> None:
+    """HunYuan's ``query_layernorm``/``key_layernorm`` run after RoPE; the reference normalises before it,
+    the same computation only where the norm's weight is equal within each rotated pair (an RMS norm's
+    statistic is rotation-invariant): said, so that the mismatch a trained weight causes has its reason."""
+    mt = _get(c.cfg, "model_type", c.cp)
+    names = _NORM_AFTER_ROPE.get(mt) if isinstance(mt, str) else None
+    if names and all(_get(c.m, n, c.pre) not in (_MISSING, None) for n in names):
+        r.note("norm_order", f"{c.pre}{names[0]}/{names[1]} ({c.libtext}, model_type {mt!r}): the module normalises q "
+                             "and k after RoPE, the reference before it: the same only where the norm's weight is equal "
+                             "within each rotated pair (as at its initialisation to ones); otherwise matches_reference "
+                             "differs by the order, which no flag declares, and the norm weights' gradients differ even "
+                             "where the outputs agree")
 
 
 def _hf_sinks(r: ConfigRead, c: _Ctx) -> None:

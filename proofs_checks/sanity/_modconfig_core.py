@@ -15,7 +15,8 @@ from proofs_checks.sanity import _libsemantics as sem  # noqa: F401
 KEYS = ("causal", "rope_base", "rope_dims", "rope_convention", "window", "kv_heads", "softcap", "qk_norm")
 _MISSING = object()
 _QK = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "k_layernorm"), ("norm_q", "norm_k"),
-       ("q_ln", "k_ln"), ("qnorm", "knorm"), ("qk_norm", "qk_norm"))  # qk_norm: one weightless norm for both (Llama 4)
+       ("q_ln", "k_ln"), ("qnorm", "knorm"), ("query_layernorm", "key_layernorm"),
+       ("qk_norm", "qk_norm"))  # qk_norm: one weightless norm for both (Llama 4)
 _MAX_MODULES = 400
 
 

@@ -98,7 +98,8 @@ def torchtune(r: ConfigRead, c: _Ctx) -> None:
             r.note("norm_order", f"{pre}q_norm/k_norm ({c.libtext}): torchtune normalises q and k after its RoPE "
                                  f"({pre}pos_embeddings), the reference before it: the same only where the norm's "
                                  "weight is equal within each rotated pair (as at its initialisation to ones); "
-                                 "otherwise matches_reference differs by the order, which no flag declares")
+                                 "otherwise matches_reference differs by the order, which no flag declares, and the "
+                                 "norm weights' gradients differ even where the outputs agree")
 
 
 def torchscale(r: ConfigRead, c: _Ctx) -> None:
