@@ -698,3 +698,10 @@ def test_hunyuan_at_init_names_the_norm_order_for_its_gradient_mismatch():
     g = {p["name"]: p for p in r.doc["properties"]}["gradients_match_reference"]
     assert g["status"] == "fail" and "the q/k norm applied after RoPE" in g["detail"], g["detail"]
     assert "custom backward" not in g["detail"]
+
+
+def test_bitnet_attn_sub_norm_is_said():
+    m = nn.Module()
+    m.config, m.attn_sub_norm = SimpleNamespace(model_type="bitnet", rope_theta=5e5), nn.RMSNorm(16)
+    notes = read_module_config(m).notes
+    assert any(n.startswith("attn_sub_norm (RMSNorm") and "sub-LN" in n for n in notes), notes

@@ -155,6 +155,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     _guard(r, _hf_sinks, c)
     _guard(r, _hf_chunked, c, idx, ltype)
     _guard(r, _hf_norm_after_rope, c)
+    _guard(r, _hf_sub_norm, c)
 
 
 @dataclass
@@ -312,6 +313,16 @@ def _hf_norm_after_rope(r: ConfigRead, c: _Ctx) -> None:
                              "within each rotated pair (as at its initialisation to ones); otherwise matches_reference "
                              "differs by the order, which no flag declares, and the norm weights' gradients differ even "
                              "where the outputs agree")
+
+
+def _hf_sub_norm(r: ConfigRead, c: _Ctx) -> None:
+    """BitNet's ``attn_sub_norm``: an RMSNorm over the heads' concatenated output before ``o_proj`` (sub-LN).
+    The reference has none and no flag declares it: said beside the mismatch it causes."""
+    sn = _get(c.m, "attn_sub_norm", c.pre)
+    if sn is not _MISSING and callable(getattr(sn, "named_modules", None)):
+        r.note("subln", f"{c.pre}attn_sub_norm ({type(sn).__name__}, {c.libtext}): a norm on the heads' output before "
+                        f"{c.pre}o_proj (sub-LN), which the reference does not have and no flag declares: "
+                        "matches_reference differs by it")
 
 
 def _hf_sinks(r: ConfigRead, c: _Ctx) -> None:
