@@ -705,3 +705,16 @@ def test_bitnet_attn_sub_norm_is_said():
     m.config, m.attn_sub_norm = SimpleNamespace(model_type="bitnet", rope_theta=5e5), nn.RMSNorm(16)
     notes = read_module_config(m).notes
     assert any(n.startswith("attn_sub_norm (RMSNorm") and "sub-LN" in n for n in notes), notes
+
+
+def test_falcon_h1_key_multiplier_is_the_scale_said():
+    """Falcon-H1 multiplies k by config.key_multiplier: the scale factor was explained only by numerical
+    coincidences ("fits 1/√H …; or 1/(layer index + 1)"); the module's own multiplier is said, declarable."""
+    m = nn.Module()
+    m.config, m.scaling, m.key_multiplier, m.head_dim = SimpleNamespace(model_type="falcon_h1"), 8 ** -0.5, 0.5, 8
+    r = read_module_config(m)
+    note = next(n for n in r.notes if n.startswith("scaling × key_multiplier = 0.176777"))
+    assert "Falcon-H1's µP multiplier" in note and "--scale 0.1767766952966369 declares it" in note, note
+    from proofs_checks.sanity._modconfig import scaling_note
+
+    assert scaling_note(r, 0.1767766952966369).endswith("as declared by --scale")

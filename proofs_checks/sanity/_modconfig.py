@@ -238,8 +238,17 @@ def _hf_rope_dims(r: ConfigRead, c: _Ctx, h: _Holder) -> None:
 
 
 def _hf_scaling(r: ConfigRead, c: _Ctx) -> None:
-    """A scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar): said, not read."""
+    """A scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar; Falcon-H1's ``key_multiplier``, by which it
+    multiplies k, µP): said, not read."""
     sc, (hd, _) = _get(c.m, "scaling", c.pre), _head_dim(c)
+    km = _get(c.m, "key_multiplier", c.pre)
+    if _is_num(km) and not isinstance(km, bool) and float(km) not in (0.0, 1.0) and _is_num(sc) and hd is not None:
+        s = float(sc) * float(km)
+        r.scaling = r.scaling or (s, f"{c.pre}scaling × {c.pre}key_multiplier", hd ** -0.5)
+        r.note("scaling", f"{c.pre}scaling × {c.pre}key_multiplier = {s:.6g}: the module multiplies k by "
+                          f"key_multiplier = {_fmt(km)} (Falcon-H1's µP multiplier), so its logit scale is not 1/√d_k "
+                          f"= {hd ** -0.5:.6g}: scale_1_over_sqrt_dk names the factor, and --scale {_fmt(s)} declares it")
+        return
     if _is_num(sc) and hd is not None and not math.isclose(float(sc), hd ** -0.5, rel_tol=1e-6):
         r.scaling = r.scaling or (float(sc), f"{c.pre}scaling", hd ** -0.5)
         r.note("scaling", f"{c.pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
