@@ -610,3 +610,24 @@ def test_projections_that_fit_no_head_split_are_named_not_called_missing():
     assert "no projections found by name" not in w and "found by name, but no head split fits their widths" in w, w
     assert "twice as wide as .o_proj (nn.Linear)'s input (32 = 2 × 16)" in w, w
     assert "projections under common names" not in (r.verdict.suggestion or ""), r.verdict.suggestion
+
+
+class Perturbed(Attn):
+    """Attention plus a systematic 4e-4 difference (as Apertus's llama3-scaled RoPE gives against plain RoPE):
+    not rounding, yet within float16's looser rule."""
+
+    def forward(self, x):
+        o = super().forward(x)
+        return o + 4e-4 * torch.sin(3.0 * o)
+
+
+def test_no_coarser_precision_is_named_for_a_difference_a_read_note_explains():
+    """Apertus (transformers 5.23, rope_type 'llama3') declared --compute-dtype float32 was "precision_as_declared
+    (it computes in float16, not float32)" — false: it computes in float32 and its scaled RoPE, which the note
+    names, differs from plain RoPE by 1e-3, inside float16's rule. With such a note no precision is named."""
+    plain = run(Perturbed(Structure(causal=True), is_causal=True), compute_dtype="float32")
+    assert "precision_as_declared" in plain.failed, plain.failed  # without a note: what the rule can say
+    cfg = SimpleNamespace(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4})
+    r = run(Perturbed(Structure(causal=True), cfg, is_causal=True), compute_dtype="float32")
+    assert r.outcome == "mismatch" and "precision_as_declared" not in r.failed, r.failed
+    assert "float16" not in (r.verdict.suggestion or "") and any("scaled RoPE is not modelled" in ln for ln in r.lines)

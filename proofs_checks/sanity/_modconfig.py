@@ -191,6 +191,7 @@ def _hf_rope(r: ConfigRead, c: _Ctx, ltype: str | None, h: _Holder) -> None:
     rtype = _item(h.rp, "rope_type")
     rtype = _item(h.rp, "type") if rtype is _MISSING else rtype
     if rtype not in (_MISSING, None, "default"):
+        r.unmodelled.append(f"{h.src}['rope_type'] = {rtype!r} (scaled RoPE)")
         r.note("rope_type", f"{h.src}['rope_type'] = {rtype!r}: the reference computes plain RoPE (rope_type "
                             "'default') with the base read; scaled RoPE is not modelled")
 
@@ -329,6 +330,7 @@ def _hf_sub_norm(r: ConfigRead, c: _Ctx) -> None:
     The reference has none and no flag declares it: said beside the mismatch it causes."""
     sn = _get(c.m, "attn_sub_norm", c.pre)
     if sn is not _MISSING and callable(getattr(sn, "named_modules", None)):
+        r.unmodelled.append(f"{c.pre}attn_sub_norm (a norm before {c.pre}o_proj)")
         r.note("subln", f"{c.pre}attn_sub_norm ({type(sn).__name__}, {c.libtext}): a norm on the heads' output before "
                         f"{c.pre}o_proj (sub-LN), which the reference does not have and no flag declares: "
                         "matches_reference differs by it")

@@ -65,6 +65,9 @@ class ConfigRead:
     pending: dict[str, str] = field(default_factory=dict)  # notes kept unless a deeper module decides
     noted: set = field(default_factory=set)
     scaling: tuple | None = None  # (value, source, 1/√d_k) of a module's logit scale other than 1/√d_k: said, not read
+    #: what the module computes that no declaration models and that binds at every probe (scaled RoPE, XPOS, a
+    #: sub-norm): a mismatch then has that cause, so no coarser precision is named for it
+    unmodelled: list = field(default_factory=list)
 
     def get(self, key: str) -> Any:
         it = self.items.get(key)

@@ -111,10 +111,12 @@ def torchscale(r: ConfigRead, c: _Ctx) -> None:
     if type(m).__name__ != "MultiheadAttention":
         return
     if _get(m, "inner_attn_ln", pre) not in (_MISSING, None):
+        r.unmodelled.append(f"{pre}inner_attn_ln (a norm before {pre}out_proj)")
         r.note("subln", f"{pre}inner_attn_ln ({c.libtext}, subln=True): a LayerNorm on the heads' output before "
                         f"{pre}out_proj (sub-LN), which the reference does not have and no flag declares: "
                         "matches_reference differs by it")
     if _get(m, "xpos", pre) not in (_MISSING, None):
+        r.unmodelled.append(f"{pre}xpos (XPOS)")
         r.note("xpos", f"{pre}xpos ({c.libtext}, xpos_rel_pos=True): XPOS relative positions (a rotation with a "
                        "per-dimension decay of q and k), not modelled by the reference (--positional rope is plain "
                        "RoPE): matches_reference differs by it")

@@ -42,6 +42,7 @@ class Completed:
     given: dict
     decl: Declaration | None = None  # the declaration with the values read from the module (provenance "read")
     differs: list = field(default_factory=list)  # _modconfig.Difference: declared values the module's config differs from
+    unmodelled: list = field(default_factory=list)  # _modconfig.ConfigRead.unmodelled: no coarser precision is named
 
     def structure(self, decl: Declaration, qk_norm: str | None = None):
         """The reference's structure: the declaration completed by the values read (the RoPE convention
@@ -107,7 +108,7 @@ def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -
             it = read[key]
             filled = filled.read(key, vals[key], it.source + (f", {it.library}" if it.library else ""))
     return Completed(vals["causal"], vals["window"], rope_base, rope_dims, vals["softcap"], lines, notes, read, given,
-                     filled, vals["_differs"])
+                     filled, vals["_differs"], vals.get("_unmodelled", []))
 
 
 def _dimension(obj: Any, decl: Declaration, label: str, name: str) -> int:
