@@ -249,9 +249,8 @@ def _hints(probe, props, st, mp, alts, hints):
             s2, m2 = decls[label]
             if _verified(probe, props, s2, m2, cd):
                 explained = True
-                # the module misses the declared precision's rule under this declaration too, by an error that looks
-                # like cd's rounding (at least a tenth of its unit roundoff: the plain reference in float32 errs
-                # ≥ 1.6·u32 at unit logits; a float32-rounded RoPE table alone errs 0.01·u32 and is not "float32")
+                # the declared precision's rule missed under this declaration too, by an error like cd's rounding
+                # (≥ 0.1·u: a float32 plain reference errs ≥ 1.6·u32; a float32-rounded RoPE table alone 0.01·u32)
                 if cd != "same" and err >= 0.1 * ap.unit_roundoff(cd) and not getattr(probe, "unmodelled", ()):
                     probe.fits_precision, probe.fits_precision_with, probe.fits_precision_err = cd, label, err
                 how = label + (" (and --compute-dtype float32: its internals are float32)" if cd != "same" else "")
@@ -277,8 +276,7 @@ def _hints(probe, props, st, mp, alts, hints):
         # fixed affine map of those on x[:, :t]: a length-dependent scale, not rounding, which a coarser
         # declared precision would only hide)
         leak = leak or _length_dependence(probe, by.get("prefix_consistency"))
-        # nor when the module computes something no declaration models (scaled RoPE, XPOS, a sub-norm: a read note
-        # names it): a coarser rule may admit that difference, which would then be named as a precision
+        # nor when a read note names what no declaration models (scaled RoPE, XPOS, a sub-norm): a coarser rule may admit it
         leak = leak or bool(getattr(probe, "unmodelled", ()))
         for dt in () if explained or leak else (torch.float32, torch.float16, torch.bfloat16):
             if ap.unit_roundoff(dt) <= ap.unit_roundoff(work):
