@@ -631,3 +631,13 @@ def test_no_coarser_precision_is_named_for_a_difference_a_read_note_explains():
     r = run(Perturbed(Structure(causal=True), cfg, is_causal=True), compute_dtype="float32")
     assert r.outcome == "mismatch" and "precision_as_declared" not in r.failed, r.failed
     assert "float16" not in (r.verdict.suggestion or "") and any("scaled RoPE is not modelled" in ln for ln in r.lines)
+
+
+def test_a_scale_the_module_says_is_named_instead_of_the_factors_that_happen_to_fit():
+    """Falcon-H1 (k × key_multiplier 0.5, 4 heads): the factor 1/2 was explained as "fits 1/√H …; or
+    1/(layer index + 1) = 1/2" — coincidences; the module's own scale, read, is the cause said."""
+    m = Attn(Structure(causal=True, scale=0.25), SimpleNamespace(head_dim=4), scaling=0.25, is_causal=True)
+    r = run(m)
+    sc = {p["name"]: p for p in r.doc["properties"]}["scale_1_over_sqrt_dk"]
+    assert sc["status"] == "fail" and "(the module's own scaling = 0.25, read)" in sc["detail"], sc["detail"]
+    assert "fits 1/√H" not in sc["detail"] and "layer index" not in sc["detail"], sc["detail"]

@@ -43,6 +43,7 @@ class Completed:
     decl: Declaration | None = None  # the declaration with the values read from the module (provenance "read")
     differs: list = field(default_factory=list)  # _modconfig.Difference: declared values the module's config differs from
     unmodelled: list = field(default_factory=list)  # _modconfig.ConfigRead.unmodelled: no coarser precision is named
+    scaling: tuple | None = None  # _modconfig.ConfigRead.scaling: the module's own logit scale, when not 1/√d_k
 
     def structure(self, decl: Declaration, qk_norm: str | None = None):
         """The reference's structure: the declaration completed by the values read (the RoPE convention
@@ -108,7 +109,7 @@ def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -
             it = read[key]
             filled = filled.read(key, vals[key], it.source + (f", {it.library}" if it.library else ""))
     return Completed(vals["causal"], vals["window"], rope_base, rope_dims, vals["softcap"], lines, notes, read, given,
-                     filled, vals["_differs"], vals.get("_unmodelled", []))
+                     filled, vals["_differs"], vals.get("_unmodelled", []), vals.get("_scaling"))
 
 
 def _dimension(obj: Any, decl: Declaration, label: str, name: str) -> int:
