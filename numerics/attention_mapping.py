@@ -360,6 +360,7 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                     chain.append((parents.get(pre, obj), ("." + pre) if pre else ""))
                 mods.append(("." + name, m, chain))
         mods.sort(key=lambda t: t[0].count("."))
+    misfit = ""  # projections found by name that no head split fits: said, never "no projections found"
     for prefix, m, chain in mods:
         why = _obstacle(m, prefix)
         if why:
@@ -396,7 +397,24 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                         cands.append(mp)
         if cands:
             return cands
-    return NoMapping("")
+        misfit = misfit or _misfit(trips, outs, D, heads, kv_heads)
+    return NoMapping(misfit)
+
+
+def _misfit(trips: list, outs: list, D: int, heads: int | None, kv: int | None) -> str:
+    """Why projections found by name (q, k, v of input width D) fit no head split: their widths, and a query
+    projection twice the output's input (a gate per head beside the queries: Qwen3-Next), not modelled."""
+    for q, k, v, _ in ((q, k, v, r) for q, k, v, r in trips if q[0].dim() == 2 and q[0].shape[1] == k[0].shape[1]
+                       == v[0].shape[1] == D):
+        o, _, ol = outs[0]
+        dq, win = q[0].shape[0], (o.shape[1] if o is not None and o.dim() == 2 else None)
+        counts = " and ".join(t for t in (f"{heads} heads" if heads else "", f"{kv} key/value heads" if kv else "") if t)
+        gate = (f"; {q[2]} is twice as wide as {ol}'s input ({dq} = 2 × {win}): a gate per head packed beside the "
+                "queries (Qwen3-Next's output gate) is not attention the reference models" if win and dq == 2 * win else "")
+        return (f"{q[2]} (out {dq}), {k[2]} (out {k[0].shape[0]}), {v[2]} (out {v[0].shape[0]}), {ol}"
+                + (f" (in {win})" if win else "") + " found by name, but no head split fits their widths"
+                + (f" with {counts}" if counts else "") + gate + "; a mapping hook (--mapping) declares which rows are the queries")
+    return ""
 
 
 _POS = ("pos_emb", "wpe", "position_embeddings", "position_embedding", "pos_embedding", "positional_embedding",
@@ -443,8 +461,10 @@ def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
 #: ``--kv-grouping`` names of :attr:`Mapping.kv_grouping`: Hugging Face's ``repeat_kv`` (query head h
 #: uses key/value head h // (H/K)) and a tiling repeat (h % K, as x-transformers).
 GROUPING_NAMES = {"hf": "interleave", "tiled": "tile"}
+#: (``qk_norm``: one norm for q and k, Llama 4's L2 norm after RoPE, read only without a weight: an RMS norm
+#: without one commutes with the rotation, so the reference's norm before RoPE is the same computation)
 _QK_NORMS = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "k_layernorm"), ("norm_q", "norm_k"),
-             ("q_ln", "k_ln"), ("qnorm", "knorm"))
+             ("q_ln", "k_ln"), ("qnorm", "knorm"), ("query_layernorm", "key_layernorm"), ("qk_norm", "qk_norm"))
 
 
 def _per_head_norms(v: Any) -> tuple | None:
@@ -521,6 +541,8 @@ def norm_kind(v: Any) -> tuple[str | None, str]:
     ns = getattr(v, "normalized_shape", None)
     if shape is None and isinstance(ns, (tuple, list)) and ns and all(isinstance(n, int) for n in ns):
         shape = tuple(ns)
+    if shape is None and w is None and isinstance(v, torch.nn.Module) and not list(v.parameters()):
+        shape = (16,)  # a norm without parameters (Llama 4's L2 norm) takes any width: probe one
     if shape is None or not callable(v):
         return None, "no weight shape to probe it with"
     dt = w.dtype if isinstance(w, torch.Tensor) and w.is_floating_point() else torch.float32
@@ -555,7 +577,8 @@ def find_qk_norms(obj: Any) -> tuple[tuple, tuple, str] | None:
     for prefix, m in mods:
         for qn, kn in _QK_NORMS:
             a, b = getattr(m, qn, None), getattr(m, kn, None)
-            if isinstance(a, torch.nn.Module) and isinstance(b, torch.nn.Module):
+            shared_weighted = qn == kn and getattr(a, "weight", None) is not None  # see _QK_NORMS
+            if isinstance(a, torch.nn.Module) and isinstance(b, torch.nn.Module) and not shared_weighted:
                 return (norm_params(a, qn), norm_params(b, kn),
                         f"{prefix}.{qn} ({type(a).__name__}), {prefix}.{kn} ({type(b).__name__})")
     return None

@@ -435,6 +435,9 @@ class AttentionProbe(GradientProps):
             what = "missing 1/√d_k (s ≈ 1)"
         elif err > tol and ratio > 0:
             what = _scale_words(ratio, H, dk)
+            read = getattr(self, "read_scaling", None)  # (value, source) of the module's own scale, when it says one
+            if read and abs(s_fit / read[0] - 1) < 1e-3:  # the cause it says, not the factors that happen to fit
+                what = what.split(" (fits ")[0] + f" (the module's own {read[1]} = {read[0]:.6g}, read)"
         elif err > tol:
             what = "scale differs from 1/√d_k"
         else:

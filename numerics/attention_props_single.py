@@ -68,9 +68,9 @@ class WithMask(torch.nn.Module):
 def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
     """With a key-padding mask: outputs at real positions match the reference with those keys
     masked and do not move when the padded tokens are redrawn (``key_padding_respected``, central);
-    a sample whose keys are all padding gives finite outputs (``fully_masked_rows_finite``)."""
+    a sample whose keys are all padding leaves the other samples of its batch unchanged, its own NaN rows
+    reported as a convention (``fully_masked_rows_finite``: :func:`_fully_masked`)."""
     worst = None
-    nan_rows = None
     left = bool(probe.st.causal)
     for T in probe._large_lengths():
         if T < 3:
@@ -115,17 +115,6 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
             e, tol, just = max(parts, key=lambda p_: ratio(p_[0], p_[1]))
             if worst is None or not ratio(e, tol) <= worst[0]:
                 worst = (ratio(e, tol), e, tol, just, T, key, e_move, e_ref)
-        # one sample with every key padded
-        allpad = torch.ones(probe.B, T, dtype=torch.bool)
-        allpad[0] = False
-        w.valid = allpad
-        try:
-            o = probe.run(x)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
-            nan_rows = int((~torch.isfinite(o[0])).any(-1).sum())
-        except Exception:
-            nan_rows = -1
-        finally:
-            w.valid = None
     if worst is None:
         return [_skip("key_padding_respected", "no probe length ≥ 3", True)]
     _, e, tol, just, T, key, e_move, e_ref = worst
@@ -134,15 +123,59 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
               f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
                                                                     f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
               + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else ""))
-    props = [_judge("key_padding_respected", e, tol, just, detail, central=True)]
-    if nan_rows is not None:
-        props.append(_judge("fully_masked_rows_finite", float(max(nan_rows, 0)) if nan_rows >= 0 else float("inf"),
-                            0.0, "none may be NaN/inf (exact)",
-                            "a sample whose keys are all padding: " + (
-                                "all outputs finite" if nan_rows == 0 else
-                                (f"{nan_rows} of its rows NaN/inf (softmax over −∞ only)" if nan_rows > 0
-                                 else "the call raised"))))
-    return props
+    return [_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked(probe, w, T)]
+
+
+#: what a row with no key to attend gives in the libraries measured (torch 2.13, transformers 5.23)
+_CONVENTIONS = ("softmax over no key at all is undefined (0/0 when the padded logits are −∞, as the declared "
+                "mask convention gives them or the module fills them); torch 2.13's nn.MultiheadAttention returns NaN "
+                "there on its need_weights and inference fast paths, its scaled_dot_product_attention 0, and Hugging "
+                "Face's models, which pass finfo.min rather than −∞, the mean of the values: a convention, not judged")
+
+
+def _fully_masked(probe: Any, w: "WithMask", T: int) -> Property:
+    """``fully_masked_rows_finite``: one sample (sample 0) with every key padded, at length ``T``. Its rows
+    have no key to attend, so attention defines no output there: NaN is reported (a convention, not
+    judged: skipped with the reason). What is judged, exactly, is that the other samples of the same call
+    are unchanged (finite and equal to their outputs with every key real, within twice the run-to-run
+    difference): a NaN that spreads through the batch, or a call that raises, fails."""
+    name = "fully_masked_rows_finite"
+    x = probe.xs[T]
+    allpad = torch.ones(probe.B, T, dtype=torch.bool)
+    allpad[0] = False
+    try:
+        w.valid = None
+        base = attention_structural.kept(probe.run(x)[1])
+        jit = attention_structural.jitter(probe, x, base)
+        w.valid = allpad
+        o = attention_structural.kept(probe.run(x)[1])
+    except Exception as exc:
+        return Property(name, "fail", float("inf"), 0.0, "must run",
+                        f"a sample whose keys are all padding (T = {T}): the call raised {exc_text(exc)}, so the other "
+                        "samples of the batch got no output", {}, False)
+    finally:
+        w.valid = None
+    own = int((~torch.isfinite(o[0])).any(-1).sum())
+    tol, just = attention_structural.structural_tolerance(jit, "padding every key of another sample")
+    others, e = 0, 0.0
+    if probe.B > 1:
+        others = int((~torch.isfinite(o[1:])).any(-1).sum())
+        fin = base[1:][torch.isfinite(base[1:])]
+        e = attention_structural._move(o[1:], base[1:], float(fin.abs().max()) if fin.numel() else 1.0)
+    rest = ("" if probe.B < 2 else "the other sample of the batch " if probe.B == 2 else
+            f"the other {probe.B - 1} samples of the batch ")
+    if others or not e <= tol:
+        return _judge(name, float("inf") if others else e, tol, just,
+                      f"a sample whose keys are all padding (T = {T}) changes {rest}: "
+                      + (f"{others} of their rows NaN/inf" if others else f"relative change {e:.3g}")
+                      + " (its own rows have no key to attend; the others have every key)")
+    unchanged = f"; {rest}unchanged (relative change {e:.3g})" if rest else ""
+    if own == 0:
+        return Property(name, "pass", e, tol, just, f"a sample whose keys are all padding (T = {T}): all its outputs "
+                        f"finite{unchanged}", {}, False)
+    return Property(name, "skip", e, tol, just,
+                    f"a sample whose keys are all padding (T = {T}): {own} of its rows NaN/inf — {_CONVENTIONS}"
+                    f"{unchanged}", {"nan_rows": own}, False)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -202,11 +202,15 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False) -> tuple[Any, torch.T
         out = plain(r[0]) if r else None  # a tensor subclass's own operators never judge it
         w = plain(r[1]) if len(r) > 1 else None
         T = x.shape[-2]
+        global LAST_UNREAD
         if not (isinstance(w, torch.Tensor) and w.dim() >= 3 and tuple(w.shape[-2:]) == (T, T)):
             if w is not None:
-                global LAST_UNREAD
                 LAST_UNREAD = (f"a tensor of shape {tuple(w.shape)}" if isinstance(w, torch.Tensor)
                                else f"a {type(w).__name__}")
+            w = None
+        elif w.dim() in (3, 4) and x.dim() == 3 and w.shape[0] != x.shape[0]:
+            # (heads, batch, T, T), as torchscale returns them: not guessed into (batch, heads, T, T)
+            LAST_UNREAD = f"a tensor of shape {tuple(w.shape)} (its first axis is not the batch, {x.shape[0]})"
             w = None
         return out, w
     return plain(r), None

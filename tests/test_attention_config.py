@@ -6,6 +6,7 @@ mapping hook's ``q_transform``/``k_transform`` (item 2). Small sizes, few length
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import textwrap
 from pathlib import Path
@@ -552,3 +553,168 @@ def test_gpt_neo_local_layer_type_read_from_attention_layers_when_the_layer_lack
     assert read_module_config(SimpleNamespace(config=neo, layer_id=5)).get("window") is None  # out of range: nothing
     own = read_module_config(SimpleNamespace(config=neo, layer_id=0, attention_type="local"))  # 5.x: its own type wins
     assert own.get("window") == 3 and any("attention_type 'local'" in ln for ln in own.lines())
+
+
+def test_a_layer_that_applies_no_rope_says_the_base_is_the_models():
+    """SmolLM3's (and Llama 4's) NoPE layers keep ``use_rope = config.no_rope_layers[i] = 0``; Cohere2's full
+    layers have ``sliding_window = None`` and rotate only on sliding ones: the config's base is listed as the
+    model's, with the layer's own evidence that it applies none (it was listed as if the layer used it)."""
+    smol = SimpleNamespace(model_type="smollm3", rope_theta=2e6, no_rope_layers=[1, 1, 1, 0])
+    line = read_module_config(SimpleNamespace(config=smol, layer_idx=3, use_rope=0)).lines()
+    assert any("rope_base 2000000" in ln and "this layer applies no RoPE (use_rope = 0 (config.no_rope_layers[3])"
+               in ln for ln in line), line
+    line = read_module_config(SimpleNamespace(config=smol, layer_idx=0, use_rope=1)).lines()
+    assert not any("no RoPE" in ln for ln in line), line
+    co = SimpleNamespace(model_type="cohere2", rope_theta=1e4, sliding_window=4)
+    line = read_module_config(SimpleNamespace(config=co, layer_idx=3, sliding_window=None)).lines()
+    assert any("this layer applies no RoPE (sliding_window = None: Cohere2 rotates only on its sliding-window layers)"
+               in ln for ln in line), line
+    line = read_module_config(SimpleNamespace(config=co, layer_idx=0, sliding_window=4)).lines()
+    assert not any("no RoPE" in ln for ln in line), line
+    mistral = SimpleNamespace(model_type="mistral", rope_theta=1e4, sliding_window=None)  # rotates on every layer
+    assert not any("no RoPE" in ln for ln in read_module_config(SimpleNamespace(config=mistral, sliding_window=None)).lines())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_smollm3_nope_layer_of_the_real_library_is_said():
+    import transformers
+    from transformers.models.smollm3 import modeling_smollm3 as M
+
+    c = transformers.SmolLM3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4)
+    line = read_module_config(M.SmolLM3Attention(c, 3)).lines()
+    assert any("this layer applies no RoPE (use_rope = 0 (config.no_rope_layers[3])" in ln for ln in line), line
+    assert not any("no RoPE" in ln for ln in read_module_config(M.SmolLM3Attention(c, 0)).lines())
+
+
+def test_a_hint_that_drops_a_read_window_gives_flags_that_declare_it():
+    """No flag declares "no window": a verified hint "no window" against a window read from the module ends its
+    flags with --ignore-config (without it, the flags as printed would read the window again)."""
+    from proofs_checks.sanity._modconfig import Item
+    from proofs_checks.sanity.attention_hints import _read_differs
+
+    it = Item("window", 4, "attn.sliding_window = 4", library="transformers 5.23.0", span=(3, 0))
+    said = _read_differs({"window": it}, Structure(causal=True), None)
+    assert "attn.sliding_window = 4 says otherwise" in said and "no flag declares no window" in said, said
+    assert said.rstrip().endswith("--causal --ignore-config"), said
+    said = _read_differs({"window": it}, Structure(causal=True, window=(4, 0)), None)  # a window is declarable
+    assert "--ignore-config" not in said and "--window 5" in said, said
+
+
+def test_exaone4_full_layer_keeps_the_configs_window_but_does_not_slide():
+    """Exaone 4 (transformers 5.23) sets ``self.sliding_window = config.sliding_window`` on every layer and
+    slides (and rotates) only where ``is_sliding``: its full layers' mask is causal and they apply no RoPE
+    (global NoPE). Its window was read on a full layer: a correct module was a mismatch ("LEAK")."""
+    ex = SimpleNamespace(model_type="exaone4", rope_theta=1e4, sliding_window=4,
+                         layer_types=["sliding_attention"] * 3 + ["full_attention"])
+    r = read_module_config(SimpleNamespace(config=ex, layer_idx=3, sliding_window=4, is_sliding=False))
+    assert r.get("window") is None, r.lines()
+    assert any("sliding_window = 4 on a full-attention layer (is_sliding = False" in n for n in r.notes), r.notes
+    assert any("this layer applies no RoPE (is_sliding = False" in ln for ln in r.lines()), r.lines()
+    r = read_module_config(SimpleNamespace(config=ex, layer_idx=0, sliding_window=4, is_sliding=True))
+    assert r.get("window") == 4 and not any("no RoPE" in ln for ln in r.lines()), r.lines()
+
+
+def test_llama4_chunked_attention_is_said_beside_the_mismatch_it_causes():
+    """Llama 4's RoPE layers are 'chunked_attention': its model's mask keeps the keys of the query's own chunk
+    (attention_chunk_size). No flag declares it; the mismatch it causes had no stated reason."""
+    l4 = SimpleNamespace(model_type="llama4_text", rope_theta=5e5, attention_chunk_size=4,
+                         layer_types=["chunked_attention"] * 3 + ["full_attention"])
+    r = read_module_config(SimpleNamespace(config=l4, layer_idx=0))
+    assert any("attention_chunk_size = 4 on a 'chunked_attention' layer" in n and "q // 4 = k // 4" in n
+               for n in r.notes), r.notes
+    assert not any("chunk" in n for n in read_module_config(SimpleNamespace(config=l4, layer_idx=3)).notes)
+
+
+def _fake(module: str, name: str, **attrs):
+    """An object whose class claims to live in ``module`` (a library's reader keys on it)."""
+    cls = type(name, (), {"__module__": module})
+    obj = cls()
+    for k, v in attrs.items():
+        setattr(obj, k, v)
+    return obj
+
+
+def test_torchtune_rope_is_read_and_its_norm_order_said():
+    """torchtune 0.6's RotaryPositionalEmbeddings rotates pairs (2i, 2i+1) of ``dim`` entries with ``base``; its
+    MultiHeadAttention applies q_norm/k_norm after RoPE (the reference before: equal only for pair-wise equal
+    norm weights): a trained torchtune Qwen3-like layer was a mismatch with no stated reason."""
+    rope = _fake("torchtune.modules.position_embeddings", "RotaryPositionalEmbeddings", base=5e5, dim=8)
+    r = read_module_config(rope)
+    assert r.get("rope_base") == 5e5 and r.get("rope_dims") == 8 and r.get("rope_convention") == "interleaved"
+    mha = _fake("torchtune.modules.attention", "MultiHeadAttention", pos_embeddings=rope, q_norm=object(),
+                k_norm=object(), is_causal=True)
+    notes = read_module_config(mha).notes
+    assert any("torchtune normalises q and k after its RoPE" in n for n in notes), notes
+    mha.q_norm = mha.k_norm = None
+    assert not any("after its RoPE" in n for n in read_module_config(mha).notes)
+
+
+def test_torchscale_sub_ln_and_xpos_are_said():
+    """torchscale 0.3's MultiheadAttention with subln=True (a LayerNorm before out_proj) or xpos_rel_pos=True
+    (XPOS): mismatches whose reason was not stated."""
+    mha = _fake("torchscale.component.multihead_attention", "MultiheadAttention", inner_attn_ln=object(), xpos=None)
+    notes = read_module_config(mha).notes
+    assert any("inner_attn_ln" in n and "sub-LN" in n for n in notes) and not any("XPOS" in n for n in notes), notes
+    mha.inner_attn_ln, mha.xpos = None, object()
+    notes = read_module_config(mha).notes
+    assert any("XPOS relative positions" in n for n in notes) and not any("sub-LN" in n for n in notes), notes
+
+
+def test_hunyuan_norms_after_rope_are_found_and_their_order_said():
+    """HunYuan dense v1 names its q/k norms query_layernorm/key_layernorm (not found before) and applies them
+    after RoPE; the reference normalises before it."""
+    hy = SimpleNamespace(model_type="hunyuan_v1_dense", rope_theta=1e4)
+    m = nn.Module()
+    m.config, m.query_layernorm, m.key_layernorm = hy, nn.RMSNorm(8, eps=1e-5), nn.RMSNorm(8, eps=1e-5)
+    r = read_module_config(m)
+    assert r.get("qk_norm") == "rms", r.lines()
+    assert any("query_layernorm/key_layernorm" in n and "normalises q and k after RoPE" in n for n in r.notes), r.notes
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_hunyuan_at_init_names_the_norm_order_for_its_gradient_mismatch():
+    """At initialisation (norm weights 1) the outputs agree with the reference, but the norm weights' gradients
+    do not: the detail names the order, not "a custom backward?"."""
+    import transformers
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.hunyuan_v1_dense import modeling_hunyuan_v1_dense as M
+
+    c = transformers.HunYuanDenseV1Config(hidden_size=16, num_attention_heads=4, num_key_value_heads=2, head_dim=4,
+                                          num_hidden_layers=1, intermediate_size=32, attention_dropout=0.0)
+    c._attn_implementation = "eager"
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.rot, self.dim = M.HunYuanDenseV1Attention(c, 0), M.HunYuanDenseV1RotaryEmbedding(c), 16
+
+        def forward(self, x):
+            pos = torch.arange(x.shape[1])[None]
+            return self.attn(x, attention_mask=create_causal_mask(c, x, None, None, pos),
+                             position_embeddings=self.rot(x, pos))[0]
+
+    torch.manual_seed(0)
+    r = run_attention(Layer(), causal=True, positional="rope", compute_dtype="float32", mode="quick", seq_len="1,5,17")
+    g = {p["name"]: p for p in r.doc["properties"]}["gradients_match_reference"]
+    assert g["status"] == "fail" and "the q/k norm applied after RoPE" in g["detail"], g["detail"]
+    assert "custom backward" not in g["detail"]
+
+
+def test_bitnet_attn_sub_norm_is_said():
+    m = nn.Module()
+    m.config, m.attn_sub_norm = SimpleNamespace(model_type="bitnet", rope_theta=5e5), nn.RMSNorm(16)
+    notes = read_module_config(m).notes
+    assert any(n.startswith("attn_sub_norm (RMSNorm") and "sub-LN" in n for n in notes), notes
+
+
+def test_falcon_h1_key_multiplier_is_the_scale_said():
+    """Falcon-H1 multiplies k by config.key_multiplier: the scale factor was explained only by numerical
+    coincidences ("fits 1/√H …; or 1/(layer index + 1)"); the module's own multiplier is said, declarable."""
+    m = nn.Module()
+    m.config, m.scaling, m.key_multiplier, m.head_dim = SimpleNamespace(model_type="falcon_h1"), 8 ** -0.5, 0.5, 8
+    r = read_module_config(m)
+    note = next(n for n in r.notes if n.startswith("scaling × key_multiplier = 0.176777"))
+    assert "Falcon-H1's µP multiplier" in note and "--scale 0.1767766952966369 declares it" in note, note
+    from proofs_checks.sanity._modconfig import scaling_note
+
+    assert scaling_note(r, 0.1767766952966369).endswith("as declared by --scale")

@@ -179,8 +179,25 @@ def test_key_padding_masks():
     inv = check(C.masked_inverted(), mask_convention="keep")
     assert "key_padding_respected" in inv.failed and "inverted" in str(inv)
     assert check(C.masked_inverted(), mask_convention="drop").outcome == "ok"
+    # NaN on the rows of a sample with no real key: attention defines nothing there (softmax over no key;
+    # torch's MHA gives NaN, its SDPA 0, Hugging Face's finfo.min the values' mean): reported, not judged
     nan = check(C.masked_nan_rows(), mask_convention="keep")
-    assert nan.failed == ["fully_masked_rows_finite"], str(nan)
+    assert nan.outcome == "ok" and not nan.failed, str(nan)
+    fm = by_name(nan)["fully_masked_rows_finite"]
+    assert fm["status"] == "skip" and "of its rows NaN/inf" in fm["detail"] and "a convention, not judged" in fm["detail"]
+    assert "unchanged" in fm["detail"], fm["detail"]
+    assert by_name(ok)["fully_masked_rows_finite"]["status"] == "pass"
+
+
+def test_a_fully_padded_sample_must_leave_the_other_samples_alone():
+    """What is a bug: its NaN reaching the other samples of the batch, or a call that raises (no sample gets
+    an output)."""
+    spread = check(C.MaskedNaNSpreads(), mask_convention="keep")
+    assert spread.failed == ["fully_masked_rows_finite"], str(spread)
+    assert "changes the other" in by_name(spread)["fully_masked_rows_finite"]["detail"]
+    raises = check(C.MaskedRaisesOnEmpty(), mask_convention="keep")
+    assert raises.failed == ["fully_masked_rows_finite"], str(raises)
+    assert "got no output" in by_name(raises)["fully_masked_rows_finite"]["detail"]
 
 
 def test_api_takes_every_option():

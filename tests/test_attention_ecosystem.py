@@ -63,3 +63,26 @@ def test_performer_causal_leak_found():
     (an open upstream issue); it is also an approximation, so it does not match exact attention."""
     code, out, failed = run("performer_causal", "--causal")
     assert code == 1 and {"causal_no_future_leak", "prefix_consistency", "matches_reference"} <= set(failed), out
+
+
+@need("local_attention")
+def test_local_mha_causal_window_and_float32_rope_table_are_read():
+    """LocalMHA says itself that it is causal (``causal = True``) and keeps keys t−4 … t (``window_size = 4``,
+    ``exact_windowsize``: q − k > 4 masked): both read, the window measured. Its RoPE table is float32: a
+    float64 run is a mismatch of 6e-10, whose reason is said (the frequencies against base^(−2i/d) in float64),
+    not called a float32 computation (0.01·u32); declared --compute-dtype float32 it is ok."""
+    code, out, failed = run("local_mha_causal", "--positional", "rope")
+    assert code == 1 and failed == ["matches_reference", "gradients_match_reference"], out
+    assert "causal (causal" in out and "window 5 (attn_fn.window_size = 4, look_backward = 1, exact_windowsize" in out
+    assert "the module keeps 5 keys (t−4 … t) as measured" in out, out
+    assert "attn_fn.rel_pos.inv_freq: the module's RoPE frequencies differ from 10000^(−2i/8) computed in float64" in out
+    assert "instead of the declaration" not in out, out  # no hint restating the declaration
+    code, out, _ = run("local_mha_causal", "--positional", "rope", "--compute-dtype", "float32")
+    assert code == 0, out
+
+
+@need("local_attention")
+def test_local_mha_bucket_look_back_is_said_not_read_as_a_window():
+    code, out, _ = run("local_mha_causal_buckets", "--positional", "rope", "--compute-dtype", "float32")
+    assert "exact_windowsize = False" in out and "no sliding window declares it (not read)" in out, out
+    assert "window 5 (" not in out and code == 1, out

@@ -479,3 +479,165 @@ def test_a_prefix_difference_from_float32_rounding_is_not_called_a_length_depend
     assert "chunk padding" not in ps["prefix_consistency"]["detail"], ps["prefix_consistency"]["detail"]
     assert "precision_as_declared names: rerun under it, it holds" in ps["prefix_consistency"]["detail"]
     assert run(Float32Inside(Structure(causal=True), is_causal=True), compute_dtype="float32").outcome == "ok"
+
+
+def test_a_prefix_difference_from_float32_rounding_is_said_when_a_scale_hint_needs_float32_too():
+    """GPT-Neo undeclared (no 1/√d_k, q·k in float32): the mismatch is scale *and* precision, so the verified
+    hint is ``--scale 1 (and --compute-dtype float32)``. The precision is then its own failed property (the
+    error under the hint's scale, not the scale's), and prefix_consistency names the rounding, not a guess."""
+    r = run(Float32Inside(Structure(causal=True, scale=1.0), is_causal=True))
+    assert r.outcome == "mismatch", r.verdict.summary
+    assert {"precision_as_declared", "scale_1_over_sqrt_dk", "prefix_consistency"} <= set(r.failed), r.failed
+    assert "--scale 1 (and --compute-dtype float32" in r.verdict.suggestion
+    assert "precision_as_declared (it computes in float32, not float64)" in r.verdict.summary
+    ps = {p["name"]: p for p in r.doc["properties"]}
+    pad = ps["precision_as_declared"]
+    assert "with --scale 1 (the verified hint)" in pad["detail"] and pad["numbers"]["with"] == "--scale 1"
+    assert pad["error"] < 1e-4 < ps["matches_reference"]["error"], (pad["error"], ps["matches_reference"]["error"])
+    assert "chunk padding" not in ps["prefix_consistency"]["detail"], ps["prefix_consistency"]["detail"]
+    assert "precision_as_declared names: rerun under it, it holds" in ps["prefix_consistency"]["detail"]
+    # a scale alone (float64 internals): no precision finding
+    r = run(Attn(Structure(causal=True, scale=1.0), is_causal=True))
+    assert "precision_as_declared" not in r.failed and "scale_1_over_sqrt_dk" in r.failed, r.failed
+
+
+class L2Norm(nn.Module):
+    """Llama 4's ``Llama4TextL2Norm``: an RMS norm without a weight (eps 1e-5), one module for q and k."""
+
+    def __init__(self, eps=1e-5, weight=False):
+        super().__init__()
+        self.eps = eps
+        if weight:
+            self.weight = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class SharedQKNorm(Attn):
+    """One weightless norm, ``qk_norm``, on q and k (Llama 4's RoPE layers; it rotates first, which an RMS norm
+    without a weight commutes with)."""
+
+    def __init__(self, weight=False):
+        super().__init__(Structure(causal=True, qk_norm="rms"), is_causal=True)
+        self.qk_norm = L2Norm(weight=weight)
+
+    def forward(self, x):
+        m = self.mapping()
+        m.q_norm = m.k_norm = (None, None, 1e-5)
+        return reference_attention(x, m, self.st, x.dtype)
+
+
+def test_one_weightless_qk_norm_shared_by_q_and_k_is_found_llama4():
+    """Llama 4's ``qk_norm`` (no weight, eps 1e-5) was not found: with --qk-norm rms the reference took eps 1e-6
+    (a mismatch of 1e-4 whose note told the user to write a mapping hook). Found, measured (rms) and read."""
+    r = run(SharedQKNorm())
+    assert r.outcome == "ok", r.verdict.summary
+    assert any("qk_norm rms (qk_norm L2Norm, qk_norm L2Norm" in ln for ln in r.lines), r.lines
+    r = run(SharedQKNorm(), qk_norm="rms")
+    assert r.outcome == "ok" and not any("no norm modules found" in ln for ln in r.lines), r.lines
+    # with a weight, the order against RoPE would matter: a shared norm is not read then
+    r = run(SharedQKNorm(weight=True), qk_norm="rms")
+    assert any("no norm modules found by name" in ln for ln in r.lines), r.lines
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_llama4_rope_layer_reads_interleaved_pairs_and_its_shared_norm():
+    import transformers
+    from transformers.models.llama4 import modeling_llama4 as M
+
+    from proofs_checks.sanity._modconfig import read_module_config
+
+    c = transformers.Llama4TextConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                      num_hidden_layers=4, intermediate_size=64, intermediate_size_mlp=64)
+    lines = read_module_config(M.Llama4TextAttention(c, 0)).lines()
+    assert any(ln.startswith("rope_convention interleaved (config.model_type 'llama4_text'") for ln in lines), lines
+    assert any(ln.startswith("qk_norm rms (qk_norm Llama4TextL2Norm") for ln in lines), lines
+    nope = read_module_config(M.Llama4TextAttention(c, 3)).lines()  # no_rope_layers[3] = 0: no norm either
+    assert any("this layer applies no RoPE (use_rope = 0" in ln for ln in nope) and not any("qk_norm" in ln for ln in nope)
+
+
+class HeadsFirstWeights(Attn):
+    """Returns its weights as (heads, batch, T, T), as torchscale 0.3's MultiheadAttention does."""
+
+    def forward(self, x):
+        B, T = x.shape[:2]
+        return super().forward(x), torch.full((4, B, T, T), 1.0 / T, dtype=x.dtype)
+
+
+def test_weights_whose_first_axis_is_not_the_batch_are_said_not_silently_dropped():
+    r = run(HeadsFirstWeights(Structure(causal=False)))
+    assert r.outcome == "ok", r.verdict.summary
+    note = [ln for ln in r.lines if "returned a second output" in ln]
+    assert note and "(its first axis is not the batch, 2)" in note[0] and "not checked there" in note[0], r.lines
+    assert "weights_match_reference" not in {p["name"] for p in r.doc["properties"]}
+
+
+def test_a_scaling_attribute_the_module_applies_elsewhere_is_not_said_to_be_named():
+    """ESM keeps ``scaling = 1`` and multiplies q by 1/√d_k before RoPE: the note said "scale_1_over_sqrt_dk and
+    matches_reference will name it", beside an ok that named nothing. Said with what was measured."""
+    r = run(Attn(Structure(causal=True), SimpleNamespace(head_dim=4), scaling=1.0, is_causal=True))
+    assert r.outcome == "ok", r.verdict.summary
+    note = [ln for ln in r.lines if ln.startswith("note: scaling = 1 is not 1/√d_k")]
+    assert note and "will name it" not in note[0] and "scale_1_over_sqrt_dk holds" in note[0], r.lines
+
+
+class GatedQueries(nn.Module):
+    """Qwen3-Next's full attention: ``q_proj`` carries a per-head output gate beside the queries (width
+    2 × heads × d_k), so the projections found by name fit no head split."""
+
+    def __init__(self):
+        super().__init__()
+        self.dim, self.num_heads, self.num_key_value_heads = 16, 4, 2
+        self.q_proj, self.k_proj = nn.Linear(16, 32), nn.Linear(16, 8)
+        self.v_proj, self.o_proj = nn.Linear(16, 8), nn.Linear(16, 16)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, g = self.q_proj(x).view(B, T, 4, 8).chunk(2, -1)
+        k, v = (p(x).view(B, T, 2, 4).repeat_interleave(2, 2) for p in (self.k_proj, self.v_proj))
+        a = torch.softmax(torch.einsum("bthd,bshd->bhts", q, k) / 2.0, -1)
+        o = torch.einsum("bhts,bshd->bthd", a, v) * torch.sigmoid(g)
+        return self.o_proj(o.reshape(B, T, 16))
+
+
+def test_projections_that_fit_no_head_split_are_named_not_called_missing():
+    """The weights line said "no projections found by name" and the verdict asked for "projections under common
+    names (q_proj/k_proj/v_proj, ...)" — which the module has. Now the widths and the gate are named."""
+    r = run(GatedQueries())
+    assert r.outcome == "inconclusive", r.verdict.summary
+    w = next(ln for ln in r.lines if ln.startswith("weights:"))
+    assert "no projections found by name" not in w and "found by name, but no head split fits their widths" in w, w
+    assert "twice as wide as .o_proj (nn.Linear)'s input (32 = 2 × 16)" in w, w
+    assert "projections under common names" not in (r.verdict.suggestion or ""), r.verdict.suggestion
+
+
+class Perturbed(Attn):
+    """Attention plus a systematic 4e-4 difference (as Apertus's llama3-scaled RoPE gives against plain RoPE):
+    not rounding, yet within float16's looser rule."""
+
+    def forward(self, x):
+        o = super().forward(x)
+        return o + 4e-4 * torch.sin(3.0 * o)
+
+
+def test_no_coarser_precision_is_named_for_a_difference_a_read_note_explains():
+    """Apertus (transformers 5.23, rope_type 'llama3') declared --compute-dtype float32 was "precision_as_declared
+    (it computes in float16, not float32)" — false: it computes in float32 and its scaled RoPE, which the note
+    names, differs from plain RoPE by 1e-3, inside float16's rule. With such a note no precision is named."""
+    plain = run(Perturbed(Structure(causal=True), is_causal=True), compute_dtype="float32")
+    assert "precision_as_declared" in plain.failed, plain.failed  # without a note: what the rule can say
+    cfg = SimpleNamespace(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4})
+    r = run(Perturbed(Structure(causal=True), cfg, is_causal=True), compute_dtype="float32")
+    assert r.outcome == "mismatch" and "precision_as_declared" not in r.failed, r.failed
+    assert "float16" not in (r.verdict.suggestion or "") and any("scaled RoPE is not modelled" in ln for ln in r.lines)
+
+
+def test_a_scale_the_module_says_is_named_instead_of_the_factors_that_happen_to_fit():
+    """Falcon-H1 (k × key_multiplier 0.5, 4 heads): the factor 1/2 was explained as "fits 1/√H …; or
+    1/(layer index + 1) = 1/2" — coincidences; the module's own scale, read, is the cause said."""
+    m = Attn(Structure(causal=True, scale=0.25), SimpleNamespace(head_dim=4), scaling=0.25, is_causal=True)
+    r = run(m)
+    sc = {p["name"]: p for p in r.doc["properties"]}["scale_1_over_sqrt_dk"]
+    assert sc["status"] == "fail" and "(the module's own scaling = 0.25, read)" in sc["detail"], sc["detail"]
+    assert "fits 1/√H" not in sc["detail"] and "layer index" not in sc["detail"], sc["detail"]

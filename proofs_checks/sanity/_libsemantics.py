@@ -70,7 +70,8 @@ class WindowMeaning:
 
 
 _DIST = {"transformers": "transformers", "x_transformers": "x-transformers", "diffusers": "diffusers",
-         "litgpt": "litgpt", "timm": "timm"}
+         "litgpt": "litgpt", "timm": "timm", "torchtune": "torchtune", "local_attention": "local-attention",
+         "torchscale": "torchscale"}
 
 
 def _vtuple(v: str | None) -> tuple[int, ...] | None:

@@ -73,10 +73,17 @@ def read_module_config(obj: Any) -> ConfigRead:
             _hf(r, c)
         if mod.startswith("x_transformers"):
             libs.xt(r, c)
+        if mod.startswith("torchtune"):
+            _guard(r, libs.torchtune, c)
+        if mod.startswith("torchscale"):
+            _guard(r, libs.torchscale, c)
+        if mod.startswith("local_attention") and type(m).__name__ == "LocalAttention":
+            _guard(r, libs.local_attention, c)
         if mod.startswith("litgpt") and c.cfg is not None:
             _guard(r, libs.litgpt, c)
         _guard(r, _qk_norms, c)
-        if "rotary" in type(m).__name__.lower():
+        if "rotary" in type(m).__name__.lower() or (mod.startswith("local_attention")
+                                                    and type(m).__name__ == "SinusoidalEmbeddings"):
             _guard(r, libs.inv_freq, c, mod.startswith("x_transformers"))
     r.notes.extend(n for k, n in r.pending.items() if k not in r.items and k not in r.decided)
     return r
@@ -88,7 +95,7 @@ def _causal(r: ConfigRead, c: _Ctx) -> None:
     if "causal" in r.decided or "causal" in r.items:
         return
     mod = type(c.m).__module__ or ""
-    for name in ("is_causal",) + (("causal",) if mod.startswith("x_transformers") else ()):
+    for name in ("is_causal",) + (("causal",) if mod.startswith(("x_transformers", "local_attention")) else ()):
         v = _get(c.m, name, c.pre)
         if v is _MISSING or v is None or callable(v):
             continue
@@ -138,6 +145,7 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     rp = _Holder()
     _guard(r, _hf_rope, c, ltype, rp)
     _guard(r, _hf_rope_dims, c, rp)
+    _guard(r, _hf_no_rope, c, idx)
     _guard(r, _hf_window, c, idx, ltype)
     _guard(r, _hf_local_window, c)
     _guard(r, _hf_scaling, c)
@@ -145,6 +153,9 @@ def _hf(r: ConfigRead, c: _Ctx) -> None:
     _guard(r, _hf_softcap, c)
     _guard(r, _hf_clip_qkv, c)
     _guard(r, _hf_sinks, c)
+    _guard(r, _hf_chunked, c, idx, ltype)
+    _guard(r, _hf_norm_after_rope, c)
+    _guard(r, _hf_sub_norm, c)
 
 
 @dataclass
@@ -180,12 +191,14 @@ def _hf_rope(r: ConfigRead, c: _Ctx, ltype: str | None, h: _Holder) -> None:
     rtype = _item(h.rp, "rope_type")
     rtype = _item(h.rp, "type") if rtype is _MISSING else rtype
     if rtype not in (_MISSING, None, "default"):
+        r.unmodelled.append(f"{h.src}['rope_type'] = {rtype!r} (scaled RoPE)")
         r.note("rope_type", f"{h.src}['rope_type'] = {rtype!r}: the reference computes plain RoPE (rope_type "
                             "'default') with the base read; scaled RoPE is not modelled")
 
 
 #: model types whose RoPE rotates interleaved pairs (rotate_every_two), read from their source
-_INTERLEAVED = {"gptj": "rotate_every_two", "codegen": "rotate_every_two", "cohere": "rotate_half on interleaved pairs"}
+_INTERLEAVED = {"gptj": "rotate_every_two", "codegen": "rotate_every_two", "cohere": "rotate_half on interleaved pairs",
+                "llama4_text": "view_as_complex on pairs (2i, 2i+1)"}
 
 
 def _hf_rope_dims(r: ConfigRead, c: _Ctx, h: _Holder) -> None:
@@ -226,8 +239,17 @@ def _hf_rope_dims(r: ConfigRead, c: _Ctx, h: _Holder) -> None:
 
 
 def _hf_scaling(r: ConfigRead, c: _Ctx) -> None:
-    """A scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar): said, not read."""
+    """A scale other than 1/√d_k (Gemma 2's query_pre_attn_scalar; Falcon-H1's ``key_multiplier``, by which it
+    multiplies k, µP): said, not read."""
     sc, (hd, _) = _get(c.m, "scaling", c.pre), _head_dim(c)
+    km = _get(c.m, "key_multiplier", c.pre)
+    if _is_num(km) and not isinstance(km, bool) and float(km) not in (0.0, 1.0) and _is_num(sc) and hd is not None:
+        s = float(sc) * float(km)
+        r.scaling = r.scaling or (s, f"{c.pre}scaling × {c.pre}key_multiplier", hd ** -0.5)
+        r.note("scaling", f"{c.pre}scaling × {c.pre}key_multiplier = {s:.6g}: the module multiplies k by "
+                          f"key_multiplier = {_fmt(km)} (Falcon-H1's µP multiplier), so its logit scale is not 1/√d_k "
+                          f"= {hd ** -0.5:.6g}: scale_1_over_sqrt_dk names the factor, and --scale {_fmt(s)} declares it")
+        return
     if _is_num(sc) and hd is not None and not math.isclose(float(sc), hd ** -0.5, rel_tol=1e-6):
         r.scaling = r.scaling or (float(sc), f"{c.pre}scaling", hd ** -0.5)
         r.note("scaling", f"{c.pre}scaling = {float(sc):.6g} is not 1/√d_k = {hd ** -0.5:.6g} (head_dim {hd}): "
@@ -245,6 +267,73 @@ def _hf_clip_qkv(r: ConfigRead, c: _Ctx) -> None:
         r.note("clip_qkv", f"{src} = {_fmt(cl)}: the module clamps q, k and v to ±{_fmt(cl)} before "
                            "attention (no flag declares it; the reference does not clamp): where the probes' q, k or "
                            "v exceed it, matches_reference differs by that clamp")
+
+
+def _hf_no_rope(r: ConfigRead, c: _Ctx, idx: int | None) -> None:
+    """A layer that applies no RoPE though its model's config has a base: SmolLM3's, Llama 4's and Mistral
+    Large 4's NoPE layers (``self.use_rope = config.no_rope_layers[layer_idx]``, 0 there: ``if self.use_rope:``
+    rotates), Cohere2's full-attention layers (``if self.sliding_window is not None:`` rotates; the layer's
+    ``sliding_window`` is None), a hybrid Exaone 4's global layers (``if self.sliding_window is None or
+    self.is_sliding:`` rotates). The base is then the model's, not this layer's: said on its entry."""
+    it = r.items.get("rope_base")
+    if it is None or it.source.startswith(c.pre + "inv_freq"):
+        return
+    ur = _get(c.m, "use_rope", c.pre)
+    mt = _get(c.cfg, "model_type", c.cp)
+    if ur is not _MISSING and (isinstance(ur, bool) or _is_int(ur)) and not ur:
+        where = f"{c.pre}use_rope = {ur!r}" + (f" (config.no_rope_layers[{idx}])" if idx is not None else "")
+        why = "it rotates only where use_rope is set"
+    elif mt == "cohere2" and _get(c.m, "sliding_window", c.pre) is None:
+        where, why = f"{c.pre}sliding_window = None", "Cohere2 rotates only on its sliding-window layers"
+    elif (isinstance(mt, str) and mt.startswith(("exaone4", "exaone_moe", "kolibri1"))
+          and _get(c.m, "sliding_window", c.pre) not in (_MISSING, None) and _get(c.m, "is_sliding", c.pre) is False):
+        where, why = f"{c.pre}is_sliding = False", "a hybrid Exaone 4 rotates only on its sliding layers (global NoPE)"
+    else:
+        return
+    it.note = "; ".join(n for n in (it.note, f"the model's base: this layer applies no RoPE ({where}: {why})") if n)
+
+
+def _hf_chunked(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> None:
+    """Llama 4's chunked attention: on a ``"chunked_attention"`` layer its model masks every key outside the
+    query's chunk of ``config.attention_chunk_size`` (``create_chunked_causal_mask``: q // C == k // C, k ≤ q).
+    No flag declares it and the reference has no chunks: said, so that the mismatch it causes has its reason."""
+    C = _get(c.cfg, "attention_chunk_size", c.cp)
+    if ltype != "chunked_attention" or not _is_int(C) or C < 1:
+        return
+    r.note("chunked", f"{c.cp}attention_chunk_size = {C} on a 'chunked_attention' layer ({c.cp}layer_types[{idx}], "
+                      f"{c.libtext}): its model's mask keeps only the keys of the query's own chunk of {C} (q // {C} "
+                      f"= k // {C}, k ≤ q); no flag declares chunks and the reference has none, so at lengths above {C} "
+                      "matches_reference differs by them")
+
+
+#: model types whose layers normalise q and k after RoPE (their forward: apply_rotary_pos_emb, then the norms)
+_NORM_AFTER_ROPE = {"hunyuan_v1_dense": ("query_layernorm", "key_layernorm"),
+                    "hunyuan_v1_moe": ("query_layernorm", "key_layernorm")}
+
+
+def _hf_norm_after_rope(r: ConfigRead, c: _Ctx) -> None:
+    """HunYuan's ``query_layernorm``/``key_layernorm`` run after RoPE; the reference normalises before it,
+    the same computation only where the norm's weight is equal within each rotated pair (an RMS norm's
+    statistic is rotation-invariant): said, so that the mismatch a trained weight causes has its reason."""
+    mt = _get(c.cfg, "model_type", c.cp)
+    names = _NORM_AFTER_ROPE.get(mt) if isinstance(mt, str) else None
+    if names and all(_get(c.m, n, c.pre) not in (_MISSING, None) for n in names):
+        r.note("norm_order", f"{c.pre}{names[0]}/{names[1]} ({c.libtext}, model_type {mt!r}): the module normalises q "
+                             "and k after RoPE, the reference before it: the same only where the norm's weight is equal "
+                             "within each rotated pair (as at its initialisation to ones); otherwise matches_reference "
+                             "differs by the order, which no flag declares, and the norm weights' gradients differ even "
+                             "where the outputs agree")
+
+
+def _hf_sub_norm(r: ConfigRead, c: _Ctx) -> None:
+    """BitNet's ``attn_sub_norm``: an RMSNorm over the heads' concatenated output before ``o_proj`` (sub-LN).
+    The reference has none and no flag declares it: said beside the mismatch it causes."""
+    sn = _get(c.m, "attn_sub_norm", c.pre)
+    if sn is not _MISSING and callable(getattr(sn, "named_modules", None)):
+        r.unmodelled.append(f"{c.pre}attn_sub_norm (a norm before {c.pre}o_proj)")
+        r.note("subln", f"{c.pre}attn_sub_norm ({type(sn).__name__}, {c.libtext}): a norm on the heads' output before "
+                        f"{c.pre}o_proj (sub-LN), which the reference does not have and no flag declares: "
+                        "matches_reference differs by it")
 
 
 def _hf_sinks(r: ConfigRead, c: _Ctx) -> None:
@@ -321,7 +410,12 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
     cp = c.cp
     own = _get(c.m, "sliding_window", c.pre)
     if own is not _MISSING and c.cfg is not None:  # transformers ≥ 5: the layer's own (None on full-attention layers)
-        if own is not None:
+        full = _full_layer(c, idx, ltype)
+        if own is not None and full:  # Exaone 4 keeps the config's window on every layer and slides where is_sliding
+            r.note("window", f"{c.pre}sliding_window = {own} on a full-attention layer ({full}, {c.libtext}: its model "
+                             "passes it a causal mask, and the layer passes its window only where it slides): not "
+                             "read as a window")
+        elif own is not None:
             _add_window(r, c, _window_value(own, f"{c.pre}sliding_window"), f"{c.pre}sliding_window", own=True)
         r.decided.add("window")
         return
@@ -363,6 +457,16 @@ def _hf_window(r: ConfigRead, c: _Ctx, idx: int | None, ltype: str | None) -> No
     r.decided.add("window")
 
 
+def _full_layer(c: _Ctx, idx: int | None, ltype: str | None) -> str:
+    """The layer's own word that it is a full-attention layer (``is_sliding = False``, or ``layer_types[i]``
+    "full_attention", which a transformers 5 model's mask follows), as text, or "" when it says nothing."""
+    if _get(c.m, "is_sliding", c.pre) is False:
+        return f"{c.pre}is_sliding = False"
+    if ltype == "full_attention":
+        return f"{c.cp}layer_types[{idx}] = 'full_attention'" if idx is not None else "layer_type 'full_attention'"
+    return ""
+
+
 def _hf_local_window(r: ConfigRead, c: _Ctx) -> None:
     """GPT-Neo's local layers: the layer's own causal band of ``config.window_size`` keys (every release:
     ``bias ^ tril(bias, −window_size)``). The layer's type is its ``attention_type`` (transformers ≥ 5 keeps
@@ -393,6 +497,8 @@ def _qk_norms(r: ConfigRead, c: _Ctx) -> None:
         a, b = _get(c.m, qn, c.pre), _get(c.m, kn, c.pre)
         if a is _MISSING or b is _MISSING or not callable(getattr(a, "named_modules", None)):
             continue
+        if qn == kn and getattr(a, "weight", None) is not None:
+            continue  # a shared norm is read only without a weight (see numerics.attention_mapping._QK_NORMS)
         (ka, wa), (kb, wb) = norm_kind(a), norm_kind(b)
         if ka is not None and ka == kb:
             r.add("qk_norm", ka, f"{c.pre}{qn} {type(a).__name__}, {c.pre}{kn} {type(b).__name__}",

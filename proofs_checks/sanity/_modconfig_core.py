@@ -15,7 +15,8 @@ from proofs_checks.sanity import _libsemantics as sem  # noqa: F401
 KEYS = ("causal", "rope_base", "rope_dims", "rope_convention", "window", "kv_heads", "softcap", "qk_norm")
 _MISSING = object()
 _QK = (("q_norm", "k_norm"), ("query_norm", "key_norm"), ("q_layernorm", "k_layernorm"), ("norm_q", "norm_k"),
-       ("q_ln", "k_ln"), ("qnorm", "knorm"))
+       ("q_ln", "k_ln"), ("qnorm", "knorm"), ("query_layernorm", "key_layernorm"),
+       ("qk_norm", "qk_norm"))  # qk_norm: one weightless norm for both (Llama 4)
 _MAX_MODULES = 400
 
 
@@ -64,6 +65,9 @@ class ConfigRead:
     pending: dict[str, str] = field(default_factory=dict)  # notes kept unless a deeper module decides
     noted: set = field(default_factory=set)
     scaling: tuple | None = None  # (value, source, 1/√d_k) of a module's logit scale other than 1/√d_k: said, not read
+    #: what the module computes that no declaration models and that binds at every probe (scaled RoPE, XPOS, a
+    #: sub-norm): a mismatch then has that cause, so no coarser precision is named for it
+    unmodelled: list = field(default_factory=list)
 
     def get(self, key: str) -> Any:
         it = self.items.get(key)

@@ -1,6 +1,9 @@
 """Readers of :mod:`proofs_checks.sanity._modconfig` for x-transformers (``Attention``'s ``kv_heads`` and
-``max_attend_past``, ``Attend``'s soft clamp), litgpt's ``CausalSelfAttention`` and its ``config``, and a
-rotary embedding's ``inv_freq`` buffer (x-transformers' ``RotaryEmbedding``)."""
+``max_attend_past``, ``Attend``'s soft clamp), litgpt's ``CausalSelfAttention`` and its ``config``,
+local-attention's ``LocalAttention`` window (its ``causal`` is read with ``is_causal``), torchtune's
+``RotaryPositionalEmbeddings`` and the order of its ``MultiHeadAttention``'s q/k norms, and a rotary
+embedding's ``inv_freq`` buffer (x-transformers' ``RotaryEmbedding``; local-attention's
+``SinusoidalEmbeddings``, whose float32 rounding is said)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from proofs_checks.sanity import _libsemantics as sem
 from proofs_checks.sanity._modconfig_core import (_MISSING, ConfigError, ConfigRead, _Ctx, _bad, _get, _guard, _is_int,
                                              _is_num, _number, _posint, _window_value)
 
-__all__ = ["xt", "litgpt", "inv_freq"]
+__all__ = ["xt", "litgpt", "inv_freq", "local_attention", "torchtune", "torchscale"]
 
 
 def xt(r: ConfigRead, c: _Ctx) -> None:
@@ -34,6 +37,89 @@ def _xt_attention(r: ConfigRead, c: _Ctx) -> None:
     wm = sem.xt_window(int(mp), causal is True, c.lib)
     r.add("window", int(mp) + 1, f"{pre}max_attend_past = {int(mp)}", library=c.libtext,
           meaning=f"{sem.window_text(wm.span)}; {wm.why}", span=wm.span)
+
+
+def _rounded_note(r: ConfigRead, pre: str, vals: list, base: float, dims: int) -> None:
+    """Say a rounded frequency table: each ``inv_freq[i]`` against ``base^(−2i/dims)`` computed in float64
+    (local-attention's ``SinusoidalEmbeddings`` builds it in float32, and ``.double()`` keeps the rounding),
+    since a float64 check rotates with the exact frequencies and the angle error grows with the position."""
+    e = max(abs(v - base ** (-2 * i / dims)) / base ** (-2 * i / dims) for i, v in enumerate(vals))
+    if not 1e-12 < e <= 1e-5:  # exact in float64, or not this base (then the base is not read at all)
+        return
+    r.note("inv_freq_rounded",
+           f"{pre}inv_freq: the module's RoPE frequencies differ from {_fmt_base(base)}^(−2i/{dims}) computed in float64 "
+           f"by up to {e:.2g} relative (rounded in float32, whose unit roundoff is 6e-08): its angle at position t is "
+           f"off by up to t·{e:.2g} of the exact one, so matches_reference in float64 differs by that rounding (not a "
+           "float64 computation's); if the table is float32 by design, declare --compute-dtype float32")
+
+
+def _fmt_base(b: float) -> str:
+    return str(int(b)) if b.is_integer() else repr(b)
+
+
+def local_attention(r: ConfigRead, c: _Ctx) -> None:
+    """lucidrains local-attention's ``LocalAttention`` (``LocalMHA.attn_fn``): with ``exact_windowsize`` its
+    mask keeps keys ``q − W·look_backward … q`` (causal) or ``… q + W·look_forward`` (``bq_t > bq_k + W·lb``
+    and ``bq_k − W·lf > bq_t`` masked: 1.11.2's ``local_attention.py``); without it a query reads whole
+    buckets (its own and ``look_backward`` before it), which no sliding window declares: said, not read."""
+    m, pre = c.m, c.pre
+    W, lb, lf = (_get(m, n, pre) for n in ("window_size", "look_backward", "look_forward"))
+    causal, exact = _get(m, "causal", pre), _get(m, "exact_windowsize", pre)
+    if not (_is_int(W) and W > 0 and _is_int(lb) and lb >= 0 and _is_int(lf) and lf >= 0 and isinstance(causal, bool)):
+        return
+    src = f"{pre}window_size = {W}, look_backward = {lb}" + ("" if causal else f", look_forward = {lf}")
+    if exact is not True:
+        r.note("window", f"{src}, exact_windowsize = {exact} ({c.libtext}): each query reads its whole bucket of "
+                         f"{W} and the {lb} before it{'' if causal else f' and {lf} after it'}, a look-back that "
+                         "depends on the position in the bucket: no sliding window declares it (not read)")
+        return
+    span = (W * lb, 0 if causal else W * lf)
+    r.add("window", W * lb + 1 if causal else W * lb, src + ", exact_windowsize", library=c.libtext, span=span,
+          meaning=f"{sem.window_text(span)} (keys with q − k > {W * lb}"
+                  + ("" if causal else f" or k − q > {W * lf}") + " masked)")
+
+
+def torchtune(r: ConfigRead, c: _Ctx) -> None:
+    """torchtune (0.6): ``RotaryPositionalEmbeddings(dim, base)`` rotates pairs (2i, 2i+1) (``x.reshape(…, −1,
+    2)``) of all ``dim`` entries with ``base``; ``MultiHeadAttention`` applies ``q_norm``/``k_norm`` *after* its
+    ``pos_embeddings`` (the reference normalises before RoPE: the same only where the norm's weight is equal
+    within each rotated pair, as at its initialisation to ones): said, not modelled."""
+    m, pre, name = c.m, c.pre, type(c.m).__name__
+    if name == "RotaryPositionalEmbeddings":
+        base, dim = _get(m, "base", pre), _get(m, "dim", pre)
+        if _is_num(base) and float(base) > 1:
+            r.add("rope_base", float(base), f"{pre}base", library=c.libtext)
+        if _is_int(dim) and dim >= 2 and dim % 2 == 0:
+            r.add("rope_dims", int(dim), f"{pre}dim", library=c.libtext)
+        r.add("rope_convention", "interleaved", f"{pre.rstrip('.') or 'the module'} (RotaryPositionalEmbeddings)",
+              library=c.libtext, meaning="x.reshape(…, −1, 2): pairs (2i, 2i+1)")
+    elif name == "MultiHeadAttention" and _get(m, "pos_embeddings", pre) not in (_MISSING, None):
+        if any(_get(m, n, pre) not in (_MISSING, None) for n in ("q_norm", "k_norm")):
+            r.note("norm_order", f"{pre}q_norm/k_norm ({c.libtext}): torchtune normalises q and k after its RoPE "
+                                 f"({pre}pos_embeddings), the reference before it: the same only where the norm's "
+                                 "weight is equal within each rotated pair (as at its initialisation to ones); "
+                                 "otherwise matches_reference differs by the order, which no flag declares, and the "
+                                 "norm weights' gradients differ even where the outputs agree")
+
+
+def torchscale(r: ConfigRead, c: _Ctx) -> None:
+    """torchscale (0.3)'s ``MultiheadAttention``: ``inner_attn_ln`` (``subln=True``: a LayerNorm on the heads'
+    concatenated output before ``out_proj``, Magneto's sub-LN) and ``xpos`` (``xpos_rel_pos``: XPOS, a rotation
+    with a per-dimension decay) are not attention as the reference computes it and no flag declares them:
+    said, so that the mismatch they cause has its reason."""
+    m, pre = c.m, c.pre
+    if type(m).__name__ != "MultiheadAttention":
+        return
+    if _get(m, "inner_attn_ln", pre) not in (_MISSING, None):
+        r.unmodelled.append(f"{pre}inner_attn_ln (a norm before {pre}out_proj)")
+        r.note("subln", f"{pre}inner_attn_ln ({c.libtext}, subln=True): a LayerNorm on the heads' output before "
+                        f"{pre}out_proj (sub-LN), which the reference does not have and no flag declares: "
+                        "matches_reference differs by it")
+    if _get(m, "xpos", pre) not in (_MISSING, None):
+        r.unmodelled.append(f"{pre}xpos (XPOS)")
+        r.note("xpos", f"{pre}xpos ({c.libtext}, xpos_rel_pos=True): XPOS relative positions (a rotation with a "
+                       "per-dimension decay of q and k), not modelled by the reference (--positional rope is plain "
+                       "RoPE): matches_reference differs by it")
 
 
 def _xt_softclamp(r: ConfigRead, c: _Ctx) -> None:
@@ -105,6 +191,7 @@ def inv_freq(r: ConfigRead, c: _Ctx, x_transformers: bool) -> None:
                                "read")
         return
     base = float(f"{base:.6g}")  # the buffer is float32: 6 significant digits
+    _rounded_note(r, pre, vals, base, dims)
     # recovered from a float32 buffer through a power of dims / (dims − 2), then rounded to 6 digits: 1e-5
     r.add("rope_base", base, f"{pre}inv_freq", library=c.libtext, rel_tol=1e-5)
     r.add("rope_dims", dims, f"{pre}inv_freq ({len(vals)} frequencies)", library=c.libtext)

@@ -120,6 +120,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     weights = find_weights(ld.f, ld.D, done.decl, done, mapping, label, name)  # the q/k norms read too
     st = done.structure(decl)
     pr = S.probe_outputs(ld, decl, st, weights, done.read, label, progress)
+    pr.probe.unmodelled = list(done.unmodelled)  # read features no declaration models: no precision is named for them
+    pr.probe.read_scaling = done.scaling[:2] if done.scaling else None  # (value, source): names a scale it explains
     ch = choose_mapping(pr.probe, weights, st, done.decl, ld.f, ld.D)  # the RoPE convention read too
     if against is not None:
         S.attach_against(pr.probe, against, decl, ld.tdt)

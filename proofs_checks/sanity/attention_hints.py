@@ -47,7 +47,8 @@ def _variants(st, m, alts):
         for base in (10000.0, 500000.0, 1000000.0, 100.0):
             for dims in rdims:
                 s2 = st.variant(positional="rope", rope_convention=conv, rope_base=base, rope_dims=dims)
-                if s2 != st:
+                # --rope-dims d_k (read from a table of d_k/2 frequencies) is every dimension: the same declaration
+                if s2 != st and s2 != st.variant(rope_dims=None if st.rope_dims == dk else st.rope_dims):
                     out.append((f"--positional rope --rope-convention {conv} --rope-base {base:g}"
                                 + (f" --rope-dims {dims}" if dims else ""), s2, None))
     if st.positional == "rope":  # queries and keys rotated at different positions (only q − k is observable)
@@ -134,9 +135,14 @@ def _read_differs(read: dict, st, m) -> str:
             bad.append(it.source if key == "window" else f"{it.source} = {_fmt_value(value)}")
     if not bad:
         return ""
+    # no flag declares "not causal", "no window" or "no softcap": only --ignore-config keeps the module's claim out
     causal_read = bool((read.get("causal").value if read.get("causal") is not None else False)) and not st.causal
-    if causal_read:  # no flag declares "not causal": only --ignore-config keeps the module's own claim out
-        how = f"(no flag declares a module not causal: its configuration is then not read): {_as_flags(st, m)} --ignore-config"
+    none = [w for w, k, v in (("a module not causal", "causal", causal_read), ("no window", "window", st.window is None),
+                              ("no softcap", "softcap", st.softcap is None))
+            if v and read.get(k) is not None and read[k].interpreted and (k != "causal" or causal_read)]
+    if none:
+        how = (f"(no flag declares {' or '.join(none)}: its configuration is then not read): {_as_flags(st, m)} "
+               "--ignore-config")
     else:
         how = f"(a declared value wins over the configuration): {_as_flags(st, m)}"
     return (f"; but the module's {' and '.join(bad)} says otherwise: it does not compute what its configuration "
@@ -243,6 +249,10 @@ def _hints(probe, props, st, mp, alts, hints):
             s2, m2 = decls[label]
             if _verified(probe, props, s2, m2, cd):
                 explained = True
+                # the declared precision's rule missed under this declaration too, by an error like cd's rounding
+                # (≥ 0.1·u: a float32 plain reference errs ≥ 1.6·u32; a float32-rounded RoPE table alone 0.01·u32)
+                if cd != "same" and err >= 0.1 * ap.unit_roundoff(cd) and not getattr(probe, "unmodelled", ()):
+                    probe.fits_precision, probe.fits_precision_with, probe.fits_precision_err = cd, label, err
                 how = label + (" (and --compute-dtype float32: its internals are float32)" if cd != "same" else "")
                 if label == "no window":
                     same = (f"--window {T_hi} or wider" if st.causal else
@@ -266,6 +276,8 @@ def _hints(probe, props, st, mp, alts, hints):
         # fixed affine map of those on x[:, :t]: a length-dependent scale, not rounding, which a coarser
         # declared precision would only hide)
         leak = leak or _length_dependence(probe, by.get("prefix_consistency"))
+        # nor when a read note names what no declaration models (scaled RoPE, XPOS, a sub-norm): a coarser rule may admit it
+        leak = leak or bool(getattr(probe, "unmodelled", ()))
         for dt in () if explained or leak else (torch.float32, torch.float16, torch.bfloat16):
             if ap.unit_roundoff(dt) <= ap.unit_roundoff(work):
                 continue

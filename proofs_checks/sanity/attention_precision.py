@@ -32,6 +32,15 @@ def precision_property(probe, props: list):
     if fits is None:
         return None  # the mismatch is not (only) the precision: matches_reference says it
     dn = ap.dtype_name(fits)
+    with_ = getattr(probe, "fits_precision_with", None)
+    if with_:  # found with a change of declaration (GPT-Neo: --scale 1), which matches_reference needs too
+        err = getattr(probe, "fits_precision_err", m.error)
+        return ap.Property(PRECISION_PROPERTY, "fail", err, m.tolerance, m.justification,
+                           f"the module computes in {dn}, below {p.name} ({p.how}): with {with_} (the verified hint) "
+                           f"it still misses the {p.name} rule at the screened lengths and fits a {dn} computation at "
+                           f"every probed length (verified: rerun with {with_} under --compute-dtype {dn}, every "
+                           f"rerunnable property holds); if intended, declare --compute-dtype {dn}",
+                           {"declared": p.name, "fits": dn, "with": with_}, True)
     return ap.Property(PRECISION_PROPERTY, "fail", m.error, m.tolerance, m.justification,
                        f"the module computes in {dn}, below {p.name} ({p.how}): its error {m.error:.3g} misses the "
                        f"{p.name} rule ({m.tolerance:.3g}) and fits a {dn} computation at every probed length "

@@ -44,10 +44,43 @@ def _head_lines(pr, ld, decl, done, weights, ch, ev) -> list[str]:
         lines.append("the module's configuration was not read (--ignore-config)")
     elif done.lines:
         lines.append(f"read from the module: {', '.join(done.lines)}")
-    lines.extend(f"note: {n}" for n in done.notes)
+    lines.extend(f"note: {_scaling_outcome(n, ev.props)}" for n in done.notes)
     if mp is not None:
         lines.append(_grouping_line(mp, decl.kv_grouping is not None or bool(weights.hook and mp.kv_heads < mp.heads)))
     return lines
+
+
+_CUSTOM_BACKWARD = "(if the forward pass matches: a custom backward?)"
+
+
+def _norm_order_in_context(props, notes) -> None:
+    """A module that normalises q and k after RoPE (a note says so: HunYuan, torchtune) has norm-weight
+    gradients that differ from the reference's (norm before RoPE) even where the outputs agree: a failed
+    ``gradients_match_reference`` whose worst entry is such a weight names that order, not a custom backward."""
+    import dataclasses
+
+    if not any("normalises q and k after" in n for n in notes):
+        return
+    for i, p in enumerate(props):
+        d = p.detail or ""
+        if p.name == "gradients_match_reference" and p.status == "fail" and _CUSTOM_BACKWARD in d and \
+                any(w in d.split("worst: ", 1)[-1].split(" at ")[0] for w in ("norm", "layernorm")):
+            props[i] = dataclasses.replace(p, detail=d.replace(_CUSTOM_BACKWARD, "(the q/k norm applied after RoPE, "
+                                                                              "which the note names)"))
+
+
+_WILL_NAME = "scale_1_over_sqrt_dk and matches_reference will name it"
+
+
+def _scaling_outcome(note: str, props) -> str:
+    """The module's ``scaling`` note said with what was measured: when ``scale_1_over_sqrt_dk`` holds, the
+    module applies 1/√d_k all the same, elsewhere (ESM multiplies q by it before RoPE and keeps
+    ``scaling = 1``), and nothing names it."""
+    sc = next((p for p in props if p.name == "scale_1_over_sqrt_dk"), None)
+    if _WILL_NAME not in note or sc is None or sc.status != "pass":
+        return note
+    return note.replace(_WILL_NAME, "yet the logit scale measured is 1/√d_k (scale_1_over_sqrt_dk holds): the module "
+                                    "applies it elsewhere (ESM multiplies q by it before RoPE)")
 
 
 def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityResult:
@@ -56,6 +89,7 @@ def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityRes
 
     probe, info = pr.probe, ev.info
     _decide(ev.props, ch.st, list(probe.outs), weights.no_table, window_given=window_given)
+    _norm_order_in_context(ev.props, done.notes)
     if probe.precision is not None:
         info["working_precision"] = {"dtype": probe.precision.name, "how": probe.precision.how}
     rows = [p.to_json() for p in ev.props]

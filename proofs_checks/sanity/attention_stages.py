@@ -42,6 +42,8 @@ class Completed:
     given: dict
     decl: Declaration | None = None  # the declaration with the values read from the module (provenance "read")
     differs: list = field(default_factory=list)  # _modconfig.Difference: declared values the module's config differs from
+    unmodelled: list = field(default_factory=list)  # _modconfig.ConfigRead.unmodelled: no coarser precision is named
+    scaling: tuple | None = None  # _modconfig.ConfigRead.scaling: the module's own logit scale, when not 1/√d_k
 
     def structure(self, decl: Declaration, qk_norm: str | None = None):
         """The reference's structure: the declaration completed by the values read (the RoPE convention
@@ -107,7 +109,7 @@ def complete(obj: Any, decl: Declaration, label: str, window_text: str | None) -
             it = read[key]
             filled = filled.read(key, vals[key], it.source + (f", {it.library}" if it.library else ""))
     return Completed(vals["causal"], vals["window"], rope_base, rope_dims, vals["softcap"], lines, notes, read, given,
-                     filled, vals["_differs"])
+                     filled, vals["_differs"], vals.get("_unmodelled", []), vals.get("_scaling"))
 
 
 def _dimension(obj: Any, decl: Declaration, label: str, name: str) -> int:
@@ -211,7 +213,7 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
     notes = []
     if attention_rules.LAST_UNREAD is not None:
         notes.append(f"note: {ld.name} returned a second output, {attention_rules.LAST_UNREAD}, which is not attention weights "
-                     "(their last two axes are (T, T)): it is not checked there")
+                     "of shape (batch, [H,] T, T): it is not checked there")
     if problems:
         raise UsageError(f"{label}: {ld.name} {problems[0]}")
     if not probe.outs:

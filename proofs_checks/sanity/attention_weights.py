@@ -58,7 +58,7 @@ def _read_config(obj, label, ignore_config, positional, given, window_text=None)
     if isinstance(given.get("window"), str):
         given["window"] = parse_window(given["window"], bool(given["causal"] or read.get("causal")))
     vals, lines = mc.merge(read, given, positional, {"window": window_text} if window_text else None)
-    vals["_read"] = dict(read.items)
+    vals["_read"], vals["_unmodelled"], vals["_scaling"] = dict(read.items), list(read.unmodelled), read.scaling
     return vals, lines, list(read.notes)
 
 

@@ -402,6 +402,27 @@ def masked_nan_rows():
     return Masked(nan_rows=True)
 
 
+class MaskedNaNSpreads(Masked):
+    """NaN rows of a fully padded sample reach every sample: a batch-wide statistic (here a centring by the
+    batch's mean output) mixes them in."""
+
+    def __init__(self):
+        super().__init__(nan_rows=True)
+
+    def forward(self, x, mask):
+        o = super().forward(x, mask)
+        return o - 0.0 * o.mean()
+
+
+class MaskedRaisesOnEmpty(Masked):
+    """Refuses a sample with no real key (an assert), so no sample of the batch gets an output."""
+
+    def forward(self, x, mask):
+        if not bool(mask.any(-1).all()):
+            raise ValueError("a sample has no real key")
+        return super().forward(x, mask)
+
+
 class GQAFusedWidths(nn.Module):
     """Grouped-query attention through one fused projection of unequal widths ``[q (D); k (D/2); v
     (D/2)]`` (4 query heads, 2 key/value heads) that declares no head counts by attribute."""

@@ -94,3 +94,19 @@ def performer_causal():
     from performer_pytorch import SelfAttention
 
     return Wrap(SelfAttention(dim=D, heads=4, dim_head=8, causal=True, nb_features=64))
+
+
+def local_mha(**kw):
+    """local-attention 1.11.2's ``LocalMHA`` (window 4, 4 heads of 8): it takes x itself; RoPE on by default,
+    its frequencies (``SinusoidalEmbeddings.inv_freq``) built in float32."""
+    from local_attention import LocalMHA
+
+    return LocalMHA(dim=D, window_size=4, dim_head=8, heads=4, **kw)
+
+
+def local_mha_causal():
+    return local_mha(causal=True)
+
+
+def local_mha_causal_buckets():
+    return local_mha(causal=True, exact_windowsize=False)
