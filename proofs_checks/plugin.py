@@ -80,7 +80,7 @@ __all__ = [
     "REL_UNITS", "symbolic", "numeric", "trained", "matches_derivation",
     "Arg", "scalar", "vector", "matrix", "bind",
     "train", "TrainRun", "Inconclusive",
-    "check_claim", "run_mutants", "ClaimCheck", "MutantsRun",
+    "check_claim", "run_mutants", "ClaimCheck", "MutantsRun", "example_claim",
 ]
 
 
@@ -312,6 +312,31 @@ def _real(a: Any, ops: int) -> Any:
 # notebooks: run a claim object (registered or not)
 
 
+def example_claim(form: Any = None) -> Claim:
+    """The small identity the examples here use, (x+1)^2 = x^2+2x+1 (the one :class:`ClaimCheck`'s example
+    builds step by step): a derivation, a ``matches_derivation`` check and a direct numeric one, one planted
+    mutant; ``form`` replaces the claimed form (a wrong one makes the claim refuted).
+
+        >>> check_claim(example_claim()).status, check_claim(example_claim(lambda x: x * x + 1)).status
+        ('verified', 'refuted')
+    """
+    import sympy as sp
+
+    def derive():
+        b = DerivationBuilder("square")
+        x = b.fact("args", (sp.Symbol("x"),))[0]
+        return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
+
+    @numeric("direct evaluation")
+    def direct(form, ctx):
+        return rounding(abs(form(3.0) - 16.0), 4, scale=16)
+
+    return Claim(id="demo.square", title="(x+1)^2", statement="(x+1)^2 = x^2+2x+1", source="algebra", kind="identity",
+                 form=form if form is not None else (lambda x: x * x + 2 * x + 1), derivation=derive,
+                 checks=(matches_derivation(derive, lambda r: (r.normal(),)), direct),
+                 mutants=(Mutant("one", "wrong constant", "x^2+x+1", lambda x: x * x + x + 1),))
+
+
 @dataclass
 class ClaimCheck:
     """What :func:`check_claim` found: ``status`` (verified / refuted / undecided / error /
@@ -382,17 +407,7 @@ class MutantsRun:
     ``rows`` (the runner's kill-matrix rows), ``all_killed``, ``refused`` (why no kill counts, when
     the unmutated claim is not verified); table and HTML like :class:`ClaimCheck`.
 
-        >>> import sympy as sp
-        >>> def derive():
-        ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
-        ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
-        >>> @numeric("direct evaluation")
-        ... def direct(form, ctx):
-        ...     return rounding(abs(form(3.0) - 16.0), 4, scale=16)
-        >>> def claim(form):
-        ...     return Claim(id="demo.square", title="(x+1)^2", statement="(x+1)^2", source="algebra", kind="identity",
-        ...                  form=form, derivation=derive, checks=(matches_derivation(derive, lambda r: (r.normal(),)), direct),
-        ...                  mutants=(Mutant("one", "wrong constant", "x^2+x+1", lambda x: x * x + x + 1),))
+        >>> claim = example_claim  # (x+1)^2 = x^2+2x+1 with one planted mutant, as in ClaimCheck's example
         >>> m = run_mutants(claim(lambda x: x * x + 2 * x + 1))
         >>> m.all_killed, [r.killed_by for r in m.rows]
         (True, ['matches_derivation'])

@@ -38,18 +38,8 @@ def assert_claim(claim: Any, *, mode: str = "quick", seeds: Iterable[int] = (0, 
     verifies at every seed in ``seeds`` and that each of its mutants is killed by a numeric or
     trained check; returns the first seed's :class:`~proofs_checks.plugin.ClaimCheck`.
 
-        >>> import sympy as sp
-        >>> from proofs_checks.plugin import Claim, DerivationBuilder, Mutant, matches_derivation, numeric, rounding
-        >>> def derive():
-        ...     b = DerivationBuilder("square"); x = b.fact("args", (sp.Symbol("x"),))[0]
-        ...     return b.done(b.step("Expand", sp.expand((x + 1) ** 2)))
-        >>> @numeric("direct evaluation")
-        ... def direct(form, ctx):
-        ...     return rounding(abs(form(3.0) - 16.0), 4, scale=16)
-        >>> c = Claim(id="demo.square", title="(x+1)^2", statement="(x+1)^2", source="algebra", kind="identity",
-        ...           form=lambda x: x * x + 2 * x + 1, derivation=derive,
-        ...           checks=(matches_derivation(derive, lambda r: (r.normal(),)), direct),
-        ...           mutants=(Mutant("one", "wrong constant", "x^2+x+1", lambda x: x * x + x + 1),))
+        >>> from proofs_checks.plugin import example_claim  # (x+1)^2 = x^2+2x+1, one planted mutant
+        >>> c = example_claim()
         >>> assert_claim(c, seeds=(0,)).status
         'verified'
     """
