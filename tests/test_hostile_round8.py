@@ -399,3 +399,12 @@ def test_a_module_replacing_torch_functions_is_refused_not_judged(tmp_path, when
     line = one_line_error(*invoke("check", "attention", "--module", f"{tmp_path / 'sabot.py'}:Leak", "--causal",
                                   "--quick", "--no-progress")[::2])
     assert "the code replaced torch.abs" in line and "nothing was checked" in line, line
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "attn.convex_combination"]])
+def test_a_bad_derivation_cache_switch_is_refused_by_list_and_show_from_the_cached_catalogue(command, monkeypatch):
+    """``list``/``show`` answer from the cached catalogue and load no claim module: the switch is read there too."""
+    from tests.cli_helpers import invoke, one_line_error
+
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "maybe")
+    assert "TVERIFY_DERIVATION_CACHE must be" in one_line_error(*invoke(*command)[::2])

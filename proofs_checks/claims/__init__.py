@@ -32,15 +32,24 @@ def is_builtin(claim) -> bool:
     return builtin(claim)
 
 
+def check_environment() -> None:
+    """The environment variables of loading claims, read once each at the edge of every command that lists,
+    shows or runs them (:func:`load_all`, and the CLI's cached catalogue, which loads nothing): the plugins'
+    time limits (:func:`plugin_timeouts`) and ``TVERIFY_DERIVATION_CACHE``
+    (:func:`proofs_checks.fingerprint.derivation_cache_on`). A bad value is a one-line
+    :class:`~proofs_checks.errors.UsageError` (exit 2), never the default in its place."""
+    from proofs_checks.fingerprint import derivation_cache_on
+
+    plugin_timeouts()
+    derivation_cache_on()
+
+
 def load_all() -> None:
     """Import every claim module in this package once (registration happens at import). Every call
     first reads the plugins' time limits (:func:`plugin_timeouts`): a bad one is refused with one
     line before anything loads."""
     global _loaded
-    from proofs_checks.fingerprint import derivation_cache_on
-
-    plugin_timeouts()
-    derivation_cache_on()  # a bad value of it is refused here too, before anything loads (one line, exit 2)
+    check_environment()
     if _loaded:
         return
     from proofs_checks.registry import BUILTIN, registry
