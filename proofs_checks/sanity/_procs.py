@@ -206,6 +206,29 @@ def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def _memory_kb(pid: int) -> dict[str, float]:
+    """``{"anon", "shmem"}`` bytes of the process: its *proportional* share (``Pss_Anon``, ``Pss_Shmem`` of
+    ``/proc/PID/smaps_rollup``) where the kernel gives it, so that pages copy-on-write shared by a process and
+    the copies it forks count once in a sum over them (a module forking in every forward was counted 10.9 GB
+    by resident sets summed); else the resident sets (``RssAnon``, ``RssShmem`` of ``/proc/PID/status``)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        text = ""
+    pss = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Pss_Anon", "Pss_Shmem"):
+            with contextlib.suppress(ValueError, IndexError):
+                pss[key] = float(rest.split()[0]) * 1024
+    if "Pss_Anon" in pss:
+        return {"anon": pss["Pss_Anon"], "shmem": pss.get("Pss_Shmem", 0.0)}
+    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
+    if not own:
+        return {}
+    return {"anon": own.get("RssAnon", own.get("VmRSS", 0.0)), "shmem": own.get("RssShmem", 0.0)}
+
+
 def shm_used() -> float:
     """Bytes in use in ``/dev/shm`` (``multiprocessing.shared_memory``, POSIX shared memory); 0 where
     there is none."""
@@ -280,27 +303,26 @@ def own_memory(pid: int) -> float | None:
     """The process's own resident memory (anonymous and shared), without what it started: the base a
     check's memory is counted from (a process forked at the user's import before the first reading
     is counted in full)."""
-    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
-    return own.get("RssAnon", own.get("VmRSS", 0.0)) + own.get("RssShmem", 0.0) if own else None
+    own = _memory_kb(pid)
+    return own["anon"] + own["shmem"] if own else None
 
 
 def tree_memory(pid: int, shm_start: float) -> float | None:
-    """Memory of the user's code now: resident anonymous memory of the child and every process below
-    it, plus the shared memory they hold — the larger of what they map (``RssShmem``) and what they
+    """Memory of the user's code now: anonymous memory of the child and every process below it (each
+    process's proportional share, :func:`_memory_kb`), plus the shared memory they hold — the larger of what they map (``RssShmem``) and what they
     hold mapped or not: what ``/dev/shm`` grew by since the check started (a segment unmapped but not
     unlinked still holds memory), the memory files they keep open (``memfd_create``) and the SysV
     segments they created (recorded in :data:`SEGMENTS` for removal). ``None`` when the child cannot
     be read."""
-    own = _status_kb(pid, ("RssAnon", "RssShmem", "VmRSS"))
+    own = _memory_kb(pid)
     if not own:
         return None
-    anon = own.get("RssAnon", own.get("VmRSS", 0.0))
-    shmem = own.get("RssShmem", 0.0)
+    anon, shmem = own["anon"], own["shmem"]
     tree = user_tree(pid)
-    for p in tree:
-        m = _status_kb(p, ("RssAnon", "RssShmem"))
-        anon += m.get("RssAnon", 0.0)
-        shmem += m.get("RssShmem", 0.0)
+    for p in tree:  # proportional shares: a page the child and its forks share counts once in the sum
+        m = _memory_kb(p)
+        anon += m.get("anon", 0.0)
+        shmem += m.get("shmem", 0.0)
     segments = sysv_segments({pid, *tree})
     SEGMENTS.setdefault(pid, set()).update(segments)
     held = max(shm_used() - shm_start, 0.0) + memfd_bytes([pid, *tree]) + sum(segments.values())
