@@ -408,3 +408,15 @@ def test_a_bad_derivation_cache_switch_is_refused_by_list_and_show_from_the_cach
 
     monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "maybe")
     assert "TVERIFY_DERIVATION_CACHE must be" in one_line_error(*invoke(*command)[::2])
+
+
+def test_an_epsilon_below_float64s_range_is_printed_as_itself_not_zero():
+    """``--eps 1e-400`` printed "ε = 0 (exactly 1/1000000000…, 403 characters)": float() of it underflows
+    (hostile pass 5, M1)."""
+    import sympy as sp
+
+    from proofs_checks.sanity.lyapunov import _short_number
+
+    assert _short_number(sp.Rational("1e-400")).startswith("1e-400 (exactly 1/1000000000…, 403 characters)")
+    assert _short_number(sp.Rational("1e-300")).startswith("1e-300 (")
+    assert _short_number(sp.Rational(1, 1000)) == "1/1000"

@@ -54,7 +54,11 @@ def _short_number(x) -> str:
         return text
     import sympy as sp
 
-    return f"{float(sp.Float(x, 17)):.6g} (exactly {text[:12]}…, {len(text)} characters)"
+    # SymPy's own decimal (arbitrary exponent): float() of 1e-400 is 0, which printed "ε = 0" for a positive ε
+    import mpmath
+
+    short = mpmath.nstr(sp.Float(x, 17)._to_mpmath(60), 6).replace(".0e", "e")  # 1e-400 as typed, never "0"
+    return f"{short} (exactly {text[:12]}…, {len(text)} characters)"
 
 
 def _rational(text: str, option: str):
