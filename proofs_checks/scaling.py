@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ScaleCounter", "scaled_form", "scale_counter", "perturbed_form", "PATTERNS"]
+__all__ = ["ScaleCounter", "scaled_form", "scale_counter", "perturbed_form", "unchanged_form", "PATTERNS"]
 
 #: the sign patterns of :func:`perturbed_form`
 PATTERNS = ("up", "down", "mixed")
@@ -291,6 +291,18 @@ def perturbed_form(form: Any, delta: float, pattern: str, seed: int = 0, counter
     ints = (2, 0) if delta == 1.0 else (None, None)
     rule = _Rule(1.0 + delta, 1.0 / (1.0 + delta), pattern, seed, *ints, shift=delta)
     return _wrap(form, rule, counter if counter is not None else _Counter())
+
+
+def unchanged_form(form: Any, counter: _Counter | None = None) -> Any:
+    """``form`` behind the very wrapper of :func:`perturbed_form`, its outputs multiplied by 1 (the same
+    values, in plain types, a new object): the control of the power rule. A check that passes on the form
+    and not on this copy reads something other than the form's values (its identity, its type, a call
+    count), so what it rejects among the perturbed forms says nothing of the claim.
+
+        >>> unchanged_form(lambda: (3, 0.5))()
+        (3, 0.5)
+    """
+    return _wrap(form, _Rule(1.0, 1.0), counter if counter is not None else _Counter())
 
 
 ScaleCounter = _Counter

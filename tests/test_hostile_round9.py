@@ -1,0 +1,87 @@
+"""Hostile pass 5 (issue 44's acceptance): findings fixed here, each with a test that fails before.
+
+H1: a plugin's or notebook's check that tells the form from the power rule's wrapper by something other
+than its values (the object itself, an output's type, a call count) rejected every perturbed form and
+passed on the form itself: the false claim ``3x = 2x`` was verified with "resolution (measured) … 0.0001 %".
+The power rule now runs every check once more on an unchanged copy (outputs multiplied by 1 behind the
+same wrapper): a check that does not pass on it is an error in the claim.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from proofs_checks.comparisons import compare, relative
+from proofs_checks.plugin import Check, Claim, Mutant, check_claim
+from proofs_checks.scaling import unchanged_form
+
+
+def three(x):  # the false claim 3x = 2x
+    return 3 * np.asarray(x, dtype=float)
+
+
+class F(float):
+    pass
+
+
+def _claim(form, fn, mutant):
+    return Claim(id="zzh5.c", title="3x = 2x", statement="3x = 2x", source="a false claim", kind="identity", form=form,
+                 checks=(Check("c0", "numeric", fn),), no_symbolic="a test of the power rule's control",
+                 mutants=(Mutant("four", "wrong constant", "4x", mutant),))
+
+
+def _is_original(form, ctx):
+    form(ctx.rng().standard_normal(5))
+    return compare(0.0 if form is three else 1.0, 1e-9, "the original object")
+
+
+def _stateful():
+    calls = [0]
+
+    def check(form, ctx):
+        calls[0] += 1
+        form(ctx.rng().standard_normal(5))
+        return compare(0.0 if calls[0] == 1 else 1.0, 1e-9, "its first call only")
+    return check
+
+
+def _by_type(form, ctx):
+    y = form(ctx.rng().standard_normal(5))
+    return compare(0.0 if type(y) is F else 1.0, 1e-9, "the output's own type")
+
+
+CASES = {
+    "identity": (three, _is_original, lambda x: 4 * np.asarray(x, dtype=float)),
+    "call count": (three, None, lambda x: 4 * np.asarray(x, dtype=float)),
+    "type": (lambda x: F(3.0 * float(x[0])), _by_type, lambda x: 4.0 * float(x[0])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_h1_a_check_that_tells_the_wrapper_from_the_form_cannot_verify_3x_eq_2x(case):
+    form, fn, mutant = CASES[case]
+    res = check_claim(_claim(form, fn or _stateful(), mutant))
+    assert res.status == "error", (res.status, res.message)
+    assert "unchanged copy" in res.message and "\n" not in res.message
+
+
+def test_h1_a_true_claim_still_passes_the_control_and_states_its_resolution():
+    def rel(form, ctx):
+        x = ctx.rng().standard_normal(20)
+        return relative(form(x), 2 * x, 0.05, "5 %")
+
+    c = Claim(id="zzh5.t", title="2x = 2x", statement="2x = 2x", source="true", kind="identity",
+              form=lambda x: 2 * np.asarray(x, dtype=float), checks=(Check("c0", "numeric", rel),),
+              no_symbolic="a test of the power rule's control",
+              mutants=(Mutant("three", "wrong constant", "3x", three),))
+    res = check_claim(c)
+    assert res.status == "verified", res.message
+    assert "reject a relative perturbation of 10 %" in res.message
+
+
+def test_h1_unchanged_form_keeps_the_values():
+    f = unchanged_form(lambda: (3, 0.5, np.arange(3.0), {"a": F(2.0)}))
+    out = f()
+    assert out[0] == 3 and out[1] == 0.5 and np.array_equal(out[2], np.arange(3.0)) and out[3]["a"] == 2.0
+    assert type(out[3]["a"]) is float
