@@ -113,8 +113,10 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
     """Catalogue entries of every claim, where they came from, the document, and whether it is
     the store's cache (which ``show`` may complete with the derivations it computes). ``refresh``
     ignores every cached document and recomputes from the registry."""
+    from proofs_checks.claims import plugin_timeouts
     from proofs_checks.output import catalogue
 
+    plugin_timeouts()  # a bad plugin time limit is refused even when a cached catalogue answers (hostile pass 5, H3)
     fresh = None if refresh else (catalogue.load_fresh(store.cache_dir) or catalogue.load_with_plugins(store.cache_dir))
     if fresh is not None:
         doc, path = fresh

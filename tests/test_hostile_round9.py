@@ -85,3 +85,23 @@ def test_h1_unchanged_form_keeps_the_values():
     out = f()
     assert out[0] == 3 and out[1] == 0.5 and np.array_equal(out[2], np.arange(3.0)) and out[3]["a"] == 2.0
     assert type(out[3]["a"]) is float
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "attn.convex_combination"]])
+def test_h3_a_bad_plugin_time_limit_is_refused_when_the_catalogue_is_cached(monkeypatch, tmp_path, capsys, command):
+    """H3: with the catalogue cached (a second `tverify list`), TVERIFY_PLUGIN_IMPORT_TIMEOUT=abc was taken
+    silently (exit 0): the limit was read only where the plugins are imported."""
+    from proofs_checks.cli import _main
+
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", raising=False)
+    with pytest.raises(SystemExit) as e:
+        _main(["list"])  # caches the catalogue
+    assert e.value.code == 0
+    capsys.readouterr()
+    monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "abc")
+    with pytest.raises(SystemExit) as e:
+        _main(command)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err == ("tverify: error: TVERIFY_PLUGIN_IMPORT_TIMEOUT must be a number of seconds > 0 "
+                                         "and at most 1e+07, got 'abc'\n"), err
