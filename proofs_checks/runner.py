@@ -710,8 +710,9 @@ def _control_fails(claim: Claim, order: list, result: ClaimResult, ctx: RunConte
             result.status = "error"
             result.message = (f"its check {check.name} passed on the form and is {o.status} on an unchanged copy of "
                               "it (the same outputs behind the wrapper that perturbs them): it tells the two apart by "
-                              "something other than the form's values (the object, a type, a call count), so its "
-                              "rejections of the perturbed forms measure nothing (an error in the claim)")
+                              "something other than the form's values (the object, a type, a call count), or the form's "
+                              "outputs change from call to call, so its rejections of the perturbed forms measure "
+                              "nothing (an error in the claim)")
             return True
     return False
 

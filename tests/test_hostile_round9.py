@@ -55,12 +55,23 @@ CASES = {
     "identity": (three, _is_original, lambda x: 4 * np.asarray(x, dtype=float)),
     "call count": (three, None, lambda x: 4 * np.asarray(x, dtype=float)),
     "type": (lambda x: F(3.0 * float(x[0])), _by_type, lambda x: 4.0 * float(x[0])),
+    "alternating form": (None, None, lambda x: 4 * np.asarray(x, dtype=float)),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_h1_a_check_that_tells_the_wrapper_from_the_form_cannot_verify_3x_eq_2x(case):
     form, fn, mutant = CASES[case]
+    if form is None:  # a form whose outputs alternate 2x / 3x between calls, read once by an honest check
+        calls = [0]
+
+        def form(x):
+            calls[0] += 1
+            return (2 if calls[0] % 2 else 3) * np.asarray(x, dtype=float)
+
+        def fn(f, ctx):
+            x = ctx.rng().standard_normal(5)
+            return compare(float(np.max(np.abs(f(x) - 2 * x))), 1e-9, "against 2x")
     res = check_claim(_claim(form, fn or _stateful(), mutant))
     assert res.status == "error", (res.status, res.message)
     assert "unchanged copy" in res.message and "\n" not in res.message
