@@ -1134,14 +1134,17 @@ def _overflowing_number(argv: list[str]) -> str | None:
     float64 (``1e400``): read as ``inf``, it was reported as "got inf"."""
     import math
 
+    prev = ""
     for tok in argv:
         text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
         try:
             v = float(text)
         except ValueError:
+            prev = tok
             continue
-        if math.isinf(v) and "inf" not in text.lower():
-            return tok
+        if math.isinf(v) and "inf" not in text.lower():  # named with its option (hostile pass 5, M2)
+            return f"{prev} {tok}" if prev.startswith("--") and "=" not in prev and tok == text else tok
+        prev = tok
     return None
 
 

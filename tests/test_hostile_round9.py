@@ -116,3 +116,17 @@ def test_h3_a_bad_plugin_time_limit_is_refused_when_the_catalogue_is_cached(monk
     err = capsys.readouterr().err
     assert e.value.code == 2 and err == ("tverify: error: TVERIFY_PLUGIN_IMPORT_TIMEOUT must be a number of seconds > 0 "
                                          "and at most 1e+07, got 'abc'\n"), err
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["check", "lyapunov", "--f", "-x,-y", "--V", "x**2+y**2", "--region", "1e400"], "--region 1e400"),
+    (["check", "lyapunov", "--f", "-x,-y", "--V", "x**2+y**2", "--region=1e400"], "--region=1e400"),
+])
+def test_m2_a_number_that_overflows_float64_is_named_with_its_option(capsys, argv, named):
+    """M2: "tverify: error: 1e400: the number overflows a float64" did not say which option held it."""
+    from proofs_checks.cli import _main
+
+    with pytest.raises(SystemExit) as e:
+        _main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith(f"tverify: error: {named}: the number overflows a float64"), err
