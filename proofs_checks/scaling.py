@@ -179,7 +179,13 @@ def _walk(v: Any, r: _Rule, n: _Counter, depth: int = 0) -> Any:
         fields = [_walk(x, r, n, depth + 1) for x in v]
         try:
             return type(v)(*fields)
-        except Exception:  # a type with `_fields` that is built otherwise: its values as a tuple
+        except Exception:  # a type with `_fields` that is built otherwise (its own __new__): its fields kept
+            try:
+                made = type(v)._make(fields)
+                if type(made) is type(v):
+                    return made
+            except Exception:  # noqa: BLE001 - not a named tuple's _make: its values as a tuple
+                pass
             return tuple(fields)
     if isinstance(v, (tuple, list, dict)):
         items = ({k: _walk(x, r, n, depth + 1) for k, x in v.items()} if isinstance(v, dict) else

@@ -130,3 +130,26 @@ def test_m2_a_number_that_overflows_float64_is_named_with_its_option(capsys, arg
         _main(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith(f"tverify: error: {named}: the number overflows a float64"), err
+
+
+def test_m4_a_named_tuple_with_its_own_constructor_keeps_its_fields_when_perturbed():
+    """M4: a named tuple subclass whose __new__ takes other arguments came back from the power rule's wrapper
+    as a plain tuple; the check reading `.a` crashed on every perturbed form, and a TRUE claim 2x = 2x was an
+    error ("its checks accept the form multiplied by 2 and by 1/2; c0 crashed on it")."""
+    from collections import namedtuple
+
+    class P(namedtuple("P", "a b")):
+        def __new__(cls, pair):
+            return super().__new__(cls, *pair)
+
+    def rel(form, ctx):
+        x = ctx.rng().standard_normal(20)
+        return relative(form(x).a, 2 * x, 0.05, "5 %")
+
+    c = Claim(id="zzh5.nt", title="2x = 2x", statement="2x = 2x", source="true", kind="identity",
+              form=lambda x: P((2 * np.asarray(x, dtype=float), 1.0)), checks=(Check("c0", "numeric", rel),),
+              no_symbolic="a test of the power rule on a named tuple",
+              mutants=(Mutant("three", "wrong constant", "3x", lambda x: P((3 * np.asarray(x, dtype=float), 1.0))),))
+    res = check_claim(c)
+    assert res.status == "verified", res.message
+    assert type(unchanged_form(lambda: P((1.0, 2.0)))()) is P
