@@ -16,6 +16,8 @@ from proofs_checks.comparisons import compare, relative
 from proofs_checks.plugin import Check, Claim, Mutant, check_claim
 from proofs_checks.scaling import unchanged_form
 
+pytest_plugins = ["pytester"]
+
 
 def three(x):  # the false claim 3x = 2x
     return 3 * np.asarray(x, dtype=float)
@@ -153,3 +155,29 @@ def test_m4_a_named_tuple_with_its_own_constructor_keeps_its_fields_when_perturb
     res = check_claim(c)
     assert res.status == "verified", res.message
     assert type(unchanged_form(lambda: P((1.0, 2.0)))()) is P
+
+
+@pytest.mark.parametrize("kwargs, needle", [({"mode": "fastest"}, "mode must be one of quick, default, full"),
+                                            ({"seed": -1}, "seed must be a whole number"),
+                                            ({"seed": "7"}, "seed must be a whole number"),
+                                            ({"device": None}, "device must be")])
+def test_m5_check_claim_refuses_a_bad_mode_seed_or_device_with_one_input_error(kwargs, needle):
+    """M5: check_claim(mode="fastest") (and the fixture's assert_claim) raised a ValueError from inside
+    RunContext: a traceback into the package instead of one InputError line."""
+    from theory.validation import InputError
+
+    c = _claim(three, _is_original, lambda x: 4 * np.asarray(x, dtype=float))
+    with pytest.raises(InputError) as e:
+        check_claim(c, **kwargs)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_m5_the_fixture_fails_a_bad_mode_with_one_line(pytester):
+    pytester.makepyfile('''
+def test_bad_mode(tverify):
+    tverify.assert_claim("attn.convex_combination", mode="fastest")
+''')
+    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q")
+    text = res.stdout.str()
+    assert "bad input: mode must be one of quick, default, full" in text and "ValueError" not in text, text
+    assert "During handling" not in text, text
