@@ -181,3 +181,19 @@ def test_bad_mode(tverify):
     text = res.stdout.str()
     assert "bad input: mode must be one of quick, default, full" in text and "ValueError" not in text, text
     assert "During handling" not in text, text
+
+
+@pytest.mark.parametrize("signame", ["SIGHUP", "SIGTERM"])
+def test_s1_a_signal_while_python_exits_after_the_command_is_one_line_not_a_traceback(signame):
+    """S1: SIGHUP sent as `tverify sweep … --out` had just written its folder (Python running its atexit
+    cleanups) → "Exception ignored in atexit callback … proofs_checks.console.Terminated: 1", a traceback."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, os, signal\n"
+            f"atexit.register(lambda: os.kill(os.getpid(), signal.{signame}))  # runs last, as Python exits\n"
+            "from proofs_checks.cli import main\n"
+            "main(['--version'])\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+    assert p.returncode == 0 and f"tverify: {signame} while exiting: the command had finished" in p.stderr, p
