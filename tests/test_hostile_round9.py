@@ -197,3 +197,20 @@ def test_s1_a_signal_while_python_exits_after_the_command_is_one_line_not_a_trac
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
     assert p.returncode == 0 and f"tverify: {signame} while exiting: the command had finished" in p.stderr, p
+
+
+@pytest.mark.parametrize("field, text", [("title", "\x1b[31mRED\x1b[0m"), ("statement", "2x = 2x \x1b[2J"),
+                                         ("source", "notes \u202eevil\u202c"), ("title", "bell\x07")])
+def test_m6_control_characters_in_a_claims_text_are_refused_at_registration(field, text):
+    """M6: a plugin claim's title with ANSI escapes (and a bidirectional override) was printed raw by
+    `tverify list` and `show`: it recoloured, could clear or reorder the user's terminal."""
+    from proofs_checks.plugin import RegistryError
+
+    kw = {"title": "2x = 2x", "statement": "2x = 2x", "source": "true"}
+    kw[field] = text
+    c = Claim(id="zzh5.ctl", kind="identity", form=lambda x: 2 * np.asarray(x, dtype=float),
+              checks=(Check("c0", "numeric", _is_original),), no_symbolic="a test of the text rule",
+              mutants=(Mutant("three", "wrong constant", "3x", three),), **kw)
+    with pytest.raises(RegistryError) as e:
+        check_claim(c)
+    assert f"{field} holds the control character U+" in str(e.value) and "\n" not in str(e.value)
