@@ -214,3 +214,17 @@ def test_m6_control_characters_in_a_claims_text_are_refused_at_registration(fiel
     with pytest.raises(RegistryError) as e:
         check_claim(c)
     assert f"{field} holds the control character U+" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("size", [-1, 0, 2.5, True, "3"])
+def test_m7_bind_and_sample_refuse_a_size_that_is_not_a_whole_number_at_least_one(size):
+    """M7: bind((vector("q", "d"),), d=-1) (and d=0) returned an empty Matrix(0, 0), silently."""
+    from proofs_checks.plugin import bind, vector
+    from theory.shapes import sample
+    from theory.validation import InputError
+
+    with pytest.raises(InputError, match="a size must be a whole number ≥ 1"):
+        bind((vector("q", "d"),), d=size)
+    with pytest.raises(InputError, match="a size must be a whole number ≥ 1"):
+        sample((vector("q", "d"),), np.random.default_rng(0), d=size)
+    assert bind((vector("q", "d"),), d=np.int64(2))[0].shape == (2, 1)
