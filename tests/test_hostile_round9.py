@@ -228,3 +228,33 @@ def test_m7_bind_and_sample_refuse_a_size_that_is_not_a_whole_number_at_least_on
     with pytest.raises(InputError, match="a size must be a whole number ≥ 1"):
         sample((vector("q", "d"),), np.random.default_rng(0), d=size)
     assert bind((vector("q", "d"),), d=np.int64(2))[0].shape == (2, 1)
+
+
+def _cplx(form, check):
+    return Claim(id="zzh5.cx", title="2x e^{ix}", statement="2x e^{ix}", source="h4", kind="identity", form=form,
+                 checks=(Check("c0", "numeric", check),), no_symbolic="a test of complex outputs",
+                 mutants=(Mutant("three", "wrong constant", "3x e^{ix}",
+                                 lambda x: 3 * np.asarray(x) * np.exp(1j * np.asarray(x))),))
+
+
+def test_h4_a_modulus_only_check_of_a_complex_form_is_not_credited_with_its_resolution():
+    """H4: the power rule scaled complex entries by real factors only: a check of |f| alone was verified
+    "0.0001 %", so a wrong phase passed with that resolution stated."""
+    def modulus(form, ctx):
+        x = ctx.rng().standard_normal(20)
+        return compare(float(np.max(np.abs(np.abs(form(x)) - 2 * np.abs(x)))), 1e-9, "modulus only")
+
+    res = check_claim(_cplx(lambda x: 2 * np.asarray(x) * np.exp(1j * np.asarray(x)), modulus))
+    assert res.status == "error", res.message
+    assert "complex entries turned by ±ln 2 radians" in res.message
+
+
+def test_h4_a_check_of_the_complex_value_keeps_its_verdict_and_resolution():
+    def value(form, ctx):
+        x = ctx.rng().standard_normal(20)
+        ref = 2 * x * np.exp(1j * x)
+        return compare(float(np.max(np.abs(form(x) - ref) / np.abs(ref))), 0.05, "5 % of the value")
+
+    res = check_claim(_cplx(lambda x: 2 * np.asarray(x) * np.exp(1j * np.asarray(x)), value))
+    assert res.status == "verified", res.message
+    assert "reject a relative perturbation of 10 %" in res.message
