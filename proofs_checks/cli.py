@@ -1095,12 +1095,15 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
     a closed pipe, a standard output closed from the start): one line, exit 2."""
-    from proofs_checks.console import Terminated, guard_closed_streams, terminate_cleanly
+    from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly
 
     guard_closed_streams()
     terminate_cleanly()
     try:
-        _main(argv)
+        try:
+            _main(argv)
+        finally:
+            settle_signals()  # a signal while Python exits: one line, not a traceback from an atexit callback
     except Terminated as exc:
         _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
         sys.exit(128 + exc.signum)
@@ -1134,14 +1137,17 @@ def _overflowing_number(argv: list[str]) -> str | None:
     float64 (``1e400``): read as ``inf``, it was reported as "got inf"."""
     import math
 
+    prev = ""
     for tok in argv:
         text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
         try:
             v = float(text)
         except ValueError:
+            prev = tok
             continue
-        if math.isinf(v) and "inf" not in text.lower():
-            return tok
+        if math.isinf(v) and "inf" not in text.lower():  # named with its option (hostile pass 5, M2)
+            return f"{prev} {tok}" if prev.startswith("--") and "=" not in prev and tok == text else tok
+        prev = tok
     return None
 
 

@@ -112,9 +112,35 @@ def terminate_cleanly() -> None:
             return
         raise Terminated(signum)
 
+    on_signal.tverify = True  # type: ignore[attr-defined]  (settle_signals finds it by this mark)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, on_signal)
+
+
+def settle_signals() -> None:
+    """After the command's work (its outputs complete): a SIGTERM or SIGHUP while Python exits is one
+    line and the exit goes on, its cleanups too (raising :class:`Terminated` there printed "Exception
+    ignored in atexit callback" and a traceback; hostile pass 5, S1). A second signal takes the default
+    action. Only where :func:`terminate_cleanly` installed its handler."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def late(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.write(2, f"tverify: {signal.Signals(signum).name} while exiting: the command had finished; its "
+                        "outputs are complete\n".encode())
+        except OSError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if getattr(signal.getsignal(sig), "tverify", False):
+            signal.signal(sig, late)
 
 _consoles: dict[str, Any] = {}
 

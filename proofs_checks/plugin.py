@@ -482,6 +482,14 @@ def _ctx(mode: str, seed: int, device: str) -> RunContext:
         plugin_timeouts()
     except UsageError as exc:
         raise InputError(" ".join(exc.format_message().split())) from None
+    from proofs_checks.context import MODES
+
+    if not isinstance(mode, str) or mode not in MODES:  # one line, not a ValueError from RunContext (hostile pass 5, M5)
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r:.60}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**32 - 1:
+        raise InputError(f"seed must be a whole number in 0 … 4294967295, got {seed!r:.60}")
+    if not isinstance(device, str):
+        raise InputError(f"device must be 'cpu' or 'cuda', got {device!r:.60}")
     return RunContext(mode=mode, seed=seed, device=device)
 
 

@@ -4,7 +4,8 @@ notebook's verified theorem or identity; see :func:`proofs_checks.runner.run_cla
 The form's outputs are perturbed (:func:`proofs_checks.scaling.perturbed_form`): entry ``i``
 multiplied by ``(1 + δ)^{s_i}`` with every ``s_i = +1`` (*up*), every ``s_i = −1`` (*down*), and
 ``s_i = ±1`` drawn from the run's seed (*mixed*: directions change, so a scale-invariant or
-normalised check is measured too); an entry 0 is moved to ``s_i·δ`` (a relative change of 0 has no
+normalised check is measured too; a complex entry is turned by ``s_i·ln(1 + δ)`` radians instead, its
+modulus kept, so a check of the modulus alone is measured too); an entry 0 is moved to ``s_i·δ`` (a relative change of 0 has no
 size); at ``δ = 1`` integer entries are doubled or zeroed. A perturbation is *rejected* when one
 check fails on it with a finite error above a finite tolerance
 (:func:`proofs_checks.resolution.finite_rejection`; cheapest layer first, stopping at the first). A
@@ -115,8 +116,8 @@ class Power:
             what += (" (integer outputs: by " + " and by ".join(ups[0] + ups[2]) + ")") if ints else ""
             truth = " or ".join((["twice"] if "up" in acc else []) + (["half"] if "down" in acc else []))
         else:
-            what = (f"multiplied by 2 or 1/2{' (integers: 2 or 0)' if ints else ''} entry by entry (signs from seed "
-                    f"{self.seed})")
+            what = (f"multiplied by 2 or 1/2{' (integers: 2 or 0)' if ints else ''} entry by entry, complex entries "
+                    f"turned by ±ln 2 radians (signs from seed {self.seed})")
             truth = "a distorted copy of"
         crashed = sorted({c for p in top for c in p.crashed})
         why = f"; {', '.join(crashed[:3])} crashed on it: a crash is not a rejection" if crashed else ""

@@ -77,9 +77,10 @@ class TverifyFixture:
         try:
             return assert_claim(claim, **kwargs)
         except AssertionError as exc:
-            pytest.fail(f"tverify.assert_claim: {exc}", pytrace=False)
+            why = f"tverify.assert_claim: {exc}"
         except (InputError, UnknownClaimError) as exc:
-            pytest.fail(f"tverify.assert_claim: bad input: {exc}", pytrace=False)
+            why = f"tverify.assert_claim: bad input: {exc}"
+        pytest.fail(why, pytrace=False)  # outside the except: the reason once, not twice "during handling of" it
 
     def run_claims(self, patterns=(), *, expect: str = "ok", **kwargs):
         """:func:`proofs_checks.api.run_claims` (``ok``: none refuted, errored or incomplete)."""

@@ -78,6 +78,8 @@ MUTANT_KINDS = (
 EVIDENCE = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
+#: control characters a claim's text may not hold (all of C0 but tab and newline, DEL, C1, bidirectional overrides)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 #: the longest claim title (characters; the built-in claims' longest is 204): a title is one line of `tverify
@@ -691,6 +693,11 @@ class Claim:
             raise RegistryError(f"{where}: title must be one line of at most {MAX_TITLE} characters, got "
                                 f"{len(title)} characters{' with a line break' if chr(10) in title else ''} "
                                 "(the statement and notes hold the rest)")
+        for attr in ("title", "statement", "source", "notes", "no_symbolic", "no_numeric"):
+            bad = _CONTROL.search(str(getattr(self, attr, "") or ""))
+            if bad:  # printed as they are by list/show, they recolour, clear or reorder the terminal (hostile pass 5, M6)
+                raise RegistryError(f"{where}: {attr} holds the control character U+{ord(bad.group()):04X} at "
+                                    f"position {bad.start()} (escape sequences and bidirectional overrides are refused)")
         if self.kind not in KINDS:
             raise RegistryError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
         if not self.checks:

@@ -682,6 +682,8 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
         result.status = "inconclusive" if not power.blind else "error"
         result.message = power.problem()
         return
+    if power is not None and _control_fails(claim, order, result, ctx):
+        return
     res = power.words() if power is not None else "resolution not measured (no check compares a nonzero reference)"
     for m in planted:
         for check in order:
@@ -692,6 +694,27 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     result.status = "error"
     result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
                       f"wrong form verifies nothing (an error in the claim; {res})")
+
+
+def _control_fails(claim: Claim, order: list, result: ClaimResult, ctx: RunContext) -> bool:
+    """The power rule's control: every check run again on the form behind the perturbations' wrapper with
+    its outputs multiplied by 1 (:func:`proofs_checks.scaling.unchanged_form`; after the perturbed runs).
+    A check that passed on the form and does not pass on this unchanged copy tells them apart by something
+    other than the form's values (the object, its type, a call count, the time): its rejections of the
+    perturbed forms are no measure of its power, so the claim is an ``error`` (hostile pass 5, H1)."""
+    from proofs_checks.scaling import unchanged_form
+
+    for check in order:
+        o = _run_check(check, unchanged_form(claim.form), claim, ctx)
+        if o.status != "passed":
+            result.status = "error"
+            result.message = (f"its check {check.name} passed on the form and is {o.status} on an unchanged copy of "
+                              "it (the same outputs behind the wrapper that perturbs them): it tells the two apart by "
+                              "something other than the form's values (the object, a type, a call count), or the form's "
+                              "outputs change from call to call, so its rejections of the perturbed forms measure "
+                              "nothing (an error in the claim)")
+            return True
+    return False
 
 
 def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOutcome:

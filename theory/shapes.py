@@ -109,13 +109,32 @@ def size_names(args: Iterable[Arg]) -> list[str]:
     return out
 
 
+def _positive_sizes(fn: str, sizes: dict) -> dict:
+    """``sizes`` when each is a whole number ≥ 1; else one :class:`~theory.validation.InputError` line
+    (``d=-1`` bound an empty ``Matrix(0, 0)``, silently: hostile pass 5, M7).
+
+        >>> _positive_sizes("bind", {"d": -1})
+        Traceback (most recent call last):
+        ...
+        theory.validation.InputError: bind: size d = -1: a size must be a whole number ≥ 1
+    """
+    from theory.validation import InputError
+
+    for name, v in sizes.items():
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InputError(f"{fn}: size {name} = {v!r:.40}: a size must be a whole number ≥ 1")
+    return sizes
+
+
 def bind(args: Iterable[Arg], **sizes: int) -> tuple:
     """SymPy objects of the declared arguments at ``sizes`` (see the module docstring)."""
+    sizes = _positive_sizes("bind", sizes)
     return tuple(a.symbolic(sizes) for a in args)
 
 
 def sample(args: Iterable[Arg], rng: np.random.Generator, **sizes: int) -> tuple:
     """NumPy values of the declared arguments at ``sizes``."""
+    sizes = _positive_sizes("sample", sizes)
     return tuple(a.value(rng, sizes) for a in args)
 
 
