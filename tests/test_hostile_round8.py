@@ -420,3 +420,16 @@ def test_an_epsilon_below_float64s_range_is_printed_as_itself_not_zero():
     assert _short_number(sp.Rational("1e-400")).startswith("1e-400 (exactly 1/1000000000…, 403 characters)")
     assert _short_number(sp.Rational("1e-300")).startswith("1e-300 (")
     assert _short_number(sp.Rational(1, 1000)) == "1/1000"
+
+
+def test_report_markdown_never_carries_a_plugins_tag():
+    """A plugin's ``<script>`` title went raw into report.md (a Markdown viewer renders tags); HTML escaped it."""
+    from proofs_checks.output.report import render_markdown
+
+    doc = {"created": "now", "command": "tverify report", "mode": "quick", "seed": 0, "device": "cpu",
+           "summary": {"verified": 1}, "results": [{"id": "zz.x", "kind": "identity", "status": "verified",
+                                                     "title": "<script>alert(1)</script>", "source": "<b>s</b>",
+                                                     "message": "<img src=x>", "seconds": 0.1}]}
+    md = render_markdown(doc)
+    assert "<script>" not in md and "<b>" not in md and "<img" not in md
+    assert "&lt;script>alert(1)&lt;/script>" in md

@@ -200,6 +200,12 @@ def _markdown_statement(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _md_text(text: Any) -> str:
+    """A claim's own words (a plugin's title, source, message) as Markdown text: ``<`` as ``&lt;``, so that a
+    Markdown viewer never renders a tag a plugin wrote (``<script>``); the HTML pages escape it themselves."""
+    return str(text or "").replace("<", "&lt;")
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     """Markdown rendering of a results document (summary table, then one section per claim)."""
     lines = [
@@ -218,13 +224,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| [{r['id']}](#{r['id'].replace('.', '')}) | {r['kind']} | **{r['status']}** | {ev} | "
                      f"{_fmt(r.get('max_error_ratio'))} | {r['seconds']:.2f} |")
     for r in doc["results"]:
-        lines += ["", f"## {r['id']}", "", f"**{r['title']}** ({r['kind']}; {r.get('source') or ''})", ""]
+        lines += ["", f"## {r['id']}", "", f"**{_md_text(r['title'])}** ({r['kind']}; {_md_text(r.get('source'))})", ""]
         if r.get("statement"):
             lines += [f"Statement: ${r['statement']}$", ""]
         if r.get("stated_statement"):
             lines += [f"As stated in the lecture notes: ${r['stated_statement']}$", ""]
         lines += _markdown_statement(r)
-        lines += [f"Status: **{r['status']}** {r.get('message') or ''}", ""]
+        lines += [f"Status: **{r['status']}** {_md_text(r.get('message'))}", ""]
         if r.get("derivation"):
             lines.append("Derivation:")
             lines.append("")
@@ -293,7 +299,7 @@ def _markdown_errata(doc: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "## Errata", ""]
     for r in errata:
-        lines += [f"### Erratum {r['id']}", "", f"{r.get('title') or ''} ({r.get('source') or ''}); status **{r['status']}**.", ""]
+        lines += [f"### Erratum {r['id']}", "", f"{_md_text(r.get('title'))} ({_md_text(r.get('source'))}); status **{r['status']}**.", ""]
         lines += [f"- As stated in the lecture notes: ${r.get('stated_statement') or '?'}$"]
         refuting = [c for c in r.get("stated_checks") or [] if c.get("status") == "failed"]
         if refuting:
