@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import importlib
 import logging
 import re
 import shutil
@@ -410,14 +409,13 @@ def run_tasks(client, tasks: list[Task], progress: ProgressFn | None = None, *, 
 
 
 def _claim(module: str, claim_id: str):
-    """The registered claim ``claim_id``, importing only the module that registers it (workers do
-    not pay for every claim module); falls back to loading them all."""
-    from proofs_checks.registry import get_claim, registry
+    """The registered claim ``claim_id``, the catalogue loaded as in the caller's process (every claim module
+    through ``claims.load_all``, then the plugins: about 3 CPU s once per worker process). Importing only the
+    claim's own module left this project's claims unknown as such (``registry.is_builtin``): the power rule
+    for plugins' claims then ran on built-in ones and their derivations were not taken from the catalogue."""
+    from proofs_checks.registry import get_claim
 
-    if claim_id not in registry:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(module)
-    return registry.get(claim_id) if claim_id in registry else get_claim(claim_id)
+    return get_claim(claim_id)
 
 
 def _claim_module(claim) -> str:
