@@ -20,3 +20,13 @@ def test_f1_every_status_run_stores_is_one_show_reads():
 def test_f1_a_status_nobody_writes_is_still_refused():
     with pytest.raises(StoreEntryError, match="not one of"):
         validate_entry({"id": "a.b", "status": "proven"}, "a.b")
+
+
+@pytest.mark.parametrize("args", [("1", 2.0), (1.0, "2"), ({"a": "0.5"}, 1.0), (b"1", 2.0)])
+def test_f3_compare_refuses_text_for_a_number(args):
+    """`compare('1', 2, 'x')` passed (error 1.0 read from the text '1'): a check's error or tolerance
+    given as text was silently reinterpreted as a number."""
+    from proofs_checks import compare
+
+    with pytest.raises(TypeError, match="must be a number, got text"):
+        compare(*args, "x")
