@@ -240,6 +240,10 @@ def compare(
     (False, 'non-finite error: b = nan')
     """
     reason = ""
+    for what, v in (("error", error), ("tolerance", tolerance),
+                    *((f"error {k!r}", x) for k, x in (error.items() if isinstance(error, dict) else ()))):
+        if isinstance(v, (str, bytes)):  # float('1') would read text as a number: never reinterpreted
+            raise TypeError(f"compare: {what} must be a number, got text {v[:40]!r}")
     if isinstance(error, dict):
         bad = [k for k, v in error.items() if not math.isfinite(float(v))]
         if bad:

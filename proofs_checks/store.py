@@ -259,8 +259,9 @@ class StoreEntryError(ValueError):
     """A store entry that cannot be used (unreadable, not JSON, wrong schema, another claim's id)."""
 
 
-#: the statuses a claim result may have (see :mod:`proofs_checks.runner`)
-RESULT_STATUSES = ("verified", "evidence", "incomplete", "refuted", "error")
+#: the statuses a claim result may have (see :mod:`proofs_checks.runner`: ``STATUSES``, which a test
+#: holds this equal to; "undecided" is what `run` stores for a derivation out of time)
+RESULT_STATUSES = ("verified", "evidence", "incomplete", "refuted", "error", "undecided", "inconclusive")
 _OPTIONAL_TEXT = ("message", "mode", "device", "kind", "title")
 
 

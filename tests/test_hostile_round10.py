@@ -1,0 +1,32 @@
+"""Hostile pass 6 (issue 44's acceptance): each finding fixed here, reproduced as a test."""
+
+from __future__ import annotations
+
+import pytest
+
+from proofs_checks.runner import STATUSES
+from proofs_checks.store import RESULT_STATUSES, StoreEntryError, validate_entry
+
+
+def test_f1_every_status_run_stores_is_one_show_reads():
+    """`TVERIFY_DERIVATION_BUDGET=0.000001 tverify run attn.softmax_simplex` stored status 'undecided';
+    `show` then warned the entry 'has status undecided, not one of verified, …' and skipped the last
+    result: the store's reader refused what its writer wrote."""
+    assert set(STATUSES) == set(RESULT_STATUSES)
+    for status in STATUSES:
+        assert validate_entry({"id": "a.b", "status": status}, "a.b")["status"] == status
+
+
+def test_f1_a_status_nobody_writes_is_still_refused():
+    with pytest.raises(StoreEntryError, match="not one of"):
+        validate_entry({"id": "a.b", "status": "proven"}, "a.b")
+
+
+@pytest.mark.parametrize("args", [("1", 2.0), (1.0, "2"), ({"a": "0.5"}, 1.0), (b"1", 2.0)])
+def test_f3_compare_refuses_text_for_a_number(args):
+    """`compare('1', 2, 'x')` passed (error 1.0 read from the text '1'): a check's error or tolerance
+    given as text was silently reinterpreted as a number."""
+    from proofs_checks import compare
+
+    with pytest.raises(TypeError, match="must be a number, got text"):
+        compare(*args, "x")
