@@ -71,7 +71,21 @@ def _claim_param_group(item) -> str | None:
     return claim_group(claim) if getattr(claim, "checks", None) else None
 
 
+def _check_tier(item) -> None:
+    """Every test outside ``make test`` says why (issue 46: the tiers keep their meaning): its ``integration`` mark
+    carries ``reason=`` (and a test moved out of ``make test`` for its time, ``pinned_by=``: the faster tests of
+    ``make test`` that pin what it re-verifies; tests/test_tiers.py checks that they exist and stay in the tier)."""
+    mark = item.get_closest_marker("integration")
+    if mark is None:
+        return
+    reason = mark.kwargs.get("reason")
+    if not (isinstance(reason, str) and reason.strip()):
+        raise pytest.UsageError(f"{item.nodeid}: an integration test says why it is outside `make test`: "
+                                "@pytest.mark.integration(reason=...)")
+
+
 def pytest_itemcollected(item):
+    _check_tier(item)
     # Under `pytest -n 2 --dist loadgroup` (make test), every test of tests/test_registry.py that runs
     # one claim (the claim, its mutants, its checks with a poisoned form) goes to one worker, together
     # with the claims declared in the same module: the form-independent references (Monte Carlo

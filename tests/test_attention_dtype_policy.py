@@ -170,7 +170,7 @@ KERAS_MODULE = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="a real Keras 3 layer (an optional library, installed by .ci/run only)")
 @pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason="keras is not installed")
 def test_real_keras_float64_causal_mha(tmp_path, monkeypatch):
     # keras 3 reads its backend when it is imported: the torch backend, in this process's environment

@@ -219,7 +219,7 @@ class Wrap(nn.Module):
         return o[0] if isinstance(o, tuple) else o
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="real transformers modules (the [ecosystem] extra, installed by .ci/run only)")
 @needs_transformers
 def test_real_transformers_gpt_bigcode_t5_and_whisper():
     from transformers import GPTBigCodeConfig, T5Config, WhisperConfig
@@ -249,7 +249,7 @@ def test_real_transformers_gpt_bigcode_t5_and_whisper():
     assert any("num_key_value_heads = 6" in ln and "not used" in ln for ln in r.lines), r.lines
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="real transformers modules (the [ecosystem] extra, installed by .ci/run only)")
 @needs_transformers
 def test_real_transformers_granite_scale_and_olmo_clip():
     from transformers import GraniteConfig, OlmoConfig
@@ -306,7 +306,7 @@ def test_per_head_norms_in_a_module_list_are_read_per_head():
     assert any("qk_norm layer" in ln and "per head (4 × 4 weight)" in ln for ln in r.doc["config_read"]), r.doc
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="real transformers modules (the [ecosystem] extra, installed by .ci/run only)")
 @needs_transformers
 def test_real_transformers_stablelm_per_head_qk_layernorm():
     from transformers import StableLmConfig
@@ -378,7 +378,7 @@ def test_a_projection_after_an_identity_in_a_sequential_is_found():
     assert any("tiled" in ln for ln in r.lines if ln.startswith("key/value grouping"))
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="a real ring-attention-pytorch module (the [ecosystem] extra, installed by .ci/run only)")
 @pytest.mark.skipif(importlib.util.find_spec("ring_attention_pytorch") is None,
                     reason="ring-attention-pytorch is not installed")
 def test_real_ring_attention_pytorch():
@@ -415,7 +415,7 @@ def test_a_bidirectional_layers_sliding_window_is_read_on_both_sides():
     assert it.span == (4, 4) and "keys t−4 … t+4" in it.meaning, it
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="real transformers modules (the [ecosystem] extra, installed by .ci/run only)")
 @needs_transformers
 def test_real_transformers_modernbert_local_layer_is_ok_with_its_window_read():
     from transformers import ModernBertConfig

@@ -185,7 +185,7 @@ def test_unwritable_default_store_warns_and_runs(tmp_path):
     assert len(warn) == 1 and "not writable" in warn[0]
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the CLI over a whole group of claims at default sizes (minutes)")
 def test_group_a_verifies_through_the_cli(tmp_path, store):
     """Acceptance of the spine issue: every group-A claim verified (errata: stated form refuted)."""
     p = tverify("run", "attn.*", "--quick", "--json", "-", "--no-progress", cwd=tmp_path)

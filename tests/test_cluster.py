@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration(reason="Dask clusters: scheduler and worker processes started and killed")
 
 from proofs_checks.distributed import cluster as pc
 from proofs_checks.options import UsageError

@@ -60,7 +60,7 @@ def test_the_docs_show_check_commands_on_the_examples():
         assert (ROOT / "examples" / f).is_file(), f
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="every command the docs show, run as written in a child process")
 @pytest.mark.parametrize("doc, cmd, code", _unique(COMMANDS), ids=[c[14:70] for _, c, _ in _unique(COMMANDS)])
 def test_documented_check_command_runs_as_written(tmp_path, doc, cmd, code):
     for name in ("examples", "tests"):

@@ -129,7 +129,7 @@ def test_plugin_claim_verifies_and_mutants_die_by_numbers():
     assert all("numeric" in r.rejected_by_layer() for r in m.rows)
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="a refuted plugin claim and its counterexample search end to end")
 def test_false_variant_is_refuted_with_a_counterexample_and_kills_nothing():
     c = entropy_plugin.build(wrong=True, claim_id="ent.wrong")
     res = check_claim(c)
@@ -176,7 +176,7 @@ def test_registry_rule_one_line_reasons():
     Claim(**{**base, "kind": "evidence"}, checks=(Check("n", "numeric", ok),)).validate()
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the pytest fixture over a plugin claim at two seeds")
 def test_testkit_and_fixture(tverify):
     tverify.assert_claim(entropy_plugin.build(), seeds=(0, 1))
     from proofs_checks.testkit import assert_claim
@@ -218,7 +218,7 @@ def registered():
         registry._claims.pop(cid, None)
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the CLI over registered plugin claims, each status end to end")
 def test_cli_statuses_and_mutants_refusal(registered, tmp_path):
     registered(entropy_plugin.build(wrong=True, claim_id="zzent.wrong"))
     registered(entropy_plugin.build(claim_id="zzent.right"))

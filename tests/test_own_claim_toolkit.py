@@ -180,7 +180,7 @@ def test_lr_zero_is_inconclusive_with_the_missed_criterion_never_pass_or_fail():
     assert m.refused and not any(row.killed for row in m.rows)  # a mutant is never "killed" by a failed training
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the CLI run of a trained plugin claim end to end")
 def test_cli_run_reports_the_untrained_check_not_verified(tmp_path):
     from proofs_checks import runner
     from proofs_checks.registry import registry, select

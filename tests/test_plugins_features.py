@@ -102,7 +102,7 @@ def test_linear_attention_claim_from_the_docs_verifies_with_every_mutant_killed(
         registry._claims.pop("zzlin.causal", None)
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="two plugins installed as distributions and run by the CLI (pip installs)")
 def test_cli_on_the_scaffold_and_the_linear_attention_plugins(tmp_path):
     """Both installed as plugins: ``tverify mutants --continuous`` confirms the scaffold's resolution
     (the count of scaled outputs comes back from the checks' children), the linear-attention claim

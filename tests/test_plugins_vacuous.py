@@ -179,7 +179,7 @@ def test_a_vacuous_matches_derivation_is_refused_at_registration(tmp_path, case)
         registry._claims.pop(f"{group}.three", None)
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="each vacuous plugin installed as a distribution and run by the CLI (pip installs)")
 def test_the_cli_reports_each_vacuous_plugin_claim_as_an_error(tmp_path):
     """Installed as plugins (one distribution each) and run by ``tverify run``: every runtime case is
     ``error`` (exit 1, one line naming the check and why); a plugin the registry refuses is skipped

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration(reason="the pytest plugin in a child pytest session")
 
 pytest_plugins = ["pytester"]
 

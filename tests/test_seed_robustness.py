@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration(reason="the claims at further seeds than make test runs")
 
 from proofs_checks import RunContext
 from proofs_checks.registry import select

@@ -37,7 +37,7 @@ def test_catalogue_adapters_compile():
         compile(_PRE + HELPERS + e.adapter, e.name, "exec")
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the ecosystem survey over installed releases")
 @pytest.mark.skipif(importlib.util.find_spec("performer_pytorch") is None
                     or importlib.util.find_spec("x_transformers") is None,
                     reason="needs performer-pytorch and x-transformers (the [ecosystem] extra)")
@@ -78,7 +78,7 @@ def test_two_entry_survey_page_json_and_finding(tmp_path):
         os.chdir(cwd)
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the ecosystem survey with failing installs and hanging modules")
 def test_bad_entries_are_rows_not_crashes(tmp_path, monkeypatch):
     """A failed install, a hanging module and a check that errs: one row each, the survey goes on."""
     from proofs_checks.survey import runner

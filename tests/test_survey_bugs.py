@@ -77,7 +77,7 @@ def _cache() -> Path:
     return c if c.is_absolute() else ROOT / c
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="a survey pair run from the release install cache")
 def test_one_new_pair_runs_from_the_cache_as_documented(tmp_path):
     from proofs_checks.survey import runner
     from proofs_checks.survey.catalogue import get

@@ -102,7 +102,7 @@ def test_an_entry_environment_reaches_its_process(monkeypatch, tmp_path):
     assert seen.get("KERAS_BACKEND") == "torch" and row["status"] == "check-failed"  # no result file: said
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the FlexAttention survey entries end to end")
 def test_flex_attention_entries_are_ok_on_cpu_with_gradients_not_available(tmp_path):
     from proofs_checks.survey.runner import row_verdict, run_entry
 
@@ -143,7 +143,7 @@ def test_resolution_is_constrained_to_the_running_torch_with_a_fallback(monkeypa
     assert len(calls) == 2 and "-c" in calls[0] and "-c" not in calls[1]
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="the FlexAttention survey entries end to end")
 def test_a_wrong_flex_score_mod_is_a_mismatch_on_matches_reference(tmp_path):
     """ALiBi with one slope 1/2 for every head (not Press et al.'s 2^(−8(h+1)/H)) declared as ALiBi."""
     from proofs_checks.survey.catalogue_modern import _CAUSAL_BM, _flex

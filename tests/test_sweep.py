@@ -43,7 +43,7 @@ def test_acceptance_one_row_per_point_with_risk_closed_form_verdict(accepted):
     assert {"N", "M", "risk_measured", "risk_closed_form", "verdict", "seed"} <= set(doc["columns"])
 
 
-@pytest.mark.integration
+@pytest.mark.integration(reason="a sweep on a Dask cluster")
 def test_acceptance_same_numbers_on_the_cluster(accepted, cluster):
     addr, _ = cluster
     code, out, err = invoke(*ACCEPT, "--cluster", addr)
@@ -57,7 +57,7 @@ def test_acceptance_same_numbers_on_the_cluster(accepted, cluster):
 # the rows and numbers it compares are pinned in-process by
 # test_acceptance_one_row_per_point_with_risk_closed_form_verdict, and a cluster's worker loss is the
 # integration tier's to check (with test_acceptance_same_numbers_on_the_cluster and tests/test_cluster.py)
-@pytest.mark.integration
+@pytest.mark.integration(reason="a Dask worker killed mid-sweep")
 def test_a_worker_killed_mid_sweep_still_gives_every_row(cluster):
     """SIGKILL one worker after the first row finishes: its tasks go to the other worker (the
     nanny restarts the dead one) and every row comes back, with the in-process numbers."""

@@ -1,0 +1,105 @@
+"""The two tiers keep their meaning (issue 46): a test outside ``make test`` says why, and a test moved out of it
+for its time names the faster tests of ``make test`` that pin what it re-verifies — and those exist and stay in
+``make test``. Read from the test files' syntax (no collection: cheap)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+def _integration_call(node: ast.expr) -> ast.Call | None:
+    """``pytest.mark.integration(...)`` as a call, or None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "integration":
+        return node
+    return None
+
+
+def _is_integration(node: ast.expr) -> bool:
+    return _integration_call(node) is not None or (isinstance(node, ast.Attribute) and node.attr == "integration")
+
+
+def _module_marked(tree: ast.Module) -> bool:
+    for st in tree.body:
+        if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in st.targets):
+            vals = st.value.elts if isinstance(st.value, (ast.List, ast.Tuple)) else [st.value]
+            if any(_is_integration(v) for v in vals):
+                return True
+    return False
+
+
+def _tests(path: Path) -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
+
+
+def _moved() -> list[tuple[str, ast.Call]]:
+    """Every test marked ``integration(..., pinned_by=...)``: (node id, its mark)."""
+    out = []
+    for path in sorted(TESTS.glob("test_*.py")):
+        for name, fn in _tests(path).items():
+            for dec in fn.decorator_list:
+                call = _integration_call(dec)
+                if call is not None and any(k.arg == "pinned_by" for k in call.keywords):
+                    out.append((f"tests/{path.name}::{name}", call))
+    return out
+
+
+def _in_make_test(node_id: str) -> str | None:
+    """Why ``node_id`` ("tests/FILE.py::NAME") is not a test of ``make test``, or None when it is one."""
+    file, _, name = node_id.partition("::")
+    path = ROOT / file
+    if not path.is_file():
+        return f"{file} does not exist"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    fn = _tests(path).get(name)
+    if fn is None:
+        return f"{file} has no test {name}"
+    if _module_marked(tree) or any(_is_integration(d) for d in fn.decorator_list):
+        return f"{node_id} is itself in the integration tier"
+    return None
+
+
+def test_every_moved_test_names_faster_tests_of_make_test_that_pin_it():
+    moved = _moved()
+    assert moved, "no test names what pins it (pinned_by=)"
+    problems = []
+    for node_id, call in moved:
+        kw = {k.arg: k.value for k in call.keywords}
+        reason = kw.get("reason")
+        if not (isinstance(reason, ast.Constant) and isinstance(reason.value, str) and len(reason.value) > 20):
+            problems.append(f"{node_id}: no reason stated")
+        pins = kw["pinned_by"]
+        if not (isinstance(pins, (ast.Tuple, ast.List)) and pins.elts
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in pins.elts)):
+            problems.append(f"{node_id}: pinned_by is not a non-empty tuple of node ids")
+            continue
+        for e in pins.elts:
+            why = _in_make_test(e.value)
+            if why:
+                problems.append(f"{node_id}: pinned by {e.value}, but {why}")
+    assert not problems, "\n".join(problems)
+
+
+def test_an_integration_mark_without_a_reason_is_refused():
+    from conftest import _check_tier
+
+    class Item:
+        nodeid = "tests/test_x.py::test_y"
+
+        def __init__(self, mark):
+            self._mark = mark
+
+        def get_closest_marker(self, name):
+            return self._mark if name == "integration" else None
+
+    _check_tier(Item(None))
+    _check_tier(Item(pytest.mark.integration(reason="a Dask cluster").mark))
+    for bad in (pytest.mark.integration.mark, pytest.mark.integration(reason=" ").mark):
+        with pytest.raises(pytest.UsageError, match="says why"):
+            _check_tier(Item(bad))
