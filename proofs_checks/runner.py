@@ -559,32 +559,7 @@ class _OutOfTime(BaseException):
     """Raised by the timer of :func:`_budget` inside a derivation that ran past its budget."""
 
 
-def derivation_budget() -> float:
-    """Seconds a claim's derivation (building it and deciding its obligations) may take before the
-    claim is ``undecided``: ``$TVERIFY_DERIVATION_BUDGET`` (a positive number of seconds; ``inf``: no
-    limit), else 300 (unset). Anything else (empty, ``abc``, ``0``, ``-1``, ``nan``, ``1e400``) is a
-    :class:`~proofs_checks.errors.UsageError` (one line, exit 2), checked before a run starts."""
-    import os
-
-    from proofs_checks.errors import UsageError
-
-    text = os.environ.get("TVERIFY_DERIVATION_BUDGET")
-    if text is None:
-        return 300.0
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if text.strip().lower() in ("inf", "infinity", "+inf"):
-        return math.inf
-    if not (math.isfinite(v) and 0 < v <= MAX_BUDGET):
-        raise UsageError(f"TVERIFY_DERIVATION_BUDGET must be a number of seconds > 0 and at most {MAX_BUDGET:g} "
-                         f"(or inf: no limit), got {text!r}")
-    return v
-
-
-#: the largest finite derivation budget (setitimer's range); ``inf`` means no limit
-MAX_BUDGET = 1e8
+from proofs_checks.fingerprint import MAX_BUDGET, derivation_budget  # noqa: E402 (read at every edge)
 
 
 class _budget:

@@ -30,3 +30,14 @@ def test_f3_compare_refuses_text_for_a_number(args):
 
     with pytest.raises(TypeError, match="must be a number, got text"):
         compare(*args, "x")
+
+
+@pytest.mark.parametrize("command", [("show", "attn.causal_mask"), ("list",)])
+def test_a_bad_derivation_budget_is_refused_where_claims_are_listed_or_shown(monkeypatch, command):
+    """Hostile pass 6 note: ``show`` from the cached catalogue took TVERIFY_DERIVATION_BUDGET=-5 that ``run``
+    refused; the budget is now read at the same edge as the other variables of loading claims."""
+    from tests.cli_helpers import invoke
+
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "-5")
+    code, out, err = invoke(*command)
+    assert code == 2 and "TVERIFY_DERIVATION_BUDGET" in err and len(err.strip().splitlines()) == 1, (code, err)

@@ -36,12 +36,15 @@ def check_environment() -> None:
     """The environment variables of loading claims, read once each at the edge of every command that lists,
     shows or runs them (:func:`load_all`, and the CLI's cached catalogue, which loads nothing): the plugins'
     time limits (:func:`plugin_timeouts`) and ``TVERIFY_DERIVATION_CACHE``
-    (:func:`proofs_checks.fingerprint.derivation_cache_on`). A bad value is a one-line
+    (:func:`proofs_checks.fingerprint.derivation_cache_on`) and ``TVERIFY_DERIVATION_BUDGET``
+    (:func:`proofs_checks.fingerprint.derivation_budget`: ``show`` from the cached catalogue refused -5 as ``run``
+    did). A bad value is a one-line
     :class:`~proofs_checks.errors.UsageError` (exit 2), never the default in its place."""
-    from proofs_checks.fingerprint import derivation_cache_on
+    from proofs_checks.fingerprint import derivation_budget, derivation_cache_on
 
     plugin_timeouts()
     derivation_cache_on()
+    derivation_budget()
 
 
 def load_all() -> None:
