@@ -256,15 +256,44 @@ def _flex_forward_runs() -> str | None:
 needs_flex = pytest.mark.skipif(_flex_forward_runs() is not None, reason=str(_flex_forward_runs()))
 
 
+@pytest.fixture(scope="module")
+def flex_objects(mods):
+    """The modules of ``mods`` imported into this process: the FlexAttention cases run through the Python API with
+    ``isolate=False`` (what they test is how the check reads a module without a backward on this device, not its
+    process; a child process imports TorchDynamo, which flex_attention traces with, again for each case: about 4 s
+    each). The CLI and the isolated child on the same modules: ``test_flex_attention_on_cuda_compares_gradients``,
+    and ``check attention`` through the CLI throughout this file."""
+    import importlib.util
+    import sys
+
+    name = "tverify_tests_modern_attn"  # in sys.modules while the tests run: TorchDynamo looks the module up
+    spec = importlib.util.spec_from_file_location(name, mods)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop(name, None)
+
+
+def run_in_process(flex_objects, name, **kw):
+    """``check attention`` on ``name`` of :func:`flex_objects` through the API, in this process: its JSON document
+    (what ``--json`` writes)."""
+    from proofs_checks.api import check_attention
+
+    return check_attention(getattr(flex_objects, name), mode="quick", isolate=False, **kw).to_json()
+
+
 @needs_flex
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name, flags", [("alibi", ["--positional", "alibi"]),
-                                         ("softcap", ["--softcap", "20"]),
-                                         ("sliding", ["--causal", "--window", "4"])])
-def test_correct_flex_attention_is_ok_with_gradients_not_available(mods, name, flags):
-    code, doc, _ = run(mods, name, *flags)
+@pytest.mark.parametrize("name, kw", [("alibi", {"positional": "alibi"}),
+                                      ("softcap", {"softcap": 20.0}),
+                                      ("sliding", {"causal": True, "window": "4"})])
+def test_correct_flex_attention_is_ok_with_gradients_not_available(flex_objects, name, kw):
+    doc = run_in_process(flex_objects, name, **kw)
     ps = props(doc)
-    assert code == 0 and doc["outcome"] == "ok", doc["verdict"]
+    assert doc["ok"] and doc["outcome"] == "ok", doc["verdict"]
     g = ps["gradients_match_reference"]
     assert g["status"] == "skip" and "not available on this device (cpu)" in g["detail"]
     assert "NotImplementedError" in g["detail"] and "backward" in g["detail"]
@@ -276,12 +305,12 @@ def test_correct_flex_attention_is_ok_with_gradients_not_available(mods, name, f
 
 @needs_flex
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name, flags", [("softcap_wrong", ["--softcap", "20"]),
-                                         ("alibi_wrong", ["--positional", "alibi"])])
-def test_wrong_score_mod_is_a_mismatch_on_matches_reference(mods, name, flags):
-    code, doc, _ = run(mods, name, *flags)
+@pytest.mark.parametrize("name, kw", [("softcap_wrong", {"softcap": 20.0}),
+                                      ("alibi_wrong", {"positional": "alibi"})])
+def test_wrong_score_mod_is_a_mismatch_on_matches_reference(flex_objects, name, kw):
+    doc = run_in_process(flex_objects, name, **kw)
     ps = props(doc)
-    assert code == 1 and ps["matches_reference"]["status"] == "fail", doc["verdict"]
+    assert doc["outcome"] == "mismatch" and ps["matches_reference"]["status"] == "fail", doc["verdict"]
     assert ps["gradients_match_reference"]["status"] == "skip"
     assert "gradients_match_reference" not in doc["decision"]["numbers"]["failed"]
 
