@@ -104,7 +104,7 @@ def test_piecewise_model_is_not_least_squares(subjects):
 
 
 def test_sklearn_knn3_runs_with_small_lengths_skipped(subjects):
-    code, doc = run(subjects, "sklearn_knn3")
+    code, doc = run(subjects, "sklearn_knn3", "--prompts", "64")  # a Python loop over scikit-learn fits per prompt
     assert code == 0 and doc["identified"] == "knn"
     assert [s["M"] for s in doc["skipped_lengths"]] == [1, 2]
     assert "n_neighbors" in doc["skipped_lengths"][0]["error"]
