@@ -46,6 +46,17 @@ def test_users_module(pats, tmp_path):
     assert code == 0 and "update_matches_modern           ok" in out
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:too_hot")
     assert code == 1 and "one_step_within_theorem5_bound  FAIL" in out and "update_matches_modern" in out
+    code, out, _ = run("--patterns", pats, "--module", f"{MOD}:uphill")
+    assert code == 1 and "energy_non_increasing           FAIL" in out
+
+
+@pytest.mark.integration(
+    reason="the report of a mismatching user module, drawn in the check's own process (matplotlib imported there "
+           "again: ~2.5 CPU s); it adds, end to end, the figures for a module that fails",
+    pinned_by=("tests/test_sanity_hopfield.py::test_users_module",
+               "tests/test_sanity_hopfield.py::test_report_has_error_against_beta",
+               "tests/test_sanity_hopfield.py::test_update_exiting_while_the_report_is_drawn_keeps_the_verdict"))
+def test_users_module_report_for_a_mismatch(pats, tmp_path):
     code, out, _ = run("--patterns", pats, "--module", f"{MOD}:uphill", "--report", str(tmp_path / "r"))
     assert code == 1 and "energy_non_increasing           FAIL" in out
     assert (tmp_path / "r" / "figures" / "retrieval_and_energy.png").exists()
@@ -268,6 +279,7 @@ def test_report_has_error_against_beta(pats, lowp, tmp_path):
     code, _, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:paper_float32", "--compute-dtype",
                      "float32", "--report", str(tmp_path / "rep"))
     assert code == 0 and (tmp_path / "rep" / "figures" / "retrieval_error_vs_beta.png").is_file()
+    assert (tmp_path / "rep" / "figures" / "retrieval_and_energy.png").is_file()
 
 
 @pytest.mark.parametrize("args, kwargs", [
