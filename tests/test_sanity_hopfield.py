@@ -169,14 +169,32 @@ def lowp(tmp_path):
     return str(p)
 
 
+@pytest.fixture(scope="module")
+def lowp_updates():
+    """The updates of :data:`LOWP` in this process, for the tests of the precision rule that run the check through
+    the API with ``isolate=False``: what they test is the judgement, not the check's own process (which costs a
+    child process per run, ~0.9 CPU s); the CLI's JSON of the same rule: the tests below that call ``run``."""
+    import types
+
+    mod = types.ModuleType("tverify_tests_lowp_hopfield")
+    exec(compile(LOWP, "lowp_hopfield.py", "exec"), mod.__dict__)
+    return mod
+
+
+def judged(pats, lowp_updates, name, **kw):
+    """``check hopfield`` at β = 0.5 on the update ``name`` of :data:`LOWP`, in this process: its JSON document."""
+    import proofs_checks
+
+    return proofs_checks.check_hopfield(np.load(pats), beta=0.5, module=getattr(lowp_updates, name), isolate=False,
+                                        **kw).to_json()
+
+
 @pytest.mark.parametrize("name", ["paper_float32", "float32_cast_back"])
-def test_float32_update_is_the_modern_update_as_declared(pats, lowp, name):
+def test_float32_update_is_the_modern_update_as_declared(pats, lowp_updates, name):
     """Declared (--compute-dtype float32), a float32 update (float32 output, or float64 holding float32
     values) is the modern update at float32's rule, and precision_as_declared holds."""
-    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--compute-dtype",
-                         "float32", "--json", "-")
-    doc = json.loads(out)
-    assert code == 0 and doc["ok"], (doc["verdict"], doc["properties"])
+    doc = judged(pats, lowp_updates, name, compute_dtype="float32")
+    assert doc["ok"] and doc["outcome"] == "ok", (doc["verdict"], doc["properties"])
     assert doc["precision"]["work_dtype"] == "float32"
     row = next(p for p in doc["properties"] if p["name"] == "update_matches_modern")
     assert row["status"] == "pass" and 1e-9 < row["tolerance"] < 1e-5 and "factor 2" in row["justification"]
@@ -185,13 +203,12 @@ def test_float32_update_is_the_modern_update_as_declared(pats, lowp, name):
 
 
 @pytest.mark.parametrize("name", ["paper_float32", "float32_cast_back"])
-def test_float32_update_undeclared_fails_precision_as_declared(pats, lowp, name):
+def test_float32_update_undeclared_fails_precision_as_declared(pats, lowp_updates, name):
     """Issue 42: undeclared, the update is judged at the inputs' float64; one found computing in float32
     (its output dtype, or float64 values all float32-representable) fails precision_as_declared, named
     in the verdict line with the precision found; the others are judged at float32 and hold."""
-    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--json", "-")
-    doc = json.loads(out)
-    assert code == 1 and doc["outcome"] == "mismatch", doc["verdict"]
+    doc = judged(pats, lowp_updates, name)
+    assert not doc["ok"] and doc["outcome"] == "mismatch", doc["verdict"]
     assert "violates: precision_as_declared (it computes in float32, not float64)" in doc["verdict"]
     assert "--compute-dtype float32" in doc["decision"]["suggestion"]
     by = {p["name"]: p for p in doc["properties"]}
