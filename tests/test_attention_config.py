@@ -576,6 +576,10 @@ def test_a_layer_that_applies_no_rope_says_the_base_is_the_models():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+@pytest.mark.integration(
+    reason="SmolLM3's real attention layer (importing transformers in the test's process: ~3 CPU s); it adds the "
+           "real library's attribute names end to end",
+    pinned_by=("tests/test_attention_config.py::test_a_layer_that_applies_no_rope_says_the_base_is_the_models",))
 def test_smollm3_nope_layer_of_the_real_library_is_said():
     import transformers
     from transformers.models.smollm3 import modeling_smollm3 as M
@@ -671,7 +675,40 @@ def test_hunyuan_norms_after_rope_are_found_and_their_order_said():
     assert any("query_layernorm/key_layernorm" in n and "normalises q and k after RoPE" in n for n in r.notes), r.notes
 
 
+def test_a_norm_weight_gradient_mismatch_names_the_norm_order_the_note_names():
+    """The gradient detail of a module whose note says it normalises q and k after RoPE names that order when the
+    worst gradient is a norm weight's (the detail HunYuan's real layer gets), and not otherwise."""
+    import dataclasses
+
+    from proofs_checks.sanity.attention_render import _CUSTOM_BACKWARD, _norm_order_in_context
+
+    @dataclasses.dataclass(frozen=True)
+    class Row:
+        name: str
+        status: str
+        detail: str
+
+    def said(worst, notes, status="fail"):
+        rows = [Row("gradients_match_reference", status, f"input gradient and 6 parameter gradients at T = 17; worst: "
+                    f"parameter {worst} at T = 17; the gradient differs from the reference's autograd gradient "
+                    f"{_CUSTOM_BACKWARD}")]
+        _norm_order_in_context(rows, notes)
+        return rows[0].detail
+
+    note = ["query_layernorm/key_layernorm (RMSNorm): HunYuan normalises q and k after RoPE"]
+    d = said("attn.key_layernorm.weight", note)
+    assert "(the q/k norm applied after RoPE, which the note names)" in d and "custom backward" not in d, d
+    assert _CUSTOM_BACKWARD in said("attn.q_proj.weight", note)  # another worst parameter: not the norms' order
+    assert _CUSTOM_BACKWARD in said("attn.key_layernorm.weight", [])  # no note: nothing to name
+    assert _CUSTOM_BACKWARD in said("attn.key_layernorm.weight", note, status="pass")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+@pytest.mark.integration(
+    reason="HunYuan dense v1's real attention layer checked (importing transformers in the test's process, a check "
+           "with gradients: ~2.5 CPU s); it adds the real library's layer end to end",
+    pinned_by=("tests/test_attention_config.py::test_hunyuan_norms_after_rope_are_found_and_their_order_said",
+               "tests/test_attention_config.py::test_a_norm_weight_gradient_mismatch_names_the_norm_order_the_note_names"))
 def test_hunyuan_at_init_names_the_norm_order_for_its_gradient_mismatch():
     """At initialisation (norm weights 1) the outputs agree with the reference, but the norm weights' gradients
     do not: the detail names the order, not "a custom backward?"."""

@@ -256,15 +256,45 @@ def _flex_forward_runs() -> str | None:
 needs_flex = pytest.mark.skipif(_flex_forward_runs() is not None, reason=str(_flex_forward_runs()))
 
 
+@pytest.fixture(scope="module")
+def mods_in_process(mods):
+    """The modules of ``mods`` imported into this process: the FlexAttention, FAVOR+, checkpointing and dtype cases
+    run through the Python API with ``isolate=False`` (what they test is how the check judges a module — one
+    without a backward on this device, one that raises in its backward —, not its process; a child process imports
+    TorchDynamo, which flex_attention traces with, again for each case: about 4 s each, and ~0.5 s for any other).
+    The CLI and the isolated child on the same modules: ``test_flex_attention_on_cuda_compares_gradients``, and
+    ``check attention`` through the CLI in the other tests of this file."""
+    import importlib.util
+    import sys
+
+    name = "tverify_tests_modern_attn"  # in sys.modules while the tests run: TorchDynamo looks the module up
+    spec = importlib.util.spec_from_file_location(name, mods)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop(name, None)
+
+
+def run_in_process(mods_in_process, name, **kw):
+    """``check attention`` on ``name`` of :func:`mods_in_process` through the API, in this process: its JSON document
+    (what ``--json`` writes)."""
+    from proofs_checks.api import check_attention
+
+    return check_attention(getattr(mods_in_process, name), mode="quick", isolate=False, **kw).to_json()
+
+
 @needs_flex
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name, flags", [("alibi", ["--positional", "alibi"]),
-                                         ("softcap", ["--softcap", "20"]),
-                                         ("sliding", ["--causal", "--window", "4"])])
-def test_correct_flex_attention_is_ok_with_gradients_not_available(mods, name, flags):
-    code, doc, _ = run(mods, name, *flags)
+@pytest.mark.parametrize("name, kw", [("alibi", {"positional": "alibi"}),
+                                      ("softcap", {"softcap": 20.0}),
+                                      ("sliding", {"causal": True, "window": "4"})])
+def test_correct_flex_attention_is_ok_with_gradients_not_available(mods_in_process, name, kw):
+    doc = run_in_process(mods_in_process, name, **kw)
     ps = props(doc)
-    assert code == 0 and doc["outcome"] == "ok", doc["verdict"]
+    assert doc["ok"] and doc["outcome"] == "ok", doc["verdict"]
     g = ps["gradients_match_reference"]
     assert g["status"] == "skip" and "not available on this device (cpu)" in g["detail"]
     assert "NotImplementedError" in g["detail"] and "backward" in g["detail"]
@@ -276,22 +306,22 @@ def test_correct_flex_attention_is_ok_with_gradients_not_available(mods, name, f
 
 @needs_flex
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name, flags", [("softcap_wrong", ["--softcap", "20"]),
-                                         ("alibi_wrong", ["--positional", "alibi"])])
-def test_wrong_score_mod_is_a_mismatch_on_matches_reference(mods, name, flags):
-    code, doc, _ = run(mods, name, *flags)
+@pytest.mark.parametrize("name, kw", [("softcap_wrong", {"softcap": 20.0}),
+                                      ("alibi_wrong", {"positional": "alibi"})])
+def test_wrong_score_mod_is_a_mismatch_on_matches_reference(mods_in_process, name, kw):
+    doc = run_in_process(mods_in_process, name, **kw)
     ps = props(doc)
-    assert code == 1 and ps["matches_reference"]["status"] == "fail", doc["verdict"]
+    assert doc["outcome"] == "mismatch" and ps["matches_reference"]["status"] == "fail", doc["verdict"]
     assert ps["gradients_match_reference"]["status"] == "skip"
     assert "gradients_match_reference" not in doc["decision"]["numbers"]["failed"]
 
 
-def test_favor_keeps_the_convex_combination_and_fails_it_without_its_normaliser(mods):
-    code, doc, _ = run(mods, "favor")
+def test_favor_keeps_the_convex_combination_and_fails_it_without_its_normaliser(mods_in_process):
+    doc = run_in_process(mods_in_process, "favor")
     assert props(doc)["convex_combination_of_values"]["status"] == "pass"
-    code, doc, _ = run(mods, "favor_unnormalised")
+    doc = run_in_process(mods_in_process, "favor_unnormalised")
     c = props(doc)["convex_combination_of_values"]
-    assert code == 1 and c["status"] == "fail", c
+    assert doc["outcome"] == "mismatch" and c["status"] == "fail", c
     assert "convex_combination_of_values" in doc["verdict"]
 
 
@@ -384,13 +414,13 @@ def test_python_api_keywords_are_explicit_and_validated():
     assert r.outcome in ("ok", "mismatch", "inconclusive")
 
 
-def test_unsupported_dtype_is_not_available_not_failed(mods):
-    code, doc, _ = run(mods, "float64_only")
+def test_unsupported_dtype_is_not_available_not_failed(mods_in_process):
+    doc = run_in_process(mods_in_process, "float64_only")
     p = props(doc)["dtype_and_device_preserved"]
-    assert code == 0 and p["status"] == "skip" and "not available on this device" in p["detail"], p
+    assert doc["outcome"] == "ok" and p["status"] == "skip" and "not available on this device" in p["detail"], p
     assert "in float32 raised NotImplementedError" in p["detail"]
-    code, doc, _ = run(mods, "dtype_lost")
-    assert code == 1 and props(doc)["dtype_and_device_preserved"]["status"] == "fail"
+    doc = run_in_process(mods_in_process, "dtype_lost")
+    assert doc["outcome"] == "mismatch" and props(doc)["dtype_and_device_preserved"]["status"] == "fail"
 
 
 @pytest.mark.cuda
@@ -408,16 +438,16 @@ def test_flex_attention_on_cuda_compares_gradients(mods, name, flags):
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_reentrant_checkpoint_gradients_are_compared(mods):
+def test_reentrant_checkpoint_gradients_are_compared(mods_in_process):
     # torch.autograd.grad refuses reentrant checkpointing; .backward() runs it: the gradients are
     # compared, not reported "not available on this device"
-    code, doc, _ = run(mods, "Ckpt")
+    doc = run_in_process(mods_in_process, "Ckpt")
     g = props(doc)["gradients_match_reference"]
-    assert code == 0 and g["status"] == "pass", g
+    assert doc["outcome"] == "ok" and g["status"] == "pass", g
 
 
-def test_backward_that_raises_for_its_own_reason_is_not_called_a_device_limit(mods):
-    code, doc, _ = run(mods, "ckpt_broken")
+def test_backward_that_raises_for_its_own_reason_is_not_called_a_device_limit(mods_in_process):
+    doc = run_in_process(mods_in_process, "ckpt_broken")
     g = props(doc)["gradients_match_reference"]
     assert g["status"] == "skip" and g["detail"].startswith("not available: the module's backward raised RuntimeError")
     assert "on this device" not in g["detail"] and "on this device" not in doc["decision"]["criterion"]

@@ -1,6 +1,6 @@
 """``tverify check attention --module``: a correct causal attention passes; planted bugs (future
 leak, missing 1/√d_k, softmax over the wrong axis, unstable exp, NaN) are caught and named; bad
-objects are one-line usage errors (exit 2); --json and --report. In-process, small sizes."""
+objects are one-line usage errors (exit 2); --json and --report. In-process, small sizes (``--quick``)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def failed(out: str) -> list[str]:
 
 
 def test_correct_causal_attention_passes():
-    code, out, _ = run("CausalSelfAttention", "--causal")
+    code, out, _ = run("CausalSelfAttention", "--causal", "--quick")
     assert code == 0 and "verdict: ok" in out, out
     assert "causal_no_future_leak" in out and "matches_reference" in out and "declared" in out
     assert not failed(out)
@@ -37,13 +37,13 @@ def test_correct_causal_attention_passes():
     ("wrong_axis", "matches_reference", "no logit scale makes the outputs match"),
 ])
 def test_broken_causal_attention_is_named(name, prop, words):
-    code, out, _ = run(name, "--causal")
+    code, out, _ = run(name, "--causal", "--quick")
     assert code == 1 and prop in failed(out) and words in out, out
     assert f"violates: " in out and prop in out.split("violates:")[1]
 
 
 def test_unstable_softmax_and_nan_are_findings():
-    code, out, _ = run("Naive")
+    code, out, _ = run("Naive", "--quick")
     # NaN at the huge-logit probe also breaks the agreement with the reference there
     assert code == 1 and "stable_at_extreme_logits" in failed(out) and "exp overflow" in out
     code, out, _ = run("nan_out", "--dim", "4", "--quick")
@@ -51,16 +51,16 @@ def test_unstable_softmax_and_nan_are_findings():
 
 
 def test_weights_returned_mha_and_fitted_mapping():
-    code, out, _ = run("SingleHead", "--json", "-")
+    code, out, _ = run("SingleHead", "--json", "-", "--quick")
     doc = json.loads(out)
     names = {p["name"]: p for p in doc["properties"]}
     assert code == 0 and names["weights_are_distributions"]["status"] == "pass"
     assert names["matches_reference"]["status"] == "pass" and names["matches_reference"]["central"]
     assert names["permutation_equivariance"]["status"] == "pass"
     assert all(p["tolerance"] is None or p["tolerance"] < 1e-3 for p in doc["properties"])
-    code, out, _ = run("MHAWrapper")
+    code, out, _ = run("MHAWrapper", "--quick")
     assert code == 0 and "nn.MultiheadAttention weights" in out
-    code, out, _ = run("Anonymous", "--dim", "6")
+    code, out, _ = run("Anonymous", "--dim", "6", "--quick")
     # the fit is identifiable, but it absorbs any logit scale: the scale cannot be decided
     assert code == 3 and "fitted: single-head softmax attention" in out and "verdict: inconclusive" in out, out
     assert "scale_1_over_sqrt_dk: no declared q/k projections" in out
@@ -86,7 +86,7 @@ def test_missing_file_one_line():
 
 def test_report_written_and_foreign_folder_refused(tmp_path):
     out_dir = tmp_path / "rep"
-    code, out, _ = run("SingleHead", "--report", str(out_dir))
+    code, out, _ = run("SingleHead", "--report", str(out_dir), "--quick")
     assert code == 0 and "report written to" in out
     files = {p.name for p in out_dir.iterdir()}
     assert {"report.html", "report.md", "report.json", "figures", ".tverify-report"} <= files
@@ -94,12 +94,12 @@ def test_report_written_and_foreign_folder_refused(tmp_path):
     assert (out_dir / "figures" / "error_by_length.png").stat().st_size > 1000
     assert "matches_reference" in (out_dir / "report.md").read_text()
     assert json.loads((out_dir / "report.json").read_text())["ok"] is True
-    code, out, _ = run("SingleHead", "--report", str(out_dir))  # a previous report is replaced
+    code, out, _ = run("SingleHead", "--report", str(out_dir), "--quick")  # a previous report is replaced
     assert code == 0
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    line = one_line_error(*run("SingleHead", "--report", str(mine))[::2])
+    line = one_line_error(*run("SingleHead", "--report", str(mine), "--quick")[::2])
     assert "--report" in line and "notes.txt" in line and (mine / "notes.txt").read_text() == "keep me"
 
 

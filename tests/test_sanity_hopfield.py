@@ -43,9 +43,20 @@ def test_modern_update_passes_with_bound_above_error(pats):
 
 def test_users_module(pats, tmp_path):
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:modern")
-    assert code == 0 and "update_matches_modern           ok" in out
+    assert code == 0 and "update_matches_modern           ok" in out and "verdict: ok" in out, out
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:too_hot")
     assert code == 1 and "one_step_within_theorem5_bound  FAIL" in out and "update_matches_modern" in out
+    code, out, _ = run("--patterns", pats, "--module", f"{MOD}:uphill")
+    assert code == 1 and "energy_non_increasing           FAIL" in out
+
+
+@pytest.mark.integration(
+    reason="the report of a mismatching user module, drawn in the check's own process (matplotlib imported there "
+           "again: ~2.5 CPU s); it adds, end to end, the figures for a module that fails",
+    pinned_by=("tests/test_sanity_hopfield.py::test_users_module",
+               "tests/test_sanity_hopfield.py::test_report_has_error_against_beta",
+               "tests/test_sanity_hopfield.py::test_update_exiting_while_the_report_is_drawn_keeps_the_verdict"))
+def test_users_module_report_for_a_mismatch(pats, tmp_path):
     code, out, _ = run("--patterns", pats, "--module", f"{MOD}:uphill", "--report", str(tmp_path / "r"))
     assert code == 1 and "energy_non_increasing           FAIL" in out
     assert (tmp_path / "r" / "figures" / "retrieval_and_energy.png").exists()
@@ -158,14 +169,32 @@ def lowp(tmp_path):
     return str(p)
 
 
+@pytest.fixture(scope="module")
+def lowp_updates():
+    """The updates of :data:`LOWP` in this process, for the tests of the precision rule that run the check through
+    the API with ``isolate=False``: what they test is the judgement, not the check's own process (which costs a
+    child process per run, ~0.9 CPU s); the CLI's JSON of the same rule: the tests below that call ``run``."""
+    import types
+
+    mod = types.ModuleType("tverify_tests_lowp_hopfield")
+    exec(compile(LOWP, "lowp_hopfield.py", "exec"), mod.__dict__)
+    return mod
+
+
+def judged(pats, lowp_updates, name, **kw):
+    """``check hopfield`` at β = 0.5 on the update ``name`` of :data:`LOWP`, in this process: its JSON document."""
+    import proofs_checks
+
+    return proofs_checks.check_hopfield(np.load(pats), beta=0.5, module=getattr(lowp_updates, name), isolate=False,
+                                        **kw).to_json()
+
+
 @pytest.mark.parametrize("name", ["paper_float32", "float32_cast_back"])
-def test_float32_update_is_the_modern_update_as_declared(pats, lowp, name):
+def test_float32_update_is_the_modern_update_as_declared(pats, lowp_updates, name):
     """Declared (--compute-dtype float32), a float32 update (float32 output, or float64 holding float32
     values) is the modern update at float32's rule, and precision_as_declared holds."""
-    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--compute-dtype",
-                         "float32", "--json", "-")
-    doc = json.loads(out)
-    assert code == 0 and doc["ok"], (doc["verdict"], doc["properties"])
+    doc = judged(pats, lowp_updates, name, compute_dtype="float32")
+    assert doc["ok"] and doc["outcome"] == "ok", (doc["verdict"], doc["properties"])
     assert doc["precision"]["work_dtype"] == "float32"
     row = next(p for p in doc["properties"] if p["name"] == "update_matches_modern")
     assert row["status"] == "pass" and 1e-9 < row["tolerance"] < 1e-5 and "factor 2" in row["justification"]
@@ -174,13 +203,12 @@ def test_float32_update_is_the_modern_update_as_declared(pats, lowp, name):
 
 
 @pytest.mark.parametrize("name", ["paper_float32", "float32_cast_back"])
-def test_float32_update_undeclared_fails_precision_as_declared(pats, lowp, name):
+def test_float32_update_undeclared_fails_precision_as_declared(pats, lowp_updates, name):
     """Issue 42: undeclared, the update is judged at the inputs' float64; one found computing in float32
     (its output dtype, or float64 values all float32-representable) fails precision_as_declared, named
     in the verdict line with the precision found; the others are judged at float32 and hold."""
-    code, out, err = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:{name}", "--json", "-")
-    doc = json.loads(out)
-    assert code == 1 and doc["outcome"] == "mismatch", doc["verdict"]
+    doc = judged(pats, lowp_updates, name)
+    assert not doc["ok"] and doc["outcome"] == "mismatch", doc["verdict"]
     assert "violates: precision_as_declared (it computes in float32, not float64)" in doc["verdict"]
     assert "--compute-dtype float32" in doc["decision"]["suggestion"]
     by = {p["name"]: p for p in doc["properties"]}
@@ -194,8 +222,7 @@ def test_float32_update_undeclared_fails_precision_as_declared(pats, lowp, name)
 def test_float64_update_computing_in_float32_is_named_in_the_text(pats, lowp):
     code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:float32_cast_back")
     assert code == 1 and "verdict: mismatch" in out and "precision_as_declared (it computes in float32" in out, out
-    code, out, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{MOD}:modern")
-    assert code == 0 and "verdict: ok" in out, out
+    # the float64 modern update's text says "verdict: ok": test_users_module (the same run)
 
 
 def test_float64_update_passes_precision_as_declared(pats):
@@ -268,6 +295,7 @@ def test_report_has_error_against_beta(pats, lowp, tmp_path):
     code, _, _ = run("--patterns", pats, "--beta", "0.5", "--module", f"{lowp}:paper_float32", "--compute-dtype",
                      "float32", "--report", str(tmp_path / "rep"))
     assert code == 0 and (tmp_path / "rep" / "figures" / "retrieval_error_vs_beta.png").is_file()
+    assert (tmp_path / "rep" / "figures" / "retrieval_and_energy.png").is_file()
 
 
 @pytest.mark.parametrize("args, kwargs", [

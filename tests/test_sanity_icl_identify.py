@@ -73,13 +73,34 @@ def run(subjects, name, *extra):
     return code, json.loads(out)
 
 
+@pytest.fixture(scope="module")
+def subjects_in_process():
+    """:data:`SUBJECTS` imported into this process."""
+    import types
+
+    mod = types.ModuleType("tverify_tests_icl_subjects")
+    exec(compile(textwrap.dedent(SUBJECTS), "subjects.py", "exec"), mod.__dict__)
+    return mod
+
+
+def judged(subjects_in_process, name, **kw):
+    """What :func:`run` gives (the same options: the exit code and the JSON document, identical), through the API
+    in this process (``isolate=False``): these tests are of the identification, not of the check's own process
+    (a child per run, ~0.9 CPU s); the CLI's: :func:`run`, in the tests that call it."""
+    import proofs_checks
+
+    r = proofs_checks.check_icl_model(getattr(subjects_in_process, name), lambdas=[1.0, 2.0], N=10, M=10, mode="quick",
+                                      isolate=False, **kw)
+    return r.exit_code, r.to_json()
+
+
 def dist(doc, alg, M):
     row = next(r for r in doc["per_M"] if r["M"] == M)
     return row["algorithms"][alg]
 
 
-def test_label_mean_is_identified_as_label_mean_never_knn(subjects):
-    code, doc = run(subjects, "label_mean")
+def test_label_mean_is_identified_as_label_mean_never_knn(subjects_in_process):
+    code, doc = judged(subjects_in_process, "label_mean")
     assert code == 0 and doc["identified"] == "label_mean" and doc["closest_algorithm"] == "label_mean"
     # k-NN (k = 3) coincides for M ≤ 3 but is far at M = 10: beyond its tolerance there
     assert dist(doc, "knn", 3)["distance"] < 1e-20
@@ -87,16 +108,16 @@ def test_label_mean_is_identified_as_label_mean_never_knn(subjects):
 
 
 @pytest.mark.parametrize("name", ["zeros", "zeros_numpy32"])
-def test_zeros_model_is_identified_as_nothing(subjects, name):
-    code, doc = run(subjects, name)
+def test_zeros_model_is_identified_as_nothing(subjects_in_process, name):
+    code, doc = judged(subjects_in_process, name)
     assert code == 1 and doc["outcome"] == "mismatch" and doc["identified"] is None
     assert "none of the reference algorithms" in doc["verdict"] and doc["closest_algorithm"] is not None
     if name == "zeros_numpy32":
         assert doc["output_dtype"] == ["float32"] and doc["work_dtype"] == "float32"
 
 
-def test_piecewise_model_is_not_least_squares(subjects):
-    code, doc = run(subjects, "piecewise")
+def test_piecewise_model_is_not_least_squares(subjects_in_process):
+    code, doc = judged(subjects_in_process, "piecewise")
     assert code == 1 and doc["identified"] is None
     for M in (10, 20):
         assert dist(doc, "least_squares", M)["status"] == "fail"
@@ -104,15 +125,15 @@ def test_piecewise_model_is_not_least_squares(subjects):
 
 
 def test_sklearn_knn3_runs_with_small_lengths_skipped(subjects):
-    code, doc = run(subjects, "sklearn_knn3")
+    code, doc = run(subjects, "sklearn_knn3", "--prompts", "64")  # a Python loop over scikit-learn fits per prompt
     assert code == 0 and doc["identified"] == "knn"
     assert [s["M"] for s in doc["skipped_lengths"]] == [1, 2]
     assert "n_neighbors" in doc["skipped_lengths"][0]["error"]
     assert doc["probe"]["M_values"] == [3, 4, 5, 10, 20]
 
 
-def test_float32_least_squares_is_identified_as_declared(subjects):
-    code, doc = run(subjects, "least_squares_float32", "--compute-dtype", "float32")
+def test_float32_least_squares_is_identified_as_declared(subjects_in_process):
+    code, doc = judged(subjects_in_process, "least_squares_float32", compute_dtype="float32")
     assert code == 0 and doc["identified"] == "least_squares" and doc["work_dtype"] == "float32"
     prec = doc["precision_as_declared"]
     assert prec["status"] == "pass" and "computes in float32 as declared" in prec["detail"], prec
@@ -130,14 +151,14 @@ def test_float32_least_squares_undeclared_fails_precision_as_declared(subjects):
     assert doc["precision_as_declared"]["status"] == "fail" and doc["work_dtype"] == "float32"
 
 
-def test_float64_least_squares_passes_precision_as_declared(subjects):
-    code, doc = run(subjects, "least_squares")
+def test_float64_least_squares_passes_precision_as_declared(subjects_in_process):
+    code, doc = judged(subjects_in_process, "least_squares")
     assert code == 0 and doc["precision_as_declared"]["status"] == "pass", doc["precision_as_declared"]
     assert doc["work_dtype"] == "float64"
 
 
-def test_nan_at_one_length_is_a_finding(subjects):
-    code, doc = run(subjects, "nan_at_20")
+def test_nan_at_one_length_is_a_finding(subjects_in_process):
+    code, doc = judged(subjects_in_process, "nan_at_20")
     assert code == 1 and "NaN" in doc["verdict"] and doc["identified"] is None
 
 
