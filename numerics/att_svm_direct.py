@@ -20,14 +20,18 @@ solver chain (:func:`numerics.att_svm.certify` on the full (d, d) problem: KKT r
 rigorous gap ≤ ``CERT_TOL``); an instance whose point does not certify, or whose solve fails, falls
 back to :func:`numerics.att_svm.solve_att_svm` (the full solver chain, which raises on
 infeasibility) and is counted in ``fallbacks``. Clarabel offers no warm start, so each nuclear-norm
-solve starts afresh; the problem data are built once per instance in NumPy.
+solve starts afresh; the problem data are built once per instance in NumPy. (SciPy's optimize
+package costs ≈ 0.5 CPU s to import: this module is imported only where Att-SVMs are solved.)
 """
 
 from __future__ import annotations
 
 import math
 
+import clarabel
 import numpy as np
+import scipy.optimize
+import scipy.sparse as sp
 
 from numerics import att_svm as ns
 from theory.validation import InputError
@@ -82,8 +86,6 @@ class DirectAttSVM:
         return ns.solve_att_svm(X, z, opt, norm=self.norm).W
 
     def _fro(self, A: np.ndarray, Ar: np.ndarray, Bz: np.ndarray) -> np.ndarray | None:
-        import scipy.optimize
-
         K = len(Ar)
         E = np.vstack([Ar.reshape(K, -1).T, np.ones((1, K))])
         f = np.zeros(E.shape[0])
@@ -103,9 +105,6 @@ class DirectAttSVM:
         return ns._polished_fro(A, W, duals, cert, 1e-6, ns.CERT_TOL)[0]
 
     def _nuc(self, A: np.ndarray, Ar: np.ndarray, Bz: np.ndarray) -> np.ndarray | None:
-        import clarabel
-        import scipy.sparse as sp
-
         K, d, r = Ar.shape
         rows, cols, scale = self._tri
         Bk = np.zeros((K, d + r, d + r))
