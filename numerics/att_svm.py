@@ -1410,7 +1410,11 @@ class CompiledAttSVM:
     ``W z_i``, and ``W ↦ W P_Z`` (P_Z the projection onto span{z_i}) keeps every constraint and does
     not increase the Frobenius or the nuclear norm, so a minimiser has the form ``W = M Bᵀ`` with B
     (d,n) an orthonormal basis of span{z_i} and M (d,n); ``‖M Bᵀ‖ = ‖M‖`` in both norms. The
-    nuclear-norm SDP then has a (d+n)-sized PSD block instead of 2d."""
+    nuclear-norm SDP then has a (d+n)-sized PSD block instead of 2d.
+
+    The reproductions solve through :class:`numerics.att_svm_direct.DirectAttSVM` (the same
+    certificate, without cvxpy's per-solve canonicalisation); this class is its cvxpy-built cross-check
+    (tests/test_tf_as_svm_speed.py)."""
 
     def __init__(self, n: int, T: int, d: int, norm: str = "fro"):
         if norm not in ("fro", "nuc"):
