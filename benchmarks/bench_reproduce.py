@@ -4,8 +4,9 @@ norms for every run) with this project's code, against the reference code's time
 (250.8 s: training 230.5 s, 400 cvxpy solves 18.2 s; 423 MB). Run: ``python -m benchmarks.bench_reproduce``.
 
 Ours: both parameterisations and all seeds as one batched tensor (``numerics.att_svm.train_ngd_batch``),
-each distinct (seed, tokens, norm) Att-SVM solved once through one compiled problem per norm
-(``CompiledAttSVM``, every point certified), on two threads. Timed three times; the best and the
+each distinct (seed, tokens, norm) Att-SVM solved once (``numerics.att_svm_direct.DirectAttSVM``:
+NNLS for the Frobenius norm, Clarabel on the dual SDP for the nuclear norm; every point certified),
+on two threads. Timed three times; the best and the
 median are reported (the development machine is shared, so single timings carry load noise).
 """
 

@@ -7,7 +7,9 @@ size, so the 100-seed time is the per-seed time × 100; the plotting cells are n
 :func:`proofs_checks.reproduce.tf_as_svm.local_converge` at the notebook's full size (100 seeds × 2000
 iterations, W and (K,Q)+ridge, Att-SVMs in both norms). The two alternate (ours, reference, ours,
 ...) so that a change of the machine's load hits both; CPU seconds are reported beside wall seconds
-(the machine may be shared: the CPU ratio is the load-independent one).
+(the machine may be shared: the CPU ratio is the load-independent one). Imports are not timed on
+either side: the reference's set-up cells import its libraries (torch, cvxpy) before its loop, and
+ours imports its solvers' (``numerics.att_svm_direct``: SciPy's optimize, Clarabel) before the rounds.
 
 Run: ``python -m benchmarks.bench_tf_as_svm_ratio --reference PATH/TF-as-SVM [--ref-seeds 4] [--rounds 2]``
 (``make bench`` runs it when ``$TF_AS_SVM_REFERENCE`` names a checkout, else says it skipped).
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     a.reference = Path(a.reference)
     import torch
 
+    import numerics.att_svm_direct  # noqa: F401 - its solvers' libraries, imported untimed as the reference's are
     from proofs_checks.reproduce.tf_as_svm import local_converge
 
     torch.set_num_threads(1)
@@ -100,8 +103,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| local_converge, wall (median of {a.rounds}) | {ow:.2f} | {rw:.1f} | {rw / ow:.0f}× |")
     print(f"| local_converge, CPU (median of {a.rounds}) | {oc:.2f} | {rc:.1f} | {rc / oc:.0f}× |")
     print(f"| ours: training / Att-SVMs (last round, wall) | {parts[-1]['train']:.2f} / {parts[-1]['svm']:.2f} | | |")
-    print(f"\nper round: ours {', '.join(f'{x:.2f}' for x in ours_w)} s; reference (scaled) "
+    print(f"\nper round, wall: ours {', '.join(f'{x:.2f}' for x in ours_w)} s; reference (scaled) "
           f"{', '.join(f'{x:.1f}' for x in ref_w)} s")
+    print(f"per round, CPU: ours {', '.join(f'{x:.2f}' for x in ours_c)} s; reference (scaled) "
+          f"{', '.join(f'{x:.1f}' for x in ref_c)} s")
 
 
 if __name__ == "__main__":

@@ -310,11 +310,13 @@ def validate_instance(X, z, opt=None, sets=None) -> tuple[np.ndarray, np.ndarray
         raise InputError(f"opt must be {n} integer token indices, got shape {opt_arr.shape} dtype {opt_arr.dtype}")
     if opt_arr.min() < 0 or opt_arr.max() >= T:
         raise InputError(f"opt indices must lie in [0, {T}), got {opt_arr.tolist()}")
-    for i in range(n):
-        for t in range(T):
-            if t != opt_arr[i] and np.array_equal(X[i, opt_arr[i]], X[i, t]):
-                raise TiedTokens(f"sequence {i}: token {t} equals the optimal token {int(opt_arr[i])} (tied); "
-                                 "(x_opt − x_t)ᵀ W z ≥ 1 cannot hold")
+    rows = np.arange(n)
+    tied = np.all(X == X[rows, opt_arr][:, None, :], axis=-1)  # (n, T): token t equals the optimal token
+    tied[rows, opt_arr] = False
+    if tied.any():
+        i, t = (int(a) for a in np.argwhere(tied)[0])  # the first in (sequence, token) order
+        raise TiedTokens(f"sequence {i}: token {t} equals the optimal token {int(opt_arr[i])} (tied); "
+                         "(x_opt − x_t)ᵀ W z ≥ 1 cannot hold")
     return X, z, opt_arr.astype(np.int64)
 
 
@@ -329,23 +331,22 @@ def constraint_matrix(X: np.ndarray, z: np.ndarray, opt=None, sets=None):
     ``index_ineq[k] = (i, t)`` (for ``opt``: the suppressed token t; for ``sets``: (i, t, τ) with
     t selected, τ not); equality rows ``A_eq[k] : W = 0`` inside each selected set."""
     n, T, d = X.shape
+    if sets is None:  # rows in (sequence, token) order; each the outer product np.outer would form
+        o = np.asarray(opt, dtype=np.int64)
+        keep = np.arange(T)[None, :] != o[:, None]
+        diff = X[np.arange(n), o][:, None, :] - X  # (n, T, d): x_{i,opt} − x_{i,t}
+        A = (diff[..., :, None] * z[:, None, None, :])[keep]
+        return A, np.argwhere(keep).astype(np.int64), np.zeros((0, d, d)), np.zeros((0, 3), dtype=np.int64)
     Ai, Ii, Ae, Ie = [], [], [], []
     for i in range(n):
-        if sets is None:
-            o = int(opt[i])
-            for t in range(T):
-                if t != o:
-                    Ai.append(np.outer(X[i, o] - X[i, t], z[i]))
-                    Ii.append((i, t))
-        else:
-            sel = np.flatnonzero(sets[i])
-            for t in sel:
-                for tau in np.flatnonzero(~np.asarray(sets[i], dtype=bool)):
-                    Ai.append(np.outer(X[i, t] - X[i, tau], z[i]))
-                    Ii.append((i, int(t), int(tau)))
-            for t in sel[1:]:
-                Ae.append(np.outer(X[i, sel[0]] - X[i, t], z[i]))
-                Ie.append((i, int(sel[0]), int(t)))
+        sel = np.flatnonzero(sets[i])
+        for t in sel:
+            for tau in np.flatnonzero(~np.asarray(sets[i], dtype=bool)):
+                Ai.append(np.outer(X[i, t] - X[i, tau], z[i]))
+                Ii.append((i, int(t), int(tau)))
+        for t in sel[1:]:
+            Ae.append(np.outer(X[i, sel[0]] - X[i, t], z[i]))
+            Ie.append((i, int(sel[0]), int(t)))
     Ae_arr = np.array(Ae).reshape(-1, d, d)
     return np.array(Ai), np.array(Ii, dtype=np.int64), Ae_arr, np.array(Ie, dtype=np.int64).reshape(-1, 3)
 
@@ -1409,7 +1410,11 @@ class CompiledAttSVM:
     ``W z_i``, and ``W ↦ W P_Z`` (P_Z the projection onto span{z_i}) keeps every constraint and does
     not increase the Frobenius or the nuclear norm, so a minimiser has the form ``W = M Bᵀ`` with B
     (d,n) an orthonormal basis of span{z_i} and M (d,n); ``‖M Bᵀ‖ = ‖M‖`` in both norms. The
-    nuclear-norm SDP then has a (d+n)-sized PSD block instead of 2d."""
+    nuclear-norm SDP then has a (d+n)-sized PSD block instead of 2d.
+
+    The reproductions solve through :class:`numerics.att_svm_direct.DirectAttSVM` (the same
+    certificate, without cvxpy's per-solve canonicalisation); this class is its cvxpy-built cross-check
+    (tests/test_tf_as_svm_speed.py)."""
 
     def __init__(self, n: int, T: int, d: int, norm: str = "fro"):
         if norm not in ("fro", "nuc"):

@@ -60,19 +60,19 @@ def _frac(flags) -> tuple[float, float]:
 
 
 def _solve_chunk(args):
-    from numerics import att_svm as ns
+    from numerics.att_svm_direct import DirectAttSVM
 
     insts, keys = args
-    solvers = {nm: ns.CompiledAttSVM(N, T, D, nm) for nm in {k[2] for k in keys}}
+    solvers = {nm: DirectAttSVM(N, T, D, nm) for nm in {k[2] for k in keys}}
     out = {k: solvers[k[2]].solve(insts[k[0]].X, insts[k[0]].z, np.array(k[1])) for k in keys}
     return out, sum(s.fallbacks for s in solvers.values())
 
 
 def solve_many(insts, keys, *, workers: int = 1) -> tuple[dict, int]:
     """Att-SVM solutions for ``keys`` = (instance index, selected tokens, norm), each certified
-    (:class:`numerics.att_svm.CompiledAttSVM`), split over ``workers`` threads (each with its own
-    compiled problems; the solver runs outside the interpreter lock). Returns ({key: W}, number of
-    fallbacks to the full solver chain)."""
+    (:class:`numerics.att_svm_direct.DirectAttSVM`: SciPy's NNLS for the Frobenius norm, Clarabel on
+    the dual SDP for the nuclear norm), split over ``workers`` threads (each with its own solvers).
+    Returns ({key: W}, number of fallbacks to the full solver chain)."""
     if workers <= 1 or len(keys) < 8:
         return _solve_chunk((insts, keys))
     from concurrent.futures import ThreadPoolExecutor
@@ -99,8 +99,8 @@ def local_converge(seeds: int, iters: int, *, variants=VARIANTS[:2], base_seed: 
                    lr: float = 0.1, snapshots: int = 50, workers: int | None = None) -> dict:
     """Train ``variants`` (default: the notebook's own two, W and (K,Q)+ridge) for ``seeds`` reference
     instances in ONE batch, solve the Att-SVMs (Frobenius and nuclear) for every run's selected
-    tokens (each distinct (seed, tokens, norm) once, through one compiled problem per norm), and
-    return per-variant arrays and timings."""
+    tokens (each distinct (seed, tokens, norm) once, by :class:`numerics.att_svm_direct.DirectAttSVM`),
+    and return per-variant arrays and timings."""
     from numerics import att_svm as ns
 
     workers = _workers() if workers is None else workers
