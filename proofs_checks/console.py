@@ -93,15 +93,6 @@ class Terminated(BaseException):
         return signal.Signals(self.signum).name
 
 
-def cleanup_signals() -> tuple:
-    """The signals whose default action ends the process and that tverify turns into :class:`Terminated`:
-    SIGTERM, SIGHUP, and SIGUSR1/SIGUSR2 (their default action is also to end the process; hostile pass 6 found
-    a SIGUSR1 left the checks' temporary folders behind)."""
-    import signal
-
-    return (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-
-
 def terminate_cleanly() -> None:
     """Install the SIGTERM and SIGHUP handler raising :class:`Terminated` (once: a second signal
     takes the default action). Only in the main thread, only for a signal that has its default
@@ -122,7 +113,7 @@ def terminate_cleanly() -> None:
         raise Terminated(signum)
 
     on_signal.tverify = True  # type: ignore[attr-defined]  (settle_signals finds it by this mark)
-    for sig in cleanup_signals():
+    for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, on_signal)
 
@@ -147,7 +138,7 @@ def settle_signals() -> None:
         except OSError:
             pass
 
-    for sig in cleanup_signals():
+    for sig in (signal.SIGTERM, signal.SIGHUP):
         if getattr(signal.getsignal(sig), "tverify", False):
             signal.signal(sig, late)
 
