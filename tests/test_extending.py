@@ -239,13 +239,36 @@ def test_cli_statuses_and_mutants_refusal(registered, tmp_path):
     assert any(o["status"] == "fails" and o["counterexample"] for o in r["obligations"])
 
 
+def _slope_claim(claim_id="zz.slope_wrong"):
+    """d(β²)/dβ stated as 3β: refuted, its obligation fails with a counterexample in β."""
+    beta = sp.Symbol("beta", positive=True)
+
+    def derive():
+        b = DerivationBuilder("d(β²)/dβ")
+        f = b.define("β²", beta ** 2)
+        d = b.step("Differentiate in β", sp.diff(f, beta))
+        b.obligation("d(β²)/dβ equals the stated form", d - 3 * beta)
+        return b.done(d, display=None)
+
+    @numeric("central finite difference")
+    def fd(form, ctx):
+        pts = ctx.rng().uniform(0.1, 3, 10)
+        h = 1e-4  # the central difference of β² is exact: rounding of β² ≤ 9, twice, over 2h
+        return compare(max(abs(form(p) - ((p + h) ** 2 - (p - h) ** 2) / (2 * h)) for p in pts), 2 * 2.2e-16 * 9 / h,
+                       "rounding 2·eps·9/h at h = 1e-4")
+
+    return Claim(id=claim_id, title="slope", statement=r"\frac{d\beta^2}{d\beta}=3\beta", source="t", kind="identity",
+                 form=lambda p: 3 * p, derivation=derive, checks=(fd,),
+                 mutants=(Mutant("four", "wrong constant", "4β", lambda p: 4 * p),))
+
+
 def test_report_markdown_has_obligations_table():
     from proofs_checks.context import RunContext
     from proofs_checks.output.report import render_markdown, results_document
     from proofs_checks.runner import run_claim
 
-    c = entropy_plugin.build(wrong=True, claim_id="ent.wrong")
-    doc = results_document([run_claim(c, RunContext(mode="quick"))], claims={c.id: c})
+    c = _slope_claim()  # a refuted claim whose failing obligation is cheap to decide (issue 46: the entropy
+    doc = results_document([run_claim(c, RunContext(mode="quick"))], claims={c.id: c})  # variant's took ≈ 4 s)
     md = render_markdown(doc)
     assert "| obligation | kind | status | method | residual | counterexample |" in md
     assert "**fails**" in md and "beta = " in md
