@@ -254,6 +254,13 @@ DERIVATION_EXITS = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.integration(
+    reason="a fresh tverify process (torch, the registry) around a plugin derivation that ends its process: "
+           "the derivation's one-line error through the CLI to exit 1, end to end",
+    pinned_by=("tests/test_plugin_child_units.py::test_a_plugin_derivation_that_exits_is_its_error_of_one_line",
+               "tests/test_extending.py::test_check_or_derivation_calling_sys_exit_is_an_error_not_exit_0",
+               "tests/test_plugin_isolation.py::test_built_in_claim_still_runs_beside_broken_plugins",
+               "tests/test_plugin_isolation.py::test_plugin_check_that_dies_hangs_or_raises_is_that_claims_error"))
 def test_a_plugin_derivation_that_exits_is_that_claims_error_never_exit_0(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

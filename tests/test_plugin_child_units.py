@@ -1,0 +1,77 @@
+"""A plugin claim's derivation in its own process (``proofs_checks.claims._plugins.run_derivation``),
+without a ``tverify`` process around it (issue 46: the end-to-end tests of ``tests/test_plugin_isolation.py``
+and ``tests/test_hostile_round5.py`` paid a fresh interpreter with torch for each; these pin the same
+mechanism in the test's process): a derivation that ends its process is that derivation's error of one
+line naming the exit status; a derivation budget that rings at once is a timeout (undecided), never an
+error or a crash."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+
+from proofs_checks.registry import registry
+
+
+def _plugin(tmp_path, monkeypatch, name: str, body: str):
+    """The module ``name`` (registering the claim ``<name>.c``, whose derivation runs ``body``) on the path,
+    imported here as the child imports it; the claim object."""
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(f'''
+        import os
+        import time
+        from proofs_checks.plugin import Check, Claim, Mutant, exact, register
+
+        def derive():
+            {body}
+
+        def ok(form, ctx):
+            return exact(float(form - 3), "the count")
+
+        register(Claim(id="{name}.c", title="t", statement="3", source="-", kind="identity", form=3.0,
+                       no_symbolic="a count", derivation=derive, checks=(Check("count", "numeric", ok),),
+                       mutants=(Mutant("four", "wrong constant", "4", 4.0),)))
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "0")
+    registry._claims.pop(f"{name}.c", None)
+    sys.modules.pop(name, None)
+    importlib.import_module(name)
+    return registry.get(f"{name}.c")
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    made = []
+
+    def make(name, body):
+        made.append(name)
+        return _plugin(tmp_path, monkeypatch, name, body)
+
+    yield make
+    for name in made:
+        registry._claims.pop(f"{name}.c", None)
+        sys.modules.pop(name, None)
+
+
+def test_a_plugin_derivation_that_exits_is_its_error_of_one_line(plugin):
+    from proofs_checks.claims import _plugins
+
+    claim = plugin("zzderunit", "os._exit(0)")
+    info = _plugins.run_derivation(("zzderunit", "zzderunit", "tverify.claims"), claim, True)
+    msg = info["error"]
+    assert msg and "\n" not in msg and len(msg) <= 300, msg
+    assert "the derivation" in msg and "exit status 0" in msg and "Traceback" not in msg, msg
+    assert not info["obligations"] and not info["steps"]
+
+
+def test_a_plugin_derivation_under_a_budget_that_rings_at_once_is_a_timeout(plugin, monkeypatch):
+    from proofs_checks.claims import _plugins
+
+    claim = plugin("zzslowunit", "time.sleep(5)")
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "0.000001")
+    info = _plugins.run_derivation(("zzslowunit", "zzslowunit", "tverify.claims"), claim, True)
+    assert info["timeout"] and not info["error"], info
