@@ -95,6 +95,11 @@ def test_modules_named_like_the_standard_librarys_in_the_working_folder_or_besid
 
 
 @linux
+@pytest.mark.integration(
+    reason="a fresh tverify process (torch, the registry, list --refresh) around the import probe in a working "
+           "folder with a json.py: the probe's path end to end",
+    pinned_by=("tests/test_plugin_child_units.py::test_the_import_probe_never_imports_the_working_folders_json",
+               "tests/test_hostile_round5.py::test_modules_named_like_the_standard_librarys_in_the_working_folder_or_beside_the_module_never_run"))
 def test_the_plugin_import_probe_never_imports_the_working_folders_json(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

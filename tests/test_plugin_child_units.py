@@ -75,3 +75,24 @@ def test_a_plugin_derivation_under_a_budget_that_rings_at_once_is_a_timeout(plug
     monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "0.000001")
     info = _plugins.run_derivation(("zzslowunit", "zzslowunit", "tverify.claims"), claim, True)
     assert info["timeout"] and not info["error"], info
+
+
+def test_the_import_probe_never_imports_the_working_folders_json(tmp_path, monkeypatch):
+    """The import probe's process (``_plugins.probe``) in a working folder holding a ``json.py``, ``os.py``,
+    ``importlib.py`` and ``random.py``, with the working folder on this process's path: none of them runs, the
+    plugin (which imports ``json`` and ``random`` itself) loads."""
+    from importlib.metadata import EntryPoint
+
+    from proofs_checks.claims import _plugins
+
+    site, work, marks = tmp_path / "site", tmp_path / "work", tmp_path / "marks"
+    for d in (site, work, marks):
+        d.mkdir()
+    (site / "zzprobejson.py").write_text("import json\nimport random\nX = json.dumps(random.random())\n")
+    for n in ("json", "os", "importlib", "random"):
+        (work / f"{n}.py").write_text(f"open({str(marks / n)!r}, 'w').write('ran')\n")
+    monkeypatch.chdir(work)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend("")  # the working folder, as `python -m proofs_checks` has it
+    assert 0 < _plugins.probe(EntryPoint("zzprobejson", "zzprobejson", "tverify.claims")) < 60
+    assert sorted(p.name for p in marks.iterdir()) == [], "executed in the probe"
