@@ -96,3 +96,21 @@ def test_the_import_probe_never_imports_the_working_folders_json(tmp_path, monke
     monkeypatch.syspath_prepend("")  # the working folder, as `python -m proofs_checks` has it
     assert 0 < _plugins.probe(EntryPoint("zzprobejson", "zzprobejson", "tverify.claims")) < 60
     assert sorted(p.name for p in marks.iterdir()) == [], "executed in the probe"
+
+
+def test_a_claim_asked_for_while_a_plugin_was_skipped_names_that_plugin(monkeypatch):
+    """A pattern that selects nothing while a claims plugin failed to load: the usage error (one line, exit 2)
+    says which plugin was skipped, as ``tverify run zzexit`` does with that plugin installed."""
+    from proofs_checks import claims, cli
+    from proofs_checks.errors import UsageError
+
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [("zzexit = zzexit", "ended the process with exit status 0")])
+    with pytest.raises(UsageError) as e:
+        cli._select(["zzexit"])
+    msg = e.value.format_message()
+    assert "\n" not in msg and "no claim matches 'zzexit'" in msg, msg
+    assert "claims plugin 'zzexit' failed to load and was skipped" in msg, msg
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
+    with pytest.raises(UsageError) as e:
+        cli._select(["zzexit"])
+    assert "claims plugin" not in e.value.format_message()
