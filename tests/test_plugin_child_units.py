@@ -1,15 +1,19 @@
-"""A plugin claim's derivation in its own process (``proofs_checks.claims._plugins.run_derivation``),
-without a ``tverify`` process around it (issue 46: the end-to-end tests of ``tests/test_plugin_isolation.py``
-and ``tests/test_hostile_round5.py`` paid a fresh interpreter with torch for each; these pin the same
-mechanism in the test's process): a derivation that ends its process is that derivation's error of one
-line naming the exit status; a derivation budget that rings at once is a timeout (undecided), never an
-error or a crash."""
+"""Claims plugins behind a process boundary, without a ``tverify`` process around them (issue 46: the
+end-to-end tests of ``tests/test_plugin_isolation.py`` and ``tests/test_hostile_round5.py`` paid a fresh
+interpreter with torch, the registry and the checks' forkserver for each; these pin the same mechanisms in
+the test's process, each with a real entry point and the real child): the import probe
+(``load_plugins``: a plugin that dies, hangs or raises at import is one warning line and registers nothing;
+the probe never imports the working folder's ``json.py``), a plugin check's child (``run_check``: an exit, a
+hang, a ``KeyboardInterrupt`` or a long exception is that check's error of one line; a check that behaves
+passes as here; a long one is never silent), a plugin derivation's child (``run_derivation``: an exit is its
+error, a budget that rings at once a timeout), and the usage error naming a plugin that was skipped."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +118,123 @@ def test_a_claim_asked_for_while_a_plugin_was_skipped_names_that_plugin(monkeypa
     with pytest.raises(UsageError) as e:
         cli._select(["zzexit"])
     assert "claims plugin" not in e.value.format_message()
+
+
+# ------------------------------------------------------------------------------------------------
+# plugins that die, hang or raise at import or in a check: the same behaviours as
+# tests/test_plugin_isolation.py's broken_run, through load_plugins (the import probe) and run_check (the
+# check's child) in this process, each with one real entry point
+
+
+def _entry_points(monkeypatch, tmp_path, sources: dict):
+    """Modules ``name`` (source ``sources[name]``) on the path, and ``importlib.metadata.entry_points`` naming
+    exactly them as ``tverify.claims`` entry points (real ``EntryPoint`` objects: probed in a child)."""
+    import importlib.metadata as md
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for name, src in sources.items():
+        (site / f"{name}.py").write_text(src)
+    monkeypatch.syspath_prepend(str(site))
+    eps = [md.EntryPoint(name, name, "tverify.claims") for name in sources]
+    monkeypatch.setattr(md, "entry_points", lambda group=None: eps if group in (None, "tverify.claims") else [])
+
+
+def test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each(tmp_path, monkeypatch, capsys):
+    from proofs_checks import claims
+    from tests.test_plugin_isolation import AT_IMPORT
+
+    _entry_points(monkeypatch, tmp_path, AT_IMPORT)
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
+    monkeypatch.setenv("TVERIFY_PLUGIN_IMPORT_TIMEOUT", "1")
+    before = set(registry.ids())
+    claims.load_plugins()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and 'File "' not in err, err[-2000:]
+    for name, needle in (("zzexit", "ended the process with exit status 0"), ("zzhang", "did not finish within 1 s"),
+                         ("zzkbd", "KeyboardInterrupt raised by the plugin itself"), ("zzbig", "RuntimeError: xxxx"),
+                         ("zzsegv", "SIGSEGV")):
+        lines = [ln for ln in err.splitlines() if f"claims plugin '{name}'" in ln]
+        assert len(lines) == 1, err[-3000:]
+        assert "failed to load and was skipped" in lines[0] and needle in lines[0], lines[0]
+        assert len(lines[0]) <= 300, len(lines[0])
+    assert sorted(n.split(" = ")[0] for n, _ in claims.PLUGIN_ERRORS) == sorted(AT_IMPORT)
+    assert set(registry.ids()) == before and not any(n in sys.modules for n in AT_IMPORT)
+
+
+@pytest.fixture
+def zzchk(tmp_path, monkeypatch):
+    """tests/test_plugin_isolation.py's plugin whose claims' checks misbehave, imported here (nothing runs at
+    import) and found by the check's child through its entry point; its claims by id."""
+    from tests.test_plugin_isolation import CHECKS
+
+    (tmp_path / "zzchkunit.py").write_text(CHECKS.replace('"zzchk.', '"zzchkunit.'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    sys.modules.pop("zzchkunit", None)
+    importlib.import_module("zzchkunit")
+    ids = [i for i in registry.ids() if i.startswith("zzchkunit.")]
+    yield {i.split(".")[1]: registry.get(i) for i in ids}
+    for i in ids:
+        registry._claims.pop(i, None)
+    sys.modules.pop("zzchkunit", None)
+
+
+def _check_in_child(claim):
+    from proofs_checks.claims import _plugins
+    from proofs_checks.context import RunContext
+
+    return _plugins.run_check(("zzchkunit", "zzchkunit", "tverify.claims"), claim.checks[0], claim.form, claim,
+                              RunContext(mode="quick"))
+
+
+@pytest.mark.parametrize("which, needle", [
+    ("exits", "its process ended with exit status 0"),
+    ("loops", "not finished within $TVERIFY_PLUGIN_CHECK_TIMEOUT 1 s"),
+    ("interrupts", "raised KeyboardInterrupt (not a Ctrl-C"),
+    ("shouts", "ValueError: yyy"),
+])
+def test_a_plugin_check_that_dies_hangs_or_raises_is_an_error_of_one_line(zzchk, monkeypatch, which, needle):
+    monkeypatch.setenv("TVERIFY_PLUGIN_CHECK_TIMEOUT", "1")
+    out = _check_in_child(zzchk[which])
+    assert out.status == "error", out
+    msg = out.error_message
+    assert "\n" not in msg and len(msg) <= 300 and needle in msg, msg
+    assert "Traceback" not in msg and 'File "' not in msg, msg
+
+
+def test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_is_never_silent(zzchk, monkeypatch,
+                                                                                              capfd):
+    from proofs_checks.runner import run_check_here
+    from proofs_checks.context import RunContext
+
+    ok = zzchk["ok"]
+    here = run_check_here(ok.checks[0], ok.form, ok, RunContext(mode="quick"))
+    there = _check_in_child(ok)
+    assert there.status == here.status == "passed", (there, here)
+    # a check past the 2 s of silence says it is still running (a sleeping check: the lines are this process's)
+    (Path(sys.modules["zzchkunit"].__file__)).write_text(
+        Path(sys.modules["zzchkunit"].__file__).read_text().replace("    while True:\n        pass", "    time.sleep(60)")
+        .replace("import os\n", "import os\nimport time\n", 1))
+    monkeypatch.setenv("TVERIFY_PLUGIN_CHECK_TIMEOUT", "3")
+    capfd.readouterr()
+    out = _check_in_child(zzchk["loops"])
+    err = capfd.readouterr().err
+    assert out.status == "error" and "within $TVERIFY_PLUGIN_CHECK_TIMEOUT 3 s" in out.error_message, out
+    assert [ln for ln in err.splitlines() if "zzchkunit.loops:count: still running" in ln], err[-2000:]
+
+
+def test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1():
+    """What the run makes of a check's error outcome (as a plugin check's child returns it): the claim is
+    ``error`` with "check NAME crashed: ..." in one line, and ``tverify run`` exits 1 (never 0) for it."""
+    from proofs_checks.plugin import Check, Claim, Mutant, check_claim
+    from proofs_checks.runner import exit_code
+
+    def shouts(form, ctx):
+        raise ValueError("y" * 50)  # a plugin check's child cuts it to one line of ≤ 300 (the test above)
+
+    c = Claim(id="zzcrash.c", title="t", statement="3", source="-", kind="identity", form=3.0, no_symbolic="a count",
+              checks=(Check("count", "numeric", shouts),), mutants=(Mutant("four", "wrong constant", "4", 4.0),))
+    r = check_claim(c)
+    assert r.status == "error" and "check count crashed" in r.message and "ValueError: yyy" in r.message, r.message
+    assert exit_code(["verified", "error"]) == 1 and exit_code(["verified"]) == 0
