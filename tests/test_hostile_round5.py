@@ -350,6 +350,12 @@ def test_check_attention_on_the_meta_device_is_one_input_error():
 # messages
 
 
+@pytest.mark.integration(
+    reason="two fresh tverify processes (the first probing a plugin that sleeps past its import limit, the second "
+           "reading the catalogue the first cached): the cached failure's warning end to end",
+    pinned_by=("tests/test_plugin_child_units.py::test_a_cached_catalogue_with_a_skipped_plugin_says_so_and_names_refresh",
+               "tests/test_plugin_isolation.py::test_a_cached_catalogue_still_says_which_plugin_was_skipped",
+               "tests/test_plugin_isolation.py::test_probe_unit_reasons"))
 def test_a_cached_plugin_failure_names_refresh(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

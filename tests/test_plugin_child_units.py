@@ -238,3 +238,23 @@ def test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1():
     r = check_claim(c)
     assert r.status == "error" and "check count crashed" in r.message and "ValueError: yyy" in r.message, r.message
     assert exit_code(["verified", "error"]) == 1 and exit_code(["verified"]) == 0
+
+
+def test_a_cached_catalogue_with_a_skipped_plugin_says_so_and_names_refresh(tmp_path, monkeypatch, capsys):
+    """A catalogue cached while a plugin failed to load (a time limit, say): the cache hit still warns, one line
+    naming the plugin and ``--refresh``; a failure of this process is said by the probe instead (no repeat)."""
+    from proofs_checks import claims, cli
+    from proofs_checks.output import catalogue
+
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    doc = {"claims": [{"id": "attn.convex_combination", "group": "attn"}],
+           "plugin_errors": [["zzslowimport = zzslowimport", "did not finish within 1 s"]]}
+    monkeypatch.setattr(catalogue, "load_fresh", lambda cache_dir: (doc, tmp_path / "cache" / "plugins-x.json"))
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
+    entries, _, _, _ = cli._catalogue(cli._store(None))
+    assert [e["id"] for e in entries] == ["attn.convex_combination"]
+    warn = [ln for ln in capsys.readouterr().err.splitlines() if "zzslowimport" in ln]
+    assert len(warn) == 1 and "--refresh" in warn[0] and "skipped" in warn[0] and len(warn[0]) <= 320, warn
+    monkeypatch.setattr(claims, "PLUGIN_ERRORS", [("zzslowimport = zzslowimport", "did not finish within 1 s")])
+    cli._catalogue(cli._store(None))
+    assert "zzslowimport" not in capsys.readouterr().err
