@@ -77,6 +77,12 @@ def _no_traceback(*texts: str) -> None:
 
 
 @linux
+@pytest.mark.integration(
+    reason="two fresh tverify processes (the installed script: torch, the registry, a new forkserver, matplotlib "
+           "for --report) in a folder of modules named like the standard library's: tverify's own process and its "
+           "child end to end",
+    pinned_by=("tests/test_plugin_child_units.py::test_the_checks_child_never_imports_standard_names_from_the_working_or_the_modules_folder",
+               "tests/test_plugin_child_units.py::test_the_import_probe_never_imports_the_working_folders_json"))
 def test_modules_named_like_the_standard_librarys_in_the_working_folder_or_beside_the_module_never_run(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -99,7 +105,7 @@ def test_modules_named_like_the_standard_librarys_in_the_working_folder_or_besid
     reason="a fresh tverify process (torch, the registry, list --refresh) around the import probe in a working "
            "folder with a json.py: the probe's path end to end",
     pinned_by=("tests/test_plugin_child_units.py::test_the_import_probe_never_imports_the_working_folders_json",
-               "tests/test_hostile_round5.py::test_modules_named_like_the_standard_librarys_in_the_working_folder_or_beside_the_module_never_run"))
+               "tests/test_plugin_child_units.py::test_the_checks_child_never_imports_standard_names_from_the_working_or_the_modules_folder"))
 def test_the_plugin_import_probe_never_imports_the_working_folders_json(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

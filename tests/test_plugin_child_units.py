@@ -258,3 +258,35 @@ def test_a_cached_catalogue_with_a_skipped_plugin_says_so_and_names_refresh(tmp_
     monkeypatch.setattr(claims, "PLUGIN_ERRORS", [("zzslowimport = zzslowimport", "did not finish within 1 s")])
     cli._catalogue(cli._store(None))
     assert "zzslowimport" not in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forkserver child, as on Linux")
+def test_the_checks_child_never_imports_standard_names_from_the_working_or_the_modules_folder(tmp_path, monkeypatch):
+    """``check attention --module mod/attn.py:model --report`` from a working folder holding a ``random.py``,
+    ``json.py``, ``html.py``, ``shlex.py``, ``xml.py``, ``packaging.py`` and ``numerics/`` (and the same beside
+    the module), the working folder first on this process's path as ``python -m proofs_checks`` has it: the
+    check's child (its path from :func:`proofs_checks.guards.child_sys_path`) runs none of them. What this
+    process imports is imported before (the real command's own process: test_hostile_round5's end-to-end test)."""
+    import html  # noqa: F401 - imported here first: only the child's imports are under test
+    import json  # noqa: F401
+    import random  # noqa: F401
+    import shlex  # noqa: F401
+    import xml  # noqa: F401
+
+    import numerics  # noqa: F401
+    import packaging  # noqa: F401
+    from tests.cli_helpers import invoke
+    from tests.test_hostile_round5 import ATTN, _plant
+
+    marks, work = tmp_path / "marks", tmp_path / "work"
+    marks.mkdir()
+    _plant(work, marks)
+    _plant(work / "mod", marks)
+    (work / "mod" / "attn.py").write_text(ATTN + "\nmodel = Attn()\n")
+    monkeypatch.chdir(work)
+    monkeypatch.syspath_prepend("")
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
+    code, out, err = invoke("check", "attention", "--module", "mod/attn.py:model", "--quick", "--no-progress",
+                            "--report", str(tmp_path / "report"))
+    assert code == 0 and "Traceback" not in out + err, (code, out[-2000:], err[-2000:])
+    assert sorted(p.name for p in marks.iterdir()) == [], "executed in the child"
