@@ -218,6 +218,9 @@ def test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_i
         Path(sys.modules["zzchkunit"].__file__).read_text().replace("    while True:\n        pass", "    time.sleep(60)")
         .replace("import os\n", "import os\nimport time\n", 1))
     monkeypatch.setenv("TVERIFY_PLUGIN_CHECK_TIMEOUT", "3")
+    from proofs_checks import runner
+
+    monkeypatch.setattr(runner, "PROGRESS_LINES", True)  # a command's default (an earlier --no-progress here set it)
     capfd.readouterr()
     out = _check_in_child(zzchk["loops"])
     err = capfd.readouterr().err
