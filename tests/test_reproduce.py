@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from proofs_checks.reproduce import REPRODUCTIONS, compare_row, get, run_reproduction
+from proofs_checks.reproduce import REPRODUCTIONS, ReproContext, compare_row, get, run_reproduction
 from tests.cli_helpers import invoke, one_line_error
 
 ROW_KEYS = {"quantity", "ours", "ours_se", "reference", "reference_source", "verdict"}
@@ -23,6 +23,21 @@ TINY = {
     "ramsauer-2021": {"instances": 8, "storage_d": [4, 6, 8]},
     "choromanski-2021": {"draws": 300, "features": [4, 16]},
 }
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """``tverify reproduce --quick`` at the TINY sizes (issue 46: ≈ 3 s of ramsauer-2021 and choromanski-2021 at
+    quick sizes), for the tests of the command itself — its JSON rows, pages, ``--out`` and exit codes — whose
+    assertions hold at any size (both reproductions agree at these sizes too)."""
+    pick = ReproContext.pick
+
+    def tiny_pick(self, key, quick, default, full=None):
+        if self.mode == "quick" and key in TINY.get(self.name, {}) and key not in self.sizes:
+            self.sizes[key] = TINY[self.name][key]
+        return pick(self, key, quick, default, full)
+
+    monkeypatch.setattr(ReproContext, "pick", tiny_pick)
 
 
 def test_list_names_every_reproduction():
@@ -56,7 +71,7 @@ def test_each_reproduction_runs_at_tiny_sizes(name):
         assert "with the reference's ridge" in qs and "without the ridge" in qs
 
 
-def test_json_rows_schema_and_pages(tmp_path):
+def test_json_rows_schema_and_pages(tmp_path, tiny):
     out = tmp_path / "pages"
     code, stdout, err = invoke("reproduce", "ramsauer-2021", "choromanski-2021", "--quick", "--json", "-", "--out", str(out),
                                "--no-progress")
@@ -73,7 +88,7 @@ def test_json_rows_schema_and_pages(tmp_path):
     assert "Lemma 2" in page and "tolerance" in page
 
 
-def test_planted_wrong_reference_disagrees_and_exits_1(tmp_path, monkeypatch):
+def test_planted_wrong_reference_disagrees_and_exits_1(tmp_path, monkeypatch, tiny):
     import numerics.favor as nf
 
     true = nf.mse_positive
@@ -93,7 +108,7 @@ def test_compare_row_rule():
     assert compare_row("q", float("nan"), 0.1, 1.0, 0.0, "s").verdict == "disagrees"
 
 
-def test_out_is_safe(tmp_path, monkeypatch):
+def test_out_is_safe(tmp_path, monkeypatch, tiny):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
