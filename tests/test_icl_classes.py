@@ -151,17 +151,17 @@ def test_lasso_and_tree_without_input_checks_are_bitwise_scikit_learns(spec, n_a
         assert np.array_equal(nc.tree_predict(X, y, q), np.array(tree)), n
 
 
-@pytest.mark.parametrize("d", [1, 2, 5, 20])
+@pytest.mark.parametrize("d", [1, 2, 20])
 def test_knn_is_bitwise_scikit_learns_per_prompt(d):
     """knn_predict (3-NN for all prompts at once, issue 46) against its reference, scikit-learn's
     KNeighborsRegressor(min(3, n)) fitted on each prompt: on Gaussian draws (no exact distance ties) the same
-    neighbours in the same order and bitwise the same prediction, n = 0 … 12 (below 3 neighbours; brute force for
-    n < 8 or d > 15, a KD-tree otherwise)."""
+    neighbours in the same order and bitwise the same prediction, n from 0 to 12 (below 3 neighbours; brute force for
+    n < 8 or d > 15, a KD-tree otherwise; ~250 fits, the per-prompt estimator costs ~1 ms a fit)."""
     from sklearn.neighbors import KNeighborsRegressor
 
     rng = np.random.default_rng(10 + d)
-    P = 40
-    for n in range(13):
+    P = 12
+    for n in (0, 1, 2, 3, 4, 7, 8, 9, 12):
         xs, ys, xq = rng.normal(size=(P, n, d)), rng.normal(size=(P, n)), rng.normal(size=(P, d))
         got = nc.knn_predict(xs, ys, xq)
         if n == 0:
@@ -181,7 +181,7 @@ def test_knn_on_exact_ties_takes_a_nearest_set_lower_index_first():
     from sklearn.neighbors import KNeighborsRegressor
 
     rng = np.random.default_rng(3)
-    P, n, d = 60, 8, 2
+    P, n, d = 30, 8, 2
     xs = rng.integers(-1, 2, size=(P, n, d)).astype(float)
     ys, xq = rng.normal(size=(P, n)), rng.integers(-1, 2, size=(P, d)).astype(float)
     idx = nc._knn_indices(xs, xq, 3)
@@ -197,7 +197,7 @@ def test_knn_on_exact_ties_takes_a_nearest_set_lower_index_first():
         order = np.lexsort((np.arange(n), dist[p]))  # by distance, then index
         assert np.array_equal(idx[p], order[:3])
         ties += np.sum(dist[p] == chosen[p, -1]) > 1
-    assert ties > 10  # the draw does hold ties at the boundary
+    assert ties > 5  # the draw does hold ties at the boundary
 
 
 def test_error_curves_are_paired_and_normalised():
