@@ -1,7 +1,8 @@
 """In-context learning beyond linear functions (Garg, Tsipras, Liang, Valiant, NeurIPS 2022): prompt
 generators for the function classes, a small GPT-2-like transformer on Garg et al.'s token layout,
-a batched trainer, and the baselines (scikit-learn Lasso, DecisionTreeRegressor,
-KNeighborsRegressor(3), least squares, a two-layer ReLU network trained by GD on the prompt).
+a batched trainer, and the baselines (scikit-learn Lasso, DecisionTreeRegressor, 3-nearest neighbours
+(scikit-learn's KNeighborsRegressor(3), batched in NumPy), least squares, a two-layer ReLU network
+trained by GD on the prompt).
 Used by the claims ``icl.function_classes`` and ``icl.algorithm_probe`` and by ``tverify check icl
 --model --layout garg``; public so that a reproduction of Garg et al. can reuse them.
 
@@ -411,11 +412,30 @@ def tree_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, max_depth: int 
 
 
 def knn_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, k: int = 3) -> np.ndarray:
-    """scikit-learn ``KNeighborsRegressor(min(k, n))`` (uniform weights, Euclidean) fitted on each prompt."""
-    from sklearn.neighbors import KNeighborsRegressor
+    """Mean label of the ``min(k, n)`` nearest context inputs (Euclidean, uniform weights) of each prompt: what
+    scikit-learn's ``KNeighborsRegressor(min(k, n))`` fitted on each prompt predicts, for all prompts at once (0 for
+    ``n = 0``). As scikit-learn: the neighbours in order of distance, their labels averaged in that order
+    (``np.mean`` over the neighbour axis, as its ``predict``); the squared distances summed over the coordinates in
+    order, as its KD-tree does. On inputs without exact distance ties (inputs drawn from a density: every prompt
+    here) the prediction is bitwise scikit-learn's, on its KD-tree and brute-force paths alike
+    (tests/test_icl_classes.py, against the per-prompt estimator). On an exact tie scikit-learn's choice depends
+    on its path (heap order, tree traversal) and is not specified; here the lower index comes first (a stable sort):
+    the neighbours are then a valid nearest set, not necessarily scikit-learn's."""
+    P, n, d = xs.shape
+    if n == 0:
+        return np.zeros(P)
+    return np.mean(np.take_along_axis(ys, _knn_indices(xs, xq, min(k, n)), 1), axis=1)
 
-    kk = min(k, xs.shape[1])
-    return _per_prompt(lambda: KNeighborsRegressor(n_neighbors=kk), xs, ys, xq)
+
+def _knn_indices(xs: np.ndarray, xq: np.ndarray, k: int) -> np.ndarray:
+    """Indices ``(P, k)`` of each prompt's ``k`` nearest context inputs to its query, nearest first (ties: lower
+    index first). The squared distance is accumulated one coordinate at a time (``Σ_j (x_j − q_j)²`` left to
+    right), the order of scikit-learn's KD-tree, so that the order is its order up to exact ties."""
+    diff = xs - xq[:, None, :]
+    dist = diff[..., 0] ** 2
+    for j in range(1, xs.shape[2]):
+        dist = dist + diff[..., j] ** 2
+    return np.argsort(dist, axis=1, kind="stable")[:, :k]
 
 
 def nn_gd_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, *, hidden: int = 100, steps: int = 500,

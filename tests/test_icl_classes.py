@@ -151,6 +151,55 @@ def test_lasso_and_tree_without_input_checks_are_bitwise_scikit_learns(spec, n_a
         assert np.array_equal(nc.tree_predict(X, y, q), np.array(tree)), n
 
 
+@pytest.mark.parametrize("d", [1, 2, 20])
+def test_knn_is_bitwise_scikit_learns_per_prompt(d):
+    """knn_predict (3-NN for all prompts at once, issue 46) against its reference, scikit-learn's
+    KNeighborsRegressor(min(3, n)) fitted on each prompt: on Gaussian draws (no exact distance ties) the same
+    neighbours in the same order and bitwise the same prediction, n from 0 to 12 (below 3 neighbours; brute force for
+    n < 8 or d > 15, a KD-tree otherwise; ~250 fits, the per-prompt estimator costs ~1 ms a fit)."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    rng = np.random.default_rng(10 + d)
+    P = 12
+    for n in (0, 1, 2, 3, 4, 7, 8, 9, 12):
+        xs, ys, xq = rng.normal(size=(P, n, d)), rng.normal(size=(P, n)), rng.normal(size=(P, d))
+        got = nc.knn_predict(xs, ys, xq)
+        if n == 0:
+            assert np.array_equal(got, np.zeros(P))
+            continue
+        idx = nc._knn_indices(xs, xq, min(3, n))
+        for p in range(P):
+            ref = KNeighborsRegressor(n_neighbors=min(3, n)).fit(xs[p], ys[p])
+            assert np.array_equal(ref.kneighbors(xq[p:p + 1], return_distance=False)[0], idx[p]), (n, p)
+            assert got[p] == ref.predict(xq[p:p + 1])[0], (n, p)
+
+
+def test_knn_on_exact_ties_takes_a_nearest_set_lower_index_first():
+    """Exact distance ties (inputs on a lattice): scikit-learn's choice among tied points is unspecified (it depends
+    on its path); knn_predict's neighbours are a valid nearest set (no unchosen point strictly nearer than a chosen
+    one), scikit-learn's chosen distances are the same multiset, and ties go to the lower index."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    rng = np.random.default_rng(3)
+    P, n, d = 30, 8, 2
+    xs = rng.integers(-1, 2, size=(P, n, d)).astype(float)
+    ys, xq = rng.normal(size=(P, n)), rng.integers(-1, 2, size=(P, d)).astype(float)
+    idx = nc._knn_indices(xs, xq, 3)
+    dist = ((xs - xq[:, None]) ** 2).sum(-1)
+    chosen = np.take_along_axis(dist, idx, 1)
+    np.testing.assert_array_equal(nc.knn_predict(xs, ys, xq), np.take_along_axis(ys, idx, 1).mean(1))
+    ties = 0
+    for p in range(P):
+        rest = np.setdiff1d(np.arange(n), idx[p])
+        assert dist[p, rest].min() >= chosen[p].max()
+        ref = KNeighborsRegressor(3).fit(xs[p], ys[p]).kneighbors(xq[p:p + 1], return_distance=False)[0]
+        assert np.array_equal(np.sort(dist[p, ref]), np.sort(chosen[p]))
+        order = np.lexsort((np.arange(n), dist[p]))  # by distance, then index
+        assert np.array_equal(idx[p], order[:3])
+        ties += np.sum(dist[p] == chosen[p, -1]) > 1
+    assert ties > 5  # the draw does hold ties at the boundary
+
+
 def test_error_curves_are_paired_and_normalised():
     spec = nc.TaskSpec("sparse_linear", 3, k=1)
     cur = nc.error_curves(None, spec, [1, 3, 5], 40, seed=1, baselines=("zero", "least_squares", "lasso", "knn3"))
