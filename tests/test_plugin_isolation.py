@@ -100,9 +100,13 @@ def broken_run(tmp_path_factory):
     return {"site": site, "code": code, "out": out, "err": err, "seconds": secs}
 
 
+#: why the tests reading the one broken-plugins run (the ``broken_run`` fixture) are in the integration tier
+WHOLE_RUN = ("one fresh tverify process (torch, the registry, the forkserver) with five plugins that die, hang or raise "
+             "at import and a plugin whose checks do the same, beside a built-in claim: the whole CLI run end to end")
+
+
 @pytest.mark.integration(
-    reason="one fresh tverify process (torch, the registry, the forkserver) with five plugins that die, hang or raise at "
-           "import and a plugin whose checks do the same, beside a built-in claim: the whole CLI run end to end",
+    reason=WHOLE_RUN,
     pinned_by=("tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
                "tests/test_extending.py::test_plugin_exiting_at_import_is_skipped_with_a_warning"))
 @pytest.mark.parametrize("name, needle", [
@@ -121,8 +125,7 @@ def test_plugin_that_dies_hangs_or_raises_at_import_is_one_warning_line(broken_r
 
 
 @pytest.mark.integration(
-    reason="one fresh tverify process (torch, the registry, the forkserver) with five plugins that die, hang or raise at "
-           "import and a plugin whose checks do the same, beside a built-in claim: the whole CLI run end to end",
+    reason=WHOLE_RUN,
     pinned_by=("tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
                "tests/test_plugin_child_units.py::test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_is_never_silent",
                "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1"))
@@ -134,8 +137,7 @@ def test_built_in_claim_still_runs_beside_broken_plugins(broken_run):
 
 
 @pytest.mark.integration(
-    reason="one fresh tverify process (torch, the registry, the forkserver) with five plugins that die, hang or raise at "
-           "import and a plugin whose checks do the same, beside a built-in claim: the whole CLI run end to end",
+    reason=WHOLE_RUN,
     pinned_by=("tests/test_plugin_child_units.py::test_a_plugin_check_that_dies_hangs_or_raises_is_an_error_of_one_line",
                "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1"))
 @pytest.mark.parametrize("claim_id, needle", [
@@ -153,8 +155,7 @@ def test_plugin_check_that_dies_hangs_or_raises_is_that_claims_error(broken_run,
 
 
 @pytest.mark.integration(
-    reason="one fresh tverify process (torch, the registry, the forkserver) with five plugins that die, hang or raise at "
-           "import and a plugin whose checks do the same, beside a built-in claim: the whole CLI run end to end",
+    reason=WHOLE_RUN,
     pinned_by=("tests/test_plugin_child_units.py::test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_is_never_silent",))
 def test_endless_plugin_check_prints_progress(broken_run):
     beats = [ln for ln in broken_run["err"].splitlines() if "zzchk.loops:count: still running" in ln]

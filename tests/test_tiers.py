@@ -38,15 +38,25 @@ def _tests(path: Path) -> dict[str, ast.FunctionDef]:
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
 
 
-def _moved() -> list[tuple[str, ast.Call]]:
-    """Every test marked ``integration(..., pinned_by=...)``: (node id, its mark)."""
+def _constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """The module's top-level ``NAME = <literal>`` assignments (a reason or pins shared by several tests)."""
+    return {t.id: st.value for st in tree.body if isinstance(st, ast.Assign)
+            for t in st.targets if isinstance(t, ast.Name)}
+
+
+def _moved() -> list[tuple[str, dict[str, ast.expr]]]:
+    """Every test marked ``integration(..., pinned_by=...)``: (node id, the mark's keywords, a module constant
+    named there read as its value)."""
     out = []
     for path in sorted(TESTS.glob("test_*.py")):
+        consts = _constants(ast.parse(path.read_text(encoding="utf-8")))
         for name, fn in _tests(path).items():
             for dec in fn.decorator_list:
                 call = _integration_call(dec)
                 if call is not None and any(k.arg == "pinned_by" for k in call.keywords):
-                    out.append((f"tests/{path.name}::{name}", call))
+                    kw = {k.arg: consts.get(k.value.id, k.value) if isinstance(k.value, ast.Name) else k.value
+                          for k in call.keywords}
+                    out.append((f"tests/{path.name}::{name}", kw))
     return out
 
 
@@ -69,8 +79,7 @@ def test_every_moved_test_names_faster_tests_of_make_test_that_pin_it():
     moved = _moved()
     assert moved, "no test names what pins it (pinned_by=)"
     problems = []
-    for node_id, call in moved:
-        kw = {k.arg: k.value for k in call.keywords}
+    for node_id, kw in moved:
         reason = kw.get("reason")
         if not (isinstance(reason, ast.Constant) and isinstance(reason.value, str) and len(reason.value) > 20):
             problems.append(f"{node_id}: no reason stated")
