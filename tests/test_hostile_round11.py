@@ -9,6 +9,9 @@
 * F2: a ``builtins.float`` that is no type broke the encoding of the child's result; the child ended
   its own group and tverify said "SIGKILL, not sent by tverify (the system's out-of-memory killer
   …)". The built-ins are restored before the result is encoded; the replacement is what is said.
+* F3: SIGUSR1, SIGUSR2 and SIGXCPU (a CPU-time limit) took their default action: tverify ended at
+  once, leaving the checks' temporary folders (pymp-*, tverify-figures-*). They now end it as SIGTERM
+  does: one line, exit 128 + the signal, cleaned up.
 """
 
 from __future__ import annotations
@@ -94,3 +97,39 @@ def test_torch_set_default_device_is_no_replacement(tmp_path):
     code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'dev.py'}:Fine", "--causal", "--quick",
                             "--no-progress")
     assert code == 0 and "verdict: ok" in out, (code, out[-500:], err[-500:])
+
+
+# --- F3: SIGUSR1/SIGUSR2/SIGXCPU clean up as SIGTERM does ------------------------------------------
+
+_SIGNAL_SCRIPT = """
+import os, signal, sys, time
+from pathlib import Path
+import proofs_checks.cli as cli
+from proofs_checks.output.report import build_output
+
+def fill(tmp):
+    (tmp / "index.html").write_text("half a report")
+    os.kill(os.getpid(), getattr(signal, sys.argv[2]))  # `kill -USR1 PID`, or a CPU-time limit, mid-write
+    time.sleep(30)
+
+cli._main = lambda argv: build_output(Path(sys.argv[1]), fill, {"command": "test"})
+cli.main([])
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGUSR2", "SIGXCPU"])
+def test_other_ending_signals_leave_no_partial_folder(tmp_path, name):
+    """Their default action ended tverify at once: `check … --report` left pymp-*/tverify-figures-* in
+    $TMPDIR (and a report a hidden partial folder). Now: one line, exit 128 + the signal, nothing left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-c", _SIGNAL_SCRIPT, str(tmp_path / "rep"), name], capture_output=True,
+                       text=True, cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 128 + getattr(signal, name), r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"tverify: terminated ({name}); nothing was written after it (earlier outputs are as they were)"]
+    assert [p.name for p in tmp_path.iterdir() if p.name != "cache"] == []
