@@ -12,6 +12,11 @@
 * F3: SIGUSR1, SIGUSR2 and SIGXCPU (a CPU-time limit) took their default action: tverify ended at
   once, leaving the checks' temporary folders (pymp-*, tverify-figures-*). They now end it as SIGTERM
   does: one line, exit 128 + the signal, cleaned up.
+* F4: hostile pass 5's M6 refused control characters in a claim's own texts only: a plugin's check or
+  mutant description, the justification its check computed, the exception it raised (``run``'s table,
+  ``show``) and a message read from a foreign store entry were printed raw, ANSI escapes recolouring
+  or clearing the terminal. Descriptions are refused at registration; computed texts and the store's
+  are shown as ``\\x1b`` escapes.
 """
 
 from __future__ import annotations
@@ -133,3 +138,65 @@ def test_other_ending_signals_leave_no_partial_folder(tmp_path, name):
     assert r.stderr.strip().splitlines() == [
         f"tverify: terminated ({name}); nothing was written after it (earlier outputs are as they were)"]
     assert [p.name for p in tmp_path.iterdir() if p.name != "cache"] == []
+
+
+# --- F4: control characters in a plugin's other texts, computed messages and the store ---------------
+
+def _two(x):
+    import numpy as np
+
+    return 2 * np.asarray(x, dtype=float)
+
+
+def _claim(check_description="2x", mutant_description="3x", justification="float64 rounding", raise_text=None):
+    import numpy as np
+
+    from proofs_checks.plugin import Check, Claim, Mutant, relative
+
+    def fn(form, ctx):
+        if raise_text is not None:
+            raise RuntimeError(raise_text)
+        x = ctx.rng().standard_normal(20)
+        return relative(form(x), 2 * x, 1e-12, justification)
+
+    return Claim(id="zzh11.ctl", title="2x = 2x", statement="2x = 2x", source="true", kind="identity", form=_two,
+                 checks=(Check("c0", "numeric", fn, check_description),), no_symbolic="a test of the text rule",
+                 mutants=(Mutant("three", "wrong constant", mutant_description, lambda x: 3 * np.asarray(x, float)),))
+
+
+@pytest.mark.parametrize("part, kw", [("check 'c0': description", {"check_description": "2x \x1b[2J"}),
+                                      ("mutant 'three': description", {"mutant_description": "3x \u202eevil"})])
+def test_control_characters_in_a_claims_parts_are_refused_at_registration(part, kw):
+    from proofs_checks.plugin import RegistryError, check_claim
+
+    with pytest.raises(RegistryError) as e:
+        check_claim(_claim(**kw))
+    assert f"{part} holds the control character U+" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_plugin_checks_computed_texts_come_back_visible():
+    """The child's result (what `run`/`show` print for a plugin claim): escapes written out, not obeyed."""
+    from proofs_checks.claims._plugins import _rebuild, short
+
+    assert short("boom \x1b[2J\x1b[31mred\u202e") == "boom \\x1b[2J\\x1b[31mred\\u202e"
+    check = _claim().checks[0]
+    out = _rebuild({"name": "c0", "layer": "numeric", "result": {
+        "passed": True, "error": 0.0, "tolerance": 1e-12, "justification": "J \x1b[41mred\x1b[0m"}}, check)
+    assert "\x1b" not in out.result.justification and "\\x1b[41m" in out.result.justification
+
+
+def test_show_writes_out_the_escapes_of_a_foreign_store_entry(tmp_path):
+    import json
+
+    store = tmp_path / "store"
+    code, out, err = invoke("--store", str(store), "run", "attn.softmax_simplex", "--quick", "--no-progress")
+    assert code == 0, err
+    entry = store / "last" / "attn.softmax_simplex.json"
+    doc = json.loads(entry.read_text())
+    doc["message"] = "\x1b[2J\x1b[31mFAKE\x1b[0m \u202eevil"
+    doc["checks"][0]["justification"] = "J \x1b[41mESC"
+    entry.write_text(json.dumps(doc))
+    code, out, err = invoke("--store", str(store), "show", "attn.softmax_simplex", "--full")
+    assert code == 0, err
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "\\x1b[31mFAKE" in out and "J \\x1b[41mESC" in out
