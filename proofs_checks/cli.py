@@ -1095,10 +1095,16 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
     a closed pipe, a standard output closed from the start): one line, exit 2."""
+    import os
+
     from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly
 
     guard_closed_streams()
     terminate_cleanly()
+    # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
+    # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
+    # exit 0 and nothing printed (hostile pass 7, F5)
+    os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
     try:
         try:
             _main(argv)

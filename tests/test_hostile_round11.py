@@ -17,6 +17,9 @@
   ``show``) and a message read from a foreign store entry were printed raw, ANSI escapes recolouring
   or clearing the terminal. Descriptions are refused at registration; computed texts and the store's
   are shown as ``\\x1b`` escapes.
+* F5: ``TVERIFY_PLUGIN_CHILD=1`` in the environment (the internal mark of a plugin's own process,
+  inherited or set by hand) made ``tverify run`` import plugins unprobed and run their checks in its
+  own process: a check's ``os._exit(0)`` ended it with exit 0 and nothing printed. The CLI drops it.
 """
 
 from __future__ import annotations
@@ -200,3 +203,17 @@ def test_show_writes_out_the_escapes_of_a_foreign_store_entry(tmp_path):
     assert code == 0, err
     assert "\x1b" not in out and "\u202e" not in out
     assert "\\x1b[31mFAKE" in out and "J \\x1b[41mESC" in out
+
+
+# --- F5: the plugin child's mark is never taken from the environment by the CLI -----------------------
+
+def test_the_cli_drops_the_plugin_child_mark(monkeypatch):
+    import os
+
+    from proofs_checks.claims._plugins import CHILD_ENV, in_child
+
+    monkeypatch.setenv(CHILD_ENV, "1")
+    assert in_child()
+    code, out, _ = invoke("--version")
+    assert code == 0 and out.strip()
+    assert CHILD_ENV not in os.environ and not in_child()
