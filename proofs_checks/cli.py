@@ -165,10 +165,12 @@ def _store(store_dir: str | None):
     """The store from this command's ``--store``, else ``tverify --store``, else env/default."""
     from proofs_checks.store import resolve_store
 
-    if not store_dir:
+    if store_dir is None:
         ctx = click.get_current_context(silent=True)
         root = ctx.find_root() if ctx is not None else None
-        store_dir = (root.params.get("store_dir") if root is not None else None) or None
+        store_dir = root.params.get("store_dir") if root is not None else None
+    if store_dir is not None and str(store_dir) == "":  # was taken as "no --store" (hostile pass 7, F6)
+        raise UsageError("--store: empty path (leave --store out for $TVERIFY_STORE or the per-user default)")
     store = resolve_store(store_dir)
     if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
         raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")

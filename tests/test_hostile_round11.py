@@ -20,6 +20,8 @@
 * F5: ``TVERIFY_PLUGIN_CHILD=1`` in the environment (the internal mark of a plugin's own process,
   inherited or set by hand) made ``tverify run`` import plugins unprobed and run their checks in its
   own process: a check's ``os._exit(0)`` ended it with exit 0 and nothing printed. The CLI drops it.
+* F6: ``--store ''`` was read as no ``--store`` (the environment's or the default store used, silently),
+  where every other empty path is refused. Now one line, exit 2.
 """
 
 from __future__ import annotations
@@ -217,3 +219,13 @@ def test_the_cli_drops_the_plugin_child_mark(monkeypatch):
     code, out, _ = invoke("--version")
     assert code == 0 and out.strip()
     assert CHILD_ENV not in os.environ and not in_child()
+
+
+# --- F6: an empty --store is refused, not read as "no --store" ----------------------------------------
+
+@pytest.mark.parametrize("argv", [("--store", "", "show", "attn.softmax_simplex"),
+                                  ("show", "attn.softmax_simplex", "--store", "")])
+def test_an_empty_store_option_is_refused(tmp_path, monkeypatch, argv):
+    monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "env-store"))
+    line = one_line_error(*invoke(*argv)[::2])
+    assert "--store: empty path" in line, line
