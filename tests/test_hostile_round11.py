@@ -229,3 +229,18 @@ def test_an_empty_store_option_is_refused(tmp_path, monkeypatch, argv):
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "env-store"))
     line = one_line_error(*invoke(*argv)[::2])
     assert "--store: empty path" in line, line
+
+
+def test_a_mode_entered_at_every_call_is_named_once(tmp_path):
+    """check hopfield: an update entering a TorchFunctionMode at each call (and wrong by half) is refused, the
+    mode named once (it was repeated 25 times, once per entry)."""
+    import numpy as np
+
+    np.save(tmp_path / "P.npy", np.random.default_rng(0).standard_normal((6, 4)))
+    (tmp_path / "upd.py").write_text(PATCHES["function_mode"][0].replace("Zero().__enter__()\n", "").replace(
+        "from torch.overrides", "import torch\nfrom torch.overrides") +
+        "\ndef update(xi, patterns, beta):\n    Zero().__enter__()\n"
+        "    return 0.5 * (torch.softmax(beta * xi @ patterns.T, dim=-1) @ patterns)\n")
+    line = one_line_error(*invoke("check", "hopfield", "--patterns", str(tmp_path / "P.npy"), "--beta", "8",
+                                  "--module", f"{tmp_path / 'upd.py'}:update", "--quick", "--no-progress")[::2])
+    assert line.count("through the torch mode") == 1 and "nothing was checked" in line, line

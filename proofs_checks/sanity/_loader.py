@@ -244,8 +244,8 @@ def function_snapshot() -> dict[tuple[str, str], Any]:
 def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
     """The functions of :data:`_COMPARED` that are no longer the objects :func:`function_snapshot` saw, and
     the torch modes the code left active."""
-    modes = [f"torch operations (through the torch mode {m} it left active)" for m in _modes()
-             if m not in snapshot.get(_MODES, ())]
+    modes = [f"torch operations (through the torch mode {m} it left active)"  # once per class, entered how often
+             for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]
     return modes + [f"{name}.{attr}" for (name, attr), ident in snapshot.items()
                     if (name, attr) != _MODES and id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
 
