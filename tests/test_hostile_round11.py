@@ -22,6 +22,9 @@
   own process: a check's ``os._exit(0)`` ended it with exit 0 and nothing printed. The CLI drops it.
 * F6: ``--store ''`` was read as no ``--store`` (the environment's or the default store used, silently),
   where every other empty path is refused. Now one line, exit 2.
+* F7: ``check attention --module m.py:A --against m.py:A`` compared the module with itself (the same
+  weights, seeded alike): ``matches_against`` 0 by construction, the verdict "ok" with no reference
+  compared. Refused with one line, exit 2 (also through another path or a link to the file).
 """
 
 from __future__ import annotations
@@ -244,3 +247,16 @@ def test_a_mode_entered_at_every_call_is_named_once(tmp_path):
     line = one_line_error(*invoke("check", "hopfield", "--patterns", str(tmp_path / "P.npy"), "--beta", "8",
                                   "--module", f"{tmp_path / 'upd.py'}:update", "--quick", "--no-progress")[::2])
     assert line.count("through the torch mode") == 1 and "nothing was checked" in line, line
+
+
+# --- F7: --against the module itself -------------------------------------------------------------------
+
+@pytest.mark.parametrize("other", ["./own_attention.py", "link.py"])
+def test_against_the_module_itself_is_refused(tmp_path, monkeypatch, other):
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    (tmp_path / "link.py").symlink_to(tmp_path / "own_attention.py")
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(*invoke("check", "attention", "--module", "own_attention.py:CausalSelfAttention",
+                                  "--against", f"{other}:CausalSelfAttention", "--causal", "--quick",
+                                  "--no-progress")[::2])
+    assert "the module itself" in line and "could not reject anything" in line, line
