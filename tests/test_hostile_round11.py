@@ -260,3 +260,17 @@ def test_against_the_module_itself_is_refused(tmp_path, monkeypatch, other):
                                   "--against", f"{other}:CausalSelfAttention", "--causal", "--quick",
                                   "--no-progress")[::2])
     assert "the module itself" in line and "could not reject anything" in line, line
+
+
+def test_against_the_module_itself_is_refused_in_the_api():
+    import importlib.util
+
+    from theory.validation import InputError
+
+    spec = importlib.util.spec_from_file_location("own_attention_f7", "tests/data/own_attention.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from proofs_checks import check_attention
+
+    with pytest.raises(InputError, match="against is obj itself"):
+        check_attention(mod.CausalSelfAttention, causal=True, mode="quick", against=mod.CausalSelfAttention)
