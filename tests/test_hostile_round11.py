@@ -25,6 +25,9 @@
 * F7: ``check attention --module m.py:A --against m.py:A`` compared the module with itself (the same
   weights, seeded alike): ``matches_against`` 0 by construction, the verdict "ok" with no reference
   compared. Refused with one line, exit 2 (also through another path or a link to the file).
+* F9: ``--cluster local:W`` started Dask's workers (multiprocessing's spawn, ``python -c …``) with the
+  working folder first on ``sys.path``: a ``struct.py``/``threading.py`` there ran in each worker, which
+  died ("could not start 1 local Dask worker(s)", tracebacks). They start with ``PYTHONSAFEPATH=1``.
 """
 
 from __future__ import annotations
@@ -274,3 +277,28 @@ def test_against_the_module_itself_is_refused_in_the_api():
 
     with pytest.raises(InputError, match="against is obj itself"):
         check_attention(mod.CausalSelfAttention, causal=True, mode="quick", against=mod.CausalSelfAttention)
+
+
+# --- F9: the local Dask workers never import from the working folder -------------------------------------
+
+def test_local_cluster_workers_do_not_import_the_working_folder(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    marker = tmp_path / "markers"
+    marker.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("struct", "threading", "signal"):
+        (work / f"{name}.py").write_text(f"open({str(marker / name)!r}, 'w').close()\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "tverify"  # the entry script, as users start it (not python -P)
+    if not script.exists():
+        pytest.skip("no tverify entry script beside this Python")
+    r = subprocess.run([str(script), "run", "attn.causal_mask", "--quick", "--no-progress", "--cluster", "local:1"],
+                       capture_output=True, text=True, cwd=work, env=env, timeout=600)
+    assert sorted(p.name for p in marker.iterdir()) == [], r.stderr[-2000:]
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
