@@ -258,6 +258,9 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
             raise InputError(f"check_attention: against must be a module, class or function (the second "
                              f"implementation itself), got the string {str(against)!r:.80}: FILE.py:NAME is the "
                              f"command's --against; import it and pass the object")
+        if against is not None and against is obj:  # 0 by construction (hostile pass 7, F7)
+            raise InputError("check_attention: against is obj itself: the differential comparison could not reject "
+                             "anything; pass a second implementation")
         if isinstance(mapping, (str, bytes, os.PathLike)):
             raise InputError(f"check_attention: mapping must be a function of the module or a dict of its weights, "
                              f"got the string {str(mapping)!r:.80}: a 'FILE.py:NAME' string is the command line's "

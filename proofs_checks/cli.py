@@ -165,10 +165,12 @@ def _store(store_dir: str | None):
     """The store from this command's ``--store``, else ``tverify --store``, else env/default."""
     from proofs_checks.store import resolve_store
 
-    if not store_dir:
+    if store_dir is None:
         ctx = click.get_current_context(silent=True)
         root = ctx.find_root() if ctx is not None else None
-        store_dir = (root.params.get("store_dir") if root is not None else None) or None
+        store_dir = root.params.get("store_dir") if root is not None else None
+    if store_dir is not None and str(store_dir) == "":  # was taken as "no --store" (hostile pass 7, F6)
+        raise UsageError("--store: empty path (leave --store out for $TVERIFY_STORE or the per-user default)")
     store = resolve_store(store_dir)
     if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
         raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")
@@ -1095,10 +1097,16 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
     a closed pipe, a standard output closed from the start): one line, exit 2."""
+    import os
+
     from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly
 
     guard_closed_streams()
     terminate_cleanly()
+    # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
+    # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
+    # exit 0 and nothing printed (hostile pass 7, F5)
+    os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
     try:
         try:
             _main(argv)

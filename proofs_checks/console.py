@@ -93,8 +93,17 @@ class Terminated(BaseException):
         return signal.Signals(self.signum).name
 
 
+def _clean_signals(signal) -> list:
+    """The signals whose default action ends the process at once and that tverify turns into
+    :class:`Terminated`: SIGTERM, SIGHUP, and SIGUSR1/SIGUSR2/SIGXCPU (a ``kill -USR1`` or a CPU-time
+    limit left the checks' temporary folders behind; hostile pass 7, F3). Not SIGALRM (the runner's
+    timer) nor SIGQUIT (a core dump asked for)."""
+    names = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU")
+    return [getattr(signal, n) for n in names if hasattr(signal, n)]
+
+
 def terminate_cleanly() -> None:
-    """Install the SIGTERM and SIGHUP handler raising :class:`Terminated` (once: a second signal
+    """Install the SIGTERM, SIGHUP (and :func:`_clean_signals`) handler raising :class:`Terminated` (once: a second signal
     takes the default action). Only in the main thread, only for a signal that has its default
     action, and only in this process (a process forked from it gets the default action back)."""
     import os
@@ -113,7 +122,7 @@ def terminate_cleanly() -> None:
         raise Terminated(signum)
 
     on_signal.tverify = True  # type: ignore[attr-defined]  (settle_signals finds it by this mark)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in _clean_signals(signal):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, on_signal)
 
@@ -138,7 +147,7 @@ def settle_signals() -> None:
         except OSError:
             pass
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in _clean_signals(signal):
         if getattr(signal.getsignal(sig), "tverify", False):
             signal.signal(sig, late)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Callable, Iterable
 
 from theory.derivation import Derivation
@@ -80,6 +80,18 @@ EVIDENCE = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 #: control characters a claim's text may not hold (all of C0 but tab and newline, DEL, C1, bidirectional overrides)
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    r"""``text`` with its control characters (:data:`_CONTROL`) written as escapes: a message a plugin's
+    check computed (its justification, its exception) is printed by ``run``/``show``, where an escape
+    sequence would recolour or clear the terminal (hostile pass 7, F4).
+
+    >>> visible("a\x1b[2Jb\u202ec")
+    'a\\x1b[2Jb\\u202ec'
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
+                        text)
 
 
 #: the longest claim title (characters; the built-in claims' longest is 204): a title is one line of `tverify
@@ -702,6 +714,15 @@ class Claim:
             if bad:  # printed as they are by list/show, they recolour, clear or reorder the terminal (hostile pass 5, M6)
                 raise RegistryError(f"{where}: {attr} holds the control character U+{ord(bad.group()):04X} at "
                                     f"position {bad.start()} (escape sequences and bidirectional overrides are refused)")
+        for part, items in (("check", self.checks), ("mutant", self.mutants), ("hypothesis", self.hypotheses),
+                            ("clause", self.clauses)):  # their texts are printed by show/report too (hostile pass 7, F4)
+            for item in items:
+                for f in fields(item) if is_dataclass(item) else ():
+                    bad = _CONTROL.search(v) if isinstance(v := getattr(item, f.name, None), str) else None
+                    if bad:
+                        raise RegistryError(f"{where}: {part} {getattr(item, 'name', '')!r}: {f.name} holds the control "
+                                            f"character U+{ord(bad.group()):04X} at position {bad.start()} (escape "
+                                            "sequences and bidirectional overrides are refused)")
         if self.kind not in KINDS:
             raise RegistryError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
         if not self.checks:

@@ -63,7 +63,9 @@ def short(text: Any, n: int = MAX_MESSAGE) -> str:
     >>> short("a\\n  b" + "x" * 400, 10)
     'a bxxxxxx…'
     """
-    text = " ".join(str(text).split())
+    from proofs_checks.registry import visible
+
+    text = visible(" ".join(str(text).split()))  # a plugin's escape sequences shown, not obeyed (F4)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -449,7 +451,7 @@ def _rebuild(d: dict, check: Any):
     """The outcome from the child's JSON; the status follows from the result, computed here."""
     import math as _m
 
-    from proofs_checks.registry import CheckResult
+    from proofs_checks.registry import CheckResult, visible
     from proofs_checks.runner import CheckOutcome
 
     r = d.get("result")
@@ -462,6 +464,9 @@ def _rebuild(d: dict, check: Any):
         if k in fields:
             fields[k] = _m.nan if fields[k] is None else float(fields[k])
     fields["seeds"] = tuple(fields.get("seeds") or ())
+    for k in ("justification", "skip_reason", "reason", "resolution_units", "device"):  # printed by run/show (F4)
+        if isinstance(fields.get(k), str):
+            fields[k] = visible(fields[k])
     res = CheckResult(**fields)
     if res.passed is None:
         status = "inconclusive" if (res.details or {}).get("inconclusive") else "skipped"

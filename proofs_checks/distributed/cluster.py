@@ -204,8 +204,9 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
             # another Dask cluster holds 8787, and says so: not this command's business
             warnings.filterwarnings("ignore", message="Port 8787 is already in use")
             try:
-                cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
-                                       resources=resources, silence_logs=logging.CRITICAL)
+                with _safe_path():
+                    cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, resources=resources, silence_logs=logging.CRITICAL)
             except Exception as exc:  # no sockets, no /dev/shm, a worker that cannot start: one line, not a traceback
                 msg = _one_line(exc)
                 raise UsageError(f"--cluster {spec}: could not start {value} local Dask worker(s) ({msg}); leave out "
@@ -233,6 +234,25 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close(timeout=10)
+
+
+@contextlib.contextmanager
+def _safe_path():
+    """``PYTHONSAFEPATH=1`` while the local cluster starts: its worker processes (multiprocessing's spawn, and
+    its resource tracker) start as ``python -c …``, which put the working folder first on ``sys.path``
+    before any import, so a ``struct.py`` or ``threading.py`` there ran in each of them and the workers died
+    (hostile pass 7, F9). Restored after: processes the user's own code starts later keep the usual path."""
+    import os
+
+    old = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = old
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from proofs_checks.mathml import latex_text
 from proofs_checks.output.wraptext import hang_wrap, unbrace_scripts, width
 from proofs_checks.output.evidence import clause_labels, evidence_label
+from proofs_checks.registry import visible
 
 __all__ = ["Line", "width", "math_text", "text_of", "wrap", "show_summary", "show_full", "last_checks", "totals_line",
            "fmt_duration", "short", "print_lines"]
@@ -303,8 +304,8 @@ def _last_result(e: dict[str, Any], last: dict[str, Any] | None, unreadable: boo
     when = f", {last['created']}" if last.get("created") else ""
     out = [Line(f"last result: {st} (mode {last.get('mode')}, seed {last.get('seed')}, device {last.get('device')}"
                 f"{when})", style="bold", mark=(st, st), hang=2)]
-    if last.get("message"):
-        out.append(Line(text_of(last["message"]), indent=2, hang=2))
+    if last.get("message"):  # read from the store's file: its escape sequences shown, not obeyed (F4)
+        out.append(Line(visible(text_of(last["message"])), indent=2, hang=2))
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     if checks:
         w = f"; worst error/tolerance {ratio:.2g} ({worst.get('name')})" if worst is not None else ""
@@ -458,8 +459,9 @@ def last_checks(last: dict[str, Any] | None, where: str) -> list[Line]:
     out = [Line(""), Line(f"last result's checks ({where}):", style="bold")]
     for ch in (last or {}).get("checks") or []:
         why = ch.get("justification") or ch.get("skip_reason") or ch.get("error_message") or ""
-        out.append(Line(f"{ch.get('name')}: {ch.get('status')} error={_fmt_num(ch.get('error'))} "
-                        f"tol={_fmt_num(ch.get('tolerance'))} resolution={resolution_text(ch)} — {text_of(why)}", indent=2))
+        out.append(Line(visible(f"{ch.get('name')}: {ch.get('status')} error={_fmt_num(ch.get('error'))} "
+                                f"tol={_fmt_num(ch.get('tolerance'))} resolution={resolution_text(ch)} — {text_of(why)}"),
+                        indent=2))  # read from the store's file (F4)
     return out
 
 

@@ -230,7 +230,11 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with contextlib.suppress(AttributeError, OSError, ValueError):  # the fork server's blocked SIGINT, inherited
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    import builtins
+
+    saved = dict(vars(builtins))  # a built-in the user's code rebinds (builtins.float) would break the result's encoding
     payload = _run_task(req, obj_blob, arrays_blob)
+    vars(builtins).update(saved)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -272,7 +276,7 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
     from theory.validation import InputError
 
     label = req.get("label", "--module")
-    from proofs_checks.sanity._loader import function_snapshot, replaced_functions
+    from proofs_checks.sanity._loader import function_snapshot
 
     functions = function_snapshot()  # before any of the user's code runs here (their objects are unpickled below)
     try:
@@ -295,12 +299,7 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
         task = getattr(importlib.import_module(mod), fn)  # a check module's child_task (by name: no import circle)
         with ctx:
             payload = task(req, obj, arrays)
-        replaced = replaced_functions(functions)
-        if replaced:  # the comparisons ran with the user's replacements: their numbers decide nothing (N7)
-            shown = ", ".join(replaced[:4]) + (f" and {len(replaced) - 4} more" if len(replaced) > 4 else "")
-            return {"error": f"{label}: the code replaced {shown} in the check's process (functions tverify's own "
-                             "comparisons call there): the errors it measured cannot be trusted; nothing was checked"}
-        return {"ok": True, **payload}
+        return _replaced(functions, label) or {"ok": True, **payload}
     except guards.DryRunStop:
         return {"dry_run_stop": True}
     except UsageError as exc:
@@ -313,11 +312,27 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
     except SystemExit as exc:
         return {"error": f"{label}: the code called sys.exit({exc.code!r}); nothing was checked"}
     except BaseException as exc:  # tverify's own code, or user code outside a boundary: the traceback
+        replaced = _replaced(functions, label)  # tverify's code broken by a replaced built-in: that, not its traceback
+        if replaced:
+            return replaced
         where = _user_frame(exc)
         if where is not None:  # raised inside the user's own file: the user's exception, one line
             return {"error": f"{label}: the code raised {describe_exception(exc)} (at {where}) while it was being "
                              "checked; nothing was checked"}
         return {"internal": describe_exception(exc), "traceback": traceback.format_exc()}
+
+
+def _replaced(functions: dict, label: str) -> dict | None:
+    """The error when the user's code replaced a function tverify's comparisons call in this process
+    (:func:`proofs_checks.sanity._loader.replaced_functions`): every number measured here used it (N7)."""
+    from proofs_checks.sanity._loader import replaced_functions
+
+    replaced = replaced_functions(functions)
+    if not replaced:
+        return None
+    shown = ", ".join(replaced[:4]) + (f" and {len(replaced) - 4} more" if len(replaced) > 4 else "")
+    return {"error": f"{label}: the code replaced {shown} in the check's process (functions tverify's own "
+                     "comparisons call there): the errors it measured cannot be trusted; nothing was checked"}
 
 
 def _user_frame(exc: BaseException) -> str | None:

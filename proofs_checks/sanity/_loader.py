@@ -181,12 +181,19 @@ _COMPARED = {
     "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like"),
     "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
                               "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
-                              "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel"),
+                              "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel",
+                              "__getattribute__", "__torch_function__"),  # every method read goes through these
     "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh"),
     "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply"),
     "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh"),
     "math": ("isfinite", "isnan", "isinf", "sqrt", "fabs", "fsum", "exp", "log"),
+    # the built-ins the comparisons call (``float(err)``, ``max(...)``): looked up at each call, so a module that
+    # rebinds ``builtins.float`` decided them (a leaking module was "ok"; hostile pass 7, F1)
+    "builtins": ("float", "int", "abs", "max", "min", "sum", "len", "isinstance", "round", "all", "any", "sorted",
+                 "bool", "range", "zip", "enumerate", "getattr"),
 }
+#: the snapshot's key for the torch function/dispatch modes active (a mode sees every torch call on plain tensors)
+_MODES = ("torch", "modes")
 
 
 def _namespace(name: str):
@@ -199,10 +206,30 @@ def _namespace(name: str):
     return ns
 
 
-def function_snapshot() -> dict[tuple[str, str], int]:
-    """The identity of each function of :data:`_COMPARED` (in the namespaces already imported), taken before
-    the user's code runs in the check's process (:func:`replaced_functions`)."""
-    out: dict[tuple[str, str], int] = {}
+def _modes() -> tuple[str, ...]:
+    """The torch function and dispatch modes active in this process (their class names), outside
+    ``torch.set_default_device``'s own ``DeviceContext``: a ``TorchFunctionMode`` or ``TorchDispatchMode``
+    entered by the user's code and left active sees (and can change) every torch operation the
+    comparisons make on plain tensors, with no function of :data:`_COMPARED` replaced."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ()
+    out = []
+    for length, at in (("_len_torch_function_stack", "_get_function_stack_at"),
+                       ("_len_torch_dispatch_stack", "_get_dispatch_stack_at")):
+        try:
+            n = getattr(torch._C, length)()
+            out += [type(getattr(torch._C, at)(i)) for i in range(n)]
+        except Exception:  # another torch's internals: nothing to compare
+            continue
+    return tuple(f"{t.__module__}.{t.__qualname__}" for t in out if t.__name__ != "DeviceContext")
+
+
+def function_snapshot() -> dict[tuple[str, str], Any]:
+    """The identity of each function of :data:`_COMPARED` (in the namespaces already imported) and the torch
+    modes active (:func:`_modes`), taken before the user's code runs in the check's process
+    (:func:`replaced_functions`)."""
+    out: dict[tuple[str, str], Any] = {_MODES: _modes()}
     for name, attrs in _COMPARED.items():
         ns = _namespace(name)
         if ns is None:
@@ -214,10 +241,13 @@ def function_snapshot() -> dict[tuple[str, str], int]:
     return out
 
 
-def replaced_functions(snapshot: dict[tuple[str, str], int]) -> list[str]:
-    """The functions of :data:`_COMPARED` that are no longer the objects :func:`function_snapshot` saw."""
-    return [f"{name}.{attr}" for (name, attr), ident in snapshot.items()
-            if id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
+def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
+    """The functions of :data:`_COMPARED` that are no longer the objects :func:`function_snapshot` saw, and
+    the torch modes the code left active."""
+    modes = [f"torch operations (through the torch mode {m} it left active)"  # once per class, entered how often
+             for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]
+    return modes + [f"{name}.{attr}" for (name, attr), ident in snapshot.items()
+                    if (name, attr) != _MODES and id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
 
 
 def _import_file(path: Path, option: str):

@@ -227,6 +227,9 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
     for spec, opt in ((mapping_spec, "--mapping"), (against_spec, "--against")):
         if spec:
             _split(spec, opt)
+    if against_spec and _same_object(module_spec, against_spec):  # 0 by construction (hostile pass 7, F7)
+        raise UsageError(f"--against {against_spec}: the module itself (same file and name as --module): the "
+                         "differential comparison could not reject anything; give a second implementation")
     name = module_spec.rpartition(":")[2]
     kwargs = dict(causal=causal, heads=heads, dim=dim, dtype=dtype, device=device, positional=positional, seed=seed,
                   mode=mode, name=name, window=window, softcap=softcap,
@@ -243,6 +246,21 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
                                     what=f"check attention {name}", timeout=timeout,
                                     max_memory=max_memory, progress=not no_progress, figures=bool(report_dir))
     _isolate.finish_rebuilt(payload, rebuild, finish, json_path, report_dir)
+
+
+def _same_object(a: str, b: str) -> bool:
+    """Whether two ``FILE.py:NAME`` / ``package.module:NAME`` specs name the same object (the same file,
+    through any path or link, and the same name)."""
+    import os
+
+    from proofs_checks.sanity._loader import _split
+
+    (wa, na), (wb, nb) = _split(a, "--module"), _split(b, "--against")
+    if na != nb:
+        return False
+    if wa.endswith(".py") and wb.endswith(".py"):
+        return os.path.realpath(os.path.expanduser(wa)) == os.path.realpath(os.path.expanduser(wb))
+    return wa == wb
 
 
 # ------------------------------------------------------------------------------------------------
