@@ -262,8 +262,11 @@ def compare(
             reason = "non-finite error: " + ", ".join(f"{k} = {float(error[k])}" for k in bad[:5])
         details = {**dict(error), **dict(details or {})}
         error = worst(error)
-    error = float(error)
-    tolerance = float(tolerance)
+    try:
+        error, tolerance = float(error), float(tolerance)
+    except TypeError as exc:  # an array: numpy's "only 0-dimensional arrays…" did not say which call (pass 7 note)
+        raise TypeError(f"compare: the error and the tolerance are numbers (reduce an array first, e.g. with "
+                        f"worst(...)); got {type(error).__name__} and {type(tolerance).__name__}") from exc
     if not reason and not math.isfinite(error):
         reason = f"non-finite error: {error}"
     if not math.isfinite(tolerance) or tolerance < 0:

@@ -41,3 +41,24 @@ def test_a_bad_derivation_budget_is_refused_where_claims_are_listed_or_shown(mon
     monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", "-5")
     code, out, err = invoke(*command)
     assert code == 2 and "TVERIFY_DERIVATION_BUDGET" in err and len(err.strip().splitlines()) == 1, (code, err)
+
+
+@pytest.mark.parametrize("args", [("check", "lyapunov", "--f", "-x,-y", "--V", "x**2+y**2", "--report", "-"),
+                                  ("report", "attn.causal_mask", "--quick", "--out", "-")])
+def test_a_report_folder_named_dash_is_refused(tmp_path, monkeypatch, args):
+    """Hostile pass 7 note: ``--report -`` wrote a folder named '-' where ``--json -`` means standard output."""
+    from tests.cli_helpers import invoke
+
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke(*args)
+    assert code == 2 and "not standard output" in err and len(err.strip().splitlines()) == 1, (code, err)
+    assert not (tmp_path / "-").exists()
+
+
+def test_compare_of_an_array_says_which_call():
+    import numpy as np
+
+    from proofs_checks.registry import compare
+
+    with pytest.raises(TypeError, match="compare: the error and the tolerance are numbers"):
+        compare(np.array([1.0, 2.0]), 1.0, "x")

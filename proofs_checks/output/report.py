@@ -364,6 +364,9 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
     raw = str(out)
     if raw.strip() == "":
         raise ReportTargetError("--out: empty path")
+    if raw == "-":  # `--json -` is standard output: a folder named '-' would be a surprise (hostile pass 7 note)
+        raise ReportTargetError("--out -: a report is a folder (HTML, Markdown, JSON and figures), not standard output; "
+                                "give a folder name (--json - writes the JSON document to standard output)")
     problem = name_problem(out)
     if problem:
         raise ReportTargetError(f"--out {raw[:60]}: {problem}; nothing was run")
