@@ -79,19 +79,7 @@ EVIDENCE = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 #: control characters a claim's text may not hold (all of C0 but tab and newline, DEL, C1, bidirectional overrides)
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str) -> str:
-    r"""``text`` with its control characters (:data:`_CONTROL`) written as escapes: a message a plugin's
-    check computed (its justification, its exception) is printed by ``run``/``show``, where an escape
-    sequence would recolour or clear the terminal (hostile pass 7, F4).
-
-    >>> visible("a\x1b[2Jb\u202ec")
-    'a\\x1b[2Jb\\u202ec'
-    """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
-                        text)
+from proofs_checks.output.wraptext import CONTROL as _CONTROL, visible  # noqa: E402,F401 (shown escaped; no heavy import)
 
 
 #: the longest claim title (characters; the built-in claims' longest is 204): a title is one line of `tverify
