@@ -79,7 +79,7 @@ EVIDENCE = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 #: control characters a claim's text may not hold (all of C0 but tab and newline, DEL, C1, bidirectional overrides)
-from proofs_checks.output.wraptext import CONTROL as _CONTROL, visible  # noqa: E402,F401 (shown escaped; no heavy import)
+from proofs_checks.errors import CONTROL as _CONTROL, visible  # noqa: E402,F401 (shown escaped; no heavy import)
 
 
 #: the longest claim title (characters; the built-in claims' longest is 204): a title is one line of `tverify

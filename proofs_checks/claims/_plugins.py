@@ -63,7 +63,7 @@ def short(text: Any, n: int = MAX_MESSAGE) -> str:
     >>> short("a\\n  b" + "x" * 400, 10)
     'a bxxxxxx…'
     """
-    from proofs_checks.output.wraptext import visible
+    from proofs_checks.errors import visible
 
     text = visible(" ".join(str(text).split()))  # a plugin's escape sequences shown, not obeyed (F4)
     return text if len(text) <= n else text[: n - 1] + "…"

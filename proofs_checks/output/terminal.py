@@ -16,7 +16,7 @@ from typing import Any, Callable
 from proofs_checks.mathml import latex_text
 from proofs_checks.output.wraptext import hang_wrap, unbrace_scripts, width
 from proofs_checks.output.evidence import clause_labels, evidence_label
-from proofs_checks.output.wraptext import visible
+from proofs_checks.errors import visible
 
 __all__ = ["Line", "width", "math_text", "text_of", "wrap", "show_summary", "show_full", "last_checks", "totals_line",
            "fmt_duration", "short", "print_lines"]

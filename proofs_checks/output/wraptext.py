@@ -12,7 +12,7 @@ import re
 import shutil
 import textwrap
 
-__all__ = ["DEFAULT_WIDTH", "width", "hang_wrap", "wrap_lines", "unbrace_scripts", "CONTROL", "visible"]
+__all__ = ["DEFAULT_WIDTH", "width", "hang_wrap", "wrap_lines", "unbrace_scripts"]
 
 DEFAULT_WIDTH = 100
 _GAP = re.compile(r"\S( {2,})(?=\S)")
@@ -95,19 +95,3 @@ def wrap_lines(lines, cols: int | None) -> list[str]:
                                  replace_whitespace=False)
             out.extend(body or [piece])
     return out
-
-
-#: control characters and bidirectional overrides: a terminal obeys them (recolours, clears, reorders)
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str) -> str:
-    r"""``text`` with its control characters (:data:`CONTROL`) written as escapes: a message a plugin's
-    check computed (its justification, its exception) is printed by ``run``/``show``, where an escape
-    sequence would recolour or clear the terminal (hostile pass 7, F4).
-
-    >>> visible("a\x1b[2Jb\u202ec")
-    'a\\x1b[2Jb\\u202ec'
-    """
-    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
-                        text)
