@@ -194,6 +194,8 @@ _COMPARED = {
 }
 #: the snapshot's key for the torch function/dispatch modes active (a mode sees every torch call on plain tensors)
 _MODES = ("torch", "modes")
+#: the snapshot's key for the kernels of torch's operators registered from Python (:func:`_aten_kernels`)
+_KERNELS = ("torch", "kernels")
 
 
 def _namespace(name: str):
@@ -222,14 +224,27 @@ def _modes() -> tuple[str, ...]:
             out += [type(getattr(torch._C, at)(i)) for i in range(n)]
         except Exception:  # another torch's internals: nothing to compare
             continue
-    return tuple(f"{t.__module__}.{t.__qualname__}" for t in out if t.__name__ != "DeviceContext")
+    own = getattr(sys.modules.get("torch.utils._device"), "DeviceContext", None)
+    # the class itself, not its name: a mode of the user's named DeviceContext zeroed subtractions (hostile pass 8)
+    return tuple(f"{t.__module__}.{t.__qualname__}" for t in out if own is None or t is not own)
+
+
+def _aten_kernels() -> frozenset[str]:
+    """The kernels registered from Python for torch's own operators (``torch.library``'s record,
+    ``aten/OP/KEY``): a ``torch.library.Library("aten", "IMPL")`` kernel for ``sub.Tensor`` changes every
+    subtraction the comparisons make, with no function of :data:`_COMPARED` replaced and no mode active."""
+    lib = sys.modules.get("torch.library")
+    try:
+        return frozenset(k for k in getattr(lib, "_impls", ()) if isinstance(k, str) and k.startswith("aten/"))
+    except Exception:  # another torch's internals: nothing to compare
+        return frozenset()
 
 
 def function_snapshot() -> dict[tuple[str, str], Any]:
     """The identity of each function of :data:`_COMPARED` (in the namespaces already imported) and the torch
     modes active (:func:`_modes`), taken before the user's code runs in the check's process
     (:func:`replaced_functions`)."""
-    out: dict[tuple[str, str], Any] = {_MODES: _modes()}
+    out: dict[tuple[str, str], Any] = {_MODES: _modes(), _KERNELS: _aten_kernels()}
     for name, attrs in _COMPARED.items():
         ns = _namespace(name)
         if ns is None:
@@ -246,8 +261,10 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
     the torch modes the code left active."""
     modes = [f"torch operations (through the torch mode {m} it left active)"  # once per class, entered how often
              for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]
-    return modes + [f"{name}.{attr}" for (name, attr), ident in snapshot.items()
-                    if (name, attr) != _MODES and id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
+    kernels = [f"torch's kernel {k.split('/', 1)[1]} (registered through torch.library)"
+               for k in sorted(_aten_kernels() - snapshot.get(_KERNELS, frozenset()))]
+    return modes + kernels + [f"{name}.{attr}" for (name, attr), ident in snapshot.items() if (name, attr) not in
+                              (_MODES, _KERNELS) and id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
 
 
 def _import_file(path: Path, option: str):
