@@ -6,6 +6,9 @@
   operators registered through ``torch.library`` (``Library("aten", "IMPL")``, ``@torch.library.impl``):
   a leaking causal module zeroing subtractions was judged "ok", exit 0. Now both are refused with one
   line, exit 2, nothing checked.
+* F2: ``check att-svm --data`` with entries near 1e300 printed numpy's overflow warning (two lines) before
+  its error, and the error advised "use a smaller --lr" at any --lr (1e-300 included), where the data's own
+  norms overflow. Now one line naming the data.
 """
 
 from __future__ import annotations
@@ -49,3 +52,15 @@ def test_a_mode_named_like_torchs_own_or_an_aten_kernel_is_refused(tmp_path, cas
     else:
         line = one_line_error(code, err)
     assert "the code replaced" in line and named in line and "nothing was checked" in line, line
+
+
+def test_att_svm_data_whose_norms_overflow_is_one_line_naming_the_data(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "huge.npz", X=rng.normal(size=(6, 4, 3)) * 1e300, z=rng.normal(size=(6, 3)) * 1e300,
+             y=np.sign(rng.normal(size=6)), v=rng.normal(size=3))
+    code, _, err = invoke("check", "att-svm", "--data", str(tmp_path / "huge.npz"), "--quick", "--lr", "1e-300",
+                          "--no-progress")
+    line = one_line_error(code, err)
+    assert "overflows float64" in line and "rescale" in line and "smaller --lr" not in line, line
