@@ -161,6 +161,10 @@ class AttentionProbe(GradientProps):
             if not isinstance(out, torch.Tensor):
                 problems.append(f"returned {type(out).__name__} at T = {T}, expected a tensor of shape {want}")
                 continue
+            if out.is_nested or out.layout != torch.strided:  # no shape or no comparisons (hostile pass 8, F3)
+                problems.append(f"returned a {'nested' if out.is_nested else out.layout} tensor at T = {T}, "
+                                f"expected a dense tensor of shape {want}")
+                continue
             if tuple(out.shape) != want:
                 problems.append(f"returned shape {tuple(out.shape)} for a {want} input; expected {want} "
                                 "(batch, T, D)")

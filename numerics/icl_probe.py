@@ -173,6 +173,10 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
     elif isinstance(raw, torch.Tensor):
         if not raw.dtype.is_floating_point:
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got torch dtype {raw.dtype}")
+        if raw.is_meta or raw.is_nested or raw.layout != torch.strided:  # hostile pass 8, F3: a traceback
+            what = ("a meta tensor (shapes only, no data)" if raw.is_meta else "a nested tensor" if raw.is_nested
+                    else f"a {raw.layout} tensor")
+            raise ProbeOutputError(f"{where}: predictions must be a dense tensor of numbers, got {what}")
         t = raw.detach().to("cpu", DTYPE)
     else:
         raise ProbeOutputError(f"{where}: predictions must be a torch tensor or NumPy array of shape ({P},), "

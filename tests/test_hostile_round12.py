@@ -9,6 +9,10 @@
 * F2: ``check att-svm --data`` with entries near 1e300 printed numpy's overflow warning (two lines) before
   its error, and the error advised "use a smaller --lr" at any --lr (1e-300 included), where the data's own
   norms overflow. Now one line naming the data.
+* F3: an own model returning a tensor without dense numbers (a meta, sparse or nested tensor) ended
+  ``check icl --model``, ``check attention --module`` and ``check hopfield --module`` with an internal
+  traceback ("Cannot copy out of meta tensor", "Could not run 'aten::ne.Scalar' … SparseCPU",
+  "NestedTensorImpl doesn't support sizes"). Now one line, exit 2, naming what was returned.
 """
 
 from __future__ import annotations
@@ -24,6 +28,15 @@ KERNEL = '''
 def _zero_sub(a, b, *, alpha=1):
     return torch.zeros(torch.broadcast_shapes(a.shape, b.shape), dtype=a.dtype)
 '''
+
+def _error_line(code: int, err: str) -> str:
+    """A usage error (exit 2, no traceback, one ``tverify: error:`` line) next to torch's own warnings on the
+    user code's standard error (a kernel overridden, nested tensors a prototype); return the line."""
+    assert code == 2 and "Traceback" not in err, (code, err)
+    lines = [ln for ln in err.splitlines() if ln.startswith("tverify: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
 
 F1_PATCHES = {
     "function_mode_named_DeviceContext": (PATCHES["function_mode"][0].replace("Zero", "DeviceContext"), "pass",
@@ -44,13 +57,7 @@ def test_a_mode_named_like_torchs_own_or_an_aten_kernel_is_refused(tmp_path, cas
     (tmp_path / "sabot.py").write_text(LEAK.replace("@PATCH@", patch).replace("@CALL@", call))
     code, _, err = invoke("check", "attention", "--module", f"{tmp_path / 'sabot.py'}:Leak", "--causal", "--quick",
                           "--no-progress")
-    if "library" in case:  # torch warns (on the code's own standard error) that it overrides a kernel
-        assert code == 2 and "Traceback" not in err, (code, err)
-        line = [ln for ln in err.splitlines() if ln.startswith("tverify: error:")]
-        assert len(line) == 1, err
-        line = line[0]
-    else:
-        line = one_line_error(code, err)
+    line = _error_line(code, err)
     assert "the code replaced" in line and named in line and "nothing was checked" in line, line
 
 
@@ -64,3 +71,50 @@ def test_att_svm_data_whose_norms_overflow_is_one_line_naming_the_data(tmp_path)
                           "--no-progress")
     line = one_line_error(code, err)
     assert "overflows float64" in line and "rescale" in line and "smaller --lr" not in line, line
+
+
+DENSE_LESS = {
+    "meta": ("torch.empty({shape}, dtype=torch.float64, device='meta')", "meta tensor"),
+    "sparse": ("({good}).to_sparse()", "sparse_coo tensor"),
+    "nested": ("torch.nested.nested_tensor(list({good}))", "nested tensor"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DENSE_LESS))
+def test_an_icl_model_returning_no_dense_numbers_is_one_line(tmp_path, kind):
+    expr, says = DENSE_LESS[kind]
+    good = "(xq * (ys.unsqueeze(-1) * xs).mean(dim=-2)).sum(dim=-1)"
+    (tmp_path / "m.py").write_text("import torch\n\ndef f(xs, ys, xq):\n    return "
+                                   + expr.format(shape="xq.shape[:1]", good=good) + "\n")
+    code, _, err = invoke("check", "icl", "--model", f"{tmp_path / 'm.py'}:f", "--lambda", "1,2", "--N", "4",
+                          "--prompts", "50", "--no-progress")
+    line = _error_line(code, err)
+    assert says in line and "dense tensor" in line, line
+
+
+@pytest.mark.parametrize("kind", sorted(DENSE_LESS))
+def test_an_attention_module_returning_no_dense_numbers_is_one_line(tmp_path, kind):
+    expr, says = DENSE_LESS[kind]
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    (tmp_path / "m.py").write_text(
+        "import torch\nfrom own_attention import CausalSelfAttention\n\nclass A(CausalSelfAttention):\n"
+        "    def forward(self, x):\n        return " + expr.format(shape="x.shape", good="super().forward(x)") + "\n")
+    code, _, err = invoke("check", "attention", "--module", f"{tmp_path / 'm.py'}:A", "--causal", "--quick",
+                          "--no-progress")
+    line = _error_line(code, err)
+    assert ("meta" if kind == "meta" else says) in line, line
+
+
+@pytest.mark.parametrize("kind", sorted(DENSE_LESS))
+def test_a_hopfield_update_returning_no_dense_numbers_is_one_line(tmp_path, kind):
+    import numpy as np
+
+    expr, says = DENSE_LESS[kind]
+    np.save(tmp_path / "P.npy", np.random.default_rng(0).normal(size=(4, 16)))
+    good = "torch.softmax(beta * xi @ patterns.T, -1) @ patterns"
+    (tmp_path / "u.py").write_text("import torch\n\ndef u(xi, patterns, beta):\n    return "
+                                   + expr.format(shape="xi.shape", good=good) + "\n")
+    code, _, err = invoke("check", "hopfield", "--patterns", str(tmp_path / "P.npy"), "--module",
+                          f"{tmp_path / 'u.py'}:u", "--quick", "--no-progress")
+    line = _error_line(code, err)
+    assert says in line and "dense tensor" in line, line
