@@ -12,7 +12,9 @@
 * F3: an own model returning a tensor without dense numbers (a meta, sparse or nested tensor) ended
   ``check icl --model``, ``check attention --module`` and ``check hopfield --module`` with an internal
   traceback ("Cannot copy out of meta tensor", "Could not run 'aten::ne.Scalar' … SparseCPU",
-  "NestedTensorImpl doesn't support sizes"). Now one line, exit 2, naming what was returned.
+  "NestedTensorImpl doesn't support sizes"), and so did a sparse ``--against`` output or ``--mapping``
+  weight. Now one line, exit 2, naming what was returned; a second output (weights) that is such a tensor
+  is noted as not attention weights, as any other second output of another shape.
 """
 
 from __future__ import annotations
@@ -118,3 +120,43 @@ def test_a_hopfield_update_returning_no_dense_numbers_is_one_line(tmp_path, kind
                           f"{tmp_path / 'u.py'}:u", "--quick", "--no-progress")
     line = _error_line(code, err)
     assert says in line and "dense tensor" in line, line
+
+
+AGAINST_AND_MAPPING = {
+    "against": (["--against", "{d}/sp.py:Sparse"], "--against: it returned a torch.sparse_coo tensor"),
+    "mapping": (["--mapping", "{d}/sp.py:mapping"], "--mapping: q: the weight is a torch.sparse_coo tensor"),
+}
+SPARSE_SIDE = """import torch
+from own_attention import CausalSelfAttention
+
+class Sparse(CausalSelfAttention):
+    def forward(self, x):
+        return super().forward(x).to_sparse()
+
+class SparseWeights(CausalSelfAttention):
+    def forward(self, x):
+        return super().forward(x), torch.ones(x.shape[0], x.shape[1], x.shape[1]).to_sparse()
+
+def mapping(mod):
+    return {"q": mod.q.weight.detach().to_sparse(), "k": mod.k.weight, "v": mod.v.weight, "o": mod.o.weight,
+            "heads": mod.num_heads}
+"""
+
+
+@pytest.mark.parametrize("case", sorted(AGAINST_AND_MAPPING))
+def test_a_sparse_against_output_or_mapping_weight_is_one_line(tmp_path, case):
+    extra, says = AGAINST_AND_MAPPING[case]
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    (tmp_path / "sp.py").write_text(SPARSE_SIDE)
+    code, _, err = invoke("check", "attention", "--module", f"{tmp_path / 'own_attention.py'}:CausalSelfAttention",
+                          *[a.format(d=tmp_path) for a in extra], "--causal", "--quick", "--no-progress")
+    assert says in _error_line(code, err), err
+
+
+def test_sparse_second_output_is_noted_not_read_as_weights(tmp_path):
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    (tmp_path / "sp.py").write_text(SPARSE_SIDE)
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'sp.py'}:SparseWeights", "--causal",
+                            "--quick", "--no-progress")
+    assert code == 0 and "Traceback" not in err, (code, err[-2000:])
+    assert "a torch.sparse_coo tensor, which is not attention weights" in out + err, out[-2000:]
