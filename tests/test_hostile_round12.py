@@ -15,6 +15,9 @@
   "NestedTensorImpl doesn't support sizes"), and so did a sparse ``--against`` output or ``--mapping``
   weight. Now one line, exit 2, naming what was returned; a second output (weights) that is such a tensor
   is noted as not attention weights, as any other second output of another shape.
+* F4: ``check attention --against`` naming the module's file through a hard link was not refused (hostile
+  pass 7's F7 compared resolved paths, which differ for a hard link): the module compared with itself,
+  "ok" by construction. The same file is now found by its identity (``os.path.samefile``).
 """
 
 from __future__ import annotations
@@ -160,3 +163,14 @@ def test_sparse_second_output_is_noted_not_read_as_weights(tmp_path):
                             "--quick", "--no-progress")
     assert code == 0 and "Traceback" not in err, (code, err[-2000:])
     assert "a torch.sparse_coo tensor, which is not attention weights" in out + err, out[-2000:]
+
+
+def test_against_the_module_itself_through_a_hard_link_is_refused(tmp_path):
+    import os
+
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    os.link(tmp_path / "own_attention.py", tmp_path / "again.py")
+    code, _, err = invoke("check", "attention", "--module", f"{tmp_path / 'own_attention.py'}:CausalSelfAttention",
+                          "--against", f"{tmp_path / 'again.py'}:CausalSelfAttention", "--causal", "--quick",
+                          "--no-progress")
+    assert "the module itself" in one_line_error(code, err)
