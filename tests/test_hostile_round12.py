@@ -18,6 +18,9 @@
 * F4: ``check attention --against`` naming the module's file through a hard link was not refused (hostile
   pass 7's F7 compared resolved paths, which differ for a hard link): the module compared with itself,
   "ok" by construction. The same file is now found by its identity (``os.path.samefile``).
+* F5: ``--cluster local:W`` left Dask's ``dask-scratch-space`` folder (its lock files) in ``$TMPDIR`` after
+  every run, completed or ended by SIGTERM. The cluster's scratch folder is now the run's own, removed
+  with the cluster.
 """
 
 from __future__ import annotations
@@ -174,3 +177,18 @@ def test_against_the_module_itself_through_a_hard_link_is_refused(tmp_path):
                           "--against", f"{tmp_path / 'again.py'}:CausalSelfAttention", "--causal", "--quick",
                           "--no-progress")
     assert "the module itself" in one_line_error(code, err)
+
+
+@pytest.mark.integration(reason="a Dask cluster: scheduler and worker processes started and stopped")
+def test_a_local_cluster_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    from proofs_checks.distributed import cluster as pc
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    with pc.open_client("local:1") as client:
+        assert client.submit(sum, [1, 2]).result() == 3
+    assert os.listdir(tmp) == []
