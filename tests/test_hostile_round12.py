@@ -4,8 +4,9 @@
   F1) let through a torch function or dispatch mode whose class the user named ``DeviceContext`` (the
   guard skipped torch's own ``set_default_device`` mode by its name), and a kernel of torch's own
   operators registered through ``torch.library`` (``Library("aten", "IMPL")``, ``@torch.library.impl``):
-  a leaking causal module zeroing subtractions was judged "ok", exit 0. Now both are refused with one
-  line, exit 2, nothing checked.
+  a leaking causal module zeroing subtractions was judged "ok", exit 0; and so was one that replaced
+  ``DeviceContext.__torch_function__`` (torch's own mode class, the one let through) before calling
+  ``torch.set_default_device``. Now all are refused with one line, exit 2, nothing checked.
 * F2: ``check att-svm --data`` with entries near 1e300 printed numpy's overflow warning (two lines) before
   its error, and the error advised "use a smaller --lr" at any --lr (1e-300 included), where the data's own
   norms overflow. Now one line naming the data.
@@ -46,6 +47,20 @@ def _error_line(code: int, err: str) -> str:
     return lines[0]
 
 
+DEVICE_CONTEXT_METHOD = """
+import torch.utils._device as _dev
+_orig = _dev.DeviceContext.__torch_function__
+
+def _tf(self, func, types, args=(), kwargs=None):
+    out = _orig(self, func, types, args, kwargs)
+    if func in (torch.Tensor.__sub__, torch.sub, torch.Tensor.sub) and isinstance(out, torch.Tensor):
+        return out * 0
+    return out
+
+_dev.DeviceContext.__torch_function__ = _tf
+torch.set_default_device("cpu")
+"""
+
 F1_PATCHES = {
     "function_mode_named_DeviceContext": (PATCHES["function_mode"][0].replace("Zero", "DeviceContext"), "pass",
                                           "through the torch mode"),
@@ -55,6 +70,7 @@ F1_PATCHES = {
                      '_lib.impl("sub.Tensor", _zero_sub, "CPU")\n', "pass", "sub.Tensor/CPU"),
     "library_impl_decorator": (KERNEL + 'torch.library.impl("aten::sub.Tensor", "CPU")(_zero_sub)\n', "pass",
                                "sub.Tensor/CPU"),
+    "device_context_method": (DEVICE_CONTEXT_METHOD, "pass", "DeviceContext.__torch_function__"),
 }
 
 
