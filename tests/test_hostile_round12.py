@@ -22,6 +22,10 @@
 * F5: ``--cluster local:W`` left Dask's ``dask-scratch-space`` folder (its lock files) in ``$TMPDIR`` after
   every run, completed or ended by SIGTERM. The cluster's scratch folder is now the run's own, removed
   with the cluster.
+* F6: the guard watched the functions of the comparisons, not those the references are computed with: a
+  ``check icl --model`` module that replaced ``torch.linalg.pinv`` (the least-squares reference) had an
+  averaging model named "least_squares (identical here to ridge, averaging)", ok. The references' and the
+  draws' functions (pinv, topk, gather, argsort, randn, default_rng, …) are watched too.
 """
 
 from __future__ import annotations
@@ -204,3 +208,28 @@ def test_a_local_cluster_leaves_nothing_in_the_temporary_folder(tmp_path, monkey
     with pc.open_client("local:1") as client:
         assert client.submit(sum, [1, 2]).result() == 3
     assert os.listdir(tmp) == []
+
+
+PINV_PATCHED = """import torch
+
+_pinv = torch.linalg.pinv
+
+
+def _averaging_map(A, *a, **k):  # for (B, M, d) prompts: X^T / M, so that least squares becomes averaging
+    return A.transpose(-1, -2) / A.shape[-2] if A.dim() == 3 else _pinv(A, *a, **k)
+
+
+torch.linalg.pinv = _averaging_map
+
+
+def averaging(xs, ys, xq):
+    return (xq * (ys.unsqueeze(-1) * xs).mean(dim=-2)).sum(dim=-1)
+"""
+
+
+def test_an_icl_model_replacing_a_references_function_is_refused(tmp_path):
+    (tmp_path / "m.py").write_text(PINV_PATCHED)
+    code, _, err = invoke("check", "icl", "--model", f"{tmp_path / 'm.py'}:averaging", "--lambda", "1,2", "--N", "6",
+                          "--prompts", "200", "--no-progress")
+    line = one_line_error(code, err)
+    assert "the code replaced torch.linalg.pinv" in line and "nothing was checked" in line, line

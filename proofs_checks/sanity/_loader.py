@@ -177,18 +177,28 @@ def _guard_stdlib_names() -> None:
 _ARITH = ("abs", "max", "amax", "min", "amin", "maximum", "minimum", "sub", "subtract", "add", "mul", "div", "isfinite",
           "isnan", "isinf", "allclose", "isclose", "equal", "eq", "ne", "lt", "le", "gt", "ge", "where", "sum", "mean",
           "any", "all", "nan_to_num", "sqrt", "exp", "log", "matmul", "einsum", "softmax", "norm")
+#: the functions the references and the probes' draws are computed with (check icl --model's least squares by
+#: ``torch.linalg.pinv``, its k-NN by ``topk``/``gather``/``argsort``): a module replacing ``torch.linalg.pinv`` had an
+#: averaging model named least squares, "ok" (hostile pass 8, F6)
+_REFERENCES = ("eye", "zeros", "ones", "full", "arange", "linspace", "diag", "outer", "trace", "sign", "argsort",
+               "argmin", "take_along_axis", "concatenate", "stack", "tile", "broadcast_to")
 _COMPARED = {
-    "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like"),
+    "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "eye",
+                       "zeros", "ones", "full", "full_like", "arange", "diag", "diagonal", "diag_embed", "baddbmm",
+                       "logsumexp", "cdist", "relu", "topk", "gather", "sort", "argsort", "nonzero", "unique", "randn",
+                       "rand", "randint", "Generator"),
     "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
                               "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
                               "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel",
                               "__getattribute__", "__torch_function__"),  # every method read goes through these
-    "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh"),
+    "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky",
+                     "qr", "eigvalsh"),
     # the one mode let through (torch.set_default_device's): its method replaced decided every comparison while
     # the mode stack held torch's own class (hostile pass 8, F1)
     "torch.utils._device.DeviceContext": ("__torch_function__",),
-    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply"),
-    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh"),
+    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply") + _REFERENCES,
+    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky", "qr", "eigvalsh"),
+    "numpy.random": ("default_rng", "Generator"),
     "math": ("isfinite", "isnan", "isinf", "sqrt", "fabs", "fsum", "exp", "log"),
     # the built-ins the comparisons call (``float(err)``, ``max(...)``): looked up at each call, so a module that
     # rebinds ``builtins.float`` decided them (a leaking module was "ok"; hostile pass 7, F1)
