@@ -186,13 +186,14 @@ _COMPARED = {
     "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "eye",
                        "zeros", "ones", "full", "full_like", "arange", "diag", "diagonal", "diag_embed", "baddbmm",
                        "logsumexp", "cdist", "relu", "topk", "gather", "sort", "argsort", "nonzero", "unique", "randn",
-                       "rand", "randint", "Generator"),
+                       "rand", "randint", "Generator", "randperm", "sin", "cos", "rsqrt", "tril", "triu", "tanh",
+                       "argmax", "linspace", "outer", "pow", "square", "clamp", "masked_fill"),
     "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
                               "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
                               "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel",
                               "__getattribute__", "__torch_function__"),  # every method read goes through these
     "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky",
-                     "qr", "eigvalsh"),
+                     "qr", "eigvalsh", "svdvals"),
     # the one mode let through (torch.set_default_device's): its method replaced decided every comparison while
     # the mode stack held torch's own class (hostile pass 8, F1)
     "torch.utils._device.DeviceContext": ("__torch_function__",),
