@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from numerics.attention_reference import Mapping
+from numerics.torch_utils import not_dense
 
 __all__ = ["NoMapping", "mapping_obstacle", "norm_kind", "find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "count_hints", "HOOK_METHOD", "find_qk_norms",
            "norm_params", "GROUPING_NAMES"]
@@ -451,6 +452,9 @@ def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
                          + (f" of shape {tuple(W.shape)}" if isinstance(W, torch.Tensor) else ""))
     if b is not None and not isinstance(b, torch.Tensor):
         raise ValueError(f"{what}: the bias must be a tensor or None, got {type(b).__name__}")
+    for t, nm in ((W, "weight"), (b, "bias")):
+        if t is not None and not_dense(t):
+            raise ValueError(f"{what}: the {nm} is {not_dense(t)}: weights must be a dense tensor of numbers")
     for t, nm in ((W, "weight"), (b, "bias")):
         if t is not None and (not t.is_floating_point() or t.is_complex()):
             raise ValueError(f"{what}: the {nm} has dtype {str(t.dtype).removeprefix('torch.')}: weights must be "

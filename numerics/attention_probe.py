@@ -53,6 +53,7 @@ from numerics.attention_rules import (_DT, _SCALES, BATCH, FACTOR_FORWARD, FACTO
                                       UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks, _judge, _rel,
                                       _scale_words, _skip, b64, call, dtype_name, exc_text, exposed_weights,
                                       probe_lengths, short_text, tolerance, unavailable, unit_roundoff, unsupported)
+from numerics.torch_utils import not_dense
 
 __all__ = ["Property", "call", "exposed_weights", "unit_roundoff", "probe_lengths", "Precision", "AttentionProbe",
            "LARGE_LOGIT", "FACTOR_FORWARD", "FACTOR_GRAD", "head_count_hint", "kv_head_hint", "prop_finite",
@@ -160,6 +161,10 @@ class AttentionProbe(GradientProps):
             want = (self.B, T, self.D)
             if not isinstance(out, torch.Tensor):
                 problems.append(f"returned {type(out).__name__} at T = {T}, expected a tensor of shape {want}")
+                continue
+            what = not_dense(out) if out.device.type != "meta" else None  # meta: named as a device below
+            if what:
+                problems.append(f"returned {what} at T = {T}, expected a dense tensor of shape {want}")
                 continue
             if tuple(out.shape) != want:
                 problems.append(f"returned shape {tuple(out.shape)} for a {want} input; expected {want} "

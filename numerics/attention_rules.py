@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from numerics.precision import plain
+from numerics.torch_utils import not_dense
 
 #: FlashAttention's factors: the module's error may be this many times the plain implementation's.
 FACTOR_FORWARD = 2.0
@@ -203,6 +204,8 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False) -> tuple[Any, torch.T
         w = plain(r[1]) if len(r) > 1 else None
         T = x.shape[-2]
         global LAST_UNREAD
+        if isinstance(w, torch.Tensor) and not_dense(w):  # no shape to read or no numbers (hostile pass 8, F3)
+            LAST_UNREAD, w = not_dense(w), None
         if not (isinstance(w, torch.Tensor) and w.dim() >= 3 and tuple(w.shape[-2:]) == (T, T)):
             if w is not None:
                 LAST_UNREAD = (f"a tensor of shape {tuple(w.shape)}" if isinstance(w, torch.Tensor)

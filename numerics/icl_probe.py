@@ -49,7 +49,7 @@ import torch
 
 from numerics.icl import sample_prompts
 from numerics.precision import plain
-from numerics.torch_utils import resolve_device
+from numerics.torch_utils import not_dense, resolve_device
 from theory.icl import gamma_n
 from theory.validation import InputError, as_spd_matrix
 
@@ -173,6 +173,9 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
     elif isinstance(raw, torch.Tensor):
         if not raw.dtype.is_floating_point:
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got torch dtype {raw.dtype}")
+        what = not_dense(raw)
+        if what:
+            raise ProbeOutputError(f"{where}: predictions must be a dense tensor of numbers, got {what}")
         t = raw.detach().to("cpu", DTYPE)
     else:
         raise ProbeOutputError(f"{where}: predictions must be a torch tensor or NumPy array of shape ({P},), "

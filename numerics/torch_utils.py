@@ -6,7 +6,7 @@ import torch
 
 from theory.validation import InputError
 
-__all__ = ["resolve_device", "generator", "cuda_available"]
+__all__ = ["resolve_device", "generator", "cuda_available", "not_dense"]
 
 
 def cuda_available() -> bool:
@@ -33,3 +33,16 @@ def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
     return g
+
+
+def not_dense(t: torch.Tensor) -> str | None:
+    """What a tensor returned by someone else's code is when it holds no dense numbers to compare (a meta
+    tensor: shapes only; a nested or sparse tensor: no shape or no comparisons), else ``None``: the checks
+    refuse it with one line instead of failing inside torch (hostile pass 8, F3)."""
+    if t.is_meta:
+        return "a meta tensor (shapes only, no data)"
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout != torch.strided:
+        return f"a {t.layout} tensor"
+    return None

@@ -92,14 +92,20 @@ def F(x=0.0):
 }
 
 
-@pytest.mark.parametrize("case", sorted(PATCHES))
-def test_a_module_changing_what_the_comparisons_compute_is_refused(tmp_path, case):
-    patch, call, named = PATCHES[case]
+def check_sabotaged(tmp_path, patch: str, call: str) -> tuple[int, str]:
+    """``check attention`` of the leaking module :data:`LEAK` with ``patch`` at import and ``call`` in forward:
+    (exit code, standard error)."""
     shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
     (tmp_path / "sabot.py").write_text(LEAK.replace("@PATCH@", patch).replace("@CALL@", call))
     code, _, err = invoke("check", "attention", "--module", f"{tmp_path / 'sabot.py'}:Leak", "--causal", "--quick",
                           "--no-progress")
-    line = one_line_error(code, err)
+    return code, err
+
+
+@pytest.mark.parametrize("case", sorted(PATCHES))
+def test_a_module_changing_what_the_comparisons_compute_is_refused(tmp_path, case):
+    patch, call, named = PATCHES[case]
+    line = one_line_error(*check_sabotaged(tmp_path, patch, call))
     assert "the code replaced" in line and named in line and "nothing was checked" in line, line
     assert "SIGKILL" not in line
 

@@ -177,7 +177,7 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
     _quiet_dask()
     from distributed import Client, LocalCluster
 
-    cluster = None
+    cluster = scratch = None
     if kind == "local":
         resources = {"GPU": 1} if str(device).startswith("cuda") else None
         # The worker processes start with SIGINT ignored (inherited through exec): a Ctrl-C at the
@@ -197,17 +197,22 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         per = str(resolve_threads(None, workers=value).threads)
         caps = {f"distributed.nanny.pre-spawn-environ.{v}": per
                 for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+        scratch = tempfile.mkdtemp(prefix="tverify-dask-")
         with _sigint_ignored(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                                                 **caps}), \
+                                                 "temporary-directory": scratch, **caps}), \
                 warnings.catch_warnings():
             # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when
             # another Dask cluster holds 8787, and says so: not this command's business
             warnings.filterwarnings("ignore", message="Port 8787 is already in use")
+            # the scratch folder (scheduler and workers) is this run's own, removed with the cluster: Dask's
+            # default, $TMPDIR/dask-scratch-space, stayed behind after every run (hostile pass 8, F5)
             try:
                 with _safe_path():
                     cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, resources=resources, silence_logs=logging.CRITICAL)
+                                           dashboard_address=None, resources=resources, silence_logs=logging.CRITICAL,
+                                           local_directory=scratch)
             except Exception as exc:  # no sockets, no /dev/shm, a worker that cannot start: one line, not a traceback
+                shutil.rmtree(scratch, ignore_errors=True)
                 msg = _one_line(exc)
                 raise UsageError(f"--cluster {spec}: could not start {value} local Dask worker(s) ({msg}); leave out "
                                  "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
@@ -216,6 +221,7 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         except Exception as exc:
             with contextlib.suppress(Exception):
                 cluster.close(timeout=10)
+            shutil.rmtree(scratch, ignore_errors=True)
             msg = _one_line(exc)
             raise UsageError(f"--cluster {spec}: could not connect to the local Dask workers ({msg}); leave out "
                              "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
@@ -234,6 +240,8 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close(timeout=10)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextlib.contextmanager

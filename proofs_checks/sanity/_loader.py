@@ -177,15 +177,29 @@ def _guard_stdlib_names() -> None:
 _ARITH = ("abs", "max", "amax", "min", "amin", "maximum", "minimum", "sub", "subtract", "add", "mul", "div", "isfinite",
           "isnan", "isinf", "allclose", "isclose", "equal", "eq", "ne", "lt", "le", "gt", "ge", "where", "sum", "mean",
           "any", "all", "nan_to_num", "sqrt", "exp", "log", "matmul", "einsum", "softmax", "norm")
+#: the functions the references and the probes' draws are computed with (check icl --model's least squares by
+#: ``torch.linalg.pinv``, its k-NN by ``topk``/``gather``/``argsort``): a module replacing ``torch.linalg.pinv`` had an
+#: averaging model named least squares, "ok" (hostile pass 8, F6)
+_REFERENCES = ("eye", "zeros", "ones", "full", "arange", "linspace", "diag", "outer", "trace", "sign", "argsort",
+               "argmin", "take_along_axis", "concatenate", "stack", "tile", "broadcast_to")
 _COMPARED = {
-    "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like"),
+    "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "eye",
+                       "zeros", "ones", "full", "full_like", "arange", "diag", "diagonal", "diag_embed", "baddbmm",
+                       "logsumexp", "cdist", "relu", "topk", "gather", "sort", "argsort", "nonzero", "unique", "randn",
+                       "rand", "randint", "Generator", "randperm", "sin", "cos", "rsqrt", "tril", "triu", "tanh",
+                       "argmax", "linspace", "outer", "pow", "square", "clamp", "masked_fill"),
     "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
                               "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
                               "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel",
                               "__getattribute__", "__torch_function__"),  # every method read goes through these
-    "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh"),
-    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply"),
-    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh"),
+    "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky",
+                     "qr", "eigvalsh", "svdvals"),
+    # the one mode let through (torch.set_default_device's): its method replaced decided every comparison while
+    # the mode stack held torch's own class (hostile pass 8, F1)
+    "torch.utils._device.DeviceContext": ("__torch_function__",),
+    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply") + _REFERENCES,
+    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky", "qr", "eigvalsh"),
+    "numpy.random": ("default_rng", "Generator"),
     "math": ("isfinite", "isnan", "isinf", "sqrt", "fabs", "fsum", "exp", "log"),
     # the built-ins the comparisons call (``float(err)``, ``max(...)``): looked up at each call, so a module that
     # rebinds ``builtins.float`` decided them (a leaking module was "ok"; hostile pass 7, F1)
@@ -194,6 +208,8 @@ _COMPARED = {
 }
 #: the snapshot's key for the torch function/dispatch modes active (a mode sees every torch call on plain tensors)
 _MODES = ("torch", "modes")
+#: the snapshot's key for the kernels of torch's operators registered from Python (:func:`_aten_kernels`)
+_KERNELS = ("torch", "kernels")
 
 
 def _namespace(name: str):
@@ -222,14 +238,30 @@ def _modes() -> tuple[str, ...]:
             out += [type(getattr(torch._C, at)(i)) for i in range(n)]
         except Exception:  # another torch's internals: nothing to compare
             continue
-    return tuple(f"{t.__module__}.{t.__qualname__}" for t in out if t.__name__ != "DeviceContext")
+    own = getattr(sys.modules.get("torch.utils._device"), "DeviceContext", None)
+    # the class itself, not its name: a mode of the user's named DeviceContext zeroed subtractions (hostile pass 8)
+    return tuple(f"{t.__module__}.{t.__qualname__}" for t in out if own is None or t is not own)
+
+
+def _aten_kernels() -> frozenset[str]:
+    """The kernels registered from Python for torch's own operators (``torch.library``'s record,
+    ``aten/OP/KEY``): a ``torch.library.Library("aten", "IMPL")`` kernel for ``sub.Tensor`` changes every
+    subtraction the comparisons make, with no function of :data:`_COMPARED` replaced and no mode active."""
+    lib = sys.modules.get("torch.library")
+    try:
+        return frozenset(k for k in getattr(lib, "_impls", ()) if isinstance(k, str) and k.startswith("aten/"))
+    except Exception:  # another torch's internals: nothing to compare
+        return frozenset()
 
 
 def function_snapshot() -> dict[tuple[str, str], Any]:
     """The identity of each function of :data:`_COMPARED` (in the namespaces already imported) and the torch
     modes active (:func:`_modes`), taken before the user's code runs in the check's process
     (:func:`replaced_functions`)."""
-    out: dict[tuple[str, str], Any] = {_MODES: _modes()}
+    if "torch" in sys.modules:  # set_default_device's mode class, loaded on its first use: its method seen as torch's
+        with contextlib.suppress(Exception):
+            importlib.import_module("torch.utils._device")
+    out: dict[tuple[str, str], Any] = {_MODES: _modes(), _KERNELS: _aten_kernels()}
     for name, attrs in _COMPARED.items():
         ns = _namespace(name)
         if ns is None:
@@ -246,8 +278,10 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
     the torch modes the code left active."""
     modes = [f"torch operations (through the torch mode {m} it left active)"  # once per class, entered how often
              for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]
-    return modes + [f"{name}.{attr}" for (name, attr), ident in snapshot.items()
-                    if (name, attr) != _MODES and id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
+    kernels = [f"torch's kernel {k.split('/', 1)[1]} (registered through torch.library)"
+               for k in sorted(_aten_kernels() - snapshot.get(_KERNELS, frozenset()))]
+    return modes + kernels + [f"{name}.{attr}" for (name, attr), ident in snapshot.items() if (name, attr) not in
+                              (_MODES, _KERNELS) and id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
 
 
 def _import_file(path: Path, option: str):

@@ -308,8 +308,12 @@ def check_step(inst, lr: float, iters: int, words=("--lr", "--iters")) -> None:
     meaningless correlation)."""
     import numpy as np
 
-    xs = float(np.max(np.linalg.norm(inst.X, axis=-1))) if inst.X.size else 0.0
-    zs = float(np.max(np.linalg.norm(inst.z, axis=-1))) if inst.z.size else 0.0
+    with np.errstate(over="ignore"):  # numpy's overflow warning is not the message (hostile pass 8, F2)
+        xs = float(np.max(np.linalg.norm(inst.X, axis=-1))) if inst.X.size else 0.0
+        zs = float(np.max(np.linalg.norm(inst.z, axis=-1))) if inst.z.size else 0.0
+    if not math.isfinite(xs * zs):  # no step size helps: the data's own norms overflow
+        raise UsageError(f"the data's max‖x‖·max‖z‖ overflows float64 ({xs:.3g}·{zs:.3g}): the logits xᵀWz of any "
+                         "W cannot be computed (no step size helps); rescale the tokens and queries")
     bound = lr * iters * max(1.0, xs * zs)
     if not bound <= 1e150:
         raise UsageError(f"{words[0]} {lr:g}: after {words[1]} {iters} normalised steps ‖W‖ and the logits can reach "

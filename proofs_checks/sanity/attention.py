@@ -259,7 +259,11 @@ def _same_object(a: str, b: str) -> bool:
     if na != nb:
         return False
     if wa.endswith(".py") and wb.endswith(".py"):
-        return os.path.realpath(os.path.expanduser(wa)) == os.path.realpath(os.path.expanduser(wb))
+        fa, fb = os.path.expanduser(wa), os.path.expanduser(wb)
+        try:  # the same file: through a symbolic or a hard link too (hostile pass 8, F4)
+            return os.path.samefile(fa, fb)
+        except OSError:  # one is missing: the loader names it
+            return os.path.realpath(fa) == os.path.realpath(fb)
     return wa == wb
 
 

@@ -238,6 +238,7 @@ def attach_against(probe, against: Any, decl: Declaration, tdt) -> None:
     import torch
 
     from numerics import attention_probe as ap
+    from numerics.torch_utils import not_dense
 
     with torch.random.fork_rng(devices=[]):  # the same seed: factories seeded alike get equal weights
         torch.manual_seed(int(decl.seed))
@@ -255,6 +256,9 @@ def attach_against(probe, against: Any, decl: Declaration, tdt) -> None:
             raise
         except Exception as exc:
             raise UsageError(f"--against: it raised {_describe(exc)} at T = {T}") from None
+        if isinstance(o, torch.Tensor) and not_dense(o):
+            raise UsageError(f"--against: it returned {not_dense(o)} at T = {T}, expected a dense tensor of shape "
+                             f"{tuple(probe.outs[T].shape)}")
         if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(probe.outs[T].shape):
             raise UsageError(f"--against: it returned {getattr(o, 'shape', type(o).__name__)} at T = {T}, expected "
                              f"{tuple(probe.outs[T].shape)}")

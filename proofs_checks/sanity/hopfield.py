@@ -335,6 +335,7 @@ def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
     import torch
 
     from numerics import precision as npr
+    from numerics.torch_utils import not_dense
     from proofs_checks.sanity._loader import user_code
 
     fobj, three = _update_fn(module, label)
@@ -355,6 +356,10 @@ def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
         out = npr.plain(out)  # a tensor subclass's own operators never judge it
         if isinstance(out, np.ndarray) and out.dtype.kind == "f":
             out = torch.from_numpy(np.ascontiguousarray(out))
+        what = not_dense(out) if isinstance(out, torch.Tensor) else None
+        if what:
+            raise UsageError(f"{label}: {nm} returned {what} for states of shape {tuple(xi.shape)}; expected a dense "
+                             "tensor of numbers")
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(xi.shape):
             got = tuple(out.shape) if isinstance(out, (torch.Tensor, np.ndarray)) else type(out).__name__
             raise UsageError(f"{label}: {nm} returned {got} for states of shape {tuple(xi.shape)}; expected the "
