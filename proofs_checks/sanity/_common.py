@@ -165,7 +165,7 @@ def check_options(f):
 # hopfield, att-svm --weights; icl may adopt them)
 
 __all__ += ["precision_named"]
-__all__ += ["SanityResult", "properties_verdict", "report_option", "check_report_dir", "write_check_report",
+__all__ += ["SanityResult", "properties_verdict", "report_option", "compute_dtype_option", "check_report_dir", "write_check_report",
             "finish"]
 
 _STATUS_MARK = {"pass": "ok", "fail": "FAIL", "skip": "skip", "info": "info"}
@@ -318,6 +318,12 @@ def precision_named(p: dict) -> str:
     """
     fits = (p.get("numbers") or {}).get("fits")
     return p["name"] + (f" (it computes in {fits}, not {p['numbers'].get('declared')})" if fits else "")
+
+
+def compute_dtype_option(help: str):
+    """``--compute-dtype``: the precision the user's code computes in (``help``: what it changes for this check)."""
+    return click.option("--compute-dtype", "compute_dtype", default=None, metavar="[float16|bfloat16|float32|float64]",
+                        help=help)
 
 
 def report_option(f):

@@ -41,7 +41,7 @@ import numpy as np
 
 from proofs_checks.options import UsageError
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          properties_verdict, report_option, sanity_payload, sanity_rebuild,
+                                          properties_verdict, report_option, compute_dtype_option, sanity_payload, sanity_rebuild,
                                           timeout_option)
 
 __all__ = ["command", "load_patterns", "run_hopfield", "capacity_estimate", "hopfield_verdict", "degenerate_reasons"]
@@ -610,10 +610,10 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
               help="Inverse temperature β of the modern Hopfield update (a positive finite number).")
 @click.option("--module", "module_spec", default=None, metavar="FILE.py:NAME",
               help="Your update: f(xi, patterns, beta) or f(xi), xi (S, d) -> (S, d).")
-@click.option("--compute-dtype", "compute_dtype", default=None, metavar="[float16|bfloat16|float32|float64]",
-              help="The precision your --module computes in (default float64, the inputs'; an update found computing "
-                   "below it fails precision_as_declared); its error is judged against 2 × the error of the modern "
-                   "update itself computed in that precision.")
+@compute_dtype_option(
+    "The precision your --module computes in (default float64, the inputs'; an update found computing "
+    "below it fails precision_as_declared); its error is judged against 2 × the error of the modern "
+    "update itself computed in that precision.")
 @report_option
 @timeout_option
 @check_options

@@ -38,7 +38,7 @@ from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.parsing import as_numeric_array, parse_spd
 from proofs_checks.sanity._common import (SanityResult, check_json_target, check_options, check_report_dir, finish,
-                                          report_option, timeout_option)
+                                          compute_dtype_option, report_option, timeout_option)
 from proofs_checks.sanity._verdict import Verdict, compare_seed_mean
 from proofs_checks.sanity.icl_inputs import (_KQ_KEYS, _PV_KEYS, LAYOUTS, MAX_NOISE, N_MEASURE, SCALE_RANGE,  # noqa: F401
                                           _lambda, _real, _weights_verdict, layout_value, length_value,
@@ -253,10 +253,10 @@ def _trained_verdict(res, Gi: np.ndarray, tol: float, prompts: int, steps: int, 
                    "(B, 2M+1, d+1)).")
 @click.option("--noise", type=float, default=0.0, show_default=True, callback=_callback(noise_value),
               help="Label noise σ of the --model probe prompts (ridge's Bayes-optimal λ = σ²).")
-@click.option("--compute-dtype", "compute_dtype", default=None, metavar="[float16|bfloat16|float32|float64]",
-              help="The precision your --model computes in (default float64, the inputs'; a model whose predictions "
-                   "are found coarser fails precision_as_declared, mismatch); below float64 the tolerance is at "
-                   "least 2 × the references' distance when computed from inputs in that precision.")
+@compute_dtype_option(
+    "The precision your --model computes in (default float64, the inputs'; a model whose predictions "
+    "are found coarser fails precision_as_declared, mismatch); below float64 the tolerance is at "
+    "least 2 × the references' distance when computed from inputs in that precision.")
 @report_option
 @timeout_option
 @check_options
