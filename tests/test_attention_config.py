@@ -22,6 +22,7 @@ from proofs_checks.sanity._libsemantics import library_of
 from proofs_checks.sanity._modconfig import ConfigRead, merge, read_module_config
 from proofs_checks.sanity.attention import run_attention
 from tests.cli_helpers import invoke
+from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = "1,5,17"
@@ -576,10 +577,9 @@ def test_a_layer_that_applies_no_rope_says_the_base_is_the_models():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
-@pytest.mark.integration(
-    reason="SmolLM3's real attention layer (importing transformers in the test's process: ~3 CPU s); it adds the "
-           "real library's attribute names end to end",
-    pinned_by=("tests/test_attention_config.py::test_a_layer_that_applies_no_rope_says_the_base_is_the_models",))
+@moved("SmolLM3's real attention layer (importing transformers in the test's process: ~3 CPU s); it adds the "
+       "real library's attribute names end to end",
+       "tests/test_attention_config.py::test_a_layer_that_applies_no_rope_says_the_base_is_the_models")
 def test_smollm3_nope_layer_of_the_real_library_is_said():
     import transformers
     from transformers.models.smollm3 import modeling_smollm3 as M
@@ -704,11 +704,10 @@ def test_a_norm_weight_gradient_mismatch_names_the_norm_order_the_note_names():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
-@pytest.mark.integration(
-    reason="HunYuan dense v1's real attention layer checked (importing transformers in the test's process, a check "
-           "with gradients: ~2.5 CPU s); it adds the real library's layer end to end",
-    pinned_by=("tests/test_attention_config.py::test_hunyuan_norms_after_rope_are_found_and_their_order_said",
-               "tests/test_attention_config.py::test_a_norm_weight_gradient_mismatch_names_the_norm_order_the_note_names"))
+@moved("HunYuan dense v1's real attention layer checked (importing transformers in the test's process, a check "
+       "with gradients: ~2.5 CPU s); it adds the real library's layer end to end",
+       "tests/test_attention_config.py::test_hunyuan_norms_after_rope_are_found_and_their_order_said",
+       "tests/test_attention_config.py::test_a_norm_weight_gradient_mismatch_names_the_norm_order_the_note_names")
 def test_hunyuan_at_init_names_the_norm_order_for_its_gradient_mismatch():
     """At initialisation (norm weights 1) the outputs agree with the reference, but the norm weights' gradients
     do not: the detail names the order, not "a custom backward?"."""

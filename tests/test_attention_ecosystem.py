@@ -11,6 +11,7 @@ import importlib.util
 import pytest
 
 from tests.cli_helpers import invoke
+from tests.tiers import moved
 
 MOD = "tests/data/ecosystem_attention.py"
 
@@ -27,14 +28,13 @@ def run(name, *args):
 
 
 @need("x_transformers")
-@pytest.mark.integration(
-    reason="x-transformers' real attention (three configurations, each checked undeclared then declared: six checks, "
-           "each importing the library in its own process, ~11 CPU s); it adds the real library end to end: its "
-           "float32 softmax found and, declared, every property holding",
-    pinned_by=("tests/test_attention_corpus.py::test_float32_internals_are_a_precision_finding_not_a_tolerance",
-               "tests/test_attention_corpus.py::test_correct_implementations_are_ok",
-               "tests/test_attention_hints.py::test_float32_undeclared_is_a_precision_mismatch_with_the_verified_hint",
-               "tests/test_attention_declared_pins.py::test_float32_internals_declared_print_the_declared_working_precision"))
+@moved("x-transformers' real attention (three configurations, each checked undeclared then declared: six checks, "
+       "each importing the library in its own process, ~11 CPU s); it adds the real library end to end: its "
+       "float32 softmax found and, declared, every property holding",
+       "tests/test_attention_corpus.py::test_float32_internals_are_a_precision_finding_not_a_tolerance",
+       "tests/test_attention_corpus.py::test_correct_implementations_are_ok",
+       "tests/test_attention_hints.py::test_float32_undeclared_is_a_precision_mismatch_with_the_verified_hint",
+       "tests/test_attention_declared_pins.py::test_float32_internals_declared_print_the_declared_working_precision")
 @pytest.mark.parametrize("name, args", [
     ("xt_causal", ("--causal",)),
     ("xt_gqa", ("--causal",)),  # grouped-query attention, key/value heads tiled (h % kv)
@@ -50,14 +50,13 @@ def test_x_transformers_float32_internals_are_named_then_declared(name, args):
 
 
 @need("transformers")
-@pytest.mark.integration(
-    reason="Hugging Face GPT-2's real attention (three checks, each importing transformers in its own process, "
-           "~11 CPU s); it adds the real library end to end: its Conv1D projections read, its unscaled and its "
-           "unmasked variants named",
-    pinned_by=("tests/test_attention_corpus.py::test_correct_implementations_are_ok",
-               "tests/test_attention_corpus.py::test_planted_bugs_are_named",
-               "tests/test_attention_declared_pins.py::test_hugging_face_conv1d_projections_are_read_and_named",
-               "tests/test_attention_declared_pins.py::test_a_module_not_causal_declared_causal_leaks_and_the_hint_says_not_causal"))
+@moved("Hugging Face GPT-2's real attention (three checks, each importing transformers in its own process, "
+       "~11 CPU s); it adds the real library end to end: its Conv1D projections read, its unscaled and its "
+       "unmasked variants named",
+       "tests/test_attention_corpus.py::test_correct_implementations_are_ok",
+       "tests/test_attention_corpus.py::test_planted_bugs_are_named",
+       "tests/test_attention_declared_pins.py::test_hugging_face_conv1d_projections_are_read_and_named",
+       "tests/test_attention_declared_pins.py::test_a_module_not_causal_declared_causal_leaks_and_the_hint_says_not_causal")
 def test_hugging_face_gpt2_attention():
     code, out, _ = run("hf_gpt2", "--causal")
     assert code == 0 and "Conv1D" in out, out

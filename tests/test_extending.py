@@ -15,6 +15,7 @@ from proofs_checks.plugin import (Check, Claim, DerivationBuilder, Mutant, Regis
                                   numeric, rounding, run_mutants, symbolic)
 from proofs_checks.registry import registry, select
 from tests.cli_helpers import invoke
+from tests.tiers import moved
 from theory.derivation import Obligation
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
@@ -338,13 +339,12 @@ def _scaffold_fails_when_broken(tmp_path) -> None:
         assert_claim(broken.CLAIM, seeds=(0,))
 
 
-@pytest.mark.integration(
-    reason="the scaffold's claim through the test kit at two seeds (each seed runs the claim and every mutant, "
-           "≈ 6 s) and the CLI's kill matrix of it: the scaffold green end to end, as its own package test runs it",
-    pinned_by=("tests/test_own_claim_toolkit.py::test_scaffold_claim_verified_mutants_killed_resolution_confirmed",
-               "tests/test_plugins_features.py::test_linear_attention_claim_from_the_docs_verifies_with_every_mutant_killed",
-               "tests/test_cli.py::test_mutants_kill_matrix_json",
-               "tests/test_extending.py::test_new_claim_scaffold_is_a_package_that_fails_when_broken"))
+@moved("the scaffold's claim through the test kit at two seeds (each seed runs the claim and every mutant, "
+       "≈ 6 s) and the CLI's kill matrix of it: the scaffold green end to end, as its own package test runs it",
+       "tests/test_own_claim_toolkit.py::test_scaffold_claim_verified_mutants_killed_resolution_confirmed",
+       "tests/test_plugins_features.py::test_linear_attention_claim_from_the_docs_verifies_with_every_mutant_killed",
+       "tests/test_cli.py::test_mutants_kill_matrix_json",
+       "tests/test_extending.py::test_new_claim_scaffold_is_a_package_that_fails_when_broken")
 def test_new_claim_scaffold_runs_green(registered, tmp_path):
     from proofs_checks.testkit import assert_claim
 

@@ -14,6 +14,7 @@ import pytest
 
 import proofs_checks
 from tests.cli_helpers import invoke, one_line_error
+from tests.tiers import moved
 from theory.validation import InputError
 
 MODULES = textwrap.dedent("""
@@ -250,11 +251,10 @@ FLEX = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not _flex_runs(), reason="flex_attention does not run forward on this CPU build")
-@pytest.mark.integration(
-    reason="the CLI check of a FlexAttention module in its isolated child (flex attention compiled and run there): "
-           "the speed warning filtered end to end; the filter is run_attention's own decorator, the same code in "
-           "the child as in the test's process",
-    pinned_by=("tests/test_hostile_attention_round3.py::test_flex_warning_filtered_in_process_and_left_for_the_callers_own_calls",))
+@moved("the CLI check of a FlexAttention module in its isolated child (flex attention compiled and run there): "
+       "the speed warning filtered end to end; the filter is run_attention's own decorator, the same code in "
+       "the child as in the test's process",
+       "tests/test_hostile_attention_round3.py::test_flex_warning_filtered_in_process_and_left_for_the_callers_own_calls")
 def test_flex_attention_speed_warning_is_filtered(box, capfd):
     (box / "flex.py").write_text(FLEX)
     code, out, err = attention("flex.py:Flex")

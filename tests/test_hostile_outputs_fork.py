@@ -23,6 +23,7 @@ import pytest
 from proofs_checks import runner
 from proofs_checks.errors import UsageError
 from tests.cli_helpers import MHA_ATTN, invoke, one_line_error
+from tests.tiers import moved
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -218,11 +219,10 @@ def _pids(path: Path) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the descendants are found through /proc")
-@pytest.mark.integration(
-    reason="a fresh tverify process (torch, a new forkserver) whose standard output is a pipe the module's forked "
-           "sleepers inherit: the pipe closing as tverify exits, end to end (it closes once every holder is gone)",
-    pinned_by=("tests/test_hostile_outputs_fork.py::test_the_isolated_child_group_is_killed_when_the_task_ends",
-               "tests/test_hostile_round5.py::test_a_setsid_double_forked_sleeper_does_not_outlive_the_check"))
+@moved("a fresh tverify process (torch, a new forkserver) whose standard output is a pipe the module's forked "
+       "sleepers inherit: the pipe closing as tverify exits, end to end (it closes once every holder is gone)",
+       "tests/test_hostile_outputs_fork.py::test_the_isolated_child_group_is_killed_when_the_task_ends",
+       "tests/test_hostile_round5.py::test_a_setsid_double_forked_sleeper_does_not_outlive_the_check")
 def test_a_forking_module_leaves_no_process_and_the_pipe_closes(box):
     """``tverify check attention --module fork.py:Fork | tail``: the pipe closes when tverify exits
     (before: the orphans held it for as long as they slept, 60 s here), and nothing outlives it."""

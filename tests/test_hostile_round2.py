@@ -13,6 +13,7 @@ import pytest
 
 import proofs_checks
 from tests.cli_helpers import MHA_ATTN, invoke, one_line_error
+from tests.tiers import moved
 from theory.validation import InputError
 
 pytest_plugins = ["pytester"]
@@ -355,10 +356,9 @@ def test_full_disk_on_stdout_is_one_line(box):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.integration(
-    reason="a fresh tverify process running a check (torch, its child) whose JSON goes to a full standard output: "
-           "the same one-line handler in main as for list, end to end through a check command",
-    pinned_by=("tests/test_hostile_round2.py::test_full_disk_on_stdout_is_one_line",))
+@moved("a fresh tverify process running a check (torch, its child) whose JSON goes to a full standard output: "
+       "the same one-line handler in main as for list, end to end through a check command",
+       "tests/test_hostile_round2.py::test_full_disk_on_stdout_is_one_line")
 def test_full_disk_on_stdout_of_a_check_is_one_line(box):
     _full_disk_on_stdout_is_one_line(["check", "hopfield", "--patterns", "p.npy", "--json", "-", "--no-progress"])
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import invoke
-from tests.test_plugin_isolation import install
+from tests.test_plugin_isolation import site_with
 from tests.test_plugin_isolation import tverify as tverify_site
+from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).parent / "tverify"
@@ -77,12 +78,11 @@ def _no_traceback(*texts: str) -> None:
 
 
 @linux
-@pytest.mark.integration(
-    reason="two fresh tverify processes (the installed script: torch, the registry, a new forkserver, matplotlib "
-           "for --report) in a folder of modules named like the standard library's: tverify's own process and its "
-           "child end to end",
-    pinned_by=("tests/test_plugin_child_units.py::test_the_checks_child_never_imports_standard_names_from_the_working_or_the_modules_folder",
-               "tests/test_plugin_child_units.py::test_the_import_probe_never_imports_the_working_folders_json"))
+@moved("two fresh tverify processes (the installed script: torch, the registry, a new forkserver, matplotlib "
+       "for --report) in a folder of modules named like the standard library's: tverify's own process and its "
+       "child end to end",
+       "tests/test_plugin_child_units.py::test_the_checks_child_never_imports_standard_names_from_the_working_or_the_modules_folder",
+       "tests/test_plugin_child_units.py::test_the_import_probe_never_imports_the_working_folders_json")
 def test_modules_named_like_the_standard_librarys_in_the_working_folder_or_beside_the_module_never_run(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -101,15 +101,12 @@ def test_modules_named_like_the_standard_librarys_in_the_working_folder_or_besid
 
 
 @linux
-@pytest.mark.integration(
-    reason="a fresh tverify process (torch, the registry, list --refresh) around the import probe in a working "
-           "folder with a json.py: the probe's path end to end",
-    pinned_by=("tests/test_plugin_child_units.py::test_the_import_probe_never_imports_the_working_folders_json",
-               "tests/test_plugin_child_units.py::test_the_checks_child_never_imports_standard_names_from_the_working_or_the_modules_folder"))
+@moved("a fresh tverify process (torch, the registry, list --refresh) around the import probe in a working "
+       "folder with a json.py: the probe's path end to end",
+       "tests/test_plugin_child_units.py::test_the_import_probe_never_imports_the_working_folders_json",
+       "tests/test_plugin_child_units.py::test_the_checks_child_never_imports_standard_names_from_the_working_or_the_modules_folder")
 def test_the_plugin_import_probe_never_imports_the_working_folders_json(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zzfine", _plugin_source("zzfine.three"))
+    site = site_with(tmp_path, "zzfine", _plugin_source("zzfine.three"))
     marks = tmp_path / "marks"
     marks.mkdir()
     for n in ("json", "os", "importlib", "random"):  # site.parent is the working folder of tverify_site
@@ -326,15 +323,12 @@ def test_a_derivation_budget_that_rings_at_once_is_undecided_exit_3(monkeypatch,
     assert code == 3 and c["status"] == "undecided", (code, c.get("status"), err[-1000:])
 
 
-@pytest.mark.integration(
-    reason="a fresh tverify process (torch, the registry) around a plugin whose derivation runs past a budget "
-           "that rings at once: undecided and exit 3 through the CLI, end to end",
-    pinned_by=("tests/test_plugin_child_units.py::test_a_plugin_derivation_under_a_budget_that_rings_at_once_is_a_timeout",
-               "tests/test_hostile_round5.py::test_a_derivation_budget_that_rings_at_once_is_undecided_exit_3"))
+@moved("a fresh tverify process (torch, the registry) around a plugin whose derivation runs past a budget "
+       "that rings at once: undecided and exit 3 through the CLI, end to end",
+       "tests/test_plugin_child_units.py::test_a_plugin_derivation_under_a_budget_that_rings_at_once_is_a_timeout",
+       "tests/test_hostile_round5.py::test_a_derivation_budget_that_rings_at_once_is_undecided_exit_3")
 def test_a_plugin_derivation_under_a_budget_that_rings_at_once_is_undecided(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zzslow", _plugin_source("zzslow.three", derive="time.sleep(5)"))
+    site = site_with(tmp_path, "zzslow", _plugin_source("zzslow.three", derive="time.sleep(5)"))
     code, out, err, _ = tverify_site(site, "run", "zzslow.three", "--quick", "--json", "-", "--no-progress",
                                      TVERIFY_DERIVATION_BUDGET="0.000001")
     _no_traceback(out, err)
@@ -358,16 +352,13 @@ def test_check_attention_on_the_meta_device_is_one_input_error():
 # messages
 
 
-@pytest.mark.integration(
-    reason="two fresh tverify processes (the first probing a plugin that sleeps past its import limit, the second "
-           "reading the catalogue the first cached): the cached failure's warning end to end",
-    pinned_by=("tests/test_plugin_child_units.py::test_a_cached_catalogue_with_a_skipped_plugin_says_so_and_names_refresh",
-               "tests/test_plugin_isolation.py::test_a_cached_catalogue_still_says_which_plugin_was_skipped",
-               "tests/test_plugin_isolation.py::test_probe_unit_reasons"))
+@moved("two fresh tverify processes (the first probing a plugin that sleeps past its import limit, the second "
+       "reading the catalogue the first cached): the cached failure's warning end to end",
+       "tests/test_plugin_child_units.py::test_a_cached_catalogue_with_a_skipped_plugin_says_so_and_names_refresh",
+       "tests/test_plugin_isolation.py::test_a_cached_catalogue_still_says_which_plugin_was_skipped",
+       "tests/test_plugin_isolation.py::test_probe_unit_reasons")
 def test_a_cached_plugin_failure_names_refresh(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zzslowimport", "import time\ntime.sleep(30)\n")
+    site = site_with(tmp_path, "zzslowimport", "import time\ntime.sleep(30)\n")
     first = tverify_site(site, "list", "attn.convex_combination", TVERIFY_PLUGIN_IMPORT_TIMEOUT="1")
     second = tverify_site(site, "list", "attn.convex_combination")  # the store's cached catalogue
     assert first[0] == 0 and "did not finish within 1 s" in first[2], first

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.tiers import moved
 import sympy as sp
 
 from proofs_checks.context import RunContext
@@ -286,11 +287,10 @@ def test_scaffold_claim_verified_mutants_killed_resolution_confirmed(tmp_path):
         registry._claims.pop("zzrope.relative", None)
 
 
-@pytest.mark.integration(
-    reason="the scaffold's whole claim run again with its learning rate edited to 0 (the derivation, the numeric "
-           "checks and 8 seeds of training): the training guard through a scaffolded package, end to end",
-    pinned_by=("tests/test_own_claim_toolkit.py::test_lr_zero_is_inconclusive_with_the_missed_criterion_never_pass_or_fail",
-               "tests/test_own_claim_toolkit.py::test_scaffold_claim_verified_mutants_killed_resolution_confirmed"))
+@moved("the scaffold's whole claim run again with its learning rate edited to 0 (the derivation, the numeric "
+       "checks and 8 seeds of training): the training guard through a scaffolded package, end to end",
+       "tests/test_own_claim_toolkit.py::test_lr_zero_is_inconclusive_with_the_missed_criterion_never_pass_or_fail",
+       "tests/test_own_claim_toolkit.py::test_scaffold_claim_verified_mutants_killed_resolution_confirmed")
 def test_scaffold_trained_check_guard_when_lr_is_zero(tmp_path):
     from proofs_checks.registry import registry
 

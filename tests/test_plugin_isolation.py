@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 TVERIFY = [sys.executable, "-m", "proofs_checks"]
@@ -73,6 +74,14 @@ def install(site: Path, name: str, source: str) -> None:
     (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
 
 
+def site_with(tmp_path: Path, name: str, source: str) -> Path:
+    """A new ``site`` folder under ``tmp_path`` with one plugin installed (:func:`install`): the folder."""
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, name, source)
+    return site
+
+
 def tverify(site: Path, *args: str, timeout: float = 120, **env: str) -> tuple[int, str, str, float]:
     e = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), OMP_NUM_THREADS="1",
              TVERIFY_STORE=str(site.parent / "store"), **env)
@@ -105,10 +114,9 @@ WHOLE_RUN = ("one fresh tverify process (torch, the registry, the forkserver) wi
              "at import and a plugin whose checks do the same, beside a built-in claim: the whole CLI run end to end")
 
 
-@pytest.mark.integration(
-    reason=WHOLE_RUN,
-    pinned_by=("tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
-               "tests/test_extending.py::test_plugin_exiting_at_import_is_skipped_with_a_warning"))
+@moved(WHOLE_RUN,
+       "tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
+       "tests/test_extending.py::test_plugin_exiting_at_import_is_skipped_with_a_warning")
 @pytest.mark.parametrize("name, needle", [
     ("zzexit", "ended the process with exit status 0"),
     ("zzhang", "did not finish within 2 s"),
@@ -124,11 +132,10 @@ def test_plugin_that_dies_hangs_or_raises_at_import_is_one_warning_line(broken_r
     no_traceback(broken_run["err"], broken_run["out"])
 
 
-@pytest.mark.integration(
-    reason=WHOLE_RUN,
-    pinned_by=("tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
-               "tests/test_plugin_child_units.py::test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_is_never_silent",
-               "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1"))
+@moved(WHOLE_RUN,
+       "tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
+       "tests/test_plugin_child_units.py::test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_is_never_silent",
+       "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1")
 def test_built_in_claim_still_runs_beside_broken_plugins(broken_run):
     status = {c["id"]: c["status"] for c in json.loads(broken_run["out"])["results"]}
     assert status[BUILTIN] == "verified", status
@@ -136,10 +143,9 @@ def test_built_in_claim_still_runs_beside_broken_plugins(broken_run):
     assert broken_run["code"] == 1  # plugin claims in error: exit 1, never 0
 
 
-@pytest.mark.integration(
-    reason=WHOLE_RUN,
-    pinned_by=("tests/test_plugin_child_units.py::test_a_plugin_check_that_dies_hangs_or_raises_is_an_error_of_one_line",
-               "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1"))
+@moved(WHOLE_RUN,
+       "tests/test_plugin_child_units.py::test_a_plugin_check_that_dies_hangs_or_raises_is_an_error_of_one_line",
+       "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1")
 @pytest.mark.parametrize("claim_id, needle", [
     ("zzchk.exits", "its process ended with exit status 0"),
     ("zzchk.loops", "not finished within $TVERIFY_PLUGIN_CHECK_TIMEOUT 3 s"),
@@ -154,24 +160,20 @@ def test_plugin_check_that_dies_hangs_or_raises_is_that_claims_error(broken_run,
     no_traceback(msg, broken_run["err"])
 
 
-@pytest.mark.integration(
-    reason=WHOLE_RUN,
-    pinned_by=("tests/test_plugin_child_units.py::test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_is_never_silent",))
+@moved(WHOLE_RUN,
+       "tests/test_plugin_child_units.py::test_a_plugin_check_that_behaves_is_verified_from_its_child_and_a_long_one_is_never_silent")
 def test_endless_plugin_check_prints_progress(broken_run):
     beats = [ln for ln in broken_run["err"].splitlines() if "zzchk.loops:count: still running" in ln]
     assert beats, broken_run["err"][-3000:]
 
 
-@pytest.mark.integration(
-    reason="two fresh tverify processes (torch, the registry, the catalogue) with a plugin that ends its "
-           "process at import: run refused with exit 2 naming it, list still listing the built-ins, end to end",
-    pinned_by=("tests/test_plugin_child_units.py::test_a_claim_asked_for_while_a_plugin_was_skipped_names_that_plugin",
-               "tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
-               "tests/test_plugin_isolation.py::test_a_cached_catalogue_still_says_which_plugin_was_skipped"))
+@moved("two fresh tverify processes (torch, the registry, the catalogue) with a plugin that ends its "
+       "process at import: run refused with exit 2 naming it, list still listing the built-ins, end to end",
+       "tests/test_plugin_child_units.py::test_a_claim_asked_for_while_a_plugin_was_skipped_names_that_plugin",
+       "tests/test_plugin_child_units.py::test_plugins_that_die_hang_or_raise_at_import_are_one_warning_line_each",
+       "tests/test_plugin_isolation.py::test_a_cached_catalogue_still_says_which_plugin_was_skipped")
 def test_a_command_asking_for_a_skipped_plugins_claim_is_exit_2(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zzexit", AT_IMPORT["zzexit"])
+    site = site_with(tmp_path, "zzexit", AT_IMPORT["zzexit"])
     code, out, err, _ = tverify(site, "run", "zzexit", "--quick", "--no-progress")
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 2, err
@@ -239,9 +241,7 @@ def test_a_form_sent_by_value_and_a_clean_check_come_back_as_here(tmp_path, monk
 def test_plugin_prints_stay_off_json_stdout_and_a_long_import_is_never_silent(tmp_path):
     # a plugin printing at import went to stdout before the JSON of list/run/show; a plugin looping at
     # import printed one note at 2 s and then nothing until it was skipped
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zzprint", "print('PLUGIN PRINTS AT IMPORT')\n")
+    site = site_with(tmp_path, "zzprint", "print('PLUGIN PRINTS AT IMPORT')\n")
     # the notes are this process's, whatever the plugin does meanwhile: a sleeping plugin (issue 46: the busy
     # loop of AT_IMPORT["zzhang"] burnt a core for the 8 s; the busy loop's skip is broken_run's zzhang case)
     install(site, "zzhang", "import time\ntime.sleep(60)\n")
@@ -254,9 +254,7 @@ def test_plugin_prints_stay_off_json_stdout_and_a_long_import_is_never_silent(tm
 
 
 def test_a_cached_catalogue_still_says_which_plugin_was_skipped(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zzkbd", AT_IMPORT["zzkbd"])
+    site = site_with(tmp_path, "zzkbd", AT_IMPORT["zzkbd"])
     first = tverify(site, "list", BUILTIN)
     second = tverify(site, "list", BUILTIN)  # the store's cached catalogue this time
     for code, out, err, _ in (first, second):
@@ -281,16 +279,13 @@ DERIVATION_EXITS = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.integration(
-    reason="a fresh tverify process (torch, the registry) around a plugin derivation that ends its process: "
-           "the derivation's one-line error through the CLI to exit 1, end to end",
-    pinned_by=("tests/test_plugin_child_units.py::test_a_plugin_derivation_that_exits_is_its_error_of_one_line",
-               "tests/test_extending.py::test_check_or_derivation_calling_sys_exit_is_an_error_not_exit_0",
-               "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1"))
+@moved("a fresh tverify process (torch, the registry) around a plugin derivation that ends its process: "
+       "the derivation's one-line error through the CLI to exit 1, end to end",
+       "tests/test_plugin_child_units.py::test_a_plugin_derivation_that_exits_is_its_error_of_one_line",
+       "tests/test_extending.py::test_check_or_derivation_calling_sys_exit_is_an_error_not_exit_0",
+       "tests/test_plugin_child_units.py::test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1")
 def test_a_plugin_derivation_that_exits_is_that_claims_error_never_exit_0(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zzder", DERIVATION_EXITS)
+    site = site_with(tmp_path, "zzder", DERIVATION_EXITS)
     code, out, err, _ = tverify(site, "run", "zzder.exits", "--quick", "--json", "-", "--no-progress")
     c = json.loads(out)["results"][0]
     assert code == 1 and c["status"] == "error", (code, c, err)
@@ -299,9 +294,7 @@ def test_a_plugin_derivation_that_exits_is_that_claims_error_never_exit_0(tmp_pa
 
 
 def test_a_plugin_that_registers_nothing_or_not_a_claim_is_said(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    install(site, "zznoreg", "X = 1\n")
+    site = site_with(tmp_path, "zznoreg", "X = 1\n")
     install(site, "zzregnone", "from proofs_checks.plugin import register\nregister(None)\n")
     code, out, err, _ = tverify(site, "list", "--json", "-")
     assert code == 0 and json.loads(out), err

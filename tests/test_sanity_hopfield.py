@@ -14,6 +14,7 @@ import torch
 
 from proofs_checks.sanity import hopfield as sh
 from tests.cli_helpers import invoke, one_line_error
+from tests.tiers import moved
 
 MOD = "tests/data/own_hopfield.py"
 
@@ -50,12 +51,11 @@ def test_users_module(pats, tmp_path):
     assert code == 1 and "energy_non_increasing           FAIL" in out
 
 
-@pytest.mark.integration(
-    reason="the report of a mismatching user module, drawn in the check's own process (matplotlib imported there "
-           "again: ~2.5 CPU s); it adds, end to end, the figures for a module that fails",
-    pinned_by=("tests/test_sanity_hopfield.py::test_users_module",
-               "tests/test_sanity_hopfield.py::test_report_has_error_against_beta",
-               "tests/test_sanity_hopfield.py::test_update_exiting_while_the_report_is_drawn_keeps_the_verdict"))
+@moved("the report of a mismatching user module, drawn in the check's own process (matplotlib imported there "
+       "again: ~2.5 CPU s); it adds, end to end, the figures for a module that fails",
+       "tests/test_sanity_hopfield.py::test_users_module",
+       "tests/test_sanity_hopfield.py::test_report_has_error_against_beta",
+       "tests/test_sanity_hopfield.py::test_update_exiting_while_the_report_is_drawn_keeps_the_verdict")
 def test_users_module_report_for_a_mismatch(pats, tmp_path):
     code, out, _ = run("--patterns", pats, "--module", f"{MOD}:uphill", "--report", str(tmp_path / "r"))
     assert code == 1 and "energy_non_increasing           FAIL" in out

@@ -14,14 +14,26 @@ ROOT = TESTS.parent
 
 
 def _integration_call(node: ast.expr) -> ast.Call | None:
-    """``pytest.mark.integration(...)`` as a call, or None."""
+    """``pytest.mark.integration(...)`` as a call, or None; ``moved(reason, *pins)`` (tests/tiers.py) as the same
+    call with its keywords."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "integration":
         return node
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "moved" and node.args:
+        return ast.Call(node.func, [], [ast.keyword("reason", node.args[0]),
+                                        ast.keyword("pinned_by", ast.Tuple(list(node.args[1:]), ast.Load()))])
     return None
 
 
 def _is_integration(node: ast.expr) -> bool:
     return _integration_call(node) is not None or (isinstance(node, ast.Attribute) and node.attr == "integration")
+
+
+def test_moved_is_the_integration_mark_with_its_reason_and_pins():
+    from tests.tiers import moved
+
+    m = moved("a fresh process end to end", "tests/test_a.py::test_b").mark
+    assert m.name == "integration" and m.kwargs == {"reason": "a fresh process end to end",
+                                                    "pinned_by": ("tests/test_a.py::test_b",)}
 
 
 def _module_marked(tree: ast.Module) -> bool:
