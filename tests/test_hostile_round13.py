@@ -45,3 +45,12 @@ def test_a_function_changed_in_place_is_refused(tmp_path, case):
     patch, call, named = PATCHES[case]
     line = _error_line(*check_sabotaged(tmp_path, patch, call))
     assert "the code replaced" in line and named in line and "nothing was checked" in line, line
+
+
+def test_compare_of_an_empty_dict_of_errors_is_never_a_pass():
+    """F2: ``compare({}, tol, ...)`` (a check whose loop drew nothing) passed with error 0."""
+    from proofs_checks import compare
+
+    r = compare({}, 1e-3, "rounding")
+    assert not r.passed and "empty" in r.reason, r
+    assert compare({"a": 0.0}, 1e-3, "rounding").passed
