@@ -232,7 +232,7 @@ def compare(
 
     ``error`` is one number or a dict of named errors, reduced by :func:`worst`. A NaN or inf
     anywhere (in the error, any named error or the tolerance) fails the check, and ``reason`` names
-    where it came from: a non-finite measurement is never a pass.
+    where it came from: a non-finite measurement is never a pass; nor is an empty dict (nothing measured).
 
     >>> compare(1e-14, 1e-12, "float64 rounding").passed
     True
@@ -248,6 +248,8 @@ def compare(
         bad = [k for k, v in error.items() if not math.isfinite(float(v))]
         if bad:
             reason = "non-finite error: " + ", ".join(f"{k} = {float(error[k])}" for k in bad[:5])
+        if not error:  # nothing measured: a check that cannot reject anything is never a pass (hostile pass 9)
+            reason = "no error measured: an empty dict of errors compares nothing"
         details = {**dict(error), **dict(details or {})}
         error = worst(error)
     try:

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
@@ -269,8 +270,29 @@ def function_snapshot() -> dict[tuple[str, str], Any]:
         for attr in attrs:  # getattr_static: Tensor.abs lives on the C base class; no __getattr__ runs
             v = inspect.getattr_static(ns, attr, None)
             if v is not None:
-                out[(name, attr)] = id(v)
+                out[(name, attr)] = _identity(v)
     return out
+
+
+def _identity(v) -> tuple:
+    """The objects that decide what ``v`` does: itself and, for a Python function (a method's, a
+    classmethod's), its code, defaults and closure cells' contents — a module that assigns
+    ``DeviceContext.__torch_function__.__code__`` changes the function without replacing it (hostile
+    pass 9). Kept as objects (compared by identity), so an id is never reused by another."""
+    f = getattr(v, "__func__", v) if isinstance(v, (classmethod, staticmethod, types.MethodType)) else v
+    if not isinstance(f, types.FunctionType):
+        return (v,)
+    cells = []
+    for cell in f.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            cells.append(None)
+    return (v, f.__code__, f.__defaults__, f.__kwdefaults__, *cells)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
@@ -281,7 +303,8 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
     kernels = [f"torch's kernel {k.split('/', 1)[1]} (registered through torch.library)"
                for k in sorted(_aten_kernels() - snapshot.get(_KERNELS, frozenset()))]
     return modes + kernels + [f"{name}.{attr}" for (name, attr), ident in snapshot.items() if (name, attr) not in
-                              (_MODES, _KERNELS) and id(inspect.getattr_static(_namespace(name), attr, None)) != ident]
+                              (_MODES, _KERNELS) and not _same(
+                                  _identity(inspect.getattr_static(_namespace(name), attr, None)), ident)]
 
 
 def _import_file(path: Path, option: str):
