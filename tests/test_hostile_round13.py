@@ -54,3 +54,18 @@ def test_compare_of_an_empty_dict_of_errors_is_never_a_pass():
     r = compare({}, 1e-3, "rounding")
     assert not r.passed and "empty" in r.reason, r
     assert compare({"a": 0.0}, 1e-3, "rounding").passed
+
+
+def test_torchs_own_lazy_kernels_are_not_the_users():
+    """Merging pass 8's kernel guard: importing flex_attention makes torch register its vmap decompositions
+    (aten/addr, mse_loss_backward, … for FuncTorchBatched) through torch.library on first use, and a correct
+    FlexAttention module was refused as "the code replaced torch's kernel addr". The snapshot registers them first."""
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom proofs_checks.sanity import _loader\nsnap = _loader.function_snapshot()\n"
+            "from torch.nn.attention.flex_attention import flex_attention\n"
+            "from torch._functorch import predispatch\npredispatch.lazy_load_decompositions()\n"
+            "print('REPLACED', _loader.replaced_functions(snap))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "REPLACED []" in p.stdout, (p.stdout[-500:], p.stderr[-1500:])

@@ -262,6 +262,13 @@ def function_snapshot() -> dict[tuple[str, str], Any]:
     if "torch" in sys.modules:  # set_default_device's mode class, loaded on its first use: its method seen as torch's
         with contextlib.suppress(Exception):
             importlib.import_module("torch.utils._device")
+        # torch's own vmap decompositions (aten/addr, mse_loss_backward, … /FuncTorchBatched), registered through
+        # torch.library on first use (importing flex_attention does it): registered here, they are torch's, not the
+        # user's (a correct FlexAttention module was refused as "the code replaced torch's kernel addr")
+        for name in ("torch._functorch.predispatch", "torch._functorch.vmap"):
+            with contextlib.suppress(Exception):
+                getattr(importlib.import_module(name), "lazy_load_decompositions")()
+                break
     out: dict[tuple[str, str], Any] = {_MODES: _modes(), _KERNELS: _aten_kernels()}
     for name, attrs in _COMPARED.items():
         ns = _namespace(name)
