@@ -144,7 +144,8 @@ def optimal_tokens(X: np.ndarray, y: np.ndarray, v: np.ndarray, *, rtol: float =
     g = token_scores(X, y, v)
     opt = np.argmax(g, axis=1)
     for i, o in enumerate(opt):
-        close = np.flatnonzero(np.abs(g[i] - g[i, o]) <= rtol * max(1.0, abs(g[i, o])))
+        # relative to the sequence's own scores (an absolute floor of 1 tied every token of data scaled by 1e-300)
+        close = np.flatnonzero(np.abs(g[i] - g[i, o]) <= rtol * float(np.max(np.abs(g[i]))))
         if len(close) > 1:
             raise TiedTokens(f"sequence {i}: tokens {close.tolist()} share the top score {g[i, o]:.6g}; "
                              "the optimal token is not unique")
@@ -282,6 +283,11 @@ def reference_instance(seed: int, n: int = 6, T: int = 8, d: int = 10) -> AttSVM
     return AttSVMInstance(X, Z, Y, v, np.argmax(g, axis=1), g, "reference")
 
 
+#: data whose largest |x|·|z| is below 10^-this is refused: ‖W^mm‖ ≳ 1/(|x||z|) would exceed 1e100 and the
+#: solvers' squared norms (‖W‖² up to 1e200 and their products) leave float64's range
+MIN_LOG10_SCALE = 100
+
+
 def validate_instance(X, z, opt=None, sets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Shapes, finiteness, index ranges, and ties: raises :class:`InputError` /
     :class:`TiedTokens` naming the sequence and token. Returns float64 ``X, z`` and int ``opt``."""
@@ -291,8 +297,13 @@ def validate_instance(X, z, opt=None, sets=None) -> tuple[np.ndarray, np.ndarray
     if T < 2:
         raise InputError(f"X must have at least 2 tokens per sequence, got T={T}")
     for i in range(n):
-        if np.linalg.norm(z[i]) == 0:
+        if not np.any(z[i]):  # (not its norm: the squares of z scaled by 1e-300 underflow to 0)
             raise TiedTokens(f"sequence {i}: z_{i} = 0, every constraint (x_opt − x_t)ᵀ W z ≥ 1 reads 0 ≥ 1")
+    sx, sz = float(np.max(np.abs(X))), float(np.max(np.abs(z)))
+    if sx > 0 and math.log10(sx) + math.log10(sz) < -MIN_LOG10_SCALE:
+        raise InputError(f"X and z are too small for float64: the largest |x|·|z| is about 1e{math.log10(sx) + math.log10(sz):.0f}, "
+                         f"so (x_opt − x_t)ᵀ W z ≥ 1 needs ‖W‖ ≳ 1e{-(math.log10(sx) + math.log10(sz)):.0f}, whose square "
+                         "overflows; rescale the data (the Att-SVM direction does not depend on the scale)")
     if sets is not None:
         S = np.asarray(sets, dtype=bool)
         if S.shape != (n, T):

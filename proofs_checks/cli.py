@@ -451,6 +451,14 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             raise _Interrupted() from None
 
+    def resolve_command(self, ctx, args):
+        from proofs_checks.console import refuse_repeated_options
+
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None and not ctx.resilient_parsing:
+            refuse_repeated_options(cmd, name, rest, ctx)
+        return name, cmd, rest
+
     def parse_args(self, ctx, args):
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             # The help, printed as help (not folded into a one-line usage error), exit 0.
@@ -1107,11 +1115,18 @@ def main(argv: list[str] | None = None) -> None:
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
     # exit 0 and nothing printed (hostile pass 7, F5)
     os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
+    torch_cache = _own_torch_cache()
     try:
         try:
             _main(argv)
         finally:
             settle_signals()  # a signal while Python exits: one line, not a traceback from an atexit callback
+            if torch_cache:
+                import shutil
+
+                shutil.rmtree(torch_cache, ignore_errors=True)
+                if os.environ.get("TORCHINDUCTOR_CACHE_DIR") == torch_cache:
+                    del os.environ["TORCHINDUCTOR_CACHE_DIR"]
     except Terminated as exc:
         _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
         sys.exit(128 + exc.signum)
@@ -1131,6 +1146,23 @@ def main(argv: list[str] | None = None) -> None:
             _quiet_stdout()
             sys.exit(2)
         raise SystemExit(code) from None
+
+
+def _own_torch_cache() -> str | None:
+    """Importing ``torch._dynamo`` (torch.optim does) creates ``$TMPDIR/torchinductor_$USER``, left
+    behind after tverify exits (hostile pass 9): unless the user names one (TORCHINDUCTOR_CACHE_DIR),
+    torch gets a folder of this command's own, removed when it ends (its child processes inherit it)."""
+    import os
+    import tempfile
+
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    try:
+        path = tempfile.mkdtemp(prefix="tverify-torch-")
+    except OSError:  # no writable temporary folder: torch says so itself if it needs one
+        return None
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    return path
 
 
 def _stderr_line(text: str) -> None:
@@ -1159,12 +1191,31 @@ def _overflowing_number(argv: list[str]) -> str | None:
     return None
 
 
+def _underscored_number(argv: list[str]) -> str | None:
+    """The first argument written as a number with ``_`` in it (``--seeds 1_0``): Python's
+    ``int``/``float`` read it as 10, a typo taken silently for another number."""
+    for tok in argv:
+        text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
+        if "_" not in text:
+            continue
+        try:
+            float(text)
+        except ValueError:
+            continue
+        return tok
+    return None
+
+
 def _main(argv: list[str] | None = None) -> None:
     from proofs_checks.store import OutputPathError
 
     big = _overflowing_number(list(sys.argv[1:] if argv is None else argv))
     if big is not None:
         click.echo(f"tverify: error: {big}: the number overflows a float64 (the largest is about 1.8e308)", err=True)
+        sys.exit(2)
+    under = _underscored_number(list(sys.argv[1:] if argv is None else argv))
+    if under is not None:
+        click.echo(f"tverify: error: {under}: write the number without '_' (Python would read 1_0 as 10)", err=True)
         sys.exit(2)
 
     from proofs_checks.console import set_argv

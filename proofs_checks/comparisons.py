@@ -244,6 +244,8 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
     v, ref = np.asarray(value, dtype=float), np.asarray(reference, dtype=float)
     if ref.size == 0:  # (a form's empty output against a non-empty reference fails, as before)
         raise VacuousCheck("relative: 0 entries compared (a comparison over 0 draws)")
+    if v.size != ref.size:  # numpy would broadcast a (1,) reference over every value (hostile pass 9)
+        return _shape_fail(v, ref, justification, kw)
     if not (math.isfinite(float(tol)) and tol < 1.0):
         raise VacuousCheck(f"relative: tolerance {float(tol):g}: a relative tolerance must be finite and below 1 "
                            "(at 1 the value 0 passes)")
@@ -282,6 +284,8 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
         raise VacuousCheck(f"seed_spread: k = {float(k):g}, floor = {float(floor):g}: a tolerance must be finite")
     _stated_beyond("seed_spread", k * float(floor), ref, f"its floor k·floor = {k * float(floor):.3g}")
     mean = x.mean(axis=0)
+    if np.size(mean) != ref.size:  # a broadcast reference would compare every entry with one number
+        return _shape_fail(np.ravel(mean), np.ravel(ref), what, kw)
     se = np.maximum(x.std(axis=0, ddof=1) / math.sqrt(S), floor)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, np.abs(mean - ref) / se, np.where(mean == ref, 0.0, np.inf))

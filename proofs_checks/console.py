@@ -252,6 +252,26 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
             raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
 
 
+def refuse_repeated_options(cmd: click.Command, name: str, args: list[str], parent: click.Context) -> None:
+    """A value option given twice (``--json a.json --json b.json``): click keeps the last one
+    silently; tverify refuses it with one usage line (hostile pass 9), before anything runs."""
+    if isinstance(cmd, click.Group):
+        return
+    try:
+        with click.Context(cmd, info_name=name, parent=parent, resilient_parsing=True) as sub:
+            _, _, order = cmd.make_parser(sub).parse_args(list(args))
+    except click.ClickException:  # the command's own parse says what is wrong
+        return
+    seen: set[str] = set()
+    for param in order:
+        if not isinstance(param, click.Option) or param.multiple or param.count or param.is_flag:
+            continue
+        if param.name in seen:
+            raise click.UsageError(f"option {max(param.opts, key=len)} is given more than once; give it once",
+                                   ctx=parent)
+        seen.add(param.name)
+
+
 class LazySanityGroup(click.Group):
     """``tverify check``: subcommands are the modules of ``proofs_checks.sanity`` (``att_svm`` ->
     ``att-svm``), imported only when used, so ``tverify --help`` does not load torch or cvxpy."""
@@ -275,6 +295,12 @@ class LazySanityGroup(click.Group):
             return None
         cmd = getattr(importlib.import_module(mod), "command", None)
         return cmd if isinstance(cmd, click.Command) else None
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None and not ctx.resilient_parsing:
+            refuse_repeated_options(cmd, name, rest, ctx)
+        return name, cmd, rest
 
     def parse_args(self, ctx, args):
         if not args and not ctx.resilient_parsing:

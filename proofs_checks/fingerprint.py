@@ -167,7 +167,7 @@ def derivation_budget() -> float:
     if text is None:
         return 300.0
     try:
-        v = float(text)
+        v = float(text) if "_" not in text else math.nan  # float() reads "1_0" as 10: a typo, not a number
     except ValueError:
         v = math.nan
     if text.strip().lower() in ("inf", "infinity", "+inf"):

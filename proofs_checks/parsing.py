@@ -294,6 +294,10 @@ def load_npz(path, option: str, keys: tuple[str, ...] | None = None, max_memory:
         missing = [k for k in want if k not in names]
         if missing:
             raise InputError(f"{option}: {p} lacks array(s) {', '.join(missing)} (found {', '.join(names) or 'none'})")
+        extra = [k for k in names if k not in want]
+        if extra:  # never read silently as something else, nor ignored (hostile pass 9, N5)
+            raise InputError(f"{option}: {p} also holds array(s) {', '.join(extra[:5])}{' …' if len(extra) > 5 else ''}, "
+                             f"which are not read (it reads {', '.join(want)}): save those alone")
         out = {}
         for k in want:
             try:

@@ -251,7 +251,7 @@ def compare(
         if not error:  # nothing measured: a check that cannot reject anything is never a pass (hostile pass 9)
             reason = "no error measured: an empty dict of errors compares nothing"
         details = {**dict(error), **dict(details or {})}
-        error = worst(error)
+        error = worst(error) if error else math.nan
     try:
         error, tolerance = float(error), float(tolerance)
     except TypeError as exc:  # an array: numpy's "only 0-dimensional arrays…" did not say which call (pass 7 note)
@@ -302,7 +302,9 @@ def default_resolution(error: float, tolerance: float) -> tuple[float, str]:
 
 
 def worst(errors: dict[str, float] | Iterable[float]) -> float:
-    """The largest of several errors; NaN anywhere gives NaN and inf gives inf (so it fails).
+    """The largest of several errors; NaN anywhere gives NaN and inf gives inf (so it fails); no
+    errors at all is a ``ValueError`` (a check over nothing cannot reject anything: an error in the
+    claim, never a pass with error 0).
 
     Python's ``max`` silently skips a NaN that is not first (``max(1.0, nan) == 1.0``): every
     reduction of errors in the claim modules goes through this function (a test forbids bare
@@ -314,13 +316,16 @@ def worst(errors: dict[str, float] | Iterable[float]) -> float:
     inf
     >>> worst([1.0, 2.0])
     2.0
+    >>> worst([])
+    Traceback (most recent call last):
+    ValueError: worst: no errors to reduce (a comparison over nothing cannot reject anything)
     """
     import numpy as np
 
     items = list(errors.values() if isinstance(errors, dict) else errors)
     vals = np.concatenate([np.ravel(np.asarray(v, dtype=float)) for v in items]) if items else np.zeros(0)
     if vals.size == 0:
-        return 0.0
+        raise ValueError("worst: no errors to reduce (a comparison over nothing cannot reject anything)")
     if np.isnan(vals).any():
         return math.nan
     return float(np.max(vals))

@@ -248,8 +248,13 @@ def save_last(result_json: dict[str, Any], store: Store | Path | None = None) ->
     """Record a claim's result as its last one. Returns ``None``, or one line saying why it could
     not be saved (a run goes on; the store was checked before the run started)."""
     st = store if isinstance(store, Store) else (Store(Path(store), "--store") if store else resolve_store())
+    path = st.last_path(result_json["id"])
+    if os.path.lexists(path) and not (path.is_file() and is_tverify_json(path)):
+        # never replace what tverify did not write (a store named at a folder of the user's, hostile pass 9)
+        return (f"did not save the result of {result_json['id']} in {st.describe()}: {path.name} there is not a "
+                "previous tverify result; it was left as it is")
     try:
-        atomic_write_text(st.last_path(result_json["id"]), json.dumps(result_json, indent=1))
+        atomic_write_text(path, json.dumps(result_json, indent=1))
     except OSError as exc:
         return f"could not save the result of {result_json['id']} in {st.describe()}: {exc.strerror or exc}"
     return None

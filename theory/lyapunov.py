@@ -965,7 +965,9 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
             if not v:
                 raise InputError(f"--vars: empty name at position {k} in {vars_text!r}")
             if not v.isidentifier() or keyword.iskeyword(v) or not v.isascii():
-                raise InputError(f"--vars: {v!r} is not a valid variable name")
+                why = "variable names are ASCII identifiers" if v.isidentifier() and not v.isascii() else \
+                    "a variable name is an identifier (letters, digits, _), not a Python keyword"
+                raise InputError(f"--vars: {v!r} is not a valid variable name ({why}): rename it in --f, --V and --vars")
             if v in RESERVED_NAMES:
                 raise InputError(f"--vars: {v!r} is not allowed as a variable name (SymPy reads it as a constant)")
         if len(set(names_list)) != len(names_list):

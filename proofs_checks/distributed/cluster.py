@@ -91,6 +91,9 @@ def parse_cluster(spec: str | None) -> tuple[str, Any] | None:
         if not 1 <= w <= MAX_LOCAL_WORKERS:
             raise UsageError(f"--cluster {s}: the number of local workers must be 1 … {MAX_LOCAL_WORKERS}")
         return ("local", w)
+    if s.lower().startswith("local") and not s.startswith("local"):  # LOCAL:1 was tried as a host's address
+        raise UsageError(f"--cluster {s}: write local:W in lower case (a scheduler address names its scheme, "
+                         "e.g. tcp://host:8786)")
     if s.startswith("local"):
         raise UsageError(f"--cluster {s}: write local:W with W a whole number of workers, e.g. local:2")
     if any(ch.isspace() for ch in s):

@@ -209,7 +209,27 @@ def _read(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("claims"), list):
         return None
+    if _has_control(doc):  # never written by tverify (hand-edited): rebuilt, not shown (hostile pass 7, F8)
+        return None
     return doc
+
+
+def _has_control(obj: Any) -> bool:
+    """Does any text in ``obj`` (keys included) hold a control character a terminal would obey?"""
+    from proofs_checks.errors import CONTROL
+
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            if CONTROL.search(o):
+                return True
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    return False
 
 
 def _cache_path(cache_dir: Path, fingerprint: str) -> Path:

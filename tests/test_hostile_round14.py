@@ -1,0 +1,172 @@
+"""What hostile pass 9 noticed and left, fixed before the acceptance pass; each test fails before its fix.
+
+* N3) ``worst([])`` was 0: ``compare(worst([]), tol)`` passed over nothing. Now a ValueError (the check is an
+  error in the claim); ``relative``/``seed_spread`` broadcast a (1,) reference over every value (a 3-vector of
+  ones "matched" [1]): a shape mismatch now fails, as ``close`` did.
+* N2) ``--store /etc``: a JSON at ``STORE/last/ID.json`` that tverify did not write was replaced by the next run.
+* N7) ``--json A --json B`` wrote B only (click keeps the last value): a value option given twice is refused.
+* N1) ``check icl`` left ``$TMPDIR/torchinductor_$USER`` (made when torch.optim imports torch._dynamo).
+* N4) ``check att-svm --data`` scaled by 1e-300: "tokens share the top score" (the tie test had an absolute floor
+  of 1) and then "z_0 = 0" (its norm underflowed); N5) extra arrays in the .npz were ignored silently.
+* Pass 7, F8) a catalogue cache hand-edited with terminal escapes was shown as it was (now rebuilt).
+* Notes of pass 9: ``TVERIFY_DERIVATION_BUDGET=1_0`` (and ``--N 1_0``) read as 10; ``--cluster LOCAL:1`` tried as
+  a host's address; ``--vars α`` refused without saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from proofs_checks.errors import UsageError
+from tests.cli_helpers import invoke, one_line_error
+
+
+def test_worst_of_nothing_is_an_error_not_zero():
+    from proofs_checks.registry import compare, worst
+
+    with pytest.raises(ValueError, match="no errors to reduce"):
+        worst([])
+    with pytest.raises(ValueError):
+        worst({})
+    r = compare({}, 1e-9, "x")
+    assert r.passed is False and "no error measured" in r.reason
+
+
+@pytest.mark.parametrize("which", ["relative", "seed_spread"])
+def test_a_smaller_reference_is_not_broadcast(which):
+    from proofs_checks import comparisons as cmp
+
+    r = cmp.relative([1.0, 1.0, 1.0], [1.0], 1e-6, "x") if which == "relative" else \
+        cmp.seed_spread([[1.0, 1.0], [1.0, 1.0]], [1.0], floor=1e-6)
+    assert r.passed is False and "against 1 reference" in r.reason
+    ok = cmp.relative([1.0, 2.0], [1.0, 2.0], 1e-6, "x") if which == "relative" else \
+        cmp.seed_spread([[1.0, 2.0], [1.0, 2.0]], [1.0, 2.0], floor=1e-6)
+    assert ok.passed is True
+
+
+def test_a_foreign_file_in_the_store_is_never_replaced(tmp_path):
+    from proofs_checks.store import Store, save_last
+
+    st = Store(tmp_path, "--store")
+    st.last_dir.mkdir()
+    foreign = st.last_path("attn.softmax_convex")
+    foreign.write_text('{"mine": 1}')
+    msg = save_last({"id": "attn.softmax_convex", "status": "verified"}, st)
+    assert msg and "not a previous tverify result" in msg and foreign.read_text() == '{"mine": 1}'
+    foreign.write_text(json.dumps({"id": "attn.softmax_convex", "status": "refuted"}))  # tverify's own: replaced
+    assert save_last({"id": "attn.softmax_convex", "status": "verified"}, st) is None
+    assert json.loads(foreign.read_text())["status"] == "verified"
+
+
+@pytest.mark.parametrize("argv, option", [
+    (("run", "attn.softmax_convex", "--json", "a.json", "--json", "b.json"), "--json"),
+    (("check", "lyapunov", "--f", "-x", "--V", "x**2", "--f", "-2*x"), "--f"),
+    (("run", "attn.softmax_convex", "--seed", "1", "--seed=2"), "--seed"),
+])
+def test_a_value_option_given_twice_is_refused(argv, option, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke(*argv)
+    line = one_line_error(code, err)
+    assert code == 2 and f"option {option} is given more than once" in line
+    assert not (tmp_path / "a.json").exists() and not (tmp_path / "b.json").exists()
+
+
+def test_flags_may_repeat():
+    from proofs_checks.console import refuse_repeated_options
+    from proofs_checks.cli import cli
+    import click
+
+    with click.Context(cli) as ctx:
+        refuse_repeated_options(cli.commands["run"], "run", ["x", "--quick", "--quick"], ctx)  # no error
+
+
+def test_torch_cache_folder_is_the_commands_own_and_removed(tmp_path, monkeypatch):
+    from proofs_checks import cli
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    seen = {}
+
+    def fake_main(argv):
+        d = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        os.makedirs(os.path.join(d, "dynamo"))
+        seen["dir"] = d
+
+    monkeypatch.setattr(cli, "_main", fake_main)
+    cli.main(["list"])
+    assert seen["dir"].startswith(str(tmp_path)) and not os.path.exists(seen["dir"])
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and os.listdir(tmp_path) == []
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # the user's own: kept
+    cli.main(["list"])
+    assert seen["dir"] == str(tmp_path / "mine") and (tmp_path / "mine").is_dir()
+
+
+def _data(scale=1.0):
+    rng = np.random.default_rng(0)
+    X, z = rng.normal(size=(4, 3, 3)), rng.normal(size=(4, 3))
+    return X * scale, z * scale, np.sign(rng.normal(size=4)), rng.normal(size=3)
+
+
+def test_att_svm_tiny_data_refused_for_its_scale_not_for_ties():
+    from numerics import att_svm as ns
+    from theory.validation import InputError
+
+    X, z, y, v = _data(1e-300)
+    opt = ns.optimal_tokens(X, y, v)  # raised TiedTokens before: every score within 1e-9 of 1e-300
+    np.testing.assert_array_equal(opt, ns.optimal_tokens(X * 1e300, y, v))
+    with pytest.raises(InputError, match="too small for float64") as info:
+        ns.validate_instance(X, z, opt)
+    assert "z_0 = 0" not in str(info.value)
+    ns.validate_instance(*_data(1e-20)[:2], opt)  # small but solvable: accepted
+
+
+def test_att_svm_data_with_extra_arrays_is_refused(tmp_path):
+    X, z, y, v = _data()
+    np.savez(tmp_path / "d.npz", X=X, z=z, y=y, v=v, W=np.eye(3))
+    code, out, err = invoke("check", "att-svm", "--data", str(tmp_path / "d.npz"), "--iters", "10")
+    line = one_line_error(code, err)
+    assert code == 2 and "also holds array(s) W" in line
+
+
+def test_hand_edited_catalogue_cache_is_rebuilt_not_shown(tmp_path):
+    from proofs_checks.output import catalogue as cat
+
+    doc = json.loads((cat.repo_docs_dir() / "catalogue.json").read_text(encoding="utf-8"))
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(doc))
+    assert cat._read(p) is not None
+    doc["claims"][0]["title"] = "\x1b[2J\x1b[31mPWNED"
+    p.write_text(json.dumps(doc))
+    assert cat._read(p) is None
+
+
+@pytest.mark.parametrize("value", ["1_0", "1_000.5"])
+def test_underscored_numbers_are_refused(value, monkeypatch):
+    from proofs_checks.fingerprint import derivation_budget
+
+    monkeypatch.setenv("TVERIFY_DERIVATION_BUDGET", value)
+    with pytest.raises(UsageError, match="TVERIFY_DERIVATION_BUDGET"):
+        derivation_budget()
+    monkeypatch.delenv("TVERIFY_DERIVATION_BUDGET")
+    code, out, err = invoke("check", "icl", "--lambda", "1,2", "--N", value)
+    assert code == 2 and "without '_'" in one_line_error(code, err)
+
+
+def test_cluster_in_capitals_is_refused():
+    from proofs_checks.distributed.cluster import parse_cluster
+
+    with pytest.raises(UsageError, match="lower case"):
+        parse_cluster("LOCAL:1")
+    assert parse_cluster("local:1") == ("local", 1)
+
+
+def test_lyapunov_non_ascii_vars_says_why():
+    code, out, err = invoke("check", "lyapunov", "--f", "-a", "--V", "a**2", "--vars", "α")
+    assert code == 2 and "ASCII identifiers" in one_line_error(code, err)
+    assert math.isfinite(1.0)
