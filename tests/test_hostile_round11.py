@@ -37,6 +37,7 @@ import shutil
 import pytest
 
 from tests.cli_helpers import invoke, one_line_error
+from tests.tiers import moved
 
 LEAK = '''
 import torch
@@ -287,6 +288,8 @@ def test_against_the_module_itself_is_refused_in_the_api():
 
 # --- F9: the local Dask workers never import from the working folder -------------------------------------
 
+@moved("starts a local Dask cluster of one worker in a fresh tverify process (≈ 8 CPU s)",
+       "tests/test_hostile_round14.py::test_local_cluster_starts_its_workers_with_a_safe_path")
 def test_local_cluster_workers_do_not_import_the_working_folder(tmp_path):
     import os
     import subprocess

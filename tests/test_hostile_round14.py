@@ -170,3 +170,35 @@ def test_lyapunov_non_ascii_vars_says_why():
     code, out, err = invoke("check", "lyapunov", "--f", "-a", "--V", "a**2", "--vars", "α")
     assert code == 2 and "ASCII identifiers" in one_line_error(code, err)
     assert math.isfinite(1.0)
+
+
+def test_local_cluster_starts_its_workers_with_a_safe_path(monkeypatch, tmp_path):
+    """Pins pass 7 F9 in `make test` (the end-to-end run of a local:1 cluster from a folder of stdlib-named files is
+    in the integration tier): the LocalCluster is built with PYTHONSAFEPATH=1, so its `python -c` workers never put
+    the working folder on sys.path, inside a scratch folder of its own; the variable is restored after."""
+    import distributed
+
+    from proofs_checks.distributed import cluster
+
+    seen = {}
+
+    class Refused(Exception):
+        pass
+
+    def fake_cluster(**kw):
+        import dask
+
+        seen.update(safe=os.environ.get("PYTHONSAFEPATH"), scratch=dask.config.get("temporary-directory"),
+                    local=kw.get("local_directory"))
+        raise Refused("no workers in this test")
+
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    monkeypatch.setattr(distributed, "LocalCluster", fake_cluster)
+    with pytest.raises(UsageError, match="could not start 1 local Dask worker"):
+        with cluster.open_client("local:1"):
+            pass
+    assert seen["safe"] == "1" and "PYTHONSAFEPATH" not in os.environ
+    assert seen["scratch"] == seen["local"] and seen["local"].startswith(str(tmp_path) + os.sep + "tverify-dask-")
+    assert os.listdir(tmp_path) == []  # the scratch folder removed
