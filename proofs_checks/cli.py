@@ -38,6 +38,7 @@ FAILING = ("refuted", "error", "incomplete")
 LAYERS = ("symbolic", "numeric", "trained")
 
 # the shared helpers live in proofs_checks.console (the other command modules import them there)
+from proofs_checks.console import Group as _BaseGroup  # noqa: E402
 from proofs_checks.console import LazySanityGroup as _LazySanityGroup  # noqa: E402
 from proofs_checks.console import check_json_target as _check_json_target  # noqa: E402
 from proofs_checks.console import command_line as _command_line  # noqa: E402
@@ -444,27 +445,12 @@ class _Interrupted(Exception):
     Abort) to :func:`main`: one line, exit 130."""
 
 
-class _Group(click.Group):
+class _Group(_BaseGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise _Interrupted() from None
-
-    def resolve_command(self, ctx, args):
-        from proofs_checks.console import refuse_repeated_options
-
-        name, cmd, rest = super().resolve_command(ctx, args)
-        if cmd is not None and not ctx.resilient_parsing:
-            refuse_repeated_options(cmd, name, rest, ctx)
-        return name, cmd, rest
-
-    def parse_args(self, ctx, args):
-        if not args and self.no_args_is_help and not ctx.resilient_parsing:
-            # The help, printed as help (not folded into a one-line usage error), exit 0.
-            click.echo(ctx.get_help(), color=ctx.color)
-            ctx.exit(0)
-        return super().parse_args(ctx, args)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

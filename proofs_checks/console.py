@@ -272,7 +272,24 @@ def refuse_repeated_options(cmd: click.Command, name: str, args: list[str], pare
         seen.add(param.name)
 
 
-class LazySanityGroup(click.Group):
+class Group(click.Group):
+    """tverify's command groups: no arguments prints the help (as help, exit 0, not folded into a one-line usage
+    error), and a value option given twice to a subcommand is refused (:func:`refuse_repeated_options`)."""
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None and not ctx.resilient_parsing:
+            refuse_repeated_options(cmd, name, rest, ctx)
+        return name, cmd, rest
+
+    def parse_args(self, ctx, args):
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+
+class LazySanityGroup(Group):
     """``tverify check``: subcommands are the modules of ``proofs_checks.sanity`` (``att_svm`` ->
     ``att-svm``), imported only when used, so ``tverify --help`` does not load torch or cvxpy."""
 
@@ -295,15 +312,3 @@ class LazySanityGroup(click.Group):
             return None
         cmd = getattr(importlib.import_module(mod), "command", None)
         return cmd if isinstance(cmd, click.Command) else None
-
-    def resolve_command(self, ctx, args):
-        name, cmd, rest = super().resolve_command(ctx, args)
-        if cmd is not None and not ctx.resilient_parsing:
-            refuse_repeated_options(cmd, name, rest, ctx)
-        return name, cmd, rest
-
-    def parse_args(self, ctx, args):
-        if not args and not ctx.resilient_parsing:
-            click.echo(ctx.get_help(), color=ctx.color)
-            ctx.exit(0)
-        return super().parse_args(ctx, args)
