@@ -464,6 +464,10 @@ class _Group(click.Group):
             # The help, printed as help (not folded into a one-line usage error), exit 0.
             click.echo(ctx.get_help(), color=ctx.color)
             ctx.exit(0)
+        if not ctx.resilient_parsing and ctx.parent is None:
+            from proofs_checks.console import refuse_repeated_options
+
+            refuse_repeated_options(self, ctx.info_name or "tverify", args, None)
         return super().parse_args(ctx, args)
 
 

@@ -252,10 +252,12 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
             raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
 
 
-def refuse_repeated_options(cmd: click.Command, name: str, args: list[str], parent: click.Context) -> None:
+def refuse_repeated_options(cmd: click.Command, name: str, args: list[str], parent: click.Context | None) -> None:
     """A value option given twice (``--json a.json --json b.json``): click keeps the last one
-    silently; tverify refuses it with one usage line (hostile pass 9), before anything runs."""
-    if isinstance(cmd, click.Group):
+    silently; tverify refuses it with one usage line (hostile pass 9), before anything runs. A group's
+    own options are checked only for the top-level ``tverify`` (``parent`` None: ``tverify --store a
+    --store b run``, hostile pass 10 F1); a group's parse stops at its subcommand's name."""
+    if isinstance(cmd, click.Group) and parent is not None:
         return
     try:
         with click.Context(cmd, info_name=name, parent=parent, resilient_parsing=True) as sub:
