@@ -27,3 +27,34 @@ def test_the_top_level_store_once_still_works(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = invoke("--store", "sA", "list", "icl.gamma_n_global_min")
     assert code == 0, err
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_the_fixture_says_a_bad_environment_variable_in_one_line(pytester, monkeypatch):
+    """F2) A bad ``TVERIFY_THREADS`` (read when the fixture starts) or ``TVERIFY_DERIVATION_CACHE`` (read by a
+    method) failed the user's test with a traceback through threads.py / the api: now the one line."""
+    import textwrap
+
+    pytester.makepyfile(test_user=textwrap.dedent("""
+        import os
+
+        def test_threads(tverify):
+            pass
+
+        def test_cache(tverify, monkeypatch):
+            monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "maybe")
+            tverify.run_claims("attn.softmax_simplex", mode="quick")
+    """))
+    monkeypatch.setenv("TVERIFY_THREADS", "abc")
+    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "-k", "threads")
+    out = res.stdout.str()
+    res.assert_outcomes(errors=1)
+    assert "tverify fixture: TVERIFY_THREADS must be a whole number" in out and "threads.py" not in out
+    monkeypatch.delenv("TVERIFY_THREADS")
+    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "-k", "cache")
+    out = res.stdout.str()
+    res.assert_outcomes(failed=1)
+    assert "bad input: TVERIFY_DERIVATION_CACHE must be" in out and "During handling" not in out
+    assert "proofs_checks/" not in out
