@@ -7,6 +7,7 @@ module imports none of them, so the commands form no import circle.
 
 from __future__ import annotations
 
+import atexit
 import json
 import shlex
 import sys
@@ -147,9 +148,25 @@ def settle_signals() -> None:
         except OSError:
             pass
 
+    late.tverify_late = True  # type: ignore[attr-defined]  (_ignore_late_signals finds it by this mark)
     for sig in _clean_signals(signal):
         if getattr(signal.getsignal(sig), "tverify", False):
             signal.signal(sig, late)
+
+
+def _ignore_late_signals() -> None:
+    """The last exit callback: the signals :func:`settle_signals` answers with its line are ignored from
+    here on. Python's finalisation (after every exit callback) resets a Python handler to the default
+    action, so a SIGTERM in its last 0.1-0.5 s (torch's modules torn down) killed the finished command
+    silently with 143 instead of its own exit code (hostile pass 10, F3); an ignored signal is kept."""
+    import signal
+
+    for sig in _clean_signals(signal):
+        if getattr(signal.getsignal(sig), "tverify_late", False):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+atexit.register(_ignore_late_signals)  # when this module loads, before torch's or dask's: runs after them, last
 
 _consoles: dict[str, Any] = {}
 

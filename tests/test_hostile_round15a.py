@@ -58,3 +58,24 @@ def test_the_fixture_says_a_bad_environment_variable_in_one_line(pytester, monke
     res.assert_outcomes(failed=1)
     assert "bad input: TVERIFY_DERIVATION_CACHE must be" in out and "During handling" not in out
     assert "proofs_checks/" not in out
+
+
+def test_a_sigterm_while_python_tears_down_its_modules_keeps_the_exit_code(tmp_path):
+    """F3) After the command finished, Python's finalisation resets tverify's late handler to the default action
+    before it tears down the modules (0.1-0.5 s with torch loaded): a SIGTERM then killed the finished command
+    silently with 143 (a report complete on disk). The signal is now ignored there: the command's own code stands."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "bomb.py"
+    script.write_text(
+        "import os, signal, sys, types\n"
+        "from proofs_checks.console import terminate_cleanly, settle_signals\n"
+        "terminate_cleanly(); settle_signals()\n"
+        "class Bomb:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"  # during module teardown, after every exit callback
+        "m = types.ModuleType('bomb_holder'); m.b = Bomb(); sys.modules['bomb_holder'] = m\n"
+        "del m\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
