@@ -79,3 +79,23 @@ def test_a_sigterm_while_python_tears_down_its_modules_keeps_the_exit_code(tmp_p
         "del m\n")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, (proc.returncode, proc.stderr)
+
+
+@pytest.mark.parametrize("where", ["prefix", "base_prefix", "package", "prefix/lib", "package/output"])
+def test_a_report_never_replaces_the_environment_tverify_runs_from(where, tmp_path, monkeypatch):
+    """F4) ``tverify report --out .venv --force`` (the environment tverify ran from) swapped it for the report, then
+    crashed importing rich.table from the removed environment: refused now, even with --force, before any run."""
+    import sys
+    from pathlib import Path
+
+    import proofs_checks
+    from proofs_checks.output.report import ReportTargetError, check_report_target
+
+    places = {"prefix": sys.prefix, "base_prefix": sys.base_prefix, "package": str(Path(proofs_checks.__file__).parent)}
+    first, _, sub = where.partition("/")
+    target = str(Path(places[first]) / sub) if sub else places[first]  # inside it: `--out proofs_checks/output`
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ReportTargetError, match="tverify is running from there"):
+        check_report_target(target, force=True)
+    code, out, err = invoke("report", "attn.softmax_simplex", "--quick", "--no-mutants", "--out", target, "--force")
+    assert code == 2 and "tverify is running from there" in one_line_error(code, err)
