@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.cli_helpers import invoke, one_line_error
@@ -99,3 +101,20 @@ def test_a_report_never_replaces_the_environment_tverify_runs_from(where, tmp_pa
         check_report_target(target, force=True)
     code, out, err = invoke("report", "attn.softmax_simplex", "--quick", "--no-mutants", "--out", target, "--force")
     assert code == 2 and "tverify is running from there" in one_line_error(code, err)
+
+
+def test_a_json_file_is_never_written_into_the_environment_tverify_runs_from(tmp_path, monkeypatch):
+    """F4, --json) ``--json .venv/<file> --force`` replaced a file of the environment tverify ran from."""
+    import sys
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    decoy = Path(sys.prefix) / f"tverify-hostile10a-decoy-{os.getpid()}.json"
+    decoy.write_text("{}\n")
+    try:
+        code, out, err = invoke("report", "attn.softmax_simplex", "--quick", "--no-mutants", "--out", "r",
+                                "--json", str(decoy), "--force")
+        assert code == 2 and "tverify is running from there" in one_line_error(code, err)
+        assert decoy.read_text() == "{}\n" and not (tmp_path / "r").exists()
+    finally:
+        decoy.unlink()

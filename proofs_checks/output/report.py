@@ -358,20 +358,6 @@ def _contains(outer: Path, inner: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
-def _own_installation(real: Path) -> str | None:
-    """What of the running tverify ``real`` holds or lies inside: its Python environment (``sys.prefix``, the
-    interpreter's ``sys.base_prefix``) or the folder of its own code (``proofs_checks/``), else ``None``."""
-    import sys
-
-    places = (("the Python environment", sys.prefix), ("the Python installation", sys.base_prefix),
-              ("tverify's own code", str(Path(__file__).resolve().parent.parent)))  # proofs_checks/
-    for what, where in places:
-        place = Path(os.path.realpath(where)) if where else None
-        if place is not None and (_contains(real, place) or _contains(place, real)):
-            return f"{what} ({where})"
-    return None
-
-
 def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
     """Check that a report may be written at ``out``; returns the absolute path, or raises
     :class:`ReportTargetError` with one line saying why not and what to do."""
@@ -395,7 +381,9 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
                                 "(choose a new folder, e.g. --out reports)")
     if _contains(real, home):
         raise ReportTargetError(f"--out {raw}: refusing to replace your home folder or a folder containing it")
-    own = _own_installation(real)
+    from proofs_checks.store import own_installation
+
+    own = own_installation(real)
     if own:  # `--out .venv --force` swapped the environment tverify ran from for a report, then crashed (pass 10, F4)
         raise ReportTargetError(f"--out {raw}: refusing to write into {own}, a folder containing it or one inside "
                                 "it: tverify is running from there (choose a new folder, e.g. --out reports)")
