@@ -118,3 +118,30 @@ def test_a_json_file_is_never_written_into_the_environment_tverify_runs_from(tmp
         assert decoy.read_text() == "{}\n" and not (tmp_path / "r").exists()
     finally:
         decoy.unlink()
+
+
+def test_a_cluster_task_s_figure_folder_is_inside_the_cluster_scratch_folder(tmp_path, monkeypatch):
+    """F5) ``report --cluster local:2`` killed with SIGTERM left the workers' ``tverify-task-fig-*`` folders in $TMPDIR
+    (a killed worker never runs its ``finally``): they are now made in Dask's ``temporary-directory`` (for local:W the
+    command's own scratch folder, removed with the cluster)."""
+    import tempfile
+
+    import dask
+
+    from proofs_checks.distributed import cluster
+    from proofs_checks.registry import get_claim
+
+    made = []
+    real = tempfile.mkdtemp
+
+    def spy(*args, **kwargs):
+        path = real(*args, **kwargs)
+        made.append(path)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", spy)
+    claim = get_claim("attn.softmax_simplex")
+    with dask.config.set({"temporary-directory": str(tmp_path)}):
+        cluster.check_task("", claim.id, claim.checks[0].name, "quick", 0, "cpu", ("claim",), True)
+    figs = [p for p in made if "tverify-task-fig-" in p]
+    assert figs and all(os.path.dirname(p) == str(tmp_path) for p in figs), made
