@@ -474,7 +474,7 @@ def check_task(module: str, claim_id: str, check_name: str, mode: str, seed: int
     claim = _claim(module, claim_id)
     check = next(c for c in claim.checks if c.name == check_name)
     mutants = {m.name: m for m in claim.all_mutants()}
-    fig_dir = Path(tempfile.mkdtemp(prefix="tverify-task-fig-", dir=_worker_scratch())) if figures else None
+    fig_dir = Path(tempfile.mkdtemp(prefix="tverify-task-fig-", dir=worker_scratch())) if figures else None
     try:
         ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=fig_dir)
         plain = RunContext(mode=mode, seed=seed, device=device)
@@ -495,17 +495,17 @@ def check_task(module: str, claim_id: str, check_name: str, mode: str, seed: int
             shutil.rmtree(fig_dir, ignore_errors=True)
 
 
-def _worker_scratch() -> str | None:
+def worker_scratch() -> str | None:
     """The cluster's scratch folder as this worker got it (Dask's ``temporary-directory``: for ``local:W`` the
     command's own ``tverify-dask-*``, removed with the cluster), else ``None`` ($TMPDIR). A worker killed with the
     command (SIGTERM) never runs its ``finally``: its task folders in $TMPDIR stayed behind (hostile pass 10, F5)."""
     import os
+    import sys
 
+    dask = sys.modules.get("dask")  # loaded on a worker; in-process (no --cluster) not imported for this
     try:
-        import dask
-
-        base = dask.config.get("temporary-directory", None)
-    except Exception:  # pragma: no cover (dask is what runs this function)
+        base = dask.config.get("temporary-directory", None) if dask is not None else None
+    except Exception:  # pragma: no cover (a dask without its config)
         return None
     return str(base) if base and os.path.isdir(str(base)) else None
 

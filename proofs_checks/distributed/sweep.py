@@ -626,8 +626,11 @@ class RowRefused(UsageError):
 
 
 def _run_sanity(spec: RowSpec) -> dict[str, Any]:
+    from proofs_checks.distributed.cluster import worker_scratch
+
     cmd, _ = _sanity_command(spec.key)
-    with tempfile.TemporaryDirectory(prefix="tverify-sweep-") as tmp:
+    # on a worker, inside the cluster's scratch folder: a worker killed by SIGTERM never cleans up (pass 10, F5)
+    with tempfile.TemporaryDirectory(prefix="tverify-sweep-", dir=worker_scratch()) as tmp:
         jp = os.path.join(tmp, "row.json")
         code: Any = 0
         sink = io.StringIO()
