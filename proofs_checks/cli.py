@@ -464,11 +464,17 @@ class _Group(click.Group):
             # The help, printed as help (not folded into a one-line usage error), exit 0.
             click.echo(ctx.get_help(), color=ctx.color)
             ctx.exit(0)
-        if not ctx.resilient_parsing and ctx.parent is None:
-            from proofs_checks.console import refuse_repeated_options
-
-            refuse_repeated_options(self, ctx.info_name or "tverify", args, None)
+        _refuse_repeated_top_options(self, ctx, args)
         return super().parse_args(ctx, args)
+
+
+def _refuse_repeated_top_options(group: click.Group, ctx: click.Context, args: list[str]) -> None:
+    """``tverify --store a --store b run``: the top-level group's own options, given twice (hostile pass 10, F1)."""
+    if ctx.resilient_parsing or ctx.parent is not None:
+        return
+    from proofs_checks.console import refuse_repeated_options
+
+    refuse_repeated_options(group, ctx.info_name or "tverify", args, None)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
