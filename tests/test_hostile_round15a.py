@@ -145,3 +145,18 @@ def test_a_cluster_task_s_figure_folder_is_inside_the_cluster_scratch_folder(tmp
         cluster.check_task("", claim.id, claim.checks[0].name, "quick", 0, "cpu", ("claim",), True)
     figs = [p for p in made if "tverify-task-fig-" in p]
     assert figs and all(os.path.dirname(p) == str(tmp_path) for p in figs), made
+
+
+@pytest.mark.parametrize("var, argv", [
+    ("TVERIFY_THREADS", ("run", "attn.softmax_simplex", "--quick")),
+    ("TVERIFY_PLUGIN_IMPORT_TIMEOUT", ("list", "attn.softmax_simplex")),
+    ("TVERIFY_PLUGIN_CHECK_TIMEOUT", ("run", "attn.softmax_simplex", "--quick")),
+])
+def test_an_environment_number_with_an_underscore_is_refused(var, argv, tmp_path, monkeypatch):
+    """F6) ``TVERIFY_THREADS=1_0`` ran with 10 threads and ``TVERIFY_PLUGIN_*_TIMEOUT=1_0`` waited 10 s (Python's
+    int/float read 1_0 as 10), while pass 9 refused it on the command line and in TVERIFY_DERIVATION_BUDGET."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(var, "1_0")
+    code, out, err = invoke(*argv)
+    line = one_line_error(code, err)
+    assert code == 2 and var in line and "'1_0'" in line
