@@ -160,3 +160,19 @@ def test_an_environment_number_with_an_underscore_is_refused(var, argv, tmp_path
     code, out, err = invoke(*argv)
     line = one_line_error(code, err)
     assert code == 2 and var in line and "'1_0'" in line
+
+
+@pytest.mark.parametrize("grid", ["d_k=1_6", "d_k=4,1_6"])
+def test_a_grid_value_with_an_underscore_is_refused(grid, tmp_path, monkeypatch):
+    """F6) ``sweep --grid "d_k=1_6"`` ran at d_k = 16 (the '_' refusal looked at whole arguments only)."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke("sweep", "attn.scaling_variance", "--grid", grid, "--quick", "--json", "-")
+    line = one_line_error(code, err)
+    assert code == 2 and "1_6" in line
+
+
+def test_an_underscore_in_a_name_is_still_a_name(tmp_path, monkeypatch):
+    from proofs_checks.cli import _underscored_number
+
+    assert _underscored_number(["check", "lyapunov", "--f", "-x_1", "--vars", "x_1", "--grid", "f=-x_1 V=x_1**2"]) is None
+    assert _underscored_number(["--grid", "N=5 lambda=1,2|1_0"]) == "N=5 lambda=1,2|1_0"

@@ -124,6 +124,8 @@ def register_adapter(adapter: ClaimAdapter) -> ClaimAdapter:
 def _int(lo: int, hi: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
+            if "_" in text:  # int() reads "1_6" as 16 (hostile pass 10, F6)
+                raise ValueError(text)
             v = int(text)
         except ValueError:
             raise ValueError(f"{text!r} is not a whole number") from None
