@@ -1180,15 +1180,20 @@ def _overflowing_number(argv: list[str]) -> str | None:
 def _underscored_number(argv: list[str]) -> str | None:
     """The first argument written as a number with ``_`` in it (``--seeds 1_0``): Python's
     ``int``/``float`` read it as 10, a typo taken silently for another number."""
+    import re
+
     for tok in argv:
         text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
         if "_" not in text:
             continue
-        try:
-            float(text)
-        except ValueError:
-            continue
-        return tok
+        # each value of a sweep's --grid "N=1_0,20 lambda=1|1_0" too (hostile pass 10, F6)
+        for piece in re.split(r"[=,| ]", text):
+            try:
+                float(piece)
+            except ValueError:
+                continue
+            if "_" in piece:
+                return tok
     return None
 
 

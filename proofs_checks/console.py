@@ -7,6 +7,7 @@ module imports none of them, so the commands form no import circle.
 
 from __future__ import annotations
 
+import atexit
 import json
 import shlex
 import sys
@@ -147,9 +148,25 @@ def settle_signals() -> None:
         except OSError:
             pass
 
+    late.tverify_late = True  # type: ignore[attr-defined]  (_ignore_late_signals finds it by this mark)
     for sig in _clean_signals(signal):
         if getattr(signal.getsignal(sig), "tverify", False):
             signal.signal(sig, late)
+
+
+def _ignore_late_signals() -> None:
+    """The last exit callback: the signals :func:`settle_signals` answers with its line are ignored from
+    here on. Python's finalisation (after every exit callback) resets a Python handler to the default
+    action, so a SIGTERM in its last 0.1-0.5 s (torch's modules torn down) killed the finished command
+    silently with 143 instead of its own exit code (hostile pass 10, F3); an ignored signal is kept."""
+    import signal
+
+    for sig in _clean_signals(signal):
+        if getattr(signal.getsignal(sig), "tverify_late", False):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+atexit.register(_ignore_late_signals)  # when this module loads, before torch's or dask's: runs after them, last
 
 _consoles: dict[str, Any] = {}
 
@@ -252,10 +269,12 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
             raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
 
 
-def refuse_repeated_options(cmd: click.Command, name: str, args: list[str], parent: click.Context) -> None:
+def refuse_repeated_options(cmd: click.Command, name: str, args: list[str], parent: click.Context | None) -> None:
     """A value option given twice (``--json a.json --json b.json``): click keeps the last one
-    silently; tverify refuses it with one usage line (hostile pass 9), before anything runs."""
-    if isinstance(cmd, click.Group):
+    silently; tverify refuses it with one usage line (hostile pass 9), before anything runs. A group's
+    own options are checked only for the top-level ``tverify`` (``parent`` None: ``tverify --store a
+    --store b run``, hostile pass 10 F1); a group's parse stops at its subcommand's name."""
+    if isinstance(cmd, click.Group) and parent is not None:
         return
     try:
         with click.Context(cmd, info_name=name, parent=parent, resilient_parsing=True) as sub:
@@ -286,6 +305,8 @@ class Group(click.Group):
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             click.echo(ctx.get_help(), color=ctx.color)
             ctx.exit(0)
+        if ctx.parent is None and not ctx.resilient_parsing:  # `tverify --store a --store b run` (pass 10, F1)
+            refuse_repeated_options(self, ctx.info_name or "tverify", args, None)
         return super().parse_args(ctx, args)
 
 

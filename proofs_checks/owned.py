@@ -204,10 +204,14 @@ def check_json_file(json_path: str, force: bool | None) -> None:
     One-line usage errors."""
     from proofs_checks.errors import UsageError
     from proofs_checks.store import (OutputPathError, check_output_file, name_problem, nearest_existing,
-                                     writable_dir_problem)
+                                     own_installation, writable_dir_problem)
 
     p = Path(json_path).expanduser()
     try:
+        own = own_installation(Path(os.path.realpath(p.absolute().parent)) / p.name) if json_path != "-" else None
+        if own:  # `--json .venv/bin/tverify --force` replaced tverify's own script (hostile pass 10, F4)
+            raise OutputPathError(f"--json {json_path}: refusing to write into {own}: tverify is running from there; "
+                                  "nothing was run or written (choose a file elsewhere)")
         why = _json_refusal(json_path, force)
         if why:
             raise OutputPathError(why)

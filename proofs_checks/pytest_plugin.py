@@ -32,14 +32,19 @@ class TverifyFixture:
 
     def _run(self, fn: str, *args, expect: str = "ok", **kwargs) -> Any:
         from proofs_checks import api
+        from proofs_checks.errors import UsageError
         from theory.validation import InputError
 
         if expect not in _OUTCOMES:  # a typo would run the whole check and then fail on "expected fine, got ok"
             pytest.fail(f"tverify.{fn}: expect must be one of {', '.join(_OUTCOMES)}, got {expect!r}", pytrace=False)
         try:
             result = getattr(api, fn)(*args, **kwargs)
-        except InputError as exc:
-            pytest.fail(f"tverify.{fn}: bad input: {exc}", pytrace=False)
+        except (InputError, UsageError) as exc:  # UsageError: a bad TVERIFY_* variable (hostile pass 10, F2)
+            why = f"tverify.{fn}: bad input: {exc}"
+        else:
+            why = None
+        if why:  # outside the except: the reason once, not twice "during handling of" it
+            pytest.fail(why, pytrace=False)
         verdict = getattr(result, "verdict", None)
         outcome = getattr(result, "outcome", None) or getattr(verdict, "outcome", None) or _run_outcome(result)
         if outcome != expect:
@@ -71,6 +76,7 @@ class TverifyFixture:
         numeric or trained check kills each mutant; otherwise the test fails with the reason."""
         from proofs_checks.testkit import assert_claim
 
+        from proofs_checks.errors import UsageError
         from proofs_checks.registry import UnknownClaimError
         from theory.validation import InputError
 
@@ -78,7 +84,7 @@ class TverifyFixture:
             return assert_claim(claim, **kwargs)
         except AssertionError as exc:
             why = f"tverify.assert_claim: {exc}"
-        except (InputError, UnknownClaimError) as exc:
+        except (InputError, UnknownClaimError, UsageError) as exc:
             why = f"tverify.assert_claim: bad input: {exc}"
         pytest.fail(why, pytrace=False)  # outside the except: the reason once, not twice "during handling of" it
 
@@ -99,7 +105,14 @@ def _run_outcome(result: Any) -> str:
 @pytest.fixture
 def tverify() -> TverifyFixture:
     """Run tverify's checks on your own model inside a test; a violation fails the test with the table."""
+    from proofs_checks.errors import UsageError
     from proofs_checks.threads import pin
 
-    pin()  # torch/BLAS threads from the cores, one per xdist worker
+    why = None
+    try:
+        pin()  # torch/BLAS threads from the cores, one per xdist worker
+    except UsageError as exc:  # a bad $TVERIFY_THREADS: its one line, no traceback into this package (pass 10, F2)
+        why = f"tverify fixture: {exc}"
+    if why:
+        pytest.fail(why, pytrace=False)
     return TverifyFixture()

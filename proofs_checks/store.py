@@ -24,7 +24,7 @@ from typing import Any
 
 __all__ = ["OutputPathError", "writable_dir_problem", "Store", "resolve_store", "default_store_dir", "atomic_write_text", "save_last",
            "load_last", "check_output_file", "check_store_writable", "nearest_existing", "default_file_mode",
-           "name_problem", "is_tverify_json", "StoreEntryError", "validate_entry", "read_entry"]
+           "name_problem", "is_tverify_json", "StoreEntryError", "validate_entry", "read_entry", "own_installation"]
 
 
 class OutputPathError(ValueError):
@@ -168,6 +168,24 @@ def is_tverify_json(path: Path, limit: int = 256 * 1024**2) -> bool:
     if isinstance(doc, list):
         return all(isinstance(e, dict) and "id" in e for e in doc)
     return False
+
+
+def own_installation(real: Path) -> str | None:
+    """What of the running tverify ``real`` holds or lies inside: its Python environment (``sys.prefix``, the
+    interpreter's ``sys.base_prefix``) or the folder of its own code (``proofs_checks/``), else ``None``."""
+    import sys
+
+    places = (("the Python environment", sys.prefix), ("the Python installation", sys.base_prefix),
+              ("tverify's own code", str(Path(__file__).resolve().parent)))  # proofs_checks/
+    for what, where in places:
+        place = Path(os.path.realpath(where)) if where else None
+        if place is not None and (_inside(real, place) or _inside(place, real)):
+            return f"{what} ({where})"
+    return None
+
+
+def _inside(outer: Path, inner: Path) -> bool:
+    return inner == outer or outer in inner.parents
 
 
 def check_output_file(path: str | os.PathLike, what: str = "--json", force: bool | None = True) -> Path:

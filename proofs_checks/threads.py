@@ -72,7 +72,7 @@ def _parse(value: str, name: str) -> int:
     from proofs_checks.errors import UsageError
 
     try:
-        n = int(str(value).strip())
+        n = int(str(value).strip()) if "_" not in str(value) else 0  # int() reads "1_0" as 10 (hostile pass 10, F6)
     except ValueError:
         n = 0
     if not 1 <= n <= MAX_THREADS:

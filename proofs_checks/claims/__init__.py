@@ -189,7 +189,7 @@ def plugin_seconds(env: str, default: float) -> float:
     if text is None:
         return float(default)
     try:
-        v = float(text)
+        v = float(text) if "_" not in text else math.nan  # float() reads "1_0" as 10 (hostile pass 10, F6)
     except ValueError:
         v = math.nan
     if not (math.isfinite(v) and 0 < v <= MAX_PLUGIN_SECONDS):

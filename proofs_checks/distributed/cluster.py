@@ -474,7 +474,7 @@ def check_task(module: str, claim_id: str, check_name: str, mode: str, seed: int
     claim = _claim(module, claim_id)
     check = next(c for c in claim.checks if c.name == check_name)
     mutants = {m.name: m for m in claim.all_mutants()}
-    fig_dir = Path(tempfile.mkdtemp(prefix="tverify-task-fig-")) if figures else None
+    fig_dir = Path(tempfile.mkdtemp(prefix="tverify-task-fig-", dir=worker_scratch())) if figures else None
     try:
         ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=fig_dir)
         plain = RunContext(mode=mode, seed=seed, device=device)
@@ -493,6 +493,21 @@ def check_task(module: str, claim_id: str, check_name: str, mode: str, seed: int
     finally:
         if fig_dir is not None:
             shutil.rmtree(fig_dir, ignore_errors=True)
+
+
+def worker_scratch() -> str | None:
+    """The cluster's scratch folder as this worker got it (Dask's ``temporary-directory``: for ``local:W`` the
+    command's own ``tverify-dask-*``, removed with the cluster), else ``None`` ($TMPDIR). A worker killed with the
+    command (SIGTERM) never runs its ``finally``: its task folders in $TMPDIR stayed behind (hostile pass 10, F5)."""
+    import os
+    import sys
+
+    dask = sys.modules.get("dask")  # loaded on a worker; in-process (no --cluster) not imported for this
+    try:
+        base = dask.config.get("temporary-directory", None) if dask is not None else None
+    except Exception:  # pragma: no cover (a dask without its config)
+        return None
+    return str(base) if base and os.path.isdir(str(base)) else None
 
 
 def _failed_outcome(check, message: str):

@@ -124,6 +124,8 @@ def register_adapter(adapter: ClaimAdapter) -> ClaimAdapter:
 def _int(lo: int, hi: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
+            if "_" in text:  # int() reads "1_6" as 16 (hostile pass 10, F6)
+                raise ValueError(text)
             v = int(text)
         except ValueError:
             raise ValueError(f"{text!r} is not a whole number") from None
@@ -626,8 +628,11 @@ class RowRefused(UsageError):
 
 
 def _run_sanity(spec: RowSpec) -> dict[str, Any]:
+    from proofs_checks.distributed.cluster import worker_scratch
+
     cmd, _ = _sanity_command(spec.key)
-    with tempfile.TemporaryDirectory(prefix="tverify-sweep-") as tmp:
+    # on a worker, inside the cluster's scratch folder: a worker killed by SIGTERM never cleans up (pass 10, F5)
+    with tempfile.TemporaryDirectory(prefix="tverify-sweep-", dir=worker_scratch()) as tmp:
         jp = os.path.join(tmp, "row.json")
         code: Any = 0
         sink = io.StringIO()

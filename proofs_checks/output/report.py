@@ -381,6 +381,12 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
                                 "(choose a new folder, e.g. --out reports)")
     if _contains(real, home):
         raise ReportTargetError(f"--out {raw}: refusing to replace your home folder or a folder containing it")
+    from proofs_checks.store import own_installation
+
+    own = own_installation(real)
+    if own:  # `--out .venv --force` swapped the environment tverify ran from for a report, then crashed (pass 10, F4)
+        raise ReportTargetError(f"--out {raw}: refusing to write into {own}, a folder containing it or one inside "
+                                "it: tverify is running from there (choose a new folder, e.g. --out reports)")
     base = nearest_existing(p.parent)
     if not base.is_dir():
         raise ReportTargetError(f"--out {raw}: {base} is a file, not a folder")

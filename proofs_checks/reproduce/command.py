@@ -116,9 +116,11 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
 def repro_task(name: str, seed: int, device: str) -> tuple[Any, dict[str, bytes]]:
     """Worker side of ``tverify report --cluster``: one reproduction at quick sizes (as :func:`for_report`),
     with its figures as bytes (the worker's folder is not this machine's)."""
+    from proofs_checks.distributed.cluster import worker_scratch
     from proofs_checks.reproduce import run_reproduction
 
-    with tempfile.TemporaryDirectory(prefix="tverify-repro-task-") as d:
+    # in the cluster's scratch folder (removed with it): a worker killed by SIGTERM never cleans up (pass 10, F5)
+    with tempfile.TemporaryDirectory(prefix="tverify-repro-task-", dir=worker_scratch()) as d:
         r = run_reproduction(get(name), mode="quick", seed=seed, device=device, figure_dir=Path(d))
         return r, {p.name: p.read_bytes() for p in sorted(Path(d).iterdir()) if p.is_file()}
 
