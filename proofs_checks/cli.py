@@ -166,12 +166,19 @@ def _store(store_dir: str | None):
     """The store from this command's ``--store``, else ``tverify --store``, else env/default."""
     from proofs_checks.store import resolve_store
 
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    top = root.params.get("store_dir") if root is not None and root is not ctx else None
     if store_dir is None:
-        ctx = click.get_current_context(silent=True)
-        root = ctx.find_root() if ctx is not None else None
-        store_dir = root.params.get("store_dir") if root is not None else None
-    if store_dir is not None and str(store_dir) == "":  # was taken as "no --store" (hostile pass 7, F6)
+        store_dir = top
+    elif top is not None and top != store_dir:  # `tverify --store a run --store b`: which one? (hostile pass 10)
+        raise UsageError(f"--store is given twice, as {top} before the command and {store_dir} after it; give it once")
+    if store_dir is not None and str(store_dir).strip() == "":  # was taken as "no --store" (hostile pass 7, F6)
         raise UsageError("--store: empty path (leave --store out for $TVERIFY_STORE or the per-user default)")
+    import os
+
+    if store_dir is None and os.environ.get("TVERIFY_STORE") is not None and not os.environ["TVERIFY_STORE"].strip():
+        raise UsageError("TVERIFY_STORE is blank: name a folder, or unset it for the per-user default")
     store = resolve_store(store_dir)
     if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
         raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")

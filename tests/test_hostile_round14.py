@@ -202,3 +202,17 @@ def test_local_cluster_starts_its_workers_with_a_safe_path(monkeypatch, tmp_path
     assert seen["safe"] == "1" and "PYTHONSAFEPATH" not in os.environ
     assert seen["scratch"] == seen["local"] and seen["local"].startswith(str(tmp_path) + os.sep + "tverify-dask-")
     assert os.listdir(tmp_path) == []  # the scratch folder removed
+
+
+def test_store_before_and_after_the_command_is_refused_and_a_blank_store_too(tmp_path, monkeypatch):
+    """Hostile pass 10 (a, notes): `tverify --store A run --store B` took B silently; TVERIFY_STORE=' ' made a
+    folder named ' '; `--store ' '` too."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke("--store", "sa", "run", "attn.softmax_simplex", "--store", "sb", "--quick")
+    assert code == 2 and "--store is given twice" in one_line_error(code, err)
+    code, out, err = invoke("run", "attn.softmax_simplex", "--store", " ", "--quick")
+    assert code == 2 and "empty path" in one_line_error(code, err)
+    monkeypatch.setenv("TVERIFY_STORE", " ")
+    code, out, err = invoke("run", "attn.softmax_simplex", "--quick")
+    assert code == 2 and "TVERIFY_STORE is blank" in one_line_error(code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
