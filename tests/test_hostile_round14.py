@@ -216,3 +216,37 @@ def test_store_before_and_after_the_command_is_refused_and_a_blank_store_too(tmp
     code, out, err = invoke("run", "attn.softmax_simplex", "--quick")
     assert code == 2 and "TVERIFY_STORE is blank" in one_line_error(code, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+OWN_SWAPS = {
+    # an honest copy of the module checked in its place (hostile pass 10, F2)
+    "run_attention": ('''
+import proofs_checks.sanity.attention as A
+_orig = A.run_attention
+def _swap(obj, **kw):
+    good = CausalSelfAttention(16, 2)
+    return _orig(good, **kw)
+A.run_attention = _swap
+''', "tverify's own proofs_checks.sanity.attention.run_attention"),
+    # the causal probe made to draw nothing
+    "prop_mask": ('''
+import numerics.attention_structural as S
+S.prop_mask = lambda probe: []
+''', "tverify's own numerics.attention_structural.prop_mask"),
+    # a Tensor method inherited from the C base class, hidden by one on torch.Tensor (pass 10, F3's general form)
+    "tensor_method_hidden": ('''
+_t = torch.Tensor.transpose
+torch.Tensor.transpose = lambda self, *a: _t(self, *a)
+''', "torch.Tensor.transpose"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_SWAPS))
+def test_a_module_replacing_tverifys_own_functions_is_refused(tmp_path, case):
+    """The guard watches every attribute of torch, torch.Tensor, numpy, math, builtins, … and the functions,
+    classes and numbers of tverify's own modules loaded in the check's process, not a list of names."""
+    from tests.test_hostile_round11 import check_sabotaged
+
+    patch, named = OWN_SWAPS[case]
+    line = one_line_error(*check_sabotaged(tmp_path, patch, "pass"))
+    assert "the code replaced" in line and named in line and "nothing was checked" in line, line

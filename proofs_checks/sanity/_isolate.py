@@ -276,9 +276,15 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
     from theory.validation import InputError
 
     label = req.get("label", "--module")
+    import importlib
+
     from proofs_checks.sanity._loader import function_snapshot
 
-    functions = function_snapshot()  # before any of the user's code runs here (their objects are unpickled below)
+    mod, _, fn = req["task"].partition(":")
+    task = getattr(importlib.import_module(mod), fn)  # a check module's child_task (by name: no import circle)
+    # before any of the user's code runs here (their objects are unpickled below); the check's own modules are
+    # loaded by now, so their functions are in it too
+    functions = function_snapshot()
     try:
         obj = None
         if obj_blob is not None:
@@ -293,10 +299,6 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
                                  f"{describe_exception(exc)} (isolate=False runs it in your process)"}
         arrays = unpack_arrays(arrays_blob)
         ctx = guards.dry_run() if req.get("dry_run") else contextlib.nullcontext()
-        import importlib
-
-        mod, _, fn = req["task"].partition(":")
-        task = getattr(importlib.import_module(mod), fn)  # a check module's child_task (by name: no import circle)
         with ctx:
             payload = task(req, obj, arrays)
         return _replaced(functions, label) or {"ok": True, **payload}

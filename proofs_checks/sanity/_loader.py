@@ -207,6 +207,15 @@ _COMPARED = {
     "builtins": ("float", "int", "abs", "max", "min", "sum", "len", "isinstance", "round", "all", "any", "sorted",
                  "bool", "range", "zip", "enumerate", "getattr"),
 }
+#: namespaces watched whole, every attribute (not a list of names: a list of the functions the comparisons call
+#: missed ``Tensor.transpose`` and ``torch.finfo``, hostile pass 10, F3 and F4)
+_WHOLE = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.functional", "torch.nn.Module", "torch.linalg",
+          "torch.utils._device.DeviceContext", "numpy", "numpy.linalg", "numpy.random", "math", "builtins")
+#: tverify's own packages: the functions, classes and constants of every module of theirs already loaded (a module
+#: replacing ``proofs_checks.sanity.attention.run_attention`` had an honest copy checked in its place, "ok", hostile
+#: pass 10 F2), but the module globals tverify's own code rebinds (lazy caches, the last call's record)
+_OWN = ("proofs_checks", "numerics", "theory")
+_OWN_REBOUND = frozenset({"LAST_UNREAD", "_loaded", "_ARGV", "_L2T", "_LOADER"})
 #: the snapshot's key for the torch function/dispatch modes active (a mode sees every torch call on plain tensors)
 _MODES = ("torch", "modes")
 #: the snapshot's key for the kernels of torch's operators registered from Python (:func:`_aten_kernels`)
@@ -278,7 +287,44 @@ def function_snapshot() -> dict[tuple[str, str], Any]:
             v = inspect.getattr_static(ns, attr, None)
             if v is not None:
                 out[(name, attr)] = _identity(v)
+    for name, ns in _watched_namespaces():
+        for attr, v in _attributes(ns):
+            if _watched_value(name, attr, v):
+                out[(name, attr)] = _identity(v)
     return out
+
+
+def _attributes(ns: Any) -> list[tuple[str, Any]]:
+    """A module's own attributes (its dunders aside: ``__annotations__`` is made on first read); a class's every
+    attribute, inherited ones included (``Tensor.transpose`` lives on the C base class: assigning it on
+    ``torch.Tensor`` hides that one)."""
+    if isinstance(ns, types.ModuleType):
+        return [(k, v) for k, v in list(vars(ns).items()) if not (k.startswith("__") and k.endswith("__"))]
+    return [(k, inspect.getattr_static(ns, k, None)) for k in dir(ns) if k != "__annotations__"]
+
+
+def _watched_namespaces() -> list[tuple[str, Any]]:
+    """:data:`_WHOLE` (those imported) and every module of tverify's own packages loaded in this process, with
+    the classes those modules define."""
+    out = [(name, ns) for name in _WHOLE if (ns := _namespace(name)) is not None]
+    for name, mod in list(sys.modules.items()):
+        if name.split(".")[0] not in _OWN or not isinstance(mod, types.ModuleType):
+            continue
+        out.append((name, mod))
+        out += [(f"{name}.{k}", v) for k, v in list(vars(mod).items())
+                if isinstance(v, type) and getattr(v, "__module__", None) == name]
+    return out
+
+
+def _watched_value(namespace: str, attr: str, v: Any) -> bool:
+    if namespace.split(".")[0] not in _OWN:
+        return True
+    if attr in _OWN_REBOUND or (attr.startswith("__") and attr.endswith("__")):
+        return False
+    if isinstance(v, (classmethod, staticmethod, property, types.FunctionType, types.BuiltinFunctionType, type,
+                      functools.partial)) or (callable(v) and hasattr(v, "__wrapped__")):
+        return True  # (a class's other attributes are its state: tverify's own code sets them)
+    return isinstance(sys.modules.get(namespace), types.ModuleType) and isinstance(v, (int, float, complex))
 
 
 def _identity(v) -> tuple:
@@ -309,9 +355,15 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
              for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]
     kernels = [f"torch's kernel {k.split('/', 1)[1]} (registered through torch.library)"
                for k in sorted(_aten_kernels() - snapshot.get(_KERNELS, frozenset()))]
-    return modes + kernels + [f"{name}.{attr}" for (name, attr), ident in snapshot.items() if (name, attr) not in
-                              (_MODES, _KERNELS) and not _same(
-                                  _identity(inspect.getattr_static(_namespace(name), attr, None)), ident)]
+    now = dict(_watched_namespaces())
+    changed = []
+    for (name, attr), ident in snapshot.items():
+        if (name, attr) in (_MODES, _KERNELS):
+            continue
+        ns = now.get(name) or _namespace(name)
+        if not _same(_identity(inspect.getattr_static(ns, attr, None)), ident):
+            changed.append(f"tverify's own {name}.{attr}" if name.split(".")[0] in _OWN else f"{name}.{attr}")
+    return modes + kernels + list(dict.fromkeys(changed))
 
 
 def _import_file(path: Path, option: str):
