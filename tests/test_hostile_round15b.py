@@ -38,3 +38,39 @@ def test_comparison_helpers_still_take_numbers():
     assert exact({"count": 0, "ok": False}, "j").passed
     assert z_test({"a": (1.0, 0.1, 1.0)}).passed
     assert not compare(worst([0.5]), 0.1, "j").passed
+
+
+# F3: a module replacing torch.Tensor.transpose only where the reference called it (the reference's logits then
+# carried the module's wrong 1/d_k scale) was "ok"; torch.Tensor methods the references call are watched too.
+_WRONG_SCALE = '''
+import math, sys, torch
+from torch import nn
+_orig = torch.Tensor.transpose
+def _tp(self, *a):
+    out = _orig(self, *a)
+    if tuple(a) == (-1, -2) and "attention_reference" in sys._getframe(1).f_code.co_filename:
+        return out * (1 / math.sqrt(self.shape[-1]))
+    return out
+torch.Tensor.transpose = _tp
+class WrongScale(nn.Module):
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.dim, self.num_heads = dim, heads
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+    def forward(self, x):
+        B, T, D = x.shape; h = self.num_heads; dk = D // h
+        q, k, v = (m(x).view(B, T, h, dk).permute(0, 2, 1, 3) for m in (self.q, self.k, self.v))
+        s = torch.einsum("bhtd,bhsd->bhts", q, k) / dk
+        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+        return self.o(torch.einsum("bhts,bhsd->bthd", torch.softmax(s, -1), v).reshape(B, T, D))
+'''
+
+
+def test_tensor_method_replaced_for_the_reference_is_refused(tmp_path):
+    from tests.cli_helpers import invoke
+
+    (tmp_path / "wrong_scale.py").write_text(_WRONG_SCALE)
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'wrong_scale.py'}:WrongScale", "--causal",
+                            "--quick", "--seq-len", "1,2,5", "--no-progress")
+    assert code == 2, out + err
+    assert "torch.Tensor.transpose" in err

@@ -183,6 +183,18 @@ _ARITH = ("abs", "max", "amax", "min", "amin", "maximum", "minimum", "sub", "sub
 #: averaging model named least squares, "ok" (hostile pass 8, F6)
 _REFERENCES = ("eye", "zeros", "ones", "full", "arange", "linspace", "diag", "outer", "trace", "sign", "argsort",
                "argmin", "take_along_axis", "concatenate", "stack", "tile", "broadcast_to")
+#: the torch.Tensor methods the references, probes and comparisons call besides :data:`_ARITH` (found by reading
+#: numerics/attention*.py, hopfield, icl, precision and proofs_checks/sanity): a module replacing ``Tensor.transpose``
+#: only where attention_reference called it gave the reference its own wrong logit scale, "ok" (hostile pass 10, F3)
+_TENSOR_METHODS = ("absolute", "acos", "argmax", "argmin", "argsort", "argwhere", "as_subclass", "bmm", "ceil",
+                   "cholesky", "clamp_max", "clamp_min", "clip", "contiguous", "copy_", "cos", "cumprod", "cumsum",
+                   "diag", "diag_embed", "diagonal", "expand", "expand_as", "flatten", "flip", "floor", "gather",
+                   "inner", "int", "is_complex", "is_contiguous", "is_floating_point", "log10", "log2", "logsumexp",
+                   "masked_fill", "median", "moveaxis", "nonzero", "outer", "pow", "qr", "ravel", "repeat",
+                   "repeat_interleave", "requires_grad_", "reshape", "round", "rsqrt", "scatter_add_", "sign", "sin",
+                   "sort", "split", "square", "squeeze", "std", "swapaxes", "tanh", "tile", "topk", "trace",
+                   "transpose", "tril", "triu", "unique", "unsqueeze", "var", "vdot", "view", "permute", "zero_",
+                   "new_zeros", "new_ones", "new_full", "new_tensor", "masked_fill_", "softmax", "log_softmax")
 _COMPARED = {
     "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "eye",
                        "zeros", "ones", "full", "full_like", "arange", "diag", "diagonal", "diag_embed", "baddbmm",
@@ -192,7 +204,7 @@ _COMPARED = {
     "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
                               "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
                               "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel",
-                              "__getattribute__", "__torch_function__"),  # every method read goes through these
+                              "__getattribute__", "__torch_function__") + _TENSOR_METHODS,  # every method read goes through these
     "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky",
                      "qr", "eigvalsh", "svdvals"),
     # the one mode let through (torch.set_default_device's): its method replaced decided every comparison while
