@@ -74,3 +74,14 @@ def test_tensor_method_replaced_for_the_reference_is_refused(tmp_path):
                             "--quick", "--seq-len", "1,2,5", "--no-progress")
     assert code == 2, out + err
     assert "torch.Tensor.transpose" in err
+
+
+# N1: patterns of 1e-170 were refused as "every pattern is zero" (their squared norms underflow)
+def test_hopfield_tiny_patterns_say_underflow_not_zero():
+    from proofs_checks.options import UsageError
+    from proofs_checks.sanity.hopfield import geometry
+
+    with pytest.raises(UsageError, match="underflow"):
+        geometry(np.eye(4) * 1e-170)
+    with pytest.raises(UsageError, match="every pattern is zero"):
+        geometry(np.zeros((3, 2)))
