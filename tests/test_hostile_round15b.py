@@ -85,3 +85,36 @@ def test_hopfield_tiny_patterns_say_underflow_not_zero():
         geometry(np.eye(4) * 1e-170)
     with pytest.raises(UsageError, match="every pattern is zero"):
         geometry(np.zeros((3, 2)))
+
+
+# F4: a module replacing torch.finfo by one whose eps is 1e9 times larger widened every float64 tolerance: a module off
+# by a relative 1e-8 was "ok"
+_FINFO = '''
+import torch
+from torch import nn
+_f = torch.finfo
+class finfo:
+    def __init__(self, *a): self._f = _f(*a)
+    def __getattr__(self, n):
+        v = getattr(self._f, n)
+        return v * 1e9 if n in ("eps", "resolution") else v
+torch.finfo = finfo
+class Off(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.dim, self.num_heads = dim, 1
+        self.q, self.k, self.v = (nn.Linear(dim, dim, bias=False) for _ in range(3))
+    def forward(self, x):
+        s = self.q(x) @ self.k(x).transpose(-1, -2) / self.dim ** 0.5
+        return torch.softmax(s, -1) @ self.v(x) * (1 + 1e-8)
+'''
+
+
+def test_finfo_replaced_is_refused(tmp_path):
+    from tests.cli_helpers import invoke
+
+    (tmp_path / "finfo_mod.py").write_text(_FINFO)
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'finfo_mod.py'}:Off", "--quick",
+                            "--seq-len", "1,2,5", "--no-progress")
+    assert code == 2, out + err
+    assert "torch.finfo" in err

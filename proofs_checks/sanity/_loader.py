@@ -200,7 +200,11 @@ _COMPARED = {
                        "zeros", "ones", "full", "full_like", "arange", "diag", "diagonal", "diag_embed", "baddbmm",
                        "logsumexp", "cdist", "relu", "topk", "gather", "sort", "argsort", "nonzero", "unique", "randn",
                        "rand", "randint", "Generator", "randperm", "sin", "cos", "rsqrt", "tril", "triu", "tanh",
-                       "argmax", "linspace", "outer", "pow", "square", "clamp", "masked_fill"),
+                       "argmax", "linspace", "outer", "pow", "square", "clamp", "masked_fill",
+                       # the tolerances' unit roundoff and what the probes build (hostile pass 10, F4: a module
+                       # replacing torch.finfo by one with eps × 1e9 made a 1e-8 relative error "ok" in float64)
+                       "finfo", "iinfo", "empty", "empty_like", "get_default_dtype", "logspace", "no_grad",
+                       "enable_grad", "inference_mode", "is_grad_enabled", "is_inference_mode_enabled"),
     "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
                               "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
                               "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel",
@@ -210,8 +214,11 @@ _COMPARED = {
     # the one mode let through (torch.set_default_device's): its method replaced decided every comparison while
     # the mode stack held torch's own class (hostile pass 8, F1)
     "torch.utils._device.DeviceContext": ("__torch_function__",),
-    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply") + _REFERENCES,
-    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky", "qr", "eigvalsh"),
+    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply") + _REFERENCES + (
+        "finfo", "iinfo", "clip", "cos", "sin", "cumsum", "cumprod", "median", "sort", "square", "tril", "triu", "round",
+        "repeat", "flip", "moveaxis", "swapaxes", "diagonal", "zeros_like", "ones_like", "vstack", "argwhere",
+        "flatnonzero", "nanargmin", "isin", "meshgrid", "logspace", "delete", "ascontiguousarray", "empty", "errstate"),
+    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky", "qr", "eigvalsh", "cond"),
     "numpy.random": ("default_rng", "Generator"),
     "math": ("isfinite", "isnan", "isinf", "sqrt", "fabs", "fsum", "exp", "log"),
     # the built-ins the comparisons call (``float(err)``, ``max(...)``): looked up at each call, so a module that
