@@ -118,3 +118,15 @@ def test_finfo_replaced_is_refused(tmp_path):
                             "--seq-len", "1,2,5", "--no-progress")
     assert code == 2, out + err
     assert "torch.finfo" in err
+
+
+# F5: --seq-len '1_0,5' probed lengths 5 and 10 and --window '1_0,2' a window of 10 (int('1_0') is 10), although
+# numbers with '_' are refused elsewhere on the command line (hostile pass 9)
+@pytest.mark.parametrize("argv", [["--seq-len", "1_0,5"], ["--seq-len", "5,1_7"], ["--window", "1_0,0"]])
+def test_attention_lists_refuse_underscored_numbers(argv):
+    from tests.cli_helpers import invoke
+
+    code, out, err = invoke("check", "attention", "--module", "tests/data/own_attention.py:CausalSelfAttention",
+                            "--causal", "--quick", "--no-progress", *argv)
+    assert code == 2, out + err
+    assert "without '_'" in err
