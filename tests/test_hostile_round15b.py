@@ -130,3 +130,33 @@ def test_attention_lists_refuse_underscored_numbers(argv):
                             "--causal", "--quick", "--no-progress", *argv)
     assert code == 2, out + err
     assert "without '_'" in err
+
+
+# F3 (operators): RoPE's ``base ** (-arange / r)`` in the reference goes through Tensor.__rpow__; replacing it (a
+# wrong RoPE base given to the reference only) is refused like Tensor.transpose
+_RPOW = '''
+import torch
+from torch import nn
+_orig = torch.Tensor.__rpow__
+def _rpow(self, other):
+    return _orig(self, other)
+torch.Tensor.__rpow__ = _rpow
+class A(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.dim, self.num_heads = dim, 1
+        self.q, self.k, self.v = (nn.Linear(dim, dim, bias=False) for _ in range(3))
+    def forward(self, x):
+        s = self.q(x) @ self.k(x).transpose(-1, -2) / self.dim ** 0.5
+        return torch.softmax(s, -1) @ self.v(x)
+'''
+
+
+def test_tensor_operator_replaced_is_refused(tmp_path):
+    from tests.cli_helpers import invoke
+
+    (tmp_path / "rpow_mod.py").write_text(_RPOW)
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'rpow_mod.py'}:A", "--quick",
+                            "--seq-len", "1,2,5", "--no-progress")
+    assert code == 2, out + err
+    assert "torch.Tensor.__rpow__" in err

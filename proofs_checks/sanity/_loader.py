@@ -194,7 +194,12 @@ _TENSOR_METHODS = ("absolute", "acos", "argmax", "argmin", "argsort", "argwhere"
                    "repeat_interleave", "requires_grad_", "reshape", "round", "rsqrt", "scatter_add_", "sign", "sin",
                    "sort", "split", "square", "squeeze", "std", "swapaxes", "tanh", "tile", "topk", "trace",
                    "transpose", "tril", "triu", "unique", "unsqueeze", "var", "vdot", "view", "permute", "zero_",
-                   "new_zeros", "new_ones", "new_full", "new_tensor", "masked_fill_", "softmax", "log_softmax")
+                   "new_zeros", "new_ones", "new_full", "new_tensor", "masked_fill_", "softmax", "log_softmax",
+                   # the operators the references write (RoPE's ``base ** (-arange / r)``, the masks' ``~`` and ``&=``)
+                   "__neg__", "__pos__", "__pow__", "__rpow__", "__radd__", "__rmul__", "__rtruediv__", "__rmatmul__",
+                   "__invert__", "__and__", "__or__", "__xor__", "__iand__", "__ior__", "__setitem__", "__iadd__",
+                   "__isub__", "__imul__", "__itruediv__", "__floordiv__", "__mod__", "__len__", "__iter__", "__bool__",
+                   "__index__", "__int__")
 _COMPARED = {
     "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "eye",
                        "zeros", "ones", "full", "full_like", "arange", "diag", "diagonal", "diag_embed", "baddbmm",
