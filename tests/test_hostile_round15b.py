@@ -160,3 +160,20 @@ def test_tensor_operator_replaced_is_refused(tmp_path):
                             "--seq-len", "1,2,5", "--no-progress")
     assert code == 2, out + err
     assert "torch.Tensor.__rpow__" in err
+
+
+# F6: check lyapunov --V 'x**2 # + y**2' dropped the rest as a Python comment; --f '-1_0*x' read -10*x
+@pytest.mark.parametrize("f, V", [("-x", "x**2 # c"), ("-x, -y", "x**2 + y**2 # - x*y"), ("-1_0*x", "x**2"),
+                                  ("-x", "1_0*x**2"), ("-x", "1.0_5*x**2")])
+def test_lyapunov_expressions_refuse_comments_and_underscored_numbers(f, V):
+    from tests.cli_helpers import invoke
+
+    code, out, err = invoke("check", "lyapunov", "--f", f, "--V", V, "--no-progress")
+    assert code == 2, out + err
+    assert "'#'" in err or "without '_'" in err
+
+
+def test_lyapunov_names_with_digits_and_underscores_still_parse():
+    from theory.lyapunov import _check_ast
+
+    assert _check_ast("x_1**2 + x1_2*y", "--V", None) >= {"x_1", "x1_2", "y"}
