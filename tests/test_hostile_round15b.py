@@ -89,6 +89,16 @@ def test_hopfield_tiny_patterns_say_underflow_not_zero():
 
 # F4: a module replacing torch.finfo by one whose eps is 1e9 times larger widened every float64 tolerance: a module off
 # by a relative 1e-8 was "ok"
+_ONE_HEAD = '''
+class Off(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.dim, self.num_heads = dim, 1
+        self.q, self.k, self.v = (nn.Linear(dim, dim, bias=False) for _ in range(3))
+    def forward(self, x):
+        s = self.q(x) @ self.k(x).transpose(-1, -2) / self.dim ** 0.5
+        return torch.softmax(s, -1) @ self.v(x) * (1 + 1e-8)
+'''
 _FINFO = '''
 import torch
 from torch import nn
@@ -99,25 +109,21 @@ class finfo:
         v = getattr(self._f, n)
         return v * 1e9 if n in ("eps", "resolution") else v
 torch.finfo = finfo
-class Off(nn.Module):
-    def __init__(self, dim=8):
-        super().__init__()
-        self.dim, self.num_heads = dim, 1
-        self.q, self.k, self.v = (nn.Linear(dim, dim, bias=False) for _ in range(3))
-    def forward(self, x):
-        s = self.q(x) @ self.k(x).transpose(-1, -2) / self.dim ** 0.5
-        return torch.softmax(s, -1) @ self.v(x) * (1 + 1e-8)
-'''
+''' + _ONE_HEAD
+
+
+def _refused(tmp_path, source: str, replaced: str) -> None:
+    from tests.cli_helpers import invoke
+
+    (tmp_path / "patching_mod.py").write_text(source)
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'patching_mod.py'}:Off", "--quick",
+                            "--seq-len", "1,2,5", "--no-progress")
+    assert code == 2, out + err
+    assert f"the code replaced {replaced}" in err
 
 
 def test_finfo_replaced_is_refused(tmp_path):
-    from tests.cli_helpers import invoke
-
-    (tmp_path / "finfo_mod.py").write_text(_FINFO)
-    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'finfo_mod.py'}:Off", "--quick",
-                            "--seq-len", "1,2,5", "--no-progress")
-    assert code == 2, out + err
-    assert "torch.finfo" in err
+    _refused(tmp_path, _FINFO, "torch.finfo")
 
 
 # F5: --seq-len '1_0,5' probed lengths 5 and 10 and --window '1_0,2' a window of 10 (int('1_0') is 10), although
@@ -141,25 +147,11 @@ _orig = torch.Tensor.__rpow__
 def _rpow(self, other):
     return _orig(self, other)
 torch.Tensor.__rpow__ = _rpow
-class A(nn.Module):
-    def __init__(self, dim=8):
-        super().__init__()
-        self.dim, self.num_heads = dim, 1
-        self.q, self.k, self.v = (nn.Linear(dim, dim, bias=False) for _ in range(3))
-    def forward(self, x):
-        s = self.q(x) @ self.k(x).transpose(-1, -2) / self.dim ** 0.5
-        return torch.softmax(s, -1) @ self.v(x)
-'''
+''' + _ONE_HEAD
 
 
 def test_tensor_operator_replaced_is_refused(tmp_path):
-    from tests.cli_helpers import invoke
-
-    (tmp_path / "rpow_mod.py").write_text(_RPOW)
-    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'rpow_mod.py'}:A", "--quick",
-                            "--seq-len", "1,2,5", "--no-progress")
-    assert code == 2, out + err
-    assert "torch.Tensor.__rpow__" in err
+    _refused(tmp_path, _RPOW, "torch.Tensor.__rpow__")
 
 
 # F6: check lyapunov --V 'x**2 # + y**2' dropped the rest as a Python comment; --f '-1_0*x' read -10*x
