@@ -169,3 +169,20 @@ def test_lyapunov_names_with_digits_and_underscores_still_parse():
     from theory.lyapunov import _check_ast
 
     assert _check_ast("x_1**2 + x1_2*y", "--V", None) >= {"x_1", "x1_2", "y"}
+
+
+# F2: a module replacing tverify's own functions in the check's process (run_attention checking an honest copy instead
+# of the module; prop_mask returning no causal row) was "ok" / lost its central row; now refused like torch's
+_OWN = '''
+import torch
+from torch import nn
+import proofs_checks.sanity.attention as A
+_orig = A.run_attention
+def _swap(obj, **kw):
+    return _orig(obj, **kw)
+A.run_attention = _swap
+''' + _ONE_HEAD
+
+
+def test_own_function_replaced_is_refused(tmp_path):
+    _refused(tmp_path, _OWN, "proofs_checks.sanity.attention.run_attention")
