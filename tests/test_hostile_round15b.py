@@ -186,3 +186,18 @@ A.run_attention = _swap
 
 def test_own_function_replaced_is_refused(tmp_path):
     _refused(tmp_path, _OWN, "proofs_checks.sanity.attention.run_attention")
+
+
+_OWN_METHOD = '''
+import torch
+from torch import nn
+import numerics.attention_probe as AP
+_orig = AP.AttentionProbe.run
+def _run(self, x64, grad=False):
+    return _orig(self, x64, grad)
+AP.AttentionProbe.run = _run
+''' + _ONE_HEAD
+
+
+def test_own_class_method_replaced_is_refused(tmp_path):
+    _refused(tmp_path, _OWN_METHOD, "numerics.attention_probe.AttentionProbe.run")

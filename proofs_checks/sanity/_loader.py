@@ -318,8 +318,16 @@ def _own_functions() -> dict[str, tuple[str, ...]]:
         if name.split(".")[0] not in _OWN_PACKAGES or not isinstance(mod, types.ModuleType):
             continue
         attrs = tuple(a for a, v in list(vars(mod).items()) if isinstance(v, (types.FunctionType, type)))
-        if attrs and _namespace(name) is mod:
-            out[name] = attrs
+        if not attrs or _namespace(name) is not mod:
+            continue
+        out[name] = attrs
+        for a in attrs:  # a class's own methods, changed in place (``AttentionProbe.run = …``) with the class kept
+            cls = vars(mod)[a]
+            if isinstance(cls, type) and cls.__module__ == name:
+                meths = tuple(m for m, f in list(vars(cls).items())
+                              if isinstance(f, (types.FunctionType, classmethod, staticmethod, property)))
+                if meths:
+                    out[f"{name}.{a}"] = meths
     return out
 
 
