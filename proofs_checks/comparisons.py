@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from proofs_checks.registry import CheckResult, VacuousCheck, compare, worst
+from proofs_checks.registry import CheckResult, VacuousCheck, compare, refuse_text, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
 
 __all__ = ["largest", "smallest", "exact", "rounding", "z_test", "seed_spread", "relative", "confirm_resolution",
@@ -121,6 +121,7 @@ def exact(mismatches: dict[str, float] | float, what: str, **kw) -> CheckResult:
     >>> exact(1.5 - 3.0, "a signed difference").passed
     False
     """
+    refuse_text(mismatches, "exact")
     mismatches = ({k: abs(float(v)) for k, v in mismatches.items()} if isinstance(mismatches, dict)
                   else abs(float(mismatches)))
     return compare(mismatches, 0.0, f"exact: {what}", resolution=0.0,
@@ -164,6 +165,7 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     >>> round(r.error, 9), r.passed
     (2.0, True)
     """
+    refuse_text(measurements, "z_test")
     if not measurements:
         raise VacuousCheck("z_test: no measurements (a comparison over 0 draws)")
     if not (math.isfinite(float(k)) and k > 0):
@@ -241,6 +243,7 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
     >>> r = relative([1.0, 2.0 + 1e-12], [1.0, 2.0], 1e-10, "rounding"); r.passed, r.resolution < 2e-10
     (True, True)
     """
+    refuse_text([value, reference], "relative")
     v, ref = np.asarray(value, dtype=float), np.asarray(reference, dtype=float)
     if ref.size == 0:  # (a form's empty output against a non-empty reference fails, as before)
         raise VacuousCheck("relative: 0 entries compared (a comparison over 0 draws)")
@@ -273,7 +276,9 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
     >>> seed_spread([[1.0], [1.02], [0.98]], [1.0], floor=1e-3).passed
     True
     """
-    x = np.asarray(list(per_seed), dtype=float)
+    per_seed = list(per_seed)
+    refuse_text([per_seed, reference], "seed_spread")
+    x = np.asarray(per_seed, dtype=float)
     ref = np.asarray(reference, dtype=float)
     S = x.shape[0]
     if S < 2:
@@ -322,6 +327,7 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
     >>> close([1.1], [1.0], 1e-3, "x").passed
     False
     """
+    refuse_text([value, reference, tol], "close")
     v = np.ravel(np.asarray(value, dtype=float))
     ref = np.ravel(np.asarray(reference, dtype=float))
     if v.size != ref.size:

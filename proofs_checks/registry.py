@@ -301,6 +301,25 @@ def default_resolution(error: float, tolerance: float) -> tuple[float, str]:
     return tolerance + abs(error), ERROR_UNITS
 
 
+def refuse_text(value: Any, where: str) -> None:
+    """Raise ``TypeError`` when ``value`` (a number, an array, or lists, tuples and dicts of them) holds
+    text: ``float('1')`` and ``np.asarray(['1'], dtype=float)`` read text as numbers, and a comparison
+    helper must never reinterpret it (``worst('123')`` was 3.0; hostile pass 10, F1)."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{where}: expected numbers, got text {value[:40]!r} (text is never read as a number)")
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, (str, bytes, dict, list, tuple)) or getattr(getattr(v, "dtype", None), "kind", "-") in ("S", "U"):
+                refuse_text(v, where)
+        return
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if isinstance(kind, str) and kind in ("S", "U"):  # a NumPy array of text
+        raise TypeError(f"{where}: expected numbers, got an array of text (dtype {value.dtype}; text is never "
+                        "read as a number)")
+
+
 def worst(errors: dict[str, float] | Iterable[float]) -> float:
     """The largest of several errors; NaN anywhere gives NaN and inf gives inf (so it fails); no
     errors at all is a ``ValueError`` (a check over nothing cannot reject anything: an error in the
@@ -322,6 +341,7 @@ def worst(errors: dict[str, float] | Iterable[float]) -> float:
     """
     import numpy as np
 
+    refuse_text(errors, "worst")
     items = list(errors.values() if isinstance(errors, dict) else errors)
     vals = np.concatenate([np.ravel(np.asarray(v, dtype=float)) for v in items]) if items else np.zeros(0)
     if vals.size == 0:

@@ -791,6 +791,10 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
     exponents 0..MAX_DEGREE. Returns the names used."""
     if "^" in text:
         raise InputError(f"{option}: use ** for powers, not ^: {text!r}")
+    if "#" in text:  # Python's parser drops the rest as a comment: 'x**2 # + y**2' was certified as x**2 (hostile pass 10)
+        raise InputError(f"{option}: '#' is not allowed (Python would read the rest as a comment and drop it): {text!r}")
+    if re.search(r"(?<![A-Za-z0-9_])\d[0-9_]*_[0-9]", text):  # Python reads 1_0 as 10: a typo taken for a number
+        raise InputError(f"{option}: write numbers without '_' (Python would read 1_0 as 10): {text!r}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except RecursionError:  # thousands of nested signs: Python's own parser gives up before any depth count

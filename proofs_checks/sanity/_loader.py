@@ -183,23 +183,47 @@ _ARITH = ("abs", "max", "amax", "min", "amin", "maximum", "minimum", "sub", "sub
 #: averaging model named least squares, "ok" (hostile pass 8, F6)
 _REFERENCES = ("eye", "zeros", "ones", "full", "arange", "linspace", "diag", "outer", "trace", "sign", "argsort",
                "argmin", "take_along_axis", "concatenate", "stack", "tile", "broadcast_to")
+#: the torch.Tensor methods the references, probes and comparisons call besides :data:`_ARITH` (found by reading
+#: numerics/attention*.py, hopfield, icl, precision and proofs_checks/sanity): a module replacing ``Tensor.transpose``
+#: only where attention_reference called it gave the reference its own wrong logit scale, "ok" (hostile pass 10, F3)
+_TENSOR_METHODS = ("absolute", "acos", "argmax", "argmin", "argsort", "argwhere", "as_subclass", "bmm", "ceil",
+                   "cholesky", "clamp_max", "clamp_min", "clip", "contiguous", "copy_", "cos", "cumprod", "cumsum",
+                   "diag", "diag_embed", "diagonal", "expand", "expand_as", "flatten", "flip", "floor", "gather",
+                   "inner", "int", "is_complex", "is_contiguous", "is_floating_point", "log10", "log2", "logsumexp",
+                   "masked_fill", "median", "moveaxis", "nonzero", "outer", "pow", "qr", "ravel", "repeat",
+                   "repeat_interleave", "requires_grad_", "reshape", "round", "rsqrt", "scatter_add_", "sign", "sin",
+                   "sort", "split", "square", "squeeze", "std", "swapaxes", "tanh", "tile", "topk", "trace",
+                   "transpose", "tril", "triu", "unique", "unsqueeze", "var", "vdot", "view", "permute", "zero_",
+                   "new_zeros", "new_ones", "new_full", "new_tensor", "masked_fill_", "softmax", "log_softmax",
+                   # the operators the references write (RoPE's ``base ** (-arange / r)``, the masks' ``~`` and ``&=``)
+                   "__neg__", "__pos__", "__pow__", "__rpow__", "__radd__", "__rmul__", "__rtruediv__", "__rmatmul__",
+                   "__invert__", "__and__", "__or__", "__xor__", "__iand__", "__ior__", "__setitem__", "__iadd__",
+                   "__isub__", "__imul__", "__itruediv__", "__floordiv__", "__mod__", "__len__", "__iter__", "__bool__",
+                   "__index__", "__int__")
 _COMPARED = {
     "torch": _ARITH + ("bmm", "stack", "cat", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "eye",
                        "zeros", "ones", "full", "full_like", "arange", "diag", "diagonal", "diag_embed", "baddbmm",
                        "logsumexp", "cdist", "relu", "topk", "gather", "sort", "argsort", "nonzero", "unique", "randn",
                        "rand", "randint", "Generator", "randperm", "sin", "cos", "rsqrt", "tril", "triu", "tanh",
-                       "argmax", "linspace", "outer", "pow", "square", "clamp", "masked_fill"),
+                       "argmax", "linspace", "outer", "pow", "square", "clamp", "masked_fill",
+                       # the tolerances' unit roundoff and what the probes build (hostile pass 10, F4: a module
+                       # replacing torch.finfo by one with eps × 1e9 made a 1e-8 relative error "ok" in float64)
+                       "finfo", "iinfo", "empty", "empty_like", "get_default_dtype", "logspace", "no_grad",
+                       "enable_grad", "inference_mode", "is_grad_enabled", "is_inference_mode_enabled"),
     "torch.Tensor": _ARITH + ("__abs__", "__sub__", "__rsub__", "__add__", "__mul__", "__truediv__", "__matmul__",
                               "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__getitem__",
                               "item", "tolist", "numpy", "double", "float", "to", "cpu", "detach", "clone", "numel",
-                              "__getattribute__", "__torch_function__"),  # every method read goes through these
+                              "__getattribute__", "__torch_function__") + _TENSOR_METHODS,  # every method read goes through these
     "torch.linalg": ("norm", "vector_norm", "matrix_norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky",
                      "qr", "eigvalsh", "svdvals"),
     # the one mode let through (torch.set_default_device's): its method replaced decided every comparison while
     # the mode stack held torch's own class (hostile pass 8, F1)
     "torch.utils._device.DeviceContext": ("__torch_function__",),
-    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply") + _REFERENCES,
-    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky", "qr", "eigvalsh"),
+    "numpy": _ARITH + ("absolute", "asarray", "array", "divide", "multiply") + _REFERENCES + (
+        "finfo", "iinfo", "clip", "cos", "sin", "cumsum", "cumprod", "median", "sort", "square", "tril", "triu", "round",
+        "repeat", "flip", "moveaxis", "swapaxes", "diagonal", "zeros_like", "ones_like", "vstack", "argwhere",
+        "flatnonzero", "nanargmin", "isin", "meshgrid", "logspace", "delete", "ascontiguousarray", "empty", "errstate"),
+    "numpy.linalg": ("norm", "lstsq", "solve", "svd", "eigh", "pinv", "inv", "cholesky", "qr", "eigvalsh", "cond"),
     "numpy.random": ("default_rng", "Generator"),
     "math": ("isfinite", "isnan", "isinf", "sqrt", "fabs", "fsum", "exp", "log"),
     # the built-ins the comparisons call (``float(err)``, ``max(...)``): looked up at each call, so a module that
@@ -349,7 +373,8 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
-    """The functions of :data:`_COMPARED` that are no longer the objects :func:`function_snapshot` saw, and
+    """What :func:`function_snapshot` saw that is no longer the same object (:data:`_COMPARED`, :data:`_WHOLE`,
+    tverify's own modules), and
     the torch modes the code left active."""
     modes = [f"torch operations (through the torch mode {m} it left active)"  # once per class, entered how often
              for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]

@@ -308,6 +308,9 @@ def geometry(patterns) -> Geometry:
     N, d = P.shape
     M = float(P.norm(dim=-1).max())
     if M == 0:
+        if bool((P != 0).any()):  # entries of 1e-170: their squares underflow, the norms are 0 (hostile pass 10)
+            raise UsageError(f"patterns: entries of at most {float(P.abs().max()):.3g}: their squares underflow "
+                             "float64, so the norms and distances are 0; rescale the patterns")
         raise UsageError("patterns: every pattern is zero")
     G = P @ P.T
     off = G - torch.diag(torch.full((N,), float("inf"), dtype=G.dtype))
