@@ -1108,6 +1108,7 @@ def main(argv: list[str] | None = None) -> None:
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
     # exit 0 and nothing printed (hostile pass 7, F5)
     os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
+    torch_named = "TORCHINDUCTOR_CACHE_DIR" in os.environ
     torch_cache = _own_torch_cache()
     try:
         try:
@@ -1118,8 +1119,8 @@ def main(argv: list[str] | None = None) -> None:
                 import shutil
 
                 shutil.rmtree(torch_cache, ignore_errors=True)
-                if os.environ.get("TORCHINDUCTOR_CACHE_DIR") == torch_cache:
-                    del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+            if not torch_named:  # (main() called in a process of the caller's: its environment as it was)
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     except Terminated as exc:
         _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
         sys.exit(128 + exc.signum)
@@ -1143,13 +1144,25 @@ def main(argv: list[str] | None = None) -> None:
 
 def _own_torch_cache() -> str | None:
     """Importing ``torch._dynamo`` (torch.optim does) creates ``$TMPDIR/torchinductor_$USER``, left
-    behind after tverify exits (hostile pass 9): unless the user names one (TORCHINDUCTOR_CACHE_DIR),
-    torch gets a folder of this command's own, removed when it ends (its child processes inherit it)."""
+    behind after tverify exits (hostile pass 9). Unless the user names one (TORCHINDUCTOR_CACHE_DIR), torch's
+    cache lives in tverify's per-user cache folder (``~/.cache/tverify/torch``: a cache, kept, nothing in
+    $TMPDIR even after a ``kill -9``); where that folder cannot be written, in a temporary folder of this
+    command's own, returned here and removed when it ends. Child processes inherit the setting."""
     import os
     import tempfile
 
+    from proofs_checks.store import default_store_dir
+
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         return None
+    kept = default_store_dir() / "torch"
+    try:
+        kept.mkdir(parents=True, exist_ok=True)
+        if os.access(kept, os.W_OK | os.X_OK):
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(kept)
+            return None
+    except OSError:
+        pass
     try:
         path = tempfile.mkdtemp(prefix="tverify-torch-")
     except OSError:  # no writable temporary folder: torch says so itself if it needs one

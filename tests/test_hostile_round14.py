@@ -85,26 +85,37 @@ def test_flags_may_repeat():
         refuse_repeated_options(cli.commands["run"], "run", ["x", "--quick", "--quick"], ctx)  # no error
 
 
-def test_torch_cache_folder_is_the_commands_own_and_removed(tmp_path, monkeypatch):
+def test_torch_cache_folder_is_tverifys_own(tmp_path, monkeypatch):
+    """torch's inductor cache goes to tverify's per-user cache folder (kept; nothing in $TMPDIR, even after a
+    kill -9: hostile pass 10 N2); where that cannot be written, to a temporary folder of the command's own, removed
+    when it ends; the user's TORCHINDUCTOR_CACHE_DIR wins; the environment is restored after main()."""
     from proofs_checks import cli
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     monkeypatch.setattr("tempfile.tempdir", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     seen = {}
 
     def fake_main(argv):
         d = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-        os.makedirs(os.path.join(d, "dynamo"))
+        os.makedirs(os.path.join(d, "dynamo"), exist_ok=True)
         seen["dir"] = d
 
     monkeypatch.setattr(cli, "_main", fake_main)
     cli.main(["list"])
-    assert seen["dir"].startswith(str(tmp_path)) and not os.path.exists(seen["dir"])
-    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and os.listdir(tmp_path) == []
+    assert seen["dir"] == str(tmp_path / "cache" / "tverify" / "torch") and os.path.isdir(seen["dir"])
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and os.listdir(tmp_path / "tmp") == []
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # no per-user cache: a temporary folder
+    cli.main(["list"])
+    assert seen["dir"].startswith(str(tmp_path / "tmp")) and not os.path.exists(seen["dir"])
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and os.listdir(tmp_path / "tmp") == []
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # the user's own: kept
     cli.main(["list"])
     assert seen["dir"] == str(tmp_path / "mine") and (tmp_path / "mine").is_dir()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
 
 
 def _data(scale=1.0):
