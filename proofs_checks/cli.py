@@ -1226,7 +1226,7 @@ def _main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     under = _underscored_number(list(sys.argv[1:] if argv is None else argv))
     if under is not None:
-        click.echo(f"tverify: error: {under}: write the number without '_' (Python would read 1_0 as 10)", err=True)
+        click.echo(f"tverify: error: {under}: write the number without '_' (Python reads 1_0 as 10, 1_000 as 1000)", err=True)
         sys.exit(2)
 
     from proofs_checks.console import set_argv

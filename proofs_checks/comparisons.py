@@ -253,6 +253,9 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
         raise VacuousCheck(f"relative: tolerance {float(tol):g}: a relative tolerance must be finite and below 1 "
                            "(at 1 the value 0 passes)")
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    if scale == 0.0:  # was "non-finite error: inf" (hostile pass 10, N11): nothing to be relative to
+        raise VacuousCheck("relative: the reference is 0 everywhere, so a relative error has no scale (use close() "
+                           "with an absolute tolerance)")
 
     def err(delta: float) -> float:
         r = ref * (1 + delta)

@@ -216,6 +216,12 @@ class CheckResult:
         return self.error / self.tolerance
 
 
+def _all_finite(v: Any) -> bool:
+    import numpy as np
+
+    return bool(np.all(np.isfinite(np.asarray(v, dtype=float))))
+
+
 def compare(
     error: "float | dict[str, float]",
     tolerance: float,
@@ -245,16 +251,17 @@ def compare(
         if isinstance(v, (str, bytes)):  # float('1') would read text as a number: never reinterpreted
             raise TypeError(f"compare: {what} must be a number, got text {v[:40]!r}")
     if isinstance(error, dict):
-        bad = [k for k, v in error.items() if not math.isfinite(float(v))]
+        bad = [k for k, v in error.items() if not _all_finite(v)]  # (an array entry: every element, as worst reads it)
         if bad:
-            reason = "non-finite error: " + ", ".join(f"{k} = {float(error[k])}" for k in bad[:5])
+            reason = "non-finite error: " + ", ".join(f"{k} = {worst([error[k]])}" for k in bad[:5])
         if not error:  # nothing measured: a check that cannot reject anything is never a pass (hostile pass 9)
             reason = "no error measured: an empty dict of errors compares nothing"
         details = {**dict(error), **dict(details or {})}
         error = worst(error) if error else math.nan
     try:
         error, tolerance = float(error), float(tolerance)
-    except TypeError as exc:  # an array: numpy's "only 0-dimensional arrays…" did not say which call (pass 7 note)
+    except (TypeError, ValueError) as exc:  # an array (numpy: "only 0-dimensional arrays…", torch: "only one element
+        # tensors…") did not say which call (pass 7 and 10 notes)
         raise TypeError(f"compare: the error and the tolerance are numbers (reduce an array first, e.g. with "
                         f"worst(...)); got {type(error).__name__} and {type(tolerance).__name__}") from exc
     if not reason and not math.isfinite(error):

@@ -261,3 +261,38 @@ def test_a_module_replacing_tverifys_own_functions_is_refused(tmp_path, case):
     patch, named = OWN_SWAPS[case]
     line = one_line_error(*check_sabotaged(tmp_path, patch, "pass"))
     assert "the code replaced" in line and named in line and "nothing was checked" in line, line
+
+
+def test_compare_of_arrays_says_which_call_or_reads_every_element():
+    """Hostile pass 10 (b, N3): a torch tensor of several errors raised torch's own ValueError; a dict entry
+    holding an array raised numpy's TypeError from the finiteness pre-check (worst() reads every element)."""
+    import torch
+
+    from proofs_checks.registry import compare
+
+    with pytest.raises(TypeError, match="compare: the error and the tolerance are numbers"):
+        compare(torch.tensor([0.5, 2.0]), 1.0, "x")
+    r = compare({"a": np.array([0.1, np.nan])}, 1.0, "x")
+    assert r.passed is False and r.reason == "non-finite error: a = nan"
+    assert compare({"a": np.array([0.1, 0.2])}, 1.0, "x").passed is True
+
+
+def test_icl_weights_npz_with_extra_arrays_is_refused(tmp_path):
+    """Hostile pass 10 (b, N5): `check icl --weights` ignored extra .npz arrays silently (att-svm refused them)."""
+    np.savez(tmp_path / "w.npz", W_PV=np.eye(3), W_KQ=np.eye(3), other=np.ones(2))
+    code, out, err = invoke("check", "icl", "--lambda", "1,2", "--N", "5", "--weights", str(tmp_path / "w.npz"))
+    assert code == 2 and "also holds array(s) other" in one_line_error(code, err)
+
+
+def test_a_one_dimensional_shape_is_written_as_a_tuple():
+    from theory.validation import InputError, as_finite_array
+
+    with pytest.raises(InputError, match=r"must have shape \(6,\), got \(7,\)"):
+        as_finite_array(np.zeros(7), "v", shape=(6,))
+
+
+def test_relative_against_a_zero_reference_is_a_vacuous_check():
+    from proofs_checks.comparisons import VacuousCheck, relative
+
+    with pytest.raises(VacuousCheck, match="reference is 0 everywhere"):
+        relative([0.0, 0.0], [0.0, 0.0], 1e-6, "x")

@@ -43,7 +43,7 @@ def as_finite_array(a, name: str, *, ndim: int | None = None, shape: tuple | Non
     if shape is not None:
         ok = arr.ndim == len(shape) and all(s is None or s == n for s, n in zip(shape, arr.shape))
         if not ok:
-            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
             raise InputError(f"{name} must have shape {want}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise InputError(f"{name} contains NaN or inf")

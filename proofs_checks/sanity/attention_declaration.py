@@ -209,7 +209,7 @@ def parse_window(text: Any, causal: bool) -> tuple[int, int] | None:
         raise _err("window", f"expected W or L,R (non-negative integers), got {text!r}")
     parts = [p.strip() for p in str(text).split(",")]
     if any("_" in p for p in parts):  # int("1_0") is 10: a typo taken for another number (hostile pass 10)
-        raise _err("window", f"write the numbers without '_' (Python would read 1_0 as 10), got {text!r}")
+        raise _err("window", f"write the numbers without '_' (Python reads 1_0 as 10, 1_000 as 1000), got {text!r}")
     try:
         vals = [int(p) for p in parts]
     except ValueError:
@@ -247,7 +247,7 @@ def parse_lengths(text: Any) -> list[int] | None:
             if empty:  # "1,,2" or "17,": a typo, never silently dropped
                 raise _err("seq_len", f"empty field at position {empty[0]} in {text!r} (comma-separated lengths)")
             if "_" in str(text):  # int("1_0") is 10: a typo taken for another length (hostile pass 10)
-                raise _err("seq_len", f"write the lengths without '_' (Python would read 1_0 as 10), got {text!r}")
+                raise _err("seq_len", f"write the lengths without '_' (Python reads 1_0 as 10, 1_000 as 1000), got {text!r}")
             vals = sorted({int(p) for p in parts})
     except ValueError:
         raise _err("seq_len", f"expected comma-separated positive integers, got {text!r}") from None

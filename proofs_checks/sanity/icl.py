@@ -103,7 +103,12 @@ def load_weights(path: str, max_memory: float | None = None) -> tuple[np.ndarray
         raise InputError(f"--weights: {path} has no {what} (looked for keys {', '.join(keys)}; "
                          f"found {', '.join(map(str, data)) or 'none'})")
 
-    return pick(_PV_KEYS, "W_PV"), pick(_KQ_KEYS, "W_KQ")
+    out = pick(_PV_KEYS, "W_PV"), pick(_KQ_KEYS, "W_KQ")
+    extra = [str(k) for k in data if str(k).split(".")[-1] not in (*_PV_KEYS, *_KQ_KEYS)]
+    if p.suffix == ".npz" and extra:  # never ignored silently (as check att-svm --data; hostile pass 10, N5)
+        raise InputError(f"--weights: {path} also holds array(s) {', '.join(extra[:5])}{' …' if len(extra) > 5 else ''}, "
+                         "which are not read (it reads W_PV and W_KQ): save those two alone")
+    return out
 
 
 def _fmt(a) -> str:
