@@ -324,7 +324,12 @@ def _attributes(ns: Any) -> list[tuple[str, Any]]:
     ``torch.Tensor`` hides that one)."""
     if isinstance(ns, types.ModuleType):
         return [(k, v) for k, v in list(vars(ns).items()) if not (k.startswith("__") and k.endswith("__"))]
-    return [(k, inspect.getattr_static(ns, k, None)) for k in dir(ns) if k != "__annotations__"]
+    seen: dict[str, Any] = {}
+    for klass in getattr(ns, "__mro__", (ns,)):  # the static lookup getattr_static makes, for every name at once
+        for k, v in list(vars(klass).items()):
+            seen.setdefault(k, v)
+    seen.pop("__annotations__", None)
+    return list(seen.items())
 
 
 def _watched_namespaces() -> list[tuple[str, Any]]:
@@ -380,13 +385,15 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
              for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]
     kernels = [f"torch's kernel {k.split('/', 1)[1]} (registered through torch.library)"
                for k in sorted(_aten_kernels() - snapshot.get(_KERNELS, frozenset()))]
-    now = dict(_watched_namespaces())
+    now = {name: dict(_attributes(ns)) for name, ns in _watched_namespaces()}
     changed = []
     for (name, attr), ident in snapshot.items():
         if (name, attr) in (_MODES, _KERNELS):
             continue
-        ns = now.get(name) or _namespace(name)
-        if not _same(_identity(inspect.getattr_static(ns, attr, None)), ident):
+        attrs = now.get(name)
+        v = attrs.get(attr) if attrs is not None and attr in attrs else \
+            inspect.getattr_static(_namespace(name), attr, None)
+        if not _same(_identity(v), ident):
             changed.append(f"tverify's own {name}.{attr}" if name.split(".")[0] in _OWN else f"{name}.{attr}")
     return modes + kernels + list(dict.fromkeys(changed))
 
