@@ -1110,11 +1110,16 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
     torch_named = "TORCHINDUCTOR_CACHE_DIR" in os.environ
     torch_cache = _own_torch_cache()
+    reaper = argv is None and _become_subreaper()  # the console command only, not main() called in a caller's process
     try:
         try:
             _main(argv)
         finally:
             settle_signals()  # a signal while Python exits: one line, not a traceback from an atexit callback
+            if reaper:
+                from proofs_checks.sanity._procs import kill_below
+
+                kill_below(os.getpid())
             if torch_cache:
                 import shutil
 
@@ -1140,6 +1145,20 @@ def main(argv: list[str] | None = None) -> None:
             _quiet_stdout()
             sys.exit(2)
         raise SystemExit(code) from None
+
+
+def _become_subreaper() -> bool:
+    """On Linux, this command adopts the orphans of the processes it starts (``PR_SET_CHILD_SUBREAPER``), and kills
+    whatever is still below it when it ends: a plugin whose import (in the import probe, then in this process)
+    double-forks a ``setsid`` daemon left it running after tverify exited (hostile pass 11, F1)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        return False
 
 
 def _own_torch_cache() -> str | None:

@@ -227,7 +227,7 @@ def test_the_cli_drops_the_plugin_child_mark(monkeypatch):
 
     from proofs_checks.claims._plugins import CHILD_ENV, in_child
 
-    monkeypatch.setenv(CHILD_ENV, "1")
+    monkeypatch.setenv(CHILD_ENV, str(os.getpid()))  # the mark as a child sets it (its own pid)
     assert in_child()
     code, out, _ = invoke("--version")
     assert code == 0 and out.strip()

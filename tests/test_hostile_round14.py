@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -296,3 +298,88 @@ def test_relative_against_a_zero_reference_is_a_vacuous_check():
 
     with pytest.raises(VacuousCheck, match="reference is 0 everywhere"):
         relative([0.0, 0.0], [0.0, 0.0], 1e-6, "x")
+
+
+def test_an_inherited_plugin_child_mark_is_no_mark(monkeypatch):
+    """Hostile pass 11 (a, F2): TVERIFY_PLUGIN_CHILD=1 set by hand or inherited ran plugins unprobed in the Python API
+    and the fixture (an os._exit(0) at import ended a test session with exit 0). A plugin's process marks itself with
+    its own process id; any other value, in any other process, is no mark."""
+    from proofs_checks.claims._plugins import CHILD_ENV, _PROBE, in_child
+
+    monkeypatch.setenv(CHILD_ENV, "1")
+    assert not in_child()
+    monkeypatch.setenv(CHILD_ENV, str(os.getpid() + 1))
+    assert not in_child()
+    monkeypatch.setenv(CHILD_ENV, str(os.getpid()))
+    assert in_child()
+    assert 'os.environ["TVERIFY_PLUGIN_CHILD"] = str(os.getpid())' in _PROBE
+
+
+def test_a_signal_while_local_workers_start_leaves_nothing(monkeypatch, tmp_path):
+    """Hostile pass 11 (a, F3): a SIGTERM/SIGHUP/Ctrl-C while `--cluster local:W` started its workers left
+    $TMPDIR/tverify-dask-*; whatever stops the start now closes what started and removes the folder."""
+    import distributed
+
+    from proofs_checks.distributed import cluster
+
+    class Stop(BaseException):
+        pass
+
+    def interrupted(**kw):
+        os.makedirs(os.path.join(kw["local_directory"], "dask-scratch-space"))
+        raise Stop()
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    monkeypatch.setattr(distributed, "LocalCluster", interrupted)
+    with pytest.raises(Stop):
+        with cluster.open_client("local:1"):
+            pass
+    assert os.listdir(tmp_path) == []
+
+
+DAEMON_MAIN = r"""
+import os, sys, time
+sys.path[:0] = [{root!r}]
+import proofs_checks.cli as cli
+
+def _main(argv):  # what a plugin's import did in tverify's own process: a setsid'd double-forked daemon
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open({pidfile!r}, "w").write(str(os.getpid()))
+            time.sleep(60)
+            open({marker!r}, "w").write("alive")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    while not os.path.exists({pidfile!r}):
+        time.sleep(0.01)
+
+cli._main = _main
+sys.argv = ["tverify", "--version"]
+cli.main()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER is Linux's")
+def test_the_command_kills_the_orphans_of_what_it_started(tmp_path):
+    """Hostile pass 11 (a, F1): a plugin whose import double-forked a setsid daemon left it alive after tverify
+    exited. The console command adopts orphans (PR_SET_CHILD_SUBREAPER) and kills what is below it at its end."""
+    import subprocess
+    from pathlib import Path
+
+    pidfile, marker = tmp_path / "pid", tmp_path / "marker"
+    src = DAEMON_MAIN.format(root=str(Path(__file__).resolve().parents[1]), pidfile=str(pidfile), marker=str(marker))
+    subprocess.run([sys.executable, "-c", src], timeout=120, check=False)
+    pid = int(pidfile.read_text())
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("the daemon outlived the command")
+    assert not marker.exists()

@@ -78,7 +78,11 @@ def seconds(env: str, default: float) -> float:
 
 
 def in_child() -> bool:
-    return os.environ.get(CHILD_ENV) == "1"
+    """Whether this process is one of those that run a plugin's code (the import probe, a check's child): they mark
+    themselves with their own process id, so the mark set by hand, or inherited by the user's process or a process
+    the plugin starts, is no mark (an inherited "1" ran plugins unprobed in the Python API, where an ``os._exit(0)``
+    ended the user's test session with exit 0; hostile passes 7 and 11)."""
+    return os.environ.get(CHILD_ENV) == str(os.getpid())
 
 
 def probed(ep: Any) -> bool:
@@ -98,6 +102,7 @@ _PROBE = r"""
 import sys
 sys.path[:] = @PATH@
 import json, os
+os.environ["TVERIFY_PLUGIN_CHILD"] = str(os.getpid())  # this process runs a plugin's code (claims._plugins.in_child)
 fd = int(sys.argv[1])
 name, value, group = sys.argv[2:5]
 
@@ -145,7 +150,7 @@ def probe(ep: Any, *, stream=None) -> float:
 
     stream = stream if stream is not None else sys.stderr
     limit = seconds("TVERIFY_PLUGIN_IMPORT_TIMEOUT", IMPORT_TIMEOUT)
-    env = dict(os.environ, **{CHILD_ENV: "1"})
+    env = {k: v for k, v in os.environ.items() if k != CHILD_ENV}  # the probe marks itself (_PROBE)
     r, w = os.pipe()
     t0 = time.monotonic()
     try:
@@ -484,7 +489,7 @@ def _claim_in_child(req: dict, what: str) -> tuple[Any, dict | None]:  # pragma:
 
     from proofs_checks.registry import registry
 
-    os.environ[CHILD_ENV] = "1"
+    os.environ[CHILD_ENV] = str(os.getpid())
     name, value, group = req["ep"]
     try:
         if req["claim"] not in registry:

@@ -39,6 +39,7 @@ task and re-raises: the caller writes nothing.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import dataclasses
 import logging
@@ -171,6 +172,74 @@ def check_cluster(spec: str) -> None:
         _probe(value, CONNECT_TIMEOUT_S)
 
 
+def _start_local(spec: str, value: int, device: str) -> tuple[Any, Any, str]:
+    """A LocalCluster of ``value`` worker processes, its client and its own scratch folder. Whatever stops the start
+    (a worker that cannot start, a signal, a Ctrl-C delivered when :func:`_sigint_deferred` ends) closes what was
+    started and removes the folder (a signal in those seconds left it, hostile pass 11, F3)."""
+    from distributed import Client, LocalCluster
+
+    resources = {"GPU": 1} if str(device).startswith("cuda") else None
+    # The worker processes start with SIGINT blocked (inherited through exec, _sigint_deferred): a Ctrl-C
+    # at the terminal reaches the whole process group, and only this process should act on it (cancel
+    # the tasks, shut the cluster down) instead of every worker printing its traceback.
+    # Dask's nanny spawns workers with MALLOC_TRIM_THRESHOLD_=65536 (return freed memory to the OS at
+    # once): with the large short-lived arrays of the trained and Monte Carlo checks every allocation
+    # then faults its pages in anew, and a report on local:2 spent 279 s of system time (in-process:
+    # 37 s) and ran slower than in-process. The variable is dropped (a value the user exported is
+    # still inherited); the thread caps (OMP/MKL/OpenBLAS = 1) stay.
+    import dask
+
+    from proofs_checks.threads import resolve as resolve_threads
+
+    # each worker's torch/BLAS threads: --threads / TVERIFY_THREADS / OMP_NUM_THREADS when given, else the
+    # cores divided among the W workers (Dask's own cap is one each, whatever the cores)
+    per = str(resolve_threads(None, workers=value).threads)
+    caps = {f"distributed.nanny.pre-spawn-environ.{v}": per
+            for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    # the scratch folder (scheduler and workers) is this run's own, removed with the cluster: Dask's
+    # default, $TMPDIR/dask-scratch-space, stayed behind after every run (hostile pass 8, F5)
+    import multiprocessing
+
+    scratch = tempfile.mkdtemp(prefix="tverify-dask-")
+    # and at exit again: a start cut short by a signal leaves Dask's threads, which write there a moment longer
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    before = set(multiprocessing.active_children())
+    cluster = None
+    try:
+        with _sigint_deferred(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                                                 "temporary-directory": scratch, **caps}), \
+                warnings.catch_warnings():
+            # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when
+            # another Dask cluster holds 8787, and says so: not this command's business
+            warnings.filterwarnings("ignore", message="Port 8787 is already in use")
+            try:
+                with _safe_path():
+                    cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, resources=resources, silence_logs=logging.CRITICAL,
+                                           local_directory=scratch)
+            except Exception as exc:  # no sockets, no /dev/shm, a worker that cannot start: one line, not a traceback
+                raise UsageError(f"--cluster {spec}: could not start {value} local Dask worker(s) ({_one_line(exc)}); "
+                                 "leave out --cluster to run in this process (make report REPORT_CLUSTER=)") from None
+        try:
+            client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
+        except Exception as exc:
+            raise UsageError(f"--cluster {spec}: could not connect to the local Dask workers ({_one_line(exc)}); leave "
+                             "out --cluster to run in this process (make report REPORT_CLUSTER=)") from None
+        return cluster, client, scratch
+    except BaseException:
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=10)
+        # a start cut short (no cluster object to close): the worker processes it spawned, which would create their
+        # lock files in the folder after it is removed
+        for proc in set(multiprocessing.active_children()) - before:
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.join(5)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
 @contextlib.contextmanager
 def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
     """A :class:`distributed.Client` for ``--cluster spec``, closed (and a local cluster shut down)
@@ -178,56 +247,11 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
     offering ``GPU=1`` when ``device`` is cuda. An address is probed first (see :func:`_probe`)."""
     kind, value = parse_cluster(spec)
     _quiet_dask()
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     cluster = scratch = None
     if kind == "local":
-        resources = {"GPU": 1} if str(device).startswith("cuda") else None
-        # The worker processes start with SIGINT ignored (inherited through exec): a Ctrl-C at the
-        # terminal reaches the whole process group, and only this process should act on it (cancel
-        # the tasks, shut the cluster down) instead of every worker printing its traceback.
-        # Dask's nanny spawns workers with MALLOC_TRIM_THRESHOLD_=65536 (return freed memory to the OS at
-        # once): with the large short-lived arrays of the trained and Monte Carlo checks every allocation
-        # then faults its pages in anew, and a report on local:2 spent 279 s of system time (in-process:
-        # 37 s) and ran slower than in-process. The variable is dropped (a value the user exported is
-        # still inherited); the thread caps (OMP/MKL/OpenBLAS = 1) stay.
-        import dask
-
-        from proofs_checks.threads import resolve as resolve_threads
-
-        # each worker's torch/BLAS threads: --threads / TVERIFY_THREADS / OMP_NUM_THREADS when given, else the
-        # cores divided among the W workers (Dask's own cap is one each, whatever the cores)
-        per = str(resolve_threads(None, workers=value).threads)
-        caps = {f"distributed.nanny.pre-spawn-environ.{v}": per
-                for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-        scratch = tempfile.mkdtemp(prefix="tverify-dask-")
-        with _sigint_ignored(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                                                 "temporary-directory": scratch, **caps}), \
-                warnings.catch_warnings():
-            # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when
-            # another Dask cluster holds 8787, and says so: not this command's business
-            warnings.filterwarnings("ignore", message="Port 8787 is already in use")
-            # the scratch folder (scheduler and workers) is this run's own, removed with the cluster: Dask's
-            # default, $TMPDIR/dask-scratch-space, stayed behind after every run (hostile pass 8, F5)
-            try:
-                with _safe_path():
-                    cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, resources=resources, silence_logs=logging.CRITICAL,
-                                           local_directory=scratch)
-            except Exception as exc:  # no sockets, no /dev/shm, a worker that cannot start: one line, not a traceback
-                shutil.rmtree(scratch, ignore_errors=True)
-                msg = _one_line(exc)
-                raise UsageError(f"--cluster {spec}: could not start {value} local Dask worker(s) ({msg}); leave out "
-                                 "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
-        try:
-            client = Client(cluster, timeout=max(CONNECT_TIMEOUT_S, 30))
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                cluster.close(timeout=10)
-            shutil.rmtree(scratch, ignore_errors=True)
-            msg = _one_line(exc)
-            raise UsageError(f"--cluster {spec}: could not connect to the local Dask workers ({msg}); leave out "
-                             "--cluster to run in this process (make report REPORT_CLUSTER=)") from None
+        cluster, client, scratch = _start_local(spec, value, device)
     else:
         _probe(value, CONNECT_TIMEOUT_S)
         try:
@@ -267,22 +291,23 @@ def _safe_path():
 
 
 @contextlib.contextmanager
-def _sigint_ignored():
+def _sigint_deferred():
+    """SIGINT blocked in this thread while the local workers start: the threads and processes started meanwhile
+    (Dask's event loop, its workers, spawned from it) inherit the blocked signal, so a Ctrl-C at the terminal, which
+    reaches the whole process group, is acted on by this process alone (instead of every worker printing its
+    traceback), and one that comes during the start is delivered here when it ends: it was ignored, and the run
+    went on to its end with exit 0 (hostile pass 11, F4)."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except (ValueError, OSError):  # pragma: no cover
-        yield
-        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager
