@@ -82,10 +82,13 @@ def plain(x: Any) -> Any:
     return x
 
 
-def infer_work_dtype(out: torch.Tensor) -> torch.dtype:
+def infer_work_dtype(out: torch.Tensor, reference: torch.Tensor | None = None) -> torch.dtype:
     """The working precision of a module from one output: its dtype when below float64; for float64
     output whose entries are all exactly representable in float16 / bfloat16 / float32 (and not all
-    zero or integer), that precision; else float64.
+    zero or integer), that precision — unless ``reference`` (the float64 reference of the same output) is
+    given and the output equals it to float64 rounding: then the entries are what float64 gives (a saturated
+    Hopfield update returning patterns of ±0.5, ±1.5 was said to compute in float16; hostile pass 11); else
+    float64.
 
     >>> infer_work_dtype(torch.tensor([0.1, 0.7], dtype=torch.float32).double())
     torch.float32
@@ -98,6 +101,13 @@ def infer_work_dtype(out: torch.Tensor) -> torch.dtype:
     x = x[torch.isfinite(x)]
     if x.numel() == 0 or bool((x == x.round()).all()):
         return torch.float64
+    if reference is not None:
+        r = reference.detach().cpu().to(torch.float64)
+        o = out.detach().cpu()
+        if r.shape == o.shape and bool(torch.isfinite(r).all()):
+            scale = float(r.abs().max()) if r.numel() else 0.0
+            if float((o - r).abs().nan_to_num(float("inf")).max()) <= 64 * unit_roundoff(torch.float64) * max(scale, 1e-300):
+                return torch.float64
     for dt in (torch.float16, torch.bfloat16, torch.float32):
         if bool((x.to(dt).to(torch.float64) == x).all()):
             return dt

@@ -314,17 +314,27 @@ def refuse_text(value: Any, where: str) -> None:
     helper must never reinterpret it (``worst('123')`` was 3.0; hostile pass 10, F1)."""
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{where}: expected numbers, got text {value[:40]!r} (text is never read as a number)")
+    if isinstance(value, complex):
+        raise TypeError(f"{where}: expected real numbers, got the complex {value!r} (its imaginary part would be dropped)")
     if isinstance(value, dict):
         value = list(value.values())
     if isinstance(value, (list, tuple)):
         for v in value:
-            if isinstance(v, (str, bytes, dict, list, tuple)) or getattr(getattr(v, "dtype", None), "kind", "-") in ("S", "U"):
+            if isinstance(v, (str, bytes, complex, dict, list, tuple)) or hasattr(v, "dtype"):
                 refuse_text(v, where)
         return
-    kind = getattr(getattr(value, "dtype", None), "kind", None)
-    if isinstance(kind, str) and kind in ("S", "U"):  # a NumPy array of text
+    kind = _kind(value)
+    if kind in ("S", "U"):  # a NumPy array of text
         raise TypeError(f"{where}: expected numbers, got an array of text (dtype {value.dtype}; text is never "
                         "read as a number)")
+    if kind == "c" or getattr(value, "is_complex", lambda: False)() is True:  # NumPy or torch: casting drops the imaginary part
+        raise TypeError(f"{where}: expected real numbers, got a complex array (dtype {value.dtype}; its imaginary part "
+                        "would be dropped: compare abs() or the real and imaginary parts)")
+
+
+def _kind(value: Any) -> str:
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    return kind if isinstance(kind, str) else "-"
 
 
 def worst(errors: dict[str, float] | Iterable[float]) -> float:

@@ -383,3 +383,82 @@ def test_the_command_kills_the_orphans_of_what_it_started(tmp_path):
         os.kill(pid, 9)
         pytest.fail("the daemon outlived the command")
     assert not marker.exists()
+
+
+PASS11_SWAPS = {
+    # hostile pass 11 (b, F1): a replaced torch.autograd.grad zeroed every gradient the backward check compares
+    "autograd_grad": ('''
+_g = torch.autograd.grad
+torch.autograd.grad = lambda outputs, inputs, *a, **k: tuple(torch.zeros_like(r) for r in _g(outputs, inputs, *a, **k))
+''', "torch.autograd.grad"),
+    # hostile pass 11 (b, F2): a replaced json.dumps rewrote the child's result (every row "pass")
+    "json_dumps": ('''
+import json
+_d = json.dumps
+json.dumps = lambda obj, *a, **k: _d(obj, *a, **k).replace('"fail"', '"pass"')
+''', "json.dumps"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PASS11_SWAPS))
+def test_autograd_and_the_results_encoding_are_watched(tmp_path, case):
+    from tests.test_hostile_round11 import check_sabotaged
+
+    patch, named = PASS11_SWAPS[case]
+    line = one_line_error(*check_sabotaged(tmp_path, patch, "pass"))
+    assert f"the code replaced {named}" in line and "nothing was checked" in line, line
+
+
+def test_a_module_that_imports_torch_dynamo_is_not_refused(tmp_path):
+    """Hostile pass 11 (b, F5), a regression of the whole-namespace watch: importing torch._dynamo (torch.compile,
+    use_deterministic_algorithms) wraps torch.manual_seed and instruments nn.Module.__init__ from torch's own files;
+    a correct module doing so was refused as "the code replaced torch.manual_seed"."""
+    import shutil
+
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    (tmp_path / "dyn.py").write_text("import torch\nimport torch._dynamo\n"
+                                     "from own_attention import CausalSelfAttention as Fine\n")
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'dyn.py'}:Fine", "--causal", "--quick",
+                            "--no-progress")
+    assert code == 0 and "verdict: ok" in out, (code, out[-500:], err[-500:])
+
+
+def test_torchs_own_rewrites_are_told_from_a_users():
+    import torch
+
+    from proofs_checks.sanity._loader import _torchs_own_rewrite
+
+    seed = torch.random.manual_seed
+    wrapped = torch._disable_dynamo(seed)  # what importing torch._dynamo does to torch.manual_seed
+    assert _torchs_own_rewrite(seed, wrapped)
+    assert not _torchs_own_rewrite(seed, lambda s: None)
+    assert not _torchs_own_rewrite(torch.nn.functional.softmax, torch.nn.functional.log_softmax)
+
+
+@pytest.mark.parametrize("value", [np.array([1 + 5j, 2.0]), [1.0, 3j], np.complex128(3j)])
+def test_complex_numbers_are_refused_not_cast_to_real(value):
+    """Hostile pass 11 (b, F4): relative/close/worst cast complex to real, dropping the imaginary part (passed)."""
+    import torch
+
+    from proofs_checks.comparisons import close, relative
+    from proofs_checks.registry import worst
+
+    with pytest.raises(TypeError, match="complex"):
+        worst([value])
+    with pytest.raises(TypeError, match="complex"):
+        relative(torch.tensor([1 + 5j, 2 + 0j]), np.array([1.0, 2.0]), 0.01, "j")
+    with pytest.raises(TypeError, match="complex"):
+        close(np.array([1 + 5j, 2.0]), np.array([1.0, 2.0]), 0.01, "j")
+
+
+def test_outputs_equal_to_the_float64_reference_are_float64_whatever_they_round_to():
+    """Hostile pass 11 (b, F3): a saturated Hopfield update returning patterns of ±0.5, ±1.5 (exact in float16) was
+    said to compute in float16 and failed precision_as_declared; the float64 reference it equals decides."""
+    import torch
+
+    from numerics.precision import infer_work_dtype
+
+    out = torch.tensor([0.5, -1.5, 1.5], dtype=torch.float64)
+    assert infer_work_dtype(out) == torch.float16  # alone, representability is all there is
+    assert infer_work_dtype(out, out.clone()) == torch.float64
+    assert infer_work_dtype(out, out + 1e-3) == torch.float16  # not the reference: the rounding tells

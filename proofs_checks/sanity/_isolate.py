@@ -231,10 +231,19 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     with contextlib.suppress(AttributeError, OSError, ValueError):  # the fork server's blocked SIGINT, inherited
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     import builtins
+    from json import encoder as json_encoder
 
-    saved = dict(vars(builtins))  # a built-in the user's code rebinds (builtins.float) would break the result's encoding
+    # what encodes the result: a built-in the user's code rebinds (builtins.float) broke it, a replaced json.dumps
+    # rewrote a leak's result into "ok" (hostile pass 11; the guard names the replacement, and the reply saying so is
+    # encoded by the originals, put back here)
+    encoders = (builtins, json, json_encoder, json_encoder.JSONEncoder)
+    saved = [(ns, dict(vars(ns))) for ns in encoders]
     payload = _run_task(req, obj_blob, arrays_blob)
-    vars(builtins).update(saved)
+    for ns, attrs in saved:
+        for k, v in attrs.items():
+            if vars(ns).get(k) is not v:
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(ns, k, v)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -233,8 +233,12 @@ _COMPARED = {
 }
 #: namespaces watched whole, every attribute (not a list of names: a list of the functions the comparisons call
 #: missed ``Tensor.transpose`` and ``torch.finfo``, hostile pass 10, F3 and F4)
-_WHOLE = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.functional", "torch.nn.Module", "torch.linalg",
-          "torch.utils._device.DeviceContext", "numpy", "numpy.linalg", "numpy.random", "math", "builtins")
+#: (``torch.autograd``: a replaced ``autograd.grad`` passed a wrong backward; ``json``/``pickle``/``os``: the child
+#: sends its results through them, and a replaced ``json.dumps`` rewrote a leak into "ok"; hostile pass 11)
+_WHOLE = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn", "torch.nn.functional", "torch.nn.Module",
+          "torch.nn.init", "torch.autograd", "torch.func", "torch.linalg", "torch.fft", "torch.special",
+          "torch.utils._device.DeviceContext", "numpy", "numpy.linalg", "numpy.random", "numpy.fft", "math", "cmath",
+          "builtins", "operator", "json", "json.encoder", "json.encoder.JSONEncoder", "pickle", "os")
 #: tverify's own packages: the functions, classes and constants of every module of theirs already loaded (a module
 #: replacing ``proofs_checks.sanity.attention.run_attention`` had an honest copy checked in its place, "ok", hostile
 #: pass 10 F2), but the module globals tverify's own code rebinds (lazy caches, the last call's record)
@@ -377,6 +381,24 @@ def _same(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
+def _torchs_own_rewrite(before: Any, now: Any) -> bool:
+    """torch rewrites a few of its own attributes on first use: importing ``torch._dynamo`` (torch.compile,
+    ``use_deterministic_algorithms``) wraps ``torch.manual_seed`` (its ``__wrapped__`` the function seen before) and
+    torch.compile instruments ``nn.Module.__init__``/``__setstate__`` from ``torch/_dynamo``: a correct module that
+    compiled itself was refused as "the code replaced torch.manual_seed" (hostile pass 11). Only those two shapes,
+    both defined in torch's own files, count as torch's."""
+    f = getattr(now, "__func__", now)
+    code = getattr(f, "__code__", None)
+    torch = sys.modules.get("torch")
+    if code is None or torch is None:
+        return False
+    root = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    file = os.path.abspath(code.co_filename)
+    if not file.startswith(root):
+        return False
+    return getattr(f, "__wrapped__", None) is before or file.startswith(os.path.join(root, "_dynamo") + os.sep)
+
+
 def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
     """What :func:`function_snapshot` saw that is no longer the same object (:data:`_COMPARED`, :data:`_WHOLE`,
     tverify's own modules), and
@@ -393,7 +415,7 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
         attrs = now.get(name)
         v = attrs.get(attr) if attrs is not None and attr in attrs else \
             inspect.getattr_static(_namespace(name), attr, None)
-        if not _same(_identity(v), ident):
+        if not _same(_identity(v), ident) and not _torchs_own_rewrite(ident[0], v):
             changed.append(f"tverify's own {name}.{attr}" if name.split(".")[0] in _OWN else f"{name}.{attr}")
     return modes + kernels + list(dict.fromkeys(changed))
 

@@ -392,7 +392,7 @@ def make_update(module, geo: Geometry, beta: float, declared, label: str, name: 
     checked, fobj, three = _user_update(module, geo, beta, label, nm)
     what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
     out = checked(geo.P[: min(geo.N, 4)].clone())
-    prec = npr.PrecisionFinding.of(declared, npr.infer_work_dtype(out))
+    prec = npr.PrecisionFinding.of(declared, npr.infer_work_dtype(out, nh.modern_update(geo.P[: min(geo.N, 4)], geo.P, beta)))
     return Update(lambda xi: checked(xi).detach().to(torch.float64),  # an output that requires grad: its values only
                   what, prec.work, declared, fobj, three, prec)
 
@@ -439,12 +439,12 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
                   f"{bad} non-finite entries in f(ξ) over {n} starts" if bad else f"f(ξ) finite on {n} starts")]
     if not modular:
         return props
-    found = npr.coarser(upd.precision.found, npr.infer_work_dtype(f_starts))  # every start: saturated outputs (exact
-    upd.precision = npr.PrecisionFinding(upd.precision.judged, found, upd.precision.given)  # ±1) reveal nothing
+    ref = nh.modern_update(st.all, geo.P, beta)
+    found = npr.coarser(upd.precision.found, npr.infer_work_dtype(f_starts, ref))  # every start: saturated outputs
+    upd.precision = npr.PrecisionFinding(upd.precision.judged, found, upd.precision.given)  # (exact ±1) reveal nothing
     upd.work = upd.precision.work
     props.append(upd.precision.row(f"updates of {min(geo.N, 4)} patterns and of {n} starts"))
     M, tol_rel = geo.M, 16 * npr.unit_roundoff(torch.float64) * (geo.N + geo.d)
-    ref = nh.modern_update(st.all, geo.P, beta)
     err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
     if upd.work != torch.float64:  # the precision rule (numerics.precision): the reference in the module's precision
         # the reference in the module's precision, written in each standard way (their rounding differs)
