@@ -80,3 +80,14 @@ def test_new_claim_refuses_tverifys_own_code(tmp_path):
 
         shutil.rmtree(target, ignore_errors=True)
     assert p.returncode == 2 and not written, (p.returncode, p.stderr[-300:])
+
+
+@pytest.mark.xfail(strict=True, reason="hostile pass 11a F8: the probe passes, the second (in-process) import "
+                                       "exits: tverify run ends with exit 0 and nothing printed")
+def test_second_import_exit_is_never_a_silent_zero(tmp_path):
+    flag = tmp_path / "imported_once"
+    site = site_with(tmp_path, f"import os\nif os.path.exists({str(flag)!r}):\n    os._exit(0)\n"
+                               f"open({str(flag)!r}, 'w').write('1')\n")
+    p = run(site, [sys.executable, "-m", "proofs_checks", "run", "attn.softmax_simplex", "zzh.twice", "--quick",
+                   "--no-progress"])
+    assert p.returncode != 0 or "verified" in p.stdout, (p.returncode, p.stdout[-300:], p.stderr[-300:])
