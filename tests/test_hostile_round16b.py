@@ -93,3 +93,25 @@ def test_unwatched_replacements_are_refused(tmp_path, text, name):
     (tmp_path / "m.py").write_text(textwrap.dedent(text))
     r = _tverify(tmp_path, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
     assert r.returncode == 2 and "replaced" in r.stderr, (r.returncode, r.stdout[-400:], r.stderr[-400:])
+
+
+_COMPILED = '''
+import torch
+from own_attention import CausalSelfAttention as C
+class Compiled(C):
+    def __init__(self, dim=16, heads=2):
+        super().__init__(dim, heads)
+        self._f = torch.compile(C.forward, backend="eager")
+    def forward(self, x):
+        return self._f(self, x)
+'''
+
+
+# F5: a correct module that calls torch.compile (importing torch._dynamo, which rebinds torch.manual_seed itself)
+# was refused, exit 2, "the code replaced torch.manual_seed, torch.nn.Module.__init__ …".
+@pytest.mark.xfail(strict=True, reason="hostile 11b F5: torch._dynamo's own rebinding read as the user's replacement")
+def test_torch_compiled_module_is_checked(tmp_path):
+    (tmp_path / "own_attention.py").write_text(OWN.read_text())
+    (tmp_path / "m.py").write_text(textwrap.dedent(_COMPILED))
+    r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Compiled", "--causal", "--quick", "--no-progress")
+    assert r.returncode == 0, (r.returncode, r.stdout[-400:], r.stderr[-400:])
