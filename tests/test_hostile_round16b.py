@@ -1,5 +1,5 @@
-"""Hostile pass 11 (tester b, the acceptance pass of issue 44): its findings, as strict xfails (nothing fixed in
-this pass; /work/wt/_notes/HOSTILE11B_FINDINGS.md F1-F4). Each test passes once its finding is fixed."""
+"""Hostile pass 11 (tester b, the acceptance pass of issue 44): its findings F1-F5, each a minimal reproducer
+(written as strict xfails by the pass, which fixed nothing; all five fixed after it, so they are plain tests now)."""
 
 import subprocess
 import sys
@@ -24,7 +24,6 @@ def _tverify(tmp_path, *args, timeout=600):
 
 
 # F4: complex arrays lose their imaginary part in relative/close/worst (np.asarray(..., dtype=float)): a pass.
-@pytest.mark.xfail(strict=True, reason="hostile 11b F4: complex arrays cast to real (imaginary part dropped)")
 @pytest.mark.parametrize("call", [
     lambda: relative(np.array([1 + 5j, 2]), np.array([1.0, 2.0]), 0.01, "j"),
     lambda: close(np.array([1 + 5j, 2]), np.array([1.0, 2.0]), 0.01, "j"),
@@ -37,7 +36,6 @@ def test_complex_arrays_are_refused(call):
 
 
 # F3: a correct float64 update whose outputs are exactly the (half-integer) patterns is judged "float16".
-@pytest.mark.xfail(strict=True, reason="hostile 11b F3: float16-representable float64 outputs read as float16")
 def test_correct_update_on_dyadic_patterns_is_ok(tmp_path):
     P = np.random.default_rng(0).choice([-1.5, -0.5, 0.5, 1.5], size=(4, 8))
     np.save(tmp_path / "P.npy", P)
@@ -86,7 +84,6 @@ class Leak(CausalSelfAttention):
 
 # F1: torch.autograd.grad replaced (zeros for every gradient): a wrong backward was "ok".
 # F2: json.dumps replaced in the check's process: the result rewritten, a leaking module "ok".
-@pytest.mark.xfail(strict=True, reason="hostile 11b F1/F2: torch.autograd and json are not watched in the check")
 @pytest.mark.parametrize("text,name", [(_WRONG_GRAD, "WrongGrad"), (_JSON_REWRITE, "Leak")], ids=["autograd", "json"])
 def test_unwatched_replacements_are_refused(tmp_path, text, name):
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
@@ -109,7 +106,6 @@ class Compiled(C):
 
 # F5: a correct module that calls torch.compile (importing torch._dynamo, which rebinds torch.manual_seed itself)
 # was refused, exit 2, "the code replaced torch.manual_seed, torch.nn.Module.__init__ …".
-@pytest.mark.xfail(strict=True, reason="hostile 11b F5: torch._dynamo's own rebinding read as the user's replacement")
 def test_torch_compiled_module_is_checked(tmp_path):
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
     (tmp_path / "m.py").write_text(textwrap.dedent(_COMPILED))
