@@ -180,6 +180,13 @@ def _store(store_dir: str | None):
     if store_dir is None and os.environ.get("TVERIFY_STORE") is not None and not os.environ["TVERIFY_STORE"].strip():
         raise UsageError("TVERIFY_STORE is blank: name a folder, or unset it for the per-user default")
     store = resolve_store(store_dir)
+    if store.explicit:
+        from proofs_checks.store import OutputPathError, refuse_own_installation
+
+        try:
+            refuse_own_installation(store.root, "--store" if store.source == "--store" else "TVERIFY_STORE")
+        except OutputPathError as exc:
+            raise UsageError(str(exc)) from None
     if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
         raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")
     return store
@@ -547,6 +554,13 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
     from proofs_checks.store import OutputPathError, check_output_file
 
     out = Path(docs_dir).expanduser() if docs_dir else catalogue.repo_docs_dir()
+    if docs_dir:
+        from proofs_checks.store import refuse_own_installation
+
+        try:
+            refuse_own_installation(docs_dir, "--docs-dir")
+        except OutputPathError as exc:
+            raise UsageError(str(exc)) from None
     for name in ("CATALOGUE.md", "catalogue.json"):
         try:
             check_output_file(out / name, "--markdown")

@@ -19,7 +19,12 @@ def new_claim_cmd(claim_id, folder):
     trained checks, two hypotheses, a clause, three mutants) and a test using the `tverify` fixture.
     Then: pip install -e DIR."""
     from proofs_checks.scaffold import ScaffoldError, write_scaffold
+    from proofs_checks.store import OutputPathError, refuse_own_installation
 
+    try:
+        refuse_own_installation(folder, "--dir")
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
     try:
         paths = write_scaffold(claim_id, Path(folder).expanduser())
     except ScaffoldError as exc:

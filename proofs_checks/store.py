@@ -24,7 +24,8 @@ from typing import Any
 
 __all__ = ["OutputPathError", "writable_dir_problem", "Store", "resolve_store", "default_store_dir", "atomic_write_text", "save_last",
            "load_last", "check_output_file", "check_store_writable", "nearest_existing", "default_file_mode",
-           "name_problem", "is_tverify_json", "StoreEntryError", "validate_entry", "read_entry", "own_installation"]
+           "name_problem", "is_tverify_json", "StoreEntryError", "validate_entry", "read_entry", "own_installation",
+           "refuse_own_installation"]
 
 
 class OutputPathError(ValueError):
@@ -170,18 +171,30 @@ def is_tverify_json(path: Path, limit: int = 256 * 1024**2) -> bool:
     return False
 
 
-def own_installation(real: Path) -> str | None:
-    """What of the running tverify ``real`` holds or lies inside: its Python environment (``sys.prefix``, the
-    interpreter's ``sys.base_prefix``) or the folder of its own code (``proofs_checks/``), else ``None``."""
+def own_installation(real: Path, holding: bool = True) -> str | None:
+    """What of the running tverify ``real`` holds (``holding``: a folder that would be replaced) or lies inside: its
+    Python environment (``sys.prefix``, the interpreter's ``sys.base_prefix``) or the folder of its own code
+    (``proofs_checks/``), else ``None``."""
     import sys
 
     places = (("the Python environment", sys.prefix), ("the Python installation", sys.base_prefix),
               ("tverify's own code", str(Path(__file__).resolve().parent)))  # proofs_checks/
     for what, where in places:
         place = Path(os.path.realpath(where)) if where else None
-        if place is not None and (_inside(real, place) or _inside(place, real)):
+        if place is not None and ((holding and _inside(real, place)) or _inside(place, real)):
             return f"{what} ({where})"
     return None
+
+
+def refuse_own_installation(path: str | os.PathLike, option: str) -> None:
+    """:class:`OutputPathError` (one line) when ``path`` lies inside the running tverify's environment or
+    code (:func:`own_installation`): every option that names where tverify writes (``--out``, ``--json``,
+    ``--store``, ``new-claim --dir``, ``list --docs-dir``; hostile passes 10 and 11)."""
+    real = Path(os.path.realpath(Path(path).expanduser().absolute()))
+    own = own_installation(real, holding=False)  # these add files to a folder: one holding the environment is fine
+    if own:
+        raise OutputPathError(f"{option} {path}: inside {own}, which tverify runs from; nothing was written "
+                              "(choose a folder of your own)")
 
 
 def _inside(outer: Path, inner: Path) -> bool:

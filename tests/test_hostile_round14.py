@@ -462,3 +462,20 @@ def test_outputs_equal_to_the_float64_reference_are_float64_whatever_they_round_
     assert infer_work_dtype(out) == torch.float16  # alone, representability is all there is
     assert infer_work_dtype(out, out.clone()) == torch.float64
     assert infer_work_dtype(out, out + 1e-3) == torch.float16  # not the reference: the rounding tells
+
+
+@pytest.mark.parametrize("argv", [("list", "--markdown", "--docs-dir", "@ENV@/tv-docs"),
+                                  ("--store", "@ENV@/tv-store", "list"),
+                                  ("run", "attn.softmax_simplex", "--quick", "--store", "@OWN@/tv-store")])
+def test_options_that_write_never_write_inside_tverifys_own_installation(argv, tmp_path):
+    """Hostile pass 11 (a, F7): new-claim --dir, list --docs-dir and --store wrote inside tverify's environment or
+    code, which --out and --json refuse. A folder that merely holds the environment (a checkout) is fine for them."""
+    from pathlib import Path
+
+    import proofs_checks
+
+    env, own = sys.prefix, str(Path(proofs_checks.__file__).resolve().parent)
+    args = [a.replace("@ENV@", env).replace("@OWN@", own) for a in argv]
+    code, out, err = invoke(*args)
+    assert code == 2 and "which tverify runs from" in one_line_error(code, err)
+    assert not os.path.exists(os.path.join(env, "tv-docs")) and not os.path.exists(os.path.join(env, "tv-store"))

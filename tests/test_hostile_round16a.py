@@ -1,6 +1,6 @@
 """Hostile pass 11 (tester a, issue 44's acceptance pass): its findings, each a minimal reproducer. F2 (an inherited
-TVERIFY_PLUGIN_CHILD mark in the API) is fixed; F6 (a plugin writing to descriptor 1 at its in-process import
-breaks `--json -`), F7 (new-claim --dir / list --docs-dir / --store inside tverify's own code) and F8 (a plugin
+TVERIFY_PLUGIN_CHILD mark in the API) is fixed; F7 (new-claim --dir / list --docs-dir / --store inside tverify's own code) too;
+F6 (a plugin writing to descriptor 1 at its in-process import breaks `--json -`) and F8 (a plugin
 that passes the probe and exits on its second import: exit 0, nothing printed) are open, marked
 ``xfail(strict=True)`` until fixed. Plugins are installed as in
 tests/test_plugin_isolation.py: a ``.dist-info`` with the ``tverify.claims`` entry point in a folder on
@@ -67,8 +67,6 @@ def test_json_stdout_stays_json_when_a_plugin_writes_fd1_at_import(tmp_path):
     json.loads(p.stdout)
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 11a F7: new-claim --dir writes into tverify's own code, "
-                                       "which --out/--json refuse")
 def test_new_claim_refuses_tverifys_own_code(tmp_path):
     target = ROOT / "proofs_checks" / "claims" / f"zz_hostile_{os.getpid()}"
     try:
