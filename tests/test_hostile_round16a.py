@@ -1,7 +1,7 @@
 """Hostile pass 11 (tester a, issue 44's acceptance pass): its findings, each a minimal reproducer. F2 (an inherited
-TVERIFY_PLUGIN_CHILD mark in the API) is fixed; F7 (new-claim --dir / list --docs-dir / --store inside tverify's own code) too;
-F6 (a plugin writing to descriptor 1 at its in-process import breaks `--json -`) and F8 (a plugin
-that passes the probe and exits on its second import: exit 0, nothing printed) are open, marked
+TVERIFY_PLUGIN_CHILD mark in the API) is fixed; F7 (new-claim --dir / list --docs-dir / --store inside tverify's own code) and F6 (a plugin writing to
+descriptor 1 at its in-process import broke `--json -`) too; F8 (a plugin
+that passes the probe and exits on its second import: exit 0, nothing printed) is open, marked
 ``xfail(strict=True)`` until fixed. Plugins are installed as in
 tests/test_plugin_isolation.py: a ``.dist-info`` with the ``tverify.claims`` entry point in a folder on
 ``PYTHONPATH``; everything runs in a subprocess."""
@@ -58,8 +58,6 @@ def test_api_ignores_an_inherited_plugin_child_mark(tmp_path):
     assert "after True" in p.stdout, (p.returncode, p.stdout[-500:], p.stderr[-500:])
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 11a F6: a plugin's os.write(1, …) at its in-process import "
-                                       "lands on stdout before `--json -`'s JSON")
 def test_json_stdout_stays_json_when_a_plugin_writes_fd1_at_import(tmp_path):
     site = site_with(tmp_path, "import os\nos.write(1, b'GARBAGE\\n')\n")
     p = run(site, [sys.executable, "-m", "proofs_checks", "list", "zzh", "--json", "-"])

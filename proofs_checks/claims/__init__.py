@@ -8,6 +8,8 @@ declare in the entry-point group ``tverify.claims`` (:func:`load_plugins`).
 
 from __future__ import annotations
 
+import contextlib
+
 import builtins  # max/min of times and lengths (no NaN here); claim modules use worst()/largest()
 
 import importlib
@@ -114,8 +116,8 @@ def load_plugins() -> None:
                 _plugins.probe(ep)
             import contextlib
 
-            with contextlib.redirect_stdout(sys.stderr):  # a plugin's prints never reach --json - on stdout
-                _load_one(ep)
+            with contextlib.redirect_stdout(sys.stderr), _descriptor1_to_stderr():  # a plugin's prints (and its
+                _load_one(ep)  # writes to descriptor 1, hostile pass 11a F6) never reach --json - on stdout
             _record_sources(set(sys.modules) - before)
             new = [i for i in registry.ids() if i not in ids] or _registered_by(ep)  # imported before (a test did)
             if _plugins.probed(ep):  # its claims' checks run in a child too
@@ -206,6 +208,27 @@ def plugin_timeouts() -> tuple[float, float]:
 
 class _PluginTimeout(Exception):
     """A plugin's import did not finish within the time limit."""
+
+
+@contextlib.contextmanager
+def _descriptor1_to_stderr():
+    """Descriptor 1 pointed at standard error while a plugin is imported in this process (an ``os.write(1, …)`` there
+    put its text before the JSON of ``--json -``), then back."""
+    import os
+    import sys
+
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):  # no descriptor 1 or 2 (closed): nothing to protect
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _load_one(ep) -> None:
