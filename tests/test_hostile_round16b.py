@@ -12,6 +12,7 @@ import torch
 
 from proofs_checks import compare, worst
 from proofs_checks.comparisons import close, relative
+from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ROOT / "tests" / "data" / "own_attention.py"
@@ -106,6 +107,9 @@ class Compiled(C):
 
 # F5: a correct module that calls torch.compile (importing torch._dynamo, which rebinds torch.manual_seed itself)
 # was refused, exit 2, "the code replaced torch.manual_seed, torch.nn.Module.__init__ …".
+@moved("torch.compile of the module in the check's process (≈ 7 s)",
+       "tests/test_hostile_round14.py::test_a_module_that_imports_torch_dynamo_is_not_refused",
+       "tests/test_hostile_round14.py::test_torchs_own_rewrites_are_told_from_a_users")
 def test_torch_compiled_module_is_checked(tmp_path):
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
     (tmp_path / "m.py").write_text(textwrap.dedent(_COMPILED))
