@@ -111,15 +111,20 @@ def test_a_module_changing_what_the_comparisons_compute_is_refused(tmp_path, cas
     assert "SIGKILL" not in line
 
 
+def assert_correct_module_ok(tmp_path, prelude: str) -> None:
+    """``check attention`` of the correct causal module of tests/data/own_attention.py, imported after ``prelude``
+    (code that changes torch's state the way torch itself does): ok, exit 0."""
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
+    (tmp_path / "fine.py").write_text(prelude + "\nfrom own_attention import CausalSelfAttention as Fine\n")
+    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'fine.py'}:Fine", "--causal", "--quick",
+                            "--no-progress")
+    assert code == 0 and "verdict: ok" in out, (code, out[-500:], err[-500:])
+
+
 def test_torch_set_default_device_is_no_replacement(tmp_path):
     """torch.set_default_device enters torch's own DeviceContext mode: not a replacement of anything the
     comparisons compute (a correct module still checks ok)."""
-    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
-    (tmp_path / "dev.py").write_text("import torch\ntorch.set_default_device('cpu')\n"
-                                     "from own_attention import CausalSelfAttention as Fine\n")
-    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'dev.py'}:Fine", "--causal", "--quick",
-                            "--no-progress")
-    assert code == 0 and "verdict: ok" in out, (code, out[-500:], err[-500:])
+    assert_correct_module_ok(tmp_path, "import torch\ntorch.set_default_device('cpu')")
 
 
 # --- F3: SIGUSR1/SIGUSR2/SIGXCPU clean up as SIGTERM does ------------------------------------------

@@ -413,14 +413,9 @@ def test_a_module_that_imports_torch_dynamo_is_not_refused(tmp_path):
     """Hostile pass 11 (b, F5), a regression of the whole-namespace watch: importing torch._dynamo (torch.compile,
     use_deterministic_algorithms) wraps torch.manual_seed and instruments nn.Module.__init__ from torch's own files;
     a correct module doing so was refused as "the code replaced torch.manual_seed"."""
-    import shutil
+    from tests.test_hostile_round11 import assert_correct_module_ok
 
-    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
-    (tmp_path / "dyn.py").write_text("import torch\nimport torch._dynamo\n"
-                                     "from own_attention import CausalSelfAttention as Fine\n")
-    code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'dyn.py'}:Fine", "--causal", "--quick",
-                            "--no-progress")
-    assert code == 0 and "verdict: ok" in out, (code, out[-500:], err[-500:])
+    assert_correct_module_ok(tmp_path, "import torch\nimport torch._dynamo")
 
 
 def test_torchs_own_rewrites_are_told_from_a_users():

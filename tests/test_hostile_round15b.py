@@ -44,7 +44,7 @@ def test_comparison_helpers_still_take_numbers():
 # carried the module's wrong 1/d_k scale) was "ok"; torch.Tensor methods the references call are watched too.
 _WRONG_SCALE = '''
 import math, sys, torch
-from torch import nn
+from own_attention import CausalSelfAttention
 _orig = torch.Tensor.transpose
 def _tp(self, *a):
     out = _orig(self, *a)
@@ -52,23 +52,18 @@ def _tp(self, *a):
         return out * (1 / math.sqrt(self.shape[-1]))
     return out
 torch.Tensor.transpose = _tp
-class WrongScale(nn.Module):
+class WrongScale(CausalSelfAttention):  # logits not scaled by 1/√d_k
     def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.dim, self.num_heads = dim, heads
-        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
-    def forward(self, x):
-        B, T, D = x.shape; h = self.num_heads; dk = D // h
-        q, k, v = (m(x).view(B, T, h, dk).permute(0, 2, 1, 3) for m in (self.q, self.k, self.v))
-        s = torch.einsum("bhtd,bhsd->bhts", q, k) / dk
-        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-        return self.o(torch.einsum("bhts,bhsd->bthd", torch.softmax(s, -1), v).reshape(B, T, D))
+        super().__init__(dim, heads, scale=False)
 '''
 
 
 def test_tensor_method_replaced_for_the_reference_is_refused(tmp_path):
+    import shutil
+
     from tests.cli_helpers import invoke
 
+    shutil.copy("tests/data/own_attention.py", tmp_path / "own_attention.py")
     (tmp_path / "wrong_scale.py").write_text(_WRONG_SCALE)
     code, out, err = invoke("check", "attention", "--module", f"{tmp_path / 'wrong_scale.py'}:WrongScale", "--causal",
                             "--quick", "--seq-len", "1,2,5", "--no-progress")
