@@ -474,3 +474,22 @@ def test_options_that_write_never_write_inside_tverifys_own_installation(argv, t
     code, out, err = invoke(*args)
     assert code == 2 and "which tverify runs from" in one_line_error(code, err)
     assert not os.path.exists(os.path.join(env, "tv-docs")) and not os.path.exists(os.path.join(env, "tv-store"))
+
+
+def test_an_output_folder_made_during_the_run_keeps_the_new_report_beside_it(tmp_path):
+    """Hostile pass 11 (a, F9): a folder of the user's appearing at --out while the claims ran: the finished report
+    was dropped (exit 2, nothing anywhere). It is now built beside it under a new name, said in the error."""
+    from proofs_checks.output.report import ReportTargetError, build_output
+
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "mine.txt").write_text("mine")  # made after the CLI checked --out, before the report is written
+
+    def fill(folder):
+        (folder / "report.md").write_text("# report\n")
+
+    with pytest.raises(ReportTargetError, match=r"\(it changed during the run\): it was left as it is and the new report is in") as info:
+        build_output(out, fill, {"command": "test"})
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("rep-")]
+    assert len(kept) == 1 and (kept[0] / "report.md").read_text() == "# report\n" and str(kept[0]) in str(info.value)
+    assert (out / "mine.txt").read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["mine.txt"]

@@ -439,8 +439,18 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
     ``out`` must pass :func:`check_report_target`; ``fill(tmp)`` writes the files into a temporary
     sibling, which gets ``stamp`` plus the list of its files as :data:`MARKER` and 0755/0644 modes;
     ``out`` is checked again (if it no longer passes, the new folder is kept beside it and named in
-    the error) and the folder is swapped into place, the previous one removed only after the swap."""
-    out = check_report_target(out, force)
+    the error) and the folder is swapped into place, the previous one removed only after the swap. A target
+    that no longer passes when the run is done (a folder of the user's made there meanwhile): the output is
+    built beside it under a new name, said in the error (it was dropped; hostile pass 11a, F9)."""
+    try:
+        out = check_report_target(out, force)
+    except ReportTargetError as exc:
+        keep = Path(out).expanduser().absolute()
+        keep = keep.parent / f"{keep.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        build_output(keep, fill, stamp, force=False, what=what)
+        why = str(exc).split("; nothing was written")[0]
+        raise ReportTargetError(f"{why} (it changed during the run): it was left as it is and the new {what} is in "
+                                f"{keep}") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
