@@ -1117,6 +1117,10 @@ def main(argv: list[str] | None = None) -> None:
     from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly
 
     guard_closed_streams()
+    if argv is None:  # the console command: its work in a child whose end is reported (proofs_checks.supervisor)
+        from proofs_checks.supervisor import supervise
+
+        supervise()
     terminate_cleanly()
     # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with

@@ -1,0 +1,219 @@
+"""The console command in two processes: the command runs in a child, whose end its parent reports.
+
+Why: a plugin's code is imported into tverify's own process (after the import probe, which runs it in
+a child first). Code that behaves differently the second time — ``os._exit(0)``, an ``exec`` of
+``/bin/true``, an exit callback calling ``os._exit`` — ended ``tverify run`` with exit 0 and nothing
+printed (hostile pass 11, F8): no guard inside a process can stop that process from ending itself.
+So on Linux the console command (``tverify``, ``python -m proofs_checks``; not ``cli.main()`` called
+with arguments in a caller's process) forks first: the child does the command; the parent, which
+imports and runs nothing else, waits for it and exits with its status — unless the child ended without
+passing through Python's normal exit (its last exit callback writes one byte to a pipe), which is one
+line and exit 1, whatever status the child's code chose.
+
+Signals: the parent blocks the signals tverify answers (SIGTERM, SIGHUP, SIGINT, SIGUSR1/2, SIGQUIT)
+and passes on to the child each one sent to it alone (``kill PID``). A signal sent to the process
+group (Ctrl-C in a terminal, ``timeout``, ``kill -- -PGID``) reaches the child directly as well: the
+child's signal wake-up descriptor tells the parent which signals reached it (written by the C-level
+handler at delivery), and the parent passes on only one the child did not get within 0.3 s, so a
+group signal is delivered once. ``kill -9`` of the parent kills the child (``PR_SET_PDEATHSIG``). Both
+processes are child subreapers; after the child ends, the parent kills whatever is still below it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["supervise", "ABNORMAL_EXIT"]
+
+#: the parent's exit status when the child ended without finishing (not tverify's own exit)
+ABNORMAL_EXIT = 1
+#: how long the parent waits to see whether a signal sent to it reached the child directly too
+_DIRECT_WINDOW_S = 0.3
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001 - no prctl: the guarantees that need it do not hold (docs/extending.md)
+        return False
+
+
+def _forwarded(signal) -> list:
+    names = ("SIGTERM", "SIGHUP", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGQUIT")
+    return [getattr(signal, n) for n in names if hasattr(signal, n)]
+
+
+def supervise() -> None:
+    """Fork, on Linux; return in the child (which then does the command); in the parent, wait for it
+    and end this process with its status (never returns there). Elsewhere, or where the fork fails,
+    return at once: the command runs in this one process, as before."""
+    if not sys.platform.startswith("linux") or os.environ.get("TVERIFY_UNSUPERVISED") == "1":
+        return
+    import signal
+
+    watched = _forwarded(signal) + [signal.SIGCHLD]
+    done_r, done_w = os.pipe()
+    sig_r, sig_w = os.pipe()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # no signal lost between the fork and the wait
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for fd in (done_r, done_w, sig_r, sig_w):
+            os.close(fd)
+        return
+    if pid == 0:
+        _in_child(parent, old_mask, done_r, done_w, sig_r, sig_w)
+        return
+    os.close(done_w)
+    os.close(sig_w)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    status = _wait(pid, watched, sig_r)
+    _end(status, done_r)
+
+
+def _in_child(parent: int, old_mask, done_r: int, done_w: int, sig_r: int, sig_w: int) -> None:
+    import atexit
+    import signal
+
+    os.close(done_r)
+    os.close(sig_r)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the line above: nobody would report this command
+        os._exit(ABNORMAL_EXIT)
+    me = os.getpid()
+
+    def finished() -> None:  # the last exit callback registered from here: it runs after every later one
+        if os.getpid() == me:  # not in a process forked from this one that exits through Python
+            try:
+                os.write(done_w, b"1")
+            except OSError:
+                pass
+
+    atexit.register(finished)
+    os.set_blocking(sig_w, False)
+    try:
+        signal.set_wakeup_fd(sig_w, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _drain(fd: int, got: dict[int, float]) -> None:
+    import time
+
+    while True:
+        try:
+            data = os.read(fd, 512)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return
+        if not data:
+            return
+        now = time.monotonic()
+        for b in data:
+            got[b] = now
+
+
+def _wait(pid: int, watched: list, sig_r: int) -> int:
+    """The child's wait status; every signal in ``watched`` is blocked here and taken by
+    ``sigtimedwait``: one sent to this process alone is passed on to the child."""
+    import select
+    import signal
+    import time
+
+    os.set_blocking(sig_r, False)
+    got: dict[int, float] = {}
+    while True:
+        status = _reap(pid)
+        if status is not None:
+            return status
+        info = signal.sigtimedwait(watched, 1.0)
+        if info is None or info.si_signo == signal.SIGCHLD:
+            continue
+        signum, since = info.si_signo, time.monotonic() - _DIRECT_WINDOW_S
+        deadline = since + 2 * _DIRECT_WINDOW_S
+        _drain(sig_r, got)
+        while got.get(signum, -1.0) < since and time.monotonic() < deadline:
+            select.select([sig_r], [], [], max(0.0, deadline - time.monotonic()))
+            _drain(sig_r, got)
+            if _reap(pid, peek=True) is not None:
+                break
+        if got.get(signum, -1.0) < since:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+
+
+_ENDED: dict[int, int] = {}
+
+
+def _reap(pid: int, *, peek: bool = False) -> int | None:
+    """The child's status once it ended (orphans this subreaper adopted are reaped on the way)."""
+    while pid not in _ENDED:
+        try:
+            who, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if who == 0:
+            break
+        _ENDED[who] = status
+    return _ENDED.get(pid)
+
+
+def _end(status: int, done_r: int) -> None:
+    import signal
+
+    os.set_blocking(done_r, False)  # a process forked from the child may hold the pipe's other end
+    try:
+        done = os.read(done_r, 1) == b"1"
+    except OSError:
+        done = False
+    _kill_below()
+    if os.WIFEXITED(status) and done:
+        os._exit(os.WEXITSTATUS(status))
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        if sig != signal.SIGINT:
+            why = {"SIGKILL": " (out of memory, or kill -9)", "SIGSEGV": " (a crash in compiled code)",
+                   "SIGABRT": " (an abort in compiled code)", "SIGBUS": " (a crash in compiled code)"}
+            _line(f"tverify: error: the command's process was killed by {name}{why.get(name, '')}; "
+                  "outputs written before are complete, nothing after")
+        os._exit(128 + sig)
+    code = os.WEXITSTATUS(status)
+    _line(f"tverify: error: the command's process ended with exit status {code} before tverify finished — "
+          "code it ran (a plugin's import, an exit callback) called os._exit or exec; the verdict is unknown")
+    os._exit(ABNORMAL_EXIT)
+
+
+def _kill_below() -> None:
+    try:
+        from proofs_checks.sanity._procs import kill_below
+    except Exception:  # noqa: BLE001 - nothing to kill with: the child's own end killed what it could
+        return
+    kill_below(os.getpid())
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def _line(text: str) -> None:
+    try:
+        os.write(2, (text + "\n").encode(errors="replace"))
+    except OSError:
+        pass
