@@ -23,6 +23,9 @@ NOBYTECODE_OFF := PYTHONDONTWRITEBYTECODE=
 
 all: test
 
+# The packages (.ci/install_env.py): uv where it can be installed (from the sources pip is configured with, pip's
+# resolution rule), pip otherwise; the same packages either way, ≈ 12 instead of ≈ 50 s of wall time on the 2-core
+# machine (benchmarks/RESULTS.md, "Set-up"); TVERIFY_INSTALLER=pip uses pip only.
 # pip compiles every installed file to bytecode one at a time (26 of torch's 34 CPU s of installing); installed
 # with --no-compile, the whole environment is compiled afterwards by compileall on every core (-j 0): the same
 # .pyc files, in about a third of the CPU time, split over both cores (benchmarks/RESULTS.md, "Set-up").
@@ -39,8 +42,7 @@ all: test
 COMPILE_SKIP := /(tests?)/|/site-packages/(pip|setuptools|selenium|trio|fontTools)/|/torch/(onnx|_inductor)/
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile $(TORCH_PIN) 'setuptools>=64'
-	$(PY) -m pip install -q --no-compile --no-build-isolation -e '.[dev]'
+	$(PY) .ci/install_env.py '$(TORCH_PIN)'
 	@$(PY) -m compileall -q -j 0 -x '$(COMPILE_SKIP)' $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null 2>&1 || true
 	@touch $(STAMP)
 
