@@ -49,8 +49,12 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> bool:
 
 def with_uv(torch_pin: str) -> bool:
     uv = Path(sys.executable).with_name("uv")
-    if not uv.exists() and not run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", UV_SPEC]):
-        return False
+    if not uv.exists():
+        boot = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", UV_SPEC],
+                              capture_output=True, text=True)  # pip's notes on indexes without uv: not the user's concern
+        if boot.returncode != 0:
+            sys.stderr.write(boot.stderr[-2000:])
+            return False
     sources, env = pip_sources()
     base = [str(uv), "pip", "install", "-q", "--python", sys.executable, *sources]
     return (run(base + [torch_pin, BUILD], env)
