@@ -45,6 +45,9 @@ def pytest_configure(config):
 #: icl.linear_task_risk and icl.population_loss measured 48.4 CPU s in six groups, 26.9 s in one).
 SHARED_GROUPS = {f"proofs_checks.claims.{m}": "proofs_checks.claims.icl-lsa"
                  for m in ("icl", "icl_minimum", "icl_risk", "icl_gd", "icl_further")}
+#: theory modules whose doctests call those lru-cached derivations (theory.icl's docstring example builds
+#: derive_linear_task_risk_general, 6.7 CPU s, again on the other worker when it ran outside the group)
+SHARED_GROUPS["theory.icl"] = "proofs_checks.claims.icl-lsa"
 
 
 def claim_group(claim) -> str | None:
@@ -140,7 +143,16 @@ def pytest_collection_finish(session):
                       "pytest<9.2", stacklevel=1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups (this conftest's item hooks see tests/ only)
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        doctest_of = item.nodeid.split("::")[-1].rpartition(".")[0] if type(item).__name__ == "DoctestItem" else ""
+        if doctest_of in SHARED_GROUPS and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS[doctest_of]))
+    _skip_needs_cuda(items)
+
+
+def _skip_needs_cuda(items):
     import torch
 
     if torch.cuda.is_available():
