@@ -31,6 +31,9 @@ ABNORMAL_EXIT = 1
 #: how long the parent waits to see whether a signal sent to it reached the child directly too
 _DIRECT_WINDOW_S = 0.3
 _PR_SET_PDEATHSIG = 1
+#: the longest scratch folder whose multiprocessing sockets (``pymp-XXXXXXXX/listener-XXXXXXXX``) still fit in
+#: an AF_UNIX path (107 bytes on Linux)
+_SOCKET_ROOM = 107 - 36
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -44,8 +47,15 @@ def _prctl(option: int, value: int) -> bool:
 
 
 def _forwarded(signal) -> list:
-    names = ("SIGTERM", "SIGHUP", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGQUIT")
-    return [getattr(signal, n) for n in names if hasattr(signal, n)]
+    """Every signal whose default action ends a process and that can be caught, but the faults this process's own
+    code would raise (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT): the parent is transparent, a
+    signal sent to it is one sent to the command (a ``kill -XCPU`` killed the parent by its default action)."""
+    names = ("SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU", "SIGXFSZ", "SIGALRM",
+             "SIGVTALRM", "SIGPROF", "SIGPWR", "SIGIO", "SIGSTKFLT")
+    found = [getattr(signal, n) for n in names if hasattr(signal, n)]
+    if hasattr(signal, "SIGRTMIN"):
+        found += list(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+    return sorted(set(found))
 
 
 def supervise() -> None:
@@ -57,6 +67,7 @@ def supervise() -> None:
     import signal
 
     watched = _forwarded(signal) + [signal.SIGCHLD]
+    scratch = _scratch()
     done_r, done_w = os.pipe()
     sig_r, sig_w = os.pipe()
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # no signal lost between the fork and the wait
@@ -67,15 +78,43 @@ def supervise() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         for fd in (done_r, done_w, sig_r, sig_w):
             os.close(fd)
+        _remove(scratch)
         return
     if pid == 0:
+        if scratch:  # everything the command and the code it runs put in $TMPDIR: removed however the child ends
+            import tempfile
+
+            os.environ["TMPDIR"] = scratch
+            tempfile.tempdir = None
         _in_child(parent, old_mask, done_r, done_w, sig_r, sig_w)
         return
     os.close(done_w)
     os.close(sig_w)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     status = _wait(pid, watched, sig_r)
-    _end(status, done_r)
+    _end(status, done_r, scratch)
+
+
+def _scratch() -> str | None:
+    """The command's own temporary folder, the child's ``$TMPDIR`` (a process killed by SIGKILL, SIGSEGV or
+    SIGQUIT left its ``pymp-*``, ``tverify-figures-*`` and Dask folders in $TMPDIR; hostile pass 12)."""
+    import tempfile
+
+    try:
+        path = tempfile.mkdtemp(prefix="tv-")
+    except OSError:
+        return None
+    if len(os.fsencode(path)) > _SOCKET_ROOM:  # multiprocessing's sockets there would not fit: $TMPDIR as it is
+        _remove(path)
+        return None
+    return path
+
+
+def _remove(path: str | None) -> None:
+    if path:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _in_child(parent: int, old_mask, done_r: int, done_w: int, sig_r: int, sig_w: int) -> None:
@@ -169,7 +208,7 @@ def _reap(pid: int, *, peek: bool = False) -> int | None:
     return _ENDED.get(pid)
 
 
-def _end(status: int, done_r: int) -> None:
+def _end(status: int, done_r: int, scratch: str | None) -> None:
     import signal
 
     os.set_blocking(done_r, False)  # a process forked from the child may hold the pipe's other end
@@ -178,6 +217,7 @@ def _end(status: int, done_r: int) -> None:
     except OSError:
         done = False
     _kill_below()
+    _remove(scratch)
     if os.WIFEXITED(status) and done:
         os._exit(os.WEXITSTATUS(status))
     if os.WIFSIGNALED(status):

@@ -48,9 +48,9 @@ def _sleeper(tmp_path: Path) -> tuple[Path, list[str]]:
     return second_time(tmp_path, "import time\ntime.sleep(60)"), [sys.executable, "-m", "proofs_checks", "list", "zzh"]
 
 
-def _start(site: Path, args: list[str]) -> subprocess.Popen:
+def _start(site: Path, args: list[str], **extra: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).resolve().parents[1])]),
-               TVERIFY_STORE=str(site.parent / "store"))
+               TVERIFY_STORE=str(site.parent / "store"), **extra)
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          cwd=str(site.parent), start_new_session=True)
     flag = site.parent / "imported_once"
@@ -80,3 +80,52 @@ def test_kill_9_of_the_command_ends_its_work(tmp_path):
     for c in children:
         state = Path(f"/proc/{c}/stat").read_text().split(")")[-1].split()[0] if Path(f"/proc/{c}").exists() else "gone"
         assert state in ("gone", "Z"), (c, state)
+
+
+def test_every_terminating_signal_to_the_command_reaches_its_work(tmp_path):
+    """``kill -XCPU PID`` killed the parent by its default action (hostile pass 12): passed on like SIGTERM."""
+    p = _start(*_sleeper(tmp_path))
+    os.kill(p.pid, signal.SIGXCPU)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGXCPU and "terminated (SIGXCPU)" in err, (p.returncode, err[-300:])
+
+
+def test_a_killed_child_leaves_nothing_in_tmpdir(tmp_path):
+    """The child's $TMPDIR is the command's own folder, removed by the parent however the child ended (a child
+    killed by SIGKILL, SIGSEGV or SIGQUIT left pymp-* and tverify-figures-* folders; hostile pass 12)."""
+    import shutil
+    import tempfile
+
+    # short: the command's folder is made only where multiprocessing's sockets inside it fit in an AF_UNIX path
+    tmp = Path(tempfile.mkdtemp(prefix="tvs-", dir="/tmp"))
+    try:
+        _killed_child_leaves_nothing(tmp_path, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _killed_child_leaves_nothing(tmp_path: Path, tmp: Path) -> None:
+    p = _start(*_sleeper(tmp_path), TMPDIR=str(tmp))
+    child = int(Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()[0])
+    assert [q.name for q in tmp.iterdir()][0].startswith("tv-")
+    os.kill(child, signal.SIGKILL)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 137 and "killed by SIGKILL" in err, (p.returncode, err[-300:])
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_long_tmpdir_is_used_as_it_is(tmp_path):
+    """Where the command's folder would make multiprocessing's socket paths too long for AF_UNIX, none is made:
+    the checks start as before (hostile pass 12: a long $TMPDIR plus the folder broke the check's fork server)."""
+    from proofs_checks import supervisor
+
+    long = tmp_path / ("x" * 60)
+    long.mkdir()
+    import tempfile
+
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(long)
+    try:
+        assert supervisor._scratch() is None and list(long.iterdir()) == []
+    finally:
+        tempfile.tempdir = saved
