@@ -180,13 +180,14 @@ def _store(store_dir: str | None):
     if store_dir is None and os.environ.get("TVERIFY_STORE") is not None and not os.environ["TVERIFY_STORE"].strip():
         raise UsageError("TVERIFY_STORE is blank: name a folder, or unset it for the per-user default")
     store = resolve_store(store_dir)
-    if store.explicit:
-        from proofs_checks.store import OutputPathError, refuse_own_installation
+    from proofs_checks.store import OutputPathError, refuse_own_installation
 
-        try:
-            refuse_own_installation(store.root, "--store" if store.source == "--store" else "TVERIFY_STORE")
-        except OutputPathError as exc:
-            raise UsageError(str(exc)) from None
+    # the per-user default too: an XDG_CACHE_HOME inside tverify's own code put the store there (hostile pass 12)
+    named = {"--store": "--store", "TVERIFY_STORE": "TVERIFY_STORE"}.get(store.source, "the per-user store (XDG_CACHE_HOME)")
+    try:
+        refuse_own_installation(store.root, named)
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
     if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
         raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")
     return store
@@ -208,8 +209,10 @@ def _check_store(store) -> bool:
 
 def _json_flag_option(f):
     """``--json [PATH|-]`` for ``list`` and ``show``: alone, JSON on stdout (as under ``check``)."""
+    from proofs_checks.options import reserve_stdout
+
     return click.option("--json", "json_path", metavar="[PATH|-]", default=None, is_flag=False, flag_value="-",
-                        help="Print JSON (--json alone or --json -), or write it to PATH.")(f)
+                        callback=reserve_stdout, help="Print JSON (--json alone or --json -), or write it to PATH.")(f)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1118,9 +1121,11 @@ def main(argv: list[str] | None = None) -> None:
 
     guard_closed_streams()
     if argv is None:  # the console command: its work in a child whose end is reported (proofs_checks.supervisor)
+        from proofs_checks.options import own_standard_output
         from proofs_checks.supervisor import supervise
 
         supervise()
+        own_standard_output()
     terminate_cleanly()
     # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
@@ -1188,12 +1193,14 @@ def _own_torch_cache() -> str | None:
     import os
     import tempfile
 
-    from proofs_checks.store import default_store_dir
+    from proofs_checks.store import default_store_dir, own_installation
 
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         return None
     kept = default_store_dir() / "torch"
     try:
+        if own_installation(Path(os.path.realpath(kept)), holding=False):  # never inside tverify's own code
+            raise OSError("inside tverify's installation")
         kept.mkdir(parents=True, exist_ok=True)
         if os.access(kept, os.W_OK | os.X_OK):
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(kept)

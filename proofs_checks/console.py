@@ -257,7 +257,9 @@ def check_json_target(json_path: str | None) -> None:
 def write_json(path: str, doc: dict[str, Any]) -> None:
     text = json.dumps(doc, indent=1)
     if path == "-":
-        click.echo(text)
+        from proofs_checks.options import echo_json
+
+        echo_json(text)
     else:
         from proofs_checks.owned import write_json_text
 

@@ -12,6 +12,8 @@ behaves the same in ``run``, ``report``, ``mutants`` and every ``check`` subcomm
 from __future__ import annotations
 
 import functools
+import sys
+from typing import Any
 
 import click
 
@@ -79,8 +81,51 @@ def seed_option(f):
                              "numbers are reproduced with the seed it records.")(f)
 
 
+#: ``--json -`` in the console command (a process of tverify's own): the descriptor the JSON goes to, a copy of the
+#: standard output taken when the option was read; descriptor 1 then points at standard error for everything else
+_JSON_STDOUT: dict[str, Any] = {"own": False, "fd": None}
+
+
+def own_standard_output() -> None:
+    """Called by the console command (not by ``cli.main([...])`` in a caller's process, whose descriptors are its
+    own): ``--json -`` may then reserve the standard output for the JSON."""
+    _JSON_STDOUT["own"] = True
+
+
+def reserve_stdout(ctx, param, value):
+    """``--json -``: the JSON is the only thing written to the standard output. Anything else written there by
+    code tverify runs in its process — a plugin's thread or exit callback, ``print`` or ``os.write(1, …)``, at
+    import or later — goes to standard error (hostile pass 12: after or before the JSON, it broke ``--json -``)."""
+    import os
+
+    if value == "-" and _JSON_STDOUT["own"] and _JSON_STDOUT["fd"] is None and not stdout_was_closed():
+        try:
+            sys.stdout.flush()
+            fd = os.dup(1)
+            os.dup2(2, 1)
+        except (OSError, ValueError):
+            return value
+        _JSON_STDOUT["fd"] = fd
+    return value
+
+
+def echo_json(text: str) -> None:
+    """``--json -``'s JSON on the standard output: on the descriptor :func:`reserve_stdout` kept for it, else
+    through ``click.echo`` (``cli.main([...])`` in a caller's process, whose standard output is its own)."""
+    fd = _JSON_STDOUT["fd"]
+    if fd is None:
+        click.echo(text)
+        return
+    import os
+
+    view = memoryview((text + "\n").encode("utf-8"))
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def json_option(f, help_text: str = "Write the result as JSON to PATH ('-' for stdout)."):
-    return click.option("--json", "json_path", metavar="PATH|-", default=None, help=help_text)(f)
+    return click.option("--json", "json_path", metavar="PATH|-", default=None, help=help_text,
+                        callback=reserve_stdout)(f)
 
 
 def require_device(device: str, allow_skip: bool, *, skip_option: bool = True) -> None:

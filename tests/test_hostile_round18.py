@@ -38,3 +38,43 @@ def test_the_result_channel_is_not_the_users_to_rewrite(tmp_path):
     (tmp_path / "m.py").write_text(textwrap.dedent(_SEND_REWRITE))
     r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
     assert r.returncode == 1 and "causal_no_future_leak" in r.stdout, (r.returncode, r.stdout[-400:], r.stderr[-400:])
+
+
+# 12a F5: XDG_CACHE_HOME inside tverify's own code put the per-user store (and torch's cache) there
+def test_the_per_user_store_is_never_inside_tverifys_code(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import proofs_checks
+
+    inside = Path(proofs_checks.__file__).parent / f"zz_cache_{os.getpid()}"
+    env = dict(os.environ, XDG_CACHE_HOME=str(inside))
+    env.pop("TVERIFY_STORE", None)
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    try:
+        r = subprocess.run([sys.executable, "-m", "proofs_checks", "run", "attn.softmax_simplex", "--quick", "--no-progress"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        made = inside.exists()
+    finally:
+        import shutil
+
+        shutil.rmtree(inside, ignore_errors=True)
+    assert r.returncode == 2 and "XDG_CACHE_HOME" in r.stderr and not made, (r.returncode, r.stderr[-300:])
+
+
+# 12a F4: a plugin's exit callback or thread writing to the standard output broke `--json -` (after or before the JSON)
+def test_json_on_stdout_is_only_the_json(tmp_path):
+    import json
+    import sys
+
+    from tests.test_hostile_round16a import run, site_with
+
+    site = site_with(tmp_path, "import atexit, os, threading, time\natexit.register(print, 'AFTER')\n"
+                               "atexit.register(os.write, 1, b'RAW AFTER\\n')\n"
+                               "threading.Thread(target=lambda: (time.sleep(0.2), print('THREAD')), daemon=True).start()\n")
+    p = run(site, [sys.executable, "-m", "proofs_checks", "run", "zzh.twice", "--quick", "--no-progress", "--json", "-"])
+    assert p.returncode == 0, p.stderr[-300:]
+    json.loads(p.stdout)
+    assert "AFTER" in p.stderr and "RAW AFTER" in p.stderr

@@ -28,8 +28,10 @@ def json_path_option(f):
     not passed to the command function (read by :func:`check_json_target`)."""
     f = click.option("--force", "json_force", is_flag=True, expose_value=False, callback=_remember_force,
                      help="Replace the --json file even if it is not a previous tverify JSON output.")(f)
+    from proofs_checks.options import reserve_stdout
+
     return click.option("--json", "json_path", metavar="PATH|-", default=None, is_flag=False, flag_value="-",
-                        help="Write the result as JSON to PATH ('-', or --json alone: stdout).")(f)
+                        callback=reserve_stdout, help="Write the result as JSON to PATH ('-', or --json alone: stdout).")(f)
 
 
 def check_json_target(json_path: str | None) -> None:
@@ -59,7 +61,9 @@ def _report_message(exc: Exception) -> str:
 def _write_json(path: str, doc: dict) -> None:
     text = json.dumps(_jsonable({"tool": "tverify", **doc} if path != "-" else doc), indent=1, allow_nan=False)
     if path == "-":
-        click.echo(text)
+        from proofs_checks.options import echo_json
+
+        echo_json(text)
         return
     from proofs_checks.owned import write_json_text
 
