@@ -1120,11 +1120,12 @@ def main(argv: list[str] | None = None) -> None:
     from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly
 
     guard_closed_streams()
+    supervised = False
     if argv is None:  # the console command: its work in a child whose end is reported (proofs_checks.supervisor)
         from proofs_checks.options import own_standard_output
         from proofs_checks.supervisor import supervise
 
-        supervise()
+        supervised = supervise()
         own_standard_output()
     terminate_cleanly()
     # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
@@ -1133,7 +1134,9 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
     torch_named = "TORCHINDUCTOR_CACHE_DIR" in os.environ
     torch_cache = _own_torch_cache()
-    reaper = argv is None and _become_subreaper()  # the console command only, not main() called in a caller's process
+    # the console command only, not main() called in a caller's process; under the supervisor its parent is the
+    # subreaper, and kills what is left below it after this process has ended (proofs_checks.supervisor)
+    reaper = argv is None and not supervised and _become_subreaper()
     try:
         try:
             _main(argv)

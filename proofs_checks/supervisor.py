@@ -58,12 +58,12 @@ def _forwarded(signal) -> list:
     return sorted(set(found))
 
 
-def supervise() -> None:
-    """Fork, on Linux; return in the child (which then does the command); in the parent, wait for it
+def supervise() -> bool:
+    """Fork, on Linux; return True in the child (which then does the command); in the parent, wait for it
     and end this process with its status (never returns there). Elsewhere, or where the fork fails,
-    return at once: the command runs in this one process, as before."""
+    return False at once: the command runs in this one process, as before."""
     if not sys.platform.startswith("linux") or os.environ.get("TVERIFY_UNSUPERVISED") == "1":
-        return
+        return False
     import signal
 
     watched = _forwarded(signal) + [signal.SIGCHLD]
@@ -79,7 +79,7 @@ def supervise() -> None:
         for fd in (done_r, done_w, sig_r, sig_w):
             os.close(fd)
         _remove(scratch)
-        return
+        return False
     if pid == 0:
         if scratch:  # everything the command and the code it runs put in $TMPDIR: removed however the child ends
             import tempfile
@@ -87,7 +87,7 @@ def supervise() -> None:
             os.environ["TMPDIR"] = scratch
             tempfile.tempdir = None
         _in_child(parent, old_mask, done_r, done_w, sig_r, sig_w)
-        return
+        return True
     os.close(done_w)
     os.close(sig_w)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
@@ -239,11 +239,37 @@ def _end(status: int, done_r: int, scratch: str | None) -> None:
 
 
 def _kill_below() -> None:
+    """What is still below this process once the child ended: given up to 0.5 s to end by itself (multiprocessing's
+    resource tracker removes what the child left registered when the child's end closes its pipe), then killed.
+    The child does not kill its own descendants at its end: it did so before its interpreter's last clean-ups, which
+    then wrote to a killed resource tracker (tracebacks after a Ctrl-C; hostile pass 12)."""
+    import time
+
     try:
-        from proofs_checks.sanity._procs import kill_below
-    except Exception:  # noqa: BLE001 - nothing to kill with: the child's own end killed what it could
+        from proofs_checks.sanity._procs import descendants, kill_below
+    except Exception:  # noqa: BLE001 - nothing to find them with
         return
+    until = time.monotonic() + 0.5
+    while time.monotonic() < until and _live(descendants(os.getpid())):
+        time.sleep(0.05)
+        _reap_any()
     kill_below(os.getpid())
+    _reap_any()
+
+
+def _live(pids: list[int]) -> bool:
+    """Whether any of ``pids`` is a process still running (not a zombie waiting to be reaped)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rpartition(b")")[2].split()[0] != b"Z":
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
+def _reap_any() -> None:
     while True:
         try:
             if os.waitpid(-1, os.WNOHANG)[0] == 0:
