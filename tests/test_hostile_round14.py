@@ -425,9 +425,14 @@ def test_torchs_own_rewrites_are_told_from_a_users():
 
     seed = torch.random.manual_seed
     wrapped = torch._disable_dynamo(seed)  # what importing torch._dynamo does to torch.manual_seed
-    assert _torchs_own_rewrite(seed, wrapped)
-    assert not _torchs_own_rewrite(seed, lambda s: None)
-    assert not _torchs_own_rewrite(torch.nn.functional.softmax, torch.nn.functional.log_softmax)
+    assert _torchs_own_rewrite(("torch", "manual_seed"), seed, wrapped)
+    assert not _torchs_own_rewrite(("torch", "manual_seed"), seed, lambda s: None)
+    assert not _torchs_own_rewrite(("torch.nn.functional", "softmax"), torch.nn.functional.softmax,
+                                   torch.nn.functional.log_softmax)
+    # a torch decorator around the very function, elsewhere, is a replacement (hostile pass 12 F4: autocast)
+    mm = torch.Tensor.__matmul__
+    assert not _torchs_own_rewrite(("torch.Tensor", "__matmul__"), mm, torch.autocast("cpu", dtype=torch.bfloat16)(mm))
+    assert not _torchs_own_rewrite(("torch", "manual_seed"), seed, torch._disable_dynamo(lambda s: None))
 
 
 @pytest.mark.parametrize("value", [np.array([1 + 5j, 2.0]), [1.0, 3j], np.complex128(3j)])

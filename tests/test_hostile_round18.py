@@ -78,3 +78,21 @@ def test_json_on_stdout_is_only_the_json(tmp_path):
     assert p.returncode == 0, p.stderr[-300:]
     json.loads(p.stdout)
     assert "AFTER" in p.stderr and "RAW AFTER" in p.stderr
+
+
+# 12b F4: a torch-made wrapper (torch.autocast) replacing Tensor.__matmul__ was taken for torch's own rewrite: a
+# bfloat16 module declared float32 was "ok"
+_AUTOCAST = '''
+import torch
+from own_attention import CausalSelfAttention
+torch.Tensor.__matmul__ = torch.autocast("cpu", dtype=torch.bfloat16)(torch.Tensor.__matmul__)
+class Plain(CausalSelfAttention):
+    pass
+'''
+
+
+def test_a_torch_made_wrapper_is_a_replacement(tmp_path):
+    (tmp_path / "own_attention.py").write_text(OWN.read_text())
+    (tmp_path / "m.py").write_text(textwrap.dedent(_AUTOCAST))
+    r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Plain", "--causal", "--quick", "--no-progress")
+    assert r.returncode == 2 and "__matmul__" in r.stderr, (r.returncode, r.stdout[-400:], r.stderr[-400:])

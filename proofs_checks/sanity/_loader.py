@@ -381,22 +381,38 @@ def _same(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def _torchs_own_rewrite(before: Any, now: Any) -> bool:
-    """torch rewrites a few of its own attributes on first use: importing ``torch._dynamo`` (torch.compile,
-    ``use_deterministic_algorithms``) wraps ``torch.manual_seed`` (its ``__wrapped__`` the function seen before) and
-    torch.compile instruments ``nn.Module.__init__``/``__setstate__`` from ``torch/_dynamo``: a correct module that
-    compiled itself was refused as "the code replaced torch.manual_seed" (hostile pass 11). Only those two shapes,
-    both defined in torch's own files, count as torch's."""
+#: the rewrites torch makes of its own attributes on first use, each with the file of torch's that makes it:
+#: importing ``torch._dynamo`` (torch.compile, ``use_deterministic_algorithms``) wraps ``torch.manual_seed``;
+#: torch.compile instruments ``nn.Module.__init__``/``__setstate__`` (a correct module that compiled itself was
+#: refused as "the code replaced torch.manual_seed", hostile pass 11 F5)
+_TORCHS_REWRITES = {("torch", "manual_seed"): ("_compile.py",),
+                    ("torch.nn.Module", "__init__"): ("_dynamo", "mutation_guard.py"),
+                    ("torch.nn.Module", "__setstate__"): ("_dynamo", "mutation_guard.py")}
+
+
+def _torchs_own_rewrite(where: tuple[str, str], before: Any, now: Any) -> bool:
+    """Whether ``now`` is torch's own rewrite of ``where`` (:data:`_TORCHS_REWRITES`): made by the file of torch's
+    that makes it, around the very function seen before (its ``__wrapped__`` or a cell of its closure). Any other
+    replacement counts, a wrapper torch's decorators make included (``torch.autocast(...)(Tensor.__matmul__)`` was
+    taken for torch's own and a bfloat16 module declared float32 passed, hostile pass 12 F4)."""
+    made_by = _TORCHS_REWRITES.get(where)
     f = getattr(now, "__func__", now)
     code = getattr(f, "__code__", None)
     torch = sys.modules.get("torch")
-    if code is None or torch is None:
+    if made_by is None or code is None or torch is None:
         return False
-    root = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-    file = os.path.abspath(code.co_filename)
-    if not file.startswith(root):
+    if os.path.abspath(code.co_filename) != os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), *made_by):
         return False
-    return getattr(f, "__wrapped__", None) is before or file.startswith(os.path.join(root, "_dynamo") + os.sep)
+    cells = [c.cell_contents for c in (getattr(f, "__closure__", None) or ()) if _filled(c)]
+    return getattr(f, "__wrapped__", None) is before or any(c is before for c in cells)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
@@ -415,7 +431,7 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
         attrs = now.get(name)
         v = attrs.get(attr) if attrs is not None and attr in attrs else \
             inspect.getattr_static(_namespace(name), attr, None)
-        if not _same(_identity(v), ident) and not _torchs_own_rewrite(ident[0], v):
+        if not _same(_identity(v), ident) and not _torchs_own_rewrite((name, attr), ident[0], v):
             changed.append(f"tverify's own {name}.{attr}" if name.split(".")[0] in _OWN else f"{name}.{attr}")
     return modes + kernels + list(dict.fromkeys(changed))
 
