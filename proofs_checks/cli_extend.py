@@ -18,12 +18,18 @@ def new_claim_cmd(claim_id, folder):
     pyproject with the `tverify.claims` entry point, a claim module (derivation, symbolic, numeric and
     trained checks, two hypotheses, a clause, three mutants) and a test using the `tverify` fixture.
     Then: pip install -e DIR."""
-    from proofs_checks.scaffold import ScaffoldError, write_scaffold
+    from proofs_checks.scaffold import ScaffoldError, files_for, write_scaffold
     from proofs_checks.store import OutputPathError, refuse_own_installation
 
     try:
         refuse_own_installation(folder, "--dir")
+        # each file where it would land: a folder of the package linked into tverify's code was written through
+        # (hostile pass 12a F5)
+        for rel in files_for(claim_id):
+            refuse_own_installation(Path(folder).expanduser() / rel, "--dir")
     except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+    except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
     try:
         paths = write_scaffold(claim_id, Path(folder).expanduser())

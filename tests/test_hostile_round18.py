@@ -96,3 +96,26 @@ def test_a_torch_made_wrapper_is_a_replacement(tmp_path):
     (tmp_path / "m.py").write_text(textwrap.dedent(_AUTOCAST))
     r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Plain", "--causal", "--quick", "--no-progress")
     assert r.returncode == 2 and "__matmul__" in r.stderr, (r.returncode, r.stdout[-400:], r.stderr[-400:])
+
+
+# 12a F5 (second part): new-claim --dir whose package folder is a link into tverify's code wrote through it
+def test_new_claim_never_writes_through_a_link_into_tverifys_code(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import proofs_checks
+
+    inside = Path(proofs_checks.__file__).parent / "claims" / f"zz_link_{os.getpid()}"
+    inside.mkdir()
+    try:
+        (tmp_path / "nc").mkdir()
+        (tmp_path / "nc" / "tverify_zz").symlink_to(inside)
+        r = subprocess.run([sys.executable, "-m", "proofs_checks", "new-claim", "zz.q", "--dir", str(tmp_path / "nc")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        written = list(inside.iterdir())
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
+    assert r.returncode == 2 and written == [], (r.returncode, r.stderr[-300:], written)

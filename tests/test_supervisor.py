@@ -129,3 +129,32 @@ def test_a_long_tmpdir_is_used_as_it_is(tmp_path):
         assert supervisor._scratch() is None and list(long.iterdir()) == []
     finally:
         tempfile.tempdir = saved
+
+
+@pytest.mark.integration(reason="a local Dask cluster started and interrupted from a fresh tverify process (≈ 6 CPU s); "
+                                "the parent's end (kill what is left, remove the folder) is pinned by "
+                                "test_a_killed_child_leaves_nothing_in_tmpdir")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_signal_while_a_local_cluster_starts_is_one_line_and_leaves_nothing(tmp_path, sig):
+    """Hostile pass 12a F1/F2: 0.3 s after the cluster's folder appeared, a signal gave the one line, then the
+    resource tracker's tracebacks (the command killed its descendants before its interpreter's last clean-ups), and
+    sometimes left $TMPDIR/tverify-dask-*."""
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="tvs-", dir="/tmp"))
+    try:
+        env = dict(os.environ, TMPDIR=str(tmp), TVERIFY_STORE=str(tmp_path / "store"))
+        p = subprocess.Popen([sys.executable, "-m", "proofs_checks", "run", "attn.softmax_simplex", "scale.param_counts",
+                              "--quick", "--no-progress", "--cluster", "local:2"], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t0 = time.monotonic()
+        while not any("dask" in str(q) for q in tmp.rglob("*")) and time.monotonic() - t0 < 60:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 128 + sig and "Traceback" not in err, (p.returncode, err[-800:])
+        assert list(tmp.iterdir()) == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
