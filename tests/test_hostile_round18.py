@@ -33,10 +33,15 @@ class Leak(CausalSelfAttention):
 '''
 
 
-def test_the_result_channel_is_not_the_users_to_rewrite(tmp_path):
+def _check_causal(tmp_path, source: str, name: str):
+    """``check attention --causal --quick`` of class ``name`` of a module ``source`` beside own_attention.py."""
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
-    (tmp_path / "m.py").write_text(textwrap.dedent(_SEND_REWRITE))
-    r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
+    (tmp_path / "m.py").write_text(textwrap.dedent(source))
+    return _tverify(tmp_path, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
+
+
+def test_the_result_channel_is_not_the_users_to_rewrite(tmp_path):
+    r = _check_causal(tmp_path, _SEND_REWRITE, "Leak")
     assert r.returncode == 1 and "causal_no_future_leak" in r.stdout, (r.returncode, r.stdout[-400:], r.stderr[-400:])
 
 
@@ -92,9 +97,7 @@ class Plain(CausalSelfAttention):
 
 
 def test_a_torch_made_wrapper_is_a_replacement(tmp_path):
-    (tmp_path / "own_attention.py").write_text(OWN.read_text())
-    (tmp_path / "m.py").write_text(textwrap.dedent(_AUTOCAST))
-    r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Plain", "--causal", "--quick", "--no-progress")
+    r = _check_causal(tmp_path, _AUTOCAST, "Plain")
     assert r.returncode == 2 and "__matmul__" in r.stderr, (r.returncode, r.stdout[-400:], r.stderr[-400:])
 
 
