@@ -239,34 +239,16 @@ def _end(status: int, done_r: int, scratch: str | None) -> None:
 
 
 def _kill_below() -> None:
-    """What is still below this process once the child ended: given up to 0.5 s to end by itself (multiprocessing's
-    resource tracker removes what the child left registered when the child's end closes its pipe), then killed.
-    The child does not kill its own descendants at its end: it did so before its interpreter's last clean-ups, which
-    then wrote to a killed resource tracker (tracebacks after a Ctrl-C; hostile pass 12)."""
-    import time
-
+    """Kill what is still below this process once the child ended (its fork server, a resource tracker, what code it
+    ran left running). The child does not kill its own descendants at its end: it did so before its interpreter's
+    last clean-ups, which then wrote to a killed resource tracker (tracebacks after a Ctrl-C during a local
+    cluster's start; hostile pass 12); once the child has ended, nothing of it can write any more."""
     try:
-        from proofs_checks.sanity._procs import descendants, kill_below
+        from proofs_checks.sanity._procs import kill_below
     except Exception:  # noqa: BLE001 - nothing to find them with
         return
-    until = time.monotonic() + 0.5
-    while time.monotonic() < until and _live(descendants(os.getpid())):
-        time.sleep(0.05)
-        _reap_any()
     kill_below(os.getpid())
     _reap_any()
-
-
-def _live(pids: list[int]) -> bool:
-    """Whether any of ``pids`` is a process still running (not a zombie waiting to be reaped)."""
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rpartition(b")")[2].split()[0] != b"Z":
-                    return True
-        except (OSError, IndexError):
-            continue
-    return False
 
 
 def _reap_any() -> None:
