@@ -57,7 +57,8 @@ def sgn(x: torch.Tensor) -> torch.Tensor:
     >>> sgn(torch.tensor([-2.0, 0.0, 3.0]))
     tensor([-1.,  1.,  1.])
     """
-    return torch.where(x >= 0, torch.ones_like(x), -torch.ones_like(x))
+    one = torch.ones((), dtype=x.dtype, device=x.device)  # broadcast: no two tensors of ones the size of x
+    return torch.where(x >= 0, one, -one)
 
 
 def random_patterns(shape: tuple[int, ...], seed: int, *, device="cpu", dtype=torch.float64) -> torch.Tensor:
@@ -153,7 +154,7 @@ def run_async_greedy(xi: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None =
     neg_inf = torch.tensor(-math.inf, dtype=xi.dtype, device=xi.device)
     steps = 0
     for steps in range(1, max_flips + 1):
-        unstable = sgn(h) != xi
+        unstable = (h >= 0) != (xi > 0)                                   # sgn(h) ≠ ξ for ξ ∈ {±1}, sgn(0) = +1
         active = unstable.any(-1)
         if not bool(active.any()):
             return xi, steps - 1
