@@ -94,6 +94,10 @@ def infer_work_dtype(out: torch.Tensor, reference: torch.Tensor | None = None) -
     torch.float32
     >>> infer_work_dtype(torch.tensor([0.1, 0.7], dtype=torch.float64))
     torch.float64
+    >>> infer_work_dtype(torch.tensor([0.1, 0.7], dtype=torch.bfloat16).double())
+    torch.bfloat16
+    >>> infer_work_dtype(torch.tensor([0.1, 0.7], dtype=torch.float16).double())
+    torch.float16
     """
     if out.dtype != torch.float64:
         return out.dtype if out.dtype.is_floating_point else torch.float64
@@ -108,7 +112,10 @@ def infer_work_dtype(out: torch.Tensor, reference: torch.Tensor | None = None) -
             scale = float(r.abs().max()) if r.numel() else 0.0
             if float((o - r).abs().nan_to_num(float("inf")).max()) <= 64 * unit_roundoff(torch.float64) * max(scale, 1e-300):
                 return torch.float64
-    for dt in (torch.float16, torch.bfloat16, torch.float32):
+    # bfloat16 before float16: values that both represent have at most bfloat16's 8 significant bits, which a
+    # float16 computation's outputs (11 bits) almost never all have; a correct bfloat16 update was said to compute in
+    # float16 and judged at float16's 3.7× tighter tolerance (hostile pass 12b F5)
+    for dt in (torch.bfloat16, torch.float16, torch.float32):
         if bool((x.to(dt).to(torch.float64) == x).all()):
             return dt
     return torch.float64

@@ -122,3 +122,18 @@ def test_new_claim_never_writes_through_a_link_into_tverifys_code(tmp_path):
     finally:
         shutil.rmtree(inside, ignore_errors=True)
     assert r.returncode == 2 and written == [], (r.returncode, r.stderr[-300:], written)
+
+
+# 12b F5: a correct Hopfield update computed in bfloat16 was said to compute in float16 and judged at its tolerance
+def test_a_bfloat16_update_is_named_bfloat16_and_judged_there(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "P.npy", np.where(rng.standard_normal((12, 16)) >= 0, 1.0, -1.0))
+    (tmp_path / "hp.py").write_text("import torch\ndef bf16(xi, patterns, beta):\n"
+                                    "    x, p = xi.bfloat16(), patterns.bfloat16()\n"
+                                    "    return (torch.softmax(beta * x @ p.T, -1) @ p).double()\n")
+    r = _tverify(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "2", "--module", "hp.py:bf16",
+                 "--quick", "--no-progress")
+    assert "it computes in bfloat16, not float64" in r.stdout, (r.returncode, r.stdout[-600:])
+    assert "update_matches_modern" in r.stdout and "not the modern Hopfield update" not in r.stdout, r.stdout[-600:]
