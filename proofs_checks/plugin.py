@@ -488,8 +488,13 @@ def _ctx(mode: str, seed: int, device: str) -> RunContext:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r:.60}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**32 - 1:
         raise InputError(f"seed must be a whole number in 0 … 4294967295, got {seed!r:.60}")
-    if not isinstance(device, str):
+    if device not in ("cpu", "cuda"):  # "cudax", "meta", "CPU" were run as given (hostile pass 12a N4)
         raise InputError(f"device must be 'cpu' or 'cuda', got {device!r:.60}")
+    if device == "cuda":  # as `tverify run --device cuda` and run_claims: never the CPU in its place (12b F6)
+        from numerics.torch_utils import cuda_available
+
+        if not cuda_available():
+            raise InputError("device='cuda': torch sees no CUDA device on this machine (use device=\"cpu\")")
     return RunContext(mode=mode, seed=seed, device=device)
 
 

@@ -137,3 +137,21 @@ def test_a_bfloat16_update_is_named_bfloat16_and_judged_there(tmp_path):
                  "--quick", "--no-progress")
     assert "it computes in bfloat16, not float64" in r.stdout, (r.returncode, r.stdout[-600:])
     assert "update_matches_modern" in r.stdout and "not the modern Hopfield update" not in r.stdout, r.stdout[-600:]
+
+
+# 12b F6 / 12a N4: check_claim, run_mutants, assert_claim with device="cuda" on a machine without CUDA ran on the CPU
+# and said "verified"; "cudax", "meta", "CPU" were taken as given
+def test_the_api_refuses_a_device_it_cannot_run_on():
+    import pytest
+    import torch
+
+    import proofs_checks as p
+    from theory.validation import InputError
+
+    claim = p.get_claim("attn.softmax_simplex")
+    bad = ["cudax", "meta", "CPU"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad:
+        for call in (lambda: p.check_claim(claim, device=device), lambda: p.run_mutants(claim, device=device),
+                     lambda: p.assert_claim("attn.softmax_simplex", device=device)):
+            with pytest.raises(InputError):
+                call()
