@@ -116,8 +116,9 @@ def load_plugins() -> None:
                 _plugins.probe(ep)
             import contextlib
 
-            with contextlib.redirect_stdout(sys.stderr), _descriptor1_to_stderr():  # a plugin's prints (and its
-                _load_one(ep)  # writes to descriptor 1, hostile pass 11a F6) never reach --json - on stdout
+            with contextlib.redirect_stdout(sys.stderr), _descriptor1_to_stderr(), _working_folder_kept():
+                _load_one(ep)  # a plugin's prints (and its writes to descriptor 1, hostile pass 11a F6) never reach
+                # --json - on stdout; its os.chdir never moves the command's relative output paths (12a F9)
             _record_sources(set(sys.modules) - before)
             new = [i for i in registry.ids() if i not in ids] or _registered_by(ep)  # imported before (a test did)
             if _plugins.probed(ep):  # its claims' checks run in a child too
@@ -229,6 +230,35 @@ def _descriptor1_to_stderr():
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def _working_folder_kept():
+    """The working folder as it was before a plugin's in-process import, after it: a plugin changing to its data
+    folder at import moved ``--out``/``--json``/``--store`` given as relative paths into that folder, where a
+    previous report there was replaced (hostile pass 12a F9)."""
+    import os
+
+    try:
+        here = os.getcwd()
+    except OSError:  # the working folder is gone: nothing to keep
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # (the folder it left is gone: getcwd fails, chdir puts it back)
+            if _cwd_or_none() != here:
+                os.chdir(here)
+
+
+def _cwd_or_none() -> str | None:
+    import os
+
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def _load_one(ep) -> None:
