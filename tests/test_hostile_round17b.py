@@ -159,3 +159,15 @@ def test_child_killed_leaves_no_temp_folder(tmp_path):
     rc, err, left = _signalled(tmp_path, signal.SIGKILL, to_child=True)
     assert rc == 128 + signal.SIGKILL and "killed by SIGKILL" in err, (rc, err[-400:])
     assert not left, left
+
+
+# F6: check_claim / run_mutants / assert_claim take device="cuda" without CUDA and run on the CPU ("verified");
+# the CLI, run_claims and check_icl_model refuse it.
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F6: check_claim(device='cuda') without CUDA runs on the CPU")
+def test_check_claim_refuses_cuda_without_cuda():
+    import proofs_checks as pc
+    from theory.validation import InputError
+
+    with pytest.raises(InputError, match="CUDA"):
+        pc.check_claim(pc.get_claim("attn.softmax_simplex"), device="cuda")
