@@ -171,3 +171,25 @@ def test_check_claim_refuses_cuda_without_cuda():
 
     with pytest.raises(InputError, match="CUDA"):
         pc.check_claim(pc.get_claim("attn.softmax_simplex"), device="cuda")
+
+
+_TAKES_THE_REPORT_FOLDER = '''
+import os
+from own_attention import CausalSelfAttention
+os.makedirs("race", exist_ok=True)
+open(os.path.join("race", "mine.txt"), "w").write("mine")
+class Good(CausalSelfAttention):
+    pass
+'''
+
+
+# F7: the --report folder taken during the run: the report is built beside it, but --json is never written.
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F7: --json dropped when the --report folder raced")
+def test_json_written_when_the_report_folder_was_taken(tmp_path):
+    _own(tmp_path)
+    (tmp_path / "race.py").write_text(_TAKES_THE_REPORT_FOLDER)
+    r = _tverify(tmp_path, "check", "attention", "--module", "race.py:Good", "--causal", "--quick", "--no-progress",
+                 "--report", "race", "--json", "race.json")
+    assert (tmp_path / "race" / "mine.txt").read_text() == "mine"
+    assert "it changed during the run" in r.stderr, r.stderr[-600:]
+    assert (tmp_path / "race.json").exists(), r.stderr[-600:]
