@@ -193,3 +193,22 @@ def test_json_written_when_the_report_folder_was_taken(tmp_path):
     assert (tmp_path / "race" / "mine.txt").read_text() == "mine"
     assert "it changed during the run" in r.stderr, r.stderr[-600:]
     assert (tmp_path / "race.json").exists(), r.stderr[-600:]
+
+
+_BF16_ICL = '''
+import torch
+def ls_bf16(xs, ys, xq):
+    xs, ys, xq = xs.bfloat16().float(), ys.bfloat16().float(), xq.bfloat16().float()
+    w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+    return (xq.unsqueeze(-2) @ w).reshape(-1).bfloat16().double()
+'''
+
+
+# F5 (ICL): a model computing in bfloat16, declared float16 (as the undeclared run advises), passes
+# precision_as_declared; bfloat16 is coarser than float16.
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F5: a bfloat16 ICL model declared float16 is 'ok'")
+def test_bfloat16_icl_model_declared_float16_is_not_ok(tmp_path):
+    (tmp_path / "ic3.py").write_text(_BF16_ICL)
+    r = _tverify(tmp_path, "check", "icl", "--lambda", "1,2", "--N", "10", "--M", "10", "--model", "ic3.py:ls_bf16",
+                 "--compute-dtype", "float16", "--quick", "--no-progress")
+    assert r.returncode == 1, r.stdout[-600:] + r.stderr[-600:]
