@@ -1,0 +1,214 @@
+"""Hostile pass 12 (tester b, the acceptance pass of issue 44): its findings as strict xfails (the pass fixes
+nothing; /work/wt/_notes/HOSTILE12B_FINDINGS.md has the write-ups). Each test states the documented behaviour."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+OWN = ROOT / "tests" / "data" / "own_attention.py"
+
+
+def _env(tmp_path):
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path / "tmp"), "OMP_NUM_THREADS": "1"}
+
+
+def _tverify(tmp_path, *args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "proofs_checks", *args], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _own(tmp_path):
+    (tmp_path / "own_attention.py").write_text(OWN.read_text())
+
+
+_SEND_BYTES = '''
+import json as _json
+import multiprocessing.connection as _mc
+from own_attention import CausalSelfAttention
+_orig = _mc.Connection.send_bytes
+def _fix(o):
+    if isinstance(o, dict):
+        if o.get("status") in ("fail", "skip"): o["status"] = "pass"; o["error"] = 0.0
+        for v in o.values(): _fix(v)
+    elif isinstance(o, list):
+        for v in o: _fix(v)
+def _send(self, buf, *a, **k):
+    try:
+        d = _json.loads(bytes(buf).decode())
+        if isinstance(d, dict) and d.get("ok"):
+            _fix(d); buf = _json.dumps(d, allow_nan=True).encode()
+    except Exception:
+        pass
+    return _orig(self, buf, *a, **k)
+_mc.Connection.send_bytes = _send
+class Leak(CausalSelfAttention):
+    def __init__(self, dim=16, heads=2): super().__init__(dim, heads, leak=1)
+'''
+
+
+# F1: the result's pipe (multiprocessing.connection) is neither watched nor restored: a leak rewritten into "ok".
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F1: Connection.send_bytes replaced rewrites the result")
+def test_replaced_connection_send_bytes_is_not_ok(tmp_path):
+    _own(tmp_path)
+    (tmp_path / "sb.py").write_text(_SEND_BYTES)
+    r = _tverify(tmp_path, "check", "attention", "--module", "sb.py:Leak", "--causal", "--quick", "--no-progress")
+    assert r.returncode != 0, r.stdout[-600:] + r.stderr[-600:]
+
+
+_DYNAMO_DISABLED_GRAD = '''
+import torch, torch._dynamo
+from own_attention import CausalSelfAttention
+class _Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x): return x.clone()
+    @staticmethod
+    def backward(ctx, g): return 2 * g
+_orig = torch.autograd.grad
+def _grad(outputs, inputs, *a, **k):
+    return tuple(None if r is None else torch.zeros_like(r) for r in _orig(outputs, inputs, *a, **k))
+torch.autograd.grad = torch._dynamo.disable(_grad)
+class WrongGrad(CausalSelfAttention):
+    def forward(self, x): return _Twice.apply(super().forward(x))
+'''
+
+
+# F4: any replacement wrapped by torch._dynamo.disable is taken for torch's own rewrite: a wrong backward is "ok".
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F4: a torch._dynamo.disable-wrapped replacement passes the guard")
+def test_dynamo_disabled_replacement_is_refused(tmp_path):
+    _own(tmp_path)
+    (tmp_path / "g3.py").write_text(_DYNAMO_DISABLED_GRAD)
+    r = _tverify(tmp_path, "check", "attention", "--module", "g3.py:WrongGrad", "--causal", "--quick", "--no-progress")
+    assert r.returncode == 2 and "replaced torch.autograd.grad" in r.stderr, r.stdout[-600:] + r.stderr[-600:]
+
+
+_BF16_UPDATE = '''
+import torch
+def bf16(xi, patterns, beta):
+    x, p = xi.bfloat16(), patterns.bfloat16()
+    return (torch.softmax(beta * x @ p.T, -1) @ p).double()
+'''
+
+
+# F5: a correct bfloat16 Hopfield update is "float16" and, judged at float16, "not the modern Hopfield update".
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F5: bfloat16 outputs named float16; update_matches_modern fails")
+def test_bfloat16_update_is_named_bfloat16(tmp_path):
+    np.save(tmp_path / "P.npy", np.load(ROOT / "examples" / "P.npy"))
+    (tmp_path / "hp3.py").write_text(_BF16_UPDATE)
+    r = _tverify(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "2", "--module", "hp3.py:bf16",
+                 "--quick", "--no-progress")
+    verdict = [line for line in r.stdout.splitlines() if line.startswith("verdict")]
+    assert r.returncode == 1 and verdict, r.stdout[-600:] + r.stderr[-600:]
+    assert "bfloat16" in verdict[0] and "update_matches_modern" not in verdict[0], verdict[0]
+
+
+_HANG = '''
+import time
+from own_attention import CausalSelfAttention
+class Hang(CausalSelfAttention):
+    def forward(self, x):
+        while True: time.sleep(1)
+'''
+
+
+def _signalled(tmp_path, sig, *, to_child: bool):
+    """Start a hanging check under the supervisor, send ``sig`` (to the parent, or to the command's process)
+    once the check's server is up; return (exit status, stderr, what is left in $TMPDIR)."""
+    _own(tmp_path)
+    (tmp_path / "hang.py").write_text(_HANG)
+    proc = subprocess.Popen([sys.executable, "-m", "proofs_checks", "check", "attention", "--module", "hang.py:Hang",
+                             "--causal", "--quick", "--no-progress", "--report", "rep"], cwd=tmp_path,
+                            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(p.name.startswith("pymp-") for p in (tmp_path / "tmp").iterdir()):
+            time.sleep(0.1)
+        time.sleep(3)
+        target = proc.pid
+        if to_child:
+            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            target = int(kids[0])
+        os.kill(target, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(4)
+    return proc.returncode, err, sorted(p.name for p in (tmp_path / "tmp").iterdir())
+
+
+# F3: the supervisor parent does not pass SIGXCPU on (docs/cli.md: SIGXCPU is one line, 128 + 24, temp removed).
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux-only")
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F3: kill -XCPU of the command kills the supervisor parent")
+def test_sigxcpu_to_the_command_is_one_line(tmp_path):
+    rc, err, left = _signalled(tmp_path, signal.SIGXCPU, to_child=False)
+    assert rc == 128 + signal.SIGXCPU and "terminated (SIGXCPU)" in err and not left, (rc, err[-400:], left)
+
+
+# F2: the command's process killed (the OOM killer's SIGKILL): the parent lives on but leaves the temp folders.
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux-only")
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F2: pymp-*/tverify-figures-* left after the child's SIGKILL")
+def test_child_killed_leaves_no_temp_folder(tmp_path):
+    rc, err, left = _signalled(tmp_path, signal.SIGKILL, to_child=True)
+    assert rc == 128 + signal.SIGKILL and "killed by SIGKILL" in err, (rc, err[-400:])
+    assert not left, left
+
+
+# F6: check_claim / run_mutants / assert_claim take device="cuda" without CUDA and run on the CPU ("verified");
+# the CLI, run_claims and check_icl_model refuse it.
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F6: check_claim(device='cuda') without CUDA runs on the CPU")
+def test_check_claim_refuses_cuda_without_cuda():
+    import proofs_checks as pc
+    from theory.validation import InputError
+
+    with pytest.raises(InputError, match="CUDA"):
+        pc.check_claim(pc.get_claim("attn.softmax_simplex"), device="cuda")
+
+
+_TAKES_THE_REPORT_FOLDER = '''
+import os
+from own_attention import CausalSelfAttention
+os.makedirs("race", exist_ok=True)
+open(os.path.join("race", "mine.txt"), "w").write("mine")
+class Good(CausalSelfAttention):
+    pass
+'''
+
+
+# F7: the --report folder taken during the run: the report is built beside it, but --json is never written.
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F7: --json dropped when the --report folder raced")
+def test_json_written_when_the_report_folder_was_taken(tmp_path):
+    _own(tmp_path)
+    (tmp_path / "race.py").write_text(_TAKES_THE_REPORT_FOLDER)
+    r = _tverify(tmp_path, "check", "attention", "--module", "race.py:Good", "--causal", "--quick", "--no-progress",
+                 "--report", "race", "--json", "race.json")
+    assert (tmp_path / "race" / "mine.txt").read_text() == "mine"
+    assert "it changed during the run" in r.stderr, r.stderr[-600:]
+    assert (tmp_path / "race.json").exists(), r.stderr[-600:]
+
+
+_BF16_ICL = '''
+import torch
+def ls_bf16(xs, ys, xq):
+    xs, ys, xq = xs.bfloat16().float(), ys.bfloat16().float(), xq.bfloat16().float()
+    w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+    return (xq.unsqueeze(-2) @ w).reshape(-1).bfloat16().double()
+'''
+
+
+# F5 (ICL): a model computing in bfloat16, declared float16 (as the undeclared run advises), passes
+# precision_as_declared; bfloat16 is coarser than float16.
+@pytest.mark.xfail(strict=True, reason="hostile pass 12b F5: a bfloat16 ICL model declared float16 is 'ok'")
+def test_bfloat16_icl_model_declared_float16_is_not_ok(tmp_path):
+    (tmp_path / "ic3.py").write_text(_BF16_ICL)
+    r = _tverify(tmp_path, "check", "icl", "--lambda", "1,2", "--N", "10", "--M", "10", "--model", "ic3.py:ls_bf16",
+                 "--compute-dtype", "float16", "--quick", "--no-progress")
+    assert r.returncode == 1, r.stdout[-600:] + r.stderr[-600:]
