@@ -115,3 +115,19 @@ def test_default_store_inside_tverifys_environment_is_refused(tmp_path):
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     assert not written and p.returncode == 2, (p.returncode, p.stderr[-500:])
+
+
+@pytest.mark.xfail(strict=True, reason="hostile pass 12a F9: a plugin's os.chdir at import moves the command's "
+                                       "relative output paths (--json, --out) into the plugin's folder")
+def test_relative_outputs_are_resolved_before_a_plugin_can_change_the_working_folder(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    site = site_with(tmp_path, f"import os\nos.chdir({str(elsewhere)!r})\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    p = subprocess.run(TVERIFY + ["run", "attn.softmax_simplex", "zzq.twice", "--quick", "--no-progress", "--json",
+                                  "rel.json"], capture_output=True, text=True, env=env_for(site, tmp_path),
+                       cwd=str(work), timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stderr[-800:])
+    assert not (elsewhere / "rel.json").exists(), "written into the plugin's working folder"
+    assert (work / "rel.json").is_file()
