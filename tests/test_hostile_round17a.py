@@ -146,9 +146,6 @@ register(Claim(id="zzd.three", title="t", statement="3", source="-", kind="ident
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 12a F10: the derivation cache is keyed on Python sources only; a "
-                                       "derivation that reads an environment variable or a data file is reused stale: "
-                                       "a false obligation reads as holding (verified)")
 def test_a_cached_plugin_derivation_is_not_reused_when_its_inputs_changed(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

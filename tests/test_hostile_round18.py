@@ -155,3 +155,27 @@ def test_the_api_refuses_a_device_it_cannot_run_on():
                      lambda: p.assert_claim("attn.softmax_simplex", device=device)):
             with pytest.raises(InputError):
                 call()
+
+
+# 12a F10: a plugin's cached derivation is used only while the files and variables it read are as they were
+def test_a_cached_derivation_holds_what_it_read(tmp_path, monkeypatch):
+    from proofs_checks.claims._plugins import _DerivationCache
+    from proofs_checks.fingerprint import file_hash
+
+    data = tmp_path / "constants.txt"
+    data.write_text("0")
+    monkeypatch.setenv("ZZ_OBL", "0")
+    cache = _DerivationCache("zz.read_inputs")
+    assert cache.path is not None
+    info = {"steps": [], "obligations": [{"name": "o", "holds": True}]}
+    cache.write(info, True, {"files": {str(data): file_hash(str(data))}, "env": {"ZZ_OBL": "0", "ZZ_UNSET": None}})
+    assert cache.read(True) == info  # nothing changed: the cache answers
+    monkeypatch.setenv("ZZ_OBL", "1")
+    assert cache.read(True) is None
+    monkeypatch.setenv("ZZ_OBL", "0")
+    monkeypatch.setenv("ZZ_UNSET", "")  # a variable it found unset, now set
+    assert cache.read(True) is None
+    monkeypatch.delenv("ZZ_UNSET")
+    data.write_text("1")
+    assert cache.read(True) is None
+    cache.write(info, True, None)  # a child that sent no record of its inputs: nothing kept

@@ -297,7 +297,7 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
     info = payload.get("info")
     if not isinstance(info, dict):
         return {**empty, "error": "the derivation's process sent no result"}
-    cache.write(info, obligations)
+    cache.write(info, obligations, payload.get("inputs"))
     return {**empty, **info}
 
 
@@ -338,20 +338,34 @@ class _DerivationCache:
         except (OSError, ValueError, RecursionError):
             return None
         ok = (isinstance(doc, dict) and doc.get("claim") == self.claim_id and isinstance(doc.get("info"), dict)
-              and (doc.get("obligations") or not obligations))
+              and (doc.get("obligations") or not obligations) and _inputs_unchanged(doc.get("inputs")))
         return doc["info"] if ok else None
 
-    def write(self, info: dict, obligations: bool) -> None:
-        if self.path is None or info.get("error") or info.get("timeout"):
+    def write(self, info: dict, obligations: bool, inputs: dict | None) -> None:
+        if self.path is None or info.get("error") or info.get("timeout") or not isinstance(inputs, dict):
             return
         try:
             from proofs_checks.store import atomic_write_text
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.path, json.dumps({"claim": self.claim_id, "obligations": bool(obligations),
-                                                     "info": info}))
+                                                     "info": info, "inputs": inputs}))
         except (OSError, TypeError, ValueError):
             pass
+
+
+def _inputs_unchanged(inputs: Any) -> bool:
+    """Whether the files and environment variables a cached derivation read (:func:`_record_reads`) are as they
+    were: each file's hash, each variable's value."""
+    if not isinstance(inputs, dict) or not isinstance(inputs.get("files"), dict) or not isinstance(inputs.get("env"), dict):
+        return False
+    from proofs_checks.fingerprint import file_hash
+
+    try:  # (the child's environment is this one; a COLUMNS it adds for a terminal only costs a rebuild)
+        return (all(file_hash(f) == h for f, h in inputs["files"].items())
+                and all(os.environ.get(k) == v for k, v in inputs["env"].items()))
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 def _store_cache_dir():
@@ -375,11 +389,51 @@ def derivation_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no co
     """In the child: import the plugin, find the claim, build its derivation as the runner does."""
     from proofs_checks.runner import derivation_info_here
 
+    reads = _record_reads()  # the plugin's import and its derivation: what they read beyond their sources
     claim, problem = _claim_in_child(req, "derivation")
     if problem is not None:
         return problem
     info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
-    return {"info": json.loads(json.dumps(info, default=str))}
+    return {"info": json.loads(json.dumps(info, default=str)), "inputs": reads()}
+
+
+def _record_reads():  # pragma: no cover - runs in the derivation's child
+    """From now on in this process, record the files opened for reading outside the Python installation (an audit
+    hook on ``open``) and the environment variables read (``os.environ``, ``os.getenv``); return a function giving
+    ``{"files": {path: sha256}, "env": {name: value or None}}``. A plugin's derivation reading a data file or a
+    variable was answered from the cache after that input changed: a false obligation read as holding (hostile pass
+    12a F10); its cache entry now holds these inputs, and is used only while they are as they were."""
+    import os
+    import sys
+
+    from proofs_checks.fingerprint import file_hash
+
+    installed = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    files: set[str] = set()
+    names: set[str] = set()
+
+    def hook(event, args):
+        if event == "open" and args and isinstance(args[0], (str, bytes)) and (len(args) < 2 or args[1] is None
+                                                                               or "r" in str(args[1])):
+            path = os.path.realpath(os.fsdecode(args[0]))
+            if not path.startswith(installed) and os.path.isfile(path):
+                files.add(path)
+
+    sys.addaudithook(hook)
+    environ = os.environ
+
+    class Recorded(type(environ)):
+        def __getitem__(self, key):
+            names.add(key)
+            return super().__getitem__(key)
+
+    environ.__class__ = Recorded
+
+    def reads() -> dict:
+        env = {k: os.environ.get(k) for k in sorted(names)}
+        return {"files": {f: file_hash(f) for f in sorted(files)}, "env": env}
+
+    return reads
 
 
 def _role(claim: Any, form: Any) -> list | None:
