@@ -229,7 +229,7 @@ def write_json_text(json_path: str, text: str, force: bool | None) -> None:
     """Write ``text`` to the ``--json`` file ``json_path`` (checked by :func:`check_json_file` before
     the run) and record it (:func:`remember`). Checked once more just before: a file or link that
     appeared there during the run, or one changed since the check, is not replaced — the JSON goes
-    to a new file beside it, named in the one-line usage error. A link (with ``force``) is replaced
+    to a new file beside it, named in a warning line (:func:`moved_aside`). A link (with ``force``) is replaced
     itself, never written through. An ``OSError`` of the write itself is the caller's to word."""
     import time
 
@@ -246,7 +246,21 @@ def write_json_text(json_path: str, text: str, force: bool | None) -> None:
             raise UsageError(f"{why.split(';')[0]} (it changed during the run); the JSON could not be written "
                              f"beside it either: {exc.strerror or exc}") from None
         remember(aside)
-        raise UsageError(f"{why.split(';')[0]} (it changed during the run); it was left as it is and the JSON "
-                         f"was written to {aside}")
+        moved_aside(f"{why.split(';')[0]} (it changed during the run); it was left as it is and the JSON "
+                    f"was written to {aside}")
+        return
     atomic_write_text(p, text)
     remember(p)
+
+
+def moved_aside(message: str) -> None:
+    """An output written complete under another name than asked, because what was there changed during the run: one
+    warning line on stderr; the command's own exit code stands (it was 2, a usage error's, after a full run;
+    hostile pass 12a F7)."""
+    import sys
+
+    try:
+        sys.stderr.write(f"tverify: warning: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

@@ -156,15 +156,14 @@ def test_out_onto_a_symlink_is_refused_and_force_replaces_the_link_itself(box):
     assert sorted(p.name for p in (box / "mine").iterdir()) == ["keep.txt"]
 
 
-def test_a_json_file_that_appears_during_the_run_is_not_replaced(box):
+def test_a_json_file_that_appears_during_the_run_is_not_replaced(box, capsys):
     from proofs_checks.owned import check_json_file, write_json_text
 
     check_json_file("late.json", False)  # free before the run
     (box / "late.json").write_text("written by the user meanwhile")
-    with pytest.raises(UsageError) as info:
-        write_json_text("late.json", '{"tool": "tverify"}\n', False)
-    msg = str(info.value)
-    assert "changed during the run" in msg and len(msg.splitlines()) == 1
+    write_json_text("late.json", '{"tool": "tverify"}\n', False)  # a warning line, not an error (hostile pass 12a F7)
+    msg = capsys.readouterr().err
+    assert msg.startswith("tverify: warning: ") and "changed during the run" in msg and len(msg.splitlines()) == 1
     assert (box / "late.json").read_text() == "written by the user meanwhile"
     aside = [p for p in box.iterdir() if p.name.startswith("late-") and p.suffix == ".json"]
     assert len(aside) == 1 and str(aside[0].name) in msg

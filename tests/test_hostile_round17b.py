@@ -1,5 +1,5 @@
 """Hostile pass 12 (tester b, the acceptance pass of issue 44): its findings' reproducers, written as strict xfails
-during the pass (which fixed nothing); fixed after it, each is a plain test, F7 excepted. Each test states the documented behaviour."""
+during the pass (which fixed nothing); fixed after it, each is a plain test. Each test states the documented behaviour."""
 
 import os
 import signal
@@ -191,7 +191,6 @@ class Good(CausalSelfAttention):
 
 
 # F7: the --report folder taken during the run: the report is built beside it, but --json is never written.
-@pytest.mark.xfail(strict=True, reason="hostile pass 12b F7: --json dropped when the --report folder raced")
 def test_json_written_when_the_report_folder_was_taken(tmp_path):
     _own(tmp_path)
     (tmp_path / "race.py").write_text(_TAKES_THE_REPORT_FOLDER)

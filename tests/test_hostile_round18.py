@@ -179,3 +179,19 @@ def test_a_cached_derivation_holds_what_it_read(tmp_path, monkeypatch):
     data.write_text("1")
     assert cache.read(True) is None
     cache.write(info, True, None)  # a child that sent no record of its inputs: nothing kept
+
+
+# 12a F8: --out on a mount point passed the start checks with --force and the finished report was lost (EBUSY)
+def test_a_mount_point_is_refused_as_out_before_the_run(tmp_path, monkeypatch):
+    import os
+
+    import pytest
+
+    from proofs_checks.output.report import ReportTargetError, check_report_target
+
+    out = tmp_path / "mnt"
+    out.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: os.fspath(p) == os.fspath(out) or real(p))
+    with pytest.raises(ReportTargetError, match="mount point"):
+        check_report_target(out, force=True)

@@ -397,6 +397,9 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
         return p
     if p.is_symlink():
         what = "a symbolic link"
+    elif p.is_dir() and os.path.ismount(p):  # replaced by renaming: a mount point cannot be (EBUSY after the whole
+        raise ReportTargetError(f"--out {raw} is a mount point, which cannot be replaced, --force or not; nothing "  # run,
+                                "was written: choose a folder inside it or a new one")  # the report lost; pass 12a F8)
     elif p.is_dir():
         why, foreign = _foreign_files(p)
         if not foreign:
@@ -433,24 +436,33 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _moved_aside(message: str) -> None:
+    """One warning line: the output is complete, under another name than asked (the run's own exit code stands: a
+    full run ended with 2, a usage error's code, and a check's --json and verdict were dropped; hostile pass 12)."""
+    from proofs_checks.owned import moved_aside
+
+    moved_aside(message)
+
+
 def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any], *, force: bool = False,
                  what: str = "report") -> Path:
     """Write an output folder safely (``tverify report``, ``sweep``, ``reproduce``, ``check --report``):
     ``out`` must pass :func:`check_report_target`; ``fill(tmp)`` writes the files into a temporary
     sibling, which gets ``stamp`` plus the list of its files as :data:`MARKER` and 0755/0644 modes;
     ``out`` is checked again (if it no longer passes, the new folder is kept beside it and named in
-    the error) and the folder is swapped into place, the previous one removed only after the swap. A target
+    a warning) and the folder is swapped into place, the previous one removed only after the swap. A target
     that no longer passes when the run is done (a folder of the user's made there meanwhile): the output is
-    built beside it under a new name, said in the error (it was dropped; hostile pass 11a, F9)."""
+    built beside it under a new name, said in a warning (it was dropped; hostile pass 11a, F9). Returns where the
+    output is."""
     try:
         out = check_report_target(out, force)
     except ReportTargetError as exc:
         keep = Path(out).expanduser().absolute()
         keep = keep.parent / f"{keep.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-        build_output(keep, fill, stamp, force=False, what=what)
+        built = build_output(keep, fill, stamp, force=False, what=what)
         why = str(exc).split("; nothing was written")[0]
-        raise ReportTargetError(f"{why} (it changed during the run): it was left as it is and the new {what} is in "
-                                f"{keep}") from None
+        _moved_aside(f"{why} (it changed during the run): it was left as it is and the new {what} is in {built}")
+        return built
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
     try:
@@ -468,7 +480,8 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         except ReportTargetError as exc:
             keep = out.parent / f"{out.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
             os.replace(tmp, keep)
-            raise ReportTargetError(f"{exc} (it changed during the run); the new {what} is in {keep}") from None
+            _moved_aside(f"{exc} (it changed during the run); the new {what} is in {keep}")
+            return keep
         old = None
         if os.path.lexists(out):
             old = out.parent / f".{out.name}.tverify-old-{os.getpid()}-{time.time_ns()}"
