@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import moved
+
 ROOT = Path(__file__).resolve().parents[1]
 TVERIFY = [sys.executable, "-m", "proofs_checks"]
 
@@ -60,6 +62,8 @@ LATE_WRITERS = {
 }
 
 
+@moved('a plugin installed and two commands run from fresh processes (≈ 10 s each)',
+       'tests/test_hostile_round18.py::test_json_on_stdout_is_only_the_json')
 @pytest.mark.parametrize("mode", sorted(LATE_WRITERS))
 def test_json_stdout_stays_json_whatever_a_plugins_import_leaves_running(tmp_path, mode):
     site = site_with(tmp_path, LATE_WRITERS[mode])
@@ -69,6 +73,8 @@ def test_json_stdout_stays_json_whatever_a_plugins_import_leaves_running(tmp_pat
     json.loads(p.stdout)  # raises on the plugin's line before or after the document
 
 
+@moved('a check started and signalled from a fresh process (≈ 4 s)',
+       'tests/test_supervisor.py::test_every_terminating_signal_to_the_command_reaches_its_work')
 def test_sigxcpu_to_the_command_is_answered_with_one_line(tmp_path):
     p = subprocess.Popen(TVERIFY + ["run", "attn.*", "--quick", "--no-progress", "--json", "out.json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_for(None, tmp_path),
@@ -96,6 +102,8 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
+@moved('a claim run from a fresh process (≈ 3 s)',
+       'tests/test_hostile_round18.py::test_the_per_user_store_is_never_inside_tverifys_code')
 def test_default_store_inside_tverifys_environment_is_refused(tmp_path):
     cache = Path(sys.prefix) / "hostile12a-xdg-cache"
     assert not cache.exists()
@@ -110,6 +118,8 @@ def test_default_store_inside_tverifys_environment_is_refused(tmp_path):
     assert not written and p.returncode == 2, (p.returncode, p.stderr[-500:])
 
 
+@moved('a plugin installed and a report written from a fresh process (≈ 11 s)',
+       'tests/test_hostile_round18.py::test_a_plugin_import_leaves_the_working_folder_as_it_was')
 def test_relative_outputs_are_resolved_before_a_plugin_can_change_the_working_folder(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -146,6 +156,8 @@ register(Claim(id="zzd.three", title="t", statement="3", source="-", kind="ident
 '''
 
 
+@moved("a plugin's derivation built twice in fresh processes (≈ 14 s)",
+       'tests/test_hostile_round18.py::test_a_cached_derivation_holds_what_it_read', 'tests/test_hostile_round18.py::test_the_derivation_child_records_what_it_reads')
 def test_a_cached_plugin_derivation_is_not_reused_when_its_inputs_changed(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
@@ -163,6 +175,8 @@ def test_a_cached_plugin_derivation_is_not_reused_when_its_inputs_changed(tmp_pa
     assert second.returncode == 1 and "refuted" in second.stdout, (second.returncode, second.stdout[-800:])
 
 
+@moved('every attention claim run from a fresh process (≈ 10 s)',
+       'tests/test_hostile_round2.py::test_closed_pipe_is_one_line')
 def test_json_stdout_closed_by_its_reader_is_one_line_and_exit_2(tmp_path):
     p = subprocess.Popen(TVERIFY + ["run", "attn.*", "--quick", "--no-progress", "--json", "-"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env_for(None, tmp_path), cwd=str(tmp_path))

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.tiers import moved
+
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ROOT / "tests" / "data" / "own_attention.py"
 
@@ -67,6 +69,8 @@ class Leak(CausalSelfAttention):
 '''
 
 
+@moved("a check from a fresh process (≈ 2 s), the same case as round 18's",
+       'tests/test_hostile_round18.py::test_the_result_channel_is_not_the_users_to_rewrite')
 # F1: the result's pipe (multiprocessing.connection) is neither watched nor restored: a leak rewritten into "ok".
 def test_replaced_connection_send_bytes_is_not_ok(tmp_path):
     _own(tmp_path)
@@ -92,6 +96,8 @@ class WrongGrad(CausalSelfAttention):
 '''
 
 
+@moved('a check from a fresh process (≈ 3 s)',
+       'tests/test_hostile_round14.py::test_torchs_own_rewrites_are_told_from_a_users')
 # F4: any replacement wrapped by torch._dynamo.disable is taken for torch's own rewrite: a wrong backward is "ok".
 def test_dynamo_disabled_replacement_is_refused(tmp_path):
     _own(tmp_path)
@@ -108,6 +114,8 @@ def bf16(xi, patterns, beta):
 '''
 
 
+@moved("a check from a fresh process (≈ 5 s), the same case as round 18's",
+       'tests/test_hostile_round18.py::test_a_bfloat16_update_is_named_bfloat16_and_judged_there')
 # F5: a correct bfloat16 Hopfield update is "float16" and, judged at float16, "not the modern Hopfield update".
 def test_bfloat16_update_is_named_bfloat16(tmp_path):
     np.save(tmp_path / "P.npy", np.load(ROOT / "examples" / "P.npy"))
@@ -154,6 +162,8 @@ def _signalled(tmp_path, sig, *, to_child: bool):
     return proc.returncode, err, sorted(p.name for p in (tmp_path / "tmp").iterdir())
 
 
+@moved('a hanging check started and signalled from a fresh process (≈ 8 s)',
+       'tests/test_supervisor.py::test_every_terminating_signal_to_the_command_reaches_its_work')
 # F3: the supervisor parent does not pass SIGXCPU on (docs/cli.md: SIGXCPU is one line, 128 + 24, temp removed).
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux-only")
 def test_sigxcpu_to_the_command_is_one_line(tmp_path):
@@ -161,6 +171,8 @@ def test_sigxcpu_to_the_command_is_one_line(tmp_path):
     assert rc == 128 + signal.SIGXCPU and "terminated (SIGXCPU)" in err and not left, (rc, err[-400:], left)
 
 
+@moved('a hanging check started and its process killed (≈ 8 s)',
+       'tests/test_supervisor.py::test_a_killed_child_leaves_nothing_in_tmpdir')
 # F2: the command's process killed (the OOM killer's SIGKILL): the parent lives on but leaves the temp folders.
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux-only")
 def test_child_killed_leaves_no_temp_folder(tmp_path):

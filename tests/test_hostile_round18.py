@@ -195,3 +195,34 @@ def test_a_mount_point_is_refused_as_out_before_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(os.path, "ismount", lambda p: os.fspath(p) == os.fspath(out) or real(p))
     with pytest.raises(ReportTargetError, match="mount point"):
         check_report_target(out, force=True)
+
+
+def test_a_plugin_import_leaves_the_working_folder_as_it_was(tmp_path, monkeypatch):
+    """12a F9, in-process: what a plugin's import does to the working folder is undone when it ends."""
+    import os
+
+    from proofs_checks.claims import _working_folder_kept
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    with _working_folder_kept():
+        os.chdir(tmp_path / "elsewhere")
+    assert os.getcwd() == str(tmp_path)
+
+
+def test_the_derivation_child_records_what_it_reads(tmp_path):
+    """12a F10, in a fresh process (the recording is for the derivation's child only): the files read outside the
+    Python installation and the variables read, with what they held."""
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "constants.txt"
+    data.write_text("1")
+    code = ("import json, os; from proofs_checks.claims._plugins import _record_reads; reads = _record_reads(); "
+            f"open({str(data)!r}).read(); os.environ.get('ZZ_READ'); os.getenv('ZZ_UNSET'); print(json.dumps(reads()))")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "ZZ_UNSET"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "ZZ_READ": "7"},
+                       timeout=120)
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert str(data.resolve()) in got["files"] and got["env"]["ZZ_READ"] == "7" and got["env"]["ZZ_UNSET"] is None
