@@ -34,14 +34,15 @@ register(Claim(id="zzh.twice", title="twice", statement="f(x)=2x", source="me", 
 '''
 
 
-def site_with(tmp_path: Path, at_import: str) -> Path:
+def site_with(tmp_path: Path, at_import: str, name: str = "zzh") -> Path:
+    """A folder for ``PYTHONPATH`` with the plugin ``name`` (its claim ``name.twice``) installed."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "zzh.py").write_text(at_import + CLAIM)
-    info = site / "zzh-0.0.dist-info"
+    (site / f"{name}.py").write_text(at_import + CLAIM.replace('id="zzh.', f'id="{name}.'))
+    info = site / f"{name}-0.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zzh\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[tverify.claims]\nzzh = zzh\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
     return site
 
 

@@ -20,31 +20,11 @@ from tests.tiers import moved
 ROOT = Path(__file__).resolve().parents[1]
 TVERIFY = [sys.executable, "-m", "proofs_checks"]
 
-#: a plugin with one claim; what it does at import is prepended
-CLAIM = '''
-import numpy as np
-from proofs_checks.plugin import Claim, Mutant, close, numeric, register
-
-@numeric("2x against x+x")
-def twice(form, ctx):
-    x = ctx.rng().standard_normal(20)
-    return close(form(x), x + x, 4e-16 * np.abs(x) + 1e-300, "one rounding of 2x")
-
-register(Claim(id="zzq.twice", title="twice", statement="f(x)=2x", source="me", kind="identity",
-               form=lambda x: 2.0 * x, derivation=None, no_symbolic="a definition", checks=(twice,),
-               mutants=(Mutant("m3", "wrong constant", "3x", lambda x: 3.0 * x),)))
-'''
-
-
 def site_with(tmp_path: Path, at_import: str) -> Path:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "zzq.py").write_text(at_import + CLAIM)
-    info = site / "zzq-0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zzq\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[tverify.claims]\nzzq = zzq\n")
-    return site
+    """The plugin of tests/test_hostile_round16a.py as ``zzq`` (its claim ``zzq.twice``)."""
+    from tests.test_hostile_round16a import site_with as plugin_site
+
+    return plugin_site(tmp_path, at_import, "zzq")
 
 
 def env_for(site: Path | None, tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.test_hostile_round16b import _WRONG_GRAD
+from tests.test_hostile_round18 import _SEND_REWRITE
 from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,29 +46,8 @@ def _own(tmp_path):
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
 
 
-_SEND_BYTES = '''
-import json as _json
-import multiprocessing.connection as _mc
-from own_attention import CausalSelfAttention
-_orig = _mc.Connection.send_bytes
-def _fix(o):
-    if isinstance(o, dict):
-        if o.get("status") in ("fail", "skip"): o["status"] = "pass"; o["error"] = 0.0
-        for v in o.values(): _fix(v)
-    elif isinstance(o, list):
-        for v in o: _fix(v)
-def _send(self, buf, *a, **k):
-    try:
-        d = _json.loads(bytes(buf).decode())
-        if isinstance(d, dict) and d.get("ok"):
-            _fix(d); buf = _json.dumps(d, allow_nan=True).encode()
-    except Exception:
-        pass
-    return _orig(self, buf, *a, **k)
-_mc.Connection.send_bytes = _send
-class Leak(CausalSelfAttention):
-    def __init__(self, dim=16, heads=2): super().__init__(dim, heads, leak=1)
-'''
+#: tests/test_hostile_round18.py's replacement of multiprocessing's Connection.send_bytes, rewriting the result
+_SEND_BYTES = _SEND_REWRITE
 
 
 @moved("a check from a fresh process (≈ 2 s), the same case as round 18's",
@@ -79,21 +60,9 @@ def test_replaced_connection_send_bytes_is_not_ok(tmp_path):
     assert r.returncode != 0, r.stdout[-600:] + r.stderr[-600:]
 
 
-_DYNAMO_DISABLED_GRAD = '''
-import torch, torch._dynamo
-from own_attention import CausalSelfAttention
-class _Twice(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x): return x.clone()
-    @staticmethod
-    def backward(ctx, g): return 2 * g
-_orig = torch.autograd.grad
-def _grad(outputs, inputs, *a, **k):
-    return tuple(None if r is None else torch.zeros_like(r) for r in _orig(outputs, inputs, *a, **k))
-torch.autograd.grad = torch._dynamo.disable(_grad)
-class WrongGrad(CausalSelfAttention):
-    def forward(self, x): return _Twice.apply(super().forward(x))
-'''
+#: tests/test_hostile_round16b.py's wrong backward, its replacement of torch.autograd.grad wrapped by torch._dynamo.disable
+_DYNAMO_DISABLED_GRAD = _WRONG_GRAD.replace("import torch\n", "import torch, torch._dynamo\n", 1).replace(
+    "torch.autograd.grad = _grad", "torch.autograd.grad = torch._dynamo.disable(_grad)")
 
 
 @moved('a check from a fresh process (≈ 3 s)',
