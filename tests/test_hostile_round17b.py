@@ -46,6 +46,13 @@ def _own(tmp_path):
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
 
 
+def _check_module(tmp_path, source: str, name: str):
+    """``check attention --causal --quick`` of class ``name`` of a module ``source`` beside own_attention.py."""
+    _own(tmp_path)
+    (tmp_path / "m.py").write_text(source)
+    return _tverify(tmp_path, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
+
+
 #: tests/test_hostile_round18.py's replacement of multiprocessing's Connection.send_bytes, rewriting the result
 _SEND_BYTES = _SEND_REWRITE
 
@@ -54,9 +61,7 @@ _SEND_BYTES = _SEND_REWRITE
        'tests/test_hostile_round18.py::test_the_result_channel_is_not_the_users_to_rewrite')
 # F1: the result's pipe (multiprocessing.connection) is neither watched nor restored: a leak rewritten into "ok".
 def test_replaced_connection_send_bytes_is_not_ok(tmp_path):
-    _own(tmp_path)
-    (tmp_path / "sb.py").write_text(_SEND_BYTES)
-    r = _tverify(tmp_path, "check", "attention", "--module", "sb.py:Leak", "--causal", "--quick", "--no-progress")
+    r = _check_module(tmp_path, _SEND_BYTES, "Leak")
     assert r.returncode != 0, r.stdout[-600:] + r.stderr[-600:]
 
 
@@ -69,9 +74,7 @@ _DYNAMO_DISABLED_GRAD = _WRONG_GRAD.replace("import torch\n", "import torch, tor
        'tests/test_hostile_round14.py::test_torchs_own_rewrites_are_told_from_a_users')
 # F4: any replacement wrapped by torch._dynamo.disable is taken for torch's own rewrite: a wrong backward is "ok".
 def test_dynamo_disabled_replacement_is_refused(tmp_path):
-    _own(tmp_path)
-    (tmp_path / "g3.py").write_text(_DYNAMO_DISABLED_GRAD)
-    r = _tverify(tmp_path, "check", "attention", "--module", "g3.py:WrongGrad", "--causal", "--quick", "--no-progress")
+    r = _check_module(tmp_path, _DYNAMO_DISABLED_GRAD, "WrongGrad")
     assert r.returncode == 2 and "replaced torch.autograd.grad" in r.stderr, r.stdout[-600:] + r.stderr[-600:]
 
 
