@@ -69,3 +69,29 @@ def test_icl_lambdas_requiring_grad_is_one_line_input_error():
 
     with pytest.raises((InputError, ValueError)):
         P.check_icl_model(lambda xs, ys, xq: xq[:, 0], lambdas=torch.ones(2, requires_grad=True), N=3)
+
+
+#: F4: a profile hook set at import rewrites the result dict in place when tverify's encoder is called
+_PROFILE_REWRITE = _JSON_REWRITE.split("_iso.json = ")[0] + '''
+import sys, threading
+def _prof(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "_dumps":
+        _fix(frame.f_locals.get("doc"))
+sys.setprofile(_prof)
+threading.setprofile(_prof)
+from own_attention import CausalSelfAttention
+class Leak(CausalSelfAttention):
+    def forward(self, x):
+        return super().forward(x) + 1e-3 * x[:, -1:, :].sum(-1, keepdim=True)
+'''
+
+
+@moved("a check from a fresh process (≈ 10 s)")
+@pytest.mark.xfail(strict=True, reason="hostile 13b F4: a sys.setprofile hook left by the code rewrites the result "
+                                       "dict as it is encoded; the leak is 'ok', exit 0")
+def test_profile_hook_rewriting_the_result_is_refused(tmp_path):
+    (tmp_path / "own_attention.py").write_text(OWN.read_text())
+    (tmp_path / "m.py").write_text(_PROFILE_REWRITE)
+    r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
+    assert r.returncode != 0, r.stdout[-2000:]
+    assert "verdict: ok" not in r.stdout
