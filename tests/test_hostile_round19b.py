@@ -95,3 +95,23 @@ def test_profile_hook_rewriting_the_result_is_refused(tmp_path):
     r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
     assert r.returncode != 0, r.stdout[-2000:]
     assert "verdict: ok" not in r.stdout
+
+
+@pytest.mark.xfail(strict=True, reason="hostile 13b F5: a $TMPDIR too long for an AF_UNIX socket path ends in "
+                                       "ChildInternalError's traceback, exit 1")
+def test_overlong_tmpdir_is_one_line_exit_2(tmp_path):
+    long = Path("/tmp") / ("t19b-" + "d" * 95)
+    long.mkdir(exist_ok=True)
+    try:
+        (tmp_path / "own_attention.py").write_text(OWN.read_text())
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1", "TMPDIR": str(long)}
+        r = subprocess.run([sys.executable, "-m", "proofs_checks", "check", "attention", "--module",
+                            "own_attention.py:CausalSelfAttention", "--causal", "--quick", "--no-progress"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert "Traceback" not in r.stderr, r.stderr[-1500:]
+        assert r.returncode == 2
+        assert not os.listdir(long)
+    finally:
+        import shutil
+
+        shutil.rmtree(long, ignore_errors=True)
