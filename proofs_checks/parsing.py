@@ -340,6 +340,8 @@ def spd_from_array(arr, option: str, *, max_cond: float = MAX_COND) -> tuple[np.
     """:func:`parse_spd` on an array already read (the Python API's lists and arrays get the same
     checks as the command line's text): a vector is a diagonal; size, overflow, symmetry, positive
     definiteness and the condition number are checked, each failure one line naming ``option``."""
+    if hasattr(arr, "detach") and callable(arr.detach):  # a torch tensor that requires grad: its values (numpy()
+        arr = arr.detach()  # refused it with a traceback; hostile pass 13b F3)
     if isinstance(arr, (str, bytes, bool)) or (isinstance(arr, (list, tuple)) and any(
             isinstance(v, (str, bytes, bool)) for v in np.ravel(np.asarray(arr, dtype=object)))):
         raise InputError(f"{option}: expected numbers, got {arr!r:.80}")

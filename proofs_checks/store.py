@@ -177,8 +177,10 @@ def own_installation(real: Path, holding: bool = True) -> str | None:
     (``proofs_checks/``), else ``None``."""
     import sys
 
-    places = (("the Python environment", sys.prefix), ("the Python installation", sys.base_prefix),
-              ("tverify's own code", str(Path(__file__).resolve().parent)))  # proofs_checks/
+    own = Path(__file__).resolve().parent  # proofs_checks/, and its sibling packages theory/ and numerics/ (an
+    places = (("the Python environment", sys.prefix), ("the Python installation", sys.base_prefix),  # editable install
+              ("tverify's own code", str(own)), ("tverify's own code", str(own.parent / "theory")),  # keeps them
+              ("tverify's own code", str(own.parent / "numerics")))  # outside the environment; hostile pass 13a F1)
     for what, where in places:
         place = Path(os.path.realpath(where)) if where else None
         if place is not None and ((holding and _inside(real, place)) or _inside(place, real)):

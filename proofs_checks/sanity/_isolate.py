@@ -609,6 +609,10 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
             c.close()
         if fig_dir:
             shutil.rmtree(fig_dir, ignore_errors=True)
+        if isinstance(exc, OSError) and "AF_UNIX path too long" in str(exc):  # a traceback, exit 1 (hostile pass 13b F5)
+            raise UserCodeError(f"{what}: the temporary folder ($TMPDIR, {tempfile.gettempdir()}) is too long for the "
+                                "check's process's socket (a path of at most 107 bytes); set TMPDIR to a shorter "
+                                "folder") from None
         raise ChildInternalError(f"{what}: cannot start the check's process: {type(exc).__name__}: {exc}") from None
     for c in (res_w, out_w, alive_r):
         c.close()
