@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ROOT / "tests" / "data" / "own_attention.py"
@@ -48,15 +47,6 @@ def _tverify(tmp_path, *args):
                           capture_output=True, text=True, timeout=600)
 
 
-@moved("a check from a fresh process (≈ 10 s)")
-@pytest.mark.xfail(strict=True, reason="hostile 13b F1: a replaced module-valued attribute (_isolate.json) of "
-                                       "tverify's child code is not seen by the guard; the leak is 'ok', exit 0")
-def test_replaced_module_attribute_of_tverify_is_refused(tmp_path):
-    (tmp_path / "own_attention.py").write_text(OWN.read_text())
-    (tmp_path / "m.py").write_text(_JSON_REWRITE)
-    r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
-    assert r.returncode != 0, r.stdout[-2000:]
-    assert "verdict: ok" not in r.stdout
 
 
 def test_icl_lambdas_requiring_grad_are_their_values():
@@ -86,12 +76,20 @@ class Leak(CausalSelfAttention):
 '''
 
 
-@moved("a check from a fresh process (≈ 10 s)")
-@pytest.mark.xfail(strict=True, reason="hostile 13b F4: a sys.setprofile hook left by the code rewrites the result "
-                                       "dict as it is encoded; the leak is 'ok', exit 0")
-def test_profile_hook_rewriting_the_result_is_refused(tmp_path):
+_DECEIVERS = {
+    "module_attribute": (_JSON_REWRITE, "hostile 13b F1: a replaced module-valued attribute (_isolate.json) of tverify's "
+                                        "child code is not seen by the guard; the leak is 'ok', exit 0"),
+    "profile_hook": (_PROFILE_REWRITE, "hostile 13b F4: a sys.setprofile hook left by the code rewrites the result dict "
+                                       "as it is encoded; the leak is 'ok', exit 0"),
+}
+
+
+@pytest.mark.integration(reason="open findings (strict xfails), a check from a fresh process each (≈ 10 s)")
+@pytest.mark.parametrize("source", [pytest.param(src, id=k, marks=pytest.mark.xfail(strict=True, reason=why))
+                                    for k, (src, why) in _DECEIVERS.items()])
+def test_code_written_to_deceive_the_result_channel_is_refused(tmp_path, source):
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
-    (tmp_path / "m.py").write_text(_PROFILE_REWRITE)
+    (tmp_path / "m.py").write_text(source)
     r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
     assert r.returncode != 0, r.stdout[-2000:]
     assert "verdict: ok" not in r.stdout
