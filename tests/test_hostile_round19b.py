@@ -77,22 +77,104 @@ class Leak(CausalSelfAttention):
 
 
 _DECEIVERS = {
-    "module_attribute": (_JSON_REWRITE, "hostile 13b F1: a replaced module-valued attribute (_isolate.json) of tverify's "
-                                        "child code is not seen by the guard; the leak is 'ok', exit 0"),
-    "profile_hook": (_PROFILE_REWRITE, "hostile 13b F4: a sys.setprofile hook left by the code rewrites the result dict "
-                                       "as it is encoded; the leak is 'ok', exit 0"),
+    "module_attribute": _JSON_REWRITE,  # 13b F1: a replaced module-valued attribute (_isolate.json) of tverify's code
+    "profile_hook": _PROFILE_REWRITE,  # 13b F4: a sys.setprofile hook left set, rewriting the result as it is encoded
 }
 
 
-@pytest.mark.integration(reason="open findings (strict xfails), a check from a fresh process each (≈ 10 s)")
-@pytest.mark.parametrize("source", [pytest.param(src, id=k, marks=pytest.mark.xfail(strict=True, reason=why))
-                                    for k, (src, why) in _DECEIVERS.items()])
+@pytest.mark.integration(reason="a check from a fresh process each (≈ 10 s); the guard's parts are pinned in-process "
+                                "by test_guard_watches_module_attributes_and_hooks")
+@pytest.mark.parametrize("source", list(_DECEIVERS.values()), ids=list(_DECEIVERS))
 def test_code_written_to_deceive_the_result_channel_is_refused(tmp_path, source):
+    """13b F1, F4 (fixed): the leak was "ok", exit 0; the guard now compares tverify's modules' module-valued
+    attributes and the trace/profile hooks left set, and the child clears the hooks before it encodes the result."""
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
     (tmp_path / "m.py").write_text(source)
     r = _tverify(tmp_path, "check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
-    assert r.returncode != 0, r.stdout[-2000:]
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert "verdict: ok" not in r.stdout
+    assert "nothing was checked" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_guard_watches_module_attributes_and_hooks(monkeypatch):
+    """The guard's snapshot (13b F1, F4), in this process: a module-valued attribute of tverify's own code replaced,
+    and a profile hook left set, are each named; put back, nothing is."""
+    import json
+    import types
+
+    from proofs_checks.sanity import _isolate, _loader
+
+    snap = _loader.function_snapshot()
+    assert _loader.replaced_functions(snap) == []
+    monkeypatch.setattr(_isolate, "json", types.SimpleNamespace(dumps=json.dumps, loads=json.loads))
+    assert any("_isolate.json" in r for r in _loader.replaced_functions(snap))
+    monkeypatch.setattr(_isolate, "json", json)
+    before = _loader.hooks()
+    sys.setprofile(lambda *a: None)
+    try:
+        assert any("profile hook" in r for r in _loader.replaced_functions(snap))
+    finally:
+        _loader.clear_hooks(before)
+    assert sys.getprofile() is None and _loader.replaced_functions(snap) == []
+
+
+#: 13b F2: the code writes an honest run's result message itself into every pipe it can write to (the result pipe
+#: among them), before the check's own result is sent
+_FORGER = """
+import os, stat, fcntl
+from own_attention import CausalSelfAttention
+_sent = []
+def _forge():
+    data = open({payload!r}, "rb").read()
+    msg = len(data).to_bytes(4, "big", signed=True) + data
+    for fd in range(3, 256):
+        try:
+            st = os.fstat(fd)
+            if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
+                continue
+            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+                continue
+            os.write(fd, msg)
+        except OSError:
+            pass
+class Leak(CausalSelfAttention):
+    def forward(self, x):
+        if not _sent:
+            _sent.append(1)
+            _forge()
+        return super().forward(x) + 1e-3 * x[:, -1:, :].sum(-1, keepdim=True)
+"""
+
+
+def test_a_result_message_written_by_the_code_is_not_taken(tmp_path, monkeypatch):
+    """13b F2 (fixed): an honest run's result, replayed by the code into the result pipe, read "ok", exit 0. The
+    parent gives each task a token the result must carry: the replayed message (an earlier task's) is refused."""
+    from cli_helpers import invoke
+
+    from proofs_checks.sanity import _isolate
+
+    (tmp_path / "own_attention.py").write_text(OWN.read_text())
+    (tmp_path / "honest.py").write_text("from own_attention import CausalSelfAttention as Leak\n")
+    seen = []
+    real = _isolate.run_isolated
+
+    def capture(*a, **kw):
+        payload = real(*a, **kw)
+        seen.append(json.dumps({k: v for k, v in payload.items() if k != "figures_dir"}))
+        return payload
+
+    import json
+
+    monkeypatch.setattr(_isolate, "run_isolated", capture)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = invoke("check", "attention", "--module", "honest.py:Leak", "--causal", "--quick", "--no-progress")
+    assert code == 0 and seen, out[-1500:]
+    (tmp_path / "payload.json").write_text(seen[0])
+    (tmp_path / "m.py").write_text(_FORGER.format(payload=str(tmp_path / "payload.json")))
+    monkeypatch.setattr(_isolate, "run_isolated", real)
+    code, out, err = invoke("check", "attention", "--module", "m.py:Leak", "--causal", "--quick", "--no-progress")
+    assert code == 2 and "verdict: ok" not in out, out[-1500:]
+    assert "not sent by the check" in err and "Traceback" not in err, err[-1500:]
 
 
 def test_overlong_tmpdir_is_one_line_exit_2(tmp_path):

@@ -62,10 +62,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import hmac
 import io
 import json
 import math
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -230,6 +232,9 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
     threading.excepthook = _thread_exception  # a thread the user's code started: one line, not its traceback
     req = json.loads(req_bytes.decode("utf-8"))
+    # the parent's token for this task, out of the request the task reads: the result carries it, so a message the
+    # user's code writes into the result pipe itself (an honest run's result, replayed) is not taken (hostile pass 13b F2)
+    token = req.pop("token", None)
     os.environ.clear()
     os.environ.update(req.get("env") or {})
     with contextlib.suppress(OSError):
@@ -251,7 +256,11 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     # encoded by the originals, put back here)
     encoders = (builtins, json, json_encoder, json_encoder.JSONEncoder)
     saved = [(ns, dict(vars(ns))) for ns in encoders]
+    from proofs_checks.sanity import _loader
+
+    hooks = _loader.hooks()
     payload = _run_task(req, obj_blob, arrays_blob)
+    _loader.clear_hooks(hooks)  # (a hook left set is named by the task's guard; none sees the result being encoded)
     for ns, attrs in saved:
         for k, v in attrs.items():
             if vars(ns).get(k) is not v:
@@ -261,7 +270,7 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
         with contextlib.suppress(Exception):
             stream.flush()
     try:
-        send(payload)
+        send(dict(payload, token=token))
     except OSError as exc:
         if exc.errno == errno.EBADF:  # the code closed the descriptor (os.closerange): say so, not a SIGKILL
             os._exit(CLOSED_FDS_EXIT)
@@ -586,8 +595,9 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
                                 "without protection from os._exit, crashes and hangs") from None
     arrays_blob = pack_arrays(**arrays) if arrays else None
     fig_dir = tempfile.mkdtemp(prefix="tverify-figures-") if figures else None
+    token = secrets.token_hex(16)
     req = dict(request, task=task, label=label, cwd=os.getcwd(), sys_path=child_sys_path(), env=_child_env(),
-               figures_dir=fig_dir, dry_run=bool(guards._DRY_RUN.get()))
+               figures_dir=fig_dir, dry_run=bool(guards._DRY_RUN.get()), token=token)
     torch = sys.modules.get("torch")
     if torch is not None:
         with contextlib.suppress(Exception):
@@ -621,7 +631,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     outcome = _Outcome()
     try:
         _supervise(proc, res_r, out_r, outcome, label=label, what=what, timeout=timeout, limit=limit, why=why,
-                   progress=progress, stream=stream)
+                   progress=progress, stream=stream, token=token)
     except BaseException:
         _stop(proc)
         if fig_dir:
@@ -683,7 +693,8 @@ def _stop(proc) -> None:
     _procs.ACTIVE.pop(pid, None)
 
 
-def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream) -> None:
+def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream,
+               token: str) -> None:
     from multiprocessing.connection import wait
 
     from proofs_checks.guards import fmt_bytes, fmt_seconds
@@ -716,6 +727,12 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 pass  # the child closed its end without a result: its exit status says why
             except (ValueError, UnicodeDecodeError):
                 outcome.problem = f"{label}: {what}: the check's process sent a malformed result; nothing was checked"
+                _stop(proc)
+                return
+            if outcome.payload is not None and not hmac.compare_digest(str(outcome.payload.pop("token", "")), token):
+                outcome.payload = None
+                outcome.problem = (f"{label}: {what}: a result not sent by the check arrived on its result channel (the "
+                                   "code wrote into the check's descriptors itself); nothing was checked")
                 _stop(proc)
                 return
         if outcome.payload is not None:

@@ -248,6 +248,35 @@ _OWN_REBOUND = frozenset({"LAST_UNREAD", "_loaded", "_ARGV", "_L2T", "_LOADER"})
 _MODES = ("torch", "modes")
 #: the snapshot's key for the kernels of torch's operators registered from Python (:func:`_aten_kernels`)
 _KERNELS = ("torch", "kernels")
+#: the snapshot's key for the trace and profile hooks set (:func:`hooks`)
+_HOOKS = ("sys", "hooks")
+
+
+def hooks() -> tuple:
+    """The trace and profile hooks of this thread and of threads started from now on, and the tools registered with
+    ``sys.monitoring`` (Python 3.12+): a hook sees every call of tverify's own code, with its frame's locals (a
+    ``sys.setprofile`` hook rewrote the result dict as it was encoded, hostile pass 13b F4)."""
+    out = [sys.gettrace(), sys.getprofile(), threading.gettrace(), threading.getprofile()]
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        out += [monitoring.get_tool(i) for i in range(6)]
+    return tuple(out)
+
+
+def clear_hooks(before: tuple) -> None:
+    """Put back the hooks of :func:`hooks` as they were in ``before`` (this thread's, threads' to come, the tools
+    ``sys.monitoring`` holds)."""
+    sys.settrace(before[0])
+    sys.setprofile(before[1])
+    threading.settrace(before[2])
+    threading.setprofile(before[3])
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        for i, name in enumerate(before[4:]):
+            if name is None and monitoring.get_tool(i) is not None:
+                with contextlib.suppress(Exception):
+                    monitoring.set_events(i, 0)
+                    monitoring.free_tool_id(i)
 
 
 def _namespace(name: str):
@@ -306,7 +335,7 @@ def function_snapshot() -> dict[tuple[str, str], Any]:
             with contextlib.suppress(Exception):
                 getattr(importlib.import_module(name), "lazy_load_decompositions")()
                 break
-    out: dict[tuple[str, str], Any] = {_MODES: _modes(), _KERNELS: _aten_kernels()}
+    out: dict[tuple[str, str], Any] = {_MODES: _modes(), _KERNELS: _aten_kernels(), _HOOKS: hooks()}
     for name, attrs in _COMPARED.items():
         ns = _namespace(name)
         if ns is None:
@@ -357,7 +386,10 @@ def _watched_value(namespace: str, attr: str, v: Any) -> bool:
     if isinstance(v, (classmethod, staticmethod, property, types.FunctionType, types.BuiltinFunctionType, type,
                       functools.partial)) or (callable(v) and hasattr(v, "__wrapped__")):
         return True  # (a class's other attributes are its state: tverify's own code sets them)
-    return isinstance(sys.modules.get(namespace), types.ModuleType) and isinstance(v, (int, float, complex))
+    # a module's numbers, the modules it imported (the ``json`` the result encoder uses: replaced, it rewrote a leak's
+    # result into "ok", hostile pass 13b F1) and its immutable constants (names, tables of tuples)
+    return isinstance(sys.modules.get(namespace), types.ModuleType) and \
+        isinstance(v, (int, float, complex, types.ModuleType, str, bytes, tuple, frozenset))
 
 
 def _identity(v) -> tuple:
@@ -423,10 +455,14 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
              for m in dict.fromkeys(_modes()) if m not in snapshot.get(_MODES, ())]
     kernels = [f"torch's kernel {k.split('/', 1)[1]} (registered through torch.library)"
                for k in sorted(_aten_kernels() - snapshot.get(_KERNELS, frozenset()))]
+    left = hooks()
+    if _HOOKS in snapshot and not _same(left, snapshot[_HOOKS]):
+        kernels.append("the trace or profile hook (sys.settrace, sys.setprofile, threading's or sys.monitoring's), "
+                       "which it left set")
     now = {name: dict(_attributes(ns)) for name, ns in _watched_namespaces()}
     changed = []
     for (name, attr), ident in snapshot.items():
-        if (name, attr) in (_MODES, _KERNELS):
+        if (name, attr) in (_MODES, _KERNELS, _HOOKS):
             continue
         attrs = now.get(name)
         v = attrs.get(attr) if attrs is not None and attr in attrs else \
