@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from contextlib import contextmanager
 from typing import Any, Iterable
 
@@ -46,6 +47,19 @@ def _as_value_errors(fn=None):
         if fn is None or _keyword_words(str(exc), fn) == str(exc):
             raise
         raise InputError(_keyword_words(str(exc), fn)) from None
+
+
+def _array(x, dtype=None):
+    """``np.asarray(x, dtype)``, a torch tensor taken by the numbers it holds (detached, on the CPU, bfloat16 widened
+    exactly to float32): a tensor that requires grad raised torch's RuntimeError through the API (hostile pass 12b N6)."""
+    import numpy as np
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            x = x.float()
+    return np.asarray(x, dtype=dtype)
 
 
 #: keywords whose values are names (written quoted: ``positional="rope"``)
@@ -441,7 +455,7 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
         from theory.validation import InputError
 
         try:
-            P = np.asarray(patterns, dtype=np.float64)
+            P = _array(patterns, np.float64)
         except (TypeError, ValueError) as exc:
             raise InputError(f"patterns: need a finite (N, d) array of numbers: {exc}") from None
         from proofs_checks.sanity import hopfield
@@ -475,7 +489,7 @@ def _instance(data):
     with tempfile.TemporaryDirectory() as tmp:  # one validation path: the CLI's loader
         p = Path(tmp) / "data.npz"
         try:
-            np.savez(p, **{k: np.asarray(arrays[k]) for k in ("X", "z", "y", "v") if k in arrays})
+            np.savez(p, **{k: _array(arrays[k]) for k in ("X", "z", "y", "v") if k in arrays})
         except (TypeError, ValueError) as exc:
             raise InputError(f"data: X, z, y, v must be arrays of numbers: {exc}") from None
         try:
@@ -513,12 +527,12 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
             if isinstance(weights, (str, bytes)) or hasattr(weights, "__fspath__"):
                 W, form = sa.load_weights(str(weights), d)
             elif isinstance(weights, dict) and "K" in weights and "Q" in weights:
-                K, Q = np.asarray(weights["K"], float), np.asarray(weights["Q"], float)
+                K, Q = _array(weights["K"], float), _array(weights["Q"], float)
                 if K.ndim != 2 or K.shape[0] != d or K.shape != Q.shape:
                     raise sa.InputError(f"weights: K and Q must be (d, m) with d = {d}, got {K.shape}, {Q.shape}")
                 W, form = K @ Q.T, "KQ"
             else:
-                W = np.asarray(weights["W"] if isinstance(weights, dict) else weights, dtype=np.float64)
+                W = _array(weights["W"] if isinstance(weights, dict) else weights, np.float64)
                 form = "W"
                 if W.shape != (d, d):
                     raise sa.InputError(f"weights: W must be a ({d}, {d}) array for the data's d = {d}, got {W.shape}")
