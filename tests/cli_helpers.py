@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import subprocess
+from pathlib import Path
 
 from proofs_checks.cli import main
 
-__all__ = ["MHA_ATTN", "invoke", "one_line_error", "without_volatile"]
+__all__ = ["MHA_ATTN", "invoke", "invoke_in", "one_line_error", "without_volatile"]
 
 #: source text of the plain attention layer that the hostile user modules the tests write subclass
 MHA_ATTN = """
@@ -31,6 +33,15 @@ def invoke(*argv: str) -> tuple[int, str, str]:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return code, out.getvalue(), err.getvalue()
+
+
+def invoke_in(folder: Path, monkeypatch, *argv: str) -> subprocess.CompletedProcess:
+    """``tverify ARGV...`` in this process with ``folder`` as the working folder (``monkeypatch.chdir``), as a
+    ``CompletedProcess`` (``returncode``, ``stdout``, ``stderr``): for a test whose subject is what a command says or
+    writes, not the console process itself. The user's code still runs in the check's own isolated child."""
+    monkeypatch.chdir(folder)
+    code, out, err = invoke(*argv)
+    return subprocess.CompletedProcess(["tverify", *argv], code, out, err)
 
 
 def one_line_error(code: int, err: str) -> str:

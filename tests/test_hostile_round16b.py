@@ -12,6 +12,7 @@ import torch
 
 from proofs_checks import compare, worst
 from proofs_checks.comparisons import close, relative
+from tests.cli_helpers import invoke_in
 from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,10 +38,12 @@ def test_complex_arrays_are_refused(call):
 
 
 # F3: a correct float64 update whose outputs are exactly the (half-integer) patterns is judged "float16".
-def test_correct_update_on_dyadic_patterns_is_ok(tmp_path):
+def test_correct_update_on_dyadic_patterns_is_ok(tmp_path, monkeypatch):
+    """The verdict and exit code of the check are the subject, not the console process: run in-process (the update
+    still runs in the check's isolated child)."""
     P = np.random.default_rng(0).choice([-1.5, -0.5, 0.5, 1.5], size=(4, 8))
     np.save(tmp_path / "P.npy", P)
-    r = _tverify(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "50", "--module",
+    r = invoke_in(tmp_path, monkeypatch, "check", "hopfield", "--patterns", "P.npy", "--beta", "50", "--module",
                  str(ROOT / "examples" / "hopfield_update.py") + ":update", "--no-progress")
     assert r.returncode == 0, r.stdout[-600:] + r.stderr[-600:]
 
@@ -86,10 +89,12 @@ class Leak(CausalSelfAttention):
 # F1: torch.autograd.grad replaced (zeros for every gradient): a wrong backward was "ok".
 # F2: json.dumps replaced in the check's process: the result rewritten, a leaking module "ok".
 @pytest.mark.parametrize("text,name", [(_WRONG_GRAD, "WrongGrad"), (_JSON_REWRITE, "Leak")], ids=["autograd", "json"])
-def test_unwatched_replacements_are_refused(tmp_path, text, name):
+def test_unwatched_replacements_are_refused(tmp_path, monkeypatch, text, name):
+    """The refusal (exit 2, its line) is the subject: run in-process; the replacements happen in the check's isolated
+    child, where the module is imported, as from the console."""
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
     (tmp_path / "m.py").write_text(textwrap.dedent(text))
-    r = _tverify(tmp_path, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
+    r = invoke_in(tmp_path, monkeypatch, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
     assert r.returncode == 2 and "replaced" in r.stderr, (r.returncode, r.stdout[-400:], r.stderr[-400:])
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.cli_helpers import invoke_in
 from tests.test_hostile_round16b import _WRONG_GRAD
 from tests.test_hostile_round18 import _SEND_REWRITE
 from tests.tiers import moved
@@ -175,11 +176,13 @@ class Good(CausalSelfAttention):
 
 
 # F7: the --report folder taken during the run: the report is built beside it, but --json is never written.
-def test_json_written_when_the_report_folder_was_taken(tmp_path):
+def test_json_written_when_the_report_folder_was_taken(tmp_path, monkeypatch):
+    """The files written and the line said are the subject: run in-process (the module takes the folder from the
+    check's isolated child, in the working folder, as from the console)."""
     _own(tmp_path)
     (tmp_path / "race.py").write_text(_TAKES_THE_REPORT_FOLDER)
-    r = _tverify(tmp_path, "check", "attention", "--module", "race.py:Good", "--causal", "--quick", "--no-progress",
-                 "--report", "race", "--json", "race.json")
+    r = invoke_in(tmp_path, monkeypatch, "check", "attention", "--module", "race.py:Good", "--causal", "--quick",
+                  "--no-progress", "--report", "race", "--json", "race.json")
     assert (tmp_path / "race" / "mine.txt").read_text() == "mine"
     assert "it changed during the run" in r.stderr, r.stderr[-600:]
     assert (tmp_path / "race.json").exists(), r.stderr[-600:]
@@ -196,8 +199,10 @@ def ls_bf16(xs, ys, xq):
 
 # F5 (ICL): a model computing in bfloat16, declared float16 (as the undeclared run advises), passes
 # precision_as_declared; bfloat16 is coarser than float16.
-def test_bfloat16_icl_model_declared_float16_is_not_ok(tmp_path):
+def test_bfloat16_icl_model_declared_float16_is_not_ok(tmp_path, monkeypatch):
+    """The check's exit code is the subject, not the console process: run in-process (the model runs in the check's
+    isolated child)."""
     (tmp_path / "ic3.py").write_text(_BF16_ICL)
-    r = _tverify(tmp_path, "check", "icl", "--lambda", "1,2", "--N", "10", "--M", "10", "--model", "ic3.py:ls_bf16",
-                 "--compute-dtype", "float16", "--quick", "--no-progress")
+    r = invoke_in(tmp_path, monkeypatch, "check", "icl", "--lambda", "1,2", "--N", "10", "--M", "10", "--model",
+                  "ic3.py:ls_bf16", "--compute-dtype", "float16", "--quick", "--no-progress")
     assert r.returncode == 1, r.stdout[-600:] + r.stderr[-600:]

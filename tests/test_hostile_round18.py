@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
-from tests.test_hostile_round16b import OWN, _tverify
+from tests.cli_helpers import invoke_in
+from tests.test_hostile_round16b import OWN
 
 # 12b F1: a module replacing multiprocessing's Connection.send_bytes rewrote the check's result: a leak "ok"
 _SEND_REWRITE = '''
@@ -33,15 +34,17 @@ class Leak(CausalSelfAttention):
 '''
 
 
-def _check_causal(tmp_path, source: str, name: str):
-    """``check attention --causal --quick`` of class ``name`` of a module ``source`` beside own_attention.py."""
+def _check_causal(tmp_path, monkeypatch, source: str, name: str):
+    """``check attention --causal --quick`` of class ``name`` of a module ``source`` beside own_attention.py, in this
+    process (the verdict is the subject; the module is imported and run in the check's isolated child, as from the
+    console)."""
     (tmp_path / "own_attention.py").write_text(OWN.read_text())
     (tmp_path / "m.py").write_text(textwrap.dedent(source))
-    return _tverify(tmp_path, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
+    return invoke_in(tmp_path, monkeypatch, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
 
 
-def test_the_result_channel_is_not_the_users_to_rewrite(tmp_path):
-    r = _check_causal(tmp_path, _SEND_REWRITE, "Leak")
+def test_the_result_channel_is_not_the_users_to_rewrite(tmp_path, monkeypatch):
+    r = _check_causal(tmp_path, monkeypatch, _SEND_REWRITE, "Leak")
     assert r.returncode == 1 and "causal_no_future_leak" in r.stdout, (r.returncode, r.stdout[-400:], r.stderr[-400:])
 
 
@@ -96,8 +99,8 @@ class Plain(CausalSelfAttention):
 '''
 
 
-def test_a_torch_made_wrapper_is_a_replacement(tmp_path):
-    r = _check_causal(tmp_path, _AUTOCAST, "Plain")
+def test_a_torch_made_wrapper_is_a_replacement(tmp_path, monkeypatch):
+    r = _check_causal(tmp_path, monkeypatch, _AUTOCAST, "Plain")
     assert r.returncode == 2 and "__matmul__" in r.stderr, (r.returncode, r.stdout[-400:], r.stderr[-400:])
 
 
@@ -125,7 +128,8 @@ def test_new_claim_never_writes_through_a_link_into_tverifys_code(tmp_path):
 
 
 # 12b F5: a correct Hopfield update computed in bfloat16 was said to compute in float16 and judged at its tolerance
-def test_a_bfloat16_update_is_named_bfloat16_and_judged_there(tmp_path):
+def test_a_bfloat16_update_is_named_bfloat16_and_judged_there(tmp_path, monkeypatch):
+    """What the check says is the subject: run in-process (the update runs in the check's isolated child)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -133,8 +137,8 @@ def test_a_bfloat16_update_is_named_bfloat16_and_judged_there(tmp_path):
     (tmp_path / "hp.py").write_text("import torch\ndef bf16(xi, patterns, beta):\n"
                                     "    x, p = xi.bfloat16(), patterns.bfloat16()\n"
                                     "    return (torch.softmax(beta * x @ p.T, -1) @ p).double()\n")
-    r = _tverify(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "2", "--module", "hp.py:bf16",
-                 "--quick", "--no-progress")
+    r = invoke_in(tmp_path, monkeypatch, "check", "hopfield", "--patterns", "P.npy", "--beta", "2", "--module",
+                  "hp.py:bf16", "--quick", "--no-progress")
     assert "it computes in bfloat16, not float64" in r.stdout, (r.returncode, r.stdout[-600:])
     assert "update_matches_modern" in r.stdout and "not the modern Hopfield update" not in r.stdout, r.stdout[-600:]
 

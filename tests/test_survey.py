@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import invoke_in
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -19,8 +21,9 @@ def _tverify(*args, cwd):
                           env=env, timeout=120)
 
 
-def test_list_names_at_least_12_implementations(tmp_path):
-    p = _tverify("survey", "--list", "--json", "-", cwd=tmp_path)
+def test_list_names_at_least_12_implementations(tmp_path, monkeypatch):
+    """The catalogue's content is the subject: in-process."""
+    p = invoke_in(tmp_path, monkeypatch, "survey", "--list", "--json", "-")
     assert p.returncode == 0, p.stderr
     entries = json.loads(p.stdout)["entries"]
     assert len({e["library"] for e in entries}) >= 12 and len(entries) >= 20
@@ -114,8 +117,9 @@ def test_known_record_comparison():
     assert row["expected"] == "as documented" and row["verdict"] == "approximation"
 
 
-def test_unknown_entry_is_a_usage_error_and_nothing_is_written(tmp_path):
-    p = _tverify("survey", "xt-causal", "no-such-lib", "--quick", "--no-install", cwd=tmp_path)
+def test_unknown_entry_is_a_usage_error_and_nothing_is_written(tmp_path, monkeypatch):
+    """The line, the exit code and the folder left empty are the subject: in-process."""
+    p = invoke_in(tmp_path, monkeypatch, "survey", "xt-causal", "no-such-lib", "--quick", "--no-install")
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "unknown survey entry 'no-such-lib'" in lines[0], p.stderr
     assert not any(tmp_path.iterdir())
