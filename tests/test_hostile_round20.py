@@ -28,3 +28,38 @@ def test_api_array_takes_tensors_by_their_values():
     a = _array(t, np.float64)
     assert a.dtype == np.float64 and a.tolist() == [[1.5, -2.0]]
     assert _array(torch.ones(2, requires_grad=True)).tolist() == [1.0, 1.0]
+
+
+def _deep_tree(top, depth=24, width=206):
+    """Folders nested below ``top`` to a path longer than PATH_MAX (made through directory descriptors), with a file
+    at the bottom."""
+    import os
+
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for i in range(depth):
+            name = f"deep{i:02d}" + "d" * (width - 6)
+            os.mkdir(name, dir_fd=fd)
+            nxt = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        w = os.open("thesis.tex", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(w, b"years of work")
+        os.close(w)
+    finally:
+        os.close(fd)
+
+
+def test_a_report_folder_holding_a_path_beyond_path_max_is_the_users(tmp_path, monkeypatch):
+    """14b F3: a previous report folder into which the user put folders nested beyond PATH_MAX gave a 40-line
+    OSError traceback (ENAMETOOLONG from ``is_symlink``); the folder is the user's: one line, exit 2, nothing lost."""
+    from cli_helpers import invoke_in, one_line_error
+
+    args = ("check", "lyapunov", "--f", "-x, -y", "--V", "x**2 + y**2", "--report", "rep", "--no-progress")
+    r = invoke_in(tmp_path, monkeypatch, *args)
+    assert r.returncode == 0, r.stderr
+    _deep_tree(tmp_path / "rep")
+    r = invoke_in(tmp_path, monkeypatch, *args)
+    line = one_line_error(r.returncode, r.stderr)
+    assert "not a tverify report" in line and "nothing was written" in line
+    assert any(n.name.startswith("deep00") for n in (tmp_path / "rep").iterdir())

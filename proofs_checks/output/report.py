@@ -326,13 +326,24 @@ def _report_files(folder: Path) -> list[str] | None:
     """Relative paths of every non-folder entry under ``folder`` (links not followed); ``None``
     when there are more than can be a report."""
     out: list[str] = []
-    for root, dirs, files in os.walk(folder):
+    # a subfolder that cannot be listed (no permission, a path beyond PATH_MAX) is an entry of its own, which no
+    # record lists: the folder is then the user's (a path too long for `is_symlink` raised a traceback, hostile 14b F3)
+    unread: list[OSError] = []
+    for root, dirs, files in os.walk(folder, onerror=unread.append):
         rel = Path(root).relative_to(folder)
         out += [str(rel / f) if str(rel) != "." else f for f in files]
-        out += [str(rel / d) if str(rel) != "." else d for d in dirs if (Path(root) / d).is_symlink()]
+        out += [str(rel / d) if str(rel) != "." else d for d in dirs if _link_or_unreadable(Path(root) / d)]
         if len(out) > _WALK_LIMIT:
             return None
+    out += [os.path.relpath(str(e.filename), folder) for e in unread if e.filename is not None]
     return out
+
+
+def _link_or_unreadable(p: Path) -> bool:
+    try:
+        return p.is_symlink()
+    except OSError:
+        return True
 
 
 def _foreign_files(folder: Path) -> tuple[str, list[str]]:
