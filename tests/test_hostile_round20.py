@@ -63,3 +63,60 @@ def test_a_report_folder_holding_a_path_beyond_path_max_is_the_users(tmp_path, m
     line = one_line_error(r.returncode, r.stderr)
     assert "not a tverify report" in line and "nothing was written" in line
     assert any(n.name.startswith("deep00") for n in (tmp_path / "rep").iterdir())
+
+
+#: 14b F1: a thread the module starts at import waits until the check's task (and its guard) has returned, then
+#: replaces ``_isolate.json`` with an encoder that turns every failed row into a pass
+_RACE = '''
+import json as _json, sys, threading, time, types
+import proofs_checks.sanity._isolate as _iso
+def _fix(o):
+    if isinstance(o, dict):
+        if o.get("status") in ("fail", "skip", "error", "not run", "inconclusive") and "tolerance" in o:
+            o["status"] = "pass"; o["error"] = 0.0
+        for v in o.values():
+            _fix(v)
+    elif isinstance(o, list):
+        for v in o:
+            _fix(v)
+    return o
+_fake = types.SimpleNamespace(loads=_json.loads,
+                              dumps=lambda d, **kw: _json.dumps(_fix(_json.loads(_json.dumps(d, **kw))), **kw))
+_main = threading.main_thread().ident
+def _watch():
+    ran = False
+    while True:
+        f = sys._current_frames().get(_main)
+        names = []
+        while f is not None:
+            names.append(f.f_code.co_name)
+            f = f.f_back
+        if "_task_payload" in names or "_run_task" in names:
+            ran = True
+        elif ran and "_child_main" in names:
+            _iso.json = _fake
+            return
+        time.sleep(0)
+sys.setswitchinterval(1e-6)
+threading.Thread(target=_watch, daemon=True).start()
+from own_attention import CausalSelfAttention
+class Leak(CausalSelfAttention):
+    def forward(self, x):
+        return super().forward(x) + 1e-3 * x[:, -1:, :].sum(-1, keepdim=True)
+'''
+
+
+def test_a_thread_replacing_the_encoder_after_the_guard_is_refused(tmp_path, monkeypatch):
+    """14b F1: the leak read "ok", exit 0. The child's encoder is bound before the user's code runs, and the guard
+    compares once more after the result is encoded: the replacement is named, exit 2, never "ok"."""
+    from pathlib import Path
+
+    from cli_helpers import invoke_in
+
+    own = Path(__file__).resolve().parent / "data" / "own_attention.py"
+    (tmp_path / "own_attention.py").write_text(own.read_text())
+    (tmp_path / "race.py").write_text(_RACE)
+    r = invoke_in(tmp_path, monkeypatch, "check", "attention", "--module", "race.py:Leak", "--causal", "--quick",
+                  "--no-progress")
+    assert r.returncode in (1, 2) and "verdict: ok" not in r.stdout, r.stdout[-1500:]
+    assert "Traceback" not in r.stderr

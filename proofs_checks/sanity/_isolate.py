@@ -140,13 +140,16 @@ def plain(x: Any) -> Any:
 
 
 def _dumps(doc: Any) -> bytes:
-    return json.dumps(plain(doc), allow_nan=True).encode("utf-8")
+    return _encode(json.dumps, plain, doc)
 
 
-def _send_raw(write, fd: int, dumps, doc: Any) -> None:
-    """``doc`` encoded, in the framing of ``Connection.send_bytes`` (a 4-byte big-endian length, then the
-    bytes; the parent reads it with ``recv_bytes``), written with the ``os.write`` taken when the child started."""
-    data = dumps(doc)
+def _encode(dumps, to_plain, doc: Any) -> bytes:
+    return dumps(to_plain(doc), allow_nan=True).encode("utf-8")
+
+
+def _send_raw(write, fd: int, data: bytes) -> None:
+    """``data`` in the framing of ``Connection.send_bytes`` (a 4-byte big-endian length, then the bytes; the parent
+    reads it with ``recv_bytes``), written with the ``os.write`` taken when the child started."""
     view = memoryview(len(data).to_bytes(4, "big", signed=True) + data)
     while view:
         view = view[write(fd, view):]
@@ -219,7 +222,11 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
                 alive) -> None:  # pragma: no cover - runs in the child (tests run it through the CLI)
     # the result's way out, taken before any code of the user's runs: a module that replaced
     # multiprocessing's Connection.send_bytes rewrote a leak's result into "ok" (hostile pass 12)
-    send = functools.partial(_send_raw, os.write, result_conn.fileno(), _dumps)
+    send = functools.partial(_send_raw, os.write, result_conn.fileno())
+    # and what encodes it, bound here too: a thread of the user's code replaced ``_isolate.json`` after the guard had
+    # compared, and the leak's result was encoded as "ok" (hostile pass 14b F1)
+    encode = functools.partial(_encode, json.dumps, plain)
+    guard = _replaced
     _own_session()
     _procs.drop_server_client_fd()
     fd = out_conn.fileno()
@@ -259,7 +266,7 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     from proofs_checks.sanity import _loader
 
     hooks = _loader.hooks()
-    payload = _run_task(req, obj_blob, arrays_blob)
+    payload, functions = _run_task(req, obj_blob, arrays_blob)
     _loader.clear_hooks(hooks)  # (a hook left set is named by the task's guard; none sees the result being encoded)
     for ns, attrs in saved:
         for k, v in attrs.items():
@@ -270,7 +277,11 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
         with contextlib.suppress(Exception):
             stream.flush()
     try:
-        send(dict(payload, token=token))
+        data = encode(dict(payload, token=token))
+        # the guard once more, after the encoding: what a thread of the code's replaced meanwhile (and left so)
+        late = guard(functions, req.get("label", "--module")) if functions is not None and "error" not in payload \
+            else None
+        send(encode(dict(late, token=token)) if late else data)
     except OSError as exc:
         if exc.errno == errno.EBADF:  # the code closed the descriptor (os.closerange): say so, not a SIGKILL
             os._exit(CLOSED_FDS_EXIT)
@@ -300,7 +311,14 @@ def _thread_exception(args) -> None:  # pragma: no cover - runs in the child
                              f"{describe_exception(args.exc_value or args.exc_type())}; later ones are not shown\n")
 
 
-def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> dict:
+def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> tuple[dict, dict | None]:
+    """The task's payload, and the guard's snapshot taken before the user's code ran (``None`` if none was)."""
+    held: dict = {}
+    payload = _task_payload(req, obj_blob, arrays_blob, held)
+    return payload, held.get("functions")
+
+
+def _task_payload(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None, held: dict) -> dict:
     from proofs_checks import guards
     from proofs_checks.options import UsageError
     from proofs_checks.sanity._loader import describe_exception
@@ -315,7 +333,7 @@ def _run_task(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None) -> d
     task = getattr(importlib.import_module(mod), fn)  # a check module's child_task (by name: no import circle)
     # before any of the user's code runs here (their objects are unpickled below); the check's own modules are
     # loaded by now, so their functions are in it too
-    functions = function_snapshot()
+    functions = held["functions"] = function_snapshot()
     try:
         obj = None
         if obj_blob is not None:
