@@ -19,7 +19,9 @@ conjecture claims report numbers only and need neither.
 
 from __future__ import annotations
 
+import decimal
 import fnmatch
+import fractions
 import math
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -316,20 +318,51 @@ def refuse_text(value: Any, where: str) -> None:
         raise TypeError(f"{where}: expected numbers, got text {value[:40]!r} (text is never read as a number)")
     if isinstance(value, complex):
         raise TypeError(f"{where}: expected real numbers, got the complex {value!r} (its imaginary part would be dropped)")
+    if isinstance(value, (decimal.Decimal, fractions.Fraction)):
+        _refuse_rounded(value, where)
+        return
     if isinstance(value, dict):
         value = list(value.values())
     if isinstance(value, (list, tuple)):
         for v in value:
-            if isinstance(v, (str, bytes, complex, dict, list, tuple)) or hasattr(v, "dtype"):
+            if isinstance(v, (str, bytes, complex, dict, list, tuple, decimal.Decimal, fractions.Fraction)) or \
+                    hasattr(v, "dtype"):
                 refuse_text(v, where)
         return
     kind = _kind(value)
+    if kind == "f" and getattr(value.dtype, "itemsize", 8) > 8:  # long double: finer than the float64 compared in
+        _refuse_rounded(value, where)
+    if kind == "O":
+        for v in getattr(value, "flat", ()):
+            if isinstance(v, (str, bytes, complex, decimal.Decimal, fractions.Fraction)):
+                refuse_text(v, where)
     if kind in ("S", "U"):  # a NumPy array of text
         raise TypeError(f"{where}: expected numbers, got an array of text (dtype {value.dtype}; text is never "
                         "read as a number)")
     if kind == "c" or getattr(value, "is_complex", lambda: False)() is True:  # NumPy or torch: casting drops the imaginary part
         raise TypeError(f"{where}: expected real numbers, got a complex array (dtype {value.dtype}; its imaginary part "
                         "would be dropped: compare abs() or the real and imaginary parts)")
+
+
+def _refuse_rounded(value: Any, where: str) -> None:
+    """``TypeError`` when ``value`` (a Decimal, a Fraction, a long-double array) is not exactly a float64: the helpers
+    compute in float64, and rounding would decide the comparison (a long double 1 + 2⁻⁶⁰ "equal" to 1 within 2⁻⁷⁰,
+    a Decimal 1e-400 "exactly" 0; hostile pass 14b F2)."""
+    import numpy as np
+
+    try:
+        if isinstance(value, (decimal.Decimal, fractions.Fraction)):
+            same = type(value)(float(value)) == value
+        else:
+            arr = np.asarray(value)
+            same = bool(np.array_equal(arr.astype(np.float64).astype(arr.dtype), arr, equal_nan=True))
+    except (OverflowError, ValueError, decimal.InvalidOperation):
+        same = False
+    if not same:
+        what = repr(value)[:60] if isinstance(value, (decimal.Decimal, fractions.Fraction)) else \
+            f"a {value.dtype} value"
+        raise TypeError(f"{where}: {what} is not exactly a float64 number, and the comparison is computed in float64 "
+                        "(rounding would decide it): round the values yourself, or compare them in their own precision")
 
 
 def _kind(value: Any) -> str:

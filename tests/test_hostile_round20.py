@@ -120,3 +120,24 @@ def test_a_thread_replacing_the_encoder_after_the_guard_is_refused(tmp_path, mon
                   "--no-progress")
     assert r.returncode in (1, 2) and "verdict: ok" not in r.stdout, r.stdout[-1500:]
     assert "Traceback" not in r.stderr
+
+
+def test_values_finer_than_float64_are_refused_not_rounded():
+    """14b F2: a long double 1 + 2⁻⁶⁰ passed ``close(…, 1, 2⁻⁷⁰)`` with error 0, and a Decimal 1e-400 an exact
+    comparison with 0: the float64 cast decided them. Values not exactly float64 are refused; exact ones compare."""
+    import decimal
+    import fractions
+
+    from proofs_checks.comparisons import close, relative
+
+    one = np.array([1], dtype=np.longdouble)
+    if np.finfo(np.longdouble).nmant > 52:  # a platform whose long double is float64 has nothing finer to lose
+        for helper in (close, relative):
+            with pytest.raises(TypeError, match="not exactly a float64"):
+                helper(one + np.longdouble(2) ** -60, one, 2.0**-70, "ld")
+    with pytest.raises(TypeError, match="not exactly a float64"):
+        close([decimal.Decimal("1e-400")], [0.0], 0.0, "x")
+    with pytest.raises(TypeError, match="not exactly a float64"):
+        close([fractions.Fraction(1, 3)], [1 / 3], 1e-20, "x")
+    assert close(np.array([1.5], dtype=np.longdouble), [1.5], 0.0, "x").passed
+    assert close([decimal.Decimal("0.5"), fractions.Fraction(1, 4)], [0.5, 0.25], 0.0, "x").passed
