@@ -137,6 +137,19 @@ def _plant(expr, kind):
     return sp.false
 
 
+def test_search_does_not_sample_indexed_symbols():
+    """A wrong entry in indexed symbols (``x[t]`` under a sum over ``t``) fails on SymPy's assumptions with no
+    sampled point: a number put in for the label ``x`` would make ``x[t]`` the meaningless ``(40/13)[t]``,
+    which evalf neither values nor rejects quickly (attn.softmax_simplex's planted ``jacobian_psd`` spent
+    5 s there, issue 46)."""
+    t, T = sp.symbols("t T", integer=True, positive=True)
+    x, S = sp.IndexedBase("x", real=True), sp.IndexedBase("S", positive=True)
+    r = Obligation("psd", -sp.Sum(S[t] * x[t] ** 2, (t, 1, T)) - 1, "nonnegative").evaluate()
+    assert (r.status, r.counterexample) == ("fails", None)
+    r = Obligation("sum", sp.Sum(S[t], (t, 1, T)) - sp.Sum(S[t], (t, 1, T - 1)) - S[T] + 1).evaluate()
+    assert not r.passed and "[" not in str(r.counterexample), r.counterexample  # never a "value" in (40/13)[t]
+
+
 def test_obligation_has_no_false_pass_on_simple_residuals():
     x = sp.Symbol("x", real=True)
     assert not Obligation("off by one", sp.sin(x) ** 2 + sp.cos(x) ** 2).evaluate().passed

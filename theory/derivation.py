@@ -322,7 +322,9 @@ def _search(entry: Any, kind: str) -> tuple[dict[str, str] | None, int]:
         else:
             e, kind = e.rhs - e.lhs, ("nonnegative" if isinstance(e, sp.Le) else "positive")
     syms = sorted(e.free_symbols, key=str)
-    if not syms or len(syms) > 20:
+    # an entry in indexed symbols (x[t] under a Sum over t) has no point to sample: a number put in for the
+    # label x makes x[t] the meaningless (40/13)[t], which evalf neither values nor rejects quickly (issue 46)
+    if not syms or len(syms) > 20 or any(isinstance(s, sp.Indexed) for s in syms):
         return None, 0
     rng = random.Random(_short(e, 200))  # deterministic per expression
     t0, n = time.perf_counter(), 0
