@@ -260,6 +260,12 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     The file gets ``mode`` if given, else the mode of the file it replaces, else the mode a plain
     ``open`` would give (0666 less the umask; ``mkstemp`` alone would leave it 0600)."""
     path = Path(path)
+    # where the file lands, links followed: never inside tverify's own code or environment, whichever folder on the
+    # way is a link (a store whose `last/` linked into theory/ was written there, hostile pass 14a F2)
+    real = Path(os.path.realpath(path.absolute()))
+    own = own_installation(real, holding=False)
+    if own:
+        raise OutputPathError(f"{path}: lands inside {own} (through a link), which tverify runs from; not written")
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         try:
@@ -290,6 +296,8 @@ def save_last(result_json: dict[str, Any], store: Store | Path | None = None) ->
         atomic_write_text(path, json.dumps(result_json, indent=1))
     except OSError as exc:
         return f"could not save the result of {result_json['id']} in {st.describe()}: {exc.strerror or exc}"
+    except OutputPathError as exc:
+        return f"did not save the result of {result_json['id']} in {st.describe()}: {exc}"
     return None
 
 

@@ -141,3 +141,22 @@ def test_values_finer_than_float64_are_refused_not_rounded():
         close([fractions.Fraction(1, 3)], [1 / 3], 1e-20, "x")
     assert close(np.array([1.5], dtype=np.longdouble), [1.5], 0.0, "x").passed
     assert close([decimal.Decimal("0.5"), fractions.Fraction(1, 4)], [0.5, 0.25], 0.0, "x").passed
+
+
+def test_a_store_whose_last_folder_links_into_tverifys_code_is_not_written(tmp_path, monkeypatch):
+    """14a F2: ``--store s`` with ``s/last -> theory/`` wrote ``theory/<id>.json``; the store's root was checked, not
+    where its ``last/`` leads. Every atomic write now refuses a file landing (links followed) in tverify's own code:
+    the run says the result was not saved, and nothing lands in theory/."""
+    from pathlib import Path
+
+    from cli_helpers import invoke_in
+
+    import theory
+
+    own = Path(theory.__file__).resolve().parent
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "last").symlink_to(own)
+    r = invoke_in(tmp_path, monkeypatch, "--store", "s", "run", "attn.complexity", "--quick", "--no-progress")
+    assert not (own / "attn.complexity.json").exists()
+    assert "did not save the result of attn.complexity" in r.stderr and "tverify runs from" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
