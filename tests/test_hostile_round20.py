@@ -160,3 +160,51 @@ def test_a_store_whose_last_folder_links_into_tverifys_code_is_not_written(tmp_p
     assert not (own / "attn.complexity.json").exists()
     assert "did not save the result of attn.complexity" in r.stderr and "tverify runs from" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_survey_pointer_is_never_the_users_file_nor_inside_tverifys_code(tmp_path, monkeypatch):
+    """14a F5, F6: ``.tverify/survey-latest.json`` of the user's was replaced silently, and a ``.tverify`` linked into
+    numerics/ had the pointer written there. A pointer tverify did not record writing is left (one line says so), and
+    none is written inside tverify's own code; a pointer tverify wrote is replaced."""
+    from pathlib import Path
+
+    import numerics
+    from proofs_checks.survey.page import remember_latest
+
+    monkeypatch.chdir(tmp_path)
+    doc = {"created": "now", "summary": {"ok": 1}}
+    (tmp_path / ".tverify").mkdir()
+    mine = tmp_path / ".tverify" / "survey-latest.json"
+    mine.write_text("mine")
+    assert "left as it is" in remember_latest(tmp_path / "page", doc) and mine.read_text() == "mine"
+    mine.unlink()
+    assert remember_latest(tmp_path / "page", doc) is None and "page" in mine.read_text()
+    assert remember_latest(tmp_path / "page2", doc) is None and "page2" in mine.read_text()  # tverify's own: replaced
+    own = Path(numerics.__file__).resolve().parent
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / ".tverify").symlink_to(own)
+    monkeypatch.chdir(other)
+    assert "tverify runs from" in remember_latest(other / "page", doc)
+    assert not (own / "survey-latest.json").exists()
+
+
+def test_a_survey_pointer_tverify_did_not_write_is_not_copied_into_a_report(tmp_path, monkeypatch):
+    """14a F7: a ``.tverify/survey-latest.json`` found in the working folder (a cloned repository's) made ``report``
+    copy the folder it names, links followed (a secret behind a link), and its raw HTML into the report."""
+    from proofs_checks.output.report import copy_survey, latest_survey_link
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "id_rsa").write_text("SECRET")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "index.md").write_text("# S\n\n<script>alert(3)</script>\n")
+    (fake / "repro").symlink_to(tmp_path / "secret")
+    (tmp_path / ".tverify").mkdir()
+    (tmp_path / ".tverify" / "survey-latest.json").write_text(
+        '{"page": "%s", "created": "x", "summary": {}}' % (fake / "index.html"))
+    out = tmp_path / "r"
+    out.mkdir()
+    copy_survey(out, {})
+    assert not (out / "survey").exists() and latest_survey_link() == []

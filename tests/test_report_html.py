@@ -464,6 +464,7 @@ def test_survey_page_in_report_style_and_copied_into_the_report(tmp_path, monkey
     (sv / "index.html").write_text(page, encoding="utf-8")
     pointer = tmp_path / "survey-latest.json"
     pointer.write_text(json.dumps({"page": str(sv / "index.html"), "created": "x", "summary": {}}))
+    _as_if_tverify_wrote(sv, pointer)
     monkeypatch.setattr(rep, "SURVEY_POINTER", pointer)
     out = write_report(tmp_path / "site", catalogue_doc(("attn.softmax_simplex",)), extra_writers=default_writers())
     copied = (out / "survey" / "index.html").read_text(encoding="utf-8")
@@ -471,3 +472,12 @@ def test_survey_page_in_report_style_and_copied_into_the_report(tmp_path, monkey
     assert 'href="survey/index.html"' in (out / "index.html").read_text(encoding="utf-8")
     assert 'href="../survey/index.html"' in (out / "claims" / "attn.softmax_simplex.html").read_text(encoding="utf-8")
     assert_site_consistent(out)
+
+
+def _as_if_tverify_wrote(survey_folder, pointer):
+    """Record the hand-made survey folder and its pointer as tverify's own outputs (the report copies only a survey
+    tverify wrote, unchanged: hostile pass 14a F7)."""
+    from proofs_checks import owned
+
+    files = sorted(str(f.relative_to(survey_folder)) for f in survey_folder.rglob("*") if f.is_file())
+    assert owned.remember_folder(survey_folder, owned.folder_hashes(survey_folder, files)) and owned.remember(pointer)

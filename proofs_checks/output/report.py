@@ -53,11 +53,12 @@ def copy_survey(out: Path, doc: dict[str, Any]) -> None:
     """The latest ``tverify survey`` page (see :data:`SURVEY_POINTER`), copied into the report as
     ``survey/`` and rendered in the report's style with a link back to the index (the index links
     it). Nothing when no survey was run here."""
+    src = _latest_survey_folder()
+    if src is None:
+        return
     try:
-        p = json.loads(SURVEY_POINTER.read_text(encoding="utf-8"))
-        src = Path(p["page"]).parent
         md = (src / "index.md").read_text(encoding="utf-8")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return
     from proofs_checks.output.html_base import markdown_page
 
@@ -67,7 +68,7 @@ def copy_survey(out: Path, doc: dict[str, Any]) -> None:
         if (src / name).is_file():
             shutil.copy2(src / name, dst / name)
     if (src / "repro").is_dir():
-        shutil.copytree(src / "repro", dst / "repro", dirs_exist_ok=True)
+        shutil.copytree(src / "repro", dst / "repro", symlinks=True, dirs_exist_ok=True)
     nav = '<a href="../index.html">← Verification report</a><a href="../errata.html">Errata</a>'
     (dst / "index.html").write_text(markdown_page("Attention implementations survey — tverify", md, nav), encoding="utf-8")
 
@@ -555,13 +556,34 @@ def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
 SURVEY_POINTER = Path(".tverify") / "survey-latest.json"
 
 
+def _latest_survey_folder() -> Path | None:
+    """The folder of the latest survey page run here: only when the pointer and that whole folder are exactly what
+    tverify wrote (its record of written outputs lists them with these contents). A pointer found in the working
+    folder (a cloned repository's) made the report copy another folder, links followed, and its raw HTML into the
+    report (hostile pass 14a F7)."""
+    from proofs_checks import owned
+
+    try:
+        if not owned.is_ours(SURVEY_POINTER):
+            return None
+        p = json.loads(SURVEY_POINTER.read_text(encoding="utf-8"))
+        src = Path(p["page"]).parent
+        files = _report_files(src)
+        if not files or owned.folder_problems(src, files)[1]:
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return src
+
+
 def latest_survey_link() -> list[str]:
-    """Markdown lines for ``tverify report``: a link to the latest survey page, when one exists."""
+    """Markdown lines for ``tverify report``: a link to the latest survey page, when one exists (and is tverify's:
+    :func:`_latest_survey_folder`)."""
+    if _latest_survey_folder() is None:
+        return []
     try:
         p = json.loads(SURVEY_POINTER.read_text(encoding="utf-8"))
-        if not Path(p["page"]).exists():
-            return []
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return []
     summary = ", ".join(f"{k} {v}" for k, v in sorted((p.get("summary") or {}).items()))
     return ["", "## Attention implementations survey", "",

@@ -92,6 +92,12 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
         raise UsageError(f"--cache-dir {cache}: inside --out {out_dir}, which the survey replaces; keep the install "
                          "cache elsewhere")
     _check_cache(cache, given=bool(cache_dir))
+    from proofs_checks.store import OutputPathError, refuse_own_installation
+
+    try:  # installs land there: never inside tverify's own code, through a `.tverify` link either (hostile pass 14a F5)
+        refuse_own_installation(cache, "--cache-dir" if cache_dir else "the install cache")
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
     say = (lambda s: click.echo(s, err=True)) if progress else (lambda s: None)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -131,7 +137,9 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot write the survey page to {out_dir}: {exc.strerror or exc}") from None
-    remember_latest(path, doc)
+    why = remember_latest(path, doc)
+    if why:
+        click.echo(f"tverify: warning: {why}", err=True)
     if json_path:
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")

@@ -167,15 +167,23 @@ def write_pages(tmp: Path, doc: dict[str, Any], entries: dict[str, Entry]) -> No
             (tmp / "repro" / f"{r['name']}.py").write_text(repro_script(entries[r["name"]], r), encoding="utf-8")
 
 
-def remember_latest(out: Path, doc: dict[str, Any]) -> None:
-    """Record where the latest survey page is (``tverify report`` links it). Best effort."""
+def remember_latest(out: Path, doc: dict[str, Any]) -> str | None:
+    """Record where the latest survey page is (``tverify report`` run in this folder copies it). Returns ``None``, or
+    one line saying why it was not recorded: a pointer there that tverify did not write is left as it is (a file of
+    the user's was replaced, hostile pass 14a F6), and a ``.tverify`` leading into tverify's own code is not written
+    into (F5). Written atomically, under a fresh temporary name (a fixed one was written through a link)."""
+    from proofs_checks import owned
+    from proofs_checks.store import OutputPathError, atomic_write_text
+
+    if os.path.lexists(POINTER) and not owned.is_ours(POINTER):
+        return (f"{POINTER} is not a pointer tverify recorded writing; it was left as it is, and `tverify report` here "
+                "will not copy this survey (delete it to have the next survey recorded)")
     try:
-        POINTER.parent.mkdir(parents=True, exist_ok=True)
-        tmp = POINTER.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"page": str((out / "index.html").resolve()), "created": doc["created"],
-                                   "summary": doc["summary"]}), encoding="utf-8")
-        os.replace(tmp, POINTER)
-    except OSError:
-        pass
+        atomic_write_text(POINTER, json.dumps({"page": str((out / "index.html").resolve()), "created": doc["created"],
+                                               "summary": doc["summary"]}))
+        owned.remember(POINTER)
+    except (OSError, OutputPathError) as exc:
+        return f"the pointer to this survey page ({POINTER}) was not written: {getattr(exc, 'strerror', None) or exc}"
+    return None
 
 
