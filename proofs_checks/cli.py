@@ -1170,7 +1170,28 @@ def main(argv: list[str] | None = None) -> None:
             _stderr_line(f"tverify: error: {msg}")
             _quiet_stdout()
             sys.exit(2)
+        if not _flush_stderr():  # stderr full or broken: its line is lost, and the interpreter's own last flush of it
+            sys.exit(2)  # made a usage error exit 1 (hostile pass 14a F1); a failed write is exit 2
         raise SystemExit(code) from None
+
+
+def _flush_stderr() -> bool:
+    """Flush stderr; when that fails, point descriptor 2 at /dev/null (nothing more can be said there, and the
+    interpreter's last flush must not fail again) and return ``False``."""
+    import os
+
+    try:
+        sys.stderr.flush()
+        return True
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 2)
+        os.close(fd)
+    except OSError:  # pragma: no cover
+        pass
+    return False
 
 
 def _become_subreaper() -> bool:
@@ -1269,11 +1290,11 @@ def _main(argv: list[str] | None = None) -> None:
 
     big = _overflowing_number(list(sys.argv[1:] if argv is None else argv))
     if big is not None:
-        click.echo(f"tverify: error: {big}: the number overflows a float64 (the largest is about 1.8e308)", err=True)
+        _stderr_line(f"tverify: error: {big}: the number overflows a float64 (the largest is about 1.8e308)")
         sys.exit(2)
     under = _underscored_number(list(sys.argv[1:] if argv is None else argv))
     if under is not None:
-        click.echo(f"tverify: error: {under}: write the number without '_' (Python reads 1_0 as 10, 1_000 as 1000)", err=True)
+        _stderr_line(f"tverify: error: {under}: write the number without '_' (Python reads 1_0 as 10, 1_000 as 1000)")
         sys.exit(2)
 
     from proofs_checks.console import set_argv
@@ -1284,28 +1305,26 @@ def _main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("tverify: interrupted; nothing was written after the interrupt (earlier outputs are as they were)",
-                   err=True)
+        _stderr_line("tverify: interrupted; nothing was written after the interrupt (earlier outputs are as they were)")
         sys.exit(130)
     except click.ClickException as exc:  # usage errors, bad options, UsageError above
         msg = " ".join(exc.format_message().split())
-        click.echo(f"tverify: error: {msg}", err=True)
+        _stderr_line(f"tverify: error: {msg}")
         sys.exit(2)
     except OutputPathError as exc:
-        click.echo(f"tverify: error: {' '.join(str(exc).split())}", err=True)
+        _stderr_line(f"tverify: error: {' '.join(str(exc).split())}")
         sys.exit(2)
     except FileNotFoundError as exc:
-        click.echo(f"tverify: error: file not found: {exc.filename or exc}", err=True)
+        _stderr_line(f"tverify: error: file not found: {exc.filename or exc}")
         sys.exit(2)
     except (KeyboardInterrupt, _Interrupted):
-        click.echo("tverify: interrupted; nothing was written after the interrupt (earlier outputs are as they were)",
-                   err=True)
+        _stderr_line("tverify: interrupted; nothing was written after the interrupt (earlier outputs are as they were)")
         sys.exit(130)
     except Exception as exc:
         from theory.validation import InputError
 
         if isinstance(exc, InputError):
-            click.echo(f"tverify: error: {' '.join(str(exc).split())}", err=True)
+            _stderr_line(f"tverify: error: {' '.join(str(exc).split())}")
             sys.exit(2)
         msg = _write_failure(exc) if isinstance(exc, OSError) else None
         if msg is not None:

@@ -208,3 +208,17 @@ def test_a_survey_pointer_tverify_did_not_write_is_not_copied_into_a_report(tmp_
     out.mkdir()
     copy_survey(out, {})
     assert not (out / "survey").exists() and latest_survey_link() == []
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["--no-such-option"], ["run", "--seed", "1e400"]], ids=["click", "overflow"])
+def test_a_usage_error_with_stderr_on_a_full_device_is_exit_2(argv):
+    """14a F1: the one line failed with ENOSPC and the usage error ended with exit 1; it is exit 2 whatever becomes
+    of its line (the console command: the real descriptor 2 is the subject)."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "proofs_checks", *argv], stdout=subprocess.PIPE, stderr=full,
+                           timeout=120)
+    assert r.returncode == 2
