@@ -1117,11 +1117,12 @@ def main(argv: list[str] | None = None) -> None:
     a closed pipe, a standard output closed from the start): one line, exit 2."""
     import os
 
-    from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly
+    from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly, tolerant_encoding
 
     guard_closed_streams()
     supervised = False
     if argv is None:  # the console command: its work in a child whose end is reported (proofs_checks.supervisor)
+        tolerant_encoding()
         from proofs_checks.options import own_standard_output
         from proofs_checks.supervisor import supervise
 

@@ -76,6 +76,22 @@ def guard_closed_streams() -> None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the life of the process)
 
 
+def tolerant_encoding() -> None:
+    """Standard output and error in an encoding that cannot write every character tverify prints (``∇``, ``Λ``, ``√``
+    under ``PYTHONIOENCODING=latin-1`` or a cp1252 console) write those as ``\\u2207`` escapes: the whole check ran,
+    then died printing its first such character with a traceback, exit 1, its verdict and ``--json`` lost (hostile
+    pass 14b F6). UTF-8 streams are left as they are."""
+    import codecs
+
+    for stream in (sys.stdout, sys.stderr):
+        enc = getattr(stream, "encoding", None)
+        try:
+            if enc and codecs.lookup(enc).name != "utf-8" and getattr(stream, "errors", "") == "strict":
+                stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, LookupError, ValueError, OSError):
+            pass
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP (``kill PID``, a CI job cancelled, a closed terminal) turned into an exception
     in tverify's own process, so every ``finally`` runs as for Ctrl-C: a half-written report folder,

@@ -222,3 +222,19 @@ def test_a_usage_error_with_stderr_on_a_full_device_is_exit_2(argv):
         r = subprocess.run([sys.executable, "-m", "proofs_checks", *argv], stdout=subprocess.PIPE, stderr=full,
                            timeout=120)
     assert r.returncode == 2
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "cp1252"])
+def test_a_non_utf8_standard_output_gets_the_verdict_with_escapes(encoding, tmp_path):
+    """14b F6: under ``PYTHONIOENCODING=latin-1`` (or cp1252) the check ran, then died printing ``∇`` with a
+    traceback, exit 1, the verdict lost; what the encoding cannot write is escaped (``\\u2207``), exit 0."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONIOENCODING=encoding)
+    r = subprocess.run([sys.executable, "-m", "proofs_checks", "check", "lyapunov", "--f", "-x, -y", "--V",
+                        "x**2 + y**2", "--no-progress"], capture_output=True, env=env, cwd=tmp_path, timeout=300)
+    out = r.stdout.decode(encoding)
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-1500:]
+    assert "verdict: ok" in out and "\\u2207" in out
