@@ -262,15 +262,28 @@ def load_array_file(path, option: str, max_memory: float | None = None) -> np.nd
     raise InputError(f"{option}: {p} has suffix {p.suffix or '(none)'!r}; expected one of {', '.join(_FILE_SUFFIXES)}")
 
 
+def input_file(path, option: str) -> Path:
+    """``path`` as a file to read: one line (:class:`InputError`) when it is missing, a folder, or a name the system
+    cannot look up (a name over 255 bytes raised ``OSError: File name too long`` with a traceback, hostile pass
+    14b F5)."""
+    p = Path(path)
+    try:
+        exists, folder = p.exists(), p.is_dir()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{option}: cannot use {_quote(str(path))} as a file: "
+                         f"{getattr(exc, 'strerror', None) or exc}") from None
+    if not exists:
+        raise InputError(f"{option}: file not found: {path}")
+    if folder:
+        raise InputError(f"{option}: {path} is a directory, not a file")
+    return p
+
+
 def load_npz(path, option: str, keys: tuple[str, ...] | None = None, max_memory: float | None = None,
              expect=None) -> dict[str, np.ndarray]:
     """Read a ``.npz`` archive (never pickled objects) as ``{name: finite float64 array}``;
     with ``keys``, only those (a missing one is an error naming what is there)."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{option}: file not found: {p}")
-    if p.is_dir():
-        raise InputError(f"{option}: {p} is a directory, not a file")
+    p = input_file(path, option)
     magic = _file_head(p, option, 6)
     if magic == b"\x93NUMPY":
         raise InputError(f"{option}: {p} holds one array (.npy format), not a .npz archive of named arrays "

@@ -238,3 +238,19 @@ def test_a_non_utf8_standard_output_gets_the_verdict_with_escapes(encoding, tmp_
     out = r.stdout.decode(encoding)
     assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-1500:]
     assert "verdict: ok" in out and "\\u2207" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "attention", "--module", "{J}.py:A", "--quick"],
+    ["check", "icl", "--lambda", "1,2", "--N", "5", "--weights", "{J}.pt"],
+    ["check", "icl", "--lambda", "1,2", "--N", "5", "--model", "{J}.py:f", "--quick"],
+    ["check", "att-svm", "--data", "{J}.npz"],
+], ids=["module", "icl-weights", "icl-model", "att-svm-data"])
+def test_a_file_name_over_255_bytes_is_one_line(argv, tmp_path, monkeypatch):
+    """14b F5: ``OSError: File name too long`` from ``Path.exists`` was a traceback (exit 1, "a bug" for --module);
+    it is one line naming the option, exit 2, as for --lambda and --patterns."""
+    from cli_helpers import invoke_in, one_line_error
+
+    name = "j" * 300
+    r = invoke_in(tmp_path, monkeypatch, *[a.replace("{J}", name) for a in argv], "--no-progress")
+    assert "File name too long" in one_line_error(r.returncode, r.stderr)

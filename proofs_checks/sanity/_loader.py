@@ -473,9 +473,14 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
 
 
 def _import_file(path: Path, option: str):
-    if not path.exists():
+    try:
+        exists, is_file = path.exists(), path.is_file()
+    except (OSError, ValueError) as exc:  # a name over 255 bytes: File name too long, a traceback (hostile pass 14b F5)
+        raise UsageError(f"{option}: cannot use {str(path)[:80]!r} as a file: "
+                         f"{getattr(exc, 'strerror', None) or exc}") from None
+    if not exists:
         raise UsageError(f"{option}: file not found: {path}")
-    if not path.is_file():
+    if not is_file:
         raise UsageError(f"{option}: not a file: {path}")
     if path.suffix != ".py":
         raise UsageError(f"{option}: {path} is not a Python file (.py)")

@@ -25,17 +25,11 @@ def load_weights(path: str, d: int, max_memory: float | None = None) -> tuple[np
     Shapes are checked from the headers before anything is decompressed (a ``.npz`` member's
     ``.npy`` header, a ``.pt`` tensor's memory-mapped metadata); two keys with the same last name
     (``a.W``, ``b.W``) are refused, never resolved; an all-zero ``W`` (no direction) is refused."""
-    import pathlib
-
     from proofs_checks import parsing
     from proofs_checks.parsing import as_numeric_array
 
     p = path
-    pp = pathlib.Path(p)
-    if not pp.exists():
-        raise InputError(f"--weights: file not found: {p}")
-    if pp.is_dir():
-        raise InputError(f"--weights: {p} is a directory, not a file")
+    pp = parsing.input_file(p, "--weights")
 
     def short_names(names):
         by: dict[str, list[str]] = {}

@@ -78,11 +78,7 @@ def load_weights(path: str, max_memory: float | None = None) -> tuple[np.ndarray
     from proofs_checks import parsing
     from proofs_checks.parsing import load_npz
 
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"--weights: file not found: {path}")
-    if p.is_dir():
-        raise InputError(f"--weights: {path} is a directory, not a file")
+    p = parsing.input_file(path, "--weights")
     if p.suffix == ".npz":
         data = load_npz(p, "--weights", max_memory=max_memory)
     elif p.suffix in (".pt", ".pth"):
