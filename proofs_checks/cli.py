@@ -188,6 +188,11 @@ def _store(store_dir: str | None):
         refuse_own_installation(store.root, named)
     except OutputPathError as exc:
         raise UsageError(str(exc)) from None
+    from proofs_checks.store import name_problem
+
+    problem = name_problem(store.last_path("x" * 40))  # its files' names too (a name over 255 bytes: hostile 14a F8)
+    if problem and store.explicit:  # (the per-user default: a warning, and the run goes on unsaved)
+        raise UsageError(f"{named} {store.root}: {problem}")
     if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
         raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")
     return store

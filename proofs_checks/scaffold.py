@@ -238,10 +238,16 @@ def check_id_free(claim_id: str) -> None:
 def write_scaffold(claim_id: str, folder: Path | str = ".", *, check_builtin: bool = True) -> list[Path]:
     """Write the package into ``folder``; refuse (writing nothing) if any target exists, or (with
     ``check_builtin``) if the id or its group is a built-in one (:func:`check_id_free`)."""
+    from proofs_checks.store import name_problem
+
     folder = Path(folder)
     files = files_for(claim_id)
     if check_builtin:
         check_id_free(claim_id)
+    for rel in files:  # a name the file system cannot hold: one line, not `File name too long` (hostile pass 14a F8)
+        problem = name_problem(folder / rel)
+        if problem:
+            raise ScaffoldError(f"cannot write {folder / rel}: {problem}; nothing was written")
     existing = [rel for rel in files if (folder / rel).exists()]
     if existing:
         raise ScaffoldError("refusing to overwrite existing files: " + ", ".join(existing))

@@ -254,3 +254,18 @@ def test_a_file_name_over_255_bytes_is_one_line(argv, tmp_path, monkeypatch):
     name = "j" * 300
     r = invoke_in(tmp_path, monkeypatch, *[a.replace("{J}", name) for a in argv], "--no-progress")
     assert "File name too long" in one_line_error(r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--store", "{L}", "run", "attn.complexity", "--quick", "--no-progress"],
+    ["new-claim", "my.x", "--dir", "{L}/pkg"],
+    ["survey", "torch-mha", "--quick", "--no-install", "--cache-dir", "{L}/c", "--no-progress"],
+], ids=["store", "new-claim", "survey-cache"])
+def test_a_folder_name_over_255_bytes_is_one_line(argv, tmp_path, monkeypatch):
+    """14a F8: a store, ``new-claim --dir`` or ``survey --cache-dir`` with a component over 255 bytes gave
+    ``OSError: File name too long`` tracebacks; one line, exit 2, as for --json, --out and --report."""
+    from cli_helpers import invoke_in, one_line_error
+
+    long = str(tmp_path / ("b" * 256))
+    r = invoke_in(tmp_path, monkeypatch, *[a.replace("{L}", long) for a in argv])
+    assert "bytes long" in one_line_error(r.returncode, r.stderr)

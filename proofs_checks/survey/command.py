@@ -61,6 +61,11 @@ def _check_cache(cache: Path, given: bool) -> None:
     """The install cache, refused up front (one line) when it, or a folder above it, exists and is no
     folder: every row said "cannot create the install cache /dev/full: File exists" before."""
     what = f"--cache-dir {cache}" if given else f"the install cache {cache}"
+    from proofs_checks.store import name_problem
+
+    problem = name_problem(cache / ("x" * 40))  # a name over 255 bytes: a traceback from exists() (hostile 14a F8)
+    if problem:
+        raise UsageError(f"{what}: {problem}; nothing was installed")
     for p in (cache, *cache.parents):
         if p.exists() or p.is_symlink():
             if not p.is_dir():
