@@ -13,6 +13,9 @@ one-line message. Nothing heavy is imported until a method is called.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import sys
 from typing import Any
 
 import pytest
@@ -24,12 +27,38 @@ __all__ = ["TverifyFixture", "tverify"]
 _OUTCOMES = ("ok", "mismatch", "inconclusive")
 
 
+@contextlib.contextmanager
+def _system_first():
+    """``sys.path`` with the standard library's, the installed packages' and tverify's own folders first while tverify
+    runs in the test's process, put back after: pytest puts the test's folder first, and a ``multiprocessing.py``
+    there was imported by tverify's first use of multiprocessing (hostile pass 14a F3). Your own modules, named
+    unlike those, still import (their folders come after)."""
+    from proofs_checks.guards import child_sys_path
+
+    saved = list(sys.path)
+    sys.path[:] = child_sys_path(saved)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def _system_path_first(method):
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        with _system_first():
+            return method(*args, **kwargs)
+
+    return wrapped
+
+
 class TverifyFixture:
     """The object the ``tverify`` fixture yields: ``check_attention``, ``check_hopfield``,
     ``check_att_svm``, ``check_icl_model``, ``check_lyapunov``, ``run_claims`` and ``assert_claim`` (claim authors), each
     failing the test on a result
     that is not ``ok`` (or not the ``expect``-ed outcome)."""
 
+    @_system_path_first
     def _run(self, fn: str, *args, expect: str = "ok", **kwargs) -> Any:
         from proofs_checks import api
         from proofs_checks.errors import UsageError
@@ -71,13 +100,14 @@ class TverifyFixture:
         """:func:`proofs_checks.api.check_lyapunov` (``ok``: certified)."""
         return self._run("check_lyapunov", f, V, expect=expect, **kwargs)
 
+    @_system_path_first
     def assert_claim(self, claim, **kwargs):
         """:func:`proofs_checks.testkit.assert_claim`: the claim verifies at several seeds and a
         numeric or trained check kills each mutant; otherwise the test fails with the reason."""
         from proofs_checks.testkit import assert_claim
 
         from proofs_checks.errors import UsageError
-        from proofs_checks.registry import UnknownClaimError
+        from proofs_checks.registry import RegistryError, UnknownClaimError
         from theory.validation import InputError
 
         try:
@@ -86,6 +116,8 @@ class TverifyFixture:
             why = f"tverify.assert_claim: {exc}"
         except (InputError, UnknownClaimError, UsageError) as exc:
             why = f"tverify.assert_claim: bad input: {exc}"
+        except RegistryError as exc:  # a claim the registry refuses (a clause naming no check): its line, no traceback
+            why = f"tverify.assert_claim: the claim is not well-formed: {exc}"
         pytest.fail(why, pytrace=False)  # outside the except: the reason once, not twice "during handling of" it
 
     def run_claims(self, patterns=(), *, expect: str = "ok", **kwargs):
@@ -105,12 +137,14 @@ def _run_outcome(result: Any) -> str:
 @pytest.fixture
 def tverify() -> TverifyFixture:
     """Run tverify's checks on your own model inside a test; a violation fails the test with the table."""
-    from proofs_checks.errors import UsageError
-    from proofs_checks.threads import pin
+    with _system_first():
+        from proofs_checks.errors import UsageError
+        from proofs_checks.threads import pin
 
     why = None
     try:
-        pin()  # torch/BLAS threads from the cores, one per xdist worker
+        with _system_first():
+            pin()  # torch/BLAS threads from the cores, one per xdist worker
     except UsageError as exc:  # a bad $TVERIFY_THREADS: its one line, no traceback into this package (pass 10, F2)
         why = f"tverify fixture: {exc}"
     if why:

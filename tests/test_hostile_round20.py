@@ -269,3 +269,60 @@ def test_a_folder_name_over_255_bytes_is_one_line(argv, tmp_path, monkeypatch):
     long = str(tmp_path / ("b" * 256))
     r = invoke_in(tmp_path, monkeypatch, *[a.replace("{L}", long) for a in argv])
     assert "bytes long" in one_line_error(r.returncode, r.stderr)
+
+
+def test_the_fixture_runs_tverify_with_the_system_folders_first(tmp_path, monkeypatch):
+    """14a F3 (pin): while a fixture method runs, a folder the test put first on ``sys.path`` comes after the standard
+    library's, the installed packages' and tverify's own; ``sys.path`` is put back after."""
+    import sys
+    import sysconfig
+
+    from proofs_checks.pytest_plugin import _system_first
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = list(sys.path)
+    with _system_first():
+        assert sys.path.index(sysconfig.get_paths()["stdlib"]) < sys.path.index(str(tmp_path))
+    assert sys.path == before
+
+
+_FIXTURE_TEST = '''
+import numpy as np
+from proofs_checks.plugin import Claim, Clause, Hypothesis, Mutant, close, numeric
+
+def form(x):
+    return 2 * np.asarray(x, float)
+
+@numeric("2x against x + x")
+def honest(form, ctx):
+    x = ctx.rng().standard_normal((ctx.size(20, 200), 4))
+    return close(form(x), x + x, np.full(x.shape, 1e-12), "exact doubling")
+
+def test_honest(tverify):
+    tverify.assert_claim(Claim(id="pt.honest", title="Doubling", statement="", source="a test", kind="identity",
+        form=form, derivation=None, no_symbolic="numeric only",
+        hypotheses=(Hypothesis("real", r"x", necessary_note="setting"),),
+        clauses=(Clause("double", r"f(x) = 2x", "checked", "d = 4", ("honest",)),), checks=(honest,),
+        mutants=(Mutant("triple", "wrong constant", "3x", lambda x: 3 * np.asarray(x, float)),)))
+'''
+
+
+@pytest.mark.integration(reason="a pytest session of its own (≈ 10 s)",
+                         pinned_by=("tests/test_hostile_round20.py::test_the_fixture_runs_tverify_with_the_system_"
+                                    "folders_first",))
+def test_a_stdlib_named_module_beside_the_users_tests_is_not_run_by_the_fixture(tmp_path):
+    """14a F3: a ``multiprocessing.py`` in the test folder was imported by the fixture's first use of multiprocessing
+    (pytest puts the test folder first on ``sys.path``)."""
+    import os
+    import subprocess
+    import sys
+
+    marker = tmp_path / "MARKER"
+    (tmp_path / "multiprocessing.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                                 "raise ImportError('not the standard library')\n")
+    (tmp_path / "test_fx.py").write_text(_FIXTURE_TEST)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                        "test_fx.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert not marker.exists(), r.stdout[-2000:]
+    assert r.returncode == 0, r.stdout[-2000:]
