@@ -186,6 +186,8 @@ def _store(store_dir: str | None):
     named = {"--store": "--store", "TVERIFY_STORE": "TVERIFY_STORE"}.get(store.source, "the per-user store (XDG_CACHE_HOME)")
     try:
         refuse_own_installation(store.root, named)
+        for sub in (store.last_dir, store.cache_dir):  # and where its folders lead: `last/ -> theory/` was written
+            refuse_own_installation(sub, f"{named} {store.root}: its folder")  # through (hostile pass 14a F2)
     except OutputPathError as exc:
         raise UsageError(str(exc)) from None
     from proofs_checks.store import name_problem
