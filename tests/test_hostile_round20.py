@@ -330,3 +330,20 @@ def test_a_stdlib_named_module_beside_the_users_tests_is_not_run_by_the_fixture(
                         "test_fx.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert not marker.exists(), r.stdout[-2000:]
     assert r.returncode == 0, r.stdout[-2000:]
+
+
+def test_a_plugins_import_leaves_tverifys_variables_as_they_were(monkeypatch):
+    """14a F4: a plugin setting ``TVERIFY_STORE`` at import moved where the run saved its results; the in-process
+    import is wrapped so that tverify's own TVERIFY_* variables are as before it (the plugin's others stay)."""
+    import os
+
+    from proofs_checks.claims import _working_folder_kept
+
+    monkeypatch.setenv("TVERIFY_STORE", "/the/users/store")
+    monkeypatch.delenv("TVERIFY_THREADS", raising=False)
+    with _working_folder_kept():
+        os.environ["TVERIFY_STORE"] = "/elsewhere"
+        os.environ["TVERIFY_THREADS"] = "7"
+        os.environ["PLUGINS_OWN_SETTING"] = "1"
+    assert os.environ["TVERIFY_STORE"] == "/the/users/store" and "TVERIFY_THREADS" not in os.environ
+    assert os.environ.pop("PLUGINS_OWN_SETTING") == "1"

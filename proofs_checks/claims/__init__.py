@@ -234,21 +234,27 @@ def _descriptor1_to_stderr():
 
 @contextlib.contextmanager
 def _working_folder_kept():
-    """The working folder as it was before a plugin's in-process import, after it: a plugin changing to its data
+    """The working folder (and tverify's TVERIFY_* variables) as they were before a plugin's in-process import, after
+    it: a plugin changing to its data
     folder at import moved ``--out``/``--json``/``--store`` given as relative paths into that folder, where a
     previous report there was replaced (hostile pass 12a F9)."""
     import os
 
+    # tverify's own settings as they were too: a plugin setting TVERIFY_STORE at import moved where the run's results
+    # were saved (hostile pass 14a F4); its other variables are its own business
+    ours = {k: v for k, v in os.environ.items() if k.startswith("TVERIFY_")}
     try:
         here = os.getcwd()
     except OSError:  # the working folder is gone: nothing to keep
-        yield
-        return
+        here = None
     try:
         yield
     finally:
+        for k in [k for k in os.environ if k.startswith("TVERIFY_") and k not in ours]:
+            del os.environ[k]
+        os.environ.update(ours)
         with contextlib.suppress(OSError):  # (the folder it left is gone: getcwd fails, chdir puts it back)
-            if _cwd_or_none() != here:
+            if here is not None and _cwd_or_none() != here:
                 os.chdir(here)
 
 
