@@ -1,0 +1,34 @@
+"""Hostile pass 14 (tester a): findings pinned as strict xfails (the pass measures the tree; nothing fixed here).
+Each test is written so that, while the finding stands, it writes nothing into tverify's own code."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import theory
+from proofs_checks.errors import UsageError
+
+
+@pytest.mark.xfail(strict=True, reason="hostile pass 14a F2: a store whose last/ links into theory/ is not refused")
+def test_store_last_linked_into_own_code_is_refused(tmp_path):
+    from proofs_checks.cli import _store
+
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "last").symlink_to(Path(theory.__file__).resolve().parent)
+    with pytest.raises(UsageError):  # the store check before the run; save_last would write theory/<id>.json
+        _store(str(root))
+
+
+@pytest.mark.xfail(strict=True, reason="hostile pass 14a F1: a usage error with stderr on a full device exits 1")
+def test_usage_error_with_stderr_full_exits_2(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    exe = Path(sys.executable).with_name("tverify")
+    with open("/dev/full", "w") as full:
+        rc = subprocess.run([str(exe), "run", "nosuch.claim"], stderr=full, stdout=subprocess.DEVNULL,
+                            cwd=tmp_path, env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")}, timeout=120).returncode
+    assert rc == 2
