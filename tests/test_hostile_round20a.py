@@ -43,3 +43,11 @@ def test_survey_pointer_of_the_user_is_left(tmp_path, monkeypatch):
     (tmp_path / POINTER).write_text("mine\n", encoding="utf-8")
     remember_latest(tmp_path / "sv", {"created": "now", "summary": {}})
     assert (tmp_path / POINTER).read_text(encoding="utf-8") == "mine\n"
+
+
+@pytest.mark.xfail(strict=True, reason="hostile pass 14a F8: --store with a 256-byte name is a traceback (OSError)")
+def test_store_name_too_long_is_one_line(tmp_path):
+    from proofs_checks.cli import _store
+
+    with pytest.raises(UsageError):
+        _store(str(tmp_path / ("b" * 256)))
