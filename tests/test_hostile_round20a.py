@@ -51,3 +51,24 @@ def test_store_name_too_long_is_one_line(tmp_path):
 
     with pytest.raises(UsageError):
         _store(str(tmp_path / ("b" * 256)))
+
+
+@pytest.mark.xfail(strict=True, reason="hostile pass 14a F5: survey's .tverify pointer followed into tverify's own code")
+def test_survey_pointer_not_written_into_own_code(tmp_path, monkeypatch):
+    """A stand-in for theory/ (so a failing run writes nothing into the package): own_installation says a
+    tmp folder is tverify's code; `.tverify` in the cwd links there."""
+    import proofs_checks.store as store
+    from proofs_checks.survey.page import POINTER, remember_latest
+
+    own = tmp_path / "own_code"
+    own.mkdir()
+    real = store.own_installation
+    monkeypatch.setattr(store, "own_installation",
+                        lambda p, holding=True: "tverify's own code" if Path(p).resolve().is_relative_to(own.resolve())
+                        else real(p, holding))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".tverify").symlink_to(own)
+    monkeypatch.chdir(work)
+    remember_latest(work / "sv", {"created": "now", "summary": {}})
+    assert not (own / POINTER.name).exists()
