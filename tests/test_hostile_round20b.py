@@ -93,3 +93,20 @@ def test_a_prefix_cache_does_not_hide_a_leak(tmp_path):
                         "--causal", "--quick", "--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+_LONG = "j" * 300
+
+
+@pytest.mark.xfail(strict=True, reason="14b F5: a file name over 255 bytes: OSError ENAMETOOLONG traceback")
+@pytest.mark.parametrize("args", [
+    ["check", "attention", "--module", f"{_LONG}.py:A", "--quick"],
+    ["check", "att-svm", "--data", f"{_LONG}.npz"],
+    ["check", "icl", "--lambda", "1,2", "--N", "5", "--weights", f"{_LONG}.pt"],
+], ids=["module", "att-svm-data", "icl-weights"])
+def test_an_overlong_file_name_is_one_line(tmp_path, args):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "proofs_checks", *args, "--no-progress"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in r.stdout + r.stderr
+    assert r.returncode == 2
