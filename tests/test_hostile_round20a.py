@@ -1,4 +1,5 @@
-"""Hostile pass 14 (tester a): findings pinned as strict xfails (the pass measures the tree; nothing fixed here).
+"""Hostile pass 14 (tester a): findings pinned as strict xfails during the pass (which fixes nothing); fixed after it,
+each is a plain test.
 Each test is written so that, while the finding stands, it writes nothing into tverify's own code."""
 
 import os
@@ -8,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import moved
+
 import theory
 from proofs_checks.errors import UsageError
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 14a F2: a store whose last/ links into theory/ is not refused")
 def test_store_last_linked_into_own_code_is_refused(tmp_path):
     from proofs_checks.cli import _store
 
@@ -23,7 +25,8 @@ def test_store_last_linked_into_own_code_is_refused(tmp_path):
         _store(str(root))
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 14a F1: a usage error with stderr on a full device exits 1")
+@moved("the tester's reproducer from a fresh process (≈ 4 s); the same exit with stderr on /dev/full",
+       "tests/test_hostile_round20.py::test_a_usage_error_with_stderr_on_a_full_device_is_exit_2")
 def test_usage_error_with_stderr_full_exits_2(tmp_path):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
@@ -34,7 +37,6 @@ def test_usage_error_with_stderr_full_exits_2(tmp_path):
     assert rc == 2
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 14a F6: survey replaces a .tverify/survey-latest.json it did not write")
 def test_survey_pointer_of_the_user_is_left(tmp_path, monkeypatch):
     from proofs_checks.survey.page import POINTER, remember_latest
 
@@ -45,7 +47,6 @@ def test_survey_pointer_of_the_user_is_left(tmp_path, monkeypatch):
     assert (tmp_path / POINTER).read_text(encoding="utf-8") == "mine\n"
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 14a F8: --store with a 256-byte name is a traceback (OSError)")
 def test_store_name_too_long_is_one_line(tmp_path):
     from proofs_checks.cli import _store
 
@@ -53,7 +54,6 @@ def test_store_name_too_long_is_one_line(tmp_path):
         _store(str(tmp_path / ("b" * 256)))
 
 
-@pytest.mark.xfail(strict=True, reason="hostile pass 14a F5: survey's .tverify pointer followed into tverify's own code")
 def test_survey_pointer_not_written_into_own_code(tmp_path, monkeypatch):
     """A stand-in for theory/ (so a failing run writes nothing into the package): own_installation says a
     tmp folder is tverify's code; `.tverify` in the cwd links there."""
