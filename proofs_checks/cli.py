@@ -1106,14 +1106,14 @@ def _write_failure(exc: OSError) -> str | None:
     return f"cannot write{where}: {exc.strerror or exc}; the output is incomplete"
 
 
-def _quiet_stdout() -> None:
-    """After a failed write to stdout: point fd 1 at /dev/null so the interpreter's last flush of
+def _quiet_stdout(descriptor: int = 1) -> None:
+    """After a failed write to stdout (or ``descriptor``): point it at /dev/null so the interpreter's last flush of
     what is still buffered cannot print 'Exception ignored' on the way out."""
     import os
 
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1)
+        os.dup2(fd, descriptor)
         os.close(fd)
     except OSError:  # pragma: no cover
         pass
@@ -1186,19 +1186,11 @@ def main(argv: list[str] | None = None) -> None:
 def _flush_stderr() -> bool:
     """Flush stderr; when that fails, point descriptor 2 at /dev/null (nothing more can be said there, and the
     interpreter's last flush must not fail again) and return ``False``."""
-    import os
-
     try:
         sys.stderr.flush()
         return True
     except (OSError, ValueError, AttributeError):
-        pass
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 2)
-        os.close(fd)
-    except OSError:  # pragma: no cover
-        pass
+        _quiet_stdout(2)
     return False
 
 
