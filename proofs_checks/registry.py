@@ -24,6 +24,7 @@ import fnmatch
 import fractions
 import math
 import re
+import sys
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Callable, Iterable
 
@@ -252,6 +253,10 @@ def compare(
                     *((f"error {k!r}", x) for k, x in (error.items() if isinstance(error, dict) else ()))):
         if isinstance(v, (str, bytes)):  # float('1') would read text as a number: never reinterpreted
             raise TypeError(f"compare: {what} must be a number, got text {v[:40]!r}")
+    if not isinstance(error, dict):  # (a dict's entries: worst() below refuses them)
+        refuse_text([error, tolerance], "compare")  # a number a float64 cannot hold exactly (hostile pass 15b F1)
+    else:
+        refuse_text([tolerance], "compare")
     if isinstance(error, dict):
         bad = [k for k, v in error.items() if not _all_finite(v)]  # (an array entry: every element, as worst reads it)
         if bad:
@@ -313,12 +318,13 @@ def default_resolution(error: float, tolerance: float) -> tuple[float, str]:
 def refuse_text(value: Any, where: str) -> None:
     """Raise ``TypeError`` when ``value`` (a number, an array, or lists, tuples and dicts of them) holds
     text: ``float('1')`` and ``np.asarray(['1'], dtype=float)`` read text as numbers, and a comparison
-    helper must never reinterpret it (``worst('123')`` was 3.0; hostile pass 10, F1)."""
+    helper must never reinterpret it (``worst('123')`` was 3.0; hostile pass 10, F1); or a number that is not exactly
+    a float64 (:func:`_refuse_rounded`)."""
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{where}: expected numbers, got text {value[:40]!r} (text is never read as a number)")
     if isinstance(value, complex):
         raise TypeError(f"{where}: expected real numbers, got the complex {value!r} (its imaginary part would be dropped)")
-    if isinstance(value, (decimal.Decimal, fractions.Fraction)):
+    if isinstance(value, (decimal.Decimal, fractions.Fraction)) or (isinstance(value, int) and abs(value) > _EXACT_INT):
         _refuse_rounded(value, where)
         return
     if isinstance(value, dict):
@@ -326,16 +332,22 @@ def refuse_text(value: Any, where: str) -> None:
     if isinstance(value, (list, tuple)):
         for v in value:
             if isinstance(v, (str, bytes, complex, dict, list, tuple, decimal.Decimal, fractions.Fraction)) or \
-                    hasattr(v, "dtype"):
+                    hasattr(v, "dtype") or (isinstance(v, int) and abs(v) > _EXACT_INT):
                 refuse_text(v, where)
         return
     kind = _kind(value)
-    if kind == "f" and getattr(value.dtype, "itemsize", 8) > 8:  # long double: finer than the float64 compared in
-        _refuse_rounded(value, where)
+    if (kind == "f" and getattr(value.dtype, "itemsize", 8) > 8) or kind in ("i", "u"):  # long double, integers
+        _refuse_rounded(value, where)  # (beyond 2⁵³): values a float64 cannot hold exactly
     if kind == "O":
         for v in getattr(value, "flat", ()):
-            if isinstance(v, (str, bytes, complex, decimal.Decimal, fractions.Fraction)):
+            if not isinstance(v, (float, bool)):
                 refuse_text(v, where)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex()) \
+            and value.dtype != torch.bool and value.numel() and int(value.detach().abs().max()) > _EXACT_INT:
+        raise TypeError(f"{where}: a {value.dtype} value is not exactly a float64 number (beyond 2**53), and the "
+                        "comparison is computed in float64 (rounding would decide it): round the values yourself, or "
+                        "compare them in their own precision")
     if kind in ("S", "U"):  # a NumPy array of text
         raise TypeError(f"{where}: expected numbers, got an array of text (dtype {value.dtype}; text is never "
                         "read as a number)")
@@ -344,22 +356,30 @@ def refuse_text(value: Any, where: str) -> None:
                         "would be dropped: compare abs() or the real and imaginary parts)")
 
 
+#: integers up to 2⁵³ are float64 numbers exactly; a larger one may not be (2⁶⁰ + 1 rounds to 2⁶⁰)
+_EXACT_INT = 2**53
+
+
 def _refuse_rounded(value: Any, where: str) -> None:
-    """``TypeError`` when ``value`` (a Decimal, a Fraction, a long-double array) is not exactly a float64: the helpers
-    compute in float64, and rounding would decide the comparison (a long double 1 + 2⁻⁶⁰ "equal" to 1 within 2⁻⁷⁰,
-    a Decimal 1e-400 "exactly" 0; hostile pass 14b F2)."""
+    """``TypeError`` when ``value`` (a Decimal, a Fraction, an integer beyond 2⁵³, a long-double or integer array) is
+    not exactly a float64: the helpers compute in float64, and rounding would decide the comparison (a long double
+    1 + 2⁻⁶⁰ "equal" to 1 within 2⁻⁷⁰, a Decimal 1e-400 "exactly" 0, 2⁶⁰ + 1 equal to 2⁶⁰; hostile passes 14b F2,
+    15b F1–F3)."""
     import numpy as np
 
     try:
-        if isinstance(value, (decimal.Decimal, fractions.Fraction)):
+        if isinstance(value, (decimal.Decimal, fractions.Fraction, int)):
             same = type(value)(float(value)) == value
         else:
             arr = np.asarray(value)
-            same = bool(np.array_equal(arr.astype(np.float64).astype(arr.dtype), arr, equal_nan=True))
+            if arr.dtype.kind in "iu":
+                same = arr.size == 0 or bool(np.all((arr <= _EXACT_INT) & (arr >= -_EXACT_INT)))
+            else:
+                same = bool(np.array_equal(arr.astype(np.float64).astype(arr.dtype), arr, equal_nan=True))
     except (OverflowError, ValueError, decimal.InvalidOperation):
         same = False
     if not same:
-        what = repr(value)[:60] if isinstance(value, (decimal.Decimal, fractions.Fraction)) else \
+        what = repr(value)[:60] if isinstance(value, (decimal.Decimal, fractions.Fraction, int)) else \
             f"a {value.dtype} value"
         raise TypeError(f"{where}: {what} is not exactly a float64 number, and the comparison is computed in float64 "
                         "(rounding would decide it): round the values yourself, or compare them in their own precision")

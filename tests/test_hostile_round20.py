@@ -347,3 +347,32 @@ def test_a_plugins_import_leaves_tverifys_variables_as_they_were(monkeypatch):
         os.environ["PLUGINS_OWN_SETTING"] = "1"
     assert os.environ["TVERIFY_STORE"] == "/the/users/store" and "TVERIFY_THREADS" not in os.environ
     assert os.environ.pop("PLUGINS_OWN_SETTING") == "1"
+
+
+def test_every_helper_refuses_a_number_a_float64_cannot_hold_exactly():
+    """15b F1–F3: ``compare`` rounded a scalar Decimal, Fraction or long double; an object array of long doubles and
+    integers beyond 2⁵³ (Python, NumPy, torch) were rounded by close, relative and seed_spread: 2⁶⁰ + 1 "equal" to
+    2⁶⁰ within 0.5. Each is refused; integers a float64 holds exactly still compare."""
+    import decimal
+
+    from proofs_checks.comparisons import close, relative, seed_spread
+    from proofs_checks.registry import compare
+
+    LD = np.longdouble
+    refused = [lambda: compare(decimal.Decimal("1e-400"), 0.0, "x"),
+               lambda: compare(1e-300, decimal.Decimal("1e-300") - decimal.Decimal("1e-330"), "x"),
+               lambda: close([2**60 + 1], [2**60], 0.5, "x"),
+               lambda: close(np.array([2**62 + 1]), np.array([2**62]), 0.5, "x"),
+               lambda: close(torch.tensor([2**62 + 1]), torch.tensor([2**62]), 0.5, "x"),
+               lambda: close(np.array([2**63 + 1], dtype=np.uint64), np.array([2**63], dtype=np.uint64), 0.5, "x"),
+               lambda: relative([2**60 + 1], [2**60], 1e-19, "x"),
+               lambda: seed_spread([[2**60 + 1], [2**60 + 1]], [2**60]),
+               lambda: compare(np.int64(2**62 + 1), float(2**62), "x")]
+    if np.finfo(LD).nmant > 52:
+        refused += [lambda: compare(LD(1) + LD(2) ** -60, 1.0, "x"),
+                    lambda: close(np.array([LD(1) + LD(2) ** -60], dtype=object), [1.0], 2.0**-70, "x")]
+    for call in refused:
+        with pytest.raises(TypeError, match="not exactly a float64"):
+            call()
+    assert close(np.arange(5), np.arange(5.0), 0.0, "x").passed and compare(3, 5, "x").passed
+    assert close(torch.arange(4), torch.arange(4.0), 0.0, "x").passed and compare(decimal.Decimal("0.5"), 1, "x").passed
