@@ -77,9 +77,24 @@ def remember(path: str | os.PathLike) -> bool:
     return _write_entry(p, {"path": os.path.realpath(p), "sha256": digest})
 
 
+def _record_problem(where: Path) -> str | None:
+    """Why the record folder cannot be tverify's (``None``: it can): a link (an ``outputs/`` linked to a folder of the
+    user's, whose files the prune deleted; one linked into ``theory/``), or a place inside tverify's own code or
+    environment, links followed ($XDG_CACHE_HOME or $HOME there; hostile pass 15a F1, F2)."""
+    from proofs_checks.store import own_installation
+
+    if os.path.islink(where):  # (a link above it, ~/.cache on another disk, is fine: this folder is tverify's)
+        return "it is a symbolic link, so it may be a folder of yours"
+    own = own_installation(Path(os.path.realpath(where)), holding=False)
+    return f"it lies inside {own}, which tverify runs from" if own else None
+
+
 def _write_entry(p: Path, entry: dict) -> bool:
     where = record_dir()
     try:
+        problem = _record_problem(where)
+        if problem:
+            raise OSError(0, problem)
         where.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=where, prefix=".entry.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -138,9 +153,17 @@ def folder_problems(folder: str | os.PathLike, files: list[str]) -> tuple[str, l
     return ("with files that are not a tverify report", out)
 
 
+#: the name of a record entry (:func:`_key`): the prune removes nothing else
+_ENTRY_NAME = __import__("re").compile(r"[0-9a-f]{40}\.json")
+
+
 def _prune(where: Path) -> None:
+    """Entries of outputs that no longer exist, once there are more than :data:`PRUNE_AT`: only files named as
+    entries, holding an entry (a path and its hash or folder listing) — never another file found there."""
+    if _record_problem(where):
+        return
     try:
-        names = [n for n in os.listdir(where) if n.endswith(".json")]
+        names = [n for n in os.listdir(where) if _ENTRY_NAME.fullmatch(n)]
     except OSError:
         return
     if len(names) <= PRUNE_AT:
@@ -148,13 +171,11 @@ def _prune(where: Path) -> None:
     for n in names:
         try:
             doc = json.loads((where / n).read_text(encoding="utf-8"))
-            if not os.path.exists(doc["path"]):
+            if isinstance(doc, dict) and isinstance(doc.get("path"), str) and ("sha256" in doc or "files" in doc) \
+                    and not os.path.exists(doc["path"]):
                 os.unlink(where / n)
-        except (OSError, ValueError, KeyError, TypeError):
-            try:
-                os.unlink(where / n)
-            except OSError:
-                pass
+        except (OSError, ValueError, RecursionError):
+            pass
 
 
 def is_ours(path: str | os.PathLike) -> bool:

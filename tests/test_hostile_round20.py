@@ -376,3 +376,35 @@ def test_every_helper_refuses_a_number_a_float64_cannot_hold_exactly():
             call()
     assert close(np.arange(5), np.arange(5.0), 0.0, "x").passed and compare(3, 5, "x").passed
     assert close(torch.arange(4), torch.arange(4.0), 0.0, "x").passed and compare(decimal.Decimal("0.5"), 1, "x").passed
+
+
+def test_the_record_of_written_outputs_is_never_a_link_nor_inside_tverifys_code(tmp_path, monkeypatch):
+    """15a F1, F2: the record folder (``$XDG_CACHE_HOME/tverify/outputs``) linked into theory/ had entries written
+    there, and one linked to a folder of the user's had every ``.json`` of it deleted by the prune. A record folder that
+    is a link, or lies inside tverify's own code, is not used (the output is written, with a note); the prune removes
+    only entry files holding entries."""
+    from pathlib import Path
+
+    import theory
+    from proofs_checks import owned
+
+    own = Path(theory.__file__).resolve().parent
+    before = set(own.iterdir())
+    xdg = tmp_path / "xdg"
+    (xdg / "tverify").mkdir(parents=True)
+    (xdg / "tverify" / "outputs").symlink_to(own)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    out = tmp_path / "o.json"
+    out.write_text("{}")
+    assert owned.remember(out) is False and set(own.iterdir()) == before
+    users = tmp_path / "userjs"
+    users.mkdir()
+    (users / "d1.json").write_text('{"a": 1}')
+    (xdg / "tverify" / "outputs").unlink()
+    (xdg / "tverify" / "outputs").symlink_to(users)
+    monkeypatch.setattr(owned, "PRUNE_AT", 0)
+    assert owned.remember(out) is False and [p.name for p in users.iterdir()] == ["d1.json"]
+    (xdg / "tverify" / "outputs").unlink()
+    (xdg / "tverify" / "outputs").mkdir()
+    (xdg / "tverify" / "outputs" / "notes.json").write_text('{"a": 1}')
+    assert owned.remember(out) and (xdg / "tverify" / "outputs" / "notes.json").exists()
