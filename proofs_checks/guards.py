@@ -26,6 +26,8 @@ from pathlib import Path
 
 import click
 
+from proofs_checks.syspath import _is_cwd, _system_folders, child_sys_path  # noqa: F401 (their home: syspath)
+
 __all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory", "require_memory", "dry_run",
            "DryRunStop", "fmt_bytes", "child_sys_path",
            "fmt_seconds", "Progress", "finite_number", "max_memory_option", "no_progress_option"]
@@ -238,68 +240,6 @@ class Progress:
         if self.enabled and self.printed:
             print(f"{self.label}: done in {fmt_seconds(self.clock() - self.t0)}", file=self.stream or sys.stderr,
                   flush=True)
-
-
-def _system_folders() -> tuple[list[str], str]:
-    """The standard library's and the installed packages' folders (real paths; their subfolders
-    count), and the folder that holds tverify's own packages (itself only)."""
-    import site
-    import sysconfig
-
-    out = []
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        with contextlib.suppress(KeyError, OSError, ValueError, TypeError):
-            out.append(sysconfig.get_paths()[key])
-    with contextlib.suppress(Exception):
-        out += list(site.getsitepackages())
-    with contextlib.suppress(Exception):
-        out.append(site.getusersitepackages())
-    out += [os.path.join(p, "lib") for p in {sys.prefix, sys.base_prefix}]
-    own = str(Path(__file__).resolve().parents[1])  # the folder holding proofs_checks/, numerics/, theory/
-    return [os.path.realpath(p) for p in out if p], own
-
-
-def child_sys_path(path: list[str] | None = None, cwd: str | None = None) -> list[str]:
-    """``sys.path`` for a process tverify starts (the checks' server and children, a plugin's import
-    probe): the standard library's and installed packages' folders first, then the folder holding
-    tverify's own packages (an editable install finds them through an import hook that comes after
-    every folder of the path: named here, a ``numerics/`` elsewhere cannot come first), then the other
-    entries of ``path`` (this process's ``sys.path``: ``$PYTHONPATH``, a caller's script folder, the
-    working folder for ``''``) in their order. A ``random.py``, ``json.py`` or ``numerics/`` in the
-    working folder or beside a user's module is then never what ``import random`` finds in a process
-    tverify started, while a module of the caller's own that is no standard one still imports.
-
-    >>> import sysconfig
-    >>> std = sysconfig.get_paths()["stdlib"]
-    >>> p = child_sys_path(["", std], cwd="/tmp/work")
-    >>> p[0] == std, p[-1], "" in p
-    (True, '/tmp/work', False)
-    """
-    path = list(sys.path if path is None else path)
-    system, own = _system_folders()
-    here = cwd if cwd is not None else os.getcwd()
-    first, rest, seen = [], [], set()
-    for p in path:
-        if not isinstance(p, str):
-            continue
-        p = p or here
-        real = os.path.realpath(p)
-        if real in seen:
-            continue
-        seen.add(real)
-        inside = any(real == s or real.startswith(s + os.sep) for s in system if s != os.sep)
-        (first if inside and not _is_cwd(real, here) and real != own else rest).append(p)
-    if os.path.isdir(os.path.join(own, "proofs_checks")):
-        first.append(own)
-        rest = [p for p in rest if os.path.realpath(p) != own]
-    return first + rest
-
-
-def _is_cwd(real: str, cwd: str | None) -> bool:
-    try:
-        return real == os.path.realpath(cwd if cwd is not None else os.getcwd())
-    except OSError:
-        return False
 
 
 def finite_number(ctx, param, value):

@@ -20,6 +20,10 @@ from typing import Any
 
 import pytest
 
+# imported with the plugin, when pytest loads it (before any test folder is on sys.path); it imports only the standard
+# library's start-up modules (a click.py beside the tests ran when the fixture imported it later, hostile pass 15a F3)
+from proofs_checks.syspath import child_sys_path
+
 __all__ = ["TverifyFixture", "tverify"]
 
 
@@ -33,8 +37,6 @@ def _system_first():
     runs in the test's process, put back after: pytest puts the test's folder first, and a ``multiprocessing.py``
     there was imported by tverify's first use of multiprocessing (hostile pass 14a F3). Your own modules, named
     unlike those, still import (their folders come after)."""
-    from proofs_checks.guards import child_sys_path
-
     saved = list(sys.path)
     sys.path[:] = child_sys_path(saved)
     try:

@@ -314,17 +314,21 @@ def test_honest(tverify):
 @pytest.mark.integration(reason="a pytest session of its own (≈ 10 s)",
                          pinned_by=("tests/test_hostile_round20.py::test_the_fixture_runs_tverify_with_the_system_"
                                     "folders_first",))
-def test_a_stdlib_named_module_beside_the_users_tests_is_not_run_by_the_fixture(tmp_path):
-    """14a F3: a ``multiprocessing.py`` in the test folder was imported by the fixture's first use of multiprocessing
-    (pytest puts the test folder first on ``sys.path``)."""
+@pytest.mark.parametrize("name,test", [("multiprocessing", _FIXTURE_TEST),
+                                       ("click", "def test_runclaims(tverify):\n"
+                                                 "    tverify.run_claims(['attn.complexity'], mode='quick')\n")],
+                         ids=["multiprocessing", "click"])
+def test_a_stdlib_named_module_beside_the_users_tests_is_not_run_by_the_fixture(tmp_path, name, test):
+    """14a F3, 15a F3: a ``multiprocessing.py`` (or ``click.py``) in the test folder was imported by the fixture's first
+    use of it (pytest puts the test folder first on ``sys.path``)."""
     import os
     import subprocess
     import sys
 
     marker = tmp_path / "MARKER"
-    (tmp_path / "multiprocessing.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
-                                                 "raise ImportError('not the standard library')\n")
-    (tmp_path / "test_fx.py").write_text(_FIXTURE_TEST)
+    (tmp_path / f"{name}.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                         "raise ImportError('not the library')\n")
+    (tmp_path / "test_fx.py").write_text(test)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                         "test_fx.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
