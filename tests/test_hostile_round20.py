@@ -344,12 +344,15 @@ def test_a_plugins_import_leaves_tverifys_variables_as_they_were(monkeypatch):
     from proofs_checks.claims import _working_folder_kept
 
     monkeypatch.setenv("TVERIFY_STORE", "/the/users/store")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/the/users/cache")
     monkeypatch.delenv("TVERIFY_THREADS", raising=False)
     with _working_folder_kept():
         os.environ["TVERIFY_STORE"] = "/elsewhere"
+        os.environ["XDG_CACHE_HOME"] = "/elsewhere"  # 15a F4: the record of written outputs moved
         os.environ["TVERIFY_THREADS"] = "7"
         os.environ["PLUGINS_OWN_SETTING"] = "1"
     assert os.environ["TVERIFY_STORE"] == "/the/users/store" and "TVERIFY_THREADS" not in os.environ
+    assert os.environ["XDG_CACHE_HOME"] == "/the/users/cache"
     assert os.environ.pop("PLUGINS_OWN_SETTING") == "1"
 
 

@@ -240,9 +240,10 @@ def _working_folder_kept():
     previous report there was replaced (hostile pass 12a F9)."""
     import os
 
-    # tverify's own settings as they were too: a plugin setting TVERIFY_STORE at import moved where the run's results
-    # were saved (hostile pass 14a F4); its other variables are its own business
-    ours = {k: v for k, v in os.environ.items() if k.startswith("TVERIFY_")}
+    # tverify's own settings as they were too, and the variables its own places are found by: a plugin setting
+    # TVERIFY_STORE (or XDG_CACHE_HOME) at import moved where the run's results (the record of written outputs) were
+    # kept (hostile passes 14a F4, 15a F4); its other variables are its own business
+    ours = {k: v for k, v in os.environ.items() if _tverifys_variable(k)}
     try:
         here = os.getcwd()
     except OSError:  # the working folder is gone: nothing to keep
@@ -250,12 +251,16 @@ def _working_folder_kept():
     try:
         yield
     finally:
-        for k in [k for k in os.environ if k.startswith("TVERIFY_") and k not in ours]:
+        for k in [k for k in os.environ if _tverifys_variable(k) and k not in ours]:
             del os.environ[k]
         os.environ.update(ours)
         with contextlib.suppress(OSError):  # (the folder it left is gone: getcwd fails, chdir puts it back)
             if here is not None and _cwd_or_none() != here:
                 os.chdir(here)
+
+
+def _tverifys_variable(name: str) -> bool:
+    return name.startswith("TVERIFY_") or name in ("XDG_CACHE_HOME", "HOME")
 
 
 def _cwd_or_none() -> str | None:
