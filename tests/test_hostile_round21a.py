@@ -1,4 +1,5 @@
-"""Hostile pass 15a: findings pinned as strict xfails (the pass measures the tree; nothing is fixed here)."""
+"""Hostile pass 15a: findings pinned as strict xfails during the pass (which fixes nothing); fixed after it, plain
+tests."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.xfail(strict=True, reason="hostile 15a F3: the fixture imports proofs_checks.guards (import click) "
-                                       "before putting the system folders first; a click.py beside the tests runs")
+@pytest.mark.integration(reason="a pytest session of its own (≈ 5 s); the tester's reproducer",
+                         pinned_by=("tests/test_hostile_round20.py::test_the_fixture_runs_tverify_with_the_system_"
+                                    "folders_first",))
 def test_fixture_does_not_import_click_beside_tests(tmp_path):
+    """15a F3 (fixed): ``proofs_checks.syspath`` is imported with the plugin and imports nothing a test folder holds."""
     marker = tmp_path / "marker"
     tests = tmp_path / "t"
     tests.mkdir()
