@@ -48,3 +48,10 @@ def test_big_integers_not_rounded():
 def test_big_integers_not_rounded_relative_seed_spread():
     assert _refused_or_failed(lambda: relative([2**60 + 1], [2**60], 1e-19, "x"))
     assert _refused_or_failed(lambda: seed_spread([[2**60 + 1], [2**60 + 1]], [2**60]))
+
+
+@pytest.mark.xfail(strict=True, reason="hostile 15b F3: integers beyond 2**53 are rounded to float64 (z_test)")
+def test_big_integers_not_rounded_z_test():
+    from proofs_checks.comparisons import z_test
+
+    assert _refused_or_failed(lambda: z_test({"a": (2**60 + 2, 0.3, 2**60)}))
