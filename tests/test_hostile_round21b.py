@@ -1,6 +1,7 @@
-"""Hostile pass 15 (tester b): findings left unfixed in this pass, pinned as strict xfails.
+"""Hostile pass 15 (tester b): its findings, pinned as strict xfails during the pass (which fixes nothing); fixed
+after it, plain tests.
 
-F1-F3 in /work/wt/_notes/HOSTILE15B_FINDINGS.md: the comparison helpers round values that are not exactly
+F1-F3 (the pass's HOSTILE15B_FINDINGS.md): the comparison helpers round values that are not exactly
 float64 (a scalar Decimal/Fraction/long double in compare(), an object array of long doubles, integers beyond
 2**53) and so pass comparisons whose exact values fail.
 """
@@ -22,7 +23,6 @@ def _refused_or_failed(call):
     return not r.passed
 
 
-@pytest.mark.xfail(strict=True, reason="hostile 15b F1: compare() rounds a scalar Decimal/Fraction/long double")
 @pytest.mark.parametrize("error, tol", [
     (decimal.Decimal("1e-400"), 0.0),
     (np.longdouble("1e-4000"), 0.0),
@@ -33,24 +33,20 @@ def test_compare_scalar_not_float64_is_refused(error, tol):
     assert _refused_or_failed(lambda: compare(error, tol, "x"))
 
 
-@pytest.mark.xfail(strict=True, reason="hostile 15b F2: an object array of long doubles is rounded")
 def test_object_array_of_long_doubles_is_refused():
     x = np.array([np.longdouble(1) + np.longdouble(2) ** -60], dtype=object)
     assert _refused_or_failed(lambda: close(x, [1.0], 2.0**-70, "x"))
 
 
-@pytest.mark.xfail(strict=True, reason="hostile 15b F3: integers beyond 2**53 are rounded to float64")
 def test_big_integers_not_rounded():
     assert _refused_or_failed(lambda: close([2**60 + 1], [2**60], 0.5, "x"))
 
 
-@pytest.mark.xfail(strict=True, reason="hostile 15b F3: integers beyond 2**53 are rounded to float64")
 def test_big_integers_not_rounded_relative_seed_spread():
     assert _refused_or_failed(lambda: relative([2**60 + 1], [2**60], 1e-19, "x"))
     assert _refused_or_failed(lambda: seed_spread([[2**60 + 1], [2**60 + 1]], [2**60]))
 
 
-@pytest.mark.xfail(strict=True, reason="hostile 15b F3: integers beyond 2**53 are rounded to float64 (z_test)")
 def test_big_integers_not_rounded_z_test():
     from proofs_checks.comparisons import z_test
 
