@@ -100,7 +100,10 @@ def patterns_array(a: Any, option: str = "patterns", where: str = "the array") -
     API's arrays get the command line's: real numbers, two dimensions, finite, at least 2 rows)."""
     if hasattr(a, "detach") and hasattr(a, "cpu"):  # a torch tensor (one that requires grad too): its values
         try:
-            a = a.detach().cpu().numpy()
+            a = a.detach().cpu()
+            if str(a.dtype) == "torch.bfloat16":  # no NumPy dtype: widened exactly (hostile pass 15b N3)
+                a = a.float()
+            a = a.numpy()
         except Exception as exc:
             raise UsageError(f"{option}: a tensor whose values cannot be read as numbers: {exc}") from None
     try:
