@@ -415,3 +415,11 @@ def test_the_record_of_written_outputs_is_never_a_link_nor_inside_tverifys_code(
     (xdg / "tverify" / "outputs").mkdir()
     (xdg / "tverify" / "outputs" / "notes.json").write_text('{"a": 1}')
     assert owned.remember(out) and (xdg / "tverify" / "outputs" / "notes.json").exists()
+
+
+def test_hopfield_patterns_in_bfloat16_are_their_values():
+    """15b N3: ``check_hopfield`` refused a bfloat16 pattern tensor (no NumPy dtype); its values are widened exactly."""
+    import proofs_checks as P
+
+    P16 = torch.tensor([[1.0, -1.0, 1.0], [-1.0, 1.0, 1.0]], dtype=torch.bfloat16)
+    assert P.check_hopfield(P16, beta=2.0).to_json() == P.check_hopfield(P16.double().numpy(), beta=2.0).to_json()
