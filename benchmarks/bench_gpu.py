@@ -116,19 +116,23 @@ def _tverify(args: list[str], json_path: str) -> tuple[float, dict]:
 
 
 def claim_rows(devices: list[str], tmp: str, modes: tuple[str, ...] = ("default", "full"),
-               mutants: bool = True) -> dict:
+               mutants: bool = True, each: bool = False) -> dict:
     ids = _trained_claims()
     out = {"claims": ids, "runs": [], "mutants": None}
+    groups = [[i] for i in ids] if each else [ids]  # each: one `tverify run` per claim, a row as each ends
     for mode in modes:
         for dev in devices:
             flag = ["--full"] if mode == "full" else []
-            secs, doc = _tverify(["run", *ids, *flag, "--device", dev], os.path.join(tmp, f"run-{mode}-{dev}.json"))
-            statuses = {r["id"]: r["status"] for r in doc.get("results", [])}
-            row = {"mode": mode, "device": dev, "seconds": secs, "statuses": statuses,
-                   "claim_seconds": {r["id"]: r.get("seconds") for r in doc.get("results", [])},
-                   "error": doc.get("error")}
-            out["runs"].append(row)
-            print(json.dumps(row), flush=True)
+            for group in groups:
+                tag = group[0] if each else "all"
+                secs, doc = _tverify(["run", *group, *flag, "--device", dev],
+                                     os.path.join(tmp, f"run-{mode}-{dev}-{tag}.json"))
+                statuses = {r["id"]: r["status"] for r in doc.get("results", [])}
+                row = {"mode": mode, "device": dev, "seconds": secs, "statuses": statuses,
+                       "claim_seconds": {r["id"]: r.get("seconds") for r in doc.get("results", [])},
+                       "error": doc.get("error")}
+                out["runs"].append(row)
+                print(json.dumps(row), flush=True)
     if "cuda" in devices and mutants:
         secs, doc = _tverify(["mutants", *ids, "--full", "--device", "cuda"], os.path.join(tmp, "mutants.json"))
         out["mutants"] = {"seconds": secs, "doc": doc}
@@ -164,6 +168,39 @@ def flex_rows(devices: list[str], tmp: str) -> list[dict]:
                    "verdict": str(doc.get("verdict", doc.get("error", "")))[:400]}
             rows.append(row)
             print(json.dumps(row), flush=True)
+    return rows
+
+
+def survey_rows(devices: list[str], tmp: str) -> list[dict]:
+    """The survey's FlexAttention entries (torch only: flex-plain, flex-causal, flex-causal-scoremod), each
+    run by the survey's own worker process with its declaration plus ``device``: the outcome and each
+    property's status per device (the survey itself runs on the CPU)."""
+    from proofs_checks.survey.catalogue import CATALOGUE
+
+    rows = []
+    for e in [e for e in CATALOGUE if e.package == "torch" and e.name.startswith("flex-")]:
+        for dev in devices:
+            spec = {"name": e.name, "paths": [], "package": e.package, "version": e.version, "module": e.module,
+                    "adapter": e.adapter, "declare": {**e.declare, "device": dev}, "mode": "quick", "seed": 0}
+            sp, rp = (os.path.join(tmp, f"survey-{e.name}-{dev}.{k}.json") for k in ("spec", "result"))
+            with open(sp, "w") as fh:
+                json.dump(spec, fh)
+            t0 = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "proofs_checks.survey.worker", sp, rp],
+                                  capture_output=True, text=True)
+            try:
+                with open(rp) as fh:
+                    res = json.load(fh)
+            except (OSError, ValueError):
+                res = {"status": "no-result", "why": proc.stderr[-1500:]}
+            props = {p["name"]: p for p in res.get("properties") or []}
+            g = props.get("gradients_match_reference", {})
+            row = {"entry": e.name, "device": dev, "seconds": round(time.perf_counter() - t0, 1),
+                   "status": res.get("status"), "outcome": res.get("outcome"), "why": res.get("why"),
+                   "statuses": {k: p.get("status") for k, p in props.items()},
+                   "gradients": {k: g.get(k) for k in ("status", "error", "tolerance", "detail")}}
+            rows.append(row)
+            print(json.dumps(row, default=str)[:1500], flush=True)
     return rows
 
 
@@ -213,13 +250,15 @@ def dense_rows(device: str) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["icl", "claims", "dense", "flex"], required=True)
+    ap.add_argument("--part", choices=["icl", "claims", "dense", "flex", "survey"], required=True)
     ap.add_argument("--modes", default="default,full", help="claims: which of default,full to run")
     ap.add_argument("--no-mutants", action="store_true", help="claims: skip the tverify mutants run")
+    ap.add_argument("--each", action="store_true", help="claims: one `tverify run` per claim (a row as each ends)")
     ap.add_argument("--device", choices=["cpu", "cuda", "both"], default="both")
     ap.add_argument("--out", required=True, metavar="FILE.json")
     a = ap.parse_args()
     devices = ["cpu", "cuda"] if a.device == "both" else [a.device]
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     if "cuda" in devices and not torch.cuda.is_available():
         sys.exit("bench_gpu: CUDA requested but not available")
     info = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "cpu_count": os.cpu_count(),
@@ -229,9 +268,11 @@ def main() -> None:
         body = icl_rows(devices)
     elif a.part == "claims":
         body = claim_rows(devices, os.path.dirname(os.path.abspath(a.out)), tuple(a.modes.split(",")),
-                          not a.no_mutants)
+                          not a.no_mutants, a.each)
     elif a.part == "flex":
         body = flex_rows(devices, os.path.dirname(os.path.abspath(a.out)))
+    elif a.part == "survey":
+        body = survey_rows(devices, os.path.dirname(os.path.abspath(a.out)))
     else:
         body = dense_rows("cuda" if "cuda" in devices else "cpu")
     info["seconds"] = time.perf_counter() - t0

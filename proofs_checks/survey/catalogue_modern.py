@@ -41,7 +41,9 @@ def _flex(imp: str = "", bm: str = "None", sm: str = "None") -> str:
     return _FLEX.format(imp=imp, bm=bm, sm=sm)
 
 
-_CAUSAL_BM = 'create_block_mask(lambda b, h, q, k: q >= k, None, None, T, T, device="cpu")'
+# the block mask is built on the input's device (a mask on the CPU beside CUDA inputs is the adapter's bug, not
+# the library's)
+_CAUSAL_BM = 'create_block_mask(lambda b, h, q, k: q >= k, None, None, T, T, device=x.device)'
 
 # -- timm ---------------------------------------------------------------------------------------------
 # timm/__init__.py and timm/layers/__init__.py import torchvision (timm.layers.create_norm: FrozenBatchNorm2d),
