@@ -1,37 +1,61 @@
 """``sys.path`` for the processes tverify starts and for its own code running in a caller's process (the pytest
 fixture): the standard library's, the installed packages' and tverify's own folders first. Imports nothing but the
-standard library's modules every interpreter has loaded at start (os, sys, sysconfig, site), so that it can be
+standard library's modules every interpreter has loaded at start (os, sys), so that it can be
 imported while a user's folder is first on ``sys.path`` (a ``click.py`` beside the user's tests ran when the fixture
-imported this function's former module, hostile pass 15a F3).
+imported this function's former module, hostile pass 15a F3); ``sysconfig`` and ``site`` are imported with ``sys.path``
+reduced to the standard library's folders (:func:`_system_folders`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from pathlib import Path
 
 __all__ = ["child_sys_path"]
 
 
+_FOLDERS: tuple[list[str], str] | None = None
+
+
 def _system_folders() -> tuple[list[str], str]:
     """The standard library's and the installed packages' folders (real paths; their subfolders
-    count), and the folder that holds tverify's own packages (itself only)."""
+    count), and the folder that holds tverify's own packages (itself only); computed once, with
+    ``sys.path`` reduced to the standard library's own folders meanwhile: ``sysconfig`` is not loaded at
+    start in every environment, and a ``sysconfig.py`` (or ``_sysconfigdata_*.py``) of a caller's test
+    folder, first on ``sys.path``, ran when the fixture first imported it (hostile pass 16a F1)."""
+    global _FOLDERS
+    if _FOLDERS is None:
+        std = os.path.dirname(os.__file__)  # os is loaded at start, from the standard library's folder
+        saved = sys.path[:]
+        sys.path[:] = [std, os.path.join(std, "lib-dynload")]
+        try:
+            _FOLDERS = _compute_system_folders()
+        finally:
+            sys.path[:] = saved
+    return list(_FOLDERS[0]), _FOLDERS[1]
+
+
+def _compute_system_folders() -> tuple[list[str], str]:
     import site
     import sysconfig
 
     out = []
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        with contextlib.suppress(KeyError, OSError, ValueError, TypeError):
+        try:
             out.append(sysconfig.get_paths()[key])
-    with contextlib.suppress(Exception):
-        out += list(site.getsitepackages())
-    with contextlib.suppress(Exception):
-        out.append(site.getusersitepackages())
+        except (KeyError, OSError, ValueError, TypeError):
+            pass
+    for get in (lambda: list(site.getsitepackages()), lambda: [site.getusersitepackages()]):
+        try:
+            out += get()
+        except Exception:  # noqa: BLE001 — a site module without these (virtualenv's old one): the others suffice
+            pass
     out += [os.path.join(p, "lib") for p in {sys.prefix, sys.base_prefix}]
-    own = str(Path(__file__).resolve().parents[1])  # the folder holding proofs_checks/, numerics/, theory/
+    own = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the folder holding proofs_checks/, numerics/, theory/
     return [os.path.realpath(p) for p in out if p], own
+
+
+_system_folders()  # at import (the plugin's load, the CLI's start): the fixture's later calls import nothing
 
 
 def child_sys_path(path: list[str] | None = None, cwd: str | None = None) -> list[str]:

@@ -316,11 +316,12 @@ def test_honest(tverify):
                                     "folders_first",))
 @pytest.mark.parametrize("name,test", [("multiprocessing", _FIXTURE_TEST),
                                        ("click", "def test_runclaims(tverify):\n"
-                                                 "    tverify.run_claims(['attn.complexity'], mode='quick')\n")],
-                         ids=["multiprocessing", "click"])
+                                                 "    tverify.run_claims(['attn.complexity'], mode='quick')\n"),
+                                       ("sysconfig", _FIXTURE_TEST)],
+                         ids=["multiprocessing", "click", "sysconfig"])
 def test_a_stdlib_named_module_beside_the_users_tests_is_not_run_by_the_fixture(tmp_path, name, test):
-    """14a F3, 15a F3: a ``multiprocessing.py`` (or ``click.py``) in the test folder was imported by the fixture's first
-    use of it (pytest puts the test folder first on ``sys.path``)."""
+    """14a F3, 15a F3, 16a F1: a ``multiprocessing.py`` (``click.py``, ``sysconfig.py``) in the test folder was imported
+    by the fixture's first use of it (pytest puts the test folder first on ``sys.path``)."""
     import os
     import subprocess
     import sys
