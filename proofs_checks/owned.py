@@ -113,9 +113,27 @@ def _write_entry(p: Path, entry: dict) -> bool:
     return True
 
 
+#: the largest record entry read (a folder's entry lists its files' hashes: ~100 bytes a file)
+ENTRY_LIMIT = 64 << 20
+
+
+def _read_regular(path: Path, limit: int = ENTRY_LIMIT) -> str:
+    """The text of the regular file ``path``, opened without following a link and without blocking: a FIFO,
+    device or link put where an entry belongs raises ``OSError`` instead of hanging the command (hostile pass
+    16a F2), as does a file over ``limit`` bytes."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise OSError(f"{path}: not a regular file of at most {limit} bytes")
+        return f.read(limit + 1).decode("utf-8")
+
+
 def _entry(p: Path) -> dict | None:
     try:
-        doc = json.loads((record_dir() / f"{_key(p)}.json").read_text(encoding="utf-8"))
+        doc = json.loads(_read_regular(record_dir() / f"{_key(p)}.json"))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("path") != os.path.realpath(p):
@@ -170,7 +188,7 @@ def _prune(where: Path) -> None:
         return
     for n in names:
         try:
-            doc = json.loads((where / n).read_text(encoding="utf-8"))
+            doc = json.loads(_read_regular(where / n))
             if isinstance(doc, dict) and isinstance(doc.get("path"), str) and ("sha256" in doc or "files" in doc) \
                     and not os.path.exists(doc["path"]):
                 os.unlink(where / n)

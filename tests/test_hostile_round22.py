@@ -21,3 +21,37 @@ def test_the_system_folders_are_found_without_a_callers_sysconfig(tmp_path, monk
     system, own = syspath._system_folders()
     assert not marker.exists()
     assert own and any(p.endswith("site-packages") for p in system), system
+
+
+def test_a_fifo_or_link_where_a_record_entry_belongs_is_no_entry(tmp_path, monkeypatch):
+    """16a F2: a FIFO put where the record keeps an output's entry hung every command writing that output (the entry
+    was read with a plain open). It is now opened without blocking or following links: no entry, never a hang."""
+    import os
+    import threading
+
+    from proofs_checks import owned
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("TVERIFY_STORE", raising=False)
+    out = tmp_path / "o.json"
+    out.write_text("{}")
+    assert owned.remember(out) and owned.is_ours(out)
+    entry = owned.record_dir() / f"{owned._key(out)}.json"
+    entry.unlink()
+    os.mkfifo(entry)
+    answer = []
+    t = threading.Thread(target=lambda: answer.append(owned.is_ours(out)), daemon=True)
+    t.start()
+    t.join(20)
+    assert answer == [False], "is_ours blocked on a FIFO entry"
+    entry.unlink()
+    (tmp_path / "elsewhere.json").write_text(entry.with_name("x").name)
+    entry.symlink_to(tmp_path / "elsewhere.json")
+    assert owned.is_ours(out) is False
+    for n in range(owned.PRUNE_AT + 1):  # the prune skips it too
+        (owned.record_dir() / f"{n:040x}.json").write_text("{}")
+    os.unlink(entry)
+    os.mkfifo(entry)
+    done = threading.Event()
+    threading.Thread(target=lambda: (owned._prune(owned.record_dir()), done.set()), daemon=True).start()
+    assert done.wait(60), "the prune blocked on a FIFO entry"
