@@ -55,3 +55,20 @@ def test_a_fifo_or_link_where_a_record_entry_belongs_is_no_entry(tmp_path, monke
     done = threading.Event()
     threading.Thread(target=lambda: (owned._prune(owned.record_dir()), done.set()), daemon=True).start()
     assert done.wait(60), "the prune blocked on a FIFO entry"
+
+
+def test_an_out_name_the_up_front_check_accepts_is_written_and_replaced(tmp_path, monkeypatch):
+    """16a F3: an ``--out`` name of 234–235 bytes passed the up-front check (255 − 20), the run was done, and then the
+    temporary folder's name (the name + 22 bytes) was too long: nothing written, exit 2. The siblings' names are now
+    shortened to fit; the report is written, and replaced by a second run."""
+    from tests.cli_helpers import invoke_in
+
+    name = "b" * 235
+    args = ("report", "--out", name, "attn.complexity", "--quick", "--no-progress", "--no-mutants", "--no-reproductions")
+    for _ in range(2):
+        r = invoke_in(tmp_path, monkeypatch, *args)
+        assert r.returncode == 0, r.stderr[-500:]
+        assert (tmp_path / name / "index.html").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert invoke_in(tmp_path, monkeypatch, "report", "--out", "c" * 236, "attn.complexity", "--quick",
+                     "--no-progress").returncode == 2

@@ -470,13 +470,13 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         out = check_report_target(out, force)
     except ReportTargetError as exc:
         keep = Path(out).expanduser().absolute()
-        keep = keep.parent / f"{keep.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        keep = keep.parent / _fit(keep.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
         built = build_output(keep, fill, stamp, force=False, what=what)
         why = str(exc).split("; nothing was written")[0]
         _moved_aside(f"{why} (it changed during the run): it was left as it is and the new {what} is in {built}")
         return built
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tverify-new-", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_fit(out.name, ".", ".tverify-new-", 8), dir=out.parent))
     try:
         fill(tmp)
         from proofs_checks.owned import folder_hashes, remember_folder, sha256_file
@@ -490,13 +490,13 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         try:
             check_report_target(out, force)
         except ReportTargetError as exc:
-            keep = out.parent / f"{out.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+            keep = out.parent / _fit(out.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             os.replace(tmp, keep)
             _moved_aside(f"{exc} (it changed during the run); the new {what} is in {keep}")
             return keep
         old = None
         if os.path.lexists(out):
-            old = out.parent / f".{out.name}.tverify-old-{os.getpid()}-{time.time_ns()}"
+            old = out.parent / _fit(out.name, ".", f".tverify-old-{os.getpid()}-{time.time_ns()}")
             os.replace(out, old)
         try:
             os.replace(tmp, out)
@@ -512,6 +512,15 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
             shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _fit(name: str, before: str, after: str, more: int = 0) -> str:
+    """``before + name + after`` for a sibling of the output ``name`` (its temporary, set-aside or kept-aside
+    folder), the name's bytes shortened so that the whole, with ``more`` bytes still to come (mkdtemp's random
+    part), stays within 255: a name the up-front check accepted (255 − 20 bytes) failed only here, after the whole
+    run (hostile pass 16a F3)."""
+    raw, room = os.fsencode(name), 255 - len(os.fsencode(before + after)) - more
+    return before + (name if len(raw) <= room else os.fsdecode(raw[:max(room, 1)])) + after
 
 
 def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = "the report") -> Path:
