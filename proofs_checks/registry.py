@@ -23,6 +23,7 @@ import decimal
 import fnmatch
 import fractions
 import math
+import numbers
 import re
 import sys
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -324,34 +325,45 @@ def refuse_text(value: Any, where: str) -> None:
         raise TypeError(f"{where}: expected numbers, got text {value[:40]!r} (text is never read as a number)")
     if isinstance(value, complex):
         raise TypeError(f"{where}: expected real numbers, got the complex {value!r} (its imaginary part would be dropped)")
-    if isinstance(value, (decimal.Decimal, fractions.Fraction)) or (isinstance(value, int) and abs(value) > _EXACT_INT):
+    if _exotic(value):
         _refuse_rounded(value, where)
         return
     if isinstance(value, dict):
         value = list(value.values())
     if isinstance(value, (list, tuple)):
         for v in value:
-            if isinstance(v, (str, bytes, complex, dict, list, tuple, decimal.Decimal, fractions.Fraction)) or \
-                    hasattr(v, "dtype") or (isinstance(v, int) and abs(v) > _EXACT_INT):
+            if v is not None and not isinstance(v, (float, bool)) and not (isinstance(v, int) and abs(v) <= _EXACT_INT):
                 refuse_text(v, where)
         return
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.is_complex():
+            raise TypeError(f"{where}: expected real numbers, got a complex tensor (dtype {value.dtype}; its imaginary "
+                            "part would be dropped: compare abs() or the real and imaginary parts)")
+        if value.is_floating_point() or value.dtype == torch.bool:
+            return
+        value = value.detach().cpu().numpy()  # integers, unsigned ones too (torch has no abs() or max() for those)
+    elif not hasattr(value, "dtype") and not isinstance(value, (int, float, bool)) and value is not None:
+        import numpy as np
+
+        try:  # what NumPy will compute with: an array-like, a buffer, a sequence that is no list
+            value = np.asarray(value)
+        except Exception:  # noqa: BLE001 — not an array: the helper's own conversion says why
+            return
     kind = _kind(value)
     if (kind == "f" and getattr(value.dtype, "itemsize", 8) > 8) or kind in ("i", "u"):  # long double, integers
         _refuse_rounded(value, where)  # (beyond 2⁵³): values a float64 cannot hold exactly
     if kind == "O":
         for v in getattr(value, "flat", ()):
-            if not isinstance(v, (float, bool)):
+            if isinstance(v, (str, bytes, complex)) or hasattr(v, "dtype") or _exotic(v):
                 refuse_text(v, where)
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex()) \
-            and value.dtype != torch.bool and value.numel() and int(value.detach().abs().max()) > _EXACT_INT:
-        raise TypeError(f"{where}: a {value.dtype} value is not exactly a float64 number (beyond 2**53), and the "
-                        "comparison is computed in float64 (rounding would decide it): round the values yourself, or "
-                        "compare them in their own precision")
     if kind in ("S", "U"):  # a NumPy array of text
         raise TypeError(f"{where}: expected numbers, got an array of text (dtype {value.dtype}; text is never "
                         "read as a number)")
-    if kind == "c" or getattr(value, "is_complex", lambda: False)() is True:  # NumPy or torch: casting drops the imaginary part
+    if kind in ("m", "M"):  # datetime64 / timedelta64: counts of a unit, read as float64 they are rounded
+        raise TypeError(f"{where}: expected real numbers, got {value.dtype} values (compare their integer counts, "
+                        "e.g. .astype('int64'), or in their own unit)")
+    if kind == "c":  # casting drops the imaginary part
         raise TypeError(f"{where}: expected real numbers, got a complex array (dtype {value.dtype}; its imaginary part "
                         "would be dropped: compare abs() or the real and imaginary parts)")
 
@@ -360,27 +372,59 @@ def refuse_text(value: Any, where: str) -> None:
 _EXACT_INT = 2**53
 
 
+def _exotic(value: Any) -> bool:
+    """A scalar number that may hold more than a float64 does: an integer beyond 2⁵³, any other rational (a Fraction,
+    SymPy's Rational and Integer, anything registered as :class:`numbers.Rational`), a Decimal, or a binary
+    floating-point number of its own precision (mpmath's mpf, SymPy's Float: they carry ``_mpf_``). Floats, booleans,
+    small integers and arrays (``dtype``) are not."""
+    if isinstance(value, (float, bool)) or hasattr(value, "dtype"):
+        return False
+    if isinstance(value, int):
+        return abs(value) > _EXACT_INT
+    return isinstance(value, (decimal.Decimal, numbers.Rational)) or isinstance(getattr(value, "_mpf_", None), tuple) \
+        or type(value).__module__.split(".")[0] in ("sympy", "mpmath")  # pi, sqrt(2), mpc: never exactly a float64
+
+
+def _exact(value: Any) -> fractions.Fraction | None:
+    """The exact value of an :func:`_exotic` scalar as a Fraction (``None``: infinite or NaN, which float() keeps)."""
+    mpf = getattr(value, "_mpf_", None)
+    if isinstance(mpf, tuple) and len(mpf) == 4:
+        sign, man, exp, _ = mpf
+        if not man:
+            return None if exp else fractions.Fraction(0)  # mpmath's zero is (0, 0, 0, 0); inf and nan have exp != 0
+        m = fractions.Fraction(-int(man) if sign else int(man))
+        return m * 2**int(exp) if exp >= 0 else m / 2**(-int(exp))
+    if isinstance(value, decimal.Decimal):
+        return fractions.Fraction(value) if value.is_finite() else None
+    if isinstance(value, numbers.Rational):
+        return fractions.Fraction(int(value.numerator), int(value.denominator))
+    if getattr(value, "is_infinite", None) is True or getattr(value, "is_nan", None) is True:  # SymPy's oo, nan
+        return None
+    raise ValueError("no exact binary value (an irrational constant or an expression)")
+
+
 def _refuse_rounded(value: Any, where: str) -> None:
-    """``TypeError`` when ``value`` (a Decimal, a Fraction, an integer beyond 2⁵³, a long-double or integer array) is
+    """``TypeError`` when ``value`` (an :func:`_exotic` scalar: a Decimal, a Fraction or other rational, an mpmath or
+    SymPy number, an integer beyond 2⁵³; or a long-double or integer array) is
     not exactly a float64: the helpers compute in float64, and rounding would decide the comparison (a long double
     1 + 2⁻⁶⁰ "equal" to 1 within 2⁻⁷⁰, a Decimal 1e-400 "exactly" 0, 2⁶⁰ + 1 equal to 2⁶⁰; hostile passes 14b F2,
-    15b F1–F3)."""
+    15b F1–F3; SymPy's Rational(1, 10**400) and mpmath's mpf('1e-400') "exactly" 0, 16b F1)."""
     import numpy as np
 
     try:
-        if isinstance(value, (decimal.Decimal, fractions.Fraction, int)):
-            same = type(value)(float(value)) == value
+        if _exotic(value):
+            exact, f = _exact(value), float(value)
+            same = exact is None or (math.isfinite(f) and fractions.Fraction(f) == exact)
         else:
             arr = np.asarray(value)
             if arr.dtype.kind in "iu":
                 same = arr.size == 0 or bool(np.all((arr <= _EXACT_INT) & (arr >= -_EXACT_INT)))
             else:
                 same = bool(np.array_equal(arr.astype(np.float64).astype(arr.dtype), arr, equal_nan=True))
-    except (OverflowError, ValueError, decimal.InvalidOperation):
+    except (OverflowError, ValueError, TypeError, ArithmeticError, decimal.InvalidOperation):
         same = False
     if not same:
-        what = repr(value)[:60] if isinstance(value, (decimal.Decimal, fractions.Fraction, int)) else \
-            f"a {value.dtype} value"
+        what = repr(value)[:60] if not hasattr(value, "dtype") else f"a {value.dtype} value"
         raise TypeError(f"{where}: {what} is not exactly a float64 number, and the comparison is computed in float64 "
                         "(rounding would decide it): round the values yourself, or compare them in their own precision")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["child_sys_path"]
+__all__ = ["child_sys_path", "system_only"]
 
 
 _FOLDERS: tuple[list[str], str] | None = None
@@ -99,3 +99,26 @@ def _is_cwd(real: str, cwd: str | None) -> bool:
         return real == os.path.realpath(cwd if cwd is not None else os.getcwd())
     except OSError:
         return False
+
+
+class system_only:
+    """``with system_only():`` ``sys.path`` holds only the standard library's, the installed packages' and tverify's
+    own folders meanwhile (the others are put back after). For tverify's own imports after a user's module was loaded
+    beside its folder: Python's path finder prefers a module in any later folder to a *namespace* package's portion,
+    so an ``mpl_toolkits.py`` beside the module ran when ``--report`` imported matplotlib (hostile pass 16b F4)."""
+
+    def __enter__(self) -> "system_only":
+        self._saved = sys.path[:]
+        system, own = _system_folders()
+        keep = []
+        for p in self._saved:
+            if not isinstance(p, str) or not p:
+                continue
+            real = os.path.realpath(p)
+            if real == own or any(real == s or real.startswith(s + os.sep) for s in system if s != os.sep):
+                keep.append(p)
+        sys.path[:] = keep
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.path[:] = self._saved

@@ -72,3 +72,81 @@ def test_an_out_name_the_up_front_check_accepts_is_written_and_replaced(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
     assert invoke_in(tmp_path, monkeypatch, "report", "--out", "c" * 236, "attn.complexity", "--quick",
                      "--no-progress").returncode == 2
+
+
+def test_a_namespace_package_named_file_beside_the_module_is_not_run_by_report_figures(tmp_path, monkeypatch):
+    """16b F4: ``--report`` imports matplotlib in the check's child after the user's module was loaded beside its
+    folder; ``mpl_toolkits`` is a namespace package, and Python's path finder prefers a module in any later folder to
+    a namespace portion, so an ``mpl_toolkits.py`` beside the module ran. matplotlib is now imported with only the
+    system folders on ``sys.path``."""
+    import numpy as np
+
+    from tests.cli_helpers import invoke_in
+
+    mod = tmp_path / "mods"
+    mod.mkdir()
+    marker = tmp_path / "MARKER"
+    (mod / "mpl_toolkits.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (mod / "hmod.py").write_text("import torch\n\ndef update(xi, patterns, beta):\n"
+                                 "    p = torch.as_tensor(patterns); xi = torch.as_tensor(xi)\n"
+                                 "    return torch.softmax(beta * xi @ p.T, -1) @ p\n")
+    np.save(tmp_path / "P.npy", np.random.default_rng(0).choice([-1.0, 1.0], size=(4, 16)))
+    work = tmp_path / "work"
+    work.mkdir()
+    r = invoke_in(work, monkeypatch, "check", "hopfield", "--patterns", str(tmp_path / "P.npy"), "--beta", "0.5",
+                  "--module", f"{mod / 'hmod.py'}:update", "--no-progress", "--report", "rep")
+    assert r.returncode == 0, r.stderr[-800:]
+    assert (work / "rep").is_dir() and not marker.exists()
+
+
+def test_every_helper_refuses_sympy_mpmath_and_array_likes_a_float64_cannot_hold():
+    """16b F1–F3: SymPy and mpmath numbers, array-likes without ``dtype`` (``__array__``, ``array.array``,
+    ``memoryview``, any sequence), datetime/timedelta arrays and unsigned torch integers were rounded into a pass (or
+    crashed in the refusal); each is now refused in the helper's words, and exact values still compare."""
+    import array
+    import decimal
+
+    import mpmath
+    import numpy as np
+    import pytest
+    import sympy as S
+    import torch
+
+    from proofs_checks.comparisons import close, exact, relative, z_test
+    from proofs_checks.registry import compare
+
+    class ArrayLike:
+        def __array__(self, dtype=None, copy=None):
+            a = np.array([np.longdouble(1) + np.longdouble(2) ** -60])
+            return a if dtype is None else a.astype(dtype)
+
+    class Seq:
+        def __init__(self, xs):
+            self.xs = xs
+
+        def __len__(self):
+            return len(self.xs)
+
+        def __getitem__(self, i):
+            return self.xs[i]
+
+    refused = [lambda: compare(S.Rational(1, 10**400), 0.0, "x"), lambda: compare(S.Integer(2**60 + 1), float(2**60), "x"),
+               lambda: compare(S.Float("1e-400", 50), 0.0, "x"), lambda: compare(mpmath.mpf("1e-400"), 0.0, "x"),
+               lambda: compare(1e-300, S.Rational(1, 10**300) - S.Rational(1, 10**330), "x"),
+               lambda: exact({"a": S.Rational(1, 10**400)}, "x"), lambda: exact(S.Rational(1, 10**400), "x"),
+               lambda: close([S.Integer(2**60 + 1)], [2**60], 0.5, "x"),
+               lambda: relative([S.Rational(1, 3) + S.Rational(1, 10**30)], [S.Rational(1, 3)], 1e-31, "x"),
+               lambda: z_test({"a": (S.Integer(2**60 + 2), 0.3, 2**60)}), lambda: compare(S.pi, 3.141592653589793, "x"),
+               lambda: close(torch.tensor([2**63 + 1], dtype=torch.uint64), torch.tensor([2**63], dtype=torch.uint64), 0.5, "x"),
+               lambda: close(ArrayLike(), [1.0], 2.0**-70, "x"), lambda: close([ArrayLike()], [[1.0]], 2.0**-70, "x"),
+               lambda: close(array.array("q", [2**60 + 1]), [2**60], 0.5, "x"),
+               lambda: close(memoryview(np.array([2**62 + 1], dtype=np.int64)), [float(2**62)], 0.5, "x"),
+               lambda: close(Seq([decimal.Decimal("1e-400")]), [0.0], 0.0, "x"),
+               lambda: close(np.array([2**60 + 1], dtype="m8[ns]"), np.array([2**60], dtype="m8[ns]"), 0.5, "x"),
+               lambda: close(np.array([2**60 + 1], dtype="M8[ns]"), [float(2**60)], 0.5, "x")]
+    for i, case in enumerate(refused):
+        with pytest.raises(TypeError, match="float64|real numbers"):
+            case()
+    assert compare(S.Rational(1, 2), 0.5, "x").passed and compare(mpmath.mpf(0.25), 0.25, "x").passed
+    assert close(torch.tensor([2**32 - 1], dtype=torch.uint32), [2.0**32 - 1], 0.0, "x").passed
+    assert close(Seq([1.0, 2.0]), [1.0, 2.0], 0.0, "x").passed and close([1, 2.0, True], [1.0, 2.0, 1.0], 0.0, "x").passed

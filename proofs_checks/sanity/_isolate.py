@@ -416,10 +416,13 @@ def draw_figures(figures: dict, lines: list, req: dict) -> dict:
     where = req.get("figures_dir")
     if not where or not figures:
         return out
-    import matplotlib
+    from proofs_checks.syspath import system_only
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with system_only():  # not an mpl_toolkits.py beside the user's module (hostile pass 16b F4)
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     from proofs_checks.options import UsageError
     from proofs_checks.sanity._loader import describe_exception
