@@ -154,7 +154,14 @@ def parse_array(text: str, option: str) -> np.ndarray:
 
 
 def as_numeric_array(arr, option: str, what: str = "array") -> np.ndarray:
-    """``arr`` as a finite float64 array; refuses object, string, boolean and complex dtypes."""
+    """``arr`` as a finite float64 array; refuses object, string, boolean and complex dtypes. A torch tensor is read by
+    :func:`tensor_to_numpy` (detached, on the CPU, bfloat16 and half widened; a tensor of the API's ``lambdas``
+    in bfloat16 raised NumPy's TypeError through the check, hostile pass 16b F5)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(arr, torch.Tensor):
+        arr = tensor_to_numpy(arr, option, what)
     a = np.asarray(arr) if not isinstance(arr, np.ndarray) else arr
     kind = a.dtype.kind
     if kind == "O":
@@ -353,8 +360,11 @@ def spd_from_array(arr, option: str, *, max_cond: float = MAX_COND) -> tuple[np.
     """:func:`parse_spd` on an array already read (the Python API's lists and arrays get the same
     checks as the command line's text): a vector is a diagonal; size, overflow, symmetry, positive
     definiteness and the condition number are checked, each failure one line naming ``option``."""
-    if hasattr(arr, "detach") and callable(arr.detach):  # a torch tensor that requires grad: its values (numpy()
-        arr = arr.detach()  # refused it with a traceback; hostile pass 13b F3)
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(arr, torch.Tensor):  # its values (one requiring grad: hostile pass 13b F3;
+        arr = tensor_to_numpy(arr, option, "the matrix")  # bfloat16: 16b F5)
     if isinstance(arr, (str, bytes, bool)) or (isinstance(arr, (list, tuple)) and any(
             isinstance(v, (str, bytes, bool)) for v in np.ravel(np.asarray(arr, dtype=object)))):
         raise InputError(f"{option}: expected numbers, got {arr!r:.80}")

@@ -150,3 +150,19 @@ def test_every_helper_refuses_sympy_mpmath_and_array_likes_a_float64_cannot_hold
     assert compare(S.Rational(1, 2), 0.5, "x").passed and compare(mpmath.mpf(0.25), 0.25, "x").passed
     assert close(torch.tensor([2**32 - 1], dtype=torch.uint32), [2.0**32 - 1], 0.0, "x").passed
     assert close(Seq([1.0, 2.0]), [1.0, 2.0], 0.0, "x").passed and close([1, 2.0, True], [1.0, 2.0, 1.0], 0.0, "x").passed
+
+
+def test_a_bfloat16_tensor_is_read_by_its_values_where_a_matrix_is_expected():
+    """16b F5: ``check_icl_model(lambdas=<a bfloat16 tensor>)`` gave an internal error with a traceback
+    (``np.asarray`` of a bfloat16 tensor); the common reader of numbers now reads tensors by their values."""
+    import numpy as np
+    import torch
+
+    from proofs_checks.parsing import as_numeric_array, spd_from_array
+
+    lam, _ = spd_from_array(torch.tensor([1.0, 2.0], dtype=torch.bfloat16), "lambdas")
+    assert np.array_equal(lam, np.diag([1.0, 2.0]))
+    lam, _ = spd_from_array(torch.tensor([1.0, 3.0], dtype=torch.float64, requires_grad=True), "lambdas")
+    assert np.array_equal(lam, np.diag([1.0, 3.0]))
+    a = as_numeric_array(torch.tensor([[0.5, 1.5]], dtype=torch.bfloat16), "x")
+    assert a.dtype == np.float64 and a.tolist() == [[0.5, 1.5]]
