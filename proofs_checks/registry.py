@@ -455,8 +455,10 @@ def worst(errors: dict[str, float] | Iterable[float]) -> float:
     """
     import numpy as np
 
-    refuse_text(errors, "worst")
+    if isinstance(errors, (str, bytes)) or hasattr(errors, "dtype"):
+        refuse_text(errors, "worst")
     items = list(errors.values() if isinstance(errors, dict) else errors)
+    refuse_text(items, "worst")  # the items themselves: a generator of Decimals is checked too (hostile pass 16b N1)
     vals = np.concatenate([np.ravel(np.asarray(v, dtype=float)) for v in items]) if items else np.zeros(0)
     if vals.size == 0:
         raise ValueError("worst: no errors to reduce (a comparison over nothing cannot reject anything)")

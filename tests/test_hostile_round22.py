@@ -166,3 +166,17 @@ def test_a_bfloat16_tensor_is_read_by_its_values_where_a_matrix_is_expected():
     assert np.array_equal(lam, np.diag([1.0, 3.0]))
     a = as_numeric_array(torch.tensor([[0.5, 1.5]], dtype=torch.bfloat16), "x")
     assert a.dtype == np.float64 and a.tolist() == [[0.5, 1.5]]
+
+
+def test_worst_checks_the_items_of_any_iterable():
+    """16b N1: ``worst`` checked a generator as one object (a generator of Decimal('1e-400') gave 0.0): its items are
+    now checked like a list's."""
+    import decimal
+
+    import pytest
+
+    from proofs_checks.registry import worst
+
+    with pytest.raises(TypeError, match="not exactly a float64"):
+        worst(decimal.Decimal(x) for x in ["1e-400"])
+    assert worst(x for x in [1.0, 3.0]) == 3.0
