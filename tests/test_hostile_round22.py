@@ -12,11 +12,14 @@ def test_the_system_folders_are_found_without_a_callers_sysconfig(tmp_path, monk
     from proofs_checks import syspath
 
     marker = tmp_path / "MARKER"
-    for name in ("sysconfig", "site"):
+    import sysconfig
+
+    data = sysconfig._get_sysconfigdata_name()  # imported lazily by get_paths() (16a F1, second vector)
+    for name in ("sysconfig", "site", data):
         (tmp_path / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
     monkeypatch.setattr(syspath, "_FOLDERS", None)
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("sysconfig", "site"):
+    for name in ("sysconfig", "site", data):
         monkeypatch.delitem(sys.modules, name, raising=False)
     system, own = syspath._system_folders()
     assert not marker.exists()
