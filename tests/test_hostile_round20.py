@@ -317,15 +317,19 @@ def test_honest(tverify):
 @pytest.mark.parametrize("name,test", [("multiprocessing", _FIXTURE_TEST),
                                        ("click", "def test_runclaims(tverify):\n"
                                                  "    tverify.run_claims(['attn.complexity'], mode='quick')\n"),
-                                       ("sysconfig", _FIXTURE_TEST)],
-                         ids=["multiprocessing", "click", "sysconfig"])
+                                       ("sysconfig", _FIXTURE_TEST), ("_sysconfigdata", _FIXTURE_TEST)],
+                         ids=["multiprocessing", "click", "sysconfig", "sysconfigdata"])
 def test_a_stdlib_named_module_beside_the_users_tests_is_not_run_by_the_fixture(tmp_path, name, test):
-    """14a F3, 15a F3, 16a F1: a ``multiprocessing.py`` (``click.py``, ``sysconfig.py``) in the test folder was imported
-    by the fixture's first use of it (pytest puts the test folder first on ``sys.path``)."""
+    """14a F3, 15a F3, 16a F1: a ``multiprocessing.py`` (``click.py``, ``sysconfig.py``, ``_sysconfigdata_*.py``) in the
+    test folder was imported by the fixture's first use of it (pytest puts the test folder first on ``sys.path``)."""
     import os
     import subprocess
     import sys
 
+    import sysconfig
+
+    if name == "_sysconfigdata":  # 16a F1's second vector: sysconfig.get_paths() imports it lazily
+        name = sysconfig._get_sysconfigdata_name()
     marker = tmp_path / "MARKER"
     (tmp_path / f"{name}.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
                                          "raise ImportError('not the library')\n")
