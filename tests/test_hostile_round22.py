@@ -183,3 +183,20 @@ def test_worst_checks_the_items_of_any_iterable():
     with pytest.raises(TypeError, match="not exactly a float64"):
         worst(decimal.Decimal(x) for x in ["1e-400"])
     assert worst(x for x in [1.0, 3.0]) == 3.0
+
+
+def test_an_output_whose_folder_became_a_file_is_one_refusal_not_a_recursion(tmp_path):
+    """17a F1: ``--out ro2/rep`` whose ``ro2`` became a file during the run: the kept-aside sibling failed for the same
+    reason and ``build_output`` recursed on its own siblings until RecursionError (≈ 9,900 lines of traceback). The
+    aside is tried once; then the first refusal is raised (the CLI's one line)."""
+    import pytest
+
+    from proofs_checks.output.report import ReportTargetError, build_output
+
+    (tmp_path / "ro2").write_text("userdata\n")
+    calls = []
+    with pytest.raises(ReportTargetError) as info:
+        build_output(tmp_path / "ro2" / "rep", lambda tmp: calls.append(tmp), {"tool": "tverify"})
+    assert "ro2" in str(info.value) and "-20" not in str(info.value).split(":")[0], str(info.value)
+    assert not calls and (tmp_path / "ro2").read_text() == "userdata\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro2"]

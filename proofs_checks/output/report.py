@@ -457,21 +457,27 @@ def _moved_aside(message: str) -> None:
 
 
 def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any], *, force: bool = False,
-                 what: str = "report") -> Path:
+                 what: str = "report", aside: bool = False) -> Path:
     """Write an output folder safely (``tverify report``, ``sweep``, ``reproduce``, ``check --report``):
     ``out`` must pass :func:`check_report_target`; ``fill(tmp)`` writes the files into a temporary
     sibling, which gets ``stamp`` plus the list of its files as :data:`MARKER` and 0755/0644 modes;
     ``out`` is checked again (if it no longer passes, the new folder is kept beside it and named in
     a warning) and the folder is swapped into place, the previous one removed only after the swap. A target
     that no longer passes when the run is done (a folder of the user's made there meanwhile): the output is
-    built beside it under a new name, said in a warning (it was dropped; hostile pass 11a, F9). Returns where the
-    output is."""
+    built beside it under a new name, said in a warning (it was dropped; hostile pass 11a, F9), once: when that fails
+    too (the folder above it is a file now), the first refusal is raised (``aside``: this is that second try; it
+    recursed without end, hostile pass 17a F1). Returns where the output is."""
     try:
         out = check_report_target(out, force)
     except ReportTargetError as exc:
+        if aside:
+            raise
         keep = Path(out).expanduser().absolute()
         keep = keep.parent / _fit(keep.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-        built = build_output(keep, fill, stamp, force=False, what=what)
+        try:
+            built = build_output(keep, fill, stamp, force=False, what=what, aside=True)
+        except ReportTargetError:
+            raise exc from None  # nothing can be written there: one line about the place asked for
         why = str(exc).split("; nothing was written")[0]
         _moved_aside(f"{why} (it changed during the run): it was left as it is and the new {what} is in {built}")
         return built
