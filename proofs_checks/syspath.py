@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["child_sys_path", "system_only"]
+__all__ = ["child_sys_path", "system_only", "without_own", "OWN_PACKAGES"]
 
 
 _FOLDERS: tuple[list[str], str] | None = None
@@ -122,3 +122,25 @@ class system_only:
 
     def __exit__(self, *exc) -> None:
         sys.path[:] = self._saved
+
+
+#: the packages tverify's own folder provides (the rest of a checkout's root — benchmarks/, examples/, tests/, docs/ —
+#: is no part of tverify)
+OWN_PACKAGES = ("proofs_checks", "numerics", "theory")
+
+
+def without_own(path: list[str]) -> list[str]:
+    """``path`` without the folder that holds tverify's own packages, once they are imported: for a process of
+    tverify's about to load a user's module (the check's child). In an editable install that folder is the checkout's
+    root, which also holds ``benchmarks/``, ``examples/``, ``tests/`` and ``docs/``: first on the path, they shadowed a
+    user's packages of those names beside the module, and ran tverify's own examples instead (hostile pass 17b F1).
+    The three packages stay bound (``sys.modules``; their submodules are found through their own ``__path__``). A
+    folder among the system ones (an installed, not editable, tverify: site-packages) is kept."""
+    import importlib
+
+    system, own = _system_folders()
+    if any(own == s or own.startswith(s + os.sep) for s in system if s != os.sep):
+        return list(path)
+    for name in OWN_PACKAGES:
+        importlib.import_module(name)  # bound now, from the folder still on the path
+    return [p for p in path if not (isinstance(p, str) and p and os.path.realpath(p) == own)]

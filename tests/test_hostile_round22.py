@@ -200,3 +200,22 @@ def test_an_output_whose_folder_became_a_file_is_one_refusal_not_a_recursion(tmp
     assert "ro2" in str(info.value) and "-20" not in str(info.value).split(":")[0], str(info.value)
     assert not calls and (tmp_path / "ro2").read_text() == "userdata\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ro2"]
+
+
+def test_a_checkouts_benchmarks_or_examples_never_shadow_the_users(tmp_path, monkeypatch):
+    """17b F1: in an editable install the folder put first on the check's child path is the checkout's root, which also
+    holds ``benchmarks/`` and ``examples/``: a user's packages of those names beside the module were shadowed (tverify's
+    own ``examples/my_attn.py`` ran instead). The child drops that folder once tverify's three packages are bound."""
+    from tests.cli_helpers import MHA_ATTN, invoke_in
+
+    mods = tmp_path / "mods"
+    (mods / "benchmarks").mkdir(parents=True)
+    (mods / "benchmarks" / "__init__.py").write_text("")
+    (mods / "benchmarks" / "consts.py").write_text("SCALE = 1.0\n")
+    (mods / "examples").mkdir()
+    (mods / "examples" / "my_attn.py").write_text("VALUE = 7\n")  # a namespace portion, as in the checkout
+    (mods / "mod.py").write_text("import torch\nfrom benchmarks.consts import SCALE\nfrom examples.my_attn import VALUE\n"
+                                 "assert SCALE == 1.0 and VALUE == 7\n" + MHA_ATTN)
+    r = invoke_in(tmp_path, monkeypatch, "check", "attention", "--module", f"{mods / 'mod.py'}:Attn", "--quick",
+                  "--no-progress")
+    assert r.returncode == 0, r.stderr[-800:]

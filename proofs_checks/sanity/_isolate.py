@@ -247,6 +247,9 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     with contextlib.suppress(OSError):
         os.chdir(req["cwd"])
     sys.path[:] = req.get("sys_path") or sys.path
+    from proofs_checks.syspath import without_own
+
+    sys.path[:] = without_own(sys.path)  # a checkout's benchmarks/ or examples/ never shadows the user's (17b F1)
     if req.get("threads"):
         import torch
 
