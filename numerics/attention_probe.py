@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from dataclasses import replace
 from typing import Callable
 
@@ -389,14 +390,17 @@ class AttentionProbe(GradientProps):
         declared = self.st.scale  # --scale: the factor declared instead of 1/√d_k
         s0 = declared if declared is not None else 1 / math.sqrt(dk)
 
+        lmax = math.log(sys.float_info.max) - 1.0  # exp of log s stays a finite float64 (a declared --scale 1e308
+        # put the grid's top beyond it: OverflowError, hostile pass 17b F2)
+
         def out_at(ls: float) -> torch.Tensor:
             with torch.no_grad():
-                return self.reference(x, st=replace(self.st, scale=math.exp(ls))).double().cpu()
+                return self.reference(x, st=replace(self.st, scale=math.exp(min(max(ls, -lmax), lmax)))).double().cpu()
 
         def loss(ls: float) -> float:
             return float((out_at(ls) - od).norm())
 
-        grid = [math.log(s0) + g for g in torch.linspace(math.log(1e-2), math.log(1e2), 41).tolist()]
+        grid = [min(max(math.log(s0) + g, -lmax), lmax) for g in torch.linspace(math.log(1e-2), math.log(1e2), 41).tolist()]
         vals = [loss(g) for g in grid]
         ls = grid[min(range(len(vals)), key=vals.__getitem__)]
         h = 1e-5
@@ -414,7 +418,7 @@ class AttentionProbe(GradientProps):
                 break
         if J is None:
             J = (out_at(ls + h) - out_at(ls - h)) / (2 * h)
-        s_fit = math.exp(ls)
+        s_fit = math.exp(min(max(ls, -lmax), lmax))
         err = abs(s_fit / s0 - 1)
         out_tol, _ = self.tol_at(T, "unit")
         sens = float(J.norm() / od.norm().clamp_min(1e-300))

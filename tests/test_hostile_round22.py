@@ -219,3 +219,46 @@ def test_a_checkouts_benchmarks_or_examples_never_shadow_the_users(tmp_path, mon
     r = invoke_in(tmp_path, monkeypatch, "check", "attention", "--module", f"{mods / 'mod.py'}:Attn", "--quick",
                   "--no-progress")
     assert r.returncode == 0, r.stderr[-800:]
+
+
+def test_a_tolerance_that_is_not_finite_decides_nothing():
+    """17b F3, F4: a reference computed in the declared precision overflowed (a softcap beyond float32's range; float16
+    at a large β), so the tolerance was NaN and the property FAILED with an error of 0 or 2.5e-7: a mismatch without
+    evidence. A tolerance that is not finite now leaves the property undecided (attention: skipped, undecidable;
+    Hopfield: the verdict inconclusive), never failed."""
+    from numerics.attention_rules import _judge
+    from proofs_checks.sanity.hopfield import _row, hopfield_verdict
+
+    for tol in (float("nan"), float("inf")):
+        p = _judge("dtype_and_device_preserved", 2.46e-7, tol, "rule")
+        assert p.status == "skip" and p.numbers.get("undecidable"), p
+    assert _judge("matches_reference", float("nan"), 1e-6, "rule").status == "fail"  # a NaN error still fails
+    row = _row("update_matches_modern", 0.0 <= float("nan"), 0.0, float("nan"), "rule", "detail")
+    assert row["status"] == "skip" and row["undecided"]
+    v = hopfield_verdict([{"name": "finite_updates", "status": "pass"}, row], "hop", [])
+    assert v.outcome == "inconclusive" and "update_matches_modern" in v.summary
+
+
+def test_a_huge_declared_scale_is_a_verdict_not_an_overflow():
+    """17b F2: ``--scale 1e308``: the scale fit's grid reached exp(log 1e308 + log 100): OverflowError with a
+    traceback. The grid now stays within float64's range; the module, whose scale is not the declared one, is a
+    mismatch on its outputs."""
+    import torch
+
+    import proofs_checks as pc
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x):
+            T = x.shape[1]
+            mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+            return self.mha(x, x, x, need_weights=False, attn_mask=mask)[0]
+
+    r = pc.check_attention(Attn(), causal=True, scale=1e308, mode="quick", isolate=False, progress=False)
+    assert r.outcome == "mismatch", r.outcome

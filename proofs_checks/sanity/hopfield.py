@@ -252,6 +252,11 @@ def hopfield_verdict(props: list[dict], subject: str, degenerate: list[str]):
     from proofs_checks.sanity._verdict import Verdict
 
     v = properties_verdict(props, subject)
+    undecided = [p["name"] for p in props if p.get("undecided")]
+    if v.outcome == "ok" and undecided:  # a property that could not be judged is no pass (17b F4)
+        return Verdict("inconclusive", f"{subject}: undecided: {', '.join(undecided)} (no finite tolerance in the "
+                       "declared precision)", v.criterion, {**v.numbers, "undecided": undecided}, reasons=undecided,
+                       suggestion="a smaller β, or a declared precision whose range holds β·max|ξᵀx_i|")
     if v.outcome != "ok" or not degenerate:
         return v
     return Verdict("inconclusive", f"{subject}: the input decides nothing: {degenerate[0].split(':')[0]}",
@@ -423,6 +428,15 @@ def make_starts(geo: Geometry, seed: int) -> Starts:
 
 
 def _row(name: str, ok: bool, error, tolerance, justification: str, detail: str) -> dict:
+    """One property's row; a tolerance that is not a finite number (the reference in the declared precision
+    overflowed: float16 at a large β, hostile pass 17b F4) decides nothing: undecided, never a failure."""
+    import math
+
+    if not ok and isinstance(tolerance, float) and not math.isfinite(tolerance) and math.isfinite(float(error)):
+        return {"name": name, "status": "skip", "error": error, "tolerance": tolerance, "justification": justification,
+                "detail": f"undecided: the tolerance is not finite ({tolerance}): the reference could not be computed "
+                          f"in the declared precision (its range is exceeded at this β); measured {float(error):.3g}",
+                "undecided": True}
     return {"name": name, "status": "pass" if ok else "fail", "error": error, "tolerance": tolerance,
             "justification": justification, "detail": detail}
 
