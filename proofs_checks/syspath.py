@@ -89,8 +89,7 @@ def child_sys_path(path: list[str] | None = None, cwd: str | None = None) -> lis
         inside = any(real == s or real.startswith(s + os.sep) for s in system if s != os.sep)
         (first if inside and not _is_cwd(real, here) and real != own else rest).append(p)
     if os.path.isdir(os.path.join(own, "proofs_checks")):
-        first.append(own)
-        rest = [p for p in rest if os.path.realpath(p) != own]
+        first.append(own)  # (where the caller's own path also holds it, that entry stays too: see without_own)
     return first + rest
 
 
@@ -135,7 +134,9 @@ def without_own(path: list[str]) -> list[str]:
     root, which also holds ``benchmarks/``, ``examples/``, ``tests/`` and ``docs/``: first on the path, they shadowed a
     user's packages of those names beside the module, and ran tverify's own examples instead (hostile pass 17b F1).
     The three packages stay bound (``sys.modules``; their submodules are found through their own ``__path__``). A
-    folder among the system ones (an installed, not editable, tverify: site-packages) is kept."""
+    folder among the system ones (an installed, not editable, tverify: site-packages) is kept, and so is the folder
+    where the caller's own path holds it too (its place there, after the system folders: pytest's rootdir in a
+    checkout, whose ``tests`` package the child imports a test's function from), only the first entry is dropped."""
     import importlib
 
     system, own = _system_folders()
@@ -143,4 +144,9 @@ def without_own(path: list[str]) -> list[str]:
         return list(path)
     for name in OWN_PACKAGES:
         importlib.import_module(name)  # bound now, from the folder still on the path
-    return [p for p in path if not (isinstance(p, str) and p and os.path.realpath(p) == own)]
+    out = list(path)
+    for i, p in enumerate(out):  # the first entry only: the one child_sys_path put there; where the caller's own
+        if isinstance(p, str) and p and os.path.realpath(p) == own:  # path also holds the folder (a test run from the
+            del out[i]  # checkout, its tests imported by name), that later entry stays, as in the caller's process
+            break
+    return out

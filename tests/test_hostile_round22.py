@@ -216,6 +216,12 @@ def test_a_checkouts_benchmarks_or_examples_never_shadow_the_users(tmp_path, mon
     (mods / "examples" / "my_attn.py").write_text("VALUE = 7\n")  # a namespace portion, as in the checkout
     (mods / "mod.py").write_text("import torch\nfrom benchmarks.consts import SCALE\nfrom examples.my_attn import VALUE\n"
                                  "assert SCALE == 1.0 and VALUE == 7\n" + MHA_ATTN)
+    import os
+
+    from proofs_checks.syspath import _system_folders
+
+    own = _system_folders()[1]  # the `tverify` script's path does not hold the checkout (pytest's rootdir here does)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (p and os.path.realpath(p) == own)])
     r = invoke_in(tmp_path, monkeypatch, "check", "attention", "--module", f"{mods / 'mod.py'}:Attn", "--quick",
                   "--no-progress")
     assert r.returncode == 0, r.stderr[-800:]
