@@ -70,27 +70,34 @@ def test_relative_refuses_big_timedelta():
         relative(np.array([2**60 + 1], dtype="m8[ns]"), np.array([2**60], dtype="m8[ns]"), 1e-19, "x")
 
 
-@pytest.mark.integration(reason="a tverify process of its own (≈ 10 s); the tester's reproducer",
-                         pinned_by=("tests/test_hostile_round22.py::test_a_namespace_package_named_file_beside_the_"
-                                    "module_is_not_run_by_report_figures",))
-def test_report_figures_do_not_import_mpl_toolkits_beside_module(tmp_path):
+def hopfield_beside(tmp_path, files: dict[str, str], head: str = "", factor: str = "", args: tuple = ()):
+    """``tverify check hopfield`` (the script, a process of its own) of a modern-Hopfield ``update`` in ``m/hmod.py``
+    beside ``files`` (relative path -> text), its module starting with ``head`` and its output times ``factor``."""
     mod = tmp_path / "m"
-    mod.mkdir()
-    marker = tmp_path / "MARKER"
-    (mod / "mpl_toolkits.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    for rel, text in files.items():
+        (mod / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mod / rel).write_text(text)
     (mod / "hmod.py").write_text(
-        "def update(xi, patterns, beta):\n"
+        head + "def update(xi, patterns, beta):\n"
         "    import torch\n"
         "    p = torch.as_tensor(patterns); xi = torch.as_tensor(xi)\n"
-        "    return torch.softmax(beta * xi @ p.T, -1) @ p\n")
+        f"    return torch.softmax(beta * xi @ p.T, -1) @ p{factor}\n")
     P = tmp_path / "P.npy"
     np.save(P, np.sign(np.random.default_rng(0).normal(size=(6, 16))))
     work = tmp_path / "w"
     work.mkdir()
     tverify = Path(sys.executable).with_name("tverify")
-    r = subprocess.run([str(tverify), "check", "hopfield", "--patterns", str(P), "--beta", "0.5", "--module",
-                        f"{mod / 'hmod.py'}:update", "--no-progress", "--report", "rep"], cwd=work,
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run([str(tverify), "check", "hopfield", "--patterns", str(P), "--beta", "0.5", "--module",
+                           f"{mod / 'hmod.py'}:update", "--no-progress", *args], cwd=work,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+@pytest.mark.integration(reason="a tverify process of its own (≈ 10 s); the tester's reproducer",
+                         pinned_by=("tests/test_hostile_round22.py::test_a_namespace_package_named_file_beside_the_"
+                                    "module_is_not_run_by_report_figures",))
+def test_report_figures_do_not_import_mpl_toolkits_beside_module(tmp_path):
+    marker = tmp_path / "MARKER"
+    r = hopfield_beside(tmp_path, {"mpl_toolkits.py": f"open({str(marker)!r}, 'w').write('x')\n"}, args=("--report", "rep"))
     assert r.returncode == 0, r.stderr
     assert not marker.exists()
 

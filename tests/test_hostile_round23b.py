@@ -11,26 +11,11 @@ import numpy as np
 import pytest
 
 
-def _hopfield_with(tmp_path, package: str, init: str, member: str, body: str):
-    mod = tmp_path / "m"
-    (mod / package).mkdir(parents=True)
-    if init is not None:
-        (mod / package / "__init__.py").write_text(init)
-    (mod / package / f"{member}.py").write_text(body)
-    (mod / "hmod.py").write_text(
-        f"from {package}.{member} import VALUE\n"
-        "def update(xi, patterns, beta):\n"
-        "    import torch\n"
-        "    p = torch.as_tensor(patterns); xi = torch.as_tensor(xi)\n"
-        "    return torch.softmax(beta * xi @ p.T, -1) @ p * VALUE\n")
-    P = tmp_path / "P.npy"
-    np.save(P, np.sign(np.random.default_rng(0).normal(size=(6, 16))))
-    work = tmp_path / "w"
-    work.mkdir()
-    tverify = Path(sys.executable).with_name("tverify")
-    return subprocess.run([str(tverify), "check", "hopfield", "--patterns", str(P), "--beta", "0.5", "--module",
-                           f"{mod / 'hmod.py'}:update", "--no-progress"], cwd=work,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+def _hopfield_with(tmp_path, package: str, init: str | None, member: str, body: str):
+    from tests.test_hostile_round22b import hopfield_beside
+
+    files = {f"{package}/{member}.py": body, **({f"{package}/__init__.py": init} if init is not None else {})}
+    return hopfield_beside(tmp_path, files, head=f"from {package}.{member} import VALUE\n", factor=" * VALUE")
 
 
 @pytest.mark.integration(reason="a tverify process of its own (≈ 10 s); hostile pass 17b F1's reproducer",
