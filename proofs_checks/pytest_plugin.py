@@ -22,7 +22,7 @@ import pytest
 
 # imported with the plugin, when pytest loads it (before any test folder is on sys.path); it imports only the standard
 # library's start-up modules (a click.py beside the tests ran when the fixture imported it later, hostile pass 15a F3)
-from proofs_checks.syspath import child_sys_path
+from proofs_checks.syspath import child_sys_path, without_own
 
 __all__ = ["TverifyFixture", "tverify"]
 
@@ -38,7 +38,7 @@ def _system_first():
     there was imported by tverify's first use of multiprocessing (hostile pass 14a F3). Your own modules, named
     unlike those, still import (their folders come after)."""
     saved = list(sys.path)
-    sys.path[:] = child_sys_path(saved)
+    sys.path[:] = without_own(child_sys_path(saved))  # not a checkout's examples/ or tests/ before yours (18a F1)
     try:
         yield
     finally:

@@ -268,3 +268,26 @@ def test_a_huge_declared_scale_is_a_verdict_not_an_overflow():
 
     r = pc.check_attention(Attn(), causal=True, scale=1e308, mode="quick", isolate=False, progress=False)
     assert r.outcome == "mismatch", r.outcome
+
+
+def test_the_plugin_probe_imports_the_users_examples_not_the_checkouts(tmp_path):
+    """18a F1: the plugin import probe put the folder of tverify's packages (an editable checkout's root) before the
+    user's ``PYTHONPATH``: a plugin importing its project's ``examples``/``tests``/``benchmarks`` got tverify's (and ran
+    tverify's examples/my_attn.py). The probe now drops that folder once tverify's packages are bound."""
+    import os
+    import subprocess
+
+    from tests.test_hostile_round16a import site_with
+
+    proj = tmp_path / "proj"
+    (proj / "examples").mkdir(parents=True)
+    (proj / "examples" / "my_attn.py").write_text("WHO = 'user'\n")
+    (proj / "benchmarks").mkdir()
+    (proj / "benchmarks" / "__init__.py").write_text("WHO = 'user'\n")
+    site = site_with(tmp_path, "import examples.my_attn as _E, benchmarks as _B\nassert _E.WHO == _B.WHO == 'user'\n")
+    tverify = os.path.join(os.path.dirname(sys.executable), "tverify")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(proj)]), OMP_NUM_THREADS="1",
+               TVERIFY_STORE=str(tmp_path / "store"))
+    r = subprocess.run([tverify, "list", "zzh.*"], capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                       timeout=300)
+    assert r.returncode == 0 and "zzh.twice" in r.stdout, (r.returncode, r.stdout[-300:], r.stderr[-500:])

@@ -101,6 +101,8 @@ def probed(ep: Any) -> bool:
 _PROBE = r"""
 import sys
 sys.path[:] = @PATH@
+from proofs_checks.syspath import without_own  # tverify's packages bound; an editable checkout's examples/, tests/,
+sys.path[:] = without_own(sys.path)  # benchmarks/ then never shadow a user's packages (hostile pass 18a F1)
 import json, os
 os.environ["TVERIFY_PLUGIN_CHILD"] = str(os.getpid())  # this process runs a plugin's code (claims._plugins.in_child)
 fd = int(sys.argv[1])
