@@ -291,12 +291,22 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
     if not (math.isfinite(float(k)) and k > 0 and math.isfinite(float(floor)) and floor >= 0):
         raise VacuousCheck(f"seed_spread: k = {float(k):g}, floor = {float(floor):g}: a tolerance must be finite")
     _stated_beyond("seed_spread", k * float(floor), ref, f"its floor k·floor = {k * float(floor):.3g}")
-    mean = x.mean(axis=0)
+    # the mean and the spread in units of each entry's largest |value| (1e200 and -1e200 overflowed x.std() to inf, and
+    # |mean − ref| / inf = 0 passed: hostile pass 18b F1)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        scale = np.max(np.abs(x), axis=0)
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        mean = (x / scale).mean(axis=0) * scale
+        se = np.maximum((x / scale).std(axis=0, ddof=1) * scale / math.sqrt(S), floor)
     if np.size(mean) != ref.size:  # a broadcast reference would compare every entry with one number
         return _shape_fail(np.ravel(mean), np.ravel(ref), what, kw)
-    se = np.maximum(x.std(axis=0, ddof=1) / math.sqrt(S), floor)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, np.abs(mean - ref) / se, np.where(mean == ref, 0.0, np.inf))
+    with np.errstate(over="ignore"):
+        band = float(k) * se  # the accepted |mean − ref|: beyond float64, it accepts anything
+    if not (np.isfinite(x).all() and np.isfinite(ref).all() and np.isfinite(band).all()):
+        z = np.full(np.shape(z), np.nan)  # a non-finite measurement, reference or band decides nothing: it fails
+        se = np.where(np.isfinite(band), se, np.nan)
     details = dict(kw.pop("details", {}) or {})
     details.update(seeds=S, mean=np.ravel(mean).tolist()[:50], standard_error=np.ravel(se).tolist()[:50])
     eps, conf = _spread_resolution(np.broadcast_to(mean, np.broadcast(mean, ref).shape),

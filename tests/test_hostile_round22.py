@@ -291,3 +291,17 @@ def test_the_plugin_probe_imports_the_users_examples_not_the_checkouts(tmp_path)
     r = subprocess.run([tverify, "list", "zzh.*"], capture_output=True, text=True, env=env, cwd=str(tmp_path),
                        timeout=300)
     assert r.returncode == 0 and "zzh.twice" in r.stdout, (r.returncode, r.stdout[-300:], r.stderr[-500:])
+
+
+def test_seed_spread_never_passes_on_a_non_finite_spread_or_measurement():
+    """18b F1: ``seed_spread([[1e308], [-1e308]], [5])`` and seeds of inf passed with error 0 (the standard error
+    overflowed to inf, and |mean − ref| / inf = 0). The spread is computed in units of each entry's largest value, and a
+    non-finite measurement, reference or accepted band (k·SE beyond float64) fails."""
+    from proofs_checks.comparisons import seed_spread
+
+    assert not seed_spread([[1e308], [-1e308]], [5.0]).passed
+    assert not seed_spread([[float("inf")], [float("inf")]], [float("inf")]).passed
+    r = seed_spread([[1e200], [-1e200]], [5.0])  # SE 1e200, finite: a pass with a resolution that says how weak it is
+    assert r.passed and r.details["standard_error"][0] == 1e200
+    assert seed_spread([[1e200], [1.01e200], [0.99e200]], [1e200]).passed
+    assert not seed_spread([[1e200], [1.01e200], [0.99e200]], [1.2e200]).passed
