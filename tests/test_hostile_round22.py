@@ -305,3 +305,18 @@ def test_seed_spread_never_passes_on_a_non_finite_spread_or_measurement():
     assert r.passed and r.details["standard_error"][0] == 1e200
     assert seed_spread([[1e200], [1.01e200], [0.99e200]], [1e200]).passed
     assert not seed_spread([[1e200], [1.01e200], [0.99e200]], [1.2e200]).passed
+
+
+def test_the_jitter_of_outputs_that_are_all_nan_is_measured_not_raised():
+    """18b F3: ``--scale 1e-308``: at the large-logit probes the module's outputs were all NaN, and the run-to-run
+    difference took ``max()`` of no finite entries: tverify's own RuntimeError, reported as the module raising, failed
+    causal_no_future_leak. The difference is now measured over the finite entries (none: 0)."""
+    import torch
+
+    from numerics.attention_structural import jitter
+
+    class Probe:
+        def run(self, x):
+            return None, torch.full((1, 2, 4), float("nan"), dtype=torch.float64)
+
+    assert jitter(Probe(), torch.zeros(1, 2, 4), torch.full((1, 2, 4), float("nan"), dtype=torch.float64)) == 0.0
