@@ -241,6 +241,8 @@ def test_a_tolerance_that_is_not_finite_decides_nothing():
     assert _judge("matches_reference", float("nan"), 1e-6, "rule").status == "fail"  # a NaN error still fails
     row = _row("update_matches_modern", 0.0 <= float("nan"), 0.0, float("nan"), "rule", "detail")
     assert row["status"] == "skip" and row["undecided"]
+    inf_row = _row("update_matches_modern", 5.0 <= float("inf"), 5.0, float("inf"), "rule", "detail")
+    assert inf_row["status"] == "skip" and inf_row["undecided"]  # an infinite tolerance passes nothing either
     v = hopfield_verdict([{"name": "finite_updates", "status": "pass"}, row], "hop", [])
     assert v.outcome == "inconclusive" and "update_matches_modern" in v.summary
 
