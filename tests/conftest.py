@@ -25,6 +25,20 @@ settings.register_profile("thorough", max_examples=200, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+def _hangup_caught_not_ignored() -> None:
+    """Under ``nohup`` SIGHUP arrives ignored, and an ignored signal stays ignored in every process the tests
+    start: tverify then rightly keeps ignoring it, and the tests of its SIGHUP handling fail (seen with
+    ``nohup make profile-tests``). A handler that does nothing protects this process as ``nohup`` meant to,
+    and is reset to the default action by ``exec`` in the processes the tests start."""
+    import signal
+
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
+
+
+_hangup_caught_not_ignored()
+
+
 def pytest_configure(config):
     # pytest -n 2 on a 2-core machine: one torch thread per worker avoids oversubscription, which
     # made small tensor ops 5-20x slower (measured) when both workers used torch's default threads.
