@@ -700,10 +700,12 @@ def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOu
 
 
 def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: list[CheckOutcome],
-                 stated: list[CheckOutcome], seconds: float) -> ClaimResult:
+                 stated: list[CheckOutcome], seconds: float, statement: dict[str, Any] | None = None) -> ClaimResult:
     """The :class:`ClaimResult` of ``claim`` from its :func:`derivation_info` and its checks'
     outcomes (claim order; ``stated``: the erratum's stated form, else empty). :func:`run_claim`
-    ends with it; :mod:`proofs_checks.distributed.cluster` calls it with outcomes computed on workers."""
+    ends with it; :mod:`proofs_checks.distributed.cluster` calls it with outcomes computed on workers,
+    and with the ``statement`` (:func:`statement_json`) a worker computed for the same claim, context and
+    ``info`` (its counterexamples then run once, on the worker, not again here)."""
     status, message, supports = _status(claim, outcomes, stated, info["error"], info["obligations"])
     if info.get("timeout") and status not in ("error", "refuted"):  # never verified on a derivation that did not end
         status, message, supports = "undecided", f"derivation {info['timeout']}: undecided (no fixed-size result stands in)", None
@@ -725,7 +727,7 @@ def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: 
         seed=ctx.seed,
         device=ctx.device,
         message=message,
-        statement=statement_json(claim, ctx, info),
+        statement=statement if statement is not None else statement_json(claim, ctx, info),
     )
 
 

@@ -192,3 +192,30 @@ def test_local_cluster_that_cannot_start_is_one_line(monkeypatch):
     code, _, err = invoke("run", "attn.causal_mask", "--quick", "--cluster", "local:2")
     line = one_line_error(code, err)
     assert "local:2" in line and "leave out --cluster" in line and "Address family" in line
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_a_module_task_carries_its_claims_statement_and_assembling_runs_no_counterexample(monkeypatch, continuous):
+    """The hypotheses' counterexamples run on the worker, within the claim's task; the command's process reuses the
+    statement they give (it ran every claim's counterexamples again, one after the other, after the last task: ≈ 7 s of
+    `make report`'s serial end), and the result is the in-process one. The module task runs here, without Dask."""
+    from proofs_checks import runner
+    from proofs_checks.context import RunContext
+    from proofs_checks.registry import select
+
+    claims = select(["attn.softmax_simplex", "attn.convex_combination"])
+    assert any(h.counterexample is not None for c in claims for h in c.hypotheses)
+    plan = pc.plan_claims(claims, mode="quick", seed=0, device="cpu", continuous=continuous, per="module",
+                          mutants=continuous)
+    results = [t.fn(*t.args) for t in plan.tasks]
+    assert all(got["statement"] is not None for r in results for got in r.values())
+
+    def no_counterexample(*a, **k):
+        raise AssertionError("a counterexample ran while the results were assembled")
+
+    monkeypatch.setattr(runner, "run_counterexample", no_counterexample)
+    assembled = plan.assemble(results).claims
+    monkeypatch.undo()
+    local = [runner.run_claim(c, RunContext(mode="quick", seed=0)) for c in claims]
+    assert [r.statement for r in assembled] == [r.statement for r in local]
+    assert [r.status for r in assembled] == ["verified", "verified"]

@@ -567,14 +567,25 @@ def claim_task(module: str, claim_id: str, mode: str, seed: int, device: str, cl
     out: dict[str, Any] = {"derivation": derivation_task(module, claim_id) if claims_run else None,
                            "checks": {ch.name: check_task(module, claim_id, ch.name, mode, seed, device, forms, figures)
                                       for ch in claim.checks},
-                           "continuous": None}
-    if continuous and claims_run:
-        from proofs_checks.context import RunContext
+                           "continuous": None, "statement": None}
+    if not claims_run:
+        return out
+    from proofs_checks.context import RunContext
+
+    ctx = RunContext(mode=mode, seed=seed, device=device)
+    # the statement (its hypotheses' counterexamples) computed here, on the worker, once: the command's process
+    # reuses it (it ran them again, one after the other, after every task had ended)
+    if continuous:
         from proofs_checks.continuous import continuous_probe
 
         result = _assemble_claim(claim, mode, seed, device, out["derivation"],
                                  lambda ch, which: out["checks"][ch.name]["outcomes"][which])
-        out["continuous"] = continuous_probe(claim, result, RunContext(mode=mode, seed=seed, device=device), only_best=True)
+        out["statement"] = result.statement
+        out["continuous"] = continuous_probe(claim, result, ctx, only_best=True)
+    else:
+        from proofs_checks.runner import statement_json
+
+        out["statement"] = statement_json(claim, ctx, out["derivation"][0])
     return out
 
 
@@ -591,7 +602,7 @@ def _secs(outcomes) -> float:
     return sum(o.result.seconds for o in outcomes if o.result is not None)
 
 
-def _assemble_claim(c, mode, seed, device, derivation, outcome):
+def _assemble_claim(c, mode, seed, device, derivation, outcome, statement=None):
     from proofs_checks.context import RunContext
     from proofs_checks.runner import claim_result, own_power
 
@@ -599,7 +610,7 @@ def _assemble_claim(c, mode, seed, device, derivation, outcome):
     stated = [outcome(ch, "stated") for ch in c.checks] if c.kind == "erratum" else []
     d_info, d_secs = derivation
     ctx = RunContext(mode=mode, seed=seed, device=device)
-    result = claim_result(c, ctx, d_info, outs, stated, d_secs + _secs(outs) + _secs(stated))
+    result = claim_result(c, ctx, d_info, outs, stated, d_secs + _secs(outs) + _secs(stated), statement)
     own_power(c, result, ctx)  # a plugin's or notebook's claim: its power measured here, as run_claim does
     return result
 
@@ -636,6 +647,7 @@ class ClaimPlan:
     def assemble(self, results: list[Any]) -> ClusterRun:
         extra, results = results[:self.n_extra], results[self.n_extra:]
         info: dict[str, tuple[dict[str, Any], float]] = {}
+        statements: dict[str, dict[str, Any]] = {}  # computed on the workers with the claim's derivation
         per_check: dict[tuple[str, str], dict[str, Any]] = {}
         cont: dict[str, Any] | None = {} if (self.per == "module" and self.continuous and self.claims_run) else None
 
@@ -666,6 +678,8 @@ class ClaimPlan:
                     got = value[claim.id]
                     if self.claims_run:
                         info[claim.id] = got["derivation"]
+                        if got.get("statement") is not None:
+                            statements[claim.id] = got["statement"]
                     for chk in claim.checks:
                         keep_check(claim, chk, got["checks"][chk.name])
                     if cont is not None:
@@ -686,7 +700,8 @@ class ClaimPlan:
         claim_results = None
         if self.claims_run:
             claim_results = [_assemble_claim(c, self.mode, self.seed, self.device, info[c.id],
-                                             lambda ch, which, c=c: outcome(c, ch, which)) for c in self.claims]
+                                             lambda ch, which, c=c: outcome(c, ch, which), statements.get(c.id))
+                             for c in self.claims]
         mutant_results = None
         if self.mutants:
             mutant_results = []
