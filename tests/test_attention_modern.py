@@ -5,6 +5,7 @@ Small sizes, ``--quick``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import textwrap
 
@@ -242,6 +243,7 @@ def props(doc):
     return {p["name"]: p for p in doc["properties"]}
 
 
+@functools.lru_cache(maxsize=None)
 def _flex_forward_runs() -> str | None:
     try:
         from torch.nn.attention.flex_attention import flex_attention
@@ -253,7 +255,15 @@ def _flex_forward_runs() -> str | None:
     return None
 
 
-needs_flex = pytest.mark.skipif(_flex_forward_runs() is not None, reason=str(_flex_forward_runs()))
+@pytest.fixture
+def _flex_forward():
+    """Skips where flex_attention does not run forward on CPU: probed when such a test runs, once per process, not
+    while every worker collects (the first flex_attention call imports TorchDynamo: ≈ 3.6 CPU s a worker)."""
+    if _flex_forward_runs() is not None:
+        pytest.skip(_flex_forward_runs())
+
+
+needs_flex = pytest.mark.usefixtures("_flex_forward")
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,8 @@ Each case asserts one line, the exit code and the message."""
 
 from __future__ import annotations
 
+import functools
+
 import textwrap
 import warnings
 
@@ -217,6 +219,7 @@ def test_window_shown_in_the_users_notation(box):
 # 12. FlexAttention's speed warning; a 100 kB exception message
 
 
+@functools.lru_cache(maxsize=None)
 def _flex_runs() -> bool:
     try:
         import torch
@@ -229,6 +232,14 @@ def _flex_runs() -> bool:
         return True
     except Exception:
         return False
+
+
+@pytest.fixture
+def _flex_forward():
+    """Skips where flex_attention does not run forward on this CPU build: probed when such a test runs, not while
+    every worker collects."""
+    if not _flex_runs():
+        pytest.skip("flex_attention does not run forward on this CPU build")
 
 
 FLEX = textwrap.dedent("""
@@ -250,7 +261,7 @@ FLEX = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not _flex_runs(), reason="flex_attention does not run forward on this CPU build")
+@pytest.mark.usefixtures("_flex_forward")
 @moved("the CLI check of a FlexAttention module in its isolated child (flex attention compiled and run there): "
        "the speed warning filtered end to end; the filter is run_attention's own decorator, the same code in "
        "the child as in the test's process",
@@ -276,7 +287,7 @@ def test_other_warnings_of_the_module_still_show(box, capfd):
     assert code == 0 and "a warning of the module's own" in err + cap.err + cap.out
 
 
-@pytest.mark.skipif(not _flex_runs(), reason="flex_attention does not run forward on this CPU build")
+@pytest.mark.usefixtures("_flex_forward")
 def test_flex_warning_filtered_in_process_and_left_for_the_callers_own_calls(box):
     import sys
 
