@@ -38,7 +38,8 @@ def _system_first():
     there was imported by tverify's first use of multiprocessing (hostile pass 14a F3). Your own modules, named
     unlike those, still import (their folders come after)."""
     saved = list(sys.path)
-    sys.path[:] = without_own(child_sys_path(saved))  # not a checkout's examples/ or tests/ before yours (18a F1)
+    sys.path[:] = child_sys_path(saved)  # first: without_own imports tverify's packages, from this path (19a F2)
+    sys.path[:] = without_own(sys.path)  # not a checkout's examples/ or tests/ before yours (18a F1)
     try:
         yield
     finally:
