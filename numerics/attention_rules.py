@@ -88,17 +88,19 @@ class Property:
 def _judge(name: str, error: float, tol: float, just: str, detail: str = "", *, central: bool = False,
            **numbers) -> Property:
     error = float(error)
-    if not math.isfinite(error):
-        return Property(name, "fail", error, tol, just,
-                        (detail + "; " if detail else "") + "the error is not finite (NaN/inf)", numbers, central)
     if not math.isfinite(float(tol)):  # no tolerance could be computed (the reference in the declared precision
-        # overflowed: a softcap beyond float32's range, hostile pass 17b F3): nothing is decided, in either direction
+        # overflowed: a softcap beyond float32's range, hostile pass 17b F3): nothing is decided, in either direction —
+        # a NaN error included: where the plain reference overflows in that precision, so does any implementation
+        # (logits beyond float32's range at --scale 1e39, hostile pass 19b F3)
         return Property(name, "skip", error, tol, just,
                         f"undecided: the tolerance is not finite ({tol}): it could not be computed in this precision "
                         f"(measured {error:.3g}); " + (detail or ""),
                         {**numbers, "undecidable": True,
                          "to_decide": "a declaration the working precision can represent (values within its range)"},
                         central)
+    if not math.isfinite(error):
+        return Property(name, "fail", error, tol, just,
+                        (detail + "; " if detail else "") + "the error is not finite (NaN/inf)", numbers, central)
     if error <= tol and not tol < UNDECIDABLE_TOL and name in OUTPUT_COMPARISONS:
         # a pass under a tolerance that admits any change of the output proves nothing
         return Property(name, "skip", error, tol, just,

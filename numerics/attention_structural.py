@@ -78,7 +78,7 @@ class Dependence:
     jitter: float
 
 
-def dependence(probe: Any, T: int, key: str) -> Dependence:
+def dependence(probe: Any, T: int, key: str) -> Dependence | None:
     """Redraw each token of ``probe._positions(T)`` in turn (at the probe ``key``'s scale); the base (the
     unchanged probe) is the first block of every stacked call. The run-to-run difference is measured on
     the unchanged probe alone, called twice (cheap; the comparison itself stays within one call)."""
@@ -86,6 +86,8 @@ def dependence(probe: Any, T: int, key: str) -> Dependence:
     if T in cache:
         return cache[T]
     c = probe.factor(probe.xs[T], key)
+    if c is None:  # the probe does not exist in float64 at this declaration (probe.large_factor)
+        return None
     x64 = probe.xs[T] * c
     J = probe._positions(T)
     noise = probe.probe(T, salt=17) * c
@@ -150,6 +152,8 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
                 dep = dependence(probe, T, key)
             except Exception as exc:  # the user's code
                 return worst, offs, undecided, f"raised {exc_text(exc)} at T = {T}"
+            if dep is None:  # no such probe in float64 at this declaration (probe.out_of_range says which)
+                continue
             tol, just = structural_tolerance(dep.jitter, "")
             if not tol < UNDECIDABLE_TOL:
                 undecided.append((T, key, tol))
@@ -214,9 +218,12 @@ def prop_mask(probe: Any) -> list:
                       f"changes, at T = {T} ({key} logits); a correct module moves it by exactly nothing; leaking "
                       f"offsets j − t: {', '.join(f'{v:+d}' for v in o[:8])}" + (" …" if len(o) > 8 else ""))
         else:
+            skipped = sorted(getattr(probe, "out_of_range", ()))
+            scales = ("unit, large and huge logits: " f"{LARGE_LOGIT:g}, {HUGE_LOGIT:g}" if not skipped else
+                      f"unit logits and those of {', '.join(k for k in ('large', 'huge') if k not in skipped) or 'no other'}"
+                      f" scale; not probed: {' and '.join(skipped)} logits, beyond float64's range at this declaration")
             detail = (f"redrawing a token the {mask_word} forbids moves no output (largest relative change {e:.2g}; "
-                      f"lengths {', '.join(map(str, probe.outs))}, unit, large and huge logits: {LARGE_LOGIT:g}, "
-                      f"{HUGE_LOGIT:g})")
+                      f"lengths {', '.join(map(str, probe.outs))}, {scales})")
         props.append(_judge(name, e, tol, just, detail, central=True))
     return props
 
@@ -227,6 +234,9 @@ def _redraw_others(probe: Any, T: int, b: int) -> tuple[torch.Tensor, str]:
     fresh = probe.probe(T, salt=23 + b)
     c = probe.large_factor(fresh, HUGE_LOGIT, cache=False)
     others = [i for i in range(probe.B) if i != b]
+    if c is None:  # huge logits are beyond float64's range at this declaration: the others redrawn as drawn
+        x2[others] = fresh[others]
+        return x2, "the other samples redrawn (at the probe's scale: huge logits are beyond float64's range here)"
     x2[others] = fresh[others] * c
     return x2, f"the other samples redrawn at ×{c:.3g} scale (logits up to ~{HUGE_LOGIT:g})"
 

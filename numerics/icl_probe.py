@@ -169,14 +169,16 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
         arr = np.asarray(raw)
         if not (np.issubdtype(arr.dtype, np.floating)):
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got NumPy dtype {arr.dtype}")
-        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64)).reshape(arr.shape)  # a scalar stays ()
+        t = torch.from_numpy(np.array(arr, dtype=np.float64)).reshape(arr.shape)  # a scalar stays (); a copy (below)
     elif isinstance(raw, torch.Tensor):
         if not raw.dtype.is_floating_point:
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got torch dtype {raw.dtype}")
         what = not_dense(raw)
         if what:
             raise ProbeOutputError(f"{where}: predictions must be a dense tensor of numbers, got {what}")
-        t = raw.detach().to("cpu", DTYPE)
+        # a copy: a model returning one output buffer it reuses at every call (a CUDA graph, torch.compile's
+        # "reduce-overhead") would otherwise have every kept prediction read as its last call's (hostile pass 19b F5)
+        t = raw.detach().to("cpu", DTYPE, copy=True)
     else:
         raise ProbeOutputError(f"{where}: predictions must be a torch tensor or NumPy array of shape ({P},), "
                                f"got {type(raw).__name__}")

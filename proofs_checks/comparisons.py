@@ -300,6 +300,8 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
         se = np.maximum((x / scale).std(axis=0, ddof=1) * scale / math.sqrt(S), floor)
     if np.size(mean) != ref.size:  # a broadcast reference would compare every entry with one number
         return _shape_fail(np.ravel(mean), np.ravel(ref), what, kw)
+    ref = ref.reshape(np.shape(mean))  # entry by entry, as close() compares: a (2, 1) reference against a (2,) mean
+    # broadcast into every mean against every reference (hostile pass 19b F1)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(se > 0, np.abs(mean - ref) / se, np.where(mean == ref, 0.0, np.inf))
     with np.errstate(over="ignore"):

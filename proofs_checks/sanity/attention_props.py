@@ -224,6 +224,8 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         # mapped weights): a −30 mask fill only in float32 leaks there
         try:
             c = probe.factor(probe.xs[T_small], "huge")
+            if c is None:  # huge logits beyond float64's range at this declaration: no such probe
+                raise ValueError("no huge-logit probe")
             L = float(probe.L.get((T_small, "huge")) or probe.logit_max(probe.xs[T_small] * c))
             xh = (probe.xs[T_small] * c).to(dtype=probe.pdt, device=device)
             oh = probe.run(probe.xs[T_small] * c)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
