@@ -23,6 +23,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -257,18 +258,38 @@ def save_cache(doc: dict[str, Any], cache_dir: Path) -> Path | None:
 
 
 def _replace_cached(doc: dict[str, Any], p: Path, cache_dir: Path, older: str) -> Path | None:
-    """Write ``doc`` to ``p`` and remove the other files of ``cache_dir`` matching ``older`` (the
-    caches it replaces); ``None`` where the store is read-only."""
+    """Write ``doc`` to ``p`` and remove the other caches of its kind in ``cache_dir`` (``older``: ``catalogue-*.json``
+    or ``plugins-*.json``) that tverify wrote (:func:`_own_cache`); ``None`` where the store is read-only."""
     from proofs_checks.store import atomic_write_text
 
     try:
         atomic_write_text(p, json.dumps(doc, indent=0))
+        if Path(cache_dir).is_symlink():  # a folder of the user's reached through a link: nothing removed there
+            return p
         for old in Path(cache_dir).glob(older):
-            if old != p:
+            if old != p and _own_cache(old, older.split("-")[0]):
                 old.unlink(missing_ok=True)
     except OSError:
         return None
     return p
+
+
+def _own_cache(path: Path, kind: str) -> bool:
+    """Is ``path`` a cache tverify wrote: a regular file (not a link) named ``<kind>-<20 hex digits>.json`` holding
+    tverify's catalogue document of that fingerprint? Anything else of a matching name is the user's and stays (a
+    ``catalogue-2025.json`` of theirs in a store's ``cache/`` was deleted: hostile pass 19a F4)."""
+    import re
+    import stat
+
+    m = re.fullmatch(rf"{kind}-([0-9a-f]{{20}})\.json", path.name)
+    try:
+        if m is None or not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    doc = _read(path)
+    return (doc is not None and doc.get("tool") == "tverify"
+            and str(doc.get("fingerprint", "")).startswith(m.group(1)))
 
 
 def cache_derivation(doc: dict[str, Any], claim_id: str, info: dict[str, Any], cache_dir: Path) -> None:

@@ -1,0 +1,42 @@
+"""Hostile pass 19's findings, fixed: the lead's tests (the testers' reproducers are in test_hostile_round25a/b.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+
+def _doc(fp: str) -> dict:
+    return {"schema": 1, "tool": "tverify", "fingerprint": fp, "claims": []}
+
+
+def test_the_cache_cleanup_removes_only_tverifys_own_caches(tmp_path):
+    """19a F4: writing a catalogue cache removed every ``catalogue-*.json`` (``plugins-*.json``) of the store's
+    ``cache/``, a user's files of such names included, also through a link to a folder of theirs."""
+    from proofs_checks.output.catalogue import _replace_cached
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old = cache / f"catalogue-{'a' * 20}.json"
+    old.write_text(json.dumps(_doc("a" * 64)))
+    mine = {cache / "catalogue-2025.json": '{"mine": 1}', cache / "plugins-list.json": "mine",
+            cache / f"catalogue-{'b' * 20}.json": '{"not": "a catalogue"}', cache / "data.csv": "keep"}
+    for p, text in mine.items():
+        p.write_text(text)
+    os.symlink(old, cache / f"catalogue-{'c' * 20}.json")  # a link, even to a cache: not removed
+    new = cache / f"catalogue-{'d' * 20}.json"
+    assert _replace_cached(_doc("d" * 64), new, cache, "catalogue-*.json") == new
+    assert not old.exists()  # tverify's older cache is gone
+    assert all(p.read_text() == text for p, text in mine.items())
+    assert (cache / f"catalogue-{'c' * 20}.json").is_symlink()
+
+    user = tmp_path / "ucache"
+    user.mkdir()
+    theirs = user / f"catalogue-{'e' * 20}.json"
+    theirs.write_text(json.dumps(_doc("e" * 64)))
+    link = tmp_path / "store_cache"
+    link.symlink_to(user)
+    _replace_cached(_doc("f" * 64), link / f"catalogue-{'f' * 20}.json", link, "catalogue-*.json")
+    assert theirs.exists()  # nothing removed in a folder reached through a link
