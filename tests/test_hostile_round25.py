@@ -40,3 +40,35 @@ def test_the_cache_cleanup_removes_only_tverifys_own_caches(tmp_path):
     link.symlink_to(user)
     _replace_cached(_doc("f" * 64), link / f"catalogue-{'f' * 20}.json", link, "catalogue-*.json")
     assert theirs.exists()  # nothing removed in a folder reached through a link
+
+
+@pytest.mark.parametrize("before", ["absent", "report"])
+def test_force_never_replaces_a_folder_made_or_changed_at_out_during_the_run(tmp_path, capsys, before):
+    """19a F5: ``--force`` consents to replacing what was at ``--out`` when the command started; a folder of the
+    user's made there during the run (or a file added to the folder that was there) was replaced and deleted. It is
+    now left as it is and the output written beside it, said in one warning line."""
+    from proofs_checks.output.report import build_output
+
+    out = tmp_path / "rf"
+    if before == "report":
+        build_output(out, lambda tmp: (tmp / "index.html").write_text("first"), {"command": "test"})
+
+    def fill(tmp):
+        (tmp / "index.html").write_text("new")
+        out.mkdir(exist_ok=True)
+        (out / "mine.txt").write_text("user data")  # the user's, made while the run goes on
+
+    where = build_output(out, fill, {"command": "test"}, force=True)
+    assert (out / "mine.txt").read_text() == "user data"
+    assert where != out and (where / "index.html").read_text() == "new"
+    assert "changed during the run" in capsys.readouterr().err
+
+
+def test_force_still_replaces_what_was_there_unchanged(tmp_path):
+    from proofs_checks.output.report import build_output
+
+    out = tmp_path / "rf"
+    out.mkdir()
+    (out / "old.txt").write_text("the user's, replaced with --force as asked")
+    where = build_output(out, lambda tmp: (tmp / "index.html").write_text("new"), {"command": "test"}, force=True)
+    assert where == out and (out / "index.html").read_text() == "new" and not (out / "old.txt").exists()

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -481,6 +482,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         why = str(exc).split("; nothing was written")[0]
         _moved_aside(f"{why} (it changed during the run): it was left as it is and the new {what} is in {built}")
         return built
+    seen = _what_is_at(out)  # --force consents to replacing this, as it is now: not what appears there later
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=_fit(out.name, ".", ".tverify-new-", 8), dir=out.parent))
     try:
@@ -493,8 +495,8 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         (tmp / MARKER).write_text(json.dumps(stamp, indent=1), encoding="utf-8")
         hashes = {**hashes, MARKER: sha256_file(tmp / MARKER)}  # what the record will list, the stamp too
         _chmod_tree(tmp)
-        try:
-            check_report_target(out, force)
+        try:  # a folder of the user's made at `out` (or changed there) during the run is theirs: --force covered only
+            check_report_target(out, force and _what_is_at(out) == seen)  # what was there (hostile pass 19a F5)
         except ReportTargetError as exc:
             keep = out.parent / _fit(out.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             os.replace(tmp, keep)
@@ -518,6 +520,16 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
             shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _what_is_at(path: Path) -> tuple | None:
+    """What is at ``path``, as far as replacing it goes: ``None`` (nothing), else its device, inode, type and
+    modification time (a file added to or removed from a folder changes the folder's)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), st.st_mtime_ns
 
 
 def _fit(name: str, before: str, after: str, more: int = 0) -> str:
