@@ -621,11 +621,17 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
     if len(chosen) != 1:
         raise UsageError(f"{claim_id!r} matches {len(chosen)} claims; show takes one id")
     e = chosen[0]
-    if e.get("derivation") is not None:
+    from proofs_checks.fingerprint import derivation_cache_on
+
+    # a plugin's derivation may read files and variables beyond its sources: only its own cache, which checks them,
+    # answers for it (the catalogue's copy answered after such an input changed: hostile pass 19a F1); with the
+    # derivation caches off, nothing cached answers
+    usable = derivation_cache_on() and not e.get("plugin")
+    if usable and e.get("derivation") is not None:
         return e, e["derivation"], f"{origin}; its sources are unchanged since it was generated"
     claim = _select([e["id"]])[0]
     info = catalogue.derivation(claim)
-    if cached:
+    if cached and usable:
         catalogue.cache_derivation(doc, e["id"], info, store.cache_dir)
     return e, info, "computed now"
 

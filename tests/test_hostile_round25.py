@@ -72,3 +72,62 @@ def test_force_still_replaces_what_was_there_unchanged(tmp_path):
     (out / "old.txt").write_text("the user's, replaced with --force as asked")
     where = build_output(out, lambda tmp: (tmp / "index.html").write_text("new"), {"command": "test"}, force=True)
     assert where == out and (out / "index.html").read_text() == "new" and not (out / "old.txt").exists()
+
+
+def test_a_relative_input_is_the_same_file_only_from_the_same_folder(tmp_path, monkeypatch):
+    """19a F3: a plugin's derivation reading ``const.txt`` (relative) was answered from the cache in another working
+    folder, where that name is another file: the cache entry now names the file each relative name was, and holds
+    only while the name is still that file; and ``PYTHONPATH`` (which file an import finds) is an input."""
+    from proofs_checks.claims._plugins import _inputs_unchanged
+    from proofs_checks.fingerprint import file_hash
+
+    for d, text in (("cA", "2"), ("cB", "3")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "const.txt").write_text(text)
+    a = os.path.realpath(tmp_path / "cA" / "const.txt")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    inputs = {"files": {a: file_hash(a)}, "env": {"PYTHONPATH": None}, "relative": {"const.txt": a}}
+    monkeypatch.chdir(tmp_path / "cA")
+    assert _inputs_unchanged(inputs)
+    monkeypatch.chdir(tmp_path / "cB")
+    assert not _inputs_unchanged(inputs)
+    monkeypatch.chdir(tmp_path / "cA")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert not _inputs_unchanged(inputs)
+
+
+def test_the_derivations_child_records_relative_names_and_pythonpath(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "const.txt").write_text("2")
+    code = ("from proofs_checks.claims._plugins import _record_reads\nreads = _record_reads()\n"
+            "open('const.txt').read()\nimport json; print(json.dumps(reads()))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    got = json.loads(p.stdout)
+    assert got["relative"] == {"const.txt": os.path.realpath(tmp_path / "const.txt")}, p.stderr
+    assert "PYTHONPATH" in got["env"]
+
+
+def test_show_takes_no_plugin_derivation_and_nothing_cached_with_the_cache_off(monkeypatch):
+    """19a F1: ``show`` answered a plugin's derivation from the store's catalogue after an input it read changed
+    (even with TVERIFY_DERIVATION_CACHE=0): a plugin's entry is marked, its derivation never taken from nor put into
+    a catalogue (its own cache checks its inputs); with the caches off no cached derivation answers."""
+    from proofs_checks import cli
+    from proofs_checks.output import catalogue
+
+    stale = {"steps": [], "obligations": [{"name": "constant is two", "holds": True}]}
+    entries = [{"id": "hz.dbl", "group": "hz", "plugin": True, "derivation": stale},
+               {"id": "attn.softmax_simplex", "group": "attn", "derivation": stale}]
+    monkeypatch.setattr(cli, "_catalogue", lambda store, refresh=False: (entries, "the store's cache", {}, True))
+    monkeypatch.setattr(cli, "_select", lambda ids: [object()])
+    fresh = {"steps": [], "obligations": [{"name": "constant is two", "holds": False}]}
+    monkeypatch.setattr(catalogue, "derivation", lambda claim: fresh)
+    cached = []
+    monkeypatch.setattr(catalogue, "cache_derivation", lambda *a: cached.append(a))
+    monkeypatch.delenv("TVERIFY_DERIVATION_CACHE", raising=False)
+    assert cli._show_data("hz.dbl", None)[1] is fresh and not cached
+    assert cli._show_data("attn.softmax_simplex", None)[1] is stale  # a built-in's, while its sources match
+    monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "0")
+    assert cli._show_data("attn.softmax_simplex", None)[1] is fresh and not cached

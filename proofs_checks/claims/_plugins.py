@@ -363,9 +363,14 @@ def _inputs_unchanged(inputs: Any) -> bool:
         return False
     from proofs_checks.fingerprint import file_hash
 
-    try:  # (the child's environment is this one; a COLUMNS it adds for a terminal only costs a rebuild)
+    relative = inputs.get("relative", {})
+    if not isinstance(relative, dict):
+        return False
+    try:  # (the child's environment is this one; a COLUMNS it adds for a terminal only costs a rebuild; the child
+        # works in this working folder, where a relative name must still be the same file)
         return (all(file_hash(f) == h for f, h in inputs["files"].items())
-                and all(os.environ.get(k) == v for k, v in inputs["env"].items()))
+                and all(os.environ.get(k) == v for k, v in inputs["env"].items())
+                and all(os.path.realpath(n) == p for n, p in relative.items()))
     except (OSError, TypeError, ValueError):
         return False
 
@@ -412,14 +417,18 @@ def _record_reads():  # pragma: no cover - runs in the derivation's child
 
     installed = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
     files: set[str] = set()
-    names: set[str] = set()
+    relative: dict[str, str] = {}  # a name opened relative to the working folder -> the file it was
+    names: set[str] = {"PYTHONPATH"}  # which file an import finds: a module the derivation imports late (19a F3)
 
     def hook(event, args):
         if event == "open" and args and isinstance(args[0], (str, bytes)) and (len(args) < 2 or args[1] is None
                                                                                or "r" in str(args[1])):
-            path = os.path.realpath(os.fsdecode(args[0]))
+            name = os.fsdecode(args[0])
+            path = os.path.realpath(name)
             if not path.startswith(installed) and os.path.isfile(path):
                 files.add(path)
+                if not os.path.isabs(name):  # from another folder the same name is another file (19a F3)
+                    relative.setdefault(name, path)
 
     sys.addaudithook(hook)
     environ = os.environ
@@ -433,7 +442,7 @@ def _record_reads():  # pragma: no cover - runs in the derivation's child
 
     def reads() -> dict:
         env = {k: os.environ.get(k) for k in sorted(names)}
-        return {"files": {f: file_hash(f) for f in sorted(files)}, "env": env}
+        return {"files": {f: file_hash(f) for f in sorted(files)}, "env": env, "relative": dict(sorted(relative.items()))}
 
     return reads
 

@@ -49,6 +49,8 @@ def entry(claim: Any) -> dict[str, Any]:
     computed counterexamples, which :func:`derivation` adds)."""
     from proofs_checks.runner import statement_json
 
+    from proofs_checks.runner import ISOLATED
+
     st = statement_json(claim, counterexamples=False)
     return {
         "id": claim.id,
@@ -71,6 +73,8 @@ def entry(claim: Any) -> dict[str, Any]:
                     "uses_device": bool(ch.uses_device)} for ch in claim.checks],
         "mutants": [{"name": m.name, "kind": m.kind, "description": m.description,
                      "exempt": getattr(m, "exempt", "") or None} for m in claim.all_mutants()],
+        # a plugin's claim: its derivation is cached with the inputs it read (claims/_plugins.py), never in a catalogue
+        **({"plugin": True} if claim.id in ISOLATED else {}),
     }
 
 
