@@ -483,6 +483,8 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, n
             dv, se = dist[a][i], dist_se[a][i]
             if not math.isfinite(dv):
                 st = "fail"
+            elif not math.isfinite(tol):  # no rival to measure against, or a reference that overflowed in the
+                st = "undecided"  # working precision: an infinite tolerance would identify anything (19b F7)
             elif dv + k * se <= tol:
                 st = "pass"
             elif dv - k * se > tol:

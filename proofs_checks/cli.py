@@ -631,7 +631,7 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
         return e, e["derivation"], f"{origin}; its sources are unchanged since it was generated"
     claim = _select([e["id"]])[0]
     info = catalogue.derivation(claim)
-    if cached and usable:
+    if cached and usable and not info.get("timeout") and not info.get("error"):  # only a derivation that ended
         catalogue.cache_derivation(doc, e["id"], info, store.cache_dir)
     return e, info, "computed now"
 

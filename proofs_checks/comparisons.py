@@ -249,6 +249,7 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
         raise VacuousCheck("relative: 0 entries compared (a comparison over 0 draws)")
     if v.size != ref.size:  # numpy would broadcast a (1,) reference over every value (hostile pass 9)
         return _shape_fail(v, ref, justification, kw)
+    v, ref = v.ravel(), ref.ravel()  # entry by entry, as close() compares: (2,) against (2, 1) broadcast (19b F1)
     if not (math.isfinite(float(tol)) and tol < 1.0):
         raise VacuousCheck(f"relative: tolerance {float(tol):g}: a relative tolerance must be finite and below 1 "
                            "(at 1 the value 0 passes)")

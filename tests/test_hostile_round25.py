@@ -131,3 +131,14 @@ def test_show_takes_no_plugin_derivation_and_nothing_cached_with_the_cache_off(m
     assert cli._show_data("attn.softmax_simplex", None)[1] is stale  # a built-in's, while its sources match
     monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "0")
     assert cli._show_data("attn.softmax_simplex", None)[1] is fresh and not cached
+
+
+def test_a_derivation_that_did_not_finish_is_never_shown_as_none():
+    """19a F6: a derivation past TVERIFY_DERIVATION_BUDGET was shown as "none: no symbolic derivation for this claim"
+    (and cached so): it is shown as not finished, undecided, and ``show`` caches only a derivation that ended."""
+    from proofs_checks.output.terminal import _derivation
+
+    lines = [ln.text for ln in _derivation({"steps": [], "obligations": [], "timeout": "building the derivation "
+                                            "(budget 0.001 s)"}, "computed now", str, False)]
+    assert not any("none: no symbolic derivation" in t for t in lines)
+    assert any("did not finish" in t and "undecided" in t for t in lines), lines

@@ -413,7 +413,10 @@ def _derivation(info: dict[str, Any], how: str, math: Callable[[Any], str], as_l
     steps = info.get("steps") or []
     how = re.sub(r"(?:[A-Za-z]:)?[/\\\\~][^\s;()]*[/\\\\]([^\s;()/\\\\]+)", r"\1", how)  # a file's name, not its path
     out = [Line(""), Line(f"derivation ({how}):" if how == "computed now" else f"derivation (from {how}):", style="bold")]
-    if not steps and not info.get("error"):
+    if info.get("timeout"):  # it did not finish: undecided, never "no derivation" (hostile pass 19a F6)
+        out.append(Line(f"did not finish: {text_of(info['timeout'])}; undecided (TVERIFY_DERIVATION_BUDGET sets the "
+                        "seconds it may take)", indent=2, style="yellow"))
+    elif not steps and not info.get("error"):
         out.append(Line("none: no symbolic derivation for this claim", indent=2))
     for i, s in enumerate(steps, 1):
         tag = s.get("how") if s.get("how") in ("assumed", "argued") else "derived"
