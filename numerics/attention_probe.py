@@ -48,7 +48,7 @@ from numerics.attention_props_single import (MASK_CONVENTIONS, SelfMHA, WithMask
                                              make_mask, prop_convex_combination, prop_dtype_device,
                                              prop_extreme_logits, prop_finite, prop_key_padding,
                                              prop_weights_distribution, prop_weights_match)
-from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention
+from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
 from numerics.attention_rules import (_DT, _SCALES, BATCH, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT,  # noqa: F401
                                       LARGE_LOGIT, LENGTHS, MAX_QUOTED, OUTPUT_COMPARISONS, SAMPLE_SCALES,
                                       UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks, _judge, _rel,
@@ -114,10 +114,9 @@ class AttentionProbe(GradientProps):
 
     def large_factor(self, x64: torch.Tensor, target: float = LARGE_LOGIT, cache: bool = True) -> float | None:
         """Input factor ``c`` that brings the largest logit to about ``target`` (cached for the
-        probes kept in ``self.xs``); ``None`` when no such probe exists in float64: the factor, or the reference's
-        logits or outputs at ``c·x``, beyond float64's range (a declared scale of 1e-308 needs inputs of ~1e155,
-        whose products overflow; hostile pass 19b F4). Such a probe is not run: its NaN would be blamed on the
-        module."""
+        probes kept in ``self.xs``); ``None`` when no such probe exists in float64 or in the module's input precision
+        (:func:`numerics.attention_reference.scale_to_logit`). Such a probe is not run: its NaN would be blamed on
+        the module."""
         if self.m is None:
             return math.sqrt(target)
         key = (id(x64), x64.shape, id(self.m), self.st, target)
@@ -125,22 +124,14 @@ class AttentionProbe(GradientProps):
         if key in cache:
             return cache[key]
         L0 = max_logit(x64, self.m, self.st)
-        c, fitted = None, True
-        if not math.isfinite(L0) and self.st.scale is not None and self.st.scale > 0:
-            # a huge declared scale overflows the logits of the unit probe itself (--scale 1e308): their size as the
-            # unscaled logits' times the scale, factored so that nothing overflows
-            Lu = max_logit(x64, self.m, replace(self.st, scale=1.0))
-            if math.isfinite(Lu) and Lu > 0:
-                c = math.sqrt(target) / (math.sqrt(Lu) * math.sqrt(self.st.scale))
-        elif math.isfinite(L0) and L0 <= 0:
-            c, fitted = 8.0, False
-        elif math.isfinite(L0):  # logits are quadratic in x (approximately, with biases); sqrt of each: target / L0
-            c = math.sqrt(target) / math.sqrt(L0)  # overflowed at a tiny L0
-        if c is not None and fitted:
-            with torch.no_grad():
-                ok = (math.isfinite(c) and c > 0 and math.isfinite(max_logit(x64 * c, self.m, self.st))
-                      and bool(torch.isfinite(self.reference(x64 * c)).all()))
-            c = c if ok else None
+        if math.isfinite(L0) and L0 <= 0:
+            c = 8.0
+        else:  # in float64 and in the module's input precision (a probe that overflows there for any implementation
+            # is no evidence about the module)
+            c = scale_to_logit(x64.to(self.device), self.m, self.st, target)
+            if c is not None and self.pdt != torch.float64 and scale_to_logit(
+                    x64.to(self.device), self.m, self.st, target, self.pdt) is None:
+                c = None
         cache[key] = c
         return c
 
@@ -285,7 +276,8 @@ class AttentionProbe(GradientProps):
         detail += f"; working precision {self.precision.name} ({self.precision.how})"
         if self.out_of_range:
             detail += (f"; not probed: {' and '.join(sorted(self.out_of_range))} logits (the inputs they need, or the "
-                       "reference's logits there, are beyond float64's range at this declaration)")
+                       "reference's logits there, are beyond the range of float64 or of the input's precision at this "
+                       "declaration)")
         unsure = [r for r in rows if not math.isfinite(r["tolerance"])]
         tol_judged = worst["tolerance"]
         if unsure and not bad:  # a probe without a tolerance in this precision leaves the property open: the other
@@ -597,7 +589,7 @@ class AttentionProbe(GradientProps):
                     for TT, key in ((T, "unit"), (TL, "large"), (TL, "huge")):
                         x = self.xs[TT]
                         c = self.factor(x, key)
-                        if c is None:  # beyond float64's range: not a probe here
+                        if c is None:  # beyond float64's or the input precision's range: no probe
                             continue
                         if (TT, key) not in outs:
                             outs[(TT, key)] = (self.outs[TT] if key == "unit"

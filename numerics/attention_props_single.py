@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from numerics import attention_structural
-from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention
+from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
 from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, short_text,
                                       unavailable, unit_roundoff, unsupported)
 
@@ -85,7 +85,7 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
                 valid[b, T - n_pad:] = False
         for key in ("unit", "huge"):
             c = probe.factor(x, key)
-            if c is None:  # beyond float64's range at this declaration: not a probe (probe.out_of_range)
+            if c is None:  # beyond the precision's range here: not a probe (probe.out_of_range)
                 continue
             xk = x * c
             x2 = xk.clone()
@@ -367,14 +367,20 @@ def fit_single_head(f: Callable, x: torch.Tensor, P: torch.Tensor, *, causal: bo
 def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, st: Structure,
                         targets=(700.0, 1e4)) -> Property:
     """Finite outputs when the largest logit reaches ±700 (the edge of float64's exp) and ±10⁴."""
-    xs, reached = [], []
+    xs, reached, beyond = [], [], []
     if m is not None:
-        L0 = max_logit(x.double(), m, st)
         for tgt in targets:
-            c = math.sqrt(tgt / max(L0, 1e-300))
+            c = scale_to_logit(x.double(), m, st, tgt, x.dtype)  # None: no such probe in the input's precision
+            if c is None:
+                beyond.append(tgt)
+                continue
             xs.append(x * c)
             reached.append(max_logit((x * c).double(), m, st))
-        how = "largest logits reached " + ", ".join(f"{r:.3g}" for r in reached)
+        how = "largest logits reached " + (", ".join(f"{r:.3g}" for r in reached) or "none") + (
+            f"; not probed: logits of {', '.join(f'{t:g}' for t in beyond)} (beyond {dtype_name(x.dtype)}'s range at "
+            "this declaration for any implementation forming q·kᵀ)" if beyond else "")
+        if not xs:
+            return _skip("stable_at_extreme_logits", how)
     else:
         xs = [x * 10, x * 100]
         how = "no mapping: input scaled ×10 and ×100"

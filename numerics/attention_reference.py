@@ -357,6 +357,34 @@ def reference_attention(x: torch.Tensor, m: Mapping, st: Structure, dtype=torch.
     return o
 
 
+def scale_to_logit(x64: torch.Tensor, m: Mapping, st: Structure, target: float, dtype=torch.float64) -> float | None:
+    """The input factor ``c`` that brings the largest logit of ``c·x64`` to about ``target`` (logits are about
+    quadratic in the input), or ``None`` where that probe does not exist in ``dtype``: the factor, the input ``c·x``
+    or the plain reference's logits or outputs there beyond the precision's range, for any implementation that
+    forms ``q·kᵀ`` (a declared scale of 1e-308 needs inputs of ~1e155; at float32 and a scale of 1e-36 the unscaled
+    ``q·kᵀ`` of the huge-logit probe is ~1e39: hostile pass 19b F3, F4). Never ``sqrt(target / L0)``, which
+    overflowed to inf at a tiny ``L0``. A huge declared scale whose own logits overflow is sized from the
+    unscaled logits."""
+    import math
+    from dataclasses import replace
+
+    L0 = max_logit(x64, m, st)
+    if math.isfinite(L0) and L0 > 0:
+        c = math.sqrt(target) / math.sqrt(L0)
+    elif not math.isfinite(L0) and st.scale is not None and st.scale > 0:
+        Lu = max_logit(x64, m, replace(st, scale=1.0))
+        c = math.sqrt(target) / (math.sqrt(Lu) * math.sqrt(st.scale)) if math.isfinite(Lu) and Lu > 0 else math.nan
+    else:
+        return None
+    if not (math.isfinite(c) and c > 0):
+        return None
+    xc = x64 * c
+    with torch.no_grad():
+        ok = (bool(torch.isfinite(xc.to(dtype)).all()) and math.isfinite(max_logit(xc, m, st))
+              and bool(torch.isfinite(reference_attention(xc, m, st, dtype)).all()))
+    return c if ok else None
+
+
 def max_logit(x: torch.Tensor, m: Mapping, st: Structure) -> float:
     """``max |s_ts|`` over allowed pairs of the probe (float64)."""
     with torch.no_grad():

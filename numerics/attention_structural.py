@@ -221,7 +221,8 @@ def prop_mask(probe: Any) -> list:
             skipped = sorted(getattr(probe, "out_of_range", ()))
             scales = ("unit, large and huge logits: " f"{LARGE_LOGIT:g}, {HUGE_LOGIT:g}" if not skipped else
                       f"unit logits and those of {', '.join(k for k in ('large', 'huge') if k not in skipped) or 'no other'}"
-                      f" scale; not probed: {' and '.join(skipped)} logits, beyond float64's range at this declaration")
+                      f" scale; not probed: {' and '.join(skipped)} logits, beyond the range of float64 or of the input's "
+                      "precision at this declaration")
             detail = (f"redrawing a token the {mask_word} forbids moves no output (largest relative change {e:.2g}; "
                       f"lengths {', '.join(map(str, probe.outs))}, {scales})")
         props.append(_judge(name, e, tol, just, detail, central=True))
@@ -234,9 +235,9 @@ def _redraw_others(probe: Any, T: int, b: int) -> tuple[torch.Tensor, str]:
     fresh = probe.probe(T, salt=23 + b)
     c = probe.large_factor(fresh, HUGE_LOGIT, cache=False)
     others = [i for i in range(probe.B) if i != b]
-    if c is None:  # huge logits are beyond float64's range at this declaration: the others redrawn as drawn
+    if c is None:  # huge logits beyond the precision's range here: the others redrawn as drawn
         x2[others] = fresh[others]
-        return x2, "the other samples redrawn (at the probe's scale: huge logits are beyond float64's range here)"
+        return x2, "the other samples redrawn (at the probe's scale: huge logits are beyond the precision's range here)"
     x2[others] = fresh[others] * c
     return x2, f"the other samples redrawn at ×{c:.3g} scale (logits up to ~{HUGE_LOGIT:g})"
 

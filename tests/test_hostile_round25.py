@@ -142,3 +142,35 @@ def test_a_derivation_that_did_not_finish_is_never_shown_as_none():
                                             "(budget 0.001 s)"}, "computed now", str, False)]
     assert not any("none: no symbolic derivation" in t for t in lines)
     assert any("did not finish" in t and "undecided" in t for t in lines), lines
+
+
+def test_a_probe_beyond_the_input_precisions_range_is_not_run():
+    """19b F3's variant: a correct float32 causal module at ``--scale 1e-36``: the huge-logit probe needs ``q·kᵀ``
+    of ~1e39, beyond float32 for any implementation forming it; the NaN was blamed on the module (a leak, an exp
+    overflow). Such a probe is now not run, and said so."""
+    import math
+
+    import torch
+    from torch import nn
+
+    import proofs_checks as pc
+
+    class S36(nn.Module):
+        def __init__(self, dim=32, heads=4):
+            super().__init__()
+            self.h, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(x).reshape(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+            s = torch.einsum("bhtd,bhsd->bhts", q, k) * 1e-36
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), -math.inf)
+            return self.proj(torch.einsum("bhts,bhsd->bhtd", s.softmax(-1), v).transpose(1, 2).reshape(b, t, d))
+
+    torch.manual_seed(0)
+    r = pc.check_attention(S36(), causal=True, scale=1e-36, dtype="float32", mode="quick", isolate=False,
+                           progress=False)
+    by = {p["name"]: p for p in (p if isinstance(p, dict) else p.to_json() for p in r.properties)}
+    assert r.outcome == "ok", str(r)
+    assert by["causal_no_future_leak"]["status"] == "pass" and "not probed: huge" in by["causal_no_future_leak"]["detail"]
+    assert by["stable_at_extreme_logits"]["status"] == "skip" and "float32's range" in by["stable_at_extreme_logits"]["detail"]
