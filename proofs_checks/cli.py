@@ -630,9 +630,12 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
     if usable and e.get("derivation") is not None:
         return e, e["derivation"], f"{origin}; its sources are unchanged since it was generated"
     claim = _select([e["id"]])[0]
-    info = catalogue.derivation(claim)
+    info, from_cache = catalogue.derivation_and_origin(claim)
     if cached and usable and not info.get("timeout") and not info.get("error"):  # only a derivation that ended
         catalogue.cache_derivation(doc, e["id"], info, store.cache_dir)
+    if from_cache:
+        return e, info, ("the plugin's derivation cache; its sources and the inputs it read are unchanged"
+                         if e.get("plugin") else "the derivation cache; its sources are unchanged")
     return e, info, "computed now"
 
 

@@ -123,7 +123,7 @@ def test_show_takes_no_plugin_derivation_and_nothing_cached_with_the_cache_off(m
     monkeypatch.setattr(cli, "_catalogue", lambda store, refresh=False: (entries, "the store's cache", {}, True))
     monkeypatch.setattr(cli, "_select", lambda ids: [object()])
     fresh = {"steps": [], "obligations": [{"name": "constant is two", "holds": False}]}
-    monkeypatch.setattr(catalogue, "derivation", lambda claim: fresh)
+    monkeypatch.setattr(catalogue, "derivation_and_origin", lambda claim: (fresh, False))
     cached = []
     monkeypatch.setattr(catalogue, "cache_derivation", lambda *a: cached.append(a))
     monkeypatch.delenv("TVERIFY_DERIVATION_CACHE", raising=False)

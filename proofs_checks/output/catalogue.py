@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 __all__ = ["SCHEMA", "LAYERS", "source_fingerprint", "entry", "build", "render_markdown", "repo_docs_dir",
-           "load_fresh", "save_cache", "cache_derivation", "select_entries", "UnknownPatternError", "write_docs"]
+           "load_fresh", "save_cache", "cache_derivation", "derivation_and_origin", "select_entries", "UnknownPatternError", "write_docs"]
 
 SCHEMA = 1
 LAYERS = ("symbolic", "numeric", "trained")
@@ -89,12 +89,18 @@ def _clean_derivation(info: dict[str, Any]) -> dict[str, Any]:
 def derivation(claim: Any) -> dict[str, Any]:
     """The claim's derivation (steps, obligations evaluated, provenance, legend, assumptions) and its
     hypotheses with their counterexamples computed (``hypotheses``)."""
+    return derivation_and_origin(claim)[0]
+
+
+def derivation_and_origin(claim: Any) -> tuple[dict[str, Any], bool]:
+    """:func:`derivation`, and whether its derivation came from a cache (a plugin's derivation cache, which checks
+    the inputs it read; the built-in catalogue) rather than being built now."""
     from proofs_checks.runner import counterexample_json, derivation_info
 
     info = _clean_derivation(derivation_info(claim))
-    info.pop("cached", None)
+    cached = bool(info.pop("cached", None))
     info["hypotheses"] = counterexample_json(claim)
-    return info
+    return info, cached
 
 
 def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: str | None = None,
