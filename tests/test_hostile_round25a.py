@@ -79,19 +79,24 @@ CLAIM = register(Claim(id="hq.dbl", title="doubling", statement="f(x) = 2x", sou
 '''
 
 
+def _install_plugin(tmp_path, const_path: str) -> None:
+    """The plugin ``hq`` (claim ``hq.dbl``, whose derivation reads ``const_path``) under ``tmp_path/pl``."""
+    pkg = tmp_path / "pl" / "tverify_hq"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "claims.py").write_text(_PLUGIN.replace("CONST_PATH", repr(const_path)))
+    dist = tmp_path / "pl" / "tverify_hq-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hq\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[tverify.claims]\nhq = tverify_hq.claims\n")
+
+
 @pytest.mark.integration(reason="two `tverify show` runs of a plugin claim in subprocesses (about a minute)")
 def test_show_never_answers_a_plugin_derivation_whose_input_changed(tmp_path):
     import os
 
     const = tmp_path / "const.txt"
-    pkg = tmp_path / "pl" / "tverify_hq"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "claims.py").write_text(_PLUGIN.replace("CONST_PATH", repr(str(const))))
-    dist = tmp_path / "pl" / "tverify_hq-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hq\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhq = tverify_hq.claims\n")
+    _install_plugin(tmp_path, str(const))
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "pl"), TVERIFY_STORE=str(tmp_path / "store"), COLUMNS="200")
 
     def show():
@@ -110,14 +115,7 @@ def test_show_never_answers_a_plugin_derivation_whose_input_changed(tmp_path):
 def test_run_never_answers_a_derivation_that_read_a_relative_file_elsewhere(tmp_path):
     import os
 
-    pkg = tmp_path / "pl" / "tverify_hq"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "claims.py").write_text(_PLUGIN.replace("CONST_PATH", repr("const.txt")))  # relative: the working folder's
-    dist = tmp_path / "pl" / "tverify_hq-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hq\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhq = tverify_hq.claims\n")
+    _install_plugin(tmp_path, "const.txt")  # relative: the working folder's
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "pl"), TVERIFY_STORE=str(tmp_path / "store"))
     codes = {}
     for name, value in (("a", "2"), ("b", "3")):  # in b the obligation "constant is two" is false
@@ -134,14 +132,7 @@ def test_a_derivation_out_of_time_is_never_cached_as_none(tmp_path):
 
     const = tmp_path / "const.txt"
     const.write_text("3")  # the obligation is false
-    pkg = tmp_path / "pl" / "tverify_hq"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "claims.py").write_text(_PLUGIN.replace("CONST_PATH", repr(str(const))))
-    dist = tmp_path / "pl" / "tverify_hq-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hq\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhq = tverify_hq.claims\n")
+    _install_plugin(tmp_path, str(const))
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "pl"), TVERIFY_STORE=str(tmp_path / "store"), COLUMNS="200")
     cmd = [sys.executable, "-m", "proofs_checks", "show", "hq.dbl", "--full"]
     subprocess.run(cmd + ["--refresh"], cwd=tmp_path, env=dict(env, TVERIFY_DERIVATION_BUDGET="0.001"),

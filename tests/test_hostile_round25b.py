@@ -6,19 +6,15 @@ import math
 
 import pytest
 import torch
-from torch import nn
+
+from examples.my_attn import MyAttention
 
 
-class _Attn(nn.Module):
-    """Plain causal multi-head attention (D 32, 4 heads) at logit scale ``SCALE`` (1/√d_k when None)."""
+class _Attn(MyAttention):
+    """Plain causal multi-head attention (D 32, 4 heads; examples/my_attn.py's weights) at logit scale ``SCALE``
+    (1/√d_k when None)."""
 
     SCALE = None
-
-    def __init__(self, dim=32, heads=4):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
 
     def forward(self, x):
         b, t, _ = x.shape
