@@ -635,7 +635,7 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
         catalogue.cache_derivation(doc, e["id"], info, store.cache_dir)
     if from_cache:
         return e, info, ("the plugin's derivation cache; its sources and the inputs it read are unchanged"
-                         if e.get("plugin") else "the derivation cache; its sources are unchanged")
+                         if e.get("plugin") else "docs/catalogue.json; the built-in claims' sources are unchanged")
     return e, info, "computed now"
 
 

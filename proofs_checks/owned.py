@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["sha256_file", "folder_hashes", "remember", "is_ours", "record_dir", "check_json_file", "remember_folder",
+           "note_seen", "unchanged_since_seen", "what_is_at",
            "folder_problems", "write_json_text"]
 
 #: entries kept in the record before those of vanished files are pruned
@@ -196,6 +197,43 @@ def _prune(where: Path) -> None:
             pass
 
 
+#: what was at each output path when the command checked it before its run (:func:`note_seen`): ``--force`` consents
+#: to replacing that, not what appears or changes there during the run (hostile passes 19a F5, 20a F1, F3)
+_SEEN: dict[str, tuple | None] = {}
+
+
+def what_is_at(path: str | os.PathLike) -> tuple | None:
+    """What is at ``path``, as far as replacing it goes: ``None`` (nothing), else its device, inode, type, size and
+    modification time (a file added to or removed from a folder changes the folder's)."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns
+
+
+def _seen_key(path: str | os.PathLike) -> str:
+    return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def note_seen(path: str | os.PathLike, *, keep: bool = False) -> None:
+    """Remember what is at the output ``path`` now (the check before the run; ``keep``: not over an earlier note)."""
+    if not (keep and _seen_key(path) in _SEEN):
+        _SEEN[_seen_key(path)] = what_is_at(path)
+
+
+def unchanged_since_seen(path: str | os.PathLike, *, forget: bool = True) -> bool:
+    """Is what is at ``path`` what :func:`note_seen` saw (True where nothing was noted)? ``forget``: the note is used
+    up (the output is being written)."""
+    k = _seen_key(path)
+    if k not in _SEEN:
+        return True
+    seen = _SEEN.pop(k) if forget else _SEEN[k]
+    return what_is_at(path) == seen
+
+
 def is_ours(path: str | os.PathLike) -> bool:
     """Is ``path`` exactly a file tverify wrote (recorded with this content)? An empty file counts;
     a symbolic link never does."""
@@ -254,6 +292,8 @@ def check_json_file(json_path: str, force: bool | None) -> None:
         why = _json_refusal(json_path, force)
         if why:
             raise OutputPathError(why)
+        if json_path != "-":
+            note_seen(p)  # --force covers what is there now, not what a run's minutes later bring
         if os.path.islink(p):  # --force: the link itself is replaced; only the name and the folder matter
             problem = name_problem(json_path) or writable_dir_problem(nearest_existing(p.absolute().parent))
             if problem:
@@ -276,7 +316,7 @@ def write_json_text(json_path: str, text: str, force: bool | None) -> None:
     from proofs_checks.store import atomic_write_text
 
     p = Path(json_path).expanduser()
-    why = _json_refusal(json_path, force)
+    why = _json_refusal(json_path, force and unchanged_since_seen(p))  # a file written there during the run: kept
     if why:
         aside = p.with_name(f"{p.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{p.suffix or '.json'}")
         try:

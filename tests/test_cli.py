@@ -297,7 +297,8 @@ def test_stale_catalogue_falls_back_to_the_registry_and_caches(tmp_path, monkeyp
     cache = tmp_path / "store" / "cache" / ("catalogue-" + "f" * 20 + ".json")
     assert cache.is_file()
     shown = run("show", "attn.softmax_simplex", "--json")
-    assert shown["derivation_from"] == "computed now" and shown["obligations"]
+    # (built now, or read from docs/catalogue.json, fresh for the built-in sources, which this test leaves alone)
+    assert (shown["derivation_from"] == "computed now" or "catalogue.json" in shown["derivation_from"]) and shown["obligations"]
     cached = json.loads(cache.read_text())
     assert next(e for e in cached["claims"] if e["id"] == "attn.softmax_simplex")["derivation"]["obligations"]
     again = run("show", "attn.softmax_simplex", "--json")

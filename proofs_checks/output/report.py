@@ -25,7 +25,6 @@ import json
 import math
 import os
 import shutil
-import stat
 import tempfile
 import time
 from pathlib import Path
@@ -482,7 +481,9 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         why = str(exc).split("; nothing was written")[0]
         _moved_aside(f"{why} (it changed during the run): it was left as it is and the new {what} is in {built}")
         return built
-    seen = _what_is_at(out)  # --force consents to replacing this, as it is now: not what appears there later
+    from proofs_checks.owned import note_seen, unchanged_since_seen
+
+    note_seen(out, keep=True)  # the command's check before its run noted it (check_out_and_json); else now
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=_fit(out.name, ".", ".tverify-new-", 8), dir=out.parent))
     try:
@@ -496,7 +497,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         hashes = {**hashes, MARKER: sha256_file(tmp / MARKER)}  # what the record will list, the stamp too
         _chmod_tree(tmp)
         try:  # a folder of the user's made at `out` (or changed there) during the run is theirs: --force covered only
-            check_report_target(out, force and _what_is_at(out) == seen)  # what was there (hostile pass 19a F5)
+            check_report_target(out, force and unchanged_since_seen(out))  # what was there (19a F5, 20a F1)
         except ReportTargetError as exc:
             keep = out.parent / _fit(out.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             os.replace(tmp, keep)
@@ -522,16 +523,6 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
     return out
 
 
-def _what_is_at(path: Path) -> tuple | None:
-    """What is at ``path``, as far as replacing it goes: ``None`` (nothing), else its device, inode, type and
-    modification time (a file added to or removed from a folder changes the folder's)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), st.st_mtime_ns
-
-
 def _fit(name: str, before: str, after: str, more: int = 0) -> str:
     """``before + name + after`` for a sibling of the output ``name`` (its temporary, set-aside or kept-aside
     folder), the name's bytes shortened so that the whole, with ``more`` bytes still to come (mkdtemp's random
@@ -546,10 +537,13 @@ def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = 
     would be replaced); both as one-line usage errors."""
     from proofs_checks.options import UsageError
 
+    from proofs_checks.owned import note_seen
+
     try:
         out = check_report_target(out_dir, force)
     except ReportTargetError as exc:
         raise UsageError(str(exc)) from None
+    note_seen(out)  # --force covers what is at --out now, not what the run's minutes bring there (20a F1)
     if json_path and json_path != "-":
         jp = Path(json_path).expanduser().absolute()
         if jp == out or out in jp.parents:
