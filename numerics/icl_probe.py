@@ -345,7 +345,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         risk_m.append(float(rm.mean()))
         risk_m_se.append(float(rm.std(ddof=1) / math.sqrt(P)))
         stack = torch.stack([algs[a] for a in A]).numpy()
-        scale = np.maximum(1.0, np.abs(stack).max(0))
+        # two algorithms coincide on a prompt when they agree to rounding on the scale of those two (the largest of
+        # all, averaging's ~Λ^1.5 at Λ = 1e14, made every pair coincide and 2 × least squares "least squares":
+        # hostile pass 20b F3); an algorithm is 0 when it is 0 on the scale of the label
+        absS = np.abs(stack)
+        label_scale = np.maximum(1.0, np.abs(yq.numpy()))
         logD = np.log(D + LOG_FLOOR)  # (nA, P) the decision statistic: log squared distances
         cM = np.ones((nA, nA), dtype=bool)
         for j in range(nA):
@@ -356,7 +360,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
             pair_var[j] += v_
             with np.errstate(divide="ignore", invalid="ignore"):
                 z_by_len[i, j] = np.where(v_ > 0, m_ / np.sqrt(v_), np.where(m_ > 0, np.inf, 0.0))
-            cM[j] = np.all(np.abs(stack - stack[j]) <= EQUIVALENT_RTOL * scale, axis=1)
+            cM[j] = np.all(np.abs(stack - stack[j]) <= EQUIVALENT_RTOL * np.maximum(1.0, np.maximum(absS, absS[j])),
+                           axis=1)
             coincide[j] &= cM[j]
         if extended:
             ref_dist.append(((stack[:, None, :] - stack[None, :, :]) ** 2).mean(-1) / norm)  # (nA, nA)
@@ -364,14 +369,18 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
             # the null prediction 0: every reference's rival too (an algorithm whose predictions are small
             # next to the labels, e.g. averaging at a small Λ, must not claim a model that returns zeros);
             # nan where the algorithm itself is 0 to float64 rounding (it cannot be told apart from 0)
-            null_M.append(np.where(np.all(np.abs(stack) <= EQUIVALENT_RTOL * scale, axis=1), np.nan,
+            null_M.append(np.where(np.all(absS <= EQUIVALENT_RTOL * label_scale, axis=1), np.nan,
                                    (stack**2).mean(-1) / norm))
             if work != DTYPE:  # the references from inputs rounded to the working precision (factor applied later)
                 Pr = sample_prompts(L, r["M"], (P,), seed=seed + 7919 * r["i"], noise=noise, device=dev)
                 rd = lambda t: t.to(work).to(DTYPE)  # noqa: E731
                 low = algorithm_predictions(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), Lambda=L, N=N, noise=noise, knn_k=knn_k,
                                             gamma=gamma, ridge_lambda=ridge_lambda, extended=True)
-                low["ridge_lambda_grid"] = _ridge(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), grid_lambda)
+                try:
+                    low["ridge_lambda_grid"] = _ridge(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), grid_lambda)
+                except RuntimeError:  # singular on inputs rounded to the working precision (bfloat16 at Λ = 1e20:
+                    # the grid's λ lost next to XᵀX): no reference of it there, so its tolerance decides nothing (20b F2)
+                    low["ridge_lambda_grid"] = torch.full_like(algs["ridge_lambda_grid"], math.nan)
                 floor_M.append([float(((rd(low[a].detach().cpu()) - algs[a]) ** 2).mean() / norm) for a in A])
             else:
                 floor_M.append([0.0] * nA)
@@ -479,7 +488,8 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, n
             z0 = float(null_dist[i, j]) if null_dist is not None else float("nan")
             if math.isfinite(z0) and not (z0 >= r):  # r nan (no rival) or the null prediction nearer
                 r, nearest = z0, "zero prediction"
-            tol = max(ratio2 * r, PRECISION_FACTOR * float(floor_M[i, j])) if math.isfinite(r) else float("inf")
+            fl = float(floor_M[i, j])  # nan: no reference in the working precision (its computation failed there)
+            tol = max(ratio2 * r, PRECISION_FACTOR * fl) if math.isfinite(r) and math.isfinite(fl) else float("inf")
             dv, se = dist[a][i], dist_se[a][i]
             if not math.isfinite(dv):
                 st = "fail"

@@ -421,6 +421,12 @@ def _record_reads():  # pragma: no cover - runs in the derivation's child
     names: set[str] = {"PYTHONPATH"}  # which file an import finds: a module the derivation imports late (19a F3)
 
     def hook(event, args):
+        if event == "sqlite3.connect" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            # sqlite opens its file in C, past the "open" event (hostile pass 20a F2b)
+            path = os.path.realpath(os.fsdecode(args[0]))
+            if os.path.isfile(path) and not path.startswith(installed):
+                files.add(path)
+            return
         if event == "open" and args and isinstance(args[0], (str, bytes)) and (len(args) < 2 or args[1] is None
                                                                                or "r" in str(args[1])):
             name = os.fsdecode(args[0])
@@ -439,6 +445,14 @@ def _record_reads():  # pragma: no cover - runs in the derivation's child
             return super().__getitem__(key)
 
     environ.__class__ = Recorded
+    environb = getattr(os, "environb", None)  # os.environb and os.getenvb read their own mapping (20a F2)
+    if environb is not None:
+        class RecordedB(type(environb)):
+            def __getitem__(self, key):
+                names.add(os.fsdecode(key))
+                return super().__getitem__(key)
+
+        environb.__class__ = RecordedB
 
     def reads() -> dict:
         env = {k: os.environ.get(k) for k in sorted(names)}

@@ -515,11 +515,47 @@ def _leading(probe, all_outs: dict) -> list:
         props.append(ap.Property("runs_at_every_length", "fail", float(len(Tb)), 0.0, "every probe length must run",
                                  f"raised at T = {', '.join(map(str, Tb))}: {probe.raised[Tb[0]]} (the other lengths "
                                  "are still judged; --seq-len chooses the lengths)"))
-    pf = ap.prop_finite(all_outs)
+    beyond = _declaration_overflows(probe, all_outs)
+    pf = ap.prop_finite({T: o for T, o in all_outs.items() if T not in beyond})
+    if beyond:  # the declared attention itself is not finite there: NaN/inf at those lengths is no evidence (20b F1)
+        why = (f"at T = {', '.join(map(str, beyond))} the declared attention itself (the plain reference, in float64 or "
+               "the input's precision) is not finite at unit inputs: its logits are beyond the precision's range, so "
+               "the module's NaN/inf there says nothing about it")
+        if pf.status != "fail":
+            pf = ap.Property("finite_output", "skip", pf.error, pf.tolerance, pf.justification,
+                             f"undecided: {why}; at the other lengths: {pf.detail}",
+                             {"undecidable": True, "to_decide": "a declaration whose logits the precision can hold "
+                                                                "(a smaller --scale, or smaller weights)"}, True)
+        else:
+            pf.detail += f"; {why}"
     if pf.status == "fail" and probe.outs and len(probe.outs) < len(all_outs):
         pf.detail += f"; the other properties are judged at the finite lengths {', '.join(map(str, probe.outs))}"
     props.append(pf)
     return props
+
+
+def _declaration_overflows(probe, all_outs: dict) -> list[int]:
+    """The lengths where the module's outputs are not finite and neither is the plain reference of the declaration at
+    the same unit inputs, in float64 or in the module's input precision (any implementation forming ``q·kᵀ`` then
+    overflows: a declared scale of 1e308)."""
+    import torch
+
+    out = []
+    if getattr(probe, "m", None) is None:
+        return out
+    for T, o in all_outs.items():
+        if bool(torch.isfinite(o).all()):
+            continue
+        x = probe.xs.get(T)
+        x = probe.probe(T) if x is None else x  # a length left out for its NaN: its probe drawn again (seeded)
+        try:
+            with torch.no_grad():
+                ok = all(bool(torch.isfinite(probe.reference(x, dt)).all()) for dt in {torch.float64, probe.pdt})
+        except Exception:  # noqa: BLE001 - no reference there: the module's NaN stays its own
+            ok = True
+        if not ok:
+            out.append(T)
+    return out
 
 
 def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
