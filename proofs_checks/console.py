@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shlex
 import sys
 from typing import Any
@@ -253,8 +254,12 @@ def set_argv(argv: list[str] | None) -> None:
 
 
 def command_line() -> str:
+    """The command as typed, as text every output can hold: an argument that is not UTF-8 (a file name's byte 0xff,
+    which Python carries as a lone surrogate) is written with a backslash escape (it made report.md unwritable after
+    the whole run: hostile pass 20a F4)."""
     args = _ARGV if _ARGV is not None else sys.argv[1:]
-    return "tverify " + " ".join(shlex.quote(a) for a in args)
+    return "tverify " + " ".join(shlex.quote(os.fsencode(a).decode("utf-8", "backslashreplace")
+                                             if isinstance(a, str) else str(a)) for a in args)
 
 
 def check_json_target(json_path: str | None) -> None:
