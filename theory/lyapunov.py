@@ -789,6 +789,10 @@ def _ast_depth(tree) -> int:
 def _check_ast(text: str, option: str, names: set | None) -> set:
     """Whitelist the syntax of one expression: numbers, names, + − * / ** and parentheses; integer
     exponents 0..MAX_DEGREE. Returns the names used."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8 (carried as a lone surrogate): the parser's traceback (20a F5)
+        raise InputError(f"{option}: holds a byte that is not UTF-8 text: {text.encode('utf-8', 'backslashreplace').decode()!r}") from None
     if "^" in text:
         raise InputError(f"{option}: use ** for powers, not ^: {text!r}")
     if "#" in text:  # Python's parser drops the rest as a comment: 'x**2 # + y**2' was certified as x**2 (hostile pass 10)
