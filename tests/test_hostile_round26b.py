@@ -13,8 +13,7 @@ MOD = textwrap.dedent("""
     class S308(nn.Module):  # the plain causal attention at the declared logit scale 1e308
         def __init__(self, dim=32, heads=4):
             super().__init__()
-            self.h, self.dk = heads, dim // heads
-            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.h, self.dk, self.qkv, self.proj = heads, dim // heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
         def forward(self, x):
             b, t, _ = x.shape
             q, k, v = self.qkv(x).reshape(b, t, 3, self.h, self.dk).permute(2, 0, 3, 1, 4).unbind(0)
