@@ -1274,6 +1274,25 @@ def _overflowing_number(argv: list[str]) -> str | None:
     return None
 
 
+def _underflowing_number(argv: list[str]) -> str | None:
+    """The first argument (or ``--opt=VALUE`` value) written as a non-zero number too small for a float64
+    (``1e-400``): read as 0.0, it was refused as "got 0.0", a number the user never wrote."""
+    import re
+
+    prev = ""
+    for tok in argv:
+        text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
+        try:
+            v = float(text)
+        except ValueError:
+            prev = tok
+            continue
+        if v == 0.0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
+            return f"{prev} {tok}" if prev.startswith("--") and "=" not in prev and tok == text else tok
+        prev = tok
+    return None
+
+
 def _underscored_number(argv: list[str]) -> str | None:
     """The first argument written as a number with ``_`` in it (``--seeds 1_0``): Python's
     ``int``/``float`` read it as 10, a typo taken silently for another number."""
@@ -1300,6 +1319,11 @@ def _main(argv: list[str] | None = None) -> None:
     big = _overflowing_number(list(sys.argv[1:] if argv is None else argv))
     if big is not None:
         _stderr_line(f"tverify: error: {big}: the number overflows a float64 (the largest is about 1.8e308)")
+        sys.exit(2)
+    tiny = _underflowing_number(list(sys.argv[1:] if argv is None else argv))
+    if tiny is not None:
+        _stderr_line(f"tverify: error: {tiny}: the number is below a float64's range and would be read as 0 "
+                     "(the smallest positive is about 4.9e-324)")
         sys.exit(2)
     under = _underscored_number(list(sys.argv[1:] if argv is None else argv))
     if under is not None:
