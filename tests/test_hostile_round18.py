@@ -172,7 +172,8 @@ def test_a_cached_derivation_holds_what_it_read(tmp_path, monkeypatch):
     cache = _DerivationCache("zz.read_inputs")
     assert cache.path is not None
     info = {"steps": [], "obligations": [{"name": "o", "holds": True}]}
-    cache.write(info, True, {"files": {str(data): file_hash(str(data))}, "env": {"ZZ_OBL": "0", "ZZ_UNSET": None}})
+    cache.write(info, True, {"files": {str(data): file_hash(str(data))}, "env": {"ZZ_OBL": "0", "ZZ_UNSET": None},
+                              "names": {}, "listings": {}})
     assert cache.read(True) == info  # nothing changed: the cache answers
     monkeypatch.setenv("ZZ_OBL", "1")
     assert cache.read(True) is None

@@ -86,7 +86,7 @@ def test_a_relative_input_is_the_same_file_only_from_the_same_folder(tmp_path, m
         (tmp_path / d / "const.txt").write_text(text)
     a = os.path.realpath(tmp_path / "cA" / "const.txt")
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    inputs = {"files": {a: file_hash(a)}, "env": {"PYTHONPATH": None}, "relative": {"const.txt": a}}
+    inputs = {"files": {a: file_hash(a)}, "env": {"PYTHONPATH": None}, "names": {"const.txt": a}, "listings": {}}
     monkeypatch.chdir(tmp_path / "cA")
     assert _inputs_unchanged(inputs)
     monkeypatch.chdir(tmp_path / "cB")
@@ -106,7 +106,7 @@ def test_the_derivations_child_records_relative_names_and_pythonpath(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     got = json.loads(p.stdout)
-    assert got["relative"] == {"const.txt": os.path.realpath(tmp_path / "const.txt")}, p.stderr
+    assert got["names"] == {"const.txt": os.path.realpath(tmp_path / "const.txt")}, p.stderr
     assert "PYTHONPATH" in got["env"]
 
 

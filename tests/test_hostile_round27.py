@@ -25,3 +25,65 @@ def test_a_written_zero_is_still_read_as_zero():
     from proofs_checks.cli import _underflowing_number
 
     assert _underflowing_number(["--scale", "0.0e-400", "--seed", "0", "--tol", "0e5"]) is None
+
+
+def test_a_cached_derivations_record_sees_links_absent_files_bytecode_sources_and_enumerated_variables(tmp_path):
+    """21a F1-F3, F5: a plugin's derivation cache answered after (1) a link it read through (an absolute name) was
+    pointed elsewhere, (2) a file it had looked for and not found was created, (3) a helper module it imported from
+    its bytecode was edited, (4) a variable of a prefix it enumerated was set. The record now holds each name's
+    file (or its absence), the sources of the modules imported, and the whole environment where it was enumerated."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "two.txt").write_text("2")
+    (tmp_path / "data" / "three.txt").write_text("3")
+    os.symlink("two.txt", tmp_path / "data" / "current.txt")
+    (tmp_path / "pp").mkdir()
+    (tmp_path / "pp" / "hzhelper.py").write_text("C = 2\n")
+    code = ("import json, os, sys, py_compile\npy_compile.compile('pp/hzhelper.py')\nsys.path.insert(0, 'pp')\n"
+            "from proofs_checks.claims._plugins import _record_reads\nreads = _record_reads()\n"
+            f"open({str(tmp_path / 'data' / 'current.txt')!r}).read()\n"
+            "os.path.exists('override.txt')\nimport hzhelper\n[k for k in os.environ if k.startswith('HZX_')]\n"
+            "print(json.dumps(reads()))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HZX_")}
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    rec = json.loads(p.stdout)
+    assert os.stat is os.stat  # (the watched functions are put back)
+    check = ("import json, os, sys\nfrom proofs_checks.claims._plugins import _inputs_unchanged\n"
+             "print(_inputs_unchanged(json.loads(sys.stdin.read())))")
+
+    def unchanged(extra_env=None) -> bool:
+        q = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, input=json.dumps(rec), capture_output=True,
+                           text=True, timeout=120, env={**env, **(extra_env or {})})
+        return q.stdout.strip() == "True"
+
+    assert rec["env_all"] and not rec["uncacheable"], p.stderr
+    assert unchanged()
+    assert not unchanged({"HZX_EXTRA": "1"})
+    (tmp_path / "override.txt").write_text("3")
+    assert not unchanged()
+    (tmp_path / "override.txt").unlink()
+    os.replace(tmp_path / "data" / "current.txt", tmp_path / "old")
+    os.symlink("three.txt", tmp_path / "data" / "current.txt")
+    assert not unchanged()
+    (tmp_path / "data" / "current.txt").unlink()
+    os.replace(tmp_path / "old", tmp_path / "data" / "current.txt")
+    assert unchanged()
+    (tmp_path / "pp" / "hzhelper.py").write_text("C = 3\n")
+    assert not unchanged()
+
+
+def test_a_derivation_that_starts_a_process_is_never_answered_from_the_cache(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, subprocess, sys\nfrom proofs_checks.claims._plugins import _record_reads, _inputs_unchanged\n"
+            "reads = _record_reads()\nsubprocess.run(['true'])\nr = reads()\nprint(json.dumps([r['uncacheable'], "
+            "_inputs_unchanged(r)]))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    why, hit = json.loads(p.stdout)
+    assert why and "started a process" in why and hit is False, p.stderr

@@ -53,6 +53,10 @@ MAX_MESSAGE = 300
 MESSAGE = 240
 
 
+from proofs_checks.claims._plugin_cache import (  # noqa: E402,F401 (the tests read them here too)
+    _DerivationCache, _inputs_unchanged, _record_reads)
+
+
 class PluginImportFailed(Exception):
     """The probe of a plugin's import failed (died, hung past the limit, or raised): the message says how."""
 
@@ -276,7 +280,9 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
     iso = importlib.import_module("proofs_checks.sanity._isolate")
     empty = {"steps": [], "obligations": [], "provenance": {}, "legend": {}, "assumptions": [], "error": None,
              "timeout": None}
-    cache = _DerivationCache(claim.id)
+    from proofs_checks.claims import PLUGIN_SOURCES
+
+    cache = _DerivationCache(claim.id, PLUGIN_SOURCES)
     hit = cache.read(obligations)
     if hit is not None:
         return {**empty, **hit, "cached": True}
@@ -303,162 +309,20 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
     return {**empty, **info}
 
 
-class _DerivationCache:
-    """A plugin claim's derivation info (steps, obligations and their verdicts), kept in the store's
-    cache under the fingerprint of every source it is computed from — tverify's own (theory/, the
-    registry, the runner), the installed plugins' (entry points, versions, RECORD, package files:
-    :func:`proofs_checks.fingerprint.source_fingerprint`) and the helper modules the plugins imported
-    from outside site-packages — as the built-in claims' derivations are kept in docs/catalogue.json.
-    So ``tverify show`` (and ``run``) builds a plugin's derivation once per source version, not on
-    every call (33–73 s for the scaffold's). A derivation that failed or ran out of time is not kept;
-    ``TVERIFY_DERIVATION_CACHE=0`` turns the cache off; an unwritable store only costs time."""
-
-    def __init__(self, claim_id: str):
-        self.claim_id, self.path = claim_id, None
-        from proofs_checks.fingerprint import derivation_cache_on
-
-        if not derivation_cache_on():
-            return
-        try:
-            import hashlib
-
-            from proofs_checks.claims import PLUGIN_SOURCES
-            from proofs_checks.fingerprint import file_hash, source_fingerprint
-
-            h = hashlib.sha256(f"plugin derivation\0{claim_id}\0{source_fingerprint()}".encode())
-            for f in sorted(PLUGIN_SOURCES):
-                h.update(f"\0{f}\0{file_hash(f)}".encode())
-            self.path = _store_cache_dir() / "derivations" / f"{h.hexdigest()[:32]}.json"
-        except Exception:  # noqa: BLE001 - no fingerprint, no cache: the derivation is computed
-            self.path = None
-
-    def read(self, obligations: bool) -> dict | None:
-        if self.path is None:
-            return None
-        try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            return None
-        ok = (isinstance(doc, dict) and doc.get("claim") == self.claim_id and isinstance(doc.get("info"), dict)
-              and (doc.get("obligations") or not obligations) and _inputs_unchanged(doc.get("inputs")))
-        return doc["info"] if ok else None
-
-    def write(self, info: dict, obligations: bool, inputs: dict | None) -> None:
-        if self.path is None or info.get("error") or info.get("timeout") or not isinstance(inputs, dict):
-            return
-        try:
-            from proofs_checks.store import atomic_write_text
-
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.path, json.dumps({"claim": self.claim_id, "obligations": bool(obligations),
-                                                     "info": info, "inputs": inputs}))
-        except (OSError, TypeError, ValueError):
-            pass
-
-
-def _inputs_unchanged(inputs: Any) -> bool:
-    """Whether the files and environment variables a cached derivation read (:func:`_record_reads`) are as they
-    were: each file's hash, each variable's value."""
-    if not isinstance(inputs, dict) or not isinstance(inputs.get("files"), dict) or not isinstance(inputs.get("env"), dict):
-        return False
-    from proofs_checks.fingerprint import file_hash
-
-    relative = inputs.get("relative", {})
-    if not isinstance(relative, dict):
-        return False
-    try:  # (the child's environment is this one; a COLUMNS it adds for a terminal only costs a rebuild; the child
-        # works in this working folder, where a relative name must still be the same file)
-        return (all(file_hash(f) == h for f, h in inputs["files"].items())
-                and all(os.environ.get(k) == v for k, v in inputs["env"].items())
-                and all(os.path.realpath(n) == p for n, p in relative.items()))
-    except (OSError, TypeError, ValueError):
-        return False
-
-
-def _store_cache_dir():
-    """The cache folder of this command's store: ``--store`` (the command's, else tverify's), else
-    ``$TVERIFY_STORE`` or the per-user default."""
-    from proofs_checks.store import resolve_store
-
-    option = None
-    try:
-        import click
-
-        ctx = click.get_current_context(silent=True)
-        for c in (ctx, ctx.find_root() if ctx is not None else None):
-            option = option or (c.params.get("store_dir") if c is not None else None)
-    except Exception:  # noqa: BLE001 - not under the CLI
-        option = None
-    return resolve_store(option).cache_dir
-
-
 def derivation_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no cover - runs in the child
     """In the child: import the plugin, find the claim, build its derivation as the runner does."""
     from proofs_checks.runner import derivation_info_here
 
     reads = _record_reads()  # the plugin's import and its derivation: what they read beyond their sources
-    claim, problem = _claim_in_child(req, "derivation")
+    try:
+        claim, problem = _claim_in_child(req, "derivation")
+        if problem is None:
+            info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
+    finally:
+        inputs = reads()  # (which also puts back the os functions it watched)
     if problem is not None:
         return problem
-    info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
-    return {"info": json.loads(json.dumps(info, default=str)), "inputs": reads()}
-
-
-def _record_reads():  # pragma: no cover - runs in the derivation's child
-    """From now on in this process, record the files opened for reading outside the Python installation (an audit
-    hook on ``open``) and the environment variables read (``os.environ``, ``os.getenv``); return a function giving
-    ``{"files": {path: sha256}, "env": {name: value or None}}``. A plugin's derivation reading a data file or a
-    variable was answered from the cache after that input changed: a false obligation read as holding (hostile pass
-    12a F10); its cache entry now holds these inputs, and is used only while they are as they were."""
-    import os
-    import sys
-
-    from proofs_checks.fingerprint import file_hash
-
-    installed = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
-    files: set[str] = set()
-    relative: dict[str, str] = {}  # a name opened relative to the working folder -> the file it was
-    names: set[str] = {"PYTHONPATH"}  # which file an import finds: a module the derivation imports late (19a F3)
-
-    def hook(event, args):
-        if event == "sqlite3.connect" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            # sqlite opens its file in C, past the "open" event (hostile pass 20a F2b)
-            path = os.path.realpath(os.fsdecode(args[0]))
-            if os.path.isfile(path) and not path.startswith(installed):
-                files.add(path)
-            return
-        if event == "open" and args and isinstance(args[0], (str, bytes)) and (len(args) < 2 or args[1] is None
-                                                                               or "r" in str(args[1])):
-            name = os.fsdecode(args[0])
-            path = os.path.realpath(name)
-            if not path.startswith(installed) and os.path.isfile(path):
-                files.add(path)
-                if not os.path.isabs(name):  # from another folder the same name is another file (19a F3)
-                    relative.setdefault(name, path)
-
-    sys.addaudithook(hook)
-    environ = os.environ
-
-    class Recorded(type(environ)):
-        def __getitem__(self, key):
-            names.add(key)
-            return super().__getitem__(key)
-
-    environ.__class__ = Recorded
-    environb = getattr(os, "environb", None)  # os.environb and os.getenvb read their own mapping (20a F2)
-    if environb is not None:
-        class RecordedB(type(environb)):
-            def __getitem__(self, key):
-                names.add(os.fsdecode(key))
-                return super().__getitem__(key)
-
-        environb.__class__ = RecordedB
-
-    def reads() -> dict:
-        env = {k: os.environ.get(k) for k in sorted(names)}
-        return {"files": {f: file_hash(f) for f in sorted(files)}, "env": env, "relative": dict(sorted(relative.items()))}
-
-    return reads
+    return {"info": json.loads(json.dumps(info, default=str)), "inputs": inputs}
 
 
 def _role(claim: Any, form: Any) -> list | None:
