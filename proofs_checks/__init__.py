@@ -10,8 +10,7 @@ do not pay for SymPy and NumPy when they read the generated catalogue.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import importlib  # (loaded at the interpreter's start, as this package's import must be: proofs_checks._console)
 
 _WHERE = {
     "RunContext": "proofs_checks.context",
@@ -43,7 +42,7 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     mod = _WHERE.get(name)
     if mod is None:
         raise AttributeError(f"module 'proofs_checks' has no attribute {name!r}")

@@ -10,6 +10,6 @@ import sys
 if sys.path and not sys.flags.safe_path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from proofs_checks.cli import main  # noqa: E402
+from proofs_checks._console import main  # noqa: E402
 
 main()

@@ -87,3 +87,21 @@ def test_a_derivation_that_starts_a_process_is_never_answered_from_the_cache(tmp
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     why, hit = json.loads(p.stdout)
     assert why and "started a process" in why and hit is False, p.stderr
+
+
+def test_pythonpath_modules_named_like_standard_or_tverify_ones_never_run_in_the_command(tmp_path):
+    """21a F4: ``$PYTHONPATH``'s folders come before the standard library's: a ``json.py`` there ran inside tverify's
+    own process (then a traceback), and a project's ``theory/`` package there was imported in place of tverify's."""
+    import os
+    import subprocess
+    import sys
+
+    pp = tmp_path / "pp"
+    (pp / "theory").mkdir(parents=True)
+    for f in (pp / "json.py", pp / "typing.py", pp / "theory" / "__init__.py"):
+        f.write_text("import sys\nsys.stderr.write('PWNED\\n')\n")
+    env = {**os.environ, "PYTHONPATH": str(pp)}
+    for argv in (["list", "attn.complexity"], ["check", "lyapunov", "--f", "-x", "--V", "x**2"]):
+        p = subprocess.run([sys.executable, "-P", "-m", "proofs_checks", *argv], capture_output=True, text=True,
+                           timeout=300, env=env, cwd=tmp_path)
+        assert p.returncode == 0 and "PWNED" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
