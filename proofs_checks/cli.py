@@ -194,7 +194,9 @@ def _store(store_dir: str | None):
 
     problem = name_problem(store.last_path("x" * 40))  # its files' names too (a name over 255 bytes: hostile 14a F8)
     if problem and store.explicit:  # (the per-user default: a warning, and the run goes on unsaved)
-        raise UsageError(f"{named} {store.root}: {problem}")
+        from proofs_checks.store import _short
+
+        raise UsageError(f"{named} {_short(str(store.root))}: {problem}")
     if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
         raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")
     return store

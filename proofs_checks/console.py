@@ -81,13 +81,15 @@ def tolerant_encoding() -> None:
     """Standard output and error in an encoding that cannot write every character tverify prints (``∇``, ``Λ``, ``√``
     under ``PYTHONIOENCODING=latin-1`` or a cp1252 console) write those as ``\\u2207`` escapes: the whole check ran,
     then died printing its first such character with a traceback, exit 1, its verdict and ``--json`` lost (hostile
-    pass 14b F6). UTF-8 streams are left as they are."""
+    pass 14b F6; the C locale's ``surrogateescape``, 21a F6). UTF-8 streams are left as they are."""
     import codecs
 
     for stream in (sys.stdout, sys.stderr):
         enc = getattr(stream, "encoding", None)
         try:
-            if enc and codecs.lookup(enc).name != "utf-8" and getattr(stream, "errors", "") == "strict":
+            if enc and codecs.lookup(enc).name != "utf-8" and getattr(stream, "errors", "") not in (
+                    "backslashreplace", "namereplace", "xmlcharrefreplace", "replace"):  # strict, the C locale's
+                # surrogateescape (it writes back undecodable bytes, not "—"), ... (hostile pass 21a F6)
                 stream.reconfigure(errors="backslashreplace")
         except (AttributeError, LookupError, ValueError, OSError):
             pass

@@ -625,7 +625,7 @@ def own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> bool:
     """The power and own-mutant rules (:func:`_own_power`) on a verified theorem or identity from outside
     this project's catalogue; whether they ran. :func:`run_claim` ends with it, and so does a claim
     assembled from a cluster's outcomes (:mod:`proofs_checks.distributed.cluster`): the rules run here."""
-    if result.status == "verified" and claim.kind in ("theorem", "identity") and not _builtin(claim):
+    if result.status == "verified" and claim.kind in ("theorem", "identity", "erratum") and not _builtin(claim):
         _own_power(claim, result, ctx)
         return True
     return False
@@ -651,7 +651,7 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
     power = None
     if order:  # else no check can reject anything: the own-mutant rule says so
         power = measure_power(claim.form, order, lambda check, form: _run_check(check, form, claim, ctx),
-                              seed=ctx.seed, one_sided=claim.kind == "theorem")
+                              seed=ctx.seed, one_sided=claim.kind != "identity")  # (an erratum's may be a bound)
         result.power = power.to_json()
     if power is not None and power.problem():
         result.status = "inconclusive" if not power.blind else "error"
@@ -790,11 +790,16 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
         return "undecided", (f"obligation undecided: {', '.join(undecided_obl)} (SymPy could not decide it and a numeric "
                              "search found no counterexample): neither verified nor refuted"), None
     if claim.kind == "erratum":
-        killed = [o for o in stated if o.status == "failed"]
+        # a failure with a NaN or infinite error (a stated form whose outputs are NaN) fails any check whatever its
+        # tolerance: it refutes nothing (hostile pass 21b F3)
+        killed = [o for o in stated if finite_rejection(o)]
         if not killed:
             crashed = [o.name for o in stated if o.status == "error"]
             if crashed and len(crashed) == len(stated):
                 return "error", "erratum not shown: every check crashed on the stated form (a crash is not a refutation)", None
+            if any(o.status == "failed" for o in stated):
+                return "error", ("erratum not shown: the stated form failed its checks only with a NaN or infinite "
+                                 "error, which refutes nothing (an error in the claim)"), None
             if any(o.status == "skipped" for o in stated):
                 return "incomplete", "erratum not shown: the stated form was not refuted by the checks that ran", None
             return "refuted", "erratum not shown: no check refuted the stated form", None

@@ -147,7 +147,16 @@ def name_problem(path: str | os.PathLike) -> str | None:
                     f"{name_max} per name (less 20 for the temporary file of an atomic write)")
     if len(os.fsencode(str(p))) + 20 >= path_max:
         return f"the path is {len(os.fsencode(str(p)))} bytes long; this file system allows {path_max}"
+    missing = len(p.parts) - len(nearest_existing(p.parent).parts)
+    if missing > MAX_NEW_FOLDERS:  # each folder made is a level of Python's recursion (pathlib, os.makedirs)
+        return (f"{missing - 1} folders would have to be made on the way; tverify makes at most {MAX_NEW_FOLDERS - 1} "
+                "(make the folders first)")
     return None
+
+
+#: folders an output path may need made on its way, plus one (hostile pass 21a F11: 1100 ended in a RecursionError
+#: after the run)
+MAX_NEW_FOLDERS = 201
 
 
 def is_tverify_json(path: Path, limit: int = 256 * 1024**2) -> bool:
@@ -240,6 +249,9 @@ def check_output_file(path: str | os.PathLike, what: str = "--json", force: bool
 def check_store_writable(store: Store) -> str | None:
     """Create the store's ``last/`` folder if needed and try a write there. Returns ``None`` when
     it works, else one line saying why not (the caller decides: error or warning)."""
+    problem = name_problem(store.last_dir / "probe")
+    if problem:
+        return f"results store {_short(store.describe())}: {problem}"
     try:
         store.last_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=store.last_dir, prefix=".probe.", suffix=".tmp")

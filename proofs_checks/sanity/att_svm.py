@@ -225,7 +225,12 @@ def _seed_direction(ns, inst, fro, tr, b: int, svm_cache: dict, *, level: float,
     # there (an --lr of 1e-300 leaves W where it was: frozen by the step, not stationary by the dynamics)
     step = float(np.linalg.norm(tr["W"][b] - tr["W_half"][b]))
     info["frozen"] = not step > 1e-9 * float(np.linalg.norm(tr["W"][b]))
-    info["stationary"] = (iters >= MIN_STALL_ITERS and not info["frozen"]
+    # and only past the Att-SVM's own norm: below it no W attains the margin 1 on every constraint, the softmax has not
+    # begun to select, and a slow turn is the early phase of the dynamics (the direction converges as ‖W‖ → ∞), not a
+    # limit elsewhere (data at scale 1e-6 needs ‖W‖ ≈ 4e5: 2000 steps reach 200; hostile pass 21b F7)
+    norm_w, norm_svm = float(np.linalg.norm(tr["W"][b])), float(np.linalg.norm(target))
+    info["norm_W_over_svm"] = norm_w / norm_svm if norm_svm > 0 else math.inf
+    info["stationary"] = (iters >= MIN_STALL_ITERS and not info["frozen"] and norm_w >= norm_svm
                           and (not info["selection_changed_last_half"]) and moved <= STATIONARY_FRACTION * remaining)
     return info
 

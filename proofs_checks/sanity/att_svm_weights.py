@@ -266,7 +266,15 @@ def weights_result(inst, W: np.ndarray, *, form: str, level: float) -> SanityRes
     tail below float64 rounding, :func:`saturation`): then more training cannot turn the direction,
     and the advice is :data:`SATURATION_ADVICE`. Stages: :func:`weights_evidence`,
     :func:`weights_verdict`, the rendering."""
-    ev = weights_evidence(inst, W, form=form, level=level)
+    import numerics.att_svm as ns
+
+    try:
+        ev = weights_evidence(inst, W, form=form, level=level)
+    except ns.SolverFailure as exc:  # as the training path says it (a traceback before: hostile pass 21b F6)
+        v = Verdict("inconclusive", "the Att-SVM could not be solved and certified", f"solver: {exc}", {},
+                    [f"Att-SVM not certified: {exc}"], "rescale the data or remove nearly duplicated tokens")
+        return SanityResult("att-svm", {"check": "att-svm", "weights": {"error": str(exc)}}, v,
+                            lines=[f"Att-SVM (Frobenius): solver failed: {exc}"])
     v = weights_verdict(ev, form=form, level=level)
     info, sel, mass, sat = ev.info, ev.sel, ev.mass, ev.sat
     lines = [f"your weights ({'W' if form == 'W' else 'W = K Qᵀ'}, ‖W‖_F = {info['norm_W']:.4g}) select tokens "
