@@ -22,6 +22,58 @@ from numerics.attention_rules import (FACTOR_GRAD, Property, _judge, _rel, _skip
 class GradientProps:
     """The gradient and execution-path properties (methods of the probe)."""
 
+    def _leak_on(self, name: str, label: str, out_of) -> Property | None:
+        """The declared mask on another path (``out_of(x64)``: that path's output): the keys the mask forbids to some
+        output (the last token, the future of every other; the first, outside a window) are redrawn and the outputs
+        they must not reach compared on that path, exactly as ``causal_no_future_leak`` judges the eval path (2 ×
+        that path's own run-to-run difference). The paths are otherwise judged by the forward tolerance, under which
+        a branch on autograd or training mode hid a leak of e^-34 (hostile pass 21b F5). ``None``: nothing declared
+        masked, the path did not run, or nothing moved."""
+        from numerics.attention_reference import allowed_mask
+        from numerics.attention_structural import jitter, kept, structural_tolerance
+
+        Ts = [t for t in self.outs if 2 <= t <= 65]
+        if not Ts:
+            return None
+        T = max(Ts)
+        allowed = allowed_mask(T, self.st)
+        keys = [s_ for s_ in sorted({0, T - 1}) if not bool(allowed[:, s_].all())]
+        if not keys:
+            return None
+        x = self.xs[T]
+        noise = self.probe(T, salt=23)
+        xs = x.unsqueeze(0).repeat(len(keys) + 1, 1, 1, 1)
+        for a, s_ in enumerate(keys):
+            xs[a + 1, :, s_] = noise[:, s_]
+
+        class _Path:  # (jitter() calls .run(x)[1])
+            @staticmethod
+            def run(z):
+                return None, out_of(z)
+        try:
+            o = kept(out_of(xs.reshape((len(keys) + 1) * self.B, T, self.D))).reshape(len(keys) + 1, self.B, T, self.D)
+            jit = jitter(_Path, x, kept(out_of(x)))
+        except Exception:  # a path the module cannot run: the path's own property says so
+            return None
+        base = o[0]
+        fin = base[torch.isfinite(base)]
+        scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
+        worst = (0.0, None, None)
+        for a, s_ in enumerate(keys):
+            forbidden = ~allowed[:, s_]
+            d = (o[a + 1][:, forbidden] - base[:, forbidden]).abs()
+            d = torch.where(torch.isfinite(d), d, torch.zeros_like(d))
+            if d.numel() and float(d.max()) / scale > worst[0]:
+                t = int(torch.nonzero(forbidden).flatten()[int(d.amax(dim=(0, 2)).argmax())])
+                worst = (float(d.max()) / scale, s_, t)
+        tol, just = structural_tolerance(jit, f"a key the declared mask forbids, redrawn on {label},")
+        if worst[0] <= tol:
+            return None
+        e, s_, t = worst
+        return _judge(name, e, tol, just, f"on {label} (T = {T}), redrawing token {s_} moves output {t}, which the "
+                      f"declared mask forbids it to reach, by {e:.3g} relative to max|output|: a leak on that path "
+                      "(the eval path keeps the mask)", central=True)
+
     # -- gradients -----------------------------------------------------------------------------
     def prop_gradients(self) -> Property:
         """Gradients with respect to the input and, where weights are mapped, the module's
@@ -125,6 +177,11 @@ class GradientProps:
         name = "matches_reference_with_grad" if self.against is None else "matches_against_with_grad"
         if not self.grad_outs:
             return _skip(name, "no output was computed with autograd enabled (see the gradient property)")
+        with torch.enable_grad():
+            leak = self._leak_on(name, "the path with autograd enabled (the input requiring grad)",
+                                 lambda z: self.run(z, grad=True)[1])
+        if leak is not None:
+            return leak
         for T in self.outs:  # every probed length, not only those the gradients were compared at
             if T in self.grad_outs:
                 continue
@@ -167,10 +224,15 @@ class GradientProps:
         if isinstance(self.f, torch.nn.Module) and not _active_dropout(self.f):
             try:
                 g = copy.deepcopy(self.f).train()
-                paths.append(("training mode (.train())", g, False))
+                if not self._random(g):  # dropout whose rate no attribute names (a config's, a literal: 21b F2)
+                    paths.append(("training mode (.train())", g, False))
             except Exception:
                 pass
         paths.append(("a non-contiguous input (a transposed view)", self.f, True))
+        for label, g, noncontig in paths:
+            leak = self._leak_on(name, label, lambda z, g=g, nc=noncontig: call(g, self._as_input(z, nc))[0])
+            if leak is not None:
+                return leak
         worst, differs = None, []
         for label, g, noncontig in paths:
             for T in self.outs:
@@ -210,6 +272,12 @@ class GradientProps:
                 g = copy.deepcopy(self.f)
             except Exception:
                 return None
+        def inferred(z):
+            with torch.inference_mode():
+                return call(g, self._as_input(z, False))[0].clone()
+        leak = self._leak_on(name, "the path under torch.inference_mode()", inferred)
+        if leak is not None:
+            return leak
         outs = {}
         for T in self.outs:
             x = self.xs[T].to(dtype=self.pdt, device=self.device).clone(memory_format=torch.contiguous_format)
@@ -236,6 +304,25 @@ class GradientProps:
         return _judge(name, e, tol, just, f"the outputs under torch.inference_mode() at T = "
                       f"{', '.join(map(str, sorted(outs)))} differ from those under no_grad; against the reference: "
                       f"worst at T = {T} (a branch on torch.is_inference_mode_enabled()?)", central=True)
+
+    def _as_input(self, x64: torch.Tensor, noncontig: bool) -> torch.Tensor:
+        """A probe as the module takes it (its dtype and device, a copy), or as a non-contiguous view."""
+        x = x64.to(dtype=self.pdt, device=self.device)
+        return x.transpose(1, 2).contiguous().transpose(1, 2) if noncontig else x.clone()
+
+    def _random(self, g) -> bool:
+        """Whether ``g`` gives two different outputs on the identical input (dropout in training mode): such a path
+        decides nothing, and is not compared."""
+        Ts = [t for t in self.outs if t >= 2]
+        if not Ts:
+            return False
+        x = self.xs[min(Ts)]
+        try:
+            a = call(g, self._as_input(x, False))[0].detach().to("cpu", torch.float64, copy=True)
+            b = call(g, self._as_input(x, False))[0].detach().to("cpu", torch.float64, copy=True)
+        except Exception:
+            return False
+        return a.shape == b.shape and not bool(torch.equal(a, b))
 
     def _grads_by_backward(self, x64: torch.Tensor, params: list, cot: torch.Tensor) -> tuple | None:
         """The gradients of ``<out, cot>`` with respect to the input and ``params`` through
