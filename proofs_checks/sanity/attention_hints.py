@@ -207,14 +207,18 @@ def _length_dependence(probe, prefix) -> bool:
 
 
 def _scale_variant(sc, st) -> list:
-    """The fitted logit scale as a declaration (``--scale S``, S to six digits: the value printed is the
-    value rerun), when ``scale_1_over_sqrt_dk`` failed: a non-standard scale by design (Granite's
+    """The fitted logit scale as a declaration (``--scale S``, S to six digits, and to every digit of the fit where
+    six do not hold it: the value printed is the value rerun), when ``scale_1_over_sqrt_dk`` failed: a non-standard scale by design (Granite's
     ``attention_multiplier``, T5's unscaled logits) is then named with the flag that declares it."""
     s_fit = (sc.numbers or {}).get("s_fit") if sc is not None and sc.status == "fail" else None
     if not isinstance(s_fit, float) or not s_fit > 0:
         return []
     s6 = float(f"{s_fit:.6g}")
-    return [] if st.scale == s6 else [(f"--scale {_exact(s6)}", st.variant(scale=s6), None)]
+    out = [] if st.scale == s6 else [(f"--scale {_exact(s6)}", st.variant(scale=s6), None)]
+    # and at every digit of the fit: six digits err by up to 5e-7, which a float64 module's rule rejects, and that
+    # rounding was read as float32 internals ("--compute-dtype float32") of a float64 module (hostile pass 21b F1)
+    return out + ([] if st.scale == s_fit or s_fit == s6 else [(f"--scale {_exact(s_fit)}", st.variant(scale=s_fit),
+                                                                None)])
 
 
 def _hints(probe, props, st, mp, alts, hints):
