@@ -667,6 +667,10 @@ def show_cmd(claim_id, json_path, store_dir, refresh, as_latex, full):
     e, info, how = _show_data(claim_id, store, refresh)
     last_path = store.last_path(e["id"])
     last = load_last(e["id"], store)
+    if last and last.get("sources"):  # kept before a source it depends on changed (tverify's, a plugin's): said
+        from proofs_checks.fingerprint import source_fingerprint
+
+        last = {**last, "sources_changed_since": last["sources"] != source_fingerprint()}
     if json_path:
         _write_json(json_path, {**{k: v for k, v in e.items() if k != "derivation"},
                                 "derivation": info.get("steps") or [], "derivation_error": info.get("error"),

@@ -304,6 +304,12 @@ def save_last(result_json: dict[str, Any], store: Store | Path | None = None) ->
         # never replace what tverify did not write (a store named at a folder of the user's, hostile pass 9)
         return (f"did not save the result of {result_json['id']} in {st.describe()}: {path.name} there is not a "
                 "previous tverify result; it was left as it is")
+    try:  # with the fingerprint of the sources it came from: `show` says when they have changed since (21b F8)
+        from proofs_checks.fingerprint import source_fingerprint
+
+        result_json = {**result_json, "sources": source_fingerprint()}
+    except Exception:  # noqa: BLE001 - no fingerprint: kept without one (show then says nothing of it)
+        pass
     try:
         atomic_write_text(path, json.dumps(result_json, indent=1))
     except OSError as exc:
@@ -320,7 +326,7 @@ class StoreEntryError(ValueError):
 #: the statuses a claim result may have (see :mod:`proofs_checks.runner`: ``STATUSES``, which a test
 #: holds this equal to; "undecided" is what `run` stores for a derivation out of time)
 RESULT_STATUSES = ("verified", "evidence", "incomplete", "refuted", "error", "undecided", "inconclusive")
-_OPTIONAL_TEXT = ("message", "mode", "device", "kind", "title")
+_OPTIONAL_TEXT = ("message", "mode", "device", "kind", "title", "sources")
 
 
 def _num_or_none(v) -> bool:

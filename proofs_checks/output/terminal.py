@@ -304,6 +304,9 @@ def _last_result(e: dict[str, Any], last: dict[str, Any] | None, unreadable: boo
     when = f", {last['created']}" if last.get("created") else ""
     out = [Line(f"last result: {st} (mode {last.get('mode')}, seed {last.get('seed')}, device {last.get('device')}"
                 f"{when})", style="bold", mark=(st, st), hang=2)]
+    if last.get("sources_changed_since"):
+        out.append(Line(f"from before a source changed (tverify's code or a claims plugin's): it may not be what the "
+                        f"claim gives now; `tverify run {cid}` gives the current result", indent=2, hang=2))
     if last.get("message"):  # read from the store's file: its escape sequences shown, not obeyed (F4)
         out.append(Line(visible(text_of(last["message"])), indent=2, hang=2))
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
