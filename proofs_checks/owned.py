@@ -211,7 +211,32 @@ def what_is_at(path: str | os.PathLike) -> tuple | None:
         st = os.lstat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns
+    here = (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns)
+    if not stat.S_ISDIR(st.st_mode):
+        return here
+    # a folder: everything in it, at any depth (a file edited in it, or one added in a subfolder, leaves the folder's
+    # own times as they were: --force then replaced a file edited during the run, hostile pass 21a F8); links are
+    # not followed; past MAX_SEEN_ENTRIES entries the folder counts as changed whenever it is looked at again
+    import hashlib
+
+    h, n = hashlib.sha256(), 0
+    for root, dirs, files in os.walk(path, followlinks=False):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            n += 1
+            if n > MAX_SEEN_ENTRIES:
+                return here + (os.urandom(8).hex(),)
+            try:
+                e = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            h.update(f"{os.path.relpath(os.path.join(root, name), path)}\0{e.st_ino}\0{e.st_mode}\0{e.st_size}\0"
+                     f"{e.st_mtime_ns}\0{e.st_ctime_ns}\0".encode("utf-8", "surrogateescape"))
+    return here + (h.hexdigest(),)
+
+
+#: entries of a folder :func:`what_is_at` looks at, at most (a report folder holds a few hundred)
+MAX_SEEN_ENTRIES = 100_000
 
 
 def _seen_key(path: str | os.PathLike) -> str:
@@ -257,6 +282,8 @@ def _json_refusal(json_path: str, force: bool | None) -> str | None:
     a link, or an existing file that is not exactly what tverify wrote there."""
     p = Path(json_path).expanduser()
     how = "choose a new name, or add --force to replace it" if force is not None else "choose a new name"
+    if os.path.lexists(p) and not os.path.islink(p) and not os.path.isfile(p):  # a folder made there: never replaced
+        return f"--json {json_path}: is a folder or another thing that is not a file; nothing was written there"
     if force:
         return None
     if os.path.islink(p):
