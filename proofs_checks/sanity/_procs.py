@@ -267,7 +267,8 @@ def memfd_bytes(pids) -> float:
 
 
 def sysv_segments(pids) -> dict[int, float]:
-    """SysV shared memory segments (``shmget``) created by one of ``pids``: id -> bytes resident
+    """SysV shared memory segments (``shmget``) created by one of ``pids`` (or by a process now gone, attached last by
+    one of them): id -> bytes resident
     (the ``rss`` column of ``/proc/sysvipc/shm`` where the kernel has it, else the size). A segment
     outlives its detach and its creator until removed."""
     try:
@@ -280,7 +281,10 @@ def sysv_segments(pids) -> dict[int, float]:
     for line in lines[1:]:
         row = dict(zip(head, line.split()))
         with contextlib.suppress(KeyError, ValueError):
-            if int(row["cpid"]) in wanted:
+            cpid, lpid = int(row["cpid"]), int(row.get("lpid", "0"))
+            # or one whose creator is gone and which one of pids attached last: made by a short-lived fork of the
+            # user's code, then used by the tree (it escaped the limit and outlived the check: hostile pass 21a F9)
+            if cpid in wanted or (lpid in wanted and not os.path.exists(f"/proc/{cpid}")):
                 out[int(row["shmid"])] = float(row.get("rss", row["size"]))
     return out
 
