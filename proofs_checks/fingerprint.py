@@ -67,19 +67,31 @@ def _plugin_fingerprint(h) -> None:
             h.update(hashlib.sha256((dist.read_text("RECORD") or "").encode() if dist is not None else b"").digest())
         except Exception:
             h.update(b"<no RECORD>")
-        try:  # every source file of the plugin's top-level package (editable installs)
+        try:  # every file of the plugin's top-level package (editable installs), its data files too (a title read
+            # from a text file beside the module: 21a F12b); a package imported from a zip, the archive (21a F12)
             spec = find_spec(ep.value.split(":")[0].strip().split(".")[0])
             if spec is None:
                 files = []
             elif spec.submodule_search_locations:
-                files = sorted(f for d in spec.submodule_search_locations for f in Path(d).rglob("*.py")
-                               if "__pycache__" not in f.parts)
+                files = sorted(f for d in spec.submodule_search_locations for f in Path(d).rglob("*")
+                               if "__pycache__" not in f.parts and f.is_file())
             else:
                 files = [Path(spec.origin)] if spec.origin else []
+            files += sorted({_archive(str(f)) for f in [*files, Path(spec.origin or "")] if spec is not None
+                             and _archive(str(f))})
             for f in files:
-                h.update(str(f).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+                h.update(str(f).encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
         except Exception:  # a plugin that cannot be found: load_all warns about it
             h.update(b"<unavailable>")
+
+
+def _archive(path: str) -> Path | None:
+    """The zip archive a module path lies in (``…/plugins.zip/pkg/claims.py`` → ``…/plugins.zip``), or None."""
+    p = Path(path)
+    for parent in [p, *p.parents]:
+        if parent.suffix.lower() in (".zip", ".whl", ".egg", ".pyz") and parent.is_file():
+            return parent
+    return None
 
 
 

@@ -57,9 +57,13 @@ def noise_value(noise) -> float:
 
 
 def tol_value(tol) -> float | None:
-    """``--tol``: a positive finite relative bound (None: the default)."""
+    """``--tol``: a positive finite relative bound below 1 (None: the default): a relative error of 1 is what weights
+    of 0 make, so a bound ≥ 1 admits any weights (hostile pass 21b F10), as ``relative()`` refuses it for a claim."""
     if tol is not None and not (_real(tol) and math.isfinite(tol) and tol > 0):
         raise UsageError(f"--tol: must be a positive finite number, got {float(tol) if _real(tol) else tol!r}")
+    if tol is not None and not tol < 1:
+        raise UsageError(f"--tol: a relative bound must be below 1 (all-zero weights are off by exactly 1, so {float(tol):g} "
+                         "would admit them), got {:g}".format(float(tol)))
     return None if tol is None else float(tol)
 
 

@@ -447,6 +447,7 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     pr = _probe(model, req, name, seed, progress)
     verdict = _probe_verdict(pr, name)
     zfb, tol, tol_reason = _zfb_theorem(model, req, name, seed)
+    verdict = _with_weights(verdict, zfb, name)
     closest = pr["closest"]
     idf = pr.get("identification") or {}
     identified = idf.get("identified") if verdict.outcome == "ok" else None
@@ -457,6 +458,24 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     res = ICLModelResult(verdict, closest, pr, zfb, doc, lines)
     res.identified = identified
     return res
+
+
+def _with_weights(verdict, zfb: dict, name: str):
+    """The probe's verdict, and ZFB's theorem on the LSA weights the model exposes where it was checked: weights that
+    are not the Γ_N^{-1} predictor make the verdict a mismatch (the model predicts otherwise than its weights say:
+    it was ``ok`` beside a printed mismatch, hostile pass 21b F9); undecided weights leave an ``ok`` inconclusive."""
+    from proofs_checks.sanity._verdict import Verdict
+
+    wo = zfb.get("outcome")
+    if wo == "mismatch" and verdict.outcome != "mismatch":
+        return Verdict("mismatch", f"the LSA weights {name} exposes are not ZFB's Γ_N^(−1) predictor "
+                       f"({zfb.get('summary')})", f"{verdict.criterion}; ZFB's theorem on the exposed weights: "
+                       f"{zfb.get('criterion')}", verdict.numbers)
+    if wo == "inconclusive" and verdict.outcome == "ok":
+        return Verdict("inconclusive", f"{verdict.summary}; ZFB's theorem on the exposed weights is undecided",
+                       f"{verdict.criterion}; ZFB's theorem on the exposed weights: {zfb.get('criterion')}",
+                       verdict.numbers, [str(zfb.get("summary"))], verdict.suggestion)
+    return verdict
 
 
 def _model_doc(req: ModelRequest, name: str, seed: int, tol, pr: dict, zfb: dict, identified, closest) -> dict:
@@ -645,6 +664,14 @@ def rebuild(payload: dict) -> ICLModelResult:
     recomputed here from the probe's distances."""
     pr = payload["probe"]
     verdict = _probe_verdict(pr, payload["name"])
+    zfb = payload.get("zfb") or {}
+    if "rel_err_B" in zfb:  # ZFB's theorem judged here too, from the child's measurements
+        from proofs_checks.sanity.icl_inputs import _weights_verdict
+
+        wv = _weights_verdict({k: zfb[k] for k in ("rel_err_B", "rel_rms_prediction", "max_other_block")},
+                              float(zfb["tol"]), zfb.get("tol_reason"))
+        zfb = {**zfb, "outcome": wv.outcome, "summary": wv.summary, "criterion": wv.criterion}
+    verdict = _with_weights(verdict, zfb, payload["name"])
     res = ICLModelResult(verdict, payload["closest"], pr, payload["zfb"], payload["doc"], payload["lines"],
                          payload["identified"] if verdict.outcome == "ok" else None)
     res.figures = {n: Path(p) for n, p in (payload.get("figures") or {}).items()}

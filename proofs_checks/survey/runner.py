@@ -97,8 +97,13 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
     """The folder holding ``spec`` and the dependencies the running environment lacks (installed now
     if absent), or (None, why)."""
     folder = cache / spec.replace("==", "-")
-    if (folder / MARKER).exists():
-        return folder, None
+    if os.path.lexists(folder):
+        if _made_here(folder):
+            return folder, None
+        if (folder / MARKER).exists() or not (folder.is_dir() and not folder.is_symlink()):
+            return None, (f"the install cache {folder} is not one tverify made here, or it changed since (a folder "
+                          "copied, shipped with a repository or edited is never run); remove it or choose another "
+                          "--cache-dir")
     deps, why = _missing_dependencies(spec, timeout)
     if deps is None:
         return None, why
@@ -123,13 +128,45 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         return None, f"pip install {spec} failed: {why[:300]}"
     try:
         (tmp / MARKER).write_text(" ".join(cmd) + "\n", encoding="utf-8")
-        if folder.exists():
+        if folder.exists():  # (an unfinished install of tverify's, holding no marker)
             _rm(folder)
         os.replace(tmp, folder)
     except OSError as exc:
         _rm(tmp)
         return None, f"cannot write the install cache {cache}: {exc.strerror or exc}"
+    from proofs_checks.owned import remember_folder
+
+    remember_folder(folder, _tree(folder))  # its files' hashes, in tverify's record outside the folder
     return folder, None
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    """Every file below ``folder`` (links as their target's text): relative path -> SHA-256."""
+    import hashlib
+
+    from proofs_checks.owned import sha256_file
+
+    out = {}
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(root, d)))]:
+            f = os.path.join(root, name)
+            rel = os.path.relpath(f, folder)
+            if "__pycache__" in Path(rel).parts:
+                continue  # (bytecode Python writes on import: not what was installed)
+            out[rel] = (hashlib.sha256(os.readlink(f).encode("utf-8", "surrogateescape")).hexdigest()
+                        if os.path.islink(f) else sha256_file(Path(f)) or "<unreadable>")
+    return out
+
+
+def _made_here(folder: Path) -> bool:
+    """Whether ``folder`` is an install cache tverify made (its marker written last) and holds exactly the files it
+    recorded: a marker alone was trusted, and a repository shipping ``.tverify/survey-cache/<release>/`` with a
+    planted package ran it as that release (hostile pass 21a F13)."""
+    from proofs_checks.owned import folder_problems
+
+    if not (folder / MARKER).is_file() or folder.is_symlink():
+        return False
+    return not folder_problems(folder, sorted(_tree(folder)))[1]
 
 
 def _rm(p: Path) -> None:
@@ -148,7 +185,7 @@ def prepare(entry: Entry, cache: Path, *, install: bool, timeout: float) -> tupl
             notes.append(f"{spec} (running environment)")
             continue
         folder = cache / spec.replace("==", "-")
-        if not install and not (folder / MARKER).exists():
+        if not install and not _made_here(folder):
             return paths, notes, f"{spec} is not in the running environment nor the cache (--no-install)"
         got, why = _install(spec, cache, timeout)
         if got is None:
