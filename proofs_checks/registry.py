@@ -238,7 +238,9 @@ def compare(
     resolution: float | None = None,
     resolution_units: str = "",
 ) -> CheckResult:
-    """A :class:`CheckResult` that passes iff ``error <= tolerance``.
+    """A :class:`CheckResult` that passes iff ``error <= tolerance``: one-sided, as a bound is (a negative error is
+    the margin by which it holds); pass a difference's size for a two-sided comparison (:func:`rounding`,
+    :func:`relative`, :func:`close` do).
 
     ``error`` is one number or a dict of named errors, reduced by :func:`worst`. A NaN or inf
     anywhere (in the error, any named error or the tolerance) fails the check, and ``reason`` names
