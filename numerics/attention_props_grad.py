@@ -22,7 +22,7 @@ from numerics.attention_rules import (FACTOR_GRAD, Property, _judge, _rel, _skip
 class GradientProps:
     """The gradient and execution-path properties (methods of the probe)."""
 
-    def _leak_on(self, name: str, label: str, out_of) -> Property | None:
+    def _leak_on(self, name: str, label: str, out_of, cause: str = "") -> Property | None:
         """The declared mask on another path (``out_of(x64)``: that path's output): the keys the mask forbids to some
         output (the last token, the future of every other; the first, outside a window) are redrawn and the outputs
         they must not reach compared on that path, exactly as ``causal_no_future_leak`` judges the eval path (2 ×
@@ -72,7 +72,7 @@ class GradientProps:
         e, s_, t = worst
         return _judge(name, e, tol, just, f"on {label} (T = {T}), redrawing token {s_} moves output {t}, which the "
                       f"declared mask forbids it to reach, by {e:.3g} relative to max|output|: a leak on that path "
-                      "(the eval path keeps the mask)", central=True)
+                      f"(the eval path keeps the mask{'; ' + cause if cause else ''})", central=True)
 
     # -- gradients -----------------------------------------------------------------------------
     def prop_gradients(self) -> Property:
@@ -179,7 +179,8 @@ class GradientProps:
             return _skip(name, "no output was computed with autograd enabled (see the gradient property)")
         with torch.enable_grad():
             leak = self._leak_on(name, "the path with autograd enabled (the input requiring grad)",
-                                 lambda z: self.run(z, grad=True)[1])
+                                 lambda z: self.run(z, grad=True)[1],
+                                 "a branch on torch.is_grad_enabled() or x.requires_grad?")
         if leak is not None:
             return leak
         for T in self.outs:  # every probed length, not only those the gradients were compared at
@@ -230,7 +231,8 @@ class GradientProps:
                 pass
         paths.append(("a non-contiguous input (a transposed view)", self.f, True))
         for label, g, noncontig in paths:
-            leak = self._leak_on(name, label, lambda z, g=g, nc=noncontig: call(g, self._as_input(z, nc))[0])
+            leak = self._leak_on(name, label, lambda z, g=g, nc=noncontig: call(g, self._as_input(z, nc))[0],
+                                 "a branch on x.is_contiguous()?" if noncontig else "a branch on self.training?")
             if leak is not None:
                 return leak
         worst, differs = None, []
@@ -275,7 +277,8 @@ class GradientProps:
         def inferred(z):
             with torch.inference_mode():
                 return call(g, self._as_input(z, False))[0].clone()
-        leak = self._leak_on(name, "the path under torch.inference_mode()", inferred)
+        leak = self._leak_on(name, "the path under torch.inference_mode()", inferred,
+                             "a branch on torch.is_inference_mode_enabled()?")
         if leak is not None:
             return leak
         outs = {}

@@ -314,7 +314,7 @@ def _run_selected(claims, ctx, progress: bool, store=None):
             bar.start(c.id)
             r = run_claim(c, ctx)
             if store is not None:
-                save_problem = save_last(r.to_json(), store) or save_problem
+                save_problem = save_last(_with_sources(r.to_json()), store) or save_problem
             results.append(r)
             bar.advance(c.id, r.status, r.seconds)
     if save_problem:
@@ -368,7 +368,7 @@ def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress
     if store is not None and run.claims:
         problem = None
         for r in run.claims:
-            problem = save_last(r.to_json(), store) or problem
+            problem = save_last(_with_sources(r.to_json()), store) or problem
         if problem:
             _warn(problem)
     return run
@@ -681,6 +681,17 @@ def show_cmd(claim_id, json_path, store_dir, refresh, as_latex, full):
                                 "last_result_path": str(last_path), "last_result": last})
         return
     _show_print(e, info, how, last, last_path, store, full=full, as_latex=as_latex)
+
+
+def _with_sources(result_json: dict) -> dict:
+    """A claim's result with the fingerprint of the sources it came from (tverify's, the plugins'): `show` says when
+    they have changed since it was kept (hostile pass 21b F8)."""
+    try:
+        from proofs_checks.fingerprint import source_fingerprint
+
+        return {**result_json, "sources": source_fingerprint()}
+    except Exception:  # noqa: BLE001 - no fingerprint: kept without one (show then says nothing of it)
+        return result_json
 
 
 def _show_print(e, info, how, last, last_path, store, *, full: bool, as_latex: bool) -> None:

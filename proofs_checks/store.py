@@ -296,7 +296,8 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
 
 
 def save_last(result_json: dict[str, Any], store: Store | Path | None = None) -> str | None:
-    """Record a claim's result as its last one. Returns ``None``, or one line saying why it could
+    """Record a claim's result as its last one (the caller adds ``sources``, the fingerprint of what it came from, for
+    `show` to say when they changed since). Returns ``None``, or one line saying why it could
     not be saved (a run goes on; the store was checked before the run started)."""
     st = store if isinstance(store, Store) else (Store(Path(store), "--store") if store else resolve_store())
     path = st.last_path(result_json["id"])
@@ -304,12 +305,6 @@ def save_last(result_json: dict[str, Any], store: Store | Path | None = None) ->
         # never replace what tverify did not write (a store named at a folder of the user's, hostile pass 9)
         return (f"did not save the result of {result_json['id']} in {st.describe()}: {path.name} there is not a "
                 "previous tverify result; it was left as it is")
-    try:  # with the fingerprint of the sources it came from: `show` says when they have changed since (21b F8)
-        from proofs_checks.fingerprint import source_fingerprint
-
-        result_json = {**result_json, "sources": source_fingerprint()}
-    except Exception:  # noqa: BLE001 - no fingerprint: kept without one (show then says nothing of it)
-        pass
     try:
         atomic_write_text(path, json.dumps(result_json, indent=1))
     except OSError as exc:

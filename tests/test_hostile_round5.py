@@ -561,7 +561,8 @@ def test_a_sysv_segment_filled_in_windows_counts_and_is_removed(tmp_path, monkey
 
 def test_the_docs_say_python_m_cannot_protect_its_own_start():
     text = " ".join((ROOT / "docs" / "own-model.md").read_text().split())
-    assert "`python -m proofs_checks` cannot protect its own start" in text.replace("**", "")
+    assert "Python's own start-up is outside any program's reach" in text.replace("**", "")
+    assert "`python -m` also the package `proofs_checks`, with the working folder first" in text
     assert "python -P -m proofs_checks" in text and "drops the working folder from its own path too" not in text
 
 

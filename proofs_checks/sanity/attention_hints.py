@@ -206,7 +206,7 @@ def _length_dependence(probe, prefix) -> bool:
     return resid < 0.1 * diff
 
 
-def _scale_variant(sc, st) -> list:
+def _scale_variant(sc, st, full: bool = False) -> list:
     """The fitted logit scale as a declaration (``--scale S``, S to six digits, and to every digit of the fit where
     six do not hold it: the value printed is the value rerun), when ``scale_1_over_sqrt_dk`` failed: a non-standard scale by design (Granite's
     ``attention_multiplier``, T5's unscaled logits) is then named with the flag that declares it."""
@@ -216,11 +216,11 @@ def _scale_variant(sc, st) -> list:
     if not isinstance(s_fit, float) or not s_fit > 0:
         return []
     s6 = float(f"{s_fit:.6g}")
-    out = [] if st.scale == s6 else [(f"--scale {_exact(s6)}", st.variant(scale=s6), None)]
-    # and at every digit of the fit: six digits err by up to 5e-7, which a float64 module's rule rejects, and that
-    # rounding was read as float32 internals ("--compute-dtype float32") of a float64 module (hostile pass 21b F1)
-    return out + ([] if st.scale == s_fit or s_fit == s6 else [(f"--scale {_exact(s_fit)}", st.variant(scale=s_fit),
-                                                                None)])
+    if full:  # every digit of the fit: six digits err by up to 5e-7, which a float64 module's rule rejects, and that
+        # rounding was read as float32 internals ("--compute-dtype float32") of a float64 module (hostile pass 21b F1);
+        # tried at the declared precision only (a coarser one's rounding is what moved the fit off six digits)
+        return [] if st.scale == s_fit or s_fit == s6 else [(f"--scale {_exact(s_fit)}", st.variant(scale=s_fit), None)]
+    return [] if st.scale == s6 else [(f"--scale {_exact(s6)}", st.variant(scale=s6), None)]
 
 
 def _hints(probe, props, st, mp, alts, hints):
@@ -238,10 +238,11 @@ def _hints(probe, props, st, mp, alts, hints):
         # naming one (--window 128 at T ≤ 33) would be an artefact of the probe lengths
         variants = [v for v in _variants(st, mp, alts) if not _covers(v[1], T_hi) or v[1].window == st.window]
         variants += _scale_variant(by.get("scale_1_over_sqrt_dk"), st)
+        full = _scale_variant(by.get("scale_1_over_sqrt_dk"), st, full=True)
         decls: dict = {}
-        for label, s2, m2 in variants:  # the first of equal labels: the one the errors were measured for
+        for label, s2, m2 in variants + full:  # the first of equal labels: the one the errors were measured for
             decls.setdefault(label, (s2, m2))
-        fits = [(r[0], r[1], r[2], "same") for r in probe.variant_errors(variants) if r[0] <= 1.0]
+        fits = [(r[0], r[1], r[2], "same") for r in probe.variant_errors(variants + full) if r[0] <= 1.0]
         if (not fits and probe.pdt == torch.float64 and probe.compute_dtype is None and probe.precision is not None
                 and probe.precision.dtype == torch.float64):
             # float32 internals (Hugging Face's float32 softmax and RoPE angles) cannot be found by
