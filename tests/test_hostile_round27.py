@@ -43,10 +43,18 @@ def test_a_cached_derivations_record_sees_links_absent_files_bytecode_sources_an
     os.symlink("two.txt", tmp_path / "data" / "current.txt")
     (tmp_path / "pp").mkdir()
     (tmp_path / "pp" / "hzhelper.py").write_text("C = 2\n")
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "k.sqlite")
+    con.execute("create table k(c)")
+    con.commit()
+    con.close()
     code = ("import json, os, sys, py_compile\npy_compile.compile('pp/hzhelper.py')\nsys.path.insert(0, 'pp')\n"
             "from proofs_checks.claims._plugins import _record_reads\nreads = _record_reads()\n"
             f"open({str(tmp_path / 'data' / 'current.txt')!r}).read()\n"
             "os.path.exists('override.txt')\nimport hzhelper\n[k for k in os.environ if k.startswith('HZX_')]\n"
+            "import glob, sqlite3\nglob.glob('data/*.extra')\n"
+            f"sqlite3.connect('file:' + {str(tmp_path / 'k.sqlite')!r} + '?mode=ro', uri=True).close()\n"
             "print(json.dumps(reads()))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HZX_")}
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
@@ -72,6 +80,15 @@ def test_a_cached_derivations_record_sees_links_absent_files_bytecode_sources_an
     (tmp_path / "data" / "current.txt").unlink()
     os.replace(tmp_path / "old", tmp_path / "data" / "current.txt")
     assert unchanged()
+    (tmp_path / "data" / "new.extra").write_text("3")  # a file the glob would find now (21a F2 glob)
+    assert not unchanged()
+    (tmp_path / "data" / "new.extra").unlink()
+    assert unchanged()
+    con = sqlite3.connect(tmp_path / "k.sqlite")  # the database opened by URI (21a F14)
+    con.execute("insert into k values (3)")
+    con.commit()
+    con.close()
+    assert not unchanged()
     (tmp_path / "pp" / "hzhelper.py").write_text("C = 3\n")
     assert not unchanged()
 

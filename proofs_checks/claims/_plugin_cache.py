@@ -173,8 +173,16 @@ def _record_reads():  # pragma: no cover - runs in the derivation's child
         return flags & os.O_ACCMODE != os.O_WRONLY
 
     def hook(event, args):
-        if event == "sqlite3.connect" and args or event == "open" and args and reading(args):
-            note(args[0])  # (sqlite opens its file in C, past "open": 20a F2b)
+        if event == "sqlite3.connect" and args:  # (sqlite opens its file in C, past "open": 20a F2b)
+            name = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else None
+            if name is not None and name.startswith("file:"):  # a URI (uri=True): the file it names (21a F14)
+                from urllib.parse import unquote, urlsplit
+
+                name = unquote(urlsplit(name).path) or None
+            if name not in (None, "", ":memory:"):
+                note(name)
+        elif event == "open" and args and reading(args):
+            note(args[0])
         elif event in ("os.listdir", "os.scandir") and args:
             caller = sys._getframe(1).f_code.co_filename  # the import system's scan of sys.path: not the derivation's
             if not caller.startswith("<frozen importlib"):
