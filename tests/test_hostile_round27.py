@@ -122,3 +122,25 @@ def test_pythonpath_modules_named_like_standard_or_tverify_ones_never_run_in_the
         p = subprocess.run([sys.executable, "-P", "-m", "proofs_checks", *argv], capture_output=True, text=True,
                            timeout=300, env=env, cwd=tmp_path)
         assert p.returncode == 0 and "PWNED" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+def test_show_says_a_last_result_predates_a_change_of_its_sources(tmp_path, monkeypatch):
+    """21b F8: ``show`` presented a claim's last result as current after its source changed. Each result kept now holds
+    the sources' fingerprint, and ``show`` says when it differs from the current one (and says nothing when equal)."""
+    import json
+
+    from proofs_checks.cli import _with_sources
+    from proofs_checks.store import Store, save_last
+    from tests.cli_helpers import invoke
+
+    store = Store(tmp_path / "store", "--store")
+    doc = {"id": "attn.complexity", "status": "verified", "mode": "quick", "seed": 0, "device": "cpu", "checks": []}
+    assert save_last(_with_sources(doc), store) is None
+    code, out, _ = invoke("--store", str(store.root), "show", "attn.complexity")
+    assert code == 0 and "last result: verified" in out and "from before a source changed" not in out, out
+    stale = {**json.loads(store.last_path("attn.complexity").read_text()), "sources": "0" * 64}
+    store.last_path("attn.complexity").write_text(json.dumps(stale))
+    code, out, _ = invoke("--store", str(store.root), "show", "attn.complexity")
+    assert code == 0 and "from before a source changed" in " ".join(out.split()), out
+    code, out, _ = invoke("--store", str(store.root), "show", "attn.complexity", "--json", "-")
+    assert json.loads(out)["last_result"]["sources_changed_since"] is True
