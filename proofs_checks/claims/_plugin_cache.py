@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 class _DerivationCache:
@@ -128,129 +129,134 @@ _UNCACHEABLE = {"subprocess.Popen": "started a process", "os.system": "started a
 
 
 def _record_reads():  # pragma: no cover - runs in the derivation's child
-    """From now on in this process, record what the plugin's import and its derivation read beyond their sources; return
-    a function giving the record (``files``: path -> sha256; ``names``: each name opened, looked up (``os.stat``,
-    ``os.path.exists``, ``os.access``) or listed -> the file it led to, or None where nothing was there; ``listings``:
-    folder -> hash of its entries; ``env``: variable -> value, the whole environment with ``env_all`` where it was
-    enumerated; ``uncacheable``: why nothing can be listed). A plugin's derivation reading a data file or a variable
-    was answered from the cache after that input changed: a false obligation read as holding (hostile passes 12a F10,
-    19a F3, 20a F2, 21a F1-F3, F5: a link retargeted, a file created where the derivation had found none, a helper
-    module edited while its bytecode stayed, a new variable of an enumerated prefix)."""
-    import os
-    import sys
+    """From now on in this process, record what the plugin's import and its derivation read beyond their sources
+    (:class:`_Reads`); return the function that ends the recording and gives the record. A plugin's derivation reading a
+    data file or a variable was answered from the cache after that input changed: a false obligation read as holding
+    (hostile passes 12a F10, 19a F3, 20a F2, 21a F1-F3, F5, F14: a link retargeted, a file created where the derivation
+    had found none, a helper module edited while its bytecode stayed, a new variable of an enumerated prefix, a SQLite
+    URI)."""
+    rec = _Reads()
+    rec.start()
+    return rec.finish
 
-    from proofs_checks.fingerprint import file_hash
 
-    installed = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
-    files: set[str] = set()
-    names: dict[str, str | None] = {}
-    listings: set[str] = set()
-    env_names: set[str] = {"PYTHONPATH"}  # which file an import finds: a module the derivation imports late (19a F3)
-    state = {"env_all": False, "uncacheable": None, "on": True}
-    before = set(sys.modules)
+def _reading(args) -> bool:
+    """``open``'s audit arguments (name, mode, flags): a read, not a file the derivation writes."""
+    mode = args[1] if len(args) > 1 else None
+    if isinstance(mode, str):
+        return "r" in mode or "+" in mode
+    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+    return flags & os.O_ACCMODE != os.O_WRONLY
 
-    def note(name, listed=False) -> None:
-        if not state["on"] or not isinstance(name, (str, bytes, os.PathLike)):
+
+def _sqlite_file(db) -> str | None:
+    """The file ``sqlite3.connect`` opens for ``db`` (a path, or a ``file:`` URI with ``uri=True``), or None."""
+    name = os.fsdecode(db) if isinstance(db, (str, bytes, os.PathLike)) else None
+    if name is not None and name.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+
+        name = unquote(urlsplit(name).path) or None
+    return None if name in (None, "", ":memory:") else name
+
+
+class _Reads:  # pragma: no cover - runs in the derivation's child
+    """The record: ``files`` (path -> sha256), ``names`` (each name opened, looked up with ``os.stat``/``lstat``/
+    ``access`` — ``os.path.exists``, ``pathlib``'s ``exists()`` — or listed -> the file it led to, or None where nothing
+    was there), ``listings`` (folder -> hash of its entries), ``env`` (variable -> value; the whole environment, with
+    ``env_all``, where it was enumerated), ``uncacheable`` (why nothing can be listed: a process started, the network,
+    C code loaded)."""
+
+    LOOKUPS = ("stat", "lstat", "access")  # no audit event: wrapped while recording, put back by finish()
+
+    def __init__(self):
+        self.installed = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+        self.files: set[str] = set()
+        self.names: dict[str, str | None] = {}
+        self.listings: set[str] = set()
+        self.env_names: set[str] = {"PYTHONPATH"}  # which file an import finds: a module imported late (19a F3)
+        self.env_all, self.uncacheable, self.on = False, None, True
+        self.before = set(sys.modules)
+        self.originals = {f: getattr(os, f) for f in self.LOOKUPS}
+
+    def start(self) -> None:
+        sys.addaudithook(self.hook)
+        for fname, fn in self.originals.items():
+            setattr(os, fname, self._looked_up(fn))
+        self._watch_environ()
+
+    def note(self, name, listed: bool = False) -> None:
+        if not self.on or not isinstance(name, (str, bytes, os.PathLike)):
             return  # (a descriptor: opened by name before)
-        state["on"] = False  # (what this looks up itself is not the derivation's)
+        self.on = False  # (what this looks up itself is not the derivation's)
         try:
             name = os.fsdecode(name)
             path = _leads_to(name)
-            if path is None or not path.startswith(installed):
-                names.setdefault(name, path)
+            if path is None or not path.startswith(self.installed):
+                self.names.setdefault(name, path)
                 if path is not None and os.path.isfile(path):
-                    files.add(path)
+                    self.files.add(path)
                 elif listed and path is not None:
-                    listings.add(path)
+                    self.listings.add(path)
         finally:
-            state["on"] = True
+            self.on = True
 
-    def reading(args) -> bool:  # open(name, mode, flags): a read, not a file the derivation writes
-        mode = args[1] if len(args) > 1 else None
-        if isinstance(mode, str):
-            return "r" in mode or "+" in mode
-        flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
-        return flags & os.O_ACCMODE != os.O_WRONLY
-
-    def hook(event, args):
+    def hook(self, event, args) -> None:
         if event == "sqlite3.connect" and args:  # (sqlite opens its file in C, past "open": 20a F2b)
-            name = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else None
-            if name is not None and name.startswith("file:"):  # a URI (uri=True): the file it names (21a F14)
-                from urllib.parse import unquote, urlsplit
-
-                name = unquote(urlsplit(name).path) or None
-            if name not in (None, "", ":memory:"):
-                note(name)
-        elif event == "open" and args and reading(args):
-            note(args[0])
+            self.note(_sqlite_file(args[0]))
+        elif event == "open" and args and _reading(args):
+            self.note(args[0])
         elif event in ("os.listdir", "os.scandir") and args:
             caller = sys._getframe(1).f_code.co_filename  # the import system's scan of sys.path: not the derivation's
             if not caller.startswith("<frozen importlib"):
-                note(args[0] if args[0] is not None else ".", listed=True)
-        elif event.split(".")[0] in ("subprocess", "os", "pty", "socket", "urllib", "ctypes"):
-            for prefix, why in _UNCACHEABLE.items():
-                if why and event.startswith(prefix) and state["on"]:
-                    state["uncacheable"] = state["uncacheable"] or f"the derivation {why} ({event})"
+                self.note(args[0] if args[0] is not None else ".", listed=True)
+        elif self.on and event.split(".")[0] in ("subprocess", "os", "pty", "socket", "urllib", "ctypes"):
+            why = next((w for prefix, w in _UNCACHEABLE.items() if event.startswith(prefix)), None)
+            if why:
+                self.uncacheable = self.uncacheable or f"the derivation {why} ({event})"
 
-    sys.addaudithook(hook)
-
-    def looked_up(fn):
+    def _looked_up(self, fn):
         def wrapper(path, *a, **k):
-            note(path)
+            self.note(path)
             return fn(path, *a, **k)
         return wrapper
 
-    originals = {fname: getattr(os, fname) for fname in ("stat", "lstat", "access")}
-    for fname, fn in originals.items():  # os.path.exists/isfile/isdir, pathlib's exists(): no audit event
-        setattr(os, fname, looked_up(fn))  # (put back by reads(), before the guard compares them)
+    def _watch_environ(self) -> None:
+        """``os.environ`` and ``os.environb`` (which ``os.getenvb`` reads: 20a F2) record the names read, and an
+        enumeration (keys(), items(), copy(), a prefix scan) makes every variable count (21a F5)."""
+        rec = self
 
-    environ = os.environ
+        def recorded(base):
+            class Recorded(base):
+                def __getitem__(self, key):
+                    if isinstance(key, (str, bytes)):  # (os.get_exec_path asks for b"PATH" too)
+                        rec.env_names.add(os.fsdecode(key))
+                    return super().__getitem__(key)
 
-    class Recorded(type(environ)):
-        def __getitem__(self, key):
-            if isinstance(key, (str, bytes)):  # (os.get_exec_path asks for b"PATH" too)
-                env_names.add(os.fsdecode(key))
-            return super().__getitem__(key)
+                def __iter__(self):
+                    rec.env_all = True
+                    return super().__iter__()
 
-        def __iter__(self):  # keys(), items(), copy(), a prefix scan: every variable counts (21a F5)
-            state["env_all"] = True
-            return super().__iter__()
+                def __len__(self):
+                    rec.env_all = True
+                    return super().__len__()
+            return Recorded
 
-        def __len__(self):
-            state["env_all"] = True
-            return super().__len__()
+        for mapping in (os.environ, getattr(os, "environb", None)):
+            if mapping is not None:
+                mapping.__class__ = recorded(type(mapping))
 
-    environ.__class__ = Recorded
-    environb = getattr(os, "environb", None)  # os.environb and os.getenvb read their own mapping (20a F2)
-    if environb is not None:
-        class RecordedB(type(environb)):
-            def __getitem__(self, key):
-                if isinstance(key, (str, bytes)):
-                    env_names.add(os.fsdecode(key))
-                return super().__getitem__(key)
+    def finish(self) -> dict:
+        self.on = False  # (before this function's own imports)
+        from proofs_checks.fingerprint import file_hash
 
-            def __iter__(self):
-                state["env_all"] = True
-                return super().__iter__()
-
-            def __len__(self):
-                state["env_all"] = True
-                return super().__len__()
-
-        environb.__class__ = RecordedB
-
-    def reads() -> dict:
-        state["on"] = False
-        for fname, fn in originals.items():
+        for fname, fn in self.originals.items():
             setattr(os, fname, fn)
-        for mod in [m for k, m in list(sys.modules.items()) if k not in before]:
+        for mod in [m for k, m in list(sys.modules.items()) if k not in self.before]:
             # a module imported from its bytecode: its source was only looked at, never opened (21a F3)
             src = getattr(getattr(mod, "__spec__", None), "origin", None) or getattr(mod, "__file__", None)
-            if isinstance(src, str) and os.path.isfile(src) and not os.path.realpath(src).startswith(installed):
-                files.add(os.path.realpath(src))
-        seen = set(os.environ) if state["env_all"] else env_names
-        return {"files": {f: file_hash(f) for f in sorted(files)}, "names": dict(sorted(names.items())),
-                "listings": {d: _listing(d) for d in sorted(listings)}, "env_all": state["env_all"],
-                "env": {k: os.environ.get(k) for k in sorted(seen | env_names)}, "uncacheable": state["uncacheable"]}
-
-    return reads
+            if isinstance(src, str) and os.path.isfile(src) and not os.path.realpath(src).startswith(self.installed):
+                self.files.add(os.path.realpath(src))
+        seen = set(os.environ) if self.env_all else self.env_names
+        return {"files": {f: file_hash(f) for f in sorted(self.files)}, "names": dict(sorted(self.names.items())),
+                "listings": {d: _listing(d) for d in sorted(self.listings)}, "env_all": self.env_all,
+                "env": {k: os.environ.get(k) for k in sorted(seen | self.env_names)}, "uncacheable": self.uncacheable}
