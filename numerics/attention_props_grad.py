@@ -23,56 +23,34 @@ class GradientProps:
     """The gradient and execution-path properties (methods of the probe)."""
 
     def _leak_on(self, name: str, label: str, out_of, cause: str = "") -> Property | None:
-        """The declared mask on another path (``out_of(x64)``: that path's output): the keys the mask forbids to some
-        output (the last token, the future of every other; the first, outside a window) are redrawn and the outputs
-        they must not reach compared on that path, exactly as ``causal_no_future_leak`` judges the eval path (2 ×
-        that path's own run-to-run difference). The paths are otherwise judged by the forward tolerance, under which
-        a branch on autograd or training mode hid a leak of e^-34 (hostile pass 21b F5). ``None``: nothing declared
-        masked, the path did not run, or nothing moved."""
-        from numerics.attention_reference import allowed_mask
-        from numerics.attention_structural import jitter, kept, structural_tolerance
+        """The structural properties on another path (``out_of(x64)``: that path's output, a module ``g`` that may be a
+        copy): ``causal_no_future_leak`` / ``window_respected`` (every forbidden key redrawn in turn, at every probe
+        length, at unit, large and huge logits) and ``key_padding_respected`` where a key-padding mask is declared,
+        each exactly as on the eval path (:func:`numerics.attention_structural.prop_mask`, :func:`prop_key_padding`), on
+        a view of the probe whose calls go through that path. The paths are otherwise judged by the forward tolerance,
+        under which a branch on autograd or training mode hid a leak of e^-34 (hostile passes 21b F5, 22b F1, F2).
+        ``None`` when every one holds (or none is declared)."""
+        from numerics.attention_props_single import WithMask, prop_key_padding
+        from numerics.attention_structural import prop_mask
 
-        Ts = [t for t in self.outs if 2 <= t <= 65]
-        if not Ts:
-            return None
-        T = max(Ts)
-        allowed = allowed_mask(T, self.st)
-        keys = [s_ for s_ in sorted({0, T - 1}) if not bool(allowed[:, s_].all())]
-        if not keys:
-            return None
-        x = self.xs[T]
-        noise = self.probe(T, salt=23)
-        xs = x.unsqueeze(0).repeat(len(keys) + 1, 1, 1, 1)
-        for a, s_ in enumerate(keys):
-            xs[a + 1, :, s_] = noise[:, s_]
-
-        class _Path:  # (jitter() calls .run(x)[1])
-            @staticmethod
-            def run(z):
-                return None, out_of(z)
+        masked = self.st.causal or self.st.window is not None or isinstance(self.f, WithMask)
+        view = _OnPath(self, out_of)
         try:
-            o = kept(out_of(xs.reshape((len(keys) + 1) * self.B, T, self.D))).reshape(len(keys) + 1, self.B, T, self.D)
-            jit = jitter(_Path, x, kept(out_of(x)))
+            if not masked:
+                return None
+            # the eval path's own structural properties judged these very outputs where they are the same; a key-padding
+            # mask is set only by its own property, so that one runs on every path
+            props = list(prop_mask(view)) if self._differs(out_of) else []
+            if isinstance(self.f, WithMask):
+                props += prop_key_padding(view, self.f)[:1]
         except Exception:  # a path the module cannot run: the path's own property says so
             return None
-        base = o[0]
-        fin = base[torch.isfinite(base)]
-        scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
-        worst = (0.0, None, None)
-        for a, s_ in enumerate(keys):
-            forbidden = ~allowed[:, s_]
-            d = (o[a + 1][:, forbidden] - base[:, forbidden]).abs()
-            d = torch.where(torch.isfinite(d), d, torch.zeros_like(d))
-            if d.numel() and float(d.max()) / scale > worst[0]:
-                t = int(torch.nonzero(forbidden).flatten()[int(d.amax(dim=(0, 2)).argmax())])
-                worst = (float(d.max()) / scale, s_, t)
-        tol, just = structural_tolerance(jit, f"a key the declared mask forbids, redrawn on {label},")
-        if worst[0] <= tol:
+        bad = next((p for p in props if p.status == "fail"), None)
+        if bad is None:
             return None
-        e, s_, t = worst
-        return _judge(name, e, tol, just, f"on {label} (T = {T}), redrawing token {s_} moves output {t}, which the "
-                      f"declared mask forbids it to reach, by {e:.3g} relative to max|output|: a leak on that path "
-                      f"(the eval path keeps the mask{'; ' + cause if cause else ''})", central=True)
+        return _judge(name, bad.error, bad.tolerance, bad.justification,
+                      f"on {label}: {bad.name} fails there (the eval path keeps it{'; ' + cause if cause else ''}): "
+                      f"{bad.detail}", central=True)
 
     # -- gradients -----------------------------------------------------------------------------
     def prop_gradients(self) -> Property:
@@ -231,7 +209,7 @@ class GradientProps:
                 pass
         paths.append(("a non-contiguous input (a transposed view)", self.f, True))
         for label, g, noncontig in paths:
-            leak = self._leak_on(name, label, lambda z, g=g, nc=noncontig: call(g, self._as_input(z, nc))[0],
+            leak = self._leak_on(name, label, lambda z, g=g, nc=noncontig: self._call_synced(g, self._as_input(z, nc)),
                                  "a branch on x.is_contiguous()?" if noncontig else "a branch on self.training?")
             if leak is not None:
                 return leak
@@ -276,7 +254,7 @@ class GradientProps:
                 return None
         def inferred(z):
             with torch.inference_mode():
-                return call(g, self._as_input(z, False))[0].clone()
+                return self._call_synced(g, self._as_input(z, False)).clone()
         leak = self._leak_on(name, "the path under torch.inference_mode()", inferred,
                              "a branch on torch.is_inference_mode_enabled()?")
         if leak is not None:
@@ -307,6 +285,34 @@ class GradientProps:
         return _judge(name, e, tol, just, f"the outputs under torch.inference_mode() at T = "
                       f"{', '.join(map(str, sorted(outs)))} differ from those under no_grad; against the reference: "
                       f"worst at T = {T} (a branch on torch.is_inference_mode_enabled()?)", central=True)
+
+    def _differs(self, out_of) -> bool:
+        """Whether a path's outputs differ at all (bit for bit, NaN as NaN) from the eval path's at some probe: every
+        length, at unit and large logits. Where none does, the eval path's structural properties have judged the same
+        outputs (the full redraw on every path tripled the check's time)."""
+        from numerics.attention_structural import kept
+
+        def same(a, b):
+            return a.shape == b.shape and bool(torch.equal(torch.nan_to_num(a, nan=7.0), torch.nan_to_num(b, nan=7.0)))
+        for T, o_eval in self.outs.items():
+            if not same(kept(out_of(self.xs[T])), o_eval):
+                return True
+            c = self.factor(self.xs[T], "large")
+            if c is not None and T >= 2 and not same(kept(out_of(self.xs[T] * c)), kept(self.run(self.xs[T] * c)[1])):
+                return True
+        return False
+
+    def _call_synced(self, g, x: torch.Tensor) -> torch.Tensor:
+        """``g(x)``'s output, ``g`` a copy of the module called with the key-padding mask the probe has set on its own
+        wrapper (``valid``) meanwhile, and none after (a mask left on the copy changed its later outputs)."""
+        sync = g is not self.f and hasattr(g, "valid") and hasattr(self.f, "valid")
+        if sync:
+            g.valid = self.f.valid
+        try:
+            return call(g, x)[0]
+        finally:
+            if sync:
+                g.valid = None
 
     def _as_input(self, x64: torch.Tensor, noncontig: bool) -> torch.Tensor:
         """A probe as the module takes it (its dtype and device, a copy), or as a non-contiguous view."""
@@ -345,3 +351,18 @@ class GradientProps:
         finally:
             for p, g in zip(params, saved):
                 p.grad = g
+
+
+class _OnPath:
+    """The probe seen through another execution path: ``run`` calls ``out_of``; everything else (the probes, the
+    declaration, the lengths, the factors) is the probe's own. Its own dependence cache (a path's outputs are not the
+    eval path's)."""
+
+    def __init__(self, probe, out_of):
+        self._probe, self._out_of, self._dep_cache = probe, out_of, {}
+
+    def __getattr__(self, name):
+        return getattr(self._probe, name)
+
+    def run(self, x64: torch.Tensor, grad: bool = False):
+        return None, self._out_of(x64), None

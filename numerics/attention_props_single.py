@@ -59,10 +59,17 @@ class WithMask(torch.nn.Module):
     def __init__(self, inner: Any, convention: str):
         super().__init__()
         self.inner, self.convention, self.valid = inner, convention, None
+        self.mask_written = 0  # calls after which the mask given differed from what was passed (an input written)
 
     def forward(self, x):
         valid = self.valid if self.valid is not None else torch.ones(x.shape[:2], dtype=torch.bool)
-        return self.inner(x, make_mask(valid, self.convention, x.dtype).to(x.device))
+        mask = make_mask(valid, self.convention, x.dtype).to(x.device)
+        before = mask.clone()
+        out = self.inner(x, mask)
+        if mask.shape != before.shape or not torch.equal(torch.nan_to_num(mask.double(), nan=1e300, neginf=-1e300),
+                                                         torch.nan_to_num(before.double(), nan=1e300, neginf=-1e300)):
+            self.mask_written += 1  # a caller reusing its mask for the next layer attends to padding (22b F3)
+        return out
 
 
 def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:

@@ -48,11 +48,21 @@ def _preconditions(probe, f, mp, hook, against) -> list:
     x = x64.to(dtype=probe.pdt, device=probe.device).clone()
     x_before = x.clone()
     s0 = state()
-    o1, _ = ap.call(f, x)
-    o1 = o1.detach().clone() if isinstance(o1, torch.Tensor) else o1  # a reused output buffer: the next call writes it
-    s1 = state()
-    x2 = x_before.clone()
-    o2, _ = ap.call(f, x2)
+    written = getattr(f, "mask_written", None)
+    if written is not None and T >= 2:  # a mask with a padded key (all-True: writing True over it changed nothing)
+        valid = torch.ones(x.shape[:2], dtype=torch.bool)
+        valid[:, 0 if probe.st.causal else -1] = False
+        f.valid = valid
+    try:
+        o1, _ = ap.call(f, x)
+        mask_written = written is not None and f.mask_written > written
+        o1 = o1.detach().clone() if isinstance(o1, torch.Tensor) else o1  # a reused output buffer: the next call writes it
+        s1 = state()
+        x2 = x_before.clone()
+        o2, _ = ap.call(f, x2)  # (with the same mask)
+    finally:
+        if written is not None:
+            f.valid = None
     # the input
     if x.shape != x_before.shape or not torch.equal(torch.nan_to_num(x, nan=1e300), torch.nan_to_num(x_before, nan=1e300)):
         n = int((x != x_before).sum()) if x.shape == x_before.shape else x.numel()
@@ -61,9 +71,16 @@ def _preconditions(probe, f, mp, hook, against) -> list:
                                "the module must not write into its input (exact)",
                                f"after one call, {n} of {x.numel()} input entries at T = {T} differ from what was "
                                "passed in", central=True))
+    elif mask_written:
+        out.append(ap.Property("input_unchanged", "fail", float("inf"), 0.0,
+                               "the module must not write into its input (exact)",
+                               f"after one call at T = {T}, the key-padding mask it was given differs from what was "
+                               "passed in (a caller reusing it for the next layer attends to what it masked)",
+                               central=True))
     else:
         out.append(ap.Property("input_unchanged", "pass", 0.0, 0.0, "the module must not write into its input (exact)",
-                               f"input at T = {T} unchanged by a call", central=True))
+                               f"input at T = {T} unchanged by a call" + (" (and its key-padding mask)" if written
+                                                                          is not None else ""), central=True))
     # two identical calls, and the module's own weights between them
     e, tol, just = None, None, ""
     if isinstance(o1, torch.Tensor) and isinstance(o2, torch.Tensor) and o1.shape == o2.shape:
