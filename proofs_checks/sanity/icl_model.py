@@ -105,6 +105,10 @@ def _layout_call(model, layout: str, name: str = "the model"):
     return predict
 
 
+#: why exposed LSA weights are not measured: some entry is NaN or infinite (ZFB's theorem then fails)
+NONFINITE = "the model's LSA weights have non-finite entries"
+
+
 def _exposed_lsa_weights(model, d: int, name: str = "the model"):
     """``(W_PV, W_KQ)`` as NumPy ``(d+1, d+1)`` (or a batch) when the model exposes them as attributes
     or in its ``state_dict`` under the names ``--weights`` reads (Wpv/W_PV…, Wkq/W_KQ…); else a string
@@ -127,7 +131,7 @@ def _exposed_lsa_weights(model, d: int, name: str = "the model"):
         return (f"the model exposes LSA weights of shapes W_PV {pv.shape}, W_KQ {kq.shape}, not ({d + 1}, {d + 1}) "
                 f"for d = {d} (from --lambda)")
     if not (np.all(np.isfinite(pv)) and np.all(np.isfinite(kq))):
-        return "the model's LSA weights have non-finite entries"
+        return NONFINITE
     return pv, kq
 
 
@@ -391,6 +395,10 @@ def _zfb_theorem(model, req: ModelRequest, name: str, seed: int) -> tuple[dict, 
     """ZFB's theorem on the model's own LSA weights, when it exposes them: ``(zfb, tol, tol_reason)``."""
     tol, tol_reason = req.tol, "given (--tol)"
     weights = _exposed_lsa_weights(model, req.d, name)
+    if weights == NONFINITE:  # weights it exposes and computes nothing with: a finding, never a skip (22b F4)
+        return ({"outcome": "mismatch", "summary": f"the LSA weights {name} exposes have NaN or infinite entries",
+                 "criterion": "the exposed W_PV and W_KQ must be finite (a NaN or inf anywhere fails its check)",
+                 "tol": tol, "tol_reason": tol_reason}, tol, tol_reason)
     if isinstance(weights, str):
         return ({"skipped": f"{weights}, so ZFB's theorem on its weights was not checked; the probe above still says "
                             "whether it predicts like the Γ_N-preconditioned step", "reason": weights}, tol, tol_reason)
@@ -549,7 +557,8 @@ def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, z
         lines.append(f"ZFB theorem on the weights: skipped ({zfb['reason']})")
     else:
         lines.append(f"ZFB theorem on the exposed LSA weights: {zfb['outcome']}: {zfb['summary']} "
-                     f"(‖w22·W11 − Γ_N^(−1)‖/‖Γ_N^(−1)‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:.3g}: {tol_reason})")
+                     + (f"(‖w22·W11 − Γ_N^(−1)‖/‖Γ_N^(−1)‖ = {max(zfb['rel_err_B']):.3g}, tol {tol:.3g}: {tol_reason})"
+                        if "rel_err_B" in zfb else f"({zfb.get('criterion')})"))
     for sk in pr.get("skipped_lengths", []):
         lines.append(f"M = {sk['M']} skipped: {name} raised {sk['error']}")
     prec = precision_row(pr)
