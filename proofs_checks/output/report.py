@@ -503,14 +503,15 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
             os.replace(tmp, keep)
             _moved_aside(f"{exc} (it changed during the run); the new {what} is in {keep}")
             return keep
-        old = None
-        if os.path.lexists(out):
-            old = out.parent / _fit(out.name, ".", f".tverify-old-{os.getpid()}-{time.time_ns()}")
-            os.replace(out, old)
-        try:
+        old, moved = None, False
+        try:  # (the set-aside inside the try: a signal between it and the replace put the previous folder back too)
+            if os.path.lexists(out):
+                old = out.parent / _fit(out.name, ".", f".tverify-old-{os.getpid()}-{time.time_ns()}")
+                os.replace(out, old)
+                moved = True
             os.replace(tmp, out)
         except BaseException:
-            if old is not None:
+            if moved and not os.path.lexists(out):
                 os.replace(old, out)
             raise
         remember_folder(out, hashes)  # the record, outside the folder: the next run may replace exactly this
