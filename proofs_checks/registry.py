@@ -745,6 +745,11 @@ class Claim:
     no_hypotheses     why the statement has no hypothesis ('' when it has some).
     fixed_sizes       one line: why the derivation stays at fixed sizes ('' when some clause is
                       derived for symbolic sizes, or there is no derivation).
+    derivation_pure   a plugin's declaration that its derivation's result depends on nothing but the code (its
+                      package and tverify's): no file, link, folder, environment variable or other state read. Then
+                      the result is kept in the store's cache by the sources' fingerprint; otherwise (the default)
+                      it is computed every time. The declaration decides: a derivation that reads anything else
+                      must leave it False.
 
     >>> from theory.derivation import DerivationBuilder
     >>> ok = lambda form, ctx: compare(0.0, 0.0, "exact")
@@ -779,6 +784,7 @@ class Claim:
     clauses: tuple[Clause, ...] = ()
     no_hypotheses: str = ""
     fixed_sizes: str = ""
+    derivation_pure: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "hypotheses", tuple(self.hypotheses))
@@ -840,6 +846,8 @@ class Claim:
         for attr in ("title", "statement", "source"):
             if not str(getattr(self, attr) or "").strip():
                 raise RegistryError(f"{where}: missing {attr}")
+        if not isinstance(self.derivation_pure, bool):
+            raise RegistryError(f"{where}: derivation_pure must be True or False, got {self.derivation_pure!r}")
         title = str(self.title)
         if len(title) > MAX_TITLE or "\n" in title:  # a title is a line of the list, the table and `show`'s head
             raise RegistryError(f"{where}: title must be one line of at most {MAX_TITLE} characters, got "

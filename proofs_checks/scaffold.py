@@ -152,7 +152,7 @@ def angles_not_linear(ctx):  # without "angles linear in p": angle p^2 theta, d 
 
 
 CLAIM = register(Claim(
-    id="__CLAIM_ID__", title="RoPE attention scores depend only on the relative position",
+    id="__CLAIM_ID__", title="RoPE attention scores depend only on the relative position", derivation_pure=True,
     statement="", source="Su et al., RoFormer (2021), section 3.4.2", kind="identity", form=form, derivation=derive,
     hypotheses=(Hypothesis("d_even", r"q, k \in \mathbb{R}^d,\ d \text{ even}", necessary_note="the setting: RoPE turns d/2 planes"),
                 Hypothesis("linear_angles", r"R_p \text{ turns plane } i \text{ by } p\,\theta_i", counterexample=angles_not_linear)),

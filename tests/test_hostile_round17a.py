@@ -137,7 +137,8 @@ register(Claim(id="zzd.three", title="t", statement="3", source="-", kind="ident
 
 
 @moved("a plugin's derivation built twice in fresh processes (≈ 14 s)",
-       'tests/test_hostile_round18.py::test_a_cached_derivation_holds_what_it_read', 'tests/test_hostile_round18.py::test_the_derivation_child_records_what_it_reads')
+       'tests/test_hostile_round18.py::test_a_cached_derivation_is_kept_only_for_a_declared_pure_claim',
+       'tests/test_hostile_round27.py::test_a_plugin_derivation_is_kept_only_where_the_claim_declares_it_pure')
 def test_a_cached_plugin_derivation_is_not_reused_when_its_inputs_changed(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

@@ -74,42 +74,6 @@ def test_force_still_replaces_what_was_there_unchanged(tmp_path):
     assert where == out and (out / "index.html").read_text() == "new" and not (out / "old.txt").exists()
 
 
-def test_a_relative_input_is_the_same_file_only_from_the_same_folder(tmp_path, monkeypatch):
-    """19a F3: a plugin's derivation reading ``const.txt`` (relative) was answered from the cache in another working
-    folder, where that name is another file: the cache entry now names the file each relative name was, and holds
-    only while the name is still that file; and ``PYTHONPATH`` (which file an import finds) is an input."""
-    from proofs_checks.claims._plugins import _inputs_unchanged
-    from proofs_checks.fingerprint import file_hash
-
-    for d, text in (("cA", "2"), ("cB", "3")):
-        (tmp_path / d).mkdir()
-        (tmp_path / d / "const.txt").write_text(text)
-    a = os.path.realpath(tmp_path / "cA" / "const.txt")
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    inputs = {"files": {a: file_hash(a)}, "env": {"PYTHONPATH": None}, "names": {"const.txt": a}, "listings": {}}
-    monkeypatch.chdir(tmp_path / "cA")
-    assert _inputs_unchanged(inputs)
-    monkeypatch.chdir(tmp_path / "cB")
-    assert not _inputs_unchanged(inputs)
-    monkeypatch.chdir(tmp_path / "cA")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert not _inputs_unchanged(inputs)
-
-
-def test_the_derivations_child_records_relative_names_and_pythonpath(tmp_path):
-    import subprocess
-    import sys
-
-    (tmp_path / "const.txt").write_text("2")
-    code = ("from proofs_checks.claims._plugins import _record_reads\nreads = _record_reads()\n"
-            "open('const.txt').read()\nimport json; print(json.dumps(reads()))")
-    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    got = json.loads(p.stdout)
-    assert got["names"] == {"const.txt": os.path.realpath(tmp_path / "const.txt")}, p.stderr
-    assert "PYTHONPATH" in got["env"]
-
-
 def test_show_takes_no_plugin_derivation_and_nothing_cached_with_the_cache_off(monkeypatch):
     """19a F1: ``show`` answered a plugin's derivation from the store's catalogue after an input it read changed
     (even with TVERIFY_DERIVATION_CACHE=0): a plugin's entry is marked, its derivation never taken from nor put into

@@ -11,26 +11,6 @@ import sys
 import torch
 
 
-def test_the_derivations_child_records_environb_and_sqlite_files(tmp_path):
-    """20a F2, F2b: a plugin's derivation reading a variable through ``os.environb``/``os.getenvb``, or its constant
-    from a SQLite file, was answered from the derivation cache after the input changed: both are recorded now."""
-    import sqlite3
-
-    db = tmp_path / "k.sqlite"
-    con = sqlite3.connect(db)
-    con.execute("create table k(c)")
-    con.commit()
-    con.close()
-    code = ("import os, sqlite3, json\nfrom proofs_checks.claims._plugins import _record_reads\nreads = _record_reads()\n"
-            f"os.environb.get(b'HZC'); os.getenvb(b'HZD'); sqlite3.connect({str(db)!r}).close()\n"
-            "print(json.dumps(reads()))")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                       env={k: v for k, v in os.environ.items() if k not in ("HZC", "HZD")})
-    got = json.loads(p.stdout)
-    assert {"HZC", "HZD"} <= set(got["env"]), p.stderr
-    assert os.path.realpath(db) in got["files"]
-
-
 class _Plain(torch.nn.Module):
     """Causal attention at logit scale ``s``, exactly the reference's form ``(q·kᵀ)·s``."""
 

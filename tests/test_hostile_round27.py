@@ -3,6 +3,8 @@ test_hostile_round27a/b.py)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 
@@ -27,83 +29,51 @@ def test_a_written_zero_is_still_read_as_zero():
     assert _underflowing_number(["--scale", "0.0e-400", "--seed", "0", "--tol", "0e5"]) is None
 
 
-def test_a_cached_derivations_record_sees_links_absent_files_bytecode_sources_and_enumerated_variables(tmp_path):
-    """21a F1-F3, F5: a plugin's derivation cache answered after (1) a link it read through (an absolute name) was
-    pointed elsewhere, (2) a file it had looked for and not found was created, (3) a helper module it imported from
-    its bytecode was edited, (4) a variable of a prefix it enumerated was set. The record now holds each name's
-    file (or its absence), the sources of the modules imported, and the whole environment where it was enumerated."""
-    import json
-    import os
-    import subprocess
-    import sys
+def test_a_plugin_derivation_is_kept_only_where_the_claim_declares_it_pure(tmp_path, monkeypatch):
+    """21a F1-F5, F14, 22a F1-F4: every record of what a plugin's derivation read missed something (a link retargeted, a
+    file created where none was, a helper's bytecode, an enumerated environment, a SQLite URI, ``os.readlink``, a
+    listing through a descriptor, a module appearing earlier on the path), and the kept answer outlived its input. A
+    plugin's derivation is now built every time unless its claim declares ``derivation_pure=True``."""
+    from proofs_checks.claims import _plugins
+    from proofs_checks.registry import registry
+    from tests.test_plugin_child_units import _plugin
 
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "two.txt").write_text("2")
-    (tmp_path / "data" / "three.txt").write_text("3")
-    os.symlink("two.txt", tmp_path / "data" / "current.txt")
-    (tmp_path / "pp").mkdir()
-    (tmp_path / "pp" / "hzhelper.py").write_text("C = 2\n")
-    import sqlite3
-
-    con = sqlite3.connect(tmp_path / "k.sqlite")
-    con.execute("create table k(c)")
-    con.commit()
-    con.close()
-    code = ("import json, os, sys, py_compile\npy_compile.compile('pp/hzhelper.py')\nsys.path.insert(0, 'pp')\n"
-            "from proofs_checks.claims._plugins import _record_reads\nreads = _record_reads()\n"
-            f"open({str(tmp_path / 'data' / 'current.txt')!r}).read()\n"
-            "os.path.exists('override.txt')\nimport hzhelper\n[k for k in os.environ if k.startswith('HZX_')]\n"
-            "import glob, sqlite3\nglob.glob('data/*.extra')\n"
-            f"sqlite3.connect('file:' + {str(tmp_path / 'k.sqlite')!r} + '?mode=ro', uri=True).close()\n"
-            "print(json.dumps(reads()))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HZX_")}
-    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
-    rec = json.loads(p.stdout)
-    assert os.stat is os.stat  # (the watched functions are put back)
-    check = ("import json, os, sys\nfrom proofs_checks.claims._plugins import _inputs_unchanged\n"
-             "print(_inputs_unchanged(json.loads(sys.stdin.read())))")
-
-    def unchanged(extra_env=None) -> bool:
-        q = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, input=json.dumps(rec), capture_output=True,
-                           text=True, timeout=120, env={**env, **(extra_env or {})})
-        return q.stdout.strip() == "True"
-
-    assert rec["env_all"] and not rec["uncacheable"], p.stderr
-    assert unchanged()
-    assert not unchanged({"HZX_EXTRA": "1"})
-    (tmp_path / "override.txt").write_text("3")
-    assert not unchanged()
-    (tmp_path / "override.txt").unlink()
-    os.replace(tmp_path / "data" / "current.txt", tmp_path / "old")
-    os.symlink("three.txt", tmp_path / "data" / "current.txt")
-    assert not unchanged()
-    (tmp_path / "data" / "current.txt").unlink()
-    os.replace(tmp_path / "old", tmp_path / "data" / "current.txt")
-    assert unchanged()
-    (tmp_path / "data" / "new.extra").write_text("3")  # a file the glob would find now (21a F2 glob)
-    assert not unchanged()
-    (tmp_path / "data" / "new.extra").unlink()
-    assert unchanged()
-    con = sqlite3.connect(tmp_path / "k.sqlite")  # the database opened by URI (21a F14)
-    con.execute("insert into k values (3)")
-    con.commit()
-    con.close()
-    assert not unchanged()
-    (tmp_path / "pp" / "hzhelper.py").write_text("C = 3\n")
-    assert not unchanged()
+    const = tmp_path / "const.txt"
+    const.write_text("2")
+    body = ("from proofs_checks.plugin import DerivationBuilder\n"
+            "            b = DerivationBuilder('c')\n"
+            f"            return b.done(b.step('c', int(open({str(const)!r}).read())))")
+    spec = lambda n: (n, n, "tverify.claims")  # noqa: E731
+    try:
+        claim = _plugin(tmp_path, monkeypatch, "zzimpure", body)
+        monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "1")
+        first = _plugins.run_derivation(spec("zzimpure"), claim, True)
+        const.write_text("3")
+        second = _plugins.run_derivation(spec("zzimpure"), claim, True)
+        assert not first.get("cached") and not second.get("cached"), (first, second)
+        assert "2" in str(first["steps"]) and "3" in str(second["steps"]), (first["steps"], second["steps"])
+        kept = tmp_path / "store" / "cache" / "derivations"
+        assert not kept.exists() or not any(kept.iterdir())
+        pure = _plugin(tmp_path, monkeypatch, "zzpure", body)
+        object.__setattr__(pure, "derivation_pure", True)  # (as the claim would declare it)
+        monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "1")
+        built = _plugins.run_derivation(spec("zzpure"), pure, True)
+        again = _plugins.run_derivation(spec("zzpure"), pure, True)
+        assert not built.get("cached") and again.get("cached") and again["steps"] == built["steps"]
+    finally:
+        for n in ("zzimpure", "zzpure"):
+            registry._claims.pop(f"{n}.c", None)
+            sys.modules.pop(n, None)
 
 
-def test_a_derivation_that_starts_a_process_is_never_answered_from_the_cache(tmp_path):
-    import json
-    import subprocess
-    import sys
+def test_derivation_pure_is_a_declaration_of_true_or_false():
+    from proofs_checks.registry import Check, Claim, Mutant, RegistryError, compare
 
-    code = ("import json, subprocess, sys\nfrom proofs_checks.claims._plugins import _record_reads, _inputs_unchanged\n"
-            "reads = _record_reads()\nsubprocess.run(['true'])\nr = reads()\nprint(json.dumps([r['uncacheable'], "
-            "_inputs_unchanged(r)]))")
-    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    why, hit = json.loads(p.stdout)
-    assert why and "started a process" in why and hit is False, p.stderr
+    ok = lambda form, ctx: compare(0.0, 0.0, "exact")  # noqa: E731
+    c = Claim("demo.p", "P", "1=1", "-", "identity", 1, (Check("num", "numeric", ok),),
+              (Mutant("two", "wrong constant", "2", 2),), no_symbolic="a count", derivation_pure="yes")
+    with pytest.raises(RegistryError, match="derivation_pure must be True or False"):
+        c.validate()
 
 
 def test_pythonpath_modules_named_like_standard_or_tverify_ones_never_run_in_the_command(tmp_path):

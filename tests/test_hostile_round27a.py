@@ -88,12 +88,10 @@ def _tverify(env: dict, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-@moved("two tverify runs of a throwaway plugin in subprocesses (≈ 10 s each case): the derivation cache's record, "
-       "end to end through run",
-       "tests/test_hostile_round27.py::test_a_cached_derivations_record_sees_links_absent_files_bytecode_sources_and_"
-       "enumerated_variables",
-       "tests/test_hostile_round25.py::test_a_relative_input_is_the_same_file_only_from_the_same_folder",
-       "tests/test_hostile_round18.py::test_a_cached_derivation_holds_what_it_read")
+@moved("two tverify runs of a throwaway plugin in subprocesses (≈ 10 s each case): a plugin's derivation answered "
+       "after its input changed, end to end through run",
+       "tests/test_hostile_round27.py::test_a_plugin_derivation_is_kept_only_where_the_claim_declares_it_pure",
+       "tests/test_hostile_round18.py::test_a_cached_derivation_is_kept_only_for_a_declared_pure_claim")
 @pytest.mark.parametrize("how", ["link", "absent", "pyc", "envprefix", "pylink", "glob", "sqliteuri"])
 def test_plugin_derivation_cache_not_stale(tmp_path, how):
     pz = _plugin(tmp_path)

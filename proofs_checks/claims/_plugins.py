@@ -53,8 +53,7 @@ MAX_MESSAGE = 300
 MESSAGE = 240
 
 
-from proofs_checks.claims._plugin_cache import (  # noqa: E402,F401 (the tests read them here too)
-    _DerivationCache, _inputs_unchanged, _record_reads)
+from proofs_checks.claims._plugin_cache import _DerivationCache  # noqa: E402 (the tests read it here too)
 
 
 class PluginImportFailed(Exception):
@@ -282,7 +281,8 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
              "timeout": None}
     from proofs_checks.claims import PLUGIN_SOURCES
 
-    cache = _DerivationCache(claim.id, PLUGIN_SOURCES)
+    # kept only where the claim declares its derivation depends on its code alone (claims/_plugin_cache.py)
+    cache = _DerivationCache(claim.id, PLUGIN_SOURCES if getattr(claim, "derivation_pure", False) else None)
     hit = cache.read(obligations)
     if hit is not None:
         return {**empty, **hit, "cached": True}
@@ -305,7 +305,7 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
     info = payload.get("info")
     if not isinstance(info, dict):
         return {**empty, "error": "the derivation's process sent no result"}
-    cache.write(info, obligations, payload.get("inputs"))
+    cache.write(info, obligations)
     return {**empty, **info}
 
 
@@ -313,16 +313,11 @@ def derivation_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no co
     """In the child: import the plugin, find the claim, build its derivation as the runner does."""
     from proofs_checks.runner import derivation_info_here
 
-    reads = _record_reads()  # the plugin's import and its derivation: what they read beyond their sources
-    try:
-        claim, problem = _claim_in_child(req, "derivation")
-        if problem is None:
-            info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
-    finally:
-        inputs = reads()  # (which also puts back the os functions it watched)
+    claim, problem = _claim_in_child(req, "derivation")
     if problem is not None:
         return problem
-    return {"info": json.loads(json.dumps(info, default=str)), "inputs": inputs}
+    info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
+    return {"info": json.loads(json.dumps(info, default=str))}
 
 
 def _role(claim: Any, form: Any) -> list | None:
