@@ -107,7 +107,7 @@ def test_cli_on_the_scaffold_and_the_linear_attention_plugins(tmp_path):
     """Both installed as plugins: ``tverify mutants --continuous`` confirms the scaffold's resolution
     (the count of scaled outputs comes back from the checks' children), the linear-attention claim
     has every mutant killed, ``run`` states the resolution beside the verdict, and ``show`` answers
-    the second time from the derivation it cached."""
+    the second time from the derivation it cached (the plugin declares it pure)."""
     import json
     import shutil
 

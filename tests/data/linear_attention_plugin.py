@@ -92,7 +92,7 @@ def build(claim_id="zzlin.causal"):
     return Claim(
         id=claim_id, title="Causal linear attention is an RNN", statement="",
         source="Katharopoulos et al., Transformers are RNNs (ICML 2020), section 3.4", kind="identity", form=form,
-        derivation=derive,
+        derivation=derive, derivation_pure=True,  # SymPy on its own symbols: kept by the sources' fingerprint
         hypotheses=(Hypothesis("positive", r"\phi(q_t), \phi(k_s) \in \mathbb{R}^d_{>0}", counterexample=mixed_signs,
                                layer="symbolic"),),
         clauses=(Clause("recurrence", r"o_t = \frac{S_t^\top \phi(q_t)}{z_t^\top \phi(q_t)} = "
