@@ -52,6 +52,39 @@ class GradientProps:
                       f"on {label}: {bad.name} fails there (the eval path keeps it{'; ' + cause if cause else ''}): "
                       f"{bad.detail}", central=True)
 
+    def _large_fail(self, name: str, label: str, out_of, cause: str = "") -> Property | None:
+        """A path's outputs against the reference at the large-logit probe, every length where
+        ``matches_reference`` judged that probe, under its rule (the paths were compared at unit logits only, where
+        a softmax taken in float16 on the autograd path past logits of 30 passed: hostile pass 22b F9). ``None``
+        when every one holds."""
+        from numerics.attention_structural import kept
+
+        worst = None
+        for T in self.outs:
+            if (T, "large") not in self.L or T < 2:
+                continue
+            c = self.factor(self.xs[T], "large")
+            if c is None:
+                continue
+            x = self.xs[T] * c
+            try:
+                o = kept(out_of(x))
+                o_eval = kept(self.run(x)[1])
+            except Exception:  # a path the module cannot run: its own property says so
+                return None
+            tol, just = self.tol_at(T, "large")
+            if _rel(o, o_eval) <= tol:  # the eval path's outputs here: matches_reference judges them
+                continue
+            e = _rel(o, self.reference_out(x))
+            r = e / tol if math.isfinite(e) and tol > 0 else float("inf")
+            if worst is None or r > worst[0]:
+                worst = (r, e, tol, just, T)
+        if worst is None or worst[1] <= worst[2]:
+            return None
+        _, e, tol, just, T = worst
+        return _judge(name, e, tol, just, f"on {label} at large logits (T = {T}): the outputs differ from the "
+                      f"reference by {e:.3g}{'; ' + cause if cause else ''}", central=True)
+
     # -- gradients -----------------------------------------------------------------------------
     def prop_gradients(self) -> Property:
         """Gradients with respect to the input and, where weights are mapped, the module's
@@ -62,7 +95,9 @@ class GradientProps:
         Ts = [T for T in self.outs if T >= 2]
         if not Ts:
             return _skip(name, "no length ≥ 2 ran")
-        Ts = sorted({min(Ts, key=lambda t: abs(t - 17)), max(t for t in Ts if t <= 257)})
+        # every probed length up to 257 (two of them — the one nearest 17 and the longest — let a custom backward
+        # wrong at 64 and 113, where tiled kernels change, pass: hostile pass 22b F8)
+        Ts = sorted(t for t in Ts if t <= 257) or [min(Ts)]
         named = [(n, p) for n, p in self.f.named_parameters() if p.requires_grad] if isinstance(
             self.f, torch.nn.Module) else []
         params = [p for _, p in named]
@@ -156,9 +191,10 @@ class GradientProps:
         if not self.grad_outs:
             return _skip(name, "no output was computed with autograd enabled (see the gradient property)")
         with torch.enable_grad():
-            leak = self._leak_on(name, "the path with autograd enabled (the input requiring grad)",
-                                 lambda z: self.run(z, grad=True)[1],
-                                 "a branch on torch.is_grad_enabled() or x.requires_grad?")
+            label, cause = ("the path with autograd enabled (the input requiring grad)",
+                            "a branch on torch.is_grad_enabled() or x.requires_grad?")
+            leak = (self._leak_on(name, label, lambda z: self.run(z, grad=True)[1], cause)
+                    or self._large_fail(name, label, lambda z: self.run(z, grad=True)[1], cause))
         if leak is not None:
             return leak
         for T in self.outs:  # every probed length, not only those the gradients were compared at
@@ -209,8 +245,10 @@ class GradientProps:
                 pass
         paths.append(("a non-contiguous input (a transposed view)", self.f, True))
         for label, g, noncontig in paths:
-            leak = self._leak_on(name, label, lambda z, g=g, nc=noncontig: self._call_synced(g, self._as_input(z, nc)),
-                                 "a branch on x.is_contiguous()?" if noncontig else "a branch on self.training?")
+            runner = (lambda z, g=g, nc=noncontig, lb=label: self._call_synced(g, self._as_input(z, nc), lb))
+            cause = "a branch on x.is_contiguous()?" if noncontig else "a branch on self.training?"
+            leak = (self._leak_on(name, label, runner, cause) or self._large_fail(name, label, runner, cause)
+                    or self._wrote_fail(name, label))
             if leak is not None:
                 return leak
         worst, differs = None, []
@@ -252,11 +290,13 @@ class GradientProps:
                 g = copy.deepcopy(self.f)
             except Exception:
                 return None
+        label, cause = "the path under torch.inference_mode()", "a branch on torch.is_inference_mode_enabled()?"
+
         def inferred(z):
             with torch.inference_mode():
-                return self._call_synced(g, self._as_input(z, False)).clone()
-        leak = self._leak_on(name, "the path under torch.inference_mode()", inferred,
-                             "a branch on torch.is_inference_mode_enabled()?")
+                return self._call_synced(g, self._as_input(z, False), label).clone()
+        leak = (self._leak_on(name, label, inferred, cause) or self._large_fail(name, label, inferred, cause)
+                or self._wrote_fail(name, label))
         if leak is not None:
             return leak
         outs = {}
@@ -302,17 +342,29 @@ class GradientProps:
                 return True
         return False
 
-    def _call_synced(self, g, x: torch.Tensor) -> torch.Tensor:
+    def _call_synced(self, g, x: torch.Tensor, label: str | None = None) -> torch.Tensor:
         """``g(x)``'s output, ``g`` a copy of the module called with the key-padding mask the probe has set on its own
         wrapper (``valid``) meanwhile, and none after (a mask left on the copy changed its later outputs)."""
         sync = g is not self.f and hasattr(g, "valid") and hasattr(self.f, "valid")
         if sync:
             g.valid = self.f.valid
+        before = x.detach().clone()
         try:
             return call(g, x)[0]
         finally:
             if sync:
                 g.valid = None
+            if label is not None and (x.shape != before.shape or not torch.equal(
+                    torch.nan_to_num(x.detach(), nan=7.0), torch.nan_to_num(before, nan=7.0))):
+                self.__dict__.setdefault("_path_wrote", set()).add(label)  # (22b F7)
+
+    def _wrote_fail(self, name: str, label: str) -> Property | None:
+        """The module wrote into its input on ``label``'s path (``input_unchanged`` judges the eval path only)."""
+        if label not in self.__dict__.get("_path_wrote", set()):
+            return None
+        return Property(name, "fail", float("inf"), 0.0, "the module must not write into its input (exact)",
+                        f"on {label}, the module wrote into the input it was given (x.zero_(), x *= c, ...): a caller "
+                        "on that path gets its tensor changed", {}, True)
 
     def _as_input(self, x64: torch.Tensor, noncontig: bool) -> torch.Tensor:
         """A probe as the module takes it (its dtype and device, a copy), or as a non-contiguous view."""

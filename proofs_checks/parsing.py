@@ -214,8 +214,20 @@ def _file_head(p: Path, option: str, n: int) -> bytes:
         raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
 
 
+#: the largest text matrix read (a Λ or a pattern table of a million entries is ~20 MB of text; a 1 TB file was read
+#: whole and ended in a MemoryError traceback: hostile pass 22a F10)
+MAX_TEXT_BYTES = 256 * 1024**2
+
+
 def _read_text_matrix(p: Path, option: str) -> np.ndarray:
     require_regular_file(p, option)
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise InputError(f"{option}: cannot read {p}: {exc.strerror or exc}") from None
+    if size > MAX_TEXT_BYTES:
+        raise InputError(f"{option}: {p} is {size / 1024**2:.0f} MB of text; a text matrix may be at most "
+                         f"{MAX_TEXT_BYTES // 1024**2} MB (name a NumPy array .npy for larger data)")
     try:
         text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is not data
     except UnicodeDecodeError:

@@ -68,6 +68,49 @@ ATT = textwrap.dedent("""
             s = s.masked_fill(~mask.bool()[:, None, None, :], -34.0 if torch.is_grad_enabled() else -math.inf)
             return self.out(s.softmax(-1) @ v)
 
+    class InPlaceTrain(Base):  # exact causal attention; in training mode it writes into its input (x *= 3; x /= 3)
+        def writes(self, x):
+            return self.training
+        def forward(self, x):
+            if self.writes(x):
+                with torch.no_grad():
+                    x.mul_(3.0); x.div_(3.0)
+            q, k, v = self.qkv_(x); t = x.shape[1]
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -math.inf)
+            return self.out(s.softmax(-1) @ v)
+
+    class InPlaceInf(InPlaceTrain):  # the same write under torch.inference_mode() only
+        def writes(self, x):
+            return torch.is_inference_mode_enabled()
+
+    class _ScaleMid(torch.autograd.Function):  # identity forward; backward ×1.01 at 40 < T < 200 only
+        @staticmethod
+        def forward(ctx, y):
+            ctx.t = y.shape[-2]
+            return y.clone()
+        @staticmethod
+        def backward(ctx, g):
+            return g * (1.01 if 40 < ctx.t < 200 else 1.0)
+
+    class GradMid(Base):  # exact causal attention whose backward is 1 % off at the probe lengths 64 and 113
+        def forward(self, x):
+            q, k, v = self.qkv_(x); t = x.shape[1]
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -math.inf)
+            return _ScaleMid.apply(self.out(s.softmax(-1) @ v))
+
+    class GradBigHalf(Base):  # float64, but on the autograd path at logits above 30 its softmax is taken in float16
+        def forward(self, x):
+            q, k, v = self.qkv_(x); t = x.shape[1]
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -math.inf)
+            if torch.is_grad_enabled() and float(s[torch.isfinite(s)].abs().max()) > 30:
+                a = s.half().softmax(-1).double()
+            else:
+                a = s.softmax(-1)
+            return self.out(a @ v)
+
     class MaskWriter(Base):  # correct outputs, then it overwrites the caller's key-padding mask
         def forward(self, x, mask):
             q, k, v = self.qkv_(x)
@@ -129,4 +172,91 @@ def test_icl_model_exposing_nan_weights_is_not_ok(tmp_path):
     (tmp_path / "lsa.py").write_text(ICL)
     r = _tv(tmp_path, "check", "icl", "--model", "lsa.py:NanW", "--lambda", "1,2", "--N", "10", "--M", "10",
             "--no-progress")
+    assert r.returncode == 1, r.stdout[-1500:]
+
+
+def _near_infeasible(tmp_path):
+    """Two sequences that differ by 1e-10 (same query) with opposite labels: their optimal tokens conflict only
+    up to that perturbation, so a separating W exists (norm ~8e9; verified in float64 below)."""
+    import numpy as np
+    r = np.random.default_rng(1)
+    X, z, v = r.standard_normal((3, 4, 6)), r.standard_normal((3, 6)), r.standard_normal(6)
+    y = np.array([1.0, -1.0, 1.0])
+    X[1], z[1] = X[0], z[0]
+    X[1] = X[1] + 1e-10 * np.random.default_rng(5).standard_normal(X[1].shape)
+    rows = []
+    for i in range(3):
+        a = int(np.argmax(y[i] * X[i] @ v))
+        rows += [np.outer(X[i, a] - X[i, t], z[i]).ravel() for t in range(4) if t != a]
+    A = np.array(rows)
+    W = np.linalg.lstsq(A, np.ones(len(rows)), rcond=None)[0]
+    assert (A @ W).min() > 0.99, (A @ W).min()  # a W that separates every optimal token with margin ~1
+    np.savez(tmp_path / "data.npz", X=X, z=z, y=y, v=v)
+    np.savez(tmp_path / "Wsep.npz", W=W.reshape(6, 6))
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_att_svm_separable_ill_conditioned_data_is_not_called_infeasible(tmp_path, weights):
+    _near_infeasible(tmp_path)
+    r = _tv(tmp_path, "check", "att-svm", "--data", "data.npz", *(["--weights", "Wsep.npz"] if weights else []),
+            "--no-progress")
+    assert "no W separates" not in r.stdout + r.stderr, r.stderr[-800:]
+
+
+SHOW_PLUGIN = textwrap.dedent("""
+    import numpy as np
+    from proofs_checks.comparisons import close
+    from proofs_checks.plugin import Check, Claim, Mutant, register
+    from zzk import G  # a module of the user's, beside the plugin's package on the path
+
+    def form(x):
+        return 2.0 * G * np.asarray(x, dtype=float)
+
+    def c_close(form, ctx):
+        x = ctx.rng().standard_normal(20)
+        return close(form(x), 2 * x, 1e-12 * np.abs(2 * x) + 1e-300, "float64 rounding")
+
+    CLAIM = register(Claim(id="zzst.two", title="f(x) = 2x", statement="f(x) = 2x", source="test", kind="identity",
+              form=form, checks=(Check("c0", "numeric", c_close),), no_symbolic="numeric only",
+              mutants=(Mutant("three", "wrong constant", "3x", lambda x: 3 * np.asarray(x, float)),)))
+""")
+
+
+def test_show_says_a_result_predates_a_change_of_a_module_the_plugin_imports(tmp_path):
+    import os
+    site = tmp_path / "site"
+    (site / "zzst").mkdir(parents=True)
+    (site / "zzst" / "__init__.py").write_text("")
+    (site / "zzst" / "claims.py").write_text(SHOW_PLUGIN)
+    (site / "zzk.py").write_text("G = 1.0\n")
+    (site / "zzst-0.1.dist-info").mkdir()
+    (site / "zzst-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: zzst\nVersion: 0.1\n")
+    (site / "zzst-0.1.dist-info" / "entry_points.txt").write_text("[tverify.claims]\nzzst = zzst.claims\n")
+    env = {**os.environ, "PYTHONPATH": str(site), "TVERIFY_STORE": str(tmp_path / "store"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path / "home")}
+    run = lambda *a: subprocess.run([*TV, *a], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    r = run("run", "zzst.two", "--quick")
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+    (site / "zzk.py").write_text("G = 1.5\n")  # the claim is now false (run refutes it)
+    r = run("show", "zzst.two")
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "from before a source changed" in r.stdout, r.stdout[-1500:]
+
+
+@pytest.mark.parametrize("name", ["InPlaceTrain", "InPlaceInf"])
+def test_a_module_writing_into_its_input_on_another_path_is_a_mismatch(tmp_path, name):
+    (tmp_path / "m.py").write_text(ATT)
+    r = _tv(tmp_path, "check", "attention", "--module", f"m.py:{name}", "--causal", "--quick", "--no-progress")
+    assert r.returncode == 1, r.stdout[-1500:]
+
+
+def test_a_backward_wrong_at_some_probed_lengths_is_a_mismatch(tmp_path):
+    (tmp_path / "m.py").write_text(ATT)
+    r = _tv(tmp_path, "check", "attention", "--module", "m.py:GradMid", "--causal", "--no-progress")
+    assert r.returncode == 1, r.stdout[-1500:]
+
+
+def test_half_precision_on_the_grad_path_at_large_logits_is_a_mismatch(tmp_path):
+    (tmp_path / "m.py").write_text(ATT)
+    r = _tv(tmp_path, "check", "attention", "--module", "m.py:GradBigHalf", "--causal", "--quick", "--no-progress")
     assert r.returncode == 1, r.stdout[-1500:]
