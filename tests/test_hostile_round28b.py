@@ -1,10 +1,13 @@
-"""Hostile pass 22 (tester b): reproducers of its findings against the frozen tree (strict xfails)."""
+"""Hostile pass 22 (tester b): reproducers of its findings, strict xfails against the frozen tree, passing now; a
+documented limit stays a strict xfail with its reason."""
 import json
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from tests.tiers import moved
 
 TV = [sys.executable, "-m", "proofs_checks.cli"]
 
@@ -222,6 +225,10 @@ SHOW_PLUGIN = textwrap.dedent("""
 """)
 
 
+@moved("a throwaway plugin run, edited and shown again in subprocesses (≈ 8 s), a documented limit",
+       "tests/test_hostile_round27.py::test_show_says_a_last_result_predates_a_change_of_its_sources")
+@pytest.mark.xfail(strict=True, reason=("22b F6, a documented limit (docs/cli.md): a module a plugin imports from outside "
+                                          "its package is not part of the fingerprint show compares"))
 def test_show_says_a_result_predates_a_change_of_a_module_the_plugin_imports(tmp_path):
     import os
     site = tmp_path / "site"
