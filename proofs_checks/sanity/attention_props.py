@@ -23,6 +23,28 @@ _CAUSE_HINTS = {
 }
 
 
+def _input_row(x, x_before, T: int, mask_written: bool, masked: bool):
+    """``input_unchanged``: the input after one call against what was passed in, and, with a key-padding mask, the mask
+    the module was given (a module writing into it: hostile pass 22b F3)."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    just = "the module must not write into its input (exact)"
+    if x.shape != x_before.shape or not torch.equal(torch.nan_to_num(x, nan=1e300), torch.nan_to_num(x_before, nan=1e300)):
+        n = int((x != x_before).sum()) if x.shape == x_before.shape else x.numel()
+        err = ap._rel(x.double(), x_before.double()) if x.shape == x_before.shape else float("inf")
+        return ap.Property("input_unchanged", "fail", err if math.isfinite(err) else float("inf"), 0.0, just,
+                           f"after one call, {n} of {x.numel()} input entries at T = {T} differ from what was "
+                           "passed in", central=True)
+    if mask_written:
+        return ap.Property("input_unchanged", "fail", float("inf"), 0.0, just,
+                           f"after one call at T = {T}, the key-padding mask it was given differs from what was "
+                           "passed in (a caller reusing it for the next layer attends to what it masked)", central=True)
+    return ap.Property("input_unchanged", "pass", 0.0, 0.0, just, f"input at T = {T} unchanged by a call"
+                       + (" (and its key-padding mask)" if masked else ""), central=True)
+
+
 def _preconditions(probe, f, mp, hook, against) -> list:
     """Causes that would otherwise pass for a leak or a mismatch, each checked before any structure
     property: the input left as it was (``input_unchanged``), the module's parameters and buffers
@@ -63,24 +85,7 @@ def _preconditions(probe, f, mp, hook, against) -> list:
     finally:
         if written is not None:
             f.valid = None
-    # the input
-    if x.shape != x_before.shape or not torch.equal(torch.nan_to_num(x, nan=1e300), torch.nan_to_num(x_before, nan=1e300)):
-        n = int((x != x_before).sum()) if x.shape == x_before.shape else x.numel()
-        err = ap._rel(x.double(), x_before.double()) if x.shape == x_before.shape else float("inf")
-        out.append(ap.Property("input_unchanged", "fail", err if math.isfinite(err) else float("inf"), 0.0,
-                               "the module must not write into its input (exact)",
-                               f"after one call, {n} of {x.numel()} input entries at T = {T} differ from what was "
-                               "passed in", central=True))
-    elif mask_written:
-        out.append(ap.Property("input_unchanged", "fail", float("inf"), 0.0,
-                               "the module must not write into its input (exact)",
-                               f"after one call at T = {T}, the key-padding mask it was given differs from what was "
-                               "passed in (a caller reusing it for the next layer attends to what it masked)",
-                               central=True))
-    else:
-        out.append(ap.Property("input_unchanged", "pass", 0.0, 0.0, "the module must not write into its input (exact)",
-                               f"input at T = {T} unchanged by a call" + (" (and its key-padding mask)" if written
-                                                                          is not None else ""), central=True))
+    out.append(_input_row(x, x_before, T, mask_written, written is not None))
     # two identical calls, and the module's own weights between them
     e, tol, just = None, None, ""
     if isinstance(o1, torch.Tensor) and isinstance(o2, torch.Tensor) and o1.shape == o2.shape:
