@@ -328,7 +328,7 @@ class GradientProps:
 
     def _differs(self, out_of) -> bool:
         """Whether a path's outputs differ at all (bit for bit, NaN as NaN) from the eval path's at some probe: every
-        length, at unit and large logits. Where none does, the eval path's structural properties have judged the same
+        length, at unit, large and huge logits. Where none does, the eval path's structural properties have judged the same
         outputs (the full redraw on every path tripled the check's time)."""
         from numerics.attention_structural import kept
 
@@ -337,9 +337,11 @@ class GradientProps:
         for T, o_eval in self.outs.items():
             if not same(kept(out_of(self.xs[T])), o_eval):
                 return True
-            c = self.factor(self.xs[T], "large")
-            if c is not None and T >= 2 and not same(kept(out_of(self.xs[T] * c)), kept(self.run(self.xs[T] * c)[1])):
-                return True
+            for key in ("large", "huge"):  # (every scale the structural properties probe)
+                c = self.factor(self.xs[T], key)
+                if c is not None and T >= 2 and not same(kept(out_of(self.xs[T] * c)),
+                                                         kept(self.run(self.xs[T] * c)[1])):
+                    return True
         return False
 
     def _call_synced(self, g, x: torch.Tensor, label: str | None = None) -> torch.Tensor:
