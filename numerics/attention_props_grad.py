@@ -60,10 +60,8 @@ class GradientProps:
         from numerics.attention_structural import kept
 
         worst = None
-        for T in self.outs:
-            if (T, "large") not in self.L or T < 2:
-                continue
-            c = self.factor(self.xs[T], "large")
+        for T, key in [(T, k) for T in self.outs for k in ("large", "huge") if (T, k) in self.L and T >= 2]:
+            c = self.factor(self.xs[T], key)
             if c is None:
                 continue
             x = self.xs[T] * c
@@ -72,17 +70,17 @@ class GradientProps:
                 o_eval = kept(self.run(x)[1])
             except Exception:  # a path the module cannot run: its own property says so
                 return None
-            tol, just = self.tol_at(T, "large")
+            tol, just = self.tol_at(T, key)
             if _rel(o, o_eval) <= tol:  # the eval path's outputs here: matches_reference judges them
                 continue
             e = _rel(o, self.reference_out(x))
             r = e / tol if math.isfinite(e) and tol > 0 else float("inf")
             if worst is None or r > worst[0]:
-                worst = (r, e, tol, just, T)
+                worst = (r, e, tol, just, T, key)
         if worst is None or worst[1] <= worst[2]:
             return None
-        _, e, tol, just, T = worst
-        return _judge(name, e, tol, just, f"on {label} at large logits (T = {T}): the outputs differ from the "
+        _, e, tol, just, T, key = worst
+        return _judge(name, e, tol, just, f"on {label} at {key} logits (T = {T}): the outputs differ from the "
                       f"reference by {e:.3g}{'; ' + cause if cause else ''}", central=True)
 
     # -- gradients -----------------------------------------------------------------------------
