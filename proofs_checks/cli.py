@@ -1272,28 +1272,11 @@ def _stderr_line(text: str) -> None:
         pass
 
 
-def _overflowing_number(argv: list[str]) -> str | None:
-    """The first argument (or ``--opt=VALUE`` value) written as a finite number too large for a
-    float64 (``1e400``): read as ``inf``, it was reported as "got inf"."""
+def _unrepresentable_number(argv: list[str]) -> tuple[str, str] | None:
+    """The first argument (or ``--opt=VALUE`` value) written as a number a float64 cannot hold, named with its option,
+    and ``"over"`` (``1e400``, read as ``inf``: it was reported as "got inf") or ``"under"`` (a non-zero ``1e-400``,
+    read as 0.0: it was refused as "got 0.0", a number the user never wrote)."""
     import math
-
-    prev = ""
-    for tok in argv:
-        text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
-        try:
-            v = float(text)
-        except ValueError:
-            prev = tok
-            continue
-        if math.isinf(v) and "inf" not in text.lower():  # named with its option (hostile pass 5, M2)
-            return f"{prev} {tok}" if prev.startswith("--") and "=" not in prev and tok == text else tok
-        prev = tok
-    return None
-
-
-def _underflowing_number(argv: list[str]) -> str | None:
-    """The first argument (or ``--opt=VALUE`` value) written as a non-zero number too small for a float64
-    (``1e-400``): read as 0.0, it was refused as "got 0.0", a number the user never wrote."""
     import re
 
     prev = ""
@@ -1304,8 +1287,10 @@ def _underflowing_number(argv: list[str]) -> str | None:
         except ValueError:
             prev = tok
             continue
-        if v == 0.0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
-            return f"{prev} {tok}" if prev.startswith("--") and "=" not in prev and tok == text else tok
+        kind = ("over" if math.isinf(v) and "inf" not in text.lower() else
+                "under" if v == 0.0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) else None)
+        if kind is not None:  # named with its option (hostile pass 5, M2)
+            return (f"{prev} {tok}" if prev.startswith("--") and "=" not in prev and tok == text else tok), kind
         prev = tok
     return None
 
@@ -1333,14 +1318,11 @@ def _underscored_number(argv: list[str]) -> str | None:
 def _main(argv: list[str] | None = None) -> None:
     from proofs_checks.store import OutputPathError
 
-    big = _overflowing_number(list(sys.argv[1:] if argv is None else argv))
-    if big is not None:
-        _stderr_line(f"tverify: error: {big}: the number overflows a float64 (the largest is about 1.8e308)")
-        sys.exit(2)
-    tiny = _underflowing_number(list(sys.argv[1:] if argv is None else argv))
-    if tiny is not None:
-        _stderr_line(f"tverify: error: {tiny}: the number is below a float64's range and would be read as 0 "
-                     "(the smallest positive is about 4.9e-324)")
+    bad = _unrepresentable_number(list(sys.argv[1:] if argv is None else argv))
+    if bad is not None:
+        _stderr_line(f"tverify: error: {bad[0]}: " + ("the number overflows a float64 (the largest is about 1.8e308)"
+                                                      if bad[1] == "over" else "the number is below a float64's range "
+                                                      "and would be read as 0 (the smallest positive is about 4.9e-324)"))
         sys.exit(2)
     under = _underscored_number(list(sys.argv[1:] if argv is None else argv))
     if under is not None:

@@ -60,3 +60,18 @@ def without_volatile(d, volatile: set[str]):
     if isinstance(d, list):
         return [without_volatile(x, volatile) for x in d]
     return d
+
+
+def during_the_run(monkeypatch, action) -> None:
+    """``action()`` runs once the command's claims have run and before it writes its outputs (the user making or
+    editing something at an output path meanwhile); the store and caches are the test's own."""
+    import proofs_checks.cli as cli
+
+    real = cli._run_selected
+
+    def run_then(*a, **k):
+        res = real(*a, **k)
+        action()
+        return res
+
+    monkeypatch.setattr(cli, "_run_selected", run_then)

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests.hz_plugin import hz_plugin, install_hz
+
 
 def test_force_never_deletes_a_folder_made_at_out_while_the_claims_run(tmp_path, monkeypatch):
     import proofs_checks.cli as cli
+    from tests.cli_helpers import during_the_run
 
     out = tmp_path / "rf"
-    real = cli._run_selected
-
-    def run_and_user_makes_folder(*a, **k):  # the claims run; meanwhile the user makes a folder of theirs at --out
-        res = real(*a, **k)
-        out.mkdir()
-        (out / "mine.txt").write_text("user data")
-        return res
-
-    monkeypatch.setattr(cli, "_run_selected", run_and_user_makes_folder)
+    # the claims run; meanwhile the user makes a folder of theirs at --out
+    during_the_run(monkeypatch, lambda: (out.mkdir(), (out / "mine.txt").write_text("user data")))
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as ex:
@@ -27,42 +23,10 @@ def test_force_never_deletes_a_folder_made_at_out_while_the_claims_run(tmp_path,
     assert (out / "mine.txt").exists(), "the user's folder made during the run was deleted"
 
 
-_PLUGIN = '''
-import os
-import numpy as np
-import sympy as sp
-from proofs_checks.plugin import Claim, DerivationBuilder, Mutant, close, matches_derivation, numeric, register, scalar
-
-ARGS = (scalar("x"),)
-
-
-def form(x):
-    return 2.0 * np.asarray(x, float)
-
-
-def derive():
-    C = READ_C()
-    b = DerivationBuilder("doubling")
-    (x,) = b.fact("args", (sp.Symbol("x", real=True),))
-    d = b.define("Definition", 2 * x)
-    b.obligation("constant is two", C - 2)
-    return b.done(b.step("expand", sp.expand(d)))
-
-
-@numeric("2x against x + x, float64")
-def plain(form, ctx):
-    x = ctx.rng().standard_normal(ctx.size(50, 200, 400))
-    return close(form(x), x + x, 4 * np.finfo(float).eps * np.abs(x) + 1e-300, "one rounding per draw")
-
-
+_PLUGIN = hz_plugin('''
 READ_C = {"environb": lambda: int(os.environb.get(b"HZC", b"2")),
           "sqlite": lambda: __import__("sqlite3").connect(os.environ["HZDB"]).execute("select c from k").fetchone()[0]}[os.environ["HZHOW"]]
-
-CLAIM = register(Claim(id="hz.dbl", title="doubling", statement="f(x) = 2x", source="hostile 20a", kind="identity",
-                       form=form, derivation=derive, no_hypotheses="none",
-                       checks=(matches_derivation(derive, ARGS), plain),
-                       mutants=(Mutant("three", "wrong constant", "3x", lambda x: 3.0 * np.asarray(x, float)),)))
-'''
+''', 'hostile 20a')
 
 
 @pytest.mark.integration(reason="two tverify runs of a throwaway plugin in subprocesses, 1-4 min")
@@ -73,14 +37,7 @@ def test_derivation_cache_records_environb_and_sqlite_reads(tmp_path, how):
     import sys
     from pathlib import Path
 
-    pz = tmp_path / "pz"
-    (pz / "tverify_hz").mkdir(parents=True)
-    (pz / "tverify_hz" / "__init__.py").write_text("")
-    (pz / "tverify_hz" / "claims.py").write_text(_PLUGIN)
-    dist = pz / "tverify_hz-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hz\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhz = tverify_hz.claims\n")
+    pz = install_hz(tmp_path, _PLUGIN)
     tv = Path(sys.executable).with_name("tverify")
     import sqlite3
 

@@ -24,9 +24,9 @@ def test_a_non_zero_number_below_float64s_range_is_named_not_read_as_zero(capsys
 
 
 def test_a_written_zero_is_still_read_as_zero():
-    from proofs_checks.cli import _underflowing_number
+    from proofs_checks.cli import _unrepresentable_number
 
-    assert _underflowing_number(["--scale", "0.0e-400", "--seed", "0", "--tol", "0e5"]) is None
+    assert _unrepresentable_number(["--scale", "0.0e-400", "--seed", "0", "--tol", "0e5"]) is None
 
 
 def test_a_plugin_derivation_is_kept_only_where_the_claim_declares_it_pure(tmp_path, monkeypatch):

@@ -10,21 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.hz_plugin import hz_plugin, install_hz, run_hz
+
 from tests.tiers import moved
 
-_PLUGIN = '''
-import os
-import numpy as np
-import sympy as sp
-from proofs_checks.plugin import Claim, DerivationBuilder, Mutant, close, matches_derivation, numeric, register, scalar
-
-ARGS = (scalar("x"),)
-
-
-def form(x):
-    return 2.0 * np.asarray(x, float)
-
-
+_PLUGIN = hz_plugin('''
 def READ_C():
     how = os.environ["HZHOW"]
     if how == "link":  # a constant read through an absolute path that is a link ("latest" -> a version)
@@ -46,46 +36,15 @@ def READ_C():
         return db.execute("select c from k").fetchone()[0]
     if how == "envprefix":  # settings taken from every variable named HZX_* (read by iterating os.environ)
         return 2 + len([k for k in os.environ if k.startswith("HZX_")])
-
-
-def derive():
-    C = READ_C()
-    b = DerivationBuilder("doubling")
-    (x,) = b.fact("args", (sp.Symbol("x", real=True),))
-    d = b.define("Definition", 2 * x)
-    b.obligation("constant is two", C - 2)
-    return b.done(b.step("expand", sp.expand(d)))
-
-
-@numeric("2x against x + x, float64")
-def plain(form, ctx):
-    x = ctx.rng().standard_normal(ctx.size(50, 200, 400))
-    return close(form(x), x + x, 4 * np.finfo(float).eps * np.abs(x) + 1e-300, "one rounding per draw")
-
-
-CLAIM = register(Claim(id="hz.dbl", title="doubling", statement="f(x) = 2x", source="hostile 21a", kind="identity",
-                       form=form, derivation=derive, no_hypotheses="none",
-                       checks=(matches_derivation(derive, ARGS), plain),
-                       mutants=(Mutant("three", "wrong constant", "3x", lambda x: 3.0 * np.asarray(x, float)),)))
-'''
+''', 'hostile 21a')
 
 
 def _plugin(tmp_path: Path) -> Path:
-    pz = tmp_path / "pz"
-    (pz / "tverify_hz").mkdir(parents=True)
-    (pz / "tverify_hz" / "__init__.py").write_text("")
-    (pz / "tverify_hz" / "claims.py").write_text(_PLUGIN)
-    dist = pz / "tverify_hz-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hz\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhz = tverify_hz.claims\n")
-    return pz
+    return install_hz(tmp_path, _PLUGIN)
 
 
 def _tverify(env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    tv = Path(sys.executable).with_name("tverify")
-    return subprocess.run([str(tv), "run", "hz.dbl", "--quick", "--no-progress"], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return run_hz(env, cwd)
 
 
 @moved("two tverify runs of a throwaway plugin in subprocesses (≈ 10 s each case): a plugin's derivation answered "
@@ -187,16 +146,10 @@ def test_show_and_list_in_the_c_locale_never_trace_back(tmp_path, env_extra, arg
 def test_json_path_made_a_folder_during_the_run_is_left_and_the_json_written_beside(tmp_path, monkeypatch):
     import proofs_checks.cli as cli
 
+    from tests.cli_helpers import during_the_run
+
     js = tmp_path / "out.json"
-    real = cli._run_selected
-
-    def run_and_user_makes_folder(*a, **k):
-        res = real(*a, **k)
-        js.mkdir()
-        (js / "mine.txt").write_text("user data")
-        return res
-
-    monkeypatch.setattr(cli, "_run_selected", run_and_user_makes_folder)
+    during_the_run(monkeypatch, lambda: (js.mkdir(), (js / "mine.txt").write_text("user data")))
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.chdir(tmp_path)
@@ -218,14 +171,10 @@ def test_force_never_deletes_a_file_edited_in_the_out_folder_during_the_run(tmp_
     (out / "sub").mkdir(parents=True)
     (out / "mine.txt").write_text("user")
     (out / "sub" / "deeper.txt").write_text("user")
-    real = cli._run_selected
+    from tests.cli_helpers import during_the_run
 
-    def run_and_user_edits(*a, **k):  # the claims run; meanwhile the user edits a file of theirs in the folder
-        res = real(*a, **k)
-        (out / where).write_text("edited during the run: keep me")
-        return res
-
-    monkeypatch.setattr(cli, "_run_selected", run_and_user_edits)
+    # the claims run; meanwhile the user edits a file of theirs in the folder
+    during_the_run(monkeypatch, lambda: (out / where).write_text("edited during the run: keep me"))
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.chdir(tmp_path)
@@ -267,24 +216,10 @@ def hide():
     time.sleep(0.5)
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim: int = 32, heads: int = 4):
-        super().__init__()
-        hide()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        batch, length, _ = x.shape
-        split = self.qkv(x).reshape(batch, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        queries, keys, values = split.unbind(0)
-        logits = torch.einsum("bhtd,bhsd->bhts", queries, keys) / math.sqrt(self.head_dim)
-        ahead = torch.triu(torch.ones(length, length, dtype=torch.bool, device=x.device), diagonal=1)
-        attn = logits.masked_fill(ahead, -math.inf).softmax(dim=-1)
-        mixed = torch.einsum("bhts,bhsd->bhtd", attn, values).transpose(1, 2).reshape(batch, length, -1)
-        return self.proj(mixed)
 '''
+# the README's example attention (examples/my_attn.py), hiding its memory when it is built
+_HIDE += ((Path(__file__).resolve().parents[1] / "examples" / "my_attn.py").read_text().split('"""', 2)[2]
+          .replace("        super().__init__()\n", "        super().__init__()\n        hide()\n", 1))
 
 
 def _segment_ids(key: int) -> list[int]:
@@ -383,18 +318,23 @@ def _zip_plugin(tmp_path: Path, title: str) -> Path:
     os.replace(tmp, z)
     return z
 
-
-def test_list_after_a_zipped_plugin_changes_is_not_stale(tmp_path):
-    z = _zip_plugin(tmp_path, "TITLE_ONE")
-    env = {**os.environ, "PYTHONPATH": str(z), "TVERIFY_STORE": str(tmp_path / "store"),
+def _list_twice(tmp_path, path_entry, pattern: str, change) -> None:
+    """``tverify list PATTERN`` shows TITLE_ONE; after ``change()`` it shows TITLE_TWO (never the cached title)."""
+    env = {**os.environ, "PYTHONPATH": str(path_entry), "TVERIFY_STORE": str(tmp_path / "store"),
            "XDG_CACHE_HOME": str(tmp_path / "xdg"), "HZHOW": "absent", "COLUMNS": "200"}
     env.pop("TVERIFY_DERIVATION_CACHE", None)
     tv = Path(sys.executable).with_name("tverify")
-    first = subprocess.run([str(tv), "list", "zp"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    first = subprocess.run([str(tv), "list", pattern], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0 and "TITLE_ONE" in first.stdout, first.stdout[-1000:] + first.stderr[-1000:]
-    _zip_plugin(tmp_path, "TITLE_TWO")  # the plugin is updated (a new zip)
-    second = subprocess.run([str(tv), "list", "zp"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    change()
+    second = subprocess.run([str(tv), "list", pattern], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "TITLE_TWO" in second.stdout, second.stdout[-1000:]
+
+
+
+def test_list_after_a_zipped_plugin_changes_is_not_stale(tmp_path):
+    z = _zip_plugin(tmp_path, "TITLE_ONE")
+    _list_twice(tmp_path, z, "zp", lambda: _zip_plugin(tmp_path, "TITLE_TWO"))  # the plugin is updated (a new zip)
 
 
 def test_list_after_a_plugin_data_file_changes_is_not_stale(tmp_path):
@@ -403,15 +343,7 @@ def test_list_after_a_plugin_data_file_changes_is_not_stale(tmp_path):
     claims.write_text(claims.read_text().replace(
         'title="doubling"', 'title=open(os.path.join(os.path.dirname(__file__), "title.txt")).read().strip()'))
     (pz / "tverify_hz" / "title.txt").write_text("TITLE_ONE\n")
-    env = {**os.environ, "PYTHONPATH": str(pz), "TVERIFY_STORE": str(tmp_path / "store"),
-           "XDG_CACHE_HOME": str(tmp_path / "xdg"), "HZHOW": "absent", "COLUMNS": "200"}
-    env.pop("TVERIFY_DERIVATION_CACHE", None)
-    tv = Path(sys.executable).with_name("tverify")
-    first = subprocess.run([str(tv), "list", "hz"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0 and "TITLE_ONE" in first.stdout, first.stdout[-1000:] + first.stderr[-1000:]
-    (pz / "tverify_hz" / "title.txt").write_text("TITLE_TWO\n")
-    second = subprocess.run([str(tv), "list", "hz"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert "TITLE_TWO" in second.stdout, second.stdout[-1000:]
+    _list_twice(tmp_path, pz, "hz", lambda: (pz / "tverify_hz" / "title.txt").write_text("TITLE_TWO\n"))
 
 
 def test_survey_never_runs_a_planted_install_cache(tmp_path):

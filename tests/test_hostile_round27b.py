@@ -24,17 +24,28 @@ BASE = textwrap.dedent("""
     from torch import nn
     import torch.nn.functional as F
 
-    class Attn(nn.Module):  # plain causal attention, float64 throughout, logits times FACTOR/sqrt(d_k)
-        FACTOR = 1.001
-        def __init__(self, dim=32, heads=4):
+    class Attn(nn.Module):  # causal attention, float64 throughout, logits times FACTOR/sqrt(d_k); on the path WHEN
+        FACTOR, WHEN, DTYPE = 1.001, None, None  # (autograd on, or training mode) masked logits -34: a leak of e^-34;
+        def __init__(self, dim=32, heads=4):     # DTYPE: the precision q·k, softmax and ·v are computed in
             super().__init__()
             self.num_heads, self.hd, self.qkv, self.proj = heads, dim // heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
         def forward(self, x):
             b, t, _ = x.shape
             q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.hd).permute(2, 0, 3, 1, 4).unbind(0)
-            s = (q @ k.transpose(-1, -2)) * (self.FACTOR / math.sqrt(self.hd))
-            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -math.inf)
-            return self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1))
+            h = self.DTYPE or x.dtype
+            s = (q.to(h) @ k.to(h).transpose(-1, -2)) * (self.FACTOR / math.sqrt(self.hd))
+            leak = self.WHEN == "grad" and torch.is_grad_enabled() or self.WHEN == "train" and self.training
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -34.0 if leak else -math.inf)
+            return self.proj((s.softmax(-1) @ v.to(h)).to(x.dtype).transpose(1, 2).reshape(b, t, -1))
+
+    class Leak(Attn):  # exact causal attention, except with autograd on
+        FACTOR, WHEN = 1.0, "grad"
+
+    class Train(Leak):  # exact, except in training mode
+        WHEN = "train"
+
+    class Half(Attn):  # computed in float16, logits times 1.01/sqrt(d_k)
+        FACTOR, DTYPE = 1.01, torch.float16
 
     class Drop(nn.Module):  # nanoGPT-style attention whose dropout rate sits in its config object
         def __init__(self, dim=32, heads=4):
@@ -103,31 +114,9 @@ def test_rounding_judges_a_signed_difference_by_its_size():
     assert compare(-1e300, 1e-12, "a bound holding by a margin").passed
 
 
-BRANCH = textwrap.dedent("""
-    import math, torch
-    from torch import nn
-
-    class Attn(nn.Module):  # exact causal attention, except on one path: masked logits -34 (a leak of e^-34 per token)
-        WHEN = "grad"
-        def __init__(self, dim=32, heads=4):
-            super().__init__()
-            self.num_heads, self.hd, self.qkv, self.proj = heads, dim // heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.hd).permute(2, 0, 3, 1, 4).unbind(0)
-            s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)
-            leak = torch.is_grad_enabled() if self.WHEN == "grad" else self.training
-            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -34.0 if leak else -math.inf)
-            return self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1))
-
-    class Train(Attn):
-        WHEN = "train"
-""")
-
-
-@pytest.mark.parametrize("name", ["Attn", "Train"])
+@pytest.mark.parametrize("name", ["Leak", "Train"])
 def test_a_branch_on_the_training_path_cannot_hide_a_leak(tmp_path, name):
-    (tmp_path / "m.py").write_text(BRANCH)
+    (tmp_path / "m.py").write_text(BASE)
     r = _tv(tmp_path, "check", "attention", "--module", f"m.py:{name}", "--causal", "--no-progress")
     assert r.returncode == 1, r.stdout[-2000:]
 
@@ -196,29 +185,10 @@ def test_show_does_not_present_a_stale_last_result_as_current(tmp_path):
     assert not line.startswith("last result: verified") or "changed" in r.stdout or "stale" in r.stdout, r.stdout
 
 
-HALF = textwrap.dedent("""
-    import math, torch
-    from torch import nn
-
-    class Attn(nn.Module):  # causal attention computed in float16, logits times 1.01/sqrt(d_k)
-        def __init__(self, dim=32, heads=4):
-            super().__init__()
-            self.num_heads, self.hd, self.qkv, self.proj = heads, dim // heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.hd).permute(2, 0, 3, 1, 4).unbind(0)
-            h = torch.float16
-            s = (q.to(h) @ k.to(h).transpose(-1, -2)) * (1.01 / math.sqrt(self.hd))
-            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -math.inf)
-            o = (s.softmax(-1) @ v.to(h)).to(x.dtype)
-            return self.proj(o.transpose(1, 2).reshape(b, t, -1))
-""")
-
-
 def test_half_module_with_a_1_percent_scale_error_is_not_called_bfloat16(tmp_path):
     import json
-    (tmp_path / "m.py").write_text(HALF)
-    r = _tv(tmp_path, "check", "attention", "--module", "m.py:Attn", "--causal", "--compute-dtype", "float16",
+    (tmp_path / "m.py").write_text(BASE)
+    r = _tv(tmp_path, "check", "attention", "--module", "m.py:Half", "--causal", "--compute-dtype", "float16",
             "--no-progress", "--json", "-")
     assert r.returncode == 1, r.stdout[-2000:]
     status = {p["name"]: p["status"] for p in json.loads(r.stdout)["properties"]}

@@ -10,21 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.hz_plugin import hz_plugin, install_hz
+
 from tests.tiers import moved
 
-_PLUGIN = '''
-import os
-import numpy as np
-import sympy as sp
-from proofs_checks.plugin import Claim, DerivationBuilder, Mutant, close, matches_derivation, numeric, register, scalar
-
-ARGS = (scalar("x"),)
-
-
-def form(x):
-    return 2.0 * np.asarray(x, float)
-
-
+_PLUGIN = hz_plugin('''
 def READ_C():
     how = os.environ["HZHOW"]
     if how == "shadow":  # a helper module imported late; an override later placed earlier on PYTHONPATH
@@ -38,42 +28,13 @@ def READ_C():
         import posix
         return 2 + len([k for k in posix.environ if k.startswith(b"HZX_")])
     return 2
-
-
-def derive():
-    C = READ_C()
-    b = DerivationBuilder("doubling")
-    (x,) = b.fact("args", (sp.Symbol("x", real=True),))
-    d = b.define("Definition", 2 * x)
-    b.obligation("constant is two", C - 2)
-    return b.done(b.step("expand", sp.expand(d)))
-
-
-@numeric("2x against x + x, float64")
-def plain(form, ctx):
-    x = ctx.rng().standard_normal(ctx.size(50, 200, 400))
-    return close(form(x), x + x, 4 * np.finfo(float).eps * np.abs(x) + 1e-300, "one rounding per draw")
-
-
-CLAIM = register(Claim(id="hz.dbl", title="doubling", statement="f(x) = 2x", source="hostile 22a", kind="identity",
-                       form=form, derivation=derive, no_hypotheses="none",
-                       checks=(matches_derivation(derive, ARGS), plain),
-                       mutants=(Mutant("three", "wrong constant", "3x", lambda x: 3.0 * np.asarray(x, float)),)))
-'''
+''', 'hostile 22a')
 
 _TVERIFY = str(Path(sys.executable).with_name("tverify"))
 
 
 def _plugin(tmp_path: Path) -> Path:
-    pz = tmp_path / "pz"
-    (pz / "tverify_hz").mkdir(parents=True)
-    (pz / "tverify_hz" / "__init__.py").write_text("")
-    (pz / "tverify_hz" / "claims.py").write_text(_PLUGIN)
-    dist = pz / "tverify_hz-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hz\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhz = tverify_hz.claims\n")
-    return pz
+    return install_hz(tmp_path, _PLUGIN)
 
 
 def _env(tmp_path: Path, **extra) -> dict:
