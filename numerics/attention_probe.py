@@ -83,6 +83,7 @@ class AttentionProbe(GradientProps):
         self.e_plain: dict[tuple[int, str], float] = {}
         self.L: dict[int, float] = {}
         self.out_of_range: set[str] = set()  # probes ("large", "huge") that float64 cannot hold at this declaration
+        self.input_written: set[int] = set()  # lengths at which a call wrote into the input it was given
 
     # -- inputs ----------------------------------------------------------------------------------
     def gen(self, salt: int) -> torch.Generator:
@@ -102,6 +103,10 @@ class AttentionProbe(GradientProps):
         if grad:
             x.requires_grad_(True)
         out, w = call(self.f, x, grad=grad)
+        if not grad and (x.shape != x64.shape or not torch.equal(  # a write into the input, at any call (23b F1)
+                torch.nan_to_num(x.detach(), nan=7.0), torch.nan_to_num(x64.to(dtype=self.pdt, device=self.device),
+                                                                        nan=7.0))):
+            self.input_written.add(int(x64.shape[1]) if x64.dim() > 1 else 0)
         return x, out, w
 
     def factor(self, x64: torch.Tensor, key: str) -> float | None:

@@ -110,7 +110,8 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
                 w.valid = None
             q = valid  # queries at real positions
             e_move = _rel(o2[q], o1[q], float(o1[q].abs().max()))
-            t_move, j_move = attention_structural.structural_tolerance(jit, "redrawing a padded key")
+            t_move, j_move = attention_structural.structural_tolerance(jit, "redrawing a padded key",
+                                                                       attention_structural.noise_floor(probe, T))
             e_ref = float("nan")
             if probe.m is not None:
                 with torch.no_grad():
@@ -165,7 +166,8 @@ def _fully_masked(probe: Any, w: "WithMask", T: int) -> Property:
     finally:
         w.valid = None
     own = int((~torch.isfinite(o[0])).any(-1).sum())
-    tol, just = attention_structural.structural_tolerance(jit, "padding every key of another sample")
+    tol, just = attention_structural.structural_tolerance(jit, "padding every key of another sample",
+                                                          attention_structural.noise_floor(probe, T))
     others, e = 0, 0.0
     if probe.B > 1:
         others = int((~torch.isfinite(o[1:])).any(-1).sum())

@@ -58,14 +58,26 @@ def jitter(probe: Any, x: torch.Tensor, first: torch.Tensor) -> float:
     return _move(again, first, float(fin.abs().max()) if fin.numel() else 1.0)  # the leak property failed on it, 18b F3)
 
 
-def structural_tolerance(jit: float, what: str) -> tuple[float, str]:
-    """``(tolerance, justification)`` of an exact invariance: ``2 × jit``."""
-    tol = 2.0 * jit
+def structural_tolerance(jit: float, what: str, floor: float = 0.0) -> tuple[float, str]:
+    """``(tolerance, justification)`` of an exact invariance: ``2 × jit`` — and for a module that is not deterministic
+    (``jit > 0``) at least ``2 × floor``, the run-to-run difference ``deterministic`` accepts (:func:`noise_floor`): one
+    sampled difference is not a bound on the noise, and a module whose outputs carry noise of 1e-14 was called leaking
+    by it (hostile pass 23b F3); a leak below that noise cannot be told from it."""
+    tol = 2.0 * jit if jit == 0 else 2.0 * max(jit, floor)
     how = ("the module is deterministic here (two calls on the identical input agree bit for bit), so the "
            "tolerance is 0" if jit == 0 else
-           f"2 × the module's run-to-run difference on the identical input ({jit:.3g}) = {tol:.3g}")
+           f"2 × the module's run-to-run difference on the identical input ({jit:.3g}), at least 2 × the difference "
+           f"the deterministic property accepts ({floor:.3g}) = {tol:.3g}: a leak below the module's own noise cannot "
+           "be told from it")
     return tol, (f"exact: {what} moves no output of a correct module, in any precision (a masked weight is an exact "
                  f"0); {how}; relative to max|output|")
+
+
+def noise_floor(probe: Any, T: int) -> float:
+    """The run-to-run difference ``deterministic`` accepts at length ``T``: ``16·u·(3D+T)`` in the probe's dtype."""
+    from numerics.attention_rules import unit_roundoff
+
+    return 16 * unit_roundoff(probe.pdt) * (3 * probe.D + T)
 
 
 @dataclass
@@ -154,14 +166,14 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
                 return worst, offs, undecided, f"raised {exc_text(exc)} at T = {T}"
             if dep is None:  # no such probe in float64 at this declaration (probe.out_of_range says which)
                 continue
-            tol, just = structural_tolerance(dep.jitter, "")
+            tol, just = structural_tolerance(dep.jitter, "", noise_floor(probe, T))
             if not tol < UNDECIDABLE_TOL:
                 undecided.append((T, key, tol))
                 continue
             for kind, mask in _forbidden(T, dep.J, probe.st, probe.st.causal).items():
                 if kind not in kinds or not mask.any():
                     continue
-                _, just = structural_tolerance(dep.jitter, _WHAT[kind])
+                _, just = structural_tolerance(dep.jitter, _WHAT[kind], noise_floor(probe, T))
                 dm = torch.where(mask, dep.delta, torch.zeros_like(dep.delta))
                 w = worst[kind]
                 if not torch.isfinite(dm).all():  # NaN/inf outputs: nothing measurable at this probe
@@ -282,7 +294,7 @@ def prop_batch(probe: Any) -> "object":
     if worst is None:
         return _skip(name, "no length ran")
     _, e, jit, T, b, what = worst
-    tol, just = structural_tolerance(jit, "redrawing another sample of the batch")
+    tol, just = structural_tolerance(jit, "redrawing another sample of the batch", noise_floor(probe, T))
     detail = (f"every sample of the batch watched ({probe.B}); worst: sample {b} at T = {T}, {what}: relative change "
               f"{e:.3g}")
     if not e <= tol:

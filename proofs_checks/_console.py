@@ -15,10 +15,34 @@ import sys
 
 
 def main():
-    from proofs_checks import syspath
+    try:  # Ctrl-C while the command's modules load (before its own handler is set): one line, exit 130 (23a F2)
+        from proofs_checks import syspath
 
-    sys.path[:] = syspath.child_sys_path(sys.path)
-    sys.path[:] = syspath.without_own(sys.path)  # (binds the three packages through the path just set)
-    from proofs_checks.cli import main as command
-
+        sys.path[:] = syspath.child_sys_path(sys.path)
+        sys.path[:] = syspath.without_own(sys.path)  # (binds the three packages through the path just set)
+        _note_outputs(sys.argv[1:])
+        from proofs_checks.cli import main as command
+    except KeyboardInterrupt:
+        try:
+            sys.stderr.write("tverify: interrupted while starting; nothing was run or written\n")
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(130) from None
     return command()
+
+
+def _note_outputs(argv: list[str]) -> None:
+    """What is at each ``--out``/``--json`` path now, at the command's start, before its heavy imports (seconds):
+    ``--force`` consents to replacing that, not what appears there while the command starts (hostile pass 23a F3).
+    The command's own check later takes this first note (:func:`proofs_checks.owned.note_seen`, ``at_start``)."""
+    from proofs_checks import owned
+
+    for i, tok in enumerate(argv):
+        for opt in ("--out", "--json"):
+            value = tok[len(opt) + 1:] if tok.startswith(opt + "=") else (
+                argv[i + 1] if tok == opt and i + 1 < len(argv) else None)
+            if value and value != "-":
+                try:
+                    owned.note_seen(value, at_start=True)
+                except (OSError, ValueError):
+                    pass

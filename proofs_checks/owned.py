@@ -243,10 +243,22 @@ def _seen_key(path: str | os.PathLike) -> str:
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 
-def note_seen(path: str | os.PathLike, *, keep: bool = False) -> None:
-    """Remember what is at the output ``path`` now (the check before the run; ``keep``: not over an earlier note)."""
-    if not (keep and _seen_key(path) in _SEEN):
-        _SEEN[_seen_key(path)] = what_is_at(path)
+def note_seen(path: str | os.PathLike, *, keep: bool = False, at_start: bool = False) -> None:
+    """Remember what is at the output ``path`` now (the check before the run; ``keep``: not over an earlier note).
+    ``at_start``: the note the ``tverify`` command takes first thing, before its imports (``proofs_checks._console``),
+    which the command's own check then uses in place of what is there by then (a file put at ``--out`` during the
+    seconds of start-up was replaced under ``--force``: hostile pass 23a F3)."""
+    k = _seen_key(path)
+    if at_start:
+        _AT_START[k] = what_is_at(path)
+    elif k in _AT_START:
+        _SEEN[k] = _AT_START.pop(k)
+    elif not (keep and k in _SEEN):
+        _SEEN[k] = what_is_at(path)
+
+
+#: what was at each output path when the `tverify` command started (:func:`note_seen` ``at_start``)
+_AT_START: dict[str, tuple | None] = {}
 
 
 def unchanged_since_seen(path: str | os.PathLike, *, forget: bool = True) -> bool:

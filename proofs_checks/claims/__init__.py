@@ -78,14 +78,40 @@ PLUGIN_SOURCES: set[str] = set()
 
 
 def _record_sources(names) -> None:
+    """The files of the modules a plugin imported when it was loaded, outside the standard library and the installed
+    packages: a source, a bytecode file or an extension (whatever ``__file__`` names), and for a module imported from a
+    zip archive the archive itself (the key of a declared-pure derivation: a helper from a zip, a sourceless ``.pyc``
+    or a folder whose name holds "site-packages" was left out, hostile pass 23a F1)."""
+    import os
     import sys
     import sysconfig
 
-    skip = [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    skip = [os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     for name in names:
         f = getattr(sys.modules.get(name), "__file__", None)
-        if f and f.endswith(".py") and not any(f.startswith(d) for d in skip) and "site-packages" not in f:
-            PLUGIN_SOURCES.add(f)
+        if not isinstance(f, str) or not f:
+            continue
+        real = os.path.realpath(f)
+        if any(real.startswith(d) for d in skip):
+            continue
+        if os.path.isfile(real):
+            PLUGIN_SOURCES.add(real)
+            continue
+        for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
+            if os.path.isfile(parent):
+                PLUGIN_SOURCES.add(parent)
+                break
+
+
+def _parents(path: str):
+    import os
+
+    while True:
+        up = os.path.dirname(path)
+        if up == path:
+            return
+        yield up
+        path = up
 
 
 def load_plugins() -> None:

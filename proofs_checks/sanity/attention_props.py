@@ -23,7 +23,7 @@ _CAUSE_HINTS = {
 }
 
 
-def _input_row(x, x_before, T: int, mask_written: bool, masked: bool):
+def _input_row(x, x_before, T: int, mask_written: bool, masked: bool, written_at: list):
     """``input_unchanged``: the input after one call against what was passed in, and, with a key-padding mask, the mask
     the module was given (a module writing into it: hostile pass 22b F3)."""
     import torch
@@ -37,6 +37,10 @@ def _input_row(x, x_before, T: int, mask_written: bool, masked: bool):
         return ap.Property("input_unchanged", "fail", err if math.isfinite(err) else float("inf"), 0.0, just,
                            f"after one call, {n} of {x.numel()} input entries at T = {T} differ from what was "
                            "passed in", central=True)
+    if written_at:  # any call of the probes (every length), not only this one (hostile pass 23b F1)
+        return ap.Property("input_unchanged", "fail", float("inf"), 0.0, just,
+                           f"a call at T = {', '.join(map(str, written_at))} wrote into the input it was given",
+                           central=True)
     if mask_written:
         return ap.Property("input_unchanged", "fail", float("inf"), 0.0, just,
                            f"after one call at T = {T}, the key-padding mask it was given differs from what was "
@@ -77,7 +81,7 @@ def _preconditions(probe, f, mp, hook, against) -> list:
         f.valid = valid
     try:
         o1, _ = ap.call(f, x)
-        mask_written = written is not None and f.mask_written > written
+        mask_written = written is not None and f.mask_written > 0  # at this call or any before it (23b)
         o1 = o1.detach().clone() if isinstance(o1, torch.Tensor) else o1  # a reused output buffer: the next call writes it
         s1 = state()
         x2 = x_before.clone()
@@ -85,7 +89,7 @@ def _preconditions(probe, f, mp, hook, against) -> list:
     finally:
         if written is not None:
             f.valid = None
-    out.append(_input_row(x, x_before, T, mask_written, written is not None))
+    out.append(_input_row(x, x_before, T, mask_written, written is not None, sorted(getattr(probe, "input_written", ()))))
     # two identical calls, and the module's own weights between them
     e, tol, just = None, None, ""
     if isinstance(o1, torch.Tensor) and isinstance(o2, torch.Tensor) and o1.shape == o2.shape:
@@ -610,5 +614,25 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
                                        ld.other, decl.device, against, gen_seed=decl.seed, tick=pr.tick), label)
         if ld.wm is not None:
             props.extend(_user_call(lambda: ap.prop_key_padding(probe, ld.wm), label))
+        _late_writes(props, probe, ld.wm)
     pr.tick.done()
     return Evaluated(props, figures, info, warnings, hints)
+
+
+def _late_writes(props: list, probe, wm) -> None:
+    """``input_unchanged`` judged again once every property ran: a write into the input, or into the key-padding
+    mask, at any call of any probe (the mask has padded keys only in ``key_padding_respected``'s calls: a module
+    filling it then passed, hostile pass 23b)."""
+    i = next((k for k, p in enumerate(props) if p.name == "input_unchanged" and p.status == "pass"), None)
+    if i is None:
+        return
+    mask = wm is not None and getattr(wm, "mask_written", 0) > 0
+    row = _input_row(_empty(), _empty(), 0, mask, wm is not None, sorted(getattr(probe, "input_written", ())))
+    if row.status == "fail":
+        props[i] = row
+
+
+def _empty():
+    import torch
+
+    return torch.zeros(0)

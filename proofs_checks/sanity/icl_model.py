@@ -454,11 +454,12 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     model = _instantiate(obj, name, device)
     pr = _probe(model, req, name, seed, progress)
     verdict = _probe_verdict(pr, name)
+    idf = pr.get("identification") or {}
+    identified = idf.get("identified") if verdict.outcome == "ok" else None  # (the probe's identification)
     zfb, tol, tol_reason = _zfb_theorem(model, req, name, seed)
+    zfb = _weights_against_predictions(zfb, pr)
     verdict = _with_weights(verdict, zfb, name)
     closest = pr["closest"]
-    idf = pr.get("identification") or {}
-    identified = idf.get("identified") if verdict.outcome == "ok" else None
     if identified and identified in (pr.get("closest_group") or []):  # the same predictions: name the identified one
         closest = identified
     doc = _model_doc(req, name, seed, tol, pr, zfb, identified, closest)
@@ -466,6 +467,20 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     res = ICLModelResult(verdict, closest, pr, zfb, doc, lines)
     res.identified = identified
     return res
+
+
+def _weights_against_predictions(zfb: dict, pr: dict) -> dict:
+    """ZFB's theorem on the exposed weights, and whether they are what the model computes with: weights that are the
+    Γ_N⁻¹ predictor beside predictions the probe identifies as another algorithm's are a mismatch (the theorem was "ok"
+    on predictions of the weights' LSA, which the model does not give: hostile pass 23b F2)."""
+    idf = pr.get("identification") or {}
+    same = set(pr.get("closest_group") or []) | {idf.get("identified")}
+    if zfb.get("outcome") != "ok" or "gamma_n_preconditioned_gd" in same or not idf.get("identified"):
+        return zfb
+    return {**zfb, "outcome": "mismatch",
+            "summary": (f"the weights are ZFB's Γ_N^(−1) predictor, but the model's predictions are "
+                        f"{idf['identified']}'s: the weights are not what it computes with"),
+            "criterion": f"{zfb.get('criterion')}; the probe identifies the model's own predictions as {idf['identified']}"}
 
 
 def _with_weights(verdict, zfb: dict, name: str):
@@ -680,9 +695,9 @@ def rebuild(payload: dict) -> ICLModelResult:
         wv = _weights_verdict({k: zfb[k] for k in ("rel_err_B", "rel_rms_prediction", "max_other_block")},
                               float(zfb["tol"]), zfb.get("tol_reason"))
         zfb = {**zfb, "outcome": wv.outcome, "summary": wv.summary, "criterion": wv.criterion}
-    verdict = _with_weights(verdict, zfb, payload["name"])
+    verdict = _with_weights(verdict, _weights_against_predictions(zfb, pr), payload["name"])
     res = ICLModelResult(verdict, payload["closest"], pr, payload["zfb"], payload["doc"], payload["lines"],
-                         payload["identified"] if verdict.outcome == "ok" else None)
+                         payload["identified"])
     res.figures = {n: Path(p) for n, p in (payload.get("figures") or {}).items()}
     res.figures_dir = payload.get("figures_dir")
     return res
