@@ -354,17 +354,18 @@ class GradientProps:
         finally:
             if sync:
                 g.valid = None
-            if label is not None and (x.shape != before.shape or not torch.equal(
+            mask_written = getattr(g, "mask_written", 0) > 0 if g is not self.f else False  # (a copy's own count)
+            if label is not None and (mask_written or x.shape != before.shape or not torch.equal(
                     torch.nan_to_num(x.detach(), nan=7.0), torch.nan_to_num(before, nan=7.0))):
-                self.__dict__.setdefault("_path_wrote", set()).add(label)  # (22b F7)
+                self.__dict__.setdefault("_path_wrote", set()).add(label)  # the input or the mask written (22b F7, 23b F7)
 
     def _wrote_fail(self, name: str, label: str) -> Property | None:
         """The module wrote into its input on ``label``'s path (``input_unchanged`` judges the eval path only)."""
         if label not in self.__dict__.get("_path_wrote", set()):
             return None
         return Property(name, "fail", float("inf"), 0.0, "the module must not write into its input (exact)",
-                        f"on {label}, the module wrote into the input it was given (x.zero_(), x *= c, ...): a caller "
-                        "on that path gets its tensor changed", {}, True)
+                        f"on {label}, the module wrote into the input or the key-padding mask it was given (x.zero_(), "
+                        "mask.fill_(...)): a caller on that path gets its tensor changed", {}, True)
 
     def _as_input(self, x64: torch.Tensor, noncontig: bool) -> torch.Tensor:
         """A probe as the module takes it (its dtype and device, a copy), or as a non-contiguous view."""

@@ -89,8 +89,9 @@ def _plugin_fingerprint(h) -> None:
             if spec is None:
                 files = []
             elif spec.submodule_search_locations:
-                files = sorted(f for d in spec.submodule_search_locations for f in Path(d).rglob("*")
-                               if "__pycache__" not in f.parts and f.is_file())
+                files = sorted(Path(root, n) for d in spec.submodule_search_locations  # linked folders too (23a F4)
+                               for root, dirs, names in os.walk(d, followlinks=True) if "__pycache__" not in root
+                               for n in names if os.path.isfile(os.path.join(root, n)))
             else:
                 files = [Path(spec.origin)] if spec.origin else []
             files += sorted({_archive(str(f)) for f in [*files, Path(spec.origin or "")] if spec is not None

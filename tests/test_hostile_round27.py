@@ -114,3 +114,39 @@ def test_show_says_a_last_result_predates_a_change_of_its_sources(tmp_path, monk
     assert code == 0 and "from before a source changed" in " ".join(out.split()), out
     code, out, _ = invoke("--store", str(store.root), "show", "attn.complexity", "--json", "-")
     assert json.loads(out)["last_result"]["sources_changed_since"] is True
+
+
+def test_a_plugins_load_time_helpers_are_keyed_by_their_bytes_zip_bytecode_or_linked_folder(tmp_path, monkeypatch):
+    """23a F1, F4: a declared-pure derivation's key left out a helper imported from a zip, a sourceless ``.pyc``, a folder
+    whose name holds "site-packages", and the files of a linked folder in the plugin's package."""
+    import importlib
+    import py_compile
+    import zipfile
+
+    from proofs_checks import claims
+    from proofs_checks.fingerprint import _archive
+
+    (tmp_path / "zz_h1.py").write_text("C = 2\n")
+    with zipfile.ZipFile(tmp_path / "lib.zip", "w") as zf:
+        zf.write(tmp_path / "zz_h1.py", "zz_h2.py")
+    (tmp_path / "old-site-packages").mkdir()
+    (tmp_path / "old-site-packages" / "zz_h3.py").write_text("C = 2\n")
+    (tmp_path / "pyc").mkdir()
+    py_compile.compile(str(tmp_path / "zz_h1.py"), cfile=str(tmp_path / "pyc" / "zz_h4.pyc"))
+    for entry in (tmp_path / "lib.zip", tmp_path / "old-site-packages", tmp_path / "pyc"):
+        monkeypatch.syspath_prepend(str(entry))
+    before = set(claims.PLUGIN_SOURCES)
+    try:
+        for m in ("zz_h2", "zz_h3", "zz_h4"):
+            importlib.import_module(m)
+        claims._record_sources(["zz_h2", "zz_h3", "zz_h4"])
+        added = set(claims.PLUGIN_SOURCES) - before
+        assert str((tmp_path / "lib.zip").resolve()) in added, added
+        assert str((tmp_path / "old-site-packages" / "zz_h3.py").resolve()) in added, added
+        assert str((tmp_path / "pyc" / "zz_h4.pyc").resolve()) in added, added
+        assert _archive(str(tmp_path / "lib.zip" / "zz_h2.py")) == tmp_path / "lib.zip"
+    finally:
+        claims.PLUGIN_SOURCES.clear()
+        claims.PLUGIN_SOURCES.update(before)
+        for m in ("zz_h2", "zz_h3", "zz_h4"):
+            sys.modules.pop(m, None)
