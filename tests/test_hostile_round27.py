@@ -150,3 +150,21 @@ def test_a_plugins_load_time_helpers_are_keyed_by_their_bytes_zip_bytecode_or_li
         claims.PLUGIN_SOURCES.update(before)
         for m in ("zz_h2", "zz_h3", "zz_h4"):
             sys.modules.pop(m, None)
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line(monkeypatch, capsys):
+    """23a F2: a Ctrl-C while the command's modules load (before its own handler is set) was a traceback of tverify's
+    code: it is one line, exit 130."""
+    import proofs_checks._console as console
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # (main() puts the path in order: this process's is restored)
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(console, "_note_outputs", interrupted)
+    with pytest.raises(SystemExit) as e:
+        console.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 130 and err.strip().splitlines() == [
+        "tverify: interrupted while starting; nothing was run or written"], err

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.hz_plugin import install_hz
+from tests.test_hostile_round28a import _env as _env28
+
 from tests.tiers import moved
 
 _PLUGIN = '''
@@ -50,23 +53,11 @@ _TVERIFY = str(Path(sys.executable).with_name("tverify"))
 
 
 def _plugin(tmp_path: Path) -> Path:
-    pz = tmp_path / "pz"
-    (pz / "tverify_hz").mkdir(parents=True)
-    (pz / "tverify_hz" / "__init__.py").write_text("")
-    (pz / "tverify_hz" / "claims.py").write_text(_PLUGIN)
-    dist = pz / "tverify_hz-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hz\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhz = tverify_hz.claims\n")
-    return pz
+    return install_hz(tmp_path, _PLUGIN)
 
 
-def _env(tmp_path: Path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TVERIFY_", "PYTHON"))}
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), TVERIFY_STORE=str(tmp_path / "store"), **extra)
-    return env
+def _env(tmp_path: Path, **extra) -> dict:  # (tests/test_hostile_round28a.py's, without a HZX_ filter)
+    return _env28(tmp_path, **extra)
 
 
 def _run(env: dict, cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -110,6 +101,8 @@ def _dfl_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal (a background job inherits it ignored)
 
 
+@moved("SIGINT sent at several moments of a fresh command's start (≈ 19 s of waiting)",
+       "tests/test_hostile_round27.py::test_ctrl_c_while_the_command_loads_is_one_line")
 def test_ctrl_c_during_start_up_shows_no_traceback_of_tverify(tmp_path):
     import signal
     import time
