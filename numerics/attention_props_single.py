@@ -15,8 +15,8 @@ import torch
 
 from numerics import attention_structural
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
-from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, short_text,
-                                      unavailable, unit_roundoff, unsupported)
+from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, exposed_weights,
+                                      short_text, unavailable, unit_roundoff, unsupported)
 
 # ------------------------------------------------------------------------------------------------
 # key-padding masks
@@ -77,15 +77,15 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
     masked and do not move when the padded tokens are redrawn (``key_padding_respected``, central);
     a sample whose keys are all padding leaves the other samples of its batch unchanged, its own NaN rows
     reported as a convention (``fully_masked_rows_finite``: :func:`_fully_masked`)."""
-    worst = None
+    worst, padded_w = None, None
     left = bool(probe.st.causal)
     for T in probe._large_lengths():
         if T < 3:
             continue
         x = probe.xs[T]
         valid = torch.ones(probe.B, T, dtype=torch.bool)
-        for b in range(probe.B):
-            n_pad = max(1, (T * (b + 1)) // (2 * probe.B + 1))
+        for b in range(probe.B):  # from one padded key to all but one: sample b pads (b + 1)/B of the other T − 1
+            n_pad = max(1, ((T - 1) * (b + 1)) // probe.B)  # (at most 3/7 before: hostile pass 23b F5)
             if left:  # a causal module: padding before the real tokens (a decoder's left padding), where the
                 valid[b, :n_pad] = False  # causal mask does not hide it; at the end it would test nothing
             else:
@@ -99,7 +99,10 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
             x2[~valid] = probe.probe(T, salt=41)[~valid] * c * 3
             w.valid = valid
             try:
-                o1 = attention_structural.kept(probe.run(xk)[1])
+                _, o1, w1 = probe.run(xk)
+                o1 = attention_structural.kept(o1)
+                if key == "unit":
+                    padded_w = _padded_weight(probe, xk, w1, valid, T, padded_w)
                 jit = attention_structural.jitter(probe, xk, o1)
                 o2 = attention_structural.kept(probe.run(x2)[1])
             except Exception as exc:
@@ -133,7 +136,33 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
               f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
                                                                     f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
               + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else ""))
-    return [_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked(probe, w, T)]
+    return ([_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked(probe, w, T)]
+            + ([_padded_weights_row(*padded_w)] if padded_w is not None else []))
+
+
+def _padded_weight(probe: Any, x: torch.Tensor, returned: Any, valid: torch.Tensor, T: int, worst: Any) -> Any:
+    """The largest weight the attention weights the module exposes on the padding call put on a padded key, at a real
+    query (``(weight, T, where)``, the worse of this length's and ``worst``): returned weights judged with an all-real
+    mask only passed weights that ignore the padding (hostile pass 23b F8)."""
+    wn, where = exposed_weights(probe.f, x, returned)
+    if wn is None:
+        return worst
+    wn = wn.double().cpu()
+    sel = (~valid)[:, None, None, :] & valid[:, None, :, None]  # padded key, real query
+    vals = wn.masked_select(sel.expand_as(wn))
+    got = float("nan") if not bool(torch.isfinite(vals).all()) else float(vals.abs().max()) if vals.numel() else 0.0
+    if worst is None or not got <= worst[0]:
+        return (got, T, where)
+    return worst
+
+
+def _padded_weights_row(weight: float, T: int, where: str) -> Property:
+    """``weights_are_distributions`` on the padding call: no weight on a padded key, exactly (see :func:`_padded_weight`)."""
+    return _judge("weights_are_distributions", weight, 0.0,
+                  "exact: a padded key gets weight 0 in any precision (its logit is −∞, or a finite mask value whose "
+                  "exponential underflows to 0)",
+                  f"weights {where} on the key-padding probe (T = {T}): largest weight on a padded key at a real query "
+                  f"{weight:.3g}" + ("" if weight == 0 else ": the weights returned ignore the key-padding mask"))
 
 
 #: what a row with no key to attend gives in the libraries measured (torch 2.13, transformers 5.23)

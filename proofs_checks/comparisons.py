@@ -124,8 +124,9 @@ def exact(mismatches: dict[str, float] | float, what: str, **kw) -> CheckResult:
     refuse_text(mismatches, "exact")
     mismatches = ({k: abs(float(v)) for k, v in mismatches.items()} if isinstance(mismatches, dict)
                   else abs(float(mismatches)))
-    return compare(mismatches, 0.0, f"exact: {what}", resolution=0.0,
-                   resolution_units="exact: any change of a compared integer, boolean or expression is rejected", **kw)
+    return _both(compare(mismatches, 0.0, f"exact: {what}", resolution=0.0,
+                         resolution_units="exact: any change of a compared integer, boolean or expression is rejected",
+                         **kw))
 
 
 def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, c: float = 64.0, what: str = "",
@@ -150,7 +151,7 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     # as "within" 1e-13, and the largest signed entry hid a negative one: hostile pass 21b F4)
     size = (lambda v: v if isinstance(v, (str, bytes)) else abs(v))
     errors = {k: size(v) for k, v in errors.items()} if isinstance(errors, dict) else size(errors)
-    r = compare(errors, tol, just, **kw)
+    r = _both(compare(errors, tol, just, **kw))
     if scale > 0 and math.isfinite(r.error):  # a relative change ε moves a value of size `scale` by ε·scale
         r.resolution, r.resolution_units = (tol + abs(r.error)) / scale, REL_UNITS
     return r
@@ -191,7 +192,7 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     eps, conf = _spread_resolution(est, se, val, k)
     details.update(resolution_confirmed=conf, false_failure_probability=_ffp_entries(k, list(rows), dof))
     just = justification or f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)"
-    return compare(zs, k, just, details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
+    return _both(compare(zs, k, just, details=details, resolution=eps, resolution_units=REL_UNITS, **kw))
 
 
 def _ffp_entries(k: float, labels: list[str], dof: "int | dict[str, int] | None") -> dict[str, Any]:
@@ -275,7 +276,7 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
     eps = (tol + e) / (1 - tol - e) if tol + e < 1 else math.inf
     details = dict(kw.pop("details", {}) or {})
     details.update(resolution_confirmed=confirm_resolution(err, tol, eps))
-    return compare(e, tol, justification, details=details, resolution=eps, resolution_units=REL_UNITS, **kw)
+    return _both(compare(e, tol, justification, details=details, resolution=eps, resolution_units=REL_UNITS, **kw))
 
 
 def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, floor: float = 0.0, what: str = "",
@@ -326,8 +327,8 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
                    false_failure_probability=false_failure_probability(k, int(np.broadcast(mean, ref).size), dof=S - 1))
     kw.setdefault("resolution", eps)
     kw.setdefault("resolution_units", REL_UNITS)
-    return compare({"z": worst([z])}, k, f"{k:g} standard errors of the mean over {S} seeds"
-                   f"{(' of ' + what) if what else ''} (SE = std/√S, at least {floor:g})", details=details, **kw)
+    return _both(compare({"z": worst([z])}, k, f"{k:g} standard errors of the mean over {S} seeds"
+                         f"{(' of ' + what) if what else ''} (SE = std/√S, at least {floor:g})", details=details, **kw))
 
 
 def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> CheckResult:
@@ -379,8 +380,8 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
         details["reference_all_zero"] = True
     details.update(resolution_confirmed=conf, draws=int(ref.size),
                    tolerance_range=[float(np.min(t)), float(np.max(t))] if t.size else [])
-    return compare(e, 1.0, f"per-draw tolerance (error = max |value − reference| / tol): {justification}", details=details,
-                   resolution=eps, resolution_units=REL_UNITS, **kw)
+    return _both(compare(e, 1.0, f"per-draw tolerance (error = max |value − reference| / tol): {justification}",
+                         details=details, resolution=eps, resolution_units=REL_UNITS, **kw))
 
 
 def _stated_beyond(what: str, tol: Any, ref: Any, name: str) -> None:
@@ -396,7 +397,13 @@ def _stated_beyond(what: str, tol: Any, ref: Any, name: str) -> None:
                            f"largest |reference| {float(np.max(ref[nz])):.3g}): the value 0 would pass, so it resolves nothing")
 
 
+def _both(r: CheckResult) -> CheckResult:
+    """``r`` marked two-sided: its error is the size of a difference (:attr:`CheckResult.two_sided`)."""
+    r.two_sided = True
+    return r
+
+
 def _shape_fail(v: Any, ref: Any, justification: str, kw: dict) -> CheckResult:
-    r = compare(math.inf, 1.0, justification, **kw)
+    r = _both(compare(math.inf, 1.0, justification, **kw))
     r.reason = f"{v.size} values against {ref.size} reference entries"
     return r

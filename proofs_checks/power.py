@@ -11,7 +11,9 @@ check fails on it with a finite error above a finite tolerance
 (:func:`proofs_checks.resolution.finite_rejection`; cheapest layer first, stopping at the first). A
 size ``δ`` is rejected when all three are — for an *identity* (the form equals the truth: a check
 that accepts the form halved cannot tell it from half the truth) — and, for a *theorem* (it may be an
-inequality, whose one-sided check rejects one side only), when *mixed* and *up* or *down* are; the
+inequality, whose one-sided check rejects one side only), when *mixed* and *up* or *down* are, unless the side was
+rejected by a two-sided check (:attr:`~proofs_checks.registry.CheckResult.two_sided`: ``close``, ``relative``,
+``rounding``, ``exact``, ``z_test``, ``seed_spread``), which must then reject the other side too; the
 smallest size at which all three are rejected is kept too (``two_sided``). ``δ = 1`` is tried
 first, then the finest size of :data:`LADDER`, then a bisection between them (a monotone reading: a
 check that rejects a perturbation rejects a larger one too; at most four sizes):
@@ -61,6 +63,7 @@ class Probe:
     outputs: dict[str, Any] = field(default_factory=dict)
     error: float | None = None
     tolerance: float | None = None
+    two_sided: bool = False  # the rejecting check compares a difference's size (CheckResult.two_sided)
 
     def to_json(self) -> dict[str, Any]:
         import math
@@ -86,6 +89,7 @@ class Power:
     ints: int = 0
     kept: list[str] = field(default_factory=list)
     one_sided: bool = False  # a theorem: one side of the uniform perturbation rejected is enough
+    both_asked: bool = False  # a theorem whose side rejected at δ = 1 was rejected by a two-sided check
 
     @property
     def measurable(self) -> bool:
@@ -110,7 +114,7 @@ class Power:
         top = [p for p in self.probes if p.delta == LADDER[0]]
         acc = {p.pattern for p in top if p.rejected_by is None}
         ints = self.ints > 0
-        if {"up", "down"} <= acc or (not self.one_sided and acc & {"up", "down"}):
+        if {"up", "down"} <= acc or ((not self.one_sided or self.both_asked) and acc & {"up", "down"}):
             ups = (["2"] if "up" in acc else []), (["1/2"] if "down" in acc else []), (["0"] if "down" in acc else [])
             what = "multiplied by " + " and by ".join(ups[0] + ups[1])
             what += (" (integer outputs: by " + " and by ".join(ups[0] + ups[2]) + ")") if ints else ""
@@ -121,6 +125,9 @@ class Power:
             truth = "a distorted copy of"
         crashed = sorted({c for p in top for c in p.crashed})
         why = f"; {', '.join(crashed[:3])} crashed on it: a crash is not a rejection" if crashed else ""
+        if self.one_sided and self.both_asked and len(acc & {"up", "down"}) == 1:
+            why += ("; a theorem may be a bound, checked on one side, but the check that rejected the other side "
+                    "compares a difference's size (two-sided), so it must reject both")
         return (f"its checks accept the form {what}{why}: they cannot tell the claim from {truth} the truth, so it "
                 "verifies nothing, whatever its checks state about themselves or whatever mutants it plants "
                 "(an error in the claim)")
@@ -165,6 +172,7 @@ def _probe(form: Any, delta: float, pattern: str, seed: int, checks: list, run: 
             p.rejected_by = o.name
             if o.result is not None:
                 p.error, p.tolerance = float(o.result.error), float(o.result.tolerance)
+                p.two_sided = bool(getattr(o.result, "two_sided", False))
             break
         if o.status == "error":
             p.crashed.append(o.name)
@@ -187,13 +195,17 @@ def measure_power(form: Any, checks: list, run: Callable[[Any, Any], Any], seed:
         got: dict[str, Probe] = {}
         for pattern in ("up", "down", "mixed"):
             sides = [got[k].rejected_by for k in ("up", "down") if k in got]
-            if pattern == "down" and one_sided and sides[0] and any(not b for d, (_, b) in tried.items() if d > delta):
+            # one side is enough for a theorem (it may be a bound), unless a two-sided check rejected that side:
+            # accepting the other side is then a tolerance that admits half (or twice) the truth (hostile pass 23b F4)
+            one = one_sided and not any(got[k].two_sided for k in ("up", "down") if k in got and got[k].rejected_by)
+            if pattern == "down" and one and sides[0] and any(not b for d, (_, b) in tried.items() if d > delta):
                 continue  # one side is enough, and the two-sided resolution is already coarser
-            if pattern == "mixed" and not (all(sides) if not one_sided else any(sides)):
+            if pattern == "mixed" and not (all(sides) if not one else any(sides)):
                 break  # this size is accepted whatever mixed does
             got[pattern] = p = _probe(form, delta, pattern, seed, checks, run)
             pw.probes.append(p)
         if delta == LADDER[0]:
+            pw.both_asked = one_sided and any(p.two_sided for p in got.values() if p.pattern != "mixed" and p.rejected_by)
             pw.floats = sum(p.outputs["scaled"] for p in got.values())
             pw.ints = sum(p.outputs["ints"] for p in got.values())
             pw.kept = sorted({k for p in got.values() for k in p.outputs["kept"]})

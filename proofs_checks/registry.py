@@ -204,6 +204,11 @@ class CheckResult:
     reason: str = ""
     resolution: float = math.nan
     resolution_units: str = ""
+    #: the error is the size of a difference (``|value − reference|``): the comparison rejects a deviation on either
+    #: side, so accepting the form halved while rejecting it doubled is a tolerance of half the truth, not a bound
+    #: (the power rule asks both sides of such a check; :mod:`proofs_checks.power`). Set by the two-sided helpers of
+    #: :mod:`proofs_checks.comparisons`; :func:`compare` itself is one-sided.
+    two_sided: bool = False
 
     @property
     def ratio(self) -> float:

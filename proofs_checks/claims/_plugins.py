@@ -407,6 +407,7 @@ def _rebuild(d: dict, check: Any):
         if k in fields:
             fields[k] = _m.nan if fields[k] is None else float(fields[k])
     fields["seeds"] = tuple(fields.get("seeds") or ())
+    fields["two_sided"] = fields.get("two_sided") is True
     for k in ("justification", "skip_reason", "reason", "resolution_units", "device"):  # printed by run/show (F4)
         if isinstance(fields.get(k), str):
             fields[k] = visible(fields[k])
