@@ -10,7 +10,7 @@ from pathlib import Path
 
 from proofs_checks.cli import main
 
-__all__ = ["MHA_ATTN", "invoke", "invoke_in", "one_line_error", "without_volatile"]
+__all__ = ["MHA_ATTN", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
 
 #: source text of the plain attention layer that the hostile user modules the tests write subclass
 MHA_ATTN = """
@@ -42,6 +42,18 @@ def invoke_in(folder: Path, monkeypatch, *argv: str) -> subprocess.CompletedProc
     monkeypatch.chdir(folder)
     code, out, err = invoke(*argv)
     return subprocess.CompletedProcess(["tverify", *argv], code, out, err)
+
+
+def tv_here(folder: Path, *argv: str, **_ignored) -> subprocess.CompletedProcess:
+    """``tverify ARGV...`` in this process, in ``folder``, with a store and home of the test's own (``folder/store``,
+    ``folder/home``): for a test whose subject is a command's verdict or message, not the console process (issue 46:
+    a fresh interpreter per test cost ≈ 2 CPU s). The user's code still runs in the check's own isolated child."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TVERIFY_STORE", str(folder / "store"))
+        mp.setenv("HOME", str(folder / "home"))
+        return invoke_in(folder, mp, *argv)
 
 
 def one_line_error(code: int, err: str) -> str:

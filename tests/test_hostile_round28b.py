@@ -15,8 +15,11 @@ TV = [sys.executable, "-m", "proofs_checks.cli"]
 
 
 def _tv(tmp_path, *args, timeout=300):
-    env = dict(__import__("os").environ, TVERIFY_STORE=str(tmp_path / "store"), HOME=str(tmp_path / "home"))
-    return subprocess.run([*TV, *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=env)
+    """The command in this process (its verdict and message are the subject; the user's module runs in the check's
+    isolated child as ever)."""
+    from tests.cli_helpers import tv_here
+
+    return tv_here(tmp_path, *args)
 
 
 ATT = textwrap.dedent("""

@@ -1,18 +1,15 @@
 """Hostile pass 23 (tester b): reproducers of its findings, strict xfails against the frozen tree.
 The fixed ones pass now; F4b stays a strict xfail, a documented limit (compare() is one-sided)."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-TV = [sys.executable, "-m", "proofs_checks.cli"]
-
-
 def _tv(tmp_path, *args, timeout=300):
-    env = dict(os.environ, TVERIFY_STORE=str(tmp_path / "store"), HOME=str(tmp_path / "home"))
-    return subprocess.run([*TV, *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=env)
+    """The command in this process (its verdict and message are the subject; the user's module runs in the check's
+    isolated child as ever)."""
+    from tests.cli_helpers import tv_here
+
+    return tv_here(tmp_path, *args)
 
 
 BASE = textwrap.dedent("""
