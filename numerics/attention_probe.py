@@ -50,7 +50,7 @@ from numerics.attention_props_single import (MASK_CONVENTIONS, SelfMHA, WithMask
                                              prop_weights_distribution, prop_weights_match)
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
 from numerics.attention_rules import (_DT, _SCALES, BATCH, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT,  # noqa: F401
-                                      LARGE_LOGIT, LENGTHS, MAX_QUOTED, OUTPUT_COMPARISONS, SAMPLE_SCALES,
+                                      INPUT_WRITTEN, LARGE_LOGIT, LENGTHS, MAX_QUOTED, OUTPUT_COMPARISONS, SAMPLE_SCALES,
                                       UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks, _judge, _rel,
                                       _scale_words, _skip, b64, call, dtype_name, exc_text, exposed_weights,
                                       probe_lengths, short_text, tolerance, unavailable, unit_roundoff, unsupported)
@@ -84,6 +84,7 @@ class AttentionProbe(GradientProps):
         self.L: dict[int, float] = {}
         self.out_of_range: set[str] = set()  # probes ("large", "huge") that float64 cannot hold at this declaration
         self.input_written: set[int] = set()  # lengths at which a call wrote into the input it was given
+        INPUT_WRITTEN.clear()  # (and the calls outside run(): the other dtype's, the extreme logits', 24b F5)
 
     # -- inputs ----------------------------------------------------------------------------------
     def gen(self, salt: int) -> torch.Generator:
@@ -201,11 +202,29 @@ class AttentionProbe(GradientProps):
             tick((i + 1) / len(self.lengths))
         return problems
 
+    def against_input(self, x64: torch.Tensor) -> torch.Tensor:
+        """A fresh copy of ``x64`` for the ``--against`` object, watched: a reference that writes into its input
+        changed the shared probe (``.to`` returns the tensor itself when its dtype and device already match), and the
+        module under test was blamed for the changed inputs (hostile pass 24b F7); the write is noted
+        (``against_written``) and said in a warning line."""
+        x = x64.to(dtype=self.pdt, device=self.device).clone(memory_format=torch.contiguous_format)
+        before = x.clone()
+        self.__dict__.setdefault("_against_watch", []).append((x, before))
+        return x
+
+    def against_wrote(self) -> bool:
+        """Whether the ``--against`` object wrote into an input it was given (:meth:`against_input`)."""
+        watched = self.__dict__.pop("_against_watch", [])
+        wrote = any(x.shape != b.shape or not torch.equal(torch.nan_to_num(x.detach(), nan=7.0),
+                                                          torch.nan_to_num(b, nan=7.0)) for x, b in watched)
+        self.__dict__["_against_written"] = self.__dict__.get("_against_written", False) or wrote
+        return self.__dict__["_against_written"]
+
     def reference_out(self, x64: torch.Tensor) -> torch.Tensor:
         """The reference on ``x64``: the mapped reference in float64, or the other implementation."""
         with torch.no_grad():
             if self.against is not None:
-                o, _ = call(self.against, x64.to(dtype=self.pdt, device=self.device))
+                o, _ = call(self.against, self.against_input(x64), watch=False)
                 return o.detach().to(device="cpu", dtype=torch.float64, copy=True)
             return self.reference(x64).detach().to(device="cpu", dtype=torch.float64, copy=True)
 

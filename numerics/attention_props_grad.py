@@ -135,8 +135,8 @@ class GradientProps:
             if self.against is not None:
                 try:
                     with torch.enable_grad():
-                        xa = x64.to(dtype=self.pdt, device=self.device).requires_grad_(True)
-                        oa, _ = call(self.against, xa, grad=True)
+                        xa = self.against_input(x64).requires_grad_(True)
+                        oa, _ = call(self.against, xa, grad=True, watch=False)
                         ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
                 except Exception as exc:
                     return unavailable(name, self.device, f"{exc_text(exc)} (in --against)", T)

@@ -83,13 +83,7 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
         if T < 3:
             continue
         x = probe.xs[T]
-        valid = torch.ones(probe.B, T, dtype=torch.bool)
-        for b in range(probe.B):  # from one padded key to all but one: sample b pads (b + 1)/B of the other T − 1
-            n_pad = max(1, ((T - 1) * (b + 1)) // probe.B)  # (at most 3/7 before: hostile pass 23b F5)
-            if left:  # a causal module: padding before the real tokens (a decoder's left padding), where the
-                valid[b, :n_pad] = False  # causal mask does not hide it; at the end it would test nothing
-            else:
-                valid[b, T - n_pad:] = False
+        valid = padding_mask(probe, T)
         for key in ("unit", "huge"):
             c = probe.factor(x, key)
             if c is None:  # beyond the precision's range here: not a probe (probe.out_of_range)
@@ -99,6 +93,10 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
             x2[~valid] = probe.probe(T, salt=41)[~valid] * c * 3
             w.valid = valid
             try:
+                if key == "unit":  # the judged call follows a call with another mask: weights (or outputs) computed with
+                    w.valid = torch.ones_like(valid)  # the previous call's mask are not taken for this call's (24b F3)
+                    probe.run(xk)
+                    w.valid = valid
                 _, o1, w1 = probe.run(xk)
                 o1 = attention_structural.kept(o1)
                 if key == "unit":
@@ -114,7 +112,8 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
             q = valid  # queries at real positions
             e_move = _rel(o2[q], o1[q], float(o1[q].abs().max()))
             t_move, j_move = attention_structural.structural_tolerance(jit, "redrawing a padded key",
-                                                                       attention_structural.noise_floor(probe, T))
+                                                                       attention_structural.noise_floor(probe, T),
+                                                                       attention_structural.is_noisy(probe))
             e_ref = float("nan")
             if probe.m is not None:
                 with torch.no_grad():
@@ -138,6 +137,21 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
               + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else ""))
     return ([_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked(probe, w, T)]
             + ([_padded_weights_row(*padded_w)] if padded_w is not None else []))
+
+
+def padding_mask(probe: Any, T: int) -> torch.Tensor:
+    """The key-padding probe's mask ``(B, T)`` (True: a real key): from one padded key (sample 0) to all but one (the
+    last sample), evenly between (it padded at most 3/7 of the keys, then at least a third: hostile passes 23b F5,
+    24b F2); at the start of each sample for a causal module (a decoder's left padding, which the causal mask does not
+    hide; at the end it would test nothing), else at the end."""
+    valid = torch.ones(probe.B, T, dtype=torch.bool)
+    for b in range(probe.B):
+        n_pad = (1 + round((T - 2) * b / (probe.B - 1))) if probe.B > 1 else max(1, (T - 1) // 2)
+        if probe.st.causal:
+            valid[b, :n_pad] = False
+        else:
+            valid[b, T - n_pad:] = False
+    return valid
 
 
 def _padded_weight(probe: Any, x: torch.Tensor, returned: Any, valid: torch.Tensor, T: int, worst: Any) -> Any:
@@ -176,14 +190,16 @@ def _fully_masked(probe: Any, w: "WithMask", T: int) -> Property:
     """``fully_masked_rows_finite``: one sample (sample 0) with every key padded, at length ``T``. Its rows
     have no key to attend, so attention defines no output there: NaN is reported (a convention, not
     judged: skipped with the reason). What is judged, exactly, is that the other samples of the same call
-    are unchanged (finite and equal to their outputs with every key real, within twice the run-to-run
-    difference): a NaN that spreads through the batch, or a call that raises, fails."""
+    are unchanged (finite and equal to their outputs in a call where sample 0 is padded as in the key-padding probe, every
+    sample keeping its own padded keys, within twice the run-to-run difference): a NaN that spreads through the batch,
+    a mask dropped for the whole batch, or a call that raises, fails."""
     name = "fully_masked_rows_finite"
     x = probe.xs[T]
-    allpad = torch.ones(probe.B, T, dtype=torch.bool)
-    allpad[0] = False
+    padded = padding_mask(probe, T)  # the other samples keep padding of their own: a module that drops the whole
+    allpad = padded.clone()  # batch's mask when one sample is empty (a NaN guard) changed nothing on all-real
+    allpad[0] = False  # samples, and passed (hostile pass 24b F8)
     try:
-        w.valid = None
+        w.valid = padded
         base = attention_structural.kept(probe.run(x)[1])
         jit = attention_structural.jitter(probe, x, base)
         w.valid = allpad
@@ -196,19 +212,21 @@ def _fully_masked(probe: Any, w: "WithMask", T: int) -> Property:
         w.valid = None
     own = int((~torch.isfinite(o[0])).any(-1).sum())
     tol, just = attention_structural.structural_tolerance(jit, "padding every key of another sample",
-                                                          attention_structural.noise_floor(probe, T))
+                                                          attention_structural.noise_floor(probe, T),
+                                                          attention_structural.is_noisy(probe))
     others, e = 0, 0.0
-    if probe.B > 1:
-        others = int((~torch.isfinite(o[1:])).any(-1).sum())
-        fin = base[1:][torch.isfinite(base[1:])]
-        e = attention_structural._move(o[1:], base[1:], float(fin.abs().max()) if fin.numel() else 1.0)
+    if probe.B > 1:  # their rows at real queries (a causal module's padded queries before them attend to nothing)
+        real = padded[1:]
+        others = int((~torch.isfinite(o[1:][real])).any(-1).sum())
+        fin = base[1:][real][torch.isfinite(base[1:][real])]
+        e = attention_structural._move(o[1:][real], base[1:][real], float(fin.abs().max()) if fin.numel() else 1.0)
     rest = ("" if probe.B < 2 else "the other sample of the batch " if probe.B == 2 else
             f"the other {probe.B - 1} samples of the batch ")
     if others or not e <= tol:
         return _judge(name, float("inf") if others else e, tol, just,
-                      f"a sample whose keys are all padding (T = {T}) changes {rest}: "
+                      f"a sample whose keys are all padding (T = {T}) changes {rest.rstrip()}: "
                       + (f"{others} of their rows NaN/inf" if others else f"relative change {e:.3g}")
-                      + " (its own rows have no key to attend; the others have every key)")
+                      + " (its own rows have no key to attend; the others keep their own padded keys)")
     unchanged = f"; {rest}unchanged (relative change {e:.3g})" if rest else ""
     if own == 0:
         return Property(name, "pass", e, tol, just, f"a sample whose keys are all padding (T = {T}): all its outputs "

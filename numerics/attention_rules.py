@@ -200,15 +200,36 @@ def b64(D: int, T: int, L: float) -> float:
 # calling the object
 
 
-def call(f: Callable, x: torch.Tensor, grad: bool = False) -> tuple[Any, torch.Tensor | None]:
+#: the probe lengths at which a watched :func:`call` wrote into the input it was given (cleared by each probe)
+INPUT_WRITTEN: set[int] = set()
+
+
+def _wrote(x: Any, before: torch.Tensor | None) -> None:
+    if before is None:
+        return
+    try:
+        same = x.shape == before.shape and torch.equal(torch.nan_to_num(x.detach(), nan=7.0),
+                                                       torch.nan_to_num(before, nan=7.0))
+    except Exception:  # noqa: BLE001 - a tensor that cannot be compared (another device kind): not judged here
+        return
+    if not same:
+        INPUT_WRITTEN.add(int(x.shape[-2]) if x.dim() > 1 else 0)
+
+
+def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -> tuple[Any, torch.Tensor | None]:
     """``f(x)`` (under ``torch.no_grad`` unless ``grad``): ``(out, weights)``; a tuple/list result is
     ``(out, weights, ...)`` where ``weights`` is kept only if it is a tensor whose last two axes are
-    ``(T, T)``."""
-    if grad:
-        r = f(x)
-    else:
-        with torch.no_grad():
+    ``(T, T)``. ``watch``: a write into ``x`` is noted in :data:`INPUT_WRITTEN` (every call of the module's, the
+    other dtype's and the extreme-logit probes' included: hostile pass 24b F5; not the ``--against`` object's)."""
+    before = x.detach().clone() if watch and isinstance(x, torch.Tensor) else None
+    try:
+        if grad:
             r = f(x)
+        else:
+            with torch.no_grad():
+                r = f(x)
+    finally:
+        _wrote(x, before)
     if isinstance(r, (tuple, list)):
         out = plain(r[0]) if r else None  # a tensor subclass's own operators never judge it
         w = plain(r[1]) if len(r) > 1 else None

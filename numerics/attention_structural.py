@@ -55,18 +55,35 @@ def jitter(probe: Any, x: torch.Tensor, first: torch.Tensor) -> float:
     the identical ``x``, relative to ``max|first|`` (0 for a deterministic module)."""
     again = kept(probe.run(x)[1])
     fin = first[torch.isfinite(first)]  # (all NaN/inf at logits the module overflows at: max() of nothing raised, and
-    return _move(again, first, float(fin.abs().max()) if fin.numel() else 1.0)  # the leak property failed on it, 18b F3)
+    got = _move(again, first, float(fin.abs().max()) if fin.numel() else 1.0)  # the leak property failed on it, 18b F3)
+    mark_noisy(probe, got)
+    return got
 
 
-def structural_tolerance(jit: float, what: str, floor: float = 0.0) -> tuple[float, str]:
+def mark_noisy(probe: Any, difference: float) -> None:
+    """Note that the module is not deterministic when two calls on one input differed (``difference`` > 0), on the
+    probe itself (a path's view shares it): every structural tolerance after it then has the noise floor."""
+    if difference > 0:  # (a NaN is not noise: the finite-output properties judge it)
+        getattr(probe, "_probe", probe).__dict__["noisy"] = True
+
+
+def is_noisy(probe: Any) -> bool:
+    """Whether two calls on one input have differed anywhere in this check (:func:`mark_noisy`)."""
+    return bool(getattr(getattr(probe, "_probe", probe), "__dict__", {}).get("noisy"))
+
+
+def structural_tolerance(jit: float, what: str, floor: float = 0.0, noisy: bool = False) -> tuple[float, str]:
     """``(tolerance, justification)`` of an exact invariance: ``2 × jit`` — and for a module that is not deterministic
-    (``jit > 0``) at least ``2 × floor``, the run-to-run difference ``deterministic`` accepts (:func:`noise_floor`): one
-    sampled difference is not a bound on the noise, and a module whose outputs carry noise of 1e-14 was called leaking
-    by it (hostile pass 23b F3); a leak below that noise cannot be told from it."""
-    tol = 2.0 * jit if jit == 0 else 2.0 * max(jit, floor)
+    (``jit > 0`` here, or ``noisy``: two calls on one input differed anywhere in the check) at least ``2 × floor``, the
+    run-to-run difference ``deterministic`` accepts (:func:`noise_floor`): one sampled difference is not a bound on the
+    noise, and a module whose outputs carry noise of 1e-14 was called leaking by it (hostile pass 23b F3), or one whose
+    noise hits one entry on some calls only, sampled as 0 at this probe (24b F1); a leak below that noise cannot be told
+    from it."""
+    tol = 0.0 if jit == 0 and not noisy else 2.0 * max(jit, floor)
     how = ("the module is deterministic here (two calls on the identical input agree bit for bit), so the "
-           "tolerance is 0" if jit == 0 else
-           f"2 × the module's run-to-run difference on the identical input ({jit:.3g}), at least 2 × the difference "
+           "tolerance is 0" if tol == 0 else
+           f"2 × the module's run-to-run difference on the identical input ({jit:.3g}; the module was seen "
+           f"nondeterministic{' here' if jit else ' elsewhere in this check'}), at least 2 × the difference "
            f"the deterministic property accepts ({floor:.3g}) = {tol:.3g}: a leak below the module's own noise cannot "
            "be told from it")
     return tol, (f"exact: {what} moves no output of a correct module, in any precision (a masked weight is an exact "
@@ -166,14 +183,14 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
                 return worst, offs, undecided, f"raised {exc_text(exc)} at T = {T}"
             if dep is None:  # no such probe in float64 at this declaration (probe.out_of_range says which)
                 continue
-            tol, just = structural_tolerance(dep.jitter, "", noise_floor(probe, T))
+            tol, just = structural_tolerance(dep.jitter, "", noise_floor(probe, T), is_noisy(probe))
             if not tol < UNDECIDABLE_TOL:
                 undecided.append((T, key, tol))
                 continue
             for kind, mask in _forbidden(T, dep.J, probe.st, probe.st.causal).items():
                 if kind not in kinds or not mask.any():
                     continue
-                _, just = structural_tolerance(dep.jitter, _WHAT[kind], noise_floor(probe, T))
+                _, just = structural_tolerance(dep.jitter, _WHAT[kind], noise_floor(probe, T), is_noisy(probe))
                 dm = torch.where(mask, dep.delta, torch.zeros_like(dep.delta))
                 w = worst[kind]
                 if not torch.isfinite(dm).all():  # NaN/inf outputs: nothing measurable at this probe
@@ -294,7 +311,7 @@ def prop_batch(probe: Any) -> "object":
     if worst is None:
         return _skip(name, "no length ran")
     _, e, jit, T, b, what = worst
-    tol, just = structural_tolerance(jit, "redrawing another sample of the batch", noise_floor(probe, T))
+    tol, just = structural_tolerance(jit, "redrawing another sample of the batch", noise_floor(probe, T), is_noisy(probe))
     detail = (f"every sample of the batch watched ({probe.B}); worst: sample {b} at T = {T}, {what}: relative change "
               f"{e:.3g}")
     if not e <= tol:

@@ -11,6 +11,7 @@ Python itself imports before it runs (``site``, ``re`` for the script) is Python
 reach (``python -I`` ignores ``$PYTHONPATH`` altogether).
 """
 
+import os
 import sys
 
 
@@ -37,12 +38,33 @@ def _note_outputs(argv: list[str]) -> None:
     The command's own check later takes this first note (:func:`proofs_checks.owned.note_seen`, ``at_start``)."""
     from proofs_checks import owned
 
+    given: dict[str, list[str]] = {}
     for i, tok in enumerate(argv):
-        for opt in ("--out", "--json"):
+        for opt in ("--out", "--json", "--docs-dir"):
             value = tok[len(opt) + 1:] if tok.startswith(opt + "=") else (
                 argv[i + 1] if tok == opt and i + 1 < len(argv) else None)
-            if value and value != "-":
-                try:
-                    owned.note_seen(value, at_start=True)
-                except (OSError, ValueError):
-                    pass
+            if value:
+                given.setdefault(opt, []).append(value)
+    paths = [v for v in given.get("--out", []) + given.get("--json", []) if v != "-"]
+    paths += [os.path.join(d, n) for d in given.get("--docs-dir", []) for n in owned.CATALOGUE_FILES]
+    default = owned.DEFAULT_OUT.get(_command(argv) or "")
+    if default and "--out" not in given and not (default == "sweep" and "--json" in given):
+        paths.append(default)  # the command's default --out (24a F1: only a named one was noted)
+    for value in paths:
+        try:
+            owned.note_seen(value, at_start=True)
+        except (OSError, ValueError):
+            pass
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command word of ``argv`` (the first word that is not an option; ``--store DIR`` is the group's option)."""
+    skip = False
+    for tok in argv:
+        if skip:
+            skip = False
+        elif tok == "--store":
+            skip = True
+        elif not tok.startswith("-"):
+            return tok
+    return None

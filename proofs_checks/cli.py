@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from proofs_checks.guards import max_memory_option
+from proofs_checks.owned import CATALOGUE_FILES, DEFAULT_OUT
 from proofs_checks.distributed.cluster import cluster_option
 from proofs_checks.options import (UsageError, claim_run_options, device_option, json_option, mode_options, require_device,
                                    seed_option)
@@ -561,6 +562,9 @@ def _list_table(chosen):
 
 
 def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
+    import os
+    import time
+
     from proofs_checks import owned
     from proofs_checks.output import catalogue
     from proofs_checks.store import OutputPathError, check_output_file
@@ -573,7 +577,7 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
             refuse_own_installation(docs_dir, "--docs-dir")
         except OutputPathError as exc:
             raise UsageError(str(exc)) from None
-    for name in ("CATALOGUE.md", "catalogue.json"):
+    for name in CATALOGUE_FILES:
         try:
             check_output_file(out / name, "--markdown")
         except OutputPathError as exc:
@@ -585,6 +589,8 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
             raise UsageError(f"--docs-dir {docs_dir}: {name} exists and is not a catalogue tverify wrote there (its "
                              "record of written outputs does not list it); nothing was run or written: choose another "
                              "folder, or add --force to replace it")
+        if docs_dir:
+            owned.note_seen(p)  # what is there now (at the command's start): --force covers that, not what comes later
     checkout = not docs_dir  # the project's own docs/ document its own claims, never an installed plugin's
     fp = catalogue.source_fingerprint(plugins=not checkout)  # before the import (see catalogue.build)
     claims = _select([])
@@ -604,8 +610,15 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
         doc.pop("depends_on", None)  # the plugins' helper sources: no plugin claim is in this document
     if catalogue.source_fingerprint(plugins=not checkout) != fp:
         click.echo("tverify: warning: the sources changed while the catalogue was generated; run it again", err=True)
+    names = {}
+    for name in CATALOGUE_FILES:  # a file of the user's made there during the run (24a F2): kept, the catalogue beside
+        if docs_dir and not owned.unchanged_since_seen(out / name):
+            stem, dot, ext = name.rpartition(".")
+            names[name] = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{dot}{ext}"
+            owned.moved_aside(f"--docs-dir {docs_dir}: {name} changed during the run; it was left as it is and the "
+                              f"catalogue was written to {out / names[name]}")
     try:
-        paths = catalogue.write_docs(doc, out)
+        paths = catalogue.write_docs(doc, out, names)
     except OSError as exc:
         raise UsageError(f"--markdown: cannot write {out}: {exc.strerror or exc}") from None
     catalogue.save_cache(doc, store.cache_dir)
@@ -843,7 +856,7 @@ def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress
 
 @cli.command("report")
 @click.argument("patterns", nargs=-1)
-@click.option("--out", "out_dir", default="reports", show_default=True, metavar="DIR",
+@click.option("--out", "out_dir", default=DEFAULT_OUT["report"], show_default=True, metavar="DIR",
               help="Output folder: a new one, or a previous report (replaced atomically). A folder holding other "
                    "files, or a file, is refused unless --force.")
 @click.option("--force", is_flag=True, help="Replace --out even if it is not a previous report (never '.', a folder "
@@ -978,7 +991,7 @@ def _cuda() -> bool:
 @device_option
 @seed_option
 @json_option
-@click.option("--out", "out_dir", default="reproductions", show_default=True, metavar="DIR",
+@click.option("--out", "out_dir", default=DEFAULT_OUT["reproduce"], show_default=True, metavar="DIR",
               help="Pages folder: a new one, or a previous tverify output (replaced atomically); anything else is "
                    "refused unless --force (as `tverify report --out`).")
 @click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output (never '.', "
@@ -1044,7 +1057,7 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     if out_dir is not None or not json_path:
         from proofs_checks.output.report import check_out_and_json
 
-        out = check_out_and_json(out_dir or "sweep", force, json_path, what="the sweep")
+        out = check_out_and_json(out_dir or DEFAULT_OUT["sweep"], force, json_path, what="the sweep")
     _check_json_target(json_path)
     rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device, max_memory=max_memory,
                         dry_run=True)

@@ -140,8 +140,9 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     """
     if not (math.isfinite(float(n)) and math.isfinite(float(c)) and n >= 0 and c >= 0):
         raise VacuousCheck(f"rounding: n = {float(n):g}, c = {float(c):g}: a tolerance needs a finite operation count")
-    if not math.isfinite(float(scale)):  # a NaN scale read as 1 (NaN > 1 is false): a tolerance of no stated size
-        raise VacuousCheck(f"rounding: scale = {float(scale):g}: the magnitude the rounding is scaled by must be finite")
+    if not (math.isfinite(float(scale)) and scale >= 0):  # a NaN scale read as 1 (NaN > 1 is false), a negative one as 1
+        raise VacuousCheck(f"rounding: scale = {float(scale):g}: the magnitude the rounding is scaled by must be finite "
+                           "and ≥ 0 (a size, as max|value| is)")
     if c * n * EPS >= 1.0:  # the rounding bound allows every digit to be wrong: it cannot tell a value from 0 or from 2x
         raise VacuousCheck(f"rounding: c·n·eps = {c * n * EPS:.3g} ≥ 1 (n = {float(n):g}): a relative tolerance ≥ 1 "
                            "resolves nothing")

@@ -65,7 +65,20 @@ def _digest(f: Path) -> bytes:
     return _DIGESTS[key]
 
 
-def _plugin_fingerprint(h) -> None:
+def code_fingerprint() -> str:
+    """SHA-256 of the code a process runs claims with: :func:`source_fingerprint`'s files (by their names relative to
+    the project) and each installed plugin's files by their names relative to its package (no absolute path, no
+    ``RECORD``), so a Dask worker on another machine with the same code has the same one. A long-lived worker keeps the
+    code it imported: a task carries its command's fingerprint and a worker that loaded other code refuses it
+    (:mod:`proofs_checks.distributed.cluster`; hostile pass 24a F4)."""
+    h = hashlib.sha256()
+    for f in _sources():
+        h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + _digest(f))
+    _plugin_fingerprint(h, relative=True)
+    return h.hexdigest()
+
+
+def _plugin_fingerprint(h, relative: bool = False) -> None:
     """Mix in the ``tverify.claims`` entry points (names, targets, distribution versions and the
     plugin modules' sources) when any is installed; with none, the fingerprint is unchanged."""
     try:
@@ -80,7 +93,8 @@ def _plugin_fingerprint(h) -> None:
         dist = getattr(ep, "dist", None)
         h.update(f"plugin\0{ep.name}\0{ep.value}\0{getattr(dist, 'version', '')}".encode())
         try:  # the installed files as pip recorded them (a reinstall or upgrade changes RECORD)
-            h.update(hashlib.sha256((dist.read_text("RECORD") or "").encode() if dist is not None else b"").digest())
+            if not relative:
+                h.update(hashlib.sha256((dist.read_text("RECORD") or "").encode() if dist is not None else b"").digest())
         except Exception:
             h.update(b"<no RECORD>")
         try:  # every file of the plugin's top-level package (editable installs), its data files too (a title read
@@ -89,17 +103,46 @@ def _plugin_fingerprint(h) -> None:
             if spec is None:
                 files = []
             elif spec.submodule_search_locations:
-                files = sorted(Path(root, n) for d in spec.submodule_search_locations  # linked folders too (23a F4)
-                               for root, dirs, names in os.walk(d, followlinks=True) if "__pycache__" not in root
-                               for n in names if os.path.isfile(os.path.join(root, n)))
+                files = _package_files(spec.submodule_search_locations)
+                if files is None:  # no bounded list of its files: never the same fingerprint, so nothing cached
+                    h.update(b"<unbounded>" + (b"" if relative else os.urandom(16)))
+                    continue
             else:
                 files = [Path(spec.origin)] if spec.origin else []
             files += sorted({_archive(str(f)) for f in [*files, Path(spec.origin or "")] if spec is not None
                              and _archive(str(f))})
+            base = Path(spec.origin or "").parent if spec is not None else Path()
             for f in files:
-                h.update(str(f).encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
+                name = os.path.relpath(f, base) if relative else str(f)
+                h.update(name.encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
         except Exception:  # a plugin that cannot be found: load_all warns about it
             h.update(b"<unavailable>")
+
+
+#: the most files a plugin package's fingerprint reads (a link to a folder far above it would hash a whole tree)
+MAX_PLUGIN_FILES = 20_000
+
+
+def _package_files(folders) -> list[Path] | None:
+    """Every file below a plugin package's folders, linked folders followed (23a F4), each folder once by its device
+    and inode: two links to ``.`` made 2^40 paths and hung every command (hostile pass 24a F3). ``None`` past
+    :data:`MAX_PLUGIN_FILES` files (a link to a folder high above the package)."""
+    seen, files = set(), []
+    for d in folders:
+        for root, dirs, names in os.walk(d, followlinks=True):
+            try:
+                st = os.stat(root)
+            except OSError:
+                dirs[:] = []
+                continue
+            if (st.st_dev, st.st_ino) in seen or "__pycache__" in root:
+                dirs[:] = []
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            files.extend(Path(root, n) for n in names if os.path.isfile(os.path.join(root, n)))
+            if len(files) > MAX_PLUGIN_FILES:
+                return None
+    return sorted(files)
 
 
 def _archive(path: str) -> Path | None:

@@ -257,6 +257,11 @@ def note_seen(path: str | os.PathLike, *, keep: bool = False, at_start: bool = F
         _SEEN[k] = what_is_at(path)
 
 
+#: each command's default ``--out`` folder (the option's default in the CLI; noted at the command's start too)
+DEFAULT_OUT = {"report": "reports", "reproduce": "reproductions", "survey": "survey", "sweep": "sweep"}
+#: the files ``list --markdown --docs-dir DIR`` writes into DIR
+CATALOGUE_FILES = ("CATALOGUE.md", "catalogue.json")
+
 #: what was at each output path when the `tverify` command started (:func:`note_seen` ``at_start``)
 _AT_START: dict[str, tuple | None] = {}
 

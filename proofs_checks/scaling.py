@@ -6,7 +6,7 @@ Two uses, one walk over the outputs (:func:`_walk`):
   :mod:`proofs_checks.continuous`);
 * :func:`perturbed_form`: entry ``i`` multiplied by ``(1 + δ)^{s_i}`` with ``s_i = ±1`` — all ``+1``
   (``"up"``), all ``−1`` (``"down"``) or drawn from a recorded seed (``"mixed"``) — an entry 0 moved to
-  ``s_i·δ``, and, at ``δ = 1``, integer entries multiplied by 2 (``s_i = +1``) or 0 (``s_i = −1``): the
+  ``s_i·δ``, and, at ``δ = 1``, integer entries multiplied by 2 (``s_i = +1``) or halved, rounded down (``s_i = −1``): the
   power rule of a plugin's or notebook's claim (:mod:`proofs_checks.power`).
 
 What is multiplied: floats and complex numbers, NumPy and torch floating, complex (and, when a rule
@@ -42,14 +42,15 @@ class _Counter:
     scaled: int = 0
     ints: int = 0
     kept: set = field(default_factory=set)
+    nonzero: int = 0  # float outputs with an entry other than 0 (a relative change has a size there)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"scaled": self.scaled, "ints": self.ints, "kept": sorted(self.kept)}
+        return {"scaled": self.scaled, "ints": self.ints, "kept": sorted(self.kept), "nonzero": self.nonzero}
 
     def since(self, before: dict[str, Any]) -> dict[str, Any]:
         """What changed after ``before`` (a :meth:`snapshot`): what a check's child sends back."""
         return {"scaled": self.scaled - before["scaled"], "ints": self.ints - before["ints"],
-                "kept": sorted(self.kept - set(before["kept"]))}
+                "kept": sorted(self.kept - set(before["kept"])), "nonzero": self.nonzero - before.get("nonzero", 0)}
 
     def add(self, d: Any) -> None:
         """Add what a check's child counted (:meth:`since`; an int: scaled floats, as older children sent)."""
@@ -59,7 +60,7 @@ class _Counter:
             self.scaled += max(d, 0)
             return
         if isinstance(d, dict):
-            for k in ("scaled", "ints"):
+            for k in ("scaled", "ints", "nonzero"):
                 v = d.get(k)
                 if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                     setattr(self, k, getattr(self, k) + v)
@@ -71,9 +72,9 @@ class _Rule:
     integers kept), and the signs (all +1, all −1, or drawn from ``seed``)."""
 
     def __init__(self, up: float, down: float, signs: str = "up", seed: int = 0,
-                 int_up: int | None = None, int_down: int | None = None, shift: float = 0.0):
+                 int_up: int | None = None, int_down: int | None = None, shift: float = 0.0, move_zeros: bool = True):
         self.up, self.down, self.pattern, self.seed = float(up), float(down), signs, int(seed)
-        self.int_up, self.int_down, self.shift = int_up, int_down, float(shift)
+        self.int_up, self.int_down, self.shift, self.move_zeros = int_up, int_down, float(shift), bool(move_zeros)
         self._rng = None
 
     def signs(self, shape: tuple) -> Any:
@@ -86,13 +87,20 @@ class _Rule:
             return self._rng.choice(np.array([-1, 1], dtype=np.int8), size=shape)
         return np.full(shape, 1 if self.pattern == "up" else -1, dtype=np.int8)
 
-    def factors(self, shape: tuple, ints: bool = False) -> Any:
+    def factors(self, shape: tuple) -> Any:
         import numpy as np
 
-        s = self.signs(shape)
-        if ints:
-            return np.where(s > 0, self.int_up, self.int_down).astype(np.int64)
-        return np.where(s > 0, self.up, self.down)
+        return np.where(self.signs(shape) > 0, self.up, self.down)
+
+    def ints(self, plain: Any) -> Any:
+        """An integer NumPy array multiplied by ``int_up`` where the sign is +1 and, where it is −1, by ``int_down``
+        — or halved (floor division) where ``int_down`` is 0: a two-sided tolerance that admits half the truth was
+        credited when the down side zeroed every count, a 100 % change (hostile pass 24b F6)."""
+        import numpy as np
+
+        s = self.signs(plain.shape)
+        down = plain // 2 if self.int_down == 0 else plain * self.int_down
+        return np.where(s > 0, plain * self.int_up, down).astype(plain.dtype, copy=False)
 
     def rotates(self, complex_: bool) -> bool:
         """The *mixed* perturbation of a complex entry turns its phase by ``s_i·ln(1 + δ)`` and keeps its
@@ -110,7 +118,7 @@ class _Rule:
             out = plain * np.exp(1j * math.log(self.up) * s)  # complex, mixed: the phase turned by ±ln(1 + δ)
         else:
             out = plain * np.where(s > 0, self.up, self.down)
-        if self.shift:
+        if self.shift and self.move_zeros:
             out = np.where(plain == 0, s * self.shift, out)
         return out.astype(plain.dtype, copy=False)
 
@@ -125,7 +133,7 @@ class _Rule:
             out = t * torch.as_tensor(np.exp(1j * math.log(self.up) * s), dtype=t.dtype, device=t.device)
         else:
             out = t * torch.as_tensor(np.where(s > 0, self.up, self.down), dtype=real, device=t.device)
-        if self.shift:
+        if self.shift and self.move_zeros:
             out = torch.where(t == 0, torch.as_tensor(s * self.shift, dtype=real, device=t.device).to(t.dtype), out)
         return out
 
@@ -153,29 +161,33 @@ def _leaf(v: Any, r: _Rule, n: _Counter) -> tuple[bool, Any]:
     if isinstance(v, (complex, np.complexfloating, float, np.floating)):  # a subclass: its plain value
         n.scaled += 1
         if not isinstance(v, (np.floating, np.complexfloating)):  # a Python float or complex, or a subclass
-            out = r.apply(np.asarray(complex.__complex__(v) if isinstance(v, complex) else float.__float__(v)))[()]
+            plain = np.asarray(complex.__complex__(v) if isinstance(v, complex) else float.__float__(v))
+            n.nonzero += bool(plain != 0)
+            out = r.apply(plain)[()]
             return True, (complex(out) if isinstance(v, complex) else float(out))
+        n.nonzero += bool(np.asarray(v) != 0)
         return True, r.apply(np.asarray(v))[()]
     if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.inexact):
         n.scaled += 1
+        n.nonzero += bool(np.any(np.asarray(v) != 0))
         return True, r.apply(np.asarray(v))
     if torch is not None and isinstance(v, torch.Tensor) and (v.dtype.is_floating_point or v.dtype.is_complex):
         n.scaled += 1
+        n.nonzero += bool((v.as_subclass(torch.Tensor) != 0).any())
         return True, r.apply_torch(v.as_subclass(torch.Tensor))
     if r.int_up is None:
         return False, v
     if isinstance(v, (int, np.integer)):
         n.ints += 1
-        k = int(r.factors((), ints=True)[()])
-        return True, (int.__mul__(int(v), k) if not isinstance(v, np.integer) else np.asarray(v).dtype.type(int(v) * k))
+        k = int(r.ints(np.asarray(int(v), dtype=object))[()])  # (object: a Python int of any size stays exact)
+        return True, (k if not isinstance(v, np.integer) else np.asarray(v).dtype.type(k))
     if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.integer):
         n.ints += 1
-        plain = np.asarray(v)
-        return True, (plain * r.factors(plain.shape, ints=True)).astype(plain.dtype, copy=False)
+        return True, r.ints(np.asarray(v))
     if torch is not None and isinstance(v, torch.Tensor) and v.dtype != torch.bool and not v.dtype.is_floating_point:
         n.ints += 1
         t = v.as_subclass(torch.Tensor)
-        return True, t * torch.as_tensor(r.factors(tuple(t.shape), ints=True), dtype=t.dtype, device=t.device)
+        return True, torch.as_tensor(r.ints(t.detach().cpu().numpy()), device=t.device).to(t.dtype)
     return False, v
 
 
@@ -292,12 +304,13 @@ def scaled_form(form: Any, factor: float, counter: _Counter | None = None) -> An
     return _wrap(form, _Rule(factor, factor), counter if counter is not None else _Counter())
 
 
-def perturbed_form(form: Any, delta: float, pattern: str, seed: int = 0, counter: _Counter | None = None) -> Any:
+def perturbed_form(form: Any, delta: float, pattern: str, seed: int = 0, counter: _Counter | None = None, *,
+                   move_zeros: bool = True) -> Any:
     """``form`` with entry ``i`` of its float outputs multiplied by ``(1 + delta)^{s_i}``: ``s_i = +1``
     everywhere (``pattern="up"``), ``−1`` everywhere (``"down"``), or ``±1`` drawn from ``seed``
     (``"mixed"``, a fresh draw for every output); a float entry that is 0 is moved to ``s_i·delta`` (a
-    relative change of 0 has no size); at ``delta = 1`` integer entries are multiplied by 2
-    (``s_i = +1``) or 0 (``s_i = −1``), below it they are kept.
+    relative change of 0 has no size; kept at 0 with ``move_zeros=False``); at ``delta = 1`` integer entries are multiplied by 2
+    (``s_i = +1``) or halved, rounded down (``s_i = −1``), below it they are kept.
 
         >>> perturbed_form(lambda: [1.0, 4.0], 1.0, "down")()
         [0.5, 2.0]
@@ -307,7 +320,7 @@ def perturbed_form(form: Any, delta: float, pattern: str, seed: int = 0, counter
     if pattern not in PATTERNS or not (math.isfinite(delta) and delta > 0):
         raise ValueError(f"perturbed_form: pattern one of {PATTERNS} and delta > 0, got {pattern!r}, {delta!r}")
     ints = (2, 0) if delta == 1.0 else (None, None)
-    rule = _Rule(1.0 + delta, 1.0 / (1.0 + delta), pattern, seed, *ints, shift=delta)
+    rule = _Rule(1.0 + delta, 1.0 / (1.0 + delta), pattern, seed, *ints, shift=delta, move_zeros=move_zeros)
     return _wrap(form, rule, counter if counter is not None else _Counter())
 
 

@@ -8,6 +8,7 @@ import sys
 import click
 
 from proofs_checks.options import json_option, mode_options
+from proofs_checks.owned import DEFAULT_OUT
 
 
 def _timeout(ctx, param, value):
@@ -22,7 +23,7 @@ def _timeout(ctx, param, value):
                                                         "structure, adapter lines, known bug) and exit.")
 @mode_options
 @json_option
-@click.option("--out", "out_dir", default="survey", show_default=True, metavar="DIR",
+@click.option("--out", "out_dir", default=DEFAULT_OUT["survey"], show_default=True, metavar="DIR",
               help="Page folder: a new one, or a previous tverify output (replaced atomically); anything else is "
                    "refused unless --force.")
 @click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output.")

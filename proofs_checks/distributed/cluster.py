@@ -410,6 +410,47 @@ def run_tasks_local(tasks: list[Task], progress: ProgressFn | None = None) -> li
     return out
 
 
+#: the code fingerprint of what this worker process imported (:func:`_worker_code`)
+_LOADED_CODE: str | None = None
+
+
+def _worker_code() -> str:
+    """Worker side: :func:`proofs_checks.fingerprint.code_fingerprint` taken the first time this process is asked,
+    before it runs any task (what it imports then is what it keeps: a long-lived worker answered later commands
+    with a plugin's old code, a stale "verified": hostile pass 24a F4)."""
+    global _LOADED_CODE
+    if _LOADED_CODE is None:
+        from proofs_checks.fingerprint import code_fingerprint
+
+        _LOADED_CODE = code_fingerprint()
+    return _LOADED_CODE
+
+
+def _stale_text(where: str) -> str:
+    return (f"{where} imported other code than this command runs (tverify's or a plugin's sources changed since it "
+            "started): a worker keeps what it imported, so its answers would be about the old code; restart the "
+            "cluster's workers")
+
+
+def _guarded(code: str, fn: Callable, *args: Any) -> Any:
+    """Worker side: ``fn(*args)`` where this worker imported the command's code (``code``), else an error."""
+    if _worker_code() != code:
+        raise RuntimeError(_stale_text("this worker"))
+    return fn(*args)
+
+
+def _refuse_stale_workers(client, code: str) -> None:
+    """Every worker of ``client`` imported the command's code, or a one-line error before anything runs."""
+    try:
+        got = client.run(_worker_code)
+    except Exception:  # noqa: BLE001 - workers that cannot answer: each task checks for itself (_guarded)
+        return
+    stale = sorted(addr for addr, fp in got.items() if fp != code)
+    if stale:
+        raise UsageError(_stale_text(f"--cluster: {len(stale)} of {len(got)} worker(s) ({stale[0]}"
+                                     f"{', …' if len(stale) > 1 else ''})") + "; nothing was run")
+
+
 def run_tasks(client, tasks: list[Task], progress: ProgressFn | None = None, *, retries: int = RETRIES,
               allow_no_gpu: bool = False) -> list[Any]:
     """Submit ``tasks`` to ``client`` and return their results in the order of ``tasks``.
@@ -427,6 +468,10 @@ def run_tasks(client, tasks: list[Task], progress: ProgressFn | None = None, *, 
             raise UsageError("--device cuda: no worker of the cluster offers the resource GPU (start GPU workers with "
                              "`dask worker ADDRESS --resources GPU=1`, or use --allow-skip)")
         tasks = [Task(t.label, t.fn, t.args, False, t.cost) for t in tasks]
+    from proofs_checks.fingerprint import code_fingerprint
+
+    code = code_fingerprint()
+    _refuse_stale_workers(client, code)
     token = uuid.uuid4().hex[:12]
     futures, index = [], {}
     # longest first (issue 46): submitted in order of decreasing estimated cost, each with that rank as
@@ -436,7 +481,8 @@ def run_tasks(client, tasks: list[Task], progress: ProgressFn | None = None, *, 
         for rank, i in enumerate(order):
             t = tasks[i]
             key = f"tverify-{re.sub(r'[^A-Za-z0-9_.:-]', '_', t.label)[:120]}-{token}-{i}"
-            f = client.submit(t.fn, *t.args, key=key, pure=False, retries=retries, priority=len(tasks) - rank,
+            f = client.submit(_guarded, code, t.fn, *t.args, key=key, pure=False, retries=retries,
+                              priority=len(tasks) - rank,
                               resources={"GPU": 1} if t.gpu else None)
             futures.append(f)
             index[f.key] = i

@@ -335,12 +335,13 @@ def select_entries(entries: list[dict[str, Any]], patterns: Iterable[str] = ()) 
     return [e for e in entries if e["id"] in chosen]
 
 
-def write_docs(doc: dict[str, Any], out_dir: Path) -> list[Path]:
-    """Write ``CATALOGUE.md`` and ``catalogue.json`` into ``out_dir`` (atomically, each)."""
+def write_docs(doc: dict[str, Any], out_dir: Path, names: dict[str, str] | None = None) -> list[Path]:
+    """Write ``CATALOGUE.md`` and ``catalogue.json`` into ``out_dir`` (atomically, each; ``names`` maps either to
+    another name there)."""
     from proofs_checks.store import atomic_write_text
 
-    out_dir = Path(out_dir)
-    md, js = out_dir / "CATALOGUE.md", out_dir / "catalogue.json"
+    out_dir, names = Path(out_dir), names or {}
+    md, js = (out_dir / names.get(n, n) for n in ("CATALOGUE.md", "catalogue.json"))
     atomic_write_text(md, render_markdown(doc))
     atomic_write_text(js, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return [md, js]

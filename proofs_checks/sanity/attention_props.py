@@ -99,6 +99,10 @@ def _preconditions(probe, f, mp, hook, against) -> list:
         e = e if math.isfinite(e) else float("inf")
         tol = 16 * ap.unit_roundoff(probe.pdt) * (3 * probe.D + T)
         just = f"16·u·(3D+T) = {tol:.3g}: a deterministic computation repeats itself (a reordered GPU sum within rounding)"
+    if e is not None:
+        from numerics.attention_structural import mark_noisy
+
+        mark_noisy(probe, e)  # a module whose two calls differ: every structural tolerance has the noise floor (24b F1)
     differs = e is not None and not e <= tol
     rule = "a call must leave the parameters and buffers as they were, or at least the output (exact)"
     if is_mod:
@@ -628,6 +632,10 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
         if ld.wm is not None:
             _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label))
         _late_writes(props, probe, ld.wm)
+    if against is not None and probe.against_wrote():
+        warnings.append("warning: the --against object wrote into an input it was given: each of its calls got a "
+                        "copy of the probe, so the module's own probes are unchanged; its outputs are compared as it "
+                        "returned them (a reference that changes its input before computing is not one)")
     pr.tick.done()
     return Evaluated(props, figures, info, warnings, hints)
 
@@ -651,7 +659,10 @@ def _late_writes(props: list, probe, wm) -> None:
     if i is None:
         return
     mask = wm is not None and getattr(wm, "mask_written", 0) > 0
-    row = _input_row(_empty(), _empty(), 0, mask, wm is not None, sorted(getattr(probe, "input_written", ())))
+    from numerics.attention_rules import INPUT_WRITTEN
+
+    written = set(getattr(probe, "input_written", ())) | INPUT_WRITTEN
+    row = _input_row(_empty(), _empty(), 0, mask, wm is not None, sorted(written))
     if row.status == "fail":
         props[i] = row
 

@@ -251,7 +251,7 @@ def attach_against(probe, against: Any, decl: Declaration, tdt) -> None:
     probe.against = g
     for T, x in probe.xs.items():
         try:
-            o = _user_call(lambda: ap.call(g, x.to(dtype=tdt, device=decl.device))[0], "--against")
+            o = _user_call(lambda: ap.call(g, probe.against_input(x), watch=False)[0], "--against")  # a copy (24b F7)
         except UsageError:
             raise
         except Exception as exc:
