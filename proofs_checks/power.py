@@ -160,30 +160,36 @@ class Power:
                 "probes": [p.to_json() for p in self.probes]}
 
 
-def _probe(form: Any, delta: float, pattern: str, seed: int, checks: list, run: Callable) -> Probe:
+def _probe(form: Any, delta: float, pattern: str, seed: int, checks: list, run: Callable,
+           ask_two_sided: bool = False) -> Probe:
     """The perturbed form against ``checks`` in their order, stopping at the first that rejects it. Entries 0 stay 0
     where any output the checks read has an entry other than 0 (moved absolutely, by ``±δ``, a 0 is rejected at every
     size by a check's absolute tolerance there, while 3x passed for 2x everywhere else: hostile pass 24b F4); where
     every one is 0 everywhere, they are moved (a relative change of 0 has no size)."""
-    p = _probe_once(form, delta, pattern, seed, checks, run, move_zeros=False)
+    p = _probe_once(form, delta, pattern, seed, checks, run, move_zeros=False, ask_two_sided=ask_two_sided)
     if p.rejected_by is None and p.outputs.get("scaled") and not p.outputs.get("nonzero"):
-        p = _probe_once(form, delta, pattern, seed, checks, run, move_zeros=True)
+        p = _probe_once(form, delta, pattern, seed, checks, run, move_zeros=True, ask_two_sided=ask_two_sided)
     return p
 
 
 def _probe_once(form: Any, delta: float, pattern: str, seed: int, checks: list, run: Callable, *,
-                move_zeros: bool) -> Probe:
+                move_zeros: bool, ask_two_sided: bool = False) -> Probe:
     counter = ScaleCounter()
     pform = perturbed_form(form, delta, pattern, seed, counter, move_zeros=move_zeros)
     p = Probe(delta, pattern, None)
     for check in checks:
         o = run(check, pform)
         if finite_rejection(o):
-            p.rejected_by = o.name
-            if o.result is not None:
-                p.error, p.tolerance = float(o.result.error), float(o.result.tolerance)
-                p.two_sided = bool(getattr(o.result, "two_sided", False))
-            break
+            two = bool(getattr(o.result, "two_sided", False)) if o.result is not None else False
+            if p.rejected_by is None:
+                p.rejected_by = o.name
+                if o.result is not None:
+                    p.error, p.tolerance = float(o.result.error), float(o.result.tolerance)
+            p.two_sided = p.two_sided or two
+            if p.two_sided or not ask_two_sided:
+                break
+            continue  # a theorem's side rejected by a one-sided check: a two-sided one that rejects it too must reject
+            # the other side as well, whatever the order of the checks (hostile pass 24b F9)
         if o.status == "error":
             p.crashed.append(o.name)
     p.outputs = counter.snapshot()
@@ -212,7 +218,7 @@ def measure_power(form: Any, checks: list, run: Callable[[Any, Any], Any], seed:
                 continue  # one side is enough, and the two-sided resolution is already coarser
             if pattern == "mixed" and not (all(sides) if not one else any(sides)):
                 break  # this size is accepted whatever mixed does
-            got[pattern] = p = _probe(form, delta, pattern, seed, checks, run)
+            got[pattern] = p = _probe(form, delta, pattern, seed, checks, run, one_sided and pattern != "mixed")
             pw.probes.append(p)
         if delta == LADDER[0]:
             pw.both_asked = one_sided and any(p.two_sided for p in got.values() if p.pattern != "mixed" and p.rejected_by)

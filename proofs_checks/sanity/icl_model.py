@@ -18,6 +18,7 @@ import numpy as np
 from proofs_checks import guards
 from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import SanityResult, VerdictOutcome, finish, verdict_fields
+from proofs_checks.sanity.icl_batch import batch_row
 from proofs_checks.sanity._verdict import Z_SIGMA, Verdict
 from proofs_checks.sanity.icl_inputs import (_KQ_KEYS, _PV_KEYS, N_MEASURE, _lambda, _weights_verdict, layout_value, length_value,
                                              noise_value, prompts_value, tol_value)
@@ -168,6 +169,13 @@ def precision_row(pr: dict) -> dict | None:
 
 
 def _probe_verdict(pr: dict, name: str) -> Verdict:
+    """:func:`_precision_verdict`, a mismatch naming ``batch_independence`` first where it fails."""
+    from proofs_checks.sanity.icl_batch import with_batch
+
+    return with_batch(_precision_verdict(pr, name), pr, name)
+
+
+def _precision_verdict(pr: dict, name: str) -> Verdict:
     """The identification verdict (:func:`_identification_verdict`), a mismatch naming
     ``precision_as_declared`` first when the model computes below the judged precision (the
     identification, made at the precision found, is still said)."""
@@ -518,7 +526,7 @@ def _model_doc(req: ModelRequest, name: str, seed: int, tol, pr: dict, zfb: dict
             "ridge_grid_lambda": pr.get("ridge_grid_lambda"),
             "skipped_lengths": pr.get("skipped_lengths", []),
             "output_dtype": pr.get("output_dtype"), "work_dtype": pr.get("work_dtype"),
-            "precision_as_declared": precision_row(pr),
+            "precision_as_declared": precision_row(pr), "batch_independence": batch_row(pr),
             "per_M": _per_m_table(pr),
             "equivalent_algorithms": pr["closest_group"],
             "runner_up": pr["runner_up"], "z_runner_up": pr["z_runner_up"],
@@ -576,7 +584,9 @@ def _model_lines(req: ModelRequest, name: str, tol, tol_reason: str, pr: dict, z
                         if "rel_err_B" in zfb else f"({zfb.get('criterion')})"))
     for sk in pr.get("skipped_lengths", []):
         lines.append(f"M = {sk['M']} skipped: {name} raised {sk['error']}")
-    prec = precision_row(pr)
+    prec, batch = precision_row(pr), batch_row(pr)
+    if batch is not None:
+        lines.append(f"batch_independence: {batch['status']}: {batch['detail']}")
     if prec is not None:
         lines.append(f"precision_as_declared: {prec['status']}: {prec['detail']}; the distances judged at "
                      f"{pr.get('work_dtype')}")

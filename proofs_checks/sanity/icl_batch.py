@@ -1,0 +1,41 @@
+"""``check icl --model``'s ``batch_independence`` property: a prompt's prediction may depend on that prompt only
+(:func:`numerics.icl_probe._batch_alone` measures it; hostile pass 24b F10)."""
+
+from __future__ import annotations
+
+import math
+
+from proofs_checks.sanity._verdict import Verdict
+
+__all__ = ["batch_row", "with_batch"]
+
+
+def batch_row(pr: dict) -> dict | None:
+    """The property as a row (``None``: a probe without it, or no prediction judged)."""
+    b = pr.get("batch_independence")
+    if not b:
+        return None
+    err, tol = b.get("error"), b.get("tolerance")
+    where = f"the first {b['prompts']} prompts at M = {b['M']} predicted again as a batch of their own"
+    if err is None:
+        return {"name": "batch_independence", "status": "skip", "error": None, "tolerance": tol,
+                "justification": b.get("justification", ""), "detail": f"{where}: not judged ({b['why']})"}
+    ok = math.isfinite(err) and err <= tol
+    return {"name": "batch_independence", "status": "pass" if ok else "fail", "error": err, "tolerance": tol,
+            "justification": b.get("justification", ""),
+            "detail": f"{where}: largest change {err:.3g}" + ("" if ok else
+                      ": a prediction depends on the other prompts of its batch (batch statistics, a BatchNorm in "
+                      "training mode?), so no in-context algorithm of the prompt alone is what the model computes")}
+
+
+def with_batch(v: Verdict, pr: dict, name: str) -> Verdict:
+    """``v`` as it is where ``batch_independence`` holds (or was not judged); else a mismatch naming it first."""
+    row = batch_row(pr)
+    if row is None:
+        return v
+    v.numbers["batch_independence"] = {k: row[k] for k in ("status", "error", "tolerance")}
+    if row["status"] != "fail":
+        return v
+    return Verdict("mismatch", f"{name} violates: batch_independence; {v.outcome} otherwise: {v.summary}",
+                   f"batch_independence: {row['detail']} (tolerance {row['tolerance']:.3g}: {row['justification']}); "
+                   f"{v.criterion}", v.numbers, list(v.reasons), v.suggestion)
