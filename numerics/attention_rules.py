@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 
 from numerics.precision import plain
-from numerics.torch_utils import not_dense
+from numerics.torch_utils import defaults_kept, not_dense
 
 #: FlashAttention's factors: the module's error may be this many times the plain implementation's.
 FACTOR_FORWARD = 2.0
@@ -223,11 +223,12 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
     other dtype's and the extreme-logit probes' included: hostile pass 24b F5; not the ``--against`` object's)."""
     before = x.detach().clone() if watch and isinstance(x, torch.Tensor) else None
     try:
-        if grad:
-            r = f(x)
-        else:
-            with torch.no_grad():
+        with defaults_kept():
+            if grad:
                 r = f(x)
+            else:
+                with torch.no_grad():
+                    r = f(x)
     finally:
         _wrote(x, before)
     if isinstance(r, (tuple, list)):

@@ -49,7 +49,7 @@ import torch
 
 from numerics.icl import sample_prompts
 from numerics.precision import plain
-from numerics.torch_utils import not_dense, resolve_device
+from numerics.torch_utils import defaults_kept, not_dense, resolve_device
 from theory.icl import gamma_n
 from theory.validation import InputError, as_spd_matrix
 
@@ -176,7 +176,7 @@ def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int) -> dict:
     k = min(BATCH_ALONE, int(f.shape[0]))
     out = {"M": int(M), "prompts": k, "ops": max(int(d * (M + d)), 256), "error": None, "why": ""}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), defaults_kept():
             raw = predict(Pr.X[:k].clone(), Pr.y[:k].clone(), Pr.x_q[:k].clone())
         sub = _as_predictions(plain(raw), k, f"prompt length M = {M}, a batch of {k}")
     except Exception as exc:  # noqa: BLE001 - the user's model: said, not judged
@@ -304,7 +304,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     for i, M in enumerate(Ms_req):
         Pr = sample_prompts(L, M, (P,), seed=seed + 7919 * i, noise=noise, device=dev)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), defaults_kept():
                 raw = predict(Pr.X.clone(), Pr.y.clone(), Pr.x_q.clone())  # the predictor may not alter the prompts
         except skip as exc:
             skipped.append({"M": M, "error": str(exc)})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from theory.validation import InputError
@@ -46,3 +48,20 @@ def not_dense(t: torch.Tensor) -> str | None:
     if t.layout != torch.strided:
         return f"a {t.layout} tensor"
     return None
+
+
+@contextlib.contextmanager
+def defaults_kept():
+    """torch's default dtype and default device as they were before the block, put back after it: a user's module that
+    leaves ``torch.set_default_device("meta")`` or ``torch.set_default_dtype(torch.float64)`` set changed every tensor
+    the check builds after its call (a traceback, a false mismatch; hostile pass 24b F14, F15)."""
+    dt = torch.get_default_dtype()
+    get_dev = getattr(torch, "get_default_device", None)  # (torch ≥ 2.3)
+    dev = get_dev() if get_dev is not None else None
+    try:
+        yield
+    finally:
+        if torch.get_default_dtype() != dt:
+            torch.set_default_dtype(dt)
+        if get_dev is not None and get_dev() != dev:
+            torch.set_default_device(None if dev == torch.device("cpu") else dev)

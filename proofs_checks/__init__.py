@@ -8,9 +8,9 @@ The names below are imported on first use (PEP 562), so that ``tverify list`` / 
 do not pay for SymPy and NumPy when they read the generated catalogue.
 """
 
-from __future__ import annotations
-
-import importlib  # (loaded at the interpreter's start, as this package's import must be: proofs_checks._console)
+# No import here, `from __future__` included: this package is imported by the ``tverify`` script before
+# ``proofs_checks._console`` puts the system folders before $PYTHONPATH, and a module not loaded at the interpreter's
+# start (``__future__``, ``importlib`` in a plain install) would be looked up there first (hostile pass 24a F9).
 
 _WHERE = {
     "RunContext": "proofs_checks.context",
@@ -46,7 +46,7 @@ def __getattr__(name: str) -> object:
     mod = _WHERE.get(name)
     if mod is None:
         raise AttributeError(f"module 'proofs_checks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
+    value = getattr(__import__(mod, fromlist=[name]), name)
     globals()[name] = value
     return value
 

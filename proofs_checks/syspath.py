@@ -6,8 +6,6 @@ imported this function's former module, hostile pass 15a F3); ``sysconfig`` and 
 reduced to the standard library's folders (:func:`_system_folders`).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

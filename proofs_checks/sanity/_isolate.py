@@ -373,6 +373,13 @@ def _task_payload(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None, 
         if where is not None:  # raised inside the user's own file: the user's exception, one line
             return {"error": f"{label}: the code raised {describe_exception(exc)} (at {where}) while it was being "
                              "checked; nothing was checked"}
+        if isinstance(exc, RuntimeError) and "modified inplace" in str(exc):
+            # autograd's version check on a view of the module's own parameters (a fused q/k/v weight split into the
+            # reference's weights) that one of its calls wrote in place (hostile pass 24b F13): the user's doing
+            return {"error": f"{label}: a call of the module wrote into its own parameters in place (torch: "
+                             f"{' '.join(str(exc).split())[:160]}), and the reference reads them as views of those "
+                             "parameters, so nothing could be checked: update them out of place (param.data = ...), "
+                             "or return the weights from the module's tverify_mapping()"}
         return {"internal": describe_exception(exc), "traceback": traceback.format_exc()}
 
 

@@ -59,6 +59,28 @@ _state = threading.local()  # depth of nested user_code blocks, and whether a re
 
 
 @contextlib.contextmanager
+def _defaults_kept():
+    """:func:`numerics.torch_utils.defaults_kept` where torch is loaded; where the user's code loads it (a module's
+    import), torch's own defaults (float32, the CPU) are put back after it (hostile pass 24b F15: a float64 default set
+    at import was refused as a replaced ``torch.Storage``)."""
+    if "torch" in sys.modules:
+        from numerics.torch_utils import defaults_kept
+
+        with defaults_kept():
+            yield
+        return
+    try:
+        yield
+    finally:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            with contextlib.suppress(Exception):
+                torch.set_default_dtype(torch.float32)
+                if getattr(torch, "get_default_device", None) is not None and str(torch.get_default_device()) != "cpu":
+                    torch.set_default_device(None)
+
+
+@contextlib.contextmanager
 def user_code(label: str, what: str, exceptions: bool = True):
     """Run the user's code inside: ``with user_code("--module", "update"): out = f(x)``.
 
@@ -87,8 +109,10 @@ def user_code(label: str, what: str, exceptions: bool = True):
             except (ValueError, OSError, TypeError):  # pragma: no cover - not the main interpreter
                 previous = None
     _state.depth = depth + 1
+    kept = _defaults_kept() if depth == 0 else contextlib.nullcontext()
     try:
-        yield
+        with kept:
+            yield
     except UsageError:
         raise
     except KeyboardInterrupt:
