@@ -89,6 +89,8 @@ def _plugin_fingerprint(h, relative: bool = False) -> None:
                      key=lambda e: (e.name, e.value))  # this project's own entry point: its sources are hashed
     except Exception:  # pragma: no cover - broken metadata: no plugins
         return
+    if eps and not relative:  # where a plugin's load-time helpers are found: another $PYTHONPATH finds other files
+        h.update(f"PYTHONPATH\0{os.environ.get('PYTHONPATH', '')}".encode("utf-8", "surrogateescape"))  # (24a F8)
     for ep in eps:
         dist = getattr(ep, "dist", None)
         h.update(f"plugin\0{ep.name}\0{ep.value}\0{getattr(dist, 'version', '')}".encode())

@@ -232,7 +232,7 @@ def test_markdown_into_the_checkout_writes_only_this_project_s_claims(tmp_path, 
         return {"schema": catalogue.SCHEMA, "claims": [], "fingerprint": fingerprint,
                 "depends_on": {"/elsewhere/plugin_helper.py": "0" * 64}}
 
-    def fake_write(doc, out):
+    def fake_write(doc, out, names=None):
         seen["doc"] = doc
         return []
 

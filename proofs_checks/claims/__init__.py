@@ -145,7 +145,12 @@ def load_plugins() -> None:
             with contextlib.redirect_stdout(sys.stderr), _descriptor1_to_stderr(), _working_folder_kept():
                 _load_one(ep)  # a plugin's prints (and its writes to descriptor 1, hostile pass 11a F6) never reach
                 # --json - on stdout; its os.chdir never moves the command's relative output paths (12a F9)
-            _record_sources(set(sys.modules) - before)
+            mod = str(getattr(ep, "module", "") or ep.value.split(":")[0]).strip()
+            # a plugin imported before this (a test importing its CLAIM, a notebook): what it imported is not new here,
+            # so every module loaded outside the installation is recorded (more than its helpers: a cache may miss,
+            # never answer after a helper changed; hostile pass 24a F5)
+            pre = mod in before or mod.split(".")[0] in before
+            _record_sources(set(sys.modules) if pre else set(sys.modules) - before)
             new = [i for i in registry.ids() if i not in ids] or _registered_by(ep)  # imported before (a test did)
             if _plugins.probed(ep):  # its claims' checks run in a child too
                 _plugins.isolate(ep, new)

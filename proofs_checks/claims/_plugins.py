@@ -162,9 +162,12 @@ def probe(ep: Any, *, stream=None) -> float:
         # -P and the path set first: nothing in the working folder runs (a json.py there ran, and the
         # plugin was blamed)
         source = _PROBE.replace("@PATH@", repr(child_sys_path()))
+        from proofs_checks.supervisor import dies_with_this_process
+
         proc = subprocess.Popen([sys.executable, "-P", "-c", source, str(w), str(ep.name), str(ep.value),
                                  str(ep.group)], pass_fds=(w,), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+                                preexec_fn=dies_with_this_process())
     except OSError as exc:
         os.close(r)
         os.close(w)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from proofs_checks.supervisor import dies_with_this_process
 from proofs_checks.survey.catalogue import Entry
 
 __all__ = ["default_cache", "run_entry", "row_verdict"]
@@ -195,6 +196,17 @@ def prepare(entry: Entry, cache: Path, *, install: bool, timeout: float) -> tupl
     return paths, notes, None
 
 
+def _worker_command(spec: Path, result: Path) -> list[str]:
+    """The survey worker's command line: ``-P`` and ``sys.path`` set first thing — the system folders and tverify's
+    before ``$PYTHONPATH``'s — as the plugin probe and the checks' fork server start (a ``json.py`` in a folder of
+    ``$PYTHONPATH`` ran in the worker: hostile pass 24a F7)."""
+    from proofs_checks.guards import child_sys_path
+
+    boot = (f"import sys; sys.path[:] = {child_sys_path()!r}; import runpy; "
+            "runpy.run_module('proofs_checks.survey.worker', run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-P", "-c", boot, str(spec), str(result)]
+
+
 def run_entry(entry: Entry, *, cache: Path, mode: str, seed: int, timeout: float, install: bool = True) -> dict[str, Any]:
     """One row: install, run the worker in its own process (killed at ``timeout`` s), read its result."""
     t0 = time.perf_counter()
@@ -219,8 +231,8 @@ def run_entry(entry: Entry, *, cache: Path, mode: str, seed: int, timeout: float
                    **dict(entry.env)}  # e.g. KERAS_BACKEND=torch: read when the library is imported
             w0 = time.perf_counter()
             try:
-                p = subprocess.run([sys.executable, "-m", "proofs_checks.survey.worker", str(sp), str(rp)],
-                                   capture_output=True, text=True, timeout=timeout, env=env, cwd=d)
+                p = subprocess.run(_worker_command(sp, rp), capture_output=True, text=True, timeout=timeout, env=env,
+                                   cwd=d, preexec_fn=dies_with_this_process())
             except subprocess.TimeoutExpired:
                 row.update(status="timeout", why=f"no result within the per-entry limit of {timeout:.0f}s (killed)")
                 return row
