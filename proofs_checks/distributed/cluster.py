@@ -213,7 +213,7 @@ def _start_local(spec: str, value: int, device: str) -> tuple[Any, Any, str]:
             # another Dask cluster holds 8787, and says so: not this command's business
             warnings.filterwarnings("ignore", message="Port 8787 is already in use")
             try:
-                with _safe_path():
+                with _safe_path(), _workers_ignore_sigint():
                     cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
                                            dashboard_address=None, resources=resources, silence_logs=logging.CRITICAL,
                                            local_directory=scratch)
@@ -288,6 +288,32 @@ def _safe_path():
             os.environ.pop("PYTHONSAFEPATH", None)
         else:
             os.environ["PYTHONSAFEPATH"] = old
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint():
+    """While the local workers start: each process multiprocessing spawns (the workers) ignores SIGINT from its first
+    instruction (``signal.SIG_IGN``, which Python keeps when it starts with it, and which what those processes spawn
+    inherit): a Ctrl-C at the terminal reaches the whole foreground group, and the blocked mask of
+    :func:`_sigint_deferred` did not reach the spawned interpreters, whose tracebacks filled the terminal above
+    tverify's one line (hostile pass 24a F10). This process shuts them down."""
+    from multiprocessing import util
+
+    original = util.spawnv_passfds
+    quiet = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+
+    def spawn(path, args, passfds):
+        args = list(args)
+        if "-c" in args[:-1]:
+            i = args.index("-c")
+            args[i + 1] = quiet + args[i + 1]
+        return original(path, args, passfds)
+
+    util.spawnv_passfds = spawn
+    try:
+        yield
+    finally:
+        util.spawnv_passfds = original
 
 
 @contextlib.contextmanager
