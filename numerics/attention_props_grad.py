@@ -258,7 +258,7 @@ class GradientProps:
                     or self._wrote_fail(name, label))
             if leak is not None:
                 return leak
-        worst, differs = None, []
+        worst, differs, raised = None, [], {}
         for label, g, noncontig in paths:
             for T in self.outs:
                 x = self.xs[T].to(dtype=self.pdt, device=self.device)
@@ -266,7 +266,8 @@ class GradientProps:
                 try:
                     o, _ = call(g, x)
                     o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
-                except Exception:
+                except Exception as exc:  # a path the module does not support: said where it raised at every length
+                    raised.setdefault(label, []).append(exc)
                     continue
                 if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(self.outs[T].shape):
                     continue
@@ -280,7 +281,14 @@ class GradientProps:
                 if worst is None or r > worst[0]:
                     worst = (r, e, tol, just, T, label)
         if worst is None:
-            return None
+            if not raised:
+                return None
+            some = [(lb, excs[0], len(excs)) for lb, excs in raised.items()]
+            p = _skip(name, "not available: the module raised " + "; ".join(
+                f"{exc_text(exc)} on {lb} ({n} of {len(self.outs)} lengths)" for lb, exc, n in some)
+                + ": not judged there (the other lengths give the eval-mode, contiguous outputs)")
+            p.numbers = {"unavailable": exc_text(some[0][1]), "why": f"raised on {some[0][0]}"}
+            return p
         _, e, tol, just, T, label = worst
         return _judge(name, e, tol, just, f"the outputs on {' and on '.join(differs)} differ from the eval-mode, "
                       f"contiguous ones; against the reference: worst on {label} at T = {T}", central=True)
@@ -306,17 +314,23 @@ class GradientProps:
                 or self._wrote_fail(name, label))
         if leak is not None:
             return leak
-        outs = {}
+        outs, raised = {}, None
         for T in self.outs:
             x = self.xs[T].to(dtype=self.pdt, device=self.device).clone(memory_format=torch.contiguous_format)
             try:
                 with torch.inference_mode():
                     o, _ = call(g, x)
                     o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
-            except Exception:  # a path the module does not support: not this property's finding
+            except Exception as exc:  # a path the module does not support: not this property's finding, but said
+                raised = raised or (exc, T)  # (a module raising there was "ok, all 16 hold" with no word: 24b N9)
                 continue
             if isinstance(o, torch.Tensor) and tuple(o.shape) == tuple(self.outs[T].shape):
                 outs[T] = o.clone()
+        if not outs and raised is not None:
+            p = _skip(name, f"not available: the module raised {exc_text(raised[0])} under torch.inference_mode() at "
+                            f"T = {raised[1]} (and every other length): that path is not judged")
+            p.numbers = {"unavailable": exc_text(raised[0]), "why": "raised under torch.inference_mode()"}
+            return p
         worst, differs = None, False
         for T, o in outs.items():
             tol, just = self.tol_at(T, "unit")
