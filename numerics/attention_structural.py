@@ -107,13 +107,16 @@ class Dependence:
     jitter: float
 
 
-def dependence(probe: Any, T: int, key: str) -> Dependence | None:
+def dependence(probe: Any, T: int, key: str, same_positions: bool = False) -> Dependence | None:
     """Redraw each token of ``probe._positions(T)`` in turn (at the probe ``key``'s scale); the base (the
     unchanged probe) is the first block of every stacked call. The run-to-run difference is measured on
-    the unchanged probe alone, called twice (cheap; the comparison itself stays within one call)."""
+    the unchanged probe alone, called twice (cheap; the comparison itself stays within one call).
+    ``same_positions``: each block is compared with the unchanged probe at the same places of a second stacked call
+    (a module whose rounding depends on a sample's place in the batch, deterministic, read as a leak of 1e-16 against
+    the first block: hostile pass 24b F17); one more call per chunk, asked where a forbidden move was seen."""
     cache = probe.__dict__.setdefault("_dep_cache", {}) if key == "unit" else {}  # unit: independent of the declaration
-    if T in cache:
-        return cache[T]
+    if (T, same_positions) in cache:
+        return cache[(T, same_positions)]
     c = probe.factor(probe.xs[T], key)
     if c is None:  # the probe does not exist in float64 at this declaration (probe.large_factor)
         return None
@@ -135,9 +138,13 @@ def dependence(probe: Any, T: int, key: str) -> Dependence | None:
         base = o[0]
         fin = base[torch.isfinite(base)]
         scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
-        deltas.append((o[1:] - base.unsqueeze(0)).abs().amax(dim=(1, 3)) / scale)
+        bases = base.unsqueeze(0)
+        if same_positions:
+            same = x64.unsqueeze(0).repeat(len(js) + 1, 1, 1, 1).reshape((len(js) + 1) * probe.B, T, probe.D)
+            bases = kept(probe.run(same)[1]).reshape(len(js) + 1, probe.B, T, probe.D)[1:]
+        deltas.append((o[1:] - bases).abs().amax(dim=(1, 3)) / scale)
     dep = Dependence(torch.cat(deltas), J, jit or 0.0)
-    cache[T] = dep
+    cache[(T, same_positions)] = dep
     return dep
 
 
@@ -179,6 +186,8 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
                 continue
             try:
                 dep = dependence(probe, T, key)
+                if dep is not None and _forbidden_moved(probe, dep, T, kinds):  # again, each block against the probe
+                    dep = dependence(probe, T, key, same_positions=True)  # at its own places in the batch (24b F17)
             except Exception as exc:  # the user's code
                 return worst, offs, undecided, f"raised {exc_text(exc)} at T = {T}"
             if dep is None:  # no such probe in float64 at this declaration (probe.out_of_range says which)
@@ -204,6 +213,15 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
                 for a, t in torch.nonzero(dm > tol).tolist():
                     offs[kind].add(dep.J[a] - t)
     return worst, offs, undecided, None
+
+
+def _forbidden_moved(probe: Any, dep: Dependence, T: int, kinds: list[str]) -> bool:
+    """Whether a pair the declaration forbids moved beyond the structural tolerance (or to NaN) at this probe."""
+    tol, _ = structural_tolerance(dep.jitter, "", noise_floor(probe, T), is_noisy(probe))
+    for kind, mask in _forbidden(T, dep.J, probe.st, probe.st.causal).items():
+        if kind in kinds and mask.any() and not bool((torch.where(mask, dep.delta, 0.0) <= tol).all()):
+            return True
+    return False
 
 
 def _undecided(name: str, undecided: list) -> "object":
