@@ -49,11 +49,12 @@ from numerics.attention_props_single import (MASK_CONVENTIONS, SelfMHA, WithMask
                                              prop_extreme_logits, prop_finite, prop_key_padding,
                                              prop_weights_distribution, prop_weights_match)
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
-from numerics.attention_rules import (_DT, _SCALES, BATCH, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT,  # noqa: F401
-                                      INPUT_WRITTEN, LARGE_LOGIT, LENGTHS, MAX_QUOTED, OUTPUT_COMPARISONS, SAMPLE_SCALES,
-                                      UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks, _judge, _rel,
-                                      _scale_words, _skip, b64, call, dtype_name, exc_text, exposed_weights,
-                                      probe_lengths, short_text, tolerance, unavailable, unit_roundoff, unsupported)
+from numerics.attention_rules import (_DT, _SCALES, BATCH, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT, INPUT_WRITTEN,  # noqa: F401
+                                      LARGE_LOGIT, LENGTHS, MASK_WRITTEN, MAX_QUOTED, OUTPUT_COMPARISONS,
+                                      SAMPLE_SCALES, UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks,
+                                      _judge, _rel, _scale_words, _skip, b64, call, dtype_name, exc_text,
+                                      exposed_weights, probe_lengths, short_text, tolerance, unavailable,
+                                      unit_roundoff, unsupported)
 from numerics.torch_utils import not_dense
 
 __all__ = ["Property", "call", "exposed_weights", "unit_roundoff", "probe_lengths", "Precision", "AttentionProbe",
@@ -85,6 +86,7 @@ class AttentionProbe(GradientProps):
         self.out_of_range: set[str] = set()  # probes ("large", "huge") that float64 cannot hold at this declaration
         self.input_written: set[int] = set()  # lengths at which a call wrote into the input it was given
         INPUT_WRITTEN.clear()  # (and the calls outside run(): the other dtype's, the extreme logits', 24b F5)
+        MASK_WRITTEN.clear()
 
     # -- inputs ----------------------------------------------------------------------------------
     def gen(self, salt: int) -> torch.Generator:

@@ -105,9 +105,11 @@ class GradientProps:
             x64 = self.xs[T]
             g = torch.Generator().manual_seed(self.seed * 31 + T)
             cot = torch.randn(self.B, T, self.D, generator=g, dtype=torch.float64)
+            forward_ran = False
             try:
                 with torch.enable_grad():
                     xm, out, _ = self.run(x64, grad=True)
+                    forward_ran = True
                     if not isinstance(out, torch.Tensor) or not out.requires_grad:
                         if params:  # parameters that train, an output no gradient can reach them through
                             return Property(name, "fail", float("inf"), 0.0, "gradients must reach the parameters",
@@ -128,6 +130,8 @@ class GradientProps:
                 # module's gradients through .backward(), from a fresh forward pass
                 gm = self._grads_by_backward(x64, params, cot)
                 if gm is None:
+                    if not forward_ran:  # the forward itself raised with autograd on (the training path): said by
+                        self.__dict__.setdefault("grad_forward_raised", (exc, T))  # matches_reference_with_grad
                     # a backward that raises (FlexAttention has none on CPU) is not a wrong gradient: that length is
                     # not judged, the others are (a raise at T ≥ 17 hid a backward 50 % wrong at T < 17: 24b F16);
                     # at no length, the property is skipped with the exception, and the verdict says so

@@ -15,7 +15,8 @@ import torch
 
 from numerics import attention_structural
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
-from numerics.attention_rules import (Property, _judge, _rel, _skip, call, dtype_name, exc_text, exposed_weights,
+from numerics.attention_rules import (MASK_WRITTEN, Property, _judge, _rel, _skip, call, dtype_name, exc_text,
+                                      exposed_weights,
                                       short_text, unavailable, unit_roundoff, unsupported)
 
 # ------------------------------------------------------------------------------------------------
@@ -69,6 +70,7 @@ class WithMask(torch.nn.Module):
         if mask.shape != before.shape or not torch.equal(torch.nan_to_num(mask.double(), nan=1e300, neginf=-1e300),
                                                          torch.nan_to_num(before.double(), nan=1e300, neginf=-1e300)):
             self.mask_written += 1  # a caller reusing its mask for the next layer attends to padding (22b F3)
+            MASK_WRITTEN.add(int(x.shape[1]) if x.dim() > 1 else 0)
         return out
 
 
@@ -83,8 +85,11 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
         if T < 3:
             continue
         x = probe.xs[T]
-        valid = padding_mask(probe, T)
-        for key in ("unit", "huge"):
+        longest = T == max(t for t in probe._large_lengths())
+        # and at the longest length, every sample padded alike (a "fast path" that skips a mask whose samples all
+        # pad as many keys passed: hostile pass 24b F2)
+        for key, uniform in [("unit", False), ("huge", False)] + ([("unit", True)] if longest and probe.B > 1 else []):
+            valid = padding_mask(probe, T, uniform)
             c = probe.factor(x, key)
             if c is None:  # beyond the precision's range here: not a probe (probe.out_of_range)
                 continue
@@ -139,14 +144,14 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
             + ([_padded_weights_row(*padded_w)] if padded_w is not None else []))
 
 
-def padding_mask(probe: Any, T: int) -> torch.Tensor:
+def padding_mask(probe: Any, T: int, uniform: bool = False) -> torch.Tensor:
     """The key-padding probe's mask ``(B, T)`` (True: a real key): from one padded key (sample 0) to all but one (the
     last sample), evenly between (it padded at most 3/7 of the keys, then at least a third: hostile passes 23b F5,
     24b F2); at the start of each sample for a causal module (a decoder's left padding, which the causal mask does not
-    hide; at the end it would test nothing), else at the end."""
+    hide; at the end it would test nothing), else at the end. ``uniform``: every sample pads (T − 1) // 2 keys."""
     valid = torch.ones(probe.B, T, dtype=torch.bool)
     for b in range(probe.B):
-        n_pad = (1 + round((T - 2) * b / (probe.B - 1))) if probe.B > 1 else max(1, (T - 1) // 2)
+        n_pad = (1 + round((T - 2) * b / (probe.B - 1))) if probe.B > 1 and not uniform else max(1, (T - 1) // 2)
         if probe.st.causal:
             valid[b, :n_pad] = False
         else:
@@ -529,6 +534,15 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
                                         f"the module in {dtype_name(other)} raised")
             return p
         return _raised_after_to(name, obj, other, exc)
+    if isinstance(g, WithMask) and xo.dim() == 3 and xo.shape[1] >= 2:  # the mask of this dtype's call watched with a
+        g.valid = torch.ones(xo.shape[:2], dtype=torch.bool)  # padded key (an all-True mask written True changes
+        g.valid[:, -1] = False  # nothing): a write is counted in MASK_WRITTEN, input_unchanged's (24b F5)
+        try:
+            call(g, xo.clone())
+        except Exception:  # noqa: BLE001 - this call only watches the mask
+            pass
+        finally:
+            g.valid = None
     if not isinstance(o, torch.Tensor):
         return Property(name, "fail", float("inf"), 0.0, "", f"returned {type(o).__name__} for {other} input")
     problems = []

@@ -202,6 +202,9 @@ def b64(D: int, T: int, L: float) -> float:
 
 #: the probe lengths at which a watched :func:`call` wrote into the input it was given (cleared by each probe)
 INPUT_WRITTEN: set[int] = set()
+#: the lengths at which a module wrote into the key-padding mask it was given, copies of the module included (the
+#: other dtype's call runs on a copy, whose own count was never read: hostile pass 24b F5)
+MASK_WRITTEN: set[int] = set()
 
 
 def _wrote(x: Any, before: torch.Tensor | None) -> None:

@@ -227,6 +227,13 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         props.append(probe.prop_gradients())
         if probe.grad_outs:
             props.append(probe.prop_grad_mode_forward())
+        elif getattr(probe, "grad_forward_raised", None) is not None:  # (24b F18: said, not left out)
+            exc, T = probe.grad_forward_raised
+            p = ap._skip("matches_reference_with_grad" if against is None else "matches_against_with_grad",
+                         f"not available: the module's forward raised {ap.exc_text(exc)} with autograd on (the input "
+                         f"requiring grad) at T = {T}: that path is not judged")
+            p.numbers = {"unavailable": ap.exc_text(exc), "why": "its forward raised with autograd on"}
+            props.append(p)
         if mp is not None and against is None and mp.heads == 1:
             props.append(_convex_mapped(probe, f, st))
         _figures(probe, props, figures, st, mp, T_small, w)
@@ -658,8 +665,9 @@ def _late_writes(props: list, probe, wm) -> None:
     i = next((k for k, p in enumerate(props) if p.name == "input_unchanged" and p.status == "pass"), None)
     if i is None:
         return
-    mask = wm is not None and getattr(wm, "mask_written", 0) > 0
-    from numerics.attention_rules import INPUT_WRITTEN
+    from numerics.attention_rules import INPUT_WRITTEN, MASK_WRITTEN
+
+    mask = wm is not None and (getattr(wm, "mask_written", 0) > 0 or bool(MASK_WRITTEN))
 
     written = set(getattr(probe, "input_written", ())) | INPUT_WRITTEN
     row = _input_row(_empty(), _empty(), 0, mask, wm is not None, sorted(written))
