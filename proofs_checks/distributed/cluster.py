@@ -206,7 +206,10 @@ def _start_local(spec: str, value: int, device: str) -> tuple[Any, Any, str]:
     before = set(multiprocessing.active_children())
     cluster = None
     try:
+        # non-daemonic workers: a daemonic process may start no child, and the checks that run the user's code (a
+        # sweep of `check attention --module`, a plugin's checks) run it in one (hostile pass 24a F11)
         with _sigint_deferred(), dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                                                 "distributed.worker.daemon": False,
                                                  "temporary-directory": scratch, **caps}), \
                 warnings.catch_warnings():
             # the scheduler's HTTP server (health routes; no dashboard) falls back to a free port when

@@ -724,7 +724,8 @@ def run_sweep(target: Target, rows: list[RowSpec], *, client=None, progress=None
 
     cuda = any(s.device.startswith("cuda") for s in rows) and target.uses_device
     groups = plan_tasks(target, rows)
-    tasks = [Task(label(g), sweep_rows, (g,), gpu=cuda) for g in groups]
+    ship = {s: _shipped(s) if client is not None and target.kind == "check" else s for s in rows}
+    tasks = [Task(label(g), sweep_rows, (tuple(ship[s] for s in g),), gpu=cuda) for g in groups]
     def stop_on_refusal(lbl, value):
         for r in value if isinstance(value, list) else []:
             if r.get("status") == "refused":
@@ -740,8 +741,28 @@ def run_sweep(target: Target, rows: list[RowSpec], *, client=None, progress=None
                 done[s] = {**dict(s.point), "replicate": s.replicate, "seed": s.seed, "status": "error",
                            "error": f"task failed on the cluster: {v.message}", "verdict": None, "seconds": None}
             else:
-                done[s] = v[i]
+                done[s] = {**v[i], **dict(s.point)} if ship[s] is not s else v[i]  # the values as the user wrote them
     return [done[s] for s in rows]
+
+
+def _shipped(s: RowSpec) -> RowSpec:
+    """``s`` with each grid value that names a file here (``L.txt``, ``m.py:predict``) made absolute: a worker of a
+    cluster resolved a relative name in its own folder, and checked its file under the user's label (hostile pass
+    24a F12)."""
+    import dataclasses
+    import os
+
+    def absolute(v: Any) -> Any:
+        if not isinstance(v, str) or not v or os.path.isabs(v):
+            return v
+        if os.path.exists(v):
+            return os.path.abspath(v)
+        head, sep, tail = v.rpartition(":")
+        if sep and head and not os.path.isabs(head) and os.path.exists(head):
+            return os.path.abspath(head) + ":" + tail
+        return v
+
+    return dataclasses.replace(s, point=tuple((k, absolute(v)) for k, v in s.point))
 
 
 # ------------------------------------------------------------------------------------------------
