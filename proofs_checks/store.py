@@ -15,6 +15,7 @@ Output paths are checked *before* a run starts (:func:`check_output_file`,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -293,6 +294,55 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_pair(items: list[tuple[Path, str]]) -> None:
+    """Files that belong together (a catalogue's Markdown and JSON) written each to a temporary file first, then put
+    in place one after the other with the terminating signals held: a signal is acted on once every file is replaced,
+    so they are replaced together or, where writing one fails, none is."""
+    import signal
+
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in items:
+            path = Path(path)
+            real = Path(os.path.realpath(path.absolute()))
+            own = own_installation(real, holding=False)
+            if own:
+                raise OutputPathError(f"{path}: lands inside {own} (through a link), which tverify runs from; not written")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                mode = path.stat().st_mode & 0o777
+            except OSError:
+                mode = default_file_mode()
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, mode)
+        import threading
+
+        got: list[int] = []
+        old = {}
+        if threading.current_thread() is threading.main_thread():  # Python's handlers run here, whichever thread the
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):  # signal reached: held by
+                try:  # handlers of this block's own, acted on once the files are in place
+                    old[sig] = signal.signal(sig, lambda signum, frame: got.append(signum))
+                except (ValueError, OSError):
+                    pass
+        try:
+            for tmp, path in staged:
+                os.replace(tmp, path)
+            staged = []
+        finally:
+            for sig, handler in old.items():
+                with contextlib.suppress(TypeError, ValueError, OSError):  # (None: a handler not set from Python)
+                    signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            for sig in dict.fromkeys(got):
+                os.kill(os.getpid(), sig)
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def save_last(result_json: dict[str, Any], store: Store | Path | None = None) -> str | None:

@@ -217,6 +217,7 @@ def _start_local(spec: str, value: int, device: str) -> tuple[Any, Any, str]:
             warnings.filterwarnings("ignore", message="Port 8787 is already in use")
             try:
                 with _safe_path(), _workers_ignore_sigint():
+                    _quiet_resource_tracker()
                     cluster = LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
                                            dashboard_address=None, resources=resources, silence_logs=logging.CRITICAL,
                                            local_directory=scratch)
@@ -291,6 +292,40 @@ def _safe_path():
             os.environ.pop("PYTHONSAFEPATH", None)
         else:
             os.environ["PYTHONSAFEPATH"] = old
+
+
+def _quiet_resource_tracker() -> None:
+    """multiprocessing's resource tracker started now, its standard error the null device: it outlives a worker killed
+    by a signal to the whole group (SIGHUP, SIGUSR1) and printed its warnings and a ``KeyError`` traceback about the
+    semaphores that worker held, below tverify's one line (hostile pass 24a F10b). Nothing it says concerns the run."""
+    import os
+    import sys
+    from multiprocessing import resource_tracker
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        return
+    import signal
+
+    # the signals a whole group gets (a closed terminal's SIGHUP, a user's SIGUSR1) held in the tracker for good: it
+    # died by them, and this process started another, which printed its traceback (the mask is inherited through exec)
+    held = {signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM}
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            os.dup2(null, 2)
+            resource_tracker.ensure_running()
+        finally:
+            os.dup2(saved, 2)
+            os.close(null)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    except Exception:  # noqa: BLE001 - the tracker then starts as multiprocessing starts it
+        pass
+    finally:
+        os.close(saved)
 
 
 @contextlib.contextmanager

@@ -338,12 +338,12 @@ def select_entries(entries: list[dict[str, Any]], patterns: Iterable[str] = ()) 
 def write_docs(doc: dict[str, Any], out_dir: Path, names: dict[str, str] | None = None) -> list[Path]:
     """Write ``CATALOGUE.md`` and ``catalogue.json`` into ``out_dir`` (atomically, each; ``names`` maps either to
     another name there)."""
-    from proofs_checks.store import atomic_write_text
+    from proofs_checks.store import atomic_write_pair
 
     out_dir, names = Path(out_dir), names or {}
     md, js = (out_dir / names.get(n, n) for n in ("CATALOGUE.md", "catalogue.json"))
-    atomic_write_text(md, render_markdown(doc))
-    atomic_write_text(js, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    # the pair replaced together: a SIGTERM between the two left a new CATALOGUE.md beside the old JSON (24a F2b)
+    atomic_write_pair([(md, render_markdown(doc)), (js, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")])
     return [md, js]
 
 
