@@ -78,3 +78,107 @@ def test_a_rule_of_three_with_an_absolute_tolerance_at_zero_is_not_verified(tmp_
               form=lambda x: 3 * x, checks=(against_two,), no_symbolic="empirical", derivation=None,
               mutants=(Mutant("ten", "wrong constant", "10x", lambda x: 10 * x),))
     assert check_claim(c).status != "verified"
+
+
+def test_the_catalogue_pair_is_replaced_together_and_a_signal_waits_for_it(tmp_path):
+    """24a F2b: a SIGTERM between the two renames left a new CATALOGUE.md beside the old JSON."""
+    import signal
+
+    from proofs_checks import store
+
+    a, b = tmp_path / "CATALOGUE.md", tmp_path / "catalogue.json"
+    a.write_text("old md")
+    b.write_text("old json")
+    seen, real = [], os.replace
+
+    def replace_then_signal(src, dst):
+        real(src, dst)
+        if not seen:
+            seen.append("sent")
+            os.kill(os.getpid(), signal.SIGTERM)  # between the two renames
+
+    got = []
+    old = signal.signal(signal.SIGTERM, lambda s, f: got.append((a.read_text(), b.read_text())))
+    try:
+        import pytest
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(store.os, "replace", replace_then_signal)
+            store.atomic_write_pair([(a, "new md"), (b, "new json")])
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert got == [("new md", "new json")]  # acted on once both were in place
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_catalogue_of_the_users_made_during_list_markdown_is_kept(tmp_path, monkeypatch, capsys):
+    """24a F2: a CATALOGUE.md the user wrote into --docs-dir while the catalogue was derived was replaced."""
+    from proofs_checks import cli
+    from proofs_checks.output import catalogue
+
+    docs = tmp_path / "D"
+    docs.mkdir()
+
+    def build(claims, *, with_derivations, fingerprint, progress):
+        (docs / "CATALOGUE.md").write_text("my notes")  # meanwhile, the user
+        return {"schema": catalogue.SCHEMA, "claims": [], "fingerprint": fingerprint}
+
+    monkeypatch.setattr(catalogue, "build", build)
+    monkeypatch.setattr(catalogue, "save_cache", lambda doc, d: None)
+    monkeypatch.setattr(cli, "_select", lambda patterns: [])
+
+    class Store:
+        cache_dir = tmp_path / "cache"
+
+    cli._write_catalogue(str(docs), Store())
+    assert (docs / "CATALOGUE.md").read_text() == "my notes"
+    beside = [p for p in docs.iterdir() if p.name.startswith("CATALOGUE-") and p.suffix == ".md"]
+    assert len(beside) == 1 and (docs / "catalogue.json").exists()
+    assert "changed during the run" in capsys.readouterr().err
+
+
+def test_a_worker_that_imported_other_code_refuses_the_task():
+    """24a F4: a long-lived worker answered with a plugin's old code."""
+    import pytest
+
+    from proofs_checks.distributed import cluster
+    from proofs_checks.errors import UsageError
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cluster, "_LOADED_CODE", "old")
+        with pytest.raises(RuntimeError, match="imported other code"):
+            cluster._guarded("new", str, 1)
+        assert cluster._guarded("old", str, 1) == "1"
+
+        class Client:
+            def run(self, fn):
+                return {"tcp://w1": "old", "tcp://w2": "new"}
+
+        with pytest.raises(UsageError, match="1 of 2 worker"):
+            cluster._refuse_stale_workers(Client(), "new")
+
+
+def test_local_workers_are_spawned_ignoring_sigint(monkeypatch):
+    """24a F10: the spawned workers printed tracebacks on the terminal's Ctrl-C."""
+    from multiprocessing import util
+
+    from proofs_checks.distributed import cluster
+
+    seen = []
+    monkeypatch.setattr(util, "spawnv_passfds", lambda path, args, fds: seen.append(list(args)) or 0)
+    with cluster._workers_ignore_sigint():
+        util.spawnv_passfds("python", ["python", "-c", "print(1)"], ())
+    assert seen[0][-1].startswith("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); ")
+
+
+def test_a_sweeps_file_valued_grid_values_are_shipped_absolute(tmp_path, monkeypatch):
+    """24a F12: a worker of a cluster read its own L.txt under the user's label."""
+    from proofs_checks.distributed.sweep import RowSpec, _shipped
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "L.txt").write_text("1 0\n0 2\n")
+    (tmp_path / "m.py").write_text("")
+    s = RowSpec("check icl", "check", "icl", (("lambda", "L.txt"), ("model", "m.py:predict"), ("N", "5")), 0, 1,
+                "quick", "cpu")
+    shipped = dict(_shipped(s).point)
+    assert shipped == {"lambda": str(tmp_path / "L.txt"), "model": str(tmp_path / "m.py") + ":predict", "N": "5"}

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import moved
+
 _TVERIFY = str(Path(sys.executable).with_name("tverify"))
 
 _PLUGIN = '''
@@ -91,6 +93,9 @@ def test_force_keeps_a_file_added_during_start_up_at_the_default_out(tmp_path):
 
 
 # 24A F2 (category 4) ------------------------------------------------------------------------------------------------
+@moved('list --markdown in a subprocess, every derivation (≈ 30 s)',
+       'tests/test_hostile_round30.py::test_a_catalogue_of_the_users_made_during_list_markdown_is_kept',
+       'tests/test_hostile_round30.py::test_the_default_out_is_noted_at_the_start')
 def test_list_markdown_docs_dir_keeps_a_catalogue_the_user_wrote_during_the_run(tmp_path):
     docs = tmp_path / "D"
     docs.mkdir()
@@ -135,6 +140,8 @@ def _wait_for(path: Path, text: str, seconds: float) -> None:
     raise AssertionError(f"{path.name}: no {text!r} within {seconds} s: {path.read_text(errors='replace')[-800:]}")
 
 
+@moved('a Dask scheduler and worker started by hand, three tverify runs (≈ 14 s)',
+       'tests/test_hostile_round30.py::test_a_worker_that_imported_other_code_refuses_the_task')
 def test_a_long_lived_cluster_does_not_answer_with_a_plugins_old_code(tmp_path):
     text = _PLUGIN.replace('ARGS = (scalar("x"),)', 'ARGS = (scalar("x"),)\nK = 2').replace(
         '    d = b.define("Definition", 2 * x)\n',
@@ -380,6 +387,8 @@ def test_a_future_py_on_pythonpath_is_not_imported_by_a_regular_install(tmp_path
 
 
 # 24A F10 (category 1) -----------------------------------------------------------------------------------------------
+@moved('three local Dask clusters started and interrupted (≈ 26 s)',
+       'tests/test_hostile_round30.py::test_local_workers_are_spawned_ignoring_sigint')
 def test_ctrl_c_to_the_group_during_a_local_cluster_run_is_one_line(tmp_path):
     import signal
 
@@ -399,6 +408,8 @@ def test_ctrl_c_to_the_group_during_a_local_cluster_run_is_one_line(tmp_path):
     assert not shown, shown[0]
 
 
+@moved('list --markdown in a subprocess, a SIGTERM timed at the first rename (≈ 60 s: the whole catalogue derived twice)',
+       'tests/test_hostile_round30.py::test_the_catalogue_pair_is_replaced_together_and_a_signal_waits_for_it')
 def test_sigterm_while_list_markdown_writes_leaves_the_previous_catalogue_pair(tmp_path):
     import signal
 
@@ -464,6 +475,8 @@ def test_sighup_to_the_group_during_a_local_cluster_run_is_one_line(tmp_path):
 
 
 # 24A F12 (category 3) -----------------------------------------------------------------------------------------------
+@moved('a Dask scheduler and worker started by hand in another folder (≈ 10 s)',
+       'tests/test_hostile_round30.py::test_a_sweeps_file_valued_grid_values_are_shipped_absolute')
 def test_sweep_on_a_cluster_reads_the_grid_file_the_user_named(tmp_path):
     import json
     import signal
