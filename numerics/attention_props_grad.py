@@ -149,18 +149,7 @@ class GradientProps:
                     return unavailable(name, self.device, f"{exc_text(exc)} (in --against)", T)
                 pairs = [("input", gm[0], ga[0], None)]
             else:
-                gr, gp = [], []
-                for dt, store in ((torch.float64, gr), (p_dt, gp)):
-                    if dt == torch.float64 and store is gp:
-                        gp.extend(gr)
-                        continue
-                    with torch.enable_grad():
-                        xr = x64.clone().to(self.device).requires_grad_(True)
-                        r = reference_attention(xr, self.m, self.st, dt)
-                        # retain_graph: a mapping may hold weights computed from the parameters once
-                        # (m.q.weight * 1.0, a reshaped fused weight), whose graph every backward shares
-                        store.extend(torch.autograd.grad(r, [xr] + params, cot.to(dt).to(self.device),
-                                                         allow_unused=True, retain_graph=True))
+                gr, gp = self._reference_grads(x64, params, cot, p_dt)
                 pairs = [(lab, a, b, c) for lab, a, b, c in zip(labels, gm, gr, gp)]
             L = self.L.get((T, "unit"), 1.0)
             G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None
@@ -183,15 +172,28 @@ class GradientProps:
             return _skip(name, "no gradient reached both the module and the reference")
         _, e, tol, just, T, lab = worst
         n_par = sum(1 for p in params)
-        judged = [t for t in Ts if t not in raised.get("lengths", [])]
-        gone = (f" (the backward raised {exc_text(raised['first'][0])} at T = {', '.join(map(str, raised['lengths']))}:"
-                " not judged there)") if raised else ""
         detail = (f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par and self.against is None else ''}"
-                  f" at T = {', '.join(map(str, judged))}{gone}; worst: {lab} at T = {T}"
+                  f" at {_judged_lengths(Ts, raised)}; worst: {lab} at T = {T}"
                   + ("; the gradient differs from the reference's autograd gradient (if the forward pass matches: a "
                      "custom backward?)" if not e <= tol else ""))
         return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
                                            "gradient entry at that length)", detail)
+
+    def _reference_grads(self, x64: torch.Tensor, params: list, cot: torch.Tensor, p_dt: torch.dtype) -> tuple:
+        """The reference's autograd gradients (input, then ``params``) in float64 and in the working precision."""
+        gr, gp = [], []
+        for dt, store in ((torch.float64, gr), (p_dt, gp)):
+            if dt == torch.float64 and store is gp:
+                gp.extend(gr)
+                continue
+            with torch.enable_grad():
+                xr = x64.clone().to(self.device).requires_grad_(True)
+                r = reference_attention(xr, self.m, self.st, dt)
+                # retain_graph: a mapping may hold weights computed from the parameters once
+                # (m.q.weight * 1.0, a reshaped fused weight), whose graph every backward shares
+                store.extend(torch.autograd.grad(r, [xr] + params, cot.to(dt).to(self.device),
+                                                 allow_unused=True, retain_graph=True))
+        return gr, gp
 
     def prop_grad_mode_forward(self) -> Property:
         """The outputs the gradient pass computed (autograd enabled, the input requiring grad: the
@@ -446,3 +448,11 @@ class _OnPath:
 
     def run(self, x64: torch.Tensor, grad: bool = False):
         return None, self._out_of(x64), None
+
+
+def _judged_lengths(Ts: list[int], raised: dict) -> str:
+    """``T = 2, 5`` and, where the backward raised at some lengths, which (not judged there: 24b F16)."""
+    judged = [t for t in Ts if t not in raised.get("lengths", [])]
+    gone = (f" (the backward raised {exc_text(raised['first'][0])} at T = {', '.join(map(str, raised['lengths']))}:"
+            " not judged there)") if raised else ""
+    return f"T = {', '.join(map(str, judged))}{gone}"

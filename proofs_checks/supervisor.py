@@ -46,29 +46,6 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def dies_with_this_process():
-    """A ``preexec_fn`` for a process this one starts: it is killed (SIGKILL) when this process dies, ``kill -9``
-    included (``PR_SET_PDEATHSIG``; a plugin's import probe and a survey worker outlived ``kill -9`` of tverify:
-    hostile pass 24a F6). ``None`` where there is no ``prctl``. The function is looked up here, before the fork: the
-    child imports nothing."""
-    import signal
-
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except Exception:  # noqa: BLE001 - no prctl (not Linux)
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # this process died before the line above
-            os._exit(1)
-
-    return preexec
-
-
 def _forwarded(signal) -> list:
     """Every signal whose default action ends a process and that can be caught, but the faults this process's own
     code would raise (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT): the parent is transparent, a

@@ -162,7 +162,7 @@ def probe(ep: Any, *, stream=None) -> float:
         # -P and the path set first: nothing in the working folder runs (a json.py there ran, and the
         # plugin was blamed)
         source = _PROBE.replace("@PATH@", repr(child_sys_path()))
-        from proofs_checks.supervisor import dies_with_this_process
+        from proofs_checks.lifetime import dies_with_this_process
 
         proc = subprocess.Popen([sys.executable, "-P", "-c", source, str(w), str(ep.name), str(ep.value),
                                  str(ep.group)], pass_fds=(w,), stdin=subprocess.DEVNULL,

@@ -200,6 +200,18 @@ def _weights_props(probe, props, wn, where, mp, against, T_small, x) -> None:
                                                   ap.dtype_name(work or probe.pdt)))
 
 
+def _grad_path_unavailable(probe, against):
+    """``matches_reference_with_grad`` not available: the module's forward raised with autograd on."""
+    from numerics import attention_probe as ap
+
+    exc, T = probe.grad_forward_raised
+    p = ap._skip("matches_reference_with_grad" if against is None else "matches_against_with_grad",
+                 f"not available: the module's forward raised {ap.exc_text(exc)} with autograd on (the input "
+                 f"requiring grad) at T = {T}: that path is not judged")
+    p.numbers = {"unavailable": ap.exc_text(exc), "why": "its forward raised with autograd on"}
+    return p
+
+
 def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, other, device, against, *, gen_seed,
                 tick):
     import torch
@@ -228,12 +240,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         if probe.grad_outs:
             props.append(probe.prop_grad_mode_forward())
         elif getattr(probe, "grad_forward_raised", None) is not None:  # (24b F18: said, not left out)
-            exc, T = probe.grad_forward_raised
-            p = ap._skip("matches_reference_with_grad" if against is None else "matches_against_with_grad",
-                         f"not available: the module's forward raised {ap.exc_text(exc)} with autograd on (the input "
-                         f"requiring grad) at T = {T}: that path is not judged")
-            p.numbers = {"unavailable": ap.exc_text(exc), "why": "its forward raised with autograd on"}
-            props.append(p)
+            props.append(_grad_path_unavailable(probe, against))
         if mp is not None and against is None and mp.heads == 1:
             props.append(_convex_mapped(probe, f, st))
         _figures(probe, props, figures, st, mp, T_small, w)

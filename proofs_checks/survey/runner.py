@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from proofs_checks.supervisor import dies_with_this_process
+from proofs_checks.lifetime import dies_with_this_process
 from proofs_checks.survey.catalogue import Entry
 
 __all__ = ["default_cache", "run_entry", "row_verdict"]
