@@ -290,7 +290,7 @@ def test_kill_9_during_a_survey_entry_leaves_no_worker(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = _env(tmp_path, TMPDIR=str(tmp))
-    p = subprocess.Popen([_TVERIFY, "survey", "hf-qwen3-flex", "--no-install", "--quick", "--out", str(tmp_path / "sv")],
+    p = subprocess.Popen([_TVERIFY, "survey", "torch-mha", "--no-install", "--quick", "--out", str(tmp_path / "sv")],
                          env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def workers() -> list[int]:
