@@ -1,5 +1,6 @@
 """The lifetime of the processes tverify starts: each dies with the process that started it (``PR_SET_PDEATHSIG``)."""
 
+import contextlib
 import os
 
 #: prctl's option: the signal this process gets when its parent dies
@@ -27,3 +28,25 @@ def dies_with_this_process():
             os._exit(1)
 
     return preexec
+
+
+@contextlib.contextmanager
+def spawns_rewritten(rewrite):
+    """While inside: each interpreter multiprocessing spawns (``util.spawnv_passfds``, a ``python … -c PROGRAM``) has
+    its argument list passed through ``rewrite(args, i)`` first, ``i`` the index of ``-c`` (its program ``args[i + 1]``):
+    what the new process does before anything else (the checks' fork server's path, a local Dask worker's SIGINT)."""
+    from multiprocessing import util
+
+    original = util.spawnv_passfds
+
+    def spawn(path, args, passfds):
+        args = list(args)
+        if "-c" in args[:-1]:
+            rewrite(args, args.index("-c"))
+        return original(path, args, passfds)
+
+    util.spawnv_passfds = spawn
+    try:
+        yield
+    finally:
+        util.spawnv_passfds = original

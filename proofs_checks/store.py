@@ -273,8 +273,19 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     The file gets ``mode`` if given, else the mode of the file it replaces, else the mode a plain
     ``open`` would give (0666 less the umask; ``mkstemp`` alone would leave it 0600)."""
     path = Path(path)
-    # where the file lands, links followed: never inside tverify's own code or environment, whichever folder on the
-    # way is a link (a store whose `last/` linked into theory/ was written there, hostile pass 14a F2)
+    tmp = _staged(path, text, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _staged(path: Path, text: str, mode: int | None = None) -> str:
+    """``text`` written to a new temporary file beside ``path`` (with ``mode``, else the mode of the file it will
+    replace, else a plain ``open``'s): its name, to be put in place by ``os.replace``. Never inside tverify's own code
+    or environment, whichever folder on the way is a link (a store whose `last/` linked into theory/ was written there,
+    hostile pass 14a F2)."""
     real = Path(os.path.realpath(path.absolute()))
     own = own_installation(real, holding=False)
     if own:
@@ -290,10 +301,10 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return tmp
 
 
 def atomic_write_pair(items: list[tuple[Path, str]]) -> None:
@@ -305,21 +316,7 @@ def atomic_write_pair(items: list[tuple[Path, str]]) -> None:
     staged: list[tuple[str, Path]] = []
     try:
         for path, text in items:
-            path = Path(path)
-            real = Path(os.path.realpath(path.absolute()))
-            own = own_installation(real, holding=False)
-            if own:
-                raise OutputPathError(f"{path}: lands inside {own} (through a link), which tverify runs from; not written")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                mode = path.stat().st_mode & 0o777
-            except OSError:
-                mode = default_file_mode()
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            staged.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.chmod(tmp, mode)
+            staged.append((_staged(Path(path), text), Path(path)))
         import threading
 
         got: list[int] = []

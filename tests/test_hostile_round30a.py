@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -12,40 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.hz_plugin import install_hz
+from tests.test_hostile_round29a import _PLUGIN as _PLUGIN_29A
 from tests.tiers import moved
 
 _TVERIFY = str(Path(sys.executable).with_name("tverify"))
 
-_PLUGIN = '''
-import numpy as np
-import sympy as sp
-from proofs_checks.plugin import Claim, DerivationBuilder, Mutant, close, matches_derivation, numeric, register, scalar
-
-ARGS = (scalar("x"),)
-
-
-def form(x):
-    return 2.0 * np.asarray(x, float)
-
-
-def derive():
-    b = DerivationBuilder("doubling")
-    (x,) = b.fact("args", (sp.Symbol("x", real=True),))
-    d = b.define("Definition", 2 * x)
-    return b.done(b.step("expand", sp.expand(d)))
-
-
-@numeric("2x against x + x, float64")
-def plain(form, ctx):
-    x = ctx.rng().standard_normal(ctx.size(50, 200, 400))
-    return close(form(x), x + x, 4 * np.finfo(float).eps * np.abs(x) + 1e-300, "one rounding per draw")
-
-
-CLAIM = register(Claim(id="hz.dbl", title="doubling", statement="f(x) = 2x", source="hostile 24a", kind="identity",
-                       form=form, derivation=derive, no_hypotheses="none", derivation_pure=True,
-                       checks=(matches_derivation(derive, ARGS), plain),
-                       mutants=(Mutant("three", "wrong constant", "3x", lambda x: 3.0 * np.asarray(x, float)),)))
-'''
+_PLUGIN = (_PLUGIN_29A.replace("import hzconst  # a helper module imported when the plugin is loaded\n", "")  # pass 23a's
+           .replace('    b.obligation("constant is two", hzconst.C - 2)\n', "")  # plugin, without its helper
+           .replace('source="hostile 23a"', 'source="hostile 24a"'))
 
 
 def _env(tmp_path: Path, **extra) -> dict:
@@ -58,15 +34,50 @@ def _env(tmp_path: Path, **extra) -> dict:
 
 def _plugin(root: Path, text: str = _PLUGIN) -> Path:
     """``root/pz``: the package ``tverify_hz`` (``claims.py`` is ``text``) and its dist-info (entry point ``hz``)."""
-    pz = root / "pz"
-    (pz / "tverify_hz").mkdir(parents=True)
-    (pz / "tverify_hz" / "__init__.py").write_text("")
-    (pz / "tverify_hz" / "claims.py").write_text(text)
-    dist = pz / "tverify_hz-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tverify-hz\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[tverify.claims]\nhz = tverify_hz.claims\n")
-    return pz
+    return install_hz(root, text)
+
+
+@contextlib.contextmanager
+def _hand_started_cluster(tmp_path: Path, env: dict, cwd: Path):
+    """A Dask scheduler and one worker started by hand in ``cwd`` (as a user does), their address; stopped after."""
+    import signal
+
+    dask = str(Path(sys.executable).with_name("dask"))
+    port = _free_port()
+    procs = []
+    try:
+        with open(tmp_path / "sched.log", "w") as log:
+            procs.append(subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                           "--no-dashboard"], env=env, cwd=cwd, stdout=log, stderr=log,
+                                          start_new_session=True))
+        _wait_for(tmp_path / "sched.log", "Scheduler at", 60)
+        with open(tmp_path / "worker.log", "w") as log:
+            procs.append(subprocess.Popen([dask, "worker", f"tcp://127.0.0.1:{port}", "--nthreads", "1",
+                                           "--no-dashboard"], env=env, cwd=cwd, stdout=log, stderr=log,
+                                          start_new_session=True))
+        _wait_for(tmp_path / "worker.log", "Registered to", 60)
+        yield f"tcp://127.0.0.1:{port}"
+    finally:
+        for p in reversed(procs):
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def _kill_all(pids: list[int]) -> None:
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _later(seconds: float, fn) -> threading.Thread:
@@ -149,20 +160,7 @@ def test_a_long_lived_cluster_does_not_answer_with_a_plugins_old_code(tmp_path):
         "derivation_pure=True", "derivation_pure=False")
     pz = _plugin(tmp_path, text)
     env = _env(tmp_path, PYTHONPATH=str(pz))
-    dask = str(Path(sys.executable).with_name("dask"))
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    procs = []
-    try:
-        with open(tmp_path / "sched.log", "w") as log:
-            procs.append(subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                           "--no-dashboard"], env=env, cwd=tmp_path, stdout=log, stderr=log,
-                                          start_new_session=True))
-        _wait_for(tmp_path / "sched.log", "Scheduler at", 60)
-        with open(tmp_path / "worker.log", "w") as log:
-            procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"], env=env,
-                                          cwd=tmp_path, stdout=log, stderr=log, start_new_session=True))
-        _wait_for(tmp_path / "worker.log", "Registered to", 60)
+    with _hand_started_cluster(tmp_path, env, tmp_path) as address:
         run = [_TVERIFY, "run", "hz.dbl", "--quick", "--no-progress"]
         first = subprocess.run(run + ["--cluster", address], env=env, cwd=tmp_path, capture_output=True, text=True,
                                timeout=300)
@@ -176,19 +174,6 @@ def test_a_long_lived_cluster_does_not_answer_with_a_plugins_old_code(tmp_path):
         # refused, one line, nothing run: the worker imported the plugin's old code (never its stale "verified")
         assert there.returncode == 2 and "imported other code" in there.stderr and "Traceback" not in there.stderr, \
             (there.returncode, there.stdout[-1500:], there.stderr[-1500:])
-    finally:
-        import signal
-
-        for p in reversed(procs):
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
 
 
 # 24A F5 (category 3) ------------------------------------------------------------------------------------------------
@@ -254,11 +239,7 @@ def test_kill_9_during_the_plugin_import_probe_leaves_no_process_of_the_plugin(t
                 pass
         assert not alive, f"the plugin's import probe (pid {alive}) is still running 3 s after tverify was killed"
     finally:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _kill_all(pids)
 
 
 # 24A F7 (category 2) ------------------------------------------------------------------------------------------------
@@ -319,11 +300,7 @@ def test_kill_9_during_a_survey_entry_leaves_no_worker(tmp_path):
         alive = [pid for pid in pids if _alive(pid)]
         assert not alive, f"the survey worker (pid {alive}) is still running 3 s after tverify was killed"
     finally:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _kill_all(pids)
 
 
 # 24A F8 (category 1/3) ----------------------------------------------------------------------------------------------
@@ -487,20 +464,7 @@ def test_sweep_on_a_cluster_reads_the_grid_file_the_user_named(tmp_path):
     (wk / "L.txt").write_text("1 0\n0 2\n")  # a file of that name where the worker runs (another project's)
     (cl / "L.txt").write_text("50 0\n0 0.02\n")  # the user's: condition number 2500
     env = _env(tmp_path)
-    dask = str(Path(sys.executable).with_name("dask"))
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    procs = []
-    try:
-        with open(tmp_path / "sched.log", "w") as log:
-            procs.append(subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                           "--no-dashboard"], env=env, cwd=wk, stdout=log, stderr=log,
-                                          start_new_session=True))
-        _wait_for(tmp_path / "sched.log", "Scheduler at", 60)
-        with open(tmp_path / "worker.log", "w") as log:
-            procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"], env=env,
-                                          cwd=wk, stdout=log, stderr=log, start_new_session=True))
-        _wait_for(tmp_path / "worker.log", "Registered to", 60)
+    with _hand_started_cluster(tmp_path, env, wk) as address:
         r = subprocess.run([_TVERIFY, "sweep", "check", "icl", "--grid", "N=5 lambda=L.txt", "--quick",
                             "--no-progress", "--json", "-", "--cluster", address], env=env, cwd=cl,
                            capture_output=True, text=True, timeout=300)
@@ -508,14 +472,3 @@ def test_sweep_on_a_cluster_reads_the_grid_file_the_user_named(tmp_path):
         # the user's L.txt (validated before the run, in their folder): cond(Λ) = 2500
         assert row.get("conditioning.cond_Lambda") == pytest.approx(2500.0), (row.get("status"),
                                                                              row.get("conditioning.cond_Lambda"))
-    finally:
-        for p in reversed(procs):
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)

@@ -13,21 +13,7 @@ def _tv(tmp_path, *args, timeout=300):
     return tv_here(tmp_path, *args)
 
 
-BASE = textwrap.dedent("""
-    import math, torch
-    from torch import nn
-
-    class Base(nn.Module):  # exact causal attention, fused qkv, 4 heads
-        def __init__(self, dim=32, heads=4):
-            super().__init__(); self.num_heads, self.hd = heads, dim // heads
-            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.hd).permute(2, 0, 3, 1, 4).unbind(0)
-            s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)
-            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), -math.inf)
-            return self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1))
-""")
+from tests.test_hostile_round29b import BASE  # noqa: E402 - (its Base: exact causal attention, fused qkv, 4 heads)
 
 
 @pytest.mark.parametrize("name", ["Alternating", "NoisyEvery"])

@@ -335,23 +335,13 @@ def _workers_ignore_sigint():
     inherit): a Ctrl-C at the terminal reaches the whole foreground group, and the blocked mask of
     :func:`_sigint_deferred` did not reach the spawned interpreters, whose tracebacks filled the terminal above
     tverify's one line (hostile pass 24a F10). This process shuts them down."""
-    from multiprocessing import util
+    from proofs_checks.lifetime import spawns_rewritten
 
-    original = util.spawnv_passfds
-    quiet = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    def rewrite(args, i):
+        args[i + 1] = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); " + args[i + 1]
 
-    def spawn(path, args, passfds):
-        args = list(args)
-        if "-c" in args[:-1]:
-            i = args.index("-c")
-            args[i + 1] = quiet + args[i + 1]
-        return original(path, args, passfds)
-
-    util.spawnv_passfds = spawn
-    try:
+    with spawns_rewritten(rewrite):
         yield
-    finally:
-        util.spawnv_passfds = original
 
 
 @contextlib.contextmanager

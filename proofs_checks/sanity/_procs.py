@@ -28,26 +28,17 @@ def isolated_start():
     statement sets ``sys.path`` to :func:`proofs_checks.guards.child_sys_path` — Python 3.11's
     ``forkserver.main`` ignores the path it is given, and imported its preload list (``numpy``,
     ``torch``, …) with the working folder first: a ``random.py`` or ``numerics/`` there ran."""
-    from multiprocessing import util
-
     from proofs_checks.guards import child_sys_path
+    from proofs_checks.lifetime import spawns_rewritten
 
-    original = util.spawnv_passfds
     boot = _BOOT.format(path=child_sys_path())
 
-    def spawn(path, args, passfds):
-        args = list(args)
-        if "-c" in args[:-1]:
-            i = args.index("-c")
-            server = "multiprocessing.forkserver" in args[i + 1]
-            args[i:i + 2] = ["-P", "-c", boot + (_BOOT_SERVER if server else "") + args[i + 1]]
-        return original(path, args, passfds)
+    def rewrite(args, i):
+        server = "multiprocessing.forkserver" in args[i + 1]
+        args[i:i + 2] = ["-P", "-c", boot + (_BOOT_SERVER if server else "") + args[i + 1]]
 
-    util.spawnv_passfds = spawn
-    try:
+    with spawns_rewritten(rewrite):
         yield
-    finally:
-        util.spawnv_passfds = original
 
 
 def server_boot() -> None:  # pragma: no cover - runs in the fork server
