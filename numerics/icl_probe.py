@@ -164,28 +164,47 @@ def _ridge(X, y, x_q, lam: float) -> torch.Tensor:
     return (x_q * w).sum(-1)
 
 
-#: the prompts predicted again in a batch of their own (``batch_independence``)
-BATCH_ALONE = 2
-
-
-def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int) -> dict:
-    """The model's first :data:`BATCH_ALONE` prompts predicted again as a batch of their own, against their predictions
-    within the whole batch: a prediction may depend on its own prompt only (a model reading the other prompts — batch
-    statistics, a BatchNorm left in training mode — was identified as Γ_N-preconditioned GD: hostile pass 24b F10).
-    ``error``: the largest change relative to ``max(1, |prediction|)`` (``None``: the call raised, said in ``why``)."""
-    k = min(BATCH_ALONE, int(f.shape[0]))
-    out = {"M": int(M), "prompts": k, "ops": max(int(d * (M + d)), 256), "error": None, "why": ""}
+def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int) -> dict:
+    """One prompt of the batch predicted again alone (a batch of one; prompt ``P − 1 − i`` at the ``i``-th length, so each
+    length watches another one), against its prediction within the whole batch: a prediction may depend on its own prompt
+    only (a model reading the other prompts — batch statistics, a BatchNorm left in training mode — was identified as
+    Γ_N-preconditioned GD: hostile pass 24b F10; two prompts re-predicted together hid a dependence between them, on
+    prompt 0, or at the lengths after the first: 25a F2, 25b F1). ``error``: the change relative to
+    ``max(1, |prediction|)`` (``None``: the call raised, said in ``why``)."""
+    P = int(f.shape[0])
+    k = (P - 1 - i) % P
+    out = {"M": int(M), "prompt": k, "ops": max(int(d * (M + d)), 256), "error": None, "why": ""}
     try:
         with torch.no_grad(), defaults_kept():
-            raw = predict(Pr.X[:k].clone(), Pr.y[:k].clone(), Pr.x_q[:k].clone())
-        sub = _as_predictions(plain(raw), k, f"prompt length M = {M}, a batch of {k}")
+            raw = predict(Pr.X[k:k + 1].clone(), Pr.y[k:k + 1].clone(), Pr.x_q[k:k + 1].clone())
+        sub = _as_predictions(plain(raw), 1, f"prompt length M = {M}, prompt {k} alone")
     except Exception as exc:  # noqa: BLE001 - the user's model: said, not judged
-        out["why"] = f"a batch of {k} prompts raised {type(exc).__name__}: {str(exc)[:200]}"
+        out["why"] = f"prompt {k} alone raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
         return out
-    ref = f[:k]
-    scale = torch.clamp(ref.abs(), min=1.0)
-    diff = torch.where(torch.isnan(sub) & torch.isnan(ref), 0.0, (sub - ref).abs() / scale)  # NaN alike: no change
+    ref = f[k:k + 1]
+    diff = torch.where(torch.isnan(sub) & torch.isnan(ref), 0.0, (sub - ref).abs() / torch.clamp(ref.abs(), min=1.0))
     out["error"] = float("inf") if not bool(torch.isfinite(diff).all()) else float(diff.max())
+    return out
+
+
+def _batch_summary(rows: list[dict], work: torch.dtype) -> dict | None:
+    """``batch_independence`` over the lengths (:func:`_batch_alone`): the worst change against its tolerance; a length
+    where the prompt alone raised leaves the property not judged unless another length already fails it."""
+    if not rows:
+        return None
+    u = float(torch.finfo(work).eps) / 2
+    for r in rows:
+        r["tolerance"] = 64 * r["ops"] * u
+    measured = [r for r in rows if r["error"] is not None]
+    ratio = lambda r: r["error"] / r["tolerance"] if math.isfinite(r["error"]) else math.inf  # noqa: E731
+    worst = max(measured, key=ratio, default=None)
+    raised = [r for r in rows if r["error"] is None]
+    out = dict(worst if worst is not None and (not raised or ratio(worst) > 1) else raised[0])
+    out["lengths"] = [r["M"] for r in rows]
+    out["justification"] = (f"64·n·u({str(work).replace('torch.', '')}) = {out['tolerance']:.3g}, n = max(d·(M + d), "
+                            f"256) = {out['ops']}: the rounding of one prompt's own computation (a network's sums of up "
+                            "to 256 terms, which a kernel may order otherwise for another batch size), relative to "
+                            "max(1, |prediction|); a batch's other prompts change it by nothing")
     return out
 
 
@@ -300,7 +319,7 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     A = list(EXTENDED_ALGORITHMS if extended else ALGORITHMS)
     nA = len(A)
     # pass 1: the predictor and the references at every length (lengths where it raises a `skip` type dropped)
-    runs, skipped, dtypes, batch = [], [], [], None
+    runs, skipped, dtypes, batch = [], [], [], []
     for i, M in enumerate(Ms_req):
         Pr = sample_prompts(L, M, (P,), seed=seed + 7919 * i, noise=noise, device=dev)
         try:
@@ -314,8 +333,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         raw = plain(raw)  # a tensor subclass's own operators never judge it
         f = _as_predictions(raw, P, f"prompt length M = {M}")
         dtypes.append(_output_dtype(raw))
-        if extended and batch is None:
-            batch = _batch_alone(predict, Pr, f, M, d)
+        if extended:
+            batch.append(_batch_alone(predict, Pr, f, M, d, i))
         algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k, gamma=gamma,
                                      ridge_lambda=ridge_lambda, extended=extended)
         algs = {a: v.detach().to("cpu", DTYPE) for a, v in algs.items()}
@@ -453,15 +472,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
                    output_dtype=sorted({str(t).replace("torch.", "") for t in dtypes}),
                    work_dtype=str(work).replace("torch.", ""), found_dtype=dtype_name(finding.found),
                    judged_dtype=dtype_name(finding.judged), judged_given=finding.given)
-        if batch is not None:
-            u = float(torch.finfo(work).eps) / 2
-            batch["tolerance"] = 64 * batch["ops"] * u
-            batch["justification"] = (f"64·n·u({dtype_name(work)}) = {batch['tolerance']:.3g}, n = max(d·(M + d), 256) "
-                                      f"= {batch['ops']}: the rounding of one prompt's own computation (a network's "
-                                      "sums of up to 256 terms, which a kernel may order otherwise for another batch "
-                                      "size), relative to max(1, |prediction|); a batch's other prompts change it by "
-                                      "nothing")
-            out.update(batch_independence=batch)
+        if batch:
+            out.update(batch_independence=_batch_summary(batch, work))
     if sum(nonfinite):
         out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False,
                    identification=None)

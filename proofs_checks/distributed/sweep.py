@@ -745,6 +745,10 @@ def run_sweep(target: Target, rows: list[RowSpec], *, client=None, progress=None
     return [done[s] for s in rows]
 
 
+#: the grid parameters of the sanity checks that name a file (or ``FILE:NAME``)
+FILE_VALUED = frozenset({"lambda", "model", "module", "against", "mapping", "patterns", "data", "weights", "report"})
+
+
 def _shipped(s: RowSpec) -> RowSpec:
     """``s`` with each grid value that names a file here (``L.txt``, ``m.py:predict``) made absolute: a worker of a
     cluster resolved a relative name in its own folder, and checked its file under the user's label (hostile pass
@@ -752,9 +756,9 @@ def _shipped(s: RowSpec) -> RowSpec:
     import dataclasses
     import os
 
-    def absolute(v: Any) -> Any:
-        if not isinstance(v, str) or not v or os.path.isabs(v):
-            return v
+    def absolute(k: str, v: Any) -> Any:
+        if k not in FILE_VALUED or not isinstance(v, str) or not v or os.path.isabs(v):  # (a file named "5" turned
+            return v  # --N 5 into a path: hostile pass 25a F1)
         if os.path.exists(v):
             return os.path.abspath(v)
         head, sep, tail = v.rpartition(":")
@@ -762,7 +766,7 @@ def _shipped(s: RowSpec) -> RowSpec:
             return os.path.abspath(head) + ":" + tail
         return v
 
-    return dataclasses.replace(s, point=tuple((k, absolute(v)) for k, v in s.point))
+    return dataclasses.replace(s, point=tuple((k, absolute(k, v)) for k, v in s.point))
 
 
 # ------------------------------------------------------------------------------------------------

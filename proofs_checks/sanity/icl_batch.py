@@ -16,7 +16,9 @@ def batch_row(pr: dict) -> dict | None:
     if not b:
         return None
     err, tol = b.get("error"), b.get("tolerance")
-    where = f"the first {b['prompts']} prompts at M = {b['M']} predicted again as a batch of their own"
+    lengths = b.get("lengths") or [b["M"]]
+    where = (f"one prompt alone (a batch of one) at each length M = {', '.join(map(str, lengths))}, against its "
+             f"prediction within the batch; worst: prompt {b.get('prompt', 0)} at M = {b['M']}")
     if err is None:
         return {"name": "batch_independence", "status": "skip", "error": None, "tolerance": tol,
                 "justification": b.get("justification", ""), "detail": f"{where}: not judged ({b['why']})"}
@@ -34,6 +36,11 @@ def with_batch(v: Verdict, pr: dict, name: str) -> Verdict:
     if row is None:
         return v
     v.numbers["batch_independence"] = {k: row[k] for k in ("status", "error", "tolerance")}
+    if row["status"] == "skip" and v.outcome == "ok":  # not run is not a pass (25b F4)
+        return Verdict("inconclusive", f"{name}: {v.summary}; batch_independence not judged",
+                       f"batch_independence: {row['detail']}; {v.criterion}", v.numbers,
+                       list(v.reasons) + [f"batch_independence not judged: {row['detail']}"],
+                       "a model that predicts one prompt alone (a batch of one) decides it")
     if row["status"] != "fail":
         return v
     return Verdict("mismatch", f"{name} violates: batch_independence; {v.outcome} otherwise: {v.summary}",
