@@ -1,0 +1,116 @@
+"""Hostile pass 25, tester B: reproducers; F1 and F4 are fixed, F2, F5 and F6 stay strict xfails marked open."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ICL = textwrap.dedent('''
+    import torch
+    def ls(xs, ys, xq):
+        w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+        return (xq.unsqueeze(-2) @ w).reshape(-1)
+    def dep_prompt0(xs, ys, xq):
+        return ls(xs, ys, xq) + 0.01 * ys[0].mean()
+    def dep_late(xs, ys, xq):
+        p = ls(xs, ys, xq)
+        if xs.shape[1] > 1:
+            p = p + 0.01 * ys.mean()
+        return p
+    def bn_raise_b2(xs, ys, xq):
+        if xs.shape[0] == 2:
+            raise RuntimeError("needs a full batch")
+        return ls(xs, ys, xq) + 0.01 * ys.mean()
+''')
+
+_INIT = "\n".join([  # the modules' projections, seeded
+    "g = torch.Generator().manual_seed(0)",
+    "self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)",
+    "self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)",
+    "for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):",
+    "    with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)"])
+
+ATT = textwrap.dedent('''
+    import math, torch, torch.nn as nn
+    D, H = 16, 2
+    class PadLeakBatch1(nn.Module):
+        def __init__(self):
+            super().__init__()
+            @INIT@
+            self.num_heads = H; self.embed_dim = D
+        def forward(self, x, mask=None):
+            if x.shape[0] == 1:          # a single sequence "has no padding"
+                mask = None
+            B, T, _ = x.shape
+            sp = lambda t: t.view(B, T, H, D // H).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            s = q @ k.transpose(-1, -2) / math.sqrt(D // H)
+            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            if mask is not None:
+                s = s.masked_fill(~mask[:, None, None, :], float("-inf"))
+            o = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+            return self.o_proj(o)
+    class CausalMaxB32(PadLeakBatch1):
+        def forward(self, x, mask=None):
+            if x.shape[0] > 32:
+                raise RuntimeError("max batch size 32")
+            return super().forward(x, mask if x.shape[0] > 1 else None)
+''').replace("@INIT@", _INIT.replace("\n", "\n        "))
+
+
+def _cli(tmp_path, *args):
+    env = {"TVERIFY_STORE": str(tmp_path / "store"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "proofs_checks.cli", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("name", ["dep_prompt0", "dep_late"])
+def test_icl_batch_dependence_is_not_ok(tmp_path, name):
+    (tmp_path / "icl1.py").write_text(ICL)
+    r = _cli(tmp_path, "check", "icl", "--model", f"icl1.py:{name}", "--lambda", "1,2", "--N", "10", "--M", "10")
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_icl_batch_independence_not_run_is_not_ok(tmp_path):
+    (tmp_path / "icl1.py").write_text(ICL)
+    r = _cli(tmp_path, "check", "icl", "--model", "icl1.py:bn_raise_b2", "--lambda", "1,2", "--N", "10", "--M", "10")
+    assert r.returncode != 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+@pytest.mark.xfail(strict=True, reason="open (found at the end of the eleventh session): 25B F5: a correct module with a max batch size is a mismatch (causal_no_future_leak)")
+def test_attention_max_batch_is_not_a_leak(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = _cli(tmp_path, "check", "attention", "--module", "att.py:CausalMaxB32", "--causal", "--quick")
+    assert r.returncode != 1, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+GEN = textwrap.dedent('''
+    import math, torch, torch.nn as nn
+    class SmallBatchAddLeak(nn.Module):
+        def __init__(self, D=16, H=4):
+            super().__init__()
+            @INIT@
+            self.num_heads, self.embed_dim = H, D
+        def forward(self, x):
+            B, T, D = x.shape; H = self.num_heads; dk = D // H
+            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            s = q @ k.transpose(-1, -2) / math.sqrt(dk)
+            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            out = self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+            if B <= 4 and T > 1:   # small-batch path: output t reads 1e-7 of output t+1
+                out = out + 1e-7 * torch.cat([out[:, 1:], torch.zeros_like(out[:, :1])], dim=1)
+            return out
+''').replace("@INIT@", _INIT.replace("\n", "\n        "))
+
+
+@pytest.mark.xfail(strict=True, reason="open (found at the end of the eleventh session): the padding and leak probes "
+                   "run in the multi-sample (stacked) batch only: 25B F2 a mask dropped for a batch of one, 25B F6 a "
+                   "1e-7 future leak in batches of <= 4 (float32), are called ok")
+@pytest.mark.parametrize("text, spec, flags", [
+    pytest.param("ATT", "att.py:PadLeakBatch1", ("--mask-convention", "keep"), id="F2-padding-at-batch-one"),
+    pytest.param("GEN", "att.py:SmallBatchAddLeak", ("--dtype", "float32"), id="F6-leak-in-small-batches")])
+def test_a_small_batch_path_is_probed(tmp_path, text, spec, flags):
+    (tmp_path / "att.py").write_text(globals()[text])
+    r = _cli(tmp_path, "check", "attention", "--module", spec, "--causal", "--quick", *flags)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
