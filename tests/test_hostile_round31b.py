@@ -1,4 +1,4 @@
-"""Hostile pass 25, tester B: reproducers; F1 and F4 are fixed, F2, F5 and F6 stay strict xfails marked open."""
+"""Hostile pass 25, tester B: reproducers; F1, F4 and F5 are fixed, F2 and F6 stay strict xfails marked open."""
 import subprocess
 import sys
 import textwrap
@@ -77,7 +77,6 @@ def test_icl_batch_independence_not_run_is_not_ok(tmp_path):
     assert r.returncode != 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the eleventh session): 25B F5: a correct module with a max batch size is a mismatch (causal_no_future_leak)")
 def test_attention_max_batch_is_not_a_leak(tmp_path):
     (tmp_path / "att.py").write_text(ATT)
     r = _cli(tmp_path, "check", "attention", "--module", "att.py:CausalMaxB32", "--causal", "--quick")
