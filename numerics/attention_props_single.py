@@ -134,14 +134,72 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
                 worst = (ratio(e, tol), e, tol, just, T, key, e_move, e_ref)
     if worst is None:
         return [_skip("key_padding_respected", "no probe length ≥ 3", True)]
+    try:
+        others = _padding_other_shapes(probe, w)
+        for e, tol, just, T_, where in others:
+            if not ratio(e, tol) <= worst[0]:
+                worst = (ratio(e, tol), e, tol, just, T_, where, e, float("nan"))
+    except Exception as exc:
+        return [Property("key_padding_respected", "fail", float("inf"), 0.0, "must run",
+                         f"raised {exc_text(exc)} with a padding mask in a call of another batch shape", {}, True)]
     _, e, tol, just, T, key, e_move, e_ref = worst
     detail = (f"keys padded at the {'start (left padding: a causal mask hides nothing there)' if left else 'end'} of "
-              f"each sample (T = {T}, {key} logits): outputs at real positions move by "
+              f"each sample (T = {T}, {key if ' ' in key else key + ' logits'}): outputs at real positions move by "
               f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
                                                                     f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
-              + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else ""))
+              + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else "")
+              + ("; redrawn also in calls of " + ", ".join(dict.fromkeys(f"{o[4]} (T = {o[3]})" for o in others))
+                 if others and e <= tol else ""))
     return ([_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked(probe, w, T)]
             + ([_padded_weights_row(*padded_w)] if padded_w is not None else []))
+
+
+def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float, str, int, str]]:
+    """The padded-key redraw in calls of other batch shapes, each ``(move, tolerance, its reason, T, where)``: every
+    sample of the longest length's padding probe alone (a batch of one "has no padding": a module dropping the mask
+    there passed, hostile pass 25b F2), and one call padding every count of keys from 1 to T − 1 (at most 64 counts)
+    at the longest length ≤ 65 (the probe's three samples pad three counts per length: 25b F3)."""
+    Ts = [T for T in probe._large_lengths() if T >= 3]
+    if not Ts:
+        return []
+    out, T = [], Ts[-1]
+    valid = padding_mask(probe, T)
+    if probe.B > 1:
+        for b in range(probe.B):
+            out.append(_padded_redraw(probe, w, probe.xs[T][b:b + 1], valid[b:b + 1]) + (T, "a single sequence"))
+    T = max([t for t in Ts if t <= 65] or Ts[:1])
+    counts = sorted({int(round(c)) for c in torch.linspace(1, T - 1, min(T - 1, 64)).tolist()})
+    valid = torch.ones(len(counts), T, dtype=torch.bool)
+    for i, n_pad in enumerate(counts):
+        if probe.st.causal:
+            valid[i, :n_pad] = False
+        else:
+            valid[i, T - n_pad:] = False
+    x = probe.xs[T][torch.arange(len(counts)) % probe.B]
+    out.append(_padded_redraw(probe, w, x, valid) + (T, f"{len(counts)} sequences padding {counts[0]} to {counts[-1]} "
+                                                        "keys"))
+    return out
+
+
+def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tensor) -> tuple[float, float, str]:
+    """``(move, tolerance, reason)``: how far the outputs at real positions of ``x`` (unit logits) move when its
+    padded keys are redrawn, in calls of ``x``'s own shape; the tolerance is the structural one."""
+    T = x.shape[1]
+    fresh = probe.probe(T, salt=43)[torch.arange(x.shape[0]) % probe.B]
+    x2 = x.clone()
+    x2[~valid] = fresh[~valid] * 3
+    w.valid = valid
+    try:
+        o1 = attention_structural.kept(probe.run(x)[1])
+        jit = attention_structural.jitter(probe, x, o1)
+        o2 = attention_structural.kept(probe.run(x2)[1])
+    finally:
+        w.valid = None
+    e = _rel(o2[valid], o1[valid], float(o1[valid].abs().max()))
+    tol, just = attention_structural.structural_tolerance(jit, "redrawing a padded key",
+                                                          attention_structural.noise_floor(probe, T),
+                                                          attention_structural.is_noisy(probe))
+    return e, tol, just
 
 
 def padding_mask(probe: Any, T: int, uniform: bool = False) -> torch.Tensor:

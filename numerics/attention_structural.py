@@ -174,45 +174,85 @@ class _Worst:
 
 
 def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | None]:
-    """Every probe length and logit scale: the worst move of a forbidden pair per kind."""
+    """Every probe length and logit scale: the worst move of a forbidden pair per kind, in the stacked redraw calls
+    and in the calls at the module's own batch shapes (:func:`plain_dependence`)."""
     worst = {k: _Worst() for k in kinds}
     offs = {k: set() for k in kinds}
     undecided: list[tuple] = []
     for T in probe.outs:
         if T < 2:
             continue
-        for key in ("unit", "large", "huge"):
-            if key != "unit" and T not in probe._large_lengths():
+        for key in ("unit", "large", "huge") + tuple(sorted({1, probe.B})):
+            if isinstance(key, str) and key != "unit" and T not in probe._large_lengths():
                 continue
             try:
-                dep = dependence(probe, T, key)
-                if dep is not None and _forbidden_moved(probe, dep, T, kinds):  # again, each block against the probe
-                    dep = dependence(probe, T, key, same_positions=True)  # at its own places in the batch (24b F17)
+                if isinstance(key, int):
+                    dep, key = plain_dependence(probe, T, key), _plain_label(key)
+                else:
+                    dep = dependence(probe, T, key)
+                    if dep is not None and _forbidden_moved(probe, dep, T, kinds):  # again, each block against the
+                        dep = dependence(probe, T, key, same_positions=True)  # probe at its own places (24b F17)
             except Exception as exc:  # the user's code
                 return worst, offs, undecided, f"raised {exc_text(exc)} at T = {T}"
             if dep is None:  # no such probe in float64 at this declaration (probe.out_of_range says which)
                 continue
-            tol, just = structural_tolerance(dep.jitter, "", noise_floor(probe, T), is_noisy(probe))
-            if not tol < UNDECIDABLE_TOL:
-                undecided.append((T, key, tol))
-                continue
-            for kind, mask in _forbidden(T, dep.J, probe.st, probe.st.causal).items():
-                if kind not in kinds or not mask.any():
-                    continue
-                _, just = structural_tolerance(dep.jitter, _WHAT[kind], noise_floor(probe, T), is_noisy(probe))
-                dm = torch.where(mask, dep.delta, torch.zeros_like(dep.delta))
-                w = worst[kind]
-                if not torch.isfinite(dm).all():  # NaN/inf outputs: nothing measurable at this probe
-                    w.nonfinite = w.nonfinite or (T, key, tol, just)
-                    dm = torch.where(torch.isfinite(dm), dm, torch.zeros_like(dm))
-                e = float(dm.max())
-                ratio = e / tol if tol > 0 else (0.0 if e == 0 else float("inf"))
-                if ratio > w.ratio or w.where is None:
-                    k = int(dm.argmax())
-                    w.ratio, w.error, w.tol, w.just, w.where = ratio, e, tol, just, (T, key, dep.J[k // T], k % T)
-                for a, t in torch.nonzero(dm > tol).tolist():
-                    offs[kind].add(dep.J[a] - t)
+            _take(probe, dep, T, key, kinds, (worst, offs, undecided))
     return worst, offs, undecided, None
+
+
+def _plain_label(n: int) -> str:
+    return f"unit logits, {'a single sequence' if n == 1 else f'the probe batch of {n}'} called alone"
+
+
+def _logits(key: str) -> str:
+    """``key`` as the text of where a redraw ran ("unit logits", or a plain call's label)."""
+    return f"{key} logits" if key in ("unit", "large", "huge") else key
+
+
+def _take(probe: Any, dep: Dependence, T: int, key: str, kinds: list[str], acc: tuple) -> None:
+    """Fold one redraw measurement into the worst move per kind (``acc``: worst, offsets, undecided)."""
+    worst, offs, undecided = acc
+    tol, just = structural_tolerance(dep.jitter, "", noise_floor(probe, T), is_noisy(probe))
+    if not tol < UNDECIDABLE_TOL:
+        undecided.append((T, key, tol))
+        return
+    for kind, mask in _forbidden(T, dep.J, probe.st, probe.st.causal).items():
+        if kind not in kinds or not mask.any():
+            continue
+        _, just = structural_tolerance(dep.jitter, _WHAT[kind], noise_floor(probe, T), is_noisy(probe))
+        dm = torch.where(mask, dep.delta, torch.zeros_like(dep.delta))
+        w = worst[kind]
+        if not torch.isfinite(dm).all():  # NaN/inf outputs: nothing measurable at this probe
+            w.nonfinite = w.nonfinite or (T, key, tol, just)
+            dm = torch.where(torch.isfinite(dm), dm, torch.zeros_like(dm))
+        e = float(dm.max())
+        ratio = e / tol if tol > 0 else (0.0 if e == 0 else float("inf"))
+        if ratio > w.ratio or w.where is None:
+            k = int(dm.argmax())
+            w.ratio, w.error, w.tol, w.just, w.where = ratio, e, tol, just, (T, key, dep.J[k // T], k % T)
+        for a, t in torch.nonzero(dm > tol).tolist():
+            offs[kind].add(dep.J[a] - t)
+
+
+def plain_dependence(probe: Any, T: int, n: int) -> Dependence:
+    """Redraws in calls of the module's own shapes: the first ``n`` samples of the unit probe (a single sequence, or
+    the probe batch), with the first and the last token redrawn in turn (the last is in every earlier output's
+    future; the first is outside a sliding window of every later output), each call against the unchanged input
+    at the same shape. The stacked redraw calls have at least twice the probe batch: a path taken for small batches
+    only (a batch of one "has no padding", a kernel for up to 4 sequences) leaked there unseen (hostile pass 25b F6)."""
+    x = probe.xs[T][:n]
+    J = sorted({0, T - 1})
+    noise = probe.probe(T, salt=17)[:n]
+    base = kept(probe.run(x)[1])
+    jit = jitter(probe, x, base)
+    fin = base[torch.isfinite(base)]
+    scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
+    deltas = []
+    for j in J:
+        x2 = x.clone()
+        x2[:, j] = noise[:, j]
+        deltas.append((kept(probe.run(x2)[1]) - base).abs().amax(dim=(0, 2)) / scale)
+    return Dependence(torch.stack(deltas), J, jit)
 
 
 def _stacked(probe: Any, flat: torch.Tensor, blocks: int) -> torch.Tensor:
@@ -240,7 +280,7 @@ def _forbidden_moved(probe: Any, dep: Dependence, T: int, kinds: list[str]) -> b
 def _undecided(name: str, undecided: list) -> "object":
     T_, key_, tol_ = undecided[0]
     p = _skip(name, f"undecided: at every probe the module's own run-to-run difference is ≥ {UNDECIDABLE_TOL:g} "
-                    f"relative (e.g. a tolerance of {tol_:.3g} at T = {T_}, {key_} logits), so a leak cannot be told "
+                    f"relative (e.g. a tolerance of {tol_:.3g} at T = {T_}, {_logits(key_)}), so a leak cannot be told "
                     "from its nondeterminism", True)
     p.numbers = {"undecidable": True, "to_decide": "a deterministic run of the module (fixed kernels, no dropout)"}
     return p
@@ -269,13 +309,13 @@ def prop_mask(probe: Any) -> list:
         if not e > tol and w.nonfinite:
             T, key, tol, just = w.nonfinite
             e = float("nan")
-            detail = (f"no leak among the finite outputs, but outputs are NaN/inf at T = {T} ({key} logits) when "
+            detail = (f"no leak among the finite outputs, but outputs are NaN/inf at T = {T} ({_logits(key)}) when "
                       f"tokens are redrawn: whether the {mask_word} holds cannot be measured there (see "
                       "stable_at_extreme_logits, batch_independence)")
         elif e > tol:
             o = sorted(offs[kind], key=abs)
             detail = (f"LEAK: output at position {t} moves by {e:.3g} (relative) when token {j} (= t{j - t:+d}) "
-                      f"changes, at T = {T} ({key} logits); a correct module moves it by exactly nothing; leaking "
+                      f"changes, at T = {T} ({_logits(key)}); a correct module moves it by exactly nothing; leaking "
                       f"offsets j − t: {', '.join(f'{v:+d}' for v in o[:8])}" + (" …" if len(o) > 8 else ""))
         else:
             skipped = sorted(getattr(probe, "out_of_range", ()))
@@ -284,7 +324,8 @@ def prop_mask(probe: Any) -> list:
                       f" scale; not probed: {' and '.join(skipped)} logits, beyond the range of float64 or of the input's "
                       "precision at this declaration")
             detail = (f"redrawing a token the {mask_word} forbids moves no output (largest relative change {e:.2g}; "
-                      f"lengths {', '.join(map(str, probe.outs))}, {scales})")
+                      f"lengths {', '.join(map(str, probe.outs))}, {scales}; stacked redraws, and calls of a single sequence "
+                      f"{'' if probe.B == 1 else f'and of the probe batch of {probe.B} '}alone)")
         props.append(_judge(name, e, tol, just, detail, central=True))
     return props
 

@@ -6,6 +6,7 @@ a central property did not run. In-process, ``--quick`` lengths (1, 2, 5, 17, 33
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -256,9 +257,13 @@ def test_other_bugs_are_not_blamed_on_the_scale(make, kw):
 
 
 def test_nan_outputs_are_not_reported_as_a_leak():
+    """The batch-wide stabiliser's NaN at large logits is not a leak. Its output does move, by rounding, when a future
+    token changes the maximum of a single sequence (a real dependence on a token the mask forbids, seen in a call of
+    one sequence since hostile pass 25b F6): that move is finite and at unit logits."""
     r = check(C.BatchStabiliser(), causal=True)
     p = by_name(r)["causal_no_future_leak"]
-    assert "LEAK" not in p["detail"], p
+    if "LEAK" in p["detail"]:
+        assert math.isfinite(p["error"]) and p["error"] < 1e-12 and "a single sequence" in p["detail"], p
 
 
 def test_nan_or_raising_lengths_leave_the_others_judged():
