@@ -1,4 +1,5 @@
-"""Hostile pass 25a reproducers: the fixed ones pass; 25a F3 stays a strict xfail, marked open."""
+"""Hostile pass 25a reproducers: all fixed (F3 in the twelfth session: the modules a declared-pure derivation imports
+while it runs are kept beside it with their hashes)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,6 @@ def test_icl_pair_leak_is_not_ok(tmp_path):
     assert r.returncode == 1 and "batch_independence" in r.stdout.split("verdict:")[-1], r.stdout[-1500:]
 
 
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the eleventh session): 25a F3: a module a derivation_pure derivation imports lazily is not in the "
-                                       "derivation cache's key: its edit leaves a stale 'verified'")
 def test_lazy_helper_edit_not_stale(tmp_path):
     from hz_plugin import hz_plugin, install_hz
 

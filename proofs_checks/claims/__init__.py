@@ -77,11 +77,13 @@ PLUGIN_ERRORS: list[tuple[str, str]] = []
 PLUGIN_SOURCES: set[str] = set()
 
 
-def _record_sources(names) -> None:
+def _record_sources(names, into: set[str] | None = None) -> None:
     """The files of the modules a plugin imported when it was loaded, outside the standard library and the installed
     packages: a source, a bytecode file or an extension (whatever ``__file__`` names), and for a module imported from a
     zip archive the archive itself (the key of a declared-pure derivation: a helper from a zip, a sourceless ``.pyc``
-    or a folder whose name holds "site-packages" was left out, hostile pass 23a F1)."""
+    or a folder whose name holds "site-packages" was left out, hostile pass 23a F1). ``into``: another set than
+    :data:`PLUGIN_SOURCES` (the modules a derivation imported while it ran)."""
+    into = PLUGIN_SOURCES if into is None else into
     import os
     import sys
     import sysconfig
@@ -95,11 +97,11 @@ def _record_sources(names) -> None:
         if any(real.startswith(d) for d in skip):
             continue
         if os.path.isfile(real):
-            PLUGIN_SOURCES.add(real)
+            into.add(real)
             continue
         for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
             if os.path.isfile(parent):
-                PLUGIN_SOURCES.add(parent)
+                into.add(parent)
                 break
 
 

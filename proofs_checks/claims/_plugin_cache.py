@@ -52,20 +52,33 @@ class _DerivationCache:
         except (OSError, ValueError, RecursionError):
             return None
         ok = (isinstance(doc, dict) and doc.get("claim") == self.claim_id and isinstance(doc.get("info"), dict)
-              and (doc.get("obligations") or not obligations))
+              and (doc.get("obligations") or not obligations) and _unchanged(doc.get("lazy")))
         return doc["info"] if ok else None
 
-    def write(self, info: dict, obligations: bool) -> None:
-        if self.path is None or info.get("error") or info.get("timeout"):
+    def write(self, info: dict, obligations: bool, lazy=None) -> None:
+        """Keep ``info``; ``lazy``: the source files of the modules the derivation imported while it ran (not known
+        before it ran, so not in the key): kept beside it with their hashes, and a read whose file changed misses."""
+        if self.path is None or info.get("error") or info.get("timeout") or not isinstance(lazy, (list, type(None))):
             return
         try:
+            from proofs_checks.fingerprint import file_hash
             from proofs_checks.store import atomic_write_text
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.path, json.dumps({"claim": self.claim_id, "obligations": bool(obligations),
-                                                     "info": info}))
+                                                     "info": info,
+                                                     "lazy": {str(f): file_hash(str(f)) for f in lazy or ()}}))
         except (OSError, TypeError, ValueError):
             pass
+
+
+def _unchanged(lazy) -> bool:
+    """Whether every file a kept derivation imported while it ran still has the bytes it had (a missing file, or an
+    entry of another shape, misses)."""
+    from proofs_checks.fingerprint import file_hash
+
+    return isinstance(lazy, dict) and all(isinstance(h, str) and h != "<missing>" and file_hash(str(f)) == h
+                                          for f, h in lazy.items())
 
 
 def _store_cache_dir():
