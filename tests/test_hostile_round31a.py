@@ -40,8 +40,10 @@ def pair_leak(xs, ys, xq):
 
 def test_icl_pair_leak_is_not_ok(tmp_path):
     (tmp_path / "leak.py").write_text(LEAK)
-    r = _tv(["check", "icl", "--model", "leak.py:pair_leak", "--lambda", "1,2", "--N", "10", "--M", "10",
-             "--no-progress"], tmp_path, tmp_path)
+    from tests.cli_helpers import tv_here  # in this process: the verdict is the subject (issue 46)
+
+    r = tv_here(tmp_path, "check", "icl", "--model", "leak.py:pair_leak", "--lambda", "1,2", "--N", "10", "--M", "10",
+                "--no-progress")
     assert r.returncode == 1 and "batch_independence" in r.stdout.split("verdict:")[-1], r.stdout[-1500:]
 
 
