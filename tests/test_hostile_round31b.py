@@ -127,3 +127,17 @@ def test_a_padding_count_the_probe_batch_does_not_draw_is_probed(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", "att.py:PadLeakBatch1", "--causal", "--quick",
                 "--mask-convention", "keep", "--no-progress")
     assert r.returncode == 1 and "key_padding_respected" in r.stdout.split("verdict:")[-1], r.stdout[-2000:]
+
+
+def test_the_padding_count_call_runs_block_by_block_where_the_module_refuses_its_batch(tmp_path):
+    """The call padding every count (16 sequences at T = 17) is refused by a module with a maximum batch of 8: it runs
+    block by block at the probe's batch size, as the stacked redraws do (25b F5), never read as a failure."""
+    from cli_helpers import tv_here
+
+    text = ATT.replace("        if x.shape[0] == 1:          # a single sequence \"has no padding\"\n            mask = None\n",
+                       "        if x.shape[0] > 8:\n            raise RuntimeError(\"max batch size 8\")\n")
+    assert "max batch size 8" in text
+    (tmp_path / "att.py").write_text(text)
+    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:PadLeakBatch1", "--causal", "--quick",
+                "--mask-convention", "keep", "--no-progress")
+    assert r.returncode == 0, r.stdout[-2000:]
