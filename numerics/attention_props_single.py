@@ -155,38 +155,47 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
 
 
 def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float, str, int, str]]:
-    """The padded-key redraw in calls of other batch shapes, each ``(move, tolerance, its reason, T, where)``: every
-    sample of the longest length's padding probe alone (a batch of one "has no padding": a module dropping the mask
-    there passed, hostile pass 25b F2), and one call padding every count of keys from 1 to T − 1 (at most 64 counts)
-    at the longest length ≤ 65 (the probe's three samples pad three counts per length: 25b F3)."""
+    """The padded-key redraw in calls of other batch shapes, at unit and huge logits (a finite mask fill leaks at large
+    logits only: hostile pass 26b F2), each ``(move, tolerance, its reason, T, where)``: every sample of the longest
+    length's padding probe alone (a batch of one "has no padding": a module dropping the mask there passed, 25b F2),
+    and one call padding every count of keys from 1 to T − 1 (at most 64 counts) at the longest length ≤ 65 (the
+    probe's three samples pad three counts per length: 25b F3)."""
     Ts = [T for T in probe._large_lengths() if T >= 3]
     if not Ts:
         return []
-    out, T = [], Ts[-1]
-    valid = padding_mask(probe, T)
-    if probe.B > 1:
-        for b in range(probe.B):
-            out.append(_padded_redraw(probe, w, probe.xs[T][b:b + 1], valid[b:b + 1]) + (T, "a single sequence"))
-    T = max([t for t in Ts if t <= 65] or Ts[:1])
-    counts = sorted({int(round(c)) for c in torch.linspace(1, T - 1, min(T - 1, 64)).tolist()})
-    valid = torch.ones(len(counts), T, dtype=torch.bool)
-    for i, n_pad in enumerate(counts):
-        if probe.st.causal:
-            valid[i, :n_pad] = False
-        else:
-            valid[i, T - n_pad:] = False
-    x = probe.xs[T][torch.arange(len(counts)) % probe.B]
-    out.append(_padded_redraw(probe, w, x, valid) + (T, f"{len(counts)} sequences padding {counts[0]} to {counts[-1]} "
-                                                        "keys"))
+    out = []
+    for key in ("unit", "huge"):
+        T = Ts[-1]
+        c = probe.factor(probe.xs[T], key)
+        valid = padding_mask(probe, T)
+        if probe.B > 1 and c is not None:
+            for b in range(probe.B):
+                out.append(_padded_redraw(probe, w, probe.xs[T][b:b + 1] * c, valid[b:b + 1], c)
+                           + (T, f"{key} logits, a single sequence"))
+        T = max([t for t in Ts if t <= 65] or Ts[:1])
+        c = probe.factor(probe.xs[T], key)
+        if c is None:
+            continue
+        counts = sorted({int(round(n)) for n in torch.linspace(1, T - 1, min(T - 1, 64)).tolist()})
+        valid = torch.ones(len(counts), T, dtype=torch.bool)
+        for i, n_pad in enumerate(counts):
+            if probe.st.causal:
+                valid[i, :n_pad] = False
+            else:
+                valid[i, T - n_pad:] = False
+        x = probe.xs[T][torch.arange(len(counts)) % probe.B] * c
+        out.append(_padded_redraw(probe, w, x, valid, c)
+                   + (T, f"{key} logits, {len(counts)} sequences padding {counts[0]} to {counts[-1]} keys"))
     return out
 
 
-def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tensor) -> tuple[float, float, str]:
+def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tensor, c: float
+                   ) -> tuple[float, float, str]:
     """``(move, tolerance, reason)``: how far the outputs at real positions of ``x`` (unit logits) move when its
     padded keys are redrawn, in calls of ``x``'s own shape (where the module refuses that batch size, block by block at
     the probe's batch size, as the stacked redraws do: hostile pass 25b F5); the tolerance is the structural one."""
     T = x.shape[1]
-    fresh = probe.probe(T, salt=43)[torch.arange(x.shape[0]) % probe.B]
+    fresh = probe.probe(T, salt=43)[torch.arange(x.shape[0]) % probe.B] * c
     x2 = x.clone()
     x2[~valid] = fresh[~valid] * 3
 

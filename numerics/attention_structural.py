@@ -182,12 +182,13 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
     for T in probe.outs:
         if T < 2:
             continue
-        for key in ("unit", "large", "huge") + tuple(sorted({1, probe.B})):
-            if isinstance(key, str) and key != "unit" and T not in probe._large_lengths():
+        plain = [(scale, n) for scale in ("unit", "large", "huge") for n in sorted({1, probe.B})]
+        for key in ("unit", "large", "huge") + tuple(plain):
+            if (key if isinstance(key, str) else key[0]) != "unit" and T not in probe._large_lengths():
                 continue
             try:
-                if isinstance(key, int):
-                    dep, key = plain_dependence(probe, T, key), _plain_label(key)
+                if isinstance(key, tuple):
+                    dep, key = plain_dependence(probe, T, *key), _plain_label(*key)
                 else:
                     dep = dependence(probe, T, key)
                     if dep is not None and _forbidden_moved(probe, dep, T, kinds):  # again, each block against the
@@ -200,8 +201,8 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
     return worst, offs, undecided, None
 
 
-def _plain_label(n: int) -> str:
-    return f"unit logits, {'a single sequence' if n == 1 else f'the probe batch of {n}'} called alone"
+def _plain_label(scale: str, n: int) -> str:
+    return f"{scale} logits, {'a single sequence' if n == 1 else f'the probe batch of {n}'} called alone"
 
 
 def _logits(key: str) -> str:
@@ -234,15 +235,20 @@ def _take(probe: Any, dep: Dependence, T: int, key: str, kinds: list[str], acc: 
             offs[kind].add(dep.J[a] - t)
 
 
-def plain_dependence(probe: Any, T: int, n: int) -> Dependence:
-    """Redraws in calls of the module's own shapes: the first ``n`` samples of the unit probe (a single sequence, or
-    the probe batch), with the first and the last token redrawn in turn (the last is in every earlier output's
-    future; the first is outside a sliding window of every later output), each call against the unchanged input
-    at the same shape. The stacked redraw calls have at least twice the probe batch: a path taken for small batches
-    only (a batch of one "has no padding", a kernel for up to 4 sequences) leaked there unseen (hostile pass 25b F6)."""
-    x = probe.xs[T][:n]
+def plain_dependence(probe: Any, T: int, key: str, n: int) -> Dependence | None:
+    """Redraws in calls of the module's own shapes: the first ``n`` samples of the probe ``key`` (unit, large or huge
+    logits; a single sequence, or the probe batch), with the first and the last token redrawn in turn (the last is in
+    every earlier output's future; the first is outside a sliding window of every later output), each call against
+    the unchanged input at the same shape. The stacked redraw calls have at least twice the probe batch: a path taken
+    for small batches only (a batch of one "has no padding", a kernel for up to 4 sequences) leaked there unseen
+    (hostile pass 25b F6), and a finite mask fill there leaks at large logits only (26b F1). ``None`` where the probe
+    ``key`` does not exist in float64 at this declaration."""
+    c = probe.factor(probe.xs[T], key)
+    if c is None:
+        return None
+    x = probe.xs[T][:n] * c
     J = sorted({0, T - 1})
-    noise = probe.probe(T, salt=17)[:n]
+    noise = probe.probe(T, salt=17)[:n] * c
     base = kept(probe.run(x)[1])
     jit = jitter(probe, x, base)
     fin = base[torch.isfinite(base)]

@@ -1,0 +1,133 @@
+"""Hostile pass 26, tester B: reproducers (each xfails on the frozen code: the verdict is false)."""
+import textwrap
+
+import pytest
+from cli_helpers import tv_here
+
+ATT = textwrap.dedent('''
+    import math, torch, torch.nn as nn
+    D, H = 16, 4
+    class Attn(nn.Module):
+        fill_b1 = -50.0
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(0)
+            self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
+            self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
+            for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
+                with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
+            self.num_heads = H; self.embed_dim = D
+        def fill(self, B):
+            return float("-inf")
+        def forward(self, x):
+            B, T, _ = x.shape; dk = D // H
+            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            s = q @ k.transpose(-1, -2) / math.sqrt(dk)
+            allow = torch.ones(T, T, dtype=torch.bool).tril()
+            s = s.masked_fill(~allow, self.fill(B))
+            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+    class FillB1(Attn):
+        # a single sequence's path fills the causal mask with -50, not -inf: a future token leaks at large logits
+        def fill(self, B):
+            return -50.0 if B == 1 else float("-inf")
+    class WinFillB1(Attn):
+        # causal window 5: keys outside the window filled with -50 in calls of a single sequence
+        def forward(self, x):
+            B, T, _ = x.shape; dk = D // H
+            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            s = q @ k.transpose(-1, -2) / math.sqrt(dk)
+            i = torch.arange(T); rel = i[:, None] - i[None, :]
+            s = s.masked_fill(rel < 0, float("-inf")).masked_fill(rel >= 5, -50.0 if B == 1 else float("-inf"))
+            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+    class PadFillB1(Attn):
+        # key padding (keep) filled with -50 in calls of a single sequence
+        def forward(self, x, mask=None):
+            B, T, _ = x.shape; dk = D // H
+            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            s = q @ k.transpose(-1, -2) / math.sqrt(dk)
+            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            if mask is not None:
+                s = s.masked_fill(~mask[:, None, None, :], self.pad_fill(B))
+            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+        def pad_fill(self, B):
+            return -50.0 if B == 1 else float("-inf")
+    class PadFillB8(PadFillB1):
+        # a large-batch path (8 sequences or more) fills the padded keys with -80
+        def pad_fill(self, B):
+            return -80.0 if B >= 8 else float("-inf")
+''')
+
+
+def test_f1_single_sequence_finite_mask_fill_is_a_leak(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":FillB1", "--causal", "--quick")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "causal_no_future_leak" in r.stdout.split("verdict:")[-1]
+
+
+def test_f1_window_single_sequence_finite_fill_is_a_leak(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":WinFillB1", "--causal",
+                "--window", "5", "--quick")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "window_respected" in r.stdout.split("verdict:")[-1]
+
+
+def test_f2_key_padding_single_sequence_finite_fill(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":PadFillB1", "--causal",
+                "--quick", "--mask-convention", "keep")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "key_padding_respected" in r.stdout.split("verdict:")[-1]
+
+
+ICL_MEMO = textwrap.dedent('''
+    import torch
+    _stat = {}
+    def memo(xs, ys, xq):
+        # a batch statistic (computed over the batch's labels), kept as the running value a batch of one uses
+        w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+        if xs.shape[0] > 1:
+            _stat["m"] = ys.mean()
+        return (xq.unsqueeze(-2) @ w).reshape(-1) + 0.05 * _stat.get("m", ys.mean())
+''')
+
+
+def test_f3_icl_batch_statistic_kept_for_batch_of_one(tmp_path):
+    (tmp_path / "icl.py").write_text(ICL_MEMO)
+    r = tv_here(tmp_path, "check", "icl", "--model", str(tmp_path / "icl.py") + ":memo", "--lambda", "1,2", "--N", "10",
+                "--M", "10")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "batch_independence" in r.stdout.split("verdict:")[-1]
+
+
+HOP = textwrap.dedent('''
+    import torch
+    def update(xi, patterns, beta):
+        return torch.softmax(beta * xi @ patterns.T, dim=-1) @ patterns
+    def wrong_single(xi, patterns, beta):
+        # a single state (one query: the usual retrieval) takes another path, which forgets beta
+        if xi.shape[0] == 1:
+            return torch.softmax(xi @ patterns.T, dim=-1) @ patterns
+        return update(xi, patterns, beta)
+''')
+
+
+def test_f4_hopfield_update_wrong_for_a_single_state(tmp_path):
+    import numpy as np
+    np.save(tmp_path / "P.npy", np.sign(np.random.default_rng(0).standard_normal((12, 16))))
+    (tmp_path / "hop.py").write_text(HOP)
+    r = tv_here(tmp_path, "check", "hopfield", "--patterns", str(tmp_path / "P.npy"), "--beta", "0.5", "--module",
+                str(tmp_path / "hop.py") + ":wrong_single")
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_f2_key_padding_large_batch_finite_fill(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":PadFillB8", "--causal",
+                "--quick", "--mask-convention", "keep")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "key_padding_respected" in r.stdout.split("verdict:")[-1]
