@@ -463,7 +463,7 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
     upd.work = upd.precision.work
     props.append(upd.precision.row(f"updates of {min(geo.N, 4)} patterns and of {n} starts"))
     M, tol_rel = geo.M, 16 * npr.unit_roundoff(torch.float64) * (geo.N + geo.d)
-    err = float((f_starts - ref).abs().max() / max(M, 1e-300)) if not bad else float("nan")
+    err, where = _worst_batching(upd, st.all, f_starts, ref, M) if not bad else (float("nan"), "")
     if upd.work != torch.float64:  # the precision rule (numerics.precision): the reference in the module's precision
         # the reference in the module's precision, written in each standard way (their rounding differs)
         errs_ref = {}
@@ -484,8 +484,31 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
         just = (f"16·u·(N+d) = {tol_rel:.3g}: rounding of the N-term softmax sum and d-term dot products in float64, "
                 "relative to M, judged at float64 (a module computing in lower precision: --compute-dtype)")
     props.append(_row("update_matches_modern", err <= tol_m, err, tol_m, just, "max |f(ξ) − X softmax(βXᵀξ)| / M"
+                      f" over the {n} starts in one batch, the first {min(n, _ALONE)} alone and the first "
+                      f"{min(n, 2 * _ALONE)} in batches of 4" + (f"; worst {where}" if where else "")
                       + ("" if err <= tol_m else ": your update is not the modern Hopfield update at this β")))
     return props
+
+
+#: how many starts ``update_matches_modern`` also updates alone (a batch of one), and twice as many in batches of 4
+_ALONE = 16
+
+
+def _worst_batching(upd: "Update", starts, f_starts, ref, M: float) -> tuple[float, str]:
+    """The largest error relative to ``M`` of the update over the starts in one batch, each of the first ``_ALONE``
+    alone, and the first ``2·_ALONE`` in batches of 4: a path taken for one state (the usual retrieval) or a few was
+    never called (hostile pass 26b F4). A non-finite update there is an infinite error."""
+    import torch
+
+    k, m = min(starts.shape[0], _ALONE), min(starts.shape[0], 2 * _ALONE)
+    alone = torch.cat([upd.call(starts[i:i + 1]) for i in range(k)])
+    fours = torch.cat([upd.call(starts[i:min(i + 4, m)]) for i in range(0, m, 4)])
+    worst, where = -1.0, ""
+    for got, r, what in ((f_starts, ref, "in one batch"), (alone, ref[:k], "alone"), (fours, ref[:m], "in batches of 4")):
+        e = float((got - r).abs().max() / max(M, 1e-300)) if bool(torch.isfinite(got).all()) else float("inf")
+        if not e <= worst:
+            worst, where = e, what
+    return worst, where
 
 
 @dataclass(frozen=True)
