@@ -17,8 +17,11 @@ def batch_row(pr: dict) -> dict | None:
         return None
     err, tol = b.get("error"), b.get("tolerance")
     lengths = b.get("lengths") or [b["M"]]
+    among = (f" (in a batch of {b['among'] + 1} against another batch of {b['among'] + 1} with the same prompt)"
+             if b.get("among") else "")
     where = (f"one prompt alone (a batch of one) at each length M = {', '.join(map(str, lengths))}, against its "
-             f"prediction within the batch; worst: prompt {b.get('prompt', 0)} at M = {b['M']}")
+             f"prediction within the batch, and within two small batches whose other prompts differ; worst: prompt "
+             f"{b.get('prompt', 0)} at M = {b['M']}{among}")
     if err is None:
         return {"name": "batch_independence", "status": "skip", "error": None, "tolerance": tol,
                 "justification": b.get("justification", ""), "detail": f"{where}: not judged ({b['why']})"}
