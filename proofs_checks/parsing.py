@@ -40,7 +40,7 @@ import numpy as np
 from theory.validation import InputError, as_spd_matrix
 
 __all__ = ["MAX_COND", "parse_numbers", "parse_array", "load_array_file", "load_npz", "as_numeric_array",
-           "parse_spd", "condition_number"]
+           "parse_spd", "condition_number", "names_array_file"]
 
 #: Largest condition number accepted for a matrix that a check inverts or samples from: beyond it
 #: float64 (unit roundoff 1.1e-16) leaves fewer than 4 significant digits in the solution, too few
@@ -112,6 +112,12 @@ def _parse_literal(text: str, option: str) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+def names_array_file(text: str) -> bool:
+    """Whether :func:`parse_array` reads ``text`` as a file: by its suffix (.npy/.txt/.csv) alone, never because a file
+    of that name exists."""
+    return text.strip().lower().endswith(_FILE_SUFFIXES)
+
+
 def parse_array(text: str, option: str) -> np.ndarray:
     """A vector (``"1,2,3"``), a matrix (``"2,0.5;0.5,1"``) or an array read from a file
     (see the module docstring). Returns a finite float64 array."""
@@ -120,7 +126,7 @@ def parse_array(text: str, option: str) -> np.ndarray:
     # A value is a file only when it names one by its suffix (.npy/.txt/.csv); anything else is a
     # literal, so a stray file called "1,2" cannot stand in for the numbers 1, 2.
     stripped = text.strip()
-    if stripped.lower().endswith(_FILE_SUFFIXES):
+    if names_array_file(stripped):
         p = Path(stripped)
         try:
             exists, is_dir = p.exists(), p.is_dir()

@@ -756,9 +756,13 @@ def _shipped(s: RowSpec) -> RowSpec:
     import dataclasses
     import os
 
+    from proofs_checks.parsing import names_array_file
+
     def absolute(k: str, v: Any) -> Any:
         if k not in FILE_VALUED or not isinstance(v, str) or not v or os.path.isabs(v):  # (a file named "5" turned
             return v  # --N 5 into a path: hostile pass 25a F1)
+        if k == "lambda" and not names_array_file(v):  # numbers unless the suffix names a file, as check icl reads
+            return v  # it (a file named "1,2" turned --lambda 1,2 into a path: 26a F2)
         if os.path.exists(v):
             return os.path.abspath(v)
         head, sep, tail = v.rpartition(":")
