@@ -52,33 +52,130 @@ class _DerivationCache:
         except (OSError, ValueError, RecursionError):
             return None
         ok = (isinstance(doc, dict) and doc.get("claim") == self.claim_id and isinstance(doc.get("info"), dict)
-              and (doc.get("obligations") or not obligations) and _unchanged(doc.get("lazy")))
+              and (doc.get("obligations") or not obligations) and _unchanged(doc.get("reads")))
         return doc["info"] if ok else None
 
-    def write(self, info: dict, obligations: bool, lazy=None) -> None:
-        """Keep ``info``; ``lazy``: the source files of the modules the derivation imported while it ran (not known
-        before it ran, so not in the key): kept beside it with their hashes, and a read whose file changed misses."""
-        if self.path is None or info.get("error") or info.get("timeout") or not isinstance(lazy, (list, type(None))):
+    def write(self, info: dict, obligations: bool, reads=None) -> None:
+        """Keep ``info`` with ``reads`` (:meth:`Reads.result`: what the derivation read while it ran, not known before
+        it ran, so not in the key): a read whose file changed, or whose module name resolves elsewhere now, misses."""
+        if self.path is None or info.get("error") or info.get("timeout") or not _well_formed(reads):
             return
         try:
-            from proofs_checks.fingerprint import file_hash
             from proofs_checks.store import atomic_write_text
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.path, json.dumps({"claim": self.claim_id, "obligations": bool(obligations),
-                                                     "info": info,
-                                                     "lazy": {str(f): file_hash(str(f)) for f in lazy or ()}}))
+                                                     "info": info, "reads": reads}))
         except (OSError, TypeError, ValueError):
             pass
 
 
-def _unchanged(lazy) -> bool:
-    """Whether every file a kept derivation imported while it ran still has the bytes it had (a missing file, or an
-    entry of another shape, misses)."""
+def _well_formed(reads) -> bool:
+    return (isinstance(reads, dict) and isinstance(reads.get("files"), dict) and isinstance(reads.get("names"), dict)
+            and isinstance(reads.get("path"), list) and all(isinstance(p, str) for p in reads["path"]))
+
+
+def _unchanged(reads) -> bool:
+    """Whether every file a kept derivation read while it ran still has the bytes it had, and every module it imported
+    by name still resolves, on the path it had, to the file it was loaded from (a module of that name put earlier on the
+    path, or a link retargeted, misses: hostile pass 26a F1); a missing file, or an entry of another shape, misses."""
     from proofs_checks.fingerprint import file_hash
 
-    return isinstance(lazy, dict) and all(isinstance(h, str) and h != "<missing>" and file_hash(str(f)) == h
-                                          for f, h in lazy.items())
+    if not _well_formed(reads):
+        return False
+    return (all(isinstance(h, str) and h != "<missing>" and file_hash(str(f)) == h for f, h in reads["files"].items())
+            and all(_resolves_to(str(n), reads["path"]) == o for n, o in reads["names"].items()))
+
+
+def _resolves_to(name: str, path: list[str]) -> str | None:
+    """Where the import system finds the module ``name`` on ``path`` (its origin), found as the import system does but
+    without running any package's code; None where it finds none."""
+    from importlib.machinery import PathFinder
+
+    parts, search, spec = name.split("."), path, None
+    for i in range(len(parts)):
+        if search is None:
+            return None
+        try:
+            spec = PathFinder.find_spec(".".join(parts[:i + 1]), list(search))
+        except (ImportError, OSError, ValueError):
+            return None
+        if spec is None:
+            return None
+        search = spec.submodule_search_locations
+    return getattr(spec, "origin", None)
+
+
+#: while :class:`Reads` records in a derivation's child: "opened", the list the audit hook appends the files opened
+#: to; "hooked", whether the hook is installed (mutated in place: the child's guard refuses a rebound module global)
+_STATE: dict = {"opened": None, "hooked": False}
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    opened = _STATE["opened"]
+    if opened is None or event != "open" or not args or not isinstance(args[0], str):
+        return
+    mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
+    reading = (not any(c in mode for c in "wax+")) if isinstance(mode, str) else (
+        isinstance(flags, int) and flags & os.O_ACCMODE == os.O_RDONLY)
+    if reading:
+        opened.append(args[0])
+
+
+class Reads:
+    """In a declared-pure derivation's child, around the derivation: the files it opened for reading (every import,
+    by name or by path — ``spec_from_file_location``, ``runpy`` — opens its source or bytecode: hostile pass 26a F3)
+    and the modules it imported by name, outside the standard library and the installed packages (25a F3)."""
+
+    def __enter__(self):
+        import sys
+
+        self.before = set(sys.modules)
+        _STATE["opened"] = []
+        if not _STATE["hooked"]:  # (an audit hook cannot be removed: it does nothing while no Reads is open)
+            sys.addaudithook(_on_audit)
+            _STATE["hooked"] = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.opened, _STATE["opened"] = list(_STATE["opened"] or ()), None
+
+    def result(self) -> dict:
+        """``{"files": {path: sha256}, "names": {module: origin}, "path": sys.path}``."""
+        import importlib.util
+        import sys
+
+        from proofs_checks.claims import _record_sources
+        from proofs_checks.fingerprint import file_hash
+
+        names = set(sys.modules) - self.before
+        mine: set[str] = set()
+        _record_sources(names, mine)
+        files = set(mine)
+        for f in self.opened:
+            if f.endswith(".pyc"):
+                try:
+                    src = importlib.util.source_from_cache(f)
+                    f = src if os.path.isfile(src) else f
+                except (ValueError, NotImplementedError):
+                    pass
+            if os.path.isfile(f) and _outside_installation(f):
+                files.add(os.path.abspath(f))
+        origins = {}
+        for n in names:
+            origin = getattr(getattr(sys.modules.get(n), "__spec__", None), "origin", None)
+            if isinstance(origin, str) and os.path.realpath(origin) in mine:
+                origins[n] = origin
+        return {"files": {f: file_hash(f) for f in sorted(files)}, "names": origins,
+                "path": [p for p in sys.path if isinstance(p, str)]}
+
+
+def _outside_installation(f: str) -> bool:
+    """Whether ``f`` lies outside the standard library and the installed packages."""
+    import sysconfig
+
+    skip = [os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    return not any(os.path.realpath(f).startswith(d) for d in skip)
 
 
 def _store_cache_dir():

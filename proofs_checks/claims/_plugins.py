@@ -308,7 +308,7 @@ def run_derivation(spec: tuple, claim: Any, obligations: bool) -> dict:
     info = payload.get("info")
     if not isinstance(info, dict):
         return {**empty, "error": "the derivation's process sent no result"}
-    cache.write(info, obligations, payload.get("lazy_sources"))
+    cache.write(info, obligations, payload.get("reads"))
     return {**empty, **info}
 
 
@@ -316,16 +316,14 @@ def derivation_task(req: dict, obj: Any, arrays: dict) -> dict:  # pragma: no co
     """In the child: import the plugin, find the claim, build its derivation as the runner does."""
     from proofs_checks.runner import derivation_info_here
 
-    from proofs_checks.claims import _record_sources
+    from proofs_checks.claims._plugin_cache import Reads
 
-    before = set(sys.modules)
-    claim, problem = _claim_in_child(req, "derivation")
-    if problem is not None:
-        return problem
-    info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
-    lazy: set[str] = set()  # the modules imported while it ran (a helper imported lazily, hostile pass 25a F3)
-    _record_sources(set(sys.modules) - before, lazy)
-    return {"info": json.loads(json.dumps(info, default=str)), "lazy_sources": sorted(lazy)}
+    with Reads() as reads:  # what it read while it ran: kept beside a declared-pure derivation (25a F3, 26a F1/F3)
+        claim, problem = _claim_in_child(req, "derivation")
+        if problem is not None:
+            return problem
+        info = derivation_info_here(claim, obligations=bool(req.get("obligations", True)))
+    return {"info": json.loads(json.dumps(info, default=str)), "reads": reads.result()}
 
 
 def _role(claim: Any, form: Any) -> list | None:
