@@ -145,6 +145,35 @@ def terminate_cleanly() -> None:
     for sig in _clean_signals(signal):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, on_signal)
+    _raise_again_where_swallowed(on_signal, pid)
+
+
+def _raise_again_where_swallowed(on_signal, pid: int) -> None:
+    """A signal that arrives while Python runs a finalizer (a weakref callback, ``__del__``: torch's library objects
+    are finalized as a command ends) has its :class:`Terminated` printed as "Exception ignored in" with a traceback and
+    dropped (hostile pass 26a F4). Such a swallowed one is sent again, its handler back in place, 10 ms later from
+    another thread (sent from here, it was raised inside this hook, and swallowed again), so it is raised at an
+    instruction outside the finalizer: the command then ends as for any signal, one line."""
+    import os
+    import signal
+    import sys
+    import threading
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, Terminated) and os.getpid() == pid:
+            signal.signal(exc.signum, on_signal)
+            again = threading.Timer(0.01, os.kill, (pid, exc.signum))
+            again.daemon = True
+            again.start()
+            return
+        previous(unraisable)
+
+    if not getattr(previous, "tverify", False):
+        hook.tverify = True  # type: ignore[attr-defined]
+        sys.unraisablehook = hook
 
 
 def settle_signals() -> None:

@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 
-import pytest
+
+from tests.tiers import moved
 
 
 def _tv(args, cwd, tmp_path, timeout=240):
@@ -47,6 +48,8 @@ def test_icl_pair_leak_is_not_ok(tmp_path):
     assert r.returncode == 1 and "batch_independence" in r.stdout.split("verdict:")[-1], r.stdout[-1500:]
 
 
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses")
 def test_lazy_helper_edit_not_stale(tmp_path):
     from hz_plugin import hz_plugin, install_hz
 

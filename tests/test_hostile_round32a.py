@@ -1,4 +1,5 @@
-"""Hostile pass 26a reproducers (strict xfails until fixed)."""
+"""Hostile pass 26a reproducers: all fixed (F1, F3: what a declared-pure derivation read is kept with it; F2: a --lambda
+grid value shipped as a path by its suffix only; F4: a signal swallowed in a finalizer is sent again)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import os
 import subprocess
 import sys
 
-import pytest
+
+from tests.tiers import moved
 
 
 def _env(tmp_path, **extra):
@@ -21,6 +23,8 @@ def _tv(args, cwd, env, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses")
 def test_lazy_helper_shadowed_not_stale(tmp_path):
     from hz_plugin import hz_plugin, install_hz
 
@@ -40,6 +44,8 @@ def test_lazy_helper_shadowed_not_stale(tmp_path):
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
+@moved("a sweep on a local Dask cluster (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_a_lambda_grid_value_is_shipped_as_a_path_only_when_its_suffix_names_a_file")
 def test_cluster_sweep_lambda_literal_named_like_a_file(tmp_path):
     (tmp_path / "1,2").write_text("junk\n")
     r = _tv(["sweep", "check", "icl", "--grid", "N=5 lambda=1,2|1,4", "--quick", "--cluster", "local:1", "--json", "-",
@@ -47,6 +53,8 @@ def test_cluster_sweep_lambda_literal_named_like_a_file(tmp_path):
     assert r.returncode != 2, r.stderr[-800:]
 
 
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses")
 def test_helper_loaded_by_path_edit_not_stale(tmp_path):
     from hz_plugin import hz_plugin, install_hz
 
@@ -67,6 +75,8 @@ def test_helper_loaded_by_path_edit_not_stale(tmp_path):
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
+@moved("a race, up to six `tverify report` runs in fresh processes (≈ 60 s): the signal must land in a finalizer",
+       "tests/test_hostile_round32.py::test_a_signal_swallowed_in_a_finalizer_is_raised_again_outside_it")
 def test_sigterm_in_a_finalizer_no_traceback(tmp_path):
     import signal
     import time

@@ -138,7 +138,10 @@ class Reads:
         return self
 
     def __exit__(self, *exc) -> None:
+        import sys
+
         self.opened, _STATE["opened"] = list(_STATE["opened"] or ()), None
+        self.names = set(sys.modules) - self.before
 
     def result(self) -> dict:
         """``{"files": {path: sha256}, "names": {module: origin}, "path": sys.path}``."""
@@ -148,7 +151,7 @@ class Reads:
         from proofs_checks.claims import _record_sources
         from proofs_checks.fingerprint import file_hash
 
-        names = set(sys.modules) - self.before
+        names = self.names
         mine: set[str] = set()
         _record_sources(names, mine)
         files = set(mine)

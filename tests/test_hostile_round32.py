@@ -1,0 +1,83 @@
+"""Hostile pass 26: the lead's unit pins of the fixes (the testers' end-to-end reproducers are tests/test_hostile_round32a.py
+and 32b.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+_FINALIZER = """
+import os, signal, sys, weakref
+from proofs_checks.console import Terminated, terminate_cleanly
+terminate_cleanly()
+class O:
+    pass
+def callback():
+    os.kill(os.getpid(), signal.SIGTERM)
+    x = 0
+    for i in range(100000):  # the handler runs here, inside the finalizer
+        x += i
+o = O()
+weakref.finalize(o, callback)
+try:
+    del o
+    for i in range(10 ** 7):
+        pass
+    print("not raised")
+except Terminated as exc:
+    print("raised outside the finalizer", exc.signum)
+"""
+
+
+def test_a_signal_swallowed_in_a_finalizer_is_raised_again_outside_it():
+    """26a F4: a SIGTERM landing in a weakref finalizer (torch's, as a command ends) was printed as "Exception ignored
+    in" with a traceback and dropped; it is now sent again and raised outside the finalizer."""
+    r = subprocess.run([sys.executable, "-c", _FINALIZER], capture_output=True, text=True, timeout=120)
+    assert "raised outside the finalizer 15" in r.stdout and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+
+
+def test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses(tmp_path, monkeypatch):
+    """25a F3, 26a F1/F3: the files a declared-pure derivation opened while it ran (a module imported lazily by name, a
+    helper loaded by path) are kept with their hashes, and each module imported by name with where it was found; an
+    edit, or a module of that name put earlier on the path, misses the kept derivation."""
+    import importlib.util
+
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    a, s = tmp_path / "A", tmp_path / "S"
+    a.mkdir()
+    s.mkdir()
+    (a / "zzlazy26.py").write_text("C = 2\n")
+    (a / "zzconf26.py").write_text("C = 2\n")
+    monkeypatch.syspath_prepend(str(a))
+    monkeypatch.syspath_prepend(str(s))
+    try:
+        with Reads() as reads:
+            importlib.import_module("zzlazy26")
+            spec = importlib.util.spec_from_file_location("zzconf26_by_path", a / "zzconf26.py")
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        kept = reads.result()
+    finally:
+        sys.modules.pop("zzlazy26", None)
+    assert str(a / "zzconf26.py") in kept["files"] and kept["names"] == {"zzlazy26": str(a / "zzlazy26.py")}
+    assert _unchanged(kept)
+    (s / "zzlazy26.py").write_text("C = 3\n")  # earlier on the path: the name is found elsewhere now
+    assert not _unchanged(kept)
+    (s / "zzlazy26.py").unlink()
+    assert _unchanged(kept)
+    (a / "zzconf26.py").write_text("C = 3\n")  # the helper loaded by path edited
+    assert not _unchanged(kept)
+
+
+def test_a_lambda_grid_value_is_shipped_as_a_path_only_when_its_suffix_names_a_file(tmp_path, monkeypatch):
+    """26a F2: a file named "1,2" in the working folder turned the grid value --lambda 1,2 into a path on a cluster;
+    check icl reads --lambda as a file only by its suffix, and the sweep ships it by the same rule."""
+    from proofs_checks.distributed.sweep import RowSpec, _shipped
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("1,2", "L.txt", "m.py"):
+        (tmp_path / name).write_text("x\n")
+    row = RowSpec("check icl", "check", "k", (("lambda", "1,2"), ("N", "5")), 0, 0, "quick", "cpu")
+    assert dict(_shipped(row).point) == {"lambda": "1,2", "N": "5"}
+    row = RowSpec("check icl", "check", "k", (("lambda", "L.txt"), ("model", "m.py:f")), 0, 0, "quick", "cpu")
+    assert dict(_shipped(row).point) == {"lambda": str(tmp_path / "L.txt"), "model": f"{tmp_path / 'm.py'}:f"}
