@@ -156,8 +156,9 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
 
 def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float, str, int, str]]:
     """The padded-key redraw in calls of other batch shapes, at unit and huge logits (a finite mask fill leaks at large
-    logits only: hostile pass 26b F2), each ``(move, tolerance, its reason, T, where)``: every sample of the longest
-    length's padding probe alone (a batch of one "has no padding": a module dropping the mask there passed, 25b F2),
+    logits only: hostile pass 26b F2), each ``(move, tolerance, its reason, T, where)``: every sample of each padding
+    length's probe alone (a batch of one "has no padding": a module dropping the mask there passed, 25b F2; a short
+    one only: 26b F7),
     and one call padding every count of keys from 1 to T − 1 (at most 64 counts) at the longest length ≤ 65 (the
     probe's three samples pad three counts per length: 25b F3)."""
     Ts = [T for T in probe._large_lengths() if T >= 3]
@@ -165,11 +166,10 @@ def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float,
         return []
     out = []
     for key in ("unit", "huge"):
-        T = Ts[-1]
-        c = probe.factor(probe.xs[T], key)
-        valid = padding_mask(probe, T)
-        if probe.B > 1 and c is not None:
-            for b in range(probe.B):
+        for T in Ts if probe.B > 1 else []:  # at every padding length (a short single sequence: 26b F7)
+            c = probe.factor(probe.xs[T], key)
+            valid = padding_mask(probe, T)
+            for b in range(probe.B) if c is not None else []:
                 out.append(_padded_redraw(probe, w, probe.xs[T][b:b + 1] * c, valid[b:b + 1], c)
                            + (T, f"{key} logits, a single sequence"))
         T = max([t for t in Ts if t <= 65] or Ts[:1])

@@ -388,13 +388,43 @@ def prop_batch(probe: Any) -> "object":
             return Property(name, "fail", float("inf"), 0.0, "must run", f"raised {exc_text(exc)} (T = {T})")
     if worst is None:
         return _skip(name, "no length ran")
+    big = _big_batch(probe, Ts[len(Ts) // 2])
+    if big is not None:
+        e, jit, T, what = big
+        r = e / (2 * jit) if jit > 0 else (0.0 if e == 0 else float("inf"))
+        if r > worst[0]:
+            worst = (r, e, jit, T, 0, what)
     _, e, jit, T, b, what = worst
     tol, just = structural_tolerance(jit, "redrawing another sample of the batch", noise_floor(probe, T), is_noisy(probe))
-    detail = (f"every sample of the batch watched ({probe.B}); worst: sample {b} at T = {T}, {what}: relative change "
-              f"{e:.3g}")
+    detail = (f"every sample of the batch watched ({probe.B}), and the first of a batch of {_BIG} (the others redrawn); "
+              f"worst: sample {b} at T = {T}, {what}: relative change {e:.3g}")
     if not e <= tol:
         detail += "; one sample's output depends on the others (a statistic taken over the whole batch, or a packed batch?)"
     return _judge(name, e, tol, just, detail)
+
+
+#: the batch ``batch_independence`` also watches a sample in (a path for serving batches: hostile pass 26b F8)
+_BIG = 16
+
+
+def _big_batch(probe: Any, T: int) -> tuple[float, float, int, str] | None:
+    """``(move, run-to-run difference, T, what)`` of the first sample of a batch of ``_BIG`` (the probe's samples
+    repeated) when the other ``_BIG − 1`` are redrawn (at the huge-logit scale): a statistic taken over large batches
+    only stayed unseen in the probe batch, and a term common to a stacked call's rows cancels between them. ``None``
+    where the module refuses a batch of that size (nothing to watch there)."""
+    idx = torch.arange(_BIG) % probe.B
+    x = probe.xs[T][idx]
+    fresh = probe.probe(T, salt=29)[idx]
+    c = probe.large_factor(fresh, HUGE_LOGIT, cache=False)
+    x2 = x.clone()
+    x2[1:] = fresh[1:] * (c if c is not None else 1.0)
+    try:
+        base = kept(probe.run(x)[1])
+        jit = jitter(probe, x, base)
+        o = kept(probe.run(x2)[1])
+    except Exception:  # noqa: BLE001 - the user's module refused a batch of this size
+        return None
+    return _sample_move(o[0], base[0]), jit, T, f"the other {_BIG - 1} samples of a batch of {_BIG} redrawn"
 
 
 def prop_batch_size(probe: Any) -> "object":

@@ -165,20 +165,21 @@ def _ridge(X, y, x_q, lam: float) -> torch.Tensor:
 
 
 def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int) -> dict:
-    """One prompt of the batch predicted again alone (a batch of one; prompt ``P − 1 − i`` at the ``i``-th length, so each
-    length watches another one), against its prediction within the whole batch: a prediction may depend on its own prompt
+    """One prompt of the batch predicted again alone (a batch of one; at the ``i``-th length the prompt at (i + 1)·0.618…
+    (mod 1) of the batch, so the lengths watch prompts spread over it), against its prediction within the whole batch: a prediction may depend on its own prompt
     only (a model reading the other prompts — batch statistics, a BatchNorm left in training mode — was identified as
     Γ_N-preconditioned GD: hostile pass 24b F10; two prompts re-predicted together hid a dependence between them, on
     prompt 0, or at the lengths after the first: 25a F2, 25b F1). ``error``: the change relative to
     ``max(1, |prediction|)`` (``None``: the call raised, said in ``why``)."""
     P = int(f.shape[0])
-    k = (P - 1 - i) % P
+    k = int((i + 1) * _GOLDEN % 1.0 * P) % P  # spread over the batch (the last prompts alone missed a dependence
+    # on the prompts of full micro-batches before a partial last one: hostile pass 26b F6)
     out = {"M": int(M), "prompt": k, "ops": max(int(d * (M + d)), 256), "error": None, "why": ""}
     try:
         with torch.no_grad(), defaults_kept():
             raw = predict(Pr.X[k:k + 1].clone(), Pr.y[k:k + 1].clone(), Pr.x_q[k:k + 1].clone())
         sub = _as_predictions(plain(raw), 1, f"prompt length M = {M}, prompt {k} alone")
-    except Exception as exc:  # noqa: BLE001 - the user's model: said, not judged
+    except _raised(predict) as exc:  # the user's model raised: said, not judged (a sys.exit goes on: 26b F5)
         out["why"] = f"prompt {k} alone raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
         return out
     ref = f[k:k + 1]
@@ -189,7 +190,7 @@ def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int) -> dict:
     try:  # and in two small batches whose other prompts differ: a statistic kept from the last batch, read for a
         # batch of one, equals that batch's own and hid a batch statistic (hostile pass 26b F3)
         a, b = (_small_batch(predict, Pr, [k] + [(k + 1 + j + s * n) % P for j in range(n)], M)[:1] for s in (0, 1))
-    except Exception as exc:  # noqa: BLE001 - the user's model: said, not judged
+    except _raised(predict) as exc:  # the user's model raised: said, not judged (a sys.exit goes on: 26b F5)
         out["why"] = f"prompt {k} in a batch of {n + 1} raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
         out["error"] = None
         return out
@@ -197,6 +198,17 @@ def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int) -> dict:
     if not among <= out["error"]:
         out["error"], out["among"] = among, n
     return out
+
+
+#: the golden ratio's fractional part: the prompt watched at the i-th length is at (i + 1)·0.618… (mod 1) of the batch
+_GOLDEN = 0.6180339887498949
+
+
+def _raised(predict) -> tuple:
+    """The exceptions that mean "the model raised" in a call of ``predict``: what its ``raised`` attribute names (the
+    caller's wrapper of the user's model), else any; with the probe's own output errors. What else its wrapper raises (a
+    ``sys.exit`` or ``KeyboardInterrupt`` of the model, a usage error) goes on to the caller."""
+    return (getattr(predict, "raised", Exception), ProbeOutputError)
 
 
 def _small_batch(predict, Pr, idx: list[int], M: int) -> torch.Tensor:

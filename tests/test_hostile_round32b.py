@@ -54,6 +54,19 @@ ATT = textwrap.dedent('''
             return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
         def pad_fill(self, B):
             return -50.0 if B == 1 else float("-inf")
+    class PadDropB1Short(PadFillB1):
+        # a single sequence shorter than 30 tokens "has no padding": its key-padding mask is ignored
+        def pad_fill(self, B):
+            return float("-inf")
+        def forward(self, x, mask=None):
+            if x.shape[0] == 1 and x.shape[1] < 30:
+                mask = None
+            return super().forward(x, mask)
+    class CrossMeanB8(Attn):
+        # batches of 8 sequences or more: every output also reads the batch's mean input (a cross-sample leak)
+        def forward(self, x):
+            out = super().forward(x)
+            return out + 1e-3 * x.mean(0, keepdim=True) if x.shape[0] >= 8 else out
     class PadFillB8(PadFillB1):
         # a large-batch path (8 sequences or more) fills the padded keys with -80
         def pad_fill(self, B):
@@ -131,3 +144,65 @@ def test_f2_key_padding_large_batch_finite_fill(tmp_path):
                 "--quick", "--mask-convention", "keep")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "key_padding_respected" in r.stdout.split("verdict:")[-1]
+
+
+ICL_EXIT = textwrap.dedent('''
+    import sys
+    import torch
+    def ls(xs, ys, xq):
+        w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+        return (xq.unsqueeze(-2) @ w).reshape(-1)
+    def sysexit_alone(xs, ys, xq):
+        if xs.shape[0] == 1:
+            sys.exit(0)
+        return ls(xs, ys, xq)
+    def sysexit_m5(xs, ys, xq):
+        if xs.shape[1] == 5:
+            sys.exit(0)
+        return ls(xs, ys, xq)
+''')
+
+
+def test_f5_icl_sys_exit_in_the_batch_of_one_is_a_usage_error(tmp_path):
+    (tmp_path / "icl.py").write_text(ICL_EXIT)
+    base = ("check", "icl", "--lambda", "1,2", "--N", "10", "--M", "10", "--model")
+    r5 = tv_here(tmp_path, *base, str(tmp_path / "icl.py") + ":sysexit_m5")
+    assert r5.returncode == 2, r5.stdout + r5.stderr  # the control: holds
+    r = tv_here(tmp_path, *base, str(tmp_path / "icl.py") + ":sysexit_alone")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "sys.exit" in r.stderr
+
+
+ICL_MICRO = textwrap.dedent('''
+    import torch
+    def microbatch_bn(xs, ys, xq):
+        # batch statistics per micro-batch of 64 prompts; a last, partial micro-batch uses none (as drop_last would)
+        w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+        p = (xq.unsqueeze(-2) @ w).reshape(-1).clone()
+        for s in range(0, xs.shape[0] - 63, 64):
+            p[s:s + 64] = p[s:s + 64] + 0.05 * ys[s:s + 64].mean()
+        return p
+''')
+
+
+def test_f6_icl_batch_dependence_outside_the_watched_prompts(tmp_path):
+    (tmp_path / "icl.py").write_text(ICL_MICRO)
+    r = tv_here(tmp_path, "check", "icl", "--model", str(tmp_path / "icl.py") + ":microbatch_bn", "--lambda", "1,2",
+                "--N", "10", "--M", "10")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "batch_independence" in r.stdout.split("verdict:")[-1]
+
+
+def test_f7_key_padding_ignored_for_a_short_single_sequence(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":PadDropB1Short", "--causal",
+                "--quick", "--mask-convention", "keep")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "key_padding_respected" in r.stdout.split("verdict:")[-1]
+
+
+def test_f8_cross_sample_leak_in_large_batches(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":CrossMeanB8", "--causal", "--quick")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "batch_independence" in r.stdout.split("verdict:")[-1]

@@ -103,6 +103,7 @@ def _layout_call(model, layout: str, name: str = "the model"):
         except Exception as exc:
             raise _ModelRaised(describe_exception(exc)) from None
 
+    predict.raised = _ModelRaised  # (numerics.icl_probe: what "the model raised" is; its sys.exit is a usage error)
     return predict
 
 
