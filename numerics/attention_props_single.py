@@ -192,27 +192,22 @@ def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float,
 def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tensor, c: float
                    ) -> tuple[float, float, str]:
     """``(move, tolerance, reason)``: how far the outputs at real positions of ``x`` (unit logits) move when its
-    padded keys are redrawn, in calls of ``x``'s own shape (where the module refuses that batch size, block by block at
-    the probe's batch size, as the stacked redraws do: hostile pass 25b F5); the tolerance is the structural one."""
+    padded keys are redrawn, in calls of ``x``'s own shape (where the module refuses that batch size, halved until it
+    runs, as the stacked redraws are: hostile passes 25b F5, 26b F10); the tolerance is the structural one."""
     T = x.shape[1]
     fresh = probe.probe(T, salt=43)[torch.arange(x.shape[0]) % probe.B] * c
     x2 = x.clone()
     x2[~valid] = fresh[~valid] * 3
 
     def outputs(xx: torch.Tensor) -> torch.Tensor:
-        try:
-            w.valid = valid
-            return attention_structural.kept(probe.run(xx)[1])
-        except Exception:  # noqa: BLE001 - the user's module refused this batch size
-            if xx.shape[0] <= probe.B:
-                raise
-            parts = []
-            for k in range(0, xx.shape[0], probe.B):
-                w.valid = valid[k:k + probe.B]
-                parts.append(attention_structural.kept(probe.run(xx[k:k + probe.B])[1]))
-            return torch.cat(parts, 0)
-        finally:
-            w.valid = None
+        def rows(a: int, b: int) -> torch.Tensor:
+            w.valid = valid[a:b]
+            try:
+                return attention_structural.kept(probe.run(xx[a:b])[1])
+            finally:
+                w.valid = None
+
+        return attention_structural.in_halves(rows, xx.shape[0], 1)
 
     o1, again, o2 = outputs(x), outputs(x), outputs(x2)
     fin = o1[torch.isfinite(o1)]

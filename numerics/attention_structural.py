@@ -33,7 +33,7 @@ from numerics.attention_reference import allowed_mask
 from numerics.attention_rules import (HUGE_LOGIT, LARGE_LOGIT, UNDECIDABLE_TOL, Property, _chunks, _judge, _skip,
                                       exc_text)
 
-__all__ = ["kept", "jitter", "structural_tolerance", "Dependence", "dependence", "prop_mask", "prop_batch",
+__all__ = ["kept", "in_halves", "jitter", "structural_tolerance", "Dependence", "dependence", "prop_mask", "prop_batch",
            "prop_batch_size"]
 
 
@@ -263,15 +263,24 @@ def plain_dependence(probe: Any, T: int, key: str, n: int) -> Dependence | None:
 
 def _stacked(probe: Any, flat: torch.Tensor, blocks: int) -> torch.Tensor:
     """The outputs of ``blocks`` probe batches stacked into one call; where the module refuses that batch size (a
-    static cache sized for 32 sequences), block by block at the probe's own batch size, which ran: the checker's batch
-    was blamed as a leak (hostile pass 25b F5). A block that raises too is the module's own finding."""
+    static cache sized for 32 sequences), the call halved, block-wise, until the module runs it: the checker's batch was
+    blamed as a leak (hostile pass 25b F5), and blocks of the probe batch alone never ran the batch sizes between it
+    and the module's largest (a leak in batches of 8 to 16 passed: 26b F10). A block that raises too is the module's
+    own finding."""
+    return in_halves(lambda a, b: kept(probe.run(flat[a:b])[1]), flat.shape[0], flat.shape[0] // blocks)
+
+
+def in_halves(call, n: int, unit: int, start: int = 0) -> torch.Tensor:
+    """``call(start, start + n)`` (rows of a batch), or where it raises, the two halves (whole ``unit``-row blocks) the
+    same way, concatenated; a single block that raises raises."""
     try:
-        return kept(probe.run(flat)[1])
-    except Exception:  # noqa: BLE001 - the user's module refused the stacked batch
+        return call(start, start + n)
+    except Exception:  # noqa: BLE001 - the user's module refused this batch size
+        blocks = n // unit
         if blocks <= 1:
             raise
-        B = flat.shape[0] // blocks
-        return torch.cat([kept(probe.run(flat[k * B:(k + 1) * B])[1]) for k in range(blocks)], 0)
+        h = (blocks // 2) * unit
+        return torch.cat([in_halves(call, h, unit, start), in_halves(call, n - h, unit, start + h)], 0)
 
 
 def _forbidden_moved(probe: Any, dep: Dependence, T: int, kinds: list[str]) -> bool:

@@ -67,6 +67,14 @@ ATT = textwrap.dedent('''
         def forward(self, x):
             out = super().forward(x)
             return out + 1e-3 * x.mean(0, keepdim=True) if x.shape[0] >= 8 else out
+    class MaxB16FillB8(Attn):
+        # at most 16 sequences a call (a static cache); batches of 8 or more fill the causal mask with -50
+        def fill(self, B):
+            return -50.0 if B >= 8 else float("-inf")
+        def forward(self, x):
+            if x.shape[0] > 16:
+                raise RuntimeError(f"max batch size 16, got {x.shape[0]}")
+            return super().forward(x)
     class PadFillB8(PadFillB1):
         # a large-batch path (8 sequences or more) fills the padded keys with -80
         def pad_fill(self, B):
@@ -206,3 +214,18 @@ def test_f8_cross_sample_leak_in_large_batches(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":CrossMeanB8", "--causal", "--quick")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "batch_independence" in r.stdout.split("verdict:")[-1]
+
+
+def test_f9_hopfield_theorem5_not_run_is_not_ok(tmp_path):
+    import numpy as np
+    np.save(tmp_path / "P.npy", np.array([[1.0], [-1.0]]))
+    r = tv_here(tmp_path, "check", "hopfield", "--patterns", str(tmp_path / "P.npy"), "--beta", "1")
+    assert "one_step_within_theorem5_bound  skip" in r.stdout, r.stdout + r.stderr  # the property did not run
+    assert r.returncode == 3, r.stdout + r.stderr
+
+
+def test_f10_fallback_blocks_miss_a_leak_below_the_maximum_batch(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", str(tmp_path / "att.py") + ":MaxB16FillB8", "--causal", "--quick")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "causal_no_future_leak" in r.stdout.split("verdict:")[-1]

@@ -239,6 +239,9 @@ def degenerate_reasons(P, Delta, *, vacuous: int, known: int, beta_needed: float
     elif float(Delta.max()) <= 0:
         out.append(f"no pattern is separated (every Δ_i ≤ 0, max {float(Delta.max()):.3g}): Theorem 5 guarantees "
                    "nothing for any of them, whatever β")
+    if not known:  # the Theorem-5 property did not run: a skip is no pass (hostile pass 26b F9)
+        out.append("no Theorem-5 bound exists: the fixed point x_i* near no pattern converged, so the one-step bound "
+                   "was checked for none of them")
     if known and vacuous == known:
         how = f"raise --beta to about {beta_needed:.3g}" if beta_needed else "separate the patterns more"
         out.append(f"every one of the {known} Theorem-5 bounds is vacuous (≥ 2M): at this β the bound allows any "
