@@ -608,6 +608,7 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
                           progress=lambda k, n, cid: click.echo(f"[{k}/{n}] {cid}", err=True))
     if checkout:
         doc.pop("depends_on", None)  # the plugins' helper sources: no plugin claim is in this document
+        doc.pop("resolves", None)
     if catalogue.source_fingerprint(plugins=not checkout) != fp:
         click.echo("tverify: warning: the sources changed while the catalogue was generated; run it again", err=True)
     names = {}

@@ -165,6 +165,32 @@ def file_hash(path: str) -> str:
         return "<missing>"
 
 
+def resolves_to(name: str, path: list[str]) -> str | None:
+    """Where the import system finds the module ``name`` on ``path`` (its origin), found as the import system does but
+    without running any package's code; None where it finds none."""
+    from importlib.machinery import PathFinder
+
+    parts, search, spec = name.split("."), path, None
+    for i in range(len(parts)):
+        if search is None:
+            return None
+        try:
+            spec = PathFinder.find_spec(".".join(parts[:i + 1]), list(search))
+        except (ImportError, OSError, ValueError):
+            return None
+        if spec is None:
+            return None
+        search = spec.submodule_search_locations
+    return getattr(spec, "origin", None)
+
+
+def names_resolve(names, path) -> bool:
+    """Whether every module name of ``names`` (``{name: origin}``) still resolves on ``path`` to its origin (a module of
+    that name put earlier on the path, or removed, makes it False); anything of another shape is False."""
+    return (isinstance(names, dict) and isinstance(path, list) and all(isinstance(p, str) for p in path)
+            and all(isinstance(o, str) and resolves_to(str(n), path) == o for n, o in names.items()))
+
+
 def catalogue_path() -> Path:
     """``docs/catalogue.json`` of the checkout the package runs from."""
     return _ROOT / "docs" / "catalogue.json"

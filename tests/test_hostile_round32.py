@@ -81,3 +81,40 @@ def test_a_lambda_grid_value_is_shipped_as_a_path_only_when_its_suffix_names_a_f
     assert dict(_shipped(row).point) == {"lambda": "1,2", "N": "5"}
     row = RowSpec("check icl", "check", "k", (("lambda", "L.txt"), ("model", "m.py:f")), 0, 0, "quick", "cpu")
     assert dict(_shipped(row).point) == {"lambda": str(tmp_path / "L.txt"), "model": f"{tmp_path / 'm.py'}:f"}
+
+
+def test_a_file_edited_while_the_derivation_runs_keeps_the_hash_it_was_read_with(tmp_path, monkeypatch):
+    """26a F6: the kept hash was taken after the derivation, so a helper edited while it still ran was kept with its new
+    hash beside the result of its old bytes; the hash is now the one of the bytes opened."""
+    import hashlib
+    import importlib
+
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    (tmp_path / "zzedit26.py").write_text("C = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with Reads() as reads:
+            importlib.import_module("zzedit26")
+            (tmp_path / "zzedit26.py").write_text("C = 3\n")  # edited while the derivation still runs
+        kept = reads.result()
+    finally:
+        sys.modules.pop("zzedit26", None)
+    assert kept["files"][str(tmp_path / "zzedit26.py")] == hashlib.sha256(b"C = 2\n").hexdigest()
+    assert not _unchanged(kept)
+
+
+def test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere(tmp_path):
+    """26a F5: a cached catalogue was fresh while the helper files it recorded were unchanged, though a module of the
+    same name put earlier on the path is what the plugin imports now."""
+    from proofs_checks.output.catalogue import deps_fresh
+
+    a, s = tmp_path / "A", tmp_path / "S"
+    a.mkdir()
+    s.mkdir()
+    (a / "zzconst26.py").write_text("C = 2\n")
+    doc = {"resolves": {"names": {"zzconst26": str(a / "zzconst26.py")}, "path": [str(s), str(a)]}}
+    assert deps_fresh(doc)
+    (s / "zzconst26.py").write_text("C = 3\n")
+    assert not deps_fresh(doc)
+    assert not deps_fresh({"resolves": {"names": {"zzconst26": 1}, "path": "x"}})  # another shape: never fresh

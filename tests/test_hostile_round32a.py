@@ -96,3 +96,51 @@ def test_sigterm_in_a_finalizer_no_traceback(tmp_path):
             time.sleep(0.005)
         err = p.communicate(timeout=120)[1]
         assert "Traceback" not in err, (p.returncode, err[-1200:])
+
+
+@moved("two `tverify list` with a plugin in fresh processes (≈ 10 s)",
+       "tests/test_hostile_round32.py::test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere")
+def test_catalogue_helper_shadowed_not_stale(tmp_path):
+    from hz_plugin import hz_plugin, install_hz
+
+    text = hz_plugin("import hzconst\ndef READ_C():\n    return hzconst.C\n", "hostile 26a").replace(
+        'title="doubling"', 'title="doubling " + hzconst.NAME')
+    pz = install_hz(tmp_path, text)
+    s, a = tmp_path / "S", tmp_path / "A"
+    s.mkdir()
+    a.mkdir()
+    (a / "hzconst.py").write_text('C = 2\nNAME = "two"\n')
+    env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{a}")
+    r = _tv(["list"], tmp_path, env)
+    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    (s / "hzconst.py").write_text('C = 3\nNAME = "three"\n')  # what the plugin now imports
+    r = _tv(["list"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify run` of a plugin in fresh processes, one edited mid-run (≈ 25 s)",
+       "tests/test_hostile_round32.py::test_a_file_edited_while_the_derivation_runs_keeps_the_hash_it_was_read_with")
+def test_lazy_helper_edited_during_derivation_not_stale(tmp_path):
+    import time
+
+    from hz_plugin import hz_plugin, install_hz
+
+    marker = tmp_path / "imported"
+    rc = ("def READ_C():\n    import importlib, time\n    c = importlib.import_module('hzlazy').C\n"
+          f"    open({str(marker)!r}, 'a').write('x')\n    time.sleep(3)\n    return c\n")
+    text = hz_plugin(rc, "hostile 26a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
+    pz = install_hz(tmp_path, text)
+    a = tmp_path / "A"
+    a.mkdir()
+    (a / "hzlazy.py").write_text("C = 2\n")
+    env = _env(tmp_path, PYTHONPATH=f"{pz}:{a}")
+    args = [sys.executable, "-P", "-m", "proofs_checks.cli", "run", "hz.dbl", "--quick", "--no-progress"]
+    p = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not marker.exists() and p.poll() is None and time.monotonic() - t0 < 200:
+        time.sleep(0.02)
+    (a / "hzlazy.py").write_text("C = 3\n")  # edited while the derivation (which read C = 2) still runs
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 0, out[-800:] + err[-800:]
+    r = _tv(["run", "hz.dbl", "--quick", "--no-progress"], tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]

@@ -76,6 +76,11 @@ PLUGIN_ERRORS: list[tuple[str, str]] = []
 #: covers (editable installs, helper modules on the path): the catalogue cache depends on them.
 PLUGIN_SOURCES: set[str] = set()
 
+#: ``{module name: origin}`` of the modules whose files are in :data:`PLUGIN_SOURCES` (imported by name), and the path
+#: they were found on: a cache answering for them is fresh only while each name still resolves there (hostile pass 26a F5)
+PLUGIN_NAMES: dict[str, str] = {}
+PLUGIN_PATH: list[str] = []
+
 
 def _record_sources(names, into: set[str] | None = None) -> None:
     """The files of the modules a plugin imported when it was loaded, outside the standard library and the installed
@@ -98,6 +103,10 @@ def _record_sources(names, into: set[str] | None = None) -> None:
             continue
         if os.path.isfile(real):
             into.add(real)
+            origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
+            if into is PLUGIN_SOURCES and isinstance(origin, str):
+                PLUGIN_NAMES[name] = origin
+                PLUGIN_PATH[:] = [p for p in sys.path if isinstance(p, str)]
             continue
         for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
             if os.path.isfile(parent):

@@ -79,59 +79,71 @@ def _unchanged(reads) -> bool:
     """Whether every file a kept derivation read while it ran still has the bytes it had, and every module it imported
     by name still resolves, on the path it had, to the file it was loaded from (a module of that name put earlier on the
     path, or a link retargeted, misses: hostile pass 26a F1); a missing file, or an entry of another shape, misses."""
-    from proofs_checks.fingerprint import file_hash
+    from proofs_checks.fingerprint import file_hash, names_resolve
 
     if not _well_formed(reads):
         return False
     return (all(isinstance(h, str) and h != "<missing>" and file_hash(str(f)) == h for f, h in reads["files"].items())
-            and all(_resolves_to(str(n), reads["path"]) == o for n, o in reads["names"].items()))
-
-
-def _resolves_to(name: str, path: list[str]) -> str | None:
-    """Where the import system finds the module ``name`` on ``path`` (its origin), found as the import system does but
-    without running any package's code; None where it finds none."""
-    from importlib.machinery import PathFinder
-
-    parts, search, spec = name.split("."), path, None
-    for i in range(len(parts)):
-        if search is None:
-            return None
-        try:
-            spec = PathFinder.find_spec(".".join(parts[:i + 1]), list(search))
-        except (ImportError, OSError, ValueError):
-            return None
-        if spec is None:
-            return None
-        search = spec.submodule_search_locations
-    return getattr(spec, "origin", None)
+            and names_resolve(reads["names"], reads["path"]))
 
 
 #: while :class:`Reads` records in a derivation's child: "opened", the list the audit hook appends the files opened
 #: to; "hooked", whether the hook is installed (mutated in place: the child's guard refuses a rebound module global)
-_STATE: dict = {"opened": None, "hooked": False}
+_STATE: dict = {"opened": None, "hooked": False, "busy": False}
 
 
 def _on_audit(event: str, args: tuple) -> None:
+    """Each file opened for reading outside the installation, with its hash taken then (the bytes the derivation
+    read: a file edited while it still ran was kept with its new hash and the old result, hostile pass 26a F6); a
+    bytecode file stands for its source."""
     opened = _STATE["opened"]
-    if opened is None or event != "open" or not args or not isinstance(args[0], str):
+    if opened is None or _STATE["busy"] or event != "open" or not args or not isinstance(args[0], str):
         return
     mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
     reading = (not any(c in mode for c in "wax+")) if isinstance(mode, str) else (
         isinstance(flags, int) and flags & os.O_ACCMODE == os.O_RDONLY)
-    if reading:
-        opened.append(args[0])
+    if not reading:
+        return
+    _STATE["busy"] = True  # (hashing opens the file: not recorded again)
+    try:
+        f = _source_of(args[0])
+        if os.path.isfile(f) and _outside_installation(f) and os.path.abspath(f) not in opened:
+            from proofs_checks.fingerprint import file_hash
+
+            opened[os.path.abspath(f)] = file_hash(f)
+    except Exception:  # noqa: BLE001 - a record missed costs the cache, never the derivation
+        opened["<unrecorded>"] = "<missing>"
+    finally:
+        _STATE["busy"] = False
+
+
+def _source_of(f: str) -> str:
+    """The source file of a bytecode file in ``__pycache__`` where it exists, else ``f``."""
+    if f.endswith(".pyc"):
+        import importlib.util
+
+        try:
+            src = importlib.util.source_from_cache(f)
+            return src if os.path.isfile(src) else f
+        except (ValueError, NotImplementedError):
+            return f
+    return f
 
 
 class Reads:
     """In a declared-pure derivation's child, around the derivation: the files it opened for reading (every import,
-    by name or by path — ``spec_from_file_location``, ``runpy`` — opens its source or bytecode: hostile pass 26a F3)
-    and the modules it imported by name, outside the standard library and the installed packages (25a F3)."""
+    by name or by path — ``spec_from_file_location``, ``runpy`` — opens its source or bytecode: hostile pass 26a F3),
+    each with its hash when it was opened, and the modules it imported by name, outside the standard library and the
+    installed packages (25a F3)."""
 
     def __enter__(self):
+        import importlib.util  # noqa: F401 - (what the hook uses, imported before the snapshot of the modules)
         import sys
 
+        import proofs_checks.fingerprint  # noqa: F401
+
         self.before = set(sys.modules)
-        _STATE["opened"] = []
+        _STATE["opened"] = {}
         if not _STATE["hooked"]:  # (an audit hook cannot be removed: it does nothing while no Reads is open)
             sys.addaudithook(_on_audit)
             _STATE["hooked"] = True
@@ -140,36 +152,29 @@ class Reads:
     def __exit__(self, *exc) -> None:
         import sys
 
-        self.opened, _STATE["opened"] = list(_STATE["opened"] or ()), None
+        self.opened, _STATE["opened"] = dict(_STATE["opened"] or {}), None
         self.names = set(sys.modules) - self.before
 
     def result(self) -> dict:
-        """``{"files": {path: sha256}, "names": {module: origin}, "path": sys.path}``."""
-        import importlib.util
+        """``{"files": {path: sha256}, "names": {module: origin}, "path": sys.path}``; a file hashed when it was opened
+        keeps that hash (also under its real path), a module file never opened here (an extension) is hashed now."""
         import sys
 
         from proofs_checks.claims import _record_sources
         from proofs_checks.fingerprint import file_hash
 
-        names = self.names
         mine: set[str] = set()
-        _record_sources(names, mine)
-        files = set(mine)
-        for f in self.opened:
-            if f.endswith(".pyc"):
-                try:
-                    src = importlib.util.source_from_cache(f)
-                    f = src if os.path.isfile(src) else f
-                except (ValueError, NotImplementedError):
-                    pass
-            if os.path.isfile(f) and _outside_installation(f):
-                files.add(os.path.abspath(f))
+        _record_sources(self.names, mine)
+        files = dict(self.opened)
+        by_real = {os.path.realpath(f): h for f, h in self.opened.items()}
+        for f in mine:
+            files.setdefault(f, by_real.get(os.path.realpath(f)) or file_hash(f))
         origins = {}
-        for n in names:
+        for n in self.names:
             origin = getattr(getattr(sys.modules.get(n), "__spec__", None), "origin", None)
             if isinstance(origin, str) and os.path.realpath(origin) in mine:
                 origins[n] = origin
-        return {"files": {f: file_hash(f) for f in sorted(files)}, "names": origins,
+        return {"files": dict(sorted(files.items())), "names": origins,
                 "path": [p for p in sys.path if isinstance(p, str)]}
 
 

@@ -121,9 +121,7 @@ def build(claims: Iterable[Any], *, with_derivations: bool = True, fingerprint: 
         items.append(e)
     doc = {"schema": SCHEMA, "tool": "tverify", "fingerprint": fingerprint,
            "generated_by": "tverify list --markdown", "claims": items}
-    deps = _plugin_sources()
-    if deps:
-        doc["depends_on"] = deps
+    _set_deps(doc)
     return doc
 
 
@@ -135,6 +133,30 @@ def _plugin_sources() -> dict[str, str]:
     except Exception:  # pragma: no cover
         return {}
     return {f: _file_hash(f) for f in sorted(PLUGIN_SOURCES)}
+
+
+def _set_deps(doc: dict[str, Any]) -> None:
+    """``doc["depends_on"]`` (:func:`_plugin_sources`) and ``doc["resolves"]``: the plugins' helper modules by name,
+    with where the import system found them and on which path."""
+    deps = _plugin_sources()
+    if deps:
+        doc["depends_on"] = deps
+    try:
+        from proofs_checks.claims import PLUGIN_NAMES, PLUGIN_PATH
+    except Exception:  # pragma: no cover
+        return
+    if PLUGIN_NAMES:
+        doc["resolves"] = {"names": dict(PLUGIN_NAMES), "path": list(PLUGIN_PATH)}
+
+
+def deps_fresh(doc: dict[str, Any]) -> bool:
+    """Whether the helper files a cached catalogue depends on are unchanged and each helper module it imported by name
+    still resolves to the same file (one of that name put earlier on the path: hostile pass 26a F5)."""
+    from proofs_checks.fingerprint import names_resolve
+
+    res = doc.get("resolves")
+    return (all(_file_hash(f) == h for f, h in (doc.get("depends_on") or {}).items())
+            and (res is None or (isinstance(res, dict) and names_resolve(res.get("names"), res.get("path")))))
 
 
 def _md_escape(text: str) -> str:
@@ -266,8 +288,7 @@ def load_fresh(cache_dir: Path | None = None) -> tuple[dict[str, Any], Path] | N
         candidates.append(_cache_path(cache_dir, fp))
     for p in candidates:
         doc = _read(p)
-        if doc is not None and doc.get("fingerprint") == fp and all(
-                _file_hash(f) == h for f, h in (doc.get("depends_on") or {}).items()):
+        if doc is not None and doc.get("fingerprint") == fp and deps_fresh(doc):
             return doc, p
     return None
 
@@ -383,8 +404,7 @@ def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | N
         return None
     ppath = Path(cache_dir) / f"plugins-{plugins_fp[:20]}.json"
     pdoc = _read(ppath)
-    if pdoc is None or pdoc.get("fingerprint") != plugins_fp or not all(
-            _file_hash(f) == hv for f, hv in (pdoc.get("depends_on") or {}).items()):
+    if pdoc is None or pdoc.get("fingerprint") != plugins_fp or not deps_fresh(pdoc):
         from proofs_checks import claims as claim_pkg
         from proofs_checks.registry import registry
 
@@ -394,16 +414,16 @@ def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | N
         pdoc = {"schema": SCHEMA, "tool": "tverify", "fingerprint": plugins_fp, "claims": [entry(c) for c in new]}
         if claim_pkg.PLUGIN_ERRORS:  # kept, so that a later cache hit says again which plugin was skipped
             pdoc["plugin_errors"] = [list(e) for e in claim_pkg.PLUGIN_ERRORS]
-        deps = _plugin_sources()
-        if deps:
-            pdoc["depends_on"] = deps
+        _set_deps(pdoc)
         _replace_cached(pdoc, ppath, cache_dir, "plugins-*.json")
     ids = {e["id"] for e in base["claims"]}
-    merged = {**{k: v for k, v in base.items() if k not in ("depends_on", "claims")},
+    merged = {**{k: v for k, v in base.items() if k not in ("depends_on", "resolves", "claims")},
               "fingerprint": source_fingerprint(),
               "claims": list(base["claims"]) + [e for e in pdoc["claims"] if e["id"] not in ids]}
     if pdoc.get("depends_on"):
         merged["depends_on"] = dict(pdoc["depends_on"])
+    if pdoc.get("resolves"):
+        merged["resolves"] = pdoc["resolves"]
     if pdoc.get("plugin_errors"):
         merged["plugin_errors"] = list(pdoc["plugin_errors"])
     return merged, (save_cache(merged, Path(cache_dir)) or ppath)
