@@ -118,3 +118,25 @@ def test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere(tmp_p
     (s / "zzconst26.py").write_text("C = 3\n")
     assert not deps_fresh(doc)
     assert not deps_fresh({"resolves": {"names": {"zzconst26": 1}, "path": "x"}})  # another shape: never fresh
+
+
+def test_only_names_the_path_finder_finds_again_are_kept(tmp_path, monkeypatch):
+    """A module another importer loaded (tverify's own, through an editable install's finder) cannot be looked up on
+    the path again: keeping its name made every cached catalogue with a plugin stale at once. Its file still counts."""
+    import importlib
+
+    from proofs_checks.claims import found_on_path
+
+    (tmp_path / "zzfound26.py").write_text("C = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("zzfound26")
+        path = [p for p in sys.path if isinstance(p, str)]
+        assert found_on_path("zzfound26", path) == str(tmp_path / "zzfound26.py")
+        assert found_on_path("zzfound26", [str(tmp_path / "elsewhere")]) is None
+    finally:
+        sys.modules.pop("zzfound26", None)
+    import proofs_checks.registry as reg
+
+    origin = reg.__spec__.origin
+    assert found_on_path("proofs_checks.registry", path) in (origin, None)

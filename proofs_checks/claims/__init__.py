@@ -103,15 +103,29 @@ def _record_sources(names, into: set[str] | None = None) -> None:
             continue
         if os.path.isfile(real):
             into.add(real)
-            origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
-            if into is PLUGIN_SOURCES and isinstance(origin, str):
-                PLUGIN_NAMES[name] = origin
-                PLUGIN_PATH[:] = [p for p in sys.path if isinstance(p, str)]
+            if into is PLUGIN_SOURCES:
+                path = [p for p in sys.path if isinstance(p, str)]
+                origin = found_on_path(name, path)
+                if origin is not None:
+                    PLUGIN_NAMES[name] = origin
+                    PLUGIN_PATH[:] = path
             continue
         for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
             if os.path.isfile(parent):
                 into.add(parent)
                 break
+
+
+def found_on_path(name: str, path: list[str]) -> str | None:
+    """The origin of the loaded module ``name`` where the path finder finds it there on ``path`` (so that a later look
+    can tell whether the name still resolves to it); None for a module another importer loaded (an editable
+    install's finder, a zip importer hook): its file is recorded, its name cannot be looked up again."""
+    import sys
+
+    from proofs_checks.fingerprint import resolves_to
+
+    origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
+    return origin if isinstance(origin, str) and resolves_to(name, path) == origin else None
 
 
 def _parents(path: str):

@@ -160,7 +160,7 @@ class Reads:
         keeps that hash (also under its real path), a module file never opened here (an extension) is hashed now."""
         import sys
 
-        from proofs_checks.claims import _record_sources
+        from proofs_checks.claims import _record_sources, found_on_path
         from proofs_checks.fingerprint import file_hash
 
         mine: set[str] = set()
@@ -169,13 +169,13 @@ class Reads:
         by_real = {os.path.realpath(f): h for f, h in self.opened.items()}
         for f in mine:
             files.setdefault(f, by_real.get(os.path.realpath(f)) or file_hash(f))
+        path = [p for p in sys.path if isinstance(p, str)]
         origins = {}
         for n in self.names:
-            origin = getattr(getattr(sys.modules.get(n), "__spec__", None), "origin", None)
-            if isinstance(origin, str) and os.path.realpath(origin) in mine:
+            origin = found_on_path(n, path)
+            if origin is not None and os.path.realpath(origin) in mine:
                 origins[n] = origin
-        return {"files": dict(sorted(files.items())), "names": origins,
-                "path": [p for p in sys.path if isinstance(p, str)]}
+        return {"files": dict(sorted(files.items())), "names": origins, "path": path}
 
 
 def _outside_installation(f: str) -> bool:
