@@ -442,7 +442,7 @@ def _kind(value: Any) -> str:
 
 
 def worst(errors: dict[str, float] | Iterable[float]) -> float:
-    """The largest of several errors; NaN anywhere gives NaN and inf gives inf (so it fails); no
+    """The largest of several errors; NaN anywhere gives NaN and ±inf gives inf (so it fails); no
     errors at all is a ``ValueError`` (a check over nothing cannot reject anything: an error in the
     claim, never a pass with error 0).
 
@@ -456,6 +456,8 @@ def worst(errors: dict[str, float] | Iterable[float]) -> float:
     inf
     >>> worst([1.0, 2.0])
     2.0
+    >>> worst([float("-inf"), 0.5])
+    inf
     >>> worst([])
     Traceback (most recent call last):
     ValueError: worst: no errors to reduce (a comparison over nothing cannot reject anything)
@@ -471,6 +473,8 @@ def worst(errors: dict[str, float] | Iterable[float]) -> float:
         raise ValueError("worst: no errors to reduce (a comparison over nothing cannot reject anything)")
     if np.isnan(vals).any():
         return math.nan
+    if np.isneginf(vals).any():  # an error of −inf is no measurement either: it fails, as inf does (26b N7)
+        return math.inf
     return float(np.max(vals))
 
 
