@@ -184,11 +184,15 @@ def resolves_to(name: str, path: list[str]) -> str | None:
     return getattr(spec, "origin", None)
 
 
-def names_resolve(names, path) -> bool:
-    """Whether every module name of ``names`` (``{name: origin}``) still resolves on ``path`` to its origin (a module of
-    that name put earlier on the path, or removed, makes it False); anything of another shape is False."""
-    return (isinstance(names, dict) and isinstance(path, list) and all(isinstance(p, str) for p in path)
-            and all(isinstance(o, str) and resolves_to(str(n), path) == o for n, o in names.items()))
+def names_resolve(names) -> bool:
+    """Whether every module name of ``names`` (``{name: origin}``; an origin of None: an import that failed) resolves
+    on this process's path as it did (a module of that name put earlier on the path, one that appeared where an
+    import failed, a relative path entry read from another folder: hostile pass 26a F1/F5); another shape is False."""
+    import sys
+
+    path = [p for p in sys.path if isinstance(p, str)]
+    return isinstance(names, dict) and all((o is None or isinstance(o, str)) and resolves_to(str(n), path) == o
+                                           for n, o in names.items())
 
 
 def catalogue_path() -> Path:

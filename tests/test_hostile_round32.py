@@ -69,6 +69,25 @@ def test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses(tmp
     assert not _unchanged(kept)
 
 
+def test_an_import_that_failed_misses_once_the_module_appears(tmp_path, monkeypatch):
+    """26a F1 (an optional helper): ``try: import x`` failing during the derivation recorded nothing, and the kept
+    result outlived the helper's appearance."""
+    import importlib
+
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with Reads() as reads:
+        try:
+            importlib.import_module("zzoptional26")
+        except ImportError:
+            pass
+    kept = reads.result()
+    assert kept["names"].get("zzoptional26", "absent") is None and _unchanged(kept)
+    (tmp_path / "zzoptional26.py").write_text("C = 3\n")
+    assert not _unchanged(kept)
+
+
 def test_a_lambda_grid_value_is_shipped_as_a_path_only_when_its_suffix_names_a_file(tmp_path, monkeypatch):
     """26a F2: a file named "1,2" in the working folder turned the grid value --lambda 1,2 into a path on a cluster;
     check icl reads --lambda as a file only by its suffix, and the sweep ships it by the same rule."""
@@ -104,7 +123,7 @@ def test_a_file_edited_while_the_derivation_runs_keeps_the_hash_it_was_read_with
     assert not _unchanged(kept)
 
 
-def test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere(tmp_path):
+def test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere(tmp_path, monkeypatch):
     """26a F5: a cached catalogue was fresh while the helper files it recorded were unchanged, though a module of the
     same name put earlier on the path is what the plugin imports now."""
     from proofs_checks.output.catalogue import deps_fresh
@@ -113,11 +132,13 @@ def test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere(tmp_p
     a.mkdir()
     s.mkdir()
     (a / "zzconst26.py").write_text("C = 2\n")
-    doc = {"resolves": {"names": {"zzconst26": str(a / "zzconst26.py")}, "path": [str(s), str(a)]}}
+    monkeypatch.syspath_prepend(str(a))
+    monkeypatch.syspath_prepend(str(s))
+    doc = {"resolves": {"names": {"zzconst26": str(a / "zzconst26.py")}}}
     assert deps_fresh(doc)
     (s / "zzconst26.py").write_text("C = 3\n")
     assert not deps_fresh(doc)
-    assert not deps_fresh({"resolves": {"names": {"zzconst26": 1}, "path": "x"}})  # another shape: never fresh
+    assert not deps_fresh({"resolves": {"names": {"zzconst26": 1}}})  # another shape: never fresh
 
 
 def test_only_names_the_path_finder_finds_again_are_kept(tmp_path, monkeypatch):

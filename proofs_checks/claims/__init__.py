@@ -76,10 +76,9 @@ PLUGIN_ERRORS: list[tuple[str, str]] = []
 #: covers (editable installs, helper modules on the path): the catalogue cache depends on them.
 PLUGIN_SOURCES: set[str] = set()
 
-#: ``{module name: origin}`` of the modules whose files are in :data:`PLUGIN_SOURCES` (imported by name), and the path
-#: they were found on: a cache answering for them is fresh only while each name still resolves there (hostile pass 26a F5)
+#: ``{module name: origin}`` of the modules whose files are in :data:`PLUGIN_SOURCES` (imported by name): a cache
+#: answering for them is fresh only while each name still resolves to that file (hostile pass 26a F5)
 PLUGIN_NAMES: dict[str, str] = {}
-PLUGIN_PATH: list[str] = []
 
 
 def _record_sources(names, into: set[str] | None = None) -> None:
@@ -108,7 +107,6 @@ def _record_sources(names, into: set[str] | None = None) -> None:
                 origin = found_on_path(name, path)
                 if origin is not None:
                     PLUGIN_NAMES[name] = origin
-                    PLUGIN_PATH[:] = path
             continue
         for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
             if os.path.isfile(parent):

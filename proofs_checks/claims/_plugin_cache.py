@@ -71,8 +71,7 @@ class _DerivationCache:
 
 
 def _well_formed(reads) -> bool:
-    return (isinstance(reads, dict) and isinstance(reads.get("files"), dict) and isinstance(reads.get("names"), dict)
-            and isinstance(reads.get("path"), list) and all(isinstance(p, str) for p in reads["path"]))
+    return isinstance(reads, dict) and isinstance(reads.get("files"), dict) and isinstance(reads.get("names"), dict)
 
 
 def _unchanged(reads) -> bool:
@@ -84,7 +83,7 @@ def _unchanged(reads) -> bool:
     if not _well_formed(reads):
         return False
     return (all(isinstance(h, str) and h != "<missing>" and file_hash(str(f)) == h for f, h in reads["files"].items())
-            and names_resolve(reads["names"], reads["path"]))
+            and names_resolve(reads["names"]))
 
 
 #: while :class:`Reads` records in a derivation's child: "opened", the list the audit hook appends the files opened
@@ -130,6 +129,19 @@ def _source_of(f: str) -> str:
     return f
 
 
+class _NotFound:
+    """The last finder of ``sys.meta_path`` while :class:`Reads` records: asked only when every other finder found
+    nothing, it notes the name of an import that fails (an optional helper, ``try: import x``, that appears later
+    made the kept result stale: hostile pass 26a F1) and finds nothing either."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def find_spec(self, name, path=None, target=None):
+        self.names.add(name)
+        return None
+
+
 class Reads:
     """In a declared-pure derivation's child, around the derivation: the files it opened for reading (every import,
     by name or by path — ``spec_from_file_location``, ``runpy`` — opens its source or bytecode: hostile pass 26a F3),
@@ -144,6 +156,8 @@ class Reads:
 
         self.before = set(sys.modules)
         _STATE["opened"] = {}
+        self.not_found = _NotFound()
+        sys.meta_path.append(self.not_found)
         if not _STATE["hooked"]:  # (an audit hook cannot be removed: it does nothing while no Reads is open)
             sys.addaudithook(_on_audit)
             _STATE["hooked"] = True
@@ -154,9 +168,12 @@ class Reads:
 
         self.opened, _STATE["opened"] = dict(_STATE["opened"] or {}), None
         self.names = set(sys.modules) - self.before
+        if self.not_found in sys.meta_path:
+            sys.meta_path.remove(self.not_found)
+        self.failed = {n for n in self.not_found.names if n not in sys.modules}
 
     def result(self) -> dict:
-        """``{"files": {path: sha256}, "names": {module: origin}, "path": sys.path}``; a file hashed when it was opened
+        """``{"files": {path: sha256}, "names": {module: origin or None}}``; a file hashed when it was opened
         keeps that hash (also under its real path), a module file never opened here (an extension) is hashed now."""
         import sys
 
@@ -169,13 +186,18 @@ class Reads:
         by_real = {os.path.realpath(f): h for f, h in self.opened.items()}
         for f in mine:
             files.setdefault(f, by_real.get(os.path.realpath(f)) or file_hash(f))
+        from proofs_checks.fingerprint import resolves_to
+
         path = [p for p in sys.path if isinstance(p, str)]
-        origins = {}
+        origins: dict[str, str | None] = {}
         for n in self.names:
             origin = found_on_path(n, path)
             if origin is not None and os.path.realpath(origin) in mine:
                 origins[n] = origin
-        return {"files": dict(sorted(files.items())), "names": origins, "path": path}
+        for n in self.failed:  # an import that failed: kept as not found, while the path finder finds nothing
+            if resolves_to(n, path) is None:
+                origins[n] = None
+        return {"files": dict(sorted(files.items())), "names": origins}
 
 
 def _outside_installation(f: str) -> bool:

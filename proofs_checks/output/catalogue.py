@@ -137,16 +137,16 @@ def _plugin_sources() -> dict[str, str]:
 
 def _set_deps(doc: dict[str, Any]) -> None:
     """``doc["depends_on"]`` (:func:`_plugin_sources`) and ``doc["resolves"]``: the plugins' helper modules by name,
-    with where the import system found them and on which path."""
+    with where the import system found them."""
     deps = _plugin_sources()
     if deps:
         doc["depends_on"] = deps
     try:
-        from proofs_checks.claims import PLUGIN_NAMES, PLUGIN_PATH
+        from proofs_checks.claims import PLUGIN_NAMES
     except Exception:  # pragma: no cover
         return
     if PLUGIN_NAMES:
-        doc["resolves"] = {"names": dict(PLUGIN_NAMES), "path": list(PLUGIN_PATH)}
+        doc["resolves"] = {"names": dict(PLUGIN_NAMES)}
 
 
 def deps_fresh(doc: dict[str, Any]) -> bool:
@@ -156,7 +156,7 @@ def deps_fresh(doc: dict[str, Any]) -> bool:
 
     res = doc.get("resolves")
     return (all(_file_hash(f) == h for f, h in (doc.get("depends_on") or {}).items())
-            and (res is None or (isinstance(res, dict) and names_resolve(res.get("names"), res.get("path")))))
+            and (res is None or (isinstance(res, dict) and names_resolve(res.get("names")))))
 
 
 def _md_escape(text: str) -> str:
