@@ -174,9 +174,12 @@ def test_a_cached_derivation_is_kept_only_for_a_declared_pure_claim(tmp_path, mo
     assert undeclared.path is None and undeclared.read(True) is None
     pure = _DerivationCache("zz.read_inputs", ())
     assert pure.read(True) is None
-    pure.write(info, True)
+    pure.write(info, True)  # no record of what it read (26a F1-F6): not kept
+    assert pure.read(True) is None
+    nothing = {"files": {}, "names": {}}  # a record: it read nothing outside the installation
+    pure.write(info, True, nothing)
     assert pure.read(True) == info and pure.read(False) == info
-    pure.write({**info, "error": "x"}, True)  # a derivation that failed is never kept
+    pure.write({**info, "error": "x"}, True, nothing)  # a derivation that failed is never kept
     assert pure.read(True) == info
     monkeypatch.setenv("TVERIFY_DERIVATION_CACHE", "0")
     assert _DerivationCache("zz.read_inputs", ()).read(True) is None

@@ -146,7 +146,7 @@ def test_only_names_the_path_finder_finds_again_are_kept(tmp_path, monkeypatch):
     the path again: keeping its name made every cached catalogue with a plugin stale at once. Its file still counts."""
     import importlib
 
-    from proofs_checks.claims import found_on_path
+    from proofs_checks.claims._plugin_cache import found_on_path
 
     (tmp_path / "zzfound26.py").write_text("C = 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -353,6 +353,7 @@ def test_plugin_catalogue_cached_by_plugin_fingerprint_without_builtin_modules(t
                                                      "claims": [{"id": "attn.fake", "group": "attn"}]}))
     monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: docs)
     monkeypatch.setattr(claim_pkg, "PLUGIN_SOURCES", set())
+    monkeypatch.setattr(claim_pkg, "PLUGIN_NAMES", {})  # (the names other tests' plugins left in this process)
     site = tmp_path / "site"
     _dist(site, "zzcat")
     monkeypatch.syspath_prepend(str(site))

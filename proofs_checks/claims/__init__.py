@@ -82,59 +82,12 @@ PLUGIN_NAMES: dict[str, str] = {}
 
 
 def _record_sources(names, into: set[str] | None = None) -> None:
-    """The files of the modules a plugin imported when it was loaded, outside the standard library and the installed
-    packages: a source, a bytecode file or an extension (whatever ``__file__`` names), and for a module imported from a
-    zip archive the archive itself (the key of a declared-pure derivation: a helper from a zip, a sourceless ``.pyc``
-    or a folder whose name holds "site-packages" was left out, hostile pass 23a F1). ``into``: another set than
-    :data:`PLUGIN_SOURCES` (the modules a derivation imported while it ran)."""
-    into = PLUGIN_SOURCES if into is None else into
-    import os
-    import sys
-    import sysconfig
+    """The files of the modules a plugin imported when it was loaded into :data:`PLUGIN_SOURCES`, and their names into
+    :data:`PLUGIN_NAMES` (:func:`proofs_checks.claims._plugin_cache.record_sources`); ``into``: another set, files
+    only."""
+    from proofs_checks.claims._plugin_cache import record_sources
 
-    skip = [os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-    for name in names:
-        f = getattr(sys.modules.get(name), "__file__", None)
-        if not isinstance(f, str) or not f:
-            continue
-        real = os.path.realpath(f)
-        if any(real.startswith(d) for d in skip):
-            continue
-        if os.path.isfile(real):
-            into.add(real)
-            if into is PLUGIN_SOURCES:
-                path = [p for p in sys.path if isinstance(p, str)]
-                origin = found_on_path(name, path)
-                if origin is not None:
-                    PLUGIN_NAMES[name] = origin
-            continue
-        for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
-            if os.path.isfile(parent):
-                into.add(parent)
-                break
-
-
-def found_on_path(name: str, path: list[str]) -> str | None:
-    """The origin of the loaded module ``name`` where the path finder finds it there on ``path`` (so that a later look
-    can tell whether the name still resolves to it); None for a module another importer loaded (an editable
-    install's finder, a zip importer hook): its file is recorded, its name cannot be looked up again."""
-    import sys
-
-    from proofs_checks.fingerprint import resolves_to
-
-    origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
-    return origin if isinstance(origin, str) and resolves_to(name, path) == origin else None
-
-
-def _parents(path: str):
-    import os
-
-    while True:
-        up = os.path.dirname(path)
-        if up == path:
-            return
-        yield up
-        path = up
+    record_sources(names, PLUGIN_SOURCES if into is None else into, PLUGIN_NAMES if into is None else None)
 
 
 def load_plugins() -> None:

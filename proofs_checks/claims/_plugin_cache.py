@@ -177,11 +177,10 @@ class Reads:
         keeps that hash (also under its real path), a module file never opened here (an extension) is hashed now."""
         import sys
 
-        from proofs_checks.claims import _record_sources, found_on_path
         from proofs_checks.fingerprint import file_hash
 
         mine: set[str] = set()
-        _record_sources(self.names, mine)
+        record_sources(self.names, mine)
         files = dict(self.opened)
         by_real = {os.path.realpath(f): h for f, h in self.opened.items()}
         for f in mine:
@@ -206,6 +205,60 @@ def _outside_installation(f: str) -> bool:
 
     skip = [os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     return not any(os.path.realpath(f).startswith(d) for d in skip)
+
+
+def record_sources(names, into: set[str], names_into: dict | None = None) -> None:
+    """The files of the modules a plugin imported when it was loaded, outside the standard library and the installed
+    packages: a source, a bytecode file or an extension (whatever ``__file__`` names), and for a module imported from a
+    zip archive the archive itself (the key of a declared-pure derivation: a helper from a zip, a sourceless ``.pyc``
+    or a folder whose name holds "site-packages" was left out, hostile pass 23a F1), into ``into``; with
+    ``names_into``, each module's name with its origin where the path finder finds it again (:func:`found_on_path`)."""
+    import os
+    import sys
+    import sysconfig
+
+    skip = [os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    for name in names:
+        f = getattr(sys.modules.get(name), "__file__", None)
+        if not isinstance(f, str) or not f:
+            continue
+        real = os.path.realpath(f)
+        if any(real.startswith(d) for d in skip):
+            continue
+        if os.path.isfile(real):
+            into.add(real)
+            if names_into is not None:
+                origin = found_on_path(name, [p for p in sys.path if isinstance(p, str)])
+                if origin is not None:
+                    names_into[name] = origin
+            continue
+        for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
+            if os.path.isfile(parent):
+                into.add(parent)
+                break
+
+
+def found_on_path(name: str, path: list[str]) -> str | None:
+    """The origin of the loaded module ``name`` where the path finder finds it there on ``path`` (so that a later look
+    can tell whether the name still resolves to it); None for a module another importer loaded (an editable
+    install's finder, a zip importer hook): its file is recorded, its name cannot be looked up again."""
+    import sys
+
+    from proofs_checks.fingerprint import resolves_to
+
+    origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
+    return origin if isinstance(origin, str) and resolves_to(name, path) == origin else None
+
+
+def _parents(path: str):
+    import os
+
+    while True:
+        up = os.path.dirname(path)
+        if up == path:
+            return
+        yield up
+        path = up
 
 
 def _store_cache_dir():
