@@ -161,3 +161,23 @@ def test_only_names_the_path_finder_finds_again_are_kept(tmp_path, monkeypatch):
 
     origin = reg.__spec__.origin
     assert found_on_path("proofs_checks.registry", path) in (origin, None)
+
+
+def test_a_plugins_failed_import_at_load_makes_the_cached_catalogue_stale_once_it_resolves(tmp_path, monkeypatch):
+    """26a F5 with an optional helper: an import a plugin tried when loaded, and that failed, is kept as not found; the
+    cached catalogue is stale once a module of that name is found."""
+    from proofs_checks.claims._plugin_cache import failed_imports
+    from proofs_checks.output.catalogue import deps_fresh
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names: dict = {}
+    with failed_imports(names):
+        try:
+            import zzoptload26  # noqa: F401
+        except ImportError:
+            pass
+    assert names == {"zzoptload26": None}
+    doc = {"resolves": {"names": names}}
+    assert deps_fresh(doc)
+    (tmp_path / "zzoptload26.py").write_text("NAME = 'three'\n")
+    assert not deps_fresh(doc)

@@ -76,9 +76,10 @@ PLUGIN_ERRORS: list[tuple[str, str]] = []
 #: covers (editable installs, helper modules on the path): the catalogue cache depends on them.
 PLUGIN_SOURCES: set[str] = set()
 
-#: ``{module name: origin}`` of the modules whose files are in :data:`PLUGIN_SOURCES` (imported by name): a cache
-#: answering for them is fresh only while each name still resolves to that file (hostile pass 26a F5)
-PLUGIN_NAMES: dict[str, str] = {}
+#: ``{module name: origin}`` of the modules whose files are in :data:`PLUGIN_SOURCES` (imported by name), and ``None`` for
+#: an import a plugin tried that failed: a cache answering for them is fresh only while each name still resolves as it
+#: did (hostile pass 26a F5)
+PLUGIN_NAMES: dict[str, str | None] = {}
 
 
 def _record_sources(names, into: set[str] | None = None) -> None:
@@ -118,7 +119,10 @@ def load_plugins() -> None:
                 _plugins.probe(ep)
             import contextlib
 
-            with contextlib.redirect_stdout(sys.stderr), _descriptor1_to_stderr(), _working_folder_kept():
+            from proofs_checks.claims._plugin_cache import failed_imports
+
+            with contextlib.redirect_stdout(sys.stderr), _descriptor1_to_stderr(), _working_folder_kept(), \
+                    failed_imports(PLUGIN_NAMES):  # (an optional helper that appears later: 26a F1, F5)
                 _load_one(ep)  # a plugin's prints (and its writes to descriptor 1, hostile pass 11a F6) never reach
                 # --json - on stdout; its os.chdir never moves the command's relative output paths (12a F9)
             mod = str(getattr(ep, "module", "") or ep.value.split(":")[0]).strip()

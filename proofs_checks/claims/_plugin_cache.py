@@ -11,6 +11,7 @@ derivations are kept in docs/catalogue.json. The author's declaration decides; d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -142,6 +143,27 @@ class _NotFound:
         return None
 
 
+@contextlib.contextmanager
+def failed_imports(into: dict):
+    """While it is open: each import that fails, found nowhere on this process's path, is put into ``into`` as
+    ``name: None`` (:class:`_NotFound`, the last finder of ``sys.meta_path``)."""
+    import sys
+
+    from proofs_checks.fingerprint import resolves_to
+
+    nf = _NotFound()
+    sys.meta_path.append(nf)
+    try:
+        yield nf
+    finally:
+        if nf in sys.meta_path:
+            sys.meta_path.remove(nf)
+        path = [p for p in sys.path if isinstance(p, str)]
+        for n in nf.names:
+            if n not in sys.modules and resolves_to(n, path) is None:
+                into.setdefault(n, None)
+
+
 class Reads:
     """In a declared-pure derivation's child, around the derivation: the files it opened for reading (every import,
     by name or by path — ``spec_from_file_location``, ``runpy`` — opens its source or bytecode: hostile pass 26a F3),
@@ -156,8 +178,9 @@ class Reads:
 
         self.before = set(sys.modules)
         _STATE["opened"] = {}
-        self.not_found = _NotFound()
-        sys.meta_path.append(self.not_found)
+        self.failed: dict = {}
+        self._failing = failed_imports(self.failed)
+        self._failing.__enter__()
         if not _STATE["hooked"]:  # (an audit hook cannot be removed: it does nothing while no Reads is open)
             sys.addaudithook(_on_audit)
             _STATE["hooked"] = True
@@ -168,9 +191,7 @@ class Reads:
 
         self.opened, _STATE["opened"] = dict(_STATE["opened"] or {}), None
         self.names = set(sys.modules) - self.before
-        if self.not_found in sys.meta_path:
-            sys.meta_path.remove(self.not_found)
-        self.failed = {n for n in self.not_found.names if n not in sys.modules}
+        self._failing.__exit__(None, None, None)
 
     def result(self) -> dict:
         """``{"files": {path: sha256}, "names": {module: origin or None}}``; a file hashed when it was opened
@@ -185,17 +206,13 @@ class Reads:
         by_real = {os.path.realpath(f): h for f, h in self.opened.items()}
         for f in mine:
             files.setdefault(f, by_real.get(os.path.realpath(f)) or file_hash(f))
-        from proofs_checks.fingerprint import resolves_to
-
         path = [p for p in sys.path if isinstance(p, str)]
         origins: dict[str, str | None] = {}
         for n in self.names:
             origin = found_on_path(n, path)
             if origin is not None and os.path.realpath(origin) in mine:
                 origins[n] = origin
-        for n in self.failed:  # an import that failed: kept as not found, while the path finder finds nothing
-            if resolves_to(n, path) is None:
-                origins[n] = None
+        origins.update(self.failed)  # an import that failed: kept as not found (failed_imports)
         return {"files": dict(sorted(files.items())), "names": origins}
 
 
