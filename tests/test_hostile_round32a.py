@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.tiers import moved
 
 
@@ -22,23 +24,31 @@ def _tv(args, cwd, env, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
-@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+_LAZY = "def READ_C():\n    import importlib\n    return importlib.import_module('hzlazy').C\n"
+_BY_PATH = ("def READ_C():\n    import importlib.util\n"
+            "    spec = importlib.util.spec_from_file_location('hzlazy', {conf!r})\n"
+            "    m = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(m)\n    return m.C\n")
+
+
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s each)",
        "tests/test_hostile_round32.py::test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses")
-def test_lazy_helper_shadowed_not_stale(tmp_path):
+@pytest.mark.parametrize("case", ["edited", "shadowed", "by_path"])
+def test_a_pure_derivation_is_built_again_after_what_it_read_changes(tmp_path, case):
+    """25a F3 (a helper imported lazily, edited), 26a F1 (one of its name put earlier on the path), 26a F3 (a helper
+    loaded by path, edited): the kept derivation answered "verified" for what it no longer reads."""
     from hz_plugin import hz_plugin, install_hz
 
-    text = hz_plugin("def READ_C():\n    import importlib\n    return importlib.import_module('hzlazy').C\n",
-                     "hostile 26a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
-    pz = install_hz(tmp_path, text)
     s, a = tmp_path / "S", tmp_path / "A"
     s.mkdir()
     a.mkdir()
     (a / "hzlazy.py").write_text("C = 2\n")
-    env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{a}")
+    read_c = _BY_PATH.format(conf=str(a / "hzlazy.py")) if case == "by_path" else _LAZY
+    text = hz_plugin(read_c, "hostile 25a/26a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
+    env = _env(tmp_path, PYTHONPATH=f"{install_hz(tmp_path, text)}:{s}:{a}")
     args = ["run", "hz.dbl", "--quick", "--no-progress"]
     r = _tv(args, tmp_path, env)
     assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    (s / "hzlazy.py").write_text("C = 3\n")  # now found first: the derivation's obligation C - 2 = 1 is false
+    ((s if case == "shadowed" else a) / "hzlazy.py").write_text("C = 3\n")  # the obligation C - 2 = 1 is false now
     r = _tv(args, tmp_path, env)
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
@@ -50,28 +60,6 @@ def test_cluster_sweep_lambda_literal_named_like_a_file(tmp_path):
     r = _tv(["sweep", "check", "icl", "--grid", "N=5 lambda=1,2|1,4", "--quick", "--cluster", "local:1", "--json", "-",
              "--no-progress"], tmp_path, _env(tmp_path))
     assert r.returncode != 2, r.stderr[-800:]
-
-
-@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
-       "tests/test_hostile_round32.py::test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses")
-def test_helper_loaded_by_path_edit_not_stale(tmp_path):
-    from hz_plugin import hz_plugin, install_hz
-
-    conf = tmp_path / "A" / "hzconf.py"
-    conf.parent.mkdir()
-    conf.write_text("C = 2\n")
-    rc = ("def READ_C():\n    import importlib.util\n"
-          f"    spec = importlib.util.spec_from_file_location('hzconf', {str(conf)!r})\n"
-          "    m = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(m)\n    return m.C\n")
-    text = hz_plugin(rc, "hostile 26a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
-    pz = install_hz(tmp_path, text)
-    env = _env(tmp_path, PYTHONPATH=str(pz))
-    args = ["run", "hz.dbl", "--quick", "--no-progress"]
-    r = _tv(args, tmp_path, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    conf.write_text("C = 3\n")
-    r = _tv(args, tmp_path, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
 GC_SIGTERM = """
