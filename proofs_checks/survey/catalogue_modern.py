@@ -108,6 +108,14 @@ def _hf_rope(cfgcls: str, mod: str, pre: str, kw: str, layer: int = 0, sliding: 
     return _HF_ROPE.format(cfgcls=cfgcls, mod=mod, pre=pre, kw=kw, layer=layer, maskfn=maskfn, rarg=rarg)
 
 
+def _qwen3(implementation: str | None = None) -> str:
+    """The Qwen3 attention layer's source (QK-norm, RoPE, 2 key/value heads), with ``attn_implementation`` set when
+    given."""
+    src = _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8")
+    return src if implementation is None else src.replace(
+        "    rot, pos", f"    c._attn_implementation = \"{implementation}\"\n    rot, pos")
+
+
 _CAUSAL_MASK = ('m = lambda T, dt: torch.zeros(T, T, dtype=dt).masked_fill(torch.ones(T, T, dtype=torch.bool)'
                 '.triu(1), float("-inf"))[None, None]')
 
@@ -184,17 +192,15 @@ def make():
        _hf_rope("Qwen2Config", "qwen2", "Qwen2", "num_key_value_heads=2, intermediate_size=64"),
        {**_HF_DECL, "kv_heads": 2}, "eager, q/k/v biases, 2 key/value heads, the causal mask transformers builds"),
     _hf("hf-qwen3", "transformers Qwen3Attention (QK-norm, RoPE, GQA)",
-       _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8"),
+       _qwen3(),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
        "eager, per-head RMSNorm on q and k before RoPE (q_norm/k_norm), 2 key/value heads"),
     _hf("hf-qwen3-sdpa", "transformers Qwen3Attention (SDPA)",
-       _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8")
-       .replace("    rot, pos", "    c._attn_implementation = \"sdpa\"\n    rot, pos"),
+       _qwen3("sdpa"),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms"},
        "the SDPA path (transformers' default): the mask create_causal_mask returns for SDPA (None: is_causal), GQA"),
     _hf("hf-qwen3-flex", "transformers Qwen3Attention (flex_attention)",
-       _hf_rope("Qwen3Config", "qwen3", "Qwen3", "num_key_value_heads=2, intermediate_size=64, head_dim=8")
-       .replace("    rot, pos", "    c._attn_implementation = \"flex_attention\"\n    rot, pos"),
+       _qwen3("flex_attention"),
        {**_HF_DECL, "kv_heads": 2, "qk_norm": "rms", "dtype": "float32"},
        "attn_implementation='flex_attention': the BlockMask create_causal_mask builds, compiled FlexAttention on "
        "CPU (float32 probe: the compiled CPU kernel takes float32, float16, bfloat16 only)"),
