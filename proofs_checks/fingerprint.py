@@ -166,8 +166,9 @@ def file_hash(path: str) -> str:
 
 
 def resolves_to(name: str, path: list[str]) -> str | None:
-    """Where the import system finds the module ``name`` on ``path`` (its origin), found as the import system does but
-    without running any package's code; None where it finds none."""
+    """Where the import system finds the module ``name`` on ``path`` (its origin; for a namespace package
+    ``"namespace:"`` and the folders it spans), found as the import system does but without running any package's code;
+    None where it finds none."""
     from importlib.machinery import PathFinder
 
     parts, search, spec = name.split("."), path, None
@@ -181,7 +182,11 @@ def resolves_to(name: str, path: list[str]) -> str | None:
         if spec is None:
             return None
         search = spec.submodule_search_locations
-    return getattr(spec, "origin", None)
+    origin = getattr(spec, "origin", None)
+    if not isinstance(origin, str) or origin == "namespace":  # a namespace package: the folders it spans, in order
+        # (a folder of that name put earlier on the path changes what importlib.resources reads: 27a F6)
+        return "namespace:" + os.pathsep.join(map(str, search or ()))
+    return origin
 
 
 def names_resolve(names) -> bool:

@@ -119,12 +119,15 @@ def load_plugins() -> None:
                 _plugins.probe(ep)
             import contextlib
 
-            from proofs_checks.claims._plugin_cache import failed_imports
+            from proofs_checks.claims._plugin_cache import Reads
 
             with contextlib.redirect_stdout(sys.stderr), _descriptor1_to_stderr(), _working_folder_kept(), \
-                    failed_imports(PLUGIN_NAMES):  # (an optional helper that appears later: 26a F1, F5)
+                    Reads() as reads:  # what it read: a helper loaded by path, an optional import (26a F5, 27a F5)
                 _load_one(ep)  # a plugin's prints (and its writes to descriptor 1, hostile pass 11a F6) never reach
                 # --json - on stdout; its os.chdir never moves the command's relative output paths (12a F9)
+            PLUGIN_SOURCES.update(reads.opened)
+            for name, origin in reads.failed.items():
+                PLUGIN_NAMES.setdefault(name, origin)
             mod = str(getattr(ep, "module", "") or ep.value.split(":")[0]).strip()
             # a plugin imported before this (a test importing its CLAIM, a notebook): what it imported is not new here,
             # so every module loaded outside the installation is recorded (more than its helpers: a cache may miss,

@@ -97,20 +97,22 @@ def _on_audit(event: str, args: tuple) -> None:
     read: a file edited while it still ran was kept with its new hash and the old result, hostile pass 26a F6); a
     bytecode file stands for its source."""
     opened = _STATE["opened"]
-    if opened is None or _STATE["busy"] or event != "open" or not args or not isinstance(args[0], str):
+    if opened is None or _STATE["busy"] or event != "open" or not args or not isinstance(args[0], (str, bytes)):
         return
     mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
-    reading = (not any(c in mode for c in "wax+")) if isinstance(mode, str) else (
-        isinstance(flags, int) and flags & os.O_ACCMODE == os.O_RDONLY)
+    # a mode that reads: "r", "rb", "r+" (np.memmap's), and os.open's O_RDONLY or O_RDWR (27a F2)
+    reading = ("r" in mode or not any(c in mode for c in "wax")) if isinstance(mode, str) else (
+        isinstance(flags, int) and flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR))
     if not reading:
         return
     _STATE["busy"] = True  # (hashing opens the file: not recorded again)
     try:
-        f = _source_of(args[0])
-        if os.path.isfile(f) and _outside_installation(f) and os.path.abspath(f) not in opened:
+        f = _source_of(os.fsdecode(args[0]))  # (a bytes path too: 27a F3)
+        if os.path.isfile(f) and _outside_installation(f) and f not in opened:
             from proofs_checks.fingerprint import file_hash
 
-            opened[os.path.abspath(f)] = file_hash(f)
+            opened[f] = file_hash(f)  # as named: a relative name is read again from the folder a later run is in
+            # (a data file read by a relative name from another project folder: 27a F1)
     except Exception:  # noqa: BLE001 - a record missed costs the cache, never the derivation
         opened["<unrecorded>"] = "<missing>"
     finally:
@@ -198,7 +200,7 @@ class Reads:
         keeps that hash (also under its real path), a module file never opened here (an extension) is hashed now."""
         import sys
 
-        from proofs_checks.fingerprint import file_hash
+        from proofs_checks.fingerprint import file_hash, resolves_to
 
         mine: set[str] = set()
         record_sources(self.names, mine)
@@ -210,10 +212,28 @@ class Reads:
         origins: dict[str, str | None] = {}
         for n in self.names:
             origin = found_on_path(n, path)
-            if origin is not None and os.path.realpath(origin) in mine:
+            if origin is not None and _recorded(origin, mine):
                 origins[n] = origin
+            elif _user_namespace(n):  # a namespace package of the user's (a data folder): the folders it spans
+                origins[n] = resolves_to(n, path)
         origins.update(self.failed)  # an import that failed: kept as not found (failed_imports)
         return {"files": dict(sorted(files.items())), "names": origins}
+
+
+def _user_namespace(name: str) -> bool:
+    """Whether ``name`` is a loaded namespace package (no file) spanning a folder outside the installation."""
+    import sys
+
+    mod = sys.modules.get(name)
+    return (mod is not None and getattr(mod, "__file__", None) is None and hasattr(mod, "__path__")
+            and any(_outside_installation(str(p)) for p in list(mod.__path__)))
+
+
+def _recorded(origin: str, files: set[str]) -> bool:
+    """Whether ``origin`` (a module's file, or a member of an archive on the path) is among ``files``: the file itself,
+    or the archive it is in (a helper imported from a zip archive: 27a F4)."""
+    real = os.path.realpath(origin)
+    return real in files or any(p in files for p in _parents(real))
 
 
 def _outside_installation(f: str) -> bool:
@@ -252,6 +272,10 @@ def record_sources(names, into: set[str], names_into: dict | None = None) -> Non
         for parent in [os.path.dirname(real), *(p for p in _parents(real))]:  # a member of an archive on the path
             if os.path.isfile(parent):
                 into.add(parent)
+                if names_into is not None:  # (its name looked up again as well: 27a F4)
+                    origin = found_on_path(name, [p for p in sys.path if isinstance(p, str)])
+                    if origin is not None:
+                        names_into[name] = origin
                 break
 
 

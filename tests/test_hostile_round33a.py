@@ -1,0 +1,163 @@
+"""Hostile pass 27a reproducers (frozen27): a declared-pure plugin derivation's kept result answered after what it
+read changed (F1: a data file read by a relative name, from another folder; F2: a file opened "r+", as np.memmap's
+default does; F3: a file opened by a bytes path)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _env(tmp_path, **extra):
+    env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    env.pop("PYTHONPATH", None)
+    env.pop("TVERIFY_DERIVATION_CACHE", None)
+    env.update(extra)
+    return env
+
+
+def _tv(args, cwd, env, timeout=240):
+    return subprocess.run([sys.executable, "-P", "-m", "proofs_checks.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _pure_hz(tmp_path, read_c):
+    from hz_plugin import hz_plugin, install_hz
+
+    text = hz_plugin(read_c, "hostile 27a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
+    return install_hz(tmp_path, text)
+
+
+ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
+
+
+def test_relative_data_file_read_from_another_folder_not_stale(tmp_path):
+    pz = _pure_hz(tmp_path, 'def READ_C():\n    with open("hzc.txt") as f:\n        return int(f.read())\n')
+    x, y = tmp_path / "X", tmp_path / "Y"
+    x.mkdir()
+    y.mkdir()
+    (x / "hzc.txt").write_text("2\n")
+    (y / "hzc.txt").write_text("3\n")  # what `open("hzc.txt")` reads in Y: the obligation C - 2 = 1 is false
+    env = _env(tmp_path, PYTHONPATH=str(pz))
+    r = _tv(ARGS, x, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    r = _tv(ARGS, y, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+def test_memmap_r_plus_read_edit_not_stale(tmp_path):
+    import numpy as np
+
+    dat = tmp_path / "c.dat"
+    np.array([2.0]).tofile(dat)
+    pz = _pure_hz(tmp_path, f'def READ_C():\n    import numpy as np\n'
+                            f'    return int(np.memmap({str(dat)!r}, dtype="float64", shape=(1,))[0])\n')
+    env = _env(tmp_path, PYTHONPATH=str(pz))
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    np.array([3.0]).tofile(dat)
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+def test_bytes_path_read_edit_not_stale(tmp_path):
+    c = tmp_path / "c.txt"
+    c.write_text("2\n")
+    pz = _pure_hz(tmp_path, f'def READ_C():\n    with open({os.fsencode(c)!r}) as f:\n        return int(f.read())\n')
+    env = _env(tmp_path, PYTHONPATH=str(pz))
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    c.write_text("3\n")
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+def _zip(folder, name, text):
+    import zipfile
+
+    z = folder / "A.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr(name, text)
+    return z
+
+
+def test_zip_lazy_helper_shadowed_not_stale(tmp_path):
+    pz = _pure_hz(tmp_path, 'def READ_C():\n    import importlib\n    return importlib.import_module("hzlazy").C\n')
+    s = tmp_path / "S"
+    s.mkdir()
+    z = _zip(tmp_path, "hzlazy.py", "C = 2\n")
+    env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{z}")
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    (s / "hzlazy.py").write_text("C = 3\n")  # found before the archive now
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+def test_catalogue_zip_helper_shadowed_not_stale(tmp_path):
+    pz = _pure_hz(tmp_path, "import hzconst\n\n\ndef READ_C():\n    return hzconst.C\n")
+    claims = pz / "tverify_hz" / "claims.py"
+    claims.write_text(claims.read_text().replace('title="doubling"', 'title="doubling " + hzconst.NAME'))
+    s = tmp_path / "S"
+    s.mkdir()
+    z = _zip(tmp_path, "hzconst.py", 'C = 2\nNAME = "two"\n')
+    env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{z}")
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    (s / "hzconst.py").write_text('C = 3\nNAME = "three"\n')
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
+
+
+def test_catalogue_helper_loaded_by_path_edit_not_stale(tmp_path):
+    conf = tmp_path / "A" / "hzconf.py"
+    conf.parent.mkdir()
+    conf.write_text('C = 2\nNAME = "two"\n')
+    rc = ("import importlib.util as _ilu\n"
+          f"_spec = _ilu.spec_from_file_location('hzconf', {str(conf)!r})\n"
+          "_conf = _ilu.module_from_spec(_spec)\n_spec.loader.exec_module(_conf)\n\n\n"
+          "def READ_C():\n    return _conf.C\n")
+    pz = _pure_hz(tmp_path, rc)
+    claims = pz / "tverify_hz" / "claims.py"
+    claims.write_text(claims.read_text().replace('title="doubling"', 'title="doubling " + _conf.NAME'))
+    env = _env(tmp_path, PYTHONPATH=str(pz))
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    conf.write_text('C = 3\nNAME = "three"\n')
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
+
+
+def test_namespace_package_resource_shadowed_not_stale(tmp_path):
+    pz = _pure_hz(tmp_path, 'def READ_C():\n    import importlib.resources\n'
+                            '    return int(importlib.resources.files("hzdata").joinpath("c.txt").read_text())\n')
+    a, s = tmp_path / "A" / "hzdata", tmp_path / "S"
+    a.mkdir(parents=True)
+    s.mkdir()
+    (a / "c.txt").write_text("2\n")
+    env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{a.parent}")
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    (s / "hzdata").mkdir()
+    (s / "hzdata" / "c.txt").write_text("3\n")  # importlib.resources.files("hzdata") now finds this c.txt first
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+def test_catalogue_helper_that_raised_importerror_fixed_not_stale(tmp_path):
+    pz = _pure_hz(tmp_path, 'try:\n    import hzconst\n    NAME = hzconst.NAME\nexcept ImportError:\n'
+                            '    NAME = "fallback"\n\n\ndef READ_C():\n    return 2\n')
+    claims = pz / "tverify_hz" / "claims.py"
+    claims.write_text(claims.read_text().replace('title="doubling"', 'title="doubling " + NAME'))
+    a = tmp_path / "A"
+    a.mkdir()
+    (a / "hzconst.py").write_text('raise ImportError("needs a newer scipy")\n')
+    env = _env(tmp_path, PYTHONPATH=f"{pz}:{a}")
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and "doubling fallback" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    (a / "hzconst.py").write_text('NAME = "three"\n')
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
