@@ -105,6 +105,15 @@ class Dependence:
     delta: torch.Tensor
     J: list[int]
     jitter: float
+    only: tuple | None = None  # per row: the one kind its redraw may be judged for (a group redraw), or None: any
+
+
+def _kind_rows(dep: "Dependence", kind: str, mask: torch.Tensor) -> torch.Tensor:
+    """``mask`` without the rows of ``dep`` whose redraw is judged for another kind only."""
+    if dep.only is None:
+        return mask
+    keep = torch.tensor([o is None or o == kind for o in dep.only], dtype=torch.bool)[:, None]
+    return mask & keep
 
 
 def dependence(probe: Any, T: int, key: str, same_positions: bool = False) -> Dependence | None:
@@ -184,11 +193,14 @@ def _scan_mask(probe: Any, kinds: list[str]) -> tuple[dict, dict, list, str | No
             continue
         plain = [(scale, n) for scale in ("unit", "large", "huge") for n in sorted({1, probe.B})]
         for key in ("unit", "large", "huge") + tuple(plain):
-            if (key if isinstance(key, str) else key[0]) != "unit" and T not in probe._large_lengths():
-                continue
+            if isinstance(key, str) and key != "unit" and T not in probe._large_lengths():
+                continue  # (the calls of the module's own shapes at every length and scale: 27b F4)
             try:
                 if isinstance(key, tuple):
-                    dep, key = plain_dependence(probe, T, *key), _plain_label(*key)
+                    try:
+                        dep, key = plain_dependence(probe, T, *key), _plain_label(*key)
+                    except Exception:  # noqa: BLE001 - a module refusing that batch size (one that takes no batch
+                        continue  # of one): nothing to watch there, never its leak (27b F5)
                 else:
                     dep = dependence(probe, T, key)
                     if dep is not None and _forbidden_moved(probe, dep, T, kinds):  # again, each block against the
@@ -218,6 +230,7 @@ def _take(probe: Any, dep: Dependence, T: int, key: str, kinds: list[str], acc: 
         undecided.append((T, key, tol))
         return
     for kind, mask in _forbidden(T, dep.J, probe.st, probe.st.causal).items():
+        mask = _kind_rows(dep, kind, mask)
         if kind not in kinds or not mask.any():
             continue
         _, just = structural_tolerance(dep.jitter, _WHAT[kind], noise_floor(probe, T), is_noisy(probe))
@@ -253,12 +266,18 @@ def plain_dependence(probe: Any, T: int, key: str, n: int) -> Dependence | None:
     jit = jitter(probe, x, base)
     fin = base[torch.isfinite(base)]
     scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
+    rows = [([j], j, None) for j in J]  # (tokens redrawn, the row's token for the forbidden pairs, its only kind)
+    m = T // 2
+    if probe.st.causal and 1 <= m < T - 1:  # every token from the middle on: each earlier output (a leak through
+        rows.append((list(range(m, T)), m, "causal"))  # the middle future keys: 27b F1)
+        if probe.st.window is not None:  # the first half: each output whose window holds none of it
+            rows.append((list(range(0, m)), m - 1, "window"))
     deltas = []
-    for j in J:
+    for js, _, _ in rows:
         x2 = x.clone()
-        x2[:, j] = noise[:, j]
+        x2[:, js] = noise[:, js]
         deltas.append((kept(probe.run(x2)[1]) - base).abs().amax(dim=(0, 2)) / scale)
-    return Dependence(torch.stack(deltas), J, jit)
+    return Dependence(torch.stack(deltas), [j for _, j, _ in rows], jit, tuple(k for _, _, k in rows))
 
 
 def _stacked(probe: Any, flat: torch.Tensor, blocks: int) -> torch.Tensor:
@@ -405,7 +424,9 @@ def prop_batch(probe: Any) -> "object":
             worst = (r, e, jit, T, 0, what)
     _, e, jit, T, b, what = worst
     tol, just = structural_tolerance(jit, "redrawing another sample of the batch", noise_floor(probe, T), is_noisy(probe))
-    detail = (f"every sample of the batch watched ({probe.B}), and the first of a batch of {_BIG} (the others redrawn); "
+    big_text = (f"and the first of a batch of {_BIG} (the others redrawn)" if big is not None else
+                f"not in a batch of {_BIG}: the module refused that batch size")  # (said, never claimed: 27b F8)
+    detail = (f"every sample of the batch watched ({probe.B}), {big_text}; "
               f"worst: sample {b} at T = {T}, {what}: relative change {e:.3g}")
     if not e <= tol:
         detail += "; one sample's output depends on the others (a statistic taken over the whole batch, or a packed batch?)"

@@ -151,7 +151,8 @@ def terminate_cleanly() -> None:
 def _raise_again_where_swallowed(on_signal, pid: int) -> None:
     """A signal that arrives while Python runs a finalizer (a weakref callback, ``__del__``: torch's library objects
     are finalized as a command ends) has its :class:`Terminated` printed as "Exception ignored in" with a traceback and
-    dropped (hostile pass 26a F4). Such a swallowed one is sent again, its handler back in place, 10 ms later from
+    dropped (hostile pass 26a F4); a Ctrl-C's ``KeyboardInterrupt`` likewise. Such a swallowed one is sent again, its
+    handler back in place, 10 ms later from
     another thread (sent from here, it was raised inside this hook, and swallowed again), so it is raised at an
     instruction outside the finalizer: the command then ends as for any signal, one line."""
     import os
@@ -163,9 +164,11 @@ def _raise_again_where_swallowed(on_signal, pid: int) -> None:
 
     def hook(unraisable) -> None:
         exc = unraisable.exc_value
-        if isinstance(exc, Terminated) and os.getpid() == pid:
-            signal.signal(exc.signum, on_signal)
-            again = threading.Timer(0.01, os.kill, (pid, exc.signum))
+        if isinstance(exc, (Terminated, KeyboardInterrupt)) and os.getpid() == pid:
+            signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT  # (a Ctrl-C there too)
+            if isinstance(exc, Terminated):
+                signal.signal(signum, on_signal)
+            again = threading.Timer(0.01, os.kill, (pid, signum))
             again.daemon = True
             again.start()
             return

@@ -181,3 +181,13 @@ def test_a_plugins_failed_import_at_load_makes_the_cached_catalogue_stale_once_i
     assert deps_fresh(doc)
     (tmp_path / "zzoptload26.py").write_text("NAME = 'three'\n")
     assert not deps_fresh(doc)
+
+
+def test_a_ctrl_c_swallowed_in_a_finalizer_is_raised_again_outside_it():
+    """As 26a F4 for SIGINT: a KeyboardInterrupt raised inside a finalizer was printed and dropped, and the command
+    went on to exit 0 (seen once under load in the integration tier's Ctrl-C test)."""
+    code = _FINALIZER.replace("signal.SIGTERM", "signal.SIGINT").replace(
+        "except Terminated as exc:\n    print(\"raised outside the finalizer\", exc.signum)",
+        "except KeyboardInterrupt:\n    print(\"raised outside the finalizer 2\")")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "raised outside the finalizer 2" in r.stdout and "Traceback" not in r.stderr, (r.stdout, r.stderr)
