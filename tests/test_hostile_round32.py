@@ -3,6 +3,7 @@ and 32b.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -191,3 +192,57 @@ def test_a_ctrl_c_swallowed_in_a_finalizer_is_raised_again_outside_it():
         "except KeyboardInterrupt:\n    print(\"raised outside the finalizer 2\")")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "raised outside the finalizer 2" in r.stdout and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+
+
+def test_reads_kept_by_mode_path_kind_name_and_thread(tmp_path, monkeypatch):
+    """27a F1-F3, F7: a read in "r+" mode (np.memmap's), by a bytes path, by a relative name (kept as named, read again
+    from the folder a later run is in), and a read in another thread while the hook hashes a file, are all kept."""
+    import threading
+
+    from proofs_checks.claims._plugin_cache import Reads
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("rplus.dat", "bytes.txt", "rel.txt", "thread.txt"):
+        (tmp_path / name).write_text(name)
+    with Reads() as reads:
+        open(tmp_path / "rplus.dat", "r+").close()
+        open(os.fsencode(tmp_path / "bytes.txt"), "rb").close()
+        open("rel.txt").close()
+        t = threading.Thread(target=lambda: open(tmp_path / "thread.txt").close())
+        t.start()
+        t.join()
+    files = reads.result()["files"]
+    assert {str(tmp_path / "rplus.dat"), str(tmp_path / "bytes.txt"), "rel.txt", str(tmp_path / "thread.txt")} <= set(files)
+
+
+def test_a_zipped_helper_and_a_namespace_package_keep_their_names(tmp_path, monkeypatch):
+    """27a F4, F6: a helper imported from a zip archive, and a namespace package read through importlib.resources, keep
+    how their names resolve, so a module or folder of that name put earlier on the path misses."""
+    import importlib
+    import zipfile
+
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    s, data = tmp_path / "S", tmp_path / "D" / "zzns27"
+    s.mkdir()
+    data.mkdir(parents=True)
+    (data / "c.txt").write_text("2\n")
+    with zipfile.ZipFile(tmp_path / "A.zip", "w") as z:
+        z.writestr("zzzip27.py", "C = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "D"))
+    monkeypatch.syspath_prepend(str(tmp_path / "A.zip"))
+    monkeypatch.syspath_prepend(str(s))
+    try:
+        with Reads() as reads:
+            importlib.import_module("zzzip27")
+            importlib.import_module("zzns27")
+        kept = reads.result()
+    finally:
+        for n in ("zzzip27", "zzns27"):
+            sys.modules.pop(n, None)
+    assert {"zzzip27", "zzns27"} <= set(kept["names"]) and _unchanged(kept)
+    (s / "zzns27").mkdir()  # a folder of that name earlier on the path: the namespace spans it first
+    assert not _unchanged(kept)
+    (s / "zzns27").rmdir()
+    (s / "zzzip27.py").write_text("C = 3\n")
+    assert not _unchanged(kept)

@@ -1,6 +1,7 @@
-"""Hostile pass 27a reproducers (frozen27): a declared-pure plugin derivation's kept result answered after what it
-read changed (F1: a data file read by a relative name, from another folder; F2: a file opened "r+", as np.memmap's
-default does; F3: a file opened by a bytes path)."""
+"""Hostile pass 27a reproducers: all fixed. The plugin caches keep reads by any mode, path kind, name and thread (F1:
+a data file read by a relative name, from another folder; F2: a file opened "r+", as np.memmap's default does; F3: a
+file opened by a bytes path; F7: a read in another thread), helpers from a zip archive (F4), namespace packages (F6), and
+what a plugin reads while it loads (F5)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import subprocess
 import sys
 
-import pytest
+from tests.tiers import moved
 
 
 def _env(tmp_path, **extra):
@@ -34,6 +35,8 @@ def _pure_hz(tmp_path, read_c):
 ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_reads_kept_by_mode_path_kind_name_and_thread")
 def test_relative_data_file_read_from_another_folder_not_stale(tmp_path):
     pz = _pure_hz(tmp_path, 'def READ_C():\n    with open("hzc.txt") as f:\n        return int(f.read())\n')
     x, y = tmp_path / "X", tmp_path / "Y"
@@ -48,6 +51,8 @@ def test_relative_data_file_read_from_another_folder_not_stale(tmp_path):
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_reads_kept_by_mode_path_kind_name_and_thread")
 def test_memmap_r_plus_read_edit_not_stale(tmp_path):
     import numpy as np
 
@@ -63,6 +68,8 @@ def test_memmap_r_plus_read_edit_not_stale(tmp_path):
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_reads_kept_by_mode_path_kind_name_and_thread")
 def test_bytes_path_read_edit_not_stale(tmp_path):
     c = tmp_path / "c.txt"
     c.write_text("2\n")
@@ -84,6 +91,8 @@ def _zip(folder, name, text):
     return z
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_a_zipped_helper_and_a_namespace_package_keep_their_names")
 def test_zip_lazy_helper_shadowed_not_stale(tmp_path):
     pz = _pure_hz(tmp_path, 'def READ_C():\n    import importlib\n    return importlib.import_module("hzlazy").C\n')
     s = tmp_path / "S"
@@ -97,6 +106,8 @@ def test_zip_lazy_helper_shadowed_not_stale(tmp_path):
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_a_zipped_helper_and_a_namespace_package_keep_their_names")
 def test_catalogue_zip_helper_shadowed_not_stale(tmp_path):
     pz = _pure_hz(tmp_path, "import hzconst\n\n\ndef READ_C():\n    return hzconst.C\n")
     claims = pz / "tverify_hz" / "claims.py"
@@ -112,6 +123,8 @@ def test_catalogue_zip_helper_shadowed_not_stale(tmp_path):
     assert "doubling three" in r.stdout, r.stdout[-800:]
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_reads_kept_by_mode_path_kind_name_and_thread")
 def test_catalogue_helper_loaded_by_path_edit_not_stale(tmp_path):
     conf = tmp_path / "A" / "hzconf.py"
     conf.parent.mkdir()
@@ -131,6 +144,8 @@ def test_catalogue_helper_loaded_by_path_edit_not_stale(tmp_path):
     assert "doubling three" in r.stdout, r.stdout[-800:]
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_a_zipped_helper_and_a_namespace_package_keep_their_names")
 def test_namespace_package_resource_shadowed_not_stale(tmp_path):
     pz = _pure_hz(tmp_path, 'def READ_C():\n    import importlib.resources\n'
                             '    return int(importlib.resources.files("hzdata").joinpath("c.txt").read_text())\n')
@@ -147,6 +162,8 @@ def test_namespace_package_resource_shadowed_not_stale(tmp_path):
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_reads_kept_by_mode_path_kind_name_and_thread")
 def test_catalogue_helper_that_raised_importerror_fixed_not_stale(tmp_path):
     pz = _pure_hz(tmp_path, 'try:\n    import hzconst\n    NAME = hzconst.NAME\nexcept ImportError:\n'
                             '    NAME = "fallback"\n\n\ndef READ_C():\n    return 2\n')
@@ -161,3 +178,24 @@ def test_catalogue_helper_that_raised_importerror_fixed_not_stale(tmp_path):
     (a / "hzconst.py").write_text('NAME = "three"\n')
     r = _tv(["list", "hz"], tmp_path, env)
     assert "doubling three" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round32.py::test_reads_kept_by_mode_path_kind_name_and_thread")
+def test_file_read_in_a_thread_while_another_is_hashed_not_stale(tmp_path):
+    big, c = tmp_path / "big.bin", tmp_path / "c.txt"
+    with open(big, "wb") as f:
+        f.truncate(400_000_000)  # sparse: no disk, but hashing it takes a while
+    c.write_text("2\n")
+    rc = ("def READ_C():\n    import time\n    from concurrent.futures import ThreadPoolExecutor\n\n"
+          "    def read(p):\n        with open(p, 'rb') as f:\n            return f.read(16)\n\n"
+          "    with ThreadPoolExecutor(2) as ex:\n"
+          f"        b = ex.submit(read, {str(big)!r})\n        time.sleep(0.05)\n"
+          f"        v = ex.submit(read, {str(c)!r}).result()\n        b.result()\n    return int(v)\n")
+    pz = _pure_hz(tmp_path, rc)
+    env = _env(tmp_path, PYTHONPATH=str(pz))
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    c.write_text("3\n")
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]

@@ -89,7 +89,7 @@ def _unchanged(reads) -> bool:
 
 #: while :class:`Reads` records in a derivation's child: "opened", the list the audit hook appends the files opened
 #: to; "hooked", whether the hook is installed (mutated in place: the child's guard refuses a rebound module global)
-_STATE: dict = {"opened": None, "hooked": False, "busy": False}
+_STATE: dict = {"opened": None, "hooked": False, "busy": set()}
 
 
 def _on_audit(event: str, args: tuple) -> None:
@@ -97,7 +97,10 @@ def _on_audit(event: str, args: tuple) -> None:
     read: a file edited while it still ran was kept with its new hash and the old result, hostile pass 26a F6); a
     bytecode file stands for its source."""
     opened = _STATE["opened"]
-    if opened is None or _STATE["busy"] or event != "open" or not args or not isinstance(args[0], (str, bytes)):
+    import threading
+
+    me = threading.get_ident()
+    if opened is None or me in _STATE["busy"] or event != "open" or not args or not isinstance(args[0], (str, bytes)):
         return
     mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
     # a mode that reads: "r", "rb", "r+" (np.memmap's), and os.open's O_RDONLY or O_RDWR (27a F2)
@@ -105,7 +108,8 @@ def _on_audit(event: str, args: tuple) -> None:
         isinstance(flags, int) and flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR))
     if not reading:
         return
-    _STATE["busy"] = True  # (hashing opens the file: not recorded again)
+    _STATE["busy"].add(me)  # (hashing opens the file: not recorded again; in this thread only, another's reads are:
+    # 27a F7)
     try:
         f = _source_of(os.fsdecode(args[0]))  # (a bytes path too: 27a F3)
         if os.path.isfile(f) and _outside_installation(f) and f not in opened:
@@ -116,7 +120,7 @@ def _on_audit(event: str, args: tuple) -> None:
     except Exception:  # noqa: BLE001 - a record missed costs the cache, never the derivation
         opened["<unrecorded>"] = "<missing>"
     finally:
-        _STATE["busy"] = False
+        _STATE["busy"].discard(me)
 
 
 def _source_of(f: str) -> str:
