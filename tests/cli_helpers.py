@@ -10,7 +10,7 @@ from pathlib import Path
 
 from proofs_checks.cli import main
 
-__all__ = ["MHA_ATTN", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
+__all__ = ["MHA_ATTN", "SEEDED_INIT", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
 
 #: source text of the plain attention layer that the hostile user modules the tests write subclass
 MHA_ATTN = """
@@ -21,6 +21,17 @@ class Attn(torch.nn.Module):
     def forward(self, x):
         return self.mha(x, x, x, need_weights=False)[0]
 """
+
+#: the ``__init__`` of the attention modules hostile tests write (``D``, ``H`` defined before it; q/k/v/o projections
+#: seeded), as it stands inside a class of a dedented module text: replace a line ``    @SEEDED_INIT@`` by it
+SEEDED_INIT = """def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
+        self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
+        for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
+            with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
+        self.num_heads = H; self.embed_dim = D"""
 
 
 def invoke(*argv: str) -> tuple[int, str, str]:

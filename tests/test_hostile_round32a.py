@@ -15,6 +15,7 @@ from tests.tiers import moved
 def _env(tmp_path, **extra):
     env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     env.pop("PYTHONPATH", None)
+    env.pop("TVERIFY_DERIVATION_CACHE", None)
     env.update(extra)
     return env
 

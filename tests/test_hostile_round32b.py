@@ -2,21 +2,14 @@
 import textwrap
 
 import pytest
-from cli_helpers import tv_here
+from cli_helpers import SEEDED_INIT, tv_here
 
 ATT = textwrap.dedent('''
     import math, torch, torch.nn as nn
     D, H = 16, 4
     class Attn(nn.Module):
         fill_b1 = -50.0
-        def __init__(self):
-            super().__init__()
-            g = torch.Generator().manual_seed(0)
-            self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-            self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-            for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-                with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-            self.num_heads = H; self.embed_dim = D
+        @SEEDED_INIT@
         def fill(self, B):
             return float("-inf")
         def forward(self, x):
@@ -79,7 +72,7 @@ ATT = textwrap.dedent('''
         # a large-batch path (8 sequences or more) fills the padded keys with -80
         def pad_fill(self, B):
             return -80.0 if B >= 8 else float("-inf")
-''')
+''').replace("@SEEDED_INIT@", SEEDED_INIT)
 
 
 ICL_MEMO = textwrap.dedent('''

@@ -6,23 +6,9 @@ what a plugin reads while it loads (F5)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
+from tests.test_hostile_round32a import _env, _tv
 from tests.tiers import moved
-
-
-def _env(tmp_path, **extra):
-    env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    env.pop("PYTHONPATH", None)
-    env.pop("TVERIFY_DERIVATION_CACHE", None)
-    env.update(extra)
-    return env
-
-
-def _tv(args, cwd, env, timeout=240):
-    return subprocess.run([sys.executable, "-P", "-m", "proofs_checks.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def _pure_hz(tmp_path, read_c):
@@ -33,6 +19,15 @@ def _pure_hz(tmp_path, read_c):
 
 
 ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
+
+
+def _listed_then(tmp_path, env, first: str, edit, then: str) -> None:
+    """``tverify list hz`` shows ``first``; after ``edit()``, it shows ``then`` (the catalogue cache is not stale)."""
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and first in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    edit()
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert then in r.stdout, r.stdout[-800:]
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -116,11 +111,9 @@ def test_catalogue_zip_helper_shadowed_not_stale(tmp_path):
     s.mkdir()
     z = _zip(tmp_path, "hzconst.py", 'C = 2\nNAME = "two"\n')
     env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{z}")
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    (s / "hzconst.py").write_text('C = 3\nNAME = "three"\n')
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert "doubling three" in r.stdout, r.stdout[-800:]
+    def edit():
+        (s / "hzconst.py").write_text('C = 3\nNAME = "three"\n')
+    _listed_then(tmp_path, env, "doubling two", edit, "doubling three")
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -137,11 +130,9 @@ def test_catalogue_helper_loaded_by_path_edit_not_stale(tmp_path):
     claims = pz / "tverify_hz" / "claims.py"
     claims.write_text(claims.read_text().replace('title="doubling"', 'title="doubling " + _conf.NAME'))
     env = _env(tmp_path, PYTHONPATH=str(pz))
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    conf.write_text('C = 3\nNAME = "three"\n')
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert "doubling three" in r.stdout, r.stdout[-800:]
+    def edit():
+        conf.write_text('C = 3\nNAME = "three"\n')
+    _listed_then(tmp_path, env, "doubling two", edit, "doubling three")
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -173,11 +164,9 @@ def test_catalogue_helper_that_raised_importerror_fixed_not_stale(tmp_path):
     a.mkdir()
     (a / "hzconst.py").write_text('raise ImportError("needs a newer scipy")\n')
     env = _env(tmp_path, PYTHONPATH=f"{pz}:{a}")
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert r.returncode == 0 and "doubling fallback" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    (a / "hzconst.py").write_text('NAME = "three"\n')
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert "doubling three" in r.stdout, r.stdout[-800:]
+    def edit():
+        (a / "hzconst.py").write_text('NAME = "three"\n')
+    _listed_then(tmp_path, env, "doubling fallback", edit, "doubling three")
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",

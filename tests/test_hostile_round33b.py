@@ -2,20 +2,13 @@
 import textwrap
 
 import pytest
-from cli_helpers import tv_here
+from cli_helpers import SEEDED_INIT, tv_here
 
 ATT = textwrap.dedent('''
     import math, torch, torch.nn as nn
     D, H = 16, 4
     class Attn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            g = torch.Generator().manual_seed(0)
-            self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-            self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-            for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-                with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-            self.num_heads = H; self.embed_dim = D
+        @SEEDED_INIT@
         def scores(self, x):
             B, T, _ = x.shape; dk = D // H
             sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
@@ -133,33 +126,12 @@ ATT = textwrap.dedent('''
         def forward(self, x):
             out = super().forward(x)
             return out + 1e-3 * x.mean(0, keepdim=True) if x.shape[0] > 16 else out
-''')
+''').replace("@SEEDED_INIT@", SEEDED_INIT)
 
 
 def _att(tmp_path):
     (tmp_path / "att.py").write_text(ATT)
     return str(tmp_path / "att.py")
-
-
-def test_f1_single_sequence_middle_keys_leak(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":MidFillB1", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "causal_no_future_leak" in r.stdout.split("verdict:")[-1]
-
-
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F1 (window): a finite fill outside the window of a single sequence leaks only in rows whose logits all lie far below the fill; the probes' huge logits do not reach such rows")
-def test_f1_window_single_sequence_middle_keys_leak(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":WinMidB1", "--causal", "--window", "5",
-                "--quick")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "window_respected" in r.stdout.split("verdict:")[-1]
-
-
-@pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F2: a cross-sample term only in batches of exactly 8")
-def test_f2_cross_sample_leak_in_a_batch_of_8(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":CrossB8", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "batch_independence" in r.stdout.split("verdict:")[-1]
 
 
 ICL = textwrap.dedent('''
@@ -184,30 +156,9 @@ def test_f3_icl_batch_statistic_above_8_kept(tmp_path):
     assert "batch_independence" in r.stdout.split("verdict:")[-1]
 
 
-def test_f4_single_sequence_leak_at_one_length(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":FillB1T5", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "causal_no_future_leak" in r.stdout.split("verdict:")[-1]
-
-
 def test_f5_refusing_a_batch_of_one_is_not_a_leak(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":RaiseB1", "--causal", "--quick")
     assert "causal_no_future_leak" not in r.stdout.split("verdict:")[-1], r.stdout + r.stderr
-
-
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F4 (padding): each sample alone is padded at the three padding lengths only")
-def test_f4_padding_single_sequence_leak_at_one_length(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":PadB1T5", "--causal", "--quick",
-                "--mask-convention", "keep")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "key_padding_respected" in r.stdout.split("verdict:")[-1]
-
-
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F6: the large and huge logit probes of matches_reference run at three lengths")
-def test_f6_large_logits_not_probed_at_every_length(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":ClampT5", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "matches_reference" in r.stdout.split("verdict:")[-1]
 
 
 @pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F7: the output's dtype is checked on the probe batch's calls only")
@@ -217,37 +168,28 @@ def test_f7_single_sequence_output_dtype(tmp_path):
     assert r.returncode in (1, 2), r.stdout + r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F2: the batch of 16 is watched at the middle padding length only")
-def test_f2_batch_of_16_at_one_length_only(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":CrossB16Not17", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "batch_independence" in r.stdout.split("verdict:")[-1]
-
-
 def test_f8_refused_batch_of_16_is_not_claimed(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":RaiseB16", "--causal", "--quick")
     line = next(l for l in r.stdout.splitlines() if l.startswith("batch_independence"))
     assert "the first of a batch of 16 (the others redrawn)" not in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F9: above 40 tokens the stacked redraws sample the positions; a leak from another position is not seen")
-def test_f9_leak_from_a_position_not_redrawn(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":LeakTm3", "--causal", "--quick",
-                "--seq-len", "2,5,48")
+_KEEP = ("--mask-convention", "keep")
+
+
+@pytest.mark.parametrize("cls, flags, prop", [
+    pytest.param("MidFillB1", (), "causal_no_future_leak", id="F1-middle-future-keys-single-sequence"),
+    pytest.param("WinMidB1", ("--window", "5"), "window_respected", id="F1-window-single-sequence", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F1 (window): a finite fill outside the window of a single sequence leaks only in rows whose logits all lie far below the fill; the probes' huge logits do not reach such rows")),
+    pytest.param("CrossB8", (), "batch_independence", id="F2-cross-sample-batch-of-8", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F2: a cross-sample term only in batches of exactly 8")),
+    pytest.param("FillB1T5", (), "causal_no_future_leak", id="F4-single-sequence-at-one-length"),
+    pytest.param("PadB1T5", _KEEP, "key_padding_respected", id="F4-padding-single-sequence-at-one-length", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F4 (padding): each sample alone is padded at the three padding lengths only")),
+    pytest.param("ClampT5", (), "matches_reference", id="F6-large-logits-at-one-length", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F6: the large and huge logit probes of matches_reference run at three lengths")),
+    pytest.param("CrossB16Not17", (), "batch_independence", id="F2-batch-of-16-at-another-length", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F2: the batch of 16 is watched at the middle padding length only")),
+    pytest.param("LeakTm3", ("--seq-len", "2,5,48"), "causal_no_future_leak", id="F9-position-not-redrawn", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F9: above 40 tokens the stacked redraws sample the positions; a leak from another position is not seen")),
+    pytest.param("PadIgnoreB4to16", _KEEP, "key_padding_respected", id="F10-padding-ignored-in-batches-of-4-to-16", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F10/F11: a mask ignored only in batches of 4 to 16 / of 8")),
+    pytest.param("CausalIgnoreB8", (), "causal_no_future_leak", id="F11-no-causal-mask-in-a-batch-of-8", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F10/F11: a mask ignored only in batches of 4 to 16 / of 8")),
+])
+def test_a_wrong_module_is_a_mismatch_naming_its_property(tmp_path, cls, flags, prop):
+    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":" + cls, "--causal", "--quick", *flags)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "causal_no_future_leak" in r.stdout.split("verdict:")[-1]
-
-
-@pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F10/F11: a mask ignored only in batches of 4 to 16 / of 8")
-def test_f10_padding_ignored_in_batches_of_4_to_16(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":PadIgnoreB4to16", "--causal", "--quick",
-                "--mask-convention", "keep")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "key_padding_respected" in r.stdout.split("verdict:")[-1]
-
-
-@pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F10/F11: a mask ignored only in batches of 4 to 16 / of 8")
-def test_f11_no_causal_mask_in_a_batch_of_8(tmp_path):
-    r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":CausalIgnoreB8", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "causal_no_future_leak" in r.stdout.split("verdict:")[-1]
+    assert prop in r.stdout.split("verdict:")[-1]
