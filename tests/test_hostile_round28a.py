@@ -132,9 +132,8 @@ def test_show_says_a_last_result_predates_a_helper_module_change(tmp_path):
     assert last and any(w in shown.stdout.lower() for w in words), shown.stdout[-3000:]
 
 
-@pytest.mark.xfail(strict=True, reason=("22a F8, a documented limit (docs/extending.md): a plugin that is a single module is fingerprinted by "
-                   "its file; data read beside it needs --refresh"))
 def test_list_after_a_single_module_plugins_data_file_changes_is_not_stale(tmp_path):
+    """22a F8, a documented limit until the twelfth session: what a plugin opens while it loads is now recorded (27a F5)."""
     pz, work = tmp_path / "pz", tmp_path / "work"
     pz.mkdir()
     work.mkdir()
