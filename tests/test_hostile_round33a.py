@@ -11,21 +11,35 @@ from tests.test_hostile_round32a import _env, _tv
 from tests.tiers import moved
 
 
-def _pure_hz(tmp_path, read_c):
+def _pure_hz(tmp_path, read_c, title=None):
+    """The hz plugin, declared pure, with ``read_c`` (and its title ``"doubling " + title`` where given)."""
     from hz_plugin import hz_plugin, install_hz
 
     text = hz_plugin(read_c, "hostile 27a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
+    if title is not None:
+        text = text.replace('title="doubling"', f'title="doubling " + {title}')
     return install_hz(tmp_path, text)
 
 
 ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
 
 
-def _listed_then(tmp_path, env, first: str, edit, then: str) -> None:
-    """``tverify list hz`` shows ``first``; after ``edit()``, it shows ``then`` (the catalogue cache is not stale)."""
+def _verified_then_refuted(env, cwd, edit, cwd_after=None) -> None:
+    """``tverify run hz.dbl`` in ``cwd`` is verified; after ``edit()`` (in ``cwd_after``, if given) it is refuted: the kept
+    derivation is not read once what it read changed."""
+    r = _tv(ARGS, cwd, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    edit()
+    r = _tv(ARGS, cwd_after or cwd, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+def _listed_then(tmp_path, env, first: str, edit: tuple, then: str) -> None:
+    """``tverify list hz`` shows ``first``; once ``edit`` (a path, the text written there) is made, it shows ``then``
+    (the catalogue cache is not stale)."""
     r = _tv(["list", "hz"], tmp_path, env)
     assert r.returncode == 0 and first in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    edit()
+    edit[0].write_text(edit[1])
     r = _tv(["list", "hz"], tmp_path, env)
     assert then in r.stdout, r.stdout[-800:]
 
@@ -40,10 +54,7 @@ def test_relative_data_file_read_from_another_folder_not_stale(tmp_path):
     (x / "hzc.txt").write_text("2\n")
     (y / "hzc.txt").write_text("3\n")  # what `open("hzc.txt")` reads in Y: the obligation C - 2 = 1 is false
     env = _env(tmp_path, PYTHONPATH=str(pz))
-    r = _tv(ARGS, x, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    r = _tv(ARGS, y, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+    _verified_then_refuted(env, x, lambda: None, y)  # the same command from Y
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -56,11 +67,9 @@ def test_memmap_r_plus_read_edit_not_stale(tmp_path):
     pz = _pure_hz(tmp_path, f'def READ_C():\n    import numpy as np\n'
                             f'    return int(np.memmap({str(dat)!r}, dtype="float64", shape=(1,))[0])\n')
     env = _env(tmp_path, PYTHONPATH=str(pz))
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    np.array([3.0]).tofile(dat)
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+    def edit():
+        np.array([3.0]).tofile(dat)
+    _verified_then_refuted(env, tmp_path, edit)
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -70,11 +79,9 @@ def test_bytes_path_read_edit_not_stale(tmp_path):
     c.write_text("2\n")
     pz = _pure_hz(tmp_path, f'def READ_C():\n    with open({os.fsencode(c)!r}) as f:\n        return int(f.read())\n')
     env = _env(tmp_path, PYTHONPATH=str(pz))
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    c.write_text("3\n")
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+    def edit():
+        c.write_text("3\n")
+    _verified_then_refuted(env, tmp_path, edit)
 
 
 def _zip(folder, name, text):
@@ -94,26 +101,20 @@ def test_zip_lazy_helper_shadowed_not_stale(tmp_path):
     s.mkdir()
     z = _zip(tmp_path, "hzlazy.py", "C = 2\n")
     env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{z}")
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    (s / "hzlazy.py").write_text("C = 3\n")  # found before the archive now
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+    def edit():
+        (s / "hzlazy.py").write_text("C = 3\n")  # found before the archive now
+    _verified_then_refuted(env, tmp_path, edit)
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
        "tests/test_hostile_round32.py::test_a_zipped_helper_and_a_namespace_package_keep_their_names")
 def test_catalogue_zip_helper_shadowed_not_stale(tmp_path):
-    pz = _pure_hz(tmp_path, "import hzconst\n\n\ndef READ_C():\n    return hzconst.C\n")
-    claims = pz / "tverify_hz" / "claims.py"
-    claims.write_text(claims.read_text().replace('title="doubling"', 'title="doubling " + hzconst.NAME'))
+    pz = _pure_hz(tmp_path, "import hzconst\n\n\ndef READ_C():\n    return hzconst.C\n", "hzconst.NAME")
     s = tmp_path / "S"
     s.mkdir()
     z = _zip(tmp_path, "hzconst.py", 'C = 2\nNAME = "two"\n')
     env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{z}")
-    def edit():
-        (s / "hzconst.py").write_text('C = 3\nNAME = "three"\n')
-    _listed_then(tmp_path, env, "doubling two", edit, "doubling three")
+    _listed_then(tmp_path, env, "doubling two", (s / "hzconst.py", 'C = 3\nNAME = "three"\n'), "doubling three")
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -126,13 +127,9 @@ def test_catalogue_helper_loaded_by_path_edit_not_stale(tmp_path):
           f"_spec = _ilu.spec_from_file_location('hzconf', {str(conf)!r})\n"
           "_conf = _ilu.module_from_spec(_spec)\n_spec.loader.exec_module(_conf)\n\n\n"
           "def READ_C():\n    return _conf.C\n")
-    pz = _pure_hz(tmp_path, rc)
-    claims = pz / "tverify_hz" / "claims.py"
-    claims.write_text(claims.read_text().replace('title="doubling"', 'title="doubling " + _conf.NAME'))
+    pz = _pure_hz(tmp_path, rc, "_conf.NAME")
     env = _env(tmp_path, PYTHONPATH=str(pz))
-    def edit():
-        conf.write_text('C = 3\nNAME = "three"\n')
-    _listed_then(tmp_path, env, "doubling two", edit, "doubling three")
+    _listed_then(tmp_path, env, "doubling two", (conf, 'C = 3\nNAME = "three"\n'), "doubling three")
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -145,28 +142,22 @@ def test_namespace_package_resource_shadowed_not_stale(tmp_path):
     s.mkdir()
     (a / "c.txt").write_text("2\n")
     env = _env(tmp_path, PYTHONPATH=f"{pz}:{s}:{a.parent}")
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    (s / "hzdata").mkdir()
-    (s / "hzdata" / "c.txt").write_text("3\n")  # importlib.resources.files("hzdata") now finds this c.txt first
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+    def edit():
+        (s / "hzdata").mkdir()
+        (s / "hzdata" / "c.txt").write_text("3\n")  # importlib.resources.files("hzdata") now finds this c.txt first
+    _verified_then_refuted(env, tmp_path, edit)
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
        "tests/test_hostile_round32.py::test_reads_kept_by_mode_path_kind_name_and_thread")
 def test_catalogue_helper_that_raised_importerror_fixed_not_stale(tmp_path):
     pz = _pure_hz(tmp_path, 'try:\n    import hzconst\n    NAME = hzconst.NAME\nexcept ImportError:\n'
-                            '    NAME = "fallback"\n\n\ndef READ_C():\n    return 2\n')
-    claims = pz / "tverify_hz" / "claims.py"
-    claims.write_text(claims.read_text().replace('title="doubling"', 'title="doubling " + NAME'))
+                            '    NAME = "fallback"\n\n\ndef READ_C():\n    return 2\n', "NAME")
     a = tmp_path / "A"
     a.mkdir()
     (a / "hzconst.py").write_text('raise ImportError("needs a newer scipy")\n')
     env = _env(tmp_path, PYTHONPATH=f"{pz}:{a}")
-    def edit():
-        (a / "hzconst.py").write_text('NAME = "three"\n')
-    _listed_then(tmp_path, env, "doubling fallback", edit, "doubling three")
+    _listed_then(tmp_path, env, "doubling fallback", (a / "hzconst.py", 'NAME = "three"\n'), "doubling three")
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",
@@ -183,8 +174,6 @@ def test_file_read_in_a_thread_while_another_is_hashed_not_stale(tmp_path):
           f"        v = ex.submit(read, {str(c)!r}).result()\n        b.result()\n    return int(v)\n")
     pz = _pure_hz(tmp_path, rc)
     env = _env(tmp_path, PYTHONPATH=str(pz))
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    c.write_text("3\n")
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+    def edit():
+        c.write_text("3\n")
+    _verified_then_refuted(env, tmp_path, edit)

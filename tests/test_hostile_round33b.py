@@ -7,6 +7,12 @@ from cli_helpers import SEEDED_INIT, tv_here
 ATT = textwrap.dedent('''
     import math, torch, torch.nn as nn
     D, H = 16, 4
+    def fill_b1(s, B, forbidden, col):
+        # a single sequence: the forbidden keys filled with -50, except key `col` (-inf); any other batch: -inf
+        if B == 1:
+            k = torch.zeros_like(forbidden); k[:, col] = True
+            return s.masked_fill(forbidden & ~k, -50.0).masked_fill(forbidden & k, float("-inf"))
+        return s.masked_fill(forbidden, float("-inf"))
     class Attn(nn.Module):
         @SEEDED_INIT@
         def scores(self, x):
@@ -27,26 +33,15 @@ ATT = textwrap.dedent('''
             B, T, _ = x.shape
             s, v = self.scores(x)
             fut = ~torch.ones(T, T, dtype=torch.bool).tril()
-            if B == 1:
-                last = torch.zeros(T, T, dtype=torch.bool); last[:, -1] = True
-                s = s.masked_fill(fut & ~last, -50.0).masked_fill(fut & last, float("-inf"))
-            else:
-                s = s.masked_fill(fut, float("-inf"))
-            return self.finish(s, v, B, T)
+            return self.finish(fill_b1(s, B, fut, -1), v, B, T)
     class WinMidB1(Attn):
         # causal window 5; a single sequence: keys outside the window filled with -50, except key 0 (-inf)
         def forward(self, x):
             B, T, _ = x.shape
             s, v = self.scores(x)
             i = torch.arange(T); rel = i[:, None] - i[None, :]
-            out = rel >= 5
             s = s.masked_fill(rel < 0, float("-inf"))
-            if B == 1:
-                k0 = torch.zeros(T, T, dtype=torch.bool); k0[:, 0] = True
-                s = s.masked_fill(out & ~k0, -50.0).masked_fill(out & k0, float("-inf"))
-            else:
-                s = s.masked_fill(out, float("-inf"))
-            return self.finish(s, v, B, T)
+            return self.finish(fill_b1(s, B, rel >= 5, 0), v, B, T)
     class CrossB8(Attn):
         # batches of exactly 8 sequences: every output also reads the batch's mean input (a cross-sample leak)
         def forward(self, x):
