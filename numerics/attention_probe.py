@@ -85,6 +85,7 @@ class AttentionProbe(GradientProps):
         self.L: dict[int, float] = {}
         self.out_of_range: set[str] = set()  # probes ("large", "huge") that float64 cannot hold at this declaration
         self.input_written: set[int] = set()  # lengths at which a call wrote into the input it was given
+        self.output_off: list[str] = []  # the first call whose output changed the input's dtype or device (27b F7)
         INPUT_WRITTEN.clear()  # (and the calls outside run(): the other dtype's, the extreme logits', 24b F5)
         MASK_WRITTEN.clear()
 
@@ -110,6 +111,11 @@ class AttentionProbe(GradientProps):
                 torch.nan_to_num(x.detach(), nan=7.0), torch.nan_to_num(x64.to(dtype=self.pdt, device=self.device),
                                                                         nan=7.0))):
             self.input_written.add(int(x64.shape[1]) if x64.dim() > 1 else 0)
+        if isinstance(out, torch.Tensor) and not self.output_off and (
+                out.dtype != self.pdt or out.device.type != x.device.type):  # at any call: a single sequence's output
+            self.output_off.append(  # cast to float64 passed when only the probe batch's was read (27b F7)
+                f"a {dtype_name(self.pdt)} input of shape {tuple(x.shape)} on {x.device} gave {dtype_name(out.dtype)} "
+                f"output on {out.device}")
         return x, out, w
 
     def factor(self, x64: torch.Tensor, key: str) -> float | None:

@@ -164,13 +164,15 @@ def _ridge(X, y, x_q, lam: float) -> torch.Tensor:
     return (x_q * w).sum(-1)
 
 
-def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int) -> dict:
+def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int, others=None) -> dict:
     """One prompt of the batch predicted again alone (a batch of one; at the ``i``-th length the prompt at (i + 1)·0.618…
     (mod 1) of the batch, so the lengths watch prompts spread over it), against its prediction within the whole batch: a prediction may depend on its own prompt
     only (a model reading the other prompts — batch statistics, a BatchNorm left in training mode — was identified as
     Γ_N-preconditioned GD: hostile pass 24b F10; two prompts re-predicted together hid a dependence between them, on
-    prompt 0, or at the lengths after the first: 25a F2, 25b F1). ``error``: the change relative to
-    ``max(1, |prediction|)`` (``None``: the call raised, said in ``why``)."""
+    prompt 0, or at the lengths after the first: 25a F2, 25b F1). ``others``: a fresh batch of the same size, into which
+    the watched prompt is put in its own place: a statistic computed for large batches only was kept and read by the
+    small ones (27b F3). ``error``: the change relative to ``max(1, |prediction|)`` (``None``: the call raised, said in
+    ``why``)."""
     P = int(f.shape[0])
     k = int((i + 1) * _GOLDEN % 1.0 * P) % P  # spread over the batch (the last prompts alone missed a dependence
     # on the prompts of full micro-batches before a partial last one: hostile pass 26b F6)
@@ -197,6 +199,21 @@ def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int) -> dict:
     among = _change(b, a)
     if not among <= out["error"]:
         out["error"], out["among"] = among, n
+    if others is None:
+        return out
+    X, y, xq = others.X.clone(), others.y.clone(), others.x_q.clone()
+    X[k], y[k], xq[k] = Pr.X[k], Pr.y[k], Pr.x_q[k]
+    try:  # the whole batch's size, every other prompt redrawn
+        with torch.no_grad(), defaults_kept():
+            raw = predict(X, y, xq)
+        full = _as_predictions(plain(raw), P, f"prompt length M = {M}, prompt {k} in a batch of other prompts")[k:k + 1]
+    except _raised(predict) as exc:
+        out["why"] = f"prompt {k} in a batch of {P} other prompts raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
+        out["error"] = None
+        return out
+    redrawn = _change(full, ref)
+    if not redrawn <= out["error"]:
+        out["error"], out["among"] = redrawn, P - 1
     return out
 
 
@@ -370,8 +387,9 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         raw = plain(raw)  # a tensor subclass's own operators never judge it
         f = _as_predictions(raw, P, f"prompt length M = {M}")
         dtypes.append(_output_dtype(raw))
-        if extended:
-            batch.append(_batch_alone(predict, Pr, f, M, d, i))
+        if extended:  # (the other prompts of a second full batch: a fresh draw, seeded beside this length's)
+            others = sample_prompts(L, M, (P,), seed=seed + 7919 * i + 104729, noise=noise, device=dev)
+            batch.append(_batch_alone(predict, Pr, f, M, d, i, others))
         algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k, gamma=gamma,
                                      ridge_lambda=ridge_lambda, extended=extended)
         algs = {a: v.detach().to("cpu", DTYPE) for a, v in algs.items()}

@@ -1,4 +1,4 @@
-"""Hostile pass 27, tester B: reproducers; F1 (causal), F4 (leak), F5, F8 fixed; the others strict xfails, marked open or a documented limit."""
+"""Hostile pass 27, tester B: reproducers; F1 (causal), F3, F4 (leak), F5, F7, F8 fixed; the others strict xfails, each a documented limit."""
 import textwrap
 
 import pytest
@@ -142,7 +142,6 @@ ICL = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F3: check icl compares the watched prompt alone and in two batches of 8; a statistic computed only for batches above 8 and kept is not seen")
 def test_f3_icl_batch_statistic_above_8_kept(tmp_path):
     (tmp_path / "icl.py").write_text(ICL)
     r = tv_here(tmp_path, "check", "icl", "--model", str(tmp_path / "icl.py") + ":memo9", "--lambda", "1,2", "--N", "10",
@@ -156,7 +155,6 @@ def test_f5_refusing_a_batch_of_one_is_not_a_leak(tmp_path):
     assert "causal_no_future_leak" not in r.stdout.split("verdict:")[-1], r.stdout + r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F7: the output's dtype is checked on the probe batch's calls only")
 def test_f7_single_sequence_output_dtype(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", _att(tmp_path) + ":Up64B1", "--causal", "--quick",
                 "--dtype", "float32")
@@ -174,13 +172,13 @@ _KEEP = ("--mask-convention", "keep")
 
 @pytest.mark.parametrize("cls, flags, prop", [
     pytest.param("MidFillB1", (), "causal_no_future_leak", id="F1-middle-future-keys-single-sequence"),
-    pytest.param("WinMidB1", ("--window", "5"), "window_respected", id="F1-window-single-sequence", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F1 (window): a finite fill outside the window of a single sequence leaks only in rows whose logits all lie far below the fill; the probes' huge logits do not reach such rows")),
+    pytest.param("WinMidB1", ("--window", "5"), "window_respected", id="F1-window-single-sequence", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Lengths, positions and rows'): 27b F1 (window): a finite fill outside the window of a single sequence leaks only in rows whose allowed logits all lie below the fill, about 2^-w of the rows and heads")),
     pytest.param("CrossB8", (), "batch_independence", id="F2-cross-sample-batch-of-8", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F2: a cross-sample term only in batches of exactly 8")),
     pytest.param("FillB1T5", (), "causal_no_future_leak", id="F4-single-sequence-at-one-length"),
-    pytest.param("PadB1T5", _KEEP, "key_padding_respected", id="F4-padding-single-sequence-at-one-length", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F4 (padding): each sample alone is padded at the three padding lengths only")),
-    pytest.param("ClampT5", (), "matches_reference", id="F6-large-logits-at-one-length", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F6: the large and huge logit probes of matches_reference run at three lengths")),
+    pytest.param("PadB1T5", _KEEP, "key_padding_respected", id="F4-padding-single-sequence-at-one-length", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Lengths, positions and rows'): 27b F4 (padding): each sample alone is padded at the three padding lengths only")),
+    pytest.param("ClampT5", (), "matches_reference", id="F6-large-logits-at-one-length", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Lengths, positions and rows'): 27b F6: the large and huge logit probes of matches_reference run at three lengths")),
     pytest.param("CrossB16Not17", (), "batch_independence", id="F2-batch-of-16-at-another-length", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F2: the batch of 16 is watched at the middle padding length only")),
-    pytest.param("LeakTm3", ("--seq-len", "2,5,48"), "causal_no_future_leak", id="F9-position-not-redrawn", marks=pytest.mark.xfail(strict=True, reason="open (found at the end of the twelfth session): 27b F9: above 40 tokens the stacked redraws sample the positions; a leak from another position is not seen")),
+    pytest.param("LeakTm3", ("--seq-len", "2,5,48"), "causal_no_future_leak", id="F9-position-not-redrawn", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Lengths, positions and rows'): 27b F9: above 40 tokens the stacked redraws sample the positions; a leak from another position is not seen")),
     pytest.param("PadIgnoreB4to16", _KEEP, "key_padding_respected", id="F10-padding-ignored-in-batches-of-4-to-16", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F10/F11: a mask ignored only in batches of 4 to 16 / of 8")),
     pytest.param("CausalIgnoreB8", (), "causal_no_future_leak", id="F11-no-causal-mask-in-a-batch-of-8", marks=pytest.mark.xfail(strict=True, reason="a documented limit (docs/check-attention.md, 'Batch sizes'): 27b F10/F11: a mask ignored only in batches of 4 to 16 / of 8")),
 ])

@@ -646,6 +646,7 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
         if ld.wm is not None:
             _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label))
         _late_writes(props, probe, ld.wm)
+        _late_dtype(props, probe)
     if against is not None and probe.against_wrote():
         warnings.append("warning: the --against object wrote into an input it was given: each of its calls got a "
                         "copy of the probe, so the module's own probes are unchanged; its outputs are compared as it "
@@ -680,6 +681,19 @@ def _late_writes(props: list, probe, wm) -> None:
     row = _input_row(_empty(), _empty(), 0, mask, wm is not None, sorted(written))
     if row.status == "fail":
         props[i] = row
+
+
+def _late_dtype(props: list, probe) -> None:
+    """``dtype_and_device_preserved`` judged again once every property ran: the output of any call of the module (a
+    single sequence, a stacked redraw) in the input's dtype and on its device, not only the probe batch's (27b F7)."""
+    off = getattr(probe, "output_off", [])
+    i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status == "pass"), None)
+    if i is None or not off:
+        return
+    from numerics import attention_probe as ap
+
+    props[i] = ap.Property("dtype_and_device_preserved", "fail", float("inf"), 0.0,
+                           "dtype and device must be those of the input, at every call", off[0])
 
 
 def _empty():

@@ -19,8 +19,11 @@ def batch_row(pr: dict) -> dict | None:
     lengths = b.get("lengths") or [b["M"]]
     among = (f" (in a batch of {b['among'] + 1} against another batch of {b['among'] + 1} with the same prompt)"
              if b.get("among") else "")
+    if b.get("among") and b["among"] + 1 == pr.get("prompts"):
+        among = f" (in the batch of {b['among'] + 1} against a batch of {b['among'] + 1} whose other prompts are redrawn)"
     where = (f"one prompt alone (a batch of one) at each length M = {', '.join(map(str, lengths))}, against its "
-             f"prediction within the batch, and within two small batches whose other prompts differ; worst: prompt "
+             f"prediction within the batch, within two small batches whose other prompts differ, and within a "
+             f"batch of the same size whose other prompts are redrawn; worst: prompt "
              f"{b.get('prompt', 0)} at M = {b['M']}{among}")
     if err is None:
         return {"name": "batch_independence", "status": "skip", "error": None, "tolerance": tol,
