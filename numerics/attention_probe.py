@@ -111,12 +111,25 @@ class AttentionProbe(GradientProps):
                 torch.nan_to_num(x.detach(), nan=7.0), torch.nan_to_num(x64.to(dtype=self.pdt, device=self.device),
                                                                         nan=7.0))):
             self.input_written.add(int(x64.shape[1]) if x64.dim() > 1 else 0)
-        if isinstance(out, torch.Tensor) and not self.output_off and (
-                out.dtype != self.pdt or out.device.type != x.device.type):  # at any call: a single sequence's output
-            self.output_off.append(  # cast to float64 passed when only the probe batch's was read (27b F7)
-                f"a {dtype_name(self.pdt)} input of shape {tuple(x.shape)} on {x.device} gave {dtype_name(out.dtype)} "
-                f"output on {out.device}")
+        if isinstance(out, torch.Tensor):  # (a non-tensor here is forward_all's or the caller's finding)
+            self.note_output(out, x, "the eval path")
         return x, out, w
+
+    def note_output(self, out, x: torch.Tensor, where: str) -> bool:
+        """Whether ``out`` is a dense tensor of ``x``'s shape, dtype and device type. The first call of any path whose
+        output is not is kept in ``output_off`` and fails ``dtype_and_device_preserved`` once every property ran: a
+        single sequence's output cast to float64 (27b F7), a float64, NumPy or ``None`` output under
+        ``inference_mode``, in training mode or on a non-contiguous input (28b F3, F4) passed where only the probe
+        batch's eval-path output was read."""
+        if (isinstance(out, torch.Tensor) and out.device.type != "meta" and not not_dense(out)
+                and tuple(out.shape) == tuple(x.shape) and out.dtype == x.dtype and out.device.type == x.device.type):
+            return True
+        if not self.output_off:
+            what = (f"{dtype_name(out.dtype)} of shape {tuple(out.shape)} on {out.device}"
+                    if isinstance(out, torch.Tensor) else f"a {type(out).__name__}")
+            self.output_off.append(f"on {where}, a {dtype_name(x.dtype)} input of shape {tuple(x.shape)} on {x.device} "
+                                   f"gave {what}")
+        return False
 
     def factor(self, x64: torch.Tensor, key: str) -> float | None:
         """Input factor of the probe ``key`` ("unit", "large", "huge"); ``None`` where that probe does not exist in

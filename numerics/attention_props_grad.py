@@ -242,35 +242,39 @@ class GradientProps:
         return _judge(name, e, tol, just, detail, central=True)
 
     def prop_other_paths(self) -> Property | None:
-        """Two more ways the module is called in practice, on a copy of it: in training mode
-        (``.train()``, when it holds no active dropout, whose randomness would decide nothing) and
-        on a non-contiguous view of the same input (kernels that fall back on ``x.is_contiguous()``).
-        ``None`` when both give the no-grad eval outputs; else the differing path's outputs against
-        the reference, under ``matches_reference``'s rule."""
+        """Three more ways the module is called in practice: in training mode, on a copy (``.train()``, when it holds
+        no active dropout, whose randomness would decide nothing); on a non-contiguous view of the same input (kernels
+        that fall back on ``x.is_contiguous()``); and with autograd enabled on an input that does not require grad (a
+        plain ``model(x)`` outside ``no_grad``). ``None`` when each gives the no-grad eval outputs; else the differing
+        path's outputs against the reference, under ``matches_reference``'s rule."""
         name = "matches_reference_on_other_paths" if self.against is None else "matches_against_on_other_paths"
-        paths = []
+        paths = []  # (label, the module, a non-contiguous input, autograd enabled)
         if isinstance(self.f, torch.nn.Module) and not _active_dropout(self.f):
             try:
                 g = copy.deepcopy(self.f).train()
                 if not self._random(g):  # dropout whose rate no attribute names (a config's, a literal: 21b F2)
-                    paths.append(("training mode (.train())", g, False))
+                    paths.append(("training mode (.train())", g, False, False))
             except Exception:
                 pass
-        paths.append(("a non-contiguous input (a transposed view)", self.f, True))
-        for label, g, noncontig in paths:
-            runner = (lambda z, g=g, nc=noncontig, lb=label: self._call_synced(g, self._as_input(z, nc), lb))
-            cause = "a branch on x.is_contiguous()?" if noncontig else "a branch on self.training?"
+        paths.append(("a non-contiguous input (a transposed view)", self.f, True, False))
+        paths.append((_PLAIN_GRAD, self.f, False, True))  # a plain model(x) outside no_grad (28b F2)
+        causes = {_PLAIN_GRAD: "a branch on torch.is_grad_enabled() without x.requires_grad?"}
+        for label, g, noncontig, grad in paths:
+            runner = (lambda z, g=g, nc=noncontig, lb=label, gr=grad: self._call_synced(g, self._as_input(z, nc), lb, gr))
+            cause = causes.get(label) or ("a branch on x.is_contiguous()?" if noncontig else "a branch on self.training?")
             leak = (self._leak_on(name, label, runner, cause) or self._large_fail(name, label, runner, cause)
                     or self._wrote_fail(name, label))
             if leak is not None:
                 return leak
         worst, differs, raised = None, [], {}
-        for label, g, noncontig in paths:
+        for label, g, noncontig, grad in paths:
             for T in self.outs:
                 x = self.xs[T].to(dtype=self.pdt, device=self.device)
                 x = x.transpose(1, 2).contiguous().transpose(1, 2) if noncontig else x.clone()
                 try:
-                    o, _ = call(g, x)
+                    o, _ = call(g, x, grad=grad)
+                    if not self.note_output(o, x, label):  # judged by dtype_and_device_preserved (28b F3, F4)
+                        continue
                     o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
                 except Exception as exc:  # a path the module does not support: said where it raised at every length
                     raised.setdefault(label, []).append(exc)
@@ -286,6 +290,8 @@ class GradientProps:
                 r = e / tol if math.isfinite(e) else float("inf")
                 if worst is None or r > worst[0]:
                     worst = (r, e, tol, just, T, label)
+        if getattr(self, "grad_forward_raised", None) is not None:  # the autograd path's own property says so already
+            raised.pop(_PLAIN_GRAD, None)
         if worst is None:
             if not raised:
                 return None
@@ -326,6 +332,8 @@ class GradientProps:
             try:
                 with torch.inference_mode():
                     o, _ = call(g, x)
+                    if not self.note_output(o, x, label):  # judged by dtype_and_device_preserved (28b F3, F4)
+                        continue
                     o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
             except Exception as exc:  # a path the module does not support: not this property's finding, but said
                 raised = raised or (exc, T)  # (a module raising there was "ok, all 16 hold" with no word: 24b N9)
@@ -371,7 +379,7 @@ class GradientProps:
                     return True
         return False
 
-    def _call_synced(self, g, x: torch.Tensor, label: str | None = None) -> torch.Tensor:
+    def _call_synced(self, g, x: torch.Tensor, label: str | None = None, grad: bool = False) -> torch.Tensor:
         """``g(x)``'s output, ``g`` a copy of the module called with the key-padding mask the probe has set on its own
         wrapper (``valid``) meanwhile, and none after (a mask left on the copy changed its later outputs)."""
         sync = g is not self.f and hasattr(g, "valid") and hasattr(self.f, "valid")
@@ -379,7 +387,10 @@ class GradientProps:
             g.valid = self.f.valid
         before = x.detach().clone()
         try:
-            return call(g, x)[0]
+            out = call(g, x, grad=grad)[0]
+            if label is not None:
+                self.note_output(out, x, label)
+            return out
         finally:
             if sync:
                 g.valid = None
@@ -433,6 +444,9 @@ class GradientProps:
         finally:
             for p, g in zip(params, saved):
                 p.grad = g
+
+
+_PLAIN_GRAD = "the path with autograd enabled and an input that does not require grad (a plain model(x))"
 
 
 class _OnPath:

@@ -591,8 +591,8 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
                       device: str, tol: float, just: str, more: list | None = None) -> Property:
     """The output keeps the input's dtype and device: the object (a copy cast to ``other`` when it is
     a module) on ``x`` in ``other``; agreement with the main run within ``other``'s rounding, at unit
-    logits and at each ``(x, out, tol, why)`` of ``more`` (the large-logit probe: a mask filled with −30
-    only in float32 leaks there)."""
+    logits and at each ``(x, out, tol, why, where)`` of ``more`` (the other probe lengths: a float32 path wrong at
+    one length only, 28b F1; the large-logit probe: a mask filled with −30 only in float32 leaks there)."""
     name = "dtype_and_device_preserved"
     g = f
     if isinstance(obj, torch.nn.Module):
@@ -632,16 +632,22 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
         return -0.5 if not math.isfinite(t) else (e / t if math.isfinite(e) else float("inf"))
 
     err = _rel(o, out)
-    worst = (ratio(err, tol), err, tol, just, "unit logits")
+    worst = (ratio(err, tol), err, tol, just, f"unit logits, T = {x.shape[-2]}")
     unsure = not math.isfinite(tol)
-    for xm, om, tm, why in more or ():
+    for xm, om, tm, why, at in more or ():
+        xm = xm.to(dtype=other, device=device)
         try:
-            o2, _ = call(g, xm.to(dtype=other, device=device))
-            e2 = _rel(o2.detach().to(device="cpu", dtype=torch.float64, copy=True), om)
+            o2, _ = call(g, xm)
         except Exception:
             continue
+        if not isinstance(o2, torch.Tensor) or o2.dtype != other or o2.device != xm.device or o2.shape != xm.shape:
+            what = (f"{dtype_name(o2.dtype)} of shape {tuple(o2.shape)} on {o2.device}" if isinstance(o2, torch.Tensor)
+                    else type(o2).__name__)
+            return Property(name, "fail", float("inf"), 0.0, "dtype and device must be those of the input",
+                            f"a {dtype_name(other)} input at {at} gave {what}")
+        e2 = _rel(o2.detach().to(device="cpu", dtype=torch.float64, copy=True), om)
         if ratio(e2, tm) > worst[0]:
-            worst = (ratio(e2, tm), e2, tm, why, "large logits")
+            worst = (ratio(e2, tm), e2, tm, why, at)
         if not math.isfinite(tm):
             unsure = True
     _, err, tol, just, where = worst
@@ -649,4 +655,4 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
         tol = math.nan
     return _judge(name, err, tol, just, f"{dtype_name(other)} on {xo.device}: same dtype and device out; relative "
                                         f"difference from the {dtype_name(x.dtype)} run {err:.2g} (worst at {where}"
-                                        + (", checked at large logits too)" if more else ")"))
+                                        + (f"; checked at {', '.join(m[4] for m in more)} too)" if more else ")"))

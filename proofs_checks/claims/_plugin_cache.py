@@ -92,6 +92,11 @@ def _unchanged(reads) -> bool:
 _STATE: dict = {"opened": None, "hooked": False, "busy": set()}
 
 
+#: the audit events of a process started (a fork, a subprocess, an exec, a spawn)
+_PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+                             "os.spawn", "os.startfile"})
+
+
 def _on_audit(event: str, args: tuple) -> None:
     """Each file opened for reading outside the installation, with its hash taken then (the bytes the derivation
     read: a file edited while it still ran was kept with its new hash and the old result, hostile pass 26a F6); a
@@ -100,11 +105,14 @@ def _on_audit(event: str, args: tuple) -> None:
     import threading
 
     me = threading.get_ident()
+    if opened is not None and event in _PROCESS_EVENTS:  # what another process reads is not seen here: nothing is kept
+        opened["<unrecorded>"] = "<missing>"  # (a file read in a worker process the derivation started: 28a F2)
+        return
     if opened is None or me in _STATE["busy"] or event != "open" or not args or not isinstance(args[0], (str, bytes)):
         return
     mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
-    # a mode that reads: "r", "rb", "r+" (np.memmap's), and os.open's O_RDONLY or O_RDWR (27a F2)
-    reading = ("r" in mode or not any(c in mode for c in "wax")) if isinstance(mode, str) else (
+    # a mode that reads: "r", "rb", "r+" (np.memmap's), "a+"/"w+" (28a F1), and os.open's O_RDONLY or O_RDWR (27a F2)
+    reading = ("r" in mode or "+" in mode or not any(c in mode for c in "wax")) if isinstance(mode, str) else (
         isinstance(flags, int) and flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR))
     if not reading:
         return

@@ -277,21 +277,41 @@ def open_client(spec: str, *, device: str = "cpu") -> Iterator[Any]:
 
 @contextlib.contextmanager
 def _safe_path():
-    """``PYTHONSAFEPATH=1`` while the local cluster starts: its worker processes (multiprocessing's spawn, and
+    """``PYTHONSAFEPATH=1`` and no ``$PYTHONPATH`` while the local cluster starts: its worker processes (multiprocessing's spawn, and
     its resource tracker) start as ``python -c …``, which put the working folder first on ``sys.path``
     before any import, so a ``struct.py`` or ``threading.py`` there ran in each of them and the workers died
     (hostile pass 7, F9). Restored after: processes the user's own code starts later keep the usual path."""
     import os
 
+    import dask
+
     old = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
+    # and no $PYTHONPATH: its folders come before the standard library's in a new interpreter, so a signal.py there
+    # ran in each worker (multiprocessing imports signal before anything of tverify's; hostile pass 28a F3). A spawned
+    # worker's path is this process's (multiprocessing's preparation data), which holds those folders after the
+    # system ones; the variable itself is set again in the worker once it runs (Dask's nanny.environ)
+    user_path = os.environ.pop("PYTHONPATH", None)
+    back = {"distributed.nanny.environ.PYTHONPATH": user_path} if user_path is not None else {}
+    # the path the workers are given: tverify's own folder after the system ones and before the user's (this process
+    # binds its three packages and leaves that folder out: a worker then imported a theory/ package of $PYTHONPATH)
+    import sys
+
+    from proofs_checks.syspath import child_sys_path
+
+    saved = sys.path[:]
+    sys.path[:] = child_sys_path(saved)
     try:
-        yield
+        with dask.config.set(back):
+            yield
     finally:
+        sys.path[:] = saved
         if old is None:
             os.environ.pop("PYTHONSAFEPATH", None)
         else:
             os.environ["PYTHONSAFEPATH"] = old
+        if user_path is not None:
+            os.environ["PYTHONPATH"] = user_path
 
 
 def _quiet_resource_tracker() -> None:

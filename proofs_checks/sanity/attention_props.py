@@ -260,23 +260,28 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     u2 = max(ap.unit_roundoff(other), ap.unit_roundoff(probe.pdt))
     x = probe.xs[T_small].to(dtype=probe.pdt, device=device)
 
-    def other_tol(key: str, xr, L: float) -> tuple[float, str]:
+    def other_tol(key: str, xr, L: float, T: int = T_small) -> tuple[float, str]:
         """The float32 copy against the float64 run: the float32 precision rule on the plain reference
         (the rule matches_reference applies to a float32 module) plus the main run's own tolerance;
         else the analytic bound 16·u·(3D+T)·max(1, |logit|max) in the coarser dtype."""
-        main_tol = probe.tol_at(T_small, key)[0]
+        main_tol = probe.tol_at(T, key)[0]
         if probe.m is not None and against is None and other == torch.float32 and probe.pdt == torch.float64:
             with torch.no_grad():
                 e_p = ap._rel(probe.reference(xr, other), probe.reference(xr))
             # twice FlashAttention's factor: correct float32 copies (nn.MultiheadAttention, SDPA; D = 16, 64;
             # 25 draws each) reached 0.78 of the factor-2 rule here, too close to decide by
-            rule, rj = ap.tolerance(e_p, probe.D, T_small, L, other, 2 * ap.FACTOR_FORWARD)
+            rule, rj = ap.tolerance(e_p, probe.D, T, L, other, 2 * ap.FACTOR_FORWARD)
             return rule + main_tol, f"{rj}, + the main run's own tolerance {main_tol:.3g}"
-        b = 16 * u2 * (3 * probe.D + T_small) * max(1.0, L)
+        b = 16 * u2 * (3 * probe.D + T) * max(1.0, L)
         return max(main_tol, b), f"16·u·(3D+T)·max(1, |logit|max) in the coarser of the two dtypes ({b:.3g})"
 
     tol2, just2 = other_tol("unit", probe.xs[T_small], probe.L.get((T_small, "unit"), 1.0))
     more = []
+    for T in probe.outs:  # the other dtype at every probe length, unit logits (a float32 path wrong at T = 5: 28b F1)
+        if T != T_small and torch.isfinite(probe.outs[T]).all():
+            tT, jT = other_tol("unit", probe.xs[T], probe.L.get((T, "unit"), 1.0), T)
+            if tT < ap.UNDECIDABLE_TOL:
+                more.append((probe.xs[T].to(dtype=probe.pdt, device=device), probe.outs[T], tT, jT, f"T = {T}"))
     if T_small >= 2 and probe.m is not None:  # the other dtype at large logits too (their size known from the
         # mapped weights): a −30 mask fill only in float32 leaks there
         try:
@@ -288,9 +293,10 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
             oh = probe.run(probe.xs[T_small] * c)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
             th, jh = other_tol("huge", probe.xs[T_small] * c, L)
             if torch.isfinite(oh).all() and th < ap.UNDECIDABLE_TOL:
-                more.append((xh, oh, th, f"at the large-logit probe (|logit|max {L:.3g}): {jh}"))
+                more.append((xh, oh, th, f"at the large-logit probe (|logit|max {L:.3g}): {jh}",
+                             f"large logits, T = {T_small}"))
         except Exception:  # the large-logit probe of the main dtype is judged elsewhere
-            more = []
+            pass
     props.append(ap.prop_dtype_device(f, obj, x, probe.outs[T_small], other=other, device=device, tol=tol2, more=more,
                                       just=just2))
     main_ok = all(p.status != "fail" for p in props if p.name in ("matches_reference", "matches_against"))
@@ -687,13 +693,14 @@ def _late_dtype(props: list, probe) -> None:
     """``dtype_and_device_preserved`` judged again once every property ran: the output of any call of the module (a
     single sequence, a stacked redraw) in the input's dtype and on its device, not only the probe batch's (27b F7)."""
     off = getattr(probe, "output_off", [])
-    i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status == "pass"), None)
+    i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status != "fail"), None)
     if i is None or not off:
         return
     from numerics import attention_probe as ap
 
     props[i] = ap.Property("dtype_and_device_preserved", "fail", float("inf"), 0.0,
-                           "dtype and device must be those of the input, at every call", off[0])
+                           "the output is a tensor of the input's shape, dtype and device, at every call on every path",
+                           off[0], central=True)
 
 
 def _empty():

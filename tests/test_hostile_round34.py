@@ -1,0 +1,68 @@
+"""Hostile pass 28: the lead's unit pins of the fixes (the testers' end-to-end reproducers are
+tests/test_hostile_round34a.py and 34b.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def test_a_file_opened_a_plus_is_kept_and_its_edit_misses(tmp_path):
+    """28a F1: a file a declared-pure derivation opens with mode "a+" (which reads) is kept with its hash; an edit
+    misses the kept derivation."""
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    data = tmp_path / "c.txt"
+    data.write_text("2\n")
+    with Reads() as reads:
+        with open(data, "a+") as f:
+            f.seek(0)
+            assert f.read() == "2\n"
+    kept = reads.result()
+    assert str(data) in kept["files"], kept
+    assert _unchanged(kept)
+    data.write_text("3\n")
+    assert not _unchanged(kept)
+
+
+def test_a_derivation_that_starts_a_process_is_never_kept():
+    """28a F2: what a process the derivation starts reads is not seen: a fork, a subprocess or os.system marks the
+    reads unrecorded, and such a record is never fresh."""
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    for start in (lambda: subprocess.run([sys.executable, "-c", "pass"], check=True),
+                  lambda: os.system("true"),
+                  lambda: os.waitpid(_forked(), 0)):
+        with Reads() as reads:
+            start()
+        kept = reads.result()
+        assert "<unrecorded>" in kept["files"] and not _unchanged(kept), kept
+
+
+def _forked() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    return pid
+
+
+def test_local_cluster_workers_start_without_the_users_pythonpath_first(tmp_path, monkeypatch):
+    """28a F3: while the local cluster's workers are spawned, $PYTHONPATH is unset (its folders came before the
+    standard library's in each new interpreter: a signal.py there ran) and set again in the worker (Dask's
+    nanny.environ); the path the workers are given holds tverify's own folder before the user's folders."""
+    import dask
+
+    from proofs_checks.distributed.cluster import _safe_path
+    from proofs_checks.syspath import _system_folders
+
+    user = str(tmp_path / "P")
+    monkeypatch.setenv("PYTHONPATH", user)
+    monkeypatch.syspath_prepend(user)
+    own = _system_folders()[1]
+    with _safe_path():
+        assert "PYTHONPATH" not in os.environ and os.environ["PYTHONSAFEPATH"] == "1"
+        assert dask.config.get("distributed.nanny.environ.PYTHONPATH") == user
+        path = [os.path.realpath(p) for p in sys.path if isinstance(p, str) and p]
+        assert path.index(own) < path.index(os.path.realpath(user)), path
+    assert os.environ["PYTHONPATH"] == user and sys.path[0] == user

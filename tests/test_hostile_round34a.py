@@ -1,0 +1,86 @@
+"""Hostile pass 28a reproducers (frozen28), all fixed; end-to-end, in the integration tier (pinned by tests/test_hostile_round34.py). F1, F2: a declared-pure plugin
+derivation's kept answer read after what it read changed (a file opened "a+"; a file read in a worker process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+from tests.tiers import moved
+
+ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
+
+
+def _env(tmp_path, **extra):
+    env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    env.pop("PYTHONPATH", None)
+    env.pop("TVERIFY_DERIVATION_CACHE", None)
+    env.update(extra)
+    return env
+
+
+def _tv(args, cwd, env, timeout=240):
+    return subprocess.run([sys.executable, "-P", "-m", "proofs_checks", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _pure_hz(tmp_path, read_c):
+    from hz_plugin import hz_plugin, install_hz
+
+    text = hz_plugin(read_c, "hostile 28a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
+    return install_hz(tmp_path, text)
+
+
+def _verified_then_refuted(tmp_path, read_c, data) -> None:
+    """``data`` holds 2: verified; once it holds 3 the obligation C - 2 is false: refuted (not the kept answer)."""
+    data.write_text("2\n")
+    env = _env(tmp_path, PYTHONPATH=str(_pure_hz(tmp_path, read_c)))
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    data.write_text("3\n")
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round34.py::test_a_file_opened_a_plus_is_kept_and_its_edit_misses")
+def test_file_opened_a_plus_edit_not_stale(tmp_path):
+    data = tmp_path / "c.txt"
+    read_c = f"def READ_C():\n    with open({str(data)!r}, 'a+') as f:\n        f.seek(0)\n        return int(f.read())\n"
+    _verified_then_refuted(tmp_path, read_c, data)
+
+
+@moved("two `tverify run` of a plugin in fresh processes (≈ 15 s)",
+       "tests/test_hostile_round34.py::test_a_derivation_that_starts_a_process_is_never_kept")
+def test_file_read_in_a_worker_process_edit_not_stale(tmp_path):
+    data = tmp_path / "c.txt"
+    read_c = ("def _read(p):\n    with open(p) as f:\n        return int(f.read())\n\n\n"
+              "def READ_C():\n    import multiprocessing as mp\n"
+              "    with mp.get_context('fork').Pool(1) as pool:\n"
+              f"        return pool.apply(_read, ({str(data)!r},))\n")
+    _verified_then_refuted(tmp_path, read_c, data)
+
+
+_SIGNAL_TRAP = '''open({hit!r} + str(__import__("os").getpid()), "w").close()
+import sys, importlib.util, sysconfig, os
+_spec = importlib.util.spec_from_file_location("signal", os.path.join(sysconfig.get_paths()["stdlib"], "signal.py"))
+_m = importlib.util.module_from_spec(_spec); sys.modules["signal"] = _m; _spec.loader.exec_module(_m)
+globals().update(_m.__dict__)
+'''
+
+
+@moved("a `tverify run` on a local Dask cluster of two workers (≈ 20 s)",
+       "tests/test_hostile_round34.py::test_local_cluster_workers_start_without_the_users_pythonpath_first")
+def test_pythonpath_signal_py_not_run_by_local_cluster_workers(tmp_path):
+    p = tmp_path / "P"
+    p.mkdir()
+    (p / "signal.py").write_text(_SIGNAL_TRAP.format(hit=str(tmp_path / "HIT_")))
+    (p / "theory").mkdir()  # a project's own theory/ package: tverify's registry imported it in the workers
+    (p / "theory" / "__init__.py").write_text(f"open({str(tmp_path / 'HIT_theory')!r}, 'w').close()\n")
+    env = _env(tmp_path, PYTHONPATH=str(p))
+    r = _tv(["run", "icl.gamma_n_global_min", "--quick", "--cluster", "local:2", "--no-progress"], tmp_path, env)
+    hits = sorted(x.name for x in tmp_path.glob("HIT_*"))
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    assert not hits, f"the user's signal.py ran in {len(hits)} process(es) tverify started"
