@@ -50,7 +50,8 @@ from numerics.attention_props_single import (MASK_CONVENTIONS, SelfMHA, WithMask
                                              prop_weights_distribution, prop_weights_match)
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
 from numerics.attention_rules import (_DT, _SCALES, BATCH, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT, INPUT_WRITTEN,  # noqa: F401
-                                      LARGE_LOGIT, LENGTHS, MASK_WRITTEN, MAX_QUOTED, OUTPUT_COMPARISONS,
+                                      LARGE_LOGIT, LENGTHS, MASK_WRITTEN, MAX_QUOTED, OUTPUT_OFF, OUTPUT_COMPARISONS,
+                                      OutputOffError,
                                       SAMPLE_SCALES, UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks,
                                       _judge, _rel, _scale_words, _skip, b64, call, dtype_name, exc_text,
                                       exposed_weights, probe_lengths, short_text, tolerance, unavailable,
@@ -85,9 +86,9 @@ class AttentionProbe(GradientProps):
         self.L: dict[int, float] = {}
         self.out_of_range: set[str] = set()  # probes ("large", "huge") that float64 cannot hold at this declaration
         self.input_written: set[int] = set()  # lengths at which a call wrote into the input it was given
-        self.output_off: list[str] = []  # the first call whose output changed the input's dtype or device (27b F7)
         INPUT_WRITTEN.clear()  # (and the calls outside run(): the other dtype's, the extreme logits', 24b F5)
         MASK_WRITTEN.clear()
+        OUTPUT_OFF.clear()
 
     # -- inputs ----------------------------------------------------------------------------------
     def gen(self, salt: int) -> torch.Generator:
@@ -111,25 +112,7 @@ class AttentionProbe(GradientProps):
                 torch.nan_to_num(x.detach(), nan=7.0), torch.nan_to_num(x64.to(dtype=self.pdt, device=self.device),
                                                                         nan=7.0))):
             self.input_written.add(int(x64.shape[1]) if x64.dim() > 1 else 0)
-        if isinstance(out, torch.Tensor):  # (a non-tensor here is forward_all's or the caller's finding)
-            self.note_output(out, x, "the eval path")
         return x, out, w
-
-    def note_output(self, out, x: torch.Tensor, where: str) -> bool:
-        """Whether ``out`` is a dense tensor of ``x``'s shape, dtype and device type. The first call of any path whose
-        output is not is kept in ``output_off`` and fails ``dtype_and_device_preserved`` once every property ran: a
-        single sequence's output cast to float64 (27b F7), a float64, NumPy or ``None`` output under
-        ``inference_mode``, in training mode or on a non-contiguous input (28b F3, F4) passed where only the probe
-        batch's eval-path output was read."""
-        if (isinstance(out, torch.Tensor) and out.device.type != "meta" and not not_dense(out)
-                and tuple(out.shape) == tuple(x.shape) and out.dtype == x.dtype and out.device.type == x.device.type):
-            return True
-        if not self.output_off:
-            what = (f"{dtype_name(out.dtype)} of shape {tuple(out.shape)} on {out.device}"
-                    if isinstance(out, torch.Tensor) else f"a {type(out).__name__}")
-            self.output_off.append(f"on {where}, a {dtype_name(x.dtype)} input of shape {tuple(x.shape)} on {x.device} "
-                                   f"gave {what}")
-        return False
 
     def factor(self, x64: torch.Tensor, key: str) -> float | None:
         """Input factor of the probe ``key`` ("unit", "large", "huge"); ``None`` where that probe does not exist in
@@ -195,6 +178,8 @@ class AttentionProbe(GradientProps):
             x64 = self.probe(T)
             try:
                 _, out, w = self.run(x64)
+            except OutputOffError as exc:  # no numbers in it: named below as what it is
+                out, w = exc.out, None
             except Exception as exc:  # the user's code
                 self.raised[T] = describe(exc)
                 continue

@@ -15,8 +15,8 @@ import torch
 
 from numerics.attention_reference import reference_attention
 from numerics.attention_props_single import _active_dropout
-from numerics.attention_rules import (FACTOR_GRAD, Property, _judge, _rel, _skip, call, exc_text, tolerance,
-                                      unavailable, unsupported)
+from numerics.attention_rules import (FACTOR_GRAD, OutputOffError, Property, _judge, _rel, _skip, call, exc_text,
+                                      tolerance, unavailable, unsupported)
 
 
 class GradientProps:
@@ -90,9 +90,9 @@ class GradientProps:
         name = "gradients_match_reference" if self.against is None else "gradients_match_against"
         if self.m is None and self.against is None:
             return _skip(name, "no mapped reference to differentiate (declare the projections: --mapping)")
-        Ts = [T for T in self.outs if T >= 2]
+        Ts = list(self.outs)  # a single token too: its input, value and output gradients are not zero (28b F6)
         if not Ts:
-            return _skip(name, "no length ≥ 2 ran")
+            return _skip(name, "no length ran")
         # every probed length up to 257 (two of them — the one nearest 17 and the longest — let a custom backward
         # wrong at 64 and 113, where tiled kernels change, pass: hostile pass 22b F8)
         Ts = sorted(t for t in Ts if t <= 257) or [min(Ts)]
@@ -273,9 +273,9 @@ class GradientProps:
                 x = x.transpose(1, 2).contiguous().transpose(1, 2) if noncontig else x.clone()
                 try:
                     o, _ = call(g, x, grad=grad)
-                    if not self.note_output(o, x, label):  # judged by dtype_and_device_preserved (28b F3, F4)
-                        continue
                     o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
+                except OutputOffError:  # no numbers: dtype_and_device_preserved names it (28b F4)
+                    continue
                 except Exception as exc:  # a path the module does not support: said where it raised at every length
                     raised.setdefault(label, []).append(exc)
                     continue
@@ -332,9 +332,9 @@ class GradientProps:
             try:
                 with torch.inference_mode():
                     o, _ = call(g, x)
-                    if not self.note_output(o, x, label):  # judged by dtype_and_device_preserved (28b F3, F4)
-                        continue
                     o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
+            except OutputOffError:  # no numbers: dtype_and_device_preserved names it (28b F4)
+                continue
             except Exception as exc:  # a path the module does not support: not this property's finding, but said
                 raised = raised or (exc, T)  # (a module raising there was "ok, all 16 hold" with no word: 24b N9)
                 continue
@@ -387,10 +387,7 @@ class GradientProps:
             g.valid = self.f.valid
         before = x.detach().clone()
         try:
-            out = call(g, x, grad=grad)[0]
-            if label is not None:
-                self.note_output(out, x, label)
-            return out
+            return call(g, x, grad=grad)[0]
         finally:
             if sync:
                 g.valid = None

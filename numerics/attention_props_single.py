@@ -15,8 +15,8 @@ import torch
 
 from numerics import attention_structural
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
-from numerics.attention_rules import (MASK_WRITTEN, Property, _judge, _rel, _skip, call, dtype_name, exc_text,
-                                      exposed_weights,
+from numerics.attention_rules import (MASK_WRITTEN, OutputOffError, Property, _judge, _rel, _skip, call, dtype_name,
+                                      exc_text, exposed_weights,
                                       short_text, unavailable, unit_roundoff, unsupported)
 
 # ------------------------------------------------------------------------------------------------
@@ -603,6 +603,8 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     xo = x.to(dtype=other, device=device)
     try:
         o, _ = call(g, xo)
+    except OutputOffError as exc:  # no numbers in it: named below as what it is
+        o = exc.out
     except Exception as exc:
         if unsupported(exc):  # the module's (or its kernel's) limitation, not a dtype it loses
             p = unavailable(name, device, f"{exc_text(exc)}")

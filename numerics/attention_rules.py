@@ -205,6 +205,42 @@ INPUT_WRITTEN: set[int] = set()
 #: the lengths at which a module wrote into the key-padding mask it was given, copies of the module included (the
 #: other dtype's call runs on a copy, whose own count was never read: hostile pass 24b F5)
 MASK_WRITTEN: set[int] = set()
+#: the first call (of the module, a copy in another dtype, a path's) whose output is not a dense tensor of its input's
+#: shape, dtype and device type: judged by ``dtype_and_device_preserved`` once every property ran (a meta tensor at the
+#: extreme-logit probes only was "all finite", a NumPy array under inference_mode "not available": 28b F3, F4)
+OUTPUT_OFF: list[str] = []
+
+
+class OutputOffError(RuntimeError):
+    """A call's output that holds no numbers to compare (not a tensor, a meta tensor, a sparse or nested one): raised
+    where the call was made, so that no property reads it as numbers (``.item()`` of a meta tensor ended the check in
+    an internal error); ``out`` is what the call returned (the forward pass names it: :meth:`forward_all`)."""
+
+    def __init__(self, out: Any, text: str):
+        super().__init__(text)
+        self.out = out
+
+
+def _note_output(out: Any, x: torch.Tensor, grad: bool) -> None:
+    if not isinstance(x, torch.Tensor):
+        return
+    if not isinstance(out, torch.Tensor):
+        unreadable, what = True, f"a {type(out).__name__}"
+    elif out.device.type == "meta":
+        unreadable, what = True, f"a {dtype_name(out.dtype)} tensor on meta"
+    elif not_dense(out):
+        unreadable, what = True, not_dense(out)
+    elif tuple(out.shape) == tuple(x.shape) and out.dtype == x.dtype and out.device.type == x.device.type:
+        return
+    else:
+        unreadable, what = False, f"{dtype_name(out.dtype)} of shape {tuple(out.shape)} on {out.device}"
+    mode = ("under torch.inference_mode()" if torch.is_inference_mode_enabled() else
+            "with autograd enabled" if grad and torch.is_grad_enabled() else "under torch.no_grad()")
+    text = f"a {dtype_name(x.dtype)} input of shape {tuple(x.shape)} on {x.device} ({mode}) gave {what}"
+    if not OUTPUT_OFF:
+        OUTPUT_OFF.append(text)
+    if unreadable:
+        raise OutputOffError(out, text)
 
 
 def _wrote(x: Any, before: torch.Tensor | None) -> None:
@@ -236,6 +272,8 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
         _wrote(x, before)
     if isinstance(r, (tuple, list)):
         out = plain(r[0]) if r else None  # a tensor subclass's own operators never judge it
+        if watch:
+            _note_output(out, x, grad)
         w = plain(r[1]) if len(r) > 1 else None
         T = x.shape[-2]
         global LAST_UNREAD
@@ -251,6 +289,8 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
             LAST_UNREAD = f"a tensor of shape {tuple(w.shape)} (its first axis is not the batch, {x.shape[0]})"
             w = None
         return out, w
+    if watch:
+        _note_output(plain(r), x, grad)
     return plain(r), None
 
 

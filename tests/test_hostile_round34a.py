@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-
 from tests.tiers import moved
 
 ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]

@@ -141,7 +141,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
 @click.option("--positional", type=click.Choice(POSITIONAL), default="none", show_default=True,
               help="Positional scheme the reference includes (learned: the module's own table, found by name).")
 @click.option("--rope-base", type=float, default=None,
-              help="RoPE base (--positional rope; default: the module's rope_theta, else 10000).")
+              help="RoPE base (--positional rope; default: the base its configuration gives, e.g. config.rope_theta, "
+                   "else 10000).")
 @click.option("--rope-dims", type=int, default=None,
               help="Rotated dimensions per head (default: the module's partial_rotary_factor / rotary_pct × head_dim, "
                    "else all of d_k).")

@@ -692,7 +692,9 @@ def _late_writes(props: list, probe, wm) -> None:
 def _late_dtype(props: list, probe) -> None:
     """``dtype_and_device_preserved`` judged again once every property ran: the output of any call of the module (a
     single sequence, a stacked redraw) in the input's dtype and on its device, not only the probe batch's (27b F7)."""
-    off = getattr(probe, "output_off", [])
+    from numerics.attention_rules import OUTPUT_OFF
+
+    off = list(OUTPUT_OFF)
     i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status != "fail"), None)
     if i is None or not off:
         return
