@@ -242,35 +242,37 @@ class GradientProps:
         return _judge(name, e, tol, just, detail, central=True)
 
     def prop_other_paths(self) -> Property | None:
-        """Three more ways the module is called in practice: in training mode, on a copy (``.train()``, when it holds
+        """Four more ways the module is called in practice: in training mode, on a copy (``.train()``, when it holds
         no active dropout, whose randomness would decide nothing); on a non-contiguous view of the same input (kernels
-        that fall back on ``x.is_contiguous()``); and with autograd enabled on an input that does not require grad (a
-        plain ``model(x)`` outside ``no_grad``). ``None`` when each gives the no-grad eval outputs; else the differing
+        that fall back on ``x.is_contiguous()``); with autograd enabled on an input that does not require grad (a plain
+        ``model(x)`` outside ``no_grad``); and on a non-leaf input (a layer inside a network being trained). ``None`` when each gives the no-grad eval outputs; else the differing
         path's outputs against the reference, under ``matches_reference``'s rule."""
         name = "matches_reference_on_other_paths" if self.against is None else "matches_against_on_other_paths"
-        paths = []  # (label, the module, a non-contiguous input, autograd enabled)
+        paths = []  # (label, the module, the input's kind, autograd enabled)
         if isinstance(self.f, torch.nn.Module) and not _active_dropout(self.f):
             try:
                 g = copy.deepcopy(self.f).train()
                 if not self._random(g):  # dropout whose rate no attribute names (a config's, a literal: 21b F2)
-                    paths.append(("training mode (.train())", g, False, False))
+                    paths.append(("training mode (.train())", g, "copy", False))
             except Exception:
                 pass
-        paths.append(("a non-contiguous input (a transposed view)", self.f, True, False))
-        paths.append((_PLAIN_GRAD, self.f, False, True))  # a plain model(x) outside no_grad (28b F2)
-        causes = {_PLAIN_GRAD: "a branch on torch.is_grad_enabled() without x.requires_grad?"}
-        for label, g, noncontig, grad in paths:
-            runner = (lambda z, g=g, nc=noncontig, lb=label, gr=grad: self._call_synced(g, self._as_input(z, nc), lb, gr))
-            cause = causes.get(label) or ("a branch on x.is_contiguous()?" if noncontig else "a branch on self.training?")
+        paths.append(("a non-contiguous input (a transposed view)", self.f, "noncontig", False))
+        paths.append((_PLAIN_GRAD, self.f, "copy", True))  # a plain model(x) outside no_grad (28b F2)
+        paths.append((_IN_NETWORK, self.f, "nonleaf", True))  # a layer inside a network being trained (28b F2)
+        causes = {_PLAIN_GRAD: "a branch on torch.is_grad_enabled() without x.requires_grad?",
+                  _IN_NETWORK: "a branch on x.grad_fn or x.is_leaf?",
+                  "a non-contiguous input (a transposed view)": "a branch on x.is_contiguous()?"}
+        for label, g, kind, grad in paths:
+            runner = (lambda z, g=g, k=kind, lb=label, gr=grad: self._call_synced(g, self._path_input(z, k, gr), lb, gr))
+            cause = causes.get(label, "a branch on self.training?")
             leak = (self._leak_on(name, label, runner, cause) or self._large_fail(name, label, runner, cause)
                     or self._wrote_fail(name, label))
             if leak is not None:
                 return leak
         worst, differs, raised = None, [], {}
-        for label, g, noncontig, grad in paths:
+        for label, g, kind, grad in paths:
             for T in self.outs:
-                x = self.xs[T].to(dtype=self.pdt, device=self.device)
-                x = x.transpose(1, 2).contiguous().transpose(1, 2) if noncontig else x.clone()
+                x = self._path_input(self.xs[T], kind, grad)
                 try:
                     o, _ = call(g, x, grad=grad)
                     o = o.detach().to(device="cpu", dtype=torch.float64, copy=True)
@@ -292,6 +294,7 @@ class GradientProps:
                     worst = (r, e, tol, just, T, label)
         if getattr(self, "grad_forward_raised", None) is not None:  # the autograd path's own property says so already
             raised.pop(_PLAIN_GRAD, None)
+            raised.pop(_IN_NETWORK, None)
         if worst is None:
             if not raised:
                 return None
@@ -404,6 +407,14 @@ class GradientProps:
                         f"on {label}, the module wrote into the input or the key-padding mask it was given (x.zero_(), "
                         "mask.fill_(...)): a caller on that path gets its tensor changed", {}, True)
 
+    def _path_input(self, x64: torch.Tensor, kind: str, grad: bool = False) -> torch.Tensor:
+        """A probe as a path gives it: a copy, a non-contiguous view, or (``nonleaf``) the output of an operation on a
+        leaf that requires grad, as a layer inside a network being trained gets it (its ``grad_fn`` set)."""
+        if kind != "nonleaf":
+            return self._as_input(x64, kind == "noncontig")
+        with torch.enable_grad():
+            return self._as_input(x64, False).requires_grad_(True) * 1.0
+
     def _as_input(self, x64: torch.Tensor, noncontig: bool) -> torch.Tensor:
         """A probe as the module takes it (its dtype and device, a copy), or as a non-contiguous view."""
         x = x64.to(dtype=self.pdt, device=self.device)
@@ -444,6 +455,7 @@ class GradientProps:
 
 
 _PLAIN_GRAD = "the path with autograd enabled and an input that does not require grad (a plain model(x))"
+_IN_NETWORK = "a non-leaf input that requires grad, with autograd enabled (a layer inside a network being trained)"
 
 
 class _OnPath:

@@ -15,6 +15,7 @@ import torch
 
 from numerics import attention_structural
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
+from numerics.torch_utils import not_dense
 from numerics.attention_rules import (MASK_WRITTEN, OutputOffError, Property, _judge, _rel, _skip, call, dtype_name,
                                       exc_text, exposed_weights,
                                       short_text, unavailable, unit_roundoff, unsupported)
@@ -624,6 +625,10 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     if not isinstance(o, torch.Tensor):
         return Property(name, "fail", float("inf"), 0.0, "", f"returned {type(o).__name__} for {other} input")
     problems = []
+    if not_dense(o):
+        problems.append(f"a {dtype_name(other)} input gave {not_dense(o)}")
+    elif tuple(o.shape) != tuple(xo.shape):
+        problems.append(f"a {dtype_name(other)} input of shape {tuple(xo.shape)} gave shape {tuple(o.shape)}")
     if o.dtype != other:
         problems.append(f"{dtype_name(other)} input gave {dtype_name(o.dtype)} output")
     if o.device != xo.device:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from numerics.precision import plain
+from theory.validation import InputError
 from numerics.torch_utils import defaults_kept, not_dense
 
 #: FlashAttention's factors: the module's error may be this many times the plain implementation's.
@@ -211,17 +212,21 @@ MASK_WRITTEN: set[int] = set()
 OUTPUT_OFF: list[str] = []
 
 
-class OutputOffError(RuntimeError):
-    """A call's output that holds no numbers to compare (not a tensor, a meta tensor, a sparse or nested one): raised
-    where the call was made, so that no property reads it as numbers (``.item()`` of a meta tensor ended the check in
-    an internal error); ``out`` is what the call returned (the forward pass names it: :meth:`forward_all`)."""
+class OutputOffError(InputError):
+    """A call's output that holds no numbers to compare with the input's (not a tensor, a meta tensor, a sparse or
+    nested one, another shape): raised where the call was made, so that no property reads it as numbers (``.item()`` of
+    a meta tensor, a shorter output on a key-padding call, ended the check in an internal error: 28b F11-F14); where no
+    property catches it, the check ends with its one line (exit 2). ``out`` is what the call returned (the forward
+    pass names it: :meth:`forward_all`)."""
 
     def __init__(self, out: Any, text: str):
         super().__init__(text)
         self.out = out
 
 
-def _note_output(out: Any, x: torch.Tensor, grad: bool) -> None:
+def _note_output(out: Any, x: torch.Tensor, grad: bool, watch: bool = True) -> None:
+    """``watch``: the module's call (kept in :data:`OUTPUT_OFF`); else the ``--against`` object's, whose output
+    without numbers to compare is its one line, never the module's finding."""
     if not isinstance(x, torch.Tensor):
         return
     if not isinstance(out, torch.Tensor):
@@ -230,14 +235,17 @@ def _note_output(out: Any, x: torch.Tensor, grad: bool) -> None:
         unreadable, what = True, f"a {dtype_name(out.dtype)} tensor on meta"
     elif not_dense(out):
         unreadable, what = True, not_dense(out)
-    elif tuple(out.shape) == tuple(x.shape) and out.dtype == x.dtype and out.device.type == x.device.type:
+    elif tuple(out.shape) != tuple(x.shape):
+        unreadable, what = True, f"a tensor of shape {tuple(out.shape)}"
+    elif out.dtype == x.dtype and out.device.type == x.device.type:
         return
     else:
         unreadable, what = False, f"{dtype_name(out.dtype)} of shape {tuple(out.shape)} on {out.device}"
     mode = ("under torch.inference_mode()" if torch.is_inference_mode_enabled() else
             "with autograd enabled" if grad and torch.is_grad_enabled() else "under torch.no_grad()")
-    text = f"a {dtype_name(x.dtype)} input of shape {tuple(x.shape)} on {x.device} ({mode}) gave {what}"
-    if not OUTPUT_OFF:
+    text = (f"{'the module' if watch else 'the --against object'} returned {what} for a {dtype_name(x.dtype)} input "
+            f"of shape {tuple(x.shape)} on {x.device} ({mode}); expected a tensor of the input's shape, dtype and device")
+    if watch and not OUTPUT_OFF:
         OUTPUT_OFF.append(text)
     if unreadable:
         raise OutputOffError(out, text)
@@ -272,8 +280,7 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
         _wrote(x, before)
     if isinstance(r, (tuple, list)):
         out = plain(r[0]) if r else None  # a tensor subclass's own operators never judge it
-        if watch:
-            _note_output(out, x, grad)
+        _note_output(out, x, grad, watch)
         w = plain(r[1]) if len(r) > 1 else None
         T = x.shape[-2]
         global LAST_UNREAD
@@ -289,8 +296,7 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
             LAST_UNREAD = f"a tensor of shape {tuple(w.shape)} (its first axis is not the batch, {x.shape[0]})"
             w = None
         return out, w
-    if watch:
-        _note_output(plain(r), x, grad)
+    _note_output(plain(r), x, grad, watch)
     return plain(r), None
 
 

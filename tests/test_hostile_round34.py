@@ -66,3 +66,34 @@ def test_local_cluster_workers_start_without_the_users_pythonpath_first(tmp_path
         path = [os.path.realpath(p) for p in sys.path if isinstance(p, str) and p]
         assert path.index(own) < path.index(os.path.realpath(user)), path
     assert os.environ["PYTHONPATH"] == user and sys.path[0] == user
+
+
+def test_a_helper_run_by_name_is_kept_by_name_and_a_shadow_misses(tmp_path, monkeypatch):
+    """28a F4: a helper a declared-pure derivation runs by name without leaving it in sys.modules (runpy.run_module,
+    or find_spec + exec_module) is kept by name with where it was found; one of that name put earlier on the path
+    misses."""
+    import importlib.util
+    import runpy
+
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    a, s = tmp_path / "A", tmp_path / "S"
+    a.mkdir()
+    s.mkdir()
+    (a / "zzrun28.py").write_text("C = 2\n")
+    (a / "zzspec28.py").write_text("C = 2\n")
+    monkeypatch.syspath_prepend(str(a))
+    monkeypatch.syspath_prepend(str(s))
+    with Reads() as reads:
+        assert runpy.run_module("zzrun28")["C"] == 2
+        spec = importlib.util.find_spec("zzspec28")
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    kept = reads.result()
+    assert {"zzrun28", "zzspec28"} <= set(kept["names"]), kept
+    assert _unchanged(kept)
+    for name in ("zzrun28", "zzspec28"):
+        (s / f"{name}.py").write_text("C = 3\n")
+        importlib.invalidate_caches()
+        assert not _unchanged(kept), name
+        (s / f"{name}.py").unlink()
+        importlib.invalidate_caches()

@@ -1,5 +1,8 @@
-"""Hostile pass 28a reproducers (frozen28), all fixed; end-to-end, in the integration tier (pinned by tests/test_hostile_round34.py). F1, F2: a declared-pure plugin
-derivation's kept answer read after what it read changed (a file opened "a+"; a file read in a worker process)."""
+"""Hostile pass 28a reproducers (frozen28), all fixed; end-to-end, in the integration tier, each pinned by a unit test of
+tests/test_hostile_round34.py. F1: a file opened "a+" not recorded by the plugin caches (a declared-pure derivation; the
+catalogue); F2: a file a declared-pure derivation reads in a process it starts; F3: a standard-library-named module (and
+a theory/ package) on PYTHONPATH ran in the Dask workers of --cluster local:W; F4: a helper found by name but not left in
+sys.modules (runpy.run_module, find_spec + exec_module) was kept by file only."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import subprocess
 import sys
 
 from tests.tiers import moved
+
 
 ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
 
@@ -83,3 +87,60 @@ def test_pythonpath_signal_py_not_run_by_local_cluster_workers(tmp_path):
     hits = sorted(x.name for x in tmp_path.glob("HIT_*"))
     assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
     assert not hits, f"the user's signal.py ran in {len(hits)} process(es) tverify started"
+
+
+@moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
+       "tests/test_hostile_round34.py::test_a_file_opened_a_plus_is_kept_and_its_edit_misses")
+def test_catalogue_title_read_a_plus_not_stale(tmp_path):
+    from hz_plugin import hz_plugin, install_hz
+
+    title = tmp_path / "title.txt"
+    title.write_text("two\n")
+    text = hz_plugin("def READ_C():\n    return 2\n", "hostile 28a")
+    text = text.replace("ARGS = (scalar", f"def _title():\n    with open({str(title)!r}, 'a+') as f:\n        f.seek(0)\n"
+                                           "        return f.read().strip()\n\n\nARGS = (scalar", 1)
+    text = text.replace('title="doubling"', 'title="doubling " + _title()')
+    env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    title.write_text("three\n")
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round34.py::test_a_helper_run_by_name_is_kept_by_name_and_a_shadow_misses")
+def test_helper_run_by_name_with_runpy_shadowed_not_stale(tmp_path):
+    a, s = tmp_path / "A", tmp_path / "S"
+    a.mkdir()
+    s.mkdir()
+    (a / "hzconf.py").write_text("C = 2\n")
+    pz = _pure_hz(tmp_path, "def READ_C():\n    import runpy\n    return runpy.run_module('hzconf')['C']\n")
+    env = _env(tmp_path, PYTHONPATH=os.pathsep.join(map(str, (pz, s, a))))
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    (s / "hzconf.py").write_text("C = 3\n")  # `runpy.run_module("hzconf")` now runs this one: C - 2 = 1, refuted
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
+       "tests/test_hostile_round34.py::test_a_helper_run_by_name_is_kept_by_name_and_a_shadow_misses")
+def test_catalogue_helper_found_by_name_not_in_sys_modules_shadowed_not_stale(tmp_path):
+    from hz_plugin import hz_plugin, install_hz
+
+    a, s = tmp_path / "A", tmp_path / "S"
+    a.mkdir()
+    s.mkdir()
+    (a / "hzconst.py").write_text('NAME = "two"\n')
+    text = hz_plugin("def READ_C():\n    return 2\n", "hostile 28a")
+    text = text.replace("ARGS = (scalar", "import importlib.util as _iu\n_spec = _iu.find_spec('hzconst')\n"
+                                           "_conf = _iu.module_from_spec(_spec)\n_spec.loader.exec_module(_conf)\n\n"
+                                           "ARGS = (scalar", 1)
+    text = text.replace('title="doubling"', 'title="doubling " + _conf.NAME')
+    env = _env(tmp_path, PYTHONPATH=os.pathsep.join(map(str, (install_hz(tmp_path, text), s, a))))
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    (s / "hzconst.py").write_text('NAME = "three"\n')  # `find_spec("hzconst")` now finds this one
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]

@@ -126,7 +126,7 @@ def load_plugins() -> None:
                 _load_one(ep)  # a plugin's prints (and its writes to descriptor 1, hostile pass 11a F6) never reach
                 # --json - on stdout; its os.chdir never moves the command's relative output paths (12a F9)
             PLUGIN_SOURCES.update(reads.opened)
-            for name, origin in reads.failed.items():
+            for name, origin in {**reads.asked_origins(), **reads.failed}.items():  # (found by name, not kept: 28a F4)
                 PLUGIN_NAMES.setdefault(name, origin)
             mod = str(getattr(ep, "module", "") or ep.value.split(":")[0]).strip()
             # a plugin imported before this (a test importing its CLAIM, a notebook): what it imported is not new here,

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
+
 
 class _DerivationCache:
     """A plugin claim's derivation info (steps, obligations and their verdicts), kept in the store's
@@ -102,9 +104,7 @@ def _on_audit(event: str, args: tuple) -> None:
     read: a file edited while it still ran was kept with its new hash and the old result, hostile pass 26a F6); a
     bytecode file stands for its source."""
     opened = _STATE["opened"]
-    import threading
-
-    me = threading.get_ident()
+    me = threading.get_ident()  # (imported with this module: an import here is an audit event, which came back here)
     if opened is not None and event in _PROCESS_EVENTS:  # what another process reads is not seen here: nothing is kept
         opened["<unrecorded>"] = "<missing>"  # (a file read in a worker process the derivation started: 28a F2)
         return
@@ -178,6 +178,18 @@ def failed_imports(into: dict):
                 into.setdefault(n, None)
 
 
+class _Asked:
+    """The first finder of ``sys.meta_path`` while :class:`Reads` records: notes every name the import system is asked
+    for and finds nothing itself (the finders after it do)."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def find_spec(self, name, path=None, target=None):
+        self.names.add(name)
+        return None
+
+
 class Reads:
     """In a declared-pure derivation's child, around the derivation: the files it opened for reading (every import,
     by name or by path — ``spec_from_file_location``, ``runpy`` — opens its source or bytecode: hostile pass 26a F3),
@@ -195,6 +207,8 @@ class Reads:
         self.failed: dict = {}
         self._failing = failed_imports(self.failed)
         self._failing.__enter__()
+        self._asked = _Asked()  # first: every name looked up, kept or not (runpy.run_module, find_spec: 28a F4)
+        sys.meta_path.insert(0, self._asked)
         if not _STATE["hooked"]:  # (an audit hook cannot be removed: it does nothing while no Reads is open)
             sys.addaudithook(_on_audit)
             _STATE["hooked"] = True
@@ -204,8 +218,14 @@ class Reads:
         import sys
 
         self.opened, _STATE["opened"] = dict(_STATE["opened"] or {}), None
+        if self._asked in sys.meta_path:
+            sys.meta_path.remove(self._asked)
         self.names = set(sys.modules) - self.before
+        self.asked = self._asked.names - self.names
         self._failing.__exit__(None, None, None)
+
+    def asked_origins(self) -> dict[str, str]:
+        return _asked_origins(self)
 
     def result(self) -> dict:
         """``{"files": {path: sha256}, "names": {module: origin or None}}``; a file hashed when it was opened
@@ -228,8 +248,27 @@ class Reads:
                 origins[n] = origin
             elif _user_namespace(n):  # a namespace package of the user's (a data folder): the folders it spans
                 origins[n] = resolves_to(n, path)
+        origins.update(self.asked_origins())
         origins.update(self.failed)  # an import that failed: kept as not found (failed_imports)
         return {"files": dict(sorted(files.items())), "names": origins}
+
+
+def _asked_origins(reads: "Reads") -> dict[str, str]:
+    """Each name looked up while ``reads`` recorded and not kept in ``sys.modules`` (``runpy.run_module``, an
+    ``exec_module`` of a spec found by name), with the file it resolves to on this process's path, where that file was
+    read then: its name is kept as an import's is (a module of that name put earlier on the path misses: 28a F4)."""
+    import sys
+
+    from proofs_checks.fingerprint import resolves_to
+
+    path = [p for p in sys.path if isinstance(p, str)]
+    read = {os.path.realpath(f) for f in reads.opened if f != "<unrecorded>"}
+    out = {}
+    for n in sorted(getattr(reads, "asked", ())):
+        origin = resolves_to(n, path)
+        if isinstance(origin, str) and _recorded(origin, read):
+            out[n] = origin
+    return out
 
 
 def _user_namespace(name: str) -> bool:
