@@ -256,7 +256,31 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     props.append(probe.prop_batch_size())
     props.append(_permutation(probe, f, st))
     props.append(ap.prop_extreme_logits(f, probe.xs[T_small].to(dtype=probe.pdt, device=device), mp, st))
-    tol, just = probe.tol_at(T_small, "unit")
+    props.append(_other_dtype(probe, f, obj, other, device, against, T_small))
+    main_ok = all(p.status != "fail" for p in props if p.name in ("matches_reference", "matches_against"))
+    if (mp is not None or against is not None) and main_ok:  # else that mismatch is the finding to fix first
+        pim = probe.prop_inference_mode()  # last: on a copy, and only a row when that path computes otherwise
+        if pim is not None:
+            props.append(pim)
+        pop = probe.prop_other_paths()  # training mode (no active dropout), a non-contiguous input
+        if pop is not None:
+            props.append(pop)
+    tick.sub(1.0)
+    _hints(probe, props, st, mp, alts, hints)
+    prec = precision_property(probe, props)
+    if prec is not None:
+        at = next(i for i, p in enumerate(props) if p.name == "matches_reference")
+        props.insert(at + 1, prec)
+    _causes_in_context(props)
+
+
+def _other_dtype(probe, f, obj, other, device, against, T_small: int):
+    """``dtype_and_device_preserved``: the module (a copy in ``other``) at every probe length, unit logits, and at the
+    large-logit probe of ``T_small`` where the weights are mapped, each against the main run (:func:`prop_dtype_device`)."""
+    import torch
+
+    from numerics import attention_probe as ap
+
     u2 = max(ap.unit_roundoff(other), ap.unit_roundoff(probe.pdt))
     x = probe.xs[T_small].to(dtype=probe.pdt, device=device)
 
@@ -297,23 +321,8 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
                              f"large logits, T = {T_small}"))
         except Exception:  # the large-logit probe of the main dtype is judged elsewhere
             pass
-    props.append(ap.prop_dtype_device(f, obj, x, probe.outs[T_small], other=other, device=device, tol=tol2, more=more,
-                                      just=just2))
-    main_ok = all(p.status != "fail" for p in props if p.name in ("matches_reference", "matches_against"))
-    if (mp is not None or against is not None) and main_ok:  # else that mismatch is the finding to fix first
-        pim = probe.prop_inference_mode()  # last: on a copy, and only a row when that path computes otherwise
-        if pim is not None:
-            props.append(pim)
-        pop = probe.prop_other_paths()  # training mode (no active dropout), a non-contiguous input
-        if pop is not None:
-            props.append(pop)
-    tick.sub(1.0)
-    _hints(probe, props, st, mp, alts, hints)
-    prec = precision_property(probe, props)
-    if prec is not None:
-        at = next(i for i, p in enumerate(props) if p.name == "matches_reference")
-        props.insert(at + 1, prec)
-    _causes_in_context(props)
+    return ap.prop_dtype_device(f, obj, x, probe.outs[T_small], other=other, device=device, tol=tol2, more=more,
+                                just=just2)
 
 
 #: a property's guess at a cause, and what replaces it when another failed property explains it:

@@ -254,6 +254,8 @@ def attach_against(probe, against: Any, decl: Declaration, tdt) -> None:
             o = _user_call(lambda: ap.call(g, probe.against_input(x), watch=False)[0], "--against")  # a copy (24b F7)
         except UsageError:
             raise
+        except ap.OutputOffError as exc:  # no numbers, or another shape: named below as what it is
+            o = exc.out
         except Exception as exc:
             raise UsageError(f"--against: it raised {_describe(exc)} at T = {T}") from None
         if isinstance(o, torch.Tensor) and not_dense(o):
