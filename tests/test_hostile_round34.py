@@ -97,3 +97,27 @@ def test_a_helper_run_by_name_is_kept_by_name_and_a_shadow_misses(tmp_path, monk
         assert not _unchanged(kept), name
         (s / f"{name}.py").unlink()
         importlib.invalidate_caches()
+
+
+def test_a_spawned_process_or_a_path_object_read_is_never_missed(tmp_path):
+    """29a F1: a process multiprocessing's spawn context starts (no audit event) marks the reads unrecorded; 29a F2: a
+    file opened with io.FileIO of a path object is kept by its path."""
+    import io
+    import multiprocessing as mp
+    import pathlib
+
+    from proofs_checks.claims._plugin_cache import Reads, _unchanged
+
+    data = tmp_path / "c.txt"
+    data.write_text("2\n")
+    with Reads() as reads:
+        with io.FileIO(pathlib.Path(data)) as f:
+            assert f.read() == b"2\n"
+    kept = reads.result()
+    assert str(data) in kept["files"] and _unchanged(kept), kept
+    with Reads() as reads:
+        p = mp.get_context("spawn").Process(target=print, args=("",))
+        p.start()
+        p.join()
+    kept = reads.result()
+    assert "<unrecorded>" in kept["files"] and not _unchanged(kept), kept

@@ -108,8 +108,14 @@ def _on_audit(event: str, args: tuple) -> None:
     if opened is not None and event in _PROCESS_EVENTS:  # what another process reads is not seen here: nothing is kept
         opened["<unrecorded>"] = "<missing>"  # (a file read in a worker process the derivation started: 28a F2)
         return
-    if opened is None or me in _STATE["busy"] or event != "open" or not args or not isinstance(args[0], (str, bytes)):
-        return
+    if opened is None or me in _STATE["busy"] or event != "open" or not args or isinstance(args[0], int):
+        return  # (a descriptor: os.fdopen of one opened before, nothing named)
+    if not isinstance(args[0], (str, bytes)):  # io.FileIO raises the event with the path-like object itself (29a F2)
+        try:
+            args = (os.fspath(args[0]),) + tuple(args[1:])
+        except TypeError:  # something else named no file this hook can hash: nothing is kept
+            opened["<unrecorded>"] = "<missing>"
+            return
     mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
     # a mode that reads: "r", "rb", "r+" (np.memmap's), "a+"/"w+" (28a F1), and os.open's O_RDONLY or O_RDWR (27a F2)
     reading = ("r" in mode or "+" in mode or not any(c in mode for c in "wax")) if isinstance(mode, str) else (
@@ -178,6 +184,26 @@ def failed_imports(into: dict):
                 into.setdefault(n, None)
 
 
+def _watch_process_starts() -> None:
+    """multiprocessing's "spawn" and "forkserver" contexts start their processes with no audit event (``fork_exec``,
+    and the forkserver's own fork in another process): their ``start`` marks the reads unrecorded while a
+    :class:`Reads` records (a file read in a spawned pool's worker was kept unseen: 29a F1). Installed once; it does
+    nothing while no Reads is open."""
+    import multiprocessing.process as mpp
+
+    start = mpp.BaseProcess.start
+    if getattr(start, "_tverify_watched", False):
+        return
+
+    def watched(self, *args, **kwargs):
+        if _STATE["opened"] is not None:
+            _STATE["opened"]["<unrecorded>"] = "<missing>"
+        return start(self, *args, **kwargs)
+
+    watched._tverify_watched = True
+    mpp.BaseProcess.start = watched
+
+
 class _Asked:
     """The first finder of ``sys.meta_path`` while :class:`Reads` records: notes every name the import system is asked
     for and finds nothing itself (the finders after it do)."""
@@ -211,6 +237,7 @@ class Reads:
         sys.meta_path.insert(0, self._asked)
         if not _STATE["hooked"]:  # (an audit hook cannot be removed: it does nothing while no Reads is open)
             sys.addaudithook(_on_audit)
+            _watch_process_starts()
             _STATE["hooked"] = True
         return self
 
