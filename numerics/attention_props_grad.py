@@ -229,7 +229,8 @@ class GradientProps:
             if worst is None or r > worst[0]:
                 worst = (r, e, tol, just, T, _rel(o, self.outs[T]) if T in self.outs else float("nan"))
         _, e, tol, just, T, e_nograd = worst
-        if not e <= tol and not e_nograd > tol:  # the same outputs as without autograd: matches_reference judges them
+        same = e_nograd <= tol  # (a NaN/inf difference is no agreement: 29b F1)
+        if not e <= tol and same:  # the same outputs as without autograd: matches_reference judges them
             return _skip(name, f"the outputs computed with autograd enabled equal those without it (difference "
                                f"{e_nograd:.3g} ≤ {tol:.3g}): judged by "
                                f"{'matches_reference' if self.against is None else 'matches_against'}")
@@ -238,7 +239,7 @@ class GradientProps:
         if not e <= tol:
             detail += (f"; they differ from the same module's outputs without autograd by {e_nograd:.3g}: the module "
                        "computes something else when gradients are on (a branch on torch.is_grad_enabled() or "
-                       "x.requires_grad?)" if e_nograd > tol else "")
+                       "x.requires_grad?)" if not same else "")
         return _judge(name, e, tol, just, detail, central=True)
 
     def prop_other_paths(self) -> Property | None:

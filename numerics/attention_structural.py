@@ -263,6 +263,7 @@ def plain_dependence(probe: Any, T: int, key: str, n: int) -> Dependence | None:
     J = sorted({0, T - 1})
     noise = probe.probe(T, salt=17)[:n] * c
     base = kept(probe.run(x)[1])
+    probe.__dict__.setdefault("_plain_bases", {})[(T, key, n)] = base  # (batch_size_independence compares them: 29b F5)
     jit = jitter(probe, x, base)
     fin = base[torch.isfinite(base)]
     scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
@@ -459,6 +460,7 @@ def _big_batch(probe: Any, T: int) -> tuple[float, float, int, str, int] | None:
         except Exception:  # noqa: BLE001 - the user's module refused a batch of this size
             size //= 2
             continue
+        probe.__dict__["_big_base"] = (T, idx, base)  # (batch_size_independence compares it: 29b F2)
         return _sample_move(o[0], base[0]), jit, T, f"the other {size - 1} samples of a batch of {size} redrawn", size
     return None
 
@@ -480,14 +482,45 @@ def prop_batch_size(probe: Any) -> "object":
             r = e / (2 * tol) if math.isfinite(e) else float("inf")
             if worst is None or r > worst[0]:
                 worst = (r, e, 2 * tol, just, T, b)
+    for r, e, tol2, just2, T, b in _other_sizes(probe):
+        if worst is None or r > worst[0]:
+            worst = (r, e, tol2, just2, T, b)
     if worst is None:
         return _skip(name, "no length ran" if probe.B >= 2 else "the probe batch is already a batch of one")
     _, e, tol, just, T, b = worst
-    detail = f"each sample alone (a batch of one) against the same sample in the batch; worst: sample {b} at T = {T}"
+    detail = (f"each sample alone (a batch of one) against the same sample in the batch, at unit logits; a single "
+              f"sequence against the probe batch at large and huge logits; each sample of the batch of up to {_BIG} "
+              f"against the probe batch; worst: sample {b} at T = {T}")
     if not e <= tol:
         detail += "; the output depends on the batch size"
     return _judge(name, e, tol, "2 × the forward tolerance (two batch shapes, each within it of the reference): "
                   + just, detail)
+
+
+def _other_sizes(probe: Any) -> list[tuple]:
+    """``(ratio, move, tolerance, why, T, sample)`` of the outputs of the calls at other batch sizes that the other
+    properties made and compared only with themselves (a NaN or a 1.5× output there was "ok": 29b F2, F5): the single
+    sequence at large and huge logits against the probe batch's first sample at that scale (:func:`plain_dependence`),
+    and every sample of the large batch (:func:`_big_batch`) against its probe sample; twice the forward tolerance."""
+    out = []
+    bases = probe.__dict__.get("_plain_bases", {})
+    for (T, key, n), b1 in bases.items():
+        bB = bases.get((T, key, probe.B))
+        if n != 1 or key == "unit" or bB is None or probe.B < 2:
+            continue
+        tol, just = probe.tol_at(T, key)
+        e = _sample_move(b1[0], bB[0])
+        out.append((e / (2 * tol) if math.isfinite(e) else float("inf"), e, 2 * tol,
+                    f"2 × the forward tolerance at {key} logits: " + just, T, 0))
+    big = probe.__dict__.get("_big_base")
+    if big is not None:
+        T, idx, base = big
+        tol, just = probe.tol_at(T, "unit")
+        for i in range(base.shape[0]):
+            e = _sample_move(base[i], probe.outs[T][int(idx[i])])
+            out.append((e / (2 * tol) if math.isfinite(e) else float("inf"), e, 2 * tol,
+                        "2 × the forward tolerance (two batch shapes): " + just, T, i))
+    return out
 
 
 @dataclass

@@ -121,3 +121,23 @@ def test_a_spawned_process_or_a_path_object_read_is_never_missed(tmp_path):
         p.join()
     kept = reads.result()
     assert "<unrecorded>" in kept["files"] and not _unchanged(kept), kept
+
+
+def test_the_catalogue_keeps_a_load_time_read_by_its_hash_when_read_and_never_an_unrecorded_one(tmp_path, monkeypatch):
+    """29a F3: a plugin that starts a process while it loads leaves its reads unrecorded: such a catalogue is never
+    fresh; 29a F4: a file a plugin read while it loaded is kept with the hash it had then (edited during the load, the
+    catalogue is stale at once)."""
+    from proofs_checks import claims
+    from proofs_checks.fingerprint import file_hash
+    from proofs_checks.output import catalogue
+
+    title = tmp_path / "title.txt"
+    title.write_text("two\n")
+    then = file_hash(str(title))
+    title.write_text("three\n")  # edited after the plugin read it, before the catalogue is kept
+    monkeypatch.setattr(claims, "PLUGIN_SOURCES", {str(title)})
+    monkeypatch.setattr(claims, "PLUGIN_READ_HASHES", {str(title): then})
+    doc: dict = {}
+    catalogue._set_deps(doc)
+    assert doc["depends_on"] == {str(title): then} and not catalogue.deps_fresh(doc)
+    assert not catalogue.deps_fresh({"depends_on": {"<unrecorded>": file_hash("<unrecorded>")}})

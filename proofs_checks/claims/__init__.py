@@ -75,6 +75,9 @@ PLUGIN_ERRORS: list[tuple[str, str]] = []
 #: source files of the modules the plugins imported that no installed distribution's version
 #: covers (editable installs, helper modules on the path): the catalogue cache depends on them.
 PLUGIN_SOURCES: set[str] = set()
+#: the hash each file a plugin opened while it loaded had when it was opened (an edit during the load is then a change:
+#: hostile pass 29a F4); ``<missing>`` for reads that could not be recorded (a process started at load: 29a F3)
+PLUGIN_READ_HASHES: dict[str, str] = {}
 
 #: ``{module name: origin}`` of the modules whose files are in :data:`PLUGIN_SOURCES` (imported by name), and ``None`` for
 #: an import a plugin tried that failed: a cache answering for them is fresh only while each name still resolves as it
@@ -126,6 +129,7 @@ def load_plugins() -> None:
                 _load_one(ep)  # a plugin's prints (and its writes to descriptor 1, hostile pass 11a F6) never reach
                 # --json - on stdout; its os.chdir never moves the command's relative output paths (12a F9)
             PLUGIN_SOURCES.update(reads.opened)
+            PLUGIN_READ_HASHES.update(reads.opened)
             for name, origin in {**reads.asked_origins(), **reads.failed}.items():  # (found by name, not kept: 28a F4)
                 PLUGIN_NAMES.setdefault(name, origin)
             mod = str(getattr(ep, "module", "") or ep.value.split(":")[0]).strip()

@@ -129,10 +129,10 @@ def _plugin_sources() -> dict[str, str]:
     """Hashes of the source files the plugins imported from outside any installed distribution
     (helper modules on the path): a cached catalogue is fresh only while they are unchanged."""
     try:
-        from proofs_checks.claims import PLUGIN_SOURCES
+        from proofs_checks.claims import PLUGIN_READ_HASHES, PLUGIN_SOURCES
     except Exception:  # pragma: no cover
         return {}
-    return {f: _file_hash(f) for f in sorted(PLUGIN_SOURCES)}
+    return {f: PLUGIN_READ_HASHES.get(f) or _file_hash(f) for f in sorted(PLUGIN_SOURCES)}  # (read when opened: 29a F4)
 
 
 def _set_deps(doc: dict[str, Any]) -> None:
@@ -155,7 +155,8 @@ def deps_fresh(doc: dict[str, Any]) -> bool:
     from proofs_checks.fingerprint import names_resolve
 
     res = doc.get("resolves")
-    return (all(_file_hash(f) == h for f, h in (doc.get("depends_on") or {}).items())
+    return (all(h != "<missing>" and _file_hash(f) == h for f, h in (doc.get("depends_on") or {}).items())  # (a read
+            # that was not recorded, or a file gone when it was kept, is never unchanged: 29a F3)
             and (res is None or (isinstance(res, dict) and names_resolve(res.get("names")))))
 
 

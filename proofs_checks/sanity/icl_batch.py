@@ -17,7 +17,8 @@ def batch_row(pr: dict) -> dict | None:
         return None
     err, tol = b.get("error"), b.get("tolerance")
     lengths = b.get("lengths") or [b["M"]]
-    among = (f" (in a batch of {b['among'] + 1} against another batch of {b['among'] + 1} with the same prompt)"
+    among = (f" (in a batch of {b['among'] + 1}, against another batch of {b['among'] + 1} with the same prompt and "
+             f"against the whole batch)"
              if b.get("among") else "")
     if b.get("among") and b["among"] + 1 == pr.get("prompts"):
         among = f" (in the batch of {b['among'] + 1} against a batch of {b['among'] + 1} whose other prompts are redrawn)"

@@ -1,0 +1,124 @@
+"""Hostile pass 29a reproducers (frozen29), all fixed; end-to-end, in the integration tier, each pinned by a unit test of
+tests/test_hostile_round34.py. F1: a file a declared-pure derivation reads
+in a process it starts through multiprocessing's "spawn" (or "forkserver") context: no audit event of a started process
+is raised (multiprocessing.util.spawnv_passfds calls _posixsubprocess.fork_exec directly), so the derivation is kept and
+answers after the file changed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.tiers import moved
+
+
+ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
+
+
+def _env(tmp_path, **extra):
+    env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    env.pop("PYTHONPATH", None)
+    env.pop("TVERIFY_DERIVATION_CACHE", None)
+    env.update(extra)
+    return env
+
+
+def _tv(args, cwd, env, timeout=240):
+    return subprocess.run([sys.executable, "-P", "-m", "proofs_checks", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _pure_hz(tmp_path, read_c):
+    from hz_plugin import hz_plugin, install_hz
+
+    text = hz_plugin(read_c, "hostile 29a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
+    return install_hz(tmp_path, text)
+
+
+def _verified_then_refuted(tmp_path, read_c, data) -> None:
+    """``data`` holds 2: verified; once it holds 3 the obligation C - 2 is false: refuted (not the kept answer)."""
+    data.write_text("2\n")
+    env = _env(tmp_path, PYTHONPATH=str(_pure_hz(tmp_path, read_c)))
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    data.write_text("3\n")
+    r = _tv(ARGS, tmp_path, env)
+    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round34.py::test_a_spawned_process_or_a_path_object_read_is_never_missed")
+def test_file_read_in_a_spawned_worker_process_edit_not_stale(tmp_path):
+    data = tmp_path / "c.txt"
+    read_c = ("def _read(p):\n    with open(p) as f:\n        return int(f.read())\n\n\n"
+              "def READ_C():\n    import multiprocessing as mp\n"
+              "    with mp.get_context('spawn').Pool(1) as pool:\n"
+              f"        return pool.apply(_read, ({str(data)!r},))\n")
+    _verified_then_refuted(tmp_path, read_c, data)
+
+
+@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
+       "tests/test_hostile_round34.py::test_a_spawned_process_or_a_path_object_read_is_never_missed")
+def test_file_read_with_fileio_of_a_path_object_edit_not_stale(tmp_path):
+    data = tmp_path / "c.txt"
+    read_c = ("def READ_C():\n    import io, pathlib\n"
+              f"    with io.FileIO(pathlib.Path({str(data)!r})) as f:\n        return int(f.read())\n")
+    _verified_then_refuted(tmp_path, read_c, data)
+
+
+@moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
+       "tests/test_hostile_round34.py::test_a_spawned_process_or_a_path_object_read_is_never_missed")
+def test_catalogue_title_read_with_fileio_of_a_path_object_not_stale(tmp_path):
+    title = tmp_path / "title.txt"
+    read_c = ("def READ_C():\n    return 2\n\n\nimport io as _io, pathlib as _pl\n"
+              f"with _io.FileIO(_pl.Path({str(title)!r})) as _f:\n    _T = _f.read().decode().strip()\n")
+    from hz_plugin import hz_plugin, install_hz
+
+    text = hz_plugin(read_c, "hostile 29a").replace('title="doubling"', 'title="doubling " + _T')
+    env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
+    title.write_text("two\n")
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    title.write_text("three\n")
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
+       "tests/test_hostile_round34.py::test_the_catalogue_keeps_a_load_time_read_by_its_hash_when_read_and_never_an_unrecorded_one")
+def test_catalogue_of_a_plugin_starting_a_process_at_load_not_stale(tmp_path):
+    title = tmp_path / "title.txt"
+    read_c = ("def READ_C():\n    return 2\n\n\nimport subprocess as _sp, sys as _sys\n"
+              f"_T = _sp.run([_sys.executable, '-c', \"print(open({str(title)!r}).read())\"],\n"
+              "             capture_output=True, text=True).stdout.strip()\n")
+    from hz_plugin import hz_plugin, install_hz
+
+    text = hz_plugin(read_c, "hostile 29a").replace('title="doubling"', 'title="doubling " + _T')
+    env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
+    title.write_text("two\n")
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    title.write_text("three\n")
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
+
+
+@moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
+       "tests/test_hostile_round34.py::test_the_catalogue_keeps_a_load_time_read_by_its_hash_when_read_and_never_an_unrecorded_one")
+def test_catalogue_title_edited_during_the_load_not_stale(tmp_path):
+    title, loads = tmp_path / "title.txt", tmp_path / "loads"
+    read_c = ("def READ_C():\n    return 2\n\n\nimport os as _os\n"
+              f"with open({str(title)!r}) as _f:\n    _T = _f.read().strip()\n"
+              f"with open({str(loads)!r}, 'a') as _f:\n    _f.write('%d\\n' % _os.getpid())\n"
+              f"if sum(1 for _ in open({str(loads)!r})) == 2:  # the user's edit while tverify loads the plugin\n"
+              f"    with open({str(title)!r}, 'w') as _f:\n        _f.write('three\\n')\n")
+    from hz_plugin import hz_plugin, install_hz
+
+    text = hz_plugin(read_c, "hostile 29a").replace('title="doubling"', 'title="doubling " + _T')
+    env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
+    title.write_text("two\n")
+    r = _tv(["list", "hz"], tmp_path, env)  # the plugin's import probe is load 1, tverify's own load 2 (reads "two")
+    assert r.returncode == 0 and "doubling two" in r.stdout and title.read_text() == "three\n", r.stdout[-800:]
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert "doubling three" in r.stdout, r.stdout[-800:]
