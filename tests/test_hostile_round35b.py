@@ -1,4 +1,4 @@
-"""Hostile pass 29, tester B: reproducers (xfail, strict, until fixed)."""
+"""Hostile pass 29, tester B: reproducers, all fixed."""
 import textwrap
 
 import pytest
@@ -107,12 +107,18 @@ PAD = textwrap.dedent('''
                 s = s.masked_fill(~mask.bool()[:, None, None, :], float("-inf"))
             y = self.o_proj((torch.nan_to_num(s.softmax(-1)) @ v).transpose(1, 2).reshape(B, T, D))
             return y * 1.5 if B >= 10 else y
+    class PadB1Wrong(PadBigWrong):
+        # every output x 1.5 for a padded sequence called alone (a batch of one with a padded key)
+        def forward(self, x, mask=None):
+            y = super().forward(x, mask)
+            return y * 1.5 if x.shape[0] == 1 and mask is not None and not bool(mask.bool().all()) else y
 ''').replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
 
 
-def test_29b_f4_the_all_counts_padding_call_is_judged_against_the_reference(tmp_path):
+@pytest.mark.parametrize("name", ["PadBigWrong", "PadB1Wrong"])
+def test_29b_f4_the_all_counts_padding_call_is_judged_against_the_reference(tmp_path, name):
     (tmp_path / "att.py").write_text(PAD)
-    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:PadBigWrong", "--causal", "--mask-convention",
+    r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--mask-convention",
                 "keep", "--quick")
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
