@@ -141,3 +141,27 @@ def test_the_catalogue_keeps_a_load_time_read_by_its_hash_when_read_and_never_an
     catalogue._set_deps(doc)
     assert doc["depends_on"] == {str(title): then} and not catalogue.deps_fresh(doc)
     assert not catalogue.deps_fresh({"depends_on": {"<unrecorded>": file_hash("<unrecorded>")}})
+
+
+def test_memory_held_in_any_ram_backed_filesystem_counts(tmp_path):
+    """30a F1: a file written to a tmpfs or devtmpfs other than /dev/shm (/dev, a /tmp held in memory) counts against
+    --max-memory, as /dev/shm's growth does."""
+    import pytest
+
+    from proofs_checks.sanity._procs import shm_used
+
+    with open("/proc/self/mounts", encoding="utf-8") as fh:
+        where = [f[1] for f in (ln.split() for ln in fh) if len(f) > 2 and f[2] in ("tmpfs", "devtmpfs")
+                 and f[1] != "/dev/shm" and os.access(f[1], os.W_OK)]
+    if not where:
+        pytest.skip("no writable tmpfs or devtmpfs other than /dev/shm on this machine")
+    before = shm_used()
+    path = os.path.join(where[0], f"tverify-pin-{os.getpid()}")
+    try:
+        with open(path, "wb") as f:
+            f.write(b"\1" * (8 << 20))
+            f.flush()
+            os.fsync(f.fileno())
+        assert shm_used() - before >= 7 << 20, (where[0], shm_used() - before)
+    finally:
+        os.unlink(path)

@@ -221,13 +221,28 @@ def _memory_kb(pid: int) -> dict[str, float]:
 
 
 def shm_used() -> float:
-    """Bytes in use in ``/dev/shm`` (``multiprocessing.shared_memory``, POSIX shared memory); 0 where
-    there is none."""
+    """Bytes in use in the machine's RAM-backed filesystems: ``/dev/shm`` (``multiprocessing.shared_memory``, POSIX
+    shared memory) and every other ``tmpfs`` or ``devtmpfs`` mount (a file written to ``/dev``, to a ``/tmp`` or
+    ``/run/user/UID`` held in memory: hostile pass 30a F1), each filesystem once; 0 where there is none."""
+    mounts = ["/dev/shm"]
     try:
-        st = os.statvfs("/dev/shm")
-    except (OSError, AttributeError):
-        return 0.0
-    return float(st.f_blocks - st.f_bfree) * st.f_frsize
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
+            mounts += [f[1].replace("\\040", " ") for f in (ln.split() for ln in fh) if len(f) > 2
+                       and f[2] in ("tmpfs", "devtmpfs")]
+    except OSError:
+        pass
+    total, seen = 0.0, set()
+    for m in mounts:
+        try:
+            dev = os.stat(m).st_dev
+            if dev in seen:
+                continue
+            seen.add(dev)
+            st = os.statvfs(m)
+        except (OSError, AttributeError):
+            continue
+        total += float(st.f_blocks - st.f_bfree) * st.f_frsize
+    return total
 
 
 #: check child's pid -> the SysV shared memory segments its tree created (removed when the check ends)
