@@ -45,7 +45,15 @@ class GradientProps:
                 props += prop_key_padding(view, self.f)[:1]
         except Exception:  # a path the module cannot run: the path's own property says so
             return None
-        bad = next((p for p in props if p.status == "fail"), None)
+        from numerics.attention_structural import _other_sizes
+
+        sizes = [r for r in _other_sizes(view, unit=True) if not r[0] <= 1.0]  # the path's own single-sequence and
+        if sizes and bad_first(props) is None:  # stacked calls against its probe batch (30b F2)
+            r, e, tol, just, T, b = max(sizes, key=lambda r_: r_[0])
+            return _judge(name, e, tol, just, f"on {label}: a call of another batch size (sample {b} at T = {T}) "
+                          f"differs from the probe batch's on that path beyond twice the forward tolerance (the eval "
+                          f"path keeps it{'; ' + cause if cause else ''})", central=True)
+        bad = bad_first(props)
         if bad is None:
             return None
         return _judge(name, bad.error, bad.tolerance, bad.justification,
@@ -457,6 +465,10 @@ class GradientProps:
 
 _PLAIN_GRAD = "the path with autograd enabled and an input that does not require grad (a plain model(x))"
 _IN_NETWORK = "a non-leaf input that requires grad, with autograd enabled (a layer inside a network being trained)"
+
+
+def bad_first(props: list):
+    return next((p for p in props if p.status == "fail"), None)
 
 
 class _OnPath:

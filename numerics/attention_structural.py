@@ -145,6 +145,7 @@ def dependence(probe: Any, T: int, key: str, same_positions: bool = False) -> De
         if jit is None:  # the module's run-to-run difference: the unchanged probe called twice more
             jit = jitter(probe, x64, kept(probe.run(x64)[1]))
         base = o[0]
+        probe.__dict__.setdefault("_stack_bases", {}).setdefault((T, key), base)  # (batch_size_independence: 30b F1)
         fin = base[torch.isfinite(base)]
         scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
         bases = base.unsqueeze(0)
@@ -497,7 +498,7 @@ def prop_batch_size(probe: Any) -> "object":
                   + just, detail)
 
 
-def _other_sizes(probe: Any) -> list[tuple]:
+def _other_sizes(probe: Any, unit: bool = False) -> list[tuple]:
     """``(ratio, move, tolerance, why, T, sample)`` of the outputs of the calls at other batch sizes that the other
     properties made and compared only with themselves (a NaN or a 1.5× output there was "ok": 29b F2, F5): the single
     sequence at large and huge logits against the probe batch's first sample at that scale (:func:`plain_dependence`),
@@ -506,12 +507,21 @@ def _other_sizes(probe: Any) -> list[tuple]:
     bases = probe.__dict__.get("_plain_bases", {})
     for (T, key, n), b1 in bases.items():
         bB = bases.get((T, key, probe.B))
-        if n != 1 or key == "unit" or bB is None or probe.B < 2:
+        if n != 1 or (key == "unit" and not unit) or bB is None or probe.B < 2:
             continue
         tol, just = probe.tol_at(T, key)
         e = _sample_move(b1[0], bB[0])
         out.append((e / (2 * tol) if math.isfinite(e) else float("inf"), e, 2 * tol,
                     f"2 × the forward tolerance at {key} logits: " + just, T, 0))
+    for (T, key), sb in probe.__dict__.get("_stack_bases", {}).items():  # the stacked redraw calls' unchanged block
+        bB = probe.outs.get(T) if key == "unit" else bases.get((T, key, probe.B))  # against the probe batch (30b F1)
+        if bB is None or sb.shape != bB.shape:
+            continue
+        tol, just = probe.tol_at(T, key)
+        for i in range(sb.shape[0]):
+            e = _sample_move(sb[i], bB[i])
+            out.append((e / (2 * tol) if math.isfinite(e) else float("inf"), e, 2 * tol,
+                        f"2 × the forward tolerance at {key} logits (a stacked call): " + just, T, i))
     big = probe.__dict__.get("_big_base")
     if big is not None:
         T, idx, base = big

@@ -191,13 +191,16 @@ def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int, others=No
         return out
     try:  # and in two small batches whose other prompts differ: a statistic kept from the last batch, read for a
         # batch of one, equals that batch's own and hid a batch statistic (hostile pass 26b F3)
-        a, b = (_small_batch(predict, Pr, [k] + [(k + 1 + j + s * n) % P for j in range(n)], M)[:1] for s in (0, 1))
+        idx = [[k] + [(k + 1 + j + s * n) % P for j in range(n)] for s in (0, 1)]
+        a_all, b_all = (_small_batch(predict, Pr, ix, M) for ix in idx)
+        a, b = a_all[:1], b_all[:1]
     except _raised(predict) as exc:  # the user's model raised: said, not judged (a sys.exit goes on: 26b F5)
         out["why"] = f"prompt {k} in a batch of {n + 1} raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
         out["error"] = None
         return out
-    among = max(_change(b, a), _change(a, ref))  # each against the other, and against the whole batch's prediction (a
-    # NaN or 1.5× prediction in both batches of 8 agreed with itself: 29b F3)
+    among = max(_change(b, a), _change(a_all, f[idx[0]]), _change(b_all, f[idx[1]]))  # the watched prompt in each
+    # against the other, and every prediction of both against the whole batch's (a NaN or 1.5× prediction in both
+    # batches of 8 agreed with itself: 29b F3; another of their prompts' was never read: 30b F3)
     if not among <= out["error"]:
         out["error"], out["among"] = among, n
     if others is None:

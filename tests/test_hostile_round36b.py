@@ -1,0 +1,111 @@
+"""Hostile pass 30, tester B: reproducers (expected failures until fixed)."""
+import textwrap
+
+import pytest
+from cli_helpers import SEEDED_INIT, tv_here
+
+ATT = textwrap.dedent('''
+    import math, torch, torch.nn as nn
+    D, H = 8, 2
+    class Attn(nn.Module):
+        @SEEDED_INIT@
+        def forward(self, x):
+            B, T, _ = x.shape
+            sp = lambda t: t.view(B, T, H, D // H).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            s = q @ k.transpose(-1, -2) / math.sqrt(D // H)
+            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+    class StackWrong(Attn):
+        # every batch larger than 4 but 16 (the stacked redraw calls): output x 1.5
+        def forward(self, x):
+            y = super().forward(x)
+            return y * 1.5 if x.shape[0] > 4 and x.shape[0] != 16 else y
+    class StackNaN(Attn):
+        # the same batches: one NaN in sample 0
+        def forward(self, x):
+            y = super().forward(x)
+            if x.shape[0] > 4 and x.shape[0] != 16:
+                y = y.clone(); y[0, 0, 0] = float("nan")
+            return y
+    class TrainDiff(Attn):
+        # training mode: the same numbers up to rounding, and x 1.5 for a single sequence
+        def forward(self, x):
+            y = super().forward(x)
+            if self.training:
+                y = (y * 3.0) / 3.0
+                if x.shape[0] == 1: y = y * 1.5
+            return y
+    class GradDiff(Attn):
+        # autograd on: the same numbers up to rounding, and x 1.5 for a single sequence
+        def forward(self, x):
+            y = super().forward(x)
+            if torch.is_grad_enabled():
+                y = (y * 3.0) / 3.0
+                if x.shape[0] == 1: y = y * 1.5
+            return y
+''').replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
+
+
+@pytest.mark.parametrize("name", ["StackWrong", "StackNaN"])
+def test_30b_f1_wrong_output_in_the_stacked_calls_is_not_ok(tmp_path, name):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+
+
+@pytest.mark.parametrize("name", ["TrainDiff", "GradDiff"])
+def test_30b_f2_single_sequence_wrong_on_another_path_is_not_ok(tmp_path, name):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+
+
+ICL = textwrap.dedent('''
+    import torch
+    def ls(xs, ys, xq):
+        w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+        return (xq.unsqueeze(-2) @ w).reshape(-1)
+    def nan8(xs, ys, xq):
+        # in a batch of 8, prompt 3's prediction is NaN
+        y = ls(xs, ys, xq)
+        if xs.shape[0] == 8:
+            y = y.clone(); y[3] = float("nan")
+        return y
+    def b8last(xs, ys, xq):
+        # in a batch of 8, the last prediction x 1.5
+        y = ls(xs, ys, xq)
+        if xs.shape[0] == 8:
+            y = y.clone(); y[-1] = y[-1] * 1.5
+        return y
+''')
+
+
+@pytest.mark.parametrize("name", ["nan8", "b8last"])
+def test_30b_f3_icl_model_wrong_prediction_in_a_batch_of_8_is_not_ok(tmp_path, name):
+    (tmp_path / "icl.py").write_text(ICL)
+    r = tv_here(tmp_path, "check", "icl", "--model", f"icl.py:{name}", "--lambda", "1,2", "--N", "10", "--M", "10")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+
+
+@pytest.mark.xfail(strict=True, reason="a documented limit (docs/extending.md, 'The power rule'): 30b F4: the perturbations are relative to the outputs' size; an absolute tolerance that admits the claimed difference behind a large constant offset still rejects them")
+def test_30b_f4_a_false_identity_behind_a_large_offset_is_not_verified():
+    import numpy as np
+    from proofs_checks.comparisons import close
+    from proofs_checks.plugin import Check, Claim, Mutant, check_claim
+
+    def form(x):  # the claim says 1e6 + 2x
+        return 1e6 + 3 * np.asarray(x, dtype=float)
+
+    def chk(f, ctx):
+        x = ctx.rng().standard_normal(20)
+        return close(np.asarray(f(x)), 1e6 + 2 * x, 5.0, "absolute 5")
+
+    c = Claim(id="zzb30.offset", title="1e6 + 3x = 1e6 + 2x", statement="1e6 + 3x = 1e6 + 2x", source="false",
+              kind="identity", form=form, checks=(Check("c0", "numeric", chk),), no_symbolic="numeric only",
+              mutants=(Mutant("huge", "wrong constant", "1e5 x", lambda x: 1e5 * form(x)),))
+    r = check_claim(c)
+    assert r.status != "verified", r.message
