@@ -40,12 +40,23 @@ class GradientProps:
                 return None
             # the eval path's own structural properties judged these very outputs where they are the same; a key-padding
             # mask is set only by its own property, so that one runs on every path
-            props = list(prop_mask(view)) if self._differs(out_of) else []
+            differs = self._differs(out_of)
+            props = list(prop_mask(view)) if differs else []
             if isinstance(self.f, WithMask):
                 props += prop_key_padding(view, self.f)[:1]
         except Exception:  # a path the module cannot run: the path's own property says so
             return None
-        from numerics.attention_structural import _other_sizes
+        from numerics.attention_structural import _batch_lengths, _big_batch, _other_sizes, structural_tolerance
+
+        Ts = _batch_lengths(view)
+        big = _big_batch(view, Ts[len(Ts) // 2]) if differs and Ts else None  # the large batch on that path (30b F5)
+        if big is not None and bad_first(props) is None:
+            e, jit, T, what, _ = big
+            tol, just = structural_tolerance(jit, "redrawing another sample of the batch")
+            if not e <= tol:
+                return _judge(name, e, tol, just, f"on {label}: the first sample of a batch moves by {e:.3g} when "
+                              f"{what} (T = {T}): batch_independence fails there (the eval path keeps it"
+                              f"{'; ' + cause if cause else ''})", central=True)
 
         sizes = [r for r in _other_sizes(view, unit=True) if not r[0] <= 1.0]  # the path's own single-sequence and
         if sizes and bad_first(props) is None:  # stacked calls against its probe batch (30b F2)

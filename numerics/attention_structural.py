@@ -362,8 +362,25 @@ def prop_mask(probe: Any) -> list:
             detail = (f"redrawing a token the {mask_word} forbids moves no output (largest relative change {e:.2g}; "
                       f"lengths {', '.join(map(str, probe.outs))}, {scales}; stacked redraws, and calls of a single sequence "
                       f"{'' if probe.B == 1 else f'and of the probe batch of {probe.B} '}alone)")
-        props.append(_judge(name, e, tol, just, detail, central=True))
+        row = _judge(name, e, tol, just, detail, central=True)
+        unreached = _sides_unreached(probe) if kind == "window" else []
+        if row.status == "pass" and unreached:  # one side judged, the other never bound: not a pass (30b F6)
+            side, n = unreached[0]
+            row = _skip(name, f"the {side} of --window forbids a key only from T = {n} on; the longest probe is "
+                              f"T = {max(probe.outs)}: that side was never judged (the other held: {detail})", True)
+            row.numbers = {"to_decide": f"add a length ≥ {n} to --seq-len (the {side} of the window forbids a key "
+                                        f"only from T = {n} on)"}
+        props.append(row)
     return props
+
+
+def _sides_unreached(probe: Any) -> list[tuple[str, int]]:
+    """The sides of a declared window (``(look-back L, look-ahead R)``, the look-ahead only where not causal) that
+    forbid no key at any probe length: ``(side, the shortest length at which it would)``."""
+    L, R = probe.st.window
+    T = max(probe.outs) if probe.outs else 0
+    sides = [("look-back", L)] + ([] if probe.st.causal else [("look-ahead", R)])
+    return [(name, v + 2) for name, v in sides if v is not None and T < v + 2]
 
 
 def _redraw_others(probe: Any, T: int, b: int) -> tuple[torch.Tensor, str]:

@@ -165,3 +165,36 @@ def test_memory_held_in_any_ram_backed_filesystem_counts(tmp_path):
         assert shm_used() - before >= 7 << 20, (where[0], shm_used() - before)
     finally:
         os.unlink(path)
+
+
+def test_the_childs_output_is_forwarded_without_ever_blocking_the_supervision():
+    """30a F2: a standard error nobody reads blocked the supervising loop in its write (neither --max-memory nor
+    --timeout held): the output goes through a writer thread and a bounded queue; what does not fit is dropped and
+    said once the stream takes writes again."""
+    import threading
+    import time
+
+    from proofs_checks.sanity._isolate import _forward, _Forwarder
+
+    go = threading.Event()
+
+    class Stuck:
+        def __init__(self):
+            self.text = []
+
+        def write(self, t):
+            go.wait(30)
+            self.text.append(t)
+
+        def flush(self):
+            pass
+
+    s = Stuck()
+    t0 = time.monotonic()
+    for _ in range(1000):
+        _forward(b"x" * 1000 + b"\n", s)
+    assert time.monotonic() - t0 < 5  # never waited on the stream
+    go.set()
+    _Forwarder.of(s).drain(10)
+    out = "".join(s.text)
+    assert "characters of the check's output were dropped" in out and out.count("x" * 1000) < 1000

@@ -28,6 +28,11 @@ ATT = textwrap.dedent('''
             if x.shape[0] > 4 and x.shape[0] != 16:
                 y = y.clone(); y[0, 0, 0] = float("nan")
             return y
+    class StackRoundBF16(Attn):
+        # the same batches: outputs rounded to bfloat16 (precision silently lowered there)
+        def forward(self, x):
+            y = super().forward(x)
+            return y.to(torch.bfloat16).to(x.dtype) if x.shape[0] > 4 and x.shape[0] != 16 else y
     class TrainDiff(Attn):
         # training mode: the same numbers up to rounding, and x 1.5 for a single sequence
         def forward(self, x):
@@ -44,10 +49,18 @@ ATT = textwrap.dedent('''
                 y = (y * 3.0) / 3.0
                 if x.shape[0] == 1: y = y * 1.5
             return y
+    class TrainBatchLeak(Attn):
+        # training mode: the same numbers up to rounding; batches of 16 or more read the batch mean
+        def forward(self, x):
+            y = super().forward(x)
+            if self.training:
+                y = (y * 3.0) / 3.0
+                if x.shape[0] >= 16: y = y + 1e-3 * x.mean(0, keepdim=True)
+            return y
 ''').replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
 
 
-@pytest.mark.parametrize("name", ["StackWrong", "StackNaN"])
+@pytest.mark.parametrize("name", ["StackWrong", "StackNaN", "StackRoundBF16"])
 def test_30b_f1_wrong_output_in_the_stacked_calls_is_not_ok(tmp_path, name):
     (tmp_path / "att.py").write_text(ATT)
     r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--quick")
@@ -109,3 +122,34 @@ def test_30b_f4_a_false_identity_behind_a_large_offset_is_not_verified():
               mutants=(Mutant("huge", "wrong constant", "1e5 x", lambda x: 1e5 * form(x)),))
     r = check_claim(c)
     assert r.status != "verified", r.message
+
+
+def test_30b_f5_cross_sample_term_in_large_batches_on_the_training_path_is_not_ok(tmp_path):
+    (tmp_path / "att.py").write_text(ATT)
+    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:TrainBatchLeak", "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+
+
+CAUSAL = textwrap.dedent('''
+    import math, torch, torch.nn as nn
+    D, H = 8, 2
+    class Attn(nn.Module):
+        @SEEDED_INIT@
+        def forward(self, x):
+            B, T, _ = x.shape
+            sp = lambda t: t.view(B, T, H, D // H).transpose(1, 2)
+            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+            return self.o_proj(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+                               .transpose(1, 2).reshape(B, T, D))
+''').replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
+
+
+def test_30b_f6_a_window_whose_look_back_is_never_reached_is_inconclusive(tmp_path):
+    (tmp_path / "att.py").write_text(CAUSAL)
+    same = tv_here(tmp_path, "check", "attention", "--module", "att.py:Attn", "--causal", "--window", "4",
+                   "--seq-len", "4")
+    assert same.returncode == 3, (same.returncode, same.stdout[-800:])
+    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:Attn", "--window", "3,0", "--seq-len", "4")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 3, (r.returncode, r.stdout[-1500:])

@@ -572,12 +572,60 @@ def _signal_name(code: int) -> str:
 
 
 def _forward(data: bytes, stream) -> None:
-    text = data.decode("utf-8", errors="replace")
-    try:
-        stream.write(text)
-        stream.flush()
-    except (OSError, ValueError):  # stderr closed: the child's output is dropped, the check goes on
-        pass
+    """The child's output (and the heartbeat) to ``stream`` through a writer thread (:class:`_Forwarder`): a standard
+    error nobody reads (a paused terminal, a full pipe) blocked the supervising loop in its write, and neither
+    --max-memory nor --timeout held any more (hostile pass 30a F2)."""
+    _Forwarder.of(stream).put(data.decode("utf-8", errors="replace"))
+
+
+class _Forwarder:
+    """One writer thread per stream, fed through a bounded queue: what does not fit while the stream blocks is
+    dropped, and said once the stream takes writes again; the supervision never waits on it."""
+
+    _ALL: dict = {}
+
+    def __init__(self, stream):
+        import queue
+        import threading
+
+        self.stream, self.q, self.dropped = stream, queue.Queue(maxsize=256), 0
+        threading.Thread(target=self._run, daemon=True, name="tverify-forward").start()
+
+    @classmethod
+    def of(cls, stream) -> "_Forwarder":
+        f = cls._ALL.get(id(stream))
+        if f is None or f.stream is not stream:
+            f = cls._ALL[id(stream)] = cls(stream)
+        return f
+
+    def put(self, text: str) -> None:
+        import queue
+
+        try:
+            self.q.put_nowait(text)
+        except queue.Full:
+            self.dropped += len(text)
+
+    def _run(self) -> None:
+        while True:
+            text = self.q.get()
+            try:
+                if self.dropped:
+                    n, self.dropped = self.dropped, 0
+                    text = (f"tverify: note: {n} characters of the check's output were dropped while standard error "
+                            "was not being read\n") + text
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError):  # stderr closed: the child's output is dropped, the check goes on
+                pass
+            finally:
+                self.q.task_done()
+
+    def drain(self, timeout: float = 2.0) -> None:
+        """Wait (at most ``timeout`` s) until what was queued is written: the lines after the check's come after it."""
+        end = time.monotonic() + timeout
+        while self.q.unfinished_tasks and time.monotonic() < end:
+            time.sleep(0.005)
 
 
 class _Outcome:
@@ -672,6 +720,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
         for c in (res_r, out_r, alive_w):
             with contextlib.suppress(Exception):
                 c.close()
+        _Forwarder.of(stream).drain()
     if outcome.problem is not None or outcome.payload is None:
         if fig_dir:
             shutil.rmtree(fig_dir, ignore_errors=True)
