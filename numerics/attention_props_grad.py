@@ -46,13 +46,15 @@ class GradientProps:
                 props += prop_key_padding(view, self.f)[:1]
         except Exception:  # a path the module cannot run: the path's own property says so
             return None
-        from numerics.attention_structural import _batch_lengths, _big_batch, _other_sizes, structural_tolerance
+        from numerics.attention_structural import (_batch_lengths, _big_batch, _other_sizes, is_noisy, noise_floor,
+                                                   structural_tolerance)
 
         Ts = _batch_lengths(view)
         big = _big_batch(view, Ts[len(Ts) // 2]) if differs and Ts else None  # the large batch on that path (30b F5)
         if big is not None and bad_first(props) is None:
             e, jit, T, what, _ = big
-            tol, just = structural_tolerance(jit, "redrawing another sample of the batch")
+            tol, just = structural_tolerance(jit, "redrawing another sample of the batch", noise_floor(self, T),
+                                             is_noisy(self) or is_noisy(view))
             if not e <= tol:
                 return _judge(name, e, tol, just, f"on {label}: the first sample of a batch moves by {e:.3g} when "
                               f"{what} (T = {T}): batch_independence fails there (the eval path keeps it"

@@ -614,12 +614,27 @@ class _Forwarder:
                     n, self.dropped = self.dropped, 0
                     text = (f"tverify: note: {n} characters of the check's output were dropped while standard error "
                             "was not being read\n") + text
-                self.stream.write(text)
-                self.stream.flush()
+                self._write(text)
             except (OSError, ValueError):  # stderr closed: the child's output is dropped, the check goes on
                 pass
             finally:
                 self.q.task_done()
+
+    def _write(self, text: str) -> None:
+        """To the stream's descriptor where it has one (a write blocked there holds no lock of Python's, so the
+        interpreter's own flush of standard error at exit does not wait on this thread), else through the stream."""
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        if fd is None:
+            self.stream.write(text)
+            self.stream.flush()
+            return
+        data = text.encode(getattr(self.stream, "encoding", None) or "utf-8",
+                           errors=getattr(self.stream, "errors", None) or "replace")
+        while data:
+            data = data[os.write(fd, data):]
 
     def drain(self, timeout: float = 2.0) -> None:
         """Wait (at most ``timeout`` s) until what was queued is written: the lines after the check's come after it."""
