@@ -10,21 +10,15 @@ import os
 import subprocess
 import sys
 
+from tests.test_hostile_round32a import _env
 from tests.tiers import moved
 
 
 ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
 
 
-def _env(tmp_path, **extra):
-    env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    env.pop("PYTHONPATH", None)
-    env.pop("TVERIFY_DERIVATION_CACHE", None)
-    env.update(extra)
-    return env
-
-
 def _tv(args, cwd, env, timeout=240):
+    """tverify as the console script starts it (``python -m proofs_checks``: the path put in order first)."""
     return subprocess.run([sys.executable, "-P", "-m", "proofs_checks", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

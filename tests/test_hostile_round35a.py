@@ -6,45 +6,8 @@ answers after the file changed."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
+from tests.test_hostile_round34a import _env, _tv, _verified_then_refuted
 from tests.tiers import moved
-
-
-ARGS = ["run", "hz.dbl", "--quick", "--no-progress"]
-
-
-def _env(tmp_path, **extra):
-    env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    env.pop("PYTHONPATH", None)
-    env.pop("TVERIFY_DERIVATION_CACHE", None)
-    env.update(extra)
-    return env
-
-
-def _tv(args, cwd, env, timeout=240):
-    return subprocess.run([sys.executable, "-P", "-m", "proofs_checks", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def _pure_hz(tmp_path, read_c):
-    from hz_plugin import hz_plugin, install_hz
-
-    text = hz_plugin(read_c, "hostile 29a").replace('kind="identity",', 'kind="identity", derivation_pure=True,')
-    return install_hz(tmp_path, text)
-
-
-def _verified_then_refuted(tmp_path, read_c, data) -> None:
-    """``data`` holds 2: verified; once it holds 3 the obligation C - 2 is false: refuted (not the kept answer)."""
-    data.write_text("2\n")
-    env = _env(tmp_path, PYTHONPATH=str(_pure_hz(tmp_path, read_c)))
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
-    data.write_text("3\n")
-    r = _tv(ARGS, tmp_path, env)
-    assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
 
 
 @moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
