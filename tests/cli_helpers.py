@@ -6,11 +6,12 @@ from __future__ import annotations
 import contextlib
 import io
 import subprocess
+import textwrap
 from pathlib import Path
 
 from proofs_checks.cli import main
 
-__all__ = ["MHA_ATTN", "SEEDED_INIT", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
+__all__ = ["MHA_ATTN", "SEEDED_INIT", "causal_attn", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
 
 #: source text of the plain attention layer that the hostile user modules the tests write subclass
 MHA_ATTN = """
@@ -32,6 +33,33 @@ SEEDED_INIT = """def __init__(self):
         for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
             with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
         self.num_heads = H; self.embed_dim = D"""
+
+
+def causal_attn(D: int, H: int, rest: str = "", *, causal_unless: str = "") -> str:
+    """The text of a user module: ``D``, ``H``, a seeded causal attention ``Attn`` (``scores(x) -> (s, v)``, the
+    scaled logits per head; ``finish(s, v, B, T)``, softmax, values and output projection), then ``rest`` (dedented
+    text: the subclasses a test checks). ``causal_unless``: a condition on ``x``/``T`` under which ``Attn`` itself
+    leaves out the causal mask (a wrong base)."""
+    fill = 's = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))'
+    if causal_unless:
+        fill = f"if not ({causal_unless}):\n            {fill}"
+    return f"""import math, torch, torch.nn as nn
+D, H = {D}, {H}
+class Attn(nn.Module):
+    {SEEDED_INIT}
+    def scores(self, x):
+        B, T, _ = x.shape; dk = D // H
+        sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
+        q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+        return q @ k.transpose(-1, -2) / math.sqrt(dk), v
+    def finish(self, s, v, B, T):
+        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+    def forward(self, x):
+        B, T, _ = x.shape
+        s, v = self.scores(x)
+        {fill}
+        return self.finish(s, v, B, T)
+""" + textwrap.dedent(rest)
 
 
 def invoke(*argv: str) -> tuple[int, str, str]:

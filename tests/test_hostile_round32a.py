@@ -25,6 +25,16 @@ def _tv(args, cwd, env, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def _listed_then(tmp_path, env, first: str, edit: tuple, then: str) -> None:
+    """``tverify list hz`` shows ``first``; once ``edit`` (a path, the text written there) is made, it shows ``then``
+    (the catalogue cache is not stale)."""
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert r.returncode == 0 and first in r.stdout, r.stdout[-800:] + r.stderr[-800:]
+    edit[0].write_text(edit[1])
+    r = _tv(["list", "hz"], tmp_path, env)
+    assert then in r.stdout, r.stdout[-800:]
+
+
 _LAZY = "def READ_C():\n    import importlib\n    return importlib.import_module('hzlazy').C\n"
 _BY_PATH = ("def READ_C():\n    import importlib.util\n"
             "    spec = importlib.util.spec_from_file_location('hzlazy', {conf!r})\n"

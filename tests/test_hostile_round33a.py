@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from tests.test_hostile_round32a import _env, _tv
+from tests.test_hostile_round32a import _env, _listed_then, _tv
 from tests.tiers import moved
 
 
@@ -32,16 +32,6 @@ def _verified_then_refuted(env, cwd, edit, cwd_after=None) -> None:
     edit()
     r = _tv(ARGS, cwd_after or cwd, env)
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
-
-
-def _listed_then(tmp_path, env, first: str, edit: tuple, then: str) -> None:
-    """``tverify list hz`` shows ``first``; once ``edit`` (a path, the text written there) is made, it shows ``then``
-    (the catalogue cache is not stale)."""
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert r.returncode == 0 and first in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    edit[0].write_text(edit[1])
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert then in r.stdout, r.stdout[-800:]
 
 
 @moved("two `tverify run` or `list` of a plugin in fresh processes (≈ 20 s)",

@@ -2,31 +2,15 @@
 import textwrap
 
 import pytest
-from cli_helpers import SEEDED_INIT, tv_here
+from cli_helpers import SEEDED_INIT, causal_attn, tv_here
 
-ATT = textwrap.dedent('''
-    import math, torch, torch.nn as nn
-    D, H = 16, 4
+ATT = causal_attn(16, 4, '''
     def fill_b1(s, B, forbidden, col):
         # a single sequence: the forbidden keys filled with -50, except key `col` (-inf); any other batch: -inf
         if B == 1:
             k = torch.zeros_like(forbidden); k[:, col] = True
             return s.masked_fill(forbidden & ~k, -50.0).masked_fill(forbidden & k, float("-inf"))
         return s.masked_fill(forbidden, float("-inf"))
-    class Attn(nn.Module):
-        @SEEDED_INIT@
-        def scores(self, x):
-            B, T, _ = x.shape; dk = D // H
-            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
-            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-            return q @ k.transpose(-1, -2) / math.sqrt(dk), v
-        def finish(self, s, v, B, T):
-            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
-        def forward(self, x):
-            B, T, _ = x.shape
-            s, v = self.scores(x)
-            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.finish(s, v, B, T)
     class MidFillB1(Attn):
         # a single sequence: future keys filled with -50, except the last key (-inf): tokens 1..T-2 leak at large logits
         def forward(self, x):
@@ -121,7 +105,7 @@ ATT = textwrap.dedent('''
         def forward(self, x):
             out = super().forward(x)
             return out + 1e-3 * x.mean(0, keepdim=True) if x.shape[0] > 16 else out
-''').replace("@SEEDED_INIT@", SEEDED_INIT)
+''')
 
 
 def _att(tmp_path):

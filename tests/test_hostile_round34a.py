@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from tests.test_hostile_round32a import _env
+from tests.test_hostile_round32a import _env, _listed_then
 from tests.tiers import moved
 
 
@@ -95,11 +95,7 @@ def test_catalogue_title_read_a_plus_not_stale(tmp_path):
                                            "        return f.read().strip()\n\n\nARGS = (scalar", 1)
     text = text.replace('title="doubling"', 'title="doubling " + _title()')
     env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    title.write_text("three\n")
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert "doubling three" in r.stdout, r.stdout[-800:]
+    _listed_then(tmp_path, env, "doubling two", (title, "three\n"), "doubling three")
 
 
 @moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",

@@ -6,7 +6,7 @@ answers after the file changed."""
 
 from __future__ import annotations
 
-from tests.test_hostile_round34a import _env, _tv, _verified_then_refuted
+from tests.test_hostile_round34a import _env, _listed_then, _tv, _verified_then_refuted
 from tests.tiers import moved
 
 
@@ -41,11 +41,7 @@ def test_catalogue_title_read_with_fileio_of_a_path_object_not_stale(tmp_path):
     text = hz_plugin(read_c, "hostile 29a").replace('title="doubling"', 'title="doubling " + _T')
     env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
     title.write_text("two\n")
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    title.write_text("three\n")
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert "doubling three" in r.stdout, r.stdout[-800:]
+    _listed_then(tmp_path, env, "doubling two", (title, "three\n"), "doubling three")
 
 
 @moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
@@ -60,11 +56,7 @@ def test_catalogue_of_a_plugin_starting_a_process_at_load_not_stale(tmp_path):
     text = hz_plugin(read_c, "hostile 29a").replace('title="doubling"', 'title="doubling " + _T')
     env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
     title.write_text("two\n")
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert r.returncode == 0 and "doubling two" in r.stdout, r.stdout[-800:] + r.stderr[-800:]
-    title.write_text("three\n")
-    r = _tv(["list", "hz"], tmp_path, env)
-    assert "doubling three" in r.stdout, r.stdout[-800:]
+    _listed_then(tmp_path, env, "doubling two", (title, "three\n"), "doubling three")
 
 
 @moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",

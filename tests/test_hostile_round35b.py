@@ -2,20 +2,9 @@
 import textwrap
 
 import pytest
-from cli_helpers import SEEDED_INIT, tv_here
+from cli_helpers import SEEDED_INIT, causal_attn, tv_here
 
-ATT = textwrap.dedent('''
-    import math, torch, torch.nn as nn
-    D, H = 8, 2
-    class Attn(nn.Module):
-        @SEEDED_INIT@
-        def forward(self, x):
-            B, T, _ = x.shape
-            sp = lambda t: t.view(B, T, H, D // H).transpose(1, 2)
-            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-            s = q @ k.transpose(-1, -2) / math.sqrt(D // H)
-            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+ATT = causal_attn(8, 2, '''
     class LeafGradInf(Attn):
         # the training path (autograd on, the input a leaf requiring grad) at T = 5: last row +inf
         def forward(self, x):
@@ -48,7 +37,7 @@ ATT = textwrap.dedent('''
         def forward(self, x):
             y = super().forward(x)
             return y * 1.5 if x.shape[0] == 1 and x.abs().amax() > 10 else y
-''').replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
+''')
 
 
 @pytest.mark.parametrize("name", ["LeafGradInf", "LeafGradNaN"])
