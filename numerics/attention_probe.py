@@ -49,7 +49,7 @@ from numerics.attention_props_single import (MASK_CONVENTIONS, SelfMHA, WithMask
                                              prop_extreme_logits, prop_finite, prop_key_padding,
                                              prop_weights_distribution, prop_weights_match)
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
-from numerics.attention_rules import (_DT, _SCALES, BATCH, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT, INPUT_WRITTEN,  # noqa: F401
+from numerics.attention_rules import (_DT, _SCALES, BATCH, CALL_SHAPES, WATCHED, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT, INPUT_WRITTEN,  # noqa: F401
                                       LARGE_LOGIT, LENGTHS, MASK_WRITTEN, MAX_QUOTED, OUTPUT_OFF, OUTPUT_COMPARISONS,
                                       OutputOffError,
                                       SAMPLE_SCALES, UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks,
@@ -89,6 +89,8 @@ class AttentionProbe(GradientProps):
         INPUT_WRITTEN.clear()  # (and the calls outside run(): the other dtype's, the extreme logits', 24b F5)
         MASK_WRITTEN.clear()
         OUTPUT_OFF.clear()
+        CALL_SHAPES.clear()
+        WATCHED[0] = f
 
     # -- inputs ----------------------------------------------------------------------------------
     def gen(self, salt: int) -> torch.Generator:
@@ -408,6 +410,10 @@ class AttentionProbe(GradientProps):
     def prop_batch_size(self) -> Property:
         """See :func:`numerics.attention_structural.prop_batch_size`."""
         return attention_structural.prop_batch_size(self)
+
+    def audit_call_shapes(self, prop: Property) -> Property:
+        """See :func:`numerics.attention_structural.audit_call_shapes`."""
+        return attention_structural.audit_call_shapes(self, prop)
 
     def prop_permutation(self) -> Property:
         """``f(x[:, π]) = f(x)[:, π]`` (no causal mask, window or positions)."""

@@ -212,6 +212,16 @@ MASK_WRITTEN: set[int] = set()
 OUTPUT_OFF: list[str] = []
 
 
+#: ``(batch, length, dtype)`` of every call of the module itself (:data:`WATCHED`) on the plain eval path (autograd off,
+#: not in training mode, not under inference mode, a contiguous input) that returned a tensor of the input's shape: each
+#: such call shape is run once more with probe samples whose outputs are known (``batch_size_independence``), so that no
+#: batch size a property uses is compared only with itself (a module wrong at the stacked redraws' batch sizes alone
+#: was ok: hostile pass 30b F1)
+CALL_SHAPES: set[tuple[int, int, torch.dtype]] = set()
+#: the module whose calls :data:`CALL_SHAPES` records (set by the probe)
+WATCHED: list = [None]
+
+
 class OutputOffError(InputError):
     """A call's output that holds no numbers to compare with the input's (not a tensor, a meta tensor, a sparse or
     nested one, another shape): raised where the call was made, so that no property reads it as numbers (``.item()`` of
@@ -281,6 +291,7 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
     if isinstance(r, (tuple, list)):
         out = plain(r[0]) if r else None  # a tensor subclass's own operators never judge it
         _note_output(out, x, grad, watch)
+        _note_shape(f, x, grad, watch)
         w = plain(r[1]) if len(r) > 1 else None
         T = x.shape[-2]
         global LAST_UNREAD
@@ -297,7 +308,14 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
             w = None
         return out, w
     _note_output(plain(r), x, grad, watch)
+    _note_shape(f, x, grad, watch)
     return plain(r), None
+
+
+def _note_shape(f: Callable, x: torch.Tensor, grad: bool, watch: bool) -> None:
+    if (watch and not grad and f is WATCHED[0] and x.dim() == 3 and not getattr(f, "training", False)
+            and not torch.is_inference_mode_enabled() and x.is_contiguous()):
+        CALL_SHAPES.add((int(x.shape[0]), int(x.shape[1]), x.dtype))
 
 
 #: What the last call returned as its second output when that was not attention weights (last two

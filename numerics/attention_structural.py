@@ -550,6 +550,58 @@ def _other_sizes(probe: Any, unit: bool = False) -> list[tuple]:
     return out
 
 
+#: the most batch sizes :func:`audit_call_shapes` runs again
+_AUDITED = 48
+
+
+def audit_call_shapes(probe: Any, prop: Any) -> Any:
+    """``batch_size_independence`` (``prop``, as judged) with every other call shape of the module the properties used
+    on the plain eval path (:data:`numerics.attention_rules.CALL_SHAPES`) run once more, each batch size at the shortest
+    probe length, on the probe's own samples (repeated to that batch size), each output row against the probe batch's at twice the
+    forward tolerance. A call the check makes only to compare its outputs with each other (the stacked redraws of
+    batches 6, 12, 36, 68) is then never judged by itself alone: a module wrong at one batch size only, whatever property
+    used it, is a mismatch (hostile pass 30b F1, 29b F2, the class of calls compared only with themselves)."""
+    from numerics.attention_rules import CALL_SHAPES
+
+    finite = [T for T in probe.outs if torch.isfinite(probe.outs[T]).all()]
+    T_a = min([T for T in finite if T >= 2] or finite or [0])
+    # each batch size once, at the shortest probe length ≥ 2 (the lengths themselves are judged at the probe batch; a
+    # batch size is what these calls add): one small call per batch size
+    shapes = sorted({(B, T_a) for B, T, dt in CALL_SHAPES if dt == probe.pdt and B not in (1, probe.B)})[:_AUDITED]
+    if probe.B < 2 or not shapes or T_a not in probe.outs or prop.status == "fail":
+        return prop
+    worst = None
+    for B, T in shapes:
+        idx = torch.arange(B) % probe.B
+        try:
+            o = kept(probe.run(probe.xs[T][idx])[1])
+        except Exception:  # noqa: BLE001 - the module ran this shape before: what raises now is its own finding
+            continue
+        tol, just = probe.tol_at(T, "unit")
+        base = probe.outs[T]
+        scale = float(base[torch.isfinite(base)].abs().max()) if torch.isfinite(base).any() else 1.0
+        for i in range(B):
+            e = _sample_move(o[i], base[int(idx[i])], scale)
+            r = e / (2 * tol) if math.isfinite(e) else float("inf")
+            if worst is None or r > worst[0]:
+                worst = (r, e, 2 * tol, just, B, T, i)
+    if worst is None:
+        return prop
+    r, e, tol, just, B, T, i = worst
+    if r <= 1.0:  # (a row that did not pass stays as judged: nothing here decides it)
+        if prop.status == "pass":
+            prop.detail += (f"; the {len(shapes)} other batch sizes the checks called it with, run again on the "
+                            f"probe's samples: worst {r:.2g} of the tolerance (a batch of {B} at T = {T})")
+        return prop
+    detail = (prop.detail + "; " if prop.detail else "") + (
+        f"every batch size the checks called the module with, run again on the probe's samples: worst sample {i} of "
+        f"a batch of {B} at T = {T}")
+    if not e <= tol:
+        detail += "; the output depends on the batch size"
+    return _judge(prop.name, e, tol, "2 × the forward tolerance (two batch shapes, each within it of the reference): "
+                  + just, detail)
+
+
 @dataclass
 class KeptWindow:
     """The keys a causal module measurably reads: output ``t`` moves when token ``t − k`` is redrawn for

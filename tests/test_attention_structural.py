@@ -165,3 +165,24 @@ def test_the_window_a_module_keeps_is_measured_and_said():
     assert r.outcome == "mismatch" and note, r.lines
     assert "declared 4 keys" in note[0] and "the module keeps 3 keys (t−2 … t) as measured" in note[0], note
     assert r.doc["inputs"]["window_measured"].startswith("declared 4 keys")
+
+
+class OneBatchSizeWrong(C.Plain):
+    """Exact but for one batch size a property uses (the stacked redraws' 12 at the quick sizes): × 1.5 there."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        return out * 1.5 if x.shape[0] == 12 else out
+
+
+def test_every_batch_size_the_checks_use_is_judged_against_known_outputs(monkeypatch):
+    """The class of calls compared only with themselves (hostile passes 29b, 30b): with the comparisons made for the
+    stacked calls switched off, the audit of every call shape still finds a module wrong at one batch size alone, and
+    a correct module's row says how many batch sizes it ran again."""
+    from numerics import attention_structural as S
+
+    monkeypatch.setattr(S, "_other_sizes", lambda probe, unit=False: [])
+    p = by_name(check(OneBatchSizeWrong(dim=16), causal=True, mode="quick"))["batch_size_independence"]
+    assert p["status"] == "fail" and "a batch of 12" in p["detail"], p
+    ok = by_name(check(C.Plain(dim=16), causal=True, mode="quick"))["batch_size_independence"]
+    assert ok["status"] == "pass" and "other batch sizes the checks called it with" in ok["detail"], ok

@@ -265,6 +265,9 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         pop = probe.prop_other_paths()  # training mode (no active dropout), a non-contiguous input
         if pop is not None:
             props.append(pop)
+    at = next((i for i, p in enumerate(props) if p.name == "batch_size_independence"), None)
+    if at is not None:  # every call shape the properties used, once more on known samples (once they all ran)
+        props[at] = probe.audit_call_shapes(props[at])
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
     prec = precision_property(probe, props)
