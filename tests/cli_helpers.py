@@ -11,7 +11,22 @@ from pathlib import Path
 
 from proofs_checks.cli import main
 
-__all__ = ["MHA_ATTN", "SEEDED_INIT", "causal_attn", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
+__all__ = ["MEMORY_CGROUP", "MHA_ATTN", "SEEDED_INIT", "causal_attn", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
+
+def _memory_cgroup() -> bool:
+    import sys
+
+    from proofs_checks.sanity._cgroup import MemoryCgroup
+
+    g = MemoryCgroup.make() if sys.platform.startswith("linux") else None
+    if g is not None:
+        g.close()
+    return g is not None
+
+
+#: whether the checks' children get a memory cgroup here (docs/own-model.md, "The memory cgroup"): what only the
+#: kernel's count of the group sees is a documented limit elsewhere
+MEMORY_CGROUP = _memory_cgroup()
 
 #: source text of the plain attention layer that the hostile user modules the tests write subclass
 MHA_ATTN = """

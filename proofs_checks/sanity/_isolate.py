@@ -79,7 +79,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from proofs_checks.sanity import _procs
+from proofs_checks.sanity import _cgroup, _procs
 from proofs_checks.sanity._loader import UserCodeError
 
 __all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD", "draw_figures", "cleanup"]
@@ -239,6 +239,10 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
     threading.excepthook = _thread_exception  # a thread the user's code started: one line, not its traceback
     req = json.loads(req_bytes.decode("utf-8"))
+    if req.get("cgroup"):  # the check's memory cgroup, before any code of the user's runs (the parent moves it too)
+        with contextlib.suppress(OSError):
+            with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as fh:
+                fh.write("0")
     # the parent's token for this task, out of the request the task reads: the result carries it, so a message the
     # user's code writes into the result pipe itself (an honest run's result, replayed) is not taken (hostile pass 13b F2)
     token = req.pop("token", None)
@@ -698,6 +702,8 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
             req["threads"] = int(torch.get_num_threads())
     limit, why = guards.memory_limit(max_memory)
     limit = max(limit, MIN_MEMORY_LIMIT)
+    cg = _cgroup.MemoryCgroup.make() if sys.platform.startswith("linux") else None
+    req["cgroup"] = str(cg.folder) if cg is not None else None
     ctx = _context()
     res_r, res_w = ctx.Pipe(duplex=False)
     out_r, out_w = ctx.Pipe(duplex=False)
@@ -711,6 +717,8 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     except Exception as exc:
         for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):
             c.close()
+        if cg is not None:
+            cg.close()
         if fig_dir:
             shutil.rmtree(fig_dir, ignore_errors=True)
         if isinstance(exc, OSError) and "AF_UNIX path too long" in str(exc):  # a traceback, exit 1 (hostile pass 13b F5)
@@ -722,6 +730,9 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
         c.close()
     if proc.pid is not None:
         _procs.ACTIVE[proc.pid] = before
+        if cg is not None:
+            cg.join(proc.pid)
+    proc._tv_cgroup = cg  # (read by _supervise and _stop)
     outcome = _Outcome()
     try:
         _supervise(proc, res_r, out_r, outcome, label=label, what=what, timeout=timeout, limit=limit, why=why,
@@ -735,6 +746,8 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
         for c in (res_r, out_r, alive_w):
             with contextlib.suppress(Exception):
                 c.close()
+        if cg is not None:
+            cg.close()
         _Forwarder.of(stream).drain()
     if outcome.problem is not None or outcome.payload is None:
         if fig_dir:
@@ -784,6 +797,9 @@ def _stop(proc) -> None:
                     os.kill(p, signal.SIGKILL)
             if not found:
                 break
+    cg = getattr(proc, "_tv_cgroup", None)
+    if cg is not None:  # every process left in the check's cgroup, whatever its parent, session or namespace
+        cg.close()
     _procs.remove_segments(pid, seen)
     _procs.ACTIVE.pop(pid, None)
 
@@ -858,10 +874,11 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
         if rss is not None:
             if base is None:  # the child's own memory at its first reading: what it started and the shared
                 base = _procs.own_memory(proc.pid) or rss  # memory it holds are the user's code's, however early
-            peak = max(peak, rss - base)
-            if rss - base > limit:
+            used = max(rss - base, _cgroup_used(proc))
+            peak = max(peak, used)
+            if used > limit:
                 _stop(proc)
-                outcome.problem = (f"{label}: {what}: the processes running your code used {fmt_bytes(rss - base)} of "
+                outcome.problem = (f"{label}: {what}: the processes running your code used {fmt_bytes(used)} of "
                                    "memory (with every process it started and the shared memory they hold), "
                                    f"over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
                                    "checked (lower the sizes, or raise --max-memory)")
@@ -878,6 +895,14 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
             _forward(f"{what}: still running ({fmt_seconds(el)} elapsed{lim}{mem})\n".encode(), stream)
             beat_printed = True
             last_out = now
+
+
+def _cgroup_used(proc) -> float:
+    """What the check's memory cgroup holds (:mod:`proofs_checks.sanity._cgroup`; 0 where there is none): the kernel's
+    count of every process of the user's code, what the polling of ``/proc`` cannot see included."""
+    cg = getattr(proc, "_tv_cgroup", None)
+    used = cg.used() if cg is not None else None
+    return used if used is not None else 0.0
 
 
 def _drain(out_r, stream) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -220,6 +221,12 @@ def _memory_kb(pid: int) -> dict[str, float]:
     return {"anon": own.get("RssAnon", own.get("VmRSS", 0.0)), "shmem": own.get("RssShmem", 0.0)}
 
 
+def _unescape(field: str) -> str:
+    """A mount point as the kernel writes it in ``/proc/self/mounts``: space, tab, newline and backslash as octal
+    escapes (a tmpfs mounted at a folder with a tab in its name was skipped: hostile pass 31a F3)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def shm_used() -> float:
     """Bytes in use in the machine's RAM-backed filesystems: ``/dev/shm`` (``multiprocessing.shared_memory``, POSIX
     shared memory) and every other ``tmpfs`` or ``devtmpfs`` mount (a file written to ``/dev``, to a ``/tmp`` or
@@ -227,7 +234,7 @@ def shm_used() -> float:
     mounts = ["/dev/shm"]
     try:
         with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
-            mounts += [f[1].replace("\\040", " ") for f in (ln.split() for ln in fh) if len(f) > 2
+            mounts += [_unescape(f[1]) for f in (ln.split() for ln in fh) if len(f) > 2
                        and f[2] in ("tmpfs", "devtmpfs")]
     except OSError:
         pass

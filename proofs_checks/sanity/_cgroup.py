@@ -1,0 +1,125 @@
+"""A memory cgroup for a check's child, where the machine lets this process make one (issue 44, item 2).
+
+Every process the user's code starts stays in the cgroup its parent is in, whatever it does to its session, its
+parent or its mount namespace, so the kernel's own accounting of the group counts what the polling of ``/proc``
+(:func:`proofs_checks.sanity._procs.tree_memory`) cannot see: a ``tmpfs`` mounted in a private mount namespace, the
+memory file of a process whose descriptors cannot be read (not dumpable), page tables, the inodes of empty files in a
+RAM-backed filesystem (hostile pass 31a F1-F5). The figure is the group's memory less its page cache of ordinary
+files (reading a large data file is not holding memory): anonymous memory, shared memory (``tmpfs``, ``memfd``,
+``/dev/shm``) and kernel memory charged to it. The group is also how the check finds every process of the user's code
+when it ends.
+
+Made under this process's own cgroup: cgroup v2 where memory is delegated there (``memory`` in its
+``cgroup.subtree_control``), else the v1 ``memory`` hierarchy where this process may write (a root container). Where
+neither is possible (an unprivileged user on most systems) :meth:`MemoryCgroup.make` returns ``None`` and the checks
+count memory by ``/proc`` alone (docs/own-model.md says what holds where)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+
+__all__ = ["MemoryCgroup"]
+
+_ROOT = Path("/sys/fs/cgroup")
+_COUNT = itertools.count()
+
+
+def _own(controller: str | None) -> Path | None:
+    """This process's cgroup folder in the v1 hierarchy of ``controller``, or in the v2 hierarchy (``None``)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if (controller is None and ctrls == "") or (controller is not None and controller in ctrls.split(",")):
+            base = _ROOT if controller is None else _ROOT / controller
+            return base / path.lstrip("/")
+    return None
+
+
+def _stat(folder: Path) -> dict[str, int]:
+    out = {}
+    with contextlib.suppress(OSError):
+        for line in (folder / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                out[key] = int(value)
+    return out
+
+
+class MemoryCgroup:
+    """One check's memory cgroup: :meth:`join` a process, :meth:`used` bytes, :meth:`close` (kill what is left in it,
+    remove it)."""
+
+    def __init__(self, folder: Path, v2: bool):
+        self.folder, self.v2 = folder, v2
+
+    @classmethod
+    def make(cls) -> "MemoryCgroup | None":
+        name = f"tverify-{os.getpid()}-{next(_COUNT)}"
+        v2 = _own(None)
+        if v2 is not None and (_ROOT / "cgroup.controllers").is_file():
+            with contextlib.suppress(OSError):
+                if "memory" in (v2 / "cgroup.subtree_control").read_text().split():
+                    (v2 / name).mkdir()
+                    return cls(v2 / name, True)
+        v1 = _own("memory")
+        if v1 is not None and v1.is_dir():
+            with contextlib.suppress(OSError):
+                (v1 / name).mkdir()
+                if (v1 / name / "memory.usage_in_bytes").is_file():
+                    return cls(v1 / name, False)
+                (v1 / name).rmdir()
+        return None
+
+    def join(self, pid: int = 0) -> bool:
+        """Move ``pid`` (0: the calling process) into the group; False where that is refused."""
+        try:
+            (self.folder / "cgroup.procs").write_text(str(pid))
+            return True
+        except OSError:
+            return False
+
+    def used(self) -> float | None:
+        """Bytes the group holds, less its page cache of ordinary files; ``None`` where it cannot be read."""
+        try:
+            if self.v2:
+                total = int((self.folder / "memory.current").read_text())
+                st = _stat(self.folder)
+                return float(total - st.get("file", 0) + st.get("shmem", 0))
+            total = int((self.folder / "memory.usage_in_bytes").read_text())
+            st = _stat(self.folder)  # hierarchical totals: a group the user's code made below this one counts too
+            return float(total - st.get("total_cache", st.get("cache", 0)) + st.get("total_shmem", st.get("shmem", 0)))
+        except (OSError, ValueError):
+            return None
+
+    def pids(self) -> list[int]:
+        """Every process in the group and in the groups below it."""
+        out = []
+        for folder in [self.folder, *(p for p in self.folder.rglob("*") if p.is_dir())]:
+            with contextlib.suppress(OSError, ValueError):
+                out += [int(v) for v in (folder / "cgroup.procs").read_text().split()]
+        return out
+
+    def close(self) -> None:
+        """SIGKILL to every process still in the group (found again until none is left), then the group removed (the
+        groups below it first)."""
+        for _ in range(50):
+            left = self.pids()
+            if not left:
+                break
+            for p in left:
+                with contextlib.suppress(OSError):
+                    os.kill(p, signal.SIGKILL)
+            time.sleep(0.02)
+        for folder in sorted((p for p in self.folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()
