@@ -82,14 +82,14 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
     reported as a convention (``fully_masked_rows_finite``: :func:`_fully_masked`)."""
     worst, padded_w = None, None
     left = bool(probe.st.causal)
-    for T in probe._large_lengths():
-        if T < 3:
-            continue
-        x = probe.xs[T]
-        longest = T == max(t for t in probe._large_lengths())
+    large = probe._large_lengths()
+    for T in [t for t in probe.outs if t >= 2]:  # every probe length at unit logits (a mask dropped on short
+        x = probe.xs[T]  # sequences only passed: hostile pass 31b F2); huge logits at the three lengths of those
+        longest = T == max(large or [T])
         # and at the longest length, every sample padded alike (a "fast path" that skips a mask whose samples all
         # pad as many keys passed: hostile pass 24b F2)
-        for key, uniform in [("unit", False), ("huge", False)] + ([("unit", True)] if longest and probe.B > 1 else []):
+        for key, uniform in ([("unit", False)] + ([("huge", False)] if T in large else [])
+                             + ([("unit", True)] if longest and probe.B > 1 else [])):
             valid = padding_mask(probe, T, uniform)
             c = probe.factor(x, key)
             if c is None:  # beyond the precision's range here: not a probe (probe.out_of_range)
@@ -134,7 +134,7 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
             if worst is None or not ratio(e, tol) <= worst[0]:
                 worst = (ratio(e, tol), e, tol, just, T, key, e_move, e_ref)
     if worst is None:
-        return [_skip("key_padding_respected", "no probe length ≥ 3", True)]
+        return [_skip("key_padding_respected", "no probe length ≥ 2", True)]
     try:
         others = _padding_other_shapes(probe, w)
         for e, tol, just, T_, where in others:
