@@ -43,14 +43,23 @@ class _Counter:
     ints: int = 0
     kept: set = field(default_factory=set)
     nonzero: int = 0  # float outputs with an entry other than 0 (a relative change has a size there)
+    #: fingerprints of the inputs the form was called at (:func:`input_point`), at most two: whether the checks read it
+    #: at more than one point
+    points: set = field(default_factory=set)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"scaled": self.scaled, "ints": self.ints, "kept": sorted(self.kept), "nonzero": self.nonzero}
+        return {"scaled": self.scaled, "ints": self.ints, "kept": sorted(self.kept), "nonzero": self.nonzero,
+                "points": sorted(self.points)}
 
     def since(self, before: dict[str, Any]) -> dict[str, Any]:
         """What changed after ``before`` (a :meth:`snapshot`): what a check's child sends back."""
         return {"scaled": self.scaled - before["scaled"], "ints": self.ints - before["ints"],
-                "kept": sorted(self.kept - set(before["kept"])), "nonzero": self.nonzero - before.get("nonzero", 0)}
+                "kept": sorted(self.kept - set(before["kept"])), "nonzero": self.nonzero - before.get("nonzero", 0),
+                "points": sorted(self.points)}
+
+    def note_point(self, fingerprint: str) -> None:
+        if len(self.points) < 2:
+            self.points.add(fingerprint)
 
     def add(self, d: Any) -> None:
         """Add what a check's child counted (:meth:`since`; an int: scaled floats, as older children sent)."""
@@ -65,6 +74,8 @@ class _Counter:
                 if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                     setattr(self, k, getattr(self, k) + v)
             self.kept.update(str(k)[:80] for k in (d.get("kept") or [])[:20])
+            for fp in (d.get("points") or [])[:2]:
+                self.note_point(str(fp)[:64])
 
 
 class _Rule:
@@ -279,9 +290,31 @@ def scale_counter(form: Any) -> "_Counter | None":
     return c if isinstance(c, _Counter) else None
 
 
+def input_point(args: tuple, kwargs: dict) -> str:
+    """A fingerprint of the input a form is called at: its numbers' values (``-0.0`` as ``0.0``; arrays and tensors by
+    their float64 values and shape), anything else by its type name; two calls at the same numbers agree."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha256()
+    for v in (*args, *sorted(kwargs.items())):
+        try:
+            if hasattr(v, "detach") and hasattr(v, "cpu"):
+                v = v.detach().cpu().numpy()
+            a = np.asarray(v, dtype=np.float64)
+            h.update(repr(a.shape).encode() + (a + 0.0).tobytes())
+        except Exception:  # noqa: BLE001 - not numbers: its type
+            h.update(type(v).__name__.encode())
+        h.update(b"|")
+    return h.hexdigest()[:32]
+
+
 def _wrap(form: Any, r: _Rule, n: _Counter) -> Any:
     if callable(form) and not isinstance(form, type):
         def wrapped(*args, **kwargs):
+            if (args or kwargs) and len(n.points) < 2:  # (a form called without inputs is a value: no point)
+                n.note_point(input_point(args, kwargs))
             return _walk(form(*args, **kwargs), r, n)
 
         wrapped.tverify_scaled = n  # a plugin check runs in a child: it sends back what it changed there
