@@ -87,6 +87,8 @@ def _later(seconds: float, fn) -> threading.Thread:
 
 
 # 24A F1 (category 4) ------------------------------------------------------------------------------------------------
+@moved("a report command in a fresh process, a file added while it starts (≈ 5 s)",
+       "tests/test_hostile_round30.py::test_the_default_out_is_noted_at_the_start")
 def test_force_keeps_a_file_added_during_start_up_at_the_default_out(tmp_path):
     reports = tmp_path / "reports"
     reports.mkdir()
@@ -304,6 +306,8 @@ def test_kill_9_during_a_survey_entry_leaves_no_worker(tmp_path):
 
 
 # 24A F8 (category 1/3) ----------------------------------------------------------------------------------------------
+@moved("`list` and `run` of a plugin in fresh processes (≈ 8 s)",
+       "tests/test_hostile_round32.py::test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere")
 def test_catalogue_cache_follows_a_load_time_helper_found_elsewhere_on_pythonpath(tmp_path):
     text = _PLUGIN.replace("import numpy as np\n", "import numpy as np\nimport hztitle\n", 1).replace(
         'title="doubling"', "title=hztitle.T") + '''
@@ -424,6 +428,9 @@ def test_sigterm_while_list_markdown_writes_leaves_the_previous_catalogue_pair(t
 
 
 # 24A F11 (category 1) -----------------------------------------------------------------------------------------------
+@moved("a sweep on a local cluster of two workers in a fresh process (≈ 6 s)",
+       "tests/test_hostile_round30.py::test_a_sweeps_file_valued_grid_values_are_shipped_absolute",
+       "tests/test_hostile_round31.py::test_a_sweep_ships_only_file_parameters_absolute")
 def test_sweep_of_check_attention_module_runs_on_a_local_cluster(tmp_path):
     import json
 
@@ -438,6 +445,9 @@ def test_sweep_of_check_attention_module_runs_on_a_local_cluster(tmp_path):
     assert rows and all(row.get("status") != "error" for row in rows), (r.returncode, rows[0].get("error"))
 
 
+@moved("a run on a local cluster in a fresh process, SIGHUP to its group after 6 s (≈ 7 s)",
+       "tests/test_hostile_round8.py::test_sigterm_handler_is_only_this_process_and_only_once",
+       "tests/test_hostile_round14.py::test_a_signal_while_local_workers_start_leaves_nothing")
 def test_sighup_to_the_group_during_a_local_cluster_run_is_one_line(tmp_path):
     import signal
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from tests.tiers import moved
+
 
 def _tv(args, cwd, tmp_path, timeout=240):
     env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
@@ -15,6 +17,8 @@ def _tv(args, cwd, tmp_path, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@moved("a sweep on a local cluster in a fresh process (≈ 10 s)",
+       "tests/test_hostile_round32.py::test_a_lambda_grid_value_is_shipped_as_a_path_only_when_its_suffix_names_a_file")
 def test_cluster_sweep_value_named_like_a_file(tmp_path):
     (tmp_path / "5").write_text("junk\n")
     r = _tv(["sweep", "check", "icl", "--grid", "N=5", "--quick", "--cluster", "local:1", "--json", "-",
