@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.test_hostile_round32a import _env, _listed_then
 from tests.tiers import moved
 
@@ -50,12 +52,14 @@ def test_file_opened_a_plus_edit_not_stale(tmp_path):
 
 
 @moved("two `tverify run` of a plugin in fresh processes (≈ 15 s)",
-       "tests/test_hostile_round34.py::test_a_derivation_that_starts_a_process_is_never_kept")
-def test_file_read_in_a_worker_process_edit_not_stale(tmp_path):
+       "tests/test_hostile_round34.py::test_a_derivation_that_starts_a_process_is_never_kept",
+       "tests/test_hostile_round34.py::test_a_spawned_process_or_a_path_object_read_is_never_missed")
+@pytest.mark.parametrize("start", ["fork", "spawn"])  # 28a, and 29a's spawned worker
+def test_file_read_in_a_worker_process_edit_not_stale(tmp_path, start):
     data = tmp_path / "c.txt"
     read_c = ("def _read(p):\n    with open(p) as f:\n        return int(f.read())\n\n\n"
               "def READ_C():\n    import multiprocessing as mp\n"
-              "    with mp.get_context('fork').Pool(1) as pool:\n"
+              f"    with mp.get_context({start!r}).Pool(1) as pool:\n"
               f"        return pool.apply(_read, ({str(data)!r},))\n")
     _verified_then_refuted(tmp_path, read_c, data)
 

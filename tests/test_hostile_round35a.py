@@ -2,23 +2,13 @@
 tests/test_hostile_round34.py. F1: a file a declared-pure derivation reads
 in a process it starts through multiprocessing's "spawn" (or "forkserver") context: no audit event of a started process
 is raised (multiprocessing.util.spawnv_passfds calls _posixsubprocess.fork_exec directly), so the derivation is kept and
-answers after the file changed."""
+answers after the file changed (its reproducer is the "spawn" case of
+tests/test_hostile_round34a.py::test_file_read_in_a_worker_process_edit_not_stale)."""
 
 from __future__ import annotations
 
 from tests.test_hostile_round34a import _env, _listed_then, _tv, _verified_then_refuted
 from tests.tiers import moved
-
-
-@moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
-       "tests/test_hostile_round34.py::test_a_spawned_process_or_a_path_object_read_is_never_missed")
-def test_file_read_in_a_spawned_worker_process_edit_not_stale(tmp_path):
-    data = tmp_path / "c.txt"
-    read_c = ("def _read(p):\n    with open(p) as f:\n        return int(f.read())\n\n\n"
-              "def READ_C():\n    import multiprocessing as mp\n"
-              "    with mp.get_context('spawn').Pool(1) as pool:\n"
-              f"        return pool.apply(_read, ({str(data)!r},))\n")
-    _verified_then_refuted(tmp_path, read_c, data)
 
 
 @moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
