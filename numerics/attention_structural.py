@@ -554,22 +554,29 @@ def _other_sizes(probe: Any, unit: bool = False) -> list[tuple]:
 _AUDITED = 48
 
 
-def audit_call_shapes(probe: Any, prop: Any) -> Any:
-    """``batch_size_independence`` (``prop``, as judged) with every other call shape of the module the properties used
-    on the plain eval path (:data:`numerics.attention_rules.CALL_SHAPES`) run once more, each batch size at the shortest
-    probe length, on the probe's own samples (repeated to that batch size), each output row against the probe batch's at twice the
-    forward tolerance. A call the check makes only to compare its outputs with each other (the stacked redraws of
-    batches 6, 12, 36, 68) is then never judged by itself alone: a module wrong at one batch size only, whatever property
-    used it, is a mismatch (hostile pass 30b F1, 29b F2, the class of calls compared only with themselves)."""
+def _audited_shapes(probe: Any) -> tuple[int, list[tuple[int, int]]]:
+    """``(T, [(batch, T), ...])``: each batch size the module was called with on the plain eval path
+    (:data:`numerics.attention_rules.CALL_SHAPES`) but the probe batch's and one, at the shortest probe length ≥ 2 (the
+    lengths themselves are judged at the probe batch; a batch size is what these calls add)."""
     from numerics.attention_rules import CALL_SHAPES
 
     finite = [T for T in probe.outs if torch.isfinite(probe.outs[T]).all()]
     T_a = min([T for T in finite if T >= 2] or finite or [0])
-    # each batch size once, at the shortest probe length ≥ 2 (the lengths themselves are judged at the probe batch; a
-    # batch size is what these calls add): one small call per batch size
     shapes = sorted({(B, T_a) for B, T, dt in CALL_SHAPES if dt == probe.pdt and B not in (1, probe.B)})[:_AUDITED]
-    if probe.B < 2 or not shapes or T_a not in probe.outs or prop.status == "fail":
-        return prop
+    return T_a, shapes if probe.B >= 2 and T_a in probe.outs else []
+
+
+def call_shape_rows(probe: Any, base: torch.Tensor | None = None) -> tuple[int, tuple | None]:
+    """``(number of batch sizes run, worst)``: each audited batch size (:func:`_audited_shapes`) run once more through
+    ``probe.run`` (the eval path, or another path's view) on the probe's own samples repeated to that size, each
+    output row against ``base`` (the same path's probe batch; the probe's outputs by default), twice the forward
+    tolerance; ``worst`` is ``(ratio, move, tolerance, why, batch, T, row)`` or None."""
+    T_a, shapes = _audited_shapes(probe)
+    if not shapes:
+        return 0, None
+    base = probe.outs[T_a] if base is None else base
+    tol, just = probe.tol_at(T_a, "unit")
+    scale = float(base[torch.isfinite(base)].abs().max()) if torch.isfinite(base).any() else 1.0
     worst = None
     for B, T in shapes:
         idx = torch.arange(B) % probe.B
@@ -577,20 +584,29 @@ def audit_call_shapes(probe: Any, prop: Any) -> Any:
             o = kept(probe.run(probe.xs[T][idx])[1])
         except Exception:  # noqa: BLE001 - the module ran this shape before: what raises now is its own finding
             continue
-        tol, just = probe.tol_at(T, "unit")
-        base = probe.outs[T]
-        scale = float(base[torch.isfinite(base)].abs().max()) if torch.isfinite(base).any() else 1.0
         for i in range(B):
             e = _sample_move(o[i], base[int(idx[i])], scale)
             r = e / (2 * tol) if math.isfinite(e) else float("inf")
             if worst is None or r > worst[0]:
                 worst = (r, e, 2 * tol, just, B, T, i)
+    return len(shapes), worst
+
+
+def audit_call_shapes(probe: Any, prop: Any) -> Any:
+    """``batch_size_independence`` (``prop``, as judged) with every other batch size of the module's calls that the
+    properties made on the plain eval path run once more on the probe's own samples (:func:`call_shape_rows`). A call
+    the check makes only to compare its outputs with each other (the stacked redraws of batches 6, 12, 36, 68) is then
+    never judged by itself alone: a module wrong at one batch size only, whatever property used it, is a mismatch
+    (hostile passes 29b F2, 30b F1, 31b F1: the class of calls compared only with themselves)."""
+    if prop.status == "fail":
+        return prop
+    n, worst = call_shape_rows(probe)
     if worst is None:
         return prop
     r, e, tol, just, B, T, i = worst
     if r <= 1.0:  # (a row that did not pass stays as judged: nothing here decides it)
         if prop.status == "pass":
-            prop.detail += (f"; the {len(shapes)} other batch sizes the checks called it with, run again on the "
+            prop.detail += (f"; the {n} other batch sizes the checks called it with, run again on the "
                             f"probe's samples: worst {r:.2g} of the tolerance (a batch of {B} at T = {T})")
         return prop
     detail = (prop.detail + "; " if prop.detail else "") + (

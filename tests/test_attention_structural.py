@@ -186,3 +186,24 @@ def test_every_batch_size_the_checks_use_is_judged_against_known_outputs(monkeyp
     assert p["status"] == "fail" and "a batch of 12" in p["detail"], p
     ok = by_name(check(C.Plain(dim=16), causal=True, mode="quick"))["batch_size_independence"]
     assert ok["status"] == "pass" and "other batch sizes the checks called it with" in ok["detail"], ok
+
+
+class TrainingBatchSizeNaN(C.Plain):
+    """Exact on every path but in training mode at one batch size a property uses (12): a NaN in its last row."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        if self.training and x.shape[0] == 12:
+            out = out.clone()
+            out[-1, -1] = float("nan")
+        return out
+
+
+def test_every_batch_size_is_judged_on_the_other_paths_too(monkeypatch):
+    """31b F1 on the training path: the audit of the call shapes runs through each other path as well, against that
+    path's probe batch (the stacked calls' own comparisons switched off, as above)."""
+    from numerics import attention_structural as S
+
+    monkeypatch.setattr(S, "_other_sizes", lambda probe, unit=False: [])
+    p = by_name(check(TrainingBatchSizeNaN(dim=16), causal=True, mode="quick"))["matches_reference_on_other_paths"]
+    assert p["status"] == "fail" and "a batch of 12" in p["detail"] and "training mode" in p["detail"], p
