@@ -60,3 +60,84 @@ def test_page_cache_of_an_ordinary_file_read_is_not_counted(cg, tmp_path):
     finally:
         parent = cg.folder.parent / "cgroup.procs"
         parent.write_text(str(os.getpid()))  # back where this test process was
+
+
+def test_mount_points_are_read_with_every_escape():
+    """31a F3: the kernel writes space, tab, newline and backslash of a mount point as octal escapes; a tmpfs at a
+    folder with a tab in its name was skipped by the /proc figures."""
+    from proofs_checks.sanity._procs import _unescape
+
+    assert _unescape(r"/m/t\011b\040c\012d\134e") == "/m/t\tb c\nd\\e"
+    assert _unescape("/dev/shm") == "/dev/shm"
+
+
+LOCK = r"""
+import ctypes, mmap, sys, time
+with open(sys.argv[1], "wb") as f:  # written from the group: its page cache is the group's
+    f.write(b"\1" * (48 << 20))
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+sum(m[i] for i in range(0, len(m), 4096))
+print("cached", flush=True); sys.stdin.readline()
+ok = ctypes.CDLL(None, use_errno=True).mlockall(1) == 0  # MCL_CURRENT: the mapping's pages locked in memory
+print("ready" if ok else "refused", flush=True); time.sleep(60)
+"""
+
+
+def test_locked_file_pages_count_and_page_cache_does_not(cg, tmp_path):
+    """31a F6: file pages locked in memory (mlock) count; the same pages as page cache only, before the lock, do not."""
+    before = cg.used()
+    p = subprocess.Popen([sys.executable, "-c", f"open({str(cg.folder / 'cgroup.procs')!r}, 'w').write('0')\n" + LOCK,
+                          str(tmp_path / "data.bin")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"cached"
+        cached = cg.used() - before
+        p.stdin.write(b"\n")
+        p.stdin.flush()
+        if p.stdout.readline().strip() != b"ready":
+            pytest.skip("mlockall refused here (RLIMIT_MEMLOCK): nothing to lock")
+        locked = cg.used() - before
+        assert cached < 24 * 2**20 and locked >= 40 * 2**20, (cached, locked)
+    finally:
+        p.kill()
+        p.wait()
+
+
+BIG_MESSAGE = '''
+import gc, os, struct
+from own_attention import CausalSelfAttention
+_done = []
+class Flood(CausalSelfAttention):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        if _done:
+            return
+        _done.append(1)
+        out_ino = os.fstat(1).st_ino
+        for c in [o for o in gc.get_objects() if type(o).__name__ == "Connection"]:
+            try:
+                if not c.writable or os.fstat(c.fileno()).st_ino == out_ino:
+                    continue
+            except (OSError, ValueError):
+                continue
+            os.write(c.fileno(), struct.pack("!i", SIZE))  # a header announcing SIZE bytes,
+            if SIZE < (64 << 20):  # and the bytes themselves where they fit (beyond, the length alone is refused)
+                os.write(c.fileno(), b"[" + b"0," * (SIZE // 2 - 1) + b"0]")
+'''
+
+
+@pytest.mark.parametrize("size,said", [(100 << 20, "more than 64 MiB"), (1 << 20, "not sent by the check")])
+def test_a_message_the_code_writes_on_the_result_channel_is_never_parsed(tmp_path, size, said):
+    """31a F7: a message on the result channel longer than any result is refused from its length alone, and a
+    shorter one without the check's token from its first bytes, before anything is decoded (a 500 MB message was
+    read and parsed in tverify's own process: 2.97 GB)."""
+    from pathlib import Path
+
+    from cli_helpers import tv_here
+
+    own = Path(__file__).resolve().parent / "data" / "own_attention.py"
+    (tmp_path / "own_attention.py").write_text(own.read_text())
+    (tmp_path / "m.py").write_text(f"SIZE = {size}\n" + BIG_MESSAGE)
+    r = tv_here(tmp_path, "check", "attention", "--module", "m.py:Flood", "--causal", "--quick", "--no-progress",
+                "--timeout", "60")
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr[-800:])

@@ -367,6 +367,9 @@ def test_cache_depends_on_plugin_helper_sources(tmp_path, monkeypatch):
     helper.write_text("X = 1\n")
     monkeypatch.setattr(catalogue, "repo_docs_dir", lambda: tmp_path / "nodocs")
     monkeypatch.setattr("proofs_checks.claims.PLUGIN_SOURCES", PLUGIN_SOURCES | {str(helper)})
+    # the names of the plugins other tests of this process loaded (after tests/test_plugins_features.py, a plugin folder
+    # no longer on the path resolved nowhere, and the cache was stale at once): not this test's subject
+    monkeypatch.setattr("proofs_checks.claims.PLUGIN_NAMES", {})
     doc = catalogue.build([], with_derivations=False)
     assert str(helper) in doc["depends_on"]
     catalogue.save_cache(doc, tmp_path / "cache")

@@ -5,8 +5,8 @@ parent or its mount namespace, so the kernel's own accounting of the group count
 (:func:`proofs_checks.sanity._procs.tree_memory`) cannot see: a ``tmpfs`` mounted in a private mount namespace, the
 memory file of a process whose descriptors cannot be read (not dumpable), page tables, the inodes of empty files in a
 RAM-backed filesystem (hostile pass 31a F1-F5). The figure is the group's memory less its page cache of ordinary
-files (reading a large data file is not holding memory): anonymous memory, shared memory (``tmpfs``, ``memfd``,
-``/dev/shm``) and kernel memory charged to it. The group is also how the check finds every process of the user's code
+files on the kernel's reclaimable lists (reading a large data file is not holding memory): anonymous memory, shared
+memory (``tmpfs``, ``memfd``, ``/dev/shm``), locked pages and kernel memory charged to it. The group is also how the check finds every process of the user's code
 when it ends.
 
 Made under this process's own cgroup: cgroup v2 where memory is delegated there (``memory`` in its
@@ -87,15 +87,19 @@ class MemoryCgroup:
             return False
 
     def used(self) -> float | None:
-        """Bytes the group holds, less its page cache of ordinary files; ``None`` where it cannot be read."""
+        """Bytes the group holds that the kernel cannot reclaim: its whole charge less the page cache of ordinary files
+        on the reclaimable lists (``active_file``, ``inactive_file``). Shared memory is on the anonymous lists, and file
+        pages locked in memory (``mlock``) are on the unevictable list: both count (a locked 1.5 GB file passed as page
+        cache: hostile pass 31a F6). ``None`` where it cannot be read."""
         try:
             if self.v2:
                 total = int((self.folder / "memory.current").read_text())
                 st = _stat(self.folder)
-                return float(total - st.get("file", 0) + st.get("shmem", 0))
+                return float(total - st.get("active_file", 0) - st.get("inactive_file", 0))
             total = int((self.folder / "memory.usage_in_bytes").read_text())
             st = _stat(self.folder)  # hierarchical totals: a group the user's code made below this one counts too
-            return float(total - st.get("total_cache", st.get("cache", 0)) + st.get("total_shmem", st.get("shmem", 0)))
+            return float(total - st.get("total_active_file", st.get("active_file", 0))
+                         - st.get("total_inactive_file", st.get("inactive_file", 0)))
         except (OSError, ValueError):
             return None
 

@@ -93,7 +93,11 @@ MIN_MEMORY_LIMIT = 256 * 1024**2
 POLL = 0.1
 #: seconds of silence from the child before a "still running" line (the first one: 2 s)
 HEARTBEAT_FIRST, HEARTBEAT_EVERY = 2.0, 5.0
-MAX_RESULT = 1 << 31
+#: the largest result the parent reads (the checks' results are ≈ 130 kB at most, measured over the test suite's
+#: sanity checks): a message the user's code writes into the result channel itself is never read past this, and its
+#: token (first, before any parsing) decides whether it is decoded at all (a 500 MB message held tverify at 2.97 GB:
+#: hostile pass 31a F7)
+MAX_RESULT = 64 << 20
 
 
 class ChildInternalError(RuntimeError):
@@ -284,11 +288,12 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
         with contextlib.suppress(Exception):
             stream.flush()
     try:
-        data = encode(dict(payload, token=token))
+        head = f"{token}\n".encode()  # the token first: the parent reads nothing further of a message without it
+        data = head + encode(payload)
         # the guard once more, after the encoding: what a thread of the code's replaced meanwhile (and left so)
         late = guard(functions, req.get("label", "--module")) if functions is not None and "error" not in payload \
             else None
-        send(encode(dict(late, token=token)) if late else data)
+        send(head + encode(late) if late else data)
     except OSError as exc:
         if exc.errno == errno.EBADF:  # the code closed the descriptor (os.closerange): say so, not a SIGKILL
             os._exit(CLOSED_FDS_EXIT)
@@ -829,23 +834,35 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 _forward(data, stream)
                 last_out = now
         if res_r in ready and outcome.payload is None:
+            head = f"{token}\n".encode()
             try:
                 raw = res_r.recv_bytes(MAX_RESULT)
-                outcome.payload = json.loads(raw.decode("utf-8"))
-                if not isinstance(outcome.payload, dict):
-                    raise ValueError("not an object")
-            except (EOFError, OSError):
-                pass  # the child closed its end without a result: its exit status says why
-            except (ValueError, UnicodeDecodeError):
-                outcome.problem = f"{label}: {what}: the check's process sent a malformed result; nothing was checked"
-                _stop(proc)
-                return
-            if outcome.payload is not None and not hmac.compare_digest(str(outcome.payload.pop("token", "")), token):
-                outcome.payload = None
+            except EOFError:
+                raw = None  # the child closed its end without a result: its exit status says why
+            except OSError as exc:
+                if "bad message length" not in str(exc):
+                    raw = None
+                else:  # longer than any result of the check's: written by the code itself, never read
+                    outcome.problem = (f"{label}: {what}: a message of more than {MAX_RESULT >> 20} MiB arrived on the "
+                                       "check's result channel (the code wrote into the check's descriptors itself); "
+                                       "nothing was checked")
+                    _stop(proc)
+                    return
+            if raw is not None and not hmac.compare_digest(raw[:len(head)], head):
                 outcome.problem = (f"{label}: {what}: a result not sent by the check arrived on its result channel (the "
                                    "code wrote into the check's descriptors itself); nothing was checked")
                 _stop(proc)
                 return
+            if raw is not None:
+                try:
+                    outcome.payload = json.loads(raw[len(head):].decode("utf-8"))
+                    if not isinstance(outcome.payload, dict):
+                        raise ValueError("not an object")
+                except (ValueError, UnicodeDecodeError):
+                    outcome.payload = None
+                    outcome.problem = f"{label}: {what}: the check's process sent a malformed result; nothing was checked"
+                    _stop(proc)
+                    return
         if outcome.payload is not None:
             _drain(out_r, stream)
             _stop(proc)  # the child waits to be ended, its descendants with it

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +341,9 @@ class Update:
     fobj: Any = None
     three: bool = False
     precision: Any = None
+    #: the shapes of the calls on finite states that returned NaN/inf, whichever property made them (the fixed-point
+    #: iteration's calls were read as "does not converge": hostile pass 31b N1)
+    nonfinite: list = field(default_factory=list)
 
 
 def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
@@ -404,8 +407,16 @@ def make_update(module, geo: Geometry, beta: float, declared, label: str, name: 
     what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
     out = checked(geo.P[: min(geo.N, 4)].clone())
     prec = npr.PrecisionFinding.of(declared, npr.infer_work_dtype(out, nh.modern_update(geo.P[: min(geo.N, 4)], geo.P, beta)))
-    return Update(lambda xi: checked(xi).detach().to(torch.float64),  # an output that requires grad: its values only
-                  what, prec.work, declared, fobj, three, prec)
+    upd = Update(None, what, prec.work, declared, fobj, three, prec)
+
+    def call(xi):
+        out = checked(xi).detach().to(torch.float64)  # an output that requires grad: its values only
+        if len(upd.nonfinite) < 8 and bool(torch.isfinite(xi).all()) and not bool(torch.isfinite(out).all()):
+            upd.nonfinite.append(tuple(xi.shape))
+        return out
+
+    upd.call = call
+    return upd
 
 
 @dataclass(frozen=True)
@@ -443,6 +454,17 @@ def _row(name: str, ok: bool, error, tolerance, justification: str, detail: str)
                 "undecided": True}
     return {"name": name, "status": "pass" if ok else "fail", "error": error, "tolerance": tolerance,
             "justification": justification, "detail": detail}
+
+
+def _late_finite(props: list[dict], upd: Update) -> None:
+    """``finite_updates`` once every property ran: NaN/inf from any call the check made on finite states fails it."""
+    row = next((p for p in props if p["name"] == "finite_updates"), None)
+    if row is None or row["status"] == "fail" or not upd.nonfinite:
+        return
+    shapes = ", ".join(dict.fromkeys(str(s) for s in upd.nonfinite))
+    row.update(status="fail", error=float(len(upd.nonfinite)),
+               detail=f"f(ξ) returned NaN/inf on finite states of shape {shapes} (a call the check made: the "
+                      f"iterations, the energy, the fixed points); {row['detail']} at the starts")
 
 
 def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modular: bool) -> list[dict]:
@@ -636,6 +658,7 @@ def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int =
     E, e_prop = energy_along(geo, upd, st, beta)
     props += [ret.prop, e_prop]
     fx = fixed_points(geo, upd)
+    _late_finite(props, upd)
     cap = capacity_estimate(float(geo.Delta.min()), geo.M, beta, float(geo.nearest.min()) / 2, geo.N)
     from proofs_checks.sanity.hopfield_render import figures, render
 
