@@ -103,6 +103,18 @@ def test_locked_file_pages_count_and_page_cache_does_not(cg, tmp_path):
         p.wait()
 
 
+#: lines of a user module's ``__init__`` that find the check's result channel as ``c`` (a multiprocessing Connection
+#: found through ``gc`` that is not the standard output), to write into it
+FIND_CHANNEL = '''
+        out_ino = os.fstat(1).st_ino
+        for c in [o for o in gc.get_objects() if type(o).__name__ == "Connection"]:
+            try:
+                if not c.writable or os.fstat(c.fileno()).st_ino == out_ino:
+                    continue
+            except (OSError, ValueError):
+                continue
+'''
+
 BIG_MESSAGE = '''
 import gc, os, struct
 from own_attention import CausalSelfAttention
@@ -113,17 +125,10 @@ class Flood(CausalSelfAttention):
         if _done:
             return
         _done.append(1)
-        out_ino = os.fstat(1).st_ino
-        for c in [o for o in gc.get_objects() if type(o).__name__ == "Connection"]:
-            try:
-                if not c.writable or os.fstat(c.fileno()).st_ino == out_ino:
-                    continue
-            except (OSError, ValueError):
-                continue
-            os.write(c.fileno(), struct.pack("!i", SIZE))  # a header announcing SIZE bytes,
+@FIND_CHANNEL@            os.write(c.fileno(), struct.pack("!i", SIZE))  # a header announcing SIZE bytes,
             if SIZE < (64 << 20):  # and the bytes themselves where they fit (beyond, the length alone is refused)
                 os.write(c.fileno(), b"[" + b"0," * (SIZE // 2 - 1) + b"0]")
-'''
+'''.replace("@FIND_CHANNEL@", FIND_CHANNEL.lstrip("\n"))
 
 
 @pytest.mark.parametrize("size,said", [(100 << 20, "more than 64 MiB"), (1 << 20, "not sent by the check")])

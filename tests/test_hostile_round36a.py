@@ -13,6 +13,7 @@ import os
 import pytest
 
 from cli_helpers import tv_here
+from tests.test_hostile_round37a import _module
 from tests.tiers import moved
 
 
@@ -35,29 +36,15 @@ def _ram_folder() -> str | None:
     return None
 
 
-HOG = '''
+HOG = _module("Hog", '''
 import math, os
 import torch
 from torch import nn
-
-
-class Hog(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         with open(os.path.join(FOLDER, "tvhog_%d" % os.getpid()), "wb") as f:   # 1.5 GB of RAM in a tmpfs file
             for _ in range(24):
                 f.write(b"\\1" * (64 << 20))
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @moved("a check in a fresh process writing 1.5 GB to a tmpfs (≈ 6 s)",

@@ -24,7 +24,30 @@ import pytest
 
 from cli_helpers import MEMORY_CGROUP, tv_here
 
+from tests.test_cgroup import FIND_CHANNEL
 from tests.tiers import moved
+
+
+def _module(cls: str, prelude: str, hog: str) -> str:
+    """A user module: ``prelude`` (imports, helpers), then a causal attention ``cls`` whose ``__init__`` runs ``hog``
+    (indented as a body of ``__init__``) once its layers exist."""
+    return (prelude.strip("\n") + "\n\n\nclass " + cls + """(nn.Module):
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.num_heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+""" + hog.strip("\n") + "\n" + _FORWARD)
+
+
+_FORWARD = '''
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
+        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
+'''
 
 
 def _unshare_ok() -> bool:
@@ -36,35 +59,21 @@ def _unshare_ok() -> bool:
         return False
 
 
-NSHOG = '''
+NSHOG = _module('NsHog', '''
 import math, os, subprocess
 import torch
 from torch import nn
 
 MNT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mnt")
 _keep = []
-
-
-class NsHog(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         if not _keep:   # 1.5 GB of RAM in a tmpfs that only its own mount namespace sees
             p = subprocess.Popen(["unshare", "-Urm", "sh", "-c",
                                   f"mount -t tmpfs none {MNT} && head -c 1500000000 /dev/zero > {MNT}/f "
                                   "&& echo ready && exec sleep 600"], stdout=subprocess.PIPE)
             assert p.stdout.readline().strip() == b"ready"
             _keep.append(p)
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @moved("a check holding 1.5 GB in a fresh process (≈ 32 s)",
@@ -80,7 +89,7 @@ def test_tmpfs_in_a_private_mount_namespace_counts_against_max_memory(tmp_path):
     assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
 
 
-MEMFD_HIDE = '''
+MEMFD_HIDE = _module('M', '''
 import math, os, subprocess, sys
 import torch
 from torch import nn
@@ -96,26 +105,12 @@ print("ready", flush=True)
 time.sleep(600)
 """
 _keep = []
-
-
-class M(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         if not _keep:
             p = subprocess.Popen([sys.executable, "-c", CODE], stdout=subprocess.PIPE)
             assert p.stdout.readline().strip() == b"ready"
             _keep.append(p)
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 def _without_ptrace_capability():  # pragma: no cover - runs in the child before exec
@@ -145,35 +140,21 @@ def test_memfd_of_a_non_dumpable_process_counts_against_max_memory(tmp_path):
     assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
 
 
-TABMNT = '''
+TABMNT = _module('T', '''
 import math, os, subprocess
 import torch
 from torch import nn
 
 MNT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t\\tb")
 _keep = []
-
-
-class T(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         if not _keep:   # a tmpfs whose mount point the mount table writes escaped (a tab: \\011), 1.5 GB in it
             subprocess.run(["mount", "-t", "tmpfs", "none", MNT], check=True)
             with open(os.path.join(MNT, "f"), "wb") as f:
                 for _ in range(24):
                     f.write(b"\\1" * (64 << 20))
             _keep.append(1)
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @moved("a check holding 1.5 GB in a fresh process (≈ 7 s)",
@@ -194,34 +175,20 @@ def test_tmpfs_at_a_mount_point_with_a_tab_counts_against_max_memory(tmp_path):
     assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
 
 
-PTEHOG = '''
+PTEHOG = _module('P', '''
 import math, mmap
 import torch
 from torch import nn
 
 _keep = []
-
-
-class P(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         if not _keep:   # 1 TB of address space read once per 2 MB: ~2 GB of page tables, hardly a resident page
             m = mmap.mmap(-1, 1 << 40, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000, prot=mmap.PROT_READ)
             m.madvise(getattr(mmap, "MADV_NOHUGEPAGE", 15))
             for i in range(0, 1 << 40, 2 << 20):
                 m[i]
             _keep.append(m)
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @moved("a check holding 2 GB of page tables in a fresh process (≈ 10 s)",
@@ -240,33 +207,19 @@ def test_page_tables_count_against_max_memory(tmp_path):
     assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
 
 
-INODEHOG = '''
+INODEHOG = _module('I', '''
 import math, os
 import torch
 from torch import nn
 
 _keep = []
-
-
-class I(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         if not _keep:   # 1.4 million empty files in /dev/shm: no block used, ~1.2 GB of unreclaimable kernel memory
             os.makedirs(D, exist_ok=True)
             for i in range(1_400_000):
                 os.close(os.open(f"{D}/{i:07d}_" + "x" * 100, os.O_CREAT | os.O_WRONLY, 0o600))
             _keep.append(1)
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @moved("a check making 1.4 million files in a fresh process (≈ 22 s)",
@@ -290,21 +243,14 @@ def test_empty_files_in_dev_shm_count_against_max_memory(tmp_path):
     assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
 
 
-LOCKHOG = '''
+LOCKHOG = _module('L', '''
 import ctypes, math, mmap, os
 import numpy as np
 import torch
 from torch import nn
 
 _keep = []
-
-
-class L(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         if not _keep:   # 1.5 GB of a file on disk mapped and mlock()ed: page cache pinned in RAM
             with open(F, "wb") as f:
                 f.truncate(1_500_000_000)
@@ -313,14 +259,7 @@ class L(nn.Module):
             a = np.frombuffer(m, dtype=np.uint8)
             assert ctypes.CDLL(None).mlock(ctypes.c_void_p(a.ctypes.data), ctypes.c_size_t(a.nbytes)) == 0
             _keep.append((m, a))
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 def _fs_type(path) -> str:
@@ -370,45 +309,24 @@ def test_mlocked_file_pages_count_against_max_memory(tmp_path):
     assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
 
 
-BIGRESULT = '''
+BIGRESULT = _module('B', '''
 import gc, math, os, struct
 import torch
 from torch import nn
 
 _done = []
-
-
-class B(nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.num_heads, self.head_dim = heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+''', '''
         if _done:
             return
         _done.append(1)
-        out_ino = os.fstat(1).st_ino
-        for c in [o for o in gc.get_objects() if type(o).__name__ == "Connection"]:
-            try:
-                if not c.writable or os.fstat(c.fileno()).st_ino == out_ino:
-                    continue
-            except (OSError, ValueError):
-                continue
-            n = os.path.getsize(P)   # a JSON list of 0s sent from the page cache: no memory of the check's process
+@FIND_CHANNEL@            n = os.path.getsize(P)   # a JSON list of 0s sent from the page cache: no memory of the check's process
             fd = c.fileno()
             os.write(fd, struct.pack("!i", n))
             with open(P, "rb") as f:
                 off = 0
                 while off < n:
                     off += os.sendfile(fd, f.fileno(), off, n - off)
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim))
-        a = a.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''').replace("@FIND_CHANNEL@", FIND_CHANNEL.lstrip("\n"))
 
 MEASURE = '''
 import resource, subprocess, sys
