@@ -285,8 +285,14 @@ class GradientProps:
                 g = copy.deepcopy(self.f).train()
                 if not self._random(g):  # dropout whose rate no attribute names (a config's, a literal: 21b F2)
                     paths.append(("training mode (.train())", g, "copy", False))
+                else:
+                    self.training_left_out = ("training mode was not judged: two calls there on the identical input "
+                                              "differ (dropout, or a parameter a call changes)")
             except Exception:
                 pass
+        elif isinstance(self.f, torch.nn.Module):
+            self.training_left_out = ("training mode was not judged: the module drops in training mode (dropout > 0), "
+                                      "whose randomness decides nothing")
         paths.append(("a non-contiguous input (a transposed view)", self.f, "noncontig", False))
         paths.append((_PLAIN_GRAD, self.f, "copy", True))  # a plain model(x) outside no_grad (28b F2)
         paths.append((_IN_NETWORK, self.f, "nonleaf", True))  # a layer inside a network being trained (28b F2)

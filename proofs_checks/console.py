@@ -301,6 +301,9 @@ def check_json_target(json_path: str | None) -> None:
     the command's ``--force``, where it has one, allows replacing a file tverify did not write; ``--json -``
     with the standard output closed (``>&-``) is refused before the run, not after it."""
     refuse_closed_stdout_json(json_path)
+    if json_path is not None and json_path != "-" and json_path.endswith(("/", os.sep)):  # a folder meant: never a
+        raise UsageError(f"--json {json_path}: names a folder (it ends with '/'); give a file, e.g. "  # file of its name
+                         f"{json_path}result.json")  # (hostile pass 31a note)
     if json_path is not None and json_path != "-":
         ctx = click.get_current_context(silent=True)
         force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None

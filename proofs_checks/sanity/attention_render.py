@@ -96,9 +96,12 @@ def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityRes
     verdict = attention_verdict(rows, f"attention {ld.name}", ev.hints)
     lines = _head_lines(pr, ld, decl, done, weights, ch, ev)
     wnote = window_note(probe, done.read, window_given) if probe.outs else None
-    lines.extend(ev.warnings + weights.notes + pr.notes + ([wnote] if wnote else []))
+    left = getattr(pr.probe, "training_left_out", None)  # (said, not silent: 31b N9)
+    lines.extend(ev.warnings + weights.notes + pr.notes + ([wnote] if wnote else []) + ([f"note: {left}"] if left else []))
     if wnote:
         info["window_measured"] = wnote.removeprefix("note: window: ")
+    if left:
+        info["training_mode_not_judged"] = left
     if probe.precision is not None:
         fits = getattr(probe, "fits_precision", None)
         lines.append(f"working precision: {probe.precision.name} ({probe.precision.how})" + (

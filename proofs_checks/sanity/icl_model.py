@@ -252,7 +252,11 @@ def _identification_verdict(pr: dict, name: str) -> Verdict:
         group = next((g for g in pr["equivalent"] if best in g), [best])
         alias = f" (identical here to {', '.join(x for x in group if x != best)})" if len(group) > 1 else ""
         lam = f" (λ = {pr['ridge_grid_lambda']:.3g})" if best == "ridge_lambda_grid" else ""
-        return Verdict("ok", f"{name} computes what {best}{lam} computes{alias}: within tolerance at every M probed",
+        skipped = [r["M"] for r in pr.get("skipped_lengths") or []]
+        where = ("at every M probed" if not skipped else
+                 f"at every M it ran at ({', '.join(str(m) for m in pr['M_values'])}; it raised at M = "
+                 f"{', '.join(map(str, skipped))}: not judged there)")
+        return Verdict("ok", f"{name} computes what {best}{lam} computes{alias}: within tolerance {where}",
                        crit + f"; identified {best}: worst {worst(best)}", numbers)
     closest = pr["closest"]
     if not idf["undecided"]:
