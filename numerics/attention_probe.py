@@ -411,9 +411,11 @@ class AttentionProbe(GradientProps):
         """See :func:`numerics.attention_structural.prop_batch_size`."""
         return attention_structural.prop_batch_size(self)
 
-    def audit_call_shapes(self, prop: Property) -> Property:
-        """See :func:`numerics.attention_structural.audit_call_shapes`."""
-        return attention_structural.audit_call_shapes(self, prop)
+    def audit_call_shapes(self, props: list[Property]) -> None:
+        """``batch_size_independence`` in ``props`` judged again with :func:`numerics.attention_structural.audit_call_shapes`."""
+        at = next((i for i, p in enumerate(props) if p.name == "batch_size_independence"), None)
+        if at is not None:
+            props[at] = attention_structural.audit_call_shapes(self, props[at])
 
     def prop_permutation(self) -> Property:
         """``f(x[:, π]) = f(x)[:, π]`` (no causal mask, window or positions)."""

@@ -265,9 +265,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
         pop = probe.prop_other_paths()  # training mode (no active dropout), a non-contiguous input
         if pop is not None:
             props.append(pop)
-    at = next((i for i, p in enumerate(props) if p.name == "batch_size_independence"), None)
-    if at is not None:  # every call shape the properties used, once more on known samples (once they all ran)
-        props[at] = probe.audit_call_shapes(props[at])
+    probe.audit_call_shapes(props)  # every batch size the properties used, once more on known samples (all ran)
     tick.sub(1.0)
     _hints(probe, props, st, mp, alts, hints)
     prec = precision_property(probe, props)
@@ -706,15 +704,13 @@ def _late_dtype(props: list, probe) -> None:
     single sequence, a stacked redraw) in the input's dtype and on its device, not only the probe batch's (27b F7)."""
     from numerics.attention_rules import OUTPUT_OFF
 
-    off = list(OUTPUT_OFF)
-    i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status != "fail"), None)
-    if i is None or not off:
-        return
     from numerics import attention_probe as ap
 
-    props[i] = ap.Property("dtype_and_device_preserved", "fail", float("inf"), 0.0,
-                           "the output is a tensor of the input's shape, dtype and device, at every call on every path",
-                           off[0], central=True)
+    off = list(OUTPUT_OFF)
+    i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status != "fail"), None)
+    if i is not None and off:
+        props[i] = ap.Property("dtype_and_device_preserved", "fail", float("inf"), 0.0, "the output is a tensor of "
+                               "the input's shape, dtype and device, at every call on every path", off[0], central=True)
 
 
 def _empty():
