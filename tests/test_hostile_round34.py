@@ -198,3 +198,18 @@ def test_the_childs_output_is_forwarded_without_ever_blocking_the_supervision():
     _Forwarder.of(s).drain(10)
     out = "".join(s.text)
     assert "characters of the check's output were dropped" in out and out.count("x" * 1000) < 1000
+
+
+def test_a_character_split_between_two_reads_of_the_childs_output_is_one_character():
+    """31a note: the child's output is read in chunks of 64 kB; a multi-byte character across two of them came out
+    as two replacement characters."""
+    import io
+
+    from proofs_checks.sanity import _isolate
+
+    buf = io.StringIO()
+    data = ("é€" * 5).encode()
+    _isolate._forward(data[:5], buf)
+    _isolate._forward(data[5:], buf)
+    _isolate._Forwarder.of(buf).drain()
+    assert buf.getvalue() == "é€" * 5

@@ -584,7 +584,10 @@ def _forward(data: bytes, stream) -> None:
     """The child's output (and the heartbeat) to ``stream`` through a writer thread (:class:`_Forwarder`): a standard
     error nobody reads (a paused terminal, a full pipe) blocked the supervising loop in its write, and neither
     --max-memory nor --timeout held any more (hostile pass 30a F2)."""
-    _Forwarder.of(stream).put(data.decode("utf-8", errors="replace"))
+    f = _Forwarder.of(stream)
+    text = f.decoder.decode(data)  # incrementally: a character split between two reads is one character (31a note)
+    if text:
+        f.put(text)
 
 
 class _Forwarder:
@@ -597,7 +600,10 @@ class _Forwarder:
         import queue
         import threading
 
+        import codecs
+
         self.stream, self.q, self.dropped = stream, queue.Queue(maxsize=256), 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         threading.Thread(target=self._run, daemon=True, name="tverify-forward").start()
 
     @classmethod
@@ -647,6 +653,9 @@ class _Forwarder:
 
     def drain(self, timeout: float = 2.0) -> None:
         """Wait (at most ``timeout`` s) until what was queued is written: the lines after the check's come after it."""
+        rest = self.decoder.decode(b"", final=True)  # an incomplete character left at the end: shown replaced
+        if rest:
+            self.put(rest)
         end = time.monotonic() + timeout
         while self.q.unfinished_tasks and time.monotonic() < end:
             time.sleep(0.005)
