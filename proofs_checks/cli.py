@@ -942,7 +942,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         except ReportTargetError as exc:
             raise UsageError(str(exc)) from None
         except OSError as exc:
-            raise UsageError(f"cannot write report to {out_dir}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write report to {out_dir}: {_os_error_text(exc)}") from None
         finally:
             if cleanup is not None:
                 cleanup()
@@ -1157,6 +1157,18 @@ def _quiet_stdout(descriptor: int = 1) -> None:
         os.close(fd)
     except OSError:  # pragma: no cover
         pass
+
+
+def _os_error_text(exc: OSError) -> str:
+    """An OS error in a few words: a copy of a folder (``shutil.Error``) fails with a list of ``(source, target, why)``,
+    one per file (a full disk gave a 1.5 kB list: hostile pass 31a note); its first reason, and how many there were."""
+    import shutil
+
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        errors = exc.args[0]
+        first = errors[0][-1] if isinstance(errors[0], tuple) else errors[0]
+        return f"{str(first)[:200]}" + (f" (and {len(errors) - 1} more files)" if len(errors) > 1 else "")
+    return str(exc.strerror or exc)[:300]
 
 
 def main(argv: list[str] | None = None) -> None:
