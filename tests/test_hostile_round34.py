@@ -224,3 +224,19 @@ def test_a_folder_copy_that_failed_is_said_in_a_few_words():
     errors = [(f"/tmp/src/f{i}.png", f"/out/f{i}.png", "[Errno 28] No space left on device") for i in range(40)]
     assert _os_error_text(shutil.Error(errors)) == "[Errno 28] No space left on device (and 39 more files)"
     assert _os_error_text(OSError(28, "No space left on device")) == "No space left on device"
+
+
+def test_a_path_row_says_when_the_eval_path_fails_too():
+    """31b N3: "the eval path keeps it" was said of a property the eval path failed too."""
+    from numerics.attention_rules import Property
+    from proofs_checks.sanity.attention_render import _eval_fails_too
+
+    kp = Property("key_padding_respected", "fail", 2.0, 0.0, "", "moved")
+    path = Property("matches_reference_with_grad", "fail", 2.0, 0.0, "", "on the path with autograd enabled: "
+                    "key_padding_respected fails there (the eval path keeps it; a branch on torch.is_grad_enabled() "
+                    "or x.requires_grad?): moved")
+    other = Property("matches_reference_on_other_paths", "fail", 1.0, 0.0, "", "on training mode: "
+                     "causal_no_future_leak fails there (the eval path keeps it; a branch on self.training?): leak")
+    _eval_fails_too([kp, path, other])
+    assert path.detail.endswith("key_padding_respected fails there (it fails on the eval path too): moved"), path.detail
+    assert "(the eval path keeps it; a branch on self.training?)" in other.detail

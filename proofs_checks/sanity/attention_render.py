@@ -83,6 +83,18 @@ def _scaling_outcome(note: str, props) -> str:
                                     "applies it elsewhere (ESM multiplies q by it before RoPE)")
 
 
+def _eval_fails_too(props) -> None:
+    """A path's row says "X fails there (the eval path keeps it; a branch on …?)" when it is written; where X failed on
+    the eval path too (known only once every row exists), that is said instead (31b N3)."""
+    import re
+
+    failed = {p.name for p in props if p.status == "fail"}
+    for p in props:
+        for name in failed & set(re.findall(r"(\w+) fails there \(the eval path keeps it", p.detail or "")):
+            p.detail = re.sub(rf"{name} fails there \(the eval path keeps it(; [^?]*\?)?\)",
+                              f"{name} fails there (it fails on the eval path too)", p.detail)
+
+
 def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityResult:
     """The verdict (central properties decided first) and the result: lines, rows, the JSON document."""
     from numerics import attention_probe as ap
@@ -92,6 +104,7 @@ def render(pr, ld, decl, done, weights, ch, ev, window_given: bool) -> SanityRes
     _norm_order_in_context(ev.props, done.notes)
     if probe.precision is not None:
         info["working_precision"] = {"dtype": probe.precision.name, "how": probe.precision.how}
+    _eval_fails_too(ev.props)
     rows = [p.to_json() for p in ev.props]
     verdict = attention_verdict(rows, f"attention {ld.name}", ev.hints)
     lines = _head_lines(pr, ld, decl, done, weights, ch, ev)
