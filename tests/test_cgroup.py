@@ -146,3 +146,19 @@ def test_a_message_the_code_writes_on_the_result_channel_is_never_parsed(tmp_pat
     r = tv_here(tmp_path, "check", "attention", "--module", "m.py:Flood", "--causal", "--quick", "--no-progress",
                 "--timeout", "60")
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr[-800:])
+
+
+def test_a_group_left_by_a_tverify_that_is_gone_is_removed_by_the_next(cg):
+    """A tverify killed with SIGKILL cannot remove its group: the next one that makes a group beside it removes it
+    (and kills what is still in it); a group of a tverify still running is left alone."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()  # a pid that is gone
+    stale = cg.folder.parent / f"tverify-{p.pid}-0"
+    stale.mkdir()
+    mine = MemoryCgroup.make()
+    try:
+        assert not stale.exists() and cg.folder.exists()
+    finally:
+        mine.close()
+        if stale.exists():
+            stale.rmdir()

@@ -53,6 +53,18 @@ def _stat(folder: Path) -> dict[str, int]:
     return out
 
 
+def _sweep(parent: Path) -> None:
+    """The groups a tverify that is gone left in ``parent`` (killed with SIGKILL before it could remove its own): what
+    is still in them is killed and they are removed (a group of a tverify still running is never touched)."""
+    for folder in parent.glob("tverify-*-*"):
+        try:
+            pid = int(folder.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
+
+
 class MemoryCgroup:
     """One check's memory cgroup: :meth:`join` a process, :meth:`used` bytes, :meth:`close` (kill what is left in it,
     remove it)."""
@@ -67,11 +79,13 @@ class MemoryCgroup:
         if v2 is not None and (_ROOT / "cgroup.controllers").is_file():
             with contextlib.suppress(OSError):
                 if "memory" in (v2 / "cgroup.subtree_control").read_text().split():
+                    _sweep(v2)
                     (v2 / name).mkdir()
                     return cls(v2 / name, True)
         v1 = _own("memory")
         if v1 is not None and v1.is_dir():
             with contextlib.suppress(OSError):
+                _sweep(v1)
                 (v1 / name).mkdir()
                 if (v1 / name / "memory.usage_in_bytes").is_file():
                     return cls(v1 / name, False)
