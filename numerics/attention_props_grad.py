@@ -46,8 +46,8 @@ class GradientProps:
                 props += prop_key_padding(view, self.f)[:1]
         except Exception:  # a path the module cannot run: the path's own property says so
             return None
-        from numerics.attention_structural import (_audited_shapes, _batch_lengths, _big_batch, _other_sizes,
-                                                   call_shape_rows, is_noisy, kept, noise_floor, structural_tolerance)
+        from numerics.attention_structural import (_batch_lengths, _big_batch, _other_sizes, call_shape_rows, is_noisy,
+                                                   kept, noise_floor, structural_tolerance)
 
         Ts = _batch_lengths(view)
         big = _big_batch(view, Ts[len(Ts) // 2]) if differs and Ts else None  # the large batch on that path (30b F5)
@@ -61,10 +61,15 @@ class GradientProps:
                               f"{'; ' + cause if cause else ''})", central=True)
 
         sizes = [r for r in _other_sizes(view, unit=True) if not r[0] <= 1.0]  # the path's own single-sequence and
-        T_a = _audited_shapes(view)[0]
-        if not sizes and T_a in self.outs:  # every batch size the checks use, through this path (31b F1)
+        if not sizes:  # every batch size the checks use, through this path, at two of the lengths it was used at
+            path_outs: dict = {}  # (31b F1, 32b F2)
+
+            def base(T):
+                if T not in path_outs:
+                    path_outs[T] = kept(view.run(self.xs[T])[1])
+                return path_outs[T]
             try:
-                _, worst = call_shape_rows(view, kept(view.run(self.xs[T_a])[1]))
+                _, worst = call_shape_rows(view, base, every=False)
             except Exception:  # noqa: BLE001 - a path the module cannot run: the path's own property says so
                 worst = None
             if worst is not None and not worst[0] <= 1.0:

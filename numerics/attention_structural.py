@@ -550,35 +550,43 @@ def _other_sizes(probe: Any, unit: bool = False) -> list[tuple]:
     return out
 
 
-#: the most batch sizes :func:`audit_call_shapes` runs again
+#: the most call shapes :func:`audit_call_shapes` runs again
 _AUDITED = 48
 
 
-def _audited_shapes(probe: Any) -> tuple[int, list[tuple[int, int]]]:
-    """``(T, [(batch, T), ...])``: each batch size the module was called with on the plain eval path
-    (:data:`numerics.attention_rules.CALL_SHAPES`) but the probe batch's and one, at the shortest probe length ≥ 2 (the
-    lengths themselves are judged at the probe batch; a batch size is what these calls add)."""
+def _audited_shapes(probe: Any, every: bool = True) -> tuple[int, list[tuple[int, int]]]:
+    """``(T, [(batch, T), ...])``: the call shapes of the module on the plain eval path
+    (:data:`numerics.attention_rules.CALL_SHAPES`) at a probe length, but the probe batch's and a single sequence's
+    (those are judged at the probe batch itself). ``every``: each shape used (a module wrong only in batches above 16
+    at T ≥ 3 was "ok" when each size ran at T = 2 alone: 32b F3); else (the other paths', whose every shape would double
+    the check's cost at default sizes) each batch size at the shortest probe lengths ≥ 2 and ≥ 3. ``T`` is the shortest
+    probe length ≥ 2."""
     from numerics.attention_rules import CALL_SHAPES
 
     finite = [T for T in probe.outs if torch.isfinite(probe.outs[T]).all()]
     T_a = min([T for T in finite if T >= 2] or finite or [0])
-    shapes = sorted({(B, T_a) for B, T, dt in CALL_SHAPES if dt == probe.pdt and B not in (1, probe.B)})[:_AUDITED]
-    return T_a, shapes if probe.B >= 2 and T_a in probe.outs else []
+    used: dict[int, set[int]] = {}
+    for B, T, dt in CALL_SHAPES:
+        if dt == probe.pdt and B not in (1, probe.B) and T in finite:
+            used.setdefault(B, set()).add(T)
+    T_b = min([T for T in finite if T >= 3] or [T_a])
+    shapes = {(B, T) for B, Ts in used.items() for T in (Ts if every else {T_a, T_b})}
+    return T_a, sorted(shapes)[:_AUDITED] if probe.B >= 2 and T_a in probe.outs else []
 
 
-def call_shape_rows(probe: Any, base: torch.Tensor | None = None) -> tuple[int, tuple | None]:
-    """``(number of batch sizes run, worst)``: each audited batch size (:func:`_audited_shapes`) run once more through
+def call_shape_rows(probe: Any, bases: dict | None = None, every: bool = True) -> tuple[int, tuple | None]:
+    """``(number of shapes run, worst)``: each audited call shape (:func:`_audited_shapes`) run once more through
     ``probe.run`` (the eval path, or another path's view) on the probe's own samples repeated to that size, each
-    output row against ``base`` (the same path's probe batch; the probe's outputs by default), twice the forward
-    tolerance; ``worst`` is ``(ratio, move, tolerance, why, batch, T, row)`` or None."""
-    T_a, shapes = _audited_shapes(probe)
+    output row against ``bases(T)`` (the same path's probe batch at that length; the probe's outputs by default),
+    twice the forward tolerance; ``worst`` is ``(ratio, move, tolerance, why, batch, T, row)`` or None."""
+    _, shapes = _audited_shapes(probe, every)
     if not shapes:
         return 0, None
-    base = probe.outs[T_a] if base is None else base
-    tol, just = probe.tol_at(T_a, "unit")
-    scale = float(base[torch.isfinite(base)].abs().max()) if torch.isfinite(base).any() else 1.0
     worst = None
     for B, T in shapes:
+        base = probe.outs[T] if bases is None else bases(T)
+        tol, just = probe.tol_at(T, "unit")
+        scale = float(base[torch.isfinite(base)].abs().max()) if torch.isfinite(base).any() else 1.0
         idx = torch.arange(B) % probe.B
         try:
             o = kept(probe.run(probe.xs[T][idx])[1])
@@ -606,7 +614,7 @@ def audit_call_shapes(probe: Any, prop: Any) -> Any:
     r, e, tol, just, B, T, i = worst
     if r <= 1.0:  # (a row that did not pass stays as judged: nothing here decides it)
         if prop.status == "pass":
-            prop.detail += (f"; the {n} other batch sizes the checks called it with, run again on the "
+            prop.detail += (f"; the {n} other call shapes the checks called it with, run again on the "
                             f"probe's samples: worst {r:.2g} of the tolerance (a batch of {B} at T = {T})")
         return prop
     detail = (prop.detail + "; " if prop.detail else "") + (
