@@ -162,3 +162,28 @@ def test_a_group_left_by_a_tverify_that_is_gone_is_removed_by_the_next(cg):
         mine.close()
         if stale.exists():
             stale.rmdir()
+
+
+def test_a_segment_that_existed_before_the_check_is_never_the_checks():
+    """32a F3, F4: a SysV segment made before the check (by a process gone since, whose pid a process of the check may
+    reuse, or attached by the check's code) is neither counted nor removed as the check's."""
+    import ctypes
+
+    from proofs_checks.sanity import _procs
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("SysV shared memory through /proc/sysvipc/shm")
+    libc = ctypes.CDLL(None, use_errno=True)
+    shmid = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600: made by this process
+    if shmid < 0:
+        pytest.skip("shmget refused here")
+    try:
+        before = _procs.segment_ids()
+        assert shmid in before
+        assert shmid in _procs.sysv_segments({os.getpid()})  # made by one of the pids: the check's, without `before`
+        assert shmid not in _procs.sysv_segments({os.getpid()}, before)
+        _procs.SEGMENTS_BEFORE[os.getpid()] = before
+        _procs.remove_segments(os.getpid(), [])
+        assert shmid in _procs.segment_ids()  # not removed
+    finally:
+        libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(0), None)

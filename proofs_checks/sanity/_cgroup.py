@@ -27,6 +27,8 @@ __all__ = ["MemoryCgroup"]
 
 _ROOT = Path("/sys/fs/cgroup")
 _COUNT = itertools.count()
+#: the groups this process made (one of its pid that is not among them was left by a process that had the pid before)
+_MINE: set[str] = set()
 
 
 def _own(controller: str | None) -> Path | None:
@@ -55,14 +57,24 @@ def _stat(folder: Path) -> dict[str, int]:
 
 def _sweep(parent: Path) -> None:
     """The groups a tverify that is gone left in ``parent`` (killed with SIGKILL before it could remove its own): what
-    is still in them is killed and they are removed (a group of a tverify still running is never touched)."""
+    is still in them is killed and they are removed (a group of a tverify still running is never touched; one of this
+    process's pid that it did not make was left by an earlier process with the same pid)."""
     for folder in parent.glob("tverify-*-*"):
         try:
             pid = int(folder.name.split("-")[1])
         except (IndexError, ValueError):
             continue
-        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+        if folder.name not in _MINE and (pid == os.getpid() or not Path(f"/proc/{pid}").exists()):
             MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
+
+
+def remove_groups_of(pid: int) -> None:
+    """Every group the process ``pid`` made below this process's own (the fork server's, the same as its tverify's),
+    killed and removed: what the fork server does as it ends."""
+    for parent in (_own(None), _own("memory")):
+        if parent is not None and parent.is_dir():
+            for folder in parent.glob(f"tverify-{pid}-*"):
+                MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
 
 
 class MemoryCgroup:
@@ -74,7 +86,12 @@ class MemoryCgroup:
 
     @classmethod
     def make(cls) -> "MemoryCgroup | None":
-        name = f"tverify-{os.getpid()}-{next(_COUNT)}"
+        import secrets
+
+        # a name no other process used: a group a tverify killed with SIGKILL left under this pid (reused) made the
+        # mkdir fail, and the check ran without a group (32a F2)
+        name = f"tverify-{os.getpid()}-{next(_COUNT)}-{secrets.token_hex(4)}"
+        _MINE.add(name)
         v2 = _own(None)
         if v2 is not None and (_ROOT / "cgroup.controllers").is_file():
             with contextlib.suppress(OSError):

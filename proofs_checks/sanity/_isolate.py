@@ -725,6 +725,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
                        name=f"tverify {what}", daemon=False)
     before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
+    segments_before = _procs.segment_ids()  # nor the SysV segments that exist already (32a F3, F4)
     try:
         with _main_hidden(), _procs.isolated_start():
             proc.start()
@@ -744,6 +745,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
         c.close()
     if proc.pid is not None:
         _procs.ACTIVE[proc.pid] = before
+        _procs.SEGMENTS_BEFORE[proc.pid] = segments_before
         if cg is not None:
             cg.join(proc.pid)
     proc._tv_cgroup = cg  # (read by _supervise and _stop)

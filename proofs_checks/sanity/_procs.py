@@ -60,6 +60,16 @@ def server_boot() -> None:  # pragma: no cover - runs in the fork server
 
             ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     atexit.register(kill_below, os.getpid())
+    atexit.register(_remove_groups_of, os.getppid())  # (registered last: runs first... then kill_below's kills)
+
+
+def _remove_groups_of(pid: int) -> None:  # pragma: no cover - runs in the fork server as it ends
+    """The memory cgroups ``tverify`` (``pid``) made, removed with what is in them when its fork server ends (``tverify``
+    gone, even by ``kill -9``): a kill -9 left them for good (hostile pass 32a F2)."""
+    with contextlib.suppress(Exception):
+        from proofs_checks.sanity._cgroup import remove_groups_of
+
+        remove_groups_of(pid)
 
 
 def drop_server_client_fd() -> None:  # pragma: no cover - runs in the check's child
@@ -279,7 +289,29 @@ def memfd_bytes(pids) -> float:
     return total
 
 
-def sysv_segments(pids) -> dict[int, float]:
+#: check child's pid -> the SysV segments that existed before it started: never counted or removed as the check's (a
+#: segment made before the check, attached by its code or made by a process whose pid a process of the check reused,
+#: was removed at the end: hostile pass 32a F3, F4)
+SEGMENTS_BEFORE: dict[int, set[int]] = {}
+
+
+def segment_ids() -> set[int]:
+    """Every SysV shared memory segment's id now."""
+    try:
+        lines = Path("/proc/sysvipc/shm").read_text().splitlines()
+    except OSError:
+        return set()
+    if not lines:
+        return set()
+    col = lines[0].split().index("shmid") if "shmid" in lines[0].split() else 1
+    out = set()
+    for line in lines[1:]:
+        with contextlib.suppress(ValueError, IndexError):
+            out.add(int(line.split()[col]))
+    return out
+
+
+def sysv_segments(pids, before=frozenset()) -> dict[int, float]:
     """SysV shared memory segments (``shmget``) created by one of ``pids`` (or by a process now gone, attached last by
     one of them): id -> bytes resident
     (the ``rss`` column of ``/proc/sysvipc/shm`` where the kernel has it, else the size). A segment
@@ -297,6 +329,8 @@ def sysv_segments(pids) -> dict[int, float]:
             cpid, lpid = int(row["cpid"]), int(row.get("lpid", "0"))
             # or one whose creator is gone and which one of pids attached last: made by a short-lived fork of the
             # user's code, then used by the tree (it escaped the limit and outlived the check: hostile pass 21a F9)
+            if int(row["shmid"]) in before:
+                continue
             if cpid in wanted or (lpid in wanted and not os.path.exists(f"/proc/{cpid}")):
                 out[int(row["shmid"])] = float(row.get("rss", row["size"]))
     return out
@@ -305,7 +339,8 @@ def sysv_segments(pids) -> dict[int, float]:
 def remove_segments(pid: int, pids) -> None:
     """Remove (``IPC_RMID``) the SysV segments the check's tree created: those seen while it ran and
     those whose creator is one of ``pids`` now."""
-    ids = SEGMENTS.pop(pid, set()) | set(sysv_segments({pid, *pids}))
+    before = SEGMENTS_BEFORE.pop(pid, set())
+    ids = (SEGMENTS.pop(pid, set()) | set(sysv_segments({pid, *pids}, before))) - before
     if not ids or not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(Exception):
@@ -340,7 +375,7 @@ def tree_memory(pid: int, shm_start: float) -> float | None:
         m = _memory_kb(p)
         anon += m.get("anon", 0.0)
         shmem += m.get("shmem", 0.0)
-    segments = sysv_segments({pid, *tree})
+    segments = sysv_segments({pid, *tree}, SEGMENTS_BEFORE.get(pid, frozenset()))
     SEGMENTS.setdefault(pid, set()).update(segments)
     held = max(shm_used() - shm_start, 0.0) + memfd_bytes([pid, *tree]) + sum(segments.values())
     return anon + max(shmem, held)
