@@ -11,7 +11,7 @@ from pathlib import Path
 
 from proofs_checks.cli import main
 
-__all__ = ["MEMORY_CGROUP", "MHA_ATTN", "SEEDED_INIT", "causal_attn", "invoke", "invoke_in", "one_line_error", "tv_here", "without_volatile"]
+__all__ = ["MEMORY_CGROUP", "MHA_ATTN", "SEEDED_INIT", "causal_attn", "invoke", "invoke_in", "mismatch_here", "one_line_error", "tv_here", "without_volatile"]
 
 def _memory_cgroup() -> bool:
     import sys
@@ -109,6 +109,15 @@ def tv_here(folder: Path, *argv: str, **_ignored) -> subprocess.CompletedProcess
         mp.setenv("HOME", str(folder / "home"))
         return invoke_in(folder, mp, *argv)
 
+
+def mismatch_here(folder: Path, text: str, cls: str, *flags: str, file: str = "att.py") -> subprocess.CompletedProcess:
+    """``check attention --module FILE:CLS --causal --quick FLAGS`` on ``text`` written to ``folder/FILE``, in this
+    process: asserted a mismatch (exit 1) without a traceback; the result, for what a test asserts beyond."""
+    (folder / file).write_text(text)
+    r = tv_here(folder, "check", "attention", "--module", f"{file}:{cls}", "--causal", "--quick", *flags)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    return r
 
 def one_line_error(code: int, err: str) -> str:
     """Assert a usage error: exit 2, no traceback, one ``tverify: error:`` line; return it."""

@@ -2,7 +2,7 @@
 import textwrap
 
 import pytest
-from cli_helpers import SEEDED_INIT, causal_attn, tv_here
+from cli_helpers import mismatch_here, SEEDED_INIT, causal_attn, tv_here
 
 ATT = causal_attn(8, 2, '''
     class StackWrong(Attn):
@@ -51,18 +51,12 @@ ATT = causal_attn(8, 2, '''
 
 @pytest.mark.parametrize("name", ["StackWrong", "StackNaN", "StackRoundBF16"])
 def test_30b_f1_wrong_output_in_the_stacked_calls_is_not_ok(tmp_path, name):
-    (tmp_path / "att.py").write_text(ATT)
-    r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--quick")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    r = mismatch_here(tmp_path, ATT, name)
 
 
 @pytest.mark.parametrize("name", ["TrainDiff", "GradDiff"])
 def test_30b_f2_single_sequence_wrong_on_another_path_is_not_ok(tmp_path, name):
-    (tmp_path / "att.py").write_text(ATT)
-    r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--quick")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    r = mismatch_here(tmp_path, ATT, name)
 
 
 ICL = textwrap.dedent('''
@@ -114,10 +108,7 @@ def test_30b_f4_a_false_identity_behind_a_large_offset_is_not_verified():
 
 
 def test_30b_f5_cross_sample_term_in_large_batches_on_the_training_path_is_not_ok(tmp_path):
-    (tmp_path / "att.py").write_text(ATT)
-    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:TrainBatchLeak", "--causal", "--quick")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    r = mismatch_here(tmp_path, ATT, "TrainBatchLeak")
 
 
 CAUSAL = textwrap.dedent('''

@@ -82,11 +82,18 @@ _keep = []
 def test_tmpfs_in_a_private_mount_namespace_counts_against_max_memory(tmp_path):
     if not _unshare_ok():
         pytest.skip("no unprivileged mount namespace here (unshare -Urm)")
+    stopped_over_1gb(tmp_path, NSHOG, "nshog.py:NsHog")
+
+
+def stopped_over_1gb(tmp_path, text: str, spec: str):
+    """``check attention --module SPEC --max-memory 1.0`` on ``text`` (with an empty ``mnt`` folder beside it) is
+    stopped for its memory: exit 2, one line."""
     (tmp_path / "mnt").mkdir()
-    (tmp_path / "nshog.py").write_text(NSHOG)
-    r = tv_here(tmp_path, "check", "attention", "--module", "nshog.py:NsHog", "--causal", "--max-memory", "1.0",
-                "--quick", "--no-progress")
+    (tmp_path / spec.split(":")[0]).write_text(text)
+    r = tv_here(tmp_path, "check", "attention", "--module", spec, "--causal", "--max-memory", "1.0", "--quick",
+                "--no-progress")
     assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
+    return r
 
 
 MEMFD_HIDE = _module('M', '''

@@ -12,41 +12,17 @@ import contextlib
 import shutil
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from tests.test_hostile_round37a import NSHOG, _unshare_ok, stopped_over_1gb
 from tests.tiers import moved
 from cli_helpers import MEMORY_CGROUP, tv_here
 
 
-def _unshare_ok() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    try:
-        return subprocess.run(["unshare", "-Urm", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-ATTN = '''
-import math, os, pickle, socket, time
-import torch
-from torch import nn
-from multiprocessing import reduction
-
-class MyAttention(nn.Module):
-    def __init__(self, dim=32, heads=4):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        s = torch.einsum("bhtd,bhsd->bhts", q, k) / math.sqrt(self.head_dim)
-        s = s.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -math.inf).softmax(-1)
-        return self.proj(torch.einsum("bhts,bhsd->bhtd", s, v).transpose(1, 2).reshape(b, t, -1))
-'''
+ATTN = ("import math, os, pickle, socket, time\nfrom multiprocessing import reduction\n"
+        + (Path(__file__).resolve().parents[1] / "examples" / "my_attn.py").read_text())  # the README's causal attention
 
 FSESC = ATTN + '''
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -98,12 +74,7 @@ def test_a_process_the_fork_server_forks_for_the_code_counts_against_max_memory(
         pytest.skip("no memory cgroup here: a private-namespace tmpfs is a documented limit without one")
     if not _unshare_ok():
         pytest.skip("no unprivileged mount namespace here (unshare -Urm)")
-    (tmp_path / "mnt").mkdir()
-    (tmp_path / "fsesc.py").write_text(FSESC)
-    r = tv_here(tmp_path, "check", "attention", "--module", "fsesc.py:E", "--causal", "--max-memory", "1.0",
-                "--quick", "--no-progress")
-    assert (tmp_path / "ready").exists(), "the 1.5 GB were not written"
-    assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
+    stopped_over_1gb(tmp_path, FSESC, "fsesc.py:E")
 
 
 SLOW = ATTN + '''
@@ -144,7 +115,9 @@ def test_no_memory_cgroup_left_behind_after_kill_9(tmp_path):
         out = []
         for d in parent.iterdir():
             m = d.name.split("-")
-            if d.is_dir() and d.name not in before and d.name.startswith("tverify-") and len(m) >= 3:
+            # the groups of the tverify started here only: another run's groups beside them (a test suite running
+            # in the same cgroup) are not this test's, and their processes are never killed by it
+            if d.is_dir() and d.name not in before and d.name.startswith(f"tverify-{p.pid}-") and len(m) >= 3:
                 out.append((d.name, os.path.exists(f"/proc/{m[1]}")))
         return out
     try:
@@ -167,16 +140,23 @@ def test_no_memory_cgroup_left_behind_after_kill_9(tmp_path):
     assert not left, left
 
 
-VICTIM = ATTN + '''
-import subprocess
+def _once(cls: str, imports: str, body: str) -> str:
+    """A user module: the README's attention and a subclass ``cls`` whose first ``__init__`` runs ``body`` (indented as
+    its lines), with ``HERE`` (its folder) and ``imports`` (a module list) at hand."""
+    return ATTN + f"""
+import {imports}
 HERE = os.path.dirname(os.path.abspath(__file__))
 _done = []
 
-class V(MyAttention):
+class {cls}(MyAttention):
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
         if _done:
             return
+""" + body.strip("\n") + "\n"
+
+
+VICTIM = _once('V', 'subprocess', '''
         P = int(open(os.path.join(HERE, "segpid")).read())
         for _ in range(50):   # a process of the check's tree with the PID the user's segment's creator had
             with open("/proc/sys/kernel/ns_last_pid", "w") as f:
@@ -188,7 +168,8 @@ class V(MyAttention):
         p.wait()
         open(os.path.join(HERE, "victim_pid"), "w").write(str(p.pid))
         _done.append(1)
-'''
+
+''')
 
 _SHMGET = "import ctypes; print(ctypes.CDLL(None).shmget(0, 65536, 0o1600))"   # IPC_PRIVATE, IPC_CREAT | 0600
 
@@ -240,23 +221,16 @@ def test_a_segment_made_before_the_check_is_not_removed_by_pid_reuse(tmp_path):
         ctypes.CDLL(None).shmctl(shmid, 0, None)   # IPC_RMID (the test leaves nothing)
 
 
-READER = ATTN + '''
-import ctypes
-HERE = os.path.dirname(os.path.abspath(__file__))
-_done = []
-
-class R(MyAttention):
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        if _done:
-            return   # reads an input kept in a SysV segment (made before the check by a loader that has exited)
+READER = _once('R', 'ctypes', '''
+        # reads an input kept in a SysV segment (made before the check by a loader that has exited)
         libc = ctypes.CDLL(None, use_errno=True)
         libc.shmat.restype = ctypes.c_void_p
         addr = libc.shmat(int(open(os.path.join(HERE, "shmid")).read()), None, 0o10000)   # SHM_RDONLY
         _done.append(ctypes.string_at(addr, 16))
         libc.shmdt(ctypes.c_void_p(addr))
         time.sleep(0.3)
-'''
+
+''')
 
 
 @moved("a check in a fresh process attaching a segment",
@@ -308,19 +282,6 @@ if __name__ == "__main__":
 '''
 
 
-@moved("the API with the caller's own forkserver jobs in a fresh process",
-       "tests/test_cgroup.py::test_a_process_in_the_group_is_counted_with_its_memory_file_and_killed_on_close")
-@pytest.mark.xfail(strict=True, reason="32a F5, open: the caller's own forkserver jobs started during an API check are taken for the check's orphans")
-def test_the_callers_own_forkserver_job_started_during_a_check_is_not_killed(tmp_path):
-    import sys
-
-    (tmp_path / "attn.py").write_text(ATTN)
-    (tmp_path / "caller.py").write_text(CALLER)
-    r = subprocess.run([sys.executable, "caller.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert "verdict ok" in r.stdout, (r.stdout[-600:], r.stderr[-1500:])
-    assert "exitcodes [0]" in r.stdout, r.stdout[-600:]
-
-
 STUB = '''
 import multiprocessing as mp, os, sys, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -349,37 +310,21 @@ if __name__ == "__main__":
 '''
 
 
-@moved("the API with a second thread in a fresh process",
+@moved("the API with the caller's own processes in a fresh process",
        "tests/test_cgroup.py::test_a_process_in_the_group_is_counted_with_its_memory_file_and_killed_on_close")
-@pytest.mark.xfail(strict=True, reason="32a F6, open: sys.modules['__main__'] is a stub for the whole process while the API starts its check")
-def test_the_callers_main_is_not_replaced_for_other_threads(tmp_path):
+@pytest.mark.parametrize("script,said", [
+    pytest.param(CALLER, "exitcodes [0]", id="own_forkserver_job", marks=pytest.mark.xfail(strict=True, reason=(
+        "32a F5, open: the caller's own forkserver jobs started during an API check are taken for the check's orphans"))),
+    pytest.param(STUB, "job exit 0", id="main_for_other_threads", marks=pytest.mark.xfail(strict=True, reason=(
+        "32a F6, open: sys.modules['__main__'] is a stub for the whole process while the API starts its check")))])
+def test_the_callers_own_processes_are_left_alone(tmp_path, script, said):
     import sys
 
     (tmp_path / "attn.py").write_text(ATTN)
-    (tmp_path / "caller.py").write_text(STUB)
+    (tmp_path / "caller.py").write_text(script)
     r = subprocess.run([sys.executable, "caller.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "verdict ok" in r.stdout, (r.stdout[-600:], r.stderr[-1500:])
-    assert "job exit 0" in r.stdout, r.stdout[-600:]
-
-
-NSHOG = ATTN + '''
-import subprocess
-HERE = os.path.dirname(os.path.abspath(__file__))
-MNT = os.path.join(HERE, "mnt")
-_keep = []
-
-class D(MyAttention):
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        if not _keep:   # 1.5 GB of RAM in a tmpfs only its own mount namespace sees: the cgroup's count finds it
-            _keep.append(subprocess.Popen(["unshare", "-Urm", "sh", "-c", f"mount -t tmpfs none {MNT} && "
-                                           f"head -c 1500000000 /dev/zero > {MNT}/f && touch {HERE}/ready && "
-                                           "exec sleep 120"]))
-            for _ in range(300):
-                if os.path.exists(os.path.join(HERE, "ready")):
-                    break
-                time.sleep(0.1)
-'''
+    assert said in r.stdout, r.stdout[-600:]
 
 
 @moved("a check holding 1.5 GB in a private mount namespace",
@@ -401,11 +346,7 @@ def test_a_stale_group_of_the_same_name_does_not_switch_the_cgroup_off(tmp_path)
     for d in stale:   # what a kill -9 of an earlier process with this PID left (F2)
         d.mkdir()
     try:
-        (tmp_path / "mnt").mkdir()
-        (tmp_path / "nshog.py").write_text(NSHOG)
-        r = tv_here(tmp_path, "check", "attention", "--module", "nshog.py:D", "--causal", "--max-memory", "1.0",
-                    "--quick", "--no-progress")
-        assert r.returncode == 2 and "memory" in r.stderr, (r.returncode, r.stdout[-600:], r.stderr[-600:])
+        stopped_over_1gb(tmp_path, NSHOG, "nshog.py:NsHog")  # pass 31a F1's module
     finally:
         for d in stale:
             with contextlib.suppress(OSError):

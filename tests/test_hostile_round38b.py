@@ -1,8 +1,12 @@
 """Hostile pass 32 (run at the end of the fourteenth session), tester B: reproducers. F2 (but a single sequence under
 inference mode) and F3 fixed; the strict xfails are open findings for the next session."""
 
+import textwrap
+
 import pytest
-from cli_helpers import causal_attn, tv_here
+from cli_helpers import mismatch_here, causal_attn, tv_here
+
+from tests.test_hostile_round37b import ATT as ATT37
 
 # --- 32B F1: the power rule's "one input where every output is 0" guard, escaped by two such inputs -------------------
 
@@ -58,80 +62,45 @@ def test_32b_f1_false_identity_read_at_one_zero_in_two_shapes_is_not_verified():
 # --- 32B F2: another path (autograd on, training mode) wrong only at batch sizes >= 5 and T >= 3 ----------------------
 
 ATT = causal_attn(8, 2, '''
-    class GradBigLeak(Attn):
-        # autograd on (a training step), batches of 5 or more at T >= 3: the causal mask is dropped
-        def forward(self, x):
-            B, T, _ = x.shape
-            s, v = self.scores(x)
-            if not (torch.is_grad_enabled() and B >= 5 and T >= 3):
-                s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.finish(s, v, B, T)
-    class TrainBigLeak(Attn):
-        # training mode, batches of 5 or more at T >= 3: the causal mask is dropped
-        def forward(self, x):
-            B, T, _ = x.shape
-            s, v = self.scores(x)
-            if not (self.training and B >= 5 and T >= 3):
-                s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.finish(s, v, B, T)
-    class InfBigLeak(Attn):
-        # under torch.inference_mode() (serving), batches of 5 or more at T >= 3: the causal mask is dropped
-        def forward(self, x):
-            B, T, _ = x.shape
-            s, v = self.scores(x)
-            if not (torch.is_inference_mode_enabled() and B >= 5 and T >= 3):
-                s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.finish(s, v, B, T)
-    class InfAloneLeak(Attn):
-        # under torch.inference_mode(), a single sequence (one prompt served) at T >= 3: the causal mask is dropped
-        def forward(self, x):
-            B, T, _ = x.shape
-            s, v = self.scores(x)
-            if not (torch.is_inference_mode_enabled() and B == 1 and T >= 3):
-                s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.finish(s, v, B, T)
+    def _leaky(cond):
+        # the causal mask dropped where cond(module, B, T) holds
+        class L(Attn):
+            def forward(self, x):
+                B, T, _ = x.shape
+                s, v = self.scores(x)
+                if not cond(self, B, T):
+                    s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+                return self.finish(s, v, B, T)
+        return L
+    GradBigLeak = _leaky(lambda m, B, T: torch.is_grad_enabled() and B >= 5 and T >= 3)  # autograd on (a training step)
+    TrainBigLeak = _leaky(lambda m, B, T: m.training and B >= 5 and T >= 3)  # training mode
+    InfBigLeak = _leaky(lambda m, B, T: torch.is_inference_mode_enabled() and B >= 5 and T >= 3)  # serving
+    InfAloneLeak = _leaky(lambda m, B, T: torch.is_inference_mode_enabled() and B == 1 and T >= 3)  # one prompt served
 ''')
 
 
 @pytest.mark.parametrize("name", ["GradBigLeak", "TrainBigLeak", "InfBigLeak", pytest.param("InfAloneLeak", marks=pytest.mark.xfail(
     strict=True, reason="32B F2, open: a single sequence under inference mode, at T >= 3 only, is not judged"))])
 def test_32b_f2_leak_on_another_path_at_real_batch_sizes_is_not_ok(tmp_path, name):
-    (tmp_path / "att.py").write_text(ATT)
-    r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--quick")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    r = mismatch_here(tmp_path, ATT, name)
 
 
 # --- 32B F3: 31b F1's large-batch path, taken only at T >= 3, on the eval path -----------------------------------------
 
-ATT3 = causal_attn(8, 2, '''
-    class BigBatchNoScaleT3(Attn):
-        # a path for batches above 16 at T >= 3 (a kernel with a minimum length): samples from 16 on lack 1/sqrt(d_k)
+ATT3 = ATT37 + textwrap.dedent('''
+    class BigBatchNoScaleT3(BigBatchNoScale):
+        # 31b F1's path for batches above 16, taken at T >= 3 only (a kernel with a minimum length)
         def forward(self, x):
-            y = super().forward(x)
-            if x.shape[0] > 16 and x.shape[1] >= 3:
-                z = x[16:]
-                B, T, _ = z.shape
-                s, v = self.scores(z)
-                s = (s * math.sqrt(D // H)).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-                y = torch.cat([y[:16], self.finish(s, v, B, T)])
-            return y
-    class BigBatchWrongT3(Attn):
-        # the same path: the samples from 16 on are 1.5 x the right output
+            return super().forward(x) if x.shape[1] >= 3 else Attn.forward(self, x)
+    class BigBatchWrongT3(BigBatchWrong):
         def forward(self, x):
-            y = super().forward(x)
-            if x.shape[0] > 16 and x.shape[1] >= 3:
-                y = torch.cat([y[:16], 1.5 * y[16:]])
-            return y
+            return super().forward(x) if x.shape[1] >= 3 else Attn.forward(self, x)
 ''')
 
 
 @pytest.mark.parametrize("name", ["BigBatchNoScaleT3", "BigBatchWrongT3"])
 def test_32b_f3_wrong_large_batch_path_at_lengths_from_3_is_not_ok(tmp_path, name):
-    (tmp_path / "att.py").write_text(ATT3)
-    r = tv_here(tmp_path, "check", "attention", "--module", f"att.py:{name}", "--causal", "--quick")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    r = mismatch_here(tmp_path, ATT3, name)
 
 
 # --- 32B F4: a custom backward wrong only for a single sequence --------------------------------------------------------
@@ -152,31 +121,20 @@ ATT4 = causal_attn(8, 2, '''
 ''')
 
 
+def _mismatch(tmp_path, text: str, cls: str) -> None:
+    r = mismatch_here(tmp_path, text, cls)
+
+
 @pytest.mark.xfail(strict=True, reason="32B F4, open: gradients are judged at the probe batch only; a backward wrong only for a batch of one is ok")
 def test_32b_f4_backward_wrong_for_a_single_sequence_is_not_ok(tmp_path):
-    (tmp_path / "att.py").write_text(ATT4)
-    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:GradWrongAlone", "--causal", "--quick")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    _mismatch(tmp_path, ATT4, "GradWrongAlone")
 
 
 # --- 32B F5: training mode with autograd on (a training step) is never called -----------------------------------------
 
-ATT5 = causal_attn(8, 2, '''
-    class TrainGradLeak(Attn):
-        # a training step's path (training mode and autograd on): the causal mask is dropped, at every size
-        def forward(self, x):
-            B, T, _ = x.shape
-            s, v = self.scores(x)
-            if not (self.training and torch.is_grad_enabled()):
-                s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.finish(s, v, B, T)
-''')
+ATT5 = ATT + "TrainGradLeak = _leaky(lambda m, B, T: m.training and torch.is_grad_enabled())  # a training step\n"
 
 
 @pytest.mark.xfail(strict=True, reason="32B F5, open: the paths are probed one at a time; a leak in training mode with autograd on (a training step) is ok")
 def test_32b_f5_leak_in_a_training_step_is_not_ok(tmp_path):
-    (tmp_path / "att.py").write_text(ATT5)
-    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:TrainGradLeak", "--causal", "--quick")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    _mismatch(tmp_path, ATT5, "TrainGradLeak")
