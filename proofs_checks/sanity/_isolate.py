@@ -84,10 +84,13 @@ from proofs_checks.sanity._loader import UserCodeError
 
 __all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD", "draw_figures", "cleanup"]
 
-#: modules the forkserver imports once (each child starts with them imported)
-PRELOAD = ["numpy", "torch", "proofs_checks.sanity._isolate", "proofs_checks.sanity.attention",
-           "proofs_checks.sanity.icl", "proofs_checks.sanity.hopfield", "numerics.attention_probe",
-           "numerics.icl_probe", "numerics.hopfield", "numerics.icl"]
+#: modules the forkserver imports once (each child starts with them imported). torch's symbolic shapes (with SymPy):
+#: autograd imports them on the first ``torch.autograd.grad`` with ``grad_outputs`` (check attention's gradient
+#: properties), 0.13 CPU s in every check's child otherwise (with SymPy loaded already), a fifth of the time the test
+#: suite spent in those children (sampled; benchmarks/RESULTS.md, "Fifteenth session")
+PRELOAD = ["numpy", "torch", "torch.fx.experimental.symbolic_shapes", "proofs_checks.sanity._isolate",
+           "proofs_checks.sanity.attention", "proofs_checks.sanity.icl", "proofs_checks.sanity.hopfield",
+           "numerics.attention_probe", "numerics.icl_probe", "numerics.hopfield", "numerics.icl"]
 #: the memory watchdog never stops a child below this much memory beyond its start
 MIN_MEMORY_LIMIT = 256 * 1024**2
 POLL = 0.1
@@ -832,6 +835,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
     base = None
     peak = 0.0
     ended = False
+    last_poll = t0 - POLL
     shm_start = _procs.shm_used()
     while True:
         ready = wait([res_r, out_r, proc.sentinel], timeout=POLL)
@@ -898,8 +902,11 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 return
             ended = True
             continue
-        rss = _procs.tree_memory(proc.pid, shm_start) if proc.pid else None
+        # the memory read at most every POLL seconds: output arriving wakes this loop far more often (a /proc read of
+        # the tree costs ≈ 2 ms, most of the supervisor's time)
+        rss = _procs.tree_memory(proc.pid, shm_start) if proc.pid and now - last_poll >= POLL else None
         if rss is not None:
+            last_poll = now
             if base is None:  # the child's own memory at its first reading: what it started and the shared
                 base = _procs.own_memory(proc.pid) or rss  # memory it holds are the user's code's, however early
             used = max(rss - base, _cgroup_used(proc))
