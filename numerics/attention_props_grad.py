@@ -136,10 +136,14 @@ class GradientProps:
         params = [p for _, p in named]
         p_dt = self.precision.dtype if self.precision else self.pdt
         worst, raised = None, {}
-        for T in Ts:
-            x64 = self.xs[T]
+        # and a single sequence (the probe's first sample alone) at the shortest lengths ≥ 2 and ≥ 3: a backward wrong
+        # for a batch of one only was "ok" (32b F4)
+        singles = sorted({min([t for t in Ts if t >= k] or [max(Ts)]) for k in (2, 3)}) if self.B > 1 else []
+        singles_done: list[int] = []
+        for T, rows in [(T, None) for T in Ts] + [(T, 1) for T in singles]:
+            x64 = self.xs[T] if rows is None else self.xs[T][:rows]
             g = torch.Generator().manual_seed(self.seed * 31 + T)
-            cot = torch.randn(self.B, T, self.D, generator=g, dtype=torch.float64)
+            cot = torch.randn(self.B, T, self.D, generator=g, dtype=torch.float64)[:x64.shape[0]]
             forward_ran = False
             try:
                 with torch.enable_grad():
@@ -153,7 +157,8 @@ class GradientProps:
                                             "input or the parameters", {}, False)
                         return _skip(name, "the output does not require grad (computed without autograd): nothing "
                                            "to compare")
-                    self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
+                    if rows is None:
+                        self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
                     gm = torch.autograd.grad(out, [xm] + params, cot.to(out.dtype).to(out.device), allow_unused=True)
                 if params and all(a is None for a in gm):
                     return Property(name, "fail", float("inf"), 0.0, "gradients must reach the parameters",
@@ -170,10 +175,14 @@ class GradientProps:
                     # a backward that raises (FlexAttention has none on CPU) is not a wrong gradient: that length is
                     # not judged, the others are (a raise at T ≥ 17 hid a backward 50 % wrong at T < 17: 24b F16);
                     # at no length, the property is skipped with the exception, and the verdict says so
-                    raised.setdefault("first", (exc, T))
-                    raised.setdefault("lengths", []).append(T)
+                    if rows is None:  # (a module refusing a single sequence: batch_size_independence says so)
+                        raised.setdefault("first", (exc, T))
+                        raised.setdefault("lengths", []).append(T)
                     continue
             labels = ["input"] + [f"parameter {n}" for n, _ in named]
+            if rows is not None:
+                labels = [f"{lab} (a single sequence)" for lab in labels]
+                singles_done.append(T)
             if self.against is not None:
                 try:
                     with torch.enable_grad():
@@ -182,7 +191,7 @@ class GradientProps:
                         ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
                 except Exception as exc:
                     return unavailable(name, self.device, f"{exc_text(exc)} (in --against)", T)
-                pairs = [("input", gm[0], ga[0], None)]
+                pairs = [(labels[0], gm[0], ga[0], None)]
             else:
                 gr, gp = self._reference_grads(x64, params, cot, p_dt)
                 pairs = [(lab, a, b, c) for lab, a, b, c in zip(labels, gm, gr, gp)]
@@ -208,7 +217,9 @@ class GradientProps:
         _, e, tol, just, T, lab = worst
         n_par = sum(1 for p in params)
         detail = (f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par and self.against is None else ''}"
-                  f" at {_judged_lengths(Ts, raised)}; worst: {lab} at T = {T}"
+                  f" at {_judged_lengths(Ts, raised)}"
+                  f"{', and of a single sequence at T = ' + ', '.join(map(str, singles_done)) if singles_done else ''}; worst: {lab} "
+                  f"at T = {T}"
                   + ("; the gradient differs from the reference's autograd gradient (if the forward pass matches: a "
                      "custom backward?)" if not e <= tol else ""))
         return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
@@ -252,7 +263,8 @@ class GradientProps:
                 with torch.enable_grad():
                     _, out, _ = self.run(self.xs[T], grad=True)
                 if isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(self.outs[T].shape):
-                    self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
+                    if rows is None:
+                        self.grad_outs[T] = out.detach().to(device="cpu", dtype=torch.float64, copy=True)
             except Exception:  # a length the module cannot run with autograd: judged by the gradient property
                 continue
         worst = None
@@ -278,8 +290,9 @@ class GradientProps:
         return _judge(name, e, tol, just, detail, central=True)
 
     def prop_other_paths(self) -> Property | None:
-        """Four more ways the module is called in practice: in training mode, on a copy (``.train()``, when it holds
-        no active dropout, whose randomness would decide nothing); on a non-contiguous view of the same input (kernels
+        """Five more ways the module is called in practice: in training mode, on a copy (``.train()``, when it holds
+        no active dropout, whose randomness would decide nothing), with autograd off and on (a training step); on a
+        non-contiguous view of the same input (kernels
         that fall back on ``x.is_contiguous()``); with autograd enabled on an input that does not require grad (a plain
         ``model(x)`` outside ``no_grad``); and on a non-leaf input (a layer inside a network being trained). ``None`` when each gives the no-grad eval outputs; else the differing
         path's outputs against the reference, under ``matches_reference``'s rule."""
@@ -290,6 +303,7 @@ class GradientProps:
                 g = copy.deepcopy(self.f).train()
                 if not self._random(g):  # dropout whose rate no attribute names (a config's, a literal: 21b F2)
                     paths.append(("training mode (.train())", g, "copy", False))
+                    paths.append((_TRAIN_STEP, g, "copy", True))  # the two together (32b F5)
                 else:
                     self.training_left_out = ("training mode was not judged: two calls there on the identical input "
                                               "differ (dropout, or a parameter a call changes)")
@@ -303,6 +317,7 @@ class GradientProps:
         paths.append((_IN_NETWORK, self.f, "nonleaf", True))  # a layer inside a network being trained (28b F2)
         causes = {_PLAIN_GRAD: "a branch on torch.is_grad_enabled() without x.requires_grad?",
                   _IN_NETWORK: "a branch on x.grad_fn or x.is_leaf?",
+                  _TRAIN_STEP: "a branch on self.training and torch.is_grad_enabled() together?",
                   "a non-contiguous input (a transposed view)": "a branch on x.is_contiguous()?"}
         for label, g, kind, grad in paths:
             runner = (lambda z, g=g, k=kind, lb=label, gr=grad: self._call_synced(g, self._path_input(z, k, gr), lb, gr))
@@ -337,6 +352,7 @@ class GradientProps:
         if getattr(self, "grad_forward_raised", None) is not None:  # the autograd path's own property says so already
             raised.pop(_PLAIN_GRAD, None)
             raised.pop(_IN_NETWORK, None)
+            raised.pop(_TRAIN_STEP, None)
         if worst is None:
             if not raised:
                 return None
@@ -498,6 +514,7 @@ class GradientProps:
 
 _PLAIN_GRAD = "the path with autograd enabled and an input that does not require grad (a plain model(x))"
 _IN_NETWORK = "a non-leaf input that requires grad, with autograd enabled (a layer inside a network being trained)"
+_TRAIN_STEP = "training mode with autograd enabled (a training step)"
 
 
 def bad_first(props: list):

@@ -559,8 +559,10 @@ def _audited_shapes(probe: Any, every: bool = True) -> tuple[int, list[tuple[int
     (:data:`numerics.attention_rules.CALL_SHAPES`) at a probe length, but the probe batch's and a single sequence's
     (those are judged at the probe batch itself). ``every``: each shape used (a module wrong only in batches above 16
     at T ≥ 3 was "ok" when each size ran at T = 2 alone: 32b F3); else (the other paths', whose every shape would double
-    the check's cost at default sizes) each batch size at the shortest probe lengths ≥ 2 and ≥ 3. ``T`` is the shortest
-    probe length ≥ 2."""
+    the check's cost at default sizes) each batch size at the shortest probe lengths ≥ 2 and ≥ 3, a single sequence
+    among them (on another path nothing else judges it where that path's outputs at the probe batch are the eval
+    path's: a leak under inference mode for one sequence at T ≥ 3 was "ok", 32b F2). ``T`` is the shortest probe
+    length ≥ 2."""
     from numerics.attention_rules import CALL_SHAPES
 
     finite = [T for T in probe.outs if torch.isfinite(probe.outs[T]).all()]
@@ -569,6 +571,8 @@ def _audited_shapes(probe: Any, every: bool = True) -> tuple[int, list[tuple[int
     for B, T, dt in CALL_SHAPES:
         if dt == probe.pdt and B not in (1, probe.B) and T in finite:
             used.setdefault(B, set()).add(T)
+    if not every:
+        used.setdefault(1, set())
     T_b = min([T for T in finite if T >= 3] or [T_a])
     shapes = {(B, T) for B, Ts in used.items() for T in (Ts if every else {T_a, T_b})}
     return T_a, sorted(shapes)[:_AUDITED] if probe.B >= 2 and T_a in probe.outs else []
