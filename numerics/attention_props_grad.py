@@ -195,20 +195,7 @@ class GradientProps:
             else:
                 gr, gp = self._reference_grads(x64, params, cot, p_dt)
                 pairs = [(lab, a, b, c) for lab, a, b, c in zip(labels, gm, gr, gp)]
-            L = self.L.get((T, "unit"), 1.0)
-            G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None
-                     and b.numel()] + [1e-300])  # gradients are compared relative to the largest entry
-            for lab, a, b, c in pairs:
-                if a is None or b is None:
-                    continue
-                e = _rel(a, b, G)
-                e_plain = _rel(c, b, G) if c is not None and p_dt != torch.float64 else 0.0
-                tol, just = tolerance(e_plain, self.D, T, 2 * L, p_dt, FACTOR_GRAD)
-                if self.against is not None:
-                    tol, just = 2 * tol, "2 × each implementation's bound: " + just
-                r_ = e / tol if math.isfinite(e) else float("inf")
-                if worst is None or r_ > worst[0]:
-                    worst = (r_, e, tol, just, T, lab)
+            worst = self._grad_worst(pairs, T, p_dt, worst)
         if worst is None and raised:
             exc, T = raised["first"]
             return unavailable(name, self.device, f"{exc_text(exc)}", T, unsupported(exc))
@@ -224,6 +211,25 @@ class GradientProps:
                      "custom backward?)" if not e <= tol else ""))
         return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
                                            "gradient entry at that length)", detail)
+
+    def _grad_worst(self, pairs: list, T: int, p_dt: torch.dtype, worst: tuple | None) -> tuple | None:
+        """``worst`` updated with each ``(label, module's, reference's float64, reference's working-precision)``
+        gradient at length ``T``: ``(ratio, error, tolerance, why, T, label)``, errors relative to the largest entry."""
+        L = self.L.get((T, "unit"), 1.0)
+        G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None
+                 and b.numel()] + [1e-300])  # gradients are compared relative to the largest entry
+        for lab, a, b, c in pairs:
+            if a is None or b is None:
+                continue
+            e = _rel(a, b, G)
+            e_plain = _rel(c, b, G) if c is not None and p_dt != torch.float64 else 0.0
+            tol, just = tolerance(e_plain, self.D, T, 2 * L, p_dt, FACTOR_GRAD)
+            if self.against is not None:
+                tol, just = 2 * tol, "2 × each implementation's bound: " + just
+            r_ = e / tol if math.isfinite(e) else float("inf")
+            if worst is None or r_ > worst[0]:
+                worst = (r_, e, tol, just, T, lab)
+        return worst
 
     def _reference_grads(self, x64: torch.Tensor, params: list, cot: torch.Tensor, p_dt: torch.dtype) -> tuple:
         """The reference's autograd gradients (input, then ``params``) in float64 and in the working precision."""
