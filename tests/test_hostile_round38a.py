@@ -1,5 +1,5 @@
-"""Hostile pass 32 (at the end of the fourteenth session), tester A (frozen32): F2, F3, F4 fixed; F1, F5, F6 open
-(strict xfails). End to end, in the integration tier, each pinned by a unit test of tests/test_cgroup.py.
+"""Hostile pass 32 (at the end of the fourteenth session), tester A (frozen32): F2, F3, F4 fixed; F5, F6 fixed in
+the fifteenth session (tverify's own fork server); F1 open (a strict xfail). End to end, in the integration tier, each pinned by a unit test of tests/test_cgroup.py.
 
 F1: the user's code asks the checks' fork server (its own parent) over the server's listener socket to fork a process
 for it; that process is in the server's cgroup, not the check's memory cgroup, and a tmpfs it fills in a mount
@@ -305,12 +305,12 @@ def work():
 
 if __name__ == "__main__":
     import proofs_checks
-    from multiprocessing import forkserver
+    from proofs_checks.sanity import _procs
     from attn import MyAttention
     ctx = mp.get_context("forkserver")
     out = []
-    def starter():   # the caller's own job, started while tverify starts its check's process
-        while getattr(forkserver._forkserver, "_forkserver_pid", None) is None:
+    def starter():   # the caller's own job, started while tverify starts its check's process (its server just up)
+        while _procs.server_pid() is None:
             time.sleep(0.001)
         time.sleep(0.05)
         try:
@@ -327,10 +327,8 @@ if __name__ == "__main__":
 @moved("the API with the caller's own processes in a fresh process",
        "tests/test_cgroup.py::test_a_process_in_the_group_is_counted_with_its_memory_file_and_killed_on_close")
 @pytest.mark.parametrize("script,said", [
-    pytest.param(CALLER, "exitcodes [0]", id="own_forkserver_job", marks=pytest.mark.xfail(strict=True, reason=(
-        "32a F5, open: the caller's own forkserver jobs started during an API check are taken for the check's orphans"))),
-    pytest.param(STUB, "job exit 0", id="main_for_other_threads", marks=pytest.mark.xfail(strict=True, reason=(
-        "32a F6, open: sys.modules['__main__'] is a stub for the whole process while the API starts its check")))])
+    pytest.param(CALLER, "exitcodes [0]", id="own_forkserver_job"),
+    pytest.param(STUB, "job exit 0", id="main_for_other_threads")])
 def test_the_callers_own_processes_are_left_alone(tmp_path, script, said):
     import sys
 

@@ -515,32 +515,64 @@ def _dumps_objects(obj) -> bytes:
 
 
 def _context():
+    """``(context, through tverify's own fork server)``: tverify's own fork server (:func:`proofs_checks.sanity._procs.server`, started
+    here with :data:`PRELOAD`), or ``spawn`` where the platform has no fork server."""
     import multiprocessing as mp
 
     if "forkserver" in mp.get_all_start_methods():
-        from multiprocessing import forkserver
-
-        ctx = mp.get_context("forkserver")
-        server = getattr(forkserver, "_forkserver", None)
-        mods = list(getattr(server, "_preload_modules", None) or [])
-        want = [m for m in mods if m != "__main__"] + [m for m in PRELOAD if m not in mods]
-        if mods != want:  # never '__main__': the server must not run the caller's script again
-            with contextlib.suppress(Exception):
-                ctx.set_forkserver_preload(want)
-        _start_forkserver_quietly(forkserver)
-        return ctx
-    return mp.get_context("spawn")
+        server = _procs.server()
+        if getattr(server, "_preload_modules", None) != PRELOAD:
+            server.set_forkserver_preload(PRELOAD)
+        _start_forkserver_quietly(server)
+        return mp.get_context("forkserver"), True
+    return mp.get_context("spawn"), False
 
 
-def _start_forkserver_quietly(forkserver) -> None:
+@functools.cache
+def _forkserver_popen():
+    """multiprocessing's fork-server ``Popen`` through tverify's own server: never the process-wide one, whose other
+    children (a caller's own forkserver jobs) were taken for the check's orphans and killed (hostile pass 32a F5); and
+    without the caller's ``__main__`` in what the child prepares (it would import the caller's script again), left out
+    of that data alone rather than hidden from the whole process while the child starts (32a F6)."""
+    from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
+
+    class Popen(popen_forkserver.Popen):
+        def _launch(self, process_obj):  # multiprocessing's own, but for the server and the two keys
+            prep_data = spawn.get_preparation_data(process_obj._name)
+            for key in ("init_main_from_path", "init_main_from_name"):
+                prep_data.pop(key, None)
+            buf = io.BytesIO()
+            context.set_spawning_popen(self)
+            try:
+                reduction.dump(prep_data, buf)
+                reduction.dump(process_obj, buf)
+            finally:
+                context.set_spawning_popen(None)
+            self.sentinel, w = _procs.server().connect_to_new_process(self._fds)
+            parent_w = os.dup(w)  # the data pipe's write end: the child's sentinel of this process
+            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+            with open(w, "wb", closefd=True) as f:
+                f.write(buf.getbuffer())
+            self.pid = forkserver.read_signed(self.sentinel)
+
+    return Popen
+
+
+def _server_popen(process_obj):
+    """A ``Popen`` of the process through tverify's own fork server (:func:`_forkserver_popen`): set as the process's
+    own ``_Popen`` (a subclass of multiprocessing's process, as a class of tverify's modules, would be watched for
+    replaced methods in the check's process, where the plugin caches wrap the ``start`` it inherits)."""
+    return _forkserver_popen()(process_obj)
+
+
+def _start_forkserver_quietly(server) -> None:
     """Start the fork server with SIGINT ignored (inherited across its exec): a Ctrl-C at a terminal
     signals the whole foreground group, and the server, still importing its preload modules, printed a
     30-line KeyboardInterrupt traceback beside tverify's one line. The server ignores SIGINT itself
     once started; its children (the checks' processes) restore the default handler. This process's
     own handler is back before the server is used. The server starts isolated
     (:func:`proofs_checks.sanity._procs.isolated_start`)."""
-    server = getattr(forkserver, "_forkserver", None)
-    if server is None or getattr(server, "_forkserver_pid", None) is not None:
+    if getattr(server, "_forkserver_pid", None) is not None:
         return
     if threading.current_thread() is not threading.main_thread():
         return
@@ -721,16 +753,18 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     limit = max(limit, MIN_MEMORY_LIMIT)
     cg = _cgroup.MemoryCgroup.make() if sys.platform.startswith("linux") else None
     req["cgroup"] = str(cg.folder) if cg is not None else None
-    ctx = _context()
+    ctx, own_server = _context()
     res_r, res_w = ctx.Pipe(duplex=False)
     out_r, out_w = ctx.Pipe(duplex=False)
     alive_r, alive_w = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
                        name=f"tverify {what}", daemon=False)
+    if own_server:
+        proc._Popen = _server_popen
     before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
     segments_before = _procs.segment_ids()  # nor the SysV segments that exist already (32a F3, F4)
     try:
-        with _main_hidden(), _procs.isolated_start():
+        with (contextlib.nullcontext() if own_server else _main_hidden()), _procs.isolated_start():
             proc.start()
     except Exception as exc:
         for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):

@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-__all__ = ["ACTIVE", "isolated_start", "server_boot", "server_pid", "user_tree", "tree_memory", "shm_used",
+__all__ = ["ACTIVE", "isolated_start", "server", "server_boot", "server_pid", "user_tree", "tree_memory", "shm_used",
            "own_memory", "memfd_bytes", "sysv_segments", "remove_segments", "SEGMENTS", "kill_group", "kill_below", "descendants"]
 
 #: run first in every interpreter multiprocessing starts for the checks (the fork server, its
@@ -102,10 +102,23 @@ def kill_below(pid: int) -> None:
             return
 
 
-def server_pid() -> int | None:
-    from multiprocessing import forkserver
+#: tverify's own fork server (:func:`server`)
+_SERVER = None
 
-    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+def server():
+    """tverify's own fork server (a ``multiprocessing.forkserver.ForkServer`` of its own, started on first use): not the
+    process-wide one, which a caller of the API may use for its own jobs (hostile pass 32a F5)."""
+    global _SERVER
+    if _SERVER is None:
+        from multiprocessing import forkserver
+
+        _SERVER = forkserver.ForkServer()
+    return _SERVER
+
+
+def server_pid() -> int | None:
+    return getattr(_SERVER, "_forkserver_pid", None)
 
 
 #: the checks' children this process is running now, each with the fork server's other children when
