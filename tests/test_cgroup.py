@@ -187,3 +187,24 @@ def test_a_segment_that_existed_before_the_check_is_never_the_checks():
         assert shmid in _procs.segment_ids()  # not removed
     finally:
         libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(0), None)
+
+
+def test_a_process_the_fork_server_holds_for_no_check_is_moved_into_the_checks_group(cg, monkeypatch):
+    """What the user's code has the checks' fork server fork for it (32a F1) is moved into the check's group: here this
+    process stands for the server, a child of it started after the check for the process the code asked for, and a
+    child that was there before the check (a check of another thread's) is left where it is."""
+    from proofs_checks.sanity import _procs
+
+    old = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    before = frozenset(_procs._Children().get(os.getpid()))  # (this process's own fork server among them: left alone)
+    new = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert old.pid in before
+        monkeypatch.setattr(_procs, "_SERVER", type("S", (), {"_forkserver_pid": os.getpid()})())
+        monkeypatch.setitem(_procs.ACTIVE, 999_999_999, before)  # the check: what the server held when it started
+        _procs.server_orphans_into(cg, 999_999_999)
+        assert new.pid in cg.pids() and old.pid not in cg.pids(), (cg.pids(), old.pid, new.pid)
+    finally:
+        for p in (old, new):
+            p.kill()
+            p.wait()

@@ -1,5 +1,5 @@
-"""Hostile pass 32 (at the end of the fourteenth session), tester A (frozen32): F2, F3, F4 fixed; F5, F6 fixed in
-the fifteenth session (tverify's own fork server); F1 open (a strict xfail). End to end, in the integration tier, each pinned by a unit test of tests/test_cgroup.py.
+"""Hostile pass 32 (at the end of the fourteenth session), tester A (frozen32): F2, F3, F4 fixed; F1, F5, F6 in
+the fifteenth session (tverify's own fork server; what it forks for the code moved into the check's cgroup). End to end, in the integration tier, each pinned by a unit test of tests/test_cgroup.py.
 
 F1: the user's code asks the checks' fork server (its own parent) over the server's listener socket to fork a process
 for it; that process is in the server's cgroup, not the check's memory cgroup, and a tmpfs it fills in a mount
@@ -67,8 +67,7 @@ class E(MyAttention):
 
 
 @moved("a check holding 1.5 GB through the fork server",
-       "tests/test_cgroup.py::test_a_process_in_the_group_is_counted_with_its_memory_file_and_killed_on_close")
-@pytest.mark.xfail(strict=True, reason="32a F1, open: a process the checks' fork server forks at the code's request is outside the check's memory cgroup")
+       "tests/test_cgroup.py::test_a_process_the_fork_server_holds_for_no_check_is_moved_into_the_checks_group")
 def test_a_process_the_fork_server_forks_for_the_code_counts_against_max_memory(tmp_path):
     if not MEMORY_CGROUP:
         pytest.skip("no memory cgroup here: a private-namespace tmpfs is a documented limit without one")

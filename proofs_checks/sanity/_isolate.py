@@ -938,7 +938,10 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
             continue
         # the memory read at most every POLL seconds: output arriving wakes this loop far more often (a /proc read of
         # the tree costs ≈ 2 ms, most of the supervisor's time)
-        rss = _procs.tree_memory(proc.pid, shm_start) if proc.pid and now - last_poll >= POLL else None
+        poll = bool(proc.pid) and now - last_poll >= POLL
+        if poll:
+            _procs.server_orphans_into(getattr(proc, "_tv_cgroup", None), proc.pid)
+        rss = _procs.tree_memory(proc.pid, shm_start) if poll else None
         if rss is not None:
             last_poll = now
             if base is None:  # the child's own memory at its first reading: what it started and the shared

@@ -207,6 +207,22 @@ def user_tree(pid: int) -> list[int]:
     return found
 
 
+def server_orphans_into(group, pid: int) -> None:
+    """Move into the check's memory cgroup ``group`` every process the fork server holds that is no running check's
+    and was not there when the check ``pid`` started, with its descendants: the orphans it adopted (in the group
+    already) and a process the user's code had the server fork for it over the server's socket, which starts in the
+    server's own group and held 1.5 GB there unseen (hostile pass 32a F1). What it allocates from then on is the
+    group's; the first poll (every 0.1 s) moves it."""
+    server = server_pid()
+    if server is None or group is None:
+        return
+    children = _Children()
+    for orphan in children.get(server, ()):
+        if orphan not in ACTIVE and orphan not in ACTIVE.get(pid, ()) and orphan != pid:
+            for p in (orphan, *descendants(orphan, children)):
+                group.join(p)
+
+
 def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, float]:
     try:
         text = Path(f"/proc/{pid}/status").read_text()
