@@ -55,14 +55,28 @@ def _stat(folder: Path) -> dict[str, int]:
     return out
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (its inode), as a group's name carries it: a pid means something in it alone."""
+    try:
+        return f"n{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return "n0"
+
+
 def _sweep(parent: Path) -> None:
     """The groups a tverify that is gone left in ``parent`` (killed with SIGKILL before it could remove its own): what
     is still in them is killed and they are removed (a group of a tverify still running is never touched; one of this
-    process's pid that it did not make was left by an earlier process with the same pid)."""
+    process's pid that it did not make was left by an earlier process with the same pid). A group made in another PID
+    namespace is left alone: its pid is not one of this namespace's, and a running check there was killed as a dead
+    tverify's (hostile pass 33a F2)."""
+    ns = _pid_namespace()
     for folder in parent.glob("tverify-*-*"):
+        parts = folder.name.split("-")
         try:
-            pid = int(folder.name.split("-")[1])
+            pid = int(parts[1])
         except (IndexError, ValueError):
+            continue
+        if parts[-1].startswith("n") and parts[-1] != ns:
             continue
         if folder.name not in _MINE and (pid == os.getpid() or not Path(f"/proc/{pid}").exists()):
             MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
@@ -90,7 +104,7 @@ class MemoryCgroup:
 
         # a name no other process used: a group a tverify killed with SIGKILL left under this pid (reused) made the
         # mkdir fail, and the check ran without a group (32a F2)
-        name = f"tverify-{os.getpid()}-{next(_COUNT)}-{secrets.token_hex(4)}"
+        name = f"tverify-{os.getpid()}-{next(_COUNT)}-{secrets.token_hex(4)}-{_pid_namespace()}"
         _MINE.add(name)
         v2 = _own(None)
         if v2 is not None and (_ROOT / "cgroup.controllers").is_file():

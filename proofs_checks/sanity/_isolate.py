@@ -751,28 +751,36 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
             req["threads"] = int(torch.get_num_threads())
     limit, why = guards.memory_limit(max_memory)
     limit = max(limit, MIN_MEMORY_LIMIT)
-    cg = _cgroup.MemoryCgroup.make() if sys.platform.startswith("linux") else None
-    req["cgroup"] = str(cg.folder) if cg is not None else None
-    ctx, own_server = _context()
+    ctx, own_server = _context()  # (the fork server started before the group is made: a signal meanwhile leaves none)
+    before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
+    segments_before = _procs.segment_ids()  # nor the SysV segments that exist already (32a F3, F4)
     res_r, res_w = ctx.Pipe(duplex=False)
     out_r, out_w = ctx.Pipe(duplex=False)
     alive_r, alive_w = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
-                       name=f"tverify {what}", daemon=False)
-    if own_server:
-        proc._Popen = _server_popen
-    before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
-    segments_before = _procs.segment_ids()  # nor the SysV segments that exist already (32a F3, F4)
+    cg = None
     try:
+        cg = _cgroup.MemoryCgroup.make() if sys.platform.startswith("linux") else None
+        req["cgroup"] = str(cg.folder) if cg is not None else None
+        proc = ctx.Process(target=_child_main, args=(_dumps(req), obj_blob, arrays_blob, res_w, out_w, alive_r),
+                           name=f"tverify {what}", daemon=False)
+        if own_server:
+            proc._Popen = _server_popen
         with (contextlib.nullcontext() if own_server else _main_hidden()), _procs.isolated_start():
             proc.start()
-    except Exception as exc:
+    except BaseException as exc:  # a signal's exit too (SIGTERM while the fork server starts left the group: 33a F7)
         for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):
             c.close()
         if cg is not None:
             cg.close()
         if fig_dir:
             shutil.rmtree(fig_dir, ignore_errors=True)
+        if not isinstance(exc, Exception):
+            raise
+        if isinstance(exc, AssertionError) and "daemonic" in str(exc):  # multiprocessing's own rule (33a F10)
+            raise UserCodeError(f"{what}: cannot start the check's process from a daemonic process (a "
+                                "multiprocessing.Pool worker, or a Process(daemon=True)), which may not have children: "
+                                "call it from a non-daemonic process (a concurrent.futures.ProcessPoolExecutor "
+                                "worker), or pass isolate=False to run it in this process") from None
         if isinstance(exc, OSError) and "AF_UNIX path too long" in str(exc):  # a traceback, exit 1 (hostile pass 13b F5)
             raise UserCodeError(f"{what}: the temporary folder ($TMPDIR, {tempfile.gettempdir()}) is too long for the "
                                 "check's process's socket (a path of at most 107 bytes); set TMPDIR to a shorter "
@@ -941,7 +949,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
         poll = bool(proc.pid) and now - last_poll >= POLL
         if poll:
             _procs.server_orphans_into(getattr(proc, "_tv_cgroup", None), proc.pid)
-        rss = _procs.tree_memory(proc.pid, shm_start) if poll else None
+        rss = _procs.tree_memory(proc.pid, shm_start, getattr(proc, "_tv_cgroup", None) is None) if poll else None
         if rss is not None:
             last_poll = now
             if base is None:  # the child's own memory at its first reading: what it started and the shared

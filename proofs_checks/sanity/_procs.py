@@ -59,6 +59,11 @@ def server_boot() -> None:  # pragma: no cover - runs in the fork server
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    # a session of its own: a SIGKILL to tverify's process group (``timeout -s KILL``, a CI job cancelled) killed the
+    # server with it, and what it had adopted lived on (hostile pass 33a F5); it ends when tverify's end of its "alive"
+    # pipe closes, however tverify ended, killing what is below it
+    with contextlib.suppress(OSError, AttributeError):
+        os.setsid()
     atexit.register(kill_below, os.getpid())
     atexit.register(_remove_groups_of, os.getppid())  # (registered last: runs first... then kill_below's kills)
 
@@ -119,6 +124,23 @@ def server():
 
 def server_pid() -> int | None:
     return getattr(_SERVER, "_forkserver_pid", None)
+
+
+def _forget_server() -> None:  # pragma: no cover - runs in a process forked from this one
+    """In a process forked from this one (a pool's worker, ``os.fork``): the server is this process's parent's, not
+    its own (a check there raised "No child processes" waiting for it: hostile pass 33a F9); its own starts on its
+    first check. The parent's "alive" pipe end is closed here: the parent's server ends with the parent."""
+    global _SERVER
+    server, _SERVER = _SERVER, None
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    ACTIVE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_server)
 
 
 #: the checks' children this process is running now, each with the fork server's other children when
@@ -388,13 +410,15 @@ def own_memory(pid: int) -> float | None:
     return own["anon"] + own["shmem"] if own else None
 
 
-def tree_memory(pid: int, shm_start: float) -> float | None:
+def tree_memory(pid: int, shm_start: float, mapped: bool = True) -> float | None:
     """Memory of the user's code now: anonymous memory of the child and every process below it (each
     process's proportional share, :func:`_memory_kb`), plus the shared memory they hold — the larger of what they map (``RssShmem``) and what they
     hold mapped or not: what ``/dev/shm`` grew by since the check started (a segment unmapped but not
     unlinked still holds memory), the memory files they keep open (``memfd_create``) and the SysV
     segments they created (recorded in :data:`SEGMENTS` for removal). ``None`` when the child cannot
-    be read."""
+    be read. ``mapped=False`` (where the check's memory cgroup counts what the code's processes make, shared
+    memory included): what they map is left out, so a segment or ``/dev/shm`` file that existed before the check and is
+    only read is not the check's (hostile pass 33a F8); what they made is in the group's figure."""
     own = _memory_kb(pid)
     if not own:
         return None
@@ -407,7 +431,7 @@ def tree_memory(pid: int, shm_start: float) -> float | None:
     segments = sysv_segments({pid, *tree}, SEGMENTS_BEFORE.get(pid, frozenset()))
     SEGMENTS.setdefault(pid, set()).update(segments)
     held = max(shm_used() - shm_start, 0.0) + memfd_bytes([pid, *tree]) + sum(segments.values())
-    return anon + max(shmem, held)
+    return anon + (max(shmem, held) if mapped else held)
 
 
 def kill_group(pid: int) -> None:
