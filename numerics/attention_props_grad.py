@@ -35,12 +35,15 @@ class GradientProps:
 
         masked = self.st.causal or self.st.window is not None or isinstance(self.f, WithMask)
         view = _OnPath(self, out_of)
+        if masked:  # the lengths the path runs at (one raising length aborted the whole path's leak check: 33b F8)
+            ran = [T for T in self.outs if _runs(out_of, self.xs[T])]
+            view.outs, view.xs = {T: self.outs[T] for T in ran}, {T: self.xs[T] for T in ran}
         try:
-            if not masked:
+            if not masked or not view.outs:
                 return None
             # the eval path's own structural properties judged these very outputs where they are the same; a key-padding
             # mask is set only by its own property, so that one runs on every path
-            differs = self._differs(out_of)
+            differs = self._differs(out_of, view.outs)
             props = list(prop_mask(view)) if differs else []
             if isinstance(self.f, WithMask):
                 props += prop_key_padding(view, self.f)[:1]
@@ -178,6 +181,7 @@ class GradientProps:
                     if rows is None:  # (a module refusing a single sequence: batch_size_independence says so)
                         raised.setdefault("first", (exc, T))
                         raised.setdefault("lengths", []).append(T)
+                        raised.setdefault("what", "the backward" if forward_ran else "the forward pass with autograd on")
                     continue
             labels = ["input"] + [f"parameter {n}" for n, _ in named]
             if rows is not None:
@@ -342,7 +346,7 @@ class GradientProps:
                 except OutputOffError:  # no numbers: dtype_and_device_preserved names it (28b F4)
                     continue
                 except Exception as exc:  # a path the module does not support: said where it raised at every length
-                    raised.setdefault(label, []).append(exc)
+                    raised.setdefault(label, []).append((T, exc, "the module"))
                     continue
                 if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(self.outs[T].shape):
                     continue
@@ -362,7 +366,7 @@ class GradientProps:
         if worst is None:
             if not raised:
                 return None
-            some = [(lb, excs[0], len(excs)) for lb, excs in raised.items()]
+            some = [(lb, excs[0][1], len(excs)) for lb, excs in raised.items()]
             p = _skip(name, "not available: the module raised " + "; ".join(
                 f"{exc_text(exc)} on {lb} ({n} of {len(self.outs)} lengths)" for lb, exc, n in some)
                 + ": not judged there (the other lengths give the eval-mode, contiguous outputs)")
@@ -393,7 +397,7 @@ class GradientProps:
                 or self._wrote_fail(name, label))
         if leak is not None:
             return leak
-        outs, raised = {}, None
+        outs, raised, raised_all = {}, None, []
         for T in self.outs:
             x = self.xs[T].to(dtype=self.pdt, device=self.device).clone(memory_format=torch.contiguous_format)
             try:
@@ -404,6 +408,7 @@ class GradientProps:
                 continue
             except Exception as exc:  # a path the module does not support: not this property's finding, but said
                 raised = raised or (exc, T)  # (a module raising there was "ok, all 16 hold" with no word: 24b N9)
+                raised_all.append((T, exc, "the module"))
                 continue
             if isinstance(o, torch.Tensor) and tuple(o.shape) == tuple(self.outs[T].shape):
                 outs[T] = o.clone()
@@ -421,6 +426,12 @@ class GradientProps:
             r = e / tol if math.isfinite(e) else float("inf")
             if worst is None or r > worst[0]:
                 worst = (r, e, tol, just, T)
+        if (not differs or worst is None) and raised is not None:  # it ran at the other lengths: said, not passed
+            gone = sorted(T for T, _, _ in raised_all)  # over in silence (33b F5)
+            p = _skip(name, f"not judged at T = {', '.join(map(str, gone))}: the module raised {exc_text(raised[0])} "
+                            f"under torch.inference_mode() there (at the other lengths it gives the no_grad outputs)")
+            p.numbers = {"unavailable": exc_text(raised[0]), "why": "raised under torch.inference_mode()"}
+            return p
         if not differs or worst is None:
             return None
         _, e, tol, just, T = worst
@@ -428,7 +439,7 @@ class GradientProps:
                       f"{', '.join(map(str, sorted(outs)))} differ from those under no_grad; against the reference: "
                       f"worst at T = {T} (a branch on torch.is_inference_mode_enabled()?)", central=True)
 
-    def _differs(self, out_of) -> bool:
+    def _differs(self, out_of, outs: dict | None = None) -> bool:
         """Whether a path's outputs differ at all (bit for bit, NaN as NaN) from the eval path's at some probe: every
         length, at unit, large and huge logits. Where none does, the eval path's structural properties have judged the same
         outputs (the full redraw on every path tripled the check's time)."""
@@ -436,7 +447,7 @@ class GradientProps:
 
         def same(a, b):
             return a.shape == b.shape and bool(torch.equal(torch.nan_to_num(a, nan=7.0), torch.nan_to_num(b, nan=7.0)))
-        for T, o_eval in self.outs.items():
+        for T, o_eval in (self.outs if outs is None else outs).items():
             if not same(kept(out_of(self.xs[T])), o_eval):
                 return True
             for key in ("large", "huge"):  # (every scale the structural properties probe)
@@ -527,6 +538,14 @@ def bad_first(props: list):
     return next((p for p in props if p.status == "fail"), None)
 
 
+def _runs(out_of, x: torch.Tensor) -> bool:
+    try:
+        out_of(x)
+        return True
+    except Exception:  # noqa: BLE001 - a length the path does not run at: its own property says so
+        return False
+
+
 class _OnPath:
     """The probe seen through another execution path: ``run`` calls ``out_of``; everything else (the probes, the
     declaration, the lengths, the factors) is the probe's own. Its own dependence cache (a path's outputs are not the
@@ -545,6 +564,6 @@ class _OnPath:
 def _judged_lengths(Ts: list[int], raised: dict) -> str:
     """``T = 2, 5`` and, where the backward raised at some lengths, which (not judged there: 24b F16)."""
     judged = [t for t in Ts if t not in raised.get("lengths", [])]
-    gone = (f" (the backward raised {exc_text(raised['first'][0])} at T = {', '.join(map(str, raised['lengths']))}:"
-            " not judged there)") if raised else ""
+    gone = (f" ({raised.get('what', 'the backward')} raised {exc_text(raised['first'][0])} at T = "
+            f"{', '.join(map(str, raised['lengths']))}: not judged there)") if raised else ""
     return f"T = {', '.join(map(str, judged))}{gone}"

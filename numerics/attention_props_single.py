@@ -171,7 +171,7 @@ def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float,
             c = probe.factor(probe.xs[T], key)
             valid = padding_mask(probe, T)
             for b in range(probe.B) if c is not None else []:
-                out.append(_padded_redraw(probe, w, probe.xs[T][b:b + 1] * c, valid[b:b + 1], c)
+                out.append(_padded_redraw(probe, w, probe.xs[T][b:b + 1] * c, valid[b:b + 1], c)[:3]
                            + (T, f"{key} logits, a single sequence"))
         T = max([t for t in Ts if t <= 65] or Ts[:1])
         c = probe.factor(probe.xs[T], key)
@@ -185,14 +185,16 @@ def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float,
             else:
                 valid[i, T - n_pad:] = False
         x = probe.xs[T][torch.arange(len(counts)) % probe.B] * c
-        out.append(_padded_redraw(probe, w, x, valid, c)
-                   + (T, f"{key} logits, {len(counts)} sequences padding {counts[0]} to {counts[-1]} keys"))
+        *r, made = _padded_redraw(probe, w, x, valid, c)
+        out.append(tuple(r) + (T, f"{key} logits, {len(counts)} sequences padding {counts[0]} to {counts[-1]} keys"
+                               + (f" (in calls of at most {made}: the module refused {len(counts)})"
+                                  if made < len(counts) else "")))
     return out
 
 
 def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tensor, c: float
-                   ) -> tuple[float, float, str]:
-    """``(move, tolerance, reason)``: how far the outputs at real positions of ``x`` (unit logits) move when its
+                   ) -> tuple[float, float, str, int]:
+    """``(move, tolerance, reason, largest call made)``: how far the outputs at real positions of ``x`` (unit logits) move when its
     padded keys are redrawn, in calls of ``x``'s own shape (where the module refuses that batch size, halved until it
     runs, as the stacked redraws are: hostile passes 25b F5, 26b F10); the tolerance is the structural one."""
     T = x.shape[1]
@@ -200,11 +202,15 @@ def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tens
     x2 = x.clone()
     x2[~valid] = fresh[~valid] * 3
 
+    made = [0]  # the largest call that ran (the module may refuse x's batch size: said, not taken as made, 33b F7)
+
     def outputs(xx: torch.Tensor) -> torch.Tensor:
         def rows(a: int, b: int) -> torch.Tensor:
             w.valid = valid[a:b]
             try:
-                return attention_structural.kept(probe.run(xx[a:b])[1])
+                o = attention_structural.kept(probe.run(xx[a:b])[1])
+                made[0] = max(made[0], b - a)
+                return o
             finally:
                 w.valid = None
 
@@ -219,7 +225,7 @@ def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tens
                                                           attention_structural.noise_floor(probe, T),
                                                           attention_structural.is_noisy(probe))
     if probe.m is None:
-        return e, tol, just
+        return e, tol, just, made[0]
     with torch.no_grad():  # and the real positions against the reference with those keys masked (a call whose outputs
         r = reference_attention(x.to(probe.device), probe.m, probe.st, torch.float64, key_valid=valid)  # were compared
     e_ref = _rel(o1[valid], r.double().cpu()[valid])  # with themselves only passed 1.5× outputs: 29b F4)
@@ -228,7 +234,7 @@ def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tens
 
     def ratio(e_: float, t_: float) -> float:
         return (e_ / t_ if t_ > 0 else (0.0 if e_ == 0 else float("inf"))) if math.isfinite(e_) else float("inf")
-    return (e_ref, t_ref, j_ref) if ratio(e_ref, t_ref) > ratio(e, tol) else (e, tol, just)
+    return ((e_ref, t_ref, j_ref) if ratio(e_ref, t_ref) > ratio(e, tol) else (e, tol, just)) + (made[0],)
 
 
 def padding_mask(probe: Any, T: int, uniform: bool = False) -> torch.Tensor:
@@ -651,12 +657,18 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
     err = _rel(o, out)
     worst = (ratio(err, tol), err, tol, just, f"unit logits, T = {x.shape[-2]}")
     unsure = not math.isfinite(tol)
+    checked = []
     for xm, om, tm, why, at in more or ():
         xm = xm.to(dtype=other, device=device)
         try:
             o2, _ = call(g, xm)
-        except Exception:
-            continue
+        except Exception as exc:  # at one probe only, while it ran at the first: the module's failure there, unless
+            if unsupported(exc):  # the operation is unsupported (dropped, not listed as checked: 33b F6)
+                continue
+            return Property(name, "fail", float("inf"), 0.0, "the module runs in the other dtype wherever it runs in it",
+                            f"the module in {dtype_name(other)} raised {exc_text(exc)} at {at} while it ran at unit "
+                            f"logits, T = {x.shape[-2]}", {"raised": exc_text(exc)}, True)
+        checked.append(at)
         if not isinstance(o2, torch.Tensor) or o2.dtype != other or o2.device != xm.device or o2.shape != xm.shape:
             what = (f"{dtype_name(o2.dtype)} of shape {tuple(o2.shape)} on {o2.device}" if isinstance(o2, torch.Tensor)
                     else type(o2).__name__)
@@ -672,4 +684,4 @@ def prop_dtype_device(f: Callable, obj: Any, x: torch.Tensor, out: torch.Tensor,
         tol = math.nan
     return _judge(name, err, tol, just, f"{dtype_name(other)} on {xo.device}: same dtype and device out; relative "
                                         f"difference from the {dtype_name(x.dtype)} run {err:.2g} (worst at {where}"
-                                        + (f"; checked at {', '.join(m[4] for m in more)} too)" if more else ")"))
+                                        + (f"; checked at {', '.join(checked)} too)" if checked else ")"))
