@@ -296,19 +296,14 @@ def command_line() -> str:
                                              if isinstance(a, str) else str(a)) for a in args)
 
 
-def check_json_target(json_path: str | None, force: bool | None = None) -> None:
+def check_json_target(json_path: str | None) -> None:
     """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
-    the command's ``--force`` (``force``, else read from the command's parameters), where it has one, allows replacing
-    a file tverify did not write; ``--json -`` with the standard output closed (``>&-``) is refused before the run, not
-    after it; a name ending in '/' (a folder meant) is refused by every command (hostile pass 33b F1)."""
+    the command's ``--force``, where it has one, allows replacing a file tverify did not write; ``--json -``
+    with the standard output closed (``>&-``) is refused before the run, not after it."""
     refuse_closed_stdout_json(json_path)
-    if json_path is not None and json_path != "-" and json_path.endswith(("/", os.sep)):  # a folder meant: never a
-        raise UsageError(f"--json {json_path}: names a folder (it ends with '/'); give a file, e.g. "  # file of its name
-                         f"{json_path}result.json")  # (hostile pass 31a note)
     if json_path is not None and json_path != "-":
-        if force is None:
-            ctx = click.get_current_context(silent=True)
-            force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
+        ctx = click.get_current_context(silent=True)
+        force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
         from proofs_checks.owned import check_json_file
 
         check_json_file(json_path, force)

@@ -322,10 +322,15 @@ def check_json_file(json_path: str, force: bool | None) -> None:
     there (:func:`is_ours`: a recorded content hash, not what the file says) or with ``force``
     (``None``: the command has no ``--force``); a symbolic link there is the user's (with ``force``
     the link itself is replaced); the other checks of :func:`proofs_checks.store.check_output_file`.
-    One-line usage errors."""
+    One-line usage errors; a name ending in '/' (a folder meant) is refused, never written as a file of its name, by
+    every command (hostile passes 31a, 33b F1)."""
     from proofs_checks.errors import UsageError
     from proofs_checks.store import (OutputPathError, check_output_file, name_problem, nearest_existing,
                                      own_installation, writable_dir_problem)
+
+    if json_path != "-" and json_path.endswith(("/", os.sep)):
+        raise UsageError(f"--json {json_path}: names a folder (it ends with '/'); give a file, e.g. "
+                         f"{json_path}result.json")
 
     p = Path(json_path).expanduser()
     try:

@@ -37,12 +37,16 @@ def json_path_option(f):
 def check_json_target(json_path: str | None) -> None:
     """Refuse, before any work, a ``--json`` target that cannot be written as a file (empty, a
     folder, a name ending in '/', a device, read-only, under a file), or ``--json -`` with the standard output closed
-    from the start (``>&-``): a usage error, one line (:func:`proofs_checks.console.check_json_target`, the checks'
-    ``--force`` read from the command's context)."""
-    from proofs_checks.console import check_json_target as check
+    from the start (``>&-``): a usage error, one line."""
+    from proofs_checks.options import refuse_closed_stdout_json
+
+    refuse_closed_stdout_json(json_path)
+    if json_path is None or json_path == "-":
+        return
+    from proofs_checks.owned import check_json_file
 
     ctx = click.get_current_context(silent=True)
-    check(json_path, bool(ctx is not None and ctx.meta.get("tverify.force")))
+    check_json_file(json_path, bool(ctx is not None and ctx.meta.get("tverify.force")))
 
 
 def _report_message(exc: Exception) -> str:
