@@ -59,7 +59,6 @@ def lse(xi, patterns, beta):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="33B F3, open: exp(a - logsumexp a) in float64 fails update_matches_modern at beta = 1e4")
 def test_33b_f3_float64_logsumexp_hopfield_update_is_ok_at_large_beta(tmp_path):
     import numpy as np
 
