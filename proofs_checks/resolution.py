@@ -14,13 +14,11 @@ ROUNDING_FLOOR = 1e-10
 
 
 def finite_rejection(o: Any) -> bool:
-    """Whether a check's failure on a mutant is evidence for the own-mutant rule: a symbolic check's
-    failure, or a numeric / trained one whose error is finite and above a finite tolerance. A NaN or
-    infinite error (a mutant whose outputs are NaN) fails every check whatever its tolerance, so it
-    proves nothing about the check's power."""
+    """Whether a check's failure on a mutant is evidence for the own-mutant rule: a failure of any layer's check
+    whose error is finite and above a finite tolerance. A NaN or infinite error (a mutant whose outputs are NaN,
+    infinite or missing) fails every check whatever its tolerance, so it proves nothing about the check's power — a
+    symbolic check's included (``matches_derivation`` on a NaN mutant passed the rule: hostile pass 33b F2)."""
     if o.status != "failed" or o.result is None:
         return False
-    if o.layer == "symbolic":
-        return True
     e, t = o.result.error, o.result.tolerance
     return math.isfinite(e) and math.isfinite(t) and e > t
