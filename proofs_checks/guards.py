@@ -83,14 +83,55 @@ def fmt_seconds(s: float) -> str:
 
 
 def _cgroup_limit() -> float | None:
+    """The memory this process's cgroups leave it: the least, over its own memory cgroup and each above it (v2:
+    ``memory.max`` less ``memory.current``; v1: the group's ``memory.limit_in_bytes`` less its usage), of the limit less
+    what the group holds but its inactive file pages; and the hierarchy's root files as before. A job's own limit (a
+    Slurm job, ``systemd-run -p MemoryMax``) was never read, and the default limit let a check outgrow it (hostile
+    pass 33a F6). ``None`` where no limit is set."""
+    rooms = []
     for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            raw = Path(f).read_text().strip()
-        except OSError:
+        raw = _read_int(Path(f))
+        if raw is not None and raw < 2**60:
+            rooms.append(float(raw))
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    root = Path("/sys/fs/cgroup")
+    for line in lines:
+        _, ctrls, rel = (line.split(":", 2) + ["", ""])[:3]
+        v2 = ctrls == ""
+        if not (v2 or "memory" in ctrls.split(",")):
             continue
-        if raw.isdigit() and int(raw) < 2**60:
-            return float(raw)
-    return None
+        top = root if v2 else root / "memory"
+        folder = top / rel.strip().lstrip("/")
+        while folder != top and top in folder.parents:
+            limit = _read_int(folder / ("memory.max" if v2 else "memory.limit_in_bytes"))
+            used = _read_int(folder / ("memory.current" if v2 else "memory.usage_in_bytes"))
+            if limit is not None and limit < 2**60 and used is not None:
+                rooms.append(float(max(limit - used + _inactive_file(folder, v2), 0)))
+            folder = folder.parent
+    return min(rooms) if rooms else None
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        raw = path.read_text().strip()
+    except OSError:
+        return None
+    return int(raw) if raw.isdigit() else None
+
+
+def _inactive_file(folder: Path, v2: bool) -> int:
+    """The group's inactive file pages (page cache the kernel reclaims first): not memory it holds."""
+    try:
+        for line in (folder / "memory.stat").read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == ("inactive_file" if v2 else "total_inactive_file") and v.strip().isdigit():
+                return int(v)
+    except OSError:
+        pass
+    return 0
 
 
 def available_memory() -> float:

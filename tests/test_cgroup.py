@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -208,3 +209,122 @@ def test_a_process_the_fork_server_holds_for_no_check_is_moved_into_the_checks_g
         for p in (old, new):
             p.kill()
             p.wait()
+
+
+def test_socket_buffers_unread_on_loopback_are_counted_by_the_machine_figure():
+    """Data sent on a loopback connection and never read is held in the kernel's socket buffers, in no process's
+    memory: the figure of what the machine holds counts its growth (33a F1; the end to end case in the integration
+    tier holds 1.4 GB)."""
+    import socket
+
+    from proofs_checks.sanity import _procs
+
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    c = socket.socket()
+    c.connect(ls.getsockname())
+    a, _ = ls.accept()
+    c.setblocking(False)
+    before = _procs.machine_held()
+    try:
+        sent = 0
+        while sent < 8 << 20:
+            try:
+                sent += c.send(b"x" * (1 << 20))
+            except BlockingIOError:
+                break
+        grown = _procs.machine_held() - before
+        assert sent >= 1 << 20 and grown >= sent / 4, (sent, grown)
+    finally:
+        for s in (c, a, ls):
+            s.close()
+
+
+def test_a_group_of_another_pid_namespace_is_never_swept(cg):
+    """A group named in another PID namespace (its pid means nothing here) is left by the sweep, one of this namespace
+    whose pid is gone is removed (33a F2)."""
+    from proofs_checks.sanity import _cgroup
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    parent = cg.folder.parent
+    theirs = parent / f"tverify-{dead.pid}-0-ab-n1"
+    ours = parent / f"tverify-{dead.pid}-0-cd-{_cgroup._pid_namespace()}"
+    theirs.mkdir()
+    ours.mkdir()
+    try:
+        _cgroup._sweep(parent)
+        assert theirs.is_dir() and not ours.exists()
+    finally:
+        for g in (theirs, ours):
+            if g.exists():
+                g.rmdir()
+
+
+def test_mapped_shared_memory_is_left_to_the_group_where_there_is_one(tmp_path):
+    """A ``/dev/shm`` file that existed before the check, mapped and read by the child: in the ``/proc`` figure when
+    what is mapped counts (no cgroup), not when the group counts what the code makes (33a F8)."""
+    from proofs_checks.sanity import _procs
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm")
+    data = shm / f"tverify-test-{os.getpid()}"
+    data.write_bytes(b"\1" * (64 << 20))
+    p = subprocess.Popen([sys.executable, "-c", "import mmap, os, sys, time\n"
+                          f"fd = os.open({str(data)!r}, os.O_RDONLY); m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)\n"
+                          "sum(m[i] for i in range(0, len(m), 4096)); print('ready', flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE)
+    try:
+        start = _procs.machine_held()
+        assert p.stdout.readline().strip() == b"ready"
+        with_map = _procs.tree_memory(p.pid, start, True)
+        without = _procs.tree_memory(p.pid, start, False)
+        assert with_map - without >= 48 << 20, (with_map, without)
+    finally:
+        p.kill()
+        p.wait()
+        data.unlink()
+
+
+def test_the_memory_left_by_a_limited_own_cgroup_is_what_the_default_limit_halves(tmp_path):
+    """In a job whose memory cgroup has a limit, the memory available is what that limit leaves, not the machine's
+    (33a F6; v1, root)."""
+    from proofs_checks.sanity import _cgroup
+
+    parent = _cgroup._own("memory")
+    if os.geteuid() != 0 or (_cgroup._ROOT / "cgroup.controllers").is_file() or parent is None or not parent.is_dir():
+        pytest.skip("needs root and the v1 memory hierarchy (a limited group of the test's own)")
+    job = parent / f"tverify-test-job-{os.getpid()}"
+    job.mkdir()
+    try:
+        (job / "memory.limit_in_bytes").write_text(str(3 << 30))
+        r = subprocess.run([sys.executable, "-c", f"open({str(job / 'cgroup.procs')!r}, 'w').write('0')\n"
+                            "from proofs_checks import guards; print(guards.available_memory())"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-500:]
+        assert 0 < float(r.stdout) <= 3 << 30, r.stdout
+    finally:
+        for _ in range(50):
+            try:
+                job.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
+def test_the_checks_fork_server_has_a_session_of_its_own():
+    """The fork server leaves tverify's process group (a SIGKILL to the group, ``timeout -s KILL``, killed it with
+    tverify, and the code's daemon lived on: 33a F5); it ends with tverify's end of its pipe, killing what is below."""
+    from proofs_checks.sanity import _isolate, _procs
+
+    _isolate._context()
+    pid = _procs.server_pid()
+    if pid is None:
+        pytest.skip("no fork server on this platform")
+    for _ in range(100):  # (the server calls setsid as it boots)
+        if os.getsid(pid) != os.getsid(0):
+            break
+        time.sleep(0.05)
+    assert os.getsid(pid) == pid != os.getsid(0)

@@ -1,5 +1,6 @@
-"""Hostile pass 33 (frozen33), tester A: reproducers of the findings in _notes/HOSTILE33A_FINDINGS.md (strict
-xfails while open).
+"""Hostile pass 33 (frozen33, the fifteenth session), tester A: reproducers. F1, F2, F5-F10 fixed; F3, F4 documented
+limits (strict xfails). The heavy and the fresh-process ones in the integration tier, each pinned by a unit test of
+tests/test_cgroup.py.
 
 F1 loopback TCP socket buffers (1.4 GB) pass --max-memory 1.0; F2 a check's cgroup sweep SIGKILLs another tverify's
 running check in a PID namespace of its own; F3 a renamed v1 group counts nothing and is left; F4 perf ring buffers
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import tv_here
+from tests.tiers import moved
 
 ATTN = (Path(__file__).resolve().parents[1] / "examples" / "my_attn.py").read_text()  # the README's causal attention
 
@@ -58,8 +60,8 @@ class T(MyAttention):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="33a F1, open: memory held in loopback TCP socket buffers is not counted by "
-                   "--max-memory (neither the /proc figures nor the v1 memory cgroup count it)")
+@moved("1.4 GB of the machine's TCP memory (machine-wide: it would move the figures of checks beside it)",
+       "tests/test_cgroup.py::test_socket_buffers_unread_on_loopback_are_counted_by_the_machine_figure")
 def test_tcp_socket_buffers_count_against_max_memory(tmp_path):
     (tmp_path / "tcphog.py").write_text(TCPHOG)
     r = tv_here(tmp_path, "check", "attention", "--module", "tcphog.py:T", "--causal", "--quick",
@@ -95,6 +97,8 @@ def _pidns_ok() -> bool:
         return False
 
 
+@moved("a tverify in a PID namespace of its own beside the suite's checks",
+       "tests/test_cgroup.py::test_a_group_of_another_pid_namespace_is_never_swept")
 def test_a_running_check_in_another_pid_namespace_is_not_swept(tmp_path):
     import time
 
@@ -156,9 +160,10 @@ class R(MyAttention):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="33a F3, open: the code renames the check's v1 memory cgroup; tverify reads "
-                   "nothing from it (0), a private-namespace tmpfs of 1.5 GB passes --max-memory 1.0, and the "
-                   "renamed group is left behind for good")
+@moved("1.5 GB of tmpfs in a private mount namespace (a documented limit)",
+       "tests/test_cgroup.py::test_a_process_in_the_group_is_counted_with_its_memory_file_and_killed_on_close")
+@pytest.mark.xfail(strict=True, reason="33a F3, a documented limit (docs/own-model.md, 'The memory cgroup'): the "
+                   "code renaming the check's group (root, v1) leaves it")
 def test_a_renamed_cgroup_still_counts_and_is_removed(tmp_path):
     from cli_helpers import MEMORY_CGROUP
     from proofs_checks.sanity import _cgroup
@@ -230,8 +235,10 @@ def _perf_ok() -> bool:
     return fd >= 0
 
 
-@pytest.mark.xfail(strict=True, reason="33a F4, open: 1.5 GB of perf ring buffers (root, perf_event_open + mmap) pass "
-                   "--max-memory 1.0: kernel pages in no process's RSS and charged to no memory cgroup")
+@moved("1.5 GB of perf ring buffers (a documented limit)",
+       "tests/test_cgroup.py::test_a_process_in_the_group_is_counted_with_its_memory_file_and_killed_on_close")
+@pytest.mark.xfail(strict=True, reason="33a F4, a documented limit (docs/own-model.md, 'The memory cgroup'): "
+                   "perf ring buffers and AF_PACKET rings are kernel memory charged to no cgroup")
 def test_perf_ring_buffers_count_against_max_memory(tmp_path):
     if not _perf_ok():
         pytest.skip("needs root on x86_64 with perf_event_open allowed (CAP_IPC_LOCK lifts perf_event_mlock_kb)")
@@ -278,6 +285,8 @@ def _remove_dead_groups():
                         time.sleep(0.05)
 
 
+@moved("a fresh tverify killed with its process group",
+       "tests/test_cgroup.py::test_the_checks_fork_server_has_a_session_of_its_own")
 def test_a_daemon_of_the_code_does_not_outlive_a_process_group_sigkill(tmp_path):
     import signal
     import time
@@ -331,9 +340,8 @@ time.sleep(120)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="33a F6, open: the default memory limit ignores the memory cgroup limit of the "
-                   "process's own group (only the hierarchy's root file is read): in a 3 GB job, a check holding 1.4 "
-                   "GB runs on (ok) and the kernel's OOM killer kills the user's own 1.6 GB process instead")
+@moved("3 GB held in a limited job cgroup of its own",
+       "tests/test_cgroup.py::test_the_memory_left_by_a_limited_own_cgroup_is_what_the_default_limit_halves")
 def test_the_default_limit_follows_the_own_cgroups_memory_limit(tmp_path):
     import contextlib
     import time
@@ -431,6 +439,8 @@ class R(MyAttention):
 '''
 
 
+@moved("1.2 GB of /dev/shm held by the test itself",
+       "tests/test_cgroup.py::test_mapped_shared_memory_is_left_to_the_group_where_there_is_one")
 def test_reading_a_dataset_already_in_dev_shm_is_not_holding_memory(tmp_path, monkeypatch):
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")
@@ -520,6 +530,8 @@ class S(MyAttention):
 '''
 
 
+@moved("1.2 GB of SysV shared memory held by the test",
+       "tests/test_cgroup.py::test_mapped_shared_memory_is_left_to_the_group_where_there_is_one")
 def test_a_segment_made_before_the_check_and_only_read_is_not_counted(tmp_path, monkeypatch):
     import ctypes
 

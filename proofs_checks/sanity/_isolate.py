@@ -878,7 +878,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
     peak = 0.0
     ended = False
     last_poll = t0 - POLL
-    shm_start = _procs.shm_used()
+    shm_start = _procs.machine_held()
     while True:
         ready = wait([res_r, out_r, proc.sentinel], timeout=POLL)
         now = time.monotonic()
