@@ -64,7 +64,7 @@ class Probe:
     error: float | None = None
     tolerance: float | None = None
     two_sided: bool = False  # the rejecting check compares a difference's size (CheckResult.two_sided)
-    zero_point: bool = False  # every output the checks read was 0, at one input: nothing was moved
+    zero_point: bool = False  # every output the checks read was 0, at one input or on the form's zero set: not moved
 
     def to_json(self) -> dict[str, Any]:
         import math
@@ -114,9 +114,10 @@ class Power:
                     "from any other, so it verifies nothing (an error in the claim)")
         top = [p for p in self.probes if p.delta == LADDER[0]]
         if any(p.zero_point for p in top):
-            return ("its checks read the form at one input only, where every output is 0: any form that vanishes there "
-                    "(3x for 2x at x = 0) passes them, so they cannot tell the claim from a wrong one and it verifies "
-                    "nothing (an error in the claim; check the form at inputs where it is not 0, or at several)")
+            return ("its checks read the form only where every output is 0 (at one input, or at inputs a little off "
+                    "which it is not 0): any form that vanishes there (3x for 2x at x = 0) passes them, so they cannot "
+                    "tell the claim from a wrong one and it verifies nothing (an error in the claim; check the form at "
+                    "inputs where it is not 0)")
         acc = {p.pattern for p in top if p.rejected_by is None}
         ints = self.ints > 0
         if {"up", "down"} <= acc or ((not self.one_sided or self.both_asked) and acc & {"up", "down"}):
@@ -173,8 +174,10 @@ def _probe(form: Any, delta: float, pattern: str, seed: int, checks: list, run: 
     every one is 0 everywhere, they are moved (a relative change of 0 has no size)."""
     p = _probe_once(form, delta, pattern, seed, checks, run, move_zeros=False, ask_two_sided=ask_two_sided)
     if p.rejected_by is None and p.outputs.get("scaled") and not p.outputs.get("nonzero"):
-        if len(p.outputs.get("points") or ()) == 1:  # every output 0, at one input: the checks read the form where
-            p.zero_point = True  # 3x and 2x agree (x = 0); moving that 0 measures nothing of the claim (31b F3)
+        # every output 0, at one input, or at inputs a little off which the form is not 0: the checks read the form
+        # only where 3x and 2x agree (x = 0); moving that 0 measures nothing of the claim (31b F3, 32b F1)
+        if len(p.outputs.get("points") or ()) == 1 or p.outputs.get("near"):
+            p.zero_point = True
             return p
         p = _probe_once(form, delta, pattern, seed, checks, run, move_zeros=True, ask_two_sided=ask_two_sided)
     return p

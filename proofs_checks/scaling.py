@@ -46,16 +46,19 @@ class _Counter:
     #: fingerprints of the inputs the form was called at (:func:`input_point`), at most two: whether the checks read it
     #: at more than one point
     points: set = field(default_factory=set)
+    #: inputs (of the first two) where every output was 0 and the form, read a little off that input, is not
+    #: (:func:`_nonzero_near`): the checks read a function that is not 0 only on its zero set (hostile pass 32b F1)
+    near: int = 0
 
     def snapshot(self) -> dict[str, Any]:
         return {"scaled": self.scaled, "ints": self.ints, "kept": sorted(self.kept), "nonzero": self.nonzero,
-                "points": sorted(self.points)}
+                "points": sorted(self.points), "near": self.near}
 
     def since(self, before: dict[str, Any]) -> dict[str, Any]:
         """What changed after ``before`` (a :meth:`snapshot`): what a check's child sends back."""
         return {"scaled": self.scaled - before["scaled"], "ints": self.ints - before["ints"],
                 "kept": sorted(self.kept - set(before["kept"])), "nonzero": self.nonzero - before.get("nonzero", 0),
-                "points": sorted(self.points)}
+                "points": sorted(self.points), "near": self.near - before.get("near", 0)}
 
     def note_point(self, fingerprint: str) -> None:
         if len(self.points) < 2:
@@ -69,7 +72,7 @@ class _Counter:
             self.scaled += max(d, 0)
             return
         if isinstance(d, dict):
-            for k in ("scaled", "ints", "nonzero"):
+            for k in ("scaled", "ints", "nonzero", "near"):
                 v = d.get(k)
                 if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                     setattr(self, k, getattr(self, k) + v)
@@ -310,12 +313,53 @@ def input_point(args: tuple, kwargs: dict) -> str:
     return h.hexdigest()[:32]
 
 
+def _nudged(v: Any) -> Any:
+    """An input a little off ``v`` (its numbers moved by 10⁻³·(1 + |v|)), or ``None`` when it holds no numbers."""
+    import numpy as np
+
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.ndarray, np.generic)) and not (
+            hasattr(v, "detach") and hasattr(v, "dtype")):
+        return None
+    try:
+        if hasattr(v, "detach"):
+            return v + 1e-3 * (1 + v.abs()) if v.is_floating_point() else None
+        a = np.asarray(v)
+        if a.dtype.kind not in "fc":
+            a = a.astype(float)
+        out = a + 1e-3 * (1 + np.abs(a))
+        return float(out) if np.ndim(v) == 0 and not isinstance(v, np.ndarray) else out
+    except Exception:  # noqa: BLE001 - not numbers after all: no nudge
+        return None
+
+
+def _nonzero_near(form: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether ``form`` read a little off ``args`` (each numeric input nudged: :func:`_nudged`) has an output entry
+    other than 0 (``False`` when nothing could be nudged, or the call raised)."""
+    nudged = [_nudged(a) for a in args]
+    if not args or all(a is None for a in nudged):
+        return False
+    try:
+        out = form(*[a if b is None else b for a, b in zip(args, nudged)], **kwargs)
+    except Exception:  # noqa: BLE001 - a form defined at those inputs only: nothing said
+        return False
+    probe = _Counter()
+    _walk(out, _Rule(1.0, 1.0), probe)
+    return probe.nonzero > 0
+
+
 def _wrap(form: Any, r: _Rule, n: _Counter) -> Any:
     if callable(form) and not isinstance(form, type):
         def wrapped(*args, **kwargs):
-            if (args or kwargs) and len(n.points) < 2:  # (a form called without inputs is a value: no point)
+            fresh = bool(args or kwargs) and len(n.points) < 2
+            if fresh:  # (a form called without inputs is a value: no point)
+                before = len(n.points)
                 n.note_point(input_point(args, kwargs))
-            return _walk(form(*args, **kwargs), r, n)
+                fresh = len(n.points) > before
+            nonzero = n.nonzero
+            out = _walk(form(*args, **kwargs), r, n)
+            if fresh and n.nonzero == nonzero and _nonzero_near(form, args, kwargs):  # every output 0 here only
+                n.near += 1
+            return out
 
         wrapped.tverify_scaled = n  # a plugin check runs in a child: it sends back what it changed there
         return wrapped

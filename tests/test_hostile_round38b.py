@@ -1,5 +1,5 @@
 """Hostile pass 32 (run at the end of the fourteenth session), tester B: reproducers. F2, F3 fixed in the
-fourteenth session, F2's single sequence under inference mode, F4 and F5 in the fifteenth; the strict xfails are open."""
+fourteenth session, F1, F2's single sequence under inference mode, F4 and F5 in the fifteenth."""
 
 import textwrap
 
@@ -42,7 +42,6 @@ def _false_claim(points, two_args):
                  derivation=derive, checks=(sym, num), mutants=(Mutant("plus1", "extra term", "x+1", mut),))
 
 
-@pytest.mark.xfail(strict=True, reason="32B F1, open: a false 3xy = 2xy read at two inputs where every output is 0 is verified")
 def test_32b_f1_false_identity_read_on_its_zero_set_at_two_inputs_is_not_verified():
     from proofs_checks.plugin import check_claim
 
@@ -50,7 +49,6 @@ def test_32b_f1_false_identity_read_on_its_zero_set_at_two_inputs_is_not_verifie
     assert r.status != "verified", r.message
 
 
-@pytest.mark.xfail(strict=True, reason="32B F1, open: a false 3x = 2x read at x = 0 as a scalar and as zeros(3) is verified")
 def test_32b_f1_false_identity_read_at_one_zero_in_two_shapes_is_not_verified():
     import numpy as np
     from proofs_checks.plugin import check_claim
