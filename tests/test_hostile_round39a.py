@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import tv_here
+from tests.test_cgroup import rmdir_soon
 from tests.tiers import moved
 
 ATTN = (Path(__file__).resolve().parents[1] / "examples" / "my_attn.py").read_text()  # the README's causal attention
@@ -277,12 +278,7 @@ def _remove_dead_groups():
         for g in parent.glob("tverify-*-*"):
             pid = g.name.split("-")[1]
             if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                for _ in range(50):
-                    try:
-                        g.rmdir()
-                        break
-                    except OSError:
-                        time.sleep(0.05)
+                rmdir_soon(g)
 
 
 @moved("a fresh tverify killed with its process group",
@@ -458,9 +454,8 @@ def test_reading_a_dataset_already_in_dev_shm_is_not_holding_memory(tmp_path, mo
     assert r.returncode == 0, (r.stdout + r.stderr)[-600:]
 
 
-POOL = ATTN + '''
-import os, sys
-from concurrent.futures import ProcessPoolExecutor
+#: the API call the pool scripts make for each model
+_CHECK = '''
 import proofs_checks as pc
 
 def check(dim):
@@ -468,6 +463,11 @@ def check(dim):
         return f"dim {dim}: ok={pc.check_attention(MyAttention(dim=dim), causal=True, mode='quick').ok}"
     except Exception as e:
         return f"dim {dim}: {type(e).__name__}: {str(e)[:200]}"
+'''
+
+POOL = ATTN + _CHECK + '''
+import os, sys
+from concurrent.futures import ProcessPoolExecutor
 
 if __name__ == "__main__":
     print("main:", check(32), flush=True)   # one model tried in the main process first
@@ -485,15 +485,8 @@ def test_the_api_works_in_a_process_forked_after_a_check(tmp_path):
     assert r.stdout.count("ok=True") == 3, r.stdout[-800:] + r.stderr[-800:]
 
 
-MPPOOL = ATTN + '''
+MPPOOL = ATTN + _CHECK + '''
 import multiprocessing as mp
-import proofs_checks as pc
-
-def check(dim):
-    try:
-        return f"dim {dim}: ok={pc.check_attention(MyAttention(dim=dim), causal=True, mode='quick').ok}"
-    except Exception as e:
-        return f"dim {dim}: {type(e).__name__}: {str(e)[:200]}"
 
 if __name__ == "__main__":
     with mp.Pool(2) as pool:   # the most common way to check several models in parallel

@@ -1,7 +1,11 @@
 """Hostile pass 33, tester B: reproducers (strict xfails: open findings)."""
 
 import pytest
-from cli_helpers import tv_here
+from cli_helpers import SEEDED_INIT, mismatch_here, tv_here
+
+
+def _seeded(text: str) -> str:
+    return text.replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
 
 
 # --- 33B F1: `check ... --json NEW/` (a path ending in '/' that does not exist) writes a file and exits 0 -------------
@@ -62,7 +66,7 @@ def test_33b_f3_float64_logsumexp_hopfield_update_is_ok_at_large_beta(tmp_path):
     import numpy as np
 
     np.save(tmp_path / "P.npy", np.sign(np.random.default_rng(0).standard_normal((12, 16))))
-    (tmp_path / "upd.py").write_text(_LSE)
+    (tmp_path / "upd.py").write_text(_seeded(_LSE))
     r = tv_here(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "1e4", "--module", "upd.py:lse")
     assert r.returncode == 0, r.stdout[-1500:]
 
@@ -86,14 +90,7 @@ class Boom(torch.autograd.Function):
         return g
 
 class Attn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-        self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-        for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-            with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-        self.num_heads = H; self.embed_dim = D
+    @SEEDED_INIT@
 
     def forward(self, x):
         B, T, _ = x.shape
@@ -107,9 +104,7 @@ class Attn(nn.Module):
 @pytest.mark.xfail(strict=True, reason="33B F4, a documented limit (docs/check-attention.md, gradients_match_reference): "
                    "a backward that raises is not a wrong gradient: that length is not judged, and the row says so")
 def test_33b_f4_backward_raising_at_one_probed_length_is_not_ok(tmp_path):
-    (tmp_path / "gb.py").write_text(_GRAD_BOOM)
-    r = tv_here(tmp_path, "check", "attention", "--module", "gb.py:Attn", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout[-1500:]
+    mismatch_here(tmp_path, _seeded(_GRAD_BOOM), "Attn", file="gb.py")
 
 
 # --- 33B F5: a forward that raises at one probed length on the autograd / inference-mode path only: ok, unsaid ------
@@ -123,7 +118,7 @@ _RAISE_ON_PATH = _GRAD_BOOM.replace("return Boom.apply(", "return (").replace(
 def test_33b_f5_forward_raising_at_one_length_on_another_path_is_said(tmp_path, cond):
     # a path that raises at a length is not judged there (as the backward that raises: a documented limit), but said,
     # in the path's own row, as the forward's raise, not the backward's
-    (tmp_path / "rp.py").write_text(_RAISE_ON_PATH.replace("@COND@", cond))
+    (tmp_path / "rp.py").write_text(_seeded(_RAISE_ON_PATH.replace("@COND@", cond)))
     r = tv_here(tmp_path, "check", "attention", "--module", "rp.py:Attn", "--causal", "--quick")
     rows = [ln for ln in r.stdout.splitlines() if "kernel: unsupported length" in ln]
     assert rows and "T = 33" in rows[0] and "the backward raised" not in rows[0], r.stdout[-2500:]
@@ -136,9 +131,7 @@ def test_33b_f6_other_dtype_call_raising_at_one_length_fails(tmp_path):
         "        B, T, _ = x.shape\n        sp =",
         "        B, T, _ = x.shape\n        if T == 5 and x.dtype == torch.float32:\n"
         "            raise RuntimeError('fp32 kernel: bad length')\n        sp =")
-    (tmp_path / "f32.py").write_text(text)
-    r = tv_here(tmp_path, "check", "attention", "--module", "f32.py:Attn", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout[-1500:]
+    mismatch_here(tmp_path, _seeded(text), "Attn", file="f32.py")
 
 
 # --- 33B F7: key padding's every-count call (32 sequences at T = 33) raising is dropped and still listed as judged ----
@@ -148,14 +141,7 @@ import math, torch, torch.nn as nn, torch.nn.functional as F
 D, H = 8, 2
 
 class Attn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-        self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-        for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-            with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-        self.num_heads = H; self.embed_dim = D
+    @SEEDED_INIT@
 
     def forward(self, x, mask):
         B, T, _ = x.shape
@@ -172,7 +158,7 @@ class Attn(nn.Module):
 def test_33b_f7_key_padding_every_count_call_refused_is_said_not_listed_as_made(tmp_path):
     # a module refusing a batch size is halved, as every batch the check makes (docs/check-attention.md, "Batch
     # sizes"): not a mismatch, but the row says in which calls the rows were judged, not a call that was never made
-    (tmp_path / "kp.py").write_text(_KP_BIG)
+    (tmp_path / "kp.py").write_text(_seeded(_KP_BIG))
     r = tv_here(tmp_path, "check", "attention", "--module", "kp.py:Attn", "--causal", "--quick", "--mask-convention", "keep")
     row = next(ln for ln in r.stdout.splitlines() if ln.startswith("key_padding_respected"))
     assert "in calls of at most 16: the module refused 32" in row, row
@@ -196,16 +182,12 @@ _EPS_LEAK = _GRAD_BOOM.replace("return Boom.apply(", "return self.leak(x, ").rep
 @pytest.mark.parametrize("cond", ["torch.is_grad_enabled()", "torch.is_inference_mode_enabled()", "self.training",
                                   "not x.is_contiguous()"])
 def test_33b_f8_a_raise_at_one_length_hides_a_leak_on_that_path(tmp_path, cond):
-    (tmp_path / "eps.py").write_text(_EPS_LEAK.replace("@COND@", cond))
-    r = tv_here(tmp_path, "check", "attention", "--module", "eps.py:Attn", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout[-1500:]
+    mismatch_here(tmp_path, _seeded(_EPS_LEAK.replace("@COND@", cond)), "Attn", file="eps.py")
 
 
 def test_33b_f8_control_the_same_leak_without_the_raise_is_a_mismatch(tmp_path):
     text = _EPS_LEAK.replace("if T == 2 and", "if T == -1 and").replace("@COND@", "torch.is_grad_enabled()")
-    (tmp_path / "eps.py").write_text(text)
-    r = tv_here(tmp_path, "check", "attention", "--module", "eps.py:Attn", "--causal", "--quick")
-    assert r.returncode == 1, r.stdout[-1500:]
+    mismatch_here(tmp_path, _seeded(text), "Attn", file="eps.py")
 
 
 _HALF_GRAD_LEAK = '''
@@ -214,14 +196,7 @@ D, H = 8, 2
 
 class Attn(nn.Module):
     RAISE = @RAISE@
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-        self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-        for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-            with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-        self.num_heads = H; self.embed_dim = D
+    @SEEDED_INIT@
 
     def forward(self, x):
         g = torch.is_grad_enabled(); B, T, _ = x.shape
@@ -239,6 +214,4 @@ class Attn(nn.Module):
 
 
 def test_33b_f8_float16_leak_of_1e_3_on_the_autograd_path_hidden_by_a_raise(tmp_path):
-    (tmp_path / "h16.py").write_text(_HALF_GRAD_LEAK.replace("@RAISE@", "True"))
-    r = tv_here(tmp_path, "check", "attention", "--module", "h16.py:Attn", "--causal", "--quick", "--compute-dtype", "float16")
-    assert r.returncode == 1, r.stdout[-1500:]
+    mismatch_here(tmp_path, _seeded(_HALF_GRAD_LEAK.replace("@RAISE@", "True")), "Attn", "--compute-dtype", "float16", file="h16.py")
