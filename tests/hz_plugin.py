@@ -70,3 +70,17 @@ def run_hz(env: dict, cwd):
     tv = Path(sys.executable).with_name("tverify")
     return subprocess.run([str(tv), "run", "hz.dbl", "--quick", "--no-progress"], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=300)
+
+
+def shadow_folders(tmp_path, files: dict, monkeypatch=None):
+    """``(A, S)``: two new folders under ``tmp_path``, each of ``files`` (name: text) written in A, S empty (a module
+    shadowing one of A's is written there later); with ``monkeypatch``, both put first on ``sys.path``, S before A."""
+    a, s = tmp_path / "A", tmp_path / "S"
+    a.mkdir()
+    s.mkdir()
+    for name, text in files.items():
+        (a / name).write_text(text)
+    if monkeypatch is not None:
+        monkeypatch.syspath_prepend(str(a))
+        monkeypatch.syspath_prepend(str(s))
+    return a, s

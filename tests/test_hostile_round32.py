@@ -45,13 +45,9 @@ def test_what_a_pure_derivation_read_is_kept_and_a_change_or_a_shadow_misses(tmp
 
     from proofs_checks.claims._plugin_cache import Reads, _unchanged
 
-    a, s = tmp_path / "A", tmp_path / "S"
-    a.mkdir()
-    s.mkdir()
-    (a / "zzlazy26.py").write_text("C = 2\n")
-    (a / "zzconf26.py").write_text("C = 2\n")
-    monkeypatch.syspath_prepend(str(a))
-    monkeypatch.syspath_prepend(str(s))
+    from hz_plugin import shadow_folders
+
+    a, s = shadow_folders(tmp_path, {"zzlazy26.py": "C = 2\n", "zzconf26.py": "C = 2\n"}, monkeypatch)
     try:
         with Reads() as reads:
             importlib.import_module("zzlazy26")
@@ -129,12 +125,9 @@ def test_a_cached_catalogue_misses_when_a_plugin_helper_resolves_elsewhere(tmp_p
     same name put earlier on the path is what the plugin imports now."""
     from proofs_checks.output.catalogue import deps_fresh
 
-    a, s = tmp_path / "A", tmp_path / "S"
-    a.mkdir()
-    s.mkdir()
-    (a / "zzconst26.py").write_text("C = 2\n")
-    monkeypatch.syspath_prepend(str(a))
-    monkeypatch.syspath_prepend(str(s))
+    from hz_plugin import shadow_folders
+
+    a, s = shadow_folders(tmp_path, {"zzconst26.py": "C = 2\n"}, monkeypatch)
     doc = {"resolves": {"names": {"zzconst26": str(a / "zzconst26.py")}}}
     assert deps_fresh(doc)
     (s / "zzconst26.py").write_text("C = 3\n")

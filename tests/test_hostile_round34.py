@@ -77,13 +77,9 @@ def test_a_helper_run_by_name_is_kept_by_name_and_a_shadow_misses(tmp_path, monk
 
     from proofs_checks.claims._plugin_cache import Reads, _unchanged
 
-    a, s = tmp_path / "A", tmp_path / "S"
-    a.mkdir()
-    s.mkdir()
-    (a / "zzrun28.py").write_text("C = 2\n")
-    (a / "zzspec28.py").write_text("C = 2\n")
-    monkeypatch.syspath_prepend(str(a))
-    monkeypatch.syspath_prepend(str(s))
+    from hz_plugin import shadow_folders
+
+    a, s = shadow_folders(tmp_path, {"zzrun28.py": "C = 2\n", "zzspec28.py": "C = 2\n"}, monkeypatch)
     with Reads() as reads:
         assert runpy.run_module("zzrun28")["C"] == 2
         spec = importlib.util.find_spec("zzspec28")

@@ -105,10 +105,9 @@ def test_catalogue_title_read_a_plus_not_stale(tmp_path):
 @moved("two `tverify run` of a plugin in fresh processes (≈ 20 s)",
        "tests/test_hostile_round34.py::test_a_helper_run_by_name_is_kept_by_name_and_a_shadow_misses")
 def test_helper_run_by_name_with_runpy_shadowed_not_stale(tmp_path):
-    a, s = tmp_path / "A", tmp_path / "S"
-    a.mkdir()
-    s.mkdir()
-    (a / "hzconf.py").write_text("C = 2\n")
+    from hz_plugin import shadow_folders
+
+    a, s = shadow_folders(tmp_path, {"hzconf.py": "C = 2\n"})
     pz = _pure_hz(tmp_path, "def READ_C():\n    import runpy\n    return runpy.run_module('hzconf')['C']\n")
     env = _env(tmp_path, PYTHONPATH=os.pathsep.join(map(str, (pz, s, a))))
     r = _tv(ARGS, tmp_path, env)
@@ -121,12 +120,9 @@ def test_helper_run_by_name_with_runpy_shadowed_not_stale(tmp_path):
 @moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
        "tests/test_hostile_round34.py::test_a_helper_run_by_name_is_kept_by_name_and_a_shadow_misses")
 def test_catalogue_helper_found_by_name_not_in_sys_modules_shadowed_not_stale(tmp_path):
-    from hz_plugin import hz_plugin, install_hz
+    from hz_plugin import hz_plugin, install_hz, shadow_folders
 
-    a, s = tmp_path / "A", tmp_path / "S"
-    a.mkdir()
-    s.mkdir()
-    (a / "hzconst.py").write_text('NAME = "two"\n')
+    a, s = shadow_folders(tmp_path, {"hzconst.py": 'NAME = "two"\n'})
     text = hz_plugin("def READ_C():\n    return 2\n", "hostile 28a")
     text = text.replace("ARGS = (scalar", "import importlib.util as _iu\n_spec = _iu.find_spec('hzconst')\n"
                                            "_conf = _iu.module_from_spec(_spec)\n_spec.loader.exec_module(_conf)\n\n"

@@ -23,9 +23,15 @@ def test_file_read_with_fileio_of_a_path_object_edit_not_stale(tmp_path):
 @moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
        "tests/test_hostile_round34.py::test_a_spawned_process_or_a_path_object_read_is_never_missed")
 def test_catalogue_title_read_with_fileio_of_a_path_object_not_stale(tmp_path):
+    _title_read_at_load(tmp_path, "import io as _io, pathlib as _pl\n"
+                                  "with _io.FileIO(_pl.Path({title!r})) as _f:\n    _T = _f.read().decode().strip()\n")
+
+
+def _title_read_at_load(tmp_path, reader: str) -> None:
+    """A plugin whose title is read at load time by ``reader`` (code setting ``_T``; ``{title}`` the file), listed,
+    the file edited, listed again: the new title."""
     title = tmp_path / "title.txt"
-    read_c = ("def READ_C():\n    return 2\n\n\nimport io as _io, pathlib as _pl\n"
-              f"with _io.FileIO(_pl.Path({str(title)!r})) as _f:\n    _T = _f.read().decode().strip()\n")
+    read_c = "def READ_C():\n    return 2\n\n\n" + reader.format(title=str(title))
     from hz_plugin import hz_plugin, install_hz
 
     text = hz_plugin(read_c, "hostile 29a").replace('title="doubling"', 'title="doubling " + _T')
@@ -37,16 +43,9 @@ def test_catalogue_title_read_with_fileio_of_a_path_object_not_stale(tmp_path):
 @moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",
        "tests/test_hostile_round34.py::test_the_catalogue_keeps_a_load_time_read_by_its_hash_when_read_and_never_an_unrecorded_one")
 def test_catalogue_of_a_plugin_starting_a_process_at_load_not_stale(tmp_path):
-    title = tmp_path / "title.txt"
-    read_c = ("def READ_C():\n    return 2\n\n\nimport subprocess as _sp, sys as _sys\n"
-              f"_T = _sp.run([_sys.executable, '-c', \"print(open({str(title)!r}).read())\"],\n"
-              "             capture_output=True, text=True).stdout.strip()\n")
-    from hz_plugin import hz_plugin, install_hz
-
-    text = hz_plugin(read_c, "hostile 29a").replace('title="doubling"', 'title="doubling " + _T')
-    env = _env(tmp_path, PYTHONPATH=str(install_hz(tmp_path, text)))
-    title.write_text("two\n")
-    _listed_then(tmp_path, env, "doubling two", (title, "three\n"), "doubling three")
+    _title_read_at_load(tmp_path, "import subprocess as _sp, sys as _sys\n"
+                                  "_T = _sp.run([_sys.executable, '-c', \"print(open({title!r}).read())\"],\n"
+                                  "             capture_output=True, text=True).stdout.strip()\n")
 
 
 @moved("two `tverify list` of a plugin in fresh processes (≈ 15 s)",

@@ -418,21 +418,30 @@ def test_sigterm_while_the_check_starts_leaves_no_cgroup(tmp_path):
     assert not left, left
 
 
-SHMREAD = ATTN + '''
-import mmap, os, time
+def _reader(cls: str, attach: str) -> str:
+    """A module whose first instance reads a dataset that was in shared memory before the check (``attach``: code
+    setting ``view``, a buffer of it, and ``keep``), nothing allocated, after the supervisor's first reading."""
+    return ATTN + f'''
+import ctypes, mmap, os, time
 _k = []
 
-class R(MyAttention):
+class {cls}(MyAttention):
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
-        if not _k:   # a dataset staged in /dev/shm before the check: mapped read-only and read, nothing allocated
-            time.sleep(0.5)   # (after the supervisor's first reading of the child)
-            fd = os.open(os.environ["HOSTILE39A_DATA"], os.O_RDONLY)
-            m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
-            print("checksum", sum(m[i] for i in range(0, len(m), 4096)), flush=True)
-            _k.append(m)
+        if not _k:
+            time.sleep(0.5)
+{textwrap.indent(textwrap.dedent(attach), " " * 12)}
+            print("checksum", sum(view[i] for i in range(0, len(view), 4096)), flush=True)
+            _k.append(keep)
             time.sleep(1.5)
 '''
+
+
+#: a dataset staged in /dev/shm before the check, mapped read-only
+SHMREAD = _reader("R", """
+    fd = os.open(os.environ["HOSTILE39A_DATA"], os.O_RDONLY)
+    view = keep = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+""")
 
 
 @moved("1.2 GB of /dev/shm held by the test itself",
@@ -503,23 +512,13 @@ def test_the_api_in_a_forked_process_or_a_pool_worker_runs_or_says_why_in_one_li
             r.stdout[-800:] + r.stderr[-800:]
 
 
-SEGREAD = ATTN + '''
-import ctypes, os, time
-_k = []
-
-class S(MyAttention):
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        if not _k:   # a segment a loader filled before the check: attached read-only and read, nothing allocated
-            time.sleep(0.5)   # (after the supervisor's first reading of the child)
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.shmat.restype = ctypes.c_void_p
-            addr = libc.shmat(int(os.environ["HOSTILE39A_SHMID"]), None, 0o10000)   # SHM_RDONLY
-            buf = (ctypes.c_ubyte * (1200 * 10**6)).from_address(addr)
-            print("checksum", sum(buf[i] for i in range(0, len(buf), 4096)), flush=True)
-            _k.append(addr)
-            time.sleep(1.5)
-'''
+#: a SysV segment a loader filled before the check, attached read-only (SHM_RDONLY)
+SEGREAD = _reader("S", """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    keep = libc.shmat(int(os.environ["HOSTILE39A_SHMID"]), None, 0o10000)
+    view = (ctypes.c_ubyte * (1200 * 10**6)).from_address(keep)
+""")
 
 
 @moved("1.2 GB of SysV shared memory held by the test",
