@@ -515,8 +515,8 @@ def _dumps_objects(obj) -> bytes:
 
 
 def _context():
-    """``(context, through tverify's own fork server)``: tverify's own fork server (:func:`proofs_checks.sanity._procs.server`, started
-    here with :data:`PRELOAD`), or ``spawn`` where the platform has no fork server."""
+    """``(context, whether through tverify's own fork server)``: that server (:func:`proofs_checks.sanity._procs.server`,
+    started here with :data:`PRELOAD`), or ``spawn`` where the platform has no fork server."""
     import multiprocessing as mp
 
     if "forkserver" in mp.get_all_start_methods():
