@@ -90,7 +90,8 @@ __all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "P
 #: suite spent in those children (sampled; benchmarks/RESULTS.md, "Fifteenth session")
 PRELOAD = ["numpy", "torch", "torch.fx.experimental.symbolic_shapes", "proofs_checks.sanity._isolate",
            "proofs_checks.sanity.attention", "proofs_checks.sanity.icl", "proofs_checks.sanity.hopfield",
-           "numerics.attention_probe", "numerics.icl_probe", "numerics.hopfield", "numerics.icl"]
+           "numerics.attention_probe", "numerics.icl_probe", "numerics.hopfield", "numerics.icl",
+           "proofs_checks.sanity._server_ready"]
 #: the memory watchdog never stops a child below this much memory beyond its start
 MIN_MEMORY_LIMIT = 256 * 1024**2
 POLL = 0.1

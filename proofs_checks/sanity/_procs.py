@@ -42,6 +42,11 @@ def isolated_start():
         yield
 
 
+#: whether this process is the checks' fork server (set by :func:`server_boot`; read by
+#: :mod:`proofs_checks.sanity._server_ready`, the last module that server imports)
+IN_SERVER = False
+
+
 def server_boot() -> None:  # pragma: no cover - runs in the fork server
     """In the fork server, before it imports anything else: on Linux it becomes the *subreaper* of
     every process the checks' children start (``PR_SET_CHILD_SUBREAPER``): an orphan — double fork,
@@ -52,6 +57,8 @@ def server_boot() -> None:  # pragma: no cover - runs in the fork server
     import atexit
     import warnings
 
+    global IN_SERVER
+    IN_SERVER = True
     # the server reaps the orphans it adopts; multiprocessing warns about each ("unexpected pid")
     warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
     if sys.platform.startswith("linux"):
