@@ -35,6 +35,9 @@ __all__ = ["GB", "Estimate", "available_memory", "memory_limit", "check_memory",
 GB = 1024**3
 #: Fraction of the available memory a check may plan to use by default.
 DEFAULT_FRACTION = 0.5
+#: the default limit is never below this much (the checks' estimates and the isolated child's watchdog alike: a half of
+#: little left, 9 MB, refused a check that needs 0.3 GB: hostile pass 34a F1)
+MIN_MEMORY_LIMIT = 256 * 1024**2
 
 
 @dataclass
@@ -85,7 +88,7 @@ def fmt_seconds(s: float) -> str:
 def _cgroup_limit() -> float | None:
     """The memory this process's cgroups leave it: the least, over its own memory cgroup and each above it (v2:
     ``memory.max`` less ``memory.current``; v1: the group's ``memory.limit_in_bytes`` less its usage), of the limit less
-    what the group holds but its inactive file pages; and the hierarchy's root files as before. A job's own limit (a
+    what the group holds but its file pages (page cache, active or not: hostile pass 34a F1); and the hierarchy's root files as before. A job's own limit (a
     Slurm job, ``systemd-run -p MemoryMax``) was never read, and the default limit let a check outgrow it (hostile
     pass 33a F6). ``None`` where no limit is set."""
     rooms = []
@@ -109,7 +112,7 @@ def _cgroup_limit() -> float | None:
             limit = _read_int(folder / ("memory.max" if v2 else "memory.limit_in_bytes"))
             used = _read_int(folder / ("memory.current" if v2 else "memory.usage_in_bytes"))
             if limit is not None and limit < 2**60 and used is not None:
-                rooms.append(float(max(limit - used + _inactive_file(folder, v2), 0)))
+                rooms.append(float(max(limit - used + _file_pages(folder, v2), 0)))
             folder = folder.parent
     return min(rooms) if rooms else None
 
@@ -122,16 +125,21 @@ def _read_int(path: Path) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
-def _inactive_file(folder: Path, v2: bool) -> int:
-    """The group's inactive file pages (page cache the kernel reclaims first): not memory it holds."""
+def _file_pages(folder: Path, v2: bool) -> int:
+    """The group's page cache, active and inactive (``active_file`` + ``inactive_file``; v1 ``total_``…): memory the
+    kernel reclaims before any out-of-memory kill, as the machine's ``MemAvailable`` counts it; only the inactive
+    pages were, and a job that had read its 2.5 GB dataset twice was left 9 MB (hostile pass 34a F1). Shared memory
+    and tmpfs pages are on the anonymous lists, not these."""
+    keys = ("active_file", "inactive_file") if v2 else ("total_active_file", "total_inactive_file")
+    total = 0
     try:
         for line in (folder / "memory.stat").read_text().splitlines():
             k, _, v = line.partition(" ")
-            if k == ("inactive_file" if v2 else "total_inactive_file") and v.strip().isdigit():
-                return int(v)
+            if k in keys and v.strip().isdigit():
+                total += int(v)
     except OSError:
         pass
-    return 0
+    return total
 
 
 def available_memory() -> float:
@@ -158,6 +166,9 @@ def memory_limit(max_memory_gb: float | None) -> tuple[float, str]:
     if max_memory_gb is not None:
         return max_memory_gb * GB, f"--max-memory {max_memory_gb:g}"
     avail = available_memory()
+    if DEFAULT_FRACTION * avail < MIN_MEMORY_LIMIT:
+        return float(MIN_MEMORY_LIMIT), (f"the least default, {fmt_bytes(MIN_MEMORY_LIMIT)}, as only "
+                                         f"{fmt_bytes(avail)} is available; set with --max-memory GB")
     return DEFAULT_FRACTION * avail, f"half the {fmt_bytes(avail)} available; raise with --max-memory GB"
 
 

@@ -323,14 +323,17 @@ def check_json_file(json_path: str, force: bool | None) -> None:
     (``None``: the command has no ``--force``); a symbolic link there is the user's (with ``force``
     the link itself is replaced); the other checks of :func:`proofs_checks.store.check_output_file`.
     One-line usage errors; a name ending in '/' (a folder meant) is refused, never written as a file of its name, by
-    every command (hostile passes 31a, 33b F1)."""
+    every command (hostile passes 31a, 33b F1), as is one ending in '.' or '..' (34a F3)."""
     from proofs_checks.errors import UsageError
     from proofs_checks.store import (OutputPathError, check_output_file, name_problem, nearest_existing,
                                      own_installation, writable_dir_problem)
 
-    if json_path != "-" and json_path.endswith(("/", os.sep)):
-        raise UsageError(f"--json {json_path}: names a folder (it ends with '/'); give a file, e.g. "
-                         f"{json_path}result.json")
+    last = os.path.basename(json_path)
+    if json_path != "-" and (json_path.endswith(("/", os.sep)) or last in (".", "..")):
+        # `new/.` and `new/..` too: they can only be folders (a file `new` was written, or a folder made: 34a F3)
+        end = "'/'" if not last else f"'{last}'"
+        raise UsageError(f"--json {json_path}: names a folder (it ends with {end}); give a file, e.g. "
+                         f"{os.path.join(json_path, 'result.json')}")
 
     p = Path(json_path).expanduser()
     try:

@@ -79,6 +79,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from proofs_checks.guards import MIN_MEMORY_LIMIT  # the watchdog never stops a child below this (the default's floor)
 from proofs_checks.sanity import _cgroup, _procs
 from proofs_checks.sanity._loader import UserCodeError
 
@@ -92,8 +93,6 @@ PRELOAD = ["numpy", "torch", "torch.fx.experimental.symbolic_shapes", "proofs_ch
            "proofs_checks.sanity.attention", "proofs_checks.sanity.icl", "proofs_checks.sanity.hopfield",
            "numerics.attention_probe", "numerics.icl_probe", "numerics.hopfield", "numerics.icl",
            "proofs_checks.sanity._server_ready"]
-#: the memory watchdog never stops a child below this much memory beyond its start
-MIN_MEMORY_LIMIT = 256 * 1024**2
 POLL = 0.1
 #: seconds of silence from the child before a "still running" line (the first one: 2 s)
 HEARTBEAT_FIRST, HEARTBEAT_EVERY = 2.0, 5.0
