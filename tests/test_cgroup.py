@@ -241,25 +241,42 @@ def test_socket_buffers_unread_on_loopback_are_counted_by_the_machine_figure():
             s.close()
 
 
-def test_a_group_of_another_pid_namespace_is_never_swept(cg):
-    """A group named in another PID namespace (its pid means nothing here) is left by the sweep, one of this namespace
-    whose pid is gone is removed (33a F2)."""
+def test_a_group_of_another_pid_namespace_is_swept_only_once_that_namespace_is_gone(cg, monkeypatch):
+    """A group named in another PID namespace (its pid means nothing here) is left by the sweep while a process is in
+    that namespace (33a F2), or where this process cannot see every namespace; removed once none is (a sandboxed check
+    killed with its sandbox: 34a F2); one of this namespace whose pid is gone is removed."""
     from proofs_checks.sanity import _cgroup
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     parent = cg.folder.parent
-    theirs = parent / f"tverify-{dead.pid}-0-ab-n1"
+    running = parent / f"tverify-{dead.pid}-0-ab-n1"
+    killed = parent / f"tverify-{dead.pid}-0-ef-n2"
     ours = parent / f"tverify-{dead.pid}-0-cd-{_cgroup._pid_namespace()}"
-    theirs.mkdir()
-    ours.mkdir()
+    groups = (running, killed, ours)
     try:
+        for g in groups:
+            g.mkdir()
+        monkeypatch.setattr(_cgroup, "_live_namespaces", lambda ns: None)  # not the machine's first namespace
         _cgroup._sweep(parent)
-        assert theirs.is_dir() and not ours.exists()
+        assert running.is_dir() and killed.is_dir() and not ours.exists()
+        monkeypatch.setattr(_cgroup, "_live_namespaces", lambda ns: {"n1", ns})
+        _cgroup._sweep(parent)
+        assert running.is_dir() and not killed.exists()
     finally:
-        for g in (theirs, ours):
+        for g in groups:
             if g.exists():
                 g.rmdir()
+
+
+def test_the_live_namespaces_include_this_ones_where_every_process_is_seen():
+    from proofs_checks.sanity import _cgroup
+
+    ns = _cgroup._pid_namespace()
+    live = _cgroup._live_namespaces(ns)
+    assert (live is None) == (ns != _cgroup._FIRST_PID_NAMESPACE)
+    assert live is None or ns in live
+    assert _cgroup._live_namespaces("n1") is None
 
 
 def test_mapped_shared_memory_is_left_to_the_group_where_there_is_one(tmp_path):

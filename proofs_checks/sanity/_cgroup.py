@@ -67,9 +67,13 @@ def _sweep(parent: Path) -> None:
     """The groups a tverify that is gone left in ``parent`` (killed with SIGKILL before it could remove its own): what
     is still in them is killed and they are removed (a group of a tverify still running is never touched; one of this
     process's pid that it did not make was left by an earlier process with the same pid). A group made in another PID
-    namespace is left alone: its pid is not one of this namespace's, and a running check there was killed as a dead
-    tverify's (hostile pass 33a F2)."""
+    namespace is not judged by its pid, which is not one of this namespace's (a running check there was killed as a
+    dead tverify's: hostile pass 33a F2): it is removed only when that namespace is gone, which this process can tell
+    from the machine's first namespace alone, where every process is seen (:func:`_live_namespaces`), and only when
+    empty (the kernel refuses to remove a group that holds a process): the group of a sandboxed check killed with its
+    sandbox was otherwise left for good (34a F2)."""
     ns = _pid_namespace()
+    live: set[str] | None | bool = False  # (read once, when a group of another namespace is found)
     for folder in parent.glob("tverify-*-*"):
         parts = folder.name.split("-")
         try:
@@ -77,9 +81,34 @@ def _sweep(parent: Path) -> None:
         except (IndexError, ValueError):
             continue
         if parts[-1].startswith("n") and parts[-1] != ns:
+            live = _live_namespaces(ns) if live is False else live
+            if live is not None and parts[-1] not in live and parts[-1] != "n0":
+                for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(OSError):
+                        sub.rmdir()
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
             continue
         if folder.name not in _MINE and (pid == os.getpid() or not Path(f"/proc/{pid}").exists()):
             MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
+
+
+#: the inode of the machine's first PID namespace (the kernel's PROC_PID_INIT_INO): from it every process is seen
+_FIRST_PID_NAMESPACE = "n4026531836"
+
+
+def _live_namespaces(ns: str) -> set[str] | None:
+    """The PID namespaces some process is in (``n<inode>``, read from ``/proc/*/ns/pid``) where this process is in the
+    machine's first namespace (``ns``) and so sees every process; ``None`` elsewhere (a namespace outside this one's
+    view is never taken for gone)."""
+    if ns != _FIRST_PID_NAMESPACE:
+        return None
+    live = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                live.add(f"n{os.stat(proc / 'ns' / 'pid').st_ino}")
+    return live
 
 
 def remove_groups_of(pid: int) -> None:
