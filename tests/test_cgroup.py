@@ -370,3 +370,33 @@ def test_the_fork_server_hands_its_children_a_frozen_heap(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", "att.py:Attn", "--causal", "--quick")
     assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
     assert int((tmp_path / "frozen.txt").read_text()) > 100_000
+
+
+def test_huge_pages_a_process_maps_are_in_its_memory():
+    """Huge pages (``MAP_HUGETLB``) are in no resident-set figure and in no memory cgroup's count: read from the
+    process's ``Private_Hugetlb``/``Shared_Hugetlb`` (2 GB passed --max-memory 1.0: 34a F4)."""
+    from proofs_checks.sanity import _procs
+
+    knob = Path("/proc/sys/vm/nr_overcommit_hugepages")
+    try:
+        old = knob.read_text()
+        knob.write_text("40")
+    except OSError:
+        pytest.skip("huge pages cannot be made available here (needs root)")
+    p = subprocess.Popen([sys.executable, "-c", (
+        "import mmap, sys, time\n"
+        "try:\n"
+        "    m = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40000)  # MAP_HUGETLB\n"
+        "    for i in range(0, len(m), 1 << 21): m[i] = 1\n"
+        "except OSError as e:\n"
+        "    print('none', e, flush=True); sys.exit()\n"
+        "print('held', flush=True); time.sleep(30)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        said = p.stdout.readline()
+        if not said.startswith("held"):
+            pytest.skip(f"no huge pages here: {said.strip()}")
+        assert _procs._memory_kb(p.pid)["anon"] >= 64 << 20
+    finally:
+        p.kill()
+        p.wait()
+        knob.write_text(old)
