@@ -560,6 +560,11 @@ class _OnPath:
     def run(self, x64: torch.Tensor, grad: bool = False):
         return None, self._out_of(x64), None
 
+    def _large_lengths(self) -> list[int]:
+        """Of the lengths the path runs at (the view's own ``outs``), not the probe's: a path raising at the middle
+        probe length was asked for its large batch there, a ``KeyError`` traceback (hostile pass 34b F1)."""
+        return type(self._probe)._large_lengths(self)
+
 
 def _judged_lengths(Ts: list[int], raised: dict) -> str:
     """``T = 2, 5`` and, where the backward raised at some lengths, which (not judged there: 24b F16)."""
