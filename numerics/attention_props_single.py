@@ -219,7 +219,7 @@ def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tens
     o1, again, o2 = outputs(x), outputs(x), outputs(x2)
     fin = o1[torch.isfinite(o1)]
     jit = attention_structural._move(again, o1, float(fin.abs().max()) if fin.numel() else 1.0)
-    attention_structural.mark_noisy(probe, jit)
+    attention_structural.mark_noisy(probe, jit, T)
     e = _rel(o2[valid], o1[valid], float(o1[valid].abs().max()))
     tol, just = attention_structural.structural_tolerance(jit, "redrawing a padded key",
                                                           attention_structural.noise_floor(probe, T),

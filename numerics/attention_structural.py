@@ -29,11 +29,13 @@ from typing import Any
 
 import torch
 
+from numerics.attention_noise import (NOISE_MARGIN, deterministic_tolerance, is_noisy, late_deterministic,  # noqa: F401
+                                      mark_noisy, noise_floor, structural_tolerance)  # (re-exported: their home is there)
 from numerics.attention_reference import allowed_mask
 from numerics.attention_rules import (HUGE_LOGIT, LARGE_LOGIT, UNDECIDABLE_TOL, Property, _chunks, _judge, _skip,
                                       exc_text)
 
-__all__ = ["kept", "in_halves", "jitter", "structural_tolerance", "Dependence", "dependence", "prop_mask", "prop_batch",
+__all__ = ["kept", "in_halves", "jitter", "structural_tolerance", "late_deterministic", "Dependence", "dependence", "prop_mask", "prop_batch",
            "prop_batch_size"]
 
 
@@ -56,62 +58,8 @@ def jitter(probe: Any, x: torch.Tensor, first: torch.Tensor) -> float:
     again = kept(probe.run(x)[1])
     fin = first[torch.isfinite(first)]  # (all NaN/inf at logits the module overflows at: max() of nothing raised, and
     got = _move(again, first, float(fin.abs().max()) if fin.numel() else 1.0)  # the leak property failed on it, 18b F3)
-    mark_noisy(probe, got)
+    mark_noisy(probe, got, x.shape[1])
     return got
-
-
-def mark_noisy(probe: Any, difference: float) -> None:
-    """Note that the module is not deterministic when two calls on one input differed (``difference`` > 0), on the
-    probe itself (a path's view shares it), with the largest such difference seen: every structural tolerance after it
-    then has the noise floor (:func:`noise_floor`)."""
-    if difference > 0:  # (a NaN is not noise: the finite-output properties judge it)
-        held = getattr(probe, "_probe", probe).__dict__
-        held["noisy"] = True
-        held["noise_seen"] = max(held.get("noise_seen", 0.0), float(difference))
-
-
-def is_noisy(probe: Any) -> bool:
-    """Whether two calls on one input have differed anywhere in this check (:func:`mark_noisy`)."""
-    return bool(getattr(getattr(probe, "_probe", probe), "__dict__", {}).get("noisy"))
-
-
-def structural_tolerance(jit: float, what: str, floor: float = 0.0, noisy: bool = False) -> tuple[float, str]:
-    """``(tolerance, justification)`` of an exact invariance: ``2 × jit`` — and for a module that is not deterministic
-    (``jit > 0`` here, or ``noisy``: two calls on one input differed anywhere in the check) at least ``2 × floor``, the
-    run-to-run difference ``deterministic`` accepts (:func:`noise_floor`): one sampled difference is not a bound on the
-    noise, and a module whose outputs carry noise of 1e-14 was called leaking by it (hostile pass 23b F3), or one whose
-    noise hits one entry on some calls only, sampled as 0 at this probe (24b F1); a leak below that noise cannot be told
-    from it."""
-    tol = 0.0 if jit == 0 and not noisy else 2.0 * max(jit, floor)
-    how = ("the module is deterministic here (two calls on the identical input agree bit for bit), so the "
-           "tolerance is 0" if tol == 0 else
-           f"2 × the module's run-to-run difference on the identical input ({jit:.3g}; the module was seen "
-           f"nondeterministic{' here' if jit else ' elsewhere in this check'}), at least 2 × its noise floor "
-           f"({floor:.3g}: the least of the difference the deterministic property accepts and {NOISE_MARGIN:g} × the "
-           f"largest run-to-run difference seen in this check, at least 4 unit roundoffs) = {tol:.3g}: a leak below "
-           "the module's own noise cannot be told from it")
-    return tol, (f"exact: {what} moves no output of a correct module, in any precision (a masked weight is an exact "
-                 f"0); {how}; relative to max|output|")
-
-
-#: a leak is told from a nondeterministic module's noise by this factor over the largest run-to-run difference seen in
-#: the check: a sampled difference is not a bound on the noise (two calls compared at one probe may differ less than
-#: two calls at another), and the structural comparisons are single samples of it too
-NOISE_MARGIN = 4.0
-
-
-def noise_floor(probe: Any, T: int) -> float:
-    """The least run-to-run difference a structural tolerance of a nondeterministic module allows at length ``T``: the
-    difference ``deterministic`` accepts, ``16·u·(3D+T)`` in the probe's dtype, or, where less, :data:`NOISE_MARGIN` ×
-    the largest run-to-run difference seen in this check (:func:`mark_noisy`), never below ``4u`` (an ulp's move of one
-    entry, the least noise there is, is at most ``2u`` of the largest output). The first alone grows with ``D``: a leak
-    of 1e-3, 44 times a D = 512 module's own noise, passed within it (hostile pass 34b F2)."""
-    from numerics.attention_rules import unit_roundoff
-
-    u = unit_roundoff(probe.pdt)
-    accepted = 16 * u * (3 * probe.D + T)
-    seen = getattr(getattr(probe, "_probe", probe), "__dict__", {}).get("noise_seen", 0.0)
-    return min(accepted, max(NOISE_MARGIN * seen, 4 * u)) if seen > 0 else accepted
 
 
 @dataclass

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from numerics import attention_structural
 from proofs_checks.sanity.attention_precision import precision_property
 from proofs_checks.sanity.attention_hints import _hints  # noqa: F401
 from proofs_checks.sanity.attention_verdict import _decl  # noqa: F401
@@ -97,12 +99,10 @@ def _preconditions(probe, f, mp, hook, against) -> list:
         same_nan = torch.isnan(a) & torch.isnan(b)  # NaN where the first call had NaN is the same output
         e = ap._rel(torch.where(same_nan, 0.0, a), torch.where(same_nan, 0.0, b))
         e = e if math.isfinite(e) else float("inf")
-        tol = 16 * ap.unit_roundoff(probe.pdt) * (3 * probe.D + T)
+        tol = attention_structural.deterministic_tolerance(probe, T)
         just = f"16·u·(3D+T) = {tol:.3g}: a deterministic computation repeats itself (a reordered GPU sum within rounding)"
     if e is not None:
-        from numerics.attention_structural import mark_noisy
-
-        mark_noisy(probe, e)  # a module whose two calls differ: every structural tolerance has the noise floor (24b F1)
+        attention_structural.mark_noisy(probe, e, T)  # two calls differ: every structural tolerance has a noise floor (24b F1)
     differs = e is not None and not e <= tol
     rule = "a call must leave the parameters and buffers as they were, or at least the output (exact)"
     if is_mod:
@@ -663,6 +663,7 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
             _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label))
         _late_writes(props, probe, ld.wm)
         _late_dtype(props, probe)
+        attention_structural.late_deterministic(probe, props)  # every run-to-run difference they measured (34b F3)
     if against is not None and probe.against_wrote():
         warnings.append("warning: the --against object wrote into an input it was given: each of its calls got a "
                         "copy of the probe, so the module's own probes are unchanged; its outputs are compared as it "
