@@ -454,7 +454,8 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         # all, averaging's ~Λ^1.5 at Λ = 1e14, made every pair coincide and 2 × least squares "least squares":
         # hostile pass 20b F3); an algorithm is 0 when it is 0 on the scale of the label
         absS = np.abs(stack)
-        label_scale = np.maximum(1.0, np.abs(yq.numpy()))
+        label_scale = np.maximum(math.sqrt(norm), np.abs(yq.numpy()))  # (not 1: at Λ = 1e-7 the labels are ~3e-4, and
+        # ridge at λ = 100 was "0" next to 1, so a model returning zeros was identified as it: hostile pass 34b F4)
         logD = np.log(D + LOG_FLOOR)  # (nA, P) the decision statistic: log squared distances
         cM = np.ones((nA, nA), dtype=bool)
         for j in range(nA):
@@ -608,6 +609,9 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, n
                 st = "fail"
             else:
                 st = "undecided"
+            zero_like = st == "pass" and null_dist is not None and not math.isfinite(z0)
+            if zero_like:  # the algorithm predicts 0 to rounding on the labels' scale (averaging at Λ = 1e-10): a model
+                st = "undecided"  # within it may as well return zeros, never identified as an algorithm (34b F4)
             low_trunc = None
             if st == "undecided" and per_prompt is not None and 0 < tol < float("inf"):
                 t = np.minimum(per_prompt[i][j], TRUNCATE_AT * tol)
@@ -616,7 +620,7 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, n
                     st = "fail"
             rows.append({"M": Ms[i], "distance": dv, "se": se, "tolerance": tol, "nearest_reference": nearest,
                          "truncated_lower_bound": low_trunc,
-                         "nearest_reference_distance": r, "status": st,
+                         "nearest_reference_distance": r, "status": st, "zero_like": zero_like,
                          "ratio": float(dv / tol) if tol > 0 and math.isfinite(tol) else (0.0 if dv == 0 else float("inf"))})
         table[a] = rows
     passing = [a for a in A if all(r["status"] == "pass" for r in table[a])]
@@ -625,7 +629,7 @@ def _identify(A, Ms, dist, dist_se, ref_dist, coincide_M, floor_M, P, k, work, n
     undecided = [a for a in A if a not in passing and a not in refuted]
     need = {}
     for a in undecided:
-        worst = 1.0
+        worst = 1.0 if not any(r["zero_like"] for r in table[a]) else float("inf")  # (no number of prompts decides)
         for r in table[a]:
             if r["status"] == "undecided" and r["se"] > 0:
                 gap = abs(r["distance"] - r["tolerance"])

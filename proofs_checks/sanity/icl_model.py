@@ -265,12 +265,15 @@ def _identification_verdict(pr: dict, name: str) -> Verdict:
                               f"{worst(closest)})", numbers)
     und = idf["undecided"]
     need = [v for a, v in idf["prompts_needed"].items() if v is not None]
-    sugg = (f"about {round_up(math.ceil(max(need) * 1.2))} prompts per length (--prompts; SE ∝ 1/√prompts)"
-            if need else "no number of prompts: a distance equals its tolerance")
+    zero = {a: [r["M"] for r in tab[a] if r.get("zero_like")] for a in und}
+    sugg = (f"about {round_up(math.ceil(max(need) * 1.2))} prompts per length (--prompts; SE ∝ 1/√prompts)" if need
+            else "a larger Λ (no number of prompts tells an algorithm that predicts 0 from a model returning zeros)"
+            if any(zero.values()) else "no number of prompts: a distance equals its tolerance")
+    why = [f"{a} predicts 0 to rounding on the labels' scale at M = {', '.join(map(str, zero[a]))}: a model returning "
+           "zeros is within its tolerance too, so it is not identified there" if zero[a] else
+           f"{a} is within {k:g} SE of its tolerance at some length ({worst(a)})" for a in und]
     return Verdict("inconclusive", f"cannot tell whether {name} computes {' or '.join(und)} (closest: "
-                   f"{graded(closest) if closest in tab else closest})",
-                   crit, numbers, [f"{a} is within {k:g} SE of its tolerance at some length ({worst(a)})" for a in und],
-                   sugg)
+                   f"{graded(closest) if closest in tab else closest})", crit, numbers, why, sugg)
 
 
 @dataclass
