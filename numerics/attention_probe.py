@@ -482,7 +482,11 @@ class AttentionProbe(GradientProps):
         # a correct module's outputs are within out_tol·max|out| of the reference in every entry, so the least-squares
         # fit of log s moves by at most ‖deviation‖/‖J‖ ≤ out_tol·max|out|·√(#outputs)/‖J‖ (‖out‖ in place of
         # max|out|·√n, as before, overstated the bound by up to √n: 2.6 in bfloat16, admitting any scale; 19b F2)
-        tol = out_tol * float(od.abs().max()) * math.sqrt(od.numel()) / max(float(J.norm()), 1e-300)
+        # outputs that do not move with the scale at all (a zero output or value projection: exactly 0 whatever the
+        # scale) measure nothing of it: an infinite tolerance, undecided (a 0/1e-300 tolerance of 0 read the fit's stop
+        # at its bound, 1/100, as a finding: hostile pass 34b F5)
+        jn = float(J.norm())
+        tol = out_tol * float(od.abs().max()) * math.sqrt(od.numel()) / jn if jn > 0 else math.inf
         r_rel = _rel(out_at(ls), od)
         fit = {"s_fit": s_fit, "err": err, "tol": tol, "sens": sens, "r_rel": r_rel, "out_tol": out_tol, "key": key}
         if not r_rel <= max(1e3 * out_tol, 1e-6):
