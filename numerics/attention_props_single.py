@@ -518,39 +518,50 @@ def fit_single_head(f: Callable, x: torch.Tensor, P: torch.Tensor, *, causal: bo
     return ref, "", cond
 
 
-def prop_extreme_logits(f: Callable, x: torch.Tensor, m: Mapping | None, st: Structure,
+def prop_extreme_logits(f: Callable, xs_at: dict[int, torch.Tensor], m: Mapping | None, st: Structure,
                         targets=(700.0, 1e4)) -> Property:
-    """Finite outputs when the largest logit reaches ±700 (the edge of float64's exp) and ±10⁴."""
-    xs, reached, beyond = [], [], []
-    if m is not None:
+    """Finite outputs when the largest logit reaches ±700 (the edge of float64's exp) and ±10⁴, at every probe length
+    of ``xs_at`` (``{T: probe}``): at one length alone, a module overflowing at T = 2, 5 or 33 only was ok (hostile
+    pass 34b, a note)."""
+    xs, reached, beyond = [], [], set()
+    Ts = sorted(xs_at)
+    for T in Ts:
+        x = xs_at[T]
+        if m is None:
+            xs += [(T, x * 10), (T, x * 100)]
+            continue
         for tgt in targets:
             c = scale_to_logit(x.double(), m, st, tgt, x.dtype)  # None: no such probe in the input's precision
             if c is None:
-                beyond.append(tgt)
+                beyond.add(tgt)
                 continue
-            xs.append(x * c)
+            xs.append((T, x * c))
             reached.append(max_logit((x * c).double(), m, st))
-        how = "largest logits reached " + (", ".join(f"{r:.3g}" for r in reached) or "none") + (
-            f"; not probed: logits of {', '.join(f'{t:g}' for t in beyond)} (beyond {dtype_name(x.dtype)}'s range at "
-            "this declaration for any implementation forming q·kᵀ)" if beyond else "")
-        if not xs:
-            return _skip("stable_at_extreme_logits", how)
-    else:
-        xs = [x * 10, x * 100]
-        how = "no mapping: input scaled ×10 and ×100"
+    dt = dtype_name(xs_at[Ts[0]].dtype) if Ts else "float64"
+    how = ("no mapping: input scaled ×10 and ×100" if m is None else "largest logits reached " + (
+        f"{min(reached):.3g} to {max(reached):.3g}" if reached else "none") + (
+        f"; not probed: logits of {', '.join(f'{t:g}' for t in sorted(beyond))} (beyond {dt}'s range at this "
+        "declaration for any implementation forming q·kᵀ, at some lengths)" if beyond else "")) + (
+        f" (T = {', '.join(map(str, Ts))})")
+    if not xs:
+        return _skip("stable_at_extreme_logits", how)
     bad = total = 0
-    for z in xs:
+    worst_T = None
+    for T, z in xs:
         try:
             o, _ = call(f, z)
         except Exception as exc:
             return Property("stable_at_extreme_logits", "fail", float("inf"), 0.0, "must run and stay finite",
-                            f"{how}; raised {exc_text(exc)}")
-        bad += int((~torch.isfinite(o)).sum())
+                            f"{how}; raised {exc_text(exc)} (T = {T})")
+        n_bad = int((~torch.isfinite(o)).sum())
+        if n_bad and worst_T is None:
+            worst_T = T
+        bad += n_bad
         total += o.numel()
     return _judge("stable_at_extreme_logits", bad / max(total, 1), 0.0,
                   "none may be NaN/inf: a log-sum-exp softmax is finite at any logit (exact)",
-                  how + (f"; {bad} of {total} outputs NaN/inf (exp overflow: subtract the row max)" if bad
-                         else "; all finite"))
+                  how + (f"; {bad} of {total} outputs NaN/inf, first at T = {worst_T} (exp overflow: subtract the row "
+                         "max)" if bad else "; all finite"))
 
 
 def own_dtype_policy(obj: Any) -> tuple[str, str] | None:

@@ -255,7 +255,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     props.append(probe.prop_batch())
     props.append(probe.prop_batch_size())
     props.append(_permutation(probe, f, st))
-    props.append(ap.prop_extreme_logits(f, probe.xs[T_small].to(dtype=probe.pdt, device=device), mp, st))
+    props.append(ap.prop_extreme_logits(f, {T: x.to(dtype=probe.pdt, device=device) for T, x in probe.xs.items()}, mp, st))
     props.append(_other_dtype(probe, f, obj, other, device, against, T_small))
     main_ok = all(p.status != "fail" for p in props if p.name in ("matches_reference", "matches_against"))
     if (mp is not None or against is not None) and main_ok:  # else that mismatch is the finding to fix first
