@@ -99,7 +99,7 @@ def _pidns_ok() -> bool:
 
 
 @moved("a tverify in a PID namespace of its own beside the suite's checks",
-       "tests/test_cgroup.py::test_a_group_of_another_pid_namespace_is_never_swept")
+       "tests/test_cgroup.py::test_a_group_of_another_pid_namespace_is_swept_only_once_that_namespace_is_gone")
 def test_a_running_check_in_another_pid_namespace_is_not_swept(tmp_path):
     import time
 

@@ -106,7 +106,10 @@ def _live_namespaces(ns: str) -> set[str] | None:
     live = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, IndexError):
+                if (proc / "stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                    continue  # a zombie runs nothing and holds no memory: the namespace's init, killed, that its new
+                    # parent (a container's pid 1 that reaps nothing) never waited for kept it "live" (34a F2)
                 live.add(f"n{os.stat(proc / 'ns' / 'pid').st_ino}")
     return live
 
