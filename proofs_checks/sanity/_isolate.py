@@ -610,9 +610,19 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
     why = {"SIGSEGV": "a segmentation fault", "SIGABRT": "an abort",
            "SIGKILL": "SIGKILL, not sent by tverify (the system's out-of-memory killer, a kill -9, or the code itself)",
-           "SIGBUS": "a bus error", "SIGFPE": "a floating-point exception", "SIGTERM": "SIGTERM",
-           "SIGILL": "an illegal instruction"}.get(name, name)
-    return f"{why} ({name})"
+           "SIGBUS": "a bus error", "SIGFPE": "a floating-point exception", "SIGILL": "an illegal instruction",
+           "SIGXCPU": "the CPU-time limit (ulimit -t)"}.get(name)
+    if name == "SIGKILL" and _cpu_limited():
+        why += "; or the hard CPU-time limit (ulimit -t), which the kernel enforces with SIGKILL"
+    return f"{why} ({name})" if why else name  # ("SIGTERM (SIGTERM)", "SIGXCPU (SIGXCPU)": 34a N2)
+
+
+def _cpu_limited() -> bool:
+    import resource
+
+    with contextlib.suppress(Exception):
+        return resource.getrlimit(resource.RLIMIT_CPU)[1] != resource.RLIM_INFINITY
+    return False
 
 
 def _forward(data: bytes, stream) -> None:
