@@ -128,12 +128,13 @@ def test_34b_f4_zero_predictions_are_never_identified_at_a_small_lambda(tmp_path
 #     style: its output is exactly 0) is a mismatch "scale_1_over_sqrt_dk … off by a factor 1/100 (fits 1/(layer
 #     index + 1) = 1/100)": a fitted scale with no evidence (the outputs equal the reference's, 0, at every probe) -----
 
-_ZERO_PROJ = '''
+# a seeded causal attention; @EXTRA@: a line of __init__ after the weights are drawn
+_ATTN = '''
 import math, torch, torch.nn as nn
 D, H = 8, 2
 class Attn(nn.Module):
     @SEEDED_INIT@
-        with torch.no_grad(): self.{which}.weight.zero_()   # zero-initialised, as ReZero / adaLN-Zero do
+        @EXTRA@
     def forward(self, x):
         B, T, _ = x.shape; dk = D // H
         sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
@@ -145,7 +146,8 @@ class Attn(nn.Module):
 
 @pytest.mark.parametrize("which", ["o_proj", "v_proj"])
 def test_34b_f5_zero_output_projection_is_no_scale_mismatch(tmp_path, which):
-    (tmp_path / "att.py").write_text(_seeded(_ZERO_PROJ.replace("{which}", which)))
+    zero = f"with torch.no_grad(): self.{which}.weight.zero_()  # as ReZero / adaLN-Zero"
+    (tmp_path / "att.py").write_text(_seeded(_ATTN.replace("@EXTRA@", zero)))
     r = tv_here(tmp_path, "check", "attention", "--module", "att.py:Attn", "--causal", "--quick")
     assert "Traceback" not in r.stderr, r.stderr[-800:]
     assert r.returncode in (0, 3), r.stdout[-1500:]
@@ -178,25 +180,11 @@ def test_34b_f6_check_json_path_ending_in_slash_dot_is_refused(tmp_path):
 #     declared_weights_finite names them; the same weights made in float64 (the module's .double() first) are finite,
 #     ~1e39, and the check judges the attention ------------------------------------------------------------------------
 
-_BIG_V = '''
-import math, torch, torch.nn as nn
-D, H = 8, 2
-class Attn(nn.Module):
-    @SEEDED_INIT@
-        DOUBLE
-        with torch.no_grad(): self.v_proj.weight.mul_(1e40)
-    def forward(self, x):
-        B, T, _ = x.shape; dk = D // H
-        sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
-        q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-        s = (q @ k.transpose(-1, -2) / math.sqrt(dk)).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
-'''
-
 
 @pytest.mark.parametrize("double", [False, True], ids=["float32-inf", "float64-finite"])
 def test_34b_f7_weights_beyond_float32s_range_are_named_only_where_they_are_inf(tmp_path, double):
-    (tmp_path / "att.py").write_text(_seeded(_BIG_V).replace("DOUBLE", "self.double()" if double else "pass"))
+    (tmp_path / "att.py").write_text(_seeded(_ATTN.replace("@EXTRA@", ("self.double(); " if double else "")
+                                                                      + "self.v_proj.weight.data.mul_(1e40)")))
     r = tv_here(tmp_path, "check", "attention", "--module", "att.py:Attn", "--causal", "--quick")
     assert "Traceback" not in r.stderr, r.stderr[-800:]
     named = "declared_weights_finite" in r.stdout.split("verdict:")[-1]
