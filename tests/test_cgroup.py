@@ -463,3 +463,22 @@ def test_the_reclaimable_caches_of_a_group_are_freed_before_its_figure_is_believ
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_fork_server_killed_by_the_code_is_said_and_the_next_check_starts_another(tmp_path):
+    """The code killing the checks' fork server (its parent) is said as that, not as "exit status 255 (os._exit, or an
+    exit the code made)", multiprocessing's status for a child whose server is gone (33a N3); the next check in the
+    same process starts a new server."""
+    from cli_helpers import causal_attn, tv_here
+
+    (tmp_path / "att.py").write_text(causal_attn(8, 2, """
+        import os, signal
+        class K(Attn):
+            def __init__(self):
+                super().__init__()
+                os.kill(os.getppid(), signal.SIGKILL)
+    """))
+    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:K", "--causal", "--quick")
+    assert r.returncode == 2 and "fork server that started it was killed" in r.stderr, (r.returncode, r.stderr)
+    again = tv_here(tmp_path, "check", "attention", "--module", "att.py:Attn", "--causal", "--quick")
+    assert again.returncode == 0, again.stdout[-800:] + again.stderr[-800:]

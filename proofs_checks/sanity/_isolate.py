@@ -947,6 +947,9 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 elif code == CLOSED_FDS_EXIT:
                     how = (f"ended (exit status {code}) because the code closed the file descriptors it talks to "
                            "tverify through (os.closerange, or a close of every descriptor)")
+                elif code == 255 and not _procs.server_alive():  # multiprocessing's status for a child whose server
+                    how = ("ended, its exit status unknown, when the checks' fork server that started it was killed "  # died
+                           "(by the code, or from outside)")  # (33a N3: it was "exit status 255 (os._exit …)")
                 else:
                     how = f"ended with exit status {code} (os._exit, or an exit the code made)"
                 outcome.problem = (f"{label}: {what}: the process running your code {how} before the check finished; "

@@ -133,6 +133,21 @@ def server_pid() -> int | None:
     return getattr(_SERVER, "_forkserver_pid", None)
 
 
+def server_alive() -> bool:
+    """Whether tverify's fork server (:func:`server`) is running (not a zombie): ``False`` where none was started."""
+    pid = server_pid()
+    if pid is None:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+
 def _forget_server() -> None:  # pragma: no cover - runs in a process forked from this one
     """In a process forked from this one (a pool's worker, ``os.fork``): the server is this process's parent's, not
     its own (a check there raised "No child processes" waiting for it: hostile pass 33a F9); its own starts on its
