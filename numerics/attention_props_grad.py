@@ -72,7 +72,7 @@ class GradientProps:
                     path_outs[T] = kept(view.run(self.xs[T])[1])
                 return path_outs[T]
             try:
-                _, worst = call_shape_rows(view, base, every=False)
+                _, worst, _ = call_shape_rows(view, base, every=False)
             except Exception:  # noqa: BLE001 - a path the module cannot run: the path's own property says so
                 worst = None
             if worst is not None and not worst[0] <= 1.0:

@@ -543,15 +543,17 @@ def _audited_shapes(probe: Any, every: bool = True) -> tuple[int, list[tuple[int
     return T_a, sorted(shapes)[:_AUDITED] if probe.B >= 2 and T_a in probe.outs else []
 
 
-def call_shape_rows(probe: Any, bases: dict | None = None, every: bool = True) -> tuple[int, tuple | None]:
-    """``(number of shapes run, worst)``: each audited call shape (:func:`_audited_shapes`) run once more through
+def call_shape_rows(probe: Any, bases: dict | None = None, every: bool = True
+                    ) -> tuple[int, tuple | None, list[tuple[int, int]]]:
+    """``(number of shapes, worst, refused)``: each audited call shape (:func:`_audited_shapes`) run once more through
     ``probe.run`` (the eval path, or another path's view) on the probe's own samples repeated to that size, each
     output row against ``bases(T)`` (the same path's probe batch at that length; the probe's outputs by default),
-    twice the forward tolerance; ``worst`` is ``(ratio, move, tolerance, why, batch, T, row)`` or None."""
+    twice the forward tolerance; ``worst`` is ``(ratio, move, tolerance, why, batch, T, row)`` or None; ``refused``
+    the shapes ``(batch, T)`` whose call raised on those samples (not judged there, and said: 33b N3)."""
     _, shapes = _audited_shapes(probe, every)
     if not shapes:
-        return 0, None
-    worst = None
+        return 0, None, []
+    worst, refused = None, []
     for B, T in shapes:
         base = probe.outs[T] if bases is None else bases(T)
         tol, just = probe.tol_at(T, "unit")
@@ -560,13 +562,14 @@ def call_shape_rows(probe: Any, bases: dict | None = None, every: bool = True) -
         try:
             o = kept(probe.run(probe.xs[T][idx])[1])
         except Exception:  # noqa: BLE001 - the module ran this shape before: what raises now is its own finding
+            refused.append((B, T))
             continue
         for i in range(B):
             e = _sample_move(o[i], base[int(idx[i])], scale)
             r = e / (2 * tol) if math.isfinite(e) else float("inf")
             if worst is None or r > worst[0]:
                 worst = (r, e, 2 * tol, just, B, T, i)
-    return len(shapes), worst
+    return len(shapes), worst, refused
 
 
 def audit_call_shapes(probe: Any, prop: Any) -> Any:
@@ -577,14 +580,18 @@ def audit_call_shapes(probe: Any, prop: Any) -> Any:
     (hostile passes 29b F2, 30b F1, 31b F1: the class of calls compared only with themselves)."""
     if prop.status == "fail":
         return prop
-    n, worst = call_shape_rows(probe)
+    n, worst, refused = call_shape_rows(probe)
+    said = (f" ({len(refused)} of them refused on those samples, not judged: e.g. a batch of {refused[0][0]} at T = "
+            f"{refused[0][1]})" if refused else "")
     if worst is None:
+        if refused and prop.status == "pass":
+            prop.detail += f"; the {n} other call shapes the checks called it with, run again on the probe's samples{said}"
         return prop
     r, e, tol, just, B, T, i = worst
     if r <= 1.0:  # (a row that did not pass stays as judged: nothing here decides it)
         if prop.status == "pass":
             prop.detail += (f"; the {n} other call shapes the checks called it with, run again on the "
-                            f"probe's samples: worst {r:.2g} of the tolerance (a batch of {B} at T = {T})")
+                            f"probe's samples: worst {r:.2g} of the tolerance (a batch of {B} at T = {T}){said}")
         return prop
     detail = (prop.detail + "; " if prop.detail else "") + (
         f"every batch size the checks called the module with, run again on the probe's samples: worst sample {i} of "
