@@ -987,7 +987,9 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
         if progress and now - last_out >= (HEARTBEAT_EVERY if beat_printed else HEARTBEAT_FIRST):
             lim = f", limit {fmt_seconds(timeout)}" if timeout is not None else ""
             mem = f"; {fmt_bytes(peak)} of memory in use" if peak >= 1024**2 else ""
-            _forward(f"{what}: still running ({fmt_seconds(el)} elapsed{lim}{mem})\n".encode(), stream)
+            # (tverify's own line, past the child's decoder: a character of the child's split across it was shown as
+            # two replacement characters, 33a N1)
+            _Forwarder.of(stream).put(f"{what}: still running ({fmt_seconds(el)} elapsed{lim}{mem})\n")
             beat_printed = True
             last_out = now
 
