@@ -179,6 +179,7 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
         raise VacuousCheck("z_test: no measurements (a comparison over 0 draws)")
     if not (math.isfinite(float(k)) and k > 0):
         raise VacuousCheck(f"z_test: k = {float(k):g} standard errors: a tolerance must be finite and positive")
+    _z_test_options(measurements, resolution_from, dof)
     zs, rows = {}, {}
     for label, (est, se, val) in measurements.items():
         est, se, val = float(est), float(se), float(val)
@@ -194,6 +195,23 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     details.update(resolution_confirmed=conf, false_failure_probability=_ffp_entries(k, list(rows), dof))
     just = justification or f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)"
     return _both(compare(zs, k, just, details=details, resolution=eps, resolution_units=REL_UNITS, **kw))
+
+
+def _z_test_options(measurements: dict, resolution_from, dof) -> None:
+    """``resolution_from`` names measured labels and ``dof`` is a whole number ≥ 1 (one, or one per label): one line
+    each, not a raw ``KeyError``/``AttributeError`` from inside (hostile pass 33b, a note)."""
+    if resolution_from is not None:
+        unknown = [lab for lab in resolution_from if lab not in measurements]
+        if unknown or not list(resolution_from):
+            raise ValueError(f"z_test: resolution_from names {', '.join(map(repr, unknown)) or 'no label'}, not one "
+                             f"of the measurements' labels ({', '.join(map(repr, measurements))})")
+
+    def whole(v) -> bool:
+        return v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1)
+
+    if not (whole(dof) if not isinstance(dof, dict) else all(whole(v) for v in dof.values())):
+        raise ValueError(f"z_test: dof = {dof!r}: degrees of freedom are a whole number >= 1 (one, or a dict of one "
+                         "per label)")
 
 
 def _ffp_entries(k: float, labels: list[str], dof: "int | dict[str, int] | None") -> dict[str, Any]:

@@ -119,3 +119,14 @@ def test_rounding_claims_resolution_named_and_within_target(cid):
         assert math.isfinite(r.resolution) and 0 <= r.resolution <= 1e-9, (o.name, r.resolution)
         if r.resolution > 0:
             assert r.details["resolution_confirmed"]["rejects_2eps"], o.name
+
+
+@pytest.mark.parametrize("kw", [{"dof": 0.5}, {"dof": float("nan")}, {"dof": True}, {"dof": {"a": 0}},
+                                {"resolution_from": ["b"]}, {"resolution_from": []}])
+def test_z_test_options_out_of_their_domain_are_one_line(kw):
+    """A ``dof`` that is no whole number ≥ 1, or a ``resolution_from`` naming no measured label: one ValueError line,
+    never a raw AttributeError/KeyError from inside (hostile pass 33b, a note)."""
+    from proofs_checks.comparisons import z_test
+
+    with pytest.raises(ValueError, match="z_test: "):
+        z_test({"a": (1.0, 0.1, 1.0)}, **kw)
