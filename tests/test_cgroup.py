@@ -482,3 +482,31 @@ def test_a_fork_server_killed_by_the_code_is_said_and_the_next_check_starts_anot
     assert r.returncode == 2 and "fork server that started it was killed" in r.stderr, (r.returncode, r.stderr)
     again = tv_here(tmp_path, "check", "attention", "--module", "att.py:Attn", "--causal", "--quick")
     assert again.returncode == 0, again.stdout[-800:] + again.stderr[-800:]
+
+
+def test_in_a_cgroup_namespace_on_the_machines_mount_no_group_is_made_outside_the_own(cg):
+    """In a cgroup namespace (``unshare -C``) ``/proc/self/cgroup`` reads "/" while ``/sys/fs/cgroup`` is still the
+    machine's mount: the check's group was made at the machine's root, out of the job's limit (35a F1). No group then
+    (the ``/proc`` figures, as documented)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    parent = cg.folder
+    job = parent / "job"
+    job.mkdir()
+    make = ("'from proofs_checks.sanity import _cgroup; g = _cgroup.MemoryCgroup.make(); print(g and g.folder); "
+            "g and g.close()'")
+
+    def made(pre: str) -> str:
+        r = subprocess.run(["sh", "-c", f"echo $$ > {job}/cgroup.procs && exec {pre} {sys.executable} -c {make}"],
+                           capture_output=True, text=True, timeout=60)
+        if "unshare" in r.stderr:
+            pytest.skip(f"unshare -C refused here: {r.stderr.strip()[:100]}")
+        return r.stdout.strip()
+
+    try:
+        assert made("").startswith(str(job)), "the control: a group below the job's"
+        assert made("unshare -C") == "None"
+    finally:
+        rmdir_soon(job)

@@ -32,7 +32,10 @@ _MINE: set[str] = set()
 
 
 def _own(controller: str | None) -> Path | None:
-    """This process's cgroup folder in the v1 hierarchy of ``controller``, or in the v2 hierarchy (``None``)."""
+    """This process's cgroup folder in the v1 hierarchy of ``controller``, or in the v2 hierarchy (``None``); ``None``
+    where the folder ``/proc/self/cgroup`` names does not hold this process. In a cgroup namespace (``unshare -C``, a
+    sandbox) that path is relative to the namespace's root while ``/sys/fs/cgroup`` may still be the machine's mount:
+    the check's group was made at the machine's root, and the code moved out of the job's limit (hostile pass 35a F1)."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -41,8 +44,19 @@ def _own(controller: str | None) -> Path | None:
         _, ctrls, path = line.split(":", 2)
         if (controller is None and ctrls == "") or (controller is not None and controller in ctrls.split(",")):
             base = _ROOT if controller is None else _ROOT / controller
-            return base / path.lstrip("/")
+            folder = base / path.lstrip("/")
+            return folder if ".." not in Path(path).parts and _holds_self(folder) else None
     return None
+
+
+def _holds_self(folder: Path) -> bool:
+    """Whether this process is one of ``folder``'s (its ``cgroup.procs`` lists this process's pid)."""
+    me = str(os.getpid())
+    try:
+        with open(folder / "cgroup.procs", encoding="ascii") as fh:
+            return any(line.strip() == me for line in fh)
+    except OSError:
+        return False
 
 
 def _stat(folder: Path) -> dict[str, int]:
