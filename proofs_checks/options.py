@@ -106,7 +106,47 @@ def reserve_stdout(ctx, param, value):
         except (OSError, ValueError):
             return value
         _JSON_STDOUT["fd"] = fd
+        sys.stderr = _StderrBesideResult(sys.stderr)
     return value
+
+
+class _StderrBesideResult:
+    """Standard error while ``--json -`` keeps standard output for the result (:func:`reserve_stdout`): a write or
+    flush that fails there (a full disk, a descriptor opened read-only) loses the human lines only. Descriptors 2 and 1
+    (which now carries what anything else prints) are pointed at /dev/null, so that nothing later fails on them, and the
+    JSON is still written, with the run's own exit code (it was lost, exit 2: hostile pass 35a F2)."""
+
+    def __init__(self, stream):
+        self.tverify_stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.tverify_stream.write(text)
+        except (OSError, ValueError):
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.tverify_stream.flush()
+        except (OSError, ValueError):
+            self._lost()
+
+    def _lost(self) -> None:
+        import contextlib
+        import os
+
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            os.dup2(null, 1)
+            os.close(null)
+        for stream in (self.tverify_stream, sys.stdout):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()  # what they still hold, to /dev/null
+
+    def __getattr__(self, name: str):
+        return getattr(self.tverify_stream, name)
 
 
 def echo_json(text: str) -> None:
