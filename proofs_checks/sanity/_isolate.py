@@ -764,6 +764,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     ctx, own_server = _context()  # (the fork server started before the group is made: a signal meanwhile leaves none)
     before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
     segments_before = _procs.segment_ids()  # nor the SysV segments that exist already (32a F3, F4)
+    queues_before = _procs.queue_ids()  # (and message queues: 35a F3)
     res_r, res_w = ctx.Pipe(duplex=False)
     out_r, out_w = ctx.Pipe(duplex=False)
     alive_r, alive_w = ctx.Pipe(duplex=False)
@@ -801,6 +802,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
     if proc.pid is not None:
         _procs.ACTIVE[proc.pid] = before
         _procs.SEGMENTS_BEFORE[proc.pid] = segments_before
+        _procs.QUEUES_BEFORE[proc.pid] = queues_before
         if cg is not None:
             cg.join(proc.pid)
     proc._tv_cgroup = cg  # (read by _supervise and _stop)
