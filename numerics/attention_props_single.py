@@ -47,11 +47,14 @@ class SelfMHA(torch.nn.Module):
         self.inner, self.allowed = inner, allowed
         self.embed_dim = inner.embed_dim
 
-    def forward(self, x):
+    def forward(self, x, key_padding_mask=None):
+        """``key_padding_mask``: what a declared ``--mask-convention`` gives (:class:`WithMask` passes it second), as
+        torch's own argument (a bare module with a convention was called with it positionally: a TypeError of this
+        adapter's, blamed on the module, hostile pass 35b F2)."""
         T = x.shape[1]
         mask = None if self.allowed is None else ~self.allowed(T).to(x.device)
         xx = x if self.inner.batch_first else x.transpose(0, 1)
-        o = self.inner(xx, xx, xx, attn_mask=mask, need_weights=False)[0]
+        o = self.inner(xx, xx, xx, attn_mask=mask, key_padding_mask=key_padding_mask, need_weights=False)[0]
         return o if self.inner.batch_first else o.transpose(0, 1)
 
 
