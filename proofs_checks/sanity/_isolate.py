@@ -614,7 +614,7 @@ def _signal_name(code: int) -> str:
            "SIGXCPU": "the CPU-time limit (ulimit -t)"}.get(name)
     if name == "SIGKILL" and _cpu_limited():
         why += "; or the hard CPU-time limit (ulimit -t), which the kernel enforces with SIGKILL"
-    return f"{why} ({name})" if why else name  # ("SIGTERM (SIGTERM)", "SIGXCPU (SIGXCPU)": 34a N2)
+    return name if not why else why if name in why else f"{why} ({name})"  # (a name twice: 34a N2, 35a N3)
 
 
 def _cpu_limited() -> bool:
