@@ -567,6 +567,28 @@ def prop_extreme_logits(f: Callable, xs_at: dict[int, torch.Tensor], m: Mapping 
                          "max)" if bad else "; all finite"))
 
 
+def prop_outputs_kept(f: Callable, x: torch.Tensor) -> Property:
+    """``outputs_not_overwritten``: what a call returned is not changed by the module's next call, on another input (the
+    probe's samples in another order, or negated for a batch of one): a module that returns one buffer it keeps, which
+    each call overwrites, gives a caller who keeps two outputs the second one twice (hostile pass 36b F2). Exact: the
+    check itself copies every output, so every other property judges each call's values as they were returned."""
+    name = "outputs_not_overwritten"
+    rule = "an output must stay what it was when returned (exact)"
+    try:
+        a, _ = call(f, x)
+        first = a.detach().clone() if isinstance(a, torch.Tensor) else None
+        call(f, x.flip(0) if x.shape[0] > 1 else -x)
+    except Exception as exc:  # the user's code: judged where it raises first
+        return _skip(name, f"not judged: the module raised {exc_text(exc)}")
+    if first is None:
+        return _skip(name, "not judged: the module returned no tensor")
+    same = torch.nan_to_num(a.detach(), nan=1e300).equal(torch.nan_to_num(first, nan=1e300))
+    return Property(name, "pass" if same else "fail", 0.0 if same else 1.0, 0.0, rule,
+                    f"an output at T = {x.shape[1]} kept while the module ran on another input: "
+                    + ("unchanged" if same else "changed by that call: the module returns a buffer it keeps and "
+                       "overwrites (return a new tensor, or a copy of the buffer)"), central=True)
+
+
 def own_dtype_policy(obj: Any) -> tuple[str, str] | None:
     """``(where, dtype)`` of a computation dtype the module keeps in a policy of its own, which
     torch's ``.to()`` does not convert: a Keras 3 layer's ``dtype_policy.compute_dtype`` (on the

@@ -255,7 +255,8 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     props.append(probe.prop_batch())
     props.append(probe.prop_batch_size())
     props.append(_permutation(probe, f, st))
-    props.append(ap.prop_extreme_logits(f, {T: x.to(dtype=probe.pdt, device=device) for T, x in probe.xs.items()}, mp, st))
+    xs_at = {T: x.to(dtype=probe.pdt, device=device) for T, x in probe.xs.items()}
+    props.extend((ap.prop_extreme_logits(f, xs_at, mp, st), ap.prop_outputs_kept(f, xs_at[T_small])))
     props.append(_other_dtype(probe, f, obj, other, device, against, T_small))
     main_ok = all(p.status != "fail" for p in props if p.name in ("matches_reference", "matches_against"))
     if (mp is not None or against is not None) and main_ok:  # else that mismatch is the finding to fix first
@@ -703,9 +704,8 @@ def _late_writes(props: list, probe, wm) -> None:
 def _late_dtype(props: list, probe) -> None:
     """``dtype_and_device_preserved`` judged again once every property ran: the output of any call of the module (a
     single sequence, a stacked redraw) in the input's dtype and on its device, not only the probe batch's (27b F7)."""
-    from numerics.attention_rules import OUTPUT_OFF
-
     from numerics import attention_probe as ap
+    from numerics.attention_rules import OUTPUT_OFF
 
     off = list(OUTPUT_OFF)
     i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status != "fail"), None)
