@@ -44,9 +44,10 @@ import torch
 from numerics import attention_structural
 from numerics.attention_mapping import find_mappings, head_count_hint, kv_head_hint  # noqa: F401 (re-exported)
 from numerics.attention_props_grad import GradientProps
+from numerics.attention_props_calls import overwritten_outputs, prop_extreme_logits  # noqa: F401
 from numerics.attention_props_single import (MASK_CONVENTIONS, SelfMHA, WithMask, fit_single_head,  # noqa: F401
                                              make_mask, prop_convex_combination, prop_dtype_device,
-                                             prop_extreme_logits, prop_finite, prop_key_padding, prop_outputs_kept,
+                                             prop_finite, prop_key_padding,
                                              prop_weights_distribution, prop_weights_match)
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
 from numerics.attention_rules import (_DT, _SCALES, BATCH, CALL_SHAPES, WATCHED, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT, INPUT_WRITTEN,  # noqa: F401

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from numerics import attention_structural
-from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
+from numerics.attention_reference import reference_attention
 from numerics.torch_utils import not_dense
 from numerics.attention_rules import (MASK_WRITTEN, OutputOffError, Property, _judge, _rel, _skip, call, dtype_name,
                                       exc_text, exposed_weights,
@@ -519,74 +519,6 @@ def fit_single_head(f: Callable, x: torch.Tensor, P: torch.Tensor, *, causal: bo
         return torch.softmax(s, -1) @ (z @ Av + c)
 
     return ref, "", cond
-
-
-def prop_extreme_logits(f: Callable, xs_at: dict[int, torch.Tensor], m: Mapping | None, st: Structure,
-                        targets=(700.0, 1e4)) -> Property:
-    """Finite outputs when the largest logit reaches ±700 (the edge of float64's exp) and ±10⁴, at every probe length
-    of ``xs_at`` (``{T: probe}``): at one length alone, a module overflowing at T = 2, 5 or 33 only was ok (hostile
-    pass 34b, a note)."""
-    xs, reached, beyond = [], [], set()
-    Ts = sorted(xs_at)
-    for T in Ts:
-        x = xs_at[T]
-        if m is None:
-            xs += [(T, x * 10), (T, x * 100)]
-            continue
-        for tgt in targets:
-            c = scale_to_logit(x.double(), m, st, tgt, x.dtype)  # None: no such probe in the input's precision
-            if c is None:
-                beyond.add(tgt)
-                continue
-            xs.append((T, x * c))
-            reached.append(max_logit((x * c).double(), m, st))
-    dt = dtype_name(xs_at[Ts[0]].dtype) if Ts else "float64"
-    how = ("no mapping: input scaled ×10 and ×100" if m is None else "largest logits reached " + (
-        f"{min(reached):.3g} to {max(reached):.3g}" if reached else "none") + (
-        f"; not probed: logits of {', '.join(f'{t:g}' for t in sorted(beyond))} (beyond {dt}'s range at this "
-        "declaration for any implementation forming q·kᵀ, at some lengths)" if beyond else "")) + (
-        f" (T = {', '.join(map(str, Ts))})")
-    if not xs:
-        return _skip("stable_at_extreme_logits", how)
-    bad = total = 0
-    worst_T = None
-    for T, z in xs:
-        try:
-            o, _ = call(f, z)
-        except Exception as exc:
-            return Property("stable_at_extreme_logits", "fail", float("inf"), 0.0, "must run and stay finite",
-                            f"{how}; raised {exc_text(exc)} (T = {T})")
-        n_bad = int((~torch.isfinite(o)).sum())
-        if n_bad and worst_T is None:
-            worst_T = T
-        bad += n_bad
-        total += o.numel()
-    return _judge("stable_at_extreme_logits", bad / max(total, 1), 0.0,
-                  "none may be NaN/inf: a log-sum-exp softmax is finite at any logit (exact)",
-                  how + (f"; {bad} of {total} outputs NaN/inf, first at T = {worst_T} (exp overflow: subtract the row "
-                         "max)" if bad else "; all finite"))
-
-
-def prop_outputs_kept(f: Callable, x: torch.Tensor) -> Property:
-    """``outputs_not_overwritten``: what a call returned is not changed by the module's next call, on another input (the
-    probe's samples in another order, or negated for a batch of one): a module that returns one buffer it keeps, which
-    each call overwrites, gives a caller who keeps two outputs the second one twice (hostile pass 36b F2). Exact: the
-    check itself copies every output, so every other property judges each call's values as they were returned."""
-    name = "outputs_not_overwritten"
-    rule = "an output must stay what it was when returned (exact)"
-    try:
-        a, _ = call(f, x)
-        first = a.detach().clone() if isinstance(a, torch.Tensor) else None
-        call(f, x.flip(0) if x.shape[0] > 1 else -x)
-    except Exception as exc:  # the user's code: judged where it raises first
-        return _skip(name, f"not judged: the module raised {exc_text(exc)}")
-    if first is None:
-        return _skip(name, "not judged: the module returned no tensor")
-    same = torch.nan_to_num(a.detach(), nan=1e300).equal(torch.nan_to_num(first, nan=1e300))
-    return Property(name, "pass" if same else "fail", 0.0 if same else 1.0, 0.0, rule,
-                    f"an output at T = {x.shape[1]} kept while the module ran on another input: "
-                    + ("unchanged" if same else "changed by that call: the module returns a buffer it keeps and "
-                       "overwrites (return a new tensor, or a copy of the buffer)"), central=True)
 
 
 def own_dtype_policy(obj: Any) -> tuple[str, str] | None:

@@ -255,8 +255,7 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
     props.append(probe.prop_batch())
     props.append(probe.prop_batch_size())
     props.append(_permutation(probe, f, st))
-    xs_at = {T: x.to(dtype=probe.pdt, device=device) for T, x in probe.xs.items()}
-    props.extend((ap.prop_extreme_logits(f, xs_at, mp, st), ap.prop_outputs_kept(f, xs_at[T_small])))
+    props.append(ap.prop_extreme_logits(f, {T: x.to(dtype=probe.pdt, device=device) for T, x in probe.xs.items()}, mp, st))
     props.append(_other_dtype(probe, f, obj, other, device, against, T_small))
     main_ok = all(p.status != "fail" for p in props if p.name in ("matches_reference", "matches_against"))
     if (mp is not None or against is not None) and main_ok:  # else that mismatch is the finding to fix first
@@ -662,9 +661,10 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
                                        ld.other, decl.device, against, gen_seed=decl.seed, tick=pr.tick), label)
         if ld.wm is not None:
             _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label))
+        warnings += ap.overwritten_outputs(f, probe.xs[max(probe.outs)].to(dtype=probe.pdt, device=decl.device))
         _late_writes(props, probe, ld.wm)
         _late_dtype(props, probe)
-        attention_structural.late_deterministic(probe, props)  # every run-to-run difference they measured (34b F3)
+        attention_structural.late_rows(probe, props)  # run-to-run differences (34b F3), redrawn inputs (36b F1)
     if against is not None and probe.against_wrote():
         warnings.append("warning: the --against object wrote into an input it was given: each of its calls got a "
                         "copy of the probe, so the module's own probes are unchanged; its outputs are compared as it "
