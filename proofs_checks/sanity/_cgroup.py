@@ -137,6 +137,26 @@ def remove_groups_of(pid: int) -> None:
                 MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
 
 
+def _thaw(pid: int) -> None:
+    """Thaw the freezer cgroup ``pid`` is in (v1 ``freezer.state``, v2 ``cgroup.freeze``), if the code froze it: a frozen
+    process's SIGKILL waits until it is thawed, and it outlived the check with its memory group (hostile pass 36a F1)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        _, ctrls, path = (line.split(":", 2) + ["", ""])[:3]
+        if ctrls == "":
+            target, value = _ROOT / path.lstrip("/") / "cgroup.freeze", "0"
+        elif "freezer" in ctrls.split(","):
+            target, value = _ROOT / "freezer" / path.lstrip("/") / "freezer.state", "THAWED"
+        else:
+            continue
+        with contextlib.suppress(OSError):
+            if target.read_text().strip() not in ("0", "THAWED"):
+                target.write_text(value)
+
+
 class MemoryCgroup:
     """One check's memory cgroup: :meth:`join` a process, :meth:`used` bytes, :meth:`close` (kill what is left in it,
     remove it)."""
@@ -233,6 +253,7 @@ class MemoryCgroup:
             for p in left:
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
+                _thaw(p)
             time.sleep(0.02)
         for folder in sorted((p for p in self.folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
             with contextlib.suppress(OSError):
