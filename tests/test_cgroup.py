@@ -546,3 +546,27 @@ def test_sysv_message_queues_the_tree_sent_to_are_counted_and_removed():
             p.wait()
     finally:
         libc.msgctl(old, 0, None)
+
+
+def test_a_process_frozen_in_a_freezer_cgroup_is_thawed_and_killed_as_the_group_closes(cg):
+    """A frozen process's SIGKILL waits until it is thawed: the check's group, closing, thaws the freezer group each
+    of its processes is in (36a F1: a frozen child of the code outlived the check with its memory group)."""
+    freezer = Path("/sys/fs/cgroup/freezer")
+    if not (freezer / "cgroup.procs").is_file():
+        pytest.skip("no v1 freezer hierarchy here")
+    ice = freezer / f"tverify-test-ice-{os.getpid()}"
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ice.mkdir()
+        (ice / "cgroup.procs").write_text(str(p.pid))
+        assert cg.join(p.pid)
+        (ice / "freezer.state").write_text("FROZEN")
+        cg.close()
+        assert p.wait(10) is not None
+    finally:
+        if p.poll() is None:
+            with contextlib.suppress(OSError):
+                (ice / "freezer.state").write_text("THAWED")
+            p.kill()
+            p.wait()
+        rmdir_soon(ice)
