@@ -31,6 +31,7 @@ import torch
 
 from numerics.attention_noise import (NOISE_MARGIN, deterministic_tolerance, is_noisy, late_deterministic,  # noqa: F401
                                       mark_noisy, noise_floor, structural_tolerance)  # (re-exported: their home is there)
+from numerics.attention_redraws import _redraws_against_reference, _shared_prefix, late_rows  # noqa: F401
 from numerics.attention_reference import allowed_mask
 from numerics.attention_rules import (HUGE_LOGIT, LARGE_LOGIT, UNDECIDABLE_TOL, Property, _chunks, _judge, _skip,
                                       exc_text)
@@ -122,44 +123,6 @@ def dependence(probe: Any, T: int, key: str, same_positions: bool = False) -> De
     dep = Dependence(torch.cat(deltas), J, jit or 0.0)
     cache[(T, same_positions)] = dep
     return dep
-
-
-def _redraws_against_reference(probe: Any, flat: torch.Tensor, o: torch.Tensor, T: int, key: str) -> None:
-    """The outputs of a stacked redraw (every block: the unchanged probe and each redrawn one) against the reference on
-    those very inputs, the worst relative error over the forward tolerance kept on the probe (:func:`late_rows`): a
-    module returning a stale output for an input it had not seen (a cache keyed on the first token) moved nothing
-    there, which the leak checks read as no leak, and nothing else compared those outputs (hostile pass 36b F1)."""
-    if getattr(probe, "m", None) is None or getattr(probe, "against", None) is not None:
-        return
-    try:
-        with torch.no_grad():
-            ref = probe.reference(flat).double().cpu().reshape(o.shape)
-        tol, _ = probe.tol_at(T, key)
-    except Exception:  # noqa: BLE001 - no reference on these inputs: nothing is judged here
-        return
-    from numerics.attention_rules import _rel
-
-    held = getattr(probe, "_probe", probe).__dict__
-    for b in range(o.shape[0]):
-        e = _rel(o[b], ref[b])
-        r = e / tol if tol > 0 and math.isfinite(e) else (0.0 if e == 0 else math.inf)
-        worst = held.get("redraw_worst")
-        if r > 1 and (worst is None or r > worst[0]):
-            held["redraw_worst"] = (r, e, tol, T, key)
-
-
-def late_rows(probe: Any, props: list) -> None:
-    """The rows judged again once every property ran: ``deterministic`` (:func:`late_deterministic`) and
-    ``matches_reference`` over the outputs of the leak probes' redrawn inputs (:func:`_redraws_against_reference`)."""
-    late_deterministic(probe, props)
-    worst = getattr(probe, "__dict__", {}).get("redraw_worst")
-    if worst is None:
-        return
-    r, e, tol, T, key = worst
-    late = _judge("matches_reference", e, tol, "the forward tolerance at that length and logit scale",
-                  f"on an input the leak checks made (a token redrawn, T = {T}, {key} logits) the outputs differ from "
-                  f"the reference by {e:.3g} (a stale or cached output for an input not seen before?)", central=True)
-    props[:] = [late if p.name == late.name and p.status == "pass" else p for p in props]
 
 
 def _forbidden(T: int, J: list[int], st, causal: bool) -> dict[str, torch.Tensor]:
@@ -332,6 +295,7 @@ def prop_mask(probe: Any) -> list:
     """``causal_no_future_leak`` (declared causal) and ``window_respected`` (declared window): redrawing a
     token the mask forbids moves no output, exactly, at unit, large and huge logits."""
     kinds = [k for k, on in (("causal", probe.st.causal), ("window", probe.st.window is not None)) if on]
+    _shared_prefix(probe)
     if not kinds:
         return []
     worst, offs, undecided, raised = _scan_mask(probe, kinds)

@@ -1,0 +1,77 @@
+"""Outputs of inputs the structural checks made, against the reference; and the rows judged again once every property
+ran (:func:`late_rows`).
+
+The leak checks redraw a token and compare a module with itself: a module that returns a stale output for an input it
+has not seen (a cache keyed on the first tokens, a prefix shared with the previous call) moves nothing, which reads as
+no leak. The outputs of those very inputs are compared here with the reference, as ``matches_reference`` compares the
+probe's (hostile pass 36b F1).
+
+This module imports torch only, no ``proofs_checks``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from numerics.attention_noise import late_deterministic
+from numerics.attention_rules import _judge, _rel
+
+__all__ = ["late_rows"]
+
+
+def _redraws_against_reference(probe: Any, flat: torch.Tensor, o: torch.Tensor, T: int, key: str) -> None:
+    """The outputs of a stacked redraw (every block: the unchanged probe and each redrawn one) against the reference on
+    those very inputs, the worst relative error over the forward tolerance kept on the probe (:func:`late_rows`): a
+    module returning a stale output for an input it had not seen (a cache keyed on the first token) moved nothing
+    there, which the leak checks read as no leak, and nothing else compared those outputs (hostile pass 36b F1)."""
+    if getattr(probe, "m", None) is None or getattr(probe, "against", None) is not None:
+        return
+    try:
+        with torch.no_grad():
+            ref = probe.reference(flat).double().cpu().reshape(o.shape)
+        tol, _ = probe.tol_at(T, key)
+    except Exception:  # noqa: BLE001 - no reference on these inputs: nothing is judged here
+        return
+    held = getattr(probe, "_probe", probe).__dict__
+    for b in range(o.shape[0]):
+        e = _rel(o[b], ref[b])
+        r = e / tol if tol > 0 and math.isfinite(e) else (0.0 if e == 0 else math.inf)
+        worst = held.get("redraw_worst")
+        if r > 1 and (worst is None or r > worst[0]):
+            held["redraw_worst"] = (r, e, tol, T, key)
+
+
+def _shared_prefix(probe: Any) -> None:
+    """A call on the probe at a middle length, then one on the same probe with its last token redrawn (the same shape
+    and first tokens), that second call's outputs against the reference (:func:`_redraws_against_reference`): a module
+    reusing the keys or the output of a call whose first tokens it shares (a cache keyed on them) was ok where no mask
+    is declared, no redraw then being made (hostile pass 36b F1)."""
+    Ts = [T for T in probe.outs if T >= 2]
+    if not Ts or getattr(probe, "m", None) is None:
+        return
+    T = Ts[len(Ts) // 2]
+    x2 = probe.xs[T].clone()
+    x2[:, -1] = probe.probe(T, salt=23)[:, -1]
+    try:
+        probe.run(probe.xs[T])
+        o2 = probe.run(x2)[1].detach().to(device="cpu", dtype=torch.float64, copy=True)
+    except Exception:  # noqa: BLE001 - the module at these inputs: judged by the properties that call it there
+        return
+    _redraws_against_reference(probe, x2, o2.unsqueeze(0), T, "unit")
+
+
+def late_rows(probe: Any, props: list) -> None:
+    """The rows judged again once every property ran: ``deterministic`` (:func:`late_deterministic`) and
+    ``matches_reference`` over the outputs of the leak probes' redrawn inputs (:func:`_redraws_against_reference`)."""
+    late_deterministic(probe, props)
+    worst = getattr(probe, "__dict__", {}).get("redraw_worst")
+    if worst is None:
+        return
+    r, e, tol, T, key = worst
+    late = _judge("matches_reference", e, tol, "the forward tolerance at that length and logit scale",
+                  f"on an input the check made by redrawing a token (T = {T}, {key} logits) the outputs differ from "
+                  f"the reference by {e:.3g} (a stale or cached output for an input not seen before?)", central=True)
+    props[:] = [late if p.name == late.name and p.status == "pass" else p for p in props]
