@@ -66,7 +66,9 @@ def _missing_dependencies(spec: str, timeout: float) -> tuple[list[str] | None, 
         # resolved against the running torch and numpy (without this, timm's torchvision is resolved for the
         # newest torch: a torchvision built for another torch, and CUDA wheels, would be pinned beside it)
         (Path(d) / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in _env_pins()), encoding="utf-8")
-        cmd = [sys.executable, "-P", "-m", "pip", "install", "--dry-run", "--no-input", "--disable-pip-version-check", "-q",
+        # (-I: isolated from $PYTHONPATH and the user's site folder, as tverify's other children are: a traceback.py on
+        # $PYTHONPATH ran in pip and failed the install: hostile pass 36a F2)
+        cmd = [sys.executable, "-I", "-m", "pip", "install", "--dry-run", "--no-input", "--disable-pip-version-check", "-q",
                "--report", str(report), "-c", str(Path(d) / "constraints.txt"), spec]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -115,7 +117,8 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         why = ("it, or a folder above it, exists and is not a folder"
                if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror or exc)
         return None, f"cannot create the install cache {cache}: {why}"
-    cmd = [sys.executable, "-P", "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check", "-q",
+    # (-I: isolated from $PYTHONPATH, as above: 36a F2)
+    cmd = [sys.executable, "-I", "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check", "-q",
            "--target", str(tmp), spec, *deps]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
