@@ -198,6 +198,9 @@ class AttentionProbe(GradientProps):
                 problems.append(f"returned shape {tuple(out.shape)} for a {want} input; expected {want} "
                                 "(batch, T, D)")
                 continue
+            if out.device.type == "meta":  # no numbers at all: the check's one line, as for no tensor
+                problems.append(f"returned a tensor on meta for an input on {self.device}")
+                continue
             # (a lost dtype or another device is the module's finding, dtype_and_device_preserved's, noted by call():
             # it was the check's one-line usage error, exit 2: hostile pass 36b F3)
             self.xs[T], self.outs[T] = x64, out.detach().to(device="cpu", dtype=torch.float64, copy=True)
