@@ -16,6 +16,20 @@ from cli_helpers import MEMORY_CGROUP
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
+def _without_cgroup(module: str, max_memory: str) -> list[str]:
+    """``check attention --module MODULE --causal --quick --seq-len 5 --max-memory GB`` in a subprocess, without a memory
+    cgroup where the machine has one (a read-only cgroup mount in a mount namespace of its own, as for most unprivileged
+    users: the /proc figures alone)."""
+    cmd = [sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", module, "--causal", "--quick",
+           "--seq-len", "5", "--no-progress", "--max-memory", max_memory]
+    if not MEMORY_CGROUP:
+        return cmd
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare to run the check without a cgroup")
+    return ["unshare", "-m", "sh", "-c", "mount --make-rprivate / && mount -o remount,bind,ro /sys/fs/cgroup/memory "
+            "2>/dev/null; mount -o remount,bind,ro /sys/fs/cgroup 2>/dev/null; exec \"$@\"", "sh", *cmd]
+
+
 
 def test_a_check_in_a_cgroup_namespace_stays_below_its_own_group(tmp_path):
     if not sys.platform.startswith("linux") or os.geteuid() != 0 or not MEMORY_CGROUP or not shutil.which("unshare"):
@@ -95,14 +109,7 @@ def test_sysv_message_queues_count_without_a_cgroup(tmp_path):
     shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
     base = random.randrange(0x35A00000, 0x35F00000)
     (tmp_path / "msgq.py").write_text(_MSGQ.format(base=base, n=n))
-    cmd = [sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "msgq.py:Q", "--causal",
-           "--quick", "--seq-len", "5", "--no-progress", "--max-memory", "0.25"]
-    if MEMORY_CGROUP:  # take the cgroup away (a read-only cgroup mount, as for most unprivileged users)
-        if not shutil.which("unshare"):
-            pytest.skip("needs unshare to run the check without a cgroup")
-        cmd = ["unshare", "-m", "sh", "-c", "mount --make-rprivate / && mount -o remount,bind,ro "
-               "/sys/fs/cgroup/memory 2>/dev/null; mount -o remount,bind,ro /sys/fs/cgroup 2>/dev/null; exec \"$@\"",
-               "sh", *cmd]
+    cmd = _without_cgroup("msgq.py:Q", "0.25")
     libc = ctypes.CDLL(None, use_errno=True)
     try:
         r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
@@ -151,14 +158,7 @@ def test_threads_kernel_memory_counts_without_a_cgroup(tmp_path):
         pytest.skip("too few threads allowed here")
     shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
     (tmp_path / "thr.py").write_text(_THREADS.format(n=n))
-    cmd = [sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "thr.py:T", "--causal",
-           "--quick", "--seq-len", "5", "--no-progress", "--max-memory", "0.33"]
-    if MEMORY_CGROUP:  # take the cgroup away (a read-only cgroup mount, as for most unprivileged users)
-        if not shutil.which("unshare"):
-            pytest.skip("needs unshare to run the check without a cgroup")
-        cmd = ["unshare", "-m", "sh", "-c", "mount --make-rprivate / && mount -o remount,bind,ro "
-               "/sys/fs/cgroup/memory 2>/dev/null; mount -o remount,bind,ro /sys/fs/cgroup 2>/dev/null; exec \"$@\"",
-               "sh", *cmd]
+    cmd = _without_cgroup("thr.py:T", "0.33")
     r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
                        env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
     assert r.returncode == 2 and "--max-memory" in r.stderr, (r.returncode, r.stderr[-500:])
@@ -202,14 +202,7 @@ def test_socket_buffers_in_a_private_network_namespace_count_without_a_cgroup(tm
     shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
     marker = tmp_path / "skipped.txt"
     (tmp_path / "netns.py").write_text(_NETNS.format(n=n, marker=str(marker)))
-    cmd = [sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "netns.py:N", "--causal",
-           "--quick", "--seq-len", "5", "--no-progress", "--max-memory", "0.3"]
-    if MEMORY_CGROUP:  # take the cgroup away (a read-only cgroup mount, as for most unprivileged users)
-        if not shutil.which("unshare"):
-            pytest.skip("needs unshare to run the check without a cgroup")
-        cmd = ["unshare", "-m", "sh", "-c", "mount --make-rprivate / && mount -o remount,bind,ro "
-               "/sys/fs/cgroup/memory 2>/dev/null; mount -o remount,bind,ro /sys/fs/cgroup 2>/dev/null; exec \"$@\"",
-               "sh", *cmd]
+    cmd = _without_cgroup("netns.py:N", "0.3")
     r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
                        env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
     if marker.exists():
@@ -249,14 +242,7 @@ def test_sysv_segment_in_a_private_ipc_namespace_counts_without_a_cgroup(tmp_pat
     shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
     marker = tmp_path / "skipped.txt"
     (tmp_path / "ipcns.py").write_text(_IPCNS.format(marker=str(marker)))
-    cmd = [sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "ipcns.py:I", "--causal",
-           "--quick", "--seq-len", "5", "--no-progress", "--max-memory", "0.3"]
-    if MEMORY_CGROUP:  # take the cgroup away (a read-only cgroup mount, as for most unprivileged users)
-        if not shutil.which("unshare"):
-            pytest.skip("needs unshare to run the check without a cgroup")
-        cmd = ["unshare", "-m", "sh", "-c", "mount --make-rprivate / && mount -o remount,bind,ro "
-               "/sys/fs/cgroup/memory 2>/dev/null; mount -o remount,bind,ro /sys/fs/cgroup 2>/dev/null; exec \"$@\"",
-               "sh", *cmd]
+    cmd = _without_cgroup("ipcns.py:I", "0.3")
     r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
                        env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
     if marker.exists():

@@ -7,29 +7,10 @@ import textwrap
 
 import pytest
 
-from cli_helpers import tv_here
+from cli_helpers import causal_attn, tv_here
 
-#: a seeded causal float64 attention (q/k/v/o projections found by name); subclasses below override ``forward``
-BASE = textwrap.dedent("""
-    import math, torch, torch.nn as nn
-    D, H = 16, 2
-    class Attn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            g = torch.Generator().manual_seed(0)
-            self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-            self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-            for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-                with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-            self.num_heads = H; self.embed_dim = D
-        def forward(self, x):
-            B, T, _ = x.shape; dk = D // H
-            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
-            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-            s = q @ k.transpose(-1, -2) / math.sqrt(dk)
-            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
-""")
+#: a seeded causal attention (q/k/v/o projections found by name; cli_helpers.causal_attn); subclasses override forward
+BASE = causal_attn(16, 2)
 
 #: a buggy cache keyed on the input's shape and the first token of each sample: a call whose first tokens equal
 #: the previous call's returns the previous call's output (wrong by O(1) for every other token redrawn)
