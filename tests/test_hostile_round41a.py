@@ -30,6 +30,12 @@ def _without_cgroup(module: str, max_memory: str) -> list[str]:
             "2>/dev/null; mount -o remount,bind,ro /sys/fs/cgroup 2>/dev/null; exec \"$@\"", "sh", *cmd]
 
 
+def _run_without_cgroup(tmp_path: Path, module: str, max_memory: str) -> subprocess.CompletedProcess:
+    """:func:`_without_cgroup` run in ``tmp_path`` with a store of its own."""
+    return subprocess.run(_without_cgroup(module, max_memory), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+
+
 
 def test_a_check_in_a_cgroup_namespace_stays_below_its_own_group(tmp_path):
     if not sys.platform.startswith("linux") or os.geteuid() != 0 or not MEMORY_CGROUP or not shutil.which("unshare"):
@@ -158,9 +164,7 @@ def test_threads_kernel_memory_counts_without_a_cgroup(tmp_path):
         pytest.skip("too few threads allowed here")
     shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
     (tmp_path / "thr.py").write_text(_THREADS.format(n=n))
-    cmd = _without_cgroup("thr.py:T", "0.33")
-    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-                       env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+    r = _run_without_cgroup(tmp_path, "thr.py:T", "0.33")
     assert r.returncode == 2 and "--max-memory" in r.stderr, (r.returncode, r.stderr[-500:])
 
 
@@ -202,9 +206,7 @@ def test_socket_buffers_in_a_private_network_namespace_count_without_a_cgroup(tm
     shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
     marker = tmp_path / "skipped.txt"
     (tmp_path / "netns.py").write_text(_NETNS.format(n=n, marker=str(marker)))
-    cmd = _without_cgroup("netns.py:N", "0.3")
-    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-                       env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+    r = _run_without_cgroup(tmp_path, "netns.py:N", "0.3")
     if marker.exists():
         pytest.skip("no network namespace for the code here")
     assert r.returncode == 2 and "--max-memory" in r.stderr, (r.returncode, r.stderr[-500:])
@@ -242,9 +244,7 @@ def test_sysv_segment_in_a_private_ipc_namespace_counts_without_a_cgroup(tmp_pat
     shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
     marker = tmp_path / "skipped.txt"
     (tmp_path / "ipcns.py").write_text(_IPCNS.format(marker=str(marker)))
-    cmd = _without_cgroup("ipcns.py:I", "0.3")
-    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-                       env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+    r = _run_without_cgroup(tmp_path, "ipcns.py:I", "0.3")
     if marker.exists():
         pytest.skip("no IPC namespace for the code here")
     assert r.returncode == 2 and "--max-memory" in r.stderr, (r.returncode, r.stderr[-500:])
