@@ -470,20 +470,24 @@ def segment_ids() -> set[int]:
     return out
 
 
+def _sysvipc(kind: str) -> list[dict[str, str]]:
+    """The rows of ``/proc/sysvipc/KIND`` (``shm``, ``msg``) as dicts by the header's column names; none where it
+    cannot be read."""
+    try:
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+    except OSError:
+        return []
+    head = lines[0].split() if lines else []
+    return [dict(zip(head, line.split())) for line in lines[1:]]
+
+
 def sysv_segments(pids, before=frozenset()) -> dict[int, float]:
     """SysV shared memory segments (``shmget``) created by one of ``pids`` (or by a process now gone, attached last by
     one of them): id -> bytes resident
     (the ``rss`` column of ``/proc/sysvipc/shm`` where the kernel has it, else the size). A segment
     outlives its detach and its creator until removed."""
-    try:
-        lines = Path("/proc/sysvipc/shm").read_text().splitlines()
-    except OSError:
-        return {}
-    if not lines:
-        return {}
-    head, wanted, out = lines[0].split(), set(pids), {}
-    for line in lines[1:]:
-        row = dict(zip(head, line.split()))
+    wanted, out = set(pids), {}
+    for row in _sysvipc("shm"):
         with contextlib.suppress(KeyError, ValueError):
             cpid, lpid = int(row["cpid"]), int(row.get("lpid", "0"))
             # or one whose creator is gone and which one of pids attached last: made by a short-lived fork of the
@@ -511,16 +515,9 @@ def sysv_queues(pids, before=frozenset()) -> dict[int, float]:
     queue has no creator's pid), not in ``before``: id -> bytes queued (``cbytes`` of ``/proc/sysvipc/msg``); every
     queue where ``pids`` is None. Messages left in a queue are kernel memory in no process's count, and outlive the
     check until removed (30,000 queues held 490 MB under --max-memory 0.3: hostile pass 35a F3)."""
-    try:
-        lines = Path("/proc/sysvipc/msg").read_text().splitlines()
-    except OSError:
-        return {}
-    if not lines:
-        return {}
-    head, out = lines[0].split(), {}
+    out: dict[int, float] = {}
     wanted = None if pids is None else set(pids)
-    for line in lines[1:]:
-        row = dict(zip(head, line.split()))
+    for row in _sysvipc("msg"):
         with contextlib.suppress(KeyError, ValueError):
             qid = int(row["msqid"])
             if qid in before:
