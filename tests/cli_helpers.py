@@ -150,3 +150,13 @@ def during_the_run(monkeypatch, action) -> None:
         return res
 
     monkeypatch.setattr(cli, "_run_selected", run_then)
+
+
+def icl_mismatch_here(folder: Path, text: str, name: str) -> subprocess.CompletedProcess:
+    """``check icl --model icl.py:NAME --lambda 1,2 --N 10 --M 10`` on ``text`` written to ``folder/icl.py``, in this
+    process: asserted a mismatch (exit 1) without a traceback; the result, for what a test asserts beyond."""
+    (folder / "icl.py").write_text(text)
+    r = tv_here(folder, "check", "icl", "--model", f"icl.py:{name}", "--lambda", "1,2", "--N", "10", "--M", "10")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    return r

@@ -2,7 +2,7 @@
 import textwrap
 
 import pytest
-from cli_helpers import mismatch_here, SEEDED_INIT, causal_attn, tv_here
+from cli_helpers import mismatch_here, SEEDED_INIT, causal_attn, icl_mismatch_here, tv_here
 
 ATT = causal_attn(8, 2, '''
     class LeafGradInf(Attn):
@@ -67,10 +67,7 @@ ICL = textwrap.dedent('''
 
 @pytest.mark.parametrize("name", ["nan_b8", "wrong_b8"])
 def test_29b_f3_icl_predictions_in_the_batches_of_8_are_judged(tmp_path, name):
-    (tmp_path / "icl.py").write_text(ICL)
-    r = tv_here(tmp_path, "check", "icl", "--model", f"icl.py:{name}", "--lambda", "1,2", "--N", "10", "--M", "10")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    icl_mismatch_here(tmp_path, ICL, name)
 
 
 PAD = textwrap.dedent('''

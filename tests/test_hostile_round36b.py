@@ -2,7 +2,8 @@
 import textwrap
 
 import pytest
-from cli_helpers import mismatch_here, SEEDED_INIT, causal_attn, tv_here
+from cli_helpers import mismatch_here, SEEDED_INIT, causal_attn, icl_mismatch_here, tv_here
+from tests.test_hostile_round35b import ICL as ICL_29B  # (its least_squares predictor and the 29b F3 models)
 
 ATT = causal_attn(8, 2, '''
     class StackWrong(Attn):
@@ -59,20 +60,16 @@ def test_30b_f2_single_sequence_wrong_on_another_path_is_not_ok(tmp_path, name):
     r = mismatch_here(tmp_path, ATT, name)
 
 
-ICL = textwrap.dedent('''
-    import torch
-    def ls(xs, ys, xq):
-        w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
-        return (xq.unsqueeze(-2) @ w).reshape(-1)
+ICL = ICL_29B + textwrap.dedent('''
     def nan8(xs, ys, xq):
         # in a batch of 8, prompt 3's prediction is NaN
-        y = ls(xs, ys, xq)
+        y = least_squares(xs, ys, xq)
         if xs.shape[0] == 8:
             y = y.clone(); y[3] = float("nan")
         return y
     def b8last(xs, ys, xq):
         # in a batch of 8, the last prediction x 1.5
-        y = ls(xs, ys, xq)
+        y = least_squares(xs, ys, xq)
         if xs.shape[0] == 8:
             y = y.clone(); y[-1] = y[-1] * 1.5
         return y
@@ -81,10 +78,7 @@ ICL = textwrap.dedent('''
 
 @pytest.mark.parametrize("name", ["nan8", "b8last"])
 def test_30b_f3_icl_model_wrong_prediction_in_a_batch_of_8_is_not_ok(tmp_path, name):
-    (tmp_path / "icl.py").write_text(ICL)
-    r = tv_here(tmp_path, "check", "icl", "--model", f"icl.py:{name}", "--lambda", "1,2", "--N", "10", "--M", "10")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:])
+    icl_mismatch_here(tmp_path, ICL, name)
 
 
 @pytest.mark.xfail(strict=True, reason="a documented limit (docs/extending.md, 'The power rule'): 30b F4: the perturbations are relative to the outputs' size; an absolute tolerance that admits the claimed difference behind a large constant offset still rejects them")
