@@ -50,7 +50,7 @@ def _shared_prefix(probe: Any) -> None:
     reusing the keys or the output of a call whose first tokens it shares (a cache keyed on them) was ok where no mask
     is declared, no redraw then being made (hostile pass 36b F1)."""
     Ts = [T for T in probe.outs if T >= 2]
-    if not Ts or getattr(probe, "m", None) is None:
+    if not Ts or getattr(probe, "m", None) is None or hasattr(probe, "_probe"):  # (a path's view: not recorded)
         return
     T = Ts[len(Ts) // 2]
     x2 = probe.xs[T].clone()
