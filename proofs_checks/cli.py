@@ -1187,18 +1187,19 @@ def main(argv: list[str] | None = None) -> None:
 
         supervised = supervise()
         own_standard_output()
-    terminate_cleanly()
     # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
     # exit 0 and nothing printed (hostile pass 7, F5)
     os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
     torch_named = "TORCHINDUCTOR_CACHE_DIR" in os.environ
-    torch_cache = _own_torch_cache()
-    # the console command only, not main() called in a caller's process; under the supervisor its parent is the
-    # subreaper, and kills what is left below it after this process has ended (proofs_checks.supervisor)
-    reaper = argv is None and not supervised and _become_subreaper()
-    try:
+    torch_cache, reaper = None, False
+    terminate_cleanly()
+    try:  # (from here on: a signal a finalizer swallowed is sent again, and can land before the command's work)
         try:
+            torch_cache = _own_torch_cache()
+            # the console command only, not main() called in a caller's process; under the supervisor its parent is
+            # the subreaper, and kills what is left below it after this process has ended (proofs_checks.supervisor)
+            reaper = argv is None and not supervised and _become_subreaper()
             _main(argv)
         finally:
             settle_signals()  # a signal while Python exits: one line, not a traceback from an atexit callback

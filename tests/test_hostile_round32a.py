@@ -140,3 +140,18 @@ def test_lazy_helper_edited_during_derivation_not_stale(tmp_path):
     assert p.returncode == 0, out[-800:] + err[-800:]
     r = _tv(["run", "hz.dbl", "--quick", "--no-progress"], tmp_path, env)
     assert r.returncode == 1 and "refuted" in r.stdout, r.stdout[-800:]
+
+
+def test_a_signal_landing_before_the_commands_work_is_one_line(monkeypatch, capsys):
+    """A SIGTERM a finalizer swallowed is sent again 10 ms later; under load it landed while main() was still setting up
+    (the torch cache folder), outside its handler: a traceback in the caller's script (seen flaky in the test above)."""
+    from proofs_checks import cli
+    from proofs_checks.console import Terminated
+
+    def landed():
+        raise Terminated(15)
+
+    monkeypatch.setattr(cli, "_own_torch_cache", landed)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "lyapunov", "--f", "-x", "--V", "x**2", "--no-progress"])
+    assert exc.value.code == 143 and "terminated (SIGTERM)" in capsys.readouterr().err
