@@ -20,7 +20,9 @@ import contextlib
 import itertools
 import os
 import signal
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["MemoryCgroup"]
@@ -69,6 +71,57 @@ def _stat(folder: Path) -> dict[str, int]:
     return out
 
 
+def _subfolders(fd: int) -> list[str]:
+    out = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(fd):
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    out.append(name)
+    return out
+
+
+def _walk(folder: Path, removed: bool = False) -> Iterator[int]:
+    """A descriptor of ``folder`` and of every folder below it, parents first, each opened relative to its parent: no
+    path is built, so a group the code nested deeper than PATH_MAX is walked too (its long path made ``pids()`` raise
+    ENAMETOOLONG in a traceback, and a sweep meeting it left every later check without a group: hostile pass 37a F2),
+    and no recursion bounds the depth. ``removed``: each folder below ``folder`` removed once its own subtree is done
+    (children first; the kernel refuses a group that still holds a process). The descriptors are closed here."""
+    try:
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    stack = [(top, iter(_subfolders(top)), "")]
+    try:
+        yield top
+        while stack:
+            fd, names, _ = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                os.close(fd)
+                if removed and stack:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(_, dir_fd=stack[-1][0])
+                continue
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:
+                continue
+            stack.append((child, iter(_subfolders(child)), name))
+            yield child
+    finally:
+        for fd, _, _ in stack:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _read_at(fd: int, name: str) -> str:
+    inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+    with open(inner, encoding="ascii", errors="replace") as fh:
+        return fh.read()
+
+
 def _pid_namespace() -> str:
     """This process's PID namespace (its inode), as a group's name carries it: a pid means something in it alone."""
     try:
@@ -97,9 +150,8 @@ def _sweep(parent: Path) -> None:
         if parts[-1].startswith("n") and parts[-1] != ns:
             live = _live_namespaces(ns) if live is False else live
             if live is not None and parts[-1] not in live and parts[-1] != "n0":
-                for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                    with contextlib.suppress(OSError):
-                        sub.rmdir()
+                for _ in _walk(folder, removed=True):
+                    pass
                 with contextlib.suppress(OSError):
                     folder.rmdir()
             continue
@@ -137,24 +189,44 @@ def remove_groups_of(pid: int) -> None:
                 MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
 
 
-def _thaw(pid: int) -> None:
-    """Thaw the freezer cgroup ``pid`` is in (v1 ``freezer.state``, v2 ``cgroup.freeze``), if the code froze it: a frozen
-    process's SIGKILL waits until it is thawed, and it outlived the check with its memory group (hostile pass 36a F1)."""
+def _thaw(pid: int) -> list[tuple[Path, str]]:
+    """Thaw the freezer cgroup ``pid`` is in (v1 ``freezer.state``, v2 ``cgroup.freeze``) and every frozen group above
+    it, from the top down, if the code froze them: a frozen process's SIGKILL waits until it is thawed, and it outlived
+    the check with its memory group (hostile pass 36a F1); a group is frozen too while a group above it is, and cannot
+    be thawed until that one is (37a F1). Returns the groups above the process's own that were thawed, with their
+    state, for :func:`_refreeze` (other processes may be in them)."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
-        return
+        return []
+    thawed = []
     for line in lines:
         _, ctrls, path = (line.split(":", 2) + ["", ""])[:3]
         if ctrls == "":
-            target, value = _ROOT / path.lstrip("/") / "cgroup.freeze", "0"
+            base, file, value = _ROOT, "cgroup.freeze", "0"
         elif "freezer" in ctrls.split(","):
-            target, value = _ROOT / "freezer" / path.lstrip("/") / "freezer.state", "THAWED"
+            base, file, value = _ROOT / "freezer", "freezer.state", "THAWED"
         else:
             continue
+        parts = [p for p in path.split("/") if p]
+        if ".." in parts:
+            continue
+        for depth in range(1, len(parts) + 1):
+            target = base.joinpath(*parts[:depth]) / file
+            with contextlib.suppress(OSError):
+                state = target.read_text().strip()
+                if state not in ("0", "THAWED"):
+                    target.write_text(value)
+                    if depth < len(parts):
+                        thawed.append((target, state))
+    return thawed
+
+
+def _refreeze(thawed: list[tuple[Path, str]]) -> None:
+    """The groups above the code's processes that :func:`_thaw` thawed, frozen again once those processes are gone."""
+    for target, state in reversed(thawed):
         with contextlib.suppress(OSError):
-            if target.read_text().strip() not in ("0", "THAWED"):
-                target.write_text(value)
+            target.write_text("1" if target.name == "cgroup.freeze" else "FROZEN")
 
 
 class MemoryCgroup:
@@ -236,16 +308,17 @@ class MemoryCgroup:
                 (self.folder / "memory.force_empty").write_text("0")
 
     def pids(self) -> list[int]:
-        """Every process in the group and in the groups below it."""
+        """Every process in the group and in the groups below it (at any depth: :func:`_walk`)."""
         out = []
-        for folder in [self.folder, *(p for p in self.folder.rglob("*") if p.is_dir())]:
+        for fd in _walk(self.folder):
             with contextlib.suppress(OSError, ValueError):
-                out += [int(v) for v in (folder / "cgroup.procs").read_text().split()]
+                out += [int(v) for v in _read_at(fd, "cgroup.procs").split()]
         return out
 
     def close(self) -> None:
         """SIGKILL to every process still in the group (found again until none is left), then the group removed (the
         groups below it first)."""
+        thawed: list = []
         for _ in range(50):
             left = self.pids()
             if not left:
@@ -253,10 +326,10 @@ class MemoryCgroup:
             for p in left:
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
-                _thaw(p)
+                thawed += _thaw(p)
             time.sleep(0.02)
-        for folder in sorted((p for p in self.folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _refreeze(thawed)
+        for _ in _walk(self.folder, removed=True):
+            pass
         with contextlib.suppress(OSError):
             self.folder.rmdir()

@@ -1,0 +1,191 @@
+"""Hostile pass 37, tester A: reproducers of the findings (the memory cgroup of docs/own-model.md, the processes, files
+and caches of a check). Each is a strict xfail until fixed; each builds its own files in tmp_path."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import MEMORY_CGROUP
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _sweep_memory_groups() -> None:
+    from proofs_checks.sanity._cgroup import MemoryCgroup
+
+    with contextlib.suppress(Exception):
+        time.sleep(0.3)
+        g = MemoryCgroup.make()  # (sweeps the memory group a check left)
+        if g is not None:
+            g.close()
+
+
+def test_a_process_frozen_through_a_parent_freezer_group_does_not_outlive_the_check(tmp_path):
+    if (not sys.platform.startswith("linux") or os.geteuid() != 0 or not MEMORY_CGROUP
+            or not (FREEZER / "cgroup.procs").is_file()):
+        pytest.skip("needs root, a memory cgroup for the checks and the v1 freezer hierarchy (as on the CI machines)")
+    shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
+    group = FREEZER / f"tverify-test-nest-{os.getpid()}"
+    pid_file = tmp_path / "frozen.pid"
+    (tmp_path / "frz.py").write_text(textwrap.dedent(f"""
+        import os, time
+        from my_attn import MyAttention
+        if os.environ.get("FRZ_DONE") is None:
+            os.environ["FRZ_DONE"] = "1"
+            if os.fork() == 0:
+                os.makedirs({str(group)!r} + "/sub", exist_ok=True)
+                open({str(group)!r} + "/sub/cgroup.procs", "w").write(str(os.getpid()))
+                open({str(pid_file)!r}, "w").write(str(os.getpid()))
+                open({str(group)!r} + "/freezer.state", "w").write("FROZEN")
+                while True:
+                    time.sleep(1)
+            time.sleep(1)
+        class F(MyAttention):
+            pass
+    """))
+    pid = None
+    try:
+        r = subprocess.run([sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "frz.py:F",
+                            "--causal", "--quick", "--seq-len", "5", "--no-progress"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+        pid = int(pid_file.read_text())
+        time.sleep(0.5)
+        assert not _alive(pid), (r.returncode, r.stderr[-500:])
+    finally:
+        with contextlib.suppress(OSError):
+            (group / "freezer.state").write_text("THAWED")
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for _ in range(50):
+            for g in (group / "sub", group):
+                with contextlib.suppress(OSError):
+                    g.rmdir()
+            if not group.exists():
+                break
+            time.sleep(0.1)
+        _sweep_memory_groups()
+
+
+_RMDEEP = """
+import os, sys
+base = sys.argv[1]
+if os.path.isdir(base):
+    os.chdir(base)
+    depth = 0
+    while True:
+        subs = [d for d in os.listdir(".") if os.path.isdir(d)]
+        if not subs:
+            break
+        os.chdir(subs[0])
+        depth += 1
+    for _ in range(depth):
+        here = os.path.basename(os.getcwd())
+        os.chdir("..")
+        os.rmdir(here)
+    os.chdir("/")
+    os.rmdir(base)
+"""
+
+
+def _memory_group_of_self() -> Path | None:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            return Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+    return None
+
+
+def _needs_v1_memory_group():
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or not MEMORY_CGROUP:
+        pytest.skip("needs root and a memory cgroup for the checks (as on the CI machines)")
+    own = _memory_group_of_self()
+    if own is None or not (own / "memory.usage_in_bytes").is_file():
+        pytest.skip("needs the v1 memory hierarchy (as on the CI machines)")
+    return own
+
+
+def _make_deep(base: Path, levels: int = 24) -> None:
+    """Folders of 200-character names below ``base``, deeper than PATH_MAX (made by relative mkdir/chdir)."""
+    subprocess.run([sys.executable, "-c", "import os, sys\nos.chdir(sys.argv[1])\nfor _ in range(int(sys.argv[2])):\n"
+                    "    os.mkdir('x' * 200)\n    os.chdir('x' * 200)\n", str(base), str(levels)], check=True)
+
+
+def test_a_group_nested_deeper_than_path_max_by_the_code_gives_no_traceback(tmp_path):
+    own = _needs_v1_memory_group()
+    shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
+    pid_file = tmp_path / "deep.pid"
+    (tmp_path / "deep.py").write_text(textwrap.dedent(f"""
+        import os, time
+        from my_attn import MyAttention
+        if os.environ.get("DEEP_DONE") is None:
+            os.environ["DEEP_DONE"] = "1"
+            if os.fork() == 0:
+                line = [l for l in open("/proc/self/cgroup").read().splitlines() if ":memory:" in l][0]
+                os.chdir("/sys/fs/cgroup/memory" + line.split(":", 2)[2])
+                for i in range(24):
+                    os.mkdir("x" * 200)
+                    os.chdir("x" * 200)
+                open("cgroup.procs", "w").write(str(os.getpid()))
+                open({str(pid_file)!r}, "w").write(str(os.getpid()))
+                t0 = time.time()
+                while time.time() - t0 < 100:
+                    time.sleep(0.2)
+                os._exit(0)
+            time.sleep(1)
+        class F(MyAttention):
+            pass
+    """))
+    before = set(own.glob("tverify-*"))
+    try:
+        r = subprocess.run([sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "deep.py:F",
+                            "--causal", "--quick", "--seq-len", "5", "--no-progress"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+        left = set(own.glob("tverify-*")) - before
+        assert "Traceback" not in r.stderr and r.returncode == 0 and not left, (r.returncode, r.stderr[-300:], left)
+    finally:
+        with contextlib.suppress(Exception):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        time.sleep(0.3)
+        for g in set(own.glob("tverify-*")) - before:
+            subprocess.run([sys.executable, "-c", _RMDEEP, str(g)], check=False)
+
+
+def test_a_leftover_group_deeper_than_path_max_does_not_turn_the_memory_cgroup_off(tmp_path):
+    own = _needs_v1_memory_group()
+    from proofs_checks.sanity._cgroup import MemoryCgroup, _pid_namespace
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    left = own / f"tverify-{p.pid}-0-0badc0de-{_pid_namespace()}"  # (a dead tverify's group, as a SIGKILL leaves it)
+    try:
+        left.mkdir()
+        _make_deep(left)
+        g = MemoryCgroup.make()
+        made = g is not None
+        if g is not None:
+            g.close()
+        assert made and not left.exists()
+    finally:
+        subprocess.run([sys.executable, "-c", _RMDEEP, str(left)], check=False)
