@@ -314,15 +314,22 @@ def input_point(args: tuple, kwargs: dict) -> str:
 
 
 def _nudged(v: Any) -> Any:
-    """An input a little off ``v`` (its numbers moved by 10⁻³·(1 + |v|)), or ``None`` when it holds no numbers."""
+    """An input a little off ``v`` (its numbers moved by 10⁻³·(1 + |v|)), or ``None`` when it holds no numbers. A list or
+    tuple of numbers is nudged entry by entry (as the same kind of sequence), a torch or NumPy array of integers or
+    booleans as floats: read only at 0 given that way, a false ``3x = 2x`` was verified (hostile pass 37b F1)."""
     import numpy as np
 
+    if isinstance(v, (list, tuple)):
+        return _nudged_sequence(v)
     if isinstance(v, bool) or not isinstance(v, (int, float, np.ndarray, np.generic)) and not (
             hasattr(v, "detach") and hasattr(v, "dtype")):
         return None
     try:
         if hasattr(v, "detach"):
-            return v + 1e-3 * (1 + v.abs()) if v.is_floating_point() else None
+            import torch
+
+            f = v if v.is_floating_point() or v.is_complex() else v.to(torch.float64)
+            return f + 1e-3 * (1 + f.abs())
         a = np.asarray(v)
         if a.dtype.kind not in "fc":
             a = a.astype(float)
@@ -332,10 +339,36 @@ def _nudged(v: Any) -> Any:
         return None
 
 
+def _nudged_sequence(v: list | tuple) -> Any:
+    """:func:`_nudged` of a list or tuple: each entry nudged (an entry that holds no numbers kept), the same kind of
+    sequence back; ``None`` when no entry holds numbers. Entries beyond 10⁶ are left as they are."""
+    import numpy as np
+
+    try:  # a rectangular list of numbers: at once
+        a = np.asarray(v, dtype=float)
+        if 0 < a.size <= 10**6:
+            out = (a + 1e-3 * (1 + np.abs(a))).tolist()
+            return out if isinstance(v, list) else tuple(out)
+    except Exception:  # noqa: BLE001 - ragged, or not numbers: entry by entry
+        pass
+    parts, any_number = [], False
+    for e in v[:10**6]:
+        n = _nudged(e) if e is not v else None
+        any_number = any_number or n is not None
+        parts.append(e if n is None else n)
+    if not any_number:
+        return None
+    parts += list(v[10**6:])
+    return parts if isinstance(v, list) else tuple(parts)
+
+
 def _nonzero_near(form: Any, args: tuple, kwargs: dict) -> bool:
     """Whether ``form`` read a little off ``args`` (each numeric input nudged: :func:`_nudged`) has an output entry
     other than 0 (``False`` when nothing could be nudged, or the call raised)."""
-    nudged = [_nudged(a) for a in args]
+    try:
+        nudged = [_nudged(a) for a in args]
+    except RecursionError:  # a list nested past the interpreter's depth: nothing nudged
+        return False
     if not args or all(a is None for a in nudged):
         return False
     try:
