@@ -20,6 +20,7 @@ type recorded (``_Counter.kept``).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,13 +317,18 @@ def input_point(args: tuple, kwargs: dict) -> str:
 def _nudged(v: Any) -> Any:
     """An input a little off ``v`` (its numbers moved by 10⁻³·(1 + |v|)), or ``None`` when it holds no numbers. A list or
     tuple of numbers is nudged entry by entry (as the same kind of sequence), a torch or NumPy array of integers or
-    booleans as floats: read only at 0 given that way, a false ``3x = 2x`` was verified (hostile pass 37b F1)."""
+    booleans as floats, a number of any kind (complex, ``Fraction``, SymPy's) as a Python float or complex: read only at 0 given that way, a false ``3x = 2x`` was verified (hostile pass 37b F1)."""
     import numpy as np
 
     if isinstance(v, (list, tuple)):
         return _nudged_sequence(v)
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.ndarray, np.generic)) and not (
-            hasattr(v, "detach") and hasattr(v, "dtype")):
+    if isinstance(v, numbers.Number) and not isinstance(v, (bool, np.generic)):  # (complex, Fraction, SymPy numbers too)
+        try:
+            x = float(v) if isinstance(v, numbers.Real) or not isinstance(v, numbers.Complex) else complex(v)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return x + 1e-3 * (1 + abs(x))
+    if not isinstance(v, (np.ndarray, np.generic)) and not (hasattr(v, "detach") and hasattr(v, "dtype")):
         return None
     try:
         if hasattr(v, "detach"):

@@ -70,3 +70,14 @@ def test_nudged_inputs_keep_their_kind_and_move_every_number():
         deep = [deep]
     from proofs_checks.scaling import _nonzero_near
     assert _nonzero_near(lambda x: 0.0, (deep,), {}) is False  # nested past the interpreter's depth: no nudge, no error
+
+
+def test_numbers_of_every_kind_are_nudged():
+    import fractions
+
+    import sympy as sp
+
+    from proofs_checks.scaling import _nudged
+
+    assert _nudged(0) == 0.001 and _nudged(0j) == 0.001 and _nudged(fractions.Fraction(0)) == 0.001
+    assert _nudged(sp.Integer(0)) == 0.001 and _nudged(sp.Symbol("x")) is None and _nudged(False) is None
