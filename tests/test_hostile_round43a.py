@@ -189,3 +189,144 @@ def test_a_leftover_group_deeper_than_path_max_does_not_turn_the_memory_cgroup_o
         assert made and not left.exists()
     finally:
         subprocess.run([sys.executable, "-c", _RMDEEP, str(left)], check=False)
+
+
+_PLANT = """
+import importlib._bootstrap_external as be, os, sys
+from pathlib import Path
+from proofs_checks.owned import remember_folder
+from proofs_checks.survey.runner import MARKER, _tree
+pkg, marker = Path(sys.argv[1]), sys.argv[2]
+src = pkg / "x_transformers" / "__init__.py"
+src.parent.mkdir(parents=True)
+src.write_text("raise ImportError('the installed source: not run in this test')\\n")
+(pkg / MARKER).write_text("")
+assert remember_folder(pkg, _tree(pkg))  # (what tverify records after its own pip install)
+st = os.stat(src)
+code = compile(f"open({marker!r}, 'a').write('planted bytecode ran\\\\n')\\nraise ImportError('planted')\\n",
+               str(src), "exec")
+(src.parent / "__pycache__").mkdir()
+(src.parent / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc").write_bytes(
+    be._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))
+"""
+
+
+def test_survey_never_runs_bytecode_planted_in_its_install_cache(tmp_path):
+    pkg = tmp_path / ".tverify" / "survey-cache" / "x-transformers-1.16.11"
+    marker = tmp_path / "ran.txt"
+    env = {**os.environ, "TVERIFY_STORE": str(tmp_path / "store"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    env.pop("TVERIFY_SURVEY_CACHE", None)
+    subprocess.run([sys.executable, "-c", _PLANT, str(pkg), str(marker)], env=env, check=True, timeout=60)
+    tv = Path(sys.executable).with_name("tverify")
+    p = subprocess.run([str(tv), "survey", "xt-1.16.11-flash-mask", "--quick", "--no-install", "--out", "s"], env=env,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert not marker.exists(), "bytecode planted in the install cache's __pycache__ ran: " + p.stderr[-500:]
+
+
+_PRODUCER = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(int(sys.argv[1]), 1 << 20, 0o1600)  # IPC_CREAT | 0600
+addr = libc.shmat(shmid, None, 0)
+ctypes.memset(addr, 65, 1 << 20)
+libc.shmdt(ctypes.c_void_p(addr))
+print(shmid)
+"""
+
+
+def test_a_segment_another_program_made_and_the_code_only_read_is_not_removed(tmp_path):
+    if not sys.platform.startswith("linux") or not Path("/proc/sysvipc/shm").is_file():
+        pytest.skip("needs Linux SysV shared memory")
+    shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
+    key = 0x37A00000 + (os.getpid() & 0xFFFFF)
+    waiting, read = tmp_path / "waiting", tmp_path / "read.txt"
+    (tmp_path / "cons.py").write_text(textwrap.dedent(f"""
+        import ctypes, os, time
+        from my_attn import MyAttention
+        if os.environ.get("C_DONE") is None:
+            os.environ["C_DONE"] = "1"
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.shmat.restype = ctypes.c_void_p
+            open({str(waiting)!r}, "w").write("1")
+            for _ in range(300):
+                shmid = libc.shmget({key}, 0, 0)
+                if shmid >= 0:
+                    break
+                time.sleep(0.1)
+            addr = libc.shmat(shmid, None, 0o10000)  # SHM_RDONLY: a consumer reading the producer's data
+            open({str(read)!r}, "w").write(repr(ctypes.string_at(addr, 4)))
+            libc.shmdt(ctypes.c_void_p(addr))
+        class F(MyAttention):
+            pass
+    """))
+    shmid = None
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "cons.py:F",
+                              "--causal", "--quick", "--seq-len", "5", "--no-progress"], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+        for _ in range(600):
+            if waiting.exists() or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        shmid = int(subprocess.run([sys.executable, "-c", _PRODUCER, str(key)], capture_output=True, text=True,
+                                   check=True).stdout)  # the user's producer: makes the segment, fills it, exits
+        out, err = p.communicate(timeout=120)
+        assert read.read_text() == repr(b"AAAA"), err[-300:]
+        ids = {int(line.split()[1]) for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}
+        assert shmid in ids, "the producer's segment was removed by the check: " + err[-300:]
+    finally:
+        if shmid is not None:
+            import ctypes
+
+            ctypes.CDLL(None).shmctl(ctypes.c_int(shmid), ctypes.c_int(0), None)  # IPC_RMID
+
+
+def test_tverify_exits_when_the_code_freezes_its_own_process_through_a_parent_freezer_group(tmp_path):
+    if (not sys.platform.startswith("linux") or os.geteuid() != 0 or not MEMORY_CGROUP
+            or not (FREEZER / "cgroup.procs").is_file()):
+        pytest.skip("needs root, a memory cgroup for the checks and the v1 freezer hierarchy (as on the CI machines)")
+    shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
+    group = FREEZER / f"tverify-test-fw-{os.getpid()}"
+    pid_file = tmp_path / "worker.pid"
+    (tmp_path / "fw.py").write_text(textwrap.dedent(f"""
+        import os, time
+        from my_attn import MyAttention
+        N = [0]
+        class F(MyAttention):
+            def forward(self, x):
+                N[0] += 1
+                if N[0] == 5 and not os.path.exists({str(pid_file)!r}):
+                    worker = os.getpid()
+                    open({str(pid_file)!r}, "w").write(str(worker))
+                    if os.fork() == 0:
+                        os.makedirs({str(group)!r} + "/sub", exist_ok=True)
+                        open({str(group)!r} + "/sub/cgroup.procs", "w").write(str(worker))
+                        open({str(group)!r} + "/freezer.state", "w").write("FROZEN")
+                        os._exit(0)
+                    time.sleep(1)
+                return super().forward(x)
+    """))
+    try:
+        try:
+            r = subprocess.run([sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "fw.py:F",
+                                "--causal", "--quick", "--seq-len", "5", "--no-progress", "--timeout", "5"],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=25,
+                               env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"tverify still running 25 s after a --timeout of 5 s: {(exc.stderr or b'')[-300:]!r}")
+        assert r.returncode == 2, r.stderr[-300:]
+    finally:
+        with contextlib.suppress(OSError):
+            (group / "freezer.state").write_text("THAWED")
+        with contextlib.suppress(Exception):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        for _ in range(50):
+            for g in (group / "sub", group):
+                with contextlib.suppress(OSError):
+                    g.rmdir()
+            if not group.exists():
+                break
+            time.sleep(0.1)
+        _sweep_memory_groups()

@@ -421,8 +421,13 @@ def shm_used() -> float:
     return total
 
 
-#: check child's pid -> the SysV shared memory segments its tree created (removed when the check ends)
+#: check child's pid -> the SysV shared memory segments counted as its tree's (:func:`sysv_segments`)
 SEGMENTS: dict[int, set[int]] = {}
+#: check child's pid -> the segments its tree made or was seen writing, and the queues it sent to: removed when the
+#: check ends (a segment another program made during the check and the code only read, or a queue it only received
+#: from, was removed with the other program's data: hostile pass 37a F4)
+OWNED: dict[int, set[int]] = {}
+OWNED_QUEUES: dict[int, set[int]] = {}
 
 
 def memfd_bytes(pids) -> float:
@@ -481,11 +486,12 @@ def _sysvipc(kind: str) -> list[dict[str, str]]:
     return [dict(zip(head, line.split())) for line in lines[1:]]
 
 
-def sysv_segments(pids, before=frozenset()) -> dict[int, float]:
+def sysv_segments(pids, before=frozenset(), made: set | None = None) -> dict[int, float]:
     """SysV shared memory segments (``shmget``) created by one of ``pids`` (or by a process now gone, attached last by
     one of them): id -> bytes resident
     (the ``rss`` column of ``/proc/sysvipc/shm`` where the kernel has it, else the size). A segment
-    outlives its detach and its creator until removed."""
+    outlives its detach and its creator until removed. ``made``: the ids of those whose creator is one of ``pids``
+    are added to it."""
     wanted, out = set(pids), {}
     for row in _sysvipc("shm"):
         with contextlib.suppress(KeyError, ValueError):
@@ -496,6 +502,25 @@ def sysv_segments(pids, before=frozenset()) -> dict[int, float]:
                 continue
             if cpid in wanted or (lpid in wanted and not os.path.exists(f"/proc/{cpid}")):
                 out[int(row["shmid"])] = float(row.get("rss", row["size"]))
+                if made is not None and cpid in wanted:
+                    made.add(int(row["shmid"]))
+    return out
+
+
+def written_segments(pids, ids) -> set[int]:
+    """Those of the segments ``ids`` that one of ``pids`` maps writable now (``/proc/PID/maps``: a SysV segment's line
+    has its id as the inode): a segment whose creator is gone is the check's only where the code was seen writing it."""
+    out: set[int] = set()
+    if not ids:
+        return out
+    for p in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{p}/maps", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if "/SYSV" in line:
+                    f = line.split()
+                    with contextlib.suppress(IndexError, ValueError):
+                        if "w" in f[1] and int(f[4]) in ids:
+                            out.add(int(f[4]))
     return out
 
 
@@ -510,7 +535,7 @@ def queue_ids() -> set[int]:
     return set(sysv_queues(None))
 
 
-def sysv_queues(pids, before=frozenset()) -> dict[int, float]:
+def sysv_queues(pids, before=frozenset(), sent: set | None = None) -> dict[int, float]:
     """SysV message queues (``msgget``) that one of ``pids`` sent to or received from last (``lspid``, ``lrpid``; a
     queue has no creator's pid), not in ``before``: id -> bytes queued (``cbytes`` of ``/proc/sysvipc/msg``); every
     queue where ``pids`` is None. Messages left in a queue are kernel memory in no process's count, and outlive the
@@ -524,16 +549,25 @@ def sysv_queues(pids, before=frozenset()) -> dict[int, float]:
                 continue
             if wanted is None or int(row["lspid"]) in wanted or int(row["lrpid"]) in wanted:
                 out[qid] = float(row["cbytes"])
+                if sent is not None and wanted is not None and int(row["lspid"]) in wanted:
+                    sent.add(qid)
     return out
 
 
 def remove_segments(pid: int, pids) -> None:
-    """Remove (``IPC_RMID``) the SysV segments the check's tree created, and the message queues it sent to: those seen
-    while it ran and those of ``pids`` now."""
+    """Remove (``IPC_RMID``) the SysV segments the check's tree created or was seen writing, and the message queues it
+    sent to last: those seen while it ran and those of ``pids`` now. A segment it only read, or a queue it only
+    received from, is left (another program's data, made during the check: hostile pass 37a F4)."""
     before = SEGMENTS_BEFORE.pop(pid, set())
-    ids = (SEGMENTS.pop(pid, set()) | set(sysv_segments({pid, *pids}, before))) - before
+    SEGMENTS.pop(pid, None)
+    QUEUES.pop(pid, None)
+    ids = OWNED.pop(pid, set())
+    sysv_segments({pid, *pids}, before, made=ids)
+    ids -= before
     qbefore = QUEUES_BEFORE.pop(pid, set())
-    queues = (QUEUES.pop(pid, set()) | set(sysv_queues({pid, *pids}, qbefore))) - qbefore
+    queues = OWNED_QUEUES.pop(pid, set())
+    sysv_queues({pid, *pids}, qbefore, sent=queues)
+    queues -= qbefore
     if not (ids or queues) or not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(Exception):
@@ -572,9 +606,11 @@ def tree_memory(pid: int, shm_start: float, mapped: bool = True) -> float | None
         m = _memory_kb(p)
         anon += m.get("anon", 0.0)
         shmem += m.get("shmem", 0.0)
-    segments = sysv_segments({pid, *tree}, SEGMENTS_BEFORE.get(pid, frozenset()))
+    owned = OWNED.setdefault(pid, set())
+    segments = sysv_segments({pid, *tree}, SEGMENTS_BEFORE.get(pid, frozenset()), made=owned)
     SEGMENTS.setdefault(pid, set()).update(segments)
-    queues = sysv_queues({pid, *tree}, QUEUES_BEFORE.get(pid, frozenset()))
+    owned |= written_segments([pid, *tree], set(segments) - owned)  # (read only where a creator is gone)
+    queues = sysv_queues({pid, *tree}, QUEUES_BEFORE.get(pid, frozenset()), sent=OWNED_QUEUES.setdefault(pid, set()))
     QUEUES.setdefault(pid, set()).update(queues)
     held = (max(machine_held() - shm_start, 0.0) + memfd_bytes([pid, *tree]) + sum(segments.values())
             + sum(queues.values()))

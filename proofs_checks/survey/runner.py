@@ -9,6 +9,7 @@ release's folder; torch, numpy and CUDA wheels always come from the running envi
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.metadata as md
 import json
@@ -102,6 +103,7 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
     folder = cache / spec.replace("==", "-")
     if os.path.lexists(folder):
         if _made_here(folder):
+            _drop_bytecode(folder)
             return folder, None
         if (folder / MARKER).exists() or not (folder.is_dir() and not folder.is_symlink()):
             return None, (f"the install cache {folder} is not one tverify made here, or it changed since (a folder "
@@ -119,7 +121,7 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         return None, f"cannot create the install cache {cache}: {why}"
     # (-I: isolated from $PYTHONPATH, as above: 36a F2)
     cmd = [sys.executable, "-I", "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check", "-q",
-           "--target", str(tmp), spec, *deps]
+           "--no-compile", "--target", str(tmp), spec, *deps]  # (no bytecode: _drop_bytecode)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -160,6 +162,25 @@ def _tree(folder: Path) -> dict[str, str]:
             out[rel] = (hashlib.sha256(os.readlink(f).encode("utf-8", "surrogateescape")).hexdigest()
                         if os.path.islink(f) else sha256_file(Path(f)) or "<unreadable>")
     return out
+
+
+def _drop_bytecode(folder: Path) -> None:
+    """Remove every ``__pycache__`` folder of an install cache tverify made, before its worker imports from it: the
+    record of the cache's files leaves bytecode out (Python writes it), and a ``.pyc`` planted there with the source's
+    time and size in its header ran instead of the recorded source (hostile pass 37a F3). pip installs without
+    compiling and the worker writes no bytecode (``PYTHONDONTWRITEBYTECODE``), so the release's recorded sources are
+    what runs; a planted file anywhere else is a change to the record, and the cache is refused."""
+    import shutil
+
+    for root, dirs, _ in os.walk(folder, followlinks=False):
+        if "__pycache__" in dirs:
+            dirs.remove("__pycache__")
+            where = os.path.join(root, "__pycache__")
+            with contextlib.suppress(OSError):
+                if os.path.islink(where):
+                    os.unlink(where)
+                else:
+                    shutil.rmtree(where)
 
 
 def _made_here(folder: Path) -> bool:
@@ -231,6 +252,7 @@ def run_entry(entry: Entry, *, cache: Path, mode: str, seed: int, timeout: float
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *([os.environ["PYTHONPATH"]]
                                                                             if os.environ.get("PYTHONPATH") else [])]),
                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONWARNINGS": "ignore",
+                   "PYTHONDONTWRITEBYTECODE": "1",  # (none in the install cache: _drop_bytecode)
                    **dict(entry.env)}  # e.g. KERAS_BACKEND=torch: read when the library is imported
             w0 = time.perf_counter()
             try:
