@@ -570,3 +570,48 @@ def test_a_process_frozen_in_a_freezer_cgroup_is_thawed_and_killed_as_the_group_
             p.kill()
             p.wait()
         rmdir_soon(ice)
+
+
+def test_a_process_frozen_through_a_frozen_group_above_its_own_is_killed_and_that_group_refrozen(cg):
+    """37a F1: in v1 a group stays frozen while a group above it is; the close thaws from the top down, and freezes
+    again the group above once the code's process is gone (other processes may be in it)."""
+    freezer = Path("/sys/fs/cgroup/freezer")
+    if not (freezer / "cgroup.procs").is_file():
+        pytest.skip("no v1 freezer hierarchy here")
+    top = freezer / f"tverify-test-ice2-{os.getpid()}"
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (top / "sub").mkdir(parents=True)
+        (top / "sub" / "cgroup.procs").write_text(str(p.pid))
+        assert cg.join(p.pid)
+        (top / "freezer.state").write_text("FROZEN")
+        cg.close()
+        assert p.wait(10) is not None
+        assert (top / "freezer.state").read_text().strip() == "FROZEN"
+    finally:
+        with contextlib.suppress(OSError):
+            (top / "freezer.state").write_text("THAWED")
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        rmdir_soon(top / "sub")
+        rmdir_soon(top)
+
+
+def test_a_group_tree_deeper_than_path_max_is_walked_and_removed(tmp_path):
+    """37a F2: the walk opens each folder relative to its parent (no path longer than PATH_MAX is built), parents
+    first, and with ``removed`` removes the folders below the top one, children first."""
+    from proofs_checks.sanity import _cgroup
+
+    fds = [os.open(tmp_path, os.O_RDONLY)]
+    try:
+        for _ in range(30):  # 30 × 200 characters: past PATH_MAX (4096)
+            os.mkdir("x" * 200, dir_fd=fds[-1])
+            fds.append(os.open("x" * 200, os.O_RDONLY, dir_fd=fds[-1]))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert sum(1 for _ in _cgroup._walk(tmp_path)) == 31
+    for _ in _cgroup._walk(tmp_path, removed=True):
+        pass
+    assert tmp_path.is_dir() and os.listdir(tmp_path) == []
