@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from numerics.attention_noise import late_deterministic
-from numerics.attention_rules import _judge, _rel
+from numerics.attention_rules import _judge, _rel, dtype_name, unit_roundoff
 
 __all__ = ["late_rows"]
 
@@ -32,7 +32,7 @@ def _redraws_against_reference(probe: Any, flat: torch.Tensor, o: torch.Tensor, 
     try:
         with torch.no_grad():
             ref = probe.reference(flat).double().cpu().reshape(o.shape)
-        tol, _ = probe.tol_at(T, key)
+        tol, just = _tolerance(probe, flat, T, key)
     except Exception:  # noqa: BLE001 - no reference on these inputs: nothing is judged here
         return
     held = getattr(probe, "_probe", probe).__dict__
@@ -41,7 +41,27 @@ def _redraws_against_reference(probe: Any, flat: torch.Tensor, o: torch.Tensor, 
         r = e / tol if tol > 0 and math.isfinite(e) else (0.0 if e == 0 else math.inf)
         worst = held.get("redraw_worst")
         if r > 1 and (worst is None or r > worst[0]):
-            held["redraw_worst"] = (r, e, tol, T, key)
+            held["redraw_worst"] = (r, e, tol, T, key, just)
+
+
+def _tolerance(probe: Any, flat: torch.Tensor, T: int, key: str) -> tuple[float, str]:
+    """The tolerance of a redrawn input's outputs: the forward tolerance at that length and logit scale, and below the
+    working precision p the rounding bound of a correct attention computed in p, 16·u_p·(3D+T)·max(1, |logit|max) (the
+    rule where no plain reference runs in p): the forward tolerance is twice the plain reference's error on the probe
+    input, and on the many inputs redrawn from it a correct float32 attention computing in another order (SDPA, logits
+    times 1/√d_k) passed it by a few per cent (hostile pass 37b F5). A stale output is off by the redrawn token's
+    effect, orders of magnitude beyond either."""
+    tol, just = probe.tol_at(T, key)
+    p = probe.precision.dtype if probe.precision else (probe.compute_dtype or probe.pdt)
+    if p == torch.float64:
+        return tol, just
+    L = max(1.0, probe.logit_max(flat))
+    bound = 16 * unit_roundoff(p) * (3 * probe.D + T) * L
+    if bound <= tol:
+        return tol, just
+    return bound, (f"{dtype_name(p)} working precision, on inputs other than the probe: the rounding bound of a correct "
+                   f"attention in it, 16·u·(3D+T)·max(1, |logit|max) = 16·{unit_roundoff(p):.3g}·{3 * probe.D + T}·"
+                   f"{L:.3g} = {bound:.3g}")
 
 
 def _shared_prefix(probe: Any) -> None:
@@ -70,8 +90,8 @@ def late_rows(probe: Any, props: list) -> None:
     worst = getattr(probe, "__dict__", {}).get("redraw_worst")
     if worst is None:
         return
-    r, e, tol, T, key = worst
-    late = _judge("matches_reference", e, tol, "the forward tolerance at that length and logit scale",
+    r, e, tol, T, key, just = worst
+    late = _judge("matches_reference", e, tol, just,
                   f"on an input the check made by redrawing a token (T = {T}, {key} logits) the outputs differ from "
                   f"the reference by {e:.3g} (a stale or cached output for an input not seen before?)", central=True)
     props[:] = [late if p.name == late.name and p.status == "pass" else p for p in props]

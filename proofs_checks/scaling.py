@@ -370,20 +370,47 @@ def _nudged_sequence(v: list | tuple) -> Any:
 
 def _nonzero_near(form: Any, args: tuple, kwargs: dict) -> bool:
     """Whether ``form`` read a little off ``args`` (each numeric input nudged: :func:`_nudged`) has an output entry
-    other than 0 (``False`` when nothing could be nudged, or the call raised)."""
-    try:
-        nudged = [_nudged(a) for a in args]
-    except RecursionError:  # a list nested past the interpreter's depth: nothing nudged
-        return False
-    if not args or all(a is None for a in nudged):
-        return False
-    try:
-        out = form(*[a if b is None else b for a, b in zip(args, nudged)], **kwargs)
-    except Exception:  # noqa: BLE001 - a form defined at those inputs only: nothing said
-        return False
-    probe = _Counter()
-    _walk(out, _Rule(1.0, 1.0), probe)
-    return probe.nonzero > 0
+    other than 0; where that call raises, the integers among ``args`` moved by one instead (:func:`_stepped`: a form of
+    a count or a length, defined at integers only, was never read off 0: hostile pass 37b F1b). ``False`` when nothing
+    could be moved, or every such call raised."""
+    for move in (_nudged, _stepped):
+        try:
+            moved = [move(a) for a in args]
+        except RecursionError:  # a list nested past the interpreter's depth: nothing moved
+            return False
+        if not args or all(a is None for a in moved):
+            continue
+        try:
+            out = form(*[a if b is None else b for a, b in zip(args, moved)], **kwargs)
+        except Exception:  # noqa: BLE001 - a form defined at those inputs only: the next way, or nothing said
+            continue
+        probe = _Counter()
+        _walk(out, _Rule(1.0, 1.0), probe)
+        return probe.nonzero > 0
+    return False
+
+
+def _stepped(v: Any) -> Any:
+    """``v`` with each integer moved by one, of the same type (a Python, NumPy or torch integer, an integer array, a list
+    or tuple of them), or ``None`` when it holds no integer."""
+    import numpy as np
+
+    if isinstance(v, (list, tuple)):
+        parts = [_stepped(e) if e is not v else None for e in v[:10**6]]
+        if all(p is None for p in parts):
+            return None
+        out = [e if p is None else p for e, p in zip(v, parts)] + list(v[10**6:])
+        return out if isinstance(v, list) else tuple(out)
+    if isinstance(v, bool) or isinstance(v, np.bool_):
+        return None
+    if isinstance(v, (int, np.integer)):
+        return v + 1
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+        return v + 1
+    if hasattr(v, "detach") and hasattr(v, "dtype") and not (v.is_floating_point() or v.is_complex()) \
+            and str(v.dtype) != "torch.bool":
+        return v + 1
+    return None
 
 
 def _wrap(form: Any, r: _Rule, n: _Counter) -> Any:

@@ -49,6 +49,188 @@ def test_37b_f1_false_identity_read_at_zero_int_tensors_is_not_verified():
     assert r.status != "verified", r.message
 
 
+def _int_only(n):
+    import numpy as np
+
+    a = np.asarray(n)
+    if a.dtype.kind not in "iu":
+        raise TypeError("n must be an integer")  # a form of a count (a length, a size): defined at integers only
+    return 3.0 * a
+
+
+def test_37b_f1b_false_identity_of_a_count_read_at_zero_is_not_verified():
+    import numpy as np
+    from proofs_checks.plugin import check_claim
+
+    r = check_claim(_three_x_read_at_zero([0, np.zeros(3, int)], _int_only))
+    assert r.status != "verified", r.message
+
+
+# --- 37B F2: --against naming the module itself through its module spelling (package.module:NAME) is "ok" ----------
+
+def test_37b_f2_against_itself_through_its_module_spelling_is_refused(tmp_path):
+    from cli_helpers import MHA_ATTN, tv_here
+
+    sub = tmp_path / "m"
+    sub.mkdir()
+    (sub / "attn37b.py").write_text("import torch\n" + MHA_ATTN + "\ndef make():\n    torch.manual_seed(0)\n    return Attn()\n")
+    r = tv_here(tmp_path, "check", "attention", "--module", "m/attn37b.py:make", "--against", "attn37b:make", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2, (r.returncode, r.stdout[-800:])
+
+
+def test_37b_f2b_against_an_alias_of_the_same_object_is_refused(tmp_path):
+    from cli_helpers import MHA_ATTN, tv_here
+
+    (tmp_path / "attn37b.py").write_text("import torch\n" + MHA_ATTN + "\ntorch.manual_seed(0)\ninst = Attn()\nsame = inst\n")
+    r = tv_here(tmp_path, "check", "attention", "--module", "attn37b.py:inst", "--against", "attn37b.py:same", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2, (r.returncode, r.stdout[-800:])
+
+
+# --- 37B F3: a correct module with a static output buffer, called with a key-padding mask: dtype_and_device FAIL ------
+
+BUF = '''
+import math, torch
+from torch import nn
+D, H = 8, 2
+class Attn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
+        self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
+        for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
+            with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
+        self.num_heads = H; self.embed_dim = D
+        self.bufs = {}
+    def forward(self, x, mask=None):
+        B, T, _ = x.shape
+        q, k, v = (p(x).view(B, T, H, D // H).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        s = q @ k.transpose(-1, -2) / math.sqrt(D // H)
+        allowed = torch.ones(T, T, dtype=torch.bool).tril()[None, None]
+        if mask is not None:
+            allowed = allowed & mask[:, None, None, :].bool()
+        y = self.o_proj((s.masked_fill(~allowed, float("-inf")).softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+        if torch.is_grad_enabled():
+            return y
+        key = (tuple(y.shape), y.dtype)  # an inference server's static output buffer (docs: legitimate)
+        if key not in self.bufs:
+            self.bufs[key] = torch.empty_like(y)
+        return self.bufs[key].copy_(y)
+'''
+
+
+def test_37b_f3_static_output_buffer_with_key_padding_is_ok(tmp_path):
+    from cli_helpers import tv_here
+
+    (tmp_path / "buf37b.py").write_text(BUF)
+    r = tv_here(tmp_path, "check", "attention", "--module", "buf37b.py:Attn", "--causal", "--mask-convention", "keep",
+                "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:])
+
+
+# --- 37B F4: a correct Hopfield update returning a static output buffer is "not the modern Hopfield update" ---------
+
+HOP_BUF = '''
+import torch
+_bufs = {}
+def update(xi, X, beta):
+    y = torch.softmax(beta * xi @ X.T, -1) @ X
+    k = (tuple(y.shape), y.dtype)  # one output buffer per shape, overwritten by the next call (a static buffer)
+    if k not in _bufs:
+        _bufs[k] = torch.empty_like(y)
+    return _bufs[k].copy_(y)
+'''
+
+
+def test_37b_f4_hopfield_update_with_a_static_output_buffer_is_ok(tmp_path):
+    import numpy as np
+    from cli_helpers import tv_here
+
+    np.save(tmp_path / "P.npy", np.sign(np.random.default_rng(0).standard_normal((12, 16))))
+    (tmp_path / "hop37b.py").write_text(HOP_BUF)
+    r = tv_here(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "2", "--module", "hop37b.py:update")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:])
+
+
+WBUF = BUF.replace('''        if torch.is_grad_enabled():
+            return y
+        key = (tuple(y.shape), y.dtype)  # an inference server's static output buffer (docs: legitimate)
+        if key not in self.bufs:
+            self.bufs[key] = torch.empty_like(y)
+        return self.bufs[key].copy_(y)''', '''        p = s.masked_fill(~allowed, float("-inf")).softmax(-1)
+        key = (tuple(p.shape), p.dtype)  # the attention weights returned in a static buffer
+        if key not in self.bufs:
+            self.bufs[key] = torch.empty_like(p)
+        with torch.no_grad():
+            self.bufs[key].copy_(p)
+        return y, self.bufs[key]''')
+
+
+def test_37b_f3b_weights_in_a_static_buffer_are_ok(tmp_path):
+    from cli_helpers import tv_here
+
+    assert "return y, self.bufs[key]" in WBUF
+    (tmp_path / "wbuf37b.py").write_text(WBUF)
+    r = tv_here(tmp_path, "check", "attention", "--module", "wbuf37b.py:Attn", "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:])
+
+
+# --- 37B F5: a correct float32 attention (logits times 1/√d_k, as Hugging Face's eager path) is a mismatch -------------
+
+F32_ATTN = '''
+import math, torch
+from torch import nn
+D, H = 64, 2
+class Attn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
+        self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
+        for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
+            with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
+        self.num_heads = H; self.embed_dim = D
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = (p(x).view(B, T, H, D // H).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D // H))
+        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+'''
+
+
+def test_37b_f5_correct_float32_attention_is_ok(tmp_path):
+    from cli_helpers import tv_here
+
+    (tmp_path / "f32attn37b.py").write_text(F32_ATTN)
+    r = tv_here(tmp_path, "check", "attention", "--module", "f32attn37b.py:Attn", "--causal", "--dtype", "float32",
+                "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:])
+
+
+SDPA_F32 = F32_ATTN.replace('''        s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D // H))
+        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))''', '''        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(o.transpose(1, 2).reshape(B, T, D))''')
+
+
+def test_37b_f5_torch_sdpa_in_float32_is_ok(tmp_path):
+    from cli_helpers import tv_here
+
+    assert "scaled_dot_product_attention" in SDPA_F32
+    (tmp_path / "sdpa37b.py").write_text(SDPA_F32)
+    r = tv_here(tmp_path, "check", "attention", "--module", "sdpa37b.py:Attn", "--causal", "--dtype", "float32",
+                "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:])
+
+
 def test_nudged_inputs_keep_their_kind_and_move_every_number():
     """The unit of 37b F1: lists and tuples (ragged, nested, mixed with text) and integer or boolean tensors are nudged;
     what holds no number is not."""

@@ -268,6 +268,42 @@ def _same_object(a: str, b: str) -> bool:
     return wa == wb
 
 
+def _not_itself(module_spec: str, against_spec: str, target: Any, against: Any) -> None:
+    """In the child, both loaded: ``--against`` naming the module itself is refused where the specs' spelling did not
+    show it — the same object under another name (``same = inst``), or the same name in the same file reached as an
+    importable module (``base:good`` for ``m/base.py:good``, its folder on the path): compared, they were "ok" with an
+    error of 0 (hostile pass 37b F2, F2b)."""
+    import os
+    import sys
+
+    from proofs_checks.sanity._loader import _split
+
+    def file_of(spec: str, option: str) -> str | None:
+        where, _ = _split(spec, option)
+        if where.endswith(".py") or "/" in where or "\\" in where:
+            return os.path.realpath(os.path.expanduser(where))
+        f = getattr(sys.modules.get(where), "__file__", None)
+        return os.path.realpath(f) if f else None
+
+    same = against is target
+    if not same and _split(module_spec, "--module")[1] == _split(against_spec, "--against")[1]:
+        fa, fb = file_of(module_spec, "--module"), file_of(against_spec, "--against")
+        same = fa is not None and fb is not None and (fa == fb or _samefile(fa, fb))
+    if same:
+        raise UsageError(f"--against {against_spec}: the module itself (the same object, or the same file and name as "
+                         "--module): the differential comparison could not reject anything; give a second "
+                         "implementation")
+
+
+def _samefile(a: str, b: str) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 # ------------------------------------------------------------------------------------------------
 # in the check's own process (proofs_checks.sanity._isolate)
 
@@ -304,6 +340,7 @@ def child_task(req: dict, obj: Any, arrays: dict) -> dict:
             kw["mapping"] = hook
         if req.get("against_spec"):
             kw["against"] = load_object(req["against_spec"], "--against")
+            _not_itself(req["module_spec"], req["against_spec"], target, kw["against"])
     from numerics.attention_mapping import TransformFailed
 
     try:
