@@ -69,9 +69,9 @@ def overwritten_outputs(f: Callable, x: torch.Tensor) -> list[str]:
     values are right as returned, and the check copies every output, so every property judges them as they were; a
     caller who keeps two outputs gets the second twice, which the warning says (hostile pass 36b F2)."""
     try:
-        a, _ = call(f, x)
+        a, _ = call(f, x, copy=False)
         first = a.detach().clone() if isinstance(a, torch.Tensor) else None
-        call(f, x.flip(0) if x.shape[0] > 1 else -x)
+        call(f, x.flip(0) if x.shape[0] > 1 else -x, copy=False)
     except Exception:  # noqa: BLE001 - the user's code: judged where it raises first
         return []
     if first is None or torch.nan_to_num(a.detach(), nan=1e300).equal(torch.nan_to_num(first, nan=1e300)):

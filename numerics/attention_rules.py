@@ -273,11 +273,15 @@ def _wrote(x: Any, before: torch.Tensor | None) -> None:
         INPUT_WRITTEN.add(int(x.shape[-2]) if x.dim() > 1 else 0)
 
 
-def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -> tuple[Any, torch.Tensor | None]:
+def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True,
+         copy: bool = True) -> tuple[Any, torch.Tensor | None]:
     """``f(x)`` (under ``torch.no_grad`` unless ``grad``): ``(out, weights)``; a tuple/list result is
     ``(out, weights, ...)`` where ``weights`` is kept only if it is a tensor whose last two axes are
     ``(T, T)``. ``watch``: a write into ``x`` is noted in :data:`INPUT_WRITTEN` (every call of the module's, the
-    other dtype's and the extreme-logit probes' included: hostile pass 24b F5; not the ``--against`` object's)."""
+    other dtype's and the extreme-logit probes' included: hostile pass 24b F5; not the ``--against`` object's).
+    ``copy``: the output and the weights are copies (``clone``, in the autograd graph where there is one), so that a
+    module returning buffers its next call overwrites — static output buffers, legitimate — is judged on each call's
+    values as returned, whichever property keeps them across calls (hostile passes 36b F2, 37b F3, F3b)."""
     before = x.detach().clone() if watch and isinstance(x, torch.Tensor) else None
     try:
         with defaults_kept():
@@ -306,10 +310,14 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True) -
             # (heads, batch, T, T), as torchscale returns them: not guessed into (batch, heads, T, T)
             LAST_UNREAD = f"a tensor of shape {tuple(w.shape)} (its first axis is not the batch, {x.shape[0]})"
             w = None
-        return out, w
+        return (_copied(out), _copied(w)) if copy else (out, w)
     _note_output(plain(r), x, grad, watch)
     _note_shape(f, x, grad, watch)
-    return plain(r), None
+    return (_copied(plain(r)) if copy else plain(r)), None
+
+
+def _copied(t: Any) -> Any:
+    return t.clone() if isinstance(t, torch.Tensor) else t
 
 
 def _note_shape(f: Callable, x: torch.Tensor, grad: bool, watch: bool) -> None:
