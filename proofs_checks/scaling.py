@@ -376,12 +376,14 @@ def _nonzero_near(form: Any, args: tuple, kwargs: dict) -> bool:
     for move in (_nudged, _stepped):
         try:
             moved = [move(a) for a in args]
+            kmoved = {k: move(v) for k, v in kwargs.items()}
         except RecursionError:  # a list nested past the interpreter's depth: nothing moved
             return False
-        if not args or all(a is None for a in moved):
+        if all(a is None for a in moved) and all(v is None for v in kmoved.values()):
             continue
         try:
-            out = form(*[a if b is None else b for a, b in zip(args, moved)], **kwargs)
+            out = form(*[a if b is None else b for a, b in zip(args, moved)],
+                       **{k: v if kmoved[k] is None else kmoved[k] for k, v in kwargs.items()})
         except Exception:  # noqa: BLE001 - a form defined at those inputs only: the next way, or nothing said
             continue
         probe = _Counter()
