@@ -231,6 +231,17 @@ def test_37b_f5_torch_sdpa_in_float32_is_ok(tmp_path):
     assert r.returncode == 0, (r.returncode, r.stdout[-1500:])
 
 
+def test_37b_f5_torch_multihead_attention_in_float32_is_ok(tmp_path):
+    from cli_helpers import tv_here
+
+    (tmp_path / "mha37b.py").write_text("import torch\ndef make():\n    torch.manual_seed(0)\n"
+                                        "    return torch.nn.MultiheadAttention(64, 2, batch_first=True)\n")
+    r = tv_here(tmp_path, "check", "attention", "--module", "mha37b.py:make", "--causal", "--dtype", "float32",
+                "--seed", "2")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:])
+
+
 def test_nudged_inputs_keep_their_kind_and_move_every_number():
     """The unit of 37b F1: lists and tuples (ragged, nested, mixed with text) and integer or boolean tensors are nudged;
     what holds no number is not."""
