@@ -10,7 +10,9 @@ from tests.test_hostile_round37b import ATT as ATT37
 
 # --- 32B F1: the power rule's "one input where every output is 0" guard, escaped by two such inputs -------------------
 
-def _false_claim(points, two_args):
+def _false_claim(points, two_args, form=None):
+    """The false identity ``3x = 2x`` (``3xy = 2xy`` with ``two_args``), its checks reading it at ``points`` only;
+    ``form`` instead of ``3x`` (one argument; its mutant ``form(x) + 1``)."""
     import numpy as np
     import sympy as sp
     from proofs_checks.plugin import Claim, DerivationBuilder, Mutant, compare, numeric, symbolic
@@ -36,6 +38,8 @@ def _false_claim(points, two_args):
 
     if two_args:
         form, mut = (lambda x, y: 3 * x * y), (lambda x, y: x * y + 1)
+    elif form is not None:
+        mut = lambda x: form(x) + 1  # noqa: E731
     else:
         form, mut = (lambda x: 3 * x), (lambda x: x + 1)
     return Claim(id="mine.threex", title="3x = 2x", statement="3x = 2x", source="none", kind="identity", form=form,

@@ -1,5 +1,5 @@
-"""Hostile pass 37, tester A: reproducers of the findings (the memory cgroup of docs/own-model.md, the processes, files
-and caches of a check). Each is a strict xfail until fixed; each builds its own files in tmp_path."""
+"""Hostile pass 37, tester A (and 36a F1): reproducers of the findings (the memory cgroup of docs/own-model.md, the processes, files
+and caches of a check). Each was a strict xfail until fixed; each builds its own files in tmp_path."""
 
 from __future__ import annotations
 
@@ -16,75 +16,34 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import MEMORY_CGROUP
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-FREEZER = Path("/sys/fs/cgroup/freezer")
+from freezer_helpers import EXAMPLES, alive, check_module, freezer_case
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _sweep_memory_groups() -> None:
-    from proofs_checks.sanity._cgroup import MemoryCgroup
-
-    with contextlib.suppress(Exception):
-        time.sleep(0.3)
-        g = MemoryCgroup.make()  # (sweeps the memory group a check left)
-        if g is not None:
-            g.close()
-
-
-def test_a_process_frozen_through_a_parent_freezer_group_does_not_outlive_the_check(tmp_path):
-    if (not sys.platform.startswith("linux") or os.geteuid() != 0 or not MEMORY_CGROUP
-            or not (FREEZER / "cgroup.procs").is_file()):
-        pytest.skip("needs root, a memory cgroup for the checks and the v1 freezer hierarchy (as on the CI machines)")
-    shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
-    group = FREEZER / f"tverify-test-nest-{os.getpid()}"
-    pid_file = tmp_path / "frozen.pid"
-    (tmp_path / "frz.py").write_text(textwrap.dedent(f"""
-        import os, time
-        from my_attn import MyAttention
-        if os.environ.get("FRZ_DONE") is None:
-            os.environ["FRZ_DONE"] = "1"
-            if os.fork() == 0:
-                os.makedirs({str(group)!r} + "/sub", exist_ok=True)
-                open({str(group)!r} + "/sub/cgroup.procs", "w").write(str(os.getpid()))
-                open({str(pid_file)!r}, "w").write(str(os.getpid()))
-                open({str(group)!r} + "/freezer.state", "w").write("FROZEN")
-                while True:
-                    time.sleep(1)
-            time.sleep(1)
-        class F(MyAttention):
-            pass
-    """))
-    pid = None
-    try:
-        r = subprocess.run([sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "frz.py:F",
-                            "--causal", "--quick", "--seq-len", "5", "--no-progress"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
-        pid = int(pid_file.read_text())
+@pytest.mark.parametrize("member", ["own", "sub"], ids=["its_own_group_frozen_36a_f1", "a_group_above_it_frozen_37a_f1"])
+def test_a_process_frozen_by_the_code_does_not_outlive_the_check(tmp_path, member):
+    """The code forks a child into a freezer group it makes and freezes that group: the child's own (36a F1), or the
+    group above it (37a F1: in v1 a group stays frozen while a group above it is)."""
+    with freezer_case(tmp_path, member) as (group, pid_file):
+        joined = str(group) if member == "own" else str(group / "sub")
+        (tmp_path / "frz.py").write_text(textwrap.dedent(f"""
+            import os, time
+            from my_attn import MyAttention
+            if os.environ.get("FRZ_DONE") is None:
+                os.environ["FRZ_DONE"] = "1"
+                if os.fork() == 0:
+                    os.makedirs({joined!r}, exist_ok=True)
+                    open({joined!r} + "/cgroup.procs", "w").write(str(os.getpid()))
+                    open({str(pid_file)!r}, "w").write(str(os.getpid()))
+                    open({str(group)!r} + "/freezer.state", "w").write("FROZEN")
+                    while True:
+                        time.sleep(1)
+                time.sleep(1)
+            class F(MyAttention):
+                pass
+        """))
+        r = check_module(tmp_path, "frz.py:F")
         time.sleep(0.5)
-        assert not _alive(pid), (r.returncode, r.stderr[-500:])
-    finally:
-        with contextlib.suppress(OSError):
-            (group / "freezer.state").write_text("THAWED")
-        if pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        for _ in range(50):
-            for g in (group / "sub", group):
-                with contextlib.suppress(OSError):
-                    g.rmdir()
-            if not group.exists():
-                break
-            time.sleep(0.1)
-        _sweep_memory_groups()
+        assert not alive(int(pid_file.read_text())), (r.returncode, r.stderr[-500:])
 
 
 _RMDEEP = """
@@ -158,17 +117,15 @@ def test_a_group_nested_deeper_than_path_max_by_the_code_gives_no_traceback(tmp_
     """))
     before = set(own.glob("tverify-*"))
     try:
-        r = subprocess.run([sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "deep.py:F",
-                            "--causal", "--quick", "--seq-len", "5", "--no-progress"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
-        left = set(own.glob("tverify-*")) - before
+        r = check_module(tmp_path, "deep.py:F")
+        # (a group of a check still running beside this test, another pytest worker's, is not left behind)
+        left = {g for g in set(own.glob("tverify-*")) - before if not alive(int(g.name.split("-")[1]))}
         assert "Traceback" not in r.stderr and r.returncode == 0 and not left, (r.returncode, r.stderr[-300:], left)
     finally:
         with contextlib.suppress(Exception):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
         time.sleep(0.3)
-        for g in set(own.glob("tverify-*")) - before:
+        for g in {g for g in set(own.glob("tverify-*")) - before if not alive(int(g.name.split("-")[1]))}:
             subprocess.run([sys.executable, "-c", _RMDEEP, str(g)], check=False)
 
 
@@ -284,49 +241,27 @@ def test_a_segment_another_program_made_and_the_code_only_read_is_not_removed(tm
 
 
 def test_tverify_exits_when_the_code_freezes_its_own_process_through_a_parent_freezer_group(tmp_path):
-    if (not sys.platform.startswith("linux") or os.geteuid() != 0 or not MEMORY_CGROUP
-            or not (FREEZER / "cgroup.procs").is_file()):
-        pytest.skip("needs root, a memory cgroup for the checks and the v1 freezer hierarchy (as on the CI machines)")
-    shutil.copy(EXAMPLES / "my_attn.py", tmp_path)
-    group = FREEZER / f"tverify-test-fw-{os.getpid()}"
-    pid_file = tmp_path / "worker.pid"
-    (tmp_path / "fw.py").write_text(textwrap.dedent(f"""
-        import os, time
-        from my_attn import MyAttention
-        N = [0]
-        class F(MyAttention):
-            def forward(self, x):
-                N[0] += 1
-                if N[0] == 5 and not os.path.exists({str(pid_file)!r}):
-                    worker = os.getpid()
-                    open({str(pid_file)!r}, "w").write(str(worker))
-                    if os.fork() == 0:
-                        os.makedirs({str(group)!r} + "/sub", exist_ok=True)
-                        open({str(group)!r} + "/sub/cgroup.procs", "w").write(str(worker))
-                        open({str(group)!r} + "/freezer.state", "w").write("FROZEN")
-                        os._exit(0)
-                    time.sleep(1)
-                return super().forward(x)
-    """))
-    try:
+    with freezer_case(tmp_path, "fw") as (group, pid_file):
+        (tmp_path / "fw.py").write_text(textwrap.dedent(f"""
+            import os, time
+            from my_attn import MyAttention
+            N = [0]
+            class F(MyAttention):
+                def forward(self, x):
+                    N[0] += 1
+                    if N[0] == 5 and not os.path.exists({str(pid_file)!r}):
+                        worker = os.getpid()
+                        open({str(pid_file)!r}, "w").write(str(worker))
+                        if os.fork() == 0:
+                            os.makedirs({str(group)!r} + "/sub", exist_ok=True)
+                            open({str(group)!r} + "/sub/cgroup.procs", "w").write(str(worker))
+                            open({str(group)!r} + "/freezer.state", "w").write("FROZEN")
+                            os._exit(0)
+                        time.sleep(1)
+                    return super().forward(x)
+        """))
         try:
-            r = subprocess.run([sys.executable, "-m", "proofs_checks.cli", "check", "attention", "--module", "fw.py:F",
-                                "--causal", "--quick", "--seq-len", "5", "--no-progress", "--timeout", "5"],
-                               cwd=tmp_path, capture_output=True, text=True, timeout=25,
-                               env={**os.environ, "TVERIFY_STORE": str(tmp_path / "st")})
+            r = check_module(tmp_path, "fw.py:F", "--timeout", "5", timeout=25)
         except subprocess.TimeoutExpired as exc:
             pytest.fail(f"tverify still running 25 s after a --timeout of 5 s: {(exc.stderr or b'')[-300:]!r}")
         assert r.returncode == 2, r.stderr[-300:]
-    finally:
-        with contextlib.suppress(OSError):
-            (group / "freezer.state").write_text("THAWED")
-        with contextlib.suppress(Exception):
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
-        for _ in range(50):
-            for g in (group / "sub", group):
-                with contextlib.suppress(OSError):
-                    g.rmdir()
-            if not group.exists():
-                break
-            time.sleep(0.1)
-        _sweep_memory_groups()
