@@ -2,7 +2,7 @@
 import textwrap
 
 import pytest
-from cli_helpers import mismatch_here, SEEDED_INIT, causal_attn, icl_mismatch_here, tv_here
+from cli_helpers import mismatch_here, causal_attn, icl_mismatch_here, tv_here
 from tests.test_hostile_round35b import ICL as ICL_29B  # (its least_squares predictor and the 29b F3 models)
 
 ATT = causal_attn(8, 2, '''
@@ -105,18 +105,7 @@ def test_30b_f5_cross_sample_term_in_large_batches_on_the_training_path_is_not_o
     r = mismatch_here(tmp_path, ATT, "TrainBatchLeak")
 
 
-CAUSAL = textwrap.dedent('''
-    import math, torch, torch.nn as nn
-    D, H = 8, 2
-    class Attn(nn.Module):
-        @SEEDED_INIT@
-        def forward(self, x):
-            B, T, _ = x.shape
-            sp = lambda t: t.view(B, T, H, D // H).transpose(1, 2)
-            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-            return self.o_proj(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-                               .transpose(1, 2).reshape(B, T, D))
-''').replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
+CAUSAL = causal_attn(8, 2)  # a correct causal attention
 
 
 def test_30b_f6_a_window_whose_look_back_is_never_reached_is_inconclusive(tmp_path):
