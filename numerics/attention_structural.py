@@ -98,7 +98,7 @@ def dependence(probe: Any, T: int, key: str, same_positions: bool = False) -> De
     x64 = probe.xs[T] * c
     J = probe._positions(T)
     noise = probe.probe(T, salt=17) * c
-    per = probe.B * T * probe.D * 8 * 6 + probe.B * T * T * 8 * 4
+    per = _per_sequence_bytes(probe, T) * probe.B
     n = max(1, _chunks(len(J) + 1, per) - 1)
     deltas, jit = [], None
     for i in range(0, len(J), n):
@@ -123,6 +123,16 @@ def dependence(probe: Any, T: int, key: str, same_positions: bool = False) -> De
     dep = Dependence(torch.cat(deltas), J, jit or 0.0)
     cache[(T, same_positions)] = dep
     return dep
+
+
+def _per_sequence_bytes(probe: Any, T: int) -> float:
+    """What one sequence of a stacked call holds, for the chunks of ≤ 256 MB: its activations (six T×D float64
+    tensors) and four T×T float64 tensors per head (logits, weights and their copies). The heads are the mapping's
+    (four where none is mapped). Counted without them, the README's 4-head example at T = 257 grew by 713 MB over
+    its start, over a --max-memory of 0.5 the up-front estimate had let start (hostile pass 38a F1); with them, 286 MB
+    (ru_maxrss, in one process), for 22 % more CPU at the default lengths (smaller stacked calls; --quick unchanged)."""
+    heads = getattr(getattr(probe, "m", None), "heads", None) or 4
+    return T * probe.D * 8 * 6 + heads * T * T * 8 * 4
 
 
 def _forbidden(T: int, J: list[int], st, causal: bool) -> dict[str, torch.Tensor]:

@@ -349,7 +349,32 @@ def socket_memory() -> float:
     except (OSError, ValueError, IndexError):
         total = 0.0
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-    return total * page + unix_socket_memory()
+    return total * page + unix_socket_memory() + queued_in_proc_net()
+
+
+def queued_in_proc_net() -> float:
+    """Bytes queued on this network namespace's netlink sockets (``Rmem`` and ``Wmem`` of ``/proc/net/netlink``),
+    packet sockets (``Rmem`` of ``/proc/net/packet``) and raw IP sockets (``tx_queue`` and ``rx_queue`` of
+    ``/proc/net/raw``, ``raw6``), every one: in no process's memory, no memory cgroup's count (the kernel charges no
+    socket buffer to a v1 group) and not in ``/proc/net/sockstat``'s figures (1.5 GB queued on a netlink socket and
+    never read passed --max-memory 0.5: hostile pass 38a F2); 0 for what cannot be read."""
+    total = 0.0
+    for name, cols in (("netlink", ("Rmem", "Wmem")), ("packet", ("Rmem",))):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/net/{name}", encoding="ascii", errors="replace") as fh:
+                head = fh.readline().split()
+                at = [head.index(c) for c in cols]
+                for line in fh:
+                    f = line.split()
+                    total += sum(float(f[i]) for i in at if i < len(f))
+    for name in ("raw", "raw6"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/net/{name}", encoding="ascii", errors="replace") as fh:
+                fh.readline()
+                for line in fh:
+                    tx, _, rx = line.split()[4].partition(":")
+                    total += int(tx, 16) + int(rx, 16)
+    return total
 
 
 def unix_socket_memory() -> float:
