@@ -372,7 +372,7 @@ def _active_dropout(m: torch.nn.Module) -> bool:
 def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | None = None,
                               allowed: torch.Tensor | None = None) -> Property:
     """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1) over the keys the
-    declared mask ``allowed`` (``(T, T)`` bool) permits — no weight on a forbidden key —, to the
+    declared mask ``allowed`` (``(T, T)`` bool) permits — no weight on a forbidden key, exactly —, to the
     rounding of the coarser of the weights' own dtype and the module's working precision ``work`` (a
     float32 softmax returned as float64 rounds as float32)."""
     u = max(unit_roundoff(w.dtype if w.dtype.is_floating_point else torch.float64),
@@ -393,7 +393,10 @@ def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | N
                  and not bool(allowed.all()) else "")
               + (f"; columns sum to 1 within {cols:.2g}: the softmax runs over the query axis (wrong axis)"
                  if err_sum > 1e-6 and cols < 1e-6 else ""))
-    return _judge("weights_are_distributions", max(err_sum, err_neg, forbidden), 4 * u * T,
+    if forbidden > 0:  # exp(−∞) = 0 in any precision: a weight on a forbidden key is a leak, not rounding (38b F3)
+        return _judge("weights_are_distributions", forbidden, 0.0, "exactly 0 on a key the declared mask forbids "
+                      "(its logit is −∞ before the softmax: a weight of exactly 0 in any precision)", detail)
+    return _judge("weights_are_distributions", max(err_sum, err_neg), 4 * u * T,
                   f"4·u·T = {4 * u * T:.3g}: rounding of a T-term sum of numbers in [0, 1] (u = {u:.3g}, the "
                   "working precision's unit roundoff)", detail)
 

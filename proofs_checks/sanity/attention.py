@@ -124,7 +124,7 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     pr.probe.read_scaling = done.scaling[:2] if done.scaling else None  # (value, source): names a scale it explains
     ch = choose_mapping(pr.probe, weights, st, done.decl, ld.f, ld.D)  # the RoPE convention read too
     if against is not None:
-        S.attach_against(pr.probe, against, decl, ld.tdt)
+        S.attach_against(pr.probe, against, decl, ld.tdt, module=obj)
     ev = evaluate(pr, ld, decl, done, weights, ch, against, label)
     return render(pr, ld, decl, done, weights, ch, ev, window_text is not None)
 

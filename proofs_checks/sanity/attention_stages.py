@@ -232,9 +232,10 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
     return Probed(probe, all_outs, tick, notes)
 
 
-def attach_against(probe, against: Any, decl: Declaration, tdt) -> None:
+def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = None) -> None:
     """Differential mode: the second implementation (instantiated with the same seed) replaces the
-    mapped reference; it must run, in shape, and give finite outputs at every probe length."""
+    mapped reference; it must run, in shape, and give finite outputs at every probe length. ``module``: the checked
+    object as instantiated; the second one being that very object is refused (a factory returning it: 38b F2)."""
     import torch
 
     from numerics import attention_probe as ap
@@ -243,6 +244,9 @@ def attach_against(probe, against: Any, decl: Declaration, tdt) -> None:
     with torch.random.fork_rng(devices=[]):  # the same seed: factories seeded alike get equal weights
         torch.manual_seed(int(decl.seed))
         g = instantiate(against, decl.dim, "--against")
+    if module is not None and g is module:
+        raise UsageError("--against: it gives the checked module itself (the same object, once its factory is called): "
+                         "the differential comparison could not reject anything; give a second implementation")
     if isinstance(g, torch.nn.Module):
         try:
             g = copy.deepcopy(g).to(dtype=tdt, device=decl.device).eval()
