@@ -1126,7 +1126,7 @@ def _register_extension_commands() -> None:
 _register_extension_commands()
 
 
-_WRITE_ERRNOS = ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EPIPE", "EROFS")
+_WRITE_ERRNOS = ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EPIPE", "EROFS", "EBADF")
 
 
 def _write_failure(exc: OSError) -> str | None:
@@ -1142,8 +1142,20 @@ def _write_failure(exc: OSError) -> str | None:
         return "the standard output is closed (started with >&-); nothing was written to it"
     if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
         return "the output was closed before everything was written (broken pipe); the output is incomplete"
+    if exc.errno == errno.EBADF and _read_only(1):  # (38a F8: 1</dev/null)
+        return "the standard output is open for reading only (1</dev/null?); nothing could be written to it"
     where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
     return f"cannot write{where}: {exc.strerror or exc}; the output is incomplete"
+
+
+def _read_only(fd: int) -> bool:
+    import fcntl
+    import os
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    except OSError:
+        return False
 
 
 def _quiet_stdout(descriptor: int = 1) -> None:
@@ -1181,6 +1193,9 @@ def main(argv: list[str] | None = None) -> None:
     guard_closed_streams()
     supervised = False
     if argv is None:  # the console command: its work in a child whose end is reported (proofs_checks.supervisor)
+        from proofs_checks.console import wait_when_full
+
+        wait_when_full()
         tolerant_encoding()
         from proofs_checks.options import own_standard_output
         from proofs_checks.supervisor import supervise

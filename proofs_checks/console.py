@@ -95,6 +95,57 @@ def tolerant_encoding() -> None:
             pass
 
 
+class _Waiting:
+    """A raw writer on a descriptor left in non-blocking mode (as Node.js and some CI runners leave a pipe): where it is
+    full, the write waits until the reader takes some, as on a blocking one. Python's own stream raised
+    ``BlockingIOError``: a traceback, or ``list``'s output cut at the pipe's 4 kB, exit 0 (hostile pass 38a F9). The
+    descriptor's mode, shared with the process that opened it, is left as it is."""
+
+    def __init__(self, fd: int):
+        import io
+
+        class Raw(io.RawIOBase):
+            def writable(self) -> bool:
+                return True
+
+            def fileno(self) -> int:
+                return fd
+
+            def write(self, b) -> int:
+                return write_waiting(fd, b)
+
+        self.raw = Raw()
+
+
+def write_waiting(fd: int, data) -> int:
+    """``os.write(fd, data)``, waiting while the descriptor is non-blocking and full."""
+    import os
+    import select
+
+    while True:
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            select.select([], [fd], [], 1.0)
+
+
+def wait_when_full() -> None:
+    """The console's standard output and error, where non-blocking, written through :class:`_Waiting`."""
+    import io
+    import os
+
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        try:
+            if stream is None or stream.fileno() != fd or os.get_blocking(fd):
+                continue
+            setattr(sys, name, io.TextIOWrapper(io.BufferedWriter(_Waiting(fd).raw), encoding=stream.encoding,
+                                                errors=stream.errors, line_buffering=stream.line_buffering,
+                                                write_through=name == "stderr"))
+        except (AttributeError, OSError, ValueError):
+            continue
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP (``kill PID``, a CI job cancelled, a closed terminal) turned into an exception
     in tverify's own process, so every ``finally`` runs as for Ctrl-C: a half-written report folder,

@@ -156,11 +156,11 @@ def echo_json(text: str) -> None:
     if fd is None:
         click.echo(text)
         return
-    import os
+    from proofs_checks.console import write_waiting
 
     view = memoryview((text + "\n").encode("utf-8"))
     while view:
-        view = view[os.write(fd, view):]
+        view = view[write_waiting(fd, view):]
 
 
 def json_option(f, help_text: str = "Write the result as JSON to PATH ('-' for stdout)."):

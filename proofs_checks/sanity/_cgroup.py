@@ -189,12 +189,13 @@ def remove_groups_of(pid: int) -> None:
                 MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
 
 
-def _thaw(pid: int) -> list[tuple[Path, str]]:
+def _thaw(pid: int) -> list[tuple[Path, tuple[str, ...], str]]:
     """Thaw the freezer cgroup ``pid`` is in (v1 ``freezer.state``, v2 ``cgroup.freeze``) and every frozen group above
     it, from the top down, if the code froze them: a frozen process's SIGKILL waits until it is thawed, and it outlived
     the check with its memory group (hostile pass 36a F1); a group is frozen too while a group above it is, and cannot
-    be thawed until that one is (37a F1). Returns the groups above the process's own that were thawed, with their
-    state, for :func:`_refreeze` (other processes may be in them)."""
+    be thawed until that one is (37a F1). Each group is reached by descriptors relative to its parent (one nested
+    deeper than PATH_MAX was never thawed: 38a F6). Returns the groups above the process's own that were thawed, for
+    :func:`_refreeze` (other processes may be in them)."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
@@ -208,25 +209,54 @@ def _thaw(pid: int) -> list[tuple[Path, str]]:
             base, file, value = _ROOT / "freezer", "freezer.state", "THAWED"
         else:
             continue
-        parts = [p for p in path.split("/") if p]
+        parts = tuple(p for p in path.split("/") if p)
         if ".." in parts:
             continue
-        for depth in range(1, len(parts) + 1):
-            target = base.joinpath(*parts[:depth]) / file
+        for depth, fd in enumerate(_descend(base, parts), start=1):
             with contextlib.suppress(OSError):
-                state = target.read_text().strip()
+                state = _read_at(fd, file).strip()
                 if state not in ("0", "THAWED"):
-                    target.write_text(value)
+                    _write_at(fd, file, value)
                     if depth < len(parts):
-                        thawed.append((target, state))
+                        thawed.append((base, parts[:depth], file))
     return thawed
 
 
-def _refreeze(thawed: list[tuple[Path, str]]) -> None:
-    """The groups above the code's processes that :func:`_thaw` thawed, frozen again once those processes are gone."""
-    for target, state in reversed(thawed):
+def _descend(base: Path, parts: tuple[str, ...]) -> Iterator[int]:
+    """A descriptor of each folder ``base/parts[0]``, ``base/parts[0]/parts[1]``, … in turn, each opened relative to
+    the one before (closed here)."""
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        for part in parts:
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            yield fd
+    except OSError:
+        return
+    finally:
         with contextlib.suppress(OSError):
-            target.write_text("1" if target.name == "cgroup.freeze" else "FROZEN")
+            os.close(fd)
+
+
+def _write_at(fd: int, name: str, text: str) -> None:
+    inner = os.open(name, os.O_WRONLY, dir_fd=fd)
+    try:
+        os.write(inner, text.encode())
+    finally:
+        os.close(inner)
+
+
+def _refreeze(thawed: list[tuple[Path, tuple[str, ...], str]]) -> None:
+    """The groups above the code's processes that :func:`_thaw` thawed, frozen again once those processes are gone."""
+    for base, parts, file in reversed(thawed):
+        for depth, fd in enumerate(_descend(base, parts), start=1):
+            if depth == len(parts):
+                with contextlib.suppress(OSError):
+                    _write_at(fd, file, "1" if file == "cgroup.freeze" else "FROZEN")
 
 
 class MemoryCgroup:

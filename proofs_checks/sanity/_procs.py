@@ -456,8 +456,9 @@ OWNED_QUEUES: dict[int, set[int]] = {}
 
 
 def memfd_bytes(pids) -> float:
-    """Bytes held in memory files (``os.memfd_create``) the processes keep open, mapped or not (a
-    memfd written with ``os.write`` is in no process's RSS): each file once, by its allocated size."""
+    """Bytes held in memory files (``os.memfd_create``, and ``memfd_secret``'s, whose mapped pages are in no
+    process's anonymous or shared figure) the processes keep open, mapped or not (a memfd written with ``os.write`` is
+    in no process's RSS): each file once, by its allocated size (its size where the kernel gives no blocks)."""
     seen, total = set(), 0.0
     for p in pids:
         try:
@@ -467,7 +468,7 @@ def memfd_bytes(pids) -> float:
         for n in fds:
             path = f"/proc/{p}/fd/{n}"
             try:
-                if not os.readlink(path).startswith("/memfd:"):
+                if not os.readlink(path).startswith(("/memfd:", "/secretmem")):  # (memfd_secret: 38a F3)
                     continue
                 st = os.stat(path)
             except OSError:
