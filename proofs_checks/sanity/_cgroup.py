@@ -81,14 +81,14 @@ def _subfolders(fd: int) -> list[str]:
     return out
 
 
-def _walk(folder: Path, removed: bool = False) -> Iterator[int]:
+def _walk(folder: Path | int, removed: bool = False) -> Iterator[int]:
     """A descriptor of ``folder`` and of every folder below it, parents first, each opened relative to its parent: no
     path is built, so a group the code nested deeper than PATH_MAX is walked too (its long path made ``pids()`` raise
     ENAMETOOLONG in a traceback, and a sweep meeting it left every later check without a group: hostile pass 37a F2),
     and no recursion bounds the depth. ``removed``: each folder below ``folder`` removed once its own subtree is done
     (children first; the kernel refuses a group that still holds a process). The descriptors are closed here."""
-    try:
-        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # (a descriptor: a duplicate of it, closed here)
+        top = os.dup(folder) if isinstance(folder, int) else os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
     stack = [(top, iter(_subfolders(top)), "")]
@@ -212,14 +212,35 @@ def _thaw(pid: int) -> list[tuple[Path, tuple[str, ...], str]]:
         parts = tuple(p for p in path.split("/") if p)
         if ".." in parts:
             continue
+        reached, last = 0, None
         for depth, fd in enumerate(_descend(base, parts), start=1):
-            with contextlib.suppress(OSError):
-                state = _read_at(fd, file).strip()
-                if state not in ("0", "THAWED"):
-                    _write_at(fd, file, value)
-                    if depth < len(parts):
-                        thawed.append((base, parts[:depth], file))
+            reached = depth
+            if _thawed_at(fd, file, value) and depth < len(parts):
+                thawed.append((base, parts[:depth], file))
+            if depth < len(parts):  # (a duplicate of the deepest group reached short of the process's own)
+                with contextlib.suppress(OSError):
+                    if last is not None:
+                        os.close(last)
+                    last = os.dup(fd)
+        if last is not None:
+            try:
+                if reached < len(parts):  # /proc/PID/cgroup cuts a path at PATH_MAX: below the deepest group reached,
+                    for fd in _walk(last):  # every frozen one thawed, parents first, the process's own among them (38a F6)
+                        _thawed_at(fd, file, value)
+            finally:
+                os.close(last)
     return thawed
+
+
+def _thawed_at(fd: int, file: str, value: str) -> bool:
+    """Whether the group at ``fd`` was frozen, thawed now."""
+    try:
+        if _read_at(fd, file).strip() not in ("0", "THAWED"):
+            _write_at(fd, file, value)
+            return True
+    except OSError:
+        pass
+    return False
 
 
 def _descend(base: Path, parts: tuple[str, ...]) -> Iterator[int]:
