@@ -12,6 +12,7 @@ import pytest
 
 from tests.cli_helpers import tv_here
 from tests.tiers import moved
+from freezer_helpers import alive
 
 _TVERIFY = str(Path(sys.executable).with_name("tverify"))
 
@@ -42,7 +43,42 @@ def test_small_correct_attention_fits_under_half_a_gb(tmp_path: Path):
     assert r.returncode == 0, (r.returncode, r.stderr[-800:])
 
 
-_NETLINK_HOG = '''
+def _run_under_half_a_gb(folder: Path, text: str):
+    """``check attention --quick --max-memory 0.5`` of the module ``text`` (its class MyAttention), in this process."""
+    (folder / "hog.py").write_text(text)
+    r = tv_here(folder, "check", "attention", "--module", "hog.py:MyAttention", "--quick", "--max-memory", "0.5")
+    assert "Traceback" not in r.stderr, r.stderr
+    return r
+
+
+def _stopped(r) -> None:
+    assert r.returncode == 2 and "--max-memory 0.5" in r.stderr, (r.returncode, r.stderr[-800:])
+
+
+#: the attention every module below computes; its first call runs the module's own code once (``@ONCE@``)
+_HOGGING = '''class MyAttention(nn.Module):
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        if not _KEEP:
+@ONCE@        b, t, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
+'''
+
+
+def _hogging(prelude: str, once: str) -> str:
+    """A module text: ``prelude`` (imports, ``_KEEP``, helpers), then :data:`_HOGGING` running ``once`` (lines indented
+    for the ``if not _KEEP:`` block) at its first call."""
+    return prelude + _HOGGING.replace("@ONCE@", once[1:])
+
+
+_NETLINK_HOG = _hogging('''
 import math, socket, struct, sys
 import torch
 from torch import nn
@@ -70,34 +106,19 @@ def hog(total):
     return r, s, sent
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             _KEEP.append(hog(1200 << 20))
             print("queued MB", _KEEP[0][2] >> 20, file=sys.stderr)
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                     reason="SO_RCVBUFFORCE needs root (CAP_NET_ADMIN)")
 def test_netlink_socket_buffers_counted(tmp_path: Path):
-    (tmp_path / "nl.py").write_text(_NETLINK_HOG)
-    r = tv_here(tmp_path, "check", "attention", "--module", "nl.py:MyAttention", "--quick", "--max-memory", "0.5")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 2 and "--max-memory 0.5" in r.stderr, (r.returncode, r.stderr[-800:])
+    _stopped(_run_under_half_a_gb(tmp_path, _NETLINK_HOG))
 
 
-_SECRETMEM_HOG = '''
+_SECRETMEM_HOG = _hogging('''
 import ctypes, math, mmap, os, sys
 import torch
 from torch import nn
@@ -118,22 +139,10 @@ def hog(n):
     return fd, m
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             _KEEP.append(hog(1200 << 20))
             print("secret MB", len(_KEEP[0][1]) >> 20, file=sys.stderr)
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 def _memfd_secret_usable() -> bool:
@@ -155,13 +164,10 @@ def test_secretmem_counted_without_a_cgroup(tmp_path: Path, monkeypatch):
     from proofs_checks.sanity import _cgroup
 
     monkeypatch.setattr(_cgroup.MemoryCgroup, "make", classmethod(lambda cls: None))  # as where no group can be made
-    (tmp_path / "sec.py").write_text(_SECRETMEM_HOG)
-    r = tv_here(tmp_path, "check", "attention", "--module", "sec.py:MyAttention", "--quick", "--max-memory", "0.5")
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == 2 and "--max-memory 0.5" in r.stderr, (r.returncode, r.stderr[-800:])
+    _stopped(_run_under_half_a_gb(tmp_path, _SECRETMEM_HOG))
 
 
-_MLOCK_HOG = '''
+_MLOCK_HOG = _hogging('''
 import ctypes, math, mmap, os, sys
 import torch
 from torch import nn
@@ -179,22 +185,10 @@ def hog(path):
     return fd, m
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             _KEEP.append(hog(os.path.join(os.path.dirname(os.path.abspath(__file__)), "big.dat")))
             print("locked MB", len(_KEEP[0][1]) >> 20, file=sys.stderr)
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
@@ -207,14 +201,12 @@ def test_mlocked_cached_file_counted(tmp_path: Path):
     with open(big, "rb") as fh:  # the file read once by the user before the check: its pages are cached
         while fh.read(1 << 24):
             pass
-    (tmp_path / "ml.py").write_text(_MLOCK_HOG)
-    r = tv_here(tmp_path, "check", "attention", "--module", "ml.py:MyAttention", "--quick", "--max-memory", "0.5")
-    assert "Traceback" not in r.stderr, r.stderr
+    r = _run_under_half_a_gb(tmp_path, _MLOCK_HOG)
     assert "locked MB 1200" in r.stderr, r.stderr[-800:]
-    assert r.returncode == 2 and "--max-memory 0.5" in r.stderr, (r.returncode, r.stderr[-800:])
+    _stopped(r)
 
 
-_RAMFS_HOG = '''
+_RAMFS_HOG = _hogging('''
 import math, os, subprocess, sys
 import torch
 from torch import nn
@@ -222,15 +214,7 @@ from torch import nn
 _KEEP = []
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ram")
             subprocess.run(["mount", "-t", "ramfs", "ramfs", d], check=True)
             with open(os.path.join(d, "blob"), "wb") as fh:
@@ -238,11 +222,7 @@ class MyAttention(nn.Module):
                     fh.write(b"\\xee" * (1 << 20))
             _KEEP.append(d)
             print("ramfs MB 1200", file=sys.stderr)
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 def _can_mount_ramfs(tmp_path: Path) -> bool:
@@ -276,7 +256,7 @@ def test_ramfs_counted_without_a_cgroup(tmp_path: Path, monkeypatch):
     assert r.returncode == 2 and "--max-memory 0.5" in r.stderr, (r.returncode, r.stderr[-800:])
 
 
-_DEEP_FREEZE = '''
+_DEEP_FREEZE = _hogging('''
 import math, os, subprocess, sys
 import torch
 from torch import nn
@@ -318,21 +298,9 @@ def start():
     return p
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             _KEEP.append(start())
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 def _unfreeze_and_remove(name: str, levels: int = 24) -> None:
@@ -373,14 +341,6 @@ def _unfreeze_and_remove(name: str, levels: int = 24) -> None:
             os.close(fd)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0
                     or not os.access("/sys/fs/cgroup/freezer/cgroup.procs", os.W_OK),
                     reason="needs root and a writable v1 freezer hierarchy")
@@ -391,14 +351,14 @@ def test_process_frozen_in_a_deep_freezer_group_is_ended(tmp_path: Path, monkeyp
     try:
         r = tv_here(tmp_path, "check", "attention", "--module", "fz.py:MyAttention", "--quick")
         pid = int((tmp_path / "sleeper.pid").read_text())
-        alive = _alive(pid)
+        left = alive(pid)
     finally:
         _unfreeze_and_remove(name)
     assert "Traceback" not in r.stderr, r.stderr
-    assert not alive, f"the code's frozen process {pid} outlived the check"
+    assert not left, f"the code's frozen process {pid} outlived the check"
 
 
-_SPLICE_HOG = '''
+_SPLICE_HOG = _hogging('''
 import fcntl, math, os, resource, sys
 import torch
 from torch import nn
@@ -424,22 +384,10 @@ def hog(path, each=1 << 20):
     return fd, keep, off
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             _KEEP.append(hog(os.path.join(os.path.dirname(os.path.abspath(__file__)), "big.dat")))
             print("spliced MB", _KEEP[0][2] >> 20, file=sys.stderr)
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 def _splice_usable() -> bool:
@@ -454,11 +402,9 @@ def _splice_usable() -> bool:
 def test_spliced_pipe_pages_counted(tmp_path: Path):
     with open(tmp_path / "big.dat", "wb") as fh:
         fh.truncate(1200 << 20)  # (sparse: no disk written; its pages are made when the code splices them)
-    (tmp_path / "sp.py").write_text(_SPLICE_HOG)
-    r = tv_here(tmp_path, "check", "attention", "--module", "sp.py:MyAttention", "--quick", "--max-memory", "0.5")
-    assert "Traceback" not in r.stderr, r.stderr
+    r = _run_under_half_a_gb(tmp_path, _SPLICE_HOG)
     assert "spliced MB 1200" in r.stderr, r.stderr[-800:]
-    assert r.returncode == 2 and "--max-memory 0.5" in r.stderr, (r.returncode, r.stderr[-800:])
+    _stopped(r)
 
 
 def test_stdout_opened_read_only_is_one_line(tmp_path: Path):
