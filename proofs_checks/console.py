@@ -112,21 +112,11 @@ class _Waiting:
                 return fd
 
             def write(self, b) -> int:
+                from proofs_checks.options import write_waiting
+
                 return write_waiting(fd, b)
 
         self.raw = Raw()
-
-
-def write_waiting(fd: int, data) -> int:
-    """``os.write(fd, data)``, waiting while the descriptor is non-blocking and full."""
-    import os
-    import select
-
-    while True:
-        try:
-            return os.write(fd, data)
-        except BlockingIOError:
-            select.select([], [fd], [], 1.0)
 
 
 def wait_when_full() -> None:

@@ -156,11 +156,21 @@ def echo_json(text: str) -> None:
     if fd is None:
         click.echo(text)
         return
-    from proofs_checks.console import write_waiting
-
     view = memoryview((text + "\n").encode("utf-8"))
     while view:
         view = view[write_waiting(fd, view):]
+
+
+def write_waiting(fd: int, data) -> int:
+    """``os.write(fd, data)``, waiting while the descriptor is non-blocking and full (hostile pass 38a F9)."""
+    import os
+    import select
+
+    while True:
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            select.select([], [fd], [], 1.0)
 
 
 def json_option(f, help_text: str = "Write the result as JSON to PATH ('-' for stdout)."):
