@@ -461,3 +461,21 @@ def test_nonblocking_stdout_check_json_no_traceback(tmp_path: Path):
                                               "--quick", "--json", "-", "--no-progress"], tmp_path, _env(tmp_path),
                                              wait=15)
     assert "Traceback" not in err, err[-1500:]
+
+
+def test_a_report_folder_changed_during_a_check_is_named_by_its_option(tmp_path: Path):
+    """38a N2: the warning for a --report folder the code wrote into during the run named it "--out"."""
+    from cli_helpers import causal_attn
+
+    rep = tmp_path / "rep"
+    (tmp_path / "att.py").write_text(causal_attn(8, 2, f"""
+        import os
+        class Writes(Attn):
+            def forward(self, x):
+                os.makedirs({str(rep)!r}, exist_ok=True)
+                open(os.path.join({str(rep)!r}, "notes.md"), "w").write("mine")
+                return super().forward(x)
+    """))
+    r = tv_here(tmp_path, "check", "attention", "--module", "att.py:Writes", "--causal", "--quick", "--report", "rep")
+    assert r.returncode == 0 and (rep / "notes.md").read_text() == "mine", (r.returncode, r.stderr[-800:])
+    assert "--report rep" in r.stderr and "--out" not in r.stderr, r.stderr[-800:]

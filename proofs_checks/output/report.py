@@ -456,8 +456,12 @@ def _moved_aside(message: str) -> None:
     moved_aside(message)
 
 
+def _named(text: str, option: str) -> str:
+    return option + text[len("--out"):] if text.startswith("--out") else text
+
+
 def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any], *, force: bool = False,
-                 what: str = "report", aside: bool = False) -> Path:
+                 what: str = "report", aside: bool = False, option: str = "--out") -> Path:
     """Write an output folder safely (``tverify report``, ``sweep``, ``reproduce``, ``check --report``):
     ``out`` must pass :func:`check_report_target`; ``fill(tmp)`` writes the files into a temporary
     sibling, which gets ``stamp`` plus the list of its files as :data:`MARKER` and 0755/0644 modes;
@@ -466,7 +470,8 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
     that no longer passes when the run is done (a folder of the user's made there meanwhile): the output is
     built beside it under a new name, said in a warning (it was dropped; hostile pass 11a, F9), once: when that fails
     too (the folder above it is a file now), the first refusal is raised (``aside``: this is that second try; it
-    recursed without end, hostile pass 17a F1). Returns where the output is."""
+    recursed without end, hostile pass 17a F1). ``option``: the command's name for ``out`` in those lines
+    (``--report`` for a check's: 38a N2). Returns where the output is."""
     try:
         out = check_report_target(out, force)
     except ReportTargetError as exc:
@@ -475,10 +480,10 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         keep = Path(out).expanduser().absolute()
         keep = keep.parent / _fit(keep.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
         try:
-            built = build_output(keep, fill, stamp, force=False, what=what, aside=True)
+            built = build_output(keep, fill, stamp, force=False, what=what, aside=True, option=option)
         except ReportTargetError:
             raise exc from None  # nothing can be written there: one line about the place asked for
-        why = str(exc).split("; nothing was written")[0]
+        why = _named(str(exc).split("; nothing was written")[0], option)
         _moved_aside(f"{why} (it changed during the run): it was left as it is and the new {what} is in {built}")
         return built
     from proofs_checks.owned import note_seen, unchanged_since_seen
@@ -501,7 +506,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         except ReportTargetError as exc:
             keep = out.parent / _fit(out.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             os.replace(tmp, keep)
-            _moved_aside(f"{exc} (it changed during the run); the new {what} is in {keep}")
+            _moved_aside(f"{_named(str(exc), option)} (it changed during the run); the new {what} is in {keep}")
             return keep
         old, moved = None, False
         try:  # (the set-aside inside the try: a signal between it and the replace put the previous folder back too)

@@ -404,7 +404,7 @@ def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:
 
     stamp = {"command": f"check {result.check}",
              "note": "written by tverify check --report; the next report may replace this folder if it holds only these files"}
-    return rp.build_output(Path(report_dir), fill, stamp)
+    return rp.build_output(Path(report_dir), fill, stamp, option="--report")
 
 
 def finish(result: SanityResult, json_path: str | None, report_dir: str | None = None) -> None:
