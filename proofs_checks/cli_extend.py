@@ -21,6 +21,8 @@ def new_claim_cmd(claim_id, folder):
     from proofs_checks.scaffold import ScaffoldError, files_for, write_scaffold
     from proofs_checks.store import OutputPathError, refuse_own_installation
 
+    if not folder.strip():  # (an empty --dir wrote into the working folder without a word: 38a N3)
+        raise UsageError("--dir: empty path; give a folder (--dir . for the working folder)")
     try:
         refuse_own_installation(folder, "--dir")
         # each file where it would land: a folder of the package linked into tverify's code was written through

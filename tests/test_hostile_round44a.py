@@ -479,3 +479,12 @@ def test_a_report_folder_changed_during_a_check_is_named_by_its_option(tmp_path:
     r = tv_here(tmp_path, "check", "attention", "--module", "att.py:Writes", "--causal", "--quick", "--report", "rep")
     assert r.returncode == 0 and (rep / "notes.md").read_text() == "mine", (r.returncode, r.stderr[-800:])
     assert "--report rep" in r.stderr and "--out" not in r.stderr, r.stderr[-800:]
+
+
+def test_new_claim_with_an_empty_dir_is_refused(tmp_path: Path, monkeypatch):
+    """38a N3: ``new-claim --dir ''`` wrote the package into the working folder without a word."""
+    from tests.cli_helpers import invoke_in
+
+    r = invoke_in(tmp_path, monkeypatch, "new-claim", "mine.ex", "--dir", "")
+    assert r.returncode == 2 and "--dir: empty path" in r.stderr and not list(tmp_path.iterdir()), (r.returncode,
+                                                                                                    r.stderr)
