@@ -73,6 +73,9 @@ def _precision_now() -> tuple:
 
 
 def _set_precision(values: tuple) -> None:
+    if values == _OWN_PRECISION and _OWN_LEGACY is not None:  # this process's own: its legacy setting too, first
+        with contextlib.suppress(Exception):
+            torch.set_float32_matmul_precision(_OWN_LEGACY)
     for (o, a), v in zip(_SITES, values):
         with contextlib.suppress(Exception):
             if o is None:
@@ -84,8 +87,22 @@ def _set_precision(values: tuple) -> None:
 #: the float32 precision settings of this process before any user's code ran (imported with the checks, in the fork
 #: server before a module is loaded): what the check's own computations run under
 _OWN_PRECISION = _precision_now()
+try:
+    _OWN_LEGACY: str | None = torch.get_float32_matmul_precision()
+except RuntimeError:  # (the legacy and the new settings mixed: no legacy value to speak of)
+    _OWN_LEGACY = None
 #: the settings the user's code left (at its import or in a call): what its later calls run under
 _THEIRS: list = []
+
+
+def own_precision_for_a_check() -> None:
+    """At a check's start: the settings the user's code has left so far (at its import) kept for its calls, this
+    process's own put back for the check's computations; none kept from an earlier check in this process (a module of
+    an earlier in-process check that set "medium" would otherwise have run the next module under it)."""
+    now = _precision_now()
+    _THEIRS[:] = [now] if now != _OWN_PRECISION else []
+    if _THEIRS:
+        _set_precision(_OWN_PRECISION)
 
 
 @contextlib.contextmanager

@@ -159,3 +159,19 @@ def test_38b_f5_correct_per_sample_float32_attention_is_ok(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", "ps.py:PerSample", "--causal", "--quick", "--dtype", "float32")
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 0, r.stdout[-1500:]
+
+
+def test_38b_f4_a_setting_left_by_an_earlier_in_process_check_does_not_reach_the_next():
+    """The float32 settings a module left are its own calls' only: after the check, this process's are back (the legacy
+    getter included), and a correct module checked next in the same process is judged under this process's own."""
+    import torch
+
+    from proofs_checks.api import check_attention
+
+    ns: dict = {}
+    exec(_MODULES, ns)  # noqa: S102 - the test's own module text
+    before = torch.get_float32_matmul_precision()
+    check_attention(ns["MedBatch"](), causal=True, dtype="float32", mode="quick", seq_len=[2, 5], isolate=False)
+    assert torch.get_float32_matmul_precision() == before
+    r = check_attention(ns["Attn"](), causal=True, dtype="float32", mode="quick", seq_len=[2, 5], isolate=False)
+    assert r.ok, [(p.name, p.detail) for p in r.properties if p.status == "fail"]

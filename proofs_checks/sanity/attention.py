@@ -114,6 +114,9 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     window_text = None if window is None else (",".join(map(str, window)) if isinstance(window, (tuple, list))
                                                else str(window))  # as the user wrote it (for the lines)
     name = name or getattr(obj, "__name__", type(obj).__name__)
+    from numerics.torch_utils import own_precision_for_a_check
+
+    own_precision_for_a_check()  # (the module's float32 settings for its calls, this process's for the check's)
     obj = S.load(obj, decl, label, name)
     done = S.complete(obj, decl, label, window_text)
     ld = S.prepare(obj, decl, done, label, name)
