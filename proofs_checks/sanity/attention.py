@@ -70,7 +70,6 @@ from proofs_checks.sanity._common import (SanityResult, check_json_target, check
 from proofs_checks.sanity.attention_declaration import (KV_GROUPINGS, POSITIONAL, QK_NORMS, Declaration,
                                                         build_declaration, parse_lengths, parse_window)
 from proofs_checks.sanity.attention_load import _quiet_flex_warning, _short, instantiate, model_dim
-from proofs_checks.sanity.attention_props import evaluate
 from proofs_checks.sanity.attention_render import render
 from proofs_checks.sanity.attention_verdict import attention_verdict
 from proofs_checks.sanity.attention_weights import choose_mapping, find_weights
@@ -128,6 +127,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     ch = choose_mapping(pr.probe, weights, st, done.decl, ld.f, ld.D)  # the RoPE convention read too
     if against is not None:
         S.attach_against(pr.probe, against, decl, ld.tdt, module=obj)
+    from proofs_checks.sanity.attention_props import evaluate  # torch: the check's process only, not the CLI's
+
     ev = evaluate(pr, ld, decl, done, weights, ch, against, label)
     return render(pr, ld, decl, done, weights, ch, ev, window_text is not None)
 
