@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 
@@ -68,15 +69,42 @@ def _precision_sites() -> list:
 _SITES = _precision_sites()
 
 
+#: the device types whose autocast state (on, and its dtype) is part of the settings: a module that turns autocast on at
+#: import had the check's own float32 reference computed in bfloat16 (hostile pass 39b F4)
+_AUTOCAST = ("cpu", "cuda")
+
+
+def _autocast_now() -> tuple:
+    try:
+        return tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST)
+    except (TypeError, AttributeError, RuntimeError):  # (torch < 2.4: no device-type arguments; the CPU's alone)
+        return ((torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()),)
+
+
+def _set_autocast(values: tuple) -> None:
+    with contextlib.suppress(TypeError, AttributeError, RuntimeError):
+        if len(values) == 1:
+            torch.set_autocast_cpu_enabled(values[0][0])
+            torch.set_autocast_cpu_dtype(values[0][1])
+            return
+        for d, (on, dtype) in zip(_AUTOCAST, values):
+            if torch.get_autocast_dtype(d) != dtype:
+                torch.set_autocast_dtype(d, dtype)
+            if torch.is_autocast_enabled(d) != on:
+                torch.set_autocast_enabled(d, on)
+
+
 def _precision_now() -> tuple:
-    return tuple(torch.get_float32_matmul_precision() if o is None else getattr(o, a, None) for o, a in _SITES)
+    return tuple(torch.get_float32_matmul_precision() if o is None else getattr(o, a, None)
+                 for o, a in _SITES) + (_autocast_now(),)
 
 
 def _set_precision(values: tuple) -> None:
     if values == _OWN_PRECISION and _OWN_LEGACY is not None:  # this process's own: its legacy setting too, first
         with contextlib.suppress(Exception):
             torch.set_float32_matmul_precision(_OWN_LEGACY)
-    for (o, a), v in zip(_SITES, values):
+    _set_autocast(values[-1])
+    for (o, a), v in zip(_SITES, values[:-1]):
         with contextlib.suppress(Exception):
             if o is None:
                 torch.set_float32_matmul_precision(v)
@@ -91,42 +119,82 @@ try:
     _OWN_LEGACY: str | None = torch.get_float32_matmul_precision()
 except RuntimeError:  # (the legacy and the new settings mixed: no legacy value to speak of)
     _OWN_LEGACY = None
-#: the settings the user's code left (at its import or in a call): what its later calls run under
-_THEIRS: list = []
+#: what the user's code left (at its import or in a call) and its later calls run under, the check's own computations
+#: never: ``"precision"`` (torch's float32 precision settings) and ``"defaults"`` (torch's default dtype and device)
+_THEIRS: dict = {}
 
 
-def own_precision_for_a_check() -> None:
-    """At a check's start: the settings the user's code has left so far (at its import) kept for its calls, this
-    process's own put back for the check's computations; none kept from an earlier check in this process (a module of
-    an earlier in-process check that set "medium" would otherwise have run the next module under it)."""
-    now = _precision_now()
-    _THEIRS[:] = [now] if now != _OWN_PRECISION else []
-    if _THEIRS:
-        _set_precision(_OWN_PRECISION)
+def _get_device():
+    get_dev = getattr(torch, "get_default_device", None)  # (torch ≥ 2.3)
+    return get_dev() if get_dev is not None else None
+
+
+def _defaults_now() -> tuple:
+    return torch.get_default_dtype(), _get_device()
+
+
+def _set_defaults(values: tuple) -> None:
+    dtype, dev = values
+    if torch.get_default_dtype() != dtype:
+        torch.set_default_dtype(dtype)
+    if dev is not None and _get_device() != dev:
+        torch.set_default_device(None if dev == torch.device("cpu") else dev)
 
 
 @contextlib.contextmanager
-def defaults_kept():
-    """torch's default dtype and default device as they were before the block, put back after it: a user's module that
-    leaves ``torch.set_default_device("meta")`` or ``torch.set_default_dtype(torch.float64)`` set changed every tensor
-    the check builds after its call (a traceback, a false mismatch; hostile pass 24b F14, F15). Likewise torch's float32
-    precision settings: the block runs under those the user's code left (at its import or an earlier call), the check
-    after it under this process's own."""
-    dt = torch.get_default_dtype()
-    get_dev = getattr(torch, "get_default_device", None)  # (torch ≥ 2.3)
-    dev = get_dev() if get_dev is not None else None
-    if _THEIRS:
-        _set_precision(_THEIRS[0])
+def precision_for_a_check():
+    """Around one check: this process's own float32 settings for the check's computations, and what the user's code
+    left (at its import, which may come before this block, or in a call) for its calls; a caller's own settings in
+    force at the start count as the code's, and are in force again after. Nothing the code left outlives the check:
+    an in-process check of a later module starts from nothing kept (a module of an earlier check that set "medium"
+    had otherwise run the next module under it; 38b F4's family). Setting the float32 precision at import is
+    the module's as much as setting it in ``__init__`` (39b F1), and so is the default dtype (39b F2)."""
+    at_start = _precision_now()
+    if at_start != _OWN_PRECISION:
+        _THEIRS["precision"] = at_start
+        _set_precision(_OWN_PRECISION)
     try:
         yield
     finally:
-        if torch.get_default_dtype() != dt:
-            torch.set_default_dtype(dt)
-        if get_dev is not None and get_dev() != dev:
-            torch.set_default_device(None if dev == torch.device("cpu") else dev)
-        now = _precision_now()
-        if now != _OWN_PRECISION:  # the user's code runs with its own float32 settings; the check's own computations
-            _THEIRS[:] = [now]  # with this process's (a module leaving torch.set_float32_matmul_precision("medium") set
-            _set_precision(_OWN_PRECISION)  # had the check's float32 reference computed in bfloat16: 38b F4)
-        elif _THEIRS:
-            _THEIRS.clear()
+        _THEIRS.clear()
+        _set_precision(at_start)
+
+
+def a_check(fn):
+    """``fn`` (a whole check) run under :func:`precision_for_a_check`."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with precision_for_a_check():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@contextlib.contextmanager
+def defaults_kept(apply: bool = True):
+    """The user's code inside the block (an import, a call), the check's own computations outside: the block runs under
+    the default dtype and device and the float32 settings (precision, autocast) the code left before — at its import or
+    an earlier call — as a caller of the module would; what the code changes inside is recorded for its next calls, and
+    the settings of the block's start are put back after it, so a module that leaves
+    ``torch.set_default_device("meta")`` or ``torch.set_default_dtype(torch.float64)`` set changes none of the tensors
+    the check builds (a traceback, a false mismatch; hostile pass 24b F14, F15), nor its float32 reference ("medium"
+    or autocast left on had it computed in bfloat16: 38b F4, 39b F4). ``apply=False``: a region of the check that
+    calls the code through blocks of its own (its own computations stay under its own settings), where what the code
+    changes outside those is still recorded and put back."""
+    entry = _defaults_now(), _precision_now()
+    if apply:
+        if "defaults" in _THEIRS:
+            _set_defaults(_THEIRS["defaults"])
+        if "precision" in _THEIRS:
+            _set_precision(_THEIRS["precision"])
+    placed = _defaults_now(), _precision_now()
+    try:
+        yield
+    finally:
+        left = _defaults_now(), _precision_now()
+        for key, was, now in zip(("defaults", "precision"), placed, left):
+            if now != was:
+                _THEIRS[key] = now
+        if left[0] != entry[0]:
+            _set_defaults(entry[0])
+        if left[1] != entry[1]:
+            _set_precision(entry[1])

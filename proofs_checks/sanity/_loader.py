@@ -59,14 +59,14 @@ _state = threading.local()  # depth of nested user_code blocks, and whether a re
 
 
 @contextlib.contextmanager
-def _defaults_kept():
+def _defaults_kept(apply: bool = True):
     """:func:`numerics.torch_utils.defaults_kept` where torch is loaded; where the user's code loads it (a module's
     import), torch's own defaults (float32, the CPU) are put back after it (hostile pass 24b F15: a float64 default set
     at import was refused as a replaced ``torch.Storage``)."""
     if "torch" in sys.modules:
         from numerics.torch_utils import defaults_kept
 
-        with defaults_kept():
+        with defaults_kept(apply):
             yield
         return
     try:
@@ -81,7 +81,7 @@ def _defaults_kept():
 
 
 @contextlib.contextmanager
-def user_code(label: str, what: str, exceptions: bool = True):
+def user_code(label: str, what: str, exceptions: bool = True, region: bool = False):
     """Run the user's code inside: ``with user_code("--module", "update"): out = f(x)``.
 
     * ``sys.exit(n)`` (``SystemExit``) becomes a :class:`UserCodeError` "``LABEL: WHAT called
@@ -94,6 +94,10 @@ def user_code(label: str, what: str, exceptions: bool = True):
     * a :class:`~proofs_checks.options.UsageError` (e.g. from a nested boundary) passes through,
       and so does every ``Exception`` when ``exceptions=False`` (for a caller that reports those
       itself, with more context).
+
+    ``region``: the block is a stretch of the check that calls the code through blocks of its own (a module's
+    calls), so torch's defaults and float32 settings that the code left are applied in those, not across the
+    check's own computations in between (:func:`numerics.torch_utils.defaults_kept`).
     """
     depth = getattr(_state, "depth", 0)
     previous = None
@@ -109,7 +113,7 @@ def user_code(label: str, what: str, exceptions: bool = True):
             except (ValueError, OSError, TypeError):  # pragma: no cover - not the main interpreter
                 previous = None
     _state.depth = depth + 1
-    kept = _defaults_kept() if depth == 0 else contextlib.nullcontext()
+    kept = _defaults_kept(apply=not region) if depth == 0 else contextlib.nullcontext()
     try:
         with kept:
             yield

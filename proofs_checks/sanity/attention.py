@@ -113,9 +113,15 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
     window_text = None if window is None else (",".join(map(str, window)) if isinstance(window, (tuple, list))
                                                else str(window))  # as the user wrote it (for the lines)
     name = name or getattr(obj, "__name__", type(obj).__name__)
-    from numerics.torch_utils import own_precision_for_a_check
+    from numerics.torch_utils import precision_for_a_check
 
-    own_precision_for_a_check()  # (the module's float32 settings for its calls, this process's for the check's)
+    with precision_for_a_check():  # (what the module left for its calls, this process's own for the check's)
+        return _pipeline(obj, decl, label, name, window_text, mapping, against, progress)
+
+
+def _pipeline(obj: Any, decl: Declaration, label: str, name: str, window_text: str | None, mapping: Any,
+              against: Any, progress: bool) -> SanityResult:
+    """:func:`run_attention`'s stages, the declaration validated."""
     obj = S.load(obj, decl, label, name)
     done = S.complete(obj, decl, label, window_text)
     ld = S.prepare(obj, decl, done, label, name)

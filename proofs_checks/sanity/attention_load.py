@@ -75,12 +75,13 @@ def instantiate(obj: Any, dim: int | None, label: str = "--module") -> Any:
     return inst
 
 
-def _user_call(fn: Callable, label: str):
+def _user_call(fn: Callable, label: str, region: bool = False):
     """Call the user's code: ``sys.exit`` or a ``KeyboardInterrupt`` raised inside it is a usage
-    error (exit 2), never the tool's exit; other exceptions pass through to be reported."""
+    error (exit 2), never the tool's exit; other exceptions pass through to be reported. ``region``: ``fn`` is a stretch
+    of the check calling the module through :func:`numerics.attention_rules.call` (see ``user_code``)."""
     from proofs_checks.sanity._loader import user_code
 
-    with user_code(label, "the object (while being probed)", exceptions=False):
+    with user_code(label, "the object (while being probed)", exceptions=False, region=region):
         return fn()
 
 

@@ -643,7 +643,7 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
     props, figures = _leading(probe, pr.all_outs), {}
     all_bad = props[-1].status == "fail" and len(probe.outs) == len(pr.all_outs)
     pre = [] if (not probe.outs or all_bad) else _user_call(
-        lambda: _preconditions(probe, f, mp, weights.hook, against), label)
+        lambda: _preconditions(probe, f, mp, weights.hook, against), label, region=True)
     props.extend(pre)
     causes = [p for p in pre if p.status == "fail"]
     if all_bad:
@@ -658,9 +658,10 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
         H = mp.heads if mp is not None else (weights.H_hint or 1)
         obj = ld.obj if ld.wm is None else f
         _user_call(lambda: _properties(probe, props, figures, f, obj, st, mp, H, weights.H_hint, hints, ch.alts,
-                                       ld.other, decl.device, against, gen_seed=decl.seed, tick=pr.tick), label)
+                                       ld.other, decl.device, against, gen_seed=decl.seed, tick=pr.tick), label,
+                   region=True)
         if ld.wm is not None:
-            _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label))
+            _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label, region=True))
         warnings += ap.overwritten_outputs(f, probe.xs[max(probe.outs)].to(dtype=probe.pdt, device=decl.device))
         _late_writes(props, probe, ld.wm)
         _late_dtype(props, probe)

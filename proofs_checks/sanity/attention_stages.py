@@ -209,7 +209,7 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
     from numerics import attention_rules
 
     attention_rules.LAST_UNREAD = None  # set by attention_rules.call when a second output is not weights
-    problems = _user_call(lambda: probe.forward_all(_describe, tick.sub), label)
+    problems = _user_call(lambda: probe.forward_all(_describe, tick.sub), label, region=True)
     notes = []
     if attention_rules.LAST_UNREAD is not None:
         notes.append(f"note: {ld.name} returned a second output, {attention_rules.LAST_UNREAD}, which is not attention weights "
