@@ -11,6 +11,7 @@ and validated before the first stage.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
 from typing import Any
@@ -232,6 +233,27 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
     return Probed(probe, all_outs, tick, notes)
 
 
+def _never_runs_the_module(watched: list, call, x) -> None:
+    """``--against`` whose call runs the checked module itself (a wrapper holding it, ``nn.Sequential(module)``, a
+    function calling it) is refused: its outputs are the module's own, so the comparison could not reject anything
+    (hostile pass 39b F3). Seen by a hook on the module (and on its copy inside the second object) during one call of
+    the second object; a second implementation that only reads the module's weights is not refused."""
+    if not watched or x is None:
+        return
+    ran = []
+    handles = [m.register_forward_pre_hook(lambda *_: ran.append(True)) for m in watched]
+    try:
+        with contextlib.suppress(Exception):  # (an exception is reported by the comparison's own calls)
+            _user_call(lambda: call(x), "--against")
+    finally:
+        for h in handles:
+            h.remove()
+    if ran:
+        raise UsageError("--against: its call runs the checked module itself (it holds the module, or calls it): its "
+                         "outputs are the module's own, so the differential comparison could not reject anything; give "
+                         "a second implementation")
+
+
 def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = None) -> None:
     """Differential mode: the second implementation (instantiated with the same seed) replaces the
     mapped reference; it must run, in shape, and give finite outputs at every probe length. ``module``: the checked
@@ -247,12 +269,18 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
     if module is not None and g is module:
         raise UsageError("--against: it gives the checked module itself (the same object, once its factory is called): "
                          "the differential comparison could not reject anything; give a second implementation")
+    watched = [module] if isinstance(module, torch.nn.Module) else []
     if isinstance(g, torch.nn.Module):
+        memo: dict = {}
         try:
-            g = copy.deepcopy(g).to(dtype=tdt, device=decl.device).eval()
+            g = copy.deepcopy(g, memo).to(dtype=tdt, device=decl.device).eval()
         except Exception as exc:
             raise UsageError(f"--against: cannot copy it to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
+        if module is not None and id(module) in memo:  # the checked module held inside it, copied with it
+            watched.append(memo[id(module)])
     probe.against = g
+    _never_runs_the_module(watched, lambda x: ap.call(g, probe.against_input(x), watch=False),
+                           next(iter(probe.xs.values()), None))
     for T, x in probe.xs.items():
         try:
             o = _user_call(lambda: ap.call(g, probe.against_input(x), watch=False)[0], "--against")  # a copy (24b F7)
