@@ -657,9 +657,8 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
     else:
         H = mp.heads if mp is not None else (weights.H_hint or 1)
         obj = ld.obj if ld.wm is None else f
-        _user_call(lambda: _properties(probe, props, figures, f, obj, st, mp, H, weights.H_hint, hints, ch.alts,
-                                       ld.other, decl.device, against, gen_seed=decl.seed, tick=pr.tick), label,
-                   region=True)
+        _user_call(lambda: _properties(probe, props, figures, f, obj, st, mp, H, weights.H_hint, hints, ch.alts, ld.other,
+                                       decl.device, against, gen_seed=decl.seed, tick=pr.tick), label, region=True)
         if ld.wm is not None:
             _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label, region=True))
         warnings += ap.overwritten_outputs(f, probe.xs[max(probe.outs)].to(dtype=probe.pdt, device=decl.device))
