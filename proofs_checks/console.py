@@ -220,6 +220,10 @@ def _raise_again_where_swallowed(on_signal, pid: int) -> None:
         sys.unraisablehook = hook
 
 
+#: seconds a finished command's exit may still take after a SIGTERM or SIGHUP before that signal ends it
+LATE_GRACE = 10.0
+
+
 def settle_signals() -> None:
     """After the command's work (its outputs complete): a SIGTERM or SIGHUP while Python exits is one
     line and the exit goes on, its cleanups too (raising :class:`Terminated` there printed "Exception
@@ -238,6 +242,12 @@ def settle_signals() -> None:
             os.write(2, f"tverify: {signal.Signals(signum).name} while exiting: the command had finished; its "
                         "outputs are complete\n".encode())
         except OSError:
+            pass
+        try:  # an exit that cannot finish (a process of the code's that does not die) ends on the signal after all
+            stop = threading.Timer(LATE_GRACE, os.kill, (os.getpid(), signum))  # (39a F2: it waited 9 minutes)
+            stop.daemon = True
+            stop.start()
+        except RuntimeError:  # (no new thread this late in the exit)
             pass
 
     late.tverify_late = True  # type: ignore[attr-defined]  (_ignore_late_signals finds it by this mark)

@@ -195,11 +195,12 @@ def _thaw(pid: int) -> list[tuple[Path, tuple[str, ...], str]]:
     the check with its memory group (hostile pass 36a F1); a group is frozen too while a group above it is, and cannot
     be thawed until that one is (37a F1). Each group is reached by descriptors relative to its parent (one nested
     deeper than PATH_MAX was never thawed: 38a F6). Returns the groups above the process's own that were thawed, for
-    :func:`_refreeze` (other processes may be in them)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return []
+    :func:`_refreeze` (other processes may be in them). Every thread's groups: a v1 group takes single threads (its
+    ``tasks``), and one thread frozen alone kept its process alive past the check (39a F1, F2)."""
+    lines = []
+    for where in [Path(f"/proc/{pid}")] + sorted(_tasks(pid)):
+        with contextlib.suppress(OSError):
+            lines += [ln for ln in (where / "cgroup").read_text().splitlines() if ln not in lines]
     thawed = []
     for line in lines:
         _, ctrls, path = (line.split(":", 2) + ["", ""])[:3]
@@ -230,6 +231,13 @@ def _thaw(pid: int) -> list[tuple[Path, tuple[str, ...], str]]:
             finally:
                 os.close(last)
     return thawed
+
+
+def _tasks(pid: int) -> list[Path]:
+    try:
+        return [p for p in Path(f"/proc/{pid}/task").iterdir() if p.name != str(pid)]
+    except OSError:
+        return []
 
 
 def _thawed_at(fd: int, file: str, value: str) -> bool:

@@ -1,0 +1,169 @@
+"""Hostile pass 39 (tester a): one test per finding, each a strict xfail against frozen39 (018f9f0)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import tv_here
+from freezer_helpers import alive
+
+_FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+def _v1_freezer_usable() -> bool:
+    return sys.platform.startswith("linux") and os.geteuid() == 0 and (_FREEZER / "cgroup.procs").is_file()
+
+
+#: a module whose first call forks a process that moves ONE of its threads (not the process: v1 ``tasks`` takes a
+#: thread id) into a v1 freezer group of its own and freezes it. /proc/PID/cgroup shows the thread-group leader's
+#: groups only, so the check's kill-and-thaw finds nothing frozen; the SIGKILL waits on the frozen thread for good.
+_THREAD_FREEZE = '''
+import math, os, sys, threading, time
+import torch
+from torch import nn
+
+_KEEP = []
+G = "/sys/fs/cgroup/freezer/" + os.environ["H39A_FREEZER_NAME"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def freeze_a_thread():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        blob = bytearray(64 << 20)
+        for i in range(0, len(blob), 4096):
+            blob[i] = 1
+        t = threading.Thread(target=lambda: time.sleep(10 ** 6), daemon=True)
+        t.start()
+        os.makedirs(G, exist_ok=True)
+        with open(G + "/tasks", "w") as f:
+            f.write(str(t.native_id))
+        with open(G + "/freezer.state", "w") as f:
+            f.write("FROZEN")
+        with open(os.path.join(HERE, "frozen.pid"), "w") as f:
+            f.write(str(os.getpid()))
+        os.write(w, b"x")
+        while True:
+            time.sleep(1)
+    os.close(w)
+    os.read(r, 1)
+    return pid
+
+
+class MyAttention(nn.Module):
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        if not _KEEP:
+            _KEEP.append(freeze_a_thread())
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
+'''
+
+
+def _threads_alive(pid: int) -> list[int]:
+    """The threads of ``pid`` that are not zombies (a leader that exited leaves its other threads running)."""
+    out = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, IndexError):
+                if Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X"):
+                    out.append(int(tid))
+    return out
+
+
+def _thaw_and_remove(name: str) -> None:
+    g = _FREEZER / name
+    with contextlib.suppress(OSError):
+        (g / "freezer.state").write_text("THAWED")
+    for _ in range(50):
+        with contextlib.suppress(OSError):
+            g.rmdir()
+        if not g.exists():
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not _v1_freezer_usable(), reason="needs root and the cgroup v1 freezer hierarchy")
+def test_a_single_frozen_thread_does_not_keep_the_codes_process_alive(tmp_path: Path, monkeypatch):
+    name = f"h39a{os.getpid()}t"
+    monkeypatch.setenv("H39A_FREEZER_NAME", name)
+    (tmp_path / "fz.py").write_text(_THREAD_FREEZE)
+    try:
+        r = tv_here(tmp_path, "check", "attention", "--module", "fz.py:MyAttention", "--quick")
+        pid = int((tmp_path / "frozen.pid").read_text())
+        time.sleep(0.3)
+        left = _threads_alive(pid)
+    finally:
+        _thaw_and_remove(name)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert not left, f"threads {left} of the code's process {pid} outlived the check (frozen, SIGKILL pending)"
+
+
+_TVERIFY = str(Path(sys.executable).with_name("tverify"))
+
+
+@pytest.mark.skipif(not _v1_freezer_usable(), reason="needs root and the cgroup v1 freezer hierarchy")
+def test_a_frozen_thread_of_the_checks_child_does_not_hang_tverify(tmp_path: Path):
+    import signal
+    import subprocess
+
+    name = f"h39a{os.getpid()}c"
+    text = (_THREAD_FREEZE.replace("    pid = os.fork()\n", "    pid = 0\n")
+            .replace('        os.write(w, b"x")\n', "        return 0\n"))
+    (tmp_path / "fz.py").write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TVERIFY_", "PYTHON"))}
+    env.update(HOME=str(tmp_path / "home"), TVERIFY_STORE=str(tmp_path / "store"), H39A_FREEZER_NAME=name)
+    p = subprocess.Popen([_TVERIFY, "check", "attention", "--module", "fz.py:MyAttention", "--quick", "--no-progress"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    hung = False
+    try:
+        try:
+            out, err = p.communicate(timeout=25)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)  # (what `timeout`, a CI job's cancel sends)
+            try:
+                out, err = p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                hung = True
+                with contextlib.suppress(OSError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                out, err = p.communicate()
+    finally:
+        _thaw_and_remove(name)
+    assert "Traceback" not in err, err
+    assert not hung, f"tverify did not exit within 25 s, nor 5 s after a SIGTERM: {err[-600:]}"
+    assert p.returncode == 0, (p.returncode, err[-600:])
+
+
+def test_a_sigterm_while_an_exit_cannot_finish_ends_the_command_after_its_grace():
+    """39a F2's second half: a SIGTERM once the command had finished was one line and the exit went on waiting (for a
+    process that did not die) for 9 minutes; past console.LATE_GRACE the signal ends it (143)."""
+    code = ("import atexit, os, signal, time\n"
+            "from proofs_checks.cli import main\n"
+            "import proofs_checks.console as console\n"
+            "console.LATE_GRACE = 1.0\n"
+            "atexit.register(lambda: time.sleep(60))  # an exit that cannot finish (registered first: runs last)\n"
+            "atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))  # the signal as Python exits\n"
+            "main(['--version'])\n")
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - t < 30, p
+    assert p.returncode == -signal.SIGTERM and "SIGTERM while exiting" in p.stderr and "Traceback" not in p.stderr, p

@@ -1,0 +1,132 @@
+"""Hostile pass 39, tester B: reproducers (each a strict xfail on the code the pass ran against)."""
+
+import pytest
+
+from cli_helpers import causal_attn, tv_here
+
+
+def _medium_lowers_cpu_matmuls() -> bool:
+    import torch
+
+    old = torch.get_float32_matmul_precision()
+    try:
+        g = torch.Generator().manual_seed(0)
+        a, b = torch.randn(64, 64, generator=g), torch.randn(64, 64, generator=g)
+        torch.set_float32_matmul_precision("medium")
+        return float((a @ b - (a.double() @ b.double())).abs().max()) > 1e-3
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+# --- 39B F1: a module that sets torch.set_float32_matmul_precision("medium") at its import computes in bfloat16 for
+# every caller, but the check runs its calls at "highest" (the import's setting is dropped): "ok, float32 or finer" --
+
+@pytest.mark.skipif(not _medium_lowers_cpu_matmuls(), reason="'medium' leaves float32 CPU matmuls alone here")
+def test_39b_f1_import_time_medium_precision_not_ok(tmp_path):
+    (tmp_path / "imp.py").write_text("import torch\ntorch.set_float32_matmul_precision('medium')\n" + causal_attn(16, 2))
+    r = tv_here(tmp_path, "check", "attention", "--module", "imp.py:Attn", "--causal", "--quick", "--dtype", "float32")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, r.stdout[-1500:]
+
+
+# --- 39B F2: a module that sets torch.set_default_dtype(torch.float64) at import and builds a constant in the default
+# dtype in forward computes exactly in float64 for every caller that imports it; the check puts the default back to
+# float32 after the import, so its calls round that constant to float32: a false mismatch ("off by a factor 1") ------
+
+_DD = """import math, torch, torch.nn as nn
+torch.set_default_dtype(torch.float64)
+D, H = 16, 2
+class DD(nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
+        self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
+        for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
+            with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
+        self.num_heads = H; self.embed_dim = D
+    def forward(self, x):
+        B, T, _ = x.shape; dk = D // H
+        sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
+        q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
+        scale = torch.tensor(1.0) / torch.sqrt(torch.tensor(float(dk)))   # in the default dtype (float64 after import)
+        s = (q @ k.transpose(-1, -2)) * scale
+        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+"""
+
+
+def test_39b_f2_import_time_default_float64_is_ok(tmp_path):
+    (tmp_path / "dd.py").write_text(_DD)
+    r = tv_here(tmp_path, "check", "attention", "--module", "dd.py:DD", "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, r.stdout[-1500:]
+
+
+# --- 39B F3: --against a wrapper module whose only content is the --module object itself (the same parameters) is not
+# refused: the comparison is 0 by construction, and a module with doubled outputs is "ok" --------------------------
+
+_PROBE = causal_attn(16, 2, """
+    class Doubled(Attn):
+        def forward(self, x):
+            return 2 * super().forward(x)
+    winst = Doubled()
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = winst
+        def forward(self, x):
+            return self.inner(x)
+    seq = nn.Sequential(winst)
+""")
+
+
+@pytest.mark.parametrize("against", ["Holder", "seq"])
+def test_39b_f3_against_wrapper_of_the_module_itself_refused(tmp_path, against):
+    (tmp_path / "probe.py").write_text(_PROBE)
+    r = tv_here(tmp_path, "check", "attention", "--module", "probe.py:winst", "--against", f"probe.py:{against}",
+                "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode != 0, r.stdout[-1500:]
+
+
+# --- 39B F4: a module that enables CPU autocast at its import (torch.set_autocast_enabled("cpu", True)) has the
+# check's own "plain reference computed in float32" run under it (bfloat16 matmuls): the float32 rule is bfloat16-size
+# (3.4e-3 at unit logits), and a module computing its value projection in bfloat16 is "ok, float32 or finer" ---------
+
+_AC = """import math, torch, torch.nn as nn
+torch.set_autocast_enabled("cpu", True)
+D, H = 16, 2
+class NoBack(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        return t.clone()
+    @staticmethod
+    def backward(ctx, g):
+        raise NotImplementedError("this kernel does not support backward on CPU")
+class AC(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.q_proj = nn.Linear(D, D); self.k_proj = nn.Linear(D, D)
+        self.v_proj = nn.Linear(D, D); self.o_proj = nn.Linear(D, D)
+        self.num_heads = H; self.embed_dim = D
+    def forward(self, x):
+        B, T, _ = x.shape; dk = D // H
+        sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
+        with torch.autocast("cpu", enabled=False):
+            q, k = sp(self.q_proj(x)), sp(self.k_proj(x))
+        v = sp(self.v_proj(x)).to(x.dtype)   # under the autocast its import set: bfloat16
+        with torch.autocast("cpu", enabled=False):
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(dk)
+            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            o = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+            return NoBack.apply(self.o_proj(o))
+"""
+
+
+def test_39b_f4_import_time_autocast_bf16_values_not_ok(tmp_path):
+    (tmp_path / "ac.py").write_text(_AC)
+    r = tv_here(tmp_path, "check", "attention", "--module", "ac.py:AC", "--causal", "--quick", "--dtype", "float32")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, r.stdout[-1500:]
