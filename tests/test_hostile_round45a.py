@@ -153,6 +153,66 @@ def test_a_frozen_thread_of_the_checks_child_does_not_hang_tverify(tmp_path: Pat
     assert p.returncode == 0, (p.returncode, err[-600:])
 
 
+#: a module whose first call forks a process whose main thread ends (``pthread_exit``: the process goes on in its
+#: other thread, its leader a zombie) before that thread allocates and holds 1.2 GB: /proc/PID/smaps_rollup and
+#: /proc/PID/status of a zombie leader show no memory, so without a memory cgroup nothing of it is counted
+_LEADER_EXITED = '''
+import ctypes, math, os, sys, threading, time
+import torch
+from torch import nn
+
+_KEEP = []
+
+
+def hog(n):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        def keep():
+            time.sleep(0.5)
+            blob = bytearray(n)
+            for i in range(0, n, 4096):
+                blob[i] = 1
+            os.write(w, b"x")
+            while True:
+                time.sleep(1)
+        threading.Thread(target=keep).start()
+        ctypes.CDLL(None).pthread_exit(None)
+    os.close(w)
+    os.read(r, 1)
+    return pid
+
+
+class MyAttention(nn.Module):
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        if not _KEEP:
+            _KEEP.append(hog(1200 << 20))
+            print("held MB 1200", file=sys.stderr)
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc accounting")
+def test_memory_of_a_process_whose_leader_thread_ended_is_counted_without_a_cgroup(tmp_path: Path, monkeypatch):
+    from proofs_checks.sanity import _cgroup
+
+    monkeypatch.setattr(_cgroup.MemoryCgroup, "make", classmethod(lambda cls: None))  # as where no group can be made
+    (tmp_path / "hog.py").write_text(_LEADER_EXITED)
+    r = tv_here(tmp_path, "check", "attention", "--module", "hog.py:MyAttention", "--quick", "--max-memory", "0.5")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2 and "--max-memory 0.5" in r.stderr, (r.returncode, r.stderr[-800:])
+
+# --- lead additions ---
 def test_a_sigterm_while_an_exit_cannot_finish_ends_the_command_after_its_grace():
     """39a F2's second half: a SIGTERM once the command had finished was one line and the exit went on waiting (for a
     process that did not die) for 9 minutes; past console.LATE_GRACE the signal ends it (143)."""
