@@ -476,12 +476,14 @@ def memfd_bytes(pids) -> float:
     in no process's RSS): each file once, by its allocated size (its size where the kernel gives no blocks)."""
     seen, total = set(), 0.0
     for p in pids:
-        try:
-            fds = os.listdir(f"/proc/{p}/fd")
-        except OSError:
-            continue
+        fds, where = [], None
+        for where in _live_task(p):  # (a process whose main thread ended keeps its files in its other threads: 39a F3)
+            with contextlib.suppress(OSError):
+                fds = os.listdir(where / "fd")
+            if fds:
+                break
         for n in fds:
-            path = f"/proc/{p}/fd/{n}"
+            path = f"{where}/fd/{n}"
             try:
                 if not os.readlink(path).startswith(("/memfd:", "/secretmem")):  # (memfd_secret: 38a F3)
                     continue
@@ -555,13 +557,18 @@ def written_segments(pids, ids) -> set[int]:
     if not ids:
         return out
     for p in pids:
-        with contextlib.suppress(OSError), open(f"/proc/{p}/maps", encoding="ascii", errors="replace") as fh:
-            for line in fh:
+        for where in _live_task(p):  # (the maps of a process whose main thread ended: through a live thread)
+            lines = []
+            with contextlib.suppress(OSError), open(where / "maps", encoding="ascii", errors="replace") as fh:
+                lines = fh.readlines()
+            for line in lines:
                 if "/SYSV" in line:
                     f = line.split()
                     with contextlib.suppress(IndexError, ValueError):
                         if "w" in f[1] and int(f[4]) in ids:
                             out.add(int(f[4]))
+            if lines:
+                break
     return out
 
 
