@@ -49,7 +49,7 @@ import torch
 
 from numerics.icl import sample_prompts
 from numerics.precision import plain
-from numerics.torch_utils import a_check, defaults_kept, not_dense, resolve_device
+from numerics.torch_utils import defaults_kept, not_dense, precision_for_a_check, resolve_device
 from theory.icl import gamma_n
 from theory.validation import InputError, as_spd_matrix
 
@@ -317,7 +317,7 @@ def _quiet_floats(fn):
 
 
 @_quiet_floats
-@a_check  # (what the predictor left for its calls, this process's own float32 settings for the references)
+@precision_for_a_check()  # (what the predictor left for its calls, this process's own float32 settings for the references)
 def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int], noise: float = 0.0,
                      prompts: int = 2000, seed: int = 0, device="cpu", knn_k: int = 3,
                      z_threshold: float = 3.0, progress: Callable[[float], None] | None = None, gamma=None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import torch
 
@@ -158,15 +157,6 @@ def precision_for_a_check():
     finally:
         _THEIRS.clear()
         _set_precision(at_start)
-
-
-def a_check(fn):
-    """``fn`` (a whole check) run under :func:`precision_for_a_check`."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with precision_for_a_check():
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 @contextlib.contextmanager
