@@ -640,6 +640,17 @@ def fixed_points(geo: Geometry, upd: Update) -> FixedPoints:
 
 def run_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, label: str = "--module",
                  name: str | None = None, compute_dtype: str | None = None) -> SanityResult:
+    """:func:`_run_hopfield` with the torch settings the module left (at its import or a call) for its calls alone,
+    none kept after the check (:func:`numerics.torch_utils.precision_for_a_check`)."""
+    from numerics.torch_utils import precision_for_a_check
+
+    with precision_for_a_check():
+        return _run_hopfield(patterns, beta=beta, module=module, seed=seed, label=label, name=name,
+                             compute_dtype=compute_dtype)
+
+
+def _run_hopfield(patterns, *, beta: float, module: Any, seed: int, label: str, name: str | None,
+                  compute_dtype: str | None) -> SanityResult:
     """The report of the module docstring for ``patterns`` ``(N, d)`` as a :class:`SanityResult`.
     ``compute_dtype`` declares the module's working precision (default: the inputs' float64; a module
     whose outputs are found coarser, :func:`numerics.precision.infer_work_dtype`, fails
