@@ -289,6 +289,9 @@ def _refuse_vacuous(name: str, points: Any, combos: list[dict[str, int]]) -> Non
     if len(pts) != 3 or not all(positive(p) for p in pts):
         raise RegistryError(f"check {name!r}: points={points!r}: the points per quick / default / full mode must be "
                             "three positive integers (a comparison over 0 points cannot reject anything)")
+    if not combos:  # ({"d": ()}, []: no size to compare at; combos[0] was a raw IndexError, 39b N2)
+        raise RegistryError(f"check {name!r}: sizes gives no size to compare at (an empty list of values or of sizes): "
+                            "a comparison at no size cannot reject anything")
     for size in combos:
         for k, v in size.items():
             if not positive(v):

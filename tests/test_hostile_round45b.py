@@ -130,3 +130,82 @@ def test_39b_f4_import_time_autocast_bf16_values_not_ok(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", "ac.py:AC", "--causal", "--quick", "--dtype", "float32")
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 1, r.stdout[-1500:]
+
+
+_HOP_AUTO = """import torch
+torch.set_autocast_enabled("cpu", True)
+def update(xi, patterns, beta):
+    x, p = xi.float(), patterns.float()
+    a = (beta * x) @ p.T                      # bfloat16 under the import's autocast
+    o = torch.softmax(a.float(), dim=-1) @ p  # bfloat16 again
+    return o.float() * (1 + 2 ** -20)
+"""
+
+
+def test_39b_f4b_hopfield_import_time_autocast_not_ok(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "P.npy", np.sign(np.random.default_rng(0).standard_normal((12, 16))))
+    (tmp_path / "upd.py").write_text(_HOP_AUTO)
+    r = tv_here(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "8", "--module", "upd.py:update",
+                "--compute-dtype", "float32")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 1, r.stdout[-1500:]
+
+
+_HOP_DD = """import torch
+torch.set_default_dtype(torch.float64)
+def update(xi, patterns, beta):
+    b = torch.tensor(beta)          # the default dtype: float64 for every caller after the import
+    return torch.softmax(b * xi @ patterns.T, dim=-1) @ patterns
+"""
+
+
+def test_39b_f2b_hopfield_import_time_default_float64_is_ok(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "P.npy", np.sign(np.random.default_rng(0).standard_normal((12, 16))))
+    (tmp_path / "upd.py").write_text(_HOP_DD)
+    r = tv_here(tmp_path, "check", "hopfield", "--patterns", "P.npy", "--beta", "0.7", "--module", "upd.py:update")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, r.stdout[-1500:]
+
+
+def test_39b_f2c_import_time_default_device_meta_not_ok(tmp_path):
+    (tmp_path / "mi.py").write_text("import torch\ntorch.set_default_device('meta')\n" + causal_attn(16, 2))
+    r = tv_here(tmp_path, "check", "attention", "--module", "mi.py:Attn", "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode != 0, r.stdout[-1500:]
+
+
+_ICL_DD = """import torch
+torch.set_default_dtype(torch.float64)
+def model(xs, ys, xq):
+    w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
+    return torch.tensor((xq.unsqueeze(-2) @ w).reshape(-1).tolist())   # the default dtype: float64 after the import
+"""
+
+
+def test_39b_f2d_icl_import_time_default_float64_is_ok(tmp_path):
+    (tmp_path / "lsdd.py").write_text(_ICL_DD)
+    r = tv_here(tmp_path, "check", "icl", "--model", "lsdd.py:model", "--lambda", "1,2", "--N", "10", "--M", "10", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0, r.stdout[-1500:]
+
+
+# --- lead additions ---
+def test_39b_n2_matches_derivation_over_no_size_is_refused_in_one_line():
+    """39b N2: sizes={"d": ()} or sizes=[] gave a raw IndexError when the check was built; a comparison at no size is
+    an error in the claim, like a size 0."""
+    from proofs_checks.plugin import DerivationBuilder, matches_derivation
+    from proofs_checks.registry import RegistryError
+    import sympy as sp
+
+    def derive(d=2):
+        b = DerivationBuilder("2x")
+        b.fact("args", (sp.Symbol("x", real=True),))
+        return b.done(b.step("2x", 2 * sp.Symbol("x", real=True)))
+
+    for sizes in ({"d": ()}, []):
+        with pytest.raises(RegistryError, match="no size to compare at"):
+            matches_derivation(derive, lambda rng, d=2: (rng.normal(),), points=(2, 2, 2), sizes=sizes)
