@@ -293,7 +293,7 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True,
     finally:
         _wrote(x, before)
     if isinstance(r, (tuple, list)):
-        out = plain(r[0]) if r else None  # a tensor subclass's own operators never judge it
+        out = plain(r[0]) if r else r  # (an empty tuple is named as one, not as None: 39b N3) a tensor subclass's own operators never judge it
         _note_output(out, x, grad, watch)
         _note_shape(f, x, grad, watch)
         w = plain(r[1]) if len(r) > 1 else None
