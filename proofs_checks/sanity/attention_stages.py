@@ -240,9 +240,11 @@ def _never_runs_the_module(watched: list, call, x) -> None:
     the second object; a second implementation that only reads the module's weights is not refused."""
     if not watched or x is None:
         return
-    ran = []
-    handles = [m.register_forward_pre_hook(lambda *_: ran.append(True)) for m in watched]
+    ran, handles = [], []
     try:
+        for m in watched:  # (a scripted module takes no Python hook: not watched)
+            with contextlib.suppress(Exception):
+                handles.append(m.register_forward_pre_hook(lambda *_: ran.append(True)))
         with contextlib.suppress(Exception):  # (an exception is reported by the comparison's own calls)
             _user_call(lambda: call(x), "--against")
     finally:
