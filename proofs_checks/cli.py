@@ -1188,7 +1188,8 @@ def main(argv: list[str] | None = None) -> None:
     a closed pipe, a standard output closed from the start): one line, exit 2."""
     import os
 
-    from proofs_checks.console import Terminated, guard_closed_streams, settle_signals, terminate_cleanly, tolerant_encoding
+    from proofs_checks.console import (DELIVERED, RECEIVED, Terminated, guard_closed_streams, settle_signals,
+                                       terminate_cleanly, tolerant_encoding)
 
     guard_closed_streams()
     supervised = False
@@ -1208,15 +1209,22 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
     torch_named = "TORCHINDUCTOR_CACHE_DIR" in os.environ
     torch_cache, reaper = None, False
-    terminate_cleanly()
+    RECEIVED.clear(), DELIVERED.clear()  # (main() called again in one process: nothing kept from an earlier command)
+    terminate_cleanly(watch=True)
     try:  # (from here on: a signal a finalizer swallowed is sent again, and can land before the command's work)
         try:
             torch_cache = _own_torch_cache()
             # the console command only, not main() called in a caller's process; under the supervisor its parent is
             # the subreaper, and kills what is left below it after this process has ended (proofs_checks.supervisor)
             reaper = argv is None and not supervised and _become_subreaper()
-            _main(argv)
+            try:
+                _main(argv)
+            except SystemExit as done:
+                _not_swallowed(done.code)
+                raise
+            _not_swallowed(0)
         finally:
+            DELIVERED.append(0)  # (the command's own handler is next: nothing is sent again from here on)
             settle_signals()  # a signal while Python exits: one line, not a traceback from an atexit callback
             if reaper:
                 from proofs_checks.sanity._procs import kill_below
@@ -1229,6 +1237,7 @@ def main(argv: list[str] | None = None) -> None:
             if not torch_named:  # (main() called in a process of the caller's: its environment as it was)
                 os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     except Terminated as exc:
+        DELIVERED.append(exc.signum)
         _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
         sys.exit(128 + exc.signum)
     except SystemExit as exc:
@@ -1249,6 +1258,20 @@ def main(argv: list[str] | None = None) -> None:
         if not _flush_stderr():  # stderr full or broken: its line is lost, and the interpreter's own last flush of it
             sys.exit(2)  # made a usage error exit 1 (hostile pass 14a F1); a failed write is exit 2
         raise SystemExit(code) from None
+
+
+def _not_swallowed(code) -> None:
+    """A signal the command's handler raised as ``Terminated`` that a library swallowed (it ran on to its end): the
+    command's exit is the signal's, 128 + N, with one line saying its outputs are complete (hostile pass 39a F4)."""
+    from proofs_checks.console import swallowed_signal
+
+    signum = swallowed_signal(code)
+    if signum is not None:
+        import signal
+
+        _stderr_line(f"tverify: {signal.Signals(signum).name} was swallowed by code the command ran (a library's "
+                     "`except`), which went on to its end: it exits as terminated")
+        raise SystemExit(128 + signum)
 
 
 def _flush_stderr() -> bool:

@@ -163,10 +163,69 @@ def _clean_signals(signal) -> list:
     return [getattr(signal, n) for n in names if hasattr(signal, n)]
 
 
-def terminate_cleanly() -> None:
+#: the signals :func:`terminate_cleanly`'s handler turned into :class:`Terminated` in this process: one raised inside a
+#: C extension's initialisation comes out as its ``ImportError`` and a library's ``except Exception`` can swallow it
+#: (CVXPY probing its solvers: a SIGTERM then ended in "verdict: ok", exit 0; hostile pass 39a F4)
+RECEIVED: list = []
+#: signals tverify sends itself again (one a finalizer swallowed): raised as :class:`Terminated`, not a second signal
+AGAIN: set = set()
+#: set once the command's own handler has the :class:`Terminated` (or the command has ended): nothing is sent again
+DELIVERED: list = []
+
+
+def _until_delivered(signum: int) -> None:
+    """Watch the main thread after a signal was raised there as :class:`Terminated`: while the exception is on its way
+    it is what that thread is handling (each ``finally`` and ``except`` on the way sees it); when the thread handles no
+    exception in two looks 10 ms apart and the command's handler has not had it, something swallowed it, and it is
+    raised in that thread again (asynchronously, at its next instruction: the signal itself now has its default
+    action, which a second signal from outside keeps)."""
+    import ctypes
+    import sys
+    import threading
+    import time
+
+    main = threading.main_thread().ident
+    current = getattr(sys, "_current_exceptions", None)
+    raise_in = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+    if current is None or raise_in is None or main is None:
+        return
+
+    class Again(Terminated):  # (raised by its type, with no arguments)
+        def __init__(self, *_):
+            super().__init__(signum)
+
+    Again.__name__ = Again.__qualname__ = "Terminated"
+
+    def watch() -> None:
+        calm = 0
+        while not DELIVERED:
+            time.sleep(0.01)
+            exc = current().get(main)
+            busy = exc is not None and (exc[1] if isinstance(exc, tuple) else exc) is not None
+            calm = 0 if busy else calm + 1
+            if calm >= 2:
+                raise_in(ctypes.c_ulong(main), ctypes.py_object(Again))
+                calm = -100  # (one more try a second later at most)
+
+    try:
+        threading.Thread(target=watch, name="tverify-signal-watch", daemon=True).start()
+    except RuntimeError:  # (no new thread this late)
+        pass
+
+
+def swallowed_signal(code) -> int | None:
+    """The signal of :data:`RECEIVED` when a command ended with ``code`` (its exit status) without it: swallowed."""
+    if RECEIVED and code != 128 + RECEIVED[0]:
+        return RECEIVED[0]
+    return None
+
+
+def terminate_cleanly(watch: bool = False) -> None:
     """Install the SIGTERM, SIGHUP (and :func:`_clean_signals`) handler raising :class:`Terminated` (once: a second signal
     takes the default action). Only in the main thread, only for a signal that has its default
-    action, and only in this process (a process forked from it gets the default action back)."""
+    action, and only in this process (a process forked from it gets the default action back). ``watch``: a
+    :class:`Terminated` that something swallows is raised again (:func:`_until_delivered`; the command's handler marks
+    it :data:`DELIVERED`)."""
     import os
     import signal
     import threading
@@ -180,6 +239,12 @@ def terminate_cleanly() -> None:
         if os.getpid() != pid:
             os.kill(os.getpid(), signum)
             return
+        if signum in AGAIN:  # sent again by tverify (a finalizer swallowed the first one)
+            AGAIN.discard(signum)
+            raise Terminated(signum)
+        RECEIVED.append(signum)
+        if watch:
+            _until_delivered(signum)
         raise Terminated(signum)
 
     on_signal.tverify = True  # type: ignore[attr-defined]  (settle_signals finds it by this mark)
@@ -209,6 +274,7 @@ def _raise_again_where_swallowed(on_signal, pid: int) -> None:
             signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT  # (a Ctrl-C there too)
             if isinstance(exc, Terminated):
                 signal.signal(signum, on_signal)
+                AGAIN.add(signum)
             again = threading.Timer(0.01, os.kill, (pid, signum))
             again.daemon = True
             again.start()
@@ -252,7 +318,9 @@ def settle_signals() -> None:
 
     late.tverify_late = True  # type: ignore[attr-defined]  (_ignore_late_signals finds it by this mark)
     for sig in _clean_signals(signal):
-        if getattr(signal.getsignal(sig), "tverify", False):
+        if sig in RECEIVED:  # (one already on its way: a second takes the default action)
+            signal.signal(sig, signal.SIG_DFL)
+        elif getattr(signal.getsignal(sig), "tverify", False):
             signal.signal(sig, late)
 
 
