@@ -1260,6 +1260,21 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(code) from None
 
 
+def _terminated_in(exc: BaseException):
+    """The :class:`~proofs_checks.console.Terminated` behind ``exc`` (its cause or context, at any depth), if any: a
+    signal raised inside a C extension's initialisation comes out as that module's ``ImportError`` (hostile pass 39a
+    N2: a traceback, exit 1)."""
+    from proofs_checks.console import Terminated
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, Terminated):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def _not_swallowed(code) -> None:
     """A signal the command's handler raised as ``Terminated`` that a library swallowed (it ran on to its end): the
     command's exit is the signal's, 128 + N, with one line saying its outputs are complete (hostile pass 39a F4)."""
@@ -1420,6 +1435,9 @@ def _main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         from theory.validation import InputError
 
+        cause = _terminated_in(exc)
+        if cause is not None:  # a signal turned into another exception on its way (an extension's ImportError)
+            raise cause from None
         if isinstance(exc, InputError):
             _stderr_line(f"tverify: error: {' '.join(str(exc).split())}")
             sys.exit(2)

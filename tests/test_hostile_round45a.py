@@ -297,3 +297,23 @@ def test_a_swallowed_signal_that_is_not_raised_again_still_exits_as_terminated(t
     assert r.returncode == 143 and "SIGTERM was swallowed by code the command ran" in r.stderr, (r.returncode,
                                                                                                r.stderr[-800:])
     assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_signal_turned_into_an_import_error_on_its_way_out_is_the_one_line_termination(tmp_path: Path):
+    """39a N2 (a traceback from console.on_signal, exit 1, seen once): a SIGTERM raised inside a C extension's
+    initialisation comes out as that module's ImportError; when nothing catches it, the command ends as terminated."""
+    code = _SIGNAL_AT_IMPORT.replace('sys.exit(main(["check", "lyapunov", "--f", "-x**3-y,x-y**3", "--V", "x**2+y**2"]))',
+                                     'import proofs_checks.cli as cli\n'
+                                     'def boom(*args, **kwargs):\n'
+                                     '    try:\n'
+                                     '        os.kill(os.getpid(), signal.SIGTERM)\n'
+                                     '        import time; time.sleep(1)\n'
+                                     '    except BaseException as exc:\n'
+                                     '        raise ImportError("initialization failed") from exc\n'
+                                     'cli._select = boom\n'
+                                     'sys.exit(main(["run", "attn.forms_agree", "--quick"]))', 1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TVERIFY_", "PYTHON"))}
+    env.update(HOME=str(tmp_path / "home"), TVERIFY_STORE=str(tmp_path / "store"), KILL_AT="-")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 143 and "terminated (SIGTERM)" in r.stderr and "Traceback" not in r.stderr, (
+        r.returncode, r.stderr[-800:])
