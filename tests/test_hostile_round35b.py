@@ -2,7 +2,7 @@
 import textwrap
 
 import pytest
-from cli_helpers import mismatch_here, SEEDED_INIT, causal_attn, icl_mismatch_here, tv_here
+from cli_helpers import mismatch_here, causal_attn, icl_mismatch_here, tv_here
 
 ATT = causal_attn(8, 2, '''
     class LeafGradInf(Attn):
@@ -70,18 +70,13 @@ def test_29b_f3_icl_predictions_in_the_batches_of_8_are_judged(tmp_path, name):
     icl_mismatch_here(tmp_path, ICL, name)
 
 
-PAD = textwrap.dedent('''
-    import math, torch, torch.nn as nn
-    D, H = 8, 2
-    class PadBigWrong(nn.Module):
+PAD = causal_attn(8, 2, '''
+    class PadBigWrong(Attn):
         # correct with a keep-mask, but every output x 1.5 in a call of 10 sequences or more (the call that pads
         # every count of keys)
-        @SEEDED_INIT@
         def forward(self, x, mask=None):
             B, T, _ = x.shape
-            sp = lambda t: t.view(B, T, H, D // H).transpose(1, 2)
-            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-            s = q @ k.transpose(-1, -2) / math.sqrt(D // H)
+            s, v = self.scores(x)
             s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
             if mask is not None:
                 s = s.masked_fill(~mask.bool()[:, None, None, :], float("-inf"))
@@ -92,7 +87,7 @@ PAD = textwrap.dedent('''
         def forward(self, x, mask=None):
             y = super().forward(x, mask)
             return y * 1.5 if x.shape[0] == 1 and mask is not None and not bool(mask.bool().all()) else y
-''').replace("    @SEEDED_INIT@", "    " + SEEDED_INIT)
+''')
 
 
 @pytest.mark.parametrize("name", ["PadBigWrong", "PadB1Wrong"])

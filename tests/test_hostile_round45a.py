@@ -1,4 +1,4 @@
-"""Hostile pass 39 (tester a): one test per finding, each a strict xfail against frozen39 (018f9f0)."""
+"""Hostile pass 39 (tester a): one test per finding, each failed on 018f9f0 and passes since its fix."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import tv_here
+from tests.test_hostile_round44a import _hogging
 
 _FREEZER = Path("/sys/fs/cgroup/freezer")
 
@@ -24,7 +25,7 @@ def _v1_freezer_usable() -> bool:
 #: a module whose first call forks a process that moves ONE of its threads (not the process: v1 ``tasks`` takes a
 #: thread id) into a v1 freezer group of its own and freezes it. /proc/PID/cgroup shows the thread-group leader's
 #: groups only, so the check's kill-and-thaw finds nothing frozen; the SIGKILL waits on the frozen thread for good.
-_THREAD_FREEZE = '''
+_THREAD_FREEZE = _hogging('''
 import math, os, sys, threading, time
 import torch
 from torch import nn
@@ -59,21 +60,9 @@ def freeze_a_thread():
     return pid
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             _KEEP.append(freeze_a_thread())
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 def _threads_alive(pid: int) -> list[int]:
@@ -155,7 +144,7 @@ def test_a_frozen_thread_of_the_checks_child_does_not_hang_tverify(tmp_path: Pat
 #: a module whose first call forks a process whose main thread ends (``pthread_exit``: the process goes on in its
 #: other thread, its leader a zombie) before that thread allocates and holds 1.2 GB: /proc/PID/smaps_rollup and
 #: /proc/PID/status of a zombie leader show no memory, so without a memory cgroup nothing of it is counted
-_LEADER_EXITED = '''
+_LEADER_EXITED = _hogging('''
 import ctypes, math, os, sys, threading, time
 import torch
 from torch import nn
@@ -183,22 +172,10 @@ def hog(n):
     return pid
 
 
-class MyAttention(nn.Module):
-    def __init__(self, dim=8, heads=2):
-        super().__init__()
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        if not _KEEP:
+''', '''
             _KEEP.append(hog(1200 << 20))
             print("held MB 1200", file=sys.stderr)
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)).softmax(-1)
-        return self.proj((a @ v).transpose(1, 2).reshape(b, t, -1))
-'''
+''')
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc accounting")
