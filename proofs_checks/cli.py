@@ -1188,7 +1188,7 @@ def main(argv: list[str] | None = None) -> None:
     a closed pipe, a standard output closed from the start): one line, exit 2."""
     import os
 
-    from proofs_checks.console import (DELIVERED, RECEIVED, Terminated, guard_closed_streams, settle_signals,
+    from proofs_checks.console import (COMMANDS, DELIVERED, RECEIVED, Terminated, guard_closed_streams, settle_signals,
                                        terminate_cleanly, tolerant_encoding)
 
     guard_closed_streams()
@@ -1209,7 +1209,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.pop("TVERIFY_PLUGIN_CHILD", None)
     torch_named = "TORCHINDUCTOR_CACHE_DIR" in os.environ
     torch_cache, reaper = None, False
-    RECEIVED.clear(), DELIVERED.clear()  # (main() called again in one process: nothing kept from an earlier command)
+    COMMANDS[0] += 1  # (main() called again in one process: nothing kept from an earlier command)
+    RECEIVED.clear(), DELIVERED.clear()
     terminate_cleanly(watch=True)
     try:  # (from here on: a signal a finalizer swallowed is sent again, and can land before the command's work)
         try:

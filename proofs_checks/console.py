@@ -171,6 +171,8 @@ RECEIVED: list = []
 AGAIN: set = set()
 #: set once the command's own handler has the :class:`Terminated` (or the command has ended): nothing is sent again
 DELIVERED: list = []
+#: the commands ``cli.main`` started in this process: a watch belongs to the one it was started in
+COMMANDS = [0]
 
 
 def _until_delivered(signum: int) -> None:
@@ -196,9 +198,11 @@ def _until_delivered(signum: int) -> None:
 
     Again.__name__ = Again.__qualname__ = "Terminated"
 
+    command = COMMANDS[0]
+
     def watch() -> None:
         calm = 0
-        while not DELIVERED:
+        while not DELIVERED and COMMANDS[0] == command:  # (main() called again in this process: another command)
             time.sleep(0.01)
             exc = current().get(main)
             busy = exc is not None and (exc[1] if isinstance(exc, tuple) else exc) is not None
