@@ -563,38 +563,59 @@ from proofs_checks.fingerprint import MAX_BUDGET, derivation_budget  # noqa: E40
 
 
 class _budget:
-    """``with _budget(seconds) as stopped:`` raises :class:`_OutOfTime` in the block after ``seconds``
-    (a real-time timer; only in the main thread of a process that has ``SIGALRM``, elsewhere no
-    limit), with ``stopped["where"]`` saying which step the derivation had reached."""
+    """``with _budget(seconds) as stopped:`` raises :class:`_OutOfTime` in the block after ``seconds``, with
+    ``stopped["where"]`` saying which step the derivation had reached. A timer thread raises it in the block's thread
+    (asynchronously, at its next instruction), not a ``SIGALRM``: an alarm sent from outside was taken for the budget's
+    own and the claim reported undecided, and a caller's own real-time timer (pytest-timeout, ``signal.alarm``) was
+    replaced and cancelled for good (hostile pass 40a F1, F2)."""
 
     def __init__(self, seconds: float):
-        self.seconds, self.stopped, self._old = seconds, {"where": ""}, None
-
-    def __enter__(self):
-        import signal
         import threading
 
-        if (not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
-                or not math.isfinite(self.seconds)):  # inf: no limit
-            return self.stopped
+        self.seconds, self.stopped = seconds, {"where": ""}
+        self._timer, self._lock, self._open, self._fired, self._tid = None, threading.Lock(), False, False, None
 
-        def ring(signum, frame):
+    @staticmethod
+    def _raise_in():
+        import ctypes
+
+        return getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+
+    def __enter__(self):
+        import ctypes
+        import threading
+
+        raise_in = self._raise_in()
+        if raise_in is None or not math.isfinite(self.seconds):  # inf: no limit
+            return self.stopped
+        self._tid = threading.get_ident()
+
+        def ring() -> None:
             from theory.derivation import progress
 
-            self.stopped["where"] = (f"did not finish in {self.seconds:g} s (TVERIFY_DERIVATION_BUDGET); stopped in "
-                                     + (progress() or "the obligations"))
-            raise _OutOfTime()
+            with self._lock:
+                if not self._open:
+                    return
+                self.stopped["where"] = (f"did not finish in {self.seconds:g} s (TVERIFY_DERIVATION_BUDGET); stopped "
+                                         "in " + (progress() or "the obligations"))
+                self._fired = True
+                raise_in(ctypes.c_ulong(self._tid), ctypes.py_object(_OutOfTime))
 
-        self._old = signal.signal(signal.SIGALRM, ring)
-        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        self._open = True
+        self._timer = threading.Timer(self.seconds, ring)
+        self._timer.daemon = True
+        self._timer.start()
         return self.stopped
 
     def __exit__(self, *exc):
-        if self._old is not None:
-            import signal
+        if self._timer is not None:
+            import ctypes
 
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self._old)
+            with self._lock:
+                self._open = False
+                self._timer.cancel()
+                if self._fired and exc[0] is not _OutOfTime:  # rung as the block ended: not raised after it
+                    self._raise_in()(ctypes.c_ulong(self._tid), None)
         return False
 
 
