@@ -284,7 +284,7 @@ def call(f: Callable, x: torch.Tensor, grad: bool = False, watch: bool = True,
     values as returned, whichever property keeps them across calls (hostile passes 36b F2, 37b F3, F3b)."""
     before = x.detach().clone() if watch and isinstance(x, torch.Tensor) else None
     try:
-        with defaults_kept():
+        with defaults_kept(of=f):
             if grad:
                 r = f(x)
             else:

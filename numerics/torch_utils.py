@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import torch
 
@@ -121,6 +122,36 @@ except RuntimeError:  # (the legacy and the new settings mixed: no legacy value 
 #: what the user's code left (at its import or in a call) and its later calls run under, the check's own computations
 #: never: ``"precision"`` (torch's float32 precision settings) and ``"defaults"`` (torch's default dtype and device)
 _THEIRS: dict = {}
+_IN_CHECK = [0]
+#: a second implementation's own record (``check attention --against``), by the object: its import's and calls'
+#: settings are its own, never the checked module's (a reference file setting "medium" at import ran the checked
+#: module's calls in bfloat16: hostile pass 40b F1)
+SETTINGS_OF: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _store_of(obj) -> dict:
+    if obj is None:
+        return _THEIRS
+    try:
+        return SETTINGS_OF.get(obj, _THEIRS)
+    except TypeError:  # (an object that takes no weak reference: none of its own)
+        return _THEIRS
+
+
+@contextlib.contextmanager
+def own_settings(store: dict):
+    """What the user's code leaves inside the block is recorded in ``store`` (a second implementation's own record, see
+    :data:`SETTINGS_OF`), not in the checked module's; ``store``'s settings apply to its code inside."""
+    saved = dict(_THEIRS)
+    _THEIRS.clear()
+    _THEIRS.update(store)
+    try:
+        yield store
+    finally:
+        store.clear()
+        store.update(_THEIRS)
+        _THEIRS.clear()
+        _THEIRS.update(saved)
 
 
 def _get_device():
@@ -152,15 +183,17 @@ def precision_for_a_check():
     if at_start != _OWN_PRECISION:
         _THEIRS["precision"] = at_start
         _set_precision(_OWN_PRECISION)
+    _IN_CHECK[0] += 1
     try:
         yield
     finally:
+        _IN_CHECK[0] -= 1
         _THEIRS.clear()
         _set_precision(at_start)
 
 
 @contextlib.contextmanager
-def defaults_kept(apply: bool = True):
+def defaults_kept(apply: bool = True, of=None):
     """The user's code inside the block (an import, a call), the check's own computations outside: the block runs under
     the default dtype and device and the float32 settings (precision, autocast) the code left before — at its import or
     an earlier call — as a caller of the module would; what the code changes inside is recorded for its next calls, and
@@ -169,13 +202,20 @@ def defaults_kept(apply: bool = True):
     the check builds (a traceback, a false mismatch; hostile pass 24b F14, F15), nor its float32 reference ("medium"
     or autocast left on had it computed in bfloat16: 38b F4, 39b F4). ``apply=False``: a region of the check that
     calls the code through blocks of its own (its own computations stay under its own settings), where what the code
-    changes outside those is still recorded and put back."""
+    changes outside those is still recorded and put back. ``of``: the object called, whose own record
+    (:data:`SETTINGS_OF`) is used where it has one."""
+    theirs = _store_of(of)
+    if _IN_CHECK[0]:  # in a check its own settings are in force between calls: a difference was made by the code since
+        now = _precision_now()  # (a thread it started: the check's float32 reference ran under it, 40b F3)
+        if now != _OWN_PRECISION:
+            theirs["precision"] = now
+            _set_precision(_OWN_PRECISION)
     entry = _defaults_now(), _precision_now()
     if apply:
-        if "defaults" in _THEIRS:
-            _set_defaults(_THEIRS["defaults"])
-        if "precision" in _THEIRS:
-            _set_precision(_THEIRS["precision"])
+        if "defaults" in theirs:
+            _set_defaults(theirs["defaults"])
+        if "precision" in theirs:
+            _set_precision(theirs["precision"])
     placed = _defaults_now(), _precision_now()
     try:
         yield
@@ -183,7 +223,7 @@ def defaults_kept(apply: bool = True):
         left = _defaults_now(), _precision_now()
         for key, was, now in zip(("defaults", "precision"), placed, left):
             if now != was:
-                _THEIRS[key] = now
+                theirs[key] = now
         if left[0] != entry[0]:
             _set_defaults(entry[0])
         if left[1] != entry[1]:

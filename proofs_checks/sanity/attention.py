@@ -59,6 +59,7 @@ exception, and the verdict line names it.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import click
@@ -320,6 +321,20 @@ def _samefile(a: str, b: str) -> bool:
 CHILD_TASK = "proofs_checks.sanity.attention:child_task"
 
 
+def _under(hook, store: dict):
+    """``hook`` (a ``--mapping`` function) called with its own torch settings (:func:`numerics.torch_utils.own_settings`)."""
+    import functools
+
+    from numerics.torch_utils import own_settings
+
+    @functools.wraps(hook)
+    def call(*args, **kwargs):
+        with own_settings(store):
+            return hook(*args, **kwargs)
+
+    return call
+
+
 def child_task(req: dict, obj: Any, arrays: dict) -> dict:
     """In the child: load the ``--module``/``--mapping``/``--against`` specs (or take the API's
     objects), run :func:`run_attention`, return the payload."""
@@ -344,12 +359,20 @@ def child_task(req: dict, obj: Any, arrays: dict) -> dict:
     else:
         target = load_object(req["module_spec"], "--module")
         if req.get("mapping_spec"):
-            hook = load_object(req["mapping_spec"], "--mapping")
+            from numerics.torch_utils import own_settings
+
+            with own_settings({}) as store:  # (what its import or call leaves is its own, not the module's: 40b F1c)
+                hook = load_object(req["mapping_spec"], "--mapping")
             if not callable(hook):
                 raise UsageError(f"--mapping: {req['mapping_spec']} is a {type(hook).__name__}, not a function")
-            kw["mapping"] = hook
+            kw["mapping"] = _under(hook, store)
         if req.get("against_spec"):
-            kw["against"] = load_object(req["against_spec"], "--against")
+            from numerics.torch_utils import SETTINGS_OF, own_settings
+
+            with own_settings({}) as store:  # (what its import leaves is its own, not the checked module's: 40b F1)
+                kw["against"] = load_object(req["against_spec"], "--against")
+            with contextlib.suppress(TypeError):
+                SETTINGS_OF[kw["against"]] = store
             _not_itself(req["module_spec"], req["against_spec"], target, kw["against"])
     from numerics.attention_mapping import TransformFailed
 

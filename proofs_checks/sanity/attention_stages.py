@@ -240,16 +240,32 @@ def _never_runs_the_module(watched: list, call, x) -> None:
     the second object; a second implementation that only reads the module's weights is not refused."""
     if not watched or x is None:
         return
-    ran, handles = [], []
+    ran, handles, forwards = [], [], []
     try:
         for m in watched:  # (a scripted module takes no Python hook: not watched)
             with contextlib.suppress(Exception):
                 handles.append(m.register_forward_pre_hook(lambda *_: ran.append(True)))
+            with contextlib.suppress(Exception):  # its forward called directly (`inner.forward(x)`: no hook; 40b F2)
+                own = "forward" in vars(m)
+                bound = m.forward
+
+                def seen(*args, _bound=bound, **kwargs):
+                    ran.append(True)
+                    return _bound(*args, **kwargs)
+
+                object.__setattr__(m, "forward", seen)
+                forwards.append((m, own, bound))
         with contextlib.suppress(Exception):  # (an exception is reported by the comparison's own calls)
             _user_call(lambda: call(x), "--against")
     finally:
         for h in handles:
             h.remove()
+        for m, own, bound in forwards:
+            with contextlib.suppress(Exception):
+                if own:
+                    object.__setattr__(m, "forward", bound)
+                else:
+                    object.__delattr__(m, "forward")
     if ran:
         raise UsageError("--against: its call runs the checked module itself (it holds the module, or calls it): its "
                          "outputs are the module's own, so the differential comparison could not reject anything; give "
@@ -265,8 +281,14 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
     from numerics import attention_probe as ap
     from numerics.torch_utils import not_dense
 
-    with torch.random.fork_rng(devices=[]):  # the same seed: factories seeded alike get equal weights
-        torch.manual_seed(int(decl.seed))
+    from numerics.torch_utils import SETTINGS_OF, own_settings
+
+    try:
+        store = SETTINGS_OF.get(against, {})
+    except TypeError:
+        store = {}
+    with torch.random.fork_rng(devices=[]), own_settings(store):  # the same seed: factories seeded alike get equal
+        torch.manual_seed(int(decl.seed))  # weights; what building it leaves is its own (40b F1)
         g = instantiate(against, decl.dim, "--against")
     if module is not None and g is module:
         raise UsageError("--against: it gives the checked module itself (the same object, once its factory is called): "
@@ -280,6 +302,8 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
             raise UsageError(f"--against: cannot copy it to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
         if module is not None and id(module) in memo:  # the checked module held inside it, copied with it
             watched.append(memo[id(module)])
+    with contextlib.suppress(TypeError):
+        SETTINGS_OF[g] = store
     probe.against = g
     _never_runs_the_module(watched, lambda x: ap.call(g, probe.against_input(x), watch=False),
                            next(iter(probe.xs.values()), None))
