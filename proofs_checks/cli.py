@@ -1258,6 +1258,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         if not _flush_stderr():  # stderr full or broken: its line is lost, and the interpreter's own last flush of it
             sys.exit(2)  # made a usage error exit 1 (hostile pass 14a F1); a failed write is exit 2
+        if argv is None:
+            _exit_within_bounds(code)
         raise SystemExit(code) from None
 
 
@@ -1288,6 +1290,41 @@ def _not_swallowed(code) -> None:
         _stderr_line(f"tverify: {signal.Signals(signum).name} was swallowed by code the command ran (a library's "
                      "`except`), which went on to its end: it exits as terminated")
         raise SystemExit(128 + signum)
+
+
+#: seconds the console command's exit may take once its work is done, before it ends regardless
+EXIT_GRACE = 5.0
+
+
+def _exit_within_bounds(code) -> None:
+    """The console command's end, whatever code it loaded left running (hostile pass 40a F3, F4): the processes a
+    plugin's import started with ``multiprocessing`` are killed (Python's exit would join them: extending.md promises
+    they end with the command), and an exit that a thread or an exit callback of such code holds up (Python joins
+    every non-daemon thread) ends after :data:`EXIT_GRACE` seconds with the command's own status."""
+    import os
+    import threading
+
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:
+        for child in mp.active_children():
+            with contextlib.suppress(Exception):
+                child.kill()
+                child.join(1)
+    status = code if isinstance(code, int) else (0 if code is None else 1)
+
+    def end() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        from proofs_checks.supervisor import mark_finished
+
+        mark_finished()
+        os._exit(status)
+
+    with contextlib.suppress(RuntimeError):
+        timer = threading.Timer(EXIT_GRACE, end)
+        timer.daemon = True
+        timer.start()
 
 
 def _flush_stderr() -> bool:

@@ -117,6 +117,16 @@ def _remove(path: str | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+#: the child's "finished" mark (its last exit callback), for an exit that ends the process itself (cli's bounded exit)
+_FINISHED: list = []
+
+
+def mark_finished() -> None:
+    """Tell the parent the command finished (what the last exit callback does), before an ``os._exit`` of tverify's."""
+    for finished in _FINISHED:
+        finished()
+
+
 def _in_child(parent: int, old_mask, done_r: int, done_w: int, sig_r: int, sig_w: int) -> None:
     import atexit
     import signal
@@ -136,6 +146,7 @@ def _in_child(parent: int, old_mask, done_r: int, done_w: int, sig_r: int, sig_w
                 pass
 
     atexit.register(finished)
+    _FINISHED[:] = [finished]
     os.set_blocking(sig_w, False)
     try:
         signal.set_wakeup_fd(sig_w, warn_on_full_buffer=False)

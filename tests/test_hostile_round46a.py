@@ -61,3 +61,69 @@ def test_the_api_keeps_the_callers_own_real_time_timer(tmp_path, monkeypatch):
         signal.setitimer(signal.ITIMER_REAL, *saved_timer)
         signal.signal(signal.SIGALRM, saved_handler)
     assert left > 0, "the caller's 600 s timer was cancelled by the call"
+
+
+#: a claims plugin whose import starts a non-daemon thread that runs for a minute (a background worker of its own);
+#: the import probe passes (the probe process ends), then the import into tverify itself starts the thread there
+_THREAD_PLUGIN = textwrap.dedent('''
+    import threading, time
+    def _worker():
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            time.sleep(0.2)
+    threading.Thread(target=_worker, name="h40a-worker", daemon=False).start()
+''')
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux's")
+def test_a_plugins_non_daemon_thread_does_not_keep_the_command_alive(tmp_path):
+    import signal
+
+    pp = tmp_path / "pp"
+    (pp / "h40a_threadplug").mkdir(parents=True)
+    (pp / "h40a_threadplug" / "__init__.py").write_text(_THREAD_PLUGIN)
+    dist = pp / "h40a_threadplug-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: h40a-threadplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[tverify.claims]\nh40a = h40a_threadplug\n")
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "TVERIFY_STORE": str(tmp_path / "store"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(pp)}
+    p = subprocess.Popen([sys.executable, "-m", "proofs_checks", "list", "lyap.conditions"], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=15)
+        ended = True
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        ended = False
+    assert ended, f"still running 15 s after start; stdout tail: {out[-300:]!r}"
+    assert p.returncode == 0 and "lyap.conditions" in out, (p.returncode, err[-800:])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux's")
+def test_a_process_a_plugins_import_starts_does_not_keep_the_command_alive(tmp_path):
+    import signal
+
+    pp = tmp_path / "pp"
+    (pp / "h40a_procplug").mkdir(parents=True)
+    (pp / "h40a_procplug" / "__init__.py").write_text(
+        'import multiprocessing as mp, time\n_p = mp.get_context("fork").Process(target=time.sleep, args=(60,))\n'
+        '_p.start()\n')
+    dist = pp / "h40a_procplug-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: h40a-procplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[tverify.claims]\nh40ap = h40a_procplug\n")
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "TVERIFY_STORE": str(tmp_path / "store"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(pp)}
+    p = subprocess.Popen([sys.executable, "-m", "proofs_checks", "list", "lyap.conditions"], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=15)
+        ended = True
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        ended = False
+    assert ended, f"still running 15 s after start; stdout tail: {out[-300:]!r}"
+    assert p.returncode == 0 and "lyap.conditions" in out, (p.returncode, err[-800:])
