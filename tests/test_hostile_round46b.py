@@ -129,3 +129,18 @@ def test_40b_f3b_thread_setting_after_half_a_second_not_ok(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", "thd.py:T", "--causal", "--quick", "--dtype", "float32")
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode != 0, r.stdout[-1500:]
+
+
+# --- lead additions ---
+def test_40b_f2b_against_naming_the_modules_bound_forward_is_refused(tmp_path):
+    """40b F2b: `bound = winst.forward` as --against ran the module itself (a bound method: no hook sees it called)."""
+    (tmp_path / "probe.py").write_text(causal_attn(16, 2, """
+        class Twice(Attn):
+            def forward(self, x):
+                return 2 * super().forward(x)
+        winst = Twice()
+        bound = winst.forward
+    """))
+    r = tv_here(tmp_path, "check", "attention", "--module", "probe.py:winst", "--against", "probe.py:bound", "--causal",
+                "--quick")
+    assert r.returncode == 2 and "the module itself" in r.stderr, (r.returncode, r.stderr[-600:])

@@ -296,7 +296,7 @@ def _not_itself(module_spec: str, against_spec: str, target: Any, against: Any) 
         f = getattr(sys.modules.get(where), "__file__", None)
         return os.path.realpath(f) if f else None
 
-    same = against is target
+    same = against is target or getattr(against, "__self__", None) is target  # (its bound forward too: 40b F2b)
     if not same and _split(module_spec, "--module")[1] == _split(against_spec, "--against")[1]:
         fa, fb = file_of(module_spec, "--module"), file_of(against_spec, "--against")
         same = fa is not None and fb is not None and (fa == fb or _samefile(fa, fb))
