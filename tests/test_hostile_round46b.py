@@ -1,21 +1,11 @@
-"""Hostile pass 40, tester B: reproducers (each marked xfail(strict) on the code the pass ran against, 411e448)."""
+"""Hostile pass 40, tester B: reproducers (each failed on the code the pass ran against, 411e448, and passes since its fix, but for the documented limit F3b)."""
 
 import pytest
 
 from cli_helpers import causal_attn, tv_here
+from tests.test_hostile_round45b import _PROBE as _PROBE_39B, _medium_lowers_cpu_matmuls
 
 
-def _medium_lowers_cpu_matmuls() -> bool:
-    import torch
-
-    old = torch.get_float32_matmul_precision()
-    try:
-        g = torch.Generator().manual_seed(0)
-        a, b = torch.randn(64, 64, generator=g), torch.randn(64, 64, generator=g)
-        torch.set_float32_matmul_precision("medium")
-        return float((a @ b - (a.double() @ b.double())).abs().max()) > 1e-3
-    finally:
-        torch.set_float32_matmul_precision(old)
 
 
 # --- 40B F1: the --against file's import-time torch settings (float32 matmul precision "medium", autocast) are
@@ -52,22 +42,10 @@ def test_40b_f1b_against_import_autocast_not_blamed_on_module(tmp_path):
 # --- 40B F2: an --against module whose forward calls the checked module's .forward() directly (no __call__, so no
 # forward pre-hook fires) is not refused: a module with outputs doubled is "ok: all 13 checked properties hold" -------
 
-_PROBE = """import torch, torch.nn as nn
-from base import Attn
-class Twice(Attn):
-    def forward(self, x):
-        return 2 * super().forward(x)
-winst = Twice()
-class Holder(nn.Module):
-    def __init__(self):
-        super().__init__(); self.inner = winst
-    def forward(self, x):
-        return self.inner.forward(x)
-"""
+_PROBE = _PROBE_39B.replace("return self.inner(x)", "return self.inner.forward(x)")  # (the doubled module, held)
 
 
 def test_40b_f2_against_calling_module_forward_directly_refused(tmp_path):
-    (tmp_path / "base.py").write_text(causal_attn(16, 2))
     (tmp_path / "probe.py").write_text(_PROBE)
     r = tv_here(tmp_path, "check", "attention", "--module", "probe.py:winst", "--against", "probe.py:Holder",
                 "--causal", "--quick")
@@ -120,7 +98,7 @@ def test_40b_f3_thread_setting_not_in_checks_own_reference(tmp_path):
 
 
 @pytest.mark.skipif(not _medium_lowers_cpu_matmuls(), reason="'medium' leaves float32 CPU matmuls alone here")
-@pytest.mark.xfail(strict=True, reason="40b F3b, a documented limit (docs/check-attention.md, the exit-2 list: torch's "
+@pytest.mark.xfail(strict=False, reason="40b F3b (timing: seen when the calls outlast the thread's 0.5 s), a documented limit (docs/check-attention.md, the exit-2 list: torch's "
                    "settings): a setting a thread of the module's makes while the check runs applies from the module's "
                    "next call on; a quick check whose calls that judge precision are done by then does not see it")
 def test_40b_f3b_thread_setting_after_half_a_second_not_ok(tmp_path):
