@@ -122,3 +122,18 @@ def test_40b_f2b_against_naming_the_modules_bound_forward_is_refused(tmp_path):
     r = tv_here(tmp_path, "check", "attention", "--module", "probe.py:winst", "--against", "probe.py:bound", "--causal",
                 "--quick")
     assert r.returncode == 2 and "the module itself" in r.stderr, (r.returncode, r.stderr[-600:])
+
+
+def test_40b_f3c_a_threads_default_dtype_is_not_a_replaced_torch_storage(tmp_path):
+    """40b F3c: torch.set_default_dtype(float64) made by a thread of the model's rebinds torch.Storage (torch's own
+    alias of the default dtype's storage class): an exact least-squares model was refused, "the code replaced
+    torch.Storage … nothing was checked", exit 2."""
+    (tmp_path / "ithr.py").write_text(
+        "import threading, time, torch\n"
+        "def _late():\n    time.sleep(0.05)\n    torch.set_default_dtype(torch.float64)\n"
+        "threading.Thread(target=_late, daemon=True).start()\n"
+        "def ls(xs, ys, xq):\n    w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)\n"
+        "    return (xq.unsqueeze(-2) @ w).reshape(-1)\n")
+    r = tv_here(tmp_path, "check", "icl", "--model", "ithr.py:ls", "--lambda", "1,2", "--N", "10", "--M", "10",
+                "--quick")
+    assert "torch.Storage" not in r.stderr and r.returncode == 0, (r.returncode, r.stderr[-600:], r.stdout[-600:])

@@ -455,6 +455,10 @@ def _torchs_own_rewrite(where: tuple[str, str], before: Any, now: Any) -> bool:
     that makes it, around the very function seen before (its ``__wrapped__`` or a cell of its closure). Any other
     replacement counts, a wrapper torch's decorators make included (``torch.autocast(...)(Tensor.__matmul__)`` was
     taken for torch's own and a bfloat16 module declared float32 passed, hostile pass 12 F4)."""
+    if where == ("torch", "Storage"):  # torch.set_default_dtype rebinds it to that dtype's storage class, torch's own
+        torch = sys.modules.get("torch")  # (a thread of the code's setting float64 was refused: hostile pass 40b F3c)
+        return (torch is not None and isinstance(now, type) and now.__name__.endswith("Storage")
+                and getattr(torch, now.__name__, None) is now)
     made_by = _TORCHS_REWRITES.get(where)
     f = getattr(now, "__func__", now)
     code = getattr(f, "__code__", None)
