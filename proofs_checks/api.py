@@ -30,14 +30,16 @@ def _as_value_errors(fn=None):
     ``fn`` (an API function) the message names its keyword arguments where the check's names the
     command's flags (:func:`_keyword_words`)."""
     from proofs_checks.options import UsageError
-    from proofs_checks.threads import pin as pin_threads
+    from proofs_checks.threads import pinned as pinned_threads
     from theory.validation import InputError
 
     from proofs_checks.sanity.attention_declaration import DeclarationError
 
     try:
-        pin_threads()  # every API function computes: torch/BLAS threads from the cores (proofs_checks.threads)
-        yield
+        # every API function computes: torch/BLAS threads from the cores (proofs_checks.threads), for the call only:
+        # the caller's environment and thread counts are put back afterwards
+        with pinned_threads():
+            yield
     except DeclarationError as exc:  # names the flag and the keyword: the same line as the command's and the fixture's
         raise InputError(" ".join(exc.format_message().split())) from None
     except UsageError as exc:

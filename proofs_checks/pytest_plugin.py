@@ -138,18 +138,24 @@ def _run_outcome(result: Any) -> str:
 
 
 @pytest.fixture
-def tverify() -> TverifyFixture:
-    """Run tverify's checks on your own model inside a test; a violation fails the test with the table."""
+def tverify():
+    """Run tverify's checks on your own model inside a test; a violation fails the test with the table.
+    The torch/BLAS threads are pinned for the test (one per xdist worker) and put back after it, with the
+    environment variables that set them (:func:`proofs_checks.threads.pinned`)."""
     with _system_first():
         from proofs_checks.errors import UsageError
-        from proofs_checks.threads import pin
+        from proofs_checks.threads import pinned
 
     why = None
+    threads = pinned()
     try:
         with _system_first():
-            pin()  # torch/BLAS threads from the cores, one per xdist worker
+            threads.__enter__()
     except UsageError as exc:  # a bad $TVERIFY_THREADS: its one line, no traceback into this package (pass 10, F2)
         why = f"tverify fixture: {exc}"
     if why:
         pytest.fail(why, pytrace=False)
-    return TverifyFixture()
+    try:
+        yield TverifyFixture()
+    finally:
+        threads.__exit__(None, None, None)

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["ENV", "Threads", "available_cores", "resolve", "pin", "threads_option"]
+__all__ = ["ENV", "Threads", "available_cores", "resolve", "pin", "pinned", "threads_option"]
 
 #: the environment variable that sets the thread count of every command
 ENV = "TVERIFY_THREADS"
@@ -120,9 +121,8 @@ def pin(threads: int | None = None, *, workers: int | None = None, default: int 
     for var in _RUNTIME_VARS:
         os.environ[var] = str(n)
     torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "set_num_threads") and _pinned.get("torch") != n:
+    if torch is not None and hasattr(torch, "set_num_threads") and torch.get_num_threads() != n:
         torch.set_num_threads(n)
-        _pinned["torch"] = n
     if "numpy" in sys.modules and _pinned.get("blas") != n:
         try:
             from threadpoolctl import threadpool_limits
@@ -132,6 +132,57 @@ def pin(threads: int | None = None, *, workers: int | None = None, default: int 
             threadpool_limits(n)
             _pinned["blas"] = n
     return t
+
+
+def _blas_threads() -> int | None:
+    """The thread count of the BLAS/OpenMP libraries now loaded (the largest), None when none is or
+    threadpoolctl is missing."""
+    if "numpy" not in sys.modules:
+        return None
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover
+        return None
+    counts = [p.get("num_threads") for p in threadpool_info() if isinstance(p.get("num_threads"), int)]
+    return max(counts) if counts else None
+
+
+@contextmanager
+def pinned(threads: int | None = None, *, workers: int | None = None, default: int | None = None):
+    """:func:`pin` for the length of a block: what the Python API and the pytest fixture use, in a process
+    that is the caller's. Afterwards the caller's environment variables (``TVERIFY_THREADS``,
+    ``OMP_WAIT_POLICY``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``) are as they
+    were, set or unset, and so are torch's intra-op thread count and the BLAS libraries' limits; torch or a
+    BLAS library first loaded inside the block gets the count it would have had loaded by the caller
+    (``OMP_NUM_THREADS`` as the caller had it, else the cores this process may use)."""
+    names = (ENV, "OMP_WAIT_POLICY", *_RUNTIME_VARS)
+    saved_env = {k: os.environ.get(k) for k in names}
+    torch = sys.modules.get("torch")
+    saved_torch = torch.get_num_threads() if torch is not None and hasattr(torch, "get_num_threads") else None
+    saved_blas = _blas_threads()
+    try:
+        yield pin(threads, workers=workers, default=default)
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        omp = (saved_env["OMP_NUM_THREADS"] or "").strip()
+        loaded_default = int(omp) if omp.isdigit() and int(omp) >= 1 else available_cores()
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "set_num_threads"):
+            want = saved_torch if saved_torch is not None else loaded_default
+            if torch.get_num_threads() != want:
+                torch.set_num_threads(want)
+        _pinned.pop("blas", None)
+        if "numpy" in sys.modules and _blas_threads() != (saved_blas or loaded_default):
+            try:
+                from threadpoolctl import threadpool_limits
+            except ImportError:  # pragma: no cover
+                pass
+            else:
+                threadpool_limits(saved_blas or loaded_default)
 
 
 def _pin_callback(ctx, param, value):

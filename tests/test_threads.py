@@ -83,3 +83,30 @@ def test_bad_threads_flag_is_a_usage_error():
 
     res = CliRunner().invoke(cli, ["run", "attn.softmax_simplex", "--threads", "0"])
     assert res.exit_code == 2 and "--threads" in res.output
+
+
+def test_the_api_puts_back_the_callers_environment_and_thread_counts(monkeypatch):
+    """Hostile pass 40 (left open then): an API call left OMP_NUM_THREADS & co. set in the caller's environment,
+    and torch at one thread, after it returned. Pinned for the call only, everything is as the caller had it."""
+    import torch
+
+    from proofs_checks import api
+    from theory.validation import InputError
+
+    monkeypatch.delenv("TVERIFY_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setattr(threads, "_INHERITED_OMP", "3")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "5")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with api._as_value_errors():
+            assert os.environ["MKL_NUM_THREADS"] == "3" and torch.get_num_threads() == 3  # pinned inside
+        assert "MKL_NUM_THREADS" not in os.environ and os.environ["OPENBLAS_NUM_THREADS"] == "5"
+        assert os.environ["OMP_NUM_THREADS"] == "3" and torch.get_num_threads() == 2
+        with pytest.raises(InputError):  # an API function's bad input: put back all the same
+            api.check_lyapunov("x**", "x**2")
+        assert "MKL_NUM_THREADS" not in os.environ and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
