@@ -137,3 +137,23 @@ def test_40b_f3c_a_threads_default_dtype_is_not_a_replaced_torch_storage(tmp_pat
     r = tv_here(tmp_path, "check", "icl", "--model", "ithr.py:ls", "--lambda", "1,2", "--N", "10", "--M", "10",
                 "--quick")
     assert "torch.Storage" not in r.stderr and r.returncode == 0, (r.returncode, r.stderr[-600:], r.stdout[-600:])
+
+
+# --- 40B (left open then): an --against module that runs the checked module on every call but its first (the first
+# computes the same numbers with a copy of its own) was watched at its first call only: not refused, "ok" for the
+# module with doubled outputs. Every call of the second object is watched now, over the whole check --------------
+
+_LATER = _PROBE_39B.replace(
+    "        self.inner = winst\n",
+    "        self.inner = winst\n        import copy as _c\n        self.own = [_c.deepcopy(winst)]\n"
+    "        self.calls = 0\n").replace(
+    "return self.inner(x)",
+    "self.calls += 1\n        return self.own[0](x) if self.calls == 1 else self.inner(x)")
+
+
+def test_40b_against_running_the_module_after_its_first_call_refused(tmp_path):
+    (tmp_path / "probe.py").write_text(_LATER)
+    r = tv_here(tmp_path, "check", "attention", "--module", "probe.py:winst", "--against", "probe.py:Holder",
+                "--causal", "--quick")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2 and "runs the checked module itself" in r.stdout + r.stderr, r.stdout[-1500:]

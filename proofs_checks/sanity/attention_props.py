@@ -665,6 +665,8 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
         _late_writes(props, probe, ld.wm)
         _late_dtype(props, probe)
         attention_structural.late_rows(probe, props)  # run-to-run differences (34b F3), redrawn inputs (36b F1)
+    if against is not None and getattr(probe, "against_watch", None) is not None:
+        probe.against_watch.refuse()  # the module run by any call of the second object, in any property (40b)
     if against is not None and probe.against_wrote():
         warnings.append("warning: the --against object wrote into an input it was given: each of its calls got a "
                         "copy of the probe, so the module's own probes are unchanged; its outputs are compared as it "

@@ -233,43 +233,97 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
     return Probed(probe, all_outs, tick, notes)
 
 
-def _never_runs_the_module(watched: list, call, x) -> None:
+class AgainstWatch:
     """``--against`` whose call runs the checked module itself (a wrapper holding it, ``nn.Sequential(module)``, a
     function calling it) is refused: its outputs are the module's own, so the comparison could not reject anything
-    (hostile pass 39b F3). Seen by a hook on the module (and on its copy inside the second object) during one call of
-    the second object; a second implementation that only reads the module's weights is not refused."""
-    if not watched or x is None:
-        return
-    ran, handles, forwards = [], [], []
-    try:
-        for m in watched:  # (a scripted module takes no Python hook: not watched)
+    (hostile pass 39b F3). Every call of the second object is watched, for the whole check (a wrapper that calls the
+    module on its second call only, or at some length, was seen once and let through: hostile pass 40b): while it
+    runs, a forward pre-hook on the module and on its copy inside the second object (deepcopy's memo finds it) and
+    their ``forward`` attribute (``inner.forward(x)`` takes no hook: 40b F2) note a call. A second implementation
+    that only reads the module's weights is not refused."""
+
+    def __init__(self, watched: list):
+        self.watched, self.ran, self._depth, self._undo = watched, False, 0, []
+
+    def enter(self, *_) -> None:
+        self._depth += 1
+        if self._depth > 1 or not self.watched:
+            return
+        for m in self.watched:  # (a scripted module takes no Python hook: not watched)
             with contextlib.suppress(Exception):
-                handles.append(m.register_forward_pre_hook(lambda *_: ran.append(True)))
-            with contextlib.suppress(Exception):  # its forward called directly (`inner.forward(x)`: no hook; 40b F2)
+                h = m.register_forward_pre_hook(self._seen)
+                self._undo.append(h.remove)
+            with contextlib.suppress(Exception):
                 own = "forward" in vars(m)
                 bound = m.forward
 
                 def seen(*args, _bound=bound, **kwargs):
-                    ran.append(True)
+                    self.ran = True
                     return _bound(*args, **kwargs)
 
                 object.__setattr__(m, "forward", seen)
-                forwards.append((m, own, bound))
-        with contextlib.suppress(Exception):  # (an exception is reported by the comparison's own calls)
-            _user_call(lambda: call(x), "--against")
-    finally:
-        for h in handles:
-            h.remove()
-        for m, own, bound in forwards:
+                self._undo.append(lambda m=m, own=own, bound=bound: object.__setattr__(m, "forward", bound) if own
+                                  else object.__delattr__(m, "forward"))
+
+    def exit(self, *_) -> None:
+        self._depth = max(0, self._depth - 1)
+        if self._depth:
+            return
+        undo, self._undo = self._undo, []
+        for u in reversed(undo):
             with contextlib.suppress(Exception):
-                if own:
-                    object.__setattr__(m, "forward", bound)
-                else:
-                    object.__delattr__(m, "forward")
-    if ran:
-        raise UsageError("--against: its call runs the checked module itself (it holds the module, or calls it): its "
-                         "outputs are the module's own, so the differential comparison could not reject anything; give "
-                         "a second implementation")
+                u()
+
+    def _seen(self, *_) -> None:
+        self.ran = True
+
+    def attach(self, g: Any) -> Any:
+        """``g`` watched at every call: hooks on a module (entering and leaving, an exception included), a wrapper
+        around a function; a module that takes no hooks (scripted) is returned as it is, watched only where
+        :meth:`once` calls it."""
+        import functools
+
+        import torch
+
+        if isinstance(g, torch.nn.Module):
+            try:
+                g.register_forward_pre_hook(self.enter)
+                g.register_forward_hook(self.exit, always_call=True)
+            except Exception:  # noqa: BLE001 (a scripted module)
+                pass
+            return g
+        if not callable(g):
+            return g
+
+        @functools.wraps(g)
+        def watched(*args, **kwargs):
+            self.enter()
+            try:
+                return g(*args, **kwargs)
+            finally:
+                self.exit()
+
+        return watched
+
+    def once(self, call, x) -> None:
+        """One call of the second object on ``x``, watched (also where :meth:`attach` could not hook it), then
+        :meth:`refuse`."""
+        if not self.watched or x is None:
+            return
+        self.enter()
+        try:
+            with contextlib.suppress(Exception):  # (an exception is reported by the comparison's own calls)
+                _user_call(lambda: call(x), "--against")
+        finally:
+            self.exit()
+        self.refuse()
+
+    def refuse(self) -> None:
+        """A UsageError when any call of the second object ran the checked module."""
+        if self.ran:
+            raise UsageError("--against: its call runs the checked module itself (it holds the module, or calls it): "
+                             "its outputs are the module's own, so the differential comparison could not reject "
+                             "anything; give a second implementation")
 
 
 def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = None) -> None:
@@ -302,11 +356,12 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
             raise UsageError(f"--against: cannot copy it to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
         if module is not None and id(module) in memo:  # the checked module held inside it, copied with it
             watched.append(memo[id(module)])
+    watch = AgainstWatch(watched)
+    g = watch.attach(g)
     with contextlib.suppress(TypeError):
         SETTINGS_OF[g] = store
-    probe.against = g
-    _never_runs_the_module(watched, lambda x: ap.call(g, probe.against_input(x), watch=False),
-                           next(iter(probe.xs.values()), None))
+    probe.against, probe.against_watch = g, watch
+    watch.once(lambda x: ap.call(g, probe.against_input(x), watch=False), next(iter(probe.xs.values()), None))
     for T, x in probe.xs.items():
         try:
             o = _user_call(lambda: ap.call(g, probe.against_input(x), watch=False)[0], "--against")  # a copy (24b F7)
@@ -325,3 +380,4 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
         if not bool(torch.isfinite(o).all()):  # the reference side is broken: nothing to compare with
             raise UsageError(f"--against: {getattr(g, '__name__', type(g).__name__)} returned NaN or inf at T = {T} "
                              "on a finite probe: it cannot serve as the other implementation")
+    watch.refuse()
