@@ -238,8 +238,10 @@ def _perf_ok() -> bool:
 
 @moved("1.5 GB of perf ring buffers (a documented limit)",
        "tests/test_cgroup.py::test_a_process_in_the_group_is_counted_with_its_memory_file_and_killed_on_close")
-@pytest.mark.xfail(strict=True, reason="33a F4, a documented limit (docs/own-model.md, 'The memory cgroup'): "
-                   "perf ring buffers and AF_PACKET rings are kernel memory charged to no cgroup")
+@pytest.mark.xfail(strict=False, reason="33a F4, a documented limit (docs/own-model.md, 'The memory cgroup'): "
+                   "perf ring buffers and AF_PACKET rings are kernel memory charged to no cgroup; not strict: with "
+                   "other checks running beside it the rest of the child's memory has once reached the limit first "
+                   "(XPASS, the eighteenth session's integration run), which is the check stopping, not the limit lifted")
 def test_perf_ring_buffers_count_against_max_memory(tmp_path):
     if not _perf_ok():
         pytest.skip("needs root on x86_64 with perf_event_open allowed (CAP_IPC_LOCK lifts perf_event_mlock_kb)")
