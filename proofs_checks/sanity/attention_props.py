@@ -12,7 +12,6 @@ from proofs_checks.sanity.attention_precision import precision_property
 from proofs_checks.sanity.attention_hints import _hints  # noqa: F401
 from proofs_checks.sanity.attention_verdict import _decl  # noqa: F401
 
-
 _CAUSE_HINTS = {
     "input_unchanged": "the module writes into its input (x.zero_(), x *= c, x[...] = ...): work on a copy "
                        "(x = x.clone()) or out of place",
@@ -638,8 +637,7 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
     from proofs_checks.sanity.attention_load import _user_call
 
     probe, f, mp, st = pr.probe, ld.f, ch.mp, ch.st
-    info, warnings = _info(probe, ld, decl, done, weights, ch)
-    hints = ld.hints + weights.hints
+    (info, warnings), hints = _info(probe, ld, decl, done, weights, ch), ld.hints + weights.hints
     props, figures = _leading(probe, pr.all_outs), {}
     all_bad = props[-1].status == "fail" and len(probe.outs) == len(pr.all_outs)
     pre = [] if (not probe.outs or all_bad) else _user_call(
@@ -665,8 +663,8 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
         _late_writes(props, probe, ld.wm)
         _late_dtype(props, probe)
         attention_structural.late_rows(probe, props)  # run-to-run differences (34b F3), redrawn inputs (36b F1)
-    if against is not None and getattr(probe, "against_watch", None) is not None:
-        probe.against_watch.refuse()  # the module run by any call of the second object, in any property (40b)
+    if getattr(probe, "against_watch", None) is not None:  # the module run by any call of the second object (40b)
+        probe.against_watch.refuse()
     if against is not None and probe.against_wrote():
         warnings.append("warning: the --against object wrote into an input it was given: each of its calls got a "
                         "copy of the probe, so the module's own probes are unchanged; its outputs are compared as it "
