@@ -189,6 +189,10 @@ def remove_groups_of(pid: int) -> None:
                 MemoryCgroup(folder, (folder / "memory.current").is_file()).close()
 
 
+#: the most seconds :meth:`MemoryCgroup.close` keeps killing and thawing the processes left in a check's group
+CLOSE_WAIT = 5.0
+
+
 def _thaw(pid: int) -> list[tuple[Path, tuple[str, ...], str]]:
     """Thaw the freezer cgroup ``pid`` is in (v1 ``freezer.state``, v2 ``cgroup.freeze``) and every frozen group above
     it, from the top down, if the code froze them: a frozen process's SIGKILL waits until it is thawed, and it outlived
@@ -375,10 +379,13 @@ class MemoryCgroup:
         return out
 
     def close(self) -> None:
-        """SIGKILL to every process still in the group (found again until none is left), then the group removed (the
-        groups below it first)."""
+        """SIGKILL to every process still in the group (found again until none is left, for up to
+        :data:`CLOSE_WAIT` seconds: a process thawed and killed leaves the group only once it has freed its memory,
+        which a loaded machine may take over a second to schedule), then the group removed (the groups below it
+        first)."""
         thawed: list = []
-        for _ in range(50):
+        end = time.monotonic() + CLOSE_WAIT
+        while time.monotonic() < end:
             left = self.pids()
             if not left:
                 break
