@@ -65,7 +65,7 @@ BASE = textwrap.dedent("""
 def test_scale_off_by_0p1_percent_is_not_called_float32(tmp_path):
     (tmp_path / "m.py").write_text(BASE)
     import json
-    r = _tv(tmp_path, "check", "attention", "--module", "m.py:Attn", "--causal", "--no-progress", "--json", "-")
+    r = _tv(tmp_path, "check", "attention", "--module", "m.py:Attn", "--causal", "--quick", "--no-progress", "--json", "-")
     assert r.returncode == 1, r.stdout[-2000:]
     status = {p["name"]: p["status"] for p in json.loads(r.stdout)["properties"]}
     assert status["scale_1_over_sqrt_dk"] == "fail"  # right: the scale is off by 0.1 %
@@ -74,7 +74,7 @@ def test_scale_off_by_0p1_percent_is_not_called_float32(tmp_path):
 
 def test_dropout_rate_in_config_is_not_a_mismatch(tmp_path):
     (tmp_path / "m.py").write_text(BASE)
-    r = _tv(tmp_path, "check", "attention", "--module", "m.py:Drop", "--causal", "--no-progress")
+    r = _tv(tmp_path, "check", "attention", "--module", "m.py:Drop", "--causal", "--quick", "--no-progress")
     assert r.returncode == 0, r.stdout[-2000:]
 
 
@@ -189,7 +189,7 @@ def test_half_module_with_a_1_percent_scale_error_is_not_called_bfloat16(tmp_pat
     import json
     (tmp_path / "m.py").write_text(BASE)
     r = _tv(tmp_path, "check", "attention", "--module", "m.py:Half", "--causal", "--compute-dtype", "float16",
-            "--no-progress", "--json", "-")
+            "--quick", "--no-progress", "--json", "-")
     assert r.returncode == 1, r.stdout[-2000:]
     status = {p["name"]: p["status"] for p in json.loads(r.stdout)["properties"]}
     assert status.get("precision_as_declared") != "fail", "a float16 module is said to compute in bfloat16"
