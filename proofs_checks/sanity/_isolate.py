@@ -590,6 +590,29 @@ def _start_forkserver_quietly(server) -> None:
 
 
 @contextlib.contextmanager
+def _callers_state_kept():
+    """What the caller's process had, as it was, once a fork server or a process is started (the API runs in the
+    caller's process): the process-wide multiprocessing start method left unset where it was (starting reads
+    ``multiprocessing.get_start_method()`` for its preparation data, which fixes the default on first call, and a
+    program calling the API could not choose its own afterwards: ``set_start_method`` raised "context has already been
+    set", hostile pass 41a F1); and this thread's blocked signals (multiprocessing's resource tracker blocks SIGINT and
+    SIGTERM while it starts, then *unblocks* them whatever the mask was: a caller's critical section holding them
+    blocked was open to them after the call, 41a F2)."""
+    import multiprocessing.context as mpc
+
+    dc = mpc._default_context
+    unset = getattr(dc, "_actual_context", None) is None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ()) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if unset and getattr(dc, "_actual_context", None) is getattr(dc, "_default_context", object()):
+            dc._actual_context = None
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+@contextlib.contextmanager
 def _main_hidden():
     """While a child starts: ``__main__`` without a file or spec, so multiprocessing does not import
     the caller's script again in the child (a script without a main guard would run twice)."""
@@ -761,7 +784,8 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
             req["threads"] = int(torch.get_num_threads())
     limit, why = guards.memory_limit(max_memory)
     limit = max(limit, MIN_MEMORY_LIMIT)
-    ctx, own_server = _context()  # (the fork server started before the group is made: a signal meanwhile leaves none)
+    with _callers_state_kept():
+        ctx, own_server = _context()  # (the fork server started before the group is made: a signal meanwhile leaves none)
     before = _procs.server_children()  # not the user's code: a caller's own forkserver processes
     segments_before = _procs.segment_ids()  # nor the SysV segments that exist already (32a F3, F4)
     queues_before = _procs.queue_ids()  # (and message queues: 35a F3)
@@ -776,7 +800,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
                            name=f"tverify {what}", daemon=False)
         if own_server:
             proc._Popen = _server_popen
-        with (contextlib.nullcontext() if own_server else _main_hidden()), _procs.isolated_start():
+        with (contextlib.nullcontext() if own_server else _main_hidden()), _procs.isolated_start(), _callers_state_kept():
             proc.start()
     except BaseException as exc:  # a signal's exit too (SIGTERM while the fork server starts left the group: 33a F7)
         for c in (res_r, res_w, out_r, out_w, alive_r, alive_w):
