@@ -20,7 +20,9 @@ and each rejection has a margin error/tolerance (``inf`` for an exact mismatch).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -567,7 +569,11 @@ class _budget:
     ``stopped["where"]`` saying which step the derivation had reached. A timer thread raises it in the block's thread
     (asynchronously, at its next instruction), not a ``SIGALRM``: an alarm sent from outside was taken for the budget's
     own and the claim reported undecided, and a caller's own real-time timer (pytest-timeout, ``signal.alarm``) was
-    replaced and cancelled for good (hostile pass 40a F1, F2)."""
+    replaced and cancelled for good (hostile pass 40a F1, F2). A block in the main thread blocked in a system call (a
+    sleep, a wait on a process or a lock) is also sent ``SIGURG``, whose default is to be ignored, with a handler of the
+    block's own for its length (only where the process has none of its own): the call is interrupted and the
+    exception raised there; the budget of 1 s waited for a 15 s sleep to end (41b F2). In another thread (a Dask
+    worker's), or where the process handles ``SIGURG`` itself, a blocking call ends first."""
 
     def __init__(self, seconds: float):
         import threading
@@ -597,7 +603,16 @@ class _budget:
                 self._say()
                 self._fired = True
                 raise_in(ctypes.c_ulong(self._tid), ctypes.py_object(_OutOfTime))
+                if self._nudge is not None:  # out of a blocking system call (41b F2): its handler runs, the exception
+                    with contextlib.suppress(OSError):  # is raised there
+                        signal.pthread_kill(self._tid, self._nudge)
 
+        self._nudge, self._handler = None, None
+        nudge = getattr(signal, "SIGURG", None)  # (ignored by default: nothing else of the process's reads it)
+        if nudge is not None and threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(nudge) == signal.SIG_DFL:
+            self._handler = signal.signal(nudge, lambda *_: None)
+            self._nudge = nudge
         self._t0 = time.monotonic()
         self._open = True
         self._timer = threading.Timer(self.seconds, ring)
@@ -618,6 +633,8 @@ class _budget:
             with self._lock:
                 self._open = False
                 self._timer.cancel()
+                if self._nudge is not None:
+                    signal.signal(self._nudge, self._handler)
                 if self._fired and exc[0] is not _OutOfTime:  # rung as the block ended: not raised after it
                     self._raise_in()(ctypes.c_ulong(self._tid), None)
                 late = exc[0] is None and time.monotonic() - self._t0 > self.seconds
