@@ -308,20 +308,19 @@ class GradientProps:
         path's outputs against the reference, under ``matches_reference``'s rule."""
         name = "matches_reference_on_other_paths" if self.against is None else "matches_against_on_other_paths"
         paths = []  # (label, the module, the input's kind, autograd enabled)
-        if isinstance(self.f, torch.nn.Module) and not _active_dropout(self.f):
-            try:
+        if isinstance(self.f, torch.nn.Module):  # judged unless two calls there differ: measured, never read from a
+            try:  # dropout attribute (an nn.Dropout the forward never uses hid a training-mode leak: 41b F7)
                 g = copy.deepcopy(self.f).train()
-                if not self._random(g):  # dropout whose rate no attribute names (a config's, a literal: 21b F2)
+                if not self._random(g):  # (dropout whose rate no attribute names: a config's, a literal: 21b F2)
                     paths.append(("training mode (.train())", g, "copy", False))
                     paths.append((_TRAIN_STEP, g, "copy", True))  # the two together (32b F5)
                 else:
-                    self.training_left_out = ("training mode was not judged: two calls there on the identical input "
-                                              "differ (dropout, or a parameter a call changes)")
+                    self.training_left_out = (
+                        "training mode was not judged: two calls there on the identical input differ ("
+                        + ("dropout > 0, " if _active_dropout(self.f) else "dropout, or a parameter a call changes; ")
+                        + "whose randomness decides nothing)")
             except Exception:
                 pass
-        elif isinstance(self.f, torch.nn.Module):
-            self.training_left_out = ("training mode was not judged: the module drops in training mode (dropout > 0), "
-                                      "whose randomness decides nothing")
         paths.append(("a non-contiguous input (a transposed view)", self.f, "noncontig", False))
         paths.append((_PLAIN_GRAD, self.f, "copy", True))  # a plain model(x) outside no_grad (28b F2)
         paths.append((_IN_NETWORK, self.f, "nonleaf", True))  # a layer inside a network being trained (28b F2)

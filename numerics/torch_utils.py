@@ -134,19 +134,24 @@ def _store_of(obj) -> dict:
         return _THEIRS
     try:
         return SETTINGS_OF.get(obj, _THEIRS)
-    except TypeError:  # (an object that takes no weak reference: none of its own)
-        return _THEIRS
+    except TypeError:  # an object that takes no weak reference: a record of its own for this call, never the checked
+        return {}  # module's (what it left was blamed on the module: hostile pass 41b F3)
 
 
 @contextlib.contextmanager
 def own_settings(store: dict):
-    """What the user's code leaves inside the block is recorded in ``store`` (a second implementation's own record, see
-    :data:`SETTINGS_OF`), not in the checked module's; ``store``'s settings apply to its code inside."""
+    """What the user's code leaves inside the block is recorded in ``store`` (a second implementation's or a mapping
+    hook's own record, see :data:`SETTINGS_OF`), not in the checked module's; ``store``'s settings apply to its code
+    inside, and the settings of the block's start are in force again after it (:func:`defaults_kept`): a mapping hook or
+    its ``q_transform`` that left autocast on had the check's own float32 reference computed in bfloat16 after it, and
+    a module with a wrong scale was ok (hostile pass 41b F4, F6); one that left the default device "meta" had the
+    module's next call fail, and the module was blamed (41b F4b)."""
     saved = dict(_THEIRS)
     _THEIRS.clear()
     _THEIRS.update(store)
     try:
-        yield store
+        with defaults_kept():
+            yield store
     finally:
         store.clear()
         store.update(_THEIRS)
@@ -211,6 +216,7 @@ def defaults_kept(apply: bool = True, of=None):
             theirs["precision"] = now
             _set_precision(_OWN_PRECISION)
     entry = _defaults_now(), _precision_now()
+    grad = torch.is_grad_enabled()  # (autograd switched off and left off: the check's own gradients failed, 41b F4c)
     if apply:
         if "defaults" in theirs:
             _set_defaults(theirs["defaults"])
@@ -228,3 +234,5 @@ def defaults_kept(apply: bool = True, of=None):
             _set_defaults(entry[0])
         if left[1] != entry[1]:
             _set_precision(entry[1])
+        if torch.is_grad_enabled() != grad:
+            torch.set_grad_enabled(grad)

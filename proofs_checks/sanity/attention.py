@@ -322,15 +322,33 @@ CHILD_TASK = "proofs_checks.sanity.attention:child_task"
 
 
 def _under(hook, store: dict):
-    """``hook`` (a ``--mapping`` function) called with its own torch settings (:func:`numerics.torch_utils.own_settings`)."""
+    """``hook`` (a ``--mapping`` function, or the API's ``mapping=`` dict) called with its own torch settings
+    (:func:`numerics.torch_utils.own_settings`), and so are the ``q_transform``/``k_transform`` it gives (41b F4)."""
     import functools
 
     from numerics.torch_utils import own_settings
 
+    def own(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            with own_settings(store):
+                return fn(*args, **kwargs)
+
+        return call
+
+    def transforms_own(out):
+        if not isinstance(out, dict):
+            return out
+        return {k: own(v) if k in ("q_transform", "k_transform") and callable(v) else v for k, v in out.items()}
+
+    if not callable(hook):
+        return transforms_own(hook)
+
     @functools.wraps(hook)
     def call(*args, **kwargs):
         with own_settings(store):
-            return hook(*args, **kwargs)
+            out = hook(*args, **kwargs)
+        return transforms_own(out)
 
     return call
 
@@ -356,6 +374,8 @@ def child_task(req: dict, obj: Any, arrays: dict) -> dict:
     if obj is not None:  # the Python API: the caller's objects
         target = obj["obj"]
         kw.update(obj.get("kwargs") or {})
+        if kw.get("mapping") is not None:  # (its calls' settings its own, as a --mapping file's: 41b F6)
+            kw["mapping"] = _under(kw["mapping"], {})
     else:
         target = load_object(req["module_spec"], "--module")
         if req.get("mapping_spec"):

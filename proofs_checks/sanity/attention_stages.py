@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,6 +266,27 @@ class AgainstWatch:
                 object.__setattr__(m, "forward", seen)
                 self._undo.append(lambda m=m, own=own, bound=bound: object.__setattr__(m, "forward", bound) if own
                                   else object.__delattr__(m, "forward"))
+        self._watch_classes()
+
+    def _watch_classes(self) -> None:
+        """The ``forward`` of every class of the watched modules' MRO, noting a call whose ``self`` is one of them:
+        ``type(inner).forward(inner, x)`` takes neither the hook nor the instance's attribute (hostile pass 41b F5)."""
+        import torch
+
+        ids = {id(m) for m in self.watched}
+        classes = {c for m in self.watched for c in type(m).__mro__
+                   if c is not torch.nn.Module and isinstance(vars(c).get("forward"), types.FunctionType)}
+        for c in classes:
+            fn = vars(c)["forward"]
+
+            def seen(this, *args, _fn=fn, **kwargs):
+                if id(this) in ids:
+                    self.ran = True
+                return _fn(this, *args, **kwargs)
+
+            with contextlib.suppress(Exception):
+                setattr(c, "forward", functools.wraps(fn)(seen))
+                self._undo.append(lambda c=c, fn=fn: setattr(c, "forward", fn))
 
     def exit(self, *_) -> None:
         self._depth = max(0, self._depth - 1)
@@ -281,8 +304,6 @@ class AgainstWatch:
         """``g`` watched at every call: hooks on a module (entering and leaving, an exception included), a wrapper
         around a function; a module that takes no hooks (scripted) is returned as it is, watched only where
         :meth:`once` calls it."""
-        import functools
-
         import torch
 
         if isinstance(g, torch.nn.Module):
