@@ -136,7 +136,7 @@ def finite_timeout(value, name: str = "--timeout") -> float | None:
     except (TypeError, ValueError):
         raise UsageError(f"{name}: expected a number of seconds, got {value!r}") from None
     if isinstance(value, bool) or not (math.isfinite(v) and 0 < v <= 1e7):
-        raise UsageError(f"{name}: expected seconds between 0 and 1e7 (finite), got {value!r}")
+        raise UsageError(f"{name}: expected seconds > 0 and at most 1e7 (finite), got {value!r}")
     return v
 
 
