@@ -175,7 +175,7 @@ def _mha(m: torch.nn.MultiheadAttention, prefix: str) -> Mapping:
         wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
     b = m.in_proj_bias.split(E) if m.in_proj_bias is not None else (None, None, None)
     return Mapping(wq, b[0], wk, b[1], wv, b[2], m.out_proj.weight, m.out_proj.bias, int(m.num_heads),
-                   f"declared: nn.MultiheadAttention weights ({prefix or 'the module'}: in_proj, out_proj)")
+                   f"found by name: nn.MultiheadAttention weights ({prefix or 'the module'}: in_proj, out_proj)")
 
 
 def _head_options(dq: int, dk_w: int, dv: int, heads: int | None, kv: int | None) -> list[tuple[int, int]]:
@@ -387,7 +387,7 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
                     continue
                 if wo is None and width != D:
                     continue
-                src = (f"declared: {q[2]}, {k[2]}, {v[2]}, {ol}; {h} head(s)"
+                src = (f"found by name: {q[2]}, {k[2]}, {v[2]}, {ol}; {h} head(s)"
                        + (f", {hk} key/value head(s)" if hk != h else ""))
                 for grouping in (("interleave", "tile") if 1 < hk < h else ("interleave",)):
                     mp = Mapping(q[0], q[1], k[0], k[1], v[0], v[1], wo, bo, h,

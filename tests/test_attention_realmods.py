@@ -374,7 +374,7 @@ class IdentityThenLinear(nn.Module):
 def test_a_projection_after_an_identity_in_a_sequential_is_found():
     r = run(IdentityThenLinear(), causal=True)
     assert r.outcome == "ok", r.verdict.summary
-    assert any(ln.startswith("weights: declared: .to_qkv[1] (nn.Linear)[q]") for ln in r.lines), r.lines
+    assert any(ln.startswith("weights: found by name: .to_qkv[1] (nn.Linear)[q]") for ln in r.lines), r.lines
     assert any("tiled" in ln for ln in r.lines if ln.startswith("key/value grouping"))
 
 

@@ -102,6 +102,11 @@ def _attach_qk_norms(f, cands, qk_norm, hook, D: int) -> tuple[list, list[str]]:
     return kept, notes
 
 
+def _where(source: str) -> str:
+    """Where a candidate mapping's weights are, from its source ("found by name: .q_proj …; 2 head(s)")."""
+    return source.split(";")[0].removeprefix("declared: ").removeprefix("found by name: ")
+
+
 def _hook_value(f, mapping, name: str):
     """``(value, note, who)`` of the mapping hook (``--mapping`` or the module's ``tverify_mapping()``), or
     ``(None, "", "")`` when there is none. The hook must not change the module."""
@@ -162,7 +167,7 @@ def _by_name(f, D: int, decl: Declaration, label: str, name: str) -> tuple[list,
         counts = _counts_text(heads, kv_heads)
         notes.append(
             f"note: {said} (read from the module) does not fit its weights "
-            f"({c0.source.split(';')[0].removeprefix('declared: ')}: widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, "
+            f"({_where(c0.source)}: widths q {c0.wq.shape[0]}, k {c0.wk.shape[0]}, "
             f"v {c0.wv.shape[0]}{', with ' + counts if counts else ''}): not used; "
             + ("the module's own attributes (not its config) give the counts" if own else
                "the check keeps the split that fits best among " + _fits_text(unhinted))
@@ -175,7 +180,7 @@ def _by_name(f, D: int, decl: Declaration, label: str, name: str) -> tuple[list,
             c0 = free[0]
             raise UsageError(
                 f"{_counts_text(heads, kv_heads)}: the projections found "
-                f"({c0.source.split(';')[0].removeprefix('declared: ')}) have widths q {c0.wq.shape[0]}, k "
+                f"({_where(c0.source)}) have widths q {c0.wq.shape[0]}, k "
                 f"{c0.wk.shape[0]}, v {c0.wv.shape[0]}, which that head count cannot split; counts that fit: "
                 + _fits_text(free))
     return cands, read_counts, notes
@@ -213,7 +218,7 @@ def _rope_dims_fit(cands: list, rope_dims: int, D: int, done, notes: list[str]) 
     if cands and not fit:
         raise UsageError(f"{who}: larger than the head size d_k = "
                          f"{', '.join(sorted({str(c.d_k) for c in cands}))} of the weights found "
-                         f"({cands[0].source.split(';')[0].removeprefix('declared: ')}): at most d_k{fix}")
+                         f"({_where(cands[0].source)}): at most d_k{fix}")
     if fit != cands and who.startswith("the module's"):
         notes.append(f"note: {who} leaves out the head counts whose head size is smaller "
                      f"({', '.join(sorted({f'{c.heads} heads (d_k {c.d_k})' for c in cands if c not in fit}))}); "
@@ -255,7 +260,7 @@ def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: 
         w.why = "the projections found do not fit the module's q/k norms: " + "; ".join(norm_notes)
     w.H_hint = decl.heads or head_count_hint(f, not decl.ignore_config)
     if decl.positional == "learned" and w.cands and all(c.pos_table is None for c in w.cands):
-        w.no_table = w.cands[0].source.split(";")[0].removeprefix("declared: ")  # found, but no position table
+        w.no_table = _where(w.cands[0].source)  # found, but no position table
         w.cands = []
     return w
 
