@@ -1240,6 +1240,8 @@ def main(argv: list[str] | None = None) -> None:
     except Terminated as exc:
         DELIVERED.append(exc.signum)
         _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
+        if argv is None:  # (a plugin's thread held the exit after a SIGTERM as after the work's end: 41a F3)
+            _exit_within_bounds(128 + exc.signum)
         sys.exit(128 + exc.signum)
     except SystemExit as exc:
         code = exc.code
