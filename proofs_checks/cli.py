@@ -618,13 +618,17 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
             names[name] = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{dot}{ext}"
             owned.moved_aside(f"--docs-dir {docs_dir}: {name} changed during the run; it was left as it is and the "
                               f"catalogue was written to {out / names[name]}")
-    try:
-        paths = catalogue.write_docs(doc, out, names)
-    except OSError as exc:
-        raise UsageError(f"--markdown: cannot write {out}: {exc.strerror or exc}") from None
+    from proofs_checks.console import outputs_committing
+
+    with outputs_committing():  # the files and their records together (41a F5's family)
+        try:
+            paths = catalogue.write_docs(doc, out, names)
+        except OSError as exc:
+            raise UsageError(f"--markdown: cannot write {out}: {exc.strerror or exc}") from None
+        for p in paths:
+            owned.remember(p)
     catalogue.save_cache(doc, store.cache_dir)
     for p in paths:
-        owned.remember(p)
         click.echo(f"wrote {p}")
 
 
@@ -1239,7 +1243,12 @@ def main(argv: list[str] | None = None) -> None:
                 os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     except Terminated as exc:
         DELIVERED.append(exc.signum)
-        _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they were)")
+        if getattr(exc, "completed", False):  # it came as an output was being committed (console.outputs_committing)
+            _stderr_line(f"tverify: terminated ({exc.name}); it came as an output was being put in place, which was "
+                         "completed first; nothing was written after it")
+        else:
+            _stderr_line(f"tverify: terminated ({exc.name}); nothing was written after it (earlier outputs are as they "
+                         "were)")
         if argv is None:  # (a plugin's thread held the exit after a SIGTERM as after the work's end: 41a F3)
             _exit_within_bounds(128 + exc.signum)
         sys.exit(128 + exc.signum)

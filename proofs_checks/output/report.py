@@ -508,20 +508,23 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
             os.replace(tmp, keep)
             _moved_aside(f"{_named(str(exc), option)} (it changed during the run); the new {what} is in {keep}")
             return keep
+        from proofs_checks.console import outputs_committing
+
         old, moved = None, False
-        try:  # (the set-aside inside the try: a signal between it and the replace put the previous folder back too)
-            if os.path.lexists(out):
-                old = out.parent / _fit(out.name, ".", f".tverify-old-{os.getpid()}-{time.time_ns()}")
-                os.replace(out, old)
-                moved = True
-            os.replace(tmp, out)
-        except BaseException:
-            if moved and not os.path.lexists(out):
-                os.replace(old, out)
-            raise
-        remember_folder(out, hashes)  # the record, outside the folder: the next run may replace exactly this
-        if old is not None:
-            _remove(old)
+        with outputs_committing():  # the swap, the record and the old folder's removal together (41a F4)
+            try:  # (the set-aside inside the try: a failed replace puts the previous folder back)
+                if os.path.lexists(out):
+                    old = out.parent / _fit(out.name, ".", f".tverify-old-{os.getpid()}-{time.time_ns()}")
+                    os.replace(out, old)
+                    moved = True
+                os.replace(tmp, out)
+            except BaseException:
+                if moved and not os.path.lexists(out):
+                    os.replace(old, out)
+                raise
+            remember_folder(out, hashes)  # the record, outside the folder: the next run may replace exactly this
+            if old is not None:
+                _remove(old)
     except BaseException:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
