@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import causal_attn
+from tests.test_hostile_round45b import _PROBE as _PROBE_39B
+
 _TVERIFY = str(Path(sys.executable).with_name("tverify"))
 
 
@@ -125,28 +128,7 @@ def test_41b_f2_derivation_budget_stops_a_blocked_derivation(tmp_path):
 # deterministic, …, prefix_consistency, batch_size_independence, dtype_and_device_preserved"; the same reference as a
 # plain function gives "ok" (40b F1's family) ------------------------------------------------------------------------
 
-_BASE = '''
-    import math, torch, torch.nn as nn
-    D, H = 16, 4
-    class Attn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            g = torch.Generator().manual_seed(0)
-            self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-            self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-            for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-                with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-            self.num_heads = H; self.embed_dim = D
-        def forward(self, x):
-            B, T, _ = x.shape; dk = D // H
-            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
-            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-            s = q @ k.transpose(-1, -2) / math.sqrt(dk)
-            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
-    class Ok(Attn):
-        pass
-'''
+_BASE = causal_attn(16, 4, "class Ok(Attn):\n    pass\n")  # a correct causal attention, seeded
 
 _SLOTTED_REF = '''
     import torch
@@ -223,27 +205,30 @@ def test_41b_f4_mapping_transform_settings_do_not_reach_the_checks_reference(tmp
     assert r.returncode == 1, r.stdout[-2500:]
 
 
-# --- 41B F4b (F4's cause, another symptom): a q_transform that leaves torch's default device "meta" set makes a
+# --- 41B F4b, F4c (F4's cause, other symptoms): a q_transform that leaves torch's default device "meta" set makes a
 # correct module refused, exit 2, with an untrue line blaming it: "--module: Ok raised NotImplementedError: Cannot
-# copy out of meta tensor; no data! … (and at every other probe length …)" -----------------------------------------
+# copy out of meta tensor; no data! … (and at every other probe length …)" (F4b); one that leaves autograd disabled
+# (torch.set_grad_enabled(False)) ends the check with a 79-line traceback (ChildInternalError: "element 0 of tensors
+# does not require grad and does not have a grad_fn": the check's own reference gradients ran under it), exit 1 (F4c)
 
-_META_MAP = '''
-    import torch
-    def _meta(q):
-        torch.set_default_device("meta")
-        return q
-    def weights(m):
-        return {"q": m.q_proj, "k": m.k_proj, "v": m.v_proj, "o": m.o_proj, "heads": 4, "q_transform": _meta}
+_LEAVING_MAP = '''
+import torch
+def _leaves(q):
+    torch.{setting}
+    return q
+def weights(m):
+    return {{"q": m.q_proj, "k": m.k_proj, "v": m.v_proj, "o": m.o_proj, "heads": 4, "q_transform": _leaves}}
 '''
 
 
-def test_41b_f4b_mapping_transform_default_device_is_not_the_modules_error(tmp_path):
+@pytest.mark.parametrize("setting", ['set_default_device("meta")', "set_grad_enabled(False)"], ids=["f4b", "f4c"])
+def test_41b_f4b_f4c_mapping_transform_settings_are_not_the_modules(tmp_path, setting):
     (tmp_path / "base.py").write_text(textwrap.dedent(_BASE))
-    (tmp_path / "mmap.py").write_text(textwrap.dedent(_META_MAP))
-    r = _tv(tmp_path, "check", "attention", "--module", "base.py:Ok", "--mapping", "mmap.py:weights", "--causal",
+    (tmp_path / "lmap.py").write_text(_LEAVING_MAP.format(setting=setting))
+    r = _tv(tmp_path, "check", "attention", "--module", "base.py:Ok", "--mapping", "lmap.py:weights", "--causal",
             "--quick")
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
-    assert "Ok raised" not in r.stderr, r.stderr[-2000:]
+    assert "Ok raised" not in r.stderr and r.returncode == 0, (r.returncode, r.stderr[-2000:], r.stdout[-1500:])
 
 
 # --- 41B F5: an --against object that holds the checked module and runs it through its class's function
@@ -251,25 +236,11 @@ def test_41b_f4b_mapping_transform_default_device_is_not_the_modules_error(tmp_p
 # attention_stages._never_runs_the_module sees it) is not refused: a module with its outputs doubled is "ok: all 13
 # checked properties hold" (40b F2's family: there `self.inner.forward(x)`) --------------------------------------
 
-_CLASS_FORWARD = '''
-    import torch, torch.nn as nn
-    from base import Attn
-    class Doubled(Attn):
-        def forward(self, x):
-            return 2 * super().forward(x)
-    winst = Doubled()
-    class Holder(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inner = winst
-        def forward(self, x):
-            return type(self.inner).forward(self.inner, x)
-'''
+_CLASS_FORWARD = _PROBE_39B.replace("return self.inner(x)", "return type(self.inner).forward(self.inner, x)")
 
 
 def test_41b_f5_against_running_the_module_through_its_class_is_refused(tmp_path):
-    (tmp_path / "base.py").write_text(textwrap.dedent(_BASE))
-    (tmp_path / "probe.py").write_text(textwrap.dedent(_CLASS_FORWARD))
+    (tmp_path / "probe.py").write_text(_CLASS_FORWARD)
     r = _tv(tmp_path, "check", "attention", "--module", "probe.py:winst", "--against", "probe.py:Holder", "--causal",
             "--quick")
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
@@ -326,25 +297,3 @@ def test_41b_f7_an_unused_dropout_does_not_hide_training_mode(tmp_path):
     r = _tv(tmp_path, "check", "attention", "--module", "lying.py:LyingDrop", "--causal", "--quick")
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.returncode == 1, r.stdout[-2500:]
-
-
-# --- 41B F4c (F4's cause, a third symptom): a q_transform that leaves autograd disabled (torch.set_grad_enabled(False))
-# ends the check with a 79-line traceback (ChildInternalError: "element 0 of tensors does not require grad and does
-# not have a grad_fn": the check's own reference gradients ran under it), exit 1 -----------------------------------
-
-_NOGRAD_MAP = '''
-    import torch
-    def _nograd(q):
-        torch.set_grad_enabled(False)
-        return q
-    def weights(m):
-        return {"q": m.q_proj, "k": m.k_proj, "v": m.v_proj, "o": m.o_proj, "heads": 4, "q_transform": _nograd}
-'''
-
-
-def test_41b_f4c_mapping_transform_grad_mode_gives_no_traceback(tmp_path):
-    (tmp_path / "base.py").write_text(textwrap.dedent(_BASE))
-    (tmp_path / "ngmap.py").write_text(textwrap.dedent(_NOGRAD_MAP))
-    r = _tv(tmp_path, "check", "attention", "--module", "base.py:Ok", "--mapping", "ngmap.py:weights", "--causal",
-            "--quick")
-    assert "Traceback" not in r.stderr, r.stderr[-2000:]
