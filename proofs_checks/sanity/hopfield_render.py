@@ -22,7 +22,9 @@ def render(geo: Geometry, upd: Update, st: Starts, ret: Retrieval, E, fx: FixedP
 
     N, d, M, Delta, e0, en, b0, bn = geo.N, geo.d, geo.M, geo.Delta, ret.e0, ret.en, ret.b0, ret.bn
     tau = float(geo.nearest.min()) / 2
-    retrieved = int(((en <= geo.nearest / 2) & torch.isfinite(en)).sum())
+    # (a duplicate pattern, nearest 0, is never retrieved as distinct: counted, it read "3/3" beside "no update can
+    # retrieve one of two identical patterns", 41b N5)
+    retrieved = int(((en <= geo.nearest / 2) & (geo.nearest > 0) & torch.isfinite(en)).sum())
     per = [{"pattern": i, "Delta": float(Delta[i]), "error_from_pattern": float(e0[i]), "bound_from_pattern": float(b0[i]),
             "eps_noisy": float(st.eps_i[i]), "error_from_noisy": float(en[i]), "bound_from_noisy": float(bn[i]),
             "fixed_point_converged": bool(fx.conv[i]), "fixed_point_distance": float(fx.moved[i]),
