@@ -9,26 +9,10 @@ import textwrap
 
 import pytest
 
+from cli_helpers import causal_attn
+
 #: a plain causal attention module the API scripts below check (seeded: the same on every run)
-_ATTN = textwrap.dedent('''
-    import math, torch, torch.nn as nn
-    D, H = 8, 2
-    class Attn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            g = torch.Generator().manual_seed(0)
-            self.q_proj = nn.Linear(D, D, bias=False); self.k_proj = nn.Linear(D, D, bias=False)
-            self.v_proj = nn.Linear(D, D, bias=False); self.o_proj = nn.Linear(D, D, bias=False)
-            for l in (self.q_proj, self.k_proj, self.v_proj, self.o_proj):
-                with torch.no_grad(): l.weight.copy_(torch.randn(D, D, generator=g) / 4)
-        def forward(self, x):
-            B, T, _ = x.shape; dk = D // H
-            sp = lambda t: t.view(B, T, H, dk).transpose(1, 2)
-            q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-            s = q @ k.transpose(-1, -2) / math.sqrt(dk)
-            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
-''')
+_ATTN = causal_attn(8, 2)
 
 
 def _env(tmp_path) -> dict:
