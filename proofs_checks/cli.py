@@ -618,7 +618,7 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
             names[name] = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{dot}{ext}"
             owned.moved_aside(f"--docs-dir {docs_dir}: {name} changed during the run; it was left as it is and the "
                               f"catalogue was written to {out / names[name]}")
-    from proofs_checks.console import outputs_committing
+    from proofs_checks.committing import outputs_committing
 
     with outputs_committing():  # the files and their records together (41a F5's family)
         try:

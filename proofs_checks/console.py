@@ -8,7 +8,6 @@ module imports none of them, so the commands form no import circle.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import shlex
@@ -17,6 +16,7 @@ from typing import Any
 
 import click
 
+from proofs_checks.committing import HOLD
 from proofs_checks.options import UsageError
 
 __all__ = ["console", "table", "print_wrapped", "esc", "command_line", "set_argv", "check_json_target", "write_json",
@@ -205,7 +205,7 @@ def _until_delivered(signum: int) -> None:
         calm = 0
         while not DELIVERED and COMMANDS[0] == command:  # (main() called again in this process: another command)
             time.sleep(0.01)
-            if HOLD["depth"]:  # (an output being committed: the signal waits for it, outputs_committing)
+            if HOLD["depth"]:  # (an output being committed: the signal waits for it, proofs_checks.committing)
                 calm = 0
                 continue
             exc = current().get(main)
@@ -219,41 +219,6 @@ def _until_delivered(signum: int) -> None:
         threading.Thread(target=watch, name="tverify-signal-watch", daemon=True).start()
     except RuntimeError:  # (no new thread this late)
         pass
-
-
-#: an output being committed (:func:`outputs_committing`): its depth, and the signals that arrived meanwhile
-HOLD: dict = {"depth": 0, "pending": []}
-
-
-@contextlib.contextmanager
-def outputs_committing():
-    """An output's commit — the file or folder put in place, tverify's record of it written, a previous report
-    removed — is not cut by a signal: SIGTERM, SIGHUP (the signals :func:`terminate_cleanly` handles) and Ctrl-C that
-    arrive inside wait until it is complete, then end the command as always, saying so. A signal between the replace
-    and the record left tverify's own file refused by the next run as "not written by tverify", and the previous
-    report hidden beside the new one (hostile pass 41a F4, F5). A second signal ends the process at once, as always."""
-    import signal
-    import threading
-
-    old_int = None
-    if threading.current_thread() is threading.main_thread() and HOLD["depth"] == 0 \
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        old_int = signal.signal(signal.SIGINT, lambda s, f: HOLD["pending"].append(int(s)))
-    HOLD["depth"] += 1
-    try:
-        yield
-    finally:
-        HOLD["depth"] -= 1
-        if old_int is not None:
-            signal.signal(signal.SIGINT, old_int)
-        if HOLD["depth"] == 0 and HOLD["pending"]:
-            signum = HOLD["pending"][0]
-            HOLD["pending"].clear()
-            if signum == int(signal.SIGINT):
-                raise KeyboardInterrupt
-            exc = Terminated(signum)
-            exc.completed = True  # the output being committed when it came is complete
-            raise exc
 
 
 def swallowed_signal(code) -> int | None:
@@ -288,7 +253,7 @@ def terminate_cleanly(watch: bool = False) -> None:
         RECEIVED.append(signum)
         if watch:
             _until_delivered(signum)
-        if HOLD["depth"]:  # an output being committed: raised once it is complete (outputs_committing)
+        if HOLD["depth"]:  # an output being committed: raised once it is complete (proofs_checks.committing)
             HOLD["pending"].append(signum)
             return
         raise Terminated(signum)
@@ -555,3 +520,6 @@ class LazySanityGroup(Group):
             return None
         cmd = getattr(importlib.import_module(mod), "command", None)
         return cmd if isinstance(cmd, click.Command) else None
+
+
+HOLD["raise"] = Terminated  # (a signal held during an output's commit is raised as the others: proofs_checks.committing)

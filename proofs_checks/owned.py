@@ -380,7 +380,7 @@ def write_json_text(json_path: str, text: str, force: bool | None) -> None:
         moved_aside(f"{why.split(';')[0]} (it changed during the run); it was left as it is and the JSON "
                     f"was written to {aside}")
         return
-    from proofs_checks.console import outputs_committing
+    from proofs_checks.committing import outputs_committing
 
     with outputs_committing():  # (the file and its record together: a signal between them left it refused, 41a F5)
         atomic_write_text(p, text)

@@ -508,7 +508,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
             os.replace(tmp, keep)
             _moved_aside(f"{_named(str(exc), option)} (it changed during the run); the new {what} is in {keep}")
             return keep
-        from proofs_checks.console import outputs_committing
+        from proofs_checks.committing import outputs_committing
 
         old, moved = None, False
         with outputs_committing():  # the swap, the record and the old folder's removal together (41a F4)
