@@ -66,6 +66,11 @@ def supervise() -> bool:
         return False
     import signal
 
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        # ignored SIGCHLD inherited through exec (a caller's `signal(SIGCHLD, SIG_IGN)`): the kernel then reaps every
+        # child at its end, and no wait (this one's, subprocess's, multiprocessing's) gets a status — the wait below
+        # found no child and the command hung (hostile pass 41a, F6); tverify waits for its children: the default
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     watched = _forwarded(signal) + [signal.SIGCHLD]
     scratch = _scratch()
     done_r, done_w = os.pipe()
@@ -211,12 +216,17 @@ def _reap(pid: int, *, peek: bool = False) -> int | None:
     while pid not in _ENDED:
         try:
             who, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
+        except ChildProcessError:  # no child left, and the command's status never read: it cannot be known
+            _ENDED.setdefault(pid, _LOST)
             break
         if who == 0:
             break
         _ENDED[who] = status
     return _ENDED.get(pid)
+
+
+#: the status recorded for a child that ended without its status reaching this process (reaped elsewhere)
+_LOST = -1
 
 
 def _end(status: int, done_r: int, scratch: str | None) -> None:
@@ -229,6 +239,9 @@ def _end(status: int, done_r: int, scratch: str | None) -> None:
         done = False
     _kill_below()
     _remove(scratch)
+    if status == _LOST:
+        _line("tverify: error: the command's process ended and its exit status could not be read; the verdict is unknown")
+        os._exit(ABNORMAL_EXIT)
     if os.WIFEXITED(status) and done:
         os._exit(os.WEXITSTATUS(status))
     if os.WIFSIGNALED(status):

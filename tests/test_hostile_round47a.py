@@ -189,3 +189,21 @@ def test_a_sigterm_as_the_json_is_recorded_leaves_it_replaceable(tmp_path):
     again = subprocess.run([tv, *cmd, "--V", "x**2 + y**2"], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=60)
     assert again.returncode == 0, (again.returncode, again.stderr[-800:])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux's")
+def test_an_inherited_ignored_sigchld_does_not_hang_the_command(tmp_path):
+    # a caller that ignores SIGCHLD and execs tverify (a shell or daemon does this): the kernel then reaped the
+    # command's process at its end, the supervisor's wait found no child and waited forever (SIGTERM did not end it)
+    tv = os.path.join(os.path.dirname(sys.executable), "tverify")
+    prog = tmp_path / "ign.py"
+    prog.write_text(textwrap.dedent(f'''
+        import os, signal, sys
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        os.execv({tv!r}, [{tv!r}] + sys.argv[1:])
+        '''))
+    r = subprocess.run([sys.executable, str(prog), "check", "lyapunov", "--f", "-x**3 - y, x - y**3",
+                        "--V", "x**2 + y**2"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stdout[-600:], r.stderr[-600:])
+    assert "Traceback" not in r.stderr
