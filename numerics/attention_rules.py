@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 
 from numerics.precision import plain
-from theory.validation import InputError
+from theory.validation import InputError, exception_text
 from numerics.torch_utils import defaults_kept, not_dense
 
 #: FlashAttention's factors: the module's error may be this many times the plain implementation's.
@@ -150,8 +150,7 @@ def short_text(text: Any, limit: int = MAX_QUOTED) -> str:
 
 def exc_text(exc: BaseException) -> str:
     """``TypeName: message`` of a user's exception, one line of at most :data:`MAX_QUOTED` characters."""
-    msg = " ".join(str(exc).split())
-    return short_text(f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__)
+    return short_text(exception_text(exc))
 
 
 def unavailable(name: str, device: Any, exc: str, T: int | None = None, device_limit: bool = True) -> Property:

@@ -32,7 +32,7 @@ from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
                                     SkipCheck, VacuousCheck, default_resolution, vacuity)
 from proofs_checks.resolution import ROUNDING_FLOOR, finite_rejection
-from theory.validation import InputError
+from theory.validation import InputError, printable
 
 __all__ = ["CheckOutcome", "ClaimResult", "MutantResult", "run_claim", "own_power", "run_mutant", "run_claims", "run_mutants", "run_check",
            "claim_result", "mutant_result", "exit_code", "obligation_status", "refuse_mutants",
@@ -417,7 +417,7 @@ def run_check_here(check: Check, form: Any, claim: Claim, ctx: RunContext) -> Ch
         )
     except SystemExit as exc:  # sys.exit(0) in a check ended `tverify run` with exit 0 and no output: a false ok
         return CheckOutcome(check.name, check.layer, "error", None,
-                            error_message=f"the check called sys.exit({exc.code!r}); nothing was measured")
+                            error_message=f"the check called sys.exit({printable(exc.code, repr)}); nothing was measured")
     except GeneratorExit as exc:  # any other non-Exception except Ctrl-C (KeyboardInterrupt passes: exit 130)
         return CheckOutcome(check.name, check.layer, "error", None, error_message=f"{type(exc).__name__}: {exc}")
     if not isinstance(res, CheckResult):
@@ -536,7 +536,7 @@ def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str,
             info["error"] = f"{type(exc).__name__}: {exc}"
             return info
     except SystemExit as exc:  # never the process's exit status (sys.exit(0) would read as success)
-        info["error"] = f"the derivation called sys.exit({exc.code!r})"
+        info["error"] = f"the derivation called sys.exit({printable(exc.code, repr)})"
         return info
     info["steps"] = _step_dicts(d)
     info["provenance"] = dict(getattr(d, "provenance", {}) or {})

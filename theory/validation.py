@@ -9,11 +9,50 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["InputError", "as_finite_array", "as_spd_matrix", "require"]
+__all__ = ["InputError", "as_finite_array", "as_spd_matrix", "exception_text", "printable", "require"]
 
 
 class InputError(ValueError):
     """A user-supplied input is invalid; the message names the problem."""
+
+
+def printable(obj, how=str) -> str:
+    """``how(obj)`` (``str`` or ``repr``) of an object the user's code made, for a message: an object whose
+    ``__str__``/``__repr__`` raises or returns a non-string is ``<unprintable TypeName>``, never the
+    formatting error in place of what is being reported (hostile pass 42a: an exception whose ``__str__``
+    raised was reported as that ``RuntimeError``). A real Ctrl-C while formatting goes on.
+
+        >>> class Bad:
+        ...     def __repr__(self): raise RuntimeError("boom")
+        >>> printable(Bad(), repr), printable(3, repr)
+        ('<unprintable Bad>', '3')
+    """
+    try:
+        text = how(obj)
+        if isinstance(text, str):
+            return text
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - the user's formatting code: any exception, SystemExit included
+        pass
+    return f"<unprintable {type_name(obj)}>"
+
+
+def type_name(obj) -> str:
+    """The name of ``obj``'s class (``type.__name__`` read from ``type`` itself, so a metaclass cannot
+    change or break it)."""
+    return type.__dict__["__name__"].__get__(type(obj))
+
+
+def exception_text(exc: BaseException) -> str:
+    """``TypeName: message`` of a user's exception on one line (whitespace folded), uncut; the real
+    class is named even when its message cannot be printed.
+
+        >>> exception_text(ValueError("a\\n b")), exception_text(KeyError())
+        ('ValueError: a b', 'KeyError')
+    """
+    msg = " ".join(printable(exc).split())
+    return f"{type_name(exc)}: {msg}" if msg else type_name(exc)
 
 
 def require(condition: bool, message: str) -> None:

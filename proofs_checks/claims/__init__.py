@@ -15,6 +15,8 @@ import builtins  # max/min of times and lengths (no NaN here); claim modules use
 import importlib
 import pkgutil
 
+from theory.validation import exception_text, printable
+
 _loaded = False
 
 # Catalogue order (the claim catalogue groups A to E); modules not named here follow alphabetically.
@@ -153,10 +155,9 @@ def load_plugins() -> None:
             elif isinstance(exc, _RaisedInterrupt):
                 text = "KeyboardInterrupt raised by the plugin itself (not a Ctrl-C from the terminal)"
             elif isinstance(exc, SystemExit):
-                text = f"SystemExit: called sys.exit({exc.code!r})"
+                text = f"SystemExit: called sys.exit({printable(exc.code, repr)})"
             else:
-                msg = " ".join(str(exc).split())
-                text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+                text = exception_text(exc)
             PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", _short(text, 300)))
             head = (f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
                     "failed to load and was skipped: ")

@@ -82,6 +82,7 @@ from typing import Any
 from proofs_checks.guards import MIN_MEMORY_LIMIT  # the watchdog never stops a child below this (the default's floor)
 from proofs_checks.sanity import _cgroup, _procs
 from proofs_checks.sanity._loader import UserCodeError
+from theory.validation import printable
 
 __all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD", "draw_figures", "cleanup"]
 
@@ -376,7 +377,7 @@ def _task_payload(req: dict, obj_blob: bytes | None, arrays_blob: bytes | None, 
         return {"error": f"{label}: the code raised KeyboardInterrupt (not a Ctrl-C: this process was not "
                          "interrupted); nothing was checked"}
     except SystemExit as exc:
-        return {"error": f"{label}: the code called sys.exit({exc.code!r}); nothing was checked"}
+        return {"error": f"{label}: the code called sys.exit({printable(exc.code, repr)}); nothing was checked"}
     except BaseException as exc:  # tverify's own code, or user code outside a boundary: the traceback
         replaced = _replaced(functions, label)  # tverify's code broken by a replaced built-in: that, not its traceback
         if replaced:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from proofs_checks.options import UsageError
+from theory.validation import printable
 
 __all__ = ["load_object", "describe_exception", "user_code", "UserCodeError", "wrap_user_callable"]
 
@@ -42,8 +43,9 @@ def describe_exception(exc: BaseException, limit: int = 300) -> str:
         >>> describe_exception(ValueError("E" * 100000))[-21:]
         '… (100012 characters)'
     """
-    msg = " ".join(str(exc).split())
-    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    from theory.validation import exception_text
+
+    text = exception_text(exc)
     if len(text) <= limit:
         return text
     tail = f"… ({len(text)} characters)"
@@ -125,7 +127,7 @@ def user_code(label: str, what: str, exceptions: bool = True, region: bool = Fal
         raise UserCodeError(f"{label}: {what} raised KeyboardInterrupt itself (not a Ctrl-C from the terminal); "
                             "nothing was checked") from None
     except SystemExit as exc:
-        raise UserCodeError(f"{label}: {what} called sys.exit({exc.code!r}); nothing was checked (the check "
+        raise UserCodeError(f"{label}: {what} called sys.exit({printable(exc.code, repr)}); nothing was checked (the check "
                             "cannot run code that exits)") from None
     except BaseException as exc:  # the user's code: report it, never a traceback
         if not exceptions and isinstance(exc, Exception):

@@ -116,8 +116,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _short_exc(exc: BaseException) -> str:
-    first = " ".join(str(exc).split())
-    return f"{type(exc).__name__}" + (f": {first[:200]}" if first else "")
+    from theory.validation import exception_text
+
+    text = exception_text(exc)
+    return text if len(text) <= 220 else text[:219] + "…"
 
 
 def _plain(v: Any) -> bool:
