@@ -105,10 +105,11 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         if _made_here(folder):
             _drop_bytecode(folder)
             return folder, None
-        if (folder / MARKER).exists() or not (folder.is_dir() and not folder.is_symlink()):
-            return None, (f"the install cache {folder} is not one tverify made here, or it changed since (a folder "
-                          "copied, shipped with a repository or edited is never run); remove it or choose another "
-                          "--cache-dir")
+        # anything else there is the user's (tverify's own install appears whole, its marker in it, by one rename):
+        # never run, never removed (hostile pass 43b F8: an unpacked release of the same name was deleted)
+        return None, (f"the install cache {folder} is not one tverify made here, or it changed since (a folder "
+                      "copied, shipped with a repository or edited is never run, nor removed); remove it or choose "
+                      "another --cache-dir")
     deps, why = _missing_dependencies(spec, timeout)
     if deps is None:
         return None, why
@@ -134,9 +135,9 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         return None, f"pip install {spec} failed: {why[:300]}"
     try:
         (tmp / MARKER).write_text(" ".join(cmd) + "\n", encoding="utf-8")
-        if folder.exists():  # (an unfinished install of tverify's, holding no marker)
-            _rm(folder)
-        os.replace(tmp, folder)
+        if os.path.lexists(folder):  # made by someone else while pip ran: theirs, left as it is
+            raise FileExistsError(errno.EEXIST, f"{folder} appeared while pip ran")
+        os.rename(tmp, folder)  # (a non-empty folder made in between is refused by the kernel: ENOTEMPTY)
     except OSError as exc:
         _rm(tmp)
         return None, f"cannot write the install cache {cache}: {exc.strerror or exc}"
