@@ -11,11 +11,32 @@ import re
 
 import click
 
-__all__ = ["UsageError", "CONTROL", "visible"]
+__all__ = ["UsageError", "CONTROL", "visible", "CLAIM_ID", "MAX_ID_LENGTH", "id_problem"]
 
 
 class UsageError(click.UsageError):
     """A user mistake: printed as one line, exit code 2."""
+
+
+#: a claim id: ``group.name``, lowercase letters, digits and ``_`` (matched whole: ``fullmatch``, so no trailing newline
+#: passes as ``$`` let it, hostile pass 43b F3)
+CLAIM_ID = re.compile(r"[a-z][a-z0-9]*\.[a-z0-9_]+")
+#: an id names files (a report's page, the store's records): well under a file name's 255 bytes with their suffixes
+#: (hostile pass 43b F6: a 269-character id ran, then the report could not be written)
+MAX_ID_LENGTH = 120
+
+
+def id_problem(claim_id: object) -> str | None:
+    """What is wrong with ``claim_id`` as a claim id, or None.
+
+    >>> id_problem("attn.softmax"), id_problem("attn.x\\n"), id_problem("a." + "b" * 200)[:22]
+    (None, "must look like 'group.name' (lowercase letters, digits, _)", 'must be at most 120 ch')
+    """
+    if not isinstance(claim_id, str) or not CLAIM_ID.fullmatch(claim_id):
+        return "must look like 'group.name' (lowercase letters, digits, _)"
+    if len(claim_id) > MAX_ID_LENGTH:
+        return f"must be at most {MAX_ID_LENGTH} characters (it names files), got {len(claim_id)}"
+    return None
 
 
 #: control characters and bidirectional overrides: a terminal obeys them (recolours, clears, reorders)

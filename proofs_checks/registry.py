@@ -81,9 +81,8 @@ MUTANT_KINDS = (
 #: what establishes a clause, strongest first (see :class:`Clause`)
 EVIDENCE = ("derived", "derived_at", "checked", "cited", "argued", "assumed")
 
-_ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 #: control characters a claim's text may not hold (all of C0 but tab and newline, DEL, C1, bidirectional overrides)
-from proofs_checks.errors import CONTROL as _CONTROL, visible  # noqa: E402,F401 (shown escaped; no heavy import)
+from proofs_checks.errors import CONTROL as _CONTROL, id_problem, visible  # noqa: E402,F401 (shown escaped; no heavy import)
 
 
 #: the longest claim title (characters; the built-in claims' longest is 204): a title is one line of `tverify
@@ -850,8 +849,9 @@ class Claim:
     def validate(self) -> None:
         """Raise :class:`RegistryError` naming what is missing."""
         where = f"claim {self.id!r}"
-        if not _ID.match(self.id):
-            raise RegistryError(f"{where}: id must look like 'group.name' (lowercase, digits, _)")
+        problem = id_problem(self.id)
+        if problem:
+            raise RegistryError(f"{where}: id {problem}")
         for attr in ("title", "statement", "source"):
             if not str(getattr(self, attr) or "").strip():
                 raise RegistryError(f"{where}: missing {attr}")

@@ -26,12 +26,12 @@ proofs_checks.scaffold.ScaffoldError: refusing to overwrite existing files: pypr
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from proofs_checks.errors import id_problem
 
 __all__ = ["ScaffoldError", "files_for", "write_scaffold", "check_id_free"]
 
-_ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
 
 class ScaffoldError(ValueError):
@@ -193,8 +193,9 @@ Edit `{package}/claims.py`: the derivation, the claimed form, the checks and the
 
 def files_for(claim_id: str) -> dict[str, str]:
     """Relative path -> content of the package for ``claim_id`` (``group.name``)."""
-    if not _ID.match(claim_id):
-        raise ScaffoldError(f"claim id {claim_id!r} must look like 'group.name' (lowercase letters, digits, _)")
+    problem = id_problem(claim_id)
+    if problem:
+        raise ScaffoldError(f"claim id {claim_id!r} {problem}")
     group, name = claim_id.split(".", 1)
     package = f"tverify_{group}"
     kw = dict(group=group, name=name, claim_id=claim_id, package=package)
