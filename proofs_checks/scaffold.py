@@ -26,6 +26,9 @@ proofs_checks.scaffold.ScaffoldError: refusing to overwrite existing files: pypr
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 from pathlib import Path
 
 from proofs_checks.errors import id_problem
@@ -249,14 +252,33 @@ def write_scaffold(claim_id: str, folder: Path | str = ".", *, check_builtin: bo
         problem = name_problem(folder / rel)
         if problem:
             raise ScaffoldError(f"cannot write {folder / rel}: {problem}; nothing was written")
-    existing = [rel for rel in files if (folder / rel).exists()]
+    existing = [rel for rel in files if os.path.lexists(folder / rel)]  # (a dangling link too: 43b F4)
     if existing:
         raise ScaffoldError("refusing to overwrite existing files: " + ", ".join(existing))
-    out = []
-    for rel, text in files.items():
-        p = folder / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "x", encoding="utf-8") as fh:  # "x": never overwrite, even in a race
-            fh.write(text)
-        out.append(p)
-    return out
+    made: list[Path] = []  # what this call created, files and folders, in order: taken back if a write fails
+    try:
+        for rel, text in files.items():
+            p = folder / rel
+            _make_folders(p.parent, made)
+            with open(p, "x", encoding="utf-8") as fh:  # "x": never overwrite, even in a race
+                made.append(p)
+                fh.write(text)
+    except OSError:  # (a file where a folder of the package goes: the files written before it were left, 43b F4)
+        for q in reversed(made):
+            with contextlib.suppress(OSError):
+                q.rmdir() if q.is_dir() and not q.is_symlink() else q.unlink()
+        raise
+    return [q for q in made if not q.is_dir()]
+
+
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """``folder`` and the folders above it that are missing, each created one by one and added to ``made``."""
+    missing = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = folder.parent
+    if not folder.is_dir():  # a file (or a link to one) where a folder goes: named, as mkdir would
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
+    for d in reversed(missing):
+        d.mkdir()
+        made.append(d)
