@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = ["OutputPathError", "writable_dir_problem", "Store", "resolve_store", "default_store_dir", "atomic_write_text", "save_last",
            "load_last", "check_output_file", "check_store_writable", "nearest_existing", "default_file_mode",
-           "name_problem", "is_tverify_json", "StoreEntryError", "validate_entry", "read_entry", "own_installation",
+           "name_problem", "is_tverify_json", "atomic_write_bytes", "StoreEntryError", "validate_entry", "read_entry", "own_installation",
            "refuse_own_installation"]
 
 
@@ -281,7 +281,18 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
-def _staged(path: Path, text: str, mode: int | None = None) -> str:
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """:func:`atomic_write_text` of bytes (a sealed cache: :mod:`proofs_checks.sealed`)."""
+    path = Path(path)
+    tmp = _staged(path, data, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _staged(path: Path, text: str | bytes, mode: int | None = None) -> str:
     """``text`` written to a new temporary file beside ``path`` (with ``mode``, else the mode of the file it will
     replace, else a plain ``open``'s): its name, to be put in place by ``os.replace``. Never inside tverify's own code
     or environment, whichever folder on the way is a link (a store whose `last/` linked into theory/ was written there,
@@ -298,7 +309,7 @@ def _staged(path: Path, text: str, mode: int | None = None) -> str:
             mode = default_file_mode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
         os.chmod(tmp, mode)
     except BaseException:

@@ -299,7 +299,9 @@ def test_stale_catalogue_falls_back_to_the_registry_and_caches(tmp_path, monkeyp
     shown = run("show", "attn.softmax_simplex", "--json")
     # (built now, or read from docs/catalogue.json, fresh for the built-in sources, which this test leaves alone)
     assert (shown["derivation_from"] == "computed now" or "catalogue.json" in shown["derivation_from"]) and shown["obligations"]
-    cached = json.loads(cache.read_text())
+    from proofs_checks.sealed import read_sealed
+
+    cached = json.loads(read_sealed(cache, cache.parent))  # (sealed: only tverify's own cache is read back)
     assert next(e for e in cached["claims"] if e["id"] == "attn.softmax_simplex")["derivation"]["obligations"]
     again = run("show", "attn.softmax_simplex", "--json")
     assert str(cache) in again["derivation_from"]

@@ -7,8 +7,6 @@ It lives in ``theory`` because it is the bottom layer that every other layer may
 
 from __future__ import annotations
 
-import numpy as np
-
 __all__ = ["InputError", "as_finite_array", "as_spd_matrix", "exception_text", "printable", "require"]
 
 
@@ -73,6 +71,8 @@ def as_finite_array(a, name: str, *, ndim: int | None = None, shape: tuple | Non
     ...
     theory.validation.InputError: v contains NaN or inf
     """
+    import numpy as np  # (here: list/show import this module for printable() and load no NumPy)
+
     try:
         arr = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -103,6 +103,8 @@ def as_spd_matrix(a, name: str = "Lambda", *, rtol: float = 1e-12) -> np.ndarray
     ...
     theory.validation.InputError: Lambda is not positive definite (smallest eigenvalue -1)
     """
+    import numpy as np
+
     arr = as_finite_array(a, name)
     if arr.ndim == 1:
         arr = np.diag(arr)

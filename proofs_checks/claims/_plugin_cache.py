@@ -50,8 +50,11 @@ class _DerivationCache:
     def read(self, obligations: bool) -> dict | None:
         if self.path is None:
             return None
-        try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
+        from proofs_checks.sealed import read_sealed
+
+        try:  # only what tverify wrote (a kept derivation of another shape was a traceback: hostile pass 43b F2)
+            text = read_sealed(self.path, self.path.parent.parent)
+            doc = json.loads(text) if text is not None else None
         except (OSError, ValueError, RecursionError):
             return None
         ok = (isinstance(doc, dict) and doc.get("claim") == self.claim_id and isinstance(doc.get("info"), dict)
@@ -64,11 +67,11 @@ class _DerivationCache:
         if self.path is None or info.get("error") or info.get("timeout") or not _well_formed(reads):
             return
         try:
-            from proofs_checks.store import atomic_write_text
+            from proofs_checks.sealed import write_sealed
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.path, json.dumps({"claim": self.claim_id, "obligations": bool(obligations),
-                                                     "info": info, "reads": reads}))
+            write_sealed(self.path, json.dumps({"claim": self.claim_id, "obligations": bool(obligations),
+                                                "info": info, "reads": reads}), self.path.parent.parent)
         except (OSError, TypeError, ValueError):
             pass
 

@@ -236,10 +236,18 @@ def repo_docs_dir() -> Path:
     return _ROOT / "docs"
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path, cache_dir: Path | None = None) -> dict[str, Any] | None:
+    """The catalogue document at ``path`` (``docs/catalogue.json``), or, with ``cache_dir``, the store's cache there
+    if tverify wrote it (:mod:`proofs_checks.sealed`: an entry of another shape ended `list`/`show` in a traceback,
+    hostile pass 43b F1); ``None`` when it cannot be used."""
+    from proofs_checks.sealed import read_sealed
+
     try:
         st = os.stat(path)
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8") if cache_dir is None else read_sealed(path, cache_dir)
+        if text is None:
+            return None
+        doc = json.loads(text)
     except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         return None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("claims"), list):
@@ -288,7 +296,7 @@ def load_fresh(cache_dir: Path | None = None) -> tuple[dict[str, Any], Path] | N
     if cache_dir is not None:
         candidates.append(_cache_path(cache_dir, fp))
     for p in candidates:
-        doc = _read(p)
+        doc = _read(p, None if p == candidates[0] else cache_dir)
         if doc is not None and doc.get("fingerprint") == fp and deps_fresh(doc):
             return doc, p
     return None
@@ -302,10 +310,11 @@ def save_cache(doc: dict[str, Any], cache_dir: Path) -> Path | None:
 def _replace_cached(doc: dict[str, Any], p: Path, cache_dir: Path, older: str) -> Path | None:
     """Write ``doc`` to ``p`` and remove the other caches of its kind in ``cache_dir`` (``older``: ``catalogue-*.json``
     or ``plugins-*.json``) that tverify wrote (:func:`_own_cache`); ``None`` where the store is read-only."""
-    from proofs_checks.store import atomic_write_text
+    from proofs_checks.sealed import write_sealed
 
     try:
-        atomic_write_text(p, json.dumps(doc, indent=0))
+        if not write_sealed(p, json.dumps(doc, indent=0), Path(cache_dir)):
+            return None
         if Path(cache_dir).is_symlink():  # a folder of the user's reached through a link: nothing removed there
             return p
         for old in Path(cache_dir).glob(older):
@@ -329,7 +338,7 @@ def _own_cache(path: Path, kind: str) -> bool:
             return False
     except OSError:
         return False
-    doc = _read(path)
+    doc = _read(path, path.parent) or _read(path)  # (plain JSON: a cache of a tverify from before the seal)
     return (doc is not None and doc.get("tool") == "tverify"
             and str(doc.get("fingerprint", "")).startswith(m.group(1)))
 
@@ -396,15 +405,15 @@ def load_with_plugins(cache_dir: Path | None) -> tuple[dict[str, Any], Path] | N
     if plugins_fp == _h.sha256(b"tverify plugins\0").hexdigest():
         return None  # no plugin installed: load_fresh is the whole story
     base = None
-    for p in (repo_docs_dir() / "catalogue.json", _cache_path(cache_dir, builtin_fp)):
-        doc = _read(p)
+    for p, sealed_in in ((repo_docs_dir() / "catalogue.json", None), (_cache_path(cache_dir, builtin_fp), cache_dir)):
+        doc = _read(p, sealed_in)
         if doc is not None and doc.get("fingerprint") == builtin_fp:
             base = doc
             break
     if base is None:
         return None
     ppath = Path(cache_dir) / f"plugins-{plugins_fp[:20]}.json"
-    pdoc = _read(ppath)
+    pdoc = _read(ppath, cache_dir)
     if pdoc is None or pdoc.get("fingerprint") != plugins_fp or not deps_fresh(pdoc):
         from proofs_checks import claims as claim_pkg
         from proofs_checks.registry import registry
