@@ -1202,11 +1202,12 @@ def main(argv: list[str] | None = None) -> None:
 
         wait_when_full()
         tolerant_encoding()
-        from proofs_checks.options import own_standard_output
+        from proofs_checks.options import HumanLines, own_standard_output
         from proofs_checks.supervisor import supervise
 
         supervised = supervise()
         own_standard_output()
+        sys.stderr = HumanLines(sys.stderr)  # a full standard error loses its lines only, not the outputs (43b F5)
     # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
     # exit 0 and nothing printed (hostile pass 7, F5)

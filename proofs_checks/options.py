@@ -106,15 +106,17 @@ def reserve_stdout(ctx, param, value):
         except (OSError, ValueError):
             return value
         _JSON_STDOUT["fd"] = fd
-        sys.stderr = _StderrBesideResult(sys.stderr)
+        if not isinstance(sys.stderr, HumanLines):
+            sys.stderr = HumanLines(sys.stderr)
     return value
 
 
-class _StderrBesideResult:
-    """Standard error while ``--json -`` keeps standard output for the result (:func:`reserve_stdout`): a write or
-    flush that fails there (a full disk, a descriptor opened read-only) loses the human lines only. Descriptors 2 and 1
-    (which now carries what anything else prints) are pointed at /dev/null, so that nothing later fails on them, and the
-    JSON is still written, with the run's own exit code (it was lost, exit 2: hostile pass 35a F2)."""
+class HumanLines:
+    """The console command's standard error, which carries human lines only (progress, warnings, the one-line error):
+    a write or flush that fails there (a full disk, a descriptor opened read-only) loses those lines only. Descriptor
+    2 — and descriptor 1 while ``--json -`` points it there (:func:`reserve_stdout`) — then goes to /dev/null, so that
+    nothing later fails on it, and the outputs (``--json``, ``--out``, the table on standard output) are still written,
+    with the run's own exit code (it was lost, exit 2: hostile pass 35a F2 under ``--json -``, 43b F5 everywhere)."""
 
     def __init__(self, stream):
         self.tverify_stream = stream
@@ -139,9 +141,10 @@ class _StderrBesideResult:
         with contextlib.suppress(OSError):
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 2)
-            os.dup2(null, 1)
+            if _JSON_STDOUT["fd"] is not None:  # descriptor 1 is a copy of standard error (reserve_stdout)
+                os.dup2(null, 1)
             os.close(null)
-        for stream in (self.tverify_stream, sys.stdout):
+        for stream in (self.tverify_stream, *((sys.stdout,) if _JSON_STDOUT["fd"] is not None else ())):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()  # what they still hold, to /dev/null
 
