@@ -125,10 +125,11 @@ try:
 except KeyboardInterrupt:
     send({"error": "KeyboardInterrupt raised by the plugin itself (not a Ctrl-C from the terminal)"})
 except SystemExit as exc:
-    send({"error": "SystemExit: called sys.exit(%r)" % (exc.code,)})
+    from theory.validation import printable  # (an exit code or exception whose repr/str raises: <unprintable X>)
+    send({"error": "SystemExit: called sys.exit(%s)" % printable(exc.code, repr)})
 except BaseException as exc:
-    msg = " ".join(str(exc).split())[:2000]
-    send({"error": type(exc).__name__ + (": " + msg if msg else "")})
+    from theory.validation import exception_text
+    send({"error": exception_text(exc)[:2100]})
 else:
     send({"ok": True})
 os._exit(0)

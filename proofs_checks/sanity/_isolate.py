@@ -82,7 +82,7 @@ from typing import Any
 from proofs_checks.guards import MIN_MEMORY_LIMIT  # the watchdog never stops a child below this (the default's floor)
 from proofs_checks.sanity import _cgroup, _procs
 from proofs_checks.sanity._loader import UserCodeError
-from theory.validation import printable
+from theory.validation import exception_text, printable
 
 __all__ = ["run_isolated", "ChildInternalError", "plain", "MIN_MEMORY_LIMIT", "PRELOAD", "draw_figures", "cleanup"]
 
@@ -127,7 +127,7 @@ def plain(x: Any) -> Any:
     if isinstance(x, float):
         return float(x)
     if isinstance(x, dict):
-        return {str(k): plain(v) for k, v in x.items()}
+        return {printable(k): plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple, set, frozenset)):
         return [plain(v) for v in x]
     if isinstance(x, Path):
@@ -144,7 +144,7 @@ def plain(x: Any) -> Any:
             return plain(x.detach().cpu().tolist())
         if isinstance(x, torch.dtype):
             return str(x).replace("torch.", "")
-    return str(x)
+    return printable(x)  # (an object whose __str__ raises: <unprintable X>, not a dead child, hostile pass 43b F7)
 
 
 def _dumps(doc: Any) -> bytes:
@@ -302,7 +302,10 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
         if exc.errno == errno.EBADF:  # the code closed the descriptor (os.closerange): say so, not a SIGKILL
             os._exit(CLOSED_FDS_EXIT)
         _end_own_group(71)
-    except Exception:
+    except Exception as exc:  # the result could not be encoded: said, not read as a SIGKILL of the child (43b F7)
+        with contextlib.suppress(Exception):
+            send(head + encode({"internal": f"the check's result could not be encoded: {exception_text(exc)}",
+                                "traceback": ""}))
         _end_own_group(71)
     # the parent, on receiving the result, kills this process with every descendant it can find (the
     # tree is intact while this process lives and adopts orphans); should it not, end the group here
