@@ -34,7 +34,9 @@ from typing import Any
 import torch
 
 from numerics.attention_reference import Mapping
+from numerics.attention_transforms import checked_transform
 from numerics.torch_utils import not_dense
+from theory.validation import printable
 
 __all__ = ["NoMapping", "mapping_obstacle", "norm_kind", "find_mappings", "mapping_from_hook", "head_count_hint", "kv_head_hint", "count_hints", "HOOK_METHOD", "find_qk_norms",
            "norm_params", "GROUPING_NAMES"]
@@ -607,26 +609,28 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
     missing = [k for k in ("q", "k", "v", "heads") if k not in value]
     if missing:
         raise ValueError(f"the mapping hook's dict lacks {', '.join(missing)}")
-    unknown = sorted(set(value) - {"q", "k", "v", "o", "heads", "kv_heads", "q_norm", "k_norm", "kv_grouping",
-                                   "q_transform", "k_transform"})
+    allowed = ("q", "k", "v", "o", "heads", "kv_heads", "q_norm", "k_norm", "kv_grouping", "q_transform", "k_transform")
+    unknown = [printable(k, repr)[:60] for k in value if not (isinstance(k, str) and k in allowed)]  # (a key 1: 43a F1)
     if unknown:
-        raise ValueError(f"the mapping hook's dict has unknown keys {', '.join(unknown)} (allowed: q, k, v, o, "
-                         "heads, kv_heads, q_norm, k_norm, kv_grouping, q_transform, k_transform)")
+        raise ValueError(f"the mapping hook's dict has unknown keys {', '.join(unknown[:8])} (allowed: "
+                         f"{', '.join(allowed)})")
     import numbers
 
     h = value["heads"]
-    hk = value.get("kv_heads") or h
+    hk = h if value.get("kv_heads") is None else value["kv_heads"]  # (0 is refused, not "not given": 43a F7)
     if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and type(n).__name__ != "bool_"
                and n >= 1 for n in (h, hk)):
-        raise ValueError(f"heads and kv_heads must be positive integers, got {h!r} and {hk!r}")
+        raise ValueError(f"heads and kv_heads must be positive integers, got {printable(h, repr)[:60]} and "
+                         f"{printable(hk, repr)[:60]}")
     h, hk = int(h), int(hk)  # numpy integers too
     wq, bq = _pair(value["q"], "q")
     wk, bk = _pair(value["k"], "k")
     wv, bv = _pair(value["v"], "v")
     wo, bo = (None, None) if value.get("o") is None else _pair(value["o"], "o")
-    grouping = value.get("kv_grouping") or "hf"
-    if grouping not in GROUPING_NAMES:
-        raise ValueError(f"kv_grouping must be one of {', '.join(GROUPING_NAMES)}, got {grouping!r}")
+    grouping = "hf" if value.get("kv_grouping") is None else value["kv_grouping"]
+    if not isinstance(grouping, str) or grouping not in GROUPING_NAMES:  # (a list: unhashable, 43a F2)
+        raise ValueError(f"kv_grouping must be one of {', '.join(GROUPING_NAMES)}, got "
+                         f"{printable(grouping, repr)[:80]}")
     m = Mapping(wq, bq, wk, bk, wv, bv, wo, bo, h, source, kv_heads=hk, kv_grouping=GROUPING_NAMES[grouping])
     for key in ("q_norm", "k_norm"):
         if value.get(key) is not None:
@@ -636,72 +640,5 @@ def mapping_from_hook(value: Any, D: int, source: str) -> Mapping:
         raise ValueError(f"the mapping hook's weights are inconsistent: {why}")
     for key, n in (("q_transform", h), ("k_transform", hk)):
         if value.get(key) is not None:
-            setattr(m, key, _checked_transform(value[key], key, n, m.d_k, wq.dtype))
+            setattr(m, key, checked_transform(value[key], key, n, m.d_k, wq.dtype))
     return m
-
-
-def _checked_transform(fn: Any, key: str, heads: int, d_k: int, dtype: torch.dtype):
-    """A hook's ``q_transform``/``k_transform``, tried on a probe ``(2, heads, 3, d_k)`` in the
-    weights' dtype and in float64 (the reference's): it must be callable and return a finite tensor
-    of the same shape and dtype, leaving its input alone. Raises ``ValueError`` (one line)."""
-    if not callable(fn):
-        raise ValueError(f"{key} must be a callable (batch, heads, T, d_k) -> same shape, got {type(fn).__name__}")
-    g = torch.Generator().manual_seed(0)
-    for dt in dict.fromkeys((dtype, torch.float64)):
-        t = torch.randn(2, heads, 3, d_k, generator=g, dtype=torch.float64).to(dt)
-        before = t.clone()
-        try:
-            with torch.no_grad():
-                out = fn(t)
-        except Exception as exc:
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            raise ValueError(f"{key} raised {type(exc).__name__}: {first[:300] + ('…' if len(first) > 300 else '')} "
-                             f"on a {tuple(t.shape)} {str(dt).removeprefix('torch.')} input "
-                             "(batch, heads, T, d_k)") from None
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(t.shape):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"{key} returned {got} for a {tuple(t.shape)} input (batch, heads, T, d_k): it must keep "
-                             "the shape")
-        if out.device != t.device:
-            raise ValueError(f"{key} returned a tensor on {out.device} for an input on {t.device}: it must keep "
-                             "the device")
-        if out.dtype != dt:
-            raise ValueError(f"{key} returned {str(out.dtype).removeprefix('torch.')} for a "
-                             f"{str(dt).removeprefix('torch.')} input: it must compute in its input's dtype (cast "
-                             "its own weights with .to(t.dtype))")
-        if not torch.isfinite(out).all():
-            raise ValueError(f"{key} returned NaN or inf on a finite {tuple(t.shape)} input")
-        if not torch.equal(t, before):
-            raise ValueError(f"{key} writes into its input: return a new tensor")
-    return _per_call_checked(fn, key)
-
-
-class TransformFailed(BaseException):
-    """A hook's q/k transform misbehaved on a later call (it raised, changed the shape, the dtype or the
-    device, or returned NaN/inf): the user's code, reported in one line by the caller. A
-    ``BaseException`` so that no ``except Exception`` on the way reads it as "this variant does not fit"."""
-
-
-def _per_call_checked(fn: Any, key: str):
-    """``fn`` with the one-call checks of :func:`_checked_transform` repeated on every call (a transform
-    may be fine on the small sample and fail at a longer length)."""
-
-    def checked(t: torch.Tensor) -> torch.Tensor:
-        where = f"on a {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} input (T = {t.shape[-2]})"
-        try:
-            out = fn(t)
-        except Exception as exc:
-            first = " ".join(str(exc).split())
-            raise TransformFailed(f"{key} raised {type(exc).__name__}: {first[:300]} {where}") from None
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(t.shape):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise TransformFailed(f"{key} returned {got} {where}: it must keep the shape")
-        if out.device != t.device or out.dtype != t.dtype:
-            raise TransformFailed(f"{key} returned a {str(out.dtype).removeprefix('torch.')} tensor on {out.device} "
-                                  f"{where} on {t.device}: it must keep the dtype and device")
-        if not bool(torch.isfinite(out).all()):
-            raise TransformFailed(f"{key} returned NaN or inf {where}")
-        return out
-
-    checked.__wrapped__ = fn
-    return checked

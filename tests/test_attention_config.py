@@ -328,9 +328,10 @@ def test_a_declared_q_transform_makes_the_custom_module_ok():
 
 @pytest.mark.parametrize("transform, want", [
     (3.0, "q_transform must be a callable"),
-    (lambda q: q[..., :1], "q_transform returned (2, 4, 3, 1) for a (2, 4, 3, 4) input"),
+    (lambda q: q[..., :1], "q_transform returned (2, 4, 3, 1) on a (2, 4, 3, 4) float64 input"),
     (lambda q: q * float("nan"), "q_transform returned NaN or inf"),
-    (lambda q: q.float(), "q_transform returned float32 for a float64 input"),
+    (lambda q: q.float(), "q_transform returned a float32 tensor on cpu on a (2, 4, 3, 4) float64 input"),
+    (lambda q: q.detach(), "q_transform cuts the gradient"),
     (lambda q: q.mul_(2), "q_transform writes into its input"),
     (lambda q: 1 / 0, "q_transform raised ZeroDivisionError"),
 ])

@@ -394,7 +394,7 @@ def child_task(req: dict, obj: Any, arrays: dict) -> dict:
             with contextlib.suppress(TypeError):
                 SETTINGS_OF[kw["against"]] = store
             _not_itself(req["module_spec"], req["against_spec"], target, kw["against"])
-    from numerics.attention_mapping import TransformFailed
+    from numerics.attention_transforms import TransformFailed
 
     try:
         result = run_attention(target, **kw)
