@@ -128,6 +128,9 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
     except subprocess.TimeoutExpired:
         _rm(tmp)
         return None, f"pip install {spec} ran past {timeout:.0f}s"
+    except BaseException:  # Ctrl-C, SIGTERM: pip's half-written folder goes too (hostile pass 43b F10)
+        _rm(tmp)
+        raise
     if p.returncode != 0:
         _rm(tmp)
         lines = [ln for ln in (p.stderr or p.stdout).splitlines() if ln.startswith("ERROR") or "No space" in ln]
