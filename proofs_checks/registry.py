@@ -956,8 +956,15 @@ class Registry:
 
     def __init__(self):
         self._claims: dict[str, Claim] = {}
+        #: the threads of plugins skipped while importing (a time-out): what they register later is refused
+        self._refused_threads: set[int] = set()
 
     def add(self, claim: Claim) -> Claim:
+        import threading
+
+        if threading.get_ident() in self._refused_threads:
+            raise RegistryError(f"claim {getattr(claim, 'id', '?')!r}: its plugin was skipped (its import did not "
+                                "finish in time); not registered")
         claim.validate()
         if claim.id in self._claims and self._claims[claim.id] is not claim:
             raise RegistryError(f"claim {claim.id!r} registered twice")
@@ -966,6 +973,15 @@ class Registry:
 
     def __contains__(self, claim_id: str) -> bool:
         return claim_id in self._claims
+
+    def withdraw(self, claim_ids, thread: int | None = None) -> None:
+        """Take back the claims a plugin registered before it failed to load, and refuse what its import ``thread``
+        (still running after a time-out) registers later: a skipped plugin's claims match nothing (they ran in
+        tverify's own process, unisolated: hostile pass 43b F9)."""
+        if thread is not None:
+            self._refused_threads.add(thread)
+        for i in claim_ids:
+            self._claims.pop(i, None)
 
     def __iter__(self):
         return iter(self._claims.values())

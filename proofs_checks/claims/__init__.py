@@ -158,6 +158,7 @@ def load_plugins() -> None:
                 text = f"SystemExit: called sys.exit({printable(exc.code, repr)})"
             else:
                 text = exception_text(exc)
+            registry.withdraw([i for i in registry.ids() if i not in ids])  # skipped: its claims with it (43b F9)
             PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", _short(text, 300)))
             head = (f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
                     "failed to load and was skipped: ")
@@ -322,6 +323,9 @@ def _load_one(ep) -> None:
         t.join(step)
         waited += step
     if t.is_alive():
+        from proofs_checks.registry import registry
+
+        registry.withdraw((), thread=t.ident)  # what it registers from now on is refused
         raise _PluginTimeout(f"its import did not finish within {limit:g} s ($TVERIFY_PLUGIN_IMPORT_TIMEOUT)")
     exc = box.get("exc")
     if isinstance(exc, KeyboardInterrupt):
