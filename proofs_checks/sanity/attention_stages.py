@@ -347,6 +347,31 @@ class AgainstWatch:
                              "anything; give a second implementation")
 
 
+def _refuse_module_running(module: Any, g: Any, probe) -> None:
+    """The reverse of :class:`AgainstWatch`: a checked module whose call runs the second object itself (a wrapper
+    holding it) is the same comparison, 0 by construction (hostile pass 43a F5); the module is called once at each probe
+    length with the second object, as instantiated, watched. A second object that is a plain function cannot be
+    watched this way (docs/check-attention.md says so)."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    if module is None or not isinstance(g, torch.nn.Module) or g is module:
+        return
+    reverse = AgainstWatch([g])
+    for x in probe.xs.values():
+        reverse.enter()
+        try:
+            with contextlib.suppress(Exception):  # (what the module raises is reported by the checks' own calls)
+                _user_call(lambda: ap.call(module, x, watch=False), "--module")
+        finally:
+            reverse.exit()
+        if reverse.ran:
+            raise UsageError("--against: the checked module's call runs it (the module holds the second "
+                             "implementation, or calls it): its outputs are the second implementation's own, so the "
+                             "differential comparison could not reject anything; give two separate implementations")
+
+
 def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = None) -> None:
     """Differential mode: the second implementation (instantiated with the same seed) replaces the
     mapped reference; it must run, in shape, and give finite outputs at every probe length. ``module``: the checked
@@ -368,6 +393,7 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
     if module is not None and g is module:
         raise UsageError("--against: it gives the checked module itself (the same object, once its factory is called): "
                          "the differential comparison could not reject anything; give a second implementation")
+    _refuse_module_running(module, g, probe)
     watched = [module] if isinstance(module, torch.nn.Module) else []
     if isinstance(g, torch.nn.Module):
         memo: dict = {}
@@ -395,9 +421,16 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
         if isinstance(o, torch.Tensor) and not_dense(o):
             raise UsageError(f"--against: it returned {not_dense(o)} at T = {T}, expected a dense tensor of shape "
                              f"{tuple(probe.outs[T].shape)}")
-        if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(probe.outs[T].shape):
-            raise UsageError(f"--against: it returned {getattr(o, 'shape', type(o).__name__)} at T = {T}, expected "
-                             f"{tuple(probe.outs[T].shape)}")
+        want = tuple(probe.outs[T].shape)
+        if not isinstance(o, torch.Tensor):  # (a NumPy array of the right shape was "(2, 1, 16), expected (2, 1, 16)")
+            shape = f" of shape {tuple(o.shape)}" if isinstance(getattr(o, "shape", None), tuple) else ""
+            raise UsageError(f"--against: it returned a {type(o).__module__.split('.')[0]}.{type(o).__name__}{shape} "
+                             f"at T = {T}, expected a torch tensor of shape {want}")
+        if tuple(o.shape) != want:
+            raise UsageError(f"--against: it returned {tuple(o.shape)} at T = {T}, expected {want}")
+        if not o.is_floating_point():  # (an integer output taken as the reference: 43a F3)
+            raise UsageError(f"--against: it returned a {str(o.dtype).removeprefix('torch.')} tensor at T = {T}: it "
+                             "cannot serve as the other implementation (attention's output is floating point)")
         if not bool(torch.isfinite(o).all()):  # the reference side is broken: nothing to compare with
             raise UsageError(f"--against: {getattr(g, '__name__', type(g).__name__)} returned NaN or inf at T = {T} "
                              "on a finite probe: it cannot serve as the other implementation")
