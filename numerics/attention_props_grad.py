@@ -192,9 +192,14 @@ class GradientProps:
                     with torch.enable_grad():
                         xa = self.against_input(x64).requires_grad_(True)
                         oa, _ = call(self.against, xa, grad=True, watch=False)
+                        if isinstance(oa, torch.Tensor) and not oa.requires_grad:  # (43a F9: "on this device")
+                            return _skip(name, f"the --against object's output does not require grad at T = {T} "
+                                               "(detached, or computed without autograd): its gradients cannot be "
+                                               "compared")
                         ga = torch.autograd.grad(oa, [xa], cot.to(oa.dtype).to(oa.device), allow_unused=True)
                 except Exception as exc:
-                    return unavailable(name, self.device, f"{exc_text(exc)} (in --against)", T)
+                    return unavailable(name, self.device, exc_text(exc), T, device_limit=unsupported(exc),
+                                       whose="the --against object's")
                 pairs = [(labels[0], gm[0], ga[0], None)]
             else:
                 gr, gp = self._reference_grads(x64, params, cot, p_dt)

@@ -153,7 +153,8 @@ def exc_text(exc: BaseException) -> str:
     return short_text(exception_text(exc))
 
 
-def unavailable(name: str, device: Any, exc: str, T: int | None = None, device_limit: bool = True) -> Property:
+def unavailable(name: str, device: Any, exc: str, T: int | None = None, device_limit: bool = True,
+                whose: str = "the module's") -> Property:
     """A property the module cannot run (its backward raises: FlexAttention on CPU): skipped with
     the exception, ``numbers["unavailable"]`` holding it, never a failed comparison. ``device_limit``:
     the exception says the operation is not supported (:func:`unsupported`), so the skip is worded as
@@ -161,7 +162,7 @@ def unavailable(name: str, device: Any, exc: str, T: int | None = None, device_l
     exc = short_text(exc)
     at = f" at T = {T}" if T is not None else ""
     where = f"not available on this device ({device})" if device_limit else "not available"
-    return Property(name, "skip", None, None, "", f"{where}: the module's backward "
+    return Property(name, "skip", None, None, "", f"{where}: {whose} backward "
                     f"raised {exc}{at}; nothing to compare", {"unavailable": exc, "device": str(device),
                                                              "device_limit": bool(device_limit)}, False)
 
