@@ -407,10 +407,12 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
 
 
 def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int = 0, isolate: bool = True,
-                   timeout: float | None = None, compute_dtype: str | None = None, **unknown):
+                   timeout: float | None = None, compute_dtype: str | None = None, max_memory: float | None = None,
+                   **unknown):
     """``tverify check hopfield``: ``patterns`` an ``(N, d)`` array (or a ``.npy``/``.pt`` path), the
     modern Hopfield update at ``beta`` or your ``module`` (``f(xi, patterns, beta)`` or ``f(xi)``),
-    which runs in a child process as in :func:`check_attention` (``isolate``, ``timeout``);
+    which runs in a child process as in :func:`check_attention` (``isolate``, ``timeout``, ``max_memory`` GB,
+    as ``--max-memory``: the patterns' size estimate and the child's memory alike);
     ``compute_dtype`` declares the precision ``module`` computes in (``--compute-dtype``). Each
     keyword is validated by the same function as its flag (one line, the same words).
 
@@ -429,24 +431,25 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
 
         bad = sorted(unknown)
         raise InputError(f"check_hopfield: unknown keyword argument{'s' if len(bad) > 1 else ''} "
-                         f"{', '.join(map(repr, bad))}; valid: beta, module, seed, isolate, timeout, compute_dtype (the "
+                         f"{', '.join(map(repr, bad))}; valid: beta, module, seed, isolate, timeout, compute_dtype, max_memory (the "
                          "check has no quick/full sizes: patterns and beta decide its size)")
     from proofs_checks.sanity.hopfield import beta_value, compute_dtype_value
 
     with _as_value_errors(check_hopfield):
         timeout = _isolation("check_hopfield", isolate, timeout)
+        _memory("check_hopfield", max_memory)
         _numbers("check_hopfield", ints=dict(seed=seed), reals=dict(beta=beta))
         seed, beta = int(seed), beta_value(beta)  # the flag's rule and words (--beta → beta)
         compute_dtype_value(compute_dtype, module is not None)
         if isinstance(patterns, (str, bytes)) or hasattr(patterns, "__fspath__"):
-            patterns = load_patterns(str(patterns), "patterns")
+            patterns = load_patterns(str(patterns), "patterns", max_memory)
         else:  # the command line's checks on an array: real, (N, d), finite, β·M² within float64
             from proofs_checks.sanity.hopfield import patterns_array
 
             patterns = patterns_array(patterns, "patterns")
         from proofs_checks.sanity.hopfield import check_sizes
 
-        check_sizes(patterns, beta, None)
+        check_sizes(patterns, beta, max_memory)
         name = getattr(module, "__name__", type(module).__name__) if module is not None else None
         if module is None or not isolate:
             return run_hopfield(patterns, beta=beta, module=module, seed=seed, label="module", name=name,
@@ -466,7 +469,7 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
                                         arrays={"patterns": P},
                                         obj={"module": module, "kwargs": dict(beta=beta, seed=seed, label="module",
                                                                                name=name, compute_dtype=compute_dtype)},
-                                        timeout=timeout)
+                                        timeout=timeout, max_memory=max_memory)
         return hopfield.rebuild(payload)
 
 
