@@ -239,6 +239,10 @@ def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: 
             mp = mapping_from_hook(value, D, note)
         except ValueError as exc:
             raise UsageError(f"{hl}: {_short(exc, 600)}") from None
+        for flag, said, hooks in (("--heads", decl.heads, mp.heads), ("--kv-heads", decl.kv_heads, mp.kv_heads)):
+            if said is not None and said != hooks:  # two declarations of yours that differ: neither dropped (43a F13)
+                raise UsageError(f"{flag} {said} and {hl} ({hooks}) declare different head counts; give one of them, "
+                                 "or the same count in both")
         if decl.kv_grouping is not None:  # the flag declares the grouping of the hook's weights too
             mp.kv_grouping = GROUPING_NAMES[decl.kv_grouping]
         cands, hook = [mp], note
