@@ -145,6 +145,8 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
             f = copy.deepcopy(obj).to(dtype=tdt, device=decl.device).eval()
         except Exception as exc:
             raise UsageError(f"{label}: cannot copy {name} to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
+        if decl.mask_convention is None and not isinstance(obj, torch.nn.MultiheadAttention):
+            _copy_faithful(obj, D, label, name)
     st0 = done.structure(decl)
     if isinstance(f, torch.nn.MultiheadAttention):
         # a bare nn.MultiheadAttention takes (query, key, value): call it as self-attention with the
@@ -164,6 +166,43 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
                      "is (batch, T, D), so batch and time axes are mixed; build it with batch_first=True or transpose "
                      "in a wrapper")
     return Loaded(obj, f, wm, name, D, tdt, other, hints)
+
+
+def _first_tensor(out: Any) -> Any:
+    return out[0] if isinstance(out, (tuple, list)) and out else out
+
+
+def _copy_faithful(obj: Any, D: int, label: str, name: str) -> None:
+    """The check judges a copy of the module (converted to the probe's dtype and device, in eval mode), so the object
+    given is never changed: a copy that computes otherwise (a ``__getstate__`` that leaves out a runtime flag, a
+    ``__deepcopy__`` that rebuilds from the constructor's arguments) was judged in its place, and a module leaking the
+    future was "ok" (hostile pass 43a F14). Here the object and a plain copy, both in eval mode in the object's own
+    dtype, are called once on one input: outputs that differ, where the object's own two calls agree, are refused
+    (exit 2). The object's train/eval flags are put back."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    p = next((t for t in obj.parameters() if t.is_floating_point()), None)
+    dt, dev = (p.dtype, p.device) if p is not None else (torch.float32, torch.device("cpu"))
+    x = torch.randn(2, 5, D, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype=dt, device=dev)
+    modes = [(m, m.training) for m in obj.modules()]
+    try:
+        twin = copy.deepcopy(obj).eval()
+        obj.eval()
+        with torch.no_grad():
+            a, b, a2 = (_first_tensor(ap.call(g, x, watch=False)[0]) for g in (obj, twin, obj))
+        same = [isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.shape == v.shape
+                and bool(torch.equal(u, v)) for u, v in ((a, b), (a, a2))]
+    except Exception:  # noqa: BLE001 - a module that cannot run here: the checks' own calls say so
+        return
+    finally:
+        for m, training in modes:
+            m.training = training
+    if same[1] and not same[0]:
+        raise UsageError(f"{label}: a copy of {name} computes otherwise than the object itself (its __deepcopy__ or "
+                         "__getstate__/__setstate__ leaves something out or rebuilds it): the check judges a copy, so "
+                         "it could not judge your object; make copying keep what the forward reads")
 
 
 def _lengths(decl: Declaration, cands: list) -> list[int]:
