@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from numerics.attention_reference import Mapping
+from numerics.attention_rules import JUDGED_DTYPES
 from numerics.attention_transforms import checked_transform
 from numerics.torch_utils import not_dense
 from theory.validation import printable
@@ -458,7 +459,7 @@ def _pair(v: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
         if t is not None and not_dense(t):
             raise ValueError(f"{what}: the {nm} is {not_dense(t)}: weights must be a dense tensor of numbers")
     for t, nm in ((W, "weight"), (b, "bias")):
-        if t is not None and (not t.is_floating_point() or t.is_complex()):
+        if t is not None and (t.is_quantized or t.dtype not in JUDGED_DTYPES):  # (float8: 43a F16b)
             raise ValueError(f"{what}: the {nm} has dtype {str(t.dtype).removeprefix('torch.')}: weights must be "
                              "real floating point (the module's own parameters, not a converted copy)")
     return W, b

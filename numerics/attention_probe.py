@@ -50,7 +50,7 @@ from numerics.attention_props_single import (MASK_CONVENTIONS, SelfMHA, WithMask
                                              prop_finite, prop_key_padding,
                                              prop_weights_distribution, prop_weights_match)
 from numerics.attention_reference import Mapping, Structure, max_logit, reference_attention, scale_to_logit
-from numerics.attention_rules import (_DT, _SCALES, BATCH, CALL_SHAPES, WATCHED, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT, INPUT_WRITTEN,  # noqa: F401
+from numerics.attention_rules import (_DT, _SCALES, JUDGED_DTYPES, BATCH, CALL_SHAPES, WATCHED, FACTOR_FORWARD, FACTOR_GRAD, HUGE_LOGIT, INPUT_WRITTEN,  # noqa: F401
                                       LARGE_LOGIT, LENGTHS, MASK_WRITTEN, MAX_QUOTED, OUTPUT_OFF, OUTPUT_COMPARISONS,
                                       OutputOffError,
                                       SAMPLE_SCALES, UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks,
@@ -189,6 +189,10 @@ class AttentionProbe(GradientProps):
             want = (self.B, T, self.D)
             if not isinstance(out, torch.Tensor):
                 problems.append(f"returned {type(out).__name__} at T = {T}, expected a tensor of shape {want}")
+                continue
+            if out.is_quantized or out.dtype not in JUDGED_DTYPES:  # (float8, qint8: a traceback, hostile pass 43a F16)
+                problems.append(f"returned a {str(out.dtype).removeprefix('torch.')} tensor at T = {T}: tverify "
+                                "judges outputs in float16, bfloat16, float32 or float64 (return one of those)")
                 continue
             what = not_dense(out) if out.device.type != "meta" else None  # meta: named as a device below
             if what:

@@ -27,6 +27,9 @@ FACTOR_GRAD = 3.0
 LARGE_LOGIT = 60.0
 HUGE_LOGIT = 1000.0
 _SCALES = {"unit": None, "large": LARGE_LOGIT, "huge": HUGE_LOGIT}
+#: the dtypes an output (and a declared weight) is judged in; float8, quantized and integer tensors are refused in one
+#: line (they were tracebacks: hostile pass 43a F16)
+JUDGED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: Attribute names under which modules commonly keep their last attention weights.
 WEIGHT_ATTRS = ("attn_weights", "attention_weights", "last_attn", "last_attention", "attn_probs", "att_weights",
                 "attn", "att", "weights", "A", "probs")

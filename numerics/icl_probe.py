@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from numerics.icl import sample_prompts
-from numerics.precision import plain
+from numerics.precision import DTYPES, plain
 from numerics.torch_utils import defaults_kept, not_dense, precision_for_a_check, resolve_device
 from theory.icl import gamma_n
 from theory.validation import InputError, as_spd_matrix
@@ -275,8 +275,9 @@ def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
             raise ProbeOutputError(f"{where}: predictions must be real floating point, got NumPy dtype {arr.dtype}")
         t = torch.from_numpy(np.array(arr, dtype=np.float64)).reshape(arr.shape)  # a scalar stays (); a copy (below)
     elif isinstance(raw, torch.Tensor):
-        if not raw.dtype.is_floating_point:
-            raise ProbeOutputError(f"{where}: predictions must be real floating point, got torch dtype {raw.dtype}")
+        if raw.is_quantized or raw.dtype not in DTYPES.values():  # (float8: a KeyError traceback, 43a F16)
+            raise ProbeOutputError(f"{where}: predictions must be real floating point (float16, bfloat16, float32 "
+                                   f"or float64), got torch dtype {raw.dtype}")
         what = not_dense(raw)
         if what:
             raise ProbeOutputError(f"{where}: predictions must be a dense tensor of numbers, got {what}")

@@ -467,7 +467,7 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
                              f"at T = {T}, expected a torch tensor of shape {want}")
         if tuple(o.shape) != want:
             raise UsageError(f"--against: it returned {tuple(o.shape)} at T = {T}, expected {want}")
-        if not o.is_floating_point():  # (an integer output taken as the reference: 43a F3)
+        if o.is_quantized or o.dtype not in ap.JUDGED_DTYPES:  # (an integer output taken as the reference: 43a F3)
             raise UsageError(f"--against: it returned a {str(o.dtype).removeprefix('torch.')} tensor at T = {T}: it "
                              "cannot serve as the other implementation (attention's output is floating point)")
         if not bool(torch.isfinite(o).all()):  # the reference side is broken: nothing to compare with
