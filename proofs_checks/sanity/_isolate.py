@@ -186,11 +186,17 @@ def unpack_arrays(blob: bytes | None) -> dict:
 
 
 def _end_own_group(code: int) -> None:  # pragma: no cover - runs in the child
-    """End the child's whole process group (what the user's code started, then the child itself)."""
-    if hasattr(os, "killpg") and os.getpgrp() == os.getpid():  # only a group of its own (never the caller's)
-        with contextlib.suppress(OSError):
-            os.killpg(os.getpid(), signal.SIGKILL)
+    """End what the user's code started (every process below the child: its group's and the orphans it adopted as
+    the subreaper), then the child itself with ``code``: a SIGKILL of its own group ended the child too, and the
+    parent read that as the out-of-memory killer (hostile pass 43a F15)."""
+    with contextlib.suppress(Exception):
+        _procs.kill_below(os.getpid())
     os._exit(code)
+
+
+#: the child's exit statuses of its own: the parent's end of the liveness channel read closed while the parent lives
+#: (the code closed or replaced that descriptor), the result could not be sent, no end came after the result was sent
+LOST_CHANNEL_EXIT, SEND_FAILED_EXIT, NO_END_EXIT = 70, 71, 72
 
 
 #: the child's exit status when the user's code closed the descriptors it talks to this process through
@@ -209,7 +215,7 @@ def _watch_parent(alive) -> None:
         pass
     except OSError:
         os._exit(CLOSED_FDS_EXIT)
-    _end_own_group(70)
+    _end_own_group(LOST_CHANNEL_EXIT)
 
 
 def _own_session() -> None:  # pragma: no cover - runs in the child
@@ -301,16 +307,16 @@ def _child_main(req_bytes: bytes, obj_blob: bytes | None, arrays_blob: bytes | N
     except OSError as exc:
         if exc.errno == errno.EBADF:  # the code closed the descriptor (os.closerange): say so, not a SIGKILL
             os._exit(CLOSED_FDS_EXIT)
-        _end_own_group(71)
+        _end_own_group(SEND_FAILED_EXIT)
     except Exception as exc:  # the result could not be encoded: said, not read as a SIGKILL of the child (43b F7)
         with contextlib.suppress(Exception):
             send(head + encode({"internal": f"the check's result could not be encoded: {exception_text(exc)}",
                                 "traceback": ""}))
-        _end_own_group(71)
+        _end_own_group(SEND_FAILED_EXIT)
     # the parent, on receiving the result, kills this process with every descendant it can find (the
     # tree is intact while this process lives and adopts orphans); should it not, end the group here
     time.sleep(30)
-    _end_own_group(0)
+    _end_own_group(NO_END_EXIT)
 
 
 _THREAD_ERRORS = {"n": 0}
@@ -977,6 +983,9 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                 elif code == CLOSED_FDS_EXIT:
                     how = (f"ended (exit status {code}) because the code closed the file descriptors it talks to "
                            "tverify through (os.closerange, or a close of every descriptor)")
+                elif code in (LOST_CHANNEL_EXIT, SEND_FAILED_EXIT, NO_END_EXIT):
+                    how = (f"ended (exit status {code}) because its result could not reach tverify: the code closed "
+                           "or replaced the descriptors it talks to tverify through (os.dup2 over them, or a close)")
                 elif code == 255 and not _procs.server_alive():  # multiprocessing's status for a child whose server
                     how = ("ended, its exit status unknown, when the checks' fork server that started it was killed "  # died
                            "(by the code, or from outside)")  # (33a N3: it was "exit status 255 (os._exit …)")
