@@ -911,13 +911,48 @@ def _stop(proc) -> None:
     _procs.ACTIVE.pop(pid, None)
 
 
-def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream,
-               token: str) -> None:
+#: seconds this process spent stopped (Ctrl-Z) while a check's child ran: not counted against --timeout
+_STOPPED = {"seconds": 0.0}
+
+
+def _on_stop(proc, signum, frame) -> None:
+    """SIGTSTP (Ctrl-Z) while a check's child runs: the child runs in a session of its own, which the terminal's job
+    control does not reach, so the code ran on unwatched, past --max-memory and --timeout (hostile pass 43a F10). The
+    child and every process below it are stopped, then this process; on SIGCONT (``fg``, ``bg``) they go on."""
+    pids = [proc.pid, *_procs.descendants(proc.pid)] if proc.pid else []
+    for p in pids:
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGSTOP)
+    t = time.monotonic()
+    os.kill(os.getpid(), signal.SIGSTOP)  # (here until SIGCONT)
+    _STOPPED["seconds"] += time.monotonic() - t
+    for p in reversed(pids):
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGCONT)
+
+
+def _supervise(proc, *args, **kwargs) -> None:
+    """:func:`_supervise_loop` with Ctrl-Z passed on to the child (:func:`_on_stop`) where this is the main thread."""
+    previous = None
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTSTP"):
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            previous = signal.signal(signal.SIGTSTP, functools.partial(_on_stop, proc))
+    try:
+        _supervise_loop(proc, *args, **kwargs)
+    finally:
+        if previous is not None:
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signal.SIGTSTP, previous)
+
+
+def _supervise_loop(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, limit, why, progress, stream,
+                    token: str) -> None:
     from multiprocessing.connection import wait
 
     from proofs_checks.guards import fmt_bytes, fmt_seconds
 
     t0 = time.monotonic()
+    stopped0 = _STOPPED["seconds"]
     last_out = t0
     beat_printed = False
     base = None
@@ -1017,7 +1052,7 @@ def _supervise(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeout, l
                                    f"over the limit of {fmt_bytes(limit)} ({why}); stopped, nothing was "
                                    "checked (lower the sizes, or raise --max-memory)")
                 return
-        el = now - t0
+        el = now - t0 - (_STOPPED["seconds"] - stopped0)  # (time stopped with Ctrl-Z not counted)
         if timeout is not None and el > timeout:
             _stop(proc)
             outcome.problem = (f"{label}: {what}: not finished within --timeout {timeout:g} s (the process running "
