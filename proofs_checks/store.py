@@ -272,17 +272,11 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
 
     The file gets ``mode`` if given, else the mode of the file it replaces, else the mode a plain
     ``open`` would give (0666 less the umask; ``mkstemp`` alone would leave it 0600)."""
-    path = Path(path)
-    tmp = _staged(path, text, mode)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, text, mode)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """:func:`atomic_write_text` of bytes (a sealed cache: :mod:`proofs_checks.sealed`)."""
+def atomic_write_bytes(path: Path, data: bytes | str, mode: int | None = None) -> None:
+    """:func:`atomic_write_text` of bytes (a sealed cache: :mod:`proofs_checks.sealed`), or of text."""
     path = Path(path)
     tmp = _staged(path, data, mode)
     try:

@@ -4,6 +4,7 @@ fixture. One reproducer per finding; each failed on da26414 and passes since its
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -30,43 +31,25 @@ _STACKED = textwrap.dedent('''
     ''')
 
 
-def test_a_mapping_key_that_is_not_a_string_is_one_line(tmp_path):
-    (tmp_path / "mp.py").write_text(_STACKED + "def hook(m):\n    d = base(m); d[1] = 2; return d\n")
-    r = tv_here(tmp_path, "check", "attention", "--module", "mp.py:Attn", "--mapping", "mp.py:hook", "--quick",
-                "--no-progress")
-    line = one_line_error(r.returncode, r.stderr)
-    assert "unknown keys" in line
+def _hooked(tmp_path, hook: str):
+    """``check attention`` of the stacked module with the mapping hook ``hook`` (its source, after ``base``)."""
+    (tmp_path / "mp.py").write_text(_STACKED + hook)
+    return tv_here(tmp_path, "check", "attention", "--module", "mp.py:Attn", "--mapping", "mp.py:hook", "--quick",
+                   "--no-progress")
 
 
-def test_an_unhashable_kv_grouping_in_the_mapping_is_one_line(tmp_path):
-    (tmp_path / "mp.py").write_text(_STACKED + "def hook(m):\n    d = base(m); d['kv_grouping'] = ['hf']; return d\n")
-    r = tv_here(tmp_path, "check", "attention", "--module", "mp.py:Attn", "--mapping", "mp.py:hook", "--quick",
-                "--no-progress")
-    line = one_line_error(r.returncode, r.stderr)
-    assert "kv_grouping" in line
+@pytest.mark.parametrize("change, said", [
+    ("d[1] = 2", "unknown keys"),  # F1: a key that is not a string (a traceback: ', '.join)
+    ("d['kv_grouping'] = ['hf']", "kv_grouping"),  # F2: unhashable (a traceback)
+    ("d['kv_heads'] = 0", "kv_heads"),  # F7: read as "not given" (value.get('kv_heads') or heads), heads 0 refused
+], ids=["F1-key-not-a-string", "F2-unhashable-kv-grouping", "F7-kv-heads-zero"])
+def test_a_bad_mapping_value_is_one_line(tmp_path, change, said):
+    r = _hooked(tmp_path, f"def hook(m):\n    d = base(m); {change}; return d\n")
+    assert said in one_line_error(r.returncode, r.stderr)
 
 
 #: two seeded implementations of one causal attention, and "others" that cannot serve as the second implementation
-_FUSED = textwrap.dedent('''
-    import math, torch
-    from torch import nn
-    from torch.nn import functional as F
-    class _Base(nn.Module):
-        def __init__(self, dim=16, heads=2):
-            super().__init__()
-            torch.manual_seed(0)
-            self.num_heads = heads
-            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(dim, dim) for _ in range(4))
-        def _heads(self, x):
-            B, T, D = x.shape
-            return [p(x).view(B, T, self.num_heads, D // self.num_heads).transpose(1, 2)
-                    for p in (self.q_proj, self.k_proj, self.v_proj)]
-        def _out(self, o, x):
-            return self.o_proj(o.transpose(1, 2).reshape(x.shape))
-    class Fast(_Base):
-        def forward(self, x):
-            q, k, v = self._heads(x)
-            return self._out(F.scaled_dot_product_attention(q, k, v, is_causal=True), x)
+_FUSED = (Path(__file__).resolve().parents[1] / "examples" / "fused.py").read_text() + textwrap.dedent('''
     class RefInt(Fast):
         def forward(self, x):
             return super().forward(x).long()
@@ -119,7 +102,7 @@ def test_a_transform_writing_into_its_input_at_a_later_length_is_one_line(tmp_pa
     # docs/check-attention.md: a transform that "writes into its input is a one-line usage error (exit 2). The same
     # checks (and the device) are repeated on every later call, so a transform that fails only at a longer length is
     # the same one line, naming the length"
-    (tmp_path / "mp.py").write_text(_STACKED + textwrap.dedent('''
+    r = _hooked(tmp_path, textwrap.dedent('''
         def hook(m):
             def f(q):
                 r = q.clone()
@@ -128,28 +111,15 @@ def test_a_transform_writing_into_its_input_at_a_later_length_is_one_line(tmp_pa
                 return r
             d = base(m); d["q_transform"] = f; return d
         '''))
-    r = tv_here(tmp_path, "check", "attention", "--module", "mp.py:Attn", "--mapping", "mp.py:hook", "--quick",
-                "--no-progress")
     line = one_line_error(r.returncode, r.stderr)
     assert "writes into its input" in line and "T = 17" in line, line
-
-
-def test_a_mapping_kv_heads_of_zero_is_refused_like_heads_zero(tmp_path):
-    (tmp_path / "mp.py").write_text(_STACKED + "def hook(m):\n    d = base(m); d['kv_heads'] = 0; return d\n")
-    r = tv_here(tmp_path, "check", "attention", "--module", "mp.py:Attn", "--mapping", "mp.py:hook", "--quick",
-                "--no-progress")
-    line = one_line_error(r.returncode, r.stderr)
-    assert "kv_heads" in line
 
 
 def test_a_detaching_transform_is_not_a_gradient_mismatch_of_the_module(tmp_path):
     # the transform is part of the declared reference (docs/check-attention.md: "closing over the module's parameters
     # lets their gradients be checked"); one whose output carries no gradient to q makes the reference's autograd
     # gradient wrong, and the module (identical to the reference with the identity transform) is blamed for it
-    (tmp_path / "mp.py").write_text(_STACKED + "def hook(m):\n    d = base(m); d['q_transform'] = lambda q: q.detach()"
-                                               "\n    return d\n")
-    r = tv_here(tmp_path, "check", "attention", "--module", "mp.py:Attn", "--mapping", "mp.py:hook", "--quick",
-                "--no-progress")
+    r = _hooked(tmp_path, "def hook(m):\n    d = base(m); d['q_transform'] = lambda q: q.detach()\n    return d\n")
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode != 1 and "gradients_match_reference" not in r.stdout.split("verdict:")[-1], r.stdout[-1500:]
 
@@ -327,8 +297,6 @@ def test_a_float8_output_is_judged_or_refused_in_one_line(tmp_path, argv):
 
 
 def test_a_float8_mapping_weight_is_one_line(tmp_path):
-    (tmp_path / "mp.py").write_text(_STACKED + "def hook(m):\n    d = base(m); d['q'] = m.stack[0].detach()"
-                                               ".to(torch.float8_e4m3fn); return d\n")
-    r = tv_here(tmp_path, "check", "attention", "--module", "mp.py:Attn", "--mapping", "mp.py:hook", "--quick",
-                "--no-progress")
+    r = _hooked(tmp_path, "def hook(m):\n    d = base(m); d['q'] = m.stack[0].detach().to(torch.float8_e4m3fn)"
+                          "; return d\n")
     one_line_error(r.returncode, r.stderr)

@@ -12,22 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_hostile_round47b import _env, _install
+
 _TVERIFY = str(Path(sys.executable).with_name("tverify"))
-
-
-def _env(tmp_path: Path, **extra: str) -> dict:
-    return {**os.environ, "HOME": str(tmp_path / "home"), "TVERIFY_STORE": str(tmp_path / "store"),
-            "XDG_CACHE_HOME": str(tmp_path / "cache"), **extra}
-
-
-def _install(site: Path, name: str, source: str) -> None:
-    """An installed distribution ``name`` (a ``.dist-info`` on ``PYTHONPATH``) whose module is its entry point."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / f"{name}.py").write_text(textwrap.dedent(source))
-    info = site / f"{name}-0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
 
 
 def _edit_cache(path: Path, change) -> None:
