@@ -172,16 +172,26 @@ def _first_tensor(out: Any) -> Any:
     return out[0] if isinstance(out, (tuple, list)) and out else out
 
 
+def _seeded_call(g: Any, x: Any) -> Any:
+    """``g(x)``'s output tensor under ``no_grad``, torch's CPU generator seeded alike for each call (a module that draws
+    random numbers at every call is compared with itself, not refused: tests/test_hostile_round30b.py NoisyEvery)."""
+    import torch
+
+    from numerics import attention_probe as ap
+
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return _first_tensor(ap.call(g, x, watch=False)[0])
+
+
 def _copy_faithful(obj: Any, D: int, label: str, name: str) -> None:
     """The check judges a copy of the module (converted to the probe's dtype and device, in eval mode), so the object
     given is never changed: a copy that computes otherwise (a ``__getstate__`` that leaves out a runtime flag, a
     ``__deepcopy__`` that rebuilds from the constructor's arguments) was judged in its place, and a module leaking the
     future was "ok" (hostile pass 43a F14). Here the object and a plain copy, both in eval mode in the object's own
-    dtype, are called once on one input: outputs that differ, where the object's own two calls agree, are refused
-    (exit 2). The object's train/eval flags are put back."""
+    dtype, are called once on one input, torch's generator seeded alike for each call: outputs that differ, where the
+    object's own two calls agree, are refused (exit 2). The object's train/eval flags are put back."""
     import torch
-
-    from numerics import attention_probe as ap
 
     p = next((t for t in obj.parameters() if t.is_floating_point()), None)
     dt, dev = (p.dtype, p.device) if p is not None else (torch.float32, torch.device("cpu"))
@@ -190,8 +200,7 @@ def _copy_faithful(obj: Any, D: int, label: str, name: str) -> None:
     try:
         twin = copy.deepcopy(obj).eval()
         obj.eval()
-        with torch.no_grad():
-            a, b, a2 = (_first_tensor(ap.call(g, x, watch=False)[0]) for g in (obj, twin, obj))
+        a, b, a2 = (_seeded_call(g, x) for g in (obj, twin, obj))
         same = [isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.shape == v.shape
                 and bool(torch.equal(u, v)) for u, v in ((a, b), (a, a2))]
     except Exception:  # noqa: BLE001 - a module that cannot run here: the checks' own calls say so
