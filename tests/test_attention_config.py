@@ -400,6 +400,20 @@ def _causal_additive(T: int, dtype) -> torch.Tensor:
     return torch.zeros(T, T, dtype=dtype).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
 
 
+class _Wrapped(nn.Module):
+    """A transformers attention layer called the way its model calls it: the causal additive mask and the rotary
+    embedding's (cos, sin) of positions 0..T-1, passed by ``call(attn, x, mask, position_embeddings)``."""
+
+    def __init__(self, attn, rotary, call):
+        super().__init__()
+        self.attn, self.rot, self.call, self.dim = attn, [rotary], call, 32
+
+    def forward(self, x):
+        T = x.shape[1]
+        return self.call(self.attn, x, _causal_additive(T, x.dtype)[None, None],
+                         self.rot[0](x, torch.arange(T)[None]))[0]
+
+
 def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(survey_transformers):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
@@ -409,15 +423,8 @@ def test_transformers_llama_attention_rope_theta_500000_is_ok_without_rope_base(
     c._attn_implementation = "eager"
     assert c.rope_parameters["rope_theta"] == 500000.0
 
-    class Wrap(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.attn, self.rot, self.dim = LlamaAttention(c, 0), [LlamaRotaryEmbedding(c)], 32
-
-        def forward(self, x):
-            T = x.shape[1]
-            mask = _causal_additive(T, x.dtype)
-            return self.attn(x, self.rot[0](x, torch.arange(T)[None]), mask[None, None])[0]
+    def Wrap():
+        return _Wrapped(LlamaAttention(c, 0), LlamaRotaryEmbedding(c), lambda a, x, mask, pe: a(x, pe, mask))
 
     r = run(Wrap(), positional="rope", compute_dtype="float32")
     assert r.outcome == "ok", r.verdict.summary
@@ -435,17 +442,9 @@ def test_transformers_gpt_neox_rotary_pct_quarter_is_read_and_ok(survey_transfor
                       rotary_pct=0.25, attention_dropout=0.0, hidden_dropout=0.0)
     c._attn_implementation = "eager"
 
-    class Wrap(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.attn, self.rot, self.dim = GPTNeoXAttention(c, 0), [GPTNeoXRotaryEmbedding(c)], 32
-
-        def forward(self, x):
-            T = x.shape[1]
-            mask = _causal_additive(T, x.dtype)
-            return self.attn(x, mask[None, None], position_embeddings=self.rot[0](x, torch.arange(T)[None]))[0]
-
-    r = run(Wrap(), positional="rope", compute_dtype="float32")  # head size 16: 4 rotated dimensions
+    wrapped = _Wrapped(GPTNeoXAttention(c, 0), GPTNeoXRotaryEmbedding(c),
+                       lambda a, x, mask, pe: a(x, mask, position_embeddings=pe))
+    r = run(wrapped, positional="rope", compute_dtype="float32")  # head size 16: 4 rotated dimensions
     assert r.outcome == "ok", r.verdict.summary
     assert "rope_dims 4 (attn.rotary_ndims, transformers 5.23.0)" in r.doc["config_read"] and r.doc["inputs"]["rope"]["dims"] == 4
 

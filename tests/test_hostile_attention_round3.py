@@ -15,30 +15,11 @@ import warnings
 import pytest
 
 import proofs_checks
-from tests.cli_helpers import invoke, one_line_error
+from tests.cli_helpers import causal_attn, invoke, one_line_error
 from tests.tiers import moved
 from theory.validation import InputError
 
-MODULES = textwrap.dedent("""
-    import math
-    import torch
-    from torch import nn
-
-    class Attn(nn.Module):
-        def __init__(self, dim=8, heads=2):
-            super().__init__()
-            self.dim, self.num_heads = dim, heads
-            self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
-        def core(self, x):
-            B, T, D = x.shape
-            h = self.num_heads
-            q, k, v = (m(x).view(B, T, h, D // h).transpose(1, 2) for m in (self.q, self.k, self.v))
-            s = q @ k.transpose(-1, -2) / math.sqrt(D // h)
-            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-            return self.o((torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, D))
-        def forward(self, x):
-            return self.core(x)
-
+MODULES = causal_attn(8, 2, """
     class Huge(Attn):
         def forward(self, x):
             raise ValueError("E" * 100000)
@@ -47,7 +28,7 @@ MODULES = textwrap.dedent("""
         def forward(self, x):
             if x.shape[1] > 5:
                 raise ValueError("F" * 100000)
-            return self.core(x)
+            return Attn.forward(self, x)
 
     W = torch.randn(3, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
 
@@ -129,7 +110,7 @@ def test_positional_learned_without_a_table_names_the_table_not_missing_weights(
     v = verdict_lines(out)
     assert code == 3
     assert "no q/k/v projections found" not in out
-    assert out.splitlines()[1].startswith("weights: found by name (.q (nn.Linear), .k (nn.Linear)")
+    assert out.splitlines()[1].startswith("weights: found by name (.q_proj (nn.Linear), .k_proj (nn.Linear)")
     assert any("matches_reference: not run: --positional learned, but no position table found" in r
                for r in v["undecided because"])
     assert len(v["to decide"]) == 1 and "declare the weights" not in v["to decide"][0]
@@ -280,7 +261,7 @@ def test_other_warnings_of_the_module_still_show(box, capfd):
         class Warn(Attn):
             def forward(self, x):
                 warnings.warn("a warning of the module's own")
-                return self.core(x)
+                return Attn.forward(self, x)
     """))
     code, out, err = attention("w.py:Warn", "--causal")
     cap = capfd.readouterr()

@@ -6,19 +6,16 @@ from cli_helpers import mismatch_here, causal_attn, icl_mismatch_here, tv_here
 
 ATT = causal_attn(8, 2, '''
     class LeafGradInf(Attn):
-        # the training path (autograd on, the input a leaf requiring grad) at T = 5: last row +inf
+        # the training path (autograd on, the input a leaf requiring grad) at T = 5: last row FILL
+        FILL = float("inf")
         def forward(self, x):
             y = super().forward(x)
             if x.requires_grad and x.is_leaf and x.shape[1] == 5:
-                y = y + torch.where(torch.arange(5)[None, :, None] == 4, float("inf"), 0.0)
+                y = y + torch.where(torch.arange(5)[None, :, None] == 4, self.FILL, 0.0)
             return y
-    class LeafGradNaN(Attn):
+    class LeafGradNaN(LeafGradInf):
         # the same with NaN
-        def forward(self, x):
-            y = super().forward(x)
-            if x.requires_grad and x.is_leaf and x.shape[1] == 5:
-                y = y + torch.where(torch.arange(5)[None, :, None] == 4, float("nan"), 0.0)
-            return y
+        FILL = float("nan")
     class BigBatchNaN(Attn):
         # batches of 8 or more (the batch of 16 of batch_independence, the stacked redraws): last row NaN
         def forward(self, x):

@@ -66,13 +66,19 @@ class E(MyAttention):
 '''
 
 
-@moved("a check holding 1.5 GB through the fork server",
-       "tests/test_cgroup.py::test_a_process_the_fork_server_holds_for_no_check_is_moved_into_the_checks_group")
-def test_a_process_the_fork_server_forks_for_the_code_counts_against_max_memory(tmp_path):
+def _need_cgroup_and_namespace() -> None:
+    """Skip where the machine has no memory cgroup (a private-namespace tmpfs is then a documented limit) or no
+    unprivileged mount namespace (``unshare -Urm``)."""
     if not MEMORY_CGROUP:
         pytest.skip("no memory cgroup here: a private-namespace tmpfs is a documented limit without one")
     if not _unshare_ok():
         pytest.skip("no unprivileged mount namespace here (unshare -Urm)")
+
+
+@moved("a check holding 1.5 GB through the fork server",
+       "tests/test_cgroup.py::test_a_process_the_fork_server_holds_for_no_check_is_moved_into_the_checks_group")
+def test_a_process_the_fork_server_forks_for_the_code_counts_against_max_memory(tmp_path):
+    _need_cgroup_and_namespace()
     stopped_over_1gb(tmp_path, FSESC, "fsesc.py:E")
 
 
@@ -345,10 +351,7 @@ def test_a_stale_group_of_the_same_name_does_not_switch_the_cgroup_off(tmp_path)
 
     from proofs_checks.sanity import _cgroup
 
-    if not MEMORY_CGROUP:
-        pytest.skip("no memory cgroup here")
-    if not _unshare_ok():
-        pytest.skip("no unprivileged mount namespace here (unshare -Urm)")
+    _need_cgroup_and_namespace()
     parent = _cgroup._own("memory")
     if parent is None or not parent.is_dir():
         pytest.skip("not the v1 memory hierarchy")
