@@ -95,6 +95,8 @@ PRELOAD = ["numpy", "torch", "torch.fx.experimental.symbolic_shapes", "proofs_ch
            "numerics.attention_probe", "numerics.icl_probe", "numerics.hopfield", "numerics.icl",
            "proofs_checks.sanity._server_ready"]
 POLL = 0.1
+#: seconds a child whose result channel is closed may take to exit by itself (its exit status then says why)
+CLOSED_GRACE = 2.0
 #: seconds of silence from the child before a "still running" line (the first one: 2 s)
 HEARTBEAT_FIRST, HEARTBEAT_EVERY = 2.0, 5.0
 #: the largest result the parent reads (the checks' results are ≈ 130 kB at most, measured over the test suite's
@@ -201,6 +203,10 @@ LOST_CHANNEL_EXIT, SEND_FAILED_EXIT, NO_END_EXIT = 70, 71, 72
 
 #: the child's exit status when the user's code closed the descriptors it talks to this process through
 CLOSED_FDS_EXIT = 73
+
+#: what the user's code did when no result can reach this process
+_LOST_FDS = ("the code closed the file descriptors it talks to tverify through, or replaced them (os.closerange, "
+             "os.dup2 over them)")
 
 
 def _watch_parent(alive) -> None:
@@ -960,8 +966,12 @@ def _supervise_loop(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeo
     ended = False
     last_poll = t0 - POLL
     shm_start = _procs.machine_held()
+    # a channel at its end (every writer closed it) is ready for ever: it leaves the wait list, or this loop spun a
+    # core until the child ended (30 s of CPU for code that replaced its descriptors with os.dup2, session 23)
+    watched = [res_r, out_r, proc.sentinel]
+    res_closed_at = None
     while True:
-        ready = wait([res_r, out_r, proc.sentinel], timeout=POLL)
+        ready = wait(watched, timeout=POLL)
         now = time.monotonic()
         if out_r in ready:
             try:
@@ -971,12 +981,16 @@ def _supervise_loop(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeo
             if data:
                 _forward(data, stream)
                 last_out = now
+            else:
+                watched.remove(out_r)
         if res_r in ready and outcome.payload is None:
             head = f"{token}\n".encode()
             try:
                 raw = res_r.recv_bytes(MAX_RESULT)
             except EOFError:
                 raw = None  # the child closed its end without a result: its exit status says why
+                watched.remove(res_r)
+                res_closed_at = now
             except OSError as exc:
                 if "bad message length" not in str(exc):
                     raw = None
@@ -1015,12 +1029,8 @@ def _supervise_loop(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeo
                     code = proc.exitcode
                 if code is not None and code < 0:
                     how = f"was ended by {_signal_name(code)}"
-                elif code == CLOSED_FDS_EXIT:
-                    how = (f"ended (exit status {code}) because the code closed the file descriptors it talks to "
-                           "tverify through (os.closerange, or a close of every descriptor)")
-                elif code in (LOST_CHANNEL_EXIT, SEND_FAILED_EXIT, NO_END_EXIT):
-                    how = (f"ended (exit status {code}) because its result could not reach tverify: the code closed "
-                           "or replaced the descriptors it talks to tverify through (os.dup2 over them, or a close)")
+                elif code in (CLOSED_FDS_EXIT, LOST_CHANNEL_EXIT, SEND_FAILED_EXIT, NO_END_EXIT):
+                    how = f"ended (exit status {code}) because its result could not reach tverify: {_LOST_FDS}"
                 elif code == 255 and not _procs.server_alive():  # multiprocessing's status for a child whose server
                     how = ("ended, its exit status unknown, when the checks' fork server that started it was killed "  # died
                            "(by the code, or from outside)")  # (33a N3: it was "exit status 255 (os._exit …)")
@@ -1031,6 +1041,13 @@ def _supervise_loop(proc, res_r, out_r, outcome: _Outcome, *, label, what, timeo
                 return
             ended = True
             continue
+        if res_closed_at is not None and now - res_closed_at > CLOSED_GRACE:
+            # no result can arrive any more, and the child lives on: the code closed or replaced the descriptor the
+            # result leaves by (an exit of its own would have come within the grace, and is said by its status)
+            _stop(proc)
+            outcome.problem = (f"{label}: {what}: the process running your code can no longer send its result: "
+                               f"{_LOST_FDS} before the check finished; nothing was checked")
+            return
         # the memory read at most every POLL seconds: output arriving wakes this loop far more often (a /proc read of
         # the tree costs ≈ 2 ms, most of the supervisor's time)
         poll = bool(proc.pid) and now - last_poll >= POLL
