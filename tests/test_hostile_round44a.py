@@ -419,16 +419,27 @@ def test_stdout_opened_read_only_is_one_line(tmp_path: Path):
 
 def _nonblocking_stdout_run(args: list, cwd: Path, env: dict, wait: float) -> tuple[int, bytes, str]:
     """``tverify ARGS`` with its standard output a pipe of 4 kB in non-blocking mode (as a parent such as Node.js
-    leaves it), read only after ``wait`` seconds: (exit code, what came out, stderr)."""
+    leaves it), read only once the command has filled it and met it full for half a second (or ended, or ``wait``
+    seconds passed): (exit code, what came out, stderr)."""
     import fcntl
-    import time
 
     r, w = os.pipe()
     fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ
     os.set_blocking(w, False)
     p = subprocess.Popen([_TVERIFY, *args], cwd=cwd, env=env, stdout=w, stderr=subprocess.PIPE)
     os.close(w)
-    time.sleep(wait)
+    import array
+    import termios
+    import time
+
+    held = array.array("i", [0])
+    end = time.monotonic() + wait
+    while time.monotonic() < end and p.poll() is None:  # until the command has filled the pipe (or ended) ...
+        fcntl.ioctl(r, termios.FIONREAD, held)
+        if held[0] >= 4096:
+            time.sleep(0.5)  # ... and met the full pipe for a while
+            break
+        time.sleep(0.05)
     out = b""
     with open(r, "rb") as fh:  # (blocking now: to the end)
         out = fh.read()
