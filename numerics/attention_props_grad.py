@@ -225,6 +225,11 @@ class GradientProps:
         """``worst`` updated with each ``(label, module's, reference's float64, reference's working-precision)``
         gradient at length ``T``: ``(ratio, error, tolerance, why, T, label)``, errors relative to the largest entry."""
         L = self.L.get((T, "unit"), 1.0)
+        # a gradient the module's autograd does not reach (None: the input or a projection detached on its way to the
+        # output) is a gradient of zero where the reference's reaches it: compared as such, not skipped — a core
+        # detached before the output projection read "ok, error 0" (hostile pass 44a F6). One the reference does not
+        # reach (a parameter outside the mapped attention) is not judged.
+        pairs = [(lab, torch.zeros_like(b) if a is None and b is not None else a, b, c) for lab, a, b, c in pairs]
         G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None
                  and b.numel()] + [1e-300])  # gradients are compared relative to the largest entry
         for lab, a, b, c in pairs:
