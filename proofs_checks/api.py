@@ -124,6 +124,17 @@ def _numbers(fn_name: str, ints: dict | None = None, reals: dict | None = None) 
                 continue
             what = "a string: pass the number itself" if isinstance(v, str) else f"of type {type(v).__name__}"
             raise InputError(f"{fn_name}: {nm} must be {kind}, got {v!r} ({what})")
+    seed = (ints or {}).get("seed")
+    if seed is not None and not 0 <= seed <= 2**32 - 1:  # the commands' --seed range, for every function (44a F9:
+        raise InputError(f"{fn_name}: seed must be in 0 … 4294967295, got {seed}")  # torch's overflow, numpy's error)
+
+
+def _mode(fn_name: str, mode) -> None:
+    """``mode`` one of the commands' sizes (--quick, the default, --full)."""
+    from theory.validation import InputError
+
+    if mode not in ("quick", "default", "full"):
+        raise InputError(f"{fn_name}: mode must be quick, default or full, got {mode!r}")
 
 
 def _keywords(fn_name: str, kwargs: dict, target) -> None:
@@ -529,21 +540,13 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
         inst = _instance(data)
         n, T, d = inst.X.shape
         if weights is not None:
+            level = sa.level_value(level)  # the flag's rule with weights too (44a F2: level=-1 passed every W)
             if isinstance(weights, (str, bytes)) or hasattr(weights, "__fspath__"):
                 W, form = sa.load_weights(str(weights), d)
-            elif isinstance(weights, dict) and "K" in weights and "Q" in weights:
-                K, Q = _array(weights["K"], float), _array(weights["Q"], float)
-                if K.ndim != 2 or K.shape[0] != d or K.shape != Q.shape:
-                    raise sa.InputError(f"weights: K and Q must be (d, m) with d = {d}, got {K.shape}, {Q.shape}")
-                W, form = K @ Q.T, "KQ"
-            else:
-                W = _array(weights["W"] if isinstance(weights, dict) else weights, np.float64)
-                form = "W"
-                if W.shape != (d, d):
-                    raise sa.InputError(f"weights: W must be a ({d}, {d}) array for the data's d = {d}, got {W.shape}")
-                if not np.all(np.isfinite(W)):
-                    bad = tuple(int(i) for i in np.argwhere(~np.isfinite(W))[0])
-                    raise sa.InputError(f"weights: W has a non-finite value ({W[bad]}) at index {bad}")
+            else:  # the file's rules and lines (att_svm_weights.weights_from), in the keyword's words (44a F3-F5)
+                data = {str(k): v for k, v in weights.items()} if isinstance(weights, dict) else {"W": weights}
+                W, form = sa.weights_from(data, d, "weights", "the dict has" if isinstance(weights, dict) else
+                                          "weights has")
             return sa.weights_result(inst, W, form=form, level=level)
         if mode not in sa.SIZES:
             raise InputError(f"check_att_svm: mode must be one of {', '.join(sa.SIZES)}, got {mode!r}")
@@ -631,6 +634,7 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
                              f"got {v!r:.60} ({type(v).__name__})")
     with _as_value_errors(check_lyapunov):
         _numbers("check_lyapunov", ints=dict(seed=seed))
+        _mode("check_lyapunov", mode)
         seed = int(seed)
         _memory("check_lyapunov", max_memory)
         return run_lyapunov(f, V, vars, eps_text=eps, region_text=region, seed=seed, mode=mode,
@@ -653,12 +657,9 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
     from proofs_checks.runner import run_claim
     from theory.validation import InputError
 
-    if mode not in ("quick", "default", "full"):
-        raise InputError(f"run_claims: mode must be quick, default or full, got {mode!r}")
+    _mode("run_claims", mode)
     _numbers("run_claims", ints=dict(seed=seed))
     seed = int(seed)
-    if not 0 <= seed <= 2**32 - 1:  # the command's --seed range (numpy's generators take 0 … 2³² − 1)
-        raise InputError(f"run_claims: seed must be in 0 … 4294967295, got {seed}")
     if device not in ("cpu", "cuda"):
         raise InputError(f"run_claims: device must be cpu or cuda, got {device!r}")
     if device == "cuda":

@@ -61,7 +61,7 @@ def test_hopfield_with_user_module_and_att_svm_weights():
     from numerics.att_svm import make_instance
 
     inst = make_instance(3, 4, 6, seed=5, setting="global")
-    with pytest.raises(InputError, match=r"W must be a \(6, 6\) array"):
+    with pytest.raises(InputError, match=r"weights: W must be \(6, 6\) for the data.s d = 6"):
         proofs_checks.check_att_svm((inst.X, inst.z, inst.y, inst.v), weights=np.ones((4, 4)))
 
 

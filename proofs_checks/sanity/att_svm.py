@@ -43,10 +43,12 @@ from proofs_checks.sanity._common import (SanityResult, check_json_target, check
                                           report_option)
 from proofs_checks.sanity._verdict import Verdict, round_up
 # the --weights stages (re-exported: this module's historical names)
-from proofs_checks.sanity.att_svm_weights import SATURATION_ADVICE, load_weights, saturation, weights_result  # noqa: F401
+from proofs_checks.sanity.att_svm_weights import (  # noqa: F401
+    SATURATION_ADVICE, load_weights, saturation, weights_from, weights_result)
 from theory.validation import InputError, as_finite_array
 
-__all__ = ["command", "estimate_resources", "SIZES", "iterations_to", "run_att_svm", "weights_result", "load_weights"]
+__all__ = ["command", "estimate_resources", "SIZES", "iterations_to", "run_att_svm", "weights_result", "load_weights",
+           "weights_from"]
 
 #: (iterations, initialisations) for --quick / default / --full.
 SIZES = {"quick": (500, 4), "default": (2000, 8), "full": (20000, 16)}

@@ -26,7 +26,6 @@ def load_weights(path: str, d: int, max_memory: float | None = None) -> tuple[np
     ``.npy`` header, a ``.pt`` tensor's memory-mapped metadata); two keys with the same last name
     (``a.W``, ``b.W``) are refused, never resolved; an all-zero ``W`` (no direction) is refused."""
     from proofs_checks import parsing
-    from proofs_checks.parsing import as_numeric_array
 
     p = path
     pp = parsing.input_file(p, "--weights")
@@ -76,27 +75,42 @@ def load_weights(path: str, d: int, max_memory: float | None = None) -> tuple[np
                 else np.asarray(flat[f]) for s_, f in names.items() if s_ in ("W", "K", "Q")}
     else:
         raise InputError(f"--weights: must be a .npz or .pt file, got {p}")
+    return weights_from(data, d, "--weights", f"{p} has", found)
+
+
+def weights_from(data: dict, d: int, option: str = "--weights", holder: str = "the weights have",
+                 found: list | None = None) -> tuple[np.ndarray, str]:
+    """``(W, "W" | "KQ")`` from ``data`` (names → arrays or tensors: ``W``, or ``K`` and ``Q``), with the rules and one
+    line of the command's ``--weights`` (``option`` names the flag or the keyword): both ``W`` and ``K``/``Q`` are
+    ambiguous; each array a finite real one (complex, text, meta and sparse tensors refused); the shapes ``(d, d)``
+    and ``(d, m)``; no all-zero ``W``. The file (:func:`load_weights`) and the API's ``weights=`` share it."""
+    from proofs_checks.parsing import as_numeric_array
+
+    if "W" in data and ("K" in data or "Q" in data):
+        raise InputError(f"{option}: {holder} W and K/Q: which one is your attention is ambiguous; keep either W or K "
+                         "and Q")
     if "W" in data:
-        W = as_numeric_array(data["W"], "--weights", "W")
+        W = as_numeric_array(data["W"], option, "W")
         if W.shape != (d, d):
-            raise InputError(f"--weights: W must be ({d}, {d}) for the data's d = {d}, got {W.shape}")
+            raise InputError(f"{option}: W must be ({d}, {d}) for the data's d = {d}, got {W.shape}")
         if not np.any(W):
-            raise InputError("--weights: W is all zeros, which has no direction to compare with the Att-SVM")
+            raise InputError(f"{option}: W is all zeros, which has no direction to compare with the Att-SVM")
         return W, "W"
     if "K" in data and "Q" in data:
-        K = as_numeric_array(data["K"], "--weights", "K")
-        Q = as_numeric_array(data["Q"], "--weights", "Q")
+        K = as_numeric_array(data["K"], option, "K")
+        Q = as_numeric_array(data["Q"], option, "Q")
         if K.ndim != 2 or Q.ndim != 2 or K.shape[0] != d or Q.shape[0] != d or K.shape[1] != Q.shape[1]:
-            raise InputError(f"--weights: K and Q must be (d, m) with d = {d} from the data and the same m, got K "
+            raise InputError(f"{option}: K and Q must be (d, m) with d = {d} from the data and the same m, got K "
                              f"{K.shape}, Q {Q.shape}")
         with np.errstate(over="ignore", invalid="ignore"):
             W = K @ Q.T
         if not np.all(np.isfinite(W)):
-            raise InputError("--weights: K Qᵀ overflows float64; rescale K and Q")
+            raise InputError(f"{option}: K Qᵀ overflows float64; rescale K and Q")
         if not np.any(W):
-            raise InputError("--weights: K Qᵀ is all zeros, which has no direction to compare with the Att-SVM")
+            raise InputError(f"{option}: K Qᵀ is all zeros, which has no direction to compare with the Att-SVM")
         return W, "KQ"
-    raise InputError(f"--weights: {p} has no W and no K, Q (found {', '.join(map(str, found)) or 'none'})")
+    names = ", ".join(map(str, data if found is None else found)) or "none"
+    raise InputError(f"{option}: {holder} no W and no K, Q (found {names})")
 
 
 #: What to do when the softmax of a trained W is saturated (issue 24): more steps cannot help.
