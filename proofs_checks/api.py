@@ -69,7 +69,8 @@ _CHOICE_KEYWORDS = {"positional", "qk_norm", "kv_grouping", "rope_convention", "
                     "compute_dtype", "device", "mode", "layout"}
 #: flags spelled otherwise in the API
 _FLAG_KEYWORDS = {"--quick": 'mode="quick"', "--full": 'mode="full"', "--causal": "causal=True",
-                  "--ignore-config": "ignore_config=True", "--no-progress": "progress=False", "--lambda": "lambdas"}
+                  "--ignore-config": "ignore_config=True", "--no-progress": "progress=False", "--lambda": "lambdas",
+                  "--model": "obj"}  # (check_icl_model's object: its lines said "--model", 44a F1)
 
 
 def _keyword_words(msg: str, fn) -> str:
