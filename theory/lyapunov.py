@@ -855,6 +855,9 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
             if node.id in RESERVED_NAMES:
                 raise InputError(f"{option}: {node.id!r} is not allowed (nan, inf, oo, zoo and I are not numbers a "
                                  "polynomial can have, nor variable names): use finite real numbers")
+            if node.id in PARSER_NAMES:
+                raise InputError(f"{option}: {node.id!r} is not allowed as a variable name (SymPy's parser writes the "
+                                 "numbers with it): rename it in --f, --V and --vars")
             if names is not None and node.id not in names:
                 raise InputError(f"{option}: unknown name {node.id!r} (the variables are {', '.join(sorted(names))})")
             used.add(node.id)
@@ -869,6 +872,9 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
 
 #: names SymPy or NumPy read as non-finite or non-real constants: refused as numbers and as variables
 RESERVED_NAMES = frozenset({"nan", "NaN", "inf", "Inf", "infinity", "Infinity", "oo", "zoo", "I"})
+#: the names SymPy's parser writes numbers with (auto_number, rationalize): a variable of one of them was called
+#: (``-x*0.5`` → "'Symbol' object is not callable", blamed on a component that is fine: hostile pass 44a F8)
+PARSER_NAMES = frozenset({"Integer", "Float", "Rational", "Symbol"})
 
 
 def _fits_float64(value) -> bool:
@@ -978,6 +984,9 @@ def parse_system(f_text: str, V_text: str, vars_text: str | None = None) -> Cand
                 raise InputError(f"--vars: {v!r} is not a valid variable name ({why}): rename it in --f, --V and --vars")
             if v in RESERVED_NAMES:
                 raise InputError(f"--vars: {v!r} is not allowed as a variable name (SymPy reads it as a constant)")
+            if v in PARSER_NAMES:
+                raise InputError(f"--vars: {v!r} is not allowed as a variable name (SymPy's parser writes the numbers "
+                                 "with it): rename it in --f, --V and --vars")
         if len(set(names_list)) != len(names_list):
             raise InputError(f"--vars: repeated name in {vars_text!r}")
         names = set(names_list)
