@@ -15,7 +15,9 @@ and passes on to the child each one sent to it alone (``kill PID``). A signal se
 group (Ctrl-C in a terminal, ``timeout``, ``kill -- -PGID``) reaches the child directly as well: the
 child's signal wake-up descriptor tells the parent which signals reached it (written by the C-level
 handler at delivery), and the parent passes on only one the child did not get within 0.3 s, so a
-group signal is delivered once. ``kill -9`` of the parent kills the child (``PR_SET_PDEATHSIG``). Both
+group signal is delivered once. SIGTSTP is passed on the same way (unless the child is stopped already) and then
+stops the parent too; SIGCONT sent to the parent continues the child. ``kill -9`` of the parent kills the child
+(``PR_SET_PDEATHSIG``). Both
 processes are child subreapers; after the child ends, the parent kills whatever is still below it.
 """
 
@@ -35,6 +37,9 @@ _PR_SET_PDEATHSIG = 1
 #: an AF_UNIX path (107 bytes on Linux)
 _SOCKET_ROOM = 107 - 36
 _PR_SET_CHILD_SUBREAPER = 36
+#: the job-control signals passed on as well (Linux's numbers; SIGTSTP's default stops, SIGCONT's continues: not in
+#: _forwarded)
+_TSTP, _CONT = 20, 18
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -71,7 +76,9 @@ def supervise() -> bool:
         # child at its end, and no wait (this one's, subprocess's, multiprocessing's) gets a status — the wait below
         # found no child and the command hung (hostile pass 41a, F6); tverify waits for its children: the default
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    watched = _forwarded(signal) + [signal.SIGCHLD]
+    # Ctrl-Z and `kill -TSTP PID` stop the command with this process, and SIGCONT sent here continues it (hostile
+    # pass 44a F7: a SIGTSTP to this process alone stopped it, the command and the code it runs went on)
+    watched = _forwarded(signal) + [signal.SIGCHLD, _TSTP, _CONT]
     scratch = _scratch()
     done_r, done_w = os.pipe()
     sig_r, sig_w = os.pipe()
@@ -194,18 +201,36 @@ def _wait(pid: int, watched: list, sig_r: int) -> int:
         if info is None or info.si_signo == signal.SIGCHLD:
             continue
         signum, since = info.si_signo, time.monotonic() - _DIRECT_WINDOW_S
+        if signum == _CONT:  # (this process went on already; the command goes on with it, once more is harmless)
+            _send(pid, signum)
+            continue
         deadline = since + 2 * _DIRECT_WINDOW_S
         _drain(sig_r, got)
         while got.get(signum, -1.0) < since and time.monotonic() < deadline:
             select.select([sig_r], [], [], max(0.0, deadline - time.monotonic()))
             _drain(sig_r, got)
-            if _reap(pid, peek=True) is not None:
+            if _reap(pid, peek=True) is not None or (signum == _TSTP and _stopped(pid)):
                 break
-        if got.get(signum, -1.0) < since:
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                pass
+        if got.get(signum, -1.0) < since and not (signum == _TSTP and _stopped(pid)):
+            _send(pid, signum)
+        if signum == _TSTP:  # stopped as the command is (the shell's job control sees this process)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _send(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        pass
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (state T in ``/proc/PID/stat``): a SIGTSTP it took by the default action."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
 
 
 _ENDED: dict[int, int] = {}
