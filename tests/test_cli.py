@@ -320,3 +320,23 @@ def test_lazy_package_names_are_not_submodules():
     from proofs_checks import Check, compare, register  # noqa: F401
 
     assert callable(compare) and not isinstance(compare, type(proofs_checks))
+
+
+def test_the_check_topics_are_the_sanity_modules_that_define_a_command():
+    """``tverify check``'s subcommands (console.SANITY_TOPICS) are every module of proofs_checks.sanity defining a
+    click ``command``, and only those (44b F3: the parts, attention_render and the like, were listed as checks)."""
+    import ast
+    import pkgutil
+
+    import proofs_checks.sanity as pkg
+    from proofs_checks.console import SANITY_TOPICS
+
+    def defines_command(path: str) -> bool:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        return any(isinstance(n, ast.FunctionDef) and n.name == "command" or
+                   isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "command" for t in n.targets)
+                   for n in tree.body)
+
+    found = {m.name.replace("_", "-") for m in pkgutil.iter_modules(pkg.__path__)
+             if not m.name.startswith("_") and defines_command(f"{pkg.__path__[0]}/{m.name}.py")}
+    assert found == set(SANITY_TOPICS)
