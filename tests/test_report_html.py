@@ -462,6 +462,7 @@ def test_survey_page_in_report_style_and_copied_into_the_report(tmp_path, monkey
     sv.mkdir()
     (sv / "index.md").write_text(_survey_md(), encoding="utf-8")
     (sv / "index.html").write_text(page, encoding="utf-8")
+    (sv / "survey.json").write_text("{}", encoding="utf-8")  # (what makes a folder a survey's page: 44b F4)
     pointer = tmp_path / "survey-latest.json"
     pointer.write_text(json.dumps({"page": str(sv / "index.html"), "created": "x", "summary": {}}))
     _as_if_tverify_wrote(sv, pointer)

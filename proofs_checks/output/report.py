@@ -598,6 +598,8 @@ def _latest_survey_folder() -> Path | None:
             return None
         p = json.loads(SURVEY_POINTER.read_text(encoding="utf-8"))
         src = Path(p["page"]).parent
+        if not (src / "survey.json").is_file():  # the folder now holds something else of tverify's (a report written
+            return None  # over the survey's --out): no survey to link (hostile pass 44b F4)
         files = _report_files(src)
         if not files or owned.folder_problems(src, files)[1]:
             return None
