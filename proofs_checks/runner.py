@@ -711,7 +711,11 @@ def _own_power(claim: Claim, result: ClaimResult, ctx: RunContext) -> None:
             if finite_rejection(_run_check(check, m.form, claim, ctx)):
                 result.message = f"{res}; its checks reject mutant {m.name} ({check.name})"
                 return
-    names = ", ".join(m.name for m in planted) or "none planted"
+    left = [m for m in claim.mutants if m not in planted]  # hypotheses' and exempt ones: not the form's mutants
+    others = ", ".join(m.name for m in left)
+    names = ", ".join(m.name for m in planted) or (
+        (f"none to run: the one planted ({others}) is exempt or a hypothesis's" if len(left) == 1 else
+         f"none to run: the {len(left)} planted ({others}) are exempt or hypotheses'") if left else "none planted")
     result.status = "error"
     result.message = (f"its checks reject none of its own mutants ({names}): a check that cannot tell the claim from a "
                       f"wrong form verifies nothing (an error in the claim; {res})")
