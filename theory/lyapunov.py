@@ -56,6 +56,9 @@ PROPERTIES = ("f_zero_at_origin", "V_zero_at_origin", "V_positive_off_origin", "
 #: C(n + d/2, d/2)).
 MAX_DEGREE = 12
 MAX_VARS = 6
+#: the most terms a supported polynomial has (every monomial of degree ≤ MAX_DEGREE in MAX_VARS variables): an
+#: expression whose syntax bounds its degree above MAX_DEGREE is expanded only when it cannot have more
+MAX_TERMS = math.comb(MAX_VARS + MAX_DEGREE, MAX_VARS)
 
 
 @dataclass(frozen=True)
@@ -867,6 +870,11 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
     bound = _ast_degree(tree)
     if bound > 4 * MAX_DEGREE:  # refuse before SymPy expands, e.g., ((x + y)**12)**12
         raise InputError(f"{option}: degree up to {bound} exceeds the largest supported degree {MAX_DEGREE}")
+    terms = math.comb(len(used) + bound, len(used))
+    if bound > MAX_DEGREE and terms > MAX_TERMS:  # ((x1+…+x6)**12)**4: minutes and GBs of expansion (44a F10)
+        raise InputError(f"{option}: degree up to {bound} in {len(used)} variables: expanded it may have {terms:,} "
+                         f"terms, more than the largest supported polynomial (degree {MAX_DEGREE} in {MAX_VARS} "
+                         f"variables: {MAX_TERMS:,}); write it expanded, of degree at most {MAX_DEGREE}")
     return used
 
 

@@ -125,9 +125,13 @@ def _exposed_lsa_weights(model, d: int, name: str = "the model"):
                 f"of shape ({d + 1}, {d + 1}))" if not found else
                 f"the model exposes only {'W_PV' if 'pv' in found else 'W_KQ'} of the LSA weights")
     try:
-        pv, kq = (np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=np.float64)
+        pv, kq = (np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
                   for v in (found["pv"], found["kq"]))
-    except (TypeError, ValueError) as exc:
+        if any(a.dtype.kind not in "iuf" for a in (pv, kq)):  # complex ones were cast to their real part (44a F11)
+            kinds = ", ".join(sorted({str(a.dtype) for a in (pv, kq)}))
+            return f"the model's LSA weights are not real numbers (dtype {kinds}): ZFB's LSA has real weights"
+        pv, kq = pv.astype(np.float64), kq.astype(np.float64)
+    except (TypeError, ValueError, RuntimeError) as exc:
         return f"the model's LSA weights are not numeric arrays ({exc})"
     if not (pv.shape == kq.shape and pv.shape[-2:] == (d + 1, d + 1) and pv.ndim in (2, 3)):
         return (f"the model exposes LSA weights of shapes W_PV {pv.shape}, W_KQ {kq.shape}, not ({d + 1}, {d + 1}) "
