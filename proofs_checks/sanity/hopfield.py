@@ -189,8 +189,11 @@ def _update_fn(obj: Any, label: str):
     if isinstance(obj, torch.nn.Module):
         from proofs_checks.sanity._loader import user_code
 
-        with user_code(label, f"{type(obj).__name__}.double()"):  # the module's own code (_apply, hooks)
+        # in eval mode, as check attention and check icl --model judge a module: a fresh module's dropout made a
+        # correct update "not the modern Hopfield update" (hostile pass 44a F16)
+        with user_code(label, f"{type(obj).__name__}.double().eval()"):  # the module's own code (_apply, hooks)
             obj = obj.double()
+            obj.eval()
     return obj, three
 
 
@@ -371,7 +374,12 @@ def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
             raise UsageError(exc.message + (f" on states of shape {tuple(xi.shape)} float64"
                                             if " raised " in exc.message else "")) from None
         out = npr.plain(out)  # a tensor subclass's own operators never judge it
-        if isinstance(out, np.ndarray) and out.dtype.kind == "f":
+        if isinstance(out, np.ndarray):  # its dtype said as such, not as a shape (44a F12)
+            if out.dtype.kind != "f":
+                raise UsageError(f"{label}: {nm} returned a NumPy array of {out.dtype} for float64 states; expected "
+                                 "real floating point")
+            if out.dtype.itemsize > 8:  # longdouble, which torch has no dtype for: its values in float64, the states'
+                out = out.astype(np.float64)  # precision (a traceback from torch.from_numpy, 44a F13)
             out = torch.from_numpy(np.ascontiguousarray(out))
         what = not_dense(out) if isinstance(out, torch.Tensor) else None
         if what:
