@@ -191,8 +191,9 @@ def _update_fn(obj: Any, label: str):
 
         # in eval mode, as check attention and check icl --model judge a module: a fresh module's dropout made a
         # correct update "not the modern Hopfield update" (hostile pass 44a F16)
-        with user_code(label, f"{type(obj).__name__}.double().eval()"):  # the module's own code (_apply, hooks)
+        with user_code(label, f"{type(obj).__name__}.double()"):  # the module's own code (_apply, hooks)
             obj = obj.double()
+        with user_code(label, f"{type(obj).__name__}.eval()"):
             obj.eval()
     return obj, three
 
