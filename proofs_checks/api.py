@@ -252,12 +252,8 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
 
     from proofs_checks.sanity.attention import run_attention
 
-    if unknown:
-        valid = [p for p in inspect_params(check_attention) if p != "obj"]
-        bad = sorted(unknown)
-        alias = "; ".join(f"use {_ATTENTION_ALIASES[b]}" for b in bad if b in _ATTENTION_ALIASES)
-        raise InputError(f"check_attention: unknown keyword argument{'s' if len(bad) > 1 else ''} "
-                         f"{', '.join(map(repr, bad))}{' (' + alias + ')' if alias else ''}; valid: {', '.join(valid)}")
+    alias = "; ".join(f"use {_ATTENTION_ALIASES[b]}" for b in sorted(unknown) if b in _ATTENTION_ALIASES)
+    _refuse_unknown(check_attention, unknown, ("obj",), f" ({alias})" if alias else "")
     with _as_value_errors(check_attention):
         _flag("check_attention", "causal", causal)
         _flag("check_attention", "progress", progress)
@@ -338,6 +334,19 @@ def inspect_params(fn) -> list[str]:
     import inspect
 
     return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is not p.VAR_KEYWORD]
+
+
+def _refuse_unknown(fn, unknown: dict, skip: tuple = (), hint: str = "") -> None:
+    """Keyword arguments ``fn`` does not take: one :class:`~theory.validation.InputError` naming its valid ones (and
+    ``hint``), as every API function says it — not Python's TypeError, which the fixture shows as a traceback (44a
+    F15)."""
+    from theory.validation import InputError
+
+    if unknown:
+        bad = sorted(unknown)
+        valid = [p for p in inspect_params(fn) if p not in skip]
+        raise InputError(f"{fn.__name__}: unknown keyword argument{'s' if len(bad) > 1 else ''} "
+                         f"{', '.join(map(repr, bad))}{hint}; valid: {', '.join(valid)}")
 
 
 def _is_int(v) -> bool:
@@ -438,13 +447,8 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     """
     from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
 
-    if unknown:
-        from theory.validation import InputError
-
-        bad = sorted(unknown)
-        raise InputError(f"check_hopfield: unknown keyword argument{'s' if len(bad) > 1 else ''} "
-                         f"{', '.join(map(repr, bad))}; valid: beta, module, seed, isolate, timeout, compute_dtype, max_memory (the "
-                         "check has no quick/full sizes: patterns and beta decide its size)")
+    _refuse_unknown(check_hopfield, unknown, ("patterns",),
+                    " (the check has no quick/full sizes: patterns and beta decide its size)")
     from proofs_checks.sanity.hopfield import beta_value, compute_dtype_value
 
     with _as_value_errors(check_hopfield):
@@ -517,7 +521,7 @@ def _instance(data):
 
 
 def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0.1, seeds: int | None = None,
-                  level: float = 0.99, seed: int = 0, device: str = "cpu", mode: str = "default"):
+                  level: float = 0.99, seed: int = 0, device: str = "cpu", mode: str = "default", **unknown):
     """``tverify check att-svm``: ``data`` a ``.npz`` path or a dict/tuple of ``X (n,T,d), z (n,d),
     y (n,), v (d,)``. With ``weights`` (a path, an array ``W (d,d)``, or a dict with ``W`` or ``K``
     and ``Q``) your trained attention is compared with the Att-SVM; without, normalised GD is trained.
@@ -534,6 +538,7 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
     from proofs_checks.sanity import att_svm as sa
     from theory.validation import InputError
 
+    _refuse_unknown(check_att_svm, unknown, ("data",))
     with _as_value_errors(check_att_svm):
         _numbers("check_att_svm", ints=dict(iters=iters, seeds=seeds, seed=seed), reals=dict(lr=lr, level=level))
         iters, seeds, seed = (None if v is None else int(v) for v in (iters, seeds, seed))  # numpy integers too
@@ -612,7 +617,7 @@ class ClaimsRun:
 
 
 def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001", region: str | None = None,
-                   seed: int = 0, mode: str = "default", max_memory: float | None = None):
+                   seed: int = 0, mode: str = "default", max_memory: float | None = None, **unknown):
     """``tverify check lyapunov``: certify by sums of squares (cvxpy), re-checked exactly in SymPy,
     that ``V`` is a Lyapunov function of ``x' = f(x)`` (expressions as text, variables ``x, y`` by
     default); ``region`` gives a local certificate on a ball. ``outcome`` is ``ok`` (certified),
@@ -627,6 +632,7 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
 
     from theory.validation import InputError
 
+    _refuse_unknown(check_lyapunov, unknown)
     for nm, v in (("f", f), ("V", V), ("eps", eps)) + ((("vars", vars),) if vars is not None else ()) + (
             (("region", region),) if region is not None else ()):
         if not isinstance(v, str):
@@ -643,7 +649,7 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
 
 
 def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", seed: int = 0,
-               device: str = "cpu") -> ClaimsRun:
+               device: str = "cpu", **unknown) -> ClaimsRun:
     """``tverify run PATTERNS``: verify the matching claims through the runner (ids, globs such as
     ``"attn.*"``, group names; a string is one pattern, nothing selects every claim).
 
@@ -658,6 +664,7 @@ def run_claims(patterns: str | Iterable[str] = (), *, mode: str = "default", see
     from proofs_checks.runner import run_claim
     from theory.validation import InputError
 
+    _refuse_unknown(run_claims, unknown, ("patterns",))
     _mode("run_claims", mode)
     _numbers("run_claims", ints=dict(seed=seed))
     seed = int(seed)

@@ -48,6 +48,21 @@ def length_value(v, option: str) -> int:
     return int(v)
 
 
+def lengths_value(values, option: str = "M_values") -> list[int]:
+    """The probe's prompt lengths as given: ``"3,5"`` or a list of integers ≥ 1 (sorted, each once). A string was split
+    into its characters, bytes into their codes, 2.5 truncated and True read as 1 — a verdict about lengths never
+    asked for (hostile pass 44a F14)."""
+    import re
+
+    if isinstance(values, str):
+        if not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", values):
+            raise UsageError(f"{option}: expected comma-separated positive integers, got {values!r}")
+        values = [int(v) for v in values.split(",")]
+    if not isinstance(values, (list, tuple)) or not values:
+        raise UsageError(f"{option}: expected comma-separated positive integers or a list of integers, got {values!r}")
+    return sorted({length_value(v, option) for v in values})
+
+
 def noise_value(noise) -> float:
     """``--noise``: the label noise σ, a number in [0, :data:`MAX_NOISE`]."""
     if not (_real(noise) and math.isfinite(noise) and 0 <= noise <= MAX_NOISE):

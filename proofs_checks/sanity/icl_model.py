@@ -20,8 +20,8 @@ from proofs_checks.options import UsageError, require_device
 from proofs_checks.sanity._common import SanityResult, VerdictOutcome, finish, verdict_fields
 from proofs_checks.sanity.icl_batch import batch_row
 from proofs_checks.sanity._verdict import Z_SIGMA, Verdict
-from proofs_checks.sanity.icl_inputs import (_KQ_KEYS, _PV_KEYS, N_MEASURE, _lambda, _weights_verdict, layout_value, length_value,
-                                             noise_value, prompts_value, tol_value)
+from proofs_checks.sanity.icl_inputs import (_KQ_KEYS, _PV_KEYS, N_MEASURE, _lambda, _weights_verdict, layout_value,
+                                             length_value, lengths_value, noise_value, prompts_value, tol_value)
 from theory import icl as ti
 
 __all__ = ["check_icl_model", "ICLModelResult", "model_weights_tol", "model_request", "ModelRequest", "PROBE_PROMPTS"]
@@ -359,7 +359,7 @@ def model_request(*, lambdas, N, M=None, layout="default", noise=0.0, mode="defa
     L, cond = _lambda(lambdas)  # text or an array: the same checks (size, overflow, conditioning, scale)
     d = int(L.shape[0])
     M = N if M is None else int(M)
-    Ms = prompt_lengths(M, d) if M_values is None else sorted({int(m) for m in M_values})
+    Ms = prompt_lengths(M, d) if M_values is None else lengths_value(M_values)
     # the grid reaches beyond 2d, where the consistent algorithms meet, and beyond the largest k of the k-NN
     # references, below which k-NN and the label mean coincide (d = 1, M = 2 probed only M ≤ 4: a label-mean
     # model was indistinguishable from knn_5, and least squares up to M = 5 then the label mean was "least squares")
