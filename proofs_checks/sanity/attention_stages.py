@@ -145,10 +145,10 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
             f = copy.deepcopy(obj).to(dtype=tdt, device=decl.device).eval()
         except Exception as exc:
             raise UsageError(f"{label}: cannot copy {name} to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
-        if decl.mask_convention is None and not isinstance(obj, torch.nn.MultiheadAttention):
+        if decl.mask_convention is None and not _bare_mha(obj):
             _copy_faithful(obj, D, label, name)
     st0 = done.structure(decl)
-    if isinstance(f, torch.nn.MultiheadAttention):
+    if _bare_mha(f):
         # a bare nn.MultiheadAttention takes (query, key, value): call it as self-attention with the
         # declared mask, in its documented layout
         from numerics.attention_reference import allowed_mask
@@ -166,6 +166,14 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
                      "is (batch, T, D), so batch and time axes are mixed; build it with batch_first=True or transpose "
                      "in a wrapper")
     return Loaded(obj, f, wm, name, D, tdt, other, hints)
+
+
+def _bare_mha(obj: Any) -> bool:
+    """An ``nn.MultiheadAttention`` called by its own ``forward(query, key, value, …)``: a subclass with a forward of
+    its own (``forward(self, x)``) is called as obj(x), as every other object (hostile pass 44a F17)."""
+    import torch
+
+    return isinstance(obj, torch.nn.MultiheadAttention) and type(obj).forward is torch.nn.MultiheadAttention.forward
 
 
 def _first_tensor(out: Any) -> Any:
