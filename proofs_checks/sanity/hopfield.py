@@ -172,7 +172,8 @@ def _update_fn(obj: Any, label: str):
     """``(call(xi) -> new, description)`` for the user's object (see the module docstring)."""
     import torch
 
-    if inspect.isclass(obj):
+    made = inspect.isclass(obj)
+    if made:
         from proofs_checks.sanity._loader import user_code
 
         with user_code(label, f"{obj.__name__}()"):
@@ -187,8 +188,13 @@ def _update_fn(obj: Any, label: str):
         params = []
     three = len(params) >= 3
     if isinstance(obj, torch.nn.Module):
+        import copy
+
         from proofs_checks.sanity._loader import user_code
 
+        if not made:  # the caller's own module (the API in its process): a copy is cast and put in eval mode, the
+            with user_code(label, f"copying {type(obj).__name__}"):  # caller's is left as it was (44a F18)
+                obj = copy.deepcopy(obj)
         # in eval mode, as check attention and check icl --model judge a module: a fresh module's dropout made a
         # correct update "not the modern Hopfield update" (hostile pass 44a F16)
         with user_code(label, f"{type(obj).__name__}.double()"):  # the module's own code (_apply, hooks)

@@ -69,13 +69,19 @@ def _instantiate(obj, name: str, device: str):
 
     from proofs_checks.sanity._loader import user_code
 
-    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, torch.nn.Module) and _zero_argument(obj)):
+    made = isinstance(obj, type) or (callable(obj) and not isinstance(obj, torch.nn.Module) and _zero_argument(obj))
+    if made:
         with user_code("--model", f"instantiating {name}"):
             obj = obj()
     if not callable(obj):
         raise UsageError(f"--model: {name} is not callable (give a function, an nn.Module, a class or a factory), "
                          f"got {type(obj).__name__}")
     if isinstance(obj, torch.nn.Module):
+        if not made:  # the caller's own model (the API in its process): a copy is put in eval mode and moved, the
+            import copy  # caller's is left as it was, mid-training included (44a F18)
+
+            with user_code("--model", f"copying {name}"):
+                obj = copy.deepcopy(obj)
         with user_code("--model", f"{name}.eval() / moving it to {device}"):
             obj.eval()
             obj.to(device)
