@@ -195,11 +195,19 @@ def _lsa_params() -> tuple[Param, ...]:
 def _lsa_estimate(p: dict[str, Any]) -> tuple[float, float]:
     """Peak bytes and seconds of one LSA row: the training and measurement sizes of ``check icl``
     (:func:`proofs_checks.sanity.icl.estimate_resources`), with M and the test prompts of the row."""
+    est, _ = _lsa_measure_plan(p)
+    return est.bytes, est.seconds
+
+
+def _lsa_measure_plan(p: dict[str, Any]):
+    """``(estimate, test prompts per seed in one chunk)``: the row's ``seeds × test`` test prompts measured in chunks
+    of the size ``check icl`` holds at once (all were drawn at once: 2.8 GB at M = 400 under an estimate of 0.5,
+    hostile pass 44b F7)."""
     from proofs_checks.sanity.icl import estimate_resources
 
-    est, _ = estimate_resources(p["d"], p["N"], p.get("M", p["N"]), p["seeds"], p["prompts"], p["steps"],
-                                n_measure=p.get("test", 1))
-    return est.bytes, est.seconds
+    est, chunk = estimate_resources(p["d"], p["N"], p.get("M", p["N"]), p["seeds"], p["prompts"], p["steps"],
+                                    n_measure=p.get("test", 1) * p["seeds"])
+    return est, max(1, chunk // p["seeds"])
 
 
 def _train_for(p: dict[str, Any], ctx):
@@ -221,10 +229,17 @@ def _icl_linear_task_risk(p: dict[str, Any], ctx) -> dict[str, Any]:
     tseed, (L, res) = _train_for(p, ctx)
     S, M = res.B.shape[0], p["M"]
     fseed = ctx.seed_for("test", p["d"], p["N"], M)
-    P = ni.sample_prompts(L, M, (S, p["test"]), seed=fseed, device=res.device)
-    with torch.no_grad():
-        yh = ni.lsa_forward(res.Wpv[:, None].to(P.E.device), res.Wkq[:, None].to(P.E.device), P.E, float(M))
-    per_seed = ((yh - P.y_q) ** 2).mean(-1).cpu().numpy()
+    _, per_chunk = _lsa_measure_plan(p)
+    sums = np.zeros(S)
+    for i, start in enumerate(range(0, p["test"], per_chunk)):  # (one chunk, seeded fseed, for the usual sizes)
+        n = min(per_chunk, p["test"] - start)
+        P = ni.sample_prompts(L, M, (S, n), seed=fseed if i == 0 else ctx.seed_for("test", p["d"], p["N"], M, i),
+                              device=res.device)
+        with torch.no_grad():
+            yh = ni.lsa_forward(res.Wpv[:, None].to(P.E.device), res.Wkq[:, None].to(P.E.device), P.E, float(M))
+        sums += ((yh - P.y_q) ** 2).sum(-1).cpu().numpy()
+        del P, yh
+    per_seed = sums / p["test"]
     m, se = ni.mc_mean(per_seed)
     closed = float(ti.linear_task_risk(L, p["N"], M))
     r = z_test({"risk": (m, se, closed)}, what=f"the risk across {S} trained seeds")
