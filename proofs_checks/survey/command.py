@@ -96,13 +96,14 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     if where == out or out in where.parents:  # installed there during the run, then replaced with the page folder
         raise UsageError(f"--cache-dir {cache}: inside --out {out_dir}, which the survey replaces; keep the install "
                          "cache elsewhere")
-    _check_cache(cache, given=bool(cache_dir))
-    from proofs_checks.store import OutputPathError, refuse_own_installation
+    if install:  # (with --no-install the cache is only read: one that is no folder holds nothing, 44b F8)
+        _check_cache(cache, given=bool(cache_dir))
+        from proofs_checks.store import OutputPathError, refuse_own_installation
 
-    try:  # installs land there: never inside tverify's own code, through a `.tverify` link either (hostile pass 14a F5)
-        refuse_own_installation(cache, "--cache-dir" if cache_dir else "the install cache")
-    except OutputPathError as exc:
-        raise UsageError(str(exc)) from None
+        try:  # installs land there: never inside tverify's own code, through a `.tverify` link either (14a F5)
+            refuse_own_installation(cache, "--cache-dir" if cache_dir else "the install cache")
+        except OutputPathError as exc:
+            raise UsageError(str(exc)) from None
     say = (lambda s: click.echo(s, err=True)) if progress else (lambda s: None)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
