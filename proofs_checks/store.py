@@ -353,7 +353,7 @@ def save_last(result_json: dict[str, Any], store: Store | Path | None = None) ->
     not be saved (a run goes on; the store was checked before the run started)."""
     st = store if isinstance(store, Store) else (Store(Path(store), "--store") if store else resolve_store())
     path = st.last_path(result_json["id"])
-    if os.path.lexists(path) and not (path.is_file() and is_tverify_json(path)):
+    if os.path.lexists(path) and not _replaceable(path):
         # never replace what tverify did not write (a store named at a folder of the user's, hostile pass 9)
         return (f"did not save the result of {result_json['id']} in {st.describe()}: {path.name} there is not a "
                 "previous tverify result; it was left as it is")
@@ -364,6 +364,12 @@ def save_last(result_json: dict[str, Any], store: Store | Path | None = None) ->
     except OutputPathError as exc:
         return f"did not save the result of {result_json['id']} in {st.describe()}: {exc}"
     return None
+
+
+def _replaceable(path: Path) -> bool:
+    """Whether :func:`save_last` replaces the entry at ``path``: a regular file tverify wrote (a link, a FIFO or a file
+    of someone else's is left as it is)."""
+    return not path.is_symlink() and path.is_file() and is_tverify_json(path)
 
 
 class StoreEntryError(ValueError):
@@ -455,6 +461,11 @@ def load_last(claim_id: str, store: Store | Path | None = None) -> dict[str, Any
     is named in one warning line on stderr, see :data:`on_bad_entry`, and skipped)."""
     try:
         return read_entry(claim_id, store)
-    except StoreEntryError as exc:
-        on_bad_entry(f"{exc}; skipped (the next `tverify run` of this claim replaces it)")
+    except StoreEntryError as exc:  # what the next run does with it, as save_last decides (44b F9: a link was
+        st = store if isinstance(store, Store) else (Store(Path(store), "--store") if store else resolve_store())
+        p = st.last_path(claim_id)  # "replaced" by a run that left it)
+        nxt = ("the next `tverify run` of this claim replaces it" if _replaceable(p) else
+               "the next `tverify run` of this claim leaves it as it is, not being an entry tverify wrote: remove it "
+               "to record results again")
+        on_bad_entry(f"{exc}; skipped ({nxt})")
         return None

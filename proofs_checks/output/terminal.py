@@ -288,8 +288,8 @@ def _fmt_num(x: Any) -> str:
 def _last_result(e: dict[str, Any], last: dict[str, Any] | None, unreadable: bool, cols: int) -> list[Line]:
     cid = e["id"]
     if not last:
-        why = ("the stored entry is unreadable and was skipped (see the warning above; "
-               f"`tverify run {cid}` replaces it)") if unreadable else f"none yet (run `tverify run {cid}`)"
+        why = ("the stored entry is unreadable and was skipped (the warning above says what `tverify run` does "
+               "with it)") if unreadable else f"none yet (run `tverify run {cid}`)"
         return [Line(f"last result: {why}", style="bold")]
     st = str(last.get("status"))
     checks = last.get("checks") or []
