@@ -901,7 +901,10 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     started = time.monotonic()
     if reproductions is None:
         reproductions = not patterns
-    reproductions = reproductions and not (device == "cuda" and not _cuda())  # quick sizes; pages under reproduce/
+    # (quick sizes; pages under reproduce/) asked for on a GPU this machine lacks (--allow-skip): not run, and said so
+    # in the report and the exit code — a skip is not a pass; they were dropped without a word (hostile pass 44b F10)
+    not_run = reproductions and device == "cuda" and not _cuda()
+    reproductions = reproductions and not not_run
     with tempfile.TemporaryDirectory(prefix="tverify-fig-") as figs:
         ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=Path(figs))
         run = None
@@ -933,7 +936,14 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
                 cctx = RunContext(mode=mode, seed=seed, device=device)
                 cmap = {c.id: c for c in claims}
                 doc["continuous"] = {r.id: continuous_probe(cmap[r.id], r, cctx, only_best=True) for r in results}
-        writers, repro_bad, cleanup = default_writers(), False, None
+        writers, repro_bad, cleanup = default_writers(), bool(not_run), None
+        if not_run:
+            from proofs_checks.reproduce.command import select as select_reproductions
+
+            doc["reproductions"] = [{"name": r.name, "paper": r.paper, "figure": r.figure, "status": "not run",
+                                     "why": "--device cuda, and torch sees no CUDA device here (--allow-skip)",
+                                     "seconds": 0.0, "rows": 0, "agreeing": 0, "page": None}
+                                    for r in select_reproductions([])]
         if reproductions:
             from proofs_checks.reproduce.command import for_report
 

@@ -328,12 +328,14 @@ def _reproductions_html(doc: dict[str, Any]) -> str:
         return ""
     cls = {"agrees": "ok", "disagrees": "bad", "error": "err", "not run": "skip"}
     rows = "".join(
-        f'<tr><td><a href="{quote(str(r.get("page") or ""))}">{_e(r.get("name"))}</a></td><td>{_e(r.get("paper"))}</td>'
+        (f'<tr><td><a href="{quote(str(r["page"]))}">{_e(r.get("name"))}</a></td>' if r.get("page") else
+         f'<tr><td>{_e(r.get("name"))} ({_e(r.get("why"))})</td>') + f'<td>{_e(r.get("paper"))}</td>'
         f'<td><span class="badge {cls.get(str(r.get("status")), "skip")}">{_e(r.get("status"))}</span></td>'
         f"<td class=num>{_e(r.get('agreeing'))}/{_e(r.get('rows'))}</td><td class=num>{_num(r.get('seconds'))}</td></tr>"
         for r in reps)
+    pages = '<a href="reproduce/index.html">all pages</a>; ' if any(r.get("page") for r in reps) else ""
     return ('<h2 id="reproductions">Paper reproductions</h2><p>Headline experiments of the anchor papers at quick sizes '
-            '(<a href="reproduce/index.html">all pages</a>; <code>tverify reproduce</code> runs them at default or full '
+            f"({pages}<code>tverify reproduce</code> runs them at default or full "
             "sizes).</p><table><tr><th>reproduction</th><th>paper</th><th>status</th><th>rows agreeing</th><th>s</th></tr>"
             + rows + "</table>")
 

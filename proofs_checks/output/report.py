@@ -284,7 +284,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 lines.append(f"| {cid} | {v['check']} | {v['layer']} | {v['epsilon']:.3g} | {two} | {half} |")
     if doc.get("reproductions"):
         lines += ["", "## Paper reproductions (quick sizes)", "", "| reproduction | status | rows agreeing | page |", "|---|---|---|---|"]
-        lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | [{r.get('page')}]({r.get('page')}) |"
+        lines += [f"| {r['name']} | {r['status']} | {r.get('agreeing')}/{r.get('rows')} | "
+                  + (f"[{r['page']}]({r['page']}) |" if r.get("page") else f"– ({r.get('why')}) |")
                   for r in doc["reproductions"]]
     lines += latest_survey_link()  # the latest `tverify survey` page, when one exists
     lines.append("")
