@@ -65,8 +65,13 @@ def _array(x, dtype=None):
 
 
 #: keywords whose values are names (written quoted: ``positional="rope"``)
-_CHOICE_KEYWORDS = {"positional", "qk_norm", "kv_grouping", "rope_convention", "mask_convention", "dtype",
-                    "compute_dtype", "device", "mode", "layout"}
+_CHOICE_KEYWORDS = {"positional": ("none", "learned", "sinusoidal", "rope", "alibi"), "qk_norm": ("rms", "layer"),
+                    "kv_grouping": ("hf", "tiled"), "rope_convention": ("half", "interleaved"),
+                    "mask_convention": ("keep", "drop", "additive"), "dtype": ("float64", "float32"),
+                    "compute_dtype": ("float64", "float32", "bfloat16", "float16"), "device": ("cpu", "cuda", "meta"),
+                    "mode": ("quick", "default", "full"), "layout": ("default", "zfb", "garg")}
+#: keyword arguments an API function takes through ``**kwargs`` and passes on (named as such in its messages)
+_PASSED_ON = {"check_icl_model": ("tol", "prompts", "max_memory", "mode", "M_values", "name", "progress")}
 #: flags spelled otherwise in the API
 _FLAG_KEYWORDS = {"--quick": 'mode="quick"', "--full": 'mode="full"', "--causal": "causal=True",
                   "--ignore-config": "ignore_config=True", "--no-progress": "progress=False", "--lambda": "lambdas",
@@ -88,7 +93,8 @@ def _keyword_words(msg: str, fn) -> str:
     import inspect
     import re
 
-    params = set(inspect.signature(fn).parameters)
+    # (and the keywords it passes on through **kwargs: check_icl_model's tol, prompts, max_memory … said "--tol", 44a F1)
+    params = set(inspect.signature(fn).parameters) | set(_PASSED_ON.get(fn.__name__, ()))
     name = fn.__name__
 
     def word(m):
@@ -100,7 +106,7 @@ def _keyword_words(msg: str, fn) -> str:
         if kw not in params:
             return m.group(0)
         if value is not None:
-            if kw in _CHOICE_KEYWORDS and re.fullmatch(r"[a-z][a-z0-9_]*", value):
+            if value in _CHOICE_KEYWORDS.get(kw, ()):  # a choice's value; a word of the sentence is not one (44a F20)
                 return f'{kw}="{value}"'
             if re.fullmatch(r"-?[0-9][0-9.e+-]*(,-?[0-9][0-9.e+-]*)?|[A-Z][A-Za-z0-9]*(,[A-Z][A-Za-z0-9]*)?", value):
                 return f"{kw}={value}"

@@ -195,13 +195,17 @@ def _update_fn(obj: Any, label: str):
         if not made:  # the caller's own module (the API in its process): a copy is cast and put in eval mode, the
             with user_code(label, f"copying {type(obj).__name__}"):  # caller's is left as it was (44a F18)
                 obj = copy.deepcopy(obj)
+        with user_code(label, f"reading {type(obj).__name__}'s parameters"):  # said: the copy judged computes in
+            low = sorted({str(t.dtype).replace("torch.", "") for t in (*obj.parameters(), *obj.buffers())  # float64
+                          if t.is_floating_point() and t.dtype != torch.float64})  # (44a F19)
         # in eval mode, as check attention and check icl --model judge a module: a fresh module's dropout made a
         # correct update "not the modern Hopfield update" (hostile pass 44a F16)
         with user_code(label, f"{type(obj).__name__}.double()"):  # the module's own code (_apply, hooks)
             obj = obj.double()
         with user_code(label, f"{type(obj).__name__}.eval()"):
             obj.eval()
-    return obj, three
+        return obj, three, low
+    return obj, three, []
 
 
 def capacity_estimate(Delta_min: float, M: float, beta: float, tau: float, N: int) -> dict:
@@ -357,15 +361,16 @@ class Update:
 
 
 def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
-    """``(checked, fobj, three)``: the user's update called on copies, every call's output checked
-    (``xi``'s shape, a real floating dtype; a torch tensor or a NumPy array)."""
+    """``(checked, fobj, three, low)``: the user's update called on copies, every call's output checked
+    (``xi``'s shape, a real floating dtype; a torch tensor or a NumPy array); ``low``: the dtypes below float64 a
+    module's parameters had before its float64 copy was made."""
     import torch
 
     from numerics import precision as npr
     from numerics.torch_utils import not_dense
     from proofs_checks.sanity._loader import user_code
 
-    fobj, three = _update_fn(module, label)
+    fobj, three, low = _update_fn(module, label)
     P = geo.P
 
     def raw_upd(xi):
@@ -403,7 +408,7 @@ def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
         # call's values as returned, as check attention judges such a module (hostile pass 37b F4)
         return out.clone()
 
-    return checked, fobj, three
+    return checked, fobj, three, low
 
 
 def make_update(module, geo: Geometry, beta: float, declared, label: str, name: str | None) -> Update:
@@ -420,8 +425,11 @@ def make_update(module, geo: Geometry, beta: float, declared, label: str, name: 
         return Update(lambda xi: nh.modern_update(xi, geo.P, beta),
                       f"modern Hopfield update X softmax(β Xᵀξ), β = {beta:g}", torch.float64, declared)
     nm = name or getattr(module, "__name__", type(module).__name__)
-    checked, fobj, three = _user_update(module, geo, beta, label, nm)
+    checked, fobj, three, low = _user_update(module, geo, beta, label, nm)
     what = f"your update {nm}" + (" (called as f(xi, patterns, beta))" if three else " (called as f(xi))")
+    if low:
+        what += (f"; its {', '.join(low)} parameters cast to float64, the copy judged (as given it computes in "
+                 f"{low[0]}: not judged)")
     out = checked(geo.P[: min(geo.N, 4)].clone())
     prec = npr.PrecisionFinding.of(declared, npr.infer_work_dtype(out, nh.modern_update(geo.P[: min(geo.N, 4)], geo.P, beta)))
     upd = Update(None, what, prec.work, declared, fobj, three, prec)
