@@ -96,7 +96,7 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     if where == out or out in where.parents:  # installed there during the run, then replaced with the page folder
         raise UsageError(f"--cache-dir {cache}: inside --out {out_dir}, which the survey replaces; keep the install "
                          "cache elsewhere")
-    if install:  # (with --no-install the cache is only read: one that is no folder holds nothing, 44b F8)
+    if install or cache_dir:  # (the default cache, with --no-install, is only read: no folder holds nothing, 44b F8)
         _check_cache(cache, given=bool(cache_dir))
         from proofs_checks.store import OutputPathError, refuse_own_installation
 
