@@ -484,6 +484,10 @@ def _parse_point_values(target: Target, grid: dict[str, list[str]]) -> dict[str,
                 parsed.append(params[name].parse(v))
             except ValueError as exc:
                 raise UsageError(f"--grid {name}={v}: {exc}") from None
+        same = [(a, b) for i, a in enumerate(vals) for b in vals[i + 1:] if parsed[vals.index(a)] == parsed[vals.index(b)]]
+        if same:  # 01, 1 and +1 are one value: the same point run again (hostile pass 44b F13)
+            raise UsageError(f"--grid {name}: a value is repeated ({same[0][0]} and {same[0][1]} are both "
+                             f"{parsed[vals.index(same[0][0])]})")
         out[name] = parsed
     return out
 
