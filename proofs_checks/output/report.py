@@ -556,7 +556,11 @@ def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = 
     note_seen(out)  # --force covers what is at --out now, not what the run's minutes bring there (20a F1)
     if json_path and json_path != "-":
         jp = Path(json_path).expanduser().absolute()
-        if jp == out or out in jp.parents:
+        # and where the folders resolve to: through a link to --out the JSON landed in the folder, which the next run
+        # then refused as holding a file not tverify's (hostile pass 44b F11)
+        real = Path(os.path.realpath(jp.parent)) / jp.name
+        real_out = Path(os.path.realpath(out))
+        if jp == out or out in jp.parents or real == real_out or real_out in real.parents:
             raise UsageError(f"--json {json_path}: inside --out {out_dir}, which {what} replaces; write it elsewhere")
     return out
 
