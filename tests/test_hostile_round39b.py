@@ -18,7 +18,7 @@ def test_33b_f1_check_json_path_ending_in_slash_is_refused(tmp_path):
 
 # --- 33B F2: the own-mutant rule credits a kill of a NaN (inf, None) mutant by matches_derivation -------------------
 
-def _true_claim_with_mutant(mut):
+def _true_claim_with_mutant(mut, **mutant_keywords):
     import numpy as np
     import sympy as sp
     from proofs_checks.plugin import Claim, DerivationBuilder, Mutant, close, matches_derivation, numeric, scalar
@@ -38,7 +38,7 @@ def _true_claim_with_mutant(mut):
     return Claim(id="mine.double", title="x + x = 2x", statement="x + x = 2x", source="none", kind="identity",
                  form=lambda x: x + x, derivation=derive,
                  checks=(matches_derivation(derive, args, points=(5, 20, 50)), num),
-                 mutants=(Mutant("bad", "wrong formula", "no numbers", mut),))
+                 mutants=(Mutant("bad", "wrong formula", "no numbers", mut, **mutant_keywords),))
 
 
 @pytest.mark.parametrize("kind", ["nan", "inf", "none"])
