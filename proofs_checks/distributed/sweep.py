@@ -364,7 +364,10 @@ SANITY: dict[str, SanityAdapter] = {
 }
 
 #: options every ``tverify check`` has, which the sweep itself sets
-_SANITY_OWN = {"seed", "device", "quick", "full", "json_path", "max_memory", "no_progress", "help"}
+#: (and where each row's outputs would go: every row wrote its --report into one folder, the last one left without a
+#: word — an unfiled note of hostile pass 44b)
+_SANITY_OWN = {"seed", "device", "quick", "full", "json_path", "json_force", "report_dir", "max_memory", "no_progress",
+               "help"}
 
 
 # ------------------------------------------------------------------------------------------------
