@@ -283,8 +283,8 @@ def reference_instance(seed: int, n: int = 6, T: int = 8, d: int = 10) -> AttSVM
     return AttSVMInstance(X, Z, Y, v, np.argmax(g, axis=1), g, "reference")
 
 
-#: data whose largest |x|·|z| is below 10^-this is refused: ‖W^mm‖ ≳ 1/(|x||z|) would exceed 1e100 and the
-#: solvers' squared norms (‖W‖² up to 1e200 and their products) leave float64's range
+#: data whose largest |x|·|z| is below 10^-this (or above 10^this) is refused: ‖W^mm‖ ≈ 1/(|x||z|) would exceed 1e100
+#: (or fall below 1e-100) and the solvers' squared norms (‖W‖² and their products) leave float64's range
 MIN_LOG10_SCALE = 100
 
 
@@ -304,6 +304,11 @@ def validate_instance(X, z, opt=None, sets=None) -> tuple[np.ndarray, np.ndarray
         raise InputError(f"X and z are too small for float64: the largest |x|·|z| is about 1e{math.log10(sx) + math.log10(sz):.0f}, "
                          f"so (x_opt − x_t)ᵀ W z ≥ 1 needs ‖W‖ ≳ 1e{-(math.log10(sx) + math.log10(sz)):.0f}, whose square "
                          "overflows; rescale the data (the Att-SVM direction does not depend on the scale)")
+    if sx > 0 and math.log10(sx) + math.log10(sz) > MIN_LOG10_SCALE:  # the mirror image (hostile pass 45a F2: W^mm
+        e = math.log10(sx) + math.log10(sz)  # underflowed to 0 and a correlation of inf was "ok")
+        raise InputError(f"X and z are too large for float64: the largest |x|·|z| is about 1e{e:.0f}, so the Att-SVM "
+                         f"solution has ‖W‖ ≈ 1e{-e:.0f}, whose square underflows; rescale the data (the Att-SVM "
+                         "direction does not depend on the scale)")
     if sets is not None:
         S = np.asarray(sets, dtype=bool)
         if S.shape != (n, T):

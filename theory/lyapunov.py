@@ -853,6 +853,10 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
                 number = ast.get_source_segment(text.strip(), node) or repr(node.value)
                 raise InputError(f"{option}: the number {_short(number)} overflows float64 (largest about 1.8e308): "
                                  "a coefficient too large for float64 cannot be checked numerically; rescale it")
+            number = ast.get_source_segment(text.strip(), node) or ""
+            if node.value == 0 and isinstance(node.value, float) and _nonzero_text(number):  # 1e-400: Python reads
+                raise InputError(f"{option}: the number {_short(number)} is below float64's range (it would read as "  # 0
+                                 "0; smallest about 4.9e-324): rescale the system")  # (hostile pass 45a F4)
             continue
         if isinstance(node, ast.Name):
             if node.id in RESERVED_NAMES:
@@ -883,6 +887,16 @@ RESERVED_NAMES = frozenset({"nan", "NaN", "inf", "Inf", "infinity", "Infinity", 
 #: the names SymPy's parser writes numbers with (auto_number, rationalize): a variable of one of them was called
 #: (``-x*0.5`` → "'Symbol' object is not callable", blamed on a component that is fine: hostile pass 44a F8)
 PARSER_NAMES = frozenset({"Integer", "Float", "Rational", "Symbol"})
+
+
+def _nonzero_text(number: str) -> bool:
+    """Whether a numeric literal's text is a number other than zero (``1e-400``, not ``0.0e5``)."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return Decimal(number.replace("_", "")) != 0
+    except (InvalidOperation, ValueError):
+        return False
 
 
 def _fits_float64(value) -> bool:

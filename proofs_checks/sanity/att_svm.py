@@ -315,9 +315,12 @@ def check_step(inst, lr: float, iters: int, words=("--lr", "--iters")) -> None:
     meaningless correlation)."""
     import numpy as np
 
+    def largest_norm(a) -> float:  # scaled first: the squares of entries of 1e200 overflowed, and the message said
+        m = float(np.max(np.abs(a))) if a.size else 0.0  # "inf" for a norm of 2e200 (hostile pass 45a F3)
+        return m * float(np.max(np.linalg.norm(a / m, axis=-1))) if m > 0 and math.isfinite(m) else m
+
     with np.errstate(over="ignore"):  # numpy's overflow warning is not the message (hostile pass 8, F2)
-        xs = float(np.max(np.linalg.norm(inst.X, axis=-1))) if inst.X.size else 0.0
-        zs = float(np.max(np.linalg.norm(inst.z, axis=-1))) if inst.z.size else 0.0
+        xs, zs = largest_norm(inst.X), largest_norm(inst.z)
     if not math.isfinite(xs * zs):  # no step size helps: the data's own norms overflow
         raise UsageError(f"the data's max‖x‖·max‖z‖ overflows float64 ({xs:.3g}·{zs:.3g}): the logits xᵀWz of any "
                          "W cannot be computed (no step size helps); rescale the tokens and queries")
