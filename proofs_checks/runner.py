@@ -197,16 +197,16 @@ class MutantResult:
             return best
         for o in self.outcomes:
             if o.status == "failed" and o.result is not None:
-                m = o.result.ratio
-                m = math.inf if math.isnan(m) else m
-                best[o.layer] = m if o.layer not in best else (m if m > best[o.layer] else best[o.layer])
+                m = _margin(o.result)  # NaN: rejected, its margin not measured (a NaN output is no mismatch of a size)
+                if o.layer not in best or m > best[o.layer] or math.isnan(best[o.layer]):
+                    best[o.layer] = m
         return best
 
     def matrix_entries(self) -> list[dict[str, Any]]:
         rows = []
         for o in self.outcomes:
             r = o.result
-            margin = (r.ratio if r is not None else math.nan)
+            margin = _margin(r) if r is not None else math.nan
             rows.append({
                 "check": o.name,
                 "layer": o.layer,
@@ -237,6 +237,13 @@ class MutantResult:
             "seconds": round(self.seconds, 4),
             "checks": self.matrix_entries(),
         }
+
+
+def _margin(r) -> float:
+    """A rejection's margin, error / tolerance: NaN (not measured) when the error itself is NaN — a mutant whose output
+    is NaN fails every check, but by no measured distance: it was an infinite margin, counted among the kills with
+    margin ≥ 3 (hostile pass 45b F1)."""
+    return math.nan if math.isnan(r.error) else r.ratio
 
 
 def _margin_json(v: Any) -> Any:

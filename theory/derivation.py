@@ -236,6 +236,8 @@ def _is_zero(e: Any) -> tuple[bool | None, str]:
     z = getattr(e, "is_zero", None)
     if z is True:
         return True, ""
+    if e in (sp.zoo, sp.oo, -sp.oo, sp.nan):  # certainly not 0: complex infinity (1/0) was "undecided" (45b F2)
+        return False, {sp.zoo: "value zoo (complex infinity)", sp.nan: "value nan (undefined)"}.get(e, f"value {e}")
     if e.is_number:
         v = certified(e)
         if v is not None and v != 0:

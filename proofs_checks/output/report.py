@@ -154,6 +154,8 @@ def margin_text(v: Any) -> str:
         return "∞" if v == "inf" else v
     if isinstance(v, float) and math.isinf(v):
         return "∞"
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN output"
     return f"{float(v):.3g}"
 
 
