@@ -530,6 +530,7 @@ def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str,
     try:
         with budget:
             d = claim.derivation()
+            budget.phase = "the obligations"
             if obligations:
                 info["obligations"] = [r.to_json() for r in d.check_obligations()]
     except _OutOfTime:
@@ -586,6 +587,9 @@ class _budget:
         import threading
 
         self.seconds, self.stopped = seconds, {"where": ""}
+        # what the block is doing when no derivation builder is open (set to "the obligations" once it is built): a
+        # derivation stopped in its own code before its first step was said to be "in the obligations" (45b F3)
+        self.phase = "the derivation's own code, before any builder's first step"
         self._timer, self._lock, self._open, self._fired, self._tid = None, threading.Lock(), False, False, None
 
     @staticmethod
@@ -631,7 +635,7 @@ class _budget:
         from theory.derivation import progress
 
         self.stopped["where"] = (f"did not finish in {self.seconds:g} s (TVERIFY_DERIVATION_BUDGET); stopped in "
-                                 + (progress() or "the obligations"))
+                                 + (progress() or self.phase))
 
     def __exit__(self, *exc):
         if self._timer is not None:
