@@ -643,11 +643,29 @@ def plan_rows(target: Target, grid: dict[str, list[str]], *, seeds: int, base_se
                           max_memory=max_memory))
 
 
+@lru_cache(maxsize=None)
+def _flag_names(topic: str) -> frozenset:
+    """The check's flags (``--causal``): a grid value true/false sets one or leaves it out; as ``--causal 1`` click
+    read the value as an extra argument (hostile pass 45b F6)."""
+    cmd, _ = _sanity_command(topic)
+    return frozenset(next((o for o in p.opts if o.startswith("--")), p.opts[0]).lstrip("-") for p in cmd.params
+                     if isinstance(p, click.Option) and p.is_flag)
+
+
+_TRUTH = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+
+
 def _sanity_args(spec: RowSpec, json_path: str | None) -> list[str]:
     ad = SANITY.get(spec.key, SanityAdapter(spec.key))
     given = dict(spec.point)
     args: list[str] = []
+    flags = _flag_names(spec.key)
     for k, v in {**ad.defaults, **given}.items():
+        if k in flags:
+            if str(v).lower() not in _TRUTH:
+                raise UsageError(f"--grid {k}={v}: {k} is a flag: give true or false (1/0, yes/no, on/off)")
+            args += [f"--{k}"] if _TRUTH[str(v).lower()] else []
+            continue
         args += [f"--{k}", str(v)]
     args += ["--seed", str(spec.seed), "--device", spec.device, "--no-progress"]
     if spec.max_memory is not None and "max-memory" not in given:
