@@ -663,7 +663,7 @@ def _sanity_args(spec: RowSpec, json_path: str | None) -> list[str]:
     for k, v in {**ad.defaults, **given}.items():
         if k in flags:
             if str(v).lower() not in _TRUTH:
-                raise UsageError(f"--grid {k}={v}: {k} is a flag: give true or false (1/0, yes/no, on/off)")
+                raise UsageError(f"{k} is a flag: give true or false (1/0, yes/no, on/off), got {v!r}")
             args += [f"--{k}"] if _TRUTH[str(v).lower()] else []
             continue
         args += [f"--{k}", str(v)]
