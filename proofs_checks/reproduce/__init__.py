@@ -7,8 +7,10 @@ ours with its standard error, the reference with its own (0 for a closed form), 
 comes from, the tolerance and why, and the verdict. The tolerance rule, stated once
 (:func:`compare_row`): agreement when ``|ours − reference| ≤ k·sqrt(se_ours² + se_ref²)`` (+ a stated
 floor where a known bias or rounding applies), ``k = K_SIGMA = 5`` (the suite's rule; a false alarm
-has probability < 6e-7 per normal statistic). Each row also records ``z = |ours − reference| /
-sqrt(se_ours² + se_ref²)`` so that a stricter reading (e.g. two standard errors) can be made.
+has probability < 6e-7 per normal statistic). Each row also records ``z = (ours − reference) /
+sqrt(se_ours² + se_ref²)``, signed (the side of the reference ours is on; ±inf for a difference with no standard
+error, 0 for none), so that a stricter reading (e.g. two standard errors) can be made; a one-sided row's is
+``(ours − bound) / se_ours``.
 
 The records below are metadata only (``tverify reproduce --list`` imports no torch); ``run`` imports
 the module on first use.
@@ -123,6 +125,13 @@ def _finite(*xs) -> bool:
     return all(x is not None and isinstance(x, (int, float)) and math.isfinite(float(x)) for x in xs)
 
 
+def _signed_z(diff: float, se: float) -> float:
+    """``diff / se``, signed; with no standard error ±inf for a difference and 0 for none."""
+    if se > 0:
+        return diff / se
+    return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+
+
 def compare_row(quantity: str, ours: float, ours_se: float, reference: float, reference_se: float, source: str, *,
                 k: float = K_SIGMA, floor: float = 0.0, floor_why: str = "", note: str = "") -> Row:
     """Agreement within ``k·sqrt(se_ours² + se_ref²) + floor`` (the module rule); NaN/inf → disagrees."""
@@ -135,7 +144,7 @@ def compare_row(quantity: str, ours: float, ours_se: float, reference: float, re
     just = f"{k:g} combined standard errors (ours {ours_se:.2g}, reference {reference_se:.2g})"
     if floor:
         just += f" + {floor:.2g} ({floor_why})"
-    z = diff / se if se > 0 else (0.0 if diff == 0 else math.inf)
+    z = _signed_z(float(ours) - float(reference), se)
     return Row(quantity, float(ours), float(ours_se), float(reference), source, "agrees" if diff <= tol else "disagrees",
                float(reference_se), tol, just, z, note)
 
@@ -149,7 +158,8 @@ def bound_row(quantity: str, ours: float, ours_se: float, bound: float, source: 
     tol = k * float(ours_se)
     ok = (ours <= bound + tol) if below else (ours >= bound - tol)
     side = "≤" if below else "≥"
-    z = ((ours - bound) if below else (bound - ours)) / ours_se if ours_se > 0 else (0.0 if ok else math.inf)
+    z = _signed_z(float(ours) - float(bound), float(ours_se))  # (it read 0.00 for a row far inside an exact bound,
+    # and with the sign flipped on "ours ≥ reference" rows: hostile pass 45b F4)
     return Row(quantity, float(ours), float(ours_se), float(bound), source, "agrees" if ok else "disagrees", 0.0, tol,
                f"one-sided: ours {side} reference within {k:g} standard errors of ours", z, note)
 

@@ -52,7 +52,7 @@ def _row(quantity: str, ours: np.ndarray, ref: np.ndarray | None, closed: float 
         what = "paired over seeds against the noise-only reference (the SE is that of the paired difference)"
     dm, dse = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(S))
     finite = all(math.isfinite(v) for v in (m, se, ref_v, dm, dse))
-    z = dm / dse if dse > 0 else (0.0 if dm == 0 else math.inf)
+    z = dm / dse if dse > 0 else (0.0 if dm == 0 else math.copysign(math.inf, dm))
     ok = finite and abs(z) <= Z_AGREE
     just = (f"|z| ≤ {Z_AGREE:g}, {what}; mean difference {dm:.3g} ± {dse:.2g} over {S} seeds; false alarm "
             f"P(|t_{S - 1}| > {Z_AGREE:g}) = {2 * student_t.sf(Z_AGREE, S - 1):.1g}; no tolerance floor")
