@@ -358,6 +358,9 @@ class Update:
     #: the shapes of the calls on finite states that returned NaN/inf, whichever property made them (the fixed-point
     #: iteration's calls were read as "does not converge": hostile pass 31b N1)
     nonfinite: list = field(default_factory=list)
+    #: the largest entry error / M of the modern update itself computed at the working precision (measured with
+    #: update_matches_modern; None until then, or for the built-in update)
+    rounding: Any = None
 
 
 def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
@@ -523,6 +526,7 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
         errs_ref[form] = float((ref_low - ref).abs().max() / max(M, 1e-300))
     worst_form = max(errs_ref, key=errs_ref.get)
     err_ref = errs_ref[worst_form]
+    upd.rounding = err_ref  # (the other properties' rounding at the working precision: _rounding_tolerance)
     tol_m = npr.precision_tolerance(err_ref, tol_rel)
     wd = npr.dtype_name(upd.work)
     how = "found in its outputs (precision_as_declared)" if upd.precision.below else "declared"
@@ -571,6 +575,29 @@ class Retrieval:
     prop: dict
 
 
+def _rounding_tolerance(upd: Update, geo: Geometry, worst_case: float, what: str) -> tuple[float, str]:
+    """A property's tolerance for rounding, relative to its scale: at float64, ``worst_case`` (a bound of the form
+    c·u·(N+d)); below, what the modern update itself loses in that precision on these starts, measured
+    (:attr:`Update.rounding`, max entry error / M), over the d entries of a state (√d), times the precision rule's
+    factor — the worst-case bound at bfloat16 was 1.75 M, admitting an update 0.87 past Theorem 5's bound that
+    float64 refuted (hostile pass 45a F5)."""
+    from numerics import precision as npr
+
+    if upd.rounding is None or upd.work == torch_float64():
+        return worst_case, what
+    measured = math.sqrt(geo.d) * float(upd.rounding)
+    tol = npr.precision_tolerance(measured, 16 * npr.unit_roundoff(torch_float64()) * (geo.N + geo.d))
+    return tol, (f"max({npr.PRECISION_FACTOR:g} × √d × {float(upd.rounding):.3g}, 16·u64·(N+d)) = {tol:.3g}: the "
+                 f"modern update's own largest entry error in {npr.dtype_name(upd.work)} on these starts "
+                 f"(update_matches_modern), over the d entries of a state, relative to the property's scale")
+
+
+def torch_float64():
+    import torch
+
+    return torch.float64
+
+
 def theorem5(geo: Geometry, upd: Update, st: Starts, beta: float) -> Retrieval:
     """All patterns batched: pattern b moved to index 0 of its own copy of P."""
     import torch
@@ -591,6 +618,9 @@ def theorem5(geo: Geometry, upd: Update, st: Starts, beta: float) -> Retrieval:
     err_all, bnd_all = torch.cat([e0, en]), torch.cat([b0, bn])
     known = torch.isfinite(bnd_all) & torch.isfinite(err_all)
     tol_b = 16 * npr.unit_roundoff(upd.work) * (N + geo.d)
+    why_b = (f"16·u·(N+d) = {tol_b:.3g}: rounding of ‖f(ξ) − x_i‖ in the update's working precision "
+             f"({str(upd.work).replace('torch.', '')}), relative to M")
+    tol_b, why_b = _rounding_tolerance(upd, geo, tol_b, why_b)
     excess = ((err_all - bnd_all) / M).clamp_min(0)
     exc = float(excess[known].max()) if bool(known.any()) else float("nan")
     vacuous, n_unknown = int((bnd_all[known] >= 2 * M).sum()), int((~known).sum())
@@ -599,9 +629,7 @@ def theorem5(geo: Geometry, upd: Update, st: Starts, beta: float) -> Retrieval:
                 "justification": "", "detail": "the fixed point x_i* near no pattern converged: no bound"}
     else:
         worst = int(excess.nan_to_num(0).argmax())
-        prop = _row("one_step_within_theorem5_bound", exc <= tol_b, exc, tol_b,
-                    f"16·u·(N+d) = {tol_b:.3g}: rounding of ‖f(ξ) − x_i‖ in the update's working "
-                    f"precision ({str(upd.work).replace('torch.', '')}), relative to M",
+        prop = _row("one_step_within_theorem5_bound", exc <= tol_b, exc, tol_b, why_b,
                     f"max (error − bound)/M over {int(known.sum())} starts (patterns and noisy copies); "
                     f"{vacuous} bound(s) vacuous (≥ 2M)" + (f", {n_unknown} without a converged x_i*" if n_unknown else "")
                     + ("" if exc <= tol_b else f"; worst: pattern {worst % N}{' (noisy start)' if worst >= N else ''}, "
@@ -626,10 +654,12 @@ def energy_along(geo: Geometry, upd: Update, st: Starts, beta: float) -> tuple[A
     rise = ((E[1:] - E[:-1]) / scale)
     e_rise = float(rise.max()) if bool(torch.isfinite(rise).all()) else float("nan")
     tol_e = 32 * npr.unit_roundoff(upd.work) * (geo.N + geo.d) * (1 + float(E[0].abs().max()) / scale)
+    why_e = (f"32·u·(N+d)·(1 + max|E|/M²) = {tol_e:.3g}: rounding of the log-sum-exp and ½‖ξ‖² terms, "
+             f"relative to max(M², 1/β), u of {npr.dtype_name(upd.work)}")
+    if upd.rounding is not None and upd.work != torch.float64:  # a state moved by the update's rounding moves E by
+        tol_e, why_e = _rounding_tolerance(upd, geo, tol_e, why_e)  # ≈ ‖∇E‖·δ ≤ M·√d·rounding·M: relative to M²
     prop = _row("energy_non_increasing", math.isfinite(e_rise) and 0 <= tol_e and e_rise <= tol_e,
-                max(e_rise, 0.0) if math.isfinite(e_rise) else e_rise, tol_e,
-                f"32·u·(N+d)·(1 + max|E|/M²) = {tol_e:.3g}: rounding of the log-sum-exp and ½‖ξ‖² terms, "
-                f"relative to max(M², 1/β), u of {npr.dtype_name(upd.work)}",
+                max(e_rise, 0.0) if math.isfinite(e_rise) else e_rise, tol_e, why_e,
                 f"largest rise E(f(ξ)) − E(ξ) over {ENERGY_STEPS} updates from {st.all.shape[0]} starts, "
                 "relative to max(M², 1/β)")
     return E, prop
