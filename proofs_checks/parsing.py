@@ -70,6 +70,9 @@ def _number(field: str, option: str, where: str, text: str) -> float:
     v = float(f)
     if not np.isfinite(v):
         raise InputError(f"{option}: {f!r} {where} overflows float64 (in {_quote(text)})")
+    if v == 0 and re.search(r"[1-9]", f.lower().partition("e")[0]):  # 1e-400: read as 0, silently (45a F9)
+        raise InputError(f"{option}: {f!r} {where} is below float64's range and would be read as 0 (the smallest "
+                         f"positive is about 4.9e-324; in {_quote(text)})")
     return v
 
 

@@ -126,6 +126,10 @@ def _exposed_lsa_weights(model, d: int, name: str = "the model"):
 
     with user_code("--model", f"reading {name}'s LSA weights (attributes / state_dict)"):
         found = _find_lsa_weights(model)
+    twice = [v[len(AMBIGUOUS):] for v in found.values() if isinstance(v, str) and v.startswith(AMBIGUOUS)]
+    if twice:
+        return (f"the model exposes LSA weights under two names ({'; '.join(twice)}): which ones it computes with "
+                "cannot be guessed, so they are not measured (keep one name)")
     if len(found) != 2:
         return ("the model exposes no LSA weights (attributes or state_dict entries Wpv/W_PV and Wkq/W_KQ "
                 f"of shape ({d + 1}, {d + 1}))" if not found else
@@ -148,19 +152,27 @@ def _exposed_lsa_weights(model, d: int, name: str = "the model"):
 
 
 def _find_lsa_weights(model) -> dict:
+    """``{"pv": W_PV, "kq": W_KQ}`` as the model exposes them (attributes, else its state_dict); a value of
+    ``AMBIGUOUS`` + the names where it exposes one of them under two names (Wpv and W_PV): which one it computes with
+    cannot be guessed, and the first found was judged — a correct model refuted on stale buffers (hostile pass 45a
+    F7)."""
     found = {}
     for keys, what in ((_PV_KEYS, "pv"), (_KQ_KEYS, "kq")):
-        for k in keys:
-            v = getattr(model, k, None)
-            if v is not None and hasattr(v, "shape"):
-                found[what] = v
-                break
-        if what not in found and hasattr(model, "state_dict"):
-            for k, v in model.state_dict().items():
-                if k.split(".")[-1] in keys:
-                    found[what] = v
-                    break
+        names = [k for k in keys if hasattr(getattr(model, k, None), "shape")]
+        if not names and hasattr(model, "state_dict"):
+            names = [k for k, v in model.state_dict().items() if k.split(".")[-1] in keys]
+            values = model.state_dict()
+        else:
+            values = {k: getattr(model, k) for k in names}
+        if len(names) > 1:
+            found[what] = AMBIGUOUS + ", ".join(names)
+        elif names:
+            found[what] = values[names[0]]
     return found
+
+
+#: the mark of a name exposed twice (:func:`_find_lsa_weights`)
+AMBIGUOUS = "ambiguous: "
 
 
 def _g3(x) -> str:
