@@ -230,9 +230,20 @@ def capacity_estimate(Delta_min: float, M: float, beta: float, tau: float, N: in
     n_sol = sp.solve(sp.Eq(expr, sp.Symbol("tau", positive=True)), Ns)
     b_sol = sp.solve(sp.Eq(expr, sp.Symbol("tau", positive=True)), b)
     vals = {b: beta, Dl: Delta_min, Ms: M, sp.Symbol("tau", positive=True): tau, Ns: N}
-    n_max = float(n_sol[0].subs(vals)) if n_sol else None
+    n_max = _number_or_text(n_sol[0].subs(vals)) if n_sol else None
     b_need = float(b_sol[0].subs(vals)) if (b_sol and N > 1) else None
     return {"N_max": n_max, "beta_needed": max(b_need, 0.0) if b_need is not None else None, "tau": tau}
+
+
+def _number_or_text(value) -> float | str:
+    """A SymPy number as a float, or, past float64's range (e^(βΔ) at β = 1e4), as its text to 3 digits ("1.23e+4342"):
+    it was float("inf") and printed "up to inf patterns" (hostile pass 45a F6)."""
+    import sympy as sp
+
+    v = float(value)
+    if math.isfinite(v):
+        return v
+    return str(sp.Float(value, 3)) if value.is_finite else str(value)
 
 
 def degenerate_reasons(P, Delta, *, vacuous: int, known: int, beta_needed: float | None) -> list[str]:

@@ -40,7 +40,8 @@ def render(geo: Geometry, upd: Update, st: Starts, ret: Retrieval, E, fx: FixedP
            "fixed_points": {"converged": int(fx.conv.sum()), "near_their_pattern": int(fx.near.sum()), "N": N},
            "capacity": {**cap, "retrieved_from_noisy_one_step": retrieved, "N": N},
            "energy": {"start_mean": float(E[0].mean()), "end_mean": float(E[-1].mean()), "steps": int(E.shape[0]) - 1}}
-    nm = f"{cap['N_max']:.3g}" if cap["N_max"] is not None else "none (Δ_min ≤ 0: no guarantee)"
+    nm = (cap["N_max"] if isinstance(cap["N_max"], str) else f"{cap['N_max']:.3g}") if cap["N_max"] is not None \
+        else "none (Δ_min ≤ 0: no guarantee)"
     bn_txt = f"{cap['beta_needed']:.3g}" if cap["beta_needed"] is not None else "none (Δ_min ≤ 0)"
     order = torch.argsort(Delta)[:min(N, 8)].tolist()
     lines = [f"{N} patterns in d = {d}, M = max‖x_i‖ = {M:.4g}, β = {beta:g}; update: {upd.what}"
