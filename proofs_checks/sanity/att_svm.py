@@ -279,10 +279,13 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int, tick=lambda f: None
     if not_reached:
         worst = min(not_reached, key=lambda s: s["corr"])
         gain = worst["corr"] - worst["corr_half"]
+        trend = (f", up {gain:+.2e} over the last half, still turning {worst['turned_last_half_rad']:.2e} rad"
+                 if iters >= 2 else ": one iteration has no trend to measure")  # (45a F8: "not rising" at --iters 1)
         reasons.append(f"not converged within {iters} iterations: {len(not_reached)} of {B} directions below "
-                       f"{level:g} (worst {worst['corr']:.6f}, up {gain:+.2e} over the last half, still turning "
-                       f"{worst['turned_last_half_rad']:.2e} rad)")
-        if gain > 0:
+                       f"{level:g} (worst {worst['corr']:.6f}{trend})")
+        if iters < 2:
+            sugg = f"more iterations (at least --iters {MIN_STALL_ITERS}): one iteration has no trend to measure"
+        elif gain > 0:
             doublings = (level - worst["corr"]) / gain
             need = iters * 2.0 ** doublings if doublings < 40 else float("inf")
             numbers["iterations_needed_estimate"] = None if not math.isfinite(need) else round_up(math.ceil(need))
@@ -293,7 +296,8 @@ def _verdict(ns, inst, fro, tr, *, level: float, iters: int, tick=lambda f: None
         else:
             sugg = f"more iterations (--iters {4 * iters}) or a different --lr: the correlation is not rising"
         if iters < MIN_STALL_ITERS:
-            sugg = f"at least {MIN_STALL_ITERS} iterations (--iters {MIN_STALL_ITERS}) to judge a stall; " + sugg
+            if iters >= 2:
+                sugg = f"at least {MIN_STALL_ITERS} iterations (--iters {MIN_STALL_ITERS}) to judge a stall; " + sugg
         elif worst.get("frozen"):
             reasons.append(f"W did not move over the last half (seed {worst['seed_index']}): the step --lr is too small "
                            "for ‖W‖ in float64")
