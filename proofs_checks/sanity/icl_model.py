@@ -74,6 +74,9 @@ def _instantiate(obj, name: str, device: str):
         with user_code("--model", f"instantiating {name}"):
             obj = obj()
     if not callable(obj):
+        if made:  # the factory (or class) was called: what it returned is the problem (45a F11)
+            raise UsageError(f"--model: {name}() returned {type(obj).__name__}, not a model (a function, an "
+                             "nn.Module or another callable)")
         raise UsageError(f"--model: {name} is not callable (give a function, an nn.Module, a class or a factory), "
                          f"got {type(obj).__name__}")
     if isinstance(obj, torch.nn.Module):
