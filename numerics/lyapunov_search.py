@@ -114,7 +114,9 @@ def _global_program(which, poly, margin, eps, vars) -> ProgramAttempt:
     att = ProgramAttempt(which, margin, target, r.status, r.solver, basis=gs.basis_exprs(), message=r.message)
     if r.feasible:
         ex = tl.exact_recheck(target, gs, r.G, DENOMINATOR)
-        att.min_eig, att.exact_residual, att.exact_psd = r.min_eig, str(ex.residual), ex.psd
+        # the exact Gram matrix's own smallest eigenvalue (the one the certificate is), not the solver's: that one
+        # was capped (1e20 printed for an exact 1e30, hostile pass 45a F12)
+        att.min_eig, att.exact_residual, att.exact_psd = ex.min_eig, str(ex.residual), ex.psd
         att.certified = ex.certified
         att.gram_exact = [[str(v) for v in row] for row in ex.G.tolist()]
     return att
@@ -194,7 +196,7 @@ def _region_program(which, poly, margin, eps, vars, R2) -> ProgramAttempt:
         att.message = "the exact multiplier leaves monomials outside σ0's support"
         return att
     ex = tl.exact_recheck(rest, gs0, np.asarray(G0.value, dtype=np.float64), DENOMINATOR)
-    att.min_eig = float(np.linalg.eigvalsh((G0.value + G0.value.T) / 2)[0])
+    att.min_eig = ex.min_eig  # (the exact σ0's, as above)
     att.exact_residual, att.exact_psd = str(ex.residual), bool(ex.psd and psd1)
     att.certified = bool(ex.certified and psd1)
     att.basis = gs0.basis_exprs()
