@@ -114,6 +114,7 @@ def layout_site(tmp_path_factory) -> Path:
     sv.mkdir()
     (sv / "index.md").write_text(_survey_md(), encoding="utf-8")
     (sv / "index.html").write_text("x", encoding="utf-8")
+    (sv / "survey.json").write_text("{}", encoding="utf-8")  # what makes a folder a survey's page (44b F4)
     pointer = base / ".tverify" / "survey-latest.json"
     pointer.parent.mkdir()
     pointer.write_text('{"page": "%s", "created": "2026-01-01", "summary": {"ok": 6}}' % (sv / "index.html"))
