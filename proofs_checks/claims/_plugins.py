@@ -92,10 +92,15 @@ def probed(ep: Any) -> bool:
     """Whether ``ep`` is probed in a child: a real entry point from package metadata (a stand-in object
     that only this process knows, e.g. a test's, cannot be imported elsewhere), outside a child, on a
     POSIX system (the probe waits on a pipe with ``select``); elsewhere the import runs in this
-    process under the thread time limit of :func:`proofs_checks.claims._load_one`."""
+    process under the thread time limit of :func:`proofs_checks.claims._load_one`. An entry point of the
+    ``importlib_metadata`` backport is one too: once it is imported (Dask does, in a ``--cluster`` worker), its
+    finder answers ``importlib.metadata.entry_points`` with its own class, and a plugin's checks ran unisolated
+    there (hostile pass 45b F8)."""
     from importlib.metadata import EntryPoint
 
-    return isinstance(ep, EntryPoint) and not in_child() and os.name == "posix"
+    backport = getattr(sys.modules.get("importlib_metadata"), "EntryPoint", None)
+    real = isinstance(ep, EntryPoint) or (isinstance(backport, type) and isinstance(ep, backport))
+    return real and not in_child() and os.name == "posix"
 
 
 # ------------------------------------------------------------------------------------------------
