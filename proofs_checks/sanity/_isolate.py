@@ -485,25 +485,43 @@ def draw_figures(figures: dict, lines: list, req: dict) -> dict:
 # the parent
 
 
-def _not_importable() -> list:
-    """Modules the child could not import by name (loaded from a folder no longer on ``sys.path``, a
-    test's ``tests/data``, a notebook's ``%run``): what they define is sent by value."""
-    import importlib.machinery
+#: (module name, its ``__file__``) found under :func:`_importable_roots`: importable by name for as long as this
+#: process runs (the installation and this project do not move under it)
+_UNDER_ROOTS: set[tuple[str, str]] = set()
+
+
+@functools.lru_cache(maxsize=1)
+def _importable_roots() -> tuple[str, ...]:
+    """Installed packages, the standard library and this project's packages: importable by name in the child."""
     import sysconfig
 
-    roots = []  # installed packages and the standard library: importable by name
+    roots = []
     for key in ("purelib", "platlib", "stdlib", "platstdlib"):
         with contextlib.suppress(KeyError, OSError, ValueError, TypeError):
             roots.append(os.path.realpath(sysconfig.get_paths()[key]))
     top = Path(__file__).resolve().parents[2]
     roots += [os.path.realpath(str(top / pkg)) for pkg in ("proofs_checks", "numerics", "theory")]  # this project
+    return tuple(roots)
+
+
+def _not_importable() -> list:
+    """Modules the child could not import by name (loaded from a folder no longer on ``sys.path``, a
+    test's ``tests/data``, a notebook's ``%run``): what they define is sent by value."""
+    import importlib.machinery
+
+    roots = _importable_roots()
     out = []
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)
         if not isinstance(f, str) or name == "__main__" or not isinstance(mod, types.ModuleType):
             continue
+        if (name, f) in _UNDER_ROOTS:  # (each run resolved every module's path again: 0.1 s a check, 15k lstat)
+            continue
         real = os.path.realpath(f)
-        if any(real.startswith(r + os.sep) for r in roots) or not os.path.isfile(real):
+        if any(real.startswith(r + os.sep) for r in roots):
+            _UNDER_ROOTS.add((name, f))
+            continue
+        if not os.path.isfile(real):
             continue
         parent, _, last = name.rpartition(".")
         try:  # a fresh search (importlib.util.find_spec would answer from sys.modules)
