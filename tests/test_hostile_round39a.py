@@ -500,7 +500,9 @@ if __name__ == "__main__":
 
 
 
-@pytest.mark.parametrize("script", ["POOL", "MPPOOL"])
+@pytest.mark.parametrize("script", ["POOL", pytest.param("MPPOOL", marks=moved(
+    "multiprocessing.Pool's forked workers take the same path as the POOL case's ProcessPoolExecutor workers "
+    "(≈ 9 CPU s more)", "tests/test_hostile_round39a.py::test_the_api_in_a_forked_process_or_a_pool_worker_runs_or_says_why_in_one_line"))])
 def test_the_api_in_a_forked_process_or_a_pool_worker_runs_or_says_why_in_one_line(tmp_path, script):
     """F9: in a process forked after a check (a ProcessPoolExecutor's worker) the API runs; F10: in a multiprocessing
     Pool's worker (daemonic, which may not have children) it says so in one line."""

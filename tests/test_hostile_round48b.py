@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_hostile_round47b import _env, _install
+from tests.tiers import moved
 
 _TVERIFY = str(Path(sys.executable).with_name("tverify"))
 
@@ -49,6 +50,9 @@ _COUNT_PLUGIN = '''
 # claim entry of another shape is read as it is: `tverify list` / `show` end in a Python traceback (TypeError,
 # KeyError) instead of rebuilding the cache (as for a truncated file or one holding control characters) --------------
 
+@moved("three fresh processes, each loading the registry and probing a plugin (≈ 23 CPU s for both entries); the "
+       "cache reader's refusal is pinned in-process", "tests/test_sealed.py::test_a_catalogue_cache_entry_of_another_shape_is_not_read",
+       "tests/test_sealed.py::test_a_sealed_cache_reads_back_and_an_edit_does_not")
 @pytest.mark.parametrize("entry", [{"id": 5}, {"id": "attn.softmax_simplex", "group": "attn"}])
 def test_43b_f1_malformed_catalogue_cache_entry_is_no_traceback(tmp_path, entry):
     _install(tmp_path / "site", "h43bcnt", _COUNT_PLUGIN.format(cid="h43bcnt.three"))
@@ -129,6 +133,10 @@ _PURE_PLUGIN = '''
 '''
 
 
+@moved("three runs of a plugin claim in fresh processes, each with its checks and power rule in children (≈ 23 CPU "
+       "s, 40 s wall); the kept derivation's refusal is pinned in-process",
+       "tests/test_sealed.py::test_a_kept_plugin_derivation_of_another_shape_is_a_miss",
+       "tests/test_sealed.py::test_a_sealed_cache_reads_back_and_an_edit_does_not")
 def test_43b_f2_malformed_kept_derivation_is_no_traceback(tmp_path):
     _install(tmp_path / "site", "h43bpure", _PURE_PLUGIN)
     site = str(tmp_path / "site")

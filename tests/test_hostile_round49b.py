@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import moved
+
 from cli_helpers import one_line_error, tv_here
 
 
@@ -161,6 +163,8 @@ def test_f11_json_inside_out_through_a_link_is_refused(tmp_path):
 
 
 
+@moved("two `tverify list` processes per case, each probing a plugin (≈ 12 CPU s for both); the non-blocking "
+       "read is pinned in-process", "tests/test_sealed.py::test_a_fifo_as_a_cache_or_as_the_key_is_no_hang")
 @pytest.mark.parametrize("name", ["seal.key", "catalogue"])
 def test_f12_fifo_in_the_store_cache_does_not_hang(tmp_path, name):
     import os

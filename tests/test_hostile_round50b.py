@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import moved
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
@@ -47,6 +49,8 @@ CLAIM = register(Claim(id={cid!r}, title="t", statement="s", source="x", kind="i
 """
 
 
+@moved("a plugin claim's mutants in a fresh process, each check in a child (≈ 11 CPU s); the margin rule is "
+       "pinned in-process", "tests/test_pins_hostile.py::test_a_nan_error_is_no_measured_margin")
 def test_f1_nan_mutant_is_no_margin_inf(tmp_path):
     site = _plugin(tmp_path, "zzf1", ENTROPY_WITH.format(
         data=str(DATA), cid="zzf1.nan", extra='Mutant("nanm", "wrong formula", "nan", lambda b, *l: float("nan"))'))
@@ -89,6 +93,9 @@ CLAIM = register(Claim(id={cid!r}, title="t", statement="s", source="x", kind="i
 """
 
 
+@moved("a plugin claim run in a fresh process with its derivation and checks in children (≈ 7 CPU s); the "
+       "obligation's verdict is pinned in-process",
+       "tests/test_pins_hostile.py::test_an_obligation_of_complex_infinity_is_false")
 def test_f2_complex_infinity_is_not_zero(tmp_path):
     site = _plugin(tmp_path, "zzf2", OBLIGATION_PLUGIN.format(
         data=str(DATA), cid="zzf2.zoo", pre="pass",

@@ -62,8 +62,8 @@ def _moved() -> list[tuple[str, dict[str, ast.expr]]]:
     out = []
     for path in sorted(TESTS.glob("test_*.py")):
         consts = _constants(ast.parse(path.read_text(encoding="utf-8")))
-        for name, fn in _tests(path).items():
-            for dec in fn.decorator_list:
+        for name, fn in _tests(path).items():  # (a whole test's mark, or one case's: pytest.param(..., marks=moved(...)))
+            for dec in (n for d in fn.decorator_list for n in ast.walk(d) if isinstance(n, ast.expr)):
                 call = _integration_call(dec)
                 if call is not None and any(k.arg == "pinned_by" for k in call.keywords):
                     kw = {k.arg: consts.get(k.value.id, k.value) if isinstance(k.value, ast.Name) else k.value
