@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import moved
+
 from cli_helpers import causal_attn
 from tests.test_hostile_round45b import _PROBE as _PROBE_39B
 
@@ -69,6 +71,8 @@ _EXP_PLUGIN = '''
 '''
 
 
+@moved("a plugin claim run in a fresh process, its checks and power rule in children (≈ 7.5 CPU s); the per-point "
+       "tolerance is pinned in-process", "tests/test_pins_hostile.py::test_matches_derivation_judges_each_point_by_its_own_scale")
 def test_41b_f1_matches_derivation_tolerance_is_per_point(tmp_path):
     _install(tmp_path / "site", "h41bexp", _EXP_PLUGIN)
     r = _tv(tmp_path, "run", "h41bexp.deriv", "--quick", "--no-progress", PYTHONPATH=str(tmp_path / "site"))

@@ -30,3 +30,22 @@ def test_an_obligation_of_complex_infinity_is_false():
     d = b.done(b.step("one", beta))
     verdicts = [o.status for o in d.check_obligations()]
     assert verdicts == ["fails", "fails"], verdicts
+
+
+def test_matches_derivation_judges_each_point_by_its_own_scale():
+    """Pin of tests/test_hostile_round47b.py::test_41b_f1_matches_derivation_tolerance_is_per_point (41b F1): a form
+    wrong by a factor 2 where the derivation's values are small is failed, whatever the largest value drawn."""
+    import numpy as np
+
+    from proofs_checks.context import RunContext
+    from proofs_checks.plugin import DerivationBuilder, matches_derivation
+
+    def derive():
+        b = DerivationBuilder("derivative of exp(40x)/40")
+        x = b.fact("args", (sp.Symbol("x", real=True),))[0]
+        return b.done(b.step("Differentiate", sp.diff(sp.exp(40 * x) / 40, x)))
+
+    check = matches_derivation(derive, lambda rng: (rng.normal(),))
+    ctx = RunContext(mode="quick", seed=0)
+    assert check.fn(lambda x: float(np.exp(40 * x)), ctx).passed is True
+    assert check.fn(lambda x: float(np.exp(40 * x)) * (1.0 if x > 0.0 else 2.0), ctx).passed is False
