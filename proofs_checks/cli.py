@@ -1436,22 +1436,25 @@ def _unrepresentable_number(argv: list[str]) -> tuple[str, str] | None:
 
 
 def _underscored_number(argv: list[str]) -> str | None:
-    """The first argument written as a number with ``_`` in it (``--seeds 1_0``): Python's
-    ``int``/``float`` read it as 10, a typo taken silently for another number."""
+    """The first argument written as a number with ``_`` in it (``--seeds 1_0``), or with digits other than ASCII's
+    (``--heads ٢``, ``--seq-len １７``): Python's ``int``/``float`` read them as 10, 2 and 17, a number the user may
+    never have meant taken silently (hostile passes 10 F6, 46a F3)."""
     import re
 
+    prev = ""
     for tok in argv:
         text = tok.split("=", 1)[1] if tok.startswith("--") and "=" in tok else tok
-        if "_" not in text:
+        named, prev = (f"{prev} {tok}" if prev.startswith("--") and "=" not in prev and tok == text else tok), tok
+        if "_" not in text and text.isascii():
             continue
-        # each value of a sweep's --grid "N=1_0,20 lambda=1|1_0" too (hostile pass 10, F6)
-        for piece in re.split(r"[=,| ]", text):
+        # each value of a sweep's --grid "N=1_0,20 lambda=1|1_0" and of a list "--seq-len 1,١٧" too
+        for piece in re.split(r"[=,|; ]", text):
             try:
                 float(piece)
             except ValueError:
                 continue
-            if "_" in piece:
-                return tok
+            if "_" in piece or not piece.isascii():
+                return named
     return None
 
 
@@ -1466,7 +1469,9 @@ def _main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     under = _underscored_number(list(sys.argv[1:] if argv is None else argv))
     if under is not None:
-        _stderr_line(f"tverify: error: {under}: write the number without '_' (Python reads 1_0 as 10, 1_000 as 1000)")
+        path = "" if under.startswith("--") else f"; a path that reads as a number: write it ./{under}"
+        _stderr_line(f"tverify: error: {under}: write the number in ASCII digits 0-9 without '_' (Python reads 1_0 as "
+                     f"10 and ١٠ as 10{path})")
         sys.exit(2)
 
     from proofs_checks.console import set_argv

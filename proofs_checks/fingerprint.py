@@ -276,7 +276,7 @@ def derivation_budget() -> float:
     if text is None:
         return 300.0
     try:
-        v = float(text) if "_" not in text else math.nan  # float() reads "1_0" as 10: a typo, not a number
+        v = float(text) if "_" not in text and text.isascii() else math.nan  # float() reads "1_0" and "١٠" as 10
     except ValueError:
         v = math.nan
     if text.strip().lower() in ("inf", "infinity", "+inf"):

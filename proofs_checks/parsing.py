@@ -47,7 +47,7 @@ __all__ = ["MAX_COND", "parse_numbers", "parse_array", "load_array_file", "load_
 #: to tell a 1 % discrepancy from rounding.
 MAX_COND = 1e12
 
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)  # (\d: any script's digits: 46a F3)
 _NONFINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 _LITERAL_CHARS = re.compile(r"[0-9eE+\-.,;\s]*")
 _TEXT_SUFFIXES = (".txt", ".csv")

@@ -73,7 +73,7 @@ def _parse(value: str, name: str) -> int:
     from proofs_checks.errors import UsageError
 
     try:
-        n = int(str(value).strip()) if "_" not in str(value) else 0  # int() reads "1_0" as 10 (hostile pass 10, F6)
+        n = int(str(value).strip()) if "_" not in str(value) and str(value).isascii() else 0  # "1_0", "١٠": 10 (10 F6, 46a F3)
     except ValueError:
         n = 0
     if not 1 <= n <= MAX_THREADS:

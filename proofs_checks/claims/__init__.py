@@ -212,7 +212,7 @@ def plugin_seconds(env: str, default: float) -> float:
     if text is None:
         return float(default)
     try:
-        v = float(text) if "_" not in text else math.nan  # float() reads "1_0" as 10 (hostile pass 10, F6)
+        v = float(text) if "_" not in text and text.isascii() else math.nan  # float() reads "1_0" and "١٠" as 10 (10 F6, 46a F3)
     except ValueError:
         v = math.nan
     if not (math.isfinite(v) and 0 < v <= MAX_PLUGIN_SECONDS):

@@ -124,7 +124,7 @@ def register_adapter(adapter: ClaimAdapter) -> ClaimAdapter:
 def _int(lo: int, hi: int | None = None, why: str = "") -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
-            if "_" in text:  # int() reads "1_6" as 16 (hostile pass 10, F6)
+            if "_" in text or not text.isascii():  # int() reads "1_6" and "١٦" as 16 (hostile passes 10 F6, 46a F3)
                 raise ValueError(text)
             v = int(text)
         except ValueError:

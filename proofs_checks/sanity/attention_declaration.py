@@ -246,8 +246,9 @@ def parse_lengths(text: Any) -> list[int] | None:
             empty = [i + 1 for i, p in enumerate(parts) if not p.strip()]
             if empty:  # "1,,2" or "17,": a typo, never silently dropped
                 raise _err("seq_len", f"empty field at position {empty[0]} in {text!r} (comma-separated lengths)")
-            if "_" in str(text):  # int("1_0") is 10: a typo taken for another length (hostile pass 10)
-                raise _err("seq_len", f"write the lengths without '_' (Python reads 1_0 as 10, 1_000 as 1000), got {text!r}")
+            if "_" in str(text) or not str(text).isascii():  # int("1_0") is 10, int("١٧") 17 (hostile passes 10, 46a F3)
+                raise _err("seq_len", f"write the lengths in ASCII digits 0-9 without '_' (Python reads 1_0 as 10 and "
+                                      f"١٠ as 10), got {text!r}")
             vals = sorted({int(p) for p in parts})
     except ValueError:
         raise _err("seq_len", f"expected comma-separated positive integers, got {text!r}") from None

@@ -55,7 +55,7 @@ def lengths_value(values, option: str = "M_values") -> list[int]:
     import re
 
     if isinstance(values, str):
-        if not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", values):
+        if not re.fullmatch(r"\s*[0-9]+\s*(,\s*[0-9]+\s*)*", values):  # (\d is every script's digits: 46a F3)
             raise UsageError(f"{option}: expected comma-separated positive integers, got {values!r}")
         values = [int(v) for v in values.split(",")]
     if not isinstance(values, (list, tuple)) or not values:
