@@ -170,19 +170,27 @@ def _outs(mod: Any, parents: list, prefix: str) -> list:
     return []
 
 
-def _mha(m: torch.nn.MultiheadAttention, prefix: str) -> Mapping:
+def _mha(m: torch.nn.MultiheadAttention, prefix: str, heads: int | None = None,
+         kv_heads: int | None = None) -> Mapping | None:
+    """The module's weights split into ``heads`` heads (a declared count wins over ``num_heads``: it was ignored,
+    hostile pass 46a F1), or None where that count cannot split them (every head has its own keys and values here)."""
     E = m.embed_dim
+    h = int(heads or m.num_heads)
+    if E % h or (kv_heads and kv_heads != h):
+        return None
     if m.in_proj_weight is not None:
         wq, wk, wv = m.in_proj_weight.split(E)
     else:
         wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
     b = m.in_proj_bias.split(E) if m.in_proj_bias is not None else (None, None, None)
-    return Mapping(wq, b[0], wk, b[1], wv, b[2], m.out_proj.weight, m.out_proj.bias, int(m.num_heads),
-                   f"found by name: nn.MultiheadAttention weights ({prefix or 'the module'}: in_proj, out_proj)")
+    return Mapping(wq, b[0], wk, b[1], wv, b[2], m.out_proj.weight, m.out_proj.bias, h,
+                   f"found by name: nn.MultiheadAttention weights ({prefix or 'the module'}: in_proj, out_proj)"
+                   + (f"; {h} head(s)" if h != m.num_heads else ""))
 
 
 def _head_options(dq: int, dk_w: int, dv: int, heads: int | None, kv: int | None) -> list[tuple[int, int]]:
-    hs = [heads] if heads else [h for h in range(1, 17) if dq % h == 0]
+    hs = [heads] if heads else [h for h in range(1, dq + 1) if dq % h == 0]  # (up to 16 only: 32 heads of a
+    # module whose count is not read were never tried, and a correct one was a mismatch: hostile pass 46a F4)
     opts = []
     for h in hs:
         if dq % h:
@@ -201,13 +209,13 @@ def _head_options(dq: int, dk_w: int, dv: int, heads: int | None, kv: int | None
 
 def _gqa_splits(n3: int, D: int, heads: int | None, kv: int | None) -> list[tuple[int, int, int]]:
     """``(heads, kv_heads, d)`` with ``n3 = (heads + 2·kv_heads)·d`` and ``kv_heads`` a proper divisor of
-    ``heads``: the declared counts, or (undeclared) every count up to 16 whose query width is ``D``.
+    ``heads``: the declared counts, or (undeclared) every count whose query width is ``D``.
 
     >>> _gqa_splits(64, 32, None, None)
-    [(2, 1, 16), (4, 2, 8), (8, 4, 4), (16, 8, 2)]
+    [(2, 1, 16), (4, 2, 8), (8, 4, 4), (16, 8, 2), (32, 16, 1)]
     """
     out = []
-    for h in ([heads] if heads else range(2, 17)):
+    for h in ([heads] if heads else [h for h in range(2, D + 1) if D % h == 0]):
         for hk in ([kv] if kv else [k for k in range(1, h) if h % k == 0]):
             if hk >= h or h % hk or n3 % (h + 2 * hk):
                 continue
@@ -241,7 +249,7 @@ def _triples(mod: Any, prefix: str, heads: int | None, kv: int | None) -> list[t
             out.append(((ws[0], bb[0], label + "[q]"), (ws[1], bb[1], label + "[k]"), (ws[2], bb[2], label + "[v]"),
                         ""))
             # per-head interleaving (GPT-NeoX query_key_value): rows grouped [q_h; k_h; v_h] per head
-            for h in ([heads] if heads else [h for h in range(2, 17) if n % h == 0]):
+            for h in ([heads] if heads else [h for h in range(2, n + 1) if n % h == 0]):  # (every count: 46a F4)
                 if n % h:
                     continue
                 d = n // h
@@ -370,8 +378,8 @@ def find_mappings(obj: Any, D: int, heads: int | None = None, kv_heads: int | No
         if why:
             return NoMapping(why)
         if isinstance(m, torch.nn.MultiheadAttention):
-            mp = _mha(m, prefix.lstrip("."))
-            return [mp] if not mp.consistent(D) else []
+            mp = _mha(m, prefix.lstrip("."), heads, kv_heads)
+            return [mp] if mp is not None and not mp.consistent(D) else []
         trips = _triples(m, prefix, heads, kv_heads)
         if not trips:
             continue
