@@ -279,6 +279,25 @@ def _jsonable(v: Any) -> Any:
 COUNTEREXAMPLE = "counterexample"
 
 
+def _unmeasured(cx: Counterexample) -> str:
+    """Why ``cx`` states no computed violation, or "": ``violated`` not a bool (the string 'False' is true), an error or
+    tolerance that is no number, a tolerance below 0 (no threshold: 0 > −1 is no violation), or a measured error
+    without the tolerance it must exceed."""
+    import numpy as np
+
+    if not isinstance(cx.violated, (bool, np.bool_)):
+        return f"gives violated={printable(cx.violated, repr)}, not True or False (the computation's own answer)"
+    try:
+        e_, t_ = float(cx.error), float(cx.tolerance)
+    except (TypeError, ValueError):
+        return f"gives error={printable(cx.error, repr)}, tolerance={printable(cx.tolerance, repr)}: not numbers"
+    if t_ < 0:
+        return f"gives a tolerance below 0 ({t_:g}): no threshold a violation exceeds"
+    if cx.violated and math.isnan(t_) and not math.isnan(e_):
+        return f"measures an error of {e_:g} without the tolerance it must exceed"
+    return ""
+
+
 def run_counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome:
     """Run the counterexample of hypothesis ``name``: the statement mutant "``claim`` without
     ``name``" is *rejected* (outcome ``failed``) when the computation finds the named clause false
@@ -302,6 +321,9 @@ def run_counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome
     if cx.clause not in clause_names:
         return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None,
                             error_message=f"counterexample names clause {cx.clause!r}, not one of {sorted(clause_names)}")
+    bad = _unmeasured(cx)
+    if bad:  # (each was a kill, the hypothesis "shown necessary": hostile pass 46b F2)
+        return CheckOutcome(COUNTEREXAMPLE, h.layer, "error", None, error_message=f"the counterexample {bad}: nothing was shown")
     e_, t_ = float(cx.error), float(cx.tolerance)
     # error and tolerance left NaN (their defaults): a violation shown otherwise (exactly, by construction),
     # which ``violated`` states; a NaN error is an undefined value where the clause asks for a defined one

@@ -77,6 +77,10 @@ PLUGIN_ERRORS: list[tuple[str, str]] = []
 #: source files of the modules the plugins imported that no installed distribution's version
 #: covers (editable installs, helper modules on the path): the catalogue cache depends on them.
 PLUGIN_SOURCES: set[str] = set()
+
+#: the claims each plugin entry point ``(name, value)`` registered when it was loaded: loaded again (``show`` loads
+#: the plugins twice), a plugin whose forms and checks live in a helper module registered "no claim" (46b F1)
+PLUGIN_CLAIMS: dict[tuple[str, str], tuple[str, ...]] = {}
 #: the hash each file a plugin opened while it loaded had when it was opened (an edit during the load is then a change:
 #: hostile pass 29a F4); ``<missing>`` for reads that could not be recorded (a process started at load: 29a F3)
 PLUGIN_READ_HASHES: dict[str, str] = {}
@@ -140,7 +144,9 @@ def load_plugins() -> None:
             # never answer after a helper changed; hostile pass 24a F5)
             pre = mod in before or mod.split(".")[0] in before
             _record_sources(set(sys.modules) if pre else set(sys.modules) - before)
-            new = [i for i in registry.ids() if i not in ids] or _registered_by(ep)  # imported before (a test did)
+            new = ([i for i in registry.ids() if i not in ids] or _registered_by(ep)  # imported before (a test did)
+                   or [i for i in PLUGIN_CLAIMS.get((ep.name, ep.value), ()) if i in registry])  # loaded before here
+            PLUGIN_CLAIMS[(ep.name, ep.value)] = tuple(new)
             if _plugins.probed(ep):  # its claims' checks run in a child too
                 _plugins.isolate(ep, new)
             if not new:  # imported cleanly, registered nothing: said, as a failure is
