@@ -385,6 +385,8 @@ def _attention_lengths(seq_len):
         return seq_len
     if _is_int(seq_len):
         return str(int(seq_len))
+    if getattr(seq_len, "ndim", None) == 1 and callable(getattr(seq_len, "tolist", None)):  # np.arange(1, 6), as
+        seq_len = seq_len.tolist()  # docs/api.md shows (refused: hostile pass 46a F2)
     if isinstance(seq_len, (list, tuple)) and seq_len and all(_is_int(v) for v in seq_len):
         return ",".join(str(int(v)) for v in seq_len)
     raise InputError(f"check_attention: seq_len must be \"T1,T2,...\" or a list of ints, got {seq_len!r}")

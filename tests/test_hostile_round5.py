@@ -156,7 +156,7 @@ def test_memory_held_by_a_forked_process_counts_against_max_memory(tmp_path, mon
                             "--max-memory", "0.2")
     _no_traceback(err)
     assert code == 2 and len(err.strip().splitlines()) == 1, (code, err)
-    assert "over the limit of 256 MB" in err and "every process it started" in err, err
+    assert "over the limit of 205 MB (--max-memory 0.2)" in err and "every process it started" in err, err
 
 
 @linux
@@ -178,7 +178,7 @@ def test_shared_memory_the_code_fills_counts_against_max_memory(tmp_path, monkey
     finally:
         Path(f"/dev/shm/{name}").unlink(missing_ok=True)
     _no_traceback(err)
-    assert code == 2 and "over the limit of 256 MB" in err, (code, err)
+    assert code == 2 and "over the limit of 205 MB (--max-memory 0.2)" in err, (code, err)
 
 
 def _escaper(folder: Path, sleeps: float, then: float) -> tuple[Path, Path]:
@@ -530,7 +530,7 @@ def _assert_over_limit(folder: Path, monkeypatch, target: str) -> None:
     monkeypatch.chdir(folder)
     code, _, err = invoke("check", "attention", "--module", target, "--quick", "--no-progress", "--max-memory", "0.2")
     _no_traceback(err)
-    assert code == 2 and "over the limit of 256 MB" in err, (code, err)
+    assert code == 2 and "over the limit of 205 MB (--max-memory 0.2)" in err, (code, err)
 
 
 @linux

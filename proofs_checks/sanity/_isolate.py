@@ -821,7 +821,7 @@ def run_isolated(task: str, request: dict, *, label: str, what: str, obj: Any = 
         with contextlib.suppress(Exception):
             req["threads"] = int(torch.get_num_threads())
     limit, why = guards.memory_limit(max_memory)
-    limit = max(limit, MIN_MEMORY_LIMIT)
+    limit = max(limit, MIN_MEMORY_LIMIT) if max_memory is None else limit  # (declared: as given, 46a F6)
     with _callers_state_kept():
         ctx, own_server = _context()  # (the fork server started before the group is made: a signal meanwhile leaves none)
     before = _procs.server_children()  # not the user's code: a caller's own forkserver processes

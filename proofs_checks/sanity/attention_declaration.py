@@ -236,8 +236,6 @@ def parse_lengths(text: Any) -> list[int] | None:
     """
     if text is None:
         return None
-    if getattr(text, "ndim", None) == 1 and callable(getattr(text, "tolist", None)):  # np.arange(1, 6) as docs/api.md
-        text = text.tolist()  # shows (a 1-D array of integers; refused before: hostile pass 46a F2)
     try:
         if isinstance(text, (list, tuple)):
             if not all(_is_int(t) for t in text):
