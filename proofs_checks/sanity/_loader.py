@@ -561,12 +561,15 @@ def _import_module(name: str, option: str):
             raise
 
 
-def load_object(spec: str, option: str = "--module") -> Any:
+def load_object(spec: str, option: str = "--module", base: str | None = None) -> Any:
     """The object ``NAME`` (dotted attribute paths allowed) from ``FILE.py`` or from an importable
-    module. ``option`` names the command-line option in error messages."""
+    module. ``option`` names the command-line option in error messages; a relative ``FILE.py`` is found from
+    ``base`` when given (the folder the command ran in: a module that changes folder at its import made a relative
+    ``--mapping``/``--against`` file another one, hostile pass 46a F5), else from the current folder."""
     where, name = _split(spec, option)
     is_file = where.endswith(".py") or "/" in where or "\\" in where
-    module = _import_file(Path(where), option) if is_file else _import_module(where, option)
+    path = Path(base) / where if base is not None and is_file and not os.path.isabs(where) else Path(where)
+    module = _import_file(path, option) if is_file else _import_module(where, option)
     obj: Any = module
     for part in name.split("."):
         try:

@@ -60,6 +60,7 @@ exception, and the verdict line names it.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import click
@@ -358,9 +359,11 @@ def child_task(req: dict, obj: Any, arrays: dict) -> dict:
     objects), run :func:`run_attention`, return the payload."""
     from proofs_checks.sanity._loader import load_object as _load
 
+    base = os.getcwd()  # (the folder the specs are relative to, before the module's import can change it: 46a F5)
+
     def load_object(spec, option):
         try:
-            return _load(spec, option)
+            return _load(spec, option, base)
         except UsageError as exc:  # an import that raised: the user's exception text, cut to one short line
             msg = " ".join(exc.format_message().split())
             head, sep, text = msg.partition(" raised ")
