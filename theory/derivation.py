@@ -695,7 +695,11 @@ class DerivationBuilder:
         return self.assume(text, expr, role="definition", compact=compact)
 
     def obligation(self, name: str, expr: Any, kind: str = "zero", description: str = "") -> Any:
-        """Declare a fact the derivation must establish (evaluated by the runner, never asserted here)."""
+        """Declare a fact the derivation must establish (evaluated by the runner, never asserted here). One with no
+        entry (an empty matrix, list or dict) states nothing, and is refused: it "held" (hostile pass 46b F6)."""
+        if not _entries(expr):
+            raise ValueError(f"obligation {name!r}: it has no entry (an empty matrix, list or dict): it states "
+                             "nothing a derivation could establish")
         self._obligations.append(Obligation(name, expr, kind, description))
         return expr
 
