@@ -188,6 +188,8 @@ def _unconverged(res, Gi) -> dict[str, Any] | None:
 #: false failures of a correct closed form follow Student's t: 2·P(T > 5) = 1.6e-4 a row at 16 seeds, 1.6e-3 at 8,
 #: 0.13 at 2 (hostile pass 44b F2 saw rows fail at 2 and 3 seeds)
 MIN_LSA_SEEDS = 16
+#: the fewest test prompts per seed of a risk row: 2 failed a correct closed form in 2 replicates of 10 (46b F4)
+MIN_RISK_PROMPTS = 1000
 _FEW_SEEDS = (" (the SE is estimated across the seeds: with fewer, a correct closed form fails far more often than "
               "5 SE says)")
 
@@ -281,7 +283,10 @@ def _icl_gamma_n(p: dict[str, Any], ctx) -> dict[str, Any]:
 register_adapter(ClaimAdapter(
     "icl.linear_task_risk", _icl_linear_task_risk,
     _lsa_params()[:1] + (Param("M", _int(1, 100_000), 8, "test prompt length M"),) + _lsa_params()[1:]
-    + (Param("test", _int(2), _size(4000, 20000, 50000), "fresh test prompts per trained LSA"),),
+    + (Param("test", _int(MIN_RISK_PROMPTS, why=" (each seed's risk is a mean of squared errors, heavy-tailed: with "
+                                              "fewer, the 5-SE test across seeds fails a correct closed form far "
+                                              "more often than it says)"),
+             _size(4000, 20000, 50000), f"fresh test prompts per trained LSA (at least {MIN_RISK_PROMPTS})"),),
     "risk at M of LSAs trained at N vs the closed form tr(Γ_N^{-2}Λ²(Λ+trΛ I))/M + tr(Γ_N^{-2}Λ(Λ+trΛ I)²)/N²",
     uses_device=True, headline=("risk_measured", "risk_closed_form", "z", "rel_err_B"),
     curves=(("risk_measured", "risk_closed_form"),), group_by=("N", "d", "seeds", "prompts", "steps"),
