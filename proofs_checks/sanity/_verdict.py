@@ -194,11 +194,15 @@ def _what_would_decide(numbers: dict, *, e: float, tol: float, S: int, per_seed:
                     "samples_per_seed_for_seed_agreement": agree_needed, "margin": margin})
     if seeds_needed is None and plan_sigma is not None and plan_sigma > 0:
         sugg.append("no feasible number of seeds (more than 10^9) would decide it at this spread")
-    if plan_sigma is not None and (seeds_needed is not None or prompts_needed is not None):
+    # only counts beyond those that ran: the settings of this run, proposed as what would decide, decide nothing
+    # (k·SE was already below the margin where the seeds disagree: hostile pass 46b F7)
+    more_seeds = seeds_needed is not None and seeds_needed > S
+    more_prompts = prompts_needed is not None and S >= MIN_SEEDS and (per_seed is None or prompts_needed > per_seed)
+    if plan_sigma is not None and (more_seeds or more_prompts):
         parts = []
-        if seeds_needed is not None:
+        if more_seeds:
             parts.append(f"about {seeds_needed} seeds ({seeds_option} {seeds_needed})")
-        if prompts_needed is not None and S >= MIN_SEEDS:
+        if more_prompts:
             parts.append(f"about {prompts_needed} per seed ({per_seed_option} {prompts_needed})")
         basis = f"σ = {_g(plan_sigma)}"
         sugg.append(" or ".join(parts) + f" would bring k·SE below |e − tol| (margin {_g(margin)}; {basis}, "
