@@ -926,6 +926,11 @@ class Claim:
                                     f"(the claim's checks: {sorted(check_names)}, or 'derivation')")
             if "derivation" in c.checks and self.derivation is None:
                 raise RegistryError(f"{where}: clause {c.name!r} names 'derivation' but the claim has none")
+            if c.evidence in ("derived", "derived_at") and self.derivation is None:
+                # a derived clause is a chain of SymPy steps shown; a symbolic check alone showed none and read
+                # "derived ∀ sizes" (hostile pass 46b F3b)
+                raise RegistryError(f"{where}: clause {c.name!r} says {c.evidence!r} but the claim has no derivation "
+                                    "(a chain of SymPy steps it rests on): say 'checked' with the ranges its checks cover")
             symbolic = {ch.name for ch in self.checks if ch.layer == "symbolic"} | {"derivation"}
             if c.evidence in ("derived", "derived_at") and not symbolic & set(c.checks):
                 # shown as "derived ∀ sizes" while only numeric draws checked it (hostile pass 24b F12)

@@ -569,12 +569,32 @@ def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str,
         info["error"] = f"the derivation called sys.exit({printable(exc.code, repr)})"
         return info
     info["steps"] = _step_dicts(d)
+    gaps = [] if _builtin(claim) else _unnamed_premises(claim, d)  # (built-in claims: tests/test_derived_steps.py)
+    if gaps:
+        info["error"] = gaps[0]
     info["provenance"] = dict(getattr(d, "provenance", {}) or {})
     info["legend"] = dict(getattr(d, "legend", {}) or {})
     texts = getattr(d, "assumption_texts", None)
     info["assumptions"] = (list(texts()) if callable(texts) else
                            [s["text"] for s in info["steps"] if s["how"] != "derived"])
     return info
+
+
+def _unnamed_premises(claim: Claim, d: Any) -> list[str]:
+    """One line per clause labelled derived (or derived at sizes) that rests on a typed-in premise or argued step of
+    the derivation without naming it in ``rests_on``: it read "derived ∀ sizes" while SymPy derived nothing
+    (hostile pass 46b F3); the claim is then an error, as a crashed derivation is."""
+    from theory.derivation import premise_gaps
+
+    out = []
+    for cl in claim.statement_clauses():
+        if cl.evidence in ("derived", "derived_at"):
+            gaps = premise_gaps(d, cl.name, tuple(cl.rests_on))
+            if gaps:
+                out.append(f"clause {cl.name!r} is labelled {cl.evidence} but rests on {gaps[0]}"
+                           + (f" and {len(gaps) - 1} more" if len(gaps) > 1 else "")
+                           + ", which it does not name (Clause(rests_on=(key, ...)), a key given with assume(key=...))")
+    return out
 
 
 def _builtin(claim: Claim) -> bool:
