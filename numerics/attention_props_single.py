@@ -348,7 +348,8 @@ def prop_finite(outs: dict[int, torch.Tensor]) -> Property:
     where = [T for T, o in outs.items() if not torch.isfinite(o).all()]
     return _judge("finite_output", bad / max(n, 1), 0.0, "none may be NaN/inf (exact)",
                   f"{bad} of {n} output entries are NaN/inf (at T = {', '.join(map(str, where))})" if bad
-                  else "all outputs finite", central=True)
+                  else "all outputs finite at unit logits, every length (at large and huge logits: "
+                       "stable_at_extreme_logits)", central=True)  # (it read "all outputs finite" over NaN there: 46a F7)
 
 
 def _active_dropout(m: torch.nn.Module) -> bool:
