@@ -926,17 +926,19 @@ class Claim:
                                     f"(the claim's checks: {sorted(check_names)}, or 'derivation')")
             if "derivation" in c.checks and self.derivation is None:
                 raise RegistryError(f"{where}: clause {c.name!r} names 'derivation' but the claim has none")
-            if c.evidence in ("derived", "derived_at") and self.derivation is None:
-                # a derived clause is a chain of SymPy steps shown; a symbolic check alone showed none and read
-                # "derived ∀ sizes" (hostile pass 46b F3b)
-                raise RegistryError(f"{where}: clause {c.name!r} says {c.evidence!r} but the claim has no derivation "
-                                    "(a chain of SymPy steps it rests on): say 'checked' with the ranges its checks cover")
             symbolic = {ch.name for ch in self.checks if ch.layer == "symbolic"} | {"derivation"}
-            if c.evidence in ("derived", "derived_at") and not symbolic & set(c.checks):
-                # shown as "derived ∀ sizes" while only numeric draws checked it (hostile pass 24b F12)
-                raise RegistryError(f"{where}: clause {c.name!r} says {c.evidence!r} but names no derivation and no "
-                                    f"symbolic check ({list(c.checks)}): name 'derivation' or a symbolic check, or "
-                                    "say 'checked' (with the draws' range in scope)")
+            # its main evidence and each further one (also=): "derived" there read "derived ∀ sizes" too (46b F9)
+            for ev in dict.fromkeys([c.evidence] + [e for e, *_ in (c.also or ())]):
+                if ev in ("derived", "derived_at") and self.derivation is None:
+                    # a derived clause is a chain of SymPy steps shown; a symbolic check alone showed none and read
+                    # "derived ∀ sizes" (hostile pass 46b F3b)
+                    raise RegistryError(f"{where}: clause {c.name!r} says {ev!r} but the claim has no derivation (a "
+                                        "chain of SymPy steps it rests on): say 'checked' with the ranges its checks cover")
+                if ev in ("derived", "derived_at") and not symbolic & set(c.checks):
+                    # shown as "derived ∀ sizes" while only numeric draws checked it (hostile pass 24b F12)
+                    raise RegistryError(f"{where}: clause {c.name!r} says {ev!r} but names no derivation and no "
+                                        f"symbolic check ({list(c.checks)}): name 'derivation' or a symbolic check, or "
+                                        "say 'checked' (with the draws' range in scope)")
         for what, items in (("hypothesis", self.hypotheses), ("clause", self.clauses)):
             n = [x.name for x in items]
             if len(set(n)) != len(n):
