@@ -402,6 +402,14 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
     if own:  # `--out .venv --force` swapped the environment tverify ran from for a report, then crashed (pass 10, F4)
         raise ReportTargetError(f"--out {raw}: refusing to write into {own}, a folder containing it or one inside "
                                 "it: tverify is running from there (choose a new folder, e.g. --out reports)")
+    from proofs_checks.owned import record_dir
+
+    record = Path(os.path.realpath(record_dir()))
+    # `--force` replaced it, and every earlier output of tverify was then "not tverify's" (hostile pass 46b F8)
+    if _contains(real, record) or _contains(record, real):
+        raise ReportTargetError(f"--out {raw}: refusing to write over tverify's record of written outputs ({record}), "
+                                "a folder containing it or one inside it, --force or not (choose a new folder, e.g. "
+                                "--out reports)")
     base = nearest_existing(p.parent)
     if not base.is_dir():
         raise ReportTargetError(f"--out {raw}: {base} is a file, not a folder")
