@@ -455,8 +455,10 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     """
     from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
 
+    why = {"mode": " (the check has no quick/full sizes: patterns and beta decide its size)",
+           "device": " (the check runs on the CPU only: float64 reference computations)"}  # (one reason each: 46a F8)
     _refuse_unknown(check_hopfield, unknown, ("patterns",),
-                    " (the check has no quick/full sizes: patterns and beta decide its size)")
+                    "".join(w for k, w in why.items() if k in unknown or (k == "mode" and "quick" in unknown)))
     from proofs_checks.sanity.hopfield import beta_value, compute_dtype_value
 
     with _as_value_errors(check_hopfield):
