@@ -333,6 +333,12 @@ def _obstacle(m: Any, prefix: str) -> str:
                 f"({rel}); no declaration describes one (the reference knows RoPE, ALiBi and absolute position "
                 "tables), so the comparison with softmax attention cannot be decided: relative position biases "
                 "are not checked")
+    if isinstance(m, torch.nn.MultiheadAttention) and (getattr(m, "bias_k", None) is not None
+                                                       or getattr(m, "add_zero_attn", False)):
+        extra = "a learned key and value (add_bias_kv=True)" if m.bias_k is not None else "a zero key and value (add_zero_attn=True)"
+        return (f"{prefix.lstrip('.') or 'the module'} (nn.MultiheadAttention) appends {extra} to every sequence; no "
+                "declaration describes one (an extra key every query attends to, as a sink), so the comparison with "
+                "softmax attention cannot be decided: such keys are not checked")  # (a bare mismatch: 46a F10)
     if name in _SHARDED and isinstance(getattr(m, "qkv_proj", None), torch.nn.Module):
         return (f"{prefix.lstrip('.') or 'the module'} ({name}): {_SHARDED[name]}; it cannot be mapped without a "
                 "mapping: declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)")
