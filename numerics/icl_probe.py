@@ -242,8 +242,11 @@ def _small_batch(predict, Pr, idx: list[int], M: int) -> torch.Tensor:
 
 
 def _change(sub: torch.Tensor, ref: torch.Tensor) -> float:
-    """``max |sub − ref| / max(1, |ref|)`` (NaN where both are NaN counts 0; any other non-finite: inf)."""
-    diff = torch.where(torch.isnan(sub) & torch.isnan(ref), 0.0, (sub - ref).abs() / torch.clamp(ref.abs(), min=1.0))
+    """``max |sub − ref| / max(1, |ref|)`` (NaN where both are NaN, or the same infinity, counts 0: the same value
+    alone and in the batch, whose NaN/inf is finite_predictions' to judge; a +inf read inf − inf as an infinite change,
+    "depends on the other prompts of its batch": 46a F11; any other non-finite: inf)."""
+    same = (torch.isnan(sub) & torch.isnan(ref)) | (torch.isinf(sub) & (sub == ref))
+    diff = torch.where(same, 0.0, (sub - ref).abs() / torch.clamp(ref.abs(), min=1.0))
     return float("inf") if not bool(torch.isfinite(diff).all()) else float(diff.max())
 
 
