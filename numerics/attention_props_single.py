@@ -16,7 +16,7 @@ import torch
 from numerics import attention_structural
 from numerics.attention_reference import reference_attention
 from numerics.torch_utils import not_dense
-from numerics.attention_rules import (MASK_WRITTEN, OutputOffError, Property, _judge, _rel, _skip, call, dtype_name,
+from numerics.attention_rules import (MASK_WRITTEN, OutputOffError, Property, _chunks, _judge, _rel, _skip, call, dtype_name,
                                       exc_text, exposed_weights,
                                       short_text, unavailable, unit_roundoff, unsupported)
 
@@ -217,7 +217,10 @@ def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tens
             finally:
                 w.valid = None
 
-        return attention_structural.in_halves(rows, xx.shape[0], 1)
+        n = xx.shape[0]  # in calls of ≤ 256 MB (64 sequences of T = 900 in one call, and the reference, took 2.3 GB
+        # of a 0.5 GB --max-memory the estimate had let start: hostile pass 46a F9)
+        step = _chunks(n, attention_structural._per_sequence_bytes(probe, T))
+        return torch.cat([attention_structural.in_halves(rows, min(step, n - a), 1, a) for a in range(0, n, step)], 0)
 
     o1, again, o2 = outputs(x), outputs(x), outputs(x2)
     fin = o1[torch.isfinite(o1)]
@@ -229,9 +232,12 @@ def _padded_redraw(probe: Any, w: "WithMask", x: torch.Tensor, valid: torch.Tens
                                                           attention_structural.is_noisy(probe))
     if probe.m is None:
         return e, tol, just, made[0]
+    step = _chunks(x.shape[0], attention_structural._per_sequence_bytes(probe, T))
     with torch.no_grad():  # and the real positions against the reference with those keys masked (a call whose outputs
-        r = reference_attention(x.to(probe.device), probe.m, probe.st, torch.float64, key_valid=valid)  # were compared
-    e_ref = _rel(o1[valid], r.double().cpu()[valid])  # with themselves only passed 1.5× outputs: 29b F4)
+        r = torch.cat([reference_attention(x[a:a + step].to(probe.device), probe.m, probe.st, torch.float64,  # were
+                                           key_valid=valid[a:a + step]).double().cpu()  # compared with themselves
+                       for a in range(0, x.shape[0], step)], 0)  # only passed 1.5× outputs: 29b F4)
+    e_ref = _rel(o1[valid], r[valid])
     key = "unit" if c == 1.0 or (T, "huge") not in probe.L else "huge"
     t_ref, j_ref = probe.tol_at(T, key)
 

@@ -132,7 +132,14 @@ def _per_sequence_bytes(probe: Any, T: int) -> float:
     its start, over a --max-memory of 0.5 the up-front estimate had let start (hostile pass 38a F1); with them, 286 MB
     (ru_maxrss, in one process), for 22 % more CPU at the default lengths (smaller stacked calls; --quick unchanged)."""
     heads = getattr(getattr(probe, "m", None), "heads", None) or 4
-    return T * probe.D * 8 * 6 + heads * T * T * 8 * 4
+    return T * probe.D * 8 * 6 + heads * T * T * 8 * logit_copies(type(getattr(probe, "f", None)).__name__ == "WithMask")
+
+
+def logit_copies(masked: bool) -> int:
+    """T×T float64 tensors per head a call holds: four (logits, weights and their copies), eight with a mask passed
+    (the module's own additive mask per head and its merged copies: torch's MultiheadAttention at T = 900 with a
+    key-padding mask used 654 MB where four per head said under 512: hostile pass 46a F9)."""
+    return 8 if masked else 4
 
 
 def _forbidden(T: int, J: list[int], st, causal: bool) -> dict[str, torch.Tensor]:

@@ -238,11 +238,14 @@ def _require_memory(decl: Declaration, D: int, Ls: list[int], cands: list, H_hin
     from numerics import attention_probe as ap
     from proofs_checks import guards
 
+    from numerics.attention_structural import logit_copies
+
     B = ap.BATCH[decl.mode]
     Hm = max([c.heads for c in cands] + [H_hint or 1])
     T_hi = max(Ls)
-    per_call = B * (Hm * T_hi * T_hi * 8 * 4 + T_hi * D * 8 * 12)
-    pert = min(256e6, 64 * B * (T_hi * D * 8 * 6 + T_hi * T_hi * 8 * 4))  # chunks of ≤ 256 MB (attention_probe)
+    k = logit_copies(decl.mask_convention is not None)  # (with a mask, twice the T×T tensors: 46a F9)
+    per_call = B * (Hm * T_hi * T_hi * 8 * k + T_hi * D * 8 * 12)
+    pert = min(256e6, 64 * B * (T_hi * D * 8 * 6 + Hm * T_hi * T_hi * 8 * k))  # chunks of ≤ 256 MB (attention_structural)
     guards.require_memory(per_call + pert + 2 * D * D * 8 * 8, decl.max_memory,
                           f"{label}: check attention at T = {T_hi} (one call with batch {B}: {H_hint or Hm} head(s) of "
                           f"T×T logits, and the perturbation batches of ≤ 256 MB)",
