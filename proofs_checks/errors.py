@@ -8,6 +8,7 @@ control characters escaped); the lowest layer of ``proofs_checks``: it imports n
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import click
 
@@ -40,7 +41,9 @@ def id_problem(claim_id: object) -> str | None:
 
 
 #: control characters and bidirectional overrides: a terminal obeys them (recolours, clears, reorders)
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")  # (lone surrogates:
+# what os.fsdecode makes of a byte that is not UTF-8; no file can hold one: a report of such a title ended in a
+# UnicodeEncodeError traceback, hostile pass 46b F12)
 
 
 def visible(text: str) -> str:
@@ -53,3 +56,16 @@ def visible(text: str) -> str:
     """
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
                         text)
+
+
+def visible_all(obj: Any, keep: tuple[str, ...] = ("mathml",)) -> Any:
+    """:func:`visible` over every string of a JSON-like ``obj`` (dict values under ``keep`` left as they are: markup
+    escaped where it is written): texts a plugin's code produces as it runs — derivation steps, counterexamples —
+    reach the terminal as its declared texts do (hostile pass 46b F13)."""
+    if isinstance(obj, str):
+        return visible(obj)
+    if isinstance(obj, dict):
+        return {k: (v if k in keep else visible_all(v, keep)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(visible_all(v, keep) for v in obj)
+    return obj

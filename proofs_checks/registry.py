@@ -865,17 +865,18 @@ class Claim:
         for attr in ("title", "statement", "source", "notes", "no_symbolic", "no_numeric"):
             bad = _CONTROL.search(str(getattr(self, attr, "") or ""))
             if bad:  # printed as they are by list/show, they recolour, clear or reorder the terminal (hostile pass 5, M6)
-                raise RegistryError(f"{where}: {attr} holds the control character U+{ord(bad.group()):04X} at "
-                                    f"position {bad.start()} (escape sequences and bidirectional overrides are refused)")
+                raise RegistryError(f"{where}: {attr} holds the character U+{ord(bad.group()):04X} at position "
+                                    f"{bad.start()} (control characters, bidirectional overrides and lone surrogates "
+                                    "are refused)")
         for part, items in (("check", self.checks), ("mutant", self.mutants), ("hypothesis", self.hypotheses),
                             ("clause", self.clauses)):  # their texts are printed by show/report too (hostile pass 7, F4)
             for item in items:
                 for f in fields(item) if is_dataclass(item) else ():
                     bad = _CONTROL.search(v) if isinstance(v := getattr(item, f.name, None), str) else None
                     if bad:
-                        raise RegistryError(f"{where}: {part} {getattr(item, 'name', '')!r}: {f.name} holds the control "
-                                            f"character U+{ord(bad.group()):04X} at position {bad.start()} (escape "
-                                            "sequences and bidirectional overrides are refused)")
+                        raise RegistryError(f"{where}: {part} {getattr(item, 'name', '')!r}: {f.name} holds the "
+                                            f"character U+{ord(bad.group()):04X} at position {bad.start()} (control "
+                                            "characters, bidirectional overrides and lone surrogates are refused)")
         if self.kind not in KINDS:
             raise RegistryError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
         if not self.checks:
@@ -926,6 +927,10 @@ class Claim:
                                     f"(the claim's checks: {sorted(check_names)}, or 'derivation')")
             if "derivation" in c.checks and self.derivation is None:
                 raise RegistryError(f"{where}: clause {c.name!r} names 'derivation' but the claim has none")
+            if any(ev == "checked" for ev, _ in c.evidences()) and not [n for n in c.checks if n != "derivation"]:
+                # "checked every real x" with no check: a scope nothing ran (hostile pass 46b F11)
+                raise RegistryError(f"{where}: clause {c.name!r} says 'checked' but names none of the claim's checks "
+                                    f"({sorted(check_names)}): name those that establish it")
             symbolic = {ch.name for ch in self.checks if ch.layer == "symbolic"} | {"derivation"}
             # its main evidence and each further one (also=): "derived" there read "derived ∀ sizes" too (46b F9)
             for ev in dict.fromkeys([c.evidence] + [e for e, *_ in (c.also or ())]):
@@ -939,6 +944,11 @@ class Claim:
                     raise RegistryError(f"{where}: clause {c.name!r} says {ev!r} but names no derivation and no "
                                         f"symbolic check ({list(c.checks)}): name 'derivation' or a symbolic check, or "
                                         "say 'checked' (with the draws' range in scope)")
+        evs = {ev for c in self.clauses for ev, _ in c.evidences()}
+        if "derived_at" in evs and "derived" not in evs and self.derivation is not None and not self.fixed_sizes.strip():
+            # (held to built-in claims by a test only: hostile pass 46b F10)
+            raise RegistryError(f"{where}: its clauses are derived at fixed sizes only: say why the derivation stays "
+                                'there (fixed_sizes="...")')
         for what, items in (("hypothesis", self.hypotheses), ("clause", self.clauses)):
             n = [x.name for x in items]
             if len(set(n)) != len(n):

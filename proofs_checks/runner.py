@@ -335,9 +335,11 @@ def run_counterexample(claim: Claim, name: str, ctx: RunContext) -> CheckOutcome
                                           f"{cx.error} is not beyond its tolerance {cx.tolerance}: nothing was shown")
     err = float(cx.error) if math.isfinite(float(cx.error)) else (math.inf if cx.violated else 0.0)
     tol = float(cx.tolerance) if math.isfinite(float(cx.tolerance)) else 0.0
+    from proofs_checks.errors import visible, visible_all
+
     res = CheckResult(not cx.violated, error=err, tolerance=tol,
-                      justification=cx.justification or cx.shows,
-                      details={"counterexample": cx.to_json(), **_jsonable(dict(cx.details))},
+                      justification=visible(str(cx.justification or cx.shows)),  # (its texts shown, never obeyed: 46b F13)
+                      details=visible_all({"counterexample": cx.to_json(), **_jsonable(dict(cx.details))}),
                       seeds=(cctx.seed_for(),), reason="" if cx.violated else "the instance does not violate the clause")
     res.seconds = time.perf_counter() - t0
     res.resolution, res.resolution_units = default_resolution(res.error, res.tolerance)
@@ -577,6 +579,10 @@ def derivation_info_here(claim: Claim, *, obligations: bool = True) -> dict[str,
     texts = getattr(d, "assumption_texts", None)
     info["assumptions"] = (list(texts()) if callable(texts) else
                            [s["text"] for s in info["steps"] if s["how"] != "derived"])
+    if not _builtin(claim):  # a plugin's texts, made as it ran: escape sequences shown, never obeyed (46b F13)
+        from proofs_checks.errors import visible_all
+
+        info = visible_all(info)
     return info
 
 
