@@ -188,6 +188,13 @@ def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int, others=No
         return out
     ref = f[k:k + 1]
     out["error"] = _change(sub, ref)
+    try:  # the same call again: a model random in its forward differs from itself, which is no batch dependence
+        with torch.no_grad(), defaults_kept():  # (it was called one: 46a F13)
+            again = _as_predictions(plain(predict(Pr.X[k:k + 1].clone(), Pr.y[k:k + 1].clone(),
+                                                  Pr.x_q[k:k + 1].clone())), 1, f"prompt length M = {M}, prompt {k} alone")
+        out["noise"] = _change(again, sub)
+    except _raised(predict):
+        out["noise"] = None
     n = min(7, (P - 1) // 2)
     if n < 1:
         return out
@@ -264,6 +271,7 @@ def _batch_summary(rows: list[dict], work: torch.dtype) -> dict | None:
     raised = [r for r in rows if r["error"] is None]
     out = dict(worst if worst is not None and (not raised or ratio(worst) > 1) else raised[0])
     out["lengths"] = [r["M"] for r in rows]
+    out["noise"] = max((r["noise"] for r in rows if r.get("noise") is not None), default=None)  # (46a F13)
     out["justification"] = (f"64·n·u({str(work).replace('torch.', '')}) = {out['tolerance']:.3g}, n = max(d·(M + d), "
                             f"256) = {out['ops']}: the rounding of one prompt's own computation (a network's sums of up "
                             "to 256 terms, which a kernel may order otherwise for another batch size), relative to "

@@ -30,11 +30,16 @@ def batch_row(pr: dict) -> dict | None:
         return {"name": "batch_independence", "status": "skip", "error": None, "tolerance": tol,
                 "justification": b.get("justification", ""), "detail": f"{where}: not judged ({b['why']})"}
     ok = math.isfinite(err) and err <= tol
+    noise = b.get("noise")
+    random = noise is not None and math.isfinite(noise) and noise > tol  # the same call twice differs
+    cause = (f": the model's predictions differ between two identical calls (by {noise:.3g}: randomness in its forward, "
+             "a dropout left on?), so a change with the batch cannot be told from that noise; a model whose prediction "
+             "is random is no in-context algorithm of the prompt" if random else
+             ": a prediction depends on the other prompts of its batch (batch statistics, a BatchNorm in training mode?), "
+             "so no in-context algorithm of the prompt alone is what the model computes")  # (noise was called the batch's: 46a F13)
     return {"name": "batch_independence", "status": "pass" if ok else "fail", "error": err, "tolerance": tol,
             "justification": b.get("justification", ""),
-            "detail": f"{where}: largest change {err:.3g}" + ("" if ok else
-                      ": a prediction depends on the other prompts of its batch (batch statistics, a BatchNorm in "
-                      "training mode?), so no in-context algorithm of the prompt alone is what the model computes")}
+            "detail": f"{where}: largest change {err:.3g}" + ("" if ok else cause)}
 
 
 def with_batch(v: Verdict, pr: dict, name: str) -> Verdict:
