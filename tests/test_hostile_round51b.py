@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import moved
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
@@ -103,6 +105,8 @@ CLAIM = register(Claim(id="{cid}", title="t", statement="", source="x", kind="id
 """
 
 
+@moved("three plugin claims shown and mutated in fresh processes, each check in a child (≈ 15 s); the rule is pinned "
+       "in-process", "tests/test_pins_hostile.py::test_a_counterexample_that_measures_no_violation_shows_nothing")
 @pytest.mark.parametrize("case, violated, numbers", [
     ("negtol", "True", "error=0.0, tolerance=-1.0"),     # 0 > -1: a tolerance below 0 is no threshold
     ("nantol", "True", "error=0.0"),                       # a measured error of 0, its tolerance left NaN
@@ -148,6 +152,8 @@ CLAIM = register(Claim(id="zzf3.twice", title="t", statement="", source="x", kin
 """
 
 
+@moved("a plugin claim shown and run in fresh processes (≈ 10 s); the rule is pinned in-process",
+       "tests/test_pins_hostile.py::test_a_derived_clause_on_an_unnamed_typed_in_premise_is_an_error")
 def test_f3_a_derived_clause_on_a_typed_in_premise_names_it(tmp_path):
     site = _plugin(tmp_path, "zzf3", ASSUMED_RESULT)
     r = _tv(tmp_path, site, "show", "zzf3.twice", "--json")
@@ -415,6 +421,8 @@ ESCAPES = ALSO_DERIVED.replace("zzf9.twice", "zzf13.twice").replace(
     "from proofs_checks.plugin import (Claim,", "from proofs_checks.plugin import (Counterexample, Hypothesis, Claim,")
 
 
+@moved("a plugin claim run and shown in fresh processes (≈ 5 s); the escaping is pinned in-process",
+       "tests/test_pins_hostile.py::test_texts_a_plugin_makes_as_it_runs_are_shown_escaped")
 def test_f13_runtime_texts_of_a_plugin_print_no_escape_sequences(tmp_path):
     assert "Counterexample({" in ESCAPES and "\\x1b[31mRED" in ESCAPES and "also=" not in ESCAPES
     site = _plugin(tmp_path, "zzf13", ESCAPES)

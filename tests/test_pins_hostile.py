@@ -49,3 +49,46 @@ def test_matches_derivation_judges_each_point_by_its_own_scale():
     ctx = RunContext(mode="quick", seed=0)
     assert check.fn(lambda x: float(np.exp(40 * x)), ctx).passed is True
     assert check.fn(lambda x: float(np.exp(40 * x)) * (1.0 if x > 0.0 else 2.0), ctx).passed is False
+
+
+def test_a_counterexample_that_measures_no_violation_shows_nothing():
+    """Pin of tests/test_hostile_round51b.py::test_f2_counterexample_with_no_measured_violation_shows_nothing (46b
+    F2): a tolerance below 0, an error without its tolerance, or a violated that is not a bool."""
+    from proofs_checks.registry import Counterexample
+    from proofs_checks.runner import _unmeasured
+
+    cx = lambda violated, **n: Counterexample({"beta": 0}, "slope", "nothing changes", violated=violated, **n)  # noqa: E731
+    assert "below 0" in _unmeasured(cx(True, error=0.0, tolerance=-1.0))
+    assert "without the tolerance" in _unmeasured(cx(True, error=0.0))
+    assert "not True or False" in _unmeasured(cx("False"))
+    assert _unmeasured(cx(True, error=1.0, tolerance=0.0)) == "" and _unmeasured(cx(True)) == ""
+
+
+def test_a_derived_clause_on_an_unnamed_typed_in_premise_is_an_error():
+    """Pin of tests/test_hostile_round51b.py::test_f3_a_derived_clause_on_a_typed_in_premise_names_it (46b F3)."""
+    from proofs_checks.plugin import Claim, Clause, DerivationBuilder, Mutant, matches_derivation, scalar
+    from proofs_checks.runner import _unnamed_premises
+
+    def derive():
+        b = DerivationBuilder("2x")
+        x, = b.fact("args", (sp.Symbol("x", real=True),))
+        return b.done(b.assume("the result, typed in", 2 * x, role="premise"))
+
+    def claim(rests_on=()):
+        return Claim(id="zzpin.twice", title="t", statement="", source="x", kind="identity", form=lambda x: 2.0 * x,
+                     derivation=derive, checks=(matches_derivation(derive, (scalar("x"),)),), no_hypotheses="none",
+                     clauses=(Clause("dbl", "f(x) = 2x", "derived", "every real x", ("derivation",), rests_on=rests_on),),
+                     mutants=(Mutant("thrice", "wrong constant", "3x", lambda x: 3.0 * x),))
+
+    (gap,) = _unnamed_premises(claim(), derive())
+    assert "clause 'dbl'" in gap and "the result, typed in" in gap
+
+
+def test_texts_a_plugin_makes_as_it_runs_are_shown_escaped():
+    """Pin of tests/test_hostile_round51b.py::test_f13_runtime_texts_of_a_plugin_print_no_escape_sequences (46b F13)."""
+    from proofs_checks.errors import visible_all
+
+    info = {"steps": [{"text": "double \x1b[31mRED\x1b]0;pwned\x07", "mathml": "<math>\x1b</math>"}], "n": 3}
+    out = visible_all(info)
+    assert "\x1b" not in out["steps"][0]["text"] and "\\x1b[31m" in out["steps"][0]["text"]
+    assert out["steps"][0]["mathml"] == "<math>\x1b</math>" and out["n"] == 3  # markup kept: escaped where written
