@@ -17,11 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
 
-def _plugin(tmp_path: Path, name: str, source: str) -> Path:
-    """A folder on PYTHONPATH holding module ``name`` installed as a ``tverify.claims`` plugin."""
+def _plugin(tmp_path: Path, name: str, source: str, **helpers: str) -> Path:
+    """A folder on PYTHONPATH holding module ``name`` installed as a ``tverify.claims`` plugin (and helper modules)."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / f"{name}.py").write_text(textwrap.dedent(source))
+    for h, src in helpers.items():
+        (site / f"{h}.py").write_text(textwrap.dedent(src))
     info = site / f"{name}-0.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")

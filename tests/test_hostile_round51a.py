@@ -70,37 +70,6 @@ def test_f3_unicode_digits_in_seq_len_and_heads_are_refused(tmp_path):
     assert r.returncode == 2, r.stdout[:300]
 
 
-MANY_HEADS = """
-import math, torch
-from torch import nn
-
-class ManyHeads(nn.Module):
-    # a correct causal attention with 32 heads of size 2; its head count is kept as `nh`, a name tverify does not read
-    def __init__(self, dim=64, nh=32):
-        super().__init__()
-        torch.manual_seed(0)
-        self.nh, self.hd = nh, dim // nh
-        self.q_proj = nn.Linear(dim, dim); self.k_proj = nn.Linear(dim, dim)
-        self.v_proj = nn.Linear(dim, dim); self.o_proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        b, T, D = x.shape
-        sp = lambda t: t.view(b, T, self.nh, self.hd).transpose(1, 2)
-        q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-        s = q @ k.transpose(-1, -2) / math.sqrt(self.hd)
-        s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(b, T, D))
-"""
-
-
-def test_f4_a_correct_attention_with_more_than_16_heads_is_not_refuted(tmp_path):
-    _write(tmp_path, "many.py", MANY_HEADS)
-    r = _tv(tmp_path, "check", "attention", "--module", "many.py:ManyHeads", "--causal", "--quick", "--no-progress")
-    # check-attention.md: head counts "read from the object or, undeclared, every split whose query width is D";
-    # a mismatch must name a change of declaration that fits ("another head count"); with --heads 32 it is ok
-    assert r.returncode != 1 or "--heads 32" in r.stdout, r.stdout[-2500:]
-
-
 BASE_ATTN = """
 import math, torch
 from torch import nn
@@ -121,6 +90,20 @@ class Base(nn.Module):
             torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
         return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(b, T, D))
 """
+
+# a correct causal attention with 32 heads of size 2; its head count is kept as `nh`, a name tverify does not read
+MANY_HEADS = BASE_ATTN.replace("class Base", "class ManyHeads").replace("dim=16, heads=2", "dim=64, heads=32").replace(
+    "num_heads", "nh").replace("head_dim", "hd")
+
+
+def test_f4_a_correct_attention_with_more_than_16_heads_is_not_refuted(tmp_path):
+    _write(tmp_path, "many.py", MANY_HEADS)
+    r = _tv(tmp_path, "check", "attention", "--module", "many.py:ManyHeads", "--causal", "--quick", "--no-progress")
+    # check-attention.md: head counts "read from the object or, undeclared, every split whose query width is D";
+    # a mismatch must name a change of declaration that fits ("another head count"); with --heads 32 it is ok
+    assert r.returncode != 1 or "--heads 32" in r.stdout, r.stdout[-2500:]
+
+
 
 
 def test_f5_relative_mapping_path_is_the_one_the_user_named(tmp_path):

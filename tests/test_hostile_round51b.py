@@ -11,32 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_hostile_round50b import _plugin, _tv
 from tests.tiers import moved
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
-
-
-def _plugin(tmp_path: Path, name: str, source: str, **helpers: str) -> Path:
-    """A folder on PYTHONPATH holding module ``name`` installed as a ``tverify.claims`` plugin (and helper modules)."""
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / f"{name}.py").write_text(textwrap.dedent(source))
-    for h, src in helpers.items():
-        (site / f"{h}.py").write_text(textwrap.dedent(src))
-    info = site / f"{name}-0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
-    return site
-
-
-def _tv(tmp_path: Path, site: Path | None, *argv: str, **env: str) -> subprocess.CompletedProcess:
-    e = dict(os.environ, TVERIFY_STORE=str(tmp_path / "store"), HOME=str(tmp_path / "home"),
-             XDG_CACHE_HOME=str(tmp_path / "cache"), OMP_NUM_THREADS="1", **env)
-    e["PYTHONPATH"] = os.pathsep.join(([str(site)] if site else []) + [str(ROOT)])
-    return subprocess.run([sys.executable, "-m", "proofs_checks", *argv], capture_output=True, text=True, env=e,
-                          cwd=str(tmp_path), timeout=240)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -126,11 +105,11 @@ def test_f2_counterexample_with_no_measured_violation_shows_nothing(tmp_path, ca
 # F3: a plugin's clause labelled `derived` whose derivation's result is a typed-in premise (provenance: assumed) is
 # shown as "derived ∀ sizes", naming no premise it rests on.
 
-ASSUMED_RESULT = """
+TWICE = """
 import numpy as np
 import sympy as sp
 from proofs_checks.plugin import (Claim, Clause, DerivationBuilder, Mutant, close, matches_derivation, numeric,
-                                  register, scalar)
+                                  register, scalar, symbolic)
 
 def form(x):
     return 2.0 * x
@@ -138,18 +117,25 @@ def form(x):
 def derive():
     b = DerivationBuilder("2x")
     x, = b.fact("args", (sp.Symbol("x", real=True),))
-    return b.done(b.assume("the result, typed in", 2 * x, role="premise"))
+    return b.done({result})
 
 @numeric("2x against numpy")
 def twice(form, ctx):
     x = ctx.rng().normal(size=50)
     return close(form(x), np.multiply(x, 2.0), 1e-12 * (1 + np.abs(x)), "rounding")
 
-CLAIM = register(Claim(id="zzf3.twice", title="t", statement="", source="x", kind="identity", form=form,
-    derivation=derive, checks=(matches_derivation(derive, (scalar("x"),)), twice),
-    clauses=(Clause("dbl", "f(x) = 2x", "derived", "every real x", ("derivation",)),), no_hypotheses="none needed",
-    mutants=(Mutant("thrice", "wrong constant", "3x", lambda x: 3.0 * x),)))
+@symbolic("2x again, labelled symbolic")
+def sym(form, ctx):
+    return twice.fn(form, ctx)
+
+CLAIM = register(Claim(id={cid!r}, title="t", statement="", source="x", kind={kind!r}, form=form, {evidence},
+    no_hypotheses="none needed", mutants=(Mutant("thrice", "wrong constant", "3x", lambda x: 3.0 * x),)))
 """
+_DERIVED = 'derivation=derive, checks=(matches_derivation(derive, (scalar("x"),)), twice)'
+
+ASSUMED_RESULT = TWICE.format(result='b.assume("the result, typed in", 2 * x, role="premise")', cid="zzf3.twice",
+                              kind="identity", evidence=_DERIVED + ', clauses=(Clause("dbl", "f(x) = 2x", "derived", '
+                                                                     '"every real x", ("derivation",)),)')
 
 
 @moved("a plugin claim shown and run in fresh processes (≈ 10 s); the rule is pinned in-process",
@@ -243,28 +229,9 @@ def test_f7_check_icl_advice_does_not_propose_the_settings_that_ran(tmp_path):
     assert "(--prompts 64)" not in s, s  # the value the run used
 
 
-NO_DERIVATION = """
-import numpy as np
-from proofs_checks.plugin import Claim, Clause, Mutant, close, numeric, register, symbolic
-
-def form(x):
-    return 2.0 * x
-
-@numeric("2x against numpy")
-def twice(form, ctx):
-    x = ctx.rng().normal(size=50)
-    return close(form(x), np.multiply(x, 2.0), 1e-12 * (1 + np.abs(x)), "rounding")
-
-@symbolic("2x again, labelled symbolic")
-def sym(form, ctx):
-    x = ctx.rng().normal(size=50)
-    return close(form(x), np.multiply(x, 2.0), 1e-12 * (1 + np.abs(x)), "rounding")
-
-CLAIM = register(Claim(id="zzf3b.twice", title="t", statement="", source="x", kind="theorem", form=form,
-    derivation=None, no_symbolic="no derivation: a numeric claim", checks=(twice, sym),
-    clauses=(Clause("dbl", "f(x) = 2x", "derived", "every real x", ("sym",)),), no_hypotheses="none needed",
-    mutants=(Mutant("thrice", "wrong constant", "3x", lambda x: 3.0 * x),)))
-"""
+NO_DERIVATION = TWICE.format(result="x", cid="zzf3b.twice", kind="theorem", evidence=(
+    'derivation=None, no_symbolic="no derivation: a numeric claim", checks=(twice, sym), '
+    'clauses=(Clause("dbl", "f(x) = 2x", "derived", "every real x", ("sym",)),)'))
 
 
 def test_f3b_a_claim_without_derivation_is_not_derived_for_every_size(tmp_path):
@@ -304,30 +271,9 @@ def test_f8_report_force_does_not_delete_the_record_of_outputs(tmp_path):
 # otherwise: numeric draws alone are checked)" is not applied to the evidence a clause adds with `also=`: a clause
 # `checked` by a numeric check alone, `also=(("derived", "every real x"),)`, registers and reads "derived ∀ sizes".
 
-ALSO_DERIVED = """
-import numpy as np
-import sympy as sp
-from proofs_checks.plugin import (Claim, Clause, DerivationBuilder, Mutant, close, matches_derivation, numeric,
-                                  register, scalar)
-
-def form(x):
-    return 2.0 * x
-
-def derive():
-    b = DerivationBuilder("2x")
-    x, = b.fact("args", (sp.Symbol("x", real=True),))
-    return b.done(b.step("double", sp.expand(x + x)))
-
-@numeric("2x against numpy")
-def twice(form, ctx):
-    x = ctx.rng().normal(size=50)
-    return close(form(x), np.multiply(x, 2.0), 1e-12 * (1 + np.abs(x)), "rounding")
-
-CLAIM = register(Claim(id="zzf9.twice", title="t", statement="", source="x", kind="identity", form=form,
-    derivation=derive, checks=(matches_derivation(derive, (scalar("x"),)), twice),
-    clauses=(Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",), also=(("derived", "every real x"),)),),
-    no_hypotheses="none needed", mutants=(Mutant("thrice", "wrong constant", "3x", lambda x: 3.0 * x),)))
-"""
+ALSO_DERIVED = TWICE.format(result='b.step("double", sp.expand(x + x))', cid="zzf9.twice", kind="identity",
+                            evidence=_DERIVED + ', clauses=(Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",), '
+                                                'also=(("derived", "every real x"),)),)')
 
 
 def test_f9_also_derived_on_a_numeric_clause_is_refused(tmp_path):
@@ -346,43 +292,21 @@ def test_f9_also_derived_on_a_numeric_clause_is_refused(tmp_path):
 # F10: extending.md: "a clause derived at fixed sizes only (`derived_at`) goes with `fixed_sizes="why the derivation
 # stays at fixed sizes"`" (beside "a statement with clauses and no hypothesis says why", which the registry enforces).
 # A plugin claim whose only clause is derived_at, without fixed_sizes, registers and runs; no view says why.
+# F11: a clause labelled `checked` that names no check registers, and the claim is verified with "checked every real
+# x"; a clause labelled derived that names nothing is refused -- a checked one was not.
 
-DERIVED_AT_ONLY = ALSO_DERIVED.replace("zzf9.twice", "zzf10.twice").replace(
-    'Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",), also=(("derived", "every real x"),))',
-    'Clause("dbl", "f(x) = 2x", "derived_at", "x = 3", ("derivation",))')
-
-
-def test_f10_derived_at_only_needs_fixed_sizes(tmp_path):
-    assert "derived_at" in DERIVED_AT_ONLY
-    site = _plugin(tmp_path, "zzf10", DERIVED_AT_ONLY)
-    r = _tv(tmp_path, site, "show", "zzf10.twice", "--json")
-    if "RegistryError" in r.stderr and "fixed_sizes" in r.stderr:  # refused at registration: fine
-        return
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
-    assert d["evidence_summary"].startswith("derived at"), d["evidence_summary"]
-    assert d.get("fixed_sizes"), d.get("fixed_sizes")
+_ALSO_CLAUSE = 'Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",), also=(("derived", "every real x"),))'
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# F11: a clause labelled `checked` that names no check registers, and the claim is verified with "checked every real x":
-# statements.md defines `checked` as "numeric or trained checks" (the sizes, ranges and seeds that ran), and a clause
-# labelled derived that names nothing is refused -- a checked one is not.
-
-CHECKED_BY_NOTHING = ALSO_DERIVED.replace("zzf9.twice", "zzf11.twice").replace(
-    'Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",), also=(("derived", "every real x"),))',
-    'Clause("dbl", "f(x) = 2x", "checked", "every real x", ())')
-
-
-def test_f11_a_checked_clause_names_a_check(tmp_path):
-    assert '"checked", "every real x", ()' in CHECKED_BY_NOTHING
-    site = _plugin(tmp_path, "zzf11", CHECKED_BY_NOTHING)
-    r = _tv(tmp_path, site, "show", "zzf11.twice", "--json")
-    if "RegistryError" in r.stderr:  # refused at registration: fine
-        return
-    assert r.returncode == 0, r.stderr
-    (cl,) = json.loads(r.stdout)["clauses"]
-    assert cl["checks"], cl
+@pytest.mark.parametrize("name, clause, refusal", [
+    ("zzf10", 'Clause("dbl", "f(x) = 2x", "derived_at", "x = 3", ("derivation",))', "fixed_sizes"),
+    ("zzf11", 'Clause("dbl", "f(x) = 2x", "checked", "every real x", ())', "names none of the claim's checks"),
+], ids=["f10_derived_at_only_needs_fixed_sizes", "f11_a_checked_clause_names_a_check"])
+def test_f10_f11_statement_rules_hold_for_plugins(tmp_path, name, clause, refusal):
+    source = ALSO_DERIVED.replace("zzf9.twice", f"{name}.twice").replace(_ALSO_CLAUSE, clause)
+    assert clause in source
+    r = _tv(tmp_path, _plugin(tmp_path, name, source), "show", f"{name}.twice", "--json")
+    assert "RegistryError" in r.stderr and refusal in r.stderr, r.stderr  # (fixed: refused at registration)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -391,7 +315,7 @@ def test_f11_a_checked_clause_names_a_check(tmp_path):
 # UnicodeEncodeError traceback while writing report.md (exit 1).
 
 SURROGATE_TITLE = ALSO_DERIVED.replace("zzf9.twice", "zzf12.twice").replace('title="t"', 'title="t\\udcff x"').replace(
-    'Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",), also=(("derived", "every real x"),))',
+    _ALSO_CLAUSE,
     'Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",))')  # a clean claim but for its title
 
 
@@ -412,7 +336,7 @@ def test_f12_report_with_a_surrogate_in_a_title_is_no_traceback(tmp_path):
 # terminal raw through `tverify show --full` (ESC [31m, an OSC window-title sequence).
 
 ESCAPES = ALSO_DERIVED.replace("zzf9.twice", "zzf13.twice").replace(
-    'Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",), also=(("derived", "every real x"),))',
+    _ALSO_CLAUSE,
     'Clause("dbl", "f(x) = 2x", "checked", "50 draws", ("twice",))').replace(
     'b.step("double", sp.expand(x + x))', 'b.step("double \\x1b[31mRED\\x1b]0;pwned\\x07", sp.expand(x + x))').replace(
     'no_hypotheses="none needed",',
