@@ -593,7 +593,8 @@ def _unnamed_premises(claim: Claim, d: Any) -> list[str]:
     from theory.derivation import premise_gaps
 
     out = []
-    for cl in claim.statement_clauses():
+    clauses = getattr(claim, "statement_clauses", None)  # (a stand-in claim of a caller's may have none)
+    for cl in clauses() if callable(clauses) else ():
         if cl.evidence in ("derived", "derived_at"):
             gaps = premise_gaps(d, cl.name, tuple(cl.rests_on))
             if gaps:

@@ -506,18 +506,20 @@ def replaced_functions(snapshot: dict[tuple[str, str], Any]) -> list[str]:
     return modes + kernels + list(dict.fromkeys(changed))
 
 
-def _import_file(path: Path, option: str):
+def _import_file(path: Path, option: str, shown: str | None = None):
+    """``path`` imported as a module of its own; messages name it as the user wrote it (``shown``)."""
+    shown = str(path) if shown is None else shown
     try:
         exists, is_file = path.exists(), path.is_file()
     except (OSError, ValueError) as exc:  # a name over 255 bytes: File name too long, a traceback (hostile pass 14b F5)
-        raise UsageError(f"{option}: cannot use {str(path)[:80]!r} as a file: "
+        raise UsageError(f"{option}: cannot use {shown[:80]!r} as a file: "
                          f"{getattr(exc, 'strerror', None) or exc}") from None
     if not exists:
-        raise UsageError(f"{option}: file not found: {path}")
+        raise UsageError(f"{option}: file not found: {shown}")
     if not is_file:
-        raise UsageError(f"{option}: not a file: {path}")
+        raise UsageError(f"{option}: not a file: {shown}")
     if path.suffix != ".py":
-        raise UsageError(f"{option}: {path} is not a Python file (.py)")
+        raise UsageError(f"{option}: {shown} is not a Python file (.py)")
     try:
         st = path.resolve().stat()
         key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
@@ -530,7 +532,7 @@ def _import_file(path: Path, option: str):
     mod_name = f"_tverify_user_{next(_counter)}_{path.stem}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:  # pragma: no cover - .py files always have a loader
-        raise UsageError(f"{option}: cannot import {path}")
+        raise UsageError(f"{option}: cannot import {shown}")
     module = importlib.util.module_from_spec(spec)
     folder = str(path.resolve().parent)
     added = folder not in sys.path
@@ -539,7 +541,7 @@ def _import_file(path: Path, option: str):
         sys.path.append(folder)
     sys.modules[mod_name] = module
     try:
-        with user_code(option, f"importing {path}"):
+        with user_code(option, f"importing {shown}"):
             spec.loader.exec_module(module)
     except UsageError:
         sys.modules.pop(mod_name, None)
@@ -569,7 +571,7 @@ def load_object(spec: str, option: str = "--module", base: str | None = None) ->
     where, name = _split(spec, option)
     is_file = where.endswith(".py") or "/" in where or "\\" in where
     path = Path(base) / where if base is not None and is_file and not os.path.isabs(where) else Path(where)
-    module = _import_file(path, option) if is_file else _import_module(where, option)
+    module = _import_file(path, option, where) if is_file else _import_module(where, option)
     obj: Any = module
     for part in name.split("."):
         try:
