@@ -100,7 +100,17 @@ def probed(ep: Any) -> bool:
 
     backport = getattr(sys.modules.get("importlib_metadata"), "EntryPoint", None)
     real = isinstance(ep, EntryPoint) or (isinstance(backport, type) and isinstance(ep, backport))
-    return real and not in_child() and os.name == "posix"
+    return real and not in_child() and os.name == "posix" and not _daemonic()
+
+
+def _daemonic() -> bool:
+    """Whether this process is a daemonic multiprocessing process (a ``dask worker`` of a long-lived cluster), which
+    may start no child: there the plugin's code runs in this process, as it did before 45b F8's fix (since that fix,
+    every check there was an error, "cannot start the check's process from a daemonic process"). The local clusters
+    tverify starts have non-daemonic workers, where plugins are isolated."""
+    import multiprocessing
+
+    return bool(getattr(multiprocessing.current_process(), "daemon", False))
 
 
 # ------------------------------------------------------------------------------------------------
