@@ -784,7 +784,16 @@ def measure_weights(Lambda, N: int, Gamma_inv: np.ndarray, Wpv, Wkq, *, M: int, 
     closed = np.einsum("nd,de,ne->n", xq, Gamma_inv, np.einsum("nm,nmd->nd", y, X) / M)
     rel_pred = np.sqrt(np.mean((yh - closed) ** 2, axis=-1)) / np.sqrt(np.mean(closed**2))
     return {"rel_err_B": rel_B.tolist(), "max_other_block": other, "rel_rms_prediction": rel_pred.tolist(),
-            "B": B.tolist(), "risk_M": float(np.mean((yh - P.y_q.cpu().numpy()) ** 2))}
+            "B": B.tolist(), **_risk(yh, P.y_q.cpu().numpy())}
+
+
+def _risk(yh: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """The measured risk (mean squared error over the seeds' weights and the test prompts) and its standard error
+    over the prompts (each prompt's squared error averaged over the seeds first: the seeds share the prompts)."""
+    per_prompt = np.mean((yh - y) ** 2, axis=tuple(range(yh.ndim - 1))) if yh.ndim > 1 else (yh - y) ** 2
+    n = per_prompt.size
+    se = float(np.std(per_prompt, ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+    return {"risk_M": float(np.mean(per_prompt)), "risk_M_se": se, "risk_M_prompts": int(n)}
 
 
 # ------------------------------------------------------------------------------------------------

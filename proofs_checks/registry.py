@@ -985,6 +985,12 @@ class Registry:
         claim.validate()
         if claim.id in self._claims and self._claims[claim.id] is not claim:
             raise RegistryError(f"claim {claim.id!r} registered twice")
+        group = claim.id.split(".", 1)[0]
+        if BUILTIN and group in {i.split(".", 1)[0] for i in BUILTIN} and not is_builtin(claim):
+            # what `tverify new-claim` refuses (proofs_checks.scaffold.check_id_free): a plugin's or a notebook's claim
+            # in a built-in group would be run, listed and counted as one of this project's claims (hostile pass 46 O1)
+            raise RegistryError(f"claim {claim.id!r}: {group!r} is a built-in group; a plugin's claim needs a group of "
+                                f"its own (e.g. my{group}.{claim.id.split('.', 1)[1]})")
         self._claims[claim.id] = claim
         return claim
 

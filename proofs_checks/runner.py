@@ -809,6 +809,16 @@ def run_check(claim: Claim, check: Check, form: Any, ctx: RunContext) -> CheckOu
     return _run_check(check, form, claim, ctx)
 
 
+def _ran_on(asked: str, outcomes: list[CheckOutcome]) -> str:
+    """The device the claim's checks ran on: ``asked`` where one of them ran there, else ``cpu`` (``--device cuda
+    --allow-skip`` on a machine without CUDA skips every device check: nothing ran on a GPU)."""
+    if asked == "cpu":
+        return asked
+    ran = any(o.status != "skipped" and o.result is not None and str(o.result.device or "").startswith(asked)
+              for o in outcomes)
+    return asked if ran else "cpu"
+
+
 def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: list[CheckOutcome],
                  stated: list[CheckOutcome], seconds: float, statement: dict[str, Any] | None = None) -> ClaimResult:
     """The :class:`ClaimResult` of ``claim`` from its :func:`derivation_info` and its checks'
@@ -835,7 +845,7 @@ def claim_result(claim: Claim, ctx: RunContext, info: dict[str, Any], outcomes: 
         seconds=seconds,
         mode=ctx.mode,
         seed=ctx.seed,
-        device=ctx.device,
+        device=_ran_on(ctx.device, outcomes + stated),
         message=message,
         statement=statement if statement is not None else statement_json(claim, ctx, info),
     )

@@ -92,3 +92,20 @@ def test_texts_a_plugin_makes_as_it_runs_are_shown_escaped():
     out = visible_all(info)
     assert "\x1b" not in out["steps"][0]["text"] and "\\x1b[31m" in out["steps"][0]["text"]
     assert out["steps"][0]["mathml"] == "<math>\x1b</math>" and out["n"] == 3  # markup kept: escaped where written
+
+
+def test_a_plugin_claim_in_a_built_in_group_is_refused():
+    """Hostile pass 46, B's O1: `new-claim` refused a built-in group, a plugin's `register` did not (its claim was run
+    and counted as one of the project's own)."""
+    import dataclasses
+
+    import pytest
+
+    from proofs_checks.registry import RegistryError, get_claim, register
+
+    real = get_claim("attn.softmax_simplex")  # loads the built-in claims
+    twin = dataclasses.replace(real, id="attn.zz_plugins_own")
+    with pytest.raises(RegistryError, match="'attn' is a built-in group"):
+        register(twin)
+    with pytest.raises(Exception):
+        get_claim("attn.zz_plugins_own")

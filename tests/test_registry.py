@@ -213,6 +213,7 @@ def test_skipped_check_is_incomplete_never_verified(monkeypatch):
     assert [o.status for o in res.checks] == ["passed", "skipped"]
     assert "CUDA" in res.checks[1].result.skip_reason
     assert seen["device"] == "cpu"
+    assert res.device == "cpu" and res.to_json()["device"] == "cpu"  # nothing ran on a GPU (hostile pass 46, B's O2)
     ev = run_claim(_claim(kind="evidence", checks=c.checks), RunContext(mode="quick", device="cuda"))
     assert ev.status == "incomplete"
 

@@ -172,6 +172,9 @@ def _measure(ni, L, N, Gi, Wpv, Wkq, *, M, seed, device, chunk, progress=None) -
     res = dict(outs[0])
     res["rel_rms_prediction"] = np.sqrt(np.mean([np.square(o["rel_rms_prediction"]) for o in outs], 0)).tolist()
     res["risk_M"] = float(np.mean([o["risk_M"] for o in outs]))
+    # equal chunks of independent prompts: the variance of the mean of their means is the mean variance / chunks
+    res["risk_M_se"] = float(math.sqrt(np.mean([o["risk_M_se"] ** 2 for o in outs]) / n_chunks))
+    res["risk_M_prompts"] = int(sum(o["risk_M_prompts"] for o in outs))
     res["measure_chunks"] = n_chunks
     return res
 
@@ -409,7 +412,8 @@ def _train_and_measure(ni, req: LSARequest, cf: ClosedForms, doc: dict, prog, *,
         meas = _measure(ni, L, N, cf.Gi, res.Wpv, res.Wkq, M=req.M, seed=seed, device=device, chunk=req.chunk,
                         progress=prog.sub)
     else:  # diverged training: nothing to measure (the verdict says so); never blame the user's weights
-        meas = {"rel_err_B": None, "rel_rms_prediction": None, "max_other_block": None, "risk_M": float("nan")}
+        meas = {"rel_err_B": None, "rel_rms_prediction": None, "max_other_block": None, "risk_M": float("nan"),
+                "risk_M_se": float("nan"), "risk_M_prompts": 0}
     verdict = _trained_verdict(res, cf.Gi, req.tol, req.prompts, req.steps, cf.cond_hess)
     doc["trained"] = {"seeds": req.seeds, "prompts_per_seed": req.prompts, "steps": req.steps, "seconds": res.seconds,
                       "device": res.device, "mean_B": res.B.mean(0).tolist(),
@@ -418,8 +422,17 @@ def _train_and_measure(ni, req: LSARequest, cf: ClosedForms, doc: dict, prog, *,
                       "rel_err_B_per_seed": meas["rel_err_B"], "rel_rms_prediction_per_seed": meas["rel_rms_prediction"],
                       "optimiser_gap_per_seed": verdict.numbers["optimiser_gap_per_seed"],
                       "final_loss_per_seed": res.final_loss.tolist(),
-                      "max_other_block": meas["max_other_block"], "risk_M_measured": meas["risk_M"]}
+                      "max_other_block": meas["max_other_block"], "risk_M_measured": meas["risk_M"],
+                      "risk_M_measured_se": meas["risk_M_se"], "risk_M_test_prompts": meas["risk_M_prompts"]}
     return verdict
+
+
+def _risk_text(risk: float, se: float, prompts: int) -> str:
+    """A measured risk with its standard error over the test prompts (the closed form's risk is for the global
+    minimum: the trained or given weights' risk differs by their own error, not only by sampling)."""
+    if not math.isfinite(risk):
+        return f"{risk:.6g}"
+    return f"{risk:.6g} ± {se:.2g} (SE over {prompts} test prompts)"
 
 
 def _lsa_lines(req: LSARequest, cf: ClosedForms, doc: dict, verdict: Verdict) -> list[str]:
@@ -435,13 +448,15 @@ def _lsa_lines(req: LSARequest, cf: ClosedForms, doc: dict, verdict: Verdict) ->
         w = doc["weights"]
         lines.append(f"your weights: ‖w22·W11 − Γ_N^(−1)‖/‖Γ_N^(−1)‖ = {max(w['rel_err_B']):.3g}, "
                      f"prediction rel. RMS diff = {max(w['rel_rms_prediction']):.3g}, other blocks max |.| = "
-                     f"{w['max_other_block']:.3g}, measured risk at M = {M}: {w['risk_M']:.6g} (tol {tol:g})")
+                     f"{w['max_other_block']:.3g}, measured risk at M = {M}: "
+                     f"{_risk_text(w['risk_M'], w['risk_M_se'], w['risk_M_prompts'])} (tol {tol:g})")
     else:
         t, n = doc["trained"], verdict.numbers
         lines.append(f"trained: {req.seeds} seeds × {req.prompts} prompts, {req.steps} Adam + {LBFGS_STEPS} L-BFGS steps "
                      f"on {t['device']} in {t['seconds']:.1f} s; mean w22·W11 rel. error {n['value']:.3g} ± "
                      f"{n['standard_error']:.3g} (SE), seed spread {n['spread']:.3g}, optimiser gap ≤ "
-                     f"{n['optimiser_gap_max']:.3g}; measured risk at M = {M}: {t['risk_M_measured']:.6g}")
+                     f"{n['optimiser_gap_max']:.3g}; measured risk at M = {M}: "
+                     f"{_risk_text(t['risk_M_measured'], t['risk_M_measured_se'], t['risk_M_test_prompts'])}")
         lines.append(f"mean w22·W11 =\n{_fmt(t['mean_B'])}")
     return lines
 
