@@ -61,16 +61,26 @@ _KV_ATTRS = ("num_key_value_heads", "n_kv_heads", "kv_heads", "num_kv_heads", "n
              "kv_heads_")
 
 
+def _attr(obj: Any, name: str, default: Any = None) -> Any:
+    """``getattr(obj, name, default)`` of the user's object, where an access that raises (a property raising
+    ``RuntimeError("config not loaded")``) is an absent attribute: the mapping is found from what can be read, and the
+    module's config reader says which attribute raised (hostile pass 47a F5: the check was refused)."""
+    try:
+        return getattr(obj, name, default)
+    except Exception:
+        return default
+
+
 def _int_attr_src(obj: Any, names, config: bool = True, prefix: str = "") -> tuple[int | None, str | None]:
     """The first positive int among ``names`` on ``obj`` (then on its ``config``, unless ``config`` is
     False), with where it was read (``".config.num_key_value_heads"``)."""
-    holders = [(obj, prefix)] + ([(getattr(obj, "config", None), prefix + ".config")] if config else [])
+    holders = [(obj, prefix)] + ([(_attr(obj, "config", None), prefix + ".config")] if config else [])
     for holder, pre in holders:
         if holder is None:
             continue
         for n in names:
             try:
-                v = getattr(holder, n, None)
+                v = _attr(holder, n, None)
             except Exception:  # an attribute that raises is absent
                 v = None
             if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
@@ -122,8 +132,8 @@ def _as_linear(v: Any, label: str) -> list[tuple[torch.Tensor, torch.Tensor | No
     """``(W (out, in), b, label)`` candidates for one projection-like object."""
     if isinstance(v, torch.nn.Linear):
         return [(v.weight, v.bias, f"{label} (nn.Linear)")]
-    if type(v).__name__ == "Conv1D" and isinstance(getattr(v, "weight", None), torch.Tensor) and v.weight.dim() == 2:
-        return [(v.weight.T, getattr(v, "bias", None), f"{label} (Conv1D, x @ W + b)")]
+    if type(v).__name__ == "Conv1D" and isinstance(_attr(v, "weight", None), torch.Tensor) and v.weight.dim() == 2:
+        return [(v.weight.T, _attr(v, "bias", None), f"{label} (Conv1D, x @ W + b)")]
     if isinstance(v, (torch.nn.Conv1d, torch.nn.Conv2d)) and all(k == 1 for k in v.kernel_size) and v.groups == 1:
         return [(v.weight.reshape(v.weight.shape[0], v.weight.shape[1]), v.bias, f"{label} (1×1 convolution)")]
     if isinstance(v, torch.nn.Sequential) and len(v) > 1 and isinstance(v[0], torch.nn.Identity):
@@ -148,7 +158,7 @@ def _as_linear(v: Any, label: str) -> list[tuple[torch.Tensor, torch.Tensor | No
 
 def _lin(obj: Any, names, prefix: str) -> list:
     for n in names:
-        v = getattr(obj, n, None)
+        v = _attr(obj, n, None)
         if v is None:
             continue
         c = _as_linear(v, f"{prefix}.{n}")
@@ -162,7 +172,7 @@ def _outs(mod: Any, parents: list, prefix: str) -> list:
         c = _lin(holder, _O, pre)
         if c:
             return c
-        out = getattr(holder, "output", None)
+        out = _attr(holder, "output", None)
         if out is not None and not isinstance(out, torch.Tensor):
             c = _lin(out, ("dense",), pre + ".output")
             if c:
@@ -306,10 +316,10 @@ _RELATIVE_BIAS = ("relative_attention_bias", "relative_position_bias_table", "re
 
 def _relative_bias(m: Any) -> str:
     for nm in _RELATIVE_BIAS:
-        v = getattr(m, nm, None) if isinstance(m, torch.nn.Module) else None
+        v = _attr(m, nm, None) if isinstance(m, torch.nn.Module) else None
         if isinstance(v, (torch.nn.Module, torch.Tensor)):
-            shape = tuple(v.weight.shape) if isinstance(getattr(v, "weight", None), torch.Tensor) else \
-                tuple(getattr(v, "shape", ()))
+            shape = tuple(v.weight.shape) if isinstance(_attr(v, "weight", None), torch.Tensor) else \
+                tuple(_attr(v, "shape", ()))
             return f"{nm} {type(v).__name__} {'×'.join(map(str, shape))}"
     return ""
 
@@ -333,13 +343,13 @@ def _obstacle(m: Any, prefix: str) -> str:
                 f"({rel}); no declaration describes one (the reference knows RoPE, ALiBi and absolute position "
                 "tables), so the comparison with softmax attention cannot be decided: relative position biases "
                 "are not checked")
-    if isinstance(m, torch.nn.MultiheadAttention) and (getattr(m, "bias_k", None) is not None
-                                                       or getattr(m, "add_zero_attn", False)):
+    if isinstance(m, torch.nn.MultiheadAttention) and (_attr(m, "bias_k", None) is not None
+                                                       or _attr(m, "add_zero_attn", False)):
         extra = "a learned key and value (add_bias_kv=True)" if m.bias_k is not None else "a zero key and value (add_zero_attn=True)"
         return (f"{prefix.lstrip('.') or 'the module'} (nn.MultiheadAttention) appends {extra} to every sequence; no "
                 "declaration describes one (an extra key every query attends to, as a sink), so the comparison with "
                 "softmax attention cannot be decided: such keys are not checked")  # (a bare mismatch: 46a F10)
-    if name in _SHARDED and isinstance(getattr(m, "qkv_proj", None), torch.nn.Module):
+    if name in _SHARDED and isinstance(_attr(m, "qkv_proj", None), torch.nn.Module):
         return (f"{prefix.lstrip('.') or 'the module'} ({name}): {_SHARDED[name]}; it cannot be mapped without a "
                 "mapping: declare the q, k, v weights with --mapping FILE.py:fn (or a tverify_mapping() method)")
     return ""
@@ -442,15 +452,15 @@ _POS = ("pos_emb", "wpe", "position_embeddings", "position_embedding", "pos_embe
 def _find_pos_table(m: Any, chain: list, D: int) -> torch.Tensor | None:
     for holder in [m] + [h for h, _ in chain]:
         for n in _POS:
-            v = getattr(holder, n, None)
+            v = _attr(holder, n, None)
             if isinstance(v, torch.nn.Embedding) and v.weight.shape[1] == D:
                 return v.weight
             if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape[1] == D:
                 return v
-            if v is not None and isinstance(getattr(v, "emb", None), torch.nn.Embedding):  # x-transformers
+            if v is not None and isinstance(_attr(v, "emb", None), torch.nn.Embedding):  # x-transformers
                 e = v.emb
                 if e.weight.shape[1] == D:
-                    return e.weight * float(getattr(v, "scale", 1.0))
+                    return e.weight * float(_attr(v, "scale", 1.0))
     return None
 
 
@@ -492,12 +502,12 @@ def _per_head_norms(v: Any) -> tuple | None:
     """A norm module holding one norm per head (StableLM's ``LayerNormPerHead``: ``norms``, a
     ``ModuleList`` of H norms over d_k) as ``(weight (H, d_k), bias (H, d_k) | None, eps)``: the per-head
     form a Cohere weight has. ``None`` for anything else (norms of different shapes or eps)."""
-    ms = getattr(v, "norms", None) if isinstance(v, torch.nn.Module) and getattr(v, "weight", None) is None else None
+    ms = _attr(v, "norms", None) if isinstance(v, torch.nn.Module) and _attr(v, "weight", None) is None else None
     if not isinstance(ms, torch.nn.ModuleList) or len(ms) < 2:
         return None
-    ws = [getattr(n, "weight", None) for n in ms]
-    bs = [getattr(n, "bias", None) for n in ms]
-    eps = {getattr(n, "eps", getattr(n, "variance_epsilon", None)) for n in ms}
+    ws = [_attr(n, "weight", None) for n in ms]
+    bs = [_attr(n, "bias", None) for n in ms]
+    eps = {_attr(n, "eps", _attr(n, "variance_epsilon", None)) for n in ms}
     if not all(isinstance(w, torch.Tensor) and w.dim() == 1 and w.shape == ws[0].shape for w in ws) or len(eps) != 1:
         return None
     e = eps.pop()
@@ -519,8 +529,8 @@ def norm_params(v: Any, what: str) -> tuple:
     if per is not None:
         return per
     if isinstance(v, torch.nn.Module):
-        w, b = getattr(v, "weight", None), getattr(v, "bias", None)
-        eps = getattr(v, "eps", getattr(v, "variance_epsilon", 1e-6))
+        w, b = _attr(v, "weight", None), _attr(v, "bias", None)
+        eps = _attr(v, "eps", _attr(v, "variance_epsilon", 1e-6))
         if w is not None and not isinstance(w, torch.Tensor) or b is not None and not isinstance(b, torch.Tensor):
             raise ValueError(f"{what}: a {type(v).__name__} whose weight/bias are not tensors")
         if w is not None and type(v).__name__.startswith("Gemma"):
@@ -557,9 +567,9 @@ def norm_kind(v: Any) -> tuple[str | None, str]:
         ('rms', 'layer')
     """
     per = _per_head_norms(v)
-    w = per[0] if per is not None else getattr(v, "weight", None)
+    w = per[0] if per is not None else _attr(v, "weight", None)
     shape = tuple(w.shape) if isinstance(w, torch.Tensor) and w.dim() in (1, 2) else None
-    ns = getattr(v, "normalized_shape", None)
+    ns = _attr(v, "normalized_shape", None)
     if shape is None and isinstance(ns, (tuple, list)) and ns and all(isinstance(n, int) for n in ns):
         shape = tuple(ns)
     if shape is None and w is None and isinstance(v, torch.nn.Module) and not list(v.parameters()):
@@ -597,8 +607,8 @@ def find_qk_norms(obj: Any) -> tuple[tuple, tuple, str] | None:
         mods += sorted([("." + n, m) for n, m in obj.named_modules() if n], key=lambda t: t[0].count("."))
     for prefix, m in mods:
         for qn, kn in _QK_NORMS:
-            a, b = getattr(m, qn, None), getattr(m, kn, None)
-            shared_weighted = qn == kn and getattr(a, "weight", None) is not None  # see _QK_NORMS
+            a, b = _attr(m, qn, None), _attr(m, kn, None)
+            shared_weighted = qn == kn and _attr(a, "weight", None) is not None  # see _QK_NORMS
             if isinstance(a, torch.nn.Module) and isinstance(b, torch.nn.Module) and not shared_weighted:
                 return (norm_params(a, qn), norm_params(b, kn),
                         f"{prefix}.{qn} ({type(a).__name__}), {prefix}.{kn} ({type(b).__name__})")

@@ -15,7 +15,23 @@ import os
 import sys
 
 
+def working_folder() -> None:
+    """Exit 2 with one line where the working folder no longer exists (a shell left in a folder a ``git checkout`` or
+    ``rm -rf`` removed): every command reads it (relative paths, the path of ``python -m``), and ``os.getcwd()``
+    raised a traceback (hostile pass 47a F3)."""
+    try:
+        os.getcwd()
+    except OSError as exc:
+        try:
+            sys.stderr.write("tverify: error: the working folder no longer exists or cannot be read "
+                             f"({exc.strerror or exc}): run tverify from a folder that exists\n")
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(2) from None
+
+
 def main():
+    working_folder()
     try:  # Ctrl-C while the command's modules load (before its own handler is set): one line, exit 130 (23a F2)
         from proofs_checks import syspath
 

@@ -68,6 +68,7 @@ def read_module_config(obj: Any) -> ConfigRead:
             r.problem(f"{exc}: not read (the check uses what is declared)")
             cfg = _MISSING
         c = _Ctx(m, pre, cfg if _is_config(cfg) else None, sem.library_of(m))
+        _raising_reads(r, m, pre)
         _guard(r, _causal, c)
         if c.cfg is not None or mod.startswith("transformers"):
             _hf(r, c)
@@ -87,6 +88,19 @@ def read_module_config(obj: Any) -> ConfigRead:
             _guard(r, libs.inv_freq, c, mod.startswith("x_transformers"))
     r.notes.extend(n for k, n in r.pending.items() if k not in r.items and k not in r.decided)
     return r
+
+
+def _raising_reads(r: ConfigRead, m: Any, pre: str) -> None:
+    """A problem line for each attribute the weight mapping reads by name (head counts, dimensions, positional
+    tables: :mod:`numerics.attention_mapping`) whose access raises or changes: the mapping takes it as absent, and the
+    line says so (hostile pass 47a F5: a raising ``num_key_value_heads`` was passed over without a word)."""
+    from numerics import attention_mapping as am
+
+    for name in am._HEAD_ATTRS + am._KV_ATTRS + am._POS + ("head_dim", "embed_dim", "hidden_size"):
+        try:
+            _get(m, name, pre)
+        except ConfigError as exc:
+            r.problem(f"{exc}: not read (the check uses what is declared)")
 
 
 def _causal(r: ConfigRead, c: _Ctx) -> None:
