@@ -211,8 +211,14 @@ class GradientProps:
         if worst is None:
             return _skip(name, "no gradient reached both the module and the reference")
         _, e, tol, just, T, lab = worst
-        n_par = sum(1 for p in params)
+        n_all = sum(1 for p in params)
+        n_par = sum(1 for x in self.__dict__.get("grad_judged", ()) if x.startswith("parameter "))
+        # a parameter the reference's autograd does not reach (outside the mapped attention, or behind a copy the
+        # mapping returned) is not judged, and not counted as compared (hostile pass 47a F2)
+        unjudged = (f" ({n_all - n_par} of the module's {n_all} parameter(s) not reached by the reference's autograd: "
+                    "not judged)") if n_all > n_par and self.against is None else ""
         detail = (f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par and self.against is None else ''}"
+                  f"{unjudged}"
                   f" at {_judged_lengths(Ts, raised)}"
                   f"{', and of a single sequence at T = ' + ', '.join(map(str, singles_done)) if singles_done else ''}; worst: {lab} "
                   f"at T = {T}"
@@ -235,6 +241,7 @@ class GradientProps:
         for lab, a, b, c in pairs:
             if a is None or b is None:
                 continue
+            self.__dict__.setdefault("grad_judged", set()).add(lab.removesuffix(" (a single sequence)"))
             e = _rel(a, b, G)
             e_plain = _rel(c, b, G) if c is not None and p_dt != torch.float64 else 0.0
             tol, just = tolerance(e_plain, self.D, T, 2 * L, p_dt, FACTOR_GRAD)

@@ -167,7 +167,9 @@ _SIMPLIFIERS = (
     ("expand", sp.expand),
     ("together+expand", lambda e: sp.expand(sp.together(e))),
     ("simplify", sp.simplify),
-    ("exp/log rewrite+simplify", lambda e: sp.simplify(sp.powsimp(sp.expand_log(e, force=True), combine="exp"))),
+    # expand_log within the symbols' assumptions (force=True took log(xy) = log x + log y for every real x, y: a false
+    # obligation "held", hostile pass 47b F1)
+    ("exp/log rewrite+simplify", lambda e: sp.simplify(sp.powsimp(sp.expand_log(e), combine="exp"))),
 )
 _NAMES = [n for n, _ in _SIMPLIFIERS]
 
@@ -275,21 +277,30 @@ def _truth(e: Any, kind: str) -> tuple[bool | None, str]:
     return None, ""
 
 
-def _sample(s: sp.Symbol, rng: "Any") -> sp.Expr:
-    """An exact (rational or integer) value in the domain the symbol's assumptions allow."""
+def _candidate(s: sp.Symbol, rng: "Any") -> sp.Expr:
+    """An exact value of the symbol's kind (integer or rational) and sign."""
     if s.is_integer:
-        lo = 1 if s.is_positive else (0 if s.is_nonnegative else (-6 if not s.is_negative else -6))
-        hi = -1 if s.is_negative else 6
+        lo = 1 if s.is_positive else (0 if s.is_nonnegative else -12)
+        hi = -1 if s.is_negative else (0 if s.is_nonpositive else 12)
         return sp.Integer(rng.randint(lo, hi))
-    if s.is_positive:
-        return sp.Rational(rng.randint(1, 40), rng.choice((7, 10, 13)))
-    if s.is_nonnegative:
-        return sp.Rational(rng.randint(0, 40), rng.choice((7, 10, 13)))
-    if s.is_negative:
-        return -sp.Rational(rng.randint(1, 40), rng.choice((7, 10, 13)))
-    if s.is_nonpositive:
-        return -sp.Rational(rng.randint(0, 40), rng.choice((7, 10, 13)))
-    return sp.Rational(rng.randint(-40, 40), rng.choice((7, 10, 13)))
+    q = sp.Rational(rng.randint(0 if (s.is_nonnegative or s.is_nonpositive) else 1, 40), rng.choice((7, 10, 13)))
+    if s.is_nonnegative or s.is_positive:
+        return q
+    if s.is_nonpositive or s.is_negative:
+        return -q
+    return q * rng.choice((1, -1))
+
+
+def _sample(s: sp.Symbol, rng: "Any") -> sp.Expr | None:
+    """An exact (rational or integer) value that satisfies every assumption of the symbol (odd, even, prime, nonzero,
+    nonpositive, ...), or ``None`` when none of the values tried does (an irrational symbol): a counterexample is a
+    point within the symbols' assumptions (hostile pass 47b F2: k = −6 for an odd k, n = 4 for a nonpositive n)."""
+    want = {k: v for k, v in s.assumptions0.items() if v is not None}
+    for _ in range(200):
+        v = _candidate(s, rng)
+        if all(getattr(v, "is_" + k, None) == val for k, val in want.items()):
+            return v
+    return None
 
 
 #: points the counterexample search tries per undecided entry, and its time budget (seconds)
@@ -334,6 +345,8 @@ def _search(entry: Any, kind: str) -> tuple[dict[str, str] | None, int]:
         if time.perf_counter() - t0 > SEARCH_SECONDS:
             break
         point = {s: _sample(s, rng) for s in syms}
+        if any(v is None for v in point.values()):
+            return None, n  # a symbol no exact value of ours satisfies: no point to try
         try:
             at = e.subs(point)
         except Exception:

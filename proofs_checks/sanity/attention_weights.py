@@ -135,6 +135,48 @@ def _hook_value(f, mapping, name: str):
     return (value, note, hl)
 
 
+def _through_parameters(value: Any, f: Any) -> tuple[Any, list[str]]:
+    """The hook's dict with each tensor that is a detached view of one of the module's parameters (``.detach()``,
+    ``.data``, a slice or transpose of them: the same storage, no graph) replaced by the same view taken of the
+    parameter, which the parameter's gradient reaches; and the names of the entries so replaced. The reference's
+    autograd reached no parameter through such a view, and a module whose weight gradient was zero was "ok" with its
+    parameter gradients said to be compared (hostile pass 47a F2)."""
+    import torch
+
+    if not isinstance(value, dict) or not isinstance(f, torch.nn.Module):
+        return value, []
+    try:
+        params = {p.untyped_storage().data_ptr(): p for p in f.parameters() if p.requires_grad and p.layout == torch.strided}
+    except Exception:
+        return value, []
+
+    def fix(t: Any) -> tuple[Any, bool]:
+        if not isinstance(t, torch.Tensor) or t.requires_grad or t.layout != torch.strided:
+            return t, False
+        try:
+            p = params.get(t.untyped_storage().data_ptr())
+        except Exception:
+            return t, False
+        if p is None or p.dtype != t.dtype or p.device != t.device:
+            return t, False
+        with torch.enable_grad():
+            return p.as_strided(t.size(), t.stride(), t.storage_offset()), True
+
+    out, names = dict(value), []
+    for key in ("q", "k", "v", "o"):
+        v = value.get(key)
+        if isinstance(v, (tuple, list)):
+            fixed = [fix(x) for x in v]
+            if any(c for _, c in fixed):
+                out[key] = type(v)(x for x, _ in fixed) if isinstance(v, tuple) else [x for x, _ in fixed]
+                names.append(key)
+        else:
+            t, changed = fix(v)
+            if changed:
+                out[key], _ = t, names.append(key)
+    return out, names
+
+
 def _counts_text(heads, kv_heads) -> str:
     return " ".join(f"{n} {v}" for n, v in (("--heads", heads), ("--kv-heads", kv_heads)) if v is not None)
 
@@ -233,8 +275,14 @@ def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: 
 
     hooked = _hook_value(f, mapping, name)
     read_counts: dict = {}
+    hook_notes: list[str] = []
     if hooked[1]:
         value, note, hl = hooked
+        value, reattached = _through_parameters(value, f)
+        if reattached:
+            hook_notes.append(f"{hl} returned {', '.join(reattached)} as detached views of the module's parameters "
+                              "(.detach() or .data): read through the parameters themselves, so that their gradients "
+                              "are compared too")
         try:
             mp = mapping_from_hook(value, D, note)
         except ValueError as exc:
@@ -250,6 +298,7 @@ def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: 
         cands, read_counts, count_notes = _by_name(f, D, decl, label, name)
         hook = None
     w = Weights(cands, hook, read_counts, why=getattr(cands, "why", ""))
+    w.notes += hook_notes
     if not hooked[1] and count_notes:
         w.notes += count_notes
         _unused_count(done, count_notes[0])
