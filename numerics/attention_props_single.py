@@ -376,12 +376,25 @@ def _active_dropout(m: torch.nn.Module) -> bool:
     return False
 
 
+def _imaginary(w: torch.Tensor) -> float:
+    """The largest |imaginary part| of complex weights (NaN counts as one), 0.0 for real ones."""
+    if not w.is_complex():
+        return 0.0
+    im = w.imag.detach().double().cpu().abs()
+    return float("nan") if bool(torch.isnan(im).any()) else float(im.max()) if im.numel() else 0.0
+
+
 def prop_weights_distribution(w: torch.Tensor, where: str, work: torch.dtype | None = None,
                               allowed: torch.Tensor | None = None) -> Property:
     """Exposed weights ``(B, H, T, T)``: rows are probability vectors (≥ 0, sum 1) over the keys the
     declared mask ``allowed`` (``(T, T)`` bool) permits — no weight on a forbidden key, exactly —, to the
     rounding of the coarser of the weights' own dtype and the module's working precision ``work`` (a
     float32 softmax returned as float64 rounds as float32)."""
+    im = _imaginary(w)
+    if im:  # (47a F6: .double() dropped the imaginary part, and rows summing to 1 + 0.3i were "ok")
+        return _judge("weights_are_distributions", im, 0.0, "a probability is real: an imaginary part of any size is "
+                      "not rounding", f"weights {where}: complex ({w.dtype}), largest |imaginary part| {im:.3g}")
+    w = w.real if w.is_complex() else w
     u = max(unit_roundoff(w.dtype if w.dtype.is_floating_point else torch.float64),
             unit_roundoff(work) if work is not None else 0.0)
     w = w.double().cpu()
@@ -416,6 +429,11 @@ def prop_weights_match(w: torch.Tensor, where: str, ref: torch.Tensor, ref_work:
     [0, 1]). Tolerance: the larger of the output's tolerance at this length (the weights feed the
     output) and twice the plain reference's own weights error in the working precision
     (``ref_work``), FlashAttention's factor."""
+    im = _imaginary(w)
+    if im:
+        return _judge("weights_match_reference", im, 0.0, "the reference's weights are real: an imaginary part of any "
+                      "size is not rounding", f"weights {where}: complex ({w.dtype}), largest |imaginary part| {im:.3g}")
+    w = w.real if w.is_complex() else w
     u_w = unit_roundoff(w.dtype) if w.dtype.is_floating_point else 0.0
     w = w.double().cpu()
     H1, H = w.shape[1], ref.shape[1]
