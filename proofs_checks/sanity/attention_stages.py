@@ -222,12 +222,24 @@ def _copy_faithful(obj: Any, D: int, label: str, name: str) -> None:
                          "it could not judge your object; make copying keep what the forward reads")
 
 
-def _lengths(decl: Declaration, cands: list) -> list[int]:
+def _lengths(decl: Declaration, weights) -> list[int]:
+    """The probe lengths: the declared ones, else the mode's; with a learned position table of ``n`` positions the
+    mode's lengths beyond ``n`` become ``n`` (said in a note), and a declared length beyond ``n`` is refused: the
+    module cannot run there, and a declared value is the one checked (hostile pass 47a F7: 33 became 20 unsaid)."""
     from numerics import attention_probe as ap
 
+    cands = weights.cands
     Ls = list(decl.seq_len) if decl.seq_len else ap.probe_lengths(decl.mode)
     if decl.positional == "learned" and cands and cands[0].pos_table is not None:
         tmax = int(cands[0].pos_table.shape[0])
+        over = [t for t in Ls if t > tmax]
+        if over and decl.seq_len:
+            raise UsageError(f"--seq-len {','.join(map(str, decl.seq_len))}: the module's learned position table has "
+                             f"{tmax} positions, so it cannot run at T = "
+                             f"{', '.join(map(str, over))}; give lengths up to {tmax}")
+        if over:
+            weights.notes.append(f"the learned position table has {tmax} positions: probe length(s) "
+                                 f"{', '.join(map(str, over))} checked at T = {tmax} instead")
         Ls = sorted({min(t, tmax) for t in Ls})
     return Ls
 
@@ -260,7 +272,7 @@ def probe_outputs(ld: Loaded, decl: Declaration, st, weights, read: dict, label:
     from numerics import attention_probe as ap
     from proofs_checks import guards
 
-    Ls = _lengths(decl, weights.cands)
+    Ls = _lengths(decl, weights)
     _require_memory(decl, ld.D, Ls, weights.cands, weights.H_hint, label)
     tick = guards.Progress(f"check attention {ld.name}", enabled=progress)
     probe = ap.AttentionProbe(ld.f, D=ld.D, structure=st, mapping=None, probe_dtype=ld.tdt, device=decl.device,
