@@ -192,19 +192,66 @@ def _seeded_call(g: Any, x: Any) -> Any:
         return _first_tensor(ap.call(g, x, watch=False)[0])
 
 
+def _state_of(obj: Any) -> list:
+    """What the object's calls may change, to put back after :func:`_copy_faithful`'s calls (in-process, the caller's
+    own object: a step counter, a decode position or a list a forward appends to advanced twice, 47a F4): per module,
+    its tensors' values (parameters, buffers, tensor attributes) and copies of its other plain attributes."""
+    import torch
+
+    out = []
+    for m in obj.modules():
+        tensors = {k: (t, t.detach().clone()) for k, t in list(m._parameters.items()) + list(m._buffers.items())
+                   if isinstance(t, torch.Tensor)}
+        plain = {}
+        for k, v in vars(m).items():
+            if k in ("_parameters", "_buffers", "_modules") or isinstance(v, torch.nn.Module):
+                continue
+            try:
+                plain[k] = v.detach().clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v)
+            except Exception:  # noqa: BLE001 - an attribute that cannot be copied is left as the calls leave it
+                continue
+        out.append((m, tensors, plain, set(vars(m))))
+    return out
+
+
+def _restore(saved: list) -> None:
+    import torch
+
+    with torch.no_grad():
+        for m, tensors, plain, names in saved:
+            for k, (t, value) in tensors.items():
+                try:
+                    if t.shape == value.shape:
+                        t.copy_(value)
+                except Exception:  # noqa: BLE001
+                    pass
+            for k, v in plain.items():
+                try:
+                    object.__setattr__(m, k, v)
+                except Exception:  # noqa: BLE001
+                    pass
+            for k in set(vars(m)) - names:  # attributes the calls added
+                try:
+                    object.__delattr__(m, k)
+                except Exception:  # noqa: BLE001
+                    pass
+
+
 def _copy_faithful(obj: Any, D: int, label: str, name: str) -> None:
     """The check judges a copy of the module (converted to the probe's dtype and device, in eval mode), so the object
     given is never changed: a copy that computes otherwise (a ``__getstate__`` that leaves out a runtime flag, a
     ``__deepcopy__`` that rebuilds from the constructor's arguments) was judged in its place, and a module leaking the
     future was "ok" (hostile pass 43a F14). Here the object and a plain copy, both in eval mode in the object's own
     dtype, are called once on one input, torch's generator seeded alike for each call: outputs that differ, where the
-    object's own two calls agree, are refused (exit 2). The object's train/eval flags are put back."""
+    object's own two calls agree, are refused (exit 2). The object's train/eval flags, tensors and plain attributes are
+    put back."""
     import torch
 
     p = next((t for t in obj.parameters() if t.is_floating_point()), None)
     dt, dev = (p.dtype, p.device) if p is not None else (torch.float32, torch.device("cpu"))
     x = torch.randn(2, 5, D, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype=dt, device=dev)
     modes = [(m, m.training) for m in obj.modules()]
+    saved = _state_of(obj)
     try:
         twin = copy.deepcopy(obj).eval()
         obj.eval()
@@ -216,6 +263,7 @@ def _copy_faithful(obj: Any, D: int, label: str, name: str) -> None:
     finally:
         for m, training in modes:
             m.training = training
+        _restore(saved)
     if same[1] and not same[0]:
         raise UsageError(f"{label}: a copy of {name} computes otherwise than the object itself (its __deepcopy__ or "
                          "__getstate__/__setstate__ leaves something out or rebuilds it): the check judges a copy, so "
