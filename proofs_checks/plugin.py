@@ -213,7 +213,12 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         # lambdify_args passes an (r, 1) matrix (a size-1 column: d_v = 1) as a flat list of r entries: its value
         # goes in flat too, else each entry gets a (1,) array and constant entries make a ragged array
         flat = [isinstance(o, sp.MatrixBase) and o.shape[1] == 1 for o in objs]
-        return (lambda *p: f(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))), ops
+        try:  # the size of the values float64 rounds at on the way (47b F5: (x+1000)² − (x−1000)² cancels 10⁶)
+            g = sp.lambdify(shapes.lambdify_args(objs), _magnitude(expr), ["scipy", "numpy"])
+        except Exception:  # noqa: BLE001 - no bound of the intermediates: the result's own size, as before
+            g = None
+        return ((lambda *p: f(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))), ops,
+                None if g is None else (lambda *p: g(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))))
 
     def draw(rng: Any, size: dict[str, int]) -> tuple:
         if declared:
@@ -225,7 +230,8 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         each = -(-n // len(combos))
         errs, ops_max, count, bad = [], 1, 0, []
         for ci, size in enumerate(combos):
-            f, ops = _lambdified(identity_token(derive), key, args, tuple(sorted(size.items())), lambda: reference(size))
+            f, ops, g = _lambdified(identity_token(derive), key, args, tuple(sorted(size.items())),
+                                    lambda: reference(size))
             ops_max = largest(ops_max, ops)
             pts = ctx.reference("points", lambda: [draw(ctx.rng("points", ci, i), size) for i in range(each)],
                                 identity_token(sample), points, tuple(sorted(size.items())))
@@ -238,7 +244,7 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
                     continue
                 # each point's error against its own magnitude: the largest value over all points as every point's
                 # scale let a form wrong by 2x wherever it is small (exp(40x) for x < 0) pass beside e^80 (41b F1)
-                at = largest(1.0, float(np.max(np.abs(ref))) if ref.size else 0.0)
+                at = largest(1.0, float(np.max(np.abs(ref))) if ref.size else 0.0, _intermediates(g, p))
                 errs.append(np.abs(np.ravel(got) - np.ravel(ref)) / at)
             count += len(pts)
         if count == 0:
@@ -272,7 +278,44 @@ _LAMBDIFIED: "OrderedDict[tuple, tuple[Callable, int]]" = OrderedDict()
 _LAMBDIFIED_MAX = 64
 
 
-def _lambdified(*key_and_compute: Any) -> tuple[Callable, int]:
+def _magnitude(e: Any) -> Any:
+    """A bound of the size of the values met evaluating ``e`` in floating point: every sum's terms by absolute value,
+    products and integer powers of those bounds, any other function by its absolute value (its argument's own
+    cancellation is not followed). Float64 rounding of the closed form is relative to this, not to its result: the
+    closed form (x + 1000)² − (x − 1000)² = 4000x rounds at 10⁶ (hostile pass 47b F5)."""
+    import sympy as sp
+
+    if isinstance(e, sp.MatrixBase):
+        return e.applyfunc(_magnitude)
+    if not isinstance(e, sp.Basic) or e.is_Atom:
+        return sp.Abs(e)
+    if e.is_Add:
+        return sp.Add(*[_magnitude(a) for a in e.args])
+    if e.is_Mul:
+        return sp.Mul(*[_magnitude(a) for a in e.args])
+    if e.is_Pow and e.exp.is_Integer and e.exp > 0:
+        return _magnitude(e.base) ** e.exp
+    if e.is_Pow and e.exp.is_Integer:  # 1/d: relative error of d, eps·M(d)/|d|, carried to |1/d|
+        return sp.Abs(e) * (_magnitude(e.base) / sp.Abs(e.base)) ** (-e.exp)
+    return sp.Abs(e)
+
+
+def _intermediates(g: Callable | None, p: tuple) -> float:
+    """The largest finite bound of the intermediate values at the point ``p`` (0 where there is none)."""
+    import numpy as np
+
+    if g is None:
+        return 0.0
+    try:
+        with np.errstate(all="ignore"):
+            m = np.abs(np.asarray(g(*(_float64(v) for v in p)), dtype=complex))
+    except Exception:  # noqa: BLE001
+        return 0.0
+    m = m[np.isfinite(m)] if m.ndim else (m[None] if np.isfinite(m) else np.array([]))
+    return float(np.max(m)) if m.size else 0.0
+
+
+def _lambdified(*key_and_compute: Any) -> tuple[Callable, int, Callable | None]:
     *key, compute = key_and_compute
     k = tuple(map(repr, key))
     if k in _LAMBDIFIED:
