@@ -686,14 +686,15 @@ def _validate_sanity(target: Target, rows: list[RowSpec]) -> None:
     """Parse every row's options with the sanity command's own parser (types, ranges, required
     options) without running it: a bad value is a usage error naming the grid parameter."""
     cmd, _ = _sanity_command(target.key)
-    seen = set()
+    seen: set = set()
+    parsed: dict[str, tuple] = {}  # the options a point parses to -> the point (5, 05 and +5 are one: 47b F6)
     for spec in rows:
         if spec.point in seen:
             continue
         seen.add(spec.point)
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                cmd.make_context(f"check {target.key}", _sanity_args(spec, None), resilient_parsing=False)
+                ctx = cmd.make_context(f"check {target.key}", _sanity_args(spec, None), resilient_parsing=False)
         except click.MissingParameter as exc:
             name = exc.param.opts[0].lstrip("-") if exc.param is not None else "?"
             raise UsageError(f"sweep {target.name}: needs {name}=VALUE in --grid "
@@ -702,7 +703,13 @@ def _validate_sanity(target: Target, rows: list[RowSpec]) -> None:
             pt = " ".join(f"{k}={v}" for k, v in spec.point)
             raise UsageError(f"--grid ({pt}): {' '.join(exc.format_message().split())}") from None
         except click.exceptions.Exit:
-            pass
+            continue
+        key = repr(sorted((k, repr(v)) for k, v in ctx.params.items()))
+        if key in parsed:
+            a, b = (" ".join(f"{k}={v}" for k, v in pt) for pt in (parsed[key], spec.point))
+            raise UsageError(f"--grid: ({a}) and ({b}) are the same point (a value is repeated, spelled otherwise): "
+                             "it would run twice")
+        parsed[key] = spec.point
 
 
 # ------------------------------------------------------------------------------------------------
