@@ -892,6 +892,9 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
         if root == out or out in root.parents:
             raise UsageError(f"results store {root}: inside --out {out_dir}, which the report replaces (the run "
                              "would write there first, and the report would then be refused); keep the store elsewhere")
+        if root in out.parents:  # the mirror: the report in the store's own folders (its results, its caches: 47b F4)
+            raise UsageError(f"--out {out_dir}: inside the results store {root}, whose folders the run writes and "
+                             "tverify keeps (results, caches); write the report elsewhere")
         return out
 
     import time

@@ -517,7 +517,9 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         except ReportTargetError as exc:
             keep = out.parent / _fit(out.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             os.replace(tmp, keep)
-            _moved_aside(f"{_named(str(exc), option)} (it changed during the run); the new {what} is in {keep}")
+            # (what the message would advise before a run — "add --force" — is not what happened: 47b F4)
+            why = _named(str(exc).split("; nothing was written")[0], option)
+            _moved_aside(f"{why} (it changed during the run): it was left as it is and the new {what} is in {keep}")
             return keep
         from proofs_checks.committing import outputs_committing
 
