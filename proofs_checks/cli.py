@@ -688,7 +688,11 @@ def show_cmd(claim_id, json_path, store_dir, refresh, as_latex, full):
     if last and last.get("sources"):  # kept before a source it depends on changed (tverify's, a plugin's): said
         from proofs_checks.fingerprint import source_fingerprint
 
-        last = {**last, "sources_changed_since": last["sources"] != source_fingerprint()}
+        # a built-in claim depends on tverify's code alone, not on the plugins installed beside it (47b F7)
+        own = last.get("sources_tverify")
+        changed = own != source_fingerprint(plugins=False) if isinstance(own, str) else \
+            last["sources"] != source_fingerprint()
+        last = {**last, "sources_changed_since": changed}
     if json_path:
         _write_json(json_path, {**{k: v for k, v in e.items() if k != "derivation"},
                                 "derivation": info.get("steps") or [], "derivation_error": info.get("error"),
@@ -707,7 +711,10 @@ def _with_sources(result_json: dict) -> dict:
     try:
         from proofs_checks.fingerprint import source_fingerprint
 
-        return {**result_json, "sources": source_fingerprint()}
+        from proofs_checks.registry import BUILTIN
+
+        own = {"sources_tverify": source_fingerprint(plugins=False)} if result_json.get("id") in BUILTIN else {}
+        return {**result_json, "sources": source_fingerprint(), **own}
     except Exception:  # noqa: BLE001 - no fingerprint: kept without one (show then says nothing of it)
         return result_json
 

@@ -379,7 +379,7 @@ class StoreEntryError(ValueError):
 #: the statuses a claim result may have (see :mod:`proofs_checks.runner`: ``STATUSES``, which a test
 #: holds this equal to; "undecided" is what `run` stores for a derivation out of time)
 RESULT_STATUSES = ("verified", "evidence", "incomplete", "refuted", "error", "undecided", "inconclusive")
-_OPTIONAL_TEXT = ("message", "mode", "device", "kind", "title", "sources")
+_OPTIONAL_TEXT = ("message", "mode", "device", "kind", "title", "sources", "sources_tverify")
 
 
 def _num_or_none(v) -> bool:

@@ -625,6 +625,17 @@ def reset_progress() -> None:
     _BUILDING.clear()
 
 
+_OK = object()
+
+
+def _sympifiable(e: Any) -> bool:
+    try:
+        sp.sympify(e, strict=True)
+    except Exception:  # noqa: BLE001 - SympifyError, or what a strange object's conversion raises
+        return False
+    return True
+
+
 class DerivationBuilder:
     """Accumulates steps and obligations; ``done(result)`` freezes them into a :class:`Derivation`.
 
@@ -713,6 +724,10 @@ class DerivationBuilder:
         if not _entries(expr):
             raise ValueError(f"obligation {name!r}: it has no entry (an empty matrix, list or dict): it states "
                              "nothing a derivation could establish")
+        bad = next((e for e in _entries(expr) if not _sympifiable(e)), _OK)
+        if bad is not _OK:  # (None read "AttributeError: 'NoneType' object has no attribute 'is_number'": 47b F8)
+            raise ValueError(f"obligation {name!r}: an entry is a {type(bad).__name__}, not a SymPy expression, "
+                             "relation or number")
         self._obligations.append(Obligation(name, expr, kind, description))
         return expr
 

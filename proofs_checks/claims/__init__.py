@@ -124,6 +124,9 @@ def load_plugins() -> None:
 
         before, ids = set(sys.modules), set(registry.ids())
         try:
+            if not _well_formed(ep):  # (importlib's own failure to parse it read "AttributeError: 'NoneType' …": 47b F8)
+                raise _plugins.PluginImportFailed(f"its entry-point value {printable(ep.value, repr)[:80]} is not "
+                                                  "`package.module` or `package.module:function`")
             if _plugins.probed(ep):  # first in a child: os._exit, a signal or a hang there only skips it
                 _plugins.probe(ep)
             import contextlib
@@ -169,6 +172,14 @@ def load_plugins() -> None:
             head = (f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
                     "failed to load and was skipped: ")
             sys.stderr.write(head + _short(text, builtins.max(60, 300 - len(head))) + "\n")  # one line, ≤ 300 characters
+
+
+def _well_formed(ep) -> bool:
+    """The entry point's value is ``module`` or ``module:attr`` as the entry-point specification writes them."""
+    import re
+
+    value = str(getattr(ep, "value", "") or "")
+    return re.fullmatch(r"\s*[\w.]+\s*(:\s*[\w.]+\s*)?(\[.*\])?\s*", value) is not None
 
 
 def _registered_by(ep) -> list[str]:
