@@ -559,8 +559,15 @@ def _import_module(name: str, option: str):
             return importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
-                raise UsageError(f"{option}: no module named {name!r}") from None
+                raise UsageError(f"{option}: no module named {name!r}{_as_file_hint(name)}") from None
             raise
+
+
+def _as_file_hint(name: str, attr: str = "NAME") -> str:
+    """``; give the file: NAME.py:…`` where the command's folder holds ``NAME.py`` (a module name is looked up on
+    Python's path, which holds no working folder: 47a F8)."""
+    f = name.replace(".", os.sep) + ".py"
+    return f" (the folder holds {f}: name the file, {f}:{attr})" if os.path.isfile(f) else ""
 
 
 def load_object(spec: str, option: str = "--module", base: str | None = None) -> Any:
@@ -579,6 +586,9 @@ def load_object(spec: str, option: str = "--module", base: str | None = None) ->
                 obj = getattr(obj, part)
         except UserCodeError as exc:
             if "AttributeError" in str(exc):
-                raise UsageError(f"{option}: {where} has no name {name!r}") from None
+                origin = getattr(module, "__file__", None)  # which file that name imported (a standard module's?)
+                shown = f" (imported from {origin})" if origin and not is_file else ""
+                raise UsageError(f"{option}: {where}{shown} has no name {name!r}"
+                                 f"{_as_file_hint(where, name) if not is_file else ''}") from None
             raise
     return obj
