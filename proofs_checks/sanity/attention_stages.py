@@ -522,6 +522,11 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
             raise UsageError(f"--against: cannot copy it to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
         if module is not None and id(module) in memo:  # the checked module held inside it, copied with it
             watched.append(memo[id(module)])
+    if _bare_mha(g):  # called as self-attention with the declared mask, as a bare one given to --module is (47a F10)
+        from numerics.attention_reference import allowed_mask
+
+        st = probe.st
+        g = ap.SelfMHA(g, (lambda T: allowed_mask(T, st)) if (st.causal or st.window is not None) else None)
     watch = AgainstWatch(watched)
     g = watch.attach(g)
     with contextlib.suppress(TypeError):
