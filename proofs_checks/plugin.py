@@ -261,13 +261,18 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
 
 
 def _float64(v: Any) -> Any:
-    """A NumPy integer (or boolean) sample value as float64 for the lambdified closed form: evaluated in int64, ``n*n*n``
-    wrapped around silently at n = 3·10⁶ and refuted a correct form (hostile pass 47b F3); the tolerance is float64
-    rounding of the closed form's operations. Python ints, floats and complex values pass as they are."""
+    """A NumPy integer (or boolean) or lower-precision float sample value as float64 (complex64 as complex128) for the
+    lambdified closed form: evaluated in int64, ``n*n*n`` wrapped around silently at n = 3·10⁶, and in float32 the
+    reference rounded at 10⁻⁸; each refuted a correct form (hostile pass 47b F3): the tolerance is float64 rounding of
+    the closed form's operations. Python ints, floats and complex values pass as they are."""
     import numpy as np
 
     if isinstance(v, (np.integer, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype.kind in "biu"):
         return np.asarray(v, dtype=np.float64) if isinstance(v, np.ndarray) else np.float64(v)
+    if isinstance(v, (np.floating, np.complexfloating, np.ndarray)) and np.asarray(v).dtype.itemsize < 8 + \
+            8 * (np.asarray(v).dtype.kind == "c"):  # float16/32, complex64: the reference in float32 (47b F3)
+        w = np.asarray(v, dtype=np.complex128 if np.asarray(v).dtype.kind == "c" else np.float64)
+        return w if isinstance(v, np.ndarray) else w[()]
     return v
 
 
