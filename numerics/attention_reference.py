@@ -143,6 +143,8 @@ class Structure:
                          + (f" on {self.rope_dims} dims" if self.rope_dims else "")
                          + (" at positions q {0}…T−1{0:+d}, k {1}…T−1{1:+d}".format(*self.rope_offset)
                             if self.rope_offset != (0, 0) else ""))
+        elif self.positional == "alibi":  # which of the two forms (47a F1: a one-sided module's mismatch said nothing)
+            parts.append("ALiBi −m_h·(t−s)" if self.causal else "ALiBi −m_h·|t−s| (symmetric, without --causal)")
         elif self.positional != "none":
             parts.append(self.positional)
         if self.softcap is not None:

@@ -109,3 +109,48 @@ def test_a_plugin_claim_in_a_built_in_group_is_refused():
         register(twin)
     with pytest.raises(Exception):
         get_claim("attn.zz_plugins_own")
+
+
+def test_a_counterexample_is_a_point_within_the_symbols_assumptions():
+    """Pin of tests/test_hostile_round52b.py::test_f2_a_true_identity_over_odd_integers_is_not_refuted_at_an_even_point
+    (47b F2): floor(k/2) = (k−1)/2 for every odd k was refuted at k = −6; an odd, a prime and a nonzero symbol are
+    sampled within their assumptions."""
+    import random
+
+    from theory.derivation import Obligation, _sample
+
+    k = sp.Symbol("k", integer=True, odd=True)
+    r = Obligation("half", sp.floor(k / 2) - (k - 1) / 2).evaluate()
+    assert r.status != "fails", r.counterexample
+    rng = random.Random(0)
+    p, z = sp.Symbol("p", integer=True, prime=True), sp.Symbol("z", real=True, nonzero=True)
+    assert all(_sample(k, rng) % 2 == 1 for _ in range(20))
+    assert all(sp.isprime(_sample(p, rng)) for _ in range(20))
+    assert all(_sample(z, rng) != 0 for _ in range(50))
+    assert _sample(sp.Symbol("i", irrational=True), rng) is None  # no exact value satisfies it: no point tried
+
+
+def _closed_form_check(expr_of, sample):
+    from proofs_checks.plugin import DerivationBuilder, matches_derivation
+
+    def derive():
+        b = DerivationBuilder("pin")
+        x = b.fact("args", (sp.Symbol("x", real=True),))[0]
+        return b.done(b.step("closed form", expr_of(x)))
+
+    return matches_derivation(derive, sample)
+
+
+def test_matches_derivation_rounds_at_float64_and_at_the_intermediates():
+    """Pins of tests/test_hostile_round52b.py::test_f3_matches_derivation_does_not_refute_a_correct_cube_at_numpy_integers
+    and ::test_f5_an_exact_identity_is_not_refuted_by_the_closed_forms_own_cancellation (47b F3, F5): int64 samples
+    wrapped n³ around; (x+1000)² − (x−1000)² = 4000x rounds at 10⁶. Wrong forms still fail."""
+    from proofs_checks.context import RunContext
+
+    q = RunContext(mode="quick")
+    cube = _closed_form_check(lambda n: n * n * n, lambda rng: (rng.integers(3_000_000, 9_000_000),))
+    assert cube.fn(lambda n: float(n) ** 3, q).passed
+    assert not cube.fn(lambda n: float(n) ** 3 * (1 + 1e-9), q).passed
+    diff = _closed_form_check(lambda x: (x + 1000) ** 2 - (x - 1000) ** 2, lambda rng: (rng.uniform(-2, 2),))
+    assert diff.fn(lambda x: 4000.0 * x, q).passed
+    assert not diff.fn(lambda x: 4000.0 * x * (1 + 1e-6), q).passed
