@@ -211,14 +211,7 @@ class GradientProps:
         if worst is None:
             return _skip(name, "no gradient reached both the module and the reference")
         _, e, tol, just, T, lab = worst
-        n_all = sum(1 for p in params)
-        n_par = sum(1 for x in self.__dict__.get("grad_judged", ()) if x.startswith("parameter "))
-        # a parameter the reference's autograd does not reach (outside the mapped attention, or behind a copy the
-        # mapping returned) is not judged, and not counted as compared (hostile pass 47a F2)
-        unjudged = (f" ({n_all - n_par} of the module's {n_all} parameter(s) not reached by the reference's autograd: "
-                    "not judged)") if n_all > n_par and self.against is None else ""
-        detail = (f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par and self.against is None else ''}"
-                  f"{unjudged}"
+        detail = (f"{self._grads_compared(params)}"
                   f" at {_judged_lengths(Ts, raised)}"
                   f"{', and of a single sequence at T = ' + ', '.join(map(str, singles_done)) if singles_done else ''}; worst: {lab} "
                   f"at T = {T}"
@@ -226,6 +219,18 @@ class GradientProps:
                      "custom backward?)" if not e <= tol else ""))
         return _judge(name, e, tol, just + " (B64 doubled for the backward pass; errors relative to the largest "
                                            "gradient entry at that length)", detail)
+
+    def _grads_compared(self, params: list) -> str:
+        """What the gradient comparison compared: the input gradient and the parameter gradients the reference's
+        autograd reached. One it does not reach (outside the mapped attention, or behind a copy the mapping returned)
+        is not judged, and not counted as compared (hostile pass 47a F2)."""
+        n_all = len(params)
+        n_par = sum(1 for x in self.__dict__.get("grad_judged", ()) if x.startswith("parameter "))
+        if self.against is not None:
+            return "input gradient"
+        unjudged = (f" ({n_all - n_par} of the module's {n_all} parameter(s) not reached by the reference's autograd: "
+                    "not judged)") if n_all > n_par else ""
+        return f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par else ''}{unjudged}"
 
     def _grad_worst(self, pairs: list, T: int, p_dt: torch.dtype, worst: tuple | None) -> tuple | None:
         """``worst`` updated with each ``(label, module's, reference's float64, reference's working-precision)``

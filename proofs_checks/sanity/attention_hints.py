@@ -223,6 +223,16 @@ def _scale_variant(sc, st, full: bool = False) -> list:
     return [] if st.scale == s6 else [(f"--scale {_exact(s6)}", st.variant(scale=s6), None)]
 
 
+def _axes_swapped(probe, props, st, mp) -> bool:
+    """The module matches with batch and time swapped, where the declaration as given does not: outputs that depend on
+    no token (every value row equal) matched either way, and "verified" named a cause that was none (47a F9)."""
+    res = probe.variant_errors([("swap", st.variant(swap_axes=True), None), ("as declared", st, None)])
+    plain = next((r for r in res if r[2] == "as declared"), None)
+    swap = next((r for r in res if r[2] == "swap"), None)
+    return bool(swap and plain and swap[0] <= 1.0 < plain[0]
+                and _verified(probe, [p for p in props if p.name == "matches_reference"], st.variant(swap_axes=True), mp))
+
+
 def _hints(probe, props, st, mp, alts, hints):
     """Hints at the likely cause of a failure, each printed only when a rerun with the hinted
     declaration passes (:func:`_verified`); the verdict still judges the declaration given."""
@@ -313,16 +323,10 @@ def _hints(probe, props, st, mp, alts, hints):
                              f"intended, declare --compute-dtype {dn}")
                 break
     c = by.get("causal_no_future_leak")
-    if c is not None and c.status == "fail" and mp is not None and not any("axes" in h for h in hints):
-        # the swap explains the leak only where the declaration as given does not match: outputs that depend on no
-        # token (every value row equal) match either way, and "verified" named a cause that was none (47a F9)
-        res = probe.variant_errors([("swap", st.variant(swap_axes=True), None), ("as declared", st, None)])
-        plain = next((r for r in res if r[2] == "as declared"), None)
-        swap = next((r for r in res if r[2] == "swap"), None)
-        if swap and plain and swap[0] <= 1.0 < plain[0] and _verified(probe, [p for p in props if p.name == "matches_reference"],
-                                                  st.variant(swap_axes=True), mp):
-            hints.append("batch and time axes are mixed: the module reads axis 0 as time (the probe is (batch, T, D)) "
-                         "(verified: with the axes swapped, every probed length matches)")
+    if c is not None and c.status == "fail" and mp is not None and not any("axes" in h for h in hints) \
+            and _axes_swapped(probe, props, st, mp):
+        hints.append("batch and time axes are mixed: the module reads axis 0 as time (the probe is (batch, T, D)) "
+                     "(verified: with the axes swapped, every probed length matches)")
     s = by.get("scale_1_over_sqrt_dk")
     if s is not None and s.status == "fail":
         hints.append(s.detail.split("; ")[-1])
