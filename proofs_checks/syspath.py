@@ -72,6 +72,15 @@ def child_sys_path(path: list[str] | None = None, cwd: str | None = None) -> lis
     >>> p[0] == std, p[-1], "" in p
     (True, '/tmp/work', False)
     """
+    first, rest = split_sys_path(path, cwd)
+    return first + rest
+
+
+def split_sys_path(path: list[str] | None = None, cwd: str | None = None) -> tuple[list[str], list[str]]:
+    """:func:`child_sys_path` in its two parts: the standard library's, the installed packages' and tverify's own
+    folders; then the others (``$PYTHONPATH``, a caller's script folder, the working folder). The checks' fork server
+    imports its preload list with the first part alone: SymPy's optional ``import gmpy2`` found a ``gmpy2.py`` beside
+    an API caller's script and ran it (hostile pass 48a F1)."""
     path = list(sys.path if path is None else path)
     system, own = _system_folders()
     here = cwd if cwd is not None else os.getcwd()
@@ -88,7 +97,7 @@ def child_sys_path(path: list[str] | None = None, cwd: str | None = None) -> lis
         (first if inside and not _is_cwd(real, here) and real != own else rest).append(p)
     if os.path.isdir(os.path.join(own, "proofs_checks")):
         first.append(own)  # (where the caller's own path also holds it, that entry stays too: see without_own)
-    return first + rest
+    return first, rest
 
 
 def _is_cwd(real: str, cwd: str | None) -> bool:

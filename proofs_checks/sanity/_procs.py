@@ -19,7 +19,7 @@ __all__ = ["ACTIVE", "isolated_start", "server", "server_boot", "server_pid", "u
 #: run first in every interpreter multiprocessing starts for the checks (the fork server, its
 #: resource tracker): the path set before any import, then the server's own set-up
 _BOOT = "import sys; sys.path[:] = {path!r}; "
-_BOOT_SERVER = "from proofs_checks.sanity._procs import server_boot; server_boot(); "
+_BOOT_SERVER = "from proofs_checks.sanity._procs import server_boot; server_boot({rest!r}); "
 
 
 @contextlib.contextmanager
@@ -29,14 +29,15 @@ def isolated_start():
     statement sets ``sys.path`` to :func:`proofs_checks.guards.child_sys_path` — Python 3.11's
     ``forkserver.main`` ignores the path it is given, and imported its preload list (``numpy``,
     ``torch``, …) with the working folder first: a ``random.py`` or ``numerics/`` there ran."""
-    from proofs_checks.guards import child_sys_path
     from proofs_checks.lifetime import spawns_rewritten
+    from proofs_checks.syspath import split_sys_path
 
-    boot = _BOOT.format(path=child_sys_path())
+    first, rest = split_sys_path()
+    boot, boot_server = _BOOT.format(path=first + rest), _BOOT.format(path=first) + _BOOT_SERVER.format(rest=rest)
 
-    def rewrite(args, i):
+    def rewrite(args, i):  # the fork server: the other folders after its preload (_server_ready; 48a F1)
         server = "multiprocessing.forkserver" in args[i + 1]
-        args[i:i + 2] = ["-P", "-c", boot + (_BOOT_SERVER if server else "") + args[i + 1]]
+        args[i:i + 2] = ["-P", "-c", (boot_server if server else boot) + args[i + 1]]
 
     with spawns_rewritten(rewrite):
         yield
@@ -47,7 +48,11 @@ def isolated_start():
 IN_SERVER = False
 
 
-def server_boot() -> None:  # pragma: no cover - runs in the fork server
+#: the folders the fork server puts on its path once its preload list is imported (:mod:`._server_ready`)
+REST_PATH: list[str] = []
+
+
+def server_boot(rest: list[str] | None = None) -> None:  # pragma: no cover - runs in the fork server
     """In the fork server, before it imports anything else: on Linux it becomes the *subreaper* of
     every process the checks' children start (``PR_SET_CHILD_SUBREAPER``): an orphan — double fork,
     ``setsid``, the flag cleared in the child by the user's code, which never runs in this process —
@@ -59,6 +64,7 @@ def server_boot() -> None:  # pragma: no cover - runs in the fork server
 
     global IN_SERVER
     IN_SERVER = True
+    REST_PATH[:] = list(rest or ())
     # the server reaps the orphans it adopts; multiprocessing warns about each ("unexpected pid")
     warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
     if sys.platform.startswith("linux"):

@@ -17,6 +17,11 @@ import gc
 from proofs_checks.sanity import _procs
 
 if _procs.IN_SERVER:
+    import sys
+
+    # the caller's other folders ($PYTHONPATH, a script's folder): for the user's modules the children import, never
+    # for the preload list (SymPy's optional gmpy2 ran from a script's folder: hostile pass 48a F1)
+    sys.path.extend(p for p in _procs.REST_PATH if p not in sys.path)
     with contextlib.suppress(Exception):
         from proofs_checks.sanity import _loader
 
