@@ -1487,6 +1487,12 @@ def _main(argv: list[str] | None = None) -> None:
     from proofs_checks.console import set_argv
 
     set_argv(argv)
+    import os
+
+    for var in ("COLUMNS", "LINES"):  # rich reads them with int(): COLUMNS=²² was a traceback (48b F2); not a
+        v = os.environ.get(var)  # number in ASCII digits, the terminal's own size is used, as for COLUMNS=abc
+        if v is not None and not (v.strip().isascii() and v.strip().isdigit()):
+            del os.environ[var]
     try:
         cli.main(args=argv, prog_name="tverify", standalone_mode=False)
     except click.exceptions.Exit as exc:

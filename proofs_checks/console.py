@@ -368,7 +368,7 @@ def console(stderr: bool = False):
     key = "err" if stderr else "out"
     stream = sys.stderr if stderr else sys.stdout
     cols = os.environ.get("COLUMNS", "").strip()
-    width = int(cols) if cols.isdigit() and int(cols) >= 20 else (None if stream.isatty() else 160)
+    width = int(cols) if cols.isascii() and cols.isdigit() and int(cols) >= 20 else (None if stream.isatty() else 160)
     c = _consoles.get(key)
     if c is None or c.file is not stream or getattr(c, "tverify_width", None) != width:  # a harness swapped the stream
         from rich.console import Console

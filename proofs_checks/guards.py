@@ -122,7 +122,7 @@ def _read_int(path: Path) -> int | None:
         raw = path.read_text().strip()
     except OSError:
         return None
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if raw.isascii() and raw.isdigit() else None
 
 
 def _file_pages(folder: Path, v2: bool) -> int:

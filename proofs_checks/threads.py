@@ -94,7 +94,7 @@ def resolve(threads: int | None = None, *, workers: int | None = None, default: 
     if env.get(ENV, "").strip():
         return Threads(_parse(env[ENV], ENV), ENV)
     omp = omp.strip()
-    if omp.isdigit() and int(omp) >= 1:
+    if omp.isascii() and omp.isdigit() and int(omp) >= 1:
         return Threads(int(omp), "OMP_NUM_THREADS")
     if default is not None:
         return Threads(max(1, int(default)), "default")
@@ -169,7 +169,7 @@ def pinned(threads: int | None = None, *, workers: int | None = None, default: i
             else:
                 os.environ[k] = v
         omp = (saved_env["OMP_NUM_THREADS"] or "").strip()
-        loaded_default = int(omp) if omp.isdigit() and int(omp) >= 1 else available_cores()
+        loaded_default = int(omp) if omp.isascii() and omp.isdigit() and int(omp) >= 1 else available_cores()
         torch = sys.modules.get("torch")
         if torch is not None and hasattr(torch, "set_num_threads"):
             want = saved_torch if saved_torch is not None else loaded_default

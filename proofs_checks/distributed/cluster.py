@@ -68,7 +68,7 @@ RETRIES = 2
 #: ``local:W`` accepts 1 ≤ W ≤ this
 MAX_LOCAL_WORKERS = 256
 
-_LOCAL = re.compile(r"^local(?::(\d+))?$")
+_LOCAL = re.compile(r"^local(?::([0-9]+))?$")  # ASCII digits: local:１ read as 1 worker (48b F1)
 
 
 def parse_cluster(spec: str | None) -> tuple[str, Any] | None:
@@ -119,7 +119,7 @@ def _check_port(address: str) -> None:
         port = rest.rpartition(":")[2] if ":" in rest else ""
     if port == "":
         return
-    if not port.isdigit():
+    if not (port.isascii() and port.isdigit()):
         raise UsageError(f"--cluster {address}: port {port!r} is not a number (e.g. tcp://host:8786)")
     if not 1 <= int(port) <= 65535:
         raise UsageError(f"--cluster {address}: port {int(port)} is outside 1 … 65535")

@@ -39,7 +39,7 @@ def width(stream=None, fallback: int | None = DEFAULT_WIDTH) -> int | None:
     """The width to wrap to: ``COLUMNS`` when set (a pipe too), else the terminal's, else ``fallback``
     (100; the ``check`` commands pass ``None``: piped without ``COLUMNS`` they print whole lines)."""
     cols = os.environ.get("COLUMNS", "").strip()
-    if cols.isdigit() and int(cols) >= 20:
+    if cols.isascii() and cols.isdigit() and int(cols) >= 20:
         return int(cols)
     try:
         if stream is not None and stream.isatty():
