@@ -750,6 +750,10 @@ def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool 
     extra = extra_check() if extra_check is not None else None
     _check_json_target(json_path)
     store = _store(store_dir) if save else None
+    if store is not None and json_path and json_path != "-":  # (the store --store names: 48b F8)
+        from proofs_checks.store import refuse_inside_store
+
+        refuse_inside_store(Path(json_path).expanduser().absolute(), "--json", json_path, store)
     if store is not None and not _check_store(store):
         store = None
     return claims, store, extra

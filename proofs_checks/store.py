@@ -213,6 +213,20 @@ def _inside(outer: Path, inner: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
+def refuse_inside_store(p: Path, what: str, shown: str, store: "Store | None" = None) -> None:
+    """An output file inside the results store (``store``, else the one ``TVERIFY_STORE`` or the default chooses) is
+    refused: the run writes its results there, and ``run --json <store>/last/<id>.json`` was taken over by the run's
+    own result, the JSON moved aside (hostile pass 48b F8)."""
+    root = (store or resolve_store()).root
+    try:
+        real, rroot = Path(os.path.realpath(p)), Path(os.path.realpath(root))
+    except OSError:
+        return
+    if _inside(rroot, real):
+        raise OutputPathError(f"{what} {_short(shown)}: inside the results store {root}, whose files tverify writes "
+                              "and keeps; write it elsewhere")
+
+
 def check_output_file(path: str | os.PathLike, what: str = "--json", force: bool | None = True) -> Path:
     """Check, before any work, that ``path`` can be written as a file (its parent folders are
     created at write time): a name the file system accepts, a writable parent, and, when ``force``
@@ -225,6 +239,7 @@ def check_output_file(path: str | os.PathLike, what: str = "--json", force: bool
     problem = name_problem(path)
     if problem:
         raise OutputPathError(f"{what} {_short(str(path))}: {problem}; nothing was run")
+    refuse_inside_store(p, what, str(path))
     if os.path.lexists(p):
         if p.is_dir():
             raise OutputPathError(f"{what} {path}: is a folder, not a file")

@@ -402,6 +402,12 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
     if own:  # `--out .venv --force` swapped the environment tverify ran from for a report, then crashed (pass 10, F4)
         raise ReportTargetError(f"--out {raw}: refusing to write into {own}, a folder containing it or one inside "
                                 "it: tverify is running from there (choose a new folder, e.g. --out reports)")
+    from proofs_checks.store import resolve_store
+
+    store = Path(os.path.realpath(resolve_store().root))  # the default store (TVERIFY_STORE, else the per-user one):
+    if _contains(real, store) or _contains(store, real):  # `reproduce`/`survey`/`sweep --out <store> --force` replaced
+        raise ReportTargetError(f"--out {raw}: refusing to write over the results store ({store}), a folder "  # it (48b F7)
+                                "containing it or one inside it, --force or not (choose a new folder, e.g. --out reports)")
     from proofs_checks.owned import record_dir
 
     record = Path(os.path.realpath(record_dir()))
