@@ -228,6 +228,10 @@ class GradientProps:
         n_par = sum(1 for x in self.__dict__.get("grad_judged", ()) if x.startswith("parameter "))
         if self.against is not None:
             return "input gradient"
+        copies = getattr(self.m, "detached", None)
+        if copies:
+            return (f"input gradient (parameter gradients not judged: the mapping returned {', '.join(copies)} as copies "
+                    "with no graph to the module's parameters; return views or the projection modules)")
         unjudged = (f" ({n_all - n_par} of the module's {n_all} parameter(s) not reached by the reference's autograd: "
                     "not judged)") if n_all > n_par else ""
         return f"input gradient{' and ' + str(n_par) + ' parameter gradients' if n_par else ''}{unjudged}"
@@ -241,6 +245,8 @@ class GradientProps:
         # detached before the output projection read "ok, error 0" (hostile pass 44a F6). One the reference does not
         # reach (a parameter outside the mapped attention) is not judged.
         pairs = [(lab, torch.zeros_like(b) if a is None and b is not None else a, b, c) for lab, a, b, c in pairs]
+        if getattr(self.m, "detached", None):  # copies in the mapping: the reference reaches parts of parameters at
+            pairs = [pr for pr in pairs if not pr[0].startswith("parameter ")]  # most; only the input's is judged
         G = max([float(b.detach().abs().max()) for _, a, b, _ in pairs if a is not None and b is not None
                  and b.numel()] + [1e-300])  # gradients are compared relative to the largest entry
         for lab, a, b, c in pairs:

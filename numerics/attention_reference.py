@@ -32,7 +32,7 @@ This module imports torch only (no ``proofs_checks``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 import torch
 
@@ -68,6 +68,8 @@ class Mapping:
     # after the projection (and QK-norm) and before RoPE
     q_transform: Any = None
     k_transform: Any = None
+    #: a hook's entries returned as copies with no graph to the module's parameters (their gradients not judged)
+    detached: list = field(default_factory=list)
 
     def __post_init__(self):
         if self.kv_heads is None:

@@ -155,6 +155,7 @@ def _numbers_ok(v: Mapping) -> None:
             raise _err(nm, f"must be a finite number ({what}), got {x!r}")
         if x is not None and not float(x) > low:
             raise _err(nm, f"must be {what}, got {x!r}")
+    _within_precision(v)
     h, kv = v.get("heads"), v.get("kv_heads")
     if h is not None and kv is not None and h % kv:
         raise DeclarationError(f"{who('heads')} {h} with {who('kv_heads')} {kv}: grouped-query attention shares "
@@ -163,6 +164,21 @@ def _numbers_ok(v: Mapping) -> None:
     rd = v.get("rope_dims")
     if rd is not None and rd % 2:
         raise _err("rope_dims", f"{rd}: RoPE rotates pairs of dimensions, so it must be even")
+
+
+def _within_precision(v: Mapping) -> None:
+    """A softcap or scale the probe's precision cannot work with: a cap C of √(largest float) or more caps no logit the
+    probe reaches (C·tanh(s/C) = s to rounding) and its arithmetic overflows, and a scale beyond the largest float is
+    none in that precision; each left every comparison with a NaN tolerance, rows then blaming the module (48a F3)."""
+    dtype = v.get("dtype") or _DEFAULTS["dtype"]
+    big = 3.4028234663852886e38 if dtype == "float32" else 1.7976931348623157e308  # the largest finite float
+    cap, scale = v.get("softcap"), v.get("scale")
+    if cap is not None and _is_real(cap) and float(cap) >= math.sqrt(big):
+        raise _err("softcap", f"{float(cap):g}: a cap that large caps no logit a {dtype} probe reaches (C·tanh(s/C) = s "
+                              f"to rounding) and its arithmetic overflows {dtype} (below {math.sqrt(big):.3g}); leave it "
+                              "out")
+    if scale is not None and _is_real(scale) and float(scale) > big:
+        raise _err("scale", f"{float(scale):g} is beyond {dtype}'s range (largest {big:.3g})")
 
 
 def _choices_ok(v: Mapping) -> None:

@@ -177,6 +177,29 @@ def _through_parameters(value: Any, f: Any) -> tuple[Any, list[str]]:
     return out, names
 
 
+def _without_graph(value: Any, f: Any) -> list[str]:
+    """The hook's entries (q, k, v, o) holding a tensor with no graph to the module's parameters (a copy: ``.detach()
+    .clone()``, ``torch.tensor(...)``) while the module has parameters that train: the reference's autograd then
+    reaches part of a parameter at most (one slice of a fused weight copied), and a parameter's gradient compared with
+    that part was a false mismatch (hostile pass 48a F2)."""
+    import torch
+
+    if not isinstance(value, dict) or not isinstance(f, torch.nn.Module):
+        return []
+    try:
+        if not any(p.requires_grad for p in f.parameters()):
+            return []
+    except Exception:  # noqa: BLE001
+        return []
+    out = []
+    for key in ("q", "k", "v", "o"):
+        v = value.get(key)
+        items = v if isinstance(v, (tuple, list)) else (v,)
+        if any(isinstance(t, torch.Tensor) and not t.requires_grad for t in items):
+            out.append(key)
+    return out
+
+
 def _counts_text(heads, kv_heads) -> str:
     return " ".join(f"{n} {v}" for n, v in (("--heads", heads), ("--kv-heads", kv_heads)) if v is not None)
 
@@ -287,6 +310,7 @@ def find_weights(f, D: int, decl: Declaration, done, mapping, label: str, name: 
             mp = mapping_from_hook(value, D, note)
         except ValueError as exc:
             raise UsageError(f"{hl}: {_short(exc, 600)}") from None
+        mp.detached = _without_graph(value, f)
         for flag, said, hooks in (("--heads", decl.heads, mp.heads), ("--kv-heads", decl.kv_heads, mp.kv_heads)):
             if said is not None and said != hooks:  # two declarations of yours that differ: neither dropped (43a F13)
                 raise UsageError(f"{flag} {said} and {hl} ({hooks}) declare different head counts; give one of them, "
