@@ -527,8 +527,11 @@ def fit_single_head(f: Callable, x: torch.Tensor, P: torch.Tensor, *, causal: bo
             rows.append(torch.cat([(xd[:, t, :, None] * dx[:, None, :]).reshape(B, D * D), dx], 1)[ok])
             rhs.append((torch.log(pts) - torch.log(pr))[ok])
             wts.append(torch.minimum(pts, pr)[ok].sqrt())
-    if not rows:
-        return None, "T = 1: no logit differences to fit", 0.0
+    if not rows:  # at T = 1 there is no pair; at longer T, weights at 0 or 1 (a map mixing no tokens: 48a F4)
+        why = ("T = 1: no logit differences to fit" if T == 1 else
+               f"at T = {T} every recovered weight is 0 or 1 (each output is one token's own: no tokens are mixed), so "
+               "there are no logit differences to fit")
+        return None, why, 0.0
     G, r, wt = torch.cat(rows), torch.cat(rhs), torch.cat(wts)
     if G.shape[0] < G.shape[1]:
         return None, f"only {G.shape[0]} logit differences for {G.shape[1]} parameters (more probes needed)", 0.0

@@ -146,7 +146,7 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
         except Exception as exc:
             raise UsageError(f"{label}: cannot copy {name} to {decl.dtype} on {decl.device}: {_describe(exc)}") from None
         if decl.mask_convention is None and not _bare_mha(obj):
-            _copy_faithful(obj, D, label, name)
+            _copy_faithful(obj, D, label, name, _longest(decl))
     st0 = done.structure(decl)
     if _bare_mha(f):
         # a bare nn.MultiheadAttention takes (query, key, value): call it as self-attention with the
@@ -166,6 +166,14 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
                      "is (batch, T, D), so batch and time axes are mixed; build it with batch_first=True or transpose "
                      "in a wrapper")
     return Loaded(obj, f, wm, name, D, tdt, other, hints)
+
+
+def _longest(decl: Declaration) -> int:
+    """The longest length the check probes (the declared ones, else the mode's), at most 1024: the copy's comparison
+    runs before the memory estimate, so it stays within what a probe of 1024 tokens costs."""
+    from numerics import attention_probe as ap
+
+    return min(1024, max(decl.seq_len or ap.probe_lengths(decl.mode)))
 
 
 def _bare_mha(obj: Any) -> bool:
@@ -237,34 +245,40 @@ def _restore(saved: list) -> None:
                     pass
 
 
-def _copy_faithful(obj: Any, D: int, label: str, name: str) -> None:
+def _copy_faithful(obj: Any, D: int, label: str, name: str, T_max: int = 5) -> None:
     """The check judges a copy of the module (converted to the probe's dtype and device, in eval mode), so the object
     given is never changed: a copy that computes otherwise (a ``__getstate__`` that leaves out a runtime flag, a
     ``__deepcopy__`` that rebuilds from the constructor's arguments) was judged in its place, and a module leaking the
     future was "ok" (hostile pass 43a F14). Here the object and a plain copy, both in eval mode in the object's own
-    dtype, are called once on one input, torch's generator seeded alike for each call: outputs that differ, where the
-    object's own two calls agree, are refused (exit 2). The object's train/eval flags, tensors and plain attributes are
-    put back."""
+    dtype, are called on one input of length 5 and one of the longest probe length ``T_max`` (a flag read only on a
+    long-sequence path passed the short input alone: 48a F5), torch's generator seeded alike for each call: outputs
+    that differ, where the object's own two calls agree, are refused (exit 2). The object's train/eval flags, tensors
+    and plain attributes are put back."""
     import torch
 
     p = next((t for t in obj.parameters() if t.is_floating_point()), None)
     dt, dev = (p.dtype, p.device) if p is not None else (torch.float32, torch.device("cpu"))
-    x = torch.randn(2, 5, D, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype=dt, device=dev)
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.randn(2, T, D, generator=gen, dtype=torch.float64).to(dtype=dt, device=dev)
+          for T in sorted({5, max(5, T_max)})]
     modes = [(m, m.training) for m in obj.modules()]
     saved = _state_of(obj)
+    differs = False
     try:
         twin = copy.deepcopy(obj).eval()
         obj.eval()
-        a, b, a2 = (_seeded_call(g, x) for g in (obj, twin, obj))
-        same = [isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.shape == v.shape
-                and bool(torch.equal(u, v)) for u, v in ((a, b), (a, a2))]
+        for x in xs:
+            a, b, a2 = (_seeded_call(g, x) for g in (obj, twin, obj))
+            same = [isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.shape == v.shape
+                    and bool(torch.equal(u, v)) for u, v in ((a, b), (a, a2))]
+            differs = differs or (same[1] and not same[0])
     except Exception:  # noqa: BLE001 - a module that cannot run here: the checks' own calls say so
-        return
+        pass
     finally:
         for m, training in modes:
             m.training = training
         _restore(saved)
-    if same[1] and not same[0]:
+    if differs:
         raise UsageError(f"{label}: a copy of {name} computes otherwise than the object itself (its __deepcopy__ or "
                          "__getstate__/__setstate__ leaves something out or rebuilds it): the check judges a copy, so "
                          "it could not judge your object; make copying keep what the forward reads")
@@ -514,6 +528,8 @@ def attach_against(probe, against: Any, decl: Declaration, tdt, module: Any = No
                          "the differential comparison could not reject anything; give a second implementation")
     _refuse_module_running(module, g, probe)
     watched = [module] if isinstance(module, torch.nn.Module) else []
+    if isinstance(g, torch.nn.Module) and decl.mask_convention is None and not _bare_mha(g):
+        _copy_faithful(g, probe.D, "--against", getattr(against, "__name__", type(g).__name__), _longest(decl))  # (48a F9)
     if isinstance(g, torch.nn.Module):
         memo: dict = {}
         try:
