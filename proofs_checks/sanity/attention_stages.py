@@ -161,7 +161,8 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
         f = wm = ap.WithMask(f, decl.mask_convention)
     mha = [m for m in f.modules() if isinstance(m, torch.nn.MultiheadAttention)] if isinstance(f, torch.nn.Module) else []
     hints: list[str] = []
-    if mha and not mha[0].batch_first and not isinstance(f, ap.SelfMHA):
+    called_as_self = isinstance(f, ap.SelfMHA) or isinstance(getattr(f, "inner", None), ap.SelfMHA)  # (48a F6: with a
+    if mha and not mha[0].batch_first and not called_as_self:  # mask convention, the bare MHA inside a WithMask)
         hints.append("the module holds nn.MultiheadAttention(batch_first=False), which reads (T, batch, D): the probe "
                      "is (batch, T, D), so batch and time axes are mixed; build it with batch_first=True or transpose "
                      "in a wrapper")
@@ -200,88 +201,23 @@ def _seeded_call(g: Any, x: Any) -> Any:
         return _first_tensor(ap.call(g, x, watch=False)[0])
 
 
-def _state_of(obj: Any) -> list:
-    """What the object's calls may change, to put back after :func:`_copy_faithful`'s calls (in-process, the caller's
-    own object: a step counter, a decode position or a list a forward appends to advanced twice, 47a F4): per module,
-    its tensors' values (parameters, buffers, tensor attributes) and copies of its other plain attributes."""
-    import torch
-
-    out = []
-    for m in obj.modules():
-        tensors = {k: (t, t.detach().clone()) for k, t in list(m._parameters.items()) + list(m._buffers.items())
-                   if isinstance(t, torch.Tensor)}
-        plain = {}
-        for k, v in vars(m).items():
-            if k in ("_parameters", "_buffers", "_modules") or isinstance(v, torch.nn.Module):
-                continue
-            try:
-                plain[k] = v.detach().clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v)
-            except Exception:  # noqa: BLE001 - an attribute that cannot be copied is left as the calls leave it
-                continue
-        out.append((m, tensors, plain, set(vars(m))))
-    return out
-
-
-def _restore(saved: list) -> None:
-    import torch
-
-    with torch.no_grad():
-        for m, tensors, plain, names in saved:
-            for k, (t, value) in tensors.items():
-                try:
-                    if t.shape == value.shape:
-                        t.copy_(value)
-                except Exception:  # noqa: BLE001
-                    pass
-            for k, v in plain.items():
-                try:
-                    object.__setattr__(m, k, v)
-                except Exception:  # noqa: BLE001
-                    pass
-            for k in set(vars(m)) - names:  # attributes the calls added
-                try:
-                    object.__delattr__(m, k)
-                except Exception:  # noqa: BLE001
-                    pass
-
-
 def _copy_faithful(obj: Any, D: int, label: str, name: str, T_max: int = 5) -> None:
     """The check judges a copy of the module (converted to the probe's dtype and device, in eval mode), so the object
     given is never changed: a copy that computes otherwise (a ``__getstate__`` that leaves out a runtime flag, a
     ``__deepcopy__`` that rebuilds from the constructor's arguments) was judged in its place, and a module leaking the
-    future was "ok" (hostile pass 43a F14). Here the object and a plain copy, both in eval mode in the object's own
-    dtype, are called on one input of length 5 and one of the longest probe length ``T_max`` (a flag read only on a
-    long-sequence path passed the short input alone: 48a F5), torch's generator seeded alike for each call: outputs
-    that differ, where the object's own two calls agree, are refused (exit 2). The object's train/eval flags, tensors
-    and plain attributes are put back."""
+    future was "ok" (hostile pass 43a F14). The object and a plain copy are called on one input of length 5 and one
+    of the longest probe length ``T_max`` (a flag read only on a long-sequence path passed the short input alone: 48a
+    F5): :func:`proofs_checks.sanity._copies.refuse_unfaithful_copy`."""
     import torch
+
+    from proofs_checks.sanity._copies import refuse_unfaithful_copy
 
     p = next((t for t in obj.parameters() if t.is_floating_point()), None)
     dt, dev = (p.dtype, p.device) if p is not None else (torch.float32, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
     xs = [torch.randn(2, T, D, generator=gen, dtype=torch.float64).to(dtype=dt, device=dev)
           for T in sorted({5, max(5, T_max)})]
-    modes = [(m, m.training) for m in obj.modules()]
-    saved = _state_of(obj)
-    differs = False
-    try:
-        twin = copy.deepcopy(obj).eval()
-        obj.eval()
-        for x in xs:
-            a, b, a2 = (_seeded_call(g, x) for g in (obj, twin, obj))
-            same = [isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.shape == v.shape
-                    and bool(torch.equal(u, v)) for u, v in ((a, b), (a, a2))]
-            differs = differs or (same[1] and not same[0])
-    except Exception:  # noqa: BLE001 - a module that cannot run here: the checks' own calls say so
-        pass
-    finally:
-        for m, training in modes:
-            m.training = training
-        _restore(saved)
-    if differs:
-        raise UsageError(f"{label}: a copy of {name} computes otherwise than the object itself (its __deepcopy__ or "
-                         "__getstate__/__setstate__ leaves something out or rebuilds it): the check judges a copy, so "
-                         "it could not judge your object; make copying keep what the forward reads")
+    refuse_unfaithful_copy(obj, [lambda g, x=x: _seeded_call(g, x) for x in xs], label, name)
 
 
 def _lengths(decl: Declaration, weights) -> list[int]:

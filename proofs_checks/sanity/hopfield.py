@@ -168,7 +168,7 @@ def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
                    "use fewer patterns")
 
 
-def _update_fn(obj: Any, label: str):
+def _update_fn(obj: Any, label: str, P: Any = None, beta: float = 1.0):
     """``(call(xi) -> new, description)`` for the user's object (see the module docstring)."""
     import torch
 
@@ -193,8 +193,11 @@ def _update_fn(obj: Any, label: str):
         from proofs_checks.sanity._loader import user_code
 
         if not made:  # the caller's own module (the API in its process): a copy is cast and put in eval mode, the
-            with user_code(label, f"copying {type(obj).__name__}"):  # caller's is left as it was (44a F18)
+            original = obj  # caller's is left as it was (44a F18)
+            with user_code(label, f"copying {type(obj).__name__}"):
                 obj = copy.deepcopy(obj)
+            if P is not None:  # a copy that updates otherwise than the object is refused (48a F8)
+                _faithful_copy(original, label, P, beta, three)
         with user_code(label, f"reading {type(obj).__name__}'s parameters"):  # said: the copy judged computes in
             low = sorted({str(t.dtype).replace("torch.", "") for t in (*obj.parameters(), *obj.buffers())  # float64
                           if t.is_floating_point() and t.dtype != torch.float64})  # (44a F19)
@@ -374,6 +377,29 @@ class Update:
     rounding: Any = None
 
 
+def _faithful_copy(original: Any, label: str, P: Any, beta: float, three: bool) -> None:
+    """The object and a copy called alike on the first two patterns as states, in the module's own dtype:
+    :func:`proofs_checks.sanity._copies.refuse_unfaithful_copy`."""
+    import torch
+
+    from proofs_checks.sanity._copies import refuse_unfaithful_copy
+
+    p = next((t for t in original.parameters() if t.is_floating_point()), None)
+    dt = p.dtype if p is not None else torch.float64
+    pats = torch.as_tensor(P).to(dtype=dt)
+    xi = pats[:2].clone()
+
+    def call(m):
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                return m(xi.clone(), pats.clone(), beta) if three else m(xi.clone())
+        except (Exception, SystemExit):  # noqa: BLE001 - the check's own calls say what it raises
+            return None
+
+    refuse_unfaithful_copy(original, [call], label, type(original).__name__)
+
+
 def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
     """``(checked, fobj, three, low)``: the user's update called on copies, every call's output checked
     (``xi``'s shape, a real floating dtype; a torch tensor or a NumPy array); ``low``: the dtypes below float64 a
@@ -384,7 +410,7 @@ def _user_update(module, geo: Geometry, beta: float, label: str, nm: str):
     from numerics.torch_utils import not_dense
     from proofs_checks.sanity._loader import user_code
 
-    fobj, three, low = _update_fn(module, label)
+    fobj, three, low = _update_fn(module, label, geo.P, beta)
     P = geo.P
 
     def raw_upd(xi):

@@ -62,9 +62,10 @@ def _zero_argument(obj) -> bool:
         not any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
 
 
-def _instantiate(obj, name: str, device: str):
+def _instantiate(obj, name: str, device: str, d: int = 2, N: int = 10):
     """A class (nn.Module or other) or a zero-argument factory is called once to get the model;
-    an nn.Module is put in eval mode and moved to ``device``."""
+    an nn.Module is put in eval mode and moved to ``device``; the caller's own module is copied first, and a copy that
+    predicts otherwise than the object on one prompt batch (d dimensions, N examples) is refused (48a F7)."""
     import torch
 
     from proofs_checks.sanity._loader import user_code
@@ -83,12 +84,43 @@ def _instantiate(obj, name: str, device: str):
         if not made:  # the caller's own model (the API in its process): a copy is put in eval mode and moved, the
             import copy  # caller's is left as it was, mid-training included (44a F18)
 
+            original = obj
             with user_code("--model", f"copying {name}"):
                 obj = copy.deepcopy(obj)
+            _faithful_copy(original, name, d, N)
         with user_code("--model", f"{name}.eval() / moving it to {device}"):
             obj.eval()
             obj.to(device)
     return obj
+
+
+def _faithful_copy(original, name: str, d: int, N: int) -> None:
+    """The object and a copy called alike on one prompt batch in each layout (whichever it takes):
+    :func:`proofs_checks.sanity._copies.refuse_unfaithful_copy`."""
+    import torch
+
+    from numerics.icl import prompt_matrix
+    from numerics.icl_classes import garg_tokens
+    from proofs_checks.sanity._copies import refuse_unfaithful_copy
+
+    p = next((t for t in original.parameters() if t.is_floating_point()), None)
+    dt, dev = (p.dtype, p.device) if p is not None else (torch.float64, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    X, y, q = (torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype=dt, device=dev)
+               for shape in ((3, N, d), (3, N), (3, d)))
+
+    def seeded(args):
+        def call(m):
+            try:
+                with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(0)
+                    return m(*args)
+            except (Exception, SystemExit):  # noqa: BLE001 - a layout the model does not take: nothing to compare
+                return None
+        return call
+
+    refuse_unfaithful_copy(original, [seeded((prompt_matrix(X, y, q),)), seeded((garg_tokens(X, y, q),)),
+                                      seeded((X, y, q))], "--model", name)
 
 
 def _layout_call(model, layout: str, name: str = "the model"):
@@ -492,7 +524,7 @@ def check_icl_model(obj, *, lambdas, N: int, M: int | None = None, layout: str =
     req = model_request(lambdas=lambdas, N=N, M=M, layout=layout, noise=noise, mode=mode, prompts=prompts,
                         M_values=M_values, tol=tol, device=device, max_memory=max_memory, compute_dtype=compute_dtype)
     name = name or getattr(obj, "__name__", type(obj).__name__)
-    model = _instantiate(obj, name, device)
+    model = _instantiate(obj, name, device, req.d, req.N)
     pr = _probe(model, req, name, seed, progress)
     verdict = _probe_verdict(pr, name)
     idf = pr.get("identification") or {}
