@@ -789,6 +789,19 @@ def _ast_depth(tree) -> int:
     return deepest
 
 
+def _underscored_number(text: str) -> bool:
+    """A number token of Python's holding ``_`` (``1_0``, ``1e0_1``, ``0x1_0``), found by Python's own tokenizer: a
+    pattern missed the digits after a letter (hostile pass 48b F4)."""
+    import io
+    import tokenize
+
+    try:
+        return any(t.type == tokenize.NUMBER and "_" in t.string
+                   for t in tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, ValueError):  # malformed text: the parser below says why
+        return False
+
+
 def _check_ast(text: str, option: str, names: set | None) -> set:
     """Whitelist the syntax of one expression: numbers, names, + − * / ** and parentheses; integer
     exponents 0..MAX_DEGREE. Returns the names used."""
@@ -800,7 +813,7 @@ def _check_ast(text: str, option: str, names: set | None) -> set:
         raise InputError(f"{option}: use ** for powers, not ^: {text!r}")
     if "#" in text:  # Python's parser drops the rest as a comment: 'x**2 # + y**2' was certified as x**2 (hostile pass 10)
         raise InputError(f"{option}: '#' is not allowed (Python would read the rest as a comment and drop it): {text!r}")
-    if re.search(r"(?<![A-Za-z0-9_])\d[0-9_]*_[0-9]", text):  # Python reads 1_0 as 10: a typo taken for a number
+    if _underscored_number(text):  # Python reads 1_0 as 10, 1e0_1 as 10, 0x1_0 as 16: a typo taken for a number
         raise InputError(f"{option}: write numbers without '_' (Python would read 1_0 as 10): {text!r}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
