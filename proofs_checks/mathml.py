@@ -167,13 +167,66 @@ def _xrightarrow(node, l2tobj) -> str:
     return f" →[{over}] " if over else " → "
 
 
+def _sqrt(node, l2tobj) -> str:  # \sqrt[3]{8}: the index kept (it read √(8): hostile pass 48b F5)
+    n, a = _arg(node, 0, l2tobj), _arg(node, 1, l2tobj)
+    return f"({a})^(1/{n})" if n else f"√({a})"
+
+
+def _overline(node, l2tobj) -> str:  # \overline{z}: z̄ (it dropped the bar: the conjugate read as z)
+    a = _arg(node, 0, l2tobj)
+    return a + "\u0305" if len(a) == 1 else f"‾({a})"
+
+
+def _binom(node, l2tobj) -> str:
+    return f"C({_arg(node, 0, l2tobj)}, {_arg(node, 1, l2tobj)})"
+
+
+def _underset(node, l2tobj) -> str:  # \underset{θ}{\arg\min}: argmin_θ
+    return f"{_arg(node, 1, l2tobj)}_{_grouped(_arg(node, 0, l2tobj))} "
+
+
+#: symbols pylatexenc has no text for (it dropped them: ¬P read P, A ⟺ B read A B: hostile pass 48b F5, F6)
+_SYMBOLS = {"iff": " ⟺ ", "implies": " ⟹ ", "impliedby": " ⟸ ", "land": " ∧ ", "lor": " ∨ ", "neg": "¬", "lnot": "¬",
+            "coloneqq": " ≔ ", "bmod": " mod ", "Pr": "Pr", "det": "det ", "arg": "arg", "mid": " | ", "setminus": " ∖ "}
+#: commands whose dropping loses nothing (sizes, spacing, a wrapper whose argument is kept)
+_DROPPABLE = {"left", "right", "middle", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr", "biggl", "biggr",
+              "Biggl", "Biggr", "displaystyle", "textstyle", "scriptstyle", "limits", "nolimits", "operatorname",
+              "mathop", "ne", "tfrac", "dfrac", "lVert", "rVert", "begin", "end", "overset", "rm", "it", "bf", "sf",
+              "substack"}
+
+
+def _walker_context():
+    from pylatexenc.latexwalker import get_default_latex_context_db
+    from pylatexenc.macrospec import MacroSpec
+
+    db = get_default_latex_context_db()
+    db.add_context_category("tverify", prepend=True, macros=[MacroSpec("binom", "{{"), MacroSpec("underset", "{{"),
+                                                             MacroSpec("overline", "{")])
+    return db
+
+
 def _converter():
     from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
     ctx = get_default_latex_context_db()
     ctx.add_context_category("tverify", prepend=True, macros=[
-        MacroTextSpec("frac", simplify_repl=_frac), MacroTextSpec("xrightarrow", simplify_repl=_xrightarrow)])
-    return LatexNodes2Text(math_mode="text", strict_latex_spaces=True, latex_context=ctx)
+        MacroTextSpec("frac", simplify_repl=_frac), MacroTextSpec("xrightarrow", simplify_repl=_xrightarrow),
+        MacroTextSpec("sqrt", simplify_repl=_sqrt), MacroTextSpec("overline", simplify_repl=_overline),
+        MacroTextSpec("binom", simplify_repl=_binom), MacroTextSpec("underset", simplify_repl=_underset),
+        *(MacroTextSpec(k, simplify_repl=v) for k, v in _SYMBOLS.items())])
+    return LatexNodes2Text(math_mode="text", strict_latex_spaces=True, latex_context=ctx), _walker_context(), ctx
+
+
+def unconvertible(latex: str) -> list[str]:
+    """The commands in ``latex`` that the terminal's conversion would drop with their meaning (no text known for
+    them: ``\\cancel``, ``\\over``, ``\\choose``, a user's own macro): the caller shows the LaTeX itself then, marked, rather
+    than a Unicode text that states something else (hostile pass 48b F5)."""
+    global _L2T
+    if _L2T is None:
+        _L2T = _converter()
+    ctx = _L2T[2]
+    names = set(re.findall(r"\\([A-Za-z]+)", str(latex or "").replace("\\\\", " ")))  # (\\\\ ends a row)
+    return sorted(n for n in names if n not in _DROPPABLE and ctx.get_macro_spec(n) is None)
 
 
 def _subscripts(src: str) -> str:
@@ -216,7 +269,11 @@ def latex_text(latex: str | None) -> str:
     try:
         if _L2T is None:
             _L2T = _converter()
-        out = _L2T.latex_to_text(src)
+        from pylatexenc.latexwalker import LatexWalker
+
+        l2t, wdb, _ = _L2T
+        nodes, _, _ = LatexWalker(src, latex_context=wdb, tolerant_parsing=True).get_latex_nodes()
+        out = l2t.nodelist_to_text(nodes)
     except Exception:  # pragma: no cover - a terminal still gets the LaTeX
         return str(latex)
     out = re.sub(r"\s*([≥≤∈→≽≼⟺⟹⟸])\s*", r" \1 ", out)  # relations stand apart, as on paper

@@ -128,6 +128,20 @@ def _group_script(m: re.Match) -> str:
     return m[1] + r"{\left(" + body + r"\right)}"
 
 
+def _scripts(src: str) -> str:
+    """Each sub- or superscript group through :func:`_group_script`, nested braces included (``x^{\\frac{3}{2}}`` read
+    x^3/2 and ``e^{q_i\\cdot k_j/\\sqrt{d_k}}`` e^q_i·k_j/√(d_k): a regex saw only groups without braces; 48b F5, F6)."""
+    out, i = [], 0
+    while True:
+        m = re.compile(r"(?<!\\)([_^])\{").search(src, i)
+        if m is None:
+            return "".join(out) + src[i:]
+        end = _group(src, m.end() - 1)
+        body = _scripts(src[m.end():end - 1])
+        out += [src[i:m.start()], _group_script(re.match(r"([_^])\{(.*)\}", f"{m[1]}{{{body}}}", re.S))]
+        i = end
+
+
 def _prepare(src: str) -> str:
     r"""LaTeX rewritten so that the text keeps its grouping: a fraction next to a factor is
     parenthesised (``\tfrac1N\operatorname{tr}`` → ``(1/N)·tr``), ``\overset{iid}{\sim}`` becomes
@@ -140,7 +154,7 @@ def _prepare(src: str) -> str:
     src = _fracs(src)
     src = re.sub(r"\\overset\{\\text\{([^{}]*)\}\}\{\\sim\}", r" \\sim[\1] ", src)
     src = re.sub(r"\\overset\{([^{}]*)\}\{([^{}]*)\}", r"\2[\1]", src)
-    src = re.sub(r"(?<!\\)([_^])\{([^{}]*)\}", _group_script, src)
+    src = _scripts(src)
     src = re.sub(r"\\(log|exp|ln|sin|cos|tanh|det|tr|max|min|sup|inf|lim|arg|dim|rank|deg)(?![A-Za-z])\s*(?=[A-Za-z0-9\\])",
                  r"\\\1\\ ", src)
     # after a subscript/superscript, a letter or a command starts a new factor: set it apart
@@ -209,6 +223,11 @@ def math_text(latex: Any) -> str:
     src = str(latex)
     if "\\" not in src and "{" not in src and "^" not in src and "_" not in src:
         return src
+    from proofs_checks.mathml import unconvertible
+
+    lost = unconvertible(src)
+    if lost:  # a text without them would state something else (¬P read P, ∛8 read √8: hostile pass 48b F5)
+        return f"{src}   [LaTeX as written: {', '.join(chr(92) + n for n in lost)} has no text form here]"
     try:
         out = latex_text(_prepare(src))
     except Exception:  # pragma: no cover - latex_text never raises; belt and braces
