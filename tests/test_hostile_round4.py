@@ -243,13 +243,14 @@ def test_lazy_parameters_are_created_by_one_call_and_d_is_asked_for():
 
 
 def test_the_users_oserror_on_a_later_call_is_one_line_exit_2(tmp_path):
-    # (the 7th call: three are the copy's faithfulness check, hostile pass 43a F14; three the first length's)
+    # (the 10th call: six are the copy's faithfulness check at two lengths, hostile passes 43a F14 and 48a F5; three
+    # the first length's)
     from tests.cli_helpers import invoke, one_line_error
 
     (tmp_path / "later.py").write_text(
         "import sys\nsys.path.insert(0, %r)\nfrom tests.test_hostile_round4 import SmallAttn\n"
         "class Later(SmallAttn):\n    n = 0\n    def forward(self, x):\n        Later.n += 1\n"
-        "        if Later.n >= 7:\n            raise OSError('disk went away')\n        return super().forward(x)\n"
+        "        if Later.n >= 10:\n            raise OSError('disk went away')\n        return super().forward(x)\n"
         % str(__import__("pathlib").Path(__file__).resolve().parents[1]))
     code, out, err = invoke("check", "attention", "--module", f"{tmp_path}/later.py:Later", "--causal", "--quick",
                             "--seq-len", "1,5,17")
