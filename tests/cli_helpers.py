@@ -98,15 +98,19 @@ def invoke_in(folder: Path, monkeypatch, *argv: str) -> subprocess.CompletedProc
     return subprocess.CompletedProcess(["tverify", *argv], code, out, err)
 
 
-def tv_here(folder: Path, *argv: str, **_ignored) -> subprocess.CompletedProcess:
-    """``tverify ARGV...`` in this process, in ``folder``, with a store and home of the test's own (``folder/store``,
-    ``folder/home``): for a test whose subject is a command's verdict or message, not the console process (issue 46:
-    a fresh interpreter per test cost ≈ 2 CPU s). The user's code still runs in the check's own isolated child."""
+def tv_here(folder: Path, *argv: str, env: dict[str, str] | None = None, **_ignored) -> subprocess.CompletedProcess:
+    """``tverify ARGV...`` in this process, in ``folder``, with a store, home and cache of the test's own
+    (``folder/store``, ``folder/home``, ``folder/cache``) and ``env`` besides: for a test whose subject is a command's
+    verdict or message, not the console process (issue 46: a fresh interpreter per test cost ≈ 2 CPU s). The user's
+    code still runs in the check's own isolated child, started by the fork server this process keeps."""
     import pytest
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TVERIFY_STORE", str(folder / "store"))
         mp.setenv("HOME", str(folder / "home"))
+        mp.setenv("XDG_CACHE_HOME", str(folder / "cache"))
+        for k, v in (env or {}).items():
+            mp.setenv(k, v)
         return invoke_in(folder, mp, *argv)
 
 

@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tv(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
-    e = dict(os.environ, TVERIFY_STORE=str(tmp_path / "store"), HOME=str(tmp_path / "home"),
-             XDG_CACHE_HOME=str(tmp_path / "cache"), OMP_NUM_THREADS="1", **env)
-    e["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "proofs_checks", *argv], capture_output=True, text=True, env=e,
-                          cwd=str(tmp_path), timeout=240)
+    """The command in this process: each test's subject is a check's verdict or message, and the user's code runs in
+    the check's isolated child either way (issue 46: no fresh interpreter, and no fresh fork server, per test)."""
+    from tests.cli_helpers import tv_here
+
+    return tv_here(tmp_path, *argv, env=env)
 
 
 def _write(tmp_path: Path, name: str, source: str) -> Path:
