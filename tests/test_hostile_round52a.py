@@ -229,27 +229,38 @@ def test_f5_a_config_attribute_that_raises_is_a_note_not_a_refusal(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
-COMPLEX_WEIGHTS = """
+#: a 4-head attention over width 16, its q, k, v, o projections and its causal weights, that the modules below build on
+_QKV = """
 import math, torch
 from torch import nn
 
-class Attn(nn.Module):
+class QKV(nn.Module):
     def __init__(self, dim=16, heads=4):
         super().__init__()
         self.dim, self.num_heads = dim, heads
         self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
         self.v_proj, self.o_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
 
-    def forward(self, x):
+    def weights_and_values(self, x):
         B, T, D = x.shape; H = self.num_heads; dk = D // H
-        q = self.q_proj(x).view(B, T, H, dk).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, H, dk).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, H, dk).transpose(1, 2)
-        m = torch.ones(T, T, dtype=torch.bool).triu(1)
-        a = (q @ k.transpose(-1, -2) / math.sqrt(dk)).masked_fill(m, float("-inf")).softmax(-1)
-        y = self.o_proj((a @ v).transpose(1, 2).reshape(B, T, D))
+        q, k, v = (p(x).view(B, T, H, dk).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        s = (q @ k.transpose(-1, -2) / math.sqrt(dk)).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
+                                                                  float("-inf"))
+        return s.softmax(-1), v
+
+    def forward(self, x):
+        B, T, D = x.shape
+        a, v = self.weights_and_values(x)
+        return self.o_proj((a @ v).transpose(1, 2).reshape(B, T, D))
+"""
+
+
+COMPLEX_WEIGHTS = _QKV + """
+class Attn(QKV):
+    def forward(self, x):
         # the weights it reports are complex (a complex RoPE path left them so): rows sum to 1 + 0.3i
-        return y, torch.complex(a, 0.3 * a)
+        a = self.weights_and_values(x)[0]
+        return super().forward(x), torch.complex(a, 0.3 * a)
 
 def make():
     torch.manual_seed(0)
@@ -267,28 +278,15 @@ def test_f6_complex_attention_weights_are_not_distributions(tmp_path):
     assert r.returncode != 0, r.stdout[-3000:]
 
 
-LEARNED = """
-import math, torch
-from torch import nn
-
-class LP(nn.Module):
+LEARNED = _QKV + """
+class LP(QKV):
     # learned absolute positions for 20 tokens (a GPT-2-like wpe of n_positions = 20)
     def __init__(self, dim=16, heads=4, n_pos=20):
-        super().__init__()
-        self.dim, self.num_heads = dim, heads
+        super().__init__(dim, heads)
         self.pos_emb = nn.Embedding(n_pos, dim)
-        self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.v_proj, self.o_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
 
     def forward(self, x):
-        B, T, D = x.shape; H = self.num_heads; dk = D // H
-        x = x + self.pos_emb(torch.arange(T))        # IndexError beyond 20 tokens
-        q = self.q_proj(x).view(B, T, H, dk).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, H, dk).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, H, dk).transpose(1, 2)
-        s = (q @ k.transpose(-1, -2) / math.sqrt(dk)).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
-                                                                  float("-inf"))
-        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+        return super().forward(x + self.pos_emb(torch.arange(x.shape[1])))  # IndexError beyond 20 tokens
 
 def make():
     torch.manual_seed(0)
@@ -317,25 +315,9 @@ def test_f8_module_name_form_names_the_file_it_did_not_import(tmp_path):
     assert "code.py" in r.stderr or "standard" in r.stderr or "shadow" in r.stderr, r.stderr
 
 
-ZERO_V = """
-import math, torch
-from torch import nn
-
-class Attn(nn.Module):
-    def __init__(self, dim=16, heads=4):
-        super().__init__()
-        self.dim, self.num_heads = dim, heads
-        self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.v_proj, self.o_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-
-    def forward(self, x):
-        B, T, D = x.shape; H = self.num_heads; dk = D // H
-        q = self.q_proj(x).view(B, T, H, dk).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, H, dk).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, H, dk).transpose(1, 2)
-        s = (q @ k.transpose(-1, -2) / math.sqrt(dk)).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
-                                                                  float("-inf"))
-        return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+ZERO_V = _QKV + """
+class Attn(QKV):
+    pass
 
 def make():
     # a correct causal attention, its value projection's weight zero-initialised (v = its bias for every token)

@@ -18,7 +18,7 @@ _E2E = "a plugin claim's whole run in fresh processes (5 to 8 s); the in-process
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _env(tmp_path: Path, site: Path | None = None) -> dict[str, str]:
+def _env(tmp_path: Path, site: Path | None = None, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     for k in [k for k in env if k.startswith("TVERIFY_")]:
         del env[k]
@@ -27,6 +27,7 @@ def _env(tmp_path: Path, site: Path | None = None) -> dict[str, str]:
     env.update(HOME=str(home), TVERIFY_STORE=str(tmp_path / "store"), XDG_CACHE_HOME=str(tmp_path / "cache"),
                OMP_NUM_THREADS="1", COLUMNS="200",
                PYTHONPATH=os.pathsep.join([str(ROOT)] + ([str(site)] if site else [])))
+    env.update(extra)
     return env
 
 
@@ -51,6 +52,14 @@ def _plugin(tmp_path: Path, name: str, source: str) -> Path:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
     (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
     return site
+
+
+def _run_plugin(tmp_path: Path, name: str, source: str, cid: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``run CID --quick --json out.json`` with the plugin ``name`` (its module ``source``) installed: the command
+    (asserted free of tracebacks) and the claim's result."""
+    r = _tv(tmp_path, "run", cid, "--quick", "--no-progress", "--json", "out.json", site=_plugin(tmp_path, name, source))
+    assert "Traceback" not in r.stderr, r.stderr
+    return r, json.loads((tmp_path / "out.json").read_text())["results"][0]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -91,10 +100,7 @@ CLAIM = register(Claim(
 
 @moved(_E2E, "tests/test_hostile_round52b.py::test_f1_obligation_log_square_is_not_held_for_real_x")
 def test_f1_an_obligation_false_within_the_symbols_assumptions_does_not_hold(tmp_path):
-    site = _plugin(tmp_path, "hzlog", F1_PLUGIN)
-    r = _tv(tmp_path, "run", "hzlog.split", "--quick", "--no-progress", "--json", "out.json", site=site)
-    assert "Traceback" not in r.stderr, r.stderr
-    res = json.loads((tmp_path / "out.json").read_text())["results"][0]
+    r, res = _run_plugin(tmp_path, "hzlog", F1_PLUGIN, "hzlog.split")
     obligations = {o["name"]: o["status"] for o in res["obligations"]}
     # log(x*y) - log(x) - log(y) is -2*pi*I at x = y = -1, a point within the assumptions (real): not "holds"
     assert obligations.get("displayed form equals the derived result") != "holds", obligations
@@ -147,10 +153,7 @@ CLAIM = register(Claim(
 
 @moved(_E2E, "tests/test_pins_hostile.py::test_a_counterexample_is_a_point_within_the_symbols_assumptions")
 def test_f2_a_true_identity_over_odd_integers_is_not_refuted_at_an_even_point(tmp_path):
-    site = _plugin(tmp_path, "hzodd", F2_PLUGIN)
-    r = _tv(tmp_path, "run", "hzodd.half", "--quick", "--no-progress", "--json", "out.json", site=site)
-    assert "Traceback" not in r.stderr, r.stderr
-    res = json.loads((tmp_path / "out.json").read_text())["results"][0]
+    r, res = _run_plugin(tmp_path, "hzodd", F2_PLUGIN, "hzodd.half")
     for o in res["obligations"]:
         cx = o.get("counterexample") or {}
         if "k" in cx:
@@ -206,10 +209,7 @@ CLAIM = register(Claim(
 
 @moved(_E2E, "tests/test_pins_hostile.py::test_matches_derivation_rounds_at_float64_and_at_the_intermediates")
 def test_f3_matches_derivation_does_not_refute_a_correct_cube_at_numpy_integers(tmp_path):
-    site = _plugin(tmp_path, "hzcube", F3_PLUGIN)
-    r = _tv(tmp_path, "run", "hzcube.cube", "--quick", "--no-progress", "--json", "out.json", site=site)
-    assert "Traceback" not in r.stderr, r.stderr
-    res = json.loads((tmp_path / "out.json").read_text())["results"][0]
+    r, res = _run_plugin(tmp_path, "hzcube", F3_PLUGIN, "hzcube.cube")
     checks = {c["name"]: c["status"] for c in res["checks"]}
     assert checks.get("direct") == "passed", checks  # the independent float64 reference agrees with the form
     assert checks.get("matches_derivation") == "passed", (checks, res["message"])
@@ -275,10 +275,7 @@ CLAIM = register(Claim(
 
 @moved(_E2E, "tests/test_pins_hostile.py::test_matches_derivation_rounds_at_float64_and_at_the_intermediates")
 def test_f5_an_exact_identity_is_not_refuted_by_the_closed_forms_own_cancellation(tmp_path):
-    site = _plugin(tmp_path, "hzsq", F5_PLUGIN)
-    r = _tv(tmp_path, "run", "hzsq.diff", "--quick", "--no-progress", "--json", "out.json", site=site)
-    assert "Traceback" not in r.stderr, r.stderr
-    res = json.loads((tmp_path / "out.json").read_text())["results"][0]
+    r, res = _run_plugin(tmp_path, "hzsq", F5_PLUGIN, "hzsq.diff")
     checks = {c["name"]: c["status"] for c in res["checks"]}
     assert checks.get("direct") == "passed", checks
     assert checks.get("matches_derivation") == "passed", (checks, res["message"])

@@ -131,20 +131,25 @@ def test_f4_the_undecided_reason_does_not_blame_t_1_when_longer_lengths_ran(tmp_
     assert "matches_reference: T = 1: no logit differences to fit" not in r.stdout, r.stdout[-3000:]
 
 
-FLAGGED = ATTN + """
-
-class Fast(Attn):
-    fast = False                      # the class default; every instance turns it on
+def _flagged(init: str = "") -> str:
+    """The body of a class whose instances turn on a flag ``fast`` (the class default False) left out of pickling and
+    deep copies, so that a copy computes otherwise than the instance; ``init``: more lines of its ``__init__``."""
+    return f"""    fast = False                      # the class default; every instance turns it on
 
     def __init__(self):
         super().__init__()
         self.fast = True
-
+{init}
     def __getstate__(self):           # a runtime flag left out of pickling / deep copies
         d = dict(self.__dict__)
         d.pop("fast", None)
         return d
+"""
 
+FLAGGED = ATTN + """
+
+class Fast(Attn):
+""" + _flagged() + """
     def forward(self, x):
         y = super().forward(x)
         if self.fast and x.shape[1] > 40:  # the long-sequence path of the object itself leaks the last token
@@ -190,18 +195,7 @@ ICL_FLAG = """
 import torch
 
 class LS(torch.nn.Module):
-    fast = False                                  # the class default; every instance turns it on
-
-    def __init__(self):
-        super().__init__()
-        self.fast = True
-        self.w = torch.nn.Parameter(torch.ones(1))
-
-    def __getstate__(self):                       # a runtime flag left out of pickling / deep copies
-        d = dict(self.__dict__)
-        d.pop("fast", None)
-        return d
-
+""" + _flagged('        self.w = torch.nn.Parameter(torch.ones(1))\n') + """
     def forward(self, xs, ys, xq):
         w = torch.linalg.pinv(xs) @ ys.unsqueeze(-1)
         p = (xq.unsqueeze(-2) @ w).reshape(-1) * self.w
@@ -239,18 +233,7 @@ HOP_FLAG = """
 import torch
 
 class U(torch.nn.Module):
-    fast = False                                  # the class default; every instance turns it on
-
-    def __init__(self):
-        super().__init__()
-        self.fast = True
-        self.register_buffer("one", torch.ones((), dtype=torch.float64))
-
-    def __getstate__(self):                       # a runtime flag left out of pickling / deep copies
-        d = dict(self.__dict__)
-        d.pop("fast", None)
-        return d
-
+""" + _flagged('        self.register_buffer("one", torch.ones((), dtype=torch.float64))\n') + """
     def forward(self, xi, patterns, beta):
         b = beta / 4 if self.fast else beta       # the object: the update at beta / 4 (not the modern update)
         return torch.softmax(b * xi @ patterns.T, -1) @ patterns * self.one
@@ -278,17 +261,7 @@ def test_f8_check_hopfield_does_not_judge_a_copy_that_computes_otherwise(tmp_pat
 AGAINST_FLAG = ATTN + """
 
 class Ref(Attn):
-    fast = False                      # the class default; every instance turns it on
-
-    def __init__(self):
-        super().__init__()
-        self.fast = True
-
-    def __getstate__(self):           # a runtime flag left out of pickling / deep copies
-        d = dict(self.__dict__)
-        d.pop("fast", None)
-        return d
-
+""" + _flagged() + """
     def forward(self, x):
         y = super().forward(x)
         return y * 1.01 if self.fast else y   # the second implementation, as built, differs by 1 % everywhere

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,20 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_hostile_round52b import _env  # the same private environment
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _env(tmp_path: Path, site: Path | None = None, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for k in [k for k in env if k.startswith("TVERIFY_")]:
-        del env[k]
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), TVERIFY_STORE=str(tmp_path / "store"), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               OMP_NUM_THREADS="1", COLUMNS="200",
-               PYTHONPATH=os.pathsep.join([str(ROOT)] + ([str(site)] if site else [])))
-    env.update(extra)
-    return env
 
 
 def _tv(tmp_path: Path, *args: str, site: Path | None = None, timeout: int = 280, **extra: str):
