@@ -189,6 +189,8 @@ def test_f6_a_wrong_mask_convention_on_a_bare_mha_is_not_blamed_on_its_axes(tmp_
     # key_padding_respected's row itself suspects; the verdict's hint must not send the user to change the axes
     assert r.returncode == 1, r.stdout[-3000:]
     assert "batch and time axes are mixed" not in r.stdout, r.stdout[-3000:]
+    # and it says the cause: torch's documented meaning of a boolean key_padding_mask (left noticed in pass 48)
+    assert "reads a boolean key_padding_mask as True = padding" in r.stdout, r.stdout[-3000:]
 
 
 ICL_FLAG = """

@@ -124,3 +124,28 @@ def test_mapping_candidates_and_reference_match_torch():
 def test_json_inside_report_refused(tmp_path):
     line = one_line_error(*run("SingleHead", "--report", str(tmp_path / "r"), "--json", str(tmp_path / "r" / "x.json"))[::2])
     assert "inside --report" in line and not (tmp_path / "r").exists()
+
+
+UNMAPPED = """
+import torch
+class Odd(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(8, 24)
+    def forward(self, x):
+        q, k, v = self.a(x).chunk(3, -1)
+        T = x.shape[1]
+        s = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        return s.softmax(-1) @ v
+"""
+
+
+@pytest.mark.parametrize("flags, header", [((), "1 head (assumed: no weights mapped and none declared; --heads H "
+                                                 "declares it)"), (("--heads", "2"), "2 heads, float64")])
+def test_the_header_says_when_the_number_of_heads_is_assumed(tmp_path, flags, header):
+    from tests.cli_helpers import tv_here
+
+    (tmp_path / "um.py").write_text(UNMAPPED)
+    r = tv_here(tmp_path, "check", "attention", "--module", "um.py:Odd", "--causal", "--quick", "--no-progress", *flags)
+    assert header in r.stdout.splitlines()[0], r.stdout[:400]

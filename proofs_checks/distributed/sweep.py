@@ -308,6 +308,17 @@ register_adapter(ClaimAdapter(
 #: failures in 20,000 rows at n = 1000, 3 in 100,000 at 3000, none in 30,000 at 10,000 (uniform and Rademacher
 #: entries, d_k = 1, 2, 16: none in 4000 from n = 300 on)
 MIN_VARIANCE_SAMPLES = 10_000
+#: the most: a row's time grows as n·d_k (:func:`_variance_estimate`)
+MAX_VARIANCE_SAMPLES = 10**8
+
+
+def _variance_estimate(p: dict[str, Any]) -> tuple[float, float]:
+    """Peak bytes and seconds of one ``attn.scaling_variance`` row: :func:`numerics.attention.dot_product_moments`
+    holds a chunk of 50,000 draws of q, k, their product and its prefix sums (four float64 arrays of chunk × d_k);
+    its time, measured on a 2-core x86_64 machine (session 26): 0.52 s for n = 10^6 at d_k = 16, 24 s for n = 10^5
+    at d_k = 4096, 3–6e-8 s an entry; the larger rate is taken."""
+    n, d = int(p["n"]), int(p["d_k"])
+    return 4 * 8.0 * min(n, 50_000) * d, 6e-8 * n * d
 
 
 def _attn_scaling_variance(p: dict[str, Any], ctx) -> dict[str, Any]:
@@ -350,12 +361,15 @@ def _attn_scaling_variance(p: dict[str, Any], ctx) -> dict[str, Any]:
 register_adapter(ClaimAdapter(
     "attn.scaling_variance", _attn_scaling_variance,
     (Param("d_k", _int(1, 4096), 16, "dimension of q and k"),
-     Param("n", _int(MIN_VARIANCE_SAMPLES, why=" (the SE comes from the draws' own fourth moment: with fewer, a "
-                     "correct closed form fails far more often than 5 SE says)"), _size(20_000, 100_000, 400_000),
+     Param("n", _int(MIN_VARIANCE_SAMPLES, MAX_VARIANCE_SAMPLES,
+                     why=" (at least 10,000: the SE comes from the draws' own fourth moment, and with fewer a correct "
+                         "closed form fails far more often than 5 SE says; at most 10^8: a row's time grows as n·d_k, "
+                         "about 6e-8 s an entry here, 7 hours at 10^8 and d_k = 4096)"), _size(20_000, 100_000, 400_000),
            f"Monte Carlo samples (at least {MIN_VARIANCE_SAMPLES}: the SE comes from their own fourth moment)"),
      Param("dist", _choice("normal", "rademacher", "uniform"), "normal", "law of the entries (mean 0, variance 1)")),
     "Monte Carlo Var(q·k) vs the derived d_k (and Var(q·k/√d_k) vs 1)",
-    headline=("var_measured", "var_closed_form", "z"), curves=(("var_measured", "var_closed_form"),)))
+    headline=("var_measured", "var_closed_form", "z"), curves=(("var_measured", "var_closed_form"),),
+    estimate=_variance_estimate))
 
 
 #: sanity checks with defaults and headline columns; any other ``tverify check`` subcommand works too

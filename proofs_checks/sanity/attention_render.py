@@ -28,6 +28,14 @@ def _flag_text(decl, k: str) -> str:
     return f"{FLAGS[k]} {_exact(v) if isinstance(v, float) else v}"
 
 
+def _heads(info: dict) -> str:
+    """The number of heads the run used, and whether it was assumed (nothing mapped, declared or read)."""
+    h = info["heads"]
+    return (f"{h} head{'s' if h != 1 else ''}"
+            + (" (assumed: no weights mapped and none declared; --heads H declares it)" if info.get("heads_assumed")
+               else ""))
+
+
 def _head_lines(pr, ld, decl, done, weights, ch, ev) -> list[str]:
     """The run's description: sizes, the declaration, the weights, what the module's configuration said."""
     probe, st, mp = pr.probe, ch.st, ch.mp
@@ -35,7 +43,7 @@ def _head_lines(pr, ld, decl, done, weights, ch, ev) -> list[str]:
              if weights.no_table else f"none mapped: {weights.why}" if weights.why
              else "no projections found by name (fitted where possible)")
     lines = [f"attention {ld.name}: D = {ld.D}, lengths {', '.join(map(str, probe.outs))} (batch {probe.B}), "
-             f"{ev.info['heads']} head(s), {decl.dtype} on {decl.device}, {_decl(st)}, seed {decl.seed}",
+             f"{_heads(ev.info)}, {decl.dtype} on {decl.device}, {_decl(st)}, seed {decl.seed}",
              f"weights: {ev.info.get('mapping') or found}"]
     given = [_flag_text(decl, k) for k, p in decl.provenance if p.kind == "given"]
     if given:

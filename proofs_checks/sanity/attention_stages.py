@@ -161,6 +161,9 @@ def prepare(obj: Any, decl: Declaration, done: Completed, label: str, name: str)
         f = wm = ap.WithMask(f, decl.mask_convention)
     mha = [m for m in f.modules() if isinstance(m, torch.nn.MultiheadAttention)] if isinstance(f, torch.nn.Module) else []
     hints: list[str] = []
+    if decl.mask_convention == "keep" and isinstance(obj, ap.SelfMHA):  # torch's documented meaning (48a F6 left)
+        hints.append("nn.MultiheadAttention reads a boolean key_padding_mask as True = padding (--mask-convention "
+                     "drop; a float mask is additive): the declared keep marks every real token as padding")
     called_as_self = isinstance(f, ap.SelfMHA) or isinstance(getattr(f, "inner", None), ap.SelfMHA)  # (48a F6: with a
     if mha and not mha[0].batch_first and not called_as_self:  # mask convention, the bare MHA inside a WithMask)
         hints.append("the module holds nn.MultiheadAttention(batch_first=False), which reads (T, batch, D): the probe "
