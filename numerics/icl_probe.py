@@ -42,14 +42,16 @@ together, under the first name in :data:`ALGORITHMS` order.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
 
 from numerics.icl import sample_prompts
-from numerics.precision import DTYPES, plain
-from numerics.torch_utils import defaults_kept, not_dense, precision_for_a_check, resolve_device
+from numerics.icl_probe_batch import ProbeOutputError, _as_predictions, _batch_alone, _batch_summary
+from numerics.precision import plain
+from numerics.torch_utils import defaults_kept, precision_for_a_check, resolve_device
 from theory.icl import gamma_n
 from theory.validation import InputError, as_spd_matrix
 
@@ -82,10 +84,6 @@ EQUIVALENT_RTOL = 1e-9
 #: Added to the normalised squared distances before the logarithm of the decision statistic: predictions
 #: that agree to ~1e-6 of the label scale count as equal (float64 rounding of the algorithms is far below).
 LOG_FLOOR = 1e-12
-
-
-class ProbeOutputError(InputError):
-    """The predictor returned something that is not ``(P,)`` real floating predictions."""
 
 
 def optimal_gd_step(Lambda, N: int, noise: float = 0.0) -> float:
@@ -166,143 +164,6 @@ def _ridge(X, y, x_q, lam: float) -> torch.Tensor:
     return (x_q * w).sum(-1)
 
 
-def _batch_alone(predict, Pr, f: torch.Tensor, M: int, d: int, i: int, others=None) -> dict:
-    """One prompt of the batch predicted again alone (a batch of one; at the ``i``-th length the prompt at (i + 1)·0.618…
-    (mod 1) of the batch, so the lengths watch prompts spread over it), against its prediction within the whole batch: a prediction may depend on its own prompt
-    only (a model reading the other prompts — batch statistics, a BatchNorm left in training mode — was identified as
-    Γ_N-preconditioned GD: hostile pass 24b F10; two prompts re-predicted together hid a dependence between them, on
-    prompt 0, or at the lengths after the first: 25a F2, 25b F1). ``others``: a fresh batch of the same size, into which
-    the watched prompt is put in its own place: a statistic computed for large batches only was kept and read by the
-    small ones (27b F3). ``error``: the change relative to ``max(1, |prediction|)`` (``None``: the call raised, said in
-    ``why``)."""
-    P = int(f.shape[0])
-    k = int((i + 1) * _GOLDEN % 1.0 * P) % P  # spread over the batch (the last prompts alone missed a dependence
-    # on the prompts of full micro-batches before a partial last one: hostile pass 26b F6)
-    out = {"M": int(M), "prompt": k, "ops": max(int(d * (M + d)), 256), "error": None, "why": ""}
-    try:
-        with torch.no_grad(), defaults_kept():
-            raw = predict(Pr.X[k:k + 1].clone(), Pr.y[k:k + 1].clone(), Pr.x_q[k:k + 1].clone())
-        sub = _as_predictions(plain(raw), 1, f"prompt length M = {M}, prompt {k} alone")
-    except _raised(predict) as exc:  # the user's model raised: said, not judged (a sys.exit goes on: 26b F5)
-        out["why"] = f"prompt {k} alone raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
-        return out
-    ref = f[k:k + 1]
-    out["error"] = _change(sub, ref)
-    try:  # the same call again: a model random in its forward differs from itself, which is no batch dependence
-        with torch.no_grad(), defaults_kept():  # (it was called one: 46a F13)
-            again = _as_predictions(plain(predict(Pr.X[k:k + 1].clone(), Pr.y[k:k + 1].clone(),
-                                                  Pr.x_q[k:k + 1].clone())), 1, f"prompt length M = {M}, prompt {k} alone")
-        out["noise"] = _change(again, sub)
-    except _raised(predict):
-        out["noise"] = None
-    n = min(7, (P - 1) // 2)
-    if n < 1:
-        return out
-    try:  # and in two small batches whose other prompts differ: a statistic kept from the last batch, read for a
-        # batch of one, equals that batch's own and hid a batch statistic (hostile pass 26b F3)
-        idx = [[k] + [(k + 1 + j + s * n) % P for j in range(n)] for s in (0, 1)]
-        a_all, b_all = (_small_batch(predict, Pr, ix, M) for ix in idx)
-        a, b = a_all[:1], b_all[:1]
-    except _raised(predict) as exc:  # the user's model raised: said, not judged (a sys.exit goes on: 26b F5)
-        out["why"] = f"prompt {k} in a batch of {n + 1} raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
-        out["error"] = None
-        return out
-    among = max(_change(b, a), _change(a_all, f[idx[0]]), _change(b_all, f[idx[1]]))  # the watched prompt in each
-    # against the other, and every prediction of both against the whole batch's (a NaN or 1.5× prediction in both
-    # batches of 8 agreed with itself: 29b F3; another of their prompts' was never read: 30b F3)
-    if not among <= out["error"]:
-        out["error"], out["among"] = among, n
-    if others is None:
-        return out
-    X, y, xq = others.X.clone(), others.y.clone(), others.x_q.clone()
-    X[k], y[k], xq[k] = Pr.X[k], Pr.y[k], Pr.x_q[k]
-    try:  # the whole batch's size, every other prompt redrawn
-        with torch.no_grad(), defaults_kept():
-            raw = predict(X, y, xq)
-        full = _as_predictions(plain(raw), P, f"prompt length M = {M}, prompt {k} in a batch of other prompts")[k:k + 1]
-    except _raised(predict) as exc:
-        out["why"] = f"prompt {k} in a batch of {P} other prompts raised {type(exc).__name__.lstrip('_')}: {str(exc)[:200]}"
-        out["error"] = None
-        return out
-    redrawn = _change(full, ref)
-    if not redrawn <= out["error"]:
-        out["error"], out["among"] = redrawn, P - 1
-    return out
-
-
-#: the golden ratio's fractional part: the prompt watched at the i-th length is at (i + 1)·0.618… (mod 1) of the batch
-_GOLDEN = 0.6180339887498949
-
-
-def _raised(predict) -> tuple:
-    """The exceptions that mean "the model raised" in a call of ``predict``: what its ``raised`` attribute names (the
-    caller's wrapper of the user's model), else any; with the probe's own output errors. What else its wrapper raises (a
-    ``sys.exit`` or ``KeyboardInterrupt`` of the model, a usage error) goes on to the caller."""
-    return (getattr(predict, "raised", Exception), ProbeOutputError)
-
-
-def _small_batch(predict, Pr, idx: list[int], M: int) -> torch.Tensor:
-    """The predictions of the prompts ``idx`` of the probe, predicted as a batch of their own."""
-    with torch.no_grad(), defaults_kept():
-        raw = predict(Pr.X[idx].clone(), Pr.y[idx].clone(), Pr.x_q[idx].clone())
-    return _as_predictions(plain(raw), len(idx), f"prompt length M = {M}, a batch of {len(idx)} prompts")
-
-
-def _change(sub: torch.Tensor, ref: torch.Tensor) -> float:
-    """``max |sub − ref| / max(1, |ref|)`` (NaN where both are NaN, or the same infinity, counts 0: the same value
-    alone and in the batch, whose NaN/inf is finite_predictions' to judge; a +inf read inf − inf as an infinite change,
-    "depends on the other prompts of its batch": 46a F11; any other non-finite: inf)."""
-    same = (torch.isnan(sub) & torch.isnan(ref)) | (torch.isinf(sub) & (sub == ref))
-    diff = torch.where(same, 0.0, (sub - ref).abs() / torch.clamp(ref.abs(), min=1.0))
-    return float("inf") if not bool(torch.isfinite(diff).all()) else float(diff.max())
-
-
-def _batch_summary(rows: list[dict], work: torch.dtype) -> dict | None:
-    """``batch_independence`` over the lengths (:func:`_batch_alone`): the worst change against its tolerance; a length
-    where the prompt alone raised leaves the property not judged unless another length already fails it."""
-    if not rows:
-        return None
-    u = float(torch.finfo(work).eps) / 2
-    for r in rows:
-        r["tolerance"] = 64 * r["ops"] * u
-    measured = [r for r in rows if r["error"] is not None]
-    ratio = lambda r: r["error"] / r["tolerance"] if math.isfinite(r["error"]) else math.inf  # noqa: E731
-    worst = max(measured, key=ratio, default=None)
-    raised = [r for r in rows if r["error"] is None]
-    out = dict(worst if worst is not None and (not raised or ratio(worst) > 1) else raised[0])
-    out["lengths"] = [r["M"] for r in rows]
-    out["noise"] = max((r["noise"] for r in rows if r.get("noise") is not None), default=None)  # (46a F13)
-    out["justification"] = (f"64·n·u({str(work).replace('torch.', '')}) = {out['tolerance']:.3g}, n = max(d·(M + d), "
-                            f"256) = {out['ops']}: the rounding of one prompt's own computation (a network's sums of up "
-                            "to 256 terms, which a kernel may order otherwise for another batch size), relative to "
-                            "max(1, |prediction|); a batch's other prompts change it by nothing")
-    return out
-
-
-def _as_predictions(raw, P: int, where: str) -> torch.Tensor:
-    if isinstance(raw, np.ndarray) or np.isscalar(raw):
-        arr = np.asarray(raw)
-        if not (np.issubdtype(arr.dtype, np.floating)):
-            raise ProbeOutputError(f"{where}: predictions must be real floating point, got NumPy dtype {arr.dtype}")
-        t = torch.from_numpy(np.array(arr, dtype=np.float64)).reshape(arr.shape)  # a scalar stays (); a copy (below)
-    elif isinstance(raw, torch.Tensor):
-        if raw.is_quantized or raw.dtype not in DTYPES.values():  # (float8: a KeyError traceback, 43a F16)
-            raise ProbeOutputError(f"{where}: predictions must be real floating point (float16, bfloat16, float32 "
-                                   f"or float64), got torch dtype {raw.dtype}")
-        what = not_dense(raw)
-        if what:
-            raise ProbeOutputError(f"{where}: predictions must be a dense tensor of numbers, got {what}")
-        # a copy: a model returning one output buffer it reuses at every call (a CUDA graph, torch.compile's
-        # "reduce-overhead") would otherwise have every kept prediction read as its last call's (hostile pass 19b F5)
-        t = raw.detach().to("cpu", DTYPE, copy=True)
-    else:
-        raise ProbeOutputError(f"{where}: predictions must be a torch tensor or NumPy array of shape ({P},), "
-                               f"got {type(raw).__name__}")
-    if tuple(t.shape) != (P,):
-        raise ProbeOutputError(f"{where}: predictions must have shape ({P},) (one per prompt), got {tuple(t.shape)}")
-    return t
-
-
 def _output_dtype(raw) -> torch.dtype:
     """The precision found in a prediction (:func:`numerics.precision.infer_work_dtype`: the dtype it came
     in when below float64, or float64 values all exactly representable in a lower precision; NumPy
@@ -375,51 +236,11 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
     then fails: ``judged_dtype``, ``judged_given``), so the identification is still made; below float64
     the references are also computed from inputs rounded to the working precision (``precision_floor``).
     """
-    L = as_spd_matrix(lam, "Lambda")
-    d = L.shape[0]
-    Ms_req = [int(m) for m in M_values]
-    if not Ms_req or any(m < 1 for m in Ms_req):
-        raise InputError(f"M_values must be a non-empty list of lengths ≥ 1, got {Ms_req}")
-    if int(N) < 1:
-        raise InputError(f"N must be ≥ 1, got {N}")
-    if int(prompts) < 2:
-        raise InputError(f"prompts must be ≥ 2 (standard errors), got {prompts}")
-    if not (math.isfinite(noise) and noise >= 0):
-        raise InputError(f"noise must be a finite number ≥ 0, got {noise}")
-    dev = resolve_device(device)
-    P = int(prompts)
-    norm = float(np.trace(L) + noise**2)
-    A = list(EXTENDED_ALGORITHMS if extended else ALGORITHMS)
-    nA = len(A)
-    # pass 1: the predictor and the references at every length (lengths where it raises a `skip` type dropped)
-    runs, skipped, dtypes, batch = [], [], [], []
-    for i, M in enumerate(Ms_req):
-        Pr = sample_prompts(L, M, (P,), seed=seed + 7919 * i, noise=noise, device=dev)
-        try:
-            with torch.no_grad(), defaults_kept():
-                raw = predict(Pr.X.clone(), Pr.y.clone(), Pr.x_q.clone())  # the predictor may not alter the prompts
-        except skip as exc:
-            skipped.append({"M": M, "error": str(exc)})
-            if progress is not None:
-                progress((i + 1) / len(Ms_req))
-            continue
-        raw = plain(raw)  # a tensor subclass's own operators never judge it
-        f = _as_predictions(raw, P, f"prompt length M = {M}")
-        dtypes.append(_output_dtype(raw))
-        if extended:  # (the other prompts of a second full batch: a fresh draw, seeded beside this length's)
-            others = sample_prompts(L, M, (P,), seed=seed + 7919 * i + 104729, noise=noise, device=dev)
-            batch.append(_batch_alone(predict, Pr, f, M, d, i, others))
-        algs = algorithm_predictions(Pr.X, Pr.y, Pr.x_q, Lambda=L, N=N, noise=noise, knn_k=knn_k, gamma=gamma,
-                                     ridge_lambda=ridge_lambda, extended=extended)
-        algs = {a: v.detach().to("cpu", DTYPE) for a, v in algs.items()}
-        grid = None
-        if extended:
-            grid = torch.stack([_ridge(Pr.X, Pr.y, Pr.x_q, lam_).detach().to("cpu", DTYPE) for lam_ in RIDGE_GRID])
-        runs.append({"M": M, "f": f, "algs": algs, "grid": grid, "yq": Pr.y_q.detach().to("cpu", DTYPE), "i": i})
-        if progress is not None:
-            progress((i + 1) / len(Ms_req))
+    setup = _Setup.of(lam, N, M_values, noise, prompts, seed, device, knn_k, gamma, ridge_lambda, extended)
+    runs, skipped, dtypes, batch = _run_lengths(setup, predict, skip, progress)
+    A, P = setup.A, setup.P
     if not runs:
-        return {"algorithms": A, "M_values": [], "M_requested": Ms_req, "skipped_lengths": skipped, "prompts": P,
+        return {"algorithms": A, "M_values": [], "M_requested": setup.Ms, "skipped_lengths": skipped, "prompts": P,
                 "closest": None, "identification": None}
     Ms = [r["M"] for r in runs]
     lowest = max(dtypes, key=lambda t: torch.finfo(t).eps, default=DTYPE)  # the coarsest found
@@ -427,43 +248,166 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
 
     finding = PrecisionFinding.of(work_dtype, lowest)
     work = finding.work
-    grid_lambda = None
+    grid_lambda = _ridge_grid_choice(runs, A) if extended else None
+    st = _Stats.of(setup, runs, work, grid_lambda)
+    out = _summary(setup, st, Ms, z_threshold)
+    if extended or skip:
+        out.update(M_requested=setup.Ms, skipped_lengths=skipped)
     if extended:
-        with torch.no_grad():
-            gd = [float(np.mean([float(((r["f"] - r["grid"][k]) ** 2).mean()) for r in runs])) for k in
-                  range(len(RIDGE_GRID))]
-        kbest = int(np.nanargmin(gd)) if np.any(np.isfinite(gd)) else 0
-        grid_lambda = RIDGE_GRID[kbest]
-        for r in runs:
-            r["algs"]["ridge_lambda_grid"] = r["grid"][kbest]
-        # keep EXTENDED_ALGORITHMS order
-        for r in runs:
-            r["algs"] = {a: r["algs"][a] for a in A}
-    dist = {a: [] for a in A}
-    dist_se = {a: [] for a in A}
-    risk = {a: [] for a in A}
-    risk_se = {a: [] for a in A}
-    risk_m, risk_m_se, nonfinite, per_len = [], [], [], []
-    ref_dist, coincide_M, floor_M, null_M, D_M = [], [], [], [], []
-    pair_mean = np.zeros((nA, nA))
-    pair_var = np.zeros((nA, nA))
-    z_by_len = np.zeros((len(runs), nA, nA))
-    log_sum = np.zeros(nA)
-    coincide = np.ones((nA, nA), dtype=bool)
-    for i, r in enumerate(runs):
+        out.update(ridge_grid=list(RIDGE_GRID), ridge_grid_lambda=grid_lambda,
+                   output_dtype=sorted({str(t).replace("torch.", "") for t in dtypes}),
+                   work_dtype=str(work).replace("torch.", ""), found_dtype=dtype_name(finding.found),
+                   judged_dtype=dtype_name(finding.judged), judged_given=finding.given)
+        if batch:
+            out.update(batch_independence=_batch_summary(batch, work))
+    if sum(st.nonfinite):
+        out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False,
+                   identification=None)
+        return out
+    _decide(out, st, A, z_threshold)
+    if extended:
+        out["identification"] = _identify(A, Ms, st.dist, st.dist_se, np.stack(st.ref_dist), np.stack(st.coincide_M),
+                                          np.asarray(st.floor_M), P, z_threshold, work,
+                                          null_dist=np.stack(st.null_M), per_prompt=st.D_M)
+    return out
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What one probe is run with, validated: Λ, the lengths asked for, the prompts, the references' settings."""
+
+    L: np.ndarray
+    N: int
+    Ms: list
+    noise: float
+    P: int
+    seed: int
+    dev: torch.device
+    knn_k: int
+    gamma: object
+    ridge_lambda: float | None
+    extended: bool
+    A: list
+    norm: float
+
+    @property
+    def d(self) -> int:
+        return self.L.shape[0]
+
+    @classmethod
+    def of(cls, lam, N, M_values, noise, prompts, seed, device, knn_k, gamma, ridge_lambda, extended) -> "_Setup":
+        L = as_spd_matrix(lam, "Lambda")
+        Ms_req = [int(m) for m in M_values]
+        if not Ms_req or any(m < 1 for m in Ms_req):
+            raise InputError(f"M_values must be a non-empty list of lengths ≥ 1, got {Ms_req}")
+        if int(N) < 1:
+            raise InputError(f"N must be ≥ 1, got {N}")
+        if int(prompts) < 2:
+            raise InputError(f"prompts must be ≥ 2 (standard errors), got {prompts}")
+        if not (math.isfinite(noise) and noise >= 0):
+            raise InputError(f"noise must be a finite number ≥ 0, got {noise}")
+        return cls(L, N, Ms_req, noise, int(prompts), seed, resolve_device(device), knn_k, gamma, ridge_lambda,
+                   extended, list(EXTENDED_ALGORITHMS if extended else ALGORITHMS), float(np.trace(L) + noise**2))
+
+    def prompts_at(self, i: int, M: int, shift: int = 0):
+        return sample_prompts(self.L, M, (self.P,), seed=self.seed + 7919 * i + shift, noise=self.noise,
+                              device=self.dev)
+
+    def references(self, X, y, x_q) -> dict:
+        return algorithm_predictions(X, y, x_q, Lambda=self.L, N=self.N, noise=self.noise, knn_k=self.knn_k,
+                                     gamma=self.gamma, ridge_lambda=self.ridge_lambda, extended=self.extended)
+
+
+def _run_lengths(setup: _Setup, predict: Callable, skip: tuple, progress) -> tuple[list, list, list, list]:
+    """Pass 1: the predictor and the references at every length (lengths where it raises a ``skip`` type dropped):
+    ``(runs, skipped, output dtypes, batch comparisons)``."""
+    runs, skipped, dtypes, batch = [], [], [], []
+    for i, M in enumerate(setup.Ms):
+        Pr = setup.prompts_at(i, M)
+        try:
+            with torch.no_grad(), defaults_kept():
+                raw = predict(Pr.X.clone(), Pr.y.clone(), Pr.x_q.clone())  # the predictor may not alter the prompts
+        except skip as exc:
+            skipped.append({"M": M, "error": str(exc)})
+            if progress is not None:
+                progress((i + 1) / len(setup.Ms))
+            continue
+        raw = plain(raw)  # a tensor subclass's own operators never judge it
+        f = _as_predictions(raw, setup.P, f"prompt length M = {M}")
+        dtypes.append(_output_dtype(raw))
+        if setup.extended:  # (the other prompts of a second full batch: a fresh draw, seeded beside this length's)
+            batch.append(_batch_alone(predict, Pr, f, M, setup.d, i, setup.prompts_at(i, M, 104729)))
+        algs = {a: v.detach().to("cpu", DTYPE) for a, v in setup.references(Pr.X, Pr.y, Pr.x_q).items()}
+        grid = None
+        if setup.extended:
+            grid = torch.stack([_ridge(Pr.X, Pr.y, Pr.x_q, lam_).detach().to("cpu", DTYPE) for lam_ in RIDGE_GRID])
+        runs.append({"M": M, "f": f, "algs": algs, "grid": grid, "yq": Pr.y_q.detach().to("cpu", DTYPE), "i": i})
+        if progress is not None:
+            progress((i + 1) / len(setup.Ms))
+    return runs, skipped, dtypes, batch
+
+
+def _ridge_grid_choice(runs: list, A: list) -> float:
+    """The λ of :data:`RIDGE_GRID` closest to the predictor (the smallest mean distance over the lengths); each run's
+    ``ridge_lambda_grid`` reference set to it, the references kept in :data:`EXTENDED_ALGORITHMS` order."""
+    with torch.no_grad():
+        gd = [float(np.mean([float(((r["f"] - r["grid"][k]) ** 2).mean()) for r in runs])) for k in
+              range(len(RIDGE_GRID))]
+    kbest = int(np.nanargmin(gd)) if np.any(np.isfinite(gd)) else 0
+    for r in runs:
+        r["algs"]["ridge_lambda_grid"] = r["grid"][kbest]
+        r["algs"] = {a: r["algs"][a] for a in A}
+    return RIDGE_GRID[kbest]
+
+
+@dataclass
+class _Stats:
+    """The distances, risks and paired log-distance statistics of every length (see :func:`probe_algorithms`)."""
+
+    dist: dict
+    dist_se: dict
+    risk: dict
+    risk_se: dict
+    pair_mean: np.ndarray
+    pair_var: np.ndarray
+    z_by_len: np.ndarray
+    log_sum: np.ndarray
+    coincide: np.ndarray
+    risk_m: list = field(default_factory=list)
+    risk_m_se: list = field(default_factory=list)
+    nonfinite: list = field(default_factory=list)
+    per_len: list = field(default_factory=list)
+    ref_dist: list = field(default_factory=list)
+    coincide_M: list = field(default_factory=list)
+    floor_M: list = field(default_factory=list)
+    null_M: list = field(default_factory=list)
+    D_M: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, setup: _Setup, runs: list, work: torch.dtype, grid_lambda) -> "_Stats":
+        A, nA = setup.A, len(setup.A)
+        st = cls({a: [] for a in A}, {a: [] for a in A}, {a: [] for a in A}, {a: [] for a in A},
+                 np.zeros((nA, nA)), np.zeros((nA, nA)), np.zeros((len(runs), nA, nA)), np.zeros(nA),
+                 np.ones((nA, nA), dtype=bool))
+        for i, r in enumerate(runs):
+            st._add_length(setup, i, r, work, grid_lambda)
+        return st
+
+    def _add_length(self, setup: _Setup, i: int, r: dict, work: torch.dtype, grid_lambda) -> None:
+        A, nA, P, norm = setup.A, len(setup.A), setup.P, setup.norm
         f, algs, yq = r["f"], r["algs"], r["yq"]
         bad = int((~torch.isfinite(f)).sum())
-        nonfinite.append(bad)
+        self.nonfinite.append(bad)
         D = torch.stack([(f - algs[a]) ** 2 for a in A]).numpy() / norm  # (nA, P)
         for j, a in enumerate(A):
-            dist[a].append(float(D[j].mean()))
-            dist_se[a].append(float(D[j].std(ddof=1) / math.sqrt(P)))
+            self.dist[a].append(float(D[j].mean()))
+            self.dist_se[a].append(float(D[j].std(ddof=1) / math.sqrt(P)))
             rr = ((algs[a] - yq) ** 2).numpy() / norm
-            risk[a].append(float(rr.mean()))
-            risk_se[a].append(float(rr.std(ddof=1) / math.sqrt(P)))
+            self.risk[a].append(float(rr.mean()))
+            self.risk_se[a].append(float(rr.std(ddof=1) / math.sqrt(P)))
         rm = ((f - yq) ** 2).numpy() / norm
-        risk_m.append(float(rm.mean()))
-        risk_m_se.append(float(rm.std(ddof=1) / math.sqrt(P)))
+        self.risk_m.append(float(rm.mean()))
+        self.risk_m_se.append(float(rm.std(ddof=1) / math.sqrt(P)))
         stack = torch.stack([algs[a] for a in A]).numpy()
         # two algorithms coincide on a prompt when they agree to rounding on the scale of those two (the largest of
         # all, averaging's ~Λ^1.5 at Λ = 1e14, made every pair coincide and 2 × least squares "least squares":
@@ -474,101 +418,99 @@ def probe_algorithms(predict: Callable, *, lam, N: int, M_values: Iterable[int],
         logD = np.log(D + LOG_FLOOR)  # (nA, P) the decision statistic: log squared distances
         cM = np.ones((nA, nA), dtype=bool)
         for j in range(nA):
-            log_sum[j] += logD[j].sum()
+            self.log_sum[j] += logD[j].sum()
             diff = logD - logD[j]  # (nA, P): rival minus j
             m_, v_ = diff.mean(1), diff.var(1, ddof=1) / P
-            pair_mean[j] += m_
-            pair_var[j] += v_
+            self.pair_mean[j] += m_
+            self.pair_var[j] += v_
             with np.errstate(divide="ignore", invalid="ignore"):
-                z_by_len[i, j] = np.where(v_ > 0, m_ / np.sqrt(v_), np.where(m_ > 0, np.inf, 0.0))
+                self.z_by_len[i, j] = np.where(v_ > 0, m_ / np.sqrt(v_), np.where(m_ > 0, np.inf, 0.0))
             cM[j] = np.all(np.abs(stack - stack[j]) <= EQUIVALENT_RTOL * np.maximum(1.0, np.maximum(absS, absS[j])),
                            axis=1)
-            coincide[j] &= cM[j]
-        if extended:
-            ref_dist.append(((stack[:, None, :] - stack[None, :, :]) ** 2).mean(-1) / norm)  # (nA, nA)
-            coincide_M.append(cM & cM.T)
+            self.coincide[j] &= cM[j]
+        if setup.extended:
+            self.ref_dist.append(((stack[:, None, :] - stack[None, :, :]) ** 2).mean(-1) / norm)  # (nA, nA)
+            self.coincide_M.append(cM & cM.T)
             # the null prediction 0: every reference's rival too (an algorithm whose predictions are small
             # next to the labels, e.g. averaging at a small Λ, must not claim a model that returns zeros);
             # nan where the algorithm itself is 0 to float64 rounding (it cannot be told apart from 0)
-            null_M.append(np.where(np.all(absS <= EQUIVALENT_RTOL * label_scale, axis=1), np.nan,
-                                   (stack**2).mean(-1) / norm))
-            if work != DTYPE:  # the references from inputs rounded to the working precision (factor applied later)
-                Pr = sample_prompts(L, r["M"], (P,), seed=seed + 7919 * r["i"], noise=noise, device=dev)
-                rd = lambda t: t.to(work).to(DTYPE)  # noqa: E731
-                low = algorithm_predictions(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), Lambda=L, N=N, noise=noise, knn_k=knn_k,
-                                            gamma=gamma, ridge_lambda=ridge_lambda, extended=True)
-                try:
-                    low["ridge_lambda_grid"] = _ridge(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), grid_lambda)
-                except RuntimeError:  # singular on inputs rounded to the working precision (bfloat16 at Λ = 1e20:
-                    # the grid's λ lost next to XᵀX): no reference of it there, so its tolerance decides nothing (20b F2)
-                    low["ridge_lambda_grid"] = torch.full_like(algs["ridge_lambda_grid"], math.nan)
-                floor_M.append([float(((rd(low[a].detach().cpu()) - algs[a]) ** 2).mean() / norm) for a in A])
-            else:
-                floor_M.append([0.0] * nA)
-        per_len.append(None if bad else A[int(np.argmin(D.mean(1)))])
-        if extended:
-            D_M.append(D)
-    nL = len(runs)
-    pair_mean /= nL
-    pair_se = np.sqrt(pair_var) / nL
-    score = {a: float(np.mean(dist[a])) for a in A}
-    score_se = {a: float(math.sqrt(sum(s_**2 for s_ in dist_se[a])) / nL) for a in A}
-    geo = {a: float(math.exp(log_sum[j] / (nL * P))) for j, a in enumerate(A)}
+            self.null_M.append(np.where(np.all(absS <= EQUIVALENT_RTOL * label_scale, axis=1), np.nan,
+                                        (stack**2).mean(-1) / norm))
+            self.floor_M.append(_precision_floor(setup, r, algs, work, grid_lambda) if work != DTYPE else [0.0] * nA)
+            self.D_M.append(D)
+        self.per_len.append(None if bad else A[int(np.argmin(D.mean(1)))])
+
+
+def _precision_floor(setup: _Setup, r: dict, algs: dict, work: torch.dtype, grid_lambda) -> list[float]:
+    """Each reference's distance from itself computed on inputs rounded to the working precision (the factor is
+    applied later)."""
+    Pr = setup.prompts_at(r["i"], r["M"])
+    rd = lambda t: t.to(work).to(DTYPE)  # noqa: E731
+    low = algorithm_predictions(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), Lambda=setup.L, N=setup.N, noise=setup.noise,
+                                knn_k=setup.knn_k, gamma=setup.gamma, ridge_lambda=setup.ridge_lambda, extended=True)
+    try:
+        low["ridge_lambda_grid"] = _ridge(rd(Pr.X), rd(Pr.y), rd(Pr.x_q), grid_lambda)
+    except RuntimeError:  # singular on inputs rounded to the working precision (bfloat16 at Λ = 1e20:
+        # the grid's λ lost next to XᵀX): no reference of it there, so its tolerance decides nothing (20b F2)
+        low["ridge_lambda_grid"] = torch.full_like(algs["ridge_lambda_grid"], math.nan)
+    return [float(((rd(low[a].detach().cpu()) - algs[a]) ** 2).mean() / setup.norm) for a in setup.A]
+
+
+def _summary(setup: _Setup, st: _Stats, Ms: list, z_threshold: float) -> dict:
+    """The curves, scores, paired z-scores and equivalence groups (the decision is :func:`_decide`'s)."""
+    A, nA, P, nL = setup.A, len(setup.A), setup.P, len(Ms)
+    st.pair_mean /= nL
+    st.pair_se = np.sqrt(st.pair_var) / nL
+    pm, pse = st.pair_mean, st.pair_se
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(pair_se > 0, pair_mean / pair_se, np.where(pair_mean > 0, np.inf, 0.0))
-    # equivalence classes (coincide is symmetric up to the scale; make it so)
-    coincide = coincide & coincide.T
+        st.z = np.where(pse > 0, pm / pse, np.where(pm > 0, np.inf, 0.0))
+    st.geo = {a: float(math.exp(st.log_sum[j] / (nL * P))) for j, a in enumerate(A)}
+    st.groups = _groups(st.coincide & st.coincide.T, A)  # (coincide is symmetric up to the scale; make it so)
+    pairs = lambda m: {A[j]: {A[k]: float(m[j, k]) for k in range(nA) if k != j} for j in range(nA)}  # noqa: E731
+    return {
+        "algorithms": A, "M_values": Ms, "prompts": P, "seed": int(setup.seed), "N": int(setup.N),
+        "noise": float(setup.noise), "d": setup.d, "lambda": setup.L.tolist(), "normaliser": setup.norm,
+        "gd_step": optimal_gd_step(setup.L, setup.N, setup.noise),
+        "ridge_lambda": float(setup.noise) ** 2 if setup.ridge_lambda is None else float(setup.ridge_lambda),
+        "knn_k": int(setup.knn_k), "distance": st.dist, "distance_se": st.dist_se, "risk": st.risk,
+        "risk_se": st.risk_se, "risk_model": st.risk_m, "risk_model_se": st.risk_m_se,
+        "score": {a: float(np.mean(st.dist[a])) for a in A},
+        "score_se": {a: float(math.sqrt(sum(s_**2 for s_ in st.dist_se[a])) / nL) for a in A},
+        "geometric_distance": st.geo, "pairwise_z": pairs(st.z), "pairwise_difference": pairs(pm),
+        "pairwise_difference_se": pairs(pse),
+        "pairwise_z_by_length": {A[j]: {A[k]: [float(v) for v in st.z_by_len[:, j, k]] for k in range(nA) if k != j}
+                                 for j in range(nA)},
+        "equivalent": [g for g in st.groups if len(g) > 1], "nonfinite": st.nonfinite,
+        "per_length_closest": st.per_len, "z_threshold": float(z_threshold),
+    }
+
+
+def _groups(coincide: np.ndarray, A: list) -> list[list[str]]:
+    """The equivalence classes of the algorithms whose predictions coincide, in :data:`ALGORITHMS` order."""
     groups, seen = [], set()
     for j, a in enumerate(A):
         if a in seen:
             continue
-        g = [A[k] for k in range(nA) if coincide[j, k]]
+        g = [A[k] for k in range(len(A)) if coincide[j, k]]
         seen.update(g)
         groups.append(g)
-    out = {
-        "algorithms": A, "M_values": Ms, "prompts": P, "seed": int(seed), "N": int(N), "noise": float(noise), "d": d,
-        "lambda": L.tolist(), "normaliser": norm, "gd_step": optimal_gd_step(L, N, noise),
-        "ridge_lambda": float(noise) ** 2 if ridge_lambda is None else float(ridge_lambda),
-        "knn_k": int(knn_k), "distance": dist, "distance_se": dist_se, "risk": risk, "risk_se": risk_se,
-        "risk_model": risk_m, "risk_model_se": risk_m_se, "score": score, "score_se": score_se,
-        "geometric_distance": geo,
-        "pairwise_z": {A[j]: {A[k]: float(z[j, k]) for k in range(nA) if k != j} for j in range(nA)},
-        "pairwise_difference": {A[j]: {A[k]: float(pair_mean[j, k]) for k in range(nA) if k != j} for j in range(nA)},
-        "pairwise_difference_se": {A[j]: {A[k]: float(pair_se[j, k]) for k in range(nA) if k != j} for j in range(nA)},
-        "pairwise_z_by_length": {A[j]: {A[k]: [float(v) for v in z_by_len[:, j, k]] for k in range(nA) if k != j}
-                                 for j in range(nA)},
-        "equivalent": [g for g in groups if len(g) > 1], "nonfinite": nonfinite, "per_length_closest": per_len,
-        "z_threshold": float(z_threshold),
-    }
-    if extended or skip:
-        out.update(M_requested=Ms_req, skipped_lengths=skipped)
-    if extended:
-        out.update(ridge_grid=list(RIDGE_GRID), ridge_grid_lambda=grid_lambda,
-                   output_dtype=sorted({str(t).replace("torch.", "") for t in dtypes}),
-                   work_dtype=str(work).replace("torch.", ""), found_dtype=dtype_name(finding.found),
-                   judged_dtype=dtype_name(finding.judged), judged_given=finding.given)
-        if batch:
-            out.update(batch_independence=_batch_summary(batch, work))
-    if sum(nonfinite):
-        out.update(closest=None, closest_group=None, runner_up=None, z_runner_up=None, separable=False,
-                   identification=None)
-        return out
-    reps = [g[0] for g in groups]
-    best = min(reps, key=lambda a: geo[a])
+    return groups
+
+
+def _decide(out: dict, st: _Stats, A: list, z_threshold: float) -> None:
+    """The closest algorithm (the smallest geometric distance among the groups' first names), its runner-up and
+    whether it is separable from every rival."""
+    reps = [g[0] for g in st.groups]
+    best = min(reps, key=lambda a: st.geo[a])
     j = A.index(best)
     rivals = [a for a in reps if a != best]
     if rivals:
-        runner = min(rivals, key=lambda a: z[j, A.index(a)])
-        zr = float(z[j, A.index(runner)])
+        runner = min(rivals, key=lambda a: st.z[j, A.index(a)])
+        zr = float(st.z[j, A.index(runner)])
     else:  # pragma: no cover - six algorithms never all coincide
         runner, zr = None, math.inf
-    out.update(closest=best, closest_group=next(g for g in groups if g[0] == best), runner_up=runner,
+    out.update(closest=best, closest_group=next(g for g in st.groups if g[0] == best), runner_up=runner,
                z_runner_up=zr, separable=bool(zr >= z_threshold))
-    if extended:
-        out["identification"] = _identify(A, Ms, dist, dist_se, np.stack(ref_dist), np.stack(coincide_M),
-                                          np.asarray(floor_M), P, z_threshold, work,
-                                          null_dist=np.stack(null_M), per_prompt=D_M)
-    return out
 
 
 #: The precision rule (FlashAttention's): a model in a lower working precision may differ from a

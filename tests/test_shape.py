@@ -14,7 +14,8 @@ MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 720  # "about 700"
 
 #: the files held to the shape (check attention: issue 42)
-FILES = sorted([*ROOT.glob("proofs_checks/sanity/attention*.py"), *ROOT.glob("numerics/attention*.py")])
+FILES = sorted([*ROOT.glob("proofs_checks/sanity/attention*.py"), *ROOT.glob("numerics/attention*.py"),
+                *ROOT.glob("numerics/icl_probe*.py")])  # (the in-context algorithm probe: session 26)
 #: modules not yet split (numerics/attention.py: the lecture notes' attention formulas, not the probe)
 SIZE_PENDING = {"numerics/attention.py"}
 

@@ -572,9 +572,8 @@ def _info(probe, ld, decl, done, weights, ch) -> tuple[dict, list[str]]:
     if st.positional == "rope":
         info["rope"] = {"base": st.rope_base, "dims": st.rope_dims, "convention": st.rope_convention}
     H = mp.heads if mp is not None else (weights.H_hint or 1)
-    info.update({"heads": H, "kv_heads": mp.kv_heads if mp is not None else None,
-                 "heads_assumed": mp is None and not weights.H_hint,  # neither mapped, declared nor read
-                 "mapping": mp.source if mp is not None else None})
+    info.update({"heads": H, "heads_assumed": mp is None and not weights.H_hint,  # (neither mapped, declared nor read)
+                 "kv_heads": mp.kv_heads if mp is not None else None, "mapping": mp.source if mp is not None else None})
     return info, warnings
 
 
