@@ -254,74 +254,13 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         ...
         theory.validation.InputError: check_attention: unknown keyword argument 'quick' (use mode="quick"); valid: causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads, dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory, progress, ignore_config, scale, isolate, timeout
     """
-    from theory.validation import InputError
-
+    given = {k: v for k, v in locals().items() if k not in ("obj", "unknown")}
     from proofs_checks.sanity.attention import run_attention
 
     alias = "; ".join(f"use {_ATTENTION_ALIASES[b]}" for b in sorted(unknown) if b in _ATTENTION_ALIASES)
     _refuse_unknown(check_attention, unknown, ("obj",), f" ({alias})" if alias else "")
     with _as_value_errors(check_attention):
-        _flag("check_attention", "causal", causal)
-        _flag("check_attention", "progress", progress)
-        _flag("check_attention", "ignore_config", ignore_config)
-        timeout = _isolation("check_attention", isolate, timeout)
-        _numbers("check_attention", ints=dict(heads=heads, kv_heads=kv_heads, dim=dim, rope_dims=rope_dims, seed=seed),
-                 reals=dict(softcap=softcap, rope_base=rope_base, scale=scale))
-        # numpy integers and floats are numbers: taken as Python's (np.int64(2) is heads=2)
-        heads, kv_heads, dim, rope_dims, seed = (None if v is None else int(v)
-                                                 for v in (heads, kv_heads, dim, rope_dims, seed))
-        softcap, rope_base, scale = (None if v is None else float(v) for v in (softcap, rope_base, scale))
-        _memory("check_attention", max_memory)
-        for nm, v in (("mode", mode), ("dtype", dtype), ("device", device)):
-            if not isinstance(v, str):
-                raise InputError(f"check_attention: {nm} must be a string, got {v!r}")
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", device):  # "meta", "mps", "cuda:x": a child traceback before
-            raise InputError(f"check_attention: device={device!r}: the checks compute on \"cpu\" or \"cuda\" "
-                             "(\"cuda:N\"), on numbers they can compare")
-        if device.split(":")[0] == "cuda":
-            from numerics.torch_utils import cuda_available
-
-            if not cuda_available():
-                raise InputError(f"check_attention: device={device!r}: torch sees no CUDA device on this machine "
-                                 "(use device=\"cpu\")")
-        if isinstance(against, (str, bytes, os.PathLike)):
-            raise InputError(f"check_attention: against must be a module, class or function (the second "
-                             f"implementation itself), got the string {str(against)!r:.80}: FILE.py:NAME is the "
-                             f"command's --against; import it and pass the object")
-        if against is not None and against is obj:  # 0 by construction (hostile pass 7, F7)
-            raise InputError("check_attention: against is obj itself: the differential comparison could not reject "
-                             "anything; pass a second implementation")
-        if isinstance(mapping, (str, bytes, os.PathLike)):
-            raise InputError(f"check_attention: mapping must be a function of the module or a dict of its weights, "
-                             f"got the string {str(mapping)!r:.80}: a 'FILE.py:NAME' string is the command line's "
-                             f"form; import the object and pass it")
-        if isinstance(positional, bool) or (positional is not None and not isinstance(positional, str)):
-            raise InputError(f"check_attention: positional must be a scheme's name (none, learned, sinusoidal, rope, "
-                             f"alibi), got {positional!r} (of type {type(positional).__name__})")
-        window = _attention_window(window)
-        seq_len = _attention_lengths(seq_len)
-        for nm, v, choices in (("positional", positional, None), ("qk_norm", qk_norm, ("rms", "layer")),
-                               ("kv_grouping", kv_grouping, ("hf", "tiled")),
-                               ("rope_convention", rope_convention, ("half", "interleaved")),
-                               ("mask_convention", mask_convention, ("keep", "drop", "additive")),
-                               ("compute_dtype", compute_dtype, ("float64", "float32", "bfloat16", "float16")),
-                               ("dtype", dtype, ("float64", "float32")), ("mode", mode, ("quick", "default", "full"))):
-            if choices is not None and v is not None and v not in choices:
-                raise InputError(f"check_attention: {nm} must be one of {', '.join(choices)}"
-                                 f"{' or None' if nm not in ('dtype', 'mode') else ''}, got {v!r}")
-        if name is not None and not isinstance(name, str):
-            raise InputError(f"check_attention: name must be a string, got {name!r}")
-        args = dict(causal=bool(causal), heads=heads, dim=dim, dtype=dtype, device=device, positional=positional,
-                    seed=seed, label="obj", mode=mode, name=name, window=window, softcap=softcap, rope_base=rope_base,
-                    rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
-                    compute_dtype=compute_dtype, seq_len=seq_len, mapping=mapping, against=against,
-                    max_memory=max_memory, progress=progress, mask_convention=mask_convention, qk_norm=qk_norm,
-                    kv_grouping=kv_grouping, ignore_config=bool(ignore_config), scale=scale)
-        # the declaration, validated once here (before obj runs anywhere), by the function the command uses
-        from proofs_checks.sanity.attention_declaration import build_declaration
-
-        build_declaration({k: v for k, v in args.items() if k not in ("label", "name", "mapping", "against",
-                                                                       "progress")})
+        args, timeout = _attention_args(obj, given)
         missing = set(args) - set(inspect_params(run_attention))
         assert not missing, missing  # the API and the check agree on their keywords
         if not isolate:
@@ -334,6 +273,81 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
                                         obj={"obj": obj, "kwargs": args}, timeout=timeout,
                                         max_memory=max_memory, progress=bool(progress))
         return attention.rebuild(payload)
+
+
+def _attention_args(obj: Any, given: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """:func:`check_attention`'s keywords validated (types, choices, the device, ``against`` and ``mapping``), and the
+    declaration built once from them by the function the command uses: ``(run_attention's keywords, timeout)``."""
+    from theory.validation import InputError
+
+    names = ("causal window positional rope_base rope_dims rope_convention softcap qk_norm kv_grouping heads kv_heads dim "
+             "dtype compute_dtype device seq_len mode seed mapping against mask_convention name max_memory progress "
+             "ignore_config scale isolate timeout").split()
+    (causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads,
+     dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory,
+     progress, ignore_config, scale, isolate, timeout) = (given[k] for k in names)
+    _flag("check_attention", "causal", causal)
+    _flag("check_attention", "progress", progress)
+    _flag("check_attention", "ignore_config", ignore_config)
+    timeout = _isolation("check_attention", isolate, timeout)
+    _numbers("check_attention", ints=dict(heads=heads, kv_heads=kv_heads, dim=dim, rope_dims=rope_dims, seed=seed),
+             reals=dict(softcap=softcap, rope_base=rope_base, scale=scale))
+    # numpy integers and floats are numbers: taken as Python's (np.int64(2) is heads=2)
+    heads, kv_heads, dim, rope_dims, seed = (None if v is None else int(v)
+                                             for v in (heads, kv_heads, dim, rope_dims, seed))
+    softcap, rope_base, scale = (None if v is None else float(v) for v in (softcap, rope_base, scale))
+    _memory("check_attention", max_memory)
+    for nm, v in (("mode", mode), ("dtype", dtype), ("device", device)):
+        if not isinstance(v, str):
+            raise InputError(f"check_attention: {nm} must be a string, got {v!r}")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):  # "meta", "mps", "cuda:x": a child traceback before
+        raise InputError(f"check_attention: device={device!r}: the checks compute on \"cpu\" or \"cuda\" "
+                         "(\"cuda:N\"), on numbers they can compare")
+    if device.split(":")[0] == "cuda":
+        from numerics.torch_utils import cuda_available
+
+        if not cuda_available():
+            raise InputError(f"check_attention: device={device!r}: torch sees no CUDA device on this machine "
+                             "(use device=\"cpu\")")
+    if isinstance(against, (str, bytes, os.PathLike)):
+        raise InputError(f"check_attention: against must be a module, class or function (the second "
+                         f"implementation itself), got the string {str(against)!r:.80}: FILE.py:NAME is the "
+                         f"command's --against; import it and pass the object")
+    if against is not None and against is obj:  # 0 by construction (hostile pass 7, F7)
+        raise InputError("check_attention: against is obj itself: the differential comparison could not reject "
+                         "anything; pass a second implementation")
+    if isinstance(mapping, (str, bytes, os.PathLike)):
+        raise InputError(f"check_attention: mapping must be a function of the module or a dict of its weights, "
+                         f"got the string {str(mapping)!r:.80}: a 'FILE.py:NAME' string is the command line's "
+                         f"form; import the object and pass it")
+    if isinstance(positional, bool) or (positional is not None and not isinstance(positional, str)):
+        raise InputError(f"check_attention: positional must be a scheme's name (none, learned, sinusoidal, rope, "
+                         f"alibi), got {positional!r} (of type {type(positional).__name__})")
+    window = _attention_window(window)
+    seq_len = _attention_lengths(seq_len)
+    for nm, v, choices in (("positional", positional, None), ("qk_norm", qk_norm, ("rms", "layer")),
+                           ("kv_grouping", kv_grouping, ("hf", "tiled")),
+                           ("rope_convention", rope_convention, ("half", "interleaved")),
+                           ("mask_convention", mask_convention, ("keep", "drop", "additive")),
+                           ("compute_dtype", compute_dtype, ("float64", "float32", "bfloat16", "float16")),
+                           ("dtype", dtype, ("float64", "float32")), ("mode", mode, ("quick", "default", "full"))):
+        if choices is not None and v is not None and v not in choices:
+            raise InputError(f"check_attention: {nm} must be one of {', '.join(choices)}"
+                             f"{' or None' if nm not in ('dtype', 'mode') else ''}, got {v!r}")
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"check_attention: name must be a string, got {name!r}")
+    args = dict(causal=bool(causal), heads=heads, dim=dim, dtype=dtype, device=device, positional=positional,
+                seed=seed, label="obj", mode=mode, name=name, window=window, softcap=softcap, rope_base=rope_base,
+                rope_dims=rope_dims, rope_convention=rope_convention, kv_heads=kv_heads,
+                compute_dtype=compute_dtype, seq_len=seq_len, mapping=mapping, against=against,
+                max_memory=max_memory, progress=progress, mask_convention=mask_convention, qk_norm=qk_norm,
+                kv_grouping=kv_grouping, ignore_config=bool(ignore_config), scale=scale)
+    # the declaration, validated once here (before obj runs anywhere), by the function the command uses
+    from proofs_checks.sanity.attention_declaration import build_declaration
+
+    build_declaration({k: v for k, v in args.items() if k not in ("label", "name", "mapping", "against",
+                                                                   "progress")})
+    return args, timeout
 
 
 def inspect_params(fn) -> list[str]:
