@@ -976,9 +976,16 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
                 cleanup()
     if json_path:
         _write_json(json_path, doc)
-    con = _console(stderr=json_path == "-")
+    sys.exit(_report_outcome(_console(stderr=json_path == "-"), results, mres, doc, path, mode,
+                             time.monotonic() - started, repro_bad))
+
+
+def _report_outcome(con, results, mres, doc: dict, path, mode: str, seconds: float, repro_bad: bool) -> int:
+    """What ``report`` prints after writing its folder (the claims, the kill matrix, what disagreed, where it went) and
+    its exit code: 1 for a failing claim, a surviving mutant, a reproduction that does not agree or a resolution not
+    confirmed, else 3 for an undecided claim, else 0."""
     con.print(_summary_table(results))
-    con.print(_totals(results, time.monotonic() - started))
+    con.print(_totals(results, seconds))
     if mres is not None:
         con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
         _print_wrapped(con, MUTANT_CELLS, indent=2)
@@ -992,7 +999,7 @@ def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_pa
     for cid in unconfirmed:
         con.print(f"continuous {_esc(cid)}: form × (1 ± 2ε) NOT rejected: the stated resolution is not confirmed")
     undecided = [r for r in results if r.status in ("undecided", "inconclusive")]
-    sys.exit(1 if bad or survived or repro_bad or unconfirmed else (3 if undecided else 0))
+    return 1 if bad or survived or repro_bad or unconfirmed else (3 if undecided else 0)
 
 
 def _repro_pair(task, value):
