@@ -22,7 +22,7 @@ import contextlib
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -1120,6 +1120,30 @@ def _switch_moves(W: torch.Tensor, X: torch.Tensor, z: torch.Tensor, rho: float)
     return C * torch.clamp(rho / torch.linalg.norm(C, dim=(-2, -1), keepdim=True), max=1.0)
 
 
+def _projected_descent(params: tuple, W_of: Callable, batch: tuple, rho: float, lr: float, inner: int,
+                       param: str) -> tuple[tuple, torch.Tensor]:
+    """:func:`regularization_path`'s inner run at one radius: ``inner`` projected normalised gradient steps of size
+    ``lr·ρ/√j`` on the ball of radius ``ρ``; each candidate's lowest-loss iterate (its start included) and that loss
+    (the excess loss ``L − inf L``, computed without cancellation so that it compares at large radii)."""
+    Xm, zm, ym, vm = batch
+    best_p = params
+    best_l = torch.full((params[0].shape[0],), math.inf, dtype=torch.float64, device=params[0].device)
+    for j in range(1, inner + 2):
+        _, G, sm = loss_and_grad(W_of(params), Xm, zm, ym, vm)
+        loss = _excess_loss(sm, ym, Xm, vm)
+        better = loss < best_l
+        best_l = torch.where(better, loss, best_l)
+        best_p = tuple(torch.where(better[:, None, None], p, q) for p, q in zip(params, best_p))
+        if j == inner + 1:
+            break
+        grads = (G,) if param == "W" else (G @ params[1], G.transpose(-1, -2) @ params[0])
+        gn = torch.sqrt(sum((g * g).sum((-1, -2)) for g in grads))[:, None, None]
+        params = tuple(p - lr * rho / math.sqrt(j) * g / (gn + 1e-300) for p, g in zip(params, grads))
+        pn = torch.sqrt(sum((p * p).sum((-1, -2)) for p in params))[:, None, None]
+        params = tuple(p * torch.clamp(rho / pn, max=1.0) for p in params)
+    return best_p, best_l
+
+
 def regularization_path(data: AttSVMInstance | Sequence[AttSVMInstance], radii: Sequence[float], *,
                         param: str = "W", inner: int = 300, lr: float = 0.5, B: int | None = None,
                         targets: dict[str, np.ndarray] | None = None, seed: int = 0, init: float = 1e-3,
@@ -1200,21 +1224,7 @@ def regularization_path(data: AttSVMInstance | Sequence[AttSVMInstance], radii: 
                 else:
                     params = tuple(group(w[:, None], *([fresh((Bn, restarts, d, d), rho / math.sqrt(2.0))] if restarts else []))
                                    for w in warm)
-                best_p = params
-                best_l = torch.full((Bn * M,), math.inf, dtype=torch.float64, device=dev)
-                for j in range(1, inner + 2):
-                    _, G, sm = loss_and_grad(W_of(params), Xm, zm, ym, vm)
-                    loss = _excess_loss(sm, ym, Xm, vm)  # L − inf L without cancellation: comparable at large R
-                    better = loss < best_l
-                    best_l = torch.where(better, loss, best_l)
-                    best_p = tuple(torch.where(better[:, None, None], p, q) for p, q in zip(params, best_p))
-                    if j == inner + 1:
-                        break
-                    grads = (G,) if param == "W" else (G @ params[1], G.transpose(-1, -2) @ params[0])
-                    gn = torch.sqrt(sum((g * g).sum((-1, -2)) for g in grads))[:, None, None]
-                    params = tuple(p - lr * rho / math.sqrt(j) * g / (gn + 1e-300) for p, g in zip(params, grads))
-                    pn = torch.sqrt(sum((p * p).sum((-1, -2)) for p in params))[:, None, None]
-                    params = tuple(p * torch.clamp(rho / pn, max=1.0) for p in params)
+                best_p, best_l = _projected_descent(params, W_of, (Xm, zm, ym, vm), rho, lr, inner, param)
                 lg = best_l.reshape(Bn, M)
                 best = torch.argmin(lg, dim=1)
                 # a candidate replaces the warm start only when clearly lower: candidates within
