@@ -252,7 +252,11 @@ class Counterexample:
 
 
 def _rational(v: float) -> sp.Rational:
-    fr = Fraction(float(v)).limit_denominator(10**6)
+    """A short rational near ``v``: a denominator up to 10^6, or up to 10^6/|v| below 1 (to 10^6 alone, every value
+    under 5e-7 became 0, and a region that small had no point to try: hostile pass 54b F1)."""
+    fr = Fraction(float(v))
+    if fr != 0:
+        fr = fr.limit_denominator(max(10**6, int(Fraction(10**6) / abs(fr))))
     return sp.Rational(fr.numerator, fr.denominator)
 
 
@@ -266,7 +270,9 @@ def exact_counterexample(c: tl.Candidate, rng: np.random.Generator, n_dirs: int 
     _, Vf, Df = lambdify_candidate(c)
     dirs = _directions(n, rng, n_dirs)
     Rmax = 100.0 if region is None else float(region)
-    radii = np.concatenate([np.logspace(-3, math.log10(max(Rmax, 2e-3)), 26), [1.0, 0.1, 0.01]])
+    # from 1e-3, or three decades below a smaller region (a region under 1e-3 had no radius left: hostile pass 54b F1)
+    lo = min(1e-3, Rmax / 1e3) if Rmax / 1e3 > 0 else Rmax
+    radii = np.concatenate([np.logspace(math.log10(lo), math.log10(max(Rmax, 2 * lo)), 26), [1.0, 0.1, 0.01]])
     radii = radii[radii <= Rmax]
     pts = (radii[:, None, None] * dirs[None]).reshape(-1, n)
     with np.errstate(all="ignore"):
@@ -303,7 +309,8 @@ def exact_counterexample(c: tl.Candidate, rng: np.random.Generator, n_dirs: int 
 
     # simple points first: the axes at radii 10^-2 … 10 (exact), then the screened ones, each
     # tried at 2 and 4 significant digits before its full float value
-    for r in (sp.Rational(1, 100), sp.Rational(1, 10), sp.Integer(1), sp.Integer(10)):
+    inside = [] if region is None else [_rational(Rmax / 2)]  # (a region below 1/100 holds none of the others)
+    for r in (sp.Rational(1, 100), sp.Rational(1, 10), sp.Integer(1), sp.Integer(10), *inside):
         for i in range(n):
             for sgn in (1, -1):
                 ce = test(tuple(sgn * r if k == i else sp.Integer(0) for k in range(n)))

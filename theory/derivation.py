@@ -181,6 +181,8 @@ _MAXN = 400  # working precision (bits) evalf may use to certify DIGITS digits
 def _entries(value: Any) -> list[Any]:
     if isinstance(value, (sp.MatrixBase,)):
         return list(value)
+    if isinstance(value, sp.MatrixExpr) and any(sp.sympify(n).is_zero for n in value.shape):
+        return []  # ZeroMatrix(0, 0), ZeroMatrix(3, 0), a (0 × n) symbol: no entry either (hostile pass 54b F2)
     if isinstance(value, dict):
         return [x for v in value.values() for x in _entries(v)]
     if isinstance(value, (list, tuple)):
