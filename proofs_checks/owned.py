@@ -148,7 +148,29 @@ def remember_folder(folder: str | os.PathLike, hashes: dict[str, str | None]) ->
     p = Path(folder)
     if p.is_symlink() or not p.is_dir() or not all(isinstance(h, str) for h in hashes.values()):
         return False
-    return _write_entry(p, {"path": os.path.realpath(p), "kind": "folder", "files": dict(hashes)})
+    return _write_entry(p, {"path": os.path.realpath(p), "kind": "folder", "files": dict(hashes), "dirs": _folders(p)})
+
+
+#: the most subfolders :func:`_folders` lists (a report holds a handful)
+_FOLDER_LIMIT = 10_000
+
+
+def _folders(folder: Path) -> list[str]:
+    """The relative paths of the folders inside ``folder`` (links not followed, nor listed: they are entries of their
+    own); ``["…"]`` past :data:`_FOLDER_LIMIT`."""
+    def plain(q: Path) -> bool:  # (a path beyond PATH_MAX raised from is_symlink: listed, and so the user's)
+        try:
+            return not q.is_symlink()
+        except OSError:
+            return True
+
+    out: list[str] = []
+    for root, dirs, _ in os.walk(folder, onerror=lambda e: None):
+        rel = Path(root).relative_to(folder)
+        out += [str(rel / d) if str(rel) != "." else d for d in dirs if plain(Path(root) / d)]
+        if len(out) > _FOLDER_LIMIT:
+            return ["…"]
+    return sorted(out)
 
 
 def folder_problems(folder: str | os.PathLike, files: list[str]) -> tuple[str, list[str]]:
@@ -169,6 +191,11 @@ def folder_problems(folder: str | os.PathLike, files: list[str]) -> tuple[str, l
             out.append(f)
         elif sha256_file(p / f) != want:
             out.append(f"{f} (changed since tverify wrote it)")
+    # a folder made in it since (empty, or holding only other folders) is the user's too (hostile pass 54b F3); a record
+    # written before folders were listed knows those holding its files
+    made = doc.get("dirs")
+    known = set(made) if isinstance(made, list) else {str(q) for f in listed for q in Path(f).parents if str(q) != "."}
+    out += [f"{d}/ (a folder tverify did not write)" for d in _folders(p) if d not in known]
     return ("with files that are not a tverify report", out)
 
 
