@@ -264,7 +264,9 @@ def _truth(e: Any, kind: str) -> tuple[bool | None, str]:
             return False, "evaluates to False"
         return None, ""
     e = sp.sympify(e)
-    prop = e.is_nonnegative if kind == "nonnegative" else e.is_positive
+    # in the extended reals: +∞ > 0, as SymPy's own `oo > 0` (is_positive is False for oo: positive implies finite
+    # there, and a limit growing without bound was "false" with no counterexample, hostile pass 54b F6)
+    prop = e.is_extended_nonnegative if kind == "nonnegative" else e.is_extended_positive
     if prop is not None:
         return bool(prop), ("" if prop else "SymPy's assumptions")
     if e.is_number:
@@ -370,7 +372,8 @@ class Obligation:
 
     kind ``"zero"``: ``expr`` (an expression, a matrix, or a list/dict of them) simplifies to 0
     entry by entry; ``"true"``: a relational or boolean simplifies to ``True``;
-    ``"nonnegative"`` / ``"positive"``: the expression is ≥ 0 / > 0 under the symbols' assumptions.
+    ``"nonnegative"`` / ``"positive"``: the expression is ≥ 0 / > 0 under the symbols' assumptions (in the extended
+    reals: +∞ > 0).
 
     :meth:`evaluate` concludes ``holds``, ``fails`` (with a counterexample) or ``undecided``.
 

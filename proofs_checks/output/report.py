@@ -572,15 +572,21 @@ def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = 
     except ReportTargetError as exc:
         raise UsageError(str(exc)) from None
     note_seen(out)  # --force covers what is at --out now, not what the run's minutes bring there (20a F1)
-    if json_path and json_path != "-":
-        jp = Path(json_path).expanduser().absolute()
-        # and where the folders resolve to: through a link to --out the JSON landed in the folder, which the next run
-        # then refused as holding a file not tverify's (hostile pass 44b F11)
-        real = Path(os.path.realpath(jp.parent)) / jp.name
-        real_out = Path(os.path.realpath(out))
-        if jp == out or out in jp.parents or real == real_out or real_out in real.parents:
-            raise UsageError(f"--json {json_path}: inside --out {out_dir}, which {what} replaces; write it elsewhere")
+    if json_inside(json_path, out):
+        raise UsageError(f"--json {json_path}: inside --out {out_dir}, which {what} replaces; write it elsewhere")
     return out
+
+
+def json_inside(json_path: str | None, out: Path) -> bool:
+    """Whether the ``--json`` file ``json_path`` is inside the output folder ``out`` (which the run replaces), as
+    written or where its folders resolve to: through a link to the folder the JSON landed in it, which the next run
+    then refused as holding a file not tverify's (hostile passes 44b F11, 54b F5)."""
+    if not json_path or json_path == "-":
+        return False
+    jp = Path(json_path).expanduser().absolute()
+    real = Path(os.path.realpath(jp.parent)) / jp.name
+    real_out = Path(os.path.realpath(out))
+    return jp == out or out in jp.parents or real == real_out or real_out in real.parents
 
 
 def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,

@@ -353,11 +353,11 @@ def check_report_dir(report_dir: str | None, json_path: str | None = None) -> No
         out = check_report_target(report_dir)
     except ReportTargetError as exc:
         raise UsageError(_report_message(exc)) from None
-    if json_path and json_path != "-":
-        jp = Path(json_path).expanduser().absolute()
-        if jp == out or out in jp.parents:
-            raise UsageError(f"--json {json_path}: inside --report {report_dir}, which the report replaces; "
-                             "write it elsewhere")
+    from proofs_checks.output.report import json_inside
+
+    if json_inside(json_path, out):
+        raise UsageError(f"--json {json_path}: inside --report {report_dir}, which the report replaces; "
+                         "write it elsewhere")
 
 
 def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:

@@ -356,6 +356,7 @@ def lsa_request(lam, N: int, M: int | None, *, weights, tol, seeds, prompts, ste
                 or Wpv.shape != Wkq.shape:
             raise InputError(f"--weights: W_PV and W_KQ must be ({d + 1}, {d + 1}) for d = {d} (from --lambda), "
                              f"got W_PV {Wpv.shape}, W_KQ {Wkq.shape}")
+        _refuse_out_of_range(Wpv, Wkq, L)
     tol = DEFAULT_TOL["weights" if weights else "trained"] if tol is None else tol
     require_device(device, False, skip_option=False)
     n_sets = (1 if Wpv.ndim == 2 else Wpv.shape[0]) if weights else seeds
@@ -365,6 +366,23 @@ def lsa_request(lam, N: int, M: int | None, *, weights, tol, seeds, prompts, ste
         hint = f"the dimension d = {d} (the length of --lambda) drives it; use fewer dimensions, or " + hint
     guards.check_memory(est, max_memory, hint=hint)
     return LSARequest(L, cond, d, N, M, seeds, prompts, steps, Wpv, Wkq, tol, n_sets, est, chunk)
+
+
+#: the largest prediction whose squared error a float64 holds (the risk squares it): √(1.8e308)
+_LARGEST_PREDICTION = 1.3e154
+
+
+def _refuse_out_of_range(Wpv: np.ndarray, Wkq: np.ndarray, L: np.ndarray) -> None:
+    """Weights whose predictions' squares leave float64's range: one line, exit 2 (measured, they read "= inf" beside
+    NumPy's overflow warnings: hostile pass 54b F4). The LSA's prediction ``x_qᵀ·w22·W11·h``, ``h = (1/M)Σ y_i x_i``,
+    is at most about ``max|W_PV|·max|W_KQ|·(d+1)²·(tr Λ)^{3/2}`` times a draw's few standard deviations (10³ here)."""
+    a, b = float(np.max(np.abs(Wpv), initial=0.0)), float(np.max(np.abs(Wkq), initial=0.0))
+    with np.errstate(over="ignore"):
+        bound = a * b * (Wpv.shape[-1] ** 2) * max(float(np.trace(L)), 1.0) ** 1.5 * 1e3
+    if not bound < _LARGEST_PREDICTION:
+        size = f"up to about {bound:.3g}" if math.isfinite(bound) else "beyond float64's largest number"
+        raise InputError(f"--weights: W_PV and W_KQ entries up to {a:.3g} and {b:.3g}: the LSA's predictions ("
+                         f"{size}) and their squared errors leave float64's range; rescale the weights")
 
 
 @dataclass(frozen=True)
