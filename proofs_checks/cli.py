@@ -732,7 +732,7 @@ def _show_print(e, info, how, last, last_path, store, *, full: bool, as_latex: b
     if full:
         lines = lines[:-1] + terminal.show_full(e, info, how, math=math, as_latex=as_latex)
         lines += terminal.last_checks(last, f"looked in {last_path}; store {store.describe()}")
-    terminal.print_lines(out, lines, cols, STATUS_STYLE)
+    terminal.print_lines(out, lines, cols, STATUS_STYLE, unbrace=not as_latex)
 
 
 def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool = True, extra_check=None):

@@ -270,15 +270,16 @@ class Line:
     pre: bool = False
 
 
-def wrap(lines: list[Line], cols: int) -> list[tuple[str, Line]]:
+def wrap(lines: list[Line], cols: int, unbrace: bool = True) -> list[tuple[str, Line]]:
     """Each logical line cut at word boundaries to ``cols`` columns, continuation lines keeping
-    the indentation (plus the hang)."""
+    the indentation (plus the hang); ``unbrace``: scripts braced the LaTeX way written as in plain text (never for
+    ``show --latex``, whose braces are LaTeX's grouping: hostile pass 54b F7)."""
     out = []
     for ln in lines:
         if ln.pre or not ln.text.strip():
             out.append((" " * ln.indent + ln.text if ln.text.strip() else "", ln))
             continue
-        parts = hang_wrap(unbrace_scripts(ln.text), cols, ln.indent, ln.hang)
+        parts = hang_wrap(unbrace_scripts(ln.text) if unbrace else ln.text, cols, ln.indent, ln.hang)
         out.extend((p, ln) for p in parts)
     return out
 
@@ -355,7 +356,7 @@ def show_summary(e: dict[str, Any], hyps: list[dict[str, Any]], last: dict[str, 
            Line(f"evidence: {evidence_label(e)}", hang=2),
            Line("statement:", style="bold")]
     stmt = math(e.get("statement"))
-    st_lines = wrap([Line(stmt, indent=2, hang=2)], cols)
+    st_lines = wrap([Line(stmt, indent=2, hang=2)], cols, unbrace=math is math_text)  # (LaTeX's braces kept: 54b F7)
     if len(st_lines) > 8:
         st_lines = st_lines[:7] + [("  … (--full shows it whole)", Line(""))]
     out.extend(Line(t, pre=True) for t, _ in st_lines)
@@ -532,12 +533,13 @@ def totals_line(statuses: list[str], seconds: float) -> str:
 _PLAIN_STYLES = ("green", "yellow", "red", "bold red", "cyan", "magenta", "bold magenta")
 
 
-def print_lines(console, lines: list[Line], cols: int, styles: dict[str, str]) -> None:
+def print_lines(console, lines: list[Line], cols: int, styles: dict[str, str], unbrace: bool = True) -> None:
     """Print logical lines wrapped to ``cols`` on a rich ``console`` (colour only where it has one;
-    ``NO_COLOR`` honoured by rich). ``mark`` colours one word; a status word takes ``styles``."""
+    ``NO_COLOR`` honoured by rich). ``mark`` colours one word; a status word takes ``styles``; ``unbrace``: as
+    :func:`wrap`."""
     from rich.text import Text
 
-    for text, ln in wrap(lines, cols):
+    for text, ln in wrap(lines, cols, unbrace):
         t = Text(text, style=ln.style or "", no_wrap=True, overflow="ignore")
         if ln.mark:
             word, style = ln.mark
