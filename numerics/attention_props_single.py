@@ -154,7 +154,7 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
               + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else "")
               + ("; redrawn also in calls of " + ", ".join(dict.fromkeys(f"{o[4]} (T = {o[3]})" for o in others))
                  if others and e <= tol else ""))
-    return ([_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked(probe, w, T)]
+    return ([_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked_every(probe, w, T)]
             + ([_padded_weights_row(*padded_w)] if padded_w is not None else []))
 
 
@@ -291,6 +291,14 @@ _CONVENTIONS = ("softmax over no key at all is undefined (0/0 when the padded lo
                 "mask convention gives them or the module fills them); torch 2.13's nn.MultiheadAttention returns NaN "
                 "there on its need_weights and inference fast paths, its scaled_dot_product_attention 0, and Hugging "
                 "Face's models, which pass finfo.min rather than −∞, the mean of the values: a convention, not judged")
+
+
+def _fully_masked_every(probe: Any, w: "WithMask", T: int) -> Property:
+    """:func:`_fully_masked` at every probed length of two tokens or more (``T`` where there is none): the first
+    that fails, else the longest's row (at the key-padding row's worst length alone, a module that drops the batch's
+    mask from 8 tokens on was ok at T = 2: hostile pass 54a F1)."""
+    rows = [_fully_masked(probe, w, t) for t in sorted(t for t in probe.outs if t >= 2) or [T]]
+    return next((r for r in rows if r.status == "fail"), rows[-1])
 
 
 def _fully_masked(probe: Any, w: "WithMask", T: int) -> Property:
