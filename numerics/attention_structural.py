@@ -31,7 +31,8 @@ import torch
 
 from numerics.attention_noise import (NOISE_MARGIN, deterministic_tolerance, is_noisy, late_deterministic,  # noqa: F401
                                       mark_noisy, noise_floor, structural_tolerance)  # (re-exported: their home is there)
-from numerics.attention_redraws import _redraws_against_reference, _shared_prefix, late_rows  # noqa: F401
+from numerics.attention_redraws import (_redraws_against_reference, _shared_prefix, late_rows,  # noqa: F401
+                                        own_sequence_move)
 from numerics.attention_reference import allowed_mask
 from numerics.attention_rules import (HUGE_LOGIT, LARGE_LOGIT, UNDECIDABLE_TOL, Property, _chunks, _judge, _skip,
                                       exc_text)
@@ -335,6 +336,12 @@ def prop_mask(probe: Any) -> list:
             detail = (f"no leak among the finite outputs, but outputs are NaN/inf at T = {T} ({_logits(key)}) when "
                       f"tokens are redrawn: whether the {mask_word} holds cannot be measured there (see "
                       "stable_at_extreme_logits, batch_independence)")
+        elif e > tol and key in ("unit", "large", "huge") and not own_sequence_move(probe, T, key, j, t) > tol:
+            props.append(_skip(name, f"output {t} moved by {e:.3g} in a stacked call of many samples when token {j} "
+                               f"changed in each (T = {T}, {_logits(key)}), not when it changes in that sample alone: the "
+                               "module mixes the samples of a large batch (batch_size_independence judges that), so a "
+                               "leak within a sequence cannot be told from it in those calls", True))
+            continue
         elif e > tol:
             o = sorted(offs[kind], key=abs)
             detail = (f"LEAK: output at position {t} moves by {e:.3g} (relative) when token {j} (= t{j - t:+d}) "
