@@ -112,8 +112,9 @@ def _judge(name: str, error: float, tol: float, just: str, detail: str = "", *, 
                         f"are too large for the working precision to tell a match from a mismatch "
                         f"(measured {error:.3g}); " + (detail or ""),
                         {**numbers, "undecidable": True,
-                         "to_decide": "smaller logits: the module's weights make its logits too large for its working "
-                                      "precision (rescale the weights, or run it in a finer precision)"}, central)
+                         "to_decide": "smaller logits: the logits (the weights' q·k times the declared or default "
+                                      "scale) are too large for the working precision: rescale the weights, declare the "
+                                      "scale the module uses (--scale), or run it in a finer precision"}, central)
     return Property(name, "pass" if error <= tol else "fail", error, tol, just, detail, numbers, central)
 
 
