@@ -42,11 +42,13 @@ def refuse_closed_stdout_json(json_path: str | None) -> None:
                          "written to it; give --json a file, or leave the standard output open")
 
 
-def mode_options(f):
-    """``--quick`` / ``--full`` (mutually exclusive) folded into one ``mode`` argument."""
+def mode_options(f, no_sizes: str | None = None):
+    """``--quick`` / ``--full`` (mutually exclusive) folded into one ``mode`` argument; ``no_sizes``: why they change
+    nothing for this command (they are still accepted: ``sweep`` passes its mode to every check), said in the help."""
+    same = f"Accepted, and changes nothing here: {no_sizes}." if no_sizes else None
 
-    @click.option("--quick", is_flag=True, help="Small sizes (what the tests use).")
-    @click.option("--full", is_flag=True, help="Larger sizes, more seeds.")
+    @click.option("--quick", is_flag=True, help=same or "Small sizes (what the tests use).")
+    @click.option("--full", is_flag=True, help=same or "Larger sizes, more seeds.")
     @threads_option  # every command that computes takes sizes, and so --threads (proofs_checks.threads)
     @functools.wraps(f)
     def wrapper(*args, quick: bool, full: bool, **kwargs):

@@ -786,7 +786,7 @@ def _run_hopfield(patterns, *, beta: float, module: Any, seed: int, label: str, 
     "update itself computed in that precision.")
 @report_option
 @timeout_option
-@check_options
+@check_options(no_sizes="the patterns and --beta decide the check's size")
 def command(patterns_path, beta, module_spec, compute_dtype, report_dir, timeout, seed, device, mode, json_path,
             max_memory, no_progress):
     """Separation, the Theorem-5 one-step retrieval bound next to the measured error, energy along
