@@ -267,3 +267,13 @@ def test_seeds_are_stable_and_distinct():
     assert a.seed_for("k") == RunContext(seed=1).for_check("x.y", "c").seed_for("k")
     assert a.seed_for("k") != RunContext(seed=2).for_check("x.y", "c").seed_for("k")
     assert a.seed_for("k") != RunContext(seed=1).for_check("x.y", "d").seed_for("k")
+
+
+def test_the_builtin_groups_are_the_groups_of_the_builtin_claims():
+    """registry.BUILTIN_GROUPS refuses a plugin's claim in a built-in group before the built-in claims load (list and
+    show answer without them: hostile pass 54b F8); it must name exactly their groups."""
+    from proofs_checks.claims import load_all
+    from proofs_checks.registry import BUILTIN, BUILTIN_GROUPS
+
+    load_all()
+    assert BUILTIN_GROUPS == {i.split(".", 1)[0] for i in BUILTIN}

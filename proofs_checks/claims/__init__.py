@@ -59,13 +59,14 @@ def load_all() -> None:
     check_environment()
     if _loaded:
         return
-    from proofs_checks.registry import BUILTIN, registry
+    from proofs_checks.registry import BUILTIN, loading_builtin, registry
 
     before = set(registry.ids())
     rank = {name: i for i, name in enumerate(ORDER)}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: (rank.get(m.name, len(ORDER)), m.name)):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    with loading_builtin():
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: (rank.get(m.name, len(ORDER)), m.name)):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{info.name}")
     BUILTIN.update({i: registry.get(i) for i in registry.ids() if i not in before})
     _loaded = True
     load_plugins()
