@@ -255,6 +255,21 @@ def _is_zero(e: Any) -> tuple[bool | None, str]:
     return None, ""
 
 
+def _truth_entrywise(e: "sp.MatrixExpr", kind: str) -> tuple[bool | None, str]:
+    """A sign obligation on a matrix expression, read as on the explicit matrix: entry by entry where its size is a
+    number (the first entry that fails decides; one undecided leaves it undecided), else undecided."""
+    if not all(isinstance(n, (int, sp.Integer)) for n in e.shape):
+        return None, ""
+    decided = [_truth(x, kind) for x in sp.Matrix(e)]
+    bad = next((i for i, (ok, _) in enumerate(decided) if ok is False), None)
+    if bad is not None:
+        r, c = divmod(bad, int(e.shape[1]))
+        return False, f"entry ({r}, {c}): {decided[bad][1] or 'false'}"
+    if all(ok for ok, _ in decided):
+        return True, "entry by entry"
+    return None, ""
+
+
 def _truth(e: Any, kind: str) -> tuple[bool | None, str]:
     if kind == "true":
         e = sp.sympify(e)
@@ -264,6 +279,8 @@ def _truth(e: Any, kind: str) -> tuple[bool | None, str]:
             return False, "evaluates to False"
         return None, ""
     e = sp.sympify(e)
+    if isinstance(e, sp.MatrixExpr):  # is_positive is False for any matrix expression (not a scalar): entry by entry
+        return _truth_entrywise(e, kind)  # where its size is known, else undecided (hostile pass 54b F9)
     # in the extended reals: +∞ > 0, as SymPy's own `oo > 0` (is_positive is False for oo: positive implies finite
     # there, and a limit growing without bound was "false" with no counterexample, hostile pass 54b F6)
     prop = e.is_extended_nonnegative if kind == "nonnegative" else e.is_extended_positive

@@ -296,7 +296,7 @@ def _gmin_negative_sigma(ctx) -> Counterexample:
 
 
 _ZFB = ("Zhang, Frei, Bartlett (JMLR 2024) Thm 4.1: gradient flow on the population loss from their Assumption 3.3 "
-        "initialisation (σ > 0, W^PV(0) = σ[[0,0],[0,1]], W^KQ(0) = σ[[ΘΘᵀ,0],[0,0]], ‖ΘΘᵀ‖_F = 1) with σ²‖Γ_N‖_op√d < 2, "
+        "initialisation (σ > 0, W^{PV}(0) = σ[[0,0],[0,1]], W^{KQ}(0) = σ[[ΘΘᵀ,0],[0,0]], ‖ΘΘᵀ‖_F = 1) with σ²‖Γ_N‖_op√d < 2, "
         "for x ~ N(0, Λ), w ~ N(0, I_d), y = ⟨w, x⟩, converges to a global minimum with these limits "
         "(the other blocks stay 0; lecture notes 000 state it for 'a suitable random init')")
 
