@@ -112,9 +112,11 @@ def emit(doc: dict, verdict: Verdict, text_lines: list[str], json_path: str | No
     shown = verdict.lines() if json_path == "-" else text_lines + verdict.lines()
     stream = sys.stderr if json_path == "-" else sys.stdout
     cols = width(stream, fallback=None)  # piped without COLUMNS: whole lines (for grep)
+    if json_path and json_path != "-":  # the file first: a standard output that fails (a full disk, a closed pipe)
+        _write_json(json_path, doc)  # lost it, as run, sweep and reproduce never did (hostile pass 54b F10)
     for line in wrap_lines([unbrace_scripts(str(ln)) for ln in shown], cols):  # Γ_N^{-1}: Γ_N^(−1)
         click.echo(line, err=json_path == "-")
-    if json_path:
+    if json_path == "-":
         _write_json(json_path, doc)
     sys.stdout.flush()
     raise SystemExit(verdict.exit_code)
