@@ -24,6 +24,39 @@ __all__ = ["check_attention", "check_icl_model", "check_hopfield", "check_att_sv
            "ClaimsRun"]
 
 
+#: what each check imports in the caller's process (tverify's modules for it and the libraries they import on first
+#: use), imported first by :func:`_own_imports`
+_OWN_IMPORTS = {
+    "check_attention": ("click", "cloudpickle", "threadpoolctl", "proofs_checks.sanity.attention",
+                        "proofs_checks.sanity._isolate"),
+    "check_icl_model": ("click", "cloudpickle", "threadpoolctl", "sympy", "mpmath", "proofs_checks.sanity.icl_model",
+                        "proofs_checks.sanity._isolate"),
+    "check_hopfield": ("click", "cloudpickle", "threadpoolctl", "sympy", "mpmath", "proofs_checks.sanity.hopfield",
+                       "proofs_checks.sanity._isolate"),
+    "check_att_svm": ("click", "cloudpickle", "threadpoolctl", "scipy", "cvxpy", "clarabel", "scs", "ecos", "osqp",
+                      "proofs_checks.sanity.att_svm", "proofs_checks.sanity._isolate"),
+    "check_lyapunov": ("click", "sympy", "mpmath", "scipy", "cvxpy", "clarabel", "scs", "proofs_checks.sanity.lyapunov"),
+}
+
+
+def _own_imports(fn_name: str) -> None:
+    """Import what the check ``fn_name`` needs in this (the caller's) process with ``sys.path`` holding only the standard
+    library's, the installed packages' and tverify's own folders: imported later, a ``click.py`` or ``gmpy2.py`` (an
+    optional import of SymPy's) beside the caller's script, first on its path, was what ran (hostile pass 54a F7, F8).
+    A library that is not installed stays not imported, as before."""
+    import importlib
+
+    from proofs_checks.syspath import system_only
+
+    with system_only():
+        for name in _OWN_IMPORTS[fn_name]:
+            if name not in sys.modules:
+                try:
+                    importlib.import_module(name)
+                except ImportError:
+                    pass
+
+
 @contextmanager
 def _as_value_errors(fn=None):
     """UsageError (a click exception, for the CLI) → InputError (a ValueError) with its message; under
@@ -254,6 +287,7 @@ def check_attention(obj: Any, *, causal: bool = False, window: str | int | tuple
         ...
         theory.validation.InputError: check_attention: unknown keyword argument 'quick' (use mode="quick"); valid: causal, window, positional, rope_base, rope_dims, rope_convention, softcap, qk_norm, kv_grouping, heads, kv_heads, dim, dtype, compute_dtype, device, seq_len, mode, seed, mapping, against, mask_convention, name, max_memory, progress, ignore_config, scale, isolate, timeout
     """
+    _own_imports("check_attention")
     given = {k: v for k, v in locals().items() if k not in ("obj", "unknown")}
     from proofs_checks.sanity.attention import run_attention
 
@@ -423,6 +457,7 @@ def check_icl_model(obj: Any, *, lambdas, N: int, M: int | None = None, layout: 
         >>> r.closest_algorithm
         'least_squares'
     """
+    _own_imports("check_icl_model")
     from proofs_checks.sanity.icl_model import check_icl_model as _check
 
     with _as_value_errors(check_icl_model):
@@ -467,6 +502,7 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
         >>> r.to_json()["capacity"]["N"]
         6
     """
+    _own_imports("check_hopfield")
     from proofs_checks.sanity.hopfield import load_patterns, run_hopfield
 
     why = {"mode": " (the check has no quick/full sizes: patterns and beta decide its size)",
@@ -557,6 +593,7 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
         >>> r.ok, r.to_json()["weights"]["selected_is_optimal"]
         (True, True)
     """
+    _own_imports("check_att_svm")
     import numpy as np
 
     from proofs_checks.sanity import att_svm as sa
@@ -652,6 +689,7 @@ def check_lyapunov(f: str, V: str, vars: str | None = None, *, eps: str = "0.001
         >>> r.outcome, "certificate" in r.doc
         ('ok', True)
     """
+    _own_imports("check_lyapunov")
     from proofs_checks.sanity.lyapunov import run_lyapunov
 
     from theory.validation import InputError
