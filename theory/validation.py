@@ -49,8 +49,22 @@ def exception_text(exc: BaseException) -> str:
         >>> exception_text(ValueError("a\\n b")), exception_text(KeyError())
         ('ValueError: a b', 'KeyError')
     """
-    msg = " ".join(printable(exc).split())
+    msg = visible(" ".join(printable(exc).split()))
     return f"{type_name(exc)}: {msg}" if msg else type_name(exc)
+
+
+def visible(text: str) -> str:
+    """``text`` with every character that is not printable (an escape that retitles or recolours a terminal, a
+    backspace that overwrites what is shown, a bell) written as its escape, ``\\x1b``: a user's text quoted in a message
+    reaches the terminal as text (hostile pass 54a F6).
+
+        >>> visible("bad\\x08ok \\x1b]0;t\\x07")
+        'bad\\\\x08ok \\\\x1b]0;t\\\\x07'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+                   for c in text)
 
 
 def require(condition: bool, message: str) -> None:
