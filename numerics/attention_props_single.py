@@ -170,7 +170,9 @@ def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float,
         return []
     out = []
     for key in ("unit", "huge"):
-        for T in Ts if probe.B > 1 else []:  # at every padding length (a short single sequence: 26b F7)
+        # at every padding length (a short single sequence: 26b F7), at unit logits every probe length of three tokens
+        # or more (a path for a single sequence at T = 5 alone passed: 54a F5)
+        for T in ([t for t in probe.outs if t >= 3] if key == "unit" else Ts) if probe.B > 1 else []:
             c = probe.factor(probe.xs[T], key)
             valid = padding_mask(probe, T)
             for b in range(probe.B) if c is not None else []:
