@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hostile_round52b import _env  # the same private environment
+from tests.test_hostile_round52b import _env, _plugin  # the same private environment and installed plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,14 +79,7 @@ CLAIM = register(dataclasses.replace(example_claim(), id="ovl.modulus", title="m
 
 
 def test_f5_show_statement_meaning_lost(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "ovl.py").write_text(F5_PLUGIN)
-    info = site / "ovl-0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ovl\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[tverify.claims]\novl = ovl\n")
-    r = _tv(tmp_path, "show", "ovl.modulus", site=site)
+    r = _tv(tmp_path, "show", "ovl.modulus", site=_plugin(tmp_path, "ovl", F5_PLUGIN))
     assert r.returncode == 0, r.stderr[-800:]
     statement = r.stdout.split("statement:", 1)[1].split("\n")[1]
     assert "√(8)" not in statement, statement        # a cube root shown as a square root: "√(8) = 2" is false

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,34 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _env(tmp_path: Path) -> dict:
-    e = dict(os.environ, TVERIFY_STORE=str(tmp_path / "store"), HOME=str(tmp_path / "home"),
-             XDG_CACHE_HOME=str(tmp_path / "cache"), OMP_NUM_THREADS="1")
-    e["PYTHONPATH"] = str(ROOT)
-    return e
-
-
-def _tv(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofs_checks", *argv], capture_output=True, text=True,
-                          env=_env(tmp_path), cwd=str(tmp_path), timeout=280)
-
-
-def _here(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
-    """The command in this process (its verdict and message are the subject; the user's module runs in the check's
-    isolated child as ever)."""
-    from tests.cli_helpers import tv_here
-
-    return tv_here(tmp_path, *argv)
-
-
-def _write(folder: Path, name: str, source: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    p = folder / name
-    p.write_text(textwrap.dedent(source))
-    return p
+from tests.test_hostile_round53a import _env, _here, _tv, _write  # the same environment, commands and writer
 
 
 # exact causal multi-head attention; `attend` takes an optional key-padding `keep` mask (True: a real key)
@@ -96,16 +68,23 @@ def _verdict(r: subprocess.CompletedProcess) -> str:
     return next((ln for ln in r.stdout.splitlines() if ln.startswith("verdict:")), "")
 
 
-def test_f1_a_fully_padded_sample_is_judged_at_the_longest_length(tmp_path):
-    r = _attention(tmp_path, """
-        class DropAllWhenEmpty(Base):
-            # a "NaN guard": when some sample has no real key, the padding mask of the whole batch is dropped (T >= 8)
+def _mask_dropped_when(condition: str, cls: str) -> str:
+    """A module of ``Base`` taking a key-padding ``keep`` mask, which it drops (attends to every key) when ``condition``
+    (on ``x`` and ``keep``) holds."""
+    return f"""
+        class {cls}(Base):
             def forward(self, x, mask):
                 keep = mask.bool()
-                if x.shape[1] >= 8 and (~keep).all(-1).any():
+                if {condition}:
                     keep = torch.ones_like(keep)
                 return self.attend(x, keep)
-        """, "DropAllWhenEmpty", "--mask-convention", "keep")
+        """
+
+
+def test_f1_a_fully_padded_sample_is_judged_at_the_longest_length(tmp_path):
+    # a "NaN guard": when some sample has no real key, the padding mask of the whole batch is dropped (T >= 8)
+    r = _attention(tmp_path, _mask_dropped_when("x.shape[1] >= 8 and (~keep).all(-1).any()", "DropAllWhenEmpty"),
+                   "DropAllWhenEmpty", "--mask-convention", "keep")
     # check-attention.md, property table: "fully_masked_rows_finite | | with --mask-convention: one sample whose keys are
     # all padding, at the longest length" (33 with --quick); there the other sample attends to its padded keys
     assert r.returncode == 1, (r.returncode, r.stdout[-2500:])
@@ -113,15 +92,9 @@ def test_f1_a_fully_padded_sample_is_judged_at_the_longest_length(tmp_path):
 
 
 def test_f5_a_mask_dropped_for_a_single_sequence_at_a_short_padding_length_is_seen(tmp_path):
-    r = _attention(tmp_path, """
-        class IgnoreAlone(Base):
-            # a "batch of one has no padding" fast path, taken at T = 5 only
-            def forward(self, x, mask):
-                keep = mask.bool()
-                if x.shape[0] == 1 and x.shape[1] == 5:
-                    keep = torch.ones_like(keep)
-                return self.attend(x, keep)
-        """, "IgnoreAlone", "--mask-convention", "keep")
+    # a "batch of one has no padding" fast path, taken at T = 5 only
+    r = _attention(tmp_path, _mask_dropped_when("x.shape[0] == 1 and x.shape[1] == 5", "IgnoreAlone"), "IgnoreAlone",
+                   "--mask-convention", "keep")
     # check-attention.md, Key-padding masks: "... at every probe length of at least 2 ...; at every padding length each
     # sample alone (a batch of one)" (5 is one with --quick); the same module taking that path at T = 17 is a mismatch
     assert r.returncode == 1, (r.returncode, r.stdout[-2500:])

@@ -144,8 +144,7 @@ def form(x):
 
 def derive():
     b = DerivationBuilder("2x")
-    (x,) = b.fact("args", bind(ARGS))
-    return b.done(b.step("2x", 2 * x))
+    return b.done(b.step("2x", 2 * b.fact("args", bind(ARGS))[0]))
 
 
 @numeric("2x against x + x")
