@@ -123,13 +123,14 @@ def late_rows(probe: Any, props: list) -> None:
     props[:] = [late if p.name == late.name and p.status == "pass" else p for p in props]
 
 
-def own_sequence_move(probe: Any, T: int, key: str, j: int, t: int) -> float | None:
+def own_sequence_move(probe: Any, T: int, key: str, j: int, t: int, stacked: Any, per_sequence: float) -> float | None:
     """The move of output ``t`` when token ``j`` is redrawn in one sample alone, in a stacked call of the size the
     redraws use (every other sample unchanged): the largest over the probe's samples, relative to the call's largest
     output. A stacked redraw changes token ``j`` in every sample of a block, so a module that mixes the samples of a
     large batch moved output ``t`` there without any leak within a sequence, and was named a future-token leak at
-    offset ``j − t`` (hostile pass 54a F2). ``None`` where the probe ``key`` does not exist in float64 here."""
-    from numerics.attention_structural import _per_sequence_bytes, _stacked
+    offset ``j − t`` (hostile pass 54a F2). ``stacked``: :func:`numerics.attention_structural._stacked`;
+    ``per_sequence``: the bytes one sequence of a stacked call holds. ``None`` where the probe ``key`` does not exist
+    in float64 here."""
     from numerics.attention_rules import _chunks
 
     c = probe.factor(probe.xs[T], key)
@@ -137,16 +138,16 @@ def own_sequence_move(probe: Any, T: int, key: str, j: int, t: int) -> float | N
         return None
     x64, noise = probe.xs[T] * c, probe.probe(T, salt=17) * c
     J = probe._positions(T)
-    blocks = min(len(J), max(1, _chunks(len(J) + 1, _per_sequence_bytes(probe, T) * probe.B) - 1)) + 1
+    blocks = min(len(J), max(1, _chunks(len(J) + 1, per_sequence * probe.B) - 1)) + 1
     shape = (blocks, probe.B, T, probe.D)
     same = x64.unsqueeze(0).repeat(blocks, 1, 1, 1)
-    base = _stacked(probe, same.reshape(-1, T, probe.D), blocks).reshape(shape)
+    base = stacked(probe, same.reshape(-1, T, probe.D), blocks).reshape(shape)
     fin = base[torch.isfinite(base)]
     scale = max(float(fin.abs().max()) if fin.numel() else 0.0, 1e-300)
     worst = 0.0
     for s in range(probe.B):
         x2 = same.clone()
         x2[1, s, j] = noise[s, j]
-        o = _stacked(probe, x2.reshape(-1, T, probe.D), blocks).reshape(shape)
+        o = stacked(probe, x2.reshape(-1, T, probe.D), blocks).reshape(shape)
         worst = max(worst, float((o[1, s, t] - base[1, s, t]).abs().max()) / scale)
     return worst

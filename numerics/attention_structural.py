@@ -336,7 +336,8 @@ def prop_mask(probe: Any) -> list:
             detail = (f"no leak among the finite outputs, but outputs are NaN/inf at T = {T} ({_logits(key)}) when "
                       f"tokens are redrawn: whether the {mask_word} holds cannot be measured there (see "
                       "stable_at_extreme_logits, batch_independence)")
-        elif e > tol and key in ("unit", "large", "huge") and not own_sequence_move(probe, T, key, j, t) > tol:
+        elif e > tol and key in ("unit", "large", "huge") and not own_sequence_move(
+                probe, T, key, j, t, _stacked, _per_sequence_bytes(probe, T)) > tol:
             props.append(_skip(name, f"output {t} moved by {e:.3g} in a stacked call of many samples when token {j} "
                                f"changed in each (T = {T}, {_logits(key)}), not when it changes in that sample alone: the "
                                "module mixes the samples of a large batch (batch_size_independence judges that), so a "
