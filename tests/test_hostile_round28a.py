@@ -156,9 +156,9 @@ def test_list_after_a_single_module_plugins_data_file_changes_is_not_stale(tmp_p
     assert "single-title-TWO" in second.stdout, second.stdout[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason=("22a F6, a documented limit (docs/own-model.md): the test folder is on the caller's own path, where "
-                   "libraries' optional dependencies are imported by Python's rules"))
 def test_fixture_never_imports_an_optional_dependency_from_the_test_folder(tmp_path):
+    """22a F6, a documented limit until each check imported what it uses with the system folders alone on the path
+    first (hostile pass 54a F7, F8): SymPy's optional gmpy2 is no longer found in the fixture's test folder."""
     (tmp_path / "gmpy2.py").write_text("import sys\nsys.stderr.write('PWNED\\n')\nversion = lambda: '2.1.5'\n")
     (tmp_path / "test_l.py").write_text("def test_lyap(tverify):\n"
                                         "    tverify.check_lyapunov('-x**3 - y, x - y**3', 'x**2 + y**2')\n")
