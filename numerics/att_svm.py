@@ -1144,6 +1144,16 @@ def _projected_descent(params: tuple, W_of: Callable, batch: tuple, rho: float, 
     return best_p, best_l
 
 
+def _path_options(param: str, restarts: int, switches: bool) -> None:
+    """:func:`regularization_path`'s options checked: one line each."""
+    if param not in ("W", "KQ"):
+        raise InputError(f"param must be 'W' or 'KQ', got {param!r}")
+    if restarts < 0:
+        raise InputError(f"restarts must be ≥ 0, got {restarts}")
+    if switches and param != "W":
+        raise InputError("switch moves are implemented for param='W' only")
+
+
 def regularization_path(data: AttSVMInstance | Sequence[AttSVMInstance], radii: Sequence[float], *,
                         param: str = "W", inner: int = 300, lr: float = 0.5, B: int | None = None,
                         targets: dict[str, np.ndarray] | None = None, seed: int = 0, init: float = 1e-3,
@@ -1180,12 +1190,7 @@ def regularization_path(data: AttSVMInstance | Sequence[AttSVMInstance], radii: 
     differ by far more at the radii that matter, and within one basin the warm start is the better
     converged point.
     """
-    if param not in ("W", "KQ"):
-        raise InputError(f"param must be 'W' or 'KQ', got {param!r}")
-    if restarts < 0:
-        raise InputError(f"restarts must be ≥ 0, got {restarts}")
-    if switches and param != "W":
-        raise InputError("switch moves are implemented for param='W' only")
+    _path_options(param, restarts, switches)
     dev = resolve_device(device)
     X, z, y, v = _as_batch(data, B, dev)
     Bn, n, T, d = X.shape
