@@ -188,6 +188,27 @@ def cluster():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _warm_cli():
+    """``tverify`` commands the tests start are forked from a warm server where the interpreter's own start cannot
+    matter (tests/warm_cli.py: which are, and which stay fresh); ``TVERIFY_TEST_FRESH=1`` starts every one fresh."""
+    import warm_cli
+
+    warm_cli.install()
+    yield
+    warm_cli.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_marker(request):
+    """A test marked ``fresh_process`` starts every command in a fresh interpreter."""
+    import warm_cli
+
+    warm_cli._TEST_FRESH[0] = request.node.get_closest_marker("fresh_process") is not None
+    yield
+    warm_cli._TEST_FRESH[0] = False
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _private_results_store(tmp_path_factory):
     """Runs inside the tests (in-process CLI calls, reports) keep their results in a store of the
     test session, never in the user's ~/.cache/tverify; a test that sets TVERIFY_STORE itself wins."""

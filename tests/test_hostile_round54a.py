@@ -120,9 +120,10 @@ def test_f2_a_cross_sample_term_is_not_called_a_future_token_leak(tmp_path):
     assert "causal_no_future_leak" not in _verdict(r), r.stdout[-2500:]
 
 
-@pytest.mark.xfail(strict=True, reason="54a F3, open: the unit probe's inputs are not rescaled for a declared scale, so at "
-                   "--scale 1e14 the reference's logits are ~1e14 and every output comparison is undecidable (the advice "
-                   "now names the declared scale; the verdict is still inconclusive)")
+@pytest.mark.xfail(strict=True, reason="54a F3, a documented limit (check-attention.md, Probes): the unit probe's "
+                   "inputs are not rescaled for a declared scale, so at --scale 1e14 the reference's logits are ~1e14 and "
+                   "every output comparison is undecidable (the advice names the declared scale; the verdict is "
+                   "inconclusive)")
 def test_f3_a_large_declared_scale_is_refused_or_judged_not_blamed_on_the_weights(tmp_path):
     r = _attention(tmp_path, "", "Base", "--scale", "1e14")
     # check-attention.md, The declaration: every field validated once, before the run, a bad value one line (exit 2);
