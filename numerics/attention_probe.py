@@ -54,7 +54,7 @@ from numerics.attention_rules import (_DT, _SCALES, JUDGED_DTYPES, BATCH, CALL_S
                                       LARGE_LOGIT, LENGTHS, MASK_WRITTEN, MAX_QUOTED, OUTPUT_OFF, OUTPUT_COMPARISONS,
                                       OutputOffError,
                                       SAMPLE_SCALES, UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks,
-                                      _judge, _rel, _scale_words, _skip, b64, call, dtype_name, exc_text,
+                                      _judge, _rel, _scale_words, _skip, b64, call, distinct, dtype_name, exc_text,
                                       exposed_weights, probe_lengths, short_text, tolerance, unavailable,
                                       unit_roundoff, unsupported)
 from numerics.torch_utils import not_dense
@@ -445,10 +445,13 @@ class AttentionProbe(GradientProps):
             if not e <= tol else ""))
 
     # -- the logit scale ---------------------------------------------------------------------------
-    def _fit_scale(self, x: torch.Tensor, od: torch.Tensor, T: int, key: str, s0: float) -> dict:
+    def _fit_scale(self, x: torch.Tensor, od: torch.Tensor, T: int, key: str, s0: float,
+                   also: float | None = None) -> dict:
         """The logit scale fitted to the module's outputs ``od`` at the probe ``x`` (length ``T``, logits ``key``):
         grid then Gauss-Newton on ``log s``; its relative error against ``s0``, the tolerance (the output tolerance
-        over the outputs' sensitivity to ``log s``) and the residuals at the fit and at ``s0``."""
+        over the outputs' sensitivity to ``log s``) and the residuals at the fit and at ``s0``. The grid spans
+        s0·[10⁻², 10²], and ``also``·[10⁻², 10²] besides (1/√d_k when a scale is declared: a module using 0.5 under
+        --scale 1e-16 lay 10¹⁵ beyond the grid, where the outputs do not move with s, and "no scale" fitted: 55a F2)."""
 
         lmax = math.log(sys.float_info.max) - 1.0  # exp of log s stays a finite float64 (a declared --scale 1e308
         # put the grid's top beyond it: OverflowError, hostile pass 17b F2)
@@ -460,7 +463,8 @@ class AttentionProbe(GradientProps):
         def loss(ls: float) -> float:
             return float((out_at(ls) - od).norm())
 
-        grid = [min(max(math.log(s0) + g, -lmax), lmax) for g in torch.linspace(math.log(1e-2), math.log(1e2), 41).tolist()]
+        grid = [min(max(math.log(c) + g, -lmax), lmax) for c in ([s0] + ([also] if also and also != s0 else []))
+                for g in torch.linspace(math.log(1e-2), math.log(1e2), 41).tolist()]
         vals = [loss(g) for g in grid]
         ls = grid[min(range(len(vals)), key=vals.__getitem__)]
         h = 1e-5
@@ -515,7 +519,7 @@ class AttentionProbe(GradientProps):
         dk = m.d_k
         declared = self.st.scale  # --scale: the factor declared instead of 1/√d_k
         s0 = declared if declared is not None else 1 / math.sqrt(dk)
-        fit = self._fit_scale(self.xs[T], self.outs[T], T, "unit", s0)
+        fit = self._fit_scale(self.xs[T], self.outs[T], T, "unit", s0, 1 / math.sqrt(dk))
         if "no_match" in fit:
             return _skip(name, fit["no_match"], True)
         if T in self._large_lengths():
@@ -529,7 +533,7 @@ class AttentionProbe(GradientProps):
                 except Exception:  # the user's code at large inputs: judged by matches_reference
                     od = None
                 if od is not None and bool(torch.isfinite(od).all()):
-                    large = self._fit_scale(self.xs[T] * c, od, T, "large", s0)
+                    large = self._fit_scale(self.xs[T] * c, od, T, "large", s0, 1 / math.sqrt(dk))
                     if large["tol"] < fit["tol"]:
                         fit = large
         s_fit, err, tol, sens, r_rel, r0, out_tol = (fit[k] for k in ("s_fit", "err", "tol", "sens", "r_rel", "r0",
@@ -545,7 +549,7 @@ class AttentionProbe(GradientProps):
         H = m.heads
         if declared is not None:
             what = (f"scale is the declared {declared:.6g} (--scale)" if err <= tol else
-                    f"scale differs from the declared {declared:.6g} (--scale): s/declared = {s_fit / declared:.6g}")
+                    f"scale differs from the declared {declared:.6g} (--scale): s/declared = {distinct(s_fit / declared)}")
         elif abs(s_fit - 1) < 1e-3 and dk > 1:
             what = "missing 1/√d_k (s ≈ 1)"
         elif err > tol and ratio > 0:
@@ -557,7 +561,8 @@ class AttentionProbe(GradientProps):
             what = "scale differs from 1/√d_k"
         else:
             what = "scale is 1/√d_k"
-        detail = (f"best-fitting scale s = {s_fit:.6g}, s·√d_k = {ratio:.6g} (d_k = {dk}, T = {T}, {fit['key']} logits); "
+        detail = (f"best-fitting scale s = {distinct(s_fit, 1 / math.sqrt(dk))}, s·√d_k = "
+                  f"{distinct(ratio) if err > tol else f'{ratio:.6g}'} (d_k = {dk}, T = {T}, {fit['key']} logits); "
                   f"{what}")
         if err <= tol and not tol < UNDECIDABLE_TOL:  # the outputs barely depend on the scale here (tiny logits): a
             # tolerance this wide admits a scale off by a factor of 2 or more, and one ≥ 1 admits a scale of 0: a

@@ -24,37 +24,24 @@ __all__ = ["check_attention", "check_icl_model", "check_hopfield", "check_att_sv
            "ClaimsRun"]
 
 
-#: what each check imports in the caller's process (tverify's modules for it and the libraries they import on first
-#: use), imported first by :func:`_own_imports`
+#: what each check imports besides, imported first by :func:`_own_imports`
 _OWN_IMPORTS = {
-    "check_attention": ("click", "cloudpickle", "threadpoolctl", "proofs_checks.sanity.attention",
-                        "proofs_checks.sanity._isolate"),
-    "check_icl_model": ("click", "cloudpickle", "threadpoolctl", "sympy", "mpmath", "proofs_checks.sanity.icl_model",
-                        "proofs_checks.sanity._isolate"),
-    "check_hopfield": ("click", "cloudpickle", "threadpoolctl", "sympy", "mpmath", "proofs_checks.sanity.hopfield",
-                       "proofs_checks.sanity._isolate"),
-    "check_att_svm": ("click", "cloudpickle", "threadpoolctl", "scipy", "cvxpy", "clarabel", "scs", "ecos", "osqp",
-                      "proofs_checks.sanity.att_svm", "proofs_checks.sanity._isolate"),
-    "check_lyapunov": ("click", "sympy", "mpmath", "scipy", "cvxpy", "clarabel", "scs", "proofs_checks.sanity.lyapunov"),
+    "check_attention": ("proofs_checks.sanity.attention",),
+    "check_icl_model": ("proofs_checks.sanity.icl_model",),
+    "check_hopfield": ("proofs_checks.sanity.hopfield",),
+    "check_att_svm": ("proofs_checks.sanity.att_svm",),
+    "check_lyapunov": ("proofs_checks.sanity.lyapunov",),
 }
 
 
 def _own_imports(fn_name: str) -> None:
     """Import what the check ``fn_name`` needs in this (the caller's) process with ``sys.path`` holding only the standard
-    library's, the installed packages' and tverify's own folders: imported later, a ``click.py`` or ``gmpy2.py`` (an
-    optional import of SymPy's) beside the caller's script, first on its path, was what ran (hostile pass 54a F7, F8).
-    A library that is not installed stays not imported, as before."""
-    import importlib
+    library's, the installed packages' and tverify's own folders (:func:`proofs_checks.syspath.import_system_only`):
+    imported later, a ``click.py`` or ``gmpy2.py`` (an optional import of SymPy's) beside the caller's script, first on
+    its path, was what ran (hostile pass 54a F7, F8; 55a F3, F5)."""
+    from proofs_checks.syspath import LIBRARY_IMPORTS, import_system_only
 
-    from proofs_checks.syspath import system_only
-
-    with system_only():
-        for name in _OWN_IMPORTS[fn_name]:
-            if name not in sys.modules:
-                try:
-                    importlib.import_module(name)
-                except ImportError:
-                    pass
+    import_system_only(LIBRARY_IMPORTS + _OWN_IMPORTS[fn_name] + ("proofs_checks.sanity._isolate",))
 
 
 @contextmanager

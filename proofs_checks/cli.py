@@ -586,8 +586,8 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
         # a folder the user names may hold their own files of these names: replaced only when tverify wrote
         # them (its record of written outputs) or with --force; the checkout's own docs/ is regenerated
         if docs_dir and not force and p.is_file() and not owned.is_ours(p):
-            raise UsageError(f"--docs-dir {docs_dir}: {name} exists and is not a catalogue tverify wrote there (its "
-                             "record of written outputs does not list it); nothing was run or written: choose another "
+            raise UsageError(f"--docs-dir {docs_dir}: {name} exists and is not a catalogue as tverify wrote it there "
+                             "(not written by tverify, or changed since); nothing was run or written: choose another "
                              "folder, or add --force to replace it")
         if docs_dir:
             owned.note_seen(p)  # what is there now (at the command's start): --force covers that, not what comes later
@@ -728,7 +728,10 @@ def _show_print(e, info, how, last, last_path, store, *, full: bool, as_latex: b
     math = (lambda x: str(x or "")) if as_latex else terminal.math_text
     hyps = info.get("hypotheses") or e.get("hypotheses") or []
     unreadable = not last and Path(str(last_path)).exists()
-    lines = terminal.show_summary(e, hyps, last, cols=cols, unreadable=unreadable, math=math)
+    import shlex
+
+    flag = f"--store {shlex.quote(str(store.root))} " if store.source == "--store" else ""
+    lines = terminal.show_summary(e, hyps, last, cols=cols, unreadable=unreadable, math=math, store_flag=flag)
     if full:
         lines = lines[:-1] + terminal.show_full(e, info, how, math=math, as_latex=as_latex)
         lines += terminal.last_checks(last, f"looked in {last_path}; store {store.describe()}")
@@ -1028,10 +1031,10 @@ def _cuda() -> bool:
 @seed_option
 @json_option
 @click.option("--out", "out_dir", default=DEFAULT_OUT["reproduce"], show_default=True, metavar="DIR",
-              help="Pages folder: a new one, or a previous tverify output (replaced atomically); anything else is "
+              help="Pages folder: a new one, or a previous reproduction's output (replaced atomically); anything else is "
                    "refused unless --force (as `tverify report --out`).")
-@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output (never '.', "
-                                            "a folder containing it, or your home folder).")
+@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous reproduction's output (never "
+                                            "'.', a folder containing it, or your home folder).")
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
 def reproduce_cmd(names, list_only, mode, device, seed, json_path, out_dir, force, no_progress):
     """Run anchor papers' headline experiments (all, or NAMES) with this project's numerics and write one
@@ -1055,14 +1058,15 @@ def reproduce_cmd(names, list_only, mode, device, seed, json_path, out_dir, forc
 @click.argument("target", nargs=-1, required=True)
 @click.option("--grid", "grids", multiple=True, required=True, metavar='"NAME=V1,V2 NAME=..."',
               help="Parameters and their values, axes separated by spaces (repeatable); values by commas, or by | when "
-                   "a value holds commas. Unknown names are refused with the accepted ones.")
+                   "a value holds commas (one such value ends with |: f=-x,-y|). Unknown names are refused with the "
+                   "accepted ones.")
 @click.option("--seeds", "n_seeds", type=click.IntRange(1, 10_000), default=1, show_default=True,
               help="Replicates per grid point (replicate seeds derived from the target and --seed).")
 @claim_run_options
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Folder for results.json, results.csv, index.html (default: sweep, or none when --json is given); "
                    "the rules of `tverify report --out`.")
-@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output.")
+@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous sweep's output.")
 @click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
 @cluster_option
 @max_memory_option
@@ -1093,7 +1097,7 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     if out_dir is not None or not json_path:
         from proofs_checks.output.report import check_out_and_json
 
-        out = check_out_and_json(out_dir or DEFAULT_OUT["sweep"], force, json_path, what="the sweep")
+        out = check_out_and_json(out_dir or DEFAULT_OUT["sweep"], force, json_path, what="the sweep", made_by="sweep")
     _check_json_target(json_path)
     rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device, max_memory=max_memory,
                         dry_run=True)
@@ -1218,6 +1222,25 @@ def _os_error_text(exc: OSError) -> str:
     return str(exc.strerror or exc)[:300]
 
 
+#: the commands that compute (and import tverify's libraries): the console command imports those first
+#: (:func:`proofs_checks.syspath.import_system_only`); list, show, new-claim and --help answer without them
+_COMPUTING = frozenset({"check", "run", "report", "mutants", "sweep", "reproduce", "survey"})
+
+
+def _preload(args: list[str]) -> tuple[str, ...]:
+    """What the command line's command imports of tverify's libraries (:data:`proofs_checks.syspath.LIBRARY_IMPORTS`;
+    ``check lyapunov`` no torch: 1.2 CPU s more); nothing for a command that computes nothing (its first word that is
+    not an option or an option's value)."""
+    from proofs_checks.syspath import LIBRARY_IMPORTS
+
+    words = [a for a in args[:4] if not a.startswith("-")]
+    if not (words and (words[0] in _COMPUTING or len(words) > 1 and words[1] in _COMPUTING)):
+        return ()
+    if "lyapunov" in words[:3]:
+        return tuple(n for n in LIBRARY_IMPORTS if not n.startswith("torch"))
+    return LIBRARY_IMPORTS
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. User mistakes: one line on stderr, exit 2. A failed write (a full disk,
     a closed pipe, a standard output closed from the start): one line, exit 2."""
@@ -1239,6 +1262,11 @@ def main(argv: list[str] | None = None) -> None:
         supervised = supervise()
         own_standard_output()
         sys.stderr = HumanLines(sys.stderr)  # a full standard error loses its lines only, not the outputs (43b F5)
+        preload = _preload(sys.argv[1:])
+        if preload:  # the libraries' optional imports found absent, not in $PYTHONPATH (55a F7)
+            from proofs_checks.syspath import import_system_only
+
+            import_system_only(preload)
     # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
     # exit 0 and nothing printed (hostile pass 7, F5)

@@ -142,17 +142,24 @@ def _entry(p: Path) -> dict | None:
     return doc
 
 
-def remember_folder(folder: str | os.PathLike, hashes: dict[str, str | None]) -> bool:
+def remember_folder(folder: str | os.PathLike, hashes: dict[str, str | None], made_by: str = "report") -> bool:
     """Record that tverify has just written the folder ``folder`` holding exactly ``hashes``
-    (relative path -> SHA-256, the stamp included). Best effort, as :func:`remember`."""
+    (relative path -> SHA-256, the stamp included), as the output of the command ``made_by`` (``report``, ``check``,
+    ``sweep``, ``reproduce``, ``survey``). Best effort, as :func:`remember`."""
     p = Path(folder)
     if p.is_symlink() or not p.is_dir() or not all(isinstance(h, str) for h in hashes.values()):
         return False
-    return _write_entry(p, {"path": os.path.realpath(p), "kind": "folder", "files": dict(hashes), "dirs": _folders(p)})
+    return _write_entry(p, {"path": os.path.realpath(p), "kind": "folder", "files": dict(hashes), "dirs": _folders(p),
+                            "made_by": made_by})
 
 
 #: the most subfolders :func:`_folders` lists (a report holds a handful)
 _FOLDER_LIMIT = 10_000
+
+
+#: what each command's output folder is called in a refusal
+_OUTPUT_OF = {"report": "report of `tverify report`", "check": "report of a check's --report",
+              "sweep": "sweep's results", "reproduce": "reproduction", "survey": "survey"}
 
 
 def _folders(folder: Path) -> list[str]:
@@ -173,17 +180,22 @@ def _folders(folder: Path) -> list[str]:
     return sorted(out)
 
 
-def folder_problems(folder: str | os.PathLike, files: list[str]) -> tuple[str, list[str]]:
+def folder_problems(folder: str | os.PathLike, files: list[str], made_by: str | None = None) -> tuple[str, list[str]]:
     """Why the existing folder ``folder`` (holding ``files``, relative paths, links included) is not
     exactly what tverify wrote there: ``("", [])`` when it is (the record lists the folder with these
     very files and hashes); else a phrase and the files that are the user's (not listed, changed, or
-    all of them when the record does not list the folder)."""
+    all of them when the record does not list the folder). ``made_by``: the command that would replace it; a folder
+    another command wrote (a sweep's results under a check's --report: hostile pass 55b F11) is not its to replace."""
     p = Path(folder)
     doc = _entry(p)
     listed = doc.get("files") if doc is not None and doc.get("kind") == "folder" else None
     if not isinstance(listed, dict):
         return ("that tverify's record of written outputs does not list (a copied, moved or hand-made "
                 "folder: a .tverify-report stamp inside it proves nothing on its own)", sorted(files))
+    other = doc.get("made_by")
+    if made_by and isinstance(other, str) and other != made_by:
+        return (f"that `tverify {other[:20]}` wrote (its output, not a previous {_OUTPUT_OF.get(made_by, made_by)})",
+                sorted(files))
     out = []
     for f in sorted(files):
         want = listed.get(f)

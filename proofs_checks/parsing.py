@@ -590,7 +590,12 @@ def load_torch_file(path, option: str, max_memory: float | None = None):
     import zipfile
 
     p = Path(path)
-    if _file_head(p, option, 4) != b"PK\x03\x04":
+    head = _file_head(p, option, 4)
+    if head[:1] == b"\x80" and head != b"PK\x03\x04":  # a pickle: torch.save's legacy format (hostile pass 55b F4)
+        raise InputError(f"{option}: {p} is in torch.save's legacy (non-zip) format, which is not read (its tensors "
+                         "cannot be sized before they are read); save it again in the default format: "
+                         "torch.save(torch.load(FILE, weights_only=True), FILE)")
+    if head != b"PK\x03\x04":
         raise InputError(f"{option}: {p} is not a file written by torch.save (no zip header)")
     infos = zip_members(p, option, max_memory, "torch file")
     for i in infos:

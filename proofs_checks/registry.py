@@ -971,6 +971,14 @@ class DroppedHypothesis:
     name: str
 
 
+class DuplicateClaim(RegistryError):
+    """A claim id registered a second time (by another claim object)."""
+
+    def __init__(self, claim_id: str):
+        super().__init__(f"claim {claim_id!r} registered twice")
+        self.claim_id = claim_id
+
+
 class Registry:
     """Ordered mapping id -> Claim, filled by the claim modules at import."""
 
@@ -978,6 +986,8 @@ class Registry:
         self._claims: dict[str, Claim] = {}
         #: the threads of plugins skipped while importing (a time-out): what they register later is refused
         self._refused_threads: set[int] = set()
+        #: ids two plugins registered: taken back from the first, refused to every later registration (neither runs)
+        self.contested: set[str] = set()
 
     def add(self, claim: Claim) -> Claim:
         import threading
@@ -986,8 +996,8 @@ class Registry:
             raise RegistryError(f"claim {getattr(claim, 'id', '?')!r}: its plugin was skipped (its import did not "
                                 "finish in time); not registered")
         claim.validate()
-        if claim.id in self._claims and self._claims[claim.id] is not claim:
-            raise RegistryError(f"claim {claim.id!r} registered twice")
+        if claim.id in self.contested or claim.id in self._claims and self._claims[claim.id] is not claim:
+            raise DuplicateClaim(claim.id)
         group = claim.id.split(".", 1)[0]
         if group in BUILTIN_GROUPS and not is_builtin(claim) and threading.get_ident() not in _LOADING_BUILTIN:
             # what `tverify new-claim` refuses (proofs_checks.scaffold.check_id_free): a plugin's or a notebook's claim

@@ -24,9 +24,9 @@ def _timeout(ctx, param, value):
 @mode_options
 @json_option
 @click.option("--out", "out_dir", default=DEFAULT_OUT["survey"], show_default=True, metavar="DIR",
-              help="Page folder: a new one, or a previous tverify output (replaced atomically); anything else is "
+              help="Page folder: a new one, or a previous survey's output (replaced atomically); anything else is "
                    "refused unless --force.")
-@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous tverify output.")
+@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous survey's output.")
 @click.option("--cache-dir", default=None, metavar="DIR", help="Install cache, one folder per pinned release "
               "(default $TVERIFY_SURVEY_CACHE or .tverify/survey-cache).")
 @click.option("--no-install", is_flag=True, help="Install nothing: entries whose pins are neither in the running "

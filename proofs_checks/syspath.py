@@ -9,7 +9,7 @@ reduced to the standard library's folders (:func:`_system_folders`).
 import os
 import sys
 
-__all__ = ["child_sys_path", "system_only", "without_own", "OWN_PACKAGES"]
+__all__ = ["child_sys_path", "import_system_only", "system_only", "without_own", "OWN_PACKAGES", "LIBRARY_IMPORTS"]
 
 
 _FOLDERS: tuple[list[str], str] | None = None
@@ -157,3 +157,36 @@ def without_own(path: list[str]) -> list[str]:
             del out[i]  # checkout, its tests imported by name), that later entry stays, as in the caller's process
             break
     return out
+
+
+#: what tverify's computing code imports, in any process of tverify's, and what those libraries import at their own
+#: import or cache on first use: tverify's own top-level packages (their submodules are then found through the
+#: package, never through sys.path: a numerics/ beside a script ran, hostile pass 55a F5), SymPy with its optional gmpy2
+#: and flint, mpmath with colorsys (55a F3, F7), torch with its lru-cached probe for dill (55a F7), cvxpy with its
+#: solvers, and the standard modules the checks import later (a decimal.py first on the path is not Python's decimal)
+LIBRARY_IMPORTS = ("numerics", "theory", "click", "cloudpickle", "threadpoolctl", "sympy", "mpmath", "decimal",
+                   "fractions", "hmac", "secrets", "sysconfig", "unicodedata", "torch", "torch.utils._import_utils",
+                   "scipy", "cvxpy", "clarabel", "scs", "ecos", "osqp")
+
+
+def import_system_only(names) -> None:
+    """Import ``names`` (those not imported yet) with ``sys.path`` holding only the standard library's, the installed
+    packages' and tverify's own folders (:class:`system_only`): a library that is not installed stays not imported, and
+    what it probes for at its import (an optional dependency that is absent) is then found absent — never a file of that
+    name in a folder of the user's further on the path. torch's probe for dill is cached here too."""
+    import importlib
+
+    with system_only():
+        for name in names:
+            if name not in sys.modules:
+                try:
+                    importlib.import_module(name)
+                except ImportError:
+                    pass
+        utils = sys.modules.get("torch.utils._import_utils")
+        if utils is not None:
+            for probe in ("dill_available", "import_dill"):
+                try:
+                    getattr(utils, probe)()
+                except Exception:  # noqa: BLE001 - torch's own probe: what it finds is its business
+                    pass

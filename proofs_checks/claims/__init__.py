@@ -149,15 +149,14 @@ def load_plugins() -> None:
             pre = mod in before or mod.split(".")[0] in before
             _record_sources(set(sys.modules) if pre else set(sys.modules) - before)
             new = ([i for i in registry.ids() if i not in ids] or _registered_by(ep)  # imported before (a test did)
-                   or [i for i in PLUGIN_CLAIMS.get((ep.name, ep.value), ()) if i in registry])  # loaded before here
+                   or [i for i in PLUGIN_CLAIMS.get((ep.name, ep.value), ())  # loaded before here
+                       if i in registry or i in registry.contested])
             PLUGIN_CLAIMS[(ep.name, ep.value)] = tuple(new)
             if _plugins.probed(ep):  # its claims' checks run in a child too
-                _plugins.isolate(ep, new)
+                _plugins.isolate(ep, [i for i in new if i in registry])
             if not new:  # imported cleanly, registered nothing: said, as a failure is
                 text = "it imported cleanly but registered no claim (does it call register(Claim(...)) when imported?)"
-                PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", text))
-                sys.stderr.write(f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} "
-                                 f"({_short(ep.value, 80)}): {text}\n")
+                _warn(ep, text, f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}): ")
         except (Exception, SystemExit, _RaisedInterrupt) as exc:  # another package's code: report it and go on
             # (sys.exit(0) at import ended `tverify run` with exit 0 and nothing run)
             if isinstance(exc, (_PluginTimeout, _plugins.PluginImportFailed)):
@@ -169,10 +168,39 @@ def load_plugins() -> None:
             else:
                 text = exception_text(exc)
             registry.withdraw([i for i in registry.ids() if i not in ids])  # skipped: its claims with it (43b F9)
-            PLUGIN_ERRORS.append((f"{ep.name} = {ep.value}", _short(text, 300)))
-            head = (f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
-                    "failed to load and was skipped: ")
-            sys.stderr.write(head + _short(text, builtins.max(60, 300 - len(head))) + "\n")  # one line, ≤ 300 characters
+            text = _contested(exc, ep) or text
+            _warn(ep, text, f"tverify: warning: claims plugin {_short(repr(ep.name), 60)} ({_short(ep.value, 80)}) "
+                            "failed to load and was skipped: ")
+
+
+def _warn(ep, text: str, head: str) -> None:
+    """One warning line (≤ 300 characters) for a plugin, kept in :data:`PLUGIN_ERRORS`; said once in a command
+    (``show`` loads the plugins twice: the same line twice, hostile pass 55b F7)."""
+    import sys
+
+    entry = (f"{ep.name} = {ep.value}", _short(text, 300))
+    if entry in PLUGIN_ERRORS:
+        return
+    PLUGIN_ERRORS.append(entry)
+    sys.stderr.write(head + _short(text, builtins.max(60, 300 - len(head))) + "\n")
+
+
+def _contested(exc, ep) -> str | None:
+    """For a claim id that another plugin registered first: the message naming that plugin, and that id taken back
+    from it too — neither plugin's claim of that id is run (one plugin's claim answered for the skipped one's, hostile
+    pass 55b F6/F8)."""
+    from proofs_checks.registry import DuplicateClaim, registry
+
+    if not isinstance(exc, DuplicateClaim):
+        return None
+    first = next((name for (name, value), ids in PLUGIN_CLAIMS.items() if exc.claim_id in ids and name != ep.name),
+                 None)
+    if first is None:
+        return None
+    registry.withdraw([exc.claim_id])
+    registry.contested.add(exc.claim_id)
+    return (f"claim {printable(exc.claim_id, repr)[:80]} registered twice: claims plugin {printable(first, repr)[:60]} "
+            "(loaded first) registers it too; neither plugin's claim of that id is run")
 
 
 def _well_formed(ep) -> bool:

@@ -419,8 +419,17 @@ def _sanity_params(cmd) -> dict[str, str]:
     for p in cmd.params:
         if isinstance(p, click.Option) and p.name not in _SANITY_OWN:
             flag = next((o for o in p.opts if o.startswith("--")), p.opts[0]).lstrip("-")
-            out[flag] = (p.help or "").split(". ")[0]
+            out[flag] = _first_sentence(p.help or "")
     return out
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of an option's help: up to the first ". " that ends a sentence, not one that ends an
+    abbreviation ("e.g. ", "i.e. ", "cf. ": hostile pass 55b F1 cut "… function, e.g")."""
+    import re
+
+    m = re.search(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bcf)(?<!\betc)\.\s", text)
+    return text[:m.start()] if m else text
 
 
 def resolve_target(words: tuple[str, ...] | list[str]) -> Target:
@@ -463,7 +472,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 def parse_grid(texts: str | list[str] | tuple[str, ...]) -> dict[str, list[str]]:
     """``"N=5,10,20 M=5,10,40"`` → ``{"N": ["5", "10", "20"], "M": [...]}`` (values as text, in
     order). Axes are separated by spaces (``--grid`` may also be repeated); values by commas, or by
-    ``|`` when a value itself holds commas (``lambda=1,2|2,0.5;0.5,1``). An empty grid, a missing
+    ``|`` when a value itself holds commas (``lambda=1,2|2,0.5;0.5,1``; one such value ends with ``|``:
+    ``f=-x,-y|``). An empty grid, a missing
     ``=``, an empty name or value, a repeated axis or value is a :class:`UsageError`."""
     texts = [texts] if isinstance(texts, str) else list(texts)
     grid: dict[str, list[str]] = {}
@@ -477,9 +487,11 @@ def parse_grid(texts: str | list[str] | tuple[str, ...]) -> dict[str, list[str]]
             if name in grid:
                 raise UsageError(f"--grid: {name} is given twice")
             values = vals.split("|") if "|" in vals else vals.split(",")
+            if "|" in vals and len(values) > 1 and values[-1] == "":  # "f=-x,-y|": one value holding commas (55b F5)
+                values.pop()
             if not vals or any(v == "" for v in values):
                 raise UsageError(f"--grid {part}: an empty value (values are separated by commas, or by | when a "
-                                 "value holds commas)")
+                                 "value holds commas; one value holding commas ends with |: f=-x,-y|)")
             if len(set(values)) != len(values):
                 raise UsageError(f"--grid {part}: a value is repeated")
             grid[name] = values
@@ -1172,5 +1184,5 @@ def write_sweep(out: Path, doc: dict[str, Any], *, force: bool = False) -> Path:
         (tmp / "index.html").write_text(render_html(doc), encoding="utf-8")
 
     stamp = {"kind": "sweep", "created": doc.get("created"), "command": doc.get("command"),
-             "note": "written by tverify sweep; the next sweep or report may replace this folder if it holds only these files"}
-    return build_output(out, fill, stamp, force=force, what="sweep")
+             "note": "written by tverify sweep; the next sweep may replace this folder if it holds only these files"}
+    return build_output(out, fill, stamp, force=force, what="sweep", made_by="sweep")

@@ -350,7 +350,7 @@ def _link_or_unreadable(p: Path) -> bool:
         return True
 
 
-def _foreign_files(folder: Path) -> tuple[str, list[str]]:
+def _foreign_files(folder: Path, made_by: str | None = None) -> tuple[str, list[str]]:
     """Why the existing folder ``folder`` is not exactly what a previous tverify output wrote there,
     and its files that are the user's (``("", [])``: it may be replaced). A folder is tverify's only
     when this user's record of written outputs (:mod:`proofs_checks.owned`, written at write time,
@@ -365,7 +365,7 @@ def _foreign_files(folder: Path) -> tuple[str, list[str]]:
         return "with files that are not a tverify report", [f"more than {_WALK_LIMIT} files"]
     if not files:
         return "", []
-    why, foreign = folder_problems(folder, files)
+    why, foreign = folder_problems(folder, files, made_by)
     return (why, foreign) if foreign else ("", [])
 
 
@@ -373,9 +373,10 @@ def _contains(outer: Path, inner: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
-def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
+def check_report_target(out: str | os.PathLike, force: bool = False, made_by: str | None = None) -> Path:
     """Check that a report may be written at ``out``; returns the absolute path, or raises
-    :class:`ReportTargetError` with one line saying why not and what to do."""
+    :class:`ReportTargetError` with one line saying why not and what to do. ``made_by``: the command writing it
+    (``report``, ``check``, ``sweep``, ``reproduce``, ``survey``): the output folder of another is not replaced."""
     raw = str(out)
     if raw.strip() == "":
         raise ReportTargetError("--out: empty path")
@@ -430,7 +431,7 @@ def check_report_target(out: str | os.PathLike, force: bool = False) -> Path:
         raise ReportTargetError(f"--out {raw} is a mount point, which cannot be replaced, --force or not; nothing "  # run,
                                 "was written: choose a folder inside it or a new one")  # the report lost; pass 12a F8)
     elif p.is_dir():
-        why, foreign = _foreign_files(p)
+        why, foreign = _foreign_files(p, made_by)
         if not foreign:
             return p
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
@@ -478,7 +479,7 @@ def _named(text: str, option: str) -> str:
 
 
 def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any], *, force: bool = False,
-                 what: str = "report", aside: bool = False, option: str = "--out") -> Path:
+                 what: str = "report", aside: bool = False, option: str = "--out", made_by: str = "report") -> Path:
     """Write an output folder safely (``tverify report``, ``sweep``, ``reproduce``, ``check --report``):
     ``out`` must pass :func:`check_report_target`; ``fill(tmp)`` writes the files into a temporary
     sibling, which gets ``stamp`` plus the list of its files as :data:`MARKER` and 0755/0644 modes;
@@ -488,16 +489,17 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
     built beside it under a new name, said in a warning (it was dropped; hostile pass 11a, F9), once: when that fails
     too (the folder above it is a file now), the first refusal is raised (``aside``: this is that second try; it
     recursed without end, hostile pass 17a F1). ``option``: the command's name for ``out`` in those lines
-    (``--report`` for a check's: 38a N2). Returns where the output is."""
+    (``--report`` for a check's: 38a N2); ``made_by``: the command (:func:`check_report_target`). Returns where the
+    output is."""
     try:
-        out = check_report_target(out, force)
+        out = check_report_target(out, force, made_by)
     except ReportTargetError as exc:
         if aside:
             raise
         keep = Path(out).expanduser().absolute()
         keep = keep.parent / _fit(keep.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
         try:
-            built = build_output(keep, fill, stamp, force=False, what=what, aside=True, option=option)
+            built = build_output(keep, fill, stamp, force=False, what=what, aside=True, option=option, made_by=made_by)
         except ReportTargetError:
             raise exc from None  # nothing can be written there: one line about the place asked for
         why = _named(str(exc).split("; nothing was written")[0], option)
@@ -519,7 +521,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
         hashes = {**hashes, MARKER: sha256_file(tmp / MARKER)}  # what the record will list, the stamp too
         _chmod_tree(tmp)
         try:  # a folder of the user's made at `out` (or changed there) during the run is theirs: --force covered only
-            check_report_target(out, force and unchanged_since_seen(out))  # what was there (19a F5, 20a F1)
+            check_report_target(out, force and unchanged_since_seen(out), made_by)  # what was there (19a F5, 20a F1)
         except ReportTargetError as exc:
             keep = out.parent / _fit(out.name, "", f"-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             os.replace(tmp, keep)
@@ -541,7 +543,7 @@ def build_output(out: Path, fill: Callable[[Path], None], stamp: dict[str, Any],
                 if moved and not os.path.lexists(out):
                     os.replace(old, out)
                 raise
-            remember_folder(out, hashes)  # the record, outside the folder: the next run may replace exactly this
+            remember_folder(out, hashes, made_by)  # the record, outside the folder: the next run may replace exactly this
             if old is not None:
                 _remove(old)
     except BaseException:
@@ -560,7 +562,8 @@ def _fit(name: str, before: str, after: str, more: int = 0) -> str:
     return before + (name if len(raw) <= room else os.fsdecode(raw[:max(room, 1)])) + after
 
 
-def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = "the report") -> Path:
+def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = "the report",
+                       made_by: str = "report") -> Path:
     """``--out`` checked by :func:`check_report_target` and a ``--json`` file refused inside it (it
     would be replaced); both as one-line usage errors."""
     from proofs_checks.options import UsageError
@@ -568,7 +571,7 @@ def check_out_and_json(out_dir, force: bool, json_path: str | None, what: str = 
     from proofs_checks.owned import note_seen
 
     try:
-        out = check_report_target(out_dir, force)
+        out = check_report_target(out_dir, force, made_by)
     except ReportTargetError as exc:
         raise UsageError(str(exc)) from None
     note_seen(out)  # --force covers what is at --out now, not what the run's minutes bring there (20a F1)
@@ -591,7 +594,8 @@ def json_inside(json_path: str | None, out: Path) -> bool:
 
 def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
                  extra_writers: list[Callable[[Path, dict[str, Any]], None]] | None = None,
-                 *, force: bool = False, render: Callable[[dict[str, Any]], str] | None = None) -> Path:
+                 *, force: bool = False, render: Callable[[dict[str, Any]], str] | None = None,
+                 made_by: str = "report") -> Path:
     """Write ``results.json``, ``report.md``, figures, the extra writers' files and :data:`MARKER`
     into ``out`` through :func:`build_output`. ``render`` replaces :func:`render_markdown` for
     ``report.md`` (``tverify reproduce`` writes its own)."""
@@ -607,7 +611,7 @@ def write_report(out: Path, doc: dict[str, Any], figure_src: Path | None = None,
     stamp = {"schema": doc.get("schema", SCHEMA_VERSION), "version": doc.get("version"),
              "created": doc.get("created"), "command": doc.get("command"),
              "note": "written by tverify report; the next report may replace this folder if it holds only these files"}
-    return build_output(out, fill, stamp, force=force)
+    return build_output(out, fill, stamp, force=force, made_by=made_by)
 
 
 #: where ``tverify survey`` records its latest page (``proofs_checks.survey.page.remember_latest``);

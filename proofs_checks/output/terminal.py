@@ -305,11 +305,12 @@ def _fmt_num(x: Any) -> str:
     return "–" if x is None else str(x)
 
 
-def _last_result(e: dict[str, Any], last: dict[str, Any] | None, unreadable: bool, cols: int) -> list[Line]:
+def _last_result(e: dict[str, Any], last: dict[str, Any] | None, unreadable: bool, cols: int,
+                 store_flag: str = "") -> list[Line]:
     cid = e["id"]
-    if not last:
+    if not last:  # the run advised writes where show looks: with the --store show was given (hostile pass 55b F9)
         why = ("the stored entry is unreadable and was skipped (the warning above says what `tverify run` does "
-               "with it)") if unreadable else f"none yet (run `tverify run {cid}`)"
+               "with it)") if unreadable else f"none yet (run `tverify {store_flag}run {cid}`)"
         return [Line(f"last result: {why}", style="bold")]
     st = str(last.get("status"))
     checks = last.get("checks") or []
@@ -349,8 +350,9 @@ def _one_line(prefix: str, body: str, suffix: str, cols: int, indent: int = 2) -
 
 
 def show_summary(e: dict[str, Any], hyps: list[dict[str, Any]], last: dict[str, Any] | None, *, cols: int,
-                 unreadable: bool = False, math: Callable[[Any], str] = math_text) -> list[Line]:
-    """The default ``show``: what the claim says, how far it is established, and its last result."""
+                 unreadable: bool = False, math: Callable[[Any], str] = math_text, store_flag: str = "") -> list[Line]:
+    """The default ``show``: what the claim says, how far it is established, and its last result (``store_flag``:
+    ``"--store DIR "`` when the store was chosen by --store)."""
     out = [Line(f"{e['id']} — {e['title']}  ({e['kind']})", style="bold", hang=2),
            Line(f"source: {e.get('source') or '–'}", hang=2),
            Line(f"evidence: {evidence_label(e)}", hang=2),
@@ -379,7 +381,7 @@ def show_summary(e: dict[str, Any], hyps: list[dict[str, Any]], last: dict[str, 
                      indent=2, pre=True) for c in clauses]
         out += _items(f"clauses ({len(clauses)}):", rows, cols)
     out.append(Line(""))
-    out += _last_result(e, last, unreadable, cols)
+    out += _last_result(e, last, unreadable, cols, store_flag)
     out.append(Line(f"(`tverify show {e['id']} --full`: evidence and scope of each clause, derivation, checks, "
                     "mutants)", style="dim", hang=1))
     return out

@@ -89,7 +89,7 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
             _list(reps)
         return 0
     require_device(device, False, skip_option=False)  # reproduce has no --allow-skip
-    out = check_out_and_json(out_dir, force, json_path, what="tverify reproduce")
+    out = check_out_and_json(out_dir, force, json_path, what="tverify reproduce", made_by="reproduce")
     _check_json_target(json_path)
     with tempfile.TemporaryDirectory(prefix="tverify-repro-") as figs:
         results = run_all(reps, progress=_progress(progress), mode=mode, seed=seed, device=device, figure_dir=Path(figs),
@@ -97,7 +97,7 @@ def run_command(names, *, list_only: bool, mode: str, device: str, seed: int, js
         doc = document(results, command=_command_line(), mode=mode, seed=seed, device=device)
         try:
             path = write_report(out, doc, extra_writers=[lambda tmp, d: write_pages(tmp, d, Path(figs))], force=force,
-                                render=render_markdown)
+                                render=render_markdown, made_by="reproduce")
         except ReportTargetError as exc:
             raise UsageError(str(exc)) from None
         except OSError as exc:

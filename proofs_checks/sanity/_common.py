@@ -341,7 +341,7 @@ def report_option(f):
     """``--report DIR``: write report.html, report.md, report.json (and figures) into DIR."""
     return click.option("--report", "report_dir", metavar="DIR", default=None,
                         help="Also write an HTML/Markdown/JSON report (with figures) into DIR: a new folder or a "
-                             "previous tverify report (replaced atomically); any other non-empty folder is refused.")(f)
+                             "previous check report (replaced atomically); any other non-empty folder is refused.")(f)
 
 
 def check_report_dir(report_dir: str | None, json_path: str | None = None) -> None:
@@ -357,7 +357,7 @@ def check_report_dir(report_dir: str | None, json_path: str | None = None) -> No
     if problem:
         raise UsageError(f"--report {report_dir[:60]}: {problem}; nothing was run")
     try:
-        out = check_report_target(report_dir)
+        out = check_report_target(report_dir, made_by="check")
     except ReportTargetError as exc:
         raise UsageError(_report_message(exc)) from None
     from proofs_checks.output.report import json_inside
@@ -411,7 +411,7 @@ def write_check_report(report_dir: str | Path, result: SanityResult) -> Path:
 
     stamp = {"command": f"check {result.check}",
              "note": "written by tverify check --report; the next report may replace this folder if it holds only these files"}
-    return rp.build_output(Path(report_dir), fill, stamp, option="--report")
+    return rp.build_output(Path(report_dir), fill, stamp, option="--report", made_by="check")
 
 
 def finish(result: SanityResult, json_path: str | None, report_dir: str | None = None) -> None:

@@ -147,6 +147,30 @@ def estimate_resources(n: int, T: int, d: int, seeds: int, iters: int) -> guards
     return guards.Estimate(sum(parts.values()), seconds, parts)
 
 
+def _refuse_training_options() -> None:
+    """--iters, --lr or --seeds given on the command line with --weights: refused, one line (they train; your W is
+    compared as it is: they were accepted and ignored, hostile pass 55a F4)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    given = [n for n in ("iters", "lr", "seeds") if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
+    if given:
+        raise UsageError(f"--{given[0]}: trains, and --weights compares your W as it is (no training): give one or the "
+                         "other")
+
+
+def _check_memory(est: guards.Estimate, max_memory: float | None) -> None:
+    """The memory guard, its advice naming what drives the estimate: the data's Att-SVM programme (n·(T−1)
+    constraints over d² unknowns, which no option of the check changes: hostile pass 55b F2), or the training's
+    --iters and --seeds."""
+    data = est.dominant.startswith(("Att-SVM", "batched data"))
+    guards.check_memory(est, max_memory, hint="the data's size drives it (fewer sequences, tokens or dimensions)"
+                        if est.dominant.startswith("Att-SVM") else "lower --seeds or use fewer sequences"
+                        if data else "lower --iters or --seeds")
+
+
 def iterations_to(corr: np.ndarray, level: float) -> list[int | None]:
     """Per column of ``corr (iters, B)``: the first iteration (1-based) from which the correlation
     stays ≥ ``level``; ``None`` where that never happens within the run (no budget sentinel).
@@ -432,7 +456,8 @@ def _run_att_svm_body(ns, inst, prog, doc, *, iters, lr, seeds, level, seed, dev
 @click.option("--data", "data_path", required=True, help=".npz with X (n,T,d), z (n,d), y (n,), v (d,)")
 @click.option("--weights", "weights_path", default=None, metavar="FILE",
               help="Your trained attention: .npz/.pt with W (d,d), or K and Q (d,m), W = K Qᵀ; compared with the "
-                   "Att-SVM instead of training.")
+                   "Att-SVM instead of training (--iters, --lr and --seeds, which train, are refused with it; --quick "
+                   "and --full change nothing then).")
 @click.option("--iters", default=None, type=int, callback=_callback(iters_value),
               help="Normalised-GD iterations, 1 … 10^7 (default 2000; --quick 500, --full 20000).")
 @click.option("--lr", default=0.1, show_default=True, type=float, callback=_callback(lr_value),
@@ -459,6 +484,8 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
     i0, s0 = SIZES[mode]
     iters, seeds = iters or i0, seeds or s0
     require_device(device, False, skip_option=False)
+    if weights_path:
+        _refuse_training_options()
     if weights_path and device != "cpu":
         raise UsageError(f"--device {device}: check att-svm --weights compares your W on the CPU (the device is for "
                          "training); use --device cpu")
@@ -466,13 +493,14 @@ def command(data_path, weights_path, iters, lr, seeds, level, report_dir, seed, 
     n, T, d = inst.X.shape
     if weights_path:
         W, form = load_weights(weights_path, d, max_memory)
+        _check_memory(estimate_resources(n, T, d, 0, 0), max_memory)  # no training: the Att-SVM programme alone
         result = weights_result(inst, W, form=form, level=level)
         result.doc.update({"n": int(n), "T": int(T), "d": int(d), "opt": inst.opt.tolist(),
                            "inputs": {"data": data_path, "weights": weights_path, "level": level}})
         finish(result, json_path, report_dir)
     check_step(inst, lr, iters)
     est = estimate_resources(n, T, d, seeds, iters)
-    guards.check_memory(est, max_memory, hint="lower --iters or --seeds")
+    _check_memory(est, max_memory)
     result = run_att_svm(inst, iters=iters, lr=lr, seeds=seeds, level=level, seed=seed, device=device, mode=mode,
                          progress=not no_progress, est=est, inputs={"data": data_path})
     finish(result, json_path, report_dir)

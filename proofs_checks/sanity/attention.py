@@ -80,6 +80,12 @@ __all__ = ["command", "run_attention", "instantiate", "model_dim", "attention_ve
            "parse_lengths"]
 
 
+
+#: --against with --mask-convention: the differential mode calls both implementations as obj(x), so the second one was
+#: called without the mask the first takes and its TypeError blamed on it (hostile pass 55a F6): refused before the run
+AGAINST_WITH_MASK = ("--against goes without --mask-convention: the differential mode calls both implementations on "
+                     "the same unmasked probes, obj(x); check each implementation with --mask-convention on its own")
+
 @_quiet_flex_warning
 def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, dim: int | None = None,
                   dtype: str = "float64", device: str = "cpu", positional: str = "none", seed: int = 0,
@@ -112,6 +118,8 @@ def run_attention(obj: Any, *, causal: bool = False, heads: int | None = None, d
         qk_norm=qk_norm, scale=scale, mask_convention=mask_convention, compute_dtype=compute_dtype, dtype=dtype,
         seq_len=seq_len, mode=mode, seed=seed, device=device, max_memory=max_memory, dim=dim,
         ignore_config=ignore_config))
+    if against is not None and decl.mask_convention is not None:
+        raise UsageError(AGAINST_WITH_MASK)
     window_text = None if window is None else (",".join(map(str, window)) if isinstance(window, (tuple, list))
                                                else str(window))  # as the user wrote it (for the lines)
     name = name or getattr(obj, "__name__", type(obj).__name__)
@@ -240,6 +248,8 @@ def command(module_spec, causal, window, positional, rope_base, rope_dims, rope_
     for spec, opt in ((mapping_spec, "--mapping"), (against_spec, "--against")):
         if spec:
             _split(spec, opt)
+    if against_spec and mask_convention is not None:
+        raise UsageError(AGAINST_WITH_MASK)
     if against_spec and _same_object(module_spec, against_spec):  # 0 by construction (hostile pass 7, F7)
         raise UsageError(f"--against {against_spec}: the module itself (same file and name as --module): the "
                          "differential comparison could not reject anything; give a second implementation")

@@ -89,7 +89,7 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
         return 0
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and 0 < timeout <= 1e7):
         raise UsageError(f"--timeout: must be a positive number of seconds, at most 1e7, got {timeout}")
-    out = check_out_and_json(out_dir, force, json_path, what="tverify survey")
+    out = check_out_and_json(out_dir, force, json_path, what="tverify survey", made_by="survey")
     _check_json_target(json_path)
     cache = Path(cache_dir) if cache_dir else default_cache()
     where = cache.expanduser().absolute()
@@ -138,7 +138,7 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
             path = build_output(out, lambda tmp: write_pages(tmp, doc, by_name),
                                 {"kind": "survey", "created": doc["created"], "command": doc["command"],
                                  "note": "written by tverify survey; the next survey may replace this folder"},
-                                force=force, what="survey")
+                                force=force, what="survey", made_by="survey")
     except ReportTargetError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

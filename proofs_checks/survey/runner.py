@@ -146,7 +146,7 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         return None, f"cannot write the install cache {cache}: {exc.strerror or exc}"
     from proofs_checks.owned import remember_folder
 
-    remember_folder(folder, _tree(folder))  # its files' hashes, in tverify's record outside the folder
+    remember_folder(folder, _tree(folder), "survey install cache")  # its files' hashes, in tverify's record outside the folder
     return folder, None
 
 
@@ -195,7 +195,7 @@ def _made_here(folder: Path) -> bool:
 
     if not (folder / MARKER).is_file() or folder.is_symlink():
         return False
-    return not folder_problems(folder, sorted(_tree(folder)))[1]
+    return not folder_problems(folder, sorted(_tree(folder)), "survey install cache")[1]
 
 
 def _rm(p: Path) -> None:
