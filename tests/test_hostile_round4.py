@@ -594,7 +594,7 @@ def test_list_markdown_into_a_users_folder_never_replaces_their_files(tmp_path):
 
     (tmp_path / "CATALOGUE.md").write_text("MY OWN CATALOGUE")
     code, out, err = invoke("list", "--markdown", "--docs-dir", str(tmp_path))
-    assert "not a catalogue tverify wrote" in one_line_error(code, err)
+    assert "not a catalogue as tverify wrote it" in one_line_error(code, err)
     assert (tmp_path / "CATALOGUE.md").read_text() == "MY OWN CATALOGUE"
 
 

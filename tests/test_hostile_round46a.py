@@ -102,6 +102,7 @@ def _list_ends_with_a_plugin(tmp_path, package: str, entry: str, text: str) -> N
     assert p.returncode == 0 and "lyap.conditions" in out, (p.returncode, err[-800:])
 
 
+@pytest.mark.fresh_process  # its subject is the interpreter's exit with a plugin's thread running: a fresh interpreter (tests/warm_cli.py)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux's")
 def test_a_plugins_non_daemon_thread_does_not_keep_the_command_alive(tmp_path):
     _list_ends_with_a_plugin(tmp_path, "h40a_threadplug", "h40a", _THREAD_PLUGIN)

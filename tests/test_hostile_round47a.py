@@ -92,6 +92,7 @@ def _thread_plugin(tmp_path) -> dict:
             "TVERIFY_DERIVATION_CACHE": "0"}
 
 
+@pytest.mark.fresh_process  # its subject is the interpreter's exit with a plugin's thread running: a fresh interpreter (tests/warm_cli.py)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux's")
 def test_a_sigterm_ends_the_command_though_a_plugins_thread_runs_on(tmp_path):
     # docs/cli.md: SIGTERM stops a command with 143 and one line; "once the command's work is done its exit takes at

@@ -48,7 +48,8 @@ def test_f3_sweep_lists_only_real_sanity_checks(tmp_path):
 def test_f4_report_links_no_survey_once_its_folder_is_a_report(tmp_path):
     r = tv_here(tmp_path, "survey", "torch-mha", "--quick", "--no-install", "--no-progress", "--out", "SV")
     assert r.returncode == 0, r.stderr
-    r = tv_here(tmp_path, "report", "attn.softmax_simplex", "--quick", "--no-progress", "--out", "SV")
+    # (the survey's folder is another command's output: replaced with --force only, hostile pass 55b F11)
+    r = tv_here(tmp_path, "report", "attn.softmax_simplex", "--quick", "--no-progress", "--out", "SV", "--force")
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "SV" / "survey.json").exists()  # SV now holds a report, the survey page is gone
     r = tv_here(tmp_path, "report", "attn.softmax_simplex", "--quick", "--no-progress", "--out", "R2")
@@ -79,6 +80,7 @@ def test_f6_exempt_mutants_are_not_called_none_planted():
     assert "none planted" not in res.message and "none to run" in res.message, res.message
 
 
+@pytest.mark.fresh_process  # its subject is the memory of the command's own process tree (RUSAGE_CHILDREN): a fresh interpreter (tests/warm_cli.py)
 def test_f7_sweep_stays_within_max_memory(tmp_path):
     import os
     import resource
