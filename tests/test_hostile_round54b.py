@@ -29,14 +29,15 @@ def _tv(tmp_path: Path, *argv: str, site: Path | None = None) -> subprocess.Comp
                           env=_env(tmp_path, site), cwd=str(tmp_path), timeout=280)
 
 
-def _plugin(tmp_path: Path, name: str, source: str) -> Path:
-    """A claims plugin installed the way the tests install one: a module and its .dist-info on PYTHONPATH."""
-    site = tmp_path / "site"
+def _plugin(tmp_path: Path, name: str, source: str, module: str | None = None) -> Path:
+    """A claims plugin installed the way the tests install one: a module (``module``, default ``name``) and its
+    .dist-info on PYTHONPATH."""
+    site, module = tmp_path / "site", module or name
     info = site / f"{name}-0.0.dist-info"
     info.mkdir(parents=True)
-    (site / f"{name}.py").write_text(textwrap.dedent(source))
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
+    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {module}\n")
     return site
 
 

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +35,10 @@ register(Claim(id="{group}.double", title="{title}", statement="2x = x + x", sou
 def _site(tmp_path: Path, plugins: dict[str, str]) -> Path:
     """Claims plugins installed the way the tests install them: per name a module NAME_mod and a .dist-info whose
     entry point NAME names it, all in one folder for PYTHONPATH."""
-    site = tmp_path / "site"
+    from tests.test_hostile_round54b import _plugin
+
     for name, source in plugins.items():
-        info = site / f"{name}-0.0.dist-info"
-        info.mkdir(parents=True)
-        (site / f"{name}_mod.py").write_text(textwrap.dedent(source))
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
-        (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}_mod\n")
+        site = _plugin(tmp_path, name, source, f"{name}_mod")
     return site
 
 
