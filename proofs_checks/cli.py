@@ -1247,26 +1247,10 @@ def main(argv: list[str] | None = None) -> None:
     import os
 
     from proofs_checks.console import (COMMANDS, DELIVERED, RECEIVED, Terminated, guard_closed_streams, settle_signals,
-                                       terminate_cleanly, tolerant_encoding)
+                                       terminate_cleanly)
 
     guard_closed_streams()
-    supervised = False
-    if argv is None:  # the console command: its work in a child whose end is reported (proofs_checks.supervisor)
-        from proofs_checks.console import wait_when_full
-
-        wait_when_full()
-        tolerant_encoding()
-        from proofs_checks.options import HumanLines, own_standard_output
-        from proofs_checks.supervisor import supervise
-
-        supervised = supervise()
-        own_standard_output()
-        sys.stderr = HumanLines(sys.stderr)  # a full standard error loses its lines only, not the outputs (43b F5)
-        preload = _preload(sys.argv[1:])
-        if preload:  # the libraries' optional imports found absent, not in $PYTHONPATH (55a F7)
-            from proofs_checks.syspath import import_system_only
-
-            import_system_only(preload)
+    supervised = argv is None and _console_start()
     # the mark of the processes that run a plugin's code (claims._plugins.CHILD_ENV): this command is never one;
     # inherited or set by hand, it ran plugins in this process unprobed, where an os._exit(0) ended `run` with
     # exit 0 and nothing printed (hostile pass 7, F5)
@@ -1332,6 +1316,53 @@ def main(argv: list[str] | None = None) -> None:
         if argv is None:
             _exit_within_bounds(code)
         raise SystemExit(code) from None
+
+
+def _console_start() -> bool:
+    """The console command's start, before its signal handlers: its work moved into a supervised child (True where it
+    was), its standard streams wrapped, the libraries' optional imports bound from the system folders. A Ctrl-C in
+    these imports (seconds, SymPy's and NumPy's among them) is one line and exit 130, as in the script's own imports
+    (:mod:`proofs_checks._console`): it was a traceback of ``import_system_only`` (CI of ec250a1). An extension's
+    initialisation turns the ``KeyboardInterrupt`` into another error (NumPy's an ``AttributeError``, SymPy's a
+    ``RecursionError``) or one swallowed as an absent optional import: the SIGINT itself is what is looked at."""
+    import signal
+
+    hit = []
+
+    def on_sigint(signum, frame):
+        hit.append(signum)
+        raise KeyboardInterrupt
+
+    default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if default:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        from proofs_checks.console import tolerant_encoding, wait_when_full
+
+        wait_when_full()
+        tolerant_encoding()
+        from proofs_checks.options import HumanLines, own_standard_output
+        from proofs_checks.supervisor import supervise
+
+        supervised = supervise()
+        own_standard_output()
+        sys.stderr = HumanLines(sys.stderr)  # a full standard error loses its lines only, not the outputs (43b F5)
+        preload = _preload(sys.argv[1:])
+        if preload:  # the libraries' optional imports found absent, not in $PYTHONPATH (55a F7)
+            from proofs_checks.syspath import import_system_only
+
+            import_system_only(preload)
+    except BaseException as exc:
+        if not (hit or isinstance(exc, KeyboardInterrupt)):
+            raise
+        hit.append(signal.SIGINT)
+    finally:
+        if default:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hit:
+        _stderr_line("tverify: interrupted while starting; nothing was run or written")
+        raise SystemExit(130) from None
+    return supervised
 
 
 def _terminated_in(exc: BaseException):

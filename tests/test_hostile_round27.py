@@ -170,3 +170,40 @@ def test_ctrl_c_while_the_command_loads_is_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert e.value.code == 130 and err.strip().splitlines() == [
         "tverify: interrupted while starting; nothing was run or written"], err
+
+
+@pytest.mark.parametrize("how", ["raised", "turned_into_another_error", "swallowed"])
+def test_ctrl_c_while_the_libraries_load_is_one_line(monkeypatch, capsys, how):
+    """CI of ec250a1: a Ctrl-C while the console command bound the libraries' optional imports (after the script's own
+    imports, before the command's handler) was a traceback of ``import_system_only``; an extension's initialisation
+    turns the KeyboardInterrupt into another error (NumPy: AttributeError) or an ImportError that is swallowed as an
+    absent optional import. Each is one line, exit 130."""
+    import os
+    import signal
+
+    import proofs_checks.options as options
+    import proofs_checks.supervisor as supervisor
+    import proofs_checks.syspath as syspath
+    from proofs_checks import cli
+
+    def loading(names):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # (the handler runs here, in the main thread)
+        except KeyboardInterrupt:
+            if how == "turned_into_another_error":
+                raise AttributeError("module 'numpy._core' has no attribute '_multiarray_umath'") from None
+            if how == "swallowed":
+                return
+            raise
+
+    monkeypatch.setattr(supervisor, "supervise", lambda: False)
+    monkeypatch.setattr(options, "own_standard_output", lambda: None)
+    monkeypatch.setattr(options, "HumanLines", lambda stream: stream)
+    monkeypatch.setattr(cli, "_preload", lambda argv: ["numpy"])
+    monkeypatch.setattr(syspath, "import_system_only", loading)
+    with pytest.raises(SystemExit) as e:
+        cli._console_start()
+    err = capsys.readouterr().err
+    assert e.value.code == 130 and err.strip().splitlines() == [
+        "tverify: interrupted while starting; nothing was run or written"], err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
