@@ -172,7 +172,7 @@ def test_a_grid_value_with_an_underscore_is_refused(grid, tmp_path, monkeypatch)
 
 
 def test_an_underscore_in_a_name_is_still_a_name(tmp_path, monkeypatch):
-    from proofs_checks.cli import _underscored_number
+    from proofs_checks.entry import _underscored_number
 
     assert _underscored_number(["check", "lyapunov", "--f", "-x_1", "--vars", "x_1", "--grid", "f=-x_1 V=x_1**2"]) is None
     assert _underscored_number(["--grid", "N=5 lambda=1,2|1_0"]) == "--grid N=5 lambda=1,2|1_0"  # (named: 46a F3)

@@ -24,7 +24,7 @@ def test_a_non_zero_number_below_float64s_range_is_named_not_read_as_zero(capsys
 
 
 def test_a_written_zero_is_still_read_as_zero():
-    from proofs_checks.cli import _unrepresentable_number
+    from proofs_checks.entry import _unrepresentable_number
 
     assert _unrepresentable_number(["--scale", "0.0e-400", "--seed", "0", "--tol", "0e5"]) is None
 
@@ -184,7 +184,7 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(monkeypatch, capsys, how):
     import proofs_checks.options as options
     import proofs_checks.supervisor as supervisor
     import proofs_checks.syspath as syspath
-    from proofs_checks import cli
+    from proofs_checks import entry
 
     def loading(names):
         try:
@@ -199,10 +199,10 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(monkeypatch, capsys, how):
     monkeypatch.setattr(supervisor, "supervise", lambda: False)
     monkeypatch.setattr(options, "own_standard_output", lambda: None)
     monkeypatch.setattr(options, "HumanLines", lambda stream: stream)
-    monkeypatch.setattr(cli, "_preload", lambda argv: ["numpy"])
+    monkeypatch.setattr(entry, "_preload", lambda argv: ["numpy"])
     monkeypatch.setattr(syspath, "import_system_only", loading)
     with pytest.raises(SystemExit) as e:
-        cli._console_start()
+        entry._console_start()
     err = capsys.readouterr().err
     assert e.value.code == 130 and err.strip().splitlines() == [
         "tverify: interrupted while starting; nothing was run or written"], err

@@ -151,7 +151,7 @@ def test_a_signal_landing_before_the_commands_work_is_one_line(monkeypatch, caps
     def landed():
         raise Terminated(15)
 
-    monkeypatch.setattr(cli, "_own_torch_cache", landed)
+    monkeypatch.setattr("proofs_checks.entry._own_torch_cache", landed)
     with pytest.raises(SystemExit) as exc:
         cli.main(["check", "lyapunov", "--f", "-x", "--V", "x**2", "--no-progress"])
     assert exc.value.code == 143 and "terminated (SIGTERM)" in capsys.readouterr().err
