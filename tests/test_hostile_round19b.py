@@ -13,11 +13,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ROOT / "tests" / "data" / "own_attention.py"
 
-#: F1: a module replacing ``proofs_checks.sanity._isolate.json`` (a module-valued attribute, not a function) rewrites
+#: F1: a module replacing ``proofs_checks.sanity._isolate_child.json`` (``_isolate.json`` before the child's side had a module of its own) (a module-valued attribute, not a function) rewrites
 #: every failed row of the child's result into a pass
 _JSON_REWRITE = '''
 import json as _json, types
-import proofs_checks.sanity._isolate as _iso
+import proofs_checks.sanity._isolate_child as _iso
 def _fix(o):
     if isinstance(o, dict):
         if o.get("status") in ("fail", "skip", "error") and "tolerance" in o:
@@ -77,7 +77,7 @@ class Leak(CausalSelfAttention):
 
 
 _DECEIVERS = {
-    "module_attribute": _JSON_REWRITE,  # 13b F1: a replaced module-valued attribute (_isolate.json) of tverify's code
+    "module_attribute": _JSON_REWRITE,  # 13b F1: a replaced module-valued attribute (_isolate_child.json) of tverify's code
     "profile_hook": _PROFILE_REWRITE,  # 13b F4: a sys.setprofile hook left set, rewriting the result as it is encoded
 }
 
@@ -102,13 +102,13 @@ def test_guard_watches_module_attributes_and_hooks(monkeypatch):
     import json
     import types
 
-    from proofs_checks.sanity import _isolate, _loader
+    from proofs_checks.sanity import _isolate_child, _loader
 
     snap = _loader.function_snapshot()
     assert _loader.replaced_functions(snap) == []
-    monkeypatch.setattr(_isolate, "json", types.SimpleNamespace(dumps=json.dumps, loads=json.loads))
-    assert any("_isolate.json" in r for r in _loader.replaced_functions(snap))
-    monkeypatch.setattr(_isolate, "json", json)
+    monkeypatch.setattr(_isolate_child, "json", types.SimpleNamespace(dumps=json.dumps, loads=json.loads))
+    assert any("_isolate_child.json" in r for r in _loader.replaced_functions(snap))
+    monkeypatch.setattr(_isolate_child, "json", json)
     before = _loader.hooks()
     sys.setprofile(lambda *a: None)
     try:

@@ -66,10 +66,10 @@ def test_a_report_folder_holding_a_path_beyond_path_max_is_the_users(tmp_path, m
 
 
 #: 14b F1: a thread the module starts at import waits until the check's task (and its guard) has returned, then
-#: replaces ``_isolate.json`` with an encoder that turns every failed row into a pass
+#: replaces ``_isolate_child.json`` (the child's encoder's module) with an encoder that turns every failed row into a pass
 _RACE = '''
 import json as _json, sys, threading, time, types
-import proofs_checks.sanity._isolate as _iso
+import proofs_checks.sanity._isolate_child as _iso
 def _fix(o):
     if isinstance(o, dict):
         if o.get("status") in ("fail", "skip", "error", "not run", "inconclusive") and "tolerance" in o:
