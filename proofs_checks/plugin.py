@@ -180,20 +180,12 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         (True, False)
     """
     import inspect
-    import itertools
 
     import numpy as np
 
     from theory import shapes
 
-    combos: list[dict[str, int]]
-    if sizes is None:
-        combos = [{}]
-    elif isinstance(sizes, dict):
-        names = list(sizes)
-        combos = [dict(zip(names, vals)) for vals in itertools.product(*(tuple(sizes[n]) for n in names))]
-    else:
-        combos = [dict(c) for c in sizes]
+    combos = _size_combos(sizes)
     _refuse_vacuous(name, points, combos)
     try:
         params = inspect.signature(derive).parameters
@@ -201,24 +193,6 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         params = {}
     per_size = bool(combos[0]) and all(n in params for n in combos[0])
     declared = isinstance(sample, (tuple, list)) and all(isinstance(a, shapes.Arg) for a in sample)
-
-    def reference(size: dict[str, int]) -> tuple[Callable, int]:
-        import sympy as sp
-
-        d = derive(**size) if per_size else derive()
-        expr = d.result[key] if key is not None else d.result
-        expr, objs = shapes.explicit(expr, d.facts[args], **size)
-        ops = int(sp.count_ops(expr)) + 1
-        f = sp.lambdify(shapes.lambdify_args(objs), expr, ["scipy", "numpy"])
-        # lambdify_args passes an (r, 1) matrix (a size-1 column: d_v = 1) as a flat list of r entries: its value
-        # goes in flat too, else each entry gets a (1,) array and constant entries make a ragged array
-        flat = [isinstance(o, sp.MatrixBase) and o.shape[1] == 1 for o in objs]
-        try:  # the size of the values float64 rounds at on the way (47b F5: (x+1000)² − (x−1000)² cancels 10⁶)
-            g = sp.lambdify(shapes.lambdify_args(objs), _magnitude(expr), ["scipy", "numpy"])
-        except Exception:  # noqa: BLE001 - no bound of the intermediates: the result's own size, as before
-            g = None
-        return ((lambda *p: f(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))), ops,
-                None if g is None else (lambda *p: g(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))))
 
     def draw(rng: Any, size: dict[str, int]) -> tuple:
         if declared:
@@ -231,7 +205,7 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         errs, ops_max, count, bad = [], 1, 0, []
         for ci, size in enumerate(combos):
             f, ops, g = _lambdified(identity_token(derive), key, args, tuple(sorted(size.items())),
-                                    lambda: reference(size))
+                                    lambda: _closed_form(derive(**size) if per_size else derive(), size, key, args))
             ops_max = largest(ops_max, ops)
             pts = ctx.reference("points", lambda: [draw(ctx.rng("points", ci, i), size) for i in range(each)],
                                 identity_token(sample), points, tuple(sorted(size.items())))
@@ -258,6 +232,42 @@ def matches_derivation(derive: Callable[..., Derivation], sample: Any, *, args: 
         return r
 
     return Check(name, "symbolic", fn, description or "the form against the derivation's closed form at sampled points")
+
+
+def _size_combos(sizes: "dict[str, Any] | list[dict[str, int]] | None") -> list[dict[str, int]]:
+    """The sampled sizes of :func:`matches_derivation`: every combination of a dict's values, a list as given, or the
+    one size without names."""
+    import itertools
+
+    if sizes is None:
+        return [{}]
+    if isinstance(sizes, dict):
+        names = list(sizes)
+        return [dict(zip(names, vals)) for vals in itertools.product(*(tuple(sizes[n]) for n in names))]
+    return [dict(c) for c in sizes]
+
+
+def _closed_form(d: Derivation, size: dict[str, int], key: str | None, args: str) -> tuple[Callable, int, Any]:
+    """The derivation's closed form at ``size`` lambdified (NumPy, SciPy), its operation count, and the bound of the
+    magnitudes met on the way (None where it cannot be built)."""
+    import numpy as np
+    import sympy as sp
+
+    from theory import shapes
+
+    expr = d.result[key] if key is not None else d.result
+    expr, objs = shapes.explicit(expr, d.facts[args], **size)
+    ops = int(sp.count_ops(expr)) + 1
+    f = sp.lambdify(shapes.lambdify_args(objs), expr, ["scipy", "numpy"])
+    # lambdify_args passes an (r, 1) matrix (a size-1 column: d_v = 1) as a flat list of r entries: its value
+    # goes in flat too, else each entry gets a (1,) array and constant entries make a ragged array
+    flat = [isinstance(o, sp.MatrixBase) and o.shape[1] == 1 for o in objs]
+    try:  # the size of the values float64 rounds at on the way (47b F5: (x+1000)² − (x−1000)² cancels 10⁶)
+        g = sp.lambdify(shapes.lambdify_args(objs), _magnitude(expr), ["scipy", "numpy"])
+    except Exception:  # noqa: BLE001 - no bound of the intermediates: the result's own size, as before
+        g = None
+    return ((lambda *p: f(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))), ops,
+            None if g is None else (lambda *p: g(*(np.ravel(v) if fl else v for v, fl in zip(p, flat)))))
 
 
 def _float64(v: Any) -> Any:

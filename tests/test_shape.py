@@ -1,6 +1,7 @@
-"""The shape the developers' guide asks of the code (issue 42): no function over 100 lines and no
-module much over 700 in the files listed here (``check attention``'s pipeline and its numerics).
-Other parts of the suite add their files to the list as they are brought to that shape."""
+"""The shape the developers' guide asks of the code (issue 42): no function over 100 lines in ``proofs_checks/`` and
+``numerics/`` (``theory/``'s derivation chains may be longer), and no module much over 700 in the files listed here
+(``check attention``'s pipeline and its numerics, and the modules split out of larger ones). Other parts of the suite
+add their files to the list as they are brought to that shape."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ MAX_MODULE_LINES = 720  # "about 700"
 #: the files held to the shape (check attention: issue 42)
 FILES = sorted([*ROOT.glob("proofs_checks/sanity/attention*.py"), *ROOT.glob("numerics/attention*.py"),
                 *ROOT.glob("numerics/icl_probe*.py")])  # (the in-context algorithm probe: session 26)
+#: modules split out of larger ones (the twenty-eighth session: cli.py, sanity/_isolate.py)
+FILES += [ROOT / "proofs_checks" / n for n in ("entry.py", "run_output.py", "plugin.py", "sanity/_isolate_child.py")]
+#: every module of the two layers that hold no derivation chain
+FUNCTION_FILES = sorted([*ROOT.glob("proofs_checks/**/*.py"), *ROOT.glob("numerics/**/*.py")])
 #: modules not yet split (numerics/attention.py: the lecture notes' attention formulas, not the probe)
 SIZE_PENDING = {"numerics/attention.py"}
 
@@ -30,7 +35,7 @@ def test_the_list_is_not_empty():
     assert len(FILES) >= 10, FILES
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", FUNCTION_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_function_over_100_lines(path):
     assert not long_functions(path), long_functions(path)
 

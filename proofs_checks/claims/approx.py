@@ -336,6 +336,28 @@ declare(
 # approx.universal_equivariant (evidence)   form: numerics.approx.train_batched
 
 
+def _ue_figure(ctx, depths, rel, rel_se, mse2, se2, floor: float) -> None:
+    """The figure of :func:`_ue_trained`: the relative error per depth (per seed, and their mean) and the shift
+    target's errors against the equivariant floor."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for s_ in range(rel.shape[0]):
+        axes[0].errorbar(depths, rel[s_], yerr=2 * rel_se[s_], marker="o", ms=3, capsize=2, color="0.6", lw=0.8)
+    axes[0].plot(depths, rel.mean(0), "o-", label="mean over seeds")
+    axes[0].set_yscale("log")
+    axes[0].set_xticks(list(depths))
+    axes[0].set_xlabel("depth (blocks), width 16")
+    axes[0].set_ylabel("relative test MSE")
+    axes[0].set_title("equivariant target, no positional encodings")
+    axes[0].legend(fontsize=8)
+    axes[1].bar(["no PE", "no PE ", "PE", "PE "], mse2, yerr=2 * np.asarray(se2), color=["C1", "C1", "C2", "C2"])
+    axes[1].axhline(floor, color="k", ls="--", lw=0.8, label=f"equivariant floor (n−2)/(n−1) = {floor:.3f}")
+    axes[1].set_title("shift target x_{k+1}")
+    axes[1].set_ylabel("test MSE per coordinate")
+    axes[1].legend(fontsize=8)
+    ctx.save_figure(fig, "depth_and_positional_encodings")
+
+
 def _ue_trained(form, ctx) -> CheckResult:
     """Two batched training runs (float32 Adam, evaluation in float64 on fresh sequences, n = 4
     tokens in R², width 16, one head):
@@ -376,23 +398,7 @@ def _ue_trained(form, ctx) -> CheckResult:
             "no_pe_respects_floor": largest(z_floor) / K_SIGMA if largest(z_floor) > 0 else 0.0,
             "pe_fits_shift": largest(mse2[2:]) / (0.25 * floor)}  # every PE model, not their mean
     if ctx.want_figures:
-        plt = pyplot()
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-        for s_ in range(seeds):
-            axes[0].errorbar(depths, rel[s_], yerr=2 * rel_se[s_], marker="o", ms=3, capsize=2, color="0.6", lw=0.8)
-        axes[0].plot(depths, curve, "o-", label="mean over seeds")
-        axes[0].set_yscale("log")
-        axes[0].set_xticks(list(depths))
-        axes[0].set_xlabel("depth (blocks), width 16")
-        axes[0].set_ylabel("relative test MSE")
-        axes[0].set_title("equivariant target, no positional encodings")
-        axes[0].legend(fontsize=8)
-        axes[1].bar(["no PE", "no PE ", "PE", "PE "], mse2, yerr=2 * np.asarray(se2), color=["C1", "C1", "C2", "C2"])
-        axes[1].axhline(floor, color="k", ls="--", lw=0.8, label=f"equivariant floor (n−2)/(n−1) = {floor:.3f}")
-        axes[1].set_title("shift target x_{k+1}")
-        axes[1].set_ylabel("test MSE per coordinate")
-        axes[1].legend(fontsize=8)
-        ctx.save_figure(fig, "depth_and_positional_encodings")
+        _ue_figure(ctx, depths, rel, rel_se, mse2, se2, floor)
     # Resolution. The one criterion with a derived reference is the floor: the no-PE errors against
     # (n−2)/(n−1). Scaling the floor by 1 + δ gives z_i(δ) = (floor·(1 + δ) − mse_i)/se_i, rejected
     # (z > K) for δ > (K·se_i + mse_i − floor)/floor: the resolution is the smallest over the no-PE

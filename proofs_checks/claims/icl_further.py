@@ -270,6 +270,31 @@ def _limits_symbolic(form, ctx) -> CheckResult:
                            "exactly 0)", a=0.0, extra=extra, seeds=[ctx.seed_for()], sizes={"d": [2, 4]})
 
 
+def _shift_slopes(res, Lt, Nt: int, n_shift: int, ps: int) -> tuple[dict, dict]:
+    """Form-independent reference of :func:`_limits_numeric`: each trained seed's least-squares slope of ŷ on y_q at
+    each test scale c, raw and with the B-block control variate."""
+    out, out_cv = {}, {}
+    S = res.Wpv.shape[0]
+    d = res.B.shape[-1]
+    Wb = torch.zeros_like(res.Wpv)
+    Wb[:, d, d] = 1.0
+    Kb = torch.zeros_like(res.Wkq)
+    Kb[:, :d, :d] = torch.from_numpy(res.B)
+    for k, cv in enumerate((0.5, 1.0, 2.0)):
+        # each seed its own prompts, so that the seed spread includes the prompts' sampling noise
+        P = ni.sample_prompts(Lt, 8 * Nt, (S, n_shift), seed=ps + k, scale=cv)
+        with torch.no_grad():
+            yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E, float(8 * Nt)).numpy()  # (S, n)
+            yb = ni.lsa_forward(Wb[:, None], Kb[:, None], P.E, float(8 * Nt)).numpy()  # the seeds' B block alone
+        yq = P.y_q.numpy()
+        out[cv] = (yh * yq).sum(-1) / (yq * yq).sum(-1)  # (S,) least-squares slope of ŷ on y_q per seed
+        # control variate: the B-only model's slope on the same prompts, replaced by its exact value
+        # c²·tr(ΛBΛ)/tr(Λ) (E ŷ_B y_q = c⁴tr(ΛBΛ), E y_q² = c²tr Λ): removes the prompts' sampling noise
+        exact_b = cv**2 * np.einsum("de,sef,fd->s", Lt, res.B, Lt) / np.trace(Lt)
+        out_cv[cv] = out[cv] - (yb * yq).sum(-1) / (yq * yq).sum(-1) + exact_b
+    return out, out_cv
+
+
 def _limits_numeric(form, ctx) -> CheckResult:
     """Γ_N at N = 1e9 (numeric moments) vs Γ_∞; Monte Carlo of the M = ∞ predictor x_qᵀΓ_N^{-1}Λw
     (S = E[xxᵀ] exactly) vs the M → ∞ risk (5 SE); covariate shift measured on the trained LSAs
@@ -309,29 +334,7 @@ def _limits_numeric(form, ctx) -> CheckResult:
     ps = ctx.seed_for("shift")
     n_shift = ctx.size(2000, 4000)
 
-    def shift_reference():  # form-independent: each trained seed's slope of ŷ on y_q at each scale c
-        out, out_cv = {}, {}
-        S = res.Wpv.shape[0]
-        d = res.B.shape[-1]
-        Wb = torch.zeros_like(res.Wpv)
-        Wb[:, d, d] = 1.0
-        Kb = torch.zeros_like(res.Wkq)
-        Kb[:, :d, :d] = torch.from_numpy(res.B)
-        for k, cv in enumerate((0.5, 1.0, 2.0)):
-            # each seed its own prompts, so that the seed spread includes the prompts' sampling noise
-            P = ni.sample_prompts(Lt, 8 * Nt, (S, n_shift), seed=ps + k, scale=cv)
-            with torch.no_grad():
-                yh = ni.lsa_forward(res.Wpv[:, None], res.Wkq[:, None], P.E, float(8 * Nt)).numpy()  # (S, n)
-                yb = ni.lsa_forward(Wb[:, None], Kb[:, None], P.E, float(8 * Nt)).numpy()  # the seeds' B block alone
-            yq = P.y_q.numpy()
-            out[cv] = (yh * yq).sum(-1) / (yq * yq).sum(-1)  # (S,) least-squares slope of ŷ on y_q per seed
-            # control variate: the B-only model's slope on the same prompts, replaced by its exact value
-            # c²·tr(ΛBΛ)/tr(Λ) (E ŷ_B y_q = c⁴tr(ΛBΛ), E y_q² = c²tr Λ): removes the prompts' sampling noise
-            exact_b = cv**2 * np.einsum("de,sef,fd->s", Lt, res.B, Lt) / np.trace(Lt)
-            out_cv[cv] = out[cv] - (yb * yq).sum(-1) / (yq * yq).sum(-1) + exact_b
-        return out, out_cv
-
-    slopes, slopes_cv = ctx.reference("shift_slopes", shift_reference)
+    slopes, slopes_cv = ctx.reference("shift_slopes", lambda: _shift_slopes(res, Lt, Nt, n_shift, ps))
     # the slope of the trained model at scale c is c²·κ_N with κ_N = tr(ΛΓ_N⁻¹Λ)/tr(Λ) (E ŷ y_q =
     # c⁴tr(ΛΓ_N⁻¹Λ), E y_q² = c²tr Λ; exact for any M); κ_N → 1 as N → ∞, where the factor is c²
     kappa = float(np.trace(Lt @ _numeric_gamma_inv(Lt, Nt) @ Lt) / np.trace(Lt))
