@@ -292,8 +292,8 @@ def test_solver_chain_falls_back_and_fails_loudly(monkeypatch):
     first = res.certificate["attempts"][0]
     assert first[0] == "CLARABEL" and not first[4]
     assert res.solver == "SCS" and res.certificate["passed"]
-    monkeypatch.setattr(ns, "SOLVER_OPTS", crippled)
-    monkeypatch.setattr(ns, "SOLVER_OPTS_RELAXED", crippled)
+    monkeypatch.setattr("numerics.att_svm_solve.SOLVER_OPTS", crippled)  # (where the solver chain reads it)
+    monkeypatch.setattr("numerics.att_svm_solve.SOLVER_OPTS_RELAXED", crippled)
     with pytest.raises(ns.SolverFailure, match="CLARABEL \\(tight\\).*SCS \\(tight\\).*CLARABEL \\(relaxed\\).*SCS \\(relaxed\\)"):
         ns.solve_att_svm(inst.X, inst.z, inst.opt, norm="nuc")
 
