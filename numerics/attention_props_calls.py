@@ -1,5 +1,6 @@
 """Properties of ``tverify check attention`` made of calls of their own, beyond the probe's: finite outputs at extreme
-logits on every probe length, and outputs that a later call overwrites (a warning, not a property).
+logits on every probe length, outputs that a later call overwrites (a warning, not a property), and the mask
+conventions tried when the declared one leaves no output finite.
 
 This module imports torch only, no ``proofs_checks``.
 """
@@ -13,7 +14,10 @@ import torch
 from numerics.attention_reference import Mapping, Structure, max_logit, scale_to_logit
 from numerics.attention_rules import Property, _judge, _skip, call, dtype_name, exc_text
 
-__all__ = ["prop_extreme_logits", "overwritten_outputs"]
+__all__ = ["prop_extreme_logits", "overwritten_outputs", "inverted_convention", "late_dtype"]
+
+#: the key-padding mask conventions of ``--mask-convention`` (:func:`numerics.attention_props_single.make_mask`)
+CONVENTIONS = ("keep", "drop", "additive")
 
 
 def prop_extreme_logits(f: Callable, xs_at: dict[int, torch.Tensor], m: Mapping | None, st: Structure,
@@ -79,3 +83,48 @@ def overwritten_outputs(f: Callable, x: torch.Tensor) -> list[str]:
     return [f"warning: the module returns one output buffer that its next call overwrites (an output at T = "
             f"{x.shape[1]} changed when it ran on another input): each call's values are judged as returned; a caller "
             "keeping two outputs must copy the first"]
+
+
+def inverted_convention(probe, wm) -> tuple[list[Property], list[str]]:
+    """Every output non-finite on the probe, whose keys are all real, under the declared mask convention (``wm``: the
+    :class:`~numerics.attention_props_single.WithMask` around the module): the same call under each other convention.
+    Where one gives finite outputs, the module reads its mask that way: with the declared one it attends to no key
+    at all, which ``key_padding_respected`` reports (a fail: the real keys are not attended), with the declaration
+    under which it runs as a hint. It was only "finite_output" failing, the convention never named (56a F7)."""
+    declared = wm.convention
+    T = min(probe.xs)
+    x = probe.xs[T].to(dtype=probe.pdt, device=probe.device)
+    finite = []
+    try:
+        for conv in CONVENTIONS:
+            if conv == declared:
+                continue
+            wm.convention = conv
+            out, _ = call(wm, x, watch=False)
+            if isinstance(out, torch.Tensor) and out.shape == x.shape and bool(torch.isfinite(out).all()):
+                finite.append(conv)
+    except Exception:  # noqa: BLE001 - the module's call under another convention: no evidence either way
+        finite = []
+    finally:
+        wm.convention = declared
+    if not finite:
+        return [], []
+    detail = (f"every key real, the mask given as --mask-convention {declared}: every output is NaN/inf (T = {T}); "
+              f"with the same keys as --mask-convention {' or '.join(finite)}, every output is finite: the module "
+              "attends to none of the real keys under the declared convention")
+    row = Property("key_padding_respected", "fail", float("inf"), 0.0, "real keys attended, padded ones ignored, under "
+                   "the declared mask convention", detail, central=True)
+    return [row], [f"declare --mask-convention {finite[0]}: under it the module's outputs on real keys are finite "
+                   f"(the declared {declared} marks every real key as padding for it)"]
+
+
+def late_dtype(props: list, probe) -> None:
+    """``dtype_and_device_preserved`` judged again once every property ran: the output of any call of the module (a
+    single sequence, a stacked redraw) in the input's dtype and on its device, not only the probe batch's (27b F7)."""
+    from numerics.attention_rules import OUTPUT_OFF
+
+    off = list(OUTPUT_OFF)
+    i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status != "fail"), None)
+    if i is not None and off:
+        props[i] = Property("dtype_and_device_preserved", "fail", float("inf"), 0.0, "the output is a tensor of "
+                            "the input's shape, dtype and device, at every call on every path", off[0], central=True)

@@ -22,7 +22,10 @@ __all__ = ["TransformFailed", "checked_transform"]
 class TransformFailed(BaseException):
     """A hook's q/k transform misbehaved on a later call (it raised, changed the shape, the dtype or the
     device, returned NaN/inf, wrote into its input or cut its gradient): the user's code, reported in one line by the
-    caller. A ``BaseException`` so that no ``except Exception`` on the way reads it as "this variant does not fit"."""
+    caller. A ``BaseException`` so that no ``except Exception`` on the way reads it as "this variant does not fit"; it
+    passes through the boundary around the module's calls, which would name the module (hostile pass 56a F5)."""
+
+    tverify_reported_by_caller = True
 
 
 def _short(dt: torch.dtype) -> str:

@@ -138,8 +138,11 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     >>> rounding(1e-15, 10).passed, rounding(1e-9, 10).passed
     (True, False)
     """
-    if not (math.isfinite(float(n)) and math.isfinite(float(c)) and n >= 0 and c >= 0):
+    if not (math.isfinite(float(n)) and math.isfinite(float(c))):
         raise VacuousCheck(f"rounding: n = {float(n):g}, c = {float(c):g}: a tolerance needs a finite operation count")
+    if n < 0 or c < 0:  # not vacuous: a negative tolerance rejects everything (it was said to reject nothing: 56b F1)
+        raise ValueError(f"rounding: {'n' if n < 0 else 'c'} = {float(n if n < 0 else c):g}: an operation count and "
+                         "its constant are ≥ 0 (their product is the tolerance; a negative one can pass nothing)")
     if not (math.isfinite(float(scale)) and scale >= 0):  # a NaN scale read as 1 (NaN > 1 is false), a negative one as 1
         raise VacuousCheck(f"rounding: scale = {float(scale):g}: the magnitude the rounding is scaled by must be finite "
                            "and ≥ 0 (a size, as max|value| is)")

@@ -582,6 +582,10 @@ def npz_headers(path, option: str, max_memory: float | None = None) -> dict[str,
     return out
 
 
+#: the magic number torch.save's legacy format pickles first (0x1950a86a20f9469cfc6c, a LONG1 of 10 bytes)
+_LEGACY_MAGIC = b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
+
+
 def load_torch_file(path, option: str, max_memory: float | None = None):
     """``torch.load(path, weights_only=True)`` after checks: a zip archive as torch.save writes it
     (no compressed member over 1 MB: torch.save stores, never compresses), declared sizes within the
@@ -590,11 +594,15 @@ def load_torch_file(path, option: str, max_memory: float | None = None):
     import zipfile
 
     p = Path(path)
-    head = _file_head(p, option, 4)
-    if head[:1] == b"\x80" and head != b"PK\x03\x04":  # a pickle: torch.save's legacy format (hostile pass 55b F4)
+    first = _file_head(p, option, 32)
+    head = first[:4]
+    if head[:1] == b"\x80" and _LEGACY_MAGIC in first:  # torch.save's legacy format (hostile pass 55b F4)
         raise InputError(f"{option}: {p} is in torch.save's legacy (non-zip) format, which is not read (its tensors "
                          "cannot be sized before they are read); save it again in the default format: "
                          "torch.save(torch.load(FILE, weights_only=True), FILE)")
+    if head[:1] == b"\x80":  # any other pickle was called torch's legacy file, with advice that fails on it (56b F3)
+        raise InputError(f"{option}: {p} is a Python pickle that torch.save did not write (no torch magic number, no "
+                         "zip header), and pickles are never loaded: save the tensors with torch.save")
     if head != b"PK\x03\x04":
         raise InputError(f"{option}: {p} is not a file written by torch.save (no zip header)")
     infos = zip_members(p, option, max_memory, "torch file")

@@ -861,9 +861,11 @@ class Claim:
         if not isinstance(self.derivation_pure, bool):
             raise RegistryError(f"{where}: derivation_pure must be True or False, got {self.derivation_pure!r}")
         title = str(self.title)
-        if len(title) > MAX_TITLE or "\n" in title:  # a title is a line of the list, the table and `show`'s head
+        broken = len(title.splitlines()) > 1 or title[-1:] in ("\n", "\r", "\u2028", "\u2029", "\x85")
+        if len(title) > MAX_TITLE or broken:  # a title is a line of the list, the table and `show`'s head; a line
+            # break is any that str.splitlines() breaks at (U+2028 and U+2029 passed: hostile pass 56b F2)
             raise RegistryError(f"{where}: title must be one line of at most {MAX_TITLE} characters, got "
-                                f"{len(title)} characters{' with a line break' if chr(10) in title else ''} "
+                                f"{len(title)} characters{' with a line break' if broken else ''} "
                                 "(the statement and notes hold the rest)")
         for attr in ("title", "statement", "source", "notes", "no_symbolic", "no_numeric"):
             bad = _CONTROL.search(str(getattr(self, attr, "") or ""))

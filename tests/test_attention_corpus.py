@@ -162,7 +162,8 @@ def test_cli_inconclusive_exit_3_and_sibling_import():
     (("--seq-len", "0,5"), "between 1 and"),
     (("--rope-dims", "4"), "need --positional rope"),
     (("--max-memory", "1e-6"), "over the limit"),
-    (("--heads", "3"), "which that head count cannot split; counts that fit: 4 heads"),  # 3 ∤ 32
+    (("--heads", "3"), "which that head count cannot split; counts that fit: 1 head, 2 heads, 4 heads, 8 heads, "
+                       "16 heads, 32 heads"),  # 3 ∤ 32; every split named, not the module's own count alone (56a F1)
 ])
 def test_bad_flags_one_line(args, frag):
     code, _, err = invoke("check", "attention", "--module", f"{MOD}:Plain", "--quick", "--no-progress", *args)

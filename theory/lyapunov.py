@@ -926,11 +926,15 @@ def _short(text: str) -> str:
 
 def check_float64_coefficients(expr: sp.Expr, syms, what: str) -> None:
     """Refuse a polynomial with a coefficient that is not a finite float64 (the numeric checks
-    evaluate it in float64: an int past 1.8e308 would stop them with an OverflowError)."""
+    evaluate it in float64: an int past 1.8e308 would stop them with an OverflowError), or a non-zero one below
+    float64's range, which the checks would read as 0 (``-x*1e-300*1e-300``: "inconclusive", hostile pass 56b F4)."""
     for c in sp.Poly(expr, *syms).coeffs() if expr != 0 else ():
         if not _fits_float64(c):
             raise InputError(f"{what}: a coefficient ({_short(str(c))}) is too large for float64 (largest about "
                              "1.8e308): rescale the system")
+        if c != 0 and float(c) == 0.0:
+            raise InputError(f"{what}: a coefficient ({_short(str(c))}) is below float64's range once expanded (it "
+                             "would read as 0; smallest about 4.9e-324): rescale the system")
 
 
 def _ast_degree(node) -> int:

@@ -130,8 +130,8 @@ def user_code(label: str, what: str, exceptions: bool = True, region: bool = Fal
         raise UserCodeError(f"{label}: {what} called sys.exit({printable(exc.code, repr)}); nothing was checked (the check "
                             "cannot run code that exits)") from None
     except BaseException as exc:  # the user's code: report it, never a traceback
-        if not exceptions and isinstance(exc, Exception):
-            raise
+        if not exceptions and isinstance(exc, Exception) or getattr(exc, "tverify_reported_by_caller", False):
+            raise  # (a --mapping transform's failure inside the module's probe is the hook's, not the module's: 56a F5)
         raise UserCodeError(f"{label}: {what} raised {describe_exception(exc)}") from None
     finally:
         _state.depth = depth
@@ -539,9 +539,11 @@ def _import_file(path: Path, option: str, shown: str | None = None):
     if added:  # last: the standard library and installed packages first (an html.py there is not `import html`)
         _guard_stdlib_names()
         sys.path.append(folder)
+    if folder not in _USER_FOLDERS:
+        _USER_FOLDERS.append(folder)
     sys.modules[mod_name] = module
     try:
-        with user_code(option, f"importing {shown}"):
+        with user_code(option, f"importing {shown}"), _own_siblings(folder):
             spec.loader.exec_module(module)
     except UsageError:
         sys.modules.pop(mod_name, None)
@@ -551,6 +553,40 @@ def _import_file(path: Path, option: str, shown: str | None = None):
     if key is not None:
         _IMPORTED[key] = module
     return module
+
+
+#: the folders of the files loaded so far (each appended to ``sys.path``), in the order they were loaded
+_USER_FOLDERS: list[str] = []
+
+
+def _in_folder(module: Any, folder: str) -> bool:
+    f = getattr(module, "__file__", None)
+    return isinstance(f, str) and os.path.realpath(f).startswith(folder + os.sep)
+
+
+@contextlib.contextmanager
+def _own_siblings(folder: str):
+    """While a file of ``folder`` is imported: its sibling modules are its own folder's, never those of the same name a
+    file of another folder loaded before it imported (``--module v1/m.py:M --against v2/n.py:N``, each folder with its
+    own ``base.py``: v2's ``from base import Base`` got v1's, and the two implementations compared were one, "ok"; or
+    the same class, refused as "the same file and name": hostile pass 56a F3, F4). The other folders are off the path
+    and their modules out of ``sys.modules`` for the import; afterwards they are put back (a name imported later, at a
+    call, is found as Python finds it: the first folder loaded first), and the new file keeps the modules it bound."""
+    others = [f for f in _USER_FOLDERS if f != folder]
+    if not others:
+        yield
+        return
+    taken = {n: m for n, m in list(sys.modules.items()) if any(_in_folder(m, f) for f in others)}
+    for n in taken:
+        del sys.modules[n]
+    path = list(sys.path)
+    sys.path[:] = [p for p in sys.path if not (isinstance(p, str) and os.path.realpath(p) in others)]
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        for n, m in taken.items():
+            sys.modules[n] = m  # (the new file's module of the same name stays bound in the new file)
 
 
 def _import_module(name: str, option: str):

@@ -219,10 +219,10 @@ def _properties(probe, props, figures, f, obj, st, mp, H, H_hint, hints, alts, o
 
     Ts = list(probe.outs)
     T_small = max([t for t in Ts if 2 <= t <= 17] or [Ts[0]])
-    wn, x_w = None, None
     w = getattr(probe, "weights", {}).get(T_small)
-    if w is not None:
-        wn, where, x_w = _fresh_weights(probe, f, T_small)
+    # the weights returned by the call or stored on the module (WEIGHT_ATTRS): a module that stores them only was never
+    # judged (hostile pass 56a F2: non-distributions on forbidden keys, "ok")
+    wn, where, x_w = _fresh_weights(probe, f, T_small)
     tick.phase("reference", 0.1, 0.5)
     if mp is not None or against is not None:
         how = (mp.source if mp is not None else "") + (f"; reference: {_decl(st)}" if mp is not None else "")
@@ -634,6 +634,7 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
     """Stage *properties*: the preconditions first (a failed one is the finding: the rest is not judged),
     then every property of the probes, key padding with a mask convention."""
     from numerics import attention_probe as ap
+    from numerics.attention_props_calls import inverted_convention, late_dtype
     from proofs_checks.sanity.attention_load import _user_call
 
     probe, f, mp, st = pr.probe, ld.f, ch.mp, ch.st
@@ -647,6 +648,9 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
     if all_bad:
         props.append(ap.Property("remaining_properties", "skip", None, None, "",
                                  "not measured: the outputs on the probe are not finite", central=True))
+        if ld.wm is not None:  # the declared mask convention, where another one gives finite outputs (56a F7)
+            rows, more = _user_call(lambda: inverted_convention(probe, ld.wm), label, region=True)
+            props.extend(rows), hints.extend(more)
     elif causes:
         hints.extend(_CAUSE_HINTS[p.name] for p in causes)
         props.append(ap.Property("remaining_properties", "skip", None, None, "",
@@ -661,7 +665,7 @@ def evaluate(pr, ld, decl, done, weights, ch, against, label: str) -> Evaluated:
             _merge(props, _user_call(lambda: ap.prop_key_padding(probe, ld.wm), label, region=True))
         warnings += ap.overwritten_outputs(f, probe.xs[max(probe.outs)].to(dtype=probe.pdt, device=decl.device))
         _late_writes(props, probe, ld.wm)
-        _late_dtype(props, probe)
+        late_dtype(props, probe)
         attention_structural.late_rows(probe, props)  # run-to-run differences (34b F3), redrawn inputs (36b F1)
     if getattr(probe, "against_watch", None) is not None:  # the module run by any call of the second object (40b)
         probe.against_watch.refuse()
@@ -699,19 +703,6 @@ def _late_writes(props: list, probe, wm) -> None:
     row = _input_row(_empty(), _empty(), 0, mask, wm is not None, sorted(written))
     if row.status == "fail":
         props[i] = row
-
-
-def _late_dtype(props: list, probe) -> None:
-    """``dtype_and_device_preserved`` judged again once every property ran: the output of any call of the module (a
-    single sequence, a stacked redraw) in the input's dtype and on its device, not only the probe batch's (27b F7)."""
-    from numerics import attention_probe as ap
-    from numerics.attention_rules import OUTPUT_OFF
-
-    off = list(OUTPUT_OFF)
-    i = next((k for k, p in enumerate(props) if p.name == "dtype_and_device_preserved" and p.status != "fail"), None)
-    if i is not None and off:
-        props[i] = ap.Property("dtype_and_device_preserved", "fail", float("inf"), 0.0, "the output is a tensor of "
-                               "the input's shape, dtype and device, at every call on every path", off[0], central=True)
 
 
 def _empty():
