@@ -165,8 +165,13 @@ def test_ctrl_c_while_the_command_loads_is_one_line(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(console, "_note_outputs", interrupted)
+    _one_line_exit_130(console.main, capsys)
+
+
+def _one_line_exit_130(start, capsys) -> None:
+    """``start()`` ends with exit 130 and the one line of an interrupted start."""
     with pytest.raises(SystemExit) as e:
-        console.main()
+        start()
     err = capsys.readouterr().err
     assert e.value.code == 130 and err.strip().splitlines() == [
         "tverify: interrupted while starting; nothing was run or written"], err
@@ -201,9 +206,5 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(monkeypatch, capsys, how):
     monkeypatch.setattr(options, "HumanLines", lambda stream: stream)
     monkeypatch.setattr(entry, "_preload", lambda argv: ["numpy"])
     monkeypatch.setattr(syspath, "import_system_only", loading)
-    with pytest.raises(SystemExit) as e:
-        entry._console_start()
-    err = capsys.readouterr().err
-    assert e.value.code == 130 and err.strip().splitlines() == [
-        "tverify: interrupted while starting; nothing was run or written"], err
+    _one_line_exit_130(entry._console_start, capsys)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
