@@ -80,7 +80,7 @@ def bench_training(device: str) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=0.02)
     E, yq = Pr.E, Pr.y_q
     k = 5
-    with ni.single_thread() if device == "cpu" else _Null():
+    with ni.single_thread(device=device):
         t0 = time.perf_counter()
         for _ in range(k):
             opt.zero_grad()
@@ -93,14 +93,6 @@ def bench_training(device: str) -> dict:
             "ours_s": ours, "baseline": f"Adam through the LSA forward over all prompts ({steps} steps; time per step measured at {Pb} prompts/seed, scaled to {P})",
             "baseline_s": per_step * steps * P / Pb, "metric": f"worst seed rel. RMS prediction diff {worst:.2e}",
             "target": "< 60 s CPU, within 1e-2", "ok": ours < 60 and worst < 1e-2}
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
 
 
 def main(device: str = "cpu") -> None:

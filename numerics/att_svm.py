@@ -32,7 +32,7 @@ from numerics.att_svm_solve import (  # noqa: F401
 )
 from numerics.att_svm_train import (  # noqa: F401
     correlation, _as_batch, softmax_mass, _head, loss_and_grad, loss_and_scaled_grad, infimum_loss, _excess_loss,
-    _scaled_excess_loss, TrainResult, _init, _cpu_threads, train, _train_loop, selected_sets, selected_sets_by_gap,
+    _scaled_excess_loss, TrainResult, _init, train, _train_loop, selected_sets, selected_sets_by_gap,
     RegPathResult, _switch_moves, _projected_descent, _path_options, regularization_path, saturation_limit,
     make_token_set_instance,
 )

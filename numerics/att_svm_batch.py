@@ -13,8 +13,8 @@ import torch
 
 from numerics.att_svm_data import AttSVMInstance, validate_instance
 from numerics.att_svm_solve import SOLVER_OPTS, certify, constraint_matrix, cp, solve_att_svm
-from numerics.att_svm_train import _as_batch, _cpu_threads, loss_and_grad, loss_and_scaled_grad, softmax_mass
-from numerics.torch_utils import resolve_device
+from numerics.att_svm_train import _as_batch, loss_and_grad, loss_and_scaled_grad, softmax_mass
+from numerics.torch_utils import cpu_threads, resolve_device
 from theory.validation import InputError
 
 
@@ -132,7 +132,7 @@ def train_ngd_batch(data: AttSVMInstance | Sequence[AttSVMInstance], K0, Q0=None
         den = torch.where(den > 0, den, 1.0)
         return u / den[:, None, None], n_ / den
 
-    with _cpu_threads(dev, threads):
+    with cpu_threads(threads, dev):
         for k in range(iters + 1):
             W = K @ Q.transpose(-1, -2)
             if k in snap_at:

@@ -3,7 +3,6 @@ trainers (gradient descent, normalised GD, Adam; W or (K, Q)), the selected toke
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -12,7 +11,7 @@ import numpy as np
 import torch
 
 from numerics.att_svm_data import AttSVMInstance, _tokens_with_scores, _unit, token_scores
-from numerics.torch_utils import resolve_device
+from numerics.torch_utils import cpu_threads, resolve_device
 from theory.validation import InputError
 
 
@@ -206,21 +205,6 @@ def _init(B, d, m, init, gen, device, param):
     return draw(B, d, m), draw(B, d, m)
 
 
-@contextlib.contextmanager
-def _cpu_threads(device: torch.device, n: int = 1):
-    """Small batched tensors gain nothing from intra-op threads and lose a lot to contention on a
-    busy machine: run the loop single-threaded on CPU, restoring the setting afterwards."""
-    if device.type != "cpu":
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 def train(data: AttSVMInstance | Sequence[AttSVMInstance], *, method: str = "ngd", lr: float = 0.1,
           iters: int = 1000, param: str = "W", B: int | None = None, init: Any = 0.01, seed: int = 0,
           targets: dict[str, np.ndarray] | None = None, opt: np.ndarray | None = None, lam: float = 0.0,
@@ -260,7 +244,7 @@ def train(data: AttSVMInstance | Sequence[AttSVMInstance], *, method: str = "ngd
     def W_of(p):
         return p[0] if param == "W" else p[0] @ p[1].transpose(-1, -2)
 
-    with _cpu_threads(dev):
+    with cpu_threads(device=dev):
         return _train_loop(params, W_of, X, z, y, v, lam, iters, method, lr, eps, param, tg, opt_t, stable)
 
 
@@ -475,7 +459,7 @@ def regularization_path(data: AttSVMInstance | Sequence[AttSVMInstance], radii: 
     def group(*parts):  # (Bn, k_j, a, b) pieces -> (Bn·M, a, b)
         return torch.cat(parts, dim=1).reshape(Bn * M, *parts[0].shape[2:])
 
-    with _cpu_threads(dev):
+    with cpu_threads(device=dev):
         for R in radii:
             rho = float(R) if param == "W" else math.sqrt(2.0 * float(R))
             first_win = None

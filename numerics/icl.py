@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from numerics.torch_utils import generator, resolve_device
+from numerics.torch_utils import cpu_threads, generator, resolve_device
 from theory.validation import InputError, as_spd_matrix
 
 __all__ = [
@@ -60,16 +60,8 @@ __all__ = [
 DTYPE = torch.float64
 
 
-class single_thread:
-    """Context manager: run torch CPU ops on one thread (tiny tensors; thread sync costs more than it
-    gains, and the CI machine has 2 cores shared by test workers). Restores the previous setting."""
-
-    def __enter__(self):
-        self._n = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self._n)
+#: torch's CPU ops on one thread for the small prompt batches (restored after; nothing off the CPU)
+single_thread = cpu_threads
 
 
 # ------------------------------------------------------------------------------------------------
@@ -253,7 +245,7 @@ def erm_B(Lambda, N: int, *, n_seeds: int, n_prompts: int, seed: int, device="cp
     ``(n_seeds, d, d)``. Its population counterpart is ``E[hhᵀ]⁻¹E[hwᵀ]`` (:func:`population_moments`),
     so ``B_trained − erm_B + E[hhᵀ]⁻¹E[hwᵀ]`` is a control variate for the trained ``B``."""
     dev, L, d, _ = _training_setup(Lambda, N, 1.0, device)
-    with single_thread() if dev.type == "cpu" else _nullcontext():
+    with single_thread(device=dev):
         Q, c, _m = _prompt_statistics(L, N, n_seeds, n_prompts, seed, dev)
     idx = np.array([(d * (d + 1) + k) * d + l for k in range(d) for l in range(d)])
     Qs = Q.cpu().numpy()[:, idx][:, :, idx]
@@ -506,7 +498,7 @@ def train_lsa_configs(Lambdas, Ns, *, n_seeds: int, n_prompts: int, steps: int, 
         inits.append(zfb_init(d, n_seeds, _zfb_sigma(L, N), seed=sk + 1, device=dev))
     Q, c, m = (torch.cat([st[i] for st in stats]) for i in range(3))
     Wpv, Wkq = (torch.cat([w[i] for w in inits]) for i in range(2))
-    with single_thread() if dev.type == "cpu" else _nullcontext():
+    with single_thread(device=dev):
         model, curve = _fit_statistics(Q, c, m, Wpv, Wkq, steps=steps, lr=lr, lbfgs_steps=lbfgs_steps)
         with torch.no_grad():
             fl = _stats_loss(model, Q, c, m).cpu().numpy()
@@ -521,19 +513,11 @@ def train_lsa_configs(Lambdas, Ns, *, n_seeds: int, n_prompts: int, steps: int, 
 
 
 def train_lsa(Lambda, N: int, **kw) -> TrainResult:
-    with single_thread() if resolve_device(kw.get("device", "cpu")).type == "cpu" else _nullcontext():
+    with single_thread(device=resolve_device(kw.get("device", "cpu"))):
         return _train_lsa(Lambda, N, **kw)
 
 
 train_lsa.__doc__ = _train_lsa.__doc__
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -819,7 +803,7 @@ def train_lsa_monitored(Lambda, N: int, *, n_seeds: int, n_prompts: int, steps: 
     """The algorithm of :func:`train_lsa` (same prompts, initialisation and optimisers, hence the same
     weights for the same arguments), reporting the fraction of work done to ``progress(fraction)``
     and returning the convergence diagnostics of :class:`MonitoredTrainResult`."""
-    with single_thread() if resolve_device(device).type == "cpu" else _nullcontext():
+    with single_thread(device=resolve_device(device)):
         return _train_lsa_monitored(Lambda, N, n_seeds=n_seeds, n_prompts=n_prompts, steps=steps, seed=seed, lr=lr,
                                     sigma=sigma, device=device, lbfgs_steps=lbfgs_steps, progress=progress)
 

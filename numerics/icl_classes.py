@@ -291,7 +291,7 @@ def train_icl_models(specs, n_max: int, *, steps: int, batch: int = 64, seed: in
     gens = [generator(seed + 1 + i, dev) for i in range(G)]
     var = torch.tensor([s.label_variance for s in specs], device=dev)
     curve = []
-    with single_thread() if dev.type == "cpu" else _Null():
+    with single_thread(device=dev):
         if steps > 0:
             params = list(model.parameters())
             fused = dev.type == "cpu" or dev.type == "cuda"
@@ -328,13 +328,6 @@ def train_icl_model(spec: TaskSpec, n_max: int, **kw) -> TrainedModel:
     """:func:`train_icl_models` for one task spec (same keyword arguments)."""
     return train_icl_models([spec], n_max, **kw)[0]
 
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
 
 # ------------------------------------------------------------------------------------------------
 # baselines: each maps context xs (P, n, d), ys (P, n) and queries xq (P, d) to predictions (P,), NumPy float64
@@ -464,7 +457,7 @@ def nn_gd_predict(xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, *, hidden: int
     def f(Xb):
         return s * torch.einsum("pnh,ph->pn", torch.relu(torch.einsum("pnd,phd->pnh", Xb, W)), a)
 
-    with single_thread() if dev.type == "cpu" else _Null():
+    with single_thread(device=dev):
         opt = torch.optim.Adam([W, a], lr=lr)
         for _ in range(steps):
             loss = (((f(X) - Y) ** 2 * Mk).sum(-1) / cnt).sum()

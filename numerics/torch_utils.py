@@ -9,7 +9,7 @@ import torch
 
 from theory.validation import InputError
 
-__all__ = ["resolve_device", "generator", "cuda_available", "not_dense"]
+__all__ = ["resolve_device", "generator", "cuda_available", "not_dense", "cpu_threads"]
 
 
 def cuda_available() -> bool:
@@ -36,6 +36,24 @@ def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
     return g
+
+
+class cpu_threads:
+    """Context manager: torch's intra-op threads set to ``n`` (one by default) while on the CPU, the previous count
+    put back after; on another ``device`` nothing changes. Small batched tensors gain nothing from threads and lose a lot
+    to contention on a busy machine (the CI machine's two cores are shared by the test workers)."""
+
+    def __init__(self, n: int = 1, device: str | torch.device | None = None):
+        self.n, self.cpu, self._old = n, device is None or torch.device(device).type == "cpu", None
+
+    def __enter__(self):
+        if self.cpu:
+            self._old = torch.get_num_threads()
+            torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            torch.set_num_threads(self._old)
 
 
 def not_dense(t: torch.Tensor) -> str | None:

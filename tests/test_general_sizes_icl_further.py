@@ -9,10 +9,13 @@ import pytest
 import sympy as sp
 
 from numerics import icl as ni
-from proofs_checks.claims.icl_gd import gd_layer, nonconvex_hessian
-from proofs_checks.registry import get_claim
-from theory import icl as ti
-from theory import icl_general as tg
+from proofs_checks.claims import load_all
+
+load_all()  # the built-in claims registered as built-in first (imported alone, a claim module's claim was refused as a plugin's)
+from proofs_checks.claims.icl_gd import gd_layer, nonconvex_hessian  # noqa: E402
+from proofs_checks.registry import get_claim  # noqa: E402
+from theory import icl as ti  # noqa: E402
+from theory import icl_general as tg  # noqa: E402
 
 GENERAL = {
     "icl.gd_one_step": (tg.derive_gd_one_step_general, "at_d2_N2", ("token_map", "prediction", "preconditioned_step")),

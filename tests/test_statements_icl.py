@@ -7,8 +7,11 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-import proofs_checks.claims._icl_common as cc
-import proofs_checks.claims.icl_risk as cr
+from proofs_checks.claims import load_all
+
+load_all()  # the built-in claims registered as built-in first: imported alone, icl_risk's claim was refused as a plugin's
+import proofs_checks.claims._icl_common as cc  # noqa: E402
+import proofs_checks.claims.icl_risk as cr  # noqa: E402
 from proofs_checks.context import RunContext
 from proofs_checks.registry import registry
 from proofs_checks.runner import run_counterexample, run_mutant
