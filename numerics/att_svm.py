@@ -21,14 +21,14 @@ with ‖·‖ the Frobenius norm (W-parameterisation) or the nuclear norm ((K,Q)
 
 from numerics.att_svm_data import (  # noqa: F401
     AttSVMError, TiedTokens, InfeasibleAttSVM, SolverFailure, AttSVMInstance, token_scores, optimal_tokens,
-    second_best_tokens, _unit, _tokens_with_scores, make_instance, reference_instance, MIN_LOG10_SCALE,
+    second_best_tokens, _unit, _tokens_with_scores, reference_instance, MIN_LOG10_SCALE,
     validate_instance,
 )
 from numerics.att_svm_solve import (  # noqa: F401
     _LazyModule, cp, constraint_matrix, AttSVMProblem, build_att_svm_problem, AttSVMResult, kkt_residuals,
     certified_gap, certify, SOLVER_OPTS, SOLVER_OPTS_RELAXED, CERT_TOL, _CHAIN, FARKAS_ROUNDING,
     _infeasibility_certificate, solve_att_svm, _extract, solve_problem, _polished_fro, _cert_error,
-    fro_distance_bound, polish_fro, solve_att_svm_dual_scipy, is_locally_optimal,
+    fro_distance_bound, polish_fro, solve_att_svm_dual_scipy, is_locally_optimal, make_instance,
 )
 from numerics.att_svm_train import (  # noqa: F401
     correlation, _as_batch, softmax_mass, _head, loss_and_grad, loss_and_scaled_grad, infimum_loss, _excess_loss,

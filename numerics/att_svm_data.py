@@ -1,5 +1,6 @@
-"""Att-SVM data (claims ``svm.*``; the model and notation: :mod:`numerics.att_svm`): the errors, the instances
-(generic, tied, token sets), their token scores and optimal tokens, and the validation of a user's ``X``, ``z``."""
+"""Att-SVM data (claims ``svm.*``; the model and notation: :mod:`numerics.att_svm`): the errors, the instance type,
+the token scores and optimal tokens, the reference notebook's data generator, and the validation of a user's ``X``,
+``z`` (the instances made feasible by a solve: :func:`numerics.att_svm_solve.make_instance`)."""
 
 from __future__ import annotations
 
@@ -92,94 +93,6 @@ def _tokens_with_scores(a: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarr
     u = u - (u @ v)[..., None] * v
     u = _unit(u)
     return a[..., None] * v + np.sqrt(1.0 - a ** 2)[..., None] * u
-
-
-def make_instance(n: int, T: int, d: int, *, seed: int = 0, setting: str = "generic", gap: float = 0.1,
-                  top: tuple[float, float] = (0.5, 0.9), local_slack: float = 0.0,
-                  queries: str = "random", tokens: str = "random") -> AttSVMInstance:
-    """A random instance with a unique optimal token per sequence (score gap ≥ ``gap``).
-
-    setting
-      "generic"  non-optimal scores uniform in ``[−0.9, γ_opt − gap]``.
-      "global"   every non-optimal token of a sequence has the same score ``γ_opt − gap``
-                 (the global-convergence regime of Vasudeva, Deora, Thrampoulidis 2024).
-      "local"    additionally a second token ``local_i`` (score ``γ_opt − gap``) that is locally
-                 optimal (its Att-SVM is feasible and every support token has a lower score),
-                 built by putting ``x_opt`` antipodal to ``x_local`` orthogonally to ``v``.
-                 ``local_slack > 0`` further requires every token scoring above ``local_i`` to
-                 have margin ≥ ``1 + local_slack`` under the local Att-SVM ``W^mm_local``: the
-                 cone around ``W^mm_local`` from which GD stays local (TLTO'23 Thm 3) has a
-                 width that shrinks to 0 as that margin approaches 1 (a near-tight higher-score
-                 token pulls GD out of the set), so a slack keeps the instance in the regime
-                 where a modest initialisation is inside the cone.
-    queries
-      "random"      ``z_i`` independent uniform unit vectors.
-      "orthogonal"  ``z_i`` orthonormal (needs n ≤ d): ``W z_i`` are then independent free vectors,
-                    the loss separates over sequences, and in the "global" setting each
-                    sequence's term is a decreasing function of its own ``s_opt`` alone, so no
-                    other token set can attract GD. With random queries and n = 5, d = 8 about 1
-                    instance in 60 has a region where NGD lingers in a non-opt set for thousands
-                    of iterations (the cross-talk ``z_iᵀz_j`` couples the sequences).
-    tokens
-      "random"      the component of each token orthogonal to ``v`` is a random direction.
-      "orthogonal"  those components are orthonormal across ALL tokens of all sequences (needs
-                    n·T ≤ d − 1; "generic"/"global" only): ``⟨x_it, x_jτ⟩ = (vᵀx_it)(vᵀx_jτ)``
-                    exactly, so with small scores (``top``) the tokens are nearly orthogonal,
-                    the data assumption of Vasudeva, Deora, Thrampoulidis (2024). The random
-                    draws are the same as for "random" (the components are orthonormalised).
-    Tokens are unit rows; ``vᵀx`` is set exactly, the rest of each token is a random direction.
-    Each draw is checked with :func:`validate_instance` (shapes, ties) and certified feasible by
-    solving its Att-SVM; infeasible draws are redrawn (up to 200 times, then :class:`InputError`).
-    """
-    if setting not in ("generic", "global", "local"):
-        raise InputError(f"unknown setting {setting!r} (generic, global, local)")
-    if not (n >= 1 and T >= 2 and d >= 2):
-        raise InputError(f"need n ≥ 1, T ≥ 2, d ≥ 2, got n={n}, T={T}, d={d}")
-    if not (0 < gap < 1):
-        raise InputError(f"gap must lie in (0, 1), got {gap}")
-    if queries not in ("random", "orthogonal") or (queries == "orthogonal" and n > d):
-        raise InputError(f"queries must be 'random' or 'orthogonal' (the latter needs n ≤ d), got {queries!r} with n={n}, d={d}")
-    if tokens not in ("random", "orthogonal") or (tokens == "orthogonal" and (n * T > d - 1 or setting == "local")):
-        raise InputError(f"tokens must be 'random' or 'orthogonal' (the latter needs n·T ≤ d − 1 and setting generic or "
-                         f"global), got {tokens!r} with n={n}, T={T}, d={d}, setting={setting!r}")
-    rng = np.random.default_rng(seed)
-    for _attempt in range(200):
-        v = _unit(rng.normal(size=d))
-        y = rng.choice([-1.0, 1.0], size=n)
-        z = _unit(rng.normal(size=(n, d)))
-        if queries == "orthogonal":
-            z = np.linalg.qr(z.T)[0].T.copy()
-        g_opt = rng.uniform(*top, size=n)
-        opt = rng.integers(0, T, size=n)
-        if setting == "generic":
-            g = -0.9 + rng.uniform(size=(n, T)) * (g_opt[:, None] - gap + 0.9)
-        else:
-            g = np.repeat((g_opt - gap)[:, None], T, axis=1)
-        g[np.arange(n), opt] = g_opt
-        u = rng.normal(size=(n, T, d))
-        local = None
-        if setting == "local":
-            local = (opt + 1 + rng.integers(0, T - 1, size=n)) % T
-            g = np.repeat((g_opt - 2 * gap)[:, None], T, axis=1)
-            g[np.arange(n), opt] = g_opt
-            g[np.arange(n), local] = g_opt - gap
-            u[np.arange(n), opt] = -u[np.arange(n), local]
-        if tokens == "orthogonal":  # orthonormal components ⟂ v across every (i, t)
-            U = u.reshape(n * T, d) - np.outer(u.reshape(n * T, d) @ v, v)
-            u = np.linalg.qr(U.T)[0].T.reshape(n, T, d)
-        X = _tokens_with_scores(y[:, None] * g, v, u)
-        inst = AttSVMInstance(X, z, y, v, opt, token_scores(X, y, v), setting, local)
-        try:
-            validate_instance(inst.X, inst.z, inst.opt)
-            from numerics.att_svm_solve import is_locally_optimal, solve_att_svm
-
-            solve_att_svm(inst.X, inst.z, inst.opt)  # raises InfeasibleAttSVM when no W separates
-            if setting == "local" and not is_locally_optimal(inst, inst.local, slack=local_slack):
-                continue
-        except AttSVMError:
-            continue
-        return inst
-    raise InputError(f"could not draw a feasible {setting!r} instance with n={n}, T={T}, d={d} (try a larger d)")
 
 
 def reference_instance(seed: int, n: int = 6, T: int = 8, d: int = 10) -> AttSVMInstance:
