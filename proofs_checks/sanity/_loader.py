@@ -559,32 +559,69 @@ def _import_file(path: Path, option: str, shown: str | None = None):
 _USER_FOLDERS: list[str] = []
 
 
-def _in_folder(module: Any, folder: str) -> bool:
-    f = getattr(module, "__file__", None)
-    return isinstance(f, str) and os.path.realpath(f).startswith(folder + os.sep)
+def _origin(module: Any) -> str | None:
+    """The file ``module`` was loaded from, read from its own namespace: never through a module's ``__getattr__`` (a
+    lazy module registered by the user's code raised there, and the other file was blamed: hostile pass 57a F4)."""
+    try:
+        ns = object.__getattribute__(module, "__dict__")
+    except Exception:  # noqa: BLE001 - not a module object at all
+        return None
+    f = ns.get("__file__") if isinstance(ns, dict) else None
+    return f if isinstance(f, str) else None
+
+
+class _FolderFirst:
+    """A meta path finder, in place while a file of ``folder`` is imported: a top-level name that ``folder`` itself
+    holds (``name.py`` or a package ``name/``) and the standard library and installed packages do not, is found in
+    ``folder`` first, as a script's own folder is first on its path."""
+
+    def __init__(self, folder: str):
+        from importlib.machinery import PathFinder
+
+        from proofs_checks.guards import _system_folders
+
+        system = _system_folders()[0]
+        self.folder, self._finder = folder, PathFinder
+        self._trusted = [p for p in sys.path if isinstance(p, str) and p and any(
+            os.path.realpath(p) == d or os.path.realpath(p).startswith(d + os.sep) for d in system if d != os.sep)]
+
+    def holds(self, name: str) -> bool:
+        if "." in name or not name.isidentifier():
+            return False
+        here = os.path.isfile(os.path.join(self.folder, name + ".py")) or \
+            os.path.isfile(os.path.join(self.folder, name, "__init__.py"))
+        return here and self._finder.find_spec(name, self._trusted) is None
+
+    def find_spec(self, name, path=None, target=None):
+        if path is None and self.holds(name):
+            return self._finder.find_spec(name, [self.folder], target)
+        return None
 
 
 @contextlib.contextmanager
 def _own_siblings(folder: str):
-    """While a file of ``folder`` is imported: its sibling modules are its own folder's, never those of the same name a
-    file of another folder loaded before it imported (``--module v1/m.py:M --against v2/n.py:N``, each folder with its
-    own ``base.py``: v2's ``from base import Base`` got v1's, and the two implementations compared were one, "ok"; or
-    the same class, refused as "the same file and name": hostile pass 56a F3, F4). The other folders are off the path
-    and their modules out of ``sys.modules`` for the import; afterwards they are put back (a name imported later, at a
-    call, is found as Python finds it: the first folder loaded first), and the new file keeps the modules it bound."""
-    others = [f for f in _USER_FOLDERS if f != folder]
-    if not others:
+    """While a file of ``folder`` is imported: a sibling module it imports is its own folder's, never the module of the
+    same name that a file of another folder loaded before it (``--module v1/m.py:M --against v2/n.py:N``, each folder
+    with its own ``base.py``: v2's ``from base import Base`` got v1's, and the two implementations compared were one,
+    "ok"; or the same class, refused as "the same file and name": hostile pass 56a F3, F4). Only the names the folder
+    itself holds are concerned: every other import (the module under test by its name, a library, a folder the file
+    puts on ``sys.path``) is Python's as before, and ``sys.path`` is left as the file leaves it (57a F1–F3). Afterwards
+    the other folder's modules are put back in ``sys.modules``; the new file keeps the ones it bound."""
+    if not any(f != folder for f in _USER_FOLDERS):
         yield
         return
-    taken = {n: m for n, m in list(sys.modules.items()) if any(_in_folder(m, f) for f in others)}
-    for n in taken:
-        del sys.modules[n]
-    path = list(sys.path)
-    sys.path[:] = [p for p in sys.path if not (isinstance(p, str) and os.path.realpath(p) in others)]
+    first = _FolderFirst(folder)
+    taken = {}
+    for n, m in list(sys.modules.items()):
+        origin = _origin(m)
+        if first.holds(n.split(".")[0]) and not (origin and os.path.realpath(origin).startswith(folder + os.sep)):
+            taken[n] = sys.modules.pop(n)
+    sys.meta_path.insert(0, first)
     try:
         yield
     finally:
-        sys.path[:] = path
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(first)
         for n, m in taken.items():
             sys.modules[n] = m  # (the new file's module of the same name stays bound in the new file)
 
