@@ -90,15 +90,31 @@ def test_5_a_transform_failing_at_a_longer_length_is_the_mappings_one_line(tmp_p
     assert r.stderr.startswith("tverify: error: --mapping:") and "TransformFailed" not in r.stderr, r.stderr
 
 
-def test_6_a_mapping_dict_on_the_module_is_used_or_refused(tmp_path):
-    _with_base(tmp_path, "att.py", """
-        class AsDict(Base):
-            # queries from k_proj, keys from q_proj: declared through the module's own mapping
+_DECLARED = {  # queries from k_proj, keys from q_proj: declared through the module's own mapping, three ways
+    "attribute": """
             def __init__(self):
                 super().__init__()
                 self.tverify_mapping = {"q": self.k_proj, "k": self.q_proj, "v": self.v_proj, "o": self.o_proj,
                                         "heads": 4}
+    """,
+    "property": """
+            @property
+            def tverify_mapping(self):
+                return {"q": self.k_proj, "k": self.q_proj, "v": self.v_proj, "o": self.o_proj, "heads": 4}
+    """,
+    "cached_property": """
+            @functools.cached_property
+            def tverify_mapping(self):
+                return {"q": self.k_proj, "k": self.q_proj, "v": self.v_proj, "o": self.o_proj, "heads": 4}
+    """,
+}
 
+
+@pytest.mark.parametrize("how", sorted(_DECLARED))
+def test_6_a_mapping_dict_on_the_module_is_used(tmp_path, how):
+    _with_base(tmp_path, "att.py", """
+        import functools
+        class Swapped(Base):
             def forward(self, x):
                 b, T, _ = x.shape
                 sp = lambda t: t.view(b, T, self.num_heads, self.head_dim).transpose(1, 2)
@@ -106,11 +122,12 @@ def test_6_a_mapping_dict_on_the_module_is_used_or_refused(tmp_path):
                 s = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
                 s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
                 return self.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(b, T, -1))
-    """)
-    r = _attention(tmp_path, "att.py:AsDict")
-    # check-attention.md, mapping hook: the module's own tverify_mapping declares the weights; a hook that is found
-    # but cannot be called is used (the dict) or refused in one line, never silently replaced by the by-name guess
-    assert r.returncode in (0, 2) and "found by name" not in r.stdout, (r.returncode, r.stdout[:600], r.stderr[-600:])
+        class Declared(Swapped):
+    """ + _DECLARED[how])
+    r = _attention(tmp_path, "att.py:Declared")
+    # check-attention.md, mapping hook: the module's own tverify_mapping (a method, or the dict held by a property or
+    # an attribute) declares the weights; it was silently replaced by the by-name guess (a mismatch)
+    assert r.returncode == 0 and "found by name" not in r.stdout, (r.returncode, r.stdout[:600], r.stderr[-600:])
 
 
 def test_7_an_inverted_mask_convention_is_named(tmp_path):

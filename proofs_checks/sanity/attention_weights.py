@@ -138,6 +138,7 @@ def _own_hook(f, name: str):
     """``(note, who, get)`` of the module's own declaration: a method ``tverify_mapping(self)`` returning the dict, or
     the dict itself held by a property or an attribute (both were ignored without a word, and the weights found by name
     judged instead: hostile pass 56a F6); None where the module has none. Anything else by that name is one line."""
+    import functools
     import inspect
 
     from numerics.attention_mapping import HOOK_METHOD
@@ -145,7 +146,7 @@ def _own_hook(f, name: str):
     static = inspect.getattr_static(f, HOOK_METHOD, None)
     if static is None:
         return None
-    if isinstance(static, property):
+    if isinstance(static, (property, functools.cached_property)):
         return (f"declared: the module's {HOOK_METHOD} property", f"{name}.{HOOK_METHOD}",
                 lambda: getattr(f, HOOK_METHOD))
     if isinstance(static, dict):
