@@ -403,6 +403,8 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
     from proofs_checks.output import catalogue
     from proofs_checks.store import OutputPathError, check_output_file
 
+    if docs_dir is not None and not docs_dir.strip():  # ('' wrote the checkout's own docs/: hostile pass 57b F3)
+        raise UsageError("--docs-dir: empty path; give a folder (leave --docs-dir out for the checkout's docs/)")
     out = Path(docs_dir).expanduser() if docs_dir else catalogue.repo_docs_dir()
     if docs_dir:
         from proofs_checks.store import refuse_own_installation
@@ -931,7 +933,8 @@ def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path,
     if out_dir is not None or not json_path:
         from proofs_checks.output.report import check_out_and_json
 
-        out = check_out_and_json(out_dir or DEFAULT_OUT["sweep"], force, json_path, what="the sweep", made_by="sweep")
+        out = check_out_and_json(DEFAULT_OUT["sweep"] if out_dir is None else out_dir, force, json_path,
+                                 what="the sweep", made_by="sweep")  # (--out '': refused as report's is, 57b F2)
     _check_json_target(json_path)
     rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device, max_memory=max_memory,
                         dry_run=True)

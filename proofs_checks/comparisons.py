@@ -129,6 +129,13 @@ def exact(mismatches: dict[str, float] | float, what: str, **kw) -> CheckResult:
                          **kw))
 
 
+def _negative(helper: str, what: str, must: str) -> None:
+    """A negative tolerance (or a factor of one) is an error in the claim: it rejects everything, the opposite of a
+    vacuous check, and was said to "cannot reject anything" (hostile passes 56b F1, 57b F5)."""
+    raise ValueError(f"{helper}: {what}: must be {must} (a negative tolerance passes nothing: an error in the claim, "
+                     "not a measurement)")
+
+
 def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, c: float = 64.0, what: str = "",
              **kw) -> CheckResult:
     """Two float64 computations of one quantity: tolerance ``c · n · eps · max(1, scale)``, the
@@ -141,8 +148,7 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     if not (math.isfinite(float(n)) and math.isfinite(float(c))):
         raise VacuousCheck(f"rounding: n = {float(n):g}, c = {float(c):g}: a tolerance needs a finite operation count")
     if n < 0 or c < 0:  # not vacuous: a negative tolerance rejects everything (it was said to reject nothing: 56b F1)
-        raise ValueError(f"rounding: {'n' if n < 0 else 'c'} = {float(n if n < 0 else c):g}: an operation count and "
-                         "its constant are ≥ 0 (their product is the tolerance; a negative one can pass nothing)")
+        _negative("rounding", f"{'n' if n < 0 else 'c'} = {float(n if n < 0 else c):g}", "≥ 0")
     if not (math.isfinite(float(scale)) and scale >= 0):  # a NaN scale read as 1 (NaN > 1 is false), a negative one as 1
         raise VacuousCheck(f"rounding: scale = {float(scale):g}: the magnitude the rounding is scaled by must be finite "
                            "and ≥ 0 (a size, as max|value| is)")
@@ -180,8 +186,10 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     refuse_text(measurements, "z_test")
     if not measurements:
         raise VacuousCheck("z_test: no measurements (a comparison over 0 draws)")
-    if not (math.isfinite(float(k)) and k > 0):
+    if not math.isfinite(float(k)):
         raise VacuousCheck(f"z_test: k = {float(k):g} standard errors: a tolerance must be finite and positive")
+    if k <= 0:
+        _negative("z_test", f"k = {float(k):g} standard errors", "positive")
     _z_test_options(measurements, resolution_from, dof)
     zs, rows = {}, {}
     for label, (est, se, val) in measurements.items():
@@ -319,8 +327,11 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
         raise ValueError("seed_spread needs at least two seeds")
     if ref.size == 0:
         raise VacuousCheck("seed_spread: 0 entries compared (a comparison over 0 draws)")
-    if not (math.isfinite(float(k)) and k > 0 and math.isfinite(float(floor)) and floor >= 0):
+    if not (math.isfinite(float(k)) and math.isfinite(float(floor))):
         raise VacuousCheck(f"seed_spread: k = {float(k):g}, floor = {float(floor):g}: a tolerance must be finite")
+    if k <= 0 or floor < 0:
+        _negative("seed_spread", f"k = {float(k):g}" if k <= 0 else f"floor = {float(floor):g}",
+                  "positive" if k <= 0 else "≥ 0")
     _stated_beyond("seed_spread", k * float(floor), ref, f"its floor k·floor = {k * float(floor):.3g}")
     # the mean and the spread in units of each entry's largest |value| (1e200 and -1e200 overflowed x.std() to inf, and
     # |mean − ref| / inf = 0 passed: hostile pass 18b F1)
@@ -382,9 +393,10 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
         np.full(ref.shape, float(tol))
     if ref.size == 0:
         raise VacuousCheck("close: 0 draws compared")
-    if not np.all(np.isfinite(t)) or np.any(t < 0):
-        bad = t[~np.isfinite(t) | (t < 0)][0]
-        raise VacuousCheck(f"close: tolerance {bad:g}: a tolerance must be finite and non-negative")
+    if not np.all(np.isfinite(t)):
+        raise VacuousCheck(f"close: tolerance {t[~np.isfinite(t)][0]:g}: a tolerance must be finite and non-negative")
+    if np.any(t < 0):
+        _negative("close", f"tolerance {t[t < 0][0]:g}", "≥ 0")
     _stated_beyond("close", t, ref, "its tolerance")
 
     def err(delta: float) -> float:

@@ -115,7 +115,10 @@ class _Rule:
 
         s = self.signs(plain.shape)
         down = plain // 2 if self.int_down == 0 else plain * self.int_down
-        return np.where(s > 0, plain * self.int_up, down).astype(plain.dtype, copy=False)
+        # both branches kept in the input's dtype: an object array of Python ints past int64 became scalars that
+        # np.where converted to C longs (OverflowError, the true claim "error": hostile pass 57b F1)
+        up, down = np.asarray(plain * self.int_up, dtype=plain.dtype), np.asarray(down, dtype=plain.dtype)
+        return np.where(s > 0, up, down).astype(plain.dtype, copy=False)
 
     def rotates(self, complex_: bool) -> bool:
         """The *mixed* perturbation of a complex entry turns its phase by ``s_i·ln(1 + δ)`` and keeps its

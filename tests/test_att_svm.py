@@ -20,6 +20,10 @@ from tests.strategies import att_svm_instances, seeds
 from theory import att_svm as ta
 from theory.validation import InputError
 
+from proofs_checks.claims import load_all  # noqa: E402
+
+load_all()  # the built-in claims registered as built-in first: a claim module imported by a test alone was refused as a plugin's
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,10 @@ from proofs_checks.registry import get_claim
 from proofs_checks.runner import run_mutant
 from theory import attention as ta
 
+from proofs_checks.claims import load_all  # noqa: E402
+
+load_all()  # the built-in claims registered as built-in first: a claim module imported by a test alone was refused as a plugin's
+
 IDS = ["attn.softmax_simplex", "attn.convex_combination", "attn.causal_mask", "attn.scaling_variance",
        "attn.forms_agree", "attn.mhsa_sum_equals_concat", "attn.permutation_equivariance", "attn.layernorm",
        "attn.block_recipe", "attn.complexity", "attn.sinusoidal_pe"]

@@ -14,6 +14,10 @@ from proofs_checks.context import RunContext
 from proofs_checks.registry import get_claim
 from proofs_checks.runner import run_mutant
 
+from proofs_checks.claims import load_all  # noqa: E402
+
+load_all()  # the built-in claims registered as built-in first: a claim module imported by a test alone was refused as a plugin's
+
 pytestmark = pytest.mark.xdist_group("statements")
 
 IDS = ("icl.general_target_risk", "icl.limits", "icl.gd_one_step", "icl.nonconvex", "icl.transformer_vs_baselines",

@@ -145,8 +145,8 @@ def estimate_seconds(N: int, d: int, flops: float = 2e9) -> float:
 
 
 def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
-    """Argument validation before :func:`run_hopfield`: the memory its sizes need, and a β·M² that
-    float64 can hold (beyond it the built-in update overflows, which is no finding about yours), and a
+    """Argument validation before :func:`run_hopfield`: the memory its sizes need, a β·M² of at most 1e300 (the
+    check's logits, whose sums and differences need headroom below float64's largest), and a
     1/β that float64 can hold (the energy divides by β)."""
     from proofs_checks.guards import require_memory
 
@@ -155,9 +155,10 @@ def check_sizes(P: np.ndarray, beta: float, max_memory: float | None) -> None:
     with np.errstate(over="ignore", invalid="ignore"):
         scaled = float(beta) * M * M
     if not (math.isfinite(scaled) and scaled <= 1e300):
-        raise UsageError(f"--beta {beta:g} with patterns of norm up to M = {M:.3g}: β·M² = {scaled:.3g} leaves "
-                         "float64's range (above 1e300), so the modern update itself would overflow; rescale the "
-                         "patterns or lower --beta")
+        raise UsageError(f"--beta {beta:g} with patterns of norm up to M = {M:.3g}: β·M² = {scaled:.3g} is above "
+                         "1e300, the largest logit the check works with (its sums and differences of logits and "
+                         "energies need headroom below float64's largest, 1.8e308); rescale the patterns or lower "
+                         "--beta")  # (it said float64's range ended at 1e300 and the update would overflow: 57b F4)
     if float(beta) < 1e-300:  # the energy's 1/β·(lse − log N) terms: 1/β itself leaves float64's range
         raise UsageError(f"--beta {beta:g}: 1/β = {1 / float(beta) if beta > 0 else math.inf:.3g} leaves float64's "
                          "range (above 1e300), so the built-in energy E = −lse(β, Xᵀξ) + ½ξᵀξ + … would overflow "
