@@ -54,7 +54,7 @@ from numerics.attention_rules import (_DT, _SCALES, JUDGED_DTYPES, BATCH, CALL_S
                                       LARGE_LOGIT, LENGTHS, MASK_WRITTEN, MAX_QUOTED, OUTPUT_OFF, OUTPUT_COMPARISONS,
                                       OutputOffError,
                                       SAMPLE_SCALES, UNDECIDABLE_TOL, WEIGHT_ATTRS, Precision, Property, _chunks,
-                                      _judge, _rel, _scale_words, _skip, b64, call, distinct, dtype_name, exc_text,
+                                      _judge, _rel, _scale_words, _skip, FITS, b64, call, distinct, dtype_name, exc_text,
                                       exposed_weights, probe_lengths, short_text, tolerance, unavailable,
                                       unit_roundoff, unsupported)
 from numerics.torch_utils import not_dense
@@ -556,7 +556,7 @@ class AttentionProbe(GradientProps):
             what = _scale_words(ratio, H, dk)
             read = getattr(self, "read_scaling", None)  # (value, source) of the module's own scale, when it says one
             if read and abs(s_fit / read[0] - 1) < 1e-3:  # the cause it says, not the factors that happen to fit
-                what = what.split(" (fits ")[0] + f" (the module's own {read[1]} = {read[0]:.6g}, read)"
+                what = what.split(FITS)[0] + f" (the module's own {read[1]} = {read[0]:.6g}, read)"
         elif err > tol:
             what = "scale differs from 1/√d_k"
         else:
@@ -578,7 +578,7 @@ class AttentionProbe(GradientProps):
         return _judge(name, err, tol, f"output tolerance {out_tol:.2g} × max|out| × √(#outputs) / ‖∂out/∂log s‖ "
                                       f"(relative sensitivity of the outputs to log s {sens:.3g}) = {tol:.2g}", detail,
                       central=True,
-                      s_fit=s_fit, d_k=dk)
+                      s_fit=s_fit, d_k=dk, what=what)
 
 
     # -- hints ---------------------------------------------------------------------------------

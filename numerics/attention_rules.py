@@ -422,13 +422,14 @@ def distinct(x: float, other: float = 1.0) -> str:
 def _scale_words(ratio: float, H: int, dk: int) -> str:
     """The fitted scale labelled by the factor measured (``ratio = s·√d_k``), then the causes that factor
     fits: ``1/√H`` (the model width instead of the head width), ``√H``, or ``1/n`` for a whole ``n`` (a
-    layer index + 1, as GPT-2's ``scale_attn_by_inverse_layer_idx``). A factor that fits √H and a layer
-    index alike (H = 4, layer 1) names both.
+    layer index + 1, as GPT-2's ``scale_attn_by_inverse_layer_idx``: said as a condition, since the probe
+    cannot see which layer a module is). A factor that fits √H and a layer index alike (H = 4, layer 1) names
+    both. One clause without "; " (the verdict's hint is this clause whole: a split at "; " left "or …)", pass 57a).
 
         >>> _scale_words(0.5, 4, 8)
-        'scale is 1/√d_k × 0.5 = 1/(2·√d_k): off by a factor 1/2 (fits 1/√H: the model width instead of the head width (1/√32); or 1/(layer index + 1) = 1/2, as scale_attn_by_inverse_layer_idx)'
+        'scale is 1/√d_k × 0.5 = 1/(2·√d_k): off by a factor 1/2, which fits 1/√H (the model width 32 used instead of the head width 8), or 1/(layer index + 1) = 1/2 if this is layer 1 of a model that scales by scale_attn_by_inverse_layer_idx'
         >>> _scale_words(1 / 3, 4, 8)
-        'scale is 1/√d_k × 0.333333 = 1/(3·√d_k): off by a factor 1/3 (fits 1/(layer index + 1) = 1/3, as scale_attn_by_inverse_layer_idx)'
+        'scale is 1/√d_k × 0.333333 = 1/(3·√d_k): off by a factor 1/3, which fits 1/(layer index + 1) = 1/3 if this is layer 2 of a model that scales by scale_attn_by_inverse_layer_idx'
     """
     inv = 1 / ratio
     n = round(inv)
@@ -437,12 +438,17 @@ def _scale_words(ratio: float, H: int, dk: int) -> str:
                                                     f": off by a factor {distinct(ratio)}")
     fits = []
     if H > 1 and abs(ratio * math.sqrt(H) - 1) < 1e-3:
-        fits.append(f"1/√H: the model width instead of the head width (1/√{H * dk})")
+        fits.append(f"1/√H (the model width {H * dk} used instead of the head width {dk})")
     if H > 1 and abs(ratio / math.sqrt(H) - 1) < 1e-3:
         fits.append(f"√H = {math.sqrt(H):.4g}")
     if whole:
-        fits.append(f"1/(layer index + 1) = 1/{n}, as scale_attn_by_inverse_layer_idx")
-    return head + (f" (fits {'; or '.join(fits)})" if fits else "")
+        fits.append(f"1/(layer index + 1) = 1/{n} if this is layer {n - 1} of a model that scales by "
+                    "scale_attn_by_inverse_layer_idx")
+    return head + (f"{FITS}{', or '.join(fits)}" if fits else "")
+
+
+#: where :func:`_scale_words`' list of the causes a factor fits begins
+FITS = ", which fits "
 
 
 def _chunks(n: int, per_item_bytes: float, budget: float = 256e6) -> int:

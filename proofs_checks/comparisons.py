@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from proofs_checks.registry import CheckResult, VacuousCheck, compare, refuse_text, worst
+from proofs_checks.registry import CheckResult, VacuousCheck, compare, negative_tolerance, refuse_text, worst
 from proofs_checks.tolerances import EPS, K_SIGMA
 
 __all__ = ["largest", "smallest", "exact", "rounding", "z_test", "seed_spread", "relative", "confirm_resolution",
@@ -129,13 +129,6 @@ def exact(mismatches: dict[str, float] | float, what: str, **kw) -> CheckResult:
                          **kw))
 
 
-def _negative(helper: str, what: str, must: str) -> None:
-    """A negative tolerance (or a factor of one) is an error in the claim: it rejects everything, the opposite of a
-    vacuous check, and was said to "cannot reject anything" (hostile passes 56b F1, 57b F5)."""
-    raise ValueError(f"{helper}: {what}: must be {must} (a negative tolerance passes nothing: an error in the claim, "
-                     "not a measurement)")
-
-
 def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, c: float = 64.0, what: str = "",
              **kw) -> CheckResult:
     """Two float64 computations of one quantity: tolerance ``c · n · eps · max(1, scale)``, the
@@ -148,7 +141,7 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     if not (math.isfinite(float(n)) and math.isfinite(float(c))):
         raise VacuousCheck(f"rounding: n = {float(n):g}, c = {float(c):g}: a tolerance needs a finite operation count")
     if n < 0 or c < 0:  # not vacuous: a negative tolerance rejects everything (it was said to reject nothing: 56b F1)
-        _negative("rounding", f"{'n' if n < 0 else 'c'} = {float(n if n < 0 else c):g}", "≥ 0")
+        negative_tolerance("rounding", f"{'n' if n < 0 else 'c'} = {float(n if n < 0 else c):g}", "≥ 0")
     if not (math.isfinite(float(scale)) and scale >= 0):  # a NaN scale read as 1 (NaN > 1 is false), a negative one as 1
         raise VacuousCheck(f"rounding: scale = {float(scale):g}: the magnitude the rounding is scaled by must be finite "
                            "and ≥ 0 (a size, as max|value| is)")
@@ -189,7 +182,7 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     if not math.isfinite(float(k)):
         raise VacuousCheck(f"z_test: k = {float(k):g} standard errors: a tolerance must be finite and positive")
     if k <= 0:
-        _negative("z_test", f"k = {float(k):g} standard errors", "positive")
+        negative_tolerance("z_test", f"k = {float(k):g} standard errors", "positive")
     _z_test_options(measurements, resolution_from, dof)
     zs, rows = {}, {}
     for label, (est, se, val) in measurements.items():
@@ -281,13 +274,15 @@ def relative(value: Any, reference: Any, tol: float, justification: str, **kw) -
     >>> r = relative([1.0, 2.0 + 1e-12], [1.0, 2.0], 1e-10, "rounding"); r.passed, r.resolution < 2e-10
     (True, True)
     """
-    refuse_text([value, reference], "relative")
+    refuse_text([value, reference, tol], "relative")
     v, ref = np.asarray(value, dtype=float), np.asarray(reference, dtype=float)
     if ref.size == 0:  # (a form's empty output against a non-empty reference fails, as before)
         raise VacuousCheck("relative: 0 entries compared (a comparison over 0 draws)")
     if v.size != ref.size:  # numpy would broadcast a (1,) reference over every value (hostile pass 9)
         return _shape_fail(v, ref, justification, kw)
     v, ref = v.ravel(), ref.ravel()  # entry by entry, as close() compares: (2,) against (2, 1) broadcast (19b F1)
+    if tol < 0:
+        negative_tolerance("relative", f"tolerance {float(tol):g}", "≥ 0")
     if not (math.isfinite(float(tol)) and tol < 1.0):
         raise VacuousCheck(f"relative: tolerance {float(tol):g}: a relative tolerance must be finite and below 1 "
                            "(at 1 the value 0 passes)")
@@ -330,7 +325,7 @@ def seed_spread(per_seed: Iterable[Any], reference: Any, *, k: float = K_SIGMA, 
     if not (math.isfinite(float(k)) and math.isfinite(float(floor))):
         raise VacuousCheck(f"seed_spread: k = {float(k):g}, floor = {float(floor):g}: a tolerance must be finite")
     if k <= 0 or floor < 0:
-        _negative("seed_spread", f"k = {float(k):g}" if k <= 0 else f"floor = {float(floor):g}",
+        negative_tolerance("seed_spread", f"k = {float(k):g}" if k <= 0 else f"floor = {float(floor):g}",
                   "positive" if k <= 0 else "≥ 0")
     _stated_beyond("seed_spread", k * float(floor), ref, f"its floor k·floor = {k * float(floor):.3g}")
     # the mean and the spread in units of each entry's largest |value| (1e200 and -1e200 overflowed x.std() to inf, and
@@ -396,7 +391,7 @@ def close(value: Any, reference: Any, tol: Any, justification: str, **kw) -> Che
     if not np.all(np.isfinite(t)):
         raise VacuousCheck(f"close: tolerance {t[~np.isfinite(t)][0]:g}: a tolerance must be finite and non-negative")
     if np.any(t < 0):
-        _negative("close", f"tolerance {t[t < 0][0]:g}", "≥ 0")
+        negative_tolerance("close", f"tolerance {t[t < 0][0]:g}", "≥ 0")
     _stated_beyond("close", t, ref, "its tolerance")
 
     def err(delta: float) -> float:

@@ -233,6 +233,14 @@ def _all_finite(v: Any) -> bool:
     return bool(np.all(np.isfinite(np.asarray(v, dtype=float))))
 
 
+def negative_tolerance(helper: str, what: str, must: str) -> None:
+    """A negative tolerance (or a factor of one) is an error in the claim: it rejects everything, the opposite of a
+    vacuous check; every comparison helper raises this one error for it (hostile passes 56b F1, 57b F5; compare()
+    and relative() read it as a failed check, a "refuted" without evidence, until pass 58)."""
+    raise ValueError(f"{helper}: {what}: must be {must} (a negative tolerance passes nothing: an error in the claim, "
+                     "not a measurement)")
+
+
 def compare(
     error: "float | dict[str, float]",
     tolerance: float,
@@ -283,7 +291,9 @@ def compare(
                         f"worst(...)); got {type(error).__name__} and {type(tolerance).__name__}") from exc
     if not reason and not math.isfinite(error):
         reason = f"non-finite error: {error}"
-    if not math.isfinite(tolerance) or tolerance < 0:
+    if tolerance < 0:  # (NaN and inf are not < 0: they fail below, as a non-finite measurement does)
+        negative_tolerance("compare", f"tolerance {tolerance:g}", "≥ 0")
+    if not math.isfinite(tolerance):
         reason = (reason + "; " if reason else "") + f"invalid tolerance: {tolerance}"
     passed = not reason and error <= tolerance
     if resolution is None:

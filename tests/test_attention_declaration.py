@@ -102,6 +102,10 @@ def test_a_layer_index_scale_is_labelled_by_the_measured_factor(layer_idx, words
     assert p["status"] == "fail", str(r)
     assert all(w in p["detail"] for w in words) and not any(w in p["detail"] for w in not_words), p["detail"]
     assert not p["detail"].endswith("(off by √H)")
+    # the verdict's hint is the scale's clause whole: a split at "; " left "or 1/(layer index + 1) … idx)" (pass 57a);
+    # a layer index is said as a condition (the probe cannot see which layer a module is)
+    hint = r.verdict.suggestion
+    assert words[0] in hint and hint.count("(") == hint.count(")") and f"if this is layer {layer_idx} " in hint, hint
     s = 1 / (math.sqrt(8) * (layer_idx + 1))
     assert run_attention(LayerScaled(layer_idx), causal=True, mode="quick", scale=s).outcome == "ok"
 

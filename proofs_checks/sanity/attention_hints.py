@@ -329,4 +329,4 @@ def _hints(probe, props, st, mp, alts, hints):
                      "(verified: with the axes swapped, every probed length matches)")
     s = by.get("scale_1_over_sqrt_dk")
     if s is not None and s.status == "fail":
-        hints.append(s.detail.split("; ")[-1])
+        hints.append((s.numbers or {}).get("what") or s.detail.split("; ")[-1])
