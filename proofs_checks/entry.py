@@ -72,6 +72,8 @@ def _preload(args: list[str]) -> tuple[str, ...]:
     from proofs_checks.syspath import LIBRARY_IMPORTS
 
     words = [a for a in args[:4] if not a.startswith("-")]
+    if args and args[-1] in ("--help", "-h") and not (len(args) > 1 and args[-2].startswith("-")):
+        return ()  # a command's help computes nothing either (2.3 CPU s of imports; after an option it may be its value)
     if not (words and (words[0] in _COMPUTING or len(words) > 1 and words[1] in _COMPUTING)):
         return ()
     if "lyapunov" in words[:3]:

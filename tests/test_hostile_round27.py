@@ -208,3 +208,12 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(monkeypatch, capsys, how):
     monkeypatch.setattr(syspath, "import_system_only", loading)
     _one_line_exit_130(entry._console_start, capsys)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_commands_help_imports_no_computing_library():
+    """`tverify check attention --help` computes nothing: the libraries are not preloaded (2.3 CPU s), unless the
+    help word may be an option's value (then the command may compute, and the preload's guard stays)."""
+    from proofs_checks.entry import _preload
+
+    assert _preload(["check", "attention", "--help"]) == () and _preload(["run", "-h"]) == ()
+    assert _preload(["check", "attention", "--out", "--help"]) and _preload(["check", "attention", "--module", "m.py:A"])
