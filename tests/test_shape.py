@@ -19,8 +19,10 @@ FILES = sorted([*ROOT.glob("proofs_checks/sanity/attention*.py"), *ROOT.glob("nu
                 *ROOT.glob("numerics/icl_probe*.py")])  # (the in-context algorithm probe: session 26)
 #: modules split out of larger ones (the twenty-eighth session: cli.py, sanity/_isolate.py, numerics/att_svm.py)
 FILES += [ROOT / "proofs_checks" / n for n in ("entry.py", "run_output.py", "plugin.py", "sanity/_isolate_child.py")]
-#: the twenty-ninth session: runner.py split into the run's results and the derivation's report
-FILES += [ROOT / "proofs_checks" / n for n in ("runner.py", "run_results.py", "run_derivation.py")]
+#: the twenty-ninth session: runner.py split into the run's results and the derivation's report, distributed/sweep.py
+#: into its adapters and its document
+FILES += [ROOT / "proofs_checks" / n for n in ("runner.py", "run_results.py", "run_derivation.py", "distributed/sweep.py",
+                                               "distributed/sweep_adapters.py", "distributed/sweep_document.py")]
 FILES += sorted(ROOT.glob("numerics/att_svm*.py"))
 #: every module of the two layers that hold no derivation chain
 FUNCTION_FILES = sorted([*ROOT.glob("proofs_checks/**/*.py"), *ROOT.glob("numerics/**/*.py")])
