@@ -584,7 +584,7 @@ def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
         >>> check_claim(bare)
         Traceback (most recent call last):
         ...
-        proofs_checks.registry.RegistryError: claim 'demo.bare': no derivation (derivation=...) and no symbolic check: an identity needs both, or no_symbolic="why it has none"
+        proofs_checks.claim_model.RegistryError: claim 'demo.bare': no derivation (derivation=...) and no symbolic check: an identity needs both, or no_symbolic="why it has none"
         >>> check_claim(Claim(**{**bare.__dict__, "no_symbolic": "a table of counts"})).status
         'verified'
     """

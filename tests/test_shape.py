@@ -20,9 +20,10 @@ FILES = sorted([*ROOT.glob("proofs_checks/sanity/attention*.py"), *ROOT.glob("nu
 #: modules split out of larger ones (the twenty-eighth session: cli.py, sanity/_isolate.py, numerics/att_svm.py)
 FILES += [ROOT / "proofs_checks" / n for n in ("entry.py", "run_output.py", "plugin.py", "sanity/_isolate_child.py")]
 #: the twenty-ninth session: runner.py split into the run's results and the derivation's report, distributed/sweep.py
-#: into its adapters and its document
+#: into its adapters and its document, registry.py into the claim model and the check's result
 FILES += [ROOT / "proofs_checks" / n for n in ("runner.py", "run_results.py", "run_derivation.py", "distributed/sweep.py",
-                                               "distributed/sweep_adapters.py", "distributed/sweep_document.py")]
+                                               "distributed/sweep_adapters.py", "distributed/sweep_document.py",
+                                               "registry.py", "claim_model.py", "check_result.py")]
 FILES += sorted(ROOT.glob("numerics/att_svm*.py"))
 #: every module of the two layers that hold no derivation chain
 FUNCTION_FILES = sorted([*ROOT.glob("proofs_checks/**/*.py"), *ROOT.glob("numerics/**/*.py")])
