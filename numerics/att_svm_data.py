@@ -67,12 +67,17 @@ def token_scores(X: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def optimal_tokens(X: np.ndarray, y: np.ndarray, v: np.ndarray, *, rtol: float = 1e-9) -> np.ndarray:
     """``opt_i = argmax_t γ_{it}``; raises :class:`TiedTokens` when the maximum is not unique
-    (two scores within ``rtol`` of each other), naming the sequence and the tokens."""
+    (two scores within ``rtol`` of each other, relative to the larger of the two), naming the sequence and the tokens.
+
+        >>> X = np.array([[[1.0, 0.0], [-7.35e9, 0.0], [0.77, 0.0]]]); optimal_tokens(X, np.array([1.0]), np.array([1.0, 0.0]))
+        array([0])
+    """
     g = token_scores(X, y, v)
     opt = np.argmax(g, axis=1)
     for i, o in enumerate(opt):
-        # relative to the sequence's own scores (an absolute floor of 1 tied every token of data scaled by 1e-300)
-        close = np.flatnonzero(np.abs(g[i] - g[i, o]) <= rtol * float(np.max(np.abs(g[i]))))
+        # relative to the two scores compared (an absolute floor of 1 tied every token of data scaled by 1e-300; the
+        # sequence's largest |score| tied scores 2.2 and 0.77 beside one of -7.35e9: hostile pass 58a F3)
+        close = np.flatnonzero(np.abs(g[i] - g[i, o]) <= rtol * np.maximum(np.abs(g[i]), abs(g[i, o])))
         if len(close) > 1:
             raise TiedTokens(f"sequence {i}: tokens {close.tolist()} share the top score {g[i, o]:.6g}; "
                              "the optimal token is not unique")

@@ -63,7 +63,7 @@ def test_as_spd_matrix_needs_a_square_matrix(bad):
 
 
 def test_as_spd_matrix_messages_name_the_argument():
-    with pytest.raises(InputError, match=r"^Lambda is not symmetric$"):
+    with pytest.raises(InputError, match=r"^Lambda is not symmetric \(max \|A − Aᵀ\| = "):
         as_spd_matrix([[1.0, 0.5], [0.0, 1.0]])
     with pytest.raises(InputError, match=r"^Lambda is not positive definite \(smallest eigenvalue -1\)$"):
         as_spd_matrix([[1, 2], [2, 1]])

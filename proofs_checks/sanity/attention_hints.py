@@ -4,6 +4,8 @@ every probed length."""
 
 from __future__ import annotations
 
+import math
+
 from proofs_checks.sanity.attention_declaration import QK_NORMS
 from proofs_checks.sanity.attention_verdict import _covers, _decl  # noqa: F401
 
@@ -75,9 +77,15 @@ def _variants(st, m, alts):
         out.append((f"--kv-grouping {'tiled' if other == 'tile' else 'hf'}", st,
                     dataclasses.replace(m, kv_grouping=other)))
     for a in alts:
-        out.append((f"{a.heads} heads" + (f", {a.kv_heads} key/value heads" if a.kv_heads != a.heads else "")
+        out.append((_heads(a.heads) + (f", {a.kv_heads} key/value head{'s' * (a.kv_heads != 1)}"
+                                       if a.kv_heads != a.heads or a.kv_heads != m.kv_heads else "")
                     + (" (--kv-grouping tiled)" if 1 < a.kv_heads < a.heads and a.kv_grouping == "tile" else ""), st, a))
     return out
+
+
+def _heads(n: int) -> str:
+    """``"4 heads"``, ``"1 head"``."""
+    return f"{n} head{'s' * (n != 1)}"
 
 
 def _as_flags(st, m) -> str:
@@ -216,6 +224,12 @@ def _scale_variant(sc, st, full: bool = False) -> list:
     if not isinstance(s_fit, float) or not s_fit > 0:
         return []
     s6 = float(f"{s_fit:.6g}")
+    dk = (sc.numbers or {}).get("d_k")
+    # the scale the check ran with: the declared one, else 1/√d_k — a hint of "--scale 0.5" at d_k = 4 named no change
+    # of declaration (hostile pass 58a F1)
+    ran = st.scale if st.scale is not None else (1 / math.sqrt(dk) if isinstance(dk, int) and dk > 0 else None)
+    if ran is not None and (s_fit == ran if full else s6 == float(f"{ran:.6g}")):
+        return []
     if full:  # every digit of the fit: six digits err by up to 5e-7, which a float64 module's rule rejects, and that
         # rounding was read as float32 internals ("--compute-dtype float32") of a float64 module (hostile pass 21b F1);
         # tried at the declared precision only (a coarser one's rounding is what moved the fit off six digits)
@@ -259,7 +273,7 @@ def _hints(probe, props, st, mp, alts, hints):
             # probing when the declaration itself is wrong: judge the variants by the float32 rule too
             fits = [(r[0], r[1], r[2], torch.float32) for r in probe.variant_errors(variants, torch.float32)
                     if r[0] <= 1.0]
-        decl = (f"{mp.heads} heads" + (f", {mp.kv_heads} key/value heads" if mp.kv_heads != mp.heads else "")
+        decl = (_heads(mp.heads) + (f", {mp.kv_heads} key/value heads" if mp.kv_heads != mp.heads else "")
                 + f"; {_decl(st)}")
         explained = by.get("scale_1_over_sqrt_dk") is not None and by["scale_1_over_sqrt_dk"].status == "fail"
         for _, err, label, cd in fits[:3]:  # the best few, each rerun at every length

@@ -439,6 +439,11 @@ def choose_mapping(probe, weights: Weights, st, decl: Declaration, f, D: int) ->
     if decl.heads is not None and weights.hook is None:
         alts += [c for c in find_mappings(f, D, None, decl.kv_heads, config=not decl.ignore_config)
                  if c.heads != decl.heads][:6]
+    if decl.kv_heads is not None and weights.hook is None:  # a declared key/value head count is a hint's change too:
+        # a wrong --kv-heads was a mismatch with no hint where the module's own split fits (hostile pass 58a F2)
+        alts += [c for c in find_mappings(f, D, None, None, config=not decl.ignore_config)
+                 if (c.heads, c.kv_heads) != (mp.heads, mp.kv_heads)
+                 and all((c.heads, c.kv_heads) != (a.heads, a.kv_heads) for a in alts)][:6]
     elif weights.hook is None and decl.kv_heads is None and weights.read_counts:
         # the head counts came from the module's own attributes: other splits are hints too
         alts += [c for c in find_mappings(f, D, None, None, hints=False)

@@ -654,7 +654,9 @@ def theorem5(geo: Geometry, upd: Update, st: Starts, beta: float) -> Retrieval:
             bounds.append(nh.retrieval_bound(Pb, xi, 0, beta))
     e0, en, b0, bn = (torch.cat(v) for v in (errs0, errsn, bounds0, boundsn))
     err_all, bnd_all = torch.cat([e0, en]), torch.cat([b0, bn])
-    known = torch.isfinite(bnd_all) & torch.isfinite(err_all)
+    # a bound exists where x_i* converged (NaN: it did not); +inf is an overflowed bound, vacuous (≥ 2M) as any bound
+    # ≥ 2M is, not a missing one (hostile pass 58a F4); a non-finite error beside a bound fails below (NaN fails)
+    known = ~torch.isnan(bnd_all)
     tol_b = 16 * npr.unit_roundoff(upd.work) * (N + geo.d)
     why_b = (f"16·u·(N+d) = {tol_b:.3g}: rounding of ‖f(ξ) − x_i‖ in the update's working precision "
              f"({str(upd.work).replace('torch.', '')}), relative to M")
