@@ -106,15 +106,20 @@ def _precheck_patterns(patterns) -> None:
     _select_entries(fresh[0]["claims"] + live, patterns)
 
 
-def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
+def _catalogue(store, refresh: bool = False, patterns=()) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
     """Catalogue entries of every claim, where they came from, the document, and whether it is
     the store's cache (which ``show`` may complete with the derivations it computes). ``refresh``
-    ignores every cached document and recomputes from the registry."""
+    ignores every cached document and recomputes from the registry; so does a cached document that recorded a plugin's
+    failure when one of ``patterns`` matches none of its claims: the claim may be that plugin's, which may load now
+    (`run` had just verified it, and `show` said no claim matched: hostile pass 58b F6)."""
     from proofs_checks.claims import check_environment
     from proofs_checks.output import catalogue
 
     check_environment()  # a cache hit loads no claim module: the environment is read here too
     fresh = None if refresh else (catalogue.load_fresh(store.cache_dir) or catalogue.load_with_plugins(store.cache_dir))
+    if fresh is not None and fresh[0].get("plugin_errors") and any(
+            not select_entries_ids_of(fresh[0]["claims"], p) for p in patterns):
+        fresh, refresh = None, "the registry (the cached catalogue recorded a plugin's failure to load: tried again)"
     if fresh is not None:
         doc, path = fresh
         from proofs_checks.claims import PLUGIN_ERRORS
@@ -131,7 +136,7 @@ def _catalogue(store, refresh: bool = False) -> tuple[list[dict[str, Any]], str,
         doc["plugin_errors"] = [list(e) for e in PLUGIN_ERRORS]
     catalogue.save_cache(doc, store.cache_dir)
     if refresh:
-        return doc["claims"], "the registry (--refresh)", doc, True
+        return doc["claims"], refresh if isinstance(refresh, str) else "the registry (--refresh)", doc, True
     return doc["claims"], "the registry (docs/catalogue.json is out of date: `tverify list --markdown` regenerates it)", doc, True
 
 
@@ -182,6 +187,10 @@ def _store(store_dir: str | None):
     named = {"--store": "--store", "TVERIFY_STORE": "TVERIFY_STORE"}.get(store.source, "the per-user store (XDG_CACHE_HOME)")
     try:
         refuse_own_installation(store.root, named)
+        if store.explicit:  # (the per-user default holds the record beside its own folders)
+            from proofs_checks.store import refuse_inside_record
+
+            refuse_inside_record(store.root, named, str(store.root))
         for sub in (store.last_dir, store.cache_dir):  # and where its folders lead: `last/ -> theory/` was written
             refuse_own_installation(sub, f"{named} {store.root}: its folder")  # through (hostile pass 14a F2)
     except OutputPathError as exc:
@@ -357,7 +366,7 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh, markdo
         return
     if docs_dir or markdown_force:
         raise UsageError("--docs-dir and --force go with --markdown")
-    entries = _catalogue(store, refresh)[0]
+    entries = _catalogue(store, refresh, patterns)[0]
     if json_path and json_path != "-" and not patterns:
         from proofs_checks.output.catalogue import UnknownPatternError, select_entries
 
@@ -472,7 +481,7 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
     """The claim's catalogue entry, its derivation info, and where the derivation came from."""
     from proofs_checks.output import catalogue
 
-    entries, origin, doc, cached = _catalogue(store, refresh)
+    entries, origin, doc, cached = _catalogue(store, refresh, [claim_id])
     chosen = _select_entries(entries, [claim_id])
     if len(chosen) != 1:
         raise UsageError(f"{claim_id!r} matches {len(chosen)} claims; show takes one id")

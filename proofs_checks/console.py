@@ -426,6 +426,17 @@ def command_line() -> str:
                                              if isinstance(a, str) else str(a)) for a in args)
 
 
+def command_word() -> str | None:
+    """The command being run (``run``, ``check``, ``sweep`` …: the word after ``tverify``), ``None`` outside one: what
+    its ``--json`` file is recorded as (:func:`proofs_checks.owned.remember`)."""
+    c = click.get_current_context(silent=True)
+    if c is None or c.parent is None:
+        return None
+    while c.parent.parent is not None:
+        c = c.parent
+    return c.info_name
+
+
 def check_json_target(json_path: str | None) -> None:
     """A ``--json`` file checked before any work (see :func:`proofs_checks.store.check_output_file`);
     the command's ``--force``, where it has one, allows replacing a file tverify did not write; ``--json -``
@@ -436,7 +447,7 @@ def check_json_target(json_path: str | None) -> None:
         force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
         from proofs_checks.owned import check_json_file
 
-        check_json_file(json_path, force)
+        check_json_file(json_path, force, command_word())
 
 
 def write_json(path: str, doc: dict[str, Any]) -> None:
@@ -451,7 +462,7 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
         ctx = click.get_current_context(silent=True)
         force = bool(ctx.params.get("force")) if ctx is not None and "force" in ctx.params else None
         try:  # checked again just before (proofs_checks.owned), written, recorded
-            write_json_text(path, text + "\n", force)
+            write_json_text(path, text + "\n", force, command_word())
         except OSError as exc:
             raise UsageError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
 

@@ -59,23 +59,24 @@ def folder_hashes(folder: Path, files: list[str]) -> dict[str, str | None]:
 
 
 def record_dir() -> Path:
-    from proofs_checks.store import default_store_dir
+    from proofs_checks.store import record_root
 
-    return default_store_dir() / "outputs"
+    return record_root()
 
 
 def _key(path: Path) -> str:
     return hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:40]
 
 
-def remember(path: str | os.PathLike) -> bool:
-    """Record that tverify has just written ``path`` (its real path and content hash). Best effort:
-    ``False`` when the record cannot be written (then a later run needs ``--force`` to replace it)."""
+def remember(path: str | os.PathLike, made_by: str | None = None) -> bool:
+    """Record that tverify has just written ``path`` (its real path and content hash; ``made_by``: the command whose
+    ``--json`` it is, when a command wrote it). Best effort: ``False`` when the record cannot be written (then a later
+    run needs ``--force`` to replace it)."""
     p = Path(path)
     digest = sha256_file(p)
     if digest is None:
         return False
-    return _write_entry(p, {"path": os.path.realpath(p), "sha256": digest})
+    return _write_entry(p, {"path": os.path.realpath(p), "sha256": digest, **({"made_by": made_by} if made_by else {})})
 
 
 def _record_problem(where: Path) -> str | None:
@@ -333,9 +334,10 @@ def is_ours(path: str | os.PathLike) -> bool:
     return digest is not None and digest == doc.get("sha256")
 
 
-def _json_refusal(json_path: str, force: bool | None) -> str | None:
+def _json_refusal(json_path: str, force: bool | None, made_by: str | None = None) -> str | None:
     """Why ``--json json_path`` may not be replaced now (``None``: it may). Only the ownership rules:
-    a link, or an existing file that is not exactly what tverify wrote there."""
+    a link, an existing file that is not exactly what tverify wrote there, or the JSON another command wrote (a
+    sweep's rows replaced by a check's JSON: hostile pass 58b F4; each command replaces only its own kind of output)."""
     p = Path(json_path).expanduser()
     how = "choose a new name, or add --force to replace it" if force is not None else "choose a new name"
     if os.path.lexists(p) and not os.path.islink(p) and not os.path.isfile(p):  # a folder made there: never replaced
@@ -353,10 +355,14 @@ def _json_refusal(json_path: str, force: bool | None) -> str | None:
     if os.path.isfile(p) and not is_ours(p):
         return (f"--json {json_path}: the file exists and is not a previous tverify JSON output as tverify wrote "
                 f"it (not written by tverify, or changed since); nothing was run or written ({how})")
+    other = (_entry(p) or {}).get("made_by") if made_by and os.path.isfile(p) else None
+    if isinstance(other, str) and other != made_by:
+        return (f"--json {json_path}: the file is the JSON output of `tverify {other[:20]}`, not a previous "
+                f"`tverify {made_by}` one; nothing was run or written ({how})")
     return None
 
 
-def check_json_file(json_path: str, force: bool | None) -> None:
+def check_json_file(json_path: str, force: bool | None, made_by: str | None = None) -> None:
     """A ``--json`` file that exists may be replaced only when it is exactly what tverify wrote
     there (:func:`is_ours`: a recorded content hash, not what the file says) or with ``force``
     (``None``: the command has no ``--force``); a symbolic link there is the user's (with ``force``
@@ -367,6 +373,8 @@ def check_json_file(json_path: str, force: bool | None) -> None:
     from proofs_checks.store import (OutputPathError, check_output_file, name_problem, nearest_existing,
                                      own_installation, writable_dir_problem)
 
+    if not json_path.strip():  # was "is a folder or another thing that is not a file" (Path('') is '.': 58b F3)
+        raise UsageError("--json: empty path; give a file, e.g. result.json, or - for the standard output")
     last = os.path.basename(json_path)
     if json_path != "-" and (json_path.endswith(("/", os.sep)) or last in (".", "..")):
         # `new/.` and `new/..` too: they can only be folders (a file `new` was written, or a folder made: 34a F3)
@@ -380,7 +388,7 @@ def check_json_file(json_path: str, force: bool | None) -> None:
         if own:  # `--json .venv/bin/tverify --force` replaced tverify's own script (hostile pass 10, F4)
             raise OutputPathError(f"--json {json_path}: refusing to write into {own}: tverify is running from there; "
                                   "nothing was run or written (choose a file elsewhere)")
-        why = _json_refusal(json_path, force)
+        why = _json_refusal(json_path, force, made_by)
         if why:
             raise OutputPathError(why)
         if json_path != "-":
@@ -395,7 +403,7 @@ def check_json_file(json_path: str, force: bool | None) -> None:
         raise UsageError(str(exc)) from None
 
 
-def write_json_text(json_path: str, text: str, force: bool | None) -> None:
+def write_json_text(json_path: str, text: str, force: bool | None, made_by: str | None = None) -> None:
     """Write ``text`` to the ``--json`` file ``json_path`` (checked by :func:`check_json_file` before
     the run) and record it (:func:`remember`). Checked once more just before: a file or link that
     appeared there during the run, or one changed since the check, is not replaced — the JSON goes
@@ -407,7 +415,8 @@ def write_json_text(json_path: str, text: str, force: bool | None) -> None:
     from proofs_checks.store import atomic_write_text
 
     p = Path(json_path).expanduser()
-    why = _json_refusal(json_path, force and unchanged_since_seen(p))  # a file written there during the run: kept
+    why = _json_refusal(json_path, force and unchanged_since_seen(p), made_by)  # a file written there during the run:
+    # kept
     if why:
         aside = p.with_name(f"{p.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{p.suffix or '.json'}")
         try:
@@ -415,7 +424,7 @@ def write_json_text(json_path: str, text: str, force: bool | None) -> None:
         except OSError as exc:
             raise UsageError(f"{why.split(';')[0]} (it changed during the run); the JSON could not be written "
                              f"beside it either: {exc.strerror or exc}") from None
-        remember(aside)
+        remember(aside, made_by)
         moved_aside(f"{why.split(';')[0]} (it changed during the run); it was left as it is and the JSON "
                     f"was written to {aside}")
         return
@@ -423,7 +432,7 @@ def write_json_text(json_path: str, text: str, force: bool | None) -> None:
 
     with outputs_committing():  # (the file and its record together: a signal between them left it refused, 41a F5)
         atomic_write_text(p, text)
-        remember(p)
+        remember(p, made_by)
 
 
 def moved_aside(message: str) -> None:

@@ -242,10 +242,14 @@ def check_id_free(claim_id: str) -> None:
 def write_scaffold(claim_id: str, folder: Path | str = ".", *, check_builtin: bool = True) -> list[Path]:
     """Write the package into ``folder``; refuse (writing nothing) if any target exists, or (with
     ``check_builtin``) if the id or its group is a built-in one (:func:`check_id_free`)."""
-    from proofs_checks.store import name_problem
+    from proofs_checks.store import OutputPathError, name_problem, refuse_inside_record
 
     folder = Path(folder)
     files = files_for(claim_id)
+    try:  # (hostile pass 58b F5)
+        refuse_inside_record(folder.absolute(), "--dir", str(folder))
+    except OutputPathError as exc:
+        raise ScaffoldError(f"{exc}; nothing was written") from None
     if check_builtin:
         check_id_free(claim_id)
     for rel in files:  # a name the file system cannot hold: one line, not `File name too long` (hostile pass 14a F8)

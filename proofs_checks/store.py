@@ -213,10 +213,30 @@ def _inside(outer: Path, inner: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
+def record_root() -> Path:
+    """This user's record of written outputs (:mod:`proofs_checks.owned`): ``outputs`` in the per-user folder, whatever
+    store a run names."""
+    return default_store_dir() / "outputs"
+
+
+def refuse_inside_record(p: Path, what: str, shown: str) -> None:
+    """An output inside the record of written outputs is refused, ``--force`` or not, as ``--out`` there is: an entry
+    replaced by a check's JSON made tverify forget that an output was its own (hostile pass 58b F5)."""
+    try:
+        real, rec = Path(os.path.realpath(p)), Path(os.path.realpath(record_root()))
+    except OSError:
+        return
+    if _inside(rec, real):
+        raise OutputPathError(f"{what} {_short(shown)}: inside tverify's record of written outputs ({rec}), whose files "
+                              "tverify writes and keeps, --force or not; write it elsewhere")
+
+
 def refuse_inside_store(p: Path, what: str, shown: str, store: "Store | None" = None) -> None:
     """An output file inside the results store (``store``, else the one ``TVERIFY_STORE`` or the default chooses) is
     refused: the run writes its results there, and ``run --json <store>/last/<id>.json`` was taken over by the run's
-    own result, the JSON moved aside (hostile pass 48b F8)."""
+    own result, the JSON moved aside (hostile pass 48b F8); inside the record of written outputs too
+    (:func:`refuse_inside_record`)."""
+    refuse_inside_record(p, what, shown)
     root = (store or resolve_store()).root
     try:
         real, rroot = Path(os.path.realpath(p)), Path(os.path.realpath(root))

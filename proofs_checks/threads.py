@@ -91,7 +91,7 @@ def resolve(threads: int | None = None, *, workers: int | None = None, default: 
     env = os.environ if env is None else env
     if threads is not None:
         return Threads(_parse(threads, "--threads"), "--threads")
-    if env.get(ENV, "").strip():
+    if ENV in env:  # set, even to '' or blanks: a value to judge (an empty one was read as unset: hostile pass 58b F2)
         return Threads(_parse(env[ENV], ENV), ENV)
     omp = omp.strip()
     if omp.isascii() and omp.isdigit() and int(omp) >= 1:

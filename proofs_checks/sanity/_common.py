@@ -46,7 +46,7 @@ def check_json_target(json_path: str | None) -> None:
     from proofs_checks.owned import check_json_file
 
     ctx = click.get_current_context(silent=True)
-    check_json_file(json_path, bool(ctx is not None and ctx.meta.get("tverify.force")))
+    check_json_file(json_path, bool(ctx is not None and ctx.meta.get("tverify.force")), "check")
 
 
 def _report_message(exc: Exception) -> str:
@@ -69,7 +69,7 @@ def _write_json(path: str, doc: dict) -> None:
 
     ctx = click.get_current_context(silent=True)
     try:  # checked again just before (proofs_checks.owned), written, recorded
-        write_json_text(path, text + "\n", bool(ctx is not None and ctx.meta.get("tverify.force")))
+        write_json_text(path, text + "\n", bool(ctx is not None and ctx.meta.get("tverify.force")), "check")
     except OSError as exc:
         raise UsageError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
 

@@ -77,7 +77,7 @@ def _missing_dependencies(spec: str, timeout: float) -> tuple[list[str] | None, 
                 del cmd[-3:-1]  # running torch/numpy: resolved as before (its torch/numpy pins still dropped)
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return None, f"resolving the dependencies of {spec} ran past {timeout:.0f}s"
+            return None, f"resolving the dependencies of {spec} ran past {timeout:g} s"
         if p.returncode != 0:
             lines = [ln for ln in (p.stderr or p.stdout).splitlines() if ln.startswith("ERROR")]
             return None, f"resolving the dependencies of {spec} failed: {(lines[-1] if lines else 'pip failed')[:300]}"
@@ -127,7 +127,7 @@ def _install(spec: str, cache: Path, timeout: float) -> tuple[Path | None, str |
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         _rm(tmp)
-        return None, f"pip install {spec} ran past {timeout:.0f}s"
+        return None, f"pip install {spec} ran past {timeout:g} s"
     except BaseException:  # Ctrl-C, SIGTERM: pip's half-written folder goes too (hostile pass 43b F10)
         _rm(tmp)
         raise
@@ -263,7 +263,7 @@ def run_entry(entry: Entry, *, cache: Path, mode: str, seed: int, timeout: float
                 p = subprocess.run(_worker_command(sp, rp), capture_output=True, text=True, timeout=timeout, env=env,
                                    cwd=d, preexec_fn=dies_with_this_process())
             except subprocess.TimeoutExpired:
-                row.update(status="timeout", why=f"no result within the per-entry limit of {timeout:.0f}s (killed)")
+                row.update(status="timeout", why=f"no result within the per-entry limit of {timeout:g} s (killed)")
                 return row
             row["worker_seconds"] = round(time.perf_counter() - w0, 2)
             if not rp.exists():
