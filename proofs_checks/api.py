@@ -499,6 +499,11 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     from proofs_checks.sanity.hopfield import beta_value, compute_dtype_value
 
     with _as_value_errors(check_hopfield):
+        if timeout is not None and module is None:  # the command's rule and line (a keyword silently ignored: 58a F7)
+            from proofs_checks.errors import UsageError
+
+            raise UsageError("check_hopfield: timeout= limits the process that runs your module; without module= "
+                             "nothing of yours runs")
         timeout = _isolation("check_hopfield", isolate, timeout)
         _memory("check_hopfield", max_memory)
         _numbers("check_hopfield", ints=dict(seed=seed), reals=dict(beta=beta))
@@ -567,11 +572,12 @@ def _instance(data):
                              .replace(str(p), "data")) from None
 
 
-def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0.1, seeds: int | None = None,
+def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float | None = None, seeds: int | None = None,
                   level: float = 0.99, seed: int = 0, device: str = "cpu", mode: str = "default", **unknown):
     """``tverify check att-svm``: ``data`` a ``.npz`` path or a dict/tuple of ``X (n,T,d), z (n,d),
     y (n,), v (d,)``. With ``weights`` (a path, an array ``W (d,d)``, or a dict with ``W`` or ``K``
-    and ``Q``) your trained attention is compared with the Att-SVM; without, normalised GD is trained.
+    and ``Q``) your trained attention is compared with the Att-SVM (``iters``, ``lr`` and ``seeds``, which train, are
+    refused with it, as the flags are); without, normalised GD is trained (``lr`` default 0.1).
 
         >>> from numerics.att_svm import make_instance, solve_att_svm
         >>> inst = make_instance(3, 4, 6, seed=5, setting="global")
@@ -593,7 +599,18 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
         lr, level = (None if v is None else float(v) for v in (lr, level))
         inst = _instance(data)
         n, T, d = inst.X.shape
+        if mode not in sa.SIZES:  # with weights too: a keyword the command would refuse is never ignored (58a F7)
+            raise InputError(f"check_att_svm: mode must be one of {', '.join(sa.SIZES)}, got {mode!r}")
+        if device not in ("cpu", "cuda"):
+            raise InputError(f"check_att_svm: device must be cpu or cuda, got {device!r:.60}")
+        from proofs_checks.options import require_device
+
+        require_device(device, False, skip_option=False)  # the command's rule and line, in the keyword's words
         if weights is not None:
+            trains = [k for k, v in (("iters", iters), ("lr", lr), ("seeds", seeds)) if v is not None]
+            if trains:
+                raise InputError(f"check_att_svm: {trains[0]}= trains, and weights= compares your W as it is (no "
+                                 "training): give one or the other")
             level = sa.level_value(level)  # the flag's rule with weights too (44a F2: level=-1 passed every W)
             if isinstance(weights, (str, bytes)) or hasattr(weights, "__fspath__"):
                 W, form = sa.load_weights(str(weights), d)
@@ -602,17 +619,12 @@ def check_att_svm(data, *, weights=None, iters: int | None = None, lr: float = 0
                 W, form = sa.weights_from(data, d, "weights", "the dict has" if isinstance(weights, dict) else
                                           "weights has")
             return sa.weights_result(inst, W, form=form, level=level)
-        if mode not in sa.SIZES:
-            raise InputError(f"check_att_svm: mode must be one of {', '.join(sa.SIZES)}, got {mode!r}")
         i0, s0 = sa.SIZES[mode]
         # the flags' rules (sanity.att_svm): the same line, in the keywords' words
         iters = None if iters is None else sa.iters_value(iters)
         seeds = None if seeds is None else sa.seeds_value(seeds)
-        lr, level = sa.lr_value(lr), sa.level_value(level)
+        lr, level = sa.lr_value(0.1 if lr is None else lr), sa.level_value(level)
         sa.check_step(inst, lr, iters or i0)
-        from proofs_checks.options import require_device
-
-        require_device(device, False, skip_option=False)  # the command's rule and line, in the keyword's words
         return sa.run_att_svm(inst, iters=iters or i0, lr=lr, seeds=seeds or s0, level=level, seed=seed,
                               device=device, mode=mode)
 

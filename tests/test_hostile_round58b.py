@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from tests.test_hostile_round53a import _env  # the same private environment (store, home, cache under tmp_path)
 

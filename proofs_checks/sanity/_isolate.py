@@ -515,9 +515,16 @@ def _object_blob(obj: Any, label: str) -> bytes:
     a file); what cannot be copied is a usage error naming the way around it."""
     import cloudpickle  # noqa: F401  (the serialiser: its absence is tverify's installation's fault, said as such)
 
-    try:
-        return _dumps_objects(obj)
+    from proofs_checks.sanity._loader import user_code
+
+    try:  # the object's own __getstate__/__reduce__ run here: its sys.exit(0) ended the caller's script with exit 0 and
+        # no result, its KeyboardInterrupt a whole pytest session (hostile pass 58a F6); an Exception is said below
+        with user_code(label, "copying it into the check's own process (its __getstate__ or __reduce__)",
+                       exceptions=False):
+            return _dumps_objects(obj)
     except Exception as exc:
+        if isinstance(exc, UserCodeError):  # (the exit or interrupt said by user_code)
+            raise
         from proofs_checks.sanity._loader import describe_exception
 
         raise UserCodeError(f"{label}: cannot copy it into the check's own process (cloudpickle: "
