@@ -10,31 +10,14 @@ import pytest
 
 from tests.test_hostile_round53a import _here, _py, _write  # the same commands, scripts and writer
 
-# a correct causal attention (4 heads, d_k = 4, D = 16); ``probs(s, T)`` is its softmax, for subclasses to change
-ATTN = """
-import math, torch
-from torch import nn
+# a correct causal attention A (4 heads, d_k = 4, D = 16) of pass 57a, its softmax ``probs(s, T)`` for subclasses to
+# change, also named Attn
+from tests.test_hostile_round57a import ATTN as _BASE  # noqa: E402
 
-class Attn(nn.Module):
-    def __init__(self, dim=16, heads=4):
-        super().__init__()
-        torch.manual_seed(0)
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.v_proj, self.o_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
+ATTN = _BASE + """
+Attn = A
 
-    def probs(self, s, T):
-        return s.softmax(-1)
-
-    def forward(self, x):
-        b, T, _ = x.shape
-        sp = lambda t: t.view(b, T, self.num_heads, self.head_dim).transpose(1, 2)
-        q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-        s = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-        return self.o_proj((self.probs(s, T) @ v).transpose(1, 2).reshape(b, T, -1))
-
-class F32Soft(Attn):
+class F32Soft(A):
     # exact in float64, but the softmax taken in float32 from T = 21 on
     def probs(self, s, T):
         return s.float().softmax(-1).to(s.dtype) if T > 20 else s.softmax(-1)
