@@ -8,33 +8,16 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 
 from tests.test_hostile_round53a import _env, _write  # the same environment and writer
+from tests.test_hostile_round54a import BASE
 
-# a correct causal attention (4 heads, D = 16) under the names the weight finder reads
-ATTN = """
-import math, torch
-from torch import nn
+# a correct causal attention A (4 heads, D = 16) under the names the weight finder reads: pass 54a's, its softmax in
+# ``probs(s, T)`` for subclasses to change
+ATTN = BASE + """
 
-class A(nn.Module):
-    def __init__(self, dim=16, heads=4):
-        super().__init__()
-        torch.manual_seed(0)
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.v_proj, self.o_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-
-    def forward(self, x):
-        b, T, _ = x.shape
-        sp = lambda t: t.view(b, T, self.num_heads, self.head_dim).transpose(1, 2)
-        q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-        s = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-        return self.o_proj((self.probs(s, T) @ v).transpose(1, 2).reshape(b, T, -1))
-
-    def probs(self, s, T):  # (the softmax, for subclasses to change: pass 58a)
-        return s.softmax(-1)
+class A(Base):
+    pass
 """
 
 
