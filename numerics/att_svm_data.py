@@ -122,6 +122,21 @@ def reference_instance(seed: int, n: int = 6, T: int = 8, d: int = 10) -> AttSVM
 MIN_LOG10_SCALE = 100
 
 
+def scale_refusal(X: np.ndarray, z: np.ndarray) -> None:
+    """Raise :class:`InputError` when the data's scale leaves the Att-SVM outside float64 whatever is done with it
+    (no step size helps: said before any advice about ``--lr``, hostile pass 59b F2)."""
+    sx, sz = float(np.max(np.abs(X))), float(np.max(np.abs(z)))
+    if sx > 0 and math.log10(sx) + math.log10(sz) < -MIN_LOG10_SCALE:
+        raise InputError(f"X and z are too small for float64: the largest |x|·|z| is about 1e{math.log10(sx) + math.log10(sz):.0f}, "
+                         f"so (x_opt − x_t)ᵀ W z ≥ 1 needs ‖W‖ ≳ 1e{-(math.log10(sx) + math.log10(sz)):.0f}, whose square "
+                         "overflows; rescale the data (the Att-SVM direction does not depend on the scale)")
+    if sx > 0 and math.log10(sx) + math.log10(sz) > MIN_LOG10_SCALE:  # the mirror image (hostile pass 45a F2: W^mm
+        e = math.log10(sx) + math.log10(sz)  # underflowed to 0 and a correlation of inf was "ok")
+        raise InputError(f"X and z are too large for float64: the largest |x|·|z| is about 1e{e:.0f}, so the Att-SVM "
+                         f"solution has ‖W‖ ≈ 1e{-e:.0f}, whose square underflows; rescale the data (the Att-SVM "
+                         "direction does not depend on the scale)")
+
+
 def validate_instance(X, z, opt=None, sets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Shapes, finiteness, index ranges, and ties: raises :class:`InputError` /
     :class:`TiedTokens` naming the sequence and token. Returns float64 ``X, z`` and int ``opt``."""
@@ -133,16 +148,7 @@ def validate_instance(X, z, opt=None, sets=None) -> tuple[np.ndarray, np.ndarray
     for i in range(n):
         if not np.any(z[i]):  # (not its norm: the squares of z scaled by 1e-300 underflow to 0)
             raise TiedTokens(f"sequence {i}: z_{i} = 0, every constraint (x_opt − x_t)ᵀ W z ≥ 1 reads 0 ≥ 1")
-    sx, sz = float(np.max(np.abs(X))), float(np.max(np.abs(z)))
-    if sx > 0 and math.log10(sx) + math.log10(sz) < -MIN_LOG10_SCALE:
-        raise InputError(f"X and z are too small for float64: the largest |x|·|z| is about 1e{math.log10(sx) + math.log10(sz):.0f}, "
-                         f"so (x_opt − x_t)ᵀ W z ≥ 1 needs ‖W‖ ≳ 1e{-(math.log10(sx) + math.log10(sz)):.0f}, whose square "
-                         "overflows; rescale the data (the Att-SVM direction does not depend on the scale)")
-    if sx > 0 and math.log10(sx) + math.log10(sz) > MIN_LOG10_SCALE:  # the mirror image (hostile pass 45a F2: W^mm
-        e = math.log10(sx) + math.log10(sz)  # underflowed to 0 and a correlation of inf was "ok")
-        raise InputError(f"X and z are too large for float64: the largest |x|·|z| is about 1e{e:.0f}, so the Att-SVM "
-                         f"solution has ‖W‖ ≈ 1e{-e:.0f}, whose square underflows; rescale the data (the Att-SVM "
-                         "direction does not depend on the scale)")
+    scale_refusal(X, z)
     if sets is not None:
         S = np.asarray(sets, dtype=bool)
         if S.shape != (n, T):

@@ -499,12 +499,12 @@ def check_hopfield(patterns, *, beta: float = 1.0, module: Any = None, seed: int
     from proofs_checks.sanity.hopfield import beta_value, compute_dtype_value
 
     with _as_value_errors(check_hopfield):
-        if timeout is not None and module is None:  # the command's rule and line (a keyword silently ignored: 58a F7)
+        given, timeout = timeout, _isolation("check_hopfield", isolate, timeout)  # (its type first: a string is said so)
+        if given is not None and module is None:  # the command's rule and line (a keyword silently ignored: 58a F7)
             from proofs_checks.errors import UsageError
 
             raise UsageError("check_hopfield: timeout= limits the process that runs your module; without module= "
                              "nothing of yours runs")
-        timeout = _isolation("check_hopfield", isolate, timeout)
         _memory("check_hopfield", max_memory)
         _numbers("check_hopfield", ints=dict(seed=seed), reals=dict(beta=beta))
         seed, beta = int(seed), beta_value(beta)  # the flag's rule and words (--beta → beta)

@@ -385,6 +385,29 @@ def _sanity_args(spec: RowSpec, json_path: str | None) -> list[str]:
     return args
 
 
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:/\d+)?")
+
+
+def _canonical(v: Any) -> Any:
+    """A value the check parses itself, in one spelling: numbers as exact fractions (``1.0`` and ``1``, ``0.5`` and
+    ``1/2``; the separators kept), a file by its real path; anything else as given (hostile pass 59b F1: the same
+    point ran twice)."""
+    import fractions
+
+    if not isinstance(v, str):
+        return v
+    nums = _NUMBER.findall(v)
+    shape = _NUMBER.sub("#", v).replace(" ", "")
+    if nums and not re.search(r"[A-Za-z_]", shape):
+        try:
+            return ("numbers", shape, tuple(fractions.Fraction(n) for n in nums))
+        except (ValueError, ZeroDivisionError):
+            return v
+    if os.path.isfile(v.split(":")[0]):
+        return ("file", os.path.realpath(v.split(":")[0]), v.partition(":")[2])
+    return v
+
+
 def _validate_sanity(target: Target, rows: list[RowSpec]) -> None:
     """Parse every row's options with the sanity command's own parser (types, ranges, required
     options) without running it: a bad value is a usage error naming the grid parameter."""
@@ -407,7 +430,7 @@ def _validate_sanity(target: Target, rows: list[RowSpec]) -> None:
             raise UsageError(f"--grid ({pt}): {' '.join(exc.format_message().split())}") from None
         except click.exceptions.Exit:
             continue
-        key = repr(sorted((k, repr(v)) for k, v in ctx.params.items()))
+        key = repr(sorted((k, repr(_canonical(v))) for k, v in ctx.params.items()))
         if key in parsed:
             a, b = (" ".join(f"{k}={v}" for k, v in pt) for pt in (parsed[key], spec.point))
             raise UsageError(f"--grid: ({a}) and ({b}) are the same point (a value is repeated, spelled otherwise): "

@@ -347,6 +347,12 @@ def check_step(inst, lr: float, iters: int, words=("--lr", "--iters")) -> None:
         m = float(np.max(np.abs(a))) if a.size else 0.0  # "inf" for a norm of 2e200 (hostile pass 45a F3)
         return m * float(np.max(np.linalg.norm(a / m, axis=-1))) if m > 0 and math.isfinite(m) else m
 
+    from numerics.att_svm_data import scale_refusal
+
+    try:  # a scale no step size helps is said first (it advised a smaller --lr: hostile pass 59b F2)
+        scale_refusal(inst.X, inst.z)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     with np.errstate(over="ignore"):  # numpy's overflow warning is not the message (hostile pass 8, F2)
         xs, zs = largest_norm(inst.X), largest_norm(inst.z)
     if not math.isfinite(xs * zs):  # no step size helps: the data's own norms overflow

@@ -574,26 +574,30 @@ def _finite_and_match(geo: Geometry, upd: Update, st: Starts, beta: float, modul
             f"{worst_form}) (FlashAttention's rule, factor {npr.PRECISION_FACTOR:g}), relative to M")
     props.append(_row("update_matches_modern", err <= tol_m, err, tol_m, just, "max |f(ξ) − X softmax(βXᵀξ)| / M"
                       f" over the {n} starts in one batch, the first {min(n, _ALONE)} alone and the first "
-                      f"{min(n, 2 * _ALONE)} in batches of 4" + (f"; worst {where}" if where else "")
+                      f"{min(n, 2 * _ALONE)} in batches of 2, 3 and 4" + (f"; worst {where}" if where else "")
                       + ("" if err <= tol_m else ": your update is not the modern Hopfield update at this β")))
     return props
 
 
-#: how many starts ``update_matches_modern`` also updates alone (a batch of one), and twice as many in batches of 4
+#: how many starts ``update_matches_modern`` also updates alone (a batch of one), and twice as many in batches of
+#: each size of :data:`_BATCHES`
 _ALONE = 16
+_BATCHES = (2, 3, 4)
 
 
 def _worst_batching(upd: "Update", starts, f_starts, ref, M: float) -> tuple[float, str]:
     """The largest error relative to ``M`` of the update over the starts in one batch, each of the first ``_ALONE``
-    alone, and the first ``2·_ALONE`` in batches of 4: a path taken for one state (the usual retrieval) or a few was
+    alone, and the first ``2·_ALONE`` in batches of 2, 3 and 4: a path taken for one state (the usual retrieval) or a few was
     never called (hostile pass 26b F4). A non-finite update there is an infinite error."""
     import torch
 
     k, m = min(starts.shape[0], _ALONE), min(starts.shape[0], 2 * _ALONE)
     alone = torch.cat([upd.call(starts[i:i + 1]) for i in range(k)])
-    fours = torch.cat([upd.call(starts[i:min(i + 4, m)]) for i in range(0, m, 4)])
+    # batches of 2 and 3 too: a path for fewer than 4 states, wrong there, was "ok" (hostile pass 59b F3)
+    batched = [(torch.cat([upd.call(starts[i:min(i + b, m)]) for i in range(0, m, b)]), ref[:m], f"in batches of {b}")
+               for b in _BATCHES]
     worst, where = -1.0, ""
-    for got, r, what in ((f_starts, ref, "in one batch"), (alone, ref[:k], "alone"), (fours, ref[:m], "in batches of 4")):
+    for got, r, what in ((f_starts, ref, "in one batch"), (alone, ref[:k], "alone"), *batched):
         e = float((got - r).abs().max() / max(M, 1e-300)) if bool(torch.isfinite(got).all()) else float("inf")
         if not e <= worst:
             worst, where = e, what
