@@ -151,7 +151,11 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
               f"each sample (T = {T}, {key if ' ' in key else key + ' logits'}): outputs at real positions move by "
               f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
                                                                     f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
-              + ("; the mask convention may be inverted (--mask-convention keep/drop)" if not e <= tol else "")
+              # (an output that is NaN/inf at real positions is no sign of an inverted convention: that one is tested
+              # where it shows, every output non-finite with every key real; 59a F1)
+              + ("; the mask convention may be inverted (--mask-convention keep/drop)" if math.isfinite(e) and not
+                 e <= tol else "; the outputs at real positions are not finite (NaN/inf) with these keys padded"
+                 if not math.isfinite(e) else "")
               + ("; redrawn also in calls of " + ", ".join(dict.fromkeys(f"{o[4]} (T = {o[3]})" for o in others))
                  if others and e <= tol else ""))
     return ([_judge("key_padding_respected", e, tol, just, detail, central=True), _fully_masked_every(probe, w, T)]

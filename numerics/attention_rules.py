@@ -89,6 +89,10 @@ class Property:
         return d
 
 
+#: how a row whose error is NaN or inf says so
+NOT_FINITE = "the error is not finite (NaN/inf)"
+
+
 def _judge(name: str, error: float, tol: float, just: str, detail: str = "", *, central: bool = False,
            **numbers) -> Property:
     error = float(error)
@@ -102,9 +106,10 @@ def _judge(name: str, error: float, tol: float, just: str, detail: str = "", *, 
                         {**numbers, "undecidable": True,
                          "to_decide": "a declaration the working precision can represent (values within its range)"},
                         central)
-    if not math.isfinite(error):
+    if not math.isfinite(error):  # (once: a detail built from another row's already says it, 59a F1)
+        said = NOT_FINITE in (detail or "")
         return Property(name, "fail", error, tol, just,
-                        (detail + "; " if detail else "") + "the error is not finite (NaN/inf)", numbers, central)
+                        detail if said else (detail + "; " if detail else "") + NOT_FINITE, numbers, central)
     if error <= tol and not tol < UNDECIDABLE_TOL and name in OUTPUT_COMPARISONS:
         # a pass under a tolerance that admits any change of the output proves nothing
         return Property(name, "skip", error, tol, just,
