@@ -6,34 +6,21 @@ import subprocess
 from pathlib import Path
 
 from tests.test_hostile_round53a import _here, _write  # the same in-process command and writer
+from tests.test_hostile_round54a import BASE  # pass 54a's causal attention Base, its softmax in probs(s, T)
 
 # a correct causal attention (4 heads, d_k = 4, D = 16) taking a key-padding mask (keep: True attends), whose
 # ``pad`` applies the mask AFTER the softmax and renormalises: equal to a masked softmax until the allowed keys'
 # probabilities all underflow at huge logits, where 0/0 gives NaN at real positions (a real defect of the module)
-PADDED = """
-import math, torch
-from torch import nn
+PADDED = BASE + """
 
-class Attn(nn.Module):
-    def __init__(self, dim=16, heads=4):
-        super().__init__()
-        torch.manual_seed(0)
-        self.dim, self.num_heads, self.head_dim = dim, heads, dim // heads
-        self.q_proj, self.k_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.v_proj, self.o_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
-
-    def pad(self, s, m):
-        p = s.softmax(-1) * m
-        return p / p.sum(-1, keepdim=True)
-
+class Attn(Base):
     def forward(self, x, mask):
-        b, T, _ = x.shape
-        sp = lambda t: t.view(b, T, self.num_heads, self.head_dim).transpose(1, 2)
-        q, k, v = sp(self.q_proj(x)), sp(self.k_proj(x)), sp(self.v_proj(x))
-        s = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-        p = self.pad(s, mask[:, None, None, :])
-        return self.o_proj((p @ v).transpose(1, 2).reshape(b, T, -1))
+        self.keep = mask
+        return self.attend(x)
+
+    def probs(self, s, T):  # the mask AFTER the softmax, renormalised
+        p = s.softmax(-1) * self.keep[:, None, None, :]
+        return p / p.sum(-1, keepdim=True)
 """
 
 
