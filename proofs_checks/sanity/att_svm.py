@@ -347,17 +347,17 @@ def check_step(inst, lr: float, iters: int, words=("--lr", "--iters")) -> None:
         m = float(np.max(np.abs(a))) if a.size else 0.0  # "inf" for a norm of 2e200 (hostile pass 45a F3)
         return m * float(np.max(np.linalg.norm(a / m, axis=-1))) if m > 0 and math.isfinite(m) else m
 
-    from numerics.att_svm_data import scale_refusal
-
-    try:  # a scale no step size helps is said first (it advised a smaller --lr: hostile pass 59b F2)
-        scale_refusal(inst.X, inst.z)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     with np.errstate(over="ignore"):  # numpy's overflow warning is not the message (hostile pass 8, F2)
         xs, zs = largest_norm(inst.X), largest_norm(inst.z)
     if not math.isfinite(xs * zs):  # no step size helps: the data's own norms overflow
         raise UsageError(f"the data's max‖x‖·max‖z‖ overflows float64 ({xs:.3g}·{zs:.3g}): the logits xᵀWz of any "
                          "W cannot be computed (no step size helps); rescale the tokens and queries")
+    from numerics.att_svm_data import scale_refusal
+
+    try:  # a scale no step size helps is said before any --lr advice (it advised a smaller --lr: hostile pass 59b F2)
+        scale_refusal(inst.X, inst.z)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     bound = lr * iters * max(1.0, xs * zs)
     if not bound <= 1e150:
         raise UsageError(f"{words[0]} {lr:g}: after {words[1]} {iters} normalised steps ‖W‖ and the logits can reach "
