@@ -12,7 +12,6 @@ up to date, so they answer without importing the claim modules (torch, cvxpy, Sc
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,17 +20,16 @@ import click
 
 from proofs_checks.entry import (_quiet_stdout, _stderr_line, _terminated_in, _underscored_number,
                                  _unrepresentable_number, _write_failure, run_command)
-from proofs_checks.guards import max_memory_option
-from proofs_checks.owned import CATALOGUE_FILES, DEFAULT_OUT
+from proofs_checks.owned import CATALOGUE_FILES
 from proofs_checks.distributed.cluster import cluster_option
-from proofs_checks.options import (UsageError, claim_run_options, device_option, json_option, mode_options, require_device,
-                                   seed_option)
+from proofs_checks.options import UsageError, claim_run_options
 
-from proofs_checks.run_output import (LAYERS, MUTANT_CELLS, STATUS_STYLE, _mutant_table,  # noqa: E402,F401
-                                      _mutants_document, _Progress, _summary_table, _totals)
+from proofs_checks import cli_select as _sel
+from proofs_checks.cli_select import (FAILING, _check_store, _fmt_num, _precheck_patterns, _remote,  # noqa: F401
+                                      _select_entries, _store, _store_option, _warn, _with_sources,
+                                      select_entries_ids, select_entries_ids_of)
+from proofs_checks.run_output import LAYERS, STATUS_STYLE, _Progress, _summary_table, _totals  # noqa: F401
 
-#: claim statuses that make ``run`` / ``report`` exit 1 (the runner's ``FAILING``)
-FAILING = ("refuted", "error", "incomplete")
 
 # the shared helpers live in proofs_checks.console (the other command modules import them there)
 from proofs_checks.console import Group as _BaseGroup  # noqa: E402
@@ -40,185 +38,8 @@ from proofs_checks.console import check_json_target as _check_json_target  # noq
 from proofs_checks.console import command_line as _command_line  # noqa: E402
 from proofs_checks.console import console as _console  # noqa: E402
 from proofs_checks.console import esc as _esc  # noqa: E402
-from proofs_checks.console import print_wrapped as _print_wrapped  # noqa: E402
 from proofs_checks.console import table as _table  # noqa: E402
 from proofs_checks.console import write_json as _write_json  # noqa: E402
-
-def _warn(message: str) -> None:
-    click.echo(f"tverify: warning: {message}", err=True)
-
-
-# ------------------------------------------------------------------------------------------------
-# selecting claims: the registry (slow: imports every claim module) or the catalogue (fast)
-
-
-def _select(patterns) -> list:
-    from proofs_checks.registry import UnknownClaimError, select
-
-    try:
-        return select(patterns)
-    except UnknownClaimError as exc:
-        msg = str(exc).strip("'\"")
-        from proofs_checks.claims import PLUGIN_ERRORS
-        from proofs_checks.output.suggest import unknown_message
-        from proofs_checks.registry import registry
-
-        bad = next((p for p in patterns if not select_entries_ids(registry, p)), None)
-        if bad is not None:
-            msg = unknown_message(bad, [c.id for c in registry], [c.group for c in registry])
-        if PLUGIN_ERRORS:  # the claim may be one of a plugin that did not load: say which
-            names = ", ".join(repr(n.split(" = ")[0]) for n, _ in PLUGIN_ERRORS[:3])
-            msg += f"; claims plugin {names} failed to load and was skipped (the warning above says why)"
-        raise UsageError(msg) from None
-
-
-def select_entries_ids(claims, pattern: str) -> list[str]:
-    """Ids of ``claims`` that ``pattern`` selects (the registry's rule: id, glob, group name)."""
-    import fnmatch
-
-    return [c.id for c in claims if fnmatch.fnmatchcase(c.id, pattern) or c.group == pattern]
-
-
-def select_entries_ids_of(entries, pattern: str) -> list[str]:
-    """Ids of catalogue ``entries`` that ``pattern`` selects."""
-    import fnmatch
-
-    return [e["id"] for e in entries if fnmatch.fnmatchcase(e["id"], pattern) or e["group"] == pattern]
-
-
-def _precheck_patterns(patterns) -> None:
-    """A pattern that matches nothing is refused from the catalogue, before the registry imports
-    every claim module (seconds): with the closest ids. Without a fresh catalogue the registry decides."""
-    if not patterns:
-        return
-    from proofs_checks.output import catalogue
-
-    try:
-        fresh = catalogue.load_fresh(_store(None).cache_dir)
-    except (OSError, UsageError):
-        return
-    if fresh is None or fresh[0].get("plugin_errors"):  # a plugin that failed: the registry says which
-        return
-    from proofs_checks.registry import registry
-
-    # claims registered in this process (a notebook, a test, the API) are not in any catalogue
-    live = [{"id": c.id, "group": c.group} for c in registry if c.id not in {e["id"] for e in fresh[0]["claims"]}]
-    _select_entries(fresh[0]["claims"] + live, patterns)
-
-
-def _catalogue(store, refresh: bool = False, patterns=()) -> tuple[list[dict[str, Any]], str, dict[str, Any], bool]:
-    """Catalogue entries of every claim, where they came from, the document, and whether it is
-    the store's cache (which ``show`` may complete with the derivations it computes). ``refresh``
-    ignores every cached document and recomputes from the registry; so does a cached document that recorded a plugin's
-    failure when one of ``patterns`` matches none of its claims: the claim may be that plugin's, which may load now
-    (`run` had just verified it, and `show` said no claim matched: hostile pass 58b F6)."""
-    from proofs_checks.claims import check_environment
-    from proofs_checks.output import catalogue
-
-    check_environment()  # a cache hit loads no claim module: the environment is read here too
-    fresh = None if refresh else (catalogue.load_fresh(store.cache_dir) or catalogue.load_with_plugins(store.cache_dir))
-    if fresh is not None and fresh[0].get("plugin_errors") and any(
-            not select_entries_ids_of(fresh[0]["claims"], p) for p in patterns):
-        fresh, refresh = None, "the registry (the cached catalogue recorded a plugin's failure to load: tried again)"
-    if fresh is not None:
-        doc, path = fresh
-        from proofs_checks.claims import PLUGIN_ERRORS
-
-        for name, why in [] if PLUGIN_ERRORS else doc.get("plugin_errors") or []:  # a cache hit is not silent
-            _warn(f"claims plugin {name} was skipped: it failed to load when this catalogue was cached (a time "
-                  f"limit, the folder it ran in: --refresh tries it again): {why}"[:300])
-        return doc["claims"], str(path), doc, Path(path).parent == Path(store.cache_dir)
-    fp = catalogue.source_fingerprint()  # before the import (see catalogue.build)
-    doc = catalogue.build(_select([]), with_derivations=False, fingerprint=fp)
-    from proofs_checks.claims import PLUGIN_ERRORS
-
-    if PLUGIN_ERRORS:
-        doc["plugin_errors"] = [list(e) for e in PLUGIN_ERRORS]
-    catalogue.save_cache(doc, store.cache_dir)
-    if refresh:
-        return doc["claims"], refresh if isinstance(refresh, str) else "the registry (--refresh)", doc, True
-    return doc["claims"], "the registry (docs/catalogue.json is out of date: `tverify list --markdown` regenerates it)", doc, True
-
-
-def _select_entries(entries, patterns) -> list[dict[str, Any]]:
-    from proofs_checks.output.catalogue import UnknownPatternError, select_entries
-
-    try:
-        return select_entries(entries, patterns)
-    except UnknownPatternError as exc:
-        from proofs_checks.output.suggest import unknown_message
-
-        ids, groups = [e["id"] for e in entries], [e["group"] for e in entries]
-        bad = next((p for p in patterns if not select_entries_ids_of(entries, p)), None)
-        raise UsageError(unknown_message(bad, ids, groups) if bad is not None else str(exc).strip("'\"")) from None
-
-
-# ------------------------------------------------------------------------------------------------
-# output paths and the store, all checked before a run
-
-
-def _store_option(f):
-    return click.option("--store", "store_dir", metavar="DIR", default=None,
-                        help="Results store (last result per claim, read by `show`). Default: $TVERIFY_STORE, "
-                             "else $XDG_CACHE_HOME/tverify or ~/.cache/tverify.")(f)
-
-
-def _store(store_dir: str | None):
-    """The store from this command's ``--store``, else ``tverify --store``, else env/default."""
-    from proofs_checks.store import resolve_store
-
-    ctx = click.get_current_context(silent=True)
-    root = ctx.find_root() if ctx is not None else None
-    top = root.params.get("store_dir") if root is not None and root is not ctx else None
-    if store_dir is None:
-        store_dir = top
-    elif top is not None and top != store_dir:  # `tverify --store a run --store b`: which one? (hostile pass 10)
-        raise UsageError(f"--store is given twice, as {top} before the command and {store_dir} after it; give it once")
-    if store_dir is not None and str(store_dir).strip() == "":  # was taken as "no --store" (hostile pass 7, F6)
-        raise UsageError("--store: empty path (leave --store out for $TVERIFY_STORE or the per-user default)")
-    import os
-
-    if store_dir is None and os.environ.get("TVERIFY_STORE") is not None and not os.environ["TVERIFY_STORE"].strip():
-        raise UsageError("TVERIFY_STORE is blank: name a folder, or unset it for the per-user default")
-    store = resolve_store(store_dir)
-    from proofs_checks.store import OutputPathError, refuse_own_installation
-
-    # the per-user default too: an XDG_CACHE_HOME inside tverify's own code put the store there (hostile pass 12)
-    named = {"--store": "--store", "TVERIFY_STORE": "TVERIFY_STORE"}.get(store.source, "the per-user store (XDG_CACHE_HOME)")
-    try:
-        refuse_own_installation(store.root, named)
-        if store.explicit:  # (the per-user default holds the record beside its own folders)
-            from proofs_checks.store import refuse_inside_record
-
-            refuse_inside_record(store.root, named, str(store.root))
-        for sub in (store.last_dir, store.cache_dir):  # and where its folders lead: `last/ -> theory/` was written
-            refuse_own_installation(sub, f"{named} {store.root}: its folder")  # through (hostile pass 14a F2)
-    except OutputPathError as exc:
-        raise UsageError(str(exc)) from None
-    from proofs_checks.store import name_problem
-
-    problem = name_problem(store.last_path("x" * 40))  # its files' names too (a name over 255 bytes: hostile 14a F8)
-    if problem and store.explicit:  # (the per-user default: a warning, and the run goes on unsaved)
-        from proofs_checks.store import _short
-
-        raise UsageError(f"{named} {_short(str(store.root))}: {problem}")
-    if store.explicit and store.root.exists() and not store.root.is_dir():  # a file the user named: said, not used
-        raise UsageError(f"results store {store.root} (from {store.source}) is not a folder")
-    return store
-
-
-def _check_store(store) -> bool:
-    """Can results be saved? An explicit store (--store, TVERIFY_STORE) that cannot be written is a
-    usage error; the default one gets a warning (the run goes on; `show` will not see it)."""
-    from proofs_checks.store import check_store_writable
-
-    problem = check_store_writable(store)
-    if problem is None:
-        return True
-    if store.explicit:
-        raise UsageError(problem)
-    _warn(f"{problem}; this run's results will not be kept for `tverify show` (use --store DIR or TVERIFY_STORE)")
-    return False
 
 
 def _json_flag_option(f):
@@ -229,84 +50,6 @@ def _json_flag_option(f):
                         callback=reserve_stdout, help="Print JSON (--json alone or --json -), or write it to PATH.")(f)
 
 
-# ------------------------------------------------------------------------------------------------
-# running
-
-
-def _run_selected(claims, ctx, progress: bool, store=None):
-    from proofs_checks import runner as _r
-    from proofs_checks.runner import run_claim
-    from proofs_checks.store import save_last
-
-    _r.PROGRESS_LINES = progress
-
-    results, save_problem = [], None
-    with _Progress(len(claims), "verifying", progress) as bar:
-        for c in claims:
-            bar.start(c.id)
-            r = run_claim(c, ctx)
-            if store is not None:
-                save_problem = save_last(_with_sources(r.to_json()), store) or save_problem
-            results.append(r)
-            bar.advance(c.id, r.status, r.seconds)
-    if save_problem:
-        _warn(save_problem)
-    return results
-
-
-def _run_mutants(claims, ctx, progress: bool):
-    from proofs_checks import runner as _r
-    from proofs_checks.runner import run_mutant
-
-    _r.PROGRESS_LINES = progress
-
-    pairs = [(c, m) for c in claims for m in c.all_mutants()]
-    out = []
-    with _Progress(len(pairs), f"mutants ({ctx.mode})", progress) as bar:
-        for c, m in pairs:
-            bar.start(f"{c.id}:{m.name}")
-            r = run_mutant(c, m, ctx)
-            out.append(r)
-            bar.advance(f"{c.id}:{m.name}", "killed" if r.killed else "SURVIVED", r.seconds)
-    return out
-
-
-def _remote(cluster: str | None) -> bool:
-    """``--cluster`` names a running scheduler (its workers, not this machine, need CUDA)."""
-    return bool(cluster) and not str(cluster).strip().startswith("local")
-
-
-def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress: bool, claims_run: bool = True,
-                    mutants: bool = False, figure_dir=None, store=None, continuous: bool = False, extra=()):
-    """``--cluster``: the claims (and/or their kill matrix) as tasks on a Dask cluster (see
-    :mod:`proofs_checks.distributed.cluster`); the same results as :func:`_run_selected` / :func:`_run_mutants`.
-    Returns a :class:`~proofs_checks.distributed.cluster.ClusterRun` (``continuous``: the claims'
-    continuous-mutant rows, when the run was cut per claim; ``extra``: more tasks, run beside them).
-    The store is written only once every task has finished (Ctrl-C leaves nothing half-done)."""
-    from proofs_checks.distributed.cluster import granularity, interrupt_once, open_client, plan_claims, run_tasks
-    from proofs_checks.store import save_last
-
-    with interrupt_once() as interrupted, open_client(cluster, device=device) as client:
-        plan = plan_claims(claims, mode=mode, seed=seed, device=device, claims_run=claims_run, mutants=mutants,
-                           figure_dir=figure_dir, continuous=continuous, per=granularity(client, claims), extra=extra,
-                           store=store)  # longest first, from the store's last seconds (issue 46)
-        with _Progress(len(plan.tasks), f"tasks on {cluster}", progress) as bar:
-            def tick(label, value):
-                bar.advance(label, "task failed" if type(value).__name__ == "TaskFailure" else "")
-
-            run = plan.assemble(run_tasks(client, plan.tasks, tick, allow_no_gpu=allow_skip))
-    if interrupted["hit"]:  # a library swallowed the KeyboardInterrupt: still write nothing
-        raise KeyboardInterrupt
-    if store is not None and run.claims:
-        problem = None
-        for r in run.claims:
-            problem = save_last(_with_sources(r.to_json()), store) or problem
-        if problem:
-            _warn(problem)
-    return run
-
-
-# ------------------------------------------------------------------------------------------------
 # the commands
 
 
@@ -366,7 +109,7 @@ def list_cmd(patterns, json_path, markdown, docs_dir, store_dir, refresh, markdo
         return
     if docs_dir or markdown_force:
         raise UsageError("--docs-dir and --force go with --markdown")
-    entries = _catalogue(store, refresh, patterns)[0]
+    entries = _sel._catalogue(store, refresh, patterns)[0]
     if json_path and json_path != "-" and not patterns:
         from proofs_checks.output.catalogue import UnknownPatternError, select_entries
 
@@ -438,7 +181,7 @@ def _write_catalogue(docs_dir: str | None, store, force: bool = False) -> None:
             owned.note_seen(p)  # what is there now (at the command's start): --force covers that, not what comes later
     checkout = not docs_dir  # the project's own docs/ document its own claims, never an installed plugin's
     fp = catalogue.source_fingerprint(plugins=not checkout)  # before the import (see catalogue.build)
-    claims = _select([])
+    claims = _sel._select([])
     if checkout:
         from proofs_checks.claims import is_builtin
 
@@ -481,7 +224,7 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
     """The claim's catalogue entry, its derivation info, and where the derivation came from."""
     from proofs_checks.output import catalogue
 
-    entries, origin, doc, cached = _catalogue(store, refresh, [claim_id])
+    entries, origin, doc, cached = _sel._catalogue(store, refresh, [claim_id])
     chosen = _select_entries(entries, [claim_id])
     if len(chosen) != 1:
         raise UsageError(f"{claim_id!r} matches {len(chosen)} claims; show takes one id")
@@ -494,7 +237,7 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
     usable = derivation_cache_on() and not e.get("plugin")
     if usable and e.get("derivation") is not None:
         return e, e["derivation"], f"{origin}; its sources are unchanged since it was generated"
-    claim = _select([e["id"]])[0]
+    claim = _sel._select([e["id"]])[0]
     info, from_cache = catalogue.derivation_and_origin(claim)
     if cached and usable and not info.get("timeout") and not info.get("error"):  # only a derivation that ended
         catalogue.cache_derivation(doc, e["id"], info, store.cache_dir)
@@ -502,12 +245,6 @@ def _show_data(claim_id: str, store, refresh: bool = False) -> tuple[dict[str, A
         return e, info, ("the plugin's derivation cache; its sources and the inputs it read are unchanged"
                          if e.get("plugin") else "docs/catalogue.json; the built-in claims' sources are unchanged")
     return e, info, "computed now"
-
-
-def _fmt_num(x: Any) -> str:
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    return "–" if x is None else str(x)
 
 
 @cli.command("show")
@@ -550,20 +287,6 @@ def show_cmd(claim_id, json_path, store_dir, refresh, as_latex, full):
     _show_print(e, info, how, last, last_path, store, full=full, as_latex=as_latex)
 
 
-def _with_sources(result_json: dict) -> dict:
-    """A claim's result with the fingerprint of the sources it came from (tverify's, the plugins'): `show` says when
-    they have changed since it was kept (hostile pass 21b F8)."""
-    try:
-        from proofs_checks.fingerprint import source_fingerprint
-
-        from proofs_checks.registry import BUILTIN
-
-        own = {"sources_tverify": source_fingerprint(plugins=False)} if result_json.get("id") in BUILTIN else {}
-        return {**result_json, "sources": source_fingerprint(), **own}
-    except Exception:  # noqa: BLE001 - no fingerprint: kept without one (show then says nothing of it)
-        return result_json
-
-
 def _show_print(e, info, how, last, last_path, store, *, full: bool, as_latex: bool) -> None:
     """``show``'s text: the summary, and with ``--full`` the rest (see :mod:`proofs_checks.output.terminal`)."""
     from proofs_checks.output import terminal
@@ -583,30 +306,6 @@ def _show_print(e, info, how, last, last_path, store, *, full: bool, as_latex: b
     terminal.print_lines(out, lines, cols, STATUS_STYLE, unbrace=not as_latex)
 
 
-def _prepare_run(patterns, device, allow_skip, json_path, store_dir, save: bool = True, extra_check=None):
-    """Everything a run needs checked before it starts, in this order: the claims, the device,
-    ``extra_check()`` (the report folder), the JSON path, the store (an unwritable default store
-    only warns, after every usage error had its chance). Returns (claims, store or None, extra)."""
-    _precheck_patterns(patterns)
-    if json_path == "-":
-        _check_json_target(json_path)  # a closed standard output: refused before the registry loads (about 4 s)
-    from proofs_checks.runner import derivation_budget
-
-    derivation_budget()  # a bad TVERIFY_DERIVATION_BUDGET: one line before anything runs
-    claims = _select(patterns)
-    require_device(device, allow_skip)
-    extra = extra_check() if extra_check is not None else None
-    _check_json_target(json_path)
-    store = _store(store_dir) if save else None
-    if store is not None and json_path and json_path != "-":  # (the store --store names: 48b F8)
-        from proofs_checks.store import refuse_inside_store
-
-        refuse_inside_store(Path(json_path).expanduser().absolute(), "--json", json_path, store)
-    if store is not None and not _check_store(store):
-        store = None
-    return claims, store, extra
-
-
 @cli.command("run")
 @click.argument("patterns", nargs=-1)
 @claim_run_options
@@ -622,14 +321,14 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
 
     from proofs_checks.context import RunContext
 
-    claims, store, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir)
+    claims, store, _ = _sel._prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir)
     started = time.monotonic()
     ctx = RunContext(mode=mode, seed=seed, device=device)
     if cluster:
-        results = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
+        results = _sel._run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
                                   progress=not no_progress, store=store).claims
     else:
-        results = _run_selected(claims, ctx, progress=not no_progress, store=store)
+        results = _sel._run_selected(claims, ctx, progress=not no_progress, store=store)
     if json_path:
         from proofs_checks.output.report import results_document
 
@@ -643,355 +342,6 @@ def run_cmd(patterns, mode, device, allow_skip, seed, json_path, store_dir, no_p
     sys.exit(exit_code(r.status for r in results))
 
 
-@cli.command("mutants")
-@click.argument("patterns", nargs=-1)
-@claim_run_options
-@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-@click.option("--continuous", is_flag=True,
-              help="Also run each verified claim's form scaled by 1 ± 2ε (must be rejected) and 1 ± ε/2, with ε the "
-                   "best relative resolution of its numeric or trained checks: confirms the stated resolution.")
-@cluster_option
-def mutants_cmd(patterns, mode, device, allow_skip, seed, json_path, no_progress, continuous, cluster):
-    """The kill matrix: every planted mutant against every check of its claim, at the same sizes as
-    `run` (default sizes unless --quick/--full). The table shows, per mutant, each layer's best
-    rejection margin. Each claim is run first: the mutants of a claim that is not verified are not
-    run and none is called killed (a check that fails on the true claim rejects anything).
-    Exit 1 if any mutant survives or a claim is not verified."""
-    from proofs_checks.context import RunContext
-    from proofs_checks.runner import refuse_mutants, refusal_reason, refused_mutant
-
-    claims, _, _ = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, None, save=False)
-    if cluster:
-        run = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
-                              progress=not no_progress, claims_run=True, mutants=True)
-        results, res = run.claims, run.mutants
-        refusals = refuse_mutants(results, res)
-    else:
-        ctx = RunContext(mode=mode, seed=seed, device=device)
-        results = _run_selected(claims, ctx, progress=not no_progress)
-        why = {r.id: refusal_reason(r) for r in results}
-        refusals = [w for w in why.values() if w]
-        runnable = _run_mutants([c for c in claims if not why[c.id]], ctx, progress=not no_progress)
-        by_claim: dict[str, list] = {}
-        for m in runnable:
-            by_claim.setdefault(m.claim, []).append(m)
-        res = [x for c in claims for x in (by_claim.get(c.id, []) if not why[c.id] else
-                                          [refused_mutant(c, m, why[c.id], mode) for m in c.all_mutants()])]
-    for line in refusals:
-        click.echo(f"tverify: {line}", err=True)
-    doc = _mutants_document(res, claims, mode=mode, seed=seed, device=device)
-    doc["refused"] = refusals
-    doc["not_shown_necessary"] = [{"claim": c.id, "hypothesis": h.name, "why": h.necessary_note}
-                                  for c in claims for h in c.hypotheses if h.counterexample is None]
-    cont_ok = True
-    if continuous:
-        if cluster:
-            raise UsageError("--continuous runs in this process: leave out --cluster")
-        from proofs_checks.continuous import continuous_probe
-
-        by_id = {r.id: r for r in results}
-        doc["continuous"] = {c.id: continuous_probe(c, by_id[c.id], ctx) for c in claims}
-        cont_ok = all(v.get("rejected_at_2eps", True) for v in doc["continuous"].values())
-    if json_path:
-        _write_json(json_path, doc)
-    con = _console(stderr=json_path == "-")
-    con.print(_mutant_table(res, doc["summary"], mode))
-    _print_wrapped(con, MUTANT_CELLS, indent=2)
-    n_stmt = sum(1 for r in res if r.kind == "hypothesis dropped")
-    if n_stmt or doc["not_shown_necessary"]:
-        _print_wrapped(con, f"statement mutants (a hypothesis dropped, refuted by its counterexample): "
-                            f"{sum(r.killed for r in res if r.kind == 'hypothesis dropped')}/{n_stmt} killed")
-    for x in doc["not_shown_necessary"]:
-        from proofs_checks.output.terminal import text_of
-
-        _print_wrapped(con, f"{x['claim']}: hypothesis {x['hypothesis']} not shown necessary ({text_of(x['why'])})",
-                       indent=2)
-    for cid, v in (doc.get("continuous") or {}).items():
-        if "skipped" in v:
-            con.print(f"continuous {_esc(cid)}: not run ({_esc(v['skipped'])})")
-        else:
-            from proofs_checks.runner import outcome_words
-
-            two, half = outcome_words(v, alarm=lambda w: f"[bold red]{w}[/]")
-            con.print(f"continuous {_esc(cid)}: ε = {v['epsilon']:.3g} ({_esc(v['check'])}, {v['layer']}); form × (1 ± 2ε) "
-                      f"{two}, × (1 ± ε/2) {half}")
-    sys.exit(0 if all(r.killed for r in res) and cont_ok else 1)
-
-
-@cli.command("report")
-@click.argument("patterns", nargs=-1)
-@click.option("--out", "out_dir", default=DEFAULT_OUT["report"], show_default=True, metavar="DIR",
-              help="Output folder: a new one, or a previous report (replaced atomically). A folder holding other "
-                   "files, or a file, is refused unless --force.")
-@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous report (never '.', a folder "
-                                            "containing the current one, or your home folder).")
-@claim_run_options
-@_store_option
-@click.option("--mutants/--no-mutants", default=True, show_default=True,
-              help="Also run the kill matrix (same sizes as the claims) and report it.")
-@click.option("--reproductions/--no-reproductions", default=None,
-              help="Also run the paper reproductions (`tverify reproduce`) at quick sizes and link their pages from the "
-                   "index. Default: on for a report of every claim (no PATTERNS, as `make report`), off when PATTERNS "
-                   "select claims.")
-@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-@cluster_option
-def report_cmd(patterns, out_dir, force, mode, device, allow_skip, seed, json_path, store_dir, mutants, reproductions,
-               no_progress, cluster):
-    """Verify claims and write a report folder (index.html, claims/, report.md, results.json, figures).
-
-    Exit 0 when every claim is verified (or evidence) and every mutant killed, else 1."""
-    import tempfile
-
-    from proofs_checks.context import RunContext
-    from proofs_checks.output.report import ReportTargetError, check_out_and_json, default_writers, results_document, write_report
-
-    def check_out() -> Path:
-        out = check_out_and_json(out_dir, force, json_path)
-        root = _store(store_dir).root  # the run writes there before the folder is replaced: never inside it
-        if root == out or out in root.parents:
-            raise UsageError(f"results store {root}: inside --out {out_dir}, which the report replaces (the run "
-                             "would write there first, and the report would then be refused); keep the store elsewhere")
-        if root in out.parents:  # the mirror: the report in the store's own folders (its results, its caches: 47b F4)
-            raise UsageError(f"--out {out_dir}: inside the results store {root}, whose folders the run writes and "
-                             "tverify keeps (results, caches); write the report elsewhere")
-        return out
-
-    import time
-
-    claims, store, out = _prepare_run(patterns, device, allow_skip or _remote(cluster), json_path, store_dir,
-                                      extra_check=check_out)
-    started = time.monotonic()
-    if reproductions is None:
-        reproductions = not patterns
-    # (quick sizes; pages under reproduce/) asked for on a GPU this machine lacks (--allow-skip): not run, and said so
-    # in the report and the exit code — a skip is not a pass; they were dropped without a word (hostile pass 44b F10)
-    not_run = reproductions and device == "cuda" and not _cuda()
-    reproductions = reproductions and not not_run
-    with tempfile.TemporaryDirectory(prefix="tverify-fig-") as figs:
-        ctx = RunContext(mode=mode, seed=seed, device=device, figure_dir=Path(figs))
-        run = None
-        if cluster:  # the reproductions are tasks beside the claims' (first: they are among the longest)
-            from proofs_checks.distributed.cluster import Task
-            from proofs_checks.reproduce.command import repro_task, select as select_reproductions
-
-            extra = [Task(f"reproduce {r.name}", repro_task, (r.name, seed, device), gpu=device == "cuda")
-                     for r in (select_reproductions([]) if reproductions else [])]
-            run = _run_on_cluster(cluster, claims, mode=mode, seed=seed, device=device, allow_skip=allow_skip,
-                                  progress=not no_progress, mutants=mutants, figure_dir=Path(figs), store=store,
-                                  continuous=mutants, extra=extra)
-            results, mres = run.claims, run.mutants
-        else:
-            results = _run_selected(claims, ctx, progress=not no_progress, store=store)
-            mres = _run_mutants(claims, RunContext(mode=mode, seed=seed, device=device), progress=not no_progress) if mutants else None
-        if mres is not None:
-            from proofs_checks.runner import refuse_mutants
-
-            refuse_mutants(results, mres)  # a kill counts only against a verified claim
-        doc = results_document(results, claims={c.id: c for c in claims}, mutants=mres, command=_command_line(),
-                               mode=mode, seed=seed, device=device)
-        if mres is not None:  # continuous mutants: each claim's best relative check at 1 ± 2ε, 1 ± ε/2
-            if run is not None and run.continuous is not None:  # computed in each claim's task
-                doc["continuous"] = {r.id: run.continuous[r.id] for r in results}
-            else:
-                from proofs_checks.continuous import continuous_probe
-
-                cctx = RunContext(mode=mode, seed=seed, device=device)
-                cmap = {c.id: c for c in claims}
-                doc["continuous"] = {r.id: continuous_probe(cmap[r.id], r, cctx, only_best=True) for r in results}
-        writers, repro_bad, cleanup = default_writers(), bool(not_run), None
-        if not_run:
-            from proofs_checks.reproduce.command import select as select_reproductions
-
-            doc["reproductions"] = [{"name": r.name, "paper": r.paper, "figure": r.figure, "status": "not run",
-                                     "why": "--device cuda, and torch sees no CUDA device here (--allow-skip)",
-                                     "seconds": 0.0, "rows": 0, "agreeing": 0, "page": None}
-                                    for r in select_reproductions([])]
-        if reproductions:
-            from proofs_checks.reproduce.command import for_report
-
-            ran = None if run is None else [_repro_pair(t, v) for t, v in zip(extra, run.extra)]
-            doc["reproductions"], writer, cleanup, repro_bad = for_report(seed=seed, device=device, progress=not no_progress,
-                                                                          ran=ran)
-            writers.append(writer)
-        try:
-            path = write_report(out, doc, figure_src=Path(figs), extra_writers=writers, force=force)
-        except ReportTargetError as exc:
-            raise UsageError(str(exc)) from None
-        except OSError as exc:
-            raise UsageError(f"cannot write report to {out_dir}: {_os_error_text(exc)}") from None
-        finally:
-            if cleanup is not None:
-                cleanup()
-    if json_path:
-        _write_json(json_path, doc)
-    sys.exit(_report_outcome(_console(stderr=json_path == "-"), results, mres, doc, path, mode,
-                             time.monotonic() - started, repro_bad))
-
-
-def _report_outcome(con, results, mres, doc: dict, path, mode: str, seconds: float, repro_bad: bool) -> int:
-    """What ``report`` prints after writing its folder (the claims, the kill matrix, what disagreed, where it went) and
-    its exit code: 1 for a failing claim, a surviving mutant, a reproduction that does not agree or a resolution not
-    confirmed, else 3 for an undecided claim, else 0."""
-    con.print(_summary_table(results))
-    con.print(_totals(results, seconds))
-    if mres is not None:
-        con.print(_mutant_table(mres, doc.get("kill_summary"), mode))
-        _print_wrapped(con, MUTANT_CELLS, indent=2)
-    for rp in doc.get("reproductions") or []:
-        if rp["status"] != "agrees":
-            con.print(f"reproduction {rp['name']}: {rp['status']}: {rp['why']}", markup=False)
-    con.print(f"report written to {path}")
-    bad = [r for r in results if r.status in FAILING]
-    survived = [m for m in (mres or []) if not m.killed]
-    unconfirmed = [cid for cid, v in (doc.get("continuous") or {}).items() if v.get("rejected_at_2eps") is False]
-    for cid in unconfirmed:
-        con.print(f"continuous {_esc(cid)}: form × (1 ± 2ε) NOT rejected: the stated resolution is not confirmed")
-    undecided = [r for r in results if r.status in ("undecided", "inconclusive")]
-    return 1 if bad or survived or repro_bad or unconfirmed else (3 if undecided else 0)
-
-
-def _repro_pair(task, value):
-    """A reproduction task's (result, figures); a task that failed on the cluster is an ``error`` result."""
-    if type(value).__name__ != "TaskFailure":
-        return value
-    from proofs_checks.reproduce import ReproResult, get
-
-    rep = get(task.args[0])
-    r = ReproResult(rows=[], status="error", why=f"task failed on the cluster: {value.message}")
-    r.name, r.paper, r.figure = rep.name, rep.paper, rep.figure
-    return r, {}
-
-
-def _cuda() -> bool:
-    from numerics.torch_utils import cuda_available
-
-    return cuda_available()
-
-
-@cli.command("reproduce")
-@click.argument("names", nargs=-1)
-@click.option("--list", "list_only", is_flag=True, help="List the reproductions (name, paper, figure) and exit.")
-@mode_options
-@device_option
-@seed_option
-@json_option
-@click.option("--out", "out_dir", default=DEFAULT_OUT["reproduce"], show_default=True, metavar="DIR",
-              help="Pages folder: a new one, or a previous reproduction's output (replaced atomically); anything else is "
-                   "refused unless --force (as `tverify report --out`).")
-@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous reproduction's output (never "
-                                            "'.', a folder containing it, or your home folder).")
-@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-def reproduce_cmd(names, list_only, mode, device, seed, json_path, out_dir, force, no_progress):
-    """Run anchor papers' headline experiments (all, or NAMES) with this project's numerics and write one
-    page per reproduction: the paper's (or reference code's) numbers next to ours, with the verdict.
-
-    \b
-    Examples:
-      tverify reproduce --list
-      tverify reproduce tf-as-svm --quick --json -
-      tverify reproduce --out reproductions
-
-    Exit 0 when every compared quantity agrees; 1 when one disagrees, a reproduction crashes or could
-    not run; 2 usage error."""
-    from proofs_checks.reproduce.command import run_command
-
-    sys.exit(run_command(names, list_only=list_only, mode=mode, device=device, seed=seed, json_path=json_path,
-                         out_dir=out_dir, force=force, progress=not no_progress))
-
-
-@cli.command("sweep")
-@click.argument("target", nargs=-1, required=True)
-@click.option("--grid", "grids", multiple=True, required=True, metavar='"NAME=V1,V2 NAME=..."',
-              help="Parameters and their values, axes separated by spaces (repeatable); values by commas, or by | when "
-                   "a value holds commas (one such value ends with |: f=-x,-y|). Unknown names are refused with the "
-                   "accepted ones.")
-@click.option("--seeds", "n_seeds", type=click.IntRange(1, 10_000), default=1, show_default=True,
-              help="Replicates per grid point (replicate seeds derived from the target and --seed).")
-@claim_run_options
-@click.option("--out", "out_dir", default=None, metavar="DIR",
-              help="Folder for results.json, results.csv, index.html (default: sweep, or none when --json is given); "
-                   "the rules of `tverify report --out`.")
-@click.option("--force", is_flag=True, help="Replace --out even if it is not a previous sweep's output.")
-@click.option("--no-progress", is_flag=True, help="No progress output on stderr.")
-@cluster_option
-@max_memory_option
-def sweep_cmd(target, grids, n_seeds, mode, device, allow_skip, seed, json_path, out_dir, force, no_progress, cluster,
-              max_memory):
-    """Measure TARGET over a grid of configurations: a claim with a sweep adapter (e.g.
-    icl.linear_task_risk) or a sanity check (`check icl`, `check att-svm`, ...). One row per grid point
-    and replicate, every measured number, written as JSON, CSV and an HTML page of heatmaps and curves.
-
-    \b
-    Examples:
-      tverify sweep icl.linear_task_risk --grid "N=5,10,20 M=5,10,40" --quick
-      tverify sweep check icl --grid "N=5,10 lambda=1,2|1,4" --seeds 3 --cluster local:2
-      tverify sweep attn.scaling_variance --grid "d_k=1,4,16,64 dist=normal,uniform" --json -
-
-    Exit 0 when every row ran and passed (ok); 1 when one errored or failed; 3 when some are inconclusive;
-    2 when the plan is refused before it runs (unknown names, bad values, more memory than --max-memory)
-    or a check refuses a grid point's values (the sweep stops, nothing is written); 130 on Ctrl-C."""
-    from proofs_checks import guards
-    from proofs_checks.distributed import sweep as sw
-    from proofs_checks.distributed.cluster import interrupt_once
-
-    tgt = sw.resolve_target(target)
-    grid = sw.parse_grid(grids)
-    plan = sw.check_plan(tgt, grid, seeds=n_seeds, mode=mode, device=device, max_memory=max_memory)
-    require_device(device, allow_skip or _remote(cluster))
-    out = None
-    if out_dir is not None or not json_path:
-        from proofs_checks.output.report import check_out_and_json
-
-        out = check_out_and_json(DEFAULT_OUT["sweep"] if out_dir is None else out_dir, force, json_path,
-                                 what="the sweep", made_by="sweep")  # (--out '': refused as report's is, 57b F2)
-    _check_json_target(json_path)
-    rows = sw.plan_rows(tgt, grid, seeds=n_seeds, base_seed=seed, mode=mode, device=device, max_memory=max_memory,
-                        dry_run=True)
-    label = f"sweep {tgt.name}" + (f" on {cluster}" if cluster else "")
-    tasks = sw.plan_tasks(tgt, rows)
-    eta = guards.Progress(label, enabled=not no_progress, delay=5.0, every=10.0, estimate=plan.seconds)
-    if plan.seconds is not None and plan.seconds > 10:
-        eta.note(f"{plan.rows} rows in {len(tasks)} task(s); estimated ≈ {guards.fmt_seconds(plan.seconds)}"
-                 + (" of compute (divided among the workers)" if cluster else ""))
-    with interrupt_once() as interrupted, _Progress(len(tasks), label, not no_progress) as bar, \
-            guards.Heartbeat(eta, lambda: bar.done / max(len(tasks), 1)) if not bar.tty else contextlib.nullcontext():
-        def tick(name, value):
-            done = value if isinstance(value, list) else []
-            bar.advance(name, " ".join(str(r.get("verdict") or r.get("status")) for r in done) or "task failed")
-
-        if cluster:
-            from proofs_checks.distributed.cluster import open_client
-
-            with open_client(cluster, device=device) as client:
-                result = sw.run_sweep(tgt, rows, client=client, progress=tick)
-        else:
-            result = sw.run_sweep(tgt, rows, progress=tick)
-    if interrupted["hit"]:  # a library swallowed the KeyboardInterrupt: still write nothing
-        raise KeyboardInterrupt
-    doc = sw.sweep_document(tgt, grid, result, seeds=n_seeds, base_seed=seed, mode=mode, device=device,
-                            cluster=cluster, command=_command_line())
-    if out is not None:
-        from proofs_checks.output.report import ReportTargetError
-
-        try:
-            path = sw.write_sweep(out, doc, force=force)
-        except ReportTargetError as exc:
-            raise UsageError(str(exc)) from None
-        except OSError as exc:
-            raise UsageError(f"cannot write the sweep to {out}: {exc.strerror or exc}") from None
-    if json_path:
-        from proofs_checks.runner import _jsonable
-
-        _write_json(json_path, _jsonable(doc))
-    t = _table(f"sweep {tgt.name}: {doc['summary']['rows']} rows", (*grid, "rep", "verdict", *tgt.headline[:4], "note"))
-    for r in result:
-        t.add_row(*(_esc(r.get(k)) for k in grid), str(r.get("replicate")), _esc(r.get("verdict") or r.get("status")),
-                  *(_fmt_num(r.get(h)) for h in tgt.headline[:4]), _esc((r.get("error") or r.get("reason") or "")[:120]))
-    con = _console(stderr=json_path == "-")
-    con.print(t)
-    if out is not None:
-        con.print(f"sweep written to {path}")
-    sys.exit(sw.exit_code(doc))
 
 
 @cli.group("check", cls=_LazySanityGroup)
@@ -1000,6 +350,10 @@ def check_group():
 
 
 def _register_extension_commands() -> None:
+    from proofs_checks.cli_batch import mutants_cmd, report_cmd, reproduce_cmd, sweep_cmd
+
+    for command in (mutants_cmd, report_cmd, reproduce_cmd, sweep_cmd):
+        cli.add_command(command)
     from proofs_checks.cli_extend import new_claim_cmd
 
     cli.add_command(new_claim_cmd)
@@ -1009,18 +363,6 @@ def _register_extension_commands() -> None:
 
 
 _register_extension_commands()
-
-
-def _os_error_text(exc: OSError) -> str:
-    """An OS error in a few words: a copy of a folder (``shutil.Error``) fails with a list of ``(source, target, why)``,
-    one per file (a full disk gave a 1.5 kB list: hostile pass 31a note); its first reason, and how many there were."""
-    import shutil
-
-    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
-        errors = exc.args[0]
-        first = errors[0][-1] if isinstance(errors[0], tuple) else errors[0]
-        return f"{str(first)[:200]}" + (f" (and {len(errors) - 1} more files)" if len(errors) > 1 else "")
-    return str(exc.strerror or exc)[:300]
 
 
 def main(argv: list[str] | None = None) -> None:

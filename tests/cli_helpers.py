@@ -144,16 +144,16 @@ def without_volatile(d, volatile: set[str]):
 def during_the_run(monkeypatch, action) -> None:
     """``action()`` runs once the command's claims have run and before it writes its outputs (the user making or
     editing something at an output path meanwhile); the store and caches are the test's own."""
-    import proofs_checks.cli as cli
+    from proofs_checks import cli_select
 
-    real = cli._run_selected
+    real = cli_select._run_selected
 
     def run_then(*a, **k):
         res = real(*a, **k)
         action()
         return res
 
-    monkeypatch.setattr(cli, "_run_selected", run_then)
+    monkeypatch.setattr("proofs_checks.cli_select._run_selected", run_then)
 
 
 def icl_mismatch_here(folder: Path, text: str, name: str) -> subprocess.CompletedProcess:

@@ -84,8 +84,8 @@ def test_show_takes_no_plugin_derivation_and_nothing_cached_with_the_cache_off(m
     stale = {"steps": [], "obligations": [{"name": "constant is two", "holds": True}]}
     entries = [{"id": "hz.dbl", "group": "hz", "plugin": True, "derivation": stale},
                {"id": "attn.softmax_simplex", "group": "attn", "derivation": stale}]
-    monkeypatch.setattr(cli, "_catalogue", lambda store, refresh=False, patterns=(): (entries, "the store's cache", {}, True))
-    monkeypatch.setattr(cli, "_select", lambda ids: [object()])
+    monkeypatch.setattr("proofs_checks.cli_select._catalogue", lambda store, refresh=False, patterns=(): (entries, "the store's cache", {}, True))
+    monkeypatch.setattr("proofs_checks.cli_select._select", lambda ids: [object()])
     fresh = {"steps": [], "obligations": [{"name": "constant is two", "holds": False}]}
     monkeypatch.setattr(catalogue, "derivation_and_origin", lambda claim: (fresh, False))
     cached = []

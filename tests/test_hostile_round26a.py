@@ -64,14 +64,16 @@ def test_force_never_overwrites_a_json_file_written_during_the_run(tmp_path, mon
     import proofs_checks.cli as cli
 
     out, js = tmp_path / "rf", tmp_path / "rfj.json"
-    real = cli._run_selected
+    from proofs_checks import cli_select
+
+    real = cli_select._run_selected
 
     def run_and_user_writes_json(*a, **k):
         res = real(*a, **k)
         js.write_text("user json")
         return res
 
-    monkeypatch.setattr(cli, "_run_selected", run_and_user_writes_json)
+    monkeypatch.setattr("proofs_checks.cli_select._run_selected", run_and_user_writes_json)
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as ex:

@@ -125,7 +125,7 @@ def test_a_catalogue_of_the_users_made_during_list_markdown_is_kept(tmp_path, mo
 
     monkeypatch.setattr(catalogue, "build", build)
     monkeypatch.setattr(catalogue, "save_cache", lambda doc, d: None)
-    monkeypatch.setattr(cli, "_select", lambda patterns: [])
+    monkeypatch.setattr("proofs_checks.cli_select._select", lambda patterns: [])
 
     class Store:
         cache_dir = tmp_path / "cache"

@@ -215,7 +215,7 @@ def test_a_folder_copy_that_failed_is_said_in_a_few_words():
     """31a note: `report --out` on a full disk said the raw list of every file's (source, target, error)."""
     import shutil
 
-    from proofs_checks.cli import _os_error_text
+    from proofs_checks.cli_batch import _os_error_text
 
     errors = [(f"/tmp/src/f{i}.png", f"/out/f{i}.png", "[Errno 28] No space left on device") for i in range(40)]
     assert _os_error_text(shutil.Error(errors)) == "[Errno 28] No space left on device (and 39 more files)"

@@ -280,7 +280,7 @@ def test_a_signal_turned_into_an_import_error_on_its_way_out_is_the_one_line_ter
     """39a N2 (a traceback from console.on_signal, exit 1, seen once): a SIGTERM raised inside a C extension's
     initialisation comes out as that module's ImportError; when nothing catches it, the command ends as terminated."""
     code = _SIGNAL_AT_IMPORT.replace('sys.exit(main(["check", "lyapunov", "--f", "-x**3-y,x-y**3", "--V", "x**2+y**2"]))',
-                                     'import proofs_checks.cli as cli\n'
+                                     'import proofs_checks.cli_select as cli\n'
                                      'def boom(*args, **kwargs):\n'
                                      '    try:\n'
                                      '        os.kill(os.getpid(), signal.SIGTERM)\n'

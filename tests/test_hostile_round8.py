@@ -240,7 +240,7 @@ def test_markdown_into_the_checkout_writes_only_this_project_s_claims(tmp_path, 
     monkeypatch.setattr(catalogue, "build", fake_build)
     monkeypatch.setattr(catalogue, "write_docs", fake_write)
     monkeypatch.setattr(catalogue, "save_cache", lambda doc, d: None)
-    monkeypatch.setattr(cli, "_select", lambda patterns: [*builtin, plugin])
+    monkeypatch.setattr("proofs_checks.cli_select._select", lambda patterns: [*builtin, plugin])
 
     class Store:
         cache_dir = tmp_path / "cache"

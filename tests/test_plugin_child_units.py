@@ -105,7 +105,7 @@ def test_the_import_probe_never_imports_the_working_folders_json(tmp_path, monke
 def test_a_claim_asked_for_while_a_plugin_was_skipped_names_that_plugin(monkeypatch):
     """A pattern that selects nothing while a claims plugin failed to load: the usage error (one line, exit 2)
     says which plugin was skipped, as ``tverify run zzexit`` does with that plugin installed."""
-    from proofs_checks import claims, cli
+    from proofs_checks import claims, cli_select as cli
     from proofs_checks.errors import UsageError
 
     monkeypatch.setattr(claims, "PLUGIN_ERRORS", [("zzexit = zzexit", "ended the process with exit status 0")])
@@ -247,7 +247,7 @@ def test_a_claim_whose_check_crashed_is_error_one_line_and_exit_1():
 def test_a_cached_catalogue_with_a_skipped_plugin_says_so_and_names_refresh(tmp_path, monkeypatch, capsys):
     """A catalogue cached while a plugin failed to load (a time limit, say): the cache hit still warns, one line
     naming the plugin and ``--refresh``; a failure of this process is said by the probe instead (no repeat)."""
-    from proofs_checks import claims, cli
+    from proofs_checks import claims, cli_select
     from proofs_checks.output import catalogue
 
     monkeypatch.setenv("TVERIFY_STORE", str(tmp_path / "store"))
@@ -255,12 +255,12 @@ def test_a_cached_catalogue_with_a_skipped_plugin_says_so_and_names_refresh(tmp_
            "plugin_errors": [["zzslowimport = zzslowimport", "did not finish within 1 s"]]}
     monkeypatch.setattr(catalogue, "load_fresh", lambda cache_dir: (doc, tmp_path / "cache" / "plugins-x.json"))
     monkeypatch.setattr(claims, "PLUGIN_ERRORS", [])
-    entries, _, _, _ = cli._catalogue(cli._store(None))
+    entries, _, _, _ = cli_select._catalogue(cli_select._store(None))
     assert [e["id"] for e in entries] == ["attn.convex_combination"]
     warn = [ln for ln in capsys.readouterr().err.splitlines() if "zzslowimport" in ln]
     assert len(warn) == 1 and "--refresh" in warn[0] and "skipped" in warn[0] and len(warn[0]) <= 320, warn
     monkeypatch.setattr(claims, "PLUGIN_ERRORS", [("zzslowimport = zzslowimport", "did not finish within 1 s")])
-    cli._catalogue(cli._store(None))
+    cli_select._catalogue(cli_select._store(None))
     assert "zzslowimport" not in capsys.readouterr().err
 
 
