@@ -22,7 +22,7 @@ def test_att_svm_data_and_weights_requiring_grad_are_their_values():
 
 
 def test_api_array_takes_tensors_by_their_values():
-    from proofs_checks.api import _array
+    from proofs_checks.api_args import _array
 
     t = torch.tensor([[1.5, -2.0]], dtype=torch.bfloat16, requires_grad=True)
     a = _array(t, np.float64)

@@ -260,7 +260,7 @@ def test_command_and_api_refuse_cuda_with_the_same_line(good, inst):
     from numerics.torch_utils import cuda_available
 
     import proofs_checks
-    from proofs_checks.api import _keyword_words
+    from proofs_checks.api_args import _keyword_words
     from theory.validation import InputError
 
     if cuda_available():
@@ -281,7 +281,7 @@ def test_command_and_api_refuse_cuda_with_the_same_line(good, inst):
 def test_command_and_api_refuse_ranges_with_the_same_line(good, inst, args, kwargs):
     """--iters/--seeds/--lr/--level and their keywords go through sanity.att_svm's rules (issue 42)."""
     import proofs_checks
-    from proofs_checks.api import _keyword_words
+    from proofs_checks.api_args import _keyword_words
     from theory.validation import InputError
 
     cli = one_line_error(*run("--data", good, *args)[::2]).removeprefix("tverify: error: ")

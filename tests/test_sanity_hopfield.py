@@ -310,7 +310,7 @@ def test_command_and_api_refuse_with_the_same_line(pats, args, kwargs):
     """One validation at the edge (issue 42): the flag and the API keyword go through the same function
     (sanity.hopfield.beta_value, compute_dtype_value) and say the same line, in the API's words."""
     import proofs_checks
-    from proofs_checks.api import _keyword_words
+    from proofs_checks.api_args import _keyword_words
     from theory.validation import InputError
 
     cli = one_line_error(*run("--patterns", pats, *args)[::2]).removeprefix("tverify: error: ")

@@ -422,7 +422,7 @@ def test_command_and_api_refuse_with_the_same_line(args, kwargs):
     same functions (sanity.icl length_value, noise_value, tol_value, prompts_value, layout_value) and say
     the same line, in the API's words."""
     import proofs_checks
-    from proofs_checks.api import _keyword_words
+    from proofs_checks.api_args import _keyword_words
     from theory.validation import InputError
 
     cli = one_line_error(*invoke("check", "icl", "--lambda", "1,2", *args, "--model",

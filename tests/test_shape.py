@@ -25,6 +25,11 @@ FILES += [ROOT / "proofs_checks" / n for n in ("runner.py", "run_results.py", "r
                                                "distributed/sweep_adapters.py", "distributed/sweep_document.py",
                                                "registry.py", "claim_model.py", "check_result.py")]
 FILES += sorted(ROOT.glob("numerics/att_svm*.py"))
+#: the thirtieth session: cli.py split into its commands of one claim, cli_batch.py (mutants, report, reproduce,
+#: sweep) and cli_select.py (what they share);
+#: sanity/hopfield.py into the check and its inputs (hopfield_inputs.py); api.py and its edge (api_args.py)
+FILES += [ROOT / "proofs_checks" / n for n in ("cli.py", "cli_batch.py", "cli_select.py", "sanity/hopfield.py",
+                                               "sanity/hopfield_inputs.py", "api.py", "api_args.py")]
 #: every module of the two layers that hold no derivation chain
 FUNCTION_FILES = sorted([*ROOT.glob("proofs_checks/**/*.py"), *ROOT.glob("numerics/**/*.py")])
 #: modules not yet split (numerics/attention.py: the lecture notes' attention formulas, not the probe)
