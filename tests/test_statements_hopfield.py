@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import sympy
 import torch
 
 from numerics import hopfield as nh
@@ -159,7 +160,7 @@ def test_far_query_retrieves_another_pattern():
 def test_separated_error_is_derived():
     der = th.derive_retrieval_bound()
     N, b, _, _, M = der.facts["args"]
-    assert der.facts["separated_error"] == th.sp.exp(1 - 2 / N) / (b * N * M)
+    assert der.facts["separated_error"] == sympy.exp(1 - 2 / N) / (b * N * M)
     assert der.provenance == {"result": "derived"}
 
 
