@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from numerics import icl as ni
+from numerics import icl_check
 from theory import icl as ti
 
 
@@ -70,7 +71,7 @@ def bench_training(device: str) -> dict:
     if device == "cuda":
         torch.cuda.synchronize()
     ours = time.perf_counter() - t0
-    meas = ni.measure_weights(L, N, Gi, res.Wpv, res.Wkq, M=N, n=4000, seed=5, device=device)
+    meas = icl_check.measure_weights(L, N, Gi, res.Wpv, res.Wkq, M=N, n=4000, seed=5, device=device)
     worst = max(meas["rel_rms_prediction"])
     # baseline: Adam through the LSA forward over all prompts, time per step × the same steps
     Pb = 32768  # baseline memory: measured at Pb prompts per seed, scaled linearly to P

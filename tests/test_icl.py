@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numerics import icl as ni
+from numerics import icl_check, icl_softmax
 from proofs_checks.claims import load_all
 
 load_all()  # the built-in claims registered as built-in first (imported alone, a claim module's claim was refused as a plugin's)
@@ -165,7 +166,7 @@ def test_sympy_and_numpy_agree():
     lambda: ti.lsa_predictor([1, 2], 3)(np.ones((4, 3)), np.ones(4), np.ones(2)),
     lambda: ni.sample_prompts([1, float("nan")], 3, (2,), seed=0),
     lambda: ni.target_law(np.eye(2), [1.0, 0.0], "sine"),
-    lambda: ni.measure_weights(np.eye(2), 3, np.eye(2), np.eye(4), np.eye(4), M=3),
+    lambda: icl_check.measure_weights(np.eye(2), 3, np.eye(2), np.eye(4), np.eye(4), M=3),
 ])
 def test_bad_input_raises_input_error(call):
     with pytest.raises(InputError):
@@ -245,23 +246,23 @@ def test_train_lsa_on_cuda():
 
 
 def test_baselines_shapes_and_least_squares_exact():
-    out = ni.baseline_errors(None, 2, 6, 300, seed=0)
+    out = icl_softmax.baseline_errors(None, 2, 6, 300, seed=0)
     assert set(out) == {"least squares", "averaging", "3-NN"}
     assert np.all(out["least squares"][0][3:] < 1e-20)
     # averaging is consistent for Λ = I: E‖(1/k)Σ y_i x_i − w‖²/d = (d + 1)/k, so error/d = 3/k at d = 2
-    big = ni.baseline_errors(None, 2, 7, 20000, seed=1)["averaging"]
+    big = icl_softmax.baseline_errors(None, 2, 7, 20000, seed=1)["averaging"]
     for k in (2, 4, 6):
         assert abs(big[0][k] - 3 / k) < 5 * big[1][k]
 
 
 def test_softmax_icl_trainer_is_seeded_and_learns():
-    m0, c0 = ni.train_softmax_icl(2, 5, steps=0, batch=8, seed=3)
-    m1, _ = ni.train_softmax_icl(2, 5, steps=0, batch=8, seed=3)
+    m0, c0 = icl_softmax.train_softmax_icl(2, 5, steps=0, batch=8, seed=3)
+    m1, _ = icl_softmax.train_softmax_icl(2, 5, steps=0, batch=8, seed=3)
     assert c0.size == 0 and m0.body.layers[0].self_attn.num_heads == 4
     assert all(torch.equal(a, b) for a, b in zip(m0.state_dict().values(), m1.state_dict().values()))
-    _, curve = ni.train_softmax_icl(2, 5, steps=60, batch=32, seed=3, clip=0.5)
+    _, curve = icl_softmax.train_softmax_icl(2, 5, steps=60, batch=32, seed=3, clip=0.5)
     assert np.all(np.isfinite(curve)) and curve[-10:].mean() < curve[:10].mean()
-    out = ni.baseline_errors(m0, 2, 5, 50, seed=0)
+    out = icl_softmax.baseline_errors(m0, 2, 5, 50, seed=0)
     assert out["transformer"][0].shape == (5,)
 
 

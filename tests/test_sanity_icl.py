@@ -218,13 +218,13 @@ def test_cuda_without_cuda_is_a_usage_error():
 def test_monitored_training_is_train_lsa():
     """train_lsa_monitored runs train_lsa's algorithm (same prompts, init, optimisers), adds the
     exact conditional minimiser B*, and reports progress up to 1."""
-    from numerics import icl as ni
+    from numerics import icl as ni, icl_check
 
     L = np.diag([1.0, 2.0])
     kw = dict(n_seeds=3, n_prompts=512, steps=50, seed=4)
     seen = []
     a = ni.train_lsa(L, 6, **kw)
-    b = ni.train_lsa_monitored(L, 6, progress=seen.append, **kw)
+    b = icl_check.train_lsa_monitored(L, 6, progress=seen.append, **kw)
     assert np.allclose(a.B, b.B, rtol=1e-10, atol=1e-12) and np.allclose(a.final_loss, b.final_loss)
     assert seen[-1] == 1.0 and all(x <= y + 1e-12 for x, y in zip(seen, seen[1:]))
     assert np.all(b.loss_gap >= -1e-12)

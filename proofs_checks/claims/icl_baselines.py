@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from numerics import icl as ni
+from numerics import icl_softmax as ni
 from proofs_checks.context import pyplot
 from proofs_checks.registry import Check, CheckResult, Clause, Counterexample, Hypothesis, Mutant
 from proofs_checks.claims._common import declare, setting

@@ -294,7 +294,7 @@ def command(lam, N, M, weights, tol, seeds, prompts, steps, model_spec, layout, 
         raise UsageError("--timeout limits the process that runs your --model; without --model nothing of yours runs")
     req = lsa_request(lam, N, M, weights=weights, tol=tol, seeds=seeds, prompts=prompts, steps=steps, mode=mode,
                       device=device, max_memory=max_memory)
-    from numerics import icl as ni  # torch: imported only once the input is known to be good
+    from numerics import icl_check as ni  # torch: imported only once the input is known to be good
 
     prog = guards.Progress("check icl", enabled=not no_progress, estimate=req.est.seconds)
     if req.est.seconds > 10:

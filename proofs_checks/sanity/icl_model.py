@@ -475,7 +475,7 @@ def _zfb_theorem(model, req: ModelRequest, name: str, seed: int) -> tuple[dict, 
     if isinstance(weights, str):
         return ({"skipped": f"{weights}, so ZFB's theorem on its weights was not checked; the probe above still says "
                             "whether it predicts like the Γ_N-preconditioned step", "reason": weights}, tol, tol_reason)
-    from numerics import icl as ni
+    from numerics import icl_check as ni
 
     Gi = np.linalg.inv(ti.gamma_n(req.L, req.N))
     meas = ni.measure_weights(req.L, req.N, Gi, weights[0], weights[1], M=req.M, n=N_MEASURE, seed=seed + 1,
