@@ -216,11 +216,12 @@ def _remote(cluster: str | None) -> bool:
 def _run_on_cluster(cluster, claims, *, mode, seed, device, allow_skip, progress: bool, claims_run: bool = True,
                     mutants: bool = False, figure_dir=None, store=None, continuous: bool = False, extra=()):
     """``--cluster``: the claims (and/or their kill matrix) as tasks on a Dask cluster (see
-    :mod:`proofs_checks.distributed.cluster`); the same results as :func:`_run_selected` / :func:`proofs_checks.cli_batch._run_mutants`.
-    Returns a :class:`~proofs_checks.distributed.cluster.ClusterRun` (``continuous``: the claims'
+    :mod:`proofs_checks.distributed.claim_tasks`); the same results as :func:`_run_selected` / :func:`proofs_checks.cli_batch._run_mutants`.
+    Returns a :class:`~proofs_checks.distributed.claim_tasks.ClusterRun` (``continuous``: the claims'
     continuous-mutant rows, when the run was cut per claim; ``extra``: more tasks, run beside them).
     The store is written only once every task has finished (Ctrl-C leaves nothing half-done)."""
-    from proofs_checks.distributed.cluster import granularity, interrupt_once, open_client, plan_claims, run_tasks
+    from proofs_checks.distributed.claim_tasks import granularity, plan_claims
+    from proofs_checks.distributed.cluster import interrupt_once, open_client, run_tasks
     from proofs_checks.store import save_last
 
     with interrupt_once() as interrupted, open_client(cluster, device=device) as client:

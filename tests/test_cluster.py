@@ -13,6 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.integration(reason="Dask clusters: scheduler and worker processes started and killed")
 
+from proofs_checks.distributed import claim_tasks as pct
 from proofs_checks.distributed import cluster as pc
 from proofs_checks.options import UsageError
 from tests.cli_helpers import invoke, one_line_error, without_volatile
@@ -94,8 +95,8 @@ def test_failed_check_task_makes_the_claim_an_error(cluster, monkeypatch):
         tasks = [pc.Task(t.label, operator.truediv, (1, 0)) if t.label.endswith(":matches_torch") else t for t in tasks]
         return real(client, tasks, progress, **kw)
 
-    monkeypatch.setattr(pc, "run_tasks", sabotage)
-    res, _ = pc.run_claims_on(client, claims, mode="quick", seed=0, device="cpu")
+    monkeypatch.setattr(pct, "run_tasks", sabotage)
+    res, _ = pct.run_claims_on(client, claims, mode="quick", seed=0, device="cpu")
     assert res[0].status == "error"
     bad = [o for o in res[0].checks if o.status == "error"]
     assert [o.name for o in bad] == ["matches_torch"] and "ZeroDivisionError" in bad[0].error_message
@@ -136,8 +137,8 @@ def test_report_cut_per_module_equals_in_process(cluster, tmp_path):
     from proofs_checks.registry import select
 
     addr, client = cluster
-    assert pc.granularity(client, select(list(PER_MODULE))) == "module"
-    assert pc.granularity(client, select(list(CHEAP))) == "check"
+    assert pct.granularity(client, select(list(PER_MODULE))) == "module"
+    assert pct.granularity(client, select(list(CHEAP))) == "check"
     code0, local = _json("report", *PER_MODULE, "--out", str(tmp_path / "a"))
     code1, remote = _json("report", *PER_MODULE, "--out", str(tmp_path / "b"), "--cluster", addr)
     assert code0 == code1 == 0
@@ -153,9 +154,9 @@ def test_extra_tasks_come_back_first_and_a_failed_module_fails_its_claims(cluste
 
     _, client = cluster
     claims = select(["rnn.bptt", "gnn.attention_is_gnn"])
-    plan = pc.plan_claims(claims, mode="quick", seed=0, device="cpu", per="module",
+    plan = pct.plan_claims(claims, mode="quick", seed=0, device="cpu", per="module",
                           extra=[pc.Task("extra", operator.add, (1, 2))])
-    assert [t.fn for t in plan.tasks] == [operator.add, pc.module_task, pc.module_task]
+    assert [t.fn for t in plan.tasks] == [operator.add, pct.module_task, pct.module_task]
     plan.tasks[2] = pc.Task(plan.tasks[2].label, operator.truediv, (1, 0))  # the gnn module's task fails
     run = plan.assemble(pc.run_tasks(client, plan.tasks, retries=0))
     assert run.extra == [3]
@@ -205,7 +206,7 @@ def test_a_module_task_carries_its_claims_statement_and_assembling_runs_no_count
 
     claims = select(["attn.softmax_simplex", "attn.convex_combination"])
     assert any(h.counterexample is not None for c in claims for h in c.hypotheses)
-    plan = pc.plan_claims(claims, mode="quick", seed=0, device="cpu", continuous=continuous, per="module",
+    plan = pct.plan_claims(claims, mode="quick", seed=0, device="cpu", continuous=continuous, per="module",
                           mutants=continuous)
     results = [t.fn(*t.args) for t in plan.tasks]
     assert all(got["statement"] is not None for r in results for got in r.values())

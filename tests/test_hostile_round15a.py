@@ -128,7 +128,7 @@ def test_a_cluster_task_s_figure_folder_is_inside_the_cluster_scratch_folder(tmp
 
     import dask
 
-    from proofs_checks.distributed import cluster
+    from proofs_checks.distributed import claim_tasks as cluster
     from proofs_checks.registry import get_claim
 
     made = []

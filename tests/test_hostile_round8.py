@@ -439,7 +439,7 @@ def test_a_cluster_workers_claim_is_this_projects_own():
     """A Dask worker imported only the claim's module: the claims it registered were not known as built-in
     (``registry.is_builtin``), so the plugins' power rule ran on built-in claims (an hour on lyap.* in
     `make report`'s cluster) and their derivations were not read from the catalogue."""
-    code = ("from proofs_checks.distributed.cluster import _claim; from proofs_checks.registry import is_builtin; "
+    code = ("from proofs_checks.distributed.claim_tasks import _claim; from proofs_checks.registry import is_builtin; "
             "print(is_builtin(_claim('proofs_checks.claims.lyapunov', 'lyap.backward_construction')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})  # a fresh process, as a worker is

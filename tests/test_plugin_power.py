@@ -345,7 +345,7 @@ def test_a_claim_assembled_from_a_clusters_outcomes_keeps_the_power_rule():
     """``tverify run --cluster``: the claim's outcomes computed on workers were assembled without the rule:
     a false ``3x = 2x`` checked by ``compare(err, 1e300)`` was verified, exit 0."""
     from proofs_checks.context import RunContext
-    from proofs_checks.distributed.cluster import _assemble_claim
+    from proofs_checks.distributed.claim_tasks import _assemble_claim
     from proofs_checks.runner import derivation_info, run_check
 
     c = claim("cluster", three, huge)

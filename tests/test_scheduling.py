@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from proofs_checks.distributed import claim_tasks as pct
 from proofs_checks.distributed import cluster as pc
 from proofs_checks.registry import get_claim, select
 
 
 def test_estimates_follow_the_layer_without_a_record():
-    est = pc.estimate_seconds(get_claim("svm.gd_direction"))
+    est = pct.estimate_seconds(get_claim("svm.gd_direction"))
     layers = {ch.name: ch.layer for ch in get_claim("svm.gd_direction").checks}
     for name, layer in layers.items():
-        assert est[name] == pc.LAYER_SECONDS[layer]
-    assert est["derivation"] == pc.DERIVATION_SECONDS
+        assert est[name] == pct.LAYER_SECONDS[layer]
+    assert est["derivation"] == pct.DERIVATION_SECONDS
 
 
 def test_estimates_read_the_last_run_at_the_same_mode(monkeypatch):
@@ -21,21 +22,21 @@ def test_estimates_read_the_last_run_at_the_same_mode(monkeypatch):
     name = claim.checks[0].name
     monkeypatch.setattr(st, "load_last", lambda cid, store: {"id": cid, "mode": "quick",
                                                              "checks": [{"name": name, "seconds": 123.0}]})
-    assert pc.estimate_seconds(claim, object(), "quick")[name] == 123.0
-    assert pc.estimate_seconds(claim, object(), "default")[name] == pc.LAYER_SECONDS[claim.checks[0].layer]
+    assert pct.estimate_seconds(claim, object(), "quick")[name] == 123.0
+    assert pct.estimate_seconds(claim, object(), "default")[name] == pct.LAYER_SECONDS[claim.checks[0].layer]
 
 
 def test_plan_costs_count_every_form_and_extras_are_long():
     claims = select(["svm.gd_direction", "attn.softmax_simplex"])
     extra = [pc.Task("reproduce x", print, ())]
-    plan = pc.plan_claims(claims, mode="quick", seed=0, device="cpu", mutants=True, per="check", extra=extra)
-    assert plan.tasks[0].cost == pc.EXTRA_SECONDS
+    plan = pct.plan_claims(claims, mode="quick", seed=0, device="cpu", mutants=True, per="check", extra=extra)
+    assert plan.tasks[0].cost == pct.EXTRA_SECONDS
     costs = {t.label: t.cost for t in plan.tasks}
     svm = get_claim("svm.gd_direction")
     trained = next(ch for ch in svm.checks if ch.layer == "trained")
-    forms = len(pc._forms(svm, True, True))
-    assert costs[f"svm.gd_direction:{trained.name}"] == pc.LAYER_SECONDS["trained"] * forms
-    per_module = pc.plan_claims(claims, mode="quick", seed=0, device="cpu", per="module")
+    forms = len(pct._forms(svm, True, True))
+    assert costs[f"svm.gd_direction:{trained.name}"] == pct.LAYER_SECONDS["trained"] * forms
+    per_module = pct.plan_claims(claims, mode="quick", seed=0, device="cpu", per="module")
     assert all(t.cost > 0 for t in per_module.tasks)
 
 
