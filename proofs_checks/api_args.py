@@ -92,6 +92,7 @@ def _keyword_words(msg: str, fn) -> str:
     one of its keyword arguments becomes the keyword (``--heads 3`` → ``heads=3``, ``--positional rope``
     → ``positional="rope"``, ``--heads:`` → ``heads:``; a message that starts with one names ``fn``).
 
+    >>> from proofs_checks.api import check_attention
     >>> _keyword_words("--heads: must be a positive integer, got 0", check_attention)
     'check_attention: heads: must be a positive integer, got 0'
     >>> _keyword_words("--rope-base set the rotary embedding: they need --positional rope", check_attention)

@@ -105,12 +105,12 @@ def _trained_lsa(d: int, N: int, seeds: int, prompts: int, steps: int, lam_seed:
     per worker (the numbers do not depend on which worker, or on the cache)."""
     import numpy as np
 
-    from numerics import icl as ni
+    from numerics import icl as ni, icl_check
 
     L = ni.random_spd(np.random.default_rng(lam_seed), d, 1.0, 3.0)
     # (the monitored training: the same weights as train_lsa, with each seed's exact minimiser B* of its own loss)
-    res = ni.train_lsa_monitored(L, N, n_seeds=seeds, n_prompts=prompts, steps=steps, seed=seed, device=device,
-                                 lbfgs_steps=50)
+    res = icl_check.train_lsa_monitored(L, N, n_seeds=seeds, n_prompts=prompts, steps=steps, seed=seed,
+                                        device=device, lbfgs_steps=50)
     return L, res
 
 

@@ -157,7 +157,7 @@ def estimate_resources(d: int, N: int, M: int, seeds: int, prompts: int, steps: 
 
 
 def _measure(ni, L, N, Gi, Wpv, Wkq, *, M, seed, device, chunk, progress=None) -> dict:
-    """``numerics.icl.measure_weights`` on ``N_MEASURE`` test prompts, in chunks of ``chunk`` prompts
+    """``numerics.icl_check.measure_weights`` on ``N_MEASURE`` test prompts, in chunks of ``chunk`` prompts
     (memory bounded for long test contexts M). Risk: mean over all prompts; relative RMS prediction
     difference: root mean of the per-chunk squares (the chunks are equal in size)."""
     n_chunks = math.ceil(N_MEASURE / chunk)
