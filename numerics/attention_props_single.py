@@ -147,13 +147,19 @@ def prop_key_padding(probe: Any, w: "WithMask") -> list[Property]:
         return [Property("key_padding_respected", "fail", float("inf"), 0.0, "must run",
                          f"raised {exc_text(exc)} with a padding mask in a call of another batch shape", {}, True)]
     _, e, tol, just, T, key, e_move, e_ref = worst
-    detail = (f"keys padded at the {'start (left padding: a causal mask hides nothing there)' if left else 'end'} of "
-              f"each sample (T = {T}, {key if ' ' in key else key + ' logits'}): outputs at real positions move by "
+    other = f"keys at the {'end' if left else 'start'}"  # the second side's call (60a F1)
+    where = (f"{key} (T = {T})" if key.endswith(other) else
+             f"keys padded at the {'start (left padding: a causal mask hides nothing there)' if left else 'end'} of "
+             f"each sample (T = {T}, {key if ' ' in key else key + ' logits'})")
+    detail = (f"{where}: outputs at real positions move by "
               f"{e_move:.3g} when the padded tokens are redrawn" + (f"; against the reference with those keys masked "
                                                                     f"{e_ref:.3g}" if math.isfinite(e_ref) else "")
               # (an output that is NaN/inf at real positions is no sign of an inverted convention: that one is tested
               # where it shows, every output non-finite with every key real; 59a F1)
-              + ("; the mask convention may be inverted (--mask-convention keep/drop)" if math.isfinite(e) and not
+              + (f"; a key-padding mask may pad any keys, not only the {'first' if left else 'last'} (a module that "
+                 f"takes the real keys to be the {'last' if left else 'first'} n fails here)"
+                 if key.endswith(other) and math.isfinite(e) and not e <= tol
+                 else "; the mask convention may be inverted (--mask-convention keep/drop)" if math.isfinite(e) and not
                  e <= tol else "; the outputs at real positions are not finite (NaN/inf) with these keys padded"
                  if not math.isfinite(e) else "")
               + ("; redrawn also in calls of " + ", ".join(dict.fromkeys(f"{o[4]} (T = {o[3]})" for o in others))
@@ -187,17 +193,22 @@ def _padding_other_shapes(probe: Any, w: "WithMask") -> list[tuple[float, float,
         if c is None:
             continue
         counts = sorted({int(round(n)) for n in torch.linspace(1, T - 1, min(T - 1, 64)).tolist()})
-        valid = torch.ones(len(counts), T, dtype=torch.bool)
-        for i, n_pad in enumerate(counts):
-            if probe.st.causal:
-                valid[i, :n_pad] = False
-            else:
-                valid[i, T - n_pad:] = False
-        x = probe.xs[T][torch.arange(len(counts)) % probe.B] * c
-        *r, made = _padded_redraw(probe, w, x, valid, c)
-        out.append(tuple(r) + (T, f"{key} logits, {len(counts)} sequences padding {counts[0]} to {counts[-1]} keys"
-                               + (f" (in calls of at most {made}: the module refused {len(counts)})"
-                                  if made < len(counts) else "")))
+        # at the usual side (the start for a causal module, else the end), then at the other: a module that reads the
+        # mask as a count of real keys, assumed first (or last), passed with the padding only where it assumed it
+        # (hostile pass 60a F1); a causal module padded at the end is judged against the reference
+        for start in (bool(probe.st.causal), not probe.st.causal):
+            valid = torch.ones(len(counts), T, dtype=torch.bool)
+            for i, n_pad in enumerate(counts):
+                if start:
+                    valid[i, :n_pad] = False
+                else:
+                    valid[i, T - n_pad:] = False
+            x = probe.xs[T][torch.arange(len(counts)) % probe.B] * c
+            *r, made = _padded_redraw(probe, w, x, valid, c)
+            out.append(tuple(r) + (T, f"{key} logits, {len(counts)} sequences padding {counts[0]} to {counts[-1]} "
+                                   f"keys at the {'start' if start else 'end'}"
+                                   + (f" (in calls of at most {made}: the module refused {len(counts)})"
+                                      if made < len(counts) else "")))
     return out
 
 
