@@ -56,6 +56,31 @@ def vacuity(result: "CheckResult") -> str:
     return ""
 
 
+#: the start of the message of a hand-built result that contradicts its own numbers (an error in the claim)
+CONTRADICTS = "contradicts itself"
+
+
+def contradiction(result: "CheckResult") -> str:
+    """Why a result contradicts its own numbers (``""`` when it does not): a negative tolerance (a tolerance is a size),
+    or a hand-built result (not made by :func:`compare` and its kind) that says passed with a finite error above its
+    finite tolerance. A result whose flag and numbers disagree is an error in the claim, never a pass.
+
+        >>> contradiction(CheckResult(True, error=5.0, tolerance=1.0)), contradiction(CheckResult(True, 0.5, 1.0))
+        ('it says passed with an error of 5 above its own tolerance 1', '')
+        >>> contradiction(CheckResult(True, error=0.0, tolerance=-1.0))
+        'its tolerance is negative (-1): a tolerance is the size of a difference'
+    """
+    if result.passed is None:
+        return ""
+    e, t = result.error, result.tolerance
+    if isinstance(t, (int, float)) and t < 0:
+        return f"its tolerance is negative ({t:g}): a tolerance is the size of a difference"
+    if result.passed and not result.resolution_units and isinstance(e, (int, float)) and isinstance(t, (int, float)) \
+            and math.isfinite(e) and math.isfinite(t) and e > t:
+        return f"it says passed with an error of {e:.3g} above its own tolerance {t:.3g}"
+    return ""
+
+
 class UnknownClaimError(LookupError):
     """A claim id or pattern matches nothing in the registry."""
 

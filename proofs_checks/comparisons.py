@@ -160,12 +160,19 @@ def rounding(errors: dict[str, float] | float, n: float, *, scale: float = 1.0, 
     return r
 
 
+#: draws a Monte Carlo mean is taken to average when ``z_test`` is not told (its rounding floor: ``n·ε`` relative)
+DEFAULT_DRAWS = 10**6
+
+
 def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_SIGMA, what: str = "",
            justification: str | None = None, resolution_from: Iterable[str] | None = None,
-           dof: "int | dict[str, int] | None" = None, **kw) -> CheckResult:
+           dof: "int | dict[str, int] | None" = None, draws: "int | dict[str, int] | None" = None,
+           **kw) -> CheckResult:
     """Monte Carlo (or across-seed) estimates against closed forms: ``measurements`` maps a label to
-    ``(estimate, standard error, form's value)``; error = the largest ``|estimate − form| / SE``,
-    tolerance ``k`` (default :data:`K_SIGMA`). A zero or non-finite SE fails (no power, no pass).
+    ``(estimate, standard error, form's value)``; error = the largest ``(|estimate − form| − r) / SE``, with ``r =
+    n·ε·max(|estimate|, |form|)`` the float64 rounding of a mean of ``n`` draws (``draws``, one number or per label;
+    :data:`DEFAULT_DRAWS` when not given): draws equal to the form up to rounding are not a difference (hostile pass
+    60b F2). Tolerance ``k`` (default :data:`K_SIGMA`). A zero or non-finite SE fails (no power, no pass).
     The details hold every label's estimate, SE, form value and z. ``justification`` replaces the
     default text (a check whose SE rule needs stating); ``resolution_from`` restricts the resolution
     to those labels (e.g. leaving out a degenerate entry whose SE is only a rounding floor). ``dof``
@@ -173,7 +180,7 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     seeds, for the stated false-failure probability (Student t instead of normal).
 
     >>> r = z_test({"N=2": (1.01, 0.01, 1.0), "N=5": (2.0, 0.01, 2.02)})
-    >>> round(r.error, 9), r.passed
+    >>> round(r.error, 6), r.passed
     (2.0, True)
     """
     refuse_text(measurements, "z_test")
@@ -184,11 +191,15 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     if k <= 0:
         negative_tolerance("z_test", f"k = {float(k):g} standard errors", "positive")
     _z_test_options(measurements, resolution_from, dof)
+    _z_test_options(measurements, None, draws, "draws")
     zs, rows = {}, {}
     for label, (est, se, val) in measurements.items():
         est, se, val = float(est), float(se), float(val)
-        zs[label] = abs(est - val) / se if se > 0 and math.isfinite(se) else math.inf
-        rows[label] = {"estimate": est, "standard_error": se, "form": val, "z": zs[label]}
+        n = (draws.get(label) if isinstance(draws, dict) else draws) or DEFAULT_DRAWS
+        r = n * EPS * max(abs(est), abs(val))  # the mean's rounding: n additions, each within ε of the running sum
+        d = max(0.0, abs(est - val) - r) if math.isfinite(r) else abs(est - val)
+        zs[label] = d / se if se > 0 and math.isfinite(se) else math.inf
+        rows[label] = {"estimate": est, "standard_error": se, "form": val, "z": zs[label], "rounding": r, "draws": n}
     details = dict(kw.pop("details", {}) or {})
     details.update(measurements=rows)
     use = [measurements[lab] for lab in (measurements if resolution_from is None else resolution_from)]
@@ -197,11 +208,14 @@ def z_test(measurements: dict[str, tuple[float, float, float]], *, k: float = K_
     val = np.array([float(m[2]) for m in use])
     eps, conf = _spread_resolution(est, se, val, k)
     details.update(resolution_confirmed=conf, false_failure_probability=_ffp_entries(k, list(rows), dof))
-    just = justification or f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score)"
+    just = justification or (f"{k:g} standard errors of the estimate{(' of ' + what) if what else ''} (z-score), beyond "
+                             "the float64 rounding of a mean of n draws (n·ε·max(|estimate|, |form|), n = "
+                             + (f"{draws:,}" if isinstance(draws, int) else "given per label" if draws else
+                                f"{DEFAULT_DRAWS:,}, the default") + ")")
     return _both(compare(zs, k, just, details=details, resolution=eps, resolution_units=REL_UNITS, **kw))
 
 
-def _z_test_options(measurements: dict, resolution_from, dof) -> None:
+def _z_test_options(measurements: dict, resolution_from, dof, name: str = "dof") -> None:
     """``resolution_from`` names measured labels and ``dof`` is a whole number ≥ 1 (one, or one per label): one line
     each, not a raw ``KeyError``/``AttributeError`` from inside (hostile pass 33b, a note)."""
     if resolution_from is not None:
@@ -214,8 +228,8 @@ def _z_test_options(measurements: dict, resolution_from, dof) -> None:
         return v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1)
 
     if not (whole(dof) if not isinstance(dof, dict) else all(whole(v) for v in dof.values())):
-        raise ValueError(f"z_test: dof = {dof!r}: degrees of freedom are a whole number >= 1 (one, or a dict of one "
-                         "per label)")
+        what = "degrees of freedom are" if name == "dof" else "the draws behind an estimate are"
+        raise ValueError(f"z_test: {name} = {dof!r}: {what} a whole number >= 1 (one, or a dict of one per label)")
 
 
 def _ffp_entries(k: float, labels: list[str], dof: "int | dict[str, int] | None") -> dict[str, Any]:

@@ -588,9 +588,11 @@ def check_claim(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
         >>> check_claim(Claim(**{**bare.__dict__, "no_symbolic": "a table of counts"})).status
         'verified'
     """
+    from proofs_checks.registry import refuse_builtin_group
     from proofs_checks.runner import run_claim
 
     _require_claim(claim, "check_claim").validate()
+    refuse_builtin_group(claim)
     return ClaimCheck(run_claim(claim, _ctx(mode, seed, device)))
 
 
@@ -605,9 +607,11 @@ def run_mutants(claim: Claim, *, mode: str = "quick", seed: int = 0, device: str
         >>> [(r.mutant, r.killed) for r in run_mutants(c).rows]
         [('four', True)]
     """
+    from proofs_checks.registry import refuse_builtin_group
     from proofs_checks.runner import refusal_reason, refused_mutant, run_claim, run_mutant
 
     _require_claim(claim, "run_mutants").validate()
+    refuse_builtin_group(claim)
     ctx = _ctx(mode, seed, device)
     base = run_claim(claim, ctx)
     why = refusal_reason(base)

@@ -94,13 +94,8 @@ class Registry:
         claim.validate()
         if claim.id in self.contested or claim.id in self._claims and self._claims[claim.id] is not claim:
             raise DuplicateClaim(claim.id)
-        group = claim.id.split(".", 1)[0]
-        if group in BUILTIN_GROUPS and not is_builtin(claim) and threading.get_ident() not in _LOADING_BUILTIN:
-            # what `tverify new-claim` refuses (proofs_checks.scaffold.check_id_free): a plugin's or a notebook's claim
-            # in a built-in group would be run, listed and counted as one of this project's claims (hostile pass 46 O1);
-            # also before the built-in claims load (`list` and `show` answer without them: 54b F8)
-            raise RegistryError(f"claim {claim.id!r}: {group!r} is a built-in group; a plugin's claim needs a group of "
-                                f"its own (e.g. my{group}.{claim.id.split('.', 1)[1]})")
+        if threading.get_ident() not in _LOADING_BUILTIN:
+            refuse_builtin_group(claim)
         self._claims[claim.id] = claim
         return claim
 
@@ -163,6 +158,17 @@ def is_builtin(claim: Any) -> bool:
     notebook's claim never is, whatever its id or its functions' ``__module__`` say)."""
     found = BUILTIN.get(getattr(claim, "id", None))
     return found is not None and found is claim
+
+
+def refuse_builtin_group(claim: Claim) -> None:
+    """What `tverify new-claim` refuses (:func:`proofs_checks.scaffold.check_id_free`), for ``register`` and for
+    ``check_claim`` / ``run_mutants`` alike (hostile pass 60b, a note): a plugin's or a notebook's claim in a built-in
+    group would be run, listed and counted as one of this project's claims (hostile pass 46 O1); also before the
+    built-in claims load (`list` and `show` answer without them: 54b F8)."""
+    group = claim.id.split(".", 1)[0]
+    if group in BUILTIN_GROUPS and not is_builtin(claim):
+        raise RegistryError(f"claim {claim.id!r}: {group!r} is a built-in group; a plugin's claim needs a group of "
+                            f"its own (e.g. my{group}.{claim.id.split('.', 1)[1]})")
 
 
 def register(claim: Claim) -> Claim:

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from proofs_checks.context import RunContext, identity_token
 from proofs_checks.registry import (VACUOUS, Check, CheckResult, Claim, Counterexample, DroppedHypothesis, Inconclusive, Mutant,
                                     SkipCheck, VacuousCheck, default_resolution, vacuity)
+from proofs_checks.check_result import CONTRADICTS, contradiction
 from proofs_checks.fingerprint import derivation_budget  # noqa: F401 (re-exported: the budget a run reads)
 from proofs_checks.resolution import ROUNDING_FLOOR, finite_rejection  # noqa: F401 (re-exported)
 from proofs_checks.run_derivation import (ISOLATED_DERIVATION, _OutOfTime, _budget, _builtin, _derivation_steps,  # noqa: F401
@@ -224,6 +225,8 @@ def run_check_here(check: Check, form: Any, claim: Claim, ctx: RunContext) -> Ch
     res.seconds = time.perf_counter() - t0
     if vacuity(res):  # a hand-built result that cannot fail
         return CheckOutcome(check.name, check.layer, "error", None, error_message=f"{VACUOUS}: {vacuity(res)}")
+    if contradiction(res):  # its flag and its numbers disagree (5 against 1 "passed"; a tolerance of -1): 60b F3
+        return CheckOutcome(check.name, check.layer, "error", None, error_message=f"{CONTRADICTS}: {contradiction(res)}")
     if res.passed and (math.isinf(res.error) or (math.isnan(res.error) and not math.isnan(res.tolerance))):
         res.passed = False  # a non-finite measurement never passes, whoever built the result
         res.reason = res.reason or f"non-finite error: {res.error}"
@@ -404,7 +407,7 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
         return "error", f"derivation failed: {derr}", None
     if "error" in states:
         bad = next(o for o in outcomes if o.status == "error")
-        verb = "" if str(bad.error_message).startswith(VACUOUS) else "crashed: "  # vacuous: an error in the claim
+        verb = "" if str(bad.error_message).startswith((VACUOUS, CONTRADICTS)) else "crashed: "  # an error in the claim
         return "error", f"check {bad.name} {verb}{bad.error_message}", None
     failed_obl = [_obl_text(o) for o in obligations or [] if obligation_status(o) == "fails"]
     undecided_obl = [o["name"] for o in obligations or [] if obligation_status(o) == "undecided"]
@@ -415,16 +418,30 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
         ran = [o for o in outcomes if o.status not in ("skipped", "inconclusive")]
         if skipped:
             return "incomplete", f"not every check ran ({skip_note}); evidence is reported only from a complete run", None
+        blind = [o.name for o in ran if o.status == "failed" and _nonfinite_failure(o)]
+        if blind:  # a NaN measures nothing: neither support nor its absence (hostile pass 60b, a note)
+            return "error", (f"check {', '.join(blind)} measured nothing (a NaN or infinite error): evidence is reported "
+                             "only from what was measured (an error in the claim)"), None
         supports = all(o.status == "passed" for o in ran) and not failed_obl and not undecided_obl
         if supports:
             return "evidence", f"every stated criterion is met at the sizes that ran ({_sizes_text(outcomes)}): the measured numbers support the claim", True
         unmet = [f"{o.name} ({_unmet_reason(o)})" for o in ran if o.status != "passed"]
         unmet += [f"obligation {n}" for n in failed_obl + undecided_obl]
         return "evidence", "the measured numbers do not support the claim: not met: " + "; ".join(unmet), False
+    undefined_obl = [_obl_text(o) for o in obligations or [] if obligation_status(o) == "fails" and o.get("undefined")]
+    if failed_obl and len(undefined_obl) == len(failed_obl):  # nan or zoo (0/0, 1/0): no evidence either way (60b F1)
+        return "error", (f"obligation undefined: {'; '.join(undefined_obl)}: a value that is not a number establishes "
+                         "nothing either way (a division by zero or a substitution at a singular point in the "
+                         "derivation): an error in the claim, not a refutation"), None
     if failed_obl:
         return "refuted", f"obligation false: {'; '.join(failed_obl)}", None
     if "failed" in states:
         bad = [o.name for o in outcomes if o.status == "failed"]
+        if all(_nonfinite_failure(o) for o in outcomes if o.status == "failed"):  # a NaN measures nothing (60b F1)
+            errs = ", ".join(f"{o.name}: {o.result.error}" for o in outcomes if o.status == "failed")
+            return "error", (f"check {', '.join(bad)} failed only with a non-finite error ({errs}): a NaN or infinite "
+                             "error is no measured difference (a reference or form that overflowed or is undefined at "
+                             "the points drawn): an error in the claim, not a refutation"), None
         return "refuted", f"failed: {', '.join(bad)}", None
     inconclusive = [o for o in outcomes if o.status == "inconclusive"]
     if inconclusive and not skipped:
@@ -453,6 +470,11 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
         return "verified", (f"stated form refuted by {', '.join(o.name for o in killed)} (layers: {', '.join(layers)}); "
                             "corrected form verified"), None
     return "verified", "", None
+
+
+def _nonfinite_failure(o: CheckOutcome) -> bool:
+    """A failed check whose error is NaN or infinite: it fails whatever its tolerance, and measures no difference."""
+    return o.result is not None and isinstance(o.result.error, (int, float)) and not math.isfinite(o.result.error)
 
 
 def _sizes_text(outcomes: list[CheckOutcome]) -> str:

@@ -112,8 +112,10 @@ def test_f2_complex_infinity_is_not_zero(tmp_path):
     r = _tv(tmp_path, site, "run", "zzf2.zoo", "--quick", "--no-progress", "--json", str(out))
     assert "Traceback" not in r.stderr, r.stderr
     (res,) = json.loads(out.read_text())["results"]
-    # 1/0 is complex infinity: a closed value that is certainly not 0 -> refuted (exit 1), never "undecided"
-    assert res["status"] == "refuted" and r.returncode == 1, (r.returncode, res["status"], res["message"])
+    # 1/0 is complex infinity: the obligation is not shown, never "undecided" (exit 3); and not a number, it refutes
+    # nothing either (hostile pass 60b F1): an error in the claim, exit 1
+    assert res["status"] == "error" and r.returncode == 1, (r.returncode, res["status"], res["message"])
+    assert "obligation undefined" in res["message"], res["message"]
 
 
 def test_f3_budget_names_where_it_stopped(tmp_path):

@@ -26,6 +26,9 @@ class ObligationResult:
     * ``"undecided"``: no method decided an entry, and a numeric search found no counterexample.
       Never a pass, never a refutation.
 
+    ``undefined`` marks a ``"fails"`` whose entry is not a number (``nan``, ``zoo``): the obligation is not shown,
+    and no certified value refutes it (the claim is an error, not refuted).
+
     ``passed`` is ``status == "holds"``; ``residual`` the entry as printed after the last
     simplification tried; ``method`` names what decided it (or what was tried)."""
 
@@ -38,15 +41,20 @@ class ObligationResult:
     description: str = ""
     status: str = ""
     counterexample: dict[str, str] | None = None
+    #: the entry that fails is not a number (``nan``: 0/0; ``zoo``: 1/0): it is not shown, and it refutes nothing
+    undefined: bool = False
 
     def __post_init__(self):
         if not self.status:
             self.status = "holds" if self.passed else "fails"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "passed": self.passed, "status": self.status,
-                "residual": self.residual, "method": self.method, "seconds": round(self.seconds, 4),
-                "description": self.description, "counterexample": self.counterexample}
+        out = {"name": self.name, "kind": self.kind, "passed": self.passed, "status": self.status,
+               "residual": self.residual, "method": self.method, "seconds": round(self.seconds, 4),
+               "description": self.description, "counterexample": self.counterexample}
+        if self.undefined:
+            out["undefined"] = True
+        return out
 
 
 #: what an obligation's evaluation can conclude (see :class:`ObligationResult`)
@@ -66,6 +74,9 @@ _SIMPLIFIERS = (
 
 
 _NAMES = [n for n, _ in _SIMPLIFIERS]
+
+#: how an entry that is not a number is said (``how`` of :func:`_is_zero` / :func:`_truth`)
+UNDEFINED_VALUE = {sp.zoo: "value zoo (complex infinity)", sp.nan: "value nan (undefined)"}
 
 
 #: significant digits a numeric value must be certified to before it decides anything
@@ -138,7 +149,7 @@ def _is_zero(e: Any) -> tuple[bool | None, str]:
     if z is True:
         return True, ""
     if e in (sp.zoo, sp.oo, -sp.oo, sp.nan):  # certainly not 0: complex infinity (1/0) was "undecided" (45b F2)
-        return False, {sp.zoo: "value zoo (complex infinity)", sp.nan: "value nan (undefined)"}.get(e, f"value {e}")
+        return False, UNDEFINED_VALUE.get(e, f"value {e}")
     if e.is_number:
         v = certified(e)
         if v is not None and v != 0:
@@ -176,6 +187,8 @@ def _truth(e: Any, kind: str) -> tuple[bool | None, str]:
             return False, "evaluates to False"
         return None, ""
     e = sp.sympify(e)
+    if e in (sp.zoo, sp.nan):  # not a number: false as the "zero" kind says it, and marked undefined (60b F1)
+        return False, UNDEFINED_VALUE[e]
     if isinstance(e, sp.MatrixExpr):  # is_positive is False for any matrix expression (not a scalar): entry by entry
         return _truth_entrywise(e, kind)  # where its size is known, else undecided (hostile pass 54b F9)
     # in the extended reals: +∞ > 0, as SymPy's own `oo > 0` (is_positive is False for oo: positive implies finite

@@ -37,8 +37,9 @@ from typing import Any
 
 import sympy as sp
 
-from theory.deciding import (DIGITS, OBLIGATION_STATUSES, ObligationResult, _entries, _is_zero,  # noqa: F401
-                             _NAMES, _search, _short, _SIMPLIFIERS, _truth, certified)
+from theory.deciding import (DIGITS, OBLIGATION_STATUSES, UNDEFINED_VALUE, ObligationResult, _entries,  # noqa: F401
+                             _is_zero, _NAMES, _sample, _search, _short, _SIMPLIFIERS, _truth,
+                             certified)
 
 __all__ = ["DerivationError", "premise_gaps", "progress", "reset_progress", "Step", "Obligation", "ObligationResult", "Derivation", "DerivationBuilder", "STEP_KINDS", "OBLIGATION_KINDS",
            "OBLIGATION_STATUSES", "certified"]
@@ -201,7 +202,8 @@ class Obligation:
                 if verdict is not False:
                     why = f"counterexample found by a numeric search after {', '.join(_NAMES)}"
                 return ObligationResult(self.name, self.kind, False, _short(last), why, time.perf_counter() - t0,
-                                        self.description, "fails", cx)
+                                        self.description, "fails", cx,
+                                        undefined=verdict is False and any(u in how for u in UNDEFINED_VALUE.values()))
             if undecided is None:
                 undecided = ObligationResult(
                     self.name, self.kind, False, _short(last),
