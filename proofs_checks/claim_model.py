@@ -1,7 +1,8 @@
-"""What a claim is: :class:`Claim` with its :class:`Check`\ s, :class:`Mutant`\ s, :class:`Hypothesis`\ es (each with a
-:class:`Counterexample` where dropping it breaks the conclusion) and :class:`Clause`\ s, the words a statement is
-rendered in, and :class:`RegistryError`, the one-line refusal of an incomplete or inconsistent entry. Split out of
-:mod:`proofs_checks.registry` (the one global registry), which re-exports all of it."""
+"""What a claim is: a :class:`Claim` with its checks (:class:`Check`), mutants (:class:`Mutant`), hypotheses
+(:class:`Hypothesis`, each with a :class:`Counterexample` where dropping it breaks the conclusion) and clauses
+(:class:`Clause`), the words a statement is rendered in, and :class:`RegistryError`, the one-line refusal of an
+incomplete or inconsistent entry. Split out of :mod:`proofs_checks.registry` (the one global registry), which re-exports
+all of it."""
 
 from __future__ import annotations
 

@@ -40,3 +40,14 @@ def test_no_function_over_100_lines(path):
 def test_no_module_much_over_700_lines(path):
     n = len(path.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_MODULE_LINES, n
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_warns_when_compiled(path):
+    """No invalid escape sequence (a DeprecationWarning now, a SyntaxWarning from Python 3.12) or other compile-time
+    warning in tverify's own code: it reached the warnings summary of a user's pytest run (hostile pass 60a, a note)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile(path.read_text(encoding="utf-8"), str(path), "exec")
