@@ -114,3 +114,18 @@ def test_note_check_claim_refuses_a_notebook_claim_in_a_builtin_group():
     for fn in (check_claim, run_mutants):
         with pytest.raises(RegistryError, match="'icl' is a built-in group"):
             fn(_claim("icl.zz60", direct))
+
+
+@pytest.mark.parametrize("value, words", [("", "is blank"), ("afile", "is a file, not a folder"),
+                                          ("/dev/full", "not a folder")])
+def test_note_a_survey_cache_named_by_the_environment_is_checked_as_cache_dir_is(tmp_path, monkeypatch, value,
+                                                                                 words):
+    from tests.test_hostile_round53a import _here
+
+    (tmp_path / "afile").write_text("mine")
+    monkeypatch.setenv("TVERIFY_SURVEY_CACHE", value)
+    r = _here(tmp_path, "survey", "--no-install", "--quick", "--out", str(tmp_path / "o"), "--no-progress",
+              "local-attention-1.2.1")
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 2 and "TVERIFY_SURVEY_CACHE" in r.stderr and words in r.stderr, (r.returncode, r.stderr)
+    assert (tmp_path / "afile").read_text() == "mine"

@@ -11,6 +11,7 @@ catalogue's record of a known-bug or fixed release (the checker regressed); 2 us
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -57,10 +58,10 @@ def _list(entries, json_path) -> None:
     _console().print(t)
 
 
-def _check_cache(cache: Path, given: bool) -> None:
+def _check_cache(cache: Path, given: bool, named: str = "--cache-dir") -> None:
     """The install cache, refused up front (one line) when it, or a folder above it, exists and is no
     folder: every row said "cannot create the install cache /dev/full: File exists" before."""
-    what = f"--cache-dir {cache}" if given else f"the install cache {cache}"
+    what = f"{named} {cache}" if given else f"the install cache {cache}"
     from proofs_checks.store import name_problem
 
     problem = name_problem(cache / ("x" * 40))  # a name over 255 bytes: a traceback from exists() (hostile 14a F8)
@@ -96,12 +97,15 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     if where == out or out in where.parents:  # installed there during the run, then replaced with the page folder
         raise UsageError(f"--cache-dir {cache}: inside --out {out_dir}, which the survey replaces; keep the install "
                          "cache elsewhere")
-    if install or cache_dir:  # (the default cache, with --no-install, is only read: no folder holds nothing, 44b F8)
-        _check_cache(cache, given=bool(cache_dir))
+    named = "--cache-dir" if cache_dir else "TVERIFY_SURVEY_CACHE" if os.environ.get("TVERIFY_SURVEY_CACHE") else ""
+    # (the default cache, with --no-install, is only read: no folder holds nothing, 44b F8; one the user named is
+    # checked either way, --cache-dir or TVERIFY_SURVEY_CACHE: a file there was accepted, 60b note)
+    if install or named:
+        _check_cache(cache, given=bool(named), named=named or "--cache-dir")
         from proofs_checks.store import OutputPathError, refuse_own_installation
 
         try:  # installs land there: never inside tverify's own code, through a `.tverify` link either (14a F5)
-            refuse_own_installation(cache, "--cache-dir" if cache_dir else "the install cache")
+            refuse_own_installation(cache, named or "the install cache")
         except OutputPathError as exc:
             raise UsageError(str(exc)) from None
     say = (lambda s: click.echo(s, err=True)) if progress else (lambda s: None)
@@ -149,7 +153,7 @@ def run_command(names, *, list_only: bool, mode: str, json_path: str | None, out
     if json_path:
         _write_json(json_path, doc)
     con = _console(stderr=json_path == "-")
-    con.print(f"survey: {len(rows)} rows ({', '.join(f'{k} {v}' for k, v in sorted(summary.items()))}) in "
+    con.print(f"survey: {len(rows)} row{'' if len(rows) == 1 else 's'} ({', '.join(f'{k} {v}' for k, v in sorted(summary.items()))}) in "
               f"{doc['seconds']:.0f}s; page written to {path / 'index.html'}", markup=False)
     failed = [r["name"] for r in rows if r.get("status") in ("install-failed", "import-failed", "version-mismatch")]
     off_index = [n for n in failed if n in by_name and not by_name[n].on_pypi]  # expected: not on the package index

@@ -30,7 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_cache() -> Path:
-    return Path(os.environ.get("TVERIFY_SURVEY_CACHE") or ".tverify/survey-cache")
+    """``$TVERIFY_SURVEY_CACHE``, else ``.tverify/survey-cache``; a blank value is refused, as a blank ``TVERIFY_STORE``
+    is (it was read as unset: hostile pass 60b, a note)."""
+    value = os.environ.get("TVERIFY_SURVEY_CACHE")
+    if value is not None and not value.strip():
+        from proofs_checks.options import UsageError
+
+        raise UsageError("TVERIFY_SURVEY_CACHE is blank: name a folder, or unset it for .tverify/survey-cache")
+    return Path(value or ".tverify/survey-cache")
 
 
 def _in_env(spec: str) -> bool:
