@@ -6,11 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.test_hostile_round50b import _plugin  # an installed plugin distribution on PYTHONPATH
 from tests.tiers import moved
 
 _E2E = "a plugin claim's whole run in fresh processes (5 to 8 s); the in-process pin decides the same fix"
@@ -40,18 +40,6 @@ def _tv(tmp_path: Path, *args: str, site: Path | None = None, timeout: int = 280
         return tv_here(tmp_path, *args)
     return subprocess.run([sys.executable, "-m", "proofs_checks", *args], cwd=tmp_path, env=_env(tmp_path, site),
                           capture_output=True, text=True, timeout=timeout)
-
-
-def _plugin(tmp_path: Path, name: str, source: str) -> Path:
-    """An installed distribution ``name`` (a folder for PYTHONPATH) whose module ``name`` is its entry point."""
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / f"{name}.py").write_text(textwrap.dedent(source))
-    info = site / f"{name}-0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[tverify.claims]\n{name} = {name}\n")
-    return site
 
 
 def _run_plugin(tmp_path: Path, name: str, source: str, cid: str) -> tuple[subprocess.CompletedProcess, dict]:
