@@ -78,6 +78,8 @@ def contradiction(result: "CheckResult") -> str:
     if result.passed and not result.resolution_units and isinstance(e, (int, float)) and isinstance(t, (int, float)) \
             and math.isfinite(e) and math.isfinite(t) and e > t:
         return f"it says passed with an error of {e:.3g} above its own tolerance {t:.3g}"
+    if result.passed and not result.resolution_units and isinstance(e, float) and math.isnan(e):
+        return "it says passed with no measured error (error NaN): a pass is an error within a tolerance"  # 61b F3
     return ""
 
 

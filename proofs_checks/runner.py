@@ -414,10 +414,15 @@ def _status(claim: Claim, outcomes: list[CheckOutcome], stated: list[CheckOutcom
     skipped = [o for o in outcomes if o.status == "skipped"]
     skip_note = "; ".join(f"{o.name}: {(o.result.skip_reason if o.result else '') or 'skipped'}" for o in skipped)
     if claim.is_evidence:
-        skipped = skipped + [o for o in outcomes if o.status == "inconclusive"]
+        undecided_checks = [o for o in outcomes if o.status == "inconclusive"]
         ran = [o for o in outcomes if o.status not in ("skipped", "inconclusive")]
         if skipped:
             return "incomplete", f"not every check ran ({skip_note}); evidence is reported only from a complete run", None
+        if undecided_checks:  # ran without deciding (a training that missed its criterion): as for any claim, exit 3,
+            # with the check's own reason (it was "incomplete", exit 1, with "()": hostile pass 61b F4)
+            return "inconclusive", "; ".join(f"{o.name}: {(o.result.skip_reason if o.result else '') or 'inconclusive'}"
+                                             for o in undecided_checks) + " — evidence is reported only from checks that " \
+                "decided", None
         blind = [o.name for o in ran if o.status == "failed" and _nonfinite_failure(o)]
         if blind:  # a NaN measures nothing: neither support nor its absence (hostile pass 60b, a note)
             return "error", (f"check {', '.join(blind)} measured nothing (a NaN or infinite error): evidence is reported "

@@ -144,9 +144,9 @@ def test_nan_anywhere_fails_with_reason():
         return CheckResult(True, error=math.nan, tolerance=1.0)  # a hand-built "pass" with a NaN error
 
     res = run_claim(_claim(checks=(Check("c", "numeric", nan_check),)), RunContext(mode="quick"))
-    # NaN fails (never verified); and it measures no difference, so the claim is an error, not refuted (60b F1)
-    assert res.status == "error" and "non-finite" in (res.checks[0].result.reason or "")
-    assert "not a refutation" in res.message, res.message
+    # NaN fails (never verified); a hand-built pass with no measured error contradicts itself: an error in the claim,
+    # not a refutation (60b F1, 61b F3)
+    assert res.status == "error" and "no measured error" in res.message, res.message
 
 
 def _dummy_check(form, ctx):

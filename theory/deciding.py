@@ -181,6 +181,10 @@ def _truth_entrywise(e: "sp.MatrixExpr", kind: str) -> tuple[bool | None, str]:
 def _truth(e: Any, kind: str) -> tuple[bool | None, str]:
     if kind == "true":
         e = sp.sympify(e)
+        if isinstance(e, sp.core.relational.Relational):  # a side that is not a number decides nothing (61b F1, F2)
+            bad = next((side for side in (e.lhs, e.rhs) if side in UNDEFINED_VALUE), None)
+            if bad is not None:
+                return False, UNDEFINED_VALUE[bad]
         if e in (sp.true, True):
             return True, ""
         if e in (sp.false, False):
