@@ -61,6 +61,11 @@ def _array(x, dtype=None):
     exactly to float32): a tensor that requires grad raised torch's RuntimeError through the API (hostile pass 12b N6)."""
     import numpy as np
 
+    if isinstance(x, np.ma.MaskedArray):  # np.asarray drops the mask: the hidden values would be judged (61a note)
+        from theory.validation import InputError
+
+        raise InputError("a masked array: its mask would be dropped and the values under it judged; pass a plain "
+                         "array of the values you mean")
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         x = x.detach().cpu()

@@ -49,3 +49,14 @@ def test_4_an_evidence_claim_whose_check_did_not_decide_is_inconclusive_with_its
     r = check_claim(_evidence(undecided))
     assert r.status == "inconclusive" and "loss criterion" in r.message, (r.status, r.message)
     assert "()" not in r.message, r.message
+
+
+def test_61a_note_a_masked_array_is_refused_not_read_without_its_mask():
+    import numpy as np
+
+    from proofs_checks.api import check_hopfield
+    from theory.validation import InputError
+
+    P = np.eye(3)
+    with pytest.raises(InputError, match="masked array"):
+        check_hopfield(np.ma.masked_array(P, mask=np.ones_like(P, bool)), beta=4.0)

@@ -63,7 +63,11 @@ def load_patterns(path: str, option: str = "--patterns", max_memory: float | Non
 
 def patterns_array(a: Any, option: str = "patterns", where: str = "the array") -> np.ndarray:
     """``a`` as the ``(N, d)`` float64 patterns, with the checks of :func:`load_patterns` (the Python
-    API's arrays get the command line's: real numbers, two dimensions, finite, at least 2 rows)."""
+    API's arrays get the command line's: real numbers, two dimensions, finite, at least 2 rows). A masked array is
+    refused: its mask would be dropped silently, its hidden values judged (hostile pass 61a, a note)."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise UsageError(f"{option}: a masked array: its mask would be dropped and the values under it judged; pass "
+                         "the patterns you mean as a plain array (e.g. a.compressed() rows, or a.filled(...))")
     if hasattr(a, "detach") and hasattr(a, "cpu"):  # a torch tensor (one that requires grad too): its values
         try:
             a = a.detach().cpu()
